@@ -1,0 +1,179 @@
+"""GPU memory budget: how much of a GPU becomes KV cache, and how many sequences it holds.
+
+vLLM semantics (the default, ``engine="vllm"``):
+
+    requested   = ceil(total GPU memory x gpu_memory_utilization)   (a fraction of TOTAL memory)
+    KV pool     = requested - weights - reserve (activation peak, CUDA context, graphs)
+    page        = block_size x per-layer bytes/token         (one block of one layer)
+    num_blocks  = pool // page // kv_layers
+    capacity    = num_blocks x block_size tokens
+    max concurrency at N tokens = num_blocks / cdiv(N, block_size)
+
+which is the "Maximum concurrency for N tokens per request" that vLLM logs for a model whose
+layers all use full attention. Layers that keep fewer tokens (sliding windows, chunks) need fewer
+blocks per sequence; recurrent layers need a fixed state per sequence; both are charged in bytes
+against the same pool, so the figure stays exact for full attention and window-aware otherwise.
+
+TensorRT-LLM semantics (``engine="trtllm"``): the pool is kv_cache_free_gpu_mem_fraction (0.9) of
+the memory still free after the weights and the runtime reserve are in place.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .dtypes import KV_DTYPES, bytes_for, get_dtype
+from .kv import layer_bytes_per_token, stage_layers
+from .model import KV_KINDS, ModelSpec
+from .units import GiB, check_float, check_int
+
+__all__ = ["Budget", "budget", "DEFAULT_RESERVE_BYTES", "ENGINES"]
+
+# Memory a running engine needs besides weights and KV: the activation peak of a profiling run
+# (about 1 GiB for a 7-8B model at 8K batched tokens), the CUDA context and library workspaces
+# (~0.5 GiB) and CUDA-graph buffers (~0.5 GiB). A stated round default; the user can change it.
+DEFAULT_RESERVE_BYTES = 2 * GiB
+ENGINES = ("vllm", "trtllm")
+_SEARCH_CAP = 10**12  # tokens; beyond this a context is "unbounded" for our purposes
+
+
+@dataclass(frozen=True, kw_only=True)
+class Budget:
+    engine: str
+    total_bytes: int  # one GPU's memory as the driver reports it
+    gpu_mem_util: float
+    requested_bytes: int
+    weights_bytes: int  # on this GPU
+    reserve_bytes: int
+    kv_pool_bytes: int  # may be negative: the weights and reserve do not fit
+    unused_bytes: int  # total - requested (vLLM leaves it to other processes)
+    block_size: int
+    kv_layers: int  # on the binding stage's GPU
+    page_bytes: int  # one block of one layer (largest layer when they differ)
+    block_bytes: int  # one block across every K/V layer of the stage
+    num_blocks: int
+    kv_capacity_tokens: int
+    context: int
+    seq_bytes: int  # block-rounded K/V + state of one sequence at `context`
+    max_concurrent_seqs: float
+    max_context_tokens: int | None  # largest context one sequence can reach; None = never fills
+    model_max_context: int
+    concurrency: int  # what the user asks to run
+    needed_bytes: int
+    fits: bool
+    overflow_bytes: int
+    state_bytes_per_seq: int
+    tp: int
+    pp: int
+    stage: int  # which pipeline stage binds
+
+    @property
+    def usable_context(self) -> int:
+        if self.max_context_tokens is None:
+            return self.model_max_context
+        return min(self.max_context_tokens, self.model_max_context)
+
+    @property
+    def max_context_limited_by(self) -> str:
+        if self.max_context_tokens is not None and self.max_context_tokens < self.model_max_context:
+            return "memory"
+        return "model"
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["usable_context"] = self.usable_context
+        d["max_context_limited_by"] = self.max_context_limited_by
+        return d
+
+
+def budget(spec: ModelSpec, *, total_bytes: int, context: int, weights_bytes: int,
+           gpu_mem_util: float = 0.9, reserve_bytes: int = DEFAULT_RESERVE_BYTES,
+           block_size: int = 16, kv_dtype: str = "bf16", scales: bool = False,
+           concurrency: int = 1, tp: int = 1, pp: int = 1, engine: str = "vllm",
+           state_dtype: str = "bf16") -> Budget:
+    """The memory budget of one GPU. ``weights_bytes`` is the whole model's; each of the
+    tp x pp GPUs holds an equal share of it."""
+    total_bytes = check_int("GPU memory (bytes)", total_bytes, 1, 2**50)
+    context = check_int("context", context, 1, 10**9)
+    weights_bytes = check_int("weights (bytes)", weights_bytes, 0, 2**60)
+    reserve_bytes = check_int("reserve (bytes)", reserve_bytes, 0, 2**50)
+    block_size = check_int("block size", block_size, 1, 1 << 20)
+    concurrency = check_int("concurrency", concurrency, 1, 10**7)
+    gpu_mem_util = check_float("gpu_memory_utilization", gpu_mem_util, 0.0, 1.0, lo_open=True)
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    dtype = get_dtype(kv_dtype, KV_DTYPES)
+    sdtype = get_dtype(state_dtype, ("fp32", "fp16", "bf16"))
+    stages = stage_layers(spec, tp, pp)
+    w_gpu = math.ceil(weights_bytes / (tp * pp))
+
+    if engine == "vllm":
+        # vLLM: requested_memory = math.ceil(total_memory * gpu_memory_utilization), in floats.
+        requested = math.ceil(total_bytes * gpu_mem_util)
+        pool = requested - w_gpu - reserve_bytes
+    else:
+        requested = total_bytes
+        free = total_bytes - w_gpu - reserve_bytes
+        pool = math.floor(free * gpu_mem_util) if free > 0 else free
+
+    best = None
+    for index, layers in enumerate(stages):
+        cand = _stage(layers, index, pool, block_size, context, concurrency, dtype, scales, sdtype)
+        if best is None or cand["max_concurrent_seqs"] < best["max_concurrent_seqs"]:
+            best = cand
+    return Budget(engine=engine, total_bytes=total_bytes, gpu_mem_util=gpu_mem_util,
+                  requested_bytes=requested, weights_bytes=w_gpu, reserve_bytes=reserve_bytes,
+                  kv_pool_bytes=pool, unused_bytes=total_bytes - requested,
+                  block_size=block_size, context=context, model_max_context=spec.max_context,
+                  concurrency=concurrency, tp=tp, pp=pp, **best)
+
+
+def _stage(layers, index, pool, bs, context, concurrency, dtype, scales, sdtype) -> dict:
+    kv_layers = [l for l in layers if l.kind in KV_KINDS]
+    per_layer = [layer_bytes_per_token(l, dtype, scales) for l in kv_layers]
+    block_bytes = bs * sum(per_layer)
+    state = sum(bytes_for(l.state_elements, sdtype) for l in layers if l.kind == "state")
+    usable = max(pool, 0)
+    if block_bytes:
+        if len(set(per_layer)) == 1:
+            num_blocks = usable // (bs * per_layer[0]) // len(per_layer)  # vLLM's order of floors
+        else:
+            num_blocks = usable // block_bytes
+        usable = num_blocks * block_bytes
+    else:
+        num_blocks = 0
+
+    def seq_bytes(n: int) -> int:
+        # Each layer holds whole blocks: cdiv(tokens kept, block_size) of them.
+        return state + sum(-(-l.tokens_kept(n) // bs) * bs * b for l, b in zip(kv_layers, per_layer))
+
+    need_one = seq_bytes(context)
+    max_conc = usable / need_one if need_one else math.inf
+    needed = concurrency * need_one
+    return {
+        "kv_layers": len(kv_layers), "page_bytes": bs * max(per_layer, default=0),
+        "block_bytes": block_bytes, "num_blocks": num_blocks,
+        "kv_capacity_tokens": num_blocks * bs, "seq_bytes": need_one,
+        "max_concurrent_seqs": max_conc,
+        "max_context_tokens": _max_context(seq_bytes, usable),
+        "needed_bytes": needed, "fits": pool > 0 and needed <= usable,
+        "overflow_bytes": max(0, needed - usable), "state_bytes_per_seq": state, "stage": index,
+    }
+
+
+def _max_context(seq_bytes, usable: int) -> int | None:
+    """Largest n with seq_bytes(n) <= usable (seq_bytes is non-decreasing); None when even
+    _SEARCH_CAP tokens fit (every layer keeps a bounded number of tokens)."""
+    if seq_bytes(1) > usable:
+        return 0
+    if seq_bytes(_SEARCH_CAP) <= usable:
+        return None
+    lo, hi = 1, _SEARCH_CAP  # seq_bytes(lo) fits, seq_bytes(hi) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if seq_bytes(mid) <= usable:
+            lo = mid
+        else:
+            hi = mid
+    return lo

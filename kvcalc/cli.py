@@ -1,0 +1,398 @@
+"""Command line: python -m kvcalc <command> [...] [--json].
+
+With --json every command prints exactly one JSON object. Bad arguments exit with status 2 and
+a one-line message on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+from .budget import DEFAULT_RESERVE_BYTES, ENGINES, budget
+from .dtypes import KV_DTYPES, WEIGHT_DTYPES
+from .hfconfig import checkpoint_format, load_config_file, spec_from_config
+from .kv import kv_cache
+from .model import ModelSpec
+from .registry import registry
+from .roofline import (DEFAULT_MFU, offload_vs_recompute, prefill, step_time, token_passes)
+from .units import GB, GiB, fmt_bytes, fmt_gib, fmt_seconds
+from .weights import Weights, weights  # noqa: F401
+
+__all__ = ["main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, status 2
+        self.exit(2, f"kvcalc: error: {message}\n")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text.replace(",", "").replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+
+def _nonneg_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(v) or v < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
+    return v
+
+
+def _pos_float(text: str) -> float:
+    v = _nonneg_float(text)
+    if v == 0:
+        raise argparse.ArgumentTypeError("must be greater than 0")
+    return v
+
+
+def _model_args(p: argparse.ArgumentParser, kv=True, parallel=True):
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model", help="registry key (see `python -m kvcalc models`)")
+    src.add_argument("--config", metavar="PATH", help="a Hugging Face config.json file")
+    p.add_argument("--ignore-sliding-window", action="store_true",
+                   help="treat sliding-window layers as full attention (as some runtimes do)")
+    if kv:
+        p.add_argument("--kv-dtype", default="bf16", choices=KV_DTYPES)
+        p.add_argument("--kv-scales", action="store_true",
+                       help="count one fp32 scale per K/V vector for quantized KV (fp8/int8/int4)")
+    if parallel:
+        p.add_argument("--tp", type=_positive_int, default=1, help="tensor parallel size")
+        p.add_argument("--pp", type=_positive_int, default=1, help="pipeline parallel size")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def _weight_args(p):
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--weights-gib", type=_nonneg_float, help="weights of the whole model, GiB")
+    g.add_argument("--weight-dtype", choices=("auto",) + WEIGHT_DTYPES, default="auto",
+                   help="format of the weights (auto: the checkpoint's own)")
+
+
+def _gpu_args(p, memory=True):
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--gpu", help="GPU key (see `python -m kvcalc gpus`)")
+    if memory:
+        g.add_argument("--vram-gib", type=_pos_float, help="GPU memory in GiB")
+    else:
+        g.add_argument("--bandwidth-gbs", type=_pos_float, help="memory bandwidth, GB/s (10^9 B/s)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m kvcalc",
+                     description="Exact KV-cache sizes, GPU budgets and decode step times.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("kv", help="KV bytes of a batch at a context length")
+    _model_args(p)
+    p.add_argument("--context", type=_positive_int, required=True)
+    p.add_argument("--batch", type=_positive_int, default=1)
+
+    p = sub.add_parser("budget", help="GPU memory budget, blocks and max concurrency")
+    _model_args(p)
+    _gpu_args(p)
+    _weight_args(p)
+    p.add_argument("--context", type=_positive_int, required=True)
+    p.add_argument("--concurrency", type=_positive_int, default=1,
+                   help="sequences you want to run at once (checked against the pool)")
+    p.add_argument("--gpu-mem-util", type=_pos_float, default=0.9)
+    p.add_argument("--reserve-gib", type=_nonneg_float,
+                   default=DEFAULT_RESERVE_BYTES / GiB,
+                   help="activations, CUDA context and graphs, per GPU (default 2 GiB)")
+    p.add_argument("--block-size", type=_positive_int, default=16)
+    p.add_argument("--engine", choices=ENGINES, default="vllm")
+
+    p = sub.add_parser("step-time", help="decode step time, tokens/s and the crossover context")
+    _model_args(p)
+    _gpu_args(p, memory=False)
+    _weight_args(p)
+    p.add_argument("--context", type=_positive_int, required=True)
+    p.add_argument("--batch", type=_positive_int, default=1)
+
+    p = sub.add_parser("prefill", help="time to first token from FLOPs")
+    _model_args(p, kv=False)
+    p.add_argument("--gpu", required=True)
+    p.add_argument("--prompt-tokens", type=_positive_int, required=True)
+    p.add_argument("--mfu", type=_pos_float, default=DEFAULT_MFU,
+                   help=f"fraction of dense peak reached (default {DEFAULT_MFU})")
+    p.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16", help="compute format")
+
+    p = sub.add_parser("passes", help="token passes with and without a KV cache")
+    p.add_argument("--new-tokens", type=_positive_int, required=True)
+    p.add_argument("--prompt-tokens", type=int, default=0)
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("offload", help="reload a cached prefix over a link, or recompute it?")
+    _model_args(p, parallel=False)
+    p.add_argument("--gpu", required=True)
+    p.add_argument("--link", default="pcie5-x16", help="link key (see `gpus`)")
+    p.add_argument("--prefix-tokens", type=_positive_int, required=True)
+    p.add_argument("--mfu", type=_pos_float, default=DEFAULT_MFU)
+
+    p = sub.add_parser("table", help="the seed blog's MHA vs GQA table (FP16)")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("models", help="list the registry's models")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("gpus", help="list the registry's GPUs and links")
+    p.add_argument("--json", action="store_true")
+    return parser
+
+
+# ---------------------------------------------------------------------------------------------
+
+def _load_model(args) -> tuple[ModelSpec, str, str | None, str]:
+    """(spec, weight dtype, expert dtype, label) from --model or --config."""
+    honor = not getattr(args, "ignore_sliding_window", False)
+    if args.model:
+        m = registry().model(args.model)
+        spec = m.spec if honor else spec_from_config(m.config, name=m.name,
+                                                     honor_sliding_window=False)
+        return spec, m.weight_dtype, m.expert_weight_dtype, m.name
+    cfg = load_config_file(args.config)
+    spec = spec_from_config(cfg, name=args.config, honor_sliding_window=honor)
+    wd, ed = checkpoint_format(cfg)
+    return spec, wd, ed, args.config
+
+
+def _weights(args, spec, wd, ed) -> tuple[Weights, int]:
+    """(weights in the chosen format, resident bytes: --weights-gib when given)."""
+    if getattr(args, "weight_dtype", "auto") not in (None, "auto"):
+        w = weights(spec, args.weight_dtype)
+    else:
+        w = weights(spec, wd, ed)
+    if getattr(args, "weights_gib", None) is not None:
+        return w, round(args.weights_gib * GiB)
+    return w, w.bytes
+
+
+def _gpu(args):
+    return registry().gpu(args.gpu) if getattr(args, "gpu", None) else None
+
+
+def cmd_kv(args):
+    spec, *_ = _load_model(args)
+    r = kv_cache(spec, args.context, args.batch, args.kv_dtype, scales=args.kv_scales,
+                 tp=args.tp, pp=args.pp)
+    out = r.to_dict()
+    text = [f"{spec.name}: KV cache at {args.context:,} tokens x batch {args.batch}, "
+            f"{args.kv_dtype.upper()}" + (f", per GPU (TP={args.tp}, PP={args.pp})"
+                                          if args.tp * args.pp > 1 else ""),
+            f"  per token:  {r.per_token_formula()} ({fmt_bytes(r.kv_bytes_per_token_nominal)})",
+            f"  growth now: {r.kv_bytes_per_token:,} B per extra token at this context",
+            f"  KV bytes:   {r.kv_bytes:,} B = {fmt_gib(r.kv_bytes, 3)} "
+            f"({r.kv_bytes / GB:,.3f} GB)"]
+    for row in r.rows:
+        if row.kind == "state":
+            text.append(f"  {row.layers} recurrent layers: {row.state_bytes:,} B state each per "
+                        f"sequence (does not grow)")
+        else:
+            text.append(f"  {row.layers} {row.kind} layers keep {row.tokens_kept:,} tokens: "
+                        f"{row.bytes:,} B")
+    if r.state_bytes:
+        text.append(f"  state:      {r.state_bytes:,} B = {fmt_gib(r.state_bytes, 3)} (fixed)")
+    return out, text
+
+
+def cmd_budget(args):
+    spec, wd, ed, label = _load_model(args)
+    gpu = _gpu(args)
+    total = gpu.memory_bytes if gpu else round(args.vram_gib * GiB)
+    w, wbytes = _weights(args, spec, wd, ed)
+    b = budget(spec, total_bytes=total, context=args.context, weights_bytes=wbytes,
+                          gpu_mem_util=args.gpu_mem_util, reserve_bytes=round(args.reserve_gib * GiB),
+                          block_size=args.block_size, kv_dtype=args.kv_dtype,
+                          scales=args.kv_scales, concurrency=args.concurrency, tp=args.tp,
+                          pp=args.pp, engine=args.engine)
+    out = b.to_dict()
+    out.update(model=label, gpu=gpu.key if gpu else None, weight_dtype=w.dtype)
+    mc = ("unbounded (every layer keeps a bounded number of tokens)"
+          if b.max_context_tokens is None else f"{b.max_context_tokens:,} tokens")
+    text = [f"{label} on {gpu.name if gpu else f'{args.vram_gib:g} GiB'}"
+            + (f" (per GPU, TP={args.tp} PP={args.pp})" if args.tp * args.pp > 1 else ""),
+            f"  GPU memory:   {fmt_gib(b.total_bytes)}",
+            f"  requested:    ceil({fmt_gib(b.total_bytes)} x {b.gpu_mem_util:g}) = "
+            f"{fmt_gib(b.requested_bytes)}" if b.engine == "vllm" else
+            f"  engine:       TensorRT-LLM, {b.gpu_mem_util:g} of memory free after weights",
+            f"  weights:      {fmt_gib(b.weights_bytes)}",
+            f"  reserve:      {fmt_gib(b.reserve_bytes)}",
+            f"  KV pool:      {fmt_gib(b.kv_pool_bytes)}",
+            f"  blocks:       {b.num_blocks:,} of {b.block_size} tokens "
+            f"({fmt_bytes(b.page_bytes)} per layer, {b.kv_layers} K/V layers)",
+            f"  capacity:     {b.kv_capacity_tokens:,} tokens",
+            f"  max concurrency at {b.context:,} tokens: {b.max_concurrent_seqs:.2f}x",
+            f"  max context of one sequence: {mc}",
+            f"  {b.concurrency} x {b.context:,} tokens needs {fmt_gib(b.needed_bytes)}: "
+            + ("fits" if b.fits else f"does NOT fit, over by {fmt_gib(b.overflow_bytes)}")]
+    if b.kv_pool_bytes <= 0:
+        text.append("  the weights and reserve alone exceed the requested memory: "
+                    "use more GPUs (--tp), a smaller weight format, or a larger GPU")
+    return out, text
+
+
+def cmd_step_time(args):
+    spec, wd, ed, label = _load_model(args)
+    gpu = _gpu(args)
+    bw = gpu.bandwidth_gbs if gpu else args.bandwidth_gbs
+    w, wbytes = _weights(args, spec, wd, ed)
+    peak = gpu.peak_tflops(w.dtype) if gpu else None
+    s = step_time(spec, w, context=args.context, batch=args.batch, bandwidth_gbs=bw,
+                  kv_dtype=args.kv_dtype, scales=args.kv_scales, tp=args.tp, pp=args.pp,
+                  peak_tflops=peak,
+                  weight_read_bytes=wbytes if args.weights_gib is not None else None)
+    out = s.to_dict()
+    out.update(model=label, gpu=gpu.key if gpu else None)
+    cross = ("never (the cache stops growing)" if s.crossover_context is None
+             else f"{s.crossover_context:,} tokens")
+    text = [f"{label}: decode step at {args.context:,} tokens, batch {args.batch}, "
+            f"{bw:,.0f} GB/s",
+            f"  weights read: {s.weight_read_bytes / GB:,.3f} GB",
+            f"  KV read:      {s.kv_read_bytes / GB:,.3f} GB ({s.kv_share:.0%} of the step)",
+            f"  step time:    {fmt_seconds(s.step_time_s)} -> {s.tokens_per_s:,.1f} tokens/s",
+            f"  crossover:    {cross} (KV reads = weight reads at batch {args.batch})"]
+    if s.state_read_bytes:
+        text.insert(3, f"  state read:   {s.state_read_bytes / GB:,.3f} GB")
+    if s.compute_time_s is not None:
+        text.append(f"  compute floor: {fmt_seconds(s.compute_time_s)} ({s.bound} bound)")
+    return out, text
+
+
+def cmd_prefill(args):
+    spec, *_ = _load_model(args)
+    gpu = registry().gpu(args.gpu)
+    peak = gpu.peak_tflops(args.dtype)
+    r = prefill(spec, args.prompt_tokens, peak, mfu=args.mfu, tp=args.tp)
+    out = r.to_dict()
+    out.update(gpu=gpu.key)
+    text = [f"{spec.name}: prefill of {args.prompt_tokens:,} tokens on {gpu.name}",
+            f"  FLOPs: {r.linear_flops:.3e} (2 x active params x tokens) + "
+            f"{r.attention_flops:.3e} (attention) = {r.flops:.3e}",
+            f"  time to first token: {fmt_seconds(r.time_s)} at {args.mfu:g} x {peak:g} TFLOPS"]
+    return out, text
+
+
+def cmd_passes(args):
+    if args.prompt_tokens < 0:
+        raise ValueError("--prompt-tokens must be 0 or more")
+    r = token_passes(args.new_tokens, args.prompt_tokens)
+    text = [f"{args.new_tokens:,} new tokens after a {args.prompt_tokens:,}-token prompt:",
+            f"  with a KV cache:    {r['with_cache']:,} token passes",
+            f"  without a KV cache: {r['without_cache']:,} token passes ({r['ratio']:,.1f}x)"]
+    return r, text
+
+
+def cmd_offload(args):
+    spec, *_ = _load_model(args)
+    gpu = registry().gpu(args.gpu)
+    link = registry().link(args.link)
+    r = offload_vs_recompute(spec, args.prefix_tokens, link_gbs=link.gbs,
+                             peak_tflops=gpu.peak_tflops("bf16"), kv_dtype=args.kv_dtype,
+                             mfu=args.mfu)
+    out = r.to_dict()
+    out.update(link=link.key, gpu=gpu.key)
+    if r.break_even_tokens is None:
+        be = "reloading never wins at any prefix length"
+    elif r.break_even_tokens == 1:
+        be = "reloading wins at every prefix length"
+    else:
+        be = f"reloading wins from {r.break_even_tokens:,} tokens on"
+    text = [f"{spec.name}: a {args.prefix_tokens:,}-token prefix ({fmt_bytes(r.kv_bytes)} of KV)",
+            f"  reload over {link.name} ({link.gbs:g} GB/s): {fmt_seconds(r.reload_s)}",
+            f"  recompute on {gpu.name}: {fmt_seconds(r.recompute_s)}",
+            f"  here {'reloading' if r.offload_wins else 'recomputing'} wins; {be}"]
+    return out, text
+
+
+# The seed blog compares these two architectures in FP16. Its "Llama 3 8B" has the same cache
+# geometry as Llama 3.1 8B (32 layers, 8 KV heads, head_dim 128).
+_TABLE_MODELS = (("llama-2-7b", "Llama 2 7B (MHA)"), ("llama-3.1-8b", "Llama 3 8B (GQA)"))
+_TABLE_POINTS = ((1, 2048), (16, 8192), (32, 16384))
+
+
+def cmd_table(args):
+    rows = []
+    text = ["KV cache in FP16 (the seed blog's table; its 'GB' are GiB = 2^30 bytes)"]
+    for key, label in _TABLE_MODELS:
+        spec = registry().model(key).spec
+        layer = spec.kv_layers[0]
+        text.append(f"{label}: {spec.num_layers} layers | {layer.kv_heads} KV heads | "
+                    f"{layer.head_dim} head dim")
+        text.append(f"  {'batch':>5}  {'context':>8}  {'KV cache':>12}")
+        for batch, ctx in _TABLE_POINTS:
+            r = kv_cache(spec, ctx, batch, "fp16")
+            rows.append({"model": key, "label": label, "batch": batch, "context": ctx,
+                         "kv_bytes": r.kv_bytes, "kv_gib": r.kv_bytes / GiB,
+                         "kv_gb": r.kv_bytes / GB})
+            text.append(f"  {batch:>5}  {ctx:>8,}  {r.kv_bytes / GiB:>8.3f} GiB  "
+                        f"({r.kv_bytes / GB:,.1f} GB)")
+    return {"kv_dtype": "fp16", "rows": rows}, text
+
+
+def cmd_models(args):
+    out, text = {"models": []}, []
+    for key, m in registry().models.items():
+        r = kv_cache(m.spec, 1)
+        kinds = ", ".join(f"{n} {k}" for k, n in m.spec.kind_counts().items())
+        out["models"].append({"key": key, "name": m.name, "hf_id": m.hf_id,
+                              "params_total": m.spec.total_params,
+                              "params_active": m.spec.active_params,
+                              "kv_bytes_per_token_bf16": r.kv_bytes_per_token_nominal,
+                              "layers": m.spec.kind_counts(),
+                              "max_context": m.spec.max_context})
+        text.append(f"{key:<20} {m.spec.total_params / 1e9:>8.2f}B params  "
+                    f"{r.kv_bytes_per_token_nominal / 1024:>8.2f} KiB/token (BF16)  [{kinds}]")
+    return out, text
+
+
+def cmd_gpus(args):
+    out, text = {"gpus": [], "links": []}, []
+    for key, g in registry().gpus.items():
+        out["gpus"].append({"key": key, "name": g.name, "memory_gb": g.memory_gb,
+                            "memory_bytes": g.memory_bytes, "bandwidth_gbs": g.bandwidth_gbs,
+                            "bf16_tflops": g.bf16_tflops, "fp8_tflops": g.fp8_tflops,
+                            "fp16_tflops": g.fp16_tflops})
+        text.append(f"{key:<15} {g.memory_gb:>5g} GB sold = {fmt_gib(g.memory_bytes)} usable  "
+                    f"{g.bandwidth_gbs:>6,.0f} GB/s  {g.peak_tflops() or 0:>7,.1f} TFLOPS 16-bit")
+    for key, l in registry().links.items():
+        out["links"].append({"key": key, "name": l.name, "gbs": l.gbs})
+        text.append(f"link {key:<12} {l.name}: {l.gbs:g} GB/s one way")
+    return out, text
+
+
+COMMANDS = {"kv": cmd_kv, "budget": cmd_budget, "step-time": cmd_step_time,
+            "prefill": cmd_prefill, "passes": cmd_passes, "offload": cmd_offload,
+            "table": cmd_table, "models": cmd_models, "gpus": cmd_gpus}
+
+
+def _jsonable(obj):
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    return obj
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        out, text = COMMANDS[args.command](args)
+    except ValueError as exc:
+        print(f"kvcalc: error: {exc}", file=sys.stderr)
+        return 2
+    if getattr(args, "json", False):
+        print(json.dumps(_jsonable(out), allow_nan=False))
+    else:
+        print("\n".join(text))
+    return 0

@@ -1,0 +1,254 @@
+"""The registry in models.yaml: models (HF config fields + published counts) and GPUs.
+
+Loading validates every entry; a malformed one fails with a message that names the entry and the
+field. YAML aliases are refused (an alias "bomb" can expand a small file into gigabytes).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from .dtypes import WEIGHT_DTYPES, get_dtype
+from .hfconfig import spec_from_config
+from .model import ModelSpec
+from .units import GB, MiB
+from .weights import Weights, weights
+
+__all__ = ["RegistryModel", "GPU", "Link", "Registry", "load_registry", "registry",
+           "get_model", "get_gpu", "DEFAULT_PATH"]
+
+DEFAULT_PATH = Path(__file__).resolve().parent.parent / "models.yaml"
+MAX_REGISTRY_BYTES = 5_000_000
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegistryModel:
+    key: str
+    name: str
+    hf_id: str
+    config: dict
+    spec: ModelSpec
+    params_total: int  # published
+    params_active: int | None  # published (MoE)
+    weight_dtype: str
+    expert_weight_dtype: str | None
+    sources: dict
+
+    def weights(self, dtype: str | None = None) -> Weights:
+        """Weight bytes in ``dtype``; None or "auto" means the published checkpoint's format
+        (with its expert format, e.g. gpt-oss's MXFP4 experts)."""
+        if dtype in (None, "auto"):
+            return weights(self.spec, self.weight_dtype, self.expert_weight_dtype)
+        return weights(self.spec, dtype)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GPU:
+    key: str
+    name: str
+    memory_gb: float  # as sold
+    memory_mib_driver: int | None
+    bandwidth_gbs: float
+    bf16_tflops: float | None
+    fp8_tflops: float | None
+    fp16_tflops: float | None
+    sources: dict = field(default_factory=dict)
+
+    @property
+    def memory_bytes(self) -> int:
+        """Total memory an engine sees: the driver's figure when known, else the sold GB."""
+        if self.memory_mib_driver:
+            return self.memory_mib_driver * MiB
+        return int(self.memory_gb * GB)
+
+    def peak_tflops(self, dtype: str = "bf16") -> float | None:
+        """Dense tensor peak for ``dtype`` (fp8 where supported, else the 16-bit figure)."""
+        if dtype in ("fp8", "int8", "int4", "mxfp4") and self.fp8_tflops:
+            return self.fp8_tflops
+        return self.bf16_tflops or self.fp16_tflops
+
+
+@dataclass(frozen=True, kw_only=True)
+class Link:
+    key: str
+    name: str
+    gbs: float
+    source: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Registry:
+    models: dict[str, RegistryModel]
+    gpus: dict[str, GPU]
+    links: dict[str, Link]
+    path: str
+
+    def model(self, key: str) -> RegistryModel:
+        return _lookup(self.models, key, "model")
+
+    def gpu(self, key: str) -> GPU:
+        return _lookup(self.gpus, key, "GPU")
+
+    def link(self, key: str) -> Link:
+        return _lookup(self.links, key, "link")
+
+
+def _lookup(table: dict, key, what: str):
+    if isinstance(key, str) and key in table:
+        return table[key]
+    near = difflib.get_close_matches(str(key), list(table), n=3)
+    hint = f" Did you mean {', '.join(near)}?" if near else ""
+    raise ValueError(f"unknown {what} {key!r}.{hint} Known: {', '.join(table)}")
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """SafeLoader that refuses aliases (*name), so no entry can expand into a huge tree."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise ValueError(f"line {mark.line + 1}: YAML aliases (*name) are not allowed in the "
+                             "registry; write the values out")
+        return super().compose_node(parent, index)
+
+
+def parse_yaml(text: str, source: str = "registry") -> dict:
+    if len(text) > MAX_REGISTRY_BYTES:
+        raise ValueError(f"{source} is larger than {MAX_REGISTRY_BYTES:,} bytes")
+    try:
+        data = yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
+    except ValueError as exc:
+        raise ValueError(f"{source}: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{source} is not valid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{source} must be a mapping with 'models' and 'gpus'")
+    return data
+
+
+def _num(entry: dict, where: str, name: str, *, required=True, integer=False, positive=True):
+    value = entry.get(name)
+    if value is None:
+        if required:
+            raise ValueError(f"{where}: field '{name}' is missing")
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{where}: field '{name}' must be a number, got {value!r}")
+    if integer and value != int(value):
+        raise ValueError(f"{where}: field '{name}' must be a whole number, got {value!r}")
+    if positive and value <= 0:
+        raise ValueError(f"{where}: field '{name}' must be positive, got {value!r}")
+    return int(value) if integer else value
+
+
+def _str(entry: dict, where: str, name: str) -> str:
+    value = entry.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{where}: field '{name}' must be a non-empty string, got {value!r}")
+    return value
+
+
+def _sources(entry: dict, where: str, needed: tuple[str, ...]) -> dict:
+    src = entry.get("sources")
+    if not isinstance(src, dict):
+        raise ValueError(f"{where}: field 'sources' must map each number to a link")
+    for k in needed:
+        if not isinstance(src.get(k), str) or not src[k].startswith("http"):
+            raise ValueError(f"{where}: field 'sources.{k}' must be a link (http...)")
+    return dict(src)
+
+
+def _model(key: str, entry) -> RegistryModel:
+    where = f"models.yaml: model '{key}'"
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where}: entry must be a mapping of fields")
+    config = entry.get("config")
+    if not isinstance(config, dict):
+        raise ValueError(f"{where}: field 'config' must be a mapping of config.json fields")
+    for name, dflt in (("weight_dtype", "bf16"), ("expert_weight_dtype", None)):
+        value = entry.get(name, dflt)
+        if value is not None:
+            try:
+                get_dtype(value, WEIGHT_DTYPES)
+            except ValueError as exc:
+                raise ValueError(f"{where}: field '{name}': {exc}") from None
+    try:
+        spec = spec_from_config(config, name=entry.get("name") or key)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+    return RegistryModel(
+        key=key, name=_str(entry, where, "name"), hf_id=_str(entry, where, "hf_id"),
+        config=config, spec=spec,
+        params_total=_num(entry, where, "params_total", integer=True),
+        params_active=_num(entry, where, "params_active", required=False, integer=True),
+        weight_dtype=get_dtype(entry.get("weight_dtype", "bf16"), WEIGHT_DTYPES).name,
+        expert_weight_dtype=entry.get("expert_weight_dtype"),
+        sources=_sources(entry, where, ("config", "params")))
+
+
+def _gpu(key: str, entry) -> GPU:
+    where = f"models.yaml: gpu '{key}'"
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where}: entry must be a mapping of fields")
+    gpu = GPU(key=key, name=_str(entry, where, "name"),
+              memory_gb=_num(entry, where, "memory_gb"),
+              memory_mib_driver=_num(entry, where, "memory_mib_driver", required=False,
+                                     integer=True),
+              bandwidth_gbs=_num(entry, where, "bandwidth_gbs"),
+              bf16_tflops=_num(entry, where, "bf16_tflops", required=False),
+              fp8_tflops=_num(entry, where, "fp8_tflops", required=False),
+              fp16_tflops=_num(entry, where, "fp16_tflops", required=False),
+              sources=_sources(entry, where, ("specs",)))
+    if gpu.bf16_tflops is None and gpu.fp16_tflops is None:
+        raise ValueError(f"{where}: give 'bf16_tflops' or 'fp16_tflops'")
+    return gpu
+
+
+def _link(key: str, entry) -> Link:
+    where = f"models.yaml: link '{key}'"
+    if not isinstance(entry, dict):
+        raise ValueError(f"{where}: entry must be a mapping of fields")
+    return Link(key=key, name=_str(entry, where, "name"), gbs=_num(entry, where, "gbs"),
+                source=_str(entry, where, "source"))
+
+
+def load_registry(path: str | Path | None = None, text: str | None = None) -> Registry:
+    """Load and validate a registry file (default: the project's models.yaml)."""
+    p = Path(path) if path else DEFAULT_PATH
+    if text is None:
+        try:
+            text = p.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"cannot read registry '{p}': {exc.strerror or exc}") from None
+    data = parse_yaml(text, p.name)
+    sections = {}
+    for name, build, required in (("models", _model, True), ("gpus", _gpu, True),
+                                  ("links", _link, False)):
+        section = data.get(name)
+        if section is None and not required:
+            section = {}
+        if not isinstance(section, dict):
+            raise ValueError(f"{p.name}: section '{name}' must be a mapping of entries")
+        sections[name] = {str(k): build(str(k), v) for k, v in section.items()}
+    return Registry(models=sections["models"], gpus=sections["gpus"], links=sections["links"],
+                    path=str(p))
+
+
+@lru_cache(maxsize=1)
+def registry() -> Registry:
+    """The project's registry, loaded once."""
+    return load_registry()
+
+
+def get_model(key: str) -> RegistryModel:
+    return registry().model(key)
+
+
+def get_gpu(key: str) -> GPU:
+    return registry().gpu(key)

@@ -1,0 +1,234 @@
+"""Decode step time, the crossover context, prefill time, and cache-versus-recompute arithmetic.
+
+Decode is memory-bandwidth bound: each step reads every (touched) weight once and the whole
+cache of every sequence in the batch.
+
+    step time      ~= (weight bytes read + batch x KV bytes at context N + batch x state) / bandwidth
+    crossover C*   =  the context where batch x KV bytes(C*) = weight bytes read
+                   =  weight bytes / (batch x KV bytes per token)     (full attention)
+
+Prefill is compute bound: about 2 x active params FLOPs per prompt token, plus attention
+(2 x q_heads x (qk_dim + v_dim) FLOPs for each attended pair of tokens), at a stated fraction
+(MFU) of the GPU's dense peak.
+
+With tensor parallelism each GPU reads its share of the weights and cache at the same time, so
+step time is per GPU; pipeline stages run one after another for a token, so they do not shorten a
+step (they spread memory).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from .dtypes import KV_DTYPES, bytes_for, get_dtype
+from .kv import _seq_bytes, stage_layers
+from .model import ModelSpec
+from .units import GB, check_float, check_int
+from .weights import Weights
+
+__all__ = ["StepTime", "step_time", "crossover_context", "prefill", "Prefill", "token_passes",
+           "offload_vs_recompute", "Offload", "DEFAULT_MFU"]
+
+DEFAULT_MFU = 0.5  # a well-tuned prefill reaches roughly half of dense peak; a stated assumption
+_CAP = 10**12
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepTime:
+    context: int
+    batch: int
+    bandwidth_gbs: float
+    weight_read_bytes: int
+    kv_read_bytes: int
+    state_read_bytes: int
+    step_time_s: float
+    tokens_per_s: float
+    crossover_context: int | None  # None: the cache never outweighs the weights (bounded layers)
+    kv_share: float  # fraction of the step spent reading the cache
+    compute_time_s: float | None  # 2 x batch x active params / peak FLOPS, when FLOPS are known
+    bound: str  # "memory" or "compute"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _per_gpu_layers(spec: ModelSpec, tp: int, pp: int):
+    return [l for stage in stage_layers(spec, tp, pp) for l in stage]
+
+
+def crossover_context(spec: ModelSpec, weight_read_bytes: int, batch: int = 1,
+                      kv_dtype: str = "bf16", *, scales: bool = False,
+                      tp: int = 1) -> int | None:
+    """Smallest context N at which reading the batch's cache costs at least as much as reading
+    the weights (``weight_read_bytes`` of the whole model, per step); None when it never does
+    (every layer keeps a bounded number of tokens). With ``tp`` both sides are one GPU's share."""
+    batch = check_int("batch", batch, 1, 10**9)
+    dtype = get_dtype(kv_dtype, KV_DTYPES)
+    layers = _per_gpu_layers(spec, tp, 1)
+    target = math.ceil(weight_read_bytes / tp)
+
+    def kv(n):
+        return batch * _seq_bytes(layers, n, dtype, scales)
+
+    if kv(_CAP) < target:
+        return None
+    lo, hi = 0, _CAP  # kv(lo) < target <= kv(hi) unless target == 0
+    if kv(0) >= target:
+        return 0
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if kv(mid) >= target:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def step_time(spec: ModelSpec, w: Weights, *, context: int, batch: int, bandwidth_gbs: float,
+              kv_dtype: str = "bf16", scales: bool = False, state_dtype: str = "bf16",
+              tp: int = 1, pp: int = 1, peak_tflops: float | None = None,
+              weight_read_bytes: int | None = None) -> StepTime:
+    """One decode step of ``batch`` sequences that each hold ``context`` tokens.
+
+    ``weight_read_bytes`` (whole model, per step) replaces the figure computed from ``w``, for a
+    user who knows their checkpoint's size."""
+    context = check_int("context", context, 0, 10**9)
+    batch = check_int("batch", batch, 1, 10**7)
+    bandwidth_gbs = check_float("bandwidth (GB/s)", bandwidth_gbs, 0.0, 1e7, lo_open=True)
+    dtype = get_dtype(kv_dtype, KV_DTYPES)
+    sdtype = get_dtype(state_dtype, ("fp32", "fp16", "bf16"))
+    stage_layers(spec, tp, pp)  # validates the split
+    layers = _per_gpu_layers(spec, tp, 1)  # a token passes every stage in turn
+    # Each tensor-parallel GPU reads 1/tp of the weights; the pipeline stages take turns.
+    if weight_read_bytes is None:
+        weight_read_bytes = w.read_per_step(spec, batch)
+    else:
+        weight_read_bytes = check_int("weight bytes", weight_read_bytes, 0, 2**60)
+    weight_read = math.ceil(weight_read_bytes / tp)
+    kv_read = batch * _seq_bytes(layers, context, dtype, scales)
+    state_read = batch * sum(bytes_for(l.state_elements, sdtype) for l in layers
+                             if l.kind == "state")
+    total = weight_read + kv_read + state_read
+    t = total / (bandwidth_gbs * GB)
+    compute = None
+    bound = "memory"
+    if peak_tflops:
+        peak_tflops = check_float("peak TFLOPS", peak_tflops, 0.0, 1e6, lo_open=True)
+        compute = 2 * batch * spec.active_params / tp / (peak_tflops * 1e12)
+        if compute > t:
+            bound = "compute"
+    return StepTime(
+        context=context, batch=batch, bandwidth_gbs=bandwidth_gbs, weight_read_bytes=weight_read,
+        kv_read_bytes=kv_read, state_read_bytes=state_read, step_time_s=t,
+        tokens_per_s=batch / t,
+        crossover_context=crossover_context(spec, weight_read_bytes, batch, kv_dtype,
+                                            scales=scales, tp=tp),
+        kv_share=kv_read / total if total else 0.0, compute_time_s=compute, bound=bound)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Prefill:
+    prompt_tokens: int
+    linear_flops: float  # 2 x active params x tokens
+    attention_flops: float
+    flops: float
+    peak_tflops: float
+    mfu: float
+    time_s: float  # time to first token, one sequence
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _attended_pairs(layer, p: int) -> int:
+    """Sum over the p prompt tokens of how many tokens each attends to (causal)."""
+    if layer.kind == "state":
+        return 0
+    w = getattr(layer, "window", None) or getattr(layer, "chunk", None)
+    if w is None or w >= p:
+        return p * (p + 1) // 2
+    return w * (w + 1) // 2 + (p - w) * w  # grows to w, then stays at w
+
+
+def prefill(spec: ModelSpec, prompt_tokens: int, peak_tflops: float, *, mfu: float = DEFAULT_MFU,
+            tp: int = 1) -> Prefill:
+    p = check_int("prompt tokens", prompt_tokens, 1, 10**8)
+    peak_tflops = check_float("peak TFLOPS", peak_tflops, 0.0, 1e6, lo_open=True)
+    mfu = check_float("MFU", mfu, 0.0, 1.0, lo_open=True)
+    tp = check_int("tensor parallel size", tp, 1, 4096)
+    linear = 2.0 * spec.active_params * p
+    attn = 0.0
+    for layer in spec.layers:
+        if layer.kind == "state":
+            continue
+        attn += 2.0 * layer.q_heads * (layer.qk_dim + layer.av_dim) * _attended_pairs(layer, p)
+    flops = linear + attn
+    return Prefill(prompt_tokens=p, linear_flops=linear, attention_flops=attn, flops=flops,
+                   peak_tflops=peak_tflops, mfu=mfu,
+                   time_s=flops / tp / (peak_tflops * 1e12 * mfu))
+
+
+def token_passes(new_tokens: int, prompt_tokens: int = 0) -> dict:
+    """Token passes through the network to generate ``new_tokens`` after a prompt.
+
+    With a cache each token goes through once: prompt + new. Without one, step i re-runs every
+    token so far (prompt + i of them): N x prompt + N(N+1)/2."""
+    n = check_int("new tokens", new_tokens, 0, 10**9)
+    p = check_int("prompt tokens", prompt_tokens, 0, 10**9)
+    with_cache = p + n
+    without = n * p + n * (n + 1) // 2
+    return {"with_cache": with_cache, "without_cache": without,
+            "ratio": without / with_cache if with_cache else 1.0}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Offload:
+    prefix_tokens: int
+    kv_bytes: int
+    link_gbs: float
+    reload_s: float
+    recompute_s: float
+    offload_wins: bool
+    break_even_tokens: int | None  # shortest prefix for which reloading beats recomputing
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def offload_vs_recompute(spec: ModelSpec, prefix_tokens: int, *, link_gbs: float,
+                         peak_tflops: float, kv_dtype: str = "bf16", mfu: float = DEFAULT_MFU,
+                         tp: int = 1) -> Offload:
+    """Is reloading a cached prefix over a link (PCIe, NVLink-C2C) faster than recomputing it?"""
+    link_gbs = check_float("link bandwidth (GB/s)", link_gbs, 0.0, 1e6, lo_open=True)
+    dtype = get_dtype(kv_dtype, KV_DTYPES)
+    layers = _per_gpu_layers(spec, tp, 1)
+
+    def reload(n):
+        return _seq_bytes(layers, n, dtype, False) / (link_gbs * GB)
+
+    def recompute(n):
+        return prefill(spec, n, peak_tflops, mfu=mfu, tp=tp).time_s
+
+    n = check_int("prefix tokens", prefix_tokens, 1, 10**8)
+    r, c = reload(n), recompute(n)
+    # Recompute grows at least as fast as reload (attention adds a quadratic term), so once
+    # reloading wins it keeps winning: search the smallest prefix where it does.
+    break_even = None
+    hi = 10**8
+    if reload(hi) < recompute(hi):
+        lo = 0
+        if reload(1) < recompute(1):
+            break_even = 1
+        else:
+            lo = 1
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if reload(mid) < recompute(mid):
+                    hi = mid
+                else:
+                    lo = mid
+            break_even = hi
+    return Offload(prefix_tokens=n, kv_bytes=_seq_bytes(layers, n, dtype, False),
+                   link_gbs=link_gbs, reload_s=r, recompute_s=c, offload_wins=r < c,
+                   break_even_tokens=break_even)

@@ -1,0 +1,52 @@
+"""Weight bytes: what the parameters occupy, and what one decode step reads of them.
+
+All experts of a mixture-of-experts model stay resident, so memory counts every parameter; a
+decode step reads only the experts its batch routes to. Some checkpoints store experts in a
+different format from the rest (gpt-oss: MXFP4 experts, BF16 elsewhere): ``expert_dtype``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .dtypes import WEIGHT_DTYPES, bytes_for, get_dtype
+from .model import ModelSpec
+from .units import check_int
+
+__all__ = ["Weights", "weights"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Weights:
+    dtype: str
+    expert_dtype: str
+    total_params: int
+    active_params: int
+    expert_params: int  # routed experts, all layers
+    bytes: int  # everything resident
+    expert_bytes: int
+    dense_bytes: int  # everything but the routed experts
+    bytes_per_expert: int  # one expert of one layer
+
+    def read_per_step(self, spec: ModelSpec, batch: int) -> int:
+        """Weight bytes one decode step of ``batch`` sequences reads: every non-expert weight,
+        plus in each MoE layer the experts the batch touches under uniform routing."""
+        batch = check_int("batch", batch, 1, 10**9)
+        if spec.moe is None:
+            return self.bytes
+        touched = spec.moe.experts_touched(batch)
+        return self.dense_bytes + round(spec.moe.layers * touched * self.bytes_per_expert)
+
+
+def weights(spec: ModelSpec, dtype: str = "bf16", expert_dtype: str | None = None) -> Weights:
+    d = get_dtype(dtype, WEIGHT_DTYPES)
+    e = get_dtype(expert_dtype, WEIGHT_DTYPES) if expert_dtype else d
+    experts = spec.params.routed_experts
+    dense = spec.params.total - experts
+    per_expert = bytes_for(spec.moe.expert_params, e) if spec.moe else 0
+    expert_bytes = per_expert * spec.moe.num_experts * spec.moe.layers if spec.moe else 0
+    dense_bytes = bytes_for(dense, d)
+    return Weights(dtype=d.name, expert_dtype=e.name, total_params=spec.params.total,
+                   active_params=spec.active_params, expert_params=experts,
+                   bytes=dense_bytes + expert_bytes, expert_bytes=expert_bytes,
+                   dense_bytes=dense_bytes, bytes_per_expert=per_expert)
