@@ -1,0 +1,138 @@
+"""GPU budget arithmetic against hand-worked vLLM examples."""
+
+import math
+
+import pytest
+
+from conftest import llama_config
+from kvcalc import GiB, budget, get_model, kv_cache, pp_partition, spec_from_config
+
+L8B = get_model("llama-3.1-8b").spec
+
+
+def test_hand_worked_vllm_example():
+    # Llama 3.1 8B BF16, 80 GiB GPU, util 0.9, 15 GiB weights, 2 GiB reserve, block 16:
+    #   requested = ceil(80 GiB x 0.9) = 72 GiB; pool = 72 - 15 - 2 = 55 GiB
+    #   page = 16 tokens x (2 x 8 x 128 x 2 B) = 65,536 B per layer
+    #   num_blocks = 55 GiB // 65,536 // 32 = 28,160
+    #   max concurrency at 8,192 tokens = 28,160 / (8,192 / 16) = 55.0
+    b = budget(L8B, total_bytes=80 * GiB, context=8192, weights_bytes=15 * GiB,
+               reserve_bytes=2 * GiB)
+    assert b.requested_bytes == 72 * GiB
+    assert b.kv_pool_bytes == 55 * GiB
+    assert b.page_bytes == 65_536
+    assert b.num_blocks == 28_160
+    assert b.kv_capacity_tokens == 28_160 * 16
+    assert b.max_concurrent_seqs == 55.0
+    assert b.max_context_tokens == 28_160 * 16
+    assert b.unused_bytes == 8 * GiB
+
+
+def test_concurrency_rounds_context_up_to_whole_blocks():
+    b = budget(L8B, total_bytes=80 * GiB, context=8193, weights_bytes=15 * GiB,
+               reserve_bytes=2 * GiB)
+    assert b.max_concurrent_seqs == 28_160 / 513  # cdiv(8193, 16) = 513 blocks
+
+
+def test_overflow_is_reported_in_bytes():
+    # 64 sequences of 8,192 tokens need 64 GiB against a 55 GiB pool: 9 GiB over.
+    b = budget(L8B, total_bytes=80 * GiB, context=8192, weights_bytes=15 * GiB,
+               reserve_bytes=2 * GiB, concurrency=64)
+    assert not b.fits
+    assert b.needed_bytes == 64 * GiB
+    assert b.overflow_bytes == 9 * GiB
+    ok = budget(L8B, total_bytes=80 * GiB, context=8192, weights_bytes=15 * GiB,
+                reserve_bytes=2 * GiB, concurrency=55)
+    assert ok.fits and ok.overflow_bytes == 0
+
+
+def test_weights_larger_than_memory():
+    b = budget(get_model("llama-3.1-70b").spec, total_bytes=80 * GiB, context=4096,
+               weights_bytes=140 * GiB)
+    assert b.kv_pool_bytes < 0 and b.num_blocks == 0 and not b.fits
+    assert b.max_concurrent_seqs == 0 and b.max_context_tokens == 0
+
+
+def test_trtllm_fraction_of_free_memory():
+    # TensorRT-LLM: 0.9 x (80 - 15 - 2) GiB = 56.7 GiB of pool.
+    b = budget(L8B, total_bytes=80 * GiB, context=8192, weights_bytes=15 * GiB,
+               reserve_bytes=2 * GiB, engine="trtllm")
+    assert b.kv_pool_bytes == math.floor(63 * GiB * 0.9)
+    assert b.num_blocks == b.kv_pool_bytes // 65_536 // 32
+
+
+def test_block_size_changes_rounding_not_capacity_much():
+    b16 = budget(L8B, total_bytes=80 * GiB, context=100, weights_bytes=15 * GiB, block_size=16)
+    b256 = budget(L8B, total_bytes=80 * GiB, context=100, weights_bytes=15 * GiB, block_size=256)
+    # 100 tokens take 7 blocks of 16 (112 tokens) or 1 block of 256 (256 tokens).
+    assert b16.seq_bytes == 112 * 131_072 and b256.seq_bytes == 256 * 131_072
+    assert b16.max_concurrent_seqs > b256.max_concurrent_seqs
+
+
+def test_sliding_window_needs_fewer_blocks():
+    spec = spec_from_config(llama_config(sliding_window=1024))  # every layer slides
+    full = spec_from_config(llama_config(sliding_window=1024), honor_sliding_window=False)
+    kw = dict(total_bytes=8 * GiB, context=32_768, weights_bytes=0, reserve_bytes=0)
+    assert budget(spec, **kw).max_concurrent_seqs == 32 * budget(full, **kw).max_concurrent_seqs
+    assert budget(spec, **kw).max_context_tokens is None  # one sequence never fills the pool
+
+
+def test_hybrid_state_is_charged_per_sequence():
+    spec = get_model("jamba-v0.1").spec
+    b = budget(spec, total_bytes=80 * GiB, context=8192, weights_bytes=0, reserve_bytes=0)
+    kv = kv_cache(spec, 8192)
+    assert b.state_bytes_per_seq == kv.state_bytes
+    assert b.seq_bytes == kv.kv_bytes + kv.state_bytes  # 8192 is a whole number of blocks
+
+
+def test_tensor_parallel_splits_heads_and_weights():
+    one = budget(L8B, total_bytes=80 * GiB, context=8192, weights_bytes=16 * GiB, tp=1)
+    two = budget(L8B, total_bytes=80 * GiB, context=8192, weights_bytes=16 * GiB, tp=2)
+    assert two.weights_bytes == 8 * GiB
+    assert two.page_bytes == one.page_bytes // 2  # 4 of 8 KV heads per GPU
+    assert two.max_concurrent_seqs > 2 * one.max_concurrent_seqs  # and more pool per GPU
+
+
+def test_tp_beyond_kv_heads_replicates():
+    # 8 KV heads on 16 GPUs: each GPU keeps max(1, 8 // 16) = 1 head, not half a head.
+    r16 = kv_cache(L8B, 1, tp=16)
+    assert r16.kv_bytes_per_token_nominal == 2 * 32 * 1 * 128 * 2
+    with pytest.raises(ValueError, match="divide"):
+        kv_cache(L8B, 1, tp=3)
+
+
+def test_mla_latent_is_replicated_on_every_tp_gpu():
+    ds = get_model("deepseek-v3").spec
+    assert kv_cache(ds, 1, tp=8).kv_bytes_per_token_nominal == 70_272
+
+
+def test_pipeline_partition_like_vllm():
+    # vLLM's get_pp_indices: even split, remainder to the stages before the last.
+    assert pp_partition(27, 2) == [14, 13]
+    assert pp_partition(30, 4) == [7, 8, 8, 7]
+    assert pp_partition(32, 4) == [8, 8, 8, 8]
+    with pytest.raises(ValueError):
+        pp_partition(3, 4)
+
+
+def test_pipeline_binding_stage_has_most_layers():
+    spec = spec_from_config(llama_config(num_hidden_layers=27))
+    b = budget(spec, total_bytes=1 * GiB, context=1024, weights_bytes=0, reserve_bytes=0, pp=2)
+    assert b.stage == 0 and b.kv_layers == 14
+    assert kv_cache(spec, 1, pp=2).kv_bytes_per_token_nominal == 14 * 2 * 2 * 64 * 2
+
+
+@pytest.mark.parametrize("kw,field", [
+    (dict(context=0), "context"), (dict(context=-5), "context"),
+    (dict(gpu_mem_util=0), "gpu_memory_utilization"),
+    (dict(gpu_mem_util=1.5), "gpu_memory_utilization"),
+    (dict(gpu_mem_util=float("nan")), "gpu_memory_utilization"),
+    (dict(block_size=0), "block size"), (dict(concurrency=0), "concurrency"),
+    (dict(engine="sglang-ish"), "engine"), (dict(kv_dtype="fp7"), "dtype"),
+    (dict(total_bytes=-1), "GPU memory"), (dict(tp=0), "tensor parallel"),
+])
+def test_bad_budget_inputs(kw, field):
+    args = dict(total_bytes=80 * GiB, context=1024, weights_bytes=GiB)
+    args.update(kw)
+    with pytest.raises(ValueError, match=field):
+        budget(L8B, **args)

@@ -1,0 +1,80 @@
+"""Golden numbers from the seed documents (shared/facts.md section 1 and 4).
+
+Every expected value below is the seed's own figure, or its formula evaluated by hand here."""
+
+import pytest
+
+from conftest import llama_config
+from kvcalc import GiB, get_model, kv_cache, spec_from_config, step_time
+
+
+def test_llama31_8b_per_token_is_128_kib():
+    # Chapter: 2 x 32 x 8 x 128 x 2 = 131,072 bytes = 128 KiB per token in BF16.
+    r = kv_cache(get_model("llama-3.1-8b").spec, 1, kv_dtype="bf16")
+    assert r.kv_bytes_per_token_nominal == 2 * 32 * 8 * 128 * 2 == 131_072
+    assert r.kv_bytes_per_token_nominal == 128 * 1024
+
+
+def test_llama31_8b_8k_conversation_is_1_gib_and_64_of_them_4x_weights():
+    m = get_model("llama-3.1-8b")
+    one = kv_cache(m.spec, 8192)
+    assert one.kv_bytes == 1 * GiB
+    sixty_four = kv_cache(m.spec, 8192, batch=64)
+    assert sixty_four.kv_bytes == 64 * GiB
+    # "...which is four times the size of the model's weights" (~16 GB of BF16 weights).
+    ratio = sixty_four.kv_bytes / m.weights("bf16").bytes
+    assert 4.0 <= ratio < 4.5
+
+
+def test_interview_40_layers_8_heads_fp16():
+    # Chapter interview check: 2 x 40 x 8 x 128 x 2 = 163,840 B = 160 KiB; 8,192 tokens = 1.25 GiB.
+    spec = spec_from_config(llama_config(num_hidden_layers=40, num_attention_heads=32,
+                                         num_key_value_heads=8, hidden_size=4096))
+    r = kv_cache(spec, 8192, kv_dtype="fp16")
+    assert r.kv_bytes_per_token_nominal == 163_840 == 160 * 1024
+    assert r.kv_bytes == int(1.25 * GiB)
+
+
+@pytest.mark.parametrize("key,batch,context,gib", [
+    # Blog table (its "GB" are GiB: 2 x 32 x 32 x 128 x 2048 x 2 B = 2^30 exactly).
+    ("llama-2-7b", 1, 2048, 1.0), ("llama-2-7b", 16, 8192, 64.0), ("llama-2-7b", 32, 16384, 256.0),
+    ("llama-3.1-8b", 1, 2048, 0.25), ("llama-3.1-8b", 16, 8192, 16.0),
+    ("llama-3.1-8b", 32, 16384, 64.0),
+])
+def test_blog_table_fp16(key, batch, context, gib):
+    assert kv_cache(get_model(key).spec, context, batch, "fp16").kv_bytes == gib * GiB
+
+
+def test_deepseek_v3_mla_per_token():
+    # 61 layers x (512 + 64) x 2 B = 70,272 B in BF16, about 68.6 KiB: below Llama 3.1 8B.
+    r = kv_cache(get_model("deepseek-v3").spec, 1)
+    assert r.kv_bytes_per_token_nominal == 61 * (512 + 64) * 2 == 70_272
+    assert r.kv_bytes_per_token_nominal < kv_cache(get_model("llama-3.1-8b").spec, 1).kv_bytes_per_token_nominal
+
+
+def test_technique_ratios_from_the_chapter_table():
+    # GQA 4x (Llama 2 7B MHA vs Llama 3.1 8B GQA-8: 32 vs 8 KV heads).
+    mha = kv_cache(get_model("llama-2-7b").spec, 1).kv_bytes_per_token_nominal
+    gqa = kv_cache(get_model("llama-3.1-8b").spec, 1).kv_bytes_per_token_nominal
+    assert mha / gqa == 4
+    # MLA vs the same DeepSeek-V3 layer as MHA (128 heads x 128 x 2) and as GQA-8 (8 x 128 x 2):
+    # ~50x and ~4x in the chapter; exactly 32768/576 and 2048/576 per layer.
+    mla_layer = 512 + 64
+    assert 50 <= 2 * 128 * 128 / mla_layer < 60
+    assert 3.5 <= 2 * 8 * 128 / mla_layer < 4
+    # FP8 halves and INT4 quarters the cache.
+    spec = get_model("llama-3.1-8b").spec
+    bf16 = kv_cache(spec, 4096).kv_bytes
+    assert kv_cache(spec, 4096, kv_dtype="fp8").kv_bytes * 2 == bf16
+    assert kv_cache(spec, 4096, kv_dtype="int4").kv_bytes * 4 == bf16
+
+
+def test_crossover_llama31_8b():
+    # facts.md section 4: C* ~ 122K tokens at batch 1 and ~3.8K at batch 32 (BF16 weights+KV).
+    m = get_model("llama-3.1-8b")
+    w = m.weights("bf16")
+    s1 = step_time(m.spec, w, context=1024, batch=1, bandwidth_gbs=3350)
+    s32 = step_time(m.spec, w, context=1024, batch=32, bandwidth_gbs=3350)
+    assert s1.crossover_context == -(-w.bytes // 131_072)  # ceil(weights / bytes per token)
+    assert 121_000 < s1.crossover_context < 124_000
+    assert 3_700 < s32.crossover_context < 3_900
