@@ -91,9 +91,10 @@ def budget(spec: ModelSpec, *, total_bytes: int, context: int, weights_bytes: in
            gpu_mem_util: float = 0.9, reserve_bytes: int = DEFAULT_RESERVE_BYTES,
            block_size: int = 16, kv_dtype: str = "bf16", scales: bool = False,
            concurrency: int = 1, tp: int = 1, pp: int = 1, engine: str = "vllm",
-           state_dtype: str = "bf16") -> Budget:
+           state_dtype: str = "bf16", find_max_context: bool = True) -> Budget:
     """The memory budget of one GPU. ``weights_bytes`` is the whole model's; each of the
-    tp x pp GPUs holds an equal share of it."""
+    tp x pp GPUs holds an equal share of it. ``find_max_context=False`` skips the search for
+    the longest single sequence (max_context_tokens is then None), for fast sweeps."""
     total_bytes = check_int("GPU memory (bytes)", total_bytes, 1, 2**50)
     context = check_int("context", context, 1, 10**9)
     weights_bytes = check_int("weights (bytes)", weights_bytes, 0, 2**60)
@@ -119,7 +120,8 @@ def budget(spec: ModelSpec, *, total_bytes: int, context: int, weights_bytes: in
 
     best = None
     for index, layers in enumerate(stages):
-        cand = _stage(layers, index, pool, block_size, context, concurrency, dtype, scales, sdtype)
+        cand = _stage(layers, index, pool, block_size, context, concurrency, dtype, scales, sdtype,
+                      find_max_context)
         if best is None or cand["max_concurrent_seqs"] < best["max_concurrent_seqs"]:
             best = cand
     return Budget(engine=engine, total_bytes=total_bytes, gpu_mem_util=gpu_mem_util,
@@ -129,7 +131,8 @@ def budget(spec: ModelSpec, *, total_bytes: int, context: int, weights_bytes: in
                   concurrency=concurrency, tp=tp, pp=pp, **best)
 
 
-def _stage(layers, index, pool, bs, context, concurrency, dtype, scales, sdtype) -> dict:
+def _stage(layers, index, pool, bs, context, concurrency, dtype, scales, sdtype,
+           find_max_context=True) -> dict:
     kv_layers = [l for l in layers if l.kind in KV_KINDS]
     per_layer = [layer_bytes_per_token(l, dtype, scales) for l in kv_layers]
     block_bytes = bs * sum(per_layer)
@@ -156,7 +159,7 @@ def _stage(layers, index, pool, bs, context, concurrency, dtype, scales, sdtype)
         "block_bytes": block_bytes, "num_blocks": num_blocks,
         "kv_capacity_tokens": num_blocks * bs, "seq_bytes": need_one,
         "max_concurrent_seqs": max_conc,
-        "max_context_tokens": _max_context(seq_bytes, usable),
+        "max_context_tokens": _max_context(seq_bytes, usable) if find_max_context else None,
         "needed_bytes": needed, "fits": pool > 0 and needed <= usable,
         "overflow_bytes": max(0, needed - usable), "state_bytes_per_seq": state, "stage": index,
     }

@@ -1,0 +1,33 @@
+"""KV Cache Lab: the Streamlit entry point.
+
+Shared sidebar controls (model, GPU, parallelism, formats) and the page list; each page is a
+short script in app_pages/ that reads inputs, calls kvcalc, and renders its figures.
+
+The folder is deliberately not called pages/: Streamlit still treats a pages/ folder as a legacy
+multipage app until some session has run st.navigation, so the first visitor after a restart who
+opened a shared link to a page would get that page without this frame (no sidebar, no link checks).
+"""
+
+import streamlit as st
+
+from webui import common
+
+st.set_page_config(page_title="KV Cache Lab", page_icon=":material/memory:", layout="wide")
+
+common.url_guard_begin()
+url_note = st.empty()  # filled at the end of the run if the link carried values we ignored
+common.sidebar()
+
+pages = {
+    "Start": [st.Page("app_pages/home.py", title="Home", icon=":material/home:", default=True)],
+    "Calculators": [
+        st.Page("app_pages/budget.py", title="Budget", icon=":material/memory:"),
+        st.Page("app_pages/step_time.py", title="Decode step time", icon=":material/speed:"),
+        st.Page("app_pages/techniques.py", title="Shrinking the cache", icon=":material/compress:"),
+        st.Page("app_pages/lab.py", title="Inference Lab", icon=":material/tune:"),
+    ],
+}
+try:
+    st.navigation(pages).run()
+finally:
+    common.url_guard_end(url_note)

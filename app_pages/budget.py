@@ -1,0 +1,139 @@
+import streamlit as st
+
+from kvcalc import budget, get_model, kv_cache, registry, weights
+from kvcalc.charts import budget_figure, concurrency_figure
+from kvcalc.sweeps import concurrency_curve, context_grid
+from kvcalc.units import GiB, fmt_bytes, fmt_gib
+from webui import common
+from webui.common import bound
+
+sel = common.require_selection()
+common.page_header(
+    "Budget: weights vs KV cache", sel,
+    "An engine such as vLLM takes a fixed share of the GPU, loads the weights, keeps a reserve for "
+    "activations and the runtime, and cuts everything left into cache blocks. The blocks decide "
+    "how many conversations of a given length can run at once.")
+
+c1, c2, c3 = st.columns(3)
+context = c1.number_input("Context per sequence (tokens)", 1, 10_000_000, 8192, 1024,
+                          **bound("b_ctx", "num"))
+concurrency = c2.number_input("Concurrent sequences", 1, 1_000_000, 16, 1, **bound("b_conc", "num"))
+util = c3.slider("gpu_memory_utilization", 0.05, 1.0, 0.9, 0.01, **bound("b_util", "num"))
+c1, c2, c3 = st.columns(3)
+reserve_gib = c1.number_input("Reserve for activations and runtime (GiB)", 0.0, 1024.0, 2.0, 0.5,
+                              **bound("b_reserve", "num"))
+block = c2.selectbox("Block size (tokens)", [1, 8, 16, 32, 64, 128, 256], index=2,
+                     **bound("b_block", "num"))
+engine = c3.selectbox("Engine convention", ["vllm", "trtllm"],
+                      format_func=lambda e: {"vllm": "vLLM: share of total memory",
+                                             "trtllm": "TensorRT-LLM: share of free memory"}[e],
+                      **bound("b_engine", "str"))
+
+if context > sel.spec.max_context:
+    st.warning(f"{context:,} tokens is beyond this model's max_position_embeddings of "
+               f"{sel.spec.max_context:,}: the memory figures hold, but the model was not trained "
+               "for such lengths.")
+
+kw = dict(total_bytes=sel.gpu.memory_bytes, gpu_mem_util=util,
+          reserve_bytes=round(reserve_gib * GiB), block_size=block, kv_dtype=sel.kv_dtype,
+          tp=sel.tp, pp=sel.pp, engine=engine)
+try:
+    b = budget(sel.spec, context=context, weights_bytes=sel.weights_bytes, concurrency=concurrency,
+               **kw)
+    per = kv_cache(sel.spec, context, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
+except ValueError as exc:
+    common.stop_on_error(exc)
+
+st.plotly_chart(budget_figure(b), width="stretch", key="b_fig")
+if b.kv_pool_bytes <= 0:
+    st.error(f"The weights ({fmt_gib(b.weights_bytes)}) and the reserve ({fmt_gib(b.reserve_bytes)})"
+             f" already exceed the {fmt_gib(b.requested_bytes)} the engine may use, by "
+             f"{fmt_gib(-b.kv_pool_bytes)}: there is no room for a cache. Add GPUs (tensor "
+             "parallel), pick a smaller weight format, or a larger GPU.")
+elif b.fits:
+    st.success(f"{concurrency:,} x {context:,} tokens need {fmt_gib(b.needed_bytes)} of cache "
+               f"blocks; the pool holds {fmt_gib(b.num_blocks * b.block_bytes)}: it fits, with "
+               f"{fmt_gib(b.num_blocks * b.block_bytes - b.needed_bytes)} to spare.")
+else:
+    st.error(f"{concurrency:,} x {context:,} tokens need {fmt_gib(b.needed_bytes)} of cache blocks "
+             f"but the pool holds {fmt_gib(b.num_blocks * b.block_bytes)}: over by "
+             f"{fmt_gib(b.overflow_bytes)}. At most {int(b.max_concurrent_seqs):,} such sequences "
+             "fit at once; the engine would queue or preempt the rest.")
+
+m = st.columns(5)
+m[0].metric("KV per token", fmt_bytes(per.kv_bytes_per_token_nominal),
+            help=f"{per.kv_bytes_per_token_nominal:,} bytes, one token in every K/V layer")
+m[1].metric("Blocks", f"{b.num_blocks:,}", help=f"{b.block_size} tokens each")
+m[2].metric("Capacity", f"{b.kv_capacity_tokens:,} tokens",
+            help="blocks x block size: tokens the pool holds if every layer keeps every token")
+m[3].metric(f"Max concurrency at {context:,}", f"{b.max_concurrent_seqs:,.2f}x",
+            help="vLLM's 'Maximum concurrency for N tokens per request'")
+mc = b.max_context_tokens
+m[4].metric("Longest single sequence",
+            "unbounded" if mc is None else f"{mc:,} tokens",
+            help="Every layer keeps a bounded window: one sequence never fills the pool"
+            if mc is None else "the whole pool given to one sequence")
+
+with st.expander("How these numbers are computed", icon=":material/function:"):
+    lines = [f"KV per token      = {per.per_token_formula()}"]
+    if b.engine == "vllm":
+        lines.append(f"requested         = ceil({b.total_bytes:,} B x {b.gpu_mem_util:g}) = "
+                     f"{b.requested_bytes:,} B ({fmt_gib(b.requested_bytes)})")
+        lines.append(f"KV pool           = {b.requested_bytes:,} - {b.weights_bytes:,} weights - "
+                     f"{b.reserve_bytes:,} reserve = {b.kv_pool_bytes:,} B "
+                     f"({fmt_gib(b.kv_pool_bytes)})")
+    else:
+        lines.append(f"KV pool           = {b.gpu_mem_util:g} x ({b.total_bytes:,} - "
+                     f"{b.weights_bytes:,} weights - {b.reserve_bytes:,} reserve) = "
+                     f"{b.kv_pool_bytes:,} B ({fmt_gib(b.kv_pool_bytes)})")
+    lines.append(f"page (one layer)  = {b.block_size} tokens x per-layer bytes = "
+                 f"{b.page_bytes:,} B")
+    lines.append(f"blocks            = pool // page // {b.kv_layers} K/V layers = "
+                 f"{b.num_blocks:,}")
+    lines.append(f"capacity          = {b.num_blocks:,} x {b.block_size} = "
+                 f"{b.kv_capacity_tokens:,} tokens")
+    lines.append(f"one sequence      = {b.seq_bytes:,} B at {context:,} tokens "
+                 f"(whole blocks{', sliding layers capped' if 'sliding' in sel.spec.kind_counts() else ''}"
+                 f"{', plus recurrent state' if b.state_bytes_per_seq else ''})")
+    lines.append(f"max concurrency   = {b.num_blocks * b.block_bytes:,} / {b.seq_bytes:,} = "
+                 f"{b.max_concurrent_seqs:,.2f}")
+    common.formula("\n".join(lines))
+    st.caption("GiB = 2^30 bytes. With tensor parallelism each GPU keeps max(1, KV heads / TP) "
+               "heads; an MLA latent is kept whole on every GPU. Weights are split evenly over "
+               "all TP x PP GPUs.")
+
+st.subheader("Max concurrent sequences against context length")
+others = [k for k in registry().models]
+compare = st.multiselect("Compare with (up to 3 models from the registry)", others,
+                         max_selections=3, **bound("b_cmp", "list"))
+hi = max(context * 4, min(sel.spec.max_context, 1_048_576), 4096)
+grid = context_grid(256, hi, points=40, include=(context,))
+series = [(sel.label, grid, concurrency_curve(sel.spec, grid, weights_bytes=sel.weights_bytes,
+                                               **kw))]
+rows = [{"model": sel.label, "KV per token": fmt_bytes(per.kv_bytes_per_token_nominal),
+         "weights per GPU": fmt_gib(b.weights_bytes), "KV pool": fmt_gib(b.kv_pool_bytes),
+         f"max concurrency at {context:,}": round(b.max_concurrent_seqs, 2),
+         "longest sequence (tokens)": "unbounded" if mc is None else f"{mc:,}"}]
+for key in compare:
+    m_ = get_model(key)
+    w = weights(m_.spec, m_.weight_dtype, m_.expert_weight_dtype) \
+        if st.session_state.get("wdtype", "auto") == "auto" else \
+        weights(m_.spec, st.session_state["wdtype"])
+    try:
+        ob = budget(m_.spec, context=context, weights_bytes=w.bytes, **kw)
+        series.append((m_.name, grid, concurrency_curve(m_.spec, grid, weights_bytes=w.bytes,
+                                                         **kw)))
+    except ValueError as exc:
+        st.warning(f"{m_.name}: {exc}")
+        continue
+    op = kv_cache(m_.spec, 1, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
+    rows.append({"model": m_.name, "KV per token": fmt_bytes(op.kv_bytes_per_token_nominal),
+                 "weights per GPU": fmt_gib(ob.weights_bytes), "KV pool": fmt_gib(ob.kv_pool_bytes),
+                 f"max concurrency at {context:,}": round(ob.max_concurrent_seqs, 2),
+                 "longest sequence (tokens)": "unbounded" if ob.max_context_tokens is None
+                 else f"{ob.max_context_tokens:,}"})
+st.plotly_chart(concurrency_figure(series, marker=context), width="stretch", key="b_curve")
+st.dataframe(rows, hide_index=True, width="stretch")
+st.caption("Zero concurrency means the weights leave no room for a cache on this GPU. Try Llama 2 "
+           "7B (every head keeps K/V), Llama 3.1 8B (8 K/V heads) and DeepSeek-V3 (one latent "
+           "per token) side by side.")

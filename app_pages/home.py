@@ -1,0 +1,56 @@
+import streamlit as st
+
+from kvcalc import budget, kv_cache
+from kvcalc.budget import DEFAULT_RESERVE_BYTES
+from kvcalc.units import fmt_bytes
+from webui import common
+
+st.title("KV Cache Lab")
+st.markdown(
+    """
+To write each new token, a transformer looks back at every token before it. In every layer it
+needs a **key** and a **value** vector for each earlier token. Those vectors never change once
+they are computed, so serving engines keep them in GPU memory: the **KV cache**. Without it, every
+step would recompute the whole sequence.
+
+The cache grows with every token of every conversation. The weights are loaded once and shared by
+all requests, so on a real server it is the cache, not the model, that decides how many users fit
+and, at long contexts, how fast each token comes out.
+"""
+)
+
+try:
+    sel = common.selection()
+except ValueError as exc:
+    st.info(str(exc))
+    sel = None
+
+if sel is not None:
+    r = kv_cache(sel.spec, 8192, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
+    st.subheader(f"{sel.label} at a glance")
+    c1, c2, c3 = st.columns(3)
+    c1.metric("KV cache per token", fmt_bytes(r.kv_bytes_per_token_nominal),
+              help="One token in every layer that keeps K/V")
+    c2.metric("One 8,192-token conversation", fmt_bytes(r.total_bytes))
+    try:
+        b = budget(sel.spec, total_bytes=sel.gpu.memory_bytes, context=8192,
+                   weights_bytes=sel.weights_bytes, reserve_bytes=DEFAULT_RESERVE_BYTES,
+                   kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp, find_max_context=False)
+        c3.metric(f"8K conversations on {sel.gpu.key}", f"{b.max_concurrent_seqs:,.1f}",
+                  help="vLLM defaults: 0.9 of GPU memory, 2 GiB reserve, blocks of 16 tokens")
+    except ValueError as exc:
+        c3.metric("8K conversations", "n/a", help=str(exc))
+    common.formula(r.per_token_formula())
+
+st.subheader("Where to go next")
+st.page_link("app_pages/budget.py", label="Budget: how many conversations fit on one GPU",
+             icon=":material/memory:")
+st.page_link("app_pages/step_time.py", label="Decode step time: when the cache, not the weights, "
+             "sets the speed", icon=":material/speed:")
+st.page_link("app_pages/techniques.py", label="Shrinking the cache: GQA, MQA, MLA, FP8, windows, "
+             "offload", icon=":material/compress:")
+st.page_link("app_pages/lab.py", label="Inference Lab: every knob and every result together",
+             icon=":material/tune:")
+st.caption("Units: GiB = 2^30 bytes and KiB = 2^10 bytes for memory; GB = 10^9 bytes and GB/s "
+           "for what GPUs are sold with. Every input is kept in the page link, so you can share "
+           "exactly what you see.")

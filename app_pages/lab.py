@@ -1,0 +1,99 @@
+import streamlit as st
+
+from kvcalc import budget, prefill, step_time
+from kvcalc.charts import budget_figure, step_time_figure
+from kvcalc.roofline import DEFAULT_MFU
+from kvcalc.sweeps import step_curve
+from kvcalc.units import GiB, fmt_gib, fmt_seconds
+from webui import common
+from webui.common import bound
+
+sel = common.require_selection()
+common.page_header(
+    "Inference Lab", sel,
+    "Every knob and every result on one page. Change one thing (the model, the GPU, a format, the "
+    "context) and watch what it does to memory, concurrency and speed; the small arrows compare "
+    "with what you saw just before.")
+
+c = st.columns(4)
+context = c[0].number_input("Context per sequence (tokens)", 1, 10_000_000, 8192, 1024,
+                            **bound("l_ctx", "num"))
+batch = c[1].number_input("Batch / concurrent sequences", 1, 100_000, 16, 1,
+                          **bound("l_batch", "num"))
+prompt = c[2].number_input("Prompt length (tokens)", 1, 10_000_000, 2048, 256,
+                           **bound("l_prompt", "num"))
+util = c[3].slider("gpu_memory_utilization", 0.05, 1.0, 0.9, 0.01, **bound("l_util", "num"))
+c = st.columns(4)
+reserve = c[0].number_input("Reserve (GiB)", 0.0, 1024.0, 2.0, 0.5, **bound("l_reserve", "num"))
+block = c[1].selectbox("Block size (tokens)", [8, 16, 32, 64, 128], index=1,
+                       **bound("l_block", "num"))
+mfu = c[2].slider("Prefill efficiency (MFU)", 0.05, 1.0, DEFAULT_MFU, 0.05,
+                  **bound("l_mfu", "num"))
+
+if prompt > context:
+    st.warning("The prompt is longer than the context; the context is what the cache holds.")
+try:
+    b = budget(sel.spec, total_bytes=sel.gpu.memory_bytes, context=context,
+               weights_bytes=sel.weights_bytes, gpu_mem_util=util,
+               reserve_bytes=round(reserve * GiB), block_size=block, kv_dtype=sel.kv_dtype,
+               concurrency=batch, tp=sel.tp, pp=sel.pp)
+    s = step_time(sel.spec, sel.weights, context=context, batch=batch,
+                  bandwidth_gbs=sel.gpu.bandwidth_gbs, kv_dtype=sel.kv_dtype, tp=sel.tp,
+                  pp=sel.pp, peak_tflops=sel.gpu.peak_tflops(sel.weights.dtype))
+    p = prefill(sel.spec, prompt, sel.gpu.peak_tflops(sel.weights.dtype) or 100.0, mfu=mfu,
+                tp=sel.tp)
+except ValueError as exc:
+    common.stop_on_error(exc)
+
+now = {
+    "pool": b.kv_pool_bytes / GiB, "conc": b.max_concurrent_seqs, "step": s.step_time_s * 1e3,
+    "tps": s.tokens_per_s, "ttft": p.time_s * 1e3,
+    "cross": float(s.crossover_context or 0),
+}
+before = st.session_state.get("_lab_prev", now)
+st.session_state["_lab_prev"] = now
+
+
+def delta(key: str, fmt: str):
+    d = now[key] - before[key]
+    return None if abs(d) < 1e-9 else fmt.format(d)
+
+
+m = st.columns(3)
+m[0].metric("KV pool", fmt_gib(b.kv_pool_bytes), delta("pool", "{:+,.2f} GiB"))
+m[1].metric(f"Max concurrency at {context:,} tokens", f"{b.max_concurrent_seqs:,.2f}x",
+            delta("conc", "{:+,.2f}"))
+m[2].metric(f"{batch:,} x {context:,} tokens", "fits" if b.fits else
+            f"over by {fmt_gib(b.overflow_bytes)}")
+m = st.columns(4)
+m[0].metric("Decode step", fmt_seconds(s.step_time_s), delta("step", "{:+,.2f} ms"),
+            delta_color="inverse")
+m[1].metric("Tokens/s (batch)", f"{s.tokens_per_s:,.0f}", delta("tps", "{:+,.0f}"))
+m[2].metric(f"Time to first token ({prompt:,} tokens)", fmt_seconds(p.time_s),
+            delta("ttft", "{:+,.1f} ms"), delta_color="inverse")
+m[3].metric("Crossover context", "never" if s.crossover_context is None
+            else f"{s.crossover_context:,}", delta("cross", "{:+,.0f} tokens"))
+
+left, right = st.columns(2)
+with left:
+    st.plotly_chart(budget_figure(b), width="stretch", key="l_budget")
+with right:
+    x_max = min(max(2 * (s.crossover_context or 0), 2 * context, 8192), 10_000_000)
+    xs = [round(x_max * i / 40) for i in range(41)]
+    curve = step_curve(sel.spec, sel.weights, xs, batch=batch, bandwidth_gbs=sel.gpu.bandwidth_gbs,
+                       kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
+    st.plotly_chart(step_time_figure(curve, s.crossover_context, batch), width="stretch",
+                    key="l_step")
+
+with st.expander("How these numbers are computed", icon=":material/function:"):
+    common.formula(
+        f"KV pool     = ceil({b.total_bytes:,} x {util:g}) - {b.weights_bytes:,} - "
+        f"{b.reserve_bytes:,} = {b.kv_pool_bytes:,} B\n"
+        f"concurrency = {b.num_blocks:,} blocks x {b.block_bytes:,} B / {b.seq_bytes:,} B per "
+        f"sequence = {b.max_concurrent_seqs:,.2f}\n"
+        f"decode step = ({s.weight_read_bytes:,} + {s.kv_read_bytes + s.state_read_bytes:,}) B / "
+        f"{sel.gpu.bandwidth_gbs:,.0f} GB/s = {fmt_seconds(s.step_time_s)}\n"
+        f"TTFT        = {p.flops:.3e} FLOPs / ({p.peak_tflops:g} TFLOPS x {mfu:g}"
+        + (f" x {sel.tp} GPUs" if sel.tp > 1 else "") + f") = {fmt_seconds(p.time_s)}")
+    st.caption("Prefill FLOPs = 2 x active parameters x prompt tokens + attention over every "
+               "earlier token. MFU is the share of the GPU's dense peak a real prefill reaches.")

@@ -1,0 +1,82 @@
+import streamlit as st
+
+from kvcalc import step_time
+from kvcalc.charts import batch_figure, step_time_figure
+from kvcalc.sweeps import batch_curve, step_curve
+from kvcalc.units import GB, fmt_seconds
+from webui import common
+from webui.common import bound
+
+sel = common.require_selection()
+common.page_header(
+    "Decode step time vs context length", sel,
+    "Each decode step reads every weight once, whatever the context, and also reads the whole "
+    "cache of every sequence in the batch. The first read is a fixed band; the second is a wedge "
+    "that grows with context. Where the wedge overtakes the band, the cache sets the speed.")
+
+c1, c2, c3 = st.columns(3)
+batch = c1.number_input("Batch (sequences decoded together)", 1, 4096, 1, 1,
+                        **bound("s_batch", "num"))
+context = c2.number_input("Context to read off (tokens)", 1, 10_000_000, 8192, 1024,
+                          **bound("s_ctx", "num"))
+x_max = c3.selectbox("Chart up to (tokens)", [0, 8192, 32768, 131072, 262144, 1048576],
+                     format_func=lambda v: "auto (past the crossover)" if v == 0 else f"{v:,}",
+                     **bound("s_xmax", "num"))
+
+peak = sel.gpu.peak_tflops(sel.weights.dtype)
+kw = dict(bandwidth_gbs=sel.gpu.bandwidth_gbs, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
+try:
+    s = step_time(sel.spec, sel.weights, context=context, batch=batch, peak_tflops=peak, **kw)
+except ValueError as exc:
+    common.stop_on_error(exc)
+
+if x_max == 0:
+    x_max = min(max(2 * (s.crossover_context or 0), 2 * context, 8192), 10_000_000)
+contexts = [round(x_max * i / 80) for i in range(81)]
+curve = step_curve(sel.spec, sel.weights, contexts, batch=batch, **kw)
+st.plotly_chart(step_time_figure(curve, s.crossover_context, batch), width="stretch",
+                key="s_fig")
+
+m = st.columns(4)
+m[0].metric(f"Step time at {context:,} tokens", fmt_seconds(s.step_time_s))
+m[1].metric("Tokens/s (whole batch)", f"{s.tokens_per_s:,.1f}")
+m[2].metric("Crossover context", "never" if s.crossover_context is None
+            else f"{s.crossover_context:,} tokens")
+m[3].metric("Share of the step reading KV", f"{s.kv_share:.0%}")
+
+if s.crossover_context is None:
+    st.info("This model's cache stops growing (every layer keeps a bounded window or a fixed "
+            "state), so reading it never costs as much as reading the weights.")
+else:
+    st.markdown(
+        f"At batch {batch}, reading the cache costs as much as reading the weights once each "
+        f"sequence holds **{s.crossover_context:,} tokens**. Below that the weights dominate and "
+        "a longer context is nearly free; above it every extra token slows every step. A larger "
+        "batch moves the crossover left (more caches to read per weight read); FP8 KV or an MLA "
+        "model such as DeepSeek-V3 moves it right (fewer bytes per token).")
+if s.bound == "compute":
+    st.warning(f"At this batch the arithmetic ({fmt_seconds(s.compute_time_s)} at the GPU's dense "
+               "peak) takes longer than the memory reads: the step is compute bound, so the "
+               "figure above is a lower bound.")
+
+with st.expander("How these numbers are computed", icon=":material/function:"):
+    common.formula(
+        f"weights read   = {s.weight_read_bytes:,} B"
+        + (" (MoE: only the experts this batch touches)" if sel.spec.moe else "") + "\n"
+        f"KV read        = {batch} x {s.kv_read_bytes // max(batch, 1):,} B = "
+        f"{s.kv_read_bytes:,} B\n"
+        + (f"state read     = {s.state_read_bytes:,} B\n" if s.state_read_bytes else "")
+        + f"step time      = {s.weight_read_bytes + s.kv_read_bytes + s.state_read_bytes:,} B / "
+        f"{sel.gpu.bandwidth_gbs:,.0f} GB/s = {fmt_seconds(s.step_time_s)}\n"
+        f"tokens/s       = {batch} / {s.step_time_s:.6f} s = {s.tokens_per_s:,.1f}\n"
+        f"crossover      = smallest N with {batch} x KV(N) >= {s.weight_read_bytes:,} B")
+    st.caption("GB/s = 10^9 bytes per second. A decode step is bound by memory bandwidth: the "
+               "GPU spends it streaming weights and cache, not computing.")
+
+st.subheader(f"Step time against batch at {context:,} tokens")
+batches = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+bc = batch_curve(sel.spec, sel.weights, batches, context=context, **kw)
+st.plotly_chart(batch_figure(bc), width="stretch", key="s_batch_fig")
+st.caption(f"Weights are read once per step however many sequences share it, so tokens/s rises "
+           f"with batch until the caches dominate. Weights read per step at batch 1: "
+           f"{bc['weight_s'][0] * sel.gpu.bandwidth_gbs * GB / 1e9:,.2f} GB.")

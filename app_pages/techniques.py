@@ -1,0 +1,61 @@
+import streamlit as st
+
+from kvcalc import registry
+from kvcalc.charts import techniques_figure
+from kvcalc.techniques import techniques
+from kvcalc.units import fmt_bytes
+from webui import common
+from webui.common import bound
+
+sel = common.require_selection()
+common.page_header(
+    "Shrinking the cache", sel,
+    "Every way to shrink the cache attacks one term of the same product: layers x K/V heads x "
+    "head size x bytes per number x tokens kept. Here each technique is applied to the chosen "
+    "model and its saving is computed, not quoted.")
+
+links = registry().links
+c1, c2, c3 = st.columns(3)
+context = c1.number_input("Context per sequence (tokens)", 1, 10_000_000, 32768, 1024,
+                          **bound("t_ctx", "num"))
+window = c2.number_input("Sliding window (tokens)", 1, 10_000_000, 4096, 256,
+                         **bound("t_window", "num"))
+gpu_tokens = c3.number_input("Offload: tokens kept on the GPU", 1, 10_000_000, 4096, 256,
+                             **bound("t_gpu_tokens", "num"))
+c1, c2, c3 = st.columns(3)
+rank = c1.number_input("MLA latent rank", 1, 65536, 512, 64, **bound("t_rank", "num"))
+rope = c2.number_input("MLA RoPE part", 0, 4096, 64, 16, **bound("t_rope", "num"))
+link = c3.selectbox("Offload link", list(links), format_func=lambda k: links[k].name,
+                    index=list(links).index("pcie5-x16") if "pcie5-x16" in links else 0,
+                    **bound("t_link", "str"))
+
+try:
+    rows = techniques(sel.spec, context, kv_dtype=sel.kv_dtype, window=window,
+                      latent=(rank, rope), gpu_tokens=gpu_tokens, link_gbs=links[link].gbs,
+                      link_name=links[link].name,
+                      peak_tflops=sel.gpu.peak_tflops("bf16") or 100.0)
+except ValueError as exc:
+    common.stop_on_error(exc)
+
+own = next(r for r in rows if r.key == "own")
+unit = "GiB" if own.seq_bytes >= 2**30 else "MiB" if own.seq_bytes >= 2**20 else "KiB"
+st.plotly_chart(techniques_figure(rows, unit), width="stretch", key="t_fig")
+
+table = []
+for r in rows:
+    if r.key == "own":
+        saving = "reference"
+    elif r.saving >= 1:
+        saving = f"{r.saving:,.2f}x smaller"
+    else:
+        saving = f"{1 / r.saving:,.2f}x larger"
+    table.append({"technique": r.name, "shrinks": r.term,
+                  "per token": fmt_bytes(r.bytes_per_token),
+                  f"one sequence of {context:,}": fmt_bytes(r.seq_bytes), "saving": saving,
+                  "trade-off": r.tradeoff + ("" if r.applies else " (this model already does "
+                                             "this, or it changes nothing here)")})
+st.dataframe(table, hide_index=True, width="stretch",
+             column_config={"trade-off": st.column_config.TextColumn(width="large")})
+st.caption(f"Per token: one token in every K/V layer. One sequence: what the GPU holds at "
+           f"{context:,} tokens ({own.seq_bytes:,} bytes as configured). KiB/MiB/GiB are "
+           "powers of 2. Techniques combine: FP8 on top of GQA halves the GQA figure again.")

@@ -1,0 +1,150 @@
+"""Ways to shrink the cache, each applied to one model and measured, not quoted.
+
+For a model at context N every technique gives the K/V bytes one sequence keeps on the GPU and
+the saving against the model as configured. The variants change one term of the formula:
+
+    bytes = sum over layers of elements/token x bytes/element x tokens kept
+            (heads: MHA/GQA/MQA, MLA)   (FP8/INT8/INT4)  (sliding window, offload)
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from .dtypes import KV_DTYPES, get_dtype
+from .kv import layer_bytes_per_token
+from .model import KV_KINDS, FullAttention, MLALatent, ModelSpec
+from .roofline import offload_vs_recompute
+from .units import check_int, fmt_seconds
+
+__all__ = ["Technique", "techniques", "DEFAULT_LATENT"]
+
+DEFAULT_LATENT = (512, 64)  # DeepSeek-V2/V3: kv_lora_rank 512 + qk_rope_head_dim 64
+
+
+@dataclass(frozen=True, kw_only=True)
+class Technique:
+    key: str
+    name: str
+    term: str  # which term of the formula it shrinks
+    bytes_per_token: int  # nominal: one token in every K/V layer
+    seq_bytes: int  # one sequence at the context asked for, on the GPU
+    saving: float  # bytes as configured / bytes with the technique (>1 = smaller)
+    tradeoff: str
+    applies: bool = True  # False where the model already does this
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _as_full(layer):
+    """The layer as plain attention with one K/V head per query head (MHA)."""
+    if layer.kind == "mla":
+        return FullAttention(kv_heads=layer.q_heads, head_dim=layer.qk_head_dim,
+                             v_head_dim=layer.v_head_dim, q_heads=layer.q_heads)
+    if layer.kind in KV_KINDS:
+        return replace(layer, kv_heads=layer.q_heads)
+    return layer
+
+
+def _with_heads(layer, kv_heads: int):
+    if layer.kind == "mla":
+        return replace(_as_full(layer), kv_heads=kv_heads)
+    if layer.kind in KV_KINDS:
+        return replace(layer, kv_heads=kv_heads)
+    return layer
+
+
+def _latent(layer, rank: int, rope: int):
+    if layer.kind not in KV_KINDS:
+        return layer
+    return MLALatent(kv_lora_rank=rank, qk_rope_head_dim=rope, q_heads=layer.q_heads,
+                     qk_head_dim=layer.qk_dim, v_head_dim=layer.av_dim)
+
+
+def _bytes(layers, n: int, dtype, cap: int | None = None) -> tuple[int, int]:
+    """(bytes per token in every K/V layer, bytes of one sequence at n tokens), each layer keeping
+    at most ``cap`` tokens when a cap is given."""
+    per_token = seq = 0
+    for layer in layers:
+        b = layer_bytes_per_token(layer, dtype)
+        kept = layer.tokens_kept(n)
+        if cap is not None:
+            kept = min(kept, cap)
+        per_token += b if layer.kind in KV_KINDS else 0
+        seq += b * kept
+    return per_token, seq
+
+
+def techniques(spec: ModelSpec, context: int, *, kv_dtype: str = "bf16", window: int = 4096,
+               latent: tuple[int, int] = DEFAULT_LATENT, gpu_tokens: int = 4096,
+               link_gbs: float = 63.0, link_name: str = "PCIe 5.0 x16",
+               peak_tflops: float = 989.4) -> list[Technique]:
+    """Every technique applied to ``spec`` at ``context`` tokens, with its saving computed."""
+    n = check_int("context", context, 1, 10**9)
+    window = check_int("window", window, 1, 10**9)
+    gpu_tokens = check_int("tokens kept on the GPU", gpu_tokens, 1, 10**9)
+    rank = check_int("latent rank", latent[0], 1, 1 << 20)
+    rope = check_int("RoPE dimension", latent[1], 0, 1 << 20)
+    dtype = get_dtype(kv_dtype, KV_DTYPES)
+    own_pt, own_seq = _bytes(spec.layers, n, dtype)
+    attn = [l for l in spec.layers if l.kind in KV_KINDS]
+    if not attn:
+        raise ValueError("this model keeps no K/V at all (only recurrent state): there is no "
+                         "cache to shrink")
+    kinds = {l.kind for l in attn}
+    q_heads = attn[0].q_heads
+    own_heads = {getattr(l, "kv_heads", None) for l in attn}
+
+    rows: list[Technique] = []
+
+    def add(key, name, term, pt_seq, tradeoff, applies=True):
+        pt, seq = pt_seq
+        rows.append(Technique(key=key, name=name, term=term, bytes_per_token=pt, seq_bytes=seq,
+                              saving=own_seq / seq if seq else float("inf"), tradeoff=tradeoff,
+                              applies=applies))
+
+    add("mha", f"MHA: {q_heads} K/V heads", "KV heads",
+        _bytes([_as_full(l) for l in spec.layers], n, dtype),
+        "Every query head keeps its own K and V: the largest cache, and the baseline that "
+        "grouped and multi-query attention improve on.",
+        applies=not (own_heads == {q_heads} and "mla" not in kinds))
+    own_label = ("MLA latent" if kinds == {"mla"} else
+                 "MHA" if own_heads == {q_heads} else
+                 "MQA" if own_heads == {1} else f"GQA, {min(h for h in own_heads if h)} K/V heads")
+    add("own", f"As configured ({own_label}, {dtype.name.upper()})", "-", (own_pt, own_seq),
+        "What this checkpoint stores: the reference for every saving on this page.")
+    add("mqa", "MQA: 1 K/V head", "KV heads",
+        _bytes([_with_heads(l, 1) for l in spec.layers], n, dtype),
+        "All query heads share one K/V head: the smallest cache without changing the layer "
+        "type, at a larger quality cost than GQA.", applies=own_heads != {1})
+    add("mla", f"MLA-style latent ({rank} + {rope})", "K and V -> one latent",
+        _bytes([_latent(l, rank, rope) for l in spec.layers], n, dtype),
+        "Caches one compressed vector per token and rebuilds K and V from it: needs extra "
+        "projections and a model trained this way.", applies=kinds != {"mla"})
+    for q, line in (("fp8", "Half the bytes of 16-bit. Usually safe, but long-context recall "
+                            "can suffer: check on your own evals."),
+                    ("int8", "Half of 16-bit with integer codes and scales; similar risk to FP8."),
+                    ("int4", "A quarter of 16-bit. The largest accuracy risk of the three, so it "
+                             "is mostly used for long, cold context.")):
+        qd = get_dtype(q)
+        add(q, f"{q.upper()} KV", "bytes per element", _bytes(spec.layers, n, qd), line,
+            applies=qd.bits < dtype.bits)
+    add("window", f"Sliding window of {window:,} tokens", "tokens kept",
+        _bytes(spec.layers, n, dtype, cap=window),
+        "Layers forget tokens older than the window: memory stops growing, but those layers "
+        "lose far context.", applies=n > window)
+    off = offload_vs_recompute(spec, max(1, n - min(n, gpu_tokens)), link_gbs=link_gbs,
+                               peak_tflops=peak_tflops, kv_dtype=dtype.name)
+    cold = n - min(n, gpu_tokens)
+    if cold:
+        verdict = ("reloading is faster" if off.offload_wins else "recomputing is faster")
+        line = (f"The newest {gpu_tokens:,} tokens stay on the GPU; the other {cold:,} move to "
+                f"CPU memory. Reloading them over {link_name} takes {fmt_seconds(off.reload_s)}, "
+                f"recomputing them {fmt_seconds(off.recompute_s)}: {verdict}.")
+    else:
+        line = (f"The whole context fits in the {gpu_tokens:,} tokens kept on the GPU: nothing "
+                "to offload at this length.")
+    add("offload", f"CPU offload (GPU keeps {gpu_tokens:,} tokens)", "memory tier",
+        _bytes(spec.layers, n, dtype, cap=gpu_tokens), line, applies=cold > 0)
+    return rows

@@ -1,0 +1,208 @@
+"""The Streamlit app under AppTest: every page renders, inputs change outputs, the numbers shown
+are kvcalc's for the same inputs, and bad input gives a message, never an exception."""
+
+import json
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from conftest import ROOT, llama_config  # noqa: E402
+from kvcalc import budget, get_gpu, get_model, kv_cache, step_time  # noqa: E402
+from kvcalc.units import GiB, fmt_bytes, fmt_gib  # noqa: E402
+
+APP = str(ROOT / "app.py")
+PAGES = ["app_pages/home.py", "app_pages/budget.py", "app_pages/step_time.py", "app_pages/techniques.py",
+         "app_pages/lab.py"]
+
+
+def open_page(page: str, **query) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    if page != "app_pages/home.py":
+        at.switch_page(page)
+        at.run()
+    return at
+
+
+def metric(at, label_start: str) -> str:
+    for m in at.metric:
+        if m.label.startswith(label_start):
+            return m.value
+    raise AssertionError(f"no metric {label_start!r} in {[m.label for m in at.metric]}")
+
+
+def figure(at, key: str) -> dict:
+    for chart in at.get("plotly_chart"):
+        spec = json.loads(chart.proto.spec)
+        if chart.proto.id and key in chart.proto.id:
+            return spec
+    raise AssertionError(f"no chart {key}")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_renders_with_defaults(page):
+    at = open_page(page)
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error][:1] if page != "app_pages/budget.py" else True
+
+
+def test_home_numbers_are_kvcalc_numbers():
+    at = open_page("app_pages/home.py")
+    spec = get_model("llama-3.1-8b").spec
+    r = kv_cache(spec, 8192)
+    assert metric(at, "KV cache per token") == fmt_bytes(r.kv_bytes_per_token_nominal) == "128.00 KiB"
+    assert metric(at, "One 8,192-token") == "1.00 GiB"
+
+
+def test_budget_page_matches_kvcalc_and_reacts_to_inputs():
+    at = open_page("app_pages/budget.py")
+    m = get_model("llama-3.1-8b")
+    gpu = get_gpu("h100-sxm-80gb")
+    expect = budget(m.spec, total_bytes=gpu.memory_bytes, context=8192,
+                    weights_bytes=m.weights().bytes, reserve_bytes=2 * GiB, concurrency=16)
+    assert metric(at, "Blocks") == f"{expect.num_blocks:,}"
+    assert metric(at, "Max concurrency at 8,192") == f"{expect.max_concurrent_seqs:,.2f}x"
+    assert metric(at, "Capacity") == f"{expect.kv_capacity_tokens:,} tokens"
+    assert at.success and "fits" in at.success[0].value
+
+    at.number_input(key="b_ctx").set_value(32768)
+    at.number_input(key="b_conc").set_value(64)
+    at.run()
+    expect = budget(m.spec, total_bytes=gpu.memory_bytes, context=32768,
+                    weights_bytes=m.weights().bytes, reserve_bytes=2 * GiB, concurrency=64)
+    assert metric(at, "Max concurrency at 32,768") == f"{expect.max_concurrent_seqs:,.2f}x"
+    assert not expect.fits
+    assert at.error and fmt_gib(expect.overflow_bytes) in at.error[0].value
+    # The request bar turns red beyond the pool.
+    spec = figure(at, "b_fig")
+    names = [t.get("name") for t in spec["data"]]
+    assert "Overflow" in names
+
+
+def test_budget_compare_mode_adds_curves_and_rows():
+    at = open_page("app_pages/budget.py")
+    at.multiselect(key="b_cmp").set_value(["llama-2-7b", "deepseek-v3"])
+    at.run()
+    assert not at.exception
+    spec = figure(at, "b_curve")
+    assert len(spec["data"]) == 3
+    table = at.dataframe[0].value
+    assert len(table) == 3
+
+
+def test_budget_model_and_dtype_switch():
+    at = open_page("app_pages/budget.py")
+    before = metric(at, "KV per token")
+    at.sidebar.selectbox(key="kvdtype").set_value("fp8")
+    at.run()
+    assert metric(at, "KV per token") == "64.00 KiB" != before
+    at.sidebar.selectbox(key="model").set_value("deepseek-v3")
+    at.sidebar.selectbox(key="tp").set_value(8)
+    at.sidebar.selectbox(key="gpu").set_value("h200-141gb")
+    at.run()
+    assert not at.exception
+    assert metric(at, "KV per token") == fmt_bytes(61 * 576)  # FP8 latent, replicated per GPU
+
+
+def test_step_time_page_matches_kvcalc():
+    at = open_page("app_pages/step_time.py")
+    m = get_model("llama-3.1-8b")
+    s = step_time(m.spec, m.weights(), context=8192, batch=1, bandwidth_gbs=3350)
+    assert metric(at, "Crossover context") == f"{s.crossover_context:,} tokens"
+    assert metric(at, "Tokens/s") == f"{s.tokens_per_s:,.1f}"
+    at.number_input(key="s_batch").set_value(32)
+    at.run()
+    s32 = step_time(m.spec, m.weights(), context=8192, batch=32, bandwidth_gbs=3350)
+    assert metric(at, "Crossover context") == f"{s32.crossover_context:,} tokens"
+    fig = figure(at, "s_fig")
+    shapes = fig["layout"].get("shapes", [])
+    assert any(abs(sh.get("x0", -1) - s32.crossover_context) < 1 for sh in shapes)
+
+
+def test_techniques_page_rows():
+    at = open_page("app_pages/techniques.py")
+    rows = at.dataframe[0].value
+    assert len(rows) == 9
+    at.number_input(key="t_window").set_value(1024)
+    at.run()
+    assert any("1,024" in str(v) for v in at.dataframe[0].value.iloc[:, 0])
+
+
+def test_lab_reacts_and_shows_deltas():
+    at = open_page("app_pages/lab.py")
+    assert metric(at, "Decode step")
+    at.number_input(key="l_ctx").set_value(65536)
+    at.run()
+    step = [m for m in at.metric if m.label == "Decode step"][0]
+    assert step.proto.delta  # the arrow compares with the previous view
+
+
+def test_bad_url_parameters_give_a_note_not_an_error():
+    at = open_page("app_pages/home.py", model="nope", tp="3", kvdtype="fp8",
+                   junk="<b>x</b>", gpu="h100-sxm-80gb")
+    assert not at.exception
+    note = " ".join(w.value for w in at.warning)
+    assert "model=" in note and "tp=" in note and "junk=" in note
+    assert "<b>" not in note  # nothing a user typed is rendered as markup
+    assert at.sidebar.selectbox(key="kvdtype").value == "fp8"  # the valid one was taken
+
+
+def test_bad_page_parameter_is_reported():
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("app_pages/budget.py")
+    at.run()
+    at2 = AppTest.from_file(APP, default_timeout=60)
+    at2.query_params["b_ctx"] = "-5"
+    at2.run()
+    assert not at2.exception
+
+
+def test_custom_config_paste():
+    at = open_page("app_pages/budget.py")
+    at.sidebar.selectbox(key="model").set_value("my-config")
+    at.run()
+    assert not at.exception and at.error  # asks for a config, clearly
+    at.sidebar.text_area(key="cfg_text").set_value(json.dumps(llama_config(num_hidden_layers=10)))
+    at.run()
+    assert not at.exception
+    assert metric(at, "KV per token") == fmt_bytes(2 * 10 * 2 * 64 * 2)
+    at.sidebar.text_area(key="cfg_text").set_value("{not json")
+    at.run()
+    assert not at.exception and "not valid JSON" in at.error[0].value
+    at.sidebar.text_area(key="cfg_text").set_value(json.dumps(llama_config(num_key_value_heads=3)))
+    at.run()
+    assert "num_key_value_heads" in at.error[0].value
+
+
+def test_hub_id_is_checked_and_offline_is_explained(monkeypatch):
+    import huggingface_hub
+
+    def offline(*a, **k):
+        raise OSError("network is unreachable")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", offline)
+    at = open_page("app_pages/home.py")
+    at.sidebar.selectbox(key="model").set_value("hub")
+    at.run()
+    at.sidebar.text_input(key="hub_id").set_value("../../etc/passwd")
+    at.sidebar.button(key="hub_fetch").click()
+    at.run()
+    assert "not a Hub model id" in " ".join(e.value for e in at.error)
+    at.sidebar.text_input(key="hub_id").set_value("Qwen/Qwen2.5-0.5B-Instruct")
+    at.sidebar.button(key="hub_fetch").click()
+    at.run()
+    assert not at.exception
+    assert "offline" in " ".join(e.value for e in at.error)
+
+
+def test_model_too_big_for_gpu_is_explained():
+    at = open_page("app_pages/budget.py")
+    at.sidebar.selectbox(key="model").set_value("deepseek-v3")
+    at.run()
+    assert not at.exception
+    assert "no room for a cache" in at.error[0].value

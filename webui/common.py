@@ -1,0 +1,274 @@
+"""What every page shares: the sidebar controls, the current selection, URL checks, formatting.
+
+Pages stay thin: read inputs -> call kvcalc -> build a figure -> render. Everything here that
+computes is kvcalc; this module only wires Streamlit widgets to it.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+
+import streamlit as st
+
+from kvcalc import KV_DTYPES, WEIGHT_DTYPES, registry, spec_from_config, weights
+from kvcalc.hfconfig import checkpoint_format, parse_config_text
+from kvcalc.model import ModelSpec
+from kvcalc.registry import GPU
+from kvcalc.units import GiB
+from kvcalc.weights import Weights
+
+from . import hub
+
+CUSTOM = "my-config"  # "my own config.json" (upload or paste)
+HUB = "hub"  # a Hugging Face Hub model id
+CUSTOM_GPU = "custom"
+DEFAULT_MODEL = "llama-3.1-8b"
+DEFAULT_GPU = "h100-sxm-80gb"
+TP_CHOICES = [1, 2, 4, 8, 16, 32]
+PP_CHOICES = [1, 2, 4, 8]
+
+# Every widget bound to the URL registers here, with how to compare a URL value to what the
+# widget accepted: "num", "str" or "list".
+_BOUND: dict[str, str] = {}
+
+
+def bound(key: str, kind: str) -> dict:
+    """Keyword arguments that bind a widget to the URL under ``key``."""
+    _BOUND[key] = kind
+    return {"key": key, "bind": "query-params"}
+
+
+# --- URL parameters ---------------------------------------------------------------------------
+
+def url_guard_begin() -> None:
+    """Remember the URL parameters a session opened with (first run only)."""
+    if "_url_initial" not in st.session_state:
+        qp = st.query_params
+        st.session_state["_url_initial"] = {k: qp.get_all(k) for k in qp}
+        st.session_state["_url_checked"] = False
+
+
+def url_guard_end(slot) -> None:
+    """After every widget ran: say which of the opening URL parameters were not taken."""
+    if not st.session_state.get("_url_checked"):
+        st.session_state["_url_checked"] = True
+        st.session_state["_url_ignored"] = _ignored(st.session_state.get("_url_initial", {}))
+    ignored = st.session_state.get("_url_ignored") or []
+    if ignored:
+        items = ", ".join(f"{k}={v!r}" for k, v in ignored[:8])
+        slot.warning(f"Ignored in the link (not a valid value here): {items}. "
+                     "The defaults are shown instead.", icon=":material/link_off:")
+
+
+def _ignored(initial: dict) -> list[tuple[str, str]]:
+    out = []
+    for key, values in initial.items():
+        raw = values[0] if len(values) == 1 else values
+        kind = _BOUND.get(key)
+        if kind is None or key not in st.session_state:
+            out.append((key, _short(raw)))
+            continue
+        value = st.session_state[key]
+        if not _same(kind, values, value):
+            out.append((key, _short(raw)))
+    return out
+
+
+def _short(raw) -> str:
+    """A URL value made safe to show: at most 40 characters, and no markup of any kind."""
+    text = raw if isinstance(raw, str) else ",".join(raw)
+    text = re.sub(r"[^A-Za-z0-9 .,:/_-]", "?", text)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _same(kind: str, values: list[str], value) -> bool:
+    try:
+        if kind == "num":
+            return len(values) == 1 and float(values[0]) == float(value)
+        if kind == "list":
+            return [str(v) for v in values if v != ""] == [str(v) for v in (value or [])]
+        return len(values) == 1 and values[0] == str(value)
+    except (TypeError, ValueError):
+        return False
+
+
+# --- the selection shared by every page -------------------------------------------------------
+
+@dataclass(frozen=True)
+class Selection:
+    label: str
+    spec: ModelSpec
+    weights: Weights
+    kv_dtype: str
+    gpu: GPU
+    tp: int
+    pp: int
+    source: str  # where the model came from, for captions
+
+    @property
+    def weights_bytes(self) -> int:
+        return self.weights.bytes
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.pp
+
+
+def sidebar() -> None:
+    """The controls every page shares, in the sidebar, each bound to the URL."""
+    reg = registry()
+    with st.sidebar:
+        st.markdown("### Model and hardware")
+        options = list(reg.models) + [CUSTOM, HUB]
+        key = st.selectbox("Model", options, index=_index(options, DEFAULT_MODEL),
+                           format_func=_model_label, help="From the registry (models.yaml), "
+                           "your own config.json, or a Hugging Face Hub id.",
+                           **bound("model", "str"))
+        if key == CUSTOM:
+            _custom_config_inputs()
+        elif key == HUB:
+            _hub_inputs()
+        else:
+            m = reg.models[key]
+            st.caption(f"{m.name} · [{m.hf_id}]({m.sources['config']})")
+        gpus = list(reg.gpus) + [CUSTOM_GPU]
+        gpu = st.selectbox("GPU", gpus, index=_index(gpus, DEFAULT_GPU), format_func=_gpu_label,
+                           **bound("gpu", "str"))
+        if gpu == CUSTOM_GPU:
+            st.number_input("GPU memory (GiB)", 1.0, 4096.0, 80.0, 1.0, **bound("gpu_gib", "num"))
+            st.number_input("Memory bandwidth (GB/s)", 1.0, 100_000.0, 3350.0, 50.0,
+                            **bound("gpu_gbs", "num"))
+            st.number_input("Dense 16-bit TFLOPS", 1.0, 100_000.0, 989.0, 10.0,
+                            **bound("gpu_tflops", "num"))
+        else:
+            g = reg.gpus[gpu]
+            st.caption(f"{g.memory_gb:g} GB sold, {g.memory_bytes / GiB:,.2f} GiB as the driver "
+                       f"reports it · {g.bandwidth_gbs:,.0f} GB/s")
+        c1, c2 = st.columns(2)
+        c1.selectbox("Tensor parallel", TP_CHOICES, help="GPUs that split each layer's heads",
+                     **bound("tp", "num"))
+        c2.selectbox("Pipeline parallel", PP_CHOICES, help="GPUs that split the layers",
+                     **bound("pp", "num"))
+        c1, c2 = st.columns(2)
+        c1.selectbox("Weights", ("auto",) + WEIGHT_DTYPES,
+                     help="auto: the checkpoint's own format", **bound("wdtype", "str"))
+        c2.selectbox("KV cache", KV_DTYPES, index=KV_DTYPES.index("bf16"),
+                     **bound("kvdtype", "str"))
+
+
+def _index(options: list, value) -> int:
+    return options.index(value) if value in options else 0
+
+
+def _model_label(key: str) -> str:
+    if key == CUSTOM:
+        return "my own config.json"
+    if key == HUB:
+        return "a Hugging Face Hub id"
+    return key
+
+
+def _gpu_label(key: str) -> str:
+    return "custom GPU" if key == CUSTOM_GPU else key
+
+
+def _custom_config_inputs() -> None:
+    up = st.file_uploader("Upload config.json", type=["json"], key="cfg_upload")
+    if up is not None:
+        st.session_state["cfg_text"] = up.getvalue()[:2_000_000].decode("utf-8", "replace")
+    st.text_area("...or paste config.json", key="cfg_text", height=140,
+                 placeholder='{"hidden_size": 4096, "num_hidden_layers": 32, ...}')
+    st.caption("A pasted or uploaded config stays in this browser session; it is not part of a "
+               "shared link.")
+
+
+def _hub_inputs() -> None:
+    st.text_input("Hub model id", placeholder="Qwen/Qwen2.5-0.5B-Instruct",
+                  **bound("hub_id", "str"))
+    if st.button("Fetch config.json", key="hub_fetch"):
+        repo = st.session_state.get("hub_id", "")
+        try:
+            st.session_state["hub_config"] = (repo, hub.fetch_config(repo))
+        except ValueError as exc:
+            st.session_state["hub_config"] = None
+            st.session_state["hub_error"] = str(exc)
+        else:
+            st.session_state["hub_error"] = None
+    if st.session_state.get("hub_error"):
+        st.error(st.session_state["hub_error"])
+
+
+def _model_from_selection() -> tuple[ModelSpec, str, tuple[str, str | None], str]:
+    key = st.session_state.get("model") or DEFAULT_MODEL
+    if key == CUSTOM:
+        text = (st.session_state.get("cfg_text") or "").strip()
+        if not text:
+            raise ValueError("Upload or paste a config.json in the sidebar to use your own model.")
+        cfg = parse_config_text(text, source="your config.json")
+        return spec_from_config(cfg, name="my config"), "my config.json", checkpoint_format(cfg), \
+            "your config.json"
+    if key == HUB:
+        got = st.session_state.get("hub_config")
+        repo = st.session_state.get("hub_id", "")
+        if not got or got[0] != repo:
+            raise ValueError("Type a Hub model id in the sidebar and press 'Fetch config.json'.")
+        return spec_from_config(got[1], name=repo), repo, checkpoint_format(got[1]), \
+            f"config.json of {repo} from the Hugging Face Hub"
+    m = registry().model(key)
+    return m.spec, m.name, (m.weight_dtype, m.expert_weight_dtype), f"models.yaml ({m.hf_id})"
+
+
+def _gpu_from_selection() -> GPU:
+    key = st.session_state.get("gpu") or DEFAULT_GPU
+    if key != CUSTOM_GPU:
+        return registry().gpu(key)
+    gib = float(st.session_state.get("gpu_gib", 80.0))
+    return GPU(key=CUSTOM_GPU, name=f"custom GPU ({gib:g} GiB)", memory_gb=gib * GiB / 1e9,
+               memory_mib_driver=round(gib * 1024),
+               bandwidth_gbs=float(st.session_state.get("gpu_gbs", 3350.0)),
+               bf16_tflops=float(st.session_state.get("gpu_tflops", 989.0)), fp8_tflops=None,
+               fp16_tflops=None)
+
+
+def selection() -> Selection:
+    """The model, GPU and formats chosen in the sidebar (ValueError with a message to act on)."""
+    spec, label, (wd, ed), source = _model_from_selection()
+    choice = st.session_state.get("wdtype", "auto")
+    w = weights(spec, wd, ed) if choice == "auto" else weights(spec, choice)
+    return Selection(label=label, spec=spec, weights=w,
+                     kv_dtype=st.session_state.get("kvdtype", "bf16"), gpu=_gpu_from_selection(),
+                     tp=int(st.session_state.get("tp", 1)), pp=int(st.session_state.get("pp", 1)),
+                     source=source)
+
+
+def require_selection() -> Selection:
+    """The selection, or a clear message on the page and a stop."""
+    try:
+        return selection()
+    except ValueError as exc:
+        st.error(str(exc), icon=":material/error:")
+        st.stop()
+
+
+def stop_on_error(exc: ValueError) -> None:
+    st.error(str(exc), icon=":material/error:")
+    st.stop()
+
+
+def page_header(title: str, sel: Selection | None, lead: str) -> None:
+    st.title(title)
+    st.markdown(lead)
+    if sel is not None:
+        par = f" · {sel.tp} x TP, {sel.pp} x PP: figures per GPU" if sel.num_gpus > 1 else ""
+        st.caption(f"**{html.escape(sel.label)}** on **{html.escape(sel.gpu.name)}** · weights "
+                   f"{sel.weights.dtype.upper()}"
+                   + (f" (experts {sel.weights.expert_dtype.upper()})"
+                      if sel.weights.expert_dtype != sel.weights.dtype else "")
+                   + f" · KV cache {sel.kv_dtype.upper()}{par}")
+
+
+def formula(text: str) -> None:
+    """A derivation with the values substituted, in a fixed-width block."""
+    st.code(text, language=None)

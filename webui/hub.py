@@ -1,0 +1,67 @@
+"""Optional: fetch a config.json from the Hugging Face Hub.
+
+The only network call the app makes, and only when the user asks. Ids are checked before any
+network access; only config.json is downloaded (never weights, never remote code). Offline or
+missing, the user gets a message that says what to do instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+
+from kvcalc.hfconfig import MAX_CONFIG_BYTES, parse_config_text
+
+__all__ = ["fetch_config", "check_repo_id"]
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+TIMEOUT_S = 8
+
+
+def check_repo_id(repo_id: str) -> str:
+    """``org/name`` with safe characters only, or ValueError (no URLs, no paths, no '..')."""
+    repo_id = (repo_id or "").strip()
+    if not repo_id:
+        raise ValueError("Type a Hub model id such as 'Qwen/Qwen2.5-0.5B-Instruct'.")
+    if not _REPO_ID.match(repo_id) or ".." in repo_id:
+        raise ValueError(f"'{repo_id[:80]}' is not a Hub model id: use the form 'organization/"
+                         "model-name' (letters, digits, '.', '_', '-'), not a URL or a path.")
+    allow = os.environ.get("KVLAB_HUB_ALLOWLIST")
+    if allow is not None and repo_id not in {a.strip() for a in allow.split(",") if a.strip()}:
+        raise ValueError(f"'{repo_id}' is not on this server's list of allowed Hub models.")
+    return repo_id
+
+
+def fetch_config(repo_id: str) -> dict:
+    """The config.json of ``repo_id`` from the Hub (or the local HF cache)."""
+    repo_id = check_repo_id(repo_id)
+    try:
+        from huggingface_hub import hf_hub_download
+        from huggingface_hub.errors import (EntryNotFoundError, GatedRepoError,
+                                            RepositoryNotFoundError)
+    except ImportError:
+        raise ValueError("Fetching from the Hub needs the huggingface_hub package "
+                         "(pip install huggingface_hub). You can paste the config.json instead.") \
+            from None
+    try:
+        path = hf_hub_download(repo_id, "config.json", etag_timeout=TIMEOUT_S)
+    except GatedRepoError:
+        raise ValueError(f"'{repo_id}' is gated on the Hub: accept its licence there, or paste "
+                         "its config.json instead.") from None
+    except RepositoryNotFoundError:
+        raise ValueError(f"No public Hub model named '{repo_id}'. Check the spelling, or paste "
+                         "the config.json.") from None
+    except EntryNotFoundError:
+        raise ValueError(f"'{repo_id}' has no config.json.") from None
+    except Exception as exc:  # offline, DNS, timeouts, proxies: all the same to a student
+        raise ValueError(f"Could not reach the Hugging Face Hub ({type(exc).__name__}). This "
+                         "machine may be offline: pick a model from the list, or paste the "
+                         "config.json.") from None
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        text = fh.read(MAX_CONFIG_BYTES + 1)
+    return parse_config_text(text, source=f"config.json of {repo_id}")
+
+
+def dumps(cfg: dict) -> str:
+    return json.dumps(cfg, indent=2)
