@@ -8,11 +8,15 @@ multipage app until some session has run st.navigation, so the first visitor aft
 opened a shared link to a page would get that page without this frame (no sidebar, no link checks).
 """
 
+from pathlib import Path
+
 import streamlit as st
 
 from webui import common
 
-st.set_page_config(page_title="KV Cache Lab", page_icon=":material/memory:", layout="wide")
+# A local icon: a :material/...: page icon makes the browser fetch it from Google's font CDN.
+ICON = str(Path(__file__).parent / "static" / "favicon.png")
+st.set_page_config(page_title="KV Cache Lab", page_icon=ICON, layout="wide")
 
 common.url_guard_begin()
 url_note = st.empty()  # filled at the end of the run if the link carried values we ignored
@@ -23,7 +27,8 @@ pages = {
     "Calculators": [
         st.Page("app_pages/budget.py", title="Budget", icon=":material/memory:"),
         st.Page("app_pages/step_time.py", title="Decode step time", icon=":material/speed:"),
-        st.Page("app_pages/techniques.py", title="Shrinking the cache", icon=":material/compress:"),
+        st.Page("app_pages/techniques.py", title="Shrinking the cache",
+                icon=":material/compress:"),
         st.Page("app_pages/lab.py", title="Inference Lab", icon=":material/tune:"),
     ],
 }

@@ -64,13 +64,13 @@ m = st.columns(5)
 m[0].metric("KV per token", fmt_bytes(per.kv_bytes_per_token_nominal),
             help=f"{per.kv_bytes_per_token_nominal:,} bytes, one token in every K/V layer")
 m[1].metric("Blocks", f"{b.num_blocks:,}", help=f"{b.block_size} tokens each")
-m[2].metric("Capacity", f"{b.kv_capacity_tokens:,} tokens",
+m[2].metric("Capacity (tokens)", f"{b.kv_capacity_tokens:,}",
             help="blocks x block size: tokens the pool holds if every layer keeps every token")
 m[3].metric(f"Max concurrency at {context:,}", f"{b.max_concurrent_seqs:,.2f}x",
             help="vLLM's 'Maximum concurrency for N tokens per request'")
 mc = b.max_context_tokens
-m[4].metric("Longest single sequence",
-            "unbounded" if mc is None else f"{mc:,} tokens",
+m[4].metric("Longest sequence (tokens)",
+            "unbounded" if mc is None else f"{mc:,}",
             help="Every layer keeps a bounded window: one sequence never fills the pool"
             if mc is None else "the whole pool given to one sequence")
 

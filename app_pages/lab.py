@@ -71,7 +71,7 @@ m[0].metric("Decode step", fmt_seconds(s.step_time_s), delta("step", "{:+,.2f} m
 m[1].metric("Tokens/s (batch)", f"{s.tokens_per_s:,.0f}", delta("tps", "{:+,.0f}"))
 m[2].metric(f"Time to first token ({prompt:,} tokens)", fmt_seconds(p.time_s),
             delta("ttft", "{:+,.1f} ms"), delta_color="inverse")
-m[3].metric("Crossover context", "never" if s.crossover_context is None
+m[3].metric("Crossover context (tokens)", "never" if s.crossover_context is None
             else f"{s.crossover_context:,}", delta("cross", "{:+,.0f} tokens"))
 
 left, right = st.columns(2)

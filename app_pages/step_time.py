@@ -40,8 +40,8 @@ st.plotly_chart(step_time_figure(curve, s.crossover_context, batch), width="stre
 m = st.columns(4)
 m[0].metric(f"Step time at {context:,} tokens", fmt_seconds(s.step_time_s))
 m[1].metric("Tokens/s (whole batch)", f"{s.tokens_per_s:,.1f}")
-m[2].metric("Crossover context", "never" if s.crossover_context is None
-            else f"{s.crossover_context:,} tokens")
+m[2].metric("Crossover context (tokens)", "never" if s.crossover_context is None
+            else f"{s.crossover_context:,}")
 m[3].metric("Share of the step reading KV", f"{s.kv_share:.0%}")
 
 if s.crossover_context is None:

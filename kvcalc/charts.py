@@ -23,7 +23,8 @@ COLORS = {
     "state": "#7b61c9",
 }
 _LAYOUT = dict(template="plotly_white", margin=dict(l=10, r=10, t=40, b=10),
-               legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0), height=360)
+               legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, traceorder="normal"),
+               height=360)
 
 
 def budget_figure(b: Budget) -> go.Figure:

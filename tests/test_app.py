@@ -66,7 +66,7 @@ def test_budget_page_matches_kvcalc_and_reacts_to_inputs():
                     weights_bytes=m.weights().bytes, reserve_bytes=2 * GiB, concurrency=16)
     assert metric(at, "Blocks") == f"{expect.num_blocks:,}"
     assert metric(at, "Max concurrency at 8,192") == f"{expect.max_concurrent_seqs:,.2f}x"
-    assert metric(at, "Capacity") == f"{expect.kv_capacity_tokens:,} tokens"
+    assert metric(at, "Capacity") == f"{expect.kv_capacity_tokens:,}"
     assert at.success and "fits" in at.success[0].value
 
     at.number_input(key="b_ctx").set_value(32768)
@@ -112,12 +112,12 @@ def test_step_time_page_matches_kvcalc():
     at = open_page("app_pages/step_time.py")
     m = get_model("llama-3.1-8b")
     s = step_time(m.spec, m.weights(), context=8192, batch=1, bandwidth_gbs=3350)
-    assert metric(at, "Crossover context") == f"{s.crossover_context:,} tokens"
+    assert metric(at, "Crossover context") == f"{s.crossover_context:,}"
     assert metric(at, "Tokens/s") == f"{s.tokens_per_s:,.1f}"
     at.number_input(key="s_batch").set_value(32)
     at.run()
     s32 = step_time(m.spec, m.weights(), context=8192, batch=32, bandwidth_gbs=3350)
-    assert metric(at, "Crossover context") == f"{s32.crossover_context:,} tokens"
+    assert metric(at, "Crossover context") == f"{s32.crossover_context:,}"
     fig = figure(at, "s_fig")
     shapes = fig["layout"].get("shapes", [])
     assert any(abs(sh.get("x0", -1) - s32.crossover_context) < 1 for sh in shapes)

@@ -1,0 +1,80 @@
+"""Figure builders, tested directly: traces, values (GiB, ms), markers."""
+
+import pytest
+
+pytest.importorskip("plotly")
+
+from kvcalc import GiB, budget, get_model, step_time  # noqa: E402
+from kvcalc.charts import (batch_figure, budget_figure, concurrency_figure,  # noqa: E402
+                           step_time_figure, techniques_figure)
+from kvcalc.sweeps import batch_curve, concurrency_curve, context_grid, step_curve  # noqa: E402
+from kvcalc.techniques import techniques  # noqa: E402
+
+L8B = get_model("llama-3.1-8b")
+
+
+def _budget(concurrency):
+    return budget(L8B.spec, total_bytes=80 * GiB, context=8192, weights_bytes=15 * GiB,
+                  reserve_bytes=2 * GiB, concurrency=concurrency)
+
+
+def test_budget_figure_splits_memory_in_gib():
+    fig = budget_figure(_budget(16))
+    by_name = {t.name: t for t in fig.data if t.name}
+    assert list(by_name["Weights"].x) == [15.0]
+    assert list(by_name["Reserve (activations, runtime)"].x) == [2.0]
+    assert list(by_name["KV pool"].x) == [55.0]
+    assert list(by_name["Left unused (utilization)"].x) == [8.0]
+    assert "Overflow" not in by_name
+    assert fig.layout.shapes[0].x0 == 15 + 2 + 55  # the pool ends at 72 GiB
+
+
+def test_budget_figure_turns_red_on_overflow():
+    fig = budget_figure(_budget(64))  # 64 GiB asked against a 55 GiB pool
+    over = [t for t in fig.data if t.name == "Overflow"]
+    assert len(over) == 1 and list(over[0].x) == [9.0]
+    assert over[0].marker.color == "#d62728"
+
+
+def test_concurrency_figure_series():
+    grid = context_grid(256, 131072, points=20, include=(8192,))
+    assert 8192 in grid and grid == sorted(grid) and grid[0] == 256 and grid[-1] == 131072
+    values = concurrency_curve(L8B.spec, grid, total_bytes=80 * GiB, weights_bytes=15 * GiB,
+                               reserve_bytes=2 * GiB)
+    assert values[grid.index(8192)] == 55.0  # the hand-worked vLLM example
+    fig = concurrency_figure([("Llama 3.1 8B", grid, values)], marker=8192)
+    assert list(fig.data[0].y) == values and fig.layout.xaxis.type == "log"
+    assert fig.layout.shapes[0].x0 == 8192
+
+
+def test_step_time_figure_band_wedge_and_crossover():
+    w = L8B.weights("bf16")
+    xs = [0, 50_000, 100_000, 150_000, 200_000]
+    curve = step_curve(L8B.spec, w, xs, batch=1, bandwidth_gbs=3350)
+    s = step_time(L8B.spec, w, context=1, batch=1, bandwidth_gbs=3350)
+    fig = step_time_figure(curve, s.crossover_context, batch=1)
+    band, wedge = fig.data
+    assert len(set(band.y)) == 1  # weights: the same read at every context
+    assert band.y[0] == pytest.approx(w.bytes / 3350e9 * 1e3)
+    assert wedge.y[0] == 0 and wedge.y[2] == pytest.approx(100_000 * 131_072 / 3350e9 * 1e3)
+    assert fig.layout.shapes[0].x0 == s.crossover_context
+    # Outside the plotted range there is no marker.
+    assert not step_time_figure(curve, 10**9, 1).layout.shapes
+
+
+def test_batch_figure():
+    bc = batch_curve(L8B.spec, L8B.weights(), [1, 8, 64], context=8192, bandwidth_gbs=3350)
+    fig = batch_figure(bc)
+    assert [t.name for t in fig.data] == ["reading weights", "reading the KV cache",
+                                          "tokens/s (right axis)"]
+    assert list(fig.data[2].y) == bc["tokens_per_s"]
+    assert bc["tokens_per_s"][2] > bc["tokens_per_s"][0]
+
+
+def test_techniques_figure():
+    rows = techniques(L8B.spec, 32768)
+    fig = techniques_figure(rows, "GiB")
+    assert list(fig.data[0].y) == [r.name for r in rows]
+    own = [r.name for r in rows].index(next(r.name for r in rows if r.key == "own"))
+    assert fig.data[0].x[own] == 4.0  # 32,768 x 128 KiB = 4 GiB
+    assert fig.data[0].text[0] == "4.0x larger"  # MHA: 32 heads instead of 8
