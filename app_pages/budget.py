@@ -133,7 +133,7 @@ for key in compare:
                  "longest sequence (tokens)": "unbounded" if ob.max_context_tokens is None
                  else f"{ob.max_context_tokens:,}"})
 st.plotly_chart(concurrency_figure(series, marker=context), width="stretch", key="b_curve")
-st.dataframe(rows, hide_index=True, width="stretch")
+st.table(rows, border="horizontal", hide_index=True)
 st.caption("Zero concurrency means the weights leave no room for a cache on this GPU. Try Llama 2 "
            "7B (every head keeps K/V), Llama 3.1 8B (8 K/V heads) and DeepSeek-V3 (one latent "
            "per token) side by side.")

@@ -54,8 +54,7 @@ for r in rows:
                   f"one sequence of {context:,}": fmt_bytes(r.seq_bytes), "saving": saving,
                   "trade-off": r.tradeoff + ("" if r.applies else " (this model already does "
                                              "this, or it changes nothing here)")})
-st.dataframe(table, hide_index=True, width="stretch",
-             column_config={"trade-off": st.column_config.TextColumn(width="large")})
+st.table(table, border="horizontal", hide_index=True)
 st.caption(f"Per token: one token in every K/V layer. One sequence: what the GPU holds at "
            f"{context:,} tokens ({own.seq_bytes:,} bytes as configured). KiB/MiB/GiB are "
            "powers of 2. Techniques combine: FP8 on top of GQA halves the GQA figure again.")

@@ -88,11 +88,12 @@ def crossover_context(spec: ModelSpec, weight_read_bytes: int, batch: int = 1,
 def step_time(spec: ModelSpec, w: Weights, *, context: int, batch: int, bandwidth_gbs: float,
               kv_dtype: str = "bf16", scales: bool = False, state_dtype: str = "bf16",
               tp: int = 1, pp: int = 1, peak_tflops: float | None = None,
-              weight_read_bytes: int | None = None) -> StepTime:
+              weight_read_bytes: int | None = None, find_crossover: bool = True) -> StepTime:
     """One decode step of ``batch`` sequences that each hold ``context`` tokens.
 
     ``weight_read_bytes`` (whole model, per step) replaces the figure computed from ``w``, for a
-    user who knows their checkpoint's size."""
+    user who knows their checkpoint's size. ``find_crossover=False`` skips the crossover search
+    (crossover_context is then None), for fast sweeps."""
     context = check_int("context", context, 0, 10**9)
     batch = check_int("batch", batch, 1, 10**7)
     bandwidth_gbs = check_float("bandwidth (GB/s)", bandwidth_gbs, 0.0, 1e7, lo_open=True)
@@ -123,7 +124,7 @@ def step_time(spec: ModelSpec, w: Weights, *, context: int, batch: int, bandwidt
         kv_read_bytes=kv_read, state_read_bytes=state_read, step_time_s=t,
         tokens_per_s=batch / t,
         crossover_context=crossover_context(spec, weight_read_bytes, batch, kv_dtype,
-                                            scales=scales, tp=tp),
+                                            scales=scales, tp=tp) if find_crossover else None,
         kv_share=kv_read / total if total else 0.0, compute_time_s=compute, bound=bound)
 
 

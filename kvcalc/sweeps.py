@@ -35,7 +35,7 @@ def step_curve(spec: ModelSpec, w: Weights, contexts: list[int], **step_kwargs) 
     """Weight-read and KV-read time (seconds) of one decode step at each context."""
     weight_s, kv_s, total = [], [], []
     for c in contexts:
-        s = step_time(spec, w, context=c, **step_kwargs)
+        s = step_time(spec, w, context=c, find_crossover=False, **step_kwargs)
         bw = s.bandwidth_gbs * 1e9
         weight_s.append(s.weight_read_bytes / bw)
         kv_s.append((s.kv_read_bytes + s.state_read_bytes) / bw)
@@ -47,7 +47,7 @@ def batch_curve(spec: ModelSpec, w: Weights, batches: list[int], **step_kwargs) 
     """Step time and tokens/s against batch size at a fixed context."""
     steps, tps, weight_s, kv_s = [], [], [], []
     for b in batches:
-        s = step_time(spec, w, batch=b, **step_kwargs)
+        s = step_time(spec, w, batch=b, find_crossover=False, **step_kwargs)
         bw = s.bandwidth_gbs * 1e9
         steps.append(s.step_time_s)
         tps.append(s.tokens_per_s)

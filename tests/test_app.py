@@ -90,7 +90,7 @@ def test_budget_compare_mode_adds_curves_and_rows():
     assert not at.exception
     spec = figure(at, "b_curve")
     assert len(spec["data"]) == 3
-    table = at.dataframe[0].value
+    table = at.table[0].value
     assert len(table) == 3
 
 
@@ -125,11 +125,11 @@ def test_step_time_page_matches_kvcalc():
 
 def test_techniques_page_rows():
     at = open_page("app_pages/techniques.py")
-    rows = at.dataframe[0].value
+    rows = at.table[0].value
     assert len(rows) == 9
     at.number_input(key="t_window").set_value(1024)
     at.run()
-    assert any("1,024" in str(v) for v in at.dataframe[0].value.iloc[:, 0])
+    assert any("1,024" in str(v) for v in at.table[0].value.iloc[:, 0])
 
 
 def test_lab_reacts_and_shows_deltas():

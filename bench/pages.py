@@ -1,0 +1,165 @@
+"""Page speed: median rerun after one input change (AppTest, server side) and first render in a
+real browser (Chromium), for every page.
+
+    .venv/bin/python bench/pages.py [--reruns 15] [--no-browser]
+
+Targets (issue 3): every calculator rerun under 100 ms on a 2-core machine, first render under
+2 s. AppTest times the script run on the server; the browser figure is from navigation start to
+the page's last metric or chart being drawn, including the websocket round trips.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+# page, (widget kind, key, values to alternate between)
+CHANGES = {
+    "app_pages/home.py": ("selectbox", "kvdtype", ["fp8", "bf16"], True),
+    "app_pages/budget.py": ("number_input", "b_ctx", [32768, 8192], False),
+    "app_pages/step_time.py": ("number_input", "s_batch", [32, 1], False),
+    "app_pages/techniques.py": ("number_input", "t_ctx", [65536, 32768], False),
+    "app_pages/lab.py": ("number_input", "l_ctx", [65536, 8192], False),
+}
+
+
+def apptest_reruns(reruns: int) -> dict[str, list[float]]:
+    from streamlit.testing.v1 import AppTest
+
+    out = {}
+    for page, (kind, key, values, in_sidebar) in CHANGES.items():
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+        at.run()
+        if page != "app_pages/home.py":
+            at.switch_page(page)
+            at.run()
+        times = []
+        for i in range(reruns):
+            root = at.sidebar if in_sidebar else at
+            getattr(root, kind)(key=key).set_value(values[i % 2])
+            t = time.perf_counter()
+            at.run()
+            times.append(time.perf_counter() - t)
+            assert not at.exception, at.exception
+        out[page] = times
+    return out
+
+
+def browser_first_render(paths: list[str]) -> dict[str, list[float]]:
+    """Per page: [cold, warm, click round 1, click round 2] seconds. Cold: a fresh browser context (nothing cached, as a
+    student's first visit). Warm: a new tab in a context that has loaded the app before."""
+    from playwright.sync_api import sync_playwright
+
+    chromium = shutil.which("chromium") or "/usr/bin/chromium"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port",
+                             str(port), "--server.headless", "true",
+                             "--browser.gatherUsageStats", "false"], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        try:
+            urllib.request.urlopen(base + "/_stcore/health", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.2)
+    out = {}
+    try:
+        with sync_playwright() as p:
+            b = p.chromium.launch(executable_path=chromium, args=[
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+            # One warm-up visit so the server's module imports are not charged to a page.
+            page = b.new_page()
+            page.goto(base + "/")
+            page.wait_for_selector("[data-testid=stMetric]", timeout=60_000)
+            page.close()
+
+            def visit(context, path) -> float:
+                page = context.new_page()
+                t = time.perf_counter()
+                page.goto(f"{base}/{path}")
+                page.wait_for_selector("[data-testid=stMain] h1", timeout=60_000)
+                page.wait_for_function(
+                    "() => !document.querySelector('[data-testid=stStatusWidget]') &&"
+                    " document.querySelectorAll('[data-testid=stMetric],"
+                    " [data-testid=stPlotlyChart]').length > 0 &&"
+                    " document.querySelectorAll('.js-plotly-plot .main-svg').length >="
+                    " document.querySelectorAll('[data-testid=stPlotlyChart]').length",
+                    timeout=60_000)
+                dt = time.perf_counter() - t
+                page.close()
+                return dt
+
+            warm_ctx = b.new_context(viewport={"width": 1400, "height": 1000})
+            visit(warm_ctx, "")  # fill this context's cache with the app's static files
+            for path in paths:
+                cold_ctx = b.new_context(viewport={"width": 1400, "height": 1000})
+                cold = visit(cold_ctx, path)
+                cold_ctx.close()
+                out[path or "home"] = [cold, visit(warm_ctx, path)]
+            # In-app navigation: one tab, click each page in the sidebar (the JavaScript, Plotly
+            # included, is already loaded; this is what a student waits for between pages).
+            page = warm_ctx.new_page()
+            page.goto(base + "/")
+            page.wait_for_selector("[data-testid=stMetric]", timeout=60_000)
+            titles = {"": "Home", "budget": "Budget", "step_time": "Decode step time",
+                      "techniques": "Shrinking the cache", "lab": "Inference Lab"}
+            for path in (paths[1:] + paths[:1]) * 2:  # two rounds: the first has one-off loads
+                t = time.perf_counter()
+                page.locator("[data-testid=stSidebarNav] a", has_text=titles[path]).first.click()
+                page.wait_for_function(
+                    "(t) => { const h = document.querySelector('[data-testid=stMain] h1');"
+                    " return h && h.innerText.startsWith(t) &&"
+                    " !document.querySelector('[data-testid=stStatusWidget]') &&"
+                    " document.querySelectorAll('.js-plotly-plot .main-svg').length >="
+                    " document.querySelectorAll('[data-testid=stPlotlyChart]').length; }",
+                    arg={"": "KV Cache Lab", "budget": "Budget", "step_time": "Decode",
+                         "techniques": "Shrinking", "lab": "Inference"}[path], timeout=60_000)
+                out[path or "home"].append(time.perf_counter() - t)
+            b.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reruns", type=int, default=15)
+    ap.add_argument("--no-browser", action="store_true")
+    args = ap.parse_args()
+    print(f"machine: {os.cpu_count()} cores, python {sys.version.split()[0]}")
+    print(f"\nrerun after one input change (AppTest, {args.reruns} reruns; target < 100 ms)")
+    print(f"{'page':<28}{'median ms':>10}{'p90 ms':>10}{'max ms':>10}")
+    for page, times in apptest_reruns(args.reruns).items():
+        ms = sorted(t * 1e3 for t in times)
+        p90 = ms[int(0.9 * (len(ms) - 1))]
+        print(f"{page:<28}{statistics.median(ms):>10.1f}{p90:>10.1f}{ms[-1]:>10.1f}")
+    if args.no_browser:
+        return
+    print("\nfirst render in Chromium, opening the page's link (target < 2 s)")
+    print("cold: new browser, nothing cached; warm: new tab, static files cached; click: switching")
+    print("to the page in the sidebar of an open tab. Each: until title, metrics and every chart are drawn")
+    print(f"{'page':<28}{'cold ms':>10}{'warm ms':>10}{'click 1 ms':>12}{'click 2 ms':>12}")
+    for path, (cold, warm, click1, click2) in browser_first_render(
+            ["", "budget", "step_time", "techniques", "lab"]).items():
+        print(f"{path:<28}{cold * 1e3:>10.0f}{warm * 1e3:>10.0f}{click1 * 1e3:>12.0f}"
+              f"{click2 * 1e3:>12.0f}")
+
+
+if __name__ == "__main__":
+    main()
