@@ -1,6 +1,6 @@
 import streamlit as st
 
-from kvcalc import registry
+from kvcalc import get_dtype, kv_cache, registry
 from kvcalc.charts import techniques_figure
 from kvcalc.techniques import techniques
 from kvcalc.units import fmt_bytes
@@ -55,6 +55,20 @@ for r in rows:
                   "trade-off": r.tradeoff + ("" if r.applies else " (this model already does "
                                              "this, or it changes nothing here)")})
 st.table(table, border="horizontal", hide_index=True)
+with st.expander("How these numbers are computed", icon=":material/function:"):
+    r = kv_cache(sel.spec, context, kv_dtype=sel.kv_dtype)
+    common.formula(
+        f"as configured, per token = {r.per_token_formula()}\n"
+        f"one sequence             = sum over layers of bytes/token x tokens kept = "
+        f"{own.seq_bytes:,} B\n"
+        f"MHA / MQA                = the same with every layer's K/V heads set to the query "
+        f"heads / to 1\n"
+        f"MLA-style                = ({rank} + {rope}) x bytes per element per layer and token\n"
+        f"FP8, INT8 / INT4         = 1 / 0.5 byte per element instead of "
+        f"{get_dtype(sel.kv_dtype).bytes_per_element:g}\n"
+        f"sliding window, offload  = each layer keeps at most {window:,} / {gpu_tokens:,} tokens "
+        f"on the GPU\n"
+        f"saving                   = bytes as configured / bytes with the technique")
 st.caption(f"Per token: one token in every K/V layer. One sequence: what the GPU holds at "
            f"{context:,} tokens ({own.seq_bytes:,} bytes as configured). KiB/MiB/GiB are "
            "powers of 2. Techniques combine: FP8 on top of GQA halves the GQA figure again.")

@@ -391,6 +391,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"kvcalc: error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:  # a bug of ours: still one line, never a traceback
+        print(f"kvcalc: internal error ({type(exc).__name__}: {exc}); please report it",
+              file=sys.stderr)
+        return 1
     if getattr(args, "json", False):
         print(json.dumps(_jsonable(out), allow_nan=False))
     else:

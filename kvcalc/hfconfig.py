@@ -121,7 +121,11 @@ def load_config_file(path: str | Path) -> dict:
     if size > MAX_CONFIG_BYTES:
         raise ValueError(f"config file '{path}' is {size:,} bytes; a config.json is at most "
                          f"{MAX_CONFIG_BYTES:,} bytes")
-    return parse_config_text(p.read_text(encoding="utf-8", errors="replace"), source=str(path))
+    try:
+        text = p.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise ValueError(f"cannot read config file '{path}': {exc.strerror or exc}") from None
+    return parse_config_text(text, source=str(path))
 
 
 def parse_config_text(text: str, source: str = "config") -> dict:

@@ -187,6 +187,8 @@ def test_config_text_errors(text, msg):
 def test_config_file_errors(tmp_path):
     with pytest.raises(ValueError, match="cannot read"):
         load_config_file(tmp_path / "missing.json")
+    with pytest.raises(ValueError, match="cannot read"):
+        load_config_file(tmp_path)  # a folder, not a file
     big = tmp_path / "big.json"
     big.write_text('{"x": "' + "a" * 1_100_000 + '"}')
     with pytest.raises(ValueError, match="at most"):
