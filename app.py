@@ -31,6 +31,11 @@ pages = {
                 icon=":material/compress:"),
         st.Page("app_pages/lab.py", title="Inference Lab", icon=":material/tune:"),
     ],
+    "Teaching": [
+        st.Page("app_pages/cache_fill.py", title="Cache fill", icon=":material/grid_on:"),
+        st.Page("app_pages/engine.py", title="Engine view: blocks", icon=":material/view_module:"),
+        st.Page("app_pages/interview.py", title="Interview check", icon=":material/school:"),
+    ],
 }
 try:
     st.navigation(pages).run()

@@ -5,7 +5,7 @@ from kvcalc.charts import budget_figure, concurrency_figure
 from kvcalc.sweeps import concurrency_curve, context_grid
 from kvcalc.units import GiB, fmt_bytes, fmt_gib
 from webui import common
-from webui.common import bound
+from webui.common import bound, select
 
 sel = common.require_selection()
 common.page_header(
@@ -22,12 +22,11 @@ util = c3.slider("gpu_memory_utilization", 0.05, 1.0, 0.9, 0.01, **bound("b_util
 c1, c2, c3 = st.columns(3)
 reserve_gib = c1.number_input("Reserve for activations and runtime (GiB)", 0.0, 1024.0, 2.0, 0.5,
                               **bound("b_reserve", "num"))
-block = c2.selectbox("Block size (tokens)", [1, 8, 16, 32, 64, 128, 256], index=2,
-                     **bound("b_block", "num"))
-engine = c3.selectbox("Engine convention", ["vllm", "trtllm"],
-                      format_func=lambda e: {"vllm": "vLLM: share of total memory",
-                                             "trtllm": "TensorRT-LLM: share of free memory"}[e],
-                      **bound("b_engine", "str"))
+block = select(c2.selectbox, "Block size (tokens)", [1, 8, 16, 32, 64, 128, 256], "b_block",
+               index=2)
+engine = select(c3.selectbox, "Engine convention", ["vllm", "trtllm"], "b_engine",
+                {"vllm": "vLLM: share of total memory",
+                 "trtllm": "TensorRT-LLM: share of free memory"}.get)
 
 if context > sel.spec.max_context:
     st.warning(f"{context:,} tokens is beyond this model's max_position_embeddings of "

@@ -6,7 +6,7 @@ from kvcalc.roofline import DEFAULT_MFU
 from kvcalc.sweeps import step_curve
 from kvcalc.units import GiB, fmt_gib, fmt_seconds
 from webui import common
-from webui.common import bound
+from webui.common import bound, select
 
 sel = common.require_selection()
 common.page_header(
@@ -25,8 +25,7 @@ prompt = c[2].number_input("Prompt length (tokens)", 1, 10_000_000, 2048, 256,
 util = c[3].slider("gpu_memory_utilization", 0.05, 1.0, 0.9, 0.01, **bound("l_util", "num"))
 c = st.columns(4)
 reserve = c[0].number_input("Reserve (GiB)", 0.0, 1024.0, 2.0, 0.5, **bound("l_reserve", "num"))
-block = c[1].selectbox("Block size (tokens)", [8, 16, 32, 64, 128], index=1,
-                       **bound("l_block", "num"))
+block = select(c[1].selectbox, "Block size (tokens)", [8, 16, 32, 64, 128], "l_block", index=1)
 mfu = c[2].slider("Prefill efficiency (MFU)", 0.05, 1.0, DEFAULT_MFU, 0.05,
                   **bound("l_mfu", "num"))
 

@@ -5,7 +5,7 @@ from kvcalc.charts import techniques_figure
 from kvcalc.techniques import techniques
 from kvcalc.units import fmt_bytes
 from webui import common
-from webui.common import bound
+from webui.common import bound, select
 
 sel = common.require_selection()
 common.page_header(
@@ -25,9 +25,8 @@ gpu_tokens = c3.number_input("Offload: tokens kept on the GPU", 1, 10_000_000, 4
 c1, c2, c3 = st.columns(3)
 rank = c1.number_input("MLA latent rank", 1, 65536, 512, 64, **bound("t_rank", "num"))
 rope = c2.number_input("MLA RoPE part", 0, 4096, 64, 16, **bound("t_rope", "num"))
-link = c3.selectbox("Offload link", list(links), format_func=lambda k: links[k].name,
-                    index=list(links).index("pcie5-x16") if "pcie5-x16" in links else 0,
-                    **bound("t_link", "str"))
+link = select(c3.selectbox, "Offload link", list(links), "t_link", lambda k: links[k].name,
+              index=list(links).index("pcie5-x16") if "pcie5-x16" in links else 0)
 
 try:
     rows = techniques(sel.spec, context, kv_dtype=sel.kv_dtype, window=window,

@@ -144,3 +144,112 @@ def techniques_figure(rows: list, unit: str = "KiB") -> go.Figure:
     fig.update_layout(xaxis_title=f"K/V of one sequence ({unit})", showlegend=False, **_LAYOUT)
     fig.update_layout(yaxis=dict(autorange="reversed"), height=60 + 36 * len(rows))
     return fig
+
+
+# -- teaching views -----------------------------------------------------------------------------
+
+FILL_COLORS = ["#eef0f4", "#2f9e6e", "#f2a541", "#d62728"]  # empty, cached, new, recomputed
+
+
+def fill_figure(steps: list, row_labels: list[str], frame_ms: int = 450) -> go.Figure:
+    """The cache-fill grid animated step by step on the client (Plotly frames), with the total
+    work so far (token passes) with and without a cache in a bar below."""
+    from plotly.subplots import make_subplots
+
+    scale = []
+    for i, c in enumerate(FILL_COLORS):  # a discrete scale for the values 0..3
+        scale += [[i / 4, c], [(i + 1) / 4, c]]
+    cols = len(steps[0].grid[0]) if steps and steps[0].grid else 0
+    x = list(range(1, cols + 1))
+    fig = make_subplots(rows=2, cols=1, row_heights=[0.72, 0.28], vertical_spacing=0.12)
+
+    def heat(s):
+        return go.Heatmap(z=[list(r) for r in s.grid], x=x, y=row_labels, zmin=-0.5, zmax=3.5,
+                          colorscale=scale, showscale=False, xgap=1, ygap=1,
+                          hovertemplate="token %{x}, %{y}<extra></extra>")
+
+    def bars(s):
+        return go.Bar(y=["without a cache", "with a cache"],
+                      x=[s.passes_without_cache, s.passes_with_cache], orientation="h",
+                      marker_color=[FILL_COLORS[3], FILL_COLORS[1]],
+                      text=[f"{s.passes_without_cache:,}", f"{s.passes_with_cache:,}"],
+                      textposition="auto", hovertemplate="%{y}: %{x:,} token passes<extra></extra>")
+
+    first = steps[0]
+    fig.add_trace(heat(first), row=1, col=1)
+    fig.add_trace(bars(first), row=2, col=1)
+    fig.frames = [go.Frame(data=[heat(s), bars(s)], traces=[0, 1], name=str(s.step))
+                  for s in steps]
+    max_work = max(s.passes_without_cache for s in steps)
+    label = {0: "prefill"}
+    slider_steps = [dict(method="animate", label=label.get(s.step, str(s.step)),
+                         args=[[str(s.step)], dict(mode="immediate", frame=dict(duration=0,
+                                                   redraw=True), transition=dict(duration=0))])
+                    for s in steps]
+    fig.update_layout(
+        height=230 + 22 * len(row_labels) + 140, margin=dict(l=10, r=10, t=10, b=120),
+        showlegend=False,
+        xaxis=dict(title="token position", dtick=max(1, cols // 16)),
+        yaxis=dict(autorange="reversed"),
+        xaxis2=dict(title="token passes through the model so far", range=[0, max_work * 1.05]),
+        updatemenus=[dict(type="buttons", direction="left", x=0, y=-0.16, xanchor="left",
+                          yanchor="top", showactive=False, buttons=[
+                              dict(label="Play", method="animate",
+                                   args=[None, dict(frame=dict(duration=frame_ms, redraw=True),
+                                                    fromcurrent=True,
+                                                    transition=dict(duration=0))]),
+                              dict(label="Pause", method="animate",
+                                   args=[[None], dict(mode="immediate",
+                                                      frame=dict(duration=0, redraw=False))])])],
+        sliders=[dict(active=0, steps=slider_steps, x=0.14, len=0.86, y=-0.12, yanchor="top",
+                      currentvalue=dict(prefix="step: "), pad=dict(t=10))],
+    )
+    return fig
+
+
+_OWNER_COLORS = ["#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2", "#eeca3b",
+                 "#9d755d", "#ff9da6", "#bab0ac", "#1f77b4", "#8c564b"]
+
+
+def owner_color(rid: str) -> str:
+    digits = "".join(ch for ch in rid if ch.isdigit())
+    return _OWNER_COLORS[(int(digits) - 1) % len(_OWNER_COLORS)] if digits else "#888"
+
+
+def blocks_figure(blocks: tuple, block_size: int, per_row: int = 16) -> go.Figure:
+    """The block pool as a grid of squares: colored by owner, shared blocks outlined and marked
+    with their reference count, cached free blocks hatched grey, free blocks white."""
+    xs, ys, colors, texts, hovers, lines = [], [], [], [], [], []
+    for b in blocks:
+        xs.append(b["bid"] % per_row)
+        ys.append(b["bid"] // per_row)
+        owners = b["owners"]
+        if b["state"] == "used":
+            colors.append(owner_color(owners[0]) if owners else "#888")
+            texts.append(("x" + str(b["ref_count"])) if b["ref_count"] > 1 else owners[0])
+            lines.append(3 if b["ref_count"] > 1 else 0.5)
+            hovers.append(f"block {b['bid']}: {' + '.join(owners)} ({b['tokens']}/{block_size} "
+                          f"slots){', shared by ' + str(b['ref_count']) if b['ref_count'] > 1 else ''}"
+                          + (f"<br>hash {b['hash'][:8]}" if b["hash"] else ""))
+        elif b["state"] == "cached":
+            colors.append("#d7dbe2")
+            texts.append("c")
+            lines.append(0.5)
+            hovers.append(f"block {b['bid']}: free, still holds cached tokens (hash "
+                          f"{b['hash'][:8]}); reused on a prefix hit, evicted when needed")
+        else:
+            colors.append("#ffffff")
+            texts.append("")
+            lines.append(0.5)
+            hovers.append(f"block {b['bid']}: free")
+    rows = (len(blocks) + per_row - 1) // per_row
+    fig = go.Figure(go.Scatter(
+        x=xs, y=ys, mode="markers+text", text=texts, hovertext=hovers, hoverinfo="text",
+        textfont=dict(size=10, color="#111"),
+        marker=dict(symbol="square", size=30, color=colors,
+                    line=dict(color="#222", width=lines))))
+    fig.update_layout(height=60 + 38 * rows, margin=dict(l=10, r=10, t=10, b=10),
+                      xaxis=dict(visible=False, range=[-0.7, per_row - 0.3]),
+                      yaxis=dict(visible=False, autorange="reversed"), showlegend=False,
+                      plot_bgcolor="rgba(0,0,0,0)")
+    return fig

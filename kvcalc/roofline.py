@@ -171,14 +171,16 @@ def prefill(spec: ModelSpec, prompt_tokens: int, peak_tflops: float, *, mfu: flo
 
 
 def token_passes(new_tokens: int, prompt_tokens: int = 0) -> dict:
-    """Token passes through the network to generate ``new_tokens`` after a prompt.
+    """Token passes through the network for a prompt and ``new_tokens`` decode steps.
 
-    With a cache each token goes through once: prompt + new. Without one, step i re-runs every
-    token so far (prompt + i of them): N x prompt + N(N+1)/2."""
+    With a cache the prompt goes through once (prefill) and each step adds one token: P + N.
+    Without one, step i runs the whole sequence so far again, P + i tokens:
+    P + sum_{i=1..N} (P + i) = P(N + 1) + N(N + 1)/2, which is N(N + 1)/2 against N when P = 0.
+    """
     n = check_int("new tokens", new_tokens, 0, 10**9)
     p = check_int("prompt tokens", prompt_tokens, 0, 10**9)
     with_cache = p + n
-    without = n * p + n * (n + 1) // 2
+    without = p * (n + 1) + n * (n + 1) // 2
     return {"with_cache": with_cache, "without_cache": without,
             "ratio": without / with_cache if with_cache else 1.0}
 
@@ -199,14 +201,18 @@ class Offload:
 
 def offload_vs_recompute(spec: ModelSpec, prefix_tokens: int, *, link_gbs: float,
                          peak_tflops: float, kv_dtype: str = "bf16", mfu: float = DEFAULT_MFU,
-                         tp: int = 1) -> Offload:
-    """Is reloading a cached prefix over a link (PCIe, NVLink-C2C) faster than recomputing it?"""
+                         tp: int = 1, fixed_s: float = 0.0) -> Offload:
+    """Is reloading a cached prefix over a link (PCIe, NVLink-C2C) faster than recomputing it?
+
+    ``fixed_s`` is a fixed cost per reload (finding the blocks, issuing and waiting for the
+    copy), zero by default: bandwidth alone."""
     link_gbs = check_float("link bandwidth (GB/s)", link_gbs, 0.0, 1e6, lo_open=True)
+    fixed_s = check_float("fixed reload cost (s)", fixed_s, 0.0, 3600.0)
     dtype = get_dtype(kv_dtype, KV_DTYPES)
     layers = _per_gpu_layers(spec, tp, 1)
 
     def reload(n):
-        return _seq_bytes(layers, n, dtype, False) / (link_gbs * GB)
+        return fixed_s + _seq_bytes(layers, n, dtype, False) / (link_gbs * GB)
 
     def recompute(n):
         return prefill(spec, n, peak_tflops, mfu=mfu, tp=tp).time_s

@@ -40,6 +40,9 @@ PAGES = [
     ("Decode step time", "step_time", "Batch (sequences decoded together)", "Crossover context"),
     ("Shrinking the cache", "techniques", "Context per sequence (tokens)", "as configured"),
     ("Inference Lab", "lab", "Context per sequence (tokens)", "Max concurrency at"),
+    ("Cache fill", "cache_fill", "Tokens to generate", "Token passes without"),
+    ("Engine view: blocks", "engine", "Step", "Blocks used"),
+    ("Interview check", "interview", None, None),
 ]
 
 
@@ -134,7 +137,8 @@ def test_every_page_from_the_sidebar(server, browser):
         page.screenshot(path=str(SHOTS / f"{path or 'home'}.png"), full_page=True)
         if control:
             before = _metric(page, result)
-            _set_number(page, control, 65536 if "Context" in control else 32)
+            _set_number(page, control, {"Tokens to generate": 40, "Step": 5}.get(
+                control, 65536 if "Context" in control else 32))
             deadline = time.time() + 20
             after = before
             while time.time() < deadline and after == before:
@@ -168,4 +172,37 @@ def test_bad_link_values_are_noted_not_crashing(server, browser):
     _no_exception(page)
     note = page.locator("[data-testid=stAlert]", has_text="Ignored in the link").inner_text()
     assert "model" in note and "tp" in note and "<script>" not in note
+    page.close()
+
+
+def test_cache_fill_plays_in_the_browser(server, browser):
+    page, errors = _page(browser)
+    page.goto(server + "/")
+    _wait_ready(page)
+    page.locator("[data-testid=stSidebarNav] a", has_text="Cache fill").first.click()
+    _wait_ready(page)
+    page.wait_for_selector(".js-plotly-plot .slider-container")
+    before = page.locator(".slider-container .slider-label").first.text_content()
+    page.locator(".updatemenu-button", has_text="Play").first.click()
+    page.wait_for_timeout(2500)  # frames play on the client: no rerun, no server round trip
+    after = page.locator(".slider-container .slider-label").first.text_content()
+    assert before != after, (before, after)
+    page.screenshot(path=str(SHOTS / "cache_fill-playing.png"), full_page=True)
+    assert errors == [], errors
+    page.close()
+
+
+def test_interview_answer_is_graded_in_the_browser(server, browser):
+    page, errors = _page(browser)
+    page.goto(server + "/")
+    _wait_ready(page)
+    page.locator("[data-testid=stSidebarNav] a", has_text="Interview check").first.click()
+    _wait_ready(page)
+    box = page.get_by_label("Your answer", exact=False).first
+    box.fill("160 KiB")
+    box.press("Enter")
+    page.wait_for_selector("[data-testid=stAlertContentSuccess]", timeout=20_000)
+    assert "163,840 B" in page.inner_text("[data-testid=stAlertContentSuccess]")
+    page.screenshot(path=str(SHOTS / "interview-graded.png"), full_page=True)
+    assert errors == [], errors
     page.close()

@@ -88,8 +88,9 @@ def test_prefill_sliding_window_caps_attention():
 
 def test_token_passes():
     assert token_passes(1000) == {"with_cache": 1000, "without_cache": 500_500, "ratio": 500.5}
+    # Prefill of 100, then steps running 101, 102, ..., 110 tokens without a cache.
     r = token_passes(10, prompt_tokens=100)
-    assert r["with_cache"] == 110 and r["without_cache"] == 10 * 100 + 55
+    assert r["with_cache"] == 110 and r["without_cache"] == 100 + sum(100 + i for i in range(1, 11))
 
 
 def test_offload_break_even():

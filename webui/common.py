@@ -30,14 +30,22 @@ TP_CHOICES = [1, 2, 4, 8, 16, 32]
 PP_CHOICES = [1, 2, 4, 8]
 
 # Every widget bound to the URL registers here, with how to compare a URL value to what the
-# widget accepted: "num", "str" or "list".
-_BOUND: dict[str, str] = {}
+# widget accepted: "num", "str", "bool", "list", or a function giving the label that a choice
+# widget writes into the URL (Streamlit stores a choice's formatted label, not the option).
+_BOUND: dict[str, object] = {}
 
 
 def bound(key: str, kind: str) -> dict:
     """Keyword arguments that bind a widget to the URL under ``key``."""
     _BOUND[key] = kind
     return {"key": key, "bind": "query-params"}
+
+
+def select(widget, label: str, options: list, key: str, fmt=str, **kwargs):
+    """A choice widget (selectbox, radio, segmented control) bound to the URL under ``key``; the
+    link carries ``fmt(option)``, the label the user sees."""
+    _BOUND[key] = fmt
+    return widget(label, options, format_func=fmt, key=key, bind="query-params", **kwargs)
 
 
 # --- URL parameters ---------------------------------------------------------------------------
@@ -83,10 +91,14 @@ def _short(raw) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _same(kind: str, values: list[str], value) -> bool:
+def _same(kind, values: list[str], value) -> bool:
     try:
+        if callable(kind):
+            return len(values) == 1 and values[0] == str(kind(value))
         if kind == "num":
             return len(values) == 1 and float(values[0]) == float(value)
+        if kind == "bool":
+            return len(values) == 1 and values[0].lower() == str(bool(value)).lower()
         if kind == "list":
             return [str(v) for v in values if v != ""] == [str(v) for v in (value or [])]
         return len(values) == 1 and values[0] == str(value)
@@ -122,10 +134,10 @@ def sidebar() -> None:
     with st.sidebar:
         st.markdown("### Model and hardware")
         options = list(reg.models) + [CUSTOM, HUB]
-        key = st.selectbox("Model", options, index=_index(options, DEFAULT_MODEL),
-                           format_func=_model_label, help="From the registry (models.yaml), "
-                           "your own config.json, or a Hugging Face Hub id.",
-                           **bound("model", "str"))
+        key = select(st.selectbox, "Model", options, "model", _model_label,
+                     index=_index(options, DEFAULT_MODEL),
+                     help="From the registry (models.yaml), your own config.json, or a Hugging "
+                          "Face Hub id.")
         if key == CUSTOM:
             _custom_config_inputs()
         elif key == HUB:
@@ -134,8 +146,8 @@ def sidebar() -> None:
             m = reg.models[key]
             st.caption(f"{m.name} · [{m.hf_id}]({m.sources['config']})")
         gpus = list(reg.gpus) + [CUSTOM_GPU]
-        gpu = st.selectbox("GPU", gpus, index=_index(gpus, DEFAULT_GPU), format_func=_gpu_label,
-                           **bound("gpu", "str"))
+        gpu = select(st.selectbox, "GPU", gpus, "gpu", _gpu_label,
+                     index=_index(gpus, DEFAULT_GPU))
         if gpu == CUSTOM_GPU:
             st.number_input("GPU memory (GiB)", 1.0, 4096.0, 80.0, 1.0, **bound("gpu_gib", "num"))
             st.number_input("Memory bandwidth (GB/s)", 1.0, 100_000.0, 3350.0, 50.0,
@@ -147,15 +159,13 @@ def sidebar() -> None:
             st.caption(f"{g.memory_gb:g} GB sold, {g.memory_bytes / GiB:,.2f} GiB as the driver "
                        f"reports it · {g.bandwidth_gbs:,.0f} GB/s")
         c1, c2 = st.columns(2)
-        c1.selectbox("Tensor parallel", TP_CHOICES, help="GPUs that split each layer's heads",
-                     **bound("tp", "num"))
-        c2.selectbox("Pipeline parallel", PP_CHOICES, help="GPUs that split the layers",
-                     **bound("pp", "num"))
+        select(c1.selectbox, "Tensor parallel", TP_CHOICES, "tp",
+               help="GPUs that split each layer's heads")
+        select(c2.selectbox, "Pipeline parallel", PP_CHOICES, "pp", help="GPUs that split the layers")
         c1, c2 = st.columns(2)
-        c1.selectbox("Weights", ("auto",) + WEIGHT_DTYPES,
-                     help="auto: the checkpoint's own format", **bound("wdtype", "str"))
-        c2.selectbox("KV cache", KV_DTYPES, index=KV_DTYPES.index("bf16"),
-                     **bound("kvdtype", "str"))
+        select(c1.selectbox, "Weights", ["auto", *WEIGHT_DTYPES], "wdtype",
+               help="auto: the checkpoint's own format")
+        select(c2.selectbox, "KV cache", list(KV_DTYPES), "kvdtype", index=KV_DTYPES.index("bf16"))
 
 
 def _index(options: list, value) -> int:

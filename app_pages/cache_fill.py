@@ -1,0 +1,78 @@
+import streamlit as st
+
+from kvcalc.charts import FILL_COLORS, fill_figure
+from kvcalc.fill import MAX_TOKENS, fill_timeline, shown_layers
+from kvcalc.units import fmt_bytes
+from webui import common
+from webui.common import bound, select
+
+sel = common.require_selection()
+common.page_header(
+    "Cache fill: prefill writes, decode appends", sel,
+    "Each column is one token; each pair of rows is the key (K) and value (V) that one layer keeps "
+    "for it. Press Play: the prefill writes the whole prompt in one pass, then every decode step "
+    "adds one column. Switch to **No cache** to see every step recompute all earlier columns.")
+
+c = st.columns(4)
+prompt = c[0].number_input("Prompt length (tokens)", 1, MAX_TOKENS, 12, 1,
+                           **bound("f_prompt", "num"))
+new = c[1].number_input("Tokens to generate", 0, MAX_TOKENS, 20, 1, **bound("f_new", "num"))
+layers = c[2].number_input("Layers shown", 1, 16, 4, 1, **bound("f_layers", "num"))
+mode = select(c[3].radio, "Mode", ["cache", "no-cache"], "f_mode",
+              {"cache": "KV cache", "no-cache": "No cache"}.get, horizontal=True)
+
+try:
+    steps = fill_timeline(sel.spec, prompt, new, layers=layers, kv_dtype=sel.kv_dtype,
+                          use_cache=mode == "cache")
+except ValueError as exc:
+    common.stop_on_error(exc)
+
+idx = shown_layers(sel.spec, layers)
+labels = []
+for i in idx:
+    kind = sel.spec.layers[i].kind
+    tag = {"sliding": f" (window {getattr(sel.spec.layers[i], 'window', '')})",
+           "state": " (recurrent: no K/V)", "mla": " (latent)"}.get(kind, "")
+    labels += [f"layer {i + 1}{tag} K", f"layer {i + 1}{tag} V"]
+if len(idx) < sel.spec.num_layers:
+    st.caption(f"Showing {len(idx)} of {sel.spec.num_layers} layers; every layer of this kind fills "
+               "the same way.")
+
+st.plotly_chart(fill_figure(steps, labels), width="stretch", key="f_fig")
+legend = " · ".join(f"<span style='color:{c}'>■</span> {name}" for c, name in
+                    zip(FILL_COLORS, ["empty", "kept in the cache", "written this step",
+                                      "recomputed this step"]))
+st.markdown(legend, unsafe_allow_html=True)  # fixed text of ours; nothing a user typed
+
+last = steps[-1]
+m = st.columns(3)
+m[0].metric("Token passes with a cache", f"{last.passes_with_cache:,}")
+m[1].metric("Token passes without one", f"{last.passes_without_cache:,}")
+m[2].metric("Extra work without a cache", f"{last.passes_without_cache / last.passes_with_cache:,.1f}x")
+st.markdown(
+    f"With a cache, the prompt's {prompt} tokens go through the model once and each of the {new} "
+    f"steps adds one token: {prompt} + {new} = **{last.passes_with_cache:,}** token passes. "
+    f"Without one, step *i* runs all {prompt} + *i* tokens again: **{last.passes_without_cache:,}**. "
+    "The gap grows with the square of the length.")
+
+st.subheader(f"What the cache holds for {sel.label}")
+rows = []
+for s in steps:
+    rows.append({"step": "prefill" if s.step == 0 else str(s.step), "tokens": s.tokens,
+                 "K/V bytes (all layers)": fmt_bytes(s.cache_bytes),
+                 **({"fixed state": fmt_bytes(s.state_bytes)} if s.state_bytes else {})})
+show = rows if len(rows) <= 12 else rows[:6] + [{k: "..." for k in rows[0]}] + rows[-5:]
+st.table(show, border="horizontal", hide_index=True)
+kinds = sel.spec.kind_counts()
+notes = []
+if "sliding" in kinds:
+    w = min(getattr(l, "window", 0) for l in sel.spec.layers if l.kind == "sliding")
+    notes.append(f"{kinds['sliding']} sliding-window layers stop growing at {w:,} tokens: past "
+                 "that, each new token pushes the oldest one out.")
+if "state" in kinds:
+    notes.append(f"{kinds['state']} recurrent layers keep a fixed state instead of K/V; it does "
+                 "not grow at all.")
+for n in notes:
+    st.info(n)
+st.caption("Bytes for the chosen model and KV format (KiB/MiB/GiB are powers of 2). The grid shows "
+           "positions, not sizes: each cell stands for that layer's K or V vector of one token.")

@@ -1,0 +1,76 @@
+import streamlit as st
+
+from kvcalc.quiz import grade, interview_questions, practice_questions
+from webui import common
+from webui.common import bound, select
+
+common.page_header(
+    "Interview check", None,
+    "Five questions every engineer who serves LLMs should answer, then as many practice questions "
+    "as you like. Try each one before you reveal the answer; every number in the answers is "
+    "computed by this app.")
+
+mode = select(st.segmented_control, "Mode", ["interview", "practice", "classroom"], "i_mode",
+              str.capitalize, default="interview") or "interview"
+seed = st.number_input("Practice set (share this number with the class)", 0, 999_999, 1, 1,
+                       **bound("i_seed", "num")) if mode != "interview" else 1
+questions = interview_questions()
+practice = practice_questions(int(seed), 10)
+
+
+def answer_box(q, key: str) -> None:
+    """A number box graded by kvcalc, and the worked solution."""
+    c1, c2 = st.columns([3, 1])
+    unit = {"B": "bytes: B, KiB, MiB, GiB", "tokens": "tokens", "x": "times smaller",
+            "sequences": "sequences"}.get(q.unit, "")
+    given = c1.text_input(f"Your answer ({unit}{', a bare number is read in ' + q.ask_unit if q.unit == 'B' else ''})",
+                          key=f"ans_{key}", placeholder="e.g. 160 KiB, 1.25 GiB, 3.8K, 4x")
+    if c2.button("Check", key=f"chk_{key}", width="stretch") or given:
+        if given:
+            g = grade(q, given)
+            (st.success if g.correct else st.warning)(g.message)
+    if q.solution:
+        with st.expander("Worked solution"):
+            common.formula(q.solution)
+
+
+if mode == "interview":
+    for q in questions:
+        with st.container(border=True):
+            st.markdown(f"**{q.level}** · {q.prompt}")
+            if q.value is not None:
+                answer_box(q, q.qid)
+            with st.expander("Try first, then reveal the answer"):
+                st.markdown(q.answer)
+elif mode == "practice":
+    for q in practice:
+        with st.container(border=True):
+            st.markdown(f"**{q.qid}** · *{q.level}* · {q.prompt}")
+            answer_box(q, f"{seed}_{q.qid}")
+else:
+    deck = questions + practice
+
+    def go(delta: int) -> None:
+        st.session_state["i_q"] = min(max(1, int(st.session_state.get("i_q", 1)) + delta),
+                                      len(deck))
+        st.session_state["i_reveal"] = False
+
+    c = st.columns([1, 1, 4, 2])
+    c[0].button("Previous", on_click=go, args=(-1,), icon=":material/arrow_back:",
+                width="stretch")
+    c[1].button("Next", on_click=go, args=(1,), icon=":material/arrow_forward:", width="stretch")
+    st.session_state.setdefault("i_q", 1)  # Previous/Next change these through session state
+    st.session_state.setdefault("i_reveal", False)
+    number = c[2].number_input("Question", min_value=1, max_value=len(deck), step=1,
+                               **bound("i_q", "num"))
+    reveal = c[3].toggle("Reveal the answer", **bound("i_reveal", "bool"))
+    q = deck[number - 1]
+    st.markdown(f"<p style='font-size:2.1rem;line-height:1.3;margin:1.5rem 0'>{q.prompt}</p>",
+                unsafe_allow_html=True)  # our own question text, never user input
+    st.caption(f"Question {number} of {len(deck)} · {q.level} · practice set {seed}. This page's "
+               "link opens exactly this question.")
+    if reveal:
+        st.markdown(f"<div style='font-size:1.5rem;line-height:1.45'>\n\n{q.answer}\n\n</div>",
+                    unsafe_allow_html=True)
+        if q.solution:
+            common.formula(q.solution)

@@ -1,0 +1,322 @@
+"""Interview questions, generated practice questions, and a grader, all computed by kvcalc.
+
+The five questions follow the seed chapter's interview check; the answers are written for this
+project and every number in them is computed here. Practice questions draw realistic parameters
+from a seeded generator, so a class that shares the seed shares the same set.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from dataclasses import dataclass
+
+from .budget import budget
+from .hfconfig import spec_from_config
+from .kv import kv_cache
+from .registry import get_gpu, get_model
+from .roofline import offload_vs_recompute, prefill, step_time
+from .units import GB, GiB, KiB, MiB, check_int, fmt_bytes, fmt_seconds
+
+__all__ = ["Question", "interview_questions", "practice_questions", "grade", "parse_answer",
+           "Grade", "TOLERANCE"]
+
+TOLERANCE = 0.02  # relative: 2% covers rounding to three significant digits
+
+
+@dataclass(frozen=True, kw_only=True)
+class Question:
+    qid: str
+    level: str  # core, mid, senior
+    prompt: str
+    answer: str  # the revealed answer (markdown)
+    value: float | None = None  # the number to give, for graded questions
+    unit: str = ""  # what value is in: "B", "tokens", "x", "sequences"
+    ask_unit: str = ""  # the unit a bare number is read in ("GiB" when the question asks GiB)
+    solution: str = ""  # worked solution, numbers substituted
+
+
+def _llama_like(layers: int, kv_heads: int, head_dim: int, q_heads: int | None = None) -> dict:
+    q = q_heads or kv_heads * 4
+    return {"model_type": "llama", "num_hidden_layers": layers, "num_key_value_heads": kv_heads,
+            "num_attention_heads": q, "head_dim": head_dim, "hidden_size": q * head_dim,
+            "intermediate_size": 4 * q * head_dim, "vocab_size": 32000}
+
+
+def interview_questions() -> list[Question]:
+    """The chapter's five questions, answered with numbers computed by kvcalc."""
+    l8b = get_model("llama-3.1-8b")
+    h100 = get_gpu("h100-sxm-80gb")
+    spec = l8b.spec
+    layer = spec.kv_layers[0]
+    q_bytes = spec.num_layers * layer.q_heads * layer.head_dim * 2
+    kv_tok = kv_cache(spec, 1).kv_bytes_per_token_nominal
+
+    forty = spec_from_config(_llama_like(40, 8, 128, 32))
+    per = kv_cache(forty, 1, kv_dtype="fp16").kv_bytes_per_token_nominal
+    seq = kv_cache(forty, 8192, kv_dtype="fp16").kv_bytes
+
+    w = l8b.weights()
+    b16 = budget(spec, total_bytes=h100.memory_bytes, context=8192, weights_bytes=w.bytes)
+    b8 = budget(spec, total_bytes=h100.memory_bytes, context=8192, weights_bytes=w.bytes,
+                kv_dtype="fp8")
+    s16 = step_time(spec, w, context=8192, batch=1, bandwidth_gbs=h100.bandwidth_gbs)
+    s8 = step_time(spec, w, context=8192, batch=1, bandwidth_gbs=h100.bandwidth_gbs,
+                   kv_dtype="fp8")
+
+    link = 63.0  # PCIe 5.0 x16, one direction
+    off = offload_vs_recompute(spec, 8192, link_gbs=link, peak_tflops=h100.bf16_tflops)
+    off_fixed = offload_vs_recompute(spec, 8192, link_gbs=link, peak_tflops=h100.bf16_tflops,
+                                     fixed_s=1e-3)
+    short = prefill(spec, 32, h100.bf16_tflops)
+
+    return [
+        Question(qid="why-kv", level="core", prompt="Why do we cache K and V but not Q?",
+                 answer=(
+                     "A token's query is used once: at the step that processes that token it is "
+                     "compared with the keys of every earlier token, and then it is never needed "
+                     "again. Keys and values are the opposite: every later token reads them. "
+                     "Caching them saves recomputing them at every step; caching queries would "
+                     "cost memory and save nothing. For Llama 3.1 8B, keeping Q as well would add "
+                     f"{fmt_bytes(q_bytes)} per token on top of the {fmt_bytes(kv_tok)} of K and V "
+                     "(32 layers x 32 query heads x 128 x 2 B), for no speed-up.")),
+        Question(qid="per-token", level="core",
+                 prompt=("Compute the KV cache per token for a 40-layer model with 8 KV heads, "
+                         "head dimension 128, in FP16. How much does an 8,192-token sequence "
+                         "need?"),
+                 answer=(
+                     f"2 (K and V) x 40 layers x 8 heads x 128 x 2 bytes = **{per:,} B = "
+                     f"{per // KiB} KiB per token**. An 8,192-token sequence needs 8,192 x "
+                     f"{per // KiB} KiB = {seq:,} B = **{seq / GiB:g} GiB**."),
+                 value=per, unit="B", ask_unit="B",
+                 solution=f"2 x 40 x 8 x 128 x 2 B = {per:,} B"),
+        Question(qid="why-concurrency", level="mid",
+                 prompt="Why does the KV cache, rather than the weights, usually limit how many "
+                        "users a GPU serves at once?",
+                 answer=(
+                     "The weights are loaded once and every request shares them. The cache is per "
+                     "request and grows with every token. So after the weights are in, what is "
+                     "left divided by (KV per token x context) is the number of sequences in "
+                     f"flight. Llama 3.1 8B on an H100: {w.bytes / GiB:.1f} GiB of weights, a "
+                     f"{b16.kv_pool_bytes / GiB:.1f} GiB pool left (vLLM defaults), and each "
+                     f"8,192-token conversation takes {kv_cache(spec, 8192).kv_bytes / GiB:g} "
+                     f"GiB: **{b16.max_concurrent_seqs:.1f} conversations** at most. Doubling the "
+                     "context halves that; the weights never change.")),
+        Question(qid="fp8", level="mid",
+                 prompt="FP8 KV cache: what do you gain, and what can go wrong?",
+                 answer=(
+                     "Each cached number takes 1 byte instead of 2, so the cache halves. On an "
+                     "H100 with Llama 3.1 8B at 8,192 tokens, max concurrency goes from "
+                     f"{b16.max_concurrent_seqs:.1f} to **{b8.max_concurrent_seqs:.1f}**, and each "
+                     "decode step reads half the cache bytes: the crossover where the cache "
+                     f"outweighs the weights moves from {s16.crossover_context:,} to "
+                     f"**{s8.crossover_context:,} tokens** at batch 1. The risk is accuracy: "
+                     "rounding keys and values can hurt long-context retrieval (finding one fact "
+                     "in a long document) more than short chats. Measure on your own evaluations "
+                     "before turning it on.")),
+        Question(qid="offload", level="senior",
+                 prompt="When is offloading KV blocks to CPU memory a win?",
+                 answer=(
+                     "When bringing the blocks back over the link is faster than recomputing them "
+                     "with a prefill. For a long prefix that is reused (a multi-turn chat, a "
+                     "shared document) it usually is: for Llama 3.1 8B an 8,192-token prefix is "
+                     f"{fmt_bytes(off.kv_bytes)}, **{fmt_seconds(off.reload_s)}** over PCIe 5.0 "
+                     f"({link:g} GB/s) against **{fmt_seconds(off.recompute_s)}** to recompute on "
+                     "an H100 at half its peak. A reload also has a fixed cost (finding the "
+                     "blocks, issuing and waiting for the copy); at 1 ms, any prefix shorter than "
+                     f"**{off_fixed.break_even_tokens:,} tokens** is faster to recompute (a "
+                     f"32-token prefix recomputes in {fmt_seconds(short.time_s)}). Short prefixes: "
+                     "recompute. Long, reused ones: offload.")),
+    ]
+
+
+# -- practice ----------------------------------------------------------------------------------
+
+_DTYPES = [("BF16", 2), ("FP16", 2), ("FP8", 1), ("FP32", 4)]
+_KINDS = ("per_token", "sequence", "concurrency", "crossover", "saving")
+
+
+def practice_questions(seed: int, count: int = 8) -> list[Question]:
+    """``count`` questions with realistic random parameters; the same seed gives the same set."""
+    seed = check_int("seed", seed, 0, 2**31)
+    count = check_int("count", count, 1, 50)
+    rng = random.Random(seed)
+    return [_make(rng, _KINDS[i % len(_KINDS)], i + 1) for i in range(count)]
+
+
+def _geometry(rng: random.Random) -> tuple[int, int, int, int]:
+    layers = rng.choice([24, 28, 32, 36, 40, 48, 60, 64, 80])
+    kv = rng.choice([1, 2, 4, 8, 8, 16])
+    head_dim = rng.choice([64, 128, 128, 256])
+    q = kv * rng.choice([1, 2, 4, 8])
+    return layers, kv, head_dim, q
+
+
+def _make(rng: random.Random, kind: str, n: int) -> Question:
+    layers, kv, hd, q = _geometry(rng)
+    dname, db = rng.choice(_DTYPES)
+    per = 2 * layers * kv * hd * db
+    model = f"{layers} layers, {kv} KV heads of dimension {hd}, KV cache in {dname}"
+    qid = f"p{n}"
+    if kind == "per_token":
+        return Question(qid=qid, level="core",
+                        prompt=f"A model has {model}. How many bytes does one token add to its "
+                               "KV cache?",
+                        answer=f"{per:,} B ({per / KiB:g} KiB)", value=per, unit="B",
+                        ask_unit="B",
+                        solution=f"2 x {layers} layers x {kv} heads x {hd} x {db} B = {per:,} B")
+    if kind == "sequence":
+        ctx = rng.choice([2048, 4096, 8192, 16384, 32768, 131072])
+        batch = rng.choice([1, 4, 8, 16, 32])
+        total = per * ctx * batch
+        return Question(qid=qid, level="core",
+                        prompt=f"A model has {model}. How much KV cache do {batch} sequences of "
+                               f"{ctx:,} tokens need, in GiB?",
+                        answer=f"{total / GiB:,.3f} GiB", value=total, unit="B", ask_unit="GiB",
+                        solution=f"{per:,} B/token x {ctx:,} tokens x {batch} = {total:,} B = "
+                                 f"{total / GiB:,.3f} GiB")
+    if kind == "concurrency":
+        gpu_gib = rng.choice([24, 40, 48, 80, 141])
+        weights_gib = rng.choice([2, 4, 8, 14, 16])
+        if weights_gib > gpu_gib * 0.6:
+            weights_gib = 4
+        ctx = rng.choice([2048, 4096, 8192, 16384])
+        spec = spec_from_config(_llama_like(layers, kv, hd, q))
+        dt = {1: "fp8", 2: "bf16", 4: "fp32"}[db]
+        b = budget(spec, total_bytes=gpu_gib * GiB, context=ctx, weights_bytes=weights_gib * GiB,
+                   reserve_bytes=2 * GiB, kv_dtype=dt)
+        return Question(
+            qid=qid, level="mid",
+            prompt=(f"A model with {model} and {weights_gib} GiB of weights runs in vLLM on a "
+                    f"{gpu_gib} GiB GPU (gpu_memory_utilization 0.9, 2 GiB reserve, blocks of "
+                    f"16 tokens). How many {ctx:,}-token sequences can run at once?"),
+            answer=f"{b.max_concurrent_seqs:,.2f} sequences", value=b.max_concurrent_seqs,
+            unit="sequences", ask_unit="sequences",
+            solution=(f"pool = ceil({gpu_gib} GiB x 0.9) - {weights_gib} GiB - 2 GiB = "
+                      f"{b.kv_pool_bytes / GiB:,.2f} GiB; page = 16 x {per // layers:,} B; "
+                      f"blocks = pool // page // {layers} = {b.num_blocks:,}; concurrency = "
+                      f"{b.num_blocks:,} / ({ctx:,} / 16) = {b.max_concurrent_seqs:,.2f}"))
+    if kind == "crossover":
+        weights_gb = rng.choice([2, 4, 8, 16, 30, 70, 140])
+        batch = rng.choice([1, 2, 4, 8, 16, 32, 64])
+        cross = weights_gb * GB / (batch * per)
+        return Question(
+            qid=qid, level="mid",
+            prompt=(f"A model has {model} and {weights_gb} GB of weights. At batch {batch}, from "
+                    "what context length (tokens per sequence) does a decode step read more KV "
+                    "cache than weights?"),
+            answer=f"{cross:,.0f} tokens", value=cross, unit="tokens", ask_unit="tokens",
+            solution=(f"{batch} x context x {per:,} B = {weights_gb} x 10^9 B -> context = "
+                      f"{weights_gb * GB:,} / ({batch} x {per:,}) = {cross:,.0f} tokens"))
+    # saving
+    which = rng.choice(["gqa", "fp8", "mla"])
+    if which == "gqa":
+        mha_heads = kv * rng.choice([2, 4, 8])
+        return Question(
+            qid=qid, level="core",
+            prompt=(f"A model with {mha_heads} attention heads switches from multi-head attention "
+                    f"to grouped-query attention with {kv} KV heads. How many times smaller is "
+                    "its KV cache?"),
+            answer=f"{mha_heads / kv:g}x", value=mha_heads / kv, unit="x", ask_unit="x",
+            solution=f"K/V heads go from {mha_heads} to {kv}: {mha_heads} / {kv} = "
+                     f"{mha_heads / kv:g}x")
+    if which == "fp8":
+        return Question(
+            qid=qid, level="core",
+            prompt=f"A model has {model}. By what factor does an FP8 KV cache shrink it?",
+            answer=f"{db / 1:g}x", value=db / 1, unit="x", ask_unit="x",
+            solution=f"{db} bytes per number -> 1 byte: {db}x")
+    rank, rope = 512, 64
+    ratio = 2 * kv * hd / (rank + rope)
+    return Question(
+        qid=qid, level="senior",
+        prompt=(f"A layer with {kv} KV heads of dimension {hd} is replaced by an MLA layer that "
+                f"caches one latent of {rank} plus a {rope}-dimensional RoPE key per token. By what "
+                "factor does its cache shrink (same number format)?"),
+        answer=f"{ratio:,.2f}x", value=ratio, unit="x", ask_unit="x",
+        solution=f"2 x {kv} x {hd} = {2 * kv * hd} numbers per token -> {rank} + {rope} = "
+                 f"{rank + rope}: {2 * kv * hd} / {rank + rope} = {ratio:,.2f}x")
+
+
+# -- grading -----------------------------------------------------------------------------------
+
+_UNITS = {"b": 1, "byte": 1, "bytes": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
+          "kib": KiB, "mib": MiB, "gib": GiB, "tib": 2**40}
+_NUM = re.compile(r"^\s*([-+]?[0-9][0-9,_]*(?:\.[0-9]+)?(?:e[-+]?[0-9]+)?)\s*([a-z]*)\s*$", re.I)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Grade:
+    correct: bool
+    given: float | None
+    message: str
+
+
+def parse_answer(text: str, question: Question) -> float:
+    """A number from ``text`` in the question's unit. Bytes may carry B, KB, KiB, MB, MiB, GB,
+    GiB (a bare number is read in the unit the question asks for); tokens may carry K or M;
+    ratios may end in x."""
+    raw = (text or "").strip().lower().replace("×", "x")
+    if not raw:
+        raise ValueError("Type a number first.")
+    if len(raw) > 40:
+        raise ValueError("That is too long to be a number.")
+    m = _NUM.match(raw)
+    if not m:
+        raise ValueError(f"'{text[:40]}' is not a number I can read: write e.g. 163840, "
+                         "160 KiB, 1.25 GiB, 3.8K or 4x.")
+    value = float(m.group(1).replace(",", "").replace("_", ""))
+    unit = m.group(2)
+    if not math.isfinite(value):
+        raise ValueError("Give a finite number.")
+    if question.unit == "B":
+        if not unit:
+            unit = question.ask_unit.lower() or "b"
+        if unit not in _UNITS:
+            raise ValueError(f"Unknown unit '{unit}': use B, KiB, MiB, GiB (or KB, MB, GB).")
+        return value * _UNITS[unit]
+    if question.unit == "tokens":
+        scale = {"": 1, "k": 1e3, "m": 1e6, "tokens": 1, "token": 1}.get(unit)
+        if scale is None:
+            raise ValueError(f"Unknown unit '{unit}': give tokens, e.g. 122880 or 122.9K.")
+        return value * scale
+    if unit not in ("", "x", "times", "sequences", "seqs"):
+        raise ValueError(f"Unknown unit '{unit}' here: give a plain number.")
+    return value
+
+
+def grade(question: Question, text: str, tolerance: float = TOLERANCE) -> Grade:
+    """Right within ``tolerance`` (relative) of the value kvcalc computed?"""
+    if question.value is None:
+        raise ValueError("this question has no single number to grade")
+    try:
+        given = parse_answer(text, question)
+    except ValueError as exc:
+        return Grade(correct=False, given=None, message=str(exc))
+    target = question.value
+    ok = abs(given - target) <= tolerance * abs(target)
+    if ok:
+        return Grade(correct=True, given=given, message=f"Correct: {_fmt(target, question)}.")
+    off = (given / target) if target else float("inf")
+    hint = ""
+    if question.unit == "B" and target:
+        for name, f in (("KiB vs KB", KiB / 1e3), ("MiB vs MB", MiB / 1e6),
+                        ("GiB vs GB", GiB / 1e9)):
+            if abs(off * f - 1) < tolerance or abs(off / f - 1) < tolerance:
+                hint = f" Close: check {name} (2^10 = 1,024, not 1,000)."
+        if abs(off * 2 - 1) < tolerance:
+            hint = " Half the answer: did you forget the factor 2 for K and V?"
+    return Grade(correct=False, given=given,
+                 message=f"Not quite: you gave {_fmt(given, question)}; the answer is "
+                         f"{_fmt(target, question)}.{hint}")
+
+
+def _fmt(value: float, q: Question) -> str:
+    if q.unit == "B":
+        return f"{value:,.0f} B ({fmt_bytes(value)})"
+    if q.unit == "tokens":
+        return f"{value:,.0f} tokens"
+    if q.unit == "x":
+        return f"{value:,.2f}x"
+    return f"{value:,.2f} {q.unit}".strip()

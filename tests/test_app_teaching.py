@@ -1,0 +1,136 @@
+"""The teaching pages under AppTest: cache fill, engine view, interview check."""
+
+import json
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+from conftest import ROOT  # noqa: E402
+from kvcalc import get_model  # noqa: E402
+from kvcalc.fill import fill_timeline  # noqa: E402
+from kvcalc.paging import SCENARIOS, parse_requests, simulate  # noqa: E402
+from kvcalc.quiz import interview_questions, practice_questions  # noqa: E402
+
+APP = str(ROOT / "app.py")
+
+
+def open_page(page: str, **query) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    at.switch_page(page)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def metric(at, label: str) -> str:
+    return next(m.value for m in at.metric if m.label.startswith(label))
+
+
+def test_cache_fill_numbers_and_animation_frames():
+    at = open_page("app_pages/cache_fill.py")
+    expect = fill_timeline(get_model("llama-3.1-8b").spec, 12, 20)[-1]
+    assert metric(at, "Token passes with a cache") == f"{expect.passes_with_cache:,}"
+    assert metric(at, "Token passes without") == f"{expect.passes_without_cache:,}"
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert len(spec["frames"]) == 21  # the prefill and 20 decode steps, played in the browser
+    at.number_input(key="f_new").set_value(40)
+    at.radio(key="f_mode").set_value("no-cache")
+    at.run()
+    assert not at.exception
+    assert metric(at, "Token passes without") == f"{12 * 41 + 40 * 41 // 2:,}"
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert len(spec["frames"]) == 41 and 3 in spec["frames"][5]["data"][0]["z"][0]
+
+
+def test_cache_fill_too_long_is_explained():
+    at = open_page("app_pages/cache_fill.py")
+    at.number_input(key="f_prompt").set_value(150)
+    at.number_input(key="f_new").set_value(50)
+    at.run()
+    assert not at.exception and "at most 160" in at.error[0].value
+
+
+def test_cache_fill_sliding_model_says_layers_stop_growing():
+    at = open_page("app_pages/cache_fill.py", model="gemma-3-27b")
+    assert any("stop growing at 1,024 tokens" in i.value for i in at.info)
+
+
+def test_engine_step_run_reset():
+    at = open_page("app_pages/engine.py")
+    assert metric(at, "Step") == "0"
+    at.button[0].click()  # Step
+    at.run()
+    assert metric(at, "Step") == "1"
+    at.button[1].click()  # Run 10 steps
+    at.run()
+    sc = SCENARIOS["shared-prompt"]
+    _, hist = simulate(parse_requests(sc["text"]), 11, num_blocks=sc["num_blocks"],
+                       block_size=sc["block_size"])
+    assert metric(at, "Step") == str(hist[-1].step)
+    assert metric(at, "Prefix hit rate") == f"{hist[-1].prefix_hit_rate:.0%}"
+    assert metric(at, "Blocks used") == f"{hist[-1].used_blocks} / {sc['num_blocks']}"
+    at.button[2].click()  # Reset
+    at.run()
+    assert metric(at, "Step") == "0"
+
+
+def test_engine_prefix_caching_toggle_and_link():
+    at = open_page("app_pages/engine.py", e_step="6")
+    assert metric(at, "Step") == "6" and metric(at, "Prefix hit rate") != "0%"
+    at.toggle(key="e_cache").set_value(False)
+    at.run()
+    assert metric(at, "Prefix hit rate") == "0%"
+
+
+def test_engine_pressure_and_custom_input():
+    at = open_page("app_pages/engine.py", e_scn="Memory pressure: preemption", e_step="40")
+    assert int(metric(at, "Preemptions")) > 0
+    at.selectbox(key="e_scn").set_value("custom")
+    at.run()
+    at.text_area(key="e_text").set_value("30 10 16\n30 10 16 1")
+    at.run()
+    assert not at.exception
+    at.text_area(key="e_text").set_value("thirty ten")
+    at.run()
+    assert not at.exception and "whole numbers" in at.error[0].value
+    at.text_area(key="e_text").set_value("4000 4000")
+    at.run()
+    assert "more than the whole pool" in at.error[0].value
+
+
+def test_interview_grades_answers():
+    at = open_page("app_pages/interview.py")
+    assert len(at.expander) >= 5
+    at.text_input(key="ans_per-token").input("160 KiB")
+    at.run()
+    assert at.success and "163,840 B" in at.success[0].value
+    at.text_input(key="ans_per-token").input("160 KB")
+    at.run()
+    assert "KiB vs KB" in at.warning[0].value
+
+
+def test_practice_set_from_the_link():
+    at = open_page("app_pages/interview.py", i_mode="Practice", i_seed="42")
+    qs = practice_questions(42, 10)
+    texts = " ".join(m.value for m in at.markdown)
+    assert qs[0].prompt in texts and qs[3].prompt in texts
+
+
+def test_classroom_mode_navigation_and_reveal():
+    at = open_page("app_pages/interview.py", i_mode="Classroom", i_q="2")
+    first = interview_questions()
+    assert any(first[1].prompt in m.value for m in at.markdown)
+    at.button[1].click()  # Next
+    at.run()
+    assert any(first[2].prompt in m.value for m in at.markdown)
+    at.toggle(key="i_reveal").set_value(True)
+    at.run()
+    assert any("54.7" in m.value for m in at.markdown)  # the concurrency answer, computed
+    at.button[0].click()  # Previous hides the answer again
+    at.run()
+    assert not any("54.7 conversations" in m.value for m in at.markdown)

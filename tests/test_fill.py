@@ -1,0 +1,60 @@
+"""The cache-fill timeline: which cells are written, kept, recomputed; work and bytes."""
+
+import pytest
+
+from conftest import llama_config
+from kvcalc import get_model, kv_cache, spec_from_config
+from kvcalc.fill import CACHED, EMPTY, NEW, RECOMPUTED, fill_timeline, shown_layers
+
+L8B = get_model("llama-3.1-8b").spec
+
+
+def test_prefill_then_one_column_per_step():
+    steps = fill_timeline(L8B, 5, 3, layers=2)
+    assert len(steps) == 4 and [s.tokens for s in steps] == [5, 6, 7, 8]
+    assert len(steps[0].grid) == 4  # K and V rows of 2 layers
+    assert steps[0].grid[0] == (NEW,) * 5 + (EMPTY,) * 3
+    assert steps[2].grid[0] == (CACHED,) * 6 + (NEW, EMPTY)
+
+
+def test_no_cache_recomputes_every_earlier_column():
+    steps = fill_timeline(L8B, 5, 3, layers=1, use_cache=False)
+    assert steps[2].grid[1] == (RECOMPUTED,) * 6 + (NEW, EMPTY)
+    assert steps[-1].cache_bytes == 0
+
+
+def test_work_counts_match_the_chapter():
+    # With a cache: P + N passes. Without: P + sum (P + i) = N(N+1)/2 when the prompt is 1 token
+    # and the first "step" is the prefill of that token.
+    last = fill_timeline(L8B, 10, 20)[-1]
+    assert last.passes_with_cache == 30
+    assert last.passes_without_cache == 10 + sum(10 + i for i in range(1, 21))
+
+
+def test_bytes_follow_the_model():
+    steps = fill_timeline(L8B, 4, 2, kv_dtype="fp8")
+    assert [s.cache_bytes for s in steps] == [n * 65_536 for n in (4, 5, 6)]
+
+
+def test_sliding_layers_drop_old_columns():
+    spec = spec_from_config(llama_config(num_hidden_layers=2, sliding_window=4,
+                                         sliding_window_pattern=2))
+    steps = fill_timeline(spec, 6, 2, layers=2)
+    sliding_row = steps[-1].grid[0]  # layer 1 slides (window 4), layer 2 is full
+    full_row = steps[-1].grid[2]
+    assert sliding_row == (EMPTY,) * 4 + (CACHED,) * 3 + (NEW,)
+    assert full_row == (CACHED,) * 7 + (NEW,)
+    assert steps[-1].cache_bytes == kv_cache(spec, 8).kv_bytes
+
+
+def test_shown_layers_spread():
+    assert shown_layers(L8B, 4) == [0, 10, 21, 31]
+    assert shown_layers(L8B, 1) == [0] and len(shown_layers(L8B, 100)) == 32
+
+
+@pytest.mark.parametrize("kw", [dict(prompt=0, new_tokens=1), dict(prompt=100, new_tokens=100),
+                                dict(prompt=5, new_tokens=-1), dict(prompt=5, new_tokens=5,
+                                                                     layers=0)])
+def test_bad_inputs(kw):
+    with pytest.raises(ValueError):
+        fill_timeline(L8B, **kw)

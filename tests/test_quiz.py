@@ -1,0 +1,77 @@
+"""Interview answers, the practice generator and the grader."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvcalc.quiz import Question, grade, interview_questions, parse_answer, practice_questions
+from kvcalc.units import GiB
+
+
+def test_five_interview_questions_with_computed_numbers():
+    qs = interview_questions()
+    assert [q.level for q in qs] == ["core", "core", "mid", "mid", "senior"]
+    per_token = next(q for q in qs if q.qid == "per-token")
+    # Chapter: 2 x 40 x 8 x 128 x 2 = 163,840 B = 160 KiB; 8,192 tokens = 1.25 GiB.
+    assert per_token.value == 163_840
+    assert "160 KiB" in per_token.answer and "1.25 GiB" in per_token.answer
+    fp8 = next(q for q in qs if q.qid == "fp8")
+    assert "109.4" in fp8.answer  # twice the BF16 concurrency of 54.7 on an H100
+    assert all(len(q.answer) > 100 for q in qs)
+
+
+def test_practice_is_seeded():
+    a = practice_questions(7, 10)
+    b = practice_questions(7, 10)
+    c = practice_questions(8, 10)
+    assert a == b and a != c
+    assert {q.unit for q in a} >= {"B", "sequences", "tokens", "x"}
+    for q in a:
+        assert q.value is not None and q.value > 0 and q.solution
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10**6))
+def test_every_generated_answer_grades_correct(seed):
+    for q in practice_questions(seed, 10):
+        scale = GiB if q.ask_unit == "GiB" else 1  # a bare number is read in the asked unit
+        assert grade(q, f"{q.value / scale:.6g}").correct, q
+        assert grade(q, f"{q.value:.6g} B").correct if q.unit == "B" else True
+        assert not grade(q, f"{q.value * 1.5 / scale:.6g}").correct
+
+
+def _bytes_q(value, ask="B"):
+    return Question(qid="t", level="core", prompt="?", answer=f"{value} B", value=value,
+                    unit="B", ask_unit=ask)
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("163840", 163_840), ("163,840", 163_840), ("160 KiB", 163_840), ("160kib", 163_840),
+    ("163.84 KB", 163_840), ("0.15625 MiB", 163_840), ("1.6384e5", 163_840),
+])
+def test_parse_bytes(text, expected):
+    assert parse_answer(text, _bytes_q(163_840)) == pytest.approx(expected)
+
+
+def test_bare_number_read_in_the_asked_unit():
+    q = _bytes_q(1.25 * GiB, ask="GiB")
+    assert grade(q, "1.25").correct
+    assert grade(q, "1.25 GiB").correct
+    assert not grade(q, "1.25 GB").correct
+
+
+def test_grader_hints():
+    q = _bytes_q(163_840)
+    assert "factor 2" in grade(q, "81920").message
+    assert "KiB vs KB" in grade(q, "160 KB").message
+    assert "not a number" in grade(q, "lots").message
+    assert "Type a number" in grade(q, "  ").message
+    assert "Unknown unit" in grade(q, "5 parsecs").message
+
+
+def test_tokens_and_ratios():
+    tq = Question(qid="t", level="mid", prompt="?", answer="122,533 tokens", value=122_533,
+                  unit="tokens", ask_unit="tokens")
+    assert grade(tq, "122.5K").correct and grade(tq, "122533 tokens").correct
+    xq = Question(qid="x", level="core", prompt="?", answer="4x", value=4, unit="x", ask_unit="x")
+    assert grade(xq, "4x").correct and grade(xq, "4").correct and not grade(xq, "8x").correct
