@@ -58,7 +58,7 @@ st.markdown(
 st.subheader(f"What the cache holds for {sel.label}")
 rows = []
 for s in steps:
-    rows.append({"step": "prefill" if s.step == 0 else str(s.step), "tokens": s.tokens,
+    rows.append({"step": "prefill" if s.step == 0 else str(s.step), "tokens": f"{s.tokens:,}",
                  "K/V bytes (all layers)": fmt_bytes(s.cache_bytes),
                  **({"fixed state": fmt_bytes(s.state_bytes)} if s.state_bytes else {})})
 show = rows if len(rows) <= 12 else rows[:6] + [{k: "..." for k in rows[0]}] + rows[-5:]

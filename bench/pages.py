@@ -24,13 +24,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-# page, (widget kind, key, values to alternate between)
+# page: (widget kind, key, values to alternate between, in the sidebar?, link parameters)
 CHANGES = {
-    "app_pages/home.py": ("selectbox", "kvdtype", ["fp8", "bf16"], True),
-    "app_pages/budget.py": ("number_input", "b_ctx", [32768, 8192], False),
-    "app_pages/step_time.py": ("number_input", "s_batch", [32, 1], False),
-    "app_pages/techniques.py": ("number_input", "t_ctx", [65536, 32768], False),
-    "app_pages/lab.py": ("number_input", "l_ctx", [65536, 8192], False),
+    "app_pages/home.py": ("selectbox", "kvdtype", ["fp8", "bf16"], True, {}),
+    "app_pages/budget.py": ("number_input", "b_ctx", [32768, 8192], False, {}),
+    "app_pages/step_time.py": ("number_input", "s_batch", [32, 1], False, {}),
+    "app_pages/techniques.py": ("number_input", "t_ctx", [65536, 32768], False, {}),
+    "app_pages/lab.py": ("number_input", "l_ctx", [65536, 8192], False, {}),
+    "app_pages/cache_fill.py": ("number_input", "f_new", [40, 20], False, {}),
+    "app_pages/engine.py": ("number_input", "e_step", [12, 4], False, {}),
+    "app_pages/interview.py": ("number_input", "i_seed", [2, 1], False, {"i_mode": "Practice"}),
 }
 
 
@@ -38,8 +41,10 @@ def apptest_reruns(reruns: int) -> dict[str, list[float]]:
     from streamlit.testing.v1 import AppTest
 
     out = {}
-    for page, (kind, key, values, in_sidebar) in CHANGES.items():
+    for page, (kind, key, values, in_sidebar, query) in CHANGES.items():
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+        for k, v in query.items():
+            at.query_params[k] = v
         at.run()
         if page != "app_pages/home.py":
             at.switch_page(page)
@@ -93,10 +98,9 @@ def browser_first_render(paths: list[str]) -> dict[str, list[float]]:
                 t = time.perf_counter()
                 page.goto(f"{base}/{path}")
                 page.wait_for_selector("[data-testid=stMain] h1", timeout=60_000)
+                page.wait_for_timeout(200)  # let the run start before waiting for it to end
                 page.wait_for_function(
                     "() => !document.querySelector('[data-testid=stStatusWidget]') &&"
-                    " document.querySelectorAll('[data-testid=stMetric],"
-                    " [data-testid=stPlotlyChart]').length > 0 &&"
                     " document.querySelectorAll('.js-plotly-plot .main-svg').length >="
                     " document.querySelectorAll('[data-testid=stPlotlyChart]').length",
                     timeout=60_000)
@@ -117,7 +121,9 @@ def browser_first_render(paths: list[str]) -> dict[str, list[float]]:
             page.goto(base + "/")
             page.wait_for_selector("[data-testid=stMetric]", timeout=60_000)
             titles = {"": "Home", "budget": "Budget", "step_time": "Decode step time",
-                      "techniques": "Shrinking the cache", "lab": "Inference Lab"}
+                      "techniques": "Shrinking the cache", "lab": "Inference Lab",
+                      "cache_fill": "Cache fill", "engine": "Engine view",
+                      "interview": "Interview check"}
             for path in (paths[1:] + paths[:1]) * 2:  # two rounds: the first has one-off loads
                 t = time.perf_counter()
                 page.locator("[data-testid=stSidebarNav] a", has_text=titles[path]).first.click()
@@ -128,7 +134,9 @@ def browser_first_render(paths: list[str]) -> dict[str, list[float]]:
                     " document.querySelectorAll('.js-plotly-plot .main-svg').length >="
                     " document.querySelectorAll('[data-testid=stPlotlyChart]').length; }",
                     arg={"": "KV Cache Lab", "budget": "Budget", "step_time": "Decode",
-                         "techniques": "Shrinking", "lab": "Inference"}[path], timeout=60_000)
+                         "techniques": "Shrinking", "lab": "Inference", "cache_fill": "Cache fill",
+                         "engine": "Engine view", "interview": "Interview"}[path],
+                    timeout=60_000)
                 out[path or "home"].append(time.perf_counter() - t)
             b.close()
     finally:
@@ -156,7 +164,8 @@ def main() -> None:
     print("to the page in the sidebar of an open tab. Each: until title, metrics and every chart are drawn")
     print(f"{'page':<28}{'cold ms':>10}{'warm ms':>10}{'click 1 ms':>12}{'click 2 ms':>12}")
     for path, (cold, warm, click1, click2) in browser_first_render(
-            ["", "budget", "step_time", "techniques", "lab"]).items():
+            ["", "budget", "step_time", "techniques", "lab", "cache_fill", "engine",
+             "interview"]).items():
         print(f"{path:<28}{cold * 1e3:>10.0f}{warm * 1e3:>10.0f}{click1 * 1e3:>12.0f}"
               f"{click2 * 1e3:>12.0f}")
 

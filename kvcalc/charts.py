@@ -151,60 +151,62 @@ def techniques_figure(rows: list, unit: str = "KiB") -> go.Figure:
 FILL_COLORS = ["#eef0f4", "#2f9e6e", "#f2a541", "#d62728"]  # empty, cached, new, recomputed
 
 
-def fill_figure(steps: list, row_labels: list[str], frame_ms: int = 450) -> go.Figure:
+def fill_figure(steps: list, row_labels: list[str], frame_ms: int = 450) -> dict:
     """The cache-fill grid animated step by step on the client (Plotly frames), with the total
-    work so far (token passes) with and without a cache in a bar below."""
-    from plotly.subplots import make_subplots
+    work so far (token passes) with and without a cache in a bar below.
 
+    Returned as a plain figure dict, which st.plotly_chart takes as it is: with one frame per
+    step, building validated go.Figure objects would cost over 100 ms per rerun."""
     scale = []
     for i, c in enumerate(FILL_COLORS):  # a discrete scale for the values 0..3
         scale += [[i / 4, c], [(i + 1) / 4, c]]
     cols = len(steps[0].grid[0]) if steps and steps[0].grid else 0
     x = list(range(1, cols + 1))
-    fig = make_subplots(rows=2, cols=1, row_heights=[0.72, 0.28], vertical_spacing=0.12)
 
     def heat(s):
-        return go.Heatmap(z=[list(r) for r in s.grid], x=x, y=row_labels, zmin=-0.5, zmax=3.5,
-                          colorscale=scale, showscale=False, xgap=1, ygap=1,
-                          hovertemplate="token %{x}, %{y}<extra></extra>")
+        return {"type": "heatmap", "z": [list(r) for r in s.grid], "x": x, "y": row_labels,
+                "zmin": -0.5, "zmax": 3.5, "colorscale": scale, "showscale": False, "xgap": 1,
+                "ygap": 1, "xaxis": "x", "yaxis": "y",
+                "hovertemplate": "token %{x}, %{y}<extra></extra>"}
 
     def bars(s):
-        return go.Bar(y=["without a cache", "with a cache"],
-                      x=[s.passes_without_cache, s.passes_with_cache], orientation="h",
-                      marker_color=[FILL_COLORS[3], FILL_COLORS[1]],
-                      text=[f"{s.passes_without_cache:,}", f"{s.passes_with_cache:,}"],
-                      textposition="auto", hovertemplate="%{y}: %{x:,} token passes<extra></extra>")
+        return {"type": "bar", "orientation": "h", "xaxis": "x2", "yaxis": "y2",
+                "y": ["without a cache", "with a cache"],
+                "x": [s.passes_without_cache, s.passes_with_cache],
+                "marker": {"color": [FILL_COLORS[3], FILL_COLORS[1]]},
+                "text": [f"{s.passes_without_cache:,}", f"{s.passes_with_cache:,}"],
+                "textposition": "auto",
+                "hovertemplate": "%{y}: %{x:,} token passes<extra></extra>"}
 
-    first = steps[0]
-    fig.add_trace(heat(first), row=1, col=1)
-    fig.add_trace(bars(first), row=2, col=1)
-    fig.frames = [go.Frame(data=[heat(s), bars(s)], traces=[0, 1], name=str(s.step))
-                  for s in steps]
     max_work = max(s.passes_without_cache for s in steps)
-    label = {0: "prefill"}
-    slider_steps = [dict(method="animate", label=label.get(s.step, str(s.step)),
-                         args=[[str(s.step)], dict(mode="immediate", frame=dict(duration=0,
-                                                   redraw=True), transition=dict(duration=0))])
-                    for s in steps]
-    fig.update_layout(
-        height=230 + 22 * len(row_labels) + 140, margin=dict(l=10, r=10, t=10, b=120),
-        showlegend=False,
-        xaxis=dict(title="token position", dtick=max(1, cols // 16)),
-        yaxis=dict(autorange="reversed"),
-        xaxis2=dict(title="token passes through the model so far", range=[0, max_work * 1.05]),
-        updatemenus=[dict(type="buttons", direction="left", x=0, y=-0.16, xanchor="left",
-                          yanchor="top", showactive=False, buttons=[
-                              dict(label="Play", method="animate",
-                                   args=[None, dict(frame=dict(duration=frame_ms, redraw=True),
-                                                    fromcurrent=True,
-                                                    transition=dict(duration=0))]),
-                              dict(label="Pause", method="animate",
-                                   args=[[None], dict(mode="immediate",
-                                                      frame=dict(duration=0, redraw=False))])])],
-        sliders=[dict(active=0, steps=slider_steps, x=0.14, len=0.86, y=-0.12, yanchor="top",
-                      currentvalue=dict(prefix="step: "), pad=dict(t=10))],
-    )
-    return fig
+    instant = {"mode": "immediate", "frame": {"duration": 0, "redraw": True},
+               "transition": {"duration": 0}}
+    slider_steps = [{"method": "animate", "label": "prefill" if s.step == 0 else str(s.step),
+                     "args": [[str(s.step)], instant]} for s in steps]
+    layout = {
+        "height": 230 + 22 * len(row_labels) + 140, "showlegend": False,
+        "margin": {"l": 10, "r": 10, "t": 10, "b": 120},
+        "xaxis": {"title": {"text": "token position"}, "dtick": max(1, cols // 16),
+                  "anchor": "y", "domain": [0, 1]},
+        "yaxis": {"autorange": "reversed", "domain": [0.36, 1], "anchor": "x"},
+        "xaxis2": {"title": {"text": "token passes through the model so far"},
+                   "range": [0, max_work * 1.05], "anchor": "y2", "domain": [0, 1]},
+        "yaxis2": {"domain": [0, 0.2], "anchor": "x2"},
+        "updatemenus": [{"type": "buttons", "direction": "left", "x": 0, "y": -0.16,
+                         "xanchor": "left", "yanchor": "top", "showactive": False, "buttons": [
+                             {"label": "Play", "method": "animate", "args": [None, {
+                                 "frame": {"duration": frame_ms, "redraw": True},
+                                 "fromcurrent": True, "transition": {"duration": 0}}]},
+                             {"label": "Pause", "method": "animate", "args": [[None], {
+                                 "mode": "immediate",
+                                 "frame": {"duration": 0, "redraw": False}}]}]}],
+        "sliders": [{"active": 0, "steps": slider_steps, "x": 0.14, "len": 0.86, "y": -0.12,
+                     "yanchor": "top", "currentvalue": {"prefix": "step: "}, "pad": {"t": 10}}],
+    }
+    first = steps[0]
+    return {"data": [heat(first), bars(first)], "layout": layout,
+            "frames": [{"name": str(s.step), "data": [heat(s), bars(s)], "traces": [0, 1]}
+                       for s in steps]}
 
 
 _OWNER_COLORS = ["#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2", "#eeca3b",

@@ -175,12 +175,17 @@ def test_bad_link_values_are_noted_not_crashing(server, browser):
     page.close()
 
 
-def test_cache_fill_plays_in_the_browser(server, browser):
+def _open_from_sidebar(browser, server, title):
     page, errors = _page(browser)
     page.goto(server + "/")
     _wait_ready(page)
-    page.locator("[data-testid=stSidebarNav] a", has_text="Cache fill").first.click()
+    page.locator("[data-testid=stSidebarNav] a", has_text=title).first.click()
     _wait_ready(page)
+    return page, errors
+
+
+def test_cache_fill_plays_in_the_browser(server, browser):
+    page, errors = _open_from_sidebar(browser, server, "Cache fill")
     page.wait_for_selector(".js-plotly-plot .slider-container")
     before = page.locator(".slider-container .slider-label").first.text_content()
     page.locator(".updatemenu-button", has_text="Play").first.click()
@@ -193,11 +198,7 @@ def test_cache_fill_plays_in_the_browser(server, browser):
 
 
 def test_interview_answer_is_graded_in_the_browser(server, browser):
-    page, errors = _page(browser)
-    page.goto(server + "/")
-    _wait_ready(page)
-    page.locator("[data-testid=stSidebarNav] a", has_text="Interview check").first.click()
-    _wait_ready(page)
+    page, errors = _open_from_sidebar(browser, server, "Interview check")
     box = page.get_by_label("Your answer", exact=False).first
     box.fill("160 KiB")
     box.press("Enter")

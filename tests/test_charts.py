@@ -79,3 +79,18 @@ def test_techniques_figure():
     own = [r.name for r in rows].index(next(r.name for r in rows if r.key == "own"))
     assert fig.data[0].x[own] == 4.0  # 32,768 x 128 KiB = 4 GiB
     assert fig.data[0].text[0] == "4.0x larger"  # MHA: 32 heads instead of 8
+
+
+def test_fill_figure_has_one_frame_per_step_and_work_bars():
+    from kvcalc.charts import fill_figure
+    from kvcalc.fill import NEW, fill_timeline
+
+    steps = fill_timeline(L8B.spec, 4, 3, layers=1)
+    fig = fill_figure(steps, ["layer 1 K", "layer 1 V"])
+    assert [f["name"] for f in fig["frames"]] == ["0", "1", "2", "3"]
+    last = fig["frames"][-1]["data"]
+    assert last[0]["z"][0] == [1, 1, 1, 1, 1, 1, NEW]  # 6 kept, the 7th written now
+    assert last[1]["x"] == [4 + 5 + 6 + 7, 7]  # without / with a cache
+    assert fig["layout"]["updatemenus"][0]["buttons"][0]["label"] == "Play"
+    import plotly.graph_objects as go
+    go.Figure(fig)  # a valid Plotly figure (validation raises otherwise)
