@@ -36,6 +36,9 @@ pages = {
         st.Page("app_pages/engine.py", title="Engine view: blocks", icon=":material/view_module:"),
         st.Page("app_pages/interview.py", title="Interview check", icon=":material/school:"),
     ],
+    "Measure": [
+        st.Page("app_pages/live.py", title="Live: a real model", icon=":material/science:"),
+    ],
 }
 try:
     st.navigation(pages).run()

@@ -255,3 +255,42 @@ def blocks_figure(blocks: tuple, block_size: int, per_row: int = 16) -> go.Figur
                       yaxis=dict(visible=False, autorange="reversed"), showlegend=False,
                       plot_bgcolor="rgba(0,0,0,0)")
     return fig
+
+
+# -- live measurement ---------------------------------------------------------------------------
+
+def live_bytes_figure(steps: list) -> go.Figure:
+    """Measured cache bytes (markers) on top of kvcalc's prediction (line), in MiB."""
+    x = [s.tokens for s in steps]
+    fig = go.Figure()
+    fig.add_scatter(x=x, y=[s.predicted_bytes / 2**20 for s in steps], mode="lines",
+                    name="predicted by kvcalc", line=dict(color=COLORS["kv"], width=6),
+                    opacity=0.45)
+    fig.add_scatter(x=x, y=[s.measured_bytes / 2**20 for s in steps], mode="markers",
+                    name="measured in the cache's tensors", marker=dict(color="#222", size=6))
+    if any(s.storage_bytes != s.measured_bytes for s in steps):
+        fig.add_scatter(x=x, y=[s.storage_bytes / 2**20 for s in steps], mode="lines",
+                        name="memory kept allocated", line=dict(color="#999", dash="dot"))
+    fig.update_layout(xaxis_title="tokens in the cache", yaxis_title="cache (MiB)", **_LAYOUT)
+    return fig
+
+
+def live_time_figure(steps: list, no_cache: list, fit: tuple[float, float]) -> go.Figure:
+    """Step time against tokens in the cache, with and without a cache, and the fitted line."""
+    x = [s.tokens for s in steps[1:]]
+    fig = go.Figure()
+    fig.add_scatter(x=x, y=[s.step_time_s * 1e3 for s in steps[1:]], mode="markers",
+                    name="decode step with the cache", marker=dict(color=COLORS["kv"]))
+    if x:
+        a, b = fit
+        fig.add_scatter(x=[x[0], x[-1]], y=[(a + b * x[0]) * 1e3, (a + b * x[-1]) * 1e3],
+                        mode="lines", name=f"fit: {a * 1e3:.2f} ms + {b * 1e6:.2f} µs/token",
+                        line=dict(color="#222", dash="dash"))
+    if no_cache:
+        fig.add_scatter(x=[s.tokens for s in no_cache],
+                        y=[s.step_time_s * 1e3 for s in no_cache], mode="markers+lines",
+                        name="step without a cache (recompute all)",
+                        marker=dict(color=COLORS["over"]))
+    fig.update_layout(xaxis_title="tokens in the sequence", yaxis_title="step time (ms)",
+                      **_LAYOUT)
+    return fig

