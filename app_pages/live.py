@@ -128,6 +128,10 @@ m[1].metric("Time per cached token", f"{b * 1e6:,.2f} µs", help="slope of the f
 if b > 0 and grow > 0:
     m[2].metric("Effective bandwidth", f"{grow / b / GB:,.2f} GB/s",
                 help="extra bytes read per cached token / extra time per cached token")
+else:
+    m[2].metric("Effective bandwidth", "not measurable",
+                help="Step time did not grow measurably with the cache over this run: the fixed "
+                     "cost of a step dominates. Try a longer prompt or more new tokens.")
 gpu = common.selection().gpu if result.device == "cuda" else None
 m[3].metric("Device", result.device.upper(),
             help=f"nominal {gpu.bandwidth_gbs:,.0f} GB/s" if gpu else "this machine's CPU")
