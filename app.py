@@ -42,5 +42,7 @@ pages = {
 }
 try:
     st.navigation(pages).run()
+except common.PageStop:
+    pass  # the page said what it needed and ended early
 finally:
     common.url_guard_end(url_note)

@@ -7,6 +7,7 @@ from kvcalc.charts import live_bytes_figure, live_time_figure
 from kvcalc.units import GB, fmt_bytes, fmt_seconds
 from webui import common
 from webui.common import bound, select
+from webui.hosted import live_caps
 
 common.page_header(
     "Live: measure a real model", None,
@@ -17,7 +18,7 @@ common.page_header(
 if importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None:
     st.error("This page needs torch and transformers: `pip install torch==2.13.0 "
              "transformers==5.24.0 accelerate==1.15.0` (they are in requirements.txt).")
-    st.stop()
+    common.stop()
 
 
 @st.cache_resource
@@ -53,19 +54,21 @@ else:
     st.caption("Loaded from the local Hugging Face cache, or the Hub when this machine can reach "
                "it; safetensors only, never remote code.")
 
+caps = live_caps()
 c = st.columns(4)
 if source == "twin":
-    prompt_tokens = c[0].number_input("Prompt length (tokens)", 1, 2048, 32, 8,
+    prompt_tokens = c[0].number_input("Prompt length (tokens)", 1, caps["prompt_tokens"], 32, 8,
                                       **bound("v_prompt_n", "num"))
     prompt_text = None
 else:
     prompt_text = st.text_input("Prompt", "The key and value cache of a transformer is",
                                 max_chars=500, **bound("v_prompt", "str"))
     prompt_tokens = 1
-new_tokens = c[1].number_input("New tokens", 1, 256, 48, 8, **bound("v_new", "num"))
-batch = c[2].number_input("Batch", 1, live.MAX_BATCH, 1, 1, **bound("v_batch", "num"))
-no_cache = c[3].number_input("Steps without a cache", 0, 64, 16, 4, **bound("v_nocache", "num"),
-                             help="Also time this many steps that recompute the whole sequence")
+new_tokens = c[1].number_input("New tokens", 1, caps["new_tokens"], 48, 8, **bound("v_new", "num"))
+batch = c[2].number_input("Batch", 1, caps["batch"], 1, 1, **bound("v_batch", "num"))
+no_cache = c[3].number_input("Steps without a cache", 0, caps["no_cache"], 16, 4,
+                             help="Also time this many steps that recompute the whole sequence",
+                             **bound("v_nocache", "num"))
 c = st.columns(4)
 dtype = select(c[0].selectbox, "Precision", ["fp32", "bf16", "fp16"], "v_dtype",
                help="fp32 is fastest on a CPU; bf16 or fp16 on a GPU")
@@ -94,7 +97,7 @@ if c[3].button("Run", type="primary", icon=":material/play_arrow:", width="stret
 result = st.session_state.get("v_result")
 if result is None:
     st.info("Choose a model and press Run.")
-    st.stop()
+    common.stop()
 
 steps = result.steps
 first, last = steps[0], steps[-1]

@@ -2,6 +2,7 @@
 are kvcalc's for the same inputs, and bad input gives a message, never an exception."""
 
 import json
+import re
 
 import pytest
 
@@ -13,6 +14,13 @@ from kvcalc import budget, get_gpu, get_model, kv_cache, step_time  # noqa: E402
 from kvcalc.units import GiB, fmt_bytes, fmt_gib  # noqa: E402
 
 APP = str(ROOT / "app.py")
+
+
+def text(element) -> str:
+    """An element's text as the user reads it (markdown escapes removed)."""
+    return re.sub(r"\\(.)", r"\1", element.value)
+
+
 PAGES = ["app_pages/home.py", "app_pages/budget.py", "app_pages/step_time.py", "app_pages/techniques.py",
          "app_pages/lab.py"]
 
@@ -47,7 +55,7 @@ def figure(at, key: str) -> dict:
 def test_every_page_renders_with_defaults(page):
     at = open_page(page)
     assert not at.exception, [e.value for e in at.exception]
-    assert not at.error, [e.value for e in at.error][:1] if page != "app_pages/budget.py" else True
+    assert not at.error, [text(e) for e in at.error][:1] if page != "app_pages/budget.py" else True
 
 
 def test_home_numbers_are_kvcalc_numbers():
@@ -76,7 +84,7 @@ def test_budget_page_matches_kvcalc_and_reacts_to_inputs():
                     weights_bytes=m.weights().bytes, reserve_bytes=2 * GiB, concurrency=64)
     assert metric(at, "Max concurrency at 32,768") == f"{expect.max_concurrent_seqs:,.2f}x"
     assert not expect.fits
-    assert at.error and fmt_gib(expect.overflow_bytes) in at.error[0].value
+    assert at.error and fmt_gib(expect.overflow_bytes) in text(at.error[0])
     # The request bar turns red beyond the pool.
     spec = figure(at, "b_fig")
     names = [t.get("name") for t in spec["data"]]
@@ -173,10 +181,10 @@ def test_custom_config_paste():
     assert metric(at, "KV per token") == fmt_bytes(2 * 10 * 2 * 64 * 2)
     at.sidebar.text_area(key="cfg_text").set_value("{not json")
     at.run()
-    assert not at.exception and "not valid JSON" in at.error[0].value
+    assert not at.exception and "not valid JSON" in text(at.error[0])
     at.sidebar.text_area(key="cfg_text").set_value(json.dumps(llama_config(num_key_value_heads=3)))
     at.run()
-    assert "num_key_value_heads" in at.error[0].value
+    assert "num_key_value_heads" in text(at.error[0])
 
 
 def test_hub_id_is_checked_and_offline_is_explained(monkeypatch):
@@ -192,12 +200,12 @@ def test_hub_id_is_checked_and_offline_is_explained(monkeypatch):
     at.sidebar.text_input(key="hub_id").set_value("../../etc/passwd")
     at.sidebar.button(key="hub_fetch").click()
     at.run()
-    assert "not a Hub model id" in " ".join(e.value for e in at.error)
+    assert "not a Hub model id" in " ".join(text(e) for e in at.error)
     at.sidebar.text_input(key="hub_id").set_value("Qwen/Qwen2.5-0.5B-Instruct")
     at.sidebar.button(key="hub_fetch").click()
     at.run()
     assert not at.exception
-    assert "offline" in " ".join(e.value for e in at.error)
+    assert "offline" in " ".join(text(e) for e in at.error)
 
 
 def test_model_too_big_for_gpu_is_explained():
@@ -205,4 +213,4 @@ def test_model_too_big_for_gpu_is_explained():
     at.sidebar.selectbox(key="model").set_value("deepseek-v3")
     at.run()
     assert not at.exception
-    assert "no room for a cache" in at.error[0].value
+    assert "no room for a cache" in text(at.error[0])

@@ -1,5 +1,7 @@
 """The live page under AppTest, with a twin (no download)."""
 
+import re
+
 import pytest
 
 pytest.importorskip("torch", reason="torch is not installed (requirements.txt)")
@@ -8,6 +10,11 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 from conftest import ROOT  # noqa: E402
 
 APP = str(ROOT / "app.py")
+
+
+def text(element) -> str:
+    """An element's text as the user reads it (markdown escapes removed)."""
+    return re.sub(r"\\(.)", r"\1", element.value)
 
 
 def open_live(**query):
@@ -44,4 +51,4 @@ def test_missing_hub_model_is_explained(monkeypatch):
     at.button[0].click()
     at.run()
     assert not at.exception
-    assert "not in the local Hugging Face cache" in at.error[0].value
+    assert "not in the local Hugging Face cache" in text(at.error[0])

@@ -6,7 +6,7 @@ computes is kvcalc; this module only wires Streamlit widgets to it.
 
 from __future__ import annotations
 
-import html
+import math
 import re
 from dataclasses import dataclass
 
@@ -20,6 +20,7 @@ from kvcalc.units import GiB
 from kvcalc.weights import Weights
 
 from . import hub
+from .hosted import MAX_PASTE_CHARS, plain
 
 CUSTOM = "my-config"  # "my own config.json" (upload or paste)
 HUB = "hub"  # a Hugging Face Hub model id
@@ -51,11 +52,24 @@ def select(widget, label: str, options: list, key: str, fmt=str, **kwargs):
 # --- URL parameters ---------------------------------------------------------------------------
 
 def url_guard_begin() -> None:
-    """Remember the URL parameters a session opened with (first run only)."""
+    """Remember the URL parameters a session opened with (first run only), and drop the ones
+    no widget can take safely: a non-finite number such as 1e999 or nan makes Streamlit 1.67's
+    integer inputs fail while reading the link (int(inf)), before any code of ours runs."""
     if "_url_initial" not in st.session_state:
         qp = st.query_params
-        st.session_state["_url_initial"] = {k: qp.get_all(k) for k in qp}
+        initial = {k: qp.get_all(k) for k in qp}
+        st.session_state["_url_initial"] = initial
         st.session_state["_url_checked"] = False
+        for key, values in initial.items():
+            if any(_non_finite(v) for v in values):
+                del st.query_params[key]
+
+
+def _non_finite(text: str) -> bool:
+    try:
+        return not math.isfinite(float(text))
+    except (TypeError, ValueError, OverflowError):
+        return False
 
 
 def url_guard_end(slot) -> None:
@@ -188,7 +202,7 @@ def _custom_config_inputs() -> None:
     up = st.file_uploader("Upload config.json", type=["json"], key="cfg_upload")
     if up is not None:
         st.session_state["cfg_text"] = up.getvalue()[:2_000_000].decode("utf-8", "replace")
-    st.text_area("...or paste config.json", key="cfg_text", height=140,
+    st.text_area("...or paste config.json", key="cfg_text", height=140, max_chars=MAX_PASTE_CHARS,
                  placeholder='{"hidden_size": 4096, "num_hidden_layers": 32, ...}')
     st.caption("A pasted or uploaded config stays in this browser session; it is not part of a "
                "shared link.")
@@ -207,7 +221,7 @@ def _hub_inputs() -> None:
         else:
             st.session_state["hub_error"] = None
     if st.session_state.get("hub_error"):
-        st.error(st.session_state["hub_error"])
+        show_error(st.session_state["hub_error"])
 
 
 def _model_from_selection() -> tuple[ModelSpec, str, tuple[str, str | None], str]:
@@ -258,13 +272,26 @@ def require_selection() -> Selection:
     try:
         return selection()
     except ValueError as exc:
-        st.error(str(exc), icon=":material/error:")
-        st.stop()
+        stop_on_error(exc)
+
+
+def show_error(exc: Exception | str) -> None:
+    """A message for the user; it may quote their input, so no markup in it is interpreted."""
+    st.error(plain(str(exc)), icon=":material/error:")
+
+
+class PageStop(Exception):
+    """Ends the current page early; app.py catches it, so the frame still finishes its run
+    (st.stop() would also drop the note about ignored link values)."""
+
+
+def stop() -> None:
+    raise PageStop
 
 
 def stop_on_error(exc: ValueError) -> None:
-    st.error(str(exc), icon=":material/error:")
-    st.stop()
+    show_error(exc)
+    stop()
 
 
 def page_header(title: str, sel: Selection | None, lead: str) -> None:
@@ -272,7 +299,7 @@ def page_header(title: str, sel: Selection | None, lead: str) -> None:
     st.markdown(lead)
     if sel is not None:
         par = f" · {sel.tp} x TP, {sel.pp} x PP: figures per GPU" if sel.num_gpus > 1 else ""
-        st.caption(f"**{html.escape(sel.label)}** on **{html.escape(sel.gpu.name)}** · weights "
+        st.caption(f"**{plain(sel.label)}** on **{plain(sel.gpu.name)}** · weights "
                    f"{sel.weights.dtype.upper()}"
                    + (f" (experts {sel.weights.expert_dtype.upper()})"
                       if sel.weights.expert_dtype != sel.weights.dtype else "")

@@ -7,11 +7,11 @@ missing, the user gets a message that says what to do instead.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 
 from kvcalc.hfconfig import MAX_CONFIG_BYTES, parse_config_text
+
+from .hosted import hub_allowlist
 
 __all__ = ["fetch_config", "check_repo_id"]
 
@@ -27,9 +27,10 @@ def check_repo_id(repo_id: str) -> str:
     if not _REPO_ID.match(repo_id) or ".." in repo_id:
         raise ValueError(f"'{repo_id[:80]}' is not a Hub model id: use the form 'organization/"
                          "model-name' (letters, digits, '.', '_', '-'), not a URL or a path.")
-    allow = os.environ.get("KVLAB_HUB_ALLOWLIST")
-    if allow is not None and repo_id not in {a.strip() for a in allow.split(",") if a.strip()}:
-        raise ValueError(f"'{repo_id}' is not on this server's list of allowed Hub models.")
+    allow = hub_allowlist()
+    if allow is not None and repo_id not in allow:
+        raise ValueError(f"'{repo_id}' is not on this server's list of allowed Hub models: "
+                         f"{', '.join(allow)}.")
     return repo_id
 
 
@@ -61,7 +62,3 @@ def fetch_config(repo_id: str) -> dict:
     with open(path, encoding="utf-8", errors="replace") as fh:
         text = fh.read(MAX_CONFIG_BYTES + 1)
     return parse_config_text(text, source=f"config.json of {repo_id}")
-
-
-def dumps(cfg: dict) -> str:
-    return json.dumps(cfg, indent=2)

@@ -1,0 +1,50 @@
+"""Hosted mode: one environment variable (KVLAB_HOSTED=1) makes the app safe to share.
+
+* Hub ids are limited to an allow-list (KVLAB_HUB_ALLOWLIST, comma separated, or the default
+  below), checked before any network call.
+* The live page is capped: fewer tokens and a smaller batch; one device job at a time always.
+* Pasted configs are capped; uploads are capped by .streamlit/config.toml (server.maxUploadSize).
+* Error details are hidden (client.showErrorDetails = "none" in .streamlit/config.toml), and
+  nothing a user types is rendered as HTML or as markdown (see ``plain``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+DEFAULT_HUB_ALLOWLIST = (
+    "HuggingFaceTB/SmolLM2-135M-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-7B",
+    "Qwen/Qwen3-8B", "openai-community/gpt2", "mistralai/Mistral-7B-v0.1",
+    "microsoft/Phi-3-mini-4k-instruct", "openai/gpt-oss-20b", "openai/gpt-oss-120b",
+    "deepseek-ai/DeepSeek-V3", "tiiuae/falcon-7b", "ai21labs/Jamba-v0.1",
+)
+
+
+def hosted() -> bool:
+    return os.environ.get("KVLAB_HOSTED", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def hub_allowlist() -> tuple[str, ...] | None:
+    """The Hub ids allowed here: None means any well-formed id (local use)."""
+    env = os.environ.get("KVLAB_HUB_ALLOWLIST")
+    if env is not None:
+        return tuple(a.strip() for a in env.split(",") if a.strip())
+    return DEFAULT_HUB_ALLOWLIST if hosted() else None
+
+
+def live_caps() -> dict:
+    """Upper bounds for the live page's inputs."""
+    if hosted():
+        return {"prompt_tokens": 512, "new_tokens": 128, "batch": 4, "no_cache": 16}
+    return {"prompt_tokens": 2048, "new_tokens": 256, "batch": 16, "no_cache": 64}
+
+
+MAX_PASTE_CHARS = 200_000 if hosted() else 1_000_000
+
+_MD = re.compile(r"([\\`*_{}\[\]<>#|~$])")
+
+
+def plain(text: str) -> str:
+    """``text`` with markdown and HTML made inert, for messages that quote user input."""
+    return _MD.sub(r"\\\1", str(text))
