@@ -221,3 +221,30 @@ def test_live_page_runs_a_twin(server, browser):
     page.screenshot(path=str(SHOTS / "live.png"), full_page=True)
     assert errors == [], errors
     page.close()
+
+
+def test_two_sessions_never_see_each_others_state(server, browser):
+    a_page, a_errors = _open_from_sidebar(browser, server, "Budget")
+    ctx_b = browser.new_context(viewport={"width": 1400, "height": 1000})
+    b_page = ctx_b.new_page()
+    b_page.goto(server + "/")
+    _wait_ready(b_page)
+    b_page.locator("[data-testid=stSidebarNav] a", has_text="Budget").first.click()
+    _wait_ready(b_page)
+    before_b = _metric(b_page, "Max concurrency at")
+    before_a = _metric(a_page, "Max concurrency at")
+    assert before_a == before_b
+    _set_number(a_page, "Context per sequence (tokens)", 65536)
+    deadline = time.time() + 20
+    while time.time() < deadline and _metric(a_page, "Max concurrency at") == before_a:
+        a_page.wait_for_timeout(250)
+    assert _metric(a_page, "Max concurrency at") != before_a
+    # B changes a control of its own; it must rerun with its own state, not A's.
+    _set_number(b_page, "Concurrent sequences", 17)
+    b_page.wait_for_timeout(1500)
+    _wait_ready(b_page)
+    assert _metric(b_page, "Max concurrency at") == before_b
+    assert b_page.get_by_label("Context per sequence (tokens)").first.input_value() == "8192"
+    assert a_errors == []
+    a_page.close()
+    ctx_b.close()

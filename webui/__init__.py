@@ -1,0 +1,27 @@
+"""The Streamlit side of KV Cache Lab: what the pages share (see common.py)."""
+
+import threading
+
+_WARM_LOCK = threading.Lock()
+_warmed = False
+
+
+def warm_up() -> None:
+    """Import the heavy libraries once, in one thread, before sessions run concurrently.
+
+    Plotly validates figures with optional pandas support that it imports lazily; when twenty
+    sessions of a freshly started server trigger that first import in parallel threads, pandas
+    can be seen half-initialized ("partially initialized module 'pandas' has no attribute
+    'Series'"). Doing it under a lock, once, removes the race."""
+    global _warmed
+    if _warmed:
+        return
+    with _WARM_LOCK:
+        if _warmed:
+            return
+        import pandas  # noqa: F401
+        import plotly.graph_objects as go
+        import pyarrow  # noqa: F401
+
+        go.Figure(go.Scatter(x=[0], y=[0])).to_dict()  # the lazy imports of validation
+        _warmed = True
