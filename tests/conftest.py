@@ -13,3 +13,31 @@ def llama_config(**overrides):
            "vocab_size": 1000, "max_position_embeddings": 4096, "tie_word_embeddings": False}
     cfg.update(overrides)
     return {k: v for k, v in cfg.items() if v is not ...}
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(base: str, proc, seconds: float = 60) -> None:
+    """Wait until a Streamlit server answers /_stcore/health, or fail with its output."""
+    import time
+    import urllib.request
+
+    import pytest
+
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    out = proc.stdout.read().decode(errors="replace")[-2000:] if proc.stdout else ""
+    pytest.fail("the Streamlit server did not start: " + out)

@@ -11,17 +11,15 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, free_port, wait_healthy
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 if not os.path.exists(CHROMIUM):
@@ -46,32 +44,16 @@ PAGES = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server():
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--server.headless", "true",
          "--browser.gatherUsageStats", "false"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            time.sleep(0.3)
-    else:
-        proc.kill()
-        pytest.fail("the Streamlit server did not start: " + proc.stdout.read().decode()[-2000:])
+    wait_healthy(base, proc)
     yield base
     proc.terminate()
     try:
@@ -113,6 +95,16 @@ def _metric(page, label: str) -> str:
     return box.locator("[data-testid=stMetricValue]").inner_text()
 
 
+def _wait_change(page, label: str, before: str, seconds: float = 20) -> str:
+    """The metric's value once it differs from ``before`` (or after ``seconds``)."""
+    deadline = time.time() + seconds
+    value = before
+    while time.time() < deadline and value == before:
+        page.wait_for_timeout(250)
+        value = _metric(page, label)
+    return value
+
+
 def _set_number(page, label: str, value: int):
     box = page.get_by_label(label, exact=True).first
     box.fill(str(value))
@@ -139,12 +131,7 @@ def test_every_page_from_the_sidebar(server, browser):
             before = _metric(page, result)
             _set_number(page, control, {"Tokens to generate": 40, "Step": 5}.get(
                 control, 65536 if "Context" in control else 32))
-            deadline = time.time() + 20
-            after = before
-            while time.time() < deadline and after == before:
-                page.wait_for_timeout(250)
-                after = _metric(page, result)
-            assert after != before, f"{title}: {result} did not change"
+            assert _wait_change(page, result, before) != before, f"{title}: {result} unchanged"
             _no_exception(page)
             page.screenshot(path=str(SHOTS / f"{path or 'home'}-changed.png"), full_page=True)
     assert errors == [], errors
@@ -235,10 +222,7 @@ def test_two_sessions_never_see_each_others_state(server, browser):
     before_a = _metric(a_page, "Max concurrency at")
     assert before_a == before_b
     _set_number(a_page, "Context per sequence (tokens)", 65536)
-    deadline = time.time() + 20
-    while time.time() < deadline and _metric(a_page, "Max concurrency at") == before_a:
-        a_page.wait_for_timeout(250)
-    assert _metric(a_page, "Max concurrency at") != before_a
+    assert _wait_change(a_page, "Max concurrency at", before_a) != before_a
     # B changes a control of its own; it must rerun with its own state, not A's.
     _set_number(b_page, "Concurrent sequences", 17)
     b_page.wait_for_timeout(1500)

@@ -5,15 +5,13 @@ import json
 import os
 import re
 import shlex
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, free_port, wait_healthy
 
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 
@@ -42,31 +40,17 @@ def _env_from_dockerfile() -> dict:
     return env
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_container_start_command_runs_here():
     cmd = json.loads(_instruction("CMD")[-1])
     assert cmd[:3] == ["streamlit", "run", "app.py"]
-    port = _free_port()
+    port = free_port()
     args = [a.replace("8501", str(port)).replace("0.0.0.0", "127.0.0.1") for a in cmd[1:]]
     env = {**os.environ, **_env_from_dockerfile()}
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         base = f"http://127.0.0.1:{port}"
-        for _ in range(150):
-            try:
-                with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.2)
-        else:
-            pytest.fail("the container's start command did not come up")
+        wait_healthy(base, proc)
         # The HEALTHCHECK command itself, as Docker would run it.
         hc = re.search(r"HEALTHCHECK[^\n]*\\\n\s*CMD (\[[^\n]*\])", DOCKERFILE).group(1)
         hc_cmd = [a.replace("8501", str(port)) for a in json.loads(hc)]
