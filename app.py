@@ -32,6 +32,8 @@ pages = {
         st.Page("app_pages/techniques.py", title="Shrinking the cache",
                 icon=":material/compress:"),
         st.Page("app_pages/lab.py", title="Inference Lab", icon=":material/tune:"),
+        st.Page("app_pages/vllm_startup.py", title="vLLM start-up lines",
+                icon=":material/terminal:"),
     ],
     "Teaching": [
         st.Page("app_pages/cache_fill.py", title="Cache fill", icon=":material/grid_on:"),

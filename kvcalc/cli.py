@@ -158,6 +158,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also run this many steps without a cache, for comparison")
     p.add_argument("--json", action="store_true")
 
+    p = sub.add_parser("vllm", help="the capacity lines vLLM prints at start-up, predicted; or "
+                       "a pasted start-up log explained")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--model", help="registry key")
+    src.add_argument("--config", metavar="PATH", help="a Hugging Face config.json file")
+    mem = p.add_mutually_exclusive_group()
+    mem.add_argument("--available-kv-gib", type=_nonneg_float,
+                     help="'Available KV cache memory' in GiB (per GPU)")
+    mem.add_argument("--available-kv-bytes", type=int)
+    p.add_argument("--log", metavar="FILE", help="a vLLM start-up log to check line by line")
+    p.add_argument("--max-model-len", type=_positive_int)
+    p.add_argument("--block-size", type=_positive_int, default=None)
+    p.add_argument("--tp", type=_positive_int, default=None)
+    p.add_argument("--pp", type=_positive_int, default=None)
+    p.add_argument("--kv-dtype", choices=("auto", "bf16", "fp16", "fp8"), default=None)
+    p.add_argument("--max-num-batched-tokens", type=_positive_int, default=None)
+    p.add_argument("--num-draft-layers", type=int, default=0)
+    p.add_argument("--vllm-version", default=None, help="e.g. 0.10.1 (default: the newest)")
+    p.add_argument("--json", action="store_true")
+
     p = sub.add_parser("table", help="the seed blog's MHA vs GQA table (FP16)")
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("models", help="list the registry's models")
@@ -413,7 +433,79 @@ def cmd_measure(args):
     return m.to_dict(), text
 
 
-COMMANDS = {"kv": cmd_kv, "measure": cmd_measure, "budget": cmd_budget, "step-time": cmd_step_time,
+def _vllm_spec(args, log: dict | None):
+    if args.config:
+        cfg = load_config_file(args.config)
+        return spec_from_config(cfg, name=args.config), args.config
+    key = args.model
+    if key is None and log and log.get("model"):
+        wanted = log["model"].rstrip("/").lower()
+        for k, m in registry().models.items():
+            if wanted == m.hf_id.lower() or wanted.endswith("/" + m.hf_id.split("/")[-1].lower()):
+                key = k
+                break
+        if key is None:
+            raise ValueError(f"the log's model {log['model']!r} is not in the registry: give "
+                             "--model KEY or --config PATH")
+    if key is None:
+        raise ValueError("give --model KEY or --config PATH")
+    m = registry().model(key)
+    return m.spec, m.name
+
+
+def cmd_vllm(args):
+    from . import vllm
+
+    if args.num_draft_layers < 0:
+        raise ValueError("--num-draft-layers must be 0 or more")
+    common = dict(block_size=args.block_size, tp=args.tp, pp=args.pp, kv_dtype=args.kv_dtype,
+                  max_num_batched_tokens=args.max_num_batched_tokens,
+                  num_draft_layers=args.num_draft_layers, vllm_version=args.vllm_version,
+                  max_model_len=args.max_model_len)
+    if args.log:
+        try:
+            with open(args.log, encoding="utf-8", errors="replace") as fh:
+                text = fh.read(vllm.MAX_LOG_BYTES + 1)
+        except OSError as exc:
+            raise ValueError(f"cannot read log '{args.log}': {exc.strerror or exc}") from None
+        log = vllm.parse_log(text)
+        spec, label = _vllm_spec(args, log)
+        p, lines = vllm.explain_log(spec, log, **common)
+        out = {"model": label, "prediction": p.to_dict(), "log": log,
+               "lines": [l.to_dict() for l in lines],
+               "all_agree": all(l.agrees for l in lines)}
+        text_out = [f"{label}: vLLM start-up log checked (available {log['available_gib']:g} GiB, "
+                    f"max_model_len {p.max_model_len:,})"]
+        for l in lines:
+            mark = "agrees" if l.agrees else "DIFFERS"
+            text_out.append(f"  {l.name}: logged {l.logged:,g}, predicted {l.predicted:,g} "
+                            f"(range {l.low:,g} to {l.high:,g}): {mark}; {l.why}")
+        return out, text_out
+    if args.available_kv_gib is None and args.available_kv_bytes is None:
+        raise ValueError("give --available-kv-gib or --available-kv-bytes (or --log FILE)")
+    if not args.max_model_len:
+        raise ValueError("give --max-model-len")
+    spec, label = _vllm_spec(args, None)
+    avail = args.available_kv_bytes if args.available_kv_bytes is not None \
+        else round(args.available_kv_gib * GiB)
+    defaults = dict(block_size=16, tp=1, pp=1, kv_dtype="auto",
+                    max_num_batched_tokens=vllm.DEFAULT_MAX_NUM_BATCHED_TOKENS)
+    kw = {**defaults, **{k: v for k, v in common.items() if v is not None}}
+    p = vllm.predict(spec, available_bytes=avail, **kw)
+    out = p.to_dict()
+    out["model"] = label
+    text_out = [f"{label}: what vLLM prints with {avail / GiB:.2f} GiB available",
+                f"  GPU KV cache size: {p.kv_cache_tokens:,} tokens",
+                f"  Maximum concurrency for {p.max_model_len:,} tokens per request: "
+                f"{p.max_concurrency:.2f}x",
+                f"  ({p.num_blocks:,} blocks of {p.block_size} tokens, {len(p.groups)} group(s) "
+                f"of {p.group_size} layers, {p.blocks_per_request:,} blocks per request; tokens "
+                f"line = {p.tokens_formula})"]
+    text_out += [f"  note: {n}" for n in p.notes]
+    return out, text_out
+
+
+COMMANDS = {"kv": cmd_kv, "measure": cmd_measure, "vllm": cmd_vllm, "budget": cmd_budget, "step-time": cmd_step_time,
             "prefill": cmd_prefill, "passes": cmd_passes, "offload": cmd_offload,
             "table": cmd_table, "models": cmd_models, "gpus": cmd_gpus}
 

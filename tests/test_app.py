@@ -21,7 +21,8 @@ def text(element) -> str:
     return re.sub(r"\\(.)", r"\1", element.value)
 
 
-PAGES = ["app_pages/home.py", "app_pages/budget.py", "app_pages/step_time.py", "app_pages/techniques.py",
+PAGES = ["app_pages/home.py", "app_pages/budget.py", "app_pages/step_time.py",
+         "app_pages/techniques.py", "app_pages/vllm_startup.py",
          "app_pages/lab.py"]
 
 

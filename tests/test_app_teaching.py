@@ -140,3 +140,23 @@ def test_classroom_mode_navigation_and_reveal():
     at.button[0].click()  # Previous hides the answer again
     at.run()
     assert not any("54.7 conversations" in m.value for m in at.markdown)
+
+
+def test_vllm_page_predicts_and_explains():
+    from kvcalc import GiB
+    from kvcalc.vllm import predict
+
+    at = open_page("app_pages/vllm_startup.py", u_len="8192", u_gib="55")
+    p = predict(get_model("llama-3.1-8b").spec, available_bytes=55 * GiB, max_model_len=8192)
+    assert metric(at, "Blocks") == f"{p.num_blocks:,}" == "28,160"
+    assert "450,560 tokens" in at.code[0].value and "55.00x" in at.code[0].value
+    at = open_page("app_pages/vllm_startup.py", u_mode="Explain a pasted log")
+    at.text_area(key="u_log").set_value(
+        "Initializing a V1 LLM engine (v0.10.1) with config: model='meta-llama/Llama-3.1-8B', "
+        "max_seq_len=8192\nAvailable KV cache memory: 55.00 GiB\nGPU KV cache size: 450,560 "
+        "tokens\nMaximum concurrency for 8,192 tokens per request: 55.00x\n")
+    at.run()
+    assert not at.exception and len(at.success) == 2 and not at.error
+    at.text_area(key="u_log").set_value("no memory line at all")
+    at.run()
+    assert not at.exception and "Available KV cache memory" in text(at.error[0])

@@ -41,6 +41,7 @@ PAGES = [
     ("Cache fill", "cache_fill", "Tokens to generate", "Token passes without"),
     ("Engine view: blocks", "engine", "Step", "Blocks used"),
     ("Interview check", "interview", None, None),
+    ("vLLM start-up lines", "vllm_startup", "max_model_len (tokens)", "Blocks per request"),
 ]
 
 

@@ -1,0 +1,95 @@
+import math
+
+import streamlit as st
+
+from kvcalc.budget import DEFAULT_RESERVE_BYTES
+from kvcalc.units import GiB
+from kvcalc.vllm import DEFAULT_MAX_NUM_BATCHED_TOKENS, explain_log, parse_log, predict
+from webui import common
+from webui.common import bound, select
+
+sel = common.require_selection()
+common.page_header(
+    "vLLM start-up: the capacity lines", sel,
+    "vLLM prints how much memory it found for the cache and what that buys: the cache size in "
+    "tokens and how many requests of max_model_len fit at once. Predict those lines before you "
+    "launch, or paste a start-up log and see each line explained.")
+
+mode = select(st.segmented_control, "Mode", ["predict", "explain"], "u_mode",
+              {"predict": "Predict the lines", "explain": "Explain a pasted log"}.get,
+              default="predict") or "predict"
+
+c = st.columns(4)
+max_len = c[0].number_input("max_model_len (tokens)", 1, 10_000_000,
+                            min(sel.spec.max_context, 32768), 1024, **bound("u_len", "num"))
+block = select(c[1].selectbox, "block_size", [8, 16, 32, 64, 128], "u_block", index=1)
+mnbt = c[2].number_input("max_num_batched_tokens", 1, 1_000_000,
+                         DEFAULT_MAX_NUM_BATCHED_TOKENS, 1024, **bound("u_mnbt", "num"))
+draft = c[3].number_input("Draft-model layers (EAGLE: 1)", 0, 16, 0, 1, **bound("u_draft", "num"))
+version = select(st.selectbox, "vLLM version", ["newest", "0.10", "0.9", "0.8"], "u_ver",
+                 help="Older versions print the tokens line as blocks // groups x block size")
+kw = dict(max_model_len=max_len, block_size=block, tp=sel.tp, pp=sel.pp,
+          kv_dtype=sel.kv_dtype if sel.kv_dtype in ("bf16", "fp16", "fp8") else "bf16",
+          max_num_batched_tokens=mnbt, num_draft_layers=draft,
+          vllm_version=None if version == "newest" else version)
+
+if mode == "predict":
+    util = st.slider("gpu_memory_utilization", 0.05, 1.0, 0.9, 0.01, **bound("u_util", "num"))
+    req = math.ceil(sel.gpu.memory_bytes * util)
+    est = req - math.ceil(sel.weights_bytes / sel.num_gpus) - DEFAULT_RESERVE_BYTES
+    gib = st.number_input("Available KV cache memory per GPU (GiB)", 0.0, 4096.0,
+                          max(0.0, round(est / GiB, 2)), 0.5, **bound("u_gib", "num"),
+                          help="What vLLM's 'Available KV cache memory' line says; the default "
+                               "estimates it as ceil(memory x utilization) - weights - 2 GiB")
+    try:
+        p = predict(sel.spec, available_bytes=round(gib * GiB), **kw)
+    except ValueError as exc:
+        common.stop_on_error(exc)
+    st.markdown("**vLLM will print**")
+    common.formula(f"Available KV cache memory: {gib:.2f} GiB\n"
+                   + (f"Setting attention block size to {p.block_size} tokens ...\n"
+                      if p.block_size != p.requested_block_size else "")
+                   + f"GPU KV cache size: {p.kv_cache_tokens:,} tokens\n"
+                   f"Maximum concurrency for {p.max_model_len:,} tokens per request: "
+                   f"{p.max_concurrency:.2f}x")
+    m = st.columns(4)
+    m[0].metric("Blocks", f"{p.num_blocks:,}", help=f"{p.block_size} tokens each")
+    m[1].metric("Groups x layers", f"{len(p.groups)} x {p.group_size}")
+    m[2].metric("Blocks per request", f"{p.blocks_per_request:,}")
+    m[3].metric("Padding layers", p.padding_layers)
+    for note in p.notes:
+        st.info(note)
+    with st.expander("How vLLM gets there", icon=":material/function:"):
+        common.formula(
+            f"page (one block, one layer) = {p.page_bytes:,} B\n"
+            f"num_blocks = {p.available_bytes:,} // {p.page_bytes:,} // {p.group_size} = "
+            f"{p.num_blocks:,}\n"
+            f"blocks per request = " + " + ".join(f"{g.blocks_per_request:,} ({g.kind})"
+                                                  for g in p.groups) +
+            f" = {p.blocks_per_request:,}\n"
+            f"max concurrency = {p.num_blocks:,} / {p.blocks_per_request:,} = "
+            f"{p.max_concurrency:.4f}\n"
+            f"GPU KV cache size = {p.tokens_formula} = {p.kv_cache_tokens:,}")
+        st.table([{"group": i + 1, "kind": g.kind, "layers": g.layers, "padding": g.padding,
+                   "blocks per request": f"{g.blocks_per_request:,}"}
+                  for i, g in enumerate(p.groups)], border="horizontal", hide_index=True)
+else:
+    text = st.text_area("Paste vLLM's start-up log (the lines with the config, 'Available KV cache "
+                        "memory', 'GPU KV cache size' and 'Maximum concurrency')", height=180,
+                        max_chars=200_000, key="u_log")
+    if not text.strip():
+        st.info("Paste a log to check it against the prediction for the model in the sidebar.")
+        common.stop()
+    try:
+        log = parse_log(text)
+        overrides = {k: v for k, v in kw.items() if k in ("num_draft_layers",)}
+        p, lines = explain_log(sel.spec, log, **overrides)
+    except ValueError as exc:
+        common.stop_on_error(exc)
+    if log.get("model"):
+        st.caption(f"The log's model: {common.plain(log['model'])}. Predicted for the sidebar's "
+                   f"model, {common.plain(sel.label)}: pick the matching one there.")
+    for line in lines:
+        msg = (f"**{line.name}**: logged {line.logged:,g}, predicted {line.predicted:,g} "
+               f"(range {line.low:,g} to {line.high:,g}). {line.why}.")
+        (st.success if line.agrees else st.error)(msg)

@@ -1,0 +1,364 @@
+"""vLLM's start-up capacity lines, predicted exactly, and a reader for a pasted start-up log.
+
+vLLM V1 turns the memory it found for the cache ("Available KV cache memory: X GiB") into
+blocks and prints two lines:
+
+    GPU KV cache size: T tokens
+    Maximum concurrency for N tokens per request: C x
+
+This module follows vLLM's own arithmetic (vllm/v1/core/kv_cache_utils.py and the hybrid
+model config), step by step:
+
+1. One spec per attention layer on this GPU: page = block_size x per-layer bytes/token, with
+   max(1, kv_heads // tp) heads; an MLA layer holds one latent (kv_lora_rank + rope) whole on
+   every rank. A recurrent (Mamba / Gated DeltaNet) layer's page is its whole state, and the
+   attention block size is raised to the smallest multiple of 16 tokens whose page is at least
+   the state page, which is then padded to equal it.
+2. Layers of one type and size form groups of equal size: the group size is the fewest layers
+   of any type (or the most, when the counts differ by less than 25%); a type whose count does
+   not divide gets padding layers.
+3. num_blocks = available // page // group_size; every group draws from that one pool.
+4. Blocks one request of max_model_len needs, per group: full attention cdiv(N, block);
+   sliding window cdiv(min(W - 1 + max_num_batched_tokens, N), block) + 1; recurrent 1.
+   Concurrency = num_blocks / their sum.
+5. Tokens line: num_blocks // groups x block_size (older versions) or int(concurrency x N)
+   (newer ones, which count what windows and states really hold).
+With pipeline parallelism each stage does this for its layers and the smallest pool binds.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass, field
+
+from .dtypes import bytes_for, get_dtype
+from .kv import pp_partition
+from .model import KV_KINDS, FullAttention, ModelSpec
+from .units import GiB, check_int
+
+__all__ = ["VllmPrediction", "predict", "parse_log", "explain_log", "LogLine",
+           "TOKENS_FORMULA_VERSION", "DEFAULT_MAX_NUM_BATCHED_TOKENS"]
+
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+# vLLM prints the tokens line as int(concurrency x max_model_len) from this version on; before,
+# as num_blocks // groups x block_size.
+TOKENS_FORMULA_VERSION = (0, 11, 0)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Group:
+    kind: str  # full, sliding, mla, state
+    layers: int  # real layers in this group
+    padding: int  # padding layers added to reach the group size
+    blocks_per_request: int
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class VllmPrediction:
+    available_bytes: int
+    max_model_len: int
+    block_size: int  # the effective one (raised for hybrid recurrent models)
+    requested_block_size: int
+    page_bytes: int  # one block of one layer
+    group_size: int
+    groups: tuple[Group, ...]
+    padding_layers: int
+    padding_waste_pct: float  # vLLM's "may waste at most X%" of the padded type
+    state_page_padding_pct: float  # recurrent page padded to the attention page
+    num_blocks: int
+    blocks_per_request: int
+    max_concurrency: float
+    kv_cache_tokens: int
+    tokens_formula: str
+    stage_blocks: tuple[int, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["groups"] = [g.to_dict() for g in self.groups]
+        d["num_groups"] = len(self.groups)
+        return d
+
+
+def _version(v: str | None) -> tuple[int, ...]:
+    if not v:
+        return (99,)
+    nums = re.findall(r"\d+", v)
+    if not nums:
+        raise ValueError(f"vllm_version must look like 0.10.1, got {v!r}")
+    return tuple(int(n) for n in nums[:3])
+
+
+def _layer_page(layer, block_size: int, dtype, tp: int) -> tuple[str, int, int | None]:
+    """(kind, page bytes for block_size tokens, window) of one layer on one GPU."""
+    if layer.kind == "mla":
+        return "mla", block_size * bytes_for(layer.elements_per_token, dtype), None
+    heads = max(1, layer.kv_heads // tp)
+    per_token = bytes_for(heads * (layer.head_dim + layer.v_head_dim), dtype)
+    window = getattr(layer, "window", None) or getattr(layer, "chunk", None)
+    kind = "full" if layer.kind == "full" else layer.kind
+    return kind, block_size * per_token, window
+
+
+def _stage_config(layers, *, available: int, max_model_len: int, block_size: int, dtype,
+                  state_dtype, tp: int, mnbt: int) -> dict:
+    attn = [l for l in layers if l.kind in KV_KINDS]
+    states = [l for l in layers if l.kind == "state"]
+    notes = []
+    bs = block_size
+    state_pad_pct = 0.0
+    state_page = 0
+    if states:
+        # State page per layer on this GPU (heads split over tp, as vLLM shards them).
+        st = states[0]
+        state_elems = -(-st.conv_elements // tp) + -(-st.ssm_elements // tp)
+        state_page = bytes_for(state_elems, state_dtype)
+        if attn:
+            _, one_token, _ = _layer_page(attn[0], 1, dtype, tp)
+            bs = 16 * -(-state_page // (16 * one_token))
+            bs = max(bs, block_size)
+            attn_page = bs * one_token
+            state_pad_pct = (attn_page - state_page) / state_page * 100
+            if bs != block_size:
+                notes.append(f"attention block size raised to {bs} tokens so that an attention "
+                             f"page ({attn_page:,} B) is at least a state page ({state_page:,} "
+                             f"B); the state page is padded by {state_pad_pct:.2f}%")
+            state_page = attn_page
+    specs: dict[tuple, int] = {}
+    pages = set()
+    for l in attn:
+        kind, page, window = _layer_page(l, bs, dtype, tp)
+        specs[(kind, page, window)] = specs.get((kind, page, window), 0) + 1
+        pages.add(page)
+    if states:
+        specs[("state", state_page, None)] = len(states)
+        pages.add(state_page)
+    if not specs:
+        raise ValueError("this model has no layer that keeps a KV cache")
+    if len(pages) > 1:
+        # vLLM raises smaller pages' block size to the largest page when they divide it.
+        biggest = max(pages)
+        if any(biggest % p for p in pages):
+            raise ValueError("layers with page sizes that do not divide each other: vLLM "
+                             "cannot unify them")
+        notes.append("layers of different page sizes: smaller pages get larger blocks")
+    page = max(pages)
+    counts = list(specs.values())
+    if len(specs) == 1:
+        group_size = counts[0]
+    else:
+        group_size = min(counts)
+        if max(counts) < min(counts) * 1.25:
+            group_size = max(counts)
+    groups = []
+    padding_total = 0
+    waste = 0.0
+    for (kind, p, window), count in specs.items():
+        n_groups = -(-count // group_size)
+        padding = n_groups * group_size - count
+        if padding:
+            padding_total += padding
+            waste = max(waste, padding / count * 100)
+            notes.append(f"{padding} padding layer(s) added to the {kind} layers: vLLM warns "
+                         f"this may waste at most {padding / count * 100:.2f}% of the cache")
+        layer_bs = bs * (page // p)  # a smaller page holds more tokens per block
+        if kind == "state":
+            per_req = 1
+        elif kind in ("sliding", "chunked") and window:
+            span = window - 1 + mnbt if kind == "sliding" else window + mnbt
+            per_req = -(-min(span, max_model_len) // layer_bs) + (1 if kind == "sliding" else 0)
+        else:
+            per_req = -(-max_model_len // layer_bs)
+        for g in range(n_groups):  # vLLM deals the layers out: layers[g::n_groups]
+            real = len(range(g, count, n_groups))
+            groups.append(Group(kind=kind, layers=real, padding=group_size - real,
+                                blocks_per_request=per_req))
+    num_blocks = max(0, available // page // group_size)
+    per_request = sum(g.blocks_per_request for g in groups)
+    return {"block_size": bs, "page": page, "group_size": group_size, "groups": groups,
+            "padding": padding_total, "waste": waste, "state_pad": state_pad_pct,
+            "num_blocks": num_blocks, "per_request": per_request, "notes": notes}
+
+
+def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_size: int = 16,
+            tp: int = 1, pp: int = 1, kv_dtype: str = "bf16", state_dtype: str = "bf16",
+            max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+            num_draft_layers: int = 0, vllm_version: str | None = None) -> VllmPrediction:
+    """The capacity lines vLLM prints for ``spec`` given the memory it found for the cache."""
+    available_bytes = check_int("available KV cache memory (bytes)", available_bytes, 0, 2**50)
+    max_model_len = check_int("max_model_len", max_model_len, 1, 10**8)
+    block_size = check_int("block size", block_size, 1, 4096)
+    tp = check_int("tensor parallel size", tp, 1, 4096)
+    pp = check_int("pipeline parallel size", pp, 1, 4096)
+    mnbt = check_int("max_num_batched_tokens", max_num_batched_tokens, 1, 10**8)
+    num_draft_layers = check_int("draft layers", num_draft_layers, 0, 64)
+    dtype = get_dtype("bf16" if kv_dtype == "auto" else kv_dtype, ("fp32", "fp16", "bf16", "fp8"))
+    sdtype = get_dtype(state_dtype, ("fp32", "fp16", "bf16"))
+    layers = list(spec.layers)
+    if num_draft_layers:
+        # A draft model (EAGLE adds one decoder layer) keeps its cache in the same pool, with
+        # the target's geometry and full attention.
+        ref = next((l for l in layers if l.kind in KV_KINDS and l.kind != "mla"), None)
+        if ref is None:
+            raise ValueError("draft layers need an attention layer to copy the geometry from")
+        draft = FullAttention(kv_heads=ref.kv_heads, head_dim=ref.head_dim,
+                              v_head_dim=ref.v_head_dim, q_heads=ref.q_heads)
+        layers += [draft] * num_draft_layers
+    for l in layers:
+        if l.kind in ("full", "sliding", "chunked"):
+            l.split(tp)  # validates tp against the KV heads
+    parts = pp_partition(len(spec.layers), pp)
+    stages, start = [], 0
+    for i, count in enumerate(parts):
+        stage = layers[start:start + count]
+        if i == pp - 1:
+            stage += layers[len(spec.layers):]  # draft layers live with the last stage
+        stages.append(stage)
+        start += count
+    configs = [_stage_config(s, available=available_bytes, max_model_len=max_model_len,
+                             block_size=block_size, dtype=dtype, state_dtype=sdtype, tp=tp,
+                             mnbt=mnbt) for s in stages]
+    bind = min(configs, key=lambda c: (c["num_blocks"] / max(1, c["per_request"])))
+    conc = bind["num_blocks"] / bind["per_request"] if bind["per_request"] else 0.0
+    if _version(vllm_version) >= TOKENS_FORMULA_VERSION:
+        tokens = int(conc * max_model_len)
+        formula = "int(max_concurrency x max_model_len)"
+    else:
+        tokens = bind["num_blocks"] // len(bind["groups"]) * bind["block_size"]
+        formula = "num_blocks // groups x block_size"
+    notes = list(bind["notes"])
+    if pp > 1:
+        notes.append(f"pipeline stages hold {', '.join(map(str, parts))} layers; the stage "
+                     "with the smallest pool sets the numbers")
+    return VllmPrediction(
+        available_bytes=available_bytes, max_model_len=max_model_len,
+        block_size=bind["block_size"], requested_block_size=block_size,
+        page_bytes=bind["page"], group_size=bind["group_size"], groups=tuple(bind["groups"]),
+        padding_layers=bind["padding"], padding_waste_pct=bind["waste"],
+        state_page_padding_pct=bind["state_pad"], num_blocks=bind["num_blocks"],
+        blocks_per_request=bind["per_request"], max_concurrency=conc,
+        kv_cache_tokens=tokens, tokens_formula=formula,
+        stage_blocks=tuple(c["num_blocks"] for c in configs), notes=tuple(notes))
+
+
+# -- reading a start-up log ---------------------------------------------------------------------
+
+_PATTERNS = {
+    "version": re.compile(r"LLM engine \(v([0-9][0-9a-z.+-]*)\)"),
+    "model": re.compile(r"model='([^']+)'"),
+    "max_model_len": re.compile(r"max_(?:seq|model)_len=([0-9_,]+)"),
+    "tp": re.compile(r"tensor_parallel_size=([0-9]+)"),
+    "pp": re.compile(r"pipeline_parallel_size=([0-9]+)"),
+    "kv_cache_dtype": re.compile(r"kv_cache_dtype=([a-z0-9_]+)"),
+    "block_size": re.compile(r"block_size=([0-9]+)"),
+    "max_num_batched_tokens": re.compile(r"max_num_batched_tokens=([0-9]+)"),
+    "available_gib": re.compile(r"Available KV cache memory: ([0-9.]+) GiB"),
+    "tokens": re.compile(r"GPU KV cache size: ([0-9,]+) tokens"),
+    "concurrency": re.compile(
+        r"Maximum concurrency for ([0-9,]+) tokens per request: ([0-9.]+)x"),
+    "raised_block": re.compile(r"Setting attention block size to ([0-9]+) tokens"),
+}
+MAX_LOG_BYTES = 5_000_000
+
+
+def parse_log(text: str) -> dict:
+    """Settings and capacity lines found in a vLLM start-up log (the last of each)."""
+    if len(text) > MAX_LOG_BYTES:
+        raise ValueError(f"the log is larger than {MAX_LOG_BYTES:,} bytes; paste the start-up "
+                         "part only")
+    out: dict = {}
+    for key, pat in _PATTERNS.items():
+        found = pat.findall(text)
+        if not found:
+            continue
+        val = found[-1]
+        if key == "concurrency":
+            out["concurrency_len"] = int(val[0].replace(",", ""))
+            out["concurrency"] = float(val[1])
+        elif key in ("version", "model", "kv_cache_dtype"):
+            out[key] = val
+        elif key == "available_gib":
+            out[key] = float(val)
+            out["available_gib_all"] = [float(v) for v in found]  # one per rank with TP/PP
+        else:
+            out[key] = int(val.replace(",", "").replace("_", ""))
+    if "available_gib" not in out:
+        raise ValueError("no 'Available KV cache memory: X GiB' line in this log; paste the "
+                         "lines vLLM prints while it starts")
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class LogLine:
+    name: str
+    logged: float
+    predicted: float
+    low: float  # the range of predictions the rounded GiB line allows
+    high: float
+    agrees: bool
+    why: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def explain_log(spec: ModelSpec, log: dict, **overrides) -> tuple[VllmPrediction, list[LogLine]]:
+    """Predict from the settings a log states and compare with its capacity lines.
+
+    vLLM prints the available memory rounded to 0.01 GiB, so a prediction is made for both ends
+    of that interval: a logged value inside the range agrees."""
+    kw = dict(max_model_len=log.get("max_model_len") or log.get("concurrency_len"),
+              tp=log.get("tp", 1), pp=log.get("pp", 1),
+              block_size=log.get("block_size", 16),
+              kv_dtype={"auto": "bf16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}.get(
+                  log.get("kv_cache_dtype", "auto"), log.get("kv_cache_dtype", "auto")),
+              max_num_batched_tokens=log.get("max_num_batched_tokens",
+                                             DEFAULT_MAX_NUM_BATCHED_TOKENS),
+              vllm_version=log.get("version"))
+    kw.update({k: v for k, v in overrides.items() if v is not None})
+    if not kw["max_model_len"]:
+        raise ValueError("the log does not state max_model_len; give --max-model-len")
+    gib = min(log.get("available_gib_all") or [log["available_gib"]])
+    mid = predict(spec, available_bytes=round(gib * GiB), **kw)
+    lo = predict(spec, available_bytes=max(0, math.ceil((gib - 0.005) * GiB)), **kw)
+    hi = predict(spec, available_bytes=math.floor((gib + 0.005) * GiB) - 1, **kw)
+    lines = []
+    rounding = "the GiB line is rounded to 0.01 GiB, so the prediction is a range"
+    if "tokens" in log:
+        ok = lo.kv_cache_tokens <= log["tokens"] <= hi.kv_cache_tokens
+        lines.append(LogLine(name="GPU KV cache size (tokens)", logged=log["tokens"],
+                             predicted=mid.kv_cache_tokens, low=lo.kv_cache_tokens,
+                             high=hi.kv_cache_tokens, agrees=ok,
+                             why=rounding if ok else _why(mid, log, "tokens")))
+    if "concurrency" in log:
+        ok = round(lo.max_concurrency, 2) - 0.005 <= log["concurrency"] <= \
+            round(hi.max_concurrency, 2) + 0.005
+        lines.append(LogLine(name=f"Maximum concurrency for {kw['max_model_len']:,} tokens",
+                             logged=log["concurrency"], predicted=round(mid.max_concurrency, 2),
+                             low=round(lo.max_concurrency, 2),
+                             high=round(hi.max_concurrency, 2), agrees=ok,
+                             why=rounding if ok else _why(mid, log, "concurrency")))
+    if "raised_block" in log:
+        ok = log["raised_block"] == mid.block_size
+        lines.append(LogLine(name="attention block size", logged=log["raised_block"],
+                             predicted=mid.block_size, low=mid.block_size, high=mid.block_size,
+                             agrees=ok, why="raised so an attention page holds a state page"))
+    return mid, lines
+
+
+def _why(p: VllmPrediction, log: dict, what: str) -> str:
+    reasons = []
+    if len(log.get("available_gib_all", [])) > 1:
+        reasons.append("each rank prints its own memory line before the smallest is taken")
+    if len(p.groups) > 1:
+        reasons.append(f"hybrid grouping ({len(p.groups)} groups of {p.group_size} layers)")
+    if what == "tokens":
+        reasons.append(f"this vLLM version may print the tokens line another way (predicted "
+                       f"with {p.tokens_formula}); set --vllm-version")
+    reasons.append("a draft model's layers (speculative decoding) share the pool; set "
+                   "--num-draft-layers")
+    return "; ".join(reasons)
