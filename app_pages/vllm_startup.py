@@ -2,9 +2,9 @@ import math
 
 import streamlit as st
 
-from kvcalc.budget import DEFAULT_RESERVE_BYTES
 from kvcalc.units import GiB
-from kvcalc.vllm import DEFAULT_MAX_NUM_BATCHED_TOKENS, explain_log, parse_log, predict
+from kvcalc.vllm import (DEFAULT_MAX_NUM_BATCHED_TOKENS, available_bytes, explain_log, parse_log,
+                         predict)
 from webui import common
 from webui.common import bound, select
 
@@ -34,13 +34,31 @@ kw = dict(max_model_len=max_len, block_size=block, tp=sel.tp, pp=sel.pp,
           vllm_version=None if version == "newest" else version)
 
 if mode == "predict":
-    util = st.slider("gpu_memory_utilization", 0.05, 1.0, 0.9, 0.01, **bound("u_util", "num"))
-    req = math.ceil(sel.gpu.memory_bytes * util)
-    est = req - math.ceil(sel.weights_bytes / sel.num_gpus) - DEFAULT_RESERVE_BYTES
+    c = st.columns(4)
+    util = c[0].slider("gpu_memory_utilization", 0.05, 1.0, 0.9, 0.01, **bound("u_util", "num"))
+    act = c[1].number_input("Activation peak (GiB)", 0.0, 512.0, 1.0, 0.25,
+                            **bound("u_act", "num"), help="peak of vLLM's profiling run")
+    non_torch = c[2].number_input("Non-torch memory (GiB)", 0.0, 64.0, 0.5, 0.25,
+                                  **bound("u_nontorch", "num"),
+                                  help="CUDA context, NCCL, cuBLAS workspaces")
+    graphs = c[3].number_input("CUDA-graph memory (GiB)", 0.0, 64.0, 0.5, 0.25,
+                               **bound("u_graphs", "num"),
+                               help="subtracted by versions that profile it before sizing")
+    try:
+        est = available_bytes(total_bytes=sel.gpu.memory_bytes, gpu_mem_util=util,
+                              weights_bytes=math.ceil(sel.weights_bytes / sel.num_gpus),
+                              activation_bytes=round(act * GiB),
+                              non_torch_bytes=round(non_torch * GiB),
+                              cuda_graph_bytes=round(graphs * GiB))
+    except ValueError as exc:
+        common.stop_on_error(exc)
+    st.caption(f"Estimate: ceil({sel.gpu.memory_bytes / GiB:.2f} GiB x {util:g}) - weights "
+               f"{sel.weights_bytes / sel.num_gpus / GiB:.2f} GiB - activations {act:g} - "
+               f"non-torch {non_torch:g} - graphs {graphs:g} = {est / GiB:.2f} GiB. Type the "
+               "figure from your own log below to use it instead.")
     gib = st.number_input("Available KV cache memory per GPU (GiB)", 0.0, 4096.0,
                           max(0.0, round(est / GiB, 2)), 0.5, **bound("u_gib", "num"),
-                          help="What vLLM's 'Available KV cache memory' line says; the default "
-                               "estimates it as ceil(memory x utilization) - weights - 2 GiB")
+                          help="What vLLM's 'Available KV cache memory' line says")
     try:
         p = predict(sel.spec, available_bytes=round(gib * GiB), **kw)
     except ValueError as exc:

@@ -37,7 +37,7 @@ from .kv import pp_partition
 from .model import KV_KINDS, FullAttention, ModelSpec
 from .units import GiB, check_int
 
-__all__ = ["VllmPrediction", "predict", "parse_log", "explain_log", "LogLine",
+__all__ = ["VllmPrediction", "predict", "available_bytes", "parse_log", "explain_log", "LogLine",
            "TOKENS_FORMULA_VERSION", "DEFAULT_MAX_NUM_BATCHED_TOKENS"]
 
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
@@ -243,6 +243,22 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
         blocks_per_request=bind["per_request"], max_concurrency=conc,
         kv_cache_tokens=tokens, tokens_formula=formula,
         stage_blocks=tuple(c["num_blocks"] for c in configs), notes=tuple(notes))
+
+
+def available_bytes(*, total_bytes: int, gpu_mem_util: float, weights_bytes: int,
+                    activation_bytes: int, non_torch_bytes: int,
+                    cuda_graph_bytes: int = 0) -> int:
+    """vLLM's "Available KV cache memory" on one GPU: ceil(total x util) minus the weights, the
+    peak activation of its profiling run, memory outside torch (CUDA context, NCCL, cuBLAS
+    workspaces) and, in versions that profile it before sizing the cache, CUDA-graph memory."""
+    total_bytes = check_int("GPU memory (bytes)", total_bytes, 1, 2**50)
+    for name, v in (("weights", weights_bytes), ("activation peak", activation_bytes),
+                    ("non-torch memory", non_torch_bytes), ("CUDA-graph memory", cuda_graph_bytes)):
+        check_int(f"{name} (bytes)", v, 0, 2**50)
+    if not 0 < gpu_mem_util <= 1 or gpu_mem_util != gpu_mem_util:
+        raise ValueError(f"gpu_memory_utilization must be above 0 and at most 1, got {gpu_mem_util}")
+    requested = math.ceil(total_bytes * gpu_mem_util)
+    return requested - weights_bytes - activation_bytes - non_torch_bytes - cuda_graph_bytes
 
 
 # -- reading a start-up log ---------------------------------------------------------------------

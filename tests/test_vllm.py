@@ -142,3 +142,15 @@ def test_cli_contract_keys(capsys):
                 "padding_layers"):
         assert key in d
     assert main(["vllm", "--model", "llama-3.1-8b", "--max-model-len", "10"]) == 2
+
+
+def test_available_memory_like_vllm():
+    from kvcalc.vllm import available_bytes
+
+    # 80 GiB x 0.9 = 72 GiB requested; minus 15 + 1 + 0.5 + 0.5 GiB leaves 55 GiB.
+    assert available_bytes(total_bytes=80 * GiB, gpu_mem_util=0.9, weights_bytes=15 * GiB,
+                           activation_bytes=GiB, non_torch_bytes=GiB // 2,
+                           cuda_graph_bytes=GiB // 2) == 55 * GiB
+    with pytest.raises(ValueError):
+        available_bytes(total_bytes=80 * GiB, gpu_mem_util=1.5, weights_bytes=0,
+                        activation_bytes=0, non_torch_bytes=0)
