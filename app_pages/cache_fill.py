@@ -41,7 +41,7 @@ if len(idx) < sel.spec.num_layers:
 st.plotly_chart(fill_figure(steps, labels), width="stretch", key="f_fig")
 legend = " · ".join(f"<span style='color:{c}'>■</span> {name}" for c, name in
                     zip(FILL_COLORS, ["empty", "kept in the cache", "written this step",
-                                      "recomputed this step"]))
+                                      "recomputed this step"], strict=True))
 st.markdown(legend, unsafe_allow_html=True)  # fixed text of ours; nothing a user typed
 
 last = steps[-1]

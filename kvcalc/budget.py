@@ -149,7 +149,7 @@ def _stage(layers, index, pool, bs, context, concurrency, dtype, scales, sdtype,
 
     def seq_bytes(n: int) -> int:
         # Each layer holds whole blocks: cdiv(tokens kept, block_size) of them.
-        return state + sum(-(-l.tokens_kept(n) // bs) * bs * b for l, b in zip(kv_layers, per_layer))
+        return state + sum(-(-l.tokens_kept(n) // bs) * bs * b for l, b in zip(kv_layers, per_layer, strict=True))
 
     need_one = seq_bytes(context)
     max_conc = usable / need_one if need_one else math.inf

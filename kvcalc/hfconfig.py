@@ -198,7 +198,7 @@ def spec_from_config(config: dict, *, name: str | None = None,
     kinds = _layer_kinds(f, num_layers, honor_sliding_window)
     layers = []
     mla = f.has("kv_lora_rank")
-    for i, kind in enumerate(kinds):
+    for kind in kinds:
         if kind == "state":
             layers.append(_state_layer(f, hidden, model_type))
         elif mla:

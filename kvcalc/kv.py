@@ -183,8 +183,3 @@ def kv_cache(spec: ModelSpec, context: int, batch: int = 1, kv_dtype: str = "bf1
         state_bytes=state(layers) * batch,
         rows=_rows(layers, context, batch, dtype, scales, sdtype))
 
-
-def sequence_bytes_fn(layers, kv_dtype: str = "bf16", scales: bool = False):
-    """A function n -> K/V bytes of one sequence of n tokens over ``layers``."""
-    dtype = get_dtype(kv_dtype, KV_DTYPES)
-    return lambda n: _seq_bytes(layers, n, dtype, scales)

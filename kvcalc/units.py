@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 __all__ = ["KiB", "MiB", "GiB", "GB", "check_int", "check_float", "fmt_bytes", "fmt_gib",
-           "fmt_gb", "fmt_seconds", "fmt_int"]
+           "fmt_gb", "fmt_seconds"]
 
 KiB = 2**10
 MiB = 2**20
@@ -43,10 +43,6 @@ def check_float(name: str, value, lo: float, hi: float, *, lo_open: bool = False
         low = f"above {lo:g}" if lo_open else f"at least {lo:g}"
         raise ValueError(f"{name} must be {low} and at most {hi:g}, got {value:g}")
     return value
-
-
-def fmt_int(n: int) -> str:
-    return f"{n:,}"
 
 
 def fmt_bytes(n: float) -> str:
