@@ -25,10 +25,10 @@ def answer_box(q, key: str) -> None:
             "sequences": "sequences"}.get(q.unit, "")
     given = c1.text_input(f"Your answer ({unit}{', a bare number is read in ' + q.ask_unit if q.unit == 'B' else ''})",
                           key=f"ans_{key}", placeholder="e.g. 160 KiB, 1.25 GiB, 3.8K, 4x")
-    if c2.button("Check", key=f"chk_{key}", width="stretch") or given:
-        if given:
-            g = grade(q, given)
-            (st.success if g.correct else st.warning)(g.message)
+    c2.button("Check", key=f"chk_{key}", width="stretch")  # Enter in the box does the same
+    if given:
+        g = grade(q, given)  # the message may quote what was typed: no markup from it
+        (st.success if g.correct else st.warning)(common.plain(g.message))
     if q.solution:
         with st.expander("Worked solution"):
             common.formula(q.solution)

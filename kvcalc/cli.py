@@ -19,7 +19,7 @@ from .model import ModelSpec
 from .registry import registry
 from .roofline import (DEFAULT_MFU, offload_vs_recompute, prefill, step_time, token_passes)
 from .units import GB, GiB, fmt_bytes, fmt_gib, fmt_seconds
-from .weights import Weights, weights  # noqa: F401
+from .weights import Weights, weights
 
 __all__ = ["main"]
 
