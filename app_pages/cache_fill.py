@@ -30,10 +30,12 @@ except ValueError as exc:
 idx = shown_layers(sel.spec, layers)
 labels = []
 for i in idx:
-    kind = sel.spec.layers[i].kind
-    tag = {"sliding": f" (window {getattr(sel.spec.layers[i], 'window', '')})",
-           "state": " (recurrent: no K/V)", "mla": " (latent)"}.get(kind, "")
-    labels += [f"layer {i + 1}{tag} K", f"layer {i + 1}{tag} V"]
+    layer = sel.spec.layers[i]
+    rows_ = layer.cache_rows
+    if rows_:
+        labels += [f"layer {i + 1} ({layer.label}) {r}" for r in rows_]
+    else:  # a layer with no per-token cache of its own: one empty row that says why
+        labels.append(f"layer {i + 1}: {layer.formula()}")
 if len(idx) < sel.spec.num_layers:
     st.caption(f"Showing {len(idx)} of {sel.spec.num_layers} layers; every layer of this kind fills "
                "the same way.")
@@ -64,14 +66,20 @@ for s in steps:
 show = rows if len(rows) <= 12 else rows[:6] + [{k: "..." for k in rows[0]}] + rows[-5:]
 st.table(show, border="horizontal", hide_index=True)
 kinds = sel.spec.kind_counts()
-notes = []
-if "sliding" in kinds:
-    w = min(getattr(l, "window", 0) for l in sel.spec.layers if l.kind == "sliding")
-    notes.append(f"{kinds['sliding']} sliding-window layers stop growing at {w:,} tokens: past "
-                 "that, each new token pushes the oldest one out.")
+BIG = 10**12
+bounded: dict[tuple[str, int], int] = {}  # (label, most tokens kept) -> layers
+for layer in sel.spec.layers:
+    if layer.stores_tokens and layer.tokens_kept(BIG) < BIG:
+        key = (layer.label, layer.tokens_kept(BIG))
+        bounded[key] = bounded.get(key, 0) + 1
+notes = [f"{count} {label} layers stop growing at {most:,} tokens: past that, old tokens leave "
+         "the cache." for (label, most), count in bounded.items()]
 if "state" in kinds:
     notes.append(f"{kinds['state']} recurrent layers keep a fixed state instead of K/V; it does "
                  "not grow at all.")
+if "shared" in kinds:
+    notes.append(f"{kinds['shared']} layers store nothing: they read the cache an earlier layer "
+                 "wrote.")
 for n in notes:
     st.info(n)
 st.caption("Bytes for the chosen model and KV format (KiB/MiB/GiB are powers of 2). The grid shows "

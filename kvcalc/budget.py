@@ -23,9 +23,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .dtypes import KV_DTYPES, bytes_for, get_dtype
-from .kv import layer_bytes_per_token, stage_layers
-from .model import KV_KINDS, ModelSpec
+from .dtypes import KV_DTYPES, get_dtype
+from .kv import stage_layers
+from .model import ModelSpec, cdiv
 from .units import GiB, check_float, check_int
 
 __all__ = ["Budget", "budget", "DEFAULT_RESERVE_BYTES", "ENGINES"]
@@ -133,10 +133,10 @@ def budget(spec: ModelSpec, *, total_bytes: int, context: int, weights_bytes: in
 
 def _stage(layers, index, pool, bs, context, concurrency, dtype, scales, sdtype,
            find_max_context=True) -> dict:
-    kv_layers = [l for l in layers if l.kind in KV_KINDS]
-    per_layer = [layer_bytes_per_token(l, dtype, scales) for l in kv_layers]
+    kv_layers = [l for l in layers if l.stores_tokens]
+    per_layer = [l.bytes_per_token(dtype, scales) for l in kv_layers]
     block_bytes = bs * sum(per_layer)
-    state = sum(bytes_for(l.state_elements, sdtype) for l in layers if l.kind == "state")
+    state = sum(l.state_bytes(sdtype) for l in layers)
     usable = max(pool, 0)
     if block_bytes:
         if len(set(per_layer)) == 1:
@@ -149,7 +149,8 @@ def _stage(layers, index, pool, bs, context, concurrency, dtype, scales, sdtype,
 
     def seq_bytes(n: int) -> int:
         # Each layer holds whole blocks: cdiv(tokens kept, block_size) of them.
-        return state + sum(-(-l.tokens_kept(n) // bs) * bs * b for l, b in zip(kv_layers, per_layer, strict=True))
+        return state + sum(cdiv(l.tokens_kept(n), bs) * bs * b
+                           for l, b in zip(kv_layers, per_layer, strict=True))
 
     need_one = seq_bytes(context)
     max_conc = usable / need_one if need_one else math.inf

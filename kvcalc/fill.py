@@ -52,35 +52,26 @@ def fill_timeline(spec: ModelSpec, prompt: int, new_tokens: int, *, layers: int 
     layers = check_int("layers shown", layers, 1, 16)
     idx = shown_layers(spec, layers)
     total = prompt + new_tokens
-    rows = []
-    for i in idx:
-        kind = spec.layers[i].kind
-        rows.append((i, kind, getattr(spec.layers[i], "window", None)))
+    shown = [spec.layers[i] for i in idx]
     steps = []
     for step in range(new_tokens + 1):
         n = prompt + step  # tokens in the sequence after this step
         passes = token_passes(step, prompt)
         grid = []
-        for _, kind, window in rows:
+        for layer in shown:
+            kept = layer.kept_positions(n)  # empty for a layer that stores no per-token cache
             line = []
             for t in range(total):
-                if kind == "state":
-                    line.append(EMPTY)  # no per-token K/V in a recurrent layer
-                    continue
-                if t >= n:
-                    line.append(EMPTY)
-                    continue
-                kept = window is None or t >= n - window
-                if not kept:
-                    line.append(EMPTY)  # slid out of the window: dropped from the cache
+                if t not in kept:
+                    line.append(EMPTY)  # not yet written, slid out of a window or chunk, or never
                 elif step == 0:
                     line.append(NEW)
                 elif not use_cache:
                     line.append(RECOMPUTED if t < n - 1 else NEW)
                 else:
                     line.append(NEW if t == n - 1 else CACHED)
-            grid.append(tuple(line))  # K row
-            grid.append(tuple(line))  # V row (same tokens, same state)
+            for _ in range(max(1, len(layer.cache_rows))):  # K and V, or latent and RoPE key
+                grid.append(tuple(line))
         kv = kv_cache(spec, n, kv_dtype=kv_dtype)
         steps.append(FillStep(step=step, tokens=n, grid=tuple(grid),
                               passes_with_cache=passes["with_cache"],

@@ -5,11 +5,30 @@ transformers config class named by ``model_type`` (the architecture, not the mod
 example Gemma 2 alternates sliding and full layers although its config.json has no pattern field,
 because ``Gemma2Config`` builds ``layer_types`` that way.
 
+The cache comes first: the layers need only attention and state fields. Parameters are counted
+afterwards and apart; when that fails (an unknown family, per-layer shapes) the spec carries
+``params=None`` and a note, and only the weight figures are lost. A layout field that is not
+understood is refused by name; nothing falls back to "every layer full attention".
+
+Layout conventions, each read in one place (``_layer_kinds``, ``_nas_layers``, ``_share_kv``):
+- ``layer_types`` / ``layers_block_type`` (names), ``hybrid_override_pattern`` (Nemotron-H:
+  M Mamba-2, * attention, - MLP, E MoE), ``hybrid_layer_pattern`` (MiMo-V2: 0 full, 1 sliding),
+  ``attn_type_list`` (MiniMax: 0 lightning attention, 1 softmax), ``block_configs``
+  (Nemotron-NAS: per-layer no-op / linear / ``n_heads_in_group``)
+- per-type geometry: ``global_head_dim`` / ``num_global_key_value_heads`` with
+  ``attention_k_eq_v`` (Gemma 4 full layers), ``swa_*`` (MiMo-V2 sliding layers),
+  ``v_head_dim`` different from the K dim
+- ``num_kv_shared_layers`` (Gemma 3n / 4): the last layers read an earlier layer's cache
+- ``index_topk`` (DeepSeek sparse attention): an fp8 indexer-key cache beside the MLA latent
+- attention-free models (``mamba``, ``mamba2``): a state per layer and no K/V
+
 Config traps handled here (see shared/facts.md section 2):
 - ``head_dim`` explicit (Gemma 2: 256, not 3584/16 = 224; gpt-oss: 64, not 2880/64 = 45)
 - ``num_key_value_heads`` missing -> multi-head attention
 - Falcon: ``multi_query`` (one KV head) or ``num_kv_heads`` with ``new_decoder_architecture``
-- GPT-2 names: ``n_embd``, ``n_head``, ``n_layer``, ``n_positions``, ``n_inner``
+- GPT-2 names: ``n_embd``, ``n_head``, ``n_layer``, ``n_positions``, ``n_inner``; MPT's
+  ``n_layers`` / ``n_heads`` / ``d_model`` / ``attn_config``; ChatGLM's ``num_layers``,
+  ``multi_query_group_num``, ``kv_channels``, ``padded_vocab_size``, ``seq_length``
 - multimodal configs: the language model under ``text_config``
 - ``layer_types``; ``sliding_window`` with ``sliding_window_pattern``; ``use_sliding_window: false``
 - MLA (``kv_lora_rank``, ``qk_rope_head_dim``); hybrids (``full_attention_interval``,
@@ -20,17 +39,20 @@ from __future__ import annotations
 
 import json
 import math
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .model import (ChunkedLocal, FullAttention, MLALatent, ModelSpec, MoE, ParamCounts,
-                    RecurrentState, SlidingWindow)
+from .model import (ChunkedLocal, ExtraCache, FullAttention, MLALatent, ModelSpec, MoE, NoCache,
+                    ParamCounts, RecurrentState, SharedKV, SlidingWindow)
 
 __all__ = ["spec_from_config", "load_config_file", "MAX_CONFIG_BYTES"]
 
 MAX_CONFIG_BYTES = 1_000_000  # a real config.json is a few KiB; refuse anything far larger
 _MAX_LAYERS = 10_000
 _MAX_DIM = 10_000_000
+_MAX_CONTEXT = 10**9  # max_position_embeddings: Llama 4 Scout declares 10,485,760
 
 # Defaults of transformers config classes, by model_type, for fields a config.json may omit.
 _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -38,6 +60,8 @@ _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma3_text": {"sliding_window_pattern": 6, "head_dim": 256, "vocab_size": 262208,
                     "sliding_window": 4096, "num_attention_heads": 8, "num_key_value_heads": 4,
                     "max_position_embeddings": 131072},
+    "gemma4_text": {"sliding_window_pattern": 6, "last_layer_full": True,
+                    "sliding_window": 512, "global_head_dim": 512},
     "cohere2": {"sliding_window_pattern": 4},
     "falcon": {"tie_word_embeddings": True},
     "gpt2": {"n_positions": 1024, "tie_word_embeddings": True},
@@ -70,6 +94,8 @@ class _Fields:
     def __init__(self, cfg: dict, defaults: dict):
         self.cfg = cfg
         self.defaults = defaults
+        self.seen: set[str] = set()  # config fields looked at
+        self._defaults_used: dict[str, Any] = {}
 
     def has(self, *names: str) -> bool:
         """True when any of ``names`` is set, by the config or by its class default."""
@@ -77,15 +103,31 @@ class _Fields:
                    for n in names)
 
     def raw(self, *names: str, default: Any = None) -> Any:
+        self.seen.update(names)
         for n in names:
             if self.cfg.get(n) is not None:
                 return self.cfg[n]
         for n in names:
             if self.defaults.get(n) is not None:
+                self._defaults_used[n] = self.defaults[n]
                 return self.defaults[n]
         return default
 
-    def int(self, *names: str, default: Any = None, minimum: int = 1, required: bool = True):
+    def obj(self, name: str) -> dict | None:
+        """A sub-object such as MPT's attn_config, or None when absent."""
+        value = self.raw(name)
+        if value is not None and not isinstance(value, dict):
+            raise ValueError(f"config field '{name}' must be an object")
+        return value
+
+    def defaults_used(self) -> list[tuple[str, Any]]:
+        return [(k, v) for k, v in self._defaults_used.items() if k != "last_layer_full"]
+
+    def unread(self) -> set[str]:
+        return {k for k in set(self.cfg) - self.seen if self.cfg[k] is not None}
+
+    def int(self, *names: str, default: Any = None, minimum: int = 1, required: bool = True,
+            maximum: int = _MAX_DIM):
         value = self.raw(*names, default=default)
         label = " / ".join(names)
         if value is None:
@@ -100,8 +142,9 @@ class _Fields:
             value = int(value)
         if value < minimum:
             raise ValueError(f"config field '{label}' must be at least {minimum}, got {value}")
-        if value > _MAX_DIM:
-            raise ValueError(f"config field '{label}' = {value} is implausibly large")
+        if value > maximum:
+            raise ValueError(f"config field '{label}' = {value:,} is implausibly large (at most "
+                             f"{maximum:,})")
         return value
 
     def bool(self, name: str, default: bool) -> bool:
@@ -132,7 +175,9 @@ def parse_config_text(text: str, source: str = "config") -> dict:
     if len(text.encode("utf-8", errors="replace")) > MAX_CONFIG_BYTES:
         raise ValueError(f"{source} is larger than {MAX_CONFIG_BYTES:,} bytes; paste a config.json")
     try:
-        cfg = json.loads(text, parse_constant=_reject_constant)
+        # Infinity and NaN are kept: real configs hold them in fields kvcalc does not read
+        # (NVIDIA's time_step_limit); a field that is read must still be a finite number.
+        cfg = json.loads(text)
     except RecursionError:
         raise ValueError(f"{source} is nested too deeply to be a config.json") from None
     except json.JSONDecodeError as exc:
@@ -143,13 +188,10 @@ def parse_config_text(text: str, source: str = "config") -> dict:
     return cfg
 
 
-def _reject_constant(name: str):
-    raise ValueError(f"config contains {name}, which is not a number a config may hold")
-
-
 def spec_from_config(config: dict, *, name: str | None = None,
                      honor_sliding_window: bool = True) -> ModelSpec:
-    """Turn a config.json dict into a ModelSpec.
+    """Turn a config.json dict into a ModelSpec: the cache first, then, separately, the
+    parameters (whose failure only loses the weight figures, with a note saying why).
 
     ``honor_sliding_window=False`` treats every sliding layer as full attention, as runtimes do
     that ignore a config's window (several do for Mistral-7B-v0.1 and Phi-3)."""
@@ -166,70 +208,260 @@ def spec_from_config(config: dict, *, name: str | None = None,
     model_type = cfg.get("model_type") or top_type or ""
     if not isinstance(model_type, str):
         raise ValueError(f"config field 'model_type' must be a string, got {model_type!r}")
-    if model_type == "gemma3":  # a text_config without its own model_type
-        model_type = "gemma3_text"
+    model_type = _TEXT_TYPES.get(model_type, model_type)
     f = _Fields(cfg, _CLASS_DEFAULTS.get(model_type, {}))
-    family = _FAMILY.get(model_type)
-    if family is None:
-        family = {}
-        notes.append(f"model_type {model_type or '(none)'!r} is not a known family: parameters "
-                     "counted as a Llama-style decoder (gated MLP, no biases)")
+    f.seen.update(_IGNORED)
 
-    hidden = f.int("hidden_size", "n_embd", "d_model")
-    num_layers = f.int("num_hidden_layers", "n_layer", "num_layers")
-    if num_layers > _MAX_LAYERS:
-        raise ValueError(f"config field 'num_hidden_layers' = {num_layers} is implausibly large")
-    q_heads = f.int("num_attention_heads", "n_head", "num_heads")
-    kv_heads = _kv_heads(f, q_heads)
+    layers, geo = _read_layers(f, model_type, honor_sliding_window)
+    max_ctx = f.int("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+                    default=2048, maximum=_MAX_CONTEXT)
+    notes += geo.notes
+    assumptions = list(geo.assumptions)
+    for name_, value in f.defaults_used():
+        assumptions.append(f"'{name_}' is not in the config: took {value!r}, the default of "
+                           f"transformers' {model_type} config class")
+    params = moe = None
+    params_error = None
+    try:
+        moe, params = _parameters(f, model_type, layers, geo)
+    except ValueError as exc:
+        params_error = str(exc)
+        notes.append(f"parameters not counted ({params_error}): weight figures need a weight "
+                     "size given by hand; the cache figures are complete")
+    unread = f.unread()
+    if unread:
+        assumptions.append("fields not read (they do not change the cache): "
+                           + ", ".join(sorted(unread)[:40])
+                           + (" ..." if len(unread) > 40 else ""))
+
+    label = name or cfg.get("_name_or_path") or config.get("_name_or_path") or model_type or "custom"
+    return ModelSpec(name=str(label), layers=tuple(layers), params=params, moe=moe,
+                     hidden_size=geo.hidden, vocab_size=geo.vocab, max_context=max_ctx,
+                     notes=tuple(notes), assumptions=tuple(assumptions),
+                     params_error=params_error)
+
+
+# model_type of a text config that names the whole multimodal model instead
+_TEXT_TYPES = {"gemma3": "gemma3_text", "gemma3n": "gemma3n_text", "gemma4": "gemma4_text",
+               "llama4": "llama4_text"}
+
+# Fields that say nothing about the cache or the parameter count (tokens, training, rope
+# frequencies, dtypes, tooling); they are never reported as "not read".
+_IGNORED = {
+    "architectures", "auto_map", "bos_token_id", "eos_token_id", "pad_token_id",
+    "decoder_start_token_id", "sep_token_id", "cls_token_id", "mask_token_id", "transformers_version",
+    "torch_dtype", "dtype", "use_cache", "initializer_range", "rms_norm_eps", "layer_norm_eps",
+    "layer_norm_epsilon", "norm_epsilon", "rope_theta", "rope_scaling", "rope_parameters",
+    "rope_interleave", "rope_type", "partial_rotary_factor", "rotary_pct", "rotary_emb_base",
+    "hidden_act", "hidden_activation", "activation_function", "mlp_hidden_act", "attention_dropout",
+    "hidden_dropout", "resid_pdrop", "embd_pdrop", "attn_pdrop", "dropout", "attention_probs_dropout_prob",
+    "hidden_dropout_prob", "model_type", "_name_or_path", "quantization_config", "text_config",
+    "vision_config", "audio_config", "image_token_index", "image_token_id", "video_token_id",
+    "vision_start_token_id", "vision_end_token_id", "vision_token_id", "boi_token_index",
+    "eoi_token_index", "eoa_token_index", "boa_token_index", "audio_token_id",
+    "tokenizer_class", "output_attentions", "output_hidden_states", "return_dict",
+    "is_encoder_decoder", "final_logit_softcapping", "attn_logit_softcapping",
+    "query_pre_attn_scalar", "router_aux_loss_coef", "output_router_logits", "router_jitter_noise",
+    "router_z_loss_coef", "scoring_func", "routed_scaling_factor", "norm_topk_prob", "topk_group",
+    "n_group", "topk_method", "aux_loss_alpha", "seq_aux", "ep_size", "num_nextn_predict_layers",
+    "pretraining_tp", "mlp_bias", "attention_bias", "bias", "qkv_bias", "use_qk_norm",
+    "logits_scaling", "embedding_multiplier", "attention_multiplier", "residual_multiplier",
+    "tie_word_embeddings", "use_bidirectional_attention", "attn_temperature_tuning",
+    "floor_scale", "attn_scale", "interleave_moe_layer_step", "use_sliding_window",
+    "sliding_window_pattern", "cache_implementation", "time_step_limit", "time_step_min",
+    "time_step_max", "time_step_floor", "rescale_prenorm_residual", "residual_in_fp32",
+    "use_mamba_kernels", "mamba_ssm_cache_dtype", "chunk_size", "use_conv_bias", "use_bias",
+    "mamba_chunk_size", "mamba_conv_bias", "mamba_proj_bias", "num_logits_to_keep",
+    "layer_norm_type", "norm_type", "mlp_layer_types", "mlp_only_layers", "decoder_sparse_step",
+    "first_k_dense_replace", "moe_layer_freq", "num_experts_per_tok", "num_local_experts",
+    "n_routed_experts", "num_experts", "moe_intermediate_size", "n_shared_experts",
+    "shared_expert_intermediate_size", "intermediate_size", "ffn_dim", "n_inner",
+    "vocab_size", "padded_vocab_size", "hidden_size", "kv_lora_rank", "q_lora_rank",
+    "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "index_topk", "index_n_heads",
+    "index_head_dim", "max_window_layers", "no_rope_layer_interval", "attention_chunk_size",
+    "image_size", "patch_size", "projector_hidden_act", "vision_feature_layer",
+    "vision_feature_select_strategy", "multimodal_projector_bias", "spatial_merge_size",
+    "mm_tokens_per_image", "initializer_factor", "expert_layer_period", "expert_layer_offset",
+    "attn_layer_period", "attn_layer_offset", "use_qkv_bias", "apply_residual_connection_post_layernorm",
+    "post_layer_norm", "add_bias_linear", "add_qkv_bias", "bias_dropout_fusion", "fp32_residual_connection",
+    "original_rope", "rmsnorm", "quantization_bit", "pre_seq_len", "prefix_projection",
+    "classifier_dropout", "do_layer_norm_before", "word_embed_proj_dim", "enable_bias",
+    "layerdrop", "init_std", "scale_embedding", "emb_pdrop", "learned_pos_emb", "no_bias",
+    "logit_scale", "norm_config", "init_config", "use_cache", "verbose", "expansion_ratio",
+    "ffn_config", "resid_pdrop", "embedding_fraction", "sliding_window_size",
+}
+
+# A config field whose name looks like it lays out layers: one the reader does not understand
+# is refused (never read as "every layer full attention").
+_LAYOUT_FIELD = re.compile(r"pattern|layer_types|block_type|attn_type|attention_type|layer_type|"
+                           r"block_configs|hybrid|kv_shared|global_head|global_key_value|"
+                           r"layers_block|swa_|local_attention|linear_attn_layers")
+
+
+@dataclass
+class _Geometry:
+    hidden: int | None
+    vocab: int | None
+    q_heads: int
+    kv_heads: int
+    head_dim: int
+    notes: list = field(default_factory=list)
+    assumptions: list = field(default_factory=list)
+    per_layer_heads: bool = False  # heads differ by layer (parameter counting refuses these)
+
+
+def _read_layers(f: _Fields, model_type: str, honor_sliding: bool):
+    """The layers and the base attention geometry, from cache fields only."""
+    for fieldname in (set(f.cfg) - f.seen):
+        if _LAYOUT_FIELD.search(fieldname) and fieldname not in _LAYOUT_READERS_FIELDS:
+            raise ValueError(
+                f"the attention layout field '{fieldname}' is not understood; paste a config "
+                "with layer_types, or open an issue with this model")
+    hidden = f.int("hidden_size", "n_embd", "d_model", required=False)
+    vocab = None  # the vocabulary matters to the weights only: read with the parameters
+    geo_notes: list[str] = []
+    assumptions: list[str] = []
+
+    # Attention-free models: every layer is a recurrent state.
+    if model_type in _ALL_STATE_TYPES:
+        n = f.int("num_hidden_layers", "n_layer", "num_layers", maximum=_MAX_LAYERS)
+        state = _state_layer(f, hidden, _ALL_STATE_TYPES[model_type])
+        geo = _Geometry(hidden=hidden, vocab=vocab, q_heads=0, kv_heads=0, head_dim=0,
+                        notes=["no attention: every layer keeps a fixed recurrent state and no "
+                               "K/V"], assumptions=assumptions)
+        return [state] * n, geo
+
+    attn_cfg = f.obj("attn_config")  # MPT keeps the attention settings in a sub-object
+    q_heads = f.int("num_attention_heads", "n_head", "num_heads", "n_heads")
+    kv_heads = _kv_heads(f, q_heads, attn_cfg)
     if q_heads % kv_heads:
         raise ValueError(f"config field 'num_key_value_heads' ({kv_heads}) must divide "
                          f"'num_attention_heads' ({q_heads})")
-    if f.has("head_dim"):
-        head_dim = f.int("head_dim")
+    if f.has("head_dim", "kv_channels"):
+        head_dim = f.int("head_dim", "kv_channels")
     else:
+        if hidden is None:
+            raise ValueError("config field 'head_dim' is missing, and without 'hidden_size' it "
+                             "cannot be derived")
         if hidden % q_heads:
             raise ValueError(f"'hidden_size' ({hidden}) is not divisible by 'num_attention_heads' "
                              f"({q_heads}); the config must give 'head_dim'")
         head_dim = hidden // q_heads
-    vocab = f.int("vocab_size")
-    max_ctx = f.int("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
-                    default=2048)
+    geo = _Geometry(hidden=hidden, vocab=vocab, q_heads=q_heads, kv_heads=kv_heads,
+                    head_dim=head_dim, notes=geo_notes, assumptions=assumptions)
 
-    kinds = _layer_kinds(f, num_layers, honor_sliding_window)
-    layers = []
+    if f.has("block_configs"):
+        return _nas_layers(f, geo), geo
+
+    if f.raw("use_bidirectional_attention") == "all":
+        raise ValueError("config field 'use_bidirectional_attention' is 'all': this is not a "
+                         "causal decoder, so it keeps no KV cache while generating")
+    kinds = _layer_kinds(f, model_type, honor_sliding, geo)
     mla = f.has("kv_lora_rank")
-    for kind in kinds:
+    if mla and any(k in ("sliding", "chunked") for k in kinds):
+        raise ValueError("MLA (kv_lora_rank) together with sliding or chunked layers is not "
+                         "supported yet; open an issue with this model")
+    extra = None
+    if f.has("index_topk"):
+        # DeepSeek sparse attention: each layer also caches its indexer's keys. vLLM stores them
+        # as fp8 plus one fp32 scale per 128 values (transformers keeps them in the model dtype).
+        idx = f.int("index_head_dim")
+        extra = ExtraCache(name="indexer keys", elements=idx, dtype="fp8",
+                           scale_bytes=idx // 128 * 4)
+        geo_notes.append(f"sparse attention indexer (index_topk): each layer also caches "
+                         f"{idx} fp8 indexer-key values + {idx // 128 * 4} B of scales per token, "
+                         "as vLLM stores them")
+    v_dim = f.int("v_head_dim", default=head_dim) if not mla else head_dim
+    layers = []
+    for i, kind in enumerate(kinds):
         if kind == "state":
-            layers.append(_state_layer(f, hidden, model_type))
+            layers.append(_state_layer(f, hidden, _state_flavor(f, model_type)))
+        elif kind == "none":
+            layers.append(NoCache(why="MLP or MoE block only"))
         elif mla:
+            rope = f.int("qk_rope_head_dim")
             layers.append(MLALatent(
-                kv_lora_rank=f.int("kv_lora_rank"), qk_rope_head_dim=f.int("qk_rope_head_dim"),
-                q_heads=q_heads,
-                qk_head_dim=f.int("qk_nope_head_dim") + f.int("qk_rope_head_dim"),
-                v_head_dim=f.int("v_head_dim")))
+                kv_lora_rank=f.int("kv_lora_rank"), qk_rope_head_dim=rope, q_heads=q_heads,
+                qk_head_dim=f.int("qk_nope_head_dim") + rope, v_head_dim=f.int("v_head_dim"),
+                extra=extra))
         else:
-            common = dict(kv_heads=kv_heads, head_dim=head_dim, v_head_dim=head_dim,
-                          q_heads=q_heads)
-            if kind == "full":
-                layers.append(FullAttention(**common))
-            elif kind == "sliding":
-                layers.append(SlidingWindow(window=f.int("sliding_window"), **common))
-            elif kind == "chunked":
-                layers.append(ChunkedLocal(chunk=f.int("attention_chunk_size"), **common))
+            layers.append(_attention_layer(f, kind, geo, v_dim, extra))
     if mla:
-        notes.append("MLA: the cache holds one latent of kv_lora_rank + qk_rope_head_dim per "
-                     "token and layer; num_key_value_heads does not apply")
-
-    moe = _moe(f, hidden, num_layers, family)
-    params = _count_params(f, family, layers, moe, hidden, vocab, head_dim, q_heads, kv_heads,
-                           num_layers)
-    label = name or cfg.get("_name_or_path") or config.get("_name_or_path") or model_type or "custom"
-    return ModelSpec(name=str(label), layers=tuple(layers), params=params, moe=moe,
-                     hidden_size=hidden, vocab_size=vocab, max_context=max_ctx,
-                     notes=tuple(notes))
+        geo_notes.append("MLA: the cache holds one latent of kv_lora_rank + qk_rope_head_dim per "
+                         "token and layer; num_key_value_heads does not apply")
+    layers = _share_kv(f, layers, kinds)
+    return layers, geo
 
 
-def _kv_heads(f: _Fields, q_heads: int) -> int:
+_ALL_STATE_TYPES = {"mamba": "mamba", "falcon_mamba": "mamba", "mamba2": "mamba2"}
+
+# Layout fields that a reader below understands.
+_LAYOUT_READERS_FIELDS = {
+    "layer_types", "hybrid_override_pattern", "layers_block_type", "hybrid_layer_pattern",
+    "attn_type_list", "block_configs", "num_kv_shared_layers", "global_head_dim",
+    "num_global_key_value_heads", "swa_num_attention_heads", "swa_num_key_value_heads",
+    "swa_head_dim", "swa_v_head_dim", "swa_rope_theta", "sliding_window_pattern",
+    "mlp_layer_types", "mtp_hybrid_override_pattern", "mtp_layers_block_type",
+    "swa_attention_sink_bias", "attention_value_scale", "add_swa_attention_sink_bias",
+    "add_full_attention_sink_bias", "layer_types_mtp",
+}
+
+
+def _attention_layer(f: _Fields, kind: str, geo: _Geometry, v_dim: int, extra):
+    """One attention layer of ``kind`` with its own geometry: full layers may have their own
+    head size and KV heads (Gemma 4's global_*), sliding ones theirs (MiMo-V2's swa_*)."""
+    kv, k_dim, v, q = geo.kv_heads, geo.head_dim, v_dim, geo.q_heads
+    if kind == "full" and f.has("global_head_dim"):
+        k_dim = v = f.int("global_head_dim")
+        if f.bool("attention_k_eq_v", False) and f.has("num_global_key_value_heads"):
+            # transformers' Gemma4TextConfig: the global KV-head override applies only to the
+            # models that declare attention_k_eq_v (V is computed from the K projection, but
+            # both K and V are cached).
+            kv = f.int("num_global_key_value_heads")
+        geo.per_layer_heads = True
+    if kind == "sliding" and f.has("swa_num_key_value_heads", "swa_head_dim"):
+        kv = f.int("swa_num_key_value_heads", default=kv)
+        q = f.int("swa_num_attention_heads", default=q)
+        k_dim = f.int("swa_head_dim", default=k_dim)
+        v = f.int("swa_v_head_dim", default=v)
+        geo.per_layer_heads = True
+    common = dict(kv_heads=kv, head_dim=k_dim, v_head_dim=v, q_heads=q, extra=extra)
+    if kind == "sliding":
+        return SlidingWindow(window=_window(f), **common)
+    if kind == "chunked":
+        return ChunkedLocal(chunk=f.int("attention_chunk_size"), **common)
+    return FullAttention(**common)
+
+
+def _window(f: _Fields) -> int:
+    if f.has("sliding_window_size") and not f.has("sliding_window"):
+        # MiMo-V2: the reference implementation attends to sliding_window_size previous tokens
+        # plus the query, so the window is one larger (transformers' MiMoV2FlashConfig).
+        return f.int("sliding_window_size") + 1
+    return f.int("sliding_window")
+
+
+def _kv_heads(f: _Fields, q_heads: int, attn_cfg: dict | None) -> int:
+    if attn_cfg is not None:  # MPT
+        kind = attn_cfg.get("attn_type", "multihead_attention")
+        if kind == "multiquery_attention":
+            return 1
+        if kind == "grouped_query_attention":
+            value = attn_cfg.get("kv_n_heads")
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+                return value
+            raise ValueError("config field 'attn_config.kv_n_heads' must be a whole number for "
+                             "grouped-query attention")
+        if kind != "multihead_attention":
+            raise ValueError(f"config field 'attn_config.attn_type' = {kind!r} is not understood; "
+                             "expected multihead_attention, multiquery_attention or "
+                             "grouped_query_attention")
+        return q_heads
+    if f.has("multi_query_group_num"):  # ChatGLM: groups used when multi_query_attention is on
+        if f.raw("multi_query_attention", default=False) is True:
+            return f.int("multi_query_group_num")
+        f.seen.add("multi_query_group_num")
+        return q_heads
     if f.has("num_key_value_heads"):
         return f.int("num_key_value_heads")
     if f.raw("new_decoder_architecture", default=False) is True:
@@ -244,78 +476,270 @@ def _kv_heads(f: _Fields, q_heads: int) -> int:
     return q_heads  # no KV-head field at all: multi-head attention
 
 
-def _layer_kinds(f: _Fields, n: int, honor_sliding: bool) -> list[str]:
-    """One kind per layer: full, sliding, chunked or state (MLA is decided by kv_lora_rank)."""
-    types = f.raw("layer_types")
-    if types is not None:
-        if not isinstance(types, list) or len(types) != n:
-            raise ValueError(f"config field 'layer_types' must list one type for each of the "
-                             f"{n} layers")
-        mapping = {"full_attention": "full", "attention": "full", "sliding_attention": "sliding",
-                   "chunked_attention": "chunked", "linear_attention": "state", "mamba": "state",
-                   "mamba2": "state"}
-        kinds = []
-        for i, t in enumerate(types):
-            if t not in mapping:
-                raise ValueError(f"config field 'layer_types[{i}]' = {t!r} is not one of "
-                                 f"{', '.join(sorted(mapping))}")
-            kinds.append(mapping[t])
-    elif f.has("full_attention_interval"):
-        k = f.int("full_attention_interval")
-        kinds = ["full" if (i + 1) % k == 0 else "state" for i in range(n)]
-    elif f.has("attn_layer_period"):
-        period = f.int("attn_layer_period")
-        offset = f.int("attn_layer_offset", minimum=0)
-        if offset >= period:
-            raise ValueError(f"config field 'attn_layer_offset' ({offset}) must be smaller than "
-                             f"'attn_layer_period' ({period})")
-        kinds = ["full" if i % period == offset else "state" for i in range(n)]
-    elif f.has("sliding_window") and f.raw("use_sliding_window", default=True) is not False:
-        if f.has("sliding_window_pattern"):
-            p = f.int("sliding_window_pattern")
-            kinds = ["full" if (i + 1) % p == 0 else "sliding" for i in range(n)]
-        elif f.has("max_window_layers") and f.has("use_sliding_window"):
-            # Qwen2 with use_sliding_window true: layers from max_window_layers on use the window.
-            m = f.int("max_window_layers", minimum=0)
-            kinds = ["sliding" if i >= m else "full" for i in range(n)]
-        else:
-            kinds = ["sliding"] * n
+# Each layout convention maps its own tokens to a layer kind.
+_LAYER_TYPE_NAMES = {
+    "full_attention": "full", "attention": "full", "sliding_attention": "sliding",
+    "chunked_attention": "chunked", "linear_attention": "state", "mamba": "state",
+    "mamba2": "state", "conv": None, "moe": "none", "mlp": "none",
+    "indexed_attention": "full", "deepseek_sparse_attention": "full",
+}
+_NEMOTRON_PATTERN = {"M": "state", "*": "full", "-": "none", "E": "none"}
+
+
+def _layer_kinds(f: _Fields, model_type: str, honor_sliding: bool, geo: _Geometry) -> list[str]:
+    """One kind per layer: full, sliding, chunked, state or none (MLA is decided by
+    kv_lora_rank). Every convention lives here, keyed by the field that carries it."""
+    declared = f.int("num_hidden_layers", "n_layer", "num_layers", "n_layers", required=False,
+                     maximum=_MAX_LAYERS)
+    kinds: list[str] | None = None
+    source = None
+    if f.has("hybrid_override_pattern"):
+        source = "hybrid_override_pattern"
+        pattern = f.raw(source)
+        if not isinstance(pattern, str) or not pattern:
+            raise ValueError("config field 'hybrid_override_pattern' must be a string such as "
+                             "'M-M*-'")
+        bad = sorted(set(pattern) - set(_NEMOTRON_PATTERN))
+        if bad:
+            raise ValueError(f"config field 'hybrid_override_pattern' has the letters {bad}, "
+                             "which are not understood; expected M (Mamba), * (attention), "
+                             "- (MLP) and E (MoE)")
+        kinds = [_NEMOTRON_PATTERN[c] for c in pattern]
+    elif f.has("layers_block_type"):
+        source = "layers_block_type"
+        kinds = _from_names(f, source)
+    elif f.has("hybrid_layer_pattern"):
+        # MiMo-V2: 0 = full attention, 1 = sliding window attention.
+        source = "hybrid_layer_pattern"
+        kinds = _from_codes(f, source, {0: "full", 1: "sliding"})
+    elif f.has("attn_type_list"):
+        # MiniMax: 0 = lightning (linear) attention, 1 = softmax attention.
+        source = "attn_type_list"
+        kinds = _from_codes(f, source, {0: "state", 1: "full"})
+    elif f.has("layer_types"):
+        source = "layer_types"
+        kinds = _from_names(f, source)
+    if kinds is not None:
+        if declared is not None and declared != len(kinds):
+            if source in ("hybrid_override_pattern", "layers_block_type"):
+                geo.notes.append(f"num_hidden_layers ({declared}) differs from the {len(kinds)} "
+                                 f"entries of '{source}'; the pattern decides, as in transformers")
+            else:
+                raise ValueError(f"config field '{source}' must list one entry for each of the "
+                                 f"{declared} layers, got {len(kinds)}")
+        n = len(kinds)
     else:
-        kinds = ["full"] * n
-    if f.has("attention_chunk_size") and types is None:
+        n = f.int("num_hidden_layers", "n_layer", "num_layers", "n_layers", maximum=_MAX_LAYERS)
+        kinds = _kinds_from_periods(f, n)
+    if f.has("attention_chunk_size") and source != "layer_types":
         # Llama 4: RoPE layers attend within chunks; every no_rope_layer_interval-th layer is a
         # global NoPE layer. ``no_rope_layers[i]`` is 1 where layer i uses RoPE (is chunked).
         flags = f.raw("no_rope_layers")
         if isinstance(flags, list) and len(flags) == n:
             kinds = ["chunked" if flags[i] else kinds[i] for i in range(n)]
+        elif flags not in (None, []):
+            raise ValueError(f"config field 'no_rope_layers' must list 0/1 for each of the {n} "
+                             "layers")
         else:
             every = f.int("no_rope_layer_interval", default=4)
             kinds = [kinds[i] if (i + 1) % every == 0 else "chunked" for i in range(n)]
     if any(k == "sliding" for k in kinds):
-        f.int("sliding_window")  # validates presence and value
+        _window(f)  # validates presence and value
     if not honor_sliding:
         kinds = ["full" if k == "sliding" else k for k in kinds]
     return kinds
 
 
-def _state_layer(f: _Fields, hidden: int, model_type: str) -> RecurrentState:
-    # Convolution state keeps kernel-1 past inputs (as vLLM sizes it; transformers keeps kernel).
+def _from_names(f: _Fields, name: str) -> list[str]:
+    types = f.raw(name)
+    if not isinstance(types, list) or not types:
+        raise ValueError(f"config field '{name}' must be a list with one type per layer")
+    kinds = []
+    for i, t in enumerate(types):
+        kind = _LAYER_TYPE_NAMES.get(t) if isinstance(t, str) else None
+        if kind is None:
+            known = ", ".join(sorted(k for k, v in _LAYER_TYPE_NAMES.items() if v))
+            raise ValueError(f"config field '{name}[{i}]' = {t!r} is not a layer type kvcalc "
+                             f"understands ({known}); open an issue with this model")
+        kinds.append(kind)
+    return kinds
+
+
+def _from_codes(f: _Fields, name: str, codes: dict) -> list[str]:
+    values = f.raw(name)
+    if not isinstance(values, list) or not values:
+        raise ValueError(f"config field '{name}' must be a list with one entry per layer")
+    kinds = []
+    for i, v in enumerate(values):
+        if isinstance(v, bool) or v not in codes:
+            raise ValueError(f"config field '{name}[{i}]' = {v!r} is not understood; expected "
+                             f"one of {sorted(codes)}")
+        kinds.append(codes[v])
+    return kinds
+
+
+def _kinds_from_periods(f: _Fields, n: int) -> list[str]:
+    if f.has("full_attention_interval"):
+        k = f.int("full_attention_interval")
+        return ["full" if (i + 1) % k == 0 else "state" for i in range(n)]
+    if f.has("attn_layer_period"):
+        period = f.int("attn_layer_period")
+        offset = f.int("attn_layer_offset", minimum=0)
+        if offset >= period:
+            raise ValueError(f"config field 'attn_layer_offset' ({offset}) must be smaller than "
+                             f"'attn_layer_period' ({period})")
+        return ["full" if i % period == offset else "state" for i in range(n)]
+    window_on = f.raw("use_sliding_window", default=True) is not False
+    if f.has("sliding_window") and window_on:
+        if f.has("sliding_window_pattern"):
+            p = f.int("sliding_window_pattern")
+            kinds = ["full" if (i + 1) % p == 0 else "sliding" for i in range(n)]
+            if f.defaults.get("last_layer_full"):
+                kinds[-1] = "full"  # Gemma 4 forces its last layer to full attention
+            return kinds
+        if f.has("max_window_layers") and f.has("use_sliding_window"):
+            # Qwen2 with use_sliding_window true: layers from max_window_layers on use the window.
+            m = f.int("max_window_layers", minimum=0)
+            return ["sliding" if i >= m else "full" for i in range(n)]
+        return ["sliding"] * n
+    return ["full"] * n
+
+
+def _share_kv(f: _Fields, layers: list, kinds: list[str]) -> list:
+    """Gemma 3n / Gemma 4: the last num_kv_shared_layers layers store nothing and read the cache
+    of the last earlier layer of the same type (transformers' ``kv_sharing_modes``)."""
+    shared = f.int("num_kv_shared_layers", default=0, minimum=0)
+    if not shared:
+        return layers
+    n = len(layers)
+    if shared >= n:
+        raise ValueError(f"config field 'num_kv_shared_layers' ({shared}) leaves no layer to "
+                         f"store a cache (the model has {n})")
+    first = n - shared
+    out = list(layers[:first])
+    for i in range(first, n):
+        src = next((j for j in range(first - 1, -1, -1) if kinds[j] == kinds[i]), None)
+        if src is None or not layers[src].stores_tokens:
+            raise ValueError(f"config field 'num_kv_shared_layers': layer {i} ({kinds[i]}) has "
+                             "no earlier layer of its type to share a cache with")
+        out.append(SharedKV(source=src, reads=layers[src]))
+    return out
+
+
+def _nas_layers(f: _Fields, geo: _Geometry) -> list:
+    """Nemotron-NAS (``block_configs``): per layer, attention may be a no-op, replaced by a
+    linear layer, or grouped-query attention with its own ``n_heads_in_group``."""
+    blocks = f.raw("block_configs")
+    if not isinstance(blocks, list) or not blocks:
+        raise ValueError("config field 'block_configs' must be a list with one entry per layer")
+    layers = []
+    geo.per_layer_heads = True
+    for i, block in enumerate(blocks):
+        attn = block.get("attention") if isinstance(block, dict) else None
+        if not isinstance(attn, dict):
+            raise ValueError(f"config field 'block_configs[{i}].attention' must be an object")
+        unknown = set(attn) - {"no_op", "replace_with_linear", "n_heads_in_group",
+                               "sparsify", "num_sink_tokens", "use_prefill_window_in_sink_attention",
+                               "unshifted_sink", "window_length", "llama4"}
+        if unknown:
+            raise ValueError(f"config field 'block_configs[{i}].attention' has "
+                             f"{', '.join(sorted(unknown))}, which kvcalc does not understand")
+        if attn.get("no_op") is True:
+            layers.append(NoCache(why="attention is a no-op"))
+            continue
+        if attn.get("replace_with_linear") is True:
+            layers.append(NoCache(why="attention replaced by a linear layer"))
+            continue
+        if attn.get("window_length") not in (None,) or attn.get("num_sink_tokens") not in (None,) \
+                or attn.get("llama4") not in (None,) or attn.get("sparsify") not in (None,):
+            raise ValueError(f"config field 'block_configs[{i}].attention' uses a window, sink "
+                             "tokens or sparsity, which kvcalc does not support yet")
+        group = attn.get("n_heads_in_group")
+        if isinstance(group, bool) or not isinstance(group, int) or group < 1 \
+                or geo.q_heads % group:
+            raise ValueError(f"config field 'block_configs[{i}].attention.n_heads_in_group' must "
+                             f"be a whole number that divides {geo.q_heads}, got {group!r}")
+        kv = geo.q_heads // group
+        layers.append(FullAttention(kv_heads=kv, head_dim=geo.head_dim, v_head_dim=geo.head_dim,
+                                    q_heads=geo.q_heads))
+    declared = f.int("num_hidden_layers", required=False, maximum=_MAX_LAYERS)
+    if declared is not None and declared != len(layers):
+        raise ValueError(f"config field 'block_configs' has {len(layers)} entries but "
+                         f"'num_hidden_layers' is {declared}")
+    return layers
+
+
+def _state_flavor(f: _Fields, model_type: str) -> str:
     if f.has("linear_num_value_heads"):
+        return "gated_deltanet"
+    if f.has("attn_type_list") or model_type == "minimax":
+        return "lightning"
+    if f.has("mamba_num_heads", "mamba_n_heads"):
+        return "mamba2"
+    if f.has("mamba_d_state", "state_size", "ssm_state_size"):
+        return "mamba"
+    raise ValueError("the config has non-attention layers but no state sizes: expected "
+                     "'linear_num_value_heads' (Gated DeltaNet), 'mamba_num_heads' (Mamba-2) or "
+                     "'mamba_d_state' / 'state_size' (Mamba)")
+
+
+def _state_layer(f: _Fields, hidden: int | None, flavor: str) -> RecurrentState:
+    """The fixed per-sequence state of one recurrent layer. The convolution keeps kernel - 1
+    past inputs, as vLLM sizes it (transformers keeps the whole kernel)."""
+    if flavor == "gated_deltanet":
         kh, vh = f.int("linear_num_key_heads"), f.int("linear_num_value_heads")
         kd, vd = f.int("linear_key_head_dim"), f.int("linear_value_head_dim")
         kernel = f.int("linear_conv_kernel_dim")
         conv_dim = 2 * kh * kd + vh * vd  # q, k and v all pass the short convolution
         return RecurrentState(conv_elements=conv_dim * (kernel - 1), ssm_elements=vh * kd * vd,
-                              flavor="gated_deltanet", conv_kernel=kernel)
-    if f.has("mamba_d_state", "state_size", "ssm_state_size"):
-        d_state = f.int("mamba_d_state", "state_size", "ssm_state_size")
-        kernel = f.int("mamba_d_conv", "conv_kernel", default=4)
-        expand = f.int("mamba_expand", "expand", default=2)
-        d_inner = expand * hidden
-        return RecurrentState(conv_elements=d_inner * (kernel - 1), ssm_elements=d_inner * d_state,
-                              flavor="mamba", conv_kernel=kernel)
-    raise ValueError("the config has non-attention layers but no state sizes: expected "
-                     "'linear_num_value_heads' (Gated DeltaNet) or 'mamba_d_state' (Mamba)")
+                              flavor=flavor, conv_kernel=kernel)
+    if flavor == "lightning":
+        # MiniMax lightning attention: one head_dim x head_dim key-value state per head.
+        heads = f.int("num_attention_heads")
+        d = f.int("head_dim", default=None, required=False) or f.int("hidden_size") // heads
+        return RecurrentState(conv_elements=0, ssm_elements=heads * d * d, flavor=flavor,
+                              conv_kernel=1)
+    d_state = f.int("ssm_state_size", "mamba_d_state", "state_size")
+    kernel = f.int("conv_kernel", "mamba_d_conv", "d_conv", default=4)
+    if flavor == "mamba2":
+        # Mamba-2: the convolution runs over x, B and C: intermediate + 2 x n_groups x d_state
+        # channels; the SSM state is heads x head_dim x d_state.
+        heads = f.int("mamba_num_heads", "mamba_n_heads", "num_heads")
+        head = f.int("mamba_head_dim", "mamba_d_head", "head_dim")
+        groups = f.int("n_groups", "mamba_n_groups", default=1)
+        inner = heads * head
+        conv = inner + 2 * groups * d_state
+        return RecurrentState(conv_elements=conv * (kernel - 1), ssm_elements=inner * d_state,
+                              flavor=flavor, conv_kernel=kernel)
+    if f.has("intermediate_size") and not f.has("mamba_expand", "expand"):
+        d_inner = f.int("intermediate_size")
+    else:
+        if hidden is None:
+            raise ValueError("config field 'hidden_size' is missing (the Mamba state needs it)")
+        d_inner = f.int("mamba_expand", "expand", default=2) * hidden
+    return RecurrentState(conv_elements=d_inner * (kernel - 1), ssm_elements=d_inner * d_state,
+                          flavor=flavor, conv_kernel=kernel)
+
+
+def _parameters(f: _Fields, model_type: str, layers: list, geo: _Geometry):
+    """(MoE, ParamCounts), or ValueError saying why the parameters cannot be counted exactly."""
+    family = _FAMILY.get(model_type)
+    if family is None:
+        raise ValueError(f"parameter counting is not implemented for model_type "
+                         f"{model_type or '(none)'!r}")
+    if geo.per_layer_heads or any(not l.stores_tokens and not l.state_elements for l in layers):
+        raise ValueError("layers differ in shape (per-layer heads, shared or attention-free "
+                         "blocks), which the parameter counter does not cover")
+    if any(l.state_elements and l.flavor not in ("mamba", "gated_deltanet") for l in layers):
+        raise ValueError("the parameter counter covers Mamba-1 and Gated DeltaNet layers only")
+    hidden = f.int("hidden_size", "n_embd", "d_model")
+    vocab = f.int("vocab_size")
+    geo.vocab = vocab
+    n = len(layers)
+    moe = _moe(f, hidden, n, family)
+    params = _count_params(f, family, layers, moe, hidden, vocab, geo.head_dim, geo.q_heads,
+                           geo.kv_heads, n)
+    return moe, params
 
 
 def _moe(f: _Fields, hidden: int, n: int, family: dict) -> MoE | None:

@@ -17,27 +17,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .dtypes import KV_DTYPES, DType, bytes_for, get_dtype
-from .model import KV_KINDS, Layer, ModelSpec
+from .dtypes import KV_DTYPES, DType, get_dtype
+from .model import SCALE_BYTES, Layer, ModelSpec
 from .units import check_int
 
 __all__ = ["layer_bytes_per_token", "KVCache", "kv_cache", "KindRow", "pp_partition",
            "stage_layers", "SCALE_BYTES"]
 
-SCALE_BYTES = 4  # one fp32 scale per vector (vLLM's per-token-head quantized KV modes)
-
-
 def layer_bytes_per_token(layer: Layer, dtype: DType, scales: bool = False) -> int:
-    """Bytes one token adds to one layer's cache.
+    """Bytes one token adds to one layer's cache (0 for a layer that keeps no per-token cache).
 
     With ``scales`` a quantized format (fp8, int8, int4) also stores one fp32 scale per
     vector: 2 per KV head (K and V), or 1 per MLA latent."""
-    if layer.kind not in KV_KINDS:
-        return 0
-    b = bytes_for(layer.elements_per_token, dtype)
-    if scales and dtype.quantized:
-        b += layer.scale_vectors * SCALE_BYTES
-    return b
+    return layer.bytes_per_token(dtype, scales)
 
 
 def pp_partition(num_layers: int, pp: int) -> list[int]:
@@ -68,7 +60,8 @@ def stage_layers(spec: ModelSpec, tp: int = 1, pp: int = 1) -> list[tuple[Layer,
 class KindRow:
     """All layers of one kind and size, for the breakdown and its derivation."""
 
-    kind: str
+    kind: str  # full, sliding, chunked, mla, shared, state, none
+    label: str  # the kind with its size: "sliding 1,024", "state (mamba2)", ...
     layers: int
     bytes_per_token_per_layer: int
     tokens_kept: int  # per sequence at the context asked for
@@ -76,9 +69,10 @@ class KindRow:
     formula: str
     state_bytes: int = 0  # per layer per sequence, recurrent layers only
     scale_bytes: int = 0  # per token per layer, included in bytes_per_token_per_layer
+    stores_tokens: bool = True
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "layers": self.layers,
+        return {"kind": self.kind, "label": self.label, "layers": self.layers,
                 "bytes_per_token_per_layer": self.bytes_per_token_per_layer,
                 "tokens_kept": self.tokens_kept, "bytes": self.bytes, "formula": self.formula,
                 "state_bytes_per_layer": self.state_bytes, "scale_bytes": self.scale_bytes}
@@ -114,10 +108,10 @@ class KVCache:
         el_s = f"{el:g} B"
         parts = []
         for r in self.rows:
-            if r.kind == "state":
+            if not r.stores_tokens:
                 continue
             scale = f" + {r.scale_bytes} B scales" if r.scale_bytes else ""
-            parts.append(f"{r.layers} {r.kind} layer{'s' if r.layers != 1 else ''} x "
+            parts.append(f"{r.layers} {r.label} layer{'s' if r.layers != 1 else ''} x "
                          f"({r.formula} x {el_s}{scale})")
         if not parts:
             return "no layer keeps K/V: 0 B"
@@ -135,23 +129,22 @@ class KVCache:
 
 
 def _seq_bytes(layers, n: int, dtype: DType, scales: bool) -> int:
-    return sum(layer_bytes_per_token(l, dtype, scales) * l.tokens_kept(n) for l in layers)
+    return sum(l.seq_bytes(n, dtype, scales) for l in layers)
 
 
 def _rows(layers, n, batch, dtype, scales, state_dtype) -> tuple[KindRow, ...]:
     groups: dict[tuple, list] = {}
     for l in layers:
-        bpt = layer_bytes_per_token(l, dtype, scales)
-        key = (l.kind, bpt, l.tokens_kept(n), l.formula(),
-               bytes_for(getattr(l, "state_elements", 0), state_dtype),
-               bpt - layer_bytes_per_token(l, dtype, False))
+        bpt = l.bytes_per_token(dtype, scales)
+        key = (l.kind, l.label, bpt, l.tokens_kept(n), l.formula(), l.state_bytes(state_dtype),
+               bpt - l.bytes_per_token(dtype, False), l.stores_tokens)
         groups.setdefault(key, []).append(l)
     rows = []
-    for (kind, bpt, kept, formula, state, scale), ls in groups.items():
+    for (kind, label, bpt, kept, formula, state, scale, stores), ls in groups.items():
         count = len(ls)
-        rows.append(KindRow(kind=kind, layers=count, bytes_per_token_per_layer=bpt,
+        rows.append(KindRow(kind=kind, label=label, layers=count, bytes_per_token_per_layer=bpt,
                             tokens_kept=kept, bytes=count * bpt * kept * batch, formula=formula,
-                            state_bytes=state, scale_bytes=scale))
+                            state_bytes=state, scale_bytes=scale, stores_tokens=stores))
     return tuple(rows)
 
 
@@ -169,7 +162,7 @@ def kv_cache(spec: ModelSpec, context: int, batch: int = 1, kv_dtype: str = "bf1
         return _seq_bytes(layers, n, dtype, scales)
 
     def state(layers):
-        return sum(bytes_for(l.state_elements, sdtype) for l in layers if l.kind == "state")
+        return sum(l.state_bytes(sdtype) for l in layers)
 
     # The binding stage: the one that holds the most at this context.
     layers = max(stages, key=lambda ls: (seq(ls, context) * batch + state(ls) * batch,

@@ -20,7 +20,6 @@ layer keeps ``window - 1`` tokens between steps (the next token makes ``window``
 from __future__ import annotations
 
 import copy
-from dataclasses import replace
 import os
 import threading
 import time
@@ -28,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 
 from .hfconfig import spec_from_config
 from .kv import kv_cache
-from .model import ModelSpec, SlidingWindow
+from .model import MLALatent, ModelSpec
 from .registry import get_model
 from .units import check_int
 
@@ -85,15 +84,16 @@ def twin_config(key: str) -> dict:
                    **tokens)
         return cfg
     attn = spec.kv_layers[0] if spec.kv_layers else None
-    heads = 8 if attn is None or attn.kind == "mla" else attn.q_heads
+    mla = isinstance(attn, MLALatent)
+    heads = 8 if attn is None or mla else attn.q_heads
     hidden = max(64, 8 * heads)  # a multiple of the query heads, as every config requires
     cfg.update(hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
                vocab_size=_TWIN_VOCAB, bos_token_id=0, eos_token_id=0, pad_token_id=0)
-    if attn is not None and attn.kind != "mla":
+    if attn is not None and not mla:
         cfg["head_dim"] = attn.head_dim  # keep the real head size although hidden shrank
     if isinstance(cfg.get("layer_types"), list):
         cfg["layer_types"] = cfg["layer_types"][:layers]
-    if attn is not None and attn.kind == "mla":
+    if mla:
         # The latent (kv_lora_rank + qk_rope_head_dim) is what is cached; heads are not.
         cfg.update(num_attention_heads=8, num_key_value_heads=8, q_lora_rank=64,
                    first_k_dense_replace=1, n_group=1, topk_group=1)
@@ -116,16 +116,7 @@ def runtime_spec(config: dict) -> ModelSpec:
     window - 1 tokens between steps, and a convolution state keeps the whole kernel (kvcalc's
     engine figure, like vLLM's, keeps kernel - 1 past inputs)."""
     spec = spec_from_config(config)
-    layers = []
-    for l in spec.layers:
-        if l.kind == "sliding":
-            l = SlidingWindow(window=l.window - 1, kv_heads=l.kv_heads, head_dim=l.head_dim,
-                              v_head_dim=l.v_head_dim, q_heads=l.q_heads)
-        elif l.kind == "state" and l.conv_kernel > 1:
-            channels = l.conv_elements // (l.conv_kernel - 1)
-            l = replace(l, conv_elements=channels * l.conv_kernel)
-        layers.append(l)
-    return spec.with_layers(layers)
+    return spec.with_layers(l.transformers_view() for l in spec.layers)
 
 
 def predicted_bytes(spec: ModelSpec, tokens: int, batch: int, dtype: str) -> int:

@@ -3,39 +3,156 @@
 Every architecture is data in this form. ``kvcalc.hfconfig`` builds it from Hugging Face
 config.json fields; nothing here looks at a model's name.
 
-Layer kinds and what one sequence of n tokens keeps in each:
+Each layer carries its own geometry (KV heads, K dim, V dim, window or chunk), and each kind
+answers for itself, in the manner of vLLM's ``vllm/v1/kv_cache_interface.py``: bytes per token
+for a dtype, tokens kept at context n, state bytes, its tensor-parallel split, the blocks vLLM
+reserves for one request, and its formula text. Callers never branch on the kind.
 
 ==============  ==========================================  =====================================
 kind            stored per token                            tokens kept at context n
 ==============  ==========================================  =====================================
-full            K and V: kv_heads x (head_dim + v_head_dim)  n
+full            K and V: kv_heads x (k_dim + v_dim)          n
 sliding         same as full                                min(n, window)
-chunked         same as full                                min(n, chunk)  (most held at once)
+chunked         same as full                                min(n, chunk) (the most held at once)
 mla             one latent: kv_lora_rank + qk_rope_head_dim  n  (DeepSeek-V2/V3, no factor 2)
-state           nothing per token; a fixed per-sequence      0  (Mamba, Gated DeltaNet)
-                recurrent state of ``state_elements``
+shared          nothing: reads the cache of an earlier      0  (Gemma 3n / Gemma 4
+                layer (``num_kv_shared_layers``)               ``num_kv_shared_layers``)
+state           nothing per token; a fixed per-sequence      0  (Mamba, Mamba-2, Gated DeltaNet,
+                recurrent state                                linear attention)
+none            nothing (an MLP/MoE-only or no-op block)     0
 ==============  ==========================================  =====================================
+
+An attention or MLA layer may also keep an ``ExtraCache`` per token, in its own format: the
+key cache of DeepSeek sparse attention's indexer (``index_topk``) is one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Union
+from typing import ClassVar, Union
+
+from .dtypes import DType, bytes_for, get_dtype
 
 __all__ = [
-    "FullAttention", "SlidingWindow", "ChunkedLocal", "MLALatent", "RecurrentState",
-    "Layer", "MoE", "ParamCounts", "ModelSpec", "KV_KINDS",
+    "FullAttention", "SlidingWindow", "ChunkedLocal", "MLALatent", "RecurrentState", "SharedKV",
+    "NoCache", "ExtraCache", "Layer", "MoE", "ParamCounts", "ModelSpec", "SCALE_BYTES",
 ]
 
-KV_KINDS = ("full", "sliding", "chunked", "mla")
+SCALE_BYTES = 4  # one fp32 scale per vector (vLLM's per-token-head quantized KV modes)
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 @dataclass(frozen=True, kw_only=True)
-class _Attention:
+class ExtraCache:
+    """A second per-token cache beside a layer's K/V, kept in its own fixed format.
+
+    DeepSeek sparse attention (V3.2, ``glm_moe_dsa``) adds an indexer: one key of
+    ``index_head_dim`` per token, which vLLM stores as fp8 values plus one fp32 scale per 128
+    values: index_head_dim + index_head_dim // 128 x 4 bytes (132 for 128)."""
+
+    name: str
+    elements: int
+    dtype: str = "fp8"
+    scale_bytes: int = 0
+
+    @property
+    def bytes_per_token(self) -> int:
+        return bytes_for(self.elements, get_dtype(self.dtype)) + self.scale_bytes
+
+    def formula(self) -> str:
+        scale = f" + {self.scale_bytes} B scales" if self.scale_bytes else ""
+        return f"{self.name} {self.elements} x {self.dtype.upper()}{scale}"
+
+
+class _Layer:
+    """What every kind answers. The defaults describe a layer that stores nothing."""
+
+    kind: ClassVar[str]
+    stores_tokens: ClassVar[bool] = False  # keeps a per-token cache of its own
+    extra: ExtraCache | None = None
+
+    # -- memory -------------------------------------------------------------------------------
+    def bytes_per_token(self, dtype: DType, scales: bool = False) -> int:
+        """Bytes one token adds to this layer's own cache."""
+        return 0
+
+    def tokens_kept(self, n: int) -> int:
+        """Tokens of a sequence at context n this layer holds (the most it ever holds)."""
+        return 0
+
+    def kept_positions(self, n: int) -> range:
+        """Which token positions 0..n-1 are in this layer's cache right after position n-1."""
+        return range(0)
+
+    def seq_bytes(self, n: int, dtype: DType, scales: bool = False) -> int:
+        return self.bytes_per_token(dtype, scales) * self.tokens_kept(n)
+
+    @property
+    def state_elements(self) -> int:
+        return 0
+
+    def state_bytes(self, dtype: DType) -> int:
+        return bytes_for(self.state_elements, dtype) if self.state_elements else 0
+
+    # -- one decode step ----------------------------------------------------------------------
+    def read_bytes(self, n: int, dtype: DType, scales: bool = False) -> int:
+        """Cache bytes one decode step reads for one sequence at context n (a shared layer reads
+        its source's cache again)."""
+        return self.seq_bytes(n, dtype, scales)
+
+    def attended(self, n: int) -> int:
+        """Tokens the query of the n-th token attends to (for attention FLOPs)."""
+        return 0
+
+    def attended_pairs(self, p: int) -> int:
+        """Sum over a prompt's p tokens of the tokens each attends to (causal), in closed form."""
+        return 0
+
+    q_heads: int = 0
+    qk_dim: int = 0
+    av_dim: int = 0
+    kv_heads: int | None = None  # K/V heads it stores; None where it stores no heads (MLA, state)
+
+    # -- engines ------------------------------------------------------------------------------
+    def split(self, tp: int):
+        return self
+
+    def vllm_group_key(self) -> tuple | None:
+        """What vLLM groups this layer's cache by (None: no cache of its own)."""
+        return None
+
+    def vllm_blocks_per_request(self, max_model_len: int, block_size: int, mnbt: int) -> int:
+        return 0
+
+    def transformers_view(self):
+        """This layer as transformers' cache lays it out (see the conventions named there)."""
+        return self
+
+    # -- text ---------------------------------------------------------------------------------
+    @property
+    def label(self) -> str:
+        return self.kind
+
+    def formula(self) -> str:
+        return "nothing stored"
+
+    @property
+    def cache_rows(self) -> tuple[str, ...]:
+        """Names of what one token writes into this layer, for the cache-fill picture."""
+        return ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Attention(_Layer):
     kv_heads: int
-    head_dim: int
+    head_dim: int  # K dim
     v_head_dim: int
     q_heads: int  # query heads, for attention FLOPs only
+    extra: ExtraCache | None = None
+    stores_tokens: ClassVar[bool] = True
 
     @property
     def elements_per_token(self) -> int:
@@ -55,10 +172,38 @@ class _Attention:
         """Vectors per token that a per-token-head quantized cache keeps one scale for (K and V)."""
         return 2 * self.kv_heads
 
+    def bytes_per_token(self, dtype: DType, scales: bool = False) -> int:
+        """With ``scales`` a quantized format (fp8, int8, int4) also stores one fp32 scale per
+        vector: 2 per KV head (K and V), or 1 per MLA latent."""
+        b = bytes_for(self.elements_per_token, dtype)
+        if scales and dtype.quantized:
+            b += self.scale_vectors * SCALE_BYTES
+        if self.extra is not None:
+            b += self.extra.bytes_per_token
+        return b
+
+    def tokens_kept(self, n: int) -> int:
+        return n
+
+    def kept_positions(self, n: int) -> range:
+        return range(n - self.tokens_kept(n), n)
+
+    def attended(self, n: int) -> int:
+        return n
+
+    def attended_pairs(self, p: int) -> int:
+        return p * (p + 1) // 2
+
     def formula(self) -> str:
         if self.head_dim == self.v_head_dim:
-            return f"2 x {self.kv_heads} KV heads x {self.head_dim}"
-        return f"{self.kv_heads} KV heads x ({self.head_dim} + {self.v_head_dim})"
+            text = f"2 x {self.kv_heads} KV heads x {self.head_dim}"
+        else:
+            text = f"{self.kv_heads} KV heads x ({self.head_dim} K + {self.v_head_dim} V)"
+        return text + (f" + {self.extra.formula()}" if self.extra else "")
+
+    @property
+    def cache_rows(self) -> tuple[str, ...]:
+        return ("K", "V")
 
     def split(self, tp: int):
         """This layer as one of ``tp`` tensor-parallel GPUs holds it.
@@ -74,37 +219,103 @@ class _Attention:
                 f"tensor parallel size {tp} is not a multiple of the {self.kv_heads} KV heads")
         return replace(self, kv_heads=max(1, self.kv_heads // tp), q_heads=max(1, self.q_heads // tp))
 
+    def vllm_group_key(self) -> tuple | None:
+        return (self.kind, self._span())
+
+    def _span(self) -> int | None:
+        return None
+
+    def vllm_blocks_per_request(self, max_model_len: int, block_size: int, mnbt: int) -> int:
+        return cdiv(max_model_len, block_size)
+
+    def as_mha(self):
+        """The same layer with one K/V head per query head."""
+        return replace(self, kv_heads=self.q_heads)
+
+    def with_kv_heads(self, kv_heads: int):
+        return replace(self, kv_heads=kv_heads)
+
+    def as_latent(self, rank: int, rope: int):
+        return MLALatent(kv_lora_rank=rank, qk_rope_head_dim=rope, q_heads=self.q_heads,
+                         qk_head_dim=self.qk_dim, v_head_dim=self.av_dim)
+
 
 @dataclass(frozen=True, kw_only=True)
 class FullAttention(_Attention):
-    kind: str = field(default="full", init=False)
-
-    def tokens_kept(self, n: int) -> int:
-        return n
+    kind: ClassVar[str] = "full"
 
 
 @dataclass(frozen=True, kw_only=True)
 class SlidingWindow(_Attention):
     window: int
-    kind: str = field(default="sliding", init=False)
+    kind: ClassVar[str] = "sliding"
 
     def tokens_kept(self, n: int) -> int:
         # A token attends to itself and the window-1 before it, so at most `window` are needed.
         return min(n, self.window)
 
+    def attended(self, n: int) -> int:
+        return min(n, self.window)
+
+    def attended_pairs(self, p: int) -> int:
+        w = self.window
+        if w >= p:
+            return p * (p + 1) // 2
+        return w * (w + 1) // 2 + (p - w) * w  # grows to w, then stays at w
+
+    @property
+    def label(self) -> str:
+        return f"sliding {self.window:,}"
+
+    def _span(self) -> int | None:
+        return self.window
+
+    def vllm_blocks_per_request(self, max_model_len: int, block_size: int, mnbt: int) -> int:
+        # vllm/v1/kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes: a chunk of
+        # max_num_batched_tokens new tokens plus the window-1 before it, and one block of slack
+        # because the window's start need not align with a block.
+        return cdiv(min(self.window - 1 + mnbt, max_model_len), block_size) + 1
+
+    def transformers_view(self):
+        # transformers' DynamicSlidingWindowLayer keeps window-1 tokens between steps; the new
+        # token makes the window.
+        return replace(self, window=self.window - 1)
+
 
 @dataclass(frozen=True, kw_only=True)
 class ChunkedLocal(_Attention):
     chunk: int
-    kind: str = field(default="chunked", init=False)
+    kind: ClassVar[str] = "chunked"
 
     def tokens_kept(self, n: int) -> int:
         # Attention stays inside fixed chunks; the most a sequence ever holds is one full chunk.
         return min(n, self.chunk)
 
+    def kept_positions(self, n: int) -> range:
+        # Only the current chunk: from the last multiple of `chunk` below n.
+        return range(((n - 1) // self.chunk) * self.chunk if n else 0, n)
+
+    def attended(self, n: int) -> int:
+        return (n - 1) % self.chunk + 1 if n else 0
+
+    def attended_pairs(self, p: int) -> int:
+        full, rest = divmod(p, self.chunk)  # a triangle per whole chunk, then the partial one
+        return full * (self.chunk * (self.chunk + 1) // 2) + rest * (rest + 1) // 2
+
+    @property
+    def label(self) -> str:
+        return f"chunked {self.chunk:,}"
+
+    def _span(self) -> int | None:
+        return self.chunk
+
+    def vllm_blocks_per_request(self, max_model_len: int, block_size: int, mnbt: int) -> int:
+        # ChunkedLocalAttentionSpec.max_memory_usage_bytes: the chunk plus one batch of tokens.
+        return cdiv(min(self.chunk + mnbt, max_model_len), block_size)
+
 
 @dataclass(frozen=True, kw_only=True)
-class MLALatent:
+class MLALatent(_Layer):
     """Multi-head latent attention (DeepSeek-V2/V3): the cache holds one compressed latent
     c_KV of kv_lora_rank plus the shared RoPE key of qk_rope_head_dim per token. The K and V of
     every head are re-expanded from it, so there is no factor 2 and no per-head count."""
@@ -114,7 +325,9 @@ class MLALatent:
     q_heads: int
     qk_head_dim: int  # qk_nope_head_dim + qk_rope_head_dim, for FLOPs
     v_head_dim: int
-    kind: str = field(default="mla", init=False)
+    extra: ExtraCache | None = None
+    kind: ClassVar[str] = "mla"
+    stores_tokens: ClassVar[bool] = True
 
     @property
     def elements_per_token(self) -> int:
@@ -132,48 +345,168 @@ class MLALatent:
     def scale_vectors(self) -> int:
         return 1
 
-    def tokens_kept(self, n: int) -> int:
-        return n
+    bytes_per_token = _Attention.bytes_per_token
+    tokens_kept = _Attention.tokens_kept
+    kept_positions = _Attention.kept_positions
+    attended = _Attention.attended
+    attended_pairs = _Attention.attended_pairs
+    vllm_blocks_per_request = _Attention.vllm_blocks_per_request
 
     def formula(self) -> str:
-        return f"({self.kv_lora_rank} latent + {self.qk_rope_head_dim} RoPE)"
+        text = f"({self.kv_lora_rank} latent + {self.qk_rope_head_dim} RoPE)"
+        return text + (f" + {self.extra.formula()}" if self.extra else "")
+
+    @property
+    def cache_rows(self) -> tuple[str, ...]:
+        return ("latent", "RoPE key")
 
     def split(self, tp: int):
         # vLLM and SGLang keep the whole latent on every tensor-parallel GPU: it is replicated.
         return replace(self, q_heads=max(1, self.q_heads // tp))
 
+    def vllm_group_key(self) -> tuple | None:
+        return ("mla", None)
+
+    def as_mha(self):
+        return FullAttention(kv_heads=self.q_heads, head_dim=self.qk_head_dim,
+                             v_head_dim=self.v_head_dim, q_heads=self.q_heads)
+
+    def with_kv_heads(self, kv_heads: int):
+        return replace(self.as_mha(), kv_heads=kv_heads)
+
+    def as_latent(self, rank: int, rope: int):
+        return replace(self, kv_lora_rank=rank, qk_rope_head_dim=rope)
+
 
 @dataclass(frozen=True, kw_only=True)
-class RecurrentState:
-    """A linear-attention or state-space layer (Mamba, Gated DeltaNet): no per-token K/V, a fixed
-    per-sequence state = convolution window + recurrent (SSM) state."""
+class SharedKV(_Layer):
+    """A layer that attends with the K/V another layer stored (Gemma 3n and Gemma 4's
+    ``num_kv_shared_layers``): it writes nothing, but a decode step reads that cache again."""
+
+    source: int  # index of the layer whose cache it reads
+    reads: Union["FullAttention", "SlidingWindow", "ChunkedLocal", "MLALatent"]
+    kind: ClassVar[str] = "shared"
+
+    @property
+    def q_heads(self) -> int:
+        return self.reads.q_heads
+
+    @property
+    def qk_dim(self) -> int:
+        return self.reads.qk_dim
+
+    @property
+    def av_dim(self) -> int:
+        return self.reads.av_dim
+
+    def read_bytes(self, n: int, dtype: DType, scales: bool = False) -> int:
+        return self.reads.seq_bytes(n, dtype, scales)
+
+    def attended(self, n: int) -> int:
+        return self.reads.attended(n)
+
+    def attended_pairs(self, p: int) -> int:
+        return self.reads.attended_pairs(p)
+
+    def split(self, tp: int):
+        return replace(self, reads=self.reads.split(tp))
+
+    @property
+    def label(self) -> str:
+        return f"shared (reads layer {self.source})"
+
+    def formula(self) -> str:
+        return f"nothing stored: reads layer {self.source}'s {self.reads.label} cache"
+
+    def as_mha(self):
+        return replace(self, reads=self.reads.as_mha())
+
+    def with_kv_heads(self, kv_heads: int):
+        return replace(self, reads=self.reads.with_kv_heads(kv_heads))
+
+    def as_latent(self, rank: int, rope: int):
+        return replace(self, reads=self.reads.as_latent(rank, rope))
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecurrentState(_Layer):
+    """A linear-attention or state-space layer (Mamba, Mamba-2, Gated DeltaNet, lightning
+    attention): no per-token K/V, a fixed per-sequence state = convolution window + recurrent
+    (SSM) state."""
 
     conv_elements: int  # channels x (conv_kernel - 1): the past inputs the convolution needs
     ssm_elements: int
-    flavor: str  # "mamba" or "gated_deltanet", for display
+    flavor: str  # "mamba", "mamba2", "gated_deltanet", "linear_attention", for display
     conv_kernel: int = 4
-    kind: str = field(default="state", init=False)
-
-    elements_per_token = 0
-    scale_vectors = 0
+    kind: ClassVar[str] = "state"
 
     @property
     def state_elements(self) -> int:
         return self.conv_elements + self.ssm_elements
 
-    def tokens_kept(self, n: int) -> int:
-        return 0
+    @property
+    def label(self) -> str:
+        return f"state ({self.flavor})"
 
     def formula(self) -> str:
-        return f"{self.flavor} state {self.conv_elements:,} conv + {self.ssm_elements:,} recurrent elements"
+        return (f"{self.flavor} state {self.conv_elements:,} conv + {self.ssm_elements:,} "
+                "recurrent elements")
 
     def split(self, tp: int):
         # Heads (and with them both states) are split evenly over the tensor-parallel GPUs.
-        return replace(self, conv_elements=-(-self.conv_elements // tp),
-                       ssm_elements=-(-self.ssm_elements // tp))
+        return replace(self, conv_elements=cdiv(self.conv_elements, tp),
+                       ssm_elements=cdiv(self.ssm_elements, tp))
+
+    def vllm_group_key(self) -> tuple | None:
+        return ("state", None)
+
+    def vllm_blocks_per_request(self, max_model_len: int, block_size: int, mnbt: int) -> int:
+        return 1  # one page holds the whole state
+
+    def transformers_view(self):
+        # transformers keeps the whole convolution kernel; vLLM (and kvcalc) keep kernel - 1.
+        if self.conv_kernel <= 1:
+            return self
+        channels = self.conv_elements // (self.conv_kernel - 1)
+        return replace(self, conv_elements=channels * self.conv_kernel)
+
+    def as_mha(self):
+        return self
+
+    def with_kv_heads(self, kv_heads: int):
+        return self
+
+    def as_latent(self, rank: int, rope: int):
+        return self
 
 
-Layer = Union[FullAttention, SlidingWindow, ChunkedLocal, MLALatent, RecurrentState]
+@dataclass(frozen=True, kw_only=True)
+class NoCache(_Layer):
+    """A block with no attention of its own: an MLP- or MoE-only layer (Nemotron-H's ``-`` and
+    ``E``), or an attention no-op / linear replacement (Nemotron-NAS ``block_configs``)."""
+
+    why: str = "no attention"
+    kind: ClassVar[str] = "none"
+
+    @property
+    def label(self) -> str:
+        return f"none ({self.why})"
+
+    def formula(self) -> str:
+        return f"nothing stored ({self.why})"
+
+    def as_mha(self):
+        return self
+
+    def with_kv_heads(self, kv_heads: int):
+        return self
+
+    def as_latent(self, rank: int, rope: int):
+        return self
+
+
+Layer = Union[FullAttention, SlidingWindow, ChunkedLocal, MLALatent, SharedKV, RecurrentState,
+              NoCache]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -220,14 +553,20 @@ class ParamCounts:
 
 @dataclass(frozen=True, kw_only=True)
 class ModelSpec:
+    """A model's layers (what the cache needs) and, separately, its parameters (what the weight
+    figures need). ``params`` is None when the config's parameters could not be counted;
+    ``params_error`` then says why, and only weight figures are refused."""
+
     name: str
     layers: tuple[Layer, ...]
-    params: ParamCounts
+    params: ParamCounts | None
     moe: MoE | None
-    hidden_size: int
-    vocab_size: int
+    hidden_size: int | None
+    vocab_size: int | None
     max_context: int  # max_position_embeddings (or n_positions)
     notes: tuple[str, ...] = ()
+    assumptions: tuple[str, ...] = ()
+    params_error: str | None = None
 
     def __post_init__(self):
         if not self.layers:
@@ -239,12 +578,12 @@ class ModelSpec:
 
     @property
     def kv_layers(self) -> tuple[Layer, ...]:
-        """Layers that keep per-token K/V (or an MLA latent)."""
-        return tuple(l for l in self.layers if l.kind in KV_KINDS)
+        """Layers that keep a per-token cache of their own (K/V or an MLA latent)."""
+        return tuple(l for l in self.layers if l.stores_tokens)
 
     @property
     def state_layers(self) -> tuple[RecurrentState, ...]:
-        return tuple(l for l in self.layers if l.kind == "state")
+        return tuple(l for l in self.layers if l.state_elements)
 
     def kind_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -252,16 +591,23 @@ class ModelSpec:
             counts[layer.kind] = counts.get(layer.kind, 0) + 1
         return counts
 
+    def require_params(self) -> ParamCounts:
+        if self.params is None:
+            raise ValueError(f"the weight figures of {self.name} are unknown: "
+                             f"{self.params_error}. The cache figures do not need them; for "
+                             "weights, give their size (e.g. --weights-gib)")
+        return self.params
+
     @property
     def total_params(self) -> int:
-        return self.params.total
+        return self.require_params().total
 
     @property
     def active_params(self) -> int:
         """Parameters one token computes with: all but the unused experts and, when the output
         head is a separate matrix, the input embedding (a table look-up, not a matmul). This is the
         convention of OpenAI's gpt-oss model card."""
-        p = self.params
+        p = self.require_params()
         active = p.total
         if not p.tied:
             active -= p.embedding

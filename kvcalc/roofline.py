@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from .dtypes import KV_DTYPES, bytes_for, get_dtype
+from .dtypes import KV_DTYPES, get_dtype
 from .kv import _seq_bytes, stage_layers
 from .model import ModelSpec
 from .units import GB, check_float, check_int
@@ -57,6 +57,12 @@ def _per_gpu_layers(spec: ModelSpec, tp: int, pp: int):
     return [l for stage in stage_layers(spec, tp, pp) for l in stage]
 
 
+def _read_bytes(layers, n: int, dtype, scales: bool) -> int:
+    """Cache bytes one decode step reads for one sequence at context n: every layer's own cache,
+    and a shared-KV layer's source cache once more."""
+    return sum(l.read_bytes(n, dtype, scales) for l in layers)
+
+
 def crossover_context(spec: ModelSpec, weight_read_bytes: int, batch: int = 1,
                       kv_dtype: str = "bf16", *, scales: bool = False,
                       tp: int = 1) -> int | None:
@@ -69,7 +75,7 @@ def crossover_context(spec: ModelSpec, weight_read_bytes: int, batch: int = 1,
     target = math.ceil(weight_read_bytes / tp)
 
     def kv(n):
-        return batch * _seq_bytes(layers, n, dtype, scales)
+        return batch * _read_bytes(layers, n, dtype, scales)
 
     if kv(_CAP) < target:
         return None
@@ -107,9 +113,8 @@ def step_time(spec: ModelSpec, w: Weights, *, context: int, batch: int, bandwidt
     else:
         weight_read_bytes = check_int("weight bytes", weight_read_bytes, 0, 2**60)
     weight_read = math.ceil(weight_read_bytes / tp)
-    kv_read = batch * _seq_bytes(layers, context, dtype, scales)
-    state_read = batch * sum(bytes_for(l.state_elements, sdtype) for l in layers
-                             if l.kind == "state")
+    kv_read = batch * _read_bytes(layers, context, dtype, scales)
+    state_read = batch * sum(l.state_bytes(sdtype) for l in layers)
     total = weight_read + kv_read + state_read
     t = total / (bandwidth_gbs * GB)
     compute = None
@@ -142,16 +147,6 @@ class Prefill:
         return asdict(self)
 
 
-def _attended_pairs(layer, p: int) -> int:
-    """Sum over the p prompt tokens of how many tokens each attends to (causal)."""
-    if layer.kind == "state":
-        return 0
-    w = getattr(layer, "window", None) or getattr(layer, "chunk", None)
-    if w is None or w >= p:
-        return p * (p + 1) // 2
-    return w * (w + 1) // 2 + (p - w) * w  # grows to w, then stays at w
-
-
 def prefill(spec: ModelSpec, prompt_tokens: int, peak_tflops: float, *, mfu: float = DEFAULT_MFU,
             tp: int = 1) -> Prefill:
     p = check_int("prompt tokens", prompt_tokens, 1, 10**8)
@@ -161,9 +156,7 @@ def prefill(spec: ModelSpec, prompt_tokens: int, peak_tflops: float, *, mfu: flo
     linear = 2.0 * spec.active_params * p
     attn = 0.0
     for layer in spec.layers:
-        if layer.kind == "state":
-            continue
-        attn += 2.0 * layer.q_heads * (layer.qk_dim + layer.av_dim) * _attended_pairs(layer, p)
+        attn += 2.0 * layer.q_heads * (layer.qk_dim + layer.av_dim) * layer.attended_pairs(p)
     flops = linear + attn
     return Prefill(prompt_tokens=p, linear_flops=linear, attention_flops=attn, flops=flops,
                    peak_tflops=peak_tflops, mfu=mfu,

@@ -9,11 +9,10 @@ the saving against the model as configured. The variants change one term of the 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
 from .dtypes import KV_DTYPES, get_dtype
-from .kv import layer_bytes_per_token
-from .model import KV_KINDS, FullAttention, MLALatent, ModelSpec
+from .model import ModelSpec
 from .roofline import offload_vs_recompute
 from .units import check_int, fmt_seconds
 
@@ -37,41 +36,16 @@ class Technique:
         return asdict(self)
 
 
-def _as_full(layer):
-    """The layer as plain attention with one K/V head per query head (MHA)."""
-    if layer.kind == "mla":
-        return FullAttention(kv_heads=layer.q_heads, head_dim=layer.qk_head_dim,
-                             v_head_dim=layer.v_head_dim, q_heads=layer.q_heads)
-    if layer.kind in KV_KINDS:
-        return replace(layer, kv_heads=layer.q_heads)
-    return layer
-
-
-def _with_heads(layer, kv_heads: int):
-    if layer.kind == "mla":
-        return replace(_as_full(layer), kv_heads=kv_heads)
-    if layer.kind in KV_KINDS:
-        return replace(layer, kv_heads=kv_heads)
-    return layer
-
-
-def _latent(layer, rank: int, rope: int):
-    if layer.kind not in KV_KINDS:
-        return layer
-    return MLALatent(kv_lora_rank=rank, qk_rope_head_dim=rope, q_heads=layer.q_heads,
-                     qk_head_dim=layer.qk_dim, v_head_dim=layer.av_dim)
-
-
 def _bytes(layers, n: int, dtype, cap: int | None = None) -> tuple[int, int]:
     """(bytes per token in every K/V layer, bytes of one sequence at n tokens), each layer keeping
     at most ``cap`` tokens when a cap is given."""
     per_token = seq = 0
     for layer in layers:
-        b = layer_bytes_per_token(layer, dtype)
+        b = layer.bytes_per_token(dtype)
         kept = layer.tokens_kept(n)
         if cap is not None:
             kept = min(kept, cap)
-        per_token += b if layer.kind in KV_KINDS else 0
+        per_token += b
         seq += b * kept
     return per_token, seq
 
@@ -88,13 +62,14 @@ def techniques(spec: ModelSpec, context: int, *, kv_dtype: str = "bf16", window:
     rope = check_int("RoPE dimension", latent[1], 0, 1 << 20)
     dtype = get_dtype(kv_dtype, KV_DTYPES)
     own_pt, own_seq = _bytes(spec.layers, n, dtype)
-    attn = [l for l in spec.layers if l.kind in KV_KINDS]
+    attn = spec.kv_layers
     if not attn:
         raise ValueError("this model keeps no K/V at all (only recurrent state): there is no "
                          "cache to shrink")
-    kinds = {l.kind for l in attn}
+    latent_only = all(l.kind == "mla" for l in attn)
     q_heads = attn[0].q_heads
-    own_heads = {getattr(l, "kv_heads", None) for l in attn}
+    # KV heads per layer as stored (an MLA latent has none: it counts as neither MHA nor MQA).
+    own_heads = {l.kv_heads for l in attn}
 
     rows: list[Technique] = []
 
@@ -105,23 +80,23 @@ def techniques(spec: ModelSpec, context: int, *, kv_dtype: str = "bf16", window:
                               applies=applies))
 
     add("mha", f"MHA: {q_heads} K/V heads", "KV heads",
-        _bytes([_as_full(l) for l in spec.layers], n, dtype),
+        _bytes([l.as_mha() for l in spec.layers], n, dtype),
         "Every query head keeps its own K and V: the largest cache, and the baseline that "
         "grouped and multi-query attention improve on.",
-        applies=not (own_heads == {q_heads} and "mla" not in kinds))
-    own_label = ("MLA latent" if kinds == {"mla"} else
+        applies=not (own_heads == {q_heads}))
+    own_label = ("MLA latent" if latent_only else
                  "MHA" if own_heads == {q_heads} else
                  "MQA" if own_heads == {1} else f"GQA, {min(h for h in own_heads if h)} K/V heads")
     add("own", f"As configured ({own_label}, {dtype.name.upper()})", "-", (own_pt, own_seq),
         "What this checkpoint stores: the reference for every saving on this page.")
     add("mqa", "MQA: 1 K/V head", "KV heads",
-        _bytes([_with_heads(l, 1) for l in spec.layers], n, dtype),
+        _bytes([l.with_kv_heads(1) for l in spec.layers], n, dtype),
         "All query heads share one K/V head: the smallest cache without changing the layer "
         "type, at a larger quality cost than GQA.", applies=own_heads != {1})
     add("mla", f"MLA-style latent ({rank} + {rope})", "K and V -> one latent",
-        _bytes([_latent(l, rank, rope) for l in spec.layers], n, dtype),
+        _bytes([l.as_latent(rank, rope) for l in spec.layers], n, dtype),
         "Caches one compressed vector per token and rebuilds K and V from it: needs extra "
-        "projections and a model trained this way.", applies=kinds != {"mla"})
+        "projections and a model trained this way.", applies=not latent_only)
     for q, line in (("fp8", "Half the bytes of 16-bit. Usually safe, but long-context recall "
                             "can suffer: check on your own evals."),
                     ("int8", "Half of 16-bit with integer codes and scales; similar risk to FP8."),

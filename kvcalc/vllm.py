@@ -32,9 +32,9 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 
-from .dtypes import bytes_for, get_dtype
+from .dtypes import get_dtype
 from .kv import pp_partition
-from .model import KV_KINDS, FullAttention, ModelSpec
+from .model import FullAttention, ModelSpec
 from .units import GiB, check_int
 
 __all__ = ["VllmPrediction", "predict", "available_bytes", "parse_log", "explain_log", "LogLine",
@@ -93,32 +93,20 @@ def _version(v: str | None) -> tuple[int, ...]:
     return tuple(int(n) for n in nums[:3])
 
 
-def _layer_page(layer, block_size: int, dtype, tp: int) -> tuple[str, int, int | None]:
-    """(kind, page bytes for block_size tokens, window) of one layer on one GPU."""
-    if layer.kind == "mla":
-        return "mla", block_size * bytes_for(layer.elements_per_token, dtype), None
-    heads = max(1, layer.kv_heads // tp)
-    per_token = bytes_for(heads * (layer.head_dim + layer.v_head_dim), dtype)
-    window = getattr(layer, "window", None) or getattr(layer, "chunk", None)
-    kind = "full" if layer.kind == "full" else layer.kind
-    return kind, block_size * per_token, window
-
-
 def _stage_config(layers, *, available: int, max_model_len: int, block_size: int, dtype,
                   state_dtype, tp: int, mnbt: int) -> dict:
-    attn = [l for l in layers if l.kind in KV_KINDS]
-    states = [l for l in layers if l.kind == "state"]
+    layers = [l.split(tp) for l in layers]
+    attn = [l for l in layers if l.stores_tokens]
+    states = [l for l in layers if l.state_elements]
     notes = []
     bs = block_size
     state_pad_pct = 0.0
     state_page = 0
     if states:
         # State page per layer on this GPU (heads split over tp, as vLLM shards them).
-        st = states[0]
-        state_elems = -(-st.conv_elements // tp) + -(-st.ssm_elements // tp)
-        state_page = bytes_for(state_elems, state_dtype)
+        state_page = max(l.state_bytes(state_dtype) for l in states)
         if attn:
-            _, one_token, _ = _layer_page(attn[0], 1, dtype, tp)
+            one_token = attn[0].bytes_per_token(dtype)
             bs = 16 * -(-state_page // (16 * one_token))
             bs = max(bs, block_size)
             attn_page = bs * one_token
@@ -128,14 +116,14 @@ def _stage_config(layers, *, available: int, max_model_len: int, block_size: int
                              f"page ({attn_page:,} B) is at least a state page ({state_page:,} "
                              f"B); the state page is padded by {state_pad_pct:.2f}%")
             state_page = attn_page
-    specs: dict[tuple, int] = {}
+    specs: dict[tuple, list] = {}
     pages = set()
     for l in attn:
-        kind, page, window = _layer_page(l, bs, dtype, tp)
-        specs[(kind, page, window)] = specs.get((kind, page, window), 0) + 1
+        page = bs * l.bytes_per_token(dtype)
+        specs.setdefault((*l.vllm_group_key(), page), []).append(l)
         pages.add(page)
     if states:
-        specs[("state", state_page, None)] = len(states)
+        specs[(*states[0].vllm_group_key(), state_page)] = states
         pages.add(state_page)
     if not specs:
         raise ValueError("this model has no layer that keeps a KV cache")
@@ -147,7 +135,7 @@ def _stage_config(layers, *, available: int, max_model_len: int, block_size: int
                              "cannot unify them")
         notes.append("layers of different page sizes: smaller pages get larger blocks")
     page = max(pages)
-    counts = list(specs.values())
+    counts = [len(ls) for ls in specs.values()]
     if len(specs) == 1:
         group_size = counts[0]
     else:
@@ -157,7 +145,8 @@ def _stage_config(layers, *, available: int, max_model_len: int, block_size: int
     groups = []
     padding_total = 0
     waste = 0.0
-    for (kind, p, window), count in specs.items():
+    for (kind, _span, p), members in specs.items():
+        count = len(members)
         n_groups = -(-count // group_size)
         padding = n_groups * group_size - count
         if padding:
@@ -166,13 +155,7 @@ def _stage_config(layers, *, available: int, max_model_len: int, block_size: int
             notes.append(f"{padding} padding layer(s) added to the {kind} layers: vLLM warns "
                          f"this may waste at most {padding / count * 100:.2f}% of the cache")
         layer_bs = bs * (page // p)  # a smaller page holds more tokens per block
-        if kind == "state":
-            per_req = 1
-        elif kind in ("sliding", "chunked") and window:
-            span = window - 1 + mnbt if kind == "sliding" else window + mnbt
-            per_req = -(-min(span, max_model_len) // layer_bs) + (1 if kind == "sliding" else 0)
-        else:
-            per_req = -(-max_model_len // layer_bs)
+        per_req = members[0].vllm_blocks_per_request(max_model_len, layer_bs, mnbt)
         for g in range(n_groups):  # vLLM deals the layers out: layers[g::n_groups]
             real = len(range(g, count, n_groups))
             groups.append(Group(kind=kind, layers=real, padding=group_size - real,
@@ -202,15 +185,14 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
     if num_draft_layers:
         # A draft model (EAGLE adds one decoder layer) keeps its cache in the same pool, with
         # the target's geometry and full attention.
-        ref = next((l for l in layers if l.kind in KV_KINDS and l.kind != "mla"), None)
+        ref = next((l for l in layers if l.stores_tokens and l.kv_heads), None)
         if ref is None:
             raise ValueError("draft layers need an attention layer to copy the geometry from")
         draft = FullAttention(kv_heads=ref.kv_heads, head_dim=ref.head_dim,
                               v_head_dim=ref.v_head_dim, q_heads=ref.q_heads)
         layers += [draft] * num_draft_layers
     for l in layers:
-        if l.kind in ("full", "sliding", "chunked"):
-            l.split(tp)  # validates tp against the KV heads
+        l.split(tp)  # validates tp against the KV heads
     parts = pp_partition(len(spec.layers), pp)
     stages, start = [], 0
     for i, count in enumerate(parts):

@@ -41,12 +41,13 @@ class Weights:
 def weights(spec: ModelSpec, dtype: str = "bf16", expert_dtype: str | None = None) -> Weights:
     d = get_dtype(dtype, WEIGHT_DTYPES)
     e = get_dtype(expert_dtype, WEIGHT_DTYPES) if expert_dtype else d
-    experts = spec.params.routed_experts
-    dense = spec.params.total - experts
+    params = spec.require_params()  # ValueError naming what is missing when they are unknown
+    experts = params.routed_experts
+    dense = params.total - experts
     per_expert = bytes_for(spec.moe.expert_params, e) if spec.moe else 0
     expert_bytes = per_expert * spec.moe.num_experts * spec.moe.layers if spec.moe else 0
     dense_bytes = bytes_for(dense, d)
-    return Weights(dtype=d.name, expert_dtype=e.name, total_params=spec.params.total,
+    return Weights(dtype=d.name, expert_dtype=e.name, total_params=params.total,
                    active_params=spec.active_params, expert_params=experts,
                    bytes=dense_bytes + expert_bytes, expert_bytes=expert_bytes,
                    dense_bytes=dense_bytes, bytes_per_expert=per_expert)

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from conftest import llama_config
-from kvcalc import kv_cache, parse_config_text, spec_from_config
+from kvcalc import kv_cache, parse_config_text, spec_from_config, weights
 from kvcalc.hfconfig import checkpoint_format, load_config_file
 
 
@@ -150,13 +150,11 @@ def test_moe_fields_and_placement():
     (llama_config(hidden_size="4096"), "hidden_size"),
     (llama_config(hidden_size=True), "hidden_size"),
     (llama_config(hidden_size=4096.5), "hidden_size"),
-    (llama_config(vocab_size=float("nan")), "vocab_size"),
     (llama_config(layer_types=["full_attention"]), "layer_types"),
     (llama_config(layer_types=["full_attention"] * 3 + ["weird"]), "layer_types[3]"),
     (llama_config(layer_types=["sliding_attention"] * 4), "sliding_window"),
     (llama_config(kv_lora_rank=512), "qk_rope_head_dim"),
     (llama_config(full_attention_interval=2), "linear_num_value_heads"),
-    (llama_config(num_local_experts=8, num_experts_per_tok=9), "num_experts_per_tok"),
     (llama_config(attn_layer_period=4, attn_layer_offset=4, mamba_d_state=16), "attn_layer_offset"),
     (llama_config(multi_query="yes", num_key_value_heads=None), "multi_query"),
     (llama_config(text_config=[1, 2]), "text_config"),
@@ -168,6 +166,23 @@ def test_bad_configs_name_the_field(cfg, field):
     assert field in str(exc.value)
 
 
+@pytest.mark.parametrize("cfg,field", [
+    (llama_config(num_local_experts=8, num_experts_per_tok=9), "num_experts_per_tok"),
+    (llama_config(vocab_size=float("nan")), "vocab_size"),
+    (llama_config(intermediate_size=...), "intermediate_size"),
+    (llama_config(model_type="olmo2"), "olmo2"),
+])
+def test_parameter_fields_limit_only_the_weights(cfg, field):
+    # Cache first: a field only the parameter count needs loses the weight figures, with a note
+    # naming it, and the cache figure is still given (2 x 4 layers x 2 KV heads x 64 x 2 B).
+    spec = spec_from_config(cfg)
+    assert spec.params is None and field in spec.params_error
+    assert any(field in n for n in spec.notes)
+    assert kv_cache(spec, 1).kv_bytes_per_token_nominal == 2 * 4 * 2 * 64 * 2
+    with pytest.raises(ValueError, match="weight"):
+        weights(spec)
+
+
 def test_not_a_dict():
     with pytest.raises(ValueError, match="JSON object"):
         spec_from_config([1, 2, 3])
@@ -176,12 +191,22 @@ def test_not_a_dict():
 @pytest.mark.parametrize("text,msg", [
     ("{not json", "not valid JSON"),
     ("[1, 2]", "JSON object"),
-    ('{"hidden_size": NaN}', "NaN"),
     ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
 ])
 def test_config_text_errors(text, msg):
     with pytest.raises(ValueError, match=msg):
         parse_config_text(text)
+
+
+def test_infinity_and_nan_only_refused_where_read():
+    # NVIDIA's Nemotron-H configs carry "time_step_limit": [0.0, Infinity]: accepted, unread.
+    cfg = parse_config_text(json.dumps(llama_config()).replace(
+        "}", ', "time_step_limit": [0.0, Infinity]}'))
+    assert kv_cache(spec_from_config(cfg), 1).kv_bytes_per_token_nominal == 2 * 4 * 2 * 64 * 2
+    cfg = parse_config_text('{"hidden_size": NaN, "num_hidden_layers": 2, '
+                            '"num_attention_heads": 2}')
+    with pytest.raises(ValueError, match="hidden_size"):
+        spec_from_config(cfg)
 
 
 def test_config_file_errors(tmp_path):

@@ -111,7 +111,7 @@ def test_bad_context_is_valueerror(value):
                         "num_key_value_heads", "head_dim", "vocab_size", "sliding_window",
                         "intermediate_size"]), bad_numbers)
 def test_bad_config_sizes_are_valueerror(field, value):
-    cfg = {"hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 8,
+    cfg = {"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 8,
            "num_key_value_heads": 2, "vocab_size": 100, "intermediate_size": 128,
            "sliding_window": 64}
     cfg[field] = value
@@ -119,9 +119,14 @@ def test_bad_config_sizes_are_valueerror(field, value):
         spec = spec_from_config(cfg)
     except ValueError:
         return
+    kv_cache(spec, 100)
+    if field in ("vocab_size", "intermediate_size"):
+        # Only the parameter count reads these: a bad value loses the weights, not the cache.
+        if spec.params is None:
+            assert field in spec.params_error
+            return
     # Accepted only if the value was a usable size (None means "absent": a default applies).
     assert value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
-    kv_cache(spec, 100)
 
 
 json_values = st.recursive(
@@ -160,6 +165,10 @@ def test_fuzz_small_integer_configs(cfg, n):
         return
     r = kv_cache(spec, n)
     assert r.kv_bytes >= 0 and r.state_bytes >= 0
+    if spec.params is None:  # no parameter count: the weight figures are refused, by name
+        with pytest.raises(ValueError, match="weight"):
+            weights(spec)
+        return
     w = weights(spec)
     s = step_time(spec, w, context=n, batch=1, bandwidth_gbs=100)
     assert s.step_time_s >= 0
