@@ -217,6 +217,7 @@ def spec_from_config(config: dict, *, name: str | None = None,
                     default=2048, maximum=_MAX_CONTEXT)
     notes += geo.notes
     assumptions = list(geo.assumptions)
+    assumptions += _engine_conventions(f, layers)
     for name_, value in f.defaults_used():
         assumptions.append(f"'{name_}' is not in the config: took {value!r}, the default of "
                            f"transformers' {model_type} config class")
@@ -312,7 +313,7 @@ class _Geometry:
 
 def _read_layers(f: _Fields, model_type: str, honor_sliding: bool):
     """The layers and the base attention geometry, from cache fields only."""
-    for fieldname in (set(f.cfg) - f.seen):
+    for fieldname in (f.unread()):
         if _LAYOUT_FIELD.search(fieldname) and fieldname not in _LAYOUT_READERS_FIELDS:
             raise ValueError(
                 f"the attention layout field '{fieldname}' is not understood; paste a config "
@@ -337,8 +338,8 @@ def _read_layers(f: _Fields, model_type: str, honor_sliding: bool):
     if q_heads % kv_heads:
         raise ValueError(f"config field 'num_key_value_heads' ({kv_heads}) must divide "
                          f"'num_attention_heads' ({q_heads})")
-    if f.has("head_dim", "kv_channels"):
-        head_dim = f.int("head_dim", "kv_channels")
+    if f.has("head_dim", "kv_channels", "attention_head_dim"):
+        head_dim = f.int("head_dim", "kv_channels", "attention_head_dim")
     else:
         if hidden is None:
             raise ValueError("config field 'head_dim' is missing, and without 'hidden_size' it "
@@ -361,19 +362,11 @@ def _read_layers(f: _Fields, model_type: str, honor_sliding: bool):
     if mla and any(k in ("sliding", "chunked") for k in kinds):
         raise ValueError("MLA (kv_lora_rank) together with sliding or chunked layers is not "
                          "supported yet; open an issue with this model")
-    extra = None
-    if f.has("index_topk"):
-        # DeepSeek sparse attention: each layer also caches its indexer's keys. vLLM stores them
-        # as fp8 plus one fp32 scale per 128 values (transformers keeps them in the model dtype).
-        idx = f.int("index_head_dim")
-        extra = ExtraCache(name="indexer keys", elements=idx, dtype="fp8",
-                           scale_bytes=idx // 128 * 4)
-        geo_notes.append(f"sparse attention indexer (index_topk): each layer also caches "
-                         f"{idx} fp8 indexer-key values + {idx // 128 * 4} B of scales per token, "
-                         "as vLLM stores them")
+    extras = _indexer(f, len(kinds), geo_notes, assumptions)
     v_dim = f.int("v_head_dim", default=head_dim) if not mla else head_dim
     layers = []
     for i, kind in enumerate(kinds):
+        extra = extras[i]
         if kind == "state":
             layers.append(_state_layer(f, hidden, _state_flavor(f, model_type)))
         elif kind == "none":
@@ -403,8 +396,57 @@ _LAYOUT_READERS_FIELDS = {
     "swa_head_dim", "swa_v_head_dim", "swa_rope_theta", "sliding_window_pattern",
     "mlp_layer_types", "mtp_hybrid_override_pattern", "mtp_layers_block_type",
     "swa_attention_sink_bias", "attention_value_scale", "add_swa_attention_sink_bias",
-    "add_full_attention_sink_bias", "layer_types_mtp",
+    "add_full_attention_sink_bias", "layer_types_mtp", "indexer_types", "index_topk_pattern",
 }
+
+
+def _engine_conventions(f: _Fields, layers: list) -> list[str]:
+    """The engine conventions a figure for these layers rests on, said once."""
+    out = []
+    if any(l.state_elements for l in layers):
+        asked = f.raw("mamba_ssm_cache_dtype")
+        out.append("recurrent state: the convolution keeps conv_kernel - 1 past inputs, as vLLM "
+                   "allocates it (transformers keeps conv_kernel); the state is counted in the "
+                   "state format chosen (BF16 unless set)"
+                   + (f"; this config asks for {asked} SSM state (mamba_ssm_cache_dtype)"
+                      if isinstance(asked, str) else ""))
+    if any(l.stores_tokens and l.tokens_kept(10**12) < 10**12 for l in layers):
+        out.append("window or chunk layers keep at most window (chunk) tokens here; vLLM reserves "
+                   "blocks for window - 1 + one batch of new tokens, and transformers keeps "
+                   "window - 1 (chunk - 1) between steps")
+    return out
+
+
+def _indexer(f: _Fields, n: int, notes: list, assumptions: list) -> list:
+    """Per layer, the DeepSeek-sparse-attention indexer key cache (``index_topk``), or None.
+
+    vLLM stores the indexer's keys as fp8 plus one fp32 scale per 128 values; transformers keeps
+    them in the model dtype. ``indexer_types`` (GLM-5.2) marks layers that reuse another
+    layer's top-k ("shared") and so compute and cache no indexer keys."""
+    if not f.has("index_topk"):
+        return [None] * n
+    idx = f.int("index_head_dim")
+    extra = ExtraCache(name="indexer keys", elements=idx, dtype="fp8", scale_bytes=idx // 128 * 4)
+    types = f.raw("indexer_types")
+    if types is None:
+        for name in ("index_topk_pattern", "index_topk_freq"):
+            value = f.raw(name)
+            if value not in (None, 1):
+                raise ValueError(f"config field '{name}' sets a per-layer indexer pattern that "
+                                 "kvcalc does not derive; a config with 'indexer_types' works")
+        flags = [True] * n
+    else:
+        if not isinstance(types, list) or len(types) != n or \
+                any(t not in ("full", "shared") for t in types):
+            raise ValueError(f"config field 'indexer_types' must list 'full' or 'shared' for "
+                             f"each of the {n} layers")
+        flags = [t == "full" for t in types]
+        assumptions.append("layers whose indexer_types entry is 'shared' keep no indexer keys "
+                           "(transformers computes none there)")
+    notes.append(f"sparse attention indexer (index_topk): {sum(flags)} layers also cache {idx} "
+                 f"fp8 indexer-key values + {idx // 128 * 4} B of scales per token, as vLLM "
+                 "stores them")
+    return [extra if flag else None for flag in flags]
 
 
 def _attention_layer(f: _Fields, kind: str, geo: _Geometry, v_dim: int, extra):
