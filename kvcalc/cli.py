@@ -178,6 +178,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vllm-version", default=None, help="e.g. 0.10.1 (default: the newest)")
     p.add_argument("--json", action="store_true")
 
+    p = sub.add_parser("verify", help="check kvcalc's layers against the cache transformers "
+                       "allocates (meta device: no weights, no memory; needs torch)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model", help="registry key (see `python -m kvcalc models`)")
+    src.add_argument("--config", metavar="PATH", help="a Hugging Face config.json file")
+    p.add_argument("--context", type=_positive_int, default=None,
+                   help="tokens in the forward pass (default: past the longest window)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
     p = sub.add_parser("table", help="the seed blog's MHA vs GQA table (FP16)")
     p.add_argument("--json", action="store_true")
     p = sub.add_parser("models", help="list the registry's models")
@@ -218,11 +227,21 @@ def _gpu(args):
     return registry().gpu(args.gpu) if getattr(args, "gpu", None) else None
 
 
+def _said(spec: ModelSpec) -> tuple[dict, list[str]]:
+    """The spec's notes and assumptions, for --json and for the text."""
+    out = {"notes": list(spec.notes), "assumptions": list(spec.assumptions),
+           "params_error": spec.params_error}
+    text = [f"  note: {n}" for n in spec.notes] + [f"  assumed: {a}" for a in spec.assumptions]
+    return out, text
+
+
 def cmd_kv(args):
     spec, *_ = _load_model(args)
     r = kv_cache(spec, args.context, args.batch, args.kv_dtype, scales=args.kv_scales,
                  tp=args.tp, pp=args.pp)
     out = r.to_dict()
+    said, said_text = _said(spec)
+    out.update(said)
     text = [f"{spec.name}: KV cache at {args.context:,} tokens x batch {args.batch}, "
             f"{args.kv_dtype.upper()}" + (f", per GPU (TP={args.tp}, PP={args.pp})"
                                           if args.tp * args.pp > 1 else ""),
@@ -231,15 +250,17 @@ def cmd_kv(args):
             f"  KV bytes:   {r.kv_bytes:,} B = {fmt_gib(r.kv_bytes, 3)} "
             f"({r.kv_bytes / GB:,.3f} GB)"]
     for row in r.rows:
-        if row.kind == "state":
-            text.append(f"  {row.layers} recurrent layers: {row.state_bytes:,} B state each per "
-                        f"sequence (does not grow)")
+        if row.state_bytes:
+            text.append(f"  {row.layers} {row.label} layers: {row.state_bytes:,} B state each "
+                        "per sequence (does not grow)")
+        elif not row.stores_tokens:
+            text.append(f"  {row.layers} {row.label} layers: {row.formula}")
         else:
-            text.append(f"  {row.layers} {row.kind} layers keep {row.tokens_kept:,} tokens: "
+            text.append(f"  {row.layers} {row.label} layers keep {row.tokens_kept:,} tokens: "
                         f"{row.bytes:,} B")
     if r.state_bytes:
         text.append(f"  state:      {r.state_bytes:,} B = {fmt_gib(r.state_bytes, 3)} (fixed)")
-    return out, text
+    return out, text + said_text
 
 
 def cmd_budget(args):
@@ -505,7 +526,24 @@ def cmd_vllm(args):
     return out, text_out
 
 
-COMMANDS = {"kv": cmd_kv, "measure": cmd_measure, "vllm": cmd_vllm, "budget": cmd_budget, "step-time": cmd_step_time,
+def cmd_verify(args):
+    from .verify import verify  # imports torch and transformers
+
+    if args.model:
+        m = registry().model(args.model)
+        config, name = m.config, m.name
+    else:
+        config, name = load_config_file(args.config), args.config
+    r = verify(config, context=args.context, name=name)
+    text = [f"{r.model}: {r.verdict}"]
+    if r.checkable:
+        text += [f"  one forward of {r.context:,} tokens on the meta device (transformers "
+                 f"{r.transformers_version})"] + ["  " + line for line in r.table()]
+        text += [f"  named difference: {d}" for d in r.differences]
+    return r.to_dict(), text
+
+
+COMMANDS = {"kv": cmd_kv, "verify": cmd_verify, "measure": cmd_measure, "vllm": cmd_vllm, "budget": cmd_budget, "step-time": cmd_step_time,
             "prefill": cmd_prefill, "passes": cmd_passes, "offload": cmd_offload,
             "table": cmd_table, "models": cmd_models, "gpus": cmd_gpus}
 

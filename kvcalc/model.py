@@ -313,6 +313,11 @@ class ChunkedLocal(_Attention):
         # ChunkedLocalAttentionSpec.max_memory_usage_bytes: the chunk plus one batch of tokens.
         return cdiv(min(self.chunk + mnbt, max_model_len), block_size)
 
+    def transformers_view(self):
+        # transformers keeps a chunked layer in a DynamicSlidingWindowLayer of chunk tokens: a
+        # rolling chunk - 1 between steps (the mask, not the cache, makes it chunked).
+        return replace(self, chunk=self.chunk - 1)
+
 
 @dataclass(frozen=True, kw_only=True)
 class MLALatent(_Layer):
