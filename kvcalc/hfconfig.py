@@ -404,7 +404,7 @@ def _engine_conventions(f: _Fields, layers: list) -> list[str]:
     """The engine conventions a figure for these layers rests on, said once."""
     out = []
     if any(l.state_elements for l in layers):
-        asked = f.raw("mamba_ssm_cache_dtype")
+        asked = f.raw("mamba_ssm_cache_dtype", "mamba_ssm_dtype")
         out.append("recurrent state: the convolution keeps conv_kernel - 1 past inputs, as vLLM "
                    "allocates it (transformers keeps conv_kernel); the state is counted in the "
                    "state format chosen (BF16 unless set)"

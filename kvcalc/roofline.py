@@ -119,7 +119,7 @@ def step_time(spec: ModelSpec, w: Weights, *, context: int, batch: int, bandwidt
     t = total / (bandwidth_gbs * GB)
     compute = None
     bound = "memory"
-    if peak_tflops:
+    if peak_tflops and spec.params is not None:  # compute needs the parameter count
         peak_tflops = check_float("peak TFLOPS", peak_tflops, 0.0, 1e6, lo_open=True)
         compute = 2 * batch * spec.active_params / tp / (peak_tflops * 1e12)
         if compute > t:

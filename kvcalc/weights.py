@@ -13,15 +13,15 @@ from .dtypes import WEIGHT_DTYPES, bytes_for, get_dtype
 from .model import ModelSpec
 from .units import check_int
 
-__all__ = ["Weights", "weights"]
+__all__ = ["Weights", "weights", "weights_given"]
 
 
 @dataclass(frozen=True, kw_only=True)
 class Weights:
     dtype: str
     expert_dtype: str
-    total_params: int
-    active_params: int
+    total_params: int | None  # None when only the byte size is known (given by hand)
+    active_params: int | None
     expert_params: int  # routed experts, all layers
     bytes: int  # everything resident
     expert_bytes: int
@@ -51,3 +51,13 @@ def weights(spec: ModelSpec, dtype: str = "bf16", expert_dtype: str | None = Non
                    active_params=spec.active_params, expert_params=experts,
                    bytes=dense_bytes + expert_bytes, expert_bytes=expert_bytes,
                    dense_bytes=dense_bytes, bytes_per_expert=per_expert)
+
+
+def weights_given(total_bytes: int, dtype: str = "bf16") -> Weights:
+    """Weights known only by their size, for a model whose parameters kvcalc cannot count: all
+    of them resident and all of them read by every decode step (no expert routing assumed)."""
+    total_bytes = check_int("weights (bytes)", total_bytes, 0, 2**60)
+    d = get_dtype(dtype, WEIGHT_DTYPES)
+    return Weights(dtype=d.name, expert_dtype=d.name, total_params=None, active_params=None,
+                   expert_params=0, bytes=total_bytes, expert_bytes=0, dense_bytes=total_bytes,
+                   bytes_per_expert=0)

@@ -109,6 +109,28 @@ CASES = {
     # gpt-oss-20b: layer_types alternate sliding (128) and full, 8 KV heads x 64: 2,048 B.
     "gpt-oss-20b.json": ([capped(12, 2048, 128), full(12, 2048)],
                          (8, [capped(12, 256, 128), full(12, 256)])),
+    # Gemma 4 E2B: 35 layers, num_kv_shared_layers 20 -> layers 15..34 store nothing (they read
+    # layer 13, the last sliding, or 14, the last full, of the first 15). Stored: 12 sliding
+    # (window 512) of 1 KV head x 256: 2 x 256 x 2 = 1,024 B; 3 full of 1 KV head x 512
+    # (attention_k_eq_v false: global_head_dim only): 2,048 B. TP 2: 1 head stays 1 (replicated).
+    "gemma-4-e2b-it.json": (
+        [capped(12, 1024, 512), full(3, 2048)],
+        (2, [capped(12, 1024, 512), full(3, 2048)])),
+    # Mistral-7B-v0.1: 32 layers, all sliding at 4,096, 8 KV heads x 128: 4,096 B.
+    "mistral-7b-v0.1.json": ([capped(32, 4096, 4096)], (8, [capped(32, 512, 4096)])),
+    # Qwen3.5-35B-A3B (text_config): layer_types 10 full (2 KV heads x 256: 2,048 B) and 30 linear
+    # attention (Gated DeltaNet: conv (2 x 16 x 128 + 32 x 128) x 3 = 24,576, state
+    # 32 x 128 x 128 = 524,288 -> 1,097,728 B). TP 2: 1,024 B; 548,864 B.
+    "qwen3.5-35b-a3b.json": (
+        [full(10, 2048), state(30, 1_097_728)],
+        (2, [full(10, 1024), state(30, 548_864)])),
+    # OPT-125m: 12 layers, 12 heads of 768 / 12 = 64, multi-head: 2 x 12 x 64 x 2 = 3,072 B
+    # (ffn_dim instead of intermediate_size only matters to the weights). TP 4: 768 B.
+    "opt-125m.json": ([full(12, 3072)], (4, [full(12, 768)])),
+    # Mamba-2 (Codestral conversion): 64 layers, no attention. 128 heads x 64 = 8,192 inner;
+    # conv (8,192 + 2 x 8 x 128) x 3 = 30,720; SSM 128 x 64 x 128 = 1,048,576 -> 2,158,592 B.
+    "mamba2-codestral-7b-molbap-code2.json": (
+        [state(64, 2_158_592)], (2, [state(64, 1_079_296)])),
     # Qwen3-Next-80B-A3B: full_attention_interval 4 -> 12 attention layers of 2 KV heads x 256
     # (2,048 B); 36 Gated DeltaNet layers: conv (2 x 16 x 128 + 32 x 128) x 3 = 24,576, state
     # 32 x 128 x 128 = 524,288 -> 1,097,728 B. TP 2: 1,024 B; 548,864 B.
@@ -142,6 +164,19 @@ def test_real_config_bytes_at_two_contexts_and_tp(name):
     for n in (N1, N2):
         assert measured(spec, n) == total(terms, n), n
     assert measured(spec, N2, tp) == total(tp_terms, N2)
+
+
+def test_shared_kv_layers_store_nothing_but_are_read():
+    # Gemma 4 E2B: the 20 shared layers add no bytes, but a decode step reads their source's
+    # cache again: 16 more reads of layer 13 (sliding) and 4 of layer 14 (full).
+    from kvcalc import step_time
+    from kvcalc.weights import weights_given
+
+    spec = spec_from_config(load_config_file(DATA / "gemma-4-e2b-it.json"))
+    assert sorted(l.source for l in spec.layers if l.kind == "shared") == [13] * 16 + [14] * 4
+    n = 4096
+    s = step_time(spec, weights_given(0), context=n, batch=1, bandwidth_gbs=1000)
+    assert s.kv_read_bytes == (12 + 16) * 1024 * 512 + (3 + 4) * 2048 * n
 
 
 def test_mistral_7b_v01_from_the_registry():

@@ -6,6 +6,7 @@ computes is kvcalc; this module only wires Streamlit widgets to it.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from kvcalc.hfconfig import checkpoint_format, parse_config_text
 from kvcalc.model import ModelSpec
 from kvcalc.registry import GPU
 from kvcalc.units import GiB
-from kvcalc.weights import Weights
+from kvcalc.weights import Weights, weights_given
 
 from . import hub
 from .hosted import MAX_PASTE_CHARS, plain
@@ -159,6 +160,7 @@ def sidebar() -> None:
         else:
             m = reg.models[key]
             st.caption(f"{m.name} · [{m.hf_id}]({m.sources['config']})")
+        _model_summary(key)
         gpus = list(reg.gpus) + [CUSTOM_GPU]
         gpu = select(st.selectbox, "GPU", gpus, "gpu", _gpu_label,
                      index=_index(gpus, DEFAULT_GPU))
@@ -224,24 +226,108 @@ def _hub_inputs() -> None:
         show_error(st.session_state["hub_error"])
 
 
+class ConfigRejected(ValueError):
+    """A config.json that was given but cannot be used: the page keeps the last good model."""
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _spec_from_text(text: str, name: str) -> tuple[ModelSpec, tuple[str, str | None], dict]:
+    """(spec, checkpoint format, parsed config) of a pasted, uploaded or fetched config.json,
+    computed once per text."""
+    try:
+        cfg = parse_config_text(text, source="your config.json")
+        return spec_from_config(cfg, name=name), checkpoint_format(cfg), cfg
+    except ValueError as exc:
+        raise ConfigRejected(str(exc)) from None
+
+
+def _config_text() -> str | None:
+    """The text of the config the sidebar points at (custom or Hub), or None."""
+    key = st.session_state.get("model") or DEFAULT_MODEL
+    if key == CUSTOM:
+        return (st.session_state.get("cfg_text") or "").strip() or None
+    if key == HUB:
+        got = st.session_state.get("hub_config")
+        if got and got[0] == st.session_state.get("hub_id", ""):
+            return json.dumps(got[1])
+    return None
+
+
 def _model_from_selection() -> tuple[ModelSpec, str, tuple[str, str | None], str]:
     key = st.session_state.get("model") or DEFAULT_MODEL
     if key == CUSTOM:
-        text = (st.session_state.get("cfg_text") or "").strip()
+        text = _config_text()
         if not text:
             raise ValueError("Upload or paste a config.json in the sidebar to use your own model.")
-        cfg = parse_config_text(text, source="your config.json")
-        return spec_from_config(cfg, name="my config"), "my config.json", checkpoint_format(cfg), \
-            "your config.json"
+        spec, fmt, _ = _spec_from_text(text, "my config")
+        return spec, "my config.json", fmt, "your config.json"
     if key == HUB:
-        got = st.session_state.get("hub_config")
+        text = _config_text()
         repo = st.session_state.get("hub_id", "")
-        if not got or got[0] != repo:
+        if not text:
             raise ValueError("Type a Hub model id in the sidebar and press 'Fetch config.json'.")
-        return spec_from_config(got[1], name=repo), repo, checkpoint_format(got[1]), \
-            f"config.json of {repo} from the Hugging Face Hub"
+        spec, fmt, _ = _spec_from_text(text, repo)
+        return spec, repo, fmt, f"config.json of {repo} from the Hugging Face Hub"
     m = registry().model(key)
     return m.spec, m.name, (m.weight_dtype, m.expert_weight_dtype), f"models.yaml ({m.hf_id})"
+
+
+def _model_summary(key: str) -> None:
+    """Under the model choice: its layers, what kvcalc assumed, weights it cannot count, and (for a
+    config of the user's) a check against transformers."""
+    try:
+        spec = _model_from_selection()[0]
+    except ValueError as exc:
+        if isinstance(exc, ConfigRejected):
+            show_error(exc)
+        return
+    counts = {}
+    for layer in spec.layers:
+        counts[layer.label] = counts.get(layer.label, 0) + 1
+    st.caption(f"{spec.num_layers} layers: " + ", ".join(f"{n} {plain(k)}" for k, n in
+                                                          counts.items()))
+    if spec.params is None:
+        st.number_input("Weights of the whole model (GiB)", 0.0, 100_000.0, 16.0, 1.0,
+                        help="kvcalc cannot count this model's parameters (see below); the cache "
+                             "figures do not need them, the memory budget does.",
+                        **bound("wgib", "num"))
+    said = list(spec.notes) + list(spec.assumptions)
+    if said:
+        with st.expander("What kvcalc read and assumed"):
+            for line in said:
+                st.markdown(f"- {plain(line)}")
+    text = _config_text() if key in (CUSTOM, HUB) else None
+    if text and _torch_available():
+        if st.button("Check against transformers", key="verify_btn",
+                     help="Builds the model on PyTorch's meta device (no weights, no memory) and "
+                          "compares the cache transformers allocates with kvcalc's layers."):
+            st.session_state["_verified"] = (text, _verify_text(text))
+        done = st.session_state.get("_verified")
+        if done and done[0] == text:
+            (st.success if done[1][0] else st.warning)(plain(done[1][1]))
+
+
+def _torch_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None and \
+        importlib.util.find_spec("transformers") is not None
+
+
+@st.cache_data(max_entries=16, show_spinner="Building the model on the meta device...")
+def _verify_text(text: str) -> tuple[bool, str]:
+    """(agrees, one line) for a config text; the line names what differs or why it cannot be
+    checked."""
+    from kvcalc.verify import verify
+
+    try:
+        r = verify(parse_config_text(text))
+    except ValueError as exc:
+        return False, str(exc)
+    line = r.verdict
+    if r.differences:
+        line += " (named differences: " + "; ".join(r.differences) + ")"
+    return r.agrees, line
 
 
 def _gpu_from_selection() -> GPU:
@@ -257,10 +343,26 @@ def _gpu_from_selection() -> GPU:
 
 
 def selection() -> Selection:
-    """The model, GPU and formats chosen in the sidebar (ValueError with a message to act on)."""
-    spec, label, (wd, ed), source = _model_from_selection()
+    """The model, GPU and formats chosen in the sidebar (ValueError with a message to act on).
+
+    A config the user gave that cannot be used keeps the last good model on the page, with the
+    reason shown."""
+    try:
+        spec, label, (wd, ed), source = _model_from_selection()
+        st.session_state["_last_good_model"] = (spec, label, (wd, ed), source)
+    except ConfigRejected as exc:
+        last = st.session_state.get("_last_good_model")
+        if last is None:
+            raise
+        show_error(f"{exc}. Still showing {last[1]} until the config is fixed.")
+        spec, label, (wd, ed), source = last
     choice = st.session_state.get("wdtype", "auto")
-    w = weights(spec, wd, ed) if choice == "auto" else weights(spec, choice)
+    if spec.params is None:
+        gib = float(st.session_state.get("wgib", 16.0))
+        w = weights_given(round(gib * GiB), "bf16" if choice == "auto" else choice)
+        source += f"; weights {gib:g} GiB as given (parameters not counted)"
+    else:
+        w = weights(spec, wd, ed) if choice == "auto" else weights(spec, choice)
     return Selection(label=label, spec=spec, weights=w,
                      kv_dtype=st.session_state.get("kvdtype", "bf16"), gpu=_gpu_from_selection(),
                      tp=int(st.session_state.get("tp", 1)), pp=int(st.session_state.get("pp", 1)),
