@@ -215,3 +215,55 @@ def test_model_too_big_for_gpu_is_explained():
     at.run()
     assert not at.exception
     assert "no room for a cache" in text(at.error[0])
+
+
+DATA = ROOT / "tests" / "data" / "configs"
+
+
+def test_rejected_config_keeps_the_last_good_model():
+    at = open_page("app_pages/budget.py")
+    at.sidebar.selectbox(key="model").set_value("my-config")
+    at.run()
+    at.sidebar.text_area(key="cfg_text").set_value(json.dumps(llama_config(num_hidden_layers=10)))
+    at.run()
+    good = metric(at, "KV per token")
+    assert good == fmt_bytes(2 * 10 * 2 * 64 * 2)
+    bad = llama_config(num_hidden_layers=10, foo_pattern="ABAB")
+    at.sidebar.text_area(key="cfg_text").set_value(json.dumps(bad))
+    at.run()
+    assert not at.exception
+    errors = " ".join(text(e) for e in at.error)
+    assert "'foo_pattern' is not understood" in errors and "Still showing" in errors
+    assert metric(at, "KV per token") == good  # the page still shows the last good model
+
+
+def test_config_without_parameter_count_asks_for_weights_and_shows_assumptions():
+    # Nemotron-H 56B: 10 attention layers x 8 KV heads x 128 x 2 x 2 B = 40,960 B per token
+    # (tests/test_real_configs.py); its parameters are not counted, so the weights are asked for.
+    at = open_page("app_pages/budget.py")
+    at.sidebar.selectbox(key="model").set_value("my-config")
+    at.run()
+    at.sidebar.text_area(key="cfg_text").set_value((DATA / "nemotron-h-56b.json").read_text())
+    at.run()
+    assert not at.exception
+    assert metric(at, "KV per token") == fmt_bytes(40960)
+    at.sidebar.number_input(key="wgib").set_value(100.0)
+    at.run()
+    assert not at.exception
+    captions = " ".join(c.value for c in at.sidebar.caption)
+    assert "118 layers: 54 state (mamba2), 54 none" in captions
+    said = " ".join(text(m) for m in at.sidebar.expander[0].markdown)
+    assert "conv_kernel - 1" in said and "parameters not counted" in said
+
+
+def test_user_config_checked_against_transformers():
+    pytest.importorskip("torch")
+    at = open_page("app_pages/home.py")
+    at.sidebar.selectbox(key="model").set_value("my-config")
+    at.run()
+    at.sidebar.text_area(key="cfg_text").set_value((DATA / "opt-125m.json").read_text())
+    at.run()
+    at.sidebar.button(key="verify_btn").click()
+    at.run(timeout=120)
+    assert not at.exception
+    assert any("layer geometry agrees" in s.value for s in at.sidebar.success)

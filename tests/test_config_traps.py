@@ -229,3 +229,24 @@ def test_checkpoint_format_from_config():
     assert checkpoint_format({"torch_dtype": "float32"}) == ("fp32", None)
     assert checkpoint_format({"text_config": {"torch_dtype": "float16"}}) == ("fp16", None)
     assert checkpoint_format({}) == ("bf16", None)
+
+
+def test_mimo_style_per_type_heads_and_unequal_k_v():
+    # No verbatim MiMo-V2-Flash config.json was found (tests/data/configs/NOTES-D.md), so this is
+    # a config written in its field names: hybrid_layer_pattern 0 = full, 1 = sliding (as the
+    # code that reads the published file maps it), full layers 4 KV heads of K 192 / V 128,
+    # sliding layers swa_* 8 KV heads of 192 / 128, window 128.
+    pattern = [0 if i == 0 or (i + 1) % 6 == 0 else 1 for i in range(48)]
+    cfg = {"model_type": "mimo_v2", "hidden_size": 4096, "num_hidden_layers": 48,
+           "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 192,
+           "v_head_dim": 128, "swa_num_attention_heads": 64, "swa_num_key_value_heads": 8,
+           "swa_head_dim": 192, "swa_v_head_dim": 128, "sliding_window": 128,
+           "hybrid_layer_pattern": pattern, "vocab_size": 1000}
+    spec = spec_from_config(cfg)
+    assert spec.kind_counts() == {"full": 9, "sliding": 39}
+    # Per token at the first token: 9 x 4 x (192 + 128) x 2 + 39 x 8 x (192 + 128) x 2.
+    assert kv_cache(spec, 1).kv_bytes_per_token_nominal == 9 * 2560 + 39 * 5120
+    # At 1,000 tokens the sliding layers hold 128.
+    assert kv_cache(spec, 1000).kv_bytes == 9 * 2560 * 1000 + 39 * 5120 * 128
+    with pytest.raises(ValueError, match=r"hybrid_layer_pattern\[2\]"):
+        spec_from_config({**cfg, "hybrid_layer_pattern": [0, 1, 2] + pattern[3:]})

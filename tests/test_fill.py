@@ -58,3 +58,26 @@ def test_shown_layers_spread():
 def test_bad_inputs(kw):
     with pytest.raises(ValueError):
         fill_timeline(L8B, **kw)
+
+
+def test_chunked_layers_keep_only_the_current_chunk():
+    # Llama 4 style: attention_chunk_size 8; layers 1-3 chunked, layer 4 global (interval 4).
+    spec = spec_from_config(llama_config(attention_chunk_size=8))
+    assert [l.kind for l in spec.layers] == ["chunked"] * 3 + ["full"]
+    steps = fill_timeline(spec, 18, 2, layers=4)
+    chunked_row = steps[-1].grid[0]  # 20 tokens: the current chunk holds positions 16..19
+    assert chunked_row == (EMPTY,) * 16 + (CACHED,) * 3 + (NEW,)
+    assert steps[-1].grid[-1] == (CACHED,) * 19 + (NEW,)  # the global layer keeps all 20
+    prefill = steps[0].grid[0]  # 18 tokens: positions 16 and 17 form the current chunk
+    assert prefill == (EMPTY,) * 16 + (NEW,) * 2 + (EMPTY,) * 2
+
+
+def test_mla_and_recurrent_rows_say_what_they_hold():
+    ds = get_model("deepseek-v3").spec
+    assert ds.layers[0].cache_rows == ("latent", "RoPE key")
+    nxt = get_model("qwen3-next-80b-a3b").spec
+    state = next(l for l in nxt.layers if l.kind == "state")
+    assert state.cache_rows == ()
+    steps = fill_timeline(nxt, 4, 1, layers=4)
+    # shown layers 0, 16, 31, 47: 0 is a Gated DeltaNet layer: one empty row, no K/V.
+    assert steps[-1].grid[0] == (EMPTY,) * 5
