@@ -39,14 +39,15 @@ try:
     s = step_time(sel.spec, sel.weights, context=context, batch=batch,
                   bandwidth_gbs=sel.gpu.bandwidth_gbs, kv_dtype=sel.kv_dtype, tp=sel.tp,
                   pp=sel.pp, peak_tflops=sel.gpu.peak_tflops(sel.weights.dtype))
-    p = prefill(sel.spec, prompt, sel.gpu.peak_tflops(sel.weights.dtype) or 100.0, mfu=mfu,
-                tp=sel.tp)
+    # Prefill FLOPs need the parameter count; a config kvcalc cannot count goes without them.
+    p = None if sel.spec.params is None else prefill(
+        sel.spec, prompt, sel.gpu.peak_tflops(sel.weights.dtype) or 100.0, mfu=mfu, tp=sel.tp)
 except ValueError as exc:
     common.stop_on_error(exc)
 
 now = {
     "pool": b.kv_pool_bytes / GiB, "conc": b.max_concurrent_seqs, "step": s.step_time_s * 1e3,
-    "tps": s.tokens_per_s, "ttft": p.time_s * 1e3,
+    "tps": s.tokens_per_s, "ttft": p.time_s * 1e3 if p else 0.0,
     "cross": float(s.crossover_context or 0),
 }
 before = st.session_state.get("_lab_prev", now)
@@ -68,8 +69,13 @@ m = st.columns(4)
 m[0].metric("Decode step", fmt_seconds(s.step_time_s), delta("step", "{:+,.2f} ms"),
             delta_color="inverse")
 m[1].metric("Tokens/s (batch)", f"{s.tokens_per_s:,.0f}", delta("tps", "{:+,.0f}"))
-m[2].metric(f"Time to first token ({prompt:,} tokens)", fmt_seconds(p.time_s),
-            delta("ttft", "{:+,.1f} ms"), delta_color="inverse")
+if p is None:
+    m[2].metric(f"Time to first token ({prompt:,} tokens)", "unknown",
+                help="Prefill FLOPs need the parameter count, which kvcalc could not take from "
+                     "this config (see the sidebar).")
+else:
+    m[2].metric(f"Time to first token ({prompt:,} tokens)", fmt_seconds(p.time_s),
+                delta("ttft", "{:+,.1f} ms"), delta_color="inverse")
 m[3].metric("Crossover context (tokens)", "never" if s.crossover_context is None
             else f"{s.crossover_context:,}", delta("cross", "{:+,.0f} tokens"))
 
@@ -91,8 +97,9 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
         f"concurrency = {b.num_blocks:,} blocks x {b.block_bytes:,} B / {b.seq_bytes:,} B per "
         f"sequence = {b.max_concurrent_seqs:,.2f}\n"
         f"decode step = ({s.weight_read_bytes:,} + {s.kv_read_bytes + s.state_read_bytes:,}) B / "
-        f"{sel.gpu.bandwidth_gbs:,.0f} GB/s = {fmt_seconds(s.step_time_s)}\n"
-        f"TTFT        = {p.flops:.3e} FLOPs / ({p.peak_tflops:g} TFLOPS x {mfu:g}"
-        + (f" x {sel.tp} GPUs" if sel.tp > 1 else "") + f") = {fmt_seconds(p.time_s)}")
+        f"{sel.gpu.bandwidth_gbs:,.0f} GB/s = {fmt_seconds(s.step_time_s)}"
+        + ("" if p is None else
+           f"\nTTFT        = {p.flops:.3e} FLOPs / ({p.peak_tflops:g} TFLOPS x {mfu:g}"
+           + (f" x {sel.tp} GPUs" if sel.tp > 1 else "") + f") = {fmt_seconds(p.time_s)}"))
     st.caption("Prefill FLOPs = 2 x active parameters x prompt tokens + attention over every "
                "earlier token. MFU is the share of the GPU's dense peak a real prefill reaches.")

@@ -19,7 +19,7 @@ from .model import ModelSpec
 from .registry import registry
 from .roofline import (DEFAULT_MFU, offload_vs_recompute, prefill, step_time, token_passes)
 from .units import GB, GiB, fmt_bytes, fmt_gib, fmt_seconds
-from .weights import Weights, weights
+from .weights import Weights, weights, weights_given
 
 __all__ = ["main"]
 
@@ -214,12 +214,17 @@ def _load_model(args) -> tuple[ModelSpec, str, str | None, str]:
 
 def _weights(args, spec, wd, ed) -> tuple[Weights, int]:
     """(weights in the chosen format, resident bytes: --weights-gib when given)."""
+    given = getattr(args, "weights_gib", None)
+    if spec.params is None and given is not None:
+        # Parameters not counted: the size given is all kvcalc knows of the weights.
+        w = weights_given(round(given * GiB), wd)
+        return w, w.bytes
     if getattr(args, "weight_dtype", "auto") not in (None, "auto"):
         w = weights(spec, args.weight_dtype)
     else:
         w = weights(spec, wd, ed)
-    if getattr(args, "weights_gib", None) is not None:
-        return w, round(args.weights_gib * GiB)
+    if given is not None:
+        return w, round(given * GiB)
     return w, w.bytes
 
 

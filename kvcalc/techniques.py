@@ -109,10 +109,17 @@ def techniques(spec: ModelSpec, context: int, *, kv_dtype: str = "bf16", window:
         _bytes(spec.layers, n, dtype, cap=window),
         "Layers forget tokens older than the window: memory stops growing, but those layers "
         "lose far context.", applies=n > window)
-    off = offload_vs_recompute(spec, max(1, n - min(n, gpu_tokens)), link_gbs=link_gbs,
-                               peak_tflops=peak_tflops, kv_dtype=dtype.name)
     cold = n - min(n, gpu_tokens)
-    if cold:
+    if cold and spec.params is None:
+        # Recomputing needs the parameter count (prefill FLOPs); reloading needs only bytes.
+        moved = _bytes(spec.layers, cold, dtype)[1]
+        line = (f"The newest {gpu_tokens:,} tokens stay on the GPU; the other {cold:,} move to "
+                f"CPU memory. Reloading them over {link_name} takes "
+                f"{fmt_seconds(moved / (link_gbs * 1e9))}; the time to recompute them needs the "
+                "parameter count, which kvcalc could not take from this config.")
+    elif cold:
+        off = offload_vs_recompute(spec, cold, link_gbs=link_gbs, peak_tflops=peak_tflops,
+                                   kv_dtype=dtype.name)
         verdict = ("reloading is faster" if off.offload_wins else "recomputing is faster")
         line = (f"The newest {gpu_tokens:,} tokens stay on the GPU; the other {cold:,} move to "
                 f"CPU memory. Reloading them over {link_name} takes {fmt_seconds(off.reload_s)}, "

@@ -166,3 +166,33 @@ def test_import_kvcalc_is_pure():
             "print(','.join(heavy))")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == "", r.stdout + r.stderr
+
+
+DATA = ROOT / "tests" / "data" / "configs"
+
+
+def test_kv_json_carries_notes_and_assumptions(capsys):
+    d = run_json(capsys, "kv", "--config", str(DATA / "nemotron-h-56b.json"), "--context", "8192")
+    # 10 attention layers x 4,096 B x 8,192 tokens (tests/test_real_configs.py).
+    assert d["kv_bytes"] == 10 * 4096 * 8192
+    assert any("conv_kernel - 1" in a for a in d["assumptions"])
+    assert any("not read" in a and "time_step_rank" in a for a in d["assumptions"])
+    assert d["params_error"] and any("parameters not counted" in n for n in d["notes"])
+    labels = {row["label"] for row in d["breakdown"]}
+    assert labels == {"full", "state (mamba2)", "none (MLP or MoE block only)"}
+
+
+def test_weights_unknown_needs_weights_gib(capsys):
+    code, out, err = run(capsys, "budget", "--config", str(DATA / "nemotron-h-56b.json"),
+                         "--gpu", "h100-sxm-80gb", "--context", "8192")
+    assert code == 2 and "--weights-gib" in err and "\n" not in err.strip()
+    d = run_json(capsys, "budget", "--config", str(DATA / "nemotron-h-56b.json"),
+                 "--gpu", "h100-sxm-80gb", "--context", "8192", "--weights-gib", "110",
+                 "--tp", "2")
+    assert d["weights_bytes"] == 55 * GiB  # 110 GiB over two GPUs
+
+
+def test_verify_refuses_remote_code_models(capsys):
+    pytest.importorskip("transformers")
+    d = run_json(capsys, "verify", "--config", str(DATA / "chatglm3-6b.json"))
+    assert d["checkable"] is False and "remote code" in d["verdict"]
