@@ -66,10 +66,10 @@ def techniques(spec: ModelSpec, context: int, *, kv_dtype: str = "bf16", window:
     if not attn:
         raise ValueError("this model keeps no K/V at all (only recurrent state): there is no "
                          "cache to shrink")
-    latent_only = all(l.kind == "mla" for l in attn)
     q_heads = attn[0].q_heads
     # KV heads per layer as stored (an MLA latent has none: it counts as neither MHA nor MQA).
     own_heads = {l.kv_heads for l in attn}
+    latent_only = own_heads == {None}
 
     rows: list[Technique] = []
 
