@@ -810,9 +810,11 @@ def _moe(f: _Fields, hidden: int, n: int, family: dict) -> MoE | None:
     elif f.has("decoder_sparse_step", "mlp_only_layers"):
         step = f.int("decoder_sparse_step", default=1)
         only = f.raw("mlp_only_layers", default=[]) or []
-        if not isinstance(only, list):
+        if not isinstance(only, list) or len(only) > _MAX_LAYERS or \
+                any(isinstance(i, bool) or not isinstance(i, int) for i in only):
             raise ValueError("config field 'mlp_only_layers' must be a list of layer indices")
-        moe_layers = sum(1 for i in range(n) if i not in only and (i + 1) % step == 0)
+        dense = set(only)  # a set: a list membership test in the loop was quadratic
+        moe_layers = sum(1 for i in range(n) if i not in dense and (i + 1) % step == 0)
     else:
         moe_layers = n
     shared = 0
