@@ -40,7 +40,17 @@ if len(idx) < sel.spec.num_layers:
     st.caption(f"Showing {len(idx)} of {sel.spec.num_layers} layers; every layer of this kind fills "
                "the same way.")
 
-st.plotly_chart(fill_figure(steps, labels), width="stretch", key="f_fig")
+# Work budget: the animation ships every frame to the browser. At the largest inputs (160 tokens,
+# 16 layers, 160 steps) that was about 2 MB per rerun; past MAX_CELLS grid cells in all frames,
+# only every k-th step (and the last) becomes a frame, and the page says so.
+MAX_CELLS = 100_000
+cells = len(labels) * (prompt + new) * len(steps)
+stride = -(-cells // MAX_CELLS)
+shown = steps[::stride] + ([steps[-1]] if (len(steps) - 1) % stride else [])
+if stride > 1:
+    st.caption(f"Showing every {stride}th step as a frame ({len(shown)} of {len(steps)}) to "
+               "keep the page light; the table below lists every step.")
+st.plotly_chart(fill_figure(shown, labels), width="stretch", key="f_fig")
 legend = " · ".join(f"<span style='color:{c}'>■</span> {name}" for c, name in
                     zip(FILL_COLORS, ["empty", "kept in the cache", "written this step",
                                       "recomputed this step"], strict=True))

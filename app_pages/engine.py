@@ -2,9 +2,9 @@ import streamlit as st
 
 from kvcalc import kv_cache
 from kvcalc.charts import blocks_figure
-from kvcalc.paging import SCENARIOS, contiguous_capacity, parse_requests, simulate
+from kvcalc.paging import SCENARIOS, contiguous_capacity, parse_requests
 from kvcalc.units import fmt_bytes
-from webui import common
+from webui import callbacks, common
 from webui.common import bound, select
 
 common.page_header(
@@ -16,8 +16,7 @@ common.page_header(
 
 options = list(SCENARIOS) + ["custom"]
 c = st.columns([2, 1, 1, 1])
-key = select(c[0].selectbox, "Scenario", options, "e_scn",
-             lambda k: SCENARIOS[k]["title"] if k in SCENARIOS else "Custom requests")
+key = select(c[0].selectbox, "Scenario", options, "e_scn", callbacks.engine_scenario_label)
 preset = SCENARIOS.get(key, SCENARIOS["shared-prompt"])
 block_size = select(c[1].selectbox, "Block size (tokens)", [4, 8, 16, 32], "e_bs",
                     index=[4, 8, 16, 32].index(preset["block_size"]))
@@ -39,26 +38,22 @@ try:
 except ValueError as exc:
     common.stop_on_error(exc)
 
-
-def _advance(n: int) -> None:
-    st.session_state["e_step"] = min(int(st.session_state.get("e_step", 0)) + n, 2000)
-
-
 b = st.columns([1, 1, 1, 2])
-b[0].button("Step", on_click=_advance, args=(1,), icon=":material/skip_next:", width="stretch")
-b[1].button("Run 10 steps", on_click=_advance, args=(10,), icon=":material/fast_forward:",
+b[0].button("Step", on_click=callbacks.engine_advance, args=(1,), icon=":material/skip_next:",
             width="stretch")
-b[2].button("Reset", on_click=lambda: st.session_state.update(e_step=0),
-            icon=":material/restart_alt:", width="stretch")
+b[1].button("Run 10 steps", on_click=callbacks.engine_advance, args=(10,),
+            icon=":material/fast_forward:", width="stretch")
+b[2].button("Reset", on_click=callbacks.engine_reset, icon=":material/restart_alt:",
+            width="stretch")
 st.session_state.setdefault("e_step", 0)  # the buttons above change it through session state
-step = b[3].number_input("Step", min_value=0, max_value=2000, step=1, **bound("e_step", "num"))
+step = b[3].number_input("Step", min_value=0, max_value=callbacks.ENGINE_MAX_STEP, step=1,
+                         **bound("e_step", "num"))
+
 
 try:
-    engine, history = simulate(requests, step, num_blocks=num_blocks, block_size=block_size,
-                               prefix_caching=caching)
+    snap, history = callbacks.engine_run(text, step, num_blocks, block_size, caching)
 except ValueError as exc:
     common.stop_on_error(exc)
-snap = history[-1]
 if step > snap.step:
     st.info(f"Every request finished at step {snap.step}; showing that step.")
 

@@ -21,12 +21,12 @@ and, at long contexts, how fast each token comes out.
 
 try:
     sel = common.selection()
-except ValueError as exc:
-    st.info(str(exc))
+    r = kv_cache(sel.spec, 8192, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
+except ValueError as exc:  # e.g. a tensor-parallel size the model's KV heads cannot split
+    common.show_error(exc)
     sel = None
 
 if sel is not None:
-    r = kv_cache(sel.spec, 8192, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
     st.subheader(f"{sel.label} at a glance")
     c1, c2, c3 = st.columns(3)
     c1.metric("KV cache per token", fmt_bytes(r.kv_bytes_per_token_nominal),
@@ -39,7 +39,7 @@ if sel is not None:
         c3.metric(f"8K conversations on {sel.gpu.key}", f"{b.max_concurrent_seqs:,.1f}",
                   help="vLLM defaults: 0.9 of GPU memory, 2 GiB reserve, blocks of 16 tokens")
     except ValueError as exc:
-        c3.metric("8K conversations", "n/a", help=str(exc))
+        c3.metric("8K conversations", "n/a", help=common.plain(str(exc)))
     common.formula(r.per_token_formula())
 
 st.subheader("Where to go next")

@@ -1,7 +1,7 @@
 import streamlit as st
 
 from kvcalc.quiz import grade, interview_questions, practice_questions
-from webui import common
+from webui import callbacks, common
 from webui.common import bound, select
 
 common.page_header(
@@ -50,15 +50,11 @@ elif mode == "practice":
 else:
     deck = questions + practice
 
-    def go(delta: int) -> None:
-        st.session_state["i_q"] = min(max(1, int(st.session_state.get("i_q", 1)) + delta),
-                                      len(deck))
-        st.session_state["i_reveal"] = False
-
     c = st.columns([1, 1, 4, 2])
-    c[0].button("Previous", on_click=go, args=(-1,), icon=":material/arrow_back:",
-                width="stretch")
-    c[1].button("Next", on_click=go, args=(1,), icon=":material/arrow_forward:", width="stretch")
+    c[0].button("Previous", on_click=callbacks.interview_go, args=(-1, len(deck)),
+                icon=":material/arrow_back:", width="stretch")
+    c[1].button("Next", on_click=callbacks.interview_go, args=(1, len(deck)),
+                icon=":material/arrow_forward:", width="stretch")
     st.session_state.setdefault("i_q", 1)  # Previous/Next change these through session state
     st.session_state.setdefault("i_reveal", False)
     number = c[2].number_input("Question", min_value=1, max_value=len(deck), step=1,

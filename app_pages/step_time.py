@@ -4,7 +4,7 @@ from kvcalc import step_time
 from kvcalc.charts import batch_figure, step_time_figure
 from kvcalc.sweeps import batch_curve, step_curve
 from kvcalc.units import GB, fmt_seconds
-from webui import common
+from webui import callbacks, common
 from webui.common import bound, select
 
 sel = common.require_selection()
@@ -20,7 +20,7 @@ batch = c1.number_input("Batch (sequences decoded together)", 1, 4096, 1, 1,
 context = c2.number_input("Context to read off (tokens)", 1, 10_000_000, 8192, 1024,
                           **bound("s_ctx", "num"))
 x_max = select(c3.selectbox, "Chart up to (tokens)", [0, 8192, 32768, 131072, 262144, 1048576],
-               "s_xmax", lambda v: "auto (past the crossover)" if v == 0 else f"{v:,}")
+               "s_xmax", callbacks.chart_range_label)
 
 peak = sel.gpu.peak_tflops(sel.weights.dtype)
 kw = dict(bandwidth_gbs=sel.gpu.bandwidth_gbs, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)

@@ -4,7 +4,7 @@ from kvcalc import get_dtype, kv_cache, registry
 from kvcalc.charts import techniques_figure
 from kvcalc.techniques import techniques
 from kvcalc.units import fmt_bytes
-from webui import common
+from webui import callbacks, common
 from webui.common import bound, select
 
 sel = common.require_selection()
@@ -25,7 +25,7 @@ gpu_tokens = c3.number_input("Offload: tokens kept on the GPU", 1, 10_000_000, 4
 c1, c2, c3 = st.columns(3)
 rank = c1.number_input("MLA latent rank", 1, 65536, 512, 64, **bound("t_rank", "num"))
 rope = c2.number_input("MLA RoPE part", 0, 4096, 64, 16, **bound("t_rope", "num"))
-link = select(c3.selectbox, "Offload link", list(links), "t_link", lambda k: links[k].name,
+link = select(c3.selectbox, "Offload link", list(links), "t_link", callbacks.link_label,
               index=list(links).index("pcie5-x16") if "pcie5-x16" in links else 0)
 
 try:

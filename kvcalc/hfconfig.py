@@ -50,7 +50,7 @@ from .model import (ChunkedLocal, ExtraCache, FullAttention, MLALatent, ModelSpe
 __all__ = ["spec_from_config", "load_config_file", "MAX_CONFIG_BYTES"]
 
 MAX_CONFIG_BYTES = 1_000_000  # a real config.json is a few KiB; refuse anything far larger
-_MAX_LAYERS = 10_000
+_MAX_LAYERS = 1024  # the deepest published model here has 162 layers; this bounds all per-layer work
 _MAX_DIM = 10_000_000
 _MAX_CONTEXT = 10**9  # max_position_embeddings: Llama 4 Scout declares 10,485,760
 

@@ -55,7 +55,7 @@ class Block:
     owners: list[str] = field(default_factory=list)
 
 
-@dataclass
+@dataclass(eq=False)  # identity: comparing token lists made every `in` and remove() O(length)
 class _Running:
     req: Request
     tokens: list[int]  # prompt (+ generated so far, after a preemption) + generated
@@ -63,6 +63,7 @@ class _Running:
     blocks: list[int]
     admitted_at: int
     cached_tokens: int = 0
+    sealed: int = 0  # leading full blocks already named by their hash
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,6 +131,7 @@ class Engine:
         self.preemptions = 0
         self.hit_tokens = 0
         self.query_tokens = 0
+        self._chains: dict[str, tuple[int, list[str]]] = {}  # rid -> (tokens hashed, hashes)
 
     # -- block pool ---------------------------------------------------------------------------
 
@@ -165,37 +167,47 @@ class Engine:
         """Name every full block of ``run`` by its chained hash (prefix caching)."""
         if not self.prefix_caching:
             return
-        parent = None
         bs = self.block_size
-        for i, bid in enumerate(run.blocks):
-            chunk = tuple(run.tokens[i * bs:(i + 1) * bs])
-            if len(chunk) < bs:
-                break
-            b = self.blocks[bid]
+        # Blocks before run.sealed are named already: start from the last of them.
+        parent = self.blocks[run.blocks[run.sealed - 1]].block_hash if run.sealed else None
+        for i in range(run.sealed, min(len(run.blocks), len(run.tokens) // bs)):
+            b = self.blocks[run.blocks[i]]
             if b.block_hash is None:
-                b.block_hash = _hash(parent, chunk)
-                self.cached.setdefault(b.block_hash, bid)
+                b.block_hash = _hash(parent, tuple(run.tokens[i * bs:(i + 1) * bs]))
+                self.cached.setdefault(b.block_hash, run.blocks[i])
             parent = b.block_hash
+            run.sealed = i + 1
 
     # -- scheduling ---------------------------------------------------------------------------
 
-    def _prefix_hits(self, tokens: list[int]) -> list[int]:
+    def _prefix_hits(self, tokens: list[int], rid: str) -> list[int]:
         """Cached blocks that hold the longest prefix of ``tokens`` (at most len - 1 tokens)."""
         if not self.prefix_caching:
             return []
-        hits, parent, bs = [], None, self.block_size
-        for i in range((len(tokens) - 1) // bs):
-            h = _hash(parent, tuple(tokens[i * bs:(i + 1) * bs]))
+        hits = []
+        for h in self._chain(rid, tokens):
             bid = self.cached.get(h)
             if bid is None:
                 break
             hits.append(bid)
-            parent = h
         return hits
+
+    def _chain(self, rid: str, tokens: list[int]) -> list[str]:
+        """The chained hashes of ``tokens``' full blocks (all but the last token), computed once
+        per waiting request: a request that waits is asked again every step."""
+        known = self._chains.get(rid)
+        if known is not None and known[0] == len(tokens):
+            return known[1]
+        hashes, parent, bs = [], None, self.block_size
+        for i in range((len(tokens) - 1) // bs):
+            parent = _hash(parent, tuple(tokens[i * bs:(i + 1) * bs]))
+            hashes.append(parent)
+        self._chains[rid] = (len(tokens), hashes)
+        return hashes
 
     def _try_admit(self, req: Request, tokens: list[int]) -> bool:
         bs = self.block_size
-        hits = self._prefix_hits(tokens)
+        hits = self._prefix_hits(tokens, req.rid)
         need = -(-len(tokens) // bs) - len(hits)
         # Cached blocks that sit in the free queue are about to be reused, not allocated.
         free_after_hits = len(self.free) - sum(1 for bid in hits if bid in self.free)
@@ -214,6 +226,7 @@ class Engine:
                        blocks=blocks, admitted_at=self.step_no, cached_tokens=len(hits) * bs)
         self._fill(run)
         self.running.append(run)
+        self._chains.pop(req.rid, None)
         self.query_tokens += len(tokens)
         self.hit_tokens += len(hits) * bs
         shared = f", {len(hits)} cached block(s) reused ({len(hits) * bs} tokens)" if hits else ""
@@ -222,10 +235,13 @@ class Engine:
         self._seal_full_blocks(run)
         return True
 
-    def _fill(self, run: _Running) -> None:
+    def _fill(self, run: _Running, tail_only: bool = False) -> None:
+        """Token counts and owners of ``run``'s blocks; after one decoded token only the last
+        block can have changed (``tail_only``), which keeps a step's cost flat in length."""
         bs = self.block_size
-        for i, bid in enumerate(run.blocks):
-            b = self.blocks[bid]
+        start = len(run.blocks) - 1 if tail_only and run.blocks else 0
+        for i in range(start, len(run.blocks)):
+            b = self.blocks[run.blocks[i]]
             b.tokens = min(bs, max(0, len(run.tokens) - i * bs))
             if run.req.rid not in b.owners:
                 b.owners.append(run.req.rid)
@@ -264,7 +280,7 @@ class Engine:
             run.tokens.append(token)
             run.generated += 1
             decoded.append(run.req.rid)
-            self._fill(run)
+            self._fill(run, tail_only=True)
             self._seal_full_blocks(run)
             if run.generated >= run.req.output_len:
                 self.running.remove(run)
@@ -277,6 +293,12 @@ class Engine:
         self.events.extend(finished)
 
     def step(self) -> Snapshot:
+        """One engine iteration, and the full picture after it."""
+        self.advance()
+        return self.snapshot()
+
+    def advance(self) -> None:
+        """One engine iteration without building a snapshot (``simulate`` draws only the last)."""
         self.step_no += 1
         self.events = []
         while self.pending and self.pending[0].arrival <= self.step_no:
@@ -295,7 +317,6 @@ class Engine:
             self.waiting.pop(0)
         if not self.events:
             self.events.append("idle")
-        return self.snapshot()
 
     @property
     def finished(self) -> bool:
@@ -335,16 +356,28 @@ class Engine:
             finished=len(self.done), waiting=len(self.waiting), running=len(self.running))
 
 
-def simulate(requests: list[Request], steps: int, **engine_kwargs) -> tuple[Engine, list[Snapshot]]:
-    """Run ``steps`` engine steps (or until every request finished) from the start."""
+@dataclass(frozen=True, kw_only=True)
+class StepLog:
+    """What the page keeps of a step it does not draw: its events and how many ran."""
+
+    step: int
+    events: tuple[str, ...]
+    running: int
+
+
+def simulate(requests: list[Request], steps: int, **engine_kwargs
+             ) -> tuple[Engine, Snapshot, list[StepLog]]:
+    """Run ``steps`` engine steps (or until every request finished) from the start: the engine,
+    a full snapshot of the last step (the only one drawn), and a light log of every step."""
     steps = check_int("steps", steps, 0, 100_000)
     eng = Engine(requests, **engine_kwargs)
-    history = [eng.snapshot()]
+    log = [StepLog(step=0, events=(), running=0)]
     for _ in range(steps):
         if eng.finished:
             break
-        history.append(eng.step())
-    return eng, history
+        eng.advance()
+        log.append(StepLog(step=eng.step_no, events=tuple(eng.events), running=len(eng.running)))
+    return eng, eng.snapshot(), log
 
 
 def contiguous_capacity(num_blocks: int, block_size: int, max_model_len: int) -> int:

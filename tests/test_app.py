@@ -250,7 +250,7 @@ def test_config_without_parameter_count_asks_for_weights_and_shows_assumptions()
     at.sidebar.number_input(key="wgib").set_value(100.0)
     at.run()
     assert not at.exception
-    captions = " ".join(c.value for c in at.sidebar.caption)
+    captions = " ".join(text(c) for c in at.sidebar.caption)
     assert "118 layers: 54 state (mamba2), 54 none" in captions
     said = " ".join(text(m) for m in at.sidebar.expander[0].markdown)
     assert "conv_kernel - 1" in said and "parameters not counted" in said

@@ -75,11 +75,11 @@ def test_engine_step_run_reset():
     at.button[1].click()  # Run 10 steps
     at.run()
     sc = SCENARIOS["shared-prompt"]
-    _, hist = simulate(parse_requests(sc["text"]), 11, num_blocks=sc["num_blocks"],
-                       block_size=sc["block_size"])
-    assert metric(at, "Step") == str(hist[-1].step)
-    assert metric(at, "Prefix hit rate") == f"{hist[-1].prefix_hit_rate:.0%}"
-    assert metric(at, "Blocks used") == f"{hist[-1].used_blocks} / {sc['num_blocks']}"
+    _, snap, _ = simulate(parse_requests(sc["text"]), 11, num_blocks=sc["num_blocks"],
+                          block_size=sc["block_size"])
+    assert metric(at, "Step") == str(snap.step)
+    assert metric(at, "Prefix hit rate") == f"{snap.prefix_hit_rate:.0%}"
+    assert metric(at, "Blocks used") == f"{snap.used_blocks} / {sc['num_blocks']}"
     at.button[2].click()  # Reset
     at.run()
     assert metric(at, "Step") == "0"
@@ -160,3 +160,29 @@ def test_vllm_page_predicts_and_explains():
     at.text_area(key="u_log").set_value("no memory line at all")
     at.run()
     assert not at.exception and "Available KV cache memory" in text(at.error[0])
+
+
+HEAVY_ENGINE_LINK = dict(e_scn="Custom requests", e_text="\n".join(["4096 4096 4096 0"] * 64),
+                         e_step="2000", e_blocks="512", e_bs="32")
+
+
+def test_engine_heavy_link_leaves_nothing_behind():
+    # The link that once froze a class: 64 requests of 8,192 tokens, 512 blocks, 2,000 steps.
+    # One rerun now simulates once (cached), and no simulation object outlives the session.
+    import gc
+    import time
+
+    from kvcalc import paging
+
+    t = time.perf_counter()
+    at = open_page("app_pages/engine.py", **HEAVY_ENGINE_LINK)
+    took = time.perf_counter() - t
+    assert not at.exception and metric(at, "Step") == "2000"
+    at.button[0].click()  # Step: already at the cap, the same cached result
+    at.run()
+    assert metric(at, "Step") == "2000"
+    del at
+    gc.collect()
+    kinds = (paging.Engine, paging.Snapshot, paging._Running)
+    alive = [o for o in gc.get_objects() if type(o) in kinds]
+    assert alive == [], f"{len(alive)} simulation objects survived the session ({took:.1f} s)"

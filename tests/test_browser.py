@@ -233,3 +233,30 @@ def test_two_sessions_never_see_each_others_state(server, browser):
     assert a_errors == []
     a_page.close()
     ctx_b.close()
+
+
+def test_link_names_and_pasted_text_stay_inert(server, browser):
+    # A link whose parameter *names* are markdown: a link to a foreign host and an image from
+    # one. Both end up in the "Ignored in the link" note; neither may become an <a> or an <img>,
+    # and the browser must not request anything from those hosts.
+    from urllib.parse import quote
+
+    evil = {"[Click here to log in again](https://evil.example/login)": "1",
+            "![p](http://pixel.example/p.png)": "1", "see www.evil.example": "1"}
+    query = "&".join(f"{quote(k)}={v}" for k, v in evil.items())
+    page, errors = _page(browser)
+    requested: list[str] = []
+    page.on("request", lambda r: requested.append(r.url))
+    page.goto(f"{server}/?{query}")
+    _wait_ready(page)
+    note = page.locator("[data-testid=stAlert]", has_text="Ignored in the link").first
+    note.wait_for(timeout=30_000)
+    assert "Click here to log in again" in note.inner_text()
+    assert page.locator("a[href*='evil.example']").count() == 0
+    assert page.locator("img[src*='pixel.example']").count() == 0
+    from urllib.parse import urlparse
+
+    hosts = {urlparse(u).hostname for u in requested}
+    assert not hosts & {"evil.example", "pixel.example", "www.evil.example"}, hosts
+    _no_exception(page)
+    page.close()

@@ -89,12 +89,12 @@ def test_freed_blocks_stay_cached_and_tail_is_evicted_first():
 
 
 def test_preemption_frees_the_newest_and_recomputes_it():
-    eng, hist = simulate([req("R1", range(4), 8), req("R2", range(100, 104), 8)], 100,
-                         num_blocks=4, block_size=4)
-    events = [e for h in hist for e in h.events]
+    eng, snap, log = simulate([req("R1", range(4), 8), req("R2", range(100, 104), 8)], 100,
+                              num_blocks=4, block_size=4)
+    events = [e for h in log for e in h.events]
     assert any(e.startswith("preempt R2") for e in events)
     assert not any(e.startswith("preempt R1") for e in events)
-    assert hist[-1].finished == 2 and hist[-1].preemptions >= 1
+    assert snap.finished == 2 and snap.preemptions >= 1
     assert eng.done["R1"].generated == 8 and eng.done["R2"].generated == 8
 
 
@@ -106,21 +106,21 @@ def test_request_larger_than_pool_is_refused():
 def test_contiguous_allocation_fits_fewer():
     # 48 blocks x 8 tokens = 384 slots; 50-token max length -> 7 contiguous requests.
     assert contiguous_capacity(48, 8, 50) == 7
-    eng, hist = simulate(parse_requests(SCENARIOS["shared-prompt"]["text"]), 50, num_blocks=48,
-                         block_size=8)
-    assert max(h.running for h in hist) >= 6
+    eng, snap, log = simulate(parse_requests(SCENARIOS["shared-prompt"]["text"]), 50,
+                              num_blocks=48, block_size=8)
+    assert max(h.running for h in log) >= 6
 
 
 @pytest.mark.parametrize("key", list(SCENARIOS))
 def test_scenarios_run_to_completion(key):
     sc = SCENARIOS[key]
     reqs = parse_requests(sc["text"])
-    eng, hist = simulate(reqs, 2000, num_blocks=sc["num_blocks"], block_size=sc["block_size"])
-    assert eng.finished and hist[-1].finished == len(reqs)
+    eng, snap, _ = simulate(reqs, 2000, num_blocks=sc["num_blocks"], block_size=sc["block_size"])
+    assert eng.finished and snap.finished == len(reqs)
     if key == "shared-prompt":
-        assert hist[-1].prefix_hit_rate > 0.5
+        assert snap.prefix_hit_rate > 0.5
     if key == "pressure":
-        assert hist[-1].preemptions > 0
+        assert snap.preemptions > 0
 
 
 def test_deterministic():
@@ -178,3 +178,17 @@ def test_invariants_hold_at_every_step(specs, bs, extra_blocks, caching):
         assert steps < limit, "the engine stopped making progress"
     assert all(eng.done[r.rid].generated == r.output_len for r in reqs)
     assert eng.snapshot().used_blocks == 0
+
+
+def test_simulate_matches_step_by_step_snapshots():
+    # simulate() draws only the last step; it must equal stepping the engine one by one.
+    sc = SCENARIOS["mixed"]
+    reqs = parse_requests(sc["text"])
+    eng = Engine(reqs, num_blocks=sc["num_blocks"], block_size=sc["block_size"])
+    snaps = []
+    while len(snaps) < 12 and not eng.finished:
+        snaps.append(eng.step())
+    _, snap, log = simulate(reqs, 12, num_blocks=sc["num_blocks"], block_size=sc["block_size"])
+    assert snap == snaps[-1]
+    assert [h.running for h in log[1:]] == [s.running for s in snaps]
+    assert [h.events for h in log[1:]] == [s.events for s in snaps]

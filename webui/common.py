@@ -80,7 +80,8 @@ def url_guard_end(slot) -> None:
         st.session_state["_url_ignored"] = _ignored(st.session_state.get("_url_initial", {}))
     ignored = st.session_state.get("_url_ignored") or []
     if ignored:
-        items = ", ".join(f"{k}={v!r}" for k, v in ignored[:8])
+        # Names come from the link as much as values do: both are made inert.
+        items = ", ".join(f"{plain(_short(k))}={plain(_short(v))}" for k, v in ignored[:8])
         slot.warning(f"Ignored in the link (not a valid value here): {items}. "
                      "The defaults are shown instead.", icon=":material/link_off:")
 
@@ -91,11 +92,11 @@ def _ignored(initial: dict) -> list[tuple[str, str]]:
         raw = values[0] if len(values) == 1 else values
         kind = _BOUND.get(key)
         if kind is None or key not in st.session_state:
-            out.append((key, _short(raw)))
+            out.append((key, raw))
             continue
         value = st.session_state[key]
         if not _same(kind, values, value):
-            out.append((key, _short(raw)))
+            out.append((key, raw))
     return out
 
 
@@ -203,7 +204,12 @@ def _gpu_label(key: str) -> str:
 def _custom_config_inputs() -> None:
     up = st.file_uploader("Upload config.json", type=["json"], key="cfg_upload")
     if up is not None:
-        st.session_state["cfg_text"] = up.getvalue()[:2_000_000].decode("utf-8", "replace")
+        # An upload obeys the paste's cap: it lands in the same text box.
+        if up.size > MAX_PASTE_CHARS:
+            show_error(f"The uploaded file is {up.size:,} bytes; a config.json here is at most "
+                       f"{MAX_PASTE_CHARS:,}. Upload the model's config.json itself.")
+        else:
+            st.session_state["cfg_text"] = up.getvalue().decode("utf-8", "replace")
     st.text_area("...or paste config.json", key="cfg_text", height=140, max_chars=MAX_PASTE_CHARS,
                  placeholder='{"hidden_size": 4096, "num_hidden_layers": 32, ...}')
     st.caption("A pasted or uploaded config stays in this browser session; it is not part of a "

@@ -42,9 +42,20 @@ def live_caps() -> dict:
 
 MAX_PASTE_CHARS = 200_000 if hosted() else 1_000_000
 
-_MD = re.compile(r"([\\`*_{}\[\]<>#|~$])")
+_MD = re.compile(r"([\\`*_{}\[\]()<>#|~$!])")
+# GitHub-flavoured markdown turns bare addresses into links: "https://x", "www.x", "a@b.c".
+_AUTOLINK = re.compile(r"(?i)(:)(//)|(www)(\.)|(@)")
+MAX_ECHO = 1000  # characters of any one message that quotes user input
 
 
-def plain(text: str) -> str:
-    """``text`` with markdown and HTML made inert, for messages that quote user input."""
-    return _MD.sub(r"\\\1", str(text))
+def plain(text: str, limit: int = MAX_ECHO) -> str:
+    """``text`` made inert for markdown: markup and HTML escaped, bare addresses broken with a
+    zero-width space so they are not auto-linked (no link to, and no image from, a foreign
+    host), and at most ``limit`` characters. Every string a user can influence passes here
+    before it reaches st.markdown, st.error, st.caption and their kin."""
+    text = str(text)
+    if len(text) > limit:
+        text = text[:limit - 3] + "..."
+    text = _AUTOLINK.sub(lambda m: "\u200b".join(g for g in m.groups() if g) + (
+        "\u200b" if m.group(5) else ""), text)
+    return _MD.sub(r"\\\1", text)
