@@ -21,12 +21,6 @@ layers = c[2].number_input("Layers shown", 1, 16, 4, 1, **bound("f_layers", "num
 mode = select(c[3].radio, "Mode", ["cache", "no-cache"], "f_mode",
               {"cache": "KV cache", "no-cache": "No cache"}.get, horizontal=True)
 
-try:
-    steps = fill_timeline(sel.spec, prompt, new, layers=layers, kv_dtype=sel.kv_dtype,
-                          use_cache=mode == "cache")
-except ValueError as exc:
-    common.stop_on_error(exc)
-
 idx = shown_layers(sel.spec, layers)
 labels = []
 for i in idx:
@@ -43,10 +37,14 @@ if len(idx) < sel.spec.num_layers:
 # Work budget: the animation ships every frame to the browser. At the largest inputs (160 tokens,
 # 16 layers, 160 steps) that was about 2 MB per rerun; past MAX_CELLS grid cells in all frames,
 # only every k-th step (and the last) becomes a frame, and the page says so.
-MAX_CELLS = 100_000
-cells = len(labels) * (prompt + new) * len(steps)
-stride = -(-cells // MAX_CELLS)
-shown = steps[::stride] + ([steps[-1]] if (len(steps) - 1) % stride else [])
+MAX_CELLS = 50_000
+stride = -(-len(labels) * (prompt + new) * (new + 1) // MAX_CELLS)
+try:
+    steps = fill_timeline(sel.spec, prompt, new, layers=layers, kv_dtype=sel.kv_dtype,
+                          use_cache=mode == "cache", grid_every=stride)
+except ValueError as exc:
+    common.stop_on_error(exc)
+shown = [s for s in steps if s.grid]
 if stride > 1:
     st.caption(f"Showing every {stride}th step as a frame ({len(shown)} of {len(steps)}) to "
                "keep the page light; the table below lists every step.")

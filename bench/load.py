@@ -1,6 +1,6 @@
 """Load test: N concurrent sessions against one server, changing controls for a fixed time.
 
-    .venv/bin/python bench/load.py [--sessions 20] [--seconds 30] [--think 3]
+    .venv/bin/python bench/load.py [--sessions 20] [--seconds 30] [--think 3] [--hostile 3]
 
 Twenty Chromium tabs would need more CPU than the 2 cores of this machine have for the server
 itself, so each session here speaks Streamlit's own websocket protocol, exactly as the browser's
@@ -9,6 +9,11 @@ and sends new widget values; latency is from sending the new value to the server
 finished" message, i.e. input to updated chart, without the browser's drawing time (see
 bench/pages.py for that). Prints interactions, errors, p50/p95 latency and server memory per
 session. Target (issue 6): 20 sessions, zero errors, p95 under 1.5 s.
+
+``--hostile N`` adds N "hostile neighbours": sessions that open the worst link of every page
+(each one a new session, as a person opening the link would be) again and again, while the
+normal sessions work; the figure that matters is the normal sessions' p95 (issue 11: under 1 s
+with 3 neighbours).
 Traffic goes only to 127.0.0.1, bounded in count and time.
 """
 
@@ -26,6 +31,8 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from worst_links import WORST_LINKS  # noqa: E402
 
 # page url path -> (widget label, values to alternate between)
 ACTIONS = {
@@ -93,6 +100,44 @@ class Session:
                     self.latencies.append(time.perf_counter() - t0)
                 return
 
+    async def hostile(self, deadline: float) -> None:
+        """Open the worst link of every page, each in a new session, until the deadline."""
+        import websockets
+
+        visits = 0
+        while time.time() < deadline:
+            for path, query in WORST_LINKS.items():
+                if time.time() >= deadline:
+                    break
+                async with websockets.connect(self.url, subprotocols=["streamlit"],
+                                              max_size=2**26) as ws:
+                    if not self.pages:
+                        await self._run(ws)  # learn the page list once
+                    await self._run_query(ws, self.pages.get(path, ""), query)
+                    visits += 1
+        self.visits = visits
+
+    async def _run_query(self, ws, page_hash: str, query: str) -> None:
+        from streamlit.proto.BackMsg_pb2 import BackMsg
+        from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+        msg = BackMsg()
+        msg.rerun_script.query_string = query
+        msg.rerun_script.page_script_hash = page_hash
+        t0 = time.perf_counter()
+        await ws.send(msg.SerializeToString())
+        while True:
+            fm = ForwardMsg()
+            fm.ParseFromString(await asyncio.wait_for(ws.recv(), timeout=120))
+            kind = fm.WhichOneof("type")
+            if kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
+                el = fm.delta.new_element
+                if el.WhichOneof("type") == "exception":
+                    self.errors.append(el.exception.message[:120])
+            elif kind == "script_finished":
+                self.latencies.append(time.perf_counter() - t0)
+                return
+
     async def run(self, deadline: float, max_actions: int, think: float = 0.0) -> None:
         import websockets
 
@@ -140,8 +185,10 @@ async def main_async(args) -> None:
         await warm.run(time.time() + 10, 6)
         base_rss = _rss(server.pid)
         sessions = [Session(url, i) for i in range(args.sessions)]
+        hostile = [Session(url, 1000 + i) for i in range(args.hostile)]
         t0 = time.time()
-        await asyncio.gather(*(s.run(t0 + args.seconds, 10_000, args.think) for s in sessions))
+        await asyncio.gather(*(s.run(t0 + args.seconds, 10_000, args.think) for s in sessions),
+                             *(h.hostile(t0 + args.seconds) for h in hostile))
         elapsed = time.time() - t0
         rss = _rss(server.pid)
     finally:
@@ -162,17 +209,29 @@ async def main_async(args) -> None:
           f"sessions: {(rss - base_rss) / max(1, args.sessions) / 2**20:.1f} MiB per session")
     for e in errors[:5]:
         print("  error:", e)
+    if hostile:
+        hl = sorted(x for h in hostile for x in h.latencies)
+        he = [e for h in hostile for e in h.errors]
+        print(f"hostile neighbours: {args.hostile} opening the worst link of every page: "
+              f"{sum(getattr(h, 'visits', 0) for h in hostile)} visits, errors {len(he)}; "
+              f"their own page time p50 {hl[len(hl) // 2] * 1e3:.0f} ms, max "
+              f"{hl[-1] * 1e3:.0f} ms" if hl else "hostile neighbours: no visit finished")
+        for e in he[:3]:
+            print("  hostile error:", e)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sessions", type=int, default=20)
     ap.add_argument("--seconds", type=float, default=30)
+    ap.add_argument("--hostile", type=int, default=0,
+                    help="sessions that open every page's worst link, again and again")
     ap.add_argument("--think", type=float, default=3.0,
                     help="seconds a user looks at a result before the next change (0: hammer)")
     args = ap.parse_args()
-    if not 1 <= args.sessions <= 200 or not 1 <= args.seconds <= 600:
-        ap.error("sessions 1..200, seconds 1..600")
+    if not 1 <= args.sessions <= 200 or not 1 <= args.seconds <= 600 or \
+            not 0 <= args.hostile <= 20:
+        ap.error("sessions 1..200, seconds 1..600, hostile 0..20")
     asyncio.run(main_async(args))
 
 

@@ -42,8 +42,12 @@ def shown_layers(spec: ModelSpec, count: int) -> list[int]:
 
 
 def fill_timeline(spec: ModelSpec, prompt: int, new_tokens: int, *, layers: int = 4,
-                  kv_dtype: str = "bf16", use_cache: bool = True) -> list[FillStep]:
-    """The grid after the prefill and after each decode step."""
+                  kv_dtype: str = "bf16", use_cache: bool = True,
+                  grid_every: int = 1) -> list[FillStep]:
+    """The grid after the prefill and after each decode step. With ``grid_every`` k > 1 only
+    every k-th step and the last carry a grid (the others an empty one), which bounds the work
+    and the size of an animation at the largest inputs; counts and bytes are always there."""
+    grid_every = check_int("grid_every", grid_every, 1, MAX_TOKENS + 1)
     prompt = check_int("prompt length", prompt, 1, MAX_TOKENS)
     new_tokens = check_int("tokens to generate", new_tokens, 0, MAX_TOKENS)
     if prompt + new_tokens > MAX_TOKENS:
@@ -58,7 +62,8 @@ def fill_timeline(spec: ModelSpec, prompt: int, new_tokens: int, *, layers: int 
         n = prompt + step  # tokens in the sequence after this step
         passes = token_passes(step, prompt)
         grid = []
-        for layer in shown:
+        drawn = step % grid_every == 0 or step == new_tokens
+        for layer in shown if drawn else ():
             kept = layer.kept_positions(n)  # empty for a layer that stores no per-token cache
             line = []
             for t in range(total):

@@ -81,3 +81,11 @@ def test_mla_and_recurrent_rows_say_what_they_hold():
     steps = fill_timeline(nxt, 4, 1, layers=4)
     # shown layers 0, 16, 31, 47: 0 is a Gated DeltaNet layer: one empty row, no K/V.
     assert steps[-1].grid[0] == (EMPTY,) * 5
+
+
+def test_grid_every_bounds_the_frames():
+    steps = fill_timeline(L8B, 1, 20, layers=2, grid_every=7)
+    drawn = [s.step for s in steps if s.grid]
+    assert drawn == [0, 7, 14, 20]  # every 7th step and the last
+    assert len(steps) == 21 and all(s.passes_with_cache for s in steps)
+    assert steps[14].grid == fill_timeline(L8B, 1, 20, layers=2)[14].grid
