@@ -8,6 +8,9 @@ missing, the user gets a message that says what to do instead.
 from __future__ import annotations
 
 import re
+import threading
+import time
+from collections import deque
 
 from kvcalc.hfconfig import MAX_CONFIG_BYTES, parse_config_text
 
@@ -17,6 +20,25 @@ __all__ = ["fetch_config", "check_repo_id"]
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 TIMEOUT_S = 8
+# The server fetches for everyone: at most this many fetches in any RATE_WINDOW_S seconds.
+RATE_LIMIT = 30
+RATE_WINDOW_S = 60.0
+_fetches: deque[float] = deque()
+_rate_lock = threading.Lock()
+
+
+def _take_fetch_slot(now: float | None = None) -> None:
+    """Count one fetch against the server-wide limit, or ValueError when it is used up."""
+    now = time.monotonic() if now is None else now
+    with _rate_lock:
+        while _fetches and now - _fetches[0] > RATE_WINDOW_S:
+            _fetches.popleft()
+        if len(_fetches) >= RATE_LIMIT:
+            wait = RATE_WINDOW_S - (now - _fetches[0])
+            raise ValueError(f"This server has fetched {RATE_LIMIT} configs from the Hub in the "
+                             f"last minute; try again in {max(1, round(wait))} s, or paste the "
+                             "config.json.")
+        _fetches.append(now)
 
 
 def check_repo_id(repo_id: str) -> str:
@@ -39,22 +61,36 @@ def fetch_config(repo_id: str) -> dict:
     repo_id = check_repo_id(repo_id)
     try:
         from huggingface_hub import hf_hub_download
-        from huggingface_hub.errors import (EntryNotFoundError, GatedRepoError,
+        from huggingface_hub.errors import (GatedRepoError, HFValidationError, HfHubHTTPError,
+                                            LocalEntryNotFoundError, RemoteEntryNotFoundError,
                                             RepositoryNotFoundError)
     except ImportError:
         raise ValueError("Fetching from the Hub needs the huggingface_hub package "
                          "(pip install huggingface_hub). You can paste the config.json instead.") \
             from None
+    _take_fetch_slot()
     try:
         path = hf_hub_download(repo_id, "config.json", etag_timeout=TIMEOUT_S)
+    except HFValidationError:
+        raise ValueError(f"'{repo_id}' is not a valid Hub model id (the Hub's own rules, e.g. no "
+                         "'--' and no trailing '.'); check it, or paste the config.json.") from None
     except GatedRepoError:
         raise ValueError(f"'{repo_id}' is gated on the Hub: accept its licence there, or paste "
                          "its config.json instead.") from None
     except RepositoryNotFoundError:
         raise ValueError(f"No public Hub model named '{repo_id}'. Check the spelling, or paste "
                          "the config.json.") from None
-    except EntryNotFoundError:
+    except RemoteEntryNotFoundError:
         raise ValueError(f"'{repo_id}' has no config.json.") from None
+    except LocalEntryNotFoundError:  # no connection and not in the local cache
+        raise ValueError("Could not reach the Hugging Face Hub, and this config is not in the "
+                         "local cache. This machine may be offline: pick a model from the list, "
+                         "or paste the config.json.") from None
+    except HfHubHTTPError as exc:  # the Hub answered, with an error: not an offline machine
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        raise ValueError(f"The Hub refused the request for '{repo_id}'"
+                         + (f" (HTTP {status})" if status else "")
+                         + "; try again later, or paste the config.json.") from None
     except Exception as exc:  # offline, DNS, timeouts, proxies: all the same to a student
         raise ValueError(f"Could not reach the Hugging Face Hub ({type(exc).__name__}). This "
                          "machine may be offline: pick a model from the list, or paste the "
