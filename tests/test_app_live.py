@@ -52,3 +52,55 @@ def test_missing_hub_model_is_explained(monkeypatch):
     at.run()
     assert not at.exception
     assert "not in the local Hugging Face cache" in text(at.error[0])
+
+
+def test_hosted_page_states_the_cap_and_never_downloads_hub_weights(monkeypatch):
+    import transformers
+
+    monkeypatch.setenv("KVLAB_HOSTED", "1")
+    asked = []
+
+    def offline(*a, **k):
+        asked.append(k.get("local_files_only"))
+        raise OSError("offline")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", offline)
+    at = open_live(v_src="Hub model (local cache)")
+    captions = " ".join(text(c) for c in at.caption)
+    assert "at most 60 s per run here" in captions
+    assert "never downloads weights" in captions and "hf download <id>" in captions
+    at.button[0].click()
+    at.run()
+    assert not at.exception
+    assert asked == [True]  # local files only: no network call for weights
+    message = text(at.error[0])
+    assert "not in the local Hugging Face cache" in message and "hf download" in message
+
+
+def test_a_cleared_cache_does_not_free_a_busy_device(monkeypatch):
+    """Issue 11: clearing Streamlit's caches (any client can ask) made a second lock. The page
+    now uses the module-level queue: with another session's run on the device, a cache clear
+    changes nothing and this run waits in line, then gives up after the wait timeout."""
+    import threading
+
+    from streamlit.runtime import caching
+
+    from webui import device_queue
+
+    at = open_live(v_model="llama-3.1-8b", v_new="2", v_nocache="0")
+    started, release = threading.Event(), threading.Event()
+    other = device_queue.QUEUE.submit("another-session",
+                                      lambda stop: (started.set(), release.wait(10)))
+    try:
+        assert started.wait(5)
+        caching.cache_data.clear()
+        caching.cache_resource.clear()
+        monkeypatch.setattr(device_queue.QUEUE, "wait_timeout_s", 0.5)
+        at.button[0].click()
+        at.run()
+        assert not at.exception
+        assert "busy" in text(at.error[0])
+        assert not at.success  # it did not run beside the other session's run
+    finally:
+        release.set()
+        other.wait(5)

@@ -1,0 +1,287 @@
+"""The device queue: one live run on the device at a time, for every session of this server.
+
+Why a plain module global and not ``st.cache_resource``: any client can send Streamlit's
+``clear_cache`` message without authentication, and a cleared ``cache_resource`` makes a new
+object on the next call, so a lock kept there can be replaced while a run holds the old one (the
+hosted app was seen running three at once that way). ``QUEUE`` below is created once, when this
+module is first imported, and nothing a client sends replaces it.
+
+How it works: jobs wait in line in FIFO order and one worker thread runs them, one at a time. A
+job is ``fn(should_stop)``; ``should_stop()`` turns true when the job is cancelled, when it has run
+longer than the cap, or when its session has left, and the job is expected to check it between
+steps (``kvcalc.live.measure(should_stop=...)`` does). Each session has at most one job: a new
+one replaces the old (the old one is cancelled). A queued job whose session has left is dropped
+before it starts. The waiting side (``DeviceQueue.wait``) reports the position in line, gives up
+after a wait timeout, and cancels its job in a ``finally``: on the live page Streamlit raises
+StopException or RerunException in the script thread when the user presses Stop, changes an input
+or closes the tab, so the run on the device ends at its next step.
+
+Pure Python and threading; Streamlit is imported only by ``session_alive`` and ``session_id``,
+so the queue is unit-testable without it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from typing import Any, Callable
+
+from .hosted import hosted
+
+__all__ = ["DeviceQueue", "Job", "QueueError", "QUEUE", "limits", "session_alive",
+           "session_id"]
+
+HOSTED_LIMITS = (60.0, 180.0)  # (cap per run, longest wait in line), seconds
+LOCAL_LIMITS = (300.0, 600.0)
+MAX_QUEUED = 16
+
+
+def limits() -> tuple[float, float]:
+    """(wall-clock cap per run, longest wait in line) in seconds: tighter in hosted mode."""
+    return HOSTED_LIMITS if hosted() else LOCAL_LIMITS
+
+
+class QueueError(ValueError):
+    """A run did not happen or did not finish, for a reason the user can act on."""
+
+
+def session_alive(session_id: str) -> bool:
+    """Whether the Streamlit session ``session_id`` still has a connected browser tab.
+
+    Uses ``Runtime.get_client`` (thread-safe, None once the tab has closed or disconnected).
+    Without a Streamlit runtime (plain Python, tests) every session counts as alive."""
+    try:
+        from streamlit.runtime import Runtime
+    except ImportError:
+        return True
+    if not Runtime.exists():
+        return True
+    return Runtime.instance().get_client(session_id) is not None
+
+
+def session_id() -> str:
+    """The id of the Streamlit session whose script thread calls this."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else "no-session"
+
+
+class Job:
+    """One run in the queue. ``state``: queued, running or done; ``stop_reason`` says why it was
+    stopped or dropped (cancelled, replaced, time limit, session left, wait timeout)."""
+
+    def __init__(self, queue: DeviceQueue, session: str, fn: Callable[[Callable[[], bool]], Any],
+                 cap_s: float):
+        self.session_id = session
+        self.fn = fn
+        self.cap_s = cap_s
+        self.state = "queued"
+        self.stop_reason: str | None = None
+        self.submitted_at = time.monotonic()
+        self.started_at: float | None = None
+        self._queue = queue
+        self._cancel = threading.Event()
+        self._done = threading.Event()
+        self._result: Any = None
+        self._error: BaseException | None = None
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        """Stop this job: a queued job leaves the line now, a running one at its next check of
+        ``should_stop``. Does nothing once the job is done."""
+        with self._queue._cond:
+            if self.done or self.cancelled:
+                return
+            self.stop_reason = reason
+            self._cancel.set()
+            if self.state == "queued":
+                self._queue._drop(self, QueueError("The run was cancelled before it started."))
+
+    def should_stop(self) -> bool:
+        """True once the job is cancelled, has run past its cap, or its session has left."""
+        if self.cancelled:
+            return True
+        if self.started_at is not None and time.monotonic() - self.started_at > self.cap_s:
+            self.cancel("time limit")
+            return True
+        if not self._queue._alive(self.session_id):
+            self.cancel("session left")
+            return True
+        return False
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._done.wait(timeout)
+
+    def result(self) -> Any:
+        """The job's return value, or its exception raised here."""
+        if not self.done:
+            raise QueueError("The run has not finished.")
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def _finish(self, result: Any = None, error: BaseException | None = None) -> None:
+        self._result, self._error = result, error
+        self.state = "done"
+        self._done.set()
+
+
+class DeviceQueue:
+    """FIFO line of jobs run one at a time by a single worker thread (see the module docstring).
+
+    ``cap_s`` and ``wait_timeout_s``: None reads ``limits()`` (hosted or local) at each submit.
+    ``is_alive(session_id)``: whether a session is still there (default ``session_alive``)."""
+
+    def __init__(self, *, cap_s: float | None = None, wait_timeout_s: float | None = None,
+                 is_alive: Callable[[str], bool] | None = None, max_queued: int = MAX_QUEUED):
+        self.cap_s = cap_s
+        self.wait_timeout_s = wait_timeout_s
+        self.is_alive = is_alive or session_alive
+        self.max_queued = max_queued
+        self._cond = threading.Condition()
+        self._queued: deque[Job] = deque()
+        self._running: Job | None = None
+        self._worker: threading.Thread | None = None
+
+    # -- limits ---------------------------------------------------------------------------
+
+    def run_cap_s(self) -> float:
+        return self.cap_s if self.cap_s is not None else limits()[0]
+
+    def max_wait_s(self) -> float:
+        return self.wait_timeout_s if self.wait_timeout_s is not None else limits()[1]
+
+    # -- submitting and waiting -----------------------------------------------------------
+
+    def submit(self, session: str, fn: Callable[[Callable[[], bool]], Any]) -> Job:
+        """Put ``fn(should_stop)`` in line for ``session``. An earlier job of the same session,
+        queued or running, is cancelled (reason "replaced"): one job per session."""
+        with self._cond:
+            for old in [j for j in self._queued if j.session_id == session]:
+                old.cancel("replaced")
+            if self._running is not None and self._running.session_id == session:
+                self._running.cancel("replaced")
+            if len(self._queued) >= self.max_queued:
+                raise QueueError(f"{len(self._queued)} runs are already waiting for the device. "
+                                 "Try again in a minute.")
+            job = Job(self, session, fn, self.run_cap_s())
+            self._queued.append(job)
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._work, name="kvlab-device-queue",
+                                                daemon=True)
+                self._worker.start()
+            self._cond.notify_all()
+            return job
+
+    def position(self, job: Job) -> int | None:
+        """1 while ``job`` runs, n when n - 1 runs are ahead of it (the one on the device
+        included), None once it is done."""
+        with self._cond:
+            if job.state == "running":
+                return 1
+            try:
+                ahead = self._queued.index(job)
+            except ValueError:
+                return None
+            return ahead + 1 + (self._running is not None)
+
+    def wait(self, job: Job, *, on_wait: Callable[[int], None] | None = None,
+             checkpoint: Callable[[], Any] | None = None, poll_s: float = 0.1) -> Any:
+        """Wait for ``job`` and return its result (or raise its error).
+
+        ``on_wait(position)`` is called whenever the position changes (1: running now).
+        ``checkpoint()`` is called every ``poll_s`` seconds: on the live page it touches
+        st.session_state, where Streamlit raises StopException/RerunException when the user
+        presses Stop, changes an input or leaves. Whatever ends the wait (the result, an error, the
+        wait timeout, such an exception), the ``finally`` cancels the job if it is still queued or
+        running, so the device is freed at the job's next step."""
+        last = None
+        try:
+            while True:
+                pos = self.position(job)
+                if pos is not None and pos != last:
+                    last = pos
+                    if on_wait is not None:
+                        on_wait(pos)
+                if job.wait(poll_s):
+                    break
+                if checkpoint is not None:
+                    checkpoint()
+                waited = time.monotonic() - job.submitted_at
+                if job.state == "queued" and waited > self.max_wait_s():
+                    job.cancel("wait timeout")
+                    raise QueueError(f"The device is busy with other runs; waited "
+                                     f"{self.max_wait_s():.0f} s. Try again in a moment.")
+            if job.stop_reason == "replaced":
+                raise QueueError("A newer run from this browser tab replaced this one.")
+            return job.result()
+        finally:
+            job.cancel()
+
+    def run(self, session: str, fn: Callable[[Callable[[], bool]], Any], **wait_kw) -> Any:
+        """``submit`` then ``wait``."""
+        return self.wait(self.submit(session, fn), **wait_kw)
+
+    # -- inside ---------------------------------------------------------------------------
+
+    def _alive(self, session: str) -> bool:
+        try:
+            return bool(self.is_alive(session))
+        except Exception:  # noqa: BLE001 - never let a failing check kill the worker
+            return True
+
+    def _drop(self, job: Job, error: BaseException) -> None:
+        """Take a queued job out of the line and finish it with ``error`` (lock held)."""
+        try:
+            self._queued.remove(job)
+        except ValueError:
+            pass
+        job._finish(error=error)
+        self._cond.notify_all()
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queued:
+                    self._cond.wait()
+                job = self._queued.popleft()
+                if not self._alive(job.session_id):  # the tab closed while it waited
+                    job.stop_reason = "session left"
+                    job._cancel.set()
+                    job._finish(error=QueueError("The browser tab that asked for this run has "
+                                                 "left; the run was dropped."))
+                    continue
+                job.state = "running"
+                job.started_at = time.monotonic()
+                self._running = job
+            result, error = None, None
+            try:
+                result = job.fn(job.should_stop)
+            except BaseException as exc:  # noqa: BLE001 - the waiter re-raises it
+                error = exc
+            if job.stop_reason == "time limit":
+                limit = QueueError(f"The run took longer than the {job.cap_s:.0f} s allowed per "
+                                   "run here and was stopped: lower the new tokens, the batch or "
+                                   "the prompt length.")
+                limit.__cause__ = error
+                result, error = None, limit
+            with self._cond:
+                self._running = None
+                job._finish(result, error)
+                self._cond.notify_all()
+            # The waiter holds the job now; the worker keeps nothing of it (its function
+            # belongs to a page run) while it waits for the next one.
+            del job, result, error
+
+
+# The one queue of this server process (see the module docstring for why it lives here).
+QUEUE = DeviceQueue()
