@@ -38,7 +38,7 @@ from .registry import get_model
 from .units import check_int
 
 __all__ = ["twin_config", "TWIN_KEYS", "Measurement", "Step", "measure", "LiveError",
-           "RunLock", "HUB_ALLOWLIST", "smollm2_path", "MAX_NEW_TOKENS", "MAX_BATCH",
+           "HUB_ALLOWLIST", "smollm2_path", "MAX_NEW_TOKENS", "MAX_BATCH",
            "predicted_bytes", "runtime_spec", "fit_line"]
 
 TWIN_KEYS = ("llama-3.1-8b", "qwen3-8b", "gemma-2-9b", "gemma-3-27b", "gpt-oss-20b",
@@ -463,33 +463,3 @@ def measure(*, model: str, source: str = "twin", prompt_tokens: int = 32,
     return result
 
 
-class RunLock:
-    """One measurement on the device at a time, for a shared (hosted) app: a lock plus a count
-    of who is waiting, so the page can show a queue position and give up after a timeout."""
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._waiting = 0
-        self._count_lock = threading.Lock()
-
-    @property
-    def waiting(self) -> int:
-        return self._waiting
-
-    def run(self, fn, timeout_s: float = 120.0, on_wait=None):
-        with self._count_lock:
-            self._waiting += 1
-            position = self._waiting
-        try:
-            if on_wait and self._lock.locked():
-                on_wait(position)
-            if not self._lock.acquire(timeout=timeout_s):
-                raise LiveError(f"The device is busy with another run; waited {timeout_s:.0f} s. "
-                                "Try again in a moment.")
-        finally:
-            with self._count_lock:
-                self._waiting -= 1
-        try:
-            return fn()
-        finally:
-            self._lock.release()

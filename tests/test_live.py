@@ -4,8 +4,6 @@ one). Twins need no download; SmolLM2 runs when its wheel is installed."""
 import json
 import subprocess
 import sys
-import threading
-import time
 
 import pytest
 
@@ -92,42 +90,6 @@ def test_no_cuda_is_explained():
         pytest.skip("this machine has a GPU")
     with pytest.raises(live.LiveError, match="No CUDA GPU"):
         live.measure(model="llama-3.1-8b", device="cuda")
-
-
-def test_lock_serialises_runs_and_times_out():
-    lock = live.RunLock()
-    spans = []
-
-    def job(name):
-        def work():
-            start = time.perf_counter()
-            time.sleep(0.2)
-            spans.append((start, time.perf_counter()))
-        lock.run(work, timeout_s=5)
-
-    threads = [threading.Thread(target=job, args=(i,)) for i in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    (a0, a1), (b0, b1) = sorted(spans)
-    assert b0 >= a1  # the second run started only after the first ended
-
-    waits = []
-    hold = threading.Event()
-    release = threading.Event()
-
-    def holder():
-        lock.run(lambda: (hold.set(), release.wait(5)), timeout_s=5)
-
-    t = threading.Thread(target=holder)
-    t.start()
-    hold.wait(5)
-    with pytest.raises(live.LiveError, match="busy"):
-        lock.run(lambda: None, timeout_s=0.2, on_wait=waits.append)
-    release.set()
-    t.join()
-    assert waits == [1]
 
 
 def test_fit_line():
