@@ -9,11 +9,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import re
+import stat
 import sys
 
 from .budget import DEFAULT_RESERVE_BYTES, ENGINES, budget
 from .dtypes import KV_DTYPES, WEIGHT_DTYPES
-from .hfconfig import checkpoint_format, load_config_file, spec_from_config
+from .hfconfig import _short, checkpoint_format, load_config_file, spec_from_config
 from .kv import kv_cache
 from .model import ModelSpec
 from .registry import registry
@@ -23,43 +26,103 @@ from .weights import Weights, weights, weights_given
 
 __all__ = ["main"]
 
+# Bounds of the arguments, stated in their errors. Each is far above any real value and keeps
+# the arithmetic finite: budget() and vllm.predict() take at most 2**50 bytes of memory.
+MAX_GIB = 2**20  # 1,048,576 GiB = 1 PiB
+MAX_GBS = 1e7  # GB/s: 10 PB/s, 1,000 x an HBM3e GPU
+MIN_GBS = 1e-3  # GB/s: 1 MB/s; far less makes step times overflow to infinity
+MIN_MFU = 1e-3  # 0.1% of the peak; far less makes the prefill time overflow
+MAX_COUNT = 10**12  # tokens, sequences, sizes; each calculation then names its own limit
+MAX_KEY_CHARS = 200  # a registry key, a Hub id, a version
+MAX_PATH_CHARS = 4096  # PATH_MAX on Linux
+MAX_MESSAGE_CHARS = 600  # an error line, whatever it quotes
+
+
+def _one_line(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """An error message as one printable line of at most ``limit`` characters: values a user
+    typed may hold newlines, escape sequences or 100,000 characters."""
+    message = message[:4 * limit]
+    message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+    if len(message) > limit:
+        message = message[:limit - 165] + " ... " + message[-160:]
+    return message
+
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, status 2
-        self.exit(2, f"kvcalc: error: {message}\n")
+        self.exit(2, _one_line(f"kvcalc: error: {message}") + "\n")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text.replace(",", "").replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
-    return v
+def _num(x: float) -> str:
+    return f"{x:,.0f}" if x == int(x) and abs(x) >= 1 else f"{x:g}"
 
 
-def _nonneg_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(v) or v < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}")
-    return v
+def _int_arg(lo: int = 1, hi: int = MAX_COUNT):
+    """An argparse type: a whole number in [lo, hi]; 1,000 and 1_000 are read as 1000."""
+    def parse(text: str) -> int:
+        t = text.strip().replace(",", "").replace("_", "")
+        if not re.fullmatch(r"[+-]?[0-9]+", t):
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {_short(text)}")
+        digits = t.lstrip("+-").lstrip("0")
+        if len(digits) > len(str(max(abs(lo), abs(hi)))):  # before int(): 5,000 digits raise
+            side = f"at least {lo:,}" if t.startswith("-") else f"at most {hi:,}"
+            raise argparse.ArgumentTypeError(f"must be {side}, got a number of {len(digits):,} "
+                                             "digits")
+        v = int(t)
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"must be at least {lo:,}, got {v:,}")
+        if v > hi:
+            raise argparse.ArgumentTypeError(f"must be at most {hi:,}, got {v:,}")
+        return v
+    return parse
 
 
-def _pos_float(text: str) -> float:
-    v = _nonneg_float(text)
-    if v == 0:
-        raise argparse.ArgumentTypeError("must be greater than 0")
-    return v
+def _float_arg(hi: float, *, lo: float = 0.0, above: bool = False, unit: str = "",
+               name: str = ""):
+    """An argparse type: a finite number in [lo, hi] (in (lo, hi] with ``above``)."""
+    bound = f"{'above' if above else 'at least'} {_num(lo)} and at most {_num(hi)}{unit}"
+    if name:
+        bound += f" ({name})"
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {_short(text)}") from None
+        if not math.isfinite(v) or v < lo or v > hi or (above and v == lo):
+            raise argparse.ArgumentTypeError(f"must be a number {bound}, got {_short(text)}")
+        return v
+    return parse
+
+
+def _text_arg(limit: int, what: str):
+    """An argparse type: a string of at most ``limit`` characters, without NUL bytes."""
+    def parse(text: str) -> str:
+        if len(text) > limit:
+            raise argparse.ArgumentTypeError(f"{what} is at most {limit:,} characters, got "
+                                             f"{len(text):,}")
+        if "\0" in text:
+            raise argparse.ArgumentTypeError(f"{what} cannot hold a NUL character")
+        return text
+    return parse
+
+
+_positive_int = _int_arg(1)
+_count0 = _int_arg(0)
+_gib = _float_arg(MAX_GIB, unit=" GiB")
+_gib_pos = _float_arg(MAX_GIB, above=True, unit=" GiB")
+_gbs = _float_arg(MAX_GBS, lo=MIN_GBS, unit=" GB/s")
+_mfu = _float_arg(1.0, lo=MIN_MFU, name="a fraction of the dense peak")
+_mem_util = _float_arg(1.0, above=True, name="vLLM's gpu_memory_utilization")
+_key = _text_arg(MAX_KEY_CHARS, "a key")
+_path = _text_arg(MAX_PATH_CHARS, "a path")
 
 
 def _model_args(p: argparse.ArgumentParser, kv=True, parallel=True):
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--model", help="registry key (see `python -m kvcalc models`)")
-    src.add_argument("--config", metavar="PATH", help="a Hugging Face config.json file")
+    src.add_argument("--model", type=_key, help="registry key (see `python -m kvcalc models`)")
+    src.add_argument("--config", metavar="PATH", type=_path,
+                     help="a Hugging Face config.json file")
     p.add_argument("--ignore-sliding-window", action="store_true",
                    help="treat sliding-window layers as full attention (as some runtimes do)")
     if kv:
@@ -74,18 +137,18 @@ def _model_args(p: argparse.ArgumentParser, kv=True, parallel=True):
 
 def _weight_args(p):
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--weights-gib", type=_nonneg_float, help="weights of the whole model, GiB")
+    g.add_argument("--weights-gib", type=_gib, help="weights of the whole model, GiB")
     g.add_argument("--weight-dtype", choices=("auto",) + WEIGHT_DTYPES, default="auto",
                    help="format of the weights (auto: the checkpoint's own)")
 
 
 def _gpu_args(p, memory=True):
     g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--gpu", help="GPU key (see `python -m kvcalc gpus`)")
+    g.add_argument("--gpu", type=_key, help="GPU key (see `python -m kvcalc gpus`)")
     if memory:
-        g.add_argument("--vram-gib", type=_pos_float, help="GPU memory in GiB")
+        g.add_argument("--vram-gib", type=_gib_pos, help="GPU memory in GiB")
     else:
-        g.add_argument("--bandwidth-gbs", type=_pos_float, help="memory bandwidth, GB/s (10^9 B/s)")
+        g.add_argument("--bandwidth-gbs", type=_gbs, help="memory bandwidth, GB/s (10^9 B/s)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -105,8 +168,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--context", type=_positive_int, required=True)
     p.add_argument("--concurrency", type=_positive_int, default=1,
                    help="sequences you want to run at once (checked against the pool)")
-    p.add_argument("--gpu-mem-util", type=_pos_float, default=0.9)
-    p.add_argument("--reserve-gib", type=_nonneg_float,
+    p.add_argument("--gpu-mem-util", type=_mem_util, default=0.9,
+                   help="vLLM's gpu_memory_utilization (TensorRT-LLM: the share of memory free "
+                   "after weights)")
+    p.add_argument("--reserve-gib", type=_gib,
                    default=DEFAULT_RESERVE_BYTES / GiB,
                    help="activations, CUDA context and graphs, per GPU (default 2 GiB)")
     p.add_argument("--block-size", type=_positive_int, default=16)
@@ -121,27 +186,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("prefill", help="time to first token from FLOPs")
     _model_args(p, kv=False)
-    p.add_argument("--gpu", required=True)
+    p.add_argument("--gpu", type=_key, required=True)
     p.add_argument("--prompt-tokens", type=_positive_int, required=True)
-    p.add_argument("--mfu", type=_pos_float, default=DEFAULT_MFU,
+    p.add_argument("--mfu", type=_mfu, default=DEFAULT_MFU,
                    help=f"fraction of dense peak reached (default {DEFAULT_MFU})")
     p.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16", help="compute format")
 
     p = sub.add_parser("passes", help="token passes with and without a KV cache")
     p.add_argument("--new-tokens", type=_positive_int, required=True)
-    p.add_argument("--prompt-tokens", type=int, default=0)
+    p.add_argument("--prompt-tokens", type=_count0, default=0)
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("offload", help="reload a cached prefix over a link, or recompute it?")
     _model_args(p, parallel=False)
-    p.add_argument("--gpu", required=True)
-    p.add_argument("--link", default="pcie5-x16", help="link key (see `gpus`)")
+    p.add_argument("--gpu", type=_key, required=True)
+    p.add_argument("--link", type=_key, default="pcie5-x16", help="link key (see `gpus`)")
     p.add_argument("--prefix-tokens", type=_positive_int, required=True)
-    p.add_argument("--mfu", type=_pos_float, default=DEFAULT_MFU)
+    p.add_argument("--mfu", type=_mfu, default=DEFAULT_MFU,
+                   help=f"fraction of dense peak reached (default {DEFAULT_MFU})")
 
     p = sub.add_parser("measure", help="run a real model (torch) and compare its cache with "
                        "the prediction")
-    p.add_argument("--model", required=True,
+    p.add_argument("--model", type=_key, required=True,
                    help="registry key (a twin), smollm2-135m (real weights), or a Hub id")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--twin", action="store_true",
@@ -154,35 +220,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=_positive_int, default=1)
     p.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), default="fp32")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    p.add_argument("--no-cache-tokens", type=int, default=0,
+    p.add_argument("--no-cache-tokens", type=_count0, default=0,
                    help="also run this many steps without a cache, for comparison")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("vllm", help="the capacity lines vLLM prints at start-up, predicted; or "
                        "a pasted start-up log explained")
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--model", help="registry key")
-    src.add_argument("--config", metavar="PATH", help="a Hugging Face config.json file")
+    src.add_argument("--model", type=_key, help="registry key")
+    src.add_argument("--config", metavar="PATH", type=_path,
+                     help="a Hugging Face config.json file")
     mem = p.add_mutually_exclusive_group()
-    mem.add_argument("--available-kv-gib", type=_nonneg_float,
+    mem.add_argument("--available-kv-gib", type=_gib,
                      help="'Available KV cache memory' in GiB (per GPU)")
-    mem.add_argument("--available-kv-bytes", type=int)
-    p.add_argument("--log", metavar="FILE", help="a vLLM start-up log to check line by line")
+    mem.add_argument("--available-kv-bytes", type=_int_arg(0, MAX_GIB * GiB))
+    p.add_argument("--log", metavar="FILE", type=_path,
+                   help="a vLLM start-up log to check line by line")
     p.add_argument("--max-model-len", type=_positive_int)
     p.add_argument("--block-size", type=_positive_int, default=None)
     p.add_argument("--tp", type=_positive_int, default=None)
     p.add_argument("--pp", type=_positive_int, default=None)
     p.add_argument("--kv-dtype", choices=("auto", "bf16", "fp16", "fp8"), default=None)
     p.add_argument("--max-num-batched-tokens", type=_positive_int, default=None)
-    p.add_argument("--num-draft-layers", type=int, default=0)
-    p.add_argument("--vllm-version", default=None, help="e.g. 0.10.1 (default: the newest)")
+    p.add_argument("--num-draft-layers", type=_count0, default=0)
+    p.add_argument("--vllm-version", type=_key, default=None,
+                   help="e.g. 0.10.1 (default: the newest)")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("verify", help="check kvcalc's layers against the cache transformers "
                        "allocates (meta device: no weights, no memory; needs torch)")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--model", help="registry key (see `python -m kvcalc models`)")
-    src.add_argument("--config", metavar="PATH", help="a Hugging Face config.json file")
+    src.add_argument("--model", type=_key, help="registry key (see `python -m kvcalc models`)")
+    src.add_argument("--config", metavar="PATH", type=_path,
+                     help="a Hugging Face config.json file")
     p.add_argument("--context", type=_positive_int, default=None,
                    help="tokens in the forward pass (default: past the longest window)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -459,6 +529,25 @@ def cmd_measure(args):
     return m.to_dict(), text
 
 
+def _read_log(path: str, limit: int) -> str:
+    """A log file's first ``limit`` + 1 bytes, from a regular file only: a FIFO or /dev/stdin
+    would block the read, /dev/zero would never end."""
+    shown = _short(path)
+    try:
+        st = os.stat(path)  # before open(): opening a FIFO for reading blocks
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"cannot read log {shown}: it is not a regular file; give the path "
+                             "of a saved log")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # replaced since the stat
+                raise ValueError(f"cannot read log {shown}: it is not a regular file")
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        raise ValueError(f"cannot read log {shown}: {exc.strerror or exc}") from None
+    return data.decode("utf-8", errors="replace")
+
+
 def _vllm_spec(args, log: dict | None):
     if args.config:
         cfg = load_config_file(args.config)
@@ -471,7 +560,7 @@ def _vllm_spec(args, log: dict | None):
                 key = k
                 break
         if key is None:
-            raise ValueError(f"the log's model {log['model']!r} is not in the registry: give "
+            raise ValueError(f"the log's model {_short(log['model'])} is not in the registry: give "
                              "--model KEY or --config PATH")
     if key is None:
         raise ValueError("give --model KEY or --config PATH")
@@ -489,12 +578,7 @@ def cmd_vllm(args):
                   num_draft_layers=args.num_draft_layers, vllm_version=args.vllm_version,
                   max_model_len=args.max_model_len)
     if args.log:
-        try:
-            with open(args.log, encoding="utf-8", errors="replace") as fh:
-                text = fh.read(vllm.MAX_LOG_BYTES + 1)
-        except OSError as exc:
-            raise ValueError(f"cannot read log '{args.log}': {exc.strerror or exc}") from None
-        log = vllm.parse_log(text)
+        log = vllm.parse_log(_read_log(args.log, vllm.MAX_LOG_BYTES))
         spec, label = _vllm_spec(args, log)
         p, lines = vllm.explain_log(spec, log, **common)
         out = {"model": label, "prediction": p.to_dict(), "log": log,
@@ -569,11 +653,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         out, text = COMMANDS[args.command](args)
     except ValueError as exc:
-        print(f"kvcalc: error: {exc}", file=sys.stderr)
+        print(_one_line(f"kvcalc: error: {exc}"), file=sys.stderr)
         return 2
     except Exception as exc:  # a bug of ours: still one line, never a traceback
-        print(f"kvcalc: internal error ({type(exc).__name__}: {exc}); please report it",
-              file=sys.stderr)
+        print(_one_line(f"kvcalc: internal error ({type(exc).__name__}: {exc}); please report "
+                        "it"), file=sys.stderr)
         return 1
     if getattr(args, "json", False):
         print(json.dumps(_jsonable(out), allow_nan=False))

@@ -39,7 +39,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,6 +55,21 @@ MAX_CONFIG_BYTES = 1_000_000  # a real config.json is a few KiB; refuse anything
 _MAX_LAYERS = 1024  # the deepest published model here has 162 layers; this bounds all per-layer work
 _MAX_DIM = 10_000_000
 _MAX_CONTEXT = 10**9  # max_position_embeddings: Llama 4 Scout declares 10,485,760
+_SHORT = 200  # characters of a user's value that an error message echoes
+
+
+def _short(value: Any, limit: int = _SHORT) -> str:
+    """repr(value) for an error message, cut to about ``limit`` characters: a 190,000-character
+    field value or a 5,000-digit number must not fill the screen."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 3 * limit:
+        # repr() of an int past 4,300 digits raises; the length is what matters anyway
+        digits = int(value.bit_length() * math.log10(2)) + 1
+        return f"{'minus ' if value < 0 else ''}a number of about {digits:,} digits"
+    try:
+        text = repr(value)
+    except (ValueError, RecursionError):  # ints past Python's 4,300-digit limit, deep nesting
+        return f"a {type(value).__name__} too large to show"
+    return text if len(text) <= limit else text[:limit] + "..."
 
 # Defaults of transformers config classes, by model_type, for fields a config.json may omit.
 _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -135,44 +152,82 @@ class _Fields:
                 raise ValueError(f"config field '{names[0]}' is missing (looked for {label})")
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"config field '{label}' must be a whole number, got {value!r}")
+            raise ValueError(f"config field '{label}' must be a whole number, got "
+                             f"{_short(value)}")
         if isinstance(value, float):
             if not math.isfinite(value) or value != int(value):
-                raise ValueError(f"config field '{label}' must be a whole number, got {value!r}")
+                raise ValueError(f"config field '{label}' must be a whole number, got "
+                                 f"{_short(value)}")
             value = int(value)
         if value < minimum:
-            raise ValueError(f"config field '{label}' must be at least {minimum}, got {value}")
+            raise ValueError(f"config field '{label}' must be at least {minimum}, got "
+                             f"{_short(value)}")
         if value > maximum:
-            raise ValueError(f"config field '{label}' = {value:,} is implausibly large (at most "
+            shown = f"{value:,}" if value.bit_length() <= 3 * _SHORT else _short(value)
+            raise ValueError(f"config field '{label}' = {shown} is implausibly large (at most "
                              f"{maximum:,})")
         return value
 
     def bool(self, name: str, default: bool) -> bool:
         value = self.raw(name, default=default)
         if not isinstance(value, bool):
-            raise ValueError(f"config field '{name}' must be true or false, got {value!r}")
+            raise ValueError(f"config field '{name}' must be true or false, got {_short(value)}")
         return value
 
 
 def load_config_file(path: str | Path) -> dict:
-    """Read a config.json file into a dict, with clear errors for the usual mistakes."""
-    p = Path(path)
+    """Read a config.json file into a dict, with clear errors for the usual mistakes.
+
+    Only a regular file is read, and at most MAX_CONFIG_BYTES + 1 bytes of it: a FIFO or
+    /dev/stdin would block, /dev/zero (stat size 0) would never end."""
+    shown = _short(str(path))
     try:
-        size = p.stat().st_size
-    except OSError as exc:
-        raise ValueError(f"cannot read config file '{path}': {exc.strerror or exc}") from None
-    if size > MAX_CONFIG_BYTES:
-        raise ValueError(f"config file '{path}' is {size:,} bytes; a config.json is at most "
+        st = os.stat(path)  # before any open(): opening a FIFO for reading blocks
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise ValueError(f"cannot read config file {shown}: {why}") from None
+    _require_regular(st, shown)
+    if st.st_size > MAX_CONFIG_BYTES:
+        raise ValueError(f"config file {shown} is {st.st_size:,} bytes; a config.json is at most "
                          f"{MAX_CONFIG_BYTES:,} bytes")
     try:
-        text = p.read_text(encoding="utf-8", errors="replace")
+        # O_NONBLOCK: should the path have become a FIFO since the stat, open() still returns
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
     except OSError as exc:
-        raise ValueError(f"cannot read config file '{path}': {exc.strerror or exc}") from None
-    return parse_config_text(text, source=str(path))
+        raise ValueError(f"cannot read config file {shown}: {exc.strerror or exc}") from None
+    try:
+        _require_regular(os.fstat(fd), shown)
+        with os.fdopen(fd, "rb") as fh:
+            fd = -1  # the file object closes it now
+            data = fh.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ValueError(f"cannot read config file {shown}: {exc.strerror or exc}") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ValueError(f"config file {shown} holds more than {MAX_CONFIG_BYTES:,} bytes; a "
+                         f"config.json is at most {MAX_CONFIG_BYTES:,} bytes")
+    return parse_config_text(data.decode("utf-8", errors="replace"), source=f"config file {shown}")
+
+
+_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+               (stat.S_ISSOCK, "a socket"))
+
+
+def _require_regular(st: os.stat_result, shown: str) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _FILE_KINDS if test(st.st_mode)), "not a file")
+        raise ValueError(f"cannot read config file {shown}: it is {kind}, not a regular file; "
+                         "give the path of a config.json")
 
 
 def parse_config_text(text: str, source: str = "config") -> dict:
-    if len(text.encode("utf-8", errors="replace")) > MAX_CONFIG_BYTES:
+    if len(source) > _SHORT:
+        source = source[:_SHORT] + "..."
+    if len(text) > MAX_CONFIG_BYTES or \
+            len(text.encode("utf-8", errors="replace")) > MAX_CONFIG_BYTES:
         raise ValueError(f"{source} is larger than {MAX_CONFIG_BYTES:,} bytes; paste a config.json")
     try:
         # Infinity and NaN are kept: real configs hold them in fields kvcalc does not read
@@ -183,6 +238,9 @@ def parse_config_text(text: str, source: str = "config") -> dict:
     except json.JSONDecodeError as exc:
         raise ValueError(f"{source} is not valid JSON: {exc.msg} at line {exc.lineno}, "
                          f"column {exc.colno}") from None
+    except ValueError:  # an integer past Python's 4,300-digit limit
+        raise ValueError(f"{source} holds a number of more than 4,300 digits; no config field "
+                         "needs one") from None
     if not isinstance(cfg, dict):
         raise ValueError(f"{source} must be a JSON object ({{...}}), got {type(cfg).__name__}")
     return cfg
@@ -207,7 +265,7 @@ def spec_from_config(config: dict, *, name: str | None = None,
         raise ValueError("config field 'text_config' must be an object")
     model_type = cfg.get("model_type") or top_type or ""
     if not isinstance(model_type, str):
-        raise ValueError(f"config field 'model_type' must be a string, got {model_type!r}")
+        raise ValueError(f"config field 'model_type' must be a string, got {_short(model_type)}")
     model_type = _TEXT_TYPES.get(model_type, model_type)
     f = _Fields(cfg, _CLASS_DEFAULTS.get(model_type, {}))
     f.seen.update(_IGNORED)
@@ -236,7 +294,7 @@ def spec_from_config(config: dict, *, name: str | None = None,
                            + (" ..." if len(unread) > 40 else ""))
 
     label = name or cfg.get("_name_or_path") or config.get("_name_or_path") or model_type or "custom"
-    return ModelSpec(name=str(label), layers=tuple(layers), params=params, moe=moe,
+    return ModelSpec(name=str(label)[:_SHORT], layers=tuple(layers), params=params, moe=moe,
                      hidden_size=geo.hidden, vocab_size=geo.vocab, max_context=max_ctx,
                      notes=tuple(notes), assumptions=tuple(assumptions),
                      params_error=params_error)
@@ -495,7 +553,7 @@ def _kv_heads(f: _Fields, q_heads: int, attn_cfg: dict | None) -> int:
             raise ValueError("config field 'attn_config.kv_n_heads' must be a whole number for "
                              "grouped-query attention")
         if kind != "multihead_attention":
-            raise ValueError(f"config field 'attn_config.attn_type' = {kind!r} is not understood; "
+            raise ValueError(f"config field 'attn_config.attn_type' = {_short(kind)} is not understood; "
                              "expected multihead_attention, multiquery_attention or "
                              "grouped_query_attention")
         return q_heads
@@ -512,7 +570,7 @@ def _kv_heads(f: _Fields, q_heads: int, attn_cfg: dict | None) -> int:
     if mq is True:
         return 1
     if mq not in (False, None):
-        raise ValueError(f"config field 'multi_query' must be true or false, got {mq!r}")
+        raise ValueError(f"config field 'multi_query' must be true or false, got {_short(mq)}")
     if f.has("num_kv_heads", "n_head_kv"):
         return f.int("num_kv_heads", "n_head_kv")
     return q_heads  # no KV-head field at all: multi-head attention
@@ -601,7 +659,7 @@ def _from_names(f: _Fields, name: str) -> list[str]:
         kind = _LAYER_TYPE_NAMES.get(t) if isinstance(t, str) else None
         if kind is None:
             known = ", ".join(sorted(k for k, v in _LAYER_TYPE_NAMES.items() if v))
-            raise ValueError(f"config field '{name}[{i}]' = {t!r} is not a layer type kvcalc "
+            raise ValueError(f"config field '{name}[{i}]' = {_short(t)} is not a layer type kvcalc "
                              f"understands ({known}); open an issue with this model")
         kinds.append(kind)
     return kinds
@@ -613,9 +671,10 @@ def _from_codes(f: _Fields, name: str, codes: dict) -> list[str]:
         raise ValueError(f"config field '{name}' must be a list with one entry per layer")
     kinds = []
     for i, v in enumerate(values):
-        if isinstance(v, bool) or v not in codes:
-            raise ValueError(f"config field '{name}[{i}]' = {v!r} is not understood; expected "
-                             f"one of {sorted(codes)}")
+        # isinstance first: a nested list or object is unhashable, and `in` would raise
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)) or v not in codes:
+            raise ValueError(f"config field '{name}[{i}]' = {_short(v)} is not understood; "
+                             f"expected one of {sorted(codes)}")
         kinds.append(codes[v])
     return kinds
 
@@ -700,7 +759,7 @@ def _nas_layers(f: _Fields, geo: _Geometry) -> list:
         if isinstance(group, bool) or not isinstance(group, int) or group < 1 \
                 or geo.q_heads % group:
             raise ValueError(f"config field 'block_configs[{i}].attention.n_heads_in_group' must "
-                             f"be a whole number that divides {geo.q_heads}, got {group!r}")
+                             f"be a whole number that divides {geo.q_heads}, got {_short(group)}")
         kv = geo.q_heads // group
         layers.append(FullAttention(kv_heads=kv, head_dim=geo.head_dim, v_head_dim=geo.head_dim,
                                     q_heads=geo.q_heads))
@@ -768,7 +827,7 @@ def _parameters(f: _Fields, model_type: str, layers: list, geo: _Geometry):
     family = _FAMILY.get(model_type)
     if family is None:
         raise ValueError(f"parameter counting is not implemented for model_type "
-                         f"{model_type or '(none)'!r}")
+                         f"{_short(model_type or '(none)')}")
     if geo.per_layer_heads or any(not l.stores_tokens and not l.state_elements for l in layers):
         raise ValueError("layers differ in shape (per-layer heads, shared or attention-free "
                          "blocks), which the parameter counter does not cover")

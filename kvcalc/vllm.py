@@ -261,6 +261,31 @@ _PATTERNS = {
     "raised_block": re.compile(r"Setting attention block size to ([0-9]+) tokens"),
 }
 MAX_LOG_BYTES = 5_000_000
+# Bounds of the numbers a real start-up log prints; past them a pasted log is refused by line.
+_LOG_MAX_GIB = 2**20  # 1 PiB: predict() takes at most 2**50 bytes
+_LOG_MAX_INT = 10**12  # tokens, lengths, sizes: far above any real engine's
+_LOG_MAX_CONCURRENCY = 1e12
+_LOG_LINES = {"available_gib": "Available KV cache memory", "tokens": "GPU KV cache size",
+              "concurrency": "Maximum concurrency", "concurrency_len": "Maximum concurrency",
+              "raised_block": "Setting attention block size"}
+
+
+def _log_number(key: str, text: str, *, whole: bool, maximum: float) -> int | float:
+    """One number of the log, or ValueError naming the line: a pasted log may hold '1.2.3', a
+    400-digit value (float() gives inf) or more digits than int() converts."""
+    name = _LOG_LINES.get(key, key)
+    shown = text if len(text) <= 40 else text[:40] + "..."
+    try:
+        value = int(text.replace(",", "").replace("_", "")) if whole else float(text)
+    except ValueError:
+        value = None
+    if value is None or (isinstance(value, float) and not math.isfinite(value)) or \
+            not 0 <= value <= maximum:  # an int is compared as an int: float(10**400) raises
+        what = "a finite size" if key == "available_gib" else "a plausible number"
+        unit = " GiB" if key == "available_gib" else ""
+        raise ValueError(f"the log's '{name}' value {shown!r} is not {what} of at most "
+                         f"{maximum:,.0f}{unit}; paste the line as vLLM printed it")
+    return value
 
 
 def parse_log(text: str) -> dict:
@@ -275,15 +300,19 @@ def parse_log(text: str) -> dict:
             continue
         val = found[-1]
         if key == "concurrency":
-            out["concurrency_len"] = int(val[0].replace(",", ""))
-            out["concurrency"] = float(val[1])
+            out["concurrency_len"] = _log_number("concurrency_len", val[0], whole=True,
+                                                 maximum=_LOG_MAX_INT)
+            out["concurrency"] = _log_number(key, val[1], whole=False,
+                                             maximum=_LOG_MAX_CONCURRENCY)
         elif key in ("version", "model", "kv_cache_dtype"):
             out[key] = val
         elif key == "available_gib":
-            out[key] = float(val)
-            out["available_gib_all"] = [float(v) for v in found]  # one per rank with TP/PP
+            # one line per rank with TP/PP
+            out["available_gib_all"] = [_log_number(key, v, whole=False, maximum=_LOG_MAX_GIB)
+                                        for v in found]
+            out[key] = out["available_gib_all"][-1]
         else:
-            out[key] = int(val.replace(",", "").replace("_", ""))
+            out[key] = _log_number(key, val, whole=True, maximum=_LOG_MAX_INT)
     if "available_gib" not in out:
         raise ValueError("no 'Available KV cache memory: X GiB' line in this log; paste the "
                          "lines vLLM prints while it starts")
@@ -323,7 +352,7 @@ def explain_log(spec: ModelSpec, log: dict, **overrides) -> tuple[VllmPrediction
     gib = min(log.get("available_gib_all") or [log["available_gib"]])
     mid = predict(spec, available_bytes=round(gib * GiB), **kw)
     lo = predict(spec, available_bytes=max(0, math.ceil((gib - 0.005) * GiB)), **kw)
-    hi = predict(spec, available_bytes=math.floor((gib + 0.005) * GiB) - 1, **kw)
+    hi = predict(spec, available_bytes=min(2**50, math.floor((gib + 0.005) * GiB) - 1), **kw)
     lines = []
     rounding = "the GiB line is rounded to 0.01 GiB, so the prediction is a range"
     if "tokens" in log:

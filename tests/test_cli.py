@@ -196,3 +196,315 @@ def test_verify_refuses_remote_code_models(capsys):
     pytest.importorskip("transformers")
     d = run_json(capsys, "verify", "--config", str(DATA / "chatglm3-6b.json"))
     assert d["checkable"] is False and "remote code" in d["verdict"]
+
+
+# -- issue 11: hostile input. Every refusal exits 2 with one short line on stderr ------------
+
+import os  # noqa: E402
+
+from kvcalc.hfconfig import MAX_CONFIG_BYTES, load_config_file  # noqa: E402
+
+
+def _exit_code(argv):
+    try:
+        return main(list(argv))
+    except SystemExit as exc:  # argparse refusals
+        return exc.code
+
+
+def one_error_line(capsys, argv, limit=600):
+    """The single stderr line of a refusal with status 2 (never 'internal error')."""
+    code = _exit_code(argv)
+    out, err = capsys.readouterr()
+    lines = err.splitlines()
+    assert code == 2, (code, err[:500])
+    assert len(lines) == 1 and lines[0].startswith("kvcalc: error: "), err[:500]
+    assert "internal error" not in err and "Traceback" not in err
+    assert len(lines[0]) <= limit, f"{len(lines[0])} characters: {lines[0][:300]}"
+    return lines[0]
+
+
+def _cli(*argv, timeout=60, **kw):
+    """python -m kvcalc in a child with a timeout, so that a read that blocks fails the test
+    instead of hanging the suite."""
+    return subprocess.run([sys.executable, "-m", "kvcalc", *argv], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, **kw)
+
+
+def _refused_by_child(r, needle):
+    lines = r.stderr.splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and needle in lines[0], r.stderr[:500]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_config_fifo_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)
+    # Nobody writes to it: an open() for reading would block, so every call runs in a child.
+    code = ("from kvcalc.hfconfig import load_config_file\n"
+            "try:\n    load_config_file(%r)\nexcept ValueError as exc:\n    print(exc)" % str(fifo))
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and "not a regular file" in r.stdout, r.stdout + r.stderr
+    _refused_by_child(_cli("kv", "--config", str(fifo), "--context", "10"),
+                      "not a regular file")
+    _refused_by_child(_cli("vllm", "--model", "llama-3.1-8b", "--log", str(fifo)),
+                      "not a regular file")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero here")
+def test_config_character_device_is_refused():
+    # /dev/zero's stat size is 0, so a size check alone lets an endless read through.
+    r = _cli("kv", "--config", "/dev/zero", "--context", "10")
+    _refused_by_child(r, "not a regular file")
+    assert "config.json" in r.stderr
+    # /dev/stdin fed by a pipe that nobody closes would block a read.
+    if os.path.exists("/dev/stdin"):
+        _refused_by_child(_cli("kv", "--config", "/dev/stdin", "--context", "10",
+                               stdin=subprocess.PIPE), "not a regular file")
+
+
+def test_config_directory_is_refused(capsys, tmp_path):
+    line = one_error_line(capsys, ["kv", "--config", str(tmp_path), "--context", "10"])
+    assert "not a regular file" in line and "config.json" in line
+
+
+def test_config_read_is_bounded(tmp_path, monkeypatch):
+    # A regular file whose stat size is small (a /proc file, a file still growing) but that
+    # holds far more is read only up to the limit, not whole.
+    import tracemalloc
+    big = tmp_path / "config.json"
+    big.write_text('{"x": "' + "a" * (20 * MAX_CONFIG_BYTES) + '"}')
+    real_stat, real_fstat = os.stat, os.fstat
+
+    def small(st):
+        fields = list(st)
+        fields[6] = 0  # st_size
+        return os.stat_result(fields)
+
+    monkeypatch.setattr(os, "stat", lambda *a, **k: small(real_stat(*a, **k)))
+    monkeypatch.setattr(os, "fstat", lambda *a, **k: small(real_fstat(*a, **k)))
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="at most|larger than"):
+            load_config_file(big)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * MAX_CONFIG_BYTES, f"peak {peak:,} B: the whole file was read"
+
+
+_GIB_MAX = "1,048,576"
+
+
+@pytest.mark.parametrize("argv,flag,bound", [
+    (["budget", "--model", "llama-3.1-8b", "--vram-gib", "1e308", "--context", "10"],
+     "--vram-gib", _GIB_MAX),
+    (["budget", "--model", "llama-3.1-8b", "--vram-gib", "2000000", "--context", "10"],
+     "--vram-gib", _GIB_MAX),
+    (["budget", "--model", "llama-3.1-8b", "--vram-gib", "inf", "--context", "10"],
+     "--vram-gib", _GIB_MAX),
+    (["budget", "--model", "llama-3.1-8b", "--vram-gib", "0", "--context", "10"],
+     "--vram-gib", "above 0"),
+    (["budget", "--model", "llama-3.1-8b", "--gpu", "l4", "--weights-gib", "1e308",
+      "--context", "10"], "--weights-gib", _GIB_MAX),
+    (["budget", "--model", "llama-3.1-8b", "--gpu", "l4", "--weights-gib", "-1",
+      "--context", "10"], "--weights-gib", "at least 0"),
+    (["budget", "--model", "llama-3.1-8b", "--gpu", "l4", "--reserve-gib", "1e308",
+      "--context", "10"], "--reserve-gib", _GIB_MAX),
+    (["budget", "--model", "llama-3.1-8b", "--gpu", "l4", "--gpu-mem-util", "1e308",
+      "--context", "10"], "--gpu-mem-util", "at most 1"),
+    (["step-time", "--model", "llama-3.1-8b", "--bandwidth-gbs", "1e308", "--context", "10"],
+     "--bandwidth-gbs", "10,000,000"),
+    (["step-time", "--model", "llama-3.1-8b", "--gpu", "l4", "--weights-gib", "1e308",
+      "--context", "10"], "--weights-gib", _GIB_MAX),
+    (["prefill", "--model", "llama-3.1-8b", "--gpu", "l4", "--prompt-tokens", "10",
+      "--mfu", "1e308"], "--mfu", "at most 1"),
+    (["offload", "--model", "llama-3.1-8b", "--gpu", "l4", "--prefix-tokens", "10",
+      "--mfu", "1e308"], "--mfu", "at most 1"),
+    (["vllm", "--model", "llama-3.1-8b", "--available-kv-gib", "1e308",
+      "--max-model-len", "10"], "--available-kv-gib", _GIB_MAX),
+    (["vllm", "--model", "llama-3.1-8b", "--available-kv-gib", "nan",
+      "--max-model-len", "10"], "--available-kv-gib", _GIB_MAX),
+])
+def test_float_arguments_are_bounded(capsys, argv, flag, bound):
+    line = one_error_line(capsys, argv)
+    assert flag in line and bound in line, line
+
+
+def test_float_arguments_at_their_bound_still_work(capsys):
+    d = run_json(capsys, "budget", "--model", "llama-3.1-8b", "--vram-gib", "1048576",
+                 "--weights-gib", "1048576", "--reserve-gib", "0", "--context", "10")
+    assert d["kv_pool_bytes"] < 0 and not d["fits"]
+    d = run_json(capsys, "step-time", "--model", "llama-3.1-8b", "--bandwidth-gbs", "1e7",
+                 "--context", "10")
+    assert d["step_time_s"] > 0
+    d = run_json(capsys, "vllm", "--model", "llama-3.1-8b", "--available-kv-gib", "1048576",
+                 "--max-model-len", "1024")
+    assert d["available_bytes"] == 2**50
+
+
+@pytest.mark.parametrize("field,value", [
+    ("layer_types", [["x"], ["y"], ["x"], ["y"]]),
+    ("layer_types", [{"a": 1}] * 4),
+    ("attn_type_list", [[1], [0], [1], [0]]),
+    ("attn_type_list", [{"a": 1}] * 4),
+    ("hybrid_layer_pattern", [[0], [1], [0], [1]]),
+])
+def test_nested_layout_values_name_the_field(capsys, tmp_path, field, value):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(llama_config(**{field: value})))
+    line = one_error_line(capsys, ["kv", "--config", str(cfg), "--context", "10"])
+    assert f"'{field}[0]'" in line, line
+
+
+def _log(tmp_path, gib="55.00", extra=""):
+    f = tmp_path / "vllm.log"
+    f.write_text("INFO Initializing a V1 LLM engine (v0.10.1) with config: "
+                 "model='meta-llama/Llama-3.1-8B', max_seq_len=8192\n"
+                 f"INFO Available KV cache memory: {gib} GiB\n" + extra)
+    return f
+
+
+@pytest.mark.parametrize("gib", ["1" * 400 + ".00", "9" * 20 + ".00", "1.2.3", "."])
+def test_vllm_log_absurd_memory_line(capsys, tmp_path, gib):
+    from kvcalc.vllm import parse_log
+    with pytest.raises(ValueError, match="Available KV cache memory"):
+        parse_log(_log(tmp_path, gib).read_text())
+    line = one_error_line(capsys, ["vllm", "--log", str(_log(tmp_path, gib))])
+    assert "Available KV cache memory" in line and "not a finite size" in line, line
+
+
+@pytest.mark.parametrize("extra,name", [
+    ("INFO GPU KV cache size: " + "9" * 5000 + " tokens\n", "GPU KV cache size"),
+    ("INFO GPU KV cache size: " + "9" * 40 + " tokens\n", "GPU KV cache size"),
+    ("INFO Maximum concurrency for 8,192 tokens per request: " + "9" * 400 + ".0x\n",
+     "Maximum concurrency"),
+    ("INFO Maximum concurrency for " + "9" * 400 + " tokens per request: 1.0x\n",
+     "Maximum concurrency"),
+    ("INFO Maximum concurrency for , tokens per request: 1.0x\n", "Maximum concurrency"),
+    ("INFO config: max_model_len=" + "9" * 300 + "\n", "max_model_len"),
+    ("INFO config: block_size=" + "9" * 300 + "\n", "block_size"),
+])
+def test_vllm_log_absurd_numbers(capsys, tmp_path, extra, name):
+    line = one_error_line(capsys, ["vllm", "--log", str(_log(tmp_path, extra=extra))])
+    assert name in line, line
+
+
+def test_vllm_log_largest_memory_line_is_read(capsys, tmp_path):
+    d = run_json(capsys, "vllm", "--model", "llama-3.1-8b",
+                 "--log", str(_log(tmp_path, "1048576.00")))
+    assert d["prediction"]["available_bytes"] == 2**50
+
+
+def test_huge_values_are_not_echoed(capsys, tmp_path):
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(llama_config(num_key_value_heads="9" * 190_000)))
+    line = one_error_line(capsys, ["kv", "--config", str(cfg), "--context", "10"], limit=400)
+    assert "num_key_value_heads" in line and "..." in line
+    cfg.write_text(json.dumps(llama_config(num_key_value_heads=-int("9" * 4000))))
+    line = one_error_line(capsys, ["kv", "--config", str(cfg), "--context", "10"], limit=400)
+    assert "num_key_value_heads" in line
+    cfg.write_text(json.dumps(llama_config(num_hidden_layers=int("9" * 4000))))
+    line = one_error_line(capsys, ["kv", "--config", str(cfg), "--context", "10"], limit=400)
+    assert "num_hidden_layers" in line
+    cfg.write_text(json.dumps(llama_config(global_head_dim=64, attention_k_eq_v="x" * 190_000)))
+    line = one_error_line(capsys, ["kv", "--config", str(cfg), "--context", "10"], limit=400)
+    assert "attention_k_eq_v" in line and "true or false" in line
+    cfg.write_text(json.dumps(llama_config(layer_types=["x" * 190_000] * 4)))
+    line = one_error_line(capsys, ["kv", "--config", str(cfg), "--context", "10"])
+    assert "layer_types[0]" in line
+    cfg.write_text('{"hidden_size": ' + "9" * 5000 + "}")
+    line = one_error_line(capsys, ["kv", "--config", str(cfg), "--context", "10"], limit=400)
+    assert "digits" in line
+    line = one_error_line(capsys, ["kv", "--model", "llama-3.1-8b", "--context", "9" * 5000],
+                          limit=400)
+    assert "--context" in line
+
+
+_HUGE = "9" * 5000
+_HOSTILE = [
+    ["kv", "--model", "llama-3.1-8b", "--context", _HUGE],
+    ["kv", "--model", "llama-3.1-8b", "--context", "1" + "0" * 30],
+    ["kv", "--model", "llama-3.1-8b", "--context", "10", "--batch", "1" + "0" * 30],
+    ["kv", "--model", "llama-3.1-8b", "--context", "10", "--tp", "1" + "0" * 30],
+    ["kv", "--model", "x" * 100_000, "--context", "10"],
+    ["kv", "--model", "bad\nkey", "--context", "10"],
+    ["kv", "--model", "llama-3.1-8b", "--context", "10", "--kv-dtype", "x" * 100_000],
+    ["kv", "--model", "llama-3.1-8b", "--context", "10", "extra\nargument", "y" * 100_000],
+    ["kv", "--config", "/nonexistent/" + "x" * 100_000, "--context", "10"],
+    ["kv", "--config", "/nonexistent/a\nb.json", "--context", "10"],
+    ["kv", "--config", "", "--context", "10"],
+    ["kv", "--config", "bad\x00path", "--context", "10"],
+    ["budget", "--model", "llama-3.1-8b", "--vram-gib", _HUGE, "--context", "10"],
+    ["budget", "--model", "llama-3.1-8b", "--vram-gib", "1e308", "--context", "10"],
+    ["budget", "--model", "llama-3.1-8b", "--vram-gib", "-inf", "--context", "10"],
+    ["budget", "--model", "llama-3.1-8b", "--gpu", "l4", "--weights-gib", "1e308",
+     "--context", "10"],
+    ["budget", "--model", "llama-3.1-8b", "--gpu", "l4", "--reserve-gib", "1e308",
+     "--context", "10"],
+    ["budget", "--model", "llama-3.1-8b", "--gpu", "l4", "--context", "10",
+     "--concurrency", _HUGE],
+    ["budget", "--model", "llama-3.1-8b", "--gpu", "l4", "--context", "10",
+     "--block-size", "1" + "0" * 30],
+    ["budget", "--model", "llama-3.1-8b", "--gpu", "x" * 100_000, "--context", "10"],
+    ["step-time", "--model", "llama-3.1-8b", "--bandwidth-gbs", "1e308", "--context", "10"],
+    ["step-time", "--model", "llama-3.1-8b", "--bandwidth-gbs", "1e-300", "--context", "10"],
+    ["step-time", "--model", "llama-3.1-8b", "--bandwidth-gbs", "0", "--context", "10"],
+    ["step-time", "--model", "llama-3.1-8b", "--gpu", "l4", "--context", "10",
+     "--batch", "1" + "0" * 30],
+    ["prefill", "--model", "llama-3.1-8b", "--gpu", "l4", "--prompt-tokens", _HUGE],
+    ["prefill", "--model", "llama-3.1-8b", "--gpu", "l4", "--prompt-tokens", "10",
+     "--mfu", "1e-320"],
+    ["passes", "--new-tokens", _HUGE],
+    ["passes", "--new-tokens", "10", "--prompt-tokens", _HUGE],
+    ["passes", "--new-tokens", "10", "--prompt-tokens", "-5"],
+    ["passes", "--new-tokens", "10", "--prompt-tokens", "1" + "0" * 30],
+    ["offload", "--model", "llama-3.1-8b", "--gpu", "l4", "--prefix-tokens", "10",
+     "--link", "x" * 100_000],
+    ["offload", "--model", "llama-3.1-8b", "--gpu", "l4", "--prefix-tokens", _HUGE],
+    ["vllm", "--model", "llama-3.1-8b", "--available-kv-gib", "1e308", "--max-model-len", "10"],
+    ["vllm", "--model", "llama-3.1-8b", "--available-kv-bytes", _HUGE, "--max-model-len", "10"],
+    ["vllm", "--model", "llama-3.1-8b", "--available-kv-bytes", "-1", "--max-model-len", "10"],
+    ["vllm", "--model", "llama-3.1-8b", "--available-kv-gib", "10", "--max-model-len", _HUGE],
+    ["vllm", "--model", "llama-3.1-8b", "--available-kv-gib", "10", "--max-model-len", "10",
+     "--num-draft-layers", _HUGE],
+    ["vllm", "--model", "llama-3.1-8b", "--available-kv-gib", "10", "--max-model-len", "10",
+     "--vllm-version", "x" * 100_000],
+    ["vllm", "--model", "llama-3.1-8b", "--log", "/nonexistent/" + "x" * 100_000],
+    ["verify", "--config", "/nonexistent/x.json", "--context", _HUGE],
+    ["measure", "--model", "llama-3.1-8b", "--no-cache-tokens", _HUGE],
+    ["measure", "--model", "llama-3.1-8b", "--no-cache-tokens", "-1"],
+]
+
+
+@pytest.mark.parametrize("argv", _HOSTILE, ids=range(len(_HOSTILE)))
+def test_hostile_arguments_exit_2_with_one_short_line(capsys, argv):
+    one_error_line(capsys, argv)
+
+
+def test_hostile_files_exit_2_with_one_short_line(capsys, tmp_path):
+    cases = {
+        "nested.json": json.dumps(llama_config(layer_types=[["x"]] * 4)),
+        "deep.json": "[" * 100_000 + "]" * 100_000,
+        "huge_int.json": '{"num_hidden_layers": ' + _HUGE + "}",
+        "huge_str.json": json.dumps(llama_config(model_type=["m" * 190_000])),
+        "inf.json": json.dumps(llama_config()).replace('"hidden_size": 512',
+                                                       '"hidden_size": 1e400'),
+        "newline_key.json": json.dumps(llama_config(num_key_value_heads="a\nb\u2028c")),
+        "binary.json": "\x00\xff" * 1000,
+        "empty.json": "",
+    }
+    for name, text in cases.items():
+        f = tmp_path / name
+        f.write_text(text, encoding="utf-8", errors="surrogateescape")
+        one_error_line(capsys, ["kv", "--config", str(f), "--context", "10"])
+        one_error_line(capsys, ["vllm", "--config", str(f), "--available-kv-gib", "1",
+                                "--max-model-len", "10"])
+    bad_log = tmp_path / "bad.log"
+    bad_log.write_text("Available KV cache memory: 1." + "1" * 400 + " GiB\n" + "\n" * 10)
+    one_error_line(capsys, ["vllm", "--model", "llama-3.1-8b", "--log", str(bad_log)])
+    long_model = tmp_path / "model.log"
+    long_model.write_text("model='" + "m" * 100_000 + "'\nAvailable KV cache memory: 5.00 GiB\n"
+                          "max_seq_len=1024\n")
+    one_error_line(capsys, ["vllm", "--log", str(long_model)])
