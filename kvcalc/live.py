@@ -38,7 +38,7 @@ from .registry import get_model
 from .units import check_int
 
 __all__ = ["twin_config", "TWIN_KEYS", "Measurement", "Step", "measure", "LiveError",
-           "HUB_ALLOWLIST", "smollm2_path", "MAX_NEW_TOKENS", "MAX_BATCH",
+           "HUB_ALLOWLIST", "smollm2_path", "MAX_NEW_TOKENS", "MAX_PROMPT_TOKENS", "MAX_BATCH",
            "predicted_bytes", "runtime_spec", "fit_line"]
 
 TWIN_KEYS = ("llama-3.1-8b", "qwen3-8b", "gemma-2-9b", "gemma-3-27b", "gpt-oss-20b",
@@ -48,6 +48,9 @@ TWIN_KEYS = ("llama-3.1-8b", "qwen3-8b", "gemma-2-9b", "gemma-3-27b", "gpt-oss-2
 HUB_ALLOWLIST = ("HuggingFaceTB/SmolLM2-135M-Instruct", "Qwen/Qwen2.5-0.5B-Instruct",
                  "openai-community/gpt2")
 MAX_NEW_TOKENS = 512
+# Twin prompts up to 32K tokens, so that a 4,096-token window (Gemma 2) can be passed; the
+# hosted page keeps its own, smaller caps (webui.hosted.live_caps).
+MAX_PROMPT_TOKENS = 32_768
 MAX_BATCH = 16
 _TWIN_VOCAB = 512
 
@@ -363,7 +366,7 @@ def measure(*, model: str, source: str = "twin", prompt_tokens: int = 32,
     each step without a cache; when it returns true the run raises LiveError ("The run was
     stopped ..."). ``local_files_only``: a Hub model is read from the local cache only."""
     torch = _torch()
-    prompt_tokens = check_int("prompt tokens", prompt_tokens, 1, 4096)
+    prompt_tokens = check_int("prompt tokens", prompt_tokens, 1, MAX_PROMPT_TOKENS)
     new_tokens = check_int("new tokens", new_tokens, 1, MAX_NEW_TOKENS)
     batch = check_int("batch", batch, 1, MAX_BATCH)
     no_cache_tokens = check_int("no-cache tokens", no_cache_tokens, 0, MAX_NEW_TOKENS)

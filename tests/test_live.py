@@ -41,6 +41,17 @@ def test_sliding_window_past_the_window():
     assert m.steps[0].storage_bytes > m.steps[0].measured_bytes  # the view pins the prompt
 
 
+def test_gemma2_twin_past_its_4096_token_window():
+    # Gemma 2 9B: window 4,096 on every other layer. A 4,200-token prompt (over the old 4,096
+    # cap) then decode: transformers keeps window - 1 = 4,095 tokens in the sliding layers, the
+    # full layers keep all; measured equals predicted at every step.
+    m = live.measure(model="gemma-2-9b", prompt_tokens=4200, new_tokens=2, device="cpu")
+    assert m.all_match
+    # 8 KV heads x (256 + 256) x 4 B (fp32) per layer and token: 16,384 B; the twin keeps one
+    # sliding and one full layer: 16,384 x (4,095 + 4,202) after the last step.
+    assert m.steps[-1].measured_bytes == 16_384 * (4095 + 4202)
+
+
 def test_bf16_halves_the_bytes():
     a = live.measure(model="llama-3.1-8b", prompt_tokens=8, new_tokens=2, device="cpu")
     b = live.measure(model="llama-3.1-8b", prompt_tokens=8, new_tokens=2, device="cpu",
