@@ -4,7 +4,7 @@ from kvcalc import budget, get_model, kv_cache, registry, weights
 from kvcalc.charts import budget_figure, concurrency_figure
 from kvcalc.sweeps import concurrency_curve, context_grid
 from kvcalc.units import GiB, fmt_bytes, fmt_gib
-from webui import common
+from webui import callbacks, common
 from webui.common import bound, select
 
 sel = common.require_selection()
@@ -24,9 +24,8 @@ reserve_gib = c1.number_input("Reserve for activations and runtime (GiB)", 0.0, 
                               **bound("b_reserve", "num"))
 block = select(c2.selectbox, "Block size (tokens)", [1, 8, 16, 32, 64, 128, 256], "b_block",
                index=2)
-engine = select(c3.selectbox, "Engine convention", ["vllm", "trtllm"], "b_engine",
-                {"vllm": "vLLM: share of total memory",
-                 "trtllm": "TensorRT-LLM: share of free memory"}.get)
+engine = select(c3.selectbox, "Engine convention", ["vllm", "ideal", "trtllm"], "b_engine",
+                callbacks.engine_label)
 
 if context > sel.spec.max_context:
     st.warning(f"{context:,} tokens is beyond this model's max_position_embeddings of "
@@ -44,38 +43,58 @@ except ValueError as exc:
     common.stop_on_error(exc)
 
 st.plotly_chart(budget_figure(b), width="stretch", key="b_fig")
+# What the pool can hold: whole blocks (vLLM, TensorRT-LLM), or every byte (the ideal convention).
+usable = max(b.kv_pool_bytes, 0) if b.engine == "ideal" else b.num_blocks * b.block_bytes
 if b.kv_pool_bytes <= 0:
     st.error(f"The weights ({fmt_gib(b.weights_bytes)}) and the reserve ({fmt_gib(b.reserve_bytes)})"
              f" already exceed the {fmt_gib(b.requested_bytes)} the engine may use, by "
              f"{fmt_gib(-b.kv_pool_bytes)}: there is no room for a cache. Add GPUs (tensor "
              "parallel), pick a smaller weight format, or a larger GPU.")
+elif b.startup_error:
+    st.error("vLLM would refuse to start with max_model_len = "
+             f"{context:,}: one request of that length does not fit. Its own message: "
+             + common.plain(b.startup_error))
 elif b.fits:
     st.success(f"{concurrency:,} x {context:,} tokens need {fmt_gib(b.needed_bytes)} of cache "
-               f"blocks; the pool holds {fmt_gib(b.num_blocks * b.block_bytes)}: it fits, with "
-               f"{fmt_gib(b.num_blocks * b.block_bytes - b.needed_bytes)} to spare.")
+               f"blocks; the pool holds {fmt_gib(usable)}: it fits, with "
+               f"{fmt_gib(usable - b.needed_bytes)} to spare.")
 else:
     st.error(f"{concurrency:,} x {context:,} tokens need {fmt_gib(b.needed_bytes)} of cache blocks "
-             f"but the pool holds {fmt_gib(b.num_blocks * b.block_bytes)}: over by "
+             f"but the pool holds {fmt_gib(usable)}: over by "
              f"{fmt_gib(b.overflow_bytes)}. At most {int(b.max_concurrent_seqs):,} such sequences "
              "fit at once; the engine would queue or preempt the rest.")
 
 m = st.columns(5)
 m[0].metric("KV per token", fmt_bytes(per.kv_bytes_per_token_nominal),
             help=f"{per.kv_bytes_per_token_nominal:,} bytes, one token in every K/V layer")
-m[1].metric("Blocks", f"{b.num_blocks:,}", help=f"{b.block_size} tokens each")
+m[1].metric("Blocks", f"{b.num_blocks:,}" if b.engine != "ideal" else "none",
+            help=(f"{b.effective_block_size or b.block_size} tokens each, one page in each of "
+                  f"{b.group_size} layers" if b.engine == "vllm" else
+                  f"{b.block_size} tokens each" if b.engine == "trtllm" else
+                  "the ideal convention counts bytes, not blocks"))
 m[2].metric("Capacity (tokens)", f"{b.kv_capacity_tokens:,}",
             help="blocks x block size: tokens the pool holds if every layer keeps every token")
 m[3].metric(f"Max concurrency at {context:,}", f"{b.max_concurrent_seqs:,.2f}x",
-            help="vLLM's 'Maximum concurrency for N tokens per request'")
+            help="vLLM's 'Maximum concurrency for N tokens per request': what memory allows"
+            if b.engine == "vllm" else "pool / bytes of one sequence")
 mc = b.max_context_tokens
 m[4].metric("Longest sequence (tokens)",
             "unbounded" if mc is None else f"{mc:,}",
             help="Every layer keeps a bounded window: one sequence never fills the pool"
             if mc is None else "the whole pool given to one sequence")
 
+if b.max_num_seqs is not None:
+    if b.limited_by == "max_num_seqs":
+        st.info(f"Memory allows {b.max_concurrent_seqs:,.1f} sequences of {context:,} tokens, "
+                f"but vLLM {b.vllm_version} runs at most max_num_seqs = {b.max_num_seqs:,} at "
+                "once (its default on this GPU): the scheduler, not memory, is the limit here.")
+    else:
+        st.caption(f"Memory is the limit: {b.max_concurrent_seqs:,.1f} sequences, below vLLM "
+                   f"{b.vllm_version}'s max_num_seqs = {b.max_num_seqs:,}.")
+
 with st.expander("How these numbers are computed", icon=":material/function:"):
     lines = [f"KV per token      = {per.per_token_formula()}"]
-    if b.engine == "vllm":
+    if b.engine in ("vllm", "ideal"):
         lines.append(f"requested         = ceil({b.total_bytes:,} B x {b.gpu_mem_util:g}) = "
                      f"{b.requested_bytes:,} B ({fmt_gib(b.requested_bytes)})")
         lines.append(f"KV pool           = {b.requested_bytes:,} - {b.weights_bytes:,} weights - "
@@ -85,17 +104,29 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
         lines.append(f"KV pool           = {b.gpu_mem_util:g} x ({b.total_bytes:,} - "
                      f"{b.weights_bytes:,} weights - {b.reserve_bytes:,} reserve) = "
                      f"{b.kv_pool_bytes:,} B ({fmt_gib(b.kv_pool_bytes)})")
-    lines.append(f"page (one layer)  = {b.block_size} tokens x per-layer bytes = "
-                 f"{b.page_bytes:,} B")
-    lines.append(f"blocks            = pool // page // {b.kv_layers} K/V layers = "
-                 f"{b.num_blocks:,}")
-    lines.append(f"capacity          = {b.num_blocks:,} x {b.block_size} = "
-                 f"{b.kv_capacity_tokens:,} tokens")
-    lines.append(f"one sequence      = {b.seq_bytes:,} B at {context:,} tokens "
-                 f"(whole blocks{', sliding layers capped' if 'sliding' in sel.spec.kind_counts() else ''}"
-                 f"{', plus recurrent state' if b.state_bytes_per_seq else ''})")
-    lines.append(f"max concurrency   = {b.num_blocks * b.block_bytes:,} / {b.seq_bytes:,} = "
-                 f"{b.max_concurrent_seqs:,.2f}")
+    if b.engine == "vllm":
+        lines.append(f"page (one layer)  = {b.effective_block_size} tokens x per-layer bytes = "
+                     f"{b.page_bytes:,} B")
+        lines.append(f"blocks            = pool // page // {b.group_size} layers per group = "
+                     f"{b.num_blocks:,}  ({b.num_groups} group(s) share them)")
+        lines.append(f"one request       = {b.blocks_per_request:,} blocks at {context:,} "
+                     f"tokens (windows reserve a window plus one batch; a state one block)")
+        lines.append(f"max concurrency   = {b.num_blocks:,} / {b.blocks_per_request:,} = "
+                     f"{b.max_concurrent_seqs:,.2f}   (vLLM {b.vllm_version})")
+    elif b.engine == "ideal":
+        lines.append(f"one sequence      = {b.seq_bytes:,} B actually held at {context:,} "
+                     "tokens (no block rounding, windows at most their length)")
+        lines.append(f"max concurrency   = {max(b.kv_pool_bytes, 0):,} / {b.seq_bytes:,} = "
+                     f"{b.max_concurrent_seqs:,.2f}")
+    else:
+        lines.append(f"page (one layer)  = {b.block_size} tokens x per-layer bytes = "
+                     f"{b.page_bytes:,} B")
+        lines.append(f"blocks            = pool // page // {b.kv_layers} K/V layers = "
+                     f"{b.num_blocks:,}")
+        lines.append(f"one sequence      = {b.seq_bytes:,} B at {context:,} tokens (whole "
+                     "blocks per layer)")
+        lines.append(f"max concurrency   = {b.num_blocks * b.block_bytes:,} / {b.seq_bytes:,} = "
+                     f"{b.max_concurrent_seqs:,.2f}")
     common.formula("\n".join(lines))
     st.caption("GiB = 2^30 bytes. With tensor parallelism each GPU keeps max(1, KV heads / TP) "
                "heads; an MLA latent is kept whole on every GPU. Weights are split evenly over "
@@ -131,7 +162,8 @@ for key in compare:
                  f"max concurrency at {context:,}": round(ob.max_concurrent_seqs, 2),
                  "longest sequence (tokens)": "unbounded" if ob.max_context_tokens is None
                  else f"{ob.max_context_tokens:,}"})
-st.plotly_chart(concurrency_figure(series, marker=context), width="stretch", key="b_curve")
+st.plotly_chart(concurrency_figure(series, marker=context, ceiling=b.max_num_seqs),
+                width="stretch", key="b_curve")
 st.table(rows, border="horizontal", hide_index=True)
 st.caption("Zero concurrency means the weights leave no room for a cache on this GPU. Try Llama 2 "
            "7B (every head keeps K/V), Llama 3.1 8B (8 K/V heads) and DeepSeek-V3 (one latent "

@@ -3,8 +3,8 @@ import math
 import streamlit as st
 
 from kvcalc.units import GiB
-from kvcalc.vllm import (DEFAULT_MAX_NUM_BATCHED_TOKENS, available_bytes, explain_log, parse_log,
-                         predict)
+from kvcalc.vllm import (DEFAULT_MAX_NUM_BATCHED_TOKENS, VERSION_FACTS, available_bytes,
+                         explain_log, fact, parse_log, predict, version_choices)
 from webui import common
 from webui.common import bound, select
 
@@ -26,16 +26,19 @@ block = select(c[1].selectbox, "block_size", [8, 16, 32, 64, 128], "u_block", in
 mnbt = c[2].number_input("max_num_batched_tokens", 1, 1_000_000,
                          DEFAULT_MAX_NUM_BATCHED_TOKENS, 1024, **bound("u_mnbt", "num"))
 draft = c[3].number_input("Draft-model layers (EAGLE: 1)", 0, 16, 0, 1, **bound("u_draft", "num"))
-version = select(st.selectbox, "vLLM version", ["newest", "0.10", "0.9", "0.8"], "u_ver",
-                 help="Older versions print the tokens line as blocks // groups x block size")
+version = select(st.selectbox, "vLLM version", version_choices(), "u_ver",
+                 help="The rules that changed between releases, on both sides of each change: "
+                      + "; ".join(f"{f.what} ({f.before} before {'.'.join(map(str, f.since))}, "
+                                  f"{f.after} from it)" for f in VERSION_FACTS.values()))
 kw = dict(max_model_len=max_len, block_size=block, tp=sel.tp, pp=sel.pp,
-          kv_dtype=sel.kv_dtype if sel.kv_dtype in ("bf16", "fp16", "fp8") else "bf16",
-          max_num_batched_tokens=mnbt, num_draft_layers=draft,
-          vllm_version=None if version == "newest" else version)
+          kv_dtype=sel.kv_dtype, max_num_batched_tokens=mnbt, num_draft_layers=draft,
+          vllm_version=version)
 
 if mode == "predict":
     c = st.columns(4)
-    util = c[0].slider("gpu_memory_utilization", 0.05, 1.0, 0.9, 0.01, **bound("u_util", "num"))
+    util = c[0].slider("gpu_memory_utilization", 0.05, 1.0,
+                       float(fact("gpu_memory_utilization", version)), 0.01,
+                       **bound("u_util", "num"), help=f"vLLM {version}'s default shown first")
     act = c[1].number_input("Activation peak (GiB)", 0.0, 512.0, 1.0, 0.25,
                             **bound("u_act", "num"), help="peak of vLLM's profiling run")
     non_torch = c[2].number_input("Non-torch memory (GiB)", 0.0, 64.0, 0.5, 0.25,
@@ -56,15 +59,18 @@ if mode == "predict":
                f"{sel.weights_bytes / sel.num_gpus / GiB:.2f} GiB - activations {act:g} - "
                f"non-torch {non_torch:g} - graphs {graphs:g} = {est / GiB:.2f} GiB. Type the "
                "figure from your own log below to use it instead.")
-    gib = st.number_input("Available KV cache memory per GPU (GiB)", 0.0, 4096.0,
-                          max(0.0, round(est / GiB, 2)), 0.5, **bound("u_gib", "num"),
-                          help="What vLLM's 'Available KV cache memory' line says")
+    gib = st.number_input("Available KV cache memory per GPU (GiB; 0 = the estimate above)",
+                          0.0, 4096.0, 0.0, 0.5, **bound("u_gib", "num"),
+                          help="What vLLM's 'Available KV cache memory' line says, if you have "
+                               "a log; otherwise the estimate is used to the byte")
+    avail = max(0, est) if gib == 0 else round(gib * GiB)
     try:
-        p = predict(sel.spec, available_bytes=round(gib * GiB), **kw)
+        p = predict(sel.spec, available_bytes=avail, **kw)
     except ValueError as exc:
         common.stop_on_error(exc)
     st.markdown("**vLLM will print**")
-    common.formula(f"Available KV cache memory: {gib:.2f} GiB\n"
+    # vLLM prints the memory rounded to 0.01 GiB; every figure below uses the exact bytes.
+    common.formula(f"Available KV cache memory: {avail / GiB:.2f} GiB\n"
                    + (f"Setting attention block size to {p.block_size} tokens ...\n"
                       if p.block_size != p.requested_block_size else "")
                    + f"GPU KV cache size: {p.kv_cache_tokens:,} tokens\n"

@@ -1,21 +1,26 @@
 """GPU memory budget: how much of a GPU becomes KV cache, and how many sequences it holds.
 
-vLLM semantics (the default, ``engine="vllm"``):
+Three conventions, each named, never mixed:
+
+``engine="vllm"`` (the default): vLLM's own arithmetic, delegated to ``kvcalc.vllm.predict``,
+the one implementation of it in kvcalc (hybrid groups, padding layers, the blocks a sliding
+window reserves, state pages, the raised block size, the version in force):
 
     requested   = ceil(total GPU memory x gpu_memory_utilization)   (a fraction of TOTAL memory)
     KV pool     = requested - weights - reserve (activation peak, CUDA context, graphs)
-    page        = block_size x per-layer bytes/token         (one block of one layer)
-    num_blocks  = pool // page // kv_layers
-    capacity    = num_blocks x block_size tokens
-    max concurrency at N tokens = num_blocks / cdiv(N, block_size)
+    num_blocks  = pool // page // group_size        (a block: one page in each layer of a group)
+    max concurrency at N tokens = num_blocks / blocks one request of N tokens reserves
 
-which is the "Maximum concurrency for N tokens per request" that vLLM logs for a model whose
-layers all use full attention. Layers that keep fewer tokens (sliding windows, chunks) need fewer
-blocks per sequence; recurrent layers need a fixed state per sequence; both are charged in bytes
-against the same pool, so the figure stays exact for full attention and window-aware otherwise.
+which is the "Maximum concurrency for N tokens per request" line vLLM logs, capped in practice by
+``max_num_seqs``. When one request of N tokens does not fit, vLLM refuses to start: the budget
+carries its message and its estimate of the longest max_model_len that fits.
 
-TensorRT-LLM semantics (``engine="trtllm"``): the pool is kv_cache_free_gpu_mem_fraction (0.9) of
-the memory still free after the weights and the runtime reserve are in place.
+``engine="ideal"``: the bytes one sequence really holds at N tokens (windows and chunks at most
+their length, states once), no block rounding and no window slack. For teaching what the
+allocator costs; never labelled as vLLM's.
+
+``engine="trtllm"``: TensorRT-LLM's pool, kv_cache_free_gpu_mem_fraction (0.9) of the memory
+still free after the weights and the runtime reserve, cut into blocks per layer.
 """
 
 from __future__ import annotations
@@ -23,8 +28,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from . import vllm as _vllm
 from .dtypes import KV_DTYPES, get_dtype
-from .kv import stage_layers
+from .kv import kv_cache, stage_layers
 from .model import ModelSpec, cdiv
 from .units import GiB, check_float, check_int
 
@@ -34,7 +40,7 @@ __all__ = ["Budget", "budget", "DEFAULT_RESERVE_BYTES", "ENGINES"]
 # (about 1 GiB for a 7-8B model at 8K batched tokens), the CUDA context and library workspaces
 # (~0.5 GiB) and CUDA-graph buffers (~0.5 GiB). A stated round default; the user can change it.
 DEFAULT_RESERVE_BYTES = 2 * GiB
-ENGINES = ("vllm", "trtllm")
+ENGINES = ("vllm", "ideal", "trtllm")
 _SEARCH_CAP = 10**12  # tokens; beyond this a context is "unbounded" for our purposes
 
 
@@ -67,6 +73,29 @@ class Budget:
     tp: int
     pp: int
     stage: int  # which pipeline stage binds
+    # vLLM's figures (engine="vllm"); for the other conventions they keep their plain meaning
+    blocks_per_request: int = 0  # blocks one request of `context` tokens reserves
+    group_size: int = 0  # layers per KV-cache group: a block holds one page of each
+    num_groups: int = 0
+    effective_block_size: int = 0  # raised for hybrids with a recurrent state
+    vllm_version: str | None = None
+    max_num_seqs: int | None = None  # the scheduler's cap on running sequences
+    startup_error: str | None = None  # vLLM refuses to start: its own message
+    notes: tuple[str, ...] = ()
+
+    @property
+    def max_running_seqs(self) -> float:
+        """Sequences that can run together: the memory figure, capped by max_num_seqs."""
+        if self.max_num_seqs is None:
+            return self.max_concurrent_seqs
+        return min(self.max_concurrent_seqs, self.max_num_seqs)
+
+    @property
+    def limited_by(self) -> str:
+        """What caps the running sequences: "memory" or "max_num_seqs"."""
+        if self.max_num_seqs is not None and self.max_num_seqs < self.max_concurrent_seqs:
+            return "max_num_seqs"
+        return "memory"
 
     @property
     def usable_context(self) -> int:
@@ -84,6 +113,9 @@ class Budget:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
         d["usable_context"] = self.usable_context
         d["max_context_limited_by"] = self.max_context_limited_by
+        d["max_running_seqs"] = self.max_running_seqs
+        d["limited_by"] = self.limited_by
+        d["notes"] = list(self.notes)
         return d
 
 
@@ -91,10 +123,16 @@ def budget(spec: ModelSpec, *, total_bytes: int, context: int, weights_bytes: in
            gpu_mem_util: float = 0.9, reserve_bytes: int = DEFAULT_RESERVE_BYTES,
            block_size: int = 16, kv_dtype: str = "bf16", scales: bool = False,
            concurrency: int = 1, tp: int = 1, pp: int = 1, engine: str = "vllm",
-           state_dtype: str = "bf16", find_max_context: bool = True) -> Budget:
+           state_dtype: str = "bf16", find_max_context: bool = True,
+           vllm_version: str | None = None, max_num_batched_tokens: int | None = None,
+           max_num_seqs: int | None = None) -> Budget:
     """The memory budget of one GPU. ``weights_bytes`` is the whole model's; each of the
     tp x pp GPUs holds an equal share of it. ``find_max_context=False`` skips the search for
-    the longest single sequence (max_context_tokens is then None), for fast sweeps."""
+    the longest single sequence (max_context_tokens is then None), for fast sweeps.
+
+    vLLM only: ``vllm_version`` (default the newest in kvcalc.vllm's table),
+    ``max_num_batched_tokens`` (a sliding window reserves room for one such batch) and
+    ``max_num_seqs`` (None: vLLM's default for this version and GPU)."""
     total_bytes = check_int("GPU memory (bytes)", total_bytes, 1, 2**50)
     context = check_int("context", context, 1, 10**9)
     weights_bytes = check_int("weights (bytes)", weights_bytes, 0, 2**60)
@@ -109,7 +147,7 @@ def budget(spec: ModelSpec, *, total_bytes: int, context: int, weights_bytes: in
     stages = stage_layers(spec, tp, pp)
     w_gpu = math.ceil(weights_bytes / (tp * pp))
 
-    if engine == "vllm":
+    if engine in ("vllm", "ideal"):  # the ideal convention counts against vLLM's pool
         # vLLM: requested_memory = math.ceil(total_memory * gpu_memory_utilization), in floats.
         requested = math.ceil(total_bytes * gpu_mem_util)
         pool = requested - w_gpu - reserve_bytes
@@ -124,6 +162,15 @@ def budget(spec: ModelSpec, *, total_bytes: int, context: int, weights_bytes: in
                       find_max_context)
         if best is None or cand["max_concurrent_seqs"] < best["max_concurrent_seqs"]:
             best = cand
+    if engine == "vllm":
+        best.update(_vllm_fields(spec, pool, context, concurrency, block_size=block_size,
+                                 kv_dtype=dtype.name, scales=scales, state_dtype=sdtype.name,
+                                 tp=tp, pp=pp, version=vllm_version, mnbt=max_num_batched_tokens,
+                                 max_num_seqs=max_num_seqs, total_bytes=total_bytes,
+                                 find_max_context=find_max_context))
+    elif engine == "ideal":
+        best.update(_ideal_fields(spec, pool, context, concurrency, dtype.name, scales,
+                                  sdtype.name, tp, pp, find_max_context))
     return Budget(engine=engine, total_bytes=total_bytes, gpu_mem_util=gpu_mem_util,
                   requested_bytes=requested, weights_bytes=w_gpu, reserve_bytes=reserve_bytes,
                   kv_pool_bytes=pool, unused_bytes=total_bytes - requested,
@@ -181,3 +228,58 @@ def _max_context(seq_bytes, usable: int) -> int | None:
         else:
             hi = mid
     return lo
+
+
+def _vllm_fields(spec: ModelSpec, pool: int, context: int, concurrency: int, *, block_size: int,
+                 kv_dtype: str, scales: bool, state_dtype: str, tp: int, pp: int,
+                 version: str | None, mnbt: int | None, max_num_seqs: int | None,
+                 total_bytes: int, find_max_context: bool) -> dict:
+    """Budget figures from kvcalc.vllm.predict: blocks, per-request blocks, concurrency, the
+    start-up check and max_num_seqs, exactly as vLLM computes them."""
+    kw = dict(block_size=block_size, tp=tp, pp=pp, kv_dtype=kv_dtype, scales=scales,
+              state_dtype=state_dtype, vllm_version=version,
+              max_num_batched_tokens=mnbt or _vllm.DEFAULT_MAX_NUM_BATCHED_TOKENS)
+    available = max(pool, 0)
+    p = _vllm.predict(spec, available_bytes=available, max_model_len=context, **kw)
+    block_bytes = p.page_bytes * p.group_size
+    usable = p.num_blocks * block_bytes
+    seq = p.blocks_per_request * block_bytes
+    if max_num_seqs is None:
+        max_num_seqs = _vllm.default_max_num_seqs(version, total_bytes)
+    max_num_seqs = check_int("max_num_seqs", max_num_seqs, 1, 10**7)
+    error = None
+    if p.blocks_per_request > p.num_blocks:
+        error = _vllm.startup_error(spec, available_bytes=available, max_model_len=context, **kw)
+    needed = concurrency * seq
+    return {
+        "page_bytes": p.page_bytes, "block_bytes": block_bytes, "num_blocks": p.num_blocks,
+        "kv_capacity_tokens": p.kv_cache_tokens,
+        "seq_bytes": seq, "max_concurrent_seqs": p.max_concurrency,
+        "max_context_tokens": (_vllm.estimate_max_model_len(spec, available_bytes=available, **kw)
+                               if find_max_context else None),
+        "needed_bytes": needed, "fits": pool > 0 and needed <= usable and error is None,
+        "overflow_bytes": max(0, needed - usable), "stage": p.stage,
+        "blocks_per_request": p.blocks_per_request, "group_size": p.group_size,
+        "num_groups": len(p.groups), "effective_block_size": p.block_size,
+        "vllm_version": p.vllm_version, "max_num_seqs": max_num_seqs, "startup_error": error,
+        "notes": p.notes,
+    }
+
+
+def _ideal_fields(spec: ModelSpec, pool: int, context: int, concurrency: int, kv_dtype: str,
+                  scales: bool, state_dtype: str, tp: int, pp: int,
+                  find_max_context: bool) -> dict:
+    """The bytes one sequence really holds, with no block rounding and no window slack."""
+    def seq_bytes(n: int) -> int:
+        r = kv_cache(spec, n, kv_dtype=kv_dtype, scales=scales, state_dtype=state_dtype, tp=tp,
+                     pp=pp)
+        return r.kv_bytes + r.state_bytes
+
+    usable = max(pool, 0)
+    one = seq_bytes(context)
+    needed = concurrency * one
+    return {"num_blocks": 0, "kv_capacity_tokens": 0, "seq_bytes": one,
+            "max_concurrent_seqs": usable / one if one else math.inf,
+            "max_context_tokens": _max_context(seq_bytes, usable) if find_max_context else None,
+            "needed_bytes": needed, "fits": pool > 0 and needed <= usable,
+            "overflow_bytes": max(0, needed - usable), "block_bytes": 0, "page_bytes": 0}

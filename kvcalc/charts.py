@@ -31,11 +31,15 @@ _LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=10),
 
 
 def _vline(fig: go.Figure, x: float, text: str, dash: str = "dot",
-           position: str = "right") -> None:
-    """A vertical marker across the plot with a label at its top (cheaper than add_vline)."""
+           position: str = "right", log_x: bool = False) -> None:
+    """A vertical marker across the plot with a label at its top (cheaper than add_vline).
+
+    On a log x axis Plotly takes a shape's x0/x1 as data values (8,192) but an annotation's x
+    as log10 of the value (3.913): ``log_x`` places both at ``x``."""
     fig.add_shape(type="line", x0=x, x1=x, y0=0, y1=1, yref="paper", xref="x",
                   line=dict(dash=dash, color="#444", width=1.5))
-    fig.add_annotation(x=x, y=1, yref="paper", xref="x", text=text, showarrow=False,
+    fig.add_annotation(x=math.log10(x) if log_x else x, y=1, yref="paper", xref="x", text=text,
+                       showarrow=False,
                        xanchor="left" if position == "right" else "right", yanchor="bottom",
                        font=dict(size=11, color="#444"))
 
@@ -80,15 +84,22 @@ def budget_figure(b: Budget) -> go.Figure:
 
 
 def concurrency_figure(series: list[tuple[str, list[int], list[float]]],
-                       marker: int | None = None) -> go.Figure:
-    """Max concurrent sequences against context length, one line per model (log-log)."""
+                       marker: int | None = None, ceiling: int | None = None) -> go.Figure:
+    """Max concurrent sequences against context length, one line per model (log-log), with the
+    scheduler's ceiling (vLLM's max_num_seqs) as a horizontal line when given."""
     fig = go.Figure()
     for label, contexts, values in series:
         fig.add_scatter(x=list(contexts), y=list(values), mode="lines", name=label,
                         hovertemplate="%{x:,} tokens: %{y:,.1f} sequences<extra>" + label
                         + "</extra>")
     if marker:
-        _vline(fig, math.log10(marker), f"{marker:,} tokens")
+        _vline(fig, marker, f"{marker:,} tokens", log_x=True)
+    if ceiling:
+        fig.add_shape(type="line", x0=0, x1=1, xref="paper", y0=ceiling, y1=ceiling, yref="y",
+                      line=dict(dash="dash", color="#b03a2e", width=1.5))
+        fig.add_annotation(x=0, xref="paper", y=math.log10(ceiling), yref="y", showarrow=False,
+                           text=f"max_num_seqs = {ceiling:,}: the scheduler runs no more",
+                           xanchor="left", yanchor="bottom", font=dict(size=11, color="#b03a2e"))
     fig.update_layout(xaxis=dict(type="log", title="context per sequence (tokens)"),
                       yaxis=dict(type="log", title="max concurrent sequences"), **_LAYOUT)
     return fig

@@ -38,12 +38,10 @@ from .model import FullAttention, ModelSpec
 from .units import GiB, check_int
 
 __all__ = ["VllmPrediction", "predict", "available_bytes", "parse_log", "explain_log", "LogLine",
-           "TOKENS_FORMULA_VERSION", "DEFAULT_MAX_NUM_BATCHED_TOKENS"]
+           "DEFAULT_MAX_NUM_BATCHED_TOKENS", "VERSION_FACTS", "NEWEST", "fact",
+           "default_max_num_seqs", "estimate_max_model_len", "startup_error", "kv_cache_dtypes"]
 
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
-# vLLM prints the tokens line as int(concurrency x max_model_len) from this version on; before,
-# as num_blocks // groups x block_size.
-TOKENS_FORMULA_VERSION = (0, 11, 0)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,6 +72,9 @@ class VllmPrediction:
     max_concurrency: float
     kv_cache_tokens: int
     tokens_formula: str
+    stage: int = 0  # the pipeline stage whose numbers bind
+    vllm_version: str = ""  # the version whose rules were applied
+    kv_cache_dtype: str = "auto"  # vLLM's name for the cache format used
     stage_blocks: tuple[int, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
 
@@ -84,17 +85,113 @@ class VllmPrediction:
         return d
 
 
-def _version(v: str | None) -> tuple[int, ...]:
+def resolve_version(v: str | None) -> tuple[int, ...]:
+    """A version string ("0.11.0", "v0.10.1rc2") as numbers; None means NEWEST."""
     if not v:
-        return (99,)
-    nums = re.findall(r"\d+", v)
-    if not nums:
-        raise ValueError(f"vllm_version must look like 0.10.1, got {v!r}")
-    return tuple(int(n) for n in nums[:3])
+        v = NEWEST
+    text = str(v)[:40].strip().lower().lstrip("v")
+    nums = re.findall(r"\d+", text.replace(".x", ".99"))  # "0.11.x": the last 0.11 release
+    if not nums or not text[:1].isdigit():
+        raise ValueError(f"vllm_version must look like 0.10.1, got {str(v)[:40]!r}")
+    return tuple(int(n) for n in nums[:3]) + (0,) * (3 - min(3, len(nums)))
+
+
+# -- facts that changed between vLLM releases ----------------------------------------------------
+# Each: the value before, the value from `since` on (the first release that has it), and the
+# change that made it. `predict(..., vllm_version=...)` applies the rules of that version; the
+# default is NEWEST. Sources: tests/data/vllm-facts.md (read from vLLM's git history).
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fact:
+    what: str
+    before: object
+    after: object
+    since: tuple[int, int, int]  # first release with `after`
+    source: str
+
+    def at(self, version: tuple[int, ...]):
+        return self.after if version >= self.since else self.before
+
+
+VERSION_FACTS: dict[str, Fact] = {
+    "group_threshold": Fact(
+        what="hybrid grouping: one group size for all types when max count < min count x this",
+        before=1.25, after=1.5, since=(0, 12, 0), source="@@SRC_THRESHOLD@@"),
+    "tokens_line": Fact(
+        what='the "GPU KV cache size: N tokens" line',
+        before="blocks", after="concurrency", since=(0, 11, 1), source="@@SRC_TOKENS@@"),
+    "pp_grouping": Fact(
+        what="pipeline parallelism: layers grouped per stage, or over all workers together",
+        before="per stage", after="per stage", since=(0, 0, 0), source="@@SRC_PP@@"),
+    "gpu_memory_utilization": Fact(
+        what="default gpu_memory_utilization", before=0.9, after=0.92, since=(0, 12, 0),
+        source="@@SRC_UTIL@@"),
+}
+NEWEST = "0.12.0"
+
+
+def fact(name: str, version: tuple[int, ...] | str | None = None):
+    """The value of VERSION_FACTS[name] in ``version`` (a tuple, a string, or None: NEWEST)."""
+    v = version if isinstance(version, tuple) else resolve_version(version)
+    return VERSION_FACTS[name].at(v)
+
+
+# vLLM's --kv-cache-dtype names: kvcalc dtype (+ per-token-head scales) -> (vLLM name, first
+# release). A name a version lacks is refused.
+_CACHE_DTYPES = {
+    ("bf16", False): ("auto", (0, 0, 0)), ("fp16", False): ("auto", (0, 0, 0)),
+    ("fp32", False): ("auto", (0, 0, 0)), ("fp8", False): ("fp8", (0, 0, 0)),
+}
+
+
+def version_choices() -> list[str]:
+    """NEWEST first, then the releases on both sides of every change in VERSION_FACTS."""
+    seen = {NEWEST}
+    out = [NEWEST]
+    for f in sorted(VERSION_FACTS.values(), key=lambda f: f.since, reverse=True):
+        if f.since == (0, 0, 0):
+            continue
+        major, minor, patch = f.since
+        before = (major, minor, patch - 1) if patch else (major, minor - 1, 99) if minor else None
+        for v in (f.since, before):
+            text = ".".join(map(str, v)).replace(".99", ".x") if v else None
+            if text and text not in seen:
+                seen.add(text)
+                out.append(text)
+    return out
+
+
+def kv_cache_dtypes(version: str | None = None) -> list[str]:
+    """kvcalc KV formats that ``version`` of vLLM has (a trailing '+scales': per-token-head)."""
+    v = resolve_version(version)
+    return [d + ("+scales" if sc else "") for (d, sc), (_, since) in _CACHE_DTYPES.items()
+            if v >= since]
+
+
+def _cache_dtype(kv_dtype: str, scales: bool, version: tuple[int, ...]):
+    """(vLLM's name, kvcalc DType, scales) for a kvcalc KV format in ``version``, or ValueError."""
+    d = get_dtype("bf16" if kv_dtype == "auto" else kv_dtype)
+    quantized_scales = bool(scales) and d.quantized
+    entry = _CACHE_DTYPES.get((d.name, quantized_scales))
+    shown = ".".join(map(str, version))
+    if entry is None or version < entry[1]:
+        have = ", ".join(kv_cache_dtypes(shown))
+        raise ValueError(f"vLLM {shown} has no {d.name.upper()}"
+                         + (" per-token-head" if quantized_scales else "")
+                         + f" KV cache; its formats here are {have}. Pick one of those, or "
+                         "another vLLM version")
+    return entry[0], d, quantized_scales
+
+
+def default_max_num_seqs(version: str | None, total_bytes: int) -> int:
+    """vLLM's default max_num_seqs for the OpenAI-compatible server on a GPU of total_bytes."""
+    return 256
 
 
 def _stage_config(layers, *, available: int, max_model_len: int, block_size: int, dtype,
-                  state_dtype, tp: int, mnbt: int) -> dict:
+                  state_dtype, tp: int, mnbt: int, scales: bool = False,
+                  threshold: float = 1.5) -> dict:
     layers = [l.split(tp) for l in layers]
     attn = [l for l in layers if l.stores_tokens]
     states = [l for l in layers if l.state_elements]
@@ -106,7 +203,7 @@ def _stage_config(layers, *, available: int, max_model_len: int, block_size: int
         # State page per layer on this GPU (heads split over tp, as vLLM shards them).
         state_page = max(l.state_bytes(state_dtype) for l in states)
         if attn:
-            one_token = attn[0].bytes_per_token(dtype)
+            one_token = attn[0].bytes_per_token(dtype, scales)
             bs = 16 * -(-state_page // (16 * one_token))
             bs = max(bs, block_size)
             attn_page = bs * one_token
@@ -119,7 +216,7 @@ def _stage_config(layers, *, available: int, max_model_len: int, block_size: int
     specs: dict[tuple, list] = {}
     pages = set()
     for l in attn:
-        page = bs * l.bytes_per_token(dtype)
+        page = bs * l.bytes_per_token(dtype, scales)
         specs.setdefault((*l.vllm_group_key(), page), []).append(l)
         pages.add(page)
     if states:
@@ -140,7 +237,7 @@ def _stage_config(layers, *, available: int, max_model_len: int, block_size: int
         group_size = counts[0]
     else:
         group_size = min(counts)
-        if max(counts) < min(counts) * 1.25:
+        if max(counts) < min(counts) * threshold:  # 1.25 or 1.5, by version (VERSION_FACTS)
             group_size = max(counts)
     groups = []
     padding_total = 0
@@ -170,8 +267,13 @@ def _stage_config(layers, *, available: int, max_model_len: int, block_size: int
 def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_size: int = 16,
             tp: int = 1, pp: int = 1, kv_dtype: str = "bf16", state_dtype: str = "bf16",
             max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
-            num_draft_layers: int = 0, vllm_version: str | None = None) -> VllmPrediction:
-    """The capacity lines vLLM prints for ``spec`` given the memory it found for the cache."""
+            num_draft_layers: int = 0, vllm_version: str | None = None,
+            scales: bool = False) -> VllmPrediction:
+    """The capacity lines vLLM prints for ``spec`` given the memory it found for the cache.
+
+    ``kv_dtype`` is kvcalc's name (bf16, fp8, int8, ...); with ``scales`` a quantized format is
+    vLLM's per-token-head variant. A format the chosen version does not have is refused by
+    name, never replaced by another one's numbers."""
     available_bytes = check_int("available KV cache memory (bytes)", available_bytes, 0, 2**50)
     max_model_len = check_int("max_model_len", max_model_len, 1, 10**8)
     block_size = check_int("block size", block_size, 1, 4096)
@@ -179,7 +281,8 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
     pp = check_int("pipeline parallel size", pp, 1, 4096)
     mnbt = check_int("max_num_batched_tokens", max_num_batched_tokens, 1, 10**8)
     num_draft_layers = check_int("draft layers", num_draft_layers, 0, 64)
-    dtype = get_dtype("bf16" if kv_dtype == "auto" else kv_dtype, ("fp32", "fp16", "bf16", "fp8"))
+    version = resolve_version(vllm_version)
+    name, dtype, scales = _cache_dtype(kv_dtype, scales, version)
     sdtype = get_dtype(state_dtype, ("fp32", "fp16", "bf16"))
     layers = list(spec.layers)
     if num_draft_layers:
@@ -201,18 +304,31 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
             stage += layers[len(spec.layers):]  # draft layers live with the last stage
         stages.append(stage)
         start += count
-    configs = [_stage_config(s, available=available_bytes, max_model_len=max_model_len,
-                             block_size=block_size, dtype=dtype, state_dtype=sdtype, tp=tp,
-                             mnbt=mnbt) for s in stages]
-    bind = min(configs, key=lambda c: (c["num_blocks"] / max(1, c["per_request"])))
+    kw = dict(available=available_bytes, max_model_len=max_model_len, block_size=block_size,
+              dtype=dtype, state_dtype=sdtype, tp=tp, mnbt=mnbt, scales=scales,
+              threshold=fact("group_threshold", version))
+    configs = [_stage_config(st, **kw) for st in stages]
+    notes = []
+    if pp > 1 and fact("pp_grouping", version) == "all workers":
+        # Newer vLLM groups the layers of every stage together, so each stage's page size and
+        # group size follow the whole model; the smallest stage pool then binds.
+        whole = _stage_config(layers, **kw)
+        configs = [{**c, "group_size": max(1, -(-whole["group_size"] // pp)), "page": whole["page"]}
+                   | {"num_blocks": max(0, available_bytes // whole["page"]
+                                        // max(1, -(-whole["group_size"] // pp)))}
+                   for c in configs]
+        notes.append("pipeline stages are grouped together, as this vLLM version does")
+    index = min(range(len(configs)),
+                key=lambda i: configs[i]["num_blocks"] / max(1, configs[i]["per_request"]))
+    bind = configs[index]
     conc = bind["num_blocks"] / bind["per_request"] if bind["per_request"] else 0.0
-    if _version(vllm_version) >= TOKENS_FORMULA_VERSION:
+    if fact("tokens_line", version) == "concurrency":
         tokens = int(conc * max_model_len)
         formula = "int(max_concurrency x max_model_len)"
     else:
         tokens = bind["num_blocks"] // len(bind["groups"]) * bind["block_size"]
         formula = "num_blocks // groups x block_size"
-    notes = list(bind["notes"])
+    notes = list(bind["notes"]) + notes
     if pp > 1:
         notes.append(f"pipeline stages hold {', '.join(map(str, parts))} layers; the stage "
                      "with the smallest pool sets the numbers")
@@ -223,8 +339,57 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
         padding_layers=bind["padding"], padding_waste_pct=bind["waste"],
         state_page_padding_pct=bind["state_pad"], num_blocks=bind["num_blocks"],
         blocks_per_request=bind["per_request"], max_concurrency=conc,
-        kv_cache_tokens=tokens, tokens_formula=formula,
+        kv_cache_tokens=tokens, tokens_formula=formula, stage=index,
+        vllm_version=".".join(map(str, version)), kv_cache_dtype=name,
         stage_blocks=tuple(c["num_blocks"] for c in configs), notes=tuple(notes))
+
+
+def estimate_max_model_len(spec: ModelSpec, *, available_bytes: int, **kw) -> int | None:
+    """The longest max_model_len one request of which fits in the pool, as vLLM's
+    estimate_max_model_len finds it by bisection (at most 10^8 tokens); None when a request's
+    blocks stop growing (every layer keeps a bounded number of tokens), 0 when not even one
+    token fits."""
+    def blocks(n: int) -> tuple[int, int]:
+        p = predict(spec, available_bytes=available_bytes, max_model_len=n, **kw)
+        return p.blocks_per_request, p.num_blocks
+
+    def fits(n: int) -> bool:
+        need, have = blocks(n)
+        return need <= have
+
+    hi = 10**8
+    if fits(hi):
+        # Bounded layers only (windows, states): a request never needs more, so nothing ever
+        # fills the pool. Otherwise the answer is at least 10^8 tokens, as far as vLLM goes.
+        return None if blocks(hi)[0] == blocks(hi // 2)[0] else hi
+    if not fits(1):
+        return 0
+    lo = 1  # fits(lo), not fits(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def startup_error(spec: ModelSpec, *, available_bytes: int, max_model_len: int,
+                  **kw) -> str | None:
+    """vLLM's own refusal to start when one request of max_model_len does not fit (None when it
+    fits), with its estimate of the longest max_model_len that would."""
+    p = predict(spec, available_bytes=available_bytes, max_model_len=max_model_len, **kw)
+    if p.blocks_per_request <= p.num_blocks:
+        return None
+    need = p.blocks_per_request * p.page_bytes * p.group_size
+    est = estimate_max_model_len(spec, available_bytes=available_bytes, **kw)
+    text = (f"To serve at least one request with the models's max seq len ({max_model_len}), "
+            f"({need / GiB:.2f} GiB KV cache is needed, which is larger than the available KV "
+            f"cache memory ({available_bytes / GiB:.2f} GiB). ")
+    if est:
+        text += f"Based on the available memory, the estimated maximum model length is {est}. "
+    return text + ("Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+                   "initializing the engine.")
 
 
 def available_bytes(*, total_bytes: int, gpu_mem_util: float, weights_bytes: int,

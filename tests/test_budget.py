@@ -73,13 +73,23 @@ def test_sliding_window_needs_fewer_blocks():
     spec = spec_from_config(llama_config(sliding_window=1024))  # every layer slides
     full = spec_from_config(llama_config(sliding_window=1024), honor_sliding_window=False)
     kw = dict(total_bytes=8 * GiB, context=32_768, weights_bytes=0, reserve_bytes=0)
-    assert budget(spec, **kw).max_concurrent_seqs == 32 * budget(full, **kw).max_concurrent_seqs
-    assert budget(spec, **kw).max_context_tokens is None  # one sequence never fills the pool
+    # Bytes actually held: 1,024 of 32,768 tokens per layer, 32x fewer.
+    ideal = budget(spec, engine="ideal", **kw).max_concurrent_seqs
+    assert ideal == 32 * budget(full, engine="ideal", **kw).max_concurrent_seqs
+    # vLLM reserves, per sliding layer, cdiv(min(1,023 + 8,192, 32,768), 16) + 1 = 576 + 1 blocks
+    # (a window plus one batch of max_num_batched_tokens, and one block of slack) against
+    # cdiv(32,768, 16) = 2,048 for full attention.
+    b, f = budget(spec, **kw), budget(full, **kw)
+    assert b.blocks_per_request == 577 and f.blocks_per_request == 2048
+    assert b.num_blocks == f.num_blocks
+    assert b.max_concurrent_seqs == b.num_blocks / 577
+    assert b.max_context_tokens is None  # one sequence never fills the pool
 
 
 def test_hybrid_state_is_charged_per_sequence():
     spec = get_model("jamba-v0.1").spec
-    b = budget(spec, total_bytes=80 * GiB, context=8192, weights_bytes=0, reserve_bytes=0)
+    b = budget(spec, total_bytes=80 * GiB, context=8192, weights_bytes=0, reserve_bytes=0,
+               engine="ideal")
     kv = kv_cache(spec, 8192)
     assert b.state_bytes_per_seq == kv.state_bytes
     assert b.seq_bytes == kv.kv_bytes + kv.state_bytes  # 8192 is a whole number of blocks

@@ -1,5 +1,7 @@
 """Figure builders, tested directly: traces, values (GiB, ms), markers."""
 
+import math
+
 import pytest
 
 pytest.importorskip("plotly")
@@ -44,8 +46,13 @@ def test_concurrency_figure_series():
     assert values[grid.index(8192)] == 55.0  # the hand-worked vLLM example
     fig = concurrency_figure([("Llama 3.1 8B", grid, values)], marker=8192)
     assert list(fig.data[0].y) == values and fig.layout.xaxis.type == "log"
-    # On a log axis Plotly places shapes in log10 units.
-    assert 10 ** fig.layout.shapes[0].x0 == pytest.approx(8192)
+    # On a log axis a shape's x0 is a data value and an annotation's x is log10 of it
+    # (shared/facts.md section 6: mixing them drew the marker at 3.9 tokens).
+    assert fig.layout.shapes[0].x0 == 8192
+    assert fig.layout.annotations[0].x == pytest.approx(math.log10(8192))
+    # vLLM's max_num_seqs as a ceiling: a horizontal line at that many sequences.
+    fig = concurrency_figure([("Llama 3.1 8B", grid, values)], marker=8192, ceiling=256)
+    assert fig.layout.shapes[1].y0 == 256 and fig.layout.shapes[1].yref == "y"
 
 
 def test_step_time_figure_band_wedge_and_crossover():

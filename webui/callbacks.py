@@ -29,6 +29,12 @@ def engine_reset() -> None:
     st.session_state["e_step"] = 0
 
 
+def engine_label(key: str) -> str:
+    return {"vllm": "vLLM (blocks, as it allocates)",
+            "ideal": "Ideal: bytes actually held",
+            "trtllm": "TensorRT-LLM: share of free memory"}.get(key, str(key))
+
+
 def chart_range_label(value: int) -> str:
     return "auto (past the crossover)" if value == 0 else f"{value:,}"
 

@@ -1,0 +1,63 @@
+"""One vLLM model everywhere: the Budget's vLLM convention is kvcalc.vllm.predict's arithmetic,
+for every registry model, at three contexts (one past every window), on one GPU and at TP 2."""
+
+import pytest
+
+from kvcalc import GiB, budget, get_model, kv_cache, registry, vllm
+from kvcalc.hfconfig import load_config_file, spec_from_config
+
+from conftest import ROOT
+
+POOL = 20 * GiB  # available KV memory: 80 GiB x 0.9 - weights 50 GiB - reserve 2 GiB = 20 GiB
+KW = dict(total_bytes=80 * GiB, weights_bytes=0, reserve_bytes=52 * GiB, gpu_mem_util=0.9)
+
+
+def _contexts(spec) -> list[int]:
+    bounded = [l.tokens_kept(10**9) for l in spec.layers if l.stores_tokens
+               and l.tokens_kept(10**9) < 10**9]
+    return [1000, 32_768, max(bounded, default=4096) + 9000]  # the last: past every window
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+@pytest.mark.parametrize("key", sorted(registry().models))
+def test_budget_is_vllm_predict(key, tp):
+    spec = get_model(key).spec
+    for n in _contexts(spec):
+        try:
+            p = vllm.predict(spec, available_bytes=POOL,
+                             max_model_len=n, tp=tp)
+        except ValueError as exc:  # e.g. TP 2 cannot split 3 KV heads: both refuse alike
+            with pytest.raises(ValueError, match=str(exc)[:30]):
+                budget(spec, context=n, tp=tp, **KW)
+            continue
+        b = budget(spec, context=n, tp=tp, **KW)
+        assert b.kv_pool_bytes == POOL
+        assert b.num_blocks == p.num_blocks
+        assert b.blocks_per_request == p.blocks_per_request
+        assert b.max_concurrent_seqs == p.max_concurrency
+        assert b.kv_capacity_tokens == p.kv_cache_tokens
+        assert b.effective_block_size == p.block_size and b.group_size == p.group_size
+
+
+def test_opt_runs_through_vllm():
+    # OPT-125m: 12 full layers of 12 heads x 64, 3,072 B per token (tests/test_real_configs.py).
+    # Page = 16 x 3,072 / 12 layers... num_blocks = 20 GiB // (16 x 6,144 / 2 ...) worked out:
+    # per layer per token 2 x 12 x 64 x 2 B = 3,072 B; page = 16 x 3,072 = 49,152 B;
+    # num_blocks = 21,474,836,480 // 49,152 // 12 = 36,408; at 2,048 tokens 128 blocks a request.
+    spec = spec_from_config(load_config_file(ROOT / "tests/data/configs/opt-125m.json"))
+    p = vllm.predict(spec, available_bytes=POOL, max_model_len=2048)
+    assert p.num_blocks == 21_474_836_480 // 49_152 // 12 == 36_408
+    assert p.blocks_per_request == 128 and p.max_concurrency == 36_408 / 128
+
+
+def test_ideal_is_named_and_never_vllm():
+    # Gemma 3 27B at 32K: the ideal convention holds min(n, 1,024) tokens in 52 sliding layers;
+    # vLLM reserves a window plus a batch. Both are shown, named apart.
+    spec = get_model("gemma-3-27b").spec
+    ideal = budget(spec, context=32_768, engine="ideal", **KW)
+    real = budget(spec, context=32_768, **KW)
+    kv = kv_cache(spec, 32_768)
+    assert ideal.seq_bytes == kv.kv_bytes + kv.state_bytes
+    assert ideal.max_concurrent_seqs == POOL / ideal.seq_bytes
+    assert real.max_concurrent_seqs < ideal.max_concurrent_seqs
+    assert ideal.engine == "ideal" and real.engine == "vllm"
