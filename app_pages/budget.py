@@ -34,7 +34,7 @@ if context > sel.spec.max_context:
 
 kw = dict(total_bytes=sel.gpu.memory_bytes, gpu_mem_util=util,
           reserve_bytes=round(reserve_gib * GiB), block_size=block, kv_dtype=sel.kv_dtype,
-          tp=sel.tp, pp=sel.pp, engine=engine)
+          tp=sel.tp, pp=sel.pp, engine=engine, gpu_name=sel.gpu.name)
 try:
     b = budget(sel.spec, context=context, weights_bytes=sel.weights_bytes, concurrency=concurrency,
                **kw)

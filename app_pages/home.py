@@ -35,9 +35,11 @@ if sel is not None:
     try:
         b = budget(sel.spec, total_bytes=sel.gpu.memory_bytes, context=8192,
                    weights_bytes=sel.weights_bytes, reserve_bytes=DEFAULT_RESERVE_BYTES,
-                   kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp, find_max_context=False)
+                   kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp, find_max_context=False,
+                   gpu_name=sel.gpu.name)
         c3.metric(f"8K conversations on {sel.gpu.key}", f"{b.max_concurrent_seqs:,.1f}",
-                  help="vLLM defaults: 0.9 of GPU memory, 2 GiB reserve, blocks of 16 tokens")
+                  help="vLLM's arithmetic (newest version) at 0.9 of GPU memory, a 2 GiB reserve, "
+                       "blocks of 16 tokens")
     except ValueError as exc:
         c3.metric("8K conversations", "n/a", help=common.plain(str(exc)))
     common.formula(r.per_token_formula())

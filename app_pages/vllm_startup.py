@@ -3,7 +3,7 @@ import math
 import streamlit as st
 
 from kvcalc.units import GiB
-from kvcalc.vllm import (DEFAULT_MAX_NUM_BATCHED_TOKENS, VERSION_FACTS, available_bytes,
+from kvcalc.vllm import (VERSION_FACTS, available_bytes, default_max_num_batched_tokens,
                          explain_log, fact, parse_log, predict, version_choices)
 from webui import common
 from webui.common import bound, select
@@ -19,17 +19,22 @@ mode = select(st.segmented_control, "Mode", ["predict", "explain"], "u_mode",
               {"predict": "Predict the lines", "explain": "Explain a pasted log"}.get,
               default="predict") or "predict"
 
+version = select(st.selectbox, "vLLM version", version_choices(), "u_ver",
+                 help="The rules that changed between releases, on both sides of each change: "
+                      + "; ".join(f"{f.what}: " + ", ".join(
+                          f"{v} from {'.'.join(map(str, since))}" for since, v, _ in f.steps)
+                                  for f in VERSION_FACTS.values()))
 c = st.columns(4)
 max_len = c[0].number_input("max_model_len (tokens)", 1, 10_000_000,
                             min(sel.spec.max_context, 32768), 1024, **bound("u_len", "num"))
 block = select(c[1].selectbox, "block_size", [8, 16, 32, 64, 128], "u_block", index=1)
 mnbt = c[2].number_input("max_num_batched_tokens", 1, 1_000_000,
-                         DEFAULT_MAX_NUM_BATCHED_TOKENS, 1024, **bound("u_mnbt", "num"))
+                         default_max_num_batched_tokens(version, sel.gpu.memory_bytes,
+                                                        sel.gpu.name), 1024,
+                         **bound("u_mnbt", "num"),
+                         help="vLLM's default for this version and GPU (its API server) shown "
+                              "first; newer versions reserve two batches in flight per window")
 draft = c[3].number_input("Draft-model layers (EAGLE: 1)", 0, 16, 0, 1, **bound("u_draft", "num"))
-version = select(st.selectbox, "vLLM version", version_choices(), "u_ver",
-                 help="The rules that changed between releases, on both sides of each change: "
-                      + "; ".join(f"{f.what} ({f.before} before {'.'.join(map(str, f.since))}, "
-                                  f"{f.after} from it)" for f in VERSION_FACTS.values()))
 kw = dict(max_model_len=max_len, block_size=block, tp=sel.tp, pp=sel.pp,
           kv_dtype=sel.kv_dtype, max_num_batched_tokens=mnbt, num_draft_layers=draft,
           vllm_version=version)

@@ -125,14 +125,15 @@ def budget(spec: ModelSpec, *, total_bytes: int, context: int, weights_bytes: in
            concurrency: int = 1, tp: int = 1, pp: int = 1, engine: str = "vllm",
            state_dtype: str = "bf16", find_max_context: bool = True,
            vllm_version: str | None = None, max_num_batched_tokens: int | None = None,
-           max_num_seqs: int | None = None) -> Budget:
+           max_num_seqs: int | None = None, gpu_name: str | None = None) -> Budget:
     """The memory budget of one GPU. ``weights_bytes`` is the whole model's; each of the
     tp x pp GPUs holds an equal share of it. ``find_max_context=False`` skips the search for
     the longest single sequence (max_context_tokens is then None), for fast sweeps.
 
     vLLM only: ``vllm_version`` (default the newest in kvcalc.vllm's table),
-    ``max_num_batched_tokens`` (a sliding window reserves room for one such batch) and
-    ``max_num_seqs`` (None: vLLM's default for this version and GPU)."""
+    ``max_num_batched_tokens`` (a sliding window reserves room for the tokens in flight) and
+    ``max_num_seqs``; None takes vLLM's default for that version and this GPU (its memory and
+    ``gpu_name``: A100s get the smaller defaults)."""
     total_bytes = check_int("GPU memory (bytes)", total_bytes, 1, 2**50)
     context = check_int("context", context, 1, 10**9)
     weights_bytes = check_int("weights (bytes)", weights_bytes, 0, 2**60)
@@ -167,7 +168,7 @@ def budget(spec: ModelSpec, *, total_bytes: int, context: int, weights_bytes: in
                                  kv_dtype=dtype.name, scales=scales, state_dtype=sdtype.name,
                                  tp=tp, pp=pp, version=vllm_version, mnbt=max_num_batched_tokens,
                                  max_num_seqs=max_num_seqs, total_bytes=total_bytes,
-                                 find_max_context=find_max_context))
+                                 gpu_name=gpu_name, find_max_context=find_max_context))
     elif engine == "ideal":
         best.update(_ideal_fields(spec, pool, context, concurrency, dtype.name, scales,
                                   sdtype.name, tp, pp, find_max_context))
@@ -233,22 +234,23 @@ def _max_context(seq_bytes, usable: int) -> int | None:
 def _vllm_fields(spec: ModelSpec, pool: int, context: int, concurrency: int, *, block_size: int,
                  kv_dtype: str, scales: bool, state_dtype: str, tp: int, pp: int,
                  version: str | None, mnbt: int | None, max_num_seqs: int | None,
-                 total_bytes: int, find_max_context: bool) -> dict:
+                 total_bytes: int, gpu_name: str | None, find_max_context: bool) -> dict:
     """Budget figures from kvcalc.vllm.predict: blocks, per-request blocks, concurrency, the
     start-up check and max_num_seqs, exactly as vLLM computes them."""
     kw = dict(block_size=block_size, tp=tp, pp=pp, kv_dtype=kv_dtype, scales=scales,
               state_dtype=state_dtype, vllm_version=version,
-              max_num_batched_tokens=mnbt or _vllm.DEFAULT_MAX_NUM_BATCHED_TOKENS)
+              max_num_batched_tokens=mnbt or _vllm.default_max_num_batched_tokens(
+                  version, total_bytes, gpu_name))
     available = max(pool, 0)
     p = _vllm.predict(spec, available_bytes=available, max_model_len=context, **kw)
     block_bytes = p.page_bytes * p.group_size
     usable = p.num_blocks * block_bytes
     seq = p.blocks_per_request * block_bytes
     if max_num_seqs is None:
-        max_num_seqs = _vllm.default_max_num_seqs(version, total_bytes)
+        max_num_seqs = _vllm.default_max_num_seqs(version, total_bytes, gpu_name)
     max_num_seqs = check_int("max_num_seqs", max_num_seqs, 1, 10**7)
     error = None
-    if p.blocks_per_request > p.num_blocks:
+    if p.blocks_per_request > p.num_blocks - _vllm.fact("null_block", version):
         error = _vllm.startup_error(spec, available_bytes=available, max_model_len=context, **kw)
     needed = concurrency * seq
     return {

@@ -175,7 +175,15 @@ def build_parser() -> argparse.ArgumentParser:
                    default=DEFAULT_RESERVE_BYTES / GiB,
                    help="activations, CUDA context and graphs, per GPU (default 2 GiB)")
     p.add_argument("--block-size", type=_positive_int, default=16)
-    p.add_argument("--engine", choices=ENGINES, default="vllm")
+    p.add_argument("--engine", choices=ENGINES, default="vllm",
+                   help="vllm: as vLLM allocates (default); ideal: bytes actually held; "
+                        "trtllm: TensorRT-LLM's share of free memory")
+    p.add_argument("--vllm-version", type=_key, default=None,
+                   help="whose rules to apply (default: the newest kvcalc knows)")
+    p.add_argument("--max-num-seqs", type=_positive_int, default=None,
+                   help="vLLM's scheduler cap (default: vLLM's for the version and GPU)")
+    p.add_argument("--max-num-batched-tokens", type=_positive_int, default=None,
+                   help="vLLM's batch budget (default: vLLM's for the version and GPU)")
 
     p = sub.add_parser("step-time", help="decode step time, tokens/s and the crossover context")
     _model_args(p)
@@ -347,7 +355,10 @@ def cmd_budget(args):
                           gpu_mem_util=args.gpu_mem_util, reserve_bytes=round(args.reserve_gib * GiB),
                           block_size=args.block_size, kv_dtype=args.kv_dtype,
                           scales=args.kv_scales, concurrency=args.concurrency, tp=args.tp,
-                          pp=args.pp, engine=args.engine)
+                          pp=args.pp, engine=args.engine, vllm_version=args.vllm_version,
+                          max_num_seqs=args.max_num_seqs,
+                          max_num_batched_tokens=args.max_num_batched_tokens,
+                          gpu_name=gpu.name if gpu else None)
     out = b.to_dict()
     out.update(model=label, gpu=gpu.key if gpu else None, weight_dtype=w.dtype)
     mc = ("unbounded (every layer keeps a bounded number of tokens)"
@@ -368,6 +379,13 @@ def cmd_budget(args):
             f"  max context of one sequence: {mc}",
             f"  {b.concurrency} x {b.context:,} tokens needs {fmt_gib(b.needed_bytes)}: "
             + ("fits" if b.fits else f"does NOT fit, over by {fmt_gib(b.overflow_bytes)}")]
+    if b.engine == "vllm":
+        text.append(f"  vLLM {b.vllm_version}: {b.num_groups} group(s) of {b.group_size} layers, "
+                    f"{b.blocks_per_request:,} blocks per request; max_num_seqs "
+                    f"{b.max_num_seqs:,}, so {b.max_running_seqs:,.2f} run at once "
+                    f"(limited by {b.limited_by})")
+        if b.startup_error:
+            text.append(f"  vLLM would refuse to start: {b.startup_error}")
     if b.kv_pool_bytes <= 0:
         text.append("  the weights and reserve alone exceed the requested memory: "
                     "use more GPUs (--tp), a smaller weight format, or a larger GPU")

@@ -97,38 +97,67 @@ def resolve_version(v: str | None) -> tuple[int, ...]:
 
 
 # -- facts that changed between vLLM releases ----------------------------------------------------
-# Each: the value before, the value from `since` on (the first release that has it), and the
-# change that made it. `predict(..., vllm_version=...)` applies the rules of that version; the
-# default is NEWEST. Sources: tests/data/vllm-facts.md (read from vLLM's git history).
+# Every rule of vLLM's capacity arithmetic that changed between releases, with the first release
+# that has each value and the change that made it. The releases were read off the Python sources
+# of every vLLM wheel on PyPI from v0.7.0 to v0.33.0, compared release by release (release
+# candidates and dev builds not checked); PR numbers from vLLM's pull-request threads. Details and
+# quotes: tests/data/vllm-facts.md. `predict(..., vllm_version=...)` applies one release's rules;
+# the default is NEWEST.
+#
+# Not pinned down: the PR behind the v0.20.1 tokens line (#41069 or #40694's idea), and the PRs
+# of the >= 160 GiB batch tier (v0.28.0) and of the in-flight tokens (v0.26.0).
 
 
 @dataclass(frozen=True, kw_only=True)
 class Fact:
     what: str
-    before: object
-    after: object
-    since: tuple[int, int, int]  # first release with `after`
-    source: str
+    steps: tuple[tuple[tuple[int, int, int], object, str], ...]  # (first release, value, source)
 
     def at(self, version: tuple[int, ...]):
-        return self.after if version >= self.since else self.before
+        value = self.steps[0][1]
+        for since, v, _ in self.steps:
+            if version >= since:
+                value = v
+        return value
 
 
 VERSION_FACTS: dict[str, Fact] = {
     "group_threshold": Fact(
-        what="hybrid grouping: one group size for all types when max count < min count x this",
-        before=1.25, after=1.5, since=(0, 12, 0), source="@@SRC_THRESHOLD@@"),
+        what="hybrid grouping: all types get the largest count as group size when max < min x this "
+             "(None: always the smallest count)",
+        steps=(((0, 9, 1), None, "hybrid grouping first appears"),
+               ((0, 12, 0), 1.25, "PR #29303 (gpt-oss-20b + EAGLE: 12 sliding + 13 full)"),
+               ((0, 18, 0), 1.5, "PR #36684 (speculative drafters add layers to one type)"))),
     "tokens_line": Fact(
-        what='the "GPU KV cache size: N tokens" line',
-        before="blocks", after="concurrency", since=(0, 11, 1), source="@@SRC_TOKENS@@"),
+        what='"GPU KV cache size: N tokens"',
+        steps=(((0, 8, 0), "blocks", "PR #13596: num_blocks // groups x block_size"),
+               ((0, 20, 1), "concurrency", "int(max_concurrency x max_model_len); PR not pinned "
+                                           "(#41069 or #40694)"))),
     "pp_grouping": Fact(
-        what="pipeline parallelism: layers grouped per stage, or over all workers together",
-        before="per stage", after="per stage", since=(0, 0, 0), source="@@SRC_PP@@"),
+        what="pipeline parallelism: layers grouped per stage, or over the whole model",
+        steps=(((0, 0, 0), "per stage", "each worker grouped its own layers"),
+               ((0, 11, 0), "whole model", "PR #23974: global groups, then the smallest "
+                                           "num_blocks of all workers"))),
     "gpu_memory_utilization": Fact(
-        what="default gpu_memory_utilization", before=0.9, after=0.92, since=(0, 12, 0),
-        source="@@SRC_UTIL@@"),
+        what="default gpu_memory_utilization",
+        steps=(((0, 0, 0), 0.9, "long-standing default"),
+               ((0, 20, 0), 0.92, "PR #38284 (with CUDA-graph memory profiled first)"))),
+    "in_flight_batches": Fact(
+        what="batches of max_num_batched_tokens a window or chunk reserves room for (async "
+             "scheduling, one pipeline stage)",
+        steps=(((0, 0, 0), 1, "max_num_batched_tokens"),
+               ((0, 26, 0), 2, "max_in_flight_tokens = 2 x max_num_batched_tokens; PR not "
+                               "pinned"))),
+    "null_block": Fact(
+        what="blocks reserved before checking that one max_model_len request fits",
+        steps=(((0, 0, 0), 0, "none"),
+               ((0, 29, 0), 1, "PR #47272: the null block"))),
+    "error_wording": Fact(
+        what="start-up error wording",
+        steps=(((0, 0, 0), "models's", "v0.8.x-v0.21.0"),
+               ((0, 22, 0), "model's", "v0.22.0"))),
 }
-NEWEST = "0.12.0"
+NEWEST = "0.33.0"
 
 
 def fact(name: str, version: tuple[int, ...] | str | None = None):
@@ -137,11 +166,18 @@ def fact(name: str, version: tuple[int, ...] | str | None = None):
     return VERSION_FACTS[name].at(v)
 
 
-# vLLM's --kv-cache-dtype names: kvcalc dtype (+ per-token-head scales) -> (vLLM name, first
-# release). A name a version lacks is refused.
+# vLLM's --kv-cache-dtype, by kvcalc format (+ per-token-head scales): (vLLM's name, first
+# release, source). Per-token-head modes add one fp32 scale for K and one for V per head and
+# token (8 B per head; 8 B for an MLA latent too). Not modelled here: nvfp4 (v0.20.0),
+# fp8_ds_mla (656 B per token and layer, v0.11.1), turboquant and the other experimental formats.
 _CACHE_DTYPES = {
-    ("bf16", False): ("auto", (0, 0, 0)), ("fp16", False): ("auto", (0, 0, 0)),
-    ("fp32", False): ("auto", (0, 0, 0)), ("fp8", False): ("fp8", (0, 0, 0)),
+    ("bf16", False): ("auto", (0, 0, 0), "the model's dtype"),
+    ("fp16", False): ("auto", (0, 0, 0), "the model's dtype"),
+    ("fp32", False): ("auto", (0, 0, 0), "the model's dtype"),
+    ("fp8", False): ("fp8", (0, 0, 0), "fp8 / fp8_e4m3 / fp8_e5m2, per-tensor scales"),
+    ("fp8", True): ("fp8_per_token_head", (0, 20, 0), "PR #38378"),
+    ("int8", True): ("int8_per_token_head", (0, 20, 0), "PR #38378"),
+    ("int4", True): ("int4_per_token_head", (0, 25, 0), "PR #40835"),
 }
 
 
@@ -149,14 +185,13 @@ def version_choices() -> list[str]:
     """NEWEST first, then the releases on both sides of every change in VERSION_FACTS."""
     seen = {NEWEST}
     out = [NEWEST]
-    for f in sorted(VERSION_FACTS.values(), key=lambda f: f.since, reverse=True):
-        if f.since == (0, 0, 0):
-            continue
-        major, minor, patch = f.since
-        before = (major, minor, patch - 1) if patch else (major, minor - 1, 99) if minor else None
-        for v in (f.since, before):
-            text = ".".join(map(str, v)).replace(".99", ".x") if v else None
-            if text and text not in seen:
+    changes = {since for f in VERSION_FACTS.values() for since, _, _ in f.steps[1:]}
+    changes |= {since for _, since, _ in _CACHE_DTYPES.values() if since > (0, 0, 0)}
+    for since in sorted(changes, reverse=True):
+        major, minor, patch = since
+        before = f"{major}.{minor}.{patch - 1}" if patch else f"{major}.{minor - 1}.x"
+        for text in (".".join(map(str, since)), before):
+            if text not in seen:
                 seen.add(text)
                 out.append(text)
     return out
@@ -165,47 +200,81 @@ def version_choices() -> list[str]:
 def kv_cache_dtypes(version: str | None = None) -> list[str]:
     """kvcalc KV formats that ``version`` of vLLM has (a trailing '+scales': per-token-head)."""
     v = resolve_version(version)
-    return [d + ("+scales" if sc else "") for (d, sc), (_, since) in _CACHE_DTYPES.items()
+    return [d + ("+scales" if sc else "") for (d, sc), (_, since, _) in _CACHE_DTYPES.items()
             if v >= since]
 
 
 def _cache_dtype(kv_dtype: str, scales: bool, version: tuple[int, ...]):
-    """(vLLM's name, kvcalc DType, scales) for a kvcalc KV format in ``version``, or ValueError."""
+    """(vLLM's name, kvcalc DType, per-token-head) for a kvcalc KV format in ``version``, or a
+    ValueError that names what this version has. INT8 and INT4 exist only per token and head."""
     d = get_dtype("bf16" if kv_dtype == "auto" else kv_dtype)
-    quantized_scales = bool(scales) and d.quantized
-    entry = _CACHE_DTYPES.get((d.name, quantized_scales))
+    per_head = d.quantized and (bool(scales) or d.name in ("int8", "int4"))
+    entry = _CACHE_DTYPES.get((d.name, per_head))
     shown = ".".join(map(str, version))
     if entry is None or version < entry[1]:
         have = ", ".join(kv_cache_dtypes(shown))
         raise ValueError(f"vLLM {shown} has no {d.name.upper()}"
-                         + (" per-token-head" if quantized_scales else "")
-                         + f" KV cache; its formats here are {have}. Pick one of those, or "
-                         "another vLLM version")
-    return entry[0], d, quantized_scales
+                         + (" per-token-head" if per_head else "")
+                         + f" KV cache (its formats: {have}); pick one of those or a newer "
+                         "vLLM version")
+    return entry[0], d, per_head
 
 
-def default_max_num_seqs(version: str | None, total_bytes: int) -> int:
-    """vLLM's default max_num_seqs for the OpenAI-compatible server on a GPU of total_bytes."""
-    return 256
+def _batch_tier(version: tuple[int, ...], total_bytes: int, gpu_name: str | None) -> str:
+    """Which row of vLLM's batch defaults a GPU falls in (EngineArgs.get_batch_defaults)."""
+    name = (gpu_name or "").lower()
+    if version >= (0, 28, 0) and total_bytes >= 160 * GiB:
+        return "huge"
+    big = total_bytes >= 70 * GiB and not (version >= (0, 9, 0) and "a100" in name)
+    if version < (0, 8, 4):
+        return "big"  # v0.8.0-v0.8.3: 1,024 sequences on every GPU
+    return "big" if big else "small"
 
 
-def _stage_config(layers, *, available: int, max_model_len: int, block_size: int, dtype,
-                  state_dtype, tp: int, mnbt: int, scales: bool = False,
-                  threshold: float = 1.5) -> dict:
-    layers = [l.split(tp) for l in layers]
-    attn = [l for l in layers if l.stores_tokens]
-    states = [l for l in layers if l.state_elements]
+def default_max_num_seqs(version: str | None, total_bytes: int,
+                         gpu_name: str | None = None) -> int:
+    """vLLM's default max_num_seqs for its OpenAI-compatible server on one GPU of total_bytes:
+    1,024 on a GPU of 70 GiB or more (from v0.9.0 not an A100), else 256 (PRs #16158, #17073,
+    #17885)."""
+    tier = _batch_tier(resolve_version(version), total_bytes, gpu_name)
+    return 256 if tier == "small" else 1024
+
+
+def default_max_num_batched_tokens(version: str | None, total_bytes: int,
+                                   gpu_name: str | None = None) -> int:
+    """vLLM's default max_num_batched_tokens for its OpenAI-compatible server: 16,384 on a GPU of
+    160 GiB or more (v0.28.0), 8,192 on one of 70 GiB or more, else 2,048."""
+    tier = _batch_tier(resolve_version(version), total_bytes, gpu_name)
+    return {"huge": 16384, "big": 8192, "small": 2048}[tier]
+
+
+def _vllm_bytes_per_token(layer, dtype, per_head: bool) -> int:
+    """One token's bytes in one layer as vLLM lays the page out: per-token-head modes add 8 B per
+    KV head (an fp32 scale for K and one for V), and 8 B per MLA latent."""
+    base = layer.bytes_per_token(dtype, False)
+    return base + (8 * (layer.kv_heads or 1) if per_head and base else 0)
+
+
+def _grouping(layers, *, block_size: int, dtype, per_head: bool, state_dtype,
+              threshold: float | None, version: tuple[int, ...]) -> dict:
+    """vLLM's KV-cache groups for ``layers`` (already split for tensor parallelism):
+    the effective block size, the page, the group size and each group's member positions.
+
+    Equal page sizes (after raising a recurrent model's block size) form vLLM's hybrid groups;
+    layers of one type whose pages differ (an indexer cache on some MLA layers only) form one
+    group whose block holds a page of every layer (UniformTypeKVCacheSpecs, v0.11.0)."""
+    attn = [(i, l) for i, l in enumerate(layers) if l.stores_tokens]
+    states = [(i, l) for i, l in enumerate(layers) if l.state_elements]
     notes = []
     bs = block_size
     state_pad_pct = 0.0
     state_page = 0
     if states:
         # State page per layer on this GPU (heads split over tp, as vLLM shards them).
-        state_page = max(l.state_bytes(state_dtype) for l in states)
+        state_page = max(l.state_bytes(state_dtype) for _, l in states)
         if attn:
-            one_token = attn[0].bytes_per_token(dtype, scales)
-            bs = 16 * -(-state_page // (16 * one_token))
-            bs = max(bs, block_size)
+            one_token = _vllm_bytes_per_token(attn[0][1], dtype, per_head)
+            bs = max(16 * -(-state_page // (16 * one_token)), block_size)
             attn_page = bs * one_token
             state_pad_pct = (attn_page - state_page) / state_page * 100
             if bs != block_size:
@@ -213,55 +282,72 @@ def _stage_config(layers, *, available: int, max_model_len: int, block_size: int
                              f"page ({attn_page:,} B) is at least a state page ({state_page:,} "
                              f"B); the state page is padded by {state_pad_pct:.2f}%")
             state_page = attn_page
-    specs: dict[tuple, list] = {}
-    pages = set()
-    for l in attn:
-        page = bs * l.bytes_per_token(dtype, scales)
-        specs.setdefault((*l.vllm_group_key(), page), []).append(l)
-        pages.add(page)
+    buckets: dict[tuple, list] = {}
+    pages = {}
+    for i, l in attn:
+        page = bs * _vllm_bytes_per_token(l, dtype, per_head)
+        key = (*l.vllm_group_key(), page)
+        buckets.setdefault(key, []).append(i)
+        pages[key] = page
     if states:
-        specs[(*states[0].vllm_group_key(), state_page)] = states
-        pages.add(state_page)
-    if not specs:
+        key = (*states[0][1].vllm_group_key(), state_page)
+        buckets[key] = [i for i, _ in states]
+        pages[key] = state_page
+    if not buckets:
         raise ValueError("this model has no layer that keeps a KV cache")
-    if len(pages) > 1:
+    types = {k[:2] for k in buckets}
+    if len(set(pages.values())) > 1 and len(types) == 1 and not states:
+        if version < (0, 11, 0):
+            raise ValueError("layers of one type with different page sizes: vLLM before 0.11.0 "
+                             "cannot allocate them")
+        # One group; a block holds one page of every layer (their sizes summed).
+        members = sorted(i for ms in buckets.values() for i in ms)
+        rep = layers[members[0]]
+        notes.append("layers of one type but different page sizes form one group: a block holds "
+                     "a page of every layer (vLLM's UniformTypeKVCacheSpecs)")
+        return {"block_size": bs, "page": sum(bs * _vllm_bytes_per_token(layers[i], dtype,
+                                                                        per_head)
+                                              for i in members),
+                "group_size": 1, "groups": [(rep.kind, members, 0, rep, bs)], "padding": 0,
+                "waste": 0.0, "state_pad": state_pad_pct, "notes": notes, "uniform": True}
+    if len(set(pages.values())) > 1:
         # vLLM raises smaller pages' block size to the largest page when they divide it.
-        biggest = max(pages)
-        if any(biggest % p for p in pages):
+        biggest = max(pages.values())
+        if any(biggest % p for p in pages.values()):
             raise ValueError("layers with page sizes that do not divide each other: vLLM "
                              "cannot unify them")
         notes.append("layers of different page sizes: smaller pages get larger blocks")
-    page = max(pages)
-    counts = [len(ls) for ls in specs.values()]
-    if len(specs) == 1:
+    page = max(pages.values())
+    counts = [len(ms) for ms in buckets.values()]
+    group_size = min(counts)
+    if len(buckets) == 1:
         group_size = counts[0]
-    else:
-        group_size = min(counts)
-        if max(counts) < min(counts) * threshold:  # 1.25 or 1.5, by version (VERSION_FACTS)
-            group_size = max(counts)
+    elif threshold is not None and max(counts) < min(counts) * threshold:
+        group_size = max(counts)
     groups = []
     padding_total = 0
     waste = 0.0
-    for (kind, _span, p), members in specs.items():
+    for key, members in buckets.items():
         count = len(members)
         n_groups = -(-count // group_size)
         padding = n_groups * group_size - count
         if padding:
             padding_total += padding
             waste = max(waste, padding / count * 100)
-            notes.append(f"{padding} padding layer(s) added to the {kind} layers: vLLM warns "
+            notes.append(f"{padding} padding layer(s) added to the {key[0]} layers: vLLM warns "
                          f"this may waste at most {padding / count * 100:.2f}% of the cache")
-        layer_bs = bs * (page // p)  # a smaller page holds more tokens per block
-        per_req = members[0].vllm_blocks_per_request(max_model_len, layer_bs, mnbt)
+        layer_bs = bs * (page // pages[key])  # a smaller page holds more tokens per block
         for g in range(n_groups):  # vLLM deals the layers out: layers[g::n_groups]
-            real = len(range(g, count, n_groups))
-            groups.append(Group(kind=kind, layers=real, padding=group_size - real,
-                                blocks_per_request=per_req))
-    num_blocks = max(0, available // page // group_size)
-    per_request = sum(g.blocks_per_request for g in groups)
+            share = members[g::n_groups]
+            groups.append((key[0], share, group_size - len(share), layers[share[0]], layer_bs))
     return {"block_size": bs, "page": page, "group_size": group_size, "groups": groups,
             "padding": padding_total, "waste": waste, "state_pad": state_pad_pct,
-            "num_blocks": num_blocks, "per_request": per_request, "notes": notes}
+            "notes": notes, "uniform": False}
+
+
+def _per_request(grouping: dict, max_model_len: int, in_flight: int) -> list[int]:
+    return [rep.vllm_blocks_per_request(max_model_len, layer_bs, in_flight)
+            for _, _, _, rep, layer_bs in grouping["groups"]]
 
 
 def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_size: int = 16,
@@ -282,7 +368,7 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
     mnbt = check_int("max_num_batched_tokens", max_num_batched_tokens, 1, 10**8)
     num_draft_layers = check_int("draft layers", num_draft_layers, 0, 64)
     version = resolve_version(vllm_version)
-    name, dtype, scales = _cache_dtype(kv_dtype, scales, version)
+    name, dtype, per_head = _cache_dtype(kv_dtype, scales, version)
     sdtype = get_dtype(state_dtype, ("fp32", "fp16", "bf16"))
     layers = list(spec.layers)
     if num_draft_layers:
@@ -294,54 +380,75 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
         draft = FullAttention(kv_heads=ref.kv_heads, head_dim=ref.head_dim,
                               v_head_dim=ref.v_head_dim, q_heads=ref.q_heads)
         layers += [draft] * num_draft_layers
-    for l in layers:
-        l.split(tp)  # validates tp against the KV heads
+    layers = [l.split(tp) for l in layers]  # validates tp against the KV heads
     parts = pp_partition(len(spec.layers), pp)
     stages, start = [], 0
     for i, count in enumerate(parts):
-        stage = layers[start:start + count]
+        positions = list(range(start, start + count))
         if i == pp - 1:
-            stage += layers[len(spec.layers):]  # draft layers live with the last stage
-        stages.append(stage)
+            positions += list(range(len(spec.layers), len(layers)))  # drafts: the last stage
+        stages.append(positions)
         start += count
-    kw = dict(available=available_bytes, max_model_len=max_model_len, block_size=block_size,
-              dtype=dtype, state_dtype=sdtype, tp=tp, mnbt=mnbt, scales=scales,
-              threshold=fact("group_threshold", version))
-    configs = [_stage_config(st, **kw) for st in stages]
+    # A window (or chunk) reserves room for the tokens in flight: one batch, or two under the
+    # asynchronous scheduling of newer releases (with pipeline stages: one per stage).
+    batches = fact("in_flight_batches", version)
+    in_flight = mnbt * (batches if pp == 1 else max(pp, 1) if batches > 1 else 1)
+    gkw = dict(block_size=block_size, dtype=dtype, per_head=per_head, state_dtype=sdtype,
+               threshold=fact("group_threshold", version), version=version)
     notes = []
-    if pp > 1 and fact("pp_grouping", version) == "all workers":
-        # Newer vLLM groups the layers of every stage together, so each stage's page size and
-        # group size follow the whole model; the smallest stage pool then binds.
-        whole = _stage_config(layers, **kw)
-        configs = [{**c, "group_size": max(1, -(-whole["group_size"] // pp)), "page": whole["page"]}
-                   | {"num_blocks": max(0, available_bytes // whole["page"]
-                                        // max(1, -(-whole["group_size"] // pp)))}
-                   for c in configs]
-        notes.append("pipeline stages are grouped together, as this vLLM version does")
-    index = min(range(len(configs)),
-                key=lambda i: configs[i]["num_blocks"] / max(1, configs[i]["per_request"]))
-    bind = configs[index]
-    conc = bind["num_blocks"] / bind["per_request"] if bind["per_request"] else 0.0
+    if pp > 1 and fact("pp_grouping", version) == "whole model":
+        # v0.11.0 on: groups from the whole model; each stage's block holds only its own layers
+        # of each group; every stage takes the smallest num_blocks of all.
+        g = _grouping(layers, **gkw)
+        per_req = _per_request(g, max_model_len, in_flight)
+        stage_blocks = []
+        for positions in stages:
+            mine = set(positions)
+            slots = max(len(mine.intersection(members)) for _, members, *_ in g["groups"])
+            per_block = g["page"] * max(1, slots) if not g["uniform"] else sum(
+                g["block_size"] * _vllm_bytes_per_token(layers[i], dtype, per_head)
+                for i in positions if layers[i].stores_tokens)
+            stage_blocks.append(available_bytes // max(1, per_block))
+        index = min(range(pp), key=lambda i: stage_blocks[i])
+        num_blocks = stage_blocks[index]
+        notes.append("pipeline stages share one grouping of the whole model (vLLM 0.11.0 on); "
+                     "the stage with the fewest blocks sets the numbers")
+        bind = g
+    else:
+        configs = []
+        for positions in stages:
+            g = _grouping([layers[i] for i in positions], **gkw)
+            per_block = g["page"] if g["uniform"] else g["page"] * g["group_size"]
+            configs.append((g, available_bytes // per_block,
+                            _per_request(g, max_model_len, in_flight)))
+        stage_blocks = [c[1] for c in configs]
+        index = min(range(len(configs)),
+                    key=lambda i: configs[i][1] / max(1, sum(configs[i][2])))
+        bind, num_blocks, per_req = configs[index]
+    per_request = sum(per_req)
+    conc = num_blocks / per_request if per_request else 0.0
     if fact("tokens_line", version) == "concurrency":
         tokens = int(conc * max_model_len)
         formula = "int(max_concurrency x max_model_len)"
     else:
-        tokens = bind["num_blocks"] // len(bind["groups"]) * bind["block_size"]
+        tokens = num_blocks // len(bind["groups"]) * bind["block_size"]
         formula = "num_blocks // groups x block_size"
     notes = list(bind["notes"]) + notes
     if pp > 1:
-        notes.append(f"pipeline stages hold {', '.join(map(str, parts))} layers; the stage "
-                     "with the smallest pool sets the numbers")
+        notes.append(f"pipeline stages hold {', '.join(map(str, parts))} layers")
+    groups = tuple(Group(kind=kind, layers=len(members), padding=padding, blocks_per_request=r)
+                   for (kind, members, padding, _, _), r in zip(bind["groups"], per_req,
+                                                                  strict=True))
     return VllmPrediction(
         available_bytes=available_bytes, max_model_len=max_model_len,
         block_size=bind["block_size"], requested_block_size=block_size,
-        page_bytes=bind["page"], group_size=bind["group_size"], groups=tuple(bind["groups"]),
+        page_bytes=bind["page"], group_size=bind["group_size"], groups=groups,
         padding_layers=bind["padding"], padding_waste_pct=bind["waste"],
-        state_page_padding_pct=bind["state_pad"], num_blocks=bind["num_blocks"],
-        blocks_per_request=bind["per_request"], max_concurrency=conc,
+        state_page_padding_pct=bind["state_pad"], num_blocks=num_blocks,
+        blocks_per_request=per_request, max_concurrency=conc,
         kv_cache_tokens=tokens, tokens_formula=formula, stage=index,
         vllm_version=".".join(map(str, version)), kv_cache_dtype=name,
-        stage_blocks=tuple(c["num_blocks"] for c in configs), notes=tuple(notes))
+        stage_blocks=tuple(stage_blocks), notes=tuple(notes))
 
 
 def estimate_max_model_len(spec: ModelSpec, *, available_bytes: int, **kw) -> int | None:
@@ -353,9 +460,11 @@ def estimate_max_model_len(spec: ModelSpec, *, available_bytes: int, **kw) -> in
         p = predict(spec, available_bytes=available_bytes, max_model_len=n, **kw)
         return p.blocks_per_request, p.num_blocks
 
+    null = fact("null_block", kw.get("vllm_version"))  # v0.29.0 on: the null block first
+
     def fits(n: int) -> bool:
         need, have = blocks(n)
-        return need <= have
+        return need <= have - null
 
     hi = 10**8
     if fits(hi):
@@ -377,19 +486,30 @@ def estimate_max_model_len(spec: ModelSpec, *, available_bytes: int, **kw) -> in
 def startup_error(spec: ModelSpec, *, available_bytes: int, max_model_len: int,
                   **kw) -> str | None:
     """vLLM's own refusal to start when one request of max_model_len does not fit (None when it
-    fits), with its estimate of the longest max_model_len that would."""
+    fits), in the wording of the chosen version, with its estimate of the longest max_model_len
+    that would (tests/data/vllm-facts.md, Q7)."""
+    version = kw.get("vllm_version")
     p = predict(spec, available_bytes=available_bytes, max_model_len=max_model_len, **kw)
-    if p.blocks_per_request <= p.num_blocks:
+    if p.blocks_per_request <= p.num_blocks - fact("null_block", version):
         return None
-    need = p.blocks_per_request * p.page_bytes * p.group_size
+    need = p.blocks_per_request * (p.page_bytes * p.group_size if len(p.groups) else p.page_bytes)
     est = estimate_max_model_len(spec, available_bytes=available_bytes, **kw)
-    text = (f"To serve at least one request with the models's max seq len ({max_model_len}), "
+    v = resolve_version(version)
+    who = fact("error_wording", version)
+    text = (f"To serve at least one request with the {who} max seq len ({max_model_len}), "
             f"({need / GiB:.2f} GiB KV cache is needed, which is larger than the available KV "
             f"cache memory ({available_bytes / GiB:.2f} GiB). ")
     if est:
         text += f"Based on the available memory, the estimated maximum model length is {est}. "
-    return text + ("Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
-                   "initializing the engine.")
+    text += ("Try increasing `gpu_memory_utilization` (which also controls CPU memory on the CPU "
+             "backend) or decreasing `max_model_len` when initializing the engine."
+             if v >= (0, 22, 0) else
+             "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+             "initializing the engine.")
+    if v >= (0, 20, 0):
+        text += (" See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more "
+                 "details.")
+    return text
 
 
 def available_bytes(*, total_bytes: int, gpu_mem_util: float, weights_bytes: int,

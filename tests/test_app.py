@@ -287,3 +287,22 @@ def test_every_page_takes_a_hard_real_config(page, config):
         at.switch_page(page)
         at.run()
     assert not at.exception, [e.value for e in at.exception]
+
+
+def test_budget_says_which_vllm_limit_binds_and_when_vllm_would_not_start():
+    from kvcalc import budget, get_gpu, get_model
+
+    # Llama 3.1 8B on an H100 at 256 tokens: memory allows thousands of sequences, but vLLM's
+    # default max_num_seqs on a GPU of 70 GiB or more is 1,024: the scheduler binds.
+    at = open_page("app_pages/budget.py", b_ctx="256")
+    info = " ".join(text(i) for i in at.info)
+    assert "max_num_seqs = 1,024" in info and "the scheduler, not memory" in info
+    # On an L4 (22.5 GiB as the driver reports it) with 16 GB of BF16 weights, one 131,072-token
+    # request needs 16 GiB of cache: vLLM refuses to start, with its own message and estimate.
+    at = open_page("app_pages/budget.py", gpu="l4", b_ctx="131072")
+    errors = " ".join(text(e) for e in at.error)
+    m = get_model("llama-3.1-8b")
+    b = budget(m.spec, total_bytes=get_gpu("l4").memory_bytes, context=131072,
+               weights_bytes=m.weights().bytes, gpu_name=get_gpu("l4").name)
+    assert b.startup_error and "vLLM would refuse to start" in errors
+    assert f"estimated maximum model length is {b.max_context_tokens}" in errors

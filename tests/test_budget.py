@@ -24,7 +24,12 @@ def test_hand_worked_vllm_example():
     assert b.num_blocks == 28_160
     assert b.kv_capacity_tokens == 28_160 * 16
     assert b.max_concurrent_seqs == 55.0
-    assert b.max_context_tokens == 28_160 * 16
+    # The longest max_model_len one request can have: all 28,160 blocks up to v0.28; from
+    # v0.29.0 vLLM first sets one aside for its null block (PR #47272).
+    assert b.max_context_tokens == (28_160 - 1) * 16
+    old = budget(L8B, total_bytes=80 * GiB, context=8192, weights_bytes=15 * GiB,
+                 reserve_bytes=2 * GiB, vllm_version="0.28.0")
+    assert old.max_context_tokens == 28_160 * 16
     assert b.unused_bytes == 8 * GiB
 
 
@@ -76,14 +81,18 @@ def test_sliding_window_needs_fewer_blocks():
     # Bytes actually held: 1,024 of 32,768 tokens per layer, 32x fewer.
     ideal = budget(spec, engine="ideal", **kw).max_concurrent_seqs
     assert ideal == 32 * budget(full, engine="ideal", **kw).max_concurrent_seqs
-    # vLLM reserves, per sliding layer, cdiv(min(1,023 + 8,192, 32,768), 16) + 1 = 576 + 1 blocks
-    # (a window plus one batch of max_num_batched_tokens, and one block of slack) against
-    # cdiv(32,768, 16) = 2,048 for full attention.
-    b, f = budget(spec, **kw), budget(full, **kw)
+    # vLLM up to v0.25 reserves, per sliding layer, cdiv(min(1,023 + 8,192, 32,768), 16) + 1 =
+    # 576 + 1 blocks (a window plus one batch of max_num_batched_tokens, and one block of
+    # slack) against cdiv(32,768, 16) = 2,048 for full attention.
+    old = dict(kw, vllm_version="0.25.0", max_num_batched_tokens=8192)
+    b, f = budget(spec, **old), budget(full, **old)
     assert b.blocks_per_request == 577 and f.blocks_per_request == 2048
     assert b.num_blocks == f.num_blocks
     assert b.max_concurrent_seqs == b.num_blocks / 577
     assert b.max_context_tokens is None  # one sequence never fills the pool
+    # Newest, with vLLM's defaults for an 8 GiB GPU (under 70 GiB: max_num_batched_tokens 2,048)
+    # and two batches in flight: cdiv(min(1,023 + 4,096, 32,768), 16) + 1 = 320 + 1.
+    assert budget(spec, **kw).blocks_per_request == 321
 
 
 def test_hybrid_state_is_charged_per_sequence():

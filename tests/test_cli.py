@@ -58,7 +58,15 @@ def test_budget_json_hand_example(capsys):
     assert d["num_blocks"] == 28_160
     assert d["kv_capacity_tokens"] == 450_560
     assert d["max_concurrent_seqs"] == 55.0
-    assert d["max_context_tokens"] == 450_560
+    # vLLM 0.29.0 on sets aside its null block before fitting one request (PR #47272).
+    assert d["max_context_tokens"] == 450_560 - 16
+    # 80 GiB: vLLM's default max_num_seqs for a GPU of 70 GiB or more is 1,024; memory binds.
+    assert d["max_num_seqs"] == 1024 and d["limited_by"] == "memory"
+    old = run_json(capsys, "budget", "--model", "llama-3.1-8b", "--vram-gib", "80",
+                   "--weights-gib", "15", "--reserve-gib", "2", "--context", "8192",
+                   "--vllm-version", "0.28.0", "--max-num-seqs", "32")
+    assert old["max_context_tokens"] == 450_560
+    assert old["max_running_seqs"] == 32 and old["limited_by"] == "max_num_seqs"
 
 
 def test_budget_with_gpu_and_config_file(capsys, tmp_path):

@@ -26,36 +26,72 @@ def test_both_tokens_formulas_match_a_published_log():
     # vLLM PR 13596 prints "GPU KV cache size: 2,042,016 tokens" and "Maximum concurrency for
     # 2,048 tokens per request: 997.08x" for 127,626 blocks of 16 tokens.
     avail = 127_626 * 16 * 4096 * 32
-    old = predict(L8B, available_bytes=avail, max_model_len=2048, vllm_version="0.7.3")
+    old = predict(L8B, available_bytes=avail, max_model_len=2048, vllm_version="0.8.0")
     new = predict(L8B, available_bytes=avail, max_model_len=2048)
     assert old.num_blocks == 127_626 and old.kv_cache_tokens == 2_042_016
     assert round(old.max_concurrency, 2) == 997.08
     assert new.kv_cache_tokens == int(127_626 / 128 * 2048)
 
 
+def test_tokens_line_switches_at_0_20_1():
+    # Gemma 3 27B, 20 GiB, 32K: 16,384 blocks, 7 groups. v0.20.0 prints
+    # 16,384 // 7 x 16 = 37,440 tokens; v0.20.1 prints int(max_concurrency x 32,768) with
+    # 2,048 + 6 x 577 = 5,510 blocks a request (v0.20.x reserves one batch per window).
+    spec = get_model("gemma-3-27b").spec
+    a = predict(spec, available_bytes=20 * GiB, max_model_len=32768, vllm_version="0.20.0")
+    b = predict(spec, available_bytes=20 * GiB, max_model_len=32768, vllm_version="0.20.1")
+    assert a.kv_cache_tokens == 16_384 // 7 * 16 == 37_440
+    assert b.kv_cache_tokens == int(16_384 / 5_510 * 32_768)
+
+
 def test_gemma3_groups_padding_and_window_blocks():
     # 52 sliding + 10 full layers: groups of 10 -> 1 full + 6 sliding groups, 8 padding layers
     # (vLLM: "may waste at most 15.38%"). Per request at 32,768 tokens: full cdiv(32768, 16) =
-    # 2,048 blocks; sliding cdiv(min(1024 - 1 + 8192, 32768), 16) + 1 = 577 blocks, six times.
-    p = predict(get_model("gemma-3-27b").spec, available_bytes=20 * GiB, max_model_len=32768)
+    # 2,048 blocks; sliding, up to v0.25: cdiv(min(1024 - 1 + 8192, 32768), 16) + 1 = 577
+    # blocks, six times.
+    p = predict(get_model("gemma-3-27b").spec, available_bytes=20 * GiB, max_model_len=32768,
+                vllm_version="0.25.0")
     assert p.group_size == 10 and len(p.groups) == 7 and p.padding_layers == 8
     assert round(p.padding_waste_pct, 2) == 15.38
     assert p.blocks_per_request == 2048 + 6 * 577
+    # From v0.26.0 a window reserves the tokens in flight, two batches under asynchronous
+    # scheduling: cdiv(min(1,023 + 16,384, 32,768), 16) + 1 = 1,089 blocks.
+    new = predict(get_model("gemma-3-27b").spec, available_bytes=20 * GiB, max_model_len=32768,
+                  vllm_version="0.26.0")
+    assert new.blocks_per_request == 2048 + 6 * 1089
+    p = new
     page = 16 * 2 * 16 * 128 * 2
     assert p.page_bytes == page and p.num_blocks == 20 * GiB // page // 10
     assert p.kv_cache_tokens == int(p.num_blocks / p.blocks_per_request * 32768)
 
 
 def test_draft_layer_regroups_gpt_oss():
-    # gpt-oss-20b: 12 sliding + 12 full. EAGLE adds one full layer: 13 < 12 x 1.25, so vLLM
-    # uses groups of 13 and pads the sliding layers by one (8.33%).
-    base = predict(get_model("gpt-oss-20b").spec, available_bytes=40 * GiB, max_model_len=131072)
-    eagle = predict(get_model("gpt-oss-20b").spec, available_bytes=40 * GiB,
-                    max_model_len=131072, num_draft_layers=1)
+    # gpt-oss-20b: 12 sliding + 12 full. EAGLE adds one full layer: 13 < 12 x 1.25 (v0.12.0,
+    # PR #29303), so vLLM uses groups of 13 and pads the sliding layers by one (8.33%).
+    spec = get_model("gpt-oss-20b").spec
+    base = predict(spec, available_bytes=40 * GiB, max_model_len=131072)
+    eagle = predict(spec, available_bytes=40 * GiB, max_model_len=131072, num_draft_layers=1)
     assert (base.group_size, base.padding_layers) == (12, 0)
     assert (eagle.group_size, eagle.padding_layers) == (13, 1)
     assert round(eagle.padding_waste_pct, 2) == 8.33
     assert eagle.num_blocks < base.num_blocks
+    # Before v0.12.0 the group size was always the smallest count: groups of 12, the 13 full
+    # layers in two groups (7 + 6) padded to 12 each: 11 padding layers.
+    old = predict(spec, available_bytes=40 * GiB, max_model_len=131072, num_draft_layers=1,
+                  vllm_version="0.11.2")
+    assert (old.group_size, len(old.groups), old.padding_layers) == (12, 3, 11)
+
+
+def test_grouping_threshold_125_then_15():
+    # 12 sliding + 17 full (a drafter adding 5 full layers): 17 < 12 x 1.5 but not < 12 x 1.25.
+    # v0.12.0-v0.17.x (1.25): groups of 12 (sliding 1 group; full 2 groups, 7 padding).
+    # v0.18.0 on (1.5, PR #36684): groups of 17 (sliding padded by 5, full 1 group).
+    spec = get_model("gpt-oss-20b").spec
+    kw = dict(available_bytes=40 * GiB, max_model_len=8192, num_draft_layers=5)
+    a = predict(spec, vllm_version="0.17.1", **kw)
+    b = predict(spec, vllm_version="0.18.0", **kw)
+    assert (a.group_size, len(a.groups), a.padding_layers) == (12, 3, 7)
+    assert (b.group_size, len(b.groups), b.padding_layers) == (17, 2, 5)
 
 
 def test_hybrid_state_raises_the_block_size():
@@ -79,11 +115,18 @@ def test_mla_latent_same_on_every_rank():
 
 
 def test_pipeline_parallel_binding_stage():
+    # 27 layers on 2 stages: 14 + 13. Each GPU's block holds one page of each of its layers:
+    # GiB // (16 x 512 B) // 14 on the first stage binds. Up to v0.10.x each stage grouped its
+    # own layers (group size 14); from v0.11.0 (PR #23974) the grouping is the whole model's
+    # (one group of 27) and each stage keeps only its own slots.
     spec = spec_from_config(llama_config(num_hidden_layers=27))
-    p = predict(spec, available_bytes=GiB, max_model_len=1024, pp=2)
-    assert p.stage_blocks == (GiB // (16 * 2 * 2 * 64 * 2) // 14,
-                              GiB // (16 * 2 * 2 * 64 * 2) // 13)
-    assert p.num_blocks == min(p.stage_blocks) and p.group_size == 14
+    page = 16 * 2 * 2 * 64 * 2
+    old = predict(spec, available_bytes=GiB, max_model_len=1024, pp=2, vllm_version="0.10.2")
+    new = predict(spec, available_bytes=GiB, max_model_len=1024, pp=2)
+    assert old.stage_blocks == (GiB // page // 14, GiB // page // 13)
+    assert old.num_blocks == min(old.stage_blocks) and old.group_size == 14
+    assert new.stage_blocks == old.stage_blocks and new.group_size == 27
+    assert new.num_blocks == GiB // page // 14
 
 
 def test_bad_settings():
@@ -93,6 +136,58 @@ def test_bad_settings():
         predict(L8B, available_bytes=GiB, max_model_len=0)
     with pytest.raises(ValueError, match="vllm_version"):
         predict(L8B, available_bytes=GiB, max_model_len=10, vllm_version="latest")
+
+
+def test_kv_cache_dtypes_by_version():
+    # Per-token-head INT8 arrived in v0.20.0 (PR #38378), INT4 in v0.25.0 (PR #40835): a version
+    # without the format says so instead of showing another format's numbers.
+    with pytest.raises(ValueError, match="vLLM 0.19.0 has no INT8"):
+        predict(L8B, available_bytes=GiB, max_model_len=1024, kv_dtype="int8",
+                vllm_version="0.19.0")
+    with pytest.raises(ValueError, match="vLLM 0.24.0 has no INT4"):
+        predict(L8B, available_bytes=GiB, max_model_len=1024, kv_dtype="int4",
+                vllm_version="0.24.0")
+    # Llama 3.1 8B: a page per layer in INT8 per token and head is 16 x 8 x (256 + 8) B (one
+    # fp32 scale for K and one for V per head); INT4: 16 x 8 x (128 + 8) B.
+    p8 = predict(L8B, available_bytes=GiB, max_model_len=1024, kv_dtype="int8",
+                 vllm_version="0.20.0")
+    p4 = predict(L8B, available_bytes=GiB, max_model_len=1024, kv_dtype="int4",
+                 vllm_version="0.25.0")
+    assert p8.page_bytes == 16 * 8 * 264 and p8.kv_cache_dtype == "int8_per_token_head"
+    assert p4.page_bytes == 16 * 8 * 136
+    plain = predict(L8B, available_bytes=GiB, max_model_len=1024, kv_dtype="fp8")
+    assert plain.page_bytes == 16 * 8 * 256 and plain.kv_cache_dtype == "fp8"
+
+
+def test_defaults_by_version_and_gpu():
+    from kvcalc.vllm import default_max_num_batched_tokens, default_max_num_seqs, fact
+
+    assert fact("gpu_memory_utilization", "0.19.1") == 0.9
+    assert fact("gpu_memory_utilization", "0.20.0") == 0.92
+    h100, a100, l4, b200 = 79.6 * GiB, 79.2 * GiB, 22 * GiB, 178 * GiB
+    assert default_max_num_seqs(None, int(h100), "NVIDIA H100 80GB HBM3") == 1024
+    assert default_max_num_seqs(None, int(a100), "NVIDIA A100-SXM4-80GB") == 256
+    assert default_max_num_seqs("0.8.5", int(a100), "NVIDIA A100-SXM4-80GB") == 1024
+    assert default_max_num_seqs(None, int(l4), "NVIDIA L4") == 256
+    assert default_max_num_batched_tokens(None, int(b200), "NVIDIA B200") == 16384
+    assert default_max_num_batched_tokens("0.27.0", int(b200), "NVIDIA B200") == 8192
+    assert default_max_num_batched_tokens(None, int(l4), "NVIDIA L4") == 2048
+
+
+def test_startup_error_and_estimate():
+    from kvcalc.vllm import estimate_max_model_len, startup_error
+
+    # 1 GiB holds 1 GiB // (16 x 4,096) // 32 = 512 blocks = 8,192 tokens of Llama 3.1 8B.
+    # v0.29.0 on (PR #47272) first sets aside the null block: 511 blocks, 8,176 tokens.
+    assert estimate_max_model_len(L8B, available_bytes=GiB, vllm_version="0.28.0") == 8192
+    assert estimate_max_model_len(L8B, available_bytes=GiB) == 8176
+    text = startup_error(L8B, available_bytes=GiB, max_model_len=131072)
+    assert "model's max seq len (131072)" in text and "(16.00 GiB KV cache is needed" in text
+    assert "estimated maximum model length is 8176" in text
+    old = startup_error(L8B, available_bytes=GiB, max_model_len=131072, vllm_version="0.21.0")
+    assert "models's max seq len" in old
+    assert startup_error(L8B, available_bytes=GiB, max_model_len=8192,
+                         vllm_version="0.28.0") is None
 
 
 LOG = """INFO 11-29 Initializing a V1 LLM engine (v0.10.1) with config: model='meta-llama/Llama-3.1-8B',
