@@ -61,7 +61,7 @@ elif b.fits:
 else:
     st.error(f"{concurrency:,} x {context:,} tokens need {fmt_gib(b.needed_bytes)} of cache blocks "
              f"but the pool holds {fmt_gib(usable)}: over by "
-             f"{fmt_gib(b.overflow_bytes)}. At most {int(b.max_concurrent_seqs):,} such sequences "
+             f"{fmt_gib(b.overflow_bytes)}. At most {int(b.max_concurrency):,} such sequences "
              "fit at once; the engine would queue or preempt the rest.")
 
 m = st.columns(5)
@@ -74,7 +74,7 @@ m[1].metric("Blocks", f"{b.num_blocks:,}" if b.engine != "ideal" else "none",
                   "the ideal convention counts bytes, not blocks"))
 m[2].metric("Capacity (tokens)", f"{b.kv_capacity_tokens:,}",
             help="blocks x block size: tokens the pool holds if every layer keeps every token")
-m[3].metric(f"Max concurrency at {context:,}", f"{b.max_concurrent_seqs:,.2f}x",
+m[3].metric(f"Max concurrency at {context:,}", f"{b.max_concurrency:,.2f}x",
             help="vLLM's 'Maximum concurrency for N tokens per request': what memory allows"
             if b.engine == "vllm" else "pool / bytes of one sequence")
 mc = b.max_context_tokens
@@ -85,11 +85,11 @@ m[4].metric("Longest sequence (tokens)",
 
 if b.max_num_seqs is not None:
     if b.limited_by == "max_num_seqs":
-        st.info(f"Memory allows {b.max_concurrent_seqs:,.1f} sequences of {context:,} tokens, "
+        st.info(f"Memory allows {b.max_concurrency:,.1f} sequences of {context:,} tokens, "
                 f"but vLLM {b.vllm_version} runs at most max_num_seqs = {b.max_num_seqs:,} at "
                 "once (its default on this GPU): the scheduler, not memory, is the limit here.")
     else:
-        st.caption(f"Memory is the limit: {b.max_concurrent_seqs:,.1f} sequences, below vLLM "
+        st.caption(f"Memory is the limit: {b.max_concurrency:,.1f} sequences, below vLLM "
                    f"{b.vllm_version}'s max_num_seqs = {b.max_num_seqs:,}.")
 
 with st.expander("How these numbers are computed", icon=":material/function:"):
@@ -112,12 +112,12 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
         lines.append(f"one request       = {b.blocks_per_request:,} blocks at {context:,} "
                      f"tokens (windows reserve a window plus one batch; a state one block)")
         lines.append(f"max concurrency   = {b.num_blocks:,} / {b.blocks_per_request:,} = "
-                     f"{b.max_concurrent_seqs:,.2f}   (vLLM {b.vllm_version})")
+                     f"{b.max_concurrency:,.2f}   (vLLM {b.vllm_version})")
     elif b.engine == "ideal":
         lines.append(f"one sequence      = {b.seq_bytes:,} B actually held at {context:,} "
                      "tokens (no block rounding, windows at most their length)")
         lines.append(f"max concurrency   = {max(b.kv_pool_bytes, 0):,} / {b.seq_bytes:,} = "
-                     f"{b.max_concurrent_seqs:,.2f}")
+                     f"{b.max_concurrency:,.2f}")
     else:
         lines.append(f"page (one layer)  = {b.block_size} tokens x per-layer bytes = "
                      f"{b.page_bytes:,} B")
@@ -126,7 +126,7 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
         lines.append(f"one sequence      = {b.seq_bytes:,} B at {context:,} tokens (whole "
                      "blocks per layer)")
         lines.append(f"max concurrency   = {b.num_blocks * b.block_bytes:,} / {b.seq_bytes:,} = "
-                     f"{b.max_concurrent_seqs:,.2f}")
+                     f"{b.max_concurrency:,.2f}")
     common.formula("\n".join(lines))
     st.caption("GiB = 2^30 bytes. With tensor parallelism each GPU keeps max(1, KV heads / TP) "
                "heads; an MLA latent is kept whole on every GPU. Weights are split evenly over "
@@ -142,7 +142,7 @@ series = [(sel.label, grid, concurrency_curve(sel.spec, grid, weights_bytes=sel.
                                                **kw))]
 rows = [{"model": sel.label, "KV per token": fmt_bytes(per.kv_bytes_per_token_nominal),
          "weights per GPU": fmt_gib(b.weights_bytes), "KV pool": fmt_gib(b.kv_pool_bytes),
-         f"max concurrency at {context:,}": round(b.max_concurrent_seqs, 2),
+         f"max concurrency at {context:,}": round(b.max_concurrency, 2),
          "longest sequence (tokens)": "unbounded" if mc is None else f"{mc:,}"}]
 for key in compare:
     m_ = get_model(key)
@@ -159,7 +159,7 @@ for key in compare:
     op = kv_cache(m_.spec, 1, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
     rows.append({"model": m_.name, "KV per token": fmt_bytes(op.kv_bytes_per_token_nominal),
                  "weights per GPU": fmt_gib(ob.weights_bytes), "KV pool": fmt_gib(ob.kv_pool_bytes),
-                 f"max concurrency at {context:,}": round(ob.max_concurrent_seqs, 2),
+                 f"max concurrency at {context:,}": round(ob.max_concurrency, 2),
                  "longest sequence (tokens)": "unbounded" if ob.max_context_tokens is None
                  else f"{ob.max_context_tokens:,}"})
 st.plotly_chart(concurrency_figure(series, marker=context, ceiling=b.max_num_seqs),

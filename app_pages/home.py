@@ -37,7 +37,7 @@ if sel is not None:
                    weights_bytes=sel.weights_bytes, reserve_bytes=DEFAULT_RESERVE_BYTES,
                    kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp, find_max_context=False,
                    gpu_name=sel.gpu.name)
-        c3.metric(f"8K conversations on {sel.gpu.key}", f"{b.max_concurrent_seqs:,.1f}",
+        c3.metric(f"8K conversations on {sel.gpu.key}", f"{b.max_concurrency:,.1f}",
                   help="vLLM's arithmetic (newest version) at 0.9 of GPU memory, a 2 GiB reserve, "
                        "blocks of 16 tokens")
     except ValueError as exc:

@@ -46,7 +46,7 @@ except ValueError as exc:
     common.stop_on_error(exc)
 
 now = {
-    "pool": b.kv_pool_bytes / GiB, "conc": b.max_concurrent_seqs, "step": s.step_time_s * 1e3,
+    "pool": b.kv_pool_bytes / GiB, "conc": b.max_concurrency, "step": s.step_time_s * 1e3,
     "tps": s.tokens_per_s, "ttft": p.time_s * 1e3 if p else 0.0,
     "cross": float(s.crossover_context or 0),
 }
@@ -61,7 +61,7 @@ def delta(key: str, fmt: str):
 
 m = st.columns(3)
 m[0].metric("KV pool", fmt_gib(b.kv_pool_bytes), delta("pool", "{:+,.2f} GiB"))
-m[1].metric(f"Max concurrency at {context:,} tokens", f"{b.max_concurrent_seqs:,.2f}x",
+m[1].metric(f"Max concurrency at {context:,} tokens", f"{b.max_concurrency:,.2f}x",
             delta("conc", "{:+,.2f}"))
 m[2].metric(f"{batch:,} x {context:,} tokens", "fits" if b.fits else
             f"over by {fmt_gib(b.overflow_bytes)}")
@@ -95,7 +95,7 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
         f"KV pool     = ceil({b.total_bytes:,} x {util:g}) - {b.weights_bytes:,} - "
         f"{b.reserve_bytes:,} = {b.kv_pool_bytes:,} B\n"
         f"concurrency = {b.num_blocks:,} blocks x {b.block_bytes:,} B / {b.seq_bytes:,} B per "
-        f"sequence = {b.max_concurrent_seqs:,.2f}\n"
+        f"sequence = {b.max_concurrency:,.2f}\n"
         f"decode step = ({s.weight_read_bytes:,} + {s.kv_read_bytes + s.state_read_bytes:,}) B / "
         f"{sel.gpu.bandwidth_gbs:,.0f} GB/s = {fmt_seconds(s.step_time_s)}"
         + ("" if p is None else

@@ -62,7 +62,7 @@ class Budget:
     kv_capacity_tokens: int
     context: int
     seq_bytes: int  # block-rounded K/V + state of one sequence at `context`
-    max_concurrent_seqs: float
+    max_concurrency: float
     max_context_tokens: int | None  # largest context one sequence can reach; None = never fills
     model_max_context: int
     concurrency: int  # what the user asks to run
@@ -87,13 +87,13 @@ class Budget:
     def max_running_seqs(self) -> float:
         """Sequences that can run together: the memory figure, capped by max_num_seqs."""
         if self.max_num_seqs is None:
-            return self.max_concurrent_seqs
-        return min(self.max_concurrent_seqs, self.max_num_seqs)
+            return self.max_concurrency
+        return min(self.max_concurrency, self.max_num_seqs)
 
     @property
     def limited_by(self) -> str:
         """What caps the running sequences: "memory" or "max_num_seqs"."""
-        if self.max_num_seqs is not None and self.max_num_seqs < self.max_concurrent_seqs:
+        if self.max_num_seqs is not None and self.max_num_seqs < self.max_concurrency:
             return "max_num_seqs"
         return "memory"
 
@@ -161,7 +161,7 @@ def budget(spec: ModelSpec, *, total_bytes: int, context: int, weights_bytes: in
     for index, layers in enumerate(stages):
         cand = _stage(layers, index, pool, block_size, context, concurrency, dtype, scales, sdtype,
                       find_max_context)
-        if best is None or cand["max_concurrent_seqs"] < best["max_concurrent_seqs"]:
+        if best is None or cand["max_concurrency"] < best["max_concurrency"]:
             best = cand
     if engine == "vllm":
         best.update(_vllm_fields(spec, pool, context, concurrency, block_size=block_size,
@@ -207,7 +207,7 @@ def _stage(layers, index, pool, bs, context, concurrency, dtype, scales, sdtype,
         "kv_layers": len(kv_layers), "page_bytes": bs * max(per_layer, default=0),
         "block_bytes": block_bytes, "num_blocks": num_blocks,
         "kv_capacity_tokens": num_blocks * bs, "seq_bytes": need_one,
-        "max_concurrent_seqs": max_conc,
+        "max_concurrency": max_conc,
         "max_context_tokens": _max_context(seq_bytes, usable) if find_max_context else None,
         "needed_bytes": needed, "fits": pool > 0 and needed <= usable,
         "overflow_bytes": max(0, needed - usable), "state_bytes_per_seq": state, "stage": index,
@@ -256,7 +256,7 @@ def _vllm_fields(spec: ModelSpec, pool: int, context: int, concurrency: int, *, 
     return {
         "page_bytes": p.page_bytes, "block_bytes": block_bytes, "num_blocks": p.num_blocks,
         "kv_capacity_tokens": p.kv_cache_tokens,
-        "seq_bytes": seq, "max_concurrent_seqs": p.max_concurrency,
+        "seq_bytes": seq, "max_concurrency": p.max_concurrency,
         "max_context_tokens": (_vllm.estimate_max_model_len(spec, available_bytes=available, **kw)
                                if find_max_context else None),
         "needed_bytes": needed, "fits": pool > 0 and needed <= usable and error is None,
@@ -281,7 +281,7 @@ def _ideal_fields(spec: ModelSpec, pool: int, context: int, concurrency: int, kv
     one = seq_bytes(context)
     needed = concurrency * one
     return {"num_blocks": 0, "kv_capacity_tokens": 0, "seq_bytes": one,
-            "max_concurrent_seqs": usable / one if one else math.inf,
+            "max_concurrency": usable / one if one else math.inf,
             "max_context_tokens": _max_context(seq_bytes, usable) if find_max_context else None,
             "needed_bytes": needed, "fits": pool > 0 and needed <= usable,
             "overflow_bytes": max(0, needed - usable), "block_bytes": 0, "page_bytes": 0}

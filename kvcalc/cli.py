@@ -375,7 +375,7 @@ def cmd_budget(args):
             f"  blocks:       {b.num_blocks:,} of {b.block_size} tokens "
             f"({fmt_bytes(b.page_bytes)} per layer, {b.kv_layers} K/V layers)",
             f"  capacity:     {b.kv_capacity_tokens:,} tokens",
-            f"  max concurrency at {b.context:,} tokens: {b.max_concurrent_seqs:.2f}x",
+            f"  max concurrency at {b.context:,} tokens: {b.max_concurrency:.2f}x",
             f"  max context of one sequence: {mc}",
             f"  {b.concurrency} x {b.context:,} tokens needs {fmt_gib(b.needed_bytes)}: "
             + ("fits" if b.fits else f"does NOT fit, over by {fmt_gib(b.overflow_bytes)}")]

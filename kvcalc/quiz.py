@@ -101,14 +101,14 @@ def interview_questions() -> list[Question]:
                      f"flight. Llama 3.1 8B on an H100: {w.bytes / GiB:.1f} GiB of weights, a "
                      f"{b16.kv_pool_bytes / GiB:.1f} GiB pool left (vLLM defaults), and each "
                      f"8,192-token conversation takes {kv_cache(spec, 8192).kv_bytes / GiB:g} "
-                     f"GiB: **{b16.max_concurrent_seqs:.1f} conversations** at most. Doubling the "
+                     f"GiB: **{b16.max_concurrency:.1f} conversations** at most. Doubling the "
                      "context halves that; the weights never change.")),
         Question(qid="fp8", level="mid",
                  prompt="FP8 KV cache: what do you gain, and what can go wrong?",
                  answer=(
                      "Each cached number takes 1 byte instead of 2, so the cache halves. On an "
                      "H100 with Llama 3.1 8B at 8,192 tokens, max concurrency goes from "
-                     f"{b16.max_concurrent_seqs:.1f} to **{b8.max_concurrent_seqs:.1f}**, and each "
+                     f"{b16.max_concurrency:.1f} to **{b8.max_concurrency:.1f}**, and each "
                      "decode step reads half the cache bytes: the crossover where the cache "
                      f"outweighs the weights moves from {s16.crossover_context:,} to "
                      f"**{s8.crossover_context:,} tokens** at batch 1. The risk is accuracy: "
@@ -191,12 +191,12 @@ def _make(rng: random.Random, kind: str, n: int) -> Question:
             prompt=(f"A model with {model} and {weights_gib} GiB of weights runs in vLLM on a "
                     f"{gpu_gib} GiB GPU (gpu_memory_utilization 0.9, 2 GiB reserve, blocks of "
                     f"16 tokens). How many {ctx:,}-token sequences can run at once?"),
-            answer=f"{b.max_concurrent_seqs:,.2f} sequences", value=b.max_concurrent_seqs,
+            answer=f"{b.max_concurrency:,.2f} sequences", value=b.max_concurrency,
             unit="sequences", ask_unit="sequences",
             solution=(f"pool = ceil({gpu_gib} GiB x 0.9) - {weights_gib} GiB - 2 GiB = "
                       f"{b.kv_pool_bytes / GiB:,.2f} GiB; page = 16 x {per // layers:,} B; "
                       f"blocks = pool // page // {layers} = {b.num_blocks:,}; concurrency = "
-                      f"{b.num_blocks:,} / ({ctx:,} / 16) = {b.max_concurrent_seqs:,.2f}"))
+                      f"{b.num_blocks:,} / ({ctx:,} / 16) = {b.max_concurrency:,.2f}"))
     if kind == "crossover":
         weights_gb = rng.choice([2, 4, 8, 16, 30, 70, 140])
         batch = rng.choice([1, 2, 4, 8, 16, 32, 64])

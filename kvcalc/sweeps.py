@@ -27,7 +27,7 @@ def context_grid(lo: int, hi: int, points: int = 60, include: tuple[int, ...] = 
 
 def concurrency_curve(spec: ModelSpec, contexts: list[int], **budget_kwargs) -> list[float]:
     """Max concurrent sequences at each context (vLLM's definition)."""
-    return [budget(spec, context=c, find_max_context=False, **budget_kwargs).max_concurrent_seqs
+    return [budget(spec, context=c, find_max_context=False, **budget_kwargs).max_concurrency
             for c in contexts]
 
 

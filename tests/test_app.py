@@ -74,7 +74,7 @@ def test_budget_page_matches_kvcalc_and_reacts_to_inputs():
     expect = budget(m.spec, total_bytes=gpu.memory_bytes, context=8192,
                     weights_bytes=m.weights().bytes, reserve_bytes=2 * GiB, concurrency=16)
     assert metric(at, "Blocks") == f"{expect.num_blocks:,}"
-    assert metric(at, "Max concurrency at 8,192") == f"{expect.max_concurrent_seqs:,.2f}x"
+    assert metric(at, "Max concurrency at 8,192") == f"{expect.max_concurrency:,.2f}x"
     assert metric(at, "Capacity") == f"{expect.kv_capacity_tokens:,}"
     assert at.success and "fits" in at.success[0].value
 
@@ -83,7 +83,7 @@ def test_budget_page_matches_kvcalc_and_reacts_to_inputs():
     at.run()
     expect = budget(m.spec, total_bytes=gpu.memory_bytes, context=32768,
                     weights_bytes=m.weights().bytes, reserve_bytes=2 * GiB, concurrency=64)
-    assert metric(at, "Max concurrency at 32,768") == f"{expect.max_concurrent_seqs:,.2f}x"
+    assert metric(at, "Max concurrency at 32,768") == f"{expect.max_concurrency:,.2f}x"
     assert not expect.fits
     assert at.error and fmt_gib(expect.overflow_bytes) in text(at.error[0])
     # The request bar turns red beyond the pool.

@@ -23,7 +23,7 @@ def test_hand_worked_vllm_example():
     assert b.page_bytes == 65_536
     assert b.num_blocks == 28_160
     assert b.kv_capacity_tokens == 28_160 * 16
-    assert b.max_concurrent_seqs == 55.0
+    assert b.max_concurrency == 55.0
     # The longest max_model_len one request can have: all 28,160 blocks up to v0.28; from
     # v0.29.0 vLLM first sets one aside for its null block (PR #47272).
     assert b.max_context_tokens == (28_160 - 1) * 16
@@ -36,7 +36,7 @@ def test_hand_worked_vllm_example():
 def test_concurrency_rounds_context_up_to_whole_blocks():
     b = budget(L8B, total_bytes=80 * GiB, context=8193, weights_bytes=15 * GiB,
                reserve_bytes=2 * GiB)
-    assert b.max_concurrent_seqs == 28_160 / 513  # cdiv(8193, 16) = 513 blocks
+    assert b.max_concurrency == 28_160 / 513  # cdiv(8193, 16) = 513 blocks
 
 
 def test_overflow_is_reported_in_bytes():
@@ -55,7 +55,7 @@ def test_weights_larger_than_memory():
     b = budget(get_model("llama-3.1-70b").spec, total_bytes=80 * GiB, context=4096,
                weights_bytes=140 * GiB)
     assert b.kv_pool_bytes < 0 and b.num_blocks == 0 and not b.fits
-    assert b.max_concurrent_seqs == 0 and b.max_context_tokens == 0
+    assert b.max_concurrency == 0 and b.max_context_tokens == 0
 
 
 def test_trtllm_fraction_of_free_memory():
@@ -71,7 +71,7 @@ def test_block_size_changes_rounding_not_capacity_much():
     b256 = budget(L8B, total_bytes=80 * GiB, context=100, weights_bytes=15 * GiB, block_size=256)
     # 100 tokens take 7 blocks of 16 (112 tokens) or 1 block of 256 (256 tokens).
     assert b16.seq_bytes == 112 * 131_072 and b256.seq_bytes == 256 * 131_072
-    assert b16.max_concurrent_seqs > b256.max_concurrent_seqs
+    assert b16.max_concurrency > b256.max_concurrency
 
 
 def test_sliding_window_needs_fewer_blocks():
@@ -79,8 +79,8 @@ def test_sliding_window_needs_fewer_blocks():
     full = spec_from_config(llama_config(sliding_window=1024), honor_sliding_window=False)
     kw = dict(total_bytes=8 * GiB, context=32_768, weights_bytes=0, reserve_bytes=0)
     # Bytes actually held: 1,024 of 32,768 tokens per layer, 32x fewer.
-    ideal = budget(spec, engine="ideal", **kw).max_concurrent_seqs
-    assert ideal == 32 * budget(full, engine="ideal", **kw).max_concurrent_seqs
+    ideal = budget(spec, engine="ideal", **kw).max_concurrency
+    assert ideal == 32 * budget(full, engine="ideal", **kw).max_concurrency
     # vLLM up to v0.25 reserves, per sliding layer, cdiv(min(1,023 + 8,192, 32,768), 16) + 1 =
     # 576 + 1 blocks (a window plus one batch of max_num_batched_tokens, and one block of
     # slack) against cdiv(32,768, 16) = 2,048 for full attention.
@@ -88,7 +88,7 @@ def test_sliding_window_needs_fewer_blocks():
     b, f = budget(spec, **old), budget(full, **old)
     assert b.blocks_per_request == 577 and f.blocks_per_request == 2048
     assert b.num_blocks == f.num_blocks
-    assert b.max_concurrent_seqs == b.num_blocks / 577
+    assert b.max_concurrency == b.num_blocks / 577
     assert b.max_context_tokens is None  # one sequence never fills the pool
     # Newest, with vLLM's defaults for an 8 GiB GPU (under 70 GiB: max_num_batched_tokens 2,048)
     # and two batches in flight: cdiv(min(1,023 + 4,096, 32,768), 16) + 1 = 320 + 1.
@@ -109,7 +109,7 @@ def test_tensor_parallel_splits_heads_and_weights():
     two = budget(L8B, total_bytes=80 * GiB, context=8192, weights_bytes=16 * GiB, tp=2)
     assert two.weights_bytes == 8 * GiB
     assert two.page_bytes == one.page_bytes // 2  # 4 of 8 KV heads per GPU
-    assert two.max_concurrent_seqs > 2 * one.max_concurrent_seqs  # and more pool per GPU
+    assert two.max_concurrency > 2 * one.max_concurrency  # and more pool per GPU
 
 
 def test_tp_beyond_kv_heads_replicates():

@@ -57,7 +57,7 @@ def test_budget_json_hand_example(capsys):
     assert d["kv_pool_bytes"] == 55 * GiB
     assert d["num_blocks"] == 28_160
     assert d["kv_capacity_tokens"] == 450_560
-    assert d["max_concurrent_seqs"] == 55.0
+    assert d["max_concurrency"] == 55.0
     # vLLM 0.29.0 on sets aside its null block before fitting one request (PR #47272).
     assert d["max_context_tokens"] == 450_560 - 16
     # 80 GiB: vLLM's default max_num_seqs for a GPU of 70 GiB or more is 1,024; memory binds.
@@ -75,7 +75,7 @@ def test_budget_with_gpu_and_config_file(capsys, tmp_path):
     d = run_json(capsys, "budget", "--config", str(cfg), "--gpu", "l4", "--context", "4096")
     assert d["total_bytes"] == 23034 * 2**20
     assert d["weight_dtype"] == "fp32"  # read from the config's torch_dtype
-    assert d["max_concurrent_seqs"] > 0
+    assert d["max_concurrency"] > 0
 
 
 def test_budget_tp_pp_per_gpu(capsys):

@@ -75,7 +75,7 @@ def test_more_memory_never_lowers_concurrency(cfg, mem_a, mem_b, ctx, bs, util):
               gpu_mem_util=util)
     a = budget(spec, total_bytes=lo * GiB, **kw)
     b = budget(spec, total_bytes=hi * GiB, **kw)
-    assert b.max_concurrent_seqs >= a.max_concurrent_seqs
+    assert b.max_concurrency >= a.max_concurrency
     assert b.num_blocks >= a.num_blocks
     assert (b.max_context_tokens or 0) >= (a.max_context_tokens or 0)
 

@@ -34,7 +34,7 @@ def test_budget_is_vllm_predict(key, tp):
         assert b.kv_pool_bytes == POOL
         assert b.num_blocks == p.num_blocks
         assert b.blocks_per_request == p.blocks_per_request
-        assert b.max_concurrent_seqs == p.max_concurrency
+        assert b.max_concurrency == p.max_concurrency
         assert b.kv_capacity_tokens == p.kv_cache_tokens
         assert b.effective_block_size == p.block_size and b.group_size == p.group_size
 
@@ -58,6 +58,6 @@ def test_ideal_is_named_and_never_vllm():
     real = budget(spec, context=32_768, **KW)
     kv = kv_cache(spec, 32_768)
     assert ideal.seq_bytes == kv.kv_bytes + kv.state_bytes
-    assert ideal.max_concurrent_seqs == POOL / ideal.seq_bytes
-    assert real.max_concurrent_seqs < ideal.max_concurrent_seqs
+    assert ideal.max_concurrency == POOL / ideal.seq_bytes
+    assert real.max_concurrency < ideal.max_concurrency
     assert ideal.engine == "ideal" and real.engine == "vllm"
