@@ -78,10 +78,14 @@ m[3].metric(f"Max concurrency at {context:,}", f"{b.max_concurrency:,.2f}x",
             help="vLLM's 'Maximum concurrency for N tokens per request': what memory allows"
             if b.engine == "vllm" else "pool / bytes of one sequence")
 mc = b.max_context_tokens
-m[4].metric("Longest sequence (tokens)",
-            "unbounded" if mc is None else f"{mc:,}",
-            help="Every layer keeps a bounded window: one sequence never fills the pool"
-            if mc is None else "the whole pool given to one sequence")
+# The longest sequence is the smaller of what memory holds and what the model was trained for.
+m[4].metric("Longest sequence (tokens)", f"{b.usable_context:,}",
+            help=(f"limited by the model: max_position_embeddings = {b.model_max_context:,}"
+                  + ("; the memory would never fill (every layer keeps a bounded window)"
+                     if mc is None else f"; memory alone would allow {mc:,}")
+                  if b.max_context_limited_by == "model" else
+                  f"limited by memory: the whole pool given to one sequence (the model allows "
+                  f"{b.model_max_context:,})"))
 
 if b.max_num_seqs is not None:
     if b.limited_by == "max_num_seqs":
@@ -143,7 +147,7 @@ series = [(sel.label, grid, concurrency_curve(sel.spec, grid, weights_bytes=sel.
 rows = [{"model": sel.label, "KV per token": fmt_bytes(per.kv_bytes_per_token_nominal),
          "weights per GPU": fmt_gib(b.weights_bytes), "KV pool": fmt_gib(b.kv_pool_bytes),
          f"max concurrency at {context:,}": round(b.max_concurrency, 2),
-         "longest sequence (tokens)": "unbounded" if mc is None else f"{mc:,}"}]
+         "longest sequence (tokens)": f"{b.usable_context:,} ({b.max_context_limited_by})"}]
 for key in compare:
     m_ = get_model(key)
     w = weights(m_.spec, m_.weight_dtype, m_.expert_weight_dtype) \
@@ -160,8 +164,8 @@ for key in compare:
     rows.append({"model": m_.name, "KV per token": fmt_bytes(op.kv_bytes_per_token_nominal),
                  "weights per GPU": fmt_gib(ob.weights_bytes), "KV pool": fmt_gib(ob.kv_pool_bytes),
                  f"max concurrency at {context:,}": round(ob.max_concurrency, 2),
-                 "longest sequence (tokens)": "unbounded" if ob.max_context_tokens is None
-                 else f"{ob.max_context_tokens:,}"})
+                 "longest sequence (tokens)": f"{ob.usable_context:,} "
+                                              f"({ob.max_context_limited_by})"})
 st.plotly_chart(concurrency_figure(series, marker=context, ceiling=b.max_num_seqs),
                 width="stretch", key="b_curve")
 st.table(rows, border="horizontal", hide_index=True)

@@ -29,6 +29,7 @@ block = select(c[1].selectbox, "Block size (tokens)", [8, 16, 32, 64, 128], "l_b
 mfu = c[2].slider("Prefill efficiency (MFU)", 0.05, 1.0, DEFAULT_MFU, 0.05,
                   **bound("l_mfu", "num"))
 
+common.require_fit(sel, util, round(reserve * GiB))  # no speed for a model that does not fit
 if prompt > context:
     st.warning("The prompt is longer than the context; the context is what the cache holds.")
 try:
@@ -40,8 +41,11 @@ try:
                   bandwidth_gbs=sel.gpu.bandwidth_gbs, kv_dtype=sel.kv_dtype, tp=sel.tp,
                   pp=sel.pp, peak_tflops=sel.gpu.peak_tflops(sel.weights.dtype))
     # Prefill FLOPs need the parameter count; a config kvcalc cannot count goes without them.
+    # A forward pass reads every weight it uses at least once: TTFT has that floor.
     p = None if sel.spec.params is None else prefill(
-        sel.spec, prompt, sel.gpu.peak_tflops(sel.weights.dtype) or 100.0, mfu=mfu, tp=sel.tp)
+        sel.spec, prompt, sel.gpu.peak_tflops(sel.weights.dtype) or 100.0, mfu=mfu, tp=sel.tp,
+        weight_read_bytes=sel.weights.read_per_step(sel.spec, prompt),
+        bandwidth_gbs=sel.gpu.bandwidth_gbs)
 except ValueError as exc:
     common.stop_on_error(exc)
 
@@ -99,7 +103,10 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
         f"decode step = ({s.weight_read_bytes:,} + {s.kv_read_bytes + s.state_read_bytes:,}) B / "
         f"{sel.gpu.bandwidth_gbs:,.0f} GB/s = {fmt_seconds(s.step_time_s)}"
         + ("" if p is None else
-           f"\nTTFT        = {p.flops:.3e} FLOPs / ({p.peak_tflops:g} TFLOPS x {mfu:g}"
-           + (f" x {sel.tp} GPUs" if sel.tp > 1 else "") + f") = {fmt_seconds(p.time_s)}"))
+           f"\nTTFT        = max({p.flops:.3e} FLOPs / ({p.peak_tflops:g} TFLOPS x {mfu:g}"
+           + (f" x {sel.tp} GPUs" if sel.tp > 1 else "")
+           + f") = {fmt_seconds(p.compute_time_s)}, weights read once = "
+           f"{fmt_seconds(p.memory_time_s)}) = {fmt_seconds(p.time_s)} ({p.bound} bound; one "
+           "request on an idle GPU)"))
     st.caption("Prefill FLOPs = 2 x active parameters x prompt tokens + attention over every "
                "earlier token. MFU is the share of the GPU's dense peak a real prefill reaches.")

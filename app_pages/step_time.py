@@ -13,6 +13,7 @@ common.page_header(
     "Each decode step reads every weight once, whatever the context, and also reads the whole "
     "cache of every sequence in the batch. The first read is a fixed band; the second is a wedge "
     "that grows with context. Where the wedge overtakes the band, the cache sets the speed.")
+common.require_fit(sel)  # no speed for a model that does not fit
 
 c1, c2, c3 = st.columns(3)
 batch = c1.number_input("Batch (sequences decoded together)", 1, 4096, 1, 1,

@@ -141,14 +141,22 @@ class Prefill:
     flops: float
     peak_tflops: float
     mfu: float
-    time_s: float  # time to first token, one sequence
+    time_s: float  # time to first token, one request on an idle GPU: max(compute, memory)
+    compute_time_s: float = 0.0  # FLOPs / (peak x MFU)
+    memory_time_s: float = 0.0  # weight bytes read once / bandwidth (0 when not given)
+    bound: str = "compute"
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 def prefill(spec: ModelSpec, prompt_tokens: int, peak_tflops: float, *, mfu: float = DEFAULT_MFU,
-            tp: int = 1) -> Prefill:
+            tp: int = 1, weight_read_bytes: int | None = None,
+            bandwidth_gbs: float | None = None) -> Prefill:
+    """Time to first token of one request on an idle GPU. A forward pass reads every weight it
+    uses at least once, so with ``weight_read_bytes`` (whole model) and ``bandwidth_gbs`` the
+    time is max(FLOPs / (peak x MFU), weight bytes / bandwidth): a short prompt is never faster
+    than reading the weights, which is what a decode step costs too."""
     p = check_int("prompt tokens", prompt_tokens, 1, 10**8)
     peak_tflops = check_float("peak TFLOPS", peak_tflops, 0.0, 1e6, lo_open=True)
     mfu = check_float("MFU", mfu, 0.0, 1.0, lo_open=True)
@@ -158,9 +166,16 @@ def prefill(spec: ModelSpec, prompt_tokens: int, peak_tflops: float, *, mfu: flo
     for layer in spec.layers:
         attn += 2.0 * layer.q_heads * (layer.qk_dim + layer.av_dim) * layer.attended_pairs(p)
     flops = linear + attn
+    compute = flops / tp / (peak_tflops * 1e12 * mfu)
+    memory = 0.0
+    if weight_read_bytes is not None and bandwidth_gbs is not None:
+        weight_read_bytes = check_int("weight bytes", weight_read_bytes, 0, 2**60)
+        bandwidth_gbs = check_float("bandwidth (GB/s)", bandwidth_gbs, 0.0, 1e7, lo_open=True)
+        memory = weight_read_bytes / tp / (bandwidth_gbs * GB)
     return Prefill(prompt_tokens=p, linear_flops=linear, attention_flops=attn, flops=flops,
-                   peak_tflops=peak_tflops, mfu=mfu,
-                   time_s=flops / tp / (peak_tflops * 1e12 * mfu))
+                   peak_tflops=peak_tflops, mfu=mfu, time_s=max(compute, memory),
+                   compute_time_s=compute, memory_time_s=memory,
+                   bound="memory" if memory > compute else "compute")
 
 
 def token_passes(new_tokens: int, prompt_tokens: int = 0) -> dict:

@@ -306,3 +306,46 @@ def test_budget_says_which_vllm_limit_binds_and_when_vllm_would_not_start():
                weights_bytes=m.weights().bytes, gpu_name=get_gpu("l4").name)
     assert b.startup_error and "vLLM would refuse to start" in errors
     assert f"estimated maximum model length is {b.max_context_tokens}" in errors
+
+
+def test_lab_ttft_is_at_least_one_weight_read():
+    # Issue 13: "Time to first token (16 tokens) = 485.6 us" next to a 5.11 ms decode step.
+    from kvcalc import get_gpu, get_model
+
+    at = open_page("app_pages/lab.py", l_prompt="16")
+    assert not at.exception
+    m, gpu = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
+    floor_ms = m.weights().bytes / (gpu.bandwidth_gbs * 1e9) * 1e3  # 4.79 ms
+    shown = metric(at, "Time to first token (16 tokens)")
+    value = float(shown.split()[0]) * (1e-3 if shown.endswith("µs") else 1.0)
+    assert shown.endswith(("ms", "µs")) and value >= floor_ms * 0.999
+
+
+@pytest.mark.parametrize("page", ["app_pages/lab.py", "app_pages/step_time.py"])
+def test_no_speed_for_a_model_that_does_not_fit(page):
+    # DeepSeek-V3 on one H100: about 625 GiB of FP8 weights against 80 GB. No step time, no
+    # tokens/s: a message that says what does not fit and how to fix it.
+    at = open_page(page, model="deepseek-v3")
+    assert not at.exception
+    assert any("does not fit on" in text(e) and "tensor or pipeline parallel" in text(e)
+               for e in at.error)
+    assert not [m for m in at.metric if m.label.startswith(("Decode step", "Tokens/s"))]
+    at = open_page(page, model="deepseek-v3", tp="8", gpu="h200-141gb")
+    assert not at.exception and not any("does not fit on" in text(e) for e in at.error)
+
+
+def test_longest_sequence_is_at_most_the_models_limit():
+    # Llama 3.1 8B on an H100: memory alone would hold far more than 131,072 tokens for one
+    # sequence; the model's max_position_embeddings (131,072) binds and the page says so.
+    at = open_page("app_pages/budget.py")
+    assert metric(at, "Longest sequence") == "131,072"
+    # On an L4 the same model has about 3 GiB of pool (22.5 GiB x 0.9 - 15 GiB - 2 GiB): about
+    # 25,000 tokens of 128 KiB, below 131,072: memory binds.
+    from kvcalc import budget, get_gpu, get_model
+
+    at = open_page("app_pages/budget.py", gpu="l4")
+    m, gpu = get_model("llama-3.1-8b"), get_gpu("l4")
+    b = budget(m.spec, total_bytes=gpu.memory_bytes, context=8192, weights_bytes=m.weights().bytes,
+               gpu_name=gpu.name, concurrency=16)
+    assert b.max_context_limited_by == "memory" and 20_000 < b.max_context_tokens < 131_072
+    assert metric(at, "Longest sequence") == f"{b.max_context_tokens:,}"

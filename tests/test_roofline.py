@@ -119,3 +119,20 @@ def test_bad_step_inputs(kw):
     args.update(kw)
     with pytest.raises(ValueError):
         step_time(m.spec, m.weights(), **args)
+
+
+def test_prefill_never_beats_one_read_of_the_weights():
+    # Llama 3.1 8B on an H100 (989.4 TFLOPS, 3,350 GB/s), 16 tokens: compute is
+    # 2 x 8.03e9 x 16 / (989.4e12 x 0.5) = 0.52 ms, but the weights (16.06 GB in BF16) take
+    # 16.06e9 / 3,350e9 = 4.79 ms to read once: TTFT is that, memory bound.
+    from kvcalc import get_gpu, get_model, prefill
+
+    m, gpu = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
+    w = m.weights()
+    p = prefill(m.spec, 16, gpu.bf16_tflops, weight_read_bytes=w.bytes,
+                bandwidth_gbs=gpu.bandwidth_gbs)
+    assert p.memory_time_s == w.bytes / (gpu.bandwidth_gbs * 1e9)
+    assert p.time_s == p.memory_time_s > p.compute_time_s and p.bound == "memory"
+    long = prefill(m.spec, 8192, gpu.bf16_tflops, weight_read_bytes=w.bytes,
+                   bandwidth_gbs=gpu.bandwidth_gbs)
+    assert long.bound == "compute" and long.time_s == long.compute_time_s

@@ -383,6 +383,29 @@ def require_selection() -> Selection:
         stop_on_error(exc)
 
 
+def require_fit(sel: Selection, util: float = 0.9,
+                reserve_bytes: int | None = None) -> None:
+    """No speed for a setup that does not fit: when one GPU's share of the weights and the
+    reserve exceed what the engine may use, say what does not fit and how to fix it, and stop
+    the page before any step time or tokens/s is shown."""
+    from kvcalc import DEFAULT_RESERVE_BYTES, budget
+    from kvcalc.units import fmt_gib
+
+    reserve = DEFAULT_RESERVE_BYTES if reserve_bytes is None else reserve_bytes
+    b = budget(sel.spec, total_bytes=sel.gpu.memory_bytes, context=1,
+               weights_bytes=sel.weights_bytes, gpu_mem_util=util, reserve_bytes=reserve,
+               tp=sel.tp, pp=sel.pp, engine="ideal", find_max_context=False)
+    if b.kv_pool_bytes > 0:
+        return
+    st.error(f"{plain(sel.label)} does not fit on {plain(sel.gpu.name)}: its weights take "
+             f"{fmt_gib(b.weights_bytes)} per GPU and the runtime reserve "
+             f"{fmt_gib(b.reserve_bytes)}, more than the {fmt_gib(b.requested_bytes)} an engine "
+             f"may use (over by {fmt_gib(-b.kv_pool_bytes)}), so it cannot run and no speed is "
+             "shown. Split it over more GPUs (tensor or pipeline parallel), pick a smaller weight "
+             "format, or a larger GPU.")
+    stop()
+
+
 def show_error(exc: Exception | str) -> None:
     """A message for the user; it may quote their input, so no markup in it is interpreted."""
     st.error(plain(str(exc)), icon=":material/error:")
