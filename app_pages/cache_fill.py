@@ -60,10 +60,16 @@ m[0].metric("Token passes with a cache", f"{last.passes_with_cache:,}")
 m[1].metric("Token passes without one", f"{last.passes_without_cache:,}")
 m[2].metric("Extra work without a cache", f"{last.passes_without_cache / last.passes_with_cache:,.1f}x")
 st.markdown(
-    f"With a cache, the prompt's {prompt} tokens go through the model once and each of the {new} "
-    f"steps adds one token: {prompt} + {new} = **{last.passes_with_cache:,}** token passes. "
-    f"Without one, step *i* runs all {prompt} + *i* tokens again: **{last.passes_without_cache:,}**. "
-    "The gap grows with the square of the length.")
+    f"With a cache, the prompt's {prompt} tokens go through the model once (the prefill, which "
+    f"already yields the first new token) and each of the {new} decode steps feeds the latest "
+    f"token back in: {prompt} + {new} = **{last.passes_with_cache:,}** token passes for "
+    f"{new + 1} new tokens. Without a cache, step *i* runs all {prompt} + *i* tokens again: "
+    f"**{last.passes_without_cache:,}** token passes, a count that grows with the square of "
+    "the length.")
+st.caption("Token passes count work, not time. With a cache, attention still reads every earlier "
+           "key and value at each step, so a step still gets slower as the context grows (see "
+           "Decode step time); and on a GPU a short recomputation costs about one read of the "
+           "weights, like a cached step. The difference shows for long contexts.")
 
 st.subheader(f"What the cache holds for {sel.label}")
 rows = []

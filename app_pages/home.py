@@ -53,6 +53,8 @@ st.page_link("app_pages/techniques.py", label="Shrinking the cache: GQA, MQA, ML
              "offload", icon=":material/compress:")
 st.page_link("app_pages/lab.py", label="Inference Lab: every knob and every result together",
              icon=":material/tune:")
-st.caption("Units: GiB = 2^30 bytes and KiB = 2^10 bytes for memory; GB = 10^9 bytes and GB/s "
-           "for what GPUs are sold with. Every input is kept in the page link, so you can share "
-           "exactly what you see.")
+st.caption("Units: GiB = 2^30 bytes and KiB = 2^10 bytes for memory and the cache; GB = 10^9 "
+           "bytes, GB/s and TFLOPS are decimal, as bandwidth and compute are quoted. A GPU's "
+           "memory on its spec sheet (\"80 GB\") is a nominal size: engines size the cache from "
+           "what the driver reports, which the sidebar shows in GiB. Every input is kept in the "
+           "page link, so you can share exactly what you see.")

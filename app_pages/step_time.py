@@ -48,12 +48,22 @@ if s.crossover_context is None:
     st.info("This model's cache stops growing (every layer keeps a bounded window or a fixed "
             "state), so reading it never costs as much as reading the weights.")
 else:
+    beyond = (f" That is beyond this model's max_position_embeddings "
+              f"({sel.spec.max_context:,}): at the lengths it was trained for, reading the "
+              "weights stays the larger part." if s.crossover_context > sel.spec.max_context
+              else "")
     st.markdown(
         f"At batch {batch}, reading the cache costs as much as reading the weights once each "
-        f"sequence holds **{s.crossover_context:,} tokens**. Below that the weights dominate and "
-        "a longer context is nearly free; above it every extra token slows every step. A larger "
-        "batch moves the crossover left (more caches to read per weight read); FP8 KV or an MLA "
-        "model such as DeepSeek-V3 moves it right (fewer bytes per token).")
+        f"sequence holds **{s.crossover_context:,} tokens**.{beyond} Step time grows in a straight "
+        "line with context: every extra token of every sequence adds the same bytes to read, at "
+        "any length. Below the crossover the fixed weight read is the larger part of a step; "
+        "above it, the cache is. A larger batch moves the crossover left (more caches to read "
+        "per weight read); FP8 KV or an MLA model such as DeepSeek-V3 moves it right (fewer "
+        "bytes per token).")
+st.caption("An ideal lower bound: every byte read at the GPU's full nominal bandwidth (real "
+           "kernels reach roughly 60-85% of it), no tensor-parallel all-reduce time, and the "
+           "whole weight set read each step (an untied input embedding is a lookup of a few rows "
+           "in practice).")
 if s.bound == "compute":
     st.warning(f"At this batch the arithmetic ({fmt_seconds(s.compute_time_s)} at the GPU's dense "
                "peak) takes longer than the memory reads: the step is compute bound, so the "

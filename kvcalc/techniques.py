@@ -50,6 +50,13 @@ def _bytes(layers, n: int, dtype, cap: int | None = None) -> tuple[int, int]:
     return per_token, seq
 
 
+# Offload saves GPU memory only for blocks nobody reads: with full attention a running sequence
+# reads its whole cache at every step, so its blocks cannot stay in CPU memory.
+_IDLE = ("Only while the sequence is idle, between a user's turns (or for cached prefixes no "
+         "request is reading): a running sequence with full attention reads its whole cache at "
+         "every step, so all of it must be back on the GPU before it decodes again.")
+
+
 def techniques(spec: ModelSpec, context: int, *, kv_dtype: str = "bf16", window: int = 4096,
                latent: tuple[int, int] = DEFAULT_LATENT, gpu_tokens: int = 4096,
                link_gbs: float = 63.0, link_name: str = "PCIe 5.0 x16",
@@ -87,7 +94,8 @@ def techniques(spec: ModelSpec, context: int, *, kv_dtype: str = "bf16", window:
     own_label = ("MLA latent" if latent_only else
                  "MHA" if own_heads == {q_heads} else
                  "MQA" if own_heads == {1} else f"GQA, {min(h for h in own_heads if h)} K/V heads")
-    add("own", f"As configured ({own_label}, {dtype.name.upper()})", "-", (own_pt, own_seq),
+    add("own", f"As configured ({own_label}, {dtype.name.upper()})", "(the reference)",
+        (own_pt, own_seq),
         "What this checkpoint stores: the reference for every saving on this page.")
     add("mqa", "MQA: 1 K/V head", "KV heads",
         _bytes([l.with_kv_heads(1) for l in spec.layers], n, dtype),
@@ -113,20 +121,21 @@ def techniques(spec: ModelSpec, context: int, *, kv_dtype: str = "bf16", window:
     if cold and spec.params is None:
         # Recomputing needs the parameter count (prefill FLOPs); reloading needs only bytes.
         moved = _bytes(spec.layers, cold, dtype)[1]
-        line = (f"The newest {gpu_tokens:,} tokens stay on the GPU; the other {cold:,} move to "
-                f"CPU memory. Reloading them over {link_name} takes "
-                f"{fmt_seconds(moved / (link_gbs * 1e9))}; the time to recompute them needs the "
-                "parameter count, which kvcalc could not take from this config.")
+        line = (f"{_IDLE} When the user returns, reloading the other {cold:,} tokens over "
+                f"{link_name} takes {fmt_seconds(moved / (link_gbs * 1e9))}; the time to "
+                "recompute them needs the parameter count, which kvcalc could not take from "
+                "this config.")
     elif cold:
         off = offload_vs_recompute(spec, cold, link_gbs=link_gbs, peak_tflops=peak_tflops,
                                    kv_dtype=dtype.name)
         verdict = ("reloading is faster" if off.offload_wins else "recomputing is faster")
-        line = (f"The newest {gpu_tokens:,} tokens stay on the GPU; the other {cold:,} move to "
-                f"CPU memory. Reloading them over {link_name} takes {fmt_seconds(off.reload_s)}, "
-                f"recomputing them {fmt_seconds(off.recompute_s)}: {verdict}.")
+        line = (f"{_IDLE} When the user returns, reloading the other {cold:,} tokens over "
+                f"{link_name} takes {fmt_seconds(off.reload_s)}, recomputing them "
+                f"{fmt_seconds(off.recompute_s)} (prefill FLOPs alone): {verdict}.")
     else:
         line = (f"The whole context fits in the {gpu_tokens:,} tokens kept on the GPU: nothing "
                 "to offload at this length.")
-    add("offload", f"CPU offload (GPU keeps {gpu_tokens:,} tokens)", "memory tier",
+    add("offload", f"CPU offload of an idle sequence (GPU keeps {gpu_tokens:,} tokens)",
+        "memory tier",
         _bytes(spec.layers, n, dtype, cap=gpu_tokens), line, applies=cold > 0)
     return rows

@@ -349,3 +349,16 @@ def test_longest_sequence_is_at_most_the_models_limit():
                gpu_name=gpu.name, concurrency=16)
     assert b.max_context_limited_by == "memory" and 20_000 < b.max_context_tokens < 131_072
     assert metric(at, "Longest sequence") == f"{b.max_context_tokens:,}"
+
+
+def test_step_time_text_is_linear_and_flags_a_crossover_past_the_model():
+    # Llama 3.1 8B, batch 1, BF16: crossover about 122K tokens, inside its 131,072.
+    at = open_page("app_pages/step_time.py")
+    body = " ".join(text(m) for m in at.markdown)
+    assert "grows in a straight line" in body and "nearly free" not in body
+    assert "beyond this model" not in body
+    # FP8 KV halves the bytes per token: the crossover doubles to about 245K, past the model.
+    at = open_page("app_pages/step_time.py", kvdtype="fp8")
+    body = " ".join(text(m) for m in at.markdown)
+    assert "beyond this model's max_position_embeddings (131,072)" in body
+    assert any("ideal lower bound" in text(c) for c in at.caption)

@@ -186,3 +186,20 @@ def test_engine_heavy_link_leaves_nothing_behind():
     kinds = (paging.Engine, paging.Snapshot, paging._Running)
     alive = [o for o in gc.get_objects() if type(o) in kinds]
     assert alive == [], f"{len(alive)} simulation objects survived the session ({took:.1f} s)"
+
+
+def test_cache_fill_counts_the_first_token_from_the_prefill():
+    # 12-token prompt, 20 decode steps: 12 + 20 = 32 token passes and 21 new tokens (the prefill
+    # yields the first); without a cache 12 x 21 + 20 x 21 / 2 = 462 token passes.
+    at = open_page("app_pages/cache_fill.py", f_prompt="12", f_new="20")
+    body = " ".join(re.sub(r"\\(.)", r"\1", m.value) for m in at.markdown)
+    assert "12 + 20 = **32** token passes for 21 new tokens" in body
+    assert "**462** token passes" in body
+    assert any("count work, not time" in c.value for c in at.caption)
+
+
+def test_engine_block_table_has_no_bullet_dashes():
+    at = open_page("app_pages/engine.py")
+    cells = json.dumps([t.value.to_dict() if hasattr(t.value, "to_dict") else str(t.value)
+                        for t in at.table])
+    assert '"-"' not in cells and "none" in cells

@@ -21,6 +21,8 @@ def test_llama31_8b_savings():
     # A 4,096-token window at 32,768 tokens keeps 1/8.
     assert t["window"].saving == 8
     assert t["offload"].seq_bytes == 4096 * 131_072
+    # ...and only for an idle sequence: a running one reads its whole cache every step.
+    assert "idle" in t["offload"].name and "reads its whole cache" in t["offload"].tradeoff
 
 
 def test_window_and_offload_do_nothing_below_their_size():
