@@ -86,37 +86,50 @@ def techniques(spec: ModelSpec, context: int, *, kv_dtype: str = "bf16", window:
                               saving=own_seq / seq if seq else float("inf"), tradeoff=tradeoff,
                               applies=applies))
 
-    add("mha", f"MHA: {q_heads} K/V heads", "KV heads",
+    add("mha", f"MHA (multi-head attention): {q_heads} K/V heads", "KV heads",
         _bytes([l.as_mha() for l in spec.layers], n, dtype),
         "Every query head keeps its own K and V: the largest cache, and the baseline that "
         "grouped and multi-query attention improve on.",
         applies=not (own_heads == {q_heads}))
+    if own_heads == {q_heads} and q_heads >= 8 and q_heads % 8 == 0:
+        # An MHA model: what grouped-query attention with 8 K/V heads would keep.
+        add("gqa", "GQA (grouped-query attention): 8 K/V heads", "KV heads",
+            _bytes([l.with_kv_heads(8) for l in spec.layers], n, dtype),
+            f"Groups of {q_heads // 8} query heads share one K/V head: the choice of Llama 3, "
+            "Mistral and Qwen; it needs a model trained (or up-trained) that way.")
     own_label = ("MLA latent" if latent_only else
                  "MHA" if own_heads == {q_heads} else
                  "MQA" if own_heads == {1} else f"GQA, {min(h for h in own_heads if h)} K/V heads")
     add("own", f"As configured ({own_label}, {dtype.name.upper()})", "(the reference)",
         (own_pt, own_seq),
         "What this checkpoint stores: the reference for every saving on this page.")
-    add("mqa", "MQA: 1 K/V head", "KV heads",
+    add("mqa", "MQA (multi-query attention): 1 K/V head", "KV heads",
         _bytes([l.with_kv_heads(1) for l in spec.layers], n, dtype),
         "All query heads share one K/V head: the smallest cache without changing the layer "
         "type, at a larger quality cost than GQA.", applies=own_heads != {1})
-    add("mla", f"MLA-style latent ({rank} + {rope})", "K and V -> one latent",
+    add("mla", f"MLA (multi-head latent attention) ({rank} + {rope} RoPE)", "K and V -> one latent",
         _bytes([l.as_latent(rank, rope) for l in spec.layers], n, dtype),
-        "Caches one compressed vector per token and rebuilds K and V from it: needs extra "
-        "projections and a model trained this way.", applies=not latent_only)
+        "Caches one compressed latent per token (plus a small key for RoPE, the rotary position "
+        "encoding); decode kernels fold the up-projections into the query and output and attend "
+        "over the latent directly. Needs a model trained this way (DeepSeek-V2/V3, Kimi K2).",
+        applies=not latent_only)
     for q, line in (("fp8", "Half the bytes of 16-bit. Usually safe, but long-context recall "
                             "can suffer: check on your own evals."),
-                    ("int8", "Half of 16-bit with integer codes and scales; similar risk to FP8."),
-                    ("int4", "A quarter of 16-bit. The largest accuracy risk of the three, so it "
-                             "is mostly used for long, cold context.")):
+                    ("int8", "Half of 16-bit with integer codes; the scales that decode them are "
+                             "not counted here (vLLM's per-token-head INT8 adds 8 B per head and "
+                             "token: see the vLLM page). Similar risk to FP8."),
+                    ("int4", "A quarter of 16-bit before scales: with a scale per small group of "
+                             "values the real saving is nearer 3.6x. The largest accuracy risk "
+                             "of the three.")):
         qd = get_dtype(q)
         add(q, f"{q.upper()} KV", "bytes per element", _bytes(spec.layers, n, qd), line,
             applies=qd.bits < dtype.bits)
     add("window", f"Sliding window of {window:,} tokens", "tokens kept",
         _bytes(spec.layers, n, dtype, cap=window),
         "Layers forget tokens older than the window: memory stops growing, but those layers "
-        "lose far context.", applies=n > window)
+        "lose far context. Needs a model trained this way; real models (Gemma, gpt-oss) "
+        "interleave window layers with a few global ones, which this row does not.",
+        applies=n > window)
     cold = n - min(n, gpu_tokens)
     if cold and spec.params is None:
         # Recomputing needs the parameter count (prefill FLOPs); reloading needs only bytes.

@@ -62,3 +62,12 @@ def test_bad_technique_inputs():
     for kw in (dict(window=0), dict(gpu_tokens=-1), dict(latent=(0, 64)), dict(kv_dtype="x")):
         with pytest.raises(ValueError):
             techniques(spec, 100, **kw)
+
+
+def test_mha_models_get_a_gqa_row():
+    # Llama 2 7B: 32 query heads, 32 K/V heads (MHA). GQA with 8 K/V heads keeps a quarter:
+    # 2 x 32 layers x 8 x 128 x 2 B = 131,072 B per token against 524,288.
+    t = by_key(get_model("llama-2-7b").spec, 4096)
+    assert t["gqa"].bytes_per_token == 131_072 and t["gqa"].saving == 4
+    assert "grouped-query attention" in t["gqa"].name
+    assert "gqa" not in by_key(get_model("llama-3.1-8b").spec, 4096)  # already GQA
