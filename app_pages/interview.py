@@ -19,16 +19,25 @@ practice = practice_questions(int(seed), 10)
 
 
 def answer_box(q, key: str) -> None:
-    """A number box graded by kvcalc, and the worked solution."""
-    c1, c2 = st.columns([3, 1])
-    unit = {"B": "bytes: B, KiB, MiB, GiB", "tokens": "tokens", "x": "times smaller",
-            "sequences": "sequences"}.get(q.unit, "")
-    given = c1.text_input(f"Your answer ({unit}{', a bare number is read in ' + q.ask_unit if q.unit == 'B' else ''})",
-                          key=f"ans_{key}", placeholder="e.g. 160 KiB, 1.25 GiB, 3.8K, 4x")
-    c2.button("Check", key=f"chk_{key}", width="stretch")  # Enter in the box does the same
-    if given:
-        g = grade(q, given)  # the message may quote what was typed: no markup from it
-        (st.success if g.correct else st.warning)(common.plain(g.message))
+    """A number box graded by kvcalc (two when the question asks for two numbers), and the
+    worked solution."""
+    parts = [1, 2] if q.value2 is not None else [1]
+    for part in parts:
+        p = q.part(part)
+        c1, c2 = st.columns([3, 1])
+        unit = {"B": "bytes: B, KiB, MiB, GiB", "tokens": "tokens", "x": "times smaller",
+                "sequences": "sequences"}.get(p.unit, "")
+        which = ("" if len(parts) == 1 else
+                 "per token, " if part == 1 else "per sequence, ")
+        bare = f", a bare number is read in {p.ask_unit}" if p.unit == "B" else ""
+        given = c1.text_input(f"Your answer ({which}{unit}{bare})",
+                              key=f"ans_{key}" + ("" if part == 1 else f"_{part}"),
+                              placeholder="a number, with its unit if it has one")
+        c2.button("Check", key=f"chk_{key}" + ("" if part == 1 else f"_{part}"),
+                  width="stretch")  # Enter in the box does the same
+        if given:
+            g = grade(q, given, part=part)  # the message may quote what was typed: no markup
+            (st.success if g.correct else st.warning)(common.plain(g.message))
     if q.solution:
         with st.expander("Worked solution"):
             common.formula(q.solution)

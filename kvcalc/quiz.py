@@ -35,6 +35,21 @@ class Question:
     unit: str = ""  # what value is in: "B", "tokens", "x", "sequences"
     ask_unit: str = ""  # the unit a bare number is read in ("GiB" when the question asks GiB)
     solution: str = ""  # worked solution, numbers substituted
+    # A second number the question asks for (Q2: per token, then per sequence), graded apart.
+    value2: float | None = None
+    unit2: str = ""
+    ask_unit2: str = ""
+    floor_ok: bool = False  # "how many fit": the whole number below the answer is right too
+
+    def part(self, n: int) -> "Question":
+        """The question as graded for its part ``n`` (1 or 2)."""
+        if n == 1:
+            return self
+        if self.value2 is None:
+            raise ValueError("this question has no second part")
+        from dataclasses import replace
+        return replace(self, value=self.value2, unit=self.unit2, ask_unit=self.ask_unit2,
+                       value2=None)
 
 
 def _llama_like(layers: int, kv_heads: int, head_dim: int, q_heads: int | None = None) -> dict:
@@ -89,8 +104,9 @@ def interview_questions() -> list[Question]:
                      f"2 (K and V) x 40 layers x 8 heads x 128 x 2 bytes = **{per:,} B = "
                      f"{per // KiB} KiB per token**. An 8,192-token sequence needs 8,192 x "
                      f"{per // KiB} KiB = {seq:,} B = **{seq / GiB:g} GiB**."),
-                 value=per, unit="B", ask_unit="B",
-                 solution=f"2 x 40 x 8 x 128 x 2 B = {per:,} B"),
+                 value=per, unit="B", ask_unit="B", value2=seq, unit2="B", ask_unit2="GiB",
+                 solution=f"2 x 40 x 8 x 128 x 2 B = {per:,} B; x 8,192 tokens = {seq:,} B = "
+                          f"{seq / GiB:g} GiB"),
         Question(qid="why-concurrency", level="mid",
                  prompt="Why does the KV cache, rather than the weights, usually limit how many "
                         "users a GPU serves at once?",
@@ -153,11 +169,16 @@ def _geometry(rng: random.Random) -> tuple[int, int, int, int]:
     return layers, kv, head_dim, q
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
 def _make(rng: random.Random, kind: str, n: int) -> Question:
     layers, kv, hd, q = _geometry(rng)
     dname, db = rng.choice(_DTYPES)
     per = 2 * layers * kv * hd * db
-    model = f"{layers} layers, {kv} KV heads of dimension {hd}, KV cache in {dname}"
+    model = (f"{layers} layers, {_plural(kv, 'KV head')} of dimension {hd}, KV cache in "
+             f"{dname}")
     qid = f"p{n}"
     if kind == "per_token":
         return Question(qid=qid, level="core",
@@ -171,8 +192,8 @@ def _make(rng: random.Random, kind: str, n: int) -> Question:
         batch = rng.choice([1, 4, 8, 16, 32])
         total = per * ctx * batch
         return Question(qid=qid, level="core",
-                        prompt=f"A model has {model}. How much KV cache do {batch} sequences of "
-                               f"{ctx:,} tokens need, in GiB?",
+                        prompt=f"A model has {model}. How much KV cache do "
+                               f"{_plural(batch, 'sequence')} of {ctx:,} tokens need, in GiB?",
                         answer=f"{total / GiB:,.3f} GiB", value=total, unit="B", ask_unit="GiB",
                         solution=f"{per:,} B/token x {ctx:,} tokens x {batch} = {total:,} B = "
                                  f"{total / GiB:,.3f} GiB")
@@ -191,8 +212,9 @@ def _make(rng: random.Random, kind: str, n: int) -> Question:
             prompt=(f"A model with {model} and {weights_gib} GiB of weights runs in vLLM on a "
                     f"{gpu_gib} GiB GPU (gpu_memory_utilization 0.9, 2 GiB reserve, blocks of "
                     f"16 tokens). How many {ctx:,}-token sequences can run at once?"),
-            answer=f"{b.max_concurrency:,.2f} sequences", value=b.max_concurrency,
-            unit="sequences", ask_unit="sequences",
+            answer=f"{b.max_concurrency:,.2f} sequences (so {int(b.max_concurrency):,} whole "
+                   "ones)", value=b.max_concurrency, unit="sequences", ask_unit="sequences",
+            floor_ok=True,
             solution=(f"pool = ceil({gpu_gib} GiB x 0.9) - {weights_gib} GiB - 2 GiB = "
                       f"{b.kv_pool_bytes / GiB:,.2f} GiB; page = 16 x {per // layers:,} B; "
                       f"blocks = pool // page // {layers} = {b.num_blocks:,}; concurrency = "
@@ -211,13 +233,17 @@ def _make(rng: random.Random, kind: str, n: int) -> Question:
                       f"{weights_gb * GB:,} / ({batch} x {per:,}) = {cross:,.0f} tokens"))
     # saving
     which = rng.choice(["gqa", "fp8", "mla"])
+    if which == "fp8" and db == 1:
+        which = "gqa"  # an FP8 cache does not shrink with FP8: no question with a false premise
+    if which == "mla" and 2 * kv * hd <= 512 + 64:
+        which = "gqa"  # a latent of 576 would not shrink a layer that stores fewer numbers
     if which == "gqa":
         mha_heads = kv * rng.choice([2, 4, 8])
         return Question(
             qid=qid, level="core",
             prompt=(f"A model with {mha_heads} attention heads switches from multi-head attention "
-                    f"to grouped-query attention with {kv} KV heads. How many times smaller is "
-                    "its KV cache?"),
+                    f"to grouped-query attention with {_plural(kv, 'KV head')}. How many times "
+                    "smaller is its KV cache?"),
             answer=f"{mha_heads / kv:g}x", value=mha_heads / kv, unit="x", ask_unit="x",
             solution=f"K/V heads go from {mha_heads} to {kv}: {mha_heads} / {kv} = "
                      f"{mha_heads / kv:g}x")
@@ -231,7 +257,8 @@ def _make(rng: random.Random, kind: str, n: int) -> Question:
     ratio = 2 * kv * hd / (rank + rope)
     return Question(
         qid=qid, level="senior",
-        prompt=(f"A layer with {kv} KV heads of dimension {hd} is replaced by an MLA layer that "
+        prompt=(f"A layer with {_plural(kv, 'KV head')} of dimension {hd} is replaced by an MLA "
+                f"layer that "
                 f"caches one latent of {rank} plus a {rope}-dimensional RoPE key per token. By what "
                 "factor does its cache shrink (same number format)?"),
         answer=f"{ratio:,.2f}x", value=ratio, unit="x", ask_unit="x",
@@ -286,8 +313,12 @@ def parse_answer(text: str, question: Question) -> float:
     return value
 
 
-def grade(question: Question, text: str, tolerance: float = TOLERANCE) -> Grade:
-    """Right within ``tolerance`` (relative) of the value kvcalc computed?"""
+def grade(question: Question, text: str, tolerance: float = TOLERANCE, part: int = 1) -> Grade:
+    """Right within ``tolerance`` (relative) of the value kvcalc computed, or equal to it at the
+    precision the answer was typed with (0.08 for 0.078 GiB; at least two decimals or two
+    significant digits)? For "how many fit" the whole
+    number below is right too. A wrong answer gets the likeliest mistake named."""
+    question = question.part(part)
     if question.value is None:
         raise ValueError("this question has no single number to grade")
     try:
@@ -295,21 +326,57 @@ def grade(question: Question, text: str, tolerance: float = TOLERANCE) -> Grade:
     except ValueError as exc:
         return Grade(correct=False, given=None, message=str(exc))
     target = question.value
-    ok = abs(given - target) <= tolerance * abs(target)
-    if ok:
+    if abs(given - target) <= tolerance * abs(target) or _same_when_rounded(text, given, target,
+                                                                           question):
         return Grade(correct=True, given=given, message=f"Correct: {_fmt(target, question)}.")
-    off = (given / target) if target else float("inf")
-    hint = ""
-    if question.unit == "B" and target:
-        for name, f in (("KiB vs KB", KiB / 1e3), ("MiB vs MB", MiB / 1e6),
-                        ("GiB vs GB", GiB / 1e9)):
-            if abs(off * f - 1) < tolerance or abs(off / f - 1) < tolerance:
-                hint = f" Close: check {name} (2^10 = 1,024, not 1,000)."
-        if abs(off * 2 - 1) < tolerance:
-            hint = " Half the answer: did you forget the factor 2 for K and V?"
+    if question.floor_ok and given == math.floor(target):
+        return Grade(correct=True, given=given,
+                     message=f"Correct: {math.floor(target):,} whole ones fit "
+                             f"({_fmt(target, question)}).")
     return Grade(correct=False, given=given,
                  message=f"Not quite: you gave {_fmt(given, question)}; the answer is "
-                         f"{_fmt(target, question)}.{hint}")
+                         f"{_fmt(target, question)}.{_diagnose(text, given, target, question)}")
+
+
+def _same_when_rounded(text: str, given: float, target: float, q: Question) -> bool:
+    """True when ``target``, in the unit the answer was typed in, rounds to what was typed at
+    the typed number of decimals, with at least two significant digits (1 for 1.4 is not)."""
+    m = _NUM.match((text or "").strip().lower())
+    if not m or "e" in m.group(1):
+        return False
+    digits = m.group(1).replace(",", "").replace("_", "").lstrip("+-")
+    decimals = len(digits.split(".")[1]) if "." in digits else 0
+    if decimals < 2 and len(digits.replace(".", "").lstrip("0")) < 2:
+        return False  # "1" for 1.4 or "0.1" for 0.078 is not the answer rounded
+    scale = given / float(digits) if float(digits) else 1.0  # the typed unit, in the base unit
+    return round(target / scale, decimals) == round(given / scale, decimals)
+
+
+def _diagnose(text: str, given: float, target: float, q: Question) -> str:
+    """The common mistake this answer looks like, if any."""
+    if not target or not given:
+        return ""
+    ratio = given / target
+    near = lambda r: abs(ratio / r - 1) < TOLERANCE  # noqa: E731
+    if q.unit == "B":
+        for name, f, power in (("KiB vs KB", KiB / 1e3, "1 KiB = 2^10 = 1,024 B"),
+                               ("MiB vs MB", MiB / 1e6, "1 MiB = 2^20 = 1,048,576 B"),
+                               ("GiB vs GB", GiB / 1e9, "1 GiB = 2^30 = 1,073,741,824 B")):
+            if near(f) or near(1 / f):
+                return f" Close: check {name} ({power}, not a power of 10)."
+        m = _NUM.match((text or "").strip().lower())
+        if m and not m.group(2) and q.ask_unit == "GiB" and abs(given / GiB / target - 1) < 0.02:
+            return (" That looks like the answer in bytes: a bare number here is read in GiB; "
+                    "add the unit (e.g. '17179869184 B').")
+        if near(0.5):
+            return " Half the answer: did you forget the factor 2 for K and V?"
+        if near(8) or near(1 / 8):
+            return " Off by 8: bits vs bytes? A BF16 number is 2 bytes, FP8 1 byte."
+    if near(2) and q.unit == "B":
+        return " Twice the answer: count K and V once each, and check the bytes per number."
+    if q.unit == "x" and abs(given * target - 1) < TOLERANCE:
+        return " That is the inverse: the question asks how many times smaller (old / new)."
+    return ""
 
 
 def _fmt(value: float, q: Question) -> str:

@@ -203,3 +203,14 @@ def test_engine_block_table_has_no_bullet_dashes():
     cells = json.dumps([t.value.to_dict() if hasattr(t.value, "to_dict") else str(t.value)
                         for t in at.table])
     assert '"-"' not in cells and "none" in cells
+
+
+def test_interview_q2_has_two_graded_boxes():
+    at = open_page("app_pages/interview.py")
+    at.text_input(key="ans_per-token").set_value("160 KiB")
+    at.text_input(key="ans_per-token_2").set_value("1.25 GiB")
+    at.run()
+    assert not at.exception
+    oks = [s.value for s in at.success]
+    assert any("163,840 B" in v for v in oks) and any("1.25 GiB" in v for v in oks)
+    assert not any("e.g. 160 KiB" in (t.placeholder or "") for t in at.text_input)

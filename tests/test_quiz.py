@@ -75,3 +75,39 @@ def test_tokens_and_ratios():
     assert grade(tq, "122.5K").correct and grade(tq, "122533 tokens").correct
     xq = Question(qid="x", level="core", prompt="?", answer="4x", value=4, unit="x", ask_unit="x")
     assert grade(xq, "4x").correct and grade(xq, "4").correct and not grade(xq, "8x").correct
+
+
+def test_answers_rounded_as_shown_and_the_floor_are_right():
+    q = _bytes_q(0.078 * GiB, ask="GiB")
+    assert grade(q, "0.08").correct and grade(q, "0.078 GiB").correct
+    assert not grade(q, "0.1").correct  # one significant digit is not an answer
+    fit = Question(qid="c", level="mid", prompt="?", answer="9.49 sequences", value=9.49,
+                   unit="sequences", ask_unit="sequences", floor_ok=True)
+    assert grade(fit, "9").correct and "9 whole ones fit" in grade(fit, "9").message
+    assert grade(fit, "9.49").correct and not grade(fit, "10").correct
+
+
+def test_each_common_mistake_is_named():
+    q = _bytes_q(163_840)
+    assert "2^10 = 1,024" in grade(q, "160 KB").message
+    g = _bytes_q(16 * GiB, ask="GiB")
+    assert "2^30" in grade(g, "16 GB").message and "1,024" not in grade(g, "16 GB").message
+    assert "in bytes" in grade(g, str(16 * GiB)).message  # 17179869184 typed on a GiB question
+    assert "bits vs bytes" in grade(q, str(163_840 * 8)).message
+    xq = Question(qid="x", level="core", prompt="?", answer="4x", value=4, unit="x", ask_unit="x")
+    assert "inverse" in grade(xq, "0.25").message
+
+
+def test_interview_q2_grades_both_numbers():
+    # 2 x 40 x 8 x 128 x 2 B = 163,840 B per token; x 8,192 = 1.25 GiB.
+    q = next(q for q in interview_questions() if q.qid == "per-token")
+    assert grade(q, "160 KiB").correct and not grade(q, "1.25 GiB").correct
+    assert grade(q, "1.25 GiB", part=2).correct and grade(q, "1.25", part=2).correct
+
+
+def test_practice_has_no_false_premise_and_good_grammar():
+    for seed in range(300):
+        for q in practice_questions(seed, 10):
+            if q.unit == "x":
+                assert q.value > 1, q.prompt  # every "how many times smaller" really shrinks
+            assert " 1 KV heads" not in q.prompt and " 1 sequences" not in q.prompt
