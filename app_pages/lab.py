@@ -38,14 +38,14 @@ try:
                reserve_bytes=round(reserve * GiB), block_size=block, kv_dtype=sel.kv_dtype,
                concurrency=batch, tp=sel.tp, pp=sel.pp, gpu_name=sel.gpu.name)
     s = step_time(sel.spec, sel.weights, context=context, batch=batch,
-                  bandwidth_gbs=sel.gpu.bandwidth_gbs, kv_dtype=sel.kv_dtype, tp=sel.tp,
+                  bandwidth_gbs=sel.bandwidth_gbs, kv_dtype=sel.kv_dtype, tp=sel.tp,
                   pp=sel.pp, peak_tflops=sel.gpu.peak_tflops(sel.weights.dtype))
     # Prefill FLOPs need the parameter count; a config kvcalc cannot count goes without them.
     # A forward pass reads every weight it uses at least once: TTFT has that floor.
     p = None if sel.spec.params is None else prefill(
         sel.spec, prompt, sel.gpu.peak_tflops(sel.weights.dtype) or 100.0, mfu=mfu, tp=sel.tp,
         weight_read_bytes=sel.weights.read_per_step(sel.spec, prompt),
-        bandwidth_gbs=sel.gpu.bandwidth_gbs)
+        bandwidth_gbs=sel.bandwidth_gbs)
 except ValueError as exc:
     common.stop_on_error(exc)
 
@@ -89,7 +89,7 @@ with left:
 with right:
     x_max = min(max(2 * (s.crossover_context or 0), 2 * context, 8192), 10_000_000)
     xs = [round(x_max * i / 40) for i in range(41)]
-    curve = step_curve(sel.spec, sel.weights, xs, batch=batch, bandwidth_gbs=sel.gpu.bandwidth_gbs,
+    curve = step_curve(sel.spec, sel.weights, xs, batch=batch, bandwidth_gbs=sel.bandwidth_gbs,
                        kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
     st.plotly_chart(step_time_figure(curve, s.crossover_context, batch), width="stretch",
                     key="l_step")
@@ -101,7 +101,7 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
         f"concurrency = {b.num_blocks:,} blocks x {b.block_bytes:,} B / {b.seq_bytes:,} B per "
         f"sequence = {b.max_concurrency:,.2f}\n"
         f"decode step = ({s.weight_read_bytes:,} + {s.kv_read_bytes + s.state_read_bytes:,}) B / "
-        f"{sel.gpu.bandwidth_gbs:,.0f} GB/s = {fmt_seconds(s.step_time_s)}"
+        f"{sel.bandwidth_gbs:,.0f} GB/s = {fmt_seconds(s.step_time_s)}"
         + ("" if p is None else
            f"\nTTFT        = max({p.flops:.3e} FLOPs / ({p.peak_tflops:g} TFLOPS x {mfu:g}"
            + (f" x {sel.tp} GPUs" if sel.tp > 1 else "")

@@ -24,7 +24,7 @@ x_max = select(c3.selectbox, "Chart up to (tokens)", [0, 8192, 32768, 131072, 26
                "s_xmax", callbacks.chart_range_label)
 
 peak = sel.gpu.peak_tflops(sel.weights.dtype)
-kw = dict(bandwidth_gbs=sel.gpu.bandwidth_gbs, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
+kw = dict(bandwidth_gbs=sel.bandwidth_gbs, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
 try:
     s = step_time(sel.spec, sel.weights, context=context, batch=batch, peak_tflops=peak, **kw)
 except ValueError as exc:
@@ -77,7 +77,7 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
         f"{s.kv_read_bytes:,} B\n"
         + (f"state read     = {s.state_read_bytes:,} B\n" if s.state_read_bytes else "")
         + f"step time      = {s.weight_read_bytes + s.kv_read_bytes + s.state_read_bytes:,} B / "
-        f"{sel.gpu.bandwidth_gbs:,.0f} GB/s = {fmt_seconds(s.step_time_s)}\n"
+        f"{sel.bandwidth_gbs:,.0f} GB/s = {fmt_seconds(s.step_time_s)}\n"
         f"tokens/s       = {batch} / {s.step_time_s:.6f} s = {s.tokens_per_s:,.1f}\n"
         f"crossover      = smallest N with {batch} x KV(N) >= {s.weight_read_bytes:,} B")
     st.caption("GB/s = 10^9 bytes per second. A decode step is bound by memory bandwidth: the "
@@ -89,4 +89,4 @@ bc = batch_curve(sel.spec, sel.weights, batches, context=context, **kw)
 st.plotly_chart(batch_figure(bc), width="stretch", key="s_batch_fig")
 st.caption(f"Weights are read once per step however many sequences share it, so tokens/s rises "
            f"with batch until the caches dominate. Weights read per step at batch 1: "
-           f"{bc['weight_s'][0] * sel.gpu.bandwidth_gbs * GB / 1e9:,.2f} GB.")
+           f"{bc['weight_s'][0] * sel.bandwidth_gbs * GB / 1e9:,.2f} GB.")

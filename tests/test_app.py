@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from conftest import ROOT, llama_config  # noqa: E402
 from kvcalc import budget, get_gpu, get_model, kv_cache, step_time  # noqa: E402
-from kvcalc.units import GiB, fmt_bytes, fmt_gib  # noqa: E402
+from kvcalc.units import GiB, fmt_bytes, fmt_gib, fmt_seconds  # noqa: E402
 
 APP = str(ROOT / "app.py")
 
@@ -362,3 +362,19 @@ def test_step_time_text_is_linear_and_flags_a_crossover_past_the_model():
     body = " ".join(text(m) for m in at.markdown)
     assert "beyond this model's max_position_embeddings (131,072)" in body
     assert any("ideal lower bound" in text(c) for c in at.caption)
+
+
+def test_achieved_bandwidth_share_scales_every_step_time():
+    # Llama 3.1 8B, batch 1, 8,192 tokens on an H100: (weights + cache) / (3,350 GB/s x share).
+    from kvcalc import get_gpu, get_model, step_time
+
+    m, gpu = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
+    for share in (1.0, 0.7):
+        s = step_time(m.spec, m.weights(), context=8192, batch=1,
+                      bandwidth_gbs=gpu.bandwidth_gbs * share)
+        at = open_page("app_pages/step_time.py", bw_share=str(share))
+        assert not at.exception
+        assert metric(at, "Step time at 8,192 tokens") == fmt_seconds(s.step_time_s)
+    assert abs(s.step_time_s * 0.7 - step_time(m.spec, m.weights(), context=8192, batch=1,
+                                                bandwidth_gbs=gpu.bandwidth_gbs).step_time_s) \
+        < 1e-12

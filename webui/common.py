@@ -134,6 +134,12 @@ class Selection:
     tp: int
     pp: int
     source: str  # where the model came from, for captions
+    bw_share: float = 1.0  # the share of the GPU's peak bandwidth a decode step achieves
+
+    @property
+    def bandwidth_gbs(self) -> float:
+        """The bandwidth every step-time figure uses: peak x the achieved share."""
+        return self.gpu.bandwidth_gbs * self.bw_share
 
     @property
     def weights_bytes(self) -> int:
@@ -175,6 +181,11 @@ def sidebar() -> None:
             g = reg.gpus[gpu]
             st.caption(f"{g.memory_gb:g} GB sold, {g.memory_bytes / GiB:,.2f} GiB as the driver "
                        f"reports it · {g.bandwidth_gbs:,.0f} GB/s")
+        st.slider("Achieved share of peak bandwidth", 0.3, 1.0, 1.0, 0.05,
+                  help="1.0 = ideal: every byte at the GPU's nominal peak. Measured decode "
+                       "kernels reach roughly 0.6 to 0.85 of it. Every step time and tokens/s "
+                       "uses this share; tensor-parallel all-reduce time is left out.",
+                  **bound("bw_share", "num"))
         c1, c2 = st.columns(2)
         select(c1.selectbox, "Tensor parallel", TP_CHOICES, "tp",
                help="GPUs that split each layer's heads")
@@ -372,7 +383,7 @@ def selection() -> Selection:
     return Selection(label=label, spec=spec, weights=w,
                      kv_dtype=st.session_state.get("kvdtype", "bf16"), gpu=_gpu_from_selection(),
                      tp=int(st.session_state.get("tp", 1)), pp=int(st.session_state.get("pp", 1)),
-                     source=source)
+                     source=source, bw_share=float(st.session_state.get("bw_share", 1.0)))
 
 
 def require_selection() -> Selection:
