@@ -41,3 +41,17 @@ def wait_healthy(base: str, proc, seconds: float = 60) -> None:
     proc.kill()
     out = proc.stdout.read().decode(errors="replace")[-2000:] if proc.stdout else ""
     pytest.fail("the Streamlit server did not start: " + out)
+
+
+def open_page(page: str, **query):
+    """An AppTest of the app opened with ``query`` as its link, switched to ``page``."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
+    for k, v in query.items():
+        at.query_params[k] = v
+    at.run()
+    if page != "app_pages/home.py":
+        at.switch_page(page)
+        at.run()
+    return at

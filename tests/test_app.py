@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from conftest import ROOT, llama_config  # noqa: E402
+from conftest import ROOT, llama_config, open_page  # noqa: E402
 from kvcalc import budget, get_gpu, get_model, kv_cache, step_time  # noqa: E402
 from kvcalc.units import GiB, fmt_bytes, fmt_gib, fmt_seconds  # noqa: E402
 
@@ -24,17 +24,6 @@ def text(element) -> str:
 PAGES = ["app_pages/home.py", "app_pages/budget.py", "app_pages/step_time.py",
          "app_pages/techniques.py", "app_pages/vllm_startup.py",
          "app_pages/lab.py"]
-
-
-def open_page(page: str, **query) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.run()
-    if page != "app_pages/home.py":
-        at.switch_page(page)
-        at.run()
-    return at
 
 
 def metric(at, label_start: str) -> str:

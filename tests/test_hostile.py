@@ -6,7 +6,7 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from conftest import ROOT  # noqa: E402
+from conftest import ROOT, open_page  # noqa: E402
 
 APP = str(ROOT / "app.py")
 PAGES = ["app_pages/home.py", "app_pages/budget.py", "app_pages/step_time.py",
@@ -57,28 +57,17 @@ def test_more_garbage_on_the_budget_page(garbage):
     assert not at.exception
 
 
-def open_with(page: str, **query) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    for k, v in query.items():
-        at.query_params[k] = v
-    at.run()
-    if page != "app_pages/home.py":
-        at.switch_page(page)
-        at.run()
-    return at
-
-
 @pytest.mark.parametrize("query", [dict(model="gpt2", tp="8"), dict(model="smollm2-135m", tp="2")])
 def test_home_explains_a_tp_the_model_cannot_split(query):
     # gpt2 has 12 KV heads and SmolLM2 3: TP 8 and TP 2 divide neither. Home used to end in
     # Streamlit's generic error box; now it says what to change, like every other page.
-    at = open_with("app_pages/home.py", **query)
+    at = open_page("app_pages/home.py", **query)
     assert not at.exception
     assert any("tensor parallel size" in e.value for e in at.error)
 
 
 def test_link_parameter_names_are_inert():
-    at = open_with("app_pages/home.py",
+    at = open_page("app_pages/home.py",
                    **{"[Click here to log in again](https://evil.example/login)": "1",
                       "![p](http://pixel.example/p.png)": "1"})
     notes = " ".join(w.value for w in at.warning)
@@ -100,7 +89,7 @@ def test_nested_layer_types_are_a_clear_message():
 
     from conftest import llama_config
 
-    at = open_with("app_pages/home.py")
+    at = open_page("app_pages/home.py")
     at.sidebar.selectbox(key="model").set_value("my-config")
     at.run()
     at.sidebar.text_area(key="cfg_text").set_value(
@@ -115,7 +104,7 @@ def test_nested_layer_types_are_a_clear_message():
 def test_cache_fill_at_its_maximums_ships_a_bounded_animation():
     import json
 
-    at = open_with("app_pages/cache_fill.py", f_prompt="1", f_new="159", f_layers="16",
+    at = open_page("app_pages/cache_fill.py", f_prompt="1", f_new="159", f_layers="16",
                    f_mode="No cache")
     assert not at.exception
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
