@@ -28,7 +28,7 @@ key cache of DeepSeek sparse attention's indexer (``index_topk``) is one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import ClassVar, Union
 
 from .dtypes import DType, bytes_for, get_dtype
