@@ -73,9 +73,10 @@ def interview_questions() -> list[Question]:
     seq = kv_cache(forty, 8192, kv_dtype="fp16").kv_bytes
 
     w = l8b.weights()
-    b16 = budget(spec, total_bytes=h100.memory_bytes, context=8192, weights_bytes=w.bytes)
+    b16 = budget(spec, total_bytes=h100.memory_bytes, context=8192, weights_bytes=w.bytes,
+                 find_max_context=False)
     b8 = budget(spec, total_bytes=h100.memory_bytes, context=8192, weights_bytes=w.bytes,
-                kv_dtype="fp8")
+                kv_dtype="fp8", find_max_context=False)
     s16 = step_time(spec, w, context=8192, batch=1, bandwidth_gbs=h100.bandwidth_gbs)
     s8 = step_time(spec, w, context=8192, batch=1, bandwidth_gbs=h100.bandwidth_gbs,
                    kv_dtype="fp8")
@@ -206,7 +207,7 @@ def _make(rng: random.Random, kind: str, n: int) -> Question:
         spec = spec_from_config(_llama_like(layers, kv, hd, q))
         dt = {1: "fp8", 2: "bf16", 4: "fp32"}[db]
         b = budget(spec, total_bytes=gpu_gib * GiB, context=ctx, weights_bytes=weights_gib * GiB,
-                   reserve_bytes=2 * GiB, kv_dtype=dt)
+                   reserve_bytes=2 * GiB, kv_dtype=dt, find_max_context=False)
         return Question(
             qid=qid, level="mid",
             prompt=(f"A model with {model} and {weights_gib} GiB of weights runs in vLLM on a "

@@ -28,6 +28,7 @@ With pipeline parallelism each stage does this for its layers and the smallest p
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import asdict, dataclass, field
@@ -255,8 +256,16 @@ def _vllm_bytes_per_token(layer, dtype, per_head: bool) -> int:
     return base + (8 * (layer.kv_heads or 1) if per_head and base else 0)
 
 
-def _grouping(layers, *, block_size: int, dtype, per_head: bool, state_dtype,
-              threshold: float | None, version: tuple[int, ...]) -> dict:
+def _grouping(layers, **kw) -> dict:
+    """``_grouping_of`` for a list of layers, memoised: the groups do not depend on
+    max_model_len, and estimate_max_model_len and the Budget's sweeps ask for the same
+    grouping dozens of times."""
+    return _grouping_of(tuple(layers), **kw)
+
+
+@functools.lru_cache(maxsize=512)
+def _grouping_of(layers: tuple, *, block_size: int, dtype, per_head: bool, state_dtype,
+                 threshold: float | None, version: tuple[int, ...]) -> dict:
     """vLLM's KV-cache groups for ``layers`` (already split for tensor parallelism):
     the effective block size, the page, the group size and each group's member positions.
 
@@ -380,7 +389,8 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
         draft = FullAttention(kv_heads=ref.kv_heads, head_dim=ref.head_dim,
                               v_head_dim=ref.v_head_dim, q_heads=ref.q_heads)
         layers += [draft] * num_draft_layers
-    layers = [l.split(tp) for l in layers]  # validates tp against the KV heads
+    if tp > 1:
+        layers = [l.split(tp) for l in layers]  # validates tp against the KV heads
     parts = pp_partition(len(spec.layers), pp)
     stages, start = [], 0
     for i, count in enumerate(parts):
