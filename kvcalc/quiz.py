@@ -85,7 +85,9 @@ def interview_questions() -> list[Question]:
     off = offload_vs_recompute(spec, 8192, link_gbs=link, peak_tflops=h100.bf16_tflops)
     off_fixed = offload_vs_recompute(spec, 8192, link_gbs=link, peak_tflops=h100.bf16_tflops,
                                      fixed_s=1e-3)
-    short = prefill(spec, 32, h100.bf16_tflops)
+    short = prefill(spec, 32, h100.bf16_tflops)  # the marginal cost inside a running batch
+    alone = prefill(spec, 32, h100.bf16_tflops, weight_read_bytes=w.bytes,
+                    bandwidth_gbs=h100.bandwidth_gbs)  # on an idle GPU: one weight read at least
 
     return [
         Question(qid="why-kv", level="core", prompt="Why do we cache K and V but not Q?",
@@ -141,10 +143,14 @@ def interview_questions() -> list[Question]:
                      f"{fmt_bytes(off.kv_bytes)}, **{fmt_seconds(off.reload_s)}** over PCIe 5.0 "
                      f"({link:g} GB/s) against **{fmt_seconds(off.recompute_s)}** to recompute on "
                      "an H100 at half its peak. A reload also has a fixed cost (finding the "
-                     "blocks, issuing and waiting for the copy); at 1 ms, any prefix shorter than "
-                     f"**{off_fixed.break_even_tokens:,} tokens** is faster to recompute (a "
-                     f"32-token prefix recomputes in {fmt_seconds(short.time_s)}). Short prefixes: "
-                     "recompute. Long, reused ones: offload.")),
+                     "blocks, issuing and waiting for the copy). Counted as extra work inside a "
+                     "batch that is running anyway (its weights are read for the other requests "
+                     "regardless), recomputing is only FLOPs: at 1 ms per reload, any prefix "
+                     f"shorter than **{off_fixed.break_even_tokens:,} tokens** is faster to "
+                     f"recompute (a 32-token prefix in {fmt_seconds(short.time_s)}). On an idle "
+                     "GPU a prefill reads every weight at least once, so the same 32 tokens "
+                     f"take at least {fmt_seconds(alone.time_s)}. Short prefixes in a busy "
+                     "server: recompute. Long, reused ones: offload.")),
     ]
 
 
