@@ -96,12 +96,18 @@ with right:
         log += [f"step {h.step}: {e}" for e in h.events]
     st.code("\n".join(log[-24:]) or "press Step to start", language=None, wrap_lines=True)
 
-max_len = max(len(r.prompt) + r.output_len for r in requests)
+longest = max(len(r.prompt) + r.output_len for r in requests)
+max_len = st.number_input(
+    "max_model_len of the engine without paging (tokens)", longest, 65_536, max(256, longest),
+    64, **bound("e_maxlen", "num"),
+    help="An engine that allocates contiguously must reserve the longest length it serves for "
+         "every request, whatever that request turns out to need.")
 contiguous = contiguous_capacity(num_blocks, block_size, max_len)
 peak = max(h.running for h in history)
 st.markdown(
-    f"**Without paging**, each request would reserve its maximum length ({max_len} tokens) up "
-    f"front in one contiguous piece: the same {num_blocks * block_size:,} slots hold "
+    f"**Without paging**, an engine reserves max_model_len ({max_len:,} tokens) for each request "
+    f"up front, in one contiguous piece: the same {num_blocks * block_size:,} slots hold "
     f"**{contiguous}** request{'s' if contiguous != 1 else ''} at a time. With blocks, up to "
     f"**{peak}** ran together so far, because a request only holds what it has written, rounded "
-    f"up to a block of {block_size}.")
+    f"up to a block of {block_size}. PagedAttention, the attention kernel of vLLM, reads each "
+    "request's keys and values through its block table, so the blocks need not be contiguous.")

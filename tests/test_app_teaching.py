@@ -214,3 +214,12 @@ def test_interview_q2_has_two_graded_boxes():
     oks = [s.value for s in at.success]
     assert any("163,840 B" in v for v in oks) and any("1.25 GiB" in v for v in oks)
     assert not any("e.g. 160 KiB" in (t.placeholder or "") for t in at.text_input)
+
+
+def test_engine_baseline_reserves_max_model_len():
+    # Shared-prompt scenario: 48 blocks x 8 tokens = 384 slots. A contiguous engine with
+    # max_model_len 256 holds 384 // 256 = 1 request; the paged engine ran 6 together.
+    at = open_page("app_pages/engine.py", e_step="12")
+    body = " ".join(re.sub(r"\\(.)", r"\1", m.value) for m in at.markdown)
+    assert "reserves max_model_len (256 tokens)" in body and "hold **1** request at a time" in body
+    assert "PagedAttention" in body
