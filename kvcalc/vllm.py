@@ -444,6 +444,14 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
         tokens = num_blocks // len(bind["groups"]) * bind["block_size"]
         formula = "num_blocks // groups x block_size"
     notes = list(bind["notes"]) + notes
+    # Say the engine conventions these numbers rest on.
+    if batches > 1 and any(r > 0 and rep.tokens_kept(10**9) < 10**9
+                           for (_, _, _, rep, _), r in zip(bind["groups"], per_req, strict=True)):
+        notes.append(f"each window or chunk reserves room for {batches} x max_num_batched_tokens "
+                     f"({in_flight:,} tokens in flight): asynchronous scheduling, vLLM 0.26.0 on")
+    if any(rep.state_elements for _, _, _, rep, _ in bind["groups"]):
+        notes.append("a recurrent state takes one block per request, as with prefix caching off; "
+                     "with it on (mamba_cache_mode 'align') vLLM 0.15.0 on keeps two")
     if pp > 1:
         notes.append(f"pipeline stages hold {', '.join(map(str, parts))} layers")
     groups = tuple(Group(kind=kind, layers=len(members), padding=padding, blocks_per_request=r)

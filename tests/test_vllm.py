@@ -249,3 +249,14 @@ def test_available_memory_like_vllm():
     with pytest.raises(ValueError):
         available_bytes(total_bytes=80 * GiB, gpu_mem_util=1.5, weights_bytes=0,
                         activation_bytes=0, non_torch_bytes=0)
+
+
+def test_predictions_say_the_conventions_they_rest_on():
+    spec = get_model("gemma-3-27b").spec
+    new = predict(spec, available_bytes=20 * GiB, max_model_len=32768)
+    old = predict(spec, available_bytes=20 * GiB, max_model_len=32768, vllm_version="0.25.0")
+    assert any("2 x max_num_batched_tokens (16,384 tokens in flight)" in n for n in new.notes)
+    assert not any("in flight" in n for n in old.notes)
+    hybrid = predict(get_model("qwen3-next-80b-a3b").spec, available_bytes=30 * GiB,
+                     max_model_len=8192)
+    assert any("prefix caching off" in n for n in hybrid.notes)
