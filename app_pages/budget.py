@@ -6,6 +6,7 @@ from kvcalc.sweeps import concurrency_curve, context_grid
 from kvcalc.units import GiB, fmt_bytes, fmt_gib
 from webui import callbacks, common
 from webui.common import bound, select
+from webui.hosted import plain
 
 sel = common.require_selection()
 common.page_header(
@@ -167,9 +168,13 @@ for key in compare:
                  f"max concurrency at {context:,}": round(ob.max_concurrency, 2),
                  "longest sequence (tokens)": f"{ob.usable_context:,} "
                                               f"({ob.max_context_limited_by})"})
-st.plotly_chart(concurrency_figure(series, marker=context, ceiling=b.max_num_seqs),
+st.plotly_chart(concurrency_figure(series, marker=context, ceiling=b.max_num_seqs,
+                                   model_max=sel.spec.max_context),
                 width="stretch", key="b_curve")
 st.table(rows, border="horizontal", hide_index=True)
-st.caption("Zero concurrency means the weights leave no room for a cache on this GPU. Try Llama 2 "
+st.caption(f"The dash-dot line is {plain(sel.label)}'s maximum context "
+           f"({sel.spec.max_context:,} tokens); lengths past it are shaded. Below one sequence "
+           "(the dotted red line) not even one conversation of that length fits. "
+           "Zero concurrency means the weights leave no room for a cache on this GPU. Try Llama 2 "
            "7B (every head keeps K/V), Llama 3.1 8B (8 K/V heads) and DeepSeek-V3 (one latent "
            "per token) side by side.")

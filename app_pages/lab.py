@@ -3,7 +3,7 @@ import streamlit as st
 from kvcalc import budget, prefill, step_time
 from kvcalc.charts import budget_figure, step_time_figure
 from kvcalc.roofline import DEFAULT_MFU
-from kvcalc.sweeps import step_curve
+from kvcalc.sweeps import max_context_at, step_curve
 from kvcalc.units import GiB, fmt_gib, fmt_seconds
 from webui import common
 from webui.common import bound, select
@@ -70,9 +70,17 @@ m[1].metric(f"Max concurrency at {context:,} tokens", f"{b.max_concurrency:,.2f}
 m[2].metric(f"{batch:,} x {context:,} tokens", "fits" if b.fits else
             f"over by {fmt_gib(b.overflow_bytes)}")
 m = st.columns(4)
-m[0].metric("Decode step", fmt_seconds(s.step_time_s), delta("step", "{:+,.2f} ms"),
-            delta_color="inverse")
-m[1].metric("Tokens/s (batch)", f"{s.tokens_per_s:,.0f}", delta("tps", "{:+,.0f}"))
+if b.fits:
+    m[0].metric("Decode step", fmt_seconds(s.step_time_s), delta("step", "{:+,.2f} ms"),
+                delta_color="inverse")
+    m[1].metric("Tokens/s (batch)", f"{s.tokens_per_s:,.0f}", delta("tps", "{:+,.0f}"))
+else:  # no speed for a batch that cannot run
+    most = max(int(b.max_concurrency), 0)
+    m[0].metric("Decode step", "does not fit")
+    m[1].metric("Tokens/s (batch)", "does not fit")
+    st.warning(f"{batch:,} sequences of {context:,} tokens do not fit in this KV pool: at most "
+               f"{most:,} do. A step time for a batch that cannot run would mislead, so none is "
+               "shown. Lower the batch or the context, use an FP8 KV cache, or add GPUs.")
 if p is None:
     m[2].metric(f"Time to first token ({prompt:,} tokens)", "unknown",
                 help="Prefill FLOPs need the parameter count, which kvcalc could not take from "
@@ -91,8 +99,14 @@ with right:
     xs = [round(x_max * i / 40) for i in range(41)]
     curve = step_curve(sel.spec, sel.weights, xs, batch=batch, bandwidth_gbs=sel.bandwidth_gbs,
                        kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
-    st.plotly_chart(step_time_figure(curve, s.crossover_context, batch), width="stretch",
+    fits_to = max_context_at(sel.spec, batch, **common.pool_kwargs(
+        sel, util, round(reserve * GiB), block))
+    st.plotly_chart(step_time_figure(curve, s.crossover_context, batch, fits_to=fits_to,
+                                     model_max=sel.spec.max_context), width="stretch",
                     key="l_step")
+    st.caption(f"Dash-dot: the model's maximum context ({sel.spec.max_context:,} tokens) when "
+               f"the chart reaches it. Shaded red: lengths at which {batch:,} sequences do not "
+               "fit in this KV pool.")
 
 with st.expander("How these numbers are computed", icon=":material/function:"):
     common.formula(

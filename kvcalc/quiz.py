@@ -86,7 +86,7 @@ def interview_questions() -> list[Question]:
     off_fixed = offload_vs_recompute(spec, 8192, link_gbs=link, peak_tflops=h100.bf16_tflops,
                                      fixed_s=1e-3)
     short = prefill(spec, 32, h100.bf16_tflops)  # the marginal cost inside a running batch
-    alone = prefill(spec, 32, h100.bf16_tflops, weight_read_bytes=w.bytes,
+    alone = prefill(spec, 32, h100.bf16_tflops, weight_read_bytes=w.read_per_step(spec, 32),
                     bandwidth_gbs=h100.bandwidth_gbs)  # on an idle GPU: one weight read at least
 
     return [

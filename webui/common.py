@@ -417,6 +417,46 @@ def require_fit(sel: Selection, util: float = 0.9,
     stop()
 
 
+def pool_kwargs(sel: Selection, util: float = 0.9, reserve_bytes: int | None = None,
+                block_size: int = 16) -> dict:
+    """Budget arguments for "does it fit": vLLM's convention on the selected GPU(s), at
+    gpu_memory_utilization 0.9 and the 2 GiB reserve unless a page has its own inputs."""
+    from kvcalc import DEFAULT_RESERVE_BYTES
+
+    return dict(total_bytes=sel.gpu.memory_bytes, weights_bytes=sel.weights_bytes,
+                gpu_mem_util=util, block_size=block_size, kv_dtype=sel.kv_dtype, tp=sel.tp,
+                pp=sel.pp, gpu_name=sel.gpu.name,
+                reserve_bytes=DEFAULT_RESERVE_BYTES if reserve_bytes is None else reserve_bytes)
+
+
+def fit_caption(sel: Selection, batch: int, fits_to: int) -> None:
+    """One line under a context chart: the model's limit and how far this batch fits."""
+    limit = sel.spec.max_context
+    seqs = f"{batch:,} sequence{'s' if batch != 1 else ''}"
+    if fits_to >= limit:
+        fit = f"{seqs} fit in the KV pool at every length up to it"
+    elif fits_to == 0:
+        fit = f"{seqs} do not fit in the KV pool at any length"
+    else:
+        fit = (f"{seqs} fit in the KV pool up to {fits_to:,} tokens each; longer ones are "
+               "shaded red and not drawn")
+    st.caption(f"The dash-dot line is the model's maximum context ({limit:,} tokens, "
+               f"max_position_embeddings) when the chart reaches it. {fit} (vLLM's defaults: "
+               "gpu_memory_utilization 0.9, 2 GiB reserve).")
+
+
+def embedding_note(sel: Selection) -> str:
+    """What the weight read leaves out: an untied input embedding is gathered, not read."""
+    from kvcalc.units import fmt_gib
+
+    w = sel.weights
+    if not w.input_embedding_bytes:
+        return ("Every weight is read once per step (a tied embedding is read whole, as the "
+                "output head).")
+    return (f"Every weight is read once per step except the untied input embedding "
+            f"({fmt_gib(w.input_embedding_bytes)}): a lookup gathers only one row per token.")
+
+
 def show_error(exc: Exception | str) -> None:
     """A message for the user; it may quote their input, so no markup in it is interpreted."""
     st.error(plain(str(exc)), icon=":material/error:")
