@@ -96,6 +96,33 @@ def test_each_common_mistake_is_named():
     assert "bits vs bytes" in grade(q, str(163_840 * 8)).message
     xq = Question(qid="x", level="core", prompt="?", answer="4x", value=4, unit="x", ask_unit="x")
     assert "inverse" in grade(xq, "0.25").message
+    assert "factor 2 for K and V" in grade(q, str(163_840 // 2)).message
+
+
+def test_config_snippet_questions_are_read_by_hand_and_name_the_query_head_mistake():
+    # Derived from the snippet alone, as a student would: head_dim = hidden / query heads, and
+    # bytes per number from torch_dtype; K and V are stored per KV head.
+    import json
+
+    width = {"bfloat16": 2, "float16": 2, "float32": 4}
+    seen = 0
+    for seed in range(40):
+        for q in practice_questions(seed, 12):
+            if not q.config:
+                continue
+            seen += 1
+            cfg = json.loads(q.config)
+            assert "head_dim" not in cfg
+            head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
+            expected = (2 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * head_dim
+                        * width[cfg["torch_dtype"]])
+            assert q.value == expected
+            assert cfg["num_attention_heads"] > cfg["num_key_value_heads"]
+            assert grade(q, f"{expected} B").correct
+            wrong = expected * cfg["num_attention_heads"] // cfg["num_key_value_heads"]
+            msg = grade(q, f"{wrong} B").message
+            assert "query heads" in msg and "num_key_value_heads" in msg, msg
+    assert seen >= 40
 
 
 def test_interview_q2_grades_both_numbers():
