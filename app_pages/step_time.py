@@ -8,7 +8,7 @@ from webui import callbacks, common
 from webui.common import bound, select
 
 sel = common.require_selection()
-common.page_header(
+top = common.page_header(
     "Decode step time vs context length", sel,
     "Each decode step reads every weight once, whatever the context, and also reads the whole "
     "cache of every sequence in the batch. The first read is a fixed band; the second is a wedge "
@@ -40,12 +40,13 @@ st.plotly_chart(step_time_figure(curve, s.crossover_context, batch, fits_to=fits
                                  model_max=sel.spec.max_context), width="stretch", key="s_fig")
 common.fit_caption(sel, batch, fits_to)
 
-m = st.columns(4)
-m[0].metric(f"Step time at {context:,} tokens", fmt_seconds(s.step_time_s))
-m[1].metric("Tokens/s (whole batch)", f"{s.tokens_per_s:,.1f}")
-m[2].metric("Crossover context (tokens)", "never" if s.crossover_context is None
-            else f"{s.crossover_context:,}")
-m[3].metric("Share of the step reading KV", f"{s.kv_share:.0%}")
+with top:  # the answer first: on a phone it is on the first screen
+    m = st.columns(4)
+    m[0].metric(f"Step time at {context:,} tokens", fmt_seconds(s.step_time_s))
+    m[1].metric("Tokens/s (whole batch)", f"{s.tokens_per_s:,.1f}")
+    m[2].metric("Crossover context (tokens)", "never" if s.crossover_context is None
+                else f"{s.crossover_context:,}")
+    m[3].metric("Share of the step reading KV", f"{s.kv_share:.0%}")
 
 if s.crossover_context is None:
     st.info("This model's cache stops growing (every layer keeps a bounded window or a fixed "

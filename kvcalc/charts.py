@@ -14,7 +14,7 @@ from .budget import Budget
 from .units import GiB
 
 __all__ = ["budget_figure", "concurrency_figure", "step_time_figure", "batch_figure",
-           "techniques_figure", "COLORS"]
+           "techniques_figure", "cache_picture", "COLORS"]
 
 COLORS = {
     "weights": "#e0607e",  # rose: the fixed part
@@ -357,4 +357,39 @@ def live_time_figure(steps: list, no_cache: list, fit: tuple[float, float]) -> g
                         marker=dict(color=COLORS["over"]))
     fig.update_layout(xaxis_title="tokens in the sequence", yaxis_title="step time (ms)",
                       **_LAYOUT)
+    return fig
+
+
+def cache_picture(tokens: list[str], new: str) -> go.Figure:
+    """What the cache holds, for one layer and head: the keys and values of ``tokens`` (written
+    once, read at every later step), the new token's K and V (written this step), and its query
+    (used once, then dropped), with lines from that query to every cached key."""
+    n = len(tokens)
+    xs = list(range(n + 1))
+    rows = {"Q": 2.0, "K": 1.0, "V": 0.0}
+    fig = go.Figure()
+    for i in range(n + 1):  # attention: the new query against every key, its own included
+        fig.add_shape(type="line", x0=n, y0=rows["Q"] - 0.28, x1=i, y1=rows["K"] + 0.28,
+                      line=dict(color="#9aa0b4", width=1.2))
+    old = dict(color=COLORS["kv"], size=34, symbol="square")
+    new_ = dict(color="#f28e2b", size=34, symbol="square")
+    for row in ("K", "V"):
+        fig.add_scatter(x=xs[:-1], y=[rows[row]] * n, mode="markers+text", marker=old,
+                        text=[row] * n, textfont=dict(color="white"), showlegend=row == "K",
+                        name="in the cache: written once, read at every step",
+                        hoverinfo="skip")
+        fig.add_scatter(x=[n], y=[rows[row]], mode="markers+text", marker=new_, text=[row],
+                        textfont=dict(color="white"), showlegend=row == "K",
+                        name="written this step", hoverinfo="skip")
+    fig.add_scatter(x=[n], y=[rows["Q"]], mode="markers+text", textfont=dict(color="white"),
+                    marker=dict(color=COLORS["reserve"], size=34, symbol="square"), text=["Q"],
+                    name="query: used once, then dropped", hoverinfo="skip")
+    fig.update_layout(
+        xaxis=dict(tickmode="array", tickvals=xs, ticktext=[*tokens, f"<b>{new}</b> (new)"],
+                   showgrid=False, zeroline=False, range=[-0.6, n + 0.6]),
+        yaxis=dict(tickmode="array", tickvals=list(rows.values()),
+                   ticktext=["query", "keys", "values"], showgrid=False, zeroline=False,
+                   range=[-0.6, 2.6]),
+        margin=dict(l=10, r=10, t=40, b=10), height=260,
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
     return fig

@@ -411,3 +411,32 @@ def test_step_time_page_marks_what_does_not_fit():
     assert shown[32] is not None and shown[64] is None
     # The untied input embedding (128,256 x 4,096 x 2 B = 0.98 GiB) is named as not read whole.
     assert "untied input embedding (0.98 GiB)" in caps
+
+
+GLOSSARY = ["MHA", "GQA", "MQA", "MLA", "RoPE", "MFU", "TP", "PP", "BF16", "FP8", "TTFT", "GiB"]
+
+
+@pytest.mark.parametrize("page", ALL_PAGES + ["app_pages/live.py"])
+def test_glossary_is_reachable_from_every_page(page):
+    # Issue 13: MHA, GQA, MQA, MLA, RoPE, MFU, TP, PP, BF16/FP8 spelled out from every page.
+    at = open_page(page)
+    assert not at.exception
+    glossary = [e for e in at.sidebar.expander if e.label.startswith("Glossary")]
+    assert len(glossary) == 1
+    body = " ".join(text(m) for m in glossary[0].markdown)
+    for term in GLOSSARY:
+        assert f"**{term}" in body or f"{term} " in body, term
+    assert "Multi-head latent attention" in body and "Grouped-query attention" in body
+
+
+def test_home_has_the_picture_and_a_path_through_the_pages():
+    at = open_page("app_pages/home.py")
+    fig = figure(at, "h_picture")
+    names = {t.get("name") for t in fig["data"]}
+    assert {"written this step", "query: used once, then dropped"} <= names
+    texts = [t for tr in fig["data"] for t in tr.get("text", [])]
+    assert texts.count("Q") == 1 and texts.count("K") == texts.count("V") == 5
+    # One line from the new query to every key, its own included.
+    assert len([s for s in fig["layout"]["shapes"] if s["type"] == "line"]) == 5
+    links = [p.proto.page for p in at.get("page_link")]
+    assert links[:6] == ["cache_fill", "budget", "step_time", "engine", "techniques", "interview"]

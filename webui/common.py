@@ -194,6 +194,10 @@ def sidebar() -> None:
         select(c1.selectbox, "Weights", ["auto", *WEIGHT_DTYPES], "wdtype",
                help="auto: the checkpoint's own format")
         select(c2.selectbox, "KV cache", list(KV_DTYPES), "kvdtype", index=KV_DTYPES.index("bf16"))
+        from webui import glossary
+
+        with st.expander("Glossary: MHA, GQA, MLA, TP, FP8 ...", icon=":material/menu_book:"):
+            st.markdown(glossary.markdown())
 
 
 def _index(options: list, value) -> int:
@@ -476,9 +480,11 @@ def stop_on_error(exc: ValueError) -> None:
     stop()
 
 
-def page_header(title: str, sel: Selection | None, lead: str) -> None:
+def page_header(title: str, sel: Selection | None, lead: str):
+    """The page's title, what it runs on, then an empty container for its headline result, then
+    the lead paragraph. Pages fill the container once they have computed, so on a phone (where
+    columns stack one per row) the first screen shows the answer, not only the inputs."""
     st.title(title)
-    st.markdown(lead)
     if sel is not None:
         par = f" · {sel.tp} x TP, {sel.pp} x PP: figures per GPU" if sel.num_gpus > 1 else ""
         st.caption(f"**{plain(sel.label)}** on **{plain(sel.gpu.name)}** · weights "
@@ -486,6 +492,9 @@ def page_header(title: str, sel: Selection | None, lead: str) -> None:
                    + (f" (experts {sel.weights.expert_dtype.upper()})"
                       if sel.weights.expert_dtype != sel.weights.dtype else "")
                    + f" · KV cache {sel.kv_dtype.upper()}{par}")
+    top = st.container()
+    st.markdown(lead)
+    return top
 
 
 def formula(text: str) -> None:
