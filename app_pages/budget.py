@@ -53,6 +53,7 @@ with top:  # the answer first: on a phone it is on the first screen
                  f"({fmt_gib(b.reserve_bytes)}) already exceed the {fmt_gib(b.requested_bytes)} the engine may use, by "
                  f"{fmt_gib(-b.kv_pool_bytes)}: there is no room for a cache. Add GPUs (tensor "
                  "parallel), pick a smaller weight format, or a larger GPU.")
+        common.stop()  # no pool, so no blocks, capacity or concurrency to show
     elif b.startup_error:
         st.error("vLLM would refuse to start with max_model_len = "
                  f"{context:,}: one request of that length does not fit. Its own message: "

@@ -157,7 +157,8 @@ def step_time_figure(curve: dict, crossover: int | None, batch: int,
     if x and fits_to is not None and fits_to < min(x[-1], model_max or x[-1]):
         end = min(x[-1], model_max or x[-1])
         _limit_region(fig, max(fits_to, x[0]), end,
-                      f"{batch} sequence{'s' if batch != 1 else ''} of this length do not fit",
+                      f"{batch} sequence{'s' if batch != 1 else ''} of this length "
+                      f"{'does' if batch == 1 else 'do'} not fit",
                       COLORS["over"])
     fig.update_layout(xaxis=dict(title="context per sequence (tokens)", range=[x[0], x[-1]]
                                  if x else None),

@@ -221,6 +221,9 @@ def test_model_too_big_for_gpu_is_explained():
     at.run()
     assert not at.exception
     assert "no room for a cache" in text(at.error[0])
+    # No pool: no blocks, capacity, concurrency or longest sequence is shown.
+    assert not [m for m in at.metric if m.label.startswith(("Blocks", "Max concurrency",
+                                                            "Longest", "Capacity"))]
 
 
 DATA = ROOT / "tests" / "data" / "configs"

@@ -436,14 +436,16 @@ def pool_kwargs(sel: Selection, util: float = 0.9, reserve_bytes: int | None = N
 def fit_caption(sel: Selection, batch: int, fits_to: int) -> None:
     """One line under a context chart: the model's limit and how far this batch fits."""
     limit = sel.spec.max_context
-    seqs = f"{batch:,} sequence{'s' if batch != 1 else ''}"
+    one = batch == 1
+    seqs = f"{batch:,} sequence{'' if one else 's'}"
+    fit_, not_ = ("fits", "does not fit") if one else ("fit", "do not fit")
     if fits_to >= limit:
-        fit = f"{seqs} fit in the KV pool at every length up to it"
+        fit = f"{seqs} {fit_} in the KV pool at every length up to it"
     elif fits_to == 0:
-        fit = f"{seqs} do not fit in the KV pool at any length"
+        fit = f"{seqs} {not_} in the KV pool at any length"
     else:
-        fit = (f"{seqs} fit in the KV pool up to {fits_to:,} tokens each; longer ones are "
-               "shaded red and not drawn")
+        fit = (f"{seqs} {fit_} in the KV pool up to {fits_to:,} tokens"
+               f"{'' if one else ' each'}; longer ones are shaded red and not drawn")
     st.caption(f"The dash-dot line is the model's maximum context ({limit:,} tokens, "
                f"max_position_embeddings) when the chart reaches it. {fit} (vLLM's defaults: "
                "gpu_memory_utilization 0.9, 2 GiB reserve).")
