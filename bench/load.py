@@ -31,8 +31,7 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from worst_links import WORST_LINKS  # noqa: E402
+from worst_links import WORST_LINKS  # beside this script
 
 # page url path -> (widget label, values to alternate between)
 ACTIONS = {

@@ -24,8 +24,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parent.parent  # kvcalc and webui: the installed package
 
 # page: (widget kind, key, values to alternate between, in the sidebar?, link parameters)
 CHANGES = {
@@ -46,8 +45,7 @@ def hostile_links(repeats: int = 3) -> None:
 
     from streamlit.testing.v1 import AppTest
 
-    sys.path.insert(0, str(ROOT / "bench"))
-    from worst_links import WORST_LINKS
+    from worst_links import WORST_LINKS  # beside this script
 
     print(f"worst link of each page, {repeats} fresh sessions each (AppTest, server side)")
     for path, query in WORST_LINKS.items():

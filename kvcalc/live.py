@@ -199,8 +199,8 @@ def _torch():
         import torch
         import transformers  # noqa: F401
     except ImportError:
-        raise LiveError("The live page needs torch and transformers: "
-                        "pip install torch==2.13.0 transformers==5.24.0") from None
+        raise LiveError("The live page needs torch and transformers: pip install '.[live]' "
+                        "(the pinned versions are in pyproject.toml)") from None
     return torch
 
 

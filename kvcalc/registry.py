@@ -23,7 +23,7 @@ from .weights import Weights, weights
 __all__ = ["RegistryModel", "GPU", "Link", "Registry", "load_registry", "registry",
            "get_model", "get_gpu", "DEFAULT_PATH"]
 
-DEFAULT_PATH = Path(__file__).resolve().parent.parent / "models.yaml"
+DEFAULT_PATH = Path(__file__).resolve().parent / "models.yaml"
 MAX_REGISTRY_BYTES = 5_000_000
 
 

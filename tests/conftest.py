@@ -1,9 +1,8 @@
 import sys
 from pathlib import Path
 
+# kvcalc and webui are imported as installed (pip install -e .[dev]); ROOT is for paths only.
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 
 def llama_config(**overrides):

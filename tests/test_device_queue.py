@@ -298,8 +298,7 @@ def test_measure_stops_between_steps():
 
 
 E2E_APP = '''
-import os, sys, time
-sys.path.insert(0, os.environ["KVLAB_ROOT"])
+import os, time
 import streamlit as st
 from webui import device_queue
 
