@@ -1,7 +1,7 @@
 import streamlit as st
 
 from kvcalc import budget, get_model, kv_cache, registry, weights
-from kvcalc.charts import budget_figure, concurrency_figure
+from webui.charts import budget_figure, concurrency_figure
 from kvcalc.sweeps import concurrency_curve, context_grid
 from kvcalc.units import GiB, fmt_bytes, fmt_gib
 from webui import callbacks, common

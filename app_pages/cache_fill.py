@@ -1,6 +1,6 @@
 import streamlit as st
 
-from kvcalc.charts import FILL_COLORS, fill_figure
+from webui.charts import FILL_COLORS, fill_figure
 from kvcalc.fill import MAX_TOKENS, fill_timeline, shown_layers
 from kvcalc.units import fmt_bytes
 from webui import common

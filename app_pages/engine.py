@@ -1,7 +1,7 @@
 import streamlit as st
 
 from kvcalc import kv_cache
-from kvcalc.charts import blocks_figure
+from webui.charts import blocks_figure
 from kvcalc.paging import SCENARIOS, contiguous_capacity, parse_requests
 from kvcalc.units import fmt_bytes
 from webui import callbacks, common

@@ -1,8 +1,8 @@
 import streamlit as st
 
 from kvcalc import budget, kv_cache
-from kvcalc.budget import DEFAULT_RESERVE_BYTES
-from kvcalc.charts import cache_picture
+from kvcalc.memory import DEFAULT_RESERVE_BYTES
+from webui.charts import cache_picture
 from kvcalc.units import fmt_bytes
 from webui import common
 

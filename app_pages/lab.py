@@ -1,7 +1,7 @@
 import streamlit as st
 
 from kvcalc import budget, prefill, step_time
-from kvcalc.charts import budget_figure, step_time_figure
+from webui.charts import budget_figure, step_time_figure
 from kvcalc.roofline import DEFAULT_MFU
 from kvcalc.sweeps import max_context_at, step_curve
 from kvcalc.units import GiB, fmt_gib, fmt_seconds

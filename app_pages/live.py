@@ -3,7 +3,7 @@ import importlib.util
 import streamlit as st
 
 from kvcalc import live
-from kvcalc.charts import live_bytes_figure, live_time_figure
+from webui.charts import live_bytes_figure, live_time_figure
 from kvcalc.units import GB, fmt_bytes, fmt_seconds
 from webui import common, device_queue
 from webui.common import bound, select

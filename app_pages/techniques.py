@@ -1,7 +1,7 @@
 import streamlit as st
 
 from kvcalc import get_dtype, kv_cache, registry
-from kvcalc.charts import techniques_figure
+from webui.charts import techniques_figure
 from kvcalc.techniques import techniques
 from kvcalc.units import fmt_bytes
 from webui import callbacks, common

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from kvcalc import live
-from kvcalc.registry import get_gpu
+from kvcalc.catalog import get_gpu
 
 
 def generate_time(source, key, dtype, device, prompt_tokens, new_tokens, prompt_text=None):

@@ -14,15 +14,15 @@ import re
 import stat
 import sys
 
-from .budget import DEFAULT_RESERVE_BYTES, ENGINES, budget
+from .memory import DEFAULT_RESERVE_BYTES, ENGINES, budget
 from .dtypes import KV_DTYPES, WEIGHT_DTYPES
 from .hfconfig import _short, checkpoint_format, load_config_file, spec_from_config
 from .kv import kv_cache
 from .model import ModelSpec
-from .registry import registry
+from .catalog import registry
 from .roofline import (DEFAULT_MFU, offload_vs_recompute, prefill, step_time, token_passes)
 from .units import GB, GiB, fmt_bytes, fmt_gib, fmt_seconds
-from .weights import Weights, weights, weights_given
+from .weight_bytes import Weights, weights, weights_given
 
 __all__ = ["main"]
 

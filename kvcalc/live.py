@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from .hfconfig import spec_from_config
 from .kv import kv_cache
 from .model import MLALatent, ModelSpec
-from .registry import get_model
+from .catalog import get_model
 from .units import check_int
 
 __all__ = ["twin_config", "TWIN_KEYS", "Measurement", "Step", "measure", "LiveError",

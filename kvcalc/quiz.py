@@ -13,10 +13,10 @@ import random
 import re
 from dataclasses import dataclass
 
-from .budget import budget
+from .memory import budget
 from .hfconfig import spec_from_config
 from .kv import kv_cache
-from .registry import get_gpu, get_model
+from .catalog import get_gpu, get_model
 from .roofline import offload_vs_recompute, prefill, step_time
 from .units import GB, GiB, KiB, MiB, check_int, fmt_bytes, fmt_seconds
 

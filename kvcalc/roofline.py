@@ -25,7 +25,7 @@ from .dtypes import KV_DTYPES, get_dtype
 from .kv import _seq_bytes, stage_layers
 from .model import ModelSpec
 from .units import GB, check_float, check_int
-from .weights import Weights
+from .weight_bytes import Weights
 
 __all__ = ["StepTime", "step_time", "crossover_context", "prefill", "Prefill", "token_passes",
            "offload_vs_recompute", "Offload", "DEFAULT_MFU"]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 
-from .budget import budget
+from .memory import budget
 from .model import ModelSpec
 from .roofline import step_time
 from .units import check_int
-from .weights import Weights
+from .weight_bytes import Weights
 
 __all__ = ["context_grid", "concurrency_curve", "step_curve", "batch_curve", "max_batch_at",
            "max_context_at"]

@@ -176,6 +176,27 @@ def test_import_kvcalc_is_pure():
     assert r.returncode == 0 and r.stdout.strip() == "", r.stdout + r.stderr
 
 
+def test_every_kvcalc_module_but_the_torch_ones_is_light():
+    # Each module of the core, imported on its own in a fresh interpreter: none may load a
+    # heavy package. The torch modules (live measurement, quality, microscope) import torch
+    # only inside their functions, so importing them is light too.
+    import pkgutil
+
+    import kvcalc
+
+    names = sorted(m.name for m in pkgutil.iter_modules(kvcalc.__path__) if m.name != "__main__")
+    assert {"memory", "catalog", "weight_bytes", "kv", "vllm", "cli"} <= set(names)
+    code = ("import importlib, sys\n"
+            f"for name in {names!r}:\n"
+            "    importlib.import_module('kvcalc.' + name)\n"
+            "heavy = [m for m in ('streamlit', 'plotly', 'pandas', 'torch', 'transformers',"
+            " 'numpy') if m in sys.modules]\n"
+            "print(','.join(heavy))")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "", r.stdout + r.stderr
+    assert "charts" not in names  # Plotly builders are presentation: webui.charts
+
+
 DATA = ROOT / "tests" / "data" / "configs"
 
 

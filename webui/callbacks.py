@@ -12,7 +12,7 @@ from __future__ import annotations
 import streamlit as st
 
 from kvcalc.paging import SCENARIOS, parse_requests, simulate
-from kvcalc.registry import registry
+from kvcalc.catalog import registry
 
 ENGINE_MAX_STEP = 2000
 

@@ -16,9 +16,9 @@ import streamlit as st
 from kvcalc import KV_DTYPES, WEIGHT_DTYPES, registry, spec_from_config, weights
 from kvcalc.hfconfig import checkpoint_format, parse_config_text
 from kvcalc.model import ModelSpec
-from kvcalc.registry import GPU
+from kvcalc.catalog import GPU
 from kvcalc.units import GiB
-from kvcalc.weights import Weights, weights_given
+from kvcalc.weight_bytes import Weights, weights_given
 
 from . import hub
 from .hosted import MAX_PASTE_CHARS, plain

@@ -18,7 +18,7 @@ from .dtypes import WEIGHT_DTYPES, get_dtype
 from .hfconfig import spec_from_config
 from .model import ModelSpec
 from .units import GB, MiB
-from .weights import Weights, weights
+from .weight_bytes import Weights, weights
 
 __all__ = ["RegistryModel", "GPU", "Link", "Registry", "load_registry", "registry",
            "get_model", "get_gpu", "DEFAULT_PATH"]

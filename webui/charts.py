@@ -10,8 +10,8 @@ import math
 
 import plotly.graph_objects as go
 
-from .budget import Budget
-from .units import GiB
+from kvcalc.memory import Budget
+from kvcalc.units import GiB
 
 __all__ = ["budget_figure", "concurrency_figure", "step_time_figure", "batch_figure",
            "techniques_figure", "cache_picture", "COLORS"]
