@@ -47,8 +47,10 @@ def test_per_token_bytes_by_hand(key):
 
 
 def test_falcon_7b_is_8_kib_and_deepseek_70272():
-    assert HAND_BPT["falcon-7b"] == 8192
-    assert HAND_BPT["deepseek-v3"] == 70_272
+    # The seed chapter's two extremes, through kvcalc: Falcon 7B's one K/V head of 64 (8 KiB per
+    # token) and DeepSeek-V3's latent of 512 + 64 in 61 layers (70,272 B per token).
+    assert kv_cache(get_model("falcon-7b").spec, 1).kv_bytes_per_token_nominal == 8 * 1024
+    assert kv_cache(get_model("deepseek-v3").spec, 1).kv_bytes_per_token_nominal == 70_272
 
 
 @pytest.mark.parametrize("key", sorted(HAND_BPT))
