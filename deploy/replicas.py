@@ -19,7 +19,7 @@ and the exit status is 1.
 The script stays in the foreground; Ctrl-C (or SIGTERM) stops HAProxy and every replica. The
 replicas also stop if this script is killed (Linux: a parent-death signal). Logs, the generated
 server list and HAProxy's runtime socket are in the run folder it prints. One line starting with
-``READY `` gives the same in JSON, for scripts (tests, bench/replicas.py).
+``READY `` gives the same in JSON, for scripts (tests, bench/scale.py).
 
 ``--port 0`` lets the system choose HAProxy's port: it is bound here and handed to HAProxy as
 an open socket (fd@N), so no other program can take it in between. ``--base-port 0`` lets the
