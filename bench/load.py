@@ -132,6 +132,7 @@ class Session:
         self.widgets: dict[str, tuple[str, str]] = {}  # label -> (id, value kind)
         self.latencies: list[float] = []
         self.errors: list[str] = []
+        self.start_delay = 0.0
 
     async def connect(self):
         """Open the websocket as the browser does: behind a load balancer, load the page first
@@ -245,6 +246,7 @@ class Session:
         import websockets
 
         rng = random.Random(self.name)
+        await asyncio.sleep(self.start_delay)  # students arrive over the ramp, not at once
         ws = await self.connect()
         try:
             await self._run(ws)  # the home page; learn the page list
@@ -267,8 +269,10 @@ class Session:
                         wid, kind = self.widgets[label]
                         await self._run(ws, self.pages[path], (wid, kind, value), self.query)
                         actions += 1
-                except (websockets.exceptions.WebSocketException, OSError, asyncio.TimeoutError,
-                        _Closed) as e:
+                except asyncio.TimeoutError:
+                    self.errors.append("no answer within 60 s")
+                    return
+                except (websockets.exceptions.WebSocketException, OSError, _Closed) as e:
                     if not self.http_base:
                         raise
                     if not isinstance(e, _Closed):
@@ -302,10 +306,12 @@ class Session:
 
 
 async def run_load(ws_url: str, http_base: str | None, n: int, seconds: float, think: float,
-                   hostile: int = 0, warm_cookies: list[dict] | None = None, during=None):
+                   hostile: int = 0, warm_cookies: list[dict] | None = None, during=None,
+                   ramp: float = 0.0):
     """Warm the server(s) up, then run n sessions (and hostile neighbours) for ``seconds``.
     ``warm_cookies``: one warm-up session per entry, with those cookies (one per replica);
-    ``during(t0)``: a coroutine run beside the load (bench/scale.py kills a replica in it).
+    ``during(t0)``: a coroutine run beside the load (bench/scale.py kills a replica in it);
+    ``ramp``: the sessions arrive evenly over this many seconds (0: all at once).
     Returns (sessions, hostile sessions, elapsed seconds)."""
     warm = []
     for i, cookies in enumerate(warm_cookies or [{}]):
@@ -314,6 +320,8 @@ async def run_load(ws_url: str, http_base: str | None, n: int, seconds: float, t
         warm.append(w)
     await asyncio.gather(*(w.run(time.time() + 15, 6) for w in warm))
     sessions = [Session(ws_url, i, http_base) for i in range(n)]
+    for i, s in enumerate(sessions):
+        s.start_delay = ramp * i / n
     hostiles = [Session(ws_url, 1000 + i, http_base) for i in range(hostile)]
     t0 = time.time()
     await asyncio.gather(*(s.run(t0 + seconds, 10_000, think) for s in sessions),

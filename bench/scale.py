@@ -1,7 +1,7 @@
 """One replica vs two behind HAProxy, and a replica killed under load: the figures of issue 17.
 
-    .venv/bin/python bench/scale.py                     # 100 sessions, 40 s per phase
-    .venv/bin/python bench/scale.py --sessions 100 --seconds 40 --think 3
+    .venv/bin/python bench/scale.py                     # 100 sessions, 60 s per phase
+    .venv/bin/python bench/scale.py --sessions 100 --seconds 60 --think 3 --ramp 10
 
 Three phases in one run, each on a fresh deployment started by deploy/replicas.py (HAProxy in
 front, ports chosen by the system), each driven by bench/load.py's sessions (Streamlit's own
@@ -60,7 +60,8 @@ async def _phase(n_replicas: int, args, kill_at: float | None = None) -> dict:
 
         warm = [{"KVLAB_REPLICA": r.name} for r in c.members if r.healthy]
         sessions, _, elapsed = await load.run_load(ws_url, base, args.sessions, args.seconds,
-                                                   args.think, warm_cookies=warm, during=during)
+                                                   args.think, warm_cookies=warm, during=during,
+                                                   ramp=args.ramp)
         f = load.summarize(sessions, elapsed)
         f["haproxy"] = c.stats()
         if kill_at is not None:
@@ -82,9 +83,10 @@ def _ms(x: float) -> str:
 
 async def main_async(args) -> None:
     cmd = (f".venv/bin/python bench/scale.py --sessions {args.sessions} --seconds "
-           f"{args.seconds:g} --think {args.think:g}")
-    print(f"bench/scale.py: {args.sessions} sessions, {args.seconds:g} s per phase, think "
-          f"time {args.think:g} s (+-50%), {os.cpu_count()} cores, load average before: "
+           f"{args.seconds:g} --think {args.think:g} --ramp {args.ramp:g}")
+    print(f"bench/scale.py: {args.sessions} sessions arriving over {args.ramp:g} s, "
+          f"{args.seconds:g} s per phase, think time {args.think:g} s (+-50%), "
+          f"{os.cpu_count()} cores, load average before: "
           f"{_load_avg()}")
     print(f"rerun: {cmd}")
     one = await _phase(1, args)
@@ -121,13 +123,15 @@ async def main_async(args) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sessions", type=int, default=100)
-    ap.add_argument("--seconds", type=float, default=40)
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--ramp", type=float, default=10,
+                    help="the sessions arrive evenly over this many seconds")
     ap.add_argument("--think", type=float, default=3.0,
                     help="seconds a user looks at a result before the next change")
     args = ap.parse_args()
     if not 1 <= args.sessions <= 200 or not 10 <= args.seconds <= 600 or \
-            not 0 <= args.think <= 60:
-        ap.error("sessions 1..200, seconds 10..600, think 0..60")
+            not 0 <= args.think <= 60 or not 0 <= args.ramp < args.seconds / 2:
+        ap.error("sessions 1..200, seconds 10..600, think 0..60, ramp 0..seconds/2")
     asyncio.run(main_async(args))
 
 

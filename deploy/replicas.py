@@ -111,10 +111,10 @@ class Cluster:
         try:
             for r in self.members:  # all at once: each spends seconds importing
                 self._spawn(r)
-            for r in self.members:
+            for r, auto in zip(self.members, self._auto):
                 self._wait_ready(r)
                 tries = 1
-                while self._auto_ports and not r.healthy and tries < 3 and _port_taken(r):
+                while auto and not r.healthy and tries < 3 and _port_taken(r):
                     r.address, r.problem, tries = f"127.0.0.1:{_free_port()}", "", tries + 1
                     self._spawn(r)
                     self._wait_ready(r)
@@ -132,23 +132,25 @@ class Cluster:
             raise
         return self
 
-    @property
-    def _auto_ports(self) -> bool:
-        return not self.replica_ports and self.base_port == 0
-
     def _replica_ports(self) -> list[int]:
-        if self._auto_ports:
-            return [_free_port() for _ in range(self.replicas)]
-        ports = self.replica_ports or [self.base_port + i for i in range(self.replicas)]
+        """One port per replica; a 0 (or --base-port 0) is chosen by the system."""
+        if self.replica_ports:
+            ports = list(self.replica_ports)
+        elif self.base_port == 0:
+            ports = [0] * self.replicas
+        else:
+            ports = [self.base_port + i for i in range(self.replicas)]
         if len(ports) != self.replicas:
             raise ValueError(f"--replica-ports names {len(ports)} ports for {self.replicas} "
                              "replicas; give one per replica.")
-        for p in ports:
+        fixed = [p for p in ports if p]
+        for p in fixed:
             if not 1024 <= p <= 65535:
                 raise ValueError(f"replica port {p} is not between 1024 and 65535.")
-        if len(set(ports)) != len(ports) or self.port in ports:
+        if len(set(fixed)) != len(fixed) or (self.port and self.port in fixed):
             raise ValueError("every replica needs its own port, other than HAProxy's (--port).")
-        return ports
+        self._auto = [p == 0 for p in ports]
+        return [p or _free_port() for p in ports]
 
     def _spawn(self, r: Replica) -> None:
         host, port = r.address.rsplit(":", 1)
@@ -393,7 +395,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=8500, help="HAProxy's port; 0: any free one")
     ap.add_argument("--base-port", type=int, default=8601,
                     help="replica i listens on base-port + i - 1; 0: free ports")
-    ap.add_argument("--replica-ports", type=_ports, help="or one port per replica: 8601,8602")
+    ap.add_argument("--replica-ports", type=_ports,
+                    help="or one port per replica: 8601,8602 (0: a free one)")
     ap.add_argument("--run-dir", type=Path, help="logs and sockets (default: a new temp folder)")
     ap.add_argument("--python", default=sys.executable, help="the interpreter of the replicas")
     ap.add_argument("--ready-timeout", type=float, default=90.0,
