@@ -281,7 +281,8 @@ class Session:
                     if ws is None:
                         return
         finally:
-            await ws.close()
+            if ws is not None:
+                await ws.close()
 
     async def _reconnect(self, page_hash: str, deadline: float):
         """Reconnect through the load balancer with the same cookies and reload the page's
