@@ -1,6 +1,18 @@
 """Load test: N concurrent sessions against one server, changing controls for a fixed time.
 
     .venv/bin/python bench/load.py [--sessions 20] [--seconds 30] [--think 3] [--hostile 3]
+    .venv/bin/python bench/load.py --url http://127.0.0.1:8500 --sessions 100   # a running app
+
+``--url`` targets a server that is already running, typically HAProxy in front of several
+replicas (deploy/replicas.py). Each session then first loads the page over HTTP, as a browser
+does, keeps the cookies it is given (HAProxy's KVLAB_REPLICA names its replica) and sends them
+with the websocket upgrade; the replica that answered each request is read from HAProxy's
+X-Served-By header. The report adds the sessions per replica and whether every websocket
+reached the replica that served its page (stickiness). A session whose websocket closes under
+it (a replica killed, see bench/scale.py) reconnects as Streamlit's frontend does: same
+cookies, the page's link (its query string, which carries every input) sent again; it counts
+the interaction in flight as failed, times the reconnect and checks that the reloaded inputs
+equal the ones it had.
 
 Twenty Chromium tabs would need more CPU than the 2 cores of this machine have for the server
 itself, so each session here speaks Streamlit's own websocket protocol, exactly as the browser's
@@ -21,7 +33,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
+import re
 import socket
 import statistics
 import subprocess
@@ -29,9 +43,30 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
 from worst_links import WORST_LINKS  # beside this script
+
+RECONNECT_GIVE_UP_S = 30.0
+
+
+class _Closed(Exception):
+    """The websocket closed while the person was reading the page (nothing was lost)."""
+
+
+async def _read(ws, seconds: float) -> None:
+    """Wait while a person reads the page; like the browser, notice at once if the websocket
+    closes meanwhile (then reconnect before the next change)."""
+    try:
+        await asyncio.wait_for(asyncio.shield(ws.wait_closed()), timeout=seconds)
+    except asyncio.TimeoutError:
+        return
+    raise _Closed
+
+
+def _num(v: float) -> str:
+    return str(int(v)) if float(v).is_integer() else repr(float(v))
 
 # page url path -> (widget label, values to alternate between)
 ACTIONS = {
@@ -52,20 +87,80 @@ def _rss(pid: int) -> int:
     return 0
 
 
+async def http_get(base: str, path: str, cookies: dict[str, str]) -> tuple[int, dict, dict]:
+    """GET base+path over a fresh connection, as a browser's page load: (status, headers (lower
+    case), cookies set). Plain asyncio, so a hundred sessions do not queue on a thread pool."""
+    from urllib.parse import urlsplit
+
+    u = urlsplit(base)
+    reader, writer = await asyncio.open_connection(u.hostname, u.port or 80)
+    try:
+        head = f"GET {path} HTTP/1.1\r\nHost: {u.netloc}\r\nConnection: close\r\n"
+        if cookies:
+            head += "Cookie: " + "; ".join(f"{k}={v}" for k, v in cookies.items()) + "\r\n"
+        writer.write((head + "\r\n").encode())
+        await writer.drain()
+        raw = await asyncio.wait_for(reader.read(), timeout=60)
+    finally:
+        writer.close()
+    lines = raw.split(b"\r\n\r\n", 1)[0].decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1])
+    headers, set_cookies = {}, {}
+    for ln in lines[1:]:
+        k, _, v = ln.partition(":")
+        headers[k.strip().lower()] = v.strip()
+        if k.strip().lower() == "set-cookie":
+            name, _, value = v.strip().split(";", 1)[0].partition("=")
+            set_cookies[name] = value
+    return status, headers, set_cookies
+
+
 class Session:
-    def __init__(self, url: str, name: int):
+    def __init__(self, url: str, name: int, http_base: str | None = None):
         self.url, self.name = url, name
+        self.http_base = http_base  # set: behind a load balancer (--url); load the page first
+        self.cookies: dict[str, str] = {}
+        self.page_replica = ""  # X-Served-By of the page load
+        self.ws_replicas: list[str] = []  # X-Served-By of each websocket (reconnects append)
+        self.query = ""  # the page's query string, as the browser's address bar holds it
+        self.inputs: dict[str, float] = {}  # number inputs' values at the last finished run
+        self.failed = 0  # interactions whose answer never came (their replica died)
+        self.reconnects: list[float] = []  # seconds from the drop to the reloaded page
+        self.same_inputs: list[bool] = []  # per reconnect: reloaded inputs equal the old ones
         self.pages: dict[str, str] = {}  # url path -> page script hash
         self.widgets: dict[str, tuple[str, str]] = {}  # label -> (id, value kind)
         self.latencies: list[float] = []
         self.errors: list[str] = []
+        self.start_delay = 0.0
 
-    async def _run(self, ws, page_hash: str = "", widget=None) -> None:
+    async def connect(self):
+        """Open the websocket as the browser does: behind a load balancer, load the page first
+        and send its cookies with the upgrade."""
+        import websockets
+
+        headers = {}
+        if self.http_base:
+            if not self.cookies:
+                status, h, set_cookies = await http_get(self.http_base, "/", self.cookies)
+                if status != 200:
+                    raise OSError(f"page load answered {status}")
+                self.cookies.update(set_cookies)
+                self.page_replica = h.get("x-served-by", "")
+            headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        ws = await websockets.connect(self.url, subprotocols=["streamlit"], max_size=2**26,
+                                      additional_headers=headers, open_timeout=30)
+        self.ws_replicas.append(ws.response.headers.get("X-Served-By", ""))
+        for value in ws.response.headers.get_all("Set-Cookie"):  # a new replica after failover
+            name, _, v = value.split(";", 1)[0].partition("=")
+            self.cookies[name] = v
+        return ws
+
+    async def _run(self, ws, page_hash: str = "", widget=None, query: str = "") -> None:
         from streamlit.proto.BackMsg_pb2 import BackMsg
         from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
         msg = BackMsg()
-        msg.rerun_script.query_string = ""
+        msg.rerun_script.query_string = query
         msg.rerun_script.page_script_hash = page_hash
         if widget is not None:
             wid, kind, value = widget
@@ -77,6 +172,7 @@ class Session:
                 w.double_value = float(value)
         t0 = time.perf_counter()
         await ws.send(msg.SerializeToString())
+        inputs, url_keys = {}, {}
         while True:
             raw = await asyncio.wait_for(ws.recv(), timeout=60)
             fm = ForwardMsg()
@@ -94,22 +190,30 @@ class Session:
                     ni = el.number_input
                     dtype = "int" if ni.data_type == ni.INT else "float"
                     self.widgets[ni.label] = (ni.id, dtype)
+                    inputs[ni.label] = ni.value if ni.set_value else ni.default
+                    if ni.query_param_key:
+                        url_keys[ni.label] = ni.query_param_key
             elif kind == "script_finished":
                 if widget is not None:
                     self.latencies.append(time.perf_counter() - t0)
+                    inputs[next(k for k, v in self.widgets.items() if v[0] == widget[0])] = \
+                        float(widget[2])
+                self.inputs = inputs
+                # The frontend writes every input bound to the link into the address bar; do
+                # the same for the number inputs this client changes.
+                self.query = urlencode({url_keys[k]: _num(v) for k, v in inputs.items()
+                                        if k in url_keys})
                 return
 
     async def hostile(self, deadline: float) -> None:
         """Open the worst link of every page, each in a new session, until the deadline."""
-        import websockets
-
         visits = 0
         while time.time() < deadline:
             for path, query in WORST_LINKS.items():
                 if time.time() >= deadline:
                     break
-                async with websockets.connect(self.url, subprotocols=["streamlit"],
-                                              max_size=2**26) as ws:
+                self.cookies = {}  # a new visitor: a new page load, and a replica of its own
+                async with await self.connect() as ws:
                     if not self.pages:
                         await self._run(ws)  # learn the page list once
                     await self._run_query(ws, self.pages.get(path, ""), query)
@@ -141,73 +245,176 @@ class Session:
         import websockets
 
         rng = random.Random(self.name)
-        async with websockets.connect(self.url, subprotocols=["streamlit"],
-                                      max_size=2**26) as ws:
+        await asyncio.sleep(self.start_delay)  # students arrive over the ramp, not at once
+        ws = await self.connect()
+        try:
             await self._run(ws)  # the home page; learn the page list
             actions = 0
             while time.time() < deadline and actions < max_actions:
                 path = rng.choice(list(ACTIONS))
                 label, values = ACTIONS[path]
+                try:
+                    self.widgets.clear()
+                    self.query = ""  # a page chosen in the menu opens without a query string
+                    await self._run(ws, self.pages.get(path, ""))
+                    if label not in self.widgets:
+                        self.errors.append(f"{path}: no widget {label!r}")
+                        continue
+                    for value in rng.sample(values, k=min(2, len(values))):
+                        if think:  # a person reads the result before the next change
+                            await _read(ws, rng.uniform(0.5 * think, 1.5 * think))
+                        if time.time() >= deadline:
+                            break
+                        wid, kind = self.widgets[label]
+                        await self._run(ws, self.pages[path], (wid, kind, value), self.query)
+                        actions += 1
+                except asyncio.TimeoutError:
+                    self.errors.append("no answer within 60 s")
+                    return
+                except (websockets.exceptions.WebSocketException, OSError, _Closed) as e:
+                    if not self.http_base:
+                        raise
+                    if not isinstance(e, _Closed):
+                        self.failed += 1  # sent, and the answer never came
+                    ws = await self._reconnect(self.pages.get(path, ""), deadline)
+                    if ws is None:
+                        return
+        finally:
+            if ws is not None:
+                await ws.close()
+
+    async def _reconnect(self, page_hash: str, deadline: float):
+        """Reconnect through the load balancer with the same cookies and reload the page's
+        link, as Streamlit's frontend does when its websocket closes; None if it gives up."""
+        import websockets
+
+        t0 = time.perf_counter()
+        before, query = dict(self.inputs), self.query
+        while time.perf_counter() - t0 < RECONNECT_GIVE_UP_S:
+            try:
+                ws = await self.connect()
                 self.widgets.clear()
-                await self._run(ws, self.pages.get(path, ""))
-                if label not in self.widgets:
-                    self.errors.append(f"{path}: no widget {label!r}")
-                    continue
-                wid, kind = self.widgets[label]
-                for value in rng.sample(values, k=min(2, len(values))):
-                    if think:  # a person reads the result before the next change
-                        await asyncio.sleep(rng.uniform(0.5 * think, 1.5 * think))
-                    if time.time() >= deadline:
-                        break
-                    await self._run(ws, self.pages[path], (wid, kind, value))
-                    actions += 1
+                await self._run(ws, page_hash, query=query)
+            except (websockets.exceptions.WebSocketException, OSError, asyncio.TimeoutError):
+                await asyncio.sleep(0.2)  # the frontend, too, retries after a short wait
+                continue
+            self.reconnects.append(time.perf_counter() - t0)
+            self.same_inputs.append(self.inputs == before)
+            return ws
+        self.errors.append(f"no reconnect within {RECONNECT_GIVE_UP_S:.0f} s")
+        return None
+
+
+async def run_load(ws_url: str, http_base: str | None, n: int, seconds: float, think: float,
+                   hostile: int = 0, warm_cookies: list[dict] | None = None, during=None,
+                   ramp: float = 0.0):
+    """Warm the server(s) up, then run n sessions (and hostile neighbours) for ``seconds``.
+    ``warm_cookies``: one warm-up session per entry, with those cookies (one per replica);
+    ``during(t0)``: a coroutine run beside the load (bench/scale.py kills a replica in it);
+    ``ramp``: the sessions arrive evenly over this many seconds (0: all at once).
+    Returns (sessions, hostile sessions, elapsed seconds)."""
+    warm = []
+    for i, cookies in enumerate(warm_cookies or [{}]):
+        w = Session(ws_url, -1 - i, http_base)  # import everything once, not charged to the load
+        w.cookies = dict(cookies)
+        warm.append(w)
+    await asyncio.gather(*(w.run(time.time() + 15, 6) for w in warm))
+    sessions = [Session(ws_url, i, http_base) for i in range(n)]
+    for i, s in enumerate(sessions):
+        s.start_delay = ramp * i / n
+    hostiles = [Session(ws_url, 1000 + i, http_base) for i in range(hostile)]
+    t0 = time.time()
+    await asyncio.gather(*(s.run(t0 + seconds, 10_000, think) for s in sessions),
+                         *(h.hostile(t0 + seconds) for h in hostiles),
+                         *([during(t0)] if during else []))
+    return sessions, hostiles, time.time() - t0
+
+
+def summarize(sessions: list[Session], elapsed: float) -> dict:
+    """The figures of one load run (latencies in seconds)."""
+    lat = sorted(x for s in sessions for x in s.latencies)
+    p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] if lat else float("nan")  # noqa
+    per_replica: dict[str, int] = {}
+    for s in sessions:
+        if s.ws_replicas:
+            per_replica[s.ws_replicas[0]] = per_replica.get(s.ws_replicas[0], 0) + 1
+    return {"sessions": len(sessions), "elapsed_s": elapsed, "interactions": len(lat),
+            "errors": [e for s in sessions for e in s.errors],
+            "p50_s": p(0.5), "p95_s": p(0.95), "max_s": lat[-1] if lat else float("nan"),
+            "mean_s": statistics.mean(lat) if lat else float("nan"),
+            "per_replica": dict(sorted(per_replica.items())),
+            "sticky": sum(1 for s in sessions if s.ws_replicas
+                          and s.ws_replicas[0] == s.page_replica),
+            "failed": sum(s.failed for s in sessions),
+            "reconnects": sorted(x for s in sessions for x in s.reconnects),
+            "same_inputs": sum(x for s in sessions for x in s.same_inputs)}
+
+
+def print_summary(f: dict, behind_lb: bool) -> None:
+    print(f"interactions: {f['interactions']} ({f['interactions'] / f['elapsed_s']:.1f}/s)   "
+          f"errors: {len(f['errors'])}")
+    if f["interactions"]:
+        print(f"latency input -> script finished: p50 {f['p50_s'] * 1e3:.0f} ms, p95 "
+              f"{f['p95_s'] * 1e3:.0f} ms, max {f['max_s'] * 1e3:.0f} ms, mean "
+              f"{f['mean_s'] * 1e3:.0f} ms")
+    if behind_lb:
+        counts = ", ".join(f"{k or '(no X-Served-By header)'} {v}"
+                           for k, v in f["per_replica"].items())
+        print(f"sessions per replica (the replica that served each websocket): {counts}")
+        print(f"sticky: {f['sticky']} of {f['sessions']} sessions' websockets reached the "
+              "replica that served their page")
+    for e in f["errors"][:5]:
+        print("  error:", e)
 
 
 async def main_async(args) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py",
-                               "--server.port", str(port), "--server.address", "127.0.0.1",
-                               "--server.headless", "true", "--browser.gatherUsageStats",
-                               "false"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.2)
-        url = f"ws://127.0.0.1:{port}/_stcore/stream"
-        warm = Session(url, -1)  # import everything once, so it is not charged to the load
-        await warm.run(time.time() + 10, 6)
-        base_rss = _rss(server.pid)
-        sessions = [Session(url, i) for i in range(args.sessions)]
-        hostile = [Session(url, 1000 + i) for i in range(args.hostile)]
-        t0 = time.time()
-        await asyncio.gather(*(s.run(t0 + args.seconds, 10_000, args.think) for s in sessions),
-                             *(h.hostile(t0 + args.seconds) for h in hostile))
-        elapsed = time.time() - t0
-        rss = _rss(server.pid)
-    finally:
-        server.terminate()
-        server.wait(10)
-    lat = sorted(x for s in sessions for x in s.latencies)
-    errors = [e for s in sessions for e in s.errors]
-    p = lambda q: lat[min(len(lat) - 1, int(q * len(lat)))] if lat else float("nan")  # noqa
-    print(f"{args.sessions} sessions for {elapsed:.0f} s against one server on "
-          f"{__import__('os').cpu_count()} cores (websocket protocol, no browsers), think time "
-          f"{args.think:g} s (+-50%) between changes")
-    print(f"interactions: {len(lat)} ({len(lat) / elapsed:.1f}/s)   errors: {len(errors)}")
-    if lat:
-        print(f"latency input -> script finished: p50 {p(0.5) * 1e3:.0f} ms, p95 "
-              f"{p(0.95) * 1e3:.0f} ms, max {lat[-1] * 1e3:.0f} ms, mean "
-              f"{statistics.mean(lat) * 1e3:.0f} ms")
-    print(f"server memory: {base_rss / 2**20:.0f} MiB before, {rss / 2**20:.0f} MiB with the "
-          f"sessions: {(rss - base_rss) / max(1, args.sessions) / 2**20:.1f} MiB per session")
-    for e in errors[:5]:
-        print("  error:", e)
+    if args.url:
+        base = args.url.rstrip("/")
+        ws_url = "ws" + base[4:] + "/_stcore/stream"
+        sessions, hostile, elapsed = await run_load(
+            ws_url, base, args.sessions, args.seconds, args.think, args.hostile,
+            warm_cookies=[{}] * 4)
+        print(f"{args.sessions} sessions for {elapsed:.0f} s against {base} (websocket "
+              f"protocol, no browsers), think time {args.think:g} s (+-50%) between changes")
+        print_summary(summarize(sessions, elapsed), behind_lb=True)
+        print("server memory: not measured with --url (the server is not a child of this "
+              "script)")
+    else:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py",
+                                   "--server.port", str(port), "--server.address", "127.0.0.1",
+                                   "--server.headless", "true", "--browser.gatherUsageStats",
+                                   "false"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(300):
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1)
+                    break
+                except OSError:
+                    time.sleep(0.2)
+            url = f"ws://127.0.0.1:{port}/_stcore/stream"
+            base_rss = None
+
+            async def _base_rss(t0):
+                nonlocal base_rss
+                base_rss = _rss(server.pid)
+            sessions, hostile, elapsed = await run_load(url, None, args.sessions, args.seconds,
+                                                        args.think, args.hostile,
+                                                        during=_base_rss)
+            rss = _rss(server.pid)
+        finally:
+            server.terminate()
+            server.wait(10)
+        print(f"{args.sessions} sessions for {elapsed:.0f} s against one server on "
+              f"{os.cpu_count()} cores (websocket protocol, no browsers), think time "
+              f"{args.think:g} s (+-50%) between changes")
+        print_summary(summarize(sessions, elapsed), behind_lb=False)
+        print(f"server memory: {base_rss / 2**20:.0f} MiB before, {rss / 2**20:.0f} MiB with "
+              f"the sessions: {(rss - base_rss) / max(1, args.sessions) / 2**20:.1f} MiB per "
+              "session")
     if hostile:
         hl = sorted(x for h in hostile for x in h.latencies)
         he = [e for h in hostile for e in h.errors]
@@ -227,7 +434,13 @@ def main() -> None:
                     help="sessions that open every page's worst link, again and again")
     ap.add_argument("--think", type=float, default=3.0,
                     help="seconds a user looks at a result before the next change (0: hammer)")
+    ap.add_argument("--url", help="a running server or load balancer, e.g. "
+                    "http://127.0.0.1:8500 (deploy/replicas.py); default: start one server")
     args = ap.parse_args()
+    if args.url and not re.fullmatch(r"http://(127\.\d+\.\d+\.\d+|localhost|\[::1\])"
+                                     r"(:\d+)?/?", args.url):
+        ap.error("--url must be http:// on this machine (127.x.x.x, localhost or [::1]) with "
+                 "an optional port: load is never sent anywhere else")
     if not 1 <= args.sessions <= 200 or not 1 <= args.seconds <= 600 or \
             not 0 <= args.hostile <= 20:
         ap.error("sessions 1..200, seconds 1..600, hostile 0..20")

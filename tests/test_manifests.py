@@ -1,0 +1,211 @@
+"""Deployment files checked without a cluster and without docker (neither runs here):
+
+* every Kubernetes manifest in deploy/k8s against the Kubernetes 1.37 schemas, strictly
+  (unknown fields refused), with kubernetes-validate (offline; its schemas ship in the wheel);
+* what the schemas cannot know: probes on Streamlit's /_stcore/health at the port the
+  Dockerfile exposes, non-root as the image's user, selectors that match, the Ingress's cookie
+  and websocket timeout, the GPU variant's GPU and path;
+* compose.yaml parsed and compared with the Dockerfile and deploy/haproxy-compose.cfg;
+* HAProxy's configuration (local and compose) checked by HAProxy itself (haproxy -c).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+import yaml
+
+from conftest import ROOT
+
+K8S = ROOT / "deploy" / "k8s"
+DOCKERFILE = (ROOT / "Dockerfile").read_text()
+HAPROXY_CFG = (ROOT / "deploy" / "haproxy.cfg").read_text()
+COMPOSE_BACKEND = (ROOT / "deploy" / "haproxy-compose.cfg").read_text()
+
+
+def _docs() -> list[tuple[str, dict]]:
+    out = []
+    for path in sorted(K8S.glob("*.yaml")):
+        if path.name == "kustomization.yaml":
+            continue
+        out += [(path.name, d) for d in yaml.safe_load_all(path.read_text()) if d]
+    return out
+
+
+def _by(kind: str) -> dict[str, dict]:
+    return {d["metadata"]["name"]: d for _, d in _docs() if d["kind"] == kind}
+
+
+def _exposed_port() -> int:
+    return int(re.search(r"^EXPOSE\s+(\d+)", DOCKERFILE, re.M).group(1))
+
+
+def _image_uid() -> int:
+    return int(re.search(r"useradd[^\n]*--uid\s+(\d+)", DOCKERFILE).group(1))
+
+
+# -- Kubernetes -------------------------------------------------------------------------------
+
+kv = pytest.importorskip("kubernetes_validate",
+                         reason="kubernetes-validate is not installed (requirements-dev.txt)")
+
+
+@pytest.mark.parametrize("name,doc", _docs(), ids=lambda x: x if isinstance(x, str) else "")
+def test_manifest_matches_the_kubernetes_schema(name, doc):
+    assert kv.validate(doc, "1.37.0", strict=True) == "1.37"
+
+
+def test_the_schema_check_can_fail():
+    deployment = copy.deepcopy(_by("Deployment")["kvcache-lab"])
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    container["readinesProbe"] = container.pop("readinessProbe")  # a typo: unknown field
+    with pytest.raises(kv.ValidationError):
+        kv.validate(deployment, "1.37.0", strict=True)
+    deployment = copy.deepcopy(_by("Deployment")["kvcache-lab"])
+    deployment["spec"]["replicas"] = "two"  # a wrong type
+    with pytest.raises(kv.ValidationError):
+        kv.validate(deployment, "1.37.0", strict=True)
+
+
+def test_kustomization_lists_every_manifest():
+    listed = yaml.safe_load((K8S / "kustomization.yaml").read_text())["resources"]
+    assert sorted(listed) == sorted(p.name for p in K8S.glob("*.yaml")
+                                    if p.name != "kustomization.yaml")
+
+
+def _containers(dep: dict) -> list[dict]:
+    return dep["spec"]["template"]["spec"]["containers"]
+
+
+@pytest.mark.parametrize("name", ["kvcache-lab", "kvcache-lab-gpu"])
+def test_deployment_probes_resources_and_user(name):
+    dep = _by("Deployment")[name]
+    pod = dep["spec"]["template"]["spec"]
+    (c,) = _containers(dep)
+    port = next(p for p in c["ports"] if p["name"] == "http")
+    assert port["containerPort"] == _exposed_port()  # the Dockerfile's EXPOSE
+    base = "/gpu" if name.endswith("gpu") else ""
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert c[probe]["httpGet"] == {"path": base + "/_stcore/health", "port": "http"}
+    # Liveness is more patient than readiness: a busy pod is taken out of rotation, not killed.
+    live, ready = c["livenessProbe"], c["readinessProbe"]
+    assert live["periodSeconds"] * live["failureThreshold"] > \
+        ready["periodSeconds"] * ready["failureThreshold"]
+    assert {"cpu", "memory"} <= set(c["resources"]["requests"])
+    sc = pod["securityContext"]
+    assert sc["runAsNonRoot"] is True and sc["runAsUser"] == _image_uid() != 0
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    assert c["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert dep["spec"]["selector"]["matchLabels"].items() <= \
+        dep["spec"]["template"]["metadata"]["labels"].items()
+    assert {"name": "KVLAB_HOSTED", "value": "1"} in c["env"]
+
+
+def test_gpu_variant_asks_for_one_gpu_and_serves_under_its_path():
+    (c,) = _containers(_by("Deployment")["kvcache-lab-gpu"])
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert "--server.baseUrlPath=gpu" in c["command"]
+    assert c["command"][:3] == ["streamlit", "run", "app.py"]
+    assert f"--server.port={_exposed_port()}" in c["command"]
+    (cpu,) = _containers(_by("Deployment")["kvcache-lab"])
+    assert "nvidia.com/gpu" not in str(cpu["resources"])
+    assert _by("Deployment")["kvcache-lab-gpu"]["spec"]["replicas"] == 1  # one queue per GPU
+
+
+def test_services_select_their_deployments():
+    deps = _by("Deployment")
+    for name, svc in _by("Service").items():
+        labels = deps[name]["spec"]["template"]["metadata"]["labels"]
+        assert svc["spec"]["selector"].items() <= labels.items()
+        other = [d for n, d in deps.items() if n != name]
+        assert not any(svc["spec"]["selector"].items() <=
+                       d["spec"]["template"]["metadata"]["labels"].items() for d in other)
+        assert svc["spec"]["ports"][0]["targetPort"] == "http"
+
+
+def test_ingress_routes_by_path_with_cookie_affinity_and_websocket_timeouts():
+    (ing,) = _by("Ingress").values()
+    ann = ing["metadata"]["annotations"]
+    assert ann["nginx.ingress.kubernetes.io/affinity"] == "cookie"
+    assert ann["nginx.ingress.kubernetes.io/session-cookie-name"] == "KVLAB_REPLICA"
+    tunnel = re.search(r"timeout tunnel (\d+)h", HAPROXY_CFG).group(1)
+    for key in ("proxy-read-timeout", "proxy-send-timeout"):  # as HAProxy's tunnel timeout
+        assert int(ann[f"nginx.ingress.kubernetes.io/{key}"]) == int(tunnel) * 3600
+    services = _by("Service")
+    paths = {p["path"]: p["backend"]["service"] for rule in ing["spec"]["rules"]
+             for p in rule["http"]["paths"]}
+    assert paths["/"]["name"] == "kvcache-lab" and paths["/gpu"]["name"] == "kvcache-lab-gpu"
+    for backend in paths.values():
+        assert backend["port"]["name"] in {p["name"] for p in
+                                           services[backend["name"]]["spec"]["ports"]}
+
+
+def test_autoscaler_scales_the_cpu_deployment_on_cpu():
+    (hpa,) = _by("HorizontalPodAutoscaler").values()
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
+                                             "name": "kvcache-lab"}
+    (metric,) = hpa["spec"]["metrics"]
+    assert metric["resource"]["name"] == "cpu"
+    assert 2 <= hpa["spec"]["minReplicas"] < hpa["spec"]["maxReplicas"]
+
+
+# -- compose ----------------------------------------------------------------------------------
+
+def test_compose_runs_the_dockerfile_image_behind_haproxy():
+    compose = yaml.safe_load((ROOT / "compose.yaml").read_text())
+    services = compose["services"]
+    apps = sorted(n for n, s in services.items() if s.get("build"))
+    assert apps == ["app1", "app2"]
+    servers = re.findall(r"^\s*server (\S+) (\S+):(\d+) cookie (\S+)", COMPOSE_BACKEND, re.M)
+    # One HAProxy server line per app service, at its name and the Dockerfile's port.
+    assert sorted((s[0], s[1], int(s[2]), s[3]) for s in servers) == \
+        [(a, a, _exposed_port(), a) for a in apps]
+    for a in apps:
+        assert services[a]["build"] == "." and (ROOT / "Dockerfile").exists()
+        assert str(_exposed_port()) in services[a]["expose"]
+    # The image's HEALTHCHECK is what "service_healthy" waits for.
+    assert "HEALTHCHECK" in DOCKERFILE and "/_stcore/health" in DOCKERFILE
+    lb = services["lb"]
+    assert lb["image"].startswith("haproxy:2.")
+    assert lb["depends_on"] == {a: {"condition": "service_healthy"} for a in apps}
+    mounts = {v.split(":")[1]: v.split(":")[0] for v in lb["volumes"]}
+    files = [lb["command"][i + 1] for i, a in enumerate(lb["command"]) if a == "-f"]
+    assert [mounts[f] for f in files] == ["./deploy/haproxy.cfg", "./deploy/haproxy-compose.cfg"]
+    bind = lb["environment"]["KVLAB_LB_BIND"]
+    assert any(p.split(":")[1] == bind.lstrip(":") for p in lb["ports"])
+
+
+# -- HAProxy's own check ----------------------------------------------------------------------
+
+haproxy = pytest.mark.skipif(shutil.which("haproxy") is None,
+                             reason="HAProxy is not installed (apt-get install haproxy); "
+                                    ".ci/run installs it")
+
+
+def _haproxy_check(*files: str, bind: str = "127.0.0.1:18500"):
+    env = dict(os.environ, KVLAB_LB_BIND=bind, KVLAB_HAPROXY_SOCKET="/tmp/kvlab-check.sock")
+    return subprocess.run(["haproxy", "-c", *(a for f in files for a in ("-f", f))],
+                          capture_output=True, text=True, env=env, timeout=30)
+
+
+@haproxy
+def test_haproxy_accepts_the_compose_configuration(tmp_path):
+    out = _haproxy_check(str(ROOT / "deploy/haproxy.cfg"),
+                         str(ROOT / "deploy/haproxy-compose.cfg"), bind=":8501")
+    assert out.returncode == 0, out.stdout + out.stderr
+    # Outside docker the names app1/app2 do not resolve: the only warnings allowed.
+    warnings = [ln for ln in (out.stdout + out.stderr).splitlines() if "[WARNING]" in ln]
+    assert all("could not resolve address" in w for w in warnings), warnings
+
+
+@haproxy
+def test_haproxy_check_can_fail(tmp_path):
+    broken = tmp_path / "backend.cfg"
+    broken.write_text("backend replicas\n    server app1 127.0.0.1:8601 cookie app1 chek\n")
+    out = _haproxy_check(str(ROOT / "deploy/haproxy.cfg"), str(broken))
+    assert out.returncode != 0 and "chek" in out.stdout + out.stderr
