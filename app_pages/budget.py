@@ -1,6 +1,6 @@
 import streamlit as st
 
-from kvcalc import budget, get_model, kv_cache, registry, weights
+from kvcalc import budget, get_model, kv_cache, registry
 from webui.charts import budget_figure, concurrency_figure
 from kvcalc.sweeps import concurrency_curve, context_grid
 from kvcalc.units import GiB, fmt_bytes, fmt_gib
@@ -154,9 +154,7 @@ rows = [{"model": sel.label, "KV per token": fmt_bytes(per.kv_bytes_per_token_no
          "longest sequence (tokens)": f"{b.usable_context:,} ({b.max_context_limited_by})"}]
 for key in compare:
     m_ = get_model(key)
-    w = weights(m_.spec, m_.weight_dtype, m_.expert_weight_dtype) \
-        if st.session_state.get("wdtype", "auto") == "auto" else \
-        weights(m_.spec, st.session_state["wdtype"])
+    w = m_.weights(st.session_state.get("wdtype", "auto"))
     try:
         ob = budget(m_.spec, context=context, weights_bytes=w.bytes, **kw)
         series.append((m_.name, grid, concurrency_curve(m_.spec, grid, weights_bytes=w.bytes,

@@ -18,7 +18,7 @@ from .dtypes import WEIGHT_DTYPES, get_dtype
 from .hfconfig import spec_from_config
 from .model import ModelSpec
 from .units import GB, MiB
-from .weight_bytes import Weights, weights
+from .weight_bytes import Weights, weights_in
 
 __all__ = ["RegistryModel", "GPU", "Link", "Registry", "load_registry", "registry",
            "get_model", "get_gpu", "DEFAULT_PATH"]
@@ -43,9 +43,7 @@ class RegistryModel:
     def weights(self, dtype: str | None = None) -> Weights:
         """Weight bytes in ``dtype``; None or "auto" means the published checkpoint's format
         (with its expert format, e.g. gpt-oss's MXFP4 experts)."""
-        if dtype in (None, "auto"):
-            return weights(self.spec, self.weight_dtype, self.expert_weight_dtype)
-        return weights(self.spec, dtype)
+        return weights_in(self.spec, dtype, self.weight_dtype, self.expert_weight_dtype)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -22,7 +22,7 @@ from .model import ModelSpec
 from .catalog import registry
 from .roofline import (DEFAULT_MFU, offload_vs_recompute, prefill, step_time, token_passes)
 from .units import GB, GiB, fmt_bytes, fmt_gib, fmt_seconds
-from .weight_bytes import Weights, weights, weights_given
+from .weight_bytes import Weights, weights_given, weights_in
 
 __all__ = ["main"]
 
@@ -297,10 +297,7 @@ def _weights(args, spec, wd, ed) -> tuple[Weights, int]:
         # Parameters not counted: the size given is all kvcalc knows of the weights.
         w = weights_given(round(given * GiB), wd)
         return w, w.bytes
-    if getattr(args, "weight_dtype", "auto") not in (None, "auto"):
-        w = weights(spec, args.weight_dtype)
-    else:
-        w = weights(spec, wd, ed)
+    w = weights_in(spec, getattr(args, "weight_dtype", "auto"), wd, ed)
     if given is not None:
         return w, round(given * GiB)
     return w, w.bytes

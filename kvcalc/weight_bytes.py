@@ -13,7 +13,7 @@ from .dtypes import WEIGHT_DTYPES, bytes_for, get_dtype
 from .model import ModelSpec
 from .units import check_int
 
-__all__ = ["Weights", "weights", "weights_given"]
+__all__ = ["Weights", "weights", "weights_given", "weights_in"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,3 +75,13 @@ def weights_given(total_bytes: int, dtype: str = "bf16") -> Weights:
     return Weights(dtype=d.name, expert_dtype=d.name, total_params=None, active_params=None,
                    expert_params=0, bytes=total_bytes, expert_bytes=0, dense_bytes=total_bytes,
                    bytes_per_expert=0)
+
+
+def weights_in(spec: ModelSpec, choice: str | None, checkpoint: str = "bf16",
+               checkpoint_experts: str | None = None) -> Weights:
+    """The one place a weight-format choice is resolved: "auto" (or None) is the checkpoint's
+    own format, with its expert format (gpt-oss: MXFP4 experts); anything else is that format
+    for every weight."""
+    if choice in (None, "auto"):
+        return weights(spec, checkpoint, checkpoint_experts)
+    return weights(spec, choice)

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from kvcalc import KV_DTYPES, WEIGHT_DTYPES, registry, spec_from_config, weights
+from kvcalc import KV_DTYPES, WEIGHT_DTYPES, registry, spec_from_config
 from kvcalc.hfconfig import checkpoint_format, parse_config_text
 from kvcalc.model import ModelSpec
 from kvcalc.catalog import GPU
 from kvcalc.units import GiB
-from kvcalc.weight_bytes import Weights, weights_given
+from kvcalc.weight_bytes import Weights, weights_given, weights_in
 
 from . import hub
 from .hosted import MAX_PASTE_CHARS, plain
@@ -383,7 +383,7 @@ def selection() -> Selection:
         w = weights_given(round(gib * GiB), "bf16" if choice == "auto" else choice)
         source += f"; weights {gib:g} GiB as given (parameters not counted)"
     else:
-        w = weights(spec, wd, ed) if choice == "auto" else weights(spec, choice)
+        w = weights_in(spec, choice, wd, ed)
     return Selection(label=label, spec=spec, weights=w,
                      kv_dtype=st.session_state.get("kvdtype", "bf16"), gpu=_gpu_from_selection(),
                      tp=int(st.session_state.get("tp", 1)), pp=int(st.session_state.get("pp", 1)),
