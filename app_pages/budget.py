@@ -101,41 +101,7 @@ if b.max_num_seqs is not None:
                    f"{b.vllm_version}'s max_num_seqs = {b.max_num_seqs:,}.")
 
 with st.expander("How these numbers are computed", icon=":material/function:"):
-    lines = [f"KV per token      = {per.per_token_formula()}"]
-    if b.engine in ("vllm", "ideal"):
-        lines.append(f"requested         = ceil({b.total_bytes:,} B x {b.gpu_mem_util:g}) = "
-                     f"{b.requested_bytes:,} B ({fmt_gib(b.requested_bytes)})")
-        lines.append(f"KV pool           = {b.requested_bytes:,} - {b.weights_bytes:,} weights - "
-                     f"{b.reserve_bytes:,} reserve = {b.kv_pool_bytes:,} B "
-                     f"({fmt_gib(b.kv_pool_bytes)})")
-    else:
-        lines.append(f"KV pool           = {b.gpu_mem_util:g} x ({b.total_bytes:,} - "
-                     f"{b.weights_bytes:,} weights - {b.reserve_bytes:,} reserve) = "
-                     f"{b.kv_pool_bytes:,} B ({fmt_gib(b.kv_pool_bytes)})")
-    if b.engine == "vllm":
-        lines.append(f"page (one layer)  = {b.effective_block_size} tokens x per-layer bytes = "
-                     f"{b.page_bytes:,} B")
-        lines.append(f"blocks            = pool // page // {b.group_size} layers per group = "
-                     f"{b.num_blocks:,}  ({b.num_groups} group(s) share them)")
-        lines.append(f"one request       = {b.blocks_per_request:,} blocks at {context:,} "
-                     f"tokens (windows reserve a window plus one batch; a state one block)")
-        lines.append(f"max concurrency   = {b.num_blocks:,} / {b.blocks_per_request:,} = "
-                     f"{b.max_concurrency:,.2f}   (vLLM {b.vllm_version})")
-    elif b.engine == "ideal":
-        lines.append(f"one sequence      = {b.seq_bytes:,} B actually held at {context:,} "
-                     "tokens (no block rounding, windows at most their length)")
-        lines.append(f"max concurrency   = {max(b.kv_pool_bytes, 0):,} / {b.seq_bytes:,} = "
-                     f"{b.max_concurrency:,.2f}")
-    else:
-        lines.append(f"page (one layer)  = {b.block_size} tokens x per-layer bytes = "
-                     f"{b.page_bytes:,} B")
-        lines.append(f"blocks            = pool // page // {b.kv_layers} K/V layers = "
-                     f"{b.num_blocks:,}")
-        lines.append(f"one sequence      = {b.seq_bytes:,} B at {context:,} tokens (whole "
-                     "blocks per layer)")
-        lines.append(f"max concurrency   = {b.num_blocks * b.block_bytes:,} / {b.seq_bytes:,} = "
-                     f"{b.max_concurrency:,.2f}")
-    common.formula("\n".join(lines))
+    common.formula(f"KV per token      = {per.per_token_formula()}\n" + b.derivation())
     st.caption("GiB = 2^30 bytes. With tensor parallelism each GPU keeps max(1, KV heads / TP) "
                "heads; an MLA latent is kept whole on every GPU. Weights are split evenly over "
                "all TP x PP GPUs.")

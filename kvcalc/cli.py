@@ -386,6 +386,8 @@ def cmd_budget(args):
     if b.kv_pool_bytes <= 0:
         text.append("  the weights and reserve alone exceed the requested memory: "
                     "use more GPUs (--tp), a smaller weight format, or a larger GPU")
+    out["derivation"] = b.derivation()
+    text += ["  how:"] + [f"    {line}" for line in out["derivation"].splitlines()]
     return out, text
 
 

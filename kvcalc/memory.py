@@ -109,6 +109,54 @@ class Budget:
             return "memory"
         return "model"
 
+    def derivation(self) -> str:
+        """How the pool, the blocks and the concurrency follow, numbers substituted, in the
+        engine's own order of operations (what the pages and the CLI print)."""
+        gib = lambda n: f"{n / GiB:,.2f} GiB"  # noqa: E731
+        ctx = f"{self.context:,}"
+        lines = []
+        if self.engine in ("vllm", "ideal"):
+            lines.append(f"requested         = ceil({self.total_bytes:,} B x {self.gpu_mem_util:g}) "
+                         f"= {self.requested_bytes:,} B ({gib(self.requested_bytes)})")
+            lines.append(f"KV pool           = {self.requested_bytes:,} - {self.weights_bytes:,} "
+                         f"weights - {self.reserve_bytes:,} reserve = {self.kv_pool_bytes:,} B "
+                         f"({gib(self.kv_pool_bytes)})")
+        else:
+            lines.append(f"KV pool           = floor({self.gpu_mem_util:g} x ({self.total_bytes:,} "
+                         f"- {self.weights_bytes:,} weights - {self.reserve_bytes:,} reserve)) = "
+                         f"{self.kv_pool_bytes:,} B ({gib(self.kv_pool_bytes)})")
+        pool = max(self.kv_pool_bytes, 0)
+        if self.engine == "vllm":
+            lines += [
+                f"page (one layer)  = {self.effective_block_size} tokens x per-layer bytes = "
+                f"{self.page_bytes:,} B",
+                f"blocks            = {pool:,} // {self.page_bytes:,} // {self.group_size} "
+                f"layers per group = {self.num_blocks:,}  ({self.num_groups} group(s) share them)",
+                f"one request       = {self.blocks_per_request:,} blocks at {ctx} tokens (windows "
+                "reserve a window plus the tokens in flight; a state one block)",
+                f"max concurrency   = {self.num_blocks:,} / {self.blocks_per_request:,} = "
+                f"{self.max_concurrency:,.2f}   (vLLM {self.vllm_version})"]
+        elif self.engine == "ideal":
+            lines += [
+                f"one sequence      = {self.seq_bytes:,} B actually held at {ctx} tokens (no "
+                "block rounding, windows at most their length)",
+                f"max concurrency   = {pool:,} / {self.seq_bytes:,} = {self.max_concurrency:,.2f}"]
+        else:
+            if self.block_bytes == self.page_bytes * self.kv_layers:  # every layer alike
+                blocks = (f"{pool:,} // {self.page_bytes:,} // {self.kv_layers} K/V layers")
+            else:  # pages differ by layer: a block is one page of every layer
+                blocks = f"{pool:,} // {self.block_bytes:,} B (one page of every K/V layer)"
+            lines += [
+                f"page (one layer)  = {self.block_size} tokens x per-layer bytes = "
+                f"{self.page_bytes:,} B" + ("" if self.block_bytes == self.page_bytes
+                                            * self.kv_layers else " (the largest layer's)"),
+                f"blocks            = {blocks} = {self.num_blocks:,}",
+                f"one sequence      = {self.seq_bytes:,} B at {ctx} tokens (whole blocks per "
+                "layer)",
+                f"max concurrency   = {self.num_blocks * self.block_bytes:,} / "
+                f"{self.seq_bytes:,} = {self.max_concurrency:,.2f}"]
+        return "\n".join(lines)
+
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
         d["usable_context"] = self.usable_context

@@ -155,3 +155,29 @@ def test_bad_budget_inputs(kw, field):
     args.update(kw)
     with pytest.raises(ValueError, match=field):
         budget(L8B, **args)
+
+
+def test_derivation_is_the_cores_own_arithmetic():
+    # vLLM, Llama 3.1 8B in 80 GiB x 0.9 - 15 GiB - 2 GiB = 55 GiB: a page is 16 tokens x
+    # (2 x 8 x 128 x 2 B) = 65,536 B; 55 GiB // 65,536 // 32 layers = 28,160 blocks; 8,192 tokens
+    # take 512 blocks: 55.00.
+    from kvcalc import get_model
+
+    m = get_model("llama-3.1-8b")
+    b = budget(m.spec, total_bytes=80 * GiB, context=8192, weights_bytes=15 * GiB,
+               reserve_bytes=2 * GiB)
+    text = b.derivation()
+    assert f"= {55 * GiB:,} B (55.00 GiB)" in text
+    assert f"{55 * GiB:,} // 65,536 // 32 layers per group = 28,160" in text
+    assert "28,160 / 512 = 55.00" in text
+    # TensorRT-LLM with pages that differ by layer (KV heads 2, 4, 2, 4 of head size 64: 512 and
+    # 1,024 B per token): a block is 16 x 3,072 = 49,152 B and the pool is divided by it whole.
+    spec = spec_from_config(llama_config())
+    mixed = spec.with_layers(lay.with_kv_heads(4) if i % 2 else lay
+                             for i, lay in enumerate(spec.layers))
+    t = budget(mixed, total_bytes=8 * GiB, context=1024, weights_bytes=1 * GiB,
+               reserve_bytes=1 * GiB, engine="trtllm")
+    pool = int(0.9 * 6 * GiB)
+    assert t.kv_pool_bytes == pool and t.num_blocks == pool // 49_152
+    assert f"{pool:,} // 49,152 B (one page of every K/V layer) = {pool // 49_152:,}" \
+        in t.derivation()
