@@ -42,8 +42,9 @@ try:
                   pp=sel.pp, peak_tflops=sel.gpu.peak_tflops(sel.weights.dtype))
     # Prefill FLOPs need the parameter count; a config kvcalc cannot count goes without them.
     # A forward pass reads every weight it uses at least once: TTFT has that floor.
-    p = None if sel.spec.params is None else prefill(
-        sel.spec, prompt, sel.gpu.peak_tflops(sel.weights.dtype) or 100.0, mfu=mfu, tp=sel.tp,
+    peak = sel.gpu.peak_tflops(sel.weights.dtype)
+    p = None if sel.spec.params is None or not peak else prefill(
+        sel.spec, prompt, peak, mfu=mfu, tp=sel.tp,
         weight_read_bytes=sel.weights.read_per_step(sel.spec, prompt),
         bandwidth_gbs=sel.bandwidth_gbs)
 except ValueError as exc:
@@ -84,8 +85,9 @@ with top:  # the answer first: on a phone it is on the first screen
                    "shown. Lower the batch or the context, use an FP8 KV cache, or add GPUs.")
     if p is None:
         m[2].metric(f"Time to first token ({prompt:,} tokens)", "unknown",
-                    help="Prefill FLOPs need the parameter count, which kvcalc could not take from "
-                         "this config (see the sidebar).")
+                    help="Prefill FLOPs need the parameter count, which kvcalc could not take "
+                         "from this config (see the sidebar)." if sel.spec.params is None else
+                         "The prefill time needs the GPU's peak TFLOPS, which is not stated.")
     else:
         m[2].metric(f"Time to first token ({prompt:,} tokens)", fmt_seconds(p.time_s),
                     delta("ttft", "{:+,.1f} ms"), delta_color="inverse")

@@ -30,9 +30,8 @@ link = select(c3.selectbox, "Offload link", list(links), "t_link", callbacks.lin
 
 try:
     rows = techniques(sel.spec, context, kv_dtype=sel.kv_dtype, window=window,
-                      latent=(rank, rope), gpu_tokens=gpu_tokens, link_gbs=links[link].gbs,
-                      link_name=links[link].name,
-                      peak_tflops=sel.gpu.peak_tflops("bf16") or 100.0)
+                      latent=(rank, rope), gpu_tokens=gpu_tokens, link=link,
+                      peak_tflops=sel.gpu.peak_tflops("bf16"))
 except ValueError as exc:
     common.stop_on_error(exc)
 

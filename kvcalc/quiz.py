@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from .memory import budget
 from .hfconfig import spec_from_config
 from .kv import kv_cache
-from .catalog import get_gpu, get_model
+from .catalog import get_gpu, get_model, registry
 from .roofline import offload_vs_recompute, prefill, step_time
 from .units import GB, GiB, KiB, MiB, check_int, fmt_bytes, fmt_seconds
 
@@ -85,7 +85,7 @@ def interview_questions() -> list[Question]:
     s8 = step_time(spec, w, context=8192, batch=1, bandwidth_gbs=h100.bandwidth_gbs,
                    kv_dtype="fp8")
 
-    link = 63.0  # PCIe 5.0 x16, one direction
+    link = registry().links["pcie5-x16"].gbs  # one direction
     off = offload_vs_recompute(spec, 8192, link_gbs=link, peak_tflops=h100.bf16_tflops)
     off_fixed = offload_vs_recompute(spec, 8192, link_gbs=link, peak_tflops=h100.bf16_tflops,
                                      fixed_s=1e-3)

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 
 from .dtypes import KV_DTYPES, get_dtype
 from .model import ModelSpec
+from .catalog import registry
 from .roofline import offload_vs_recompute
 from .units import check_int, fmt_seconds
 
@@ -59,9 +60,16 @@ _IDLE = ("Only while the sequence is idle, between a user's turns (or for cached
 
 def techniques(spec: ModelSpec, context: int, *, kv_dtype: str = "bf16", window: int = 4096,
                latent: tuple[int, int] = DEFAULT_LATENT, gpu_tokens: int = 4096,
-               link_gbs: float = 63.0, link_name: str = "PCIe 5.0 x16",
-               peak_tflops: float = 989.4) -> list[Technique]:
-    """Every technique applied to ``spec`` at ``context`` tokens, with its saving computed."""
+               link: str = "pcie5-x16", peak_tflops: float | None = None) -> list[Technique]:
+    """Every technique applied to ``spec`` at ``context`` tokens, with its saving computed.
+    ``link`` is a link of the catalog (models.yaml), over which an offloaded cache comes back;
+    ``peak_tflops`` the GPU's dense peak for the recompute time (None: not stated)."""
+    try:
+        lk = registry().links[link]
+    except KeyError:
+        raise ValueError(f"unknown link {link!r}; choose one of "
+                         f"{', '.join(registry().links)}") from None
+    link_gbs, link_name = lk.gbs, lk.name
     n = check_int("context", context, 1, 10**9)
     window = check_int("window", window, 1, 10**9)
     gpu_tokens = check_int("tokens kept on the GPU", gpu_tokens, 1, 10**9)
@@ -131,13 +139,15 @@ def techniques(spec: ModelSpec, context: int, *, kv_dtype: str = "bf16", window:
         "interleave window layers with a few global ones, which this row does not.",
         applies=n > window)
     cold = n - min(n, gpu_tokens)
-    if cold and spec.params is None:
-        # Recomputing needs the parameter count (prefill FLOPs); reloading needs only bytes.
+    if cold and (spec.params is None or not peak_tflops):
+        # Recomputing needs the parameter count and the GPU's peak (prefill FLOPs / peak);
+        # reloading needs only bytes.
         moved = _bytes(spec.layers, cold, dtype)[1]
+        missing = ("the parameter count, which kvcalc could not take from this config"
+                   if spec.params is None else "the GPU's peak TFLOPS, which is not stated")
         line = (f"{_IDLE} When the user returns, reloading the other {cold:,} tokens over "
                 f"{link_name} takes {fmt_seconds(moved / (link_gbs * 1e9))}; the time to "
-                "recompute them needs the parameter count, which kvcalc could not take from "
-                "this config.")
+                f"recompute them needs {missing}.")
     elif cold:
         off = offload_vs_recompute(spec, cold, link_gbs=link_gbs, peak_tflops=peak_tflops,
                                    kv_dtype=dtype.name)

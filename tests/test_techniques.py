@@ -71,3 +71,15 @@ def test_mha_models_get_a_gqa_row():
     assert t["gqa"].bytes_per_token == 131_072 and t["gqa"].saving == 4
     assert "grouped-query attention" in t["gqa"].name
     assert "gqa" not in by_key(get_model("llama-3.1-8b").spec, 4096)  # already GQA
+
+
+def test_offload_needs_a_stated_peak_and_a_known_link():
+    # No silent TFLOPS fallback: without the GPU's peak the recompute time is not given.
+    t = by_key(get_model("llama-3.1-8b").spec, 32768, gpu_tokens=4096)
+    assert "peak TFLOPS, which is not stated" in t["offload"].tradeoff
+    # With it, the reload goes over the catalog's PCIe 5.0 x16 (63 GB/s): 28,672 tokens x
+    # 131,072 B = 3.758 GB / 63 GB/s = 59.65 ms.
+    t = by_key(get_model("llama-3.1-8b").spec, 32768, gpu_tokens=4096, peak_tflops=989.4)
+    assert "takes 59.65 ms" in t["offload"].tradeoff and "PCIe 5.0 x16" in t["offload"].tradeoff
+    with pytest.raises(ValueError, match="unknown link"):
+        by_key(get_model("llama-3.1-8b").spec, 100, link="carrier-pigeon")

@@ -173,9 +173,10 @@ def sidebar() -> None:
                      index=_index(gpus, DEFAULT_GPU))
         if gpu == CUSTOM_GPU:
             st.number_input("GPU memory (GiB)", 1.0, 4096.0, 80.0, 1.0, **bound("gpu_gib", "num"))
-            st.number_input("Memory bandwidth (GB/s)", 1.0, 100_000.0, 3350.0, 50.0,
-                            **bound("gpu_gbs", "num"))
-            st.number_input("Dense 16-bit TFLOPS", 1.0, 100_000.0, 989.0, 10.0,
+            base = reg.gpus[DEFAULT_GPU]  # the defaults start from the default GPU's figures
+            st.number_input("Memory bandwidth (GB/s)", 1.0, 100_000.0, float(base.bandwidth_gbs),
+                            50.0, **bound("gpu_gbs", "num"))
+            st.number_input("Dense 16-bit TFLOPS", 1.0, 100_000.0, float(base.bf16_tflops), 10.0,
                             **bound("gpu_tflops", "num"))
         else:
             g = reg.gpus[gpu]
@@ -355,12 +356,13 @@ def _gpu_from_selection() -> GPU:
     key = st.session_state.get("gpu") or DEFAULT_GPU
     if key != CUSTOM_GPU:
         return registry().gpu(key)
+    base = registry().gpu(DEFAULT_GPU)
     gib = float(st.session_state.get("gpu_gib", 80.0))
     return GPU(key=CUSTOM_GPU, name=f"custom GPU ({gib:g} GiB)", memory_gb=gib * GiB / 1e9,
                memory_mib_driver=round(gib * 1024),
-               bandwidth_gbs=float(st.session_state.get("gpu_gbs", 3350.0)),
-               bf16_tflops=float(st.session_state.get("gpu_tflops", 989.0)), fp8_tflops=None,
-               fp16_tflops=None)
+               bandwidth_gbs=float(st.session_state.get("gpu_gbs", base.bandwidth_gbs)),
+               bf16_tflops=float(st.session_state.get("gpu_tflops", base.bf16_tflops)),
+               fp8_tflops=None, fp16_tflops=None)
 
 
 def selection() -> Selection:
