@@ -1,4 +1,3 @@
-import sys
 from pathlib import Path
 
 # kvcalc and webui are imported as installed (pip install -e .[dev]); ROOT is for paths only.
@@ -22,8 +21,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class PortTaken(Exception):
+    """The port picked for a server was taken by someone else before the server bound it."""
+
+
 def wait_healthy(base: str, proc, seconds: float = 60) -> None:
-    """Wait until a Streamlit server answers /_stcore/health, or fail with its output."""
+    """Wait until a Streamlit server answers /_stcore/health, or fail with its output. Raises
+    PortTaken when the server exited because another process took its port first."""
     import time
     import urllib.request
 
@@ -31,15 +35,38 @@ def wait_healthy(base: str, proc, seconds: float = 60) -> None:
 
     deadline = time.time() + seconds
     while time.time() < deadline:
+        if proc.poll() is not None:  # exited: say why instead of waiting out the deadline
+            break
         try:
             with urllib.request.urlopen(base + "/_stcore/health", timeout=2) as r:
                 if r.status == 200:
                     return
         except OSError:
-            time.sleep(0.3)
+            time.sleep(0.2)
     proc.kill()
     out = proc.stdout.read().decode(errors="replace")[-2000:] if proc.stdout else ""
+    if "is not available" in out or "Address already in use" in out:
+        raise PortTaken(out)
     pytest.fail("the Streamlit server did not start: " + out)
+
+
+def start_server(command, *, cwd=ROOT, env=None, tries: int = 5):
+    """Start a server whose command line is ``command(port)`` on a free port and wait until it
+    is healthy: (process, base URL). A port is only free until someone binds it, so when
+    another process takes it first the server is started again on a new one."""
+    import subprocess
+
+    for _ in range(tries):
+        port = free_port()
+        proc = subprocess.Popen(command(port), cwd=cwd, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT)
+        base = f"http://127.0.0.1:{port}"
+        try:
+            wait_healthy(base, proc)
+        except PortTaken:
+            continue
+        return proc, base
+    raise RuntimeError(f"no free port after {tries} tries")
 
 
 def open_page(page: str, **query):

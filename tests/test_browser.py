@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, free_port, wait_healthy
+from conftest import start_server
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 if not os.path.exists(CHROMIUM):
@@ -47,14 +47,10 @@ PAGES = [
 
 @pytest.fixture(scope="module")
 def server():
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true",
-         "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    wait_healthy(base, proc)
+    proc, base = start_server(lambda port: [
+        sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+        "--server.address", "127.0.0.1", "--server.headless", "true",
+        "--browser.gatherUsageStats", "false"])
     yield base
     proc.terminate()
     try:

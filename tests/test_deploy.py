@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from conftest import ROOT, free_port, wait_healthy
+from conftest import ROOT, start_server
 
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 
@@ -42,16 +42,16 @@ def _env_from_dockerfile() -> dict:
 
 
 def test_container_start_command_runs_here():
+    pytest.importorskip("streamlit", reason="streamlit is not installed (the [app] extra)")
     cmd = json.loads(_instruction("CMD")[-1])
     assert cmd[:3] == ["streamlit", "run", "app.py"]
-    port = free_port()
-    args = [a.replace("8501", str(port)).replace("0.0.0.0", "127.0.0.1") for a in cmd[1:]]
     env = {**os.environ, **_env_from_dockerfile()}
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", *args], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc, base = start_server(lambda port: [
+        sys.executable, "-m", "streamlit",
+        *[a.replace("8501", str(port)).replace("0.0.0.0", "127.0.0.1") for a in cmd[1:]]],
+        env=env)
+    port = int(base.rsplit(":", 1)[1])
     try:
-        base = f"http://127.0.0.1:{port}"
-        wait_healthy(base, proc)
         # The HEALTHCHECK command itself, as Docker would run it.
         hc = re.search(r"HEALTHCHECK[^\n]*\\\n\s*CMD (\[[^\n]*\])", DOCKERFILE).group(1)
         hc_cmd = [a.replace("8501", str(port)) for a in json.loads(hc)]
@@ -72,6 +72,7 @@ def test_streamlit_settings_hide_errors_and_stats():
 
 
 def test_hosted_mode_limits(monkeypatch):
+    pytest.importorskip("streamlit", reason="streamlit is not installed (the [app] extra)")
     monkeypatch.setenv("KVLAB_HOSTED", "1")
     monkeypatch.delenv("KVLAB_HUB_ALLOWLIST", raising=False)
     from webui import hosted, hub
@@ -93,7 +94,8 @@ def test_hosted_mode_limits(monkeypatch):
                                   "/abs/path", "org/..", "x" * 300, "", "org/na me",
                                   "org/name?x=1", "C:\\models\\x", "org/<script>"])
 def test_bad_hub_ids_are_refused_before_any_network_call(monkeypatch, repo):
-    import huggingface_hub
+    huggingface_hub = pytest.importorskip(
+        "huggingface_hub", reason="huggingface-hub is not installed (the [app] extra)")
 
     calls = []
     monkeypatch.setattr(huggingface_hub, "hf_hub_download",
@@ -106,6 +108,7 @@ def test_bad_hub_ids_are_refused_before_any_network_call(monkeypatch, repo):
 
 
 def test_plain_neutralises_markup():
+    pytest.importorskip("streamlit", reason="streamlit is not installed (the [app] extra)")
     from webui.hosted import plain
 
     text = plain("[click](javascript:alert(1)) <b>x</b> **bold** `code`")

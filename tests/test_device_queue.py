@@ -333,24 +333,22 @@ def test_real_server_stop_leave_and_clear_cache(tmp_path):
     websockets = pytest.importorskip("websockets")
     import asyncio
     import os
-    import subprocess
     import sys
 
     from streamlit.proto.BackMsg_pb2 import BackMsg
 
-    from conftest import ROOT, free_port, wait_healthy
+    from conftest import start_server
 
     app, log = tmp_path / "app.py", tmp_path / "log.txt"
     app.write_text(E2E_APP)
     log.write_text("")
-    port = free_port()
-    env = {**os.environ, "KVLAB_ROOT": str(ROOT), "KVLAB_E2E_LOG": str(log)}
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(app),
-                             f"--server.port={port}", "--server.address=127.0.0.1",
-                             "--server.headless=true", "--server.fileWatcherType=none",
-                             "--browser.gatherUsageStats=false"],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+    env = {**os.environ, "KVLAB_E2E_LOG": str(log)}
+    proc, base = start_server(lambda port: [
+        sys.executable, "-m", "streamlit", "run", str(app), f"--server.port={port}",
+        "--server.address=127.0.0.1", "--server.headless=true",
+        "--server.fileWatcherType=none", "--browser.gatherUsageStats=false"],
+        cwd=tmp_path, env=env)
+    port = int(base.rsplit(":", 1)[1])
 
     def lines():
         return log.read_text().splitlines()
@@ -401,7 +399,6 @@ def test_real_server_stop_leave_and_clear_cache(tmp_path):
         await a.close()
 
     try:
-        wait_healthy(f"http://127.0.0.1:{port}", proc)
         asyncio.run(scenario())
     finally:
         proc.terminate()

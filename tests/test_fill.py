@@ -3,7 +3,7 @@
 import pytest
 
 from conftest import llama_config
-from kvcalc import get_model, kv_cache, spec_from_config
+from kvcalc import get_model, spec_from_config
 from kvcalc.fill import CACHED, EMPTY, NEW, RECOMPUTED, fill_timeline, shown_layers
 
 L8B = get_model("llama-3.1-8b").spec
@@ -44,7 +44,9 @@ def test_sliding_layers_drop_old_columns():
     full_row = steps[-1].grid[2]
     assert sliding_row == (EMPTY,) * 4 + (CACHED,) * 3 + (NEW,)
     assert full_row == (CACHED,) * 7 + (NEW,)
-    assert steps[-1].cache_bytes == kv_cache(spec, 8).kv_bytes
+    # By hand: 2 KV heads x head size 64 (512 / 8) x K and V x 2 B = 512 B per token and layer;
+    # the sliding layer keeps its window of 4 tokens, the full layer all 8: (4 + 8) x 512 B.
+    assert steps[-1].cache_bytes == (4 + 8) * 512
 
 
 def test_shown_layers_spread():

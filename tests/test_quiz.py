@@ -36,7 +36,11 @@ def test_every_generated_answer_grades_correct(seed):
     for q in practice_questions(seed, 10):
         scale = GiB if q.ask_unit == "GiB" else 1  # a bare number is read in the asked unit
         assert grade(q, f"{q.value / scale:.6g}").correct, q
-        assert grade(q, f"{q.value:.6g} B").correct if q.unit == "B" else True
+        # The same value with its unit typed: bytes as "N B", tokens in thousands as "N.NK",
+        # ratios with an x, counts with "sequences".
+        typed = {"B": f"{q.value:.6g} B", "tokens": f"{q.value / 1000:.6g}K",
+                 "x": f"{q.value:.6g}x", "sequences": f"{q.value:.6g} sequences"}[q.unit]
+        assert grade(q, typed).correct, (q, typed)
         assert not grade(q, f"{q.value * 1.5 / scale:.6g}").correct
 
 
