@@ -81,3 +81,22 @@ def open_page(page: str, **query):
         at.switch_page(page)
         at.run()
     return at
+
+
+# Markers by file, so a developer can run the fast core suite in seconds:
+#   python -m pytest -q -m "not browser and not live and not slow"
+# CI runs everything.
+_MARKS = {"test_browser.py": "browser", "test_live.py": "live", "test_app_live.py": "live",
+          "test_verify.py": "live", "test_quality.py": "live", "test_microscope.py": "live",
+          "test_replicas.py": "slow", "test_hostile.py": "slow", "test_deploy.py": "slow",
+          "test_device_queue.py": "slow", "test_manifests.py": "slow"}
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+
+    for item in items:
+        name = item.path.name
+        mark = _MARKS.get(name) or ("slow" if name.startswith("test_app") else None)
+        if mark:
+            item.add_marker(getattr(pytest.mark, mark))
