@@ -443,3 +443,13 @@ def test_home_has_the_picture_and_a_path_through_the_pages():
     assert len([s for s in fig["layout"]["shapes"] if s["type"] == "line"]) == 5
     links = [p.proto.page for p in at.get("page_link")]
     assert links[:6] == ["cache_fill", "budget", "step_time", "engine", "techniques", "interview"]
+
+
+def test_url_bindings_are_declared_per_session_and_run():
+    # Issue 14: no process-wide table that every session writes. Each run declares the widgets it
+    # binds in its own session; another session's page leaves no key behind.
+    budget_page = open_page("app_pages/budget.py")
+    home = open_page("app_pages/home.py")
+    assert "b_ctx" in budget_page.session_state["_url_bound"]
+    assert "b_ctx" not in home.session_state["_url_bound"]
+    assert "model" in home.session_state["_url_bound"]

@@ -19,13 +19,13 @@ GARBAGE = ["abc", "-1", "1e999", "nan", "<script>alert(1)</script>", "9" * 40,
 
 def bound_keys(page: str) -> list[str]:
     """The URL parameters that ``page`` (and the shared sidebar) bind."""
-    from webui import common
-
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
     at.switch_page(page)
     at.run()
-    return sorted(common._BOUND)
+    keys = sorted(at.session_state["_url_bound"])  # declared by this run: sidebar + page
+    assert "model" in keys and len(keys) > 5
+    return keys
 
 
 @pytest.mark.parametrize("page", PAGES)

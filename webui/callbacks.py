@@ -1,8 +1,8 @@
 """Widget callbacks, label functions and cached computations, kept out of the page scripts.
 
 A function defined in a page script keeps that script's globals alive for as long as something
-holds the function: a button's on_click (per session) or the URL binding's table of label
-functions (per process, ``common._BOUND``). The Engine view's globals once held thousands of
+holds the function: a button's on_click or the URL binding's table of label functions (both
+per session, in st.session_state). The Engine view's globals once held thousands of
 simulation snapshots that way, long after the session closed. Functions here belong to this
 module, so no page's globals outlive its run.
 """

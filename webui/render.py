@@ -1,0 +1,51 @@
+"""Rendering helpers every page uses: the header with its headline slot, errors, stops,
+derivation blocks."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from .hosted import plain
+
+__all__ = ["show_error", "PageStop", "stop", "stop_on_error", "page_header", "formula"]
+
+
+def show_error(exc: Exception | str) -> None:
+    """A message for the user; it may quote their input, so no markup in it is interpreted."""
+    st.error(plain(str(exc)), icon=":material/error:")
+
+
+class PageStop(Exception):
+    """Ends the current page early; app.py catches it, so the frame still finishes its run
+    (st.stop() would also drop the note about ignored link values)."""
+
+
+def stop() -> None:
+    raise PageStop
+
+
+def stop_on_error(exc: ValueError) -> None:
+    show_error(exc)
+    stop()
+
+
+def page_header(title: str, sel, lead: str):
+    """The page's title, what it runs on, then an empty container for its headline result, then
+    the lead paragraph. Pages fill the container once they have computed, so on a phone (where
+    columns stack one per row) the first screen shows the answer, not only the inputs."""
+    st.title(title)
+    if sel is not None:
+        par = f" · {sel.tp} x TP, {sel.pp} x PP: figures per GPU" if sel.num_gpus > 1 else ""
+        st.caption(f"**{plain(sel.label)}** on **{plain(sel.gpu.name)}** · weights "
+                   f"{sel.weights.dtype.upper()}"
+                   + (f" (experts {sel.weights.expert_dtype.upper()})"
+                      if sel.weights.expert_dtype != sel.weights.dtype else "")
+                   + f" · KV cache {sel.kv_dtype.upper()}{par}")
+    top = st.container()
+    st.markdown(lead)
+    return top
+
+
+def formula(text: str) -> None:
+    """A derivation with the values substituted, in a fixed-width block."""
+    st.code(text, language=None)

@@ -1,0 +1,371 @@
+"""The sidebar every page shares and the selection it makes: model (registry, own config.json,
+Hub id), GPU, parallelism, formats; and the "does it fit?" checks that come before any speed."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import streamlit as st
+
+from kvcalc import KV_DTYPES, WEIGHT_DTYPES, registry, spec_from_config
+from kvcalc.hfconfig import checkpoint_format, parse_config_text
+from kvcalc.model import ModelSpec
+from kvcalc.catalog import GPU
+from kvcalc.units import GiB
+from kvcalc.weight_bytes import Weights, weights_given, weights_in
+
+from . import hub
+from .hosted import MAX_PASTE_CHARS, plain
+from .render import show_error, stop, stop_on_error
+from .urlstate import bound, select
+
+CUSTOM = "my-config"  # "my own config.json" (upload or paste)
+HUB = "hub"  # a Hugging Face Hub model id
+CUSTOM_GPU = "custom"
+DEFAULT_MODEL = "llama-3.1-8b"
+DEFAULT_GPU = "h100-sxm-80gb"
+TP_CHOICES = [1, 2, 4, 8, 16, 32]
+PP_CHOICES = [1, 2, 4, 8]
+
+# --- the selection shared by every page -------------------------------------------------------
+
+@dataclass(frozen=True)
+class Selection:
+    label: str
+    spec: ModelSpec
+    weights: Weights
+    kv_dtype: str
+    gpu: GPU
+    tp: int
+    pp: int
+    source: str  # where the model came from, for captions
+    bw_share: float = 1.0  # the share of the GPU's peak bandwidth a decode step achieves
+
+    @property
+    def bandwidth_gbs(self) -> float:
+        """The bandwidth every step-time figure uses: peak x the achieved share."""
+        return self.gpu.bandwidth_gbs * self.bw_share
+
+    @property
+    def weights_bytes(self) -> int:
+        return self.weights.bytes
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.pp
+
+
+def sidebar() -> None:
+    """The controls every page shares, in the sidebar, each bound to the URL."""
+    reg = registry()
+    with st.sidebar:
+        st.markdown("### Model and hardware")
+        options = list(reg.models) + [CUSTOM, HUB]
+        key = select(st.selectbox, "Model", options, "model", _model_label,
+                     index=_index(options, DEFAULT_MODEL),
+                     help="From the registry (models.yaml), your own config.json, or a Hugging "
+                          "Face Hub id.")
+        if key == CUSTOM:
+            _custom_config_inputs()
+        elif key == HUB:
+            _hub_inputs()
+        else:
+            m = reg.models[key]
+            st.caption(f"{m.name} · [{m.hf_id}]({m.sources['config']})")
+        _model_summary(key)
+        gpus = list(reg.gpus) + [CUSTOM_GPU]
+        gpu = select(st.selectbox, "GPU", gpus, "gpu", _gpu_label,
+                     index=_index(gpus, DEFAULT_GPU))
+        if gpu == CUSTOM_GPU:
+            st.number_input("GPU memory (GiB)", 1.0, 4096.0, 80.0, 1.0, **bound("gpu_gib", "num"))
+            base = reg.gpus[DEFAULT_GPU]  # the defaults start from the default GPU's figures
+            st.number_input("Memory bandwidth (GB/s)", 1.0, 100_000.0, float(base.bandwidth_gbs),
+                            50.0, **bound("gpu_gbs", "num"))
+            st.number_input("Dense 16-bit TFLOPS", 1.0, 100_000.0, float(base.bf16_tflops), 10.0,
+                            **bound("gpu_tflops", "num"))
+        else:
+            g = reg.gpus[gpu]
+            st.caption(f"{g.memory_gb:g} GB sold, {g.memory_bytes / GiB:,.2f} GiB as the driver "
+                       f"reports it · {g.bandwidth_gbs:,.0f} GB/s")
+        st.slider("Achieved share of peak bandwidth", 0.3, 1.0, 1.0, 0.05,
+                  help="1.0 = ideal: every byte at the GPU's nominal peak. Measured decode "
+                       "kernels reach roughly 0.6 to 0.85 of it. Every step time and tokens/s "
+                       "uses this share; tensor-parallel all-reduce time is left out.",
+                  **bound("bw_share", "num"))
+        c1, c2 = st.columns(2)
+        select(c1.selectbox, "Tensor parallel", TP_CHOICES, "tp",
+               help="GPUs that split each layer's heads")
+        select(c2.selectbox, "Pipeline parallel", PP_CHOICES, "pp", help="GPUs that split the layers")
+        c1, c2 = st.columns(2)
+        select(c1.selectbox, "Weights", ["auto", *WEIGHT_DTYPES], "wdtype",
+               help="auto: the checkpoint's own format")
+        select(c2.selectbox, "KV cache", list(KV_DTYPES), "kvdtype", index=KV_DTYPES.index("bf16"))
+        from webui import glossary
+
+        with st.expander("Glossary: MHA, GQA, MLA, TP, FP8 ...", icon=":material/menu_book:"):
+            st.markdown(glossary.markdown())
+
+
+def _index(options: list, value) -> int:
+    return options.index(value) if value in options else 0
+
+
+def _model_label(key: str) -> str:
+    if key == CUSTOM:
+        return "my own config.json"
+    if key == HUB:
+        return "a Hugging Face Hub id"
+    return key
+
+
+def _gpu_label(key: str) -> str:
+    return "custom GPU" if key == CUSTOM_GPU else key
+
+
+def _custom_config_inputs() -> None:
+    up = st.file_uploader("Upload config.json", type=["json"], key="cfg_upload")
+    if up is not None:
+        # An upload obeys the paste's cap: it lands in the same text box.
+        if up.size > MAX_PASTE_CHARS:
+            show_error(f"The uploaded file is {up.size:,} bytes; a config.json here is at most "
+                       f"{MAX_PASTE_CHARS:,}. Upload the model's config.json itself.")
+        else:
+            st.session_state["cfg_text"] = up.getvalue().decode("utf-8", "replace")
+    st.text_area("...or paste config.json", key="cfg_text", height=140, max_chars=MAX_PASTE_CHARS,
+                 placeholder='{"hidden_size": 4096, "num_hidden_layers": 32, ...}')
+    st.caption("A pasted or uploaded config stays in this browser session; it is not part of a "
+               "shared link.")
+
+
+def _hub_inputs() -> None:
+    st.text_input("Hub model id", placeholder="Qwen/Qwen2.5-0.5B-Instruct",
+                  **bound("hub_id", "str"))
+    if st.button("Fetch config.json", key="hub_fetch"):
+        repo = st.session_state.get("hub_id", "")
+        try:
+            st.session_state["hub_config"] = (repo, hub.fetch_config(repo))
+        except ValueError as exc:
+            st.session_state["hub_config"] = None
+            st.session_state["hub_error"] = str(exc)
+        else:
+            st.session_state["hub_error"] = None
+    if st.session_state.get("hub_error"):
+        show_error(st.session_state["hub_error"])
+
+
+class ConfigRejected(ValueError):
+    """A config.json that was given but cannot be used: the page keeps the last good model."""
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _spec_from_text(text: str, name: str) -> tuple[ModelSpec, tuple[str, str | None], dict]:
+    """(spec, checkpoint format, parsed config) of a pasted, uploaded or fetched config.json,
+    computed once per text."""
+    try:
+        cfg = parse_config_text(text, source="your config.json")
+        return spec_from_config(cfg, name=name), checkpoint_format(cfg), cfg
+    except ValueError as exc:
+        raise ConfigRejected(str(exc)) from None
+
+
+def _config_text() -> str | None:
+    """The text of the config the sidebar points at (custom or Hub), or None."""
+    key = st.session_state.get("model") or DEFAULT_MODEL
+    if key == CUSTOM:
+        return (st.session_state.get("cfg_text") or "").strip() or None
+    if key == HUB:
+        got = st.session_state.get("hub_config")
+        if got and got[0] == st.session_state.get("hub_id", ""):
+            return json.dumps(got[1])
+    return None
+
+
+def _model_from_selection() -> tuple[ModelSpec, str, tuple[str, str | None], str]:
+    key = st.session_state.get("model") or DEFAULT_MODEL
+    if key == CUSTOM:
+        text = _config_text()
+        if not text:
+            raise ValueError("Upload or paste a config.json in the sidebar to use your own model.")
+        spec, fmt, _ = _spec_from_text(text, "my config")
+        return spec, "my config.json", fmt, "your config.json"
+    if key == HUB:
+        text = _config_text()
+        repo = st.session_state.get("hub_id", "")
+        if not text:
+            raise ValueError("Type a Hub model id in the sidebar and press 'Fetch config.json'.")
+        spec, fmt, _ = _spec_from_text(text, repo)
+        return spec, repo, fmt, f"config.json of {repo} from the Hugging Face Hub"
+    m = registry().model(key)
+    return m.spec, m.name, (m.weight_dtype, m.expert_weight_dtype), f"models.yaml ({m.hf_id})"
+
+
+def _model_summary(key: str) -> None:
+    """Under the model choice: its layers, what kvcalc assumed, weights it cannot count, and (for a
+    config of the user's) a check against transformers."""
+    try:
+        spec = _model_from_selection()[0]
+    except ValueError as exc:
+        if isinstance(exc, ConfigRejected):
+            show_error(exc)
+        return
+    counts = {}
+    for layer in spec.layers:
+        counts[layer.label] = counts.get(layer.label, 0) + 1
+    st.caption(f"{spec.num_layers} layers: " + ", ".join(f"{n} {plain(k)}" for k, n in
+                                                          counts.items()))
+    if spec.params is None:
+        st.number_input("Weights of the whole model (GiB)", 0.0, 100_000.0, 16.0, 1.0,
+                        help="kvcalc cannot count this model's parameters (see below); the cache "
+                             "figures do not need them, the memory budget does.",
+                        **bound("wgib", "num"))
+    said = list(spec.notes) + list(spec.assumptions)
+    if said:
+        with st.expander("What kvcalc read and assumed"):
+            for line in said:
+                st.markdown(f"- {plain(line)}")
+    text = _config_text() if key in (CUSTOM, HUB) else None
+    if text and _torch_available():
+        if st.button("Check against transformers", key="verify_btn",
+                     help="Builds the model on PyTorch's meta device (no weights, no memory) and "
+                          "compares the cache transformers allocates with kvcalc's layers."):
+            st.session_state["_verified"] = (text, _verify_text(text))
+        done = st.session_state.get("_verified")
+        if done and done[0] == text:
+            (st.success if done[1][0] else st.warning)(plain(done[1][1]))
+
+
+def _torch_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None and \
+        importlib.util.find_spec("transformers") is not None
+
+
+@st.cache_data(max_entries=16, show_spinner="Building the model on the meta device...")
+def _verify_text(text: str) -> tuple[bool, str]:
+    """(agrees, one line) for a config text; the line names what differs or why it cannot be
+    checked."""
+    from kvcalc.verify import verify
+
+    try:
+        r = verify(parse_config_text(text))
+    except ValueError as exc:
+        return False, str(exc)
+    line = r.verdict
+    if r.differences:
+        line += " (named differences: " + "; ".join(r.differences) + ")"
+    return r.agrees, line
+
+
+def _gpu_from_selection() -> GPU:
+    key = st.session_state.get("gpu") or DEFAULT_GPU
+    if key != CUSTOM_GPU:
+        return registry().gpu(key)
+    base = registry().gpu(DEFAULT_GPU)
+    gib = float(st.session_state.get("gpu_gib", 80.0))
+    return GPU(key=CUSTOM_GPU, name=f"custom GPU ({gib:g} GiB)", memory_gb=gib * GiB / 1e9,
+               memory_mib_driver=round(gib * 1024),
+               bandwidth_gbs=float(st.session_state.get("gpu_gbs", base.bandwidth_gbs)),
+               bf16_tflops=float(st.session_state.get("gpu_tflops", base.bf16_tflops)),
+               fp8_tflops=None, fp16_tflops=None)
+
+
+def selection() -> Selection:
+    """The model, GPU and formats chosen in the sidebar (ValueError with a message to act on).
+
+    A config the user gave that cannot be used keeps the last good model on the page, with the
+    reason shown."""
+    try:
+        spec, label, (wd, ed), source = _model_from_selection()
+        st.session_state["_last_good_model"] = (spec, label, (wd, ed), source)
+    except ConfigRejected as exc:
+        last = st.session_state.get("_last_good_model")
+        if last is None:
+            raise
+        show_error(f"{exc}. Still showing {last[1]} until the config is fixed.")
+        spec, label, (wd, ed), source = last
+    choice = st.session_state.get("wdtype", "auto")
+    if spec.params is None:
+        gib = float(st.session_state.get("wgib", 16.0))
+        w = weights_given(round(gib * GiB), "bf16" if choice == "auto" else choice)
+        source += f"; weights {gib:g} GiB as given (parameters not counted)"
+    else:
+        w = weights_in(spec, choice, wd, ed)
+    return Selection(label=label, spec=spec, weights=w,
+                     kv_dtype=st.session_state.get("kvdtype", "bf16"), gpu=_gpu_from_selection(),
+                     tp=int(st.session_state.get("tp", 1)), pp=int(st.session_state.get("pp", 1)),
+                     source=source, bw_share=float(st.session_state.get("bw_share", 1.0)))
+
+
+def require_selection() -> Selection:
+    """The selection, or a clear message on the page and a stop."""
+    try:
+        return selection()
+    except ValueError as exc:
+        stop_on_error(exc)
+
+
+def require_fit(sel: Selection, util: float = 0.9,
+                reserve_bytes: int | None = None) -> None:
+    """No speed for a setup that does not fit: when one GPU's share of the weights and the
+    reserve exceed what the engine may use, say what does not fit and how to fix it, and stop
+    the page before any step time or tokens/s is shown."""
+    from kvcalc import DEFAULT_RESERVE_BYTES, budget
+    from kvcalc.units import fmt_gib
+
+    reserve = DEFAULT_RESERVE_BYTES if reserve_bytes is None else reserve_bytes
+    b = budget(sel.spec, total_bytes=sel.gpu.memory_bytes, context=1,
+               weights_bytes=sel.weights_bytes, gpu_mem_util=util, reserve_bytes=reserve,
+               tp=sel.tp, pp=sel.pp, engine="ideal", find_max_context=False)
+    if b.kv_pool_bytes > 0:
+        return
+    st.error(f"{plain(sel.label)} does not fit on {plain(sel.gpu.name)}: its weights take "
+             f"{fmt_gib(b.weights_bytes)} per GPU and the runtime reserve "
+             f"{fmt_gib(b.reserve_bytes)}, more than the {fmt_gib(b.requested_bytes)} an engine "
+             f"may use (over by {fmt_gib(-b.kv_pool_bytes)}), so it cannot run and no speed is "
+             "shown. Split it over more GPUs (tensor or pipeline parallel), pick a smaller weight "
+             "format, or a larger GPU.")
+    stop()
+
+
+def pool_kwargs(sel: Selection, util: float = 0.9, reserve_bytes: int | None = None,
+                block_size: int = 16) -> dict:
+    """Budget arguments for "does it fit": vLLM's convention on the selected GPU(s), at
+    gpu_memory_utilization 0.9 and the 2 GiB reserve unless a page has its own inputs."""
+    from kvcalc import DEFAULT_RESERVE_BYTES
+
+    return dict(total_bytes=sel.gpu.memory_bytes, weights_bytes=sel.weights_bytes,
+                gpu_mem_util=util, block_size=block_size, kv_dtype=sel.kv_dtype, tp=sel.tp,
+                pp=sel.pp, gpu_name=sel.gpu.name,
+                reserve_bytes=DEFAULT_RESERVE_BYTES if reserve_bytes is None else reserve_bytes)
+
+
+def fit_caption(sel: Selection, batch: int, fits_to: int) -> None:
+    """One line under a context chart: the model's limit and how far this batch fits."""
+    limit = sel.spec.max_context
+    one = batch == 1
+    seqs = f"{batch:,} sequence{'' if one else 's'}"
+    fit_, not_ = ("fits", "does not fit") if one else ("fit", "do not fit")
+    if fits_to >= limit:
+        fit = f"{seqs} {fit_} in the KV pool at every length up to it"
+    elif fits_to == 0:
+        fit = f"{seqs} {not_} in the KV pool at any length"
+    else:
+        fit = (f"{seqs} {fit_} in the KV pool up to {fits_to:,} tokens"
+               f"{'' if one else ' each'}; longer ones are shaded red and not drawn")
+    st.caption(f"The dash-dot line is the model's maximum context ({limit:,} tokens, "
+               f"max_position_embeddings) when the chart reaches it. {fit} (vLLM's defaults: "
+               "gpu_memory_utilization 0.9, 2 GiB reserve).")
+
+
+def embedding_note(sel: Selection) -> str:
+    """What the weight read leaves out: an untied input embedding is gathered, not read."""
+    from kvcalc.units import fmt_gib
+
+    w = sel.weights
+    if not w.input_embedding_bytes:
+        return ("Every weight is read once per step (a tied embedding is read whole, as the "
+                "output head).")
+    return (f"Every weight is read once per step except the untied input embedding "
+            f"({fmt_gib(w.input_embedding_bytes)}): a lookup gathers only one row per token.")

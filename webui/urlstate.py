@@ -1,0 +1,113 @@
+"""Widgets bound to the page's link, and the check of the values a link opened with.
+
+Every input of every page lives in the URL, so a shared link opens exactly the same view; a
+link value no widget took is reported, never silently dropped.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import streamlit as st
+
+from .hosted import plain
+
+__all__ = ["bound", "select", "url_guard_begin", "url_guard_end"]
+
+# Every widget bound to the URL registers here, with how to compare a URL value to what the
+# widget accepted: "num", "str", "bool", "list", or a function giving the label that a choice
+# widget writes into the URL (Streamlit stores a choice's formatted label, not the option).
+# The table lives in the session, for the widgets of the run in progress: a page declares its
+# own bindings as it draws them, and no session writes into another's (nothing process-wide).
+_BOUND_KEY = "_url_bound"
+
+
+def _declare(key: str, kind) -> None:
+    st.session_state.setdefault(_BOUND_KEY, {})[key] = kind
+
+
+def bound(key: str, kind: str) -> dict:
+    """Keyword arguments that bind a widget to the URL under ``key``."""
+    _declare(key, kind)
+    return {"key": key, "bind": "query-params"}
+
+
+def select(widget, label: str, options: list, key: str, fmt=str, **kwargs):
+    """A choice widget (selectbox, radio, segmented control) bound to the URL under ``key``; the
+    link carries ``fmt(option)``, the label the user sees."""
+    _declare(key, fmt)
+    return widget(label, options, format_func=fmt, key=key, bind="query-params", **kwargs)
+
+
+# --- URL parameters ---------------------------------------------------------------------------
+
+def url_guard_begin() -> None:
+    """Remember the URL parameters a session opened with (first run only), and drop the ones
+    no widget can take safely: a non-finite number such as 1e999 or nan makes Streamlit 1.67's
+    integer inputs fail while reading the link (int(inf)), before any code of ours runs."""
+    st.session_state[_BOUND_KEY] = {}  # this run's page declares its bindings afresh
+    if "_url_initial" not in st.session_state:
+        qp = st.query_params
+        initial = {k: qp.get_all(k) for k in qp}
+        st.session_state["_url_initial"] = initial
+        st.session_state["_url_checked"] = False
+        for key, values in initial.items():
+            if any(_non_finite(v) for v in values):
+                del st.query_params[key]
+
+
+def _non_finite(text: str) -> bool:
+    try:
+        return not math.isfinite(float(text))
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+def url_guard_end(slot) -> None:
+    """After every widget ran: say which of the opening URL parameters were not taken."""
+    if not st.session_state.get("_url_checked"):
+        st.session_state["_url_checked"] = True
+        st.session_state["_url_ignored"] = _ignored(st.session_state.get("_url_initial", {}))
+    ignored = st.session_state.get("_url_ignored") or []
+    if ignored:
+        # Names come from the link as much as values do: both are made inert.
+        items = ", ".join(f"{plain(_short(k))}={plain(_short(v))}" for k, v in ignored[:8])
+        slot.warning(f"Ignored in the link (not a valid value here): {items}. "
+                     "The defaults are shown instead.", icon=":material/link_off:")
+
+
+def _ignored(initial: dict) -> list[tuple[str, str]]:
+    out = []
+    for key, values in initial.items():
+        raw = values[0] if len(values) == 1 else values
+        kind = st.session_state.get(_BOUND_KEY, {}).get(key)
+        if kind is None or key not in st.session_state:
+            out.append((key, raw))
+            continue
+        value = st.session_state[key]
+        if not _same(kind, values, value):
+            out.append((key, raw))
+    return out
+
+
+def _short(raw) -> str:
+    """A URL value made safe to show: at most 40 characters, and no markup of any kind."""
+    text = raw if isinstance(raw, str) else ",".join(raw)
+    text = re.sub(r"[^A-Za-z0-9 .,:/_-]", "?", text)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _same(kind, values: list[str], value) -> bool:
+    try:
+        if callable(kind):
+            return len(values) == 1 and values[0] == str(kind(value))
+        if kind == "num":
+            return len(values) == 1 and float(values[0]) == float(value)
+        if kind == "bool":
+            return len(values) == 1 and values[0].lower() == str(bool(value)).lower()
+        if kind == "list":
+            return [str(v) for v in values if v != ""] == [str(v) for v in (value or [])]
+        return len(values) == 1 and values[0] == str(value)
+    except (TypeError, ValueError):
+        return False
