@@ -784,6 +784,9 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
         # requests that arrive inside the step: they wait from their arrival, counted at the
         # next step's start (area += t - arrival)
 
+    if free_plain + chain_len != total or chain_hot:  # every block back in the pool
+        raise RuntimeError(f"internal error: {total - free_plain - chain_len} blocks not "
+                           "returned at the end of the run")
     duration = t
     out_tokens = sum(r.output for r in reqs)
     ttft = [r.first - r.arrival for r in reqs]
