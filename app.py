@@ -32,6 +32,8 @@ pages = {
         st.Page("app_pages/techniques.py", title="Shrinking the cache",
                 icon=":material/compress:"),
         st.Page("app_pages/lab.py", title="Inference Lab", icon=":material/tune:"),
+        st.Page("app_pages/roofline.py", title="Roofline", icon=":material/roofing:"),
+        st.Page("app_pages/frontier.py", title="Serving frontier", icon=":material/show_chart:"),
         st.Page("app_pages/vllm_startup.py", title="vLLM start-up lines",
                 icon=":material/terminal:"),
     ],
