@@ -75,8 +75,8 @@ st.caption("Numbers on the points: users, each sending its next request as soon 
            "ends (a closed loop). Markers: circle, every request runs (the users limit the "
            "batch); square, max_num_seqs; large x, the KV pool (requests wait for blocks or are "
            "preempted); diamond, max_num_batched_tokens. Each point simulates "
-           f"{serving.requests_for(1):,} to {serving.requests_for(1024):,} requests (four per "
-           "user). TPOT: time per output token.")
+           f"{serving.requests_for(1):,} to {serving.requests_for(1024):,} requests (about four "
+           "per user). TPOT: time per output token.")
 if note:
     st.info(note)
 

@@ -37,6 +37,8 @@ CHANGES = {
     "app_pages/cache_fill.py": ("number_input", "f_new", [40, 20], False, {}),
     "app_pages/engine.py": ("number_input", "e_step", [12, 4], False, {}),
     "app_pages/interview.py": ("number_input", "i_seed", [2, 1], False, {"i_mode": "Practice"}),
+    "app_pages/roofline.py": ("number_input", "r_batch", [256, 32], False, {}),
+    "app_pages/frontier.py": ("number_input", "fr_output", [128, 256], False, {}),
 }
 
 

@@ -74,7 +74,7 @@ from .units import GB, check_float, check_int
 from .weights import Weights
 
 __all__ = ["Dist", "fixed", "uniform", "lognormal", "Workload", "Setup", "setup", "simulate",
-           "SimResult", "percentile", "MAX_REQUESTS", "BINDING_LIMITS", "CLI_KEYS"]
+           "SimResult", "percentile", "estimated_steps", "MAX_REQUESTS", "BINDING_LIMITS", "CLI_KEYS"]
 
 MAX_REQUESTS = 20_000  # about 10 s of simulation at most on one core
 MAX_TOKENS = 1_000_000  # one request's prompt or output
@@ -828,6 +828,16 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
         tp=s.tp, kv_dtype=s.kv_dtype, utilization_series=util,
         batch_series=tuple((x, n) for x, _, n in trace),
         ttft_s=tuple(ttft), e2el_s=tuple(e2el), notes=s.notes)
+
+
+def estimated_steps(s: Setup, wl: Workload) -> int:
+    """About how many engine steps ``simulate(s, wl)`` runs (to refuse a run that would keep a
+    server busy for seconds): output tokens over the batch the pool and the caps allow, plus
+    the prefill chunks."""
+    per_request = cdiv(wl.prompt.hi + wl.output.hi, s.block_size)
+    batch = max(1, min(wl.users or wl.requests, s.max_num_seqs, s.num_blocks // per_request))
+    return math.ceil(wl.requests * wl.output.mean / batch
+                     + wl.requests * wl.prompt.mean / s.max_num_batched_tokens)
 
 
 def _promote(chain_ref: list[int], start: int, end: int) -> None:

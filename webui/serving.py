@@ -6,8 +6,9 @@ from __future__ import annotations
 import streamlit as st
 
 from kvcalc.registry import GPU, registry
-from kvcalc.sim import SimResult, Workload, fixed, setup, simulate
+from kvcalc.sim import SimResult, Workload, estimated_steps, fixed, setup, simulate
 
+MAX_STEPS = 100_000  # per curve: about half a second of simulation on one core
 USERS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 OVERLAYS = {
     "none": "nothing",
@@ -31,8 +32,9 @@ def larger_gpu(gpu: GPU) -> GPU:
 
 
 def requests_for(users: int) -> int:
-    """Requests simulated for one point: enough for every user to send about four."""
-    return min(4096, max(100, 4 * users))
+    """Requests simulated for one point: every user sends about four (at least 8 in all; with
+    fixed lengths a single user's requests are all alike)."""
+    return min(4096, max(8, 4 * users))
 
 
 @st.cache_data(max_entries=24, show_spinner="Simulating the serving engine...")
@@ -40,14 +42,17 @@ def frontier(spec, w, gpu: GPU, kv_dtype: str, tp: int, bw_share: float, prompt:
              output: int, share: float, max_num_seqs: int | None,
              users: tuple[int, ...] = USERS) -> list[SimResult]:
     """One simulation per concurrency (closed loop of ``users``)."""
-    out = []
     s = setup(spec, w, total_bytes=gpu.memory_bytes, bandwidth_gbs=gpu.bandwidth_gbs,
               peak_tflops=gpu.peak_tflops(w.dtype), max_model_len=prompt + output,
               kv_dtype=kv_dtype, tp=tp, bw_share=bw_share, max_num_seqs=max_num_seqs,
               gpu_name=gpu.name)
-    for u in users:
-        wl = Workload(requests=requests_for(u), prompt=fixed(prompt, "prompt tokens"),
+    loads = [Workload(requests=requests_for(u), prompt=fixed(prompt, "prompt tokens"),
                       output=fixed(output, "output tokens"), users=u, prefix_share=share,
-                      seed=0)
-        out.append(simulate(s, wl))
-    return out
+                      seed=0) for u in users]
+    steps = sum(estimated_steps(s, wl) for wl in loads)
+    if steps > MAX_STEPS:
+        raise ValueError(f"This sweep would simulate about {steps:,} engine steps, more than the "
+                         f"{MAX_STEPS:,} a page may ask for (several seconds of work). Shorten "
+                         "the output or the prompt, or pick a setup whose pool holds more "
+                         "requests.")
+    return [simulate(s, wl) for wl in loads]
