@@ -37,7 +37,9 @@ def requests_for(users: int) -> int:
     return min(4096, max(8, 4 * users))
 
 
-@st.cache_data(max_entries=24, show_spinner="Simulating the serving engine...")
+# Results are frozen dataclasses: shared between sessions without a copy (cache_data would
+# unpickle eleven runs with their series on every rerun).
+@st.cache_resource(max_entries=24, show_spinner="Simulating the serving engine...")
 def frontier(spec, w, gpu: GPU, kv_dtype: str, tp: int, bw_share: float, prompt: int,
              output: int, share: float, max_num_seqs: int | None,
              users: tuple[int, ...] = USERS) -> list[SimResult]:
