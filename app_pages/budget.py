@@ -6,9 +6,10 @@ from kvcalc.sweeps import concurrency_curve, context_grid
 from kvcalc.units import GiB, fmt_bytes, fmt_gib
 from webui import callbacks, common
 from webui.common import bound, select
+from webui.hosted import plain
 
 sel = common.require_selection()
-common.page_header(
+top = common.page_header(
     "Budget: weights vs KV cache", sel,
     "An engine such as vLLM takes a fixed share of the GPU, loads the weights, keeps a reserve for "
     "activations and the runtime, and cuts everything left into cache blocks. The blocks decide "
@@ -46,47 +47,49 @@ except ValueError as exc:
 st.plotly_chart(budget_figure(b), width="stretch", key="b_fig")
 # What the pool can hold: whole blocks (vLLM, TensorRT-LLM), or every byte (the ideal convention).
 usable = max(b.kv_pool_bytes, 0) if b.engine == "ideal" else b.num_blocks * b.block_bytes
-if b.kv_pool_bytes <= 0:
-    st.error(f"The weights ({fmt_gib(b.weights_bytes)}) and the reserve ({fmt_gib(b.reserve_bytes)})"
-             f" already exceed the {fmt_gib(b.requested_bytes)} the engine may use, by "
-             f"{fmt_gib(-b.kv_pool_bytes)}: there is no room for a cache. Add GPUs (tensor "
-             "parallel), pick a smaller weight format, or a larger GPU.")
-elif b.startup_error:
-    st.error("vLLM would refuse to start with max_model_len = "
-             f"{context:,}: one request of that length does not fit. Its own message: "
-             + common.plain(b.startup_error))
-elif b.fits:
-    st.success(f"{concurrency:,} x {context:,} tokens need {fmt_gib(b.needed_bytes)} of cache "
-               f"blocks; the pool holds {fmt_gib(usable)}: it fits, with "
-               f"{fmt_gib(usable - b.needed_bytes)} to spare.")
-else:
-    st.error(f"{concurrency:,} x {context:,} tokens need {fmt_gib(b.needed_bytes)} of cache blocks "
-             f"but the pool holds {fmt_gib(usable)}: over by "
-             f"{fmt_gib(b.overflow_bytes)}. At most {int(b.max_concurrency):,} such sequences "
-             "fit at once; the engine would queue or preempt the rest.")
+with top:  # the answer first: on a phone it is on the first screen
+    if b.kv_pool_bytes <= 0:
+        st.error(f"The weights ({fmt_gib(b.weights_bytes)}) and the reserve "
+                 f"({fmt_gib(b.reserve_bytes)}) already exceed the {fmt_gib(b.requested_bytes)} the engine may use, by "
+                 f"{fmt_gib(-b.kv_pool_bytes)}: there is no room for a cache. Add GPUs (tensor "
+                 "parallel), pick a smaller weight format, or a larger GPU.")
+        common.stop()  # no pool, so no blocks, capacity or concurrency to show
+    elif b.startup_error:
+        st.error("vLLM would refuse to start with max_model_len = "
+                 f"{context:,}: one request of that length does not fit. Its own message: "
+                 + common.plain(b.startup_error))
+    elif b.fits:
+        st.success(f"{concurrency:,} x {context:,} tokens need {fmt_gib(b.needed_bytes)} of cache "
+                   f"blocks; the pool holds {fmt_gib(usable)}: it fits, with "
+                   f"{fmt_gib(usable - b.needed_bytes)} to spare.")
+    else:
+        st.error(f"{concurrency:,} x {context:,} tokens need {fmt_gib(b.needed_bytes)} of cache blocks "
+                 f"but the pool holds {fmt_gib(usable)}: over by "
+                 f"{fmt_gib(b.overflow_bytes)}. At most {int(b.max_concurrency):,} such sequences "
+                 "fit at once; the engine would queue or preempt the rest.")
 
-m = st.columns(5)
-m[0].metric("KV per token", fmt_bytes(per.kv_bytes_per_token_nominal),
-            help=f"{per.kv_bytes_per_token_nominal:,} bytes, one token in every K/V layer")
-m[1].metric("Blocks", f"{b.num_blocks:,}" if b.engine != "ideal" else "none",
-            help=(f"{b.effective_block_size or b.block_size} tokens each, one page in each of "
-                  f"{b.group_size} layers" if b.engine == "vllm" else
-                  f"{b.block_size} tokens each" if b.engine == "trtllm" else
-                  "the ideal convention counts bytes, not blocks"))
-m[2].metric("Capacity (tokens)", f"{b.kv_capacity_tokens:,}",
-            help="blocks x block size: tokens the pool holds if every layer keeps every token")
-m[3].metric(f"Max concurrency at {context:,}", f"{b.max_concurrency:,.2f}x",
-            help="vLLM's 'Maximum concurrency for N tokens per request': what memory allows"
-            if b.engine == "vllm" else "pool / bytes of one sequence")
-mc = b.max_context_tokens
-# The longest sequence is the smaller of what memory holds and what the model was trained for.
-m[4].metric("Longest sequence (tokens)", f"{b.usable_context:,}",
-            help=(f"limited by the model: max_position_embeddings = {b.model_max_context:,}"
-                  + ("; the memory would never fill (every layer keeps a bounded window)"
-                     if mc is None else f"; memory alone would allow {mc:,}")
-                  if b.max_context_limited_by == "model" else
-                  f"limited by memory: the whole pool given to one sequence (the model allows "
-                  f"{b.model_max_context:,})"))
+    m = st.columns(5)
+    m[0].metric("KV per token", fmt_bytes(per.kv_bytes_per_token_nominal),
+                help=f"{per.kv_bytes_per_token_nominal:,} bytes, one token in every K/V layer")
+    m[1].metric("Blocks", f"{b.num_blocks:,}" if b.engine != "ideal" else "none",
+                help=(f"{b.effective_block_size or b.block_size} tokens each, one page in each of "
+                      f"{b.group_size} layers" if b.engine == "vllm" else
+                      f"{b.block_size} tokens each" if b.engine == "trtllm" else
+                      "the ideal convention counts bytes, not blocks"))
+    m[2].metric("Capacity (tokens)", f"{b.kv_capacity_tokens:,}",
+                help="blocks x block size: tokens the pool holds if every layer keeps every token")
+    m[3].metric(f"Max concurrency at {context:,}", f"{b.max_concurrency:,.2f}x",
+                help="vLLM's 'Maximum concurrency for N tokens per request': what memory allows"
+                if b.engine == "vllm" else "pool / bytes of one sequence")
+    mc = b.max_context_tokens
+    # The longest sequence is the smaller of what memory holds and what the model was trained for.
+    m[4].metric("Longest sequence (tokens)", f"{b.usable_context:,}",
+                help=(f"limited by the model: max_position_embeddings = {b.model_max_context:,}"
+                      + ("; the memory would never fill (every layer keeps a bounded window)"
+                         if mc is None else f"; memory alone would allow {mc:,}")
+                      if b.max_context_limited_by == "model" else
+                      f"limited by memory: the whole pool given to one sequence (the model allows "
+                      f"{b.model_max_context:,})"))
 
 if b.max_num_seqs is not None:
     if b.limited_by == "max_num_seqs":
@@ -167,9 +170,13 @@ for key in compare:
                  f"max concurrency at {context:,}": round(ob.max_concurrency, 2),
                  "longest sequence (tokens)": f"{ob.usable_context:,} "
                                               f"({ob.max_context_limited_by})"})
-st.plotly_chart(concurrency_figure(series, marker=context, ceiling=b.max_num_seqs),
+st.plotly_chart(concurrency_figure(series, marker=context, ceiling=b.max_num_seqs,
+                                   model_max=sel.spec.max_context),
                 width="stretch", key="b_curve")
 st.table(rows, border="horizontal", hide_index=True)
-st.caption("Zero concurrency means the weights leave no room for a cache on this GPU. Try Llama 2 "
+st.caption(f"The dash-dot line is {plain(sel.label)}'s maximum context "
+           f"({sel.spec.max_context:,} tokens); lengths past it are shaded. Below one sequence "
+           "(the dotted red line) not even one conversation of that length fits. "
+           "Zero concurrency means the weights leave no room for a cache on this GPU. Try Llama 2 "
            "7B (every head keeps K/V), Llama 3.1 8B (8 K/V heads) and DeepSeek-V3 (one latent "
            "per token) side by side.")

@@ -2,6 +2,7 @@ import streamlit as st
 
 from kvcalc import budget, kv_cache
 from kvcalc.budget import DEFAULT_RESERVE_BYTES
+from kvcalc.charts import cache_picture
 from kvcalc.units import fmt_bytes
 from webui import common
 
@@ -18,6 +19,12 @@ all requests, so on a real server it is the cache, not the model, that decides h
 and, at long contexts, how fast each token comes out.
 """
 )
+st.plotly_chart(cache_picture(["The", "cache", "keeps", "every"], "key"), width="stretch",
+                key="h_picture", config={"staticPlot": True})
+st.caption("One layer, one head, one decode step. The new token's query is compared with the key "
+           "of every token so far; the scores weight their values. Its own K and V are written "
+           "once, now, and read by every later step. The query is never needed again, so it is "
+           "not cached.")
 
 try:
     sel = common.selection()
@@ -44,15 +51,26 @@ if sel is not None:
         c3.metric("8K conversations", "n/a", help=common.plain(str(exc)))
     common.formula(r.per_token_formula())
 
-st.subheader("Where to go next")
-st.page_link("app_pages/budget.py", label="Budget: how many conversations fit on one GPU",
-             icon=":material/memory:")
-st.page_link("app_pages/step_time.py", label="Decode step time: when the cache, not the weights, "
-             "sets the speed", icon=":material/speed:")
-st.page_link("app_pages/techniques.py", label="Shrinking the cache: GQA, MQA, MLA, FP8, windows, "
-             "offload", icon=":material/compress:")
-st.page_link("app_pages/lab.py", label="Inference Lab: every knob and every result together",
-             icon=":material/tune:")
+st.subheader("A suggested path")
+st.markdown("Six stops, each a few minutes. The sidebar's model and GPU follow you; the glossary "
+            "at the bottom of the sidebar spells out every acronym.")
+PATH = [
+    ("app_pages/cache_fill.py", "1. Cache fill: watch the cache grow token by token",
+     ":material/grid_on:"),
+    ("app_pages/budget.py", "2. Budget: how many conversations fit on one GPU",
+     ":material/memory:"),
+    ("app_pages/step_time.py", "3. Decode step time: when the cache, not the weights, sets the "
+     "speed", ":material/speed:"),
+    ("app_pages/engine.py", "4. Engine view: how an engine hands out cache blocks",
+     ":material/view_module:"),
+    ("app_pages/techniques.py", "5. Shrinking the cache: GQA, MQA, MLA, FP8, windows, offload",
+     ":material/compress:"),
+    ("app_pages/interview.py", "6. Interview check: test yourself", ":material/school:"),
+]
+for page, label, icon in PATH:
+    st.page_link(page, label=label, icon=icon)
+st.page_link("app_pages/lab.py", label="Then: the Inference Lab, every knob and every result "
+             "together", icon=":material/tune:")
 st.caption("Units: GiB = 2^30 bytes and KiB = 2^10 bytes for memory and the cache; GB = 10^9 "
            "bytes, GB/s and TFLOPS are decimal, as bandwidth and compute are quoted. A GPU's "
            "memory on its spec sheet (\"80 GB\") is a nominal size: engines size the cache from "

@@ -55,6 +55,8 @@ elif mode == "practice":
     for q in practice:
         with st.container(border=True):
             st.markdown(f"**{q.qid}** · *{q.level}* · {q.prompt}")
+            if q.config:
+                st.code(q.config, language="json")
             answer_box(q, f"{seed}_{q.qid}")
 else:
     deck = questions + practice
@@ -72,6 +74,8 @@ else:
     q = deck[number - 1]
     st.markdown(f"<p style='font-size:2.1rem;line-height:1.3;margin:1.5rem 0'>{q.prompt}</p>",
                 unsafe_allow_html=True)  # our own question text, never user input
+    if q.config:
+        st.code(q.config, language="json")
     st.caption(f"Question {number} of {len(deck)} · {q.level} · practice set {seed}. This page's "
                "link opens exactly this question.")
     if reveal:

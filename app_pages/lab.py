@@ -3,13 +3,13 @@ import streamlit as st
 from kvcalc import budget, prefill, step_time
 from kvcalc.charts import budget_figure, step_time_figure
 from kvcalc.roofline import DEFAULT_MFU
-from kvcalc.sweeps import step_curve
+from kvcalc.sweeps import max_context_at, step_curve
 from kvcalc.units import GiB, fmt_gib, fmt_seconds
 from webui import common
 from webui.common import bound, select
 
 sel = common.require_selection()
-common.page_header(
+top = common.page_header(
     "Inference Lab", sel,
     "Every knob and every result on one page. Change one thing (the model, the GPU, a format, the "
     "context) and watch what it does to memory, concurrency and speed; the small arrows compare "
@@ -63,25 +63,34 @@ def delta(key: str, fmt: str):
     return None if abs(d) < 1e-9 else fmt.format(d)
 
 
-m = st.columns(3)
-m[0].metric("KV pool", fmt_gib(b.kv_pool_bytes), delta("pool", "{:+,.2f} GiB"))
-m[1].metric(f"Max concurrency at {context:,} tokens", f"{b.max_concurrency:,.2f}x",
-            delta("conc", "{:+,.2f}"))
-m[2].metric(f"{batch:,} x {context:,} tokens", "fits" if b.fits else
-            f"over by {fmt_gib(b.overflow_bytes)}")
-m = st.columns(4)
-m[0].metric("Decode step", fmt_seconds(s.step_time_s), delta("step", "{:+,.2f} ms"),
-            delta_color="inverse")
-m[1].metric("Tokens/s (batch)", f"{s.tokens_per_s:,.0f}", delta("tps", "{:+,.0f}"))
-if p is None:
-    m[2].metric(f"Time to first token ({prompt:,} tokens)", "unknown",
-                help="Prefill FLOPs need the parameter count, which kvcalc could not take from "
-                     "this config (see the sidebar).")
-else:
-    m[2].metric(f"Time to first token ({prompt:,} tokens)", fmt_seconds(p.time_s),
-                delta("ttft", "{:+,.1f} ms"), delta_color="inverse")
-m[3].metric("Crossover context (tokens)", "never" if s.crossover_context is None
-            else f"{s.crossover_context:,}", delta("cross", "{:+,.0f} tokens"))
+with top:  # the answer first: on a phone it is on the first screen
+    m = st.columns(3)
+    m[0].metric("KV pool", fmt_gib(b.kv_pool_bytes), delta("pool", "{:+,.2f} GiB"))
+    m[1].metric(f"Max concurrency at {context:,} tokens", f"{b.max_concurrency:,.2f}x",
+                delta("conc", "{:+,.2f}"))
+    m[2].metric(f"{batch:,} x {context:,} tokens", "fits" if b.fits else
+                f"over by {fmt_gib(b.overflow_bytes)}")
+    m = st.columns(4)
+    if b.fits:
+        m[0].metric("Decode step", fmt_seconds(s.step_time_s), delta("step", "{:+,.2f} ms"),
+                    delta_color="inverse")
+        m[1].metric("Tokens/s (batch)", f"{s.tokens_per_s:,.0f}", delta("tps", "{:+,.0f}"))
+    else:  # no speed for a batch that cannot run
+        most = max(int(b.max_concurrency), 0)
+        m[0].metric("Decode step", "does not fit")
+        m[1].metric("Tokens/s (batch)", "does not fit")
+        st.warning(f"{batch:,} sequences of {context:,} tokens do not fit in this KV pool: at most "
+                   f"{most:,} do. A step time for a batch that cannot run would mislead, so none is "
+                   "shown. Lower the batch or the context, use an FP8 KV cache, or add GPUs.")
+    if p is None:
+        m[2].metric(f"Time to first token ({prompt:,} tokens)", "unknown",
+                    help="Prefill FLOPs need the parameter count, which kvcalc could not take from "
+                         "this config (see the sidebar).")
+    else:
+        m[2].metric(f"Time to first token ({prompt:,} tokens)", fmt_seconds(p.time_s),
+                    delta("ttft", "{:+,.1f} ms"), delta_color="inverse")
+    m[3].metric("Crossover context (tokens)", "never" if s.crossover_context is None
+                else f"{s.crossover_context:,}", delta("cross", "{:+,.0f} tokens"))
 
 left, right = st.columns(2)
 with left:
@@ -91,8 +100,14 @@ with right:
     xs = [round(x_max * i / 40) for i in range(41)]
     curve = step_curve(sel.spec, sel.weights, xs, batch=batch, bandwidth_gbs=sel.bandwidth_gbs,
                        kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
-    st.plotly_chart(step_time_figure(curve, s.crossover_context, batch), width="stretch",
+    fits_to = max_context_at(sel.spec, batch, **common.pool_kwargs(
+        sel, util, round(reserve * GiB), block))
+    st.plotly_chart(step_time_figure(curve, s.crossover_context, batch, fits_to=fits_to,
+                                     model_max=sel.spec.max_context), width="stretch",
                     key="l_step")
+    st.caption(f"Dash-dot: the model's maximum context ({sel.spec.max_context:,} tokens) when "
+               f"the chart reaches it. Shaded red: lengths at which {batch:,} sequences do not "
+               "fit in this KV pool.")
 
 with st.expander("How these numbers are computed", icon=":material/function:"):
     common.formula(

@@ -2,13 +2,13 @@ import streamlit as st
 
 from kvcalc import step_time
 from kvcalc.charts import batch_figure, step_time_figure
-from kvcalc.sweeps import batch_curve, step_curve
+from kvcalc.sweeps import batch_curve, max_batch_at, max_context_at, step_curve
 from kvcalc.units import GB, fmt_seconds
 from webui import callbacks, common
 from webui.common import bound, select
 
 sel = common.require_selection()
-common.page_header(
+top = common.page_header(
     "Decode step time vs context length", sel,
     "Each decode step reads every weight once, whatever the context, and also reads the whole "
     "cache of every sequence in the batch. The first read is a fixed band; the second is a wedge "
@@ -34,15 +34,19 @@ if x_max == 0:
     x_max = min(max(2 * (s.crossover_context or 0), 2 * context, 8192), 10_000_000)
 contexts = [round(x_max * i / 80) for i in range(81)]
 curve = step_curve(sel.spec, sel.weights, contexts, batch=batch, **kw)
-st.plotly_chart(step_time_figure(curve, s.crossover_context, batch), width="stretch",
-                key="s_fig")
+pool = common.pool_kwargs(sel)  # what fits, at vLLM's defaults
+fits_to = max_context_at(sel.spec, batch, **pool)
+st.plotly_chart(step_time_figure(curve, s.crossover_context, batch, fits_to=fits_to,
+                                 model_max=sel.spec.max_context), width="stretch", key="s_fig")
+common.fit_caption(sel, batch, fits_to)
 
-m = st.columns(4)
-m[0].metric(f"Step time at {context:,} tokens", fmt_seconds(s.step_time_s))
-m[1].metric("Tokens/s (whole batch)", f"{s.tokens_per_s:,.1f}")
-m[2].metric("Crossover context (tokens)", "never" if s.crossover_context is None
-            else f"{s.crossover_context:,}")
-m[3].metric("Share of the step reading KV", f"{s.kv_share:.0%}")
+with top:  # the answer first: on a phone it is on the first screen
+    m = st.columns(4)
+    m[0].metric(f"Step time at {context:,} tokens", fmt_seconds(s.step_time_s))
+    m[1].metric("Tokens/s (whole batch)", f"{s.tokens_per_s:,.1f}")
+    m[2].metric("Crossover context (tokens)", "never" if s.crossover_context is None
+                else f"{s.crossover_context:,}")
+    m[3].metric("Share of the step reading KV", f"{s.kv_share:.0%}")
 
 if s.crossover_context is None:
     st.info("This model's cache stops growing (every layer keeps a bounded window or a fixed "
@@ -60,10 +64,9 @@ else:
         "above it, the cache is. A larger batch moves the crossover left (more caches to read "
         "per weight read); FP8 KV or an MLA model such as DeepSeek-V3 moves it right (fewer "
         "bytes per token).")
-st.caption("An ideal lower bound: every byte read at the GPU's full nominal bandwidth (real "
-           "kernels reach roughly 60-85% of it), no tensor-parallel all-reduce time, and the "
-           "whole weight set read each step (an untied input embedding is a lookup of a few rows "
-           "in practice).")
+st.caption("An ideal lower bound: every byte read at the chosen share of the GPU's nominal "
+           "bandwidth (real kernels reach roughly 60-85% of it; set the share in the sidebar) and "
+           "no tensor-parallel all-reduce time. " + common.embedding_note(sel))
 if s.bound == "compute":
     st.warning(f"At this batch the arithmetic ({fmt_seconds(s.compute_time_s)} at the GPU's dense "
                "peak) takes longer than the memory reads: the step is compute bound, so the "
@@ -86,7 +89,11 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
 st.subheader(f"Step time against batch at {context:,} tokens")
 batches = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 bc = batch_curve(sel.spec, sel.weights, batches, context=context, **kw)
-st.plotly_chart(batch_figure(bc), width="stretch", key="s_batch_fig")
+most = max_batch_at(sel.spec, context, **pool)
+st.plotly_chart(batch_figure(bc, max_batch=most), width="stretch", key="s_batch_fig")
 st.caption(f"Weights are read once per step however many sequences share it, so tokens/s rises "
            f"with batch until the caches dominate. Weights read per step at batch 1: "
-           f"{bc['weight_s'][0] * sel.bandwidth_gbs * GB / 1e9:,.2f} GB.")
+           f"{bc['weight_s'][0] * sel.bandwidth_gbs * GB / 1e9:,.2f} GB. At {context:,} tokens "
+           f"the KV pool holds {most:,} sequence{'s' if most != 1 else ''} (vLLM's defaults: "
+           "gpu_memory_utilization 0.9, 2 GiB reserve); larger batches are hatched and get no "
+           "tokens/s.")

@@ -8,7 +8,7 @@ from webui import callbacks, common
 from webui.common import bound, select
 
 sel = common.require_selection()
-common.page_header(
+top = common.page_header(
     "Shrinking the cache", sel,
     "Every way to shrink the cache attacks one term of the same product: layers x K/V heads x "
     "head size x bytes per number x tokens kept. Here each technique is applied to the chosen "
@@ -37,6 +37,16 @@ except ValueError as exc:
     common.stop_on_error(exc)
 
 own = next(r for r in rows if r.key == "own")
+with top:  # the answer first: on a phone it is on the first screen
+    best = max((r for r in rows if r.key != "own" and r.applies), key=lambda r: r.saving,
+               default=None)
+    m = st.columns(2)
+    m[0].metric(f"One sequence of {context:,} tokens, as configured", fmt_bytes(own.seq_bytes))
+    if best is not None and best.saving > 1:
+        m[1].metric("Largest saving on this page", f"{best.saving:,.2f}x smaller",
+                    help=f"{best.name}: {fmt_bytes(best.seq_bytes)} for the same sequence")
+        st.caption(f"Largest saving: {best.name}, {fmt_bytes(best.seq_bytes)} instead of "
+                   f"{fmt_bytes(own.seq_bytes)}. Every row below says what it trades for it.")
 unit = "GiB" if own.seq_bytes >= 2**30 else "MiB" if own.seq_bytes >= 2**20 else "KiB"
 st.plotly_chart(techniques_figure(rows, unit), width="stretch", key="t_fig")
 

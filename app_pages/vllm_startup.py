@@ -9,7 +9,7 @@ from webui import common
 from webui.common import bound, select
 
 sel = common.require_selection()
-common.page_header(
+top = common.page_header(
     "vLLM start-up: the capacity lines", sel,
     "vLLM prints how much memory it found for the cache and what that buys: the cache size in "
     "tokens and how many requests of max_model_len fit at once. Predict those lines before you "
@@ -73,14 +73,13 @@ if mode == "predict":
         p = predict(sel.spec, available_bytes=avail, **kw)
     except ValueError as exc:
         common.stop_on_error(exc)
-    st.markdown("**vLLM will print**")
-    # vLLM prints the memory rounded to 0.01 GiB; every figure below uses the exact bytes.
-    common.formula(f"Available KV cache memory: {avail / GiB:.2f} GiB\n"
-                   + (f"Setting attention block size to {p.block_size} tokens ...\n"
-                      if p.block_size != p.requested_block_size else "")
-                   + f"GPU KV cache size: {p.kv_cache_tokens:,} tokens\n"
-                   f"Maximum concurrency for {p.max_model_len:,} tokens per request: "
-                   f"{p.max_concurrency:.2f}x")
+    with top:  # the answer first: on a phone it is on the first screen
+        st.markdown("**vLLM will print**")
+        # vLLM prints the memory rounded to 0.01 GiB; every figure below uses the exact bytes.
+        common.formula(f"Available KV cache memory: {avail / GiB:.2f} GiB\n"
+                       + (f"Setting attention block size to {p.block_size} tokens ...\n"
+                          if p.block_size != p.requested_block_size else "")
+                       + "\n".join(p.capacity_lines()))
     m = st.columns(4)
     m[0].metric("Blocks", f"{p.num_blocks:,}", help=f"{p.block_size} tokens each")
     m[1].metric("Groups x layers", f"{len(p.groups)} x {p.group_size}")

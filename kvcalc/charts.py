@@ -14,7 +14,7 @@ from .budget import Budget
 from .units import GiB
 
 __all__ = ["budget_figure", "concurrency_figure", "step_time_figure", "batch_figure",
-           "techniques_figure", "COLORS"]
+           "techniques_figure", "cache_picture", "COLORS"]
 
 COLORS = {
     "weights": "#e0607e",  # rose: the fixed part
@@ -83,17 +83,46 @@ def budget_figure(b: Budget) -> go.Figure:
     return fig
 
 
+def _limit_region(fig: go.Figure, x0: float, x1: float, text: str, color: str,
+                  log_x: bool = False) -> None:
+    """A tinted band over [x0, x1] on the x axis (data units), labelled at its top left."""
+    if x1 <= x0:
+        return
+    fig.add_shape(type="rect", x0=x0, x1=x1, y0=0, y1=1, yref="paper", xref="x",
+                  fillcolor=color, opacity=0.12, line_width=0, layer="below")
+    fig.add_annotation(x=math.log10(x0) if log_x else x0, y=0.02, yref="paper", xref="x",
+                       text=text, showarrow=False, xanchor="left", yanchor="bottom",
+                       font=dict(size=11, color=color))
+
+
 def concurrency_figure(series: list[tuple[str, list[int], list[float]]],
-                       marker: int | None = None, ceiling: int | None = None) -> go.Figure:
+                       marker: int | None = None, ceiling: int | None = None,
+                       model_max: int | None = None) -> go.Figure:
     """Max concurrent sequences against context length, one line per model (log-log), with the
-    scheduler's ceiling (vLLM's max_num_seqs) as a horizontal line when given."""
+    scheduler's ceiling (vLLM's max_num_seqs) as a horizontal line when given, the model's
+    maximum context as a vertical line with the lengths past it shaded, and a line at one
+    sequence: below it not even one sequence of that length fits."""
     fig = go.Figure()
+    x_hi = 0
     for label, contexts, values in series:
         fig.add_scatter(x=list(contexts), y=list(values), mode="lines", name=label,
                         hovertemplate="%{x:,} tokens: %{y:,.1f} sequences<extra>" + label
                         + "</extra>")
+        x_hi = max([x_hi, *contexts])
     if marker:
         _vline(fig, marker, f"{marker:,} tokens", log_x=True)
+    if model_max and model_max <= x_hi:
+        _vline(fig, model_max, f"model limit {model_max:,}", dash="dashdot", position="left",
+               log_x=True)
+        _limit_region(fig, model_max, x_hi, "past the model's limit", COLORS["reserve"],
+                      log_x=True)
+    lows = [v for _, _, values in series for v in values if v > 0]
+    if lows and min(lows) < 1:
+        fig.add_shape(type="line", x0=0, x1=1, xref="paper", y0=1, y1=1, yref="y",
+                      line=dict(dash="dot", color=COLORS["over"], width=1.5))
+        fig.add_annotation(x=1, xref="paper", y=0, yref="y", showarrow=False,
+                           text="below 1: not one sequence of this length fits", xanchor="right",
+                           yanchor="top", font=dict(size=11, color=COLORS["over"]))
     if ceiling:
         fig.add_shape(type="line", x0=0, x1=1, xref="paper", y0=ceiling, y1=ceiling, yref="y",
                       line=dict(dash="dash", color="#b03a2e", width=1.5))
@@ -105,33 +134,58 @@ def concurrency_figure(series: list[tuple[str, list[int], list[float]]],
     return fig
 
 
-def step_time_figure(curve: dict, crossover: int | None, batch: int) -> go.Figure:
-    """Stacked areas: the fixed weight-read band and the KV-read wedge (ms per step)."""
+def step_time_figure(curve: dict, crossover: int | None, batch: int,
+                     fits_to: int | None = None, model_max: int | None = None) -> go.Figure:
+    """Stacked areas: the fixed weight-read band and the KV-read wedge (ms per step). Contexts
+    at which ``batch`` sequences do not fit in memory (past ``fits_to``) are shaded red and not
+    drawn; the model's maximum context is a vertical line, with the lengths past it shaded."""
     x = curve["context"]
+    keep = [i for i, c in enumerate(x) if fits_to is None or c <= fits_to]
+    xs = [x[i] for i in keep]
     fig = go.Figure()
-    fig.add_scatter(x=x, y=[s * 1e3 for s in curve["weight_s"]], name="reading weights",
+    fig.add_scatter(x=xs, y=[curve["weight_s"][i] * 1e3 for i in keep], name="reading weights",
                     mode="lines", stackgroup="step", line_color=COLORS["weights"],
                     hovertemplate="%{x:,} tokens: weights %{y:.2f} ms<extra></extra>")
-    fig.add_scatter(x=x, y=[s * 1e3 for s in curve["kv_s"]], name=f"reading the KV cache "
+    fig.add_scatter(x=xs, y=[curve["kv_s"][i] * 1e3 for i in keep], name=f"reading the KV cache "
                     f"(batch {batch})", mode="lines", stackgroup="step", line_color=COLORS["kv"],
                     hovertemplate="%{x:,} tokens: KV %{y:.2f} ms<extra></extra>")
     if crossover is not None and x and x[0] <= crossover <= x[-1]:
         _vline(fig, crossover, f"crossover {crossover:,} tokens", dash="dash", position="left")
-    fig.update_layout(xaxis=dict(title="context per sequence (tokens)"),
+    if x and model_max is not None and model_max < x[-1]:
+        _vline(fig, model_max, f"model limit {model_max:,}", dash="dashdot")
+        _limit_region(fig, model_max, x[-1], "past the model's limit", COLORS["reserve"])
+    if x and fits_to is not None and fits_to < min(x[-1], model_max or x[-1]):
+        end = min(x[-1], model_max or x[-1])
+        _limit_region(fig, max(fits_to, x[0]), end,
+                      f"{batch} sequence{'s' if batch != 1 else ''} of this length "
+                      f"{'does' if batch == 1 else 'do'} not fit",
+                      COLORS["over"])
+    fig.update_layout(xaxis=dict(title="context per sequence (tokens)", range=[x[0], x[-1]]
+                                 if x else None),
                       yaxis=dict(title="decode step time (ms)"), **_LAYOUT)
     return fig
 
 
-def batch_figure(curve: dict) -> go.Figure:
-    """Step time (stacked weight/KV reads, ms) and tokens/s against batch size."""
+def batch_figure(curve: dict, max_batch: int | None = None) -> go.Figure:
+    """Step time (stacked weight/KV reads, ms) and tokens/s against batch size. Batches larger
+    than ``max_batch`` (they do not fit in memory) are drawn hatched, with no tokens/s."""
     x = curve["batch"]
+    fits = [max_batch is None or b <= max_batch for b in x]
+    pattern = dict(shape=["" if f else "/" for f in fits])
     fig = go.Figure()
     fig.add_bar(x=x, y=[s * 1e3 for s in curve["weight_s"]], name="reading weights",
-                marker_color=COLORS["weights"])
+                marker_color=COLORS["weights"], marker_pattern=pattern)
     fig.add_bar(x=x, y=[s * 1e3 for s in curve["kv_s"]], name="reading the KV cache",
-                marker_color=COLORS["kv"])
-    fig.add_scatter(x=x, y=curve["tokens_per_s"], name="tokens/s (right axis)", yaxis="y2",
-                    mode="lines+markers", line_color="#333")
+                marker_color=COLORS["kv"], marker_pattern=pattern)
+    fig.add_scatter(x=x, y=[t if f else None for t, f in zip(curve["tokens_per_s"], fits)],
+                    name="tokens/s (right axis)", yaxis="y2", mode="lines+markers",
+                    line_color="#333")
+    if not all(fits):
+        first = x[fits.index(False)]
+        fig.add_annotation(x=str(first), xref="x", y=1, yref="paper", showarrow=False,
+                           xanchor="left", yanchor="bottom", font=dict(size=11,
+                                                                       color=COLORS["over"]),
+                           text=f"hatched: does not fit in memory (at most {max_batch:,})")
     fig.update_layout(barmode="stack", xaxis=dict(title="batch (sequences)", type="category"),
                       yaxis=dict(title="decode step time (ms)"),
                       yaxis2=dict(title="tokens/s", overlaying="y", side="right",
@@ -304,4 +358,39 @@ def live_time_figure(steps: list, no_cache: list, fit: tuple[float, float]) -> g
                         marker=dict(color=COLORS["over"]))
     fig.update_layout(xaxis_title="tokens in the sequence", yaxis_title="step time (ms)",
                       **_LAYOUT)
+    return fig
+
+
+def cache_picture(tokens: list[str], new: str) -> go.Figure:
+    """What the cache holds, for one layer and head: the keys and values of ``tokens`` (written
+    once, read at every later step), the new token's K and V (written this step), and its query
+    (used once, then dropped), with lines from that query to every cached key."""
+    n = len(tokens)
+    xs = list(range(n + 1))
+    rows = {"Q": 2.0, "K": 1.0, "V": 0.0}
+    fig = go.Figure()
+    for i in range(n + 1):  # attention: the new query against every key, its own included
+        fig.add_shape(type="line", x0=n, y0=rows["Q"] - 0.28, x1=i, y1=rows["K"] + 0.28,
+                      line=dict(color="#9aa0b4", width=1.2))
+    old = dict(color=COLORS["kv"], size=34, symbol="square")
+    new_ = dict(color="#f28e2b", size=34, symbol="square")
+    for row in ("K", "V"):
+        fig.add_scatter(x=xs[:-1], y=[rows[row]] * n, mode="markers+text", marker=old,
+                        text=[row] * n, textfont=dict(color="white"), showlegend=row == "K",
+                        name="in the cache: written once, read at every step",
+                        hoverinfo="skip")
+        fig.add_scatter(x=[n], y=[rows[row]], mode="markers+text", marker=new_, text=[row],
+                        textfont=dict(color="white"), showlegend=row == "K",
+                        name="written this step", hoverinfo="skip")
+    fig.add_scatter(x=[n], y=[rows["Q"]], mode="markers+text", textfont=dict(color="white"),
+                    marker=dict(color=COLORS["reserve"], size=34, symbol="square"), text=["Q"],
+                    name="query: used once, then dropped", hoverinfo="skip")
+    fig.update_layout(
+        xaxis=dict(tickmode="array", tickvals=xs, ticktext=[*tokens, f"<b>{new}</b> (new)"],
+                   showgrid=False, zeroline=False, range=[-0.6, n + 0.6]),
+        yaxis=dict(tickmode="array", tickvals=list(rows.values()),
+                   ticktext=["query", "keys", "values"], showgrid=False, zeroline=False,
+                   range=[-0.6, 2.6]),
+        margin=dict(l=10, r=10, t=40, b=10), height=260,
+        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
     return fig

@@ -626,9 +626,7 @@ def cmd_vllm(args):
     out = p.to_dict()
     out["model"] = label
     text_out = [f"{label}: what vLLM prints with {avail / GiB:.2f} GiB available",
-                f"  GPU KV cache size: {p.kv_cache_tokens:,} tokens",
-                f"  Maximum concurrency for {p.max_model_len:,} tokens per request: "
-                f"{p.max_concurrency:.2f}x",
+                *(f"  {line}" for line in p.capacity_lines()),
                 f"  ({p.num_blocks:,} blocks of {p.block_size} tokens, {len(p.groups)} group(s) "
                 f"of {p.group_size} layers, {p.blocks_per_request:,} blocks per request; tokens "
                 f"line = {p.tokens_formula})"]

@@ -7,6 +7,7 @@ from a seeded generator, so a class that shares the seed shares the same set.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import re
@@ -40,6 +41,9 @@ class Question:
     unit2: str = ""
     ask_unit2: str = ""
     floor_ok: bool = False  # "how many fit": the whole number below the answer is right too
+    config: str = ""  # a config.json snippet the question reads from (JSON text)
+    # Mistakes particular to this question: (answer / right answer, what it means).
+    mistakes: tuple[tuple[float, str], ...] = ()
 
     def part(self, n: int) -> "Question":
         """The question as graded for its part ``n`` (1 or 2)."""
@@ -86,7 +90,7 @@ def interview_questions() -> list[Question]:
     off_fixed = offload_vs_recompute(spec, 8192, link_gbs=link, peak_tflops=h100.bf16_tflops,
                                      fixed_s=1e-3)
     short = prefill(spec, 32, h100.bf16_tflops)  # the marginal cost inside a running batch
-    alone = prefill(spec, 32, h100.bf16_tflops, weight_read_bytes=w.bytes,
+    alone = prefill(spec, 32, h100.bf16_tflops, weight_read_bytes=w.read_per_step(spec, 32),
                     bandwidth_gbs=h100.bandwidth_gbs)  # on an idle GPU: one weight read at least
 
     return [
@@ -157,7 +161,7 @@ def interview_questions() -> list[Question]:
 # -- practice ----------------------------------------------------------------------------------
 
 _DTYPES = [("BF16", 2), ("FP16", 2), ("FP8", 1), ("FP32", 4)]
-_KINDS = ("per_token", "sequence", "concurrency", "crossover", "saving")
+_KINDS = ("per_token", "config", "sequence", "concurrency", "crossover", "saving")
 
 
 def practice_questions(seed: int, count: int = 8) -> list[Question]:
@@ -194,6 +198,8 @@ def _make(rng: random.Random, kind: str, n: int) -> Question:
                         answer=f"{per:,} B ({per / KiB:g} KiB)", value=per, unit="B",
                         ask_unit="B",
                         solution=f"2 x {layers} layers x {kv} heads x {hd} x {db} B = {per:,} B")
+    if kind == "config":
+        return _from_config(rng, qid)
     if kind == "sequence":
         ctx = rng.choice([2048, 4096, 8192, 16384, 32768, 131072])
         batch = rng.choice([1, 4, 8, 16, 32])
@@ -271,6 +277,33 @@ def _make(rng: random.Random, kind: str, n: int) -> Question:
         answer=f"{ratio:,.2f}x", value=ratio, unit="x", ask_unit="x",
         solution=f"2 x {kv} x {hd} = {2 * kv * hd} numbers per token -> {rank} + {rope} = "
                  f"{rank + rope}: {2 * kv * hd} / {rank + rope} = {ratio:,.2f}x")
+
+
+def _from_config(rng: random.Random, qid: str) -> Question:
+    """Per-token KV bytes read off a config.json snippet that gives query heads and KV heads but
+    no head_dim (it is hidden_size / num_attention_heads), as real Llama-family configs do."""
+    layers = rng.choice([16, 22, 24, 28, 32, 36, 40, 48, 64, 80])
+    head_dim = rng.choice([64, 128, 128])
+    kv = rng.choice([1, 2, 4, 8, 8])
+    q = kv * rng.choice([3, 4, 4, 5, 6, 7])  # not 2 or 8: those ratios have their own hints
+    dname, db = rng.choice([("bfloat16", 2), ("float16", 2), ("float32", 4)])
+    hidden = q * head_dim
+    cfg = {"model_type": "llama", "hidden_size": hidden, "intermediate_size": 4 * hidden,
+           "num_attention_heads": q, "num_hidden_layers": layers, "num_key_value_heads": kv,
+           "torch_dtype": dname, "vocab_size": 32000}
+    per = 2 * layers * kv * head_dim * db
+    text = json.dumps(cfg, indent=2)
+    return Question(
+        qid=qid, level="core",
+        prompt=("Here is part of a model's config.json, and its KV cache is kept in the "
+                "checkpoint's own number format (torch_dtype). How many bytes does one token "
+                "add to the cache?"),
+        config=text, answer=f"{per:,} B ({per / KiB:g} KiB)", value=per, unit="B", ask_unit="B",
+        solution=(f"head_dim = hidden_size / num_attention_heads = {hidden} / {q} = {head_dim}; "
+                  f"2 (K and V) x {layers} layers x {kv} KV heads x {head_dim} x {db} B = "
+                  f"{per:,} B"),
+        mistakes=((q / kv, f"That counts the {q} query heads (num_attention_heads). K and V are "
+                           f"stored once per KV head: num_key_value_heads = {kv}."),))
 
 
 # -- grading -----------------------------------------------------------------------------------
@@ -365,6 +398,9 @@ def _diagnose(text: str, given: float, target: float, q: Question) -> str:
         return ""
     ratio = given / target
     near = lambda r: abs(ratio / r - 1) < TOLERANCE  # noqa: E731
+    for factor, why in q.mistakes:
+        if factor != 1 and near(factor):
+            return f" {why}"
     if q.unit == "B":
         for name, f, power in (("KiB vs KB", KiB / 1e3, "1 KiB = 2^10 = 1,024 B"),
                                ("MiB vs MB", MiB / 1e6, "1 MiB = 2^20 = 1,048,576 B"),

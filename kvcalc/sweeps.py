@@ -10,7 +10,8 @@ from .roofline import step_time
 from .units import check_int
 from .weights import Weights
 
-__all__ = ["context_grid", "concurrency_curve", "step_curve", "batch_curve"]
+__all__ = ["context_grid", "concurrency_curve", "step_curve", "batch_curve", "max_batch_at",
+           "max_context_at"]
 
 
 def context_grid(lo: int, hi: int, points: int = 60, include: tuple[int, ...] = ()) -> list[int]:
@@ -55,3 +56,31 @@ def batch_curve(spec: ModelSpec, w: Weights, batches: list[int], **step_kwargs) 
         kv_s.append((s.kv_read_bytes + s.state_read_bytes) / bw)
     return {"batch": list(batches), "step_s": steps, "tokens_per_s": tps, "weight_s": weight_s,
             "kv_s": kv_s}
+
+
+def max_batch_at(spec: ModelSpec, context: int, **budget_kwargs) -> int:
+    """How many sequences of ``context`` tokens the KV pool holds at once: vLLM's maximum
+    concurrency rounded down (a fraction of a sequence does not run). 0 when not even one fits."""
+    b = budget(spec, context=context, find_max_context=False, **budget_kwargs)
+    return max(int(math.floor(b.max_concurrency)), 0)
+
+
+def max_context_at(spec: ModelSpec, batch: int, **budget_kwargs) -> int:
+    """The longest context (tokens per sequence, at most the model's limit) at which ``batch``
+    sequences fit in the KV pool together; 0 when not even one token each fits. A binary search
+    over :func:`max_batch_at`, which never grows with context."""
+    batch = check_int("batch", batch, 1, 10**7)
+    hi = spec.max_context
+
+    def fits(n: int) -> bool:
+        return max_batch_at(spec, n, **budget_kwargs) >= batch
+
+    if fits(hi):
+        return hi
+    if not fits(1):
+        return 0
+    lo = 1  # fits(lo) and not fits(hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo

@@ -83,7 +83,18 @@ class VllmPrediction:
         d = asdict(self)
         d["groups"] = [g.to_dict() for g in self.groups]
         d["num_groups"] = len(self.groups)
+        d["capacity_lines"] = self.capacity_lines()
         return d
+
+    def capacity_lines(self) -> list[str]:
+        """The capacity lines as this vLLM version prints them (one line from v0.28.0, two
+        before; a CUDA GPU named "GPU")."""
+        tokens = f"GPU KV cache size: {self.kv_cache_tokens:,} tokens"
+        conc = (f"Maximum concurrency for {self.max_model_len:,} tokens per request: "
+                f"{self.max_concurrency:.2f}x")
+        if fact("log_format", self.vllm_version or None) == "one line":
+            return [f"{tokens}, {conc}"]
+        return [tokens, conc]
 
 
 def resolve_version(v: str | None) -> tuple[int, ...]:
@@ -153,6 +164,12 @@ VERSION_FACTS: dict[str, Fact] = {
         what="blocks reserved before checking that one max_model_len request fits",
         steps=(((0, 0, 0), 0, "none"),
                ((0, 29, 0), 1, "PR #47272: the null block"))),
+    "log_format": Fact(
+        what="how the capacity is logged",
+        steps=(((0, 8, 0), "two lines", 'PR #13596: "GPU KV cache size: N tokens", then '
+                                        '"Maximum concurrency for ..."'),
+               ((0, 28, 0), "one line", '"GPU KV cache size: N tokens, Maximum concurrency for '
+                                        '... per request: X.XXx"; PR not pinned'))),
     "error_wording": Fact(
         what="start-up error wording",
         steps=(((0, 0, 0), "models's", "v0.8.x-v0.21.0"),

@@ -27,15 +27,25 @@ class Weights:
     expert_bytes: int
     dense_bytes: int  # everything but the routed experts
     bytes_per_expert: int  # one expert of one layer
+    # An untied input embedding: a forward pass gathers one row per token instead of reading the
+    # table (a tied one is read whole by the output head). 0 when tied or unknown.
+    input_embedding_bytes: int = 0
+    embedding_row_bytes: int = 0
 
     def read_per_step(self, spec: ModelSpec, batch: int) -> int:
         """Weight bytes one decode step of ``batch`` sequences reads: every non-expert weight,
-        plus in each MoE layer the experts the batch touches under uniform routing."""
+        plus in each MoE layer the experts the batch touches under uniform routing.
+
+        Tokens looked up in an untied input embedding read only their rows, not the table, so
+        the table counts ``batch`` rows (at most the whole table). ``batch`` is the number of
+        tokens the pass processes: the batch for a decode step, the prompt for a prefill."""
         batch = check_int("batch", batch, 1, 10**9)
+        gathered = min(self.input_embedding_bytes, batch * self.embedding_row_bytes)
+        dense = self.dense_bytes - self.input_embedding_bytes + gathered
         if spec.moe is None:
-            return self.bytes
+            return dense
         touched = spec.moe.experts_touched(batch)
-        return self.dense_bytes + round(spec.moe.layers * touched * self.bytes_per_expert)
+        return dense + round(spec.moe.layers * touched * self.bytes_per_expert)
 
 
 def weights(spec: ModelSpec, dtype: str = "bf16", expert_dtype: str | None = None) -> Weights:
@@ -47,10 +57,14 @@ def weights(spec: ModelSpec, dtype: str = "bf16", expert_dtype: str | None = Non
     per_expert = bytes_for(spec.moe.expert_params, e) if spec.moe else 0
     expert_bytes = per_expert * spec.moe.num_experts * spec.moe.layers if spec.moe else 0
     dense_bytes = bytes_for(dense, d)
+    untied = params.embedding if params.lm_head and not params.tied else 0
+    rows = spec.vocab_size if spec.vocab_size else 0
     return Weights(dtype=d.name, expert_dtype=e.name, total_params=params.total,
                    active_params=spec.active_params, expert_params=experts,
                    bytes=dense_bytes + expert_bytes, expert_bytes=expert_bytes,
-                   dense_bytes=dense_bytes, bytes_per_expert=per_expert)
+                   dense_bytes=dense_bytes, bytes_per_expert=per_expert,
+                   input_embedding_bytes=bytes_for(untied, d) if rows else 0,
+                   embedding_row_bytes=bytes_for(untied // rows, d) if untied and rows else 0)
 
 
 def weights_given(total_bytes: int, dtype: str = "bf16") -> Weights:

@@ -133,10 +133,27 @@ def test_techniques_page_rows():
 def test_lab_reacts_and_shows_deltas():
     at = open_page("app_pages/lab.py")
     assert metric(at, "Decode step")
-    at.number_input(key="l_ctx").set_value(65536)
+    at.number_input(key="l_ctx").set_value(16384)  # 16 x 16,384 x 128 KiB = 32 GiB: fits
     at.run()
     step = [m for m in at.metric if m.label == "Decode step"][0]
     assert step.proto.delta  # the arrow compares with the previous view
+
+
+def test_lab_shows_no_speed_for_a_batch_that_does_not_fit():
+    # Llama 3.1 8B, 16 sequences of 65,536 tokens: 16 x 65,536 x 131,072 B = 128 GiB of cache,
+    # more than the whole 80 GB H100. No step time and no tokens/s; the page says how many fit.
+    from kvcalc import budget, get_gpu, get_model
+
+    at = open_page("app_pages/lab.py", l_ctx="65536")
+    assert not at.exception
+    assert metric(at, "Decode step") == "does not fit"
+    assert metric(at, "Tokens/s (batch)") == "does not fit"
+    m, gpu = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
+    b = budget(m.spec, total_bytes=gpu.memory_bytes, context=65536,
+               weights_bytes=m.weights().bytes, gpu_name=gpu.name)
+    pool_tokens = b.kv_pool_bytes // 131_072  # about 448K tokens of pool
+    assert int(b.max_concurrency) == pool_tokens // 65536 == 6
+    assert any("at most 6 do" in text(w) for w in at.warning)
 
 
 def test_bad_url_parameters_give_a_note_not_an_error():
@@ -204,6 +221,9 @@ def test_model_too_big_for_gpu_is_explained():
     at.run()
     assert not at.exception
     assert "no room for a cache" in text(at.error[0])
+    # No pool: no blocks, capacity, concurrency or longest sequence is shown.
+    assert not [m for m in at.metric if m.label.startswith(("Blocks", "Max concurrency",
+                                                            "Longest", "Capacity"))]
 
 
 DATA = ROOT / "tests" / "data" / "configs"
@@ -304,7 +324,10 @@ def test_lab_ttft_is_at_least_one_weight_read():
     at = open_page("app_pages/lab.py", l_prompt="16")
     assert not at.exception
     m, gpu = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
-    floor_ms = m.weights().bytes / (gpu.bandwidth_gbs * 1e9) * 1e3  # 4.79 ms
+    # Every weight but the untied input table (128,256 x 4,096 BF16), which the 16 tokens only
+    # gather 16 rows of: (16.06 GB - 1.05 GB + 16 x 8,192 B) / 3,350 GB/s = 4.48 ms.
+    read = m.weights().bytes - 128_256 * 4096 * 2 + 16 * 4096 * 2
+    floor_ms = read / (gpu.bandwidth_gbs * 1e9) * 1e3
     shown = metric(at, "Time to first token (16 tokens)")
     value = float(shown.split()[0]) * (1e-3 if shown.endswith("µs") else 1.0)
     assert shown.endswith(("ms", "µs")) and value >= floor_ms * 0.999
@@ -341,12 +364,12 @@ def test_longest_sequence_is_at_most_the_models_limit():
 
 
 def test_step_time_text_is_linear_and_flags_a_crossover_past_the_model():
-    # Llama 3.1 8B, batch 1, BF16: crossover about 122K tokens, inside its 131,072.
+    # Llama 3.1 8B, batch 1, BF16: crossover about 114.5K tokens, inside its 131,072.
     at = open_page("app_pages/step_time.py")
     body = " ".join(text(m) for m in at.markdown)
     assert "grows in a straight line" in body and "nearly free" not in body
     assert "beyond this model" not in body
-    # FP8 KV halves the bytes per token: the crossover doubles to about 245K, past the model.
+    # FP8 KV halves the bytes per token: the crossover doubles to about 229K, past the model.
     at = open_page("app_pages/step_time.py", kvdtype="fp8")
     body = " ".join(text(m) for m in at.markdown)
     assert "beyond this model's max_position_embeddings (131,072)" in body
@@ -367,3 +390,56 @@ def test_achieved_bandwidth_share_scales_every_step_time():
     assert abs(s.step_time_s * 0.7 - step_time(m.spec, m.weights(), context=8192, batch=1,
                                                 bandwidth_gbs=gpu.bandwidth_gbs).step_time_s) \
         < 1e-12
+
+
+def test_step_time_page_marks_what_does_not_fit():
+    # Llama 3.1 8B on an H100 at vLLM's defaults. The pool in 2 MiB blocks (16 tokens x 128 KiB):
+    # 64 sequences fit up to (blocks // 64) x 16 tokens each; at 8,192 tokens (512 blocks each)
+    # blocks // 512 sequences fit, so batch 64 and up are hatched.
+    from kvcalc import budget, get_gpu, get_model
+
+    m, gpu = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
+    pool = budget(m.spec, total_bytes=gpu.memory_bytes, context=8192,
+                  weights_bytes=m.weights().bytes, gpu_name=gpu.name).kv_pool_bytes
+    blocks = pool // (16 * 131_072)
+    at = open_page("app_pages/step_time.py", s_batch="64", s_xmax="131072")
+    assert not at.exception
+    caps = " ".join(text(c) for c in at.caption)
+    assert f"64 sequences fit in the KV pool up to {blocks // 64 * 16:,} tokens each" in caps
+    assert f"the KV pool holds {blocks // 512:,} sequences" in caps
+    fig = figure(at, "s_fig")
+    assert max(fig["data"][0]["x"]) <= blocks // 64 * 16
+    bars = figure(at, "s_batch_fig")
+    shown = dict(zip(bars["data"][2]["x"], bars["data"][2]["y"]))
+    assert shown[32] is not None and shown[64] is None
+    # The untied input embedding (128,256 x 4,096 x 2 B = 0.98 GiB) is named as not read whole.
+    assert "untied input embedding (0.98 GiB)" in caps
+
+
+GLOSSARY = ["MHA", "GQA", "MQA", "MLA", "RoPE", "MFU", "TP", "PP", "BF16", "FP8", "TTFT", "GiB"]
+
+
+@pytest.mark.parametrize("page", ALL_PAGES + ["app_pages/live.py"])
+def test_glossary_is_reachable_from_every_page(page):
+    # Issue 13: MHA, GQA, MQA, MLA, RoPE, MFU, TP, PP, BF16/FP8 spelled out from every page.
+    at = open_page(page)
+    assert not at.exception
+    glossary = [e for e in at.sidebar.expander if e.label.startswith("Glossary")]
+    assert len(glossary) == 1
+    body = " ".join(text(m) for m in glossary[0].markdown)
+    for term in GLOSSARY:
+        assert f"**{term}" in body or f"{term} " in body, term
+    assert "Multi-head latent attention" in body and "Grouped-query attention" in body
+
+
+def test_home_has_the_picture_and_a_path_through_the_pages():
+    at = open_page("app_pages/home.py")
+    fig = figure(at, "h_picture")
+    names = {t.get("name") for t in fig["data"]}
+    assert {"written this step", "query: used once, then dropped"} <= names
+    texts = [t for tr in fig["data"] for t in tr.get("text", [])]
+    assert texts.count("Q") == 1 and texts.count("K") == texts.count("V") == 5
+    # One line from the new query to every key, its own included.
+    assert len([s for s in fig["layout"]["shapes"] if s["type"] == "line"]) == 5
+    links = [p.proto.page for p in at.get("page_link")]
+    assert links[:6] == ["cache_fill", "budget", "step_time", "engine", "techniques", "interview"]

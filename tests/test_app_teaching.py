@@ -125,6 +125,10 @@ def test_practice_set_from_the_link():
     qs = practice_questions(42, 10)
     texts = " ".join(m.value for m in at.markdown)
     assert qs[0].prompt in texts and qs[3].prompt in texts
+    # The config-snippet question shows its config.json as code, with no head_dim in it.
+    snippets = [q.config for q in qs if q.config]
+    shown = [c.value for c in at.code if c.language == "json"]
+    assert snippets and shown == snippets and all("head_dim" not in c for c in shown)
 
 
 def test_classroom_mode_navigation_and_reveal():

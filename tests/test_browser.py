@@ -260,3 +260,33 @@ def test_link_names_and_pasted_text_stay_inert(server, browser):
     assert not hosts & {"evil.example", "pixel.example", "www.evil.example"}, hosts
     _no_exception(page)
     page.close()
+
+
+# A phone (390 x 844 CSS pixels, an iPhone 12-14): each calculator page's first screen must show
+# its answer (issue 13), not only its title and inputs. (path, the headline element's text)
+PHONE = [
+    ("budget", "Max concurrency at"),
+    ("step_time", "Step time at"),
+    ("techniques", "as configured"),
+    ("lab", "Max concurrency at"),
+    ("vllm_startup", "GPU KV cache size"),
+]
+
+
+def test_phone_first_screen_shows_the_answer(server, browser):
+    page = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True,
+                            has_touch=True, device_scale_factor=2)
+    for path, headline in PHONE:
+        page.goto(f"{server}/{path}")
+        _wait_ready(page)
+        _no_exception(page)
+        element = page.locator("[data-testid=stMetric], [data-testid=stCode]",
+                               has_text=headline).first
+        element.wait_for(timeout=30_000)
+        box = element.bounding_box()
+        page.screenshot(path=str(SHOTS / f"phone-{path}.png"))  # the first screen only
+        assert box is not None and box["y"] + min(box["height"], 80) <= 844, \
+            f"{path}: '{headline}' starts at y={box and box['y']:.0f}, below the first screen"
+        # Stacked one per row: nothing wider than the screen, no sideways scrolling.
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390 + 1
+    page.close()

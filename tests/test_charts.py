@@ -63,7 +63,8 @@ def test_step_time_figure_band_wedge_and_crossover():
     fig = step_time_figure(curve, s.crossover_context, batch=1)
     band, wedge = fig.data
     assert len(set(band.y)) == 1  # weights: the same read at every context
-    assert band.y[0] == pytest.approx(w.bytes / 3350e9 * 1e3)
+    # All weights but the untied input table (128,256 x 4,096 BF16), plus the one row gathered.
+    assert band.y[0] == pytest.approx((w.bytes - 128_256 * 4096 * 2 + 4096 * 2) / 3350e9 * 1e3)
     assert wedge.y[0] == 0 and wedge.y[2] == pytest.approx(100_000 * 131_072 / 3350e9 * 1e3)
     assert fig.layout.shapes[0].x0 == s.crossover_context
     # Outside the plotted range there is no marker.
@@ -101,3 +102,43 @@ def test_fill_figure_has_one_frame_per_step_and_work_bars():
     assert fig["layout"]["updatemenus"][0]["buttons"][0]["label"] == "Play"
     import plotly.graph_objects as go
     go.Figure(fig)  # a valid Plotly figure (validation raises otherwise)
+
+
+def test_charts_mark_what_does_not_fit_and_the_models_limit():
+    # Llama 3.1 8B in an 80 GiB pool budget: 80 x 0.9 - 15 - 2 = 55 GiB = 28,160 blocks of 16
+    # tokens x 128 KiB (2 MiB each). 32 sequences fit up to 28,160 // 32 = 880 blocks = 14,080
+    # tokens each; at 8,192 tokens (512 blocks) 28,160 // 512 = 55 sequences fit.
+    from kvcalc.sweeps import max_batch_at, max_context_at
+
+    kw = dict(total_bytes=80 * GiB, weights_bytes=15 * GiB, reserve_bytes=2 * GiB)
+    assert max_context_at(L8B.spec, 32, **kw) == 14_080
+    assert max_context_at(L8B.spec, 1, **kw) == 131_072  # the model's limit binds first
+    assert max_batch_at(L8B.spec, 8192, **kw) == 55
+    assert max_context_at(L8B.spec, 1, total_bytes=16 * GiB, weights_bytes=15 * GiB) == 0
+
+    w = L8B.weights("bf16")
+    xs = [0, 50_000, 100_000, 150_000, 200_000]
+    curve = step_curve(L8B.spec, w, xs, batch=32, bandwidth_gbs=3350)
+    fig = step_time_figure(curve, None, 32, fits_to=14_080, model_max=131_072)
+    assert list(fig.data[0].x) == [0]  # contexts that do not fit are not drawn
+    rects = [sh for sh in fig.layout.shapes if sh.type == "rect"]
+    lines = [sh for sh in fig.layout.shapes if sh.type == "line"]
+    assert [(r.x0, r.x1) for r in rects] == [(131_072, 200_000), (14_080, 131_072)]
+    assert [ln.x0 for ln in lines] == [131_072]
+    assert any("do not fit" in a.text for a in fig.layout.annotations)
+
+    bc = batch_curve(L8B.spec, w, [1, 32, 64], context=8192, bandwidth_gbs=3350)
+    fig = batch_figure(bc, max_batch=55)
+    assert list(fig.data[2].y)[:2] == bc["tokens_per_s"][:2] and fig.data[2].y[2] is None
+    assert list(fig.data[0].marker.pattern.shape) == ["", "", "/"]
+
+    grid = context_grid(256, 262_144, points=10)
+    series = [("L8B", grid, concurrency_curve(L8B.spec, grid, **kw))]
+    fig = concurrency_figure(series, marker=8192, model_max=131_072)
+    assert 131_072 in [sh.x0 for sh in fig.layout.shapes if sh.type == "line"]
+    # The curve drops below one sequence past 28,160 x 16 = 450,560 tokens: not in this grid,
+    # so no "below 1" line; with a 1M grid there is one.
+    assert not any(sh.y0 == 1 for sh in fig.layout.shapes if sh.type == "line")
+    grid = context_grid(256, 1_048_576, points=10)
+    fig = concurrency_figure([("L8B", grid, concurrency_curve(L8B.spec, grid, **kw))])
+    assert any(sh.y0 == 1 and sh.yref == "y" for sh in fig.layout.shapes)

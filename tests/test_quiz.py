@@ -96,6 +96,33 @@ def test_each_common_mistake_is_named():
     assert "bits vs bytes" in grade(q, str(163_840 * 8)).message
     xq = Question(qid="x", level="core", prompt="?", answer="4x", value=4, unit="x", ask_unit="x")
     assert "inverse" in grade(xq, "0.25").message
+    assert "factor 2 for K and V" in grade(q, str(163_840 // 2)).message
+
+
+def test_config_snippet_questions_are_read_by_hand_and_name_the_query_head_mistake():
+    # Derived from the snippet alone, as a student would: head_dim = hidden / query heads, and
+    # bytes per number from torch_dtype; K and V are stored per KV head.
+    import json
+
+    width = {"bfloat16": 2, "float16": 2, "float32": 4}
+    seen = 0
+    for seed in range(40):
+        for q in practice_questions(seed, 12):
+            if not q.config:
+                continue
+            seen += 1
+            cfg = json.loads(q.config)
+            assert "head_dim" not in cfg
+            head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
+            expected = (2 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * head_dim
+                        * width[cfg["torch_dtype"]])
+            assert q.value == expected
+            assert cfg["num_attention_heads"] > cfg["num_key_value_heads"]
+            assert grade(q, f"{expected} B").correct
+            wrong = expected * cfg["num_attention_heads"] // cfg["num_key_value_heads"]
+            msg = grade(q, f"{wrong} B").message
+            assert "query heads" in msg and "num_key_value_heads" in msg, msg
+    assert seen >= 40
 
 
 def test_interview_q2_grades_both_numbers():
@@ -115,7 +142,8 @@ def test_practice_has_no_false_premise_and_good_grammar():
 
 def test_offload_answer_frames_the_short_recompute():
     # The 32-token recompute is a marginal cost inside a running batch; alone on an idle H100 it
-    # takes at least one read of Llama 3.1 8B's weights: 16.06 GB / 3,350 GB/s = 4.79 ms.
+    # takes at least one read of Llama 3.1 8B's weights: 16.06 GB less the untied input table
+    # (1.05 GB; the 32 tokens gather 32 rows of 8,192 B) = 15.01 GB / 3,350 GB/s = 4.48 ms.
     q = next(q for q in interview_questions() if q.qid == "offload")
     assert "inside a batch that is running anyway" in q.answer
-    assert "at least 4.79 ms" in q.answer
+    assert "at least 4.48 ms" in q.answer

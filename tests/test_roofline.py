@@ -11,9 +11,13 @@ def test_step_time_is_bytes_over_bandwidth():
     m = get_model("llama-3.1-8b")
     w = m.weights("bf16")
     s = step_time(m.spec, w, context=8192, batch=4, bandwidth_gbs=3350)
-    assert s.weight_read_bytes == w.bytes
+    # Every weight but the untied input embedding (128,256 x 4,096 BF16), of which the 4 tokens
+    # gather one 4,096-wide row each.
+    table, row = 128_256 * 4096 * 2, 4096 * 2
+    assert s.weight_read_bytes == w.bytes - table + 4 * row
     assert s.kv_read_bytes == 4 * 8192 * 131_072
-    assert s.step_time_s == pytest.approx((w.bytes + 4 * 8192 * 131_072) / (3350 * GB))
+    assert s.step_time_s == pytest.approx((w.bytes - table + 4 * row + 4 * 8192 * 131_072)
+                                          / (3350 * GB))
     assert s.tokens_per_s == pytest.approx(4 / s.step_time_s)
 
 
@@ -44,10 +48,13 @@ def test_moe_reads_only_touched_experts():
     # Batch 1 reads top-2 of 8 experts per layer: E x (1 - (1 - k/E)^1) = k.
     assert moe.experts_touched(1) == pytest.approx(2)
     s1 = step_time(m.spec, w, context=0, batch=1, bandwidth_gbs=1000)
-    assert s1.weight_read_bytes == w.dense_bytes + round(32 * 2 * w.bytes_per_expert)
+    # The untied input embedding (32,000 x 4,096 BF16) is gathered, one row per token.
+    table, row = 32_000 * 4096 * 2, 4096 * 2
+    assert s1.weight_read_bytes == (w.dense_bytes - table + row
+                                    + round(32 * 2 * w.bytes_per_expert))
     # A large batch touches every expert: the read approaches all resident weights.
     s256 = step_time(m.spec, w, context=0, batch=256, bandwidth_gbs=1000)
-    assert s256.weight_read_bytes == pytest.approx(w.bytes, rel=1e-6)
+    assert s256.weight_read_bytes == pytest.approx(w.bytes - table + 256 * row, rel=1e-6)
     # Expected distinct experts at batch 4: 8 x (1 - (6/8)^4) = 5.46875.
     assert moe.experts_touched(4) == pytest.approx(8 * (1 - 0.75**4))
 

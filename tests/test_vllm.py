@@ -260,3 +260,28 @@ def test_predictions_say_the_conventions_they_rest_on():
     hybrid = predict(get_model("qwen3-next-80b-a3b").spec, available_bytes=30 * GiB,
                      max_model_len=8192)
     assert any("prefix caching off" in n for n in hybrid.notes)
+
+
+def test_capacity_lines_follow_the_versions_log_format():
+    # tests/data/vllm-facts.md: two lines up to v0.27.x; from v0.28.0 one line,
+    # "GPU KV cache size: %s tokens, Maximum concurrency for %s tokens per request: %.2fx".
+    # Llama 3.1 8B with 50 GiB: 50 GiB / (16 x 131,072 B) = 25,600 blocks; 8,192 tokens take 512
+    # blocks each: 50.00x, and 25,600 x 16 = 409,600 tokens.
+    from kvcalc import GiB, get_model
+    from kvcalc.vllm import predict
+
+    spec = get_model("llama-3.1-8b").spec
+    old = predict(spec, available_bytes=50 * GiB, max_model_len=8192, vllm_version="0.27.0")
+    new = predict(spec, available_bytes=50 * GiB, max_model_len=8192, vllm_version="0.28.0")
+    assert old.capacity_lines() == [
+        "GPU KV cache size: 409,600 tokens",
+        "Maximum concurrency for 8,192 tokens per request: 50.00x"]
+    assert new.capacity_lines() == [
+        "GPU KV cache size: 409,600 tokens, Maximum concurrency for 8,192 tokens per request: "
+        "50.00x"]
+    # A pasted one-line log is read as well as a two-line one.
+    from kvcalc.vllm import parse_log
+
+    log = parse_log("INFO Available KV cache memory: 50.00 GiB\nINFO "
+                    + new.capacity_lines()[0])
+    assert log["tokens"] == 409_600 and log["concurrency"] == 50.0

@@ -194,6 +194,10 @@ def sidebar() -> None:
         select(c1.selectbox, "Weights", ["auto", *WEIGHT_DTYPES], "wdtype",
                help="auto: the checkpoint's own format")
         select(c2.selectbox, "KV cache", list(KV_DTYPES), "kvdtype", index=KV_DTYPES.index("bf16"))
+        from webui import glossary
+
+        with st.expander("Glossary: MHA, GQA, MLA, TP, FP8 ...", icon=":material/menu_book:"):
+            st.markdown(glossary.markdown())
 
 
 def _index(options: list, value) -> int:
@@ -417,6 +421,48 @@ def require_fit(sel: Selection, util: float = 0.9,
     stop()
 
 
+def pool_kwargs(sel: Selection, util: float = 0.9, reserve_bytes: int | None = None,
+                block_size: int = 16) -> dict:
+    """Budget arguments for "does it fit": vLLM's convention on the selected GPU(s), at
+    gpu_memory_utilization 0.9 and the 2 GiB reserve unless a page has its own inputs."""
+    from kvcalc import DEFAULT_RESERVE_BYTES
+
+    return dict(total_bytes=sel.gpu.memory_bytes, weights_bytes=sel.weights_bytes,
+                gpu_mem_util=util, block_size=block_size, kv_dtype=sel.kv_dtype, tp=sel.tp,
+                pp=sel.pp, gpu_name=sel.gpu.name,
+                reserve_bytes=DEFAULT_RESERVE_BYTES if reserve_bytes is None else reserve_bytes)
+
+
+def fit_caption(sel: Selection, batch: int, fits_to: int) -> None:
+    """One line under a context chart: the model's limit and how far this batch fits."""
+    limit = sel.spec.max_context
+    one = batch == 1
+    seqs = f"{batch:,} sequence{'' if one else 's'}"
+    fit_, not_ = ("fits", "does not fit") if one else ("fit", "do not fit")
+    if fits_to >= limit:
+        fit = f"{seqs} {fit_} in the KV pool at every length up to it"
+    elif fits_to == 0:
+        fit = f"{seqs} {not_} in the KV pool at any length"
+    else:
+        fit = (f"{seqs} {fit_} in the KV pool up to {fits_to:,} tokens"
+               f"{'' if one else ' each'}; longer ones are shaded red and not drawn")
+    st.caption(f"The dash-dot line is the model's maximum context ({limit:,} tokens, "
+               f"max_position_embeddings) when the chart reaches it. {fit} (vLLM's defaults: "
+               "gpu_memory_utilization 0.9, 2 GiB reserve).")
+
+
+def embedding_note(sel: Selection) -> str:
+    """What the weight read leaves out: an untied input embedding is gathered, not read."""
+    from kvcalc.units import fmt_gib
+
+    w = sel.weights
+    if not w.input_embedding_bytes:
+        return ("Every weight is read once per step (a tied embedding is read whole, as the "
+                "output head).")
+    return (f"Every weight is read once per step except the untied input embedding "
+            f"({fmt_gib(w.input_embedding_bytes)}): a lookup gathers only one row per token.")
+
+
 def show_error(exc: Exception | str) -> None:
     """A message for the user; it may quote their input, so no markup in it is interpreted."""
     st.error(plain(str(exc)), icon=":material/error:")
@@ -436,9 +482,11 @@ def stop_on_error(exc: ValueError) -> None:
     stop()
 
 
-def page_header(title: str, sel: Selection | None, lead: str) -> None:
+def page_header(title: str, sel: Selection | None, lead: str):
+    """The page's title, what it runs on, then an empty container for its headline result, then
+    the lead paragraph. Pages fill the container once they have computed, so on a phone (where
+    columns stack one per row) the first screen shows the answer, not only the inputs."""
     st.title(title)
-    st.markdown(lead)
     if sel is not None:
         par = f" · {sel.tp} x TP, {sel.pp} x PP: figures per GPU" if sel.num_gpus > 1 else ""
         st.caption(f"**{plain(sel.label)}** on **{plain(sel.gpu.name)}** · weights "
@@ -446,6 +494,9 @@ def page_header(title: str, sel: Selection | None, lead: str) -> None:
                    + (f" (experts {sel.weights.expert_dtype.upper()})"
                       if sel.weights.expert_dtype != sel.weights.dtype else "")
                    + f" · KV cache {sel.kv_dtype.upper()}{par}")
+    top = st.container()
+    st.markdown(lead)
+    return top
 
 
 def formula(text: str) -> None:
