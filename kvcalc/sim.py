@@ -191,7 +191,7 @@ class Setup:
     prefix_caching: bool
     tp: int
     kv_dtype: str
-    weight_read_bytes: int  # per GPU per step (dense); MoE: the experts one token touches
+    weight_read_bytes: int  # per GPU, a step of one token (dense; MoE: the experts it touches)
     kv_read_bytes_per_token: int  # per GPU, every layer
     linear_flops_per_token: float  # 2 x active params / tp
     attention_flops_per_pair: float  # 2 x q_heads x (qk_dim + v_dim), all layers, / tp
@@ -204,7 +204,12 @@ class Setup:
     vllm_version: str
     max_model_len: int
     notes: tuple[str, ...] = ()
-    _moe_reads: tuple = field(default=(), repr=False)  # (dense bytes, per-token-count table)
+    # Weights a step of n tokens reads (whole model, before the TP split): every weight but the
+    # input embedding and the routed experts, plus n gathered embedding rows (at most the table),
+    # plus the experts n tokens touch (table indexed by n, its last entry for more).
+    _fixed_read: int = field(default=0, repr=False)
+    _embed: tuple = field(default=(0, 0), repr=False)  # (table bytes, row bytes); 0: not gathered
+    _moe_reads: tuple = field(default=(), repr=False)
 
     @property
     def bytes_per_s(self) -> float:
@@ -219,10 +224,14 @@ class Setup:
         return self.flops_per_s / self.bytes_per_s
 
     def weights_read(self, tokens: int) -> int:
-        if not self._moe_reads:
-            return self.weight_read_bytes
-        table = self._moe_reads
-        return table[min(tokens, len(table) - 1)]
+        """Weight bytes one GPU reads in a step of ``tokens`` new tokens."""
+        if not self._fixed_read:
+            return self.weight_read_bytes  # weights given as one number: read whole
+        table, row = self._embed
+        total = self._fixed_read + min(table, tokens * row)
+        if self._moe_reads:
+            total += self._moe_reads[min(tokens, len(self._moe_reads) - 1)]
+        return -(-total // self.tp)
 
     def step_seconds(self, tokens: int, read_tokens: int, pairs: int) -> float:
         """One step of ``tokens`` new tokens whose requests read ``read_tokens`` cached tokens in
@@ -307,18 +316,24 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
     usable = b.num_blocks - _vllm.fact("null_block", version)
     kv_pt = sum(l.read_bytes(1, dtype, scales) for l in layers)
     per_pair = sum(2.0 * l.q_heads * (l.qk_dim + l.av_dim) for l in spec.layers) / tp
-    wread = math.ceil(w.read_per_step(spec, 1) / tp) if weights_bytes is None else \
-        math.ceil(wbytes / tp)
-    moe = ()
-    if spec.moe is not None and weights_bytes is None:
-        # Experts touched by a step of n tokens (uniform routing), until every expert is.
-        table, n = [0], 1
-        while True:
-            table.append(math.ceil(w.read_per_step(spec, n) / tp))
-            if table[-1] >= math.ceil(w.bytes / tp) or n >= mnbt:
-                break
-            n += 1
-        moe = tuple(table)
+    fixed_read, embed, moe = 0, (0, 0), ()
+    if weights_bytes is None:
+        # Weights.read_per_step, split into its parts so a step of n tokens costs no call:
+        # the non-expert weights less the input embedding, n of its rows, the touched experts.
+        embed = (w.input_embedding_bytes, w.embedding_row_bytes)
+        fixed_read = w.dense_bytes - w.input_embedding_bytes
+        if spec.moe is not None:
+            # Experts touched by a step of n tokens (uniform routing), until every expert is.
+            table, n = [0], 1
+            while True:
+                table.append(w.read_per_step(spec, n) - fixed_read - min(embed[0], n * embed[1]))
+                if table[-1] >= w.expert_bytes or n >= mnbt:
+                    break
+                n += 1
+            moe = tuple(table)
+        wread = -(-(w.read_per_step(spec, 1)) // tp)
+    else:
+        wread = math.ceil(wbytes / tp)
     notes = [f"pool: vLLM {version}'s arithmetic at gpu_memory_utilization {gpu_mem_util:g}, "
              f"reserve {reserve_bytes / 2**30:g} GiB, blocks of {bs} tokens"]
     if _vllm.fact("null_block", version):
@@ -330,7 +345,8 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
                  attention_flops_per_pair=per_pair, bandwidth_gbs=bandwidth_gbs,
                  bw_share=bw_share, peak_tflops=peak_tflops, mfu=mfu,
                  kv_pool_bytes=b.kv_pool_bytes, block_bytes=b.block_bytes, vllm_version=version,
-                 max_model_len=max_model_len, notes=tuple(notes), _moe_reads=moe)
+                 max_model_len=max_model_len, notes=tuple(notes), _fixed_read=fixed_read,
+                 _embed=embed, _moe_reads=moe)
 
 
 # -- results -------------------------------------------------------------------------------------

@@ -7,6 +7,8 @@ Hand facts used below (none produced by kvcalc.sim):
   (k, v) + 3 x 4096 x 14336 (MLP) + 2 x 4096 (norms)) + 4096 = 8,030,261,248 parameters,
   16,060,522,496 B in BF16, of which 8,030,261,248 - 128,256 x 4096 = 7,504,924,672 compute
   (the input embedding is a table look-up; 2 FLOPs per parameter and token); its cache is 2 x 32 x 8 x 128 x 2 = 131,072 B per token.
+- A step of t new tokens reads every weight once, except the untied input embedding
+  (128,256 x 4096 x 2 B = 1,050,673,152 B): it gathers only the t rows it needs, 8,192 B each.
 - Attention FLOPs per attended (query, key) pair: 32 layers x 2 x 32 heads x (128 + 128).
 - H100 SXM (models.yaml, NVIDIA's datasheet): 3,350 GB/s, 989.4 dense BF16 TFLOPS; nvidia-smi
   reports 81,559 MiB. MFU 0.5 is the stated prefill assumption.
@@ -24,7 +26,8 @@ from kvcalc.sim import (CLI_KEYS, Workload, fixed, lognormal, percentile, setup,
                         uniform)
 
 N = 8_030_261_248  # Llama 3.1 8B parameters, counted by hand above
-W = 2 * N  # BF16 weight bytes: a step reads every one
+W = 2 * N  # BF16 weight bytes
+EMB, ROW = 128_256 * 4096 * 2, 4096 * 2  # the input embedding table and one of its rows
 NA = N - 128_256 * 4096  # parameters a token computes with: the input embedding is a look-up
 KV = 131_072  # bytes per token, BF16
 PAIR = 32 * 2 * 32 * (128 + 128)  # attention FLOPs per attended pair
@@ -36,8 +39,13 @@ def pairs(p):
     return p * (p + 1) // 2
 
 
+def wread(tokens):
+    """Weight bytes a step of ``tokens`` new tokens reads: all but the embedding, plus its rows."""
+    return W - EMB + min(EMB, tokens * ROW)
+
+
 def step_s(tokens, read, npairs, kv=KV):
-    return max((2 * NA * tokens + PAIR * npairs) / FLOPS, (W + kv * read) / BW)
+    return max((2 * NA * tokens + PAIR * npairs) / FLOPS, (wread(tokens) + kv * read) / BW)
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +92,8 @@ def test_single_request_ttft_and_decode_time(llama):
     assert step_s(1, P + 1, P + 1) == pytest.approx(st.step_time_s, rel=1e-12)
     # ...and the prefill is the roofline's time to first token (plus its own cache read,
     # which is below the compute time here).
-    pf = prefill(m.spec, P, g.bf16_tflops, weight_read_bytes=W, bandwidth_gbs=g.bandwidth_gbs)
+    pf = prefill(m.spec, P, g.bf16_tflops, weight_read_bytes=wread(P),
+                 bandwidth_gbs=g.bandwidth_gbs)
     assert r.ttft_p50_s == pytest.approx(pf.time_s, rel=1e-12)
 
 
@@ -109,7 +118,7 @@ def test_steady_state_decode_throughput_is_batch_over_step_time(llama):
                 max_num_batched_tokens=16384)
     prefill_step = step_s(b * P, b * P, b * pairs(P))
     steps = [step_s(b, b * c, b * c) for c in range(P + 1, P + O)]
-    assert all((W + KV * b * c) / BW > (2 * NA * b + PAIR * b * c) / FLOPS
+    assert all((wread(b) + KV * b * c) / BW > (2 * NA * b + PAIR * b * c) / FLOPS
                for c in range(P + 1, P + O))  # every decode step is memory bound
     assert r.ttft_p50_s == pytest.approx(prefill_step, rel=1e-12)
     assert r.duration_s == pytest.approx(prefill_step + sum(steps), rel=1e-12)
