@@ -5,7 +5,7 @@ from webui import common, figures, serving
 from webui.common import bound, select
 
 sel = common.require_selection()
-common.page_header(
+top = common.page_header(
     "Throughput and latency: the serving frontier", sel,
     "A serving engine runs many requests in one batch. A larger batch gives more tokens per "
     "second per graphics processing unit (GPU) but makes each user wait longer for each token. "
@@ -88,12 +88,16 @@ def first_pool_limit(results):
     return None, None
 
 
+def best_point(results):
+    return max(results, key=lambda x: x.output_tokens_per_s_per_gpu)
+
+
 def say(name, results):
     u, r = first_pool_limit(results)
-    top = max(results, key=lambda x: x.output_tokens_per_s_per_gpu)
-    best_u = serving.USERS[results.index(top)]
-    text = (f"**{name}**: at most {top.output_tokens_per_s_per_gpu:,.0f} output tokens/s per "
-            f"GPU (at {best_u:,} users, {top.output_tokens_per_s_per_user:,.1f} tokens/s per "
+    best = best_point(results)
+    best_u = serving.USERS[results.index(best)]
+    text = (f"**{name}**: at most {best.output_tokens_per_s_per_gpu:,.0f} output tokens/s per "
+            f"GPU (at {best_u:,} users, {best.output_tokens_per_s_per_user:,.1f} tokens/s per "
             "user). ")
     if u is None:
         text += (f"The KV pool never stops the batch from growing up to {serving.USERS[-1]:,} "
@@ -105,9 +109,17 @@ def say(name, results):
     return text
 
 
-st.markdown(say(curves[0][0], curve))
-if other is not None:
-    st.markdown(say(curves[1][0], other))
+with top:  # the answer first: on a phone it is on the first screen
+    m = st.columns(2)
+    m[0].metric("Most output tokens/s per GPU",
+                f"{best_point(curve).output_tokens_per_s_per_gpu:,.0f}",
+                help="The highest point of the curve as chosen")
+    u_pool, _ = first_pool_limit(curve)
+    m[1].metric("The KV pool stops the batch from", "never (up to "
+                f"{serving.USERS[-1]:,} users)" if u_pool is None else f"{u_pool:,} users")
+    st.markdown(say(curves[0][0], curve))
+    if other is not None:
+        st.markdown(say(curves[1][0], other))
 
 st.subheader("One run in detail")
 users = select(st.select_slider, "Users", list(serving.USERS), "fr_users", value=256)

@@ -7,7 +7,7 @@ from webui import common, figures
 from webui.common import bound
 
 sel = common.require_selection()
-common.page_header(
+top = common.page_header(
     "Roofline: why prefill computes and decode waits for memory", sel,
     "A graphics processing unit (GPU) can do a fixed number of floating-point operations "
     "(FLOPs) per second and move a fixed number of bytes per second. Work that does few FLOPs "
@@ -50,11 +50,12 @@ st.caption(f"Peak {peak:,.1f} TFLOPS (dense, {sel.weights.dtype.upper()} weights
            "the peak bandwidth applies). The dotted line is decode at batch 1 to 1,024 at this "
            "context.")
 
-m = st.columns(4)
-m[0].metric("Ridge point", f"{ridge:,.0f} FLOP/B")
-m[1].metric(f"Prefill of {prompt:,} tokens", f"{pf.intensity:,.1f} FLOP/B")
-m[2].metric(f"Decode at batch {batch:,}", f"{db.intensity:,.1f} FLOP/B")
-m[3].metric("Decode at batch 1", f"{d1.intensity:,.2f} FLOP/B")
+with top:  # the answer first: on a phone it is on the first screen
+    m = st.columns(4)
+    m[0].metric("Ridge point", f"{ridge:,.0f} FLOP/B")
+    m[1].metric(f"Prefill of {prompt:,} tokens", f"{pf.intensity:,.1f} FLOP/B")
+    m[2].metric(f"Decode at batch {batch:,}", f"{db.intensity:,.1f} FLOP/B")
+    m[3].metric("Decode at batch 1", f"{d1.intensity:,.2f} FLOP/B")
 
 side = "above" if pf.intensity > ridge else "below"
 st.markdown(

@@ -22,6 +22,25 @@ def metric(at, label):
     return next(m.value for m in at.metric if m.label.startswith(label))
 
 
+def before_lead(at, label: str, lead: str) -> bool:
+    """The metric ``label`` is drawn above the lead paragraph (a phone's first screen)."""
+    order = []
+
+    def walk(node):
+        kind = getattr(node, "type", None)
+        if kind == "metric":
+            order.append(("metric", node.label))
+        elif kind == "markdown":
+            order.append(("markdown", node.value))
+        for child in getattr(node, "children", {}).values():
+            walk(child)
+
+    walk(at.main)
+    m = next(i for i, (k, v) in enumerate(order) if k == "metric" and v.startswith(label))
+    p = next(i for i, (k, v) in enumerate(order) if k == "markdown" and v.startswith(lead))
+    return m < p
+
+
 def page_text(at) -> str:
     return " ".join(text(m) for m in at.markdown)
 
@@ -30,6 +49,7 @@ def test_roofline_page_states_hand_numbers():
     at = open_page("app_pages/roofline.py")
     assert not at.exception and not at.error
     assert metric(at, "Ridge point") == "295 FLOP/B"  # 989.4 TFLOPS / 3,350 GB/s
+    assert before_lead(at, "Ridge point", "A graphics processing unit")
     body = page_text(at)
     assert "compute bound" in body and "memory bound" in body
     # MHA 1.0, GQA 4 heads per KV head 4.0, MQA 32.0, MLA 2 x 32 x 1088 / 1152 = 60.4
@@ -70,6 +90,12 @@ def test_frontier_page_shows_the_overlay_and_the_binding_limit():
     assert (f"From 1,024 users on, the KV pool, not max_num_seqs (1,024), stops the batch at "
             f"{base[-1].max_batch:,} requests") in body
     assert "The KV pool never stops the batch from growing up to 1,024 users" in body
+    # The headline under the title: the curve's highest point, and where the pool first binds
+    # (512 users x 48 blocks = 24,576 fit in 28,018 blocks; 1,024 x 48 = 49,152 do not).
+    assert metric(at, "Most output tokens/s per GPU") == \
+        f"{max(r.output_tokens_per_s_per_gpu for r in base):,.0f}"
+    assert metric(at, "The KV pool stops the batch from") == "1,024 users"
+    assert before_lead(at, "Most output tokens/s per GPU", "A serving engine runs many")
     r = base[serving.USERS.index(256)]
     assert metric(at, "Output tokens/s per GPU") == f"{r.output_tokens_per_s_per_gpu:,.0f}"
     assert metric(at, "TTFT p50") == f"{fmt_seconds(r.ttft_p50_s)} / {fmt_seconds(r.ttft_p99_s)}"
