@@ -25,7 +25,8 @@ url_note = st.empty()  # filled at the end of the run if the link carried values
 common.sidebar()
 
 pages = {
-    "Start": [st.Page("app_pages/home.py", title="Home", icon=":material/home:", default=True)],
+    "Start": [st.Page("app_pages/home.py", title="Home", icon=":material/home:", default=True),
+              st.Page("app_pages/tour.py", title="Start here: a tour", icon=":material/flag:")],
     "Calculators": [
         st.Page("app_pages/budget.py", title="Budget", icon=":material/memory:"),
         st.Page("app_pages/step_time.py", title="Decode step time", icon=":material/speed:"),
