@@ -114,11 +114,47 @@ def roofline_figure(peak_tflops: float, bandwidth_gbs: float, points: list,
 _Q_COLOR, _KV_COLOR, _LINE_COLOR = "#4c78a8", "#2f9e6e", "#9aa5b1"
 
 
-def _diagram_axes(fig: go.Figure, height: int) -> go.Figure:
-    fig.update_layout(height=height, margin=dict(l=10, r=10, t=10, b=10), showlegend=False,
-                      plot_bgcolor="rgba(0,0,0,0)",
-                      xaxis=dict(visible=False), yaxis=dict(visible=False))
-    return fig
+class _Parts:
+    """Traces, shapes and annotations collected as plain dicts and turned into a figure once:
+    go.Figure's add_* calls validate the whole layout each time (tens of ms per diagram)."""
+
+    def __init__(self):
+        self.traces, self.shapes, self.notes = [], [], []
+        self.lay: dict = {"xaxis": {}, "yaxis": {}}
+
+    def trace(self, t: dict) -> None:
+        self.traces.append(t)
+
+    def shape(self, **kw) -> None:
+        self.shapes.append(kw)
+
+    def note(self, **kw) -> None:
+        self.notes.append(kw)
+
+    def xaxis(self, **kw) -> None:
+        self.lay["xaxis"].update(kw)
+
+    def yaxis(self, **kw) -> None:
+        self.lay["yaxis"].update(kw)
+
+    def layout(self, **kw) -> None:
+        for k, v in kw.items():
+            if k in ("xaxis", "yaxis"):
+                self.lay[k].update(v)
+            else:
+                self.lay[k] = v
+
+    def figure(self) -> go.Figure:
+        return go.Figure(data=self.traces, layout=dict(self.lay, shapes=self.shapes,
+                                                       annotations=self.notes))
+
+
+def _diagram_axes(fig: _Parts, height: int) -> go.Figure:
+    fig.layout(height=height, margin=dict(l=10, r=10, t=10, b=10), showlegend=False,
+               plot_bgcolor="rgba(0,0,0,0)")
+    fig.xaxis(visible=False)
+    fig.yaxis(visible=False)
+    return fig.figure()
 
 
 def head_sharing_rows(q_heads: int, kv_heads: int) -> list[tuple[str, int, bool]]:
@@ -144,7 +180,7 @@ def head_sharing_figure(q_heads: int, kv_heads: int, head_dim: int, v_head_dim: 
     v_dim = head_dim if v_head_dim is None else v_head_dim
     rows = head_sharing_rows(q_heads, kv_heads)
     size = max(4, min(14, 420 / q_heads))
-    fig = go.Figure()
+    fig = _Parts()
     for r, (name, kv, own) in enumerate(rows):
         top, bottom = -3 * r, -3 * r - 1.4
         group = q_heads // kv
@@ -153,27 +189,27 @@ def head_sharing_figure(q_heads: int, kv_heads: int, head_dim: int, v_head_dim: 
         for i in range(q_heads):
             lx += [i, kv_x[i // group], None]
             ly += [top, bottom, None]
-        fig.add_trace(go.Scatter(x=lx, y=ly, mode="lines", name=f"{name}: sharing",
+        fig.trace(dict(type="scatter", x=lx, y=ly, mode="lines", name=f"{name}: sharing",
                                  line=dict(color=_LINE_COLOR, width=1), hoverinfo="skip"))
-        fig.add_trace(go.Scatter(
+        fig.trace(dict(type="scatter",
             x=list(range(q_heads)), y=[top] * q_heads, mode="markers", name=f"{name}: query heads",
             marker=dict(symbol="square", size=size, color=_Q_COLOR),
             hovertemplate="query head %{x}<extra></extra>"))
-        fig.add_trace(go.Scatter(
+        fig.trace(dict(type="scatter",
             x=kv_x, y=[bottom] * kv, mode="markers", name=f"{name}: K/V heads",
             marker=dict(symbol="square", size=size * 1.4, color=_KV_COLOR,
                         line=dict(color="#1d5e42", width=2 if own else 0)),
             customdata=list(range(kv)), hovertemplate="K/V head %{customdata}<extra></extra>"))
         per_token = kv * (head_dim + v_dim)
         share = "1 query head per K/V head" if group == 1 else f"{group:,} query heads per K/V head"
-        fig.add_annotation(
+        fig.note(
             x=-0.5, y=top + 0.55, xanchor="left", yanchor="bottom", showarrow=False,
             font=dict(size=12),
             text=(f"<b>{name}</b>{' (this model)' if own else ''}: {q_heads:,} query heads, "
                   f"{kv:,} K/V head{'s' if kv != 1 else ''}, {share}; one token stores "
                   f"{kv:,} x ({head_dim} + {v_dim}) = {per_token:,} numbers per layer "
                   f"({per_token * bytes_per_element:,.0f} B)"))
-    fig.update_xaxes(range=[-1, q_heads])
+    fig.xaxis(range=[-1, q_heads])
     return _diagram_axes(fig, 90 + 115 * len(rows))
 
 
@@ -199,42 +235,42 @@ def mla_figure(*, hidden: int | None, q_heads: int, rank: int, rope: int, qk_nop
         (1, 8, f"value of head i<br>{v_head_dim}", v_head_dim, _Q_COLOR, "value"),
     ]
     big = max(b[3] for b in boxes)
-    fig = go.Figure()
+    fig = _Parts()
     for lane, x, label, n, color, name in boxes:
         h = 0.55 + 0.75 * math.sqrt(n / big)
         y = -2.2 * lane
-        fig.add_shape(type="rect", x0=x - 0.45, x1=x + 0.45, y0=y - h / 2, y1=y + h / 2,
+        fig.shape(type="rect", x0=x - 0.45, x1=x + 0.45, y0=y - h / 2, y1=y + h / 2,
                       fillcolor=color, line=dict(color="#333", width=1), opacity=0.6,
                       layer="below")
-        fig.add_trace(go.Scatter(x=[x], y=[y], mode="text", text=[label], name=name,
+        fig.trace(dict(type="scatter", x=[x], y=[y], mode="text", text=[label], name=name,
                                  customdata=[n], textfont=dict(size=11),
                                  hovertemplate=f"{name}: %{{customdata:,}} numbers<extra></extra>"))
     for lane, text in ((0, "<b>Store</b>, every token:"),
                        (1, "<b>Decode</b>, each query head i:")):
-        fig.add_annotation(x=-0.6, y=-2.2 * lane + 0.75, xanchor="left", showarrow=False,
+        fig.note(x=-0.6, y=-2.2 * lane + 0.75, xanchor="left", showarrow=False,
                            text=text, font=dict(size=11))
     arrows = [(0, 0, 2, "x W_DKV<br>(compress)"), (1, 0, 2, "x W_UK,i<br>(absorbed)"),
               (1, 2, 4, "q . c_KV +<br>q_rope . k_rope"), (1, 4, 6, "softmax,<br>weighted sum"),
               (1, 6, 8, "x W_UV,i<br>(into W_O)")]
     for lane, x0, x1, text in arrows:
         y = -2.2 * lane
-        fig.add_annotation(x=x1 - 0.47, y=y, ax=x0 + 0.47, ay=y, xref="x", yref="y", axref="x",
+        fig.note(x=x1 - 0.47, y=y, ax=x0 + 0.47, ay=y, xref="x", yref="y", axref="x",
                            ayref="y", showarrow=True, arrowhead=2, text="")
-        fig.add_annotation(x=(x0 + x1) / 2, y=y - 0.1, yanchor="top", showarrow=False,
+        fig.note(x=(x0 + x1) / 2, y=y - 0.1, yanchor="top", showarrow=False,
                            text=text,
                            font=dict(size=10, color="#444"))
-    fig.add_annotation(x=3.1, y=-0.75, showarrow=False, font=dict(size=10, color="#444"),
+    fig.note(x=3.1, y=-0.75, showarrow=False, font=dict(size=10, color="#444"),
                        text="RoPE key: x W_KR")
-    fig.add_annotation(x=2.55, y=-1.25, showarrow=False, font=dict(size=12),
+    fig.note(x=2.55, y=-1.25, showarrow=False, font=dict(size=12),
                        text=(f"<b>cached per token and layer: {rank:,} + {rope} = {cached:,} "
                              f"numbers</b>, read by all {q_heads:,} heads"))
-    fig.add_annotation(x=4, y=1.45, showarrow=False, font=dict(size=12),
+    fig.note(x=4, y=1.45, showarrow=False, font=dict(size=12),
                        text=(f"{'This model' if own else 'An MLA layer here'} "
                              f"without the latent (MHA): {q_heads:,} heads x ({qk_nope + rope} K + "
                              f"{v_head_dim} V) = {full:,} numbers per token and layer, "
                              f"{full / cached:,.1f}x more"))
-    fig.update_xaxes(range=[-0.7, 8.7])
-    fig.update_yaxes(range=[-3.2, 1.7])
+    fig.xaxis(range=[-0.7, 8.7])
+    fig.yaxis(range=[-3.2, 1.7])
     return _diagram_axes(fig, 360)
 
 
@@ -250,21 +286,21 @@ def window_figure(window: int, context: int, kinds: list[str]) -> go.Figure:
     sliding = sum(1 for k in kinds if k == "sliding")
     full = sum(1 for k in kinds if k == "full")
     mixed = sliding > 0 and full > 0
-    fig = go.Figure()
-    fig.add_trace(go.Scatter(x=[0, n, 0, 0], y=[0, n, n, 0], fill="toself", mode="lines",
+    fig = _Parts()
+    fig.trace(dict(type="scatter", x=[0, n, 0, 0], y=[0, n, n, 0], fill="toself", mode="lines",
                              name="full attention: every earlier key",
                              fillcolor="rgba(160,170,180,0.35)", line=dict(color="#888"),
                              hoverinfo="name"))
     # The band between key = query (the diagonal) and key = query - window + 1.
-    fig.add_trace(go.Scatter(x=[0, n, n - w, 0, 0], y=[0, n, n, w, 0], fill="toself",
+    fig.trace(dict(type="scatter", x=[0, n, n - w, 0, 0], y=[0, n, n, w, 0], fill="toself",
                              mode="lines", name=f"sliding window: the last {w:,} keys",
                              fillcolor="rgba(47,158,110,0.55)", line=dict(color=_KV_COLOR),
                              hoverinfo="name"))
-    fig.add_trace(go.Scatter(x=[n - w, n], y=[n, n], mode="lines", name="kept in the cache now",
+    fig.trace(dict(type="scatter", x=[n - w, n], y=[n, n], mode="lines", name="kept in the cache now",
                              line=dict(color="#1d5e42", width=6), hoverinfo="name"))
-    fig.add_annotation(x=n - w / 2, y=n, yshift=-14, showarrow=False, font=dict(size=11),
+    fig.note(x=n - w / 2, y=n, yshift=12, showarrow=False, font=dict(size=11),
                        text=f"cached for the next token: {w:,}")
-    fig.update_layout(xaxis=dict(title="key position (tokens)", range=[0, n],
+    fig.layout(xaxis=dict(title="key position (tokens)", range=[0, n],
                                  domain=[0, 1]),
                       yaxis=dict(title="query position (tokens)", range=[n, 0],
                                  domain=[0, 0.78 if mixed else 1]),
@@ -272,21 +308,21 @@ def window_figure(window: int, context: int, kinds: list[str]) -> go.Figure:
                       legend=dict(orientation="h", yanchor="top", y=-0.15, x=0),
                       plot_bgcolor="rgba(0,0,0,0)")
     if mixed:
-        fig.add_trace(go.Scatter(
+        fig.trace(dict(type="scatter",
             x=list(range(len(kinds))), y=[0] * len(kinds), mode="markers", name="layers",
             xaxis="x2", yaxis="y2", showlegend=False,
             marker=dict(symbol="square", size=max(4, min(12, 600 / len(kinds))),
                         color=[_KV_COLOR if k == "sliding" else "#555" if k == "full"
                                else "#ddd" for k in kinds]),
             customdata=kinds, hovertemplate="layer %{x}: %{customdata}<extra></extra>"))
-        fig.update_layout(xaxis2=dict(domain=[0, 1], anchor="y2", visible=False,
+        fig.layout(xaxis2=dict(domain=[0, 1], anchor="y2", visible=False,
                                       range=[-1, len(kinds)]),
                           yaxis2=dict(domain=[0.86, 1], anchor="x2", visible=False))
-        fig.add_annotation(x=0, y=1.0, xref="paper", yref="paper", showarrow=False,
+        fig.note(x=0, y=1.0, xref="paper", yref="paper", showarrow=False,
                            xanchor="left", yanchor="bottom", font=dict(size=11),
                            text=(f"layers interleave: {sliding:,} sliding (green), {full:,} full "
                                  "(dark), in model order"))
-    return fig
+    return fig.figure()
 
 
 def paged_figure(tables: list[dict], block_size: int, num_blocks: int,
@@ -302,21 +338,21 @@ def paged_figure(tables: list[dict], block_size: int, num_blocks: int,
     def pool_xy(bid: int) -> tuple[int, float]:
         return bid % per_row, pool_y0 + bid // per_row
 
-    fig = go.Figure()
+    fig = _Parts()
     for r, t in enumerate(running):  # lines first: the blocks are drawn over them
         lx, ly = [], []
         for i, bid in enumerate(t["blocks"]):
             px, py = pool_xy(bid)
             lx += [i, px, None]
             ly += [r, py, None]
-        fig.add_trace(go.Scatter(x=lx, y=ly, mode="lines", name=f"{t['rid']}: block table",
+        fig.trace(dict(type="scatter", x=lx, y=ly, mode="lines", name=f"{t['rid']}: block table",
                                  line=dict(color=owner_color(t["rid"]), width=1.2), opacity=0.7,
                                  hoverinfo="skip"))
     for r, t in enumerate(running):
         k = len(t["blocks"])
         last = t["tokens"] - (k - 1) * block_size  # slots written in the last logical block
         fills = [block_size] * (k - 1) + [last]
-        fig.add_trace(go.Scatter(
+        fig.trace(dict(type="scatter",
             x=list(range(k)), y=[r] * k, mode="markers+text",
             name=f"{t['rid']}: logical blocks", text=[str(i) for i in range(k)],
             textfont=dict(size=9, color="#fff"),
@@ -325,26 +361,26 @@ def paged_figure(tables: list[dict], block_size: int, num_blocks: int,
             hovertemplate=(f"{t['rid']}, logical block %{{text}} -> physical block "
                            "%{customdata[0]} (%{customdata[1]}/" f"{block_size} slots written)"
                            "<extra></extra>")))
-        fig.add_annotation(x=-0.7, y=r, xanchor="right", showarrow=False, font=dict(size=11),
+        fig.note(x=-0.7, y=r, xanchor="right", showarrow=False, font=dict(size=11),
                            text=f"{t['rid']}: [{', '.join(map(str, t['blocks']))}]")
     owner: dict[int, str] = {}
     for t in running:
         for b in t["blocks"]:
             owner.setdefault(b, t["rid"])
     xs, ys = zip(*(pool_xy(b) for b in range(num_blocks))) if num_blocks else ((), ())
-    fig.add_trace(go.Scatter(
+    fig.trace(dict(type="scatter",
         x=list(xs), y=list(ys), mode="markers+text", name="physical blocks",
         text=[str(b) for b in range(num_blocks)], textfont=dict(size=8),
         marker=dict(symbol="square", size=20, line=dict(color="#555", width=0.5), color=[
             owner_color(owner[b]) if b in owner else "#eef1f4" for b in range(num_blocks)]),
         hovertemplate="physical block %{text}<extra></extra>"))
-    fig.add_annotation(x=-0.5, y=-0.75, xanchor="left", showarrow=False, font=dict(size=11),
+    fig.note(x=-0.5, y=-0.75, xanchor="left", showarrow=False, font=dict(size=11),
                        text="<b>logical blocks</b> of each running request, block table in "
                             "brackets")
-    fig.add_annotation(x=-0.5, y=pool_y0 - 0.75, xanchor="left", showarrow=False,
+    fig.note(x=-0.5, y=pool_y0 - 0.75, xanchor="left", showarrow=False,
                        font=dict(size=11), text="<b>physical blocks</b> of the pool")
     longest = max((len(t["blocks"]) for t in running), default=1)
     rows = -(-num_blocks // per_row)
-    fig.update_xaxes(range=[-6, max(per_row, longest) + 0.5])
-    fig.update_yaxes(range=[pool_y0 + rows - 0.4, -1.2])
+    fig.xaxis(range=[-6, max(per_row, longest) + 0.5])
+    fig.yaxis(range=[pool_y0 + rows - 0.4, -1.2])
     return _diagram_axes(fig, 70 + 30 * (pool_y0 + rows))
