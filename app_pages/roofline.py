@@ -1,6 +1,6 @@
 import streamlit as st
 
-from kvcalc import prefill, step_time
+from kvcalc import get_dtype, prefill, step_time
 from kvcalc.intensity import attention_points, decode_point, prefill_point, ridge_point
 from kvcalc.units import fmt_seconds
 from webui import common, figures
@@ -84,6 +84,15 @@ st.markdown(
     f"absorbed scores every query head against the whole cached latent: "
     f"{mla.intensity:,.1f} FLOP/B, {mla.intensity / gqa.intensity:,.1f} times GQA's, which "
     "is why MLA decode is compute-heavier than GQA.")
+layer = next((l for l in sel.spec.kv_layers if l.kv_heads is not None), None)
+if layer is not None and layer.q_heads % layer.kv_heads == 0:
+    with st.expander("Which query heads share a cached key and value, in this model",
+                     icon=":material/hub:"):
+        st.plotly_chart(figures.head_sharing_figure(
+            layer.q_heads, layer.kv_heads, layer.head_dim, layer.v_head_dim,
+            get_dtype(sel.kv_dtype).bytes_per_element), width="stretch", key="r_heads")
+        st.caption("Each line is one query head reading one K/V head: the more lines meet at a "
+                   "K/V head, the more FLOPs each cached byte feeds.")
 with st.expander("The formulas, with this model's numbers", icon=":material/function:"):
     common.formula("\n".join([f"ridge = {peak:,.1f} x 10^12 FLOP/s / {sel.bandwidth_gbs:,.0f} x "
                               f"10^9 B/s = {ridge:,.1f} FLOP/B", pf.formula, d1.formula,

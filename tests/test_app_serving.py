@@ -61,6 +61,12 @@ def test_roofline_page_states_hand_numbers():
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     names = [t.get("name") for t in spec["data"]]
     assert "attention MLA (absorbed)" in names and "decode as the batch grows" in names
+    # The head-sharing diagram: Llama 3.1 8B's 32 query heads on 8 K/V heads (config.json).
+    heads = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
+                 if c.proto.id.endswith("-r_heads"))
+    kv = next(t for t in heads["data"] if t["name"] == "GQA: K/V heads")
+    assert len(kv["x"]) == 8
+    assert len(next(t for t in heads["data"] if t["name"] == "GQA: query heads")["x"]) == 32
 
 
 def test_roofline_batch_moves_decode_right():
