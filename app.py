@@ -25,13 +25,16 @@ url_note = st.empty()  # filled at the end of the run if the link carried values
 common.sidebar()
 
 pages = {
-    "Start": [st.Page("app_pages/home.py", title="Home", icon=":material/home:", default=True)],
+    "Start": [st.Page("app_pages/home.py", title="Home", icon=":material/home:", default=True),
+              st.Page("app_pages/tour.py", title="Start here: a tour", icon=":material/flag:")],
     "Calculators": [
         st.Page("app_pages/budget.py", title="Budget", icon=":material/memory:"),
         st.Page("app_pages/step_time.py", title="Decode step time", icon=":material/speed:"),
         st.Page("app_pages/techniques.py", title="Shrinking the cache",
                 icon=":material/compress:"),
         st.Page("app_pages/lab.py", title="Inference Lab", icon=":material/tune:"),
+        st.Page("app_pages/roofline.py", title="Roofline", icon=":material/roofing:"),
+        st.Page("app_pages/frontier.py", title="Serving frontier", icon=":material/show_chart:"),
         st.Page("app_pages/vllm_startup.py", title="vLLM start-up lines",
                 icon=":material/terminal:"),
     ],

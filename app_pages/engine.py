@@ -4,7 +4,7 @@ from kvcalc import kv_cache
 from webui.charts import blocks_figure
 from kvcalc.paging import SCENARIOS, contiguous_capacity, parse_requests
 from kvcalc.units import fmt_bytes
-from webui import callbacks, common
+from webui import callbacks, common, figures
 from webui.common import bound, select
 
 common.page_header(
@@ -81,6 +81,21 @@ except ValueError:
 st.caption("Each square is one block of the pool, colored by the request that owns it. "
            "x2, x3: a block shared by that many requests (same prefix, stored once). c: a free "
            "block that still holds a cached prefix, reusable until it is evicted. White: free.")
+
+st.subheader("PagedAttention: from a request's blocks to the pool")
+running = [t for t in snap.tables if t["blocks"]]
+if running:
+    st.plotly_chart(figures.paged_figure(list(snap.tables), block_size, num_blocks),
+                    width="stretch", key="e_paged")
+    st.caption(f"Each running request sees its cache as logical blocks 0, 1, 2 ... in token "
+               f"order, {block_size} tokens each; its block table (in brackets) says which "
+               "physical block of the pool holds each one. PagedAttention, vLLM's attention "
+               "kernel, follows the table while it reads keys and values, so a request's blocks "
+               "can lie anywhere in the pool, and two requests with the same prefix point at the "
+               "same physical block.")
+else:
+    st.caption("No request holds blocks at this step: press Step to admit some, and their block "
+               "tables appear here.")
 
 left, right = st.columns([3, 2])
 with left:

@@ -71,6 +71,8 @@ for page, label, icon in PATH:
     st.page_link(page, label=label, icon=icon)
 st.page_link("app_pages/lab.py", label="Then: the Inference Lab, every knob and every result "
              "together", icon=":material/tune:")
+st.page_link("app_pages/tour.py", label="Or the guided tour: predict a number at each of seven "
+             "stops before it is revealed", icon=":material/flag:")
 st.caption("Units: GiB = 2^30 bytes and KiB = 2^10 bytes for memory and the cache; GB = 10^9 "
            "bytes, GB/s and TFLOPS are decimal, as bandwidth and compute are quoted. A GPU's "
            "memory on its spec sheet (\"80 GB\") is a nominal size: engines size the cache from "

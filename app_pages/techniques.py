@@ -4,7 +4,8 @@ from kvcalc import get_dtype, kv_cache, registry
 from webui.charts import techniques_figure
 from kvcalc.techniques import techniques
 from kvcalc.units import fmt_bytes
-from webui import callbacks, common
+from webui import callbacks, common, figures
+from webui.hosted import plain
 from webui.common import bound, select
 
 sel = common.require_selection()
@@ -80,3 +81,62 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
 st.caption(f"Per token: one token in every K/V layer. One sequence: what the GPU holds at "
            f"{context:,} tokens ({own.seq_bytes:,} bytes as configured). KiB/MiB/GiB are "
            "powers of 2. Techniques combine: FP8 on top of GQA halves the GQA figure again.")
+
+st.subheader("How three of them work, drawn with this model's numbers")
+attn = next((l for l in sel.spec.kv_layers if l.kv_heads is not None), None)
+latent = next((l for l in sel.spec.kv_layers if l.kind == "mla"), None)
+elem = get_dtype(sel.kv_dtype).bytes_per_element
+if attn is not None and attn.q_heads % attn.kv_heads == 0:
+    st.markdown("**Sharing K/V heads (MHA, GQA, MQA).** Each query head of a layer reads one "
+                "K/V head. Multi-head attention (MHA) gives every query head its own; "
+                "grouped-query attention (GQA) lets a group share one; multi-query attention "
+                "(MQA) lets all of them share a single one. The cache stores only the K/V heads.")
+    st.plotly_chart(figures.head_sharing_figure(attn.q_heads, attn.kv_heads, attn.head_dim,
+                                                attn.v_head_dim, elem),
+                    width="stretch", key="t_fig_heads")
+    st.caption(f"Squares on top: the {attn.q_heads:,} query heads of one layer of "
+               f"{plain(sel.label)}; below: the K/V heads they read. Bytes at "
+               f"{sel.kv_dtype.upper()}, {elem:g} B per number.")
+st.markdown("**Multi-head latent attention (MLA).** The cache keeps one compressed latent per "
+            "token instead of a key and a value per head; at decode the key up-projection is "
+            "absorbed into each query head, so the heads score the cached latents directly and "
+            "nothing is expanded per token. Beside the latent it keeps a small key that carries RoPE "
+            "(rotary position embedding).")
+if latent is not None:
+    st.plotly_chart(figures.mla_figure(
+        hidden=sel.spec.hidden_size, q_heads=latent.q_heads, rank=latent.kv_lora_rank,
+        rope=latent.qk_rope_head_dim, qk_nope=latent.qk_head_dim - latent.qk_rope_head_dim,
+        v_head_dim=latent.v_head_dim, own=True), width="stretch", key="t_fig_mla")
+    st.caption(f"{plain(sel.label)}'s own MLA layer (kv_lora_rank, qk_rope_head_dim, "
+               "qk_nope_head_dim, v_head_dim from its config.json). Box heights grow with the "
+               "square root of the numbers they hold.")
+elif attn is not None and attn.head_dim > rope:
+    st.plotly_chart(figures.mla_figure(
+        hidden=sel.spec.hidden_size, q_heads=attn.q_heads, rank=rank, rope=rope,
+        qk_nope=attn.head_dim - rope, v_head_dim=attn.v_head_dim, own=False),
+        width="stretch", key="t_fig_mla")
+    st.caption(f"{plain(sel.label)} has no MLA layer: this is one of its layers made MLA with "
+               f"this page's latent rank ({rank:,}) and RoPE part ({rope:,} of each "
+               f"{attn.head_dim}-wide key). Box heights grow with the square root of the "
+               "numbers they hold.")
+slid = next((l for l in sel.spec.layers if l.kind == "sliding"), None)
+own_window = slid.window if slid is not None else window
+kinds = [l.kind for l in sel.spec.layers]
+st.markdown("**Sliding window.** A layer with a window attends to the last tokens only, so it "
+            "keeps only them: a band along the diagonal of the attention matrix instead of the "
+            "whole lower triangle.")
+st.plotly_chart(figures.window_figure(own_window, context, kinds if slid is not None else []),
+                width="stretch", key="t_fig_window")
+n_slid = kinds.count("sliding")
+if slid is None:
+    st.caption(f"{plain(sel.label)} has no sliding-window layer: drawn with this page's window "
+               f"of {window:,} tokens, at {context:,} tokens of context.")
+elif n_slid < len(kinds):
+    n_full = kinds.count("full")
+    st.caption(f"{plain(sel.label)}'s own window of {own_window:,} tokens at {context:,} tokens "
+               f"of context. Its layers interleave: {n_slid:,} of {len(kinds):,} keep a window"
+               + (f"; the {n_full:,} full-attention layers keep every token, so the cache still "
+                  "grows with the context." if n_full else "."))
+else:
+    st.caption(f"{plain(sel.label)}'s own window of {own_window:,} tokens at {context:,} tokens "
+               f"of context, in all {len(kinds):,} layers.")

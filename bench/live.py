@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
-from pathlib import Path
 
 from kvcalc import live
 from kvcalc.catalog import get_gpu

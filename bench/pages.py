@@ -36,6 +36,9 @@ CHANGES = {
     "app_pages/cache_fill.py": ("number_input", "f_new", [40, 20], False, {}),
     "app_pages/engine.py": ("number_input", "e_step", [12, 4], False, {}),
     "app_pages/interview.py": ("number_input", "i_seed", [2, 1], False, {"i_mode": "Practice"}),
+    "app_pages/roofline.py": ("number_input", "r_batch", [256, 32], False, {}),
+    "app_pages/frontier.py": ("number_input", "fr_output", [128, 256], False, {}),
+    "app_pages/tour.py": ("radio", "stop", [3, 1], False, {}),
 }
 
 
@@ -154,7 +157,8 @@ def browser_first_render(paths: list[str]) -> dict[str, list[float]]:
             titles = {"": "Home", "budget": "Budget", "step_time": "Decode step time",
                       "techniques": "Shrinking the cache", "lab": "Inference Lab",
                       "cache_fill": "Cache fill", "engine": "Engine view",
-                      "interview": "Interview check"}
+                      "interview": "Interview check", "roofline": "Roofline",
+                      "frontier": "Serving frontier", "tour": "Start here: a tour"}
             for path in (paths[1:] + paths[:1]) * 2:  # two rounds: the first has one-off loads
                 t = time.perf_counter()
                 page.locator("[data-testid=stSidebarNav] a", has_text=titles[path]).first.click()
@@ -166,7 +170,9 @@ def browser_first_render(paths: list[str]) -> dict[str, list[float]]:
                     " document.querySelectorAll('[data-testid=stPlotlyChart]').length; }",
                     arg={"": "KV Cache Lab", "budget": "Budget", "step_time": "Decode",
                          "techniques": "Shrinking", "lab": "Inference", "cache_fill": "Cache fill",
-                         "engine": "Engine view", "interview": "Interview"}[path],
+                         "engine": "Engine view", "interview": "Interview",
+                         "roofline": "Roofline", "frontier": "Throughput and latency",
+                         "tour": "Start here"}[path],
                     timeout=60_000)
                 out[path or "home"].append(time.perf_counter() - t)
             b.close()
@@ -201,7 +207,7 @@ def main() -> None:
     print(f"{'page':<28}{'cold ms':>10}{'warm ms':>10}{'click 1 ms':>12}{'click 2 ms':>12}")
     for path, (cold, warm, click1, click2) in browser_first_render(
             ["", "budget", "step_time", "techniques", "lab", "cache_fill", "engine",
-             "interview"]).items():
+             "interview", "roofline", "frontier", "tour"]).items():
         print(f"{path:<28}{cold * 1e3:>10.0f}{warm * 1e3:>10.0f}{click1 * 1e3:>12.0f}"
               f"{click2 * 1e3:>12.0f}")
 

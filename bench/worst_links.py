@@ -12,6 +12,8 @@ WORST_LINKS = {
     "vllm_startup": "model=qwen3-next-80b-a3b&u_len=10000000&tp=4",
     "interview": "i_mode=practice&i_seed=999999",
     "": "model=deepseek-v3&tp=32&pp=8",
+    "frontier": "fr_prompt=3000&fr_output=1200&fr_over=MHA%3A+one+K%2FV+head+per+query+head",
+    "roofline": "model=deepseek-v3&r_prompt=1000000&r_batch=4096&r_ctx=1000000",
 }
 
 

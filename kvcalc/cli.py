@@ -14,9 +14,11 @@ import re
 import stat
 import sys
 
+from . import cli_sim as _cli_sim
 from .memory import DEFAULT_RESERVE_BYTES, ENGINES, budget
 from .dtypes import KV_DTYPES, WEIGHT_DTYPES
-from .hfconfig import _short, checkpoint_format, load_config_file, spec_from_config
+from .hfconfig import checkpoint_format, load_config_file, spec_from_config
+from .text import short as _short
 from .kv import kv_cache
 from .model import ModelSpec
 from .catalog import registry
@@ -264,6 +266,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--context", type=_positive_int, default=None,
                    help="tokens in the forward pass (default: past the longest window)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+
+    _cli_sim.add_parser(sub, key=_key, int_arg=_int_arg)
 
     p = sub.add_parser("table", help="the seed blog's MHA vs GQA table (FP16)")
     p.add_argument("--json", action="store_true")
@@ -649,7 +653,8 @@ def cmd_verify(args):
 
 COMMANDS = {"kv": cmd_kv, "verify": cmd_verify, "measure": cmd_measure, "vllm": cmd_vllm, "budget": cmd_budget, "step-time": cmd_step_time,
             "prefill": cmd_prefill, "passes": cmd_passes, "offload": cmd_offload,
-            "table": cmd_table, "models": cmd_models, "gpus": cmd_gpus}
+            "table": cmd_table, "models": cmd_models, "gpus": cmd_gpus,
+            "simulate": _cli_sim.cmd_simulate}
 
 
 def _jsonable(obj):

@@ -278,7 +278,8 @@ def test_user_config_checked_against_transformers():
     assert any("layer geometry agrees" in s.value for s in at.sidebar.success)
 
 
-ALL_PAGES = PAGES + ["app_pages/cache_fill.py", "app_pages/engine.py", "app_pages/interview.py"]
+ALL_PAGES = PAGES + ["app_pages/cache_fill.py", "app_pages/engine.py", "app_pages/interview.py",
+                     "app_pages/tour.py"]
 
 
 @pytest.mark.parametrize("config", ["nemotron-h-56b.json", "gemma-4-e2b-it.json",

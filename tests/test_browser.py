@@ -266,6 +266,8 @@ PHONE = [
     ("techniques", "as configured"),
     ("lab", "Max concurrency at"),
     ("vllm_startup", "GPU KV cache size"),
+    ("roofline", "Ridge point"),
+    ("frontier", "Most output tokens/s per GPU"),
 ]
 
 

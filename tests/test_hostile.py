@@ -12,7 +12,8 @@ APP = str(ROOT / "app.py")
 PAGES = ["app_pages/home.py", "app_pages/budget.py", "app_pages/step_time.py",
          "app_pages/techniques.py", "app_pages/lab.py", "app_pages/cache_fill.py",
          "app_pages/engine.py", "app_pages/interview.py", "app_pages/live.py",
-         "app_pages/vllm_startup.py"]
+         "app_pages/vllm_startup.py", "app_pages/roofline.py", "app_pages/frontier.py",
+         "app_pages/tour.py"]
 GARBAGE = ["abc", "-1", "1e999", "nan", "<script>alert(1)</script>", "9" * 40,
            "[x](javascript:alert(1))", "%00", ""]
 

@@ -58,3 +58,28 @@ def engine_run(text: str, step: int, num_blocks: int, block_size: int, caching: 
     _, snap, log = simulate(parse_requests(text), step, num_blocks=num_blocks,
                             block_size=block_size, prefix_caching=caching)
     return snap, log
+
+
+# -- the guided tour ---------------------------------------------------------------------------
+
+def tour_label(n: int) -> str:
+    return str(n)
+
+
+def tour_short(values: list[str]) -> str:
+    """A stop number from a link, made short and inert for a message."""
+    text = ",".join(values)
+    text = "".join(ch if ch.isalnum() or ch in " .,-" else "?" for ch in text)
+    return text if len(text) <= 20 else text[:17] + "..."
+
+
+def tour_reset() -> None:
+    """A new stop starts with its answer hidden and no guess."""
+    st.session_state["_tour_moved"] = True
+    st.session_state["shown"] = False
+    st.session_state["guess"] = ""
+
+
+def tour_go(delta: int, count: int) -> None:
+    st.session_state["stop"] = min(max(int(st.session_state.get("stop", 1)) + delta, 1), count)
+    tour_reset()

@@ -1,0 +1,56 @@
+import streamlit as st
+
+from kvcalc.quiz import grade
+from kvcalc.tour import STOPS, stop_question
+from webui import callbacks, common
+from webui.common import bound, select
+
+sel = common.require_selection()
+top = common.page_header(
+    "Start here: a guided tour", sel,
+    "Seven stops, from one token's key-value (KV) cache to a serving engine's throughput. At "
+    "each stop, predict a number for the model and graphics processing unit (GPU) in the "
+    "sidebar before you reveal it; the app grades your "
+    "guess and names the likeliest slip. The link in your address bar keeps the stop and "
+    "whether the answer is shown, so a teacher can hand out a link to any stop.")
+
+numbers = [s.number for s in STOPS]
+n = select(st.radio, "Stop", numbers, "stop", callbacks.tour_label, horizontal=True,
+           captions=[s.title for s in STOPS], on_change=callbacks.tour_reset)
+stop = STOPS[numbers.index(n)]
+asked = (st.session_state.get("_url_initial") or {}).get("stop")
+if asked and not st.session_state.get("_tour_moved") and asked != [str(n)]:
+    st.warning(f"The link asks for stop {common.plain(callbacks.tour_short(asked))}, which this "
+               f"tour does not have (stops 1 to {len(STOPS)}): showing stop {n}.",
+               icon=":material/link_off:")
+st.progress(n / len(STOPS), text=f"Stop {n} of {len(STOPS)}: {stop.title}")
+try:
+    q = stop_question(n, sel.spec, sel.weights, sel.gpu, kv_dtype=sel.kv_dtype,
+                      bandwidth_gbs=sel.bandwidth_gbs, tp=sel.tp, pp=sel.pp)
+except ValueError as exc:
+    q = None
+    common.show_error(exc)
+
+with top:  # the question first: on a phone it is on the first screen
+    st.markdown(f"**Stop {n} of {len(STOPS)}: {stop.title}.** {stop.teaches}")
+    if q is not None:
+        st.info(q.prompt, icon=":material/help:")
+
+if q is not None:
+    c1, c2 = st.columns([3, 1])
+    guess = c1.text_input(f"Your prediction ({q.unit})", placeholder="a number",
+                          **bound("guess", "str"))
+    c2.button("Check", key="tour_check", width="stretch")  # Enter in the box does the same
+    if guess:
+        g = grade(q, guess)  # the message may quote what was typed: no markup
+        (st.success if g.correct else st.warning)(common.plain(g.message))
+    shown = st.toggle("Reveal the answer", **bound("shown", "bool"))
+    if shown:
+        st.markdown(q.answer)
+        common.formula(q.solution)
+st.page_link(stop.page, label=f"Open the full page: {stop.title}", icon=":material/open_in_new:")
+b = st.columns(2)
+b[0].button("Previous stop", on_click=callbacks.tour_go, args=(-1, len(STOPS)),
+            disabled=n == 1, icon=":material/arrow_back:", width="stretch")
+b[1].button("Next stop", on_click=callbacks.tour_go, args=(1, len(STOPS)),
+            disabled=n == len(STOPS), icon=":material/arrow_forward:", width="stretch")

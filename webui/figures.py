@@ -1,0 +1,386 @@
+"""Plotly figure builders for the pages added with issue 16 (frontier, roofline) and the
+diagrams drawn from the chosen model's own numbers (head sharing, MLA, sliding window,
+PagedAttention).
+
+Pure functions from kvcalc results to go.Figure; every axis states its unit. (The older
+builders live in kvcalc/charts.py until the refactor moves them here.)
+"""
+
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+
+from webui.charts import owner_color
+
+__all__ = ["frontier_figure", "utilization_figure", "roofline_figure", "LIMIT_SYMBOLS",
+           "head_sharing_figure", "mla_figure", "window_figure", "paged_figure"]
+
+_LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=10),
+               legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0), height=420)
+LIMIT_SYMBOLS = {"arrivals": "circle", "max_num_seqs": "square", "kv_pool": "x",
+                 "max_num_batched_tokens": "diamond"}
+LIMIT_NAMES = {"arrivals": "the users (every request is running)",
+               "max_num_seqs": "max_num_seqs", "kv_pool": "the KV pool",
+               "max_num_batched_tokens": "max_num_batched_tokens"}
+_CURVE_COLORS = ["#2f9e6e", "#e0607e"]
+
+
+def frontier_figure(curves: list[tuple[str, list[int], list]]) -> go.Figure:
+    """Output tokens/s per GPU against tokens/s per user, one curve per setup; each point is a
+    concurrency (users), its marker the limit that bound the batch."""
+    fig = _Parts()
+    for i, (name, users, results) in enumerate(curves):
+        color = _CURVE_COLORS[i % len(_CURVE_COLORS)]
+        fig.trace(dict(
+            type="scatter", x=[r.output_tokens_per_s_per_user for r in results],
+            y=[r.output_tokens_per_s_per_gpu for r in results],
+            mode="lines+markers+text", name=name, line=dict(color=color),
+            marker=dict(size=[13 if r.binding_limit == "kv_pool" else 9 for r in results],
+                        symbol=[LIMIT_SYMBOLS[r.binding_limit] for r in results],
+                        color=color),
+            text=[f"{u:,}" for u in users], textposition="top center",
+            customdata=[[u, LIMIT_NAMES[r.binding_limit], r.preemptions, r.max_batch]
+                        for u, r in zip(users, results)],
+            hovertemplate="%{customdata[0]} users: %{y:,.0f} tokens/s per GPU, %{x:,.1f} "
+                          "tokens/s per user<br>batch up to %{customdata[3]}, limited by "
+                          "%{customdata[1]}, %{customdata[2]} preemptions<extra></extra>"))
+    fig.layout(xaxis_title="tokens/s per user (1 / median TPOT)",
+               yaxis_title="output tokens/s per GPU", **_LAYOUT)
+    fig.xaxis(type="log")
+    return fig.figure()
+
+
+def utilization_figure(series: tuple, batch: tuple, num_blocks: int) -> go.Figure:
+    """KV blocks in use (share of the pool) and running requests over time."""
+    fig = _Parts()
+    fig.trace(dict(type="scatter", x=[t for t, _ in series], y=[100 * u for _, u in series],
+                   name="KV blocks in use (% of the pool)",
+                   line=dict(color="#2f9e6e", shape="hv")))
+    fig.trace(dict(type="scatter", x=[t for t, _ in batch], y=[n for _, n in batch],
+                   name="running requests", yaxis="y2",
+                   line=dict(color="#444", shape="hv", dash="dot")))
+    fig.layout(xaxis_title="time (s)",
+               yaxis=dict(title=f"% of the pool's {num_blocks:,} blocks", range=[0, 105]),
+               yaxis2=dict(title="running requests", overlaying="y", side="right",
+                           rangemode="tozero"),
+               **{**_LAYOUT, "height": 320})
+    return fig.figure()
+
+
+def roofline_figure(peak_tflops: float, bandwidth_gbs: float, points: list,
+                    trajectory: list | None = None) -> go.Figure:
+    """Attainable TFLOP/s = min(peak, intensity x bandwidth) on log-log axes, the ridge point,
+    and each workload at its arithmetic intensity (FLOPs per byte)."""
+    ridge = peak_tflops * 1e12 / (bandwidth_gbs * 1e9)
+    xs = [p.intensity for p in points] + ([p.intensity for p in trajectory] if trajectory
+                                          else [])
+    lo = 10 ** math.floor(math.log10(max(min(xs + [ridge]) / 2, 1e-3)))
+    hi = 10 ** math.ceil(math.log10(max(xs + [ridge]) * 2))
+    fig = _Parts()
+    fig.trace(dict(type="scatter", x=[lo, ridge, hi],
+                   y=[lo * bandwidth_gbs / 1e3, peak_tflops, peak_tflops], mode="lines",
+                   name="roofline: min(peak, intensity x bandwidth)", line=dict(color="#444")))
+    if trajectory:
+        fig.trace(dict(
+            type="scatter", x=[p.intensity for p in trajectory],
+            y=[min(peak_tflops, p.intensity * bandwidth_gbs / 1e3) for p in trajectory],
+            mode="lines+markers", name="decode as the batch grows",
+            line=dict(color="#2f9e6e", dash="dot"), text=[p.label for p in trajectory],
+            hovertemplate="%{text}: %{x:,.1f} FLOP/B<extra></extra>"))
+    for p in points:
+        fig.trace(dict(
+            type="scatter", x=[p.intensity],
+            y=[min(peak_tflops, p.intensity * bandwidth_gbs / 1e3)], mode="markers+text",
+            name=p.label, text=[p.label], textposition="top center", marker=dict(size=11),
+            hovertemplate=f"{p.label}: %{{x:,.1f}} FLOP/B<extra></extra>"))
+    fig.shape(type="line", x0=ridge, x1=ridge, y0=0, y1=1, yref="paper",
+              line=dict(dash="dot", color="#888"))
+    fig.note(x=math.log10(ridge), y=1, yref="paper", showarrow=False,
+             text=f"ridge {ridge:,.0f} FLOP/B", yanchor="bottom")
+    fig.layout(xaxis_title="arithmetic intensity (FLOPs per byte read)",
+               yaxis_title="attainable TFLOP/s", showlegend=False,
+               **{**_LAYOUT, "height": 460})
+    fig.xaxis(type="log")
+    fig.yaxis(type="log")
+    return fig.figure()
+
+
+# -- diagrams drawn from the chosen model's own numbers ------------------------------------------
+
+_Q_COLOR, _KV_COLOR, _LINE_COLOR = "#4c78a8", "#2f9e6e", "#9aa5b1"
+
+
+class _Parts:
+    """Traces, shapes and annotations collected as plain dicts and turned into a figure once:
+    go.Figure's add_* calls validate the whole layout each time (tens of ms per diagram)."""
+
+    def __init__(self):
+        self.traces, self.shapes, self.notes = [], [], []
+        self.lay: dict = {"xaxis": {}, "yaxis": {}}
+
+    def trace(self, t: dict) -> None:
+        self.traces.append(t)
+
+    def shape(self, **kw) -> None:
+        self.shapes.append(kw)
+
+    def note(self, **kw) -> None:
+        self.notes.append(kw)
+
+    def xaxis(self, **kw) -> None:
+        self.lay["xaxis"].update(kw)
+
+    def yaxis(self, **kw) -> None:
+        self.lay["yaxis"].update(kw)
+
+    def layout(self, **kw) -> None:
+        for k, v in kw.items():
+            if k in ("xaxis_title", "yaxis_title"):
+                self.lay[k[:5]]["title"] = v
+            elif k in ("xaxis", "yaxis"):
+                self.lay[k].update(v)
+            else:
+                self.lay[k] = v
+
+    def figure(self) -> go.Figure:
+        return go.Figure(data=self.traces, layout=dict(self.lay, shapes=self.shapes,
+                                                       annotations=self.notes))
+
+
+def _diagram_axes(fig: _Parts, height: int) -> go.Figure:
+    fig.layout(height=height, margin=dict(l=10, r=10, t=10, b=10), showlegend=False,
+               plot_bgcolor="rgba(0,0,0,0)")
+    fig.xaxis(visible=False)
+    fig.yaxis(visible=False)
+    return fig.figure()
+
+
+def head_sharing_rows(q_heads: int, kv_heads: int) -> list[tuple[str, int, bool]]:
+    """(name, K/V heads, is the model's own) for MHA, the model's own grouping and MQA."""
+    if q_heads < 1 or kv_heads < 1 or q_heads % kv_heads:
+        raise ValueError(f"{q_heads} query heads cannot be grouped evenly on {kv_heads} K/V "
+                         "heads")
+    rows = [("MHA", q_heads, kv_heads == q_heads)]
+    if 1 < kv_heads < q_heads:
+        rows.append(("GQA", kv_heads, True))
+    rows.append(("MQA", 1, kv_heads == 1 and q_heads > 1))
+    if q_heads == 1:
+        rows = rows[:1]
+    return rows
+
+
+def head_sharing_figure(q_heads: int, kv_heads: int, head_dim: int, v_head_dim: int | None = None,
+                        bytes_per_element: float = 2) -> go.Figure:
+    """Query heads (top of each row) drawn on the K/V heads they read (bottom), one row each for
+    MHA (a K/V head per query head), the model's own grouped-query attention (GQA) and
+    multi-query attention (MQA, one K/V head for all). Query head i reads K/V head
+    i // (q_heads / kv_heads). Each row says what one token stores in one layer."""
+    v_dim = head_dim if v_head_dim is None else v_head_dim
+    rows = head_sharing_rows(q_heads, kv_heads)
+    size = max(4, min(14, 420 / q_heads))
+    fig = _Parts()
+    for r, (name, kv, own) in enumerate(rows):
+        top, bottom = -3 * r, -3 * r - 1.4
+        group = q_heads // kv
+        kv_x = [g * group + (group - 1) / 2 for g in range(kv)]
+        lx, ly = [], []
+        for i in range(q_heads):
+            lx += [i, kv_x[i // group], None]
+            ly += [top, bottom, None]
+        fig.trace(dict(type="scatter", x=lx, y=ly, mode="lines", name=f"{name}: sharing",
+                                 line=dict(color=_LINE_COLOR, width=1), hoverinfo="skip"))
+        fig.trace(dict(type="scatter",
+            x=list(range(q_heads)), y=[top] * q_heads, mode="markers", name=f"{name}: query heads",
+            marker=dict(symbol="square", size=size, color=_Q_COLOR),
+            hovertemplate="query head %{x}<extra></extra>"))
+        fig.trace(dict(type="scatter",
+            x=kv_x, y=[bottom] * kv, mode="markers", name=f"{name}: K/V heads",
+            marker=dict(symbol="square", size=size * 1.4, color=_KV_COLOR,
+                        line=dict(color="#1d5e42", width=2 if own else 0)),
+            customdata=list(range(kv)), hovertemplate="K/V head %{customdata}<extra></extra>"))
+        per_token = kv * (head_dim + v_dim)
+        share = "1 query head per K/V head" if group == 1 else f"{group:,} query heads per K/V head"
+        fig.note(
+            x=-0.5, y=top + 0.55, xanchor="left", yanchor="bottom", showarrow=False,
+            font=dict(size=12),
+            text=(f"<b>{name}</b>{' (this model)' if own else ''}: {q_heads:,} query heads, "
+                  f"{kv:,} K/V head{'s' if kv != 1 else ''}, {share}; one token stores "
+                  f"{kv:,} x ({head_dim} + {v_dim}) = {per_token:,} numbers per layer "
+                  f"({per_token * bytes_per_element:,.0f} B)"))
+    fig.xaxis(range=[-1, q_heads])
+    return _diagram_axes(fig, 90 + 115 * len(rows))
+
+
+def mla_figure(*, hidden: int | None, q_heads: int, rank: int, rope: int, qk_nope: int,
+               v_head_dim: int, own: bool) -> go.Figure:
+    """Multi-head latent attention in two lanes. Store: each token's hidden state is
+    compressed (W_DKV) to a latent c_KV of ``rank`` numbers, and a RoPE key of ``rope`` numbers
+    is kept beside it; that is all the cache holds. Decode (absorbed): each query head's
+    non-RoPE part is multiplied by that head's key up-projection W_UK once, so it scores the
+    cached latents directly; the weighted sum of latents goes through W_UV (folded into the
+    output projection). Box heights grow with the square root of the numbers they hold."""
+    cached = rank + rope
+    full = q_heads * ((qk_nope + rope) + v_head_dim)
+    boxes = [  # (lane, x, label, numbers, color, name)
+        (0, 0, f"hidden state<br>{hidden:,}" if hidden else "hidden state", hidden or rank,
+         "#bbb", "hidden"),
+        (0, 2, f"latent c_KV<br>{rank:,}", rank, _KV_COLOR, "latent"),
+        (0, 3.1, f"RoPE key<br>{rope:,}", rope, _KV_COLOR, "rope"),
+        (1, 0, f"query head i<br>{qk_nope} + {rope} RoPE", qk_nope + rope, _Q_COLOR, "query"),
+        (1, 2, f"absorbed query<br>{rank:,} + {rope} RoPE", rank + rope, _Q_COLOR, "absorbed"),
+        (1, 4, "scores vs every<br>cached latent", rank + rope, "#ddd", "scores"),
+        (1, 6, f"sum of latents<br>{rank:,}", rank, "#ddd", "sum"),
+        (1, 8, f"value of head i<br>{v_head_dim}", v_head_dim, _Q_COLOR, "value"),
+    ]
+    big = max(b[3] for b in boxes)
+    fig = _Parts()
+    for lane, x, label, n, color, name in boxes:
+        h = 0.55 + 0.75 * math.sqrt(n / big)
+        y = -2.2 * lane
+        fig.shape(type="rect", x0=x - 0.45, x1=x + 0.45, y0=y - h / 2, y1=y + h / 2,
+                      fillcolor=color, line=dict(color="#333", width=1), opacity=0.6,
+                      layer="below")
+        fig.trace(dict(type="scatter", x=[x], y=[y], mode="text", text=[label], name=name,
+                                 customdata=[n], textfont=dict(size=11),
+                                 hovertemplate=f"{name}: %{{customdata:,}} numbers<extra></extra>"))
+    for lane, text in ((0, "<b>Store</b>, every token:"),
+                       (1, "<b>Decode</b>, each query head i:")):
+        fig.note(x=-0.6, y=-2.2 * lane + 0.75, xanchor="left", showarrow=False,
+                           text=text, font=dict(size=11))
+    arrows = [(0, 0, 2, "x W_DKV<br>(compress)"), (1, 0, 2, "x W_UK,i<br>(absorbed)"),
+              (1, 2, 4, "q . c_KV +<br>q_rope . k_rope"), (1, 4, 6, "softmax,<br>weighted sum"),
+              (1, 6, 8, "x W_UV,i<br>(into W_O)")]
+    for lane, x0, x1, text in arrows:
+        y = -2.2 * lane
+        fig.note(x=x1 - 0.47, y=y, ax=x0 + 0.47, ay=y, xref="x", yref="y", axref="x",
+                           ayref="y", showarrow=True, arrowhead=2, text="")
+        fig.note(x=(x0 + x1) / 2, y=y - 0.1, yanchor="top", showarrow=False,
+                           text=text,
+                           font=dict(size=10, color="#444"))
+    fig.note(x=3.1, y=-0.75, showarrow=False, font=dict(size=10, color="#444"),
+                       text="RoPE key: x W_KR")
+    fig.note(x=2.55, y=-1.25, showarrow=False, font=dict(size=12),
+                       text=(f"<b>cached per token and layer: {rank:,} + {rope} = {cached:,} "
+                             f"numbers</b>, read by all {q_heads:,} heads"))
+    fig.note(x=4, y=1.45, showarrow=False, font=dict(size=12),
+                       text=(f"{'This model' if own else 'An MLA layer here'} "
+                             f"without the latent (MHA): {q_heads:,} heads x ({qk_nope + rope} K + "
+                             f"{v_head_dim} V) = {full:,} numbers per token and layer, "
+                             f"{full / cached:,.1f}x more"))
+    fig.xaxis(range=[-0.7, 8.7])
+    fig.yaxis(range=[-3.2, 1.7])
+    return _diagram_axes(fig, 360)
+
+
+def window_figure(window: int, context: int, kinds: list[str]) -> go.Figure:
+    """The attention matrix of one sequence of ``context`` tokens (query position down, key
+    position across): causal attention fills the lower triangle; a sliding window of ``window``
+    keeps only the band of the last ``window`` keys of each query. ``kinds`` ("sliding", "full",
+    or anything else) is the model's layer list: when sliding and full layers interleave, a strip
+    above the matrix marks each layer."""
+    if window < 1 or context < 1:
+        raise ValueError("the window and the context must be at least 1 token")
+    n, w = context, min(window, context)
+    sliding = sum(1 for k in kinds if k == "sliding")
+    full = sum(1 for k in kinds if k == "full")
+    mixed = sliding > 0 and full > 0
+    fig = _Parts()
+    fig.trace(dict(type="scatter", x=[0, n, 0, 0], y=[0, n, n, 0], fill="toself", mode="lines",
+                             name="full attention: every earlier key",
+                             fillcolor="rgba(160,170,180,0.35)", line=dict(color="#888"),
+                             hoverinfo="name"))
+    # The band between key = query (the diagonal) and key = query - window + 1.
+    fig.trace(dict(type="scatter", x=[0, n, n - w, 0, 0], y=[0, n, n, w, 0], fill="toself",
+                             mode="lines", name=f"sliding window: the last {w:,} keys",
+                             fillcolor="rgba(47,158,110,0.55)", line=dict(color=_KV_COLOR),
+                             hoverinfo="name"))
+    fig.trace(dict(type="scatter", x=[n - w, n], y=[n, n], mode="lines", name="kept in the cache now",
+                             line=dict(color="#1d5e42", width=6), hoverinfo="name"))
+    fig.note(x=n - w / 2, y=n, yshift=12, showarrow=False, font=dict(size=11),
+                       text=f"cached for the next token: {w:,}")
+    fig.layout(xaxis=dict(title="key position (tokens)", range=[0, n],
+                                 domain=[0, 1]),
+                      yaxis=dict(title="query position (tokens)", range=[n, 0],
+                                 domain=[0, 0.78 if mixed else 1]),
+                      height=440, margin=dict(l=10, r=10, t=30, b=10),
+                      legend=dict(orientation="h", yanchor="top", y=-0.15, x=0),
+                      plot_bgcolor="rgba(0,0,0,0)")
+    if mixed:
+        fig.trace(dict(type="scatter",
+            x=list(range(len(kinds))), y=[0] * len(kinds), mode="markers", name="layers",
+            xaxis="x2", yaxis="y2", showlegend=False,
+            marker=dict(symbol="square", size=max(4, min(12, 600 / len(kinds))),
+                        color=[_KV_COLOR if k == "sliding" else "#555" if k == "full"
+                               else "#ddd" for k in kinds]),
+            customdata=kinds, hovertemplate="layer %{x}: %{customdata}<extra></extra>"))
+        fig.layout(xaxis2=dict(domain=[0, 1], anchor="y2", visible=False,
+                                      range=[-1, len(kinds)]),
+                          yaxis2=dict(domain=[0.86, 1], anchor="x2", visible=False))
+        fig.note(x=0, y=1.0, xref="paper", yref="paper", showarrow=False,
+                           xanchor="left", yanchor="bottom", font=dict(size=11),
+                           text=(f"layers interleave: {sliding:,} sliding (green), {full:,} full "
+                                 "(dark), in model order"))
+    return fig.figure()
+
+
+def paged_figure(tables: list[dict], block_size: int, num_blocks: int,
+                 per_row: int = 16) -> go.Figure:
+    """PagedAttention: each running request's logical blocks (one row per request, in token
+    order) mapped through its block table to physical blocks of the pool (the numbered grid
+    below). ``tables``: the engine snapshot's rows (rid, tokens, blocks); a request without
+    blocks is not drawn."""
+    running = [t for t in tables if t["blocks"]]
+    nrun = len(running)
+    pool_y0 = nrun + 1.0  # the pool's first row
+
+    def pool_xy(bid: int) -> tuple[int, float]:
+        return bid % per_row, pool_y0 + bid // per_row
+
+    fig = _Parts()
+    for r, t in enumerate(running):  # lines first: the blocks are drawn over them
+        lx, ly = [], []
+        for i, bid in enumerate(t["blocks"]):
+            px, py = pool_xy(bid)
+            lx += [i, px, None]
+            ly += [r, py, None]
+        fig.trace(dict(type="scatter", x=lx, y=ly, mode="lines", name=f"{t['rid']}: block table",
+                                 line=dict(color=owner_color(t["rid"]), width=1.2), opacity=0.7,
+                                 hoverinfo="skip"))
+    for r, t in enumerate(running):
+        k = len(t["blocks"])
+        last = t["tokens"] - (k - 1) * block_size  # slots written in the last logical block
+        fills = [block_size] * (k - 1) + [last]
+        fig.trace(dict(type="scatter",
+            x=list(range(k)), y=[r] * k, mode="markers+text",
+            name=f"{t['rid']}: logical blocks", text=[str(i) for i in range(k)],
+            textfont=dict(size=9, color="#fff"),
+            marker=dict(symbol="square", size=20, color=owner_color(t["rid"])),
+            customdata=[[b, f] for b, f in zip(t["blocks"], fills)],
+            hovertemplate=(f"{t['rid']}, logical block %{{text}} -> physical block "
+                           "%{customdata[0]} (%{customdata[1]}/" f"{block_size} slots written)"
+                           "<extra></extra>")))
+        fig.note(x=-0.7, y=r, xanchor="right", showarrow=False, font=dict(size=11),
+                           text=f"{t['rid']}: [{', '.join(map(str, t['blocks']))}]")
+    owner: dict[int, str] = {}
+    for t in running:
+        for b in t["blocks"]:
+            owner.setdefault(b, t["rid"])
+    xs, ys = zip(*(pool_xy(b) for b in range(num_blocks))) if num_blocks else ((), ())
+    fig.trace(dict(type="scatter",
+        x=list(xs), y=list(ys), mode="markers+text", name="physical blocks",
+        text=[str(b) for b in range(num_blocks)], textfont=dict(size=8),
+        marker=dict(symbol="square", size=20, line=dict(color="#555", width=0.5), color=[
+            owner_color(owner[b]) if b in owner else "#eef1f4" for b in range(num_blocks)]),
+        hovertemplate="physical block %{text}<extra></extra>"))
+    fig.note(x=-0.5, y=-0.75, xanchor="left", showarrow=False, font=dict(size=11),
+                       text="<b>logical blocks</b> of each running request, block table in "
+                            "brackets")
+    fig.note(x=-0.5, y=pool_y0 - 0.75, xanchor="left", showarrow=False,
+                       font=dict(size=11), text="<b>physical blocks</b> of the pool")
+    longest = max((len(t["blocks"]) for t in running), default=1)
+    rows = -(-num_blocks // per_row)
+    fig.xaxis(range=[-6, max(per_row, longest) + 0.5])
+    fig.yaxis(range=[pool_y0 + rows - 0.4, -1.2])
+    return _diagram_axes(fig, 70 + 30 * (pool_y0 + rows))
