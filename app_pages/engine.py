@@ -83,7 +83,7 @@ st.caption("Each square is one block of the pool, colored by the request that ow
            "block that still holds a cached prefix, reusable until it is evicted. White: free.")
 
 st.subheader("PagedAttention: from a request's blocks to the pool")
-running = [t for t in snap.tables if t["blocks"]]
+running = [t for t in snap.tables if t.blocks]
 if running:
     st.plotly_chart(figures.paged_figure(list(snap.tables), block_size, num_blocks),
                     width="stretch", key="e_paged")
@@ -100,9 +100,9 @@ else:
 left, right = st.columns([3, 2])
 with left:
     st.markdown("**Block tables**")
-    st.table([{"request": t["rid"], "state": t["state"], "tokens": t["tokens"],
-               "generated": t["generated"],
-               "blocks": ", ".join(map(str, t["blocks"])) or "none"} for t in snap.tables],
+    st.table([{"request": t.rid, "state": t.state, "tokens": t.tokens,
+               "generated": t.generated,
+               "blocks": ", ".join(map(str, t.blocks)) or "none"} for t in snap.tables],
              border="horizontal", hide_index=True)
 with right:
     st.markdown("**Event log**")

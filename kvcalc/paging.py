@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 
 from .units import check_int
 
-__all__ = ["Request", "Block", "Engine", "Snapshot", "simulate", "SCENARIOS", "scenario",
-           "parse_requests", "contiguous_capacity"]
+__all__ = ["Request", "Block", "BlockPool", "BlockView", "TableView", "Engine", "Snapshot",
+           "simulate", "SCENARIOS", "scenario", "parse_requests", "contiguous_capacity"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,12 +67,35 @@ class _Running:
 
 
 @dataclass(frozen=True, kw_only=True)
+class BlockView:
+    """One physical block as a page shows it."""
+
+    bid: int
+    ref_count: int
+    owners: tuple[str, ...]
+    hash: str | None  # the chained hash once full (prefix caching)
+    tokens: int  # slots in use (0 when free)
+    state: str  # "used", "cached" (free, hash kept) or "free"
+
+
+@dataclass(frozen=True, kw_only=True)
+class TableView:
+    """One request's block table and where it stands."""
+
+    rid: str
+    state: str
+    tokens: int
+    generated: int
+    blocks: tuple[int, ...]  # its block table: logical block i is physical block blocks[i]
+
+
+@dataclass(frozen=True, kw_only=True)
 class Snapshot:
     """Everything a page shows after a step."""
 
     step: int
-    blocks: tuple[dict, ...]  # per block: bid, ref_count, owners, hash, tokens, state
-    tables: tuple[dict, ...]  # per request: rid, state, tokens, generated, blocks
+    blocks: tuple[BlockView, ...]
+    tables: tuple[TableView, ...]
     events: tuple[str, ...]  # this step's events
     used_blocks: int
     free_blocks: int
@@ -97,45 +120,23 @@ def _hash(parent: str | None, tokens: tuple[int, ...]) -> str:
     return h.hexdigest()[:16]
 
 
-class Engine:
-    """The block manager and scheduler. ``step()`` advances one engine iteration."""
+class BlockPool:
+    """The physical blocks: take and release them, name full ones by their chained hash, and
+    find the cached blocks that hold a prompt's prefix (vLLM's KV-cache manager)."""
 
-    def __init__(self, requests: list[Request], *, num_blocks: int, block_size: int,
-                 prefix_caching: bool = True):
+    def __init__(self, num_blocks: int, block_size: int, prefix_caching: bool = True):
         self.num_blocks = check_int("number of blocks", num_blocks, 1, 100_000)
         self.block_size = check_int("block size", block_size, 1, 4096)
         self.prefix_caching = bool(prefix_caching)
-        ids = [r.rid for r in requests]
-        if len(set(ids)) != len(ids):
-            raise ValueError("request ids must be unique")
-        for r in requests:
-            if not r.prompt:
-                raise ValueError(f"request {r.rid}: the prompt needs at least one token")
-            if r.output_len < 1:
-                raise ValueError(f"request {r.rid}: it must generate at least one token")
-            if -(-(len(r.prompt) + r.output_len) // self.block_size) > self.num_blocks:
-                raise ValueError(
-                    f"request {r.rid} needs {len(r.prompt) + r.output_len} tokens, more than the "
-                    f"whole pool ({self.num_blocks} blocks x {self.block_size} tokens) holds")
         self.blocks = [Block(bid=i) for i in range(self.num_blocks)]
         # Free blocks in eviction order: the head is taken (and its cached hash evicted) first.
         self.free: OrderedDict[int, None] = OrderedDict((i, None) for i in range(self.num_blocks))
         self.cached: dict[str, int] = {}  # block hash -> block id
-        self.pending = sorted(requests, key=lambda r: (r.arrival, r.rid))
-        self.waiting: list[tuple[Request, list[int]]] = []  # (request, tokens to recompute)
-        self.running: list[_Running] = []
-        self.done: dict[str, _Running] = {}
-        self.preempted_ids: set[str] = set()
-        self.step_no = 0
-        self.events: list[str] = []
-        self.preemptions = 0
-        self.hit_tokens = 0
-        self.query_tokens = 0
         self._chains: dict[str, tuple[int, list[str]]] = {}  # rid -> (tokens hashed, hashes)
+        self.events: list[str] = []  # the scheduler hands in each step's list
 
-    # -- block pool ---------------------------------------------------------------------------
-
-    def _take_free(self) -> int | None:
+    def take(self) -> int | None:
+        """A free block (evicting its cached hash, least recently freed first), or None."""
         if not self.free:
             return None
         bid, _ = self.free.popitem(last=False)
@@ -150,7 +151,15 @@ class Engine:
         b.ref_count = 1
         return bid
 
-    def _release(self, run: _Running) -> None:
+    def share(self, bid: int, rid: str) -> None:
+        """One more request reads a cached block (it leaves the free queue if it was there)."""
+        b = self.blocks[bid]
+        if bid in self.free:
+            del self.free[bid]
+        b.ref_count += 1
+        b.owners.append(rid)
+
+    def release(self, run: _Running) -> None:
         for bid in reversed(run.blocks):  # tail first: the prefix is evicted last
             b = self.blocks[bid]
             b.ref_count -= 1
@@ -163,7 +172,7 @@ class Engine:
                 self.free[bid] = None  # appended: evicted after the blocks freed before it
         run.blocks = []
 
-    def _seal_full_blocks(self, run: _Running) -> None:
+    def seal(self, run: _Running) -> None:
         """Name every full block of ``run`` by its chained hash (prefix caching)."""
         if not self.prefix_caching:
             return
@@ -178,9 +187,7 @@ class Engine:
             parent = b.block_hash
             run.sealed = i + 1
 
-    # -- scheduling ---------------------------------------------------------------------------
-
-    def _prefix_hits(self, tokens: list[int], rid: str) -> list[int]:
+    def prefix_hits(self, tokens: list[int], rid: str) -> list[int]:
         """Cached blocks that hold the longest prefix of ``tokens`` (at most len - 1 tokens)."""
         if not self.prefix_caching:
             return []
@@ -191,6 +198,9 @@ class Engine:
                 break
             hits.append(bid)
         return hits
+
+    def forget(self, rid: str) -> None:
+        self._chains.pop(rid, None)
 
     def _chain(self, rid: str, tokens: list[int]) -> list[str]:
         """The chained hashes of ``tokens``' full blocks (all but the last token), computed once
@@ -205,37 +215,7 @@ class Engine:
         self._chains[rid] = (len(tokens), hashes)
         return hashes
 
-    def _try_admit(self, req: Request, tokens: list[int]) -> bool:
-        bs = self.block_size
-        hits = self._prefix_hits(tokens, req.rid)
-        need = -(-len(tokens) // bs) - len(hits)
-        # Cached blocks that sit in the free queue are about to be reused, not allocated.
-        free_after_hits = len(self.free) - sum(1 for bid in hits if bid in self.free)
-        if need > free_after_hits:
-            return False
-        for bid in hits:
-            b = self.blocks[bid]
-            if bid in self.free:
-                del self.free[bid]
-            b.ref_count += 1
-            b.owners.append(req.rid)
-        blocks = list(hits)
-        for _ in range(need):
-            blocks.append(self._take_free())
-        run = _Running(req=req, tokens=list(tokens), generated=len(tokens) - len(req.prompt),
-                       blocks=blocks, admitted_at=self.step_no, cached_tokens=len(hits) * bs)
-        self._fill(run)
-        self.running.append(run)
-        self._chains.pop(req.rid, None)
-        self.query_tokens += len(tokens)
-        self.hit_tokens += len(hits) * bs
-        shared = f", {len(hits)} cached block(s) reused ({len(hits) * bs} tokens)" if hits else ""
-        self.events.append(f"admit {req.rid}: prefill {len(tokens)} tokens into "
-                           f"{len(blocks)} block(s){shared}")
-        self._seal_full_blocks(run)
-        return True
-
-    def _fill(self, run: _Running, tail_only: bool = False) -> None:
+    def fill(self, run: _Running, tail_only: bool = False) -> None:
         """Token counts and owners of ``run``'s blocks; after one decoded token only the last
         block can have changed (``tail_only``), which keeps a step's cost flat in length."""
         bs = self.block_size
@@ -246,10 +226,83 @@ class Engine:
             if run.req.rid not in b.owners:
                 b.owners.append(run.req.rid)
 
+    def views(self) -> tuple[BlockView, ...]:
+        return tuple(BlockView(bid=b.bid, ref_count=b.ref_count, owners=tuple(b.owners),
+                               hash=b.block_hash, tokens=b.tokens if b.ref_count else 0,
+                               state="used" if b.ref_count > 0 else
+                               "cached" if b.block_hash is not None else "free")
+                     for b in self.blocks)
+
+    @property
+    def used(self) -> int:
+        return sum(1 for b in self.blocks if b.ref_count > 0)
+
+    @property
+    def cached_free(self) -> int:
+        return sum(1 for bid in self.free if self.blocks[bid].block_hash)
+
+
+class Engine:
+    """The scheduler (vLLM's): admit waiting requests, decode running ones, preempt the newest
+    when the pool runs dry. Blocks are the :class:`BlockPool`'s. ``step()`` advances one engine
+    iteration."""
+
+    def __init__(self, requests: list[Request], *, num_blocks: int, block_size: int,
+                 prefix_caching: bool = True):
+        self.pool = BlockPool(num_blocks, block_size, prefix_caching)
+        self.block_size = self.pool.block_size
+        ids = [r.rid for r in requests]
+        if len(set(ids)) != len(ids):
+            raise ValueError("request ids must be unique")
+        for r in requests:
+            if not r.prompt:
+                raise ValueError(f"request {r.rid}: the prompt needs at least one token")
+            if r.output_len < 1:
+                raise ValueError(f"request {r.rid}: it must generate at least one token")
+            if -(-(len(r.prompt) + r.output_len) // self.block_size) > self.pool.num_blocks:
+                raise ValueError(
+                    f"request {r.rid} needs {len(r.prompt) + r.output_len} tokens, more than the "
+                    f"whole pool ({self.pool.num_blocks} blocks x {self.block_size} tokens) "
+                    "holds")
+        self.pending = sorted(requests, key=lambda r: (r.arrival, r.rid))
+        self.waiting: list[tuple[Request, list[int]]] = []  # (request, tokens to recompute)
+        self.running: list[_Running] = []
+        self.done: dict[str, _Running] = {}
+        self.preempted_ids: set[str] = set()
+        self.step_no = 0
+        self.events: list[str] = []
+        self.preemptions = 0
+        self.hit_tokens = 0
+        self.query_tokens = 0
+
+    def _try_admit(self, req: Request, tokens: list[int]) -> bool:
+        pool, bs = self.pool, self.block_size
+        hits = pool.prefix_hits(tokens, req.rid)
+        need = -(-len(tokens) // bs) - len(hits)
+        # Cached blocks that sit in the free queue are about to be reused, not allocated.
+        free_after_hits = len(pool.free) - sum(1 for bid in hits if bid in pool.free)
+        if need > free_after_hits:
+            return False
+        for bid in hits:
+            pool.share(bid, req.rid)
+        blocks = list(hits) + [pool.take() for _ in range(need)]
+        run = _Running(req=req, tokens=list(tokens), generated=len(tokens) - len(req.prompt),
+                       blocks=blocks, admitted_at=self.step_no, cached_tokens=len(hits) * bs)
+        pool.fill(run)
+        self.running.append(run)
+        pool.forget(req.rid)
+        self.query_tokens += len(tokens)
+        self.hit_tokens += len(hits) * bs
+        shared = f", {len(hits)} cached block(s) reused ({len(hits) * bs} tokens)" if hits else ""
+        self.events.append(f"admit {req.rid}: prefill {len(tokens)} tokens into "
+                           f"{len(blocks)} block(s){shared}")
+        pool.seal(run)
+        return True
+
     def _preempt_newest(self) -> _Running:
         victim = max(self.running, key=lambda r: (r.admitted_at, self.running.index(r)))
         self.running.remove(victim)
-        self._release(victim)
+        self.pool.release(victim)
         self.preemptions += 1
         self.preempted_ids.add(victim.req.rid)
         # Recompute later: everything it had (prompt + generated) becomes the new prefill.
@@ -259,14 +312,14 @@ class Engine:
         return victim
 
     def _decode(self) -> None:
-        bs = self.block_size
+        pool, bs = self.pool, self.block_size
         decoded, finished = [], []
         for run in list(self.running):
             if run.admitted_at == self.step_no or run not in self.running:
                 continue  # admitted this step (prefill) or preempted meanwhile
             if len(run.tokens) % bs == 0:  # last block full: take a new one
                 while True:
-                    bid = self._take_free()
+                    bid = pool.take()
                     if bid is not None:
                         run.blocks.append(bid)
                         break
@@ -280,11 +333,11 @@ class Engine:
             run.tokens.append(token)
             run.generated += 1
             decoded.append(run.req.rid)
-            self._fill(run, tail_only=True)
-            self._seal_full_blocks(run)
+            pool.fill(run, tail_only=True)
+            pool.seal(run)
             if run.generated >= run.req.output_len:
                 self.running.remove(run)
-                self._release(run)
+                pool.release(run)
                 self.done[run.req.rid] = run
                 finished.append(f"finish {run.req.rid}: {run.generated} tokens generated, "
                                 "blocks returned to the free pool")
@@ -300,7 +353,7 @@ class Engine:
     def advance(self) -> None:
         """One engine iteration without building a snapshot (``simulate`` draws only the last)."""
         self.step_no += 1
-        self.events = []
+        self.events = self.pool.events = []
         while self.pending and self.pending[0].arrival <= self.step_no:
             r = self.pending.pop(0)
             self.waiting.append((r, list(r.prompt)))
@@ -324,33 +377,23 @@ class Engine:
 
     def snapshot(self) -> Snapshot:
         bs = self.block_size
-        blocks = []
-        for b in self.blocks:
-            state = ("used" if b.ref_count > 0 else
-                     "cached" if b.block_hash is not None else "free")
-            blocks.append({"bid": b.bid, "ref_count": b.ref_count, "owners": tuple(b.owners),
-                           "hash": b.block_hash, "tokens": b.tokens if b.ref_count else 0,
-                           "state": state})
-        tables = []
-        for run in self.running:
-            tables.append({"rid": run.req.rid, "state": "running", "tokens": len(run.tokens),
-                           "generated": run.generated, "blocks": tuple(run.blocks)})
-        for req, tokens in self.waiting:
-            tables.append({"rid": req.rid, "state": "preempted, waiting" if req.rid in
-                           self.preempted_ids else "waiting", "tokens": len(tokens),
-                           "generated": len(tokens) - len(req.prompt), "blocks": ()})
-        for req in self.pending:
-            tables.append({"rid": req.rid, "state": f"arrives at step {req.arrival}",
-                           "tokens": 0, "generated": 0, "blocks": ()})
-        for rid, run in self.done.items():
-            tables.append({"rid": rid, "state": "finished", "tokens": len(run.tokens),
-                           "generated": run.generated, "blocks": ()})
-        used = sum(1 for b in self.blocks if b.ref_count > 0)
+        tables = [TableView(rid=run.req.rid, state="running", tokens=len(run.tokens),
+                            generated=run.generated, blocks=tuple(run.blocks))
+                  for run in self.running]
+        tables += [TableView(rid=req.rid, state="preempted, waiting" if req.rid in
+                             self.preempted_ids else "waiting", tokens=len(tokens),
+                             generated=len(tokens) - len(req.prompt), blocks=())
+                   for req, tokens in self.waiting]
+        tables += [TableView(rid=req.rid, state=f"arrives at step {req.arrival}", tokens=0,
+                             generated=0, blocks=()) for req in self.pending]
+        tables += [TableView(rid=rid, state="finished", tokens=len(run.tokens),
+                             generated=run.generated, blocks=())
+                   for rid, run in self.done.items()]
         frag = sum(len(r.blocks) * bs - len(r.tokens) for r in self.running)
         return Snapshot(
-            step=self.step_no, blocks=tuple(blocks), tables=tuple(tables),
-            events=tuple(self.events), used_blocks=used, free_blocks=len(self.free),
-            cached_free_blocks=sum(1 for bid in self.free if self.blocks[bid].block_hash),
+            step=self.step_no, blocks=self.pool.views(), tables=tuple(tables),
+            events=tuple(self.events), used_blocks=self.pool.used,
+            free_blocks=len(self.pool.free), cached_free_blocks=self.pool.cached_free,
             fragmentation_slots=frag, prefix_hit_tokens=self.hit_tokens,
             prefix_query_tokens=self.query_tokens, preemptions=self.preemptions,
             finished=len(self.done), waiting=len(self.waiting), running=len(self.running))

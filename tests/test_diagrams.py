@@ -108,20 +108,20 @@ def test_paged_figure_follows_each_block_table():
     reqs = parse_requests(SCENARIOS["shared-prompt"]["text"])
     _, snap, _ = simulate(reqs, 6, num_blocks=48, block_size=8)
     fig = figures.paged_figure(list(snap.tables), 8, 48)
-    running = [t for t in snap.tables if t["blocks"]]
+    running = [t for t in snap.tables if t.blocks]
     assert len(running) >= 2
     pool = trace(fig, "physical blocks")
     assert len(pool.x) == 48
     where = {int(b): (x, y) for b, x, y in zip(pool.text, pool.x, pool.y)}
     for t in running:
-        lines = segments(trace(fig, f"{t['rid']}: block table"))
-        assert [end for _, end in lines] == [where[b] for b in t["blocks"]]
-        logical = trace(fig, f"{t['rid']}: logical blocks")
-        k = len(t["blocks"])
+        lines = segments(trace(fig, f"{t.rid}: block table"))
+        assert [end for _, end in lines] == [where[b] for b in t.blocks]
+        logical = trace(fig, f"{t.rid}: logical blocks")
+        k = len(t.blocks)
         # Every block but the last is full; the last holds tokens - (k - 1) x 8 slots.
-        assert [f for _, f in logical.customdata] == [8] * (k - 1) + [t["tokens"] - 8 * (k - 1)]
+        assert [f for _, f in logical.customdata] == [8] * (k - 1) + [t.tokens - 8 * (k - 1)]
     # The shared 32-token system prompt: the first 4 blocks of every request are the same ones.
-    firsts = {tuple(t["blocks"][:4]) for t in running}
+    firsts = {tuple(t.blocks[:4]) for t in running}
     assert len(firsts) == 1
 
 

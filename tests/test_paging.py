@@ -42,8 +42,8 @@ def test_shared_prefix_is_stored_once_with_reference_counts():
     eng = Engine([req("R1", prefix + [50, 51], 5), req("R2", prefix + [60, 61], 5)],
                  num_blocks=10, block_size=4)
     s = eng.step()
-    shared = [b for b in s.blocks if b["ref_count"] == 2]
-    assert len(shared) == 2 and all(set(b["owners"]) == {"R1", "R2"} for b in shared)
+    shared = [b for b in s.blocks if b.ref_count == 2]
+    assert len(shared) == 2 and all(set(b.owners) == {"R1", "R2"} for b in shared)
     assert s.used_blocks == 2 + 1 + 1  # the prefix once, one tail block each
     assert s.prefix_hit_tokens == 8 and s.prefix_query_tokens == 20
 
@@ -78,11 +78,11 @@ def test_freed_blocks_stay_cached_and_tail_is_evicted_first():
     s = eng.step()  # R1 writes its 12th token (block 2 now full) and finishes
     assert "R1" in eng.done and s.used_blocks == 0
     # Freed tail first, so the eviction queue is: never-used block 3, then 2, 1, 0.
-    assert list(eng.free) == [3, 2, 1, 0]
+    assert list(eng.pool.free) == [3, 2, 1, 0]
     assert s.cached_free_blocks == 3  # all three full blocks keep their hash
     s = eng.step()  # X arrives (step 3) and takes two blocks: 3, then 2 (R1's tail, evicted)
     assert "evict cached block 2" in s.events
-    assert eng.blocks[0].block_hash and eng.blocks[1].block_hash  # the prefix survives
+    assert eng.pool.blocks[0].block_hash and eng.pool.blocks[1].block_hash  # the prefix survives
     while "R2" not in eng.done:
         s = eng.step()
     assert eng.hit_tokens == 8  # R2 found R1's whole 8-token prefix after R1 had finished
@@ -141,20 +141,20 @@ def test_parse_requests_errors(text, msg):
 
 def _check_invariants(eng: Engine) -> None:
     bs = eng.block_size
-    used = [b for b in eng.blocks if b.ref_count > 0]
-    assert len(used) + len(eng.free) == eng.num_blocks
-    assert all(b.ref_count == 0 for b in (eng.blocks[i] for i in eng.free))
+    used = [b for b in eng.pool.blocks if b.ref_count > 0]
+    assert len(used) + len(eng.pool.free) == eng.pool.num_blocks
+    assert all(b.ref_count == 0 for b in (eng.pool.blocks[i] for i in eng.pool.free))
     holders: dict[int, int] = {}
     for run in eng.running:
         assert len(run.blocks) == -(-len(run.tokens) // bs)
         for bid in run.blocks:
             holders[bid] = holders.get(bid, 0) + 1
-    for b in eng.blocks:
+    for b in eng.pool.blocks:
         assert b.ref_count == holders.get(b.bid, 0)
         if holders.get(b.bid, 0) > 1:
             assert b.block_hash is not None  # only full, hashed prefix blocks are shared
-    for h, bid in eng.cached.items():
-        assert eng.blocks[bid].block_hash == h
+    for h, bid in eng.pool.cached.items():
+        assert eng.pool.blocks[bid].block_hash == h
 
 
 requests_strategy = st.lists(

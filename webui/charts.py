@@ -288,27 +288,27 @@ def blocks_figure(blocks: tuple, block_size: int, per_row: int = 16) -> go.Figur
     with their reference count, cached free blocks hatched grey, free blocks white."""
     xs, ys, colors, texts, hovers, lines = [], [], [], [], [], []
     for b in blocks:
-        xs.append(b["bid"] % per_row)
-        ys.append(b["bid"] // per_row)
-        owners = b["owners"]
-        if b["state"] == "used":
+        xs.append(b.bid % per_row)
+        ys.append(b.bid // per_row)
+        owners = b.owners
+        if b.state == "used":
             colors.append(owner_color(owners[0]) if owners else "#888")
-            texts.append(("x" + str(b["ref_count"])) if b["ref_count"] > 1 else owners[0])
-            lines.append(3 if b["ref_count"] > 1 else 0.5)
-            hovers.append(f"block {b['bid']}: {' + '.join(owners)} ({b['tokens']}/{block_size} "
-                          f"slots){', shared by ' + str(b['ref_count']) if b['ref_count'] > 1 else ''}"
-                          + (f"<br>hash {b['hash'][:8]}" if b["hash"] else ""))
-        elif b["state"] == "cached":
+            texts.append(("x" + str(b.ref_count)) if b.ref_count > 1 else owners[0])
+            lines.append(3 if b.ref_count > 1 else 0.5)
+            hovers.append(f"block {b.bid}: {' + '.join(owners)} ({b.tokens}/{block_size} "
+                          f"slots){', shared by ' + str(b.ref_count) if b.ref_count > 1 else ''}"
+                          + (f"<br>hash {b.hash[:8]}" if b.hash else ""))
+        elif b.state == "cached":
             colors.append("#d7dbe2")
             texts.append("c")
             lines.append(0.5)
-            hovers.append(f"block {b['bid']}: free, still holds cached tokens (hash "
-                          f"{b['hash'][:8]}); reused on a prefix hit, evicted when needed")
+            hovers.append(f"block {b.bid}: free, still holds cached tokens (hash "
+                          f"{b.hash[:8]}); reused on a prefix hit, evicted when needed")
         else:
             colors.append("#ffffff")
             texts.append("")
             lines.append(0.5)
-            hovers.append(f"block {b['bid']}: free")
+            hovers.append(f"block {b.bid}: free")
     rows = (len(blocks) + per_row - 1) // per_row
     fig = go.Figure(go.Scatter(
         x=xs, y=ys, mode="markers+text", text=texts, hovertext=hovers, hoverinfo="text",

@@ -325,13 +325,13 @@ def window_figure(window: int, context: int, kinds: list[str]) -> go.Figure:
     return fig.figure()
 
 
-def paged_figure(tables: list[dict], block_size: int, num_blocks: int,
+def paged_figure(tables: tuple, block_size: int, num_blocks: int,
                  per_row: int = 16) -> go.Figure:
     """PagedAttention: each running request's logical blocks (one row per request, in token
     order) mapped through its block table to physical blocks of the pool (the numbered grid
     below). ``tables``: the engine snapshot's rows (rid, tokens, blocks); a request without
     blocks is not drawn."""
-    running = [t for t in tables if t["blocks"]]
+    running = [t for t in tables if t.blocks]
     nrun = len(running)
     pool_y0 = nrun + 1.0  # the pool's first row
 
@@ -341,32 +341,32 @@ def paged_figure(tables: list[dict], block_size: int, num_blocks: int,
     fig = _Parts()
     for r, t in enumerate(running):  # lines first: the blocks are drawn over them
         lx, ly = [], []
-        for i, bid in enumerate(t["blocks"]):
+        for i, bid in enumerate(t.blocks):
             px, py = pool_xy(bid)
             lx += [i, px, None]
             ly += [r, py, None]
-        fig.trace(dict(type="scatter", x=lx, y=ly, mode="lines", name=f"{t['rid']}: block table",
-                                 line=dict(color=owner_color(t["rid"]), width=1.2), opacity=0.7,
+        fig.trace(dict(type="scatter", x=lx, y=ly, mode="lines", name=f"{t.rid}: block table",
+                                 line=dict(color=owner_color(t.rid), width=1.2), opacity=0.7,
                                  hoverinfo="skip"))
     for r, t in enumerate(running):
-        k = len(t["blocks"])
-        last = t["tokens"] - (k - 1) * block_size  # slots written in the last logical block
+        k = len(t.blocks)
+        last = t.tokens - (k - 1) * block_size  # slots written in the last logical block
         fills = [block_size] * (k - 1) + [last]
         fig.trace(dict(type="scatter",
             x=list(range(k)), y=[r] * k, mode="markers+text",
-            name=f"{t['rid']}: logical blocks", text=[str(i) for i in range(k)],
+            name=f"{t.rid}: logical blocks", text=[str(i) for i in range(k)],
             textfont=dict(size=9, color="#fff"),
-            marker=dict(symbol="square", size=20, color=owner_color(t["rid"])),
-            customdata=[[b, f] for b, f in zip(t["blocks"], fills)],
-            hovertemplate=(f"{t['rid']}, logical block %{{text}} -> physical block "
+            marker=dict(symbol="square", size=20, color=owner_color(t.rid)),
+            customdata=[[b, f] for b, f in zip(t.blocks, fills)],
+            hovertemplate=(f"{t.rid}, logical block %{{text}} -> physical block "
                            "%{customdata[0]} (%{customdata[1]}/" f"{block_size} slots written)"
                            "<extra></extra>")))
         fig.note(x=-0.7, y=r, xanchor="right", showarrow=False, font=dict(size=11),
-                           text=f"{t['rid']}: [{', '.join(map(str, t['blocks']))}]")
+                           text=f"{t.rid}: [{', '.join(map(str, t.blocks))}]")
     owner: dict[int, str] = {}
     for t in running:
-        for b in t["blocks"]:
-            owner.setdefault(b, t["rid"])
+        for b in t.blocks:
+            owner.setdefault(b, t.rid)
     xs, ys = zip(*(pool_xy(b) for b in range(num_blocks))) if num_blocks else ((), ())
     fig.trace(dict(type="scatter",
         x=list(xs), y=list(ys), mode="markers+text", name="physical blocks",
@@ -379,7 +379,7 @@ def paged_figure(tables: list[dict], block_size: int, num_blocks: int,
                             "brackets")
     fig.note(x=-0.5, y=pool_y0 - 0.75, xanchor="left", showarrow=False,
                        font=dict(size=11), text="<b>physical blocks</b> of the pool")
-    longest = max((len(t["blocks"]) for t in running), default=1)
+    longest = max((len(t.blocks) for t in running), default=1)
     rows = -(-num_blocks // per_row)
     fig.xaxis(range=[-6, max(per_row, longest) + 0.5])
     fig.yaxis(range=[pool_y0 + rows - 0.4, -1.2])
