@@ -746,17 +746,7 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
             release(r, blocks)
             finished.append(r)
         for r, _ in chunks:
-            if r.computed < r.target:
-                # shared-prefix blocks computed so far become cached for later requests
-                if r.shared > chain_len and r.held == chain_len:
-                    full = min(r.computed // bs, r.shared)
-                    if full > chain_len:
-                        _promote(chain_ref, chain_len, full)
-                        chain_len = full
-                        r.held = full
-                        chain_hot = max(chain_hot, full)
-                continue
-            prefilling.remove(r)
+            # shared-prefix blocks computed so far become cached for later requests
             if r.shared > chain_len and r.held == chain_len:
                 full = min(r.computed // bs, r.shared)
                 if full > chain_len:
@@ -764,6 +754,9 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
                     chain_len = full
                     r.held = full
                     chain_hot = max(chain_hot, full)
+            if r.computed < r.target:
+                continue
+            prefilling.remove(r)
             if r.gen == 0:
                 r.first = t_end
             else:
