@@ -48,7 +48,7 @@ pages = {
     ],
 }
 try:
-    st.navigation(pages).run()
+    st.navigation(pages, expanded=True).run()  # every page listed: no "View more" fold
 except common.PageStop:
     pass  # the page said what it needed and ended early
 finally:
