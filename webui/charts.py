@@ -30,7 +30,38 @@ _LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=10),
                height=360)
 
 
-def _vline(fig: go.Figure, x: float, text: str, dash: str = "dot",
+class _Fig:
+    """Collects traces, shapes, annotations and layout as plain dicts and builds the Figure once
+    at the end: every go.Figure.add_* call validates the whole figure again, which made a chart
+    with a few dozen shapes cost tens of milliseconds per rerun."""
+
+    def __init__(self):
+        self.data: list[dict] = []
+        self.layout: dict = {}
+
+    def add_scatter(self, **kw) -> None:
+        self.data.append({"type": "scatter", **kw})
+
+    def add_bar(self, **kw) -> None:
+        self.data.append({"type": "bar", **kw})
+
+    def add_shape(self, **kw) -> None:
+        self.layout.setdefault("shapes", []).append(kw)
+
+    def add_annotation(self, **kw) -> None:
+        self.layout.setdefault("annotations", []).append(kw)
+
+    def update_layout(self, **kw) -> None:
+        for key, value in kw.items():
+            old = self.layout.get(key)
+            self.layout[key] = {**old, **value} if isinstance(old, dict) and \
+                isinstance(value, dict) else value
+
+    def done(self) -> go.Figure:
+        return go.Figure(data=self.data, layout=self.layout)
+
+
+def _vline(fig: _Fig, x: float, text: str, dash: str = "dot",
            position: str = "right", log_x: bool = False) -> None:
     """A vertical marker across the plot with a label at its top (cheaper than add_vline).
 
@@ -55,7 +86,7 @@ def budget_figure(b: Budget) -> go.Figure:
         unused = max(b.total_bytes - b.weights_bytes - b.reserve_bytes - max(b.kv_pool_bytes, 0),
                      0) / GiB
     gpu_row, ask_row = "GPU memory", "Requested KV"
-    fig = go.Figure()
+    fig = _Fig()
     fig.add_bar(y=[gpu_row], x=[weights], name="Weights", orientation="h",
                 marker_color=COLORS["weights"], hovertemplate="Weights: %{x:.2f} GiB<extra></extra>")
     fig.add_bar(y=[gpu_row], x=[reserve], name="Reserve (activations, runtime)", orientation="h",
@@ -80,10 +111,10 @@ def budget_figure(b: Budget) -> go.Figure:
     _vline(fig, offset + pool, "end of KV pool")
     fig.update_layout(barmode="stack", xaxis_title="GiB (2^30 bytes)", **_LAYOUT)
     fig.update_layout(height=260, yaxis=dict(autorange="reversed"))
-    return fig
+    return fig.done()
 
 
-def _limit_region(fig: go.Figure, x0: float, x1: float, text: str, color: str,
+def _limit_region(fig: _Fig, x0: float, x1: float, text: str, color: str,
                   log_x: bool = False) -> None:
     """A tinted band over [x0, x1] on the x axis (data units), labelled at its top left."""
     if x1 <= x0:
@@ -102,7 +133,7 @@ def concurrency_figure(series: list[tuple[str, list[int], list[float]]],
     scheduler's ceiling (vLLM's max_num_seqs) as a horizontal line when given, the model's
     maximum context as a vertical line with the lengths past it shaded, and a line at one
     sequence: below it not even one sequence of that length fits."""
-    fig = go.Figure()
+    fig = _Fig()
     x_hi = 0
     for label, contexts, values in series:
         fig.add_scatter(x=list(contexts), y=list(values), mode="lines", name=label,
@@ -131,7 +162,7 @@ def concurrency_figure(series: list[tuple[str, list[int], list[float]]],
                            xanchor="left", yanchor="bottom", font=dict(size=11, color="#b03a2e"))
     fig.update_layout(xaxis=dict(type="log", title="context per sequence (tokens)"),
                       yaxis=dict(type="log", title="max concurrent sequences"), **_LAYOUT)
-    return fig
+    return fig.done()
 
 
 def step_time_figure(curve: dict, crossover: int | None, batch: int,
@@ -142,7 +173,7 @@ def step_time_figure(curve: dict, crossover: int | None, batch: int,
     x = curve["context"]
     keep = [i for i, c in enumerate(x) if fits_to is None or c <= fits_to]
     xs = [x[i] for i in keep]
-    fig = go.Figure()
+    fig = _Fig()
     fig.add_scatter(x=xs, y=[curve["weight_s"][i] * 1e3 for i in keep], name="reading weights",
                     mode="lines", stackgroup="step", line_color=COLORS["weights"],
                     hovertemplate="%{x:,} tokens: weights %{y:.2f} ms<extra></extra>")
@@ -163,7 +194,7 @@ def step_time_figure(curve: dict, crossover: int | None, batch: int,
     fig.update_layout(xaxis=dict(title="context per sequence (tokens)", range=[x[0], x[-1]]
                                  if x else None),
                       yaxis=dict(title="decode step time (ms)"), **_LAYOUT)
-    return fig
+    return fig.done()
 
 
 def batch_figure(curve: dict, max_batch: int | None = None) -> go.Figure:
@@ -172,7 +203,7 @@ def batch_figure(curve: dict, max_batch: int | None = None) -> go.Figure:
     x = curve["batch"]
     fits = [max_batch is None or b <= max_batch for b in x]
     pattern = dict(shape=["" if f else "/" for f in fits])
-    fig = go.Figure()
+    fig = _Fig()
     fig.add_bar(x=x, y=[s * 1e3 for s in curve["weight_s"]], name="reading weights",
                 marker_color=COLORS["weights"], marker_pattern=pattern)
     fig.add_bar(x=x, y=[s * 1e3 for s in curve["kv_s"]], name="reading the KV cache",
@@ -190,7 +221,7 @@ def batch_figure(curve: dict, max_batch: int | None = None) -> go.Figure:
                       yaxis=dict(title="decode step time (ms)"),
                       yaxis2=dict(title="tokens/s", overlaying="y", side="right",
                                   showgrid=False), **_LAYOUT)
-    return fig
+    return fig.done()
 
 
 def techniques_figure(rows: list, unit: str = "KiB") -> go.Figure:
@@ -327,7 +358,7 @@ def blocks_figure(blocks: tuple, block_size: int, per_row: int = 16) -> go.Figur
 def live_bytes_figure(steps: list) -> go.Figure:
     """Measured cache bytes (markers) on top of kvcalc's prediction (line), in MiB."""
     x = [s.tokens for s in steps]
-    fig = go.Figure()
+    fig = _Fig()
     fig.add_scatter(x=x, y=[s.predicted_bytes / 2**20 for s in steps], mode="lines",
                     name="predicted by kvcalc", line=dict(color=COLORS["kv"], width=6),
                     opacity=0.45)
@@ -337,13 +368,13 @@ def live_bytes_figure(steps: list) -> go.Figure:
         fig.add_scatter(x=x, y=[s.storage_bytes / 2**20 for s in steps], mode="lines",
                         name="memory kept allocated", line=dict(color="#999", dash="dot"))
     fig.update_layout(xaxis_title="tokens in the cache", yaxis_title="cache (MiB)", **_LAYOUT)
-    return fig
+    return fig.done()
 
 
 def live_time_figure(steps: list, no_cache: list, fit: tuple[float, float]) -> go.Figure:
     """Step time against tokens in the cache, with and without a cache, and the fitted line."""
     x = [s.tokens for s in steps[1:]]
-    fig = go.Figure()
+    fig = _Fig()
     fig.add_scatter(x=x, y=[s.step_time_s * 1e3 for s in steps[1:]], mode="markers",
                     name="decode step with the cache", marker=dict(color=COLORS["kv"]))
     if x:
@@ -358,7 +389,7 @@ def live_time_figure(steps: list, no_cache: list, fit: tuple[float, float]) -> g
                         marker=dict(color=COLORS["over"]))
     fig.update_layout(xaxis_title="tokens in the sequence", yaxis_title="step time (ms)",
                       **_LAYOUT)
-    return fig
+    return fig.done()
 
 
 def cache_picture(tokens: list[str], new: str) -> go.Figure:
@@ -368,7 +399,7 @@ def cache_picture(tokens: list[str], new: str) -> go.Figure:
     n = len(tokens)
     xs = list(range(n + 1))
     rows = {"Q": 2.0, "K": 1.0, "V": 0.0}
-    fig = go.Figure()
+    fig = _Fig()
     for i in range(n + 1):  # attention: the new query against every key, its own included
         fig.add_shape(type="line", x0=n, y0=rows["Q"] - 0.28, x1=i, y1=rows["K"] + 0.28,
                       line=dict(color="#9aa0b4", width=1.2))
@@ -393,4 +424,4 @@ def cache_picture(tokens: list[str], new: str) -> go.Figure:
                    range=[-0.6, 2.6]),
         margin=dict(l=10, r=10, t=40, b=10), height=260,
         legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
-    return fig
+    return fig.done()
