@@ -488,7 +488,7 @@ def _run_variant(net, ids, v: Variant, chunk: int, stop_check, tick, torch):
                 x = net.finish(i, x, out)
             logits = net.logits(x)
             argmax[s:e] = logits.argmax(-1)
-            lp = torch.log_softmax(logits[: T - 1 - s] if e == T else logits, dim=-1)
+            lp = torch.log_softmax((logits[: T - 1 - s] if e == T else logits).double(), dim=-1)
             tgt = ids[s + 1: e + 1] if e < T else ids[s + 1:]
             nll_sum -= float(lp.gather(1, tgt.view(-1, 1)).double().sum())
             tick(v.name)
