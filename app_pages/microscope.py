@@ -1,5 +1,6 @@
 import importlib.util
 
+import numpy as np
 import streamlit as st
 
 from kvcalc import microscope
@@ -121,9 +122,8 @@ st.markdown(
 st.subheader("The causal mask")
 P = m.prompt_tokens
 mat = m.attn[0][layer, head]
-upper = max(float(mat[i, i + 1:].max()) if i + 1 < P else 0.0 for i in range(P))
-everywhere = max(float(m.attn[0][l, h][i, i + 1:].max()) if i + 1 < P else 0.0
-                 for l in range(m.n_layers) for h in range(m.n_heads) for i in range(P))
+upper = float(np.triu(mat, 1).max())
+everywhere = m.causal_upper_max
 st.plotly_chart(causal_figure(mat, m.labels[:P], head), width="stretch", key="m_causal")
 st.markdown(
     f"While reading the prompt, each of its {P} tokens attends only to itself and the tokens "

@@ -5,6 +5,8 @@ back as numbers."""
 
 from __future__ import annotations
 
+import html
+
 import plotly.graph_objects as go
 
 from .charts import COLORS
@@ -19,8 +21,10 @@ READ = COLORS["kv"]  # green: K/V only read
 
 
 def tick_labels(labels: list[str]) -> list[str]:
-    """'position: token' with spaces made visible, one per position."""
-    return [f"{i}:{t.replace(' ', '·').replace(chr(10), '⏎')}" for i, t in enumerate(labels)]
+    """'position: token' with spaces made visible, one per position. Plotly reads a few HTML
+    tags in labels (<a href>, <b>): a token is text typed by a user, so < > & are escaped."""
+    return [f"{i}:{html.escape(t.replace(' ', '·').replace(chr(10), '⏎'))}"
+            for i, t in enumerate(labels)]
 
 
 def attention_row_figure(weights: list[float], labels: list[str], written: range,

@@ -61,6 +61,7 @@ class Microscope:
     values: object = None
     unchanged_max_diff: list = field(default_factory=list)  # per decode step, exact
     recompute_max_diff: float = 0.0  # K/V step by step vs one forward from scratch
+    causal_upper_max: float = 0.0  # largest prefill weight above the diagonal, any layer/head
     seconds: float = 0.0
     generated_text: str = ""
 
@@ -158,6 +159,8 @@ def run(prompt: str, steps: int = 8, *, hosted: bool = False, device: str = "cpu
                                float((V[i][:, :start] - before[i][1]).abs().max()))
                            for i in range(L))
                 m.unchanged_max_diff.append(diff)
+            if step == 0:
+                m.causal_upper_max = float(torch.triu(torch.stack(attn), diagonal=1).max())
             m.attn.append(torch.stack(attn).cpu().numpy())
             m.queries.append(torch.stack(qs).cpu().numpy())
             nxt = net.logits(x)[-1].argmax().view(1)

@@ -507,10 +507,8 @@ def _run_variant(net, ids, v: Variant, chunk: int, stop_check, tick, torch):
 
 
 def _h2o_mask(net, allowed, keep, s, e):
-    """[kv_heads*group... ] H2O: a query reads the chunk causally and the kept past tokens of
-    its KV head. Returns a mask broadcastable to the scores [heads, n_q, n_k]."""
-    import torch
-
+    """H2O's mask [heads, n_q, n_k]: a query reads the chunk causally and the past tokens its
+    KV head still keeps."""
     nq = e - s
     m = allowed.view(1, nq, e).expand(net.n_heads, nq, e).clone()
     if keep is not None:

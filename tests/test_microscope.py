@@ -191,3 +191,21 @@ def test_live_page_work_is_not_time_with_a_twin():
     assert isinstance(w, worktime.WorkTime) and [p.tokens for p in w.points] == [
         8, 32, 128, 512, 1024]
     assert found.group(1) == f"{w.points[-1].time_ratio:,.1f}"
+
+
+@needs_smollm2
+@pytest.mark.parametrize("page", ["app_pages/microscope.py", "app_pages/kv_quality.py"])
+@pytest.mark.parametrize("garbage", ["abc", "-1", "1e999", "<script>alert(1)</script>",
+                                     "[x](javascript:alert(1))"])
+def test_garbage_links(page, garbage):
+    """Every parameter of the page set to garbage: it renders, names what it ignored, and
+    shows none of it as markup (a prompt of markup is a prompt: it runs, as text)."""
+    keys = {"app_pages/microscope.py": ["m_example", "m_steps", "m_prompt", "m_step",
+                                        "m_layer", "m_head"],
+            "app_pages/kv_quality.py": ["q_tokens", "q_window", "q_extra"]}[page]
+    at = open_page(page, **{k: garbage for k in keys})
+    assert not at.exception, [e.value for e in at.exception]
+    shown = " ".join(x.value for x in list(at.markdown) + list(at.warning) + list(at.error))
+    assert "<script>" not in shown and "](javascript" not in shown
+    for chart in at.get("plotly_chart"):
+        assert "<script>" not in chart.proto.spec

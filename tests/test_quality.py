@@ -56,6 +56,20 @@ def test_default_variant_names_and_refusals():
         quality.evaluate(tokens=10)
 
 
+def test_importing_the_new_modules_loads_no_torch():
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    code = ("import sys, kvcalc, kvcalc.quality, kvcalc.microscope, kvcalc.worktime, "
+            "kvcalc.llama_forward; bad = [m for m in ('torch', 'transformers', 'streamlit', "
+            "'plotly', 'pandas') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 # -- formats and masks, by hand -----------------------------------------------------------------
 
 torch = pytest.importorskip("torch", reason="torch is not installed (requirements.txt)")
