@@ -209,3 +209,12 @@ def test_garbage_links(page, garbage):
     assert "<script>" not in shown and "](javascript" not in shown
     for chart in at.get("plotly_chart"):
         assert "<script>" not in chart.proto.spec
+
+
+@needs_smollm2
+def test_hosted_quality_page_caps_the_text(monkeypatch):
+    monkeypatch.setenv("KVLAB_HOSTED", "1")
+    at = open_page("app_pages/kv_quality.py", q_tokens="2048")
+    assert not at.exception
+    assert "Ignored in the link" in " ".join(w.value for w in at.warning)
+    assert "on 512 tokens" in at.info[0].value  # the hosted default, not the link's 2,048
