@@ -45,6 +45,10 @@ pages = {
     ],
     "Measure": [
         st.Page("app_pages/live.py", title="Live: a real model", icon=":material/science:"),
+        st.Page("app_pages/microscope.py", title="Attention microscope",
+                icon=":material/biotech:"),
+        st.Page("app_pages/kv_quality.py", title="Measured cost of shrinking",
+                icon=":material/query_stats:"),
     ],
 }
 try:

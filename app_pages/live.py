@@ -5,7 +5,7 @@ import streamlit as st
 from kvcalc import live
 from webui.charts import live_bytes_figure, live_time_figure
 from kvcalc.units import GB, fmt_bytes, fmt_seconds
-from webui import common, device_queue
+from webui import common, device_queue, work_time
 from webui.common import bound, select
 from webui.hosted import hosted, live_caps
 
@@ -111,6 +111,7 @@ if c[3].button("Run", type="primary", icon=":material/play_arrow:", width="stret
 result = st.session_state.get("v_result")
 if result is None:
     st.info("Choose a model and press Run.")
+    work_time.section(model, source, dtype, device)
     common.stop()
 
 steps = result.steps
@@ -171,3 +172,4 @@ with st.expander("Every step"):
                "predicted (B)": f"{s.predicted_bytes:,}",
                "step": fmt_seconds(s.step_time_s), "memory": fmt_bytes(s.memory_bytes)}
               for s in steps], border="horizontal", hide_index=True)
+work_time.section(model, source, dtype, device)

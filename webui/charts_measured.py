@@ -1,0 +1,132 @@
+"""Plotly figures of the measured pages: the attention microscope, the quality table, and the
+work-is-not-time timing. Pure functions from results to go.Figure; only pages import this
+module (it imports plotly). Arrays are passed to Plotly as plain lists, so a test reads them
+back as numbers."""
+
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+
+from .charts import COLORS
+
+__all__ = ["attention_row_figure", "gqa_figure", "causal_figure", "kv_figure",
+           "quality_figure", "work_time_figure", "tick_labels"]
+
+_LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=10),
+               legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0), height=340)
+WRITTEN = "#e08a1e"  # orange: K/V written this step
+READ = COLORS["kv"]  # green: K/V only read
+
+
+def tick_labels(labels: list[str]) -> list[str]:
+    """'position: token' with spaces made visible, one per position. Plotly reads a few HTML
+    tags in labels (<a href>, <b>): a token is text typed by a user, so < > & are escaped."""
+    return [f"{i}:{html.escape(t.replace(' ', '·').replace(chr(10), '⏎'))}"
+            for i, t in enumerate(labels)]
+
+
+def attention_row_figure(weights: list[float], labels: list[str], written: range,
+                         title: str) -> go.Figure:
+    """The newest token's attention weights over every cached position; the bars of K/V
+    written this step in orange, those only read in green."""
+    ticks = tick_labels(labels)
+    colors = [WRITTEN if i in written else READ for i in range(len(weights))]
+    fig = go.Figure(go.Bar(x=ticks, y=list(map(float, weights)), marker_color=colors,
+                           hovertemplate="%{x}<br>weight %{y:.4f}<extra></extra>",
+                           name="attention weight"))
+    fig.update_layout(**_LAYOUT, title=title, xaxis_title="cached position: token",
+                      yaxis_title="attention weight (sums to 1)", showlegend=False)
+    fig.update_xaxes(tickangle=-60, type="category")
+    return fig
+
+
+def gqa_figure(rows: list[list[float]], heads: list[int], labels: list[str],
+               kv_head: int) -> go.Figure:
+    """Attention weights of the query heads that share one KV head (rows) over the same
+    cached keys (columns)."""
+    fig = go.Figure(go.Heatmap(z=[list(map(float, r)) for r in rows], x=tick_labels(labels),
+                               y=[f"query head {h}" for h in heads], colorscale="Greens",
+                               zmin=0, colorbar=dict(title="weight"),
+                               hovertemplate="%{y}, %{x}: %{z:.4f}<extra></extra>"))
+    fig.update_layout(**_LAYOUT, title=f"Query heads {heads[0]}-{heads[-1]} read the same keys "
+                      f"of KV head {kv_head}", xaxis_title="cached position: token")
+    fig.update_layout(height=260)
+    fig.update_xaxes(tickangle=-60, type="category")
+    return fig
+
+
+def causal_figure(matrix: list[list[float]], labels: list[str], head: int) -> go.Figure:
+    """The prompt's attention weights (query rows, key columns) for one head: zero above the
+    diagonal, where the causal mask hides later tokens."""
+    ticks = tick_labels(labels)
+    fig = go.Figure(go.Heatmap(z=[list(map(float, r)) for r in matrix], x=ticks, y=ticks,
+                               colorscale="Greens", zmin=0, colorbar=dict(title="weight"),
+                               hovertemplate="query %{y} reads %{x}: %{z:.4f}<extra></extra>"))
+    fig.update_layout(**_LAYOUT, title=f"Prefill, query head {head}: each row reads only "
+                      "itself and earlier tokens", xaxis_title="key position",
+                      yaxis_title="query position")
+    fig.update_layout(height=460)
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(tickangle=-60, type="category")
+    return fig
+
+
+def kv_figure(matrix: list[list[float]], labels: list[str], what: str, written: range) -> go.Figure:
+    """One KV head's cached keys or values: a row per position, a column per dimension."""
+    ticks = tick_labels(labels)
+    fig = go.Figure(go.Heatmap(z=[list(map(float, r)) for r in matrix], y=ticks,
+                               colorscale="RdBu", zmid=0, colorbar=dict(title=what),
+                               hovertemplate="%{y}, dim %{x}: %{z:.3f}<extra></extra>"))
+    if len(written):
+        fig.add_shape(type="rect", x0=-0.5, x1=len(matrix[0]) - 0.5, y0=written[0] - 0.5,
+                      y1=written[-1] + 0.5, line=dict(color=WRITTEN, width=2))
+    fig.update_layout(**_LAYOUT, title=f"Cached {what.lower()} (orange box: written this step)",
+                      xaxis_title="dimension", yaxis_title="position: token")
+    fig.update_layout(height=420)
+    fig.update_yaxes(autorange="reversed", type="category")
+    return fig
+
+
+def quality_figure(rows: list, exact_bytes: int) -> go.Figure:
+    """Quality lost (perplexity increase, %) against bytes saved (x smaller than exact)."""
+    fig = go.Figure()
+    base = next(r.perplexity for r in rows if r.variant == "exact")
+    for r in rows:
+        saved = exact_bytes / r.kv_bytes
+        lost = 100 * (r.perplexity / base - 1)
+        fig.add_trace(go.Scatter(
+            x=[saved], y=[lost], mode="markers+text", text=[r.variant],
+            textposition="top center", name=r.variant, marker=dict(size=11),
+            hovertemplate=(f"{r.variant}<br>{saved:.2f}x smaller<br>perplexity "
+                           f"{r.perplexity:.3f} ({lost:+.2f}%)<br>agreement "
+                           f"{r.next_token_agreement:.1%}<extra></extra>")))
+    fig.update_layout(**_LAYOUT, title="Quality lost against bytes saved (measured)",
+                      xaxis_title="cache bytes saved (x smaller than the exact fp32 cache)",
+                      yaxis_title="perplexity increase over exact (%)", showlegend=False)
+    fig.update_xaxes(type="log")
+    fig.update_layout(height=420)
+    return fig
+
+
+def work_time_figure(points: list, weight_floor_s: float | None = None) -> go.Figure:
+    """Time to recompute an n-token prefix (no cache) and of one cached decode step with n
+    tokens in the cache, against n; both measured."""
+    ns = [p.tokens for p in points]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=ns, y=[p.recompute_s * 1e3 for p in points], mode="lines+markers",
+                             name="recompute n tokens (no cache): n token passes",
+                             line=dict(color=COLORS["weights"])))
+    fig.add_trace(go.Scatter(x=ns, y=[p.cached_step_s * 1e3 for p in points],
+                             mode="lines+markers", name="one cached step: 1 token pass",
+                             line=dict(color=COLORS["kv"])))
+    if weight_floor_s:
+        fig.add_trace(go.Scatter(x=[ns[0], ns[-1]], y=[weight_floor_s * 1e3] * 2, mode="lines",
+                                 name="one read of the weights at nominal bandwidth",
+                                 line=dict(color="#444", dash="dot")))
+    fig.update_layout(**_LAYOUT, title="Work is not time (measured)",
+                      xaxis_title="tokens n (log scale)", yaxis_title="time (ms, log scale)")
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(type="log")
+    return fig
