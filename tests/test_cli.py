@@ -537,3 +537,25 @@ def test_hostile_files_exit_2_with_one_short_line(capsys, tmp_path):
     long_model.write_text("model='" + "m" * 100_000 + "'\nAvailable KV cache memory: 5.00 GiB\n"
                           "max_seq_len=1024\n")
     one_error_line(capsys, ["vllm", "--log", str(long_model)])
+
+
+def test_a_command_is_written_in_one_place(capsys):
+    # Issue 14: registering the arguments and the handler together is all a command needs;
+    # the parser, the dispatch and --json come from the registry.
+    from kvcalc import cli
+
+    def arguments(p):
+        p.add_argument("--n", type=int, required=True)
+        p.add_argument("--json", action="store_true")
+
+    try:
+        cli.command("echo-test", "a test command", arguments)(
+            lambda args: ({"twice": 2 * args.n}, [f"twice: {2 * args.n}"]))
+        assert cli.main(["echo-test", "--n", "21", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out) == {"twice": 42}
+    finally:
+        cli.COMMANDS.pop("echo-test", None)
+    parser = cli.build_parser()
+    names = set(parser._subparsers._group_actions[0].choices)
+    assert names == set(cli.COMMANDS) and "echo-test" not in names
+    assert {"kv", "budget", "simulate", "quality", "verify"} <= names
