@@ -86,6 +86,9 @@ class Registry:
     gpus: dict[str, GPU]
     links: dict[str, Link]
     path: str
+    twins: tuple[str, ...] = ()  # models the live page rebuilds as architecture twins
+    hub_fetch: tuple[str, ...] = ()  # Hub ids whose config.json the hosted app may fetch
+    hub_run: tuple[str, ...] = ()  # Hub models the live page may run
 
     def model(self, key: str) -> RegistryModel:
         return _lookup(self.models, key, "model")
@@ -234,8 +237,25 @@ def load_registry(path: str | Path | None = None, text: str | None = None) -> Re
         if not isinstance(section, dict):
             raise ValueError(f"{p.name}: section '{name}' must be a mapping of entries")
         sections[name] = {str(k): build(str(k), v) for k, v in section.items()}
+    twins = _names(data.get("twins", []), f"{p.name}: twins")
+    unknown = [t for t in twins if t not in sections["models"]]
+    if unknown:
+        raise ValueError(f"{p.name}: twins names models that are not in the registry: "
+                         f"{', '.join(unknown)}")
+    hub = data.get("hub", {})
+    if not isinstance(hub, dict):
+        raise ValueError(f"{p.name}: section 'hub' must be a mapping with 'fetch' and 'run'")
     return Registry(models=sections["models"], gpus=sections["gpus"], links=sections["links"],
-                    path=str(p))
+                    path=str(p), twins=twins,
+                    hub_fetch=_names(hub.get("fetch", []), f"{p.name}: hub.fetch"),
+                    hub_run=_names(hub.get("run", []), f"{p.name}: hub.run"))
+
+
+def _names(value, where: str) -> tuple[str, ...]:
+    """A list of plain names (model keys, Hub ids), or ValueError naming where."""
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise ValueError(f"{where} must be a list of names")
+    return tuple(value)
 
 
 @lru_cache(maxsize=1)

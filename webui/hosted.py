@@ -13,12 +13,6 @@ from __future__ import annotations
 import os
 import re
 
-DEFAULT_HUB_ALLOWLIST = (
-    "HuggingFaceTB/SmolLM2-135M-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-7B",
-    "Qwen/Qwen3-8B", "openai-community/gpt2", "mistralai/Mistral-7B-v0.1",
-    "microsoft/Phi-3-mini-4k-instruct", "openai/gpt-oss-20b", "openai/gpt-oss-120b",
-    "deepseek-ai/DeepSeek-V3", "tiiuae/falcon-7b", "ai21labs/Jamba-v0.1",
-)
 
 
 def hosted() -> bool:
@@ -30,7 +24,11 @@ def hub_allowlist() -> tuple[str, ...] | None:
     env = os.environ.get("KVLAB_HUB_ALLOWLIST")
     if env is not None:
         return tuple(a.strip() for a in env.split(",") if a.strip())
-    return DEFAULT_HUB_ALLOWLIST if hosted() else None
+    if not hosted():
+        return None
+    from kvcalc import registry
+
+    return registry().hub_fetch  # kvcalc/models.yaml's hub.fetch
 
 
 def live_caps() -> dict:
