@@ -1,10 +1,10 @@
 import streamlit as st
 
 from kvcalc import budget, get_model, kv_cache, registry
-from webui.charts import budget_figure, concurrency_figure
 from kvcalc.sweeps import concurrency_curve, context_grid
 from kvcalc.units import GiB, fmt_bytes, fmt_gib
 from webui import callbacks, common
+from webui.charts import budget_figure, concurrency_figure
 from webui.common import bound, select
 from webui.hosted import plain
 
@@ -49,10 +49,13 @@ st.plotly_chart(budget_figure(b), width="stretch", key="b_fig")
 usable = max(b.kv_pool_bytes, 0) if b.engine == "ideal" else b.num_blocks * b.block_bytes
 with top:  # the answer first: on a phone it is on the first screen
     if b.kv_pool_bytes <= 0:
-        st.error(f"The weights ({fmt_gib(b.weights_bytes)}) and the reserve "
-                 f"({fmt_gib(b.reserve_bytes)}) already exceed the {fmt_gib(b.requested_bytes)} the engine may use, by "
-                 f"{fmt_gib(-b.kv_pool_bytes)}: there is no room for a cache. Add GPUs (tensor "
-                 "parallel), pick a smaller weight format, or a larger GPU.")
+        st.error(
+            f"The weights ({fmt_gib(b.weights_bytes)}) and the reserve "
+            f"({fmt_gib(b.reserve_bytes)}) already exceed the {fmt_gib(b.requested_bytes)} "
+            "the engine may use, by "
+            f"{fmt_gib(-b.kv_pool_bytes)}: there is no room for a cache. Add GPUs (tensor "
+            "parallel), pick a smaller weight format, or a larger GPU."
+        )
         common.stop()  # no pool, so no blocks, capacity or concurrency to show
     elif b.startup_error:
         st.error("vLLM would refuse to start with max_model_len = "
@@ -63,10 +66,12 @@ with top:  # the answer first: on a phone it is on the first screen
                    f"blocks; the pool holds {fmt_gib(usable)}: it fits, with "
                    f"{fmt_gib(usable - b.needed_bytes)} to spare.")
     else:
-        st.error(f"{concurrency:,} x {context:,} tokens need {fmt_gib(b.needed_bytes)} of cache blocks "
-                 f"but the pool holds {fmt_gib(usable)}: over by "
-                 f"{fmt_gib(b.overflow_bytes)}. At most {int(b.max_concurrency):,} such sequences "
-                 "fit at once; the engine would queue or preempt the rest.")
+        st.error(
+            f"{concurrency:,} x {context:,} tokens need {fmt_gib(b.needed_bytes)} of cache blocks "
+            f"but the pool holds {fmt_gib(usable)}: over by "
+            f"{fmt_gib(b.overflow_bytes)}. At most {int(b.max_concurrency):,} such sequences "
+            "fit at once; the engine would queue or preempt the rest."
+        )
 
     m = st.columns(5)
     m[0].metric("KV per token", fmt_bytes(per.kv_bytes_per_token_nominal),

@@ -1,9 +1,9 @@
 import streamlit as st
 
-from webui.charts import FILL_COLORS, fill_figure
 from kvcalc.fill import MAX_TOKENS, fill_timeline, shown_layers
 from kvcalc.units import fmt_bytes
 from webui import common
+from webui.charts import FILL_COLORS, fill_figure
 from webui.common import bound, select
 
 sel = common.require_selection()
@@ -31,8 +31,10 @@ for i in idx:
     else:  # a layer with no per-token cache of its own: one empty row that says why
         labels.append(f"layer {i + 1}: {layer.formula()}")
 if len(idx) < sel.spec.num_layers:
-    st.caption(f"Showing {len(idx)} of {sel.spec.num_layers} layers; every layer of this kind fills "
-               "the same way.")
+    st.caption(
+        f"Showing {len(idx)} of {sel.spec.num_layers} layers; every layer of this kind fills "
+        "the same way."
+    )
 
 # Work budget: the animation ships every frame to the browser. At the largest inputs (160 tokens,
 # 16 layers, 160 steps) that was about 2 MB per rerun; past MAX_CELLS grid cells in all frames,
@@ -58,7 +60,9 @@ last = steps[-1]
 m = st.columns(3)
 m[0].metric("Token passes with a cache", f"{last.passes_with_cache:,}")
 m[1].metric("Token passes without one", f"{last.passes_without_cache:,}")
-m[2].metric("Extra work without a cache", f"{last.passes_without_cache / last.passes_with_cache:,.1f}x")
+m[2].metric(
+    "Extra work without a cache", f"{last.passes_without_cache / last.passes_with_cache:,.1f}x"
+)
 st.markdown(
     f"With a cache, the prompt's {prompt} tokens go through the model once (the prefill, which "
     f"already yields the first new token) and each of the {new} decode steps feeds the latest "

@@ -1,10 +1,10 @@
 import streamlit as st
 
 from kvcalc import kv_cache
-from webui.charts import blocks_figure
 from kvcalc.paging import SCENARIOS, contiguous_capacity, parse_requests
 from kvcalc.units import fmt_bytes
 from webui import callbacks, common, figures
+from webui.charts import blocks_figure
 from webui.common import bound, select
 
 common.page_header(

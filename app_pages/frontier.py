@@ -42,7 +42,7 @@ if overlay == "fp8":
     else:
         changed = {**base, "kv_dtype": "fp8"}
 elif overlay == "mha":
-    spec = sel.spec.with_layers([l.as_mha() for l in sel.spec.layers])
+    spec = sel.spec.with_layers([lay.as_mha() for lay in sel.spec.layers])
     if spec.layers == sel.spec.layers:
         note = "This model already has one K/V head per query head."
     else:

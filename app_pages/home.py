@@ -2,9 +2,9 @@ import streamlit as st
 
 from kvcalc import budget, kv_cache
 from kvcalc.memory import DEFAULT_RESERVE_BYTES
-from webui.charts import cache_picture
 from kvcalc.units import fmt_bytes
 from webui import common
+from webui.charts import cache_picture
 
 st.title("KV Cache Lab")
 st.markdown(

@@ -4,10 +4,10 @@ import threading
 import streamlit as st
 
 from kvcalc import quality
-from webui.charts_measured import quality_figure
 from kvcalc.live import smollm2_path
 from kvcalc.units import fmt_bytes
 from webui import common, device_queue
+from webui.charts_measured import quality_figure
 from webui.common import bound
 from webui.hosted import hosted
 

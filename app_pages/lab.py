@@ -1,11 +1,11 @@
 import streamlit as st
 
 from kvcalc import budget, prefill, step_time
-from webui.charts import budget_figure, step_time_figure
 from kvcalc.roofline import DEFAULT_MFU
 from kvcalc.sweeps import max_context_at, step_curve
 from kvcalc.units import GiB, fmt_gib, fmt_seconds
 from webui import common
+from webui.charts import budget_figure, step_time_figure
 from webui.common import bound, select
 
 sel = common.require_selection()
@@ -80,9 +80,11 @@ with top:  # the answer first: on a phone it is on the first screen
         most = max(int(b.max_concurrency), 0)
         m[0].metric("Decode step", "does not fit")
         m[1].metric("Tokens/s (batch)", "does not fit")
-        st.warning(f"{batch:,} sequences of {context:,} tokens do not fit in this KV pool: at most "
-                   f"{most:,} do. A step time for a batch that cannot run would mislead, so none is "
-                   "shown. Lower the batch or the context, use an FP8 KV cache, or add GPUs.")
+        st.warning(
+            f"{batch:,} sequences of {context:,} tokens do not fit in this KV pool: at most "
+            f"{most:,} do. A step time for a batch that cannot run would mislead, so none is "
+            "shown. Lower the batch or the context, use an FP8 KV cache, or add GPUs."
+        )
     if p is None:
         m[2].metric(f"Time to first token ({prompt:,} tokens)", "unknown",
                     help="Prefill FLOPs need the parameter count, which kvcalc could not take "

@@ -3,9 +3,9 @@ import importlib.util
 import streamlit as st
 
 from kvcalc import live
-from webui.charts import live_bytes_figure, live_time_figure
 from kvcalc.units import GB, fmt_bytes, fmt_seconds
 from webui import common, device_queue, work_time
+from webui.charts import live_bytes_figure, live_time_figure
 from webui.common import bound, select
 from webui.hosted import hosted, live_caps
 

@@ -4,9 +4,9 @@ import numpy as np
 import streamlit as st
 
 from kvcalc import microscope
-from webui.charts_measured import attention_row_figure, causal_figure, gqa_figure, kv_figure
 from kvcalc.live import smollm2_path
 from webui import common, device_queue
+from webui.charts_measured import attention_row_figure, causal_figure, gqa_figure, kv_figure
 from webui.common import bound, select
 from webui.hosted import hosted, plain
 
@@ -92,9 +92,14 @@ st.plotly_chart(attention_row_figure(m.row(step, layer, head), labels, written,
                                      f"token {qpos} weighs every cached position"),
                 width="stretch", key="m_row")
 top = sorted(range(n), key=lambda j: -float(m.row(step, layer, head)[j]))[:3]
-st.caption("Orange: K/V written this step; green: only read. The three largest weights: "
-           + ", ".join(f"position {j} {plain(repr(m.labels[j]))} ({float(m.row(step, layer, head)[j]):.3f})"
-                       for j in top) + ".")
+st.caption(
+    "Orange: K/V written this step; green: only read. The three largest weights: "
+    + ", ".join(
+        f"position {j} {plain(repr(m.labels[j]))} ({float(m.row(step, layer, head)[j]):.3f})"
+        for j in top
+    )
+    + "."
+)
 
 st.subheader("The query is used once, then dropped")
 qn = m.query_numbers_per_token()

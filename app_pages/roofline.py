@@ -84,7 +84,7 @@ st.markdown(
     f"absorbed scores every query head against the whole cached latent: "
     f"{mla.intensity:,.1f} FLOP/B, {mla.intensity / gqa.intensity:,.1f} times GQA's, which "
     "is why MLA decode is compute-heavier than GQA.")
-layer = next((l for l in sel.spec.kv_layers if l.kv_heads is not None), None)
+layer = next((lay for lay in sel.spec.kv_layers if lay.kv_heads is not None), None)
 if layer is not None and layer.q_heads % layer.kv_heads == 0:
     with st.expander("Which query heads share a cached key and value, in this model",
                      icon=":material/hub:"):

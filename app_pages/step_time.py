@@ -1,10 +1,10 @@
 import streamlit as st
 
 from kvcalc import step_time
-from webui.charts import batch_figure, step_time_figure
 from kvcalc.sweeps import batch_curve, max_batch_at, max_context_at, step_curve
 from kvcalc.units import GB, fmt_seconds
 from webui import callbacks, common
+from webui.charts import batch_figure, step_time_figure
 from webui.common import bound, select
 
 sel = common.require_selection()

@@ -1,12 +1,12 @@
 import streamlit as st
 
 from kvcalc import get_dtype, kv_cache, registry
-from webui.charts import techniques_figure
 from kvcalc.techniques import techniques
 from kvcalc.units import fmt_bytes
 from webui import callbacks, common, figures
-from webui.hosted import plain
+from webui.charts import techniques_figure
 from webui.common import bound, select
+from webui.hosted import plain
 
 sel = common.require_selection()
 top = common.page_header(
@@ -83,8 +83,8 @@ st.caption(f"Per token: one token in every K/V layer. One sequence: what the GPU
            "powers of 2. Techniques combine: FP8 on top of GQA halves the GQA figure again.")
 
 st.subheader("How three of them work, drawn with this model's numbers")
-attn = next((l for l in sel.spec.kv_layers if l.kv_heads is not None), None)
-latent = next((l for l in sel.spec.kv_layers if l.kind == "mla"), None)
+attn = next((lay for lay in sel.spec.kv_layers if lay.kv_heads is not None), None)
+latent = next((lay for lay in sel.spec.kv_layers if lay.kind == "mla"), None)
 elem = get_dtype(sel.kv_dtype).bytes_per_element
 if attn is not None and attn.q_heads % attn.kv_heads == 0:
     st.markdown("**Sharing K/V heads (MHA, GQA, MQA).** Each query head of a layer reads one "
@@ -97,11 +97,13 @@ if attn is not None and attn.q_heads % attn.kv_heads == 0:
     st.caption(f"Squares on top: the {attn.q_heads:,} query heads of one layer of "
                f"{plain(sel.label)}; below: the K/V heads they read. Bytes at "
                f"{sel.kv_dtype.upper()}, {elem:g} B per number.")
-st.markdown("**Multi-head latent attention (MLA).** The cache keeps one compressed latent per "
-            "token instead of a key and a value per head; at decode the key up-projection is "
-            "absorbed into each query head, so the heads score the cached latents directly and "
-            "nothing is expanded per token. Beside the latent it keeps a small key that carries RoPE "
-            "(rotary position embedding).")
+st.markdown(
+    "**Multi-head latent attention (MLA).** The cache keeps one compressed latent per "
+    "token instead of a key and a value per head; at decode the key up-projection is "
+    "absorbed into each query head, so the heads score the cached latents directly and "
+    "nothing is expanded per token. Beside the latent it keeps a small key that carries RoPE "
+    "(rotary position embedding)."
+)
 if latent is not None:
     st.plotly_chart(figures.mla_figure(
         hidden=sel.spec.hidden_size, q_heads=latent.q_heads, rank=latent.kv_lora_rank,
@@ -119,9 +121,9 @@ elif attn is not None and attn.head_dim > rope:
                f"this page's latent rank ({rank:,}) and RoPE part ({rope:,} of each "
                f"{attn.head_dim}-wide key). Box heights grow with the square root of the "
                "numbers they hold.")
-slid = next((l for l in sel.spec.layers if l.kind == "sliding"), None)
+slid = next((lay for lay in sel.spec.layers if lay.kind == "sliding"), None)
 own_window = slid.window if slid is not None else window
-kinds = [l.kind for l in sel.spec.layers]
+kinds = [lay.kind for lay in sel.spec.layers]
 st.markdown("**Sliding window.** A layer with a window attends to the last tokens only, so it "
             "keeps only them: a band along the diagonal of the attention matrix instead of the "
             "whole lower triangle.")

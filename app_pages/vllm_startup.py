@@ -3,8 +3,16 @@ import math
 import streamlit as st
 
 from kvcalc.units import GiB
-from kvcalc.vllm import (VERSION_FACTS, available_bytes, default_max_num_batched_tokens,
-                         explain_log, fact, parse_log, predict, version_choices)
+from kvcalc.vllm import (
+    VERSION_FACTS,
+    available_bytes,
+    default_max_num_batched_tokens,
+    explain_log,
+    fact,
+    parse_log,
+    predict,
+    version_choices,
+)
 from webui import common
 from webui.common import bound, select
 

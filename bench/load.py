@@ -45,8 +45,9 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlencode
 
-ROOT = Path(__file__).resolve().parent.parent
 from worst_links import WORST_LINKS  # beside this script
+
+ROOT = Path(__file__).resolve().parent.parent
 
 RECONNECT_GIVE_UP_S = 30.0
 

@@ -47,7 +47,6 @@ def hostile_links(repeats: int = 3) -> None:
     from urllib.parse import parse_qsl
 
     from streamlit.testing.v1 import AppTest
-
     from worst_links import WORST_LINKS  # beside this script
 
     print(f"worst link of each page, {repeats} fresh sessions each (AppTest, server side)")
@@ -96,8 +95,9 @@ def apptest_reruns(reruns: int) -> dict[str, list[float]]:
 
 
 def browser_first_render(paths: list[str]) -> dict[str, list[float]]:
-    """Per page: [cold, warm, click round 1, click round 2] seconds. Cold: a fresh browser context (nothing cached, as a
-    student's first visit). Warm: a new tab in a context that has loaded the app before."""
+    """Per page: [cold, warm, click round 1, click round 2] seconds. Cold: a fresh browser
+    context (nothing cached, as a student's first visit). Warm: a new tab in a context that has
+    loaded the app before."""
     from playwright.sync_api import sync_playwright
 
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
@@ -203,7 +203,10 @@ def main() -> None:
         return
     print("\nfirst render in Chromium, opening the page's link (target < 2 s)")
     print("cold: new browser, nothing cached; warm: new tab, static files cached; click: switching")
-    print("to the page in the sidebar of an open tab. Each: until title, metrics and every chart are drawn")
+    print(
+        "to the page in the sidebar of an open tab. Each: until title, metrics and every chart "
+        "are drawn"
+    )
     print(f"{'page':<28}{'cold ms':>10}{'warm ms':>10}{'click 1 ms':>12}{'click 2 ms':>12}")
     for path, (cold, warm, click1, click2) in browser_first_render(
             ["", "budget", "step_time", "techniques", "lab", "cache_fill", "engine",

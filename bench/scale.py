@@ -95,10 +95,11 @@ async def main_async(args) -> None:
     two = await _phase(2, args)
     print(f"\n[2] 2 replicas behind HAProxy (load average now {_load_avg()})")
     load.print_summary(two, behind_lb=True)
-    print(f"\nratio 1 replica / 2 replicas: p50 {one['p50_s'] / two['p50_s']:.2f}x, p95 "
-          f"{one['p95_s'] / two['p95_s']:.2f}x, interactions per second "
-          f"{(two['interactions'] / two['elapsed_s']) / (one['interactions'] / one['elapsed_s']):.2f}x"
-          " (2 over 1)")
+    rate = (two["interactions"] / two["elapsed_s"]) / (one["interactions"] / one["elapsed_s"])
+    print(
+        f"\nratio 1 replica / 2 replicas: p50 {one['p50_s'] / two['p50_s']:.2f}x, p95 "
+        f"{one['p95_s'] / two['p95_s']:.2f}x, interactions per second {rate:.2f}x (2 over 1)"
+    )
     kill_at = args.seconds / 2
     fault = await _phase(2, args, kill_at=kill_at)
     print(f"\n[3] 2 replicas, app1 killed (SIGKILL) at {fault['killed_at_s']:.1f} s of "

@@ -19,14 +19,13 @@ No module shares its name with a function exported here (budget, registry, weigh
 ``import kvcalc.memory`` is always the module.
 """
 
-from .memory import DEFAULT_RESERVE_BYTES, Budget, budget
+from .catalog import GPU, RegistryModel, get_gpu, get_model, load_registry, registry
 from .dtypes import KV_DTYPES, WEIGHT_DTYPES, get_dtype
 from .hfconfig import load_config_file, parse_config_text, spec_from_config
 from .kv import KVCache, kv_cache, layer_bytes_per_token, pp_partition
+from .memory import DEFAULT_RESERVE_BYTES, Budget, budget
 from .model import ModelSpec
-from .catalog import GPU, RegistryModel, get_gpu, get_model, load_registry, registry
-from .roofline import (crossover_context, offload_vs_recompute, prefill, step_time,
-                       token_passes)
+from .roofline import crossover_context, offload_vs_recompute, prefill, step_time, token_passes
 from .units import GB, GiB, KiB, MiB
 from .weight_bytes import Weights, weights
 

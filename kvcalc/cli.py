@@ -7,24 +7,24 @@ a one-line message on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from dataclasses import dataclass
 import json
 import math
 import os
 import re
 import stat
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from . import cli_sim as _cli_sim
-from .memory import DEFAULT_RESERVE_BYTES, ENGINES, budget
+from .catalog import registry
 from .dtypes import KV_DTYPES, WEIGHT_DTYPES
 from .hfconfig import checkpoint_format, load_config_file, spec_from_config
-from .text import short as _short
 from .kv import kv_cache
+from .memory import DEFAULT_RESERVE_BYTES, ENGINES, budget
 from .model import ModelSpec
-from .catalog import registry
-from .roofline import (DEFAULT_MFU, offload_vs_recompute, prefill, step_time, token_passes)
+from .roofline import DEFAULT_MFU, offload_vs_recompute, prefill, step_time, token_passes
+from .text import short as _short
 from .units import GB, GiB, fmt_bytes, fmt_gib, fmt_seconds
 from .weight_bytes import Weights, weights_given, weights_in
 
@@ -291,14 +291,25 @@ def cmd_budget(args):
     gpu = _gpu(args)
     total = gpu.memory_bytes if gpu else round(args.vram_gib * GiB)
     w, wbytes = _weights(args, spec, wd, ed)
-    b = budget(spec, total_bytes=total, context=args.context, weights_bytes=wbytes,
-                          gpu_mem_util=args.gpu_mem_util, reserve_bytes=round(args.reserve_gib * GiB),
-                          block_size=args.block_size, kv_dtype=args.kv_dtype,
-                          scales=args.kv_scales, concurrency=args.concurrency, tp=args.tp,
-                          pp=args.pp, engine=args.engine, vllm_version=args.vllm_version,
-                          max_num_seqs=args.max_num_seqs,
-                          max_num_batched_tokens=args.max_num_batched_tokens,
-                          gpu_name=gpu.name if gpu else None)
+    b = budget(
+        spec,
+        total_bytes=total,
+        context=args.context,
+        weights_bytes=wbytes,
+        gpu_mem_util=args.gpu_mem_util,
+        reserve_bytes=round(args.reserve_gib * GiB),
+        block_size=args.block_size,
+        kv_dtype=args.kv_dtype,
+        scales=args.kv_scales,
+        concurrency=args.concurrency,
+        tp=args.tp,
+        pp=args.pp,
+        engine=args.engine,
+        vllm_version=args.vllm_version,
+        max_num_seqs=args.max_num_seqs,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        gpu_name=gpu.name if gpu else None,
+    )
     out = b.to_dict()
     out.update(model=label, gpu=gpu.key if gpu else None, weight_dtype=w.dtype)
     mc = ("unbounded (every layer keeps a bounded number of tokens)"
@@ -508,9 +519,9 @@ def cmd_gpus(args):
                             "fp16_tflops": g.fp16_tflops})
         text.append(f"{key:<15} {g.memory_gb:>5g} GB sold = {fmt_gib(g.memory_bytes)} usable  "
                     f"{g.bandwidth_gbs:>6,.0f} GB/s  {g.peak_tflops() or 0:>7,.1f} TFLOPS 16-bit")
-    for key, l in registry().links.items():
-        out["links"].append({"key": key, "name": l.name, "gbs": l.gbs})
-        text.append(f"link {key:<12} {l.name}: {l.gbs:g} GB/s one way")
+    for key, lay in registry().links.items():
+        out["links"].append({"key": key, "name": lay.name, "gbs": lay.gbs})
+        text.append(f"link {key:<12} {lay.name}: {lay.gbs:g} GB/s one way")
     return out, text
 
 
@@ -594,8 +605,12 @@ def _quality_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
 
 
-@command("quality", "measured quality against cache bytes for FP8, INT8, "
-                       "INT4, KIVI, a window and StreamingLLM sinks (real SmolLM2 weights)", _quality_arguments)
+@command(
+    "quality",
+    "measured quality against cache bytes for FP8, INT8, "
+    "INT4, KIVI, a window and StreamingLLM sinks (real SmolLM2 weights)",
+    _quality_arguments,
+)
 def cmd_quality(args):
     from . import quality  # imports torch and transformers only now
 
@@ -694,14 +709,14 @@ def cmd_vllm(args):
         spec, label = _vllm_spec(args, log)
         p, lines = vllm.explain_log(spec, log, **common)
         out = {"model": label, "prediction": p.to_dict(), "log": log,
-               "lines": [l.to_dict() for l in lines],
-               "all_agree": all(l.agrees for l in lines)}
+               "lines": [lay.to_dict() for lay in lines],
+               "all_agree": all(lay.agrees for lay in lines)}
         text_out = [f"{label}: vLLM start-up log checked (available {log['available_gib']:g} GiB, "
                     f"max_model_len {p.max_model_len:,})"]
-        for l in lines:
-            mark = "agrees" if l.agrees else "DIFFERS"
-            text_out.append(f"  {l.name}: logged {l.logged:,g}, predicted {l.predicted:,g} "
-                            f"(range {l.low:,g} to {l.high:,g}): {mark}; {l.why}")
+        for lay in lines:
+            mark = "agrees" if lay.agrees else "DIFFERS"
+            text_out.append(f"  {lay.name}: logged {lay.logged:,g}, predicted {lay.predicted:,g} "
+                            f"(range {lay.low:,g} to {lay.high:,g}): {mark}; {lay.why}")
         return out, text_out
     if args.available_kv_gib is None and args.available_kv_bytes is None:
         raise ValueError("give --available-kv-gib or --available-kv-bytes (or --log FILE)")
@@ -735,8 +750,12 @@ def _verify_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-@command("verify", "check kvcalc's layers against the cache transformers "
-                       "allocates (meta device: no weights, no memory; needs torch)", _verify_arguments)
+@command(
+    "verify",
+    "check kvcalc's layers against the cache transformers "
+    "allocates (meta device: no weights, no memory; needs torch)",
+    _verify_arguments,
+)
 def cmd_verify(args):
     from .verify import verify  # imports torch and transformers
 

@@ -89,21 +89,24 @@ def cmd_simulate(args):
     out = {k: getattr(r, k) for k in CLI_KEYS}
     load = (f"{args.users:,} users (closed loop)" if args.users is not None else
             "all at once" if args.rate == math.inf else f"Poisson {args.rate:g} requests/s")
-    text = [f"{m.name} on {gpu.name}" + (f" x {args.tp} (TP)" if args.tp > 1 else "")
-            + f", KV cache {args.kv_dtype.upper()}",
-            f"  workload:   {args.requests:,} requests of {args.prompt_tokens:,} prompt + "
-            f"{args.output_tokens:,} output tokens, {load}",
-            f"  pool:       {s.num_blocks:,} blocks of {s.block_size} tokens "
-            f"({s.kv_pool_bytes / GiB:,.2f} GiB per GPU); max_num_seqs {s.max_num_seqs:,}, "
-            f"max_num_batched_tokens {s.max_num_batched_tokens:,}",
-            f"  TTFT:       p50 {fmt_seconds(r.ttft_p50_s)}, p99 {fmt_seconds(r.ttft_p99_s)}",
-            f"  TPOT:       p50 {fmt_seconds(r.tpot_p50_s)}, p99 {fmt_seconds(r.tpot_p99_s)}",
-            f"  ITL:        p50 {fmt_seconds(r.itl_p50_s)}, p99 {fmt_seconds(r.itl_p99_s)}",
-            f"  output:     {r.output_tokens_per_s:,.0f} tokens/s ({r.output_tokens_per_s_per_gpu:,.0f}"
-            f" per GPU, {r.output_tokens_per_s_per_user:,.1f} per user) over "
-            f"{r.duration_s:,.2f} s",
-            f"  batch:      at most {r.max_batch:,} running; limited by {r.binding_limit}",
-            f"  KV blocks:  {r.kv_utilization_mean:.0%} used on average, peak "
-            f"{r.kv_utilization_peak:.0%}; {r.preemptions:,} preemptions; prefix hit rate "
-            f"{r.prefix_hit_rate:.0%}"]
+    text = [
+        f"{m.name} on {gpu.name}"
+        + (f" x {args.tp} (TP)" if args.tp > 1 else "")
+        + f", KV cache {args.kv_dtype.upper()}",
+        f"  workload:   {args.requests:,} requests of {args.prompt_tokens:,} prompt + "
+        f"{args.output_tokens:,} output tokens, {load}",
+        f"  pool:       {s.num_blocks:,} blocks of {s.block_size} tokens "
+        f"({s.kv_pool_bytes / GiB:,.2f} GiB per GPU); max_num_seqs {s.max_num_seqs:,}, "
+        f"max_num_batched_tokens {s.max_num_batched_tokens:,}",
+        f"  TTFT:       p50 {fmt_seconds(r.ttft_p50_s)}, p99 {fmt_seconds(r.ttft_p99_s)}",
+        f"  TPOT:       p50 {fmt_seconds(r.tpot_p50_s)}, p99 {fmt_seconds(r.tpot_p99_s)}",
+        f"  ITL:        p50 {fmt_seconds(r.itl_p50_s)}, p99 {fmt_seconds(r.itl_p99_s)}",
+        f"  output:     {r.output_tokens_per_s:,.0f} tokens/s ({r.output_tokens_per_s_per_gpu:,.0f}"
+        f" per GPU, {r.output_tokens_per_s_per_user:,.1f} per user) over "
+        f"{r.duration_s:,.2f} s",
+        f"  batch:      at most {r.max_batch:,} running; limited by {r.binding_limit}",
+        f"  KV blocks:  {r.kv_utilization_mean:.0%} used on average, peak "
+        f"{r.kv_utilization_peak:.0%}; {r.preemptions:,} preemptions; prefix hit rate "
+        f"{r.prefix_hit_rate:.0%}",
+    ]
     return out, text + [f"  note: {n}" for n in s.notes]

@@ -46,16 +46,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .model import (
+    ChunkedLocal,
+    ExtraCache,
+    FullAttention,
+    MLALatent,
+    ModelSpec,
+    NoCache,
+    RecurrentState,
+    SharedKV,
+    SlidingWindow,
+)
 from .params import count_parameters
 from .text import SHORT as _SHORT
 from .text import short as _short
-from .model import (ChunkedLocal, ExtraCache, FullAttention, MLALatent, ModelSpec, NoCache,
-                    RecurrentState, SharedKV, SlidingWindow)
 
 __all__ = ["spec_from_config", "load_config_file", "MAX_CONFIG_BYTES"]
 
 MAX_CONFIG_BYTES = 1_000_000  # a real config.json is a few KiB; refuse anything far larger
-_MAX_LAYERS = 1024  # the deepest published model here has 162 layers; this bounds all per-layer work
+_MAX_LAYERS = (
+    1024  # the deepest published model here has 162 layers; this bounds all per-layer work
+)
 _MAX_DIM = 10_000_000
 _MAX_CONTEXT = 10**9  # max_position_embeddings: Llama 4 Scout declares 10,485,760
 
@@ -264,7 +275,9 @@ def spec_from_config(config: dict, *, name: str | None = None,
                            + ", ".join(sorted(unread)[:40])
                            + (" ..." if len(unread) > 40 else ""))
 
-    label = name or cfg.get("_name_or_path") or config.get("_name_or_path") or model_type or "custom"
+    label = (
+        name or cfg.get("_name_or_path") or config.get("_name_or_path") or model_type or "custom"
+    )
     return ModelSpec(name=str(label)[:_SHORT], layers=tuple(layers), params=params, moe=moe,
                      hidden_size=geo.hidden, vocab_size=geo.vocab, max_context=max_ctx,
                      notes=tuple(notes), assumptions=tuple(assumptions),
@@ -278,47 +291,193 @@ _TEXT_TYPES = {"gemma3": "gemma3_text", "gemma3n": "gemma3n_text", "gemma4": "ge
 # Fields that say nothing about the cache or the parameter count (tokens, training, rope
 # frequencies, dtypes, tooling); they are never reported as "not read".
 _IGNORED = {
-    "architectures", "auto_map", "bos_token_id", "eos_token_id", "pad_token_id",
-    "decoder_start_token_id", "sep_token_id", "cls_token_id", "mask_token_id", "transformers_version",
-    "torch_dtype", "dtype", "use_cache", "initializer_range", "rms_norm_eps", "layer_norm_eps",
-    "layer_norm_epsilon", "norm_epsilon", "rope_theta", "rope_scaling", "rope_parameters",
-    "rope_interleave", "rope_type", "partial_rotary_factor", "rotary_pct", "rotary_emb_base",
-    "hidden_act", "hidden_activation", "activation_function", "mlp_hidden_act", "attention_dropout",
-    "hidden_dropout", "resid_pdrop", "embd_pdrop", "attn_pdrop", "dropout", "attention_probs_dropout_prob",
-    "hidden_dropout_prob", "model_type", "_name_or_path", "quantization_config", "text_config",
-    "vision_config", "audio_config", "image_token_index", "image_token_id", "video_token_id",
-    "vision_start_token_id", "vision_end_token_id", "vision_token_id", "boi_token_index",
-    "eoi_token_index", "eoa_token_index", "boa_token_index", "audio_token_id",
-    "tokenizer_class", "output_attentions", "output_hidden_states", "return_dict",
-    "is_encoder_decoder", "final_logit_softcapping", "attn_logit_softcapping",
-    "query_pre_attn_scalar", "router_aux_loss_coef", "output_router_logits", "router_jitter_noise",
-    "router_z_loss_coef", "scoring_func", "routed_scaling_factor", "norm_topk_prob", "topk_group",
-    "n_group", "topk_method", "aux_loss_alpha", "seq_aux", "ep_size", "num_nextn_predict_layers",
-    "pretraining_tp", "mlp_bias", "attention_bias", "bias", "qkv_bias", "use_qk_norm",
-    "logits_scaling", "embedding_multiplier", "attention_multiplier", "residual_multiplier",
-    "tie_word_embeddings", "use_bidirectional_attention", "attn_temperature_tuning",
-    "floor_scale", "attn_scale", "interleave_moe_layer_step", "use_sliding_window",
-    "sliding_window_pattern", "cache_implementation", "time_step_limit", "time_step_min",
-    "time_step_max", "time_step_floor", "rescale_prenorm_residual", "residual_in_fp32",
-    "use_mamba_kernels", "mamba_ssm_cache_dtype", "chunk_size", "use_conv_bias", "use_bias",
-    "mamba_chunk_size", "mamba_conv_bias", "mamba_proj_bias", "num_logits_to_keep",
-    "layer_norm_type", "norm_type", "mlp_layer_types", "mlp_only_layers", "decoder_sparse_step",
-    "first_k_dense_replace", "moe_layer_freq", "num_experts_per_tok", "num_local_experts",
-    "n_routed_experts", "num_experts", "moe_intermediate_size", "n_shared_experts",
-    "shared_expert_intermediate_size", "intermediate_size", "ffn_dim", "n_inner",
-    "vocab_size", "padded_vocab_size", "hidden_size", "kv_lora_rank", "q_lora_rank",
-    "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "index_topk", "index_n_heads",
-    "index_head_dim", "max_window_layers", "no_rope_layer_interval", "attention_chunk_size",
-    "image_size", "patch_size", "projector_hidden_act", "vision_feature_layer",
-    "vision_feature_select_strategy", "multimodal_projector_bias", "spatial_merge_size",
-    "mm_tokens_per_image", "initializer_factor", "expert_layer_period", "expert_layer_offset",
-    "attn_layer_period", "attn_layer_offset", "use_qkv_bias", "apply_residual_connection_post_layernorm",
-    "post_layer_norm", "add_bias_linear", "add_qkv_bias", "bias_dropout_fusion", "fp32_residual_connection",
-    "original_rope", "rmsnorm", "quantization_bit", "pre_seq_len", "prefix_projection",
-    "classifier_dropout", "do_layer_norm_before", "word_embed_proj_dim", "enable_bias",
-    "layerdrop", "init_std", "scale_embedding", "emb_pdrop", "learned_pos_emb", "no_bias",
-    "logit_scale", "norm_config", "init_config", "use_cache", "verbose", "expansion_ratio",
-    "ffn_config", "resid_pdrop", "embedding_fraction", "sliding_window_size",
+    "architectures",
+    "auto_map",
+    "bos_token_id",
+    "eos_token_id",
+    "pad_token_id",
+    "decoder_start_token_id",
+    "sep_token_id",
+    "cls_token_id",
+    "mask_token_id",
+    "transformers_version",
+    "torch_dtype",
+    "dtype",
+    "use_cache",
+    "initializer_range",
+    "rms_norm_eps",
+    "layer_norm_eps",
+    "layer_norm_epsilon",
+    "norm_epsilon",
+    "rope_theta",
+    "rope_scaling",
+    "rope_parameters",
+    "rope_interleave",
+    "rope_type",
+    "partial_rotary_factor",
+    "rotary_pct",
+    "rotary_emb_base",
+    "hidden_act",
+    "hidden_activation",
+    "activation_function",
+    "mlp_hidden_act",
+    "attention_dropout",
+    "hidden_dropout",
+    "resid_pdrop",
+    "embd_pdrop",
+    "attn_pdrop",
+    "dropout",
+    "attention_probs_dropout_prob",
+    "hidden_dropout_prob",
+    "model_type",
+    "_name_or_path",
+    "quantization_config",
+    "text_config",
+    "vision_config",
+    "audio_config",
+    "image_token_index",
+    "image_token_id",
+    "video_token_id",
+    "vision_start_token_id",
+    "vision_end_token_id",
+    "vision_token_id",
+    "boi_token_index",
+    "eoi_token_index",
+    "eoa_token_index",
+    "boa_token_index",
+    "audio_token_id",
+    "tokenizer_class",
+    "output_attentions",
+    "output_hidden_states",
+    "return_dict",
+    "is_encoder_decoder",
+    "final_logit_softcapping",
+    "attn_logit_softcapping",
+    "query_pre_attn_scalar",
+    "router_aux_loss_coef",
+    "output_router_logits",
+    "router_jitter_noise",
+    "router_z_loss_coef",
+    "scoring_func",
+    "routed_scaling_factor",
+    "norm_topk_prob",
+    "topk_group",
+    "n_group",
+    "topk_method",
+    "aux_loss_alpha",
+    "seq_aux",
+    "ep_size",
+    "num_nextn_predict_layers",
+    "pretraining_tp",
+    "mlp_bias",
+    "attention_bias",
+    "bias",
+    "qkv_bias",
+    "use_qk_norm",
+    "logits_scaling",
+    "embedding_multiplier",
+    "attention_multiplier",
+    "residual_multiplier",
+    "tie_word_embeddings",
+    "use_bidirectional_attention",
+    "attn_temperature_tuning",
+    "floor_scale",
+    "attn_scale",
+    "interleave_moe_layer_step",
+    "use_sliding_window",
+    "sliding_window_pattern",
+    "cache_implementation",
+    "time_step_limit",
+    "time_step_min",
+    "time_step_max",
+    "time_step_floor",
+    "rescale_prenorm_residual",
+    "residual_in_fp32",
+    "use_mamba_kernels",
+    "mamba_ssm_cache_dtype",
+    "chunk_size",
+    "use_conv_bias",
+    "use_bias",
+    "mamba_chunk_size",
+    "mamba_conv_bias",
+    "mamba_proj_bias",
+    "num_logits_to_keep",
+    "layer_norm_type",
+    "norm_type",
+    "mlp_layer_types",
+    "mlp_only_layers",
+    "decoder_sparse_step",
+    "first_k_dense_replace",
+    "moe_layer_freq",
+    "num_experts_per_tok",
+    "num_local_experts",
+    "n_routed_experts",
+    "num_experts",
+    "moe_intermediate_size",
+    "n_shared_experts",
+    "shared_expert_intermediate_size",
+    "intermediate_size",
+    "ffn_dim",
+    "n_inner",
+    "vocab_size",
+    "padded_vocab_size",
+    "hidden_size",
+    "kv_lora_rank",
+    "q_lora_rank",
+    "qk_nope_head_dim",
+    "qk_rope_head_dim",
+    "v_head_dim",
+    "index_topk",
+    "index_n_heads",
+    "index_head_dim",
+    "max_window_layers",
+    "no_rope_layer_interval",
+    "attention_chunk_size",
+    "image_size",
+    "patch_size",
+    "projector_hidden_act",
+    "vision_feature_layer",
+    "vision_feature_select_strategy",
+    "multimodal_projector_bias",
+    "spatial_merge_size",
+    "mm_tokens_per_image",
+    "initializer_factor",
+    "expert_layer_period",
+    "expert_layer_offset",
+    "attn_layer_period",
+    "attn_layer_offset",
+    "use_qkv_bias",
+    "apply_residual_connection_post_layernorm",
+    "post_layer_norm",
+    "add_bias_linear",
+    "add_qkv_bias",
+    "bias_dropout_fusion",
+    "fp32_residual_connection",
+    "original_rope",
+    "rmsnorm",
+    "quantization_bit",
+    "pre_seq_len",
+    "prefix_projection",
+    "classifier_dropout",
+    "do_layer_norm_before",
+    "word_embed_proj_dim",
+    "enable_bias",
+    "layerdrop",
+    "init_std",
+    "scale_embedding",
+    "emb_pdrop",
+    "learned_pos_emb",
+    "no_bias",
+    "logit_scale",
+    "norm_config",
+    "init_config",
+    "use_cache",
+    "verbose",
+    "expansion_ratio",
+    "ffn_config",
+    "resid_pdrop",
+    "embedding_fraction",
+    "sliding_window_size",
 }
 
 # A config field whose name looks like it lays out layers: one the reader does not understand
@@ -432,14 +591,14 @@ _LAYOUT_READERS_FIELDS = {
 def _engine_conventions(f: _Fields, layers: list) -> list[str]:
     """The engine conventions a figure for these layers rests on, said once."""
     out = []
-    if any(l.state_elements for l in layers):
+    if any(lay.state_elements for lay in layers):
         asked = f.raw("mamba_ssm_cache_dtype", "mamba_ssm_dtype")
         out.append("recurrent state: the convolution keeps conv_kernel - 1 past inputs, as vLLM "
                    "allocates it (transformers keeps conv_kernel); the state is counted in the "
                    "state format chosen (BF16 unless set)"
                    + (f"; this config asks for {asked} SSM state (mamba_ssm_cache_dtype)"
                       if isinstance(asked, str) else ""))
-    if any(l.stores_tokens and l.tokens_kept(10**12) < 10**12 for l in layers):
+    if any(lay.stores_tokens and lay.tokens_kept(10**12) < 10**12 for lay in layers):
         out.append("window or chunk layers keep at most window (chunk) tokens here; vLLM reserves "
                    "blocks for window - 1 + one batch of new tokens, and transformers keeps "
                    "window - 1 (chunk - 1) between steps")
@@ -524,9 +683,11 @@ def _kv_heads(f: _Fields, q_heads: int, attn_cfg: dict | None) -> int:
             raise ValueError("config field 'attn_config.kv_n_heads' must be a whole number for "
                              "grouped-query attention")
         if kind != "multihead_attention":
-            raise ValueError(f"config field 'attn_config.attn_type' = {_short(kind)} is not understood; "
-                             "expected multihead_attention, multiquery_attention or "
-                             "grouped_query_attention")
+            raise ValueError(
+                f"config field 'attn_config.attn_type' = {_short(kind)} is not understood; "
+                "expected multihead_attention, multiquery_attention or "
+                "grouped_query_attention"
+            )
         return q_heads
     if f.has("multi_query_group_num"):  # ChatGLM: groups used when multi_query_attention is on
         if f.raw("multi_query_attention", default=False) is True:
@@ -710,9 +871,17 @@ def _nas_layers(f: _Fields, geo: _Geometry) -> list:
         attn = block.get("attention") if isinstance(block, dict) else None
         if not isinstance(attn, dict):
             raise ValueError(f"config field 'block_configs[{i}].attention' must be an object")
-        unknown = set(attn) - {"no_op", "replace_with_linear", "n_heads_in_group",
-                               "sparsify", "num_sink_tokens", "use_prefill_window_in_sink_attention",
-                               "unshifted_sink", "window_length", "llama4"}
+        unknown = set(attn) - {
+            "no_op",
+            "replace_with_linear",
+            "n_heads_in_group",
+            "sparsify",
+            "num_sink_tokens",
+            "use_prefill_window_in_sink_attention",
+            "unshifted_sink",
+            "window_length",
+            "llama4",
+        }
         if unknown:
             raise ValueError(f"config field 'block_configs[{i}].attention' has "
                              f"{', '.join(sorted(unknown))}, which kvcalc does not understand")

@@ -52,15 +52,18 @@ def ridge_point(peak_tflops: float, bandwidth_gbs: float) -> float:
 
 
 def _layers(spec: ModelSpec, tp: int):
-    return [l for stage in stage_layers(spec, tp, 1) for l in stage]
+    return [lay for stage in stage_layers(spec, tp, 1) for lay in stage]
 
 
 def _kv(spec, n, dtype, tp) -> int:
-    return sum(l.read_bytes(n, dtype) for l in _layers(spec, tp))
+    return sum(lay.read_bytes(n, dtype) for lay in _layers(spec, tp))
 
 
 def _attn_flops(spec, pairs_of, tp) -> float:
-    return sum(2.0 * l.q_heads * (l.qk_dim + l.av_dim) * pairs_of(l) for l in spec.layers) / tp
+    return (
+        sum(2.0 * lay.q_heads * (lay.qk_dim + lay.av_dim) * pairs_of(lay) for lay in spec.layers)
+        / tp
+    )
 
 
 def prefill_point(spec: ModelSpec, w: Weights, prompt: int, *, kv_dtype: str = "bf16",
@@ -68,7 +71,7 @@ def prefill_point(spec: ModelSpec, w: Weights, prompt: int, *, kv_dtype: str = "
     p = check_int("prompt tokens", prompt, 1, 10**8)
     dtype = get_dtype(kv_dtype, KV_DTYPES)
     lin = 2.0 * spec.active_params * p / tp
-    attn = _attn_flops(spec, lambda l: l.attended_pairs(p), tp)
+    attn = _attn_flops(spec, lambda lay: lay.attended_pairs(p), tp)
     wb = w.read_per_step(spec, p) / tp
     kv = _kv(spec, p, dtype, tp)
     return Point(label=f"prefill {p:,} tokens", flops=lin + attn, bytes=wb + kv,
@@ -83,7 +86,7 @@ def decode_point(spec: ModelSpec, w: Weights, *, batch: int, context: int,
     c = check_int("context", context, 1, 10**9)
     dtype = get_dtype(kv_dtype, KV_DTYPES)
     lin = 2.0 * spec.active_params * b / tp
-    attn = b * _attn_flops(spec, lambda l: l.attended(c), tp)
+    attn = b * _attn_flops(spec, lambda lay: lay.attended(c), tp)
     wb = w.read_per_step(spec, b) / tp
     kv = b * _kv(spec, c, dtype, tp)
     return Point(label=f"decode, batch {b:,}", flops=lin + attn, bytes=wb + kv,
@@ -99,7 +102,7 @@ def attention_points(spec: ModelSpec, *, kv_dtype: str = "bf16", context: int = 
     MQA, and MLA absorbed with a latent of ``rank`` + ``rope`` (DeepSeek-V3's 512 + 64)."""
     c = check_int("context", context, 1, 10**9)
     e = get_dtype(kv_dtype, KV_DTYPES).bits / 8
-    layer = next((l for l in spec.layers if l.q_heads and l.stores_tokens), None)
+    layer = next((lay for lay in spec.layers if lay.q_heads and lay.stores_tokens), None)
     if layer is None:
         raise ValueError(f"{spec.name} has no attention layer that keeps a cache")
     h, dk, dv = layer.q_heads, layer.qk_dim, layer.av_dim

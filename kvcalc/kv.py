@@ -48,7 +48,7 @@ def stage_layers(spec: ModelSpec, tp: int = 1, pp: int = 1) -> list[tuple[Layer,
     """The layers each pipeline stage holds, as one of its ``tp`` GPUs sees them."""
     tp = check_int("tensor parallel size", tp, 1, 4096)
     pp = check_int("pipeline parallel size", pp, 1, 4096)
-    layers = [l.split(tp) for l in spec.layers] if tp > 1 else list(spec.layers)
+    layers = [lay.split(tp) for lay in spec.layers] if tp > 1 else list(spec.layers)
     stages, start = [], 0
     for count in pp_partition(len(layers), pp):
         stages.append(tuple(layers[start:start + count]))
@@ -129,16 +129,24 @@ class KVCache:
 
 
 def _seq_bytes(layers, n: int, dtype: DType, scales: bool) -> int:
-    return sum(l.seq_bytes(n, dtype, scales) for l in layers)
+    return sum(lay.seq_bytes(n, dtype, scales) for lay in layers)
 
 
 def _rows(layers, n, batch, dtype, scales, state_dtype) -> tuple[KindRow, ...]:
     groups: dict[tuple, list] = {}
-    for l in layers:
-        bpt = l.bytes_per_token(dtype, scales)
-        key = (l.kind, l.label, bpt, l.tokens_kept(n), l.formula(), l.state_bytes(state_dtype),
-               bpt - l.bytes_per_token(dtype, False), l.stores_tokens)
-        groups.setdefault(key, []).append(l)
+    for lay in layers:
+        bpt = lay.bytes_per_token(dtype, scales)
+        key = (
+            lay.kind,
+            lay.label,
+            bpt,
+            lay.tokens_kept(n),
+            lay.formula(),
+            lay.state_bytes(state_dtype),
+            bpt - lay.bytes_per_token(dtype, False),
+            lay.stores_tokens,
+        )
+        groups.setdefault(key, []).append(lay)
     rows = []
     for (kind, label, bpt, kept, formula, state, scale, stores), ls in groups.items():
         count = len(ls)
@@ -162,7 +170,7 @@ def kv_cache(spec: ModelSpec, context: int, batch: int = 1, kv_dtype: str = "bf1
         return _seq_bytes(layers, n, dtype, scales)
 
     def state(layers):
-        return sum(l.state_bytes(sdtype) for l in layers)
+        return sum(lay.state_bytes(sdtype) for lay in layers)
 
     # The binding stage: the one that holds the most at this context.
     layers = max(stages, key=lambda ls: (seq(ls, context) * batch + state(ls) * batch,

@@ -31,7 +31,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from .catalog import registry
-from .twins import TWIN_KEYS, _TWIN_VOCAB, fit_line, predicted_bytes, runtime_spec, twin_config
+from .twins import _TWIN_VOCAB, TWIN_KEYS, fit_line, predicted_bytes, runtime_spec, twin_config
 from .units import check_int
 
 __all__ = ["twin_config", "TWIN_KEYS", "Measurement", "Step", "measure", "LiveError",
@@ -356,13 +356,13 @@ def measure(*, model: str, source: str = "twin", prompt_tokens: int = 32,
                         "tokens.") from None
     if tok is not None and generated:
         result.text = tok.decode(torch.cat(generated, dim=1)[0], skip_special_tokens=True)
-    if any(l.kind == "sliding" for l in spec.layers):
+    if any(lay.kind == "sliding" for lay in spec.layers):
         result.notes.append("transformers keeps window - 1 tokens in a sliding layer between "
                             "steps (the next token makes the window); the prediction does too. "
                             "It cuts them as a view of a larger tensor, so the memory it keeps "
                             "allocated (storage bytes) can be up to a window, or the whole prompt "
                             "right after a long prefill")
-    if any(l.kind == "state" for l in spec.layers):
+    if any(lay.kind == "state" for lay in spec.layers):
         result.notes.append("transformers keeps the whole convolution kernel in a recurrent "
                             "layer's state (vLLM keeps kernel - 1 inputs); the prediction here "
                             "follows transformers")

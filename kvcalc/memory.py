@@ -116,8 +116,10 @@ class Budget:
         ctx = f"{self.context:,}"
         lines = []
         if self.engine in ("vllm", "ideal"):
-            lines.append(f"requested         = ceil({self.total_bytes:,} B x {self.gpu_mem_util:g}) "
-                         f"= {self.requested_bytes:,} B ({gib(self.requested_bytes)})")
+            lines.append(
+                f"requested         = ceil({self.total_bytes:,} B x {self.gpu_mem_util:g}) "
+                f"= {self.requested_bytes:,} B ({gib(self.requested_bytes)})"
+            )
             lines.append(f"KV pool           = {self.requested_bytes:,} - {self.weights_bytes:,} "
                          f"weights - {self.reserve_bytes:,} reserve = {self.kv_pool_bytes:,} B "
                          f"({gib(self.kv_pool_bytes)})")
@@ -229,10 +231,10 @@ def budget(spec: ModelSpec, *, total_bytes: int, context: int, weights_bytes: in
 
 def _stage(layers, index, pool, bs, context, concurrency, dtype, scales, sdtype,
            find_max_context=True) -> dict:
-    kv_layers = [l for l in layers if l.stores_tokens]
-    per_layer = [l.bytes_per_token(dtype, scales) for l in kv_layers]
+    kv_layers = [lay for lay in layers if lay.stores_tokens]
+    per_layer = [lay.bytes_per_token(dtype, scales) for lay in kv_layers]
     block_bytes = bs * sum(per_layer)
-    state = sum(l.state_bytes(sdtype) for l in layers)
+    state = sum(lay.state_bytes(sdtype) for lay in layers)
     usable = max(pool, 0)
     if block_bytes:
         if len(set(per_layer)) == 1:
@@ -245,8 +247,8 @@ def _stage(layers, index, pool, bs, context, concurrency, dtype, scales, sdtype,
 
     def seq_bytes(n: int) -> int:
         # Each layer holds whole blocks: cdiv(tokens kept, block_size) of them.
-        return state + sum(cdiv(l.tokens_kept(n), bs) * bs * b
-                           for l, b in zip(kv_layers, per_layer, strict=True))
+        return state + sum(cdiv(lay.tokens_kept(n), bs) * bs * b
+                           for lay, b in zip(kv_layers, per_layer, strict=True))
 
     need_one = seq_bytes(context)
     max_conc = usable / need_one if need_one else math.inf

@@ -217,7 +217,9 @@ class _Attention(_Layer):
         if self.kv_heads < tp and tp % self.kv_heads:
             raise ValueError(
                 f"tensor parallel size {tp} is not a multiple of the {self.kv_heads} KV heads")
-        return replace(self, kv_heads=max(1, self.kv_heads // tp), q_heads=max(1, self.q_heads // tp))
+        return replace(
+            self, kv_heads=max(1, self.kv_heads // tp), q_heads=max(1, self.q_heads // tp)
+        )
 
     def vllm_group_key(self) -> tuple | None:
         return (self.kind, self._span())
@@ -584,11 +586,11 @@ class ModelSpec:
     @property
     def kv_layers(self) -> tuple[Layer, ...]:
         """Layers that keep a per-token cache of their own (K/V or an MLA latent)."""
-        return tuple(l for l in self.layers if l.stores_tokens)
+        return tuple(lay for lay in self.layers if lay.stores_tokens)
 
     @property
     def state_layers(self) -> tuple[RecurrentState, ...]:
-        return tuple(l for l in self.layers if l.state_elements)
+        return tuple(lay for lay in self.layers if lay.state_elements)
 
     def kind_counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}

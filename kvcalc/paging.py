@@ -110,7 +110,9 @@ class Snapshot:
 
     @property
     def prefix_hit_rate(self) -> float:
-        return self.prefix_hit_tokens / self.prefix_query_tokens if self.prefix_query_tokens else 0.0
+        return (
+            self.prefix_hit_tokens / self.prefix_query_tokens if self.prefix_query_tokens else 0.0
+        )
 
 
 def _hash(parent: str | None, tokens: tuple[int, ...]) -> str:

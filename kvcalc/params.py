@@ -44,10 +44,12 @@ def count_parameters(f: _Fields, model_type: str, layers: list, geo: _Geometry):
     if family is None:
         raise ValueError(f"parameter counting is not implemented for model_type "
                          f"{_short(model_type or '(none)')}")
-    if geo.per_layer_heads or any(not l.stores_tokens and not l.state_elements for l in layers):
+    if geo.per_layer_heads or any(
+        not lay.stores_tokens and not lay.state_elements for lay in layers
+    ):
         raise ValueError("layers differ in shape (per-layer heads, shared or attention-free "
                          "blocks), which the parameter counter does not cover")
-    if any(l.state_elements and l.flavor not in ("mamba", "gated_deltanet") for l in layers):
+    if any(lay.state_elements and lay.flavor not in ("mamba", "gated_deltanet") for lay in layers):
         raise ValueError("the parameter counter covers Mamba-1 and Gated DeltaNet layers only")
     hidden = f.int("hidden_size", "n_embd", "d_model")
     vocab = f.int("vocab_size")
@@ -195,7 +197,9 @@ def _state_params(f: _Fields, hidden: int, layer: RecurrentState) -> int:
     kernel = f.int("mamba_d_conv", "conv_kernel", default=4)
     d_inner = f.int("mamba_expand", "expand", default=2) * hidden
     dt_rank = f.raw("mamba_dt_rank", "time_step_rank", default="auto")
-    dt_rank = math.ceil(hidden / 16) if dt_rank == "auto" else f.int("mamba_dt_rank", "time_step_rank")
+    dt_rank = (
+        math.ceil(hidden / 16) if dt_rank == "auto" else f.int("mamba_dt_rank", "time_step_rank")
+    )
     p = hidden * 2 * d_inner  # in_proj
     if f.raw("mamba_proj_bias", default=False) is True:
         p += 2 * d_inner + hidden

@@ -13,10 +13,10 @@ import random
 import re
 from dataclasses import dataclass
 
-from .memory import budget
+from .catalog import get_gpu, get_model, registry
 from .hfconfig import spec_from_config
 from .kv import kv_cache
-from .catalog import get_gpu, get_model, registry
+from .memory import budget
 from .roofline import offload_vs_recompute, prefill, step_time
 from .units import GB, GiB, KiB, MiB, check_int, fmt_bytes, fmt_seconds
 
@@ -269,14 +269,21 @@ def _make(rng: random.Random, kind: str, n: int) -> Question:
     rank, rope = 512, 64
     ratio = 2 * kv * hd / (rank + rope)
     return Question(
-        qid=qid, level="senior",
-        prompt=(f"A layer with {_plural(kv, 'KV head')} of dimension {hd} is replaced by an MLA "
-                f"layer that "
-                f"caches one latent of {rank} plus a {rope}-dimensional RoPE key per token. By what "
-                "factor does its cache shrink (same number format)?"),
-        answer=f"{ratio:,.2f}x", value=ratio, unit="x", ask_unit="x",
+        qid=qid,
+        level="senior",
+        prompt=(
+            f"A layer with {_plural(kv, 'KV head')} of dimension {hd} is replaced by an MLA "
+            f"layer that "
+            f"caches one latent of {rank} plus a {rope}-dimensional RoPE key per token. By what "
+            "factor does its cache shrink (same number format)?"
+        ),
+        answer=f"{ratio:,.2f}x",
+        value=ratio,
+        unit="x",
+        ask_unit="x",
         solution=f"2 x {kv} x {hd} = {2 * kv * hd} numbers per token -> {rank} + {rope} = "
-                 f"{rank + rope}: {2 * kv * hd} / {rank + rope} = {ratio:,.2f}x")
+        f"{rank + rope}: {2 * kv * hd} / {rank + rope} = {ratio:,.2f}x",
+    )
 
 
 def _from_config(rng: random.Random, qid: str) -> Question:

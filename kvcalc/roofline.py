@@ -3,7 +3,8 @@
 Decode is memory-bandwidth bound: each step reads every (touched) weight once and the whole
 cache of every sequence in the batch.
 
-    step time      ~= (weight bytes read + batch x KV bytes at context N + batch x state) / bandwidth
+    step time      ~= (weight bytes read + batch x KV bytes at context N + batch x state)
+                      / bandwidth
     crossover C*   =  the context where batch x KV bytes(C*) = weight bytes read
                    =  weight bytes / (batch x KV bytes per token)     (full attention)
 
@@ -54,13 +55,13 @@ class StepTime:
 
 
 def _per_gpu_layers(spec: ModelSpec, tp: int, pp: int):
-    return [l for stage in stage_layers(spec, tp, pp) for l in stage]
+    return [lay for stage in stage_layers(spec, tp, pp) for lay in stage]
 
 
 def _read_bytes(layers, n: int, dtype, scales: bool) -> int:
     """Cache bytes one decode step reads for one sequence at context n: every layer's own cache,
     and a shared-KV layer's source cache once more."""
-    return sum(l.read_bytes(n, dtype, scales) for l in layers)
+    return sum(lay.read_bytes(n, dtype, scales) for lay in layers)
 
 
 def crossover_context(spec: ModelSpec, weight_read_bytes: int, batch: int = 1,
@@ -114,7 +115,7 @@ def step_time(spec: ModelSpec, w: Weights, *, context: int, batch: int, bandwidt
         weight_read_bytes = check_int("weight bytes", weight_read_bytes, 0, 2**60)
     weight_read = math.ceil(weight_read_bytes / tp)
     kv_read = batch * _read_bytes(layers, context, dtype, scales)
-    state_read = batch * sum(l.state_bytes(sdtype) for l in layers)
+    state_read = batch * sum(lay.state_bytes(sdtype) for lay in layers)
     total = weight_read + kv_read + state_read
     t = total / (bandwidth_gbs * GB)
     compute = None

@@ -65,16 +65,30 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 
 from . import vllm as _vllm
-from .memory import DEFAULT_RESERVE_BYTES, budget
 from .dtypes import KV_DTYPES, get_dtype
 from .kv import stage_layers
+from .memory import DEFAULT_RESERVE_BYTES, budget
 from .model import ModelSpec, cdiv
 from .roofline import DEFAULT_MFU
 from .units import GB, check_float, check_int
 from .weight_bytes import Weights
 
-__all__ = ["Dist", "fixed", "uniform", "lognormal", "Workload", "Setup", "setup", "simulate",
-           "SimResult", "percentile", "estimated_steps", "MAX_REQUESTS", "BINDING_LIMITS", "CLI_KEYS"]
+__all__ = [
+    "Dist",
+    "fixed",
+    "uniform",
+    "lognormal",
+    "Workload",
+    "Setup",
+    "setup",
+    "simulate",
+    "SimResult",
+    "percentile",
+    "estimated_steps",
+    "MAX_REQUESTS",
+    "BINDING_LIMITS",
+    "CLI_KEYS",
+]
 
 MAX_REQUESTS = 20_000  # about 10 s of simulation at most on one core
 MAX_TOKENS = 1_000_000  # one request's prompt or output
@@ -274,11 +288,11 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
                          f"longest output) is beyond {spec.name}'s limit of "
                          f"{spec.max_context:,} tokens; shorten the prompt or the output")
     dtype = get_dtype(kv_dtype, KV_DTYPES)
-    layers = [l for stage in stage_layers(spec, tp, 1) for l in stage]  # validates the TP split
-    odd = sorted({l.label for l in layers
-                  if l.state_bytes(get_dtype("bf16")) or (l.stores_tokens and (
-                      l.tokens_kept(1_000_003) != 1_000_003))
-                  or l.read_bytes(1_000_003, dtype, scales) != 1_000_003 * l.read_bytes(
+    layers = [lay for stage in stage_layers(spec, tp, 1) for lay in stage]  # validates the TP split
+    odd = sorted({lay.label for lay in layers
+                  if lay.state_bytes(get_dtype("bf16")) or (lay.stores_tokens and (
+                      lay.tokens_kept(1_000_003) != 1_000_003))
+                  or lay.read_bytes(1_000_003, dtype, scales) != 1_000_003 * lay.read_bytes(
                       1, dtype, scales)})
     if odd:
         raise ValueError(f"{spec.name} has {', '.join(odd)} layers, whose cache does not grow "
@@ -314,8 +328,8 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
         raise ValueError(f"max_num_batched_tokens ({mnbt:,}) must be at least max_num_seqs "
                          f"({mns:,}), as vLLM requires")
     usable = b.num_blocks - _vllm.fact("null_block", version)
-    kv_pt = sum(l.read_bytes(1, dtype, scales) for l in layers)
-    per_pair = sum(2.0 * l.q_heads * (l.qk_dim + l.av_dim) for l in spec.layers) / tp
+    kv_pt = sum(lay.read_bytes(1, dtype, scales) for lay in layers)
+    per_pair = sum(2.0 * lay.q_heads * (lay.qk_dim + lay.av_dim) for lay in spec.layers) / tp
     fixed_read, embed, moe = 0, (0, 0), ()
     if weights_bytes is None:
         # Weights.read_per_step, split into its parts so a step of n tokens costs no call:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from .catalog import registry
 from .dtypes import KV_DTYPES, get_dtype
 from .model import ModelSpec
-from .catalog import registry
 from .roofline import offload_vs_recompute
 from .units import check_int, fmt_seconds
 
@@ -83,7 +83,7 @@ def techniques(spec: ModelSpec, context: int, *, kv_dtype: str = "bf16", window:
                          "cache to shrink")
     q_heads = attn[0].q_heads
     # KV heads per layer as stored (an MLA latent has none: it counts as neither MHA nor MQA).
-    own_heads = {l.kv_heads for l in attn}
+    own_heads = {lay.kv_heads for lay in attn}
     latent_only = own_heads == {None}
 
     rows: list[Technique] = []
@@ -95,14 +95,14 @@ def techniques(spec: ModelSpec, context: int, *, kv_dtype: str = "bf16", window:
                               applies=applies))
 
     add("mha", f"MHA (multi-head attention): {q_heads} K/V heads", "KV heads",
-        _bytes([l.as_mha() for l in spec.layers], n, dtype),
+        _bytes([lay.as_mha() for lay in spec.layers], n, dtype),
         "Every query head keeps its own K and V: the largest cache, and the baseline that "
         "grouped and multi-query attention improve on.",
         applies=not (own_heads == {q_heads}))
     if own_heads == {q_heads} and q_heads >= 8 and q_heads % 8 == 0:
         # An MHA model: what grouped-query attention with 8 K/V heads would keep.
         add("gqa", "GQA (grouped-query attention): 8 K/V heads", "KV heads",
-            _bytes([l.with_kv_heads(8) for l in spec.layers], n, dtype),
+            _bytes([lay.with_kv_heads(8) for lay in spec.layers], n, dtype),
             f"Groups of {q_heads // 8} query heads share one K/V head: the choice of Llama 3, "
             "Mistral and Qwen; it needs a model trained (or up-trained) that way.")
     own_label = ("MLA latent" if latent_only else
@@ -112,11 +112,11 @@ def techniques(spec: ModelSpec, context: int, *, kv_dtype: str = "bf16", window:
         (own_pt, own_seq),
         "What this checkpoint stores: the reference for every saving on this page.")
     add("mqa", "MQA (multi-query attention): 1 K/V head", "KV heads",
-        _bytes([l.with_kv_heads(1) for l in spec.layers], n, dtype),
+        _bytes([lay.with_kv_heads(1) for lay in spec.layers], n, dtype),
         "All query heads share one K/V head: the smallest cache without changing the layer "
         "type, at a larger quality cost than GQA.", applies=own_heads != {1})
     add("mla", f"MLA (multi-head latent attention) ({rank} + {rope} RoPE)", "K and V -> one latent",
-        _bytes([l.as_latent(rank, rope) for l in spec.layers], n, dtype),
+        _bytes([lay.as_latent(rank, rope) for lay in spec.layers], n, dtype),
         "Caches one compressed latent per token (plus a small key for RoPE, the rotary position "
         "encoding); decode kernels fold the up-projections into the query and output and attend "
         "over the latent directly. Needs a model trained this way (DeepSeek-V2/V3, Kimi K2).",

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .memory import budget
+from .catalog import GPU
 from .intensity import decode_point, ridge_point
 from .kv import kv_cache
+from .memory import budget
 from .model import ModelSpec
 from .quiz import Question
-from .catalog import GPU
 from .roofline import step_time
 from .units import check_int, fmt_bytes
 from .weight_bytes import Weights

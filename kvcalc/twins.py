@@ -24,7 +24,7 @@ _TWIN_VOCAB = 512
 
 def _period(spec: ModelSpec, cap: int = 8) -> int:
     """The shortest number of leading layers whose kinds repeat through the model."""
-    kinds = [l.kind for l in spec.layers]
+    kinds = [lay.kind for lay in spec.layers]
     for p in range(1, min(cap, len(kinds)) + 1):
         if all(kinds[i] == kinds[i % p] for i in range(len(kinds))):
             return p
@@ -85,7 +85,7 @@ def runtime_spec(config: dict) -> ModelSpec:
     window - 1 tokens between steps, and a convolution state keeps the whole kernel (kvcalc's
     engine figure, like vLLM's, keeps kernel - 1 past inputs)."""
     spec = spec_from_config(config)
-    return spec.with_layers(l.transformers_view() for l in spec.layers)
+    return spec.with_layers(lay.transformers_view() for lay in spec.layers)
 
 
 def predicted_bytes(spec: ModelSpec, tokens: int, batch: int, dtype: str) -> int:

@@ -113,16 +113,16 @@ def _found(cache, i: int) -> tuple[str, dict]:
 
 _DIFFERENCES = {
     "sliding": "sliding layers: transformers keeps window - 1 tokens between steps; vLLM reserves "
-               "blocks for window - 1 + one batch of new tokens",
-    "chunked": "chunked layers: transformers keeps a rolling window of chunk - 1 tokens; vLLM keeps "
-               "the current chunk",
+    "blocks for window - 1 + one batch of new tokens",
+    "chunked": "chunked layers: transformers keeps a rolling window of chunk - 1 tokens; vLLM "
+    "keeps the current chunk",
     "state": "recurrent layers: transformers keeps the whole convolution kernel; vLLM keeps "
-             "kernel - 1 inputs",
+    "kernel - 1 inputs",
     "mla": "MLA: transformers caches the latent as 'keys' and the RoPE key as 'values'",
     "indexer": "indexer keys: transformers keeps them in the model dtype; vLLM stores fp8 plus "
-               "fp32 scales",
+    "fp32 scales",
     "none": "MLP/MoE-only and KV-sharing layers: transformers holds a placeholder that stores "
-            "nothing",
+    "nothing",
 }
 
 
@@ -148,7 +148,7 @@ def verify(config: dict, *, context: int | None = None, name: str | None = None)
     cache transformers allocates with kvcalc's layers, layer by layer."""
     spec = spec_from_config(config, name=name)
     if context is None:
-        spans = [l.tokens_kept(10**9) for l in spec.layers if l.stores_tokens]
+        spans = [lay.tokens_kept(10**9) for lay in spec.layers if lay.stores_tokens]
         bounded = [s for s in spans if s < 10**9]
         context = min(MAX_VERIFY_CONTEXT, max(bounded, default=31) + 33)
     n = check_int("context", context, 2, MAX_VERIFY_CONTEXT)

@@ -289,15 +289,15 @@ def _grouping_of(layers: tuple, *, block_size: int, dtype, per_head: bool, state
     Equal page sizes (after raising a recurrent model's block size) form vLLM's hybrid groups;
     layers of one type whose pages differ (an indexer cache on some MLA layers only) form one
     group whose block holds a page of every layer (UniformTypeKVCacheSpecs, v0.11.0)."""
-    attn = [(i, l) for i, l in enumerate(layers) if l.stores_tokens]
-    states = [(i, l) for i, l in enumerate(layers) if l.state_elements]
+    attn = [(i, lay) for i, lay in enumerate(layers) if lay.stores_tokens]
+    states = [(i, lay) for i, lay in enumerate(layers) if lay.state_elements]
     notes = []
     bs = block_size
     state_pad_pct = 0.0
     state_page = 0
     if states:
         # State page per layer on this GPU (heads split over tp, as vLLM shards them).
-        state_page = max(l.state_bytes(state_dtype) for _, l in states)
+        state_page = max(lay.state_bytes(state_dtype) for _, lay in states)
         if attn:
             one_token = _vllm_bytes_per_token(attn[0][1], dtype, per_head)
             bs = max(16 * -(-state_page // (16 * one_token)), block_size)
@@ -310,9 +310,9 @@ def _grouping_of(layers: tuple, *, block_size: int, dtype, per_head: bool, state
             state_page = attn_page
     buckets: dict[tuple, list] = {}
     pages = {}
-    for i, l in attn:
-        page = bs * _vllm_bytes_per_token(l, dtype, per_head)
-        key = (*l.vllm_group_key(), page)
+    for i, lay in attn:
+        page = bs * _vllm_bytes_per_token(lay, dtype, per_head)
+        key = (*lay.vllm_group_key(), page)
         buckets.setdefault(key, []).append(i)
         pages[key] = page
     if states:
@@ -400,14 +400,14 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
     if num_draft_layers:
         # A draft model (EAGLE adds one decoder layer) keeps its cache in the same pool, with
         # the target's geometry and full attention.
-        ref = next((l for l in layers if l.stores_tokens and l.kv_heads), None)
+        ref = next((lay for lay in layers if lay.stores_tokens and lay.kv_heads), None)
         if ref is None:
             raise ValueError("draft layers need an attention layer to copy the geometry from")
         draft = FullAttention(kv_heads=ref.kv_heads, head_dim=ref.head_dim,
                               v_head_dim=ref.v_head_dim, q_heads=ref.q_heads)
         layers += [draft] * num_draft_layers
     if tp > 1:
-        layers = [l.split(tp) for l in layers]  # validates tp against the KV heads
+        layers = [lay.split(tp) for lay in layers]  # validates tp against the KV heads
     parts = pp_partition(len(spec.layers), pp)
     stages, start = [], 0
     for i, count in enumerate(parts):
@@ -558,7 +558,9 @@ def available_bytes(*, total_bytes: int, gpu_mem_util: float, weights_bytes: int
                     ("non-torch memory", non_torch_bytes), ("CUDA-graph memory", cuda_graph_bytes)):
         check_int(f"{name} (bytes)", v, 0, 2**50)
     if not 0 < gpu_mem_util <= 1 or gpu_mem_util != gpu_mem_util:
-        raise ValueError(f"gpu_memory_utilization must be above 0 and at most 1, got {gpu_mem_util}")
+        raise ValueError(
+            f"gpu_memory_utilization must be above 0 and at most 1, got {gpu_mem_util}"
+        )
     requested = math.ceil(total_bytes * gpu_mem_util)
     return requested - weights_bytes - activation_bytes - non_torch_bytes - cuda_graph_bytes
 

@@ -7,9 +7,9 @@ import re
 import pytest
 
 pytest.importorskip("streamlit")
+from conftest import ROOT, llama_config, open_page  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from conftest import ROOT, llama_config, open_page  # noqa: E402
 from kvcalc import budget, get_gpu, get_model, kv_cache, step_time  # noqa: E402
 from kvcalc.units import GiB, fmt_bytes, fmt_gib, fmt_seconds  # noqa: E402
 
@@ -52,7 +52,9 @@ def test_home_numbers_are_kvcalc_numbers():
     at = open_page("app_pages/home.py")
     spec = get_model("llama-3.1-8b").spec
     r = kv_cache(spec, 8192)
-    assert metric(at, "KV cache per token") == fmt_bytes(r.kv_bytes_per_token_nominal) == "128.00 KiB"
+    assert (
+        metric(at, "KV cache per token") == fmt_bytes(r.kv_bytes_per_token_nominal) == "128.00 KiB"
+    )
     assert metric(at, "One 8,192-token") == "1.00 GiB"
 
 

@@ -5,9 +5,8 @@ import re
 import pytest
 
 pytest.importorskip("torch", reason="torch is not installed (requirements.txt)")
-from streamlit.testing.v1 import AppTest  # noqa: E402
-
 from conftest import ROOT  # noqa: E402
+from streamlit.testing.v1 import AppTest  # noqa: E402
 
 APP = str(ROOT / "app.py")
 

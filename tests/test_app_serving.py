@@ -9,6 +9,7 @@ import pytest
 pytest.importorskip("streamlit")
 
 from conftest import open_page  # noqa: E402
+
 from kvcalc import get_gpu, get_model  # noqa: E402
 from kvcalc.units import fmt_seconds  # noqa: E402
 from webui import serving  # noqa: E402

@@ -6,9 +6,9 @@ import re
 import pytest
 
 pytest.importorskip("streamlit")
+from conftest import ROOT  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from conftest import ROOT  # noqa: E402
 from kvcalc import get_model  # noqa: E402
 from kvcalc.fill import fill_timeline  # noqa: E402
 from kvcalc.paging import SCENARIOS, parse_requests, simulate  # noqa: E402

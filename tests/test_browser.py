@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import start_server
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"

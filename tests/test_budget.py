@@ -3,8 +3,8 @@
 import math
 
 import pytest
-
 from conftest import llama_config
+
 from kvcalc import GiB, budget, get_model, kv_cache, pp_partition, spec_from_config
 
 L8B = get_model("llama-3.1-8b").spec

@@ -7,10 +7,15 @@ import pytest
 pytest.importorskip("plotly")
 
 from kvcalc import GiB, budget, get_model, step_time  # noqa: E402
-from webui.charts import (batch_figure, budget_figure, concurrency_figure,  # noqa: E402
-                           step_time_figure, techniques_figure)
 from kvcalc.sweeps import batch_curve, concurrency_curve, context_grid, step_curve  # noqa: E402
 from kvcalc.techniques import techniques  # noqa: E402
+from webui.charts import (  # noqa: E402
+    batch_figure,
+    budget_figure,
+    concurrency_figure,
+    step_time_figure,
+    techniques_figure,
+)
 
 L8B = get_model("llama-3.1-8b")
 
@@ -90,8 +95,8 @@ def test_techniques_figure():
 
 
 def test_fill_figure_has_one_frame_per_step_and_work_bars():
-    from webui.charts import fill_figure
     from kvcalc.fill import NEW, fill_timeline
+    from webui.charts import fill_figure
 
     steps = fill_timeline(L8B.spec, 4, 3, layers=1)
     fig = fill_figure(steps, ["layer 1 K", "layer 1 V"])

@@ -5,8 +5,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, llama_config
+
 from kvcalc.cli import main
 from kvcalc.units import GiB
 
@@ -144,7 +144,7 @@ def test_bad_arguments_exit_2_with_one_line(capsys, argv, needle):
         raise SystemExit(code)
     assert exc.value.code == 2
     _, err = capsys.readouterr()
-    lines = [l for l in err.splitlines() if l.strip()]
+    lines = [lay for lay in err.splitlines() if lay.strip()]
     assert len(lines) == 1 and needle in lines[0], err
     assert "Traceback" not in err
 
@@ -168,10 +168,12 @@ def test_python_dash_m_end_to_end():
 
 
 def test_import_kvcalc_is_pure():
-    code = ("import sys, kvcalc, kvcalc.cli\n"
-            "heavy = [m for m in ('streamlit', 'plotly', 'pandas', 'torch', 'transformers', 'numpy')"
-            " if m in sys.modules]\n"
-            "print(','.join(heavy))")
+    code = (
+        "import sys, kvcalc, kvcalc.cli\n"
+        "heavy = [m for m in ('streamlit', 'plotly', 'pandas', 'torch', 'transformers', 'numpy')"
+        " if m in sys.modules]\n"
+        "print(','.join(heavy))"
+    )
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == "", r.stdout + r.stderr
 

@@ -4,8 +4,8 @@ are the config's own arithmetic, worked out in the comments."""
 import json
 
 import pytest
-
 from conftest import llama_config
+
 from kvcalc import kv_cache, parse_config_text, spec_from_config, weights
 from kvcalc.hfconfig import checkpoint_format, load_config_file
 
@@ -56,42 +56,49 @@ def test_text_config_is_the_language_model():
            "vision_config": {"hidden_size": 1152, "num_hidden_layers": 27}}
     spec = spec_from_config(cfg)
     # gemma3_text default sliding_window_pattern 6: layers 0-4 sliding, layer 5 full.
-    assert [l.kind for l in spec.layers] == ["sliding"] * 5 + ["full"]
+    assert [lay.kind for lay in spec.layers] == ["sliding"] * 5 + ["full"]
     assert spec.layers[0].head_dim == 32
 
 
 def test_layer_types_are_read_in_order():
     types = ["sliding_attention", "full_attention"] * 2
     spec = spec_from_config(llama_config(layer_types=types, sliding_window=128))
-    assert [l.kind for l in spec.layers] == ["sliding", "full", "sliding", "full"]
+    assert [lay.kind for lay in spec.layers] == ["sliding", "full", "sliding", "full"]
     assert spec.layers[0].window == 128
 
 
 def test_gemma2_alternates_without_a_pattern_field():
     cfg = llama_config(model_type="gemma2", num_hidden_layers=6, sliding_window=4096, head_dim=256)
-    assert [l.kind for l in spec_from_config(cfg).layers] == ["sliding", "full"] * 3
+    assert [lay.kind for lay in spec_from_config(cfg).layers] == ["sliding", "full"] * 3
 
 
 def test_sliding_window_pattern():
     cfg = llama_config(num_hidden_layers=12, sliding_window=1024, sliding_window_pattern=6)
-    kinds = [l.kind for l in spec_from_config(cfg).layers]
+    kinds = [lay.kind for lay in spec_from_config(cfg).layers]
     assert kinds.count("full") == 2 and kinds[5] == "full" and kinds[11] == "full"
 
 
 def test_use_sliding_window_false_means_no_window():
     cfg = llama_config(model_type="qwen2", sliding_window=131072, use_sliding_window=False,
                        max_window_layers=4)
-    assert {l.kind for l in spec_from_config(cfg).layers} == {"full"}
+    assert {lay.kind for lay in spec_from_config(cfg).layers} == {"full"}
     # Qwen2 with the window switched on: layers from max_window_layers on slide.
     on = llama_config(model_type="qwen2", sliding_window=256, use_sliding_window=True,
                       max_window_layers=2)
-    assert [l.kind for l in spec_from_config(on).layers] == ["full", "full", "sliding", "sliding"]
+    assert [lay.kind for lay in spec_from_config(on).layers] == [
+        "full",
+        "full",
+        "sliding",
+        "sliding",
+    ]
 
 
 def test_every_layer_sliding_without_pattern_and_runtime_override():
     cfg = llama_config(sliding_window=4096)  # Mistral-7B-v0.1, Phi-3 style
-    assert {l.kind for l in spec_from_config(cfg).layers} == {"sliding"}
-    assert {l.kind for l in spec_from_config(cfg, honor_sliding_window=False).layers} == {"full"}
+    assert {lay.kind for lay in spec_from_config(cfg).layers} == {"sliding"}
+    assert {lay.kind for lay in spec_from_config(cfg, honor_sliding_window=False).layers} == {
+        "full"
+    }
     spec = spec_from_config(cfg)
     # Past the window a sliding layer stops growing: 4096 tokens kept at 10,000.
     assert kv_cache(spec, 10_000).kv_bytes == kv_cache(spec, 4096).kv_bytes
@@ -109,7 +116,7 @@ def test_hybrid_full_attention_interval():
                        linear_num_value_heads=8, linear_key_head_dim=16, linear_value_head_dim=16,
                        linear_conv_kernel_dim=4)
     spec = spec_from_config(cfg)
-    assert [l.kind for l in spec.layers] == ["state", "state", "state", "full"] * 2
+    assert [lay.kind for lay in spec.layers] == ["state", "state", "state", "full"] * 2
     state = spec.layers[0]
     # conv keeps kernel-1 = 3 inputs of q,k,v (2x4x16 + 8x16 = 256 channels); recurrent state is
     # value heads x key dim x value dim = 8 x 16 x 16.
@@ -123,7 +130,7 @@ def test_hybrid_attn_layer_period_offset():
     cfg = llama_config(num_hidden_layers=16, attn_layer_period=8, attn_layer_offset=4,
                        mamba_d_state=16, mamba_d_conv=4, mamba_expand=2)
     spec = spec_from_config(cfg)
-    assert [i for i, l in enumerate(spec.layers) if l.kind == "full"] == [4, 12]
+    assert [i for i, lay in enumerate(spec.layers) if lay.kind == "full"] == [4, 12]
     # Mamba: d_inner = 2 x 512; conv (4-1) x d_inner; ssm d_inner x 16.
     assert spec.layers[0].state_elements == 1024 * 3 + 1024 * 16
 
@@ -224,7 +231,10 @@ def test_config_file_errors(tmp_path):
 
 
 def test_checkpoint_format_from_config():
-    assert checkpoint_format({"quantization_config": {"quant_method": "mxfp4"}}) == ("bf16", "mxfp4")
+    assert checkpoint_format({"quantization_config": {"quant_method": "mxfp4"}}) == (
+        "bf16",
+        "mxfp4",
+    )
     assert checkpoint_format({"quantization_config": {"quant_method": "fp8"}}) == ("fp8", None)
     assert checkpoint_format({"torch_dtype": "float32"}) == ("fp32", None)
     assert checkpoint_format({"text_config": {"torch_dtype": "float16"}}) == ("fp16", None)

@@ -10,7 +10,6 @@ import sys
 import urllib.request
 
 import pytest
-
 from conftest import ROOT, start_server
 
 DOCKERFILE = (ROOT / "Dockerfile").read_text()

@@ -335,9 +335,8 @@ def test_real_server_stop_leave_and_clear_cache(tmp_path):
     import os
     import sys
 
-    from streamlit.proto.BackMsg_pb2 import BackMsg
-
     from conftest import start_server
+    from streamlit.proto.BackMsg_pb2 import BackMsg
 
     app, log = tmp_path / "app.py", tmp_path / "log.txt"
     app.write_text(E2E_APP)

@@ -16,6 +16,7 @@ pytest.importorskip("plotly")
 pytest.importorskip("streamlit")
 
 from conftest import open_page  # noqa: E402
+
 from webui import figures  # noqa: E402
 
 
@@ -93,7 +94,7 @@ def test_window_marks_interleaved_layers_of_gemma_3():
     from kvcalc import get_model
 
     spec = get_model("gemma-3-27b").spec
-    kinds = [l.kind for l in spec.layers]
+    kinds = [lay.kind for lay in spec.layers]
     fig = figures.window_figure(1024, 8192, kinds)
     strip = trace(fig, "layers")
     full_at = [i for i, c in enumerate(strip.marker.color) if c == "#555"]
@@ -155,7 +156,9 @@ def test_techniques_page_with_gemma_and_deepseek():
     assert "the 10 full-attention layers keep every token" in caps
     at = open_page("app_pages/techniques.py", model="deepseek-v3")
     assert not at.exception and not at.error
-    assert not any(c.proto.id.endswith("-t_fig_heads") for c in at.get("plotly_chart"))  # no K/V heads
+    assert not any(
+        c.proto.id.endswith("-t_fig_heads") for c in at.get("plotly_chart")
+    )  # no K/V heads
     mla = figure_of(at, "t_fig_mla")
     assert "512 + 64 = 576 numbers" in " ".join(a["text"] for a in mla["layout"]["annotations"])
 

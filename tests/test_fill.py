@@ -1,8 +1,8 @@
 """The cache-fill timeline: which cells are written, kept, recomputed; work and bytes."""
 
 import pytest
-
 from conftest import llama_config
+
 from kvcalc import get_model, spec_from_config
 from kvcalc.fill import CACHED, EMPTY, NEW, RECOMPUTED, fill_timeline, shown_layers
 
@@ -65,7 +65,7 @@ def test_bad_inputs(kw):
 def test_chunked_layers_keep_only_the_current_chunk():
     # Llama 4 style: attention_chunk_size 8; layers 1-3 chunked, layer 4 global (interval 4).
     spec = spec_from_config(llama_config(attention_chunk_size=8))
-    assert [l.kind for l in spec.layers] == ["chunked"] * 3 + ["full"]
+    assert [lay.kind for lay in spec.layers] == ["chunked"] * 3 + ["full"]
     steps = fill_timeline(spec, 18, 2, layers=4)
     chunked_row = steps[-1].grid[0]  # 20 tokens: the current chunk holds positions 16..19
     assert chunked_row == (EMPTY,) * 16 + (CACHED,) * 3 + (NEW,)
@@ -78,7 +78,7 @@ def test_mla_and_recurrent_rows_say_what_they_hold():
     ds = get_model("deepseek-v3").spec
     assert ds.layers[0].cache_rows == ("latent", "RoPE key")
     nxt = get_model("qwen3-next-80b-a3b").spec
-    state = next(l for l in nxt.layers if l.kind == "state")
+    state = next(lay for lay in nxt.layers if lay.kind == "state")
     assert state.cache_rows == ()
     steps = fill_timeline(nxt, 4, 1, layers=4)
     # shown layers 0, 16, 31, 47: 0 is a Gated DeltaNet layer: one empty row, no K/V.

@@ -4,9 +4,8 @@ markup values; the page renders, names what it ignored, and renders none of it a
 import pytest
 
 pytest.importorskip("streamlit")
-from streamlit.testing.v1 import AppTest  # noqa: E402
-
 from conftest import ROOT, open_page  # noqa: E402
+from streamlit.testing.v1 import AppTest  # noqa: E402
 
 APP = str(ROOT / "app.py")
 PAGES = ["app_pages/home.py", "app_pages/budget.py", "app_pages/step_time.py",
@@ -115,6 +114,7 @@ def test_cache_fill_at_its_maximums_ships_a_bounded_animation():
 
 def test_too_many_layers_or_list_entries_are_refused():
     from conftest import llama_config
+
     from kvcalc import spec_from_config
 
     with pytest.raises(ValueError, match="num_hidden_layers"):

@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed (requirement
 pytest.importorskip("transformers")
 
 from conftest import ROOT  # noqa: E402
+
 from kvcalc import live  # noqa: E402
 
 

@@ -19,7 +19,6 @@ import subprocess
 
 import pytest
 import yaml
-
 from conftest import ROOT
 
 K8S = ROOT / "deploy" / "k8s"

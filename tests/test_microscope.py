@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed (requirement
 pytest.importorskip("transformers")
 
 from conftest import open_page  # noqa: E402
+
 from kvcalc import live, microscope  # noqa: E402
 
 needs_smollm2 = pytest.mark.skipif(

@@ -5,8 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvcalc.paging import (SCENARIOS, Engine, Request, contiguous_capacity, parse_requests,
-                           simulate)
+from kvcalc.paging import SCENARIOS, Engine, Request, contiguous_capacity, parse_requests, simulate
 
 
 def req(rid, prompt, out, arrival=0):

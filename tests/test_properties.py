@@ -54,7 +54,9 @@ def test_sliding_layers_are_flat_past_the_window(cfg, n):
 @given(configs(), contexts)
 def test_gqa_never_exceeds_mha(cfg, n):
     mha = dict(cfg, num_key_value_heads=cfg["num_attention_heads"])
-    assert kv_cache(spec_from_config(cfg), n).kv_bytes <= kv_cache(spec_from_config(mha), n).kv_bytes
+    assert (
+        kv_cache(spec_from_config(cfg), n).kv_bytes <= kv_cache(spec_from_config(mha), n).kv_bytes
+    )
 
 
 @given(configs(), contexts)
@@ -85,8 +87,13 @@ def test_step_time_grows_with_context_and_batch(cfg, n, b):
     spec = spec_from_config(cfg)
     w = weights(spec)
     s = step_time(spec, w, context=n, batch=b, bandwidth_gbs=1000)
-    assert step_time(spec, w, context=n + 1000, batch=b, bandwidth_gbs=1000).step_time_s > s.step_time_s
-    assert step_time(spec, w, context=n, batch=b + 1, bandwidth_gbs=1000).step_time_s > s.step_time_s
+    assert (
+        step_time(spec, w, context=n + 1000, batch=b, bandwidth_gbs=1000).step_time_s
+        > s.step_time_s
+    )
+    assert (
+        step_time(spec, w, context=n, batch=b + 1, bandwidth_gbs=1000).step_time_s > s.step_time_s
+    )
 
 
 bad_numbers = st.one_of(st.integers(max_value=0), st.floats(allow_nan=True, allow_infinity=True),
@@ -111,9 +118,16 @@ def test_bad_context_is_valueerror(value):
                         "num_key_value_heads", "head_dim", "vocab_size", "sliding_window",
                         "intermediate_size"]), bad_numbers)
 def test_bad_config_sizes_are_valueerror(field, value):
-    cfg = {"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 2, "num_attention_heads": 8,
-           "num_key_value_heads": 2, "vocab_size": 100, "intermediate_size": 128,
-           "sliding_window": 64}
+    cfg = {
+        "model_type": "llama",
+        "hidden_size": 512,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "vocab_size": 100,
+        "intermediate_size": 128,
+        "sliding_window": 64,
+    }
     cfg[field] = value
     try:
         spec = spec_from_config(cfg)

@@ -173,7 +173,7 @@ def test_shared_kv_layers_store_nothing_but_are_read():
     from kvcalc.weight_bytes import weights_given
 
     spec = spec_from_config(load_config_file(DATA / "gemma-4-e2b-it.json"))
-    assert sorted(l.source for l in spec.layers if l.kind == "shared") == [13] * 16 + [14] * 4
+    assert sorted(lay.source for lay in spec.layers if lay.kind == "shared") == [13] * 16 + [14] * 4
     n = 4096
     s = step_time(spec, weights_given(0), context=n, batch=1, bandwidth_gbs=1000)
     assert s.kv_read_bytes == (12 + 16) * 1024 * 512 + (3 + 4) * 2048 * n

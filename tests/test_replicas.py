@@ -26,7 +26,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 
 if shutil.which("haproxy") is None:

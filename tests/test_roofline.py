@@ -1,10 +1,19 @@
 """Decode step time, crossover, MoE expert reads, prefill and cache-vs-recompute."""
 
 import pytest
-
 from conftest import llama_config
-from kvcalc import (GB, get_gpu, get_model, offload_vs_recompute, prefill, spec_from_config,
-                    step_time, token_passes, weights)
+
+from kvcalc import (
+    GB,
+    get_gpu,
+    get_model,
+    offload_vs_recompute,
+    prefill,
+    spec_from_config,
+    step_time,
+    token_passes,
+    weights,
+)
 
 
 def test_step_time_is_bytes_over_bandwidth():

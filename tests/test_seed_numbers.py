@@ -3,8 +3,8 @@
 Every expected value below is the seed's own figure, or its formula evaluated by hand here."""
 
 import pytest
-
 from conftest import llama_config
+
 from kvcalc import GiB, get_model, kv_cache, spec_from_config, step_time
 
 
@@ -49,7 +49,10 @@ def test_deepseek_v3_mla_per_token():
     # 61 layers x (512 + 64) x 2 B = 70,272 B in BF16, about 68.6 KiB: below Llama 3.1 8B.
     r = kv_cache(get_model("deepseek-v3").spec, 1)
     assert r.kv_bytes_per_token_nominal == 61 * (512 + 64) * 2 == 70_272
-    assert r.kv_bytes_per_token_nominal < kv_cache(get_model("llama-3.1-8b").spec, 1).kv_bytes_per_token_nominal
+    assert (
+        r.kv_bytes_per_token_nominal
+        < kv_cache(get_model("llama-3.1-8b").spec, 1).kv_bytes_per_token_nominal
+    )
 
 
 def test_technique_ratios_from_the_chapter_table():

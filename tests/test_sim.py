@@ -6,7 +6,8 @@ Hand facts used below (none produced by kvcalc.sim):
   2 x 128256 x 4096 (embeddings + lm_head) + 32 x (4096 x 4096 x 2 (q, o) + 4096 x 1024 x 2
   (k, v) + 3 x 4096 x 14336 (MLP) + 2 x 4096 (norms)) + 4096 = 8,030,261,248 parameters,
   16,060,522,496 B in BF16, of which 8,030,261,248 - 128,256 x 4096 = 7,504,924,672 compute
-  (the input embedding is a table look-up; 2 FLOPs per parameter and token); its cache is 2 x 32 x 8 x 128 x 2 = 131,072 B per token.
+  (the input embedding is a table look-up; 2 FLOPs per parameter and token); its cache is
+  2 x 32 x 8 x 128 x 2 = 131,072 B per token.
 - A step of t new tokens reads every weight once, except the untied input embedding
   (128,256 x 4096 x 2 B = 1,050,673,152 B): it gathers only the t rows it needs, 8,192 B each.
 - Attention FLOPs per attended (query, key) pair: 32 layers x 2 x 32 heads x (128 + 128).
@@ -22,8 +23,7 @@ import math
 import pytest
 
 from kvcalc import get_gpu, get_model, prefill, step_time
-from kvcalc.sim import (CLI_KEYS, Workload, fixed, lognormal, percentile, setup, simulate,
-                        uniform)
+from kvcalc.sim import CLI_KEYS, Workload, fixed, lognormal, percentile, setup, simulate, uniform
 
 N = 8_030_261_248  # Llama 3.1 8B parameters, counted by hand above
 W = 2 * N  # BF16 weight bytes
@@ -74,18 +74,18 @@ def test_pool_is_vllm_arithmetic_by_hand(llama):
 
 
 def test_single_request_ttft_and_decode_time(llama):
-    P, O = 512, 64
-    _, r = make(llama, Workload(requests=1, prompt=fixed(P), output=fixed(O), rate=math.inf))
+    P, OUT = 512, 64
+    _, r = make(llama, Workload(requests=1, prompt=fixed(P), output=fixed(OUT), rate=math.inf))
     ttft = step_s(P, P, pairs(P))
     assert ttft == pytest.approx((2 * NA * P + PAIR * pairs(P)) / FLOPS)  # compute bound
-    decode = sum(step_s(1, c, c) for c in range(P + 1, P + O))  # O - 1 steps
+    decode = sum(step_s(1, c, c) for c in range(P + 1, P + OUT))  # O - 1 steps
     assert r.ttft_p50_s == pytest.approx(ttft, rel=1e-12)
     assert r.e2el_s[0] == pytest.approx(ttft + decode, rel=1e-12)
-    assert r.tpot_p50_s == pytest.approx(decode / (O - 1), rel=1e-12)
+    assert r.tpot_p50_s == pytest.approx(decode / (OUT - 1), rel=1e-12)
     # Blocks held at every step: the prefill's 32, then ceil(c / 16) with c tokens written.
     held = [round(u * r.num_blocks) for _, u in r.utilization_series]
-    assert held == [P // 16] + [-(-c // 16) for c in range(P + 1, P + O)]
-    assert r.kv_utilization_peak * r.num_blocks == pytest.approx(-(-(P + O - 1) // 16))
+    assert held == [P // 16] + [-(-c // 16) for c in range(P + 1, P + OUT)]
+    assert r.kv_utilization_peak * r.num_blocks == pytest.approx(-(-(P + OUT - 1) // 16))
     # One decode step alone is the Step time page's figure (memory bound at batch 1).
     m, g = llama
     st = step_time(m.spec, m.weights(), context=P + 1, batch=1, bandwidth_gbs=g.bandwidth_gbs)
@@ -113,16 +113,16 @@ def test_chunked_prefill_adds_up_to_one_prefill(llama):
 def test_steady_state_decode_throughput_is_batch_over_step_time(llama):
     # 32 requests at once, prefilled together in one step (32 x 512 = 16,384 tokens <= the
     # budget), then 128 decode steps at batch 32, contexts 513..640: memory bound.
-    b, P, O = 32, 512, 129
-    _, r = make(llama, Workload(requests=b, prompt=fixed(P), output=fixed(O), rate=math.inf),
+    b, P, OUT = 32, 512, 129
+    _, r = make(llama, Workload(requests=b, prompt=fixed(P), output=fixed(OUT), rate=math.inf),
                 max_num_batched_tokens=16384)
     prefill_step = step_s(b * P, b * P, b * pairs(P))
-    steps = [step_s(b, b * c, b * c) for c in range(P + 1, P + O)]
+    steps = [step_s(b, b * c, b * c) for c in range(P + 1, P + OUT)]
     assert all((wread(b) + KV * b * c) / BW > (2 * NA * b + PAIR * b * c) / FLOPS
-               for c in range(P + 1, P + O))  # every decode step is memory bound
+               for c in range(P + 1, P + OUT))  # every decode step is memory bound
     assert r.ttft_p50_s == pytest.approx(prefill_step, rel=1e-12)
     assert r.duration_s == pytest.approx(prefill_step + sum(steps), rel=1e-12)
-    decode_tps = b * (O - 1) / (r.duration_s - r.ttft_p50_s)
+    decode_tps = b * (OUT - 1) / (r.duration_s - r.ttft_p50_s)
     assert decode_tps == pytest.approx(b / (sum(steps) / len(steps)), rel=1e-12)
     assert r.max_batch == b and r.preemptions == 0 and r.binding_limit == "arrivals"
 
@@ -170,9 +170,9 @@ def test_fp8_doubles_the_pool_and_ends_the_preemptions(llama):
 
 
 def test_closed_loop_of_one_user_is_serial(llama):
-    P, O = 128, 16
-    _, r = make(llama, Workload(requests=3, prompt=fixed(P), output=fixed(O), users=1))
-    one = step_s(P, P, pairs(P)) + sum(step_s(1, c, c) for c in range(P + 1, P + O))
+    P, OUT = 128, 16
+    _, r = make(llama, Workload(requests=3, prompt=fixed(P), output=fixed(OUT), users=1))
+    one = step_s(P, P, pairs(P)) + sum(step_s(1, c, c) for c in range(P + 1, P + OUT))
     assert r.duration_s == pytest.approx(3 * one, rel=1e-12)
     assert r.max_batch == 1 and r.e2el_s == pytest.approx((one, one, one), rel=1e-12)
 

@@ -1,8 +1,8 @@
 """Techniques applied to real models: savings from first principles."""
 
 import pytest
-
 from conftest import llama_config
+
 from kvcalc import get_model, spec_from_config
 from kvcalc.techniques import techniques
 

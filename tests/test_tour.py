@@ -141,6 +141,7 @@ def test_every_stop_of_a_hard_real_config_asks_or_says_why(config):
     import json
 
     from conftest import ROOT
+
     from kvcalc import spec_from_config, weights
     from kvcalc.units import GiB
     from kvcalc.weight_bytes import weights_given

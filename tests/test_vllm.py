@@ -6,8 +6,8 @@ import io
 import json
 
 import pytest
-
 from conftest import llama_config
+
 from kvcalc import GiB, get_model, spec_from_config
 from kvcalc.cli import main
 from kvcalc.vllm import explain_log, parse_log, predict
@@ -190,7 +190,8 @@ def test_startup_error_and_estimate():
                          vllm_version="0.28.0") is None
 
 
-LOG = """INFO 11-29 Initializing a V1 LLM engine (v0.10.1) with config: model='meta-llama/Llama-3.1-8B',
+LOG = """INFO 11-29 Initializing a V1 LLM engine (v0.10.1) with config: \
+model='meta-llama/Llama-3.1-8B',
  dtype=torch.bfloat16, max_seq_len=8192, tensor_parallel_size=1, pipeline_parallel_size=1,
  kv_cache_dtype=auto, enable_prefix_caching=True
 INFO [gpu_worker.py:276] Available KV cache memory: 55.00 GiB
@@ -203,7 +204,7 @@ def test_log_lines_agree(tmp_path):
     log = parse_log(LOG)
     assert log["version"] == "0.10.1" and log["max_model_len"] == 8192
     p, lines = explain_log(L8B, log)
-    assert [l.agrees for l in lines] == [True, True]
+    assert [lay.agrees for lay in lines] == [True, True]
     f = tmp_path / "vllm.log"
     f.write_text(LOG)
     buf = io.StringIO()
@@ -220,7 +221,7 @@ def test_log_that_differs_is_explained():
     log = parse_log(text)
     p, lines = explain_log(L8B, log)
     assert p.available_bytes == 54 * GiB
-    bad = [l for l in lines if not l.agrees]
+    bad = [lay for lay in lines if not lay.agrees]
     assert bad and "rank" in bad[0].why
 
 

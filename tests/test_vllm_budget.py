@@ -2,19 +2,18 @@
 for every registry model, at three contexts (one past every window), on one GPU and at TP 2."""
 
 import pytest
+from conftest import ROOT
 
 from kvcalc import GiB, budget, get_model, kv_cache, registry, vllm
 from kvcalc.hfconfig import load_config_file, spec_from_config
-
-from conftest import ROOT
 
 POOL = 20 * GiB  # available KV memory: 80 GiB x 0.9 - weights 50 GiB - reserve 2 GiB = 20 GiB
 KW = dict(total_bytes=80 * GiB, weights_bytes=0, reserve_bytes=52 * GiB, gpu_mem_util=0.9)
 
 
 def _contexts(spec) -> list[int]:
-    bounded = [l.tokens_kept(10**9) for l in spec.layers if l.stores_tokens
-               and l.tokens_kept(10**9) < 10**9]
+    bounded = [lay.tokens_kept(10**9) for lay in spec.layers if lay.stores_tokens
+               and lay.tokens_kept(10**9) < 10**9]
     return [1000, 32_768, max(bounded, default=4096) + 9000]  # the last: past every window
 
 

@@ -87,10 +87,22 @@ def budget_figure(b: Budget) -> go.Figure:
                      0) / GiB
     gpu_row, ask_row = "GPU memory", "Requested KV"
     fig = _Fig()
-    fig.add_bar(y=[gpu_row], x=[weights], name="Weights", orientation="h",
-                marker_color=COLORS["weights"], hovertemplate="Weights: %{x:.2f} GiB<extra></extra>")
-    fig.add_bar(y=[gpu_row], x=[reserve], name="Reserve (activations, runtime)", orientation="h",
-                marker_color=COLORS["reserve"], hovertemplate="Reserve: %{x:.2f} GiB<extra></extra>")
+    fig.add_bar(
+        y=[gpu_row],
+        x=[weights],
+        name="Weights",
+        orientation="h",
+        marker_color=COLORS["weights"],
+        hovertemplate="Weights: %{x:.2f} GiB<extra></extra>",
+    )
+    fig.add_bar(
+        y=[gpu_row],
+        x=[reserve],
+        name="Reserve (activations, runtime)",
+        orientation="h",
+        marker_color=COLORS["reserve"],
+        hovertemplate="Reserve: %{x:.2f} GiB<extra></extra>",
+    )
     fig.add_bar(y=[gpu_row], x=[pool], name="KV pool", orientation="h", marker_color=COLORS["kv"],
                 hovertemplate="KV pool: %{x:.2f} GiB<extra></extra>")
     fig.add_bar(y=[gpu_row], x=[unused], name="Left unused (utilization)", orientation="h",

@@ -7,10 +7,24 @@ The parts live in their own modules:
 Pages stay thin: read inputs -> call kvcalc -> build a figure -> render.
 """
 
-from .render import PageStop, formula, page_header, show_error, stop, stop_on_error  # noqa: F401
-from .selection import (CUSTOM, CUSTOM_GPU, DEFAULT_GPU, DEFAULT_MODEL, HUB,  # noqa: F401
-                        PP_CHOICES, TP_CHOICES, ConfigRejected, Selection, embedding_note,
-                        fit_caption, pool_kwargs, require_fit, require_selection, selection,
-                        sidebar)
-from .urlstate import bound, select, url_guard_begin, url_guard_end  # noqa: F401
 from .hosted import plain  # noqa: F401
+from .render import PageStop, formula, page_header, show_error, stop, stop_on_error  # noqa: F401
+from .selection import (  # noqa: F401
+                        CUSTOM,
+                        CUSTOM_GPU,
+                        DEFAULT_GPU,
+                        DEFAULT_MODEL,
+                        HUB,
+                        PP_CHOICES,
+                        TP_CHOICES,
+                        ConfigRejected,
+                        Selection,
+                        embedding_note,
+                        fit_caption,
+                        pool_kwargs,
+                        require_fit,
+                        require_selection,
+                        selection,
+                        sidebar,
+)
+from .urlstate import bound, select, url_guard_begin, url_guard_end  # noqa: F401

@@ -296,8 +296,17 @@ def window_figure(window: int, context: int, kinds: list[str]) -> go.Figure:
                              mode="lines", name=f"sliding window: the last {w:,} keys",
                              fillcolor="rgba(47,158,110,0.55)", line=dict(color=_KV_COLOR),
                              hoverinfo="name"))
-    fig.trace(dict(type="scatter", x=[n - w, n], y=[n, n], mode="lines", name="kept in the cache now",
-                             line=dict(color="#1d5e42", width=6), hoverinfo="name"))
+    fig.trace(
+        dict(
+            type="scatter",
+            x=[n - w, n],
+            y=[n, n],
+            mode="lines",
+            name="kept in the cache now",
+            line=dict(color="#1d5e42", width=6),
+            hoverinfo="name",
+        )
+    )
     fig.note(x=n - w / 2, y=n, yshift=12, showarrow=False, font=dict(size=11),
                        text=f"cached for the next token: {w:,}")
     fig.layout(xaxis=dict(title="key position (tokens)", range=[0, n],

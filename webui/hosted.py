@@ -14,7 +14,6 @@ import os
 import re
 
 
-
 def hosted() -> bool:
     return os.environ.get("KVLAB_HOSTED", "").strip().lower() in ("1", "true", "yes", "on")
 

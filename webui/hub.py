@@ -61,9 +61,14 @@ def fetch_config(repo_id: str) -> dict:
     repo_id = check_repo_id(repo_id)
     try:
         from huggingface_hub import hf_hub_download
-        from huggingface_hub.errors import (GatedRepoError, HFValidationError, HfHubHTTPError,
-                                            LocalEntryNotFoundError, RemoteEntryNotFoundError,
-                                            RepositoryNotFoundError)
+        from huggingface_hub.errors import (
+            GatedRepoError,
+            HfHubHTTPError,
+            HFValidationError,
+            LocalEntryNotFoundError,
+            RemoteEntryNotFoundError,
+            RepositoryNotFoundError,
+        )
     except ImportError:
         raise ValueError("Fetching from the Hub needs the huggingface_hub package "
                          "(pip install huggingface_hub). You can paste the config.json instead.") \

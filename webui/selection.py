@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import streamlit as st
 
 from kvcalc import KV_DTYPES, WEIGHT_DTYPES, registry, spec_from_config
+from kvcalc.catalog import GPU
 from kvcalc.hfconfig import checkpoint_format, parse_config_text
 from kvcalc.model import ModelSpec
-from kvcalc.catalog import GPU
 from kvcalc.units import GiB
 from kvcalc.weight_bytes import Weights, weights_given, weights_in
 
@@ -96,7 +96,9 @@ def sidebar() -> None:
         c1, c2 = st.columns(2)
         select(c1.selectbox, "Tensor parallel", TP_CHOICES, "tp",
                help="GPUs that split each layer's heads")
-        select(c2.selectbox, "Pipeline parallel", PP_CHOICES, "pp", help="GPUs that split the layers")
+        select(
+            c2.selectbox, "Pipeline parallel", PP_CHOICES, "pp", help="GPUs that split the layers"
+        )
         c1, c2 = st.columns(2)
         select(c1.selectbox, "Weights", ["auto", *WEIGHT_DTYPES], "wdtype",
                help="auto: the checkpoint's own format")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import streamlit as st
 
 from kvcalc import worktime
-from webui.charts_measured import work_time_figure
 from kvcalc.units import GB, fmt_bytes
+from webui.charts_measured import work_time_figure
 
 from . import common, device_queue
 from .hosted import hosted
