@@ -19,8 +19,7 @@ all requests, so on a real server it is the cache, not the model, that decides h
 and, at long contexts, how fast each token comes out.
 """
 )
-st.plotly_chart(cache_picture(["The", "cache", "keeps", "every"], "key"), width="stretch",
-                key="h_picture", config={"staticPlot": True})
+st.image(cache_picture(["The", "cache", "keeps", "every"], "key"))  # an SVG of ours
 st.caption("One layer, one head, one decode step. The new token's query is compared with the key "
            "of every token so far; the scores weight their values. Its own K and V are written "
            "once, now, and read by every later step. The query is never needed again, so it is "

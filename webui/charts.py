@@ -6,6 +6,7 @@ Every axis says its unit (GiB = 2^30 B; milliseconds; tokens).
 
 from __future__ import annotations
 
+import html
 import math
 
 import plotly.graph_objects as go
@@ -404,36 +405,48 @@ def live_time_figure(steps: list, no_cache: list, fit: tuple[float, float]) -> g
     return fig.done()
 
 
-def cache_picture(tokens: list[str], new: str) -> go.Figure:
-    """What the cache holds, for one layer and head: the keys and values of ``tokens`` (written
-    once, read at every later step), the new token's K and V (written this step), and its query
-    (used once, then dropped), with lines from that query to every cached key."""
+def cache_picture(tokens: list[str], new: str) -> str:
+    """What the cache holds, for one layer and head, as an inline SVG (no Plotly to load on the
+    first page a student opens): the keys and values of ``tokens`` (written once, read at every
+    later step), the new token's K and V (written this step), and its query (used once, then
+    dropped), with a line from that query to every key, its own included."""
     n = len(tokens)
-    xs = list(range(n + 1))
-    rows = {"Q": 2.0, "K": 1.0, "V": 0.0}
-    fig = _Fig()
-    for i in range(n + 1):  # attention: the new query against every key, its own included
-        fig.add_shape(type="line", x0=n, y0=rows["Q"] - 0.28, x1=i, y1=rows["K"] + 0.28,
-                      line=dict(color="#9aa0b4", width=1.2))
-    old = dict(color=COLORS["kv"], size=34, symbol="square")
-    new_ = dict(color="#f28e2b", size=34, symbol="square")
-    for row in ("K", "V"):
-        fig.add_scatter(x=xs[:-1], y=[rows[row]] * n, mode="markers+text", marker=old,
-                        text=[row] * n, textfont=dict(color="white"), showlegend=row == "K",
-                        name="in the cache: written once, read at every step",
-                        hoverinfo="skip")
-        fig.add_scatter(x=[n], y=[rows[row]], mode="markers+text", marker=new_, text=[row],
-                        textfont=dict(color="white"), showlegend=row == "K",
-                        name="written this step", hoverinfo="skip")
-    fig.add_scatter(x=[n], y=[rows["Q"]], mode="markers+text", textfont=dict(color="white"),
-                    marker=dict(color=COLORS["reserve"], size=34, symbol="square"), text=["Q"],
-                    name="query: used once, then dropped", hoverinfo="skip")
-    fig.update_layout(
-        xaxis=dict(tickmode="array", tickvals=xs, ticktext=[*tokens, f"<b>{new}</b> (new)"],
-                   showgrid=False, zeroline=False, range=[-0.6, n + 0.6]),
-        yaxis=dict(tickmode="array", tickvals=list(rows.values()),
-                   ticktext=["query", "keys", "values"], showgrid=False, zeroline=False,
-                   range=[-0.6, 2.6]),
-        margin=dict(l=10, r=10, t=40, b=10), height=260,
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
-    return fig.done()
+    cell, gap, left, top = 44, 100, 96, 78
+    width, height = left + (n + 1) * gap + 10, top + 200
+    x = [left + i * gap for i in range(n + 1)]
+    y = {"Q": top, "K": top + 70, "V": top + 126}
+    old, fresh, query = COLORS["kv"], "#f28e2b", COLORS["reserve"]
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" font-family="sans-serif">']
+    for j, (color, text) in enumerate(((old, "in the cache: written once, read at every step"),
+                                       (fresh, "written this step"),
+                                       (query, "query: used once, then dropped"))):
+        parts.append(f'<rect x="8" y="{6 + 20 * j}" width="13" height="13" fill="{color}"/>'
+                     f'<text x="28" y="{17 + 20 * j}" font-size="14" fill="#444">{text}</text>')
+    for row, label in (("Q", "query"), ("K", "keys"), ("V", "values")):
+        parts.append(f'<text x="8" y="{y[row] + cell / 2 + 5}" font-size="14" '
+                     f'fill="#555">{label}</text>')
+    qx, qy = x[n] + cell / 2, y["Q"] + cell
+    for i in range(n + 1):  # the new query against every key, its own included
+        parts.append(f'<line class="read" x1="{qx}" y1="{qy}" x2="{x[i] + cell / 2}" '
+                     f'y2="{y["K"]}" stroke="#9aa0b4" stroke-width="1.4"/>')
+
+    def box(i: int, row: str, color: str, kind: str) -> None:
+        parts.append(f'<rect class="{kind}" x="{x[i]}" y="{y[row]}" width="{cell}" '
+                     f'height="{cell}" rx="5" fill="{color}"/>'
+                     f'<text x="{x[i] + cell / 2}" y="{y[row] + cell / 2 + 6}" font-size="16" '
+                     f'text-anchor="middle" fill="white">{row}</text>')
+
+    for i in range(n):
+        box(i, "K", old, "cached")
+        box(i, "V", old, "cached")
+    box(n, "K", fresh, "written")
+    box(n, "V", fresh, "written")
+    box(n, "Q", query, "query")
+    for i, word in enumerate([*tokens, new]):
+        bold = ' font-weight="bold"' if i == n else ""
+        parts.append(f'<text x="{x[i] + cell / 2}" y="{y["V"] + cell + 24}" font-size="15" '
+                     f'text-anchor="middle" fill="#333"{bold}>'
+                     f'{html.escape(word)}{" (new)" if i == n else ""}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
