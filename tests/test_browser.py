@@ -14,7 +14,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -74,11 +73,19 @@ def _page(browser):
     return page, errors
 
 
+# True once the app has shown no "running" status for three polls in a row (100 ms apart): a
+# condition, not a fixed sleep, and robust to a rerun that starts just after the first poll.
+_QUIET = """() => {
+    const busy = !!document.querySelector('[data-testid=stStatusWidget]');
+    window.__kvlabQuiet = busy ? 0 : (window.__kvlabQuiet || 0) + 1;
+    return window.__kvlabQuiet >= 3;
+}"""
+
+
 def _wait_ready(page):
     page.wait_for_selector("[data-testid=stMain] h1", timeout=30_000)
-    page.wait_for_function(
-        "() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=30_000)
-    page.wait_for_timeout(300)
+    page.evaluate("window.__kvlabQuiet = 0")
+    page.wait_for_function(_QUIET, polling=100, timeout=30_000)
 
 
 def _metric(page, label: str) -> str:
@@ -91,14 +98,30 @@ def _metric(page, label: str) -> str:
     return box.locator("[data-testid=stMetricValue]").inner_text()
 
 
+_VALUE = """([label, before]) => {
+    let text = null;
+    if (label === 'as configured') {
+        const c = [...document.querySelectorAll('[data-testid=stCaptionContainer]')]
+            .find(e => e.innerText.includes(label));
+        text = c ? c.innerText : null;
+    } else {
+        const m = [...document.querySelectorAll('[data-testid=stMetric]')]
+            .find(e => e.innerText.includes(label));
+        const v = m && m.querySelector('[data-testid=stMetricValue]');
+        text = v ? v.innerText : null;
+    }
+    return text !== null && text !== before;
+}"""
+
+
 def _wait_change(page, label: str, before: str, seconds: float = 20) -> str:
-    """The metric's value once it differs from ``before`` (or after ``seconds``)."""
-    deadline = time.time() + seconds
-    value = before
-    while time.time() < deadline and value == before:
-        page.wait_for_timeout(250)
-        value = _metric(page, label)
-    return value
+    """The metric's value once it differs from ``before`` (or ``before`` after ``seconds``)."""
+    try:
+        page.wait_for_function(_VALUE, arg=[label, before], polling=100,
+                               timeout=seconds * 1000)
+    except sync_api.TimeoutError:
+        return before
+    return _metric(page, label)
 
 
 def _set_number(page, label: str, value: int):
@@ -172,7 +195,10 @@ def test_cache_fill_plays_in_the_browser(server, browser):
     page.wait_for_selector(".js-plotly-plot .slider-container")
     before = page.locator(".slider-container .slider-label").first.text_content()
     page.locator(".updatemenu-button", has_text="Play").first.click()
-    page.wait_for_timeout(2500)  # frames play on the client: no rerun, no server round trip
+    # Frames play on the client (no rerun, no server round trip): the slider's label moves on.
+    page.wait_for_function(
+        "(before) => { const l = document.querySelector('.slider-container .slider-label');"
+        " return l && l.textContent !== before; }", arg=before, polling=100, timeout=10_000)
     after = page.locator(".slider-container .slider-label").first.text_content()
     assert before != after, (before, after)
     page.screenshot(path=str(SHOTS / "cache_fill-playing.png"), full_page=True)
@@ -221,7 +247,8 @@ def test_two_sessions_never_see_each_others_state(server, browser):
     assert _wait_change(a_page, "Max concurrency at", before_a) != before_a
     # B changes a control of its own; it must rerun with its own state, not A's.
     _set_number(b_page, "Concurrent sequences", 17)
-    b_page.wait_for_timeout(1500)
+    # B's rerun is done when its verdict speaks of its own 17 sequences.
+    b_page.wait_for_selector("text=17 x 8,192 tokens need", timeout=30_000)
     _wait_ready(b_page)
     assert _metric(b_page, "Max concurrency at") == before_b
     assert b_page.get_by_label("Context per sequence (tokens)").first.input_value() == "8192"
