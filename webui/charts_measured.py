@@ -1,12 +1,13 @@
 """Plotly figures of the measured pages: the attention microscope, the quality table, and the
 work-is-not-time timing. Pure functions from results to go.Figure; only pages import this
-module (it imports plotly). Arrays are passed to Plotly as plain lists, so a test reads them
-back as numbers."""
+module (it imports plotly). Bar heights are plain lists, so a test reads them back as numbers;
+heatmaps take one float array (checked by Plotly at once, not number by number)."""
 
 from __future__ import annotations
 
 import html
 
+import numpy as np
 import plotly.graph_objects as go
 
 from .charts import COLORS
@@ -27,66 +28,74 @@ def tick_labels(labels: list[str]) -> list[str]:
             for i, t in enumerate(labels)]
 
 
+def _z(matrix) -> np.ndarray:
+    """A heatmap's values as one float array: Plotly checks an array at once, where a list of
+    lists is checked number by number (tens of milliseconds for a page of keys)."""
+    return np.asarray(matrix, dtype=np.float64)
+
+
+def _figure(trace: dict, layout: dict, xaxis: dict | None = None,
+            yaxis: dict | None = None) -> go.Figure:
+    """One trace and its layout, built in one go (no update_* passes)."""
+    return go.Figure(data=[trace], layout={**_LAYOUT, **layout, "xaxis": xaxis or {},
+                                           "yaxis": yaxis or {}})
+
+
 def attention_row_figure(weights: list[float], labels: list[str], written: range,
                          title: str) -> go.Figure:
     """The newest token's attention weights over every cached position; the bars of K/V
     written this step in orange, those only read in green."""
     ticks = tick_labels(labels)
     colors = [WRITTEN if i in written else READ for i in range(len(weights))]
-    fig = go.Figure(go.Bar(x=ticks, y=list(map(float, weights)), marker_color=colors,
-                           hovertemplate="%{x}<br>weight %{y:.4f}<extra></extra>",
-                           name="attention weight"))
-    fig.update_layout(**_LAYOUT, title=title, xaxis_title="cached position: token",
-                      yaxis_title="attention weight (sums to 1)", showlegend=False)
-    fig.update_xaxes(tickangle=-60, type="category")
-    return fig
+    return _figure(dict(type="bar", x=ticks, y=list(map(float, weights)),
+                        marker=dict(color=colors), name="attention weight",
+                        hovertemplate="%{x}<br>weight %{y:.4f}<extra></extra>"),
+                   dict(title=title, showlegend=False),
+                   xaxis=dict(title="cached position: token", tickangle=-60, type="category"),
+                   yaxis=dict(title="attention weight (sums to 1)"))
 
 
 def gqa_figure(rows: list[list[float]], heads: list[int], labels: list[str],
                kv_head: int) -> go.Figure:
     """Attention weights of the query heads that share one KV head (rows) over the same
     cached keys (columns)."""
-    fig = go.Figure(go.Heatmap(z=[list(map(float, r)) for r in rows], x=tick_labels(labels),
-                               y=[f"query head {h}" for h in heads], colorscale="Greens",
-                               zmin=0, colorbar=dict(title="weight"),
-                               hovertemplate="%{y}, %{x}: %{z:.4f}<extra></extra>"))
-    fig.update_layout(**_LAYOUT, title=f"Query heads {heads[0]}-{heads[-1]} read the same keys "
-                      f"of KV head {kv_head}", xaxis_title="cached position: token")
-    fig.update_layout(height=260)
-    fig.update_xaxes(tickangle=-60, type="category")
-    return fig
+    return _figure(dict(type="heatmap", z=_z(rows), x=tick_labels(labels),
+                        y=[f"query head {h}" for h in heads], colorscale="Greens", zmin=0,
+                        colorbar=dict(title="weight"),
+                        hovertemplate="%{y}, %{x}: %{z:.4f}<extra></extra>"),
+                   dict(title=f"Query heads {heads[0]}-{heads[-1]} read the same keys of KV "
+                              f"head {kv_head}", height=260),
+                   xaxis=dict(title="cached position: token", tickangle=-60, type="category"))
 
 
 def causal_figure(matrix: list[list[float]], labels: list[str], head: int) -> go.Figure:
     """The prompt's attention weights (query rows, key columns) for one head: zero above the
     diagonal, where the causal mask hides later tokens."""
     ticks = tick_labels(labels)
-    fig = go.Figure(go.Heatmap(z=[list(map(float, r)) for r in matrix], x=ticks, y=ticks,
-                               colorscale="Greens", zmin=0, colorbar=dict(title="weight"),
-                               hovertemplate="query %{y} reads %{x}: %{z:.4f}<extra></extra>"))
-    fig.update_layout(**_LAYOUT, title=f"Prefill, query head {head}: each row reads only "
-                      "itself and earlier tokens", xaxis_title="key position",
-                      yaxis_title="query position")
-    fig.update_layout(height=460)
-    fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_xaxes(tickangle=-60, type="category")
-    return fig
+    return _figure(dict(type="heatmap", z=_z(matrix), x=ticks, y=ticks, colorscale="Greens",
+                        zmin=0, colorbar=dict(title="weight"),
+                        hovertemplate="query %{y} reads %{x}: %{z:.4f}<extra></extra>"),
+                   dict(title=f"Prefill, query head {head}: each row reads only itself and "
+                              "earlier tokens", height=460),
+                   xaxis=dict(title="key position", tickangle=-60, type="category"),
+                   yaxis=dict(title="query position", autorange="reversed", type="category"))
 
 
-def kv_figure(matrix: list[list[float]], labels: list[str], what: str, written: range) -> go.Figure:
+def kv_figure(matrix: list[list[float]], labels: list[str], what: str, written: range
+              ) -> go.Figure:
     """One KV head's cached keys or values: a row per position, a column per dimension."""
     ticks = tick_labels(labels)
-    fig = go.Figure(go.Heatmap(z=[list(map(float, r)) for r in matrix], y=ticks,
-                               colorscale="RdBu", zmid=0, colorbar=dict(title=what),
-                               hovertemplate="%{y}, dim %{x}: %{z:.3f}<extra></extra>"))
-    if len(written):
-        fig.add_shape(type="rect", x0=-0.5, x1=len(matrix[0]) - 0.5, y0=written[0] - 0.5,
-                      y1=written[-1] + 0.5, line=dict(color=WRITTEN, width=2))
-    fig.update_layout(**_LAYOUT, title=f"Cached {what.lower()} (orange box: written this step)",
-                      xaxis_title="dimension", yaxis_title="position: token")
-    fig.update_layout(height=420)
-    fig.update_yaxes(autorange="reversed", type="category")
-    return fig
+    z = _z(matrix)
+    shapes = [dict(type="rect", x0=-0.5, x1=z.shape[1] - 0.5, y0=written[0] - 0.5,
+                   y1=written[-1] + 0.5, line=dict(color=WRITTEN, width=2))] if len(written) \
+        else []
+    return _figure(dict(type="heatmap", z=z, y=ticks, colorscale="RdBu", zmid=0,
+                        colorbar=dict(title=what),
+                        hovertemplate="%{y}, dim %{x}: %{z:.3f}<extra></extra>"),
+                   dict(title=f"Cached {what.lower()} (orange box: written this step)",
+                        height=420, shapes=shapes),
+                   xaxis=dict(title="dimension"),
+                   yaxis=dict(title="position: token", autorange="reversed", type="category"))
 
 
 def quality_figure(rows: list, exact_bytes: int) -> go.Figure:
