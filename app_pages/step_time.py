@@ -34,7 +34,7 @@ if x_max == 0:
     x_max = min(max(2 * (s.crossover_context or 0), 2 * context, 8192), 10_000_000)
 contexts = [round(x_max * i / 80) for i in range(81)]
 curve = step_curve(sel.spec, sel.weights, contexts, batch=batch, **kw)
-pool = common.pool_kwargs(sel)  # what fits, at vLLM's defaults
+pool = common.pool_kwargs(sel)  # what fits: vLLM's arithmetic at 0.9 and a 2 GiB reserve
 fits_to = max_context_at(sel.spec, batch, **pool)
 st.plotly_chart(step_time_figure(curve, s.crossover_context, batch, fits_to=fits_to,
                                  model_max=sel.spec.max_context), width="stretch", key="s_fig")
@@ -94,6 +94,6 @@ st.plotly_chart(batch_figure(bc, max_batch=most), width="stretch", key="s_batch_
 st.caption(f"Weights are read once per step however many sequences share it, so tokens/s rises "
            f"with batch until the caches dominate. Weights read per step at batch 1: "
            f"{bc['weight_s'][0] * sel.bandwidth_gbs * GB / 1e9:,.2f} GB. At {context:,} tokens "
-           f"the KV pool holds {most:,} sequence{'s' if most != 1 else ''} (vLLM's defaults: "
-           "gpu_memory_utilization 0.9, 2 GiB reserve); larger batches are hatched and get no "
-           "tokens/s.")
+           f"the KV pool holds {most:,} sequence{'s' if most != 1 else ''} (vLLM's arithmetic at "
+           "gpu_memory_utilization 0.9 and a 2 GiB reserve, as on the Budget page); larger "
+           "batches are hatched and get no tokens/s.")

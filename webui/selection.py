@@ -333,8 +333,9 @@ def require_fit(sel: Selection, util: float = 0.9,
 
 def pool_kwargs(sel: Selection, util: float = 0.9, reserve_bytes: int | None = None,
                 block_size: int = 16) -> dict:
-    """Budget arguments for "does it fit": vLLM's convention on the selected GPU(s), at
-    gpu_memory_utilization 0.9 and the 2 GiB reserve unless a page has its own inputs."""
+    """Budget arguments for "does it fit": vLLM's arithmetic on the selected GPU(s), at
+    gpu_memory_utilization 0.9 (the Budget page's default; vLLM's own is 0.92 from v0.20.0) and
+    the 2 GiB reserve, unless a page has its own inputs. The captions say so."""
     from kvcalc import DEFAULT_RESERVE_BYTES
 
     return dict(total_bytes=sel.gpu.memory_bytes, weights_bytes=sel.weights_bytes,
@@ -357,8 +358,8 @@ def fit_caption(sel: Selection, batch: int, fits_to: int) -> None:
         fit = (f"{seqs} {fit_} in the KV pool up to {fits_to:,} tokens"
                f"{'' if one else ' each'}; longer ones are shaded red and not drawn")
     st.caption(f"The dash-dot line is the model's maximum context ({limit:,} tokens, "
-               f"max_position_embeddings) when the chart reaches it. {fit} (vLLM's defaults: "
-               "gpu_memory_utilization 0.9, 2 GiB reserve).")
+               f"max_position_embeddings) when the chart reaches it. {fit} (vLLM's arithmetic at "
+               "gpu_memory_utilization 0.9 and a 2 GiB reserve, as on the Budget page).")
 
 
 def embedding_note(sel: Selection) -> str:
