@@ -460,3 +460,14 @@ def test_url_bindings_are_declared_per_session_and_run():
     assert "b_ctx" in budget_page.session_state["_url_bound"]
     assert "b_ctx" not in home.session_state["_url_bound"]
     assert "model" in home.session_state["_url_bound"]
+
+
+def test_techniques_headline_is_the_largest_saving():
+    # Llama 3.1 8B at 32,768 tokens: 32,768 x 131,072 B = 4 GiB as configured. MQA (1 K/V head
+    # instead of 8) and a 4,096-token window both divide it by 8 (512 MiB); MQA comes first.
+    at = open_page("app_pages/techniques.py")
+    assert metric(at, "One sequence of 32,768 tokens, as configured") == "4.00 GiB"
+    assert metric(at, "Largest saving on this page") == "8.00x smaller"
+    caps = " ".join(text(c) for c in at.caption)
+    assert "Largest saving: MQA (multi-query attention): 1 K/V head, 512.00 MiB instead of " \
+           "4.00 GiB" in caps
