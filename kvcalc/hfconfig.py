@@ -40,7 +40,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,11 +56,12 @@ from .model import (
     SharedKV,
     SlidingWindow,
 )
+from .families import FAMILIES, understood
 from .params import count_parameters
 from .text import SHORT as _SHORT
 from .text import short as _short
 
-__all__ = ["spec_from_config", "load_config_file", "MAX_CONFIG_BYTES"]
+__all__ = ["spec_from_config", "load_config_file", "MAX_CONFIG_BYTES", "UnknownFields"]
 
 MAX_CONFIG_BYTES = 1_000_000  # a real config.json is a few KiB; refuse anything far larger
 _MAX_LAYERS = (
@@ -97,7 +97,9 @@ class _Fields:
         self._defaults_used: dict[str, Any] = {}
 
     def has(self, *names: str) -> bool:
-        """True when any of ``names`` is set, by the config or by its class default."""
+        """True when any of ``names`` is set, by the config or by its class default. A field
+        whose presence decides the reading counts as read."""
+        self.seen.update(names)
         return any(self.cfg.get(n) is not None or self.defaults.get(n) is not None
                    for n in names)
 
@@ -228,10 +230,32 @@ def parse_config_text(text: str, source: str = "config") -> dict:
     return cfg
 
 
+class UnknownFields(ValueError):
+    """A config holds fields no reader of its family understands: kvcalc refuses to guess.
+
+    ``fields`` are the field names, ``model_type`` the family (``""`` when the config names
+    none) and ``known_family`` whether kvcalc has a reader for it."""
+
+    def __init__(self, model_type: str, fields: list[str], known_family: bool):
+        self.model_type, self.fields, self.known_family = model_type, fields, known_family
+        shown = ", ".join(_short(f) for f in fields[:12]) + (" ..." if len(fields) > 12 else "")
+        who = (f"kvcalc's reader for model_type {_short(model_type)}" if known_family else
+               f"kvcalc (model_type {_short(model_type or '(none)')} has no reader of its own)")
+        super().__init__(
+            f"config fields not understood by {who}: {shown}. kvcalc does not guess what a "
+            "field does to the cache: check the config against transformers (verify), or ask "
+            "for the generic decoder estimate, labelled unverified (--unverified)")
+
+
 def spec_from_config(config: dict, *, name: str | None = None,
-                     honor_sliding_window: bool = True) -> ModelSpec:
+                     honor_sliding_window: bool = True, unverified: bool = False) -> ModelSpec:
     """Turn a config.json dict into a ModelSpec: the cache first, then, separately, the
     parameters (whose failure only loses the weight figures, with a note saying why).
+
+    Every field must be understood, by the family's reader or as one that cannot change the
+    cache (kvcalc.families); otherwise UnknownFields (a ValueError) names them. With
+    ``unverified=True`` the generic reading is returned instead, and the spec's
+    ``unverified`` lists the fields it did not understand.
 
     ``honor_sliding_window=False`` treats every sliding layer as full attention, as runtimes do
     that ignore a config's window (several do for Mistral-7B-v0.1 and Phi-3)."""
@@ -248,13 +272,27 @@ def spec_from_config(config: dict, *, name: str | None = None,
     model_type = cfg.get("model_type") or top_type or ""
     if not isinstance(model_type, str):
         raise ValueError(f"config field 'model_type' must be a string, got {_short(model_type)}")
+    if isinstance(top_type, str) and top_type in _WRAPPER_TEXT and cfg is config:
+        model_type = _WRAPPER_TEXT[top_type]
     model_type = _TEXT_TYPES.get(model_type, model_type)
     f = _Fields(cfg, _CLASS_DEFAULTS.get(model_type, {}))
-    f.seen.update(_IGNORED)
+    known = model_type in FAMILIES or model_type == ""
+    f.seen.update(understood(model_type or "llama", cfg))
 
-    layers, geo = _read_layers(f, model_type, honor_sliding_window)
-    max_ctx = f.int("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
-                    default=2048, maximum=_MAX_CONTEXT)
+    def unknown_fields() -> list[str]:
+        return sorted(f.unread())
+
+    try:
+        layers, geo = _read_layers(f, model_type, honor_sliding_window)
+        max_ctx = f.int("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
+                        default=2048, maximum=_MAX_CONTEXT)
+    except UnknownFields:
+        raise
+    except ValueError:
+        # A family kvcalc has no reader for fails on a field it lacks: name what it has instead.
+        if not known and unknown_fields():
+            raise UnknownFields(model_type, unknown_fields(), False) from None
+        raise
     notes += geo.notes
     assumptions = list(geo.assumptions)
     assumptions += _engine_conventions(f, layers)
@@ -269,11 +307,18 @@ def spec_from_config(config: dict, *, name: str | None = None,
         params_error = str(exc)
         notes.append(f"parameters not counted ({params_error}): weight figures need a weight "
                      "size given by hand; the cache figures are complete")
-    unread = f.unread()
+    unread = unknown_fields()
+    if unread and not unverified:
+        raise UnknownFields(model_type, unread, known)
     if unread:
-        assumptions.append("fields not read (they do not change the cache): "
-                           + ", ".join(sorted(unread)[:40])
+        assumptions.insert(0, "UNVERIFIED: read as a standard decoder although these fields "
+                           "are not understood: " + ", ".join(_short(u) for u in unread[:40])
                            + (" ..." if len(unread) > 40 else ""))
+    if not known:
+        assumptions.append(f"model_type {_short(model_type)} has no reader of its own in "
+                           "kvcalc: its layers were read from the standard decoder fields")
+    elif model_type == "":
+        assumptions.append("the config names no model_type: read as a standard decoder")
 
     label = (
         name or cfg.get("_name_or_path") or config.get("_name_or_path") or model_type or "custom"
@@ -281,211 +326,16 @@ def spec_from_config(config: dict, *, name: str | None = None,
     return ModelSpec(name=str(label)[:_SHORT], layers=tuple(layers), params=params, moe=moe,
                      hidden_size=geo.hidden, vocab_size=geo.vocab, max_context=max_ctx,
                      notes=tuple(notes), assumptions=tuple(assumptions),
-                     params_error=params_error)
+                     params_error=params_error, unverified=tuple(unread))
 
+
+# Wrappers whose language model is not under text_config: the whole config is read under the
+# text family's reader.
+_WRAPPER_TEXT: dict[str, str] = {"qwen2_5_vl": "qwen2_5_vl_text", "qwen2_vl": "qwen2_vl_text"}
 
 # model_type of a text config that names the whole multimodal model instead
 _TEXT_TYPES = {"gemma3": "gemma3_text", "gemma3n": "gemma3n_text", "gemma4": "gemma4_text",
                "llama4": "llama4_text"}
-
-# Fields that say nothing about the cache or the parameter count (tokens, training, rope
-# frequencies, dtypes, tooling); they are never reported as "not read".
-_IGNORED = {
-    "architectures",
-    "auto_map",
-    "bos_token_id",
-    "eos_token_id",
-    "pad_token_id",
-    "decoder_start_token_id",
-    "sep_token_id",
-    "cls_token_id",
-    "mask_token_id",
-    "transformers_version",
-    "torch_dtype",
-    "dtype",
-    "use_cache",
-    "initializer_range",
-    "rms_norm_eps",
-    "layer_norm_eps",
-    "layer_norm_epsilon",
-    "norm_epsilon",
-    "rope_theta",
-    "rope_scaling",
-    "rope_parameters",
-    "rope_interleave",
-    "rope_type",
-    "partial_rotary_factor",
-    "rotary_pct",
-    "rotary_emb_base",
-    "hidden_act",
-    "hidden_activation",
-    "activation_function",
-    "mlp_hidden_act",
-    "attention_dropout",
-    "hidden_dropout",
-    "resid_pdrop",
-    "embd_pdrop",
-    "attn_pdrop",
-    "dropout",
-    "attention_probs_dropout_prob",
-    "hidden_dropout_prob",
-    "model_type",
-    "_name_or_path",
-    "quantization_config",
-    "text_config",
-    "vision_config",
-    "audio_config",
-    "image_token_index",
-    "image_token_id",
-    "video_token_id",
-    "vision_start_token_id",
-    "vision_end_token_id",
-    "vision_token_id",
-    "boi_token_index",
-    "eoi_token_index",
-    "eoa_token_index",
-    "boa_token_index",
-    "audio_token_id",
-    "tokenizer_class",
-    "output_attentions",
-    "output_hidden_states",
-    "return_dict",
-    "is_encoder_decoder",
-    "final_logit_softcapping",
-    "attn_logit_softcapping",
-    "query_pre_attn_scalar",
-    "router_aux_loss_coef",
-    "output_router_logits",
-    "router_jitter_noise",
-    "router_z_loss_coef",
-    "scoring_func",
-    "routed_scaling_factor",
-    "norm_topk_prob",
-    "topk_group",
-    "n_group",
-    "topk_method",
-    "aux_loss_alpha",
-    "seq_aux",
-    "ep_size",
-    "num_nextn_predict_layers",
-    "pretraining_tp",
-    "mlp_bias",
-    "attention_bias",
-    "bias",
-    "qkv_bias",
-    "use_qk_norm",
-    "logits_scaling",
-    "embedding_multiplier",
-    "attention_multiplier",
-    "residual_multiplier",
-    "tie_word_embeddings",
-    "use_bidirectional_attention",
-    "attn_temperature_tuning",
-    "floor_scale",
-    "attn_scale",
-    "interleave_moe_layer_step",
-    "use_sliding_window",
-    "sliding_window_pattern",
-    "cache_implementation",
-    "time_step_limit",
-    "time_step_min",
-    "time_step_max",
-    "time_step_floor",
-    "rescale_prenorm_residual",
-    "residual_in_fp32",
-    "use_mamba_kernels",
-    "mamba_ssm_cache_dtype",
-    "chunk_size",
-    "use_conv_bias",
-    "use_bias",
-    "mamba_chunk_size",
-    "mamba_conv_bias",
-    "mamba_proj_bias",
-    "num_logits_to_keep",
-    "layer_norm_type",
-    "norm_type",
-    "mlp_layer_types",
-    "mlp_only_layers",
-    "decoder_sparse_step",
-    "first_k_dense_replace",
-    "moe_layer_freq",
-    "num_experts_per_tok",
-    "num_local_experts",
-    "n_routed_experts",
-    "num_experts",
-    "moe_intermediate_size",
-    "n_shared_experts",
-    "shared_expert_intermediate_size",
-    "intermediate_size",
-    "ffn_dim",
-    "n_inner",
-    "vocab_size",
-    "padded_vocab_size",
-    "hidden_size",
-    "kv_lora_rank",
-    "q_lora_rank",
-    "qk_nope_head_dim",
-    "qk_rope_head_dim",
-    "v_head_dim",
-    "index_topk",
-    "index_n_heads",
-    "index_head_dim",
-    "max_window_layers",
-    "no_rope_layer_interval",
-    "attention_chunk_size",
-    "image_size",
-    "patch_size",
-    "projector_hidden_act",
-    "vision_feature_layer",
-    "vision_feature_select_strategy",
-    "multimodal_projector_bias",
-    "spatial_merge_size",
-    "mm_tokens_per_image",
-    "initializer_factor",
-    "expert_layer_period",
-    "expert_layer_offset",
-    "attn_layer_period",
-    "attn_layer_offset",
-    "use_qkv_bias",
-    "apply_residual_connection_post_layernorm",
-    "post_layer_norm",
-    "add_bias_linear",
-    "add_qkv_bias",
-    "bias_dropout_fusion",
-    "fp32_residual_connection",
-    "original_rope",
-    "rmsnorm",
-    "quantization_bit",
-    "pre_seq_len",
-    "prefix_projection",
-    "classifier_dropout",
-    "do_layer_norm_before",
-    "word_embed_proj_dim",
-    "enable_bias",
-    "layerdrop",
-    "init_std",
-    "scale_embedding",
-    "emb_pdrop",
-    "learned_pos_emb",
-    "no_bias",
-    "logit_scale",
-    "norm_config",
-    "init_config",
-    "use_cache",
-    "verbose",
-    "expansion_ratio",
-    "ffn_config",
-    "resid_pdrop",
-    "embedding_fraction",
-    "sliding_window_size",
-}
-
-# A config field whose name looks like it lays out layers: one the reader does not understand
-# is refused (never read as "every layer full attention").
-_LAYOUT_FIELD = re.compile(r"pattern|layer_types|block_type|attn_type|attention_type|layer_type|"
-                           r"block_configs|hybrid|kv_shared|global_head|global_key_value|"
-                           r"layers_block|swa_|local_attention|linear_attn_layers")
-
 
 @dataclass
 class _Geometry:
@@ -501,11 +351,6 @@ class _Geometry:
 
 def _read_layers(f: _Fields, model_type: str, honor_sliding: bool):
     """The layers and the base attention geometry, from cache fields only."""
-    for fieldname in (f.unread()):
-        if _LAYOUT_FIELD.search(fieldname) and fieldname not in _LAYOUT_READERS_FIELDS:
-            raise ValueError(
-                f"the attention layout field '{fieldname}' is not understood; paste a config "
-                "with layer_types, or open an issue with this model")
     hidden = f.int("hidden_size", "n_embd", "d_model", required=False)
     vocab = None  # the vocabulary matters to the weights only: read with the parameters
     geo_notes: list[str] = []
@@ -515,6 +360,15 @@ def _read_layers(f: _Fields, model_type: str, honor_sliding: bool):
     if model_type in _ALL_STATE_TYPES:
         n = f.int("num_hidden_layers", "n_layer", "num_layers", maximum=_MAX_LAYERS)
         state = _state_layer(f, hidden, _ALL_STATE_TYPES[model_type])
+        if model_type == "mamba2" and f.has("expand") and hidden is not None:
+            # Mamba2Mixer (transformers and vLLM) sizes the convolution from expand x
+            # hidden_size and the SSM state from num_heads x head_dim; they must agree.
+            inner = f.int("expand") * hidden
+            heads, head = f.int("num_heads"), f.int("head_dim")
+            if inner != heads * head:
+                raise ValueError(f"config fields 'expand' x 'hidden_size' ({inner:,}) and "
+                                 f"'num_heads' x 'head_dim' ({heads * head:,}) disagree on the "
+                                 "Mamba-2 inner width")
         geo = _Geometry(hidden=hidden, vocab=vocab, q_heads=0, kv_heads=0, head_dim=0,
                         notes=["no attention: every layer keeps a fixed recurrent state and no "
                                "K/V"], assumptions=assumptions)
@@ -576,18 +430,6 @@ def _read_layers(f: _Fields, model_type: str, honor_sliding: bool):
 
 _ALL_STATE_TYPES = {"mamba": "mamba", "falcon_mamba": "mamba", "mamba2": "mamba2"}
 
-# Layout fields that a reader below understands.
-_LAYOUT_READERS_FIELDS = {
-    "layer_types", "hybrid_override_pattern", "layers_block_type", "hybrid_layer_pattern",
-    "attn_type_list", "block_configs", "num_kv_shared_layers", "global_head_dim",
-    "num_global_key_value_heads", "swa_num_attention_heads", "swa_num_key_value_heads",
-    "swa_head_dim", "swa_v_head_dim", "swa_rope_theta", "sliding_window_pattern",
-    "mlp_layer_types", "mtp_hybrid_override_pattern", "mtp_layers_block_type",
-    "swa_attention_sink_bias", "attention_value_scale", "add_swa_attention_sink_bias",
-    "add_full_attention_sink_bias", "layer_types_mtp", "indexer_types", "index_topk_pattern",
-}
-
-
 def _engine_conventions(f: _Fields, layers: list) -> list[str]:
     """The engine conventions a figure for these layers rests on, said once."""
     out = []
@@ -616,6 +458,7 @@ def _indexer(f: _Fields, n: int, notes: list, assumptions: list) -> list:
     idx = f.int("index_head_dim")
     extra = ExtraCache(name="indexer keys", elements=idx, dtype="fp8", scale_bytes=idx // 128 * 4)
     types = f.raw("indexer_types")
+    f.seen.add("index_topk_freq")  # read below, or superseded by indexer_types
     if types is None:
         for name in ("index_topk_pattern", "index_topk_freq"):
             value = f.raw(name)
@@ -697,9 +540,11 @@ def _kv_heads(f: _Fields, q_heads: int, attn_cfg: dict | None) -> int:
     if f.has("num_key_value_heads"):
         return f.int("num_key_value_heads")
     if f.raw("new_decoder_architecture", default=False) is True:
+        f.seen.add("multi_query")  # FalconAttention ignores it under the new architecture
         return f.int("num_kv_heads", "n_head_kv")
     mq = f.raw("multi_query", default=False)
     if mq is True:
+        f.seen.update({"num_kv_heads", "n_head_kv"})  # multi_query rules (FalconAttention)
         return 1
     if mq not in (False, None):
         raise ValueError(f"config field 'multi_query' must be true or false, got {_short(mq)}")
@@ -751,6 +596,14 @@ def _layer_kinds(f: _Fields, model_type: str, honor_sliding: bool, geo: _Geometr
     elif f.has("layer_types"):
         source = "layer_types"
         kinds = _from_names(f, source)
+        if f.has("full_attention_interval"):
+            # Qwen3.5 writes both; layer_types decides (transformers builds the one from the
+            # other), and a disagreement is refused rather than resolved by a guess.
+            k = f.int("full_attention_interval")
+            implied = ["full" if (i + 1) % k == 0 else "state" for i in range(len(kinds))]
+            if implied != kinds:
+                raise ValueError("config fields 'layer_types' and 'full_attention_interval' "
+                                 "disagree on which layers attend")
     if kinds is not None:
         if declared is not None and declared != len(kinds):
             if source in ("hybrid_override_pattern", "layers_block_type"):
@@ -812,6 +665,12 @@ def _from_codes(f: _Fields, name: str, codes: dict) -> list[str]:
 
 
 def _kinds_from_periods(f: _Fields, n: int) -> list[str]:
+    window_on = f.raw("use_sliding_window", default=True) is not False
+    hybrid = f.has("full_attention_interval") or f.has("attn_layer_period")
+    if hybrid and window_on and f.raw("use_sliding_window") is True and f.has("sliding_window"):
+        raise ValueError("config field 'use_sliding_window' is true in a hybrid model "
+                         "(full_attention_interval / attn_layer_period): which layers use the "
+                         "window is not defined; kvcalc does not guess it")
     if f.has("full_attention_interval"):
         k = f.int("full_attention_interval")
         return ["full" if (i + 1) % k == 0 else "state" for i in range(n)]
@@ -822,7 +681,10 @@ def _kinds_from_periods(f: _Fields, n: int) -> list[str]:
             raise ValueError(f"config field 'attn_layer_offset' ({offset}) must be smaller than "
                              f"'attn_layer_period' ({period})")
         return ["full" if i % period == offset else "state" for i in range(n)]
-    window_on = f.raw("use_sliding_window", default=True) is not False
+    if not window_on:
+        # use_sliding_window false (Qwen2): no window applies, so the window's size and the
+        # layers it would start from are read and known not to matter.
+        f.seen.update({"sliding_window", "max_window_layers", "sliding_window_pattern"})
     if f.has("sliding_window") and window_on:
         if f.has("sliding_window_pattern"):
             p = f.int("sliding_window_pattern")

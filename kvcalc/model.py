@@ -574,6 +574,9 @@ class ModelSpec:
     notes: tuple[str, ...] = ()
     assumptions: tuple[str, ...] = ()
     params_error: str | None = None
+    # Config fields kvcalc did not understand, read anyway on request: every figure from this
+    # spec is an unverified estimate (empty for every verified reading).
+    unverified: tuple[str, ...] = ()
 
     def __post_init__(self):
         if not self.layers:

@@ -2,12 +2,16 @@
 are the config's own arithmetic, worked out in the comments."""
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import llama_config
 
 from kvcalc import kv_cache, parse_config_text, spec_from_config, weights
 from kvcalc.hfconfig import checkpoint_format, load_config_file
+
+
+DATA = Path(__file__).parent / "data" / "configs"
 
 
 def bpt(cfg, **kw):
@@ -206,10 +210,18 @@ def test_config_text_errors(text, msg):
 
 
 def test_infinity_and_nan_only_refused_where_read():
-    # NVIDIA's Nemotron-H configs carry "time_step_limit": [0.0, Infinity]: accepted, unread.
+    # NVIDIA's Nemotron-H configs carry "time_step_limit": [0.0, Infinity]: a Mamba kernel
+    # setting that the nemotron_h reader knows, so the Infinity is accepted there.
+    text = (DATA / "nemotron-h-56b.json").read_text()
+    assert "Infinity" in text
+    # 10 attention layers x 8 KV heads x (128 + 128) x 2 B (tests/test_real_configs.py).
+    assert kv_cache(spec_from_config(parse_config_text(text)), 1).kv_bytes_per_token_nominal \
+        == 10 * 8 * 256 * 2
+    # In a Llama config the same field means nothing kvcalc knows: refused by name.
     cfg = parse_config_text(json.dumps(llama_config()).replace(
         "}", ', "time_step_limit": [0.0, Infinity]}'))
-    assert kv_cache(spec_from_config(cfg), 1).kv_bytes_per_token_nominal == 2 * 4 * 2 * 64 * 2
+    with pytest.raises(ValueError, match="time_step_limit"):
+        spec_from_config(cfg)
     cfg = parse_config_text('{"hidden_size": NaN, "num_hidden_layers": 2, '
                             '"num_attention_heads": 2}')
     with pytest.raises(ValueError, match="hidden_size"):

@@ -200,7 +200,7 @@ def test_no_config_is_read_as_all_full(name, what):
 def test_unknown_layout_field_is_refused_by_name():
     cfg = json.loads((DATA / "llama-3.1-8b.json").read_text())
     cfg["foo_pattern"] = "AABA"
-    with pytest.raises(ValueError, match="'foo_pattern' is not understood"):
+    with pytest.raises(ValueError, match="not understood.*'foo_pattern'"):
         spec_from_config(cfg)
     cfg = json.loads((DATA / "nemotron-h-56b.json").read_text())
     cfg["hybrid_override_pattern"] = cfg["hybrid_override_pattern"].replace("*", "X", 1)
@@ -229,4 +229,4 @@ def test_assumptions_are_reported():
     text = " ".join(spec.assumptions)
     assert "conv_kernel - 1" in text and "float32" in text
     spec = spec_from_config(load_config_file(DATA / "mamba-2.8b-hf.json"))
-    assert any("not read" in a and "time_step_rank" in a for a in spec.assumptions)
+    assert not any("do not change the cache" in a for a in spec.assumptions)

@@ -1,0 +1,224 @@
+"""Which config fields each model family's reader understands.
+
+A config field is understood when a reader reads it (``kvcalc.hfconfig`` records every field it
+looks at), or when it is listed here as one that cannot change the cache:
+
+- ``NEVER_CACHE``: fields that cannot change any model's cache, in any family: token ids,
+  dropout, initialisation, tooling and output flags, rotary-embedding frequencies, dtypes,
+  normalisation epsilons, activation names and scalar constants of the forward pass
+  (soft-caps, multipliers). They change numbers inside a layer, never what a layer keeps.
+- ``GROUPS``: fields with one meaning in the families that opt into the group. The MLP and
+  mixture-of-experts fields size weights only, but only a family whose reader knows its MLP is
+  an MLP may say so: an unknown family that reuses ``intermediate_size`` for a recurrent width
+  (as Mamba does) would otherwise be sized wrong.
+- ``Family.irrelevant``: what a family's own reader knows about its own fields, each entry
+  checked against the family's modeling code (and the zoo check, ``docs/zoo.md``).
+- ``OFF_VALUES``: fields understood only at the value that turns their feature off
+  (``add_cross_attention: false``); any other value is refused.
+
+Everything else is refused by name (``kvcalc.hfconfig.UnknownFields``): never guessed from the
+field's name, never listed as "does not change the cache". A user who wants the generic
+decoder estimate anyway asks for it (``unverified=True``; CLI ``--unverified``) and every figure
+is then labelled as unverified.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["NEVER_CACHE", "GROUPS", "OFF_VALUES", "Family", "FAMILIES", "family", "understood"]
+
+NEVER_CACHE = frozenset({
+    # the base PretrainedConfig and tooling
+    "architectures", "auto_map", "transformers_version", "model_type", "_name_or_path",
+    "use_cache", "output_attentions", "output_hidden_states", "return_dict", "torchscript",
+    "id2label", "label2id", "problem_type", "chunk_size_feed_forward", "tokenizer_class",
+    "num_logits_to_keep", "verbose", "cache_implementation", "is_decoder", "pruned_heads",
+    "tf_legacy_loss", "use_bfloat16", "finetuning_task", "prefix", "task_specific_params",
+    "_attn_implementation", "_commit_hash", "unsloth_version", "unsloth_fixed",
+    "quantization_config",  # the weights' format; the KV format is chosen separately
+    # token ids
+    "bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id", "sep_token_id",
+    "cls_token_id", "mask_token_id", "forced_eos_token_id", "forced_bos_token_id",
+    "eod_token_id", "unk_token_id",
+    # dtypes
+    "torch_dtype", "dtype",
+    # initialisation
+    "initializer_range", "initializer_factor", "init_std", "initializer_cutoff_factor",
+    # dropout and training-only losses
+    "attention_dropout", "hidden_dropout", "resid_pdrop", "embd_pdrop", "attn_pdrop",
+    "dropout", "attention_probs_dropout_prob", "hidden_dropout_prob", "classifier_dropout",
+    "emb_pdrop", "layerdrop", "activation_dropout", "embedding_dropout", "residual_dropout",
+    "resid_dropout", "embed_dropout", "mlp_dropout", "router_aux_loss_coef",
+    "output_router_logits", "router_jitter_noise", "router_z_loss_coef", "aux_loss_alpha",
+    "seq_aux", "z_loss_coefficient", "aux_loss_coef", "input_jitter_noise",
+    "mtp_loss_scaling_factor",
+    # rotary-embedding frequencies (which dims rotate, not how many are cached)
+    "rope_theta", "rope_scaling", "rope_parameters", "rope_interleave", "rope_type",
+    "partial_rotary_factor", "rotary_pct", "rotary_emb_base", "original_rope",
+    "original_max_position_embeddings",
+    # normalisation epsilons and activation names
+    "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "norm_eps",
+    "hidden_act", "hidden_activation", "activation_function", "mlp_hidden_act",
+    # scalar constants of the forward pass
+    "final_logit_softcapping", "attn_logit_softcapping", "query_pre_attn_scalar",
+    "logits_scaling", "embedding_multiplier", "attention_multiplier", "residual_multiplier",
+    "logit_scale", "attn_temperature_tuning", "floor_scale", "attn_scale",
+    "attention_softmax_in_fp32", "scale_attention_softmax_in_fp32", "routed_scaling_factor",
+})
+
+GROUPS: dict[str, frozenset[str]] = {
+    # A standard decoder's MLP, embeddings, biases and norms: weights only.
+    "mlp": frozenset({
+        "intermediate_size", "ffn_dim", "n_inner", "mlp_bias", "attention_bias", "bias",
+        "qkv_bias", "use_qkv_bias", "vocab_size", "padded_vocab_size", "tie_word_embeddings",
+        "pretraining_tp", "use_qk_norm", "layer_norm_type", "norm_type", "qk_layernorm",
+        "lm_head_bias", "use_bidirectional_attention", "scale_embedding",
+    }),
+    # Mixture of experts: which layers route, how many experts, their sizes and the router.
+    "moe": frozenset({
+        "num_experts_per_tok", "num_local_experts", "n_routed_experts", "num_experts",
+        "moe_intermediate_size", "n_shared_experts", "shared_expert_intermediate_size",
+        "scoring_func", "norm_topk_prob", "topk_group", "n_group", "topk_method", "ep_size",
+        "decoder_sparse_step", "mlp_only_layers", "first_k_dense_replace", "moe_layer_freq",
+        "interleave_moe_layer_step", "expert_layer_period", "expert_layer_offset",
+        "mlp_layer_types", "num_shared_experts", "moe_topk", "num_experts_per_token",
+    }),
+    # The multimodal wrapper's own fields (the language model is read from text_config).
+    "vision": frozenset({
+        "text_config", "vision_config", "audio_config", "image_token_index", "image_token_id",
+        "video_token_id", "vision_start_token_id", "vision_end_token_id", "vision_token_id",
+        "boi_token_index", "eoi_token_index", "eoa_token_index", "boa_token_index",
+        "audio_token_id", "image_size", "patch_size", "projector_hidden_act",
+        "vision_feature_layer", "vision_feature_select_strategy", "multimodal_projector_bias",
+        "spatial_merge_size", "mm_tokens_per_image", "boi_token_id", "eoi_token_id",
+        "boa_token_id", "eoa_token_id",
+    }),
+    # Multi-token-prediction (MTP) layers: vLLM gives them a cache only when they serve as the
+    # speculative draft; the main model's cache does not include them (the spec notes it).
+    "mtp": frozenset({
+        "num_nextn_predict_layers", "mtp_num_hidden_layers", "mtp_use_dedicated_embeddings",
+        "mtp_hybrid_override_pattern", "mtp_layers_block_type", "layer_types_mtp",
+        "num_mtp_layers", "mtp_layer_types", "mtp_mlp_layer_types",
+    }),
+    # MLA's query compression (q_lora_rank) sizes weights; the cache is the KV latent.
+    "mla": frozenset({"q_lora_rank", "qk_head_dim"}),
+    # Mamba kernels' numerics and training settings (the state shape is read by the reader).
+    "mamba": frozenset({
+        "time_step_limit", "time_step_min", "time_step_max", "time_step_floor",
+        "time_step_scale", "time_step_init_scheme", "rescale_prenorm_residual",
+        "residual_in_fp32", "use_mamba_kernels", "chunk_size", "use_conv_bias", "use_bias",
+        "mamba_chunk_size", "mamba_conv_bias", "mamba_proj_bias", "use_mambapy",
+        "mamba_dt_rank", "time_step_rank", "conv_bias", "use_associative_scan",
+        "mamba_rms_norm", "mamba_norm_before_gate", "mamba_hidden_act", "norm_before_gate",
+        "fused_add_norm", "rms_norm", "pad_vocab_size_multiple",
+    }),
+}
+
+# Understood only at the value that switches the feature off: any other value is refused.
+OFF_VALUES: dict[str, object] = {
+    "add_cross_attention": False,
+    "is_encoder_decoder": False,
+    "tie_encoder_decoder": False,
+    "cross_attention_hidden_size": None,
+    "pre_seq_len": None,  # ChatGLM P-tuning: a learned prefix that is cached like tokens
+    "prefix_projection": False,
+    "attention_k_eq_v": False,
+}
+
+
+@dataclass(frozen=True)
+class Family:
+    """A reader's knowledge of one family: the field groups it uses, and its own fields that do
+    not change its cache (each with the reason in the comment where it is declared)."""
+
+    groups: tuple[str, ...] = ("mlp", "moe")
+    irrelevant: frozenset[str] = frozenset()
+
+
+def _f(*fields: str, groups: tuple[str, ...] = ("mlp", "moe")) -> Family:
+    return Family(groups=groups, irrelevant=frozenset(fields))
+
+
+_DECODER = _f()
+
+FAMILIES: dict[str, Family] = {
+    # Standard decoders: attention geometry from the common fields, MLP or MoE beside it.
+    **{t: _DECODER for t in (
+        "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "phi3",
+        "gemma", "olmo", "olmo2", "granite", "cohere", "starcoder2", "stablelm", "internlm2")},
+    **{t: _f(groups=("mlp", "moe", "vision")) for t in ("qwen2_5_vl_text", "qwen2_vl_text")},
+    "gemma2": _f(),
+    "gemma3_text": _f("sliding_window_pattern", "_sliding_window_pattern"),
+    "cohere2": _f(),
+    "gpt2": _f("scale_attn_weights", "scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn",
+               "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels",
+               "summary_first_dropout", "n_ctx"),
+    "falcon": _f("alibi", "parallel_attn", "bias", "num_ln_in_parallel_attn", "activation"),
+    "mpt": _f("tokenizer_name", "learned_pos_emb", "no_bias", "norm_config", "init_config", "expansion_ratio",
+              "ffn_config", "embedding_fraction", "init_device", "logit_scale"),
+    "chatglm": _f("apply_residual_connection_post_layernorm", "post_layer_norm",
+                  "add_bias_linear", "add_qkv_bias", "bias_dropout_fusion",
+                  "fp32_residual_connection", "rmsnorm", "quantization_bit", "ffn_hidden_size",
+                  "original_rope", "multi_query_attention", "apply_query_key_layer_scaling",
+                  "layernorm_epsilon"),
+    "opt": _f("do_layer_norm_before", "word_embed_proj_dim", "enable_bias",
+              "_remove_final_layer_norm", "layer_norm_elementwise_affine"),
+    # initial_context_length: the context before YaRN scaling (a rotary setting)
+    "gpt_oss": _f("swiglu_limit", "experts_per_token", "initial_context_length"),
+    **{t: _f(groups=("mlp", "moe", "mla", "mtp")) for t in
+       ("deepseek_v2", "deepseek_v3", "kimi_k2")},
+    # index_n_heads, index_topk and the indexer's rotary and top-k settings change which
+    # tokens are attended, not the indexer keys cached (one index_head_dim key per token)
+    **{t: _f("index_n_heads", "index_topk", "indexer_rope_interleave", "index_skip_topk_offset",
+             "index_share_for_mtp_iteration", "moe_router_dtype",
+             groups=("mlp", "moe", "mla", "mtp")) for t in ("deepseek_v32", "glm_moe_dsa")},
+    "llama4_text": _f("no_rope_layer_interval", "attention_chunk_size", "intermediate_size_mlp",
+                      "moe_layers", "use_qk_norm", "for_llm_compressor"),
+    "qwen3_next": _f(groups=("mlp", "moe", "mtp")),
+    # attn_output_gate: a sigmoid gate on the attention output (weights only)
+    **{t: _f("attn_output_gate", groups=("mlp", "moe", "mtp"))
+       for t in ("qwen3_5_moe_text", "qwen3_5_text")},
+    # MiniMax: the post-norm alphas and betas scale the residual stream; rotary_dim is the
+    # rotary part of each head (the whole head is cached)
+    **{t: _f("layernorm_full_attention_alpha", "layernorm_full_attention_beta",
+             "layernorm_linear_attention_alpha", "layernorm_linear_attention_beta",
+             "layernorm_mlp_alpha", "layernorm_mlp_beta", "postnorm", "rotary_dim",
+             "shared_intermediate_size", "shared_moe_mode", "layernorm_eps")
+       for t in ("minimax", "minimax_m1")},
+    "jamba": _f(groups=("mlp", "moe", "mamba")),
+    # expand: NemotronHMixer sizes its inner width as mamba_num_heads x mamba_head_dim
+    "nemotron_h": _f("expand", "moe_shared_expert_intermediate_size", "moe_latent_size",
+                     "moe_shared_expert_overlap", "n_routed_experts",
+                     groups=("mlp", "moe", "mamba", "mtp")),
+    "nemotron-nas": _f(),
+    "gemma4_text": _f("hidden_size_per_layer_input", "vocab_size_per_layer_input",
+                      "use_double_wide_mlp", "enable_moe_block", "top_k_experts"),
+    "gemma3n_text": _f(
+        # AltUp, LAuReL, per-layer inputs and activation sparsity change the MLP and the
+        # residual stream (Gemma3nTextDecoderLayer), never the attention K/V it caches.
+        "altup_active_idx", "altup_coef_clip", "altup_correct_scale", "altup_num_inputs",
+        "laurel_rank", "activation_sparsity_pattern", "hidden_size_per_layer_input",
+        "vocab_size_per_layer_input"),
+    "mimo_v2": _f(), "mimo_v2_flash": _f(),
+    "mamba": _f(groups=("mlp", "mamba")),
+    "falcon_mamba": _f("mixer_rms_eps", groups=("mlp", "mamba")),
+    "mamba2": _f(groups=("mlp", "mamba")),
+}
+
+
+def family(model_type: str) -> Family | None:
+    return FAMILIES.get(model_type)
+
+
+def understood(model_type: str, cfg: dict) -> frozenset[str]:
+    """The fields of ``cfg`` that need no reading for this family: NEVER_CACHE, the family's
+    groups and own fields, and OFF_VALUES fields at their off value."""
+    fam = FAMILIES.get(model_type)
+    names = set(NEVER_CACHE)
+    if fam is not None:
+        for g in fam.groups:
+            names |= GROUPS[g]
+        names |= fam.irrelevant
+    names |= {k for k, off in OFF_VALUES.items() if k in cfg and cfg[k] == off}
+    return frozenset(names)
