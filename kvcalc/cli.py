@@ -122,6 +122,12 @@ _key = _text_arg(MAX_KEY_CHARS, "a key")
 _path = _text_arg(MAX_PATH_CHARS, "a path")
 
 
+def _unverified_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--unverified", action="store_true",
+                   help="read a config with fields kvcalc does not understand as a standard "
+                        "decoder anyway; every figure is then labelled UNVERIFIED")
+
+
 def _model_args(p: argparse.ArgumentParser, kv=True, parallel=True):
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--model", type=_key, help="registry key (see `python -m kvcalc models`)")
@@ -129,6 +135,7 @@ def _model_args(p: argparse.ArgumentParser, kv=True, parallel=True):
                      help="a Hugging Face config.json file")
     p.add_argument("--ignore-sliding-window", action="store_true",
                    help="treat sliding-window layers as full attention (as some runtimes do)")
+    _unverified_arg(p)
     if kv:
         p.add_argument("--kv-dtype", default="bf16", choices=KV_DTYPES)
         p.add_argument("--kv-scales", action="store_true",
@@ -195,8 +202,10 @@ def _load_model(args) -> tuple[ModelSpec, str, str | None, str]:
                                                      honor_sliding_window=False)
         return spec, m.weight_dtype, m.expert_weight_dtype, m.name
     cfg = load_config_file(args.config)
-    spec = spec_from_config(cfg, name=args.config, honor_sliding_window=honor)
+    spec = spec_from_config(cfg, name=args.config, honor_sliding_window=honor,
+                            unverified=getattr(args, "unverified", False))
     wd, ed = checkpoint_format(cfg)
+    args._unverified_fields = spec.unverified
     return spec, wd, ed, args.config
 
 
@@ -801,8 +810,15 @@ def main(argv: list[str] | None = None) -> int:
         print(_one_line(f"kvcalc: internal error ({type(exc).__name__}: {exc}); please report "
                         "it"), file=sys.stderr)
         return 1
+    unverified = list(getattr(args, "_unverified_fields", ()))
     if getattr(args, "json", False):
+        if unverified and isinstance(out, dict):
+            out = {"unverified": unverified, **out}
         print(json.dumps(_jsonable(out), allow_nan=False))
     else:
+        if unverified:
+            text = [f"UNVERIFIED estimate: config fields not understood "
+                    f"({', '.join(unverified[:8])}{' ...' if len(unverified) > 8 else ''}) "
+                    "were left out of the reading", *text]
         print("\n".join(text))
     return 0

@@ -155,8 +155,8 @@ FAMILIES: dict[str, Family] = {
                "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels",
                "summary_first_dropout", "n_ctx"),
     "falcon": _f("alibi", "parallel_attn", "bias", "num_ln_in_parallel_attn", "activation"),
-    "mpt": _f("tokenizer_name", "learned_pos_emb", "no_bias", "norm_config", "init_config", "expansion_ratio",
-              "ffn_config", "embedding_fraction", "init_device", "logit_scale"),
+    "mpt": _f("tokenizer_name", "learned_pos_emb", "no_bias", "norm_config", "init_config",
+              "expansion_ratio", "ffn_config", "embedding_fraction", "init_device", "logit_scale"),
     "chatglm": _f("apply_residual_connection_post_layernorm", "post_layer_norm",
                   "add_bias_linear", "add_qkv_bias", "bias_dropout_fusion",
                   "fp32_residual_connection", "rmsnorm", "quantization_bit", "ffn_hidden_size",
@@ -201,6 +201,27 @@ FAMILIES: dict[str, Family] = {
         "laurel_rank", "activation_sparsity_pattern", "hidden_size_per_layer_input",
         "vocab_size_per_layer_input"),
     "mimo_v2": _f(), "mimo_v2_flash": _f(),
+    # LFM2: block_* size the gated MLP; conv_bias is the short convolution's bias
+    **{t: _f("block_auto_adjust_ff_dim", "block_ffn_dim_multiplier", "block_multiple_of",
+             "conv_bias", "num_dense_layers", "use_expert_bias", "block_dim", "block_ff_dim",
+             "block_mlp_init_scale", "block_norm_eps", "block_out_init_scale",
+             "block_use_swiglu", "block_use_xavier_init") for t in ("lfm2", "lfm2_moe")},
+    # Falcon-H1: the muP multipliers scale activations; the mamba_* kernel settings and biases
+    # are weights or numerics (the state shape is read from the other mamba_* fields)
+    "falcon_h1": _f("attention_in_multiplier", "attention_out_multiplier", "key_multiplier",
+                    "lm_head_multiplier", "mlp_multipliers", "ssm_multipliers",
+                    "ssm_in_multiplier", "ssm_out_multiplier", "projectors_bias",
+                    "mamba_use_mlp", groups=("mlp", "moe", "mamba")),
+    # Kimi-Linear: expert grouping and routing (MoE), its own names for them
+    "kimi_linear": _f("moe_renormalize", "num_expert_group", "mlp_layer_types", "kda_safe_gate",
+                      "kda_lower_bound", groups=("mlp", "moe", "mla")),
+    "mllama_text_model": _f(groups=("mlp", "vision")),
+    # MiniCPM3: muP scales of the embeddings and the residual stream
+    "minicpm3": _f("dim_model_base", "scale_depth", "scale_emb", groups=("mlp", "mla")),
+    # RecurrentGemma: initialisation variances and the logits' soft cap
+    "recurrent_gemma": _f("final_w_init_variance_scale", "w_init_variance_scale",
+                          "logits_soft_cap", "embeddings_scale_by_sqrt_dim"),
+    "rwkv": _f(groups=()),
     "mamba": _f(groups=("mlp", "mamba")),
     "falcon_mamba": _f("mixer_rms_eps", groups=("mlp", "mamba")),
     "mamba2": _f(groups=("mlp", "mamba")),

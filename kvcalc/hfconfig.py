@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .families import FAMILIES, understood
+from .family_readers import FAMILY_READERS, rwkv_layers
 from .model import (
     ChunkedLocal,
     ExtraCache,
@@ -56,7 +58,6 @@ from .model import (
     SharedKV,
     SlidingWindow,
 )
-from .families import FAMILIES, understood
 from .params import count_parameters
 from .text import SHORT as _SHORT
 from .text import short as _short
@@ -94,6 +95,7 @@ class _Fields:
         self.cfg = cfg
         self.defaults = defaults
         self.seen: set[str] = set()  # config fields looked at
+        self.top: dict = cfg  # the whole config.json (a wrapper's, when cfg is its text_config)
         self._defaults_used: dict[str, Any] = {}
 
     def has(self, *names: str) -> bool:
@@ -276,6 +278,7 @@ def spec_from_config(config: dict, *, name: str | None = None,
         model_type = _WRAPPER_TEXT[top_type]
     model_type = _TEXT_TYPES.get(model_type, model_type)
     f = _Fields(cfg, _CLASS_DEFAULTS.get(model_type, {}))
+    f.top = config
     known = model_type in FAMILIES or model_type == ""
     f.seen.update(understood(model_type or "llama", cfg))
 
@@ -285,7 +288,8 @@ def spec_from_config(config: dict, *, name: str | None = None,
     try:
         layers, geo = _read_layers(f, model_type, honor_sliding_window)
         max_ctx = f.int("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
-                        default=2048, maximum=_MAX_CONTEXT)
+                        "context_length", "model_max_length", default=2048,
+                        maximum=_MAX_CONTEXT)
     except UnknownFields:
         raise
     except ValueError:
@@ -356,6 +360,11 @@ def _read_layers(f: _Fields, model_type: str, honor_sliding: bool):
     geo_notes: list[str] = []
     assumptions: list[str] = []
 
+    if model_type == "rwkv":
+        geo = _Geometry(hidden=hidden, vocab=vocab, q_heads=0, kv_heads=0, head_dim=0,
+                        notes=["no attention: every layer keeps a fixed RWKV state and no K/V"],
+                        assumptions=assumptions)
+        return rwkv_layers(f, hidden, _MAX_LAYERS), geo
     # Attention-free models: every layer is a recurrent state.
     if model_type in _ALL_STATE_TYPES:
         n = f.int("num_hidden_layers", "n_layer", "num_layers", maximum=_MAX_LAYERS)
@@ -393,6 +402,9 @@ def _read_layers(f: _Fields, model_type: str, honor_sliding: bool):
     geo = _Geometry(hidden=hidden, vocab=vocab, q_heads=q_heads, kv_heads=kv_heads,
                     head_dim=head_dim, notes=geo_notes, assumptions=assumptions)
 
+    reader = FAMILY_READERS.get(model_type)
+    if reader is not None:
+        return reader(f, geo, _MAX_LAYERS), geo
     if f.has("block_configs"):
         return _nas_layers(f, geo), geo
 
@@ -813,7 +825,8 @@ def _state_layer(f: _Fields, hidden: int | None, flavor: str) -> RecurrentState:
         inner = heads * head
         conv = inner + 2 * groups * d_state
         return RecurrentState(conv_elements=conv * (kernel - 1), ssm_elements=inner * d_state,
-                              flavor=flavor, conv_kernel=kernel)
+                              flavor=flavor, conv_kernel=kernel, groups=groups,
+                              group_conv_elements=2 * d_state * (kernel - 1))
     if f.has("intermediate_size") and not f.has("mamba_expand", "expand"):
         d_inner = f.int("intermediate_size")
     else:

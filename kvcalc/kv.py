@@ -145,13 +145,15 @@ def _rows(layers, n, batch, dtype, scales, state_dtype) -> tuple[KindRow, ...]:
             lay.state_bytes(state_dtype),
             bpt - lay.bytes_per_token(dtype, False),
             lay.stores_tokens,
+            lay.fixed_kv_bytes(dtype, scales) if n else 0,
         )
         groups.setdefault(key, []).append(lay)
     rows = []
-    for (kind, label, bpt, kept, formula, state, scale, stores), ls in groups.items():
+    for (kind, label, bpt, kept, formula, state, scale, stores, fixed), ls in groups.items():
         count = len(ls)
         rows.append(KindRow(kind=kind, label=label, layers=count, bytes_per_token_per_layer=bpt,
-                            tokens_kept=kept, bytes=count * bpt * kept * batch, formula=formula,
+                            tokens_kept=kept, bytes=count * (bpt * kept + fixed) * batch,
+                            formula=formula,
                             state_bytes=state, scale_bytes=scale, stores_tokens=stores))
     return tuple(rows)
 
@@ -180,7 +182,10 @@ def kv_cache(spec: ModelSpec, context: int, batch: int = 1, kv_dtype: str = "bf1
         tp=tp, pp=pp,
         kv_bytes=seq(layers, context) * batch,
         kv_bytes_per_token=seq(layers, context + 1) - seq(layers, context),
-        kv_bytes_per_token_nominal=seq(layers, 1),
+        # one token in every layer that keeps tokens (a cross-attention layer's image K/V are
+        # per image, not per token: in kv_bytes, not here)
+        kv_bytes_per_token_nominal=sum(lay.bytes_per_token(dtype, scales) for lay in layers
+                                       if lay.stores_tokens),
         state_bytes=state(layers) * batch,
         rows=_rows(layers, context, batch, dtype, scales, sdtype))
 

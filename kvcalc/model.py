@@ -35,7 +35,8 @@ from .dtypes import DType, bytes_for, get_dtype
 
 __all__ = [
     "FullAttention", "SlidingWindow", "ChunkedLocal", "MLALatent", "RecurrentState", "SharedKV",
-    "NoCache", "ExtraCache", "Layer", "MoE", "ParamCounts", "ModelSpec", "SCALE_BYTES",
+    "NoCache", "ExtraCache", "Layer", "AttentionWithState", "LatentInTransformers",
+    "CrossAttention", "MoE", "ParamCounts", "ModelSpec", "SCALE_BYTES",
 ]
 
 SCALE_BYTES = 4  # one fp32 scale per vector (vLLM's per-token-head quantized KV modes)
@@ -88,7 +89,12 @@ class _Layer:
         return range(0)
 
     def seq_bytes(self, n: int, dtype: DType, scales: bool = False) -> int:
-        return self.bytes_per_token(dtype, scales) * self.tokens_kept(n)
+        return self.bytes_per_token(dtype, scales) * self.tokens_kept(n) + \
+            (self.fixed_kv_bytes(dtype, scales) if n else 0)
+
+    def fixed_kv_bytes(self, dtype: DType, scales: bool = False) -> int:
+        """K/V a sequence holds whatever its length (a cross-attention layer's image K/V)."""
+        return 0
 
     @property
     def state_elements(self) -> int:
@@ -130,6 +136,13 @@ class _Layer:
     def transformers_view(self):
         """This layer as transformers' cache lays it out (see the conventions named there)."""
         return self
+
+    def transformers_note(self) -> str | None:
+        """A difference from transformers' cache this layer's own kind names (None: none)."""
+        return None
+
+    # Why vLLM cannot serve a model with this layer (None: it can).
+    vllm_unsupported: ClassVar[str | None] = None
 
     # -- text ---------------------------------------------------------------------------------
     @property
@@ -445,24 +458,43 @@ class RecurrentState(_Layer):
     ssm_elements: int
     flavor: str  # "mamba", "mamba2", "gated_deltanet", "linear_attention", for display
     conv_kernel: int = 4
+    # A fixed format for the recurrent part, whatever state format is chosen (Kimi's KDA,
+    # RG-LRU and RWKV keep it in float32); None: the state format chosen.
+    ssm_dtype: str | None = None
+    # Mamba-2: the B and C groups inside conv_elements (groups x group_conv_elements), which
+    # tensor parallelism replicates rather than splits when it does not divide them.
+    groups: int = 0
+    group_conv_elements: int = 0
     kind: ClassVar[str] = "state"
 
     @property
     def state_elements(self) -> int:
         return self.conv_elements + self.ssm_elements
 
+    def state_bytes(self, dtype: DType) -> int:
+        if self.ssm_dtype is None:
+            return super().state_bytes(dtype)
+        return bytes_for(self.conv_elements, dtype) + \
+            bytes_for(self.ssm_elements, get_dtype(self.ssm_dtype))
+
     @property
     def label(self) -> str:
         return f"state ({self.flavor})"
 
     def formula(self) -> str:
+        fixed = f" ({self.ssm_dtype.upper()})" if self.ssm_dtype else ""
         return (f"{self.flavor} state {self.conv_elements:,} conv + {self.ssm_elements:,} "
-                "recurrent elements")
+                f"recurrent{fixed} elements")
 
     def split(self, tp: int):
         # Heads (and with them both states) are split evenly over the tensor-parallel GPUs.
-        return replace(self, conv_elements=cdiv(self.conv_elements, tp),
-                       ssm_elements=cdiv(self.ssm_elements, tp))
+        # Mamba-2's B and C groups are replicated up to tp when tp does not divide them (vLLM's
+        # extra_groups_for_head_shards): each GPU then holds whole groups.
+        conv = self.conv_elements
+        if self.groups and self.groups % tp:
+            conv += (tp - self.groups) * self.group_conv_elements
+        return replace(self, conv_elements=cdiv(conv, tp), ssm_elements=cdiv(self.ssm_elements, tp),
+                       groups=0, group_conv_elements=0)
 
     def vllm_group_key(self) -> tuple | None:
         return ("state", None)
@@ -482,6 +514,122 @@ class RecurrentState(_Layer):
 
     def with_kv_heads(self, kv_heads: int):
         return self
+
+    def as_latent(self, rank: int, rope: int):
+        return self
+
+
+@dataclass(frozen=True, kw_only=True)
+class AttentionWithState(FullAttention):
+    """One layer with full attention and a recurrent mixer side by side (Falcon-H1: every layer
+    runs attention and Mamba-2 in parallel): K/V per token plus a fixed state."""
+
+    state: RecurrentState
+
+    @property
+    def state_elements(self) -> int:
+        return self.state.state_elements
+
+    def state_bytes(self, dtype: DType) -> int:
+        return self.state.state_bytes(dtype)
+
+    @property
+    def label(self) -> str:
+        return f"full + {self.state.label}"
+
+    def formula(self) -> str:
+        return f"{super().formula()} (+ {self.state.formula()} per sequence)"
+
+    def split(self, tp: int):
+        return replace(super().split(tp), state=self.state.split(tp))
+
+    def transformers_view(self):
+        return replace(self, state=self.state.transformers_view())
+
+    def recurrent_part(self) -> RecurrentState:
+        return self.state
+
+
+@dataclass(frozen=True, kw_only=True)
+class LatentInTransformers(FullAttention):
+    """MLA-style projections whose cache vLLM keeps per head (MiniCPM3: K and V of
+    qk_nope + qk_rope each, V padded to the QK head size), while transformers caches the
+    compressed latent (kv_lora_rank) and the RoPE key."""
+
+    latent_rank: int
+    latent_rope: int
+
+    def transformers_view(self):
+        return MLALatent(kv_lora_rank=self.latent_rank, qk_rope_head_dim=self.latent_rope,
+                         q_heads=self.q_heads, qk_head_dim=self.head_dim,
+                         v_head_dim=self.v_head_dim)
+
+    def transformers_note(self) -> str | None:
+        return ("per-head K/V (vLLM) against the compressed latent (transformers caches "
+                f"{self.latent_rank} latent + {self.latent_rope} RoPE values per token)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CrossAttention(_Layer):
+    """Cross-attention to an image encoder's states (Llama 3.2 Vision, ``mllama``): its K/V
+    are computed once per image, ``image_tokens`` of them, and do not grow with the text."""
+
+    kv_heads: int
+    head_dim: int
+    q_heads: int
+    image_tokens: int  # encoder states per image (tiles x patches per tile)
+    kind: ClassVar[str] = "cross"
+    vllm_unsupported: ClassVar[str | None] = (
+        "cross-attention to image states (mllama) has no KV-cache spec in vLLM's V1 engine")
+
+    @property
+    def qk_dim(self) -> int:
+        return self.head_dim
+
+    @property
+    def av_dim(self) -> int:
+        return self.head_dim
+
+    def fixed_kv_bytes(self, dtype: DType, scales: bool = False) -> int:
+        per = bytes_for(2 * self.kv_heads * self.head_dim, dtype)
+        if scales and dtype.quantized:
+            per += 2 * self.kv_heads * SCALE_BYTES
+        return per * self.image_tokens
+
+    def attended(self, n: int) -> int:
+        return self.image_tokens
+
+    def attended_pairs(self, p: int) -> int:
+        return p * self.image_tokens
+
+    def split(self, tp: int):
+        if self.kv_heads >= tp and self.kv_heads % tp or self.kv_heads < tp and tp % self.kv_heads:
+            raise ValueError(f"tensor parallel size {tp} does not fit the {self.kv_heads} KV "
+                             "heads of the cross-attention layers")
+        return replace(self, kv_heads=max(1, self.kv_heads // tp),
+                       q_heads=max(1, self.q_heads // tp))
+
+    def transformers_view(self):
+        # A text-only forward skips the cross-attention layers: they hold nothing then.
+        return replace(self, image_tokens=0)
+
+    def transformers_note(self) -> str | None:
+        return ("cross-attention layers: the image's K/V, computed once per image; the check "
+                "runs on text only, where transformers skips these layers")
+
+    @property
+    def label(self) -> str:
+        return "cross-attention (per image)"
+
+    def formula(self) -> str:
+        return (f"2 x {self.kv_heads} KV heads x {self.head_dim} x {self.image_tokens:,} image "
+                "tokens, once per image")
+
+    def as_mha(self):
+        return replace(self, kv_heads=self.q_heads)
+
+    def with_kv_heads(self, kv_heads: int):
+        return replace(self, kv_heads=kv_heads)
 
     def as_latent(self, rank: int, rope: int):
         return self
@@ -513,7 +661,7 @@ class NoCache(_Layer):
 
 
 Layer = Union[FullAttention, SlidingWindow, ChunkedLocal, MLALatent, SharedKV, RecurrentState,
-              NoCache]
+              NoCache, AttentionWithState, LatentInTransformers, CrossAttention]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -228,6 +228,11 @@ def verify(config: dict, *, context: int | None = None, name: str | None = None)
                     why.append(key)
                     if _DIFFERENCES[key] not in named:
                         named.append(_DIFFERENCES[key])
+            own = layer.transformers_note()
+            if own:
+                why.append(layer.kind)
+                if own not in named:
+                    named.append(own)
             if why:
                 verdict = "agrees (named difference)"
         else:
