@@ -754,8 +754,18 @@ def _verify_arguments(p: argparse.ArgumentParser) -> None:
     src.add_argument("--model", type=_key, help="registry key (see `python -m kvcalc models`)")
     src.add_argument("--config", metavar="PATH", type=_path,
                      help="a Hugging Face config.json file")
+    src.add_argument("--zoo", action="store_true",
+                     help="every architecture transformers ships, from its class defaults")
     p.add_argument("--context", type=_positive_int, default=None,
                    help="tokens in the forward pass (default: past the longest window)")
+    zoo = p.add_argument_group("the zoo (with --zoo)")
+    zoo.add_argument("--only", metavar="TYPE[,TYPE]", type=_text_arg(MAX_PATH_CHARS, "--only"),
+                     help="check only these model_types")
+    zoo.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    zoo.add_argument("--workers", type=_int_arg(1, 64), default=None,
+                     help="child processes at a time (default 2)")
+    zoo.add_argument("--timeout", type=_int_arg(1, 3600), default=None,
+                     help="seconds one type may take (default 60)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -766,6 +776,10 @@ def _verify_arguments(p: argparse.ArgumentParser) -> None:
     _verify_arguments,
 )
 def cmd_verify(args):
+    if args.zoo:
+        return _verify_zoo(args)
+    if args.only or args.markdown or args.workers or args.timeout:
+        raise ValueError("--only, --markdown, --workers and --timeout go with --zoo")
     from .verify import verify  # imports torch and transformers
 
     if args.model:
@@ -780,6 +794,28 @@ def cmd_verify(args):
                  f"{r.transformers_version})"] + ["  " + line for line in r.table()]
         text += [f"  named difference: {d}" for d in r.differences]
     return r.to_dict(), text
+
+
+def _verify_zoo(args):
+    from . import zoo  # imports torch and transformers only now
+
+    if args.context:
+        raise ValueError("--context does not go with --zoo: each type is run just past its "
+                         "longest window")
+    if args.json and args.markdown:
+        raise ValueError("give --json or --markdown, not both")
+    only = [t.strip() for t in args.only.split(",") if t.strip()] if args.only else None
+
+    def progress(done, total, r):
+        print(f"\r[{done}/{total}] {r.model_type}: {r.verdict}"[:100].ljust(100), end="",
+              file=sys.stderr, flush=True)
+
+    run = zoo.run_zoo(only=only, workers=args.workers or zoo.DEFAULT_WORKERS,
+                      timeout_s=args.timeout or zoo.DEFAULT_TIMEOUT_S,
+                      progress=progress if sys.stderr.isatty() else None)
+    if sys.stderr.isatty():
+        print(file=sys.stderr)
+    return run.to_dict(), run.markdown() if args.markdown else run.summary()
 
 
 # The simulator's command lives in its own module; registered here, in --help's order.
