@@ -41,7 +41,7 @@ import json
 import math
 import os
 import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +96,7 @@ class _Fields:
         self.defaults = defaults
         self.seen: set[str] = set()  # config fields looked at
         self.top: dict = cfg  # the whole config.json (a wrapper's, when cfg is its text_config)
+        self.model_type = ""
         self._defaults_used: dict[str, Any] = {}
 
     def has(self, *names: str) -> bool:
@@ -279,6 +280,7 @@ def spec_from_config(config: dict, *, name: str | None = None,
     model_type = _TEXT_TYPES.get(model_type, model_type)
     f = _Fields(cfg, _CLASS_DEFAULTS.get(model_type, {}))
     f.top = config
+    f.model_type = model_type
     known = model_type in FAMILIES or model_type == ""
     f.seen.update(understood(model_type or "llama", cfg))
 
@@ -436,8 +438,56 @@ def _read_layers(f: _Fields, model_type: str, honor_sliding: bool):
     if mla:
         geo_notes.append("MLA: the cache holds one latent of kv_lora_rank + qk_rope_head_dim per "
                          "token and layer; num_key_value_heads does not apply")
+    if f.has("per_layer_config"):
+        layers = _per_layer_overrides(f, layers)
+        geo.per_layer_heads = True
     layers = _share_kv(f, layers, kinds)
     return layers, geo
+
+
+_PER_LAYER_KEYS = {"head_dim", "num_key_value_heads"}
+
+
+def _per_layer_overrides(f: _Fields, layers: list) -> list:
+    """transformers' ``per_layer_config`` (HeterogeneousConfigMixin): a sparse map from layer
+    index to the attributes that differ there (Gemma 4 writes its full layers' head_dim 512 and
+    KV heads this way). It supersedes global_head_dim and num_global_key_value_heads."""
+    table = f.obj("per_layer_config")
+    out = list(layers)
+    for key, over in (table or {}).items():
+        try:
+            i = int(key)
+        except (TypeError, ValueError):
+            i = -1
+        if not 0 <= i < len(out):
+            raise ValueError(f"config field 'per_layer_config' names layer {_short(key)}, which "
+                             f"the model's {len(out)} layers do not have")
+        if not isinstance(over, dict):
+            raise ValueError(f"config field 'per_layer_config[{_short(key)}]' must be an object")
+        unknown = sorted(set(over) - _PER_LAYER_KEYS)
+        if unknown:
+            raise ValueError(f"config field 'per_layer_config[{_short(key)}]' overrides "
+                             + ", ".join(_short(u) for u in unknown) + ", which kvcalc does "
+                             "not understand per layer")
+        lay = out[i]
+        if not lay.stores_tokens or lay.kind == "mla":
+            raise ValueError(f"config field 'per_layer_config[{_short(key)}]' overrides "
+                             f"attention geometry on layer {i}, which is {lay.label}")
+        changes = {}
+        if "head_dim" in over:
+            d = _plain_int(over["head_dim"], f"per_layer_config[{key}].head_dim")
+            changes.update(head_dim=d, v_head_dim=d)
+        if "num_key_value_heads" in over:
+            changes["kv_heads"] = _plain_int(over["num_key_value_heads"],
+                                             f"per_layer_config[{key}].num_key_value_heads")
+        out[i] = replace(lay, **changes)
+    return out
+
+
+def _plain_int(value: Any, label: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _MAX_DIM:
+        raise ValueError(f"config field '{label}' must be a whole number from 1 to {_MAX_DIM:,}")
+    return value
 
 
 _ALL_STATE_TYPES = {"mamba": "mamba", "falcon_mamba": "mamba", "mamba2": "mamba2"}
@@ -496,7 +546,7 @@ def _attention_layer(f: _Fields, kind: str, geo: _Geometry, v_dim: int, extra):
     """One attention layer of ``kind`` with its own geometry: full layers may have their own
     head size and KV heads (Gemma 4's global_*), sliding ones theirs (MiMo-V2's swa_*)."""
     kv, k_dim, v, q = geo.kv_heads, geo.head_dim, v_dim, geo.q_heads
-    if kind == "full" and f.has("global_head_dim"):
+    if kind == "full" and f.has("global_head_dim") and not f.has("per_layer_config"):
         k_dim = v = f.int("global_head_dim")
         if f.bool("attention_k_eq_v", False) and f.has("num_global_key_value_heads"):
             # transformers' Gemma4TextConfig: the global KV-head override applies only to the
@@ -504,13 +554,32 @@ def _attention_layer(f: _Fields, kind: str, geo: _Geometry, v_dim: int, extra):
             # both K and V are cached).
             kv = f.int("num_global_key_value_heads")
         geo.per_layer_heads = True
-    if kind == "sliding" and f.has("swa_num_key_value_heads", "swa_head_dim"):
+    if kind == "sliding" and f.model_type == "mimo_v2_flash":
+        # MiMoV2FlashAttention (transformers) gives sliding layers 2 x num_key_value_heads;
+        # vLLM's mimo_v2_flash.py reads swa_num_key_value_heads. Published files agree.
+        doubled = 2 * kv
+        kv = f.int("swa_num_key_value_heads", default=doubled)
+        if kv != doubled:
+            raise ValueError(f"config field 'swa_num_key_value_heads' ({kv}) is not twice "
+                             f"'num_key_value_heads' ({doubled // 2}): vLLM would cache {kv} "
+                             f"heads and transformers {doubled}; kvcalc does not pick one")
+        q = f.int("swa_num_attention_heads", default=q)
+        k_dim = f.int("swa_head_dim", default=k_dim)
+        v = f.int("swa_v_head_dim", default=v)
+        geo.per_layer_heads = True
+    elif kind == "sliding" and f.has("swa_num_key_value_heads", "swa_head_dim"):
         kv = f.int("swa_num_key_value_heads", default=kv)
         q = f.int("swa_num_attention_heads", default=q)
         k_dim = f.int("swa_head_dim", default=k_dim)
         v = f.int("swa_v_head_dim", default=v)
         geo.per_layer_heads = True
     common = dict(kv_heads=kv, head_dim=k_dim, v_head_dim=v, q_heads=q, extra=extra)
+    if kind == "sliding" and f.model_type == "mimo_v2_flash" and f.has("sliding_window_size"):
+        # vLLM attends within sliding_window_size tokens (per_layer_sliding_window); transformers'
+        # MiMoV2FlashConfig within sliding_window_size + 1.
+        size = f.int("sliding_window_size")
+        f.seen.add("sliding_window")
+        return SlidingWindow(window=size, transformers_window=size + 1, **common)
     if kind == "sliding":
         return SlidingWindow(window=_window(f), **common)
     if kind == "chunked":
@@ -608,6 +677,11 @@ def _layer_kinds(f: _Fields, model_type: str, honor_sliding: bool, geo: _Geometr
     elif f.has("layer_types"):
         source = "layer_types"
         kinds = _from_names(f, source)
+        # transformers derives layer_types from these when it is absent; given, it decides
+        f.seen.update({"use_sliding_window", "max_window_layers", "sliding_window_pattern",
+                       "_sliding_window_pattern"})
+        if "sliding" not in kinds:
+            f.seen.add("sliding_window")  # no layer of this model uses a window
         if f.has("full_attention_interval"):
             # Qwen3.5 writes both; layer_types decides (transformers builds the one from the
             # other), and a disagreement is refused rather than resolved by a guess.
@@ -628,7 +702,9 @@ def _layer_kinds(f: _Fields, model_type: str, honor_sliding: bool, geo: _Geometr
     else:
         n = f.int("num_hidden_layers", "n_layer", "num_layers", "n_layers", maximum=_MAX_LAYERS)
         kinds = _kinds_from_periods(f, n)
-    if f.has("attention_chunk_size") and source != "layer_types":
+    if source == "layer_types":
+        f.seen.add("no_rope_layers")  # layer_types already says which layers are chunked
+    if source is None and f.has("attention_chunk_size"):
         # Llama 4: RoPE layers attend within chunks; every no_rope_layer_interval-th layer is a
         # global NoPE layer. ``no_rope_layers[i]`` is 1 where layer i uses RoPE (is chunked).
         flags = f.raw("no_rope_layers")

@@ -263,6 +263,8 @@ class FullAttention(_Attention):
 @dataclass(frozen=True, kw_only=True)
 class SlidingWindow(_Attention):
     window: int
+    # transformers' window where its modeling code differs from vLLM's (MiMo-V2-Flash: one more)
+    transformers_window: int | None = None
     kind: ClassVar[str] = "sliding"
 
     def tokens_kept(self, n: int) -> int:
@@ -294,7 +296,14 @@ class SlidingWindow(_Attention):
     def transformers_view(self):
         # transformers' DynamicSlidingWindowLayer keeps window-1 tokens between steps; the new
         # token makes the window.
-        return replace(self, window=self.window - 1)
+        return replace(self, window=(self.transformers_window or self.window) - 1,
+                       transformers_window=None)
+
+    def transformers_note(self) -> str | None:
+        if self.transformers_window in (None, self.window):
+            return None
+        return (f"sliding window: vLLM attends within {self.window:,} tokens, transformers' "
+                f"modeling code within {self.transformers_window:,}")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -137,6 +137,36 @@ CASES = {
     "qwen3-next-80b-a3b-thinking.json": (
         [full(12, 2048), state(36, 1_097_728)],
         (2, [full(12, 1024), state(36, 548_864)])),
+    # -- families with structure in fields of their own (issue 21; vLLM's model files, worked in
+    # NOTES-E.md) --
+    # LFM2-350M, the older spelling: full_attn_idxs [2, 5, 8, 10, 12, 14] attend (head_dim
+    # 1,024 / 16 = 64, 8 KV heads: 2 x 8 x 64 x 2 = 2,048 B); the other 10 layers are short
+    # convolutions: vLLM's short_conv_state_shape keeps conv_L_cache - 1 = 2 inputs of
+    # conv_dim 1,024 in BF16 = 4,096 B. TP 2: 4 KV heads (1,024 B); 512 channels (2,048 B).
+    "lfm2-350m.json": ([full(6, 2048), state(10, 4096)],
+                       (2, [full(6, 1024), state(10, 2048)])),
+    # Kimi-Linear-48B-A3B: linear_attn_config.kda_layers (1-based) name 20 KDA layers, the other
+    # 7 (0-based 3, 7, 11, 15, 19, 23, 26) are MLA: (512 + 64) x 2 = 1,152 B. KDA
+    # (kda_state_shape / kda_state_dtype): conv 3 x (32 x 128) channels x (4 - 1) in BF16 =
+    # 73,728 B; recurrent 32 x 128 x 128 in float32 = 2,097,152 B -> 2,170,880 B. TP 2: the
+    # latent is replicated; 16 heads: 36,864 + 1,048,576 = 1,085,440 B.
+    "kimi-linear-48b-a3b-instruct.json": (
+        [full(7, 1152), state(20, 2_170_880)],
+        (2, [full(7, 1152), state(20, 1_085_440)])),
+    # MiniCPM3-4B: MLA-style fields, but vLLM's minicpm3.py caches per head: 40 heads of K
+    # 64 + 32 = 96 and V padded to 96: 2 x 40 x 96 x 2 = 15,360 B on each of 62 layers.
+    # TP 2: 20 heads, 7,680 B.
+    "minicpm3-4b.json": ([full(62, 15360)], (2, [full(62, 7680)])),
+    # MiMo-V2-Flash (as published in a public repository, NOTES-E.md): hybrid_layer_pattern 0 =
+    # full at 9 layers (4 KV heads x (K 192 + V 128) x 2 = 2,560 B), 1 = sliding at 39 (vLLM's
+    # mimo_v2_flash.py: swa_num_key_value_heads 8 -> 5,120 B, window sliding_window_size 128).
+    # TP 4: 1 and 2 heads: 640 B and 1,280 B.
+    "mimo-v2-flash.json": ([full(9, 2560), capped(39, 5120, 128)],
+                           (4, [full(9, 640), capped(39, 1280, 128)])),
+    # RWKV-4 430M: no attention; transformers' RwkvModel keeps 5 vectors of hidden_size 1,024 per
+    # layer: 2 token-shift inputs in the model dtype (2 x 1,024 x 2 B) and 3 float32 WKV
+    # accumulators (3 x 1,024 x 4 B) = 16,384 B, on 24 layers. Split over 2 GPUs: 8,192 B.
+    "rwkv-4-430m-pile.json": ([state(24, 16384)], (2, [state(24, 8192)])),
 }
 
 
