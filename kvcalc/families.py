@@ -59,7 +59,8 @@ NEVER_CACHE = frozenset({
     "partial_rotary_factor", "rotary_pct", "rotary_emb_base", "original_rope",
     "original_max_position_embeddings",
     # normalisation epsilons and activation names
-    "rms_norm_eps", "layernorm_epsilon", "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon", "norm_eps",
+    "rms_norm_eps", "layernorm_epsilon", "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon",
+    "norm_eps",
     "hidden_act", "hidden_activation", "activation_function", "mlp_hidden_act",
     # scalar constants of the forward pass
     "final_logit_softcapping", "attn_logit_softcapping", "query_pre_attn_scalar",
