@@ -297,10 +297,17 @@ def _recurrent_gemma(f: _Fields, geo: _Geometry, max_layers: int) -> list:
     of lru_width in float32 and a conv state of conv1d_width - 1 inputs (transformers'
     RecurrentGemmaRecurrentBlock; vLLM does not serve this family)."""
     n = _layer_count(f, max_layers)
-    blocks = f.raw("block_types", "_block_types")
+    # transformers reads block_types (default recurrent, recurrent, attention) and keeps a
+    # published file's _block_types as an unused extra: where the two differ, refuse.
+    blocks = f.raw("block_types", default=["recurrent", "recurrent", "attention"])
     if not isinstance(blocks, list) or not blocks or any(
             b not in ("recurrent", "attention") for b in blocks):
         raise ValueError("config field 'block_types' must list 'recurrent' or 'attention'")
+    legacy = f.raw("_block_types")
+    if legacy is not None and list(legacy) != list(blocks):
+        raise ValueError("config field '_block_types' differs from 'block_types': transformers "
+                         "uses block_types and ignores _block_types, so the file's own layout "
+                         "would not be the one that runs; kvcalc does not pick one")
     width = f.int("lru_width", default=geo.hidden)
     kernel = f.int("conv1d_width", default=4, minimum=2)
     window = f.int("attention_window_size")

@@ -386,6 +386,11 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
     ``kv_dtype`` is kvcalc's name (bf16, fp8, int8, ...); with ``scales`` a quantized format is
     vLLM's per-token-head variant. A format the chosen version does not have is refused by
     name, never replaced by another one's numbers."""
+    unsupported = next((lay.vllm_unsupported for lay in spec.layers if lay.vllm_unsupported),
+                       None)
+    if unsupported:
+        raise ValueError(f"vLLM cannot serve {spec.name}: {unsupported} (the encoder-decoder "
+                         "models, mllama among them, were removed after v0.10.2, PR #24907)")
     available_bytes = check_int("available KV cache memory (bytes)", available_bytes, 0, 2**50)
     max_model_len = check_int("max_model_len", max_model_len, 1, 10**8)
     block_size = check_int("block size", block_size, 1, 4096)
