@@ -332,7 +332,8 @@ def spec_from_config(config: dict, *, name: str | None = None,
     return ModelSpec(name=str(label)[:_SHORT], layers=tuple(layers), params=params, moe=moe,
                      hidden_size=geo.hidden, vocab_size=geo.vocab, max_context=max_ctx,
                      notes=tuple(notes), assumptions=tuple(assumptions),
-                     params_error=params_error, unverified=tuple(unread))
+                     params_error=params_error, unverified=tuple(unread),
+                     family_reader=model_type in FAMILIES)
 
 
 # Wrappers whose language model is not under text_config: the whole config is read under the

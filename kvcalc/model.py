@@ -734,6 +734,9 @@ class ModelSpec:
     # Config fields kvcalc did not understand, read anyway on request: every figure from this
     # spec is an unverified estimate (empty for every verified reading).
     unverified: tuple[str, ...] = ()
+    # False when no reader of the config's own family read it (the standard decoder fields
+    # were read): the app then checks it against transformers by itself.
+    family_reader: bool = True
 
     def __post_init__(self):
         if not self.layers:

@@ -471,3 +471,42 @@ def test_techniques_headline_is_the_largest_saving():
     caps = " ".join(text(c) for c in at.caption)
     assert "Largest saving: MQA (multi-query attention): 1 K/V head, 512.00 MiB instead of " \
            "4.00 GiB" in caps
+
+
+def test_unknown_fields_refused_then_read_unverified_with_a_banner():
+    # A config with a field no reader understands is refused by name in the sidebar; asking for
+    # the unverified estimate gives the figures (2 x 4 layers x 2 KV heads x 64 x 2 B per
+    # token) under a warning that says they are unverified.
+    at = open_page("app_pages/budget.py")
+    at.sidebar.selectbox(key="model").set_value("my-config")
+    at.run()
+    at.sidebar.text_area(key="cfg_text").set_value(json.dumps(llama_config(prompt_length=32)))
+    at.run()
+    assert not at.exception
+    assert any("prompt_length" in text(e) for e in at.sidebar.error)
+    at.sidebar.checkbox(key="cfg_unverified").check()
+    at.run(timeout=120)
+    assert not at.exception
+    assert metric(at, "KV per token") == fmt_bytes(2 * 4 * 2 * 64 * 2)
+    assert any("Unverified estimate" in text(w) and "prompt_length" in text(w)
+               for w in at.warning)
+
+
+def test_config_of_a_family_without_a_reader_is_checked_by_itself():
+    # A model_type no family reader knows, with only the standard decoder fields: kvcalc reads
+    # it as a standard decoder and, torch being installed, checks it against transformers
+    # without a button press.
+    pytest.importorskip("torch")
+    at = open_page("app_pages/home.py")
+    at.sidebar.selectbox(key="model").set_value("my-config")
+    at.run()
+    cfg = llama_config(model_type="my_own_llama")
+    cfg = {k: v for k, v in cfg.items() if k not in ("intermediate_size", "vocab_size",
+                                                     "tie_word_embeddings")}
+    at.sidebar.text_area(key="cfg_text").set_value(json.dumps(cfg))
+    at.run(timeout=180)
+    assert not at.exception
+    # transformers has no such model_type either, so the check says it cannot be run, by name.
+    said = " ".join(text(w) for w in at.sidebar.warning) + \
+        " ".join(text(s) for s in at.sidebar.success)
+    assert "my_own_llama" in said

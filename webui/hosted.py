@@ -30,6 +30,13 @@ def hub_allowlist() -> tuple[str, ...] | None:
     return registry().hub_fetch  # kvcalc/models.yaml's hub.fetch
 
 
+def verify_caps() -> dict:
+    """Limits of the transformers check (kvcalc.verify_bounded): hosted, tighter."""
+    if hosted():
+        return {"timeout_s": 30.0, "memory_gib": 2.0}
+    return {"timeout_s": 120.0, "memory_gib": 8.0}
+
+
 def live_caps() -> dict:
     """Upper bounds for the live page's inputs."""
     if hosted():

@@ -10,13 +10,13 @@ import streamlit as st
 
 from kvcalc import KV_DTYPES, WEIGHT_DTYPES, registry, spec_from_config
 from kvcalc.catalog import GPU
-from kvcalc.hfconfig import checkpoint_format, parse_config_text
+from kvcalc.hfconfig import UnknownFields, checkpoint_format, parse_config_text
 from kvcalc.model import ModelSpec
 from kvcalc.units import GiB
 from kvcalc.weight_bytes import Weights, weights_given, weights_in
 
 from . import hub
-from .hosted import MAX_PASTE_CHARS, plain
+from .hosted import MAX_PASTE_CHARS, plain, verify_caps
 from .render import show_error, stop, stop_on_error
 from .urlstate import bound, select
 
@@ -157,18 +157,32 @@ def _hub_inputs() -> None:
 
 
 class ConfigRejected(ValueError):
-    """A config.json that was given but cannot be used: the page keeps the last good model."""
+    """A config.json that was given but cannot be used: the page keeps the last good model.
+    ``unknown`` is set when the reason is fields kvcalc does not understand (the user may then
+    ask for the unverified estimate)."""
+
+    def __init__(self, message: str, unknown: bool = False):
+        super().__init__(message)
+        self.unknown = unknown
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def _spec_from_text(text: str, name: str) -> tuple[ModelSpec, tuple[str, str | None], dict]:
+def _spec_from_text(text: str, name: str,
+                    unverified: bool = False) -> tuple[ModelSpec, tuple[str, str | None], dict]:
     """(spec, checkpoint format, parsed config) of a pasted, uploaded or fetched config.json,
     computed once per text."""
     try:
         cfg = parse_config_text(text, source="your config.json")
-        return spec_from_config(cfg, name=name), checkpoint_format(cfg), cfg
+        spec = spec_from_config(cfg, name=name, unverified=unverified)
+        return spec, checkpoint_format(cfg), cfg
+    except UnknownFields as exc:
+        raise ConfigRejected(str(exc), unknown=True) from None
     except ValueError as exc:
         raise ConfigRejected(str(exc)) from None
+
+
+def _unverified_asked() -> bool:
+    return bool(st.session_state.get("cfg_unverified", False))
 
 
 def _config_text() -> str | None:
@@ -189,14 +203,14 @@ def _model_from_selection() -> tuple[ModelSpec, str, tuple[str, str | None], str
         text = _config_text()
         if not text:
             raise ValueError("Upload or paste a config.json in the sidebar to use your own model.")
-        spec, fmt, _ = _spec_from_text(text, "my config")
+        spec, fmt, _ = _spec_from_text(text, "my config", _unverified_asked())
         return spec, "my config.json", fmt, "your config.json"
     if key == HUB:
         text = _config_text()
         repo = st.session_state.get("hub_id", "")
         if not text:
             raise ValueError("Type a Hub model id in the sidebar and press 'Fetch config.json'.")
-        spec, fmt, _ = _spec_from_text(text, repo)
+        spec, fmt, _ = _spec_from_text(text, repo, _unverified_asked())
         return spec, repo, fmt, f"config.json of {repo} from the Hugging Face Hub"
     m = registry().model(key)
     return m.spec, m.name, (m.weight_dtype, m.expert_weight_dtype), f"models.yaml ({m.hf_id})"
@@ -210,7 +224,15 @@ def _model_summary(key: str) -> None:
     except ValueError as exc:
         if isinstance(exc, ConfigRejected):
             show_error(exc)
+            if exc.unknown:
+                st.checkbox("Read it anyway as a standard decoder (an unverified estimate)",
+                            key="cfg_unverified",
+                            help="The fields named above are left out of the reading; every "
+                                 "figure is then labelled unverified.")
         return
+    if spec.unverified:
+        st.checkbox("Read it anyway as a standard decoder (an unverified estimate)",
+                    key="cfg_unverified")
     counts = {}
     for layer in spec.layers:
         counts[layer.label] = counts.get(layer.label, 0) + 1
@@ -228,12 +250,18 @@ def _model_summary(key: str) -> None:
                 st.markdown(f"- {plain(line)}")
     text = _config_text() if key in (CUSTOM, HUB) else None
     if text and _torch_available():
-        if st.button("Check against transformers", key="verify_btn",
-                     help="Builds the model on PyTorch's meta device (no weights, no memory) and "
-                          "compares the cache transformers allocates with kvcalc's layers."):
+        if spec.unverified or not spec.family_reader:
+            # No reader of this family read it: the transformers check runs by itself (in a
+            # child process with a time and memory limit, once per config text).
+            st.session_state["_verified"] = (text, _verify_text(text))
+        elif st.button("Check against transformers", key="verify_btn",
+                       help="Builds the model on PyTorch's meta device (no weights, no memory) "
+                            "and compares the cache transformers allocates with kvcalc's "
+                            "layers."):
             st.session_state["_verified"] = (text, _verify_text(text))
         done = st.session_state.get("_verified")
         if done and done[0] == text:
+            st.caption("Checked against transformers' own cache (meta device):")
             (st.success if done[1][0] else st.warning)(plain(done[1][1]))
 
 
@@ -248,16 +276,15 @@ def _torch_available() -> bool:
 def _verify_text(text: str) -> tuple[bool, str]:
     """(agrees, one line) for a config text; the line names what differs or why it cannot be
     checked."""
-    from kvcalc.verify import verify
+    from kvcalc.verify_bounded import verify_bounded
 
     try:
-        r = verify(parse_config_text(text))
+        cfg = parse_config_text(text)
     except ValueError as exc:
         return False, str(exc)
-    line = r.verdict
-    if r.differences:
-        line += " (named differences: " + "; ".join(r.differences) + ")"
-    return r.agrees, line
+    caps = verify_caps()
+    r = verify_bounded(cfg, timeout_s=caps["timeout_s"], memory_gib=caps["memory_gib"])
+    return bool(r.agrees), r.line
 
 
 def _gpu_from_selection() -> GPU:
@@ -287,6 +314,12 @@ def selection() -> Selection:
             raise
         show_error(f"{exc}. Still showing {last[1]} until the config is fixed.")
         spec, label, (wd, ed), source = last
+    if spec.unverified:
+        st.warning(f"Unverified estimate: {label}'s config has fields kvcalc does not "
+                   f"understand ({plain(', '.join(spec.unverified[:6]))}"
+                   f"{' ...' if len(spec.unverified) > 6 else ''}); it was read as a standard "
+                   "decoder without them, so every figure on this page may be wrong.",
+                   icon=":material/warning:")
     choice = st.session_state.get("wdtype", "auto")
     if spec.params is None:
         gib = float(st.session_state.get("wgib", 16.0))
