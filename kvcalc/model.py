@@ -451,6 +451,13 @@ class RecurrentState(_Layer):
     def state_elements(self) -> int:
         return self.conv_elements + self.ssm_elements
 
+    def state_bytes(self, dtype: DType, ssm_dtype: DType | None = None) -> int:
+        """The convolution window in ``dtype`` plus the recurrent (SSM) state in ``ssm_dtype``
+        (``dtype`` when not given). vLLM sizes the two apart: its --mamba-cache-dtype sets the
+        conv state, --mamba-ssm-cache-dtype the SSM state (MambaStateDtypeCalculator)."""
+        return bytes_for(self.conv_elements, dtype) + bytes_for(self.ssm_elements,
+                                                                ssm_dtype or dtype)
+
     @property
     def label(self) -> str:
         return f"state ({self.flavor})"
