@@ -31,7 +31,7 @@ from __future__ import annotations
 import functools
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import NamedTuple
 
 from .dtypes import get_dtype
@@ -41,9 +41,13 @@ from .units import GiB, check_int
 
 __all__ = ["VllmPrediction", "predict", "available_bytes", "parse_log", "explain_log", "LogLine",
            "DEFAULT_MAX_NUM_BATCHED_TOKENS", "VERSION_FACTS", "NEWEST", "fact",
-           "default_max_num_seqs", "estimate_max_model_len", "startup_error", "kv_cache_dtypes"]
+           "default_max_num_seqs", "estimate_max_model_len", "startup_error", "kv_cache_dtypes",
+           "default_max_num_batched_tokens", "state_dtypes", "StateDtypes", "mamba_cache_mode_of",
+           "mm_batch_floor", "diagnose_log", "log_settings", "kv_cache_dtype_modelled",
+           "model_dtype_of", "MAMBA_DTYPE_CHOICES", "USAGE_CONTEXTS"]
 
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+ASSUMED_GPU = (80 * GiB, "NVIDIA H100 80GB HBM3")  # for vLLM's batch defaults when none given
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -680,12 +684,14 @@ def _per_request(grouping: dict, max_model_len: int, in_flight: int,
 
 def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_size: int = 16,
             tp: int = 1, pp: int = 1, kv_dtype: str = "bf16", state_dtype: str = "bf16",
-            max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS,
+            max_num_batched_tokens: int | None = None,
             num_draft_layers: int = 0, vllm_version: str | None = None,
             scales: bool = False, mamba_cache_dtype: str = "auto",
             mamba_ssm_cache_dtype: str = "auto", enable_prefix_caching: bool | None = None,
             mamba_cache_mode: str | None = None, architecture: str | None = None,
-            gdn_prefill_checkpoint: bool = False) -> VllmPrediction:
+            gdn_prefill_checkpoint: bool = False, usage_context: str = "serve",
+            gpu_memory_bytes: int | None = None, gpu_name: str | None = None,
+            mm_batch_tokens: int | None = None) -> VllmPrediction:
     """The capacity lines vLLM prints for ``spec`` given the memory it found for the cache.
 
     ``kv_dtype`` is kvcalc's name (bf16, fp8, int8, ...) or vLLM's --kv-cache-dtype; with
@@ -700,15 +706,35 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
     with it on a recurrent group keeps 2 blocks a request ('align'), 3 with
     ``gdn_prefill_checkpoint`` (v0.33.0 Gated DeltaNet on FlashInfer prefill: Hopper, or
     Blackwell with CUDA 13). ``architecture`` (config.json's) picks 'all' mode in
-    v0.15.0-v0.27.x, which kvcalc does not model."""
+    v0.15.0-v0.27.x, which kvcalc does not model.
+
+    ``max_num_batched_tokens`` None is the version's default for ``usage_context`` ('serve':
+    ``vllm serve``, 'llm': the LLM class) on the GPU given (an 80 GiB H100 when none is, said
+    in the notes), raised to ``mm_batch_tokens`` (mm_batch_floor(config)) and capped at
+    max_num_seqs x max_model_len, as EngineArgs does."""
     available_bytes = check_int("available KV cache memory (bytes)", available_bytes, 0, 2**50)
     max_model_len = check_int("max_model_len", max_model_len, 1, 10**8)
     block_size = check_int("block size", block_size, 1, 4096)
     tp = check_int("tensor parallel size", tp, 1, 4096)
     pp = check_int("pipeline parallel size", pp, 1, 4096)
-    mnbt = check_int("max_num_batched_tokens", max_num_batched_tokens, 1, 10**8)
     num_draft_layers = check_int("draft layers", num_draft_layers, 0, 64)
     version = resolve_version(vllm_version)
+    notes = []
+    if max_num_batched_tokens is None:
+        assumed = gpu_memory_bytes is None
+        gpu_bytes, gname = (ASSUMED_GPU if assumed else (gpu_memory_bytes, gpu_name))
+        shown = ".".join(map(str, version))
+        max_num_batched_tokens = default_max_num_batched_tokens(
+            shown, gpu_bytes, gname, usage_context=usage_context, max_model_len=max_model_len)
+        if mm_batch_tokens and mm_batch_tokens > max_num_batched_tokens and \
+                fact("mm_prefix_lm_batch_floor", version):
+            max_num_batched_tokens = min(mm_batch_tokens, default_max_num_seqs(
+                shown, gpu_bytes, gname) * max_model_len)
+        notes.append(f"max_num_batched_tokens {max_num_batched_tokens:,}: vLLM {shown}'s "
+                     f"default for {'vllm serve' if usage_context == 'serve' else 'the LLM class'}"
+                     + (" on an 80 GiB H100 (no GPU given)" if assumed else
+                        f" on {gname or f'a {gpu_bytes / GiB:.0f} GiB GPU'}"))
+    mnbt = check_int("max_num_batched_tokens", max_num_batched_tokens, 1, 10**8)
     fmt = _cache_dtype(kv_dtype, scales, version)
     name = fmt.name
     sdtype = get_dtype(state_dtype, ("fp32", "fp16", "bf16"))
@@ -763,7 +789,6 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
     in_flight = mnbt * (batches if pp == 1 else max(pp, 1) if batches > 1 else 1)
     gkw = dict(block_size=block_size, fmt=fmt, state_dtypes=(conv, ssm), alignment=alignment,
                threshold=fact("group_threshold", version), version=version)
-    notes = []
     if pp > 1 and fact("pp_grouping", version) == "whole model":
         # v0.11.0 on: groups from the whole model; each stage's block holds only its own layers
         # of each group; every stage takes the smallest num_blocks of all.
@@ -926,17 +951,24 @@ def available_bytes(*, total_bytes: int, gpu_mem_util: float, weights_bytes: int
 _PATTERNS = {
     "version": re.compile(r"LLM engine \(v([0-9][0-9a-z.+-]*)\)"),
     "model": re.compile(r"model='([^']+)'"),
-    "max_model_len": re.compile(r"max_(?:seq|model)_len=([0-9_,]+)"),
-    "tp": re.compile(r"tensor_parallel_size=([0-9]+)"),
-    "pp": re.compile(r"pipeline_parallel_size=([0-9]+)"),
-    "kv_cache_dtype": re.compile(r"kv_cache_dtype=([a-z0-9_]+)"),
-    "block_size": re.compile(r"block_size=([0-9]+)"),
-    "max_num_batched_tokens": re.compile(r"max_num_batched_tokens=([0-9]+)"),
-    "available_gib": re.compile(r"Available KV cache memory: ([0-9.]+) GiB"),
-    "tokens": re.compile(r"GPU KV cache size: ([0-9,]+) tokens"),
+    "max_model_len": re.compile(r"max_(?:seq|model)_len(?:=|': )([0-9_,]+)"),
+    "tp": re.compile(r"tensor_parallel_size(?:=|': )([0-9]+)"),
+    "pp": re.compile(r"pipeline_parallel_size(?:=|': )([0-9]+)"),
+    "kv_cache_dtype": re.compile(r"kv_cache_dtype(?:=|': ')([a-z0-9_]+)"),
+    "block_size": re.compile(r"\bblock_size(?:=|': )([0-9]+)"),
+    "max_num_batched_tokens": re.compile(r"max_num_batched_tokens(?:=|': )([0-9]+)"),
+    "enable_prefix_caching": re.compile(r"enable_prefix_caching(?:=|': )(True|False)"),
+    "mamba_cache_dtype": re.compile(r"'mamba_cache_dtype': '([a-z0-9]+)'"),
+    "mamba_ssm_cache_dtype": re.compile(r"mamba_ssm_cache_dtype(?:': '| to ')([a-z0-9]+)'"),
+    "mamba_cache_mode": re.compile(r"Mamba cache mode is set to '([a-z]+)'"),
+    "available_gib": re.compile(r"Available KV cache memory:\s*([0-9.]+)\s*GiB"),
+    # vllm-ascend (worker.py / worker_v1.py, up to early 2026): exact bytes.
+    "available_bytes": re.compile(r"Available memory:\s*([0-9]+),\s*total memory:\s*[0-9]+"),
+    # "GPU" on CUDA; from v0.30.0 the device type ("NPU", "XPU", ...), "+ host" with HiSparse.
+    "tokens": re.compile(r"\b[A-Z]{2,6}(?: \+ host)?\s+KV cache size:\s*([0-9,]+)\s*tokens"),
     "concurrency": re.compile(
-        r"Maximum concurrency for ([0-9,]+) tokens per request: ([0-9.]+)x"),
-    "raised_block": re.compile(r"Setting attention block size to ([0-9]+) tokens"),
+        r"Maximum concurrency for\s+([0-9,]+)\s+tokens per request:\s*([0-9.]+)\s*x"),
+    "raised_block": re.compile(r"Setting attention block size to\s+([0-9]+)\s+tokens"),
 }
 MAX_LOG_BYTES = 5_000_000
 # Bounds of the numbers a real start-up log prints; past them a pasted log is refused by line.
@@ -945,7 +977,10 @@ _LOG_MAX_INT = 10**12  # tokens, lengths, sizes: far above any real engine's
 _LOG_MAX_CONCURRENCY = 1e12
 _LOG_LINES = {"available_gib": "Available KV cache memory", "tokens": "GPU KV cache size",
               "concurrency": "Maximum concurrency", "concurrency_len": "Maximum concurrency",
-              "raised_block": "Setting attention block size"}
+              "raised_block": "Setting attention block size",
+              "available_bytes": "Available memory"}
+_LOG_TEXT = ("version", "model", "kv_cache_dtype", "mamba_cache_dtype", "mamba_ssm_cache_dtype",
+             "mamba_cache_mode")
 
 
 def _log_number(key: str, text: str, *, whole: bool, maximum: float) -> int | float:
@@ -967,7 +1002,9 @@ def _log_number(key: str, text: str, *, whole: bool, maximum: float) -> int | fl
 
 
 def parse_log(text: str) -> dict:
-    """Settings and capacity lines found in a vLLM start-up log (the last of each)."""
+    """Settings and capacity lines found in a vLLM start-up log (the last of each). The
+    memory line is vLLM's "Available KV cache memory: X GiB" (rounded) or vllm-ascend's
+    "Available memory: N, total memory: M" (exact bytes, then ``available_bytes``)."""
     if len(text) > MAX_LOG_BYTES:
         raise ValueError(f"the log is larger than {MAX_LOG_BYTES:,} bytes; paste the start-up "
                          "part only")
@@ -982,18 +1019,25 @@ def parse_log(text: str) -> dict:
                                                  maximum=_LOG_MAX_INT)
             out["concurrency"] = _log_number(key, val[1], whole=False,
                                              maximum=_LOG_MAX_CONCURRENCY)
-        elif key in ("version", "model", "kv_cache_dtype"):
+        elif key in _LOG_TEXT:
             out[key] = val
+        elif key == "enable_prefix_caching":
+            out[key] = val == "True"
         elif key == "available_gib":
             # one line per rank with TP/PP
             out["available_gib_all"] = [_log_number(key, v, whole=False, maximum=_LOG_MAX_GIB)
                                         for v in found]
             out[key] = out["available_gib_all"][-1]
+        elif key == "available_bytes":
+            out["available_bytes_all"] = [_log_number(key, v, whole=True, maximum=2**50)
+                                          for v in found]
+            out[key] = out["available_bytes_all"][-1]
         else:
             out[key] = _log_number(key, val, whole=True, maximum=_LOG_MAX_INT)
-    if "available_gib" not in out:
-        raise ValueError("no 'Available KV cache memory: X GiB' line in this log; paste the "
-                         "lines vLLM prints while it starts")
+    if "available_gib" not in out and "available_bytes" not in out:
+        raise ValueError("no 'Available KV cache memory: X GiB' line (nor vllm-ascend's "
+                         "'Available memory: N, total memory: M') in this log; paste the lines "
+                         "vLLM prints while it starts")
     return out
 
 
@@ -1011,48 +1055,148 @@ class LogLine:
         return asdict(self)
 
 
-def explain_log(spec: ModelSpec, log: dict, **overrides) -> tuple[VllmPrediction, list[LogLine]]:
-    """Predict from the settings a log states and compare with its capacity lines.
+_KV_FROM_LOG = {"auto": "bf16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
 
-    vLLM prints the available memory rounded to 0.01 GiB, so a prediction is made for both ends
-    of that interval: a logged value inside the range agrees."""
+
+def log_settings(log: dict) -> dict:
+    """predict() keywords for the settings a parsed log states (vLLM's defaults otherwise;
+    block size 128 on Ascend, vllm-ascend's refresh_block_size)."""
+    ascend = "available_bytes" in log and "available_gib" not in log
     kw = dict(max_model_len=log.get("max_model_len") or log.get("concurrency_len"),
               tp=log.get("tp", 1), pp=log.get("pp", 1),
-              block_size=log.get("block_size", 16),
-              kv_dtype={"auto": "bf16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}.get(
-                  log.get("kv_cache_dtype", "auto"), log.get("kv_cache_dtype", "auto")),
-              max_num_batched_tokens=log.get("max_num_batched_tokens",
-                                             DEFAULT_MAX_NUM_BATCHED_TOKENS),
+              block_size=log.get("block_size", 128 if ascend else 16),
+              kv_dtype=_KV_FROM_LOG.get(log.get("kv_cache_dtype", "auto"),
+                                        log.get("kv_cache_dtype", "auto")),
+              max_num_batched_tokens=log.get("max_num_batched_tokens"),
               vllm_version=log.get("version"))
-    kw.update({k: v for k, v in overrides.items() if v is not None})
-    if not kw["max_model_len"]:
-        raise ValueError("the log does not state max_model_len; give --max-model-len")
+    for key in ("enable_prefix_caching", "mamba_cache_dtype", "mamba_ssm_cache_dtype"):
+        if key in log:
+            kw[key] = log[key]
+    if log.get("mamba_cache_mode") in ("none", "align", "all"):
+        kw["mamba_cache_mode"] = log["mamba_cache_mode"]
+    return kw
+
+
+def _log_bounds(log: dict) -> tuple[int, int, int]:
+    """(middle, lowest, highest) available bytes the log's memory line allows: exact on Ascend,
+    otherwise the 0.01 GiB the line is rounded to; the smallest rank binds."""
+    if "available_bytes" in log and "available_gib" not in log:
+        b = min(log.get("available_bytes_all") or [log["available_bytes"]])
+        return b, b, b
     gib = min(log.get("available_gib_all") or [log["available_gib"]])
-    mid = predict(spec, available_bytes=round(gib * GiB), **kw)
-    lo = predict(spec, available_bytes=max(0, math.ceil((gib - 0.005) * GiB)), **kw)
-    hi = predict(spec, available_bytes=min(2**50, math.floor((gib + 0.005) * GiB) - 1), **kw)
+    return (round(gib * GiB), max(0, math.ceil((gib - 0.005) * GiB)),
+            min(2**50, math.floor((gib + 0.005) * GiB) - 1))
+
+
+def _check_log(spec: ModelSpec, log: dict, kw: dict):
+    """(middle prediction, lines) for one set of predict() keywords."""
+    mid_b, lo_b, hi_b = _log_bounds(log)
+    mid = predict(spec, available_bytes=mid_b, **kw)
+    lo = predict(spec, available_bytes=lo_b, **kw)
+    hi = predict(spec, available_bytes=hi_b, **kw)
+    exact = lo_b == hi_b
+    rounding = ("vllm-ascend prints the exact bytes" if exact else
+                "the GiB line is rounded to 0.01 GiB, so the prediction is a range")
     lines = []
-    rounding = "the GiB line is rounded to 0.01 GiB, so the prediction is a range"
     if "tokens" in log:
         ok = lo.kv_cache_tokens <= log["tokens"] <= hi.kv_cache_tokens
         lines.append(LogLine(name="GPU KV cache size (tokens)", logged=log["tokens"],
                              predicted=mid.kv_cache_tokens, low=lo.kv_cache_tokens,
-                             high=hi.kv_cache_tokens, agrees=ok,
-                             why=rounding if ok else _why(mid, log, "tokens")))
+                             high=hi.kv_cache_tokens, agrees=ok, why=rounding))
     if "concurrency" in log:
         ok = round(lo.max_concurrency, 2) - 0.005 <= log["concurrency"] <= \
             round(hi.max_concurrency, 2) + 0.005
         lines.append(LogLine(name=f"Maximum concurrency for {kw['max_model_len']:,} tokens",
                              logged=log["concurrency"], predicted=round(mid.max_concurrency, 2),
                              low=round(lo.max_concurrency, 2),
-                             high=round(hi.max_concurrency, 2), agrees=ok,
-                             why=rounding if ok else _why(mid, log, "concurrency")))
+                             high=round(hi.max_concurrency, 2), agrees=ok, why=rounding))
     if "raised_block" in log:
         ok = log["raised_block"] == mid.block_size
         lines.append(LogLine(name="attention block size", logged=log["raised_block"],
                              predicted=mid.block_size, low=mid.block_size, high=mid.block_size,
                              agrees=ok, why="raised so an attention page holds a state page"))
     return mid, lines
+
+
+def _alternatives(spec: ModelSpec, log: dict, kw: dict):
+    """(description, predict() keywords) for the settings a log most often hides: prefix
+    caching ('align' mode), the state dtypes, max_num_batched_tokens, the GDN checkpoint, the
+    block size."""
+    has_state = any(lay.state_elements for lay in spec.layers)
+    windowed = any(lay.stores_tokens and lay.tokens_kept(10**9) < 10**9 for lay in spec.layers)
+    out = []
+    if has_state:
+        version = resolve_version(kw.get("vllm_version"))
+        pc = kw.get("enable_prefix_caching")
+        if pc is None:
+            try:
+                pc = mamba_cache_mode_of(version, None) != "none"
+            except ValueError:
+                pc = False
+        out.append((f"prefix caching {'off' if pc else 'on'} (recurrent groups keep "
+                    f"{'1 block' if pc else '2 blocks'} a request)",
+                    {"enable_prefix_caching": not pc, "mamba_cache_mode": None}))
+        for conv, ssm, text in (("auto", "float32", "SSM state float32, conv state in the "
+                                 "model's dtype (--mamba-ssm-cache-dtype float32)"),
+                                ("float32", "auto", "both states float32 "
+                                 "(--mamba-cache-dtype float32)"),
+                                ("auto", "bfloat16", "SSM state in the model's dtype "
+                                 "(--mamba-ssm-cache-dtype bfloat16)")):
+            if (kw.get("mamba_cache_dtype", "auto"), kw.get("mamba_ssm_cache_dtype", "auto")) \
+                    != (conv, ssm):
+                out.append((text, {"mamba_cache_dtype": conv, "mamba_ssm_cache_dtype": ssm}))
+        if fact("gdn_prefill_checkpoint", version) and not kw.get("gdn_prefill_checkpoint"):
+            out.append(("the FlashInfer Gated DeltaNet prefill checkpoint (Hopper/Blackwell, "
+                        "--gdn-prefill-checkpoint)", {"gdn_prefill_checkpoint": True}))
+    if windowed:
+        for mnbt in (2048, 2496, 8192, 16384):
+            if mnbt != kw.get("max_num_batched_tokens"):
+                out.append((f"max_num_batched_tokens {mnbt:,} (--max-num-batched-tokens)",
+                            {"max_num_batched_tokens": mnbt}))
+    for bs in (16, 128):
+        if bs != kw.get("block_size") and not has_state:
+            out.append((f"block size {bs} (--block-size)", {"block_size": bs}))
+    return out
+
+
+def diagnose_log(spec: ModelSpec, log: dict, **kw) -> list[str]:
+    """The single settings, one at a time, under which every capacity line of the log is
+    reproduced: the likely real cause of a log that does not agree."""
+    found = []
+    for text, change in _alternatives(spec, log, kw):
+        try:
+            _, lines = _check_log(spec, log, {**kw, **change})
+        except ValueError:
+            continue
+        if lines and all(line.agrees for line in lines):
+            found.append(text)
+    return found
+
+
+def explain_log(spec: ModelSpec, log: dict, **overrides) -> tuple[VllmPrediction, list[LogLine]]:
+    """Predict from the settings a log states and compare with its capacity lines.
+
+    vLLM prints the available memory rounded to 0.01 GiB, so a prediction is made for both ends
+    of that interval: a logged value inside the range agrees (vllm-ascend prints exact bytes).
+    A line that does not agree names the setting that would reproduce the log, found by trying
+    prefix caching on/off, the state dtypes, max_num_batched_tokens and the block size."""
+    kw = log_settings(log)
+    kw.update({k: v for k, v in overrides.items() if v is not None})
+    if not kw["max_model_len"]:
+        raise ValueError("the log does not state max_model_len; give --max-model-len")
+    mid, lines = _check_log(spec, log, kw)
+    if all(line.agrees for line in lines):
+        return mid, lines
+    causes = diagnose_log(spec, log, **kw)
+    out = []
+    for line in lines:
+        if line.agrees:
+            out.append(line)
+            continue
+        why = (("reproduced with " + " or ".join(causes) + ": the likely real setting")
+               if causes else _why(mid, log, "tokens" if "tokens" in line.name else "other"))
+        out.append(replace(line, why=why))
+    return mid, out
 
 
 def _why(p: VllmPrediction, log: dict, what: str) -> str:
