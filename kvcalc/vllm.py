@@ -11,15 +11,17 @@ model config), step by step:
 
 1. One spec per attention layer on this GPU: page = block_size x per-layer bytes/token, with
    max(1, kv_heads // tp) heads; an MLA layer holds one latent (kv_lora_rank + rope) whole on
-   every rank. A recurrent (Mamba / Gated DeltaNet) layer's page is its whole state, and the
-   attention block size is raised to the smallest multiple of 16 tokens whose page is at least
-   the state page, which is then padded to equal it.
+   every rank. A recurrent (Mamba / Gated DeltaNet) layer's page is its whole state, the conv
+   part in --mamba-cache-dtype and the SSM part in --mamba-ssm-cache-dtype (state_dtypes()
+   reads a config's own choice), and the attention block size is raised to the smallest
+   multiple of 16 tokens whose page is at least the state page, which is then padded to it.
 2. Layers of one type and size form groups of equal size: the group size is the fewest layers
    of any type (or the most, when the counts differ by less than 25%); a type whose count does
    not divide gets padding layers.
 3. num_blocks = available // page // group_size; every group draws from that one pool.
 4. Blocks one request of max_model_len needs, per group: full attention cdiv(N, block);
-   sliding window cdiv(min(W - 1 + max_num_batched_tokens, N), block) + 1; recurrent 1.
+   sliding window cdiv(min(W - 1 + max_num_batched_tokens, N), block) + 1; recurrent 1, or
+   2 with prefix caching on (mamba_cache_mode 'align', the default for hybrids from 0.28.0).
    Concurrency = num_blocks / their sum.
 5. Tokens line: num_blocks // groups x block_size (older versions) or int(concurrency x N)
    (newer ones, which count what windows and states really hold).
