@@ -732,10 +732,13 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
                 fact("mm_prefix_lm_batch_floor", version):
             max_num_batched_tokens = min(mm_batch_tokens, default_max_num_seqs(
                 shown, gpu_bytes, gname) * max_model_len)
-        notes.append(f"max_num_batched_tokens {max_num_batched_tokens:,}: vLLM {shown}'s "
-                     f"default for {'vllm serve' if usage_context == 'serve' else 'the LLM class'}"
-                     + (" on an 80 GiB H100 (no GPU given)" if assumed else
-                        f" on {gname or f'a {gpu_bytes / GiB:.0f} GiB GPU'}"))
+        if any(lay.stores_tokens and lay.tokens_kept(10**9) < 10**9 for lay in spec.layers):
+            # Only windows and chunks depend on it: say which default was taken.
+            notes.append(f"max_num_batched_tokens {max_num_batched_tokens:,}: vLLM {shown}'s "
+                         f"default for "
+                         f"{'vllm serve' if usage_context == 'serve' else 'the LLM class'}"
+                         + (" on an 80 GiB H100 (no GPU given)" if assumed else
+                            f" on {gname or f'a {gpu_bytes / GiB:.0f} GiB GPU'}"))
     mnbt = check_int("max_num_batched_tokens", max_num_batched_tokens, 1, 10**8)
     fmt = _cache_dtype(kv_dtype, scales, version)
     name = fmt.name
@@ -869,11 +872,32 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
         stage_blocks=tuple(stage_blocks), notes=tuple(notes))
 
 
+def _default_mnbt(kw: dict, max_model_len: int | None) -> int:
+    """predict()'s default max_num_batched_tokens for these keywords (before the
+    multimodal floor is applied by predict itself)."""
+    assumed = kw.get("gpu_memory_bytes") is None
+    gpu_bytes, gname = ASSUMED_GPU if assumed else (kw["gpu_memory_bytes"], kw.get("gpu_name"))
+    tokens = default_max_num_batched_tokens(
+        kw.get("vllm_version"), gpu_bytes, gname,
+        usage_context=kw.get("usage_context", "serve"), max_model_len=max_model_len)
+    floor = kw.get("mm_batch_tokens")
+    if floor and floor > tokens and fact("mm_prefix_lm_batch_floor", kw.get("vllm_version")):
+        tokens = floor
+        if max_model_len:
+            tokens = min(tokens, default_max_num_seqs(kw.get("vllm_version"), gpu_bytes,
+                                                      gname) * max_model_len)
+    return tokens
+
+
 def estimate_max_model_len(spec: ModelSpec, *, available_bytes: int, **kw) -> int | None:
     """The longest max_model_len one request of which fits in the pool, as vLLM's
     estimate_max_model_len finds it by bisection (at most 10^8 tokens); None when a request's
     blocks stop growing (every layer keeps a bounded number of tokens), 0 when not even one
     token fits."""
+    if kw.get("max_num_batched_tokens") is None:
+        # vLLM searches with its scheduler's one max_num_batched_tokens: fix the default once.
+        kw = {**kw, "max_num_batched_tokens": _default_mnbt(kw, None)}
+
     def blocks(n: int) -> tuple[int, int]:
         p = predict(spec, available_bytes=available_bytes, max_model_len=n, **kw)
         return p.blocks_per_request, p.num_blocks
@@ -907,6 +931,8 @@ def startup_error(spec: ModelSpec, *, available_bytes: int, max_model_len: int,
     fits), in the wording of the chosen version, with its estimate of the longest max_model_len
     that would (tests/data/vllm-facts.md, Q7)."""
     version = kw.get("vllm_version")
+    if kw.get("max_num_batched_tokens") is None:
+        kw = {**kw, "max_num_batched_tokens": _default_mnbt(kw, max_model_len)}
     p = predict(spec, available_bytes=available_bytes, max_model_len=max_model_len, **kw)
     if p.blocks_per_request <= p.num_blocks - fact("null_block", version):
         return None
