@@ -660,9 +660,10 @@ def _read_log(path: str, limit: int) -> str:
 
 
 def _vllm_spec(args, log: dict | None):
+    """(spec, label, raw config dict or None) for the vllm command."""
     if args.config:
         cfg = load_config_file(args.config)
-        return spec_from_config(cfg, name=args.config), args.config
+        return spec_from_config(cfg, name=args.config), args.config, cfg
     key = args.model
     if key is None and log and log.get("model"):
         wanted = log["model"].rstrip("/").lower()
@@ -676,10 +677,20 @@ def _vllm_spec(args, log: dict | None):
     if key is None:
         raise ValueError("give --model KEY or --config PATH")
     m = registry().model(key)
-    return m.spec, m.name
+    return m.spec, m.name, m.config if isinstance(m.config, dict) else None
+
+
+def _vllm_kv_choices() -> tuple[str, ...]:
+    from . import vllm
+
+    kvcalc_names = ("auto", "bf16", "fp16", "fp8", "int8", "int4")
+    return kvcalc_names + tuple(n for n in vllm.kv_cache_dtypes(vllm.NEWEST, vllm_names=True)
+                                if n not in kvcalc_names)
 
 
 def _vllm_arguments(p: argparse.ArgumentParser) -> None:
+    from . import vllm
+
     src = p.add_mutually_exclusive_group()
     src.add_argument("--model", type=_key, help="registry key")
     src.add_argument("--config", metavar="PATH", type=_path,
@@ -689,17 +700,68 @@ def _vllm_arguments(p: argparse.ArgumentParser) -> None:
                      help="'Available KV cache memory' in GiB (per GPU)")
     mem.add_argument("--available-kv-bytes", type=_int_arg(0, MAX_GIB * GiB))
     p.add_argument("--log", metavar="FILE", type=_path,
-                   help="a vLLM start-up log to check line by line")
+                   help="a vLLM (or vllm-ascend) start-up log to check line by line")
     p.add_argument("--max-model-len", type=_positive_int)
     p.add_argument("--block-size", type=_positive_int, default=None)
     p.add_argument("--tp", type=_positive_int, default=None)
     p.add_argument("--pp", type=_positive_int, default=None)
-    p.add_argument("--kv-dtype", choices=("auto", "bf16", "fp16", "fp8"), default=None)
-    p.add_argument("--max-num-batched-tokens", type=_positive_int, default=None)
+    p.add_argument("--kv-dtype", "--kv-cache-dtype", dest="kv_dtype", choices=_vllm_kv_choices(),
+                   default=None, help="kvcalc's name or vLLM's --kv-cache-dtype (a format the "
+                   "version lacks, or kvcalc does not model, is refused by name)")
+    p.add_argument("--mamba-ssm-cache-dtype", choices=vllm.MAMBA_DTYPE_CHOICES, default=None,
+                   help="SSM state dtype (default: as vLLM reads the config: auto = the conv "
+                        "state's, NemotronH/Qwen3.5 from config.json)")
+    p.add_argument("--mamba-cache-dtype", choices=vllm.MAMBA_DTYPE_CHOICES, default=None,
+                   help="conv state dtype, and the SSM state's while that is auto (default "
+                        "auto: the model's dtype)")
+    p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction,
+                   default=None, help="default: the version's (on for hybrid models from "
+                                      "0.28.0): recurrent groups keep 2 blocks a request")
+    p.add_argument("--gdn-prefill-checkpoint", action="store_true", default=None,
+                   help="vLLM 0.33.0 on Hopper/Blackwell (FlashInfer Gated DeltaNet prefill): a "
+                        "third block per recurrent group, blocks a multiple of 64")
+    p.add_argument("--max-num-batched-tokens", type=_positive_int, default=None,
+                   help="default: vLLM's for the version, GPU and usage context")
+    p.add_argument("--usage-context", choices=vllm.USAGE_CONTEXTS, default="serve",
+                   help="serve: vllm serve (OpenAI server); llm: the LLM class (larger batch "
+                        "defaults)")
+    gpu = p.add_mutually_exclusive_group()
+    gpu.add_argument("--gpu", type=_key, help="GPU key, for vLLM's batch defaults")
+    gpu.add_argument("--vram-gib", type=_gib_pos, help="GPU memory in GiB, for the defaults")
     p.add_argument("--num-draft-layers", type=_count0, default=0)
     p.add_argument("--vllm-version", type=_key, default=None,
                    help="e.g. 0.10.1 (default: the newest)")
     p.add_argument("--json", action="store_true")
+
+
+def _vllm_common(args, cfg: dict | None, log: dict | None) -> dict:
+    """predict() keywords from the flags, the config and (where flags are silent) the log."""
+    from . import vllm
+
+    version = args.vllm_version or (log or {}).get("version")
+    ssm = args.mamba_ssm_cache_dtype or (log or {}).get("mamba_ssm_cache_dtype")
+    conv = args.mamba_cache_dtype or (log or {}).get("mamba_cache_dtype")
+    sd = vllm.state_dtypes(cfg, ssm_flag=ssm, conv_flag=conv, vllm_version=version)
+    gpu = _gpu(args)
+    kw = dict(block_size=args.block_size, tp=args.tp, pp=args.pp, kv_dtype=args.kv_dtype,
+              max_num_batched_tokens=args.max_num_batched_tokens,
+              num_draft_layers=args.num_draft_layers, vllm_version=args.vllm_version,
+              max_model_len=args.max_model_len, mamba_cache_dtype=sd.conv,
+              mamba_ssm_cache_dtype=sd.ssm, enable_prefix_caching=args.enable_prefix_caching,
+              gdn_prefill_checkpoint=args.gdn_prefill_checkpoint,
+              usage_context=args.usage_context,
+              gpu_memory_bytes=gpu.memory_bytes if gpu else (
+                  round(args.vram_gib * GiB) if args.vram_gib else None),
+              gpu_name=gpu.name if gpu else None)
+    if cfg:
+        archs = cfg.get("architectures")
+        if isinstance(archs, list) and archs and isinstance(archs[0], str):
+            kw["architecture"] = archs[0]
+        floor = vllm.mm_batch_floor(cfg, version)
+        if floor:
+            kw["mm_batch_tokens"] = floor[0]
+    kw["_states_why"] = sd.why
+    return kw
 
 
 @command("vllm", "the capacity lines vLLM prints at start-up, predicted; or "
@@ -709,33 +771,36 @@ def cmd_vllm(args):
 
     if args.num_draft_layers < 0:
         raise ValueError("--num-draft-layers must be 0 or more")
-    common = dict(block_size=args.block_size, tp=args.tp, pp=args.pp, kv_dtype=args.kv_dtype,
-                  max_num_batched_tokens=args.max_num_batched_tokens,
-                  num_draft_layers=args.num_draft_layers, vllm_version=args.vllm_version,
-                  max_model_len=args.max_model_len)
     if args.log:
         log = vllm.parse_log(_read_log(args.log, vllm.MAX_LOG_BYTES))
-        spec, label = _vllm_spec(args, log)
+        spec, label, cfg = _vllm_spec(args, log)
+        common = _vllm_common(args, cfg, log)
+        states_why = common.pop("_states_why")
         p, lines = vllm.explain_log(spec, log, **common)
         out = {"model": label, "prediction": p.to_dict(), "log": log,
                "lines": [lay.to_dict() for lay in lines],
                "all_agree": all(lay.agrees for lay in lines)}
-        text_out = [f"{label}: vLLM start-up log checked (available {log['available_gib']:g} GiB, "
+        shown = (f"{log['available_gib']:g} GiB" if "available_gib" in log else
+                 f"{log['available_bytes']:,} B")
+        text_out = [f"{label}: vLLM start-up log checked (available {shown}, "
                     f"max_model_len {p.max_model_len:,})"]
         for lay in lines:
             mark = "agrees" if lay.agrees else "DIFFERS"
             text_out.append(f"  {lay.name}: logged {lay.logged:,g}, predicted {lay.predicted:,g} "
                             f"(range {lay.low:,g} to {lay.high:,g}): {mark}; {lay.why}")
+        if any(lay.state_elements for lay in spec.layers):
+            text_out.append(f"  states: {states_why}")
         return out, text_out
     if args.available_kv_gib is None and args.available_kv_bytes is None:
         raise ValueError("give --available-kv-gib or --available-kv-bytes (or --log FILE)")
     if not args.max_model_len:
         raise ValueError("give --max-model-len")
-    spec, label = _vllm_spec(args, None)
+    spec, label, cfg = _vllm_spec(args, None)
     avail = args.available_kv_bytes if args.available_kv_bytes is not None \
         else round(args.available_kv_gib * GiB)
-    defaults = dict(block_size=16, tp=1, pp=1, kv_dtype="auto",
-                    max_num_batched_tokens=vllm.DEFAULT_MAX_NUM_BATCHED_TOKENS)
+    common = _vllm_common(args, cfg, None)
+    states_why = common.pop("_states_why")
+    defaults = dict(block_size=16, tp=1, pp=1, kv_dtype="auto")
     kw = {**defaults, **{k: v for k, v in common.items() if v is not None}}
     p = vllm.predict(spec, available_bytes=avail, **kw)
     out = p.to_dict()
@@ -746,6 +811,9 @@ def cmd_vllm(args):
                 f"of {p.group_size} layers, {p.blocks_per_request:,} blocks per request; tokens "
                 f"line = {p.tokens_formula})"]
     text_out += [f"  note: {n}" for n in p.notes]
+    if any(lay.state_elements for lay in spec.layers):
+        text_out.append(f"  states: {states_why}")
+        out["state_dtypes"] = states_why
     return out, text_out
 
 

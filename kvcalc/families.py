@@ -56,7 +56,8 @@ NEVER_CACHE = frozenset({
     "mtp_loss_scaling_factor",
     # rotary-embedding frequencies (which dims rotate, not how many are cached)
     "rope_theta", "rope_scaling", "rope_parameters", "rope_interleave", "rope_type",
-    "partial_rotary_factor", "rotary_pct", "rotary_emb_base", "original_rope",
+    "partial_rotary_factor", "rotary_pct", "rotary_emb_base", "original_rope", "mrope_section",
+    "mrope_interleaved",
     "original_max_position_embeddings",
     # normalisation epsilons and activation names
     "rms_norm_eps", "layernorm_epsilon", "layer_norm_eps", "layer_norm_epsilon", "norm_epsilon",
@@ -222,7 +223,7 @@ FAMILIES: dict[str, Family] = {
                       "use_qk_norm", "for_llm_compressor"),
     "qwen3_next": _f(groups=("mlp", "moe", "mtp")),
     # attn_output_gate: a sigmoid gate on the attention output (weights only)
-    **{t: _f("attn_output_gate", groups=("mlp", "moe", "mtp"))
+    **{t: _f("attn_output_gate", "output_gate_type", groups=("mlp", "moe", "mtp"))
        for t in ("qwen3_5_moe_text", "qwen3_5_text")},
     # MiniMax: the post-norm alphas and betas scale the residual stream; rotary_dim is the
     # rotary part of each head (the whole head is cached)

@@ -342,7 +342,8 @@ _WRAPPER_TEXT: dict[str, str] = {"qwen2_5_vl": "qwen2_5_vl_text", "qwen2_vl": "q
 
 # model_type of a text config that names the whole multimodal model instead
 _TEXT_TYPES = {"gemma3": "gemma3_text", "gemma3n": "gemma3n_text", "gemma4": "gemma4_text",
-               "llama4": "llama4_text"}
+               "llama4": "llama4_text", "qwen3_5": "qwen3_5_text",
+               "qwen3_5_moe": "qwen3_5_moe_text"}
 
 @dataclass
 class _Geometry:

@@ -100,7 +100,7 @@ class _Layer:
     def state_elements(self) -> int:
         return 0
 
-    def state_bytes(self, dtype: DType) -> int:
+    def state_bytes(self, dtype: DType, ssm_dtype: DType | None = None) -> int:
         return bytes_for(self.state_elements, dtype) if self.state_elements else 0
 
     # -- one decode step ----------------------------------------------------------------------
@@ -480,11 +480,13 @@ class RecurrentState(_Layer):
     def state_elements(self) -> int:
         return self.conv_elements + self.ssm_elements
 
-    def state_bytes(self, dtype: DType) -> int:
-        if self.ssm_dtype is None:
-            return super().state_bytes(dtype)
-        return bytes_for(self.conv_elements, dtype) + \
-            bytes_for(self.ssm_elements, get_dtype(self.ssm_dtype))
+    def state_bytes(self, dtype: DType, ssm_dtype: DType | None = None) -> int:
+        """The convolution window in ``dtype`` plus the recurrent (SSM) state in ``ssm_dtype``
+        (when not given: the layer's fixed format if it has one, else ``dtype``). vLLM sizes the
+        two apart: its --mamba-cache-dtype sets the conv state, --mamba-ssm-cache-dtype the SSM
+        state (MambaStateDtypeCalculator)."""
+        ssm = ssm_dtype or (get_dtype(self.ssm_dtype) if self.ssm_dtype else dtype)
+        return bytes_for(self.conv_elements, dtype) + bytes_for(self.ssm_elements, ssm)
 
     @property
     def label(self) -> str:
@@ -539,8 +541,8 @@ class AttentionWithState(FullAttention):
     def state_elements(self) -> int:
         return self.state.state_elements
 
-    def state_bytes(self, dtype: DType) -> int:
-        return self.state.state_bytes(dtype)
+    def state_bytes(self, dtype: DType, ssm_dtype: DType | None = None) -> int:
+        return self.state.state_bytes(dtype, ssm_dtype)
 
     @property
     def label(self) -> str:
