@@ -126,6 +126,7 @@ OFF_VALUES: dict[str, object] = {
     "cross_attention_hidden_size": None,
     "pre_seq_len": None,  # ChatGLM P-tuning: a learned prefix that is cached like tokens
     "prefix_projection": False,
+    "use_prompt": False,  # MVP's prompt tokens (prompt_length of them) would be cached too
     "attention_k_eq_v": False,
 }
 
@@ -180,7 +181,8 @@ _OWN = {
     "gptj": ("rotary_dim",), "codegen": ("rotary_dim", "n_ctx"),  # rotary part of each head
     "ctrl": ("dff",),  # the MLP width
     "bloom": ("apply_residual_connection_post_layernorm", "slow_but_exact"),  # ALiBi numerics
-    "gpt_bigcode": ("scale_attn_weights",),
+    # multi_query: GPTBigCodeConfig derives num_key_value_heads (1 or n_head) from it
+    "gpt_bigcode": ("scale_attn_weights", "multi_query"),
     "gpt_neox_japanese": ("intermediate_multiple_size",),
     "diffllama": ("lambda_std_dev",),  # initialisation of the differential weights
     # NoPE layers skip the rotation; their keys are cached all the same
@@ -289,6 +291,18 @@ FAMILIES: dict[str, Family] = {
     "recurrent_gemma": _f("final_w_init_variance_scale", "w_init_variance_scale",
                           "logits_soft_cap", "embeddings_scale_by_sqrt_dim"),
     "rwkv": _f(groups=()),
+    # The decoder of an encoder-decoder run as a causal LM: the encoder's fields size the
+    # encoder, which a causal LM does not run; the rest are the decoder's MLP, positions and
+    # generation settings
+    **{t: _f("encoder_layers", "encoder_attention_heads", "encoder_ffn_dim",
+             "encoder_layerdrop", "decoder_ffn_dim", "decoder_layerdrop", "is_encoder_decoder",
+             "encoder_no_repeat_ngram_size", "decoder_vocab_size",
+             "share_encoder_decoder_embeddings", "cross_attention_hidden_size",
+             "layernorm_embedding", "use_learned_position_embeddings", "prompt_mid_dim",
+             "normalize_before", "add_final_layer_norm", "static_position_embeddings",
+             "add_bias_logits", "extra_pos_embeddings", "normalize_embedding", "num_hidden_layers")
+       for t in ("bart", "mbart", "blenderbot", "blenderbot-small", "marian", "pegasus",
+                 "plbart", "mvp", "trocr", "xglm")},
     "mamba": _f(groups=("mlp", "mamba")),
     "falcon_mamba": _f("mixer_rms_eps", groups=("mlp", "mamba")),
     "mamba2": _f(groups=("mlp", "mamba")),

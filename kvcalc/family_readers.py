@@ -344,6 +344,36 @@ def rwkv_layers(f: _Fields, hidden: int | None, max_layers: int) -> list:
     return [state] * n
 
 
+# -- the decoder of an encoder-decoder, as a causal LM --------------------------------------------
+
+SEQ2SEQ_DECODERS = ("bart", "mbart", "blenderbot", "blenderbot-small", "marian", "pegasus",
+                    "plbart", "mvp", "trocr", "xglm")
+
+
+def seq2seq_decoder_layers(f: _Fields, max_layers: int, notes: list) -> tuple[list, int, int]:
+    """BART-style decoders run as causal LMs (BartForCausalLM, XGLM): decoder_layers layers of
+    multi-head self-attention, decoder_attention_heads heads of d_model / heads. In
+    encoder-decoder generation each layer also caches the encoder's K/V, per source sequence:
+    said in a note, not counted (the source length is not a config field)."""
+    n = f.int("decoder_layers", "num_layers", maximum=max_layers)
+    heads = f.int("decoder_attention_heads", "attention_heads")
+    d_model = f.int("d_model")
+    if d_model % heads:
+        raise ValueError(f"config field 'd_model' ({d_model}) is not divisible by "
+                         f"'decoder_attention_heads' ({heads})")
+    head = d_model // heads
+    if f.raw("use_prompt", default=False) is True:
+        raise ValueError("config field 'use_prompt' is true: MVP's learned prompt tokens are "
+                         "cached in every layer too, which kvcalc does not model")
+    f.seen.add("prompt_length")  # only used with use_prompt
+    if f.raw("is_encoder_decoder", default=False) is True:
+        notes.append("the decoder as a causal LM: self-attention only. In encoder-decoder "
+                     f"generation each of the {n} layers also caches the encoder's K/V, 2 x "
+                     f"{heads} heads x {head} per source token, which is not counted here")
+    layer = FullAttention(kv_heads=heads, head_dim=head, v_head_dim=head, q_heads=heads)
+    return [layer] * n, heads, head
+
+
 FAMILY_READERS = {
     "lfm2": _lfm2, "lfm2_moe": _lfm2,
     "falcon_h1": _falcon_h1,

@@ -46,7 +46,12 @@ from pathlib import Path
 from typing import Any
 
 from .families import FAMILIES, understood
-from .family_readers import FAMILY_READERS, rwkv_layers
+from .family_readers import (
+    FAMILY_READERS,
+    SEQ2SEQ_DECODERS,
+    rwkv_layers,
+    seq2seq_decoder_layers,
+)
 from .model import (
     ChunkedLocal,
     ExtraCache,
@@ -364,6 +369,11 @@ def _read_layers(f: _Fields, model_type: str, honor_sliding: bool):
     geo_notes: list[str] = []
     assumptions: list[str] = []
 
+    if model_type in SEQ2SEQ_DECODERS:
+        layers, heads, head = seq2seq_decoder_layers(f, _MAX_LAYERS, geo_notes)
+        geo = _Geometry(hidden=hidden, vocab=vocab, q_heads=heads, kv_heads=heads,
+                        head_dim=head, notes=geo_notes, assumptions=assumptions)
+        return layers, geo
     if model_type == "rwkv":
         geo = _Geometry(hidden=hidden, vocab=vocab, q_heads=0, kv_heads=0, head_dim=0,
                         notes=["no attention: every layer keeps a fixed RWKV state and no K/V"],
