@@ -136,8 +136,8 @@ class ZooRun:
                  "# The zoo: kvcalc against transformers' own cache",
                  "",
                  f"Written by `{command}` with transformers {self.transformers_version} "
-                 f"(torch {self.torch_version}) on {self.date}; {len(self.results)} "
-                 f"architectures in {self.seconds:.0f} s on {self.workers} worker processes.",
+                 f"(torch {self.torch_version}) on {self.date}: {len(self.results)} "
+                 "architectures, each in a child process of its own.",
                  "Every `model_type` with a causal-LM class is built from its config class's "
                  "defaults on the meta device and run once; the cache transformers allocates is "
                  "compared with kvcalc's layers (`python -m kvcalc verify`). A type without a "
