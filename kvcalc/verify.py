@@ -107,6 +107,10 @@ def _found(cache, i: int) -> tuple[str, dict]:
     if linear is not None and i < len(linear) and _numel(linear[i]):
         state += _numel(linear[i])
         name = "linear_cache"
+    rnn = getattr(cache, "rnn_state", None)  # xLSTMCache: {layer: (C, n, m)}, no layers at all
+    if isinstance(rnn, dict) and _numel(rnn.get(i)):
+        state += _numel(rnn[i])
+        name = f"{type(cache).__name__}.rnn_state"
     return name, {"kv": kv, "indexer": _numel(getattr(layer, "indexer_keys", None)),
                   "state": state}
 

@@ -136,8 +136,8 @@ class ZooRun:
                  "# The zoo: kvcalc against transformers' own cache",
                  "",
                  f"Written by `{command}` with transformers {self.transformers_version} "
-                 f"(torch {self.torch_version}) on {self.date}; {len(self.results)} "
-                 f"architectures in {self.seconds:.0f} s on {self.workers} worker processes.",
+                 f"(torch {self.torch_version}) on {self.date}: {len(self.results)} "
+                 "architectures, each in a child process of its own.",
                  "Every `model_type` with a causal-LM class is built from its config class's "
                  "defaults on the meta device and run once; the cache transformers allocates is "
                  "compared with kvcalc's layers (`python -m kvcalc verify`). A type without a "
@@ -146,6 +146,14 @@ class ZooRun:
                  "",
                  "| verdict | count |", "|---|---:|"]
         lines += [f"| {v} | {c[v]} |" for v in VERDICTS]
+        for title, groups in (("Refused by kvcalc, by cause", self.refusals_by_cause()),
+                              ("Not buildable by transformers on the meta device, by cause",
+                               self.failures_by_cause())):
+            if groups:
+                lines += ["", f"## {title}", ""]
+                lines += [f"- {_cell(cause)} ({len(types)}): "
+                          + ", ".join(f"`{t}`" for t in types) for cause, types in groups.items()]
+        lines += ["", "## Every architecture"]
         lines += ["", "| model_type | class | verdict | detail |", "|---|---|---|---|"]
         for r in self.results:
             cls = r.model_class + (f" (text model `{r.via_text}`)" if r.via_text else "")
@@ -169,7 +177,8 @@ def cause_of(message: str) -> str:
     so that messages with the same cause group together."""
     text = " ".join(message.split())
     text = re.sub(r", got .*$", "", text)  # the offending value
-    text = re.sub(r"\(\d[\d,]*\)|\b\d[\d,]*\b", "N", text)
+    # numbers become N (layer_types[3] -> [N]); versions (5.24.0) and names (qwen3) stay
+    text = re.sub(r"(?<![\w.])\d[\d,]*(?![\w.]*\d)", "N", text)
     return text[:160]
 
 

@@ -89,7 +89,8 @@ def open_page(page: str, **query):
 _MARKS = {"test_browser.py": "browser", "test_live.py": "live", "test_app_live.py": "live",
           "test_verify.py": "live", "test_quality.py": "live", "test_microscope.py": "live",
           "test_replicas.py": "slow", "test_hostile.py": "slow", "test_deploy.py": "slow",
-          "test_device_queue.py": "slow", "test_manifests.py": "slow"}
+          "test_device_queue.py": "slow", "test_manifests.py": "slow",
+          "test_zoo.py": "slow"}
 
 
 def pytest_collection_modifyitems(config, items):
