@@ -266,6 +266,7 @@ class SlidingWindow(_Attention):
     # transformers' window where its modeling code differs from vLLM's (MiMo-V2-Flash: one more)
     transformers_window: int | None = None
     kind: ClassVar[str] = "sliding"
+    transformers_note_key: ClassVar[str] = "window: vLLM vs modeling code"
 
     def tokens_kept(self, n: int) -> int:
         # A token attends to itself and the window-1 before it, so at most `window` are needed.
@@ -569,6 +570,7 @@ class LatentInTransformers(FullAttention):
 
     latent_rank: int
     latent_rope: int
+    transformers_note_key: ClassVar[str] = "per-head K/V vs latent"
 
     def transformers_view(self):
         return MLALatent(kv_lora_rank=self.latent_rank, qk_rope_head_dim=self.latent_rope,
@@ -590,6 +592,7 @@ class CrossAttention(_Layer):
     q_heads: int
     image_tokens: int  # encoder states per image (tiles x patches per tile)
     kind: ClassVar[str] = "cross"
+    transformers_note_key: ClassVar[str] = "cross-attention per image"
     vllm_unsupported: ClassVar[str | None] = (
         "cross-attention to image states (mllama) has no KV-cache spec in vLLM's V1 engine")
 

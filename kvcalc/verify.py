@@ -234,7 +234,7 @@ def verify(config: dict, *, context: int | None = None, name: str | None = None)
                         named.append(_DIFFERENCES[key])
             own = layer.transformers_note()
             if own:
-                why.append(layer.kind)
+                why.append(getattr(layer, "transformers_note_key", layer.kind))
                 if own not in named:
                     named.append(own)
             if why:

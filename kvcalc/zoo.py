@@ -223,6 +223,7 @@ def entries(only: list[str] | None = None) -> list[ZooEntry]:
 
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as LM
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES as BASE
 
     wanted = set(only) if only else None
     if wanted:
@@ -246,6 +247,12 @@ def entries(only: list[str] | None = None) -> list[ZooEntry]:
         tt = getattr(text, "model_type", None)
         if text is not cfg and tt in LM:
             out.append(ZooEntry(model_type=mt, model_class=LM[tt], via_text=tt))
+        elif text is not cfg and tt in BASE and tt not in CONFIG_MAPPING:
+            pass
+        elif text is not cfg and tt in BASE:
+            # a text model with no causal-LM class of its own (Mistral Large 4): verify builds
+            # its base model, which runs the same decoder and returns the same cache
+            out.append(ZooEntry(model_type=mt, model_class=BASE[tt], via_text=tt))
     return out
 
 
