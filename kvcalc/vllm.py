@@ -749,8 +749,10 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
     name = fmt.name
     sdtype = get_dtype(state_dtype, ("fp32", "fp16", "bf16"))
     conv = get_dtype(_mamba_dtype(mamba_cache_dtype, "--mamba-cache-dtype") or sdtype.name)
-    ssm = get_dtype(_mamba_dtype(mamba_ssm_cache_dtype, "--mamba-ssm-cache-dtype")
-                    or conv.name)
+    asked_ssm = _mamba_dtype(mamba_ssm_cache_dtype, "--mamba-ssm-cache-dtype")
+    # 'auto' for a state whose model fixes its format (Kimi's KDA: float32) is that format
+    fixed = sorted({lay.ssm_dtype for lay in spec.layers if getattr(lay, "ssm_dtype", None)})
+    ssm = get_dtype(asked_ssm or (fixed[0] if len(fixed) == 1 else conv.name))
     has_state = any(lay.state_elements for lay in spec.layers)
     hybrid = has_state and any(lay.stores_tokens for lay in spec.layers)
     if mamba_cache_mode is None:
@@ -773,6 +775,14 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
     alignment = 16 if fact("hybrid_block_alignment", version) == "16" else max(16, block_size)
     if checkpoint:
         alignment = math.lcm(alignment, 64)
+    if any(lay.kind == "mla" for lay in spec.layers) and \
+            any(lay.state_elements for lay in spec.layers):
+        # MLA beside recurrent layers (Kimi-Linear): the raised attention block must suit the
+        # MLA kernel, which on Hopper (FlashMLA) takes blocks of 64 tokens (facts: vLLM's CUDA
+        # platform forces 64 for FlashMLA; CUTLASS MLA on Blackwell takes 128)
+        alignment = math.lcm(alignment, 64)
+        notes.append("MLA with recurrent layers: the attention block is a multiple of 64 tokens "
+                     "(FlashMLA on Hopper; CUTLASS MLA on Blackwell needs 128)")
     layers = list(spec.layers)
     if num_draft_layers:
         # A draft model (EAGLE adds one decoder layer) keeps its cache in the same pool, with

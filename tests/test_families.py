@@ -231,3 +231,22 @@ def test_cli_unverified_labels_every_output(tmp_path, capsys):
     assert main(["kv", "--config", str(path), "--context", "10", "--unverified",
                  "--json"]) == 0
     assert "qk_dim_factor" in json.loads(capsys.readouterr().out)["unverified"]
+
+
+def test_vllm_lines_for_kimi_linear_by_hand():
+    # vLLM's arithmetic (HybridAttentionMambaModelConfig, kv_cache_utils), worked by hand:
+    # KDA page 73,728 + 2,097,152 = 2,170,880 B; MLA one token 576 x 2 = 1,152 B; the attention
+    # block is raised to a multiple of 64 (FlashMLA): 64 x cdiv(2,170,880, 64 x 1,152) = 1,920
+    # tokens, page 1,920 x 1,152 = 2,211,840 B. Groups of 7 (the 7 MLA layers): 1 MLA group
+    # and 3 KDA groups (20 layers + 1 padding). 20 GiB // (2,211,840 x 7) = 1,387 blocks.
+    # A 32,768-token request: cdiv(32,768, 1,920) = 18 MLA blocks + 3 x 2 (prefix caching on,
+    # 'align') = 24 -> 1,387 / 24 = 57.79x; tokens int(57.7916 x 32,768) = 1,893,717.
+    from kvcalc import vllm
+
+    spec = spec_from_config(load_config_file(DATA / "kimi-linear-48b-a3b-instruct.json"))
+    p = vllm.predict(spec, available_bytes=20 * 2**30, max_model_len=32768,
+                     enable_prefix_caching=True)
+    assert 20 * 2**30 // (2_211_840 * 7) == 1387
+    assert p.num_blocks == 1387 and p.block_size == 1920
+    assert round(p.max_concurrency, 2) == 57.79
+    assert p.blocks_per_request == 24 and p.kv_cache_tokens == 1_893_717
