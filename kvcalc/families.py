@@ -159,6 +159,9 @@ _STANDARD = (
     "gpt_neox", "hy_v3", "granite_swa", "granitemoe_swa", "granitemoeshared", "hyperclovax",
     "seed_oss", "ernie4_5", "ernie4_5_moe", "aria_text", "gptj", "codegen", "ctrl", "bloom",
     "gpt_bigcode", "gpt_neox_japanese", "diffllama", "smollm3", "git",
+    # language models inside vision or audio wrappers, read from text_config
+    "cosmos3_edge_text", "glm_ocr_text", "granite_docling_text", "qwen3_vl_text",
+    "qwen3_vl_moe_text",
 )
 
 # Their own fields, each a weight, norm placement, rotary or router setting (the comment says

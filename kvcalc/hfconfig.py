@@ -244,7 +244,7 @@ class UnknownFields(ValueError):
     ``fields`` are the field names, ``model_type`` the family (``""`` when the config names
     none) and ``known_family`` whether kvcalc has a reader for it."""
 
-    def __init__(self, model_type: str, fields: list[str], known_family: bool):
+    def __init__(self, model_type: str, fields: list[str], known_family: bool, why: str = ""):
         self.model_type, self.fields, self.known_family = model_type, fields, known_family
         shown = ", ".join(_short(f) for f in fields[:12]) + (" ..." if len(fields) > 12 else "")
         who = (f"kvcalc's reader for model_type {_short(model_type)}" if known_family else
@@ -252,7 +252,8 @@ class UnknownFields(ValueError):
         super().__init__(
             f"config fields not understood by {who}: {shown}. kvcalc does not guess what a "
             "field does to the cache: check the config against transformers (verify), or ask "
-            "for the generic decoder estimate, labelled unverified (--unverified)")
+            "for the generic decoder estimate, labelled unverified (--unverified)"
+            + (f"; read as a standard decoder it also fails: {why}" if why else ""))
 
 
 def spec_from_config(config: dict, *, name: str | None = None,
@@ -299,10 +300,12 @@ def spec_from_config(config: dict, *, name: str | None = None,
                         maximum=_MAX_CONTEXT)
     except UnknownFields:
         raise
-    except ValueError:
-        # A family kvcalc has no reader for fails on a field it lacks: name what it has instead.
-        if not known and unknown_fields():
-            raise UnknownFields(model_type, unknown_fields(), False) from None
+    except ValueError as exc:
+        # A family kvcalc has no reader for fails on a field it lacks: name what it has instead
+        # (the standard fields the failed reading did not reach are not among them).
+        rest = sorted(set(unknown_fields()) - _STANDARD_FIELDS)
+        if not known and rest:
+            raise UnknownFields(model_type, rest, False, why=str(exc)) from None
         raise
     notes += geo.notes
     assumptions = list(geo.assumptions)
@@ -340,6 +343,13 @@ def spec_from_config(config: dict, *, name: str | None = None,
                      params_error=params_error, unverified=tuple(unread),
                      family_reader=model_type in FAMILIES)
 
+
+# The standard decoder's own fields: never "not understood", even where a failed reading did
+# not reach them.
+_STANDARD_FIELDS = frozenset({
+    "num_hidden_layers", "n_layer", "num_layers", "n_layers", "num_attention_heads", "n_head",
+    "num_heads", "n_heads", "num_key_value_heads", "head_dim", "hidden_size", "n_embd",
+    "d_model", "max_position_embeddings", "n_positions", "sliding_window", "layer_types"})
 
 # Wrappers whose language model is not under text_config: the whole config is read under the
 # text family's reader.
