@@ -35,7 +35,8 @@ NEVER_CACHE = frozenset({
     "id2label", "label2id", "problem_type", "chunk_size_feed_forward", "tokenizer_class",
     "num_logits_to_keep", "verbose", "cache_implementation", "is_decoder", "pruned_heads",
     "tf_legacy_loss", "use_bfloat16", "finetuning_task", "prefix", "task_specific_params",
-    "_attn_implementation", "_commit_hash", "unsloth_version", "unsloth_fixed",
+    "_attn_implementation", "_commit_hash", "_model_name_or_path", "unsloth_version",
+    "unsloth_fixed",
     "quantization_config",  # the weights' format; the KV format is chosen separately
     # token ids
     "bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id", "sep_token_id",

@@ -26,6 +26,7 @@ REMOTE_CODE_ONLY = {"chatglm3-6b.json": "chatglm", "kimi-k2-instruct.json": "kim
                     "minimax-m1.json": "minimax_m1",
                     "nemotron-nas-super-49b.json": "nemotron-nas",
                     "nemotron-nas-ultra-253b.json": "nemotron-nas"}
+STATE_OUTSIDE_A_CACHE = {"rwkv-4-430m-pile.json"}
 
 
 @pytest.mark.parametrize("key", sorted(registry().models))
@@ -42,6 +43,11 @@ def test_every_real_config_agrees_or_says_why_not(name):
     if name in REMOTE_CODE_ONLY:
         assert not r.checkable and REMOTE_CODE_ONLY[name] in r.verdict
         assert "remote code" in r.verdict
+        return
+    if name in STATE_OUTSIDE_A_CACHE:
+        # transformers' RwkvModel returns its state as a list of tensors, not a Cache object:
+        # the check says so (tests/test_real_configs.py pins the bytes from its modeling code).
+        assert not r.checkable and "no cache" in r.verdict
         return
     assert r.checkable, r.verdict
     assert r.agrees, r.verdict
