@@ -61,6 +61,18 @@ def _index_list(f: _Fields, name: str, n: int, base: int = 0) -> set[int]:
     return {v - base for v in values}
 
 
+def _equal_to_hidden(f: _Fields, hidden: int | None, name: str, needs: str, why: str) -> int:
+    """A width field that must equal hidden_size (defaulting to it), or a ValueError saying why
+    the two readings it would allow differ."""
+    if hidden is None:
+        raise ValueError(f"config field 'hidden_size' is missing ({needs} needs it)")
+    width = f.int(name, default=hidden)
+    if width != hidden:
+        raise ValueError(f"config field '{name}' ({width:,}) differs from 'hidden_size' "
+                         f"({hidden:,}): {why}")
+    return width
+
+
 def _layer_count(f: _Fields, maximum: int) -> int:
     return f.int("num_hidden_layers", maximum=maximum)
 
@@ -91,14 +103,9 @@ def _lfm2(f: _Fields, geo: _Geometry, max_layers: int) -> list:
     else:
         n = _layer_count(f, max_layers)
         attn = _index_list(f, "full_attn_idxs", n) if f.has("full_attn_idxs") else set(range(n))
-    hidden = geo.hidden
-    if hidden is None:
-        raise ValueError("config field 'hidden_size' is missing (LFM2's conv state needs it)")
-    width = f.int("conv_dim", default=hidden)
-    if width != hidden:
-        raise ValueError(f"config field 'conv_dim' ({width:,}) differs from 'hidden_size' "
-                         f"({hidden:,}): vLLM sizes the conv state by conv_dim, transformers by "
-                         "hidden_size, and kvcalc does not pick one")
+    width = _equal_to_hidden(f, geo.hidden, "conv_dim", "LFM2's conv state",
+                             "vLLM sizes the conv state by conv_dim, transformers by "
+                             "hidden_size, and kvcalc does not pick one")
     kernel = f.int("conv_L_cache", default=3, minimum=2)
     conv = RecurrentState(conv_elements=width * (kernel - 1), ssm_elements=0,
                           flavor="short conv", conv_kernel=kernel)
@@ -329,13 +336,9 @@ def rwkv_layers(f: _Fields, hidden: int | None, max_layers: int) -> list:
     inputs in the model dtype and the three WKV accumulators (numerator, denominator, maximum)
     in float32 (transformers' RwkvModel state; vLLM does not serve RWKV)."""
     n = f.int("num_hidden_layers", maximum=max_layers)
-    if hidden is None:
-        raise ValueError("config field 'hidden_size' is missing (RWKV's state needs it)")
-    att = f.int("attention_hidden_size", default=hidden)
-    if att != hidden:
-        raise ValueError(f"config field 'attention_hidden_size' ({att:,}) differs from "
-                         f"'hidden_size' ({hidden:,}): transformers' RWKV state is sized by "
-                         "hidden_size and would not run")
+    hidden = _equal_to_hidden(f, hidden, "attention_hidden_size", "RWKV's state",
+                              "transformers' RWKV state is sized by hidden_size and would not "
+                              "run")
     # the feed-forward width, the fp16 rescaling schedule and the embeddings: weights only
     f.seen.update({"intermediate_size", "rescale_every", "vocab_size", "tie_word_embeddings",
                    "layer_norm_epsilon"})
