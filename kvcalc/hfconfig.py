@@ -238,6 +238,26 @@ def parse_config_text(text: str, source: str = "config") -> dict:
     return cfg
 
 
+def _check_sizes(cfg: dict) -> None:
+    """One bound on model size, before any per-layer work: no per-layer list, pattern string or
+    per-layer table may describe more than _MAX_LAYERS layers, whichever field carries it."""
+    for name, value in cfg.items():
+        size = None
+        if isinstance(value, list):
+            size = len(value)
+        elif isinstance(value, str) and name in _PATTERN_STRINGS:
+            size = len(value)
+        elif isinstance(value, dict) and name in ("per_layer_config", "linear_attn_config"):
+            size = max([len(value)] + [len(v) for v in value.values() if isinstance(v, list)])
+        if size is not None and size > _MAX_LAYERS:
+            raise ValueError(f"config field {_short(name)} describes {size:,} layers; kvcalc "
+                             f"sizes models of at most {_MAX_LAYERS:,} layers (the deepest "
+                             "published one has 162)")
+
+
+_PATTERN_STRINGS = ("hybrid_override_pattern", "mtp_hybrid_override_pattern")
+
+
 class UnknownFields(ValueError):
     """A config holds fields no reader of its family understands: kvcalc refuses to guess.
 
@@ -284,6 +304,7 @@ def spec_from_config(config: dict, *, name: str | None = None,
     if isinstance(top_type, str) and top_type in _WRAPPER_TEXT and cfg is config:
         model_type = _WRAPPER_TEXT[top_type]
     model_type = _TEXT_TYPES.get(model_type, model_type)
+    _check_sizes(cfg)
     f = _Fields(cfg, _CLASS_DEFAULTS.get(model_type, {}))
     f.top = config
     f.model_type = model_type

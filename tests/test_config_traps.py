@@ -271,3 +271,22 @@ def test_mimo_style_per_type_heads_and_unequal_k_v():
     assert kv_cache(spec, 1000).kv_bytes == 9 * 2560 * 1000 + 39 * 5120 * 128
     with pytest.raises(ValueError, match=r"hybrid_layer_pattern\[2\]"):
         spec_from_config({**cfg, "hybrid_layer_pattern": [0, 1, 2] + pattern[3:]})
+
+
+@pytest.mark.parametrize("field,value,drop", [
+    # issue 22 B1: the layer cap held for num_hidden_layers only
+    ("hybrid_override_pattern", "M*" * 99_500, "num_hidden_layers"),  # 199,000 layers
+    ("layer_types", ["full_attention"] * 1500, "num_hidden_layers"),
+    ("hybrid_layer_pattern", [0] * 5000, None),
+])
+def test_one_layer_cap_whatever_field_carries_the_layers(field, value, drop):
+    import time
+
+    base = "nemotron-h-56b.json" if field == "hybrid_override_pattern" else "llama-3.1-8b.json"
+    cfg = load_config_file(DATA / base)
+    cfg[field] = value
+    cfg.pop(drop, None)
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match=f"{field}.*at most 1,024 layers"):
+        spec_from_config(cfg)
+    assert time.perf_counter() - t0 < 0.5
