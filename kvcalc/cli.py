@@ -52,6 +52,29 @@ def _one_line(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     return message
 
 
+MAX_LINE_CHARS = 4000  # one printed line; a user's string can be far longer
+
+
+def _inert(line: str, limit: int = MAX_LINE_CHARS) -> str:
+    """One output line with every control character shown as an escape (``\x1b``), so that a
+    config's field names or a log's lines cannot retitle, clear or recolour a terminal; cut to
+    ``limit`` characters."""
+    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line[:2 * limit])
+    return line if len(line) <= limit else line[:limit - 4] + " ..."
+
+
+def _cut_strings(obj, limit: int = 10 * MAX_LINE_CHARS):
+    """JSON output with every string cut to ``limit`` characters (json.dumps escapes control
+    characters itself)."""
+    if isinstance(obj, str):
+        return obj if len(obj) <= limit else obj[:limit] + " ..."
+    if isinstance(obj, dict):
+        return {_cut_strings(k, limit): _cut_strings(v, limit) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_cut_strings(v, limit) for v in obj]
+    return obj
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, status 2
         self.exit(2, _one_line(f"kvcalc: error: {message}") + "\n")
@@ -918,11 +941,11 @@ def main(argv: list[str] | None = None) -> int:
     if getattr(args, "json", False):
         if unverified and isinstance(out, dict):
             out = {"unverified": unverified, **out}
-        print(json.dumps(_jsonable(out), allow_nan=False))
+        print(json.dumps(_cut_strings(_jsonable(out)), allow_nan=False))
     else:
         if unverified:
             text = [f"UNVERIFIED estimate: config fields not understood "
                     f"({', '.join(unverified[:8])}{' ...' if len(unverified) > 8 else ''}) "
                     "were left out of the reading", *text]
-        print("\n".join(text))
+        print("\n".join(_inert(line) for piece in text for line in str(piece).split("\n")))
     return 0

@@ -562,3 +562,23 @@ def test_a_command_is_written_in_one_place(capsys):
     names = set(parser._subparsers._group_actions[0].choices)
     assert names == set(cli.COMMANDS) and "echo-test" not in names
     assert {"kv", "budget", "simulate", "quality", "verify"} <= names
+
+
+def test_terminal_escape_sequences_print_as_visible_text(tmp_path, capsys):
+    # issue 22 B8: a field name that retitles the terminal, clears it and prints a fake line in
+    # red must come out as visible text, in the refusal and in normal output alike.
+    evil = "\u001b]0;pwned\u0007\u001b[2J\u001b[31mFAKE: kvcalc says this model is safe\u001b[0m"
+    cfg = {"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 2,
+           "num_attention_heads": 8, evil: 1}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    assert main(["kv", "--config", str(path), "--context", "10"]) == 2
+    err = capsys.readouterr().err
+    assert "\u001b" not in err and "\\x1b" in err
+    assert main(["kv", "--config", str(path), "--context", "10", "--unverified"]) == 0
+    out = capsys.readouterr().out
+    assert "\u001b" not in out and "\u0007" not in out and "\\x1b[31mFAKE" in out
+    assert main(["kv", "--config", str(path), "--context", "10", "--unverified",
+                 "--json"]) == 0
+    raw = capsys.readouterr().out
+    assert "\u001b" not in raw and json.loads(raw)["unverified"]
