@@ -510,3 +510,17 @@ def test_config_of_a_family_without_a_reader_is_checked_by_itself():
     said = " ".join(text(w) for w in at.sidebar.warning) + \
         " ".join(text(s) for s in at.sidebar.success)
     assert "my_own_llama" in said
+
+
+@pytest.mark.parametrize("page", ["app_pages/step_time.py", "app_pages/frontier.py",
+                                  "app_pages/roofline.py", "app_pages/lab.py"])
+def test_tp_that_does_not_divide_the_kv_heads_is_a_message(page):
+    # issue 22 B3: SmolLM2-135M has 3 KV heads; TP 2 neither divides nor is a multiple of them.
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["model"] = "smollm2-135m"
+    at.query_params["tp"] = "2"
+    at.run()
+    at.switch_page(page)
+    at.run()
+    assert not at.exception
+    assert any("tensor parallel size 2" in text(e) for e in at.error)

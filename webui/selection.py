@@ -350,9 +350,12 @@ def require_fit(sel: Selection, util: float = 0.9,
     from kvcalc.units import fmt_gib
 
     reserve = DEFAULT_RESERVE_BYTES if reserve_bytes is None else reserve_bytes
-    b = budget(sel.spec, total_bytes=sel.gpu.memory_bytes, context=1,
-               weights_bytes=sel.weights_bytes, gpu_mem_util=util, reserve_bytes=reserve,
-               tp=sel.tp, pp=sel.pp, engine="ideal", find_max_context=False)
+    try:
+        b = budget(sel.spec, total_bytes=sel.gpu.memory_bytes, context=1,
+                   weights_bytes=sel.weights_bytes, gpu_mem_util=util, reserve_bytes=reserve,
+                   tp=sel.tp, pp=sel.pp, engine="ideal", find_max_context=False)
+    except ValueError as exc:  # a TP that does not fit the KV heads, a PP above the layers
+        stop_on_error(exc)
     if b.kv_pool_bytes > 0:
         return
     st.error(f"{plain(sel.label)} does not fit on {plain(sel.gpu.name)}: its weights take "
