@@ -582,3 +582,16 @@ def test_terminal_escape_sequences_print_as_visible_text(tmp_path, capsys):
                  "--json"]) == 0
     raw = capsys.readouterr().out
     assert "\u001b" not in raw and json.loads(raw)["unverified"]
+
+
+def test_simulate_refuses_a_run_of_billions_of_steps(capsys):
+    # issue 22 B9: 20,000 requests of 100,000 output tokens on one H100: about 5 x 10^8 steps
+    # (the pool holds 4 such requests at once: 20,000 x 100,000 / 4).
+    import time
+
+    t0 = time.perf_counter()
+    code = main(["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb",
+                 "--requests", "20000", "--rate", "inf", "--prompt-tokens", "16",
+                 "--output-tokens", "100000"])
+    assert code == 2 and time.perf_counter() - t0 < 5
+    assert "engine steps, more than the 5,000,000" in capsys.readouterr().err
