@@ -55,5 +55,10 @@ try:
     st.navigation(pages, expanded=True).run()  # every page listed: no "View more" fold
 except common.PageStop:
     pass  # the page said what it needed and ended early
+except ValueError as exc:
+    # kvcalc refuses what it cannot compute with a ValueError that says what to change (a TP
+    # that does not fit the heads, page sizes vLLM cannot unify, a context past a cap): the
+    # page shows that sentence, never a generic error box or a traceback.
+    common.show_error(f"This page cannot show this setup: {exc}")
 finally:
     common.url_guard_end(url_note)

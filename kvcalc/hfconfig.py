@@ -74,7 +74,9 @@ _MAX_LAYERS = (
     1024  # the deepest published model here has 162 layers; this bounds all per-layer work
 )
 _MAX_DIM = 10_000_000
-_MAX_CONTEXT = 10**9  # max_position_embeddings: Llama 4 Scout declares 10,485,760
+# max_position_embeddings: Llama 4 Scout declares 10,485,760; vLLM's arithmetic here takes at
+# most 10^8 (kvcalc.vllm.predict), so a config above it is refused where it is read
+_MAX_CONTEXT = 10**8
 
 
 # Defaults of transformers config classes, by model_type, for fields a config.json may omit.

@@ -644,8 +644,11 @@ def _grouping_of(layers: tuple, *, block_size: int, fmt: _Format, state_dtypes: 
         # vLLM raises smaller pages' block size to the largest page when they divide it.
         biggest = max(pages.values())
         if any(biggest % p for p in pages.values()):
-            raise ValueError("layers with page sizes that do not divide each other: vLLM "
-                             "cannot unify them")
+            shown = ", ".join(f"{p:,}" for p in sorted(set(pages.values())))
+            raise ValueError(f"in this KV cache format the layers' pages ({shown} B) do not "
+                             "divide each other, so vLLM cannot unify them and refuses to "
+                             "start (unify_kv_cache_spec_page_size); choose another KV cache "
+                             "format")
         notes.append("layers of different page sizes: smaller pages get larger blocks")
     page = max(pages.values())
     counts = [len(ms) for ms in buckets.values()]

@@ -524,3 +524,35 @@ def test_tp_that_does_not_divide_the_kv_heads_is_a_message(page):
     at.run()
     assert not at.exception
     assert any("tensor parallel size 2" in text(e) for e in at.error)
+
+
+@pytest.mark.parametrize("page,kv,config", [
+    # issue 22 B4: Gemma 4's sliding and full pages do not divide each other in INT8 / INT4
+    # with per-head scales, and vLLM refuses to start: said on the page, not a generic box.
+    ("app_pages/step_time.py", "int8", "gemma-4-26b-a4b.json"),
+    ("app_pages/step_time.py", "int4", "gemma-4-26b-a4b.json"),
+])
+def test_a_setup_vllm_refuses_is_a_sentence_on_the_page(page, kv, config):
+    at = open_page(page)
+    at.sidebar.selectbox(key="model").set_value("my-config")
+    at.run()
+    at.sidebar.text_area(key="cfg_text").set_value((DATA / config).read_text())
+    at.run()
+    at.sidebar.selectbox(key="kvdtype").set_value(kv)
+    at.run()
+    assert not at.exception
+    said = " ".join(text(e) for e in at.error)
+    assert "vLLM cannot unify them" in said and "another KV cache format" in said
+
+
+def test_a_context_limit_past_the_cap_is_refused_by_name():
+    # issue 22 B4: max_position_embeddings above 10^8 was read, then crashed two pages.
+    at = open_page("app_pages/step_time.py")
+    at.sidebar.selectbox(key="model").set_value("my-config")
+    at.run()
+    at.sidebar.text_area(key="cfg_text").set_value(
+        json.dumps(llama_config(max_position_embeddings=10**9)))
+    at.run()
+    assert not at.exception
+    said = [text(e).replace("\\_", "_") for e in list(at.sidebar.error) + list(at.error)]
+    assert any("max_position_embeddings" in t and "100,000,000" in t for t in said)
