@@ -58,6 +58,7 @@ class VerifyReport:
     reason: str = ""
     rows: tuple[VerifyRow, ...] = ()
     differences: tuple[str, ...] = field(default_factory=tuple)  # named, legitimate ones
+    unverified: tuple[str, ...] = ()  # fields the reading left out (spec_from_config refuses)
 
     @property
     def agrees(self) -> bool:
@@ -150,7 +151,9 @@ def _transformers_config(config: dict):
 def verify(config: dict, *, context: int | None = None, name: str | None = None) -> VerifyReport:
     """Build ``config`` on the meta device, run one forward of ``context`` tokens and compare the
     cache transformers allocates with kvcalc's layers, layer by layer."""
-    spec = spec_from_config(config, name=name)
+    # The generic reading of a config kvcalc refuses is what a user asks this check about:
+    # compare it too, and say that it is unverified.
+    spec = spec_from_config(config, name=name, unverified=True)
     if context is None:
         spans = [lay.tokens_kept(10**9) for lay in spec.layers if lay.stores_tokens]
         bounded = [s for s in spans if s < 10**9]
@@ -255,5 +258,11 @@ def verify(config: dict, *, context: int | None = None, name: str | None = None)
         if extra_layers > 0:
             named.append(f"transformers' cache has {extra_layers} more layer(s) than the config "
                          "declares (multi-token-prediction layers), not counted here")
+    if spec.unverified:
+        verdict = (f"the standard-decoder reading (without the fields kvcalc does not "
+                   f"understand: {', '.join(spec.unverified[:8])}"
+                   f"{' ...' if len(spec.unverified) > 8 else ''}) {verdict[0].lower()}"
+                   f"{verdict[1:]}")
     return VerifyReport(model=spec.name, context=n, transformers_version=version, checkable=True,
-                        verdict=verdict, rows=tuple(rows), differences=tuple(named))
+                        verdict=verdict, rows=tuple(rows), differences=tuple(named),
+                        unverified=spec.unverified)

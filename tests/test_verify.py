@@ -91,3 +91,13 @@ def test_cli_verify_json():
     assert out["agrees"] is True and out["checkable"] is True
     # MLA: transformers caches the 512 latent as keys and the 64 RoPE key as values.
     assert out["rows"][0]["found"]["kv"] == (512 + 64) * out["context"]
+
+
+def test_a_refused_config_can_still_be_checked_and_says_it_is_unverified():
+    # The refusal advises this check, so it must run on a config kvcalc refuses: it compares
+    # the standard-decoder reading and names the fields it left out.
+    from conftest import llama_config
+
+    r = verify(llama_config(my_flag=True))
+    assert r.checkable and r.agrees
+    assert r.unverified == ("my_flag",) and "standard-decoder reading" in r.verdict
