@@ -77,7 +77,7 @@ GROUPS: dict[str, frozenset[str]] = {
         "intermediate_size", "ffn_dim", "n_inner", "mlp_bias", "attention_bias", "bias",
         "qkv_bias", "use_qkv_bias", "vocab_size", "padded_vocab_size", "tie_word_embeddings",
         "pretraining_tp", "use_qk_norm", "layer_norm_type", "norm_type", "qk_layernorm",
-        "lm_head_bias", "use_bidirectional_attention", "scale_embedding",
+        "lm_head_bias", "scale_embedding",
     }),
     # Mixture of experts: which layers route, how many experts, their sizes and the router.
     "moe": frozenset({
@@ -159,7 +159,7 @@ _STANDARD = (
     "exaone4", "exaone_moe", "phimoe", "beam", "flint", "mellum", "biogpt", "persimmon", "phi",
     "gpt_neox", "hy_v3", "granite_swa", "granitemoe_swa", "granitemoeshared", "hyperclovax",
     "seed_oss", "ernie4_5", "ernie4_5_moe", "aria_text", "gptj", "codegen", "ctrl", "bloom",
-    "gpt_bigcode", "gpt_neox_japanese", "diffllama", "smollm3", "git",
+    "gpt_bigcode", "gpt_neox_japanese", "diffllama", "smollm3",
     # language models inside vision or audio wrappers, read from text_config
     "cosmos3_edge_text", "glm_ocr_text", "granite_docling_text", "qwen3_vl_text",
     "qwen3_vl_moe_text",
@@ -185,13 +185,11 @@ _OWN = {
     "gptj": ("rotary_dim",), "codegen": ("rotary_dim", "n_ctx"),  # rotary part of each head
     "ctrl": ("dff",),  # the MLP width
     "bloom": ("apply_residual_connection_post_layernorm", "slow_but_exact"),  # ALiBi numerics
-    # multi_query: GPTBigCodeConfig derives num_key_value_heads (1 or n_head) from it
-    "gpt_bigcode": ("scale_attn_weights", "multi_query"),
+    "gpt_bigcode": ("scale_attn_weights",),
     "gpt_neox_japanese": ("intermediate_multiple_size",),
     "diffllama": ("lambda_std_dev",),  # initialisation of the differential weights
-    # NoPE layers skip the rotation; their keys are cached all the same
-    "smollm3": ("no_rope_layers", "no_rope_layer_interval"),
-    "git": ("vision_config",),
+    # NoPE layers skip the rotation, keys cached all the same (given layer_types, which decides)
+    "smollm3": ("no_rope_layers",),
     "gemma": ("num_image_tokens",),  # PaliGemma's image tokens are prompt tokens
 }
 
@@ -210,7 +208,7 @@ FAMILIES: dict[str, Family] = {
     "chatglm": _f("apply_residual_connection_post_layernorm", "post_layer_norm",
                   "add_bias_linear", "add_qkv_bias", "bias_dropout_fusion",
                   "fp32_residual_connection", "rmsnorm", "quantization_bit", "ffn_hidden_size",
-                  "original_rope", "multi_query_attention", "apply_query_key_layer_scaling",
+                  "original_rope", "apply_query_key_layer_scaling",
                   "layernorm_epsilon"),
     "opt": _f("do_layer_norm_before", "word_embed_proj_dim", "enable_bias",
               "_remove_final_layer_norm", "layer_norm_elementwise_affine"),

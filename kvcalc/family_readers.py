@@ -73,6 +73,17 @@ def _equal_to_hidden(f: _Fields, hidden: int | None, name: str, needs: str, why:
     return width
 
 
+def _head_dim_is_derived(f: _Fields, geo: _Geometry, who: str) -> None:
+    """Families whose modeling code takes head_dim as hidden_size // num_attention_heads: a
+    different head_dim in the file would not be the one that runs."""
+    if geo.hidden is None or not geo.q_heads:
+        return
+    derived = geo.hidden // geo.q_heads
+    if geo.head_dim != derived:
+        raise ValueError(f"config field 'head_dim' ({geo.head_dim}) differs from hidden_size // "
+                         f"num_attention_heads ({derived}), which {who} uses")
+
+
 def _layer_count(f: _Fields, maximum: int) -> int:
     return f.int("num_hidden_layers", maximum=maximum)
 
@@ -121,12 +132,17 @@ def _falcon_h1(f: _Fields, geo: _Geometry, max_layers: int) -> list:
     channels, SSM heads x d_head x d_state."""
     n = _layer_count(f, max_layers)
     hidden = geo.hidden
-    if f.has("mamba_d_ssm"):
-        inner = f.int("mamba_d_ssm")
-    else:
+    if "mamba_d_ssm" in f.cfg and f.cfg["mamba_d_ssm"] is None:
+        # FalconH1Config: an explicit null means mamba_expand x hidden_size
         if hidden is None:
             raise ValueError("config field 'hidden_size' is missing (the Mamba width needs it)")
         inner = f.int("mamba_expand", default=2) * hidden
+    elif f.has("mamba_d_ssm"):
+        inner = f.int("mamba_d_ssm")
+    else:
+        inner = 1024  # FalconH1Config's default when the field is absent
+        geo.assumptions.append("'mamba_d_ssm' is not in the config: took 1024, the default of "
+                               "transformers' falcon_h1 config class")
     f.seen.add("mamba_expand")
     heads = f.int("mamba_n_heads")
     head = f.raw("mamba_d_head", default="auto")
@@ -248,6 +264,7 @@ def _mllama(f: _Fields, geo: _Geometry, max_layers: int) -> list:
     Their K/V are computed once per image: max_num_tiles x ((image_size // patch_size)^2 + 1)
     states (transformers' MllamaVisionModel), not one per text token."""
     n = _layer_count(f, max_layers)
+    _head_dim_is_derived(f, geo, "MllamaTextSelfAttention")
     cross = _index_list(f, "cross_attention_layers", n) if f.has("cross_attention_layers") \
         else set()
     vision = f.top.get("vision_config") if isinstance(f.top, dict) else None
@@ -315,6 +332,10 @@ def _recurrent_gemma(f: _Fields, geo: _Geometry, max_layers: int) -> list:
         raise ValueError("config field '_block_types' differs from 'block_types': transformers "
                          "uses block_types and ignores _block_types, so the file's own layout "
                          "would not be the one that runs; kvcalc does not pick one")
+    _head_dim_is_derived(f, geo, "RecurrentGemmaConfig")
+    if f.cfg.get("sliding_window") not in (None, f.cfg.get("attention_window_size")):
+        raise ValueError("config fields 'sliding_window' and 'attention_window_size' differ; "
+                         "transformers reads attention_window_size")
     width = f.int("lru_width", default=geo.hidden)
     kernel = f.int("conv1d_width", default=4, minimum=2)
     window = f.int("attention_window_size")

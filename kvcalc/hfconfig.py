@@ -90,7 +90,22 @@ _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
     "cohere2": {"sliding_window_pattern": 4},
     "falcon": {"tie_word_embeddings": True},
     "gpt2": {"n_positions": 1024, "tie_word_embeddings": True},
+    # GPTBigCodeConfig: multi_query defaults to true (one KV head)
+    "gpt_bigcode": {"multi_query": True},
+    # JambaConfig: the Mamba width is mamba_expand (2) x hidden_size, not intermediate_size
+    "jamba": {"mamba_expand": 2},
+    # MllamaTextConfig's cross-attention layers when the file leaves them out
+    "mllama_text_model": {"cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38]},
 }
+
+# Families whose config class builds the layer layout by a rule of its own when layer_types is
+# absent (olmo3: sliding unless (i + 1) % 4 == 0; cwm and granite_swa: full at i % 4 == 0;
+# vaultgemma: alternating; exaone4: a pattern of 4; qwen2_moe: sliding on odd layers below
+# max_window_layers; smollm3: the NoPE layers; MiMo-V2-Flash: full at 0 and every 6th). kvcalc
+# reads their layout from layer_types (or the family's own pattern field) only.
+_LAYOUT_BY_CLASS_RULE = frozenset({
+    "olmo3", "cwm", "vaultgemma", "granite_swa", "granitemoe_swa", "exaone4", "exaone_moe",
+    "qwen2_moe", "smollm3", "mellum", "mimo_v2_flash"})
 
 
 
@@ -455,9 +470,7 @@ def _read_layers(f: _Fields, model_type: str, honor_sliding: bool):
     if f.has("block_configs"):
         return _nas_layers(f, geo), geo
 
-    if f.raw("use_bidirectional_attention") == "all":
-        raise ValueError("config field 'use_bidirectional_attention' is 'all': this is not a "
-                         "causal decoder, so it keeps no KV cache while generating")
+    _bidirectional(f)
     kinds = _layer_kinds(f, model_type, honor_sliding, geo)
     mla = f.has("kv_lora_rank")
     if mla and any(k in ("sliding", "chunked") for k in kinds):
@@ -491,6 +504,23 @@ def _read_layers(f: _Fields, model_type: str, honor_sliding: bool):
 
 
 _PER_LAYER_KEYS = {"head_dim", "num_key_value_heads"}
+
+
+def _bidirectional(f: _Fields) -> None:
+    """use_bidirectional_attention: off (None/false) is a causal decoder. 'vision' (Gemma 4
+    unified) and PaliGemma's true (gemma, gemma2: a prefix attended both ways) keep the same
+    cache; anywhere else a true value makes an encoder (EmbeddingGemma's gemma3_text also halves
+    its window), which keeps no KV cache while generating."""
+    value = f.raw("use_bidirectional_attention")
+    if value in (None, False):
+        return
+    if value == "vision" and f.model_type in ("gemma4_text", "gemma4_unified_text"):
+        return
+    if value is True and f.model_type in ("gemma", "gemma2"):
+        return
+    raise ValueError(f"config field 'use_bidirectional_attention' is {_short(value)}: for "
+                     f"model_type {_short(f.model_type or '(none)')} this is not a causal "
+                     "decoder, so it keeps no KV cache while generating")
 
 
 def _per_layer_overrides(f: _Fields, layers: list) -> list:
@@ -640,8 +670,23 @@ def _window(f: _Fields) -> int:
     return f.int("sliding_window")
 
 
+# MPT's attn_config: numerics, kernels and the bias; none changes what is cached
+_MPT_ATTN_KEYS = frozenset({
+    "attn_type", "kv_n_heads", "attn_pdrop", "attn_impl", "qk_ln", "qk_gn", "clip_qkv",
+    "softmax_scale", "prefix_lm", "attn_uses_sequence_id", "alibi", "alibi_bias_max", "rope",
+    "rope_theta", "rope_impl", "rope_dail_config", "rope_hf_config", "fused_qkv",
+    "sliding_window_size"})
+
+
 def _kv_heads(f: _Fields, q_heads: int, attn_cfg: dict | None) -> int:
     if attn_cfg is not None:  # MPT
+        unknown = sorted(set(attn_cfg) - _MPT_ATTN_KEYS)
+        if unknown:
+            raise ValueError("config field 'attn_config' has " + ", ".join(_short(u) for u in
+                             unknown) + ", which kvcalc does not understand")
+        if attn_cfg.get("sliding_window_size", -1) not in (-1, None):
+            raise ValueError("config field 'attn_config.sliding_window_size' sets a window, "
+                             "which kvcalc does not read for MPT")
         kind = attn_cfg.get("attn_type", "multihead_attention")
         if kind == "multiquery_attention":
             return 1
@@ -658,6 +703,15 @@ def _kv_heads(f: _Fields, q_heads: int, attn_cfg: dict | None) -> int:
                 "grouped_query_attention"
             )
         return q_heads
+    if f.model_type == "gpt_bigcode":
+        # GPTBigCodeConfig derives num_key_value_heads from multi_query (default true) and
+        # GPTBigCodeAttention uses multi_query alone: a file whose two disagree is refused.
+        kv = 1 if f.bool("multi_query", True) else q_heads
+        given = f.int("num_key_value_heads", required=False)
+        if given is not None and given != kv:
+            raise ValueError(f"config fields 'multi_query' and 'num_key_value_heads' ({given}) "
+                             f"disagree; transformers uses multi_query ({kv} KV heads)")
+        return kv
     if f.has("multi_query_group_num"):  # ChatGLM: groups used when multi_query_attention is on
         if f.raw("multi_query_attention", default=False) is True:
             return f.int("multi_query_group_num")
@@ -725,6 +779,13 @@ def _layer_kinds(f: _Fields, model_type: str, honor_sliding: bool, geo: _Geometr
         # transformers derives layer_types from these when it is absent; given, it decides
         f.seen.update({"use_sliding_window", "max_window_layers", "sliding_window_pattern",
                        "_sliding_window_pattern"})
+        f.seen.add("no_rope_layer_interval")
+        if f.raw("use_sliding_window") is False and "sliding" in kinds:
+            # Qwen2/Qwen3/SmolLM3: use_sliding_window false sets sliding_window to None, so the
+            # layers listed as sliding attend to everything (transformers and vLLM alike)
+            kinds = ["full" if k == "sliding" else k for k in kinds]
+            geo.notes.append("use_sliding_window is false: the layers layer_types lists as "
+                             "sliding attend to the whole context")
         if "sliding" not in kinds:
             f.seen.add("sliding_window")  # no layer of this model uses a window
         if f.has("full_attention_interval"):
@@ -749,7 +810,7 @@ def _layer_kinds(f: _Fields, model_type: str, honor_sliding: bool, geo: _Geometr
         kinds = _kinds_from_periods(f, n)
     if source == "layer_types":
         f.seen.add("no_rope_layers")  # layer_types already says which layers are chunked
-    if source is None and f.has("attention_chunk_size"):
+    if source is None and f.model_type == "llama4_text" and f.has("attention_chunk_size"):
         # Llama 4: RoPE layers attend within chunks; every no_rope_layer_interval-th layer is a
         # global NoPE layer. ``no_rope_layers[i]`` is 1 where layer i uses RoPE (is chunked).
         flags = f.raw("no_rope_layers")
@@ -799,6 +860,12 @@ def _from_codes(f: _Fields, name: str, codes: dict) -> list[str]:
 
 def _kinds_from_periods(f: _Fields, n: int) -> list[str]:
     window_on = f.raw("use_sliding_window", default=True) is not False
+    if f.model_type in _LAYOUT_BY_CLASS_RULE and window_on and \
+            f.has("sliding_window", "sliding_window_size"):
+        raise ValueError(f"config field 'layer_types' is missing: for model_type "
+                         f"{f.model_type} the config class places its sliding layers by a rule "
+                         "of its own, which kvcalc does not repeat; give a config with "
+                         "layer_types (transformers writes it)")
     hybrid = f.has("full_attention_interval") or f.has("attn_layer_period")
     if hybrid and window_on and f.raw("use_sliding_window") is True and f.has("sliding_window"):
         raise ValueError("config field 'use_sliding_window' is true in a hybrid model "
@@ -948,12 +1015,16 @@ def _state_layer(f: _Fields, hidden: int | None, flavor: str) -> RecurrentState:
         return RecurrentState(conv_elements=conv * (kernel - 1), ssm_elements=inner * d_state,
                               flavor=flavor, conv_kernel=kernel, groups=groups,
                               group_conv_elements=2 * d_state * (kernel - 1))
-    if f.has("intermediate_size") and not f.has("mamba_expand", "expand"):
-        d_inner = f.int("intermediate_size")
-    else:
-        if hidden is None:
-            raise ValueError("config field 'hidden_size' is missing (the Mamba state needs it)")
-        d_inner = f.int("mamba_expand", "expand", default=2) * hidden
+    if hidden is None:
+        raise ValueError("config field 'hidden_size' is missing (the Mamba state needs it)")
+    # MambaConfig / FalconMambaConfig / JambaConfig: the width is expand (default 2) x hidden;
+    # MambaConfig writes it as intermediate_size too, which must then agree.
+    d_inner = f.int("mamba_expand", "expand", default=2) * hidden
+    if f.model_type in ("mamba", "falcon_mamba") and f.has("intermediate_size"):
+        written = f.int("intermediate_size")
+        if written != d_inner:
+            raise ValueError(f"config field 'intermediate_size' ({written:,}) differs from "
+                             f"expand x hidden_size ({d_inner:,}), which transformers uses")
     return RecurrentState(conv_elements=d_inner * (kernel - 1), ssm_elements=d_inner * d_state,
                           flavor=flavor, conv_kernel=kernel)
 

@@ -250,3 +250,84 @@ def test_vllm_lines_for_kimi_linear_by_hand():
     assert p.num_blocks == 1387 and p.block_size == 1920
     assert round(p.max_concurrency, 2) == 57.79
     assert p.blocks_per_request == 24 and p.kv_cache_tokens == 1_893_717
+
+
+# -- fields whose meaning depends on the family (a review against transformers' code) ----------
+
+def test_bidirectional_attention_is_read_per_family():
+    # Gemma3TextConfig: true makes an encoder (EmbeddingGemma) and halves the window;
+    # PaliGemma's gemma/gemma2 text model attends its image prefix both ways, same cache.
+    enc = llama_config(model_type="gemma3_text", head_dim=64, use_bidirectional_attention=True)
+    with pytest.raises(ValueError, match="use_bidirectional_attention"):
+        spec_from_config(enc)
+    pali = llama_config(model_type="gemma2", head_dim=64, use_bidirectional_attention=True,
+                        sliding_window=None)
+    assert total(spec_from_config(pali), 100) == 4 * 2 * 2 * 64 * 2 * 100
+
+
+def test_gpt_bigcode_heads_come_from_multi_query():
+    # GPTBigCodeConfig: multi_query defaults to true, one KV head of n_embd / n_head = 64.
+    cfg = {"model_type": "gpt_bigcode", "n_embd": 768, "n_head": 12, "n_layer": 2}
+    assert total(spec_from_config(cfg), 10) == 2 * 2 * 1 * 64 * 2 * 10
+    with pytest.raises(ValueError, match="multi_query"):
+        spec_from_config({**cfg, "multi_query": False, "num_key_value_heads": 1})
+
+
+def test_jamba_mamba_width_is_expand_times_hidden():
+    # JambaConfig: mamba_expand defaults to 2, so the width is 2 x 4,096 = 8,192, not the MLP's
+    # intermediate_size. Layer 4 attends (period 8, offset 4); conv 8,192 x 3, SSM 8,192 x 16.
+    cfg = {"model_type": "jamba", "hidden_size": 4096, "intermediate_size": 14336,
+           "num_hidden_layers": 8, "num_attention_heads": 32, "num_key_value_heads": 8,
+           "attn_layer_period": 8, "attn_layer_offset": 4, "mamba_d_state": 16,
+           "mamba_d_conv": 4, "vocab_size": 1000}
+    spec = spec_from_config(cfg)
+    assert kv_cache(spec, 1).state_bytes == 7 * (8192 * 3 + 8192 * 16) * 2
+
+
+def test_mamba_intermediate_size_must_agree_with_expand():
+    cfg = load_config_file(DATA / "mamba-2.8b-hf.json")
+    with pytest.raises(ValueError, match="intermediate_size"):
+        spec_from_config({**cfg, "intermediate_size": 4096})
+
+
+def test_use_sliding_window_false_turns_listed_windows_off():
+    # Qwen2Config: sliding_window is None when use_sliding_window is false, so layers that
+    # layer_types calls sliding attend to everything: 4 x 2 x 2 x 64 x 2 B per token.
+    cfg = llama_config(model_type="qwen2", sliding_window=16, use_sliding_window=False,
+                       layer_types=["sliding_attention"] * 4)
+    assert total(spec_from_config(cfg), 100) == 4 * 512 * 100
+
+
+def test_a_layout_only_the_config_class_knows_is_refused_without_layer_types():
+    with pytest.raises(ValueError, match="layer_types"):
+        spec_from_config(llama_config(model_type="olmo3", sliding_window=4096))
+
+
+def test_falcon_h1_without_mamba_d_ssm_takes_the_class_default():
+    cfg = {k: v for k, v in FALCON_H1_05B.items() if k != "mamba_d_ssm"}
+    cfg["mamba_n_heads"] = 16  # 1,024 / 16 = 64 = mamba_d_head
+    spec = spec_from_config(cfg)
+    assert any("mamba_d_ssm" in a and "1024" in a for a in spec.assumptions)
+    assert spec.layers[0].state.ssm_elements == 1024 * 128
+
+
+def test_head_dim_these_families_derive_must_not_be_contradicted():
+    bad = {**MLLAMA_11B, "text_config": {**MLLAMA_11B["text_config"], "head_dim": 64}}
+    with pytest.raises(ValueError, match="head_dim"):
+        spec_from_config(bad)
+    with pytest.raises(ValueError, match="head_dim"):
+        spec_from_config({**RECURRENTGEMMA_2B, "head_dim": 128})
+    # mllama's default cross-attention layers when the file leaves them out
+    text = {k: v for k, v in MLLAMA_11B["text_config"].items() if k != "cross_attention_layers"}
+    spec = spec_from_config({**MLLAMA_11B, "text_config": text})
+    assert spec.kind_counts() == {"full": 32, "cross": 8}
+
+
+def test_mpt_attn_config_keys_are_checked():
+    cfg = load_config_file(DATA / "mpt-7b-instruct.json")
+    cfg["attn_config"] = {**cfg["attn_config"], "sliding_window_size": 2048}
+    with pytest.raises(ValueError, match="sliding_window_size"):
+        spec_from_config(cfg)
+    cfg["attn_config"] = {**cfg["attn_config"], "sliding_window_size": -1, "my_new_key": 1}
+    with pytest.raises(ValueError, match="my_new_key"):
+        spec_from_config(cfg)

@@ -64,7 +64,7 @@ def test_bad_inputs(kw):
 
 def test_chunked_layers_keep_only_the_current_chunk():
     # Llama 4 style: attention_chunk_size 8; layers 1-3 chunked, layer 4 global (interval 4).
-    spec = spec_from_config(llama_config(attention_chunk_size=8))
+    spec = spec_from_config(llama_config(model_type="llama4_text", attention_chunk_size=8))
     assert [lay.kind for lay in spec.layers] == ["chunked"] * 3 + ["full"]
     steps = fill_timeline(spec, 18, 2, layers=4)
     chunked_row = steps[-1].grid[0]  # 20 tokens: the current chunk holds positions 16..19
