@@ -45,7 +45,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .families import FAMILIES, understood
+from .families import FAMILIES, NEVER_CACHE, understood
 from .family_readers import (
     FAMILY_READERS,
     SEQ2SEQ_DECODERS,
@@ -675,12 +675,13 @@ _MPT_ATTN_KEYS = frozenset({
     "attn_type", "kv_n_heads", "attn_pdrop", "attn_impl", "qk_ln", "qk_gn", "clip_qkv",
     "softmax_scale", "prefix_lm", "attn_uses_sequence_id", "alibi", "alibi_bias_max", "rope",
     "rope_theta", "rope_impl", "rope_dail_config", "rope_hf_config", "fused_qkv",
-    "sliding_window_size"})
+    "sliding_window_size", "is_encoder_decoder"})
 
 
 def _kv_heads(f: _Fields, q_heads: int, attn_cfg: dict | None) -> int:
     if attn_cfg is not None:  # MPT
-        unknown = sorted(set(attn_cfg) - _MPT_ATTN_KEYS)
+        # (a config saved by transformers writes the sub-config whole, base fields included)
+        unknown = sorted(set(attn_cfg) - _MPT_ATTN_KEYS - NEVER_CACHE)
         if unknown:
             raise ValueError("config field 'attn_config' has " + ", ".join(_short(u) for u in
                              unknown) + ", which kvcalc does not understand")
