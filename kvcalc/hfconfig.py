@@ -94,6 +94,13 @@ _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
     "gpt_bigcode": {"multi_query": True},
     # JambaConfig: the Mamba width is mamba_expand (2) x hidden_size, not intermediate_size
     "jamba": {"mamba_expand": 2},
+    # The new families' config-class defaults, so that a file that leaves them out is read as
+    # transformers reads it and the assumptions say so (transformers 5.24's config classes)
+    "lfm2": {"conv_L_cache": 3}, "lfm2_moe": {"conv_L_cache": 3},
+    "falcon_h1": {"mamba_d_conv": 4, "mamba_n_groups": 1, "mamba_expand": 2},
+    "kimi_linear": {"linear_num_heads": 32, "linear_head_dim": 128,
+                    "linear_conv_kernel_dim": 4},
+    "recurrent_gemma": {"conv1d_width": 4},
     # MllamaTextConfig's cross-attention layers when the file leaves them out
     "mllama_text_model": {"cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38]},
 }

@@ -331,3 +331,14 @@ def test_mpt_attn_config_keys_are_checked():
     cfg["attn_config"] = {**cfg["attn_config"], "sliding_window_size": -1, "my_new_key": 1}
     with pytest.raises(ValueError, match="my_new_key"):
         spec_from_config(cfg)
+
+
+def test_a_class_default_a_family_reader_takes_is_said():
+    # LFM2-350M without conv_L_cache: transformers' Lfm2Config takes 3, and the spec says so.
+    cfg = {k: v for k, v in load_config_file(DATA / "lfm2-350m.json").items()
+           if k != "conv_L_cache"}
+    spec = spec_from_config(cfg)
+    assert any("'conv_L_cache'" in a and "3" in a and "lfm2" in a for a in spec.assumptions)
+    assert total(spec, 4096) == 6 * 2048 * 4096 + 10 * 4096
+    spec = spec_from_config({k: v for k, v in FALCON_H1_05B.items() if k != "mamba_d_conv"})
+    assert any("'mamba_d_conv'" in a for a in spec.assumptions)
