@@ -77,7 +77,7 @@ if missing and st.button(f"Measure {len(missing)} variant{'s' if len(missing) > 
                 return quality.evaluate(tokens=tokens, window=window, variants=[v.name],
                                         should_stop=should_stop, progress=progress)
 
-            table = queue.run(device_queue.session_id(), job, checkpoint=show)
+            table = device_queue.run_here(job, checkpoint=show)
             for r in table.rows:
                 store[(tokens, window, r.variant if r.variant != "exact" else "exact")] = r
             store[("source", tokens)] = table.text_source

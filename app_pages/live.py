@@ -93,8 +93,8 @@ if c[3].button("Run", type="primary", icon=":material/play_arrow:", width="stret
             # The checkpoint reads session state: that is where Streamlit raises StopException or
             # RerunException in this thread (Stop, a changed input, a closed tab); the queue's
             # finally then cancels the job, and the run ends at its next step.
-            result = queue.run(device_queue.session_id(), job, on_wait=on_wait,
-                               checkpoint=lambda: st.session_state.get("v_result"))
+            result = device_queue.run_here(job, on_wait=on_wait,
+                                             checkpoint=lambda: st.session_state.get("v_result"))
         st.session_state["v_result"] = result
     except ValueError as exc:
         st.session_state.pop("v_result", None)

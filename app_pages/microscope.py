@@ -43,17 +43,31 @@ text = prompt if prompt.strip() else EXAMPLES[example]
 def _look(text: str, model: str, steps: int, is_hosted: bool) -> microscope.Microscope:
     """The whole run for one prompt and model, computed once (through the device queue) and
     then only read: moving through steps, layers and heads never reruns the model."""
-    return device_queue.QUEUE.run(
-        device_queue.session_id(),
+    return device_queue.run_here(
         lambda should_stop: microscope.run(text, int(steps), hosted=is_hosted,
                                            should_stop=should_stop))
 
 
-try:
-    with st.spinner("Running SmolLM2 on your prompt (a few seconds; the first run loads it)..."):
-        m = _look(text, "smollm2-135m", int(steps), hosted())
-except ValueError as exc:
-    common.stop_on_error(exc)
+# A run starts only on a press (a link alone never puts a job on the device); the result is then
+# kept in this tab, so moving through steps, layers and heads never asks for another run.
+asked = (text, int(steps))
+if st.button("Run SmolLM2 on this prompt", type="primary", icon=":material/play_arrow:",
+             key="m_run"):
+    try:
+        with st.spinner("Running SmolLM2 on your prompt (a few seconds; the first run loads "
+                        "it)..."):
+            st.session_state["_m_result"] = (asked, _look(text, "smollm2-135m", int(steps),
+                                                           hosted()))
+    except ValueError as exc:
+        st.session_state.pop("_m_result", None)
+        common.stop_on_error(exc)
+done = st.session_state.get("_m_result")
+if not done or done[0] != asked:
+    st.info("Press **Run SmolLM2 on this prompt**: the model reads the prompt, writes "
+            f"{int(steps)} token{'s' if int(steps) > 1 else ''}, and every view below comes from "
+            "that one run.")
+    common.stop()
+m = done[1]
 
 c = st.columns(3)
 step = c[0].slider("Step (0 = reading the prompt)", 0, m.steps, min(1, m.steps),

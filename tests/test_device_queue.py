@@ -403,3 +403,51 @@ def test_real_server_stop_leave_and_clear_cache(tmp_path):
         proc.terminate()
         proc.wait(10)
     assert "A unstopped" not in lines() and "B unstopped" not in lines()
+
+
+def test_one_visitor_with_many_tabs_cannot_hold_the_line():
+    """Issue 22 B5: 17 tabs of one visitor filled the 16-job line and the next visitor was
+    refused. Now a visitor holds at most MAX_PER_VISITOR jobs (queued or running) whatever its
+    number of tabs, and the next visitor still gets in line."""
+    q = dq.DeviceQueue(is_alive=lambda s: True)
+    fn, started, release = blocker()
+    q.submit("tab-0", fn, visitor="mallory")
+    started.wait(5)
+    q.submit("tab-1", lambda stop: "second", visitor="mallory")
+    for i in range(2, 17):
+        with pytest.raises(dq.QueueError, match=f"at most {dq.MAX_PER_VISITOR} per visitor"):
+            q.submit(f"tab-{i}", lambda stop: "more", visitor="mallory")
+    honest = q.submit("alice-tab", lambda stop: "alice", visitor="alice")
+    # Behind the running job only: mallory has just been served, so alice goes first.
+    assert q.position(honest) == 2
+    release.set()
+    assert honest.wait(5) and honest.result() == "alice"
+
+
+def test_visitors_take_turns():
+    """A visitor who has just run goes behind visitors who have not: with mallory's three
+    queued tabs ahead of alice's one, alice runs second, not fourth."""
+    q = dq.DeviceQueue(is_alive=lambda s: True, max_per_visitor=10)
+    fn, started, release = blocker()
+    q.submit("hold", fn, visitor="bob")
+    started.wait(5)
+    order = []
+    jobs = [q.submit(f"m{i}", lambda stop, i=i: order.append(f"m{i}"), visitor="mallory")
+            for i in range(3)]
+    jobs.append(q.submit("a0", lambda stop: order.append("a0"), visitor="alice"))
+    # Neither has run yet: arrival order among them first, then turns.
+    assert [q.position(j) for j in jobs] == [2, 4, 5, 3]
+    release.set()
+    for j in jobs:
+        assert j.wait(5)
+    assert order == ["m0", "a0", "m1", "m2"]
+
+
+def test_without_a_visitor_each_session_is_its_own():
+    q = dq.DeviceQueue(is_alive=lambda s: True)
+    fn, started, release = blocker()
+    q.submit("s0", fn)
+    started.wait(5)
+    jobs = [q.submit(f"s{i}", lambda stop: "ok") for i in range(1, 5)]  # no per-visitor refusal
+    release.set()
+    assert all(j.wait(5) and j.result() == "ok" for j in jobs)

@@ -26,6 +26,11 @@ def text(element) -> str:
     return re.sub(r"\\(.)", r"\1", element.value)
 
 
+def pressed(at):
+    """The page after a press of its Run button (a link alone starts no run: issue 22 B5)."""
+    return at.button(key="m_run").click().run()
+
+
 @pytest.fixture(scope="module")
 def scope():
     if live.smollm2_path() is None:
@@ -95,9 +100,9 @@ def test_bad_input_is_refused(prompt, steps, hosted, msg):
 
 @needs_smollm2
 def test_microscope_page_numbers_come_from_the_run():
-    at = open_page("app_pages/microscope.py", m_example="The capital of France is Paris. "
-                   "The capital of Italy is", m_steps="3", m_step="2", m_layer="4", m_head="7 "
-                   "(reads KV head 2)")
+    at = pressed(open_page("app_pages/microscope.py", m_example="The capital of France is Paris. "
+                           "The capital of Italy is", m_steps="3", m_step="2", m_layer="4",
+                           m_head="7 (reads KV head 2)"))
     assert not at.exception, [e.value for e in at.exception]
     m = microscope.run(PROMPT, 3)
     body = " ".join(text(x) for x in at.markdown)
@@ -118,7 +123,7 @@ def test_microscope_page_numbers_come_from_the_run():
 
 @needs_smollm2
 def test_microscope_page_moves_without_rerunning_the_model(monkeypatch):
-    at = open_page("app_pages/microscope.py", m_steps="2")
+    at = pressed(open_page("app_pages/microscope.py", m_steps="2"))
     assert not at.exception
 
     def boom(*a, **k):
@@ -133,11 +138,26 @@ def test_microscope_page_moves_without_rerunning_the_model(monkeypatch):
 
 @needs_smollm2
 def test_microscope_page_refuses_bad_prompts(monkeypatch):
-    at = open_page("app_pages/microscope.py", m_prompt="word " * 200)
+    at = pressed(open_page("app_pages/microscope.py", m_prompt="word " * 200))
     assert "at most 128 tokens" in text(at.error[0])
     monkeypatch.setenv("KVLAB_HOSTED", "1")
-    at = open_page("app_pages/microscope.py", m_prompt="word " * 55)
+    at = pressed(open_page("app_pages/microscope.py", m_prompt="word " * 55))
     assert "at most 48 tokens" in text(at.error[0])
+
+
+@needs_smollm2
+def test_a_microscope_link_starts_no_run_until_pressed(monkeypatch):
+    """Issue 22 B5: opening a link (any number of tabs) put a job on the device with no press.
+    Now the page waits for the button; the views after it need the run."""
+    ran = []
+    real = microscope.run
+    monkeypatch.setattr(microscope, "run", lambda *a, **k: ran.append(a) or real(*a, **k))
+    at = open_page("app_pages/microscope.py", m_steps="2", m_prompt="one two three")
+    assert not at.exception and ran == []
+    assert "Press **Run SmolLM2 on this prompt**" in at.info[0].value
+    assert not at.get("plotly_chart")
+    at = pressed(at)
+    assert not at.exception and len(ran) == 1 and len(at.get("plotly_chart")) == 5
 
 
 def test_pages_say_what_is_missing(monkeypatch):
@@ -205,6 +225,8 @@ def test_garbage_links(page, garbage):
                                         "m_layer", "m_head"],
             "app_pages/kv_quality.py": ["q_tokens", "q_window", "q_extra"]}[page]
     at = open_page(page, **{k: garbage for k in keys})
+    if page.endswith("microscope.py"):
+        at = pressed(at)
     assert not at.exception, [e.value for e in at.exception]
     shown = " ".join(x.value for x in list(at.markdown) + list(at.warning) + list(at.error))
     assert "<script>" not in shown and "](javascript" not in shown

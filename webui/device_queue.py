@@ -6,15 +6,23 @@ object on the next call, so a lock kept there can be replaced while a run holds 
 hosted app was seen running three at once that way). ``QUEUE`` below is created once, when this
 module is first imported, and nothing a client sends replaces it.
 
-How it works: jobs wait in line in FIFO order and one worker thread runs them, one at a time. A
+How it works: jobs wait in line and one worker thread runs them, one at a time. A
 job is ``fn(should_stop)``; ``should_stop()`` turns true when the job is cancelled, when it has run
 longer than the cap, or when its session has left, and the job is expected to check it between
 steps (``kvcalc.live.measure(should_stop=...)`` does). Each session has at most one job: a new
 one replaces the old (the old one is cancelled). A queued job whose session has left is dropped
-before it starts. The waiting side (``DeviceQueue.wait``) reports the position in line, gives up
-after a wait timeout, and cancels its job in a ``finally``: on the live page Streamlit raises
-StopException or RerunException in the script thread when the user presses Stop, changes an input
-or closes the tab, so the run on the device ends at its next step.
+before it starts.
+
+Fair shares (issue 22 B5): a visitor (``webui.visitor.visitor_id``: one source address, however
+many tabs it opens) has at most ``MAX_PER_VISITOR`` jobs queued or running; one more is refused
+with a message. The next job to run is the oldest one of the visitor served longest ago (never
+served first), so a visitor with several tabs takes turns with everyone else instead of running
+all of them in a row: order is FIFO among visitors who have not run yet.
+
+The waiting side (``DeviceQueue.wait``) reports the position in line, gives up after a wait
+timeout, and cancels its job in a ``finally``: on the live page Streamlit raises StopException or
+RerunException in the script thread when the user presses Stop, changes an input or closes the
+tab, so the run on the device ends at its next step.
 
 Pure Python and threading; Streamlit is imported only by ``session_alive`` and ``session_id``,
 so the queue is unit-testable without it.
@@ -30,11 +38,12 @@ from typing import Any, Callable
 from .hosted import hosted
 
 __all__ = ["DeviceQueue", "Job", "QueueError", "QUEUE", "limits", "session_alive",
-           "session_id"]
+           "session_id", "MAX_PER_VISITOR", "run_here"]
 
 HOSTED_LIMITS = (60.0, 180.0)  # (cap per run, longest wait in line), seconds
 LOCAL_LIMITS = (300.0, 600.0)
 MAX_QUEUED = 16
+MAX_PER_VISITOR = 2  # jobs queued or running per visitor (two tabs: a Live run and a Check)
 
 
 def limits() -> tuple[float, float]:
@@ -73,8 +82,9 @@ class Job:
     stopped or dropped (cancelled, replaced, time limit, session left, wait timeout)."""
 
     def __init__(self, queue: DeviceQueue, session: str, fn: Callable[[Callable[[], bool]], Any],
-                 cap_s: float):
+                 cap_s: float, visitor: str | None = None):
         self.session_id = session
+        self.visitor = visitor if visitor is not None else session
         self.fn = fn
         self.cap_s = cap_s
         self.state = "queued"
@@ -142,14 +152,18 @@ class DeviceQueue:
     ``is_alive(session_id)``: whether a session is still there (default ``session_alive``)."""
 
     def __init__(self, *, cap_s: float | None = None, wait_timeout_s: float | None = None,
-                 is_alive: Callable[[str], bool] | None = None, max_queued: int = MAX_QUEUED):
+                 is_alive: Callable[[str], bool] | None = None, max_queued: int = MAX_QUEUED,
+                 max_per_visitor: int = MAX_PER_VISITOR):
         self.cap_s = cap_s
         self.wait_timeout_s = wait_timeout_s
         self.is_alive = is_alive or session_alive
         self.max_queued = max_queued
+        self.max_per_visitor = max_per_visitor
         self._cond = threading.Condition()
         self._queued: deque[Job] = deque()
         self._running: Job | None = None
+        self._served: dict[str, int] = {}  # visitor -> the turn it last started a job
+        self._turn = 0
         self._worker: threading.Thread | None = None
 
     # -- limits ---------------------------------------------------------------------------
@@ -162,18 +176,30 @@ class DeviceQueue:
 
     # -- submitting and waiting -----------------------------------------------------------
 
-    def submit(self, session: str, fn: Callable[[Callable[[], bool]], Any]) -> Job:
-        """Put ``fn(should_stop)`` in line for ``session``. An earlier job of the same session,
-        queued or running, is cancelled (reason "replaced"): one job per session."""
+    def submit(self, session: str, fn: Callable[[Callable[[], bool]], Any],
+               visitor: str | None = None) -> Job:
+        """Put ``fn(should_stop)`` in line for ``session`` of ``visitor`` (default: the session
+        is its own visitor). An earlier job of the same session, queued or running, is cancelled
+        (reason "replaced"): one job per session; and a visitor holds at most
+        ``max_per_visitor`` jobs, queued or running (QueueError beyond)."""
+        visitor = visitor if visitor is not None else session
         with self._cond:
             for old in [j for j in self._queued if j.session_id == session]:
                 old.cancel("replaced")
             if self._running is not None and self._running.session_id == session:
                 self._running.cancel("replaced")
+            mine = [j for j in self._queued if j.visitor == visitor]
+            if (self._running is not None and self._running.visitor == visitor
+                    and self._running.session_id != session):
+                mine.append(self._running)
+            if len(mine) >= self.max_per_visitor:
+                raise QueueError(f"You already have {len(mine)} runs waiting or running on this "
+                                 f"server (at most {self.max_per_visitor} per visitor, from any "
+                                 "tab): wait for them to finish, or stop them, then try again.")
             if len(self._queued) >= self.max_queued:
                 raise QueueError(f"{len(self._queued)} runs are already waiting for the device. "
                                  "Try again in a minute.")
-            job = Job(self, session, fn, self.run_cap_s())
+            job = Job(self, session, fn, self.run_cap_s(), visitor)
             self._queued.append(job)
             if self._worker is None or not self._worker.is_alive():
                 self._worker = threading.Thread(target=self._work, name="kvlab-device-queue",
@@ -188,11 +214,10 @@ class DeviceQueue:
         with self._cond:
             if job.state == "running":
                 return 1
-            try:
-                ahead = self._queued.index(job)
-            except ValueError:
+            order = self._order()
+            if job not in order:
                 return None
-            return ahead + 1 + (self._running is not None)
+            return order.index(job) + 1 + (self._running is not None)
 
     def wait(self, job: Job, *, on_wait: Callable[[int], None] | None = None,
              checkpoint: Callable[[], Any] | None = None, poll_s: float = 0.1) -> Any:
@@ -227,9 +252,10 @@ class DeviceQueue:
         finally:
             job.cancel()
 
-    def run(self, session: str, fn: Callable[[Callable[[], bool]], Any], **wait_kw) -> Any:
+    def run(self, session: str, fn: Callable[[Callable[[], bool]], Any],
+            visitor: str | None = None, **wait_kw) -> Any:
         """``submit`` then ``wait``."""
-        return self.wait(self.submit(session, fn), **wait_kw)
+        return self.wait(self.submit(session, fn, visitor), **wait_kw)
 
     # -- inside ---------------------------------------------------------------------------
 
@@ -238,6 +264,22 @@ class DeviceQueue:
             return bool(self.is_alive(session))
         except Exception:  # noqa: BLE001 - never let a failing check kill the worker
             return True
+
+    def _order(self) -> list[Job]:
+        """The queued jobs in the order they will run (lock held): the visitor served longest
+        ago first (never served: first of all), and by arrival within a visitor and among
+        equals. Later turns are simulated so that a visitor's second job counts its first."""
+        served = dict(self._served)
+        turn = self._turn
+        left = list(self._queued)
+        order = []
+        while left:
+            job = min(left, key=lambda j: served.get(j.visitor, -1))
+            left.remove(job)
+            order.append(job)
+            turn += 1
+            served[job.visitor] = turn
+        return order
 
     def _drop(self, job: Job, error: BaseException) -> None:
         """Take a queued job out of the line and finish it with ``error`` (lock held)."""
@@ -253,7 +295,13 @@ class DeviceQueue:
             with self._cond:
                 while not self._queued:
                     self._cond.wait()
-                job = self._queued.popleft()
+                job = self._order()[0]
+                self._queued.remove(job)
+                self._turn += 1
+                self._served[job.visitor] = self._turn
+                if len(self._served) > 4096:  # forget the oldest visitors, keep it bounded
+                    for v in sorted(self._served, key=self._served.get)[:2048]:
+                        del self._served[v]
                 if not self._alive(job.session_id):  # the tab closed while it waited
                     job.stop_reason = "session left"
                     job._cancel.set()
@@ -285,3 +333,12 @@ class DeviceQueue:
 
 # The one queue of this server process (see the module docstring for why it lives here).
 QUEUE = DeviceQueue()
+
+
+def run_here(fn: Callable[[Callable[[], bool]], Any], **wait_kw) -> Any:
+    """Run ``fn(should_stop)`` on ``QUEUE`` for the calling Streamlit session and its visitor
+    (webui.visitor): what every page uses."""
+    from .visitor import visitor_id
+
+    sid = session_id()
+    return QUEUE.run(sid, fn, visitor=visitor_id(sid), **wait_kw)

@@ -25,8 +25,7 @@ def section(model: str, source: str, dtype: str, device: str) -> None:
                  icon=":material/timer:"):
         try:
             with st.spinner("Timing..."):
-                got = device_queue.QUEUE.run(
-                    device_queue.session_id(),
+                got = device_queue.run_here(
                     lambda should_stop: worktime.measure(
                         model=model, source=source, ns=ns, dtype=dtype, device=device,
                         should_stop=should_stop, local_files_only=hosted()),
