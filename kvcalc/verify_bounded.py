@@ -6,17 +6,30 @@ a fresh process (``spawn``: nothing of the server's state is shared) with an add
 (``resource.setrlimit(RLIMIT_AS)``) and a wall-time limit; the child is killed and reaped when
 the time is up, so the server's own memory never grows with it.
 
+Before any process starts, the config is read (the reader's size caps refuse a hostile one in
+milliseconds), its ``model_type`` must be one the check may build (kvcalc.verify_types: never a
+model whose transformers code loads or compiles native code), and its depth must be one the
+check can build within its limits (``MAX_CHECK_LAYERS``). ``should_stop`` lets a caller (the
+app's device queue: Stop, a closed tab, its own time cap) end the check early: the child is
+killed and reaped then too.
+
 torch is imported in the child only; ``import kvcalc`` never loads it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
-__all__ = ["BoundedVerdict", "verify_bounded", "DEFAULT_TIMEOUT_S", "DEFAULT_MEMORY_GIB"]
+__all__ = ["BoundedVerdict", "verify_bounded", "DEFAULT_TIMEOUT_S", "DEFAULT_MEMORY_GIB",
+           "MAX_CHECK_LAYERS", "precheck"]
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MEMORY_GIB = 4.0  # torch alone maps about 1 GiB of address space
+# The deepest real decoders have 126 (Llama 3.1 405B) to about 160 layers; building 512 on the
+# meta device takes about a second per hundred layers and well under the memory limit.
+MAX_CHECK_LAYERS = 512
+POLL_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -35,33 +48,76 @@ def _limit(memory_gib: float):
     return apply
 
 
+def precheck(config: object) -> str | None:
+    """Why ``config`` will not be built by the check, in one line, or None when it may be.
+    Milliseconds: the reader's caps, the model-type allow-list and the depth limit."""
+    from .hfconfig import spec_from_config
+    from .verify_types import refusal
+
+    if not isinstance(config, dict):
+        return "not checked: a config.json is a JSON object"
+    why = refusal(config.get("model_type"))
+    if why:
+        return why
+    try:
+        spec = spec_from_config(config, unverified=True)
+    except ValueError as exc:
+        return f"not checked: {str(exc)[:400]}"
+    if spec.num_layers > MAX_CHECK_LAYERS:
+        return (f"not checked: {spec.num_layers:,} layers is more than the {MAX_CHECK_LAYERS} "
+                "this check builds within its limits")
+    return None
+
+
 def verify_bounded(config: dict, *, context: int | None = None,
                    timeout_s: float = DEFAULT_TIMEOUT_S,
-                   memory_gib: float = DEFAULT_MEMORY_GIB) -> BoundedVerdict:
+                   memory_gib: float = DEFAULT_MEMORY_GIB,
+                   should_stop: Callable[[], bool] | None = None) -> BoundedVerdict:
     """The meta-device check of ``config`` in a child process (``python -m
     kvcalc.verify_bounded``): at most ``timeout_s`` seconds and ``memory_gib`` GiB of address
-    space; on time-out the child's whole process group is killed, and it is always reaped."""
+    space, refused before it starts when ``precheck`` says so; when the time is up or
+    ``should_stop()`` turns true the child's whole process group is killed, and it is always
+    reaped."""
     import json
     import os
     import signal
     import subprocess
     import sys
+    import time
 
+    why = precheck(config)
+    if why:
+        return BoundedVerdict(None, why)
     payload = json.dumps({"config": config, "context": context}, allow_nan=True)
     proc = subprocess.Popen([sys.executable, "-m", "kvcalc.verify_bounded"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, preexec_fn=_limit(memory_gib),
                             start_new_session=True, text=True)
+    deadline = time.monotonic() + timeout_s
+    stopped = None
+    send: str | None = payload
     try:
-        out, _ = proc.communicate(payload, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        proc.communicate()
-        return BoundedVerdict(None, f"not checked: the check took longer than {timeout_s:g} s "
-                                    "and was stopped")
+        while True:
+            try:
+                out, _ = proc.communicate(send, timeout=POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                send = None  # the input went on the first call
+            if time.monotonic() > deadline:
+                stopped = f"the check took longer than {timeout_s:g} s and was stopped"
+            elif should_stop is not None and should_stop():
+                stopped = "the check was stopped before it finished"
+            if stopped:
+                break
+    finally:
+        if proc.returncode is None:  # stopped, or an exception in should_stop: kill and reap
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.communicate()
+    if stopped:
+        return BoundedVerdict(None, f"not checked: {stopped}")
     try:
         got = json.loads(out.strip().splitlines()[-1]) if out.strip() else None
     except ValueError:

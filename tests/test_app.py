@@ -512,6 +512,35 @@ def test_config_of_a_family_without_a_reader_is_checked_by_itself():
     assert "my_own_llama" in said
 
 
+def test_hosted_checks_only_on_a_press_and_refuses_native_code_types(monkeypatch):
+    # Issue 22 B2/B5: on a hosted server the transformers check starts only on a press, and a
+    # model_type whose transformers code compiles native code (RWKV runs ninja) is refused by
+    # name without any process started.
+    pytest.importorskip("torch")
+    import subprocess
+
+    monkeypatch.setenv("KVLAB_HOSTED", "1")
+    started = []
+    real = subprocess.Popen
+    monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: started.append(a) or real(*a, **k))
+    at = open_page("app_pages/home.py")
+    at.sidebar.selectbox(key="model").set_value("my-config")
+    at.run()
+    rwkv = json.loads((DATA / "rwkv-4-430m-pile.json").read_text())
+    at.sidebar.text_area(key="cfg_text").set_value(json.dumps({**rwkv, "sliding_window": 131000}))
+    at.run()
+    assert any("sliding_window" in text(e) for e in at.sidebar.error)
+    at.sidebar.checkbox(key="cfg_unverified").check()  # what locally starts the check by itself
+    at.run()
+    assert not at.exception and not at.sidebar.success and started == []
+    assert not [w for w in at.sidebar.warning if "transformers" in text(w)]
+    at.sidebar.button(key="verify_btn").click()
+    at.run(timeout=60)
+    assert not at.exception and started == []
+    said = " ".join(text(w) for w in at.sidebar.warning)
+    assert "rwkv model loads or compiles native code" in said
+
+
 @pytest.mark.parametrize("page", ["app_pages/step_time.py", "app_pages/frontier.py",
                                   "app_pages/roofline.py", "app_pages/lab.py"])
 def test_tp_that_does_not_divide_the_kv_heads_is_a_message(page):

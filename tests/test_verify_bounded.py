@@ -30,3 +30,50 @@ def test_stopped_at_its_time_limit_and_reaped():
 def test_stopped_at_its_memory_limit():
     r = verify_bounded(load_config_file(DATA / "llama-3.1-8b.json"), memory_gib=0.3)
     assert r.agrees is None and r.line.startswith("not checked")
+
+
+def test_refused_before_a_process_starts(monkeypatch):
+    """Issue 22 B2: a pasted model_type: rwkv made transformers run ninja; a 199,000-entry
+    pattern ran 695 s at 4,368 MiB. Now: the model-type allow-list, the reader's caps and the
+    depth limit refuse them by name before any child process exists."""
+    import subprocess
+
+    def no_process(*a, **k):
+        raise AssertionError("a process was started")
+
+    monkeypatch.setattr(subprocess, "Popen", no_process)
+    rwkv = load_config_file(DATA / "rwkv-4-430m-pile.json")
+    r = verify_bounded({**rwkv, "sliding_window": 131000})
+    assert r.agrees is None and "native code" in r.line and "rwkv" in r.line
+    r = verify_bounded({"model_type": "resnet\x1b[2J", "num_hidden_layers": 2})
+    assert "resnet\\x1b[2J" in r.line and "not one of the 297" in r.line
+    r = verify_bounded({"model_type": "nemotron_h", "hybrid_override_pattern": "M*" * 99_500,
+                        "hidden_size": 64, "num_attention_heads": 2, "num_key_value_heads": 1})
+    assert r.agrees is None and "1,024" in r.line
+    llama = load_config_file(DATA / "llama-3.1-8b.json")
+    t0 = time.perf_counter()
+    r = verify_bounded({**llama, "num_hidden_layers": 600})
+    assert "600 layers is more than the 512" in r.line and time.perf_counter() - t0 < 1
+
+
+def test_should_stop_ends_the_check_and_reaps_the_child():
+    """The app's device queue asks to stop (Stop, a closed tab, its cap): the child is killed
+    within a poll, and no process is left."""
+    import os
+
+    t0 = time.perf_counter()
+    calls = []
+
+    def stop():
+        calls.append(time.perf_counter())
+        return len(calls) > 3
+
+    before = set(os.listdir("/proc"))
+    r = verify_bounded(load_config_file(DATA / "llama-3.1-8b.json"), timeout_s=60,
+                       should_stop=stop)
+    assert r.agrees is None and "stopped before it finished" in r.line
+    assert time.perf_counter() - t0 < 5
+    children = [p for p in set(os.listdir("/proc")) - before if p.isdigit()
+                and os.path.exists(f"/proc/{p}/cmdline")
+                and b"kvcalc.verify_bounded" in open(f"/proc/{p}/cmdline", "rb").read()]
+    assert children == []

@@ -16,7 +16,7 @@ from kvcalc.units import GiB
 from kvcalc.weight_bytes import Weights, weights_given, weights_in
 
 from . import hub
-from .hosted import MAX_PASTE_CHARS, plain, verify_caps
+from .hosted import MAX_PASTE_CHARS, hosted, plain, verify_caps
 from .render import show_error, stop, stop_on_error
 from .urlstate import bound, select
 
@@ -250,15 +250,19 @@ def _model_summary(key: str) -> None:
                 st.markdown(f"- {plain(line)}")
     text = _config_text() if key in (CUSTOM, HUB) else None
     if text and _torch_available():
-        if spec.unverified or not spec.family_reader:
-            # No reader of this family read it: the transformers check runs by itself (in a
-            # child process with a time and memory limit, once per config text).
-            st.session_state["_verified"] = (text, _verify_text(text))
-        elif st.button("Check against transformers", key="verify_btn",
-                       help="Builds the model on PyTorch's meta device (no weights, no memory) "
-                            "and compares the cache transformers allocates with kvcalc's "
-                            "layers."):
-            st.session_state["_verified"] = (text, _verify_text(text))
+        # No reader of this family read it: locally the transformers check runs by itself; a
+        # hosted server runs it only on a press (issue 22 B5: no job without a press). Either
+        # way in a child process with a time and memory limit, one at a time per server
+        # through the device queue, once per config text.
+        auto = (spec.unverified or not spec.family_reader) and not hosted()
+        if auto or st.button("Check against transformers", key="verify_btn",
+                             help="Builds the model on PyTorch's meta device (no weights, no "
+                                  "memory) and compares the cache transformers allocates with "
+                                  "kvcalc's layers."):
+            try:
+                st.session_state["_verified"] = (text, _verify_text(text))
+            except ValueError as exc:  # the queue is full, or this visitor's share is used
+                show_error(exc)
         done = st.session_state.get("_verified")
         if done and done[0] == text:
             st.caption("Checked against transformers' own cache (meta device):")
@@ -276,14 +280,21 @@ def _torch_available() -> bool:
 def _verify_text(text: str) -> tuple[bool, str]:
     """(agrees, one line) for a config text; the line names what differs or why it cannot be
     checked."""
-    from kvcalc.verify_bounded import verify_bounded
+    from kvcalc.verify_bounded import precheck, verify_bounded
+
+    from .device_queue import run_here
 
     try:
         cfg = parse_config_text(text)
     except ValueError as exc:
         return False, str(exc)
+    why = precheck(cfg)  # refused by name in milliseconds: no place in the queue needed
+    if why:
+        return False, why
     caps = verify_caps()
-    r = verify_bounded(cfg, timeout_s=caps["timeout_s"], memory_gib=caps["memory_gib"])
+    r = run_here(lambda should_stop: verify_bounded(
+        cfg, timeout_s=caps["timeout_s"], memory_gib=caps["memory_gib"],
+        should_stop=should_stop))
     return bool(r.agrees), r.line
 
 
