@@ -4,7 +4,7 @@ import streamlit as st
 
 from kvcalc import quality
 from kvcalc.units import fmt_bytes
-from webui import common, device_queue
+from webui import common, device_queue, shared
 from webui.charts_measured import quality_figure
 from webui.common import bound
 from webui.hosted import hosted
@@ -39,13 +39,9 @@ except ValueError as exc:
     common.stop_on_error(exc)
 
 
-@st.cache_resource(show_spinner=False)
-def _store() -> dict:
-    """Measured rows, per (tokens, window, variant), shared by every session of this server."""
-    return {}
-
-
-store = _store()
+# Measured rows, per (tokens, window, variant), shared by every session of this server: a
+# module global, so a client's clear_cache cannot empty it (webui/shared.py).
+store = shared.QUALITY_ROWS
 key = lambda v: (tokens, window, v.name)  # noqa: E731
 missing = [v for v in variants if key(v) not in store]
 queue = device_queue.QUEUE

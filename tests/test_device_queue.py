@@ -451,3 +451,98 @@ def test_without_a_visitor_each_session_is_its_own():
     jobs = [q.submit(f"s{i}", lambda stop: "ok") for i in range(1, 5)]  # no per-visitor refusal
     release.set()
     assert all(j.wait(5) and j.result() == "ok" for j in jobs)
+
+
+CLEAR_APP = '''
+import os
+import streamlit as st
+import webui
+from webui import shared
+
+webui.warm_up()
+
+def log(line):
+    with open(os.environ["KVLAB_E2E_LOG"], "a") as fh:
+        fh.write(line + "\\n")
+
+@st.cache_data
+def shared_result():
+    log("computed")
+    return 1
+
+shared_result()
+if "rows" not in shared.QUALITY_ROWS:
+    shared.QUALITY_ROWS["rows"] = 1
+    log("stored")
+log("ran")
+'''
+
+
+@pytest.mark.parametrize("hosted", [True, False])
+def test_a_clients_clear_cache_cannot_empty_shared_caches_when_hosted(tmp_path, hosted):
+    """Issue 22 B6: one anonymous clear_cache websocket message emptied every cache of the
+    server. Hosted, it now clears only the sender's session state: a cached result is not
+    computed again and the shared quality rows stay. Locally Streamlit's behaviour is kept
+    (the second case: the same message does make the cache compute again)."""
+    websockets = pytest.importorskip("websockets")
+    import asyncio
+    import os
+    import sys
+
+    from conftest import start_server
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+
+    app, log = tmp_path / "app.py", tmp_path / "log.txt"
+    app.write_text(CLEAR_APP)
+    log.write_text("")
+    env = {**os.environ, "KVLAB_E2E_LOG": str(log), "KVLAB_HOSTED": "1" if hosted else "0"}
+    proc, base = start_server(lambda port: [
+        sys.executable, "-m", "streamlit", "run", str(app), f"--server.port={port}",
+        "--server.address=127.0.0.1", "--server.headless=true",
+        "--server.fileWatcherType=none", "--browser.gatherUsageStats=false"],
+        cwd=tmp_path, env=env)
+    port = int(base.rsplit(":", 1)[1])
+
+    async def runs(n, seconds=20.0):
+        deadline = time.monotonic() + seconds
+        while log.read_text().splitlines().count("ran") < n:
+            assert time.monotonic() < deadline, log.read_text()
+            await asyncio.sleep(0.05)
+
+    async def scenario():
+        async def tab():
+            ws = await websockets.connect(f"ws://127.0.0.1:{port}/_stcore/stream",
+                                          max_size=None)
+
+            async def drain():
+                try:
+                    async for _ in ws:
+                        pass
+                except Exception:  # noqa: BLE001 - the tab was closed
+                    pass
+            asyncio.ensure_future(drain())
+            return ws
+
+        rerun = BackMsg()
+        rerun.rerun_script.query_string = ""
+        clear = BackMsg()
+        clear.clear_cache = True
+        a = await tab()
+        await a.send(rerun.SerializeToString())
+        await runs(1)
+        b = await tab()
+        await b.send(clear.SerializeToString())
+        await asyncio.sleep(0.3)
+        await a.send(rerun.SerializeToString())
+        await runs(2)
+        await a.close()
+        await b.close()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    lines = log.read_text().splitlines()
+    assert lines.count("stored") == 1  # a module global: no clear reaches it
+    assert lines.count("computed") == (1 if hosted else 2), lines

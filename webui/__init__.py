@@ -14,6 +14,9 @@ def warm_up() -> None:
     can be seen half-initialized ("partially initialized module 'pandas' has no attribute
     'Series'"). Doing it under a lock, once, removes the race."""
     global _warmed
+    from .shared import protect_caches
+
+    protect_caches()  # hosted: a client's clear_cache empties only its own session state
     if _warmed:
         return
     with _WARM_LOCK:

@@ -1,0 +1,83 @@
+"""What this server keeps for every visitor, out of reach of Streamlit's ``clear_cache``.
+
+Streamlit answers a ``clear_cache`` message from any client, unauthenticated, by emptying every
+``st.cache_data`` and ``st.cache_resource`` of the process, for all sessions (issue 22 B6: one
+message wiped the measured quality table, minutes of device time to rebuild). Two defences:
+
+* Results that cost device time and are shared by everyone live here, in module globals that
+  nothing a client sends can reach (``QUALITY_ROWS``), bounded in size.
+* In hosted mode ``protect_caches()`` makes the server ignore ``clear_cache`` for the shared
+  caches: the message still clears the sender's own session state (its own to lose), never
+  what other visitors use. Locally, the developer menu's "Clear cache" works as Streamlit's.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from .hosted import hosted
+
+__all__ = ["SharedStore", "QUALITY_ROWS", "protect_caches"]
+
+
+class SharedStore:
+    """A thread-safe mapping with at most ``max_items`` entries (the oldest written goes)."""
+
+    def __init__(self, max_items: int):
+        self.max_items = max_items
+        self._items: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __contains__(self, key: Any) -> bool:
+        with self._lock:
+            return key in self._items
+
+    def __getitem__(self, key: Any) -> Any:
+        with self._lock:
+            return self._items[key]
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        with self._lock:
+            return self._items.get(key, default)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.max_items:
+                self._items.popitem(last=False)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+
+# The measured quality rows, per (tokens, window, variant), and the text each was measured on.
+QUALITY_ROWS = SharedStore(max_items=512)
+
+_protected = False
+_protect_lock = threading.Lock()
+
+
+def protect_caches() -> bool:
+    """In hosted mode, make ``clear_cache`` from a client clear only that client's own session
+    state. Idempotent; True when the protection is in place."""
+    global _protected
+    if not hosted():
+        return False
+    with _protect_lock:
+        if _protected:
+            return True
+        from streamlit.runtime.app_session import AppSession
+
+        if not hasattr(AppSession, "_handle_clear_cache_request"):
+            return False  # a Streamlit without this handler: nothing to replace
+
+        def own_state_only(self) -> None:
+            self._session_state.clear()
+
+        AppSession._handle_clear_cache_request = own_state_only
+        _protected = True
+        return True
