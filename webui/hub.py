@@ -7,6 +7,7 @@ missing, the user gets a message that says what to do instead.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -18,26 +19,54 @@ from .hosted import hub_allowlist
 
 __all__ = ["fetch_config", "check_repo_id"]
 
+# Before huggingface_hub is first imported here: no telemetry, no agent-registry request.
+os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 TIMEOUT_S = 8
-# The server fetches for everyone: at most this many fetches in any RATE_WINDOW_S seconds.
-RATE_LIMIT = 30
+# The server fetches for everyone, so two limits in any RATE_WINDOW_S seconds (issue 22 B10: one
+# server-wide limit let one tab lock every other visitor out): RATE_PER_VISITOR for one visitor
+# (webui.visitor: a source address, however many tabs), RATE_LIMIT for the whole server.
+RATE_LIMIT = 60
+RATE_PER_VISITOR = 6
 RATE_WINDOW_S = 60.0
+MAX_VISITORS_TRACKED = 10_000
 _fetches: deque[float] = deque()
+_by_visitor: dict[str, deque[float]] = {}
 _rate_lock = threading.Lock()
 
 
-def _take_fetch_slot(now: float | None = None) -> None:
-    """Count one fetch against the server-wide limit, or ValueError when it is used up."""
+def _prune(times: deque[float], now: float) -> None:
+    while times and now - times[0] > RATE_WINDOW_S:
+        times.popleft()
+
+
+def _take_fetch_slot(visitor: str = "", now: float | None = None) -> None:
+    """Count one fetch of ``visitor`` against its own limit and the server's, or ValueError
+    (saying how long to wait) when either is used up."""
     now = time.monotonic() if now is None else now
     with _rate_lock:
-        while _fetches and now - _fetches[0] > RATE_WINDOW_S:
-            _fetches.popleft()
+        _prune(_fetches, now)
+        mine = _by_visitor.get(visitor)
+        if mine is not None:
+            _prune(mine, now)
+        if mine is not None and len(mine) >= RATE_PER_VISITOR:
+            wait = RATE_WINDOW_S - (now - mine[0])
+            raise ValueError(f"You have fetched {RATE_PER_VISITOR} configs from the Hub in the "
+                             f"last minute; try again in {max(1, round(wait))} s, or paste the "
+                             "config.json.")
         if len(_fetches) >= RATE_LIMIT:
             wait = RATE_WINDOW_S - (now - _fetches[0])
             raise ValueError(f"This server has fetched {RATE_LIMIT} configs from the Hub in the "
                              f"last minute; try again in {max(1, round(wait))} s, or paste the "
                              "config.json.")
+        if mine is None:
+            if len(_by_visitor) >= MAX_VISITORS_TRACKED:  # forget the visitors done with it
+                for v in [v for v, t in _by_visitor.items() if not t or now - t[-1] >
+                          RATE_WINDOW_S]:
+                    del _by_visitor[v]
+            mine = _by_visitor.setdefault(visitor, deque())
+        mine.append(now)
         _fetches.append(now)
 
 
@@ -56,11 +85,15 @@ def check_repo_id(repo_id: str) -> str:
     return repo_id
 
 
-def fetch_config(repo_id: str) -> dict:
-    """The config.json of ``repo_id`` from the Hub (or the local HF cache)."""
+def fetch_config(repo_id: str, visitor: str = "") -> dict:
+    """The config.json of ``repo_id`` from the Hub (or the local HF cache), for ``visitor``.
+
+    One request to the Hub for the file and nothing else: huggingface_hub's telemetry (which
+    also fetches ``/api/agent-harnesses`` to name the caller in its user agent) is switched off
+    before it is imported, and again on its constants if something imported it first."""
     repo_id = check_repo_id(repo_id)
     try:
-        from huggingface_hub import hf_hub_download
+        from huggingface_hub import constants, hf_hub_download
         from huggingface_hub.errors import (
             GatedRepoError,
             HfHubHTTPError,
@@ -73,7 +106,8 @@ def fetch_config(repo_id: str) -> dict:
         raise ValueError("Fetching from the Hub needs the huggingface_hub package "
                          "(pip install huggingface_hub). You can paste the config.json instead.") \
             from None
-    _take_fetch_slot()
+    constants.HF_HUB_DISABLE_TELEMETRY = True
+    _take_fetch_slot(visitor)
     try:
         path = hf_hub_download(repo_id, "config.json", etag_timeout=TIMEOUT_S)
     except HFValidationError:

@@ -19,6 +19,7 @@ from . import hub
 from .hosted import MAX_PASTE_CHARS, hosted, plain, verify_caps
 from .render import show_error, stop, stop_on_error
 from .urlstate import bound, select
+from .visitor import visitor_id
 
 CUSTOM = "my-config"  # "my own config.json" (upload or paste)
 HUB = "hub"  # a Hugging Face Hub model id
@@ -146,7 +147,7 @@ def _hub_inputs() -> None:
     if st.button("Fetch config.json", key="hub_fetch"):
         repo = st.session_state.get("hub_id", "")
         try:
-            st.session_state["hub_config"] = (repo, hub.fetch_config(repo))
+            st.session_state["hub_config"] = (repo, hub.fetch_config(repo, visitor_id()))
         except ValueError as exc:
             st.session_state["hub_config"] = None
             st.session_state["hub_error"] = str(exc)
