@@ -7,7 +7,9 @@ A visitor is a source address, not a browser tab: one person with seventeen tabs
   real source. It is trusted only when the deployment says so (``KVLAB_BEHIND_PROXY=1``): a
   server reached directly would otherwise let a client name itself anything.
 * Otherwise Streamlit's own view of the websocket's peer (``st.context.ip_address``); Streamlit
-  gives None for a loopback peer, and every loopback tab is then one visitor, "local".
+  gives None for a loopback peer, and every loopback tab is then one visitor, "local". (Streamlit
+  1.67 serves through uvicorn, which itself takes X-Forwarded-For from a loopback peer only,
+  FORWARDED_ALLOW_IPS: HAProxy on the same machine is seen through without any setting.)
 * Without a Streamlit request at all (plain Python), the session is its own visitor.
 """
 
