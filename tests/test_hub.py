@@ -14,8 +14,10 @@ from webui import hub  # noqa: E402
 @pytest.fixture(autouse=True)
 def fresh_rate_window():
     hub._fetches.clear()
+    hub._recent.clear()
     yield
     hub._fetches.clear()
+    hub._recent.clear()
 
 
 def failing(exc):
@@ -133,3 +135,21 @@ def test_one_fetch_is_one_file_request_and_nothing_else(tmp_path):
     assert json.loads(out.stdout.strip().splitlines()[-1])["num_hidden_layers"] == 2
     paths = {p for _, p in seen}
     assert paths == {"/org-x/model-y/resolve/main/config.json"}, seen
+
+
+def test_a_config_fetched_recently_is_served_again_without_a_request(monkeypatch, tmp_path):
+    """A class behind one address asking for the same model: one request, within the limits."""
+    import json
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 2}))
+    calls = []
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download",
+                        lambda *a, **k: calls.append(a) or str(path))
+    hub._by_visitor.clear()
+    for _ in range(3 * hub.RATE_PER_VISITOR):
+        cfg = hub.fetch_config("Qwen/Qwen2.5-0.5B-Instruct", "ip:10.0.0.9")
+        assert cfg["num_hidden_layers"] == 2
+        cfg["num_hidden_layers"] = 99  # a caller's change never reaches the next caller
+    assert len(calls) == 1 and len(hub._fetches) == 1
+    hub._by_visitor.clear()

@@ -7,11 +7,12 @@ missing, the user gets a message that says what to do instead.
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 
 from kvcalc.hfconfig import MAX_CONFIG_BYTES, parse_config_text
 
@@ -34,6 +35,12 @@ MAX_VISITORS_TRACKED = 10_000
 _fetches: deque[float] = deque()
 _by_visitor: dict[str, deque[float]] = {}
 _rate_lock = threading.Lock()
+# A config fetched in the last RECENT_S seconds is served again without a request and without
+# counting against any limit: a class behind one school address asking for the same model
+# makes one request, not sixty.
+RECENT_S = 600.0
+RECENT_MAX = 256
+_recent: OrderedDict[str, tuple[float, dict]] = OrderedDict()
 
 
 def _prune(times: deque[float], now: float) -> None:
@@ -92,6 +99,20 @@ def fetch_config(repo_id: str, visitor: str = "") -> dict:
     also fetches ``/api/agent-harnesses`` to name the caller in its user agent) is switched off
     before it is imported, and again on its constants if something imported it first."""
     repo_id = check_repo_id(repo_id)
+    with _rate_lock:
+        got = _recent.get(repo_id)
+        if got is not None and time.monotonic() - got[0] < RECENT_S:
+            return copy.deepcopy(got[1])
+    cfg = _download(repo_id, visitor)
+    with _rate_lock:
+        _recent[repo_id] = (time.monotonic(), copy.deepcopy(cfg))
+        _recent.move_to_end(repo_id)
+        while len(_recent) > RECENT_MAX:
+            _recent.popitem(last=False)
+    return cfg
+
+
+def _download(repo_id: str, visitor: str) -> dict:
     try:
         from huggingface_hub import constants, hf_hub_download
         from huggingface_hub.errors import (
