@@ -2,7 +2,7 @@ import streamlit as st
 
 from kvcalc import budget, prefill, step_time
 from kvcalc.roofline import DEFAULT_MFU
-from kvcalc.sweeps import max_context_at, step_curve
+from kvcalc.sweeps import max_context_at, no_speed_reason, step_curve
 from kvcalc.units import GiB, fmt_gib, fmt_seconds
 from webui import common
 from webui.charts import budget_figure, step_time_figure
@@ -72,10 +72,17 @@ with top:  # the answer first: on a phone it is on the first screen
     m[2].metric(f"{batch:,} x {context:,} tokens", "fits" if b.fits else
                 f"over by {fmt_gib(b.overflow_bytes)}")
     m = st.columns(4)
-    if b.fits:
+    # One rule with the other pages (kvcalc.sweeps.no_speed_reason): past the model's limit
+    # or more than this pool holds, no speed.
+    past = no_speed_reason(sel.spec, context, batch)
+    if b.fits and not past:
         m[0].metric("Decode step", fmt_seconds(s.step_time_s), delta("step", "{:+,.2f} ms"),
                     delta_color="inverse")
         m[1].metric("Tokens/s (batch)", f"{s.tokens_per_s:,.0f}", delta("tps", "{:+,.0f}"))
+    elif past:
+        m[0].metric("Decode step", "past the limit")
+        m[1].metric("Tokens/s (batch)", "past the limit")
+        st.warning(f"No step time or tokens/s: {past}. Lower the context.")
     else:  # no speed for a batch that cannot run
         most = max(int(b.max_concurrency), 0)
         m[0].metric("Decode step", "does not fit")
@@ -85,7 +92,10 @@ with top:  # the answer first: on a phone it is on the first screen
             f"{most:,} do. A step time for a batch that cannot run would mislead, so none is "
             "shown. Lower the batch or the context, use an FP8 KV cache, or add GPUs."
         )
-    if p is None:
+    if prompt > sel.spec.max_context:
+        m[2].metric(f"Time to first token ({prompt:,} tokens)", "past the limit",
+                    help=no_speed_reason(sel.spec, prompt))
+    elif p is None:
         m[2].metric(f"Time to first token ({prompt:,} tokens)", "unknown",
                     help="Prefill FLOPs need the parameter count, which kvcalc could not take "
                          "from this config (see the sidebar)." if sel.spec.params is None else
@@ -120,8 +130,9 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
         f"concurrency = {b.num_blocks:,} blocks x {b.block_bytes:,} B / {b.seq_bytes:,} B per "
         f"sequence = {b.max_concurrency:,.2f}\n"
         f"decode step = ({s.weight_read_bytes:,} + {s.kv_read_bytes + s.state_read_bytes:,}) B / "
-        f"{sel.bandwidth_gbs:,.0f} GB/s = {fmt_seconds(s.step_time_s)}"
-        + ("" if p is None else
+        f"{sel.bandwidth_gbs:,.0f} GB/s = "
+        + (fmt_seconds(s.step_time_s) if b.fits and not past else "(not shown: it cannot run)")
+        + ("" if p is None or prompt > sel.spec.max_context else
            f"\nTTFT        = max({p.flops:.3e} FLOPs / ({p.peak_tflops:g} TFLOPS x {mfu:g}"
            + (f" x {sel.tp} GPUs" if sel.tp > 1 else "")
            + f") = {fmt_seconds(p.compute_time_s)}, weights read once = "

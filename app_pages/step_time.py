@@ -1,7 +1,14 @@
 import streamlit as st
 
 from kvcalc import step_time
-from kvcalc.sweeps import batch_curve, max_batch_at, max_context_at, step_curve
+from kvcalc.sweeps import (
+    FIXED_COST_NOTE_BELOW_S,
+    batch_curve,
+    max_batch_at,
+    max_context_at,
+    no_speed_reason,
+    step_curve,
+)
 from kvcalc.units import GB, fmt_seconds
 from webui import callbacks, common
 from webui.charts import batch_figure, step_time_figure
@@ -10,9 +17,13 @@ from webui.common import bound, select
 sel = common.require_selection()
 top = common.page_header(
     "Decode step time vs context length", sel,
-    "Each decode step reads every weight once, whatever the context, and also reads the whole "
-    "cache of every sequence in the batch. The first read is a fixed band; the second is a wedge "
-    "that grows with context. Where the wedge overtakes the band, the cache sets the speed.")
+    ("Each decode step reads the weights the batch needs, whatever the context: for this "
+     "mixture-of-experts (MoE) model the shared weights and the experts its tokens are routed "
+     "to, so more at a larger batch. "
+     if sel.spec.moe else "Each decode step reads every weight once, whatever the context, ")
+    + "It also reads the whole cache of every sequence in the batch. The first read is a fixed "
+    "band; the second is a wedge that grows with context. Where the wedge overtakes the band, "
+    "the cache sets the speed.")
 common.require_fit(sel)  # no speed for a model that does not fit
 
 c1, c2, c3 = st.columns(3)
@@ -40,14 +51,21 @@ st.plotly_chart(step_time_figure(curve, s.crossover_context, batch, fits_to=fits
                                  model_max=sel.spec.max_context), width="stretch", key="s_fig")
 common.fit_caption(sel, batch, fits_to)
 
+# No speed for a setup that cannot run: past the model's limit, or more than the pool holds.
+no_speed = no_speed_reason(sel.spec, context, batch, **pool)
 with top:  # the answer first: on a phone it is on the first screen
     m = st.columns(4)
-    m[0].metric(f"Step time at {context:,} tokens", fmt_seconds(s.step_time_s))
-    m[1].metric("Tokens/s (whole batch)", f"{s.tokens_per_s:,.1f}")
+    verdict = "past the limit" if context > sel.spec.max_context else "does not fit"
+    m[0].metric(f"Step time at {context:,} tokens",
+                verdict if no_speed else fmt_seconds(s.step_time_s))
+    m[1].metric("Tokens/s (whole batch)", verdict if no_speed else f"{s.tokens_per_s:,.1f}")
     m[2].metric("Crossover context (tokens)", "never" if s.crossover_context is None
                 else f"{s.crossover_context:,}")
     m[3].metric("Share of the step reading KV", f"{s.kv_share:.0%}")
 
+if no_speed:
+    st.warning(f"No step time or tokens/s here: {no_speed}. Lower the context or the batch "
+               "(the chart shows where they fit).", icon=":material/block:")
 if s.crossover_context is None:
     st.info("This model's cache stops growing (every layer keeps a bounded window or a fixed "
             "state), so reading it never costs as much as reading the weights.")
@@ -67,6 +85,11 @@ else:
 st.caption("An ideal lower bound: every byte read at the chosen share of the GPU's nominal "
            "bandwidth (real kernels reach roughly 60-85% of it; set the share in the sidebar) and "
            "no tensor-parallel all-reduce time. " + common.embedding_note(sel))
+if not no_speed and s.step_time_s < FIXED_COST_NOTE_BELOW_S:
+    st.info(f"At {fmt_seconds(s.step_time_s)} a step, the fixed cost of a real engine's step "
+            "matters: launching kernels, sampling and scheduling add about 1-3 ms a step that "
+            "this ideal bound leaves out, so expect noticeably fewer tokens/s than shown.",
+            icon=":material/schedule:")
 if s.bound == "compute":
     st.warning(f"At this batch the arithmetic ({fmt_seconds(s.compute_time_s)} at the GPU's dense "
                "peak) takes longer than the memory reads: the step is compute bound, so the "
@@ -80,20 +103,33 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
         f"{s.kv_read_bytes:,} B\n"
         + (f"state read     = {s.state_read_bytes:,} B\n" if s.state_read_bytes else "")
         + f"step time      = {s.weight_read_bytes + s.kv_read_bytes + s.state_read_bytes:,} B / "
-        f"{sel.bandwidth_gbs:,.0f} GB/s = {fmt_seconds(s.step_time_s)}\n"
-        f"tokens/s       = {batch} / {s.step_time_s:.6f} s = {s.tokens_per_s:,.1f}\n"
-        f"crossover      = smallest N with {batch} x KV(N) >= {s.weight_read_bytes:,} B")
+        f"{sel.bandwidth_gbs:,.0f} GB/s = "
+        + (f"{fmt_seconds(s.step_time_s)}\n"
+           f"tokens/s       = {batch} / {s.step_time_s:.6f} s = {s.tokens_per_s:,.1f}\n"
+           if not no_speed else f"(not shown: {verdict})\n")
+        + f"crossover      = smallest N with {batch} x KV(N) >= {s.weight_read_bytes:,} B")
     st.caption("GB/s = 10^9 bytes per second. A decode step is bound by memory bandwidth: the "
                "GPU spends it streaming weights and cache, not computing.")
 
 st.subheader(f"Step time against batch at {context:,} tokens")
 batches = [1, 2, 4, 8, 16, 32, 64, 128, 256]
 bc = batch_curve(sel.spec, sel.weights, batches, context=context, **kw)
-most = max_batch_at(sel.spec, context, **pool)
+past = context > sel.spec.max_context
+most = 0 if past else max_batch_at(sel.spec, context, **pool)
 st.plotly_chart(batch_figure(bc, max_batch=most), width="stretch", key="s_batch_fig")
-st.caption(f"Weights are read once per step however many sequences share it, so tokens/s rises "
-           f"with batch until the caches dominate. Weights read per step at batch 1: "
-           f"{bc['weight_s'][0] * sel.bandwidth_gbs * GB / 1e9:,.2f} GB. At {context:,} tokens "
-           f"the KV pool holds {most:,} sequence{'s' if most != 1 else ''} (vLLM's arithmetic at "
-           "gpu_memory_utilization 0.9 and a 2 GiB reserve, as on the Budget page); larger "
-           "batches are hatched and get no tokens/s.")
+read = [x * sel.bandwidth_gbs * GB / 1e9 for x in bc["weight_s"]]
+if sel.spec.moe:
+    shared = (f"Weights read per step: {read[0]:,.2f} GB at batch 1, {read[-1]:,.2f} GB at batch "
+              f"{batches[-1]} of {sel.weights.bytes / GB:,.2f} GB in all: each extra sequence "
+              "routes its token to experts the others may not use, so the weight read grows with "
+              "batch until every expert is read; tokens/s still rises, more slowly than for a "
+              "dense model.")
+else:
+    shared = (f"Weights are read once per step however many sequences share it, so tokens/s "
+              f"rises with batch until the caches dominate. Weights read per step: "
+              f"{read[0]:,.2f} GB at any batch.")
+holds = (f"{context:,} tokens is past the model's limit, so no batch gets tokens/s" if past else
+         f"At {context:,} tokens the KV pool holds {most:,} sequence{'s' if most != 1 else ''} "
+         "(vLLM's arithmetic at gpu_memory_utilization 0.9 and a 2 GiB reserve, as on the Budget "
+         "page); larger batches are hatched and get no tokens/s")
+st.caption(f"{shared} {holds}.")

@@ -24,6 +24,7 @@ from .kv import kv_cache
 from .memory import DEFAULT_RESERVE_BYTES, ENGINES, budget
 from .model import ModelSpec
 from .roofline import DEFAULT_MFU, offload_vs_recompute, prefill, step_time, token_passes
+from .sweeps import no_speed_reason
 from .text import short as _short
 from .units import GB, GiB, fmt_bytes, fmt_gib, fmt_seconds
 from .weight_bytes import Weights, weights_given, weights_in
@@ -392,6 +393,10 @@ def cmd_step_time(args):
     bw = gpu.bandwidth_gbs if gpu else args.bandwidth_gbs
     w, wbytes = _weights(args, spec, wd, ed)
     peak = gpu.peak_tflops(w.dtype) if gpu else None
+    # No speed past the model's limit (kvcalc.sweeps.no_speed_reason, the pages' rule).
+    past = no_speed_reason(spec, args.context, args.batch)
+    if past:
+        raise ValueError(f"no step time: {past}. Lower --context.")
     s = step_time(spec, w, context=args.context, batch=args.batch, bandwidth_gbs=bw,
                   kv_dtype=args.kv_dtype, scales=args.kv_scales, tp=args.tp, pp=args.pp,
                   peak_tflops=peak,
@@ -424,16 +429,29 @@ def _prefill_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("prefill", "time to first token from FLOPs", _prefill_arguments)
 def cmd_prefill(args):
-    spec, *_ = _load_model(args)
+    spec, wd, ed, _ = _load_model(args)
     gpu = registry().gpu(args.gpu)
     peak = gpu.peak_tflops(args.dtype)
-    r = prefill(spec, args.prompt_tokens, peak, mfu=args.mfu, tp=args.tp)
+    past = no_speed_reason(spec, args.prompt_tokens)
+    if past:
+        raise ValueError(f"no prefill time: {past}. Lower --prompt-tokens.")
+    # The floor: a forward pass reads every weight it uses at least once (as the Lab does).
+    floor = {}
+    if spec.params is not None:
+        w = weights_in(spec, "auto", wd, ed)
+        floor = dict(weight_read_bytes=w.read_per_step(spec, args.prompt_tokens),
+                     bandwidth_gbs=gpu.bandwidth_gbs)
+    r = prefill(spec, args.prompt_tokens, peak, mfu=args.mfu, tp=args.tp, **floor)
     out = r.to_dict()
     out.update(gpu=gpu.key)
     text = [f"{spec.name}: prefill of {args.prompt_tokens:,} tokens on {gpu.name}",
             f"  FLOPs: {r.linear_flops:.3e} (2 x active params x tokens) + "
             f"{r.attention_flops:.3e} (attention) = {r.flops:.3e}",
-            f"  time to first token: {fmt_seconds(r.time_s)} at {args.mfu:g} x {peak:g} TFLOPS"]
+            f"  compute: {fmt_seconds(r.compute_time_s)} at {args.mfu:g} x {peak:g} TFLOPS"]
+    if floor:
+        text.append(f"  one read of the weights: {fmt_seconds(r.memory_time_s)} at "
+                    f"{gpu.bandwidth_gbs:,.0f} GB/s")
+    text.append(f"  time to first token: {fmt_seconds(r.time_s)} ({r.bound} bound)")
     return out, text
 
 

@@ -11,7 +11,13 @@ from .units import check_int
 from .weight_bytes import Weights
 
 __all__ = ["context_grid", "concurrency_curve", "step_curve", "batch_curve", "max_batch_at",
-           "max_context_at"]
+           "max_context_at", "no_speed_reason", "FIXED_COST_NOTE_BELOW_S"]
+
+# Below this ideal step time the pages say that a real engine's fixed cost per step (kernel
+# launches, sampling, scheduling: about 1-3 ms even with CUDA graphs, the gap between vLLM's
+# measured decode steps and the byte time in its own latency benchmarks, issue 24) is a large
+# share of what a user will see.
+FIXED_COST_NOTE_BELOW_S = 3e-3
 
 
 def context_grid(lo: int, hi: int, points: int = 60, include: tuple[int, ...] = ()) -> list[int]:
@@ -84,3 +90,26 @@ def max_context_at(spec: ModelSpec, batch: int, **budget_kwargs) -> int:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
     return lo
+
+
+def no_speed_reason(spec: ModelSpec, context: int, batch: int = 1,
+                    **budget_kwargs) -> str | None:
+    """Why no decode speed may be stated for ``batch`` sequences of ``context`` tokens each, or
+    None when one may: the one rule every page and the CLI apply (issue 23 [16]).
+
+    * A context past the model's limit (max_position_embeddings): it was not trained for it,
+      and engines refuse it by default.
+    * A batch the KV pool cannot hold at that context, when ``budget_kwargs`` describe a pool
+      (``max_batch_at``): those sequences cannot be decoded together.
+    """
+    limit = spec.max_context
+    if context > limit:
+        return (f"{context:,} tokens is past this model's limit of {limit:,} tokens "
+                "(max_position_embeddings): it was not trained for it and engines refuse it")
+    if budget_kwargs:
+        most = max_batch_at(spec, context, **budget_kwargs)
+        if most < batch:
+            seqs = f"{batch:,} sequence{'s' if batch != 1 else ''}"
+            return (f"{seqs} of {context:,} tokens do{'es' if batch == 1 else ''} not fit in "
+                    f"the KV pool: at most {most:,} fit{'s' if most == 1 else ''} at that length")
+    return None

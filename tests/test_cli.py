@@ -595,3 +595,31 @@ def test_simulate_refuses_a_run_of_billions_of_steps(capsys):
                  "--output-tokens", "100000"])
     assert code == 2 and time.perf_counter() - t0 < 5
     assert "engine steps, more than the 5,000,000" in capsys.readouterr().err
+
+
+def test_no_speed_past_the_models_limit(capsys):
+    """Issue 23 [16]: 1,000,000 tokens on Llama 3.1 8B (max_position_embeddings 131,072) gave
+    "43.61 ms -> 22.9 tokens/s". The CLI now refuses, as the pages do; 131,072 is still a
+    speed."""
+    assert main(["step-time", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb",
+                 "--context", "1000000"]) == 2
+    err = capsys.readouterr().err
+    assert "past this model's limit of 131,072 tokens" in err
+    assert main(["prefill", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb",
+                 "--prompt-tokens", "131073"]) == 2
+    assert "past this model's limit" in capsys.readouterr().err
+    d = run_json(capsys, "step-time", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb",
+                 "--context", "131072")
+    assert d["tokens_per_s"] > 0
+
+
+def test_prefill_is_never_faster_than_one_read_of_the_weights(capsys):
+    """A 16-token prompt's FLOPs take 0.49 ms at half of an H100's peak, but the pass reads
+    the weights once: Llama 3.1 8B in BF16 is 8,030,261,248 parameters x 2 B, less its untied
+    input embedding (128,256 x 4,096 x 2 B), plus the 16 rows it gathers (16 x 4,096 x 2 B) =
+    15,009,980,416 B, over 3,350 GB/s (the H100 SXM's datasheet bandwidth)."""
+    d = run_json(capsys, "prefill", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb",
+                 "--prompt-tokens", "16")
+    read = 8_030_261_248 * 2 - 128_256 * 4096 * 2 + 16 * 4096 * 2
+    assert read == 15_009_980_416
+    assert d["time_s"] == pytest.approx(read / 3350e9, rel=1e-9)

@@ -231,9 +231,10 @@ def batch_figure(curve: dict, max_batch: int | None = None) -> go.Figure:
                                                                        color=COLORS["over"]),
                            text=f"hatched: does not fit in memory (at most {max_batch:,})")
     fig.update_layout(barmode="stack", xaxis=dict(title="batch (sequences)", type="category"),
-                      yaxis=dict(title="decode step time (ms)"),
+                      yaxis=dict(title="decode step time (ms)", rangemode="nonnegative"),
                       yaxis2=dict(title="tokens/s", overlaying="y", side="right",
-                                  showgrid=False), **_LAYOUT)
+                                  showgrid=False, rangemode="nonnegative",
+                                  visible=any(fits)), **_LAYOUT)
     return fig.done()
 
 

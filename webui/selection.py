@@ -415,8 +415,13 @@ def embedding_note(sel: Selection) -> str:
     from kvcalc.units import fmt_gib
 
     w = sel.weights
+    if sel.spec.moe:
+        every = ("Each step reads the shared weights once and each expert that some token of the "
+                 "batch is routed to once (the expected number of distinct experts, so the read "
+                 "grows with batch until every expert is touched)")
+    else:
+        every = "Every weight is read once per step"
     if not w.input_embedding_bytes:
-        return ("Every weight is read once per step (a tied embedding is read whole, as the "
-                "output head).")
-    return (f"Every weight is read once per step except the untied input embedding "
-            f"({fmt_gib(w.input_embedding_bytes)}): a lookup gathers only one row per token.")
+        return f"{every} (a tied embedding is read whole, as the output head)."
+    return (f"{every}, except the untied input embedding ({fmt_gib(w.input_embedding_bytes)}): a "
+            "lookup gathers only one row per token.")

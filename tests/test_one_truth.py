@@ -1,0 +1,97 @@
+"""Issue 23: one truth per quantity. What the pages may state about a setup comes from one core
+rule, checked on the pages that state it.
+
+Oracles: the model's config (max_position_embeddings), first-principles byte counts written
+out in each test, and gpt-oss-20b's published shape (32 experts, 4 routed per token)."""
+
+import json
+import re
+
+import pytest
+from conftest import open_page
+
+from kvcalc import registry
+from kvcalc.sweeps import no_speed_reason
+
+
+def text(element) -> str:
+    return re.sub(r"\\(.)", r"\1", element.value)
+
+
+def metric(at, label_start: str) -> str:
+    for m in at.metric:
+        if m.label.startswith(label_start):
+            return m.value
+    raise AssertionError(f"no metric {label_start!r} in {[m.label for m in at.metric]}")
+
+
+def figure(at, key: str) -> dict:
+    for chart in at.get("plotly_chart"):
+        if chart.proto.id.endswith(key) or key in chart.proto.id:
+            return json.loads(chart.proto.spec)
+    raise AssertionError(f"no chart {key}")
+
+
+def test_the_rule_past_the_limit_and_past_the_pool():
+    spec = registry().model("llama-3.1-8b").spec  # max_position_embeddings 131,072
+    assert spec.max_context == 131_072
+    assert no_speed_reason(spec, 131_072) is None
+    assert "limit of 131,072 tokens" in no_speed_reason(spec, 131_073)
+    # A pool of exactly 2 sequences of 1,024 tokens: 2 x 1,024 x 131,072 B (32 layers x 8 KV
+    # heads x 128 x 2 (K and V) x 2 B), in blocks of 16 tokens; weights 0, no reserve.
+    pool = dict(total_bytes=2 * 1024 * 131_072, weights_bytes=0, gpu_mem_util=1.0,
+                reserve_bytes=0, block_size=16, kv_dtype="bf16")
+    assert no_speed_reason(spec, 1024, 2, **pool) is None
+    assert "3 sequences of 1,024 tokens do not fit" in no_speed_reason(spec, 1024, 3, **pool)
+
+
+@pytest.mark.parametrize("page", ["app_pages/step_time.py", "app_pages/lab.py"])
+def test_no_speed_past_the_models_limit(page):
+    """[16] Context 1,000,000 on Llama 8B showed "43.61 ms, 22.9 tokens/s"."""
+    ctx = {"app_pages/step_time.py": "s_ctx", "app_pages/lab.py": "l_ctx"}[page]
+    at = open_page(page, model="llama-3.1-8b", **{ctx: "1000000"})
+    assert not at.exception
+    values = [m.value for m in at.metric]
+    assert not any(re.search(r"\d ms$|µs$", v) for v in values if "Step" in v or "step" in v)
+    label = "Step time at" if page.endswith("step_time.py") else "Decode step"
+    assert metric(at, label) in ("past the limit", "does not fit")
+    assert metric(at, "Tokens/s") in ("past the limit", "does not fit")
+    if page.endswith("step_time.py"):
+        shown = " ".join(text(w) for w in at.warning)
+        assert "past this model's limit of 131,072 tokens" in shown
+        batch = figure(at, "s_batch_fig")
+        assert all(v is None for v in batch["data"][2]["y"])  # no tokens/s at any batch
+        assert batch["layout"]["yaxis2"]["visible"] is False  # so no negative ticks either
+
+
+def test_a_batch_that_does_not_fit_gets_no_speed_on_the_step_time_page():
+    # 4,096 sequences of 8,192 tokens of Llama 8B need 4,096 GiB of KV: no H100 holds it.
+    at = open_page("app_pages/step_time.py", model="llama-3.1-8b", s_batch="4096")
+    assert not at.exception
+    assert metric(at, "Step time at") == "does not fit"
+    assert "4,096 sequences of 8,192 tokens do not fit" in " ".join(text(w) for w in at.warning)
+
+
+def test_moe_weight_read_grows_with_batch_and_the_page_says_so():
+    """[17] gpt-oss-20b reads 3.71 of 13.75 GB at batch 1; the page said every weight is read
+    once per step. With 32 experts and 4 routed per token, a batch of 256 touches all of them
+    (the chance that one expert is missed by 256 tokens is (1 - 4/32)^256, about 1e-15)."""
+    at = open_page("app_pages/step_time.py", model="gpt-oss-20b")
+    assert not at.exception
+    said = " ".join(text(c) for c in at.caption) + " ".join(text(m) for m in at.markdown)
+    assert "Every weight is read once per step" not in said
+    m = re.search(r"Weights read per step: ([\d.,]+) GB at batch 1, ([\d.,]+) GB at batch 256 "
+                  r"of ([\d.,]+) GB in all", said)
+    assert m, said
+    one, full, total = (float(g.replace(",", "")) for g in m.groups())
+    assert one < full < total  # less than all: the untied input embedding is gathered
+    assert full == pytest.approx(total - 1.158, abs=0.01)  # 201,088 x 2,880 x 2 B
+
+
+def test_a_step_under_3_ms_names_the_fixed_cost_it_leaves_out():
+    """[18] gpt-oss-20b at batch 1 on an H100: 1.17 ms ideal; engines add 1-3 ms a step."""
+    at = open_page("app_pages/step_time.py", model="gpt-oss-20b", s_ctx="1024")
+    assert not at.exception
+    assert any("about 1-3 ms a step" in text(i) for i in at.info)
+    at = open_page("app_pages/step_time.py", model="llama-3.1-70b", tp="8", s_batch="64")
+    assert not any("about 1-3 ms a step" in text(i) for i in at.info)
