@@ -132,9 +132,13 @@ def test_ingress_routes_by_path_with_cookie_affinity_and_websocket_timeouts():
     ann = ing["metadata"]["annotations"]
     assert ann["nginx.ingress.kubernetes.io/affinity"] == "cookie"
     assert ann["nginx.ingress.kubernetes.io/session-cookie-name"] == "KVLAB_REPLICA"
-    tunnel = re.search(r"timeout tunnel (\d+)h", HAPROXY_CFG).group(1)
+    value, unit = re.search(r"timeout tunnel (\d+)(s|m|h)\b", HAPROXY_CFG).groups()
+    tunnel_s = int(value) * {"s": 1, "m": 60, "h": 3600}[unit]
     for key in ("proxy-read-timeout", "proxy-send-timeout"):  # as HAProxy's tunnel timeout
-        assert int(ann[f"nginx.ingress.kubernetes.io/{key}"]) == int(tunnel) * 3600
+        assert int(ann[f"nginx.ingress.kubernetes.io/{key}"]) == tunnel_s
+    # Connections per source address, as HAProxy's default.
+    per_source = re.search(r"KVLAB_LB_CONN_PER_SOURCE-(\d+)", HAPROXY_CFG).group(1)
+    assert ann["nginx.ingress.kubernetes.io/limit-connections"] == per_source
     services = _by("Service")
     paths = {p["path"]: p["backend"]["service"] for rule in ing["spec"]["rules"]
              for p in rule["http"]["paths"]}
