@@ -427,6 +427,22 @@ def test_a_class_behind_one_address_gets_in(tmp_path, backend):
     assert len(second["upgraded"]) == 60
 
 
+# -- who the visitor is -----------------------------------------------------------------------
+
+def test_a_forged_x_forwarded_for_is_replaced_by_the_real_source(tmp_path, backend):
+    forged = "X-Forwarded-For: 6.6.6.6\r\nX-Forwarded-For: 10.0.0.1, 10.0.0.2\r\n"
+    with haproxy(tmp_path, backend) as port:
+        status, body, _ = _get(port, "/", "127.0.0.11", headers=forged)
+        assert status == 200
+        assert json.loads(body)["x-forwarded-for"] == ["127.0.0.11"]
+        # The websocket's own request too: Streamlit's st.context.headers are that request's.
+        with socket.create_connection(("127.0.0.1", port), timeout=2,
+                                      source_address=("127.0.0.12", 0)) as s:
+            s.sendall(_upgrade_request(forged))
+            assert s.recv(4096).startswith(b"HTTP/1.1 101")
+        assert backend.upgrades[-1] == ["127.0.0.12"]
+
+
 # -- timeouts ---------------------------------------------------------------------------------
 
 def _seconds(text: str) -> float:

@@ -103,6 +103,8 @@ def test_deployment_probes_resources_and_user(name):
     assert dep["spec"]["selector"]["matchLabels"].items() <= \
         dep["spec"]["template"]["metadata"]["labels"].items()
     assert {"name": "KVLAB_HOSTED", "value": "1"} in c["env"]
+    # Behind the ingress controller, whose X-Forwarded-For is the visitor's address.
+    assert {"name": "KVLAB_BEHIND_PROXY", "value": "1"} in c["env"]
 
 
 def test_gpu_variant_asks_for_one_gpu_and_serves_under_its_path():
@@ -171,6 +173,12 @@ def test_compose_runs_the_dockerfile_image_behind_haproxy():
     for a in apps:
         assert services[a]["build"] == "." and (ROOT / "Dockerfile").exists()
         assert str(_exposed_port()) in services[a]["expose"]
+        # The app trusts X-Forwarded-For (HAProxy's, which replaces the client's), so a
+        # replica is reachable only through HAProxy: exposed to the network, never published.
+        assert services[a]["environment"]["KVLAB_BEHIND_PROXY"] == "1"
+        assert "ports" not in services[a]
+    # The image alone (docker run -p 8501:8501) is reached directly: it must not trust it.
+    assert "KVLAB_BEHIND_PROXY" not in DOCKERFILE
     # The image's HEALTHCHECK is what "service_healthy" waits for.
     assert "HEALTHCHECK" in DOCKERFILE and "/_stcore/health" in DOCKERFILE
     lb = services["lb"]
