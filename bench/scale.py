@@ -45,6 +45,13 @@ def _load_avg() -> str:
 
 
 async def _phase(n_replicas: int, args, kill_at: float | None = None) -> dict:
+    # Every session comes from this machine: one source address to HAProxy, which would hold
+    # it to a class's share (deploy/haproxy.cfg). Raise the shares to fit the sessions (each
+    # holds a websocket and opens one connection for its page load, twice when it reconnects).
+    for var, default, per_session in (("KVLAB_LB_WEBSOCKETS_PER_SOURCE", 150, 2),
+                                      ("KVLAB_LB_CONN_PER_SOURCE", 500, 4),
+                                      ("KVLAB_LB_CONN_RATE_PER_SOURCE", 1000, 8)):
+        os.environ.setdefault(var, str(max(default, per_session * args.sessions)))
     with replicas.Cluster(replicas=n_replicas, port=0, base_port=0) as c:
         base = c.url
         ws_url = "ws" + base[4:] + "/_stcore/stream"

@@ -5,9 +5,12 @@
 
 One Streamlit server is one Python process with one interpreter lock; several processes use
 several cores. Each replica is a plain ``streamlit run app.py`` in hosted mode (KVLAB_HOSTED=1,
-as in the Dockerfile) on its own port; HAProxy (Debian's ``haproxy`` package, configured by
-deploy/haproxy.cfg) pins each browser to one replica with a cookie and health-checks every
-replica on /_stcore/health.
+as in the Dockerfile) on its own port of 127.0.0.1, with KVLAB_BEHIND_PROXY=1 (the visitor's
+address is HAProxy's X-Forwarded-For); HAProxy (Debian's ``haproxy`` package, configured by
+deploy/haproxy.cfg) pins each browser to one replica with a cookie, health-checks every
+replica on /_stcore/health and limits what one source address may hold. HAProxy gets this
+script's environment, so KVLAB_LB_CONN_PER_SOURCE and the other limits of deploy/haproxy.cfg
+can be set where it is started.
 
 A replica that does not start (port taken, missing dependency, an error at start) is reported
 with the end of its log and left out of HAProxy's server list, so HAProxy never routes to it;
@@ -157,7 +160,11 @@ class Cluster:
         cmd = [self.python, "-m", "streamlit", "run", "app.py", "--server.address", host,
                "--server.port", port,
                "--server.headless", "true", "--browser.gatherUsageStats", "false"]
-        env = dict(os.environ)
+        # Behind HAProxy: the app may take X-Forwarded-For as the visitor's address, because
+        # deploy/haproxy.cfg replaces whatever the client sent with the real source, and the
+        # replica listens on 127.0.0.1 only (no client outside this machine reaches it but
+        # through HAProxy).
+        env = dict(os.environ, KVLAB_BEHIND_PROXY="1")
         if self.hosted:
             env["KVLAB_HOSTED"] = "1"
         with open(r.log, "wb") as log:

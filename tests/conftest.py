@@ -90,7 +90,7 @@ _MARKS = {"test_browser.py": "browser", "test_live.py": "live", "test_app_live.p
           "test_verify.py": "live", "test_quality.py": "live", "test_microscope.py": "live",
           "test_replicas.py": "slow", "test_hostile.py": "slow", "test_deploy.py": "slow",
           "test_device_queue.py": "slow", "test_manifests.py": "slow",
-          "test_zoo.py": "slow", "test_visitor.py": "slow"}
+          "test_haproxy_limits.py": "slow", "test_zoo.py": "slow", "test_visitor.py": "slow"}
 
 
 def pytest_collection_modifyitems(config, items):

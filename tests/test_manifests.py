@@ -103,6 +103,8 @@ def test_deployment_probes_resources_and_user(name):
     assert dep["spec"]["selector"]["matchLabels"].items() <= \
         dep["spec"]["template"]["metadata"]["labels"].items()
     assert {"name": "KVLAB_HOSTED", "value": "1"} in c["env"]
+    # Behind the ingress controller, whose X-Forwarded-For is the visitor's address.
+    assert {"name": "KVLAB_BEHIND_PROXY", "value": "1"} in c["env"]
 
 
 def test_gpu_variant_asks_for_one_gpu_and_serves_under_its_path():
@@ -132,9 +134,13 @@ def test_ingress_routes_by_path_with_cookie_affinity_and_websocket_timeouts():
     ann = ing["metadata"]["annotations"]
     assert ann["nginx.ingress.kubernetes.io/affinity"] == "cookie"
     assert ann["nginx.ingress.kubernetes.io/session-cookie-name"] == "KVLAB_REPLICA"
-    tunnel = re.search(r"timeout tunnel (\d+)h", HAPROXY_CFG).group(1)
+    value, unit = re.search(r"timeout tunnel (\d+)(s|m|h)\b", HAPROXY_CFG).groups()
+    tunnel_s = int(value) * {"s": 1, "m": 60, "h": 3600}[unit]
     for key in ("proxy-read-timeout", "proxy-send-timeout"):  # as HAProxy's tunnel timeout
-        assert int(ann[f"nginx.ingress.kubernetes.io/{key}"]) == int(tunnel) * 3600
+        assert int(ann[f"nginx.ingress.kubernetes.io/{key}"]) == tunnel_s
+    # Connections per source address, as HAProxy's default.
+    per_source = re.search(r"KVLAB_LB_CONN_PER_SOURCE-(\d+)", HAPROXY_CFG).group(1)
+    assert ann["nginx.ingress.kubernetes.io/limit-connections"] == per_source
     services = _by("Service")
     paths = {p["path"]: p["backend"]["service"] for rule in ing["spec"]["rules"]
              for p in rule["http"]["paths"]}
@@ -167,6 +173,12 @@ def test_compose_runs_the_dockerfile_image_behind_haproxy():
     for a in apps:
         assert services[a]["build"] == "." and (ROOT / "Dockerfile").exists()
         assert str(_exposed_port()) in services[a]["expose"]
+        # The app trusts X-Forwarded-For (HAProxy's, which replaces the client's), so a
+        # replica is reachable only through HAProxy: exposed to the network, never published.
+        assert services[a]["environment"]["KVLAB_BEHIND_PROXY"] == "1"
+        assert "ports" not in services[a]
+    # The image alone (docker run -p 8501:8501) is reached directly: it must not trust it.
+    assert "KVLAB_BEHIND_PROXY" not in DOCKERFILE
     # The image's HEALTHCHECK is what "service_healthy" waits for.
     assert "HEALTHCHECK" in DOCKERFILE and "/_stcore/health" in DOCKERFILE
     lb = services["lb"]

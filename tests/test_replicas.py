@@ -193,6 +193,14 @@ def test_new_visitors_spread_and_each_stays_on_its_replica(cluster):
             c.close()
 
 
+def test_replicas_know_they_are_behind_haproxy(cluster):
+    # The app takes X-Forwarded-For as the visitor's address only with KVLAB_BEHIND_PROXY=1,
+    # which is safe here: HAProxy replaces the header (tests/test_haproxy_limits.py).
+    for r in cluster["replicas"].values():
+        env = Path(f"/proc/{r['pid']}/environ").read_bytes().split(b"\0")
+        assert b"KVLAB_BEHIND_PROXY=1" in env and b"KVLAB_HOSTED=1" in env
+
+
 def test_a_drained_replica_gets_no_new_visitors(cluster):
     drain = [sys.executable, str(SCRIPT), "--socket", cluster["socket"]]
     out = subprocess.run(drain + ["--drain", "app1"], capture_output=True, text=True, timeout=20)
