@@ -32,16 +32,23 @@ link = select(c3.selectbox, "Offload link", list(links), "t_link", callbacks.lin
 try:
     rows = techniques(sel.spec, context, kv_dtype=sel.kv_dtype, window=window,
                       latent=(rank, rope), gpu_tokens=gpu_tokens, link=link,
-                      peak_tflops=sel.gpu.peak_tflops("bf16"))
+                      peak_tflops=sel.gpu.peak_tflops("bf16"), tp=sel.tp)
+    # The same rows at a 16-bit cache: the reference the measured page's "vs 16-bit" uses.
+    rows16 = rows if sel.kv_dtype in ("bf16", "fp16") else techniques(
+        sel.spec, context, kv_dtype="bf16", window=window, latent=(rank, rope),
+        gpu_tokens=gpu_tokens, link=link, peak_tflops=sel.gpu.peak_tflops("bf16"), tp=sel.tp)
 except ValueError as exc:
     common.stop_on_error(exc)
+ref16 = next(r for r in rows16 if r.key == "own").seq_bytes
+per_gpu = f" on each of {sel.tp} GPUs" if sel.tp > 1 else ""
 
 own = next(r for r in rows if r.key == "own")
 with top:  # the answer first: on a phone it is on the first screen
     best = max((r for r in rows if r.key != "own" and r.applies), key=lambda r: r.saving,
                default=None)
     m = st.columns(2)
-    m[0].metric(f"One sequence of {context:,} tokens, as configured", fmt_bytes(own.seq_bytes))
+    m[0].metric(f"One sequence of {context:,} tokens, as configured{per_gpu}",
+                fmt_bytes(own.seq_bytes))
     if best is not None and best.saving > 1:
         m[1].metric("Largest saving on this page", f"{best.saving:,.2f}x smaller",
                     help=f"{best.name}: {fmt_bytes(best.seq_bytes)} for the same sequence")
@@ -60,7 +67,11 @@ for r in rows:
         saving = f"{1 / r.saving:,.2f}x larger"
     table.append({"technique": r.name, "shrinks": r.term,
                   "per token": fmt_bytes(r.bytes_per_token),
-                  f"one sequence of {context:,}": fmt_bytes(r.seq_bytes), "saving": saving,
+                  f"one sequence of {context:,}{per_gpu}": fmt_bytes(r.seq_bytes),
+                  "saving": saving,
+                  "vs a 16-bit cache": (f"{ref16 / r.seq_bytes:,.2f}x smaller"
+                                        if r.seq_bytes <= ref16 else
+                                        f"{r.seq_bytes / ref16:,.2f}x larger"),
                   "trade-off": r.tradeoff + ("" if r.applies else " (this model already does "
                                              "this, or it changes nothing here)")})
 st.table(table, border="horizontal", hide_index=True)
@@ -78,11 +89,19 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
         f"sliding window, offload  = each layer keeps at most {window:,} / {gpu_tokens:,} tokens "
         f"on the GPU\n"
         f"saving                   = bytes as configured / bytes with the technique")
+tp_note = (f" Under tensor parallelism ({sel.tp} GPUs) every figure is one GPU's share: K/V "
+           "heads are divided among the GPUs, but a single K/V head (MQA) or an MLA latent is "
+           "kept whole on every GPU, so those rows save less per GPU than on one."
+           if sel.tp > 1 else "")
 st.caption(f"Per token: one token in every K/V layer. One sequence: what the GPU holds at "
            f"{context:,} tokens ({own.seq_bytes:,} bytes as configured). KiB/MiB/GiB are "
-           "powers of 2. Techniques combine: FP8 on top of GQA halves the GQA figure again.")
+           "powers of 2. Techniques combine: FP8 on top of GQA halves the GQA figure again. "
+           "'Saving' is against this model as configured; 'vs a 16-bit cache' against the same "
+           "model with a BF16 cache, the reference of the measured page." + tp_note)
+st.page_link("app_pages/kv_quality.py", label="What FP8, INT8, INT4, KIVI and a sliding window "
+             "cost in quality, measured on a real model", icon=":material/query_stats:")
 
-st.subheader("How three of them work, drawn with this model's numbers")
+st.subheader("How they work, drawn with this model's numbers")
 attn = next((lay for lay in sel.spec.kv_layers if lay.kv_heads is not None), None)
 latent = next((lay for lay in sel.spec.kv_layers if lay.kind == "mla"), None)
 elem = get_dtype(sel.kv_dtype).bytes_per_element
@@ -112,15 +131,21 @@ if latent is not None:
     st.caption(f"{plain(sel.label)}'s own MLA layer (kv_lora_rank, qk_rope_head_dim, "
                "qk_nope_head_dim, v_head_dim from its config.json). Box heights grow with the "
                "square root of the numbers they hold.")
-elif attn is not None and attn.head_dim > rope:
+elif attn is not None:
+    # The RoPE part must leave some of the key without it: for keys of 64 or less (GPT-2,
+    # SmolLM2) the drawing takes half the key as the RoPE part, and says so.
+    drawn_rope = rope if attn.head_dim > rope else attn.head_dim // 2
     st.plotly_chart(figures.mla_figure(
-        hidden=sel.spec.hidden_size, q_heads=attn.q_heads, rank=rank, rope=rope,
-        qk_nope=attn.head_dim - rope, v_head_dim=attn.v_head_dim, own=False),
+        hidden=sel.spec.hidden_size, q_heads=attn.q_heads, rank=rank, rope=drawn_rope,
+        qk_nope=attn.head_dim - drawn_rope, v_head_dim=attn.v_head_dim, own=False),
         width="stretch", key="t_fig_mla")
+    rope_said = (f"RoPE part ({drawn_rope:,} of each {attn.head_dim}-wide key)"
+                 if drawn_rope == rope else
+                 f"RoPE part drawn as {drawn_rope:,} of each {attn.head_dim}-wide key (this "
+                 f"page's {rope:,} would leave nothing without it)")
     st.caption(f"{plain(sel.label)} has no MLA layer: this is one of its layers made MLA with "
-               f"this page's latent rank ({rank:,}) and RoPE part ({rope:,} of each "
-               f"{attn.head_dim}-wide key). Box heights grow with the square root of the "
-               "numbers they hold.")
+               f"this page's latent rank ({rank:,}) and {rope_said}. Box heights grow with the "
+               "square root of the numbers they hold.")
 slid = next((lay for lay in sel.spec.layers if lay.kind == "sliding"), None)
 own_window = slid.window if slid is not None else window
 kinds = [lay.kind for lay in sel.spec.layers]

@@ -95,3 +95,21 @@ def test_a_step_under_3_ms_names_the_fixed_cost_it_leaves_out():
     assert any("about 1-3 ms a step" in text(i) for i in at.info)
     at = open_page("app_pages/step_time.py", model="llama-3.1-70b", tp="8", s_batch="64")
     assert not any("about 1-3 ms a step" in text(i) for i in at.info)
+
+
+def test_shrinking_is_per_gpu_under_tp_and_keeps_its_three_drawings():
+    """[23] Llama 3.1 70B at TP 8: 1.25 GiB per GPU for 32,768 tokens (80 layers x 1 K/V head
+    per GPU x 128 x 2 x 2 B x 32,768), and MQA saves nothing per GPU. [25] GPT-2's 64-wide
+    keys kept the MLA drawing off the page under a heading promising three."""
+    at = open_page("app_pages/techniques.py", model="llama-3.1-70b", tp="8")
+    assert not at.exception
+    assert metric(at, "One sequence of 32,768 tokens, as configured on each of 8 GPUs") == \
+        "1.25 GiB"
+    table = at.table[0].value
+    mqa = table[table["technique"].str.startswith("MQA")].iloc[0]
+    assert mqa["saving"] == "1.00x smaller"
+    at = open_page("app_pages/techniques.py", model="gpt2")
+    assert not at.exception
+    keys = [c.proto.id for c in at.get("plotly_chart")]
+    assert any("t_fig_mla" in k for k in keys) and any("t_fig_heads" in k for k in keys)
+    assert any("drawn as 32 of each 64-wide key" in text(c) for c in at.caption)

@@ -83,3 +83,52 @@ def test_offload_needs_a_stated_peak_and_a_known_link():
     assert "takes 59.65 ms" in t["offload"].tradeoff and "PCIe 5.0 x16" in t["offload"].tradeoff
     with pytest.raises(ValueError, match="unknown link"):
         by_key(get_model("llama-3.1-8b").spec, 100, link="carrier-pigeon")
+
+
+def test_per_gpu_under_tensor_parallelism():
+    """Issue 23 [23]: the page ignored TP while its header said "per GPU". Llama 3.1 70B at TP 8
+    (80 layers, 8 K/V heads of 128, BF16): each GPU keeps 1 head, 80 x 1 x 128 x 2 (K, V) x 2 B
+    = 40,960 B per token, 1.25 GiB at 32,768 tokens. MQA's single head is replicated on every
+    GPU: per GPU it saves nothing. MHA's 64 heads are 8 per GPU: 8x larger."""
+    spec = get_model("llama-3.1-70b").spec
+    rows = by_key(spec, 32768, tp=8)
+    assert rows["own"].bytes_per_token == 40_960
+    assert rows["own"].seq_bytes == 40_960 * 32768 == 1.25 * 2**30
+    assert rows["mqa"].seq_bytes == rows["own"].seq_bytes and rows["mqa"].saving == 1.0
+    assert rows["mha"].bytes_per_token == 80 * 8 * 128 * 2 * 2
+    assert rows["mha"].saving == pytest.approx(1 / 8)
+    one = by_key(spec, 32768)
+    assert one["own"].seq_bytes == 8 * rows["own"].seq_bytes and one["mqa"].saving == 8.0
+
+
+def test_mla_latent_is_replicated_under_tp():
+    """DeepSeek-V3 at TP 8: the latent (512 + 64) x 2 B per layer stays whole on each GPU (61
+    layers: 70,272 B per token); its MHA equivalent has 128 / 8 = 16 heads per GPU of K 192 and
+    V 128: 61 x 16 x (192 + 128) x 2 B = 624,640 B."""
+    spec = get_model("deepseek-v3").spec
+    rows = by_key(spec, 4096, tp=8)
+    assert rows["own"].bytes_per_token == 61 * (512 + 64) * 2 == 70_272
+    assert rows["mha"].bytes_per_token == 61 * 16 * (192 + 128) * 2 == 624_640
+
+
+def test_offload_reload_counts_only_what_left_the_gpu():
+    """Issue 23 [24]: Gemma 3 27B at 32,768 tokens with the newest 4,096 on the GPU: its 52
+    sliding layers (window 1,024) need nothing back; its 10 full layers reload 28,672 tokens of
+    16 K/V heads x 128 x 2 x 2 B = 8,192 B: 2,348,810,240 B over PCIe 5.0 x16 (63.0 GB/s) =
+    37.28 ms. It was 44.21 ms, the sliding layers counted twice."""
+    spec = get_model("gemma-3-27b").spec
+    row = by_key(spec, 32768, gpu_tokens=4096, link="pcie5-x16",
+                 peak_tflops=989.4)["offload"]
+    moved = 10 * 28_672 * 8_192
+    assert f"({moved:,} B)" in row.tradeoff
+    assert "37.28 ms" in row.tradeoff
+    assert row.name == "CPU offload while idle (the newest 4,096 tokens stay on the GPU)"
+
+
+def test_a_variant_that_cannot_split_is_left_out():
+    # SmolLM2-135M: 9 query heads, 3 K/V heads. TP 3 splits both; the GQA-8 variant is only
+    # offered to MHA models, and MHA's 9 heads split over 3 GPUs (3 each).
+    spec = get_model("smollm2-135m").spec
+    rows = by_key(spec, 1024, tp=3)
+    assert rows["own"].bytes_per_token == 30 * 1 * 64 * 2 * 2
+    assert rows["mha"].bytes_per_token == 30 * 3 * 64 * 2 * 2
