@@ -120,6 +120,21 @@ else:
     st.warning(f"Measured and predicted differ: at {bad.tokens:,} tokens the cache holds "
                f"{bad.measured_bytes:,} B, kvcalc predicts {bad.predicted_bytes:,} B "
                f"({bad.measured_bytes - bad.predicted_bytes:+,} B).")
+if source == "twin":
+    # What the bytes above are: the twin's few layers at the run's precision, not the model's.
+    from kvcalc import get_model, kv_cache
+    from kvcalc.twins import twin_config
+
+    tc = twin_config(model)
+    n_twin = tc.get("num_hidden_layers") or tc.get("n_layer")
+    real = get_model(model)
+    at = {d: kv_cache(real.spec, 1, kv_dtype=d).kv_bytes_per_token_nominal
+          for d in (dtype, "bf16")}
+    st.caption(f"These are the twin's bytes: {n_twin} layers (one period of {real.name}'s "
+               f"{real.spec.num_layers}-layer pattern) in {dtype.upper()}. {real.name} itself "
+               f"keeps {at[dtype]:,} B per token in {dtype.upper()}"
+               + (f", {at['bf16']:,} B in BF16, as it is usually served" if dtype != "bf16"
+                  else "") + ".")
 for note in result.notes:
     st.caption(note)
 
@@ -137,22 +152,33 @@ if decode:
     mean = sum(s.step_time_s for s in decode) / len(decode)
     m[0].metric("Decode tokens/s", f"{result.batch / mean:,.1f}", help="batch / mean step time")
 m[1].metric("Time per cached token", f"{b * 1e6:,.2f} µs", help="slope of the fitted line")
-if b > 0 and grow > 0:
+on_gpu = result.device == "cuda"
+if not on_gpu:
+    m[2].metric("Effective bandwidth", "not on a CPU",
+                help="On a CPU the slope mixes memory reads with attention arithmetic and "
+                     "per-step overhead, so bytes / slope is not a bandwidth; run on a GPU.")
+elif b > 0 and grow > 0:
     m[2].metric("Effective bandwidth", f"{grow / b / GB:,.2f} GB/s",
                 help="extra bytes read per cached token / extra time per cached token")
 else:
     m[2].metric("Effective bandwidth", "not measurable",
                 help="Step time did not grow measurably with the cache over this run: the fixed "
                      "cost of a step dominates. Try a longer prompt or more new tokens.")
-gpu = common.selection().gpu if result.device == "cuda" else None
-m[3].metric("Device", result.device.upper(),
-            help=f"nominal {gpu.bandwidth_gbs:,.0f} GB/s" if gpu else "this machine's CPU")
-if result.device == "cuda" and gpu:
-    st.caption(f"Nominal bandwidth of the sidebar's GPU ({gpu.name}): {gpu.bandwidth_gbs:,.0f} "
-               "GB/s. A tiny model cannot saturate it: per-step overheads dominate.")
+ran_on = live.device_name() if on_gpu else "this machine's CPU"
+nominal = common.selection().gpu if on_gpu else None
+if nominal is not None and not live.same_gpu(ran_on, nominal.name):
+    nominal = None  # the sidebar's GPU is not the one that ran: its datasheet does not apply
+m[3].metric("Device", result.device.upper(), help=ran_on)
+if on_gpu:
+    st.caption(f"Ran on {ran_on}"
+               + (f", nominal bandwidth {nominal.bandwidth_gbs:,.0f} GB/s ({nominal.name})"
+                  if nominal else ", whose nominal bandwidth this page does not know (pick it "
+                  "in the sidebar to compare)")
+               + ". A tiny model cannot saturate it: per-step overheads dominate.")
 else:
-    st.caption("On a CPU the slope mixes memory reads with attention arithmetic, so the "
-               "effective bandwidth is a rough figure; on a GPU it approaches the memory system's.")
+    st.caption("On a CPU the time per cached token mixes memory reads with attention "
+               "arithmetic and per-step overhead, so no bandwidth is derived from it here; on a "
+               "GPU the slope approaches the memory system's.")
 if result.no_cache_steps:
     same = "the same" if result.tokens_match_no_cache else "different"
     st.markdown(f"Without a cache each step reruns the whole sequence, so its time grows with "

@@ -12,8 +12,9 @@ common.page_header(
     "Attention microscope: inside a real cache", None,
     "SmolLM2-135M, with its real weights, reads your prompt and then writes one token per step. "
     "Pick a step, a layer and a head to see what the key-value (KV) cache holds and how the "
-    "newest token reads it. Nothing here is simulated: every number comes from the model's own "
-    "tensors, on this server's CPU (central processing unit) or GPU (graphics processing unit).")
+    "newest token reads it. Every number comes from the model's own tensors, on this server's "
+    "CPU (central processing unit) or GPU (graphics processing unit); the check that matters "
+    "most, below, recomputes the whole sequence without a cache and compares.")
 
 common.require_live()
 if (missing := common.smollm2_missing()) is not None:
@@ -99,6 +100,7 @@ st.plotly_chart(attention_row_figure(m.row(step, layer, head), labels, written,
                                      f"token {qpos} weighs every cached position"),
                 width="stretch", key="m_row")
 top = sorted(range(n), key=lambda j: -float(m.row(step, layer, head)[j]))[:3]
+sink = float(m.row(step, layer, head)[0])
 st.caption(
     "Orange: K/V written this step; green: only read. The three largest weights: "
     + ", ".join(
@@ -107,6 +109,16 @@ st.caption(
     )
     + "."
 )
+if n > 2 and sink >= 0.3:
+    st.markdown(
+        f"**An attention sink.** This head puts **{sink:.2f}** of its attention on position 0 "
+        f"({plain(repr(m.labels[0]))}), a token that says little about what comes next. Many "
+        "heads park attention on the first tokens when nothing else deserves it; StreamingLLM "
+        "calls them attention sinks and keeps 4 of them when it drops old tokens. Drop them "
+        "with a sliding window and quality falls: the measured page's window and sink rows "
+        "show by how much.")
+    st.page_link("app_pages/kv_quality.py", label="Measured: a window with and without 4 sink "
+                 "tokens", icon=":material/query_stats:")
 
 st.subheader("The query is used once, then dropped")
 qn = m.query_numbers_per_token()
@@ -140,19 +152,23 @@ st.plotly_chart(causal_figure(mat, m.labels[:P], head), width="stretch", key="m_
 st.markdown(
     f"While reading the prompt, each of its {P} tokens attends only to itself and the tokens "
     f"before it. Largest weight above the diagonal here: **{upper:g}**; in all {m.n_layers} "
-    f"layers and {m.n_heads} heads: **{everywhere:g}**. That is why the cache works: a token's "
-    "key and value depend only on the tokens up to it, so they can be computed once and kept.")
+    f"layers and {m.n_heads} heads: **{everywhere:g}**, as it must be: the model applies the "
+    "mask, so this confirms the run rather than tests the model. It is why the cache works: a "
+    "token's key and value depend only on the tokens up to it, so they can be computed once and "
+    "kept.")
 
 st.subheader("Earlier tokens' keys and values never change")
 worst = max(m.unchanged_max_diff) if m.unchanged_max_diff else 0.0
 st.markdown(
-    f"After each of the {m.steps} decode steps, the earlier positions' cached keys and values "
-    f"were compared with a copy taken before the step: the largest change, over every layer, "
-    f"head and number, is **{worst:g}** (exactly zero: a step only appends). Recomputed from "
-    f"scratch, with no cache and all {m.positions(m.steps)} tokens in one forward pass, they "
-    f"agree with the ones written step by step to **{m.recompute_max_diff:.1e}**: not zero, "
-    "because matrix products of a different shape add in a different order, which changes the "
-    "last bits of a 32-bit number.")
+    f"The test that matters: recomputed from scratch, with no cache and all "
+    f"{m.positions(m.steps)} tokens in one forward pass, the keys and values agree with the "
+    f"ones the cache wrote step by step to **{m.recompute_max_diff:.1e}**. Not zero, because "
+    "matrix products of a different shape add in a different order, which changes the last "
+    "bits of a 32-bit number; but nothing a cached step computes differs from what a full "
+    f"recompute would. Also checked, and true by construction (a step only appends): after each "
+    f"of the {m.steps} decode steps the earlier positions' cached keys and values were "
+    f"compared with a copy taken before the step, and the largest change, over every layer, "
+    f"head and number, is **{worst:g}**.")
 
 c = st.columns(2)
 with c[0]:

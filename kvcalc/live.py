@@ -374,3 +374,22 @@ def measure(*, model: str, source: str = "twin", prompt_tokens: int = 32,
     return result
 
 
+def device_name() -> str:
+    """The name of the CUDA device this process runs on (torch's), or "a GPU" when unknown."""
+    try:
+        import torch
+
+        return str(torch.cuda.get_device_name())
+    except Exception:  # noqa: BLE001 - no torch, no CUDA: a name is only for the caption
+        return "a GPU"
+
+
+def same_gpu(device: str, catalog_name: str) -> bool:
+    """Whether torch's device name (e.g. "NVIDIA H100 80GB HBM3") is the catalog's GPU (e.g.
+    "NVIDIA H100 SXM5 80GB"): the same model code (H100, A100, L4, ...) in both."""
+    import re
+
+    def codes(text: str) -> set[str]:
+        return {t for t in re.findall(r"[A-Za-z]+\d+[A-Za-z]*", text.upper())
+                if not t.endswith("GB") and not t.startswith(("HBM", "SXM", "PCIE", "NVL"))}
+    return bool(codes(device) & codes(catalog_name))

@@ -37,6 +37,15 @@ def test_run_a_twin_and_see_the_match():
     labels = [m.label for m in at.metric]
     assert "Decode tokens/s" in labels and "Effective bandwidth" in labels
     assert len(at.get("plotly_chart")) == 2
+    # Issue 23 [35]: what the twin is. Gemma 2 9B: 42 layers, 8 K/V heads of 256; its twin is
+    # one period of its sliding/full pattern, 2 layers. Per token the real model keeps
+    # 42 x 8 x 256 x 2 (K, V) x 4 B = 688,128 B in FP32 and 344,064 B in BF16.
+    said = " ".join(text(c) for c in at.caption)
+    assert "2 layers (one period of Gemma 2 9B's 42-layer pattern) in FP32" in said
+    assert "688,128 B per token in FP32, 344,064 B in BF16" in said
+    # [36] On a CPU the slope is not a bandwidth: none is shown.
+    bw = next(m for m in at.metric if m.label == "Effective bandwidth")
+    assert bw.value == "not on a CPU"
 
 
 def test_missing_hub_model_is_explained(monkeypatch):

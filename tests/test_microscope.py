@@ -241,3 +241,25 @@ def test_hosted_quality_page_caps_the_text(monkeypatch):
     assert not at.exception
     assert "Ignored in the link" in " ".join(w.value for w in at.warning)
     assert "on 512 tokens" in at.info[0].value  # the hosted default, not the link's 2,048
+
+
+@needs_smollm2
+def test_the_attention_sink_is_named_and_linked():
+    """Issue 23 [34]: a head putting most of its attention on position 0 was on screen, never
+    named. The page now names it (with the weight, from the run's own tensors) and links to the
+    measured window-with-sinks rows; a head that does not is not told it has a sink."""
+    m = microscope.run(PROMPT, 3)
+    weights = [(float(m.row(2, 15, h)[0]), h) for h in range(m.n_heads)]
+    high, h_hi = max(weights)
+    low, h_lo = min(weights)
+    assert high >= 0.3 > low  # SmolLM2's layer 15 has both kinds
+    at = pressed(open_page("app_pages/microscope.py", m_example="The capital of France is "
+                           "Paris. The capital of Italy is", m_steps="3", m_step="2",
+                           m_layer="15", m_head=f"{h_hi} (reads KV head {h_hi // m.group})"))
+    body = " ".join(text(x) for x in at.markdown)
+    assert f"puts **{high:.2f}** of its attention on position 0" in body
+    assert any("sink" in link.proto.label for link in at.get("page_link"))
+    at = pressed(open_page("app_pages/microscope.py", m_example="The capital of France is "
+                           "Paris. The capital of Italy is", m_steps="3", m_step="2",
+                           m_layer="15", m_head=f"{h_lo} (reads KV head {h_lo // m.group})"))
+    assert "An attention sink" not in " ".join(text(x) for x in at.markdown)

@@ -102,12 +102,17 @@ def quality_figure(rows: list, exact_bytes: int) -> go.Figure:
     """Quality lost (perplexity increase, %) against bytes saved (x smaller than exact)."""
     fig = go.Figure()
     base = next(r.perplexity for r in rows if r.variant == "exact")
-    for r in rows:
+    # Labels alternate above and below, and left and right, by rank of the bytes saved, so
+    # neighbours (fp8 and int8 save about the same) do not print over each other.
+    order = sorted(range(len(rows)), key=lambda i: exact_bytes / rows[i].kv_bytes)
+    places = ["top center", "bottom center", "top right", "bottom left"]
+    where = {i: places[k % len(places)] for k, i in enumerate(order)}
+    for i, r in enumerate(rows):
         saved = exact_bytes / r.kv_bytes
         lost = 100 * (r.perplexity / base - 1)
         fig.add_trace(go.Scatter(
             x=[saved], y=[lost], mode="markers+text", text=[r.variant],
-            textposition="top center", name=r.variant, marker=dict(size=11),
+            textposition=where[i], name=r.variant, marker=dict(size=11),
             hovertemplate=(f"{r.variant}<br>{saved:.2f}x smaller<br>perplexity "
                            f"{r.perplexity:.3f} ({lost:+.2f}%)<br>agreement "
                            f"{r.next_token_agreement:.1%}<extra></extra>")))
