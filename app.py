@@ -22,7 +22,6 @@ st.set_page_config(page_title="KV Cache Lab", page_icon=ICON, layout="wide")
 
 common.url_guard_begin()
 url_note = st.empty()  # filled at the end of the run if the link carried values we ignored
-common.sidebar()
 
 pages = {
     "Start": [st.Page("app_pages/home.py", title="Home", icon=":material/home:", default=True),
@@ -51,8 +50,13 @@ pages = {
                 icon=":material/query_stats:"),
     ],
 }
+# Pages that run their own model (SmolLM2 or a twin) or need no model at all: the sidebar says
+# that its choices do not apply there (issue 23 [38]).
+OWN_MODEL = {"live", "microscope", "kv_quality"}  # their url_path: the file's name
+nav = st.navigation(pages, expanded=True)  # every page listed: no "View more" fold
+common.sidebar(uses_selection=nav.url_path not in OWN_MODEL)
 try:
-    st.navigation(pages, expanded=True).run()  # every page listed: no "View more" fold
+    nav.run()
 except common.PageStop:
     pass  # the page said what it needed and ended early
 except ValueError as exc:

@@ -27,7 +27,8 @@ st.caption("One layer, one head, one decode step. The new token's query is compa
 
 try:
     sel = common.selection()
-    r = kv_cache(sel.spec, 8192, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
+    conv = min(8192, sel.spec.max_context)  # never a conversation past the model's limit
+    r = kv_cache(sel.spec, conv, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
 except ValueError as exc:  # e.g. a tensor-parallel size the model's KV heads cannot split
     common.show_error(exc)
     sel = None
@@ -37,17 +38,19 @@ if sel is not None:
     c1, c2, c3 = st.columns(3)
     c1.metric("KV cache per token", fmt_bytes(r.kv_bytes_per_token_nominal),
               help="One token in every layer that keeps K/V")
-    c2.metric("One 8,192-token conversation", fmt_bytes(r.total_bytes))
+    c2.metric(f"One {conv:,}-token conversation" + (" per GPU" if sel.num_gpus > 1 else ""),
+              fmt_bytes(r.total_bytes))
     try:
-        b = budget(sel.spec, total_bytes=sel.gpu.memory_bytes, context=8192,
+        b = budget(sel.spec, total_bytes=sel.gpu.memory_bytes, context=conv,
                    weights_bytes=sel.weights_bytes, reserve_bytes=DEFAULT_RESERVE_BYTES,
                    kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp, find_max_context=False,
                    gpu_name=sel.gpu.name)
-        c3.metric(f"8K conversations on {sel.gpu.key}", f"{b.max_concurrency:,.1f}",
+        gpus = f"{sel.num_gpus} x {sel.gpu.name}" if sel.num_gpus > 1 else sel.gpu.name
+        c3.metric(f"{conv:,}-token conversations on {gpus}", f"{b.max_concurrency:,.1f}",
                   help="vLLM's arithmetic (newest version) at 0.9 of GPU memory, a 2 GiB reserve, "
                        "blocks of 16 tokens")
     except ValueError as exc:
-        c3.metric("8K conversations", "n/a", help=common.plain(str(exc)))
+        c3.metric(f"{conv:,}-token conversations", "n/a", help=common.plain(str(exc)))
     common.formula(r.per_token_formula())
 
 st.subheader("A suggested path")

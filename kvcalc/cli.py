@@ -352,13 +352,20 @@ def cmd_budget(args):
             f"  GPU memory:   {fmt_gib(b.total_bytes)}",
             f"  requested:    ceil({fmt_gib(b.total_bytes)} x {b.gpu_mem_util:g}) = "
             f"{fmt_gib(b.requested_bytes)}" if b.engine == "vllm" else
-            f"  engine:       TensorRT-LLM, {b.gpu_mem_util:g} of memory free after weights",
+            f"  engine:       TensorRT-LLM, {b.gpu_mem_util:g} of memory free after weights"
+            if b.engine == "trtllm" else
+            f"  engine:       ideal (bytes a sequence really holds, no blocks), pool from "
+            f"ceil({fmt_gib(b.total_bytes)} x {b.gpu_mem_util:g}) = {fmt_gib(b.requested_bytes)}",
             f"  weights:      {fmt_gib(b.weights_bytes)}",
             f"  reserve:      {fmt_gib(b.reserve_bytes)}",
             f"  KV pool:      {fmt_gib(b.kv_pool_bytes)}",
-            f"  blocks:       {b.num_blocks:,} of {b.block_size} tokens "
-            f"({fmt_bytes(b.page_bytes)} per layer, {b.kv_layers} K/V layers)",
-            f"  capacity:     {b.kv_capacity_tokens:,} tokens",
+            (f"  blocks:       {b.num_blocks:,} of {b.block_size} tokens "
+             f"({fmt_bytes(b.page_bytes)} per layer, {b.kv_layers} K/V layers)"
+             if b.engine != "ideal" else
+             f"  blocks:       none (the ideal counts bytes, not blocks; {b.kv_layers} K/V "
+             "layers)"),
+            (f"  capacity:     {b.kv_capacity_tokens:,} tokens" if b.engine != "ideal" else
+             "  capacity:     not in tokens (the ideal has no blocks: see the lines below)"),
             f"  max concurrency at {b.context:,} tokens: {b.max_concurrency:.2f}x",
             f"  max context of one sequence: {mc}",
             f"  {b.concurrency} x {b.context:,} tokens needs {fmt_gib(b.needed_bytes)}: "

@@ -623,3 +623,16 @@ def test_prefill_is_never_faster_than_one_read_of_the_weights(capsys):
     read = 8_030_261_248 * 2 - 128_256 * 4096 * 2 + 16 * 4096 * 2
     assert read == 15_009_980_416
     assert d["time_s"] == pytest.approx(read / 3350e9, rel=1e-9)
+
+
+def test_budget_engine_ideal_is_labelled_ideal(capsys):
+    """Issue 23 [39]: `budget --engine ideal` printed the TensorRT-LLM label. Its pool is
+    ceil(79.65 GiB x 0.9) - weights - reserve: 71.68 - 14.96 - 2.00 = 54.73 GiB (rounded)."""
+    code, out, _ = run(capsys, "budget", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb",
+                       "--context", "8192", "--engine", "ideal")
+    assert code == 0
+    assert "TensorRT" not in out and "engine:       ideal" in out
+    assert "KV pool:      54.73 GiB" in out and "blocks:       none" in out
+    code, out, _ = run(capsys, "budget", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb",
+                       "--context", "8192", "--engine", "trtllm")
+    assert "TensorRT-LLM" in out

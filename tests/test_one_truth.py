@@ -113,3 +113,25 @@ def test_shrinking_is_per_gpu_under_tp_and_keeps_its_three_drawings():
     keys = [c.proto.id for c in at.get("plotly_chart")]
     assert any("t_fig_mla" in k for k in keys) and any("t_fig_heads" in k for k in keys)
     assert any("drawn as 32 of each 64-wide key" in text(c) for c in at.caption)
+
+
+def test_home_names_the_gpus_and_stays_within_the_limit():
+    """[38] Home said "8K conversations on h100-sxm-80gb" (a registry key; at TP 8 it is 8
+    GPUs). GPT-2's limit is 1,024 tokens (n_positions): its conversation is 1,024 tokens, 12
+    layers x 12 heads x 64 x 2 (K, V) x 2 B x 1,024 = 36 MiB."""
+    at = open_page("app_pages/home.py", model="llama-3.1-70b", tp="8")
+    assert not at.exception
+    labels = [m.label for m in at.metric]
+    assert "8,192-token conversations on 8 x NVIDIA H100 SXM5 80GB" in labels
+    assert "One 8,192-token conversation per GPU" in labels
+    at = open_page("app_pages/home.py", model="gpt2")
+    assert metric(at, "One 1,024-token conversation") == "36.00 MiB"
+
+
+@pytest.mark.parametrize("page, own", [("app_pages/live.py", True),
+                                       ("app_pages/budget.py", False)])
+def test_pages_with_their_own_model_say_the_sidebar_does_not_apply(page, own):
+    pytest.importorskip("torch")
+    at = open_page(page)
+    said = " ".join(text(i) for i in at.sidebar.info)
+    assert ("ignores the choices below" in said) is own

@@ -15,7 +15,25 @@ TERMS: dict[str, str] = {
     "RoPE": "Rotary position embedding: positions enter by rotating queries and keys; MLA keeps a "
             "small RoPE key beside its latent.",
     "TTFT": "Time to first token: the prefill of the prompt, until the first new token appears.",
-    "TPOT": "Time per output token: one decode step, as each user sees it.",
+    "TPOT": "Time per output token, as benchmarks report it: (time of the last token - time "
+            "of the first) / (output tokens - 1) for one request. It counts every step that "
+            "request waited through, other users' prefill chunks included, so it is at least "
+            "one decode step and often more.",
+    "ITL": "Inter-token latency: the gap between two consecutive tokens of one request. Its "
+           "mean equals TPOT; its p99 shows the stalls a user feels.",
+    "p50 / p99": "The median and the 99th percentile of a latency over all requests: half of "
+                 "them are faster than p50, and 1 in 100 is slower than p99.",
+    "Continuous batching": "The engine adds and removes requests between decode steps, so a "
+                           "finished request's place goes at once to a waiting one.",
+    "Chunked prefill": "A long prompt is prefilled a chunk at a time, mixed into decode steps, "
+                       "so running users keep getting tokens while it is read.",
+    "Preemption": "When the cache pool runs out mid-run, the engine evicts a running request's "
+                  "blocks and later recomputes them: the request starts over from its prompt.",
+    "max_num_seqs": "vLLM's cap on how many requests run in one step, whatever the pool holds.",
+    "max_num_batched_tokens": "vLLM's cap on the tokens one step processes (prefill chunks "
+                              "plus one per decoding request).",
+    "Closed loop": "A load test where each user sends the next request only after the last one "
+                   "has finished: the number of users, not an arrival rate, sets the load.",
     "MFU": "Model FLOPs utilization: the share of the GPU's peak arithmetic a prefill achieves.",
     "FLOPS": "Floating-point operations per second (TFLOPS: 10^12 of them).",
     "TP": "Tensor parallelism: each layer's heads and matrices split over several GPUs.",

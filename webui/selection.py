@@ -57,11 +57,16 @@ class Selection:
         return self.tp * self.pp
 
 
-def sidebar() -> None:
-    """The controls every page shares, in the sidebar, each bound to the URL."""
+def sidebar(uses_selection: bool = True) -> None:
+    """The controls every page shares, in the sidebar, each bound to the URL. On a page that
+    runs its own model (``uses_selection=False``) they stay, so the choice is kept for the next
+    page, under a line that says this page does not use them."""
     reg = registry()
     with st.sidebar:
         st.markdown("### Model and hardware")
+        if not uses_selection:
+            st.info("This page runs its own model and ignores the choices below; they apply "
+                    "to the other pages.", icon=":material/info:")
         options = list(reg.models) + [CUSTOM, HUB]
         key = select(st.selectbox, "Model", options, "model", _model_label,
                      index=_index(options, DEFAULT_MODEL),
