@@ -73,7 +73,7 @@ def test_mla_diagram_has_deepseek_v3s_numbers():
     text = " ".join(annotations(fig))
     assert "cached per token and layer: 512 + 64 = 576 numbers" in text
     # MHA alternative: 128 heads x (192 K + 128 V) = 40,960 numbers, 40,960 / 576 = 71.1x.
-    assert "128 heads x (192 K + 128 V) = 40,960 numbers per token and layer, 71.1x more" in text
+    assert "128 heads x (192 K + 128 V)<br>= 40,960 numbers per token and layer, 71.1x more" in text
     assert "x W_UK,i<br>(absorbed)" in text and "x W_DKV<br>(compress)" in text
 
 
@@ -144,7 +144,7 @@ def test_techniques_page_draws_the_models_own_heads_and_window():
     assert "Llama 3.1 8B has no sliding-window layer: drawn with this page's window of 4,096 " \
            "tokens, at 32,768 tokens of context." in caps
     mla = figure_of(at, "t_fig_mla")  # Llama's layer made MLA: 32 heads, 64 + 64 RoPE keys
-    assert "32 heads x (128 K + 128 V) = 8,192 numbers per token and layer, 14.2x more" in \
+    assert "32 heads x (128 K + 128 V)<br>= 8,192 numbers per token and layer, 14.2x more" in \
         " ".join(a["text"] for a in mla["layout"]["annotations"])
 
 
@@ -176,3 +176,17 @@ def test_engine_page_names_pagedattention_and_draws_the_tables():
     at = open_page("app_pages/engine.py")  # step 0: nobody holds blocks yet
     assert not at.exception
     assert any("press Step to admit some" in c.value for c in at.caption)
+
+
+def test_a_narrow_window_is_drawn_wide_enough_to_see():
+    """Issue 23 [26]: Gemma 3's 1,024-token window at 131,072 tokens was a hairline (0.8% of
+    the matrix). It is drawn at 2% at least, and its name says it was widened."""
+    from webui.figures import window_figure
+
+    fig = window_figure(1024, 131072, []).to_dict()
+    band = next(t for t in fig["data"] if t["name"].startswith("sliding window"))
+    assert "drawn wider" in band["name"] and "1,024" in band["name"]
+    assert band["x"][2] == 131072 - 2622  # ceil(0.02 x 131,072)
+    fig = window_figure(4096, 32768, []).to_dict()
+    band = next(t for t in fig["data"] if t["name"].startswith("sliding window"))
+    assert "drawn wider" not in band["name"] and band["x"][2] == 32768 - 4096

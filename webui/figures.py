@@ -240,10 +240,10 @@ def mla_figure(*, hidden: int | None, q_heads: int, rank: int, rope: int, qk_nop
         h = 0.55 + 0.75 * math.sqrt(n / big)
         y = -2.2 * lane
         fig.shape(type="rect", x0=x - 0.45, x1=x + 0.45, y0=y - h / 2, y1=y + h / 2,
-                      fillcolor=color, line=dict(color="#333", width=1), opacity=0.6,
+                      fillcolor=color, line=dict(color="#333", width=1.2), opacity=0.85,
                       layer="below")
         fig.trace(dict(type="scatter", x=[x], y=[y], mode="text", text=[label], name=name,
-                                 customdata=[n], textfont=dict(size=11),
+                                 customdata=[n], textfont=dict(size=11, color="#111"),
                                  hovertemplate=f"{name}: %{{customdata:,}} numbers<extra></extra>"))
     for lane, text in ((0, "<b>Store</b>, every token:"),
                        (1, "<b>Decode</b>, each query head i:")):
@@ -261,17 +261,20 @@ def mla_figure(*, hidden: int | None, q_heads: int, rank: int, rope: int, qk_nop
                            font=dict(size=10, color="#444"))
     fig.note(x=3.1, y=-0.75, showarrow=False, font=dict(size=10, color="#444"),
                        text="RoPE key: x W_KR")
+    # What joins the lanes: every head's scores read the cached latents and RoPE keys.
+    fig.note(x=4, y=-2.2 + 0.62, ax=2.6, ay=-0.62, xref="x", yref="y", axref="x", ayref="y",
+             showarrow=True, arrowhead=2, arrowcolor=_KV_COLOR, arrowwidth=1.5, text="")
     fig.note(x=2.55, y=-1.25, showarrow=False, font=dict(size=12),
                        text=(f"<b>cached per token and layer: {rank:,} + {rope} = {cached:,} "
                              f"numbers</b>, read by all {q_heads:,} heads"))
     fig.note(x=4, y=1.45, showarrow=False, font=dict(size=12),
                        text=(f"{'This model' if own else 'An MLA layer here'} "
                              f"without the latent (MHA): {q_heads:,} heads x ({qk_nope + rope} K + "
-                             f"{v_head_dim} V) = {full:,} numbers per token and layer, "
+                             f"{v_head_dim} V)<br>= {full:,} numbers per token and layer, "
                              f"{full / cached:,.1f}x more"))
     fig.xaxis(range=[-0.7, 8.7])
-    fig.yaxis(range=[-3.2, 1.7])
-    return _diagram_axes(fig, 360)
+    fig.yaxis(range=[-3.2, 1.9])
+    return _diagram_axes(fig, 380)
 
 
 def window_figure(window: int, context: int, kinds: list[str]) -> go.Figure:
@@ -283,6 +286,10 @@ def window_figure(window: int, context: int, kinds: list[str]) -> go.Figure:
     if window < 1 or context < 1:
         raise ValueError("the window and the context must be at least 1 token")
     n, w = context, min(window, context)
+    # A band under 2% of the matrix is a hairline at any screen width: draw it at least that
+    # wide, and say so in its name (the figures in the text are the real ones).
+    drawn = max(w, math.ceil(0.02 * n))
+    widened = drawn > w
     sliding = sum(1 for k in kinds if k == "sliding")
     full = sum(1 for k in kinds if k == "full")
     mixed = sliding > 0 and full > 0
@@ -292,14 +299,16 @@ def window_figure(window: int, context: int, kinds: list[str]) -> go.Figure:
                              fillcolor="rgba(160,170,180,0.35)", line=dict(color="#888"),
                              hoverinfo="name"))
     # The band between key = query (the diagonal) and key = query - window + 1.
-    fig.trace(dict(type="scatter", x=[0, n, n - w, 0, 0], y=[0, n, n, w, 0], fill="toself",
-                             mode="lines", name=f"sliding window: the last {w:,} keys",
+    fig.trace(dict(type="scatter", x=[0, n, n - drawn, 0, 0], y=[0, n, n, drawn, 0],
+                             fill="toself", mode="lines",
+                             name=f"sliding window: the last {w:,} keys"
+                             + (" (drawn wider to be seen)" if widened else ""),
                              fillcolor="rgba(47,158,110,0.55)", line=dict(color=_KV_COLOR),
                              hoverinfo="name"))
     fig.trace(
         dict(
             type="scatter",
-            x=[n - w, n],
+            x=[n - drawn, n],
             y=[n, n],
             mode="lines",
             name="kept in the cache now",
@@ -307,7 +316,8 @@ def window_figure(window: int, context: int, kinds: list[str]) -> go.Figure:
             hoverinfo="name",
         )
     )
-    fig.note(x=n - w / 2, y=n, yshift=12, showarrow=False, font=dict(size=11),
+    fig.note(x=n - drawn / 2, y=n, yshift=12, showarrow=False, font=dict(size=11),
+                       xanchor="right" if drawn < 0.3 * n else "center",
                        text=f"cached for the next token: {w:,}")
     fig.layout(xaxis=dict(title="key position (tokens)", range=[0, n],
                                  domain=[0, 1]),
