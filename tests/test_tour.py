@@ -513,3 +513,22 @@ def test_every_stop_of_a_hard_real_config_asks_or_says_why(config):
         assert grade(q, f"{q.value:.6g} B" if q.unit == "B" else f"{q.value:.6g}").correct
     assert "## Stop 7" in answer_key(spec, w, get_gpu("h100-sxm-80gb"))
 
+
+# -- the command line --------------------------------------------------------------------------
+
+def test_cli_prints_the_answer_key(capsys):
+    import json
+
+    from kvcalc.cli import main
+
+    assert main(["tour", "--model", "llama-3.1-8b", "--markdown"]) == 0
+    key = capsys.readouterr().out
+    assert key.startswith("# KV Cache Lab tour: answer key for Llama 3.1 8B")
+    assert "**131,072 B (128.00 KiB)** per token" in key and key.count("## Stop") == 7
+    assert main(["tour", "--model", "gpt2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["conversation_tokens"] == 1024 and len(out["stops"]) == 7
+    assert out["stops"][0]["value"] == 12 * 2 * 12 * 64 * 2  # 12 layers x 2 x 12 heads x 64 x 2 B
+    assert main(["tour", "--model", "llama-3.1-70b"]) == 0  # one line a stop, four not asked
+    assert capsys.readouterr().out.count("not asked: Llama 3.1 70B does not fit") == 4
+    assert main(["tour", "--model", "llama-3.1-8b", "--gpu", "nope"]) == 2
