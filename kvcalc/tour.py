@@ -207,10 +207,13 @@ def _geometry_givens(spec: ModelSpec) -> list[tuple[str, str]]:
     return [(label[0].upper() + label[1:], value) for label, value in out]
 
 
+def _bytes_a_number(kv_dtype: str) -> str:
+    per = get_dtype(kv_dtype, KV_DTYPES).bytes_per_element
+    return f"{per:g} byte{'' if per == 1 else 's'} a number"
+
+
 def _format_given(kv_dtype: str) -> tuple[str, str]:
-    d = get_dtype(kv_dtype, KV_DTYPES)
-    per = d.bytes_per_element
-    return ("KV cache format", f"{d.name.upper()}, {per:g} byte{'' if per == 1 else 's'} a number")
+    return ("KV cache format", f"{kv_dtype.upper()}, {_bytes_a_number(kv_dtype)}")
 
 
 def _where(gpu: GPU, tp: int, pp: int) -> str:
@@ -327,8 +330,9 @@ def _kv_slips(spec: ModelSpec, kv_dtype: str, n: int, tp: int = 1, *, count: boo
                     "caches only the latent and the RoPE key."))
     ratio = r(total + 7 * kv)
     bpe = d.bytes_per_element
-    out.append((ratio, _lead(ratio, f"that counts bits. A {d.name.upper()} number is {bpe:g} "
-                                    f"byte{'' if bpe == 1 else 's'} ({d.bits:g} bits).")))
+    article = "An" if d.name.upper()[0] in "AEFHILMNORSX" else "A"  # an FP8, an INT4, a BF16
+    out.append((ratio, _lead(ratio, f"that counts bits. {article} {d.name.upper()} number is "
+                                    f"{bpe:g} byte{'' if bpe == 1 else 's'} ({d.bits:g} bits).")))
     if p["att"] and p["q"] != p["att"]:
         layer = next(lay for lay in spec.layers if lay.kind in _ATTENTION)
         out.append((r(total - p["att"] + p["q"]),
@@ -660,7 +664,7 @@ def _reserve_rule(spec: ModelSpec) -> str:
     if kinds & {"sliding", "chunked"}:
         rules.append("a sliding-window group for its window and the tokens in flight")
     if "state" in kinds:
-        rules.append("a recurrent group one block per state (two with prefix caching)")
+        rules.append("a recurrent group the blocks of its state (more with prefix caching)")
     return "over every group of layers: " + "; ".join(rules)
 
 
@@ -901,7 +905,8 @@ def _stop7(s: _Setup) -> Lesson:
     givens = [s.tokens_given(),
               (f"{what} per token on each GPU", f"{k16.kv_bytes_per_token_nominal:,} B in BF16, "
                                                 f"{k8.kv_bytes_per_token_nominal:,} B in FP8"),
-              ("Conversations that fit in BF16 (stop 3)", f"{b16.max_concurrency:,.2f}")]
+              ("Conversations that fit in BF16" + (" (stop 3)" if s.kv_dtype == "bf16" else ""),
+               f"{b16.max_concurrency:,.2f}")]
     state = ""
     if k16.state_bytes:
         givens.append(("Recurrent state per conversation on each GPU",
@@ -934,8 +939,9 @@ def _stop7(s: _Setup) -> Lesson:
                                    f"halved: {why[len('Not exactly 2: '):]}"))
     q = Question(
         qid="tour-7", level="mid", value=ratio, unit="x", ask_unit="x", kv_hints=False,
-        prompt=(f"Switch {s.name}'s KV cache from BF16 (2 bytes a number) to FP8 (1 byte), on "
-                f"the same GPU with the same settings.{state} How many times more "
+        prompt=(f"Switch {s.name}'s KV cache from BF16 ({_bytes_a_number('bf16')}) to FP8 "
+                f"({_bytes_a_number('fp8')}), on the same GPU with the same settings.{state} "
+                "How many times more "
                 f"{n:,}-token conversations fit?"),
         answer=(f"**{ratio:,.2f}x**: from {b16.max_concurrency:,.2f} to {b8.max_concurrency:,.2f}. "
                 f"{why} The price is accuracy, which you measure."),
