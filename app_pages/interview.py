@@ -1,14 +1,14 @@
 import streamlit as st
 
-from kvcalc.quiz import grade, interview_questions, practice_questions
+from kvcalc.quiz import answer_label, grade, interview_questions, practice_questions
 from webui import callbacks, common
 from webui.common import bound, select
 
 common.page_header(
     "Interview check", None,
-    "Five questions every engineer who serves LLMs should answer, then as many practice questions "
-    "as you like. Try each one before you reveal the answer; every number in the answers is "
-    "computed by this app.")
+    "Five questions every engineer who serves large language models (LLMs) should answer, then as "
+    "many practice questions as you like. Try each one before you reveal the answer; every number "
+    "in the answers is computed by this app.")
 
 mode = select(st.segmented_control, "Mode", ["interview", "practice", "classroom"], "i_mode",
               str.capitalize, default="interview") or "interview"
@@ -23,14 +23,10 @@ def answer_box(q, key: str) -> None:
     worked solution."""
     parts = [1, 2] if q.value2 is not None else [1]
     for part in parts:
-        p = q.part(part)
         c1, c2 = st.columns([3, 1])
-        unit = {"B": "bytes: B, KiB, MiB, GiB", "tokens": "tokens", "x": "times smaller",
-                "sequences": "sequences"}.get(p.unit, "")
         which = ("" if len(parts) == 1 else
                  "per token, " if part == 1 else "per sequence, ")
-        bare = f", a bare number is read in {p.ask_unit}" if p.unit == "B" else ""
-        given = c1.text_input(f"Your answer ({which}{unit}{bare})",
+        given = c1.text_input(f"Your answer ({which}{answer_label(q, part)})",
                               key=f"ans_{key}" + ("" if part == 1 else f"_{part}"),
                               placeholder="a number, with its unit if it has one")
         c2.button("Check", key=f"chk_{key}" + ("" if part == 1 else f"_{part}"),

@@ -1,7 +1,7 @@
 import streamlit as st
 
-from kvcalc.quiz import grade
-from kvcalc.tour import STOPS, stop_question
+from kvcalc.quiz import answer_label, grade
+from kvcalc.tour import STOPS, answer_key, lesson
 from webui import callbacks, common
 from webui.common import bound, select
 
@@ -9,10 +9,10 @@ sel = common.require_selection()
 top = common.page_header(
     "Start here: a guided tour", sel,
     "Seven stops, from one token's key-value (KV) cache to a serving engine's throughput. At "
-    "each stop, predict a number for the model and graphics processing unit (GPU) in the "
-    "sidebar before you reveal it; the app grades your "
-    "guess and names the likeliest slip. The link in your address bar keeps the stop and "
-    "whether the answer is shown, so a teacher can hand out a link to any stop.")
+    "each stop, read what is given, predict a number for the model and graphics processing unit "
+    "(GPU) in the sidebar, then reveal the answer; the app grades your guess and names the "
+    "likeliest slip. The link in your address bar keeps the stop and whether the answer is "
+    "shown, so a teacher can hand out a link to any stop.")
 
 numbers = [s.number for s in STOPS]
 n = select(st.radio, "Stop", numbers, "stop", callbacks.tour_label, horizontal=True,
@@ -24,21 +24,25 @@ if asked and not st.session_state.get("_tour_moved") and asked != [str(n)]:
                f"tour does not have (stops 1 to {len(STOPS)}): showing stop {n}.",
                icon=":material/link_off:")
 st.progress(n / len(STOPS), text=f"Stop {n} of {len(STOPS)}: {stop.title}")
+setup = dict(kv_dtype=sel.kv_dtype, bandwidth_gbs=sel.bandwidth_gbs, tp=sel.tp, pp=sel.pp,
+             name=common.plain(sel.spec.name))  # the name may come from a user's config
 try:
-    q = stop_question(n, sel.spec, sel.weights, sel.gpu, kv_dtype=sel.kv_dtype,
-                      bandwidth_gbs=sel.bandwidth_gbs, tp=sel.tp, pp=sel.pp)
+    les = lesson(n, sel.spec, sel.weights, sel.gpu, **setup)
 except ValueError as exc:
-    q = None
+    les = None
     common.show_error(exc)
 
 with top:  # the question first: on a phone it is on the first screen
     st.markdown(f"**Stop {n} of {len(STOPS)}: {stop.title}.** {stop.teaches}")
-    if q is not None:
-        st.info(q.prompt, icon=":material/help:")
+    if les is not None:
+        st.info(les.question.prompt, icon=":material/help:")
 
-if q is not None:
+if les is not None:
+    q = les.question
+    st.table([{"Given": k, "Value": v} for k, v in les.givens], border="horizontal",
+             hide_index=True)
     c1, c2 = st.columns([3, 1])
-    guess = c1.text_input(f"Your prediction ({q.unit})", placeholder="a number",
+    guess = c1.text_input(f"Your prediction ({answer_label(q)})", placeholder="a number",
                           **bound("guess", "str"))
     c2.button("Check", key="tour_check", width="stretch")  # Enter in the box does the same
     if guess:
@@ -48,9 +52,21 @@ if q is not None:
     if shown:
         st.markdown(q.answer)
         common.formula(q.solution)
+        label, value = les.figure
+        st.metric(label, value)
+        st.markdown(f"**Recap.** {les.recap[0]}  \n{les.recap[1]}")
+        st.caption(f"For discussion: {les.discuss}")
 st.page_link(stop.page, label=f"Open the full page: {stop.title}", icon=":material/open_in_new:")
 b = st.columns(2)
 b[0].button("Previous stop", on_click=callbacks.tour_go, args=(-1, len(STOPS)),
             disabled=n == 1, icon=":material/arrow_back:", width="stretch")
 b[1].button("Next stop", on_click=callbacks.tour_go, args=(1, len(STOPS)),
             disabled=n == len(STOPS), icon=":material/arrow_forward:", width="stretch")
+st.download_button("Answer key for this model and GPU (Markdown)",
+                   data=answer_key(sel.spec, sel.weights, sel.gpu, **setup),
+                   file_name="kv-cache-lab-tour-answer-key.md", mime="text/markdown",
+                   on_click="ignore",
+                   icon=":material/download:", key="tour_key",
+                   help="All seven stops with what is given, the answers, the worked solutions, "
+                        "the slips the grader names, the recaps and the discussion questions: "
+                        "for a teacher to print.")

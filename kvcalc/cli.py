@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import cli_sim as _cli_sim
+from . import cli_tour as _cli_tour
 from .catalog import registry
 from .dtypes import KV_DTYPES, WEIGHT_DTYPES
 from .hfconfig import checkpoint_format, load_config_file, spec_from_config
@@ -938,6 +939,10 @@ def _verify_zoo(args):
 command("simulate", _cli_sim.HELP, lambda p: _cli_sim.add_arguments(p, key=_key,
                                                                    int_arg=_int_arg))(
     _cli_sim.cmd_simulate)
+command("tour", _cli_tour.HELP, lambda p: _cli_tour.add_arguments(
+    p, model_args=_model_args, weight_args=_weight_args, key=_key))(
+    lambda args: _cli_tour.cmd_tour(args, load_model=_load_model, weights=_weights,
+                                    gpu=_gpu))
 
 
 def _jsonable(obj):

@@ -21,7 +21,7 @@ from .roofline import offload_vs_recompute, prefill, step_time
 from .units import GB, GiB, KiB, MiB, check_int, fmt_bytes, fmt_seconds
 
 __all__ = ["Question", "interview_questions", "practice_questions", "grade", "parse_answer",
-           "Grade", "TOLERANCE"]
+           "answer_label", "Grade", "TOLERANCE"]
 
 TOLERANCE = 0.02  # relative: 2% covers rounding to three significant digits
 
@@ -44,6 +44,10 @@ class Question:
     config: str = ""  # a config.json snippet the question reads from (JSON text)
     # Mistakes particular to this question: (answer / right answer, what it means).
     mistakes: tuple[tuple[float, str], ...] = ()
+    # The generic K/V hints (half: the factor 2; 8x: bits vs bytes) fit a question about K/V
+    # bytes of attention layers; a question that names its own slips (an MLA latent has no
+    # factor 2) turns them off. The unit hints (KiB vs KB, GiB vs GB) always apply.
+    kv_hints: bool = True
 
     def part(self, n: int) -> "Question":
         """The question as graded for its part ``n`` (1 or 2)."""
@@ -122,7 +126,9 @@ def interview_questions() -> list[Question]:
                      "request and grows with every token. So after the weights are in, what is "
                      "left divided by (KV per token x context) is the number of sequences in "
                      f"flight. Llama 3.1 8B on an H100: {w.bytes / GiB:.1f} GiB of weights, a "
-                     f"{b16.kv_pool_bytes / GiB:.1f} GiB pool left (vLLM defaults), and each "
+                     f"{b16.kv_pool_bytes / GiB:.1f} GiB pool left (vLLM's arithmetic at "
+                     f"gpu_memory_utilization {b16.gpu_mem_util:g} and a "
+                     f"{b16.reserve_bytes / GiB:g} GiB reserve, as on the Budget page), and each "
                      f"8,192-token conversation takes {kv_cache(spec, 8192).kv_bytes / GiB:g} "
                      f"GiB: **{b16.max_concurrency:.1f} conversations** at most. Doubling the "
                      "context halves that; the weights never change.")),
@@ -132,9 +138,9 @@ def interview_questions() -> list[Question]:
                      "Each cached number takes 1 byte instead of 2, so the cache halves. On an "
                      "H100 with Llama 3.1 8B at 8,192 tokens, max concurrency goes from "
                      f"{b16.max_concurrency:.1f} to **{b8.max_concurrency:.1f}**, and each "
-                     "decode step reads half the cache bytes: the crossover where the cache "
-                     f"outweighs the weights moves from {s16.crossover_context:,} to "
-                     f"**{s8.crossover_context:,} tokens** at batch 1. The risk is accuracy: "
+                     "decode step reads half the cache bytes: at batch 1 the crossover where "
+                     f"the cache outweighs the weights moves {_crossover_move(s16, s8, spec)}. "
+                     "The risk is accuracy: "
                      "rounding keys and values can hurt long-context retrieval (finding one fact "
                      "in a long document) more than short chats. Measure on your own evaluations "
                      "before turning it on.")),
@@ -156,6 +162,22 @@ def interview_questions() -> list[Question]:
                      f"take at least {fmt_seconds(alone.time_s)}. Short prefixes in a busy "
                      "server: recompute. Long, reused ones: offload.")),
     ]
+
+
+def _crossover_at(s, spec) -> str:
+    """A crossover as a sentence may quote it: never past the model's limit."""
+    if s.crossover_context is None or s.crossover_context > spec.max_context:
+        return (f"beyond the model's limit of {spec.max_context:,} tokens (it does not occur "
+                "within the limit)")
+    return f"**{s.crossover_context:,} tokens**"
+
+
+def _crossover_move(before, after, spec) -> str:
+    """'from 114,517 tokens to past the model's limit ...': where a crossover moves."""
+    if before.crossover_context is None or before.crossover_context > spec.max_context:
+        return ("nowhere within the model's limit of "
+                f"{spec.max_context:,} tokens: it lay past it already")
+    return f"from {before.crossover_context:,} tokens to {_crossover_at(after, spec)}"
 
 
 # -- practice ----------------------------------------------------------------------------------
@@ -184,6 +206,13 @@ def _plural(n: int, word: str) -> str:
     return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
+def _a(n: float) -> str:
+    """The article before a number read aloud: "an 80 GiB GPU", "an 8K context", "a 24 GiB"."""
+    lead = f"{abs(n):.0f}"
+    # eight..., eighty..., and eleven / eighteen (thousand, million) are read with a vowel
+    return "an" if lead[0] == "8" or (len(lead) % 3 == 2 and lead[:2] in ("11", "18")) else "a"
+
+
 def _make(rng: random.Random, kind: str, n: int) -> Question:
     layers, kv, hd, q = _geometry(rng)
     dname, db = rng.choice(_DTYPES)
@@ -205,8 +234,9 @@ def _make(rng: random.Random, kind: str, n: int) -> Question:
         batch = rng.choice([1, 4, 8, 16, 32])
         total = per * ctx * batch
         return Question(qid=qid, level="core",
-                        prompt=f"A model has {model}. How much KV cache do "
-                               f"{_plural(batch, 'sequence')} of {ctx:,} tokens need, in GiB?",
+                        prompt=f"A model has {model}. How much KV cache "
+                               f"{'does' if batch == 1 else 'do'} {_plural(batch, 'sequence')} "
+                               f"of {ctx:,} tokens need, in GiB?",
                         answer=f"{total / GiB:,.3f} GiB", value=total, unit="B", ask_unit="GiB",
                         solution=f"{per:,} B/token x {ctx:,} tokens x {batch} = {total:,} B = "
                                  f"{total / GiB:,.3f} GiB")
@@ -222,8 +252,9 @@ def _make(rng: random.Random, kind: str, n: int) -> Question:
                    reserve_bytes=2 * GiB, kv_dtype=dt, find_max_context=False)
         return Question(
             qid=qid, level="mid",
-            prompt=(f"A model with {model} and {weights_gib} GiB of weights runs in vLLM on a "
-                    f"{gpu_gib} GiB GPU (gpu_memory_utilization 0.9, 2 GiB reserve, blocks of "
+            prompt=(f"A model with {model} and {weights_gib} GiB of weights runs in vLLM on "
+                    f"{_a(gpu_gib)} {gpu_gib} GiB GPU (gpu_memory_utilization 0.9, 2 GiB reserve, "
+                    "blocks of "
                     f"16 tokens). How many {ctx:,}-token sequences can run at once?"),
             answer=f"{b.max_concurrency:,.2f} sequences (so {int(b.max_concurrency):,} whole "
                    "ones)", value=b.max_concurrency, unit="sequences", ask_unit="sequences",
@@ -317,7 +348,11 @@ def _from_config(rng: random.Random, qid: str) -> Question:
 
 _UNITS = {"b": 1, "byte": 1, "bytes": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
           "kib": KiB, "mib": MiB, "gib": GiB, "tib": 2**40}
-_NUM = re.compile(r"^\s*([-+]?[0-9][0-9,_]*(?:\.[0-9]+)?(?:e[-+]?[0-9]+)?)\s*([a-z]*)\s*$", re.I)
+_NUM = re.compile(r"^\s*([-+]?[0-9][0-9,_]*(?:\.[0-9]+)?(?:e[-+]?[0-9]+)?)\s*([a-z/]*)\s*$",
+                  re.I)
+# Units a plain number may carry, by the question's unit (the unit itself is always allowed).
+_PLAIN_UNITS = {"x": ("x", "times"), "sequences": ("sequences", "seqs", "requests", "x"),
+                "tokens/s": ("tokens/s", "tok/s", "t/s"), "flop/b": ("flop/b", "flops/b")}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -355,9 +390,25 @@ def parse_answer(text: str, question: Question) -> float:
         if scale is None:
             raise ValueError(f"Unknown unit '{unit}': give tokens, e.g. 122880 or 122.9K.")
         return value * scale
-    if unit not in ("", "x", "times", "sequences", "seqs"):
-        raise ValueError(f"Unknown unit '{unit}' here: give a plain number.")
+    if unit and unit not in _PLAIN_UNITS.get(question.unit.lower(), (question.unit.lower(),)):
+        raise ValueError(f"Unknown unit '{unit}' here: give a plain number"
+                         + (f" of {question.unit}." if question.unit else "."))
     return value
+
+
+def answer_label(question: Question, part: int = 1) -> str:
+    """The label of a question's answer box: the unit a bare number is read in, and the units
+    it may carry, so that what the label says is how the box reads a number."""
+    q = question.part(part)
+    if q.unit == "B":
+        bare = q.ask_unit or "B"
+        return (f"in {bare}: a bare number is read in {bare}; or add a unit (B, KiB, MiB, GiB, "
+                "KB, MB, GB)")
+    if q.unit == "tokens":
+        return "in tokens (e.g. 122880 or 122.9K)"
+    if q.unit == "x":
+        return "times (a plain number, or with an x)"
+    return f"in {q.unit}" if q.unit else "a plain number"
 
 
 def grade(question: Question, text: str, tolerance: float = TOLERANCE, part: int = 1) -> Grade:
@@ -373,16 +424,30 @@ def grade(question: Question, text: str, tolerance: float = TOLERANCE, part: int
     except ValueError as exc:
         return Grade(correct=False, given=None, message=str(exc))
     target = question.value
+    whole = math.floor(target)
+    if question.floor_ok and given.is_integer() and given != target:
+        # A count of whole ones is exact: 54 fit when 54.72 do, and 55 do not (the 55th has no
+        # blocks), however close 55 is.
+        if given == whole:
+            return Grade(correct=True, given=given,
+                         message=f"Correct: {whole:,} whole ones fit ({_fmt(target, question)}).")
+        why = (f" A count of whole ones rounds down: {_fmt(target, question)} means {whole:,} "
+               f"fit and a {_ordinal(whole + 1)} does not." if given == whole + 1 else
+               _diagnose(text, given, target, question))
+        return Grade(correct=False, given=given,
+                     message=f"Not quite: you gave {_fmt(given, question)}; {whole:,} whole ones "
+                             f"fit ({_fmt(target, question)}).{why}")
     if abs(given - target) <= tolerance * abs(target) or _same_when_rounded(text, given, target,
                                                                            question):
         return Grade(correct=True, given=given, message=f"Correct: {_fmt(target, question)}.")
-    if question.floor_ok and given == math.floor(target):
-        return Grade(correct=True, given=given,
-                     message=f"Correct: {math.floor(target):,} whole ones fit "
-                             f"({_fmt(target, question)}).")
     return Grade(correct=False, given=given,
                  message=f"Not quite: you gave {_fmt(given, question)}; the answer is "
                          f"{_fmt(target, question)}.{_diagnose(text, given, target, question)}")
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n:,}{suffix}"
 
 
 def _same_when_rounded(text: str, given: float, target: float, q: Question) -> bool:
@@ -418,11 +483,13 @@ def _diagnose(text: str, given: float, target: float, q: Question) -> str:
         if m and not m.group(2) and q.ask_unit == "GiB" and abs(given / GiB / target - 1) < 0.02:
             return (" That looks like the answer in bytes: a bare number here is read in GiB; "
                     "add the unit (e.g. '17179869184 B').")
+        if not q.kv_hints:
+            return ""
         if near(0.5):
             return " Half the answer: did you forget the factor 2 for K and V?"
         if near(8) or near(1 / 8):
             return " Off by 8: bits vs bytes? A BF16 number is 2 bytes, FP8 1 byte."
-    if near(2) and q.unit == "B":
+    if near(2) and q.unit == "B" and q.kv_hints:
         return " Twice the answer: count K and V once each, and check the bytes per number."
     if q.unit == "x" and abs(given * target - 1) < TOLERANCE:
         return " That is the inverse: the question asks how many times smaller (old / new)."
@@ -436,4 +503,6 @@ def _fmt(value: float, q: Question) -> str:
         return f"{value:,.0f} tokens"
     if q.unit == "x":
         return f"{value:,.2f}x"
+    if q.floor_ok and float(value).is_integer():
+        return f"{value:,.0f} {q.unit}".strip()
     return f"{value:,.2f} {q.unit}".strip()

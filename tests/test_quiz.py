@@ -4,7 +4,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvcalc.quiz import Question, grade, interview_questions, parse_answer, practice_questions
+from kvcalc.quiz import (
+    Question,
+    answer_label,
+    grade,
+    interview_questions,
+    parse_answer,
+    practice_questions,
+)
 from kvcalc.units import GiB
 
 
@@ -151,3 +158,50 @@ def test_offload_answer_frames_the_short_recompute():
     q = next(q for q in interview_questions() if q.qid == "offload")
     assert "inside a batch that is running anyway" in q.answer
     assert "at least 4.48 ms" in q.answer
+
+
+def test_a_whole_count_is_exact_and_rounding_up_is_named():
+    # Issue 23 [6]: 54.72 conversations fit, so 54 whole ones; 55 is within 2% but does not fit.
+    fit = Question(qid="c", level="mid", prompt="?", answer="54.72", value=54.72,
+                   unit="sequences", ask_unit="sequences", floor_ok=True)
+    assert grade(fit, "54").correct and grade(fit, "54.72").correct and grade(fit, "54.7").correct
+    assert grade(fit, "54.72x").correct  # as vLLM logs it
+    g = grade(fit, "55")
+    assert not g.correct and "rounds down" in g.message and "55th does not" in g.message
+    assert not grade(fit, "55.0").correct and not grade(fit, "53").correct
+
+
+def test_answer_labels_say_how_a_bare_number_is_read():
+    # Issue 23 [1]: the label names the unit a bare number is read in.
+    q = _bytes_q(131_072)
+    assert "a bare number is read in B" in answer_label(q) and grade(q, "131072").correct
+    g = _bytes_q(GiB, ask="GiB")
+    assert "a bare number is read in GiB" in answer_label(g) and grade(g, "1").correct
+    assert grade(g, "1073741824 B").correct
+
+
+def test_rates_and_intensities_take_their_unit():
+    q = Question(qid="r", level="mid", prompt="?", answer="206 tokens/s", value=206.0,
+                 unit="tokens/s", ask_unit="tokens/s")
+    assert grade(q, "206 tokens/s").correct and grade(q, "206").correct
+    f = Question(qid="f", level="mid", prompt="?", answer="295 FLOP/B", value=295.3,
+                 unit="FLOP/B", ask_unit="FLOP/B")
+    assert grade(f, "295 FLOP/B").correct and "Unknown unit" in grade(f, "295 GB").message
+
+
+def test_interview_never_quotes_a_crossover_past_the_limit():
+    # Issue 23 [27]: with an FP8 cache Llama 3.1 8B's crossover (2 x 114,517 tokens, about
+    # 229,000) lies past its 131,072-token limit; the answer says it does not occur within it.
+    fp8 = next(q for q in interview_questions() if q.qid == "fp8")
+    assert "229," not in fp8.answer
+    assert "from 114,517 tokens to beyond the model's limit of 131,072 tokens" in fp8.answer
+    assert "does not occur within the limit" in fp8.answer
+
+
+def test_practice_grammar_one_sequence_and_an_80():
+    # Issue 23 [28]: "does 1 sequence", "an 80 GiB GPU".
+    prompts = [q.prompt for seed in range(200) for q in practice_questions(seed, 12)]
+    assert not any("do 1 sequence " in p for p in prompts)
+    assert any("does 1 sequence " in p for p in prompts)
+    assert not any(" a 80 GiB" in p or " a 8" in p for p in prompts)
+    assert any(" an 80 GiB GPU" in p for p in prompts)
