@@ -395,6 +395,7 @@ def cmd_step_time(args):
     s = step_time(spec, w, context=args.context, batch=args.batch, bandwidth_gbs=bw,
                   kv_dtype=args.kv_dtype, scales=args.kv_scales, tp=args.tp, pp=args.pp,
                   peak_tflops=peak,
+                  attention_tflops=gpu.attention_tflops(args.kv_dtype) if gpu else None,
                   weight_read_bytes=wbytes if args.weights_gib is not None else None)
     out = s.to_dict()
     out.update(model=label, gpu=gpu.key if gpu else None)
@@ -548,7 +549,7 @@ def cmd_gpus(args):
         out["gpus"].append({"key": key, "name": g.name, "memory_gb": g.memory_gb,
                             "memory_bytes": g.memory_bytes, "bandwidth_gbs": g.bandwidth_gbs,
                             "bf16_tflops": g.bf16_tflops, "fp8_tflops": g.fp8_tflops,
-                            "fp16_tflops": g.fp16_tflops})
+                            "fp16_tflops": g.fp16_tflops, "fp32_tflops": g.fp32_tflops})
         text.append(f"{key:<15} {g.memory_gb:>5g} GB sold = {fmt_gib(g.memory_bytes)} usable  "
                     f"{g.bandwidth_gbs:>6,.0f} GB/s  {g.peak_tflops() or 0:>7,.1f} TFLOPS 16-bit")
     for key, lay in registry().links.items():
