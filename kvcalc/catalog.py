@@ -40,10 +40,12 @@ class RegistryModel:
     expert_weight_dtype: str | None
     sources: dict
 
-    def weights(self, dtype: str | None = None) -> Weights:
-        """Weight bytes in ``dtype``; None or "auto" means the published checkpoint's format
-        (with its expert format, e.g. gpt-oss's MXFP4 experts)."""
-        return weights_in(self.spec, dtype, self.weight_dtype, self.expert_weight_dtype)
+    def weights(self, dtype: str | None = None, *, half: str = "bf16") -> Weights:
+        """Weight bytes in ``dtype``; None or "auto" means the published checkpoint as vLLM
+        loads it (with its expert format, e.g. gpt-oss's MXFP4 experts; an FP32 checkpoint in
+        ``half``, the GPU's 16-bit format)."""
+        return weights_in(self.spec, dtype, self.weight_dtype, self.expert_weight_dtype,
+                          half=half)
 
 
 @dataclass(frozen=True, kw_only=True)

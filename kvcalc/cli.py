@@ -239,7 +239,9 @@ def _weights(args, spec, wd, ed) -> tuple[Weights, int]:
         # Parameters not counted: the size given is all kvcalc knows of the weights.
         w = weights_given(round(given * GiB), wd)
         return w, w.bytes
-    w = weights_in(spec, getattr(args, "weight_dtype", "auto"), wd, ed)
+    gpu = _gpu(args)  # "auto": the checkpoint as vLLM loads it on this GPU (FP32 in 16 bits)
+    w = weights_in(spec, getattr(args, "weight_dtype", "auto"), wd, ed,
+                   half=gpu.half if gpu else "bf16")
     if given is not None:
         return w, round(given * GiB)
     return w, w.bytes
@@ -343,7 +345,8 @@ def cmd_budget(args):
         gpu_name=gpu.name if gpu else None,
     )
     out = b.to_dict()
-    out.update(model=label, gpu=gpu.key if gpu else None, weight_dtype=w.dtype)
+    out.update(model=label, gpu=gpu.key if gpu else None, weight_dtype=w.dtype,
+               checkpoint_dtype=w.checkpoint_dtype or w.dtype)
     mc = ("unbounded (every layer keeps a bounded number of tokens)"
           if b.max_context_tokens is None else f"{b.max_context_tokens:,} tokens")
     text = [f"{label} on {gpu.name if gpu else f'{args.vram_gib:g} GiB'}"
@@ -352,7 +355,9 @@ def cmd_budget(args):
             f"  requested:    ceil({fmt_gib(b.total_bytes)} x {b.gpu_mem_util:g}) = "
             f"{fmt_gib(b.requested_bytes)}" if b.engine == "vllm" else
             f"  engine:       TensorRT-LLM, {b.gpu_mem_util:g} of memory free after weights",
-            f"  weights:      {fmt_gib(b.weights_bytes)}",
+            f"  weights:      {fmt_gib(b.weights_bytes)}"
+            + (f" ({w.dtype.upper()}: vLLM serves the {w.checkpoint_dtype.upper()} checkpoint "
+               "in 16 bits)" if w.checkpoint_dtype else ""),
             f"  reserve:      {fmt_gib(b.reserve_bytes)}",
             f"  KV pool:      {fmt_gib(b.kv_pool_bytes)}",
             f"  blocks:       {b.num_blocks:,} of {b.block_size} tokens "

@@ -167,6 +167,23 @@ def test_decode_step_is_the_sum_of_its_parts_each_under_its_roof():
     assert d.whole.achieved_tflops == pytest.approx(d.whole.flops / d.time_s / 1e12)
 
 
+def test_vllm_serves_an_fp32_checkpoint_in_16_bits():
+    m = get_model("gpt2")
+    assert m.weight_dtype == "fp32"
+    n = m.spec.params.total
+    auto = m.weights()  # vLLM on a GPU with BF16
+    assert (auto.dtype, auto.checkpoint_dtype, auto.bytes) == ("bf16", "fp32", 2 * n)
+    assert m.weights("fp32").bytes == 4 * n  # asked for FP32 explicitly: 4 B each
+    t4 = get_gpu("t4")
+    assert not t4.has_bf16 and t4.half == "fp16"
+    on_t4 = m.weights(half=t4.half)  # no BF16 on Turing: FP16
+    assert (on_t4.dtype, on_t4.bytes) == ("fp16", 2 * n)
+    # A BF16 checkpoint on a T4 falls back to FP16 (same bytes); as stored elsewhere.
+    llama = get_model("llama-3.1-8b")
+    assert llama.weights(half="fp16").dtype == "fp16"
+    assert llama.weights().dtype == "bf16" and llama.weights().checkpoint_dtype is None
+
+
 def test_gqa_variant_is_what_its_name_says():
     # GPT-2 has 12 heads, not a multiple of 8: the grouped variant is 6 KV heads of 2 query
     # heads each, not MQA (the review saw GQA = MQA).
