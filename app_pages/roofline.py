@@ -3,7 +3,7 @@ import streamlit as st
 from kvcalc import get_dtype, prefill, step_time
 from kvcalc.intensity import attention_points, decode_step, prefill_point, roofs
 from kvcalc.sweeps import max_batch_at
-from kvcalc.units import fmt_seconds
+from kvcalc.units import GiB, fmt_seconds
 from webui import common, figures
 from webui.common import bound
 
@@ -41,12 +41,14 @@ if prompt > limit or longest > limit:
         f"{spec.name} was trained for at most {limit:,} tokens (max_position_embeddings), so "
         f"{what} is past its limit and no figure is shown for it; lower the prompt or the "
         "context."))
-most = max_batch_at(spec, longest, **common.pool_kwargs(sel))
+pool = common.pool_kwargs(sel)  # what fits: the Decode step time page's check
+pool_text = (f"vLLM's arithmetic at gpu_memory_utilization {pool['gpu_mem_util']:g} and a "
+             f"{pool['reserve_bytes'] / GiB:g} GiB reserve, as on the Budget page")
+most = max_batch_at(spec, longest, **pool)
 if most == 0:
     common.stop_on_error(ValueError(
-        f"Not even one sequence of {longest:,} tokens fits in the KV pool (vLLM's arithmetic at "
-        "gpu_memory_utilization 0.9 and a 2 GiB reserve, as on the Budget page); lower the "
-        "context or give the cache more memory."))
+        f"Not even one sequence of {longest:,} tokens fits in the KV pool ({pool_text}); lower "
+        "the context or give the cache more memory."))
 fits = batch <= most
 kw = dict(kv_dtype=sel.kv_dtype, tp=sel.tp)
 try:
@@ -133,8 +135,7 @@ q_text = f", {queries} query tokens each" if queries > 1 else ""
 if db is None:
     st.markdown(
         f"**Decode** at batch {batch:,} does not fit: at {longest:,} tokens the KV pool holds "
-        f"{most:,} sequence{'s' if most != 1 else ''} (vLLM's arithmetic at "
-        "gpu_memory_utilization 0.9 and a 2 GiB reserve, as on the Budget page), so no figure "
+        f"{most:,} sequence{'s' if most != 1 else ''} ({pool_text}), so no figure "
         f"is shown for it. Decode at {most:,} sequences, the most that fit, does "
         f"{fi(dm.whole.intensity)} FLOPs per byte.")
 else:
