@@ -39,14 +39,15 @@ try:
                concurrency=batch, tp=sel.tp, pp=sel.pp, gpu_name=sel.gpu.name)
     s = step_time(sel.spec, sel.weights, context=context, batch=batch,
                   bandwidth_gbs=sel.bandwidth_gbs, kv_dtype=sel.kv_dtype, tp=sel.tp,
-                  pp=sel.pp, peak_tflops=sel.gpu.peak_tflops(sel.weights.dtype))
+                  pp=sel.pp, peak_tflops=sel.gpu.peak_tflops(sel.weights.dtype),
+                  attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype))
     # Prefill FLOPs need the parameter count; a config kvcalc cannot count goes without them.
     # A forward pass reads every weight it uses at least once: TTFT has that floor.
     peak = sel.gpu.peak_tflops(sel.weights.dtype)
     p = None if sel.spec.params is None or not peak else prefill(
         sel.spec, prompt, peak, mfu=mfu, tp=sel.tp,
         weight_read_bytes=sel.weights.read_per_step(sel.spec, prompt),
-        bandwidth_gbs=sel.bandwidth_gbs)
+        bandwidth_gbs=sel.bandwidth_gbs, attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype))
 except ValueError as exc:
     common.stop_on_error(exc)
 

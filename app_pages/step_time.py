@@ -37,7 +37,8 @@ x_max = select(c3.selectbox, "Chart up to (tokens)", [0, 8192, 32768, 131072, 26
 peak = sel.gpu.peak_tflops(sel.weights.dtype)
 kw = dict(bandwidth_gbs=sel.bandwidth_gbs, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
 try:
-    s = step_time(sel.spec, sel.weights, context=context, batch=batch, peak_tflops=peak, **kw)
+    s = step_time(sel.spec, sel.weights, context=context, batch=batch, peak_tflops=peak,
+                  attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype), **kw)
 except ValueError as exc:
     common.stop_on_error(exc)
 

@@ -40,22 +40,32 @@ class RegistryModel:
     expert_weight_dtype: str | None
     sources: dict
 
-    def weights(self, dtype: str | None = None) -> Weights:
-        """Weight bytes in ``dtype``; None or "auto" means the published checkpoint's format
-        (with its expert format, e.g. gpt-oss's MXFP4 experts)."""
-        return weights_in(self.spec, dtype, self.weight_dtype, self.expert_weight_dtype)
+    def weights(self, dtype: str | None = None, *, half: str = "bf16") -> Weights:
+        """Weight bytes in ``dtype``; None or "auto" means the published checkpoint as vLLM
+        loads it (with its expert format, e.g. gpt-oss's MXFP4 experts; an FP32 checkpoint in
+        ``half``, the GPU's 16-bit format)."""
+        return weights_in(self.spec, dtype, self.weight_dtype, self.expert_weight_dtype,
+                          half=half)
 
 
 @dataclass(frozen=True, kw_only=True)
 class GPU:
+    """A GPU's memory, bandwidth and dense peaks per math format (datasheet figures, without
+    sparsity). Which peak a piece of work gets depends on the format its arithmetic runs in:
+    ``gemm_format`` for the weights' matrix multiplies, ``attention_format`` for attention."""
+
     key: str
     name: str
     memory_gb: float  # as sold
     memory_mib_driver: int | None
     bandwidth_gbs: float
-    bf16_tflops: float | None
-    fp8_tflops: float | None
-    fp16_tflops: float | None
+    bf16_tflops: float | None  # dense 16-bit tensor-core peak (FP16 runs at the same rate)
+    fp8_tflops: float | None  # dense FP8 tensor-core peak; None: no FP8 tensor cores
+    fp16_tflops: float | None  # for GPUs without BF16 (Turing)
+    fp32_tflops: float | None = None  # FP32 on the CUDA cores, not the tensor cores
+    # vLLM computes attention in FP8 when the cache is FP8 (FlashAttention 3 and FlashMLA on
+    # Hopper quantise the queries too); elsewhere an FP8 cache is dequantised to 16 bits.
+    fp8_attention: bool = False
     sources: dict = field(default_factory=dict)
 
     @property
@@ -65,11 +75,61 @@ class GPU:
             return self.memory_mib_driver * MiB
         return int(self.memory_gb * GB)
 
-    def peak_tflops(self, dtype: str = "bf16") -> float | None:
-        """Dense tensor peak for ``dtype`` (fp8 where supported, else the 16-bit figure)."""
-        if dtype in ("fp8", "int8", "int4", "mxfp4") and self.fp8_tflops:
+    @property
+    def has_bf16(self) -> bool:
+        return self.bf16_tflops is not None
+
+    @property
+    def half(self) -> str:
+        """The 16-bit format vLLM computes in here: BF16, or FP16 on a GPU without BF16
+        (vllm/platforms/cuda.py, supported_dtypes: BF16 from compute capability 8.0)."""
+        return "bf16" if self.has_bf16 else "fp16"
+
+    def tflops(self, math: str) -> float | None:
+        """Dense peak for arithmetic in ``math`` ("fp32", "bf16", "fp16", "fp8"); None when
+        unknown."""
+        if math == "fp32":
+            return self.fp32_tflops
+        if math == "fp8":
             return self.fp8_tflops
+        if math == "fp16":
+            return self.fp16_tflops or self.bf16_tflops
         return self.bf16_tflops or self.fp16_tflops
+
+    def gemm_format(self, weight_dtype: str = "bf16") -> str:
+        """The format the matrix multiplies of weights stored in ``weight_dtype`` run in:
+        FP32 weights in FP32 (PyTorch leaves TF32 off for matrix multiplies by default); FP8 and
+        INT8 weights with 8-bit activations where the GPU has FP8 tensor cores (W8A8), else
+        dequantised to 16 bits; 4-bit weights (INT4, MXFP4) are dequantised to 16 bits
+        (W4A16, as vLLM's Marlin kernels do); 16-bit weights in 16 bits."""
+        if weight_dtype == "fp32":
+            return "fp32"
+        if weight_dtype in ("fp8", "int8") and self.fp8_tflops:
+            return "fp8"
+        if weight_dtype == "fp16":
+            return "fp16"
+        return self.half
+
+    def attention_format(self, kv_dtype: str = "bf16") -> str:
+        """The format attention's arithmetic runs in with a cache stored in ``kv_dtype``: FP32
+        for an FP32 cache; FP8 for an FP8 cache where vLLM's kernels compute in FP8
+        (``fp8_attention``: Hopper); otherwise the 16-bit model format, the cache dequantised
+        as it is read."""
+        if kv_dtype == "fp32":
+            return "fp32"
+        if kv_dtype == "fp8" and self.fp8_attention and self.fp8_tflops:
+            return "fp8"
+        if kv_dtype == "fp16":
+            return "fp16"
+        return self.half
+
+    def peak_tflops(self, dtype: str = "bf16") -> float | None:
+        """Dense peak for the GEMMs of weights stored in ``dtype`` (see ``gemm_format``)."""
+        return self.tflops(self.gemm_format(dtype))
+
+    def attention_tflops(self, kv_dtype: str = "bf16") -> float | None:
+        """Dense peak for attention over a cache stored in ``kv_dtype``."""
+        return self.tflops(self.attention_format(kv_dtype))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -205,10 +265,21 @@ def _gpu(key: str, entry) -> GPU:
               bf16_tflops=_num(entry, where, "bf16_tflops", required=False),
               fp8_tflops=_num(entry, where, "fp8_tflops", required=False),
               fp16_tflops=_num(entry, where, "fp16_tflops", required=False),
+              fp32_tflops=_num(entry, where, "fp32_tflops", required=False),
+              fp8_attention=_flag(entry, where, "fp8_attention"),
               sources=_sources(entry, where, ("specs",)))
     if gpu.bf16_tflops is None and gpu.fp16_tflops is None:
         raise ValueError(f"{where}: give 'bf16_tflops' or 'fp16_tflops'")
+    if gpu.fp8_attention and not str(gpu.sources.get("fp8_attention", "")).startswith("http"):
+        raise ValueError(f"{where}: field 'sources.fp8_attention' must be a link (http...)")
     return gpu
+
+
+def _flag(entry: dict, where: str, name: str) -> bool:
+    value = entry.get(name, False)
+    if not isinstance(value, bool):
+        raise ValueError(f"{where}: field '{name}' must be true or false, got {value!r}")
+    return value
 
 
 def _link(key: str, entry) -> Link:

@@ -241,7 +241,9 @@ def _weights(args, spec, wd, ed) -> tuple[Weights, int]:
         # Parameters not counted: the size given is all kvcalc knows of the weights.
         w = weights_given(round(given * GiB), wd)
         return w, w.bytes
-    w = weights_in(spec, getattr(args, "weight_dtype", "auto"), wd, ed)
+    gpu = _gpu(args)  # "auto": the checkpoint as vLLM loads it on this GPU (FP32 in 16 bits)
+    w = weights_in(spec, getattr(args, "weight_dtype", "auto"), wd, ed,
+                   half=gpu.half if gpu else "bf16")
     if given is not None:
         return w, round(given * GiB)
     return w, w.bytes
@@ -345,7 +347,8 @@ def cmd_budget(args):
         gpu_name=gpu.name if gpu else None,
     )
     out = b.to_dict()
-    out.update(model=label, gpu=gpu.key if gpu else None, weight_dtype=w.dtype)
+    out.update(model=label, gpu=gpu.key if gpu else None, weight_dtype=w.dtype,
+               checkpoint_dtype=w.checkpoint_dtype or w.dtype)
     mc = ("unbounded (every layer keeps a bounded number of tokens)"
           if b.max_context_tokens is None else f"{b.max_context_tokens:,} tokens")
     text = [f"{label} on {gpu.name if gpu else f'{args.vram_gib:g} GiB'}"
@@ -357,7 +360,9 @@ def cmd_budget(args):
             if b.engine == "trtllm" else
             f"  engine:       ideal (bytes a sequence really holds, no blocks), pool from "
             f"ceil({fmt_gib(b.total_bytes)} x {b.gpu_mem_util:g}) = {fmt_gib(b.requested_bytes)}",
-            f"  weights:      {fmt_gib(b.weights_bytes)}",
+            f"  weights:      {fmt_gib(b.weights_bytes)}"
+            + (f" ({w.dtype.upper()}: vLLM serves the {w.checkpoint_dtype.upper()} checkpoint "
+               "in 16 bits)" if w.checkpoint_dtype else ""),
             f"  reserve:      {fmt_gib(b.reserve_bytes)}",
             f"  KV pool:      {fmt_gib(b.kv_pool_bytes)}",
             (f"  blocks:       {b.num_blocks:,} of {b.block_size} tokens "
@@ -408,6 +413,7 @@ def cmd_step_time(args):
     s = step_time(spec, w, context=args.context, batch=args.batch, bandwidth_gbs=bw,
                   kv_dtype=args.kv_dtype, scales=args.kv_scales, tp=args.tp, pp=args.pp,
                   peak_tflops=peak,
+                  attention_tflops=gpu.attention_tflops(args.kv_dtype) if gpu else None,
                   weight_read_bytes=wbytes if args.weights_gib is not None else None)
     out = s.to_dict()
     out.update(model=label, gpu=gpu.key if gpu else None)
@@ -574,7 +580,7 @@ def cmd_gpus(args):
         out["gpus"].append({"key": key, "name": g.name, "memory_gb": g.memory_gb,
                             "memory_bytes": g.memory_bytes, "bandwidth_gbs": g.bandwidth_gbs,
                             "bf16_tflops": g.bf16_tflops, "fp8_tflops": g.fp8_tflops,
-                            "fp16_tflops": g.fp16_tflops})
+                            "fp16_tflops": g.fp16_tflops, "fp32_tflops": g.fp32_tflops})
         text.append(f"{key:<15} {g.memory_gb:>5g} GB sold = {fmt_gib(g.memory_bytes)} usable  "
                     f"{g.bandwidth_gbs:>6,.0f} GB/s  {g.peak_tflops() or 0:>7,.1f} TFLOPS 16-bit")
     for key, lay in registry().links.items():

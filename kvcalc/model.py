@@ -117,6 +117,17 @@ class _Layer:
         """Sum over a prompt's p tokens of the tokens each attends to (causal), in closed form."""
         return 0
 
+    def pair_flops(self, decode: bool = False) -> float:
+        """Attention FLOPs of one (query, cached token) pair in this layer, 2 per multiply-add:
+        the score q . k over qk_dim and the weighted sum of values over av_dim, for each of the
+        q_heads. ``decode``: the pair belongs to a decode step (MLA computes those differently)."""
+        return 2.0 * self.q_heads * (self.qk_dim + self.av_dim)
+
+    def attention_flops(self, start: int, end: int, decode: bool = False) -> float:
+        """Attention FLOPs of the tokens at positions start + 1 .. end, each attending causally
+        to ``attended`` tokens (its own included): pair_flops x the pairs between them."""
+        return self.pair_flops(decode) * (self.attended_pairs(end) - self.attended_pairs(start))
+
     q_heads: int = 0
     qk_dim: int = 0
     av_dim: int = 0
@@ -375,6 +386,19 @@ class MLALatent(_Layer):
     def scale_vectors(self) -> int:
         return 1
 
+    def pair_flops(self, decode: bool = False) -> float:
+        """Prefill up-projects the latent into per-head K and V (qk_head_dim, v_head_dim) and
+        runs multi-head attention on them. Decode is absorbed: W_UK is folded into the query and
+        W_UV applied after, so every head scores against the cached latent and RoPE key
+        (kv_lora_rank + qk_rope_head_dim) and sums the kv_lora_rank-wide latent:
+        2 x q_heads x (2 x kv_lora_rank + qk_rope_head_dim) per pair (DeepSeek-V2, section 2.1.2;
+        vLLM's MLA backends, vllm/v1/attention/backends/mla/common.py: "MQA with QK headdim =
+        Lkv + R, V headdim = Lkv" in _forward_decode). The two folded projections cost per query
+        token, not per pair, and are counted with the weights (2 x params per token)."""
+        if decode:
+            return 2.0 * self.q_heads * (2 * self.kv_lora_rank + self.qk_rope_head_dim)
+        return 2.0 * self.q_heads * (self.qk_head_dim + self.v_head_dim)
+
     bytes_per_token = _Attention.bytes_per_token
     tokens_kept = _Attention.tokens_kept
     kept_positions = _Attention.kept_positions
@@ -437,6 +461,9 @@ class SharedKV(_Layer):
 
     def attended_pairs(self, p: int) -> int:
         return self.reads.attended_pairs(p)
+
+    def pair_flops(self, decode: bool = False) -> float:
+        return self.reads.pair_flops(decode)
 
     def split(self, tp: int):
         return replace(self, reads=self.reads.split(tp))

@@ -12,6 +12,12 @@ Prefill is compute bound: about 2 x active params FLOPs per prompt token, plus a
 (2 x q_heads x (qk_dim + v_dim) FLOPs for each attended pair of tokens), at a stated fraction
 (MFU) of the GPU's dense peak.
 
+Attention FLOPs have one source, ``attention_flops``, which every page, the roofline and the
+serving simulator use: each layer kind says what one (query, cached token) pair costs. MLA
+differs by phase: prefill up-projects the latent into per-head K/V (2 x h x (qk_head_dim +
+v_head_dim) per pair), decode is absorbed and works on the latent itself (2 x h x
+(2 x kv_lora_rank + qk_rope_head_dim)), as vLLM's MLA backends do.
+
 With tensor parallelism each GPU reads its share of the weights and cache at the same time, so
 step time is per GPU; pipeline stages run one after another for a token, so they do not shorten a
 step (they spread memory).
@@ -29,7 +35,7 @@ from .units import GB, check_float, check_int
 from .weight_bytes import Weights
 
 __all__ = ["StepTime", "step_time", "crossover_context", "prefill", "Prefill", "token_passes",
-           "offload_vs_recompute", "Offload", "DEFAULT_MFU"]
+           "offload_vs_recompute", "Offload", "DEFAULT_MFU", "attention_flops", "decode_span"]
 
 DEFAULT_MFU = 0.5  # a well-tuned prefill reaches roughly half of dense peak; a stated assumption
 _CAP = 10**12
@@ -47,11 +53,31 @@ class StepTime:
     tokens_per_s: float
     crossover_context: int | None  # None: the cache never outweighs the weights (bounded layers)
     kv_share: float  # fraction of the step spent reading the cache
-    compute_time_s: float | None  # 2 x batch x active params / peak FLOPS, when FLOPS are known
+    # 2 x batch x active params / the GEMM peak + the step's attention FLOPs / the attention
+    # peak, when the peaks are known
+    compute_time_s: float | None
     bound: str  # "memory" or "compute"
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def decode_span(context: int, queries: int = 1) -> tuple[int, int]:
+    """The positions a decode step computes, as (start, end) for ``attention_flops``: the
+    ``queries`` new tokens of a sequence whose first new token is its ``context``-th (it attends
+    to ``context`` tokens, its own included). More than one query token per step is
+    speculative decoding or multi-token prediction verifying its drafts."""
+    start = max(context - 1, 0)
+    return start, start + queries
+
+
+def attention_flops(spec: ModelSpec, start: int, end: int, *, decode: bool,
+                    tp: int = 1) -> float:
+    """Attention FLOPs of one sequence's tokens at positions start + 1 .. end, over every layer,
+    per GPU at tensor parallel ``tp`` (the query heads are split). ``decode`` says which way an
+    engine computes them: prefill (a prompt, or a chunk of one) or a decode step; only MLA
+    differs (absorbed at decode). The one count every page and the simulator use."""
+    return sum(lay.attention_flops(start, end, decode) for lay in spec.layers) / tp
 
 
 def _per_gpu_layers(spec: ModelSpec, tp: int, pp: int):
@@ -95,8 +121,14 @@ def crossover_context(spec: ModelSpec, weight_read_bytes: int, batch: int = 1,
 def step_time(spec: ModelSpec, w: Weights, *, context: int, batch: int, bandwidth_gbs: float,
               kv_dtype: str = "bf16", scales: bool = False, state_dtype: str = "bf16",
               tp: int = 1, pp: int = 1, peak_tflops: float | None = None,
+              attention_tflops: float | None = None,
               weight_read_bytes: int | None = None, find_crossover: bool = True) -> StepTime:
     """One decode step of ``batch`` sequences that each hold ``context`` tokens.
+
+    ``peak_tflops`` is the GEMMs' dense peak (the weights' format), ``attention_tflops`` the
+    attention's (the cache's format; ``peak_tflops`` when not given): the compute time, which
+    only says whether the step is compute bound, is the GEMM FLOPs over the one plus the
+    attention FLOPs (absorbed for MLA) over the other.
 
     ``weight_read_bytes`` (whole model, per step) replaces the figure computed from ``w``, for a
     user who knows their checkpoint's size. ``find_crossover=False`` skips the crossover search
@@ -122,7 +154,12 @@ def step_time(spec: ModelSpec, w: Weights, *, context: int, batch: int, bandwidt
     bound = "memory"
     if peak_tflops and spec.params is not None:  # compute needs the parameter count
         peak_tflops = check_float("peak TFLOPS", peak_tflops, 0.0, 1e6, lo_open=True)
-        compute = 2 * batch * spec.active_params / tp / (peak_tflops * 1e12)
+        attention_tflops = peak_tflops if attention_tflops is None else check_float(
+            "attention peak TFLOPS", attention_tflops, 0.0, 1e6, lo_open=True)
+        start, end = decode_span(context)
+        compute = (2 * batch * spec.active_params / tp / (peak_tflops * 1e12)
+                   + batch * attention_flops(spec, start, end, decode=True, tp=tp)
+                   / (attention_tflops * 1e12))
         if compute > t:
             bound = "compute"
     return StepTime(
@@ -153,21 +190,26 @@ class Prefill:
 
 def prefill(spec: ModelSpec, prompt_tokens: int, peak_tflops: float, *, mfu: float = DEFAULT_MFU,
             tp: int = 1, weight_read_bytes: int | None = None,
-            bandwidth_gbs: float | None = None) -> Prefill:
+            bandwidth_gbs: float | None = None,
+            attention_tflops: float | None = None) -> Prefill:
     """Time to first token of one request on an idle GPU. A forward pass reads every weight it
     uses at least once, so with ``weight_read_bytes`` (whole model) and ``bandwidth_gbs`` the
     time is max(FLOPs / (peak x MFU), weight bytes / bandwidth): a short prompt is never faster
-    than reading the weights, which is what a decode step costs too."""
+    than reading the weights, which is what a decode step costs too.
+
+    ``peak_tflops`` is the GEMMs' dense peak (the weights' format); ``attention_tflops`` the
+    attention's (the cache's format), ``peak_tflops`` when not given. Both at the same MFU."""
     p = check_int("prompt tokens", prompt_tokens, 1, 10**8)
     peak_tflops = check_float("peak TFLOPS", peak_tflops, 0.0, 1e6, lo_open=True)
+    attention_tflops = peak_tflops if attention_tflops is None else check_float(
+        "attention peak TFLOPS", attention_tflops, 0.0, 1e6, lo_open=True)
     mfu = check_float("MFU", mfu, 0.0, 1.0, lo_open=True)
     tp = check_int("tensor parallel size", tp, 1, 4096)
     linear = 2.0 * spec.active_params * p
-    attn = 0.0
-    for layer in spec.layers:
-        attn += 2.0 * layer.q_heads * (layer.qk_dim + layer.av_dim) * layer.attended_pairs(p)
+    attn = attention_flops(spec, 0, p, decode=False)
     flops = linear + attn
-    compute = flops / tp / (peak_tflops * 1e12 * mfu)
+    compute = (linear / (peak_tflops * 1e12 * mfu)
+               + attn / (attention_tflops * 1e12 * mfu)) / tp
     memory = 0.0
     if weight_read_bytes is not None and bandwidth_gbs is not None:
         weight_read_bytes = check_int("weight bytes", weight_read_bytes, 0, 2**60)

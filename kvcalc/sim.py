@@ -23,10 +23,13 @@ One engine step (an iteration of the scheduler), in this order:
    first chunk are free.
 5. The step's time is max(FLOPs / (peak x MFU), bytes / (bandwidth x achieved share)):
 
-       FLOPs = 2 x active params x tokens in the step + 2 x q_heads x (qk_dim + v_dim) x pairs
+       FLOPs = 2 x active params x tokens in the step + attention FLOPs of its pairs
        bytes = weight bytes read + KV bytes per token x tokens each scheduled request reads
 
-   per GPU (tensor parallel: 1/tp of the weights, heads and FLOPs). A decode token at context c
+   per GPU (tensor parallel: 1/tp of the weights, heads and FLOPs). A pair costs what its layer
+   says (``roofline.attention_flops``): 2 x q_heads x (qk_dim + v_dim) for a prefill chunk's
+   pairs, and for a decode token's the same except MLA, whose decode is absorbed
+   (2 x q_heads x (2 x kv_lora_rank + qk_rope_head_dim)). A decode token at context c
    reads the c tokens of its cache (its own included) and attends to c of them; a prefill chunk
    from s to e tokens reads e tokens and adds e(e+1)/2 - s(s+1)/2 attended pairs. A decode-only
    step of b requests at context c is exactly ``step_time(context=c, batch=b)`` when memory
@@ -69,7 +72,7 @@ from .dtypes import KV_DTYPES, get_dtype
 from .kv import stage_layers
 from .memory import DEFAULT_RESERVE_BYTES, budget
 from .model import ModelSpec, cdiv
-from .roofline import DEFAULT_MFU
+from .roofline import DEFAULT_MFU, attention_flops
 from .units import GB, check_float, check_int
 from .weight_bytes import Weights
 
@@ -208,7 +211,9 @@ class Setup:
     weight_read_bytes: int  # per GPU, a step of one token (dense; MoE: the experts it touches)
     kv_read_bytes_per_token: int  # per GPU, every layer
     linear_flops_per_token: float  # 2 x active params / tp
-    attention_flops_per_pair: float  # 2 x q_heads x (qk_dim + v_dim), all layers, / tp
+    # 2 x q_heads x (qk_dim + v_dim), all layers, / tp: a pair of a prefill chunk
+    attention_flops_per_pair: float
+    decode_flops_per_pair: float  # a decode token's pair: the same, MLA's absorbed, / tp
     bandwidth_gbs: float  # peak
     bw_share: float
     peak_tflops: float
@@ -247,11 +252,14 @@ class Setup:
             total += self._moe_reads[min(tokens, len(self._moe_reads) - 1)]
         return -(-total // self.tp)
 
-    def step_seconds(self, tokens: int, read_tokens: int, pairs: int) -> float:
+    def step_seconds(self, tokens: int, read_tokens: int, pairs: int,
+                     decode_pairs: int = 0) -> float:
         """One step of ``tokens`` new tokens whose requests read ``read_tokens`` cached tokens in
-        all and attend to ``pairs`` (query, key) pairs: max(compute, memory)."""
+        all and attend to ``pairs`` (query, key) pairs of prefill chunks and ``decode_pairs`` of
+        decode tokens: max(compute, memory)."""
         compute = (self.linear_flops_per_token * tokens
-                   + self.attention_flops_per_pair * pairs) / self.flops_per_s
+                   + self.attention_flops_per_pair * pairs
+                   + self.decode_flops_per_pair * decode_pairs) / self.flops_per_s
         memory = (self.weights_read(tokens)
                   + self.kv_read_bytes_per_token * read_tokens) / self.bytes_per_s
         return compute if compute > memory else memory
@@ -329,7 +337,9 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
                          f"({mns:,}), as vLLM requires")
     usable = b.num_blocks - _vllm.fact("null_block", version)
     kv_pt = sum(lay.read_bytes(1, dtype, scales) for lay in layers)
-    per_pair = sum(2.0 * lay.q_heads * (lay.qk_dim + lay.av_dim) for lay in spec.layers) / tp
+    # Every layer keeps all tokens here, so one pair costs the same at any position.
+    per_pair = attention_flops(spec, 0, 1, decode=False, tp=tp)
+    per_decode_pair = attention_flops(spec, 0, 1, decode=True, tp=tp)
     fixed_read, embed, moe = 0, (0, 0), ()
     if weights_bytes is None:
         # Weights.read_per_step, split into its parts so a step of n tokens costs no call:
@@ -356,7 +366,8 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
                  max_num_batched_tokens=mnbt, prefix_caching=bool(prefix_caching), tp=tp,
                  kv_dtype=dtype.name, weight_read_bytes=wread, kv_read_bytes_per_token=kv_pt,
                  linear_flops_per_token=2.0 * spec.active_params / tp,
-                 attention_flops_per_pair=per_pair, bandwidth_gbs=bandwidth_gbs,
+                 attention_flops_per_pair=per_pair, decode_flops_per_pair=per_decode_pair,
+                 bandwidth_gbs=bandwidth_gbs,
                  bw_share=bw_share, peak_tflops=peak_tflops, mfu=mfu,
                  kv_pool_bytes=b.kv_pool_bytes, block_bytes=b.block_bytes, vllm_version=version,
                  max_model_len=max_model_len, notes=tuple(notes), _fixed_read=fixed_read,
@@ -579,7 +590,7 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
         preemptions += 1
         return victim
 
-    lin, a1 = s.linear_flops_per_token, s.attention_flops_per_pair / s.flops_per_s
+    lin, a1 = s.linear_flops_per_token, s.decode_flops_per_pair / s.flops_per_s
     m1 = s.kv_read_bytes_per_token / s.bytes_per_s
     fps, bps = s.flops_per_s, s.bytes_per_s
     trace: list[tuple[float, int, int]] = []  # (step start, blocks used, running requests)
@@ -642,6 +653,7 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
         tokens = 0
         read_tokens = 0
         pairs = 0
+        decode_pairs = 0
         # 2. decodes: every decoding request takes one token; some need a new block
         bucket = buckets[(-j) % bs] if n_dec else None
         if bucket:
@@ -720,7 +732,7 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
             ctx = dec_sum + n_dec * (j + 1)  # each reads its cache with the new token
             tokens += n_dec
             read_tokens += ctx
-            pairs += ctx
+            decode_pairs += ctx
         for r, n in chunks:
             a, e = r.computed, r.computed + n
             tokens += n
@@ -730,7 +742,7 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
         if tokens == 0:
             raise RuntimeError("internal error: a step with no token to compute")
         # 5. the clock
-        dt = s.step_seconds(tokens, read_tokens, pairs)
+        dt = s.step_seconds(tokens, read_tokens, pairs, decode_pairs)
         used = total - free_plain - (chain_len - chain_hot)
         if used > peak_used:
             peak_used = used

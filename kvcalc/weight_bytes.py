@@ -7,13 +7,13 @@ different format from the rest (gpt-oss: MXFP4 experts, BF16 elsewhere): ``exper
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .dtypes import WEIGHT_DTYPES, bytes_for, get_dtype
 from .model import ModelSpec
 from .units import check_int
 
-__all__ = ["Weights", "weights", "weights_given", "weights_in"]
+__all__ = ["Weights", "weights", "weights_given", "weights_in", "served_format"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -31,6 +31,9 @@ class Weights:
     # table (a tied one is read whole by the output head). 0 when tied or unknown.
     input_embedding_bytes: int = 0
     embedding_row_bytes: int = 0
+    # The checkpoint's own format when it is served in another ("auto": vLLM loads an FP32
+    # checkpoint in 16 bits); None when served as stored.
+    checkpoint_dtype: str | None = None
 
     def read_per_step(self, spec: ModelSpec, batch: int) -> int:
         """Weight bytes one decode step of ``batch`` sequences reads: every non-expert weight,
@@ -77,11 +80,25 @@ def weights_given(total_bytes: int, dtype: str = "bf16") -> Weights:
                    bytes_per_expert=0)
 
 
+def served_format(checkpoint: str, half: str = "bf16") -> str:
+    """The format vLLM loads a checkpoint stored in ``checkpoint`` in with ``--dtype auto`` on a
+    GPU whose 16-bit format is ``half`` ("bf16", or "fp16" where the GPU has no BF16): an FP32
+    checkpoint is downcast to it, a BF16 one falls back to FP16 on a GPU without BF16, other
+    formats load as stored (vllm/config/model.py, _resolve_auto_dtype: "Downcast for float32
+    models", then "Falling back to ... for compatibility")."""
+    if checkpoint == "fp32" or (checkpoint == "bf16" and half == "fp16"):
+        return half
+    return checkpoint
+
+
 def weights_in(spec: ModelSpec, choice: str | None, checkpoint: str = "bf16",
-               checkpoint_experts: str | None = None) -> Weights:
-    """The one place a weight-format choice is resolved: "auto" (or None) is the checkpoint's
-    own format, with its expert format (gpt-oss: MXFP4 experts); anything else is that format
-    for every weight."""
+               checkpoint_experts: str | None = None, *, half: str = "bf16") -> Weights:
+    """The one place a weight-format choice is resolved: "auto" (or None) is the checkpoint as
+    vLLM loads it (``served_format``: an FP32 checkpoint in 16 bits, ``half`` being the GPU's
+    16-bit format), with its expert format (gpt-oss: MXFP4 experts); anything else is that
+    format for every weight."""
     if choice in (None, "auto"):
-        return weights(spec, checkpoint, checkpoint_experts)
+        served = served_format(checkpoint, half)
+        w = weights(spec, served, checkpoint_experts)
+        return replace(w, checkpoint_dtype=checkpoint) if served != checkpoint else w
     return weights(spec, choice)

@@ -2,6 +2,7 @@
 (and, where possible, hand arithmetic), inputs change them, bad input gives a message."""
 
 import json
+import math
 import re
 
 import pytest
@@ -61,7 +62,8 @@ def test_roofline_page_states_hand_numbers():
     assert fmt_seconds(flops / (989.4e12 * 0.5)) in body
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     names = [t.get("name") for t in spec["data"]]
-    assert "attention MLA (absorbed)" in names and "decode as the batch grows" in names
+    assert "attention MLA (absorbed)" in names
+    assert "decode steps, batch 1 to the largest that fits" in names
     # The head-sharing diagram: Llama 3.1 8B's 32 query heads on 8 K/V heads (config.json).
     heads = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
                  if c.proto.id.endswith("-r_heads"))
@@ -73,10 +75,106 @@ def test_roofline_page_states_hand_numbers():
 def test_roofline_batch_moves_decode_right():
     at = open_page("app_pages/roofline.py")
     before = float(metric(at, "Decode at batch").split()[0])
-    at.number_input(key="r_batch").set_value(256)
+    at.number_input(key="r_batch").set_value(48)  # 54 sequences of 8,192 tokens fit
     at.run()
     assert not at.exception
     assert float(metric(at, "Decode at batch").split()[0]) > before
+
+
+def chart(at):
+    return json.loads(at.get("plotly_chart")[0].proto.spec)
+
+
+def test_roofline_mla_decode_is_absorbed_under_two_roofs():
+    # Issue 23 [7] [8]: DeepSeek-V3 on 8 x H200, batch 32, 8K. The step does
+    # (293,004,947,456 + 556,735,135,744 absorbed attention) FLOPs per GPU over
+    # (54,168,605,047 B weights + 18,421,383,168 B latent) = 11.7 FLOP/B (6.3 before); FP8
+    # weights have the GEMM roof 1,978.9 TFLOPS / 4,800 GB/s = 412 FLOP/B, the BF16 attention
+    # 989.4 / 4,800 = 206 FLOP/B (tests/test_roofline_precision.py works both by hand).
+    at = open_page("app_pages/roofline.py", model="deepseek-v3", gpu="h200-141gb", tp="8")
+    assert not at.exception and not at.error
+    assert metric(at, "Ridge points: GEMMs / attention") == "412 / 206 FLOP/B"
+    assert metric(at, "Decode at batch 32") == "11.7 FLOP/B"
+    body = page_text(at)
+    assert "The GEMMs compute in FP8: 1,978.9 TFLOPS" in body
+    assert "Attention computes in BF16: 989.4 TFLOPS" in body
+    names = [t["name"] for t in chart(at)["data"]]
+    assert names[:2] == ["GEMM roof (FP8 weights)", "attention roof (BF16 math)"]
+
+
+def test_roofline_fp32_weights_use_the_fp32_peak():
+    # Issue 23 [9]: a T4 does 8.1 TFLOPS in FP32 and 65 in FP16 on its tensor cores, at
+    # 320 GB/s: FP32 GEMMs have a ridge of 8.1e12 / 320e9 = 25, 16-bit attention 203.
+    at = open_page("app_pages/roofline.py", model="gpt2", gpu="t4", wdtype="fp32")
+    assert not at.exception and not at.error
+    assert metric(at, "Ridge points: GEMMs / attention") == "25 / 203 FLOP/B"
+    # With "auto" vLLM loads GPT-2's FP32 checkpoint in FP16 on a T4 (no BF16 there): half
+    # the bytes, the 16-bit roof for both.
+    at = open_page("app_pages/roofline.py", model="gpt2", gpu="t4")
+    assert metric(at, "Ridge point") == "203 FLOP/B"
+    assert "vLLM loads it in FP16 (dtype auto), so its weights take half" in page_text(at)
+    assert any("has no BF16" in c.value for c in at.sidebar.caption)
+
+
+def test_roofline_draws_only_batches_that_fit_and_prefill_at_its_mfu():
+    # Issue 23 [10]. Llama 3.1 8B on an H100 at 8,192 tokens: the pool (vLLM's arithmetic at
+    # 0.9 and a 2 GiB reserve) holds kvcalc's max_batch_at sequences; the trajectory stops there.
+    from kvcalc.sweeps import max_batch_at
+    m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
+    most = max_batch_at(m.spec, 8192, total_bytes=g.memory_bytes, weights_bytes=m.weights().bytes,
+                        gpu_mem_util=0.9, block_size=16, kv_dtype="bf16", tp=1, pp=1,
+                        gpu_name=g.name, reserve_bytes=2 * 2**30)
+    at = open_page("app_pages/roofline.py", r_batch="1024")
+    assert not at.exception and not at.error
+    assert metric(at, "Decode at batch 1,024") == "does not fit"
+    spec = chart(at)
+    traj = next(t for t in spec["data"] if t["name"].startswith("decode steps"))
+    assert traj["text"][0] == "decode, batch 1" and traj["text"][-1] == f"decode, batch {most:,}"
+    assert f"at 8,192 tokens the KV pool holds {most:,} sequences" in page_text(at)
+    # The prefill point sits at its FLOPs over the TTFT the text states (MFU 0.5), not on the
+    # roof: (2 x 7,504,924,672 x 512 + 16,384 x 32 x 512 x 513 / 2) FLOPs in 15.67 ms.
+    flops = 2 * 7_504_924_672 * 512 + 32 * 2 * 32 * 256 * 512 * 513 // 2
+    pf = next(t for t in spec["data"] if t["name"] == "prefill 512 tokens")
+    assert pf["y"][0] == pytest.approx(flops / (flops / (989.4e12 * 0.5)) / 1e12)  # 494.7
+    assert "494.7 TFLOP/s on the chart" in page_text(at)
+
+
+def test_roofline_gqa_is_grouped_for_gpt2_and_axes_show_decades():
+    # Issue 23 [11] [12]: GPT-2's 12 heads give GQA with 6 KV heads (2.0 FLOP/B), not MQA (12.0).
+    at = open_page("app_pages/roofline.py", model="gpt2")
+    assert not at.exception and not at.error
+    body = page_text(at)
+    assert "(GQA) with 6 KV heads lets 2 query heads share each cached key and value" in body
+    assert "2.0 FLOP/B; multi-query attention (MQA), one KV head for all 12, 12.0" in body
+    lay = chart(at)["layout"]
+    for axis in ("xaxis", "yaxis"):  # only 0.1, 1, 10, 100 ... : no minor digits read as values
+        vals = lay[axis]["tickvals"]
+        assert all(v == pytest.approx(10 ** round(math.log10(v))) for v in vals)
+    assert "1,000" in lay["xaxis"]["ticktext"]
+    # The defaults stay within GPT-2's 1,024 tokens; past them the page refuses.
+    assert metric(at, "Decode at batch 32")
+    at = open_page("app_pages/roofline.py", model="gpt2", r_ctx="2048")
+    assert any("at most 1,024 tokens" in text(e) for e in at.error)
+
+
+def test_roofline_batch_one_states_each_metric_once():
+    at = open_page("app_pages/roofline.py", r_batch="1")
+    assert not at.exception
+    labels = [m.label for m in at.metric]
+    assert len(labels) == len(set(labels)) and "Decode at batch 1" in labels
+    assert not any(lab.startswith("Decode at batch") and lab != "Decode at batch 1"
+                   for lab in labels)
+
+
+def test_roofline_query_tokens_scale_attention():
+    # 4 query tokens per step (speculative decoding, MTP) read Llama 3.1 8B's 8,195 cached
+    # tokens once: 2 x 32 x 256 x (4 x 8,192 + 6) / (8 x 256 x 8,195 x 2 B) = 16.0 FLOP/B.
+    at = open_page("app_pages/roofline.py", r_q="4")
+    assert not at.exception and not at.error
+    body = page_text(at)
+    assert "lets 4 query heads share each cached key and value, so the same bytes feed 4 times " \
+           "the work: 16.0 FLOP/B" in body
+    assert "With 4 query tokens per step, every cached byte feeds 4 queries" in body
 
 
 def test_frontier_page_shows_the_overlay_and_the_binding_limit():

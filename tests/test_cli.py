@@ -74,7 +74,9 @@ def test_budget_with_gpu_and_config_file(capsys, tmp_path):
     cfg.write_text(json.dumps(llama_config(torch_dtype="float32")))
     d = run_json(capsys, "budget", "--config", str(cfg), "--gpu", "l4", "--context", "4096")
     assert d["total_bytes"] == 23034 * 2**20
-    assert d["weight_dtype"] == "fp32"  # read from the config's torch_dtype
+    # The checkpoint is FP32 (the config's torch_dtype); vLLM's dtype "auto" serves it in BF16
+    # on an L4 (vllm/config/model.py _resolve_auto_dtype: "Downcast for float32 models").
+    assert d["checkpoint_dtype"] == "fp32" and d["weight_dtype"] == "bf16"
     assert d["max_concurrency"] > 0
 
 

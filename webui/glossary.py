@@ -36,10 +36,19 @@ TERMS: dict[str, str] = {
                    "has finished: the number of users, not an arrival rate, sets the load.",
     "MFU": "Model FLOPs utilization: the share of the GPU's peak arithmetic a prefill achieves.",
     "FLOPS": "Floating-point operations per second (TFLOPS: 10^12 of them).",
+    "GEMM": "General matrix multiply: the weights' matrix multiplications, most of a model's "
+            "FLOPs. They run in the weights' number format.",
+    "Ridge point": "Peak FLOPS / memory bandwidth: work doing fewer FLOPs per byte than this "
+                   "waits for memory, work doing more waits for arithmetic.",
     "TP": "Tensor parallelism: each layer's heads and matrices split over several GPUs.",
     "PP": "Pipeline parallelism: the layers split into stages, one stage per GPU.",
     "MoE": "Mixture of experts: each token runs through a few of many expert MLPs.",
     "BF16 / FP16": "16-bit floating-point formats: 2 bytes per number.",
+    "FP32": "32-bit floating point: 4 bytes per number. GPUs compute it on their general units, "
+            "many times slower than 16-bit on their tensor cores.",
+    "Speculative decoding / MTP": "A draft (a small model, or multi-token prediction heads) "
+                                  "proposes several tokens; one step of the model checks them "
+                                  "all against a single read of the cache.",
     "FP8": "8-bit floating point: 1 byte per number, half of BF16.",
     "INT8 / INT4": "8- and 4-bit integer codes, decoded with scales that are stored beside them.",
     "GiB vs GB": "GiB = 2^30 bytes (memory and cache sizes); GB = 10^9 bytes (bandwidth in GB/s, "

@@ -107,8 +107,12 @@ def sidebar(uses_selection: bool = True) -> None:
         )
         c1, c2 = st.columns(2)
         select(c1.selectbox, "Weights", ["auto", *WEIGHT_DTYPES], "wdtype",
-               help="auto: the checkpoint's own format")
+               help="auto: the checkpoint as vLLM loads it (its own format, except an FP32 "
+                    "checkpoint, which vLLM serves in 16 bits)")
         select(c2.selectbox, "KV cache", list(KV_DTYPES), "kvdtype", index=KV_DTYPES.index("bf16"))
+        if gpu != CUSTOM_GPU and not reg.gpus[gpu].has_bf16:
+            st.caption(f"{reg.gpus[gpu].name} has no BF16: vLLM computes in FP16 on it, so a "
+                       "BF16 cache or checkpoint is held in FP16 here (the same bytes).")
         from webui import glossary
 
         with st.expander("Glossary: MHA, GQA, MLA, TP, FP8 ...", icon=":material/menu_book:"):
@@ -338,14 +342,17 @@ def selection() -> Selection:
                    "decoder without them, so every figure on this page may be wrong.",
                    icon=":material/warning:")
     choice = st.session_state.get("wdtype", "auto")
+    gpu = _gpu_from_selection()
+    kv = st.session_state.get("kvdtype", "bf16")
+    if kv == "bf16" and not gpu.has_bf16:
+        kv = "fp16"  # vLLM's cache takes the model's 16-bit format, FP16 without BF16
     if spec.params is None:
         gib = float(st.session_state.get("wgib", 16.0))
         w = weights_given(round(gib * GiB), "bf16" if choice == "auto" else choice)
         source += f"; weights {gib:g} GiB as given (parameters not counted)"
     else:
-        w = weights_in(spec, choice, wd, ed)
-    return Selection(label=label, spec=spec, weights=w,
-                     kv_dtype=st.session_state.get("kvdtype", "bf16"), gpu=_gpu_from_selection(),
+        w = weights_in(spec, choice, wd, ed, half=gpu.half)
+    return Selection(label=label, spec=spec, weights=w, kv_dtype=kv, gpu=gpu,
                      tp=int(st.session_state.get("tp", 1)), pp=int(st.session_state.get("pp", 1)),
                      source=source, bw_share=float(st.session_state.get("bw_share", 1.0)))
 
