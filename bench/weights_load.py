@@ -48,7 +48,7 @@ def main() -> None:
             cold.append(one(os.path.join(root, f"cold-{i}")))
         warm_dir = os.path.join(root, "cold-0")  # written by the first cold run
         warm = [one(warm_dir) for _ in range(args.repeat)]
-    print(f"{"load of SmolLM2-135M":<40}{'median':>9}{'min':>9}{'max':>9}")
+    print(f"{'load of SmolLM2-135M':<40}{'median':>9}{'min':>9}{'max':>9}")
     for name, xs in (("GGUF dequantised (every start before)", cold),
                      ("safetensors cache (later starts)", warm)):
         print(f"{name:<40}{statistics.median(xs):>8.2f}s{min(xs):>8.2f}s{max(xs):>8.2f}s")
