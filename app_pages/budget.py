@@ -1,8 +1,17 @@
 import streamlit as st
 
 from kvcalc import budget, get_model, kv_cache, registry
+from kvcalc.memory import (
+    DEFAULT_ACTIVATION_BYTES,
+    DEFAULT_CUDA_GRAPH_BYTES,
+    DEFAULT_GPU_MEM_UTIL,
+    DEFAULT_NON_TORCH_BYTES,
+    DEFAULT_RESERVE_BYTES,
+    TRTLLM_FREE_FRACTION,
+)
 from kvcalc.sweeps import concurrency_curve, context_grid
 from kvcalc.units import GiB, fmt_bytes, fmt_gib
+from kvcalc.vllm import NEWEST
 from webui import callbacks, common
 from webui.charts import budget_figure, concurrency_figure
 from webui.common import bound, select
@@ -19,11 +28,19 @@ c1, c2, c3 = st.columns(3)
 context = c1.number_input("Context per sequence (tokens)", 1, 10_000_000, 8192, 1024,
                           **bound("b_ctx", "num"))
 concurrency = c2.number_input("Concurrent sequences", 1, 1_000_000, 16, 1, **bound("b_conc", "num"))
-util = c3.slider("gpu_memory_utilization", 0.05, 1.0, 0.9, 0.01, **bound("b_util", "num"),
-                 help="0.9 here; vLLM's own default is 0.9 up to 0.19 and 0.92 from 0.20.0")
+util = c3.slider("gpu_memory_utilization", 0.05, 1.0, DEFAULT_GPU_MEM_UTIL, 0.01,
+                 **bound("b_util", "num"),
+                 help=f"vLLM {NEWEST}'s default shown first (0.9 before 0.20.0); for the "
+                      "TensorRT-LLM convention, the share of memory free after the weights "
+                      f"(its own default {TRTLLM_FREE_FRACTION:g})")
 c1, c2, c3 = st.columns(3)
-reserve_gib = c1.number_input("Reserve for activations and runtime (GiB)", 0.0, 1024.0, 2.0, 0.5,
-                              **bound("b_reserve", "num"))
+reserve_gib = c1.number_input("Reserve for activations and runtime (GiB)", 0.0, 1024.0,
+                              DEFAULT_RESERVE_BYTES / GiB, 0.5, **bound("b_reserve", "num"),
+                              help="activation peak + CUDA context and libraries + CUDA graphs: "
+                                   f"{DEFAULT_ACTIVATION_BYTES / GiB:g} + "
+                                   f"{DEFAULT_NON_TORCH_BYTES / GiB:g} + "
+                                   f"{DEFAULT_CUDA_GRAPH_BYTES / GiB:g} GiB by default, the "
+                                   "same figures as on the vLLM start-up page")
 block = select(c2.selectbox, "Block size (tokens)", [1, 8, 16, 32, 64, 128, 256], "b_block",
                index=2)
 engine = select(c3.selectbox, "Engine convention", ["vllm", "ideal", "trtllm"], "b_engine",

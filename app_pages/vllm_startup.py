@@ -2,6 +2,11 @@ import math
 
 import streamlit as st
 
+from kvcalc.memory import (
+    DEFAULT_ACTIVATION_BYTES,
+    DEFAULT_CUDA_GRAPH_BYTES,
+    DEFAULT_NON_TORCH_BYTES,
+)
 from kvcalc.units import GiB
 from kvcalc.vllm import (
     VERSION_FACTS,
@@ -52,12 +57,15 @@ if mode == "predict":
     util = c[0].slider("gpu_memory_utilization", 0.05, 1.0,
                        float(fact("gpu_memory_utilization", version)), 0.01,
                        **bound("u_util", "num"), help=f"vLLM {version}'s default shown first")
-    act = c[1].number_input("Activation peak (GiB)", 0.0, 512.0, 1.0, 0.25,
+    act = c[1].number_input("Activation peak (GiB)", 0.0, 512.0,
+                            DEFAULT_ACTIVATION_BYTES / GiB, 0.25,
                             **bound("u_act", "num"), help="peak of vLLM's profiling run")
-    non_torch = c[2].number_input("Non-torch memory (GiB)", 0.0, 64.0, 0.5, 0.25,
+    non_torch = c[2].number_input("Non-torch memory (GiB)", 0.0, 64.0,
+                                  DEFAULT_NON_TORCH_BYTES / GiB, 0.25,
                                   **bound("u_nontorch", "num"),
                                   help="CUDA context, NCCL, cuBLAS workspaces")
-    graphs = c[3].number_input("CUDA-graph memory (GiB)", 0.0, 64.0, 0.5, 0.25,
+    graphs = c[3].number_input("CUDA-graph memory (GiB)", 0.0, 64.0,
+                               DEFAULT_CUDA_GRAPH_BYTES / GiB, 0.25,
                                **bound("u_graphs", "num"),
                                help="subtracted by versions that profile it before sizing")
     try:

@@ -299,9 +299,10 @@ def _budget_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--context", type=_positive_int, required=True)
     p.add_argument("--concurrency", type=_positive_int, default=1,
                    help="sequences you want to run at once (checked against the pool)")
-    p.add_argument("--gpu-mem-util", type=_mem_util, default=0.9,
-                   help="vLLM's gpu_memory_utilization (TensorRT-LLM: the share of memory free "
-                   "after weights)")
+    p.add_argument("--gpu-mem-util", type=_mem_util, default=None,
+                   help="vLLM's gpu_memory_utilization (default: the vLLM version's own, 0.92 in "
+                   "the newest; TensorRT-LLM: the share of memory free after weights, default "
+                   "0.9)")
     p.add_argument("--reserve-gib", type=_gib,
                    default=DEFAULT_RESERVE_BYTES / GiB,
                    help="activations, CUDA context and graphs, per GPU (default 2 GiB)")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from .catalog import get_gpu, get_model, registry
 from .hfconfig import spec_from_config
 from .kv import kv_cache
-from .memory import budget
+from .memory import budget, pool_defaults_text
 from .roofline import offload_vs_recompute, prefill, step_time
 from .units import GB, GiB, KiB, MiB, check_int, fmt_bytes, fmt_seconds
 
@@ -122,7 +122,8 @@ def interview_questions() -> list[Question]:
                      "request and grows with every token. So after the weights are in, what is "
                      "left divided by (KV per token x context) is the number of sequences in "
                      f"flight. Llama 3.1 8B on an H100: {w.bytes / GiB:.1f} GiB of weights, a "
-                     f"{b16.kv_pool_bytes / GiB:.1f} GiB pool left (vLLM defaults), and each "
+                     f"{b16.kv_pool_bytes / GiB:.1f} GiB pool left ({pool_defaults_text()}), "
+                     "and each "
                      f"8,192-token conversation takes {kv_cache(spec, 8192).kv_bytes / GiB:g} "
                      f"GiB: **{b16.max_concurrency:.1f} conversations** at most. Doubling the "
                      "context halves that; the weights never change.")),
@@ -223,12 +224,13 @@ def _make(rng: random.Random, kind: str, n: int) -> Question:
         return Question(
             qid=qid, level="mid",
             prompt=(f"A model with {model} and {weights_gib} GiB of weights runs in vLLM on a "
-                    f"{gpu_gib} GiB GPU (gpu_memory_utilization 0.9, 2 GiB reserve, blocks of "
+                    f"{gpu_gib} GiB GPU ({pool_defaults_text()}, blocks of "
                     f"16 tokens). How many {ctx:,}-token sequences can run at once?"),
             answer=f"{b.max_concurrency:,.2f} sequences (so {int(b.max_concurrency):,} whole "
                    "ones)", value=b.max_concurrency, unit="sequences", ask_unit="sequences",
             floor_ok=True,
-            solution=(f"pool = ceil({gpu_gib} GiB x 0.9) - {weights_gib} GiB - 2 GiB = "
+            solution=(f"pool = ceil({gpu_gib} GiB x {b.gpu_mem_util:g}) - {weights_gib} GiB "
+                      "- 2 GiB = "
                       f"{b.kv_pool_bytes / GiB:,.2f} GiB; page = 16 x {per // layers:,} B; "
                       f"blocks = pool // page // {layers} = {b.num_blocks:,}; concurrency = "
                       f"{b.num_blocks:,} / ({ctx:,} / 16) = {b.max_concurrency:,.2f}"))

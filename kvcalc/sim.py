@@ -260,7 +260,7 @@ class Setup:
 def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float,
           peak_tflops: float | None, max_model_len: int, kv_dtype: str = "bf16",
           scales: bool = False, tp: int = 1, pp: int = 1, block_size: int = 16,
-          gpu_mem_util: float = 0.9, reserve_bytes: int = DEFAULT_RESERVE_BYTES,
+          gpu_mem_util: float | None = None, reserve_bytes: int = DEFAULT_RESERVE_BYTES,
           weights_bytes: int | None = None, max_num_seqs: int | None = None,
           max_num_batched_tokens: int | None = None, prefix_caching: bool = True,
           bw_share: float = 1.0, mfu: float = DEFAULT_MFU, vllm_version: str | None = None,
@@ -348,7 +348,7 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
         wread = -(-(w.read_per_step(spec, 1)) // tp)
     else:
         wread = math.ceil(wbytes / tp)
-    notes = [f"pool: vLLM {version}'s arithmetic at gpu_memory_utilization {gpu_mem_util:g}, "
+    notes = [f"pool: vLLM {version}'s arithmetic at gpu_memory_utilization {b.gpu_mem_util:g}, "
              f"reserve {reserve_bytes / 2**30:g} GiB, blocks of {bs} tokens"]
     if _vllm.fact("null_block", version):
         notes.append("one block is vLLM's null block and holds no tokens")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from .catalog import GPU
 from .intensity import decode_point, ridge_point
 from .kv import kv_cache
-from .memory import budget
+from .memory import budget, pool_defaults_text
 from .model import ModelSpec
 from .quiz import Question
 from .roofline import step_time
@@ -105,8 +105,8 @@ def stop_question(number: int, spec: ModelSpec, w: Weights, gpu: GPU, *, kv_dtyp
         return Question(
             qid=qid, level="mid", value=b.max_concurrency, unit="sequences",
             ask_unit="sequences", floor_ok=True,
-            prompt=(f"vLLM serves {name} on {gpu.name} (gpu_memory_utilization 0.9, a 2 GiB "
-                    f"reserve, KV cache in {kvd}). How many {CONVERSATION:,}-token conversations "
+            prompt=(f"vLLM serves {name} on {gpu.name} ({pool_defaults_text()}, "
+                    f"KV cache in {kvd}). How many {CONVERSATION:,}-token conversations "
                     "fit in its KV pool at once?"),
             answer=(f"**{b.max_concurrency:,.2f}**, so {int(b.max_concurrency):,} whole ones: "
                     f"the pool is {fmt_bytes(b.kv_pool_bytes)} per GPU after the weights "

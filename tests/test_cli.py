@@ -51,7 +51,7 @@ def test_kv_sliding_growth_rate_at_context(capsys):
 
 def test_budget_json_hand_example(capsys):
     d = run_json(capsys, "budget", "--model", "llama-3.1-8b", "--vram-gib", "80", "--weights-gib",
-                 "15", "--reserve-gib", "2", "--context", "8192")
+                 "15", "--reserve-gib", "2", "--context", "8192", "--gpu-mem-util", "0.9")
     assert d["requested_bytes"] == 72 * GiB
     assert d["weights_bytes"] == 15 * GiB and d["reserve_bytes"] == 2 * GiB
     assert d["kv_pool_bytes"] == 55 * GiB
@@ -64,7 +64,7 @@ def test_budget_json_hand_example(capsys):
     assert d["max_num_seqs"] == 1024 and d["limited_by"] == "memory"
     old = run_json(capsys, "budget", "--model", "llama-3.1-8b", "--vram-gib", "80",
                    "--weights-gib", "15", "--reserve-gib", "2", "--context", "8192",
-                   "--vllm-version", "0.28.0", "--max-num-seqs", "32")
+                   "--vllm-version", "0.28.0", "--max-num-seqs", "32", "--gpu-mem-util", "0.9")
     assert old["max_context_tokens"] == 450_560
     assert old["max_running_seqs"] == 32 and old["limited_by"] == "max_num_seqs"
 
