@@ -50,7 +50,7 @@ mnbt = c[2].number_input("max_num_batched_tokens", 1, 1_000_000,
 draft = c[3].number_input("Draft-model layers (EAGLE: 1)", 0, 16, 0, 1, **bound("u_draft", "num"))
 kw = dict(max_model_len=max_len, block_size=block, tp=sel.tp, pp=sel.pp,
           kv_dtype=sel.kv_dtype, max_num_batched_tokens=mnbt, num_draft_layers=draft,
-          vllm_version=version)
+          vllm_version=version, gpu_name=sel.gpu.name)
 
 if mode == "predict":
     c = st.columns(4)
@@ -93,7 +93,8 @@ if mode == "predict":
         st.markdown("**vLLM will print**")
         # vLLM prints the memory rounded to 0.01 GiB; every figure below uses the exact bytes.
         common.formula(f"Available KV cache memory: {avail / GiB:.2f} GiB\n"
-                       + (f"Setting attention block size to {p.block_size} tokens ...\n"
+                       + (p.block_size_line + "\n" if p.block_size_line else
+                          f"Setting attention block size to {p.block_size} tokens ...\n"
                           if p.block_size != p.requested_block_size else "")
                        + "\n".join(p.capacity_lines()))
     m = st.columns(4)

@@ -359,7 +359,8 @@ def cmd_budget(args):
             f"  blocks:       {b.num_blocks:,} of {b.block_size} tokens "
             f"({fmt_bytes(b.page_bytes)} per layer, {b.kv_layers} K/V layers)",
             f"  capacity:     {b.kv_capacity_tokens:,} tokens",
-            f"  max concurrency at {b.context:,} tokens: {b.max_concurrency:.2f}x",
+            f"  max concurrency at {b.context:,} tokens: {b.max_concurrency:.2f}x"
+            + (" (vLLM's logged worst case)" if b.engine == "vllm" else ""),
             f"  max context of one sequence: {mc}",
             f"  {b.concurrency} x {b.context:,} tokens needs {fmt_gib(b.needed_bytes)}: "
             + ("fits" if b.fits else f"does NOT fit, over by {fmt_gib(b.overflow_bytes)}")]
@@ -368,6 +369,10 @@ def cmd_budget(args):
                     f"{b.blocks_per_request:,} blocks per request; max_num_seqs "
                     f"{b.max_num_seqs:,}, so {b.max_running_seqs:,.2f} run at once "
                     f"(limited by {b.limited_by})")
+        if b.held_blocks_per_request != b.blocks_per_request:
+            text.append(f"  running: one request decoding at {b.context:,} tokens holds "
+                        f"{b.held_blocks_per_request:,} blocks ({fmt_gib(b.held_bytes)}; windows "
+                        f"keep their last tokens only), so {b.held_concurrency:.2f} fit")
         if b.startup_error:
             text.append(f"  vLLM would refuse to start: {b.startup_error}")
     if b.kv_pool_bytes <= 0:

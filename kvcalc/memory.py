@@ -93,6 +93,9 @@ class Budget:
     stage: int  # which pipeline stage binds
     # vLLM's figures (engine="vllm"); for the other conventions they keep their plain meaning
     blocks_per_request: int = 0  # blocks one request of `context` tokens reserves
+    # blocks one running request holds decoding at `context` tokens: windows keep only their
+    # last tokens' blocks (vLLM frees the others), a state its blocks (engine="vllm")
+    held_blocks_per_request: int = 0
     group_size: int = 0  # layers per KV-cache group: a block holds one page of each
     num_groups: int = 0
     effective_block_size: int = 0  # raised for hybrids with a recurrent state
@@ -107,6 +110,19 @@ class Budget:
         if self.max_num_seqs is None:
             return self.max_concurrency
         return min(self.max_concurrency, self.max_num_seqs)
+
+    @property
+    def held_concurrency(self) -> float:
+        """Requests decoding at `context` tokens that the pool holds at once, each holding only
+        what vLLM keeps for it (vLLM's logged max_concurrency charges every window its worst
+        case). Equal to max_concurrency when every layer keeps every token."""
+        if not self.held_blocks_per_request:
+            return self.max_concurrency
+        return self.num_blocks / self.held_blocks_per_request
+
+    @property
+    def held_bytes(self) -> int:
+        return self.held_blocks_per_request * self.block_bytes
 
     @property
     def limited_by(self) -> str:
@@ -182,6 +198,7 @@ class Budget:
         d["usable_context"] = self.usable_context
         d["max_context_limited_by"] = self.max_context_limited_by
         d["max_running_seqs"] = self.max_running_seqs
+        d["held_concurrency"] = self.held_concurrency
         d["limited_by"] = self.limited_by
         d["notes"] = list(self.notes)
         return d
@@ -328,7 +345,7 @@ def _vllm_fields(spec: ModelSpec, pool: int, context: int, concurrency: int, *, 
     """Budget figures from kvcalc.vllm.predict: blocks, per-request blocks, concurrency, the
     start-up check and max_num_seqs, exactly as vLLM computes them."""
     kw = dict(block_size=block_size, tp=tp, pp=pp, kv_dtype=kv_dtype, scales=scales,
-              state_dtype=state_dtype, vllm_version=version,
+              state_dtype=state_dtype, vllm_version=version, gpu_name=gpu_name,
               max_num_batched_tokens=mnbt or _vllm.default_max_num_batched_tokens(
                   version, total_bytes, gpu_name))
     available = max(pool, 0)
@@ -352,6 +369,7 @@ def _vllm_fields(spec: ModelSpec, pool: int, context: int, concurrency: int, *, 
         "needed_bytes": needed, "fits": pool > 0 and needed <= usable and error is None,
         "overflow_bytes": max(0, needed - usable), "stage": p.stage,
         "blocks_per_request": p.blocks_per_request, "group_size": p.group_size,
+        "held_blocks_per_request": p.held_blocks(context),
         "num_groups": len(p.groups), "effective_block_size": p.block_size,
         "vllm_version": p.vllm_version, "max_num_seqs": max_num_seqs, "startup_error": error,
         "notes": p.notes,
