@@ -224,7 +224,6 @@ def test_mla_and_tensor_parallel_run(llama):
 
 
 @pytest.mark.parametrize("bad, message", [
-    (dict(model="gemma-2-9b"), "sliding"),
     (dict(pp=2), "pipeline parallel to 1"),
     (dict(prompt=140_000), "beyond"),
     (dict(max_num_batched_tokens=100), "at least max_num_seqs"),
@@ -236,6 +235,18 @@ def test_refusals_name_what_to_change(bad, message):
     with pytest.raises(ValueError, match=message):
         setup(m.spec, m.weights(), total_bytes=g.memory_bytes, bandwidth_gbs=g.bandwidth_gbs,
               peak_tflops=g.bf16_tflops, max_model_len=prompt + 256, **bad)
+
+
+def test_chunked_local_attention_is_refused_by_name(llama):
+    # Llama 3.1 8B with every fourth layer made chunked-local (Llama 4's pattern, chunk 8,192).
+    from kvcalc.model import ChunkedLocal
+
+    m, g = llama
+    layers = [ChunkedLocal(kv_heads=8, head_dim=128, v_head_dim=128, q_heads=32, chunk=8192)
+              if i % 4 else lay for i, lay in enumerate(m.spec.layers)]
+    with pytest.raises(ValueError, match="chunked"):
+        setup(m.spec.with_layers(layers), m.weights(), total_bytes=g.memory_bytes,
+              bandwidth_gbs=g.bandwidth_gbs, peak_tflops=g.bf16_tflops, max_model_len=768)
 
 
 def test_workload_refusals():
