@@ -7,7 +7,8 @@ Hand facts (Llama 3.1 8B config.json and models.yaml, as in tests/test_sim.py):
   128,256 x 4096 x 2 B = 1,050,673,152 B, of which a decode step of one token gathers one row of
   8,192 B.
 - H100 SXM: nvidia-smi's 81,559 MiB; 3,350 GB/s; 989.4 dense BF16 TFLOPS.
-- vLLM: requested = ceil(memory x 0.92), vLLM 0.33.0's default; pool = requested - weights - 2 GiB; blocks = pool //
+- vLLM: requested = ceil(memory x 0.92), vLLM 0.33.0's default; pool = requested - weights
+  - 2 GiB; blocks = pool //
   (16 tokens x 131,072 B); a request of n tokens takes ceil(n / 16) blocks.
 """
 

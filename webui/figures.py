@@ -27,12 +27,17 @@ LIMIT_NAMES = {"arrivals": "the users (every request is running)",
 _CURVE_COLORS = ["#2f9e6e", "#e0607e"]
 
 
-def frontier_figure(curves: list[tuple[str, list[int], list]]) -> go.Figure:
-    """Output tokens/s per GPU against tokens/s per user, one curve per setup; each point is a
-    concurrency (users), its marker the limit that bound the batch."""
+def frontier_figure(curves: list[tuple]) -> go.Figure:
+    """Output tokens/s per GPU against tokens/s per user, one curve per setup: (name, users,
+    results[, onset users]); each point is a concurrency (users), its marker the limit that
+    bound the batch. Only powers of two and the onset carry a label (the others are dense near
+    the onset and would pile up); every point says its count in the tooltip."""
     fig = _Parts()
-    for i, (name, users, results) in enumerate(curves):
+    for i, curve in enumerate(curves):
+        name, users, results = curve[:3]
+        onset = curve[3] if len(curve) > 3 else None
         color = _CURVE_COLORS[i % len(_CURVE_COLORS)]
+        labels = [f"{u:,}" if (u & (u - 1) == 0 or u == onset) else "" for u in users]
         fig.trace(dict(
             type="scatter", x=[r.output_tokens_per_s_per_user for r in results],
             y=[r.output_tokens_per_s_per_gpu for r in results],
@@ -40,15 +45,18 @@ def frontier_figure(curves: list[tuple[str, list[int], list]]) -> go.Figure:
             marker=dict(size=[13 if r.binding_limit == "kv_pool" else 9 for r in results],
                         symbol=[LIMIT_SYMBOLS[r.binding_limit] for r in results],
                         color=color),
-            text=[f"{u:,}" for u in users], textposition="top center",
+            text=labels, textposition="top right" if i else "top center",
+            textfont=dict(size=11), cliponaxis=False,
             customdata=[[u, LIMIT_NAMES[r.binding_limit], r.preemptions, r.max_batch]
                         for u, r in zip(users, results)],
-            hovertemplate="%{customdata[0]} users: %{y:,.0f} tokens/s per GPU, %{x:,.1f} "
-                          "tokens/s per user<br>batch up to %{customdata[3]}, limited by "
-                          "%{customdata[1]}, %{customdata[2]} preemptions<extra></extra>"))
+            hovertemplate="%{customdata[0]:,} users: %{y:,.0f} tokens/s per GPU, %{x:,.1f} "
+                          "tokens/s per user<br>batch up to %{customdata[3]:,}, limited by "
+                          "%{customdata[1]}, %{customdata[2]:,} preemptions<extra></extra>"))
     fig.layout(xaxis_title="tokens/s per user (1 / median TPOT)",
-               yaxis_title="output tokens/s per GPU", **_LAYOUT)
+               yaxis_title="output tokens/s per GPU",
+               **{**_LAYOUT, "margin": dict(l=10, r=30, t=50, b=10)})
     fig.xaxis(type="log")
+    fig.yaxis(rangemode="tozero", tickformat=",d")
     return fig.figure()
 
 
@@ -61,11 +69,14 @@ def utilization_figure(series: tuple, batch: tuple, num_blocks: int) -> go.Figur
     fig.trace(dict(type="scatter", x=[t for t, _ in batch], y=[n for _, n in batch],
                    name="running requests", yaxis="y2",
                    line=dict(color="#444", shape="hv", dash="dot")))
+    most = max((n for _, n in batch), default=1)
     fig.layout(xaxis_title="time (s)",
                yaxis=dict(title=f"% of the pool's {num_blocks:,} blocks", range=[0, 105]),
+               # whole requests only, on no grid of their own (the left axis draws it)
                yaxis2=dict(title="running requests", overlaying="y", side="right",
-                           rangemode="tozero"),
-               **{**_LAYOUT, "height": 320})
+                           range=[0, max(1, most) * 1.05], tickformat=",d", showgrid=False,
+                           dtick=None if most > 10 else 1),
+               **{**_LAYOUT, "height": 320, "margin": dict(l=10, r=50, t=40, b=10)})
     return fig.figure()
 
 
