@@ -196,13 +196,13 @@ def frontier_users(cap: RunningCapacity, base: tuple[int, ...] = (1, 2, 4, 8, 16
                                                                    256, 512, 1024)
                    ) -> tuple[int, ...]:
     """User counts for a frontier: powers of two, and densely around where the pool starts to
-    bind (the last free run, the onset, and steps of about 5% on either side). Past 4 x the
+    bind (the last free run, the onset, and 5-25% on either side). Past 4 x the
     onset the batch no longer grows: powers of two stop there (at 64 users at the least)."""
     onset = cap.onset_users
     top = base[-1] if not onset else min(base[-1], max(64, 4 * onset))
     users = {u for u in base if u <= top}
     if onset:
         users.update({onset, cap.last_free_users or onset})
-        for f in (0.7, 0.8, 0.85, 0.9, 0.95, 1.05, 1.1, 1.15, 1.25, 1.5):
+        for f in (0.8, 0.9, 0.95, 1.05, 1.1, 1.25, 1.5):
             users.add(max(1, round(onset * f)))
     return tuple(sorted(users))

@@ -249,8 +249,7 @@ def test_llama_onset_just_above_the_logged_worst_case():
     users = frontier_users(c)
     assert {c.last_free_users, c.onset_users, round(0.95 * c.onset_users),
             round(1.05 * c.onset_users)} <= set(users)
-    assert users[:11] == (1, 2, 4, 8, 16, 32, 64, 128, 256, round(0.7 * c.onset_users),
-                          round(0.8 * c.onset_users))
+    assert users[:10] == (1, 2, 4, 8, 16, 32, 64, 128, 256, round(0.8 * c.onset_users))
 
 
 def test_steady_ttft_leaves_out_the_first_wave():
