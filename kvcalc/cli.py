@@ -919,6 +919,8 @@ def _verify_zoo(args):
 command("simulate", _cli_sim.HELP, lambda p: _cli_sim.add_arguments(p, key=_key,
                                                                    int_arg=_int_arg))(
     _cli_sim.cmd_simulate)
+command("capacity", _cli_sim.CAPACITY_HELP, lambda p: _cli_sim.add_capacity_arguments(
+    p, key=_key, int_arg=_int_arg))(_cli_sim.cmd_capacity)
 
 
 def _jsonable(obj):

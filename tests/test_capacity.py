@@ -264,3 +264,18 @@ def test_steady_ttft_leaves_out_the_first_wave():
     assert r.ttft_p50_steady_s == pytest.approx(steady[len(steady) // 2 - 1] / 2
                                                 + steady[len(steady) // 2] / 2)
     assert r.ttft_p99_steady_s < r.ttft_p99_s
+
+
+def test_cli_capacity_json(capsys):
+    from kvcalc.cli import main
+
+    assert main(["capacity", "--model", "gemma-3-27b", "--gpu", "h100-sxm-80gb",
+                 "--prompt-tokens", "7936", "--output-tokens", "256", "--json"]) == 0
+    import json
+
+    d = json.loads(capsys.readouterr().out)
+    # The same figures as worked by hand above.
+    assert (d["logged_blocks_per_request"], d["held_blocks"]) == (3590, 896)
+    assert (d["onset_users"], d["last_free_users"]) == (17, 16)
+    assert d["runs"] and all({"users", "preemptions", "kv_wait_steps"} <= set(r)
+                             for r in d["runs"])
