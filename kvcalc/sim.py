@@ -50,9 +50,19 @@ token; ITL = every gap between two successive tokens of a request; E2EL = last t
 output tokens/s = all output tokens / (last finish - first arrival); percentiles with linear
 interpolation (numpy's default). Tokens/s per user = 1 / median TPOT.
 
-Supported models: every layer's cache grows by the same bytes per token at any length (full
-attention, MLA), one block size. Sliding-window, chunked and recurrent layers need per-group
-block tables and are refused by name.
+Supported models: full attention, MLA, sliding windows (one window size) and recurrent states,
+every layer's pages of one size. vLLM lays such a model's cache out in groups that draw on one
+pool of blocks (kvcalc.vllm): a request holds, in every token group, the blocks of its tokens,
+less, in a sliding group, those wholly before the window (vLLM's remove_skipped_blocks frees
+them: computed - window + 1 tokens, in whole blocks), plus its state blocks from admission on. A
+sliding layer reads and attends min(context, window) tokens; a state is read once a step.
+Prefix sharing is simulated for single-group models only. Chunked-local (Llama 4), shared-KV and
+cross-attention layers are refused by name.
+
+A run is pool-bound (``binding_limit == "kv_pool"``) once anything was preempted or a waiting
+request found too few free blocks; otherwise it is labelled by what held its peak batch. The
+warm-up is every request sent before the first one finished (a closed loop's users all send at
+t = 0); ``ttft_*_steady_s`` leave it out.
 """
 
 from __future__ import annotations
