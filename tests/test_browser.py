@@ -32,7 +32,7 @@ SHOTS = Path(tempfile.mkdtemp(prefix="kvlab-shots-"))
 # (title in the sidebar, url path, a number input to change, a metric that must change)
 PAGES = [
     ("Home", "", None, "KV cache per token"),
-    ("Budget", "budget", "Context per sequence (tokens)", "Max concurrency at"),
+    ("Budget", "budget", "Context per sequence (tokens)", "vLLM logs at"),
     ("Decode step time", "step_time", "Batch (sequences decoded together)", "Crossover context"),
     ("Shrinking the cache", "techniques", "Context per sequence (tokens)", "as configured"),
     ("Inference Lab", "lab", "Context per sequence (tokens)", "Max concurrency at"),
@@ -287,7 +287,7 @@ def test_link_names_and_pasted_text_stay_inert(server, browser):
 # A phone (390 x 844 CSS pixels, an iPhone 12-14): each calculator page's first screen must show
 # its answer (issue 13), not only its title and inputs. (path, the headline element's text)
 PHONE = [
-    ("budget", "Max concurrency at"),
+    ("budget", "vLLM logs at"),
     ("step_time", "Step time at"),
     ("techniques", "as configured"),
     ("lab", "Max concurrency at"),
