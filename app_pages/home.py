@@ -45,7 +45,7 @@ if sel is not None:
                    kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp, find_max_context=False,
                    gpu_name=sel.gpu.name)
         c3.metric(f"8K conversations on {sel.gpu.key}", f"{b.max_concurrency:,.1f}",
-                  help=f"vLLM's arithmetic (newest version) at {pool_defaults_text()}, "
+                  help=f"vLLM's arithmetic at {pool_defaults_text()}, "
                        "blocks of 16 tokens")
         if b.kv_pool_bytes > 0:
             st.caption(f"vLLM's KV pool on each GPU: {fmt_gib(b.kv_pool_bytes)} = "

@@ -214,11 +214,10 @@ def default_gpu_mem_util(engine: str = "vllm", vllm_version: str | None = None) 
 
 def pool_defaults_text(gpu_mem_util: float = DEFAULT_GPU_MEM_UTIL,
                        reserve_bytes: int = DEFAULT_RESERVE_BYTES) -> str:
-    """The pool's settings in words, for captions and prompts: "gpu_memory_utilization 0.92
-    (vLLM 0.33.0's default) and a 2 GiB reserve"."""
-    whose = (f" (vLLM {_vllm.NEWEST}'s default)" if gpu_mem_util == DEFAULT_GPU_MEM_UTIL
-             else "")
-    return (f"gpu_memory_utilization {gpu_mem_util:g}{whose} and a {reserve_bytes / GiB:g} GiB "
+    """The pool's settings in words, for captions and prompts: "vLLM 0.33.0's default
+    gpu_memory_utilization 0.92 and a 2 GiB reserve"."""
+    whose = f"vLLM {_vllm.NEWEST}'s default " if gpu_mem_util == DEFAULT_GPU_MEM_UTIL else ""
+    return (f"{whose}gpu_memory_utilization {gpu_mem_util:g} and a {reserve_bytes / GiB:g} GiB "
             "reserve")
 
 

@@ -41,7 +41,7 @@ def test_one_named_pool_default(llama):
     assert DEFAULT_GPU_MEM_UTIL == 0.92  # vLLM 0.33.0's own default
     assert DEFAULT_RESERVE_BYTES == 2 * GiB == (DEFAULT_ACTIVATION_BYTES + DEFAULT_NON_TORCH_BYTES
                                                + DEFAULT_CUDA_GRAPH_BYTES)
-    assert pool_defaults_text() == ("gpu_memory_utilization 0.92 (vLLM 0.33.0's default) and a 2 "
+    assert pool_defaults_text() == ("vLLM 0.33.0's default gpu_memory_utilization 0.92 and a 2 "
                                     "GiB reserve")
     # requested = ceil(85,520,809,984 x 0.92) = 78,679,145,186 B; pool = requested - 16,060,522,496
     # - 2,147,483,648 = 60,471,139,042 B = 56.32 GiB; blocks = pool // (16 x 131,072 B) = 28,834.
