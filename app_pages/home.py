@@ -45,8 +45,8 @@ if sel is not None:
                    kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp, find_max_context=False,
                    gpu_name=sel.gpu.name)
         c3.metric(f"8K conversations on {sel.gpu.key}", f"{b.max_concurrency:,.1f}",
-                  help=f"vLLM's arithmetic at {pool_defaults_text()}, "
-                       "blocks of 16 tokens")
+                  help=f"vLLM's arithmetic at {pool_defaults_text()}, blocks of "
+                       f"{b.effective_block_size} tokens: its start-up line")
         if b.kv_pool_bytes > 0:
             st.caption(f"vLLM's KV pool on each GPU: {fmt_gib(b.kv_pool_bytes)} = "
                        f"{b.num_blocks:,} blocks of {b.effective_block_size} tokens "
