@@ -21,17 +21,23 @@ lc[0].page_link("app_pages/budget.py", label="Budget", icon=":material/memory:")
 lc[1].page_link("app_pages/step_time.py", label="Decode step time", icon=":material/speed:")
 lc[2].page_link("app_pages/engine.py", label="Engine view", icon=":material/view_module:")
 
-c = st.columns(4)
+c = st.columns(3)
 prompt = c[0].number_input("Prompt (tokens)", 1, 32_768, 512, 64, **bound("fr_prompt", "num"))
 output = c[1].number_input("Output (tokens)", 2, 8192, 256, 32, **bound("fr_output", "num"))
-mns = c[2].number_input("max_num_seqs (0 = vLLM's default)", 0, 4096, 0, 64,
+kind = select(c[2].selectbox, "Request lengths", list(serving.LENGTHS), "fr_len",
+              serving.lengths_label,
+              help="Log-normal lengths have the prompt and output above as their median and "
+                   f"are cut at {serving.CLIP} x it: requests then finish at different times "
+                   "instead of in waves")
+c = st.columns(2)
+mns = c[0].number_input("max_num_seqs (0 = vLLM's default)", 0, 4096, 0, 64,
                         **bound("fr_mns", "num"))
-overlay = select(c[3].selectbox, "Overlay: change one thing", list(serving.OVERLAYS), "fr_over",
+overlay = select(c[1].selectbox, "Overlay: change one thing", list(serving.OVERLAYS), "fr_over",
                  serving.overlay_label, index=1)
 
 base = dict(spec=sel.spec, w=sel.weights, gpu=sel.gpu, kv_dtype=sel.kv_dtype, tp=sel.tp,
             bw_share=sel.bw_share, prompt=prompt, output=output, share=0.0,
-            max_num_seqs=mns or None)
+            max_num_seqs=mns or None, kind=kind)
 if sel.pp != 1:
     common.stop_on_error(ValueError("The serving simulator models tensor parallelism only: set "
                                     "pipeline parallel to 1 in the sidebar."))
@@ -63,84 +69,115 @@ elif overlay == "gpu":
         note = f"The larger GPU: {big.name}."
 try:
     curve = serving.frontier(**base)
-    other = serving.frontier(**changed) if changed else None
 except ValueError as exc:
     common.stop_on_error(exc)
+other = None
+if changed:
+    try:
+        other = serving.frontier(**changed)
+    except ValueError as exc:  # e.g. prefix sharing on a model with windows or states
+        note = f"The overlay cannot be simulated: {exc}."
 
-curves = [(f"as chosen ({sel.kv_dtype.upper()} KV)", list(serving.USERS), curve)]
+curves = [(f"as chosen ({sel.kv_dtype.upper()} KV)", curve)]
 if other is not None:
-    curves.append((serving.overlay_label(overlay), list(serving.USERS), other))
-st.plotly_chart(figures.frontier_figure(curves), width="stretch", key="fr_fig")
-st.caption("Numbers on the points: users, each sending its next request as soon as the last one "
-           "ends (a closed loop). Markers: circle, every request runs (the users limit the "
-           "batch); square, max_num_seqs; large x, the KV pool (requests wait for blocks or are "
-           "preempted); diamond, max_num_batched_tokens. Each point simulates "
-           f"{serving.requests_for(1):,} to {serving.requests_for(1024):,} requests (about four "
-           "per user). TPOT: time per output token.")
+    curves.append((serving.overlay_label(overlay), other))
+st.plotly_chart(figures.frontier_figure([(n, f.users, f.results, f.capacity.onset_users)
+                                         for n, f in curves]), width="stretch", key="fr_fig")
+st.caption("Numbers on the points: users (powers of two, and where the pool starts to bind), "
+           "each sending its next request as soon as the last one ends (a closed loop); every "
+           "point's count is in its tooltip. Markers: circle, every request runs (the users "
+           "limit the batch); square, max_num_seqs; large x, the KV pool (a request was "
+           "preempted or waited for blocks); diamond, max_num_batched_tokens. Each point "
+           "simulates about four requests per user. TPOT: time per output token.")
 if note:
     st.info(note)
 
 
-def first_pool_limit(results):
-    for u, r in zip(serving.USERS, results):
-        if r.binding_limit == "kv_pool":
-            return u, r
-    return None, None
+def best(f):
+    i = max(range(len(f.results)), key=lambda k: f.results[k].output_tokens_per_s_per_gpu)
+    return f.users[i], f.results[i]
 
 
-def best_point(results):
-    return max(results, key=lambda x: x.output_tokens_per_s_per_gpu)
-
-
-def say(name, results):
-    u, r = first_pool_limit(results)
-    best = best_point(results)
-    best_u = serving.USERS[results.index(best)]
-    text = (f"**{name}**: at most {best.output_tokens_per_s_per_gpu:,.0f} output tokens/s per "
-            f"GPU (at {best_u:,} users, {best.output_tokens_per_s_per_user:,.1f} tokens/s per "
-            "user). ")
-    if u is None:
-        text += (f"The KV pool never stops the batch from growing up to {serving.USERS[-1]:,} "
-                 f"users; the largest batch is {max(x.max_batch for x in results):,}.")
+def say(name, f):
+    cap = f.capacity
+    u, b = best(f)
+    text = (f"**{name}**: at most {b.output_tokens_per_s_per_gpu:,.0f} output tokens/s per GPU "
+            f"(at {u:,} users, {b.output_tokens_per_s_per_user:,.1f} tokens/s per user). "
+            f"At start-up vLLM logs room for {cap.logged_concurrency:,.2f} requests of "
+            f"{cap.max_model_len:,} tokens (its worst case: every request at full length). ")
+    if cap.onset_users is None:
+        text += (f"The KV pool never binds up to {cap.users_cap:,} users: "
+                 f"{figures.LIMIT_NAMES[cap.top_limit]} holds the batch; the largest is "
+                 f"{max(r.max_batch for r in f.results):,}.")
     else:
-        text += (f"From {u:,} users on, the KV pool, not max_num_seqs ({r.max_num_seqs:,}), "
-                 f"stops the batch at {r.max_batch:,} requests ({r.preemptions:,} preemptions "
-                 "in that run).")
+        r = cap.result(cap.sustained_users)
+        text += (f"In the simulation the pool starts to bind at {cap.onset_users:,} users "
+                 f"({cap.last_free_users or 0:,} run with no preemption and no wait for "
+                 f"blocks); with {cap.sustained_users:,} users it sustains a batch of "
+                 f"{cap.sustained_batch:,.1f} requests ({r.preemptions:,} preemptions).")
     return text
 
 
 with top:  # the answer first: on a phone it is on the first screen
-    m = st.columns(2)
+    cap = curve.capacity
+    m = st.columns(3)
     m[0].metric("Most output tokens/s per GPU",
-                f"{best_point(curve).output_tokens_per_s_per_gpu:,.0f}",
+                f"{best(curve)[1].output_tokens_per_s_per_gpu:,.0f}",
                 help="The highest point of the curve as chosen")
-    u_pool, _ = first_pool_limit(curve)
-    m[1].metric("The KV pool stops the batch from", "never (up to "
-                f"{serving.USERS[-1]:,} users)" if u_pool is None else f"{u_pool:,} users")
+    m[1].metric("vLLM's logged worst case", f"{cap.logged_concurrency:,.2f}",
+                help=f"'Maximum concurrency for {cap.max_model_len:,} tokens per request' at "
+                     "start-up: every request at its full length at once")
+    m[2].metric("The KV pool binds from", "never (up to "
+                f"{cap.users_cap:,} users)" if cap.onset_users is None else
+                f"{cap.onset_users:,} users",
+                help="The fewest users whose run preempts a request or makes one wait for "
+                     "blocks")
     st.markdown(say(curves[0][0], curve))
     if other is not None:
         st.markdown(say(curves[1][0], other))
+    for n in cap.notes:
+        st.caption(n[0].upper() + n[1:] + ".")
 
 st.subheader("One run in detail")
-users = select(st.select_slider, "Users", list(serving.USERS), "fr_users", value=256)
-r = curve[serving.USERS.index(users)]
+users = st.number_input("Users", 1, 5000, 256, 1, **bound("fr_users", "num"))
+try:
+    r = serving.one_run(**base, users=int(users))
+except ValueError as exc:
+    common.stop_on_error(exc)
+warm = r.ttft_p50_steady_s is not None
+ttft50 = r.ttft_p50_steady_s if warm else r.ttft_p50_s
+ttft99 = r.ttft_p99_steady_s if warm else r.ttft_p99_s
 m = st.columns(4)
-m[0].metric("TTFT p50 / p99", f"{fmt_seconds(r.ttft_p50_s)} / {fmt_seconds(r.ttft_p99_s)}",
-            help="Time to first token: from arrival to the first output token")
-m[1].metric("TPOT p50 / p99", f"{fmt_seconds(r.tpot_p50_s)} / {fmt_seconds(r.tpot_p99_s)}",
+m[0].metric("TTFT p50", fmt_seconds(ttft50), help="Time to first token: from arrival to the "
+            "first output token" + (", after the warm-up" if warm else ""))
+m[1].metric("TTFT p99", fmt_seconds(ttft99), help="99th percentile" + (
+    ", after the warm-up" if warm else ""))
+m[2].metric("TPOT p50", fmt_seconds(r.tpot_p50_s),
             help="Time per output token after the first: (last - first) / (tokens - 1)")
-m[2].metric("ITL p50 / p99", f"{fmt_seconds(r.itl_p50_s)} / {fmt_seconds(r.itl_p99_s)}",
-            help="Inter-token latency: every gap between two tokens of a request")
-m[3].metric("Output tokens/s per GPU", f"{r.output_tokens_per_s_per_gpu:,.0f}")
+m[3].metric("TPOT p99", fmt_seconds(r.tpot_p99_s))
 m = st.columns(4)
-m[0].metric("Tokens/s per user", f"{r.output_tokens_per_s_per_user:,.1f}",
+m[0].metric("ITL p50", fmt_seconds(r.itl_p50_s),
+            help="Inter-token latency: every gap between two tokens of a request")
+m[1].metric("ITL p99", fmt_seconds(r.itl_p99_s))
+m[2].metric("Output tokens/s per GPU", f"{r.output_tokens_per_s_per_gpu:,.0f}")
+m[3].metric("Tokens/s per user", f"{r.output_tokens_per_s_per_user:,.1f}",
             help="1 / median TPOT")
-m[1].metric("Largest batch", f"{r.max_batch:,}")
-m[2].metric("Preemptions", f"{r.preemptions:,}")
+m = st.columns(4)
+m[0].metric("Largest batch", f"{r.max_batch:,}")
+m[1].metric("Preemptions", f"{r.preemptions:,}")
+m[2].metric("Steps waiting for blocks", f"{r.kv_wait_steps:,}",
+            help="Engine steps in which a waiting request found too few free KV blocks")
 m[3].metric("KV blocks in use (mean)", f"{r.kv_utilization_mean:.0%}")
-st.markdown(f"With {users:,} users the batch reached {r.max_batch:,} requests, limited by "
-            f"{figures.LIMIT_NAMES[r.binding_limit]}; the pool holds {r.num_blocks:,} blocks of "
-            f"{r.block_size} tokens, max_num_seqs is {r.max_num_seqs:,} and "
+if warm:
+    st.caption(f"TTFT leaves out the warm-up: the {r.warmup_requests:,} requests sent before "
+               "the first one finished (each user's first, all sent at t = 0), which wait for "
+               f"the whole first wave. With them: p50 {fmt_seconds(r.ttft_p50_s)}, p99 "
+               f"{fmt_seconds(r.ttft_p99_s)}.")
+steady = ("" if r.steady_batch is None else
+          f" (on average {r.steady_batch:,.1f} between the first finish and the last admission)")
+st.markdown(f"With {users:,} users the batch reached {r.max_batch:,} requests{steady}, limited "
+            f"by {figures.LIMIT_NAMES[r.binding_limit]}; the pool holds {r.num_blocks:,} blocks "
+            f"of {r.block_size} tokens, max_num_seqs is {r.max_num_seqs:,} and "
             f"max_num_batched_tokens {r.max_num_batched_tokens:,}.")
 st.plotly_chart(figures.utilization_figure(r.utilization_series, r.batch_series, r.num_blocks),
                 width="stretch", key="fr_util")
@@ -149,12 +186,16 @@ with st.expander("How the simulation works", icon=":material/function:"):
         "Each engine step decodes one token for every running request, gives prompt chunks "
         "the rest of max_num_batched_tokens, and admits waiting requests while blocks are free "
         "and fewer than max_num_seqs run. A request that needs a block when none is free "
-        "preempts the newest running request, which recomputes later. A step costs "
-        "max(compute time, memory time), the same law as the Decode step time page:")
+        "preempts the newest running request, which recomputes later. A sliding-window layer "
+        "gives a block back once it leaves the window, as vLLM does; a recurrent state holds "
+        "its blocks for the request's life. A run is pool-bound once anything is preempted or "
+        "waits for blocks. A step costs max(compute time, memory time), the same law as the "
+        "Decode step time page:")
     common.formula("step time = max( (2 x active params x tokens + attention FLOPs) / "
                    "(peak x MFU),\n"
                    "                 (weight bytes + KV bytes per token x tokens read) / "
                    "(bandwidth x achieved share) )")
+    common.formula(cap.derivation())
     st.caption("FLOPs: floating-point operations. MFU: the share of the GPU's dense peak a real "
                "kernel reaches (0.5 here). Metrics follow vLLM's benchmark definitions. An "
                "ideal engine: no scheduling overhead, no all-reduce time.")

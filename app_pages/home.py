@@ -1,8 +1,8 @@
 import streamlit as st
 
 from kvcalc import budget, kv_cache
-from kvcalc.memory import DEFAULT_RESERVE_BYTES
-from kvcalc.units import fmt_bytes
+from kvcalc.memory import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, pool_defaults_text
+from kvcalc.units import fmt_bytes, fmt_gib
 from webui import common
 from webui.charts import cache_picture
 
@@ -42,13 +42,18 @@ if sel is not None:
               fmt_bytes(r.total_bytes))
     try:
         b = budget(sel.spec, total_bytes=sel.gpu.memory_bytes, context=conv,
-                   weights_bytes=sel.weights_bytes, reserve_bytes=DEFAULT_RESERVE_BYTES,
+                   weights_bytes=sel.weights_bytes, gpu_mem_util=DEFAULT_GPU_MEM_UTIL,
+                   reserve_bytes=DEFAULT_RESERVE_BYTES,
                    kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp, find_max_context=False,
                    gpu_name=sel.gpu.name)
         gpus = f"{sel.num_gpus} x {sel.gpu.name}" if sel.num_gpus > 1 else sel.gpu.name
         c3.metric(f"{conv:,}-token conversations on {gpus}", f"{b.max_concurrency:,.1f}",
-                  help="vLLM's arithmetic (newest version) at 0.9 of GPU memory, a 2 GiB reserve, "
-                       "blocks of 16 tokens")
+                  help=f"vLLM's arithmetic at {pool_defaults_text()}, blocks of "
+                       f"{b.effective_block_size} tokens: its start-up line")
+        if b.kv_pool_bytes > 0:
+            st.caption(f"vLLM's KV pool on each GPU: {fmt_gib(b.kv_pool_bytes)} = "
+                       f"{b.num_blocks:,} blocks of {b.effective_block_size} tokens "
+                       f"({pool_defaults_text()}), as on the Budget and vLLM start-up pages.")
     except ValueError as exc:
         c3.metric(f"{conv:,}-token conversations", "n/a", help=common.plain(str(exc)))
     common.formula(r.per_token_formula())

@@ -1,9 +1,10 @@
 import streamlit as st
 
-from kvcalc import budget, prefill, step_time
+from kvcalc import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, budget, prefill, step_time
 from kvcalc.roofline import DEFAULT_MFU
 from kvcalc.sweeps import max_context_at, no_speed_reason, step_curve
 from kvcalc.units import GiB, fmt_gib, fmt_seconds
+from kvcalc.vllm import NEWEST
 from webui import common
 from webui.charts import budget_figure, step_time_figure
 from webui.common import bound, select
@@ -22,9 +23,11 @@ batch = c[1].number_input("Batch / concurrent sequences", 1, 100_000, 16, 1,
                           **bound("l_batch", "num"))
 prompt = c[2].number_input("Prompt length (tokens)", 1, 10_000_000, 2048, 256,
                            **bound("l_prompt", "num"))
-util = c[3].slider("gpu_memory_utilization", 0.05, 1.0, 0.9, 0.01, **bound("l_util", "num"))
+util = c[3].slider("gpu_memory_utilization", 0.05, 1.0, DEFAULT_GPU_MEM_UTIL, 0.01,
+                   **bound("l_util", "num"), help=f"vLLM {NEWEST}'s default shown first")
 c = st.columns(4)
-reserve = c[0].number_input("Reserve (GiB)", 0.0, 1024.0, 2.0, 0.5, **bound("l_reserve", "num"))
+reserve = c[0].number_input("Reserve (GiB)", 0.0, 1024.0, DEFAULT_RESERVE_BYTES / GiB, 0.5,
+                            **bound("l_reserve", "num"))
 block = select(c[1].selectbox, "Block size (tokens)", [8, 16, 32, 64, 128], "l_block", index=1)
 mfu = c[2].slider("Prefill efficiency (MFU)", 0.05, 1.0, DEFAULT_MFU, 0.05,
                   **bound("l_mfu", "num"))

@@ -1,6 +1,7 @@
 import streamlit as st
 
 from kvcalc import step_time
+from kvcalc.memory import pool_defaults_text
 from kvcalc.sweeps import (
     FIXED_COST_NOTE_BELOW_S,
     batch_curve,
@@ -46,7 +47,7 @@ if x_max == 0:
     x_max = min(max(2 * (s.crossover_context or 0), 2 * context, 8192), 10_000_000)
 contexts = [round(x_max * i / 80) for i in range(81)]
 curve = step_curve(sel.spec, sel.weights, contexts, batch=batch, **kw)
-pool = common.pool_kwargs(sel)  # what fits: vLLM's arithmetic at 0.9 and a 2 GiB reserve
+pool = common.pool_kwargs(sel)  # what fits: vLLM's arithmetic at the lab's pool defaults
 fits_to = max_context_at(sel.spec, batch, **pool)
 st.plotly_chart(step_time_figure(curve, s.crossover_context, batch, fits_to=fits_to,
                                  model_max=sel.spec.max_context), width="stretch", key="s_fig")
@@ -131,6 +132,6 @@ else:
               f"{read[0]:,.2f} GB at any batch.")
 holds = (f"{context:,} tokens is past the model's limit, so no batch gets tokens/s" if past else
          f"At {context:,} tokens the KV pool holds {most:,} sequence{'s' if most != 1 else ''} "
-         "(vLLM's arithmetic at gpu_memory_utilization 0.9 and a 2 GiB reserve, as on the Budget "
-         "page); larger batches are hatched and get no tokens/s")
+         f"(vLLM's arithmetic at {pool_defaults_text()}, as on the Budget page); larger batches "
+         "are hatched and get no tokens/s")
 st.caption(f"{shared} {holds}.")

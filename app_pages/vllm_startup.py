@@ -2,6 +2,11 @@ import math
 
 import streamlit as st
 
+from kvcalc.memory import (
+    DEFAULT_ACTIVATION_BYTES,
+    DEFAULT_CUDA_GRAPH_BYTES,
+    DEFAULT_NON_TORCH_BYTES,
+)
 from kvcalc.units import GiB
 from kvcalc.vllm import (
     VERSION_FACTS,
@@ -45,19 +50,22 @@ mnbt = c[2].number_input("max_num_batched_tokens", 1, 1_000_000,
 draft = c[3].number_input("Draft-model layers (EAGLE: 1)", 0, 16, 0, 1, **bound("u_draft", "num"))
 kw = dict(max_model_len=max_len, block_size=block, tp=sel.tp, pp=sel.pp,
           kv_dtype=sel.kv_dtype, max_num_batched_tokens=mnbt, num_draft_layers=draft,
-          vllm_version=version)
+          vllm_version=version, gpu_name=sel.gpu.name)
 
 if mode == "predict":
     c = st.columns(4)
     util = c[0].slider("gpu_memory_utilization", 0.05, 1.0,
                        float(fact("gpu_memory_utilization", version)), 0.01,
                        **bound("u_util", "num"), help=f"vLLM {version}'s default shown first")
-    act = c[1].number_input("Activation peak (GiB)", 0.0, 512.0, 1.0, 0.25,
+    act = c[1].number_input("Activation peak (GiB)", 0.0, 512.0,
+                            DEFAULT_ACTIVATION_BYTES / GiB, 0.25,
                             **bound("u_act", "num"), help="peak of vLLM's profiling run")
-    non_torch = c[2].number_input("Non-torch memory (GiB)", 0.0, 64.0, 0.5, 0.25,
+    non_torch = c[2].number_input("Non-torch memory (GiB)", 0.0, 64.0,
+                                  DEFAULT_NON_TORCH_BYTES / GiB, 0.25,
                                   **bound("u_nontorch", "num"),
                                   help="CUDA context, NCCL, cuBLAS workspaces")
-    graphs = c[3].number_input("CUDA-graph memory (GiB)", 0.0, 64.0, 0.5, 0.25,
+    graphs = c[3].number_input("CUDA-graph memory (GiB)", 0.0, 64.0,
+                               DEFAULT_CUDA_GRAPH_BYTES / GiB, 0.25,
                                **bound("u_graphs", "num"),
                                help="subtracted by versions that profile it before sizing")
     try:
@@ -85,7 +93,8 @@ if mode == "predict":
         st.markdown("**vLLM will print**")
         # vLLM prints the memory rounded to 0.01 GiB; every figure below uses the exact bytes.
         common.formula(f"Available KV cache memory: {avail / GiB:.2f} GiB\n"
-                       + (f"Setting attention block size to {p.block_size} tokens ...\n"
+                       + (p.block_size_line + "\n" if p.block_size_line else
+                          f"Setting attention block size to {p.block_size} tokens ...\n"
                           if p.block_size != p.requested_block_size else "")
                        + "\n".join(p.capacity_lines()))
     m = st.columns(4)

@@ -23,14 +23,15 @@ from .catalog import GPU, RegistryModel, get_gpu, get_model, load_registry, regi
 from .dtypes import KV_DTYPES, WEIGHT_DTYPES, get_dtype
 from .hfconfig import load_config_file, parse_config_text, spec_from_config
 from .kv import KVCache, kv_cache, layer_bytes_per_token, pp_partition
-from .memory import DEFAULT_RESERVE_BYTES, Budget, budget
+from .memory import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, Budget, budget
 from .model import ModelSpec
 from .roofline import crossover_context, offload_vs_recompute, prefill, step_time, token_passes
 from .units import GB, GiB, KiB, MiB
 from .weight_bytes import Weights, weights
 
 __all__ = [
-    "Budget", "budget", "DEFAULT_RESERVE_BYTES", "KV_DTYPES", "WEIGHT_DTYPES", "get_dtype",
+    "Budget", "budget", "DEFAULT_RESERVE_BYTES", "DEFAULT_GPU_MEM_UTIL", "KV_DTYPES",
+    "WEIGHT_DTYPES", "get_dtype",
     "load_config_file", "parse_config_text", "spec_from_config", "KVCache", "kv_cache",
     "layer_bytes_per_token", "pp_partition", "ModelSpec", "GPU", "RegistryModel", "get_gpu",
     "get_model", "load_registry", "registry", "crossover_context", "offload_vs_recompute",

@@ -303,9 +303,10 @@ def _budget_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--context", type=_positive_int, required=True)
     p.add_argument("--concurrency", type=_positive_int, default=1,
                    help="sequences you want to run at once (checked against the pool)")
-    p.add_argument("--gpu-mem-util", type=_mem_util, default=0.9,
-                   help="vLLM's gpu_memory_utilization (TensorRT-LLM: the share of memory free "
-                   "after weights)")
+    p.add_argument("--gpu-mem-util", type=_mem_util, default=None,
+                   help="vLLM's gpu_memory_utilization (default: the vLLM version's own, 0.92 in "
+                   "the newest; TensorRT-LLM: the share of memory free after weights, default "
+                   "0.9)")
     p.add_argument("--reserve-gib", type=_gib,
                    default=DEFAULT_RESERVE_BYTES / GiB,
                    help="activations, CUDA context and graphs, per GPU (default 2 GiB)")
@@ -372,7 +373,8 @@ def cmd_budget(args):
              "layers)"),
             (f"  capacity:     {b.kv_capacity_tokens:,} tokens" if b.engine != "ideal" else
              "  capacity:     not in tokens (the ideal has no blocks: see the lines below)"),
-            f"  max concurrency at {b.context:,} tokens: {b.max_concurrency:.2f}x",
+            f"  max concurrency at {b.context:,} tokens: {b.max_concurrency:.2f}x"
+            + (" (vLLM's logged worst case)" if b.engine == "vllm" else ""),
             f"  max context of one sequence: {mc}",
             f"  {b.concurrency} x {b.context:,} tokens needs {fmt_gib(b.needed_bytes)}: "
             + ("fits" if b.fits else f"does NOT fit, over by {fmt_gib(b.overflow_bytes)}")]
@@ -381,6 +383,10 @@ def cmd_budget(args):
                     f"{b.blocks_per_request:,} blocks per request; max_num_seqs "
                     f"{b.max_num_seqs:,}, so {b.max_running_seqs:,.2f} run at once "
                     f"(limited by {b.limited_by})")
+        if b.held_blocks_per_request != b.blocks_per_request:
+            text.append(f"  running: one request decoding at {b.context:,} tokens holds "
+                        f"{b.held_blocks_per_request:,} blocks ({fmt_gib(b.held_bytes)}; windows "
+                        f"keep their last tokens only), so {b.held_concurrency:.2f} fit")
         if b.startup_error:
             text.append(f"  vLLM would refuse to start: {b.startup_error}")
     if b.kv_pool_bytes <= 0:
@@ -949,6 +955,8 @@ command("tour", _cli_tour.HELP, lambda p: _cli_tour.add_arguments(
     p, model_args=_model_args, weight_args=_weight_args, key=_key))(
     lambda args: _cli_tour.cmd_tour(args, load_model=_load_model, weights=_weights,
                                     gpu=_gpu))
+command("capacity", _cli_sim.CAPACITY_HELP, lambda p: _cli_sim.add_capacity_arguments(
+    p, key=_key, int_arg=_int_arg))(_cli_sim.cmd_capacity)
 
 
 def _jsonable(obj):

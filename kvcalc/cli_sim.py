@@ -22,7 +22,8 @@ from .sim import (
 )
 from .units import GiB, fmt_seconds
 
-__all__ = ["HELP", "add_arguments", "cmd_simulate"]
+__all__ = ["HELP", "add_arguments", "cmd_simulate", "CAPACITY_HELP", "add_capacity_arguments",
+           "cmd_capacity"]
 
 
 def _rate(text: str) -> float:
@@ -125,7 +126,49 @@ def cmd_simulate(args):
         f"{r.duration_s:,.2f} s",
         f"  batch:      at most {r.max_batch:,} running; limited by {r.binding_limit}",
         f"  KV blocks:  {r.kv_utilization_mean:.0%} used on average, peak "
-        f"{r.kv_utilization_peak:.0%}; {r.preemptions:,} preemptions; prefix hit rate "
+        f"{r.kv_utilization_peak:.0%}; {r.preemptions:,} preemptions; "
+        f"{r.kv_wait_steps:,} steps with a request waiting for blocks; prefix hit rate "
         f"{r.prefix_hit_rate:.0%}",
     ]
+    if r.ttft_p50_steady_s is not None:
+        text.append(f"  TTFT after the warm-up ({r.warmup_requests:,} requests sent before the "
+                    f"first finished left out): p50 {fmt_seconds(r.ttft_p50_steady_s)}, p99 "
+                    f"{fmt_seconds(r.ttft_p99_steady_s)}")
     return out, text + [f"  note: {n}" for n in s.notes]
+
+
+CAPACITY_HELP = ("logged vs running capacity: vLLM's start-up worst case, what a decoding "
+                 "request holds, and the users at which the simulated pool starts to bind")
+
+
+def add_capacity_arguments(p, *, key, int_arg) -> None:
+    p.add_argument("--model", type=key, required=True, help="registry key")
+    p.add_argument("--gpu", type=key, required=True, help="GPU key")
+    p.add_argument("--prompt-tokens", type=int_arg(1, MAX_TOKENS), required=True)
+    p.add_argument("--output-tokens", type=int_arg(1, MAX_TOKENS), required=True)
+    p.add_argument("--kv-dtype", default="bf16", choices=("bf16", "fp16", "fp8", "int8"))
+    p.add_argument("--max-num-seqs", type=int_arg(1, 10**6), default=None,
+                   help="default: vLLM's for the GPU")
+    p.add_argument("--max-num-batched-tokens", type=int_arg(1, 10**7), default=None,
+                   help="default: vLLM's for the GPU")
+    p.add_argument("--tp", type=int_arg(1, 64), default=1, help="tensor parallel size")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def cmd_capacity(args):
+    from .capacity import running_capacity
+
+    m = registry().model(args.model)
+    gpu = registry().gpu(args.gpu)
+    w = m.weights()
+    s = setup(m.spec, w, total_bytes=gpu.memory_bytes, bandwidth_gbs=gpu.bandwidth_gbs,
+              peak_tflops=gpu.peak_tflops(w.dtype),
+              max_model_len=args.prompt_tokens + args.output_tokens, kv_dtype=args.kv_dtype,
+              tp=args.tp, max_num_seqs=args.max_num_seqs,
+              max_num_batched_tokens=args.max_num_batched_tokens, gpu_name=gpu.name)
+    c = running_capacity(s, args.prompt_tokens, args.output_tokens, max_steps=MAX_STEPS)
+    text = [f"{m.name} on {gpu.name}" + (f" x {args.tp} (TP)" if args.tp > 1 else "")
+            + f", KV cache {args.kv_dtype.upper()}, requests of {args.prompt_tokens:,} + "
+            f"{args.output_tokens:,} tokens"]
+    text += [f"  {line}" for line in c.derivation().splitlines()]
+    return c.to_dict(), text + [f"  note: {n}" for n in c.notes + s.notes]

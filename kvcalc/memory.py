@@ -21,6 +21,13 @@ allocator costs; never labelled as vLLM's.
 
 ``engine="trtllm"``: TensorRT-LLM's pool, kv_cache_free_gpu_mem_fraction (0.9) of the memory
 still free after the weights and the runtime reserve, cut into blocks per layer.
+
+One default for every page, the tour, the interview and the CLI (issue 23, finding 22): vLLM's
+own gpu_memory_utilization in the newest release kvcalc models (``DEFAULT_GPU_MEM_UTIL``, 0.92
+in 0.33.0), and a reserve of 2 GiB named by its parts, the same three figures the vLLM start-up
+page subtracts (``DEFAULT_ACTIVATION_BYTES`` + ``DEFAULT_NON_TORCH_BYTES`` +
+``DEFAULT_CUDA_GRAPH_BYTES``). ``budget(gpu_mem_util=None)`` takes the default of the vLLM version
+in force (0.9 before 0.20.0), or TensorRT-LLM's 0.9 for its convention.
 """
 
 from __future__ import annotations
@@ -34,12 +41,23 @@ from .kv import kv_cache, stage_layers
 from .model import ModelSpec, cdiv
 from .units import GiB, check_float, check_int
 
-__all__ = ["Budget", "budget", "DEFAULT_RESERVE_BYTES", "ENGINES"]
+__all__ = ["Budget", "budget", "DEFAULT_RESERVE_BYTES", "DEFAULT_GPU_MEM_UTIL",
+           "DEFAULT_ACTIVATION_BYTES", "DEFAULT_NON_TORCH_BYTES", "DEFAULT_CUDA_GRAPH_BYTES",
+           "TRTLLM_FREE_FRACTION", "ENGINES", "default_gpu_mem_util", "pool_defaults_text"]
 
+# vLLM's default gpu_memory_utilization in the newest release kvcalc models (0.92 from 0.20.0,
+# PR #38284; 0.9 before): the one default of every page and of the CLI.
+DEFAULT_GPU_MEM_UTIL: float = _vllm.fact("gpu_memory_utilization", _vllm.NEWEST)
+# TensorRT-LLM's kv_cache_free_gpu_mem_fraction default: a share of the memory still free.
+TRTLLM_FREE_FRACTION = 0.9
 # Memory a running engine needs besides weights and KV: the activation peak of a profiling run
 # (about 1 GiB for a 7-8B model at 8K batched tokens), the CUDA context and library workspaces
-# (~0.5 GiB) and CUDA-graph buffers (~0.5 GiB). A stated round default; the user can change it.
-DEFAULT_RESERVE_BYTES = 2 * GiB
+# (~0.5 GiB) and CUDA-graph buffers (~0.5 GiB). Stated round defaults; the user can change them.
+DEFAULT_ACTIVATION_BYTES = 1 * GiB
+DEFAULT_NON_TORCH_BYTES = GiB // 2
+DEFAULT_CUDA_GRAPH_BYTES = GiB // 2
+DEFAULT_RESERVE_BYTES = DEFAULT_ACTIVATION_BYTES + DEFAULT_NON_TORCH_BYTES \
+    + DEFAULT_CUDA_GRAPH_BYTES  # 2 GiB
 ENGINES = ("vllm", "ideal", "trtllm")
 _SEARCH_CAP = 10**12  # tokens; beyond this a context is "unbounded" for our purposes
 
@@ -75,6 +93,9 @@ class Budget:
     stage: int  # which pipeline stage binds
     # vLLM's figures (engine="vllm"); for the other conventions they keep their plain meaning
     blocks_per_request: int = 0  # blocks one request of `context` tokens reserves
+    # blocks one running request holds decoding at `context` tokens: windows keep only their
+    # last tokens' blocks (vLLM frees the others), a state its blocks (engine="vllm")
+    held_blocks_per_request: int = 0
     group_size: int = 0  # layers per KV-cache group: a block holds one page of each
     num_groups: int = 0
     effective_block_size: int = 0  # raised for hybrids with a recurrent state
@@ -89,6 +110,19 @@ class Budget:
         if self.max_num_seqs is None:
             return self.max_concurrency
         return min(self.max_concurrency, self.max_num_seqs)
+
+    @property
+    def held_concurrency(self) -> float:
+        """Requests decoding at `context` tokens that the pool holds at once, each holding only
+        what vLLM keeps for it (vLLM's logged max_concurrency charges every window its worst
+        case). Equal to max_concurrency when every layer keeps every token."""
+        if not self.held_blocks_per_request:
+            return self.max_concurrency
+        return self.num_blocks / self.held_blocks_per_request
+
+    @property
+    def held_bytes(self) -> int:
+        return self.held_blocks_per_request * self.block_bytes
 
     @property
     def limited_by(self) -> str:
@@ -164,13 +198,31 @@ class Budget:
         d["usable_context"] = self.usable_context
         d["max_context_limited_by"] = self.max_context_limited_by
         d["max_running_seqs"] = self.max_running_seqs
+        d["held_concurrency"] = self.held_concurrency
         d["limited_by"] = self.limited_by
         d["notes"] = list(self.notes)
         return d
 
 
+def default_gpu_mem_util(engine: str = "vllm", vllm_version: str | None = None) -> float:
+    """The share of memory a convention takes when none is given: vLLM's own default for
+    ``vllm_version`` (None: the newest, ``DEFAULT_GPU_MEM_UTIL``), or TensorRT-LLM's 0.9."""
+    if engine == "trtllm":
+        return TRTLLM_FREE_FRACTION
+    return float(_vllm.fact("gpu_memory_utilization", vllm_version))
+
+
+def pool_defaults_text(gpu_mem_util: float = DEFAULT_GPU_MEM_UTIL,
+                       reserve_bytes: int = DEFAULT_RESERVE_BYTES) -> str:
+    """The pool's settings in words, for captions and prompts: "vLLM 0.33.0's default
+    gpu_memory_utilization 0.92 and a 2 GiB reserve"."""
+    whose = f"vLLM {_vllm.NEWEST}'s default " if gpu_mem_util == DEFAULT_GPU_MEM_UTIL else ""
+    return (f"{whose}gpu_memory_utilization {gpu_mem_util:g} and a {reserve_bytes / GiB:g} GiB "
+            "reserve")
+
+
 def budget(spec: ModelSpec, *, total_bytes: int, context: int, weights_bytes: int,
-           gpu_mem_util: float = 0.9, reserve_bytes: int = DEFAULT_RESERVE_BYTES,
+           gpu_mem_util: float | None = None, reserve_bytes: int = DEFAULT_RESERVE_BYTES,
            block_size: int = 16, kv_dtype: str = "bf16", scales: bool = False,
            concurrency: int = 1, tp: int = 1, pp: int = 1, engine: str = "vllm",
            state_dtype: str = "bf16", find_max_context: bool = True,
@@ -183,7 +235,11 @@ def budget(spec: ModelSpec, *, total_bytes: int, context: int, weights_bytes: in
     vLLM only: ``vllm_version`` (default the newest in kvcalc.vllm's table),
     ``max_num_batched_tokens`` (a sliding window reserves room for the tokens in flight) and
     ``max_num_seqs``; None takes vLLM's default for that version and this GPU (its memory and
-    ``gpu_name``: A100s get the smaller defaults)."""
+    ``gpu_name``: A100s get the smaller defaults). ``gpu_mem_util`` None is the convention's
+    default (``default_gpu_mem_util``)."""
+    if gpu_mem_util is None:
+        gpu_mem_util = default_gpu_mem_util(engine if engine in ENGINES else "vllm",
+                                            vllm_version)
     total_bytes = check_int("GPU memory (bytes)", total_bytes, 1, 2**50)
     context = check_int("context", context, 1, 10**9)
     weights_bytes = check_int("weights (bytes)", weights_bytes, 0, 2**60)
@@ -288,7 +344,7 @@ def _vllm_fields(spec: ModelSpec, pool: int, context: int, concurrency: int, *, 
     """Budget figures from kvcalc.vllm.predict: blocks, per-request blocks, concurrency, the
     start-up check and max_num_seqs, exactly as vLLM computes them."""
     kw = dict(block_size=block_size, tp=tp, pp=pp, kv_dtype=kv_dtype, scales=scales,
-              state_dtype=state_dtype, vllm_version=version,
+              state_dtype=state_dtype, vllm_version=version, gpu_name=gpu_name,
               max_num_batched_tokens=mnbt or _vllm.default_max_num_batched_tokens(
                   version, total_bytes, gpu_name))
     available = max(pool, 0)
@@ -312,6 +368,7 @@ def _vllm_fields(spec: ModelSpec, pool: int, context: int, concurrency: int, *, 
         "needed_bytes": needed, "fits": pool > 0 and needed <= usable and error is None,
         "overflow_bytes": max(0, needed - usable), "stage": p.stage,
         "blocks_per_request": p.blocks_per_request, "group_size": p.group_size,
+        "held_blocks_per_request": p.held_blocks(context),
         "num_groups": len(p.groups), "effective_block_size": p.block_size,
         "vllm_version": p.vllm_version, "max_num_seqs": max_num_seqs, "startup_error": error,
         "notes": p.notes,

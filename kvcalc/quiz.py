@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from .catalog import get_gpu, get_model, registry
 from .hfconfig import spec_from_config
 from .kv import kv_cache
-from .memory import budget
+from .memory import budget, pool_defaults_text
 from .roofline import offload_vs_recompute, prefill, step_time
 from .units import GB, GiB, KiB, MiB, check_int, fmt_bytes, fmt_seconds
 
@@ -253,13 +253,13 @@ def _make(rng: random.Random, kind: str, n: int) -> Question:
         return Question(
             qid=qid, level="mid",
             prompt=(f"A model with {model} and {weights_gib} GiB of weights runs in vLLM on "
-                    f"{_a(gpu_gib)} {gpu_gib} GiB GPU (gpu_memory_utilization 0.9, 2 GiB reserve, "
-                    "blocks of "
+                    f"{_a(gpu_gib)} {gpu_gib} GiB GPU ({pool_defaults_text()}, blocks of "
                     f"16 tokens). How many {ctx:,}-token sequences can run at once?"),
             answer=f"{b.max_concurrency:,.2f} sequences (so {int(b.max_concurrency):,} whole "
                    "ones)", value=b.max_concurrency, unit="sequences", ask_unit="sequences",
             floor_ok=True,
-            solution=(f"pool = ceil({gpu_gib} GiB x 0.9) - {weights_gib} GiB - 2 GiB = "
+            solution=(f"pool = ceil({gpu_gib} GiB x {b.gpu_mem_util:g}) - {weights_gib} GiB "
+                      "- 2 GiB = "
                       f"{b.kv_pool_bytes / GiB:,.2f} GiB; page = 16 x {per // layers:,} B; "
                       f"blocks = pool // page // {layers} = {b.num_blocks:,}; concurrency = "
                       f"{b.num_blocks:,} / ({ctx:,} / 16) = {b.max_concurrency:,.2f}"))

@@ -53,9 +53,19 @@ token; ITL = every gap between two successive tokens of a request; E2EL = last t
 output tokens/s = all output tokens / (last finish - first arrival); percentiles with linear
 interpolation (numpy's default). Tokens/s per user = 1 / median TPOT.
 
-Supported models: every layer's cache grows by the same bytes per token at any length (full
-attention, MLA), one block size. Sliding-window, chunked and recurrent layers need per-group
-block tables and are refused by name.
+Supported models: full attention, MLA, sliding windows (one window size) and recurrent states,
+every layer's pages of one size. vLLM lays such a model's cache out in groups that draw on one
+pool of blocks (kvcalc.vllm): a request holds, in every token group, the blocks of its tokens,
+less, in a sliding group, those wholly before the window (vLLM's remove_skipped_blocks frees
+them: computed - window + 1 tokens, in whole blocks), plus its state blocks from admission on. A
+sliding layer reads and attends min(context, window) tokens; a state is read once a step.
+Prefix sharing is simulated for single-group models only. Chunked-local (Llama 4), shared-KV and
+cross-attention layers are refused by name.
+
+A run is pool-bound (``binding_limit == "kv_pool"``) once anything was preempted or a waiting
+request found too few free blocks; otherwise it is labelled by what held its peak batch. The
+warm-up is every request sent before the first one finished (a closed loop's users all send at
+t = 0); ``ttft_*_steady_s`` leave it out.
 """
 
 from __future__ import annotations
@@ -72,7 +82,7 @@ from .dtypes import KV_DTYPES, get_dtype
 from .kv import stage_layers
 from .memory import DEFAULT_RESERVE_BYTES, budget
 from .model import ModelSpec, cdiv
-from .roofline import DEFAULT_MFU, attention_flops
+from .roofline import DEFAULT_MFU
 from .units import GB, check_float, check_int
 from .weight_bytes import Weights
 
@@ -223,6 +233,21 @@ class Setup:
     vllm_version: str
     max_model_len: int
     notes: tuple[str, ...] = ()
+    # vLLM's KV-cache groups, as blocks a request holds (every group draws on one pool):
+    # full_groups keep every token; slide_groups a window of `window` tokens (vLLM frees the
+    # blocks that leave it); state_blocks are a recurrent state's, taken at admission.
+    full_groups: int = 1
+    slide_groups: int = 0
+    window: int = 0
+    state_blocks: int = 0
+    slide_read_bytes_per_token: int = 0  # per GPU, the sliding layers (kv_read_...: the rest)
+    slide_flops_per_pair: float = 0.0
+    state_read_bytes: int = 0  # per GPU, every recurrent state of one request, read each step
+    # vLLM's start-up line for max_model_len: every request at its full length, windows charged
+    # window - 1 + the tokens in flight ("Maximum concurrency for N tokens per request")
+    logged_concurrency: float = 0.0
+    logged_blocks_per_request: int = 0
+    pool_blocks: int = 0  # the pool's blocks as vLLM counts them (num_blocks: the null block in)
     # Weights a step of n tokens reads (whole model, before the TP split): every weight but the
     # input embedding and the routed experts, plus n gathered embedding rows (at most the table),
     # plus the experts n tokens touch (table indexed by n, its last entry for more).
@@ -252,23 +277,50 @@ class Setup:
             total += self._moe_reads[min(tokens, len(self._moe_reads) - 1)]
         return -(-total // self.tp)
 
-    def step_seconds(self, tokens: int, read_tokens: int, pairs: int,
-                     decode_pairs: int = 0) -> float:
+    @property
+    def multi_group(self) -> bool:
+        """Whether a request holds blocks of more than one kind (windows or states)."""
+        return bool(self.slide_groups or self.state_blocks)
+
+    def blocks_held(self, allocated: int, skipped: int = 0) -> int:
+        """Blocks a request holds with ``allocated`` tokens given slots and ``skipped`` blocks
+        of each sliding group freed: cdiv(allocated, block) in every token group, less the
+        freed ones, plus its states."""
+        if not allocated:
+            return 0
+        n = -(-allocated // self.block_size)
+        return (self.full_groups + self.slide_groups) * n - self.slide_groups * skipped \
+            + self.state_blocks
+
+    def skipped(self, computed: int) -> int:
+        """Blocks of one sliding group vLLM has freed once ``computed`` tokens are in the cache
+        (SlidingWindowManager.get_num_skipped_tokens: computed - window + 1, in whole blocks)."""
+        if not self.slide_groups or computed < self.window:
+            return 0
+        return (computed - self.window + 1) // self.block_size
+
+    def step_seconds(self, tokens: int, read_tokens: int, pairs: int, slide_read: int = 0,
+                     slide_pairs: int = 0, scheduled: int = 0, decode_pairs: int = 0) -> float:
         """One step of ``tokens`` new tokens whose requests read ``read_tokens`` cached tokens in
-        all and attend to ``pairs`` (query, key) pairs of prefill chunks and ``decode_pairs`` of
-        decode tokens: max(compute, memory)."""
+        all and attend to ``pairs`` (query, key) pairs of prefill chunks and ``decode_pairs``
+        of decode tokens in the full-attention layers (an MLA decode pair is absorbed), and
+        ``slide_read`` / ``slide_pairs`` in the sliding ones, ``scheduled`` requests reading
+        their recurrent states: max(compute, memory)."""
         compute = (self.linear_flops_per_token * tokens
                    + self.attention_flops_per_pair * pairs
-                   + self.decode_flops_per_pair * decode_pairs) / self.flops_per_s
+                   + self.decode_flops_per_pair * decode_pairs
+                   + self.slide_flops_per_pair * slide_pairs) / self.flops_per_s
         memory = (self.weights_read(tokens)
-                  + self.kv_read_bytes_per_token * read_tokens) / self.bytes_per_s
+                  + self.kv_read_bytes_per_token * read_tokens
+                  + self.slide_read_bytes_per_token * slide_read
+                  + self.state_read_bytes * scheduled) / self.bytes_per_s
         return compute if compute > memory else memory
 
 
 def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float,
           peak_tflops: float | None, max_model_len: int, kv_dtype: str = "bf16",
           scales: bool = False, tp: int = 1, pp: int = 1, block_size: int = 16,
-          gpu_mem_util: float = 0.9, reserve_bytes: int = DEFAULT_RESERVE_BYTES,
+          gpu_mem_util: float | None = None, reserve_bytes: int = DEFAULT_RESERVE_BYTES,
           weights_bytes: int | None = None, max_num_seqs: int | None = None,
           max_num_batched_tokens: int | None = None, prefix_caching: bool = True,
           bw_share: float = 1.0, mfu: float = DEFAULT_MFU, vllm_version: str | None = None,
@@ -297,16 +349,30 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
                          f"{spec.max_context:,} tokens; shorten the prompt or the output")
     dtype = get_dtype(kv_dtype, KV_DTYPES)
     layers = [lay for stage in stage_layers(spec, tp, 1) for lay in stage]  # validates the TP split
+    sdtype = get_dtype("bf16")  # the budget's state format (vLLM's 'auto' for a BF16 model)
+    big = 1_000_003
     odd = sorted({lay.label for lay in layers
-                  if lay.state_bytes(get_dtype("bf16")) or (lay.stores_tokens and (
-                      lay.tokens_kept(1_000_003) != 1_000_003))
-                  or lay.read_bytes(1_000_003, dtype, scales) != 1_000_003 * lay.read_bytes(
-                      1, dtype, scales)})
+                  if not (lay.kind in ("full", "mla", "sliding", "state")
+                          or not (lay.stores_tokens or lay.state_elements
+                                  or lay.read_bytes(big, dtype, scales)))
+                  or lay.fixed_kv_bytes(dtype, scales)
+                  or (lay.kind in ("full", "mla") and lay.read_bytes(big, dtype, scales)
+                      != big * lay.read_bytes(1, dtype, scales))})
     if odd:
-        raise ValueError(f"{spec.name} has {', '.join(odd)} layers, whose cache does not grow "
-                         "by the same bytes at every length; the serving simulator handles "
-                         "models whose every layer keeps all tokens (full attention, MLA). "
+        raise ValueError(f"{spec.name} has {', '.join(odd)} layers; the serving simulator "
+                         "handles full attention, MLA, sliding windows and recurrent states. "
                          "Pick another model")
+    windows = sorted({lay.window for lay in layers if lay.kind == "sliding"})
+    if len(windows) > 1:
+        raise ValueError(f"{spec.name} has sliding windows of {', '.join(map(str, windows))} "
+                         "tokens; the serving simulator handles one window size. Pick another "
+                         "model")
+    pages = {lay.bytes_per_token(dtype, scales) for lay in layers if lay.stores_tokens}
+    if len(pages) > 1:
+        raise ValueError(f"{spec.name}'s layers cache different bytes per token "
+                         f"({', '.join(f'{b:,}' for b in sorted(pages))} B), so vLLM gives "
+                         "its groups blocks of different sizes; the serving simulator handles "
+                         "one block size. Pick another model")
     wbytes = w.bytes if weights_bytes is None else check_int("weights (bytes)", weights_bytes,
                                                                0, 2**60)
     b = budget(spec, total_bytes=total_bytes, context=max_model_len, weights_bytes=wbytes,
@@ -323,13 +389,19 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
         raise ValueError("vLLM would refuse to start: " + b.startup_error.split(". ")[0]
                          + ". Lower the longest prompt + output, or give the cache more memory")
     bs = b.effective_block_size or b.block_size
-    if b.num_groups != 1 or b.blocks_per_request != cdiv(max_model_len, bs):
-        raise ValueError(f"{spec.name}: vLLM lays this model's cache out in "
-                         f"{b.num_groups} groups; the serving simulator handles one group of "
-                         "blocks. Pick another model")
     version = b.vllm_version
     mnbt = (max_num_batched_tokens if max_num_batched_tokens is not None else
             _vllm.default_max_num_batched_tokens(version, total_bytes, gpu_name))
+    p = _vllm.predict(spec, available_bytes=b.kv_pool_bytes, max_model_len=max_model_len,
+                      block_size=block_size, tp=tp, kv_dtype=dtype.name, scales=scales,
+                      vllm_version=version, max_num_batched_tokens=mnbt, gpu_name=gpu_name)
+    kinds = [g.kind for g in p.groups]
+    full_groups = sum(k in ("full", "mla") for k in kinds)
+    slide_groups = kinds.count("sliding")
+    state_blocks = sum(g.blocks_per_request for g in p.groups if g.kind == "state")
+    if not full_groups + slide_groups:
+        raise ValueError(f"{spec.name} keeps no per-token cache; the serving simulator needs "
+                         "an attention layer. Pick another model")
     mnbt = check_int("max_num_batched_tokens", mnbt, 1, 10**7)
     mns = b.max_num_seqs
     if mnbt < mns:
@@ -337,9 +409,18 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
                          f"({mns:,}), as vLLM requires")
     usable = b.num_blocks - _vllm.fact("null_block", version)
     kv_pt = sum(lay.read_bytes(1, dtype, scales) for lay in layers)
-    # Every layer keeps all tokens here, so one pair costs the same at any position.
-    per_pair = attention_flops(spec, 0, 1, decode=False, tp=tp)
-    per_decode_pair = attention_flops(spec, 0, 1, decode=True, tp=tp)
+    # One pair's FLOPs in each phase (roofline.attention_flops per layer: MLA absorbed at
+    # decode), the sliding layers apart: they read and attend at most a window.
+    def pair_flops(sliding: bool, decode: bool) -> float:
+        return sum(lay.attention_flops(0, 1, decode) for lay in spec.layers
+                   if (lay.kind == "sliding") == sliding) / tp
+
+    per_pair = pair_flops(False, False)
+    per_decode_pair = pair_flops(False, True)
+    slide_pair = pair_flops(True, False)
+    slide_pt = sum(lay.read_bytes(1, dtype, scales) for lay in layers if lay.kind == "sliding")
+    kv_pt -= slide_pt
+    state_read = sum(lay.state_bytes(sdtype) for lay in layers)
     fixed_read, embed, moe = 0, (0, 0), ()
     if weights_bytes is None:
         # Weights.read_per_step, split into its parts so a step of n tokens costs no call:
@@ -358,10 +439,18 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
         wread = -(-(w.read_per_step(spec, 1)) // tp)
     else:
         wread = math.ceil(wbytes / tp)
-    notes = [f"pool: vLLM {version}'s arithmetic at gpu_memory_utilization {gpu_mem_util:g}, "
+    notes = [f"pool: vLLM {version}'s arithmetic at gpu_memory_utilization {b.gpu_mem_util:g}, "
              f"reserve {reserve_bytes / 2**30:g} GiB, blocks of {bs} tokens"]
     if _vllm.fact("null_block", version):
         notes.append("one block is vLLM's null block and holds no tokens")
+    if slide_groups:
+        notes.append(f"{slide_groups} sliding-window group(s) of {windows[0]:,} tokens: a "
+                     "request's blocks that leave the window go back to the pool as it "
+                     "decodes (vLLM's remove_skipped_blocks); when a prefill ends, up to one "
+                     "step before vLLM frees them")
+    if state_blocks:
+        notes.append(f"recurrent states: {state_blocks} block(s) per request, taken at "
+                     "admission, read once a step")
     return Setup(model=spec.name, num_blocks=usable, block_size=bs, max_num_seqs=mns,
                  max_num_batched_tokens=mnbt, prefix_caching=bool(prefix_caching), tp=tp,
                  kv_dtype=dtype.name, weight_read_bytes=wread, kv_read_bytes_per_token=kv_pt,
@@ -370,8 +459,13 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
                  bandwidth_gbs=bandwidth_gbs,
                  bw_share=bw_share, peak_tflops=peak_tflops, mfu=mfu,
                  kv_pool_bytes=b.kv_pool_bytes, block_bytes=b.block_bytes, vllm_version=version,
-                 max_model_len=max_model_len, notes=tuple(notes), _fixed_read=fixed_read,
-                 _embed=embed, _moe_reads=moe)
+                 max_model_len=max_model_len, notes=tuple(notes), full_groups=full_groups,
+                 slide_groups=slide_groups, window=windows[0] if windows else 0,
+                 state_blocks=state_blocks, slide_read_bytes_per_token=slide_pt,
+                 logged_concurrency=b.max_concurrency, pool_blocks=b.num_blocks,
+                 logged_blocks_per_request=b.blocks_per_request,
+                 slide_flops_per_pair=slide_pair, state_read_bytes=state_read,
+                 _fixed_read=fixed_read, _embed=embed, _moe_reads=moe)
 
 
 # -- results -------------------------------------------------------------------------------------
@@ -446,6 +540,12 @@ class SimResult:
     ttft_s: tuple[float, ...] = ()  # per request, in arrival order
     e2el_s: tuple[float, ...] = ()
     notes: tuple[str, ...] = ()
+    kv_wait_steps: int = 0  # steps in which a waiting request found too few free blocks
+    warmup_requests: int = 0  # sent before the first request finished
+    ttft_p50_steady_s: float | None = None  # TTFT of the others (None: every request warm-up)
+    ttft_p99_steady_s: float | None = None
+    mean_batch: float = 0.0  # running requests, time-weighted over the whole run
+    steady_batch: float | None = None  # the same from the first finish to the last admission
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -462,7 +562,7 @@ class SimResult:
 class _Req:
     __slots__ = ("i", "arrival", "prompt", "output", "shared", "gen", "computed", "target",
                  "held", "seq", "first", "last", "finish", "dbase", "gbase", "done_step",
-                 "bucket")
+                 "bucket", "skip", "win", "epoch")
 
     def __init__(self, i, arrival, prompt, output, shared):
         self.i = i
@@ -482,6 +582,9 @@ class _Req:
         self.gbase = 0  # decoding: output tokens before step j = gbase + j
         self.done_step = -1
         self.bucket = -1
+        self.skip = 0  # blocks of each sliding group freed (they left the window)
+        self.win = 0  # decoding: 0 reads less than the window, 1 a whole window, 2 frees too
+        self.epoch = 0  # decode stints started (stale window events are skipped)
 
 
 def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
@@ -489,9 +592,18 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
     if wl.longest > s.max_model_len:
         raise ValueError(f"the workload's longest request ({wl.longest:,} tokens) is longer "
                          f"than the setup's max_model_len ({s.max_model_len:,})")
+    if wl.prefix_share and s.multi_group:
+        raise ValueError("prefix sharing is simulated for models whose every layer keeps all "
+                         "tokens; this model has sliding windows or recurrent states")
     rng = random.Random(wl.seed)
     bs = s.block_size
     nreq = wl.requests
+    # vLLM's KV-cache groups: gt token groups take a block every bs tokens; gs of them are
+    # sliding windows of W tokens, which give one back every bs tokens once past the window;
+    # every request also holds st state blocks. One group of full attention: gt = 1, gs = st = 0.
+    gt = s.full_groups + s.slide_groups
+    gs, st, W = s.slide_groups, s.state_blocks, s.window
+    multi = gt > 1 or gs > 0 or st > 0
     reqs: list[_Req] = []
 
     def make(i: int, t: float) -> _Req:
@@ -521,6 +633,15 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
     finish_at: dict[int, list[_Req]] = {}
     n_dec = 0
     dec_sum = 0  # sum of dbase over decoding requests
+    # Sliding windows: decoding requests by where their context is (r.win), so that a step's
+    # reads and frees are counts, as the growth is: below the window (how many, sum of dbase),
+    # and those past it that free a block, by bucket; wheap holds when each moves on.
+    n_below = 0
+    below_sum = 0
+    past_cnt = [0] * bs
+    wheap: list[tuple[int, int, int, _Req]] = []  # (step, order, epoch, request)
+    worder = 0
+    kv_waits = 0  # steps in which a request waited for blocks
 
     total = s.num_blocks
     free_plain = total
@@ -564,12 +685,65 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
             r.held = 0
 
     def stop_decoding(r: _Req) -> None:
-        nonlocal n_dec, dec_sum
+        nonlocal n_dec, dec_sum, n_below, below_sum
         n_dec -= 1
         dec_sum -= r.dbase
+        if gs:
+            if r.win == 0:
+                n_below -= 1
+                below_sum -= r.dbase
+            elif r.win == 2:
+                past_cnt[r.bucket] -= 1
+            r.epoch += 1  # its pending window events are stale
         del buckets[r.bucket][r]
         r.bucket = -1
         r.done_step = -1
+
+    def start_decoding(r: _Req, j: int) -> None:
+        """``r`` decodes from step j + 1 on, with r.computed tokens in its cache."""
+        nonlocal n_dec, dec_sum, n_below, below_sum, free_plain, worder
+        r.dbase = r.computed - (j + 1)
+        r.gbase = r.gen - (j + 1)
+        b = r.dbase % bs  # needs a block at step k when (dbase + k) % bs == 0
+        r.bucket = b
+        buckets[b][r] = None
+        n_dec += 1
+        dec_sum += r.dbase
+        if gs:
+            # Blocks that left the window while the prompt was computed go back now (vLLM
+            # frees them at the next step's start); later ones one at a time, by bucket.
+            c0 = r.computed
+            freed = s.skipped(c0 - 1)
+            free_plain += gs * (freed - r.skip)
+            r.skip = freed
+            if c0 >= W:
+                r.win = 2
+                past_cnt[b] += 1
+            else:
+                r.win = 1 if c0 == W - 1 else 0
+                if r.win == 0:
+                    n_below += 1
+                    below_sum += r.dbase
+                    worder += 1
+                    heapq.heappush(wheap, (W - 1 - r.dbase, worder, r.epoch, r))
+                worder += 1
+                heapq.heappush(wheap, (W - r.dbase, worder, r.epoch, r))
+
+    def window_moves(k: int) -> None:
+        """Decoding requests whose context reaches the window (W - 1 tokens: it reads a whole
+        window) or passes it (W: it frees a block every bs tokens) at step k."""
+        nonlocal n_below, below_sum
+        while wheap and wheap[0][0] <= k:
+            _, _, epoch, r = heapq.heappop(wheap)
+            if epoch != r.epoch or r.bucket < 0:
+                continue
+            if r.win == 0:
+                r.win = 1
+                n_below -= 1
+                below_sum -= r.dbase
+            elif r.win == 1:
+                r.win = 2
+                past_cnt[r.bucket] += 1
 
     def preempt_newest(j: int) -> _Req:
         nonlocal preemptions
@@ -580,10 +754,15 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
             victim.computed = victim.dbase + j
             victim.gen = victim.gbase + j
             blocks = cdiv(victim.computed, bs) + (victim.bucket == grown)
+            if multi:  # every group's blocks, less what left the window this step
+                blocks = gt * blocks - gs * s.skipped(victim.computed) + st
             stop_decoding(victim)
         else:
             prefilling.remove(victim)
+            if multi:
+                blocks = s.blocks_held(victim.computed, victim.skip)
         release(victim, cdiv(victim.computed, bs) if blocks is None else blocks)
+        victim.skip = 0
         victim.computed = 0
         victim.target = victim.prompt + victim.gen
         waiting.appendleft(victim)
@@ -592,7 +771,13 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
 
     lin, a1 = s.linear_flops_per_token, s.decode_flops_per_pair / s.flops_per_s
     m1 = s.kv_read_bytes_per_token / s.bytes_per_s
+    a1s = s.slide_flops_per_pair / s.flops_per_s
+    m1s = s.slide_read_bytes_per_token / s.bytes_per_s
+    mst = s.state_read_bytes / s.bytes_per_s
     fps, bps = s.flops_per_s, s.bytes_per_s
+    area_run = 0.0  # time integral of the running batch
+    run_at_first_finish = run_at_last_admit = 0.0
+    t_first_finish = t_last_admit = -1.0
     trace: list[tuple[float, int, int]] = []  # (step start, blocks used, running requests)
     fin_heap: list[int] = []  # steps at which some request may finish (stale ones skipped)
     while done < nreq:
@@ -605,7 +790,7 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
             arrival = pending[0].arrival if pending else math.inf
             nrun = n_dec
             a0 = lin * n_dec / fps
-            m0 = s.weights_read(n_dec) / bps
+            m0 = s.weights_read(n_dec) / bps + mst * n_dec
             counted = nrun >= max_batch
             if nrun > max_batch:
                 max_batch = nrun
@@ -613,18 +798,31 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
             streak = 0
             while step + 1 < next_finish and arrival > t:
                 k = step + 1
-                nb = len(buckets[(-k) % bs])
-                if nb > free_plain:
+                nb = gt * len(buckets[(-k) % bs])
+                if gs:
+                    window_moves(k)
+                    back = gs * past_cnt[(W - 1 - k) % bs]  # blocks that leave the window
+                    if nb > free_plain + back:
+                        break
+                    free_plain += back
+                elif nb > free_plain:
                     break  # the full step handles evictions and preemptions
                 free_plain -= nb
                 ctx = dec_sum + n_dec * (k + 1)
                 dt = a0 + a1 * ctx
                 mem = m0 + m1 * ctx
+                if gs:
+                    ctx_w = below_sum + n_below * (k + 1) + W * (n_dec - n_below)
+                    dt += a1s * ctx_w
+                    mem += m1s * ctx_w
                 if mem > dt:
                     dt = mem
                 used = total - free_plain - (chain_len - chain_hot)
+                if used > peak_used:
+                    peak_used = used
                 area_used += used * dt
                 area_in_system += in_system * dt
+                area_run += nrun * dt
                 if series:
                     trace.append((t, used, nrun))
                 itl_steps.append((dt, n_dec))
@@ -654,23 +852,27 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
         read_tokens = 0
         pairs = 0
         decode_pairs = 0
-        # 2. decodes: every decoding request takes one token; some need a new block
+        # 2. decodes: every decoding request takes one token; some need a new block (one in
+        # each token group); past a window, a sliding group's oldest block is freed first
+        if gs and n_dec:
+            window_moves(j)
+            free_plain += gs * past_cnt[(W - 1 - j) % bs]
         bucket = buckets[(-j) % bs] if n_dec else None
         if bucket:
-            need = len(bucket)
+            need = gt * len(bucket)
             if need <= free_plain + chain_len - chain_hot:
                 take(need)
             else:
                 for r in sorted(bucket, key=lambda q: q.seq):
                     if r not in running:
                         continue
-                    while free_plain + chain_len - chain_hot < 1:
+                    while free_plain + chain_len - chain_hot < gt:
                         preempt_newest(j)
                         preempted = True
                         if r not in running:
                             break
                     if r in running:
-                        take(1)
+                        take(gt)
         grown = (-j) % bs  # decoding requests of this bucket now hold one more block
         budget_left -= n_dec
         # 3. chunks of prompts already admitted
@@ -682,6 +884,12 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
                 continue
             n = min(r.target - r.computed, budget_left)
             need = cdiv(r.computed + n, bs) - cdiv(r.computed, bs)
+            if multi:
+                need *= gt
+                if gs:  # what left the window with the last chunk goes back first
+                    freed = s.skipped(r.computed)
+                    free_plain += gs * (freed - r.skip)
+                    r.skip = freed
             while need > free_plain + chain_len - chain_hot and r in running:
                 preempt_newest(j)
                 preempted = True
@@ -707,8 +915,11 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
             start = hits * bs
             n = min(r.target - start, budget_left)
             need = cdiv(start + n, bs) - hits
+            if multi:
+                need = s.blocks_held(start + n)
             if need > free_plain + chain_len - max(chain_hot, hits):
                 reason = "kv_pool"
+                kv_waits += 1
                 break
             waiting.popleft()
             for k in range(hits):
@@ -726,29 +937,39 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
             budget_left -= n
             hit_tokens += start
             query_tokens += r.target
+            t_last_admit, run_at_last_admit = t, area_run
         if preempted:
             reason = "kv_pool"
+        slide_read = slide_pairs = 0
         if n_dec:
             ctx = dec_sum + n_dec * (j + 1)  # each reads its cache with the new token
             tokens += n_dec
             read_tokens += ctx
             decode_pairs += ctx
+            if gs:  # a sliding layer reads and attends at most the window
+                slide_read = below_sum + n_below * (j + 1) + W * (n_dec - n_below)
+                slide_pairs = slide_read
         for r, n in chunks:
             a, e = r.computed, r.computed + n
             tokens += n
             read_tokens += e
             pairs += e * (e + 1) // 2 - a * (a + 1) // 2
+            if gs:
+                slide_read += min(e, e - a + W - 1)
+                slide_pairs += _window_pairs(a, e, W)
             r.computed = e
         if tokens == 0:
             raise RuntimeError("internal error: a step with no token to compute")
         # 5. the clock
-        dt = s.step_seconds(tokens, read_tokens, pairs, decode_pairs)
+        dt = s.step_seconds(tokens, read_tokens, pairs, slide_read, slide_pairs,
+                            n_dec + len(chunks) if st else 0, decode_pairs)
         used = total - free_plain - (chain_len - chain_hot)
         if used > peak_used:
             peak_used = used
         area_used += used * dt
         area_in_system += in_system * dt
         nrun = len(running)
+        area_run += nrun * dt
         if nrun > max_batch:
             max_batch = nrun
             at_max = {}
@@ -766,6 +987,8 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
             if r.done_step != j:
                 continue  # preempted since
             blocks = cdiv(r.dbase + j + 1, bs)
+            if multi:
+                blocks = gt * blocks - gs * s.skipped(r.dbase + j) + st
             stop_decoding(r)
             del running[r]
             r.gen = r.output
@@ -791,25 +1014,23 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
             r.last = t_end
             if r.gen >= r.output:
                 del running[r]
-                release(r, cdiv(r.computed, bs))
+                release(r, s.blocks_held(r.computed, r.skip) if multi else
+                        cdiv(r.computed, bs))
+                r.skip = 0
                 finished.append(r)
                 continue
-            # decoding from step j + 1
-            r.dbase = r.computed - (j + 1)
-            r.gbase = r.gen - (j + 1)
-            b = r.dbase % bs  # needs a block at step k when (dbase + k) % bs == 0
-            r.bucket = b
-            buckets[b][r] = None
-            n_dec += 1
-            dec_sum += r.dbase
+            start_decoding(r, j)  # decoding from step j + 1
             r.done_step = r.output - 1 - r.gbase
             if r.done_step not in finish_at:
                 finish_at[r.done_step] = []
                 heapq.heappush(fin_heap, r.done_step)
             finish_at[r.done_step].append(r)
+        if finished and t_first_finish < 0:
+            t_first_finish, run_at_first_finish = t_end, area_run
         for r in finished:
             r.finish = t_end
             r.last = t_end
+            r.skip = 0
             done += 1
             in_system -= 1
             if wl.users is not None and sent < nreq:
@@ -835,8 +1056,19 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
         itl[g] = itl.get(g, 0) + 1
     ivals = sorted(itl)
     iw = [itl[v] for v in ivals]
-    binding = max(at_max, key=lambda k: (at_max[k], -BINDING_LIMITS.index(k))) if at_max \
-        else "arrivals"
+    # Pool-bound once anything was preempted or waited for blocks (issue 23, finding 13: a run
+    # labelled by its peak alone hid hundreds of preemptions); else what held the peak batch.
+    if preemptions or kv_waits:
+        binding = "kv_pool"
+    else:
+        binding = max(at_max, key=lambda k: (at_max[k], -BINDING_LIMITS.index(k))) \
+            if at_max else "arrivals"
+    # The warm-up: requests sent before the first one finished (a closed loop's users all send
+    # at t = 0). The steady figures leave them out.
+    steady = [x for r, x in zip(reqs, ttft) if t_first_finish >= 0 and r.arrival >= t_first_finish]
+    span = t_last_admit - t_first_finish
+    steady_batch = ((run_at_last_admit - run_at_first_finish) / span
+                    if t_first_finish >= 0 and span > 0 else None)
     trace = _thin(trace)
     util = tuple((x, u / total) for x, u, _ in trace)
     tpot50 = percentile(tpots, 50) if tpots else 0.0
@@ -862,14 +1094,28 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
         max_num_seqs=s.max_num_seqs, max_num_batched_tokens=s.max_num_batched_tokens,
         tp=s.tp, kv_dtype=s.kv_dtype, utilization_series=util,
         batch_series=tuple((x, n) for x, _, n in trace),
-        ttft_s=tuple(ttft), e2el_s=tuple(e2el), notes=s.notes)
+        ttft_s=tuple(ttft), e2el_s=tuple(e2el), notes=s.notes,
+        kv_wait_steps=kv_waits, warmup_requests=nreq - len(steady),
+        ttft_p50_steady_s=percentile(steady, 50) if steady else None,
+        ttft_p99_steady_s=percentile(steady, 99) if steady else None,
+        mean_batch=area_run / duration, steady_batch=steady_batch)
+
+
+def _window_pairs(a: int, e: int, w: int) -> int:
+    """(query, key) pairs a sliding layer of window ``w`` attends while tokens a+1..e are
+    computed: each token t attends min(t, w)."""
+    lo = min(e, w)
+    pairs = lo * (lo + 1) // 2 - min(a, w) * (min(a, w) + 1) // 2 if a < w else 0
+    return pairs + w * (e - max(a, w)) if e > w else pairs
 
 
 def estimated_steps(s: Setup, wl: Workload) -> int:
     """About how many engine steps ``simulate(s, wl)`` runs (to refuse a run that would keep a
     server busy for seconds): output tokens over the batch the pool and the caps allow, plus
     the prefill chunks."""
-    per_request = cdiv(wl.prompt.hi + wl.output.hi, s.block_size)
+    longest = wl.prompt.hi + wl.output.hi
+    per_request = (s.blocks_held(longest, s.skipped(longest)) if s.multi_group else
+                   cdiv(longest, s.block_size))
     batch = max(1, min(wl.users or wl.requests, s.max_num_seqs, s.num_blocks // per_request))
     return math.ceil(wl.requests * wl.output.mean / batch
                      + wl.requests * wl.prompt.mean / s.max_num_batched_tokens)

@@ -54,10 +54,28 @@ ASSUMED_GPU = (80 * GiB, "NVIDIA H100 80GB HBM3")  # for vLLM's batch defaults w
 
 @dataclass(frozen=True, kw_only=True)
 class Group:
-    kind: str  # full, sliding, mla, state
+    kind: str  # full, sliding, chunked, mla, state
     layers: int  # real layers in this group
     padding: int  # padding layers added to reach the group size
-    blocks_per_request: int
+    blocks_per_request: int  # what vLLM's start-up check reserves: its worst case
+    span: int = 0  # a sliding window or an attention chunk, in tokens
+    block_size: int = 0  # tokens per block in this group
+
+    def held_blocks(self, n: int) -> int:
+        """Blocks one running request holds in this group while it computes its n-th token:
+        the blocks of its n tokens, less those vLLM has freed (the v1 KV-cache manager's
+        remove_skipped_blocks with n - 1 tokens computed: a sliding window frees the blocks
+        wholly before computed - window + 1, a chunk those before the current chunk); a state
+        its blocks whatever n."""
+        if self.kind == "state":
+            return self.blocks_per_request
+        bs = self.block_size
+        alloc = -(-n // bs)
+        if self.kind == "sliding" and self.span:
+            return alloc - max(0, n - self.span) // bs
+        if self.kind == "chunked" and self.span:
+            return alloc - (n - 1) // self.span * self.span // bs
+        return alloc
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -81,6 +99,7 @@ class VllmPrediction:
     kv_cache_tokens: int
     tokens_formula: str
     stage: int = 0  # the pipeline stage whose numbers bind
+    block_size_line: str = ""  # what vLLM logs when it sets an MLA model's block size
     vllm_version: str = ""  # the version whose rules were applied
     kv_cache_dtype: str = "auto"  # vLLM's name for the cache format used
     stage_blocks: tuple[int, ...] = ()
@@ -92,6 +111,13 @@ class VllmPrediction:
         d["num_groups"] = len(self.groups)
         d["capacity_lines"] = self.capacity_lines()
         return d
+
+    def held_blocks(self, n: int | None = None) -> int:
+        """Blocks one running request holds at n tokens (default max_model_len), every group
+        summed (Group.held_blocks): what a decoding request really keeps, against the worst
+        case blocks_per_request that the start-up line divides by."""
+        n = self.max_model_len if n is None else n
+        return sum(g.held_blocks(n) for g in self.groups)
 
     def capacity_lines(self) -> list[str]:
         """The capacity lines as this vLLM version prints them (one line from v0.28.0, two
@@ -467,6 +493,76 @@ def _cache_dtype(kv_dtype: str, scales: bool, version: tuple[int, ...]) -> _Form
 
 USAGE_CONTEXTS = ("serve", "llm")  # vllm serve (UsageContext.OPENAI_API_SERVER), the LLM class
 
+# -- the MLA block size, by release and GPU generation ---------------------------------------------
+# vLLM picks an MLA model's block size for its attention kernel (tests/data/vllm-facts.md, Q16):
+# - up to v0.17.x, CudaPlatformBase.check_and_update_config forces it ("Forcing kv cache block
+#   size to 64 for FlashMLA backend." on Hopper; "... to 128 for CUTLASS_MLA backend." on
+#   Blackwell; from v0.15.0 Blackwell takes FlashInfer MLA when qk_nope_head_dim is 128: 64);
+# - from v0.18.0 (PR #35122) Platform.update_block_size_for_backend asks the chosen backend's
+#   get_preferred_block_size(16): 16 when the kernel takes it, else its smallest size. The
+#   default backends: Hopper FLASH_ATTN_MLA (16-bit caches, any multiple of 16) or FLASHMLA
+#   (fp8, blocks of 64); Blackwell FLASHINFER_MLA (32 or 64: 32) or CUTLASS_MLA (128); other
+#   NVIDIA GPUs TRITON_MLA (multiples of 16). A block size the user sets is kept from v0.18.0.
+# - DeepSeek sparse attention (an indexer on the MLA layers) takes blocks of 64 everywhere.
+GPU_GENERATIONS = ("hopper", "blackwell", "other", "rocm")
+
+
+def gpu_generation(gpu_name: str | None) -> str:
+    """The GPU family vLLM's MLA kernels key on, from the GPU's name: "hopper" (compute
+    capability 9.x), "blackwell" (10.x: B100/B200/B300, GB200/GB300), "rocm" (AMD) or "other"
+    (Ampere, Ada, Turing, consumer Blackwell 12.x)."""
+    name = (gpu_name or ASSUMED_GPU[1]).upper()
+    if "AMD" in name or "INSTINCT" in name or re.search(r"\bMI\d{3}", name):
+        return "rocm"
+    if re.search(r"\bG?H(100|200|800|20)\b", name):
+        return "hopper"
+    if re.search(r"\bG?B(100|200|300)\b", name):
+        return "blackwell"
+    return "other"
+
+
+def mla_block_size(layers, block_size: int, version: tuple[int, ...], gpu_name: str | None,
+                   fmt: _Format) -> tuple[int, str]:
+    """(block size, the line vLLM logs or "") for a model whose cache layers are MLA. A
+    ``block_size`` of 16 is vLLM's default, read as --block-size not set."""
+    mla = [lay for lay in layers if lay.kind == "mla"]
+    if not mla:
+        return block_size, ""
+    gen = gpu_generation(gpu_name)
+    sparse = any(lay.extra is not None for lay in mla)
+    if gen == "rocm":
+        return block_size, ""  # ROCm's MLA backends choose otherwise: not modelled
+    qk_nope = mla[0].qk_head_dim - mla[0].qk_rope_head_dim
+    if version < (0, 18, 0):
+        if sparse:
+            return (64, "Forcing kv cache block size to 64 for FlashMLASparse backend.") \
+                if block_size != 64 else (block_size, "")
+        if gen == "hopper" and block_size % 64:
+            return 64, "Forcing kv cache block size to 64 for FlashMLA backend."
+        if gen == "blackwell":
+            if version >= (0, 15, 0) and qk_nope == 128:
+                if block_size != 32 and block_size % 64:
+                    return 64, "Forcing kv cache block size to 64 for FlashInferMLA backend."
+            elif block_size % 128:
+                return 128, "Forcing kv cache block size to 128 for CUTLASS_MLA backend."
+        return block_size, ""
+    if block_size != 16:
+        return block_size, ""  # --block-size given: kept, the backend is chosen to suit it
+    if sparse:
+        backend, size = "FLASHMLA_SPARSE", 64
+    elif gen == "hopper":
+        sixteen = fmt.kind == "plain" and fmt.dtype.bits == 16
+        backend, size = ("FLASH_ATTN_MLA", 16) if sixteen else ("FLASHMLA", 64)
+    elif gen == "blackwell":
+        backend, size = (("FLASHINFER_MLA", 32) if qk_nope in (64, 128, 192) else
+                         ("CUTLASS_MLA", 128))
+    else:
+        backend, size = "TRITON_MLA", 16
+    if size == block_size:
+        return block_size, ""
+    plural = "(s)" if version >= (0, 32, 0) else ""  # v0.32.0 on asks every backend at once
+    return size, f"Setting kv cache block size to {size} for {backend} backend{plural}."
+
 
 def _batch_tier(version: tuple[int, ...], total_bytes: int, gpu_name: str | None) -> str:
     """Which row of vLLM's batch defaults a GPU falls in (EngineArgs.get_batch_defaults)."""
@@ -696,7 +792,7 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
             mamba_cache_mode: str | None = None, architecture: str | None = None,
             gdn_prefill_checkpoint: bool = False, usage_context: str = "serve",
             gpu_memory_bytes: int | None = None, gpu_name: str | None = None,
-            mm_batch_tokens: int | None = None) -> VllmPrediction:
+            mm_batch_tokens: int | None = None, mla_block_rule: bool = True) -> VllmPrediction:
     """The capacity lines vLLM prints for ``spec`` given the memory it found for the cache.
 
     ``kv_dtype`` is kvcalc's name (bf16, fp8, int8, ...) or vLLM's --kv-cache-dtype; with
@@ -716,7 +812,11 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
     ``max_num_batched_tokens`` None is the version's default for ``usage_context`` ('serve':
     ``vllm serve``, 'llm': the LLM class) on the GPU given (an 80 GiB H100 when none is, said
     in the notes), raised to ``mm_batch_tokens`` (mm_batch_floor(config)) and capped at
-    max_num_seqs x max_model_len, as EngineArgs does."""
+    max_num_seqs x max_model_len, as EngineArgs does.
+
+    MLA models: the block size is the one vLLM picks for its MLA kernel on ``gpu_name``'s
+    generation (an H100 when none is given), see mla_block_size; ``mla_block_rule=False``
+    keeps ``block_size`` as given (a block size read from a log)."""
     unsupported = next((lay.vllm_unsupported for lay in spec.layers if lay.vllm_unsupported),
                        None)
     if unsupported:
@@ -758,6 +858,24 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
     ssm = get_dtype(asked_ssm or (fixed[0] if len(fixed) == 1 else conv.name))
     has_state = any(lay.state_elements for lay in spec.layers)
     hybrid = has_state and any(lay.stores_tokens for lay in spec.layers)
+    asked_block = block_size
+    block_line = ""
+    if not has_state and mla_block_rule:
+        block_size, block_line = mla_block_size(spec.layers, block_size, version, gpu_name, fmt)
+        on = gpu_name or ASSUMED_GPU[1] + " (no GPU given)"
+        mla = any(lay.kind == "mla" for lay in spec.layers)
+        if block_line:
+            notes.append(f"MLA block size {block_size} tokens on {on}, as vLLM "
+                         f"{'.'.join(map(str, version))} picks it for its attention kernel "
+                         f"(it logs \"{block_line}\")")
+        elif mla and gpu_generation(gpu_name) == "rocm":
+            notes.append("the block size ROCm's MLA kernels take is not modelled: blocks of "
+                         f"{block_size} tokens as given")
+        elif mla and gpu_generation(gpu_name) == "hopper" and version >= (0, 18, 0) \
+                and block_size == 16:
+            notes.append(f"MLA on {on}: FlashAttention MLA takes blocks of 16 tokens for a "
+                         "16-bit cache (vLLM up to 0.17.x forced 64 for FlashMLA; an FP8 cache "
+                         "still gets 64)")
     if mamba_cache_mode is None:
         mode = mamba_cache_mode_of(version, enable_prefix_caching, hybrid, architecture) \
             if has_state else "none"
@@ -875,12 +993,14 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
                              + ", ".join(_MAMBA_ALL_MODE) + " (not modelled)")
     if pp > 1:
         notes.append(f"pipeline stages hold {', '.join(map(str, parts))} layers")
-    groups = tuple(Group(kind=kind, layers=len(members), padding=padding, blocks_per_request=r)
-                   for (kind, members, padding, _, _), r in zip(bind["groups"], per_req,
-                                                                  strict=True))
+    groups = tuple(Group(kind=kind, layers=len(members), padding=padding, blocks_per_request=r,
+                         span=(rep.vllm_group_key() or (None, None))[1] or 0, block_size=lbs)
+                   for (kind, members, padding, rep, lbs), r in zip(bind["groups"], per_req,
+                                                                    strict=True))
     return VllmPrediction(
         available_bytes=available_bytes, max_model_len=max_model_len,
-        block_size=bind["block_size"], requested_block_size=block_size,
+        block_size=bind["block_size"], requested_block_size=asked_block,
+        block_size_line=block_line,
         page_bytes=bind["page"], group_size=bind["group_size"], groups=groups,
         padding_layers=bind["padding"], padding_waste_pct=bind["waste"],
         state_page_padding_pct=bind["state_pad"], num_blocks=num_blocks,
@@ -1015,6 +1135,9 @@ _PATTERNS = {
     "concurrency": re.compile(
         r"Maximum concurrency for\s+([0-9,]+)\s+tokens per request:\s*([0-9.]+)\s*x"),
     "raised_block": re.compile(r"Setting attention block size to\s+([0-9]+)\s+tokens"),
+    # an MLA model's kernel block: "Forcing kv cache block size to 64 for FlashMLA backend."
+    # (to v0.17.x), "Setting kv cache block size to 64 for FLASHMLA backend(s)." (v0.18.0 on)
+    "mla_block": re.compile(r"(?:Forcing|Setting) kv cache block size to\s+([0-9]+)\s+for"),
 }
 MAX_LOG_BYTES = 5_000_000
 # Bounds of the numbers a real start-up log prints; past them a pasted log is refused by line.
@@ -1115,6 +1238,9 @@ def log_settings(log: dict) -> dict:
                                         log.get("kv_cache_dtype", "auto")),
               max_num_batched_tokens=log.get("max_num_batched_tokens"),
               vllm_version=log.get("version"))
+    if "mla_block" in log:  # the block vLLM chose for its MLA kernel, as logged
+        kw["block_size"] = log["mla_block"]
+        kw["mla_block_rule"] = False
     for key in ("enable_prefix_caching", "mamba_cache_dtype", "mamba_ssm_cache_dtype"):
         if key in log:
             kw[key] = log[key]

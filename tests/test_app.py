@@ -65,7 +65,7 @@ def test_budget_page_matches_kvcalc_and_reacts_to_inputs():
     expect = budget(m.spec, total_bytes=gpu.memory_bytes, context=8192,
                     weights_bytes=m.weights().bytes, reserve_bytes=2 * GiB, concurrency=16)
     assert metric(at, "Blocks") == f"{expect.num_blocks:,}"
-    assert metric(at, "Max concurrency at 8,192") == f"{expect.max_concurrency:,.2f}x"
+    assert metric(at, "vLLM logs at 8,192") == f"{expect.max_concurrency:,.2f}x"
     assert metric(at, "Capacity") == f"{expect.kv_capacity_tokens:,}"
     assert at.success and "fits" in at.success[0].value
 
@@ -74,7 +74,7 @@ def test_budget_page_matches_kvcalc_and_reacts_to_inputs():
     at.run()
     expect = budget(m.spec, total_bytes=gpu.memory_bytes, context=32768,
                     weights_bytes=m.weights().bytes, reserve_bytes=2 * GiB, concurrency=64)
-    assert metric(at, "Max concurrency at 32,768") == f"{expect.max_concurrency:,.2f}x"
+    assert metric(at, "vLLM logs at 32,768") == f"{expect.max_concurrency:,.2f}x"
     assert not expect.fits
     assert at.error and fmt_gib(expect.overflow_bytes) in text(at.error[0])
     # The request bar turns red beyond the pool.
@@ -153,9 +153,9 @@ def test_lab_shows_no_speed_for_a_batch_that_does_not_fit():
     m, gpu = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
     b = budget(m.spec, total_bytes=gpu.memory_bytes, context=65536,
                weights_bytes=m.weights().bytes, gpu_name=gpu.name)
-    pool_tokens = b.kv_pool_bytes // 131_072  # about 448K tokens of pool
-    assert int(b.max_concurrency) == pool_tokens // 65536 == 6
-    assert any("at most 6 do" in text(w) for w in at.warning)
+    pool_tokens = b.kv_pool_bytes // 131_072  # 60,471,139,042 B: about 461K tokens of pool
+    assert int(b.max_concurrency) == pool_tokens // 65536 == 7
+    assert any("at most 7 do" in text(w) for w in at.warning)
 
 
 def test_bad_url_parameters_give_a_note_not_an_error():

@@ -185,25 +185,59 @@ def test_frontier_page_shows_the_overlay_and_the_binding_limit():
     fp8 = serving.frontier(m.spec, m.weights(), g, "fp8", 1, 1.0, 512, 256, 0.0, None)
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert [t["name"] for t in spec["data"]] == ["as chosen (BF16 KV)", "FP8 KV cache"]
-    assert spec["data"][0]["y"] == pytest.approx([r.output_tokens_per_s_per_gpu for r in base])
-    assert spec["data"][1]["y"] == pytest.approx([r.output_tokens_per_s_per_gpu for r in fp8])
-    # The KV pool binds BF16 at 1,024 users (1,024 x 48 blocks > the pool's 28,018), not FP8
-    # (56,037 blocks hold 1,024 x 48 = 49,152).
-    assert base[-1].binding_limit == "kv_pool" and fp8[-1].binding_limit != "kv_pool"
-    assert spec["data"][0]["marker"]["symbol"][-1] == "x"
+    assert spec["data"][0]["y"] == pytest.approx([r.output_tokens_per_s_per_gpu
+                                                  for r in base.results])
+    assert spec["data"][1]["y"] == pytest.approx([r.output_tokens_per_s_per_gpu
+                                                  for r in fp8.results])
+    # BF16: 768 tokens take 48 blocks, 28,833 usable blocks hold 600 at their longest; the pool
+    # binds from just above (the onset), and every run from there on is labelled by it (x).
+    cap = base.capacity
+    assert 600 < cap.onset_users <= 640
+    i = base.users.index(cap.onset_users)
+    assert all(r.binding_limit == "kv_pool" for r in base.results[i:])
+    assert all(r.binding_limit != "kv_pool" for r in base.results[:i])
+    assert set(spec["data"][0]["marker"]["symbol"][i:]) == {"x"}
+    # Dense near the onset, labelled only at powers of two and the onset itself.
+    assert cap.onset_users - 1 in base.users and round(1.05 * cap.onset_users) in base.users
+    labels = dict(zip(base.users, spec["data"][0]["text"]))
+    assert labels[cap.onset_users] == f"{cap.onset_users:,}" and labels[512] == "512"
+    assert labels[cap.onset_users - 1] == ""
+    # FP8 halves the blocks: 57,668 hold 1,024 (max_num_seqs) at full length; never binds.
+    assert fp8.capacity.onset_users is None
     body = page_text(at)
-    assert (f"From 1,024 users on, the KV pool, not max_num_seqs (1,024), stops the batch at "
-            f"{base[-1].max_batch:,} requests") in body
-    assert "The KV pool never stops the batch from growing up to 1,024 users" in body
-    # The headline under the title: the curve's highest point, and where the pool first binds
-    # (512 users x 48 blocks = 24,576 fit in 28,018 blocks; 1,024 x 48 = 49,152 do not).
+    assert (f"At start-up vLLM logs room for {cap.logged_concurrency:,.2f} requests of 768 "
+            "tokens") in body
+    assert (f"In the simulation the pool starts to bind at {cap.onset_users:,} users "
+            f"({cap.onset_users - 1:,} run with no preemption and no wait for blocks)") in body
+    # The headline under the title: the curve's highest point, vLLM's line and the onset.
     assert metric(at, "Most output tokens/s per GPU") == \
-        f"{max(r.output_tokens_per_s_per_gpu for r in base):,.0f}"
-    assert metric(at, "The KV pool stops the batch from") == "1,024 users"
+        f"{max(r.output_tokens_per_s_per_gpu for r in base.results):,.0f}"
+    assert metric(at, "vLLM's logged worst case") == f"{cap.logged_concurrency:,.2f}"
+    assert metric(at, "The KV pool binds from") == f"{cap.onset_users:,} users"
     assert before_lead(at, "Most output tokens/s per GPU", "A serving engine runs many")
-    r = base[serving.USERS.index(256)]
+    # One run in detail: 256 users, TTFT after the warm-up (each user's first request).
+    r = serving.one_run(m.spec, m.weights(), g, "bf16", 1, 1.0, 512, 256, 0.0, None, "fixed",
+                        256)
+    assert r.warmup_requests == 256
     assert metric(at, "Output tokens/s per GPU") == f"{r.output_tokens_per_s_per_gpu:,.0f}"
-    assert metric(at, "TTFT p50") == f"{fmt_seconds(r.ttft_p50_s)} / {fmt_seconds(r.ttft_p99_s)}"
+    assert metric(at, "TTFT p50") == fmt_seconds(r.ttft_p50_steady_s)
+    assert metric(at, "TTFT p99") == fmt_seconds(r.ttft_p99_steady_s)
+    assert metric(at, "TPOT p99") == fmt_seconds(r.tpot_p99_s)
+    assert any("leaves out the warm-up: the 256 requests" in text(c) for c in at.caption)
+    # The right axis counts whole requests, on no grid of its own.
+    util = json.loads(at.get("plotly_chart")[1].proto.spec)["layout"]["yaxis2"]
+    assert util["tickformat"] == ",d" and util["showgrid"] is False
+
+
+def test_frontier_offers_log_normal_lengths():
+    at = open_page("app_pages/frontier.py", fr_len="log-normal, sigma 0.5", fr_over="nothing")
+    assert not at.exception and not at.error
+    m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
+    f = serving.frontier(m.spec, m.weights(), g, "bf16", 1, 1.0, 512, 256, 0.0, None,
+                         "lognormal-0.5")
+    # Median 512 + 256, clipped at 4 x: max_model_len 2,048 + 1,024 = 3,072.
+    assert f.capacity.max_model_len == 3072
+    assert metric(at, "vLLM's logged worst case") == f"{f.capacity.logged_concurrency:,.2f}"
 
 
 def test_frontier_overlay_from_the_link_and_bad_setups():
@@ -211,8 +245,11 @@ def test_frontier_overlay_from_the_link_and_bad_setups():
     assert not at.exception
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert spec["data"][1]["name"].startswith("MHA")
-    # A model whose layers the simulator cannot run is refused with a message, not a traceback.
-    at = open_page("app_pages/frontier.py", model="gemma-2-9b")
-    assert not at.exception and at.error and "sliding" in text(at.error[0])
+    # Sliding windows are simulated now (Gemma 2: window 4,096); a context past the model's
+    # limit is refused with a message, not a traceback.
+    at = open_page("app_pages/frontier.py", model="gemma-2-9b", fr_over="nothing")
+    assert not at.exception and not at.error
+    at = open_page("app_pages/frontier.py", model="gemma-2-9b", fr_prompt="8000")
+    assert not at.exception and at.error and "beyond" in text(at.error[0])
     at = open_page("app_pages/frontier.py", pp="2")
     assert not at.exception and at.error and "pipeline parallel to 1" in text(at.error[0])

@@ -32,7 +32,7 @@ SHOTS = Path(tempfile.mkdtemp(prefix="kvlab-shots-"))
 # (title in the sidebar, url path, a number input to change, a metric that must change)
 PAGES = [
     ("Home", "", None, "KV cache per token"),
-    ("Budget", "budget", "Context per sequence (tokens)", "Max concurrency at"),
+    ("Budget", "budget", "Context per sequence (tokens)", "vLLM logs at"),
     ("Decode step time", "step_time", "Batch (sequences decoded together)", "Crossover context"),
     ("Shrinking the cache", "techniques", "Context per sequence (tokens)", "as configured"),
     ("Inference Lab", "lab", "Context per sequence (tokens)", "Max concurrency at"),
@@ -240,17 +240,17 @@ def test_two_sessions_never_see_each_others_state(server, browser):
     _wait_ready(b_page)
     b_page.locator("[data-testid=stSidebarNav] a", has_text="Budget").first.click()
     _wait_ready(b_page)
-    before_b = _metric(b_page, "Max concurrency at")
-    before_a = _metric(a_page, "Max concurrency at")
+    before_b = _metric(b_page, "vLLM logs at")
+    before_a = _metric(a_page, "vLLM logs at")
     assert before_a == before_b
     _set_number(a_page, "Context per sequence (tokens)", 65536)
-    assert _wait_change(a_page, "Max concurrency at", before_a) != before_a
+    assert _wait_change(a_page, "vLLM logs at", before_a) != before_a
     # B changes a control of its own; it must rerun with its own state, not A's.
     _set_number(b_page, "Concurrent sequences", 17)
     # B's rerun is done when its verdict speaks of its own 17 sequences.
     b_page.wait_for_selector("text=17 x 8,192 tokens need", timeout=30_000)
     _wait_ready(b_page)
-    assert _metric(b_page, "Max concurrency at") == before_b
+    assert _metric(b_page, "vLLM logs at") == before_b
     assert b_page.get_by_label("Context per sequence (tokens)").first.input_value() == "8192"
     assert a_errors == []
     a_page.close()
@@ -287,7 +287,7 @@ def test_link_names_and_pasted_text_stay_inert(server, browser):
 # A phone (390 x 844 CSS pixels, an iPhone 12-14): each calculator page's first screen must show
 # its answer (issue 13), not only its title and inputs. (path, the headline element's text)
 PHONE = [
-    ("budget", "Max concurrency at"),
+    ("budget", "vLLM logs at"),
     ("step_time", "Step time at"),
     ("techniques", "as configured"),
     ("lab", "Max concurrency at"),

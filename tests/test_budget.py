@@ -16,7 +16,8 @@ def test_hand_worked_vllm_example():
     #   page = 16 tokens x (2 x 8 x 128 x 2 B) = 65,536 B per layer
     #   num_blocks = 55 GiB // 65,536 // 32 = 28,160
     #   max concurrency at 8,192 tokens = 28,160 / (8,192 / 16) = 55.0
-    b = budget(L8B, total_bytes=80 * GiB, context=8192, weights_bytes=15 * GiB,
+    b = budget(L8B, total_bytes=80 * GiB, gpu_mem_util=0.9,
+               context=8192, weights_bytes=15 * GiB,
                reserve_bytes=2 * GiB)
     assert b.requested_bytes == 72 * GiB
     assert b.kv_pool_bytes == 55 * GiB
@@ -28,25 +29,28 @@ def test_hand_worked_vllm_example():
     # v0.29.0 vLLM first sets one aside for its null block (PR #47272).
     assert b.max_context_tokens == (28_160 - 1) * 16
     old = budget(L8B, total_bytes=80 * GiB, context=8192, weights_bytes=15 * GiB,
-                 reserve_bytes=2 * GiB, vllm_version="0.28.0")
+                 gpu_mem_util=0.9, reserve_bytes=2 * GiB, vllm_version="0.28.0")
     assert old.max_context_tokens == 28_160 * 16
     assert b.unused_bytes == 8 * GiB
 
 
 def test_concurrency_rounds_context_up_to_whole_blocks():
-    b = budget(L8B, total_bytes=80 * GiB, context=8193, weights_bytes=15 * GiB,
+    b = budget(L8B, total_bytes=80 * GiB, gpu_mem_util=0.9,
+               context=8193, weights_bytes=15 * GiB,
                reserve_bytes=2 * GiB)
     assert b.max_concurrency == 28_160 / 513  # cdiv(8193, 16) = 513 blocks
 
 
 def test_overflow_is_reported_in_bytes():
     # 64 sequences of 8,192 tokens need 64 GiB against a 55 GiB pool: 9 GiB over.
-    b = budget(L8B, total_bytes=80 * GiB, context=8192, weights_bytes=15 * GiB,
+    b = budget(L8B, total_bytes=80 * GiB, gpu_mem_util=0.9,
+               context=8192, weights_bytes=15 * GiB,
                reserve_bytes=2 * GiB, concurrency=64)
     assert not b.fits
     assert b.needed_bytes == 64 * GiB
     assert b.overflow_bytes == 9 * GiB
-    ok = budget(L8B, total_bytes=80 * GiB, context=8192, weights_bytes=15 * GiB,
+    ok = budget(L8B, total_bytes=80 * GiB, gpu_mem_util=0.9,
+                context=8192, weights_bytes=15 * GiB,
                 reserve_bytes=2 * GiB, concurrency=55)
     assert ok.fits and ok.overflow_bytes == 0
 
@@ -164,7 +168,8 @@ def test_derivation_is_the_cores_own_arithmetic():
     from kvcalc import get_model
 
     m = get_model("llama-3.1-8b")
-    b = budget(m.spec, total_bytes=80 * GiB, context=8192, weights_bytes=15 * GiB,
+    b = budget(m.spec, total_bytes=80 * GiB, gpu_mem_util=0.9,
+               context=8192, weights_bytes=15 * GiB,
                reserve_bytes=2 * GiB)
     text = b.derivation()
     assert f"= {55 * GiB:,} B (55.00 GiB)" in text

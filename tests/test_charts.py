@@ -22,7 +22,7 @@ L8B = get_model("llama-3.1-8b")
 
 def _budget(concurrency):
     return budget(L8B.spec, total_bytes=80 * GiB, context=8192, weights_bytes=15 * GiB,
-                  reserve_bytes=2 * GiB, concurrency=concurrency)
+                  gpu_mem_util=0.9, reserve_bytes=2 * GiB, concurrency=concurrency)
 
 
 def test_budget_figure_splits_memory_in_gib():
@@ -47,7 +47,7 @@ def test_concurrency_figure_series():
     grid = context_grid(256, 131072, points=20, include=(8192,))
     assert 8192 in grid and grid == sorted(grid) and grid[0] == 256 and grid[-1] == 131072
     values = concurrency_curve(L8B.spec, grid, total_bytes=80 * GiB, weights_bytes=15 * GiB,
-                               reserve_bytes=2 * GiB)
+                               gpu_mem_util=0.9, reserve_bytes=2 * GiB)
     assert values[grid.index(8192)] == 55.0  # the hand-worked vLLM example
     fig = concurrency_figure([("Llama 3.1 8B", grid, values)], marker=8192)
     assert list(fig.data[0].y) == values and fig.layout.xaxis.type == "log"
@@ -115,7 +115,8 @@ def test_charts_mark_what_does_not_fit_and_the_models_limit():
     # tokens each; at 8,192 tokens (512 blocks) 28,160 // 512 = 55 sequences fit.
     from kvcalc.sweeps import max_batch_at, max_context_at
 
-    kw = dict(total_bytes=80 * GiB, weights_bytes=15 * GiB, reserve_bytes=2 * GiB)
+    kw = dict(total_bytes=80 * GiB, weights_bytes=15 * GiB, gpu_mem_util=0.9,
+              reserve_bytes=2 * GiB)
     assert max_context_at(L8B.spec, 32, **kw) == 14_080
     assert max_context_at(L8B.spec, 1, **kw) == 131_072  # the model's limit binds first
     assert max_batch_at(L8B.spec, 8192, **kw) == 55

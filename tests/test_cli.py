@@ -51,7 +51,7 @@ def test_kv_sliding_growth_rate_at_context(capsys):
 
 def test_budget_json_hand_example(capsys):
     d = run_json(capsys, "budget", "--model", "llama-3.1-8b", "--vram-gib", "80", "--weights-gib",
-                 "15", "--reserve-gib", "2", "--context", "8192")
+                 "15", "--reserve-gib", "2", "--context", "8192", "--gpu-mem-util", "0.9")
     assert d["requested_bytes"] == 72 * GiB
     assert d["weights_bytes"] == 15 * GiB and d["reserve_bytes"] == 2 * GiB
     assert d["kv_pool_bytes"] == 55 * GiB
@@ -64,7 +64,7 @@ def test_budget_json_hand_example(capsys):
     assert d["max_num_seqs"] == 1024 and d["limited_by"] == "memory"
     old = run_json(capsys, "budget", "--model", "llama-3.1-8b", "--vram-gib", "80",
                    "--weights-gib", "15", "--reserve-gib", "2", "--context", "8192",
-                   "--vllm-version", "0.28.0", "--max-num-seqs", "32")
+                   "--vllm-version", "0.28.0", "--max-num-seqs", "32", "--gpu-mem-util", "0.9")
     assert old["max_context_tokens"] == 450_560
     assert old["max_running_seqs"] == 32 and old["limited_by"] == "max_num_seqs"
 
@@ -629,12 +629,13 @@ def test_prefill_is_never_faster_than_one_read_of_the_weights(capsys):
 
 def test_budget_engine_ideal_is_labelled_ideal(capsys):
     """Issue 23 [39]: `budget --engine ideal` printed the TensorRT-LLM label. Its pool is
-    ceil(79.65 GiB x 0.9) - weights - reserve: 71.68 - 14.96 - 2.00 = 54.73 GiB (rounded)."""
+    ceil(79.65 GiB x 0.92, vLLM 0.33.0's default) - weights - reserve: 73.28 - 14.96 - 2.00 =
+    56.32 GiB (rounded)."""
     code, out, _ = run(capsys, "budget", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb",
                        "--context", "8192", "--engine", "ideal")
     assert code == 0
     assert "TensorRT" not in out and "engine:       ideal" in out
-    assert "KV pool:      54.73 GiB" in out and "blocks:       none" in out
+    assert "KV pool:      56.32 GiB" in out and "blocks:       none" in out
     code, out, _ = run(capsys, "budget", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb",
                        "--context", "8192", "--engine", "trtllm")
     assert "TensorRT-LLM" in out

@@ -23,7 +23,9 @@ def test_five_interview_questions_with_computed_numbers():
     assert per_token.value == 163_840
     assert "160 KiB" in per_token.answer and "1.25 GiB" in per_token.answer
     fp8 = next(q for q in qs if q.qid == "fp8")
-    assert "109.4" in fp8.answer  # twice the BF16 concurrency of 54.7 on an H100
+    # twice the BF16 concurrency of 56.3 on an H100 (gpu_memory_utilization 0.92, vLLM 0.33.0's
+    # default): 28,834 blocks / 512 = 56.32; FP8 57,668 / 512 = 112.63
+    assert "112.6" in fp8.answer
     assert all(len(q.answer) > 100 for q in qs)
 
 

@@ -10,9 +10,8 @@ should give. Two inputs are taken as the stops give them to the student, and sai
   against the published totals in tests/test_registry.py), from which the weights a decode step
   reads are derived here by hand (less the untied input-embedding table but one row, less the
   experts no token is routed to);
-- vLLM's block size of 16 tokens (raised by hand below for Qwen3-Next's recurrent state).
-  kvcalc does not model FlashMLA's forced 64 yet (issue 23 [21], another change): when it does,
-  DeepSeek-V3's pages below change with it.
+- vLLM's block size of 16 tokens (raised by hand below for Qwen3-Next's recurrent state; 64
+  for DeepSeek-V3's latent in FP8 on Hopper, FlashMLA's, from vLLM's source: issue 23 [21]).
 
 vLLM's rules used (vllm/v1/core/kv_cache_utils.py and kv_cache_interface.py, as
 kvcalc/vllm.py documents them):
@@ -38,10 +37,9 @@ from kvcalc.quiz import answer_label, grade
 from kvcalc.tour import STOPS, answer_key, lesson, stop_question
 
 KiB, GiB = 2**10, 2**30
-# The pool's settings: budget()'s defaults, which the tour's prompts state. Issue 23 [22] (one
-# default everywhere, another change) may move the utilization to vLLM 0.33.0's 0.92: then this
-# line is the one to change, and every expected value below follows from it.
-UTIL, RESERVE = 0.9, 2 * GiB
+# The pool's settings: budget()'s defaults, which the tour's prompts state: vLLM 0.33.0's own
+# gpu_memory_utilization 0.92 (issue 23 [22], one default everywhere) and the 2 GiB reserve.
+UTIL, RESERVE = 0.92, 2 * GiB
 H100 = dict(key="h100-sxm-80gb", mib=81_559, gbs=3350.0, bf16=989.4)
 H200 = dict(key="h200-141gb", mib=143_771, gbs=4800.0, fp8=1978.9)
 
@@ -157,7 +155,10 @@ class Hand:
             window = cdiv(min(c["window"] - 1 + 8192, n), 16) + 1
             return (self.pool // (16 * per) // group,
                     (c["full"] // group) * cdiv(n, 16) + sliding_groups * window)
-        return self.pool // (16 * per) // self.kv_layers, cdiv(n, 16)
+        # An MLA latent in FP8 on Hopper: vLLM 0.33 picks FlashMLA, whose block is 64 tokens
+        # (tests/data/vllm-facts.md Q16); a 16-bit latent keeps FlashAttention MLA's 16.
+        block = 64 if "mla" in c and fp8 else 16
+        return self.pool // (block * per) // self.kv_layers, cdiv(n, block)
 
     def concurrency(self, n, fp8=False):
         blocks, per_request = self.vllm(n, fp8)

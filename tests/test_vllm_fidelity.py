@@ -316,10 +316,11 @@ def test_modelled_cache_dtype_pages():
                    kv_dtype="bfloat16").page_bytes == 16 * 8 * 512
     with pytest.raises(ValueError, match="MLA"):
         predict(L8B, available_bytes=GiB, max_model_len=1024, kv_dtype="fp8_ds_mla")
-    # DeepSeek-V3.2: fp8_ds_mla 656 B per token and layer + the 132 B indexer keys (Q4, Q8).
+    # DeepSeek-V3.2: fp8_ds_mla 656 B per token and layer + the 132 B indexer keys (Q4, Q8), in
+    # blocks of 64 tokens, which sparse MLA takes on every release (Q16).
     ds = spec_from_config(_cfg("deepseek-v3.2.json"))
     p = predict(ds, available_bytes=30 * GiB, max_model_len=8192, kv_dtype="fp8_ds_mla")
-    assert p.page_bytes == 16 * (656 + 132)
+    assert p.block_size == 64 and p.page_bytes == 64 * (656 + 132)
 
 
 def test_cli_kv_cache_dtype_and_state_flags(capsys):

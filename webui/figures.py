@@ -27,12 +27,40 @@ LIMIT_NAMES = {"arrivals": "the users (every request is running)",
 _CURVE_COLORS = ["#2f9e6e", "#e0607e"]
 
 
-def frontier_figure(curves: list[tuple[str, list[int], list]]) -> go.Figure:
-    """Output tokens/s per GPU against tokens/s per user, one curve per setup; each point is a
-    concurrency (users), its marker the limit that bound the batch."""
+def frontier_figure(curves: list[tuple]) -> go.Figure:
+    """Output tokens/s per GPU against tokens/s per user, one curve per setup: (name, users,
+    results[, onset users]); each point is a concurrency (users), its marker the limit that
+    bound the batch. Only powers of two and the onset carry a label (the others are dense near
+    the onset and would pile up); every point says its count in the tooltip."""
     fig = _Parts()
-    for i, (name, users, results) in enumerate(curves):
+    xs = [r.output_tokens_per_s_per_user for c in curves for r in c[2]]
+    ys = [r.output_tokens_per_s_per_gpu for c in curves for r in c[2]]
+    lx = [math.log10(max(x, 1e-9)) for x in xs]
+    span_x = (max(lx) - min(lx)) or 1.0
+    span_y = (max(ys) - min(ys)) or 1.0
+    kept: list[tuple[float, float]] = []  # labelled points, in shares of the plot
+
+    def room(x: float, y: float) -> bool:
+        """No other label within 4% of the plot's width and 6% of its height."""
+        px, py = (math.log10(max(x, 1e-9)) - min(lx)) / span_x, (y - min(ys)) / span_y
+        if any(abs(px - a) < 0.04 and abs(py - b) < 0.06 for a, b in kept):
+            return False
+        kept.append((px, py))
+        return True
+
+    for i, curve in enumerate(curves):
+        name, users, results = curve[:3]
+        onset = curve[3] if len(curve) > 3 else None
         color = _CURVE_COLORS[i % len(_CURVE_COLORS)]
+        # The onset first, then powers of two from the most users down: where points bunch up
+        # (few users all get the same speed) only the first of them keeps its label.
+        labels = [""] * len(users)
+        order = sorted(range(len(users)), key=lambda k: (users[k] != onset, -users[k]))
+        for k in order:
+            u, r = users[k], results[k]
+            if (u == onset or u & (u - 1) == 0) and room(r.output_tokens_per_s_per_user,
+                                                         r.output_tokens_per_s_per_gpu):
+                labels[k] = f"{u:,}"
         fig.trace(dict(
             type="scatter", x=[r.output_tokens_per_s_per_user for r in results],
             y=[r.output_tokens_per_s_per_gpu for r in results],
@@ -40,16 +68,29 @@ def frontier_figure(curves: list[tuple[str, list[int], list]]) -> go.Figure:
             marker=dict(size=[13 if r.binding_limit == "kv_pool" else 9 for r in results],
                         symbol=[LIMIT_SYMBOLS[r.binding_limit] for r in results],
                         color=color),
-            text=[f"{u:,}" for u in users], textposition="top center",
+            text=labels, textposition="top right" if i else "top center",
+            textfont=dict(size=11), cliponaxis=False,
             customdata=[[u, LIMIT_NAMES[r.binding_limit], r.preemptions, r.max_batch]
                         for u, r in zip(users, results)],
-            hovertemplate="%{customdata[0]} users: %{y:,.0f} tokens/s per GPU, %{x:,.1f} "
-                          "tokens/s per user<br>batch up to %{customdata[3]}, limited by "
-                          "%{customdata[1]}, %{customdata[2]} preemptions<extra></extra>"))
+            hovertemplate="%{customdata[0]:,} users: %{y:,.0f} tokens/s per GPU, %{x:,.1f} "
+                          "tokens/s per user<br>batch up to %{customdata[3]:,}, limited by "
+                          "%{customdata[1]}, %{customdata[2]:,} preemptions<extra></extra>"))
     fig.layout(xaxis_title="tokens/s per user (1 / median TPOT)",
-               yaxis_title="output tokens/s per GPU", **_LAYOUT)
-    fig.xaxis(type="log")
+               yaxis_title="output tokens/s per GPU",
+               **{**_LAYOUT, "margin": dict(l=10, r=30, t=50, b=10)})
+    # Whole values at 1-2-5 steps: a log axis's bare minor digits read as values.
+    ticks = [m * 10 ** e for e in range(-3, 7) for m in (1, 2, 5)
+             if min(xs) / 1.5 <= m * 10 ** e <= max(xs) * 1.5]
+    fig.xaxis(type="log", tickvals=ticks, ticktext=[f"{t:,g}" for t in ticks])
+    fig.yaxis(rangemode="tozero", tickformat=",d")
     return fig.figure()
+
+
+def _nice_step(top: float, ticks: int = 5) -> int:
+    """A whole 1-2-5 step that cuts 0..top into about ``ticks`` parts."""
+    raw = max(1.0, top / ticks)
+    e = 10 ** math.floor(math.log10(raw))
+    return int(next(m * e for m in (1, 2, 5, 10) if m * e >= raw))
 
 
 def utilization_figure(series: tuple, batch: tuple, num_blocks: int) -> go.Figure:
@@ -61,11 +102,15 @@ def utilization_figure(series: tuple, batch: tuple, num_blocks: int) -> go.Figur
     fig.trace(dict(type="scatter", x=[t for t, _ in batch], y=[n for _, n in batch],
                    name="running requests", yaxis="y2",
                    line=dict(color="#444", shape="hv", dash="dot")))
+    most = max((n for _, n in batch), default=1)
+    step = _nice_step(max(1, most))
     fig.layout(xaxis_title="time (s)",
                yaxis=dict(title=f"% of the pool's {num_blocks:,} blocks", range=[0, 105]),
+               # whole requests at round steps, on no grid of their own (the left axis draws it)
                yaxis2=dict(title="running requests", overlaying="y", side="right",
-                           rangemode="tozero"),
-               **{**_LAYOUT, "height": 320})
+                           range=[0, math.ceil(most / step) * step * 1.05], tickmode="linear",
+                           tick0=0, dtick=step, tickformat=",d", showgrid=False),
+               **{**_LAYOUT, "height": 320, "margin": dict(l=10, r=50, t=40, b=10)})
     return fig.figure()
 
 

@@ -11,6 +11,7 @@ import streamlit as st
 from kvcalc import KV_DTYPES, WEIGHT_DTYPES, registry, spec_from_config
 from kvcalc.catalog import GPU
 from kvcalc.hfconfig import UnknownFields, checkpoint_format, parse_config_text
+from kvcalc.memory import pool_defaults_text
 from kvcalc.model import ModelSpec
 from kvcalc.units import GiB
 from kvcalc.weight_bytes import Weights, weights_given, weights_in
@@ -365,15 +366,16 @@ def require_selection() -> Selection:
         stop_on_error(exc)
 
 
-def require_fit(sel: Selection, util: float = 0.9,
+def require_fit(sel: Selection, util: float | None = None,
                 reserve_bytes: int | None = None) -> None:
     """No speed for a setup that does not fit: when one GPU's share of the weights and the
     reserve exceed what the engine may use, say what does not fit and how to fix it, and stop
     the page before any step time or tokens/s is shown."""
-    from kvcalc import DEFAULT_RESERVE_BYTES, budget
+    from kvcalc import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, budget
     from kvcalc.units import fmt_gib
 
     reserve = DEFAULT_RESERVE_BYTES if reserve_bytes is None else reserve_bytes
+    util = DEFAULT_GPU_MEM_UTIL if util is None else util
     try:
         b = budget(sel.spec, total_bytes=sel.gpu.memory_bytes, context=1,
                    weights_bytes=sel.weights_bytes, gpu_mem_util=util, reserve_bytes=reserve,
@@ -391,16 +393,17 @@ def require_fit(sel: Selection, util: float = 0.9,
     stop()
 
 
-def pool_kwargs(sel: Selection, util: float = 0.9, reserve_bytes: int | None = None,
+def pool_kwargs(sel: Selection, util: float | None = None, reserve_bytes: int | None = None,
                 block_size: int = 16) -> dict:
-    """Budget arguments for "does it fit": vLLM's arithmetic on the selected GPU(s), at
-    gpu_memory_utilization 0.9 (the Budget page's default; vLLM's own is 0.92 from v0.20.0) and
-    the 2 GiB reserve, unless a page has its own inputs. The captions say so."""
-    from kvcalc import DEFAULT_RESERVE_BYTES
+    """Budget arguments for "does it fit": vLLM's arithmetic on the selected GPU(s), at the
+    lab's one default (kvcalc.memory.DEFAULT_GPU_MEM_UTIL, vLLM's own, and the 2 GiB reserve),
+    unless a page has its own inputs. The captions say so (pool_defaults_text)."""
+    from kvcalc import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES
 
     return dict(total_bytes=sel.gpu.memory_bytes, weights_bytes=sel.weights_bytes,
-                gpu_mem_util=util, block_size=block_size, kv_dtype=sel.kv_dtype, tp=sel.tp,
-                pp=sel.pp, gpu_name=sel.gpu.name,
+                gpu_mem_util=DEFAULT_GPU_MEM_UTIL if util is None else util,
+                block_size=block_size, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp,
+                gpu_name=sel.gpu.name,
                 reserve_bytes=DEFAULT_RESERVE_BYTES if reserve_bytes is None else reserve_bytes)
 
 
@@ -419,7 +422,7 @@ def fit_caption(sel: Selection, batch: int, fits_to: int) -> None:
                f"{'' if one else ' each'}; longer ones are shaded red and not drawn")
     st.caption(f"The dash-dot line is the model's maximum context ({limit:,} tokens, "
                f"max_position_embeddings) when the chart reaches it. {fit} (vLLM's arithmetic at "
-               "gpu_memory_utilization 0.9 and a 2 GiB reserve, as on the Budget page).")
+               f"{pool_defaults_text()}, as on the Budget page).")
 
 
 def embedding_note(sel: Selection) -> str:

@@ -1,15 +1,27 @@
 """The serving simulator for the pages: setups built from the sidebar's selection, one change
-applied for an overlay, and frontier sweeps cached per input (kvcalc.sim does the work)."""
+applied for an overlay, and frontier sweeps cached per input (kvcalc.sim and kvcalc.capacity do
+the work)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import streamlit as st
 
+from kvcalc.capacity import RunningCapacity, frontier_users, requests_for, running_capacity
 from kvcalc.catalog import GPU, registry
-from kvcalc.sim import SimResult, Workload, estimated_steps, fixed, setup, simulate
+from kvcalc.sim import (
+    Dist,
+    SimResult,
+    Workload,
+    estimated_steps,
+    fixed,
+    lognormal,
+    setup,
+    simulate,
+)
 
-MAX_STEPS = 100_000  # per curve: about half a second of simulation on one core
-USERS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+MAX_STEPS = 300_000  # per curve and its onset search: about two seconds of simulation
 OVERLAYS = {
     "none": "nothing",
     "fp8": "FP8 KV cache",
@@ -18,10 +30,19 @@ OVERLAYS = {
     "tp2": "tensor parallel 2",
     "gpu": "a larger GPU",
 }
+# Request lengths: every request alike, or log-normal around the chosen lengths (median), clipped
+# to 4 x the median, so that requests do not all reach their longest at once.
+LENGTHS = {"fixed": "every request the same", "lognormal-0.5": "log-normal, sigma 0.5",
+           "lognormal-1": "log-normal, sigma 1"}
+CLIP = 4  # a log-normal length is clipped to CLIP x its median
 
 
 def overlay_label(key: str) -> str:
     return OVERLAYS.get(key, str(key))
+
+
+def lengths_label(key: str) -> str:
+    return LENGTHS.get(key, str(key))
 
 
 def larger_gpu(gpu: GPU) -> GPU:
@@ -31,30 +52,80 @@ def larger_gpu(gpu: GPU) -> GPU:
     return bigger[0] if bigger else gpu
 
 
-def requests_for(users: int) -> int:
-    """Requests simulated for one point: every user sends about four (at least 8 in all; with
-    fixed lengths a single user's requests are all alike)."""
-    return min(4096, max(8, 4 * users))
+def lengths(kind: str, prompt: int, output: int) -> tuple[Dist, Dist]:
+    """The prompt and output length distributions for a LENGTHS key."""
+    if kind == "fixed":
+        return fixed(prompt, "prompt tokens"), fixed(output, "output tokens")
+    sigma = float(kind.split("-", 1)[1])
+    return (lognormal(prompt, sigma, CLIP * prompt, what="prompt tokens"),
+            lognormal(output, sigma, CLIP * output, lo=2, what="output tokens"))
+
+
+@dataclass(frozen=True)
+class Frontier:
+    capacity: RunningCapacity  # vLLM's logged worst case, the onset, the sustained batch
+    users: tuple[int, ...]  # one simulated run per count, densest where the pool binds
+    results: tuple[SimResult, ...]
+    warmup: int  # requests of the run with the most users sent before the first finished
+
+
+def _setup(spec, w, gpu: GPU, kv_dtype: str, tp: int, bw_share: float, longest: int,
+           max_num_seqs: int | None, pool: tuple = ()):
+    """The simulator's setup; ``pool`` = (gpu_mem_util, reserve_bytes, block_size) when a page
+    has its own (the Budget's inputs), else the lab's defaults."""
+    kw = dict(zip(("gpu_mem_util", "reserve_bytes", "block_size"), pool))
+    return setup(spec, w, total_bytes=gpu.memory_bytes, bandwidth_gbs=gpu.bandwidth_gbs,
+                 peak_tflops=gpu.peak_tflops(w.dtype), max_model_len=longest,
+                 kv_dtype=kv_dtype, tp=tp, bw_share=bw_share, max_num_seqs=max_num_seqs,
+                 gpu_name=gpu.name, **kw)
 
 
 # Results are frozen dataclasses: shared between sessions without a copy (cache_data would
-# unpickle eleven runs with their series on every rerun).
+# unpickle every run on every rerun).
 @st.cache_resource(max_entries=24, show_spinner="Simulating the serving engine...")
 def frontier(spec, w, gpu: GPU, kv_dtype: str, tp: int, bw_share: float, prompt: int,
              output: int, share: float, max_num_seqs: int | None,
-             users: tuple[int, ...] = USERS) -> list[SimResult]:
-    """One simulation per concurrency (closed loop of ``users``)."""
-    s = setup(spec, w, total_bytes=gpu.memory_bytes, bandwidth_gbs=gpu.bandwidth_gbs,
-              peak_tflops=gpu.peak_tflops(w.dtype), max_model_len=prompt + output,
-              kv_dtype=kv_dtype, tp=tp, bw_share=bw_share, max_num_seqs=max_num_seqs,
-              gpu_name=gpu.name)
-    loads = [Workload(requests=requests_for(u), prompt=fixed(prompt, "prompt tokens"),
-                      output=fixed(output, "output tokens"), users=u, prefix_share=share,
-                      seed=0) for u in users]
-    steps = sum(estimated_steps(s, wl) for wl in loads)
+             kind: str = "fixed") -> Frontier:
+    """Where the pool starts to bind (kvcalc.capacity.running_capacity), then one closed-loop
+    run per user count of frontier_users: powers of two and densely around the onset."""
+    p, o = lengths(kind, prompt, output)
+    s = _setup(spec, w, gpu, kv_dtype, tp, bw_share, p.hi + o.hi, max_num_seqs)
+    cap = running_capacity(s, p, o, prefix_share=share, max_steps=MAX_STEPS)
+    users = frontier_users(cap)
+    loads = {u: Workload(requests=requests_for(u), prompt=p, output=o, users=u,
+                         prefix_share=share, seed=0) for u in users}
+    known = dict(cap.runs)
+    steps = sum(estimated_steps(s, wl) for u, wl in loads.items() if u not in known)
     if steps > MAX_STEPS:
         raise ValueError(f"This sweep would simulate about {steps:,} engine steps, more than the "
                          f"{MAX_STEPS:,} a page may ask for (several seconds of work). Shorten "
                          "the output or the prompt, or pick a setup whose pool holds more "
                          "requests.")
-    return [simulate(s, wl) for wl in loads]
+    results = tuple(known[u] if u in known else simulate(s, loads[u], series=False)
+                    for u in users)
+    return Frontier(capacity=cap, users=users, results=results,
+                    warmup=results[-1].warmup_requests)
+
+
+@st.cache_resource(max_entries=24, show_spinner="Simulating the serving engine...")
+def one_run(spec, w, gpu: GPU, kv_dtype: str, tp: int, bw_share: float, prompt: int,
+            output: int, share: float, max_num_seqs: int | None, kind: str,
+            users: int) -> SimResult:
+    """One closed loop of ``users``, with its utilization and batch over time."""
+    p, o = lengths(kind, prompt, output)
+    s = _setup(spec, w, gpu, kv_dtype, tp, bw_share, p.hi + o.hi, max_num_seqs)
+    wl = Workload(requests=requests_for(users), prompt=p, output=o, users=users,
+                  prefix_share=share, seed=0)
+    if estimated_steps(s, wl) > MAX_STEPS:
+        raise ValueError(f"{users:,} users would take more than {MAX_STEPS:,} engine steps to "
+                         "simulate; pick fewer users or shorter requests")
+    return simulate(s, wl)
+
+
+@st.cache_resource(max_entries=24, show_spinner="Simulating the serving engine...")
+def capacity(spec, w, gpu: GPU, kv_dtype: str, tp: int, bw_share: float, prompt: int,
+             output: int, pool: tuple = ()) -> RunningCapacity:
+    """Logged vs running capacity for requests of ``prompt`` + ``output`` tokens on the
+    Budget's pool (kvcalc.capacity.running_capacity)."""
+    s = _setup(spec, w, gpu, kv_dtype, tp, bw_share, prompt + output, None, pool)
+    return running_capacity(s, prompt, output, max_steps=MAX_STEPS)
