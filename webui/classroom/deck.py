@@ -109,7 +109,7 @@ def answer_label(q: Question, part: int) -> str:
                  "MiB, GiB, KB, MB, GB)",
             "tokens": "in tokens (e.g. 122880 or 122.9K)", "x": "in times smaller",
             "sequences": "in sequences"}.get(p.unit, f"in {p.unit}")
-    return f"{which}your answer {unit}"
+    return f"{which}your answer {unit}" if which else f"Your answer {unit}"
 
 
 def value_label(q: Question, part: int, value: float | None) -> str:
