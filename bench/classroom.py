@@ -367,7 +367,7 @@ async def run_class(ws_url: str, http_base: str | None, args, kill=None) -> dict
             return
         await asyncio.sleep(max(0.0, t0 + args.seconds / 2 - time.time()))
         killed["at"] = time.time() - t0
-        kill()
+        killed["name"] = kill(teacher.c.replicas[-1] if args.kill_teachers else "app1")
 
     tasks = [asyncio.create_task(s.answer_at(t0 + rng.uniform(0, args.seconds), end))
              for s in students]
@@ -417,15 +417,16 @@ def report(r: dict, b: int | None, where: str) -> None:
         print("students per replica at the start: " + ", ".join(
             f"{k} {v}" for k, v in sorted(per_replica.items())))
     if r["killed"]:
+        name = r["killed"]["name"]
         moved = [s for s in students if len(s.c.replicas) > 1]
         to = sorted(set(s.c.replicas[-1] for s in moved))
-        print(f"app1 killed {r['killed']['at']:.1f} s into the answering: {len(moved)} students "
-              f"reconnected (to {', '.join(to)}); "
+        print(f"{name} killed {r['killed']['at']:.1f} s into the answering: {len(moved)} "
+              f"students reconnected (to {', '.join(to)}); "
               f"reconnect p50 {recon[len(recon) // 2]:.2f} s, max {recon[-1]:.2f} s"
-              if recon else "app1 killed: no student was on it")
-        if teacher.reconnects:
-            print(f"the teacher's screen was on app1 and reopened the teacher link "
-                  f"({teacher.reconnects} reconnect)")
+              if recon else f"{name} killed: no student was on it")
+        print(f"the teacher's screen was on {teacher.c.replicas[0]}" + (
+            f" and reopened the teacher link ({teacher.reconnects} reconnect)"
+            if teacher.reconnects else ""))
     print(f"errors: {len(errors)}" + "".join(f"\n  {e}" for e in errors[:5]))
     t = f"{r['saw'] - r['last']:.1f}" if r["saw"] else "never (within 30 s)"
     print(f"classroom: {len(students)} students, {r['sent']} answers sent, "
@@ -464,7 +465,12 @@ async def main_async(args) -> None:
             with replicas.Cluster(replicas=args.replicas, port=0, base_port=0,
                                   database_url=url) as c:
                 base = c.url
-                kill = (lambda: c.kill("app1", signal.SIGKILL)) if args.kill else None
+                def kill(name):
+                    c.kill(name, signal.SIGKILL)
+                    return name
+
+                if not args.kill:
+                    kill = None
                 r = await run_class("ws" + base[4:] + "/_stcore/stream", base, args, kill)
                 b = stored(url, r["teacher"].code, r["teacher"].key)
                 report(r, b, f"{args.replicas} replicas behind HAProxy, PostgreSQL "
@@ -512,6 +518,8 @@ def main() -> None:
     ap.add_argument("--replicas", type=int, default=0, help="start N replicas behind HAProxy "
                     "on one PostgreSQL (0: one server with SQLite)")
     ap.add_argument("--kill", action="store_true", help="kill replica app1 mid-question")
+    ap.add_argument("--kill-teachers", action="store_true",
+                    help="with --kill: kill the teacher's replica instead of app1")
     ap.add_argument("--join-concurrency", type=int, default=20,
                     help="students joining at the same moment")
     args = ap.parse_args()
