@@ -57,7 +57,7 @@ def take_param(name: str) -> str | None:
 
 def base_url() -> str:
     """Where phones reach this app: KVLAB_PUBLIC_URL, else the address the teacher's browser
-    used (scheme and host only)."""
+    used (scheme, host and the app's path prefix; no query)."""
     env = os.environ.get("KVLAB_PUBLIC_URL", "").strip().rstrip("/")
     if env:
         return env
@@ -67,7 +67,13 @@ def base_url() -> str:
         url = ""
     u = urlsplit(url)
     if u.scheme in ("http", "https") and re.fullmatch(r"[A-Za-z0-9.\-\[\]:]{1,120}", u.netloc):
-        return f"{u.scheme}://{u.netloc}"
+        # The app's own prefix (server.baseUrlPath, e.g. /gpu), without this page's name.
+        prefix = u.path.rstrip("/")
+        if prefix.endswith("/" + PAGE):
+            prefix = prefix[:-len(PAGE) - 1]
+        if not re.fullmatch(r"(/[A-Za-z0-9._-]{1,40}){0,3}", prefix):
+            prefix = ""
+        return f"{u.scheme}://{u.netloc}{prefix}"
     return "http://localhost:8501"
 
 
