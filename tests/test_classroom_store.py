@@ -544,3 +544,17 @@ def test_the_qr_code_decodes_to_the_join_link():
     assert found.text == link and found.format == zxingcpp.BarcodeFormat.QRCode
     m = qr_matrix(link)
     assert len(m) == len(m[0]) >= 21 and m[0][:7] == [True] * 7  # a finder pattern's edge
+
+
+def test_ci_fails_rather_than_skips_the_postgres_tests(monkeypatch):
+    import classroom_support as cs
+
+    monkeypatch.setattr(cs, "_PG", None)
+    monkeypatch.setattr(cs.pgtemp, "pg_bin", lambda: None)
+    monkeypatch.setenv("KVLAB_REQUIRE_POSTGRES", "1")  # as .ci/run sets it
+    with pytest.raises(pytest.fail.Exception, match="forbids skipping"):
+        cs.postgres_server()
+    monkeypatch.delenv("KVLAB_REQUIRE_POSTGRES")
+    with pytest.raises(pytest.skip.Exception):
+        cs.postgres_server()
+    assert "KVLAB_REQUIRE_POSTGRES=1" in (cs.ROOT / ".ci" / "run").read_text()
