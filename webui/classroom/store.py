@@ -249,8 +249,13 @@ class Store:
             self._ensure_schema()
             self._maybe_purge()
             return fn(*args, **kwargs)
-        except (Refused, NotAllowed, Unavailable, sa_exc.IntegrityError):
+        except (Refused, NotAllowed, Unavailable):
             raise
+        except sa_exc.IntegrityError:
+            # Two requests crossed (the same new join code drawn twice, an answer to a class
+            # ended meanwhile): nothing was written; the person may simply try again.
+            raise Refused("That did not go through (another change came at the same "
+                          "moment); try again.") from None
         except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError,
                 sa_exc.DatabaseError, sa_exc.DisconnectionError, OSError) as e:
             self._down_until = time.monotonic() + DOWN_FOR_S
