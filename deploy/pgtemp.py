@@ -84,9 +84,11 @@ class TempPostgres:
         return list(args)
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        # In the server's own folder: the postgres user may not be allowed into the caller's
+        # (a CI checkout under /root), and initdb and pg_ctl look up their working folder.
         return subprocess.run(self._cmd(*args), stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=check,
-                              timeout=120, text=True)
+                              timeout=120, text=True, cwd=self.dir)
 
     @property
     def data(self) -> Path:

@@ -429,6 +429,30 @@ def test_a_database_that_is_down_gives_a_message_then_recovers(monkeypatch):
     s.dispose()
 
 
+@pytest.mark.slow
+def test_a_slow_database_gives_a_message_within_seconds():
+    """Another connection holds a lock the store needs (as a stuck migration or a long
+    transaction would): the store waits at most its lock timeout (3 s), then says so."""
+    import time
+
+    url = fresh_database("kvlab_slow")
+    s = _store(url)
+    c = s.create_class(1, "ip:t")
+    blocker = sa.create_engine(url)
+    with blocker.connect() as conn:
+        conn.exec_driver_sql("BEGIN")
+        conn.exec_driver_sql("LOCK TABLE classroom_classes IN ACCESS EXCLUSIVE MODE")
+        t0 = time.monotonic()
+        with pytest.raises(Unavailable, match="not answering"):
+            s.results(c.code, c.key)
+        assert time.monotonic() - t0 < 6
+        conn.exec_driver_sql("ROLLBACK")
+    blocker.dispose()
+    s._down_until = 0.0
+    assert s.results(c.code, c.key).joined == 0
+    s.dispose()
+
+
 def test_an_unreachable_database_fails_fast_with_a_message(tmp_path):
     s = Store("postgresql://kvlab@127.0.0.1:1/none", limits=Limits())
     import time
