@@ -41,6 +41,7 @@ pages = {
         st.Page("app_pages/cache_fill.py", title="Cache fill", icon=":material/grid_on:"),
         st.Page("app_pages/engine.py", title="Engine view: blocks", icon=":material/view_module:"),
         st.Page("app_pages/interview.py", title="Interview check", icon=":material/school:"),
+        st.Page("app_pages/live_class.py", title="Live class", icon=":material/co_present:"),
     ],
     "Measure": [
         st.Page("app_pages/live.py", title="Live: a real model", icon=":material/science:"),

@@ -56,6 +56,9 @@ elif mode == "practice":
             answer_box(q, f"{seed}_{q.qid}")
 else:
     deck = questions + practice
+    st.page_link("app_pages/live_class.py", icon=":material/co_present:",
+                 label="Run it as a live class: students answer on their phones, this screen "
+                       "counts the answers and names the mistakes")
 
     c = st.columns([1, 1, 4, 2])
     c[0].button("Previous", on_click=callbacks.interview_go, args=(-1, len(deck)),

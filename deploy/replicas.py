@@ -8,7 +8,10 @@ several cores. Each replica is a plain ``streamlit run app.py`` in hosted mode (
 as in the Dockerfile) on its own port of 127.0.0.1, with KVLAB_BEHIND_PROXY=1 (the visitor's
 address is HAProxy's X-Forwarded-For); HAProxy (Debian's ``haproxy`` package, configured by
 deploy/haproxy.cfg) pins each browser to one replica with a cookie, health-checks every
-replica on /_stcore/health and limits what one source address may hold. HAProxy gets this
+replica on /_stcore/health and limits what one source address may hold. The live class keeps
+its classes in one database every replica shares: ``--database-url`` gives the replicas a
+PostgreSQL (KVLAB_DATABASE_URL); without it they share the SQLite file in data/, which works
+for replicas on one machine. HAProxy gets this
 script's environment, so KVLAB_LB_CONN_PER_SOURCE and the other limits of deploy/haproxy.cfg
 can be set where it is started.
 
@@ -91,6 +94,7 @@ class Cluster:
     python: str = sys.executable
     ready_timeout_s: float = 90.0
     hosted: bool = True
+    database_url: str | None = None  # KVLAB_DATABASE_URL of every replica (the live class)
     members: list[Replica] = field(default_factory=list)
     haproxy: subprocess.Popen | None = None
     url: str = ""
@@ -167,6 +171,8 @@ class Cluster:
         env = dict(os.environ, KVLAB_BEHIND_PROXY="1")
         if self.hosted:
             env["KVLAB_HOSTED"] = "1"
+        if self.database_url:
+            env["KVLAB_DATABASE_URL"] = self.database_url
         with open(r.log, "wb") as log:
             r.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
                                       stdout=log, stderr=subprocess.STDOUT,
@@ -410,6 +416,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds a replica may take to answer /_stcore/health")
     ap.add_argument("--not-hosted", action="store_true",
                     help="run without hosted mode's limits (KVLAB_HOSTED unset)")
+    ap.add_argument("--database-url", metavar="URL",
+                    help="the live class's database for every replica (KVLAB_DATABASE_URL, "
+                         "e.g. postgresql://kvlab:secret@127.0.0.1:5432/kvlab); without it the "
+                         "replicas share the SQLite file in data/ (one machine only)")
     ap.add_argument("--drain", metavar="NAME", help="drain replica NAME of a running HAProxy")
     ap.add_argument("--ready", metavar="NAME", help="put replica NAME back in service")
     ap.add_argument("--socket", type=Path, help="HAProxy's runtime socket, for --drain/--ready")
@@ -438,7 +448,8 @@ def main(argv: list[str] | None = None) -> int:
     cluster = Cluster(replicas=args.replicas, bind=args.bind, port=args.port,
                       base_port=args.base_port, replica_ports=args.replica_ports,
                       run_dir=args.run_dir, python=args.python,
-                      ready_timeout_s=args.ready_timeout, hosted=not args.not_hosted)
+                      ready_timeout_s=args.ready_timeout, hosted=not args.not_hosted,
+                      database_url=args.database_url)
     def _on_signal(signum, frame):
         raise KeyboardInterrupt
 

@@ -119,14 +119,18 @@ def test_gpu_variant_asks_for_one_gpu_and_serves_under_its_path():
 
 
 def test_services_select_their_deployments():
-    deps = _by("Deployment")
+    deps = {**_by("Deployment"), **_by("StatefulSet")}  # the live class's PostgreSQL too
     for name, svc in _by("Service").items():
         labels = deps[name]["spec"]["template"]["metadata"]["labels"]
         assert svc["spec"]["selector"].items() <= labels.items()
         other = [d for n, d in deps.items() if n != name]
         assert not any(svc["spec"]["selector"].items() <=
                        d["spec"]["template"]["metadata"]["labels"].items() for d in other)
-        assert svc["spec"]["ports"][0]["targetPort"] == "http"
+        named = {p["name"] for c in deps[name]["spec"]["template"]["spec"]["containers"]
+                 for p in c["ports"]}
+        assert svc["spec"]["ports"][0]["targetPort"] == ("postgres" if name.endswith("-db")
+                                                         else "http") and \
+            svc["spec"]["ports"][0]["targetPort"] in named
 
 
 def test_ingress_routes_by_path_with_cookie_affinity_and_websocket_timeouts():

@@ -1,0 +1,20 @@
+"""The live class (issue 26): students answer on their phones, the teacher's screen shows what
+the class got wrong. ``store`` keeps classes, students and answers in one database shared by
+every replica; ``deck`` is what is asked and how it is graded (kvcalc's questions and grader);
+``qr`` draws the join link for the projector."""
+
+from .store import (  # noqa: F401
+    ClassView,
+    Limits,
+    NewClass,
+    NotAllowed,
+    Refused,
+    Results,
+    Store,
+    Unavailable,
+    clean_code,
+    clean_nickname,
+    database_url,
+    describe_url,
+    get_store,
+)

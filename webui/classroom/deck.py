@@ -1,0 +1,133 @@
+"""What a live class asks and how an answer is graded: kvcalc's own questions and grader.
+
+A class runs the Interview check's deck: the five interview questions, then the practice set
+of the class's seed (10 questions), as the Classroom mode of the Interview check shows them. A
+question that asks for two numbers (the per-token question: per token, then per sequence) has
+two parts, each graded alone. The four open interview questions are asked as a choice of four
+statements (kvcalc.quiz_choices), since a phone cannot send prose a projector can count.
+
+Grading is kvcalc's: ``kvcalc.quiz.grade`` for numbers and ``kvcalc.quiz_choices.grade_choice``
+for choices. The named slip a teacher's screen counts is the grader's own diagnosis of the
+answer (the sentence it appends to "Not quite": bits vs bytes, the factor 2, GiB vs GB, query
+heads counted as KV heads, an inverted ratio), never a second grader's guess.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+from kvcalc import quiz
+from kvcalc.quiz import Question, interview_questions, practice_questions
+from kvcalc.quiz_choices import LETTERS, choices_for, grade_choice
+
+__all__ = ["PRACTICE_COUNT", "MAX_SEED", "deck", "parts", "Graded", "grade_answer",
+           "answer_label", "value_label", "NO_SLIP"]
+
+PRACTICE_COUNT = 10  # as the Interview check's Classroom mode
+MAX_SEED = 999_999  # the Interview check's practice-set box
+MAX_ANSWER_CHARS = 40  # the grader reads at most 40 characters (kvcalc.quiz.parse_answer)
+NO_SLIP = "another mistake"  # a wrong answer the grader names no slip for
+
+
+@functools.lru_cache(maxsize=64)
+def deck(seed: int) -> tuple[Question, ...]:
+    """The class's questions: the five interview questions, then practice set ``seed``."""
+    return tuple(interview_questions()) + tuple(practice_questions(int(seed), PRACTICE_COUNT))
+
+
+def parts(q: Question) -> tuple[int, ...]:
+    """The parts a student answers: (1,) or (1, 2); a choice question has one."""
+    if choices_for(q.qid):
+        return (1,)
+    if q.value is None:
+        return ()
+    return (1, 2) if q.value2 is not None else (1,)
+
+
+def is_choice(q: Question) -> bool:
+    return bool(choices_for(q.qid))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Graded:
+    readable: bool  # False: not an answer (a typo, an unknown unit): nothing is stored
+    correct: bool
+    value: float | None  # the number read (a choice: its index)
+    message: str  # the grader's full message (quotes the right answer: after Reveal only)
+    slip: str  # the named mistake ("" when correct)
+
+    @property
+    def short(self) -> str:
+        """What a student sees before Reveal: right or not and the named slip, not the
+        answer itself."""
+        if not self.readable:
+            return self.message
+        if self.correct:
+            return "Correct."
+        return "Not quite." + ("" if self.slip == NO_SLIP else f" {self.slip}")
+
+
+def grade_answer(q: Question, part: int, text: str) -> Graded:
+    """Grade ``text`` as the answer to part ``part`` of ``q`` with kvcalc's grader."""
+    text = (text or "").strip()
+    if is_choice(q):
+        text = text.upper()
+        g = grade_choice(q.qid, text)
+        if g.given is None:
+            return Graded(readable=False, correct=False, value=None, message=g.message, slip="")
+        slip = "" if g.correct else choices_for(q.qid)[int(g.given)].slip
+        return Graded(readable=True, correct=g.correct, value=g.given, message=g.message,
+                      slip=slip)
+    if part not in parts(q):
+        raise ValueError(f"question {q.qid!r} has no part {part}")
+    if len(text) > MAX_ANSWER_CHARS:
+        return Graded(readable=False, correct=False, value=None, slip="",
+                      message=f"That is too long to be a number (at most {MAX_ANSWER_CHARS} "
+                              "characters).")
+    g = quiz.grade(q, text, part=part)
+    if g.given is None:
+        return Graded(readable=False, correct=False, value=None, message=g.message, slip="")
+    if g.correct:
+        return Graded(readable=True, correct=True, value=g.given, message=g.message, slip="")
+    p = q.part(part)
+    # The grader's own diagnosis, the sentence it appended to its message.
+    slip = quiz._diagnose(text, g.given, p.value, p).strip()  # noqa: SLF001 - the one grader
+    if not slip or slip not in g.message:
+        slip = NO_SLIP
+    return Graded(readable=True, correct=False, value=g.given, message=g.message, slip=slip)
+
+
+def answer_label(q: Question, part: int) -> str:
+    """The answer box's label: which number, and how a bare number is read."""
+    if is_choice(q):
+        return "Your answer"
+    p = q.part(part)
+    which = "" if len(parts(q)) == 1 else ("Per token: " if part == 1 else "Per sequence: ")
+    unit = {"B": f"(a bare number is read in {p.ask_unit or 'B'}; or add a unit: B, KiB, "
+                 "MiB, GiB, KB, MB, GB)",
+            "tokens": "in tokens (e.g. 122880 or 122.9K)", "x": "in times smaller",
+            "sequences": "in sequences"}.get(p.unit, f"in {p.unit}")
+    return f"{which}your answer {unit}" if which else f"Your answer {unit}"
+
+
+def value_label(q: Question, part: int, value: float | None) -> str:
+    """A stored answer as a histogram bar's label: a choice's letter, or the number at three
+    significant digits in the question's unit (answers that round alike share a bar)."""
+    if value is None:
+        return "?"
+    if is_choice(q):
+        i = int(value)
+        return LETTERS[i] if 0 <= i < len(LETTERS) else "?"
+    p = q.part(part)
+    if p.unit == "B":
+        from kvcalc.units import fmt_bytes
+
+        return fmt_bytes(value)
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    digits = 3 - int(math.floor(math.log10(abs(value)))) - 1
+    rounded = round(value, digits)
+    text = f"{rounded:,.{max(0, digits)}f}" if abs(rounded) < 1e15 else f"{rounded:.3g}"
+    return text + {"x": "x", "tokens": " tokens"}.get(p.unit, "")
