@@ -360,6 +360,7 @@ class Grade:
     correct: bool
     given: float | None
     message: str
+    slip: str = ""  # the named mistake a wrong answer looks like (in the message too), or ""
 
 
 def parse_answer(text: str, question: Question) -> float:
@@ -436,13 +437,14 @@ def grade(question: Question, text: str, tolerance: float = TOLERANCE, part: int
                _diagnose(text, given, target, question))
         return Grade(correct=False, given=given,
                      message=f"Not quite: you gave {_fmt(given, question)}; {whole:,} whole ones "
-                             f"fit ({_fmt(target, question)}).{why}")
+                             f"fit ({_fmt(target, question)}).{why}", slip=why.strip())
     if abs(given - target) <= tolerance * abs(target) or _same_when_rounded(text, given, target,
                                                                            question):
         return Grade(correct=True, given=given, message=f"Correct: {_fmt(target, question)}.")
+    why = _diagnose(text, given, target, question)
     return Grade(correct=False, given=given,
                  message=f"Not quite: you gave {_fmt(given, question)}; the answer is "
-                         f"{_fmt(target, question)}.{_diagnose(text, given, target, question)}")
+                         f"{_fmt(target, question)}.{why}", slip=why.strip())
 
 
 def _ordinal(n: int) -> str:
