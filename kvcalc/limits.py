@@ -24,6 +24,12 @@ conv kernel      1,024         4 (Mamba, Gated DeltaNet, Falcon-H1): 256x
 expansion        1,024         2 (Mamba's expand): 512x
 context, window  100,000,000   10,485,760 (Llama 4 Scout's max_position_embeddings): 9.5x;
                                vLLM's arithmetic here takes at most 10^8 (kvcalc.vllm)
+parameters       2^56          about 2 x 10^12 (the largest published MoE): 36,000x. The field
+                 (7.2 x 10^16) caps alone admit about 10^21 (65,536 experts of 2^20 x 2^22 in
+                               each of 1,024 layers), whose weights no figure can hold (the
+                               budget takes at most 2^60 B); above this the parameters are not
+                               counted, and the weights are asked for, as for any config whose
+                               parameters kvcalc cannot count
 ===============  ============  ===============================================================
 """
 
@@ -37,7 +43,7 @@ from .text import short as _short
 
 __all__ = ["MAX_LAYERS", "MAX_HIDDEN", "MAX_HEADS", "MAX_HEAD_DIM", "MAX_VOCAB",
            "MAX_INTERMEDIATE", "MAX_EXPERTS", "MAX_KERNEL", "MAX_EXPAND", "MAX_CONTEXT",
-           "MAX_OTHER", "FIELD_CAPS", "cap_of", "over_cap"]
+           "MAX_PARAMS", "MAX_OTHER", "FIELD_CAPS", "cap_of", "over_cap"]
 
 MAX_LAYERS = 1024
 MAX_HIDDEN = 2**20
@@ -49,6 +55,7 @@ MAX_EXPERTS = 2**16
 MAX_KERNEL = 1024
 MAX_EXPAND = 1024
 MAX_CONTEXT = 10**8
+MAX_PARAMS = 2**56  # so that even FP32 weights (2^58 B) stay under the budget's 2^60 B
 MAX_OTHER = 10_000_000  # any other whole-number field kvcalc reads (periods, offsets)
 
 # (cap, what it sizes): the words of the refusal

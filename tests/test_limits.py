@@ -147,3 +147,18 @@ def test_the_app_refuses_too_many_layers_with_the_cap(which):
     field = "hybrid_override_pattern" if which == "pattern" else "layer_types"
     errors = " ".join(e.value.replace("\\", "") for e in at.error)
     assert field in errors and "at most 1,024 layers" in errors, errors
+
+
+def test_parameters_past_the_cap_are_not_counted_and_the_weights_are_asked_for():
+    # Every field at its cap describes about 4.6 x 10^18 parameters (16 EiB of FP32 weights,
+    # past the budget's 2^60 B): not a number a figure can hold, so they are not counted and
+    # the weights must be given, as for any config whose parameters kvcalc cannot count.
+    import worst_inputs as W
+
+    from kvcalc.limits import MAX_PARAMS
+
+    spec = spec_from_config(W.dense_at_caps())
+    assert spec.params is None and "over the 7.21e+16 kvcalc counts" in spec.params_error
+    assert spec.num_layers == 1024  # the cache figures are all there
+    ok = spec_from_config(W.dense_fits())
+    assert 0 < ok.params.total <= MAX_PARAMS
