@@ -63,6 +63,7 @@ from .model import (
     RecurrentState,
     SharedKV,
     SlidingWindow,
+    interned,
 )
 from .params import count_parameters
 from .text import SHORT as _SHORT
@@ -389,7 +390,7 @@ def spec_from_config(config: dict, *, name: str | None = None,
     label = (
         name or cfg.get("_name_or_path") or config.get("_name_or_path") or model_type or "custom"
     )
-    return ModelSpec(name=str(label)[:_SHORT], layers=tuple(layers), params=params, moe=moe,
+    return ModelSpec(name=str(label)[:_SHORT], layers=interned(layers), params=params, moe=moe,
                      hidden_size=geo.hidden, vocab_size=geo.vocab, max_context=max_ctx,
                      notes=tuple(notes), assumptions=tuple(assumptions),
                      params_error=params_error, unverified=tuple(unread),
