@@ -4,7 +4,11 @@ real browser (Chromium), for every page.
     .venv/bin/python bench/pages.py [--reruns 15] [--no-browser] [--hostile]
 
 ``--hostile`` times instead one fresh session of every page opened with its worst link
-(bench/worst_links.py), three times each: issue 11's budget is about 0.5 s per rerun.
+(bench/worst_links.py), three times each: issue 11's budget is about 0.5 s per rerun. Then the
+worst-input corpus (tests/worst_inputs.py: the largest configs kvcalc's caps admit), pasted on
+every page and given to the CLI commands: per page or command, the slowest config's seconds
+per rerun (median of 3) and the MiB of RSS this process kept after them all (after gc);
+``--matrix`` prints every config's row too.
 
 Targets (issue 3): every calculator rerun under 100 ms on a 2-core machine, first render under
 2 s. AppTest times the script run on the server; the browser figure is from navigation start to
@@ -68,6 +72,90 @@ def hostile_links(repeats: int = 3) -> None:
         print(f"  {page:<28} max {max(times) * 1e3:7.0f} ms   median "
               f"{statistics.median(times) * 1e3:7.0f} ms" + (f"   EXCEPTION {problems[:1]}"
                                                            if problems else ""))
+
+
+def _rss_mib() -> float:
+    """This process's resident memory now, MiB (Linux /proc; 0 elsewhere)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError):
+        return 0.0
+
+
+def _kept(before: float) -> float:
+    import gc
+
+    gc.collect()
+    return _rss_mib() - before
+
+
+def worst_inputs(repeats: int = 3, matrix: bool = False) -> None:
+    """The worst-input corpus on every page (a fresh session each, the config pasted) and
+    through the CLI's kv, budget, vllm and simulate (in this process)."""
+    import gc
+    import tempfile
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    import worst_inputs as W  # the corpus lives with the tests
+
+    from kvcalc.cli import main as cli
+
+    corpus = W.texts()
+    gc.collect()
+    print(f"\nworst-input corpus: {len(corpus)} configs (the largest the caps admit) on every "
+          "page and CLI command; seconds per rerun, median of "
+          f"{repeats} (wall; the slowest config), MiB of RSS kept after them all")
+    print(f"{'page or command':<16}{'s/rerun':>9}{'CPU s':>8}{'MiB kept':>10}  slowest config"
+          "  problems")
+    for page in W.PAGES:
+        before = _rss_mib()
+        rows = []
+        for name, text in corpus.items():
+            at = W.open_with(text, page)
+            wall, cpu = W.rerun_seconds(at, repeats)
+            rows.append((wall, cpu, name, W.generic_errors(at)))
+            del at
+        kept = _kept(before)
+        if matrix:
+            for wall, cpu, name, problems in rows:
+                print(f"  {page:<14}{wall:>9.3f}{cpu:>8.3f}{'':>10}  {name}"
+                      + (f"  {problems[:1]}" if problems else ""))
+        wall, cpu, name, _ = max(rows)
+        bad = sum(1 for r in rows if r[3])
+        print(f"{page:<16}{wall:>9.3f}{cpu:>8.3f}{kept:>10.1f}  {name:<21}"
+              + (f"  {bad} with a generic error" if bad else ""))
+    args = {"kv": ["--context", "100000000", "--batch", "1000000"],
+            "budget": ["--gpu", "h100-sxm-80gb", "--context", "100000000"],
+            "vllm": ["--available-kv-gib", "40", "--max-model-len", "100000000"],
+            "simulate": ["--gpu", "h100-sxm-80gb", "--requests", "2000", "--rate", "inf",
+                         "--prompt-tokens", "4096", "--output-tokens", "1024"]}
+    import contextlib
+    import io
+
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, text in corpus.items():
+            Path(tmp, f"{name}.json").write_text(text)
+        for command, extra in args.items():
+            before = _rss_mib()
+            rows = []
+            for name in corpus:
+                times, cpus, codes = [], [], set()
+                for _ in range(repeats):
+                    out, err = io.StringIO(), io.StringIO()
+                    t, c = time.perf_counter(), time.process_time()
+                    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                        codes.add(cli([command, "--config", str(Path(tmp, f"{name}.json")),
+                                       *extra]))
+                    times.append(time.perf_counter() - t)
+                    cpus.append(time.process_time() - c)
+                bad = codes - {0, 2} or "internal error" in err.getvalue()
+                rows.append((statistics.median(times), statistics.median(cpus), name, bad))
+            kept = _kept(before)
+            wall, cpu, name, _ = max(rows)
+            bad = sum(1 for r in rows if r[3])
+            print(f"{'cli ' + command:<16}{wall:>9.3f}{cpu:>8.3f}{kept:>10.1f}  {name:<21}"
+                  + (f"  {bad} internal errors" if bad else ""))
 
 
 def apptest_reruns(reruns: int) -> dict[str, list[float]]:
@@ -187,11 +275,15 @@ def main() -> None:
     ap.add_argument("--reruns", type=int, default=15)
     ap.add_argument("--no-browser", action="store_true")
     ap.add_argument("--hostile", action="store_true",
-                    help="time each page's worst link instead (one fresh session per visit)")
+                    help="time each page's worst link instead (one fresh session per visit), "
+                         "then the worst-input corpus on every page and CLI command")
+    ap.add_argument("--matrix", action="store_true",
+                    help="with --hostile: a row for every corpus config on every page")
     args = ap.parse_args()
     print(f"machine: {os.cpu_count()} cores, python {sys.version.split()[0]}")
     if args.hostile:
         hostile_links()
+        worst_inputs(matrix=args.matrix)
         return
     print(f"\nrerun after one input change (AppTest, {args.reruns} reruns; target < 100 ms)")
     print(f"{'page':<28}{'median ms':>10}{'p90 ms':>10}{'max ms':>10}")

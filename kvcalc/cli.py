@@ -948,8 +948,8 @@ def _verify_zoo(args):
 
 
 # The simulator's command lives in its own module; registered here, in --help's order.
-command("simulate", _cli_sim.HELP, lambda p: _cli_sim.add_arguments(p, key=_key,
-                                                                   int_arg=_int_arg))(
+command("simulate", _cli_sim.HELP, lambda p: _cli_sim.add_arguments(
+    p, key=_key, int_arg=_int_arg, path=_path))(
     _cli_sim.cmd_simulate)
 command("tour", _cli_tour.HELP, lambda p: _cli_tour.add_arguments(
     p, model_args=_model_args, weight_args=_weight_args, key=_key))(

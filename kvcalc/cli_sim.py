@@ -10,6 +10,8 @@ import argparse
 import math
 
 from .catalog import registry
+from .hfconfig import checkpoint_format, load_config_file, spec_from_config
+from .model import ModelSpec
 from .sim import (
     CLI_KEYS,
     MAX_REQUESTS,
@@ -21,6 +23,7 @@ from .sim import (
     simulate,
 )
 from .units import GiB, fmt_seconds
+from .weight_bytes import Weights, weights_given, weights_in
 
 __all__ = ["HELP", "add_arguments", "cmd_simulate", "CAPACITY_HELP", "add_capacity_arguments",
            "cmd_capacity"]
@@ -60,8 +63,11 @@ HELP = ("serve a workload: continuous batching on the KV pool (TTFT, TPOT, token
         "preemptions, which limit binds)")
 
 
-def add_arguments(p, *, key, int_arg) -> None:
-    p.add_argument("--model", type=key, required=True, help="registry key")
+def add_arguments(p, *, key, int_arg, path=str) -> None:
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--model", type=key, help="registry key")
+    src.add_argument("--config", metavar="PATH", type=path,
+                     help="a Hugging Face config.json file")
     p.add_argument("--gpu", type=key, required=True, help="GPU key")
     p.add_argument("--requests", type=int_arg(1, MAX_REQUESTS), required=True)
     load = p.add_mutually_exclusive_group(required=True)
@@ -85,16 +91,29 @@ def add_arguments(p, *, key, int_arg) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
+def _model(args) -> tuple[ModelSpec, Weights, str]:
+    """(spec, weights in the checkpoint's format, name) from --model or --config. The
+    simulator times prefill from the parameters, so a config must be one kvcalc counts."""
+    if args.model:
+        m = registry().model(args.model)
+        return m.spec, m.weights(), m.name
+    cfg = load_config_file(args.config)
+    spec = spec_from_config(cfg, name=args.config)
+    if spec.params is None:
+        return spec, weights_given(0, "bf16"), spec.name  # setup() says why it cannot run
+    wd, ed = checkpoint_format(cfg)
+    return spec, weights_in(spec, "auto", wd, ed), spec.name
+
+
 def cmd_simulate(args):
-    m = registry().model(args.model)
+    spec, w, name = _model(args)
     gpu = registry().gpu(args.gpu)
     if not 0.0 <= args.prefix_share <= 1.0 or not math.isfinite(args.prefix_share):
         raise ValueError(f"--prefix-share must be between 0 and 1, got {args.prefix_share:g}")
     wl = Workload(requests=args.requests, prompt=fixed(args.prompt_tokens, "prompt tokens"),
                   output=fixed(args.output_tokens, "output tokens"), rate=args.rate,
                   users=args.users, prefix_share=args.prefix_share, seed=args.seed)
-    w = m.weights()
-    s = setup(m.spec, w, total_bytes=gpu.memory_bytes, bandwidth_gbs=gpu.bandwidth_gbs,
+    s = setup(spec, w, total_bytes=gpu.memory_bytes, bandwidth_gbs=gpu.bandwidth_gbs,
               peak_tflops=gpu.peak_tflops(w.dtype), max_model_len=wl.longest,
               kv_dtype=args.kv_dtype, tp=args.tp, max_num_seqs=args.max_num_seqs,
               max_num_batched_tokens=args.max_num_batched_tokens, bw_share=args.bw_share,
@@ -110,7 +129,7 @@ def cmd_simulate(args):
     load = (f"{args.users:,} users (closed loop)" if args.users is not None else
             "all at once" if args.rate == math.inf else f"Poisson {args.rate:g} requests/s")
     text = [
-        f"{m.name} on {gpu.name}"
+        f"{name} on {gpu.name}"
         + (f" x {args.tp} (TP)" if args.tp > 1 else "")
         + f", KV cache {args.kv_dtype.upper()}",
         f"  workload:   {args.requests:,} requests of {args.prompt_tokens:,} prompt + "

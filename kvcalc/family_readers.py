@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .limits import over_cap
 from .model import (
     AttentionWithState,
     CrossAttention,
@@ -208,6 +209,9 @@ def _kimi_linear(f: _Fields, geo: _Geometry, max_layers: int) -> list:
         v = cfg.get(name, default)
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"config field 'linear_attn_config.{name}' must be a whole number")
+        refused = over_cap(name, v)
+        if refused:
+            raise ValueError(refused.replace(f"'{name}'", f"'linear_attn_config.{name}'", 1))
         return v
 
     heads, d = whole("num_heads"), whole("head_dim")
@@ -259,6 +263,10 @@ def _kimi_layers(f: _Fields, geo: _Geometry, n: int, kda: set[int], heads: int, 
 
 # -- Llama 3.2 Vision (mllama) ----------------------------------------------------------------
 
+# Far above Llama 3.2 Vision's 448-pixel tiles of 14-pixel patches, 4 tiles an image
+_VISION_CAPS = {"image_size": 65_536, "patch_size": 65_536, "max_num_tiles": 1024}
+
+
 def _mllama(f: _Fields, geo: _Geometry, max_layers: int) -> list:
     """mllama's text model: ``cross_attention_layers`` attend to the vision encoder's states.
     Their K/V are computed once per image: max_num_tiles x ((image_size // patch_size)^2 + 1)
@@ -277,8 +285,9 @@ def _mllama(f: _Fields, geo: _Geometry, max_layers: int) -> list:
     if cross:
         def vint(name: str, default: int) -> int:
             v = vision.get(name, default)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"config field 'vision_config.{name}' must be a whole number")
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= _VISION_CAPS[name]:
+                raise ValueError(f"config field 'vision_config.{name}' must be a whole number "
+                                 f"from 1 to {_VISION_CAPS[name]:,}")
             return v
         size, patch = vint("image_size", 448), vint("patch_size", 14)
         tokens = vint("max_num_tiles", 4) * ((size // patch) ** 2 + 1)

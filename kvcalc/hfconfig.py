@@ -52,6 +52,7 @@ from .family_readers import (
     rwkv_layers,
     seq2seq_decoder_layers,
 )
+from .limits import MAX_CONTEXT, MAX_LAYERS, UPFRONT, cap_of, over_cap
 from .model import (
     ChunkedLocal,
     ExtraCache,
@@ -62,6 +63,7 @@ from .model import (
     RecurrentState,
     SharedKV,
     SlidingWindow,
+    interned,
 )
 from .params import count_parameters
 from .text import SHORT as _SHORT
@@ -70,13 +72,10 @@ from .text import short as _short
 __all__ = ["spec_from_config", "load_config_file", "MAX_CONFIG_BYTES", "UnknownFields"]
 
 MAX_CONFIG_BYTES = 1_000_000  # a real config.json is a few KiB; refuse anything far larger
-_MAX_LAYERS = (
-    1024  # the deepest published model here has 162 layers; this bounds all per-layer work
-)
-_MAX_DIM = 10_000_000
-# max_position_embeddings: Llama 4 Scout declares 10,485,760; vLLM's arithmetic here takes at
-# most 10^8 (kvcalc.vllm.predict), so a config above it is refused where it is read
-_MAX_CONTEXT = 10**8
+# One bound on model size (kvcalc.limits): the layer cap bounds all per-layer work; the context
+# cap is vLLM's arithmetic's (kvcalc.vllm.predict); the other sizes have a cap each by field.
+_MAX_LAYERS = MAX_LAYERS
+_MAX_CONTEXT = MAX_CONTEXT
 
 
 # Defaults of transformers config classes, by model_type, for fields a config.json may omit.
@@ -160,7 +159,9 @@ class _Fields:
         return {k for k in set(self.cfg) - self.seen if self.cfg[k] is not None}
 
     def int(self, *names: str, default: Any = None, minimum: int = 1, required: bool = True,
-            maximum: int = _MAX_DIM):
+            maximum: int | None = None):
+        """A whole number from the first of ``names`` that is set, at least ``minimum`` and at
+        most ``maximum`` (by default the cap of its kind of size, kvcalc.limits)."""
         value = self.raw(*names, default=default)
         label = " / ".join(names)
         if value is None:
@@ -178,10 +179,11 @@ class _Fields:
         if value < minimum:
             raise ValueError(f"config field '{label}' must be at least {minimum}, got "
                              f"{_short(value)}")
-        if value > maximum:
-            shown = f"{value:,}" if value.bit_length() <= 3 * _SHORT else _short(value)
-            raise ValueError(f"config field '{label}' = {shown} is implausibly large (at most "
-                             f"{maximum:,})")
+        found = next((n for n in names if self.cfg.get(n) is not None), None) or \
+            next((n for n in names if self.defaults.get(n) is not None), names[0])
+        refused = over_cap(found, value, cap_of(found) if maximum is None else maximum)
+        if refused:
+            raise ValueError(refused)
         return value
 
     def bool(self, name: str, default: bool) -> bool:
@@ -263,9 +265,15 @@ def parse_config_text(text: str, source: str = "config") -> dict:
 
 
 def _check_sizes(cfg: dict) -> None:
-    """One bound on model size, before any per-layer work: no per-layer list, pattern string or
-    per-layer table may describe more than _MAX_LAYERS layers, whichever field carries it."""
+    """One bound on model size, before any per-layer work (kvcalc.limits): no per-layer list,
+    pattern string or per-layer table may describe more than _MAX_LAYERS layers, whichever
+    field carries it, and no size field (hidden size, heads, head size, vocabulary, MLP width,
+    experts, ranks) may be over its cap."""
     for name, value in cfg.items():
+        if name in UPFRONT:
+            refused = over_cap(name, value)
+            if refused:
+                raise ValueError(refused)
         size = None
         if isinstance(value, list):
             size = len(value)
@@ -382,7 +390,7 @@ def spec_from_config(config: dict, *, name: str | None = None,
     label = (
         name or cfg.get("_name_or_path") or config.get("_name_or_path") or model_type or "custom"
     )
-    return ModelSpec(name=str(label)[:_SHORT], layers=tuple(layers), params=params, moe=moe,
+    return ModelSpec(name=str(label)[:_SHORT], layers=interned(layers), params=params, moe=moe,
                      hidden_size=geo.hidden, vocab_size=geo.vocab, max_context=max_ctx,
                      notes=tuple(notes), assumptions=tuple(assumptions),
                      params_error=params_error, unverified=tuple(unread),
@@ -567,8 +575,9 @@ def _per_layer_overrides(f: _Fields, layers: list) -> list:
 
 
 def _plain_int(value: Any, label: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= _MAX_DIM:
-        raise ValueError(f"config field '{label}' must be a whole number from 1 to {_MAX_DIM:,}")
+    cap = cap_of(label.rsplit(".", 1)[-1])
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= cap:
+        raise ValueError(f"config field '{label}' must be a whole number from 1 to {cap:,}")
     return value
 
 
@@ -700,9 +709,11 @@ def _kv_heads(f: _Fields, q_heads: int, attn_cfg: dict | None) -> int:
             return 1
         if kind == "grouped_query_attention":
             value = attn_cfg.get("kv_n_heads")
-            if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            if isinstance(value, int) and not isinstance(value, bool) and \
+                    1 <= value <= cap_of("kv_n_heads"):
                 return value
-            raise ValueError("config field 'attn_config.kv_n_heads' must be a whole number for "
+            raise ValueError(f"config field 'attn_config.kv_n_heads' must be a whole number up "
+                             f"to {cap_of('kv_n_heads'):,} for "
                              "grouped-query attention")
         if kind != "multihead_attention":
             raise ValueError(

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .dtypes import KV_DTYPES, DType, get_dtype
-from .model import SCALE_BYTES, Layer, ModelSpec
+from .model import SCALE_BYTES, Layer, ModelSpec, counted
 from .units import check_int
 
 __all__ = ["layer_bytes_per_token", "KVCache", "kv_cache", "KindRow", "pp_partition",
@@ -48,7 +48,11 @@ def stage_layers(spec: ModelSpec, tp: int = 1, pp: int = 1) -> list[tuple[Layer,
     """The layers each pipeline stage holds, as one of its ``tp`` GPUs sees them."""
     tp = check_int("tensor parallel size", tp, 1, 4096)
     pp = check_int("pipeline parallel size", pp, 1, 4096)
-    layers = [lay.split(tp) for lay in spec.layers] if tp > 1 else list(spec.layers)
+    layers = list(spec.layers)
+    if tp > 1:
+        split: dict[int, Layer] = {}  # once per distinct layer, so equal layers stay one object
+        layers = [split.get(id(lay)) or split.setdefault(id(lay), lay.split(tp))
+                  for lay in layers]
     stages, start = [], 0
     for count in pp_partition(len(layers), pp):
         stages.append(tuple(layers[start:start + count]))
@@ -129,12 +133,12 @@ class KVCache:
 
 
 def _seq_bytes(layers, n: int, dtype: DType, scales: bool) -> int:
-    return sum(lay.seq_bytes(n, dtype, scales) for lay in layers)
+    return sum(count * lay.seq_bytes(n, dtype, scales) for lay, count in counted(layers))
 
 
 def _rows(layers, n, batch, dtype, scales, state_dtype) -> tuple[KindRow, ...]:
-    groups: dict[tuple, list] = {}
-    for lay in layers:
+    groups: dict[tuple, int] = {}
+    for lay, count in counted(layers):
         bpt = lay.bytes_per_token(dtype, scales)
         key = (
             lay.kind,
@@ -147,10 +151,9 @@ def _rows(layers, n, batch, dtype, scales, state_dtype) -> tuple[KindRow, ...]:
             lay.stores_tokens,
             lay.fixed_kv_bytes(dtype, scales) if n else 0,
         )
-        groups.setdefault(key, []).append(lay)
+        groups[key] = groups.get(key, 0) + count
     rows = []
-    for (kind, label, bpt, kept, formula, state, scale, stores, fixed), ls in groups.items():
-        count = len(ls)
+    for (kind, label, bpt, kept, formula, state, scale, stores, fixed), count in groups.items():
         rows.append(KindRow(kind=kind, label=label, layers=count, bytes_per_token_per_layer=bpt,
                             tokens_kept=kept, bytes=count * (bpt * kept + fixed) * batch,
                             formula=formula,
@@ -172,7 +175,7 @@ def kv_cache(spec: ModelSpec, context: int, batch: int = 1, kv_dtype: str = "bf1
         return _seq_bytes(layers, n, dtype, scales)
 
     def state(layers):
-        return sum(lay.state_bytes(sdtype) for lay in layers)
+        return sum(count * lay.state_bytes(sdtype) for lay, count in counted(layers))
 
     # The binding stage: the one that holds the most at this context.
     layers = max(stages, key=lambda ls: (seq(ls, context) * batch + state(ls) * batch,
@@ -184,8 +187,8 @@ def kv_cache(spec: ModelSpec, context: int, batch: int = 1, kv_dtype: str = "bf1
         kv_bytes_per_token=seq(layers, context + 1) - seq(layers, context),
         # one token in every layer that keeps tokens (a cross-attention layer's image K/V are
         # per image, not per token: in kv_bytes, not here)
-        kv_bytes_per_token_nominal=sum(lay.bytes_per_token(dtype, scales) for lay in layers
-                                       if lay.stores_tokens),
+        kv_bytes_per_token_nominal=sum(count * lay.bytes_per_token(dtype, scales)
+                                       for lay, count in counted(layers) if lay.stores_tokens),
         state_bytes=state(layers) * batch,
         rows=_rows(layers, context, batch, dtype, scales, sdtype))
 

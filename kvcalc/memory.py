@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from . import vllm as _vllm
 from .dtypes import KV_DTYPES, get_dtype
 from .kv import kv_cache, stage_layers
-from .model import ModelSpec, cdiv
+from .model import ModelSpec, cdiv, counted
 from .units import GiB, check_float, check_int
 
 __all__ = ["Budget", "budget", "DEFAULT_RESERVE_BYTES", "DEFAULT_GPU_MEM_UTIL",
@@ -287,14 +287,18 @@ def budget(spec: ModelSpec, *, total_bytes: int, context: int, weights_bytes: in
 
 def _stage(layers, index, pool, bs, context, concurrency, dtype, scales, sdtype,
            find_max_context=True) -> dict:
-    kv_layers = [lay for lay in layers if lay.stores_tokens]
-    per_layer = [lay.bytes_per_token(dtype, scales) for lay in kv_layers]
-    block_bytes = bs * sum(per_layer)
-    state = sum(lay.state_bytes(sdtype) for lay in layers)
+    # Each distinct layer once, with its count (a 1,024-layer model has a handful)
+    distinct = counted(layers)
+    kv_layers = [(lay, count, lay.bytes_per_token(dtype, scales))
+                 for lay, count in distinct if lay.stores_tokens]
+    n_kv = sum(count for _, count, _ in kv_layers)
+    block_bytes = bs * sum(count * b for _, count, b in kv_layers)
+    state = sum(count * lay.state_bytes(sdtype) for lay, count in distinct)
     usable = max(pool, 0)
     if block_bytes:
-        if len(set(per_layer)) == 1:
-            num_blocks = usable // (bs * per_layer[0]) // len(per_layer)  # vLLM's order of floors
+        sizes = {b for _, _, b in kv_layers}
+        if len(sizes) == 1:
+            num_blocks = usable // (bs * sizes.pop()) // n_kv  # vLLM's order of floors
         else:
             num_blocks = usable // block_bytes
         usable = num_blocks * block_bytes
@@ -303,14 +307,14 @@ def _stage(layers, index, pool, bs, context, concurrency, dtype, scales, sdtype,
 
     def seq_bytes(n: int) -> int:
         # Each layer holds whole blocks: cdiv(tokens kept, block_size) of them.
-        return state + sum(cdiv(lay.tokens_kept(n), bs) * bs * b
-                           for lay, b in zip(kv_layers, per_layer, strict=True))
+        return state + sum(count * cdiv(lay.tokens_kept(n), bs) * bs * b
+                           for lay, count, b in kv_layers)
 
     need_one = seq_bytes(context)
     max_conc = usable / need_one if need_one else math.inf
     needed = concurrency * need_one
     return {
-        "kv_layers": len(kv_layers), "page_bytes": bs * max(per_layer, default=0),
+        "kv_layers": n_kv, "page_bytes": bs * max((b for _, _, b in kv_layers), default=0),
         "block_bytes": block_bytes, "num_blocks": num_blocks,
         "kv_capacity_tokens": num_blocks * bs, "seq_bytes": need_one,
         "max_concurrency": max_conc,
@@ -357,7 +361,8 @@ def _vllm_fields(spec: ModelSpec, pool: int, context: int, concurrency: int, *, 
     max_num_seqs = check_int("max_num_seqs", max_num_seqs, 1, 10**7)
     error = None
     if p.blocks_per_request > p.num_blocks - _vllm.fact("null_block", version):
-        error = _vllm.startup_error(spec, available_bytes=available, max_model_len=context, **kw)
+        error = _vllm.startup_error(spec, available_bytes=available, max_model_len=context,
+                                    prediction=p, **kw)
     needed = concurrency * seq
     return {
         "page_bytes": p.page_bytes, "block_bytes": block_bytes, "num_blocks": p.num_blocks,

@@ -28,6 +28,7 @@ key cache of DeepSeek sparse attention's indexer (``index_topk``) is one.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, replace
 from typing import ClassVar, Union
 
@@ -36,7 +37,7 @@ from .dtypes import DType, bytes_for, get_dtype
 __all__ = [
     "FullAttention", "SlidingWindow", "ChunkedLocal", "MLALatent", "RecurrentState", "SharedKV",
     "NoCache", "ExtraCache", "Layer", "AttentionWithState", "LatentInTransformers",
-    "CrossAttention", "MoE", "ParamCounts", "ModelSpec", "SCALE_BYTES",
+    "CrossAttention", "MoE", "ParamCounts", "ModelSpec", "SCALE_BYTES", "interned", "counted",
 ]
 
 SCALE_BYTES = 4  # one fp32 scale per vector (vLLM's per-token-head quantized KV modes)
@@ -44,6 +45,26 @@ SCALE_BYTES = 4  # one fp32 scale per vector (vLLM's per-token-head quantized KV
 
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def interned(layers) -> tuple:
+    """``layers`` with equal layers made one object, so that ``counted`` finds them: a model
+    of 1,024 layers has a handful of distinct ones."""
+    canon: dict = {}
+    try:
+        return tuple(canon.setdefault(lay, lay) for lay in layers)
+    except TypeError:  # a layer that cannot be hashed: kept as it is
+        return tuple(layers)
+
+
+def counted(layers) -> list[tuple[Layer, int]]:
+    """Each layer object of ``layers`` once, with how many times it appears, in order of first
+    appearance: a per-layer sum is then count x one layer's figure (ints: exactly the same
+    sum), once per distinct layer instead of once per layer. Objects are told apart by
+    identity, which is cheap; ``interned`` makes equal layers one object."""
+    layers = layers if isinstance(layers, (list, tuple)) else list(layers)
+    by_id = dict(zip(map(id, layers), layers))  # C loops: a 1,024-layer list in microseconds
+    return [(by_id[i], count) for i, count in Counter(map(id, layers)).items()]
 
 
 @dataclass(frozen=True, kw_only=True)

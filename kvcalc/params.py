@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
+from .limits import MAX_PARAMS
 from .model import MoE, ParamCounts, RecurrentState
 from .text import short as _short
 
@@ -58,6 +59,10 @@ def count_parameters(f: _Fields, model_type: str, layers: list, geo: _Geometry):
     moe = _moe(f, hidden, n, family)
     params = _count_params(f, family, layers, moe, hidden, vocab, geo.head_dim, geo.q_heads,
                            geo.kv_heads, n)
+    if params.total > MAX_PARAMS:
+        raise ValueError(f"the config describes {params.total:.3g} parameters, over the "
+                         f"{MAX_PARAMS:.3g} kvcalc counts (the largest published models have "
+                         "about 2 x 10^12)")
     return moe, params
 
 

@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass
 
 from .dtypes import KV_DTYPES, get_dtype
 from .kv import _seq_bytes, stage_layers
-from .model import ModelSpec
+from .model import ModelSpec, counted
 from .units import GB, check_float, check_int
 from .weight_bytes import Weights
 
@@ -87,7 +87,7 @@ def _per_gpu_layers(spec: ModelSpec, tp: int, pp: int):
 def _read_bytes(layers, n: int, dtype, scales: bool) -> int:
     """Cache bytes one decode step reads for one sequence at context n: every layer's own cache,
     and a shared-KV layer's source cache once more."""
-    return sum(lay.read_bytes(n, dtype, scales) for lay in layers)
+    return sum(count * lay.read_bytes(n, dtype, scales) for lay, count in counted(layers))
 
 
 def crossover_context(spec: ModelSpec, weight_read_bytes: int, batch: int = 1,
@@ -147,7 +147,7 @@ def step_time(spec: ModelSpec, w: Weights, *, context: int, batch: int, bandwidt
         weight_read_bytes = check_int("weight bytes", weight_read_bytes, 0, 2**60)
     weight_read = math.ceil(weight_read_bytes / tp)
     kv_read = batch * _read_bytes(layers, context, dtype, scales)
-    state_read = batch * sum(lay.state_bytes(sdtype) for lay in layers)
+    state_read = batch * sum(count * lay.state_bytes(sdtype) for lay, count in counted(layers))
     total = weight_read + kv_read + state_read
     t = total / (bandwidth_gbs * GB)
     compute = None

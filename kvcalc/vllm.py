@@ -38,7 +38,7 @@ from typing import NamedTuple
 
 from .dtypes import get_dtype
 from .kv import pp_partition
-from .model import FullAttention, ModelSpec
+from .model import FullAttention, ModelSpec, counted
 from .units import GiB, check_int
 
 __all__ = ["VllmPrediction", "predict", "available_bytes", "parse_log", "explain_log", "LogLine",
@@ -817,7 +817,8 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
     MLA models: the block size is the one vLLM picks for its MLA kernel on ``gpu_name``'s
     generation (an H100 when none is given), see mla_block_size; ``mla_block_rule=False``
     keeps ``block_size`` as given (a block size read from a log)."""
-    unsupported = next((lay.vllm_unsupported for lay in spec.layers if lay.vllm_unsupported),
+    kinds = [lay for lay, _ in counted(spec.layers)]  # each distinct layer once, for the scans
+    unsupported = next((lay.vllm_unsupported for lay in kinds if lay.vllm_unsupported),
                        None)
     if unsupported:
         raise ValueError(f"vLLM cannot serve {spec.name}: {unsupported} (the encoder-decoder "
@@ -840,7 +841,7 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
                 fact("mm_prefix_lm_batch_floor", version):
             max_num_batched_tokens = min(mm_batch_tokens, default_max_num_seqs(
                 shown, gpu_bytes, gname) * max_model_len)
-        if any(lay.stores_tokens and lay.tokens_kept(10**9) < 10**9 for lay in spec.layers):
+        if any(lay.stores_tokens and lay.tokens_kept(10**9) < 10**9 for lay in kinds):
             # Only windows and chunks depend on it: say which default was taken.
             notes.append(f"max_num_batched_tokens {max_num_batched_tokens:,}: vLLM {shown}'s "
                          f"default for "
@@ -854,16 +855,16 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
     conv = get_dtype(_mamba_dtype(mamba_cache_dtype, "--mamba-cache-dtype") or sdtype.name)
     asked_ssm = _mamba_dtype(mamba_ssm_cache_dtype, "--mamba-ssm-cache-dtype")
     # 'auto' for a state whose model fixes its format (Kimi's KDA: float32) is that format
-    fixed = sorted({lay.ssm_dtype for lay in spec.layers if getattr(lay, "ssm_dtype", None)})
+    fixed = sorted({lay.ssm_dtype for lay in kinds if getattr(lay, "ssm_dtype", None)})
     ssm = get_dtype(asked_ssm or (fixed[0] if len(fixed) == 1 else conv.name))
-    has_state = any(lay.state_elements for lay in spec.layers)
-    hybrid = has_state and any(lay.stores_tokens for lay in spec.layers)
+    has_state = any(lay.state_elements for lay in kinds)
+    hybrid = has_state and any(lay.stores_tokens for lay in kinds)
     asked_block = block_size
     block_line = ""
     if not has_state and mla_block_rule:
         block_size, block_line = mla_block_size(spec.layers, block_size, version, gpu_name, fmt)
         on = gpu_name or ASSUMED_GPU[1] + " (no GPU given)"
-        mla = any(lay.kind == "mla" for lay in spec.layers)
+        mla = any(lay.kind == "mla" for lay in kinds)
         if block_line:
             notes.append(f"MLA block size {block_size} tokens on {on}, as vLLM "
                          f"{'.'.join(map(str, version))} picks it for its attention kernel "
@@ -891,13 +892,13 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
                          "--no-enable-prefix-caching or vLLM 0.28.0 on")
     checkpoint = bool(gdn_prefill_checkpoint) and mode == "align" and \
         fact("gdn_prefill_checkpoint", version) and \
-        any(getattr(lay, "flavor", "") == "gated_deltanet" for lay in spec.layers)
+        any(getattr(lay, "flavor", "") == "gated_deltanet" for lay in kinds)
     state_blocks = 1 if mode == "none" else 2 + int(checkpoint)
     alignment = 16 if fact("hybrid_block_alignment", version) == "16" else max(16, block_size)
     if checkpoint:
         alignment = math.lcm(alignment, 64)
-    if any(lay.kind == "mla" for lay in spec.layers) and \
-            any(lay.state_elements for lay in spec.layers):
+    if any(lay.kind == "mla" for lay in kinds) and \
+            any(lay.state_elements for lay in kinds):
         # MLA beside recurrent layers (Kimi-Linear): the raised attention block must suit the
         # MLA kernel, which on Hopper (FlashMLA) takes blocks of 64 tokens (facts: vLLM's CUDA
         # platform forces 64 for FlashMLA; CUTLASS MLA on Blackwell takes 128)
@@ -914,8 +915,10 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
         draft = FullAttention(kv_heads=ref.kv_heads, head_dim=ref.head_dim,
                               v_head_dim=ref.v_head_dim, q_heads=ref.q_heads)
         layers += [draft] * num_draft_layers
-    if tp > 1:
-        layers = [lay.split(tp) for lay in layers]  # validates tp against the KV heads
+    if tp > 1:  # validates tp against the KV heads; once per distinct layer
+        split: dict = {}
+        layers = [split.get(id(lay)) or split.setdefault(id(lay), lay.split(tp))
+                  for lay in layers]
     parts = pp_partition(len(spec.layers), pp)
     stages, start = [], 0
     for i, count in enumerate(parts):
@@ -984,7 +987,7 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
                          + (" (2 + one prefill checkpoint of FlashInfer's Gated DeltaNet)"
                             if checkpoint else ""))
             if fact("gdn_prefill_checkpoint", version) and not checkpoint and any(
-                    getattr(lay, "flavor", "") == "gated_deltanet" for lay in spec.layers):
+                    getattr(lay, "flavor", "") == "gated_deltanet" for lay in kinds):
                 notes.append("on Hopper (or Blackwell with CUDA 13) vLLM 0.33.0's FlashInfer "
                              "Gated DeltaNet prefill keeps a third block and aligns blocks to "
                              "64 tokens: set gdn_prefill_checkpoint (--gdn-prefill-checkpoint)")
@@ -1035,7 +1038,23 @@ def estimate_max_model_len(spec: ModelSpec, *, available_bytes: int, **kw) -> in
     if kw.get("max_num_batched_tokens") is None:
         # vLLM searches with its scheduler's one max_num_batched_tokens: fix the default once.
         kw = {**kw, "max_num_batched_tokens": _default_mnbt(kw, None)}
+    try:
+        key = tuple(sorted(kw.items()))
+        hash((spec, key))
+    except TypeError:  # an unhashable argument: no memo
+        return _estimate_max_model_len(spec, available_bytes, **kw)
+    return _estimate_memo(spec, available_bytes, key)
 
+
+@functools.lru_cache(maxsize=16)
+def _estimate_memo(spec: ModelSpec, available_bytes: int, key: tuple) -> int | None:
+    """The bisection, once per model, pool and engine settings: it takes about 28 predictions,
+    and a Budget page whose context does not fit asks for it again at every point of its
+    concurrency curve (42 x 28 predictions of a 1,024-layer model took 8 s)."""
+    return _estimate_max_model_len(spec, available_bytes, **dict(key))
+
+
+def _estimate_max_model_len(spec: ModelSpec, available_bytes: int, **kw) -> int | None:
     def blocks(n: int) -> tuple[int, int]:
         p = predict(spec, available_bytes=available_bytes, max_model_len=n, **kw)
         return p.blocks_per_request, p.num_blocks
@@ -1064,14 +1083,16 @@ def estimate_max_model_len(spec: ModelSpec, *, available_bytes: int, **kw) -> in
 
 
 def startup_error(spec: ModelSpec, *, available_bytes: int, max_model_len: int,
-                  **kw) -> str | None:
+                  prediction: VllmPrediction | None = None, **kw) -> str | None:
     """vLLM's own refusal to start when one request of max_model_len does not fit (None when it
     fits), in the wording of the chosen version, with its estimate of the longest max_model_len
-    that would (tests/data/vllm-facts.md, Q7)."""
+    that would (tests/data/vllm-facts.md, Q7). ``prediction``: predict()'s result for these
+    same arguments, when the caller has it already."""
     version = kw.get("vllm_version")
     if kw.get("max_num_batched_tokens") is None:
         kw = {**kw, "max_num_batched_tokens": _default_mnbt(kw, max_model_len)}
-    p = predict(spec, available_bytes=available_bytes, max_model_len=max_model_len, **kw)
+    p = prediction or predict(spec, available_bytes=available_bytes,
+                              max_model_len=max_model_len, **kw)
     if p.blocks_per_request <= p.num_blocks - fact("null_block", version):
         return None
     need = p.blocks_per_request * (p.page_bytes * p.group_size if len(p.groups) else p.page_bytes)

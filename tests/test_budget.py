@@ -186,3 +186,43 @@ def test_derivation_is_the_cores_own_arithmetic():
     assert t.kv_pool_bytes == pool and t.num_blocks == pool // 49_152
     assert f"{pool:,} // 49,152 B (one page of every K/V layer) = {pool // 49_152:,}" \
         in t.derivation()
+
+
+def test_per_layer_sums_run_once_per_distinct_layer_and_stay_exact():
+    # A 1,024-layer model has a handful of distinct layers: spec_from_config makes equal layers
+    # one object and every per-layer sum counts each once x its count (issue 22: the Budget
+    # page's sweeps of such a model took 3 to 8 s per rerun). The figures are the same ints as
+    # a layer-by-layer sum over separate objects.
+    import copy
+    import time
+    from dataclasses import replace
+
+    import worst_inputs as W
+
+    from kvcalc import step_time
+    from kvcalc.model import counted
+    from kvcalc.sweeps import concurrency_curve
+    from kvcalc.weight_bytes import weights_given
+
+    spec = spec_from_config(W.layer_types_fits())
+    assert len(counted(spec.layers)) == 4 and spec.num_layers == 1024
+    apart = replace(spec, layers=tuple(copy.copy(lay) for lay in spec.layers))
+    assert len(counted(apart.layers)) == 1024
+    for tp, pp in ((1, 1), (2, 4)):
+        for s in (spec, apart):
+            kw = dict(total_bytes=80 * GiB, context=100_000, weights_bytes=GiB, tp=tp, pp=pp)
+            got = (kv_cache(s, 100_000, 3, tp=tp, pp=pp).to_dict(), budget(s, **kw).to_dict(),
+                   budget(s, **kw, engine="ideal").to_dict(),
+                   step_time(s, weights_given(GiB, "bf16"), context=100_000, batch=8,
+                             bandwidth_gbs=3350, tp=tp, pp=pp))
+            if s is spec:
+                first = got
+            else:
+                assert got == first
+    # The Budget page's curve: 42 contexts, none of which fits (each asks vLLM's estimate of the
+    # longest max_model_len, which is searched once).
+    big = spec_from_config(W.mla_at_caps())
+    t0 = time.process_time()
+    concurrency_curve(big, [2**i for i in range(10, 27)] * 2 + [100_000_000] * 8,
+                      total_bytes=80 * GiB, weights_bytes=GiB)
+    assert time.process_time() - t0 < 1.0

@@ -639,3 +639,22 @@ def test_budget_engine_ideal_is_labelled_ideal(capsys):
     code, out, _ = run(capsys, "budget", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb",
                        "--context", "8192", "--engine", "trtllm")
     assert "TensorRT-LLM" in out
+
+
+def test_simulate_takes_a_config_file(tmp_path, capsys):
+    # simulate reads --config like every other command; a config whose parameters kvcalc
+    # cannot count (prefill needs them) is refused with the reason.
+    import worst_inputs as W
+
+    path = tmp_path / "moe.json"
+    path.write_text(json.dumps(W.moe_fits()))
+    (tmp_path / "hybrid.json").write_text(json.dumps(W.hybrid_fits()))
+    assert main(["simulate", "--config", str(path), "--gpu", "h100-sxm-80gb", "--requests",
+                 "50", "--rate", "inf", "--prompt-tokens", "512", "--output-tokens", "64",
+                 "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["output_tokens_per_s"] > 0
+    assert main(["simulate", "--config", str(tmp_path / "hybrid.json"), "--gpu",
+                 "h100-sxm-80gb", "--requests", "5", "--rate", "inf", "--prompt-tokens", "8",
+                 "--output-tokens", "8"]) == 2
+    assert "cannot count this model's parameters" in capsys.readouterr().err

@@ -63,6 +63,27 @@ def test_head_sharing_refuses_an_uneven_grouping():
     assert "GQA: query heads" not in names and "MHA: query heads" in names
 
 
+def test_head_sharing_of_16384_heads_draws_a_sample_quickly():
+    # The heads cap (kvcalc.limits) admits 16,384 query and K/V heads: every head drawn made a
+    # figure of 150,000 points that took over a second to build (issue 22's worst inputs).
+    import time
+
+    t0 = time.perf_counter()
+    fig = figures.head_sharing_figure(16384, 16384, 1)
+    assert time.perf_counter() - t0 < 0.3
+    for t in fig.data:
+        assert len(t.x) <= 3 * figures.MAX_DRAWN_HEADS
+    text = " ".join(annotations(fig))
+    assert "16,384 query heads, 16,384 K/V heads" in text
+    assert "128 of the 16,384 query heads drawn" in text
+    # A sample still draws each query head on its own K/V head: 256 query heads on 2 K/V heads.
+    fig = figures.head_sharing_figure(256, 2, 64)
+    q, k = trace(fig, "GQA: query heads"), trace(fig, "GQA: K/V heads")
+    assert len(q.x) == 128 and list(k.customdata) == [0, 1]
+    for (x0, _), (x1, _) in segments(trace(fig, "GQA: sharing")):
+        assert x1 == k.x[0 if x0 < 64 else 1]  # heads 0-127 read K/V head 0, 128-255 head 1
+
+
 def test_mla_diagram_has_deepseek_v3s_numbers():
     fig = figures.mla_figure(hidden=7168, q_heads=128, rank=512, rope=64, qk_nope=128,
                              v_head_dim=128, own=True)

@@ -257,45 +257,61 @@ def head_sharing_rows(q_heads: int, kv_heads: int) -> list[tuple[str, int, bool]
     return rows
 
 
+MAX_DRAWN_HEADS = 128  # the most query heads of a published model; more are drawn as a sample
+
+
 def head_sharing_figure(q_heads: int, kv_heads: int, head_dim: int, v_head_dim: int | None = None,
                         bytes_per_element: float = 2) -> go.Figure:
     """Query heads (top of each row) drawn on the K/V heads they read (bottom), one row each for
     MHA (a K/V head per query head), the model's own grouped-query attention (GQA) and
     multi-query attention (MQA, one K/V head for all). Query head i reads K/V head
-    i // (q_heads / kv_heads). Each row says what one token stores in one layer."""
+    i // (q_heads / kv_heads). Each row says what one token stores in one layer.
+
+    Past MAX_DRAWN_HEADS query heads, that many are drawn, evenly spread over all of them and
+    each on its own K/V head (a config may ask for 16,384 heads: a figure of every one took
+    seconds to build); the notes keep the true counts and say how many are drawn."""
     v_dim = head_dim if v_head_dim is None else v_head_dim
     rows = head_sharing_rows(q_heads, kv_heads)
-    size = max(4, min(14, 420 / q_heads))
+    shown = min(q_heads, MAX_DRAWN_HEADS)
+    # which query heads are drawn, and the x scale that fits all q_heads into `shown` slots
+    qs = list(range(q_heads)) if shown == q_heads else sorted(
+        {round(j * (q_heads - 1) / (shown - 1)) for j in range(shown)})
+    scale = 1 if shown == q_heads else shown / q_heads
+    size = max(4, min(14, 420 / shown))
     fig = _Parts()
     for r, (name, kv, own) in enumerate(rows):
         top, bottom = -3 * r, -3 * r - 1.4
         group = q_heads // kv
-        kv_x = [g * group + (group - 1) / 2 for g in range(kv)]
+        drawn_kv = sorted({i // group for i in qs})
+        center = {g: (g * group + (group - 1) / 2) * scale for g in drawn_kv}
         lx, ly = [], []
-        for i in range(q_heads):
-            lx += [i, kv_x[i // group], None]
+        for i in qs:
+            lx += [i * scale, center[i // group], None]
             ly += [top, bottom, None]
         fig.trace(dict(type="scatter", x=lx, y=ly, mode="lines", name=f"{name}: sharing",
                                  line=dict(color=_LINE_COLOR, width=1), hoverinfo="skip"))
         fig.trace(dict(type="scatter",
-            x=list(range(q_heads)), y=[top] * q_heads, mode="markers", name=f"{name}: query heads",
-            marker=dict(symbol="square", size=size, color=_Q_COLOR),
-            hovertemplate="query head %{x}<extra></extra>"))
+            x=[i * scale for i in qs], y=[top] * len(qs), mode="markers",
+            name=f"{name}: query heads", marker=dict(symbol="square", size=size, color=_Q_COLOR),
+            customdata=qs, hovertemplate="query head %{customdata}<extra></extra>"))
         fig.trace(dict(type="scatter",
-            x=kv_x, y=[bottom] * kv, mode="markers", name=f"{name}: K/V heads",
+            x=[center[g] for g in drawn_kv], y=[bottom] * len(drawn_kv), mode="markers",
+            name=f"{name}: K/V heads",
             marker=dict(symbol="square", size=size * 1.4, color=_KV_COLOR,
                         line=dict(color="#1d5e42", width=2 if own else 0)),
-            customdata=list(range(kv)), hovertemplate="K/V head %{customdata}<extra></extra>"))
+            customdata=drawn_kv, hovertemplate="K/V head %{customdata}<extra></extra>"))
         per_token = kv * (head_dim + v_dim)
         share = "1 query head per K/V head" if group == 1 else f"{group:,} query heads per K/V head"
+        sample = "" if shown == q_heads else \
+            f" ({len(qs):,} of the {q_heads:,} query heads drawn, evenly spread)"
         fig.note(
             x=-0.5, y=top + 0.55, xanchor="left", yanchor="bottom", showarrow=False,
             font=dict(size=12),
             text=(f"<b>{name}</b>{' (this model)' if own else ''}: {q_heads:,} query heads, "
                   f"{kv:,} K/V head{'s' if kv != 1 else ''}, {share}; one token stores "
                   f"{kv:,} x ({head_dim} + {v_dim}) = {per_token:,} numbers per layer "
-                  f"({per_token * bytes_per_element:,.0f} B)"))
-    fig.xaxis(range=[-1, q_heads])
+                  f"({per_token * bytes_per_element:,.0f} B){sample}"))
+    fig.xaxis(range=[-1, q_heads * scale])
     return _diagram_axes(fig, 90 + 115 * len(rows))
 
 
