@@ -379,6 +379,13 @@ async def run_class(ws_url: str, http_base: str | None, args, kill=None) -> dict
     while time.time() < deadline and teacher.saw(sent) is None:
         await asyncio.sleep(0.1)
     saw = teacher.saw(sent)
+    if killed.get("name"):
+        # A tab on the killed replica reconnects when its socket closes, which may come after
+        # the teacher has seen every answer: wait for them before the tabs are closed.
+        gone = [s for s in students if s.c.replicas and s.c.replicas[0] == killed["name"]]
+        deadline = time.time() + RECONNECT_GIVE_UP_S
+        while time.time() < deadline and any(s.c.replicas[-1] == killed["name"] for s in gone):
+            await asyncio.sleep(0.1)
     for t in stays:
         t.cancel()
     watch.cancel()
