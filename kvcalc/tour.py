@@ -560,9 +560,19 @@ def _stop2(s: _Setup) -> Lesson:
                  "keeping it, and when would two conversations share one?"))
 
 
+def _none_fits(b: Budget, n: int, gpu: GPU) -> None:
+    """Stops 3, 6 and 7 ask how many conversations fit: when none does, they are not asked."""
+    if b.kv_pool_bytes <= 0 or b.max_concurrency <= 0 or not b.seq_bytes:
+        raise ValueError(f"not even one conversation of {n:,} tokens fits on {gpu.name} with "
+                         "these settings (the weights and the reserve leave no room for its "
+                         "cache), so this stop has no question here: pick a larger GPU, more GPUs "
+                         "or a smaller weight format")
+
+
 def _stop3(s: _Setup) -> Lesson:
     spec, n = s.spec, s.n
     b = _pool(spec, s.w, s.gpu, n, s.kv_dtype, s.tp, s.pp)
+    _none_fits(b, n, s.gpu)
     conc = b.max_concurrency
     seq = b.seq_bytes
 
@@ -841,6 +851,7 @@ def _stop6(s: _Setup) -> Lesson:
     prompt, output = request_tokens(spec)
     ctx = prompt + output
     b = _logged_capacity(spec, s.w, s.gpu, ctx, s.kv_dtype, s.tp, s.pp)
+    _none_fits(b, ctx, s.gpu)
     conc = b.max_concurrency
 
     def conc_at(tokens: int) -> float:
@@ -898,6 +909,7 @@ def _stop7(s: _Setup) -> Lesson:
     spec, n = s.spec, s.n
     b16 = _pool(spec, s.w, s.gpu, n, "bf16", s.tp, s.pp)
     b8 = _pool(spec, s.w, s.gpu, n, "fp8", s.tp, s.pp)
+    _none_fits(b16, n, s.gpu)
     ratio = b8.max_concurrency / b16.max_concurrency
     k16 = kv_cache(spec, n, kv_dtype="bf16", tp=s.tp, pp=s.pp)
     k8 = kv_cache(spec, n, kv_dtype="fp8", tp=s.tp, pp=s.pp)

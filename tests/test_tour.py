@@ -537,3 +537,16 @@ def test_cli_prints_the_answer_key(capsys):
     assert main(["tour", "--model", "llama-3.1-70b"]) == 0  # one line a stop, four not asked
     assert capsys.readouterr().out.count("not asked: Llama 3.1 70B does not fit") == 4
     assert main(["tour", "--model", "llama-3.1-8b", "--gpu", "nope"]) == 2
+
+
+@pytest.mark.parametrize("number", [3, 6, 7])
+def test_stops_that_count_conversations_are_not_asked_when_none_fits(number):
+    """Llama 3.1 70B in BF16 is 141 GB of weights: on one 24 GB L4 no pool is left, so the
+    stops that ask how many conversations fit say so instead of dividing by zero (the
+    worst-input corpus found a ZeroDivisionError there)."""
+    from kvcalc import get_gpu, get_model
+    from kvcalc.tour import lesson
+
+    m = get_model("llama-3.1-70b")
+    with pytest.raises(ValueError, match="does not fit on NVIDIA L4|not even one conversation"):
+        lesson(number, m.spec, m.weights(), get_gpu("l4"))
