@@ -1,9 +1,9 @@
 """Memory given back when sessions leave (issue 22: 36 heavy sessions kept +394 MiB).
 
-What held it, measured with bench/memory.py (36 heavy sessions, one server: +132 MiB kept
-before, +11 MiB with what follows): not Python objects. tracemalloc saw live objects grow by
-17 MiB (15 of them the bounded st.cache_data entries); the rest was allocator memory the
-process kept after the objects were freed:
+What held it, measured with bench/memory.py (36 heavy sessions, one server: +132 and +182
+MiB kept in two runs before, +11 and +13 MiB with what follows): not Python objects.
+tracemalloc saw live objects grow by 17 MiB (15 of them the bounded st.cache_data entries); the
+rest was allocator memory the process kept after the objects were freed:
 
 - Python's small-object allocator (pymalloc) returns a 1 MiB arena to the system only when
   every object in it is gone. 36 concurrent script runs filled about 120 more arenas; after
