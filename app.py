@@ -13,9 +13,10 @@ from pathlib import Path
 import streamlit as st
 
 import webui
-from webui import common
+from webui import common, memtrim
 
 webui.warm_up()  # heavy imports once, under a lock, before sessions race to do them
+memtrim.start()  # once per process: memory given back to the system when sessions leave
 # A local icon: a :material/...: page icon makes the browser fetch it from Google's font CDN.
 ICON = str(Path(__file__).parent / "static" / "favicon.png")
 st.set_page_config(page_title="KV Cache Lab", page_icon=ICON, layout="wide")

@@ -5,13 +5,13 @@
 
 One Streamlit server is one Python process with one interpreter lock; several processes use
 several cores. Each replica is a plain ``streamlit run app.py`` in hosted mode (KVLAB_HOSTED=1,
-as in the Dockerfile) on its own port of 127.0.0.1, with KVLAB_BEHIND_PROXY=1 (the visitor's
-address is HAProxy's X-Forwarded-For); HAProxy (Debian's ``haproxy`` package, configured by
-deploy/haproxy.cfg) pins each browser to one replica with a cookie, health-checks every
-replica on /_stcore/health and limits what one source address may hold. The live class keeps
-its classes in one database every replica shares: ``--database-url`` gives the replicas a
-PostgreSQL (KVLAB_DATABASE_URL); without it they share the SQLite file in data/, which works
-for replicas on one machine. HAProxy gets this
+as in the Dockerfile, with its allocator settings: webui/memtrim.py) on its own port of
+127.0.0.1, with KVLAB_BEHIND_PROXY=1 (the visitor's address is HAProxy's X-Forwarded-For);
+HAProxy (Debian's ``haproxy`` package, configured by deploy/haproxy.cfg) pins each browser to
+one replica with a cookie, health-checks every replica on /_stcore/health and limits what one
+source address may hold. The live class keeps its classes in one database every replica
+shares: ``--database-url`` gives the replicas a PostgreSQL (KVLAB_DATABASE_URL); without it they
+share the SQLite file in data/, which works for replicas on one machine. HAProxy gets this
 script's environment, so KVLAB_LB_CONN_PER_SOURCE and the other limits of deploy/haproxy.cfg
 can be set where it is started.
 
@@ -59,6 +59,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from webui.memtrim import SERVER_ENV  # noqa: E402, I001  (standard library only)
 HAPROXY_CFG = ROOT / "deploy" / "haproxy.cfg"
 BACKEND = "replicas"  # the backend name in deploy/haproxy.cfg's comments and the server files
 MAX_REPLICAS = 16
@@ -167,8 +169,8 @@ class Cluster:
         # Behind HAProxy: the app may take X-Forwarded-For as the visitor's address, because
         # deploy/haproxy.cfg replaces whatever the client sent with the real source, and the
         # replica listens on 127.0.0.1 only (no client outside this machine reaches it but
-        # through HAProxy).
-        env = dict(os.environ, KVLAB_BEHIND_PROXY="1")
+        # through HAProxy). SERVER_ENV: the Dockerfile's allocator settings.
+        env = {**os.environ, **SERVER_ENV, "KVLAB_BEHIND_PROXY": "1"}
         if self.hosted:
             env["KVLAB_HOSTED"] = "1"
         if self.database_url:

@@ -1,0 +1,140 @@
+"""Memory given back when sessions leave (issue 22: 36 heavy sessions kept +394 MiB).
+
+What held it, measured with bench/memory.py (36 heavy sessions, one server: +132 and +182
+MiB kept in two runs before, +11 and +13 MiB with what follows): not Python objects.
+tracemalloc saw live objects grow by 17 MiB (15 of them the bounded st.cache_data entries); the
+rest was allocator memory the process kept after the objects were freed:
+
+- Python's small-object allocator (pymalloc) returns a 1 MiB arena to the system only when
+  every object in it is gone. 36 concurrent script runs filled about 120 more arenas; after
+  the sessions left about 100 MiB of them were empty pools, each arena pinned by a few
+  long-lived objects (cache entries, lazily built module data) made among the temporaries.
+  glibc's malloc, which CPython uses instead under ``PYTHONMALLOC=malloc``, can give back any
+  free page of its heaps (``malloc_trim``), so the same load leaves a few MiB instead.
+- glibc makes up to 8 heaps per core for a threaded program (Streamlit runs each session's
+  script in its own thread; a pod sees every core of its node). ``MALLOC_ARENA_MAX=2`` keeps
+  two; the interpreter lock lets one thread run Python at a time anyway.
+- A left session's objects are partly in reference cycles: with ``runner.postScriptGC`` off
+  (.streamlit/config.toml) and an idle server allocating nothing, no collection runs to free
+  them. Streamlit keeps a disconnected session ``server.disconnectedSessionTTL`` seconds for a
+  reconnecting tab and then forgets it only when its session store is next written (the next
+  session that leaves).
+
+So the server runs with ``SERVER_ENV`` (the Dockerfile, deploy/replicas.py), and ``start()``
+(called by app.py) runs a thread that, when the number of sessions drops, drops the expired
+ones, collects garbage and trims the heaps. Nothing a visitor sees changes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import threading
+import time
+
+# The allocator settings the server process starts with (read at interpreter start-up, so they
+# are environment variables of the process, not something app.py can set).
+SERVER_ENV = {"PYTHONMALLOC": "malloc", "MALLOC_ARENA_MAX": "2"}
+
+POLL_S = 5.0  # how often the session count is read
+MIN_GAP_S = 30.0  # at most one trim per this many seconds (a full collection holds the GIL)
+
+_started = False
+_start_lock = threading.Lock()
+trims = 0  # trims done by the thread (read by tests)
+
+
+def _libc_trim():
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc (macOS, musl): nothing to trim
+        return None
+
+
+_MALLOC_TRIM = _libc_trim()
+
+
+def trim() -> None:
+    """Collect garbage, then hand glibc's free pages back to the system."""
+    gc.collect()
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)  # ctypes releases the interpreter lock for the call
+
+
+def _session_manager():
+    from streamlit import runtime
+
+    if not runtime.exists():
+        return None
+    return getattr(runtime.get_instance(), "_session_mgr", None)
+
+
+def reap_expired(mgr) -> None:
+    """Drop the disconnected sessions whose TTL has passed. Streamlit 1.67's session store (a
+    TTLCache) removes expired entries only on a write or on ``len()``; without this the last
+    sessions to leave a quiet server stay in memory until someone else leaves."""
+    storage = getattr(mgr, "_session_storage", None)
+    cache = getattr(storage, "_cache", None)
+    lock = getattr(mgr, "_storage_lock", None)
+    if cache is None or lock is None:
+        return
+    with lock:  # the lock Streamlit holds around every change of its session store
+        len(cache)
+
+
+def session_counts(mgr) -> tuple[int, int]:
+    """(sessions with a websocket, all sessions kept: connected and waiting to reconnect)."""
+    return mgr.num_active_sessions(), mgr.num_sessions()
+
+
+class Trigger:
+    """When to trim: after the number of connected sessions, or of all kept sessions, drops
+    (a tab closed; a disconnected session's TTL passed), at most once per ``min_gap_s``; a drop
+    inside the gap is trimmed for when the gap ends."""
+
+    def __init__(self, min_gap_s: float = MIN_GAP_S):
+        self.min_gap_s = min_gap_s
+        self.last: tuple[int, int] | None = None
+        self.last_trim = -float("inf")
+        self.pending = False
+
+    def due(self, counts: tuple[int, int], now: float) -> bool:
+        if self.last is not None and (counts[0] < self.last[0] or counts[1] < self.last[1]):
+            self.pending = True
+        self.last = counts
+        if self.pending and now - self.last_trim >= self.min_gap_s:
+            self.pending = False
+            self.last_trim = now
+            return True
+        return False
+
+
+def _loop() -> None:
+    global trims
+    trigger = Trigger()
+    while True:
+        time.sleep(POLL_S)
+        try:
+            mgr = _session_manager()
+            if mgr is None:
+                continue
+            if trigger.due(session_counts(mgr), time.monotonic()):
+                reap_expired(mgr)
+                trim()
+                trims += 1
+        except Exception:  # never take the server down over housekeeping
+            continue
+
+
+def start() -> bool:
+    """Start the trimming thread once per process; True if this call started it."""
+    global _started
+    if _started:
+        return False
+    with _start_lock:
+        if _started:
+            return False
+        threading.Thread(target=_loop, name="kvlab-memtrim", daemon=True).start()
+        _started = True
+        return True
