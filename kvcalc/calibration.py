@@ -150,16 +150,20 @@ def allreduce_seconds(spec: ModelSpec, tokens: int, tp: int, link_gbs: float | N
     return n * (latency_s + wire)
 
 
+BAND_NAMES = {"output_tokens_per_s": "output tokens/s", "tpot_itl": "time per output token",
+              "ttft": "time to first token", "single_stream": "single-stream decode"}
+
+
 def error_band_text(metric: str | None = None) -> str:
-    """'within +-X% (median) on N published runs, worst Yx' for a metric class, or for all
-    the classes the band was measured on."""
+    """"time per output token within +-X% (median) of N held-back published measurements, worst
+    Yx" for a metric class, or for every class the band was measured on."""
     if not ERROR_BAND:
         return "not yet measured"
     keys = [metric] if metric else list(ERROR_BAND)
     parts = []
     for k in keys:
         med, worst, n = ERROR_BAND[k]
-        parts.append(f"{k.replace('_', ' ')}: within ±{med:.0%} (median) on {n} held-back "
+        parts.append(f"{BAND_NAMES.get(k, k)} within ±{med:.0%} (median) of {n} held-back "
                      f"published measurements, worst {worst:.2f}x")
     return "; ".join(parts)
 
