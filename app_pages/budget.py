@@ -189,7 +189,7 @@ if b.engine == "vllm" and not b.startup_error and context >= 2:
     out = min(int(out_in), context - 1)
     try:
         cap = serving.capacity(sel.spec, sel.weights, sel.gpu, sel.kv_dtype, sel.tp,
-                               sel.bw_share, context - out, out,
+                               sel.speed, context - out, out,
                                pool=(util, round(reserve_gib * GiB), block))
     except ValueError as exc:
         st.info("The serving simulator cannot run this setup, so only vLLM's line and the held "

@@ -1,5 +1,6 @@
 import streamlit as st
 
+from kvcalc.calibration import IDEAL
 from kvcalc.units import fmt_seconds
 from webui import common, figures, serving
 from webui.common import bound, select
@@ -34,9 +35,19 @@ mns = c[0].number_input("max_num_seqs (0 = vLLM's default)", 0, 4096, 0, 64,
                         **bound("fr_mns", "num"))
 overlay = select(c[1].selectbox, "Overlay: change one thing", list(serving.OVERLAYS), "fr_over",
                  serving.overlay_label, index=1)
+c = st.columns(2)
+slo_tpot = c[0].number_input("Service-level objective: TPOT p99 at most (ms)", 1, 10_000, 100,
+                             10, **bound("fr_slo_tpot", "num"),
+                             help="Time per output token: 99 of 100 requests must stream at "
+                                  "least this fast")
+slo_ttft = c[1].number_input("...and TTFT p99 at most (ms)", 1, 600_000, 2000, 100,
+                             **bound("fr_slo_ttft", "num"),
+                             help="Time to first token, after the warm-up (the first wave of "
+                                  "requests, sent together, is left out)")
 
+speed = sel.speed  # a real server: the calibrated estimate, or the sidebar's own coefficients
 base = dict(spec=sel.spec, w=sel.weights, gpu=sel.gpu, kv_dtype=sel.kv_dtype, tp=sel.tp,
-            bw_share=sel.bw_share, prompt=prompt, output=output, share=0.0,
+            speed=speed, prompt=prompt, output=output, share=0.0,
             max_num_seqs=mns or None, kind=kind)
 if sel.pp != 1:
     common.stop_on_error(ValueError("The serving simulator models tensor parallelism only: set "
@@ -59,7 +70,8 @@ elif overlay == "prefix":
     changed = {**base, "share": 0.5}
 elif overlay == "tp2":
     changed = {**base, "tp": sel.tp * 2}
-    note = "Tensor parallel (TP): figures per GPU; all-reduce time is left out."
+    note = ("Tensor parallel (TP): figures per GPU; each step pays its all-reduces over "
+            f"{sel.gpu.tp_link or 'the link'} ({sel.gpu.tp_link_gbs or 0:,g} GB/s one way).")
 elif overlay == "gpu":
     big = serving.larger_gpu(sel.gpu)
     if big.key == sel.gpu.key:
@@ -69,6 +81,7 @@ elif overlay == "gpu":
         note = f"The larger GPU: {big.name}."
 try:
     curve = serving.frontier(**base)
+    bound_curve = serving.frontier(**{**base, "speed": IDEAL})  # the ideal bound, for contrast
 except ValueError as exc:
     common.stop_on_error(exc)
 other = None
@@ -78,17 +91,45 @@ if changed:
     except ValueError as exc:  # e.g. prefix sharing on a model with windows or states
         note = f"The overlay cannot be simulated: {exc}."
 
-curves = [(f"as chosen ({sel.kv_dtype.upper()} KV)", curve)]
+curves = [(f"{speed.name} ({sel.kv_dtype.upper()} KV)", curve)]
 if other is not None:
-    curves.append((serving.overlay_label(overlay), other))
-st.plotly_chart(figures.frontier_figure([(n, f.users, f.results, f.capacity.onset_users)
-                                         for n, f in curves]), width="stretch", key="fr_fig")
+    curves.append((f"{serving.overlay_label(overlay)} ({speed.name})", other))
+
+
+def meets(r) -> bool:
+    """Within the service-level objective: TPOT p99 and TTFT p99 (after the warm-up)."""
+    ttft = r.ttft_p99_steady_s if r.ttft_p99_steady_s is not None else r.ttft_p99_s
+    return r.tpot_p99_s <= slo_tpot / 1e3 and ttft <= slo_ttft / 1e3
+
+
+def best_under_slo(f):
+    ok = [(u, r) for u, r in zip(f.users, f.results) if meets(r)]
+    return max(ok, key=lambda ur: ur[1].output_tokens_per_s_per_gpu) if ok else None
+
+
+slo_best = best_under_slo(curve)
+slo = dict(tpot_s=slo_tpot / 1e3,
+           meets=[(r.output_tokens_per_s_per_user, r.output_tokens_per_s_per_gpu)
+                  for r in curve.results if meets(r)],
+           best=None if slo_best is None else (
+               slo_best[1].output_tokens_per_s_per_user,
+               slo_best[1].output_tokens_per_s_per_gpu,
+               f"most under the objective: {slo_best[1].output_tokens_per_s_per_gpu:,.0f} "
+               f"tokens/s per GPU ({slo_best[0]:,} users)"))
+drawn = [(n, f.users, f.results, f.capacity.onset_users) for n, f in curves]
+drawn.append(("ideal bound (full bandwidth, nothing added)", bound_curve.users,
+              bound_curve.results, bound_curve.capacity.onset_users, "dot"))
+st.plotly_chart(figures.frontier_figure(drawn, slo=slo), width="stretch", key="fr_fig")
 st.caption("Numbers on the points: users (powers of two, and where the pool starts to bind), "
            "each sending its next request as soon as the last one ends (a closed loop); every "
            "point's count is in its tooltip. Markers: circle, every request runs (the users "
            "limit the batch); square, max_num_seqs; large x, the KV pool (a request was "
            "preempted or waited for blocks); diamond, max_num_batched_tokens. Each point "
-           "simulates about four requests per user. TPOT: time per output token.")
+           "simulates about four requests per user. TPOT: time per output token. The solid "
+           f"curve is the {speed.name}, the dotted one the ideal bound (every byte at the full "
+           "peak, no fixed cost, no all-reduce, MFU 0.5): the bound overstates what a server "
+           "delivers. Rings: runs within the service-level objective. "
+           + common.speed_caption(sel))
 if note:
     st.info(note)
 
@@ -120,10 +161,17 @@ def say(name, f):
 
 with top:  # the answer first: on a phone it is on the first screen
     cap = curve.capacity
-    m = st.columns(3)
-    m[0].metric("Most output tokens/s per GPU",
+    m = st.columns(4)
+    m[0].metric("Most output tokens/s per GPU under the objective",
+                "no run meets it" if slo_best is None else
+                f"{slo_best[1].output_tokens_per_s_per_gpu:,.0f}",
+                help=f"The {speed.name}: the highest point whose TPOT p99 is at most "
+                     f"{slo_tpot:,} ms and TTFT p99 at most {slo_ttft:,} ms"
+                     + ("" if slo_best is None else f" ({slo_best[0]:,} users)"))
+    m[3].metric("Most output tokens/s per GPU, any latency",
                 f"{best(curve)[1].output_tokens_per_s_per_gpu:,.0f}",
-                help="The highest point of the curve as chosen")
+                help=f"The highest point of the {speed.name}; the ideal bound's is "
+                     f"{best(bound_curve)[1].output_tokens_per_s_per_gpu:,.0f}")
     m[1].metric("vLLM's logged worst case", f"{cap.logged_concurrency:,.2f}",
                 help=f"'Maximum concurrency for {cap.max_model_len:,} tokens per request' at "
                      "start-up: every request at its full length at once")
@@ -133,6 +181,10 @@ with top:  # the answer first: on a phone it is on the first screen
                 help="The fewest users whose run preempts a request or makes one wait for "
                      "blocks")
     st.markdown(say(curves[0][0], curve))
+    if slo_best is None:
+        st.warning(f"No simulated run keeps TPOT p99 within {slo_tpot:,} ms and TTFT p99 "
+                   f"within {slo_ttft:,} ms on this setup: loosen the objective, or use a "
+                   "faster setup (FP8, more GPUs, a smaller model).", icon=":material/timer:")
     if other is not None:
         st.markdown(say(curves[1][0], other))
     for n in cap.notes:
@@ -194,8 +246,16 @@ with st.expander("How the simulation works", icon=":material/function:"):
     common.formula("step time = max( (2 x active params x tokens + attention FLOPs) / "
                    "(peak x MFU),\n"
                    "                 (weight bytes + KV bytes per token x tokens read) / "
-                   "(bandwidth x achieved share) )")
+                   "(bandwidth x achieved share) )\n"
+                   "            + fixed cost per step + 2 x layers x all-reduce (tensor "
+                   "parallel)\n"
+                   f"{speed.name}: share {speed.bw_share:g}, MFU {speed.mfu:g}, "
+                   f"{speed.step_overhead_s * 1e3:g} ms a step, all-reduce "
+                   f"{speed.allreduce_latency_s * 1e6:g} us + bytes over the link, "
+                   f"{speed.api_overhead_s * 1e3:g} ms of API per request\n"
+                   "ideal bound: share 1, MFU 0.5, nothing added")
     common.formula(cap.derivation())
     st.caption("FLOPs: floating-point operations. MFU: the share of the GPU's dense peak a real "
-               "kernel reaches (0.5 here). Metrics follow vLLM's benchmark definitions. An "
-               "ideal engine: no scheduling overhead, no all-reduce time.")
+               "kernel reaches. Metrics follow vLLM's benchmark definitions. The calibrated "
+               "coefficients were fitted on published benchmark runs (kvcalc.calibration, "
+               "bench/calibration.py).")

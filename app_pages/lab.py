@@ -1,7 +1,7 @@
 import streamlit as st
 
 from kvcalc import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, budget, prefill, step_time
-from kvcalc.roofline import DEFAULT_MFU
+from kvcalc.calibration import MFU, estimate_step, estimate_ttft, step_model
 from kvcalc.sweeps import max_context_at, no_speed_reason, step_curve
 from kvcalc.units import GiB, fmt_gib, fmt_seconds
 from kvcalc.vllm import NEWEST
@@ -29,8 +29,12 @@ c = st.columns(4)
 reserve = c[0].number_input("Reserve (GiB)", 0.0, 1024.0, DEFAULT_RESERVE_BYTES / GiB, 0.5,
                             **bound("l_reserve", "num"))
 block = select(c[1].selectbox, "Block size (tokens)", [8, 16, 32, 64, 128], "l_block", index=1)
-mfu = c[2].slider("Prefill efficiency (MFU)", 0.05, 1.0, DEFAULT_MFU, 0.05,
-                  **bound("l_mfu", "num"))
+mfu = c[2].slider("A real engine's MFU (matrix multiplies)", 0.05, 1.0, MFU, 0.001,
+                  format="%.3f", **bound("l_mfu", "num"),
+                  help=f"The share of the dense peak its matrix multiplies reach; fitted on "
+                       f"published runs: {MFU:g}")
+# The real-engine estimate: the sidebar's share and step cost, this page's MFU.
+speed = step_model(bw_share=sel.bw_share, step_overhead_s=sel.step_overhead_s, mfu=mfu)
 
 common.require_fit(sel, util, round(reserve * GiB))  # no speed for a model that does not fit
 if prompt > context:
@@ -48,15 +52,18 @@ try:
     # A forward pass reads every weight it uses at least once: TTFT has that floor.
     peak = sel.gpu.peak_tflops(sel.weights.dtype)
     p = None if sel.spec.params is None or not peak else prefill(
-        sel.spec, prompt, peak, mfu=mfu, tp=sel.tp,
+        sel.spec, prompt, peak, tp=sel.tp,
         weight_read_bytes=sel.weights.read_per_step(sel.spec, prompt),
         bandwidth_gbs=sel.bandwidth_gbs, attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype))
+    link = dict(tp=sel.tp, link_gbs=sel.gpu.tp_link_gbs)
+    es = estimate_step(sel.spec, s, speed, **link)  # what a real engine takes for the step
+    ep = None if p is None else estimate_ttft(sel.spec, p, speed, **link)
 except ValueError as exc:
     common.stop_on_error(exc)
 
 now = {
-    "pool": b.kv_pool_bytes / GiB, "conc": b.max_concurrency, "step": s.step_time_s * 1e3,
-    "tps": s.tokens_per_s, "ttft": p.time_s * 1e3 if p else 0.0,
+    "pool": b.kv_pool_bytes / GiB, "conc": b.max_concurrency, "step": es.time_s * 1e3,
+    "tps": es.tokens_per_s, "ttft": ep.time_s * 1e3 if ep else 0.0,
     "cross": float(s.crossover_context or 0),
 }
 before = st.session_state.get("_lab_prev", now)
@@ -79,18 +86,23 @@ with top:  # the answer first: on a phone it is on the first screen
     # One rule with the other pages (kvcalc.sweeps.no_speed_reason): past the model's limit
     # or more than this pool holds, no speed.
     past = no_speed_reason(sel.spec, context, batch)
+    real = f", {speed.name}"
     if b.fits and not past:
-        m[0].metric("Decode step", fmt_seconds(s.step_time_s), delta("step", "{:+,.2f} ms"),
-                    delta_color="inverse")
-        m[1].metric("Tokens/s (batch)", f"{s.tokens_per_s:,.0f}", delta("tps", "{:+,.0f}"))
+        m[0].metric(f"Decode step{real}", fmt_seconds(es.time_s), delta("step", "{:+,.2f} ms"),
+                    delta_color="inverse",
+                    help=f"The ideal bound (every byte at the full peak, nothing else): "
+                         f"{fmt_seconds(s.step_time_s)}")
+        m[1].metric(f"Tokens/s (batch){real}", f"{es.tokens_per_s:,.0f}",
+                    delta("tps", "{:+,.0f}"),
+                    help=f"The ideal bound: {s.tokens_per_s:,.0f} tokens/s")
     elif past:
-        m[0].metric("Decode step", "past the limit")
-        m[1].metric("Tokens/s (batch)", "past the limit")
+        m[0].metric(f"Decode step{real}", "past the limit")
+        m[1].metric(f"Tokens/s (batch){real}", "past the limit")
         st.warning(f"No step time or tokens/s: {past}. Lower the context.")
     else:  # no speed for a batch that cannot run
         most = max(int(b.max_concurrency), 0)
-        m[0].metric("Decode step", "does not fit")
-        m[1].metric("Tokens/s (batch)", "does not fit")
+        m[0].metric(f"Decode step{real}", "does not fit")
+        m[1].metric(f"Tokens/s (batch){real}", "does not fit")
         st.warning(
             f"{batch:,} sequences of {context:,} tokens do not fit in this KV pool: at most "
             f"{most:,} do. A step time for a batch that cannot run would mislead, so none is "
@@ -105,8 +117,17 @@ with top:  # the answer first: on a phone it is on the first screen
                          "from this config (see the sidebar)." if sel.spec.params is None else
                          "The prefill time needs the GPU's peak TFLOPS, which is not stated.")
     else:
-        m[2].metric(f"Time to first token ({prompt:,} tokens)", fmt_seconds(p.time_s),
-                    delta("ttft", "{:+,.1f} ms"), delta_color="inverse")
+        m[2].metric(f"Time to first token ({prompt:,} tokens){real}", fmt_seconds(ep.time_s),
+                    delta("ttft", "{:+,.1f} ms"), delta_color="inverse",
+                    help=f"One request on an idle server. The ideal bound (MFU "
+                         f"{p.mfu:g}, one read of the weights at the full peak): "
+                         f"{fmt_seconds(p.time_s)}")
+    if b.fits and not past:
+        st.caption(f"Ideal bound: a step of {fmt_seconds(s.step_time_s)} "
+                   f"({s.tokens_per_s:,.0f} tokens/s)"
+                   + ("" if p is None or prompt > sel.spec.max_context else
+                      f", time to first token {fmt_seconds(p.time_s)}")
+                   + ". " + common.speed_caption(sel, speed))
     m[3].metric("Crossover context (tokens)", "never" if s.crossover_context is None
                 else f"{s.crossover_context:,}", delta("cross", "{:+,.0f} tokens"))
 
@@ -118,10 +139,16 @@ with right:
     xs = [round(x_max * i / 40) for i in range(41)]
     curve = step_curve(sel.spec, sel.weights, xs, batch=batch, bandwidth_gbs=sel.bandwidth_gbs,
                        kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
+    real_curve = [estimate_step(sel.spec, step_time(
+        sel.spec, sel.weights, context=c, batch=batch, bandwidth_gbs=sel.bandwidth_gbs,
+        kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp, peak_tflops=peak, find_crossover=False,
+        attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype)), speed, **link).time_s
+        for c in xs]
     fits_to = max_context_at(sel.spec, batch, **common.pool_kwargs(
         sel, util, round(reserve * GiB), block))
     st.plotly_chart(step_time_figure(curve, s.crossover_context, batch, fits_to=fits_to,
-                                     model_max=sel.spec.max_context), width="stretch",
+                                     model_max=sel.spec.max_context, estimate=real_curve,
+                                     estimate_name=speed.name), width="stretch",
                     key="l_step")
     st.caption(f"Dash-dot: the model's maximum context ({sel.spec.max_context:,} tokens) when "
                f"the chart reaches it. Shaded red: lengths at which {batch:,} sequences do not "
@@ -135,12 +162,21 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
         f"sequence = {b.max_concurrency:,.2f}\n"
         f"decode step = ({s.weight_read_bytes:,} + {s.kv_read_bytes + s.state_read_bytes:,}) B / "
         f"{sel.bandwidth_gbs:,.0f} GB/s = "
-        + (fmt_seconds(s.step_time_s) if b.fits and not past else "(not shown: it cannot run)")
+        + (fmt_seconds(s.step_time_s) + " (ideal bound)\n"
+           f"  {speed.name}: max(that / {speed.bw_share:g}, compute / MFU {mfu:g}) + "
+           f"{fmt_seconds(es.overhead_s)} a step"
+           + (f" + {fmt_seconds(es.allreduce_s)} all-reduce" if es.allreduce_s else "")
+           + f" = {fmt_seconds(es.time_s)}"
+           if b.fits and not past else "(not shown: it cannot run)")
         + ("" if p is None or prompt > sel.spec.max_context else
-           f"\nTTFT        = max({p.flops:.3e} FLOPs / ({p.peak_tflops:g} TFLOPS x {mfu:g}"
+           f"\nTTFT        = max({p.flops:.3e} FLOPs / ({p.peak_tflops:g} TFLOPS x {p.mfu:g}"
            + (f" x {sel.tp} GPUs" if sel.tp > 1 else "")
            + f") = {fmt_seconds(p.compute_time_s)}, weights read once = "
-           f"{fmt_seconds(p.memory_time_s)}) = {fmt_seconds(p.time_s)} ({p.bound} bound; one "
-           "request on an idle GPU)"))
+           f"{fmt_seconds(p.memory_time_s)}) = {fmt_seconds(p.time_s)} ({p.bound} bound, the "
+           f"ideal; one request on an idle GPU)\n"
+           f"  {speed.name}: the FLOPs at MFU {mfu:g} + a step's fixed cost"
+           + (" + all-reduces" if ep.allreduce_s else "")
+           + f" + {fmt_seconds(ep.api_s)} of API = {fmt_seconds(ep.time_s)}"))
     st.caption("Prefill FLOPs = 2 x active parameters x prompt tokens + attention over every "
-               "earlier token. MFU is the share of the GPU's dense peak a real prefill reaches.")
+               "earlier token. MFU is the share of the GPU's dense peak the matrix multiplies "
+               "reach: the ideal bound states 0.5, the calibrated estimate uses the fit's.")

@@ -75,8 +75,8 @@ traj = [s.whole for s in steps.values()]
 points = [pf] + ([db.gemm, db.attention, db.whole] if db else []) + attn
 st.plotly_chart(figures.roofline_figure(r, points, traj), width="stretch", key="r_fig")
 st.caption(
-    f"Per GPU: peaks are dense (no sparsity); {sel.bandwidth_gbs:,.0f} GB/s (GB = 10^9 bytes) is "
-    "the sidebar's achieved share of the peak bandwidth. Squares are GEMMs (the weights' "
+    f"Per GPU, the ideal bound: peaks are dense (no sparsity) and {sel.bandwidth_gbs:,.0f} GB/s "
+    "(GB = 10^9 bytes) is the full peak bandwidth. Squares are GEMMs (the weights' "
     "matrix multiplies) and diamonds attention, each on its own roof; circles are whole steps "
     "at their FLOPs over the time stated below: the prefill at its MFU, decode at the ideal "
     f"bound. The dotted line is decode at batch 1 to {most:,}, the most sequences of "
@@ -156,6 +156,14 @@ else:
         f"tokens and moves decode right, but each sequence still reads its own cache: at "
         f"{most:,} sequences, the most that fit at {longest:,} tokens, decode reaches only "
         f"{fi(dm.whole.intensity)} FLOP/B.")
+    real = common.estimate_step(sel, st_b)
+    st.markdown(
+        f"These are ideal bounds: the roofs teach where the time goes. A real engine takes "
+        f"longer for the same step, **{fmt_seconds(real.time_s)}** in the {sel.speed.name} "
+        f"(its reads at {sel.speed.bw_share:g} of the bandwidth, its GEMMs at MFU "
+        f"{sel.speed.mfu:g}, plus {fmt_seconds(real.overhead_s)} of fixed cost"
+        + (f" and {fmt_seconds(real.allreduce_s)} of all-reduces" if real.allreduce_s else "")
+        + f"), against {fmt_seconds(st_b.step_time_s)} for the bytes alone.")
 
 by = {p.label.removeprefix("attention "): p for p in attn}
 mha, mqa, mla = by["MHA"], by["MQA"], by["MLA (absorbed)"]

@@ -3,7 +3,6 @@ import streamlit as st
 from kvcalc import step_time
 from kvcalc.memory import pool_defaults_text
 from kvcalc.sweeps import (
-    FIXED_COST_NOTE_BELOW_S,
     batch_curve,
     max_batch_at,
     max_context_at,
@@ -40,17 +39,25 @@ kw = dict(bandwidth_gbs=sel.bandwidth_gbs, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=
 try:
     s = step_time(sel.spec, sel.weights, context=context, batch=batch, peak_tflops=peak,
                   attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype), **kw)
+    est = common.estimate_step(sel, s)  # what a real engine takes for the same step
 except ValueError as exc:
     common.stop_on_error(exc)
+speed = sel.speed.name
 
 if x_max == 0:
     x_max = min(max(2 * (s.crossover_context or 0), 2 * context, 8192), 10_000_000)
 contexts = [round(x_max * i / 80) for i in range(81)]
 curve = step_curve(sel.spec, sel.weights, contexts, batch=batch, **kw)
+# The real engine's step at each context (kvcalc.calibration: the reads at the achieved share or
+# the GEMMs at the MFU, plus the fixed cost and the all-reduces).
+real = [common.estimate_step(sel, step_time(
+    sel.spec, sel.weights, context=c, batch=batch, peak_tflops=peak, find_crossover=False,
+    attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype), **kw)).time_s for c in contexts]
 pool = common.pool_kwargs(sel)  # what fits: vLLM's arithmetic at the lab's pool defaults
 fits_to = max_context_at(sel.spec, batch, **pool)
 st.plotly_chart(step_time_figure(curve, s.crossover_context, batch, fits_to=fits_to,
-                                 model_max=sel.spec.max_context), width="stretch", key="s_fig")
+                                 model_max=sel.spec.max_context, estimate=real,
+                                 estimate_name=speed), width="stretch", key="s_fig")
 common.fit_caption(sel, batch, fits_to)
 
 # No speed for a setup that cannot run: past the model's limit, or more than the pool holds.
@@ -58,12 +65,19 @@ no_speed = no_speed_reason(sel.spec, context, batch, **pool)
 with top:  # the answer first: on a phone it is on the first screen
     m = st.columns(4)
     verdict = "past the limit" if context > sel.spec.max_context else "does not fit"
-    m[0].metric(f"Step time at {context:,} tokens",
-                verdict if no_speed else fmt_seconds(s.step_time_s))
-    m[1].metric("Tokens/s (whole batch)", verdict if no_speed else f"{s.tokens_per_s:,.1f}")
-    m[2].metric("Crossover context (tokens)", "never" if s.crossover_context is None
+    m[0].metric(f"Step time at {context:,} tokens, ideal bound",
+                verdict if no_speed else fmt_seconds(s.step_time_s),
+                help="Every byte read once at the GPU's full peak bandwidth, nothing else")
+    m[1].metric("Tokens/s (whole batch), ideal bound",
+                verdict if no_speed else f"{s.tokens_per_s:,.1f}")
+    m[2].metric(f"Step time, {speed}", verdict if no_speed else fmt_seconds(est.time_s),
+                help=common.speed_caption(sel))
+    m[3].metric(f"Tokens/s, {speed}", verdict if no_speed else f"{est.tokens_per_s:,.1f}")
+    m = st.columns(4)
+    m[0].metric("Crossover context (tokens)", "never" if s.crossover_context is None
                 else f"{s.crossover_context:,}")
-    m[3].metric("Share of the step reading KV", f"{s.kv_share:.0%}")
+    m[1].metric("Share of the step reading KV", f"{s.kv_share:.0%}",
+                help="Of the ideal bound's bytes")
 
 if no_speed:
     st.warning(f"No step time or tokens/s here: {no_speed}. Lower the context or the batch "
@@ -84,13 +98,18 @@ else:
         "above it, the cache is. A larger batch moves the crossover left (more caches to read "
         "per weight read); FP8 KV or an MLA model such as DeepSeek-V3 moves it right (fewer "
         "bytes per token).")
-st.caption("An ideal lower bound: every byte read at the chosen share of the GPU's nominal "
-           "bandwidth (real kernels reach roughly 60-85% of it; set the share in the sidebar) and "
-           "no tensor-parallel all-reduce time. " + common.embedding_note(sel))
-if not no_speed and s.step_time_s < FIXED_COST_NOTE_BELOW_S:
-    st.info(f"At {fmt_seconds(s.step_time_s)} a step, the fixed cost of a real engine's step "
-            "matters: launching kernels, sampling and scheduling add about 1-3 ms a step that "
-            "this ideal bound leaves out, so expect noticeably fewer tokens/s than shown.",
+st.caption("Two numbers. The ideal lower bound (the band and the wedge): every byte read once "
+           f"at the GPU's full {sel.gpu.bandwidth_gbs:,.0f} GB/s, nothing else. The dashed line, "
+           f"the {speed}: what a real engine takes for the same step. "
+           + common.speed_caption(sel) + " " + common.embedding_note(sel))
+if not no_speed and est.overhead_s + est.allreduce_s > 0.25 * est.time_s:
+    st.info(f"At this size the fixed costs of a real engine's step ({fmt_seconds(est.overhead_s)}"
+            " of launches, sampling and scheduling"
+            + (f", {fmt_seconds(est.allreduce_s)} of tensor-parallel all-reduces"
+               if est.allreduce_s else "")
+            + f") are {(est.overhead_s + est.allreduce_s) / est.time_s:.0%} of its "
+            f"{fmt_seconds(est.time_s)}: the ideal bound's tokens/s is "
+            f"{s.tokens_per_s / est.tokens_per_s:.1f}x what a server delivers.",
             icon=":material/schedule:")
 if s.bound == "compute":
     st.warning(f"At this batch the arithmetic ({fmt_seconds(s.compute_time_s)} at the GPU's dense "
@@ -109,16 +128,26 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
         + (f"{fmt_seconds(s.step_time_s)}\n"
            f"tokens/s       = {batch} / {s.step_time_s:.6f} s = {s.tokens_per_s:,.1f}\n"
            if not no_speed else f"(not shown: {verdict})\n")
-        + f"crossover      = smallest N with {batch} x KV(N) >= {s.weight_read_bytes:,} B")
+        + f"crossover      = smallest N with {batch} x KV(N) >= {s.weight_read_bytes:,} B\n"
+        + (f"{speed:<14} = max(ideal / {sel.speed.bw_share:g}, compute / MFU "
+           f"{sel.speed.mfu:g}) + {fmt_seconds(est.overhead_s)} a step"
+           + (f" + {fmt_seconds(est.allreduce_s)} all-reduce" if est.allreduce_s else "")
+           + f" = {fmt_seconds(est.time_s)}" if not no_speed else f"{speed}: not shown"))
     st.caption("GB/s = 10^9 bytes per second. A decode step is bound by memory bandwidth: the "
                "GPU spends it streaming weights and cache, not computing.")
 
 st.subheader(f"Step time against batch at {context:,} tokens")
 batches = [1, 2, 4, 8, 16, 32, 64, 128, 256]
-bc = batch_curve(sel.spec, sel.weights, batches, context=context, **kw)
+bc = batch_curve(sel.spec, sel.weights, batches, context=context, peak_tflops=peak,
+                 attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype), **kw)
+real_tps = [common.estimate_step(sel, step_time(
+    sel.spec, sel.weights, context=context, batch=b, peak_tflops=peak, find_crossover=False,
+    attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype), **kw)).tokens_per_s
+    for b in batches]
 past = context > sel.spec.max_context
 most = 0 if past else max_batch_at(sel.spec, context, **pool)
-st.plotly_chart(batch_figure(bc, max_batch=most), width="stretch", key="s_batch_fig")
+st.plotly_chart(batch_figure(bc, max_batch=most, estimate_tps=real_tps, estimate_name=speed),
+                width="stretch", key="s_batch_fig")
 read = [x * sel.bandwidth_gbs * GB / 1e9 for x in bc["weight_s"]]
 if sel.spec.moe:
     shared = (f"Weights read per step: {read[0]:,.2f} GB at batch 1, {read[-1]:,.2f} GB at batch "

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
@@ -67,6 +67,10 @@ class GPU:
     # Hopper quantise the queries too); elsewhere an FP8 cache is dequantised to 16 bits.
     fp8_attention: bool = False
     sources: dict = field(default_factory=dict)
+    # The link tensor parallelism's all-reduces cross between GPUs (a key of links:), and its
+    # one-way bandwidth in GB/s, resolved when the registry loads; None: not stated.
+    tp_link: str | None = None
+    tp_link_gbs: float | None = None
 
     @property
     def memory_bytes(self) -> int:
@@ -267,12 +271,19 @@ def _gpu(key: str, entry) -> GPU:
               fp16_tflops=_num(entry, where, "fp16_tflops", required=False),
               fp32_tflops=_num(entry, where, "fp32_tflops", required=False),
               fp8_attention=_flag(entry, where, "fp8_attention"),
-              sources=_sources(entry, where, ("specs",)))
+              sources=_sources(entry, where, ("specs",)),
+              tp_link=_opt_str(entry, where, "tp_link"))
     if gpu.bf16_tflops is None and gpu.fp16_tflops is None:
         raise ValueError(f"{where}: give 'bf16_tflops' or 'fp16_tflops'")
     if gpu.fp8_attention and not str(gpu.sources.get("fp8_attention", "")).startswith("http"):
         raise ValueError(f"{where}: field 'sources.fp8_attention' must be a link (http...)")
     return gpu
+
+
+def _opt_str(entry: dict, where: str, name: str) -> str | None:
+    if entry.get(name) is None:
+        return None
+    return _str(entry, where, name)
 
 
 def _flag(entry: dict, where: str, name: str) -> bool:
@@ -308,6 +319,13 @@ def load_registry(path: str | Path | None = None, text: str | None = None) -> Re
         if not isinstance(section, dict):
             raise ValueError(f"{p.name}: section '{name}' must be a mapping of entries")
         sections[name] = {str(k): build(str(k), v) for k, v in section.items()}
+    for key, g in list(sections["gpus"].items()):
+        if g.tp_link is None:
+            continue
+        if g.tp_link not in sections["links"]:
+            raise ValueError(f"{p.name}: gpu '{key}': field 'tp_link' names '{g.tp_link}', which "
+                             f"is not a key of links: ({', '.join(sections['links']) or 'none'})")
+        sections["gpus"][key] = replace(g, tp_link_gbs=sections["links"][g.tp_link].gbs)
     twins = _names(data.get("twins", []), f"{p.name}: twins")
     unknown = [t for t in twins if t not in sections["models"]]
     if unknown:

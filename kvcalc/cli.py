@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from . import cli_sim as _cli_sim
 from . import cli_tour as _cli_tour
+from .calibration import error_band_text, estimate_step, step_model
 from .catalog import registry
 from .dtypes import KV_DTYPES, WEIGHT_DTYPES
 from .hfconfig import checkpoint_format, load_config_file, spec_from_config
@@ -28,7 +29,14 @@ from .roofline import DEFAULT_MFU, offload_vs_recompute, prefill, step_time, tok
 from .sweeps import no_speed_reason
 from .text import short as _short
 from .units import GB, GiB, fmt_bytes, fmt_gib, fmt_seconds
-from .weight_bytes import Weights, weights_given, weights_in
+from .weight_bytes import (
+    MAX_WEIGHT_BITS,
+    MIN_WEIGHT_BITS,
+    Weights,
+    weights_at_bits,
+    weights_given,
+    weights_in,
+)
 
 __all__ = ["main"]
 
@@ -143,6 +151,7 @@ _gib_pos = _float_arg(MAX_GIB, above=True, unit=" GiB")
 _gbs = _float_arg(MAX_GBS, lo=MIN_GBS, unit=" GB/s")
 _mfu = _float_arg(1.0, lo=MIN_MFU, name="a fraction of the dense peak")
 _mem_util = _float_arg(1.0, above=True, name="vLLM's gpu_memory_utilization")
+_weight_bits = _float_arg(MAX_WEIGHT_BITS, lo=MIN_WEIGHT_BITS, name="bits per weight")
 _key = _text_arg(MAX_KEY_CHARS, "a key")
 _path = _text_arg(MAX_PATH_CHARS, "a path")
 
@@ -176,6 +185,9 @@ def _weight_args(p):
     g.add_argument("--weights-gib", type=_gib, help="weights of the whole model, GiB")
     g.add_argument("--weight-dtype", choices=("auto",) + WEIGHT_DTYPES, default="auto",
                    help="format of the weights (auto: the checkpoint's own)")
+    g.add_argument("--weight-bits", type=_weight_bits, default=None,
+                   help="bits per weight of a quantised checkpoint, scales included (GGUF "
+                        "Q4_K_M: about 4.84); it computes in 16 bits")
 
 
 def _gpu_args(p, memory=True):
@@ -242,6 +254,9 @@ def _weights(args, spec, wd, ed) -> tuple[Weights, int]:
         w = weights_given(round(given * GiB), wd)
         return w, w.bytes
     gpu = _gpu(args)  # "auto": the checkpoint as vLLM loads it on this GPU (FP32 in 16 bits)
+    if getattr(args, "weight_bits", None) is not None:
+        w = weights_at_bits(spec, args.weight_bits, half=gpu.half if gpu else "bf16")
+        return w, w.bytes
     w = weights_in(spec, getattr(args, "weight_dtype", "auto"), wd, ed,
                    half=gpu.half if gpu else "bf16")
     if given is not None:
@@ -403,6 +418,15 @@ def _step_time_arguments(p: argparse.ArgumentParser) -> None:
     _weight_args(p)
     p.add_argument("--context", type=_positive_int, required=True)
     p.add_argument("--batch", type=_positive_int, default=1)
+    g = p.add_argument_group(
+        "a real engine's step beside the ideal bound (kvcalc.calibration): --calibrated for the "
+        "fitted coefficients, or give your own measured share or overhead")
+    g.add_argument("--calibrated", action="store_true",
+                   help="add the calibrated estimate and its error band")
+    g.add_argument("--bw-share", type=_float_arg(1.0, above=True, name="a share of the peak"),
+                   default=None, help="achieved share of peak bandwidth (your measurement)")
+    g.add_argument("--step-overhead-ms", type=_float_arg(10_000.0, unit=" ms"), default=None,
+                   help="fixed cost of each engine step, ms (your measurement)")
 
 
 @command("step-time", "decode step time, tokens/s and the crossover context", _step_time_arguments)
@@ -422,15 +446,34 @@ def cmd_step_time(args):
                   attention_tflops=gpu.attention_tflops(args.kv_dtype) if gpu else None,
                   weight_read_bytes=wbytes if args.weights_gib is not None else None)
     out = s.to_dict()
-    out.update(model=label, gpu=gpu.key if gpu else None)
+    out.update(model=label, gpu=gpu.key if gpu else None, estimate="ideal bound")
+    est = None
+    if args.calibrated or args.bw_share is not None or args.step_overhead_ms is not None:
+        sm = step_model(bw_share=args.bw_share,
+                        step_overhead_s=(None if args.step_overhead_ms is None
+                                         else args.step_overhead_ms / 1e3))
+        est = estimate_step(spec, s, sm, tp=args.tp, link_gbs=gpu.tp_link_gbs if gpu else None)
+        band = error_band_text("single_stream") if sm.is_calibrated else None
+        out.update(estimate=sm.name, estimated_step_time_s=est.time_s,
+                   estimated_tokens_per_s=est.tokens_per_s, step_model=sm.to_dict(),
+                   estimate_parts=est.to_dict(), error_band=band)
     cross = ("never (the cache stops growing)" if s.crossover_context is None
              else f"{s.crossover_context:,} tokens")
     text = [f"{label}: decode step at {args.context:,} tokens, batch {args.batch}, "
             f"{bw:,.0f} GB/s",
             f"  weights read: {s.weight_read_bytes / GB:,.3f} GB",
             f"  KV read:      {s.kv_read_bytes / GB:,.3f} GB ({s.kv_share:.0%} of the step)",
-            f"  step time:    {fmt_seconds(s.step_time_s)} -> {s.tokens_per_s:,.1f} tokens/s",
+            f"  step time:    {fmt_seconds(s.step_time_s)} -> {s.tokens_per_s:,.1f} tokens/s "
+            "(the ideal bound)",
             f"  crossover:    {cross} (KV reads = weight reads at batch {args.batch})"]
+    if est is not None:
+        parts = (f"max(reads {fmt_seconds(est.memory_s)}, compute {fmt_seconds(est.compute_s)})"
+                 f" + overhead {fmt_seconds(est.overhead_s)}"
+                 + (f" + all-reduce {fmt_seconds(est.allreduce_s)}" if est.allreduce_s else ""))
+        text.insert(4, f"  {out['estimate']}: {fmt_seconds(est.time_s)} -> "
+                       f"{est.tokens_per_s:,.1f} tokens/s = {parts}")
+        if out["error_band"]:
+            text.append(f"  error band: {out['error_band']}")
     if s.state_read_bytes:
         text.insert(3, f"  state read:   {s.state_read_bytes / GB:,.3f} GB")
     if s.compute_time_s is not None:

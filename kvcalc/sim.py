@@ -78,9 +78,10 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 
 from . import vllm as _vllm
+from .calibration import ACTIVATION_BYTES, ALLREDUCES_PER_LAYER, StepModel
 from .dtypes import KV_DTYPES, get_dtype
 from .kv import stage_layers
-from .memory import DEFAULT_RESERVE_BYTES, budget
+from .memory import DEFAULT_RESERVE_BYTES, budget, default_gpu_mem_util
 from .model import ModelSpec, cdiv
 from .roofline import DEFAULT_MFU
 from .units import GB, check_float, check_int
@@ -106,8 +107,12 @@ __all__ = [
 MAX_REQUESTS = 20_000  # about 10 s of simulation at most on one core
 MAX_TOKENS = 1_000_000  # one request's prompt or output
 BINDING_LIMITS = ("kv_pool", "max_num_seqs", "max_num_batched_tokens", "arrivals")
-CLI_KEYS = ("ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "output_tokens_per_s",
-            "preemptions", "kv_utilization_mean", "max_batch", "binding_limit")
+# ``simulate --json``: the first keys as vLLM's benchmark names its metrics (in seconds), then
+# the simulator's own.
+CLI_KEYS = ("ttft_p50_s", "ttft_mean_s", "ttft_p99_s", "tpot_p50_s", "tpot_mean_s", "tpot_p99_s",
+            "itl_p50_s", "itl_mean_s", "itl_p99_s", "e2el_p50_s", "e2el_mean_s", "duration_s",
+            "request_throughput", "output_tokens_per_s", "total_tokens_per_s", "preemptions",
+            "kv_utilization_mean", "max_batch", "binding_limit")
 _SERIES_POINTS = 400  # utilization-over-time samples kept for a chart
 
 
@@ -248,6 +253,17 @@ class Setup:
     logged_concurrency: float = 0.0
     logged_blocks_per_request: int = 0
     pool_blocks: int = 0  # the pool's blocks as vLLM counts them (num_blocks: the null block in)
+    # What a real engine adds (kvcalc.calibration; all zero for the ideal bound): a fixed cost
+    # per step, tensor parallelism's all-reduces (``allreduces`` per step, each a latency plus
+    # 2 (tp - 1) / tp x tokens x ``allreduce_bytes_per_token`` over ``tp_link_gbs``), and a
+    # serving stack's time before the engine sees a request (added to its TTFT and E2EL).
+    step_overhead_s: float = 0.0
+    allreduces: int = 0
+    allreduce_latency_s: float = 0.0
+    allreduce_bytes_per_token: int = 0
+    tp_link_gbs: float | None = None
+    api_overhead_s: float = 0.0
+    speed: str = "ideal bound"  # the step model's name (kvcalc.calibration.StepModel.name)
     # Weights a step of n tokens reads (whole model, before the TP split): every weight but the
     # input embedding and the routed experts, plus n gathered embedding rows (at most the table),
     # plus the experts n tokens touch (table indexed by n, its last entry for more).
@@ -276,6 +292,18 @@ class Setup:
         if self._moe_reads:
             total += self._moe_reads[min(tokens, len(self._moe_reads) - 1)]
         return -(-total // self.tp)
+
+    def fixed_seconds(self, tokens: int) -> float:
+        """What a step of ``tokens`` new tokens costs beyond max(compute, memory): the fixed
+        overhead and the all-reduces (kvcalc.calibration.allreduce_seconds)."""
+        t = self.step_overhead_s
+        if self.allreduces and tokens:
+            wire = 0.0
+            if self.tp_link_gbs:
+                wire = (2 * (self.tp - 1) / self.tp * tokens * self.allreduce_bytes_per_token
+                        / (self.tp_link_gbs * GB))
+            t += self.allreduces * (self.allreduce_latency_s + wire)
+        return t
 
     @property
     def multi_group(self) -> bool:
@@ -314,7 +342,7 @@ class Setup:
                   + self.kv_read_bytes_per_token * read_tokens
                   + self.slide_read_bytes_per_token * slide_read
                   + self.state_read_bytes * scheduled) / self.bytes_per_s
-        return compute if compute > memory else memory
+        return (compute if compute > memory else memory) + self.fixed_seconds(tokens)
 
 
 def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float,
@@ -324,9 +352,16 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
           weights_bytes: int | None = None, max_num_seqs: int | None = None,
           max_num_batched_tokens: int | None = None, prefix_caching: bool = True,
           bw_share: float = 1.0, mfu: float = DEFAULT_MFU, vllm_version: str | None = None,
-          gpu_name: str | None = None) -> Setup:
+          gpu_name: str | None = None, speed: StepModel | None = None,
+          tp_link_gbs: float | None = None, kv_pool_bytes: int | None = None) -> Setup:
     """The pool (vLLM's arithmetic, ``kvcalc.memory``) and the step-time constants for ``spec``
-    on one GPU of ``total_bytes``; ValueError naming what to change when it cannot run."""
+    on one GPU of ``total_bytes``; ValueError naming what to change when it cannot run.
+
+    ``speed`` (kvcalc.calibration: the ideal bound, the calibrated estimate or a user's own
+    coefficients) times the steps; without it ``bw_share`` and ``mfu`` do, and nothing is
+    added (the ideal bound at that share). ``tp_link_gbs`` is the GPU's link for the
+    all-reduces (GB/s one way). ``kv_pool_bytes`` gives the pool's size instead of vLLM's
+    arithmetic (the reserve is then what is left beside the weights)."""
     tp = check_int("tensor parallel size", tp, 1, 64)
     pp = check_int("pipeline parallel size", pp, 1, 64)
     if pp != 1:
@@ -336,6 +371,8 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
         raise ValueError("the GPU's dense peak (TFLOPS) is needed to time prefill")
     peak_tflops = check_float("peak TFLOPS", peak_tflops, 0.0, 1e6, lo_open=True)
     bandwidth_gbs = check_float("bandwidth (GB/s)", bandwidth_gbs, 0.0, 1e7, lo_open=True)
+    if speed is not None:
+        bw_share, mfu = speed.bw_share, speed.mfu
     bw_share = check_float("achieved share of peak bandwidth", bw_share, 0.0, 1.0, lo_open=True)
     mfu = check_float("MFU", mfu, 0.0, 1.0, lo_open=True)
     max_model_len = check_int("longest request (tokens)", max_model_len, 2, 10**8)
@@ -375,6 +412,17 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
                          "one block size. Pick another model")
     wbytes = w.bytes if weights_bytes is None else check_int("weights (bytes)", weights_bytes,
                                                                0, 2**60)
+    if kv_pool_bytes is not None:
+        # A pool of a given size: the reserve is what vLLM's requested memory leaves beside the
+        # weights (per GPU) and the pool.
+        kv_pool_bytes = check_int("KV pool (bytes)", kv_pool_bytes, 1, 2**50)
+        util = default_gpu_mem_util("vllm", vllm_version) if gpu_mem_util is None else gpu_mem_util
+        reserve_bytes = math.ceil(total_bytes * util) - math.ceil(wbytes / tp) - kv_pool_bytes
+        if reserve_bytes < 0:
+            raise ValueError(f"a KV pool of {kv_pool_bytes / 2**30:,.2f} GiB does not fit beside "
+                             f"the weights ({wbytes / tp / 2**30:,.2f} GiB per GPU) in "
+                             f"{util:g} of the GPU's {total_bytes / 2**30:,.2f} GiB; give a "
+                             "smaller pool or a larger gpu_memory_utilization")
     b = budget(spec, total_bytes=total_bytes, context=max_model_len, weights_bytes=wbytes,
                gpu_mem_util=gpu_mem_util, reserve_bytes=reserve_bytes, block_size=block_size,
                kv_dtype=dtype.name, scales=scales, tp=tp, engine="vllm",
@@ -439,8 +487,22 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
         wread = -(-(w.read_per_step(spec, 1)) // tp)
     else:
         wread = math.ceil(wbytes / tp)
+    extra = {}
+    if speed is not None:
+        charge = speed.allreduce and tp > 1
+        if charge and not spec.hidden_size:
+            raise ValueError(f"{spec.name}: the all-reduce time needs the hidden size, which "
+                             "the config does not give")
+        extra = dict(step_overhead_s=speed.step_overhead_s,
+                     allreduces=ALLREDUCES_PER_LAYER * spec.num_layers if charge else 0,
+                     allreduce_latency_s=speed.allreduce_latency_s,
+                     allreduce_bytes_per_token=(spec.hidden_size or 0) * ACTIVATION_BYTES,
+                     tp_link_gbs=tp_link_gbs, api_overhead_s=speed.api_overhead_s,
+                     speed=speed.name)
     notes = [f"pool: vLLM {version}'s arithmetic at gpu_memory_utilization {b.gpu_mem_util:g}, "
-             f"reserve {reserve_bytes / 2**30:g} GiB, blocks of {bs} tokens"]
+             f"reserve {reserve_bytes / 2**30:g} GiB, blocks of {bs} tokens"
+             if kv_pool_bytes is None else
+             f"pool: {kv_pool_bytes / 2**30:,.2f} GiB as given, blocks of {bs} tokens"]
     if _vllm.fact("null_block", version):
         notes.append("one block is vLLM's null block and holds no tokens")
     if slide_groups:
@@ -465,7 +527,7 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
                  logged_concurrency=b.max_concurrency, pool_blocks=b.num_blocks,
                  logged_blocks_per_request=b.blocks_per_request,
                  slide_flops_per_pair=slide_pair, state_read_bytes=state_read,
-                 _fixed_read=fixed_read, _embed=embed, _moe_reads=moe)
+                 _fixed_read=fixed_read, _embed=embed, _moe_reads=moe, **extra)
 
 
 # -- results -------------------------------------------------------------------------------------
@@ -515,10 +577,13 @@ class SimResult:
     tpot_p99_s: float
     itl_p50_s: float
     itl_p99_s: float
+    itl_mean_s: float
     e2el_mean_s: float
     e2el_p50_s: float
     e2el_p99_s: float
     output_tokens_per_s: float  # the whole deployment (tp GPUs)
+    request_throughput: float  # requests / duration
+    total_tokens_per_s: float  # (prompt + output tokens) / duration
     output_tokens_per_s_per_gpu: float
     output_tokens_per_s_per_user: float  # 1 / median TPOT
     preemptions: int
@@ -614,16 +679,20 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
         reqs.append(r)
         return r
 
+    # A request reaches the engine the serving stack's time after the client sends it (HTTP,
+    # tokenizer, template: s.api_overhead_s, 0 for the ideal bound); r.arrival is that engine
+    # time, and the client's TTFT and E2EL add the stack's time back.
+    api = s.api_overhead_s
     pending: deque[_Req] = deque()  # arrivals not yet due, in time order
     if wl.rate is not None:
         t = 0.0
         for i in range(nreq):
-            pending.append(make(i, t))
+            pending.append(make(i, t + api))
             if wl.rate != math.inf:
                 t += rng.expovariate(wl.rate)
     else:
         for i in range(min(wl.users, nreq)):
-            pending.append(make(i, 0.0))
+            pending.append(make(i, api))
     sent = len(pending)
 
     waiting: deque[_Req] = deque()
@@ -791,6 +860,7 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
             nrun = n_dec
             a0 = lin * n_dec / fps
             m0 = s.weights_read(n_dec) / bps + mst * n_dec
+            fx = s.fixed_seconds(n_dec)  # overhead and all-reduces: the same every step here
             counted = nrun >= max_batch
             if nrun > max_batch:
                 max_batch = nrun
@@ -817,6 +887,7 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
                     mem += m1s * ctx_w
                 if mem > dt:
                     dt = mem
+                dt += fx
                 used = total - free_plain - (chain_len - chain_hot)
                 if used > peak_used:
                     peak_used = used
@@ -1034,7 +1105,7 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
             done += 1
             in_system -= 1
             if wl.users is not None and sent < nreq:
-                pending.append(make(sent, t_end))
+                pending.append(make(sent, t_end + api))
                 sent += 1
         t = t_end
         # requests that arrive inside the step: they wait from their arrival, counted at the
@@ -1045,8 +1116,8 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
                            "returned at the end of the run")
     duration = t
     out_tokens = sum(r.output for r in reqs)
-    ttft = [r.first - r.arrival for r in reqs]
-    e2el = [r.finish - r.arrival for r in reqs]
+    ttft = [r.first - r.arrival + api for r in reqs]
+    e2el = [r.finish - r.arrival + api for r in reqs]
     tpots = [(r.finish - r.first) / (r.output - 1) for r in reqs if r.output > 1]
     # ITL: every decode token's gap is its step's time; tokens after a preemption add theirs
     itl = {}
@@ -1080,9 +1151,12 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
         tpot_mean_s=sum(tpots) / len(tpots) if tpots else 0.0, tpot_p50_s=tpot50,
         tpot_p99_s=percentile(tpots, 99) if tpots else 0.0,
         itl_p50_s=percentile(ivals, 50, iw), itl_p99_s=percentile(ivals, 99, iw),
+        itl_mean_s=sum(v * c for v, c in zip(ivals, iw)) / sum(iw) if iw else 0.0,
         e2el_mean_s=sum(e2el) / nreq, e2el_p50_s=percentile(e2el, 50),
         e2el_p99_s=percentile(e2el, 99),
         output_tokens_per_s=out_tokens / duration,
+        request_throughput=nreq / duration,
+        total_tokens_per_s=(out_tokens + sum(r.prompt for r in reqs)) / duration,
         output_tokens_per_s_per_gpu=out_tokens / duration / s.tp,
         output_tokens_per_s_per_user=1.0 / tpot50 if tpot50 else 0.0,
         preemptions=preemptions,

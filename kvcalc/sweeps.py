@@ -11,13 +11,7 @@ from .units import check_int
 from .weight_bytes import Weights
 
 __all__ = ["context_grid", "concurrency_curve", "step_curve", "batch_curve", "max_batch_at",
-           "max_context_at", "no_speed_reason", "FIXED_COST_NOTE_BELOW_S"]
-
-# Below this ideal step time the pages say that a real engine's fixed cost per step (kernel
-# launches, sampling, scheduling: about 1-3 ms even with CUDA graphs, the gap between vLLM's
-# measured decode steps and the byte time in its own latency benchmarks, issue 24) is a large
-# share of what a user will see.
-FIXED_COST_NOTE_BELOW_S = 3e-3
+           "max_context_at", "no_speed_reason"]
 
 
 def context_grid(lo: int, hi: int, points: int = 60, include: tuple[int, ...] = ()) -> list[int]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from .calibration import CALIBRATED, estimate_step
 from .catalog import GPU
 from .dtypes import KV_DTYPES, get_dtype
 from .intensity import decode_point, ridge_point
@@ -699,7 +700,12 @@ def _stop4(s: _Setup) -> Lesson:
     spec, n = s.spec, s.n
     _pool(spec, s.w, s.gpu, n, s.kv_dtype, s.tp, s.pp)  # no speed for what does not fit
     st = step_time(spec, s.w, context=n, batch=1, bandwidth_gbs=s.bw, kv_dtype=s.kv_dtype,
-                   tp=s.tp, pp=s.pp)
+                   tp=s.tp, pp=s.pp, peak_tflops=s.gpu.peak_tflops(s.w.dtype),
+                   attention_tflops=s.gpu.attention_tflops(s.kv_dtype))
+    # The stop teaches the ideal bound; what a server takes is the calibrated estimate beside it.
+    real = estimate_step(spec, st, CALIBRATED, tp=s.tp, link_gbs=s.gpu.tp_link_gbs)
+    real_text = (f"; a real engine: {fmt_seconds(real.time_s)} ({real.tokens_per_s:,.1f} "
+                 "tokens/s), the calibrated estimate")
     read = s.w.read_per_step(spec, 1)  # the Decode step time page's weights read, whole model
     w_gpu = st.weight_read_bytes  # one GPU's share
     table = s.w.input_embedding_bytes - s.w.embedding_row_bytes
@@ -747,8 +753,8 @@ def _stop4(s: _Setup) -> Lesson:
                       + (f"N = ceil({w_gpu:,} / {growth:,}) = {cross:,}" if not fixed else
                          f"N = {cross:,}")),
             mistakes=_slips(*slips))
-        figure = (f"Decode step time: step time at {n:,} tokens, batch 1",
-                  f"{fmt_seconds(st.step_time_s)} ({st.tokens_per_s:,.1f} tokens/s)")
+        figure = (f"Decode step time: step time at {n:,} tokens, batch 1, ideal bound",
+                  f"{fmt_seconds(st.step_time_s)} ({st.tokens_per_s:,.1f} tokens/s){real_text}")
         recap = (f"At batch 1 a step reads {fmt_gb(w_gpu)} of weights and {growth:,} B of cache "
                  "per token of context" + (" on each GPU" if s.tp > 1 else "") + ".",
                  f"Past {cross:,} tokens the cache is the larger read; a larger batch moves that "
@@ -783,11 +789,15 @@ def _stop4(s: _Setup) -> Lesson:
             prompt=(f"One sequence of {n:,} tokens decodes alone on {_where(s.gpu, s.tp, 1)}. "
                     f"Each step reads the weights its token uses once, and the sequence's whole "
                     f"cache, at {s.bw:,.0f} GB/s. How many tokens per second is that?"),
-            answer=f"**{tps:,.1f} tokens/s**. {why_not}",
+            answer=(f"**{tps:,.1f} tokens/s**, the ideal bound: every byte at the full "
+                    f"{s.bw:,.0f} GB/s and nothing else. A real engine adds a fixed cost per "
+                    f"step and reads at less than the peak: about {real.tokens_per_s:,.1f} "
+                    f"tokens/s (the calibrated estimate). {why_not}"),
             solution=(f"({w_gpu:,} + {kv:,}) B / {s.bw:,.0f} GB/s = "
                       f"{st.step_time_s * 1e3:,.3f} ms per token -> {tps:,.1f} tokens/s"),
             mistakes=_slips(*slips))
-        figure = ("Decode step time: share of the step reading KV", f"{st.kv_share:.0%}")
+        figure = ("Decode step time: share of the step reading KV, ideal bound",
+                  f"{st.kv_share:.0%}{real_text}")
         recap = (f"A step reads {fmt_gb(w_gpu)} of weights and {fmt_gb(kv)} of cache at "
                  f"{n:,} tokens" + (" on each GPU" if s.tp > 1 else "") + ".",
                  "A larger batch reads the same weights for more tokens, so tokens/s rise until "

@@ -13,7 +13,8 @@ from .dtypes import WEIGHT_DTYPES, bytes_for, get_dtype
 from .model import ModelSpec
 from .units import check_int
 
-__all__ = ["Weights", "weights", "weights_given", "weights_in", "served_format"]
+__all__ = ["Weights", "weights", "weights_given", "weights_in", "served_format",
+           "weights_at_bits", "MIN_WEIGHT_BITS", "MAX_WEIGHT_BITS"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,3 +103,27 @@ def weights_in(spec: ModelSpec, choice: str | None, checkpoint: str = "bf16",
         w = weights(spec, served, checkpoint_experts)
         return replace(w, checkpoint_dtype=checkpoint) if served != checkpoint else w
     return weights(spec, choice)
+
+
+MIN_WEIGHT_BITS, MAX_WEIGHT_BITS = 1.0, 32.0
+
+
+def weights_at_bits(spec: ModelSpec, bits: float, *, half: str = "bf16") -> Weights:
+    """Every weight stored in ``bits`` bits on average, scales included: a quantised checkpoint
+    of a mixed format such as llama.cpp's GGUF (Q4_0 4.5, Q8_0 8.5, Q4_K_M about 4.84 bits per
+    weight). Its matrix multiplies dequantise to the GPU's 16-bit format ``half`` (as W4A16
+    kernels do), and a mixture-of-experts step still reads only the experts it touches."""
+    if isinstance(bits, bool) or not isinstance(bits, (int, float)) or not (
+            MIN_WEIGHT_BITS <= bits <= MAX_WEIGHT_BITS):
+        raise ValueError(f"bits per weight must be between {MIN_WEIGHT_BITS:g} and "
+                         f"{MAX_WEIGHT_BITS:g}, got {bits!r}")
+    w = weights(spec, half)  # 16 bits a weight: scale every byte count by bits / 16
+    f = bits / 16
+
+    def s(n: int) -> int:
+        return round(n * f)
+
+    return replace(w, bytes=s(w.dense_bytes) + s(w.expert_bytes), expert_bytes=s(w.expert_bytes),
+                   dense_bytes=s(w.dense_bytes), bytes_per_expert=s(w.bytes_per_expert),
+                   input_embedding_bytes=s(w.input_embedding_bytes),
+                   embedding_row_bytes=s(w.embedding_row_bytes))

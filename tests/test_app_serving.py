@@ -12,6 +12,7 @@ pytest.importorskip("streamlit")
 from conftest import open_page  # noqa: E402
 
 from kvcalc import get_gpu, get_model  # noqa: E402
+from kvcalc.calibration import CALIBRATED, IDEAL  # noqa: E402
 from kvcalc.units import fmt_seconds  # noqa: E402
 from webui import serving  # noqa: E402
 
@@ -183,14 +184,22 @@ def test_frontier_page_shows_the_overlay_and_the_binding_limit():
     at = open_page("app_pages/frontier.py")
     assert not at.exception and not at.error
     m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
-    base = serving.frontier(m.spec, m.weights(), g, "bf16", 1, 1.0, 512, 256, 0.0, None)
-    fp8 = serving.frontier(m.spec, m.weights(), g, "fp8", 1, 1.0, 512, 256, 0.0, None)
+    # A real server's curve (the calibrated estimate) and the overlay's, over the ideal bound.
+    base = serving.frontier(m.spec, m.weights(), g, "bf16", 1, CALIBRATED, 512, 256, 0.0, None)
+    fp8 = serving.frontier(m.spec, m.weights(), g, "fp8", 1, CALIBRATED, 512, 256, 0.0, None)
+    ideal = serving.frontier(m.spec, m.weights(), g, "bf16", 1, IDEAL, 512, 256, 0.0, None)
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
-    assert [t["name"] for t in spec["data"]] == ["as chosen (BF16 KV)", "FP8 KV cache"]
+    names = [t["name"] for t in spec["data"]]
+    assert names[:3] == ["calibrated estimate (BF16 KV)", "FP8 KV cache (calibrated estimate)",
+                         "ideal bound (full bandwidth, nothing added)"]
     assert spec["data"][0]["y"] == pytest.approx([r.output_tokens_per_s_per_gpu
                                                   for r in base.results])
     assert spec["data"][1]["y"] == pytest.approx([r.output_tokens_per_s_per_gpu
                                                   for r in fp8.results])
+    assert spec["data"][2]["y"] == pytest.approx([r.output_tokens_per_s_per_gpu
+                                                  for r in ideal.results])
+    # The ideal bound overstates every run: a real step is slower.
+    assert max(spec["data"][2]["y"]) > max(spec["data"][0]["y"])
     # BF16: 768 tokens take 48 blocks, 28,833 usable blocks hold 600 at their longest; the pool
     # binds from just above (the onset), and every run from there on is labelled by it (x).
     cap = base.capacity
@@ -211,15 +220,21 @@ def test_frontier_page_shows_the_overlay_and_the_binding_limit():
             "tokens") in body
     assert (f"In the simulation the pool starts to bind at {cap.onset_users:,} users "
             f"({cap.onset_users - 1:,} run with no preemption and no wait for blocks)") in body
-    # The headline under the title: the curve's highest point, vLLM's line and the onset.
-    assert metric(at, "Most output tokens/s per GPU") == \
+    # The headline under the title: the most throughput under the service-level objective
+    # (TPOT p99 <= 100 ms, TTFT p99 after the warm-up <= 2 s, the defaults), the curve's
+    # highest point, vLLM's line and the onset.
+    ok = [r for r in base.results if r.tpot_p99_s <= 0.1
+          and (r.ttft_p99_steady_s if r.ttft_p99_steady_s is not None else r.ttft_p99_s) <= 2]
+    assert metric(at, "Most output tokens/s per GPU under the objective") == \
+        f"{max(r.output_tokens_per_s_per_gpu for r in ok):,.0f}"
+    assert metric(at, "Most output tokens/s per GPU, any latency") == \
         f"{max(r.output_tokens_per_s_per_gpu for r in base.results):,.0f}"
     assert metric(at, "vLLM's logged worst case") == f"{cap.logged_concurrency:,.2f}"
     assert metric(at, "The KV pool binds from") == f"{cap.onset_users:,} users"
     assert before_lead(at, "Most output tokens/s per GPU", "A serving engine runs many")
     # One run in detail: 256 users, TTFT after the warm-up (each user's first request).
-    r = serving.one_run(m.spec, m.weights(), g, "bf16", 1, 1.0, 512, 256, 0.0, None, "fixed",
-                        256)
+    r = serving.one_run(m.spec, m.weights(), g, "bf16", 1, CALIBRATED, 512, 256, 0.0, None,
+                        "fixed", 256)
     assert r.warmup_requests == 256
     assert metric(at, "Output tokens/s per GPU") == f"{r.output_tokens_per_s_per_gpu:,.0f}"
     assert metric(at, "TTFT p50") == fmt_seconds(r.ttft_p50_steady_s)
@@ -235,7 +250,7 @@ def test_frontier_offers_log_normal_lengths():
     at = open_page("app_pages/frontier.py", fr_len="log-normal, sigma 0.5", fr_over="nothing")
     assert not at.exception and not at.error
     m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
-    f = serving.frontier(m.spec, m.weights(), g, "bf16", 1, 1.0, 512, 256, 0.0, None,
+    f = serving.frontier(m.spec, m.weights(), g, "bf16", 1, CALIBRATED, 512, 256, 0.0, None,
                          "lognormal-0.5")
     # Median 512 + 256, clipped at 4 x: max_model_len 2,048 + 1,024 = 3,072.
     assert f.capacity.max_model_len == 3072
@@ -255,3 +270,29 @@ def test_frontier_overlay_from_the_link_and_bad_setups():
     assert not at.exception and at.error and "beyond" in text(at.error[0])
     at = open_page("app_pages/frontier.py", pp="2")
     assert not at.exception and at.error and "pipeline parallel to 1" in text(at.error[0])
+
+
+def test_frontier_slo_moves_the_best_run_under_it():
+    # A tight objective (TPOT p99 at most 20 ms) leaves fewer runs than the default 100 ms; the
+    # headline is the best of those, and no run at all meets 1 ms.
+    m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
+    base = serving.frontier(m.spec, m.weights(), g, "bf16", 1, CALIBRATED, 512, 256, 0.0, None)
+    at = open_page("app_pages/frontier.py", fr_slo_tpot="20", fr_over="nothing")
+    assert not at.exception
+    ok = [r for r in base.results if r.tpot_p99_s <= 0.02
+          and (r.ttft_p99_steady_s if r.ttft_p99_steady_s is not None else r.ttft_p99_s) <= 2]
+    assert ok and len(ok) < len(base.results)
+    assert metric(at, "Most output tokens/s per GPU under the objective") == \
+        f"{max(r.output_tokens_per_s_per_gpu for r in ok):,.0f}"
+    at = open_page("app_pages/frontier.py", fr_slo_tpot="1", fr_over="nothing")
+    assert metric(at, "Most output tokens/s per GPU under the objective") == "no run meets it"
+    assert any("No simulated run keeps TPOT p99 within 1 ms" in text(w) for w in at.warning)
+
+
+def test_the_sidebars_step_cost_moves_the_frontier():
+    at = open_page("app_pages/frontier.py", fr_over="nothing", step_ms="20")
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert spec["data"][0]["name"] == "your step model (BF16 KV)"
+    m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
+    base = serving.frontier(m.spec, m.weights(), g, "bf16", 1, CALIBRATED, 512, 256, 0.0, None)
+    assert max(spec["data"][0]["y"]) < max(r.output_tokens_per_s_per_gpu for r in base.results)

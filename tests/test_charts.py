@@ -80,9 +80,23 @@ def test_batch_figure():
     bc = batch_curve(L8B.spec, L8B.weights(), [1, 8, 64], context=8192, bandwidth_gbs=3350)
     fig = batch_figure(bc)
     assert [t.name for t in fig.data] == ["reading weights", "reading the KV cache",
-                                          "tokens/s (right axis)"]
+                                          "tokens/s, ideal bound (right axis)"]
     assert list(fig.data[2].y) == bc["tokens_per_s"]
     assert bc["tokens_per_s"][2] > bc["tokens_per_s"][0]
+    # A real engine's tokens/s, named, dashed over the bound's; none where the batch does not fit.
+    real = [t * 0.5 for t in bc["tokens_per_s"]]
+    fig = batch_figure(bc, max_batch=8, estimate_tps=real)
+    assert fig.data[3].name == "tokens/s, calibrated estimate (right axis)"
+    assert list(fig.data[3].y) == [real[0], real[1], None] and fig.data[3].line.dash == "dash"
+
+
+def test_step_time_figure_draws_a_real_engines_step_over_the_bound():
+    xs = [0, 50_000, 100_000]
+    curve = step_curve(L8B.spec, L8B.weights(), xs, batch=1, bandwidth_gbs=3350)
+    real = [t + 0.0035 for t in curve["step_s"]]
+    fig = step_time_figure(curve, None, 1, estimate=real, estimate_name="your step model")
+    assert fig.data[2].name == "your step model (a real engine)"
+    assert list(fig.data[2].y) == pytest.approx([t * 1e3 for t in real])
 
 
 def test_techniques_figure():

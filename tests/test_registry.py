@@ -13,6 +13,11 @@ HAND_BPT = {
     "llama-2-7b": 2 * 32 * 32 * (4096 // 32) * 2,  # MHA: 32 KV heads
     "llama-3.1-8b": 2 * 32 * 8 * 128 * 2,
     "llama-3.1-70b": 2 * 80 * 8 * (8192 // 64) * 2,
+    "llama-2-13b": 2 * 40 * 40 * (5120 // 40) * 2,  # MHA: 40 KV heads
+    "llama-2-70b": 2 * 80 * 8 * (8192 // 64) * 2,
+    "llama-3.1-405b": 2 * 126 * 8 * (16384 // 128) * 2,
+    "mixtral-8x22b": 2 * 56 * 8 * (6144 // 48) * 2,
+    "qwen3-235b-a22b": 2 * 94 * 4 * 128 * 2,  # head_dim 128 given (4096 / 64 = 64)
     "mistral-7b-v0.1": 2 * 32 * 8 * 128 * 2,  # every layer sliding, same per token
     "mixtral-8x7b": 2 * 32 * 8 * 128 * 2,
     "qwen2.5-7b": 2 * 28 * 4 * (3584 // 28) * 2,
@@ -32,7 +37,8 @@ HAND_BPT = {
 
 REQUIRED_MODELS = set(HAND_BPT)
 REQUIRED_GPUS = {"h100-sxm-80gb", "h200-141gb", "a100-80gb", "a100-40gb", "l4", "l40s", "a10g",
-                 "t4", "rtx-4090", "rtx-3090", "mi300x", "b200"}
+                 "t4", "rtx-4090", "rtx-3090", "mi300x", "b200", "a100-pcie-80gb",
+                 "h100-pcie-80gb", "rtx-a6000", "rtx-6000-ada"}
 
 
 def test_registry_has_required_entries():
@@ -62,7 +68,7 @@ def test_total_params_within_2_percent_of_published(key):
 # Published active counts with three significant digits or more (OpenAI's convention: no input
 # embedding when the head is untied). Qwen3-Next publishes only the rounded "3B" of its name.
 @pytest.mark.parametrize("key", ["mixtral-8x7b", "deepseek-v3", "gpt-oss-20b", "gpt-oss-120b",
-                                 "jamba-v0.1"])
+                                 "jamba-v0.1", "mixtral-8x22b"])
 def test_active_params_within_2_percent(key):
     m = get_model(key)
     assert m.spec.active_params == pytest.approx(m.params_active, rel=0.02)
@@ -167,3 +173,25 @@ def test_not_yaml_or_wrong_shape():
         load_registry(text="- just a list")
     with pytest.raises(ValueError, match="section 'gpus'"):
         load_registry(text="models: {}\ngpus: 3\n")
+
+
+def test_qwen3_235b_active_rounds_to_22b():
+    # Qwen publishes "22B activated" (two digits): 8 of 128 experts in each of 94 layers.
+    assert round(get_model("qwen3-235b-a22b").spec.active_params / 1e9) == 22
+
+
+def test_every_gpu_names_a_link_for_tensor_parallelism():
+    # The all-reduce time (kvcalc.calibration) needs each GPU's link; one-way figures: NVLink 4
+    # is the datasheet's 900 GB/s two-way total halved, PCIe 4.0 x16 16 GT/s x 16 x 128/130 / 8.
+    r = registry()
+    for g in r.gpus.values():
+        assert g.tp_link in r.links and g.tp_link_gbs == r.links[g.tp_link].gbs
+    assert get_gpu("h100-sxm-80gb").tp_link_gbs == 900 / 2
+    assert get_gpu("l40s").tp_link_gbs == pytest.approx(16 * 16 * 128 / 130 / 8, rel=1e-3)
+    assert get_gpu("a100-80gb").tp_link_gbs == 600 / 2
+
+
+def test_a_gpu_naming_an_unknown_link_is_refused():
+    text = GOOD_GPU.replace("    sources:", "    tp_link: warp-drive\n    sources:")
+    with pytest.raises(ValueError, match="tp_link.*warp-drive"):
+        load_registry(text=f"models:\n  m1:\n{GOOD_MODEL}\n{text}")

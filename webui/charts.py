@@ -179,10 +179,14 @@ def concurrency_figure(series: list[tuple[str, list[int], list[float]]],
 
 
 def step_time_figure(curve: dict, crossover: int | None, batch: int,
-                     fits_to: int | None = None, model_max: int | None = None) -> go.Figure:
-    """Stacked areas: the fixed weight-read band and the KV-read wedge (ms per step). Contexts
-    at which ``batch`` sequences do not fit in memory (past ``fits_to``) are shaded red and not
-    drawn; the model's maximum context is a vertical line, with the lengths past it shaded."""
+                     fits_to: int | None = None, model_max: int | None = None,
+                     estimate: list[float] | None = None,
+                     estimate_name: str = "calibrated estimate") -> go.Figure:
+    """Stacked areas: the fixed weight-read band and the KV-read wedge (ms per step), the ideal
+    bound; ``estimate`` (seconds at each context) draws a real engine's step over it, dashed.
+    Contexts at which ``batch`` sequences do not fit in memory (past ``fits_to``) are shaded red
+    and not drawn; the model's maximum context is a vertical line, with the lengths past it
+    shaded."""
     x = curve["context"]
     keep = [i for i, c in enumerate(x) if fits_to is None or c <= fits_to]
     xs = [x[i] for i in keep]
@@ -193,6 +197,12 @@ def step_time_figure(curve: dict, crossover: int | None, batch: int,
     fig.add_scatter(x=xs, y=[curve["kv_s"][i] * 1e3 for i in keep], name=f"reading the KV cache "
                     f"(batch {batch})", mode="lines", stackgroup="step", line_color=COLORS["kv"],
                     hovertemplate="%{x:,} tokens: KV %{y:.2f} ms<extra></extra>")
+    if estimate is not None:
+        fig.add_scatter(x=xs, y=[estimate[i] * 1e3 for i in keep],
+                        name=f"{estimate_name} (a real engine)", mode="lines",
+                        line=dict(color="#222", dash="dash", width=2),
+                        hovertemplate="%{x:,} tokens: %{y:.2f} ms (" + estimate_name
+                                      + ")<extra></extra>")
     if crossover is not None and x and x[0] <= crossover <= x[-1]:
         _vline(fig, crossover, f"crossover {crossover:,} tokens", dash="dash", position="left")
     if x and model_max is not None and model_max < x[-1]:
@@ -210,9 +220,12 @@ def step_time_figure(curve: dict, crossover: int | None, batch: int,
     return fig.done()
 
 
-def batch_figure(curve: dict, max_batch: int | None = None) -> go.Figure:
-    """Step time (stacked weight/KV reads, ms) and tokens/s against batch size. Batches larger
-    than ``max_batch`` (they do not fit in memory) are drawn hatched, with no tokens/s."""
+def batch_figure(curve: dict, max_batch: int | None = None,
+                 estimate_tps: list[float] | None = None,
+                 estimate_name: str = "calibrated estimate") -> go.Figure:
+    """Step time (stacked weight/KV reads, ms: the ideal bound) and tokens/s against batch
+    size; ``estimate_tps`` adds a real engine's tokens/s, dashed. Batches larger than
+    ``max_batch`` (they do not fit in memory) are drawn hatched, with no tokens/s."""
     x = curve["batch"]
     fits = [max_batch is None or b <= max_batch for b in x]
     pattern = dict(shape=["" if f else "/" for f in fits])
@@ -222,8 +235,12 @@ def batch_figure(curve: dict, max_batch: int | None = None) -> go.Figure:
     fig.add_bar(x=x, y=[s * 1e3 for s in curve["kv_s"]], name="reading the KV cache",
                 marker_color=COLORS["kv"], marker_pattern=pattern)
     fig.add_scatter(x=x, y=[t if f else None for t, f in zip(curve["tokens_per_s"], fits)],
-                    name="tokens/s (right axis)", yaxis="y2", mode="lines+markers",
+                    name="tokens/s, ideal bound (right axis)", yaxis="y2", mode="lines+markers",
                     line_color="#333")
+    if estimate_tps is not None:
+        fig.add_scatter(x=x, y=[t if f else None for t, f in zip(estimate_tps, fits)],
+                        name=f"tokens/s, {estimate_name} (right axis)", yaxis="y2",
+                        mode="lines+markers", line=dict(color="#333", dash="dash"))
     if not all(fits):
         first = x[fits.index(False)]
         fig.add_annotation(x=str(first), xref="x", y=1, yref="paper", showarrow=False,

@@ -29,11 +29,14 @@ from .selection import (  # noqa: F401
                      ConfigRejected,
                      Selection,
                      embedding_note,
+                     estimate_step,
+                     estimate_ttft,
                      fit_caption,
                      pool_kwargs,
                      require_fit,
                      require_selection,
                      selection,
                      sidebar,
+                     speed_caption,
 )
 from .urlstate import bound, select, url_guard_begin, url_guard_end  # noqa: F401

@@ -27,11 +27,15 @@ LIMIT_NAMES = {"arrivals": "the users (every request is running)",
 _CURVE_COLORS = ["#2f9e6e", "#e0607e"]
 
 
-def frontier_figure(curves: list[tuple]) -> go.Figure:
+def frontier_figure(curves: list[tuple], slo: dict | None = None) -> go.Figure:
     """Output tokens/s per GPU against tokens/s per user, one curve per setup: (name, users,
-    results[, onset users]); each point is a concurrency (users), its marker the limit that
-    bound the batch. Only powers of two and the onset carry a label (the others are dense near
-    the onset and would pile up); every point says its count in the tooltip."""
+    results[, onset users[, dash]]); each point is a concurrency (users), its marker the limit
+    that bound the batch. Only powers of two and the onset carry a label (the others are dense
+    near the onset and would pile up); every point says its count in the tooltip.
+
+    ``slo`` draws a service-level objective: ``tpot_s`` (the p99 time per output token a run
+    must stay under: a vertical line at 1 / it), ``meets`` (the (x, y) of runs that meet every
+    target, ringed) and ``best`` ((x, y, label): the most throughput among them)."""
     fig = _Parts()
     xs = [r.output_tokens_per_s_per_user for c in curves for r in c[2]]
     ys = [r.output_tokens_per_s_per_gpu for c in curves for r in c[2]]
@@ -51,6 +55,7 @@ def frontier_figure(curves: list[tuple]) -> go.Figure:
     for i, curve in enumerate(curves):
         name, users, results = curve[:3]
         onset = curve[3] if len(curve) > 3 else None
+        dash = curve[4] if len(curve) > 4 else None
         color = _CURVE_COLORS[i % len(_CURVE_COLORS)]
         # The onset first, then powers of two from the most users down: where points bunch up
         # (few users all get the same speed) only the first of them keeps its label.
@@ -64,7 +69,7 @@ def frontier_figure(curves: list[tuple]) -> go.Figure:
         fig.trace(dict(
             type="scatter", x=[r.output_tokens_per_s_per_user for r in results],
             y=[r.output_tokens_per_s_per_gpu for r in results],
-            mode="lines+markers+text", name=name, line=dict(color=color),
+            mode="lines+markers+text", name=name, line=dict(color=color, dash=dash),
             marker=dict(size=[13 if r.binding_limit == "kv_pool" else 9 for r in results],
                         symbol=[LIMIT_SYMBOLS[r.binding_limit] for r in results],
                         color=color),
@@ -75,6 +80,25 @@ def frontier_figure(curves: list[tuple]) -> go.Figure:
             hovertemplate="%{customdata[0]:,} users: %{y:,.0f} tokens/s per GPU, %{x:,.1f} "
                           "tokens/s per user<br>batch up to %{customdata[3]:,}, limited by "
                           "%{customdata[1]}, %{customdata[2]:,} preemptions<extra></extra>"))
+    if slo:
+        if slo.get("meets"):
+            fig.trace(dict(type="scatter", x=[x for x, _ in slo["meets"]],
+                           y=[y for _, y in slo["meets"]], mode="markers",
+                           name="meets the service-level objective",
+                           marker=dict(size=18, symbol="circle-open", color="#2f9e6e",
+                                       line=dict(width=2)), hoverinfo="skip"))
+        if slo.get("best"):
+            x, y, label = slo["best"]
+            fig.note(x=math.log10(max(x, 1e-9)), y=y, text=label, showarrow=True, arrowhead=2,
+                     ax=40, ay=-30, font=dict(size=11, color="#2f9e6e"))
+        if slo.get("tpot_s"):
+            x = 1 / slo["tpot_s"]
+            fig.shape(type="line", x0=x, x1=x, y0=0, y1=1, yref="paper", xref="x",
+                      line=dict(dash="dot", color="#2f9e6e", width=1.5))
+            fig.note(x=math.log10(x), y=1, yref="paper", xref="x", showarrow=False,
+                     text=f"TPOT target {slo['tpot_s'] * 1e3:,g} ms", xanchor="left",
+                     yanchor="bottom", font=dict(size=11, color="#2f9e6e"))
+            xs.append(x)
     fig.layout(xaxis_title="tokens/s per user (1 / median TPOT)",
                yaxis_title="output tokens/s per GPU",
                **{**_LAYOUT, "margin": dict(l=10, r=30, t=50, b=10)})

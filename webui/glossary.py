@@ -35,6 +35,17 @@ TERMS: dict[str, str] = {
     "Closed loop": "A load test where each user sends the next request only after the last one "
                    "has finished: the number of users, not an arrival rate, sets the load.",
     "MFU": "Model FLOPs utilization: the share of the GPU's peak arithmetic a prefill achieves.",
+    "Ideal bound / calibrated estimate": "Two speeds. The ideal bound reads every byte at the "
+                                         "GPU's full peak and does nothing else: no real engine "
+                                         "is faster. The calibrated estimate adds what published "
+                                         "benchmarks of real engines show: a share of the "
+                                         "bandwidth, a fixed cost per step, the matrix "
+                                         "multiplies' MFU, tensor-parallel all-reduces and the "
+                                         "serving stack's time per request.",
+    "SLO": "Service-level objective: the latency a deployment promises, here a p99 TTFT and a "
+           "p99 TPOT that every run must stay within.",
+    "All-reduce": "Under tensor parallelism every GPU holds part of each layer's result; an "
+                  "all-reduce sums them across the GPUs, twice per layer.",
     "FLOPS": "Floating-point operations per second (TFLOPS: 10^12 of them).",
     "GEMM": "General matrix multiply: the weights' matrix multiplications, most of a model's "
             "FLOPs. They run in the weights' number format.",

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from kvcalc import KV_DTYPES, WEIGHT_DTYPES, registry, spec_from_config
+from kvcalc.calibration import BW_SHARE, STEP_OVERHEAD_S, StepModel, error_band_text, step_model
 from kvcalc.catalog import GPU
 from kvcalc.hfconfig import UnknownFields, checkpoint_format, parse_config_text
 from kvcalc.memory import pool_defaults_text
@@ -42,12 +43,22 @@ class Selection:
     tp: int
     pp: int
     source: str  # where the model came from, for captions
-    bw_share: float = 1.0  # the share of the GPU's peak bandwidth a decode step achieves
+    # What a real engine adds (kvcalc.calibration): the share of the peak bandwidth a decode
+    # step achieves and a fixed cost per engine step; the sidebar's defaults are the fit's.
+    bw_share: float = BW_SHARE
+    step_overhead_s: float = STEP_OVERHEAD_S
 
     @property
     def bandwidth_gbs(self) -> float:
-        """The bandwidth every step-time figure uses: peak x the achieved share."""
-        return self.gpu.bandwidth_gbs * self.bw_share
+        """The ideal bound's bandwidth: the GPU's peak (the real engine's share is in
+        ``speed``)."""
+        return self.gpu.bandwidth_gbs
+
+    @property
+    def speed(self) -> StepModel:
+        """The real-engine estimate: the calibrated one, or the user's own share and overhead
+        ("your step model")."""
+        return step_model(bw_share=self.bw_share, step_overhead_s=self.step_overhead_s)
 
     @property
     def weights_bytes(self) -> int:
@@ -95,11 +106,21 @@ def sidebar(uses_selection: bool = True) -> None:
             g = reg.gpus[gpu]
             st.caption(f"{g.memory_gb:g} GB sold, {g.memory_bytes / GiB:,.2f} GiB as the driver "
                        f"reports it · {g.bandwidth_gbs:,.0f} GB/s")
-        st.slider("Achieved share of peak bandwidth", 0.3, 1.0, 1.0, 0.05,
-                  help="1.0 = ideal: every byte at the GPU's nominal peak. Measured decode "
-                       "kernels reach roughly 0.6 to 0.85 of it. Every step time and tokens/s "
-                       "uses this share; tensor-parallel all-reduce time is left out.",
+        st.markdown("**A real engine** (the calibrated estimate)")
+        st.slider("Achieved share of peak bandwidth", 0.3, 1.0, BW_SHARE, 0.001,
+                  format="%.3f",
+                  help=f"Fitted on published measurements: {BW_SHARE:g}. Enter your own "
+                       "measured share to see every real-engine figure move; 1.0 with no "
+                       "overhead is the ideal bound.",
                   **bound("bw_share", "num"))
+        st.number_input("Fixed cost per engine step (ms)", 0.0, 50.0,
+                        round(STEP_OVERHEAD_S * 1e3, 3), 0.5,
+                        help="Kernel launches, sampling and scheduling: what a measured step "
+                             f"takes beyond its bytes. Fitted: {STEP_OVERHEAD_S * 1e3:g} ms.",
+                        **bound("step_ms", "num"))
+        st.caption(f"Defaults: the fit on published runs ({error_band_text('tpot_itl')}). "
+                   "The ideal bound always reads every byte at the full peak and adds "
+                   "nothing; each figure says which it shows.")
         c1, c2 = st.columns(2)
         select(c1.selectbox, "Tensor parallel", TP_CHOICES, "tp",
                help="GPUs that split each layer's heads")
@@ -355,7 +376,9 @@ def selection() -> Selection:
         w = weights_in(spec, choice, wd, ed, half=gpu.half)
     return Selection(label=label, spec=spec, weights=w, kv_dtype=kv, gpu=gpu,
                      tp=int(st.session_state.get("tp", 1)), pp=int(st.session_state.get("pp", 1)),
-                     source=source, bw_share=float(st.session_state.get("bw_share", 1.0)))
+                     source=source, bw_share=float(st.session_state.get("bw_share", BW_SHARE)),
+                     step_overhead_s=float(st.session_state.get(
+                         "step_ms", STEP_OVERHEAD_S * 1e3)) / 1e3)
 
 
 def require_selection() -> Selection:
@@ -423,6 +446,39 @@ def fit_caption(sel: Selection, batch: int, fits_to: int) -> None:
     st.caption(f"The dash-dot line is the model's maximum context ({limit:,} tokens, "
                f"max_position_embeddings) when the chart reaches it. {fit} (vLLM's arithmetic at "
                f"{pool_defaults_text()}, as on the Budget page).")
+
+
+def estimate_step(sel: Selection, ideal):
+    """A real engine's decode step (kvcalc.calibration.estimate_step) from the ideal bound
+    ``ideal`` (``step_time`` at the full peak, with its peaks), under the sidebar's step model."""
+    from kvcalc.calibration import estimate_step as _estimate
+
+    return _estimate(sel.spec, ideal, sel.speed, tp=sel.tp, link_gbs=sel.gpu.tp_link_gbs)
+
+
+def estimate_ttft(sel: Selection, ideal, served: bool = True):
+    """A real engine's time to first token of one prompt on an idle GPU
+    (kvcalc.calibration.estimate_ttft) from the ideal prefill ``ideal``."""
+    from kvcalc.calibration import estimate_ttft as _estimate
+
+    return _estimate(sel.spec, ideal, sel.speed, tp=sel.tp, link_gbs=sel.gpu.tp_link_gbs,
+                     served=served)
+
+
+def speed_caption(sel: Selection, speed=None) -> str:
+    """One sentence: which real-engine estimate the page shows (``speed``, the sidebar's when
+    None), and its measured error."""
+    from kvcalc.calibration import error_band_text
+
+    speed = speed or sel.speed
+    if speed.is_calibrated:
+        return (f"The calibrated estimate adds what real engines add in published benchmarks: "
+                f"{speed.bw_share:g} of the peak bandwidth, MFU {speed.mfu:g}, "
+                f"{speed.step_overhead_s * 1e3:g} ms a step, tensor-parallel all-reduces; "
+                f"{error_band_text('tpot_itl')}.")
+    return (f"Your step model: {speed.bw_share:g} of the peak bandwidth, MFU {speed.mfu:g}, "
+            f"{speed.step_overhead_s * 1e3:g} ms a step, as entered; the measured error band "
+            "belongs to the calibrated defaults.")
 
 
 def embedding_note(sel: Selection) -> str:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from kvcalc.calibration import StepModel
 from kvcalc.capacity import RunningCapacity, frontier_users, requests_for, running_capacity
 from kvcalc.catalog import GPU, registry
 from kvcalc.sim import (
@@ -69,27 +70,27 @@ class Frontier:
     warmup: int  # requests of the run with the most users sent before the first finished
 
 
-def _setup(spec, w, gpu: GPU, kv_dtype: str, tp: int, bw_share: float, longest: int,
+def _setup(spec, w, gpu: GPU, kv_dtype: str, tp: int, speed: StepModel, longest: int,
            max_num_seqs: int | None, pool: tuple = ()):
     """The simulator's setup; ``pool`` = (gpu_mem_util, reserve_bytes, block_size) when a page
     has its own (the Budget's inputs), else the lab's defaults."""
     kw = dict(zip(("gpu_mem_util", "reserve_bytes", "block_size"), pool))
     return setup(spec, w, total_bytes=gpu.memory_bytes, bandwidth_gbs=gpu.bandwidth_gbs,
                  peak_tflops=gpu.peak_tflops(w.dtype), max_model_len=longest,
-                 kv_dtype=kv_dtype, tp=tp, bw_share=bw_share, max_num_seqs=max_num_seqs,
-                 gpu_name=gpu.name, **kw)
+                 kv_dtype=kv_dtype, tp=tp, speed=speed, tp_link_gbs=gpu.tp_link_gbs,
+                 max_num_seqs=max_num_seqs, gpu_name=gpu.name, **kw)
 
 
 # Results are frozen dataclasses: shared between sessions without a copy (cache_data would
 # unpickle every run on every rerun).
 @st.cache_resource(max_entries=24, show_spinner="Simulating the serving engine...")
-def frontier(spec, w, gpu: GPU, kv_dtype: str, tp: int, bw_share: float, prompt: int,
+def frontier(spec, w, gpu: GPU, kv_dtype: str, tp: int, speed: StepModel, prompt: int,
              output: int, share: float, max_num_seqs: int | None,
              kind: str = "fixed") -> Frontier:
     """Where the pool starts to bind (kvcalc.capacity.running_capacity), then one closed-loop
     run per user count of frontier_users: powers of two and densely around the onset."""
     p, o = lengths(kind, prompt, output)
-    s = _setup(spec, w, gpu, kv_dtype, tp, bw_share, p.hi + o.hi, max_num_seqs)
+    s = _setup(spec, w, gpu, kv_dtype, tp, speed, p.hi + o.hi, max_num_seqs)
     cap = running_capacity(s, p, o, prefix_share=share, max_steps=MAX_STEPS)
     users = frontier_users(cap)
     loads = {u: Workload(requests=requests_for(u), prompt=p, output=o, users=u,
@@ -108,12 +109,12 @@ def frontier(spec, w, gpu: GPU, kv_dtype: str, tp: int, bw_share: float, prompt:
 
 
 @st.cache_resource(max_entries=24, show_spinner="Simulating the serving engine...")
-def one_run(spec, w, gpu: GPU, kv_dtype: str, tp: int, bw_share: float, prompt: int,
+def one_run(spec, w, gpu: GPU, kv_dtype: str, tp: int, speed: StepModel, prompt: int,
             output: int, share: float, max_num_seqs: int | None, kind: str,
             users: int) -> SimResult:
     """One closed loop of ``users``, with its utilization and batch over time."""
     p, o = lengths(kind, prompt, output)
-    s = _setup(spec, w, gpu, kv_dtype, tp, bw_share, p.hi + o.hi, max_num_seqs)
+    s = _setup(spec, w, gpu, kv_dtype, tp, speed, p.hi + o.hi, max_num_seqs)
     wl = Workload(requests=requests_for(users), prompt=p, output=o, users=users,
                   prefix_share=share, seed=0)
     if estimated_steps(s, wl) > MAX_STEPS:
@@ -123,9 +124,9 @@ def one_run(spec, w, gpu: GPU, kv_dtype: str, tp: int, bw_share: float, prompt: 
 
 
 @st.cache_resource(max_entries=24, show_spinner="Simulating the serving engine...")
-def capacity(spec, w, gpu: GPU, kv_dtype: str, tp: int, bw_share: float, prompt: int,
+def capacity(spec, w, gpu: GPU, kv_dtype: str, tp: int, speed: StepModel, prompt: int,
              output: int, pool: tuple = ()) -> RunningCapacity:
     """Logged vs running capacity for requests of ``prompt`` + ``output`` tokens on the
     Budget's pool (kvcalc.capacity.running_capacity)."""
-    s = _setup(spec, w, gpu, kv_dtype, tp, bw_share, prompt + output, None, pool)
+    s = _setup(spec, w, gpu, kv_dtype, tp, speed, prompt + output, None, pool)
     return running_capacity(s, prompt, output, max_steps=MAX_STEPS)

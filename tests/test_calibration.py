@@ -1,0 +1,309 @@
+"""The calibrated step model (kvcalc.calibration), its command-line flags and its fit.
+
+Hand facts used below (none produced by kvcalc.calibration):
+- Llama 3.1 8B in BF16 reads 16,060,522,496 - 1,050,673,152 (its untied input embedding,
+  gathered) + 8,192 (one row) = 15,009,857,536 B in a decode step of one token (tests/test_sim.py
+  counts its parameters by hand); at 3,350 GB/s that is 4.4806 ms.
+- Llama 3.1 70B: 80 layers, hidden 8,192. A ring all-reduce moves 2 (tp - 1) / tp of the
+  message through each GPU's link; one token's activations are 8,192 x 2 B. NVLink 4 (H100
+  SXM): 900 GB/s two-way, 450 one way (NVIDIA's datasheet).
+- The calibration corpus's own totals (sglang-h200-datacrunch.yaml): ShareGPT requests average
+  269,081 / 1,200 = 224.2 prompt and 226,901 / 1,200 = 189.1 output tokens.
+"""
+
+import importlib.util
+import json
+import math
+import random
+import sys
+
+import pytest
+from conftest import ROOT
+
+from kvcalc import calibration as cal
+from kvcalc import get_gpu, get_model, prefill, step_time
+from kvcalc.cli import main
+from kvcalc.sim import Workload, fixed, setup, simulate
+from kvcalc.weight_bytes import weights_at_bits
+
+READ_8B = 16_060_522_496 - 1_050_673_152 + 8_192  # one decode step of Llama 3.1 8B, BF16
+BW = 3350e9
+
+
+def bench():
+    """bench/calibration.py, imported once (the fit and the command lines live there)."""
+    if "bench_calibration" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("bench_calibration",
+                                                      ROOT / "bench" / "calibration.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["bench_calibration"] = mod  # dataclasses look their module up by name
+        spec.loader.exec_module(mod)
+    return sys.modules["bench_calibration"]
+
+
+def run(argv, capsys):
+    code = main(argv + ["--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)
+
+
+def fails(argv, capsys) -> str:
+    """The one-line message of a refused command (status 2, nothing on stdout)."""
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own refusals
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert code == 2 and not out, (code, out)
+    return err
+
+
+# -- the coefficients -------------------------------------------------------------------------
+
+def test_every_coefficient_is_named_sourced_and_physical():
+    # Each fitted value is a share in (0, 1] or a non-negative time, and the fixed ones come from
+    # the architecture: two all-reduces per layer (Megatron-LM), 16-bit activations.
+    assert 0 < cal.BW_SHARE <= 1 and 0 < cal.MFU <= 1
+    assert 0 <= cal.STEP_OVERHEAD_S < 0.05 and 0 <= cal.ALLREDUCE_LATENCY_S < 1e-3
+    assert 0 <= cal.API_OVERHEAD_S < 1
+    assert cal.ALLREDUCES_PER_LAYER == 2 and cal.ACTIVATION_BYTES == 2
+    assert cal.CALIBRATED.name == "calibrated estimate" and cal.IDEAL.name == "ideal bound"
+    doc = cal.__doc__
+    for name in ("BW_SHARE", "STEP_OVERHEAD_S", "MFU", "ALLREDUCE_LATENCY_S", "API_OVERHEAD_S"):
+        assert name in doc
+
+
+def test_the_split_holds_back_whole_sources_that_exist():
+    files = {p.name for p in (ROOT / "tests" / "data" / "benchmarks").glob("*.yaml")}
+    assert set(cal.HELD_BACK) <= files and 0 < len(cal.HELD_BACK) < len(files)
+
+
+def test_your_own_coefficients_are_named_yours():
+    assert cal.step_model() == cal.CALIBRATED
+    assert cal.step_model(ideal=True) == cal.IDEAL
+    mine = cal.step_model(step_overhead_s=0.004)
+    assert mine.name == "your step model" and mine.step_overhead_s == 0.004
+    assert mine.bw_share == cal.BW_SHARE  # the rest stays fitted
+    with pytest.raises(ValueError, match="share"):
+        cal.step_model(bw_share=1.5)
+    with pytest.raises(ValueError, match="overhead"):
+        cal.step_model(step_overhead_s=-1)
+
+
+def test_allreduce_time_by_hand():
+    spec = get_model("llama-3.1-70b").spec
+    wire = 2 * 3 / 4 * 8192 * 2 / 450e9  # one token's activations, ring at TP 4, NVLink 4
+    assert cal.allreduce_seconds(spec, 1, 4, 450, 20e-6) == pytest.approx(2 * 80 * (20e-6 + wire))
+    assert cal.allreduce_seconds(spec, 1, 1, 450, 20e-6) == 0.0  # no tensor parallelism
+    assert cal.allreduce_seconds(spec, 64, 4, None, 20e-6) == pytest.approx(160 * 20e-6)
+
+
+# -- physical floors --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("key", ["llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b", "qwen3-8b"])
+@pytest.mark.parametrize("batch", [1, 64, 512])
+def test_no_calibrated_step_is_faster_than_the_ideal_byte_time(key, batch):
+    m, g = get_model(key), get_gpu("h100-sxm-80gb")
+    for tp in (1, 4):
+        ideal = step_time(m.spec, m.weights(), context=2048, batch=batch,
+                          bandwidth_gbs=g.bandwidth_gbs, tp=tp, peak_tflops=g.bf16_tflops)
+        est = cal.estimate_step(m.spec, ideal, cal.CALIBRATED, tp=tp, link_gbs=g.tp_link_gbs)
+        assert est.time_s >= ideal.step_time_s
+        assert est.time_s >= ideal.step_time_s / cal.BW_SHARE + cal.STEP_OVERHEAD_S
+
+
+def test_calibrated_step_by_hand():
+    m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
+    ideal = step_time(m.spec, m.weights(), context=1, batch=1, bandwidth_gbs=3350,
+                      peak_tflops=g.bf16_tflops)
+    assert ideal.step_time_s == pytest.approx((READ_8B + 131_072) / BW)
+    est = cal.estimate_step(m.spec, ideal, cal.CALIBRATED)
+    assert est.time_s == pytest.approx((READ_8B + 131_072) / BW / cal.BW_SHARE
+                                       + cal.STEP_OVERHEAD_S)
+
+
+def test_no_calibrated_prefill_is_faster_than_one_read_of_the_weights():
+    m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
+    for prompt in (1, 16, 2048):
+        ideal = prefill(m.spec, prompt, g.bf16_tflops, mfu=1.0,
+                        weight_read_bytes=m.weights().read_per_step(m.spec, prompt),
+                        bandwidth_gbs=g.bandwidth_gbs)
+        est = cal.estimate_ttft(m.spec, ideal, cal.CALIBRATED)
+        assert est.time_s >= READ_8B / BW
+        assert est.time_s >= ideal.time_s
+
+
+# -- the simulator's clock under the calibrated model ----------------------------------------
+
+def _setup(speed, **kw):
+    m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
+    return setup(m.spec, m.weights(), total_bytes=g.memory_bytes, bandwidth_gbs=g.bandwidth_gbs,
+                 peak_tflops=g.bf16_tflops, max_model_len=4096, gpu_name=g.name, speed=speed,
+                 tp_link_gbs=g.tp_link_gbs, **kw)
+
+
+def test_a_decode_step_costs_the_ideal_over_the_share_plus_the_overhead():
+    ideal, calib = _setup(cal.IDEAL), _setup(cal.CALIBRATED)
+    # one decode token at context 1: weights (one embedding row) and one token of cache
+    t0 = ideal.step_seconds(1, 1, 0, decode_pairs=1)
+    assert t0 == pytest.approx((READ_8B + 131_072) / BW)
+    assert calib.step_seconds(1, 1, 0, decode_pairs=1) == pytest.approx(
+        t0 / cal.BW_SHARE + cal.STEP_OVERHEAD_S)
+
+
+def test_a_served_request_waits_the_api_overhead_before_its_first_token():
+    wl = Workload(requests=1, prompt=fixed(512), output=fixed(4), rate=math.inf)
+    direct = cal.step_model(api_overhead_s=0.0)
+    served = cal.step_model(api_overhead_s=0.050)
+    a = simulate(_setup(direct), wl)
+    b = simulate(_setup(served), wl)
+    assert b.ttft_p50_s == pytest.approx(a.ttft_p50_s + 0.050)
+    assert b.tpot_p50_s == pytest.approx(a.tpot_p50_s)  # the engine's steps are the same
+    assert b.e2el_p50_s == pytest.approx(a.e2el_p50_s + 0.050)
+
+
+def test_tensor_parallel_steps_pay_their_allreduces():
+    m, g = get_model("llama-3.1-70b"), get_gpu("h100-sxm-80gb")
+    kw = dict(total_bytes=g.memory_bytes, bandwidth_gbs=g.bandwidth_gbs,
+              peak_tflops=g.bf16_tflops, max_model_len=4096, gpu_name=g.name, tp=4,
+              tp_link_gbs=g.tp_link_gbs)
+    no_ar = setup(m.spec, m.weights(), speed=cal.step_model(allreduce_latency_s=0.0), **kw)
+    s = setup(m.spec, m.weights(), speed=cal.CALIBRATED, **kw)
+    extra = s.step_seconds(1, 100, 0, decode_pairs=100) - no_ar.step_seconds(
+        1, 100, 0, decode_pairs=100)
+    assert extra == pytest.approx(2 * 80 * cal.ALLREDUCE_LATENCY_S)
+
+
+# -- the command line -------------------------------------------------------------------------
+
+SIM = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--requests", "50"]
+
+
+def test_simulate_json_has_vllms_names_and_says_which_estimate(capsys):
+    j = run(SIM + ["--rate", "4", "--prompt-tokens", "256", "--output-tokens", "64"], capsys)
+    for k in ("ttft_p50_s", "ttft_mean_s", "ttft_p99_s", "tpot_p50_s", "tpot_mean_s",
+              "itl_p50_s", "itl_p99_s", "e2el_p50_s", "duration_s", "request_throughput",
+              "output_tokens_per_s", "preemptions", "binding_limit"):
+        assert k in j, k
+    assert j["estimate"] == "calibrated estimate" and "held-back" in j["error_band"]
+    ideal = run(SIM + ["--rate", "4", "--prompt-tokens", "256", "--output-tokens", "64",
+                       "--ideal"], capsys)
+    assert ideal["estimate"] == "ideal bound" and ideal["error_band"] is None
+    assert ideal["tpot_p50_s"] < j["tpot_p50_s"]  # the bound is faster than a real engine
+    mine = run(SIM + ["--rate", "4", "--prompt-tokens", "256", "--output-tokens", "64",
+                      "--step-overhead-ms", "10"], capsys)
+    assert mine["estimate"] == "your step model" and mine["tpot_p50_s"] > j["tpot_p50_s"]
+
+
+def test_simulate_takes_length_distributions(capsys):
+    base = SIM + ["--rate", "inf"]
+    u = run(base + ["--prompt-dist", "uniform:1:1024", "--output-dist", "fixed:8"], capsys)
+    g = run(base + ["--lengths", "sharegpt"], capsys)
+    ln = run(base + ["--prompt-dist", "lognormal:200:0.5:800", "--output-tokens", "16"], capsys)
+    assert u["output_tokens_per_s"] > 0 and g["output_tokens_per_s"] > 0 and ln["max_batch"] > 0
+    err = fails(base + ["--prompt-dist", "normal:5", "--output-tokens", "4"], capsys)
+    assert "fixed:N, uniform:LO:HI or lognormal" in err
+    err = fails(base + ["--prompt-tokens", "4"], capsys)
+    assert "output lengths once" in err
+    err = fails(base + ["--lengths", "sharegpt", "--prompt-tokens", "4"], capsys)
+    assert "--lengths sets both" in err
+
+
+def test_the_sharegpt_preset_has_the_corpus_means():
+    from kvcalc.cli_sim import SHAREGPT, dist_arg
+
+    rng = random.Random(1)
+    p, o = dist_arg(SHAREGPT["prompt"]), dist_arg(SHAREGPT["output"])
+    n = 20_000
+    mp = sum(p.sample(rng) for _ in range(n)) / n
+    mo = sum(o.sample(rng) for _ in range(n)) / n
+    assert mp == pytest.approx(269_081 / 1_200, rel=0.04)
+    assert mo == pytest.approx(226_901 / 1_200, rel=0.04)
+    assert p.hi == 1024 and p.lo == 4 and o.lo == 4  # vLLM's benchmark's ShareGPT filter
+
+
+def test_simulate_pool_flags(capsys):
+    base = SIM + ["--rate", "inf", "--prompt-tokens", "512", "--output-tokens", "64"]
+    small = run(base + ["--kv-pool-gib", "2"], capsys)
+    big = run(base + ["--gpu-memory-utilization", "0.95"], capsys)
+    assert small["max_batch"] < big["max_batch"]
+    err = fails(base + ["--kv-pool-gib", "2", "--gpu-memory-utilization", "0.9"], capsys)
+    assert "give one of them" in err
+    err = fails(base + ["--kv-pool-gib", "500"], capsys)
+    assert "does not fit beside the weights" in err
+    trt = run(base + ["--kv-free-fraction", "0.9"], capsys)
+    assert trt["max_batch"] > 0
+
+
+def test_simulate_weight_formats(capsys):
+    base = SIM + ["--rate", "inf", "--prompt-tokens", "128", "--output-tokens", "64",
+                  "--requests", "1"]
+    bf16 = run(base, capsys)
+    fp8 = run(base + ["--weight-dtype", "fp8"], capsys)
+    q4 = run(base + ["--weight-bits", "4.84"], capsys)
+    gib = run(base + ["--weights-gib", "4"], capsys)
+    assert bf16["tpot_p50_s"] > fp8["tpot_p50_s"] > q4["tpot_p50_s"]
+    assert gib["tpot_p50_s"] < bf16["tpot_p50_s"]
+    err = fails(base + ["--weight-bits", "0.5"], capsys)
+    assert "bits per weight" in err
+
+
+def test_weight_bits_reproduce_llama_bench_sizes():
+    # llama-bench printed 12.55 GiB (F16) and 6.67 GiB (Q8_0: 34 bytes per 32 weights) for
+    # CodeLlama 7B's 6.74 B parameters (llamacpp-pr4766-rtx4090.yaml).
+    spec = get_model("llama-2-7b").spec
+    assert weights_at_bits(spec, 16).bytes / 2**30 == pytest.approx(12.55, abs=0.01)
+    assert weights_at_bits(spec, 8.5).bytes / 2**30 == pytest.approx(6.67, abs=0.01)
+    moe = get_model("mixtral-8x7b").spec
+    w = weights_at_bits(moe, 5.68)
+    assert w.read_per_step(moe, 1) < w.bytes / 2  # one token reads 2 of 8 experts
+
+
+def test_step_time_calibrated_and_your_own(capsys):
+    base = ["step-time", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--context", "1"]
+    ideal = run(base, capsys)
+    assert ideal["estimate"] == "ideal bound" and "estimated_step_time_s" not in ideal
+    c = run(base + ["--calibrated"], capsys)
+    assert c["step_time_s"] == pytest.approx((READ_8B + 131_072) / BW)  # the bound, as before
+    assert c["estimated_step_time_s"] == pytest.approx(
+        c["step_time_s"] / cal.BW_SHARE + cal.STEP_OVERHEAD_S)
+    assert c["estimate"] == "calibrated estimate" and "held-back" in c["error_band"]
+    mine = run(base + ["--bw-share", "0.8", "--step-overhead-ms", "1"], capsys)
+    assert mine["estimate"] == "your step model"
+    assert mine["estimated_step_time_s"] == pytest.approx(c["step_time_s"] / 0.8 + 0.001)
+    err = fails(base + ["--bw-share", "1.2"], capsys)
+    assert "share" in err
+
+
+# -- the fit and the error band ---------------------------------------------------------------
+
+def test_stages_1_and_2_of_the_fit_reproduce_the_constants():
+    b = bench()
+    points = b.all_points()
+    steps = b.decode_steps(points)
+    share, overhead, _ = b.fit_share_overhead(steps)
+    assert round(share, 3) == cal.BW_SHARE and round(overhead, 4) == cal.STEP_OVERHEAD_S
+    latency = b.fit_allreduce_latency(steps, cal.BW_SHARE, cal.STEP_OVERHEAD_S)
+    assert round(latency, 6) == cal.ALLREDUCE_LATENCY_S
+    assert all(not s.id.startswith(("sglang-h200", "vllm-rocm", "llamacpp-pr4766"))
+               for s in steps)  # nothing held back is fitted
+
+
+@pytest.mark.slow
+def test_the_whole_fit_reproduces_the_constants():
+    f = bench().fit(bench().all_points())
+    for k in ("BW_SHARE", "STEP_OVERHEAD_S", "ALLREDUCE_LATENCY_S", "MFU", "API_OVERHEAD_S"):
+        assert f[k] == getattr(cal, k), k
+
+
+def test_every_corpus_point_runs_from_the_command_line_and_the_band_is_measured():
+    b = bench()
+    points = b.all_points()
+    for pt in points:  # every entry is run or left out with a reason
+        assert pt.runs or pt.excluded.get("*"), pt.id
+    held = [pt for pt in points if pt.held_back]
+    rows = b.evaluate(held)
+    assert b.error_band(rows) == cal.ERROR_BAND
+    for r in rows:  # the calibrated estimate beats the ideal bound on the held-back median
+        assert r["after"] > 0 and r["before"] > 0
