@@ -26,7 +26,10 @@ from kvcalc import KV_DTYPES, WEIGHT_DTYPES, registry  # noqa: E402
 from webui.selection import PP_CHOICES, TP_CHOICES  # noqa: E402
 
 SEED = 22
-CHOICES = int(os.environ.get("KVCALC_RANDOM_CHOICES", "2000"))
+# Issue 22's bar is 2,000 choices: `KVCALC_RANDOM_CHOICES=2000 pytest tests/test_sidebar_random.py`
+# (about 5 minutes on 2 cores; it passed at 2,000 with seed 22). CI runs the first 500 of the
+# same sequence, to keep a whole CI run well under 30 minutes.
+CHOICES = int(os.environ.get("KVCALC_RANDOM_CHOICES", "500"))
 
 # Each page's context and batch inputs: (key, lowest, highest) as the page's widgets take them.
 PAGE_INPUTS = {

@@ -76,7 +76,9 @@ def test_cli_on_the_worst_inputs(corpus_files, capsys, name, command):
     assert took < 5, f"{command} {name}: {took:.2f} s"
 
 
-VERIFY = ["dense_at_caps", "hybrid_at_caps", "mla_at_caps", "moe_at_caps"]
+# The CLI's in-process verify of two of them (15-35 s each); the bounded check the app runs is
+# measured on every worst input by bench/verify_memory.py.
+VERIFY = ["dense_at_caps", "hybrid_at_caps"]
 
 
 @pytest.mark.slow
