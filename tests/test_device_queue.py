@@ -297,6 +297,22 @@ def test_measure_stops_between_steps():
     assert m.all_match and seen[0] == 11  # checked before every step, with and without a cache
 
 
+async def open_tab(websockets, port: int):
+    """One browser tab: a websocket to the server whose messages are read and dropped."""
+    import asyncio
+
+    ws = await websockets.connect(f"ws://127.0.0.1:{port}/_stcore/stream", max_size=None)
+
+    async def drain():
+        try:
+            async for _ in ws:
+                pass
+        except Exception:  # noqa: BLE001 - the tab was closed
+            pass
+    asyncio.ensure_future(drain())
+    return ws
+
+
 E2E_APP = '''
 import os, time
 import streamlit as st
@@ -359,16 +375,7 @@ def test_real_server_stop_leave_and_clear_cache(tmp_path):
             await asyncio.sleep(0.02)
 
     async def tab(**send):
-        ws = await websockets.connect(f"ws://127.0.0.1:{port}/_stcore/stream", max_size=None)
-
-        async def drain():
-            try:
-                async for _ in ws:
-                    pass
-            except Exception:  # noqa: BLE001 - the tab was closed
-                pass
-        asyncio.ensure_future(drain())
-        return ws
+        return await open_tab(websockets, port)
 
     async def send(ws, who=None, stop=False, clear=False):
         msg = BackMsg()
@@ -511,17 +518,7 @@ def test_a_clients_clear_cache_cannot_empty_shared_caches_when_hosted(tmp_path, 
 
     async def scenario():
         async def tab():
-            ws = await websockets.connect(f"ws://127.0.0.1:{port}/_stcore/stream",
-                                          max_size=None)
-
-            async def drain():
-                try:
-                    async for _ in ws:
-                        pass
-                except Exception:  # noqa: BLE001 - the tab was closed
-                    pass
-            asyncio.ensure_future(drain())
-            return ws
+            return await open_tab(websockets, port)
 
         rerun = BackMsg()
         rerun.rerun_script.query_string = ""
