@@ -658,3 +658,17 @@ def test_simulate_takes_a_config_file(tmp_path, capsys):
                  "h100-sxm-80gb", "--requests", "5", "--rate", "inf", "--prompt-tokens", "8",
                  "--output-tokens", "8"]) == 2
     assert "cannot count this model's parameters" in capsys.readouterr().err
+
+
+def test_simulate_number_flags_say_their_unit(capsys):
+    # One parser per unit: the all-reduce latency is in microseconds (it was read and refused
+    # as milliseconds), the step overhead in milliseconds, a share above 0 and at most 1.
+    base = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--requests", "4",
+            "--rate", "inf", "--prompt-tokens", "64", "--output-tokens", "8"]
+    for flag, value, said in (("--allreduce-latency-us", "2e7", "at most 10,000,000 µs"),
+                              ("--step-overhead-ms", "-1", "at least 0 and at most 10,000 ms"),
+                              ("--bw-share", "0", "above 0 and at most 1"),
+                              ("--weights-gib", "abc", "expected a number of GiB")):
+        assert main(base + [flag, value]) == 2
+        assert said in capsys.readouterr().err
+    assert main(base + ["--allreduce-latency-us", "20000", "--json"]) == 0
