@@ -669,6 +669,7 @@ def test_simulate_number_flags_say_their_unit(capsys):
                               ("--step-overhead-ms", "-1", "at least 0 and at most 10,000 ms"),
                               ("--bw-share", "0", "above 0 and at most 1"),
                               ("--weights-gib", "abc", "expected a number of GiB")):
-        assert main(base + [flag, value]) == 2
-        assert said in capsys.readouterr().err
+        with pytest.raises(SystemExit) as exc:  # an argparse refusal: status 2, one line
+            main(base + [flag, value])
+        assert exc.value.code == 2 and said in capsys.readouterr().err
     assert main(base + ["--allreduce-latency-us", "20000", "--json"]) == 0
