@@ -19,6 +19,14 @@ def llama_config(**overrides):
     return {k: v for k, v in cfg.items() if v is not ...}
 
 
+def metric(at, label_start: str) -> str:
+    """The value of the AppTest page's metric whose label starts with ``label_start``."""
+    for m in at.metric:
+        if m.label.startswith(label_start):
+            return m.value
+    raise AssertionError(f"no metric {label_start!r} in {[m.label for m in at.metric]}")
+
+
 def free_port() -> int:
     import socket
 

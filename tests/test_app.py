@@ -7,7 +7,7 @@ import re
 import pytest
 
 pytest.importorskip("streamlit")
-from conftest import ROOT, llama_config, open_page  # noqa: E402
+from conftest import ROOT, llama_config, metric, open_page  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from kvcalc import budget, get_gpu, get_model, kv_cache, step_time  # noqa: E402
@@ -24,13 +24,6 @@ def text(element) -> str:
 PAGES = ["app_pages/home.py", "app_pages/budget.py", "app_pages/step_time.py",
          "app_pages/techniques.py", "app_pages/vllm_startup.py",
          "app_pages/lab.py"]
-
-
-def metric(at, label_start: str) -> str:
-    for m in at.metric:
-        if m.label.startswith(label_start):
-            return m.value
-    raise AssertionError(f"no metric {label_start!r} in {[m.label for m in at.metric]}")
 
 
 def figure(at, key: str) -> dict:

@@ -8,7 +8,7 @@ import json
 import re
 
 import pytest
-from conftest import open_page
+from conftest import metric, open_page
 
 from kvcalc import registry
 from kvcalc.sweeps import no_speed_reason
@@ -16,13 +16,6 @@ from kvcalc.sweeps import no_speed_reason
 
 def text(element) -> str:
     return re.sub(r"\\(.)", r"\1", element.value)
-
-
-def metric(at, label_start: str) -> str:
-    for m in at.metric:
-        if m.label.startswith(label_start):
-            return m.value
-    raise AssertionError(f"no metric {label_start!r} in {[m.label for m in at.metric]}")
 
 
 def figure(at, key: str) -> dict:
