@@ -62,8 +62,11 @@ CORPUS = ROOT / "tests" / "data" / "benchmarks"
 # 6.67 GiB).
 GGUF_BPW = {"gguf-q4_0": 4.5, "gguf-q8_0": 8.5, "gguf-q4_k_m": 4.84, "gguf-q5_k_m": 5.68,
             "f16": 16.0}
-# The corpus's formats as kvcalc's --weight-dtype.
-WEIGHT_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "f16": "fp16"}
+# The corpus's formats as kvcalc's --weight-dtype. gpt-oss's own checkpoint (weight_format
+# mxfp4: its config's quantization_config {quant_method: mxfp4}) keeps attention and the rest in
+# BF16 and only the MoE experts in MXFP4; kvcalc's "auto" reads exactly that from the registry
+# (models.yaml: expert_weight_dtype: mxfp4), where "mxfp4" would make every weight MXFP4.
+WEIGHT_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "fp8", "f16": "fp16", "mxfp4": "auto"}
 
 # What an engine or a harness sets for every point it ran, with the source's own words.
 HARNESS = {
@@ -105,7 +108,21 @@ HARNESS = {
     ("vllm", "offline_batch_latency"): ["--gpu-memory-utilization", "0.9", "--direct"],
     ("vllm (ROCm)", "offline_batch_latency"): ["--gpu-memory-utilization", "0.9",
                                               "--max-num-batched-tokens", "16384", "--direct"],
+    # gpustack-qwen3-8b-h100.yaml: "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B"
+    # and no other server flag. At 4 users neither SGLang's memory fraction nor its caps bind
+    # (four ShareGPT requests hold under 1 GiB of KV cache; a prompt of at most 1,024 tokens fits
+    # one chunk), so nothing is passed and the simulator's defaults stand; above all, not the
+    # late-2024 datacrunch defaults of ("sglang", None) below.
+    ("sglang", "0.5.3.post3"): [],
+    # trtllm-serve with no flags (gpustack-qwen3-8b-h100.yaml: "trtllm-serve Qwen/Qwen3-8B"):
+    # TensorRT-LLM's default KV share of free memory, 0.9 (trtllm-perf-overview-v1.0.yaml,
+    # header_quote: "better performance than the default setting of `0.90`"); HTTP-served.
+    ("tensorrt-llm (pytorch backend)", "serving"): ["--kv-free-fraction", "0.9"],
 }
+# Server flags a corpus entry's engine.server_args may carry that kvcalc's simulate takes under
+# the same name and meaning (vLLM's `vllm serve` engine arguments); any other server flag is
+# described in the entry's notes, not simulated.
+SERVER_FLAGS = ("--max-num-batched-tokens", "--max-num-seqs", "--gpu-memory-utilization")
 V0_LATENCY_TOKENS = 32768  # vLLM V0's LLM class without chunked prefill: max_model_len (Mixtral)
 
 # Points or metrics left out, each with its reason (never silently).
@@ -141,6 +158,7 @@ SIM_METRICS = {
     "output_tokens_per_s": ("output_tokens_per_s", "output_tokens_per_s"),
     "single_stream_tokens_per_s": ("single_stream", "output_tokens_per_s"),
     "tpot_p50_s": ("tpot_itl", "tpot_p50_s"),
+    "tpot_mean_s": ("tpot_itl", "tpot_mean_s"),
     "itl_p50_s": ("tpot_itl", "itl_p50_s"),
     "itl_mean_s": ("tpot_itl", "itl_mean_s"),
     "token_latency_p50_s": ("tpot_itl", "itl_p50_s"),
@@ -227,6 +245,18 @@ def _harness(m: dict) -> list[str]:
     return flags
 
 
+def _server_flags(m: dict) -> list[str]:
+    """The SERVER_FLAGS in the entry's own server command line (engine.server_args), as given
+    there: e.g. "vllm serve ... --max-num-batched-tokens 4096"."""
+    args = (m["engine"].get("server_args") or "").split()
+    out = []
+    for i, a in enumerate(args):
+        name, _, value = a.partition("=")
+        if name in SERVER_FLAGS:
+            out += [name, value or args[i + 1]]
+    return out
+
+
 def _lengths(w: dict) -> list[str]:
     ds = w.get("dataset") or ""
     if ds == "sharegpt":
@@ -290,12 +320,16 @@ def point_runs(file: str, m: dict) -> Point:
     if kind in ("static_batch", "offline_batch_latency"):
         b = int(w["batch_size"])
         load = ["--requests", str(b), "--rate", "inf", "--max-num-seqs", str(b)]
+    elif w.get("max_concurrency"):
+        # vllm bench serve --max-concurrency C at rate inf: C requests in flight, the next sent
+        # as one ends (a semaphore around the requests), i.e. a closed loop of C users.
+        load = ["--requests", str(min(n, MAX_REQUESTS)), "--users", str(int(w["max_concurrency"]))]
     else:
         rate = w.get("request_rate")
         rate = "inf" if rate is None or rate == math.inf else f"{rate:g}"
         load = ["--requests", str(min(n, MAX_REQUESTS)), "--rate", rate]
     argv = (["simulate"] + base + _kv_flag(m) + ["--tp", str(tp)] + _lengths(w) + load
-            + _harness(m) + ["--json"])
+            + _harness(m) + _server_flags(m) + ["--json"])
     metrics = {k: SIM_METRICS[k] for k in wanted if k in SIM_METRICS}
     pt.runs.append(Run(argv=argv, command="simulate", metrics=metrics))
     return pt

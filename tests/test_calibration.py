@@ -307,3 +307,36 @@ def test_every_corpus_point_runs_from_the_command_line_and_the_band_is_measured(
     assert b.error_band(rows) == cal.ERROR_BAND
     for r in rows:  # the calibrated estimate beats the ideal bound on the held-back median
         assert r["after"] > 0 and r["before"] > 0
+
+
+def _entry(point_id):
+    return next(pt for pt in bench().all_points() if pt.id == point_id)
+
+
+def test_a_fixed_max_concurrency_runs_as_a_closed_loop_of_that_many_users():
+    # GPUStack's Qwen3-8B page: "Maximum request concurrency: 8", "Successful requests: 100";
+    # vllm bench serve at --max-concurrency C and rate inf keeps C requests in flight.
+    argv = _entry("vllm0110-h100-qwen3-8b-bf16-tp1-sharegpt-c8").runs[0].argv
+    i = argv.index("--users")
+    assert argv[i + 1] == "8" and argv[argv.index("--requests") + 1] == "100"
+    assert "--rate" not in argv and "--lengths" in argv
+
+
+def test_a_server_flag_kvcalc_shares_with_vllm_is_passed_on_and_others_are_not():
+    # The page's serving script: "vllm serve openai/gpt-oss-120b --max-model-len 32768
+    # --async-scheduling --max-num-batched-tokens 4096".
+    argv = _entry("vllm0110-a100-gpt-oss-120b-mxfp4-tp1-sharegpt-c4-async-mnbt4096").runs[0].argv
+    assert argv[argv.index("--max-num-batched-tokens") + 1] == "4096"
+    assert "--async-scheduling" not in argv and "--max-model-len" not in argv
+    # gpt-oss's own checkpoint (MXFP4 experts, BF16 rest) is kvcalc's "auto", not all-MXFP4
+    assert argv[argv.index("--weight-dtype") + 1] == "auto"
+
+
+def test_each_harness_gets_its_own_flags():
+    # SGLang 0.5.3.post3 started with no flags must not inherit the late-2024 datacrunch
+    # defaults ("--gpu-memory-utilization 0.85"); trtllm-serve gets TensorRT-LLM's default KV
+    # share of free memory, 0.9.
+    sgl = _entry("sglang053-h100-qwen3-8b-bf16-tp1-sharegpt-c4").runs[0].argv
+    assert "--gpu-memory-utilization" not in sgl
+    trt = _entry("trtllm120rc1-h100-qwen3-8b-bf16-tp1-sharegpt-c4").runs[0].argv
+    assert trt[trt.index("--kv-free-fraction") + 1] == "0.9"
