@@ -28,6 +28,11 @@ training points that isolate its coefficients, with the earlier stages' values f
 3. MFU and API_OVERHEAD_S from times to first token of one prompt on an idle engine (static
    batches of one, serving at low load): measured = FLOPs / (peak x MFU) + overhead +
    all-reduces (+ the API overhead when served over HTTP).
+
+``--fit --closed-loop`` also lets served closed loops (vllm bench serve --max-concurrency C) of
+at most MAX_FIT_USERS users into stages 1, 2 (their mean ITL as the step, at the batch the users
+keep decoding: C - request rate x mean TTFT, Little's law) and 4 (their TTFTs). Without it the
+fit is the one the committed coefficients came from.
 """
 
 from __future__ import annotations
@@ -420,6 +425,9 @@ def table(rows: list[dict], title: str) -> list[str]:
 
 TRIM = 0.25  # stage 1 drops steps more than 25% off its first fit, then fits again
 MAX_FIT_RATE = 4.0  # requests/s: "low load" (decode steps by Little's law; the API overhead)
+# With --closed-loop: a closed loop (vllm bench serve --max-concurrency) of at most 8 users is
+# low load too (the 2025 engines' per-token runs in the corpus are all closed loops of 1-8).
+MAX_FIT_USERS = 8
 SHAREGPT_MEANS = (224, 190)  # the --lengths sharegpt preset's mean prompt and output tokens
 
 
@@ -434,6 +442,7 @@ class Step:
     ideal_s: float  # bytes / full bandwidth (the ideal bound)
     allreduces: int  # per step (0 at tp 1)
     wire_s: float  # the all-reduces' bytes over the link, all of them (no latency)
+    batch: int = 0  # sequences decoding in the step
 
 
 def _step(pt: Point, measured: float, argv: list[str], tp: int) -> Step:
@@ -444,14 +453,16 @@ def _step(pt: Point, measured: float, argv: list[str], tp: int) -> Step:
     n = cal.ALLREDUCES_PER_LAYER * spec.num_layers if tp > 1 else 0
     wire = cal.allreduce_seconds(spec, j["batch"], tp, gpu.tp_link_gbs, 0.0)
     return Step(id=pt.id, source=pt.file, tp=tp, measured_s=measured, ideal_s=j["step_time_s"],
-                allreduces=n, wire_s=wire)
+                allreduces=n, wire_s=wire, batch=j["batch"])
 
 
-def decode_steps(points: list[Point]) -> list[Step]:
+def decode_steps(points: list[Point], closed_loop: bool = False) -> list[Step]:
     """Stage 1 and 2's points (training only): single streams (llama.cpp, LMDeploy's batches of
     one), LMDeploy's per-token latency in its static batches, and vLLM latency runs whose
     prompts are a small part of the work (batch x prompt <= 2,048 tokens, >= 100 steps: the
-    batch latency over the steps), each at its mean context."""
+    batch latency over the steps), each at its mean context. With ``closed_loop``, also served
+    closed loops of at most MAX_FIT_USERS users (their mean ITL or TPOT), each at its mean
+    context with the batch its users keep decoding."""
     out = []
     for pt in points:
         if pt.held_back or "*" in pt.excluded:
@@ -464,6 +475,23 @@ def decode_steps(points: list[Point]) -> list[Step]:
             if "single_stream_tokens_per_s" in met:
                 out.append(_step(pt, 1 / met["single_stream_tokens_per_s"],
                                  pt.runs[0].argv, tp))
+            continue
+        if kind == "serving" and w.get("max_concurrency"):
+            users = int(w["max_concurrency"])
+            itl = met.get("itl_mean_s") or met.get("tpot_mean_s") or met.get("itl_p50_s")
+            rate, ttft = met.get("request_throughput"), met.get("ttft_mean_s")
+            if not closed_loop or users > MAX_FIT_USERS or None in (itl, rate, ttft):
+                continue
+            # Little's law on the wait for a first token: of the C requests in flight, rate x
+            # TTFT are waiting for it, the rest decode in every step.
+            b = max(1, round(users - rate * ttft))
+            p, o = SHAREGPT_MEANS if w.get("dataset") == "sharegpt" else (w["input_len"],
+                                                                            w["output_len"])
+            argv = (["step-time", "--model", _model_key(m), "--gpu", m["gpu"]["kvcalc_key"]]
+                    + _weight_flags(m) + _kv_flag(m)
+                    + ["--tp", str(tp), "--batch", str(b), "--context", str(p + o // 2),
+                       "--json"])
+            out.append(_step(pt, itl, argv, tp))
             continue
         if kind == "serving" and (w.get("request_rate") or math.inf) <= MAX_FIT_RATE:
             # Low load: the batch is the requests in flight, rate x end-to-end latency
@@ -548,15 +576,21 @@ def _coef_flags(share, overhead, latency, mfu=None, api=None) -> list[str]:
     return f
 
 
-def _sim_rows(points, kinds, metrics, flags, rate_max=None) -> list[tuple[float, float, str]]:
+def _sim_rows(points, kinds, metrics, flags, rate_max=None,
+              users_max=None) -> list[tuple[float, float, str]]:
     """(predicted, measured, source) of training points of ``kinds`` for ``metrics``, the
-    simulator run with ``flags``."""
+    simulator run with ``flags``; with ``rate_max``, only open loops at most that rate and
+    (``users_max``) closed loops of at most that many users."""
     out = []
     for pt in points:
         if pt.held_back or "*" in pt.excluded or pt.entry["workload"]["kind"] not in kinds:
             continue
         rate = pt.entry["workload"].get("request_rate")
-        if rate_max is not None and (rate is None or rate > rate_max):
+        users = pt.entry["workload"].get("max_concurrency")
+        if rate_max is not None and users:
+            if users_max is None or users > users_max:
+                continue
+        elif rate_max is not None and (rate is None or rate > rate_max):
             continue
         for run in pt.runs:
             use = {k: v for k, v in run.metrics.items() if k in metrics}
@@ -599,33 +633,39 @@ def fit_mfu(points, share, overhead, latency) -> float:
     return (lo + hi) / 2
 
 
-def fit_api(points, share, overhead, latency, mfu) -> float:
+def fit_api(points, share, overhead, latency, mfu, closed_loop: bool = False) -> float:
     """Stage 4: the API overhead is what served requests' times to first token at low load
-    (at most MAX_FIT_RATE requests/s) take beyond the simulated engine's; least squares on the
+    (at most MAX_FIT_RATE requests/s; with ``closed_loop`` also closed loops of at most
+    MAX_FIT_USERS users) take beyond the simulated engine's; least squares on the
     relative error, each source weighing as one, closed form."""
     rows = _sim_rows(points, ("serving",), ("ttft_mean_s", "ttft_p50_s"),
-                     _coef_flags(share, overhead, latency, mfu, 0.0), rate_max=MAX_FIT_RATE)
+                     _coef_flags(share, overhead, latency, mfu, 0.0), rate_max=MAX_FIT_RATE,
+                     users_max=MAX_FIT_USERS if closed_loop else None)
     w = _weights(rows)
     num = sum(wi * (y - p) / y ** 2 for wi, (p, y, _) in zip(w, rows))
     den = sum(wi / y ** 2 for wi, (p, y, _) in zip(w, rows))
     return max(0.0, num / den)
 
 
-def fit(points: list[Point]) -> dict:
-    """The four stages, each value rounded as it is printed before the next stage uses it."""
-    steps = decode_steps(points)
+def fit(points: list[Point], closed_loop: bool = False) -> dict:
+    """The four stages, each value rounded as it is printed before the next stage uses it;
+    ``closed_loop`` (--closed-loop) lets closed loops of at most MAX_FIT_USERS users into
+    stages 1, 2 and 4 (off: the fit as the committed coefficients were made)."""
+    steps = decode_steps(points, closed_loop)
     share, overhead, dropped = fit_share_overhead(steps)
     share, overhead = round(share, 3), round(overhead, 4)
     latency = round(fit_allreduce_latency(steps, share, overhead), 6)
     mfu = round(fit_mfu(points, share, overhead, latency), 3)
-    api = round(fit_api(points, share, overhead, latency, mfu), 4)
+    api = round(fit_api(points, share, overhead, latency, mfu, closed_loop), 4)
     return dict(BW_SHARE=share, STEP_OVERHEAD_S=overhead, ALLREDUCE_LATENCY_S=latency, MFU=mfu,
                 API_OVERHEAD_S=api, steps=len(steps), trimmed=dropped)
 
 
-def fit_report(points: list[Point]) -> list[str]:
-    f = fit(points)
-    return [f"# stage 1: {f['steps']} decode steps of known batch (training); trimmed: "
+def fit_report(points: list[Point], closed_loop: bool = False) -> list[str]:
+    f = fit(points, closed_loop)
+    return [f"# closed loops of at most {MAX_FIT_USERS} users in stages 1, 2 and 4: "
+            f"{'yes' if closed_loop else 'no (--closed-loop lets them in)'}",
+            f"# stage 1: {f['steps']} decode steps of known batch (training); trimmed: "
             f"{', '.join(f['trimmed']) or 'none'}",
             f"BW_SHARE = {f['BW_SHARE']!r}",
             f"STEP_OVERHEAD_S = {f['STEP_OVERHEAD_S']!r}",
@@ -647,10 +687,13 @@ def main() -> None:
     ap.add_argument("--points", action="store_true", help="every point with its command")
     ap.add_argument("--fit", action="store_true", help="refit and print the coefficients")
     ap.add_argument("--json", action="store_true", help="the rows as JSON")
+    ap.add_argument("--closed-loop", action="store_true",
+                    help=f"with --fit: closed loops of at most {MAX_FIT_USERS} users enter "
+                         "stages 1, 2 and 4")
     args = ap.parse_args()
     points = all_points()
     if args.fit:
-        for line in fit_report(points):
+        for line in fit_report(points, args.closed_loop):
             print(line)
         return
     rows = evaluate(points)

@@ -340,3 +340,18 @@ def test_each_harness_gets_its_own_flags():
     assert "--gpu-memory-utilization" not in sgl
     trt = _entry("trtllm120rc1-h100-qwen3-8b-bf16-tp1-sharegpt-c4").runs[0].argv
     assert trt[trt.index("--kv-free-fraction") + 1] == "0.9"
+
+
+def test_closed_loops_enter_the_fit_only_when_asked_at_the_batch_their_users_decode():
+    # Qwen3-8B on vLLM 0.11.0, 8 users: "Request throughput (req/s): 4.16", "Mean TTFT (ms):
+    # 74.57", "Mean ITL (ms): 8.57". Waiting for a first token: 4.16 x 0.07457 = 0.31 requests
+    # (Little's law), so 8 - 0.31 = 7.69, i.e. 8 decode together; 1 user: 1.
+    b = bench()
+    points = b.all_points()
+    c8, c1 = (f"vllm0110-h100-qwen3-8b-bf16-tp1-sharegpt-c{n}" for n in (8, 1))
+    assert not {c8, c1} & {s.id for s in b.decode_steps(points)}
+    steps = {s.id: s for s in b.decode_steps(points, closed_loop=True)}
+    assert steps[c8].batch == 8 and steps[c8].measured_s == pytest.approx(0.00857)
+    assert steps[c1].batch == 1 and steps[c1].measured_s == pytest.approx(0.00726)
+    assert all(not s.id.startswith(("sglang-h200", "vllm-rocm", "llamacpp-pr4766"))
+               for s in steps.values())  # still nothing held back
