@@ -3,6 +3,7 @@ nobody here wrote. These checks keep it honest: every entry names its source, ev
 records is a number printed in its own verbatim quote (in seconds, or in milliseconds as the
 source printed it), ids are unique, and every registry key it names exists."""
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -55,3 +56,16 @@ def test_every_metric_is_in_its_own_quote(name, m):
         assert key is None or key in reg.models, key
     gpu = m["gpu"].get("kvcalc_key")
     assert gpu is None or gpu in reg.gpus, gpu
+
+
+def test_the_summary_is_generated_from_these_files():
+    # SUMMARY.md's counts and table come from bench/corpus_summary.py; a changed entry must be
+    # followed by a regenerated summary (the totals line counts every entry here).
+    spec = importlib.util.spec_from_file_location(
+        "corpus_summary", DIR.parent.parent.parent / "bench" / "corpus_summary.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    text = (DIR / "SUMMARY.md").read_text(encoding="utf-8")
+    assert text == mod.render(), "SUMMARY.md is stale: run bench/corpus_summary.py"
+    assert text.splitlines()[2].startswith(f"{len(ALL)} published measurements in "
+                                           f"{len({f for f, _ in ALL})} files")
