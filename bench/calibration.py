@@ -682,6 +682,71 @@ def error_band(rows: list[dict]) -> dict[str, tuple[float, float, int]]:
             for k in JUDGED if k in s}
 
 
+# -- a diagnostic, not the committed model: one profile per engine family ---------------------
+ENGINE_FAMILIES = ("llama.cpp", "lmdeploy", "sglang", "tensorrt-llm", "vllm")
+
+
+def engine_family(pt: Point) -> str:
+    """The corpus entry's engine family ("vllm (ROCm)" is vllm)."""
+    name = pt.entry["engine"]["name"]
+    return next((f for f in ENGINE_FAMILIES if name.startswith(f)), name)
+
+
+def per_engine(points: list[Point], closed_loop: bool) -> list[str]:
+    """What one profile per engine family would do on the held-back sources: the pooled fit's
+    share and MFU, and per family the step overhead (stage 1 with the share fixed), the
+    all-reduce latency (stage 2) and the API overhead (stage 4) from that family's training
+    points only (the pooled value where it has none). Printed, not committed: it shows whether
+    the engine, an input a deploying engineer knows, explains the held-back error."""
+    pooled = fit(points, closed_loop)
+    share, mfu = pooled["BW_SHARE"], pooled["MFU"]
+    steps = decode_steps(points, closed_loop)
+    family = {pt.id: engine_family(pt) for pt in points}
+    lines = [f"# pooled fit (closed loops: {'yes' if closed_loop else 'no'}): "
+             + ", ".join(f"{k} {pooled[k]:g}" for k in ("BW_SHARE", "STEP_OVERHEAD_S",
+                                                         "ALLREDUCE_LATENCY_S", "MFU",
+                                                         "API_OVERHEAD_S")),
+             "| engine | TP 1 steps | TP > 1 steps | step overhead (ms) | all-reduce (us) | "
+             "API overhead (ms) |", "|---|---|---|---|---|---|"]
+    prof = {}
+    for f in ENGINE_FAMILIES:
+        ss = [s for s in steps if family[s.id] == f]
+        tp1 = [s for s in ss if s.tp == 1]
+        over = pooled["STEP_OVERHEAD_S"]
+        if len(tp1) >= 2:  # least squares on the relative error, the share fixed
+            num = sum((1 - s.ideal_s / share / s.measured_s) / s.measured_s for s in tp1)
+            over = max(0.0, num / sum(1 / s.measured_s ** 2 for s in tp1))
+        lat = (fit_allreduce_latency(ss, share, over) if any(s.tp > 1 for s in ss)
+               else pooled["ALLREDUCE_LATENCY_S"])
+        mine = [pt for pt in points if family[pt.id] == f]
+        try:
+            api = fit_api(mine, share, over, lat, mfu, closed_loop)
+        except ZeroDivisionError:  # no served TTFT at low load in this family
+            api = pooled["API_OVERHEAD_S"]
+        prof[f] = (over, lat, api)
+        lines.append(f"| {f} | {len(tp1)} | {sum(s.tp > 1 for s in ss)} | {over * 1e3:.2f} | "
+                     f"{lat * 1e6:.1f} | {api * 1e3:.1f} |")
+    rows = []
+    for pt in points:
+        if not pt.held_back:
+            continue
+        over, lat, api = prof[family[pt.id]]
+        for run in pt.runs:
+            if run.command == "step-time":
+                j = run_cli(run.argv + ["--bw-share", f"{share:g}", "--step-overhead-ms",
+                                        f"{over * 1e3:g}"])
+            else:
+                j = run_cli(run.argv + _coef_flags(share, over, lat, mfu, api))
+            for name, (klass, key) in run.metrics.items():
+                rows.append(dict(klass=klass, after=_value(j, key, True),
+                                 measured=float(pt.entry["metrics"][name])))
+    s = summary(rows, "after")
+    lines += ["", "held back, one profile per engine family: median |pred / meas - 1|, worst"]
+    lines += [f"  {k}: {s[k]['median_abs']:.1%}, {s[k]['worst']:.2f}x (n {s[k]['n']})"
+              for k in JUDGED if k in s]
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--points", action="store_true", help="every point with its command")
@@ -690,8 +755,14 @@ def main() -> None:
     ap.add_argument("--closed-loop", action="store_true",
                     help=f"with --fit: closed loops of at most {MAX_FIT_USERS} users enter "
                          "stages 1, 2 and 4")
+    ap.add_argument("--per-engine", action="store_true",
+                    help="a diagnostic: one profile per engine family, on the held-back part")
     args = ap.parse_args()
     points = all_points()
+    if args.per_engine:
+        for line in per_engine(points, args.closed_loop):
+            print(line)
+        return
     if args.fit:
         for line in fit_report(points, args.closed_loop):
             print(line)

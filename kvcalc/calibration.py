@@ -2,7 +2,7 @@
 
 The ideal bound (``roofline.step_time``, the seed's formula) reads every byte at the GPU's
 nominal bandwidth and does nothing else. Real engines measured in published benchmarks
-(tests/data/benchmarks/, 80 runs from 12 sources) are slower in five ways, each one named
+(tests/data/benchmarks/, 95 runs from 16 sources) are slower in five ways, each one named
 coefficient here:
 
 * ``BW_SHARE``: the share of the nominal bandwidth a decode step's reads achieve;
@@ -30,7 +30,8 @@ which is never faster than the ideal byte time (BW_SHARE <= 1, the additions >= 
 
 The coefficients were fitted by ``bench/calibration.py --fit`` on the training part of the
 corpus (``TRAINING``: every source but the held-back ones, ``HELD_BACK``), in stages, each a
-least-squares fit of the relative error on the points that isolate it; the values below are
+least-squares fit of the relative error on the points that isolate it (the 15 closed-loop runs
+of 2025 engines enter no stage unless ``--closed-loop`` is given; they are compared, not fitted); the values below are
 what that script printed, and tests/test_calibration.py re-runs the fit and checks it
 reproduces them. ``ERROR_BAND`` is what ``bench/calibration.py`` measured on the held-back
 sources through the command line.
