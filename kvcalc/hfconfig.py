@@ -57,6 +57,7 @@ from .model import (
     ChunkedLocal,
     ExtraCache,
     FullAttention,
+    Layer,
     MLALatent,
     ModelSpec,
     NoCache,
@@ -563,7 +564,7 @@ def _per_layer_overrides(f: _Fields, layers: list) -> list:
         if not lay.stores_tokens or lay.kind == "mla":
             raise ValueError(f"config field 'per_layer_config[{_short(key)}]' overrides "
                              f"attention geometry on layer {i}, which is {lay.label}")
-        changes = {}
+        changes: dict[str, int] = {}
         if "head_dim" in over:
             d = _plain_int(over["head_dim"], f"per_layer_config[{key}].head_dim")
             changes.update(head_dim=d, v_head_dim=d)
@@ -946,7 +947,7 @@ def _nas_layers(f: _Fields, geo: _Geometry) -> list:
     blocks = f.raw("block_configs")
     if not isinstance(blocks, list) or not blocks:
         raise ValueError("config field 'block_configs' must be a list with one entry per layer")
-    layers = []
+    layers: list[Layer] = []
     geo.per_layer_heads = True
     for i, block in enumerate(blocks):
         attn = block.get("attention") if isinstance(block, dict) else None
@@ -1062,6 +1063,7 @@ def checkpoint_format(config: dict) -> tuple[str, str | None]:
         return "bf16", "mxfp4"
     if method == "fp8":
         return "fp8", None
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    text = cfg.get("text_config")
+    text = text if isinstance(text, dict) else {}
     name = cfg.get("torch_dtype") or cfg.get("dtype") or text.get("torch_dtype")
     return _TORCH_DTYPES.get(name, "bf16") if isinstance(name, str) else "bf16", None

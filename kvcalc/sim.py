@@ -76,13 +76,14 @@ import math
 import random
 from collections import deque
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from . import vllm as _vllm
 from .calibration import ACTIVATION_BYTES, ALLREDUCES_PER_LAYER, StepModel
 from .dtypes import KV_DTYPES, get_dtype
 from .kv import stage_layers
 from .memory import DEFAULT_RESERVE_BYTES, budget, default_gpu_mem_util
-from .model import ModelSpec, cdiv
+from .model import ModelSpec, SlidingWindow, cdiv
 from .roofline import DEFAULT_MFU
 from .units import GB, check_float, check_int
 from .weight_bytes import Weights
@@ -399,7 +400,7 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
         raise ValueError(f"{spec.name} has {', '.join(odd)} layers; the serving simulator "
                          "handles full attention, MLA, sliding windows and recurrent states. "
                          "Pick another model")
-    windows = sorted({lay.window for lay in layers if lay.kind == "sliding"})
+    windows = sorted({lay.window for lay in layers if isinstance(lay, SlidingWindow)})
     if len(windows) > 1:
         raise ValueError(f"{spec.name} has sliding windows of {', '.join(map(str, windows))} "
                          "tokens; the serving simulator handles one window size. Pick another "
@@ -437,7 +438,9 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
         raise ValueError("vLLM would refuse to start: " + b.startup_error.split(". ")[0]
                          + ". Lower the longest prompt + output, or give the cache more memory")
     bs = b.effective_block_size or b.block_size
-    version = b.vllm_version
+    version, mns = b.vllm_version, b.max_num_seqs
+    if version is None or mns is None:  # a vLLM budget states both
+        raise RuntimeError(f"the vLLM budget of {spec.name} has no version or max_num_seqs")
     mnbt = (max_num_batched_tokens if max_num_batched_tokens is not None else
             _vllm.default_max_num_batched_tokens(version, total_bytes, gpu_name))
     p = _vllm.predict(spec, available_bytes=b.kv_pool_bytes, max_model_len=max_model_len,
@@ -451,7 +454,6 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
         raise ValueError(f"{spec.name} keeps no per-token cache; the serving simulator needs "
                          "an attention layer. Pick another model")
     mnbt = check_int("max_num_batched_tokens", mnbt, 1, 10**7)
-    mns = b.max_num_seqs
     if mnbt < mns:
         raise ValueError(f"max_num_batched_tokens ({mnbt:,}) must be at least max_num_seqs "
                          f"({mns:,}), as vLLM requires")
@@ -469,7 +471,8 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
     slide_pt = sum(lay.read_bytes(1, dtype, scales) for lay in layers if lay.kind == "sliding")
     kv_pt -= slide_pt
     state_read = sum(lay.state_bytes(sdtype) for lay in layers)
-    fixed_read, embed, moe = 0, (0, 0), ()
+    fixed_read, embed = 0, (0, 0)
+    moe: tuple[int, ...] = ()
     if weights_bytes is None:
         # Weights.read_per_step, split into its parts so a step of n tokens costs no call:
         # the non-expert weights less the input embedding, n of its rows, the touched experts.
@@ -487,7 +490,7 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
         wread = -(-(w.read_per_step(spec, 1)) // tp)
     else:
         wread = math.ceil(wbytes / tp)
-    extra = {}
+    extra: dict[str, Any] = {}
     if speed is not None:
         charge = speed.allreduce and tp > 1
         if charge and not spec.hidden_size:
@@ -690,7 +693,7 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
             pending.append(make(i, t + api))
             if wl.rate != math.inf:
                 t += rng.expovariate(wl.rate)
-    else:
+    elif wl.users is not None:  # a closed loop (Workload gives a rate or users, never both)
         for i in range(min(wl.users, nreq)):
             pending.append(make(i, api))
     sent = len(pending)
@@ -1120,7 +1123,7 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
     e2el = [r.finish - r.arrival + api for r in reqs]
     tpots = [(r.finish - r.first) / (r.output - 1) for r in reqs if r.output > 1]
     # ITL: every decode token's gap is its step's time; tokens after a preemption add theirs
-    itl = {}
+    itl: dict[float, int] = {}
     for dt, n in itl_steps:
         itl[dt] = itl.get(dt, 0) + n
     for g in itl_extra:

@@ -25,6 +25,7 @@ report says so.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from .hfconfig import spec_from_config
 from .units import check_int
@@ -202,8 +203,9 @@ def verify(config: dict, *, context: int | None = None, name: str | None = None)
     ids = torch.zeros((1, n), dtype=torch.long, device="meta")
     # Explicit masks and positions keep transformers' mask code from reading values (.item())
     # off meta tensors; without them some models (Gemma 4) cannot run on the meta device.
-    attempts = ({"attention_mask": torch.ones((1, n), dtype=torch.long, device="meta"),
-                 "position_ids": torch.arange(n, device="meta")[None]}, {})
+    attempts: tuple[dict[str, Any], ...] = (
+        {"attention_mask": torch.ones((1, n), dtype=torch.long, device="meta"),
+         "position_ids": torch.arange(n, device="meta")[None]}, {})
     out = None
     for extra in attempts:
         try:
