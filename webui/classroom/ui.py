@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import streamlit as st
 
-from kvcalc.quiz_choices import LETTERS, choices_for
+from kvcalc.quiz_choices import LETTERS, Choice, choices_for
 
 from ..hosted import plain
 from ..urlstate import _declare
@@ -215,9 +215,12 @@ def student_panel(code: str, token: str) -> None:
         for p in parts(q):
             if is_choice(q):
                 opts = choices_for(q.qid)
+
+                def lettered(letter: str, o: tuple[Choice, ...] = opts) -> str:
+                    return f"{letter}. {o[LETTERS.index(letter)].text}"
+
                 pick = st.radio(answer_label(q, p), list(LETTERS[:len(opts)]), index=None,
-                                format_func=lambda L, o=opts: f"{L}. {o[LETTERS.index(L)].text}",
-                                key=f"lc_a_{view.code}_{qi}_{p}")
+                                format_func=lettered, key=f"lc_a_{view.code}_{qi}_{p}")
                 given[p] = pick or ""
             else:
                 given[p] = st.text_input(answer_label(q, p), key=f"lc_a_{view.code}_{qi}_{p}",
