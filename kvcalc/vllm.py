@@ -681,8 +681,10 @@ def _grouping(layers, **kw) -> dict:
     return _grouping_of(tuple(layers), **kw)
 
 
+# Complex by design (C901): vLLM's grouping rules (hybrid groups, padding, threshold) in one place;
+# issue 25 item 2 types it.
 @functools.lru_cache(maxsize=512)
-def _grouping_of(layers: tuple, *, block_size: int, fmt: _Format, state_dtypes: tuple,
+def _grouping_of(layers: tuple, *, block_size: int, fmt: _Format, state_dtypes: tuple,  # noqa: C901
                  alignment: int, threshold: float | None, version: tuple[int, ...]) -> dict:
     """vLLM's KV-cache groups for ``layers`` (already split for tensor parallelism):
     the effective block size, the page, the group size and each group's member positions.
@@ -785,7 +787,9 @@ def _per_request(grouping: dict, max_model_len: int, in_flight: int,
             for _, _, _, rep, layer_bs in grouping["groups"]]
 
 
-def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_size: int = 16,
+# Complex by design (C901): vLLM's start-up arithmetic in vLLM's order (defaults, format, block
+# size, Mamba mode, drafts, stages).
+def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_size: int = 16,  # noqa: C901
             tp: int = 1, pp: int = 1, kv_dtype: str = "bf16", state_dtype: str = "bf16",
             max_num_batched_tokens: int | None = None,
             num_draft_layers: int = 0, vllm_version: str | None = None,
