@@ -311,8 +311,9 @@ class UnknownFields(ValueError):
 
 # Complex by design (C901): one pass in the order a reading can fail: text_config, layers,
 # parameters, unread fields.
-def spec_from_config(config: dict, *, name: str | None = None,  # noqa: C901
-                     honor_sliding_window: bool = True, unverified: bool = False) -> ModelSpec:
+def spec_from_config(  # noqa: C901
+        config: dict, *, name: str | None = None,
+        honor_sliding_window: bool = True, unverified: bool = False) -> ModelSpec:
     """Turn a config.json dict into a ModelSpec: the cache first, then, separately, the
     parameters (whose failure only loses the weight figures, with a note saying why).
 

@@ -348,15 +348,16 @@ class Setup:
 
 # Complex by design (C901): refuses by name each model the simulator cannot serve, then derives the
 # Setup's fields.
-def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float,  # noqa: C901
-          peak_tflops: float | None, max_model_len: int, kv_dtype: str = "bf16",
-          scales: bool = False, tp: int = 1, pp: int = 1, block_size: int = 16,
-          gpu_mem_util: float | None = None, reserve_bytes: int = DEFAULT_RESERVE_BYTES,
-          weights_bytes: int | None = None, max_num_seqs: int | None = None,
-          max_num_batched_tokens: int | None = None, prefix_caching: bool = True,
-          bw_share: float = 1.0, mfu: float = DEFAULT_MFU, vllm_version: str | None = None,
-          gpu_name: str | None = None, speed: StepModel | None = None,
-          tp_link_gbs: float | None = None, kv_pool_bytes: int | None = None) -> Setup:
+def setup(  # noqa: C901
+        spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float,
+        peak_tflops: float | None, max_model_len: int, kv_dtype: str = "bf16",
+        scales: bool = False, tp: int = 1, pp: int = 1, block_size: int = 16,
+        gpu_mem_util: float | None = None, reserve_bytes: int = DEFAULT_RESERVE_BYTES,
+        weights_bytes: int | None = None, max_num_seqs: int | None = None,
+        max_num_batched_tokens: int | None = None, prefix_caching: bool = True,
+        bw_share: float = 1.0, mfu: float = DEFAULT_MFU, vllm_version: str | None = None,
+        gpu_name: str | None = None, speed: StepModel | None = None,
+        tp_link_gbs: float | None = None, kv_pool_bytes: int | None = None) -> Setup:
     """The pool (vLLM's arithmetic, ``kvcalc.memory``) and the step-time constants for ``spec``
     on one GPU of ``total_bytes``; ValueError naming what to change when it cannot run.
 

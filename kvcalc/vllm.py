@@ -684,8 +684,9 @@ def _grouping(layers, **kw) -> dict:
 # Complex by design (C901): vLLM's grouping rules (hybrid groups, padding, threshold) in one place;
 # issue 25 item 2 types it.
 @functools.lru_cache(maxsize=512)
-def _grouping_of(layers: tuple, *, block_size: int, fmt: _Format, state_dtypes: tuple,  # noqa: C901
-                 alignment: int, threshold: float | None, version: tuple[int, ...]) -> dict:
+def _grouping_of(  # noqa: C901
+        layers: tuple, *, block_size: int, fmt: _Format, state_dtypes: tuple,
+        alignment: int, threshold: float | None, version: tuple[int, ...]) -> dict:
     """vLLM's KV-cache groups for ``layers`` (already split for tensor parallelism):
     the effective block size, the page, the group size and each group's member positions.
 
@@ -789,16 +790,17 @@ def _per_request(grouping: dict, max_model_len: int, in_flight: int,
 
 # Complex by design (C901): vLLM's start-up arithmetic in vLLM's order (defaults, format, block
 # size, Mamba mode, drafts, stages).
-def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_size: int = 16,  # noqa: C901
-            tp: int = 1, pp: int = 1, kv_dtype: str = "bf16", state_dtype: str = "bf16",
-            max_num_batched_tokens: int | None = None,
-            num_draft_layers: int = 0, vllm_version: str | None = None,
-            scales: bool = False, mamba_cache_dtype: str = "auto",
-            mamba_ssm_cache_dtype: str = "auto", enable_prefix_caching: bool | None = None,
-            mamba_cache_mode: str | None = None, architecture: str | None = None,
-            gdn_prefill_checkpoint: bool = False, usage_context: str = "serve",
-            gpu_memory_bytes: int | None = None, gpu_name: str | None = None,
-            mm_batch_tokens: int | None = None, mla_block_rule: bool = True) -> VllmPrediction:
+def predict(  # noqa: C901
+        spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_size: int = 16,
+        tp: int = 1, pp: int = 1, kv_dtype: str = "bf16", state_dtype: str = "bf16",
+        max_num_batched_tokens: int | None = None,
+        num_draft_layers: int = 0, vllm_version: str | None = None,
+        scales: bool = False, mamba_cache_dtype: str = "auto",
+        mamba_ssm_cache_dtype: str = "auto", enable_prefix_caching: bool | None = None,
+        mamba_cache_mode: str | None = None, architecture: str | None = None,
+        gdn_prefill_checkpoint: bool = False, usage_context: str = "serve",
+        gpu_memory_bytes: int | None = None, gpu_name: str | None = None,
+        mm_batch_tokens: int | None = None, mla_block_rule: bool = True) -> VllmPrediction:
     """The capacity lines vLLM prints for ``spec`` given the memory it found for the cache.
 
     ``kv_dtype`` is kvcalc's name (bf16, fp8, int8, ...) or vLLM's --kv-cache-dtype; with
