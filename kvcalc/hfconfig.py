@@ -22,7 +22,7 @@ Layout conventions, each read in one place (``_layer_kinds``, ``_nas_layers``, `
 - ``index_topk`` (DeepSeek sparse attention): an fp8 indexer-key cache beside the MLA latent
 - attention-free models (``mamba``, ``mamba2``): a state per layer and no K/V
 
-Config traps handled here (see shared/facts.md section 2):
+Config traps handled here (see docs/engine-facts.md#config-traps):
 - ``head_dim`` explicit (Gemma 2: 256, not 3584/16 = 224; gpt-oss: 64, not 2880/64 = 45)
 - ``num_key_value_heads`` missing -> multi-head attention
 - Falcon: ``multi_query`` (one KV head) or ``num_kv_heads`` with ``new_decoder_architecture``

@@ -910,8 +910,9 @@ def predict(  # noqa: C901
     if any(lay.kind == "mla" for lay in kinds) and \
             any(lay.state_elements for lay in kinds):
         # MLA beside recurrent layers (Kimi-Linear): the raised attention block must suit the
-        # MLA kernel, which on Hopper (FlashMLA) takes blocks of 64 tokens (facts: vLLM's CUDA
-        # platform forces 64 for FlashMLA; CUTLASS MLA on Blackwell takes 128)
+        # MLA kernel, which on Hopper (FlashMLA) takes blocks of 64 tokens (vLLM's CUDA platform
+        # forces 64 for FlashMLA; CUTLASS MLA on Blackwell takes 128:
+        # docs/engine-facts.md#mla-block-size)
         alignment = math.lcm(alignment, 64)
         notes.append("MLA with recurrent layers: the attention block is a multiple of 64 tokens "
                      "(FlashMLA on Hopper; CUTLASS MLA on Blackwell needs 128)")
