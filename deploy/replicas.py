@@ -401,6 +401,26 @@ def _ports(text: str) -> list[int]:
     return [int(p) for p in text.split(",")]
 
 
+def _drain_or_ready(ap: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """--drain NAME / --ready NAME: one state change through a running HAProxy's socket."""
+    if args.socket is None:
+        ap.error("--drain and --ready need --socket (printed by the running script)")
+    name = args.drain or args.ready
+    if not re.fullmatch(r"app\d{1,2}", name):
+        ap.error(f"a replica is named app1, app2, ...; not {name!r}")
+    state = "drain" if args.drain else "ready"
+    try:
+        answer = runtime_api(args.socket, f"set server {BACKEND}/{name} state {state}")
+    except OSError as e:
+        print(f"cannot reach HAProxy's socket {args.socket}: {e}", file=sys.stderr)
+        return 1
+    if answer.strip():
+        print(f"HAProxy: {answer.strip()}", file=sys.stderr)
+        return 1
+    print(f"{name}: {state}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -428,23 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     if args.drain or args.ready:
-        if args.socket is None:
-            ap.error("--drain and --ready need --socket (printed by the running script)")
-        name = args.drain or args.ready
-        if not re.fullmatch(r"app\d{1,2}", name):
-            ap.error(f"a replica is named app1, app2, ...; not {name!r}")
-        state = "drain" if args.drain else "ready"
-        try:
-            answer = runtime_api(args.socket, f"set server {BACKEND}/{name} state {state}")
-        except OSError as e:
-            print(f"cannot reach HAProxy's socket {args.socket}: {e}", file=sys.stderr)
-            return 1
-        if answer.strip():
-            print(f"HAProxy: {answer.strip()}", file=sys.stderr)
-            return 1
-        print(f"{name}: {state}")
-        return 0
-
+        return _drain_or_ready(ap, args)
     if not 0 <= args.port <= 65535:
         ap.error("--port must be 0 to 65535")
     cluster = Cluster(replicas=args.replicas, bind=args.bind, port=args.port,

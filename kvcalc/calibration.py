@@ -127,11 +127,15 @@ def step_model(*, ideal: bool = False, bw_share: float | None = None,
     """The calibrated estimate (or, with ``ideal``, the ideal bound) with any coefficient the
     user gave in place of its fitted value; named "your step model" when one differs."""
     base = IDEAL if ideal else CALIBRATED
-    given = {k: v for k, v in dict(bw_share=bw_share, step_overhead_s=step_overhead_s, mfu=mfu,
 
-                                    allreduce_latency_s=allreduce_latency_s,
-                                    api_overhead_s=api_overhead_s).items() if v is not None}
-    m = replace(base, **given)
+    def given(value: float | None, fitted: float) -> float:
+        return fitted if value is None else value
+
+    m = replace(base, bw_share=given(bw_share, base.bw_share),
+                step_overhead_s=given(step_overhead_s, base.step_overhead_s),
+                mfu=given(mfu, base.mfu),
+                allreduce_latency_s=given(allreduce_latency_s, base.allreduce_latency_s),
+                api_overhead_s=given(api_overhead_s, base.api_overhead_s))
     if m != base:
         m = replace(m, name="your step model")
     return m

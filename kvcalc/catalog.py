@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, Callable, TypeVar
 
 import yaml
 
@@ -301,6 +302,20 @@ def _link(key: str, entry) -> Link:
                 source=_str(entry, where, "source"))
 
 
+_Entry = TypeVar("_Entry")
+
+
+def _section(data: dict, name: str, build: Callable[[str, Any], _Entry], fname: str, *,
+             required: bool = True) -> dict[str, _Entry]:
+    """Section ``name`` of the registry file, each entry built (and checked) by ``build``."""
+    section = data.get(name)
+    if section is None and not required:
+        section = {}
+    if not isinstance(section, dict):
+        raise ValueError(f"{fname}: section '{name}' must be a mapping of entries")
+    return {str(k): build(str(k), v) for k, v in section.items()}
+
+
 def load_registry(path: str | Path | None = None, text: str | None = None) -> Registry:
     """Load and validate a registry file (default: the project's models.yaml)."""
     p = Path(path) if path else DEFAULT_PATH
@@ -310,32 +325,25 @@ def load_registry(path: str | Path | None = None, text: str | None = None) -> Re
         except OSError as exc:
             raise ValueError(f"cannot read registry '{p}': {exc.strerror or exc}") from None
     data = parse_yaml(text, p.name)
-    sections = {}
-    for name, build, required in (("models", _model, True), ("gpus", _gpu, True),
-                                  ("links", _link, False)):
-        section = data.get(name)
-        if section is None and not required:
-            section = {}
-        if not isinstance(section, dict):
-            raise ValueError(f"{p.name}: section '{name}' must be a mapping of entries")
-        sections[name] = {str(k): build(str(k), v) for k, v in section.items()}
-    for key, g in list(sections["gpus"].items()):
+    models = _section(data, "models", _model, p.name)
+    gpus = _section(data, "gpus", _gpu, p.name)
+    links = _section(data, "links", _link, p.name, required=False)
+    for key, g in list(gpus.items()):
         if g.tp_link is None:
             continue
-        if g.tp_link not in sections["links"]:
+        if g.tp_link not in links:
             raise ValueError(f"{p.name}: gpu '{key}': field 'tp_link' names '{g.tp_link}', which "
-                             f"is not a key of links: ({', '.join(sections['links']) or 'none'})")
-        sections["gpus"][key] = replace(g, tp_link_gbs=sections["links"][g.tp_link].gbs)
+                             f"is not a key of links: ({', '.join(links) or 'none'})")
+        gpus[key] = replace(g, tp_link_gbs=links[g.tp_link].gbs)
     twins = _names(data.get("twins", []), f"{p.name}: twins")
-    unknown = [t for t in twins if t not in sections["models"]]
+    unknown = [t for t in twins if t not in models]
     if unknown:
         raise ValueError(f"{p.name}: twins names models that are not in the registry: "
                          f"{', '.join(unknown)}")
     hub = data.get("hub", {})
     if not isinstance(hub, dict):
         raise ValueError(f"{p.name}: section 'hub' must be a mapping with 'fetch' and 'run'")
-    return Registry(models=sections["models"], gpus=sections["gpus"], links=sections["links"],
-                    path=str(p), twins=twins,
+    return Registry(models=models, gpus=gpus, links=links, path=str(p), twins=twins,
                     hub_fetch=_names(hub.get("fetch", []), f"{p.name}: hub.fetch"),
                     hub_run=_names(hub.get("run", []), f"{p.name}: hub.run"))
 

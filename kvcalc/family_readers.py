@@ -276,15 +276,17 @@ def _mllama(f: _Fields, geo: _Geometry, max_layers: int) -> list:
     cross = _index_list(f, "cross_attention_layers", n) if f.has("cross_attention_layers") \
         else set()
     vision = f.top.get("vision_config") if isinstance(f.top, dict) else None
-    if cross and not isinstance(vision, dict):
-        raise ValueError("config field 'vision_config' is missing: the cross-attention layers' "
-                         "K/V per image need its image_size, patch_size and max_num_tiles "
-                         "(paste the whole config.json, not only text_config)")
     layers: list = []
     tokens = 0
     if cross:
+        if not isinstance(vision, dict):
+            raise ValueError("config field 'vision_config' is missing: the cross-attention "
+                             "layers' K/V per image need its image_size, patch_size and "
+                             "max_num_tiles (paste the whole config.json, not only text_config)")
+        vision_config = vision
+
         def vint(name: str, default: int) -> int:
-            v = vision.get(name, default)
+            v = vision_config.get(name, default)
             if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= _VISION_CAPS[name]:
                 raise ValueError(f"config field 'vision_config.{name}' must be a whole number "
                                  f"from 1 to {_VISION_CAPS[name]:,}")

@@ -112,10 +112,13 @@ def roofs(gpu: GPU, weight_dtype: str, kv_dtype: str, bandwidth_gbs: float) -> R
     ``bandwidth_gbs`` (the achieved share applied); ValueError when a peak is not known."""
     bandwidth_gbs = check_float("bandwidth (GB/s)", bandwidth_gbs, 0.0, 1e7, lo_open=True)
     g, a = gpu.gemm_format(weight_dtype), gpu.attention_format(kv_dtype)
+    peaks: dict[str, float] = {}
     for fmt, what in ((g, f"{weight_dtype.upper()} weights"), (a, f"a {kv_dtype.upper()} cache")):
-        if gpu.tflops(fmt) is None:
+        peak = gpu.tflops(fmt)
+        if peak is None:
             raise ValueError(f"{gpu.name} has no known dense {_NAMES[fmt]} peak, which "
                              f"{what} compute in; pick a registry GPU or other formats")
+        peaks[fmt] = peak
     notes = [f"GEMMs of {weight_dtype.upper()} weights run in {_NAMES[g]}"
              + {"fp32": " on the FP32 units (TF32 off, PyTorch's default for matrix "
                         "multiplies)",
@@ -130,8 +133,8 @@ def roofs(gpu: GPU, weight_dtype: str, kv_dtype: str, bandwidth_gbs: float) -> R
                      "cache is dequantised as it is read")
     else:
         notes.append(f"attention computes in {_NAMES[a]}, the cache's format")
-    return Roofs(gemm_format=g, gemm_tflops=gpu.tflops(g), attention_format=a,
-                 attention_tflops=gpu.tflops(a), bandwidth_gbs=bandwidth_gbs,
+    return Roofs(gemm_format=g, gemm_tflops=peaks[g], attention_format=a,
+                 attention_tflops=peaks[a], bandwidth_gbs=bandwidth_gbs,
                  assumptions=tuple(notes))
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from . import vllm as _vllm
 from .dtypes import KV_DTYPES, get_dtype
@@ -263,12 +264,10 @@ def budget(spec: ModelSpec, *, total_bytes: int, context: int, weights_bytes: in
         free = total_bytes - w_gpu - reserve_bytes
         pool = math.floor(free * gpu_mem_util) if free > 0 else free
 
-    best = None
-    for index, layers in enumerate(stages):
-        cand = _stage(layers, index, pool, block_size, context, concurrency, dtype, scales, sdtype,
-                      find_max_context)
-        if best is None or cand["max_concurrency"] < best["max_concurrency"]:
-            best = cand
+    # The stage that holds the fewest sequences sets the budget (the first of equals).
+    best = min((_stage(layers, index, pool, block_size, context, concurrency, dtype, scales,
+                       sdtype, find_max_context) for index, layers in enumerate(stages)),
+               key=lambda cand: cand["max_concurrency"])
     if engine == "vllm":
         best.update(_vllm_fields(spec, pool, context, concurrency, block_size=block_size,
                                  kv_dtype=dtype.name, scales=scales, state_dtype=sdtype.name,
@@ -347,7 +346,7 @@ def _vllm_fields(spec: ModelSpec, pool: int, context: int, concurrency: int, *, 
                  total_bytes: int, gpu_name: str | None, find_max_context: bool) -> dict:
     """Budget figures from kvcalc.vllm.predict: blocks, per-request blocks, concurrency, the
     start-up check and max_num_seqs, exactly as vLLM computes them."""
-    kw = dict(block_size=block_size, tp=tp, pp=pp, kv_dtype=kv_dtype, scales=scales,
+    kw: dict[str, Any] = dict(block_size=block_size, tp=tp, pp=pp, kv_dtype=kv_dtype, scales=scales,
               state_dtype=state_dtype, vllm_version=version, gpu_name=gpu_name,
               max_num_batched_tokens=mnbt or _vllm.default_max_num_batched_tokens(
                   version, total_bytes, gpu_name))

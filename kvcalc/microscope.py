@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from .units import check_int
 
@@ -127,7 +128,9 @@ def run(prompt: str, steps: int = 8, *, hosted: bool = False, device: str = "cpu
                          f"{cap['prompt_tokens']:,} tokens. Shorten it.")
     t0 = time.perf_counter()
     L = net.n_layers
-    K, V = [None] * L, [None] * L
+    # Per layer the cached keys and values (torch tensors), None before the first step.
+    K: list[Any] = [None] * L
+    V: list[Any] = [None] * L
     m = Microscope(model="smollm2-135m", prompt=prompt, token_ids=[], labels=[],
                    prompt_tokens=P, steps=steps, n_layers=L, n_heads=net.n_heads,
                    n_kv=net.n_kv, head_dim=net.head_dim, bytes_per_element=4)

@@ -30,13 +30,13 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, replace
-from typing import ClassVar, Union
+from typing import TYPE_CHECKING, ClassVar, Union
 
 from .dtypes import DType, bytes_for, get_dtype
 
 __all__ = [
     "FullAttention", "SlidingWindow", "ChunkedLocal", "MLALatent", "RecurrentState", "SharedKV",
-    "NoCache", "ExtraCache", "Layer", "AttentionWithState", "LatentInTransformers",
+    "NoCache", "ExtraCache", "Layer", "KVLayer", "AttentionWithState", "LatentInTransformers",
     "CrossAttention", "MoE", "ParamCounts", "ModelSpec", "SCALE_BYTES", "interned", "counted",
 ]
 
@@ -149,9 +149,26 @@ class _Layer:
         to ``attended`` tokens (its own included): pair_flops x the pairs between them."""
         return self.pair_flops(decode) * (self.attended_pairs(end) - self.attended_pairs(start))
 
-    q_heads: int = 0
-    qk_dim: int = 0
-    av_dim: int = 0
+    # Query heads, for attention FLOPs: read-only to every reader (a dataclass field of the
+    # kinds that attend, a property of SharedKV, 0 for a kind that attends to nothing). A
+    # property here would have no setter for the subclasses' dataclass fields to fill at run
+    # time, so the checker is told the read-only contract and the interpreter gets the 0.
+    if TYPE_CHECKING:
+        @property
+        def q_heads(self) -> int: ...
+    else:
+        q_heads = 0
+
+    @property
+    def qk_dim(self) -> int:
+        """Width of the query-key dot product (0: attends to nothing)."""
+        return 0
+
+    @property
+    def av_dim(self) -> int:
+        """Width of the attention-weighted sum of values (0: attends to nothing)."""
+        return 0
+
     kv_heads: int | None = None  # K/V heads it stores; None where it stores no heads (MLA, state)
 
     # -- engines ------------------------------------------------------------------------------
@@ -190,32 +207,23 @@ class _Layer:
         return ()
 
 
-@dataclass(frozen=True, kw_only=True)
-class _Attention(_Layer):
-    kv_heads: int
-    head_dim: int  # K dim
-    v_head_dim: int
-    q_heads: int  # query heads, for attention FLOPs only
-    extra: ExtraCache | None = None
+class _PerTokenCache(_Layer):
+    """What the kinds that write a cache entry for every token share (per-head K/V and MLA's
+    latent alike): the bytes of one entry, every token kept and attended to (a window or a
+    chunk narrows both), and the blocks vLLM reserves for a full-length request. Each kind
+    says what one entry holds: ``elements_per_token`` and its ``scale_vectors``."""
+
     stores_tokens: ClassVar[bool] = True
+    extra: ExtraCache | None = None
 
     @property
     def elements_per_token(self) -> int:
-        """K and V elements this layer stores for one token: kv_heads x (head_dim + v_head_dim)."""
-        return self.kv_heads * (self.head_dim + self.v_head_dim)
-
-    @property
-    def qk_dim(self) -> int:
-        return self.head_dim
-
-    @property
-    def av_dim(self) -> int:
-        return self.v_head_dim
+        raise NotImplementedError
 
     @property
     def scale_vectors(self) -> int:
-        """Vectors per token that a per-token-head quantized cache keeps one scale for (K and V)."""
-        return 2 * self.kv_heads
+        """Vectors per token that a per-token-head quantized cache keeps one scale for."""
+        raise NotImplementedError
 
     def bytes_per_token(self, dtype: DType, scales: bool = False) -> int:
         """With ``scales`` a quantized format (fp8, int8, int4) also stores one fp32 scale per
@@ -238,6 +246,36 @@ class _Attention(_Layer):
 
     def attended_pairs(self, p: int) -> int:
         return p * (p + 1) // 2
+
+    def vllm_blocks_per_request(self, max_model_len: int, block_size: int, mnbt: int) -> int:
+        return cdiv(max_model_len, block_size)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Attention(_PerTokenCache):
+    kv_heads: int
+    head_dim: int  # K dim
+    v_head_dim: int
+    q_heads: int  # query heads, for attention FLOPs only
+    extra: ExtraCache | None = None
+
+    @property
+    def elements_per_token(self) -> int:
+        """K and V elements this layer stores for one token: kv_heads x (head_dim + v_head_dim)."""
+        return self.kv_heads * (self.head_dim + self.v_head_dim)
+
+    @property
+    def qk_dim(self) -> int:
+        return self.head_dim
+
+    @property
+    def av_dim(self) -> int:
+        return self.v_head_dim
+
+    @property
+    def scale_vectors(self) -> int:
+        """K and V: two vectors per KV head."""
+        return 2 * self.kv_heads
 
     def formula(self) -> str:
         if self.head_dim == self.v_head_dim:
@@ -271,9 +309,6 @@ class _Attention(_Layer):
 
     def _span(self) -> int | None:
         return None
-
-    def vllm_blocks_per_request(self, max_model_len: int, block_size: int, mnbt: int) -> int:
-        return cdiv(max_model_len, block_size)
 
     def as_mha(self):
         """The same layer with one K/V head per query head."""
@@ -377,7 +412,7 @@ class ChunkedLocal(_Attention):
 
 
 @dataclass(frozen=True, kw_only=True)
-class MLALatent(_Layer):
+class MLALatent(_PerTokenCache):
     """Multi-head latent attention (DeepSeek-V2/V3): the cache holds one compressed latent
     c_KV of kv_lora_rank plus the shared RoPE key of qk_rope_head_dim per token. The K and V of
     every head are re-expanded from it, so there is no factor 2 and no per-head count."""
@@ -389,7 +424,6 @@ class MLALatent(_Layer):
     v_head_dim: int
     extra: ExtraCache | None = None
     kind: ClassVar[str] = "mla"
-    stores_tokens: ClassVar[bool] = True
 
     @property
     def elements_per_token(self) -> int:
@@ -405,6 +439,7 @@ class MLALatent(_Layer):
 
     @property
     def scale_vectors(self) -> int:
+        """One vector per token: the latent entry (its RoPE key included) takes one scale."""
         return 1
 
     def pair_flops(self, decode: bool = False) -> float:
@@ -419,13 +454,6 @@ class MLALatent(_Layer):
         if decode:
             return 2.0 * self.q_heads * (2 * self.kv_lora_rank + self.qk_rope_head_dim)
         return 2.0 * self.q_heads * (self.qk_head_dim + self.v_head_dim)
-
-    bytes_per_token = _Attention.bytes_per_token
-    tokens_kept = _Attention.tokens_kept
-    kept_positions = _Attention.kept_positions
-    attended = _Attention.attended
-    attended_pairs = _Attention.attended_pairs
-    vllm_blocks_per_request = _Attention.vllm_blocks_per_request
 
     def formula(self) -> str:
         text = f"({self.kv_lora_rank} latent + {self.qk_rope_head_dim} RoPE)"
@@ -724,6 +752,9 @@ class NoCache(_Layer):
 
 Layer = Union[FullAttention, SlidingWindow, ChunkedLocal, MLALatent, SharedKV, RecurrentState,
               NoCache, AttentionWithState, LatentInTransformers, CrossAttention]
+# The kinds that keep a per-token cache of their own (``stores_tokens``): per-head K/V or a latent.
+KVLayer = Union[FullAttention, SlidingWindow, ChunkedLocal, MLALatent, AttentionWithState,
+                LatentInTransformers]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -800,12 +831,15 @@ class ModelSpec:
         return len(self.layers)
 
     @property
-    def kv_layers(self) -> tuple[Layer, ...]:
-        """Layers that keep a per-token cache of their own (K/V or an MLA latent)."""
-        return tuple(lay for lay in self.layers if lay.stores_tokens)
+    def kv_layers(self) -> tuple[KVLayer, ...]:
+        """Layers that keep a per-token cache of their own (K/V or an MLA latent): the
+        per-token kinds, the ones whose ``stores_tokens`` is True."""
+        return tuple(lay for lay in self.layers if isinstance(lay, _PerTokenCache))
 
     @property
-    def state_layers(self) -> tuple[RecurrentState, ...]:
+    def state_layers(self) -> tuple[Layer, ...]:
+        """Layers that keep a fixed per-sequence state (recurrent layers, and Falcon-H1's
+        attention layers with a Mamba-2 mixer beside them)."""
         return tuple(lay for lay in self.layers if lay.state_elements)
 
     def kind_counts(self) -> dict[str, int]:

@@ -30,11 +30,13 @@ import hashlib
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from .units import check_int
 
 __all__ = ["Request", "Block", "BlockPool", "BlockView", "TableView", "Engine", "Snapshot",
-           "simulate", "SCENARIOS", "scenario", "parse_requests", "contiguous_capacity"]
+           "simulate", "Scenario", "SCENARIOS", "scenario", "parse_requests",
+           "contiguous_capacity"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,8 +141,15 @@ class BlockPool:
 
     def take(self) -> int | None:
         """A free block (evicting its cached hash, least recently freed first), or None."""
-        if not self.free:
-            return None
+        return self._take_free() if self.free else None
+
+    def take_many(self, n: int) -> list[int]:
+        """``n`` free blocks, for a caller that has counted them free (admission)."""
+        if n > len(self.free):
+            raise RuntimeError(f"{n} blocks asked for with {len(self.free)} free")
+        return [self._take_free() for _ in range(n)]
+
+    def _take_free(self) -> int:
         bid, _ = self.free.popitem(last=False)
         b = self.blocks[bid]
         if b.block_hash is not None:
@@ -287,7 +296,7 @@ class Engine:
             return False
         for bid in hits:
             pool.share(bid, req.rid)
-        blocks = list(hits) + [pool.take() for _ in range(need)]
+        blocks = list(hits) + pool.take_many(need)
         run = _Running(req=req, tokens=list(tokens), generated=len(tokens) - len(req.prompt),
                        blocks=blocks, admitted_at=self.step_no, cached_tokens=len(hits) * bs)
         pool.fill(run)
@@ -442,7 +451,7 @@ def parse_requests(text: str, *, max_requests: int = 64) -> list[Request]:
 
     Requests with the same shared-prefix length share that many identical leading tokens (like a
     common system prompt)."""
-    reqs = []
+    reqs: list[Request] = []
     for lineno, line in enumerate((text or "").splitlines(), 1):
         line = line.split("#", 1)[0].strip()
         if not line:
@@ -476,7 +485,16 @@ def parse_requests(text: str, *, max_requests: int = 64) -> list[Request]:
     return reqs
 
 
-SCENARIOS = {
+class Scenario(TypedDict):
+    """A preset of the Engine view: its title, its request lines and its pool."""
+
+    title: str
+    text: str  # lines for parse_requests
+    num_blocks: int
+    block_size: int
+
+
+SCENARIOS: dict[str, Scenario] = {
     "shared-prompt": {
         "title": "Many users, one system prompt",
         "text": "# 6 users; each prompt starts with the same 32-token system prompt\n"
@@ -499,7 +517,7 @@ SCENARIOS = {
 }
 
 
-def scenario(key: str) -> dict:
+def scenario(key: str) -> Scenario:
     if key not in SCENARIOS:
         raise ValueError(f"unknown scenario {key!r}; choose one of {', '.join(SCENARIOS)}")
     return SCENARIOS[key]

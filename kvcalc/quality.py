@@ -53,6 +53,7 @@ import re
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from .units import check_int
 
@@ -426,8 +427,11 @@ def _run_variant(net, ids, v: Variant, chunk: int, stop_check, tick, torch):
     """(mean NLL, greedy next tokens [T], mean attention TV distance, notes) for variant v."""
     T = ids.numel()
     L = net.n_layers
-    Kx, Vx = [None] * L, [None] * L  # this run's keys/values as computed (exact)
-    Kq, Vq = [None] * L, [None] * L  # the same, as the cache stores them (round-tripped)
+    # Per layer a tensor (torch comes in untyped) once the first chunk has run, None before.
+    Kx: list[Any] = [None] * L  # this run's keys as computed (exact)
+    Vx: list[Any] = [None] * L  # ... and values
+    Kq: list[Any] = [None] * L  # the same, as the cache stores them (round-tripped)
+    Vq: list[Any] = [None] * L
     keep = [None] * L  # H2O: per layer, [kv_heads, n_past] bool of past tokens kept
     score = [None] * L  # H2O: accumulated attention per layer, [kv_heads, n_past]
     nll_sum, tv_sum, tv_n = 0.0, 0.0, 0

@@ -73,7 +73,7 @@ def interview_questions() -> list[Question]:
     h100 = get_gpu("h100-sxm-80gb")
     spec = l8b.spec
     layer = spec.kv_layers[0]
-    q_bytes = spec.num_layers * layer.q_heads * layer.head_dim * 2
+    q_bytes = spec.num_layers * layer.q_heads * layer.qk_dim * 2
     kv_tok = kv_cache(spec, 1).kv_bytes_per_token_nominal
 
     forty = spec_from_config(_llama_like(40, 8, 128, 32))
@@ -90,11 +90,14 @@ def interview_questions() -> list[Question]:
                    kv_dtype="fp8")
 
     link = registry().links["pcie5-x16"].gbs  # one direction
-    off = offload_vs_recompute(spec, 8192, link_gbs=link, peak_tflops=h100.bf16_tflops)
-    off_fixed = offload_vs_recompute(spec, 8192, link_gbs=link, peak_tflops=h100.bf16_tflops,
-                                     fixed_s=1e-3)
-    short = prefill(spec, 32, h100.bf16_tflops)  # the marginal cost inside a running batch
-    alone = prefill(spec, 32, h100.bf16_tflops, weight_read_bytes=w.read_per_step(spec, 32),
+    peak = h100.bf16_tflops
+    if peak is None:
+        raise ValueError("models.yaml: gpu 'h100-sxm-80gb' needs its bf16_tflops for the "
+                         "interview questions")
+    off = offload_vs_recompute(spec, 8192, link_gbs=link, peak_tflops=peak)
+    off_fixed = offload_vs_recompute(spec, 8192, link_gbs=link, peak_tflops=peak, fixed_s=1e-3)
+    short = prefill(spec, 32, peak)  # the marginal cost inside a running batch
+    alone = prefill(spec, 32, peak, weight_read_bytes=w.read_per_step(spec, 32),
                     bandwidth_gbs=h100.bandwidth_gbs)  # on an idle GPU: one weight read at least
 
     return [

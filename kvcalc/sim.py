@@ -76,13 +76,14 @@ import math
 import random
 from collections import deque
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from . import vllm as _vllm
 from .calibration import ACTIVATION_BYTES, ALLREDUCES_PER_LAYER, StepModel
 from .dtypes import KV_DTYPES, get_dtype
 from .kv import stage_layers
 from .memory import DEFAULT_RESERVE_BYTES, budget, default_gpu_mem_util
-from .model import ModelSpec, cdiv
+from .model import ModelSpec, SlidingWindow, cdiv
 from .roofline import DEFAULT_MFU
 from .units import GB, check_float, check_int
 from .weight_bytes import Weights
@@ -345,15 +346,18 @@ class Setup:
         return (compute if compute > memory else memory) + self.fixed_seconds(tokens)
 
 
-def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float,
-          peak_tflops: float | None, max_model_len: int, kv_dtype: str = "bf16",
-          scales: bool = False, tp: int = 1, pp: int = 1, block_size: int = 16,
-          gpu_mem_util: float | None = None, reserve_bytes: int = DEFAULT_RESERVE_BYTES,
-          weights_bytes: int | None = None, max_num_seqs: int | None = None,
-          max_num_batched_tokens: int | None = None, prefix_caching: bool = True,
-          bw_share: float = 1.0, mfu: float = DEFAULT_MFU, vllm_version: str | None = None,
-          gpu_name: str | None = None, speed: StepModel | None = None,
-          tp_link_gbs: float | None = None, kv_pool_bytes: int | None = None) -> Setup:
+# Complex by design (C901): refuses by name each model the simulator cannot serve, then derives the
+# Setup's fields.
+def setup(  # noqa: C901
+        spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float,
+        peak_tflops: float | None, max_model_len: int, kv_dtype: str = "bf16",
+        scales: bool = False, tp: int = 1, pp: int = 1, block_size: int = 16,
+        gpu_mem_util: float | None = None, reserve_bytes: int = DEFAULT_RESERVE_BYTES,
+        weights_bytes: int | None = None, max_num_seqs: int | None = None,
+        max_num_batched_tokens: int | None = None, prefix_caching: bool = True,
+        bw_share: float = 1.0, mfu: float = DEFAULT_MFU, vllm_version: str | None = None,
+        gpu_name: str | None = None, speed: StepModel | None = None,
+        tp_link_gbs: float | None = None, kv_pool_bytes: int | None = None) -> Setup:
     """The pool (vLLM's arithmetic, ``kvcalc.memory``) and the step-time constants for ``spec``
     on one GPU of ``total_bytes``; ValueError naming what to change when it cannot run.
 
@@ -399,7 +403,7 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
         raise ValueError(f"{spec.name} has {', '.join(odd)} layers; the serving simulator "
                          "handles full attention, MLA, sliding windows and recurrent states. "
                          "Pick another model")
-    windows = sorted({lay.window for lay in layers if lay.kind == "sliding"})
+    windows = sorted({lay.window for lay in layers if isinstance(lay, SlidingWindow)})
     if len(windows) > 1:
         raise ValueError(f"{spec.name} has sliding windows of {', '.join(map(str, windows))} "
                          "tokens; the serving simulator handles one window size. Pick another "
@@ -437,7 +441,9 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
         raise ValueError("vLLM would refuse to start: " + b.startup_error.split(". ")[0]
                          + ". Lower the longest prompt + output, or give the cache more memory")
     bs = b.effective_block_size or b.block_size
-    version = b.vllm_version
+    version, mns = b.vllm_version, b.max_num_seqs
+    if version is None or mns is None:  # a vLLM budget states both
+        raise RuntimeError(f"the vLLM budget of {spec.name} has no version or max_num_seqs")
     mnbt = (max_num_batched_tokens if max_num_batched_tokens is not None else
             _vllm.default_max_num_batched_tokens(version, total_bytes, gpu_name))
     p = _vllm.predict(spec, available_bytes=b.kv_pool_bytes, max_model_len=max_model_len,
@@ -451,7 +457,6 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
         raise ValueError(f"{spec.name} keeps no per-token cache; the serving simulator needs "
                          "an attention layer. Pick another model")
     mnbt = check_int("max_num_batched_tokens", mnbt, 1, 10**7)
-    mns = b.max_num_seqs
     if mnbt < mns:
         raise ValueError(f"max_num_batched_tokens ({mnbt:,}) must be at least max_num_seqs "
                          f"({mns:,}), as vLLM requires")
@@ -469,7 +474,8 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
     slide_pt = sum(lay.read_bytes(1, dtype, scales) for lay in layers if lay.kind == "sliding")
     kv_pt -= slide_pt
     state_read = sum(lay.state_bytes(sdtype) for lay in layers)
-    fixed_read, embed, moe = 0, (0, 0), ()
+    fixed_read, embed = 0, (0, 0)
+    moe: tuple[int, ...] = ()
     if weights_bytes is None:
         # Weights.read_per_step, split into its parts so a step of n tokens costs no call:
         # the non-expert weights less the input embedding, n of its rows, the touched experts.
@@ -487,7 +493,7 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
         wread = -(-(w.read_per_step(spec, 1)) // tp)
     else:
         wread = math.ceil(wbytes / tp)
-    extra = {}
+    extra: dict[str, Any] = {}
     if speed is not None:
         charge = speed.allreduce and tp > 1
         if charge and not spec.hidden_size:
@@ -652,7 +658,9 @@ class _Req:
         self.epoch = 0  # decode stints started (stale window events are skipped)
 
 
-def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
+# Complex by design (C901): the scheduler loop and its step closures; issue 25 item 2 splits it into
+# named steps.
+def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:  # noqa: C901
     """Run ``wl`` on ``s`` to the last request; deterministic for a seed."""
     if wl.longest > s.max_model_len:
         raise ValueError(f"the workload's longest request ({wl.longest:,} tokens) is longer "
@@ -690,7 +698,7 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
             pending.append(make(i, t + api))
             if wl.rate != math.inf:
                 t += rng.expovariate(wl.rate)
-    else:
+    elif wl.users is not None:  # a closed loop (Workload gives a rate or users, never both)
         for i in range(min(wl.users, nreq)):
             pending.append(make(i, api))
     sent = len(pending)
@@ -1120,7 +1128,7 @@ def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
     e2el = [r.finish - r.arrival + api for r in reqs]
     tpots = [(r.finish - r.first) / (r.output - 1) for r in reqs if r.output > 1]
     # ITL: every decode token's gap is its step's time; tokens after a preemption add theirs
-    itl = {}
+    itl: dict[float, int] = {}
     for dt, n in itl_steps:
         itl[dt] = itl.get(dt, 0) + n
     for g in itl_extra:

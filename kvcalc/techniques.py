@@ -168,15 +168,7 @@ def techniques(spec: ModelSpec, context: int, *, kv_dtype: str = "bf16", window:
     moved = own_seq - kept[1]
     reload_s = moved / (link_gbs * 1e9)
     per = " per GPU" if tp > 1 else ""
-    if moved and (spec.params is None or not peak_tflops):
-        # Recomputing needs the parameter count and the GPU's peak (prefill FLOPs / peak);
-        # reloading needs only bytes.
-        missing = ("the parameter count, which kvcalc could not take from this config"
-                   if spec.params is None else "the GPU's peak TFLOPS, which is not stated")
-        line = (f"{_IDLE} When the user returns, reloading the other {cold:,} tokens "
-                f"({moved:,} B{per}) over {link_name} takes {fmt_seconds(reload_s)}; the time to "
-                f"recompute them needs {missing}.")
-    elif moved:
+    if moved and spec.params is not None and peak_tflops:
         off = offload_vs_recompute(spec, cold, link_gbs=link_gbs, peak_tflops=peak_tflops,
                                    kv_dtype=dtype.name, tp=tp)
         verdict = ("reloading is faster" if reload_s < off.recompute_s
@@ -185,6 +177,14 @@ def techniques(spec: ModelSpec, context: int, *, kv_dtype: str = "bf16", window:
                 f"({moved:,} B{per}) over {link_name} takes {fmt_seconds(reload_s)}, "
                 f"recomputing them {fmt_seconds(off.recompute_s)} (prefill FLOPs alone): "
                 f"{verdict}.")
+    elif moved:
+        # Recomputing needs the parameter count and the GPU's peak (prefill FLOPs / peak);
+        # reloading needs only bytes.
+        missing = ("the parameter count, which kvcalc could not take from this config"
+                   if spec.params is None else "the GPU's peak TFLOPS, which is not stated")
+        line = (f"{_IDLE} When the user returns, reloading the other {cold:,} tokens "
+                f"({moved:,} B{per}) over {link_name} takes {fmt_seconds(reload_s)}; the time to "
+                f"recompute them needs {missing}.")
     else:
         line = (f"Every layer's tokens fit in the newest {gpu_tokens:,} kept on the GPU: nothing "
                 "to offload at this length.")

@@ -28,7 +28,7 @@ from .dtypes import KV_DTYPES, get_dtype
 from .intensity import decode_point, ridge_point
 from .kv import kv_cache
 from .memory import Budget, budget
-from .model import FullAttention, ModelSpec
+from .model import ChunkedLocal, FullAttention, Layer, MLALatent, ModelSpec, SlidingWindow
 from .quiz import TOLERANCE, Question
 from .roofline import crossover_context, step_time, token_passes
 from .units import GB, GiB, check_int, fmt_bytes, fmt_gb, fmt_gib, fmt_seconds
@@ -116,7 +116,7 @@ def _kind_word(layer) -> str:
     return word
 
 
-def _groups(spec: ModelSpec) -> list[tuple[str, int, object]]:
+def _groups(spec: ModelSpec) -> list[tuple[str, int, Layer]]:
     """(words, count, a layer) for each kind and size, in order of first appearance."""
     seen: dict[str, list] = {}
     for layer in spec.layers:
@@ -177,9 +177,10 @@ def _geometry_givens(spec: ModelSpec) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     geos: dict[tuple, list[str]] = {}
     for word, _, layer in _groups(spec):
-        if layer.kind in _ATTENTION:
+        key: tuple
+        if isinstance(layer, (FullAttention, SlidingWindow, ChunkedLocal)):  # the _ATTENTION kinds
             key = ("att", layer.kv_heads, layer.head_dim, layer.v_head_dim, layer.q_heads)
-        elif layer.kind == "mla":
+        elif isinstance(layer, MLALatent):
             key = ("mla", layer.kv_lora_rank, layer.qk_rope_head_dim, layer.q_heads)
         else:
             continue
@@ -198,11 +199,11 @@ def _geometry_givens(spec: ModelSpec) -> list[tuple[str, str]]:
             out.append((f"{pre}RoPE key (qk_rope_head_dim)", f"{rope:,} numbers"))
             out.append((f"{pre}query heads (num_attention_heads)", f"{q:,}"))
     for word, _, layer in _groups(spec):
-        if layer.kind == "sliding":
+        if isinstance(layer, SlidingWindow):
             out.append(("Sliding window (sliding_window)", f"{layer.window:,} tokens"))
-        if layer.kind == "chunked":
+        if isinstance(layer, ChunkedLocal):
             out.append(("Attention chunk (attention_chunk_size)", f"{layer.chunk:,} tokens"))
-        if getattr(layer, "extra", None) is not None:
+        if layer.extra is not None:
             out.append((f"{word.capitalize()} layers also keep", layer.extra.formula()
                         + " per token"))
     return [(label[0].upper() + label[1:], value) for label, value in out]
@@ -285,7 +286,7 @@ def _parts(spec: ModelSpec, kv_dtype: str, n: int, tp: int = 1) -> dict[str, int
         if not lay.stores_tokens:
             continue
         kept = lay.tokens_kept(n)
-        extra = lay.extra.bytes_per_token if getattr(lay, "extra", None) else 0
+        extra = lay.extra.bytes_per_token if lay.extra is not None else 0
         parts["extra"] += extra * kept
         own = (lay.bytes_per_token(d) - extra) * kept
         mha = lay.as_mha()
@@ -445,14 +446,14 @@ class _Setup:
             return f" for the whole model; each of the {g} GPUs holds all of it ({why})"
         if per_gpu * g == whole:
             return f" for the whole model; each of the {g} GPUs holds 1/{g} of it, {per_gpu:,} B"
-        why = []
-        if self.tp > 1 and any(getattr(lay, "kv_heads", None) and lay.kv_heads < self.tp
+        reasons = []
+        if self.tp > 1 and any(lay.kv_heads is not None and lay.kv_heads < self.tp
                                for lay in self.spec.kv_layers):
-            why.append("with fewer KV heads than GPUs a head is replicated")
+            reasons.append("with fewer KV heads than GPUs a head is replicated")
         if self.pp > 1:
-            why.append("a pipeline stage holds only its own layers")
+            reasons.append("a pipeline stage holds only its own layers")
         return (f" for the whole model; each of the {g} GPUs holds {per_gpu:,} B"
-                + (f" ({'; '.join(why)})" if why else ""))
+                + (f" ({'; '.join(reasons)})" if reasons else ""))
 
 
 def _stop1(s: _Setup) -> Lesson:
@@ -714,7 +715,7 @@ def _stop4(s: _Setup) -> Lesson:
     if table > 0:
         readings.append((read + table, "That reads the whole input embedding table: a token "
                                        f"gathers one {s.w.embedding_row_bytes:,} B row of it."))
-    if idle > 0:
+    if idle > 0 and spec.moe is not None:
         readings.append((read + idle, f"That reads all {spec.moe.num_experts:,} experts of each "
                                       f"MoE layer: one token is routed to {spec.moe.top_k:,} of "
                                       "them, and only those are read."))

@@ -10,6 +10,7 @@ neither torch nor transformers, so it is tested without them.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 
 from .catalog import get_model, registry
 from .hfconfig import spec_from_config
@@ -58,7 +59,7 @@ def twin_config(key: str) -> dict:
     hidden = max(64, 8 * heads)  # a multiple of the query heads, as every config requires
     cfg.update(hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
                vocab_size=_TWIN_VOCAB, bos_token_id=0, eos_token_id=0, pad_token_id=0)
-    if attn is not None and not mla:
+    if attn is not None and not isinstance(attn, MLALatent):
         cfg["head_dim"] = attn.head_dim  # keep the real head size although hidden shrank
     if isinstance(cfg.get("layer_types"), list):
         cfg["layer_types"] = cfg["layer_types"][:layers]
@@ -93,7 +94,7 @@ def predicted_bytes(spec: ModelSpec, tokens: int, batch: int, dtype: str) -> int
     return r.kv_bytes + r.state_bytes
 
 
-def fit_line(points: list[tuple[float, float]]) -> tuple[float, float]:
+def fit_line(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
     """Intercept and slope of y = a + b x by Theil-Sen: the median of the slopes between all
     pairs, so a few steps slowed by something else on the machine do not tilt the line."""
     if not points:

@@ -34,11 +34,11 @@ import functools
 import math
 import re
 from dataclasses import asdict, dataclass, field, replace
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from .dtypes import get_dtype
+from .dtypes import DType, get_dtype
 from .kv import pp_partition
-from .model import FullAttention, ModelSpec, counted
+from .model import FullAttention, MLALatent, ModelSpec, RecurrentState, counted
 from .units import GiB, check_int
 
 __all__ = ["VllmPrediction", "predict", "available_bytes", "parse_log", "explain_log", "LogLine",
@@ -284,7 +284,8 @@ def _mamba_dtype(value, what: str) -> str | None:
 
 def _config_parts(config) -> tuple[dict, dict, str]:
     cfg = config if isinstance(config, dict) else {}
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    text = cfg.get("text_config")
+    text = text if isinstance(text, dict) else {}
     archs = cfg.get("architectures")
     arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else ""
     return cfg, text, arch
@@ -339,8 +340,8 @@ def state_dtypes(config: dict | None, ssm_flag: str | None = None, conv_flag: st
         src = ("config.json mamba_ssm_cache_dtype" if asked else
                f"NemotronH's default in vLLM {'.'.join(map(str, version))}")
     elif arch in _QWEN3_5 and fact("qwen3_5_ssm_from_config", version) and \
-            _MAMBA_DTYPES.get(str((text or cfg).get("mamba_ssm_dtype", "")).lower()):
-        ssm = _MAMBA_DTYPES[str((text or cfg).get("mamba_ssm_dtype")).lower()]
+            (qwen := _MAMBA_DTYPES.get(str((text or cfg).get("mamba_ssm_dtype", "")).lower())):
+        ssm = qwen
         src = "config.json mamba_ssm_dtype (Qwen3.5, vLLM 0.17.0 on)"
     else:
         ssm, src = conv, "the conv state's dtype ('auto')"
@@ -390,7 +391,7 @@ class _Format:
     """How one vLLM cache format lays a token of one layer out (bytes from vLLM's specs)."""
     name: str  # vLLM's --kv-cache-dtype
     kind: str  # plain, per_head, nvfp4, ds_mla
-    dtype: object = None  # kvcalc DType of the values (plain, per_head)
+    dtype: DType | None = None  # kvcalc DType of the values (plain, per_head)
     mla_bytes: int = 0  # ds_mla: bytes per token and layer of the latent
 
 
@@ -551,7 +552,7 @@ def mla_block_size(layers, block_size: int, version: tuple[int, ...], gpu_name: 
     if sparse:
         backend, size = "FLASHMLA_SPARSE", 64
     elif gen == "hopper":
-        sixteen = fmt.kind == "plain" and fmt.dtype.bits == 16
+        sixteen = fmt.kind == "plain" and fmt.dtype is not None and fmt.dtype.bits == 16
         backend, size = ("FLASH_ATTN_MLA", 16) if sixteen else ("FLASHMLA", 64)
     elif gen == "blackwell":
         backend, size = (("FLASHINFER_MLA", 32) if qk_nope in (64, 128, 192) else
@@ -605,7 +606,8 @@ def mm_batch_floor(config: dict | None, version: str | None = None) -> tuple[int
     vision_config.default_output_length, audio (not sized here), video 2,496."""
     if not isinstance(config, dict) or resolve_version(version) < (0, 22, 0):
         return None
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else {}
+    text = config.get("text_config")
+    text = text if isinstance(text, dict) else {}
     if not str(config.get("model_type", "")).startswith("gemma4"):
         return None
     if text.get("use_bidirectional_attention") != "vision" or "vision_config" not in config:
@@ -679,9 +681,12 @@ def _grouping(layers, **kw) -> dict:
     return _grouping_of(tuple(layers), **kw)
 
 
+# Complex by design (C901): vLLM's grouping rules (hybrid groups, padding, threshold) in one place;
+# issue 25 item 2 types it.
 @functools.lru_cache(maxsize=512)
-def _grouping_of(layers: tuple, *, block_size: int, fmt: _Format, state_dtypes: tuple,
-                 alignment: int, threshold: float | None, version: tuple[int, ...]) -> dict:
+def _grouping_of(  # noqa: C901
+        layers: tuple, *, block_size: int, fmt: _Format, state_dtypes: tuple,
+        alignment: int, threshold: float | None, version: tuple[int, ...]) -> dict:
     """vLLM's KV-cache groups for ``layers`` (already split for tensor parallelism):
     the effective block size, the page, the group size and each group's member positions.
 
@@ -783,16 +788,19 @@ def _per_request(grouping: dict, max_model_len: int, in_flight: int,
             for _, _, _, rep, layer_bs in grouping["groups"]]
 
 
-def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_size: int = 16,
-            tp: int = 1, pp: int = 1, kv_dtype: str = "bf16", state_dtype: str = "bf16",
-            max_num_batched_tokens: int | None = None,
-            num_draft_layers: int = 0, vllm_version: str | None = None,
-            scales: bool = False, mamba_cache_dtype: str = "auto",
-            mamba_ssm_cache_dtype: str = "auto", enable_prefix_caching: bool | None = None,
-            mamba_cache_mode: str | None = None, architecture: str | None = None,
-            gdn_prefill_checkpoint: bool = False, usage_context: str = "serve",
-            gpu_memory_bytes: int | None = None, gpu_name: str | None = None,
-            mm_batch_tokens: int | None = None, mla_block_rule: bool = True) -> VllmPrediction:
+# Complex by design (C901): vLLM's start-up arithmetic in vLLM's order (defaults, format, block
+# size, Mamba mode, drafts, stages).
+def predict(  # noqa: C901
+        spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_size: int = 16,
+        tp: int = 1, pp: int = 1, kv_dtype: str = "bf16", state_dtype: str = "bf16",
+        max_num_batched_tokens: int | None = None,
+        num_draft_layers: int = 0, vllm_version: str | None = None,
+        scales: bool = False, mamba_cache_dtype: str = "auto",
+        mamba_ssm_cache_dtype: str = "auto", enable_prefix_caching: bool | None = None,
+        mamba_cache_mode: str | None = None, architecture: str | None = None,
+        gdn_prefill_checkpoint: bool = False, usage_context: str = "serve",
+        gpu_memory_bytes: int | None = None, gpu_name: str | None = None,
+        mm_batch_tokens: int | None = None, mla_block_rule: bool = True) -> VllmPrediction:
     """The capacity lines vLLM prints for ``spec`` given the memory it found for the cache.
 
     ``kv_dtype`` is kvcalc's name (bf16, fp8, int8, ...) or vLLM's --kv-cache-dtype; with
@@ -833,7 +841,8 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
     notes = []
     if max_num_batched_tokens is None:
         assumed = gpu_memory_bytes is None
-        gpu_bytes, gname = (ASSUMED_GPU if assumed else (gpu_memory_bytes, gpu_name))
+        gpu_bytes, gname = (ASSUMED_GPU if gpu_memory_bytes is None
+                            else (gpu_memory_bytes, gpu_name))
         shown = ".".join(map(str, version))
         max_num_batched_tokens = default_max_num_batched_tokens(
             shown, gpu_bytes, gname, usage_context=usage_context, max_model_len=max_model_len)
@@ -855,7 +864,8 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
     conv = get_dtype(_mamba_dtype(mamba_cache_dtype, "--mamba-cache-dtype") or sdtype.name)
     asked_ssm = _mamba_dtype(mamba_ssm_cache_dtype, "--mamba-ssm-cache-dtype")
     # 'auto' for a state whose model fixes its format (Kimi's KDA: float32) is that format
-    fixed = sorted({lay.ssm_dtype for lay in kinds if getattr(lay, "ssm_dtype", None)})
+    fixed = sorted({lay.ssm_dtype for lay in kinds
+                    if isinstance(lay, RecurrentState) and lay.ssm_dtype})
     ssm = get_dtype(asked_ssm or (fixed[0] if len(fixed) == 1 else conv.name))
     has_state = any(lay.state_elements for lay in kinds)
     hybrid = has_state and any(lay.stores_tokens for lay in kinds)
@@ -900,8 +910,9 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
     if any(lay.kind == "mla" for lay in kinds) and \
             any(lay.state_elements for lay in kinds):
         # MLA beside recurrent layers (Kimi-Linear): the raised attention block must suit the
-        # MLA kernel, which on Hopper (FlashMLA) takes blocks of 64 tokens (facts: vLLM's CUDA
-        # platform forces 64 for FlashMLA; CUTLASS MLA on Blackwell takes 128)
+        # MLA kernel, which on Hopper (FlashMLA) takes blocks of 64 tokens (vLLM's CUDA platform
+        # forces 64 for FlashMLA; CUTLASS MLA on Blackwell takes 128:
+        # docs/engine-facts.md#mla-block-size)
         alignment = math.lcm(alignment, 64)
         notes.append("MLA with recurrent layers: the attention block is a multiple of 64 tokens "
                      "(FlashMLA on Hopper; CUTLASS MLA on Blackwell needs 128)")
@@ -909,7 +920,7 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
     if num_draft_layers:
         # A draft model (EAGLE adds one decoder layer) keeps its cache in the same pool, with
         # the target's geometry and full attention.
-        ref = next((lay for lay in layers if lay.stores_tokens and lay.kv_heads), None)
+        ref = next((lay for lay in spec.kv_layers if not isinstance(lay, MLALatent)), None)
         if ref is None:
             raise ValueError("draft layers need an attention layer to copy the geometry from")
         draft = FullAttention(kv_heads=ref.kv_heads, head_dim=ref.head_dim,
@@ -1317,7 +1328,7 @@ def _alternatives(spec: ModelSpec, log: dict, kw: dict):
     block size."""
     has_state = any(lay.state_elements for lay in spec.layers)
     windowed = any(lay.stores_tokens and lay.tokens_kept(10**9) < 10**9 for lay in spec.layers)
-    out = []
+    out: list[tuple[str, dict[str, Any]]] = []
     if has_state:
         version = resolve_version(kw.get("vllm_version"))
         pc = kw.get("enable_prefix_caching")

@@ -245,14 +245,18 @@ def entries(only: list[str] | None = None) -> list[ZooEntry]:
             except Exception:  # its defaults do not even build a config: not a causal LM here
                 continue
         tt = getattr(text, "model_type", None)
-        if text is not cfg and tt in LM:
+        if text is cfg or not isinstance(tt, str):
+            continue
+        if tt in LM:
             out.append(ZooEntry(model_type=mt, model_class=LM[tt], via_text=tt))
-        elif text is not cfg and tt in BASE and tt not in CONFIG_MAPPING:
-            pass
-        elif text is not cfg and tt in BASE:
+        elif tt in BASE and tt in CONFIG_MAPPING:
             # a text model with no causal-LM class of its own (Mistral Large 4): verify builds
-            # its base model, which runs the same decoder and returns the same cache
-            out.append(ZooEntry(model_type=mt, model_class=BASE[tt], via_text=tt))
+            # its base model, which runs the same decoder and returns the same cache. A type
+            # with several base classes (funnel) names them in a tuple; the auto classes build
+            # the first.
+            base = BASE[tt]
+            out.append(ZooEntry(model_type=mt, model_class=base if isinstance(base, str)
+                                else base[0], via_text=tt))
     return out
 
 
@@ -420,7 +424,8 @@ def run_zoo(*, only: list[str] | None = None, workers: int = DEFAULT_WORKERS,
             done += 1
             if progress:
                 progress(done, len(todo), results[i])
-    return ZooRun(results=tuple(results), transformers_version=transformers.__version__,
+    return ZooRun(results=tuple(r for r in results if r is not None),
+                  transformers_version=transformers.__version__,
                   torch_version=torch.__version__.split("+")[0], seconds=time.perf_counter() - t0,
                   date=datetime.date.today().isoformat(), workers=workers, timeout_s=timeout_s,
                   memory_gib=memory_gib, found=tuple(e.model_type for e in todo))

@@ -52,7 +52,7 @@ def test_concurrency_figure_series():
     fig = concurrency_figure([("Llama 3.1 8B", grid, values)], marker=8192)
     assert list(fig.data[0].y) == values and fig.layout.xaxis.type == "log"
     # On a log axis a shape's x0 is a data value and an annotation's x is log10 of it
-    # (shared/facts.md section 6: mixing them drew the marker at 3.9 tokens).
+    # (docs/engine-facts.md#platform-facts: mixing them drew the marker at 3.9 tokens).
     assert fig.layout.shapes[0].x0 == 8192
     assert fig.layout.annotations[0].x == pytest.approx(math.log10(8192))
     # vLLM's max_num_seqs as a ceiling: a horizontal line at that many sequences.

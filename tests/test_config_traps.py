@@ -1,4 +1,4 @@
-"""Config traps from shared/facts.md section 2, each on a minimal config dict. Expected values
+"""Config traps (docs/engine-facts.md#config-traps), each on a minimal config dict. Expected values
 are the config's own arithmetic, worked out in the comments."""
 
 import json

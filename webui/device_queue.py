@@ -300,7 +300,7 @@ class DeviceQueue:
                 self._turn += 1
                 self._served[job.visitor] = self._turn
                 if len(self._served) > 4096:  # forget the oldest visitors, keep it bounded
-                    for v in sorted(self._served, key=self._served.get)[:2048]:
+                    for v in sorted(self._served, key=self._served.__getitem__)[:2048]:
                         del self._served[v]
                 if not self._alive(job.session_id):  # the tab closed while it waited
                     job.stop_reason = "session left"

@@ -226,8 +226,10 @@ class _Parts:
     """Traces, shapes and annotations collected as plain dicts and turned into a figure once:
     go.Figure's add_* calls validate the whole layout each time (tens of ms per diagram)."""
 
-    def __init__(self):
-        self.traces, self.shapes, self.notes = [], [], []
+    def __init__(self) -> None:
+        self.traces: list[dict] = []
+        self.shapes: list[dict] = []
+        self.notes: list[dict] = []
         self.lay: dict = {"xaxis": {}, "yaxis": {}}
 
     def trace(self, t: dict) -> None:
@@ -259,7 +261,7 @@ class _Parts:
                                                        annotations=self.notes))
 
 
-def _diagram_axes(fig: _Parts, height: int) -> go.Figure:
+def _diagram_axes(fig: _Parts, height: float) -> go.Figure:
     fig.layout(height=height, margin=dict(l=10, r=10, t=10, b=10), showlegend=False,
                plot_bgcolor="rgba(0,0,0,0)")
     fig.xaxis(visible=False)

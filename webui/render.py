@@ -3,6 +3,8 @@ derivation blocks."""
 
 from __future__ import annotations
 
+from typing import NoReturn
+
 import streamlit as st
 
 from .hosted import plain
@@ -21,11 +23,11 @@ class PageStop(Exception):
     (st.stop() would also drop the note about ignored link values)."""
 
 
-def stop() -> None:
+def stop() -> NoReturn:
     raise PageStop
 
 
-def stop_on_error(exc: ValueError) -> None:
+def stop_on_error(exc: ValueError) -> NoReturn:
     show_error(exc)
     stop()
 

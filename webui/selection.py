@@ -98,6 +98,9 @@ def sidebar(uses_selection: bool = True) -> None:
         if gpu == CUSTOM_GPU:
             st.number_input("GPU memory (GiB)", 1.0, 4096.0, 80.0, 1.0, **bound("gpu_gib", "num"))
             base = reg.gpus[DEFAULT_GPU]  # the defaults start from the default GPU's figures
+            if base.bf16_tflops is None:
+                raise ValueError(f"models.yaml: the default GPU '{DEFAULT_GPU}' needs its "
+                                 "bf16_tflops (the custom GPU starts from it)")
             st.number_input("Memory bandwidth (GB/s)", 1.0, 100_000.0, float(base.bandwidth_gbs),
                             50.0, **bound("gpu_gbs", "num"))
             st.number_input("Dense 16-bit TFLOPS", 1.0, 100_000.0, float(base.bf16_tflops), 10.0,
@@ -265,7 +268,7 @@ def _model_summary(key: str) -> None:
     if spec.unverified:
         st.checkbox("Read it anyway as a standard decoder (an unverified estimate)",
                     key="cfg_unverified")
-    counts = {}
+    counts: dict[str, int] = {}
     for layer in spec.layers:
         counts[layer.label] = counts.get(layer.label, 0) + 1
     st.caption(f"{spec.num_layers} layers: " + ", ".join(f"{n} {plain(k)}" for k, n in

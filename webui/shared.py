@@ -78,6 +78,8 @@ def protect_caches() -> bool:
         def own_state_only(self) -> None:
             self._session_state.clear()
 
-        AppSession._handle_clear_cache_request = own_state_only
+        # Replacing a method of Streamlit's own class is the point here (its handler clears
+        # every session's caches); the checker flags any assignment to a method.
+        AppSession._handle_clear_cache_request = own_state_only  # type: ignore[method-assign]
         _protected = True
         return True

@@ -38,7 +38,7 @@ def section(model: str, source: str, dtype: str, device: str) -> None:
     if not done or done[0] != key:
         return
     w = done[1]
-    floor = None
+    floor: float | None = None
     gpu = common.selection().gpu if w.device == "cuda" else None
     if gpu:
         floor = w.weight_bytes / (gpu.bandwidth_gbs * GB)
@@ -50,7 +50,7 @@ def section(model: str, source: str, dtype: str, device: str) -> None:
         f"({last.recompute_s * 1e3:,.1f} ms against {last.cached_step_s * 1e3:,.1f} ms, on "
         f"{w.device.upper()}). A pass over many tokens turns each weight's vector product into "
         "a matrix product, which the hardware runs far more efficiently per token.")
-    if gpu:
+    if gpu and floor is not None:
         st.caption(f"Dotted: one read of the model's {fmt_bytes(w.weight_bytes)} of weights at "
                    f"the nominal {gpu.bandwidth_gbs:,.0f} GB/s of {gpu.name} (the sidebar's GPU): "
                    f"{floor * 1e3:.3f} ms, the floor of any forward pass.")

@@ -597,7 +597,7 @@ class Store:
                 return graded, False
             s = StudentRow.__table__
             fresh = s.c.window_start < now - 60
-            count = conn.execute(sa.update(s).where(s.c.id == st.id).values(
+            count = conn.execute(sa.update(StudentRow).where(s.c.id == st.id).values(
                 window_count=sa.case((fresh, 1), else_=s.c.window_count + 1),
                 window_start=sa.case((fresh, now), else_=s.c.window_start),
                 submissions=s.c.submissions + 1).returning(

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import streamlit as st
 
-from kvcalc.quiz_choices import LETTERS, choices_for
+from kvcalc.quiz_choices import LETTERS, Choice, choices_for
 
 from ..hosted import plain
 from ..urlstate import _declare
@@ -215,9 +215,12 @@ def student_panel(code: str, token: str) -> None:
         for p in parts(q):
             if is_choice(q):
                 opts = choices_for(q.qid)
+
+                def lettered(letter: str, o: tuple[Choice, ...] = opts) -> str:
+                    return f"{letter}. {o[LETTERS.index(letter)].text}"
+
                 pick = st.radio(answer_label(q, p), list(LETTERS[:len(opts)]), index=None,
-                                format_func=lambda L, o=opts: f"{L}. {o[LETTERS.index(L)].text}",
-                                key=f"lc_a_{view.code}_{qi}_{p}")
+                                format_func=lettered, key=f"lc_a_{view.code}_{qi}_{p}")
                 given[p] = pick or ""
             else:
                 given[p] = st.text_input(answer_label(q, p), key=f"lc_a_{view.code}_{qi}_{p}",
@@ -386,6 +389,33 @@ def teacher_end() -> None:
 
 
 @st.fragment(run_every=TEACHER_POLL_S)
+def _part_results(q, pr, parts: int, *, revealed: bool, hold: bool) -> None:
+    """One part's answers on the teacher's screen: their histogram and the named mistakes."""
+    head = "" if parts == 1 else ("Per token: " if pr.part == 1 else "Per sequence: ")
+    cols = st.columns([3, 2])
+    bars = pr.bars
+    if is_choice(q):
+        have = {b[0]: b for b in bars}
+        opts = choices_for(q.qid)
+        bars = [have.get(L, (L, 0, opts[i].correct)) for i, L in enumerate(LETTERS[:len(opts)])]
+    fig = {"data": [{"type": "bar", "x": [b[0] for b in bars], "y": [b[1] for b in bars],
+                     "marker": {"color": [("#2f9e6e" if b[2] and revealed else "#8a9bb0")
+                                          for b in bars]},
+                     "hovertemplate": "%{x}: %{y}<extra></extra>"}],
+           "layout": {"title": {"text": f"{head}the answers"}, "height": 300,
+                      "margin": {"l": 40, "r": 10, "t": 40, "b": 60},
+                      "xaxis": {"type": "category"}, "yaxis": {"title": "students"}}}
+    cols[0].plotly_chart(fig, key=f"lc_hist_{pr.part}", config={"displayModeBar": False})
+    with cols[1]:
+        st.markdown(f"**{head}named mistakes**")
+        if hold:
+            st.caption("Held until Reveal.")
+        elif not pr.slips:
+            st.caption("None named so far.")
+        for slip, n in ([] if hold else pr.slips[:6]):
+            st.markdown(f"- **{n}** · {plain(slip)}")
+
+
 def teacher_panel(code: str) -> None:
     t = _teacher()
     if t is None:
@@ -421,33 +451,8 @@ def teacher_panel(code: str) -> None:
                         f"{pr.first_correct} right at their first answer")
     st.progress(min(1.0, r.answered / total), text=f"{r.answered} of {r.joined} answered")
     for pr in r.parts:
-        if not pr.answered:
-            continue
-        head = "" if len(r.parts) == 1 else ("Per token: " if pr.part == 1 else
-                                              "Per sequence: ")
-        cols = st.columns([3, 2])
-        bars = pr.bars
-        if is_choice(q):
-            have = {b[0]: b for b in bars}
-            opts = choices_for(q.qid)
-            bars = [have.get(L, (L, 0, opts[i].correct)) for i, L in enumerate(LETTERS[:len(opts)])]
-        show = r.view.revealed
-        fig = {"data": [{"type": "bar", "x": [b[0] for b in bars], "y": [b[1] for b in bars],
-                         "marker": {"color": [("#2f9e6e" if b[2] and show else "#8a9bb0")
-                                              for b in bars]},
-                         "hovertemplate": "%{x}: %{y}<extra></extra>"}],
-               "layout": {"title": {"text": f"{head}the answers"}, "height": 300,
-                          "margin": {"l": 40, "r": 10, "t": 40, "b": 60},
-                          "xaxis": {"type": "category"}, "yaxis": {"title": "students"}}}
-        cols[0].plotly_chart(fig, key=f"lc_hist_{pr.part}", config={"displayModeBar": False})
-        with cols[1]:
-            st.markdown(f"**{head}named mistakes**")
-            if hold:
-                st.caption("Held until Reveal.")
-            elif not pr.slips:
-                st.caption("None named so far.")
-            for slip, n in ([] if hold else pr.slips[:6]):
-                st.markdown(f"- **{n}** · {plain(slip)}")
+        if pr.answered:
+            _part_results(q, pr, len(r.parts), revealed=r.view.revealed, hold=hold)
     if r.view.revealed:
         with st.container(border=True):
             st.markdown(q.answer)
