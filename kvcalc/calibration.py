@@ -32,9 +32,9 @@ The coefficients were fitted by ``bench/calibration.py --fit`` on the training p
 corpus (``TRAINING``: every source but the held-back ones, ``HELD_BACK``), in stages, each a
 least-squares fit of the relative error on the points that isolate it (the 15 closed-loop runs
 of 2025 engines enter no stage unless ``--closed-loop`` is given; they are compared, not
-fitted); the values below are what that script printed, and tests/test_calibration.py
-re-runs the fit and checks it reproduces them. ``ERROR_BAND`` is what ``bench/calibration.py`` measured on the held-back
-sources through the command line.
+fitted); the values below are what that script printed, and tests/test_calibration.py re-runs
+the fit and checks it reproduces them. ``ERROR_BAND`` is what ``bench/calibration.py`` measured
+on the held-back sources through the command line.
 """
 
 from __future__ import annotations
