@@ -1,7 +1,8 @@
 import streamlit as st
 
 from kvcalc import budget, get_model, kv_cache, registry
-from kvcalc.memory import (
+from kvcalc.core.units import GiB, fmt_bytes, fmt_gib
+from kvcalc.engines.budget import (
     DEFAULT_ACTIVATION_BYTES,
     DEFAULT_CUDA_GRAPH_BYTES,
     DEFAULT_GPU_MEM_UTIL,
@@ -9,9 +10,8 @@ from kvcalc.memory import (
     DEFAULT_RESERVE_BYTES,
     TRTLLM_FREE_FRACTION,
 )
-from kvcalc.sweeps import concurrency_curve, context_grid
-from kvcalc.units import GiB, fmt_bytes, fmt_gib
-from kvcalc.vllm import NEWEST
+from kvcalc.engines.vllm import NEWEST
+from kvcalc.perf.sweeps import concurrency_curve, context_grid
 from webui import callbacks, common, serving
 from webui.charts import budget_figure, concurrency_figure
 from webui.common import bound, select

@@ -1,7 +1,7 @@
 import streamlit as st
 
-from kvcalc.fill import MAX_TOKENS, fill_timeline, shown_layers
-from kvcalc.units import fmt_bytes
+from kvcalc.core.units import fmt_bytes
+from kvcalc.teach.fill import MAX_TOKENS, fill_timeline, shown_layers
 from webui import common
 from webui.charts import FILL_COLORS, fill_figure
 from webui.common import bound, select

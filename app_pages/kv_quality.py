@@ -2,8 +2,8 @@ import threading
 
 import streamlit as st
 
-from kvcalc import quality
-from kvcalc.units import fmt_bytes
+from kvcalc.core.units import fmt_bytes
+from kvcalc.measure import quality
 from webui import common, device_queue, shared
 from webui.charts_measured import quality_figure
 from webui.common import bound

@@ -1,8 +1,8 @@
 
 import streamlit as st
 
-from kvcalc import live
-from kvcalc.units import GB, fmt_bytes, fmt_seconds
+from kvcalc.core.units import GB, fmt_bytes, fmt_seconds
+from kvcalc.measure import live
 from webui import common, device_queue, work_time
 from webui.charts import live_bytes_figure, live_time_figure
 from webui.common import bound, select
@@ -123,7 +123,7 @@ else:
 if source == "twin":
     # What the bytes above are: the twin's few layers at the run's precision, not the model's.
     from kvcalc import get_model, kv_cache
-    from kvcalc.twins import twin_config
+    from kvcalc.measure.twins import twin_config
 
     tc = twin_config(model)
     n_twin = tc.get("num_hidden_layers") or tc.get("n_layer")

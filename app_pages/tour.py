@@ -1,7 +1,7 @@
 import streamlit as st
 
-from kvcalc.quiz import answer_label, grade
-from kvcalc.tour import STOPS, answer_key, lesson
+from kvcalc.teach.quiz import answer_label, grade
+from kvcalc.teach.tour import STOPS, answer_key, lesson
 from webui import callbacks, common
 from webui.common import bound, select
 

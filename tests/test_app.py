@@ -11,7 +11,7 @@ from conftest import ROOT, llama_config, metric, open_page  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from kvcalc import budget, get_gpu, get_model, kv_cache, step_time  # noqa: E402
-from kvcalc.units import GiB, fmt_bytes, fmt_gib, fmt_seconds  # noqa: E402
+from kvcalc.core.units import GiB, fmt_bytes, fmt_gib, fmt_seconds  # noqa: E402
 
 APP = str(ROOT / "app.py")
 
@@ -377,7 +377,7 @@ def test_the_sidebars_share_and_step_cost_move_the_real_engine_figure_only():
     # 3,350 GB/s, whatever the sidebar says. A real engine: that / share + the step's fixed cost
     # (batch 1 is far from compute bound): the calibrated defaults, then one's own 0.7 and 1 ms.
     from kvcalc import get_gpu, get_model, step_time
-    from kvcalc.calibration import BW_SHARE, STEP_OVERHEAD_S
+    from kvcalc.perf.calibration import BW_SHARE, STEP_OVERHEAD_S
 
     m, gpu = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
     s = step_time(m.spec, m.weights(), context=8192, batch=1, bandwidth_gbs=gpu.bandwidth_gbs)

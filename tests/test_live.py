@@ -12,7 +12,7 @@ pytest.importorskip("transformers")
 
 from conftest import ROOT  # noqa: E402
 
-from kvcalc import live  # noqa: E402
+from kvcalc.measure import live  # noqa: E402
 
 
 @pytest.mark.parametrize("key", live.TWIN_KEYS)

@@ -1,5 +1,5 @@
-"""The attention microscope (kvcalc.microscope), the pages of issue 15 under AppTest, and the
-live page's work-is-not-time section.
+"""The attention microscope (kvcalc.measure.microscope), the pages of issue 15 under AppTest, and
+the live page's work-is-not-time section.
 
 Oracles: transformers' own cache tensors and greedy generate for the written-out forward;
 SmolLM2's config (9 query heads, 3 KV heads, head_dim 64, 30 layers; facts.md) for the GQA
@@ -14,7 +14,7 @@ pytest.importorskip("transformers")
 
 from conftest import open_page  # noqa: E402
 
-from kvcalc import live, microscope  # noqa: E402
+from kvcalc.measure import live, microscope  # noqa: E402
 
 needs_smollm2 = pytest.mark.skipif(
     live.smollm2_path() is None,
@@ -170,7 +170,7 @@ def test_pages_say_what_is_missing(monkeypatch):
 
 @needs_smollm2
 def test_quality_page_table_and_findings():
-    from kvcalc import quality
+    from kvcalc.measure import quality
 
     at = open_page("app_pages/kv_quality.py", q_tokens="160", q_window="32")
     assert not at.exception
@@ -197,7 +197,7 @@ def test_quality_page_refuses_a_window_longer_than_the_text():
 
 
 def test_live_page_work_is_not_time_with_a_twin():
-    from kvcalc import worktime
+    from kvcalc.measure import worktime
 
     at = open_page("app_pages/live.py", v_model="llama-3.1-8b")
     btn = next(b for b in at.button if b.key == "v_work_btn")

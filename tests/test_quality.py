@@ -1,4 +1,4 @@
-"""The measured quality of shrunken caches (kvcalc.quality) and the CLI's `quality` command.
+"""The measured quality of shrunken caches (kvcalc.measure.quality) and the CLI's `quality` command.
 
 Byte counts are worked by hand from SmolLM2-135M's config (30 layers, 3 KV heads, head_dim 64;
 facts.md: 46,080 B per token in fp32). Formats are checked on vectors rounded by hand. The
@@ -10,8 +10,8 @@ import math
 
 import pytest
 
-from kvcalc import quality
-from kvcalc.quality import kv_bytes, variant
+from kvcalc.measure import quality
+from kvcalc.measure.quality import kv_bytes, variant
 
 GEOM = dict(layers=30, kv_heads=3, head_dim=64)
 
@@ -62,9 +62,10 @@ def test_importing_the_new_modules_loads_no_torch():
 
     from conftest import ROOT
 
-    code = ("import sys, kvcalc, kvcalc.quality, kvcalc.microscope, kvcalc.worktime, "
-            "kvcalc.llama_forward; bad = [m for m in ('torch', 'transformers', 'streamlit', "
-            "'plotly', 'pandas') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    code = ("import sys, kvcalc, kvcalc.measure.quality, kvcalc.measure.microscope, "
+            "kvcalc.measure.worktime, kvcalc.measure.llama_forward; bad = [m for m in ('torch', "
+            "'transformers', 'streamlit', 'plotly', 'pandas') if m in sys.modules]; print(bad); "
+            "sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -128,7 +129,7 @@ def test_kivi_residual_edges():
 
 # -- the real model -----------------------------------------------------------------------------
 
-from kvcalc import live  # noqa: E402
+from kvcalc.measure import live  # noqa: E402
 
 needs_smollm2 = pytest.mark.skipif(
     live.smollm2_path() is None,

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import streamlit as st
 
-from kvcalc.quiz_choices import LETTERS, choices_for
+from kvcalc.teach.quiz_choices import LETTERS, choices_for
 
 from ..hosted import plain
 from ..urlstate import _declare
