@@ -46,24 +46,24 @@ FILL_PROMPT, FILL_NEW = 12, 20  # the Cache fill page's defaults, for its figure
 class Stop:
     number: int
     title: str
-    page: str  # the full page, for a link
+    page: str  # the full page's name in the app (its URL path; webui/pages.py finds its script)
     teaches: str  # one sentence: what the page shows
 
 
 STOPS = (
-    Stop(1, "Home", "app_pages/home.py",
+    Stop(1, "Home", "home",
          "Why a model keeps K and V for every token it has seen."),
-    Stop(2, "Cache fill", "app_pages/cache_fill.py",
+    Stop(2, "Cache fill", "cache_fill",
          "How the cache fills, token by token and layer by layer."),
-    Stop(3, "Budget", "app_pages/budget.py",
+    Stop(3, "Budget", "budget",
          "How the GPU's memory splits into weights, a reserve and the KV pool."),
-    Stop(4, "Decode step time", "app_pages/step_time.py",
+    Stop(4, "Decode step time", "step_time",
          "Why each decode step reads the weights it uses once and every cached token."),
-    Stop(5, "Roofline", "app_pages/roofline.py",
+    Stop(5, "Roofline", "roofline",
          "Why prefill is compute bound and decode waits for memory."),
-    Stop(6, "Serving frontier", "app_pages/frontier.py",
+    Stop(6, "Serving frontier", "frontier",
          "How a larger batch trades each user's speed for the GPU's throughput."),
-    Stop(7, "Interview check", "app_pages/interview.py",
+    Stop(7, "Interview check", "interview",
          "The questions every engineer who serves large language models should answer."),
 )
 
