@@ -33,8 +33,8 @@ extra = c[2].multiselect("Also measure", list(quality.EXTRA_VARIANTS), [],
                               "with the same budget W", **bound("q_extra", "list"))
 names = list(quality.VARIANTS) + list(extra)
 try:
-    tokens, window, chunk, variants = quality._check(quality.MODEL_KEY, tokens, window,
-                                                     quality.CHUNK, names)
+    tokens, window, chunk, variants = quality.check_inputs(quality.MODEL_KEY, tokens, window,
+                                                         quality.CHUNK, names)
 except ValueError as exc:
     common.stop_on_error(exc)
 

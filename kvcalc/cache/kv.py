@@ -22,7 +22,7 @@ from ..core.model import SCALE_BYTES, Layer, ModelSpec, counted
 from ..core.units import check_int
 
 __all__ = ["layer_bytes_per_token", "KVCache", "kv_cache", "KindRow", "pp_partition",
-           "stage_layers", "SCALE_BYTES"]
+           "stage_layers", "sequence_bytes", "SCALE_BYTES"]
 
 def layer_bytes_per_token(layer: Layer, dtype: DType, scales: bool = False) -> int:
     """Bytes one token adds to one layer's cache (0 for a layer that keeps no per-token cache).
@@ -132,7 +132,9 @@ class KVCache:
                 "per_token_formula": self.per_token_formula()}
 
 
-def _seq_bytes(layers, n: int, dtype: DType, scales: bool) -> int:
+def sequence_bytes(layers, n: int, dtype: DType, scales: bool) -> int:
+    """KV bytes one sequence of ``n`` tokens holds in ``layers`` (per-token and fixed cache,
+    no state)."""
     return sum(count * lay.seq_bytes(n, dtype, scales) for lay, count in counted(layers))
 
 
@@ -172,7 +174,7 @@ def kv_cache(spec: ModelSpec, context: int, batch: int = 1, kv_dtype: str = "bf1
     stages = stage_layers(spec, tp, pp)
 
     def seq(layers, n):
-        return _seq_bytes(layers, n, dtype, scales)
+        return sequence_bytes(layers, n, dtype, scales)
 
     def state(layers):
         return sum(count * lay.state_bytes(sdtype) for lay, count in counted(layers))

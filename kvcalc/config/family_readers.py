@@ -27,7 +27,7 @@ rwkv                none (attention-free)                      5 x hidden: 2 shi
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..core.model import (
     AttentionWithState,
@@ -39,20 +39,18 @@ from ..core.model import (
     SlidingWindow,
 )
 from ..core.text import short as _short
+from .fields import Fields, Geometry
 from .limits import over_cap
-
-if TYPE_CHECKING:  # the field reader and geometry of kvcalc.config.hfconfig
-    from .hfconfig import _Fields, _Geometry
 
 __all__ = ["FAMILY_READERS", "rwkv_layers"]
 
 
-def _full(geo: _Geometry) -> FullAttention:
+def _full(geo: Geometry) -> FullAttention:
     return FullAttention(kv_heads=geo.kv_heads, head_dim=geo.head_dim, v_head_dim=geo.head_dim,
                          q_heads=geo.q_heads)
 
 
-def _index_list(f: _Fields, name: str, n: int, base: int = 0) -> set[int]:
+def _index_list(f: Fields, name: str, n: int, base: int = 0) -> set[int]:
     values = f.raw(name)
     if not isinstance(values, list) or any(
             isinstance(v, bool) or not isinstance(v, int) or not base <= v < n + base
@@ -62,7 +60,7 @@ def _index_list(f: _Fields, name: str, n: int, base: int = 0) -> set[int]:
     return {v - base for v in values}
 
 
-def _equal_to_hidden(f: _Fields, hidden: int | None, name: str, needs: str, why: str) -> int:
+def _equal_to_hidden(f: Fields, hidden: int | None, name: str, needs: str, why: str) -> int:
     """A width field that must equal hidden_size (defaulting to it), or a ValueError saying why
     the two readings it would allow differ."""
     if hidden is None:
@@ -74,7 +72,7 @@ def _equal_to_hidden(f: _Fields, hidden: int | None, name: str, needs: str, why:
     return width
 
 
-def _head_dim_is_derived(f: _Fields, geo: _Geometry, who: str) -> None:
+def _head_dim_is_derived(f: Fields, geo: Geometry, who: str) -> None:
     """Families whose modeling code takes head_dim as hidden_size // num_attention_heads: a
     different head_dim in the file would not be the one that runs."""
     if geo.hidden is None or not geo.q_heads:
@@ -85,13 +83,13 @@ def _head_dim_is_derived(f: _Fields, geo: _Geometry, who: str) -> None:
                          f"num_attention_heads ({derived}), which {who} uses")
 
 
-def _layer_count(f: _Fields, maximum: int) -> int:
+def _layer_count(f: Fields, maximum: int) -> int:
     return f.int("num_hidden_layers", maximum=maximum)
 
 
 # -- LFM2 -------------------------------------------------------------------------------------
 
-def _lfm2(f: _Fields, geo: _Geometry, max_layers: int) -> list:
+def _lfm2(f: Fields, geo: Geometry, max_layers: int) -> list:
     """LFM2: attention layers and short-convolution layers. vLLM keeps conv_L_cache - 1 past
     inputs of conv_dim channels per conv layer, in the model dtype (short_conv_state_shape);
     transformers derives ``layer_types`` from ``full_attn_idxs`` when it is absent (and makes
@@ -126,7 +124,7 @@ def _lfm2(f: _Fields, geo: _Geometry, max_layers: int) -> list:
 
 # -- Falcon-H1 --------------------------------------------------------------------------------
 
-def _falcon_h1(f: _Fields, geo: _Geometry, max_layers: int) -> list:
+def _falcon_h1(f: Fields, geo: Geometry, max_layers: int) -> list:
     """Falcon-H1: every layer runs attention and a Mamba-2 mixer in parallel, so each keeps
     K/V per token and a Mamba-2 state (transformers' FalconH1Mixer, vLLM's falcon_h1.py):
     inner width mamba_d_ssm (or mamba_expand x hidden), conv over inner + 2 x groups x d_state
@@ -172,7 +170,7 @@ def _falcon_h1(f: _Fields, geo: _Geometry, max_layers: int) -> list:
 
 # -- Kimi-Linear ------------------------------------------------------------------------------
 
-def _kimi_linear(f: _Fields, geo: _Geometry, max_layers: int) -> list:
+def _kimi_linear(f: Fields, geo: Geometry, max_layers: int) -> list:
     """Kimi-Linear: ``linear_attn_config`` names the Kimi Delta Attention (KDA) layers,
     1-based; every other layer is MLA (vLLM's KimiLinearConfig.is_kda_layer). A KDA layer
     keeps one conv state over q, k and v (3 x heads x head_dim channels, kernel - 1 inputs) in
@@ -223,7 +221,7 @@ def _kimi_linear(f: _Fields, geo: _Geometry, max_layers: int) -> list:
     return _kimi_layers(f, geo, n, kda, heads, d, kernel)
 
 
-def _kimi_linear_saved(f: _Fields, geo: _Geometry, n: int) -> list:
+def _kimi_linear_saved(f: Fields, geo: Geometry, n: int) -> list:
     """Kimi-Linear as transformers saves it: ``layer_types`` (linear_attention / full_attention)
     and ``linear_num_heads`` / ``linear_head_dim`` / ``linear_conv_kernel_dim``; without
     layer_types, KimiLinearConfig's default: full attention at layers 4, 8, 12, ..."""
@@ -244,7 +242,7 @@ def _kimi_linear_saved(f: _Fields, geo: _Geometry, n: int) -> list:
                         f.int("linear_conv_kernel_dim", default=4, minimum=2))
 
 
-def _kimi_layers(f: _Fields, geo: _Geometry, n: int, kda: set[int], heads: int, d: int,
+def _kimi_layers(f: Fields, geo: Geometry, n: int, kda: set[int], heads: int, d: int,
                  kernel: int) -> list:
     state = RecurrentState(conv_elements=3 * heads * d * (kernel - 1),
                            ssm_elements=heads * d * d, flavor="kda", conv_kernel=kernel,
@@ -267,7 +265,7 @@ def _kimi_layers(f: _Fields, geo: _Geometry, n: int, kda: set[int], heads: int, 
 _VISION_CAPS = {"image_size": 65_536, "patch_size": 65_536, "max_num_tiles": 1024}
 
 
-def _mllama(f: _Fields, geo: _Geometry, max_layers: int) -> list:
+def _mllama(f: Fields, geo: Geometry, max_layers: int) -> list:
     """mllama's text model: ``cross_attention_layers`` attend to the vision encoder's states.
     Their K/V are computed once per image: max_num_tiles x ((image_size // patch_size)^2 + 1)
     states (transformers' MllamaVisionModel), not one per text token."""
@@ -306,7 +304,7 @@ def _mllama(f: _Fields, geo: _Geometry, max_layers: int) -> list:
 
 # -- MiniCPM3 ---------------------------------------------------------------------------------
 
-def _minicpm3(f: _Fields, geo: _Geometry, max_layers: int) -> list:
+def _minicpm3(f: Fields, geo: Geometry, max_layers: int) -> list:
     """MiniCPM3: MLA-style projections, but vLLM's minicpm3.py caches per-head K and V of
     qk_nope_head_dim + qk_rope_head_dim each (V padded to the QK head size), one per query
     head; transformers caches the compressed latent instead (named on each layer)."""
@@ -324,7 +322,7 @@ def _minicpm3(f: _Fields, geo: _Geometry, max_layers: int) -> list:
 
 # -- RecurrentGemma ---------------------------------------------------------------------------
 
-def _recurrent_gemma(f: _Fields, geo: _Geometry, max_layers: int) -> list:
+def _recurrent_gemma(f: Fields, geo: Geometry, max_layers: int) -> list:
     """RecurrentGemma (Griffin): ``block_types`` repeats over the layers; attention blocks use
     local attention over attention_window_size tokens, recurrent blocks keep an RG-LRU state
     of lru_width in float32 and a conv state of conv1d_width - 1 inputs (transformers'
@@ -361,7 +359,7 @@ def _recurrent_gemma(f: _Fields, geo: _Geometry, max_layers: int) -> list:
 
 # -- RWKV -------------------------------------------------------------------------------------
 
-def rwkv_layers(f: _Fields, hidden: int | None, max_layers: int) -> list:
+def rwkv_layers(f: Fields, hidden: int | None, max_layers: int) -> list:
     """RWKV-4 (attention-free): per layer five vectors of hidden_size, the two token-shift
     inputs in the model dtype and the three WKV accumulators (numerator, denominator, maximum)
     in float32 (transformers' RwkvModel state; vLLM does not serve RWKV)."""
@@ -383,7 +381,7 @@ SEQ2SEQ_DECODERS = ("bart", "mbart", "blenderbot", "blenderbot-small", "marian",
                     "plbart", "mvp", "trocr", "xglm")
 
 
-def seq2seq_decoder_layers(f: _Fields, max_layers: int, notes: list) -> tuple[list, int, int]:
+def seq2seq_decoder_layers(f: Fields, max_layers: int, notes: list) -> tuple[list, int, int]:
     """BART-style decoders run as causal LMs (BartForCausalLM, XGLM): decoder_layers layers of
     multi-head self-attention, decoder_attention_heads heads of d_model / heads. In
     encoder-decoder generation each layer also caches the encoder's K/V, per source sequence:

@@ -38,10 +38,9 @@ Config traps handled here (see shared/facts.md section 2):
 from __future__ import annotations
 
 import json
-import math
 import os
 import stat
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +65,7 @@ from .family_readers import (
     rwkv_layers,
     seq2seq_decoder_layers,
 )
+from .fields import Fields, Geometry
 from .limits import MAX_CONTEXT, MAX_LAYERS, UPFRONT, cap_of, over_cap
 from .params import count_parameters
 
@@ -75,7 +75,6 @@ MAX_CONFIG_BYTES = 1_000_000  # a real config.json is a few KiB; refuse anything
 # One bound on model size (kvcalc.config.limits): the layer cap bounds all per-layer work;
 # the context cap is vLLM's arithmetic's (kvcalc.engines.vllm.predict); the other sizes have a
 # cap each by field.
-_MAX_LAYERS = MAX_LAYERS
 _MAX_CONTEXT = MAX_CONTEXT
 
 
@@ -114,84 +113,6 @@ _LAYOUT_BY_CLASS_RULE = frozenset({
     "olmo3", "cwm", "vaultgemma", "granite_swa", "granitemoe_swa", "exaone4", "exaone_moe",
     "qwen2_moe", "smollm3", "mellum", "mimo_v2_flash"})
 
-
-
-class _Fields:
-    """Reads config fields by their possible names and validates them with messages that name
-    the field a user has to fix."""
-
-    def __init__(self, cfg: dict, defaults: dict):
-        self.cfg = cfg
-        self.defaults = defaults
-        self.seen: set[str] = set()  # config fields looked at
-        self.top: dict = cfg  # the whole config.json (a wrapper's, when cfg is its text_config)
-        self.model_type = ""
-        self._defaults_used: dict[str, Any] = {}
-
-    def has(self, *names: str) -> bool:
-        """True when any of ``names`` is set, by the config or by its class default. A field
-        whose presence decides the reading counts as read."""
-        self.seen.update(names)
-        return any(self.cfg.get(n) is not None or self.defaults.get(n) is not None
-                   for n in names)
-
-    def raw(self, *names: str, default: Any = None) -> Any:
-        self.seen.update(names)
-        for n in names:
-            if self.cfg.get(n) is not None:
-                return self.cfg[n]
-        for n in names:
-            if self.defaults.get(n) is not None:
-                self._defaults_used[n] = self.defaults[n]
-                return self.defaults[n]
-        return default
-
-    def obj(self, name: str) -> dict | None:
-        """A sub-object such as MPT's attn_config, or None when absent."""
-        value = self.raw(name)
-        if value is not None and not isinstance(value, dict):
-            raise ValueError(f"config field '{name}' must be an object")
-        return value
-
-    def defaults_used(self) -> list[tuple[str, Any]]:
-        return [(k, v) for k, v in self._defaults_used.items() if k != "last_layer_full"]
-
-    def unread(self) -> set[str]:
-        return {k for k in set(self.cfg) - self.seen if self.cfg[k] is not None}
-
-    def int(self, *names: str, default: Any = None, minimum: int = 1, required: bool = True,
-            maximum: int | None = None):
-        """A whole number from the first of ``names`` that is set, at least ``minimum`` and at
-        most ``maximum`` (by default the cap of its kind of size, kvcalc.config.limits)."""
-        value = self.raw(*names, default=default)
-        label = " / ".join(names)
-        if value is None:
-            if required:
-                raise ValueError(f"config field '{names[0]}' is missing (looked for {label})")
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"config field '{label}' must be a whole number, got "
-                             f"{_short(value)}")
-        if isinstance(value, float):
-            if not math.isfinite(value) or value != int(value):
-                raise ValueError(f"config field '{label}' must be a whole number, got "
-                                 f"{_short(value)}")
-            value = int(value)
-        if value < minimum:
-            raise ValueError(f"config field '{label}' must be at least {minimum}, got "
-                             f"{_short(value)}")
-        found = next((n for n in names if self.cfg.get(n) is not None), None) or \
-            next((n for n in names if self.defaults.get(n) is not None), names[0])
-        refused = over_cap(found, value, cap_of(found) if maximum is None else maximum)
-        if refused:
-            raise ValueError(refused)
-        return value
-
-    def bool(self, name: str, default: bool) -> bool:
-        value = self.raw(name, default=default)
-        if not isinstance(value, bool):
-            raise ValueError(f"config field '{name}' must be true or false, got {_short(value)}")
-        return value
 
 
 def load_config_file(path: str | Path) -> dict:
@@ -267,7 +188,7 @@ def parse_config_text(text: str, source: str = "config") -> dict:
 
 def _check_sizes(cfg: dict) -> None:
     """One bound on model size, before any per-layer work (kvcalc.config.limits): no per-layer list,
-    pattern string or per-layer table may describe more than _MAX_LAYERS layers, whichever
+    pattern string or per-layer table may describe more than MAX_LAYERS layers, whichever
     field carries it, and no size field (hidden size, heads, head size, vocabulary, MLP width,
     experts, ranks) may be over its cap."""
     for name, value in cfg.items():
@@ -282,9 +203,9 @@ def _check_sizes(cfg: dict) -> None:
             size = len(value)
         elif isinstance(value, dict) and name in ("per_layer_config", "linear_attn_config"):
             size = max([len(value)] + [len(v) for v in value.values() if isinstance(v, list)])
-        if size is not None and size > _MAX_LAYERS:
+        if size is not None and size > MAX_LAYERS:
             raise ValueError(f"config field {_short(name)} describes {size:,} layers; kvcalc "
-                             f"sizes models of at most {_MAX_LAYERS:,} layers (the deepest "
+                             f"sizes models of at most {MAX_LAYERS:,} layers (the deepest "
                              "published one has 162)")
 
 
@@ -338,7 +259,7 @@ def spec_from_config(config: dict, *, name: str | None = None,
         model_type = _WRAPPER_TEXT[top_type]
     model_type = _TEXT_TYPES.get(model_type, model_type)
     _check_sizes(cfg)
-    f = _Fields(cfg, _CLASS_DEFAULTS.get(model_type, {}))
+    f = Fields(cfg, _CLASS_DEFAULTS.get(model_type, {}))
     f.top = config
     f.model_type = model_type
     known = model_type in FAMILIES or model_type == ""
@@ -367,13 +288,9 @@ def spec_from_config(config: dict, *, name: str | None = None,
     for name_, value in f.defaults_used():
         assumptions.append(f"'{name_}' is not in the config: took {value!r}, the default of "
                            f"transformers' {model_type} config class")
-    params = moe = None
-    params_error = None
-    try:
-        moe, params = count_parameters(f, model_type, layers, geo)
-    except ValueError as exc:
-        params_error = str(exc)
-        notes.append(f"parameters not counted ({params_error}): weight figures need a weight "
+    counted = count_parameters(f, model_type, layers, geo)
+    if counted.error:
+        notes.append(f"parameters not counted ({counted.error}): weight figures need a weight "
                      "size given by hand; the cache figures are complete")
     unread = unknown_fields()
     if unread and not unverified:
@@ -391,10 +308,10 @@ def spec_from_config(config: dict, *, name: str | None = None,
     label = (
         name or cfg.get("_name_or_path") or config.get("_name_or_path") or model_type or "custom"
     )
-    return ModelSpec(name=str(label)[:_SHORT], layers=interned(layers), params=params, moe=moe,
-                     hidden_size=geo.hidden, vocab_size=geo.vocab, max_context=max_ctx,
-                     notes=tuple(notes), assumptions=tuple(assumptions),
-                     params_error=params_error, unverified=tuple(unread),
+    return ModelSpec(name=str(label)[:_SHORT], layers=interned(layers), params=counted.params,
+                     moe=counted.moe, hidden_size=geo.hidden, vocab_size=counted.vocab,
+                     max_context=max_ctx, notes=tuple(notes), assumptions=tuple(assumptions),
+                     params_error=counted.error, unverified=tuple(unread),
                      family_reader=model_type in FAMILIES)
 
 
@@ -414,38 +331,25 @@ _TEXT_TYPES = {"gemma3": "gemma3_text", "gemma3n": "gemma3n_text", "gemma4": "ge
                "llama4": "llama4_text", "qwen3_5": "qwen3_5_text",
                "qwen3_5_moe": "qwen3_5_moe_text"}
 
-@dataclass
-class _Geometry:
-    hidden: int | None
-    vocab: int | None
-    q_heads: int
-    kv_heads: int
-    head_dim: int
-    notes: list = field(default_factory=list)
-    assumptions: list = field(default_factory=list)
-    per_layer_heads: bool = False  # heads differ by layer (parameter counting refuses these)
-
-
-def _read_layers(f: _Fields, model_type: str, honor_sliding: bool):
+def _read_layers(f: Fields, model_type: str, honor_sliding: bool):
     """The layers and the base attention geometry, from cache fields only."""
     hidden = f.int("hidden_size", "n_embd", "d_model", required=False)
-    vocab = None  # the vocabulary matters to the weights only: read with the parameters
     geo_notes: list[str] = []
     assumptions: list[str] = []
 
     if model_type in SEQ2SEQ_DECODERS:
-        layers, heads, head = seq2seq_decoder_layers(f, _MAX_LAYERS, geo_notes)
-        geo = _Geometry(hidden=hidden, vocab=vocab, q_heads=heads, kv_heads=heads,
+        layers, heads, head = seq2seq_decoder_layers(f, MAX_LAYERS, geo_notes)
+        geo = Geometry(hidden=hidden, q_heads=heads, kv_heads=heads,
                         head_dim=head, notes=geo_notes, assumptions=assumptions)
         return layers, geo
     if model_type == "rwkv":
-        geo = _Geometry(hidden=hidden, vocab=vocab, q_heads=0, kv_heads=0, head_dim=0,
+        geo = Geometry(hidden=hidden, q_heads=0, kv_heads=0, head_dim=0,
                         notes=["no attention: every layer keeps a fixed RWKV state and no K/V"],
                         assumptions=assumptions)
-        return rwkv_layers(f, hidden, _MAX_LAYERS), geo
+        return rwkv_layers(f, hidden, MAX_LAYERS), geo
     # Attention-free models: every layer is a recurrent state.
     if model_type in _ALL_STATE_TYPES:
-        n = f.int("num_hidden_layers", "n_layer", "num_layers", maximum=_MAX_LAYERS)
+        n = f.int("num_hidden_layers", "n_layer", "num_layers", maximum=MAX_LAYERS)
         state = _state_layer(f, hidden, _ALL_STATE_TYPES[model_type])
         if model_type == "mamba2" and f.has("expand") and hidden is not None:
             # Mamba2Mixer (transformers and vLLM) sizes the convolution from expand x
@@ -456,7 +360,7 @@ def _read_layers(f: _Fields, model_type: str, honor_sliding: bool):
                 raise ValueError(f"config fields 'expand' x 'hidden_size' ({inner:,}) and "
                                  f"'num_heads' x 'head_dim' ({heads * head:,}) disagree on the "
                                  "Mamba-2 inner width")
-        geo = _Geometry(hidden=hidden, vocab=vocab, q_heads=0, kv_heads=0, head_dim=0,
+        geo = Geometry(hidden=hidden, q_heads=0, kv_heads=0, head_dim=0,
                         notes=["no attention: every layer keeps a fixed recurrent state and no "
                                "K/V"], assumptions=assumptions)
         return [state] * n, geo
@@ -477,12 +381,12 @@ def _read_layers(f: _Fields, model_type: str, honor_sliding: bool):
             raise ValueError(f"'hidden_size' ({hidden}) is not divisible by 'num_attention_heads' "
                              f"({q_heads}); the config must give 'head_dim'")
         head_dim = hidden // q_heads
-    geo = _Geometry(hidden=hidden, vocab=vocab, q_heads=q_heads, kv_heads=kv_heads,
+    geo = Geometry(hidden=hidden, q_heads=q_heads, kv_heads=kv_heads,
                     head_dim=head_dim, notes=geo_notes, assumptions=assumptions)
 
     reader = FAMILY_READERS.get(model_type)
     if reader is not None:
-        return reader(f, geo, _MAX_LAYERS), geo
+        return reader(f, geo, MAX_LAYERS), geo
     if f.has("block_configs"):
         return _nas_layers(f, geo), geo
 
@@ -522,7 +426,7 @@ def _read_layers(f: _Fields, model_type: str, honor_sliding: bool):
 _PER_LAYER_KEYS = {"head_dim", "num_key_value_heads"}
 
 
-def _bidirectional(f: _Fields) -> None:
+def _bidirectional(f: Fields) -> None:
     """use_bidirectional_attention: off (None/false) is a causal decoder. 'vision' (Gemma 4
     unified) and PaliGemma's true (gemma, gemma2: a prefix attended both ways) keep the same
     cache; anywhere else a true value makes an encoder (EmbeddingGemma's gemma3_text also halves
@@ -539,7 +443,7 @@ def _bidirectional(f: _Fields) -> None:
                      "decoder, so it keeps no KV cache while generating")
 
 
-def _per_layer_overrides(f: _Fields, layers: list) -> list:
+def _per_layer_overrides(f: Fields, layers: list) -> list:
     """transformers' ``per_layer_config`` (HeterogeneousConfigMixin): a sparse map from layer
     index to the attributes that differ there (Gemma 4 writes its full layers' head_dim 512 and
     KV heads this way). It supersedes global_head_dim and num_global_key_value_heads."""
@@ -584,7 +488,7 @@ def _plain_int(value: Any, label: str) -> int:
 
 _ALL_STATE_TYPES = {"mamba": "mamba", "falcon_mamba": "mamba", "mamba2": "mamba2"}
 
-def _engine_conventions(f: _Fields, layers: list) -> list[str]:
+def _engine_conventions(f: Fields, layers: list) -> list[str]:
     """The engine conventions a figure for these layers rests on, said once."""
     out = []
     if any(lay.state_elements for lay in layers):
@@ -601,7 +505,7 @@ def _engine_conventions(f: _Fields, layers: list) -> list[str]:
     return out
 
 
-def _indexer(f: _Fields, n: int, notes: list, assumptions: list) -> list:
+def _indexer(f: Fields, n: int, notes: list, assumptions: list) -> list:
     """Per layer, the DeepSeek-sparse-attention indexer key cache (``index_topk``), or None.
 
     vLLM stores the indexer's keys as fp8 plus one fp32 scale per 128 values; transformers keeps
@@ -634,7 +538,7 @@ def _indexer(f: _Fields, n: int, notes: list, assumptions: list) -> list:
     return [extra if flag else None for flag in flags]
 
 
-def _attention_layer(f: _Fields, kind: str, geo: _Geometry, v_dim: int, extra):
+def _attention_layer(f: Fields, kind: str, geo: Geometry, v_dim: int, extra):
     """One attention layer of ``kind`` with its own geometry: full layers may have their own
     head size and KV heads (Gemma 4's global_*), sliding ones theirs (MiMo-V2's swa_*)."""
     kv, k_dim, v, q = geo.kv_heads, geo.head_dim, v_dim, geo.q_heads
@@ -679,7 +583,7 @@ def _attention_layer(f: _Fields, kind: str, geo: _Geometry, v_dim: int, extra):
     return FullAttention(**common)
 
 
-def _window(f: _Fields) -> int:
+def _window(f: Fields) -> int:
     if f.has("sliding_window_size") and not f.has("sliding_window"):
         # MiMo-V2: the reference implementation attends to sliding_window_size previous tokens
         # plus the query, so the window is one larger (transformers' MiMoV2FlashConfig).
@@ -695,7 +599,7 @@ _MPT_ATTN_KEYS = frozenset({
     "sliding_window_size", "is_encoder_decoder"})
 
 
-def _kv_heads(f: _Fields, q_heads: int, attn_cfg: dict | None) -> int:
+def _kv_heads(f: Fields, q_heads: int, attn_cfg: dict | None) -> int:
     if attn_cfg is not None:  # MPT
         # (a config saved by transformers writes the sub-config whole, base fields included)
         unknown = sorted(set(attn_cfg) - _MPT_ATTN_KEYS - NEVER_CACHE)
@@ -763,11 +667,11 @@ _LAYER_TYPE_NAMES = {
 _NEMOTRON_PATTERN = {"M": "state", "*": "full", "-": "none", "E": "none"}
 
 
-def _layer_kinds(f: _Fields, model_type: str, honor_sliding: bool, geo: _Geometry) -> list[str]:
+def _layer_kinds(f: Fields, model_type: str, honor_sliding: bool, geo: Geometry) -> list[str]:
     """One kind per layer: full, sliding, chunked, state or none (MLA is decided by
     kv_lora_rank). Every convention lives here, keyed by the field that carries it."""
     declared = f.int("num_hidden_layers", "n_layer", "num_layers", "n_layers", required=False,
-                     maximum=_MAX_LAYERS)
+                     maximum=MAX_LAYERS)
     kinds: list[str] | None = None
     source = None
     if f.has("hybrid_override_pattern"):
@@ -826,7 +730,7 @@ def _layer_kinds(f: _Fields, model_type: str, honor_sliding: bool, geo: _Geometr
                                  f"{declared} layers, got {len(kinds)}")
         n = len(kinds)
     else:
-        n = f.int("num_hidden_layers", "n_layer", "num_layers", "n_layers", maximum=_MAX_LAYERS)
+        n = f.int("num_hidden_layers", "n_layer", "num_layers", "n_layers", maximum=MAX_LAYERS)
         kinds = _kinds_from_periods(f, n)
     if source == "layer_types":
         f.seen.add("no_rope_layers")  # layer_types already says which layers are chunked
@@ -849,7 +753,7 @@ def _layer_kinds(f: _Fields, model_type: str, honor_sliding: bool, geo: _Geometr
     return kinds
 
 
-def _from_names(f: _Fields, name: str) -> list[str]:
+def _from_names(f: Fields, name: str) -> list[str]:
     types = f.raw(name)
     if not isinstance(types, list) or not types:
         raise ValueError(f"config field '{name}' must be a list with one type per layer")
@@ -864,7 +768,7 @@ def _from_names(f: _Fields, name: str) -> list[str]:
     return kinds
 
 
-def _from_codes(f: _Fields, name: str, codes: dict) -> list[str]:
+def _from_codes(f: Fields, name: str, codes: dict) -> list[str]:
     values = f.raw(name)
     if not isinstance(values, list) or not values:
         raise ValueError(f"config field '{name}' must be a list with one entry per layer")
@@ -878,7 +782,7 @@ def _from_codes(f: _Fields, name: str, codes: dict) -> list[str]:
     return kinds
 
 
-def _kinds_from_periods(f: _Fields, n: int) -> list[str]:
+def _kinds_from_periods(f: Fields, n: int) -> list[str]:
     window_on = f.raw("use_sliding_window", default=True) is not False
     if f.model_type in _LAYOUT_BY_CLASS_RULE and window_on and \
             f.has("sliding_window", "sliding_window_size"):
@@ -920,7 +824,7 @@ def _kinds_from_periods(f: _Fields, n: int) -> list[str]:
     return ["full"] * n
 
 
-def _share_kv(f: _Fields, layers: list, kinds: list[str]) -> list:
+def _share_kv(f: Fields, layers: list, kinds: list[str]) -> list:
     """Gemma 3n / Gemma 4: the last num_kv_shared_layers layers store nothing and read the cache
     of the last earlier layer of the same type (transformers' ``kv_sharing_modes``)."""
     shared = f.int("num_kv_shared_layers", default=0, minimum=0)
@@ -941,7 +845,7 @@ def _share_kv(f: _Fields, layers: list, kinds: list[str]) -> list:
     return out
 
 
-def _nas_layers(f: _Fields, geo: _Geometry) -> list:
+def _nas_layers(f: Fields, geo: Geometry) -> list:
     """Nemotron-NAS (``block_configs``): per layer, attention may be a no-op, replaced by a
     linear layer, or grouped-query attention with its own ``n_heads_in_group``."""
     blocks = f.raw("block_configs")
@@ -985,14 +889,14 @@ def _nas_layers(f: _Fields, geo: _Geometry) -> list:
         kv = geo.q_heads // group
         layers.append(FullAttention(kv_heads=kv, head_dim=geo.head_dim, v_head_dim=geo.head_dim,
                                     q_heads=geo.q_heads))
-    declared = f.int("num_hidden_layers", required=False, maximum=_MAX_LAYERS)
+    declared = f.int("num_hidden_layers", required=False, maximum=MAX_LAYERS)
     if declared is not None and declared != len(layers):
         raise ValueError(f"config field 'block_configs' has {len(layers)} entries but "
                          f"'num_hidden_layers' is {declared}")
     return layers
 
 
-def _state_flavor(f: _Fields, model_type: str) -> str:
+def _state_flavor(f: Fields, model_type: str) -> str:
     if f.has("linear_num_value_heads"):
         return "gated_deltanet"
     if f.has("attn_type_list") or model_type == "minimax":
@@ -1006,7 +910,7 @@ def _state_flavor(f: _Fields, model_type: str) -> str:
                      "'mamba_d_state' / 'state_size' (Mamba)")
 
 
-def _state_layer(f: _Fields, hidden: int | None, flavor: str) -> RecurrentState:
+def _state_layer(f: Fields, hidden: int | None, flavor: str) -> RecurrentState:
     """The fixed per-sequence state of one recurrent layer. The convolution keeps kernel - 1
     past inputs, as vLLM sizes it (transformers keeps the whole kernel)."""
     if flavor == "gated_deltanet":

@@ -8,16 +8,15 @@ cache (kvcalc.config.hfconfig) never depends on this module succeeding.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from ..core.model import MoE, ParamCounts, RecurrentState
 from ..core.text import short as _short
-from .limits import MAX_PARAMS
+from .fields import Fields, Geometry
+from .limits import MAX_LAYERS, MAX_PARAMS
 
-if TYPE_CHECKING:  # the field reader and geometry of kvcalc.config.hfconfig
-    from .hfconfig import _Fields, _Geometry
-
-__all__ = ["count_parameters"]
+__all__ = ["count_parameters", "ParamReading"]
 
 # How each architecture builds the blocks that parameter counting needs. Unlisted model types
 # are counted as Llama-style (gated MLP of three matrices, no biases), and the spec says so.
@@ -39,8 +38,42 @@ _FAMILY: dict[str, dict[str, Any]] = {
 }
 
 
-def count_parameters(f: _Fields, model_type: str, layers: list, geo: _Geometry):
-    """(MoE, ParamCounts), or ValueError saying why the parameters cannot be counted exactly."""
+@dataclass(frozen=True, kw_only=True)
+class ParamReading:
+    """What counting the parameters read: the counts (and the MoE layout), or ``error`` saying
+    why they cannot be counted exactly. ``vocab`` is the vocabulary once it was read, even when
+    the count failed afterwards (it sizes the embedding rows a forward pass gathers)."""
+
+    moe: MoE | None = None
+    params: ParamCounts | None = None
+    vocab: int | None = None
+    error: str | None = None
+
+
+def count_parameters(f: Fields, model_type: str, layers: list, geo: Geometry) -> ParamReading:
+    """The parameters of the layers read from ``f``; never raises for a config it cannot count
+    (``error`` says why instead), so that only the weight figures are lost."""
+    try:
+        family = _countable(model_type, layers, geo)
+        hidden = f.int("hidden_size", "n_embd", "d_model")
+        vocab = f.int("vocab_size")
+    except ValueError as exc:
+        return ParamReading(error=str(exc))
+    try:
+        moe = _moe(f, hidden, len(layers), family)
+        params = _count_params(f, family, layers, moe, hidden, vocab, geo.head_dim, geo.q_heads,
+                               geo.kv_heads, len(layers))
+        if params.total > MAX_PARAMS:
+            raise ValueError(f"the config describes {params.total:.3g} parameters, over the "
+                             f"{MAX_PARAMS:.3g} kvcalc counts (the largest published models "
+                             "have about 2 x 10^12)")
+    except ValueError as exc:
+        return ParamReading(vocab=vocab, error=str(exc))
+    return ParamReading(moe=moe, params=params, vocab=vocab)
+
+
+def _countable(model_type: str, layers: list, geo: Geometry) -> dict[str, Any]:
+    """The family's building blocks, or ValueError when the counter does not cover the model."""
     family = _FAMILY.get(model_type)
     if family is None:
         raise ValueError(f"parameter counting is not implemented for model_type "
@@ -52,21 +85,10 @@ def count_parameters(f: _Fields, model_type: str, layers: list, geo: _Geometry):
                          "blocks), which the parameter counter does not cover")
     if any(lay.state_elements and lay.flavor not in ("mamba", "gated_deltanet") for lay in layers):
         raise ValueError("the parameter counter covers Mamba-1 and Gated DeltaNet layers only")
-    hidden = f.int("hidden_size", "n_embd", "d_model")
-    vocab = f.int("vocab_size")
-    geo.vocab = vocab
-    n = len(layers)
-    moe = _moe(f, hidden, n, family)
-    params = _count_params(f, family, layers, moe, hidden, vocab, geo.head_dim, geo.q_heads,
-                           geo.kv_heads, n)
-    if params.total > MAX_PARAMS:
-        raise ValueError(f"the config describes {params.total:.3g} parameters, over the "
-                         f"{MAX_PARAMS:.3g} kvcalc counts (the largest published models have "
-                         "about 2 x 10^12)")
-    return moe, params
+    return family
 
 
-def _moe(f: _Fields, hidden: int, n: int, family: dict) -> MoE | None:
+def _moe(f: Fields, hidden: int, n: int, family: dict) -> MoE | None:
     e = f.raw("num_local_experts", "n_routed_experts", "num_experts")
     if e is None or e in (0, 1):
         return None
@@ -91,10 +113,8 @@ def _moe(f: _Fields, hidden: int, n: int, family: dict) -> MoE | None:
         moe_layers = sum(1 for i in range(n) if i % period == offset)
     elif f.has("decoder_sparse_step", "mlp_only_layers"):
         step = f.int("decoder_sparse_step", default=1)
-        from .hfconfig import _MAX_LAYERS  # loaded by now: hfconfig is the only caller
-
         only = f.raw("mlp_only_layers", default=[]) or []
-        if not isinstance(only, list) or len(only) > _MAX_LAYERS or \
+        if not isinstance(only, list) or len(only) > MAX_LAYERS or \
                 any(isinstance(i, bool) or not isinstance(i, int) for i in only):
             raise ValueError("config field 'mlp_only_layers' must be a list of layer indices")
         dense = set(only)  # a set: a list membership test in the loop was quadratic
@@ -110,7 +130,7 @@ def _moe(f: _Fields, hidden: int, n: int, family: dict) -> MoE | None:
                shared_params_per_layer=shared)
 
 
-def _count_params(f: _Fields, family: dict, layers, moe: MoE | None, hidden: int, vocab: int,
+def _count_params(f: Fields, family: dict, layers, moe: MoE | None, hidden: int, vocab: int,
                   head_dim: int, q_heads: int, kv_heads: int, n: int) -> ParamCounts:
     """Parameters from config fields, layer by layer. Norm weights are counted; rotary tables
     and buffers are not parameters."""
@@ -173,7 +193,7 @@ def _count_params(f: _Fields, family: dict, layers, moe: MoE | None, hidden: int
                        other=other, tied=tied)
 
 
-def _mla_params(f: _Fields, hidden: int, heads: int) -> int:
+def _mla_params(f: Fields, hidden: int, heads: int) -> int:
     nope, rope = f.int("qk_nope_head_dim"), f.int("qk_rope_head_dim")
     v, kv_rank = f.int("v_head_dim"), f.int("kv_lora_rank")
     q_dim = heads * (nope + rope)
@@ -186,7 +206,7 @@ def _mla_params(f: _Fields, hidden: int, heads: int) -> int:
     return q + kv + heads * v * hidden
 
 
-def _state_params(f: _Fields, hidden: int, layer: RecurrentState) -> int:
+def _state_params(f: Fields, hidden: int, layer: RecurrentState) -> int:
     if layer.flavor == "gated_deltanet":
         kh, vh = f.int("linear_num_key_heads"), f.int("linear_num_value_heads")
         kd, vd = f.int("linear_key_head_dim"), f.int("linear_value_head_dim")

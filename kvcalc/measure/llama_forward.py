@@ -16,8 +16,8 @@ Grouped-query attention (GQA): query head h reads KV head h // (heads / kv_heads
 convention of transformers' ``repeat_kv`` (SmolLM2: query heads 0-2 read KV head 0, 3-5 read 1,
 6-8 read 2). tests/test_quality.py checks this forward against transformers' own logits.
 
-torch is imported lazily by the callers (kvcalc.measure.live._torch); importing kvcalc does not
-load it.
+torch is imported lazily by the callers (kvcalc.measure.runtime.import_torch); importing kvcalc does
+not load it.
 """
 
 from __future__ import annotations

@@ -104,7 +104,7 @@ def run(prompt: str, steps: int = 8, *, hosted: bool = False, device: str = "cpu
         should_stop=None) -> Microscope:
     """Prefill ``prompt`` and decode ``steps`` tokens greedily with SmolLM2's real weights,
     recording what the microscope shows (see the module docstring)."""
-    from . import live
+    from . import runtime
     from .llama_forward import Net
 
     cap = caps(hosted)
@@ -114,9 +114,9 @@ def run(prompt: str, steps: int = 8, *, hosted: bool = False, device: str = "cpu
         raise ValueError(f"The prompt has {len(prompt):,} characters; this page takes at most "
                          f"{cap['chars']:,}. Shorten it.")
     steps = check_int("steps", steps, 1, cap["steps"])
-    torch = live._torch()
-    dev = live._device(torch, device)
-    net_model, _, tok = live._load("gguf", "smollm2-135m", "fp32", dev)
+    torch = runtime.import_torch()
+    dev = runtime.resolve_device(torch, device)
+    net_model, _, tok = runtime.load_model("gguf", "smollm2-135m", "fp32", dev)
     net = Net(net_model)
     ids = tok(prompt, return_tensors="pt", add_special_tokens=False).input_ids[0].to(dev)
     P = int(ids.numel())
@@ -136,7 +136,7 @@ def run(prompt: str, steps: int = 8, *, hosted: bool = False, device: str = "cpu
     with torch.inference_mode():
         for step in range(steps + 1):
             if should_stop is not None and should_stop():
-                raise live.LiveError(f"The run was stopped after {step} of {steps + 1} steps.")
+                raise runtime.LiveError(f"The run was stopped after {step} of {steps + 1} steps.")
             start = seq.numel() - x_ids.numel()
             before = [(k, v) for k, v in zip(K, V)] if step else None
             x = net.embed(x_ids)

@@ -59,7 +59,7 @@ from ..core.units import check_int
 __all__ = ["VARIANTS", "EXTRA_VARIANTS", "Variant", "variant", "roundtrip", "QualityRow",
            "QualityTable", "evaluate", "text_ids", "TEXT_SOURCE", "MAX_TOKENS", "MIN_TOKENS",
            "MODEL_KEY", "kv_bytes", "attention_allowed", "KIVI_GROUP", "KIVI_RESIDUAL",
-           "SINKS", "CHUNK"]
+           "SINKS", "CHUNK", "check_inputs"]
 
 MODEL_KEY = "smollm2-135m"
 MIN_TOKENS = 64
@@ -336,7 +336,10 @@ class QualityTable:
 
 # -- running ----------------------------------------------------------------------------------
 
-def _check(model: str, tokens, window, chunk, names) -> tuple[int, int, int, list[Variant]]:
+def check_inputs(model: str, tokens, window, chunk,
+                 names) -> tuple[int, int, int, list[Variant]]:
+    """(tokens, window, chunk, variants) as ``evaluate`` runs them (the exact cache first
+    when not asked for), or ValueError naming the input to change."""
     if model not in (MODEL_KEY, "smollm2"):
         raise ValueError(f"the quality table runs on {MODEL_KEY} (real weights) only, not "
                          f"{str(model)[:80]!r}: an architecture twin has random weights, so its "
@@ -365,14 +368,14 @@ def evaluate(*, model: str = MODEL_KEY, tokens: int = 2048, window: int = 256,
     LiveError then ends the run). The exact cache's row (the reference for agreement) is kept
     per process and reused unless ``cached_exact`` is false; the exact row is always part of
     the table."""
-    from . import live
+    from . import runtime
 
-    tokens, window, chunk, vs = _check(model, tokens, window, chunk,
+    tokens, window, chunk, vs = check_inputs(model, tokens, window, chunk,
                                        list(variants) if variants else list(VARIANTS))
-    torch = live._torch()
-    dev = live._device(torch, device)
+    torch = runtime.import_torch()
+    dev = runtime.resolve_device(torch, device)
     t0 = time.perf_counter()
-    net_model, _, tok = live._load("gguf", MODEL_KEY, "fp32", dev)
+    net_model, _, tok = runtime.load_model("gguf", MODEL_KEY, "fp32", dev)
     from .llama_forward import Net
 
     net = Net(net_model)
@@ -397,7 +400,7 @@ def evaluate(*, model: str = MODEL_KEY, tokens: int = 2048, window: int = 256,
 
         def stop_check():
             if should_stop is not None and should_stop():
-                raise live.LiveError(f"The run was stopped at variant {v.name}.")
+                raise runtime.LiveError(f"The run was stopped at variant {v.name}.")
 
         key = (tokens, chunk, dev)
         if v.name == "exact" and key in _EXACT:  # the reference, measured once per process

@@ -16,10 +16,11 @@ from ..config.catalog import get_model, registry
 from ..config.hfconfig import spec_from_config
 from ..core.model import MLALatent, ModelSpec
 
-__all__ = ["TWIN_KEYS", "twin_config", "runtime_spec", "predicted_bytes", "fit_line"]
+__all__ = ["TWIN_KEYS", "TWIN_VOCAB", "twin_config", "runtime_spec", "predicted_bytes",
+           "fit_line"]
 
 TWIN_KEYS = registry().twins  # kvcalc/config/models.yaml's twins
-_TWIN_VOCAB = 512
+TWIN_VOCAB = 512  # a twin's vocabulary: small, the cache does not depend on it
 
 
 def _period(spec: ModelSpec, cap: int = 8) -> int:
@@ -43,7 +44,7 @@ def twin_config(key: str) -> dict:
     mt = cfg["model_type"]
     cfg.pop("quantization_config", None)
     cfg.pop("torch_dtype", None)
-    tokens = dict(vocab_size=_TWIN_VOCAB, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    tokens = dict(vocab_size=TWIN_VOCAB, bos_token_id=0, eos_token_id=0, pad_token_id=0)
     if mt == "gpt2":  # head_dim = n_embd / n_head: keep the width, shrink the rest
         cfg.update(n_layer=layers, **tokens)
         return cfg
@@ -57,7 +58,7 @@ def twin_config(key: str) -> dict:
     heads = 8 if attn is None or mla else attn.q_heads
     hidden = max(64, 8 * heads)  # a multiple of the query heads, as every config requires
     cfg.update(hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-               vocab_size=_TWIN_VOCAB, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+               vocab_size=TWIN_VOCAB, bos_token_id=0, eos_token_id=0, pad_token_id=0)
     if attn is not None and not mla:
         cfg["head_dim"] = attn.head_dim  # keep the real head size although hidden shrank
     if isinstance(cfg.get("layer_types"), list):

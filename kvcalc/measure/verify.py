@@ -159,12 +159,11 @@ def verify(config: dict, *, context: int | None = None, name: str | None = None)
         bounded = [s for s in spans if s < 10**9]
         context = min(MAX_VERIFY_CONTEXT, max(bounded, default=31) + 33)
     n = check_int("context", context, 2, MAX_VERIFY_CONTEXT)
-    try:
-        import torch
-        import transformers
-    except ImportError:
-        raise ValueError("verify needs torch and transformers (pip install -r "
-                         "requirements.txt)") from None
+    from .runtime import import_torch
+
+    torch = import_torch("verify")
+    import transformers
+
     version = transformers.__version__
 
     def refused(reason: str) -> VerifyReport:

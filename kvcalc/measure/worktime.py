@@ -1,11 +1,11 @@
 """Work is not time: recomputing an n-token prefix against one cached decode step, timed.
 
-Without a cache, producing the next token after n tokens reruns all n of them: n token passes
-of work. With a cache it is one token pass that reads n cached K/V. The work differs n-fold, but
-the time does not: a forward over n tokens turns the weight matrices' vector products into
-matrix products, which a CPU or GPU runs far more efficiently per token, and on a GPU both are
-dominated by reading the weights once until n is large. Both are measured here, at several n,
-with the live page's models (kvcalc.measure.live._load); each time is the median of a few repeats.
+Without a cache, producing the next token after n tokens reruns all n of them: n token passes of
+work. With a cache it is one token pass that reads n cached K/V. The work differs n-fold, but the
+time does not: a forward over n tokens turns the weight matrices' vector products into matrix
+products, which a CPU or GPU runs far more efficiently per token, and on a GPU both are dominated by
+reading the weights once until n is large. Both are measured here, at several n, with the live
+page's models (kvcalc.measure.runtime.load_model); each time is the median of a few repeats.
 """
 
 from __future__ import annotations
@@ -51,24 +51,19 @@ def measure(*, model: str, source: str = "twin", ns=DEFAULT_NS, dtype: str = "fp
             device: str = "auto", repeats: int = 3, should_stop=None,
             local_files_only: bool = False) -> WorkTime:
     from ..core.units import check_int
-    from . import live
+    from . import runtime
 
-    torch = live._torch()
+    torch = runtime.import_torch()
     ns = sorted({check_int("tokens", n, 1, 4096) for n in ns})
     if not ns:
         raise ValueError("give at least one token count")
     repeats = check_int("repeats", repeats, 1, 10)
-    if dtype not in live._DTYPE_NAMES:
-        raise live.LiveError(f"dtype must be fp32, bf16 or fp16, got {dtype!r}")
-    dev = live._device(torch, device)
-    if dev == "cpu" and dtype == "fp16":
-        raise live.LiveError("FP16 matrix multiplication is slow or missing on CPUs: use fp32 "
-                             "or bf16.")
-    net, _, _ = live._load(source, model, dtype, dev, local_files_only)
+    dev = runtime.resolve_device(torch, device, dtype)
+    net, _, _ = runtime.load_model(source, model, dtype, dev, local_files_only)
     max_pos = getattr(net.config, "max_position_embeddings", None) or \
         getattr(net.config, "n_positions", None)
     if max_pos and ns[-1] + repeats + 1 > max_pos:
-        raise live.LiveError(f"{ns[-1]:,} tokens exceed this model's {max_pos:,}-token context")
+        raise runtime.LiveError(f"{ns[-1]:,} tokens exceed this model's {max_pos:,}-token context")
     from transformers import DynamicCache
 
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
@@ -81,7 +76,7 @@ def measure(*, model: str, source: str = "twin", ns=DEFAULT_NS, dtype: str = "fp
 
     def stop():
         if should_stop is not None and should_stop():
-            raise live.LiveError("The run was stopped.")
+            raise runtime.LiveError("The run was stopped.")
 
     with torch.inference_mode():
         net(input_ids=ids[:, :8], use_cache=False)  # warm-up

@@ -393,12 +393,11 @@ def run_zoo(*, only: list[str] | None = None, workers: int = DEFAULT_WORKERS,
     import multiprocessing
     from concurrent.futures import ThreadPoolExecutor
 
-    try:
-        import torch
-        import transformers
-    except ImportError:
-        raise ValueError("the zoo needs torch and transformers (pip install -r "
-                         "requirements.txt)") from None
+    from .runtime import import_torch
+
+    torch = import_torch("the zoo")
+    import transformers
+
     t0 = time.perf_counter()
     todo = entries(only)
     ctx = multiprocessing.get_context("forkserver")

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from ..cache.kv import _seq_bytes, stage_layers
+from ..cache.kv import sequence_bytes, stage_layers
 from ..cache.weight_bytes import Weights
 from ..core.dtypes import KV_DTYPES, get_dtype
 from ..core.model import ModelSpec, counted
@@ -263,7 +263,7 @@ def offload_vs_recompute(spec: ModelSpec, prefix_tokens: int, *, link_gbs: float
     layers = _per_gpu_layers(spec, tp, 1)
 
     def reload(n):
-        return fixed_s + _seq_bytes(layers, n, dtype, False) / (link_gbs * GB)
+        return fixed_s + sequence_bytes(layers, n, dtype, False) / (link_gbs * GB)
 
     def recompute(n):
         return prefill(spec, n, peak_tflops, mfu=mfu, tp=tp).time_s
@@ -287,6 +287,6 @@ def offload_vs_recompute(spec: ModelSpec, prefix_tokens: int, *, link_gbs: float
                 else:
                     lo = mid
             break_even = hi
-    return Offload(prefix_tokens=n, kv_bytes=_seq_bytes(layers, n, dtype, False),
+    return Offload(prefix_tokens=n, kv_bytes=sequence_bytes(layers, n, dtype, False),
                    link_gbs=link_gbs, reload_s=r, recompute_s=c, offload_wins=r < c,
                    break_even_tokens=break_even)
