@@ -84,50 +84,31 @@ def _sibling(module: str, source: str, modules: set[str]) -> str:
     return source
 
 
+def _source(module: str, is_package: bool, node: ast.ImportFrom, modules: set[str]) -> str:
+    """The module a ``from ... import`` reads from, its dots resolved."""
+    if not node.level:
+        return _sibling(module, node.module or "", modules)
+    base = (module if is_package else module.rpartition(".")[0]).split(".")
+    base = base[:len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def _imports(module: str, is_package: bool, tree: ast.Module, modules: set[str]):
-    """(line, target module, imported name or None) for every import in the file, at any depth
-    (inside functions and under TYPE_CHECKING too). ``from P import n`` targets the module
-    P.n when there is one, else P with the name n."""
-    package = module if is_package else module.rpartition(".")[0]
+    """(line, target module, imported name or None, local name) for every import in the file,
+    at any depth (inside functions and under TYPE_CHECKING too). ``from P import n`` targets
+    the module P.n when there is one, else P with the name n."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                yield node.lineno, alias.name, None
+                yield node.lineno, alias.name, None, alias.asname
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[:len(base) - (node.level - 1)]
-                source = ".".join(base + ([node.module] if node.module else []))
-            else:
-                source = _sibling(module, node.module or "", modules)
+            source = _source(module, is_package, node, modules)
             for alias in node.names:
                 sub = f"{source}.{alias.name}"
                 if sub in modules:
-                    yield node.lineno, sub, None
+                    yield node.lineno, sub, None, alias.asname or alias.name
                 else:
-                    yield node.lineno, source, alias.name
-
-
-def _module_aliases(module: str, is_package: bool, tree: ast.Module, modules: set[str]):
-    """Local names bound to modules of the tree (``from . import live``, ``import a.b as m``)."""
-    package = module if is_package else module.rpartition(".")[0]
-    bound = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname and alias.name in modules:
-                    bound[alias.asname] = alias.name
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[:len(base) - (node.level - 1)]
-                source = ".".join(base + ([node.module] if node.module else []))
-            else:
-                source = _sibling(module, node.module or "", modules)
-            for alias in node.names:
-                if f"{source}.{alias.name}" in modules:
-                    bound[alias.asname or alias.name] = f"{source}.{alias.name}"
-    return bound
+                    yield node.lineno, source, alias.name, alias.asname or alias.name
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -176,7 +157,8 @@ def problems(root: Path) -> list[str]:
         if layer == "outside the layers":
             found.append(f"{rel.as_posix()}: a kvcalc module outside the layers ({ORDER})")
             continue
-        for line, target, name in _imports(module, is_package, tree, modules):
+        imports = list(_imports(module, is_package, tree, modules))
+        for line, target, name, _ in imports:
             where = f"{rel.as_posix()}:{line}"
             if name is not None and _is_private(name) and target in modules:
                 found.append(f"{where}: imports the private name {name} from {target}")
@@ -198,7 +180,9 @@ def problems(root: Path) -> list[str]:
                              f"({ORDER})")
         if in_tests:
             continue
-        aliases = _module_aliases(module, is_package, tree, modules)
+        # Local names bound to modules of the tree (from . import live; import a.b as m).
+        aliases = {local: target for _, target, name, local in imports
+                   if name is None and local and target in modules}
         for node in ast.walk(tree):
             if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
                     and node.value.id in aliases and _is_private(node.attr)):

@@ -15,6 +15,7 @@ from kvcalc.config.hfconfig import UnknownFields, checkpoint_format, parse_confi
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.units import GiB
 from kvcalc.engines.budget import pool_defaults_text
+from kvcalc.engines.vllm import DEFAULT_BLOCK_SIZE
 from kvcalc.perf.calibration import (
     BW_SHARE,
     STEP_OVERHEAD_S,
@@ -423,7 +424,7 @@ def require_fit(sel: Selection, util: float | None = None,
 
 
 def pool_kwargs(sel: Selection, util: float | None = None, reserve_bytes: int | None = None,
-                block_size: int = 16) -> dict:
+                block_size: int = DEFAULT_BLOCK_SIZE) -> dict:
     """Budget arguments for "does it fit": vLLM's arithmetic on the selected GPU(s), at the
     lab's one default (kvcalc.engines.budget.DEFAULT_GPU_MEM_UTIL, vLLM's own, and the 2 GiB
     reserve), unless a page has its own inputs. The captions say so (pool_defaults_text)."""

@@ -9,9 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import re
-import stat
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,12 +24,20 @@ from ..cache.weight_bytes import (
     weights_in,
 )
 from ..config.catalog import registry
+from ..config.files import read_regular_file
 from ..config.hfconfig import checkpoint_format, load_config_file, spec_from_config
 from ..core.dtypes import KV_DTYPES, WEIGHT_DTYPES
 from ..core.model import ModelSpec
 from ..core.text import short as _short
 from ..core.units import GB, GiB, fmt_bytes, fmt_gib, fmt_seconds
-from ..engines.budget import DEFAULT_RESERVE_BYTES, ENGINES, budget
+from ..engines.budget import (
+    DEFAULT_GPU_MEM_UTIL,
+    DEFAULT_RESERVE_BYTES,
+    ENGINES,
+    TRTLLM_FREE_FRACTION,
+    budget,
+)
+from ..engines.vllm import DEFAULT_BLOCK_SIZE
 from ..perf.calibration import error_band_text, estimate_step, step_model
 from ..perf.roofline import DEFAULT_MFU, offload_vs_recompute, prefill, step_time, token_passes
 from ..perf.sweeps import no_speed_reason
@@ -319,13 +325,13 @@ def _budget_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=_positive_int, default=1,
                    help="sequences you want to run at once (checked against the pool)")
     p.add_argument("--gpu-mem-util", type=_mem_util, default=None,
-                   help="vLLM's gpu_memory_utilization (default: the vLLM version's own, 0.92 in "
-                   "the newest; TensorRT-LLM: the share of memory free after weights, default "
-                   "0.9)")
+                   help="vLLM's gpu_memory_utilization (default: the vLLM version's own, "
+                   f"{DEFAULT_GPU_MEM_UTIL:g} in the newest; TensorRT-LLM: the share of memory "
+                   f"free after weights, default {TRTLLM_FREE_FRACTION:g})")
     p.add_argument("--reserve-gib", type=_gib,
                    default=DEFAULT_RESERVE_BYTES / GiB,
                    help="activations, CUDA context and graphs, per GPU (default 2 GiB)")
-    p.add_argument("--block-size", type=_positive_int, default=16)
+    p.add_argument("--block-size", type=_positive_int, default=DEFAULT_BLOCK_SIZE)
     p.add_argument("--engine", choices=ENGINES, default="vllm",
                    help="vllm: as vLLM allocates (default); ideal: bytes actually held; "
                         "trtllm: TensorRT-LLM's share of free memory")
@@ -744,25 +750,6 @@ def cmd_quality(args):
     return t.to_dict(), text
 
 
-def _read_log(path: str, limit: int) -> str:
-    """A log file's first ``limit`` + 1 bytes, from a regular file only: a FIFO or /dev/stdin
-    would block the read, /dev/zero would never end."""
-    shown = _short(path)
-    try:
-        st = os.stat(path)  # before open(): opening a FIFO for reading blocks
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError(f"cannot read log {shown}: it is not a regular file; give the path "
-                             "of a saved log")
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        with os.fdopen(fd, "rb") as fh:
-            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # replaced since the stat
-                raise ValueError(f"cannot read log {shown}: it is not a regular file")
-            data = fh.read(limit + 1)
-    except OSError as exc:
-        raise ValueError(f"cannot read log {shown}: {exc.strerror or exc}") from None
-    return data.decode("utf-8", errors="replace")
-
-
 def _vllm_spec(args, log: dict | None):
     """(spec, label, raw config dict or None) for the vllm command."""
     if args.config:
@@ -876,7 +863,9 @@ def cmd_vllm(args):
     if args.num_draft_layers < 0:
         raise ValueError("--num-draft-layers must be 0 or more")
     if args.log:
-        log = vllm.parse_log(_read_log(args.log, vllm.MAX_LOG_BYTES))
+        data = read_regular_file(args.log, limit=vllm.MAX_LOG_BYTES, what="log",
+                                 give="give the path of a saved log")
+        log = vllm.parse_log(data.decode("utf-8", errors="replace"))
         spec, label, cfg = _vllm_spec(args, log)
         common = _vllm_common(args, cfg, log)
         states_why = common.pop("_states_why")
@@ -904,7 +893,7 @@ def cmd_vllm(args):
         else round(args.available_kv_gib * GiB)
     common = _vllm_common(args, cfg, None)
     states_why = common.pop("_states_why")
-    defaults = dict(block_size=16, tp=1, pp=1, kv_dtype="auto")
+    defaults = dict(block_size=DEFAULT_BLOCK_SIZE, tp=1, pp=1, kv_dtype="auto")
     kw = {**defaults, **{k: v for k, v in common.items() if v is not None}}
     p = vllm.predict(spec, available_bytes=avail, **kw)
     out = p.to_dict()

@@ -20,6 +20,7 @@ from ..cache.weight_bytes import (
 )
 from ..config.catalog import registry
 from ..config.hfconfig import checkpoint_format, load_config_file, spec_from_config
+from ..core.arith import cdiv
 from ..core.dtypes import WEIGHT_DTYPES
 from ..core.model import ModelSpec
 from ..core.units import GiB, fmt_seconds
@@ -293,7 +294,7 @@ def cmd_simulate(args):
         # TensorRT-LLM: a fraction of what is free once the weights (and the runtime's own
         # memory, the reserve) are in, not of the total as vLLM takes it.
         wb = w.bytes if args.weights_gib is None else round(args.weights_gib * GiB)
-        free = gpu.memory_bytes - -(-wb // args.tp) - pool.get("reserve_bytes",
+        free = gpu.memory_bytes - cdiv(wb, args.tp) - pool.get("reserve_bytes",
                                                                DEFAULT_RESERVE_BYTES)
         if free <= 0:
             raise ValueError(f"{m.name}'s weights and the reserve leave no free memory on "

@@ -17,7 +17,14 @@ from typing import Any
 from ..core.text import short as _short
 from .limits import cap_of, over_cap
 
-__all__ = ["Fields", "Geometry"]
+__all__ = ["Fields", "Geometry", "STATE_SIZE", "CONV_KERNEL", "EXPAND"]
+
+# The names one recurrent-state field goes by across the Mamba families (MambaConfig,
+# Mamba2Config, JambaConfig, FalconH1Config, NemotronHConfig...), in the order they are read:
+# the first one set wins, the same for the cache (hfconfig) and the parameter count (params).
+STATE_SIZE = ("ssm_state_size", "mamba_d_state", "state_size")
+CONV_KERNEL = ("conv_kernel", "mamba_d_conv", "d_conv")
+EXPAND = ("mamba_expand", "expand")
 
 
 class Fields:

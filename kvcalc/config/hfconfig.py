@@ -38,8 +38,6 @@ Config traps handled here (see shared/facts.md section 2):
 from __future__ import annotations
 
 import json
-import os
-import stat
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -65,7 +63,8 @@ from .family_readers import (
     rwkv_layers,
     seq2seq_decoder_layers,
 )
-from .fields import Fields, Geometry
+from .fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields, Geometry
+from .files import read_regular_file
 from .limits import MAX_CONTEXT, MAX_LAYERS, UPFRONT, cap_of, over_cap
 from .params import count_parameters
 
@@ -118,49 +117,17 @@ _LAYOUT_BY_CLASS_RULE = frozenset({
 def load_config_file(path: str | Path) -> dict:
     """Read a config.json file into a dict, with clear errors for the usual mistakes.
 
-    Only a regular file is read, and at most MAX_CONFIG_BYTES + 1 bytes of it: a FIFO or
-    /dev/stdin would block, /dev/zero (stat size 0) would never end."""
+    Only a regular file is read, and at most MAX_CONFIG_BYTES + 1 bytes of it
+    (kvcalc.config.files: a FIFO or /dev/stdin would block, /dev/zero would never end)."""
+    data = read_regular_file(
+        path, limit=MAX_CONFIG_BYTES, what="config file", give="give the path of a config.json",
+        too_large=lambda shown, size: f"config file {shown} is {size:,} bytes; a config.json is "
+                                      f"at most {MAX_CONFIG_BYTES:,} bytes")
     shown = _short(str(path))
-    try:
-        st = os.stat(path)  # before any open(): opening a FIFO for reading blocks
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
-        why = getattr(exc, "strerror", None) or str(exc)
-        raise ValueError(f"cannot read config file {shown}: {why}") from None
-    _require_regular(st, shown)
-    if st.st_size > MAX_CONFIG_BYTES:
-        raise ValueError(f"config file {shown} is {st.st_size:,} bytes; a config.json is at most "
-                         f"{MAX_CONFIG_BYTES:,} bytes")
-    try:
-        # O_NONBLOCK: should the path have become a FIFO since the stat, open() still returns
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-    except OSError as exc:
-        raise ValueError(f"cannot read config file {shown}: {exc.strerror or exc}") from None
-    try:
-        _require_regular(os.fstat(fd), shown)
-        with os.fdopen(fd, "rb") as fh:
-            fd = -1  # the file object closes it now
-            data = fh.read(MAX_CONFIG_BYTES + 1)
-    except OSError as exc:
-        raise ValueError(f"cannot read config file {shown}: {exc.strerror or exc}") from None
-    finally:
-        if fd >= 0:
-            os.close(fd)
     if len(data) > MAX_CONFIG_BYTES:
         raise ValueError(f"config file {shown} holds more than {MAX_CONFIG_BYTES:,} bytes; a "
                          f"config.json is at most {MAX_CONFIG_BYTES:,} bytes")
     return parse_config_text(data.decode("utf-8", errors="replace"), source=f"config file {shown}")
-
-
-_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-               (stat.S_ISSOCK, "a socket"))
-
-
-def _require_regular(st: os.stat_result, shown: str) -> None:
-    if not stat.S_ISREG(st.st_mode):
-        kind = next((name for test, name in _FILE_KINDS if test(st.st_mode)), "not a file")
-        raise ValueError(f"cannot read config file {shown}: it is {kind}, not a regular file; "
-                         "give the path of a config.json")
 
 
 def parse_config_text(text: str, source: str = "config") -> dict:
@@ -498,7 +465,7 @@ def _engine_conventions(f: Fields, layers: list) -> list[str]:
                    "state format chosen (BF16 unless set)"
                    + (f"; this config asks for {asked} SSM state (mamba_ssm_cache_dtype)"
                       if isinstance(asked, str) else ""))
-    if any(lay.stores_tokens and lay.tokens_kept(10**12) < 10**12 for lay in layers):
+    if any(lay.token_bound() is not None for lay in layers):
         out.append("window or chunk layers keep at most window (chunk) tokens here; vLLM reserves "
                    "blocks for window - 1 + one batch of new tokens, and transformers keeps "
                    "window - 1 (chunk - 1) between steps")
@@ -903,7 +870,7 @@ def _state_flavor(f: Fields, model_type: str) -> str:
         return "lightning"
     if f.has("mamba_num_heads", "mamba_n_heads"):
         return "mamba2"
-    if f.has("mamba_d_state", "state_size", "ssm_state_size"):
+    if f.has(*STATE_SIZE):
         return "mamba"
     raise ValueError("the config has non-attention layers but no state sizes: expected "
                      "'linear_num_value_heads' (Gated DeltaNet), 'mamba_num_heads' (Mamba-2) or "
@@ -926,8 +893,8 @@ def _state_layer(f: Fields, hidden: int | None, flavor: str) -> RecurrentState:
         d = f.int("head_dim", default=None, required=False) or f.int("hidden_size") // heads
         return RecurrentState(conv_elements=0, ssm_elements=heads * d * d, flavor=flavor,
                               conv_kernel=1)
-    d_state = f.int("ssm_state_size", "mamba_d_state", "state_size")
-    kernel = f.int("conv_kernel", "mamba_d_conv", "d_conv", default=4)
+    d_state = f.int(*STATE_SIZE)
+    kernel = f.int(*CONV_KERNEL, default=4)
     if flavor == "mamba2":
         # Mamba-2: the convolution runs over x, B and C: intermediate + 2 x n_groups x d_state
         # channels; the SSM state is heads x head_dim x d_state.
@@ -943,7 +910,7 @@ def _state_layer(f: Fields, hidden: int | None, flavor: str) -> RecurrentState:
         raise ValueError("config field 'hidden_size' is missing (the Mamba state needs it)")
     # MambaConfig / FalconMambaConfig / JambaConfig: the width is expand (default 2) x hidden;
     # MambaConfig writes it as intermediate_size too, which must then agree.
-    d_inner = f.int("mamba_expand", "expand", default=2) * hidden
+    d_inner = f.int(*EXPAND, default=2) * hidden
     if f.model_type in ("mamba", "falcon_mamba") and f.has("intermediate_size"):
         written = f.int("intermediate_size")
         if written != d_inner:

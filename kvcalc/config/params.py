@@ -13,7 +13,7 @@ from typing import Any
 
 from ..core.model import MoE, ParamCounts, RecurrentState
 from ..core.text import short as _short
-from .fields import Fields, Geometry
+from .fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields, Geometry
 from .limits import MAX_LAYERS, MAX_PARAMS
 
 __all__ = ["count_parameters", "ParamReading"]
@@ -218,9 +218,9 @@ def _state_params(f: Fields, hidden: int, layer: RecurrentState) -> int:
                 + conv_dim * kernel  # depthwise conv
                 + 2 * vh + vd  # dt_bias, A_log, gated norm
                 + value_dim * hidden)  # out_proj
-    d_state = f.int("mamba_d_state", "state_size", "ssm_state_size")
-    kernel = f.int("mamba_d_conv", "conv_kernel", default=4)
-    d_inner = f.int("mamba_expand", "expand", default=2) * hidden
+    d_state = f.int(*STATE_SIZE)
+    kernel = f.int(*CONV_KERNEL, default=4)
+    d_inner = f.int(*EXPAND, default=2) * hidden
     dt_rank = f.raw("mamba_dt_rank", "time_step_rank", default="auto")
     dt_rank = (
         math.ceil(hidden / 16) if dt_rank == "auto" else f.int("mamba_dt_rank", "time_step_rank")

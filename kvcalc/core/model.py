@@ -32,6 +32,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import ClassVar, Union
 
+from .arith import UNBOUNDED_CONTEXT, cdiv
 from .dtypes import DType, bytes_for, get_dtype
 
 __all__ = [
@@ -41,10 +42,6 @@ __all__ = [
 ]
 
 SCALE_BYTES = 4  # one fp32 scale per vector (vLLM's per-token-head quantized KV modes)
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 def interned(layers) -> tuple:
@@ -104,6 +101,14 @@ class _Layer:
     def tokens_kept(self, n: int) -> int:
         """Tokens of a sequence at context n this layer holds (the most it ever holds)."""
         return 0
+
+    def token_bound(self) -> int | None:
+        """The most tokens this layer keeps however long the sequence (a window or a chunk), or
+        None when it keeps every token, or no per-token cache at all."""
+        if not self.stores_tokens:
+            return None
+        kept = self.tokens_kept(UNBOUNDED_CONTEXT)
+        return kept if kept < UNBOUNDED_CONTEXT else None
 
     def kept_positions(self, n: int) -> range:
         """Which token positions 0..n-1 are in this layer's cache right after position n-1."""

@@ -37,19 +37,28 @@ import math
 from dataclasses import dataclass
 
 from ..cache.kv import kv_cache, stage_layers
+from ..core.arith import UNBOUNDED_CONTEXT, cdiv, last_true
 from ..core.dtypes import KV_DTYPES, get_dtype
-from ..core.model import ModelSpec, cdiv, counted
+from ..core.model import ModelSpec, counted
 from ..core.units import GiB, check_float, check_int
 from . import vllm as _vllm
 
 __all__ = ["Budget", "budget", "DEFAULT_RESERVE_BYTES", "DEFAULT_GPU_MEM_UTIL",
            "DEFAULT_ACTIVATION_BYTES", "DEFAULT_NON_TORCH_BYTES", "DEFAULT_CUDA_GRAPH_BYTES",
-           "TRTLLM_FREE_FRACTION", "ENGINES", "default_gpu_mem_util", "pool_defaults_text"]
+           "TRTLLM_FREE_FRACTION", "PREVIOUS_GPU_MEM_UTIL", "GPU_MEM_UTIL_CHANGED_IN", "ENGINES",
+           "default_gpu_mem_util", "pool_defaults_text"]
 
 # vLLM's default gpu_memory_utilization in the newest release kvcalc models (0.92 from 0.20.0,
 # PR #38284; 0.9 before): the one default of every page and of the CLI.
 DEFAULT_GPU_MEM_UTIL: float = _vllm.fact("gpu_memory_utilization", _vllm.NEWEST)
-# TensorRT-LLM's kv_cache_free_gpu_mem_fraction default: a share of the memory still free.
+# The default it replaced and the release that changed it (0.9 before 0.20.0), for the texts
+# that say so: both from vLLM's facts table.
+_UTIL_STEPS = _vllm.VERSION_FACTS["gpu_memory_utilization"].steps
+PREVIOUS_GPU_MEM_UTIL: float = _UTIL_STEPS[-2][1]
+GPU_MEM_UTIL_CHANGED_IN = ".".join(map(str, _UTIL_STEPS[-1][0]))
+# TensorRT-LLM's default share of the memory still free after the weights that becomes KV cache:
+# KvCacheConfig.free_gpu_memory_fraction = 0.9 (tensorrt_llm.llmapi; "How to Change KV Cache
+# Behavior" in its documentation).
 TRTLLM_FREE_FRACTION = 0.9
 # Memory a running engine needs besides weights and KV: the activation peak of a profiling run
 # (about 1 GiB for a 7-8B model at 8K batched tokens), the CUDA context and library workspaces
@@ -60,7 +69,6 @@ DEFAULT_CUDA_GRAPH_BYTES = GiB // 2
 DEFAULT_RESERVE_BYTES = DEFAULT_ACTIVATION_BYTES + DEFAULT_NON_TORCH_BYTES \
     + DEFAULT_CUDA_GRAPH_BYTES  # 2 GiB
 ENGINES = ("vllm", "ideal", "trtllm")
-_SEARCH_CAP = 10**12  # tokens; beyond this a context is "unbounded" for our purposes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -224,7 +232,7 @@ def pool_defaults_text(gpu_mem_util: float = DEFAULT_GPU_MEM_UTIL,
 
 def budget(spec: ModelSpec, *, total_bytes: int, context: int, weights_bytes: int,
            gpu_mem_util: float | None = None, reserve_bytes: int = DEFAULT_RESERVE_BYTES,
-           block_size: int = 16, kv_dtype: str = "bf16", scales: bool = False,
+           block_size: int = _vllm.DEFAULT_BLOCK_SIZE, kv_dtype: str = "bf16", scales: bool = False,
            concurrency: int = 1, tp: int = 1, pp: int = 1, engine: str = "vllm",
            state_dtype: str = "bf16", find_max_context: bool = True,
            vllm_version: str | None = None, max_num_batched_tokens: int | None = None,
@@ -327,19 +335,12 @@ def _stage(layers, index, pool, bs, context, concurrency, dtype, scales, sdtype,
 
 def _max_context(seq_bytes, usable: int) -> int | None:
     """Largest n with seq_bytes(n) <= usable (seq_bytes is non-decreasing); None when even
-    _SEARCH_CAP tokens fit (every layer keeps a bounded number of tokens)."""
+    UNBOUNDED_CONTEXT tokens fit (every layer keeps a bounded number of tokens)."""
     if seq_bytes(1) > usable:
         return 0
-    if seq_bytes(_SEARCH_CAP) <= usable:
+    if seq_bytes(UNBOUNDED_CONTEXT) <= usable:
         return None
-    lo, hi = 1, _SEARCH_CAP  # seq_bytes(lo) fits, seq_bytes(hi) does not
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if seq_bytes(mid) <= usable:
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return last_true(lambda n: seq_bytes(n) <= usable, 1, UNBOUNDED_CONTEXT)
 
 
 def _vllm_fields(spec: ModelSpec, pool: int, context: int, concurrency: int, *, block_size: int,

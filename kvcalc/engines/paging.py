@@ -31,6 +31,7 @@ import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
+from ..core.arith import cdiv
 from ..core.units import check_int
 
 __all__ = ["Request", "Block", "BlockPool", "BlockView", "TableView", "Engine", "Snapshot",
@@ -261,7 +262,7 @@ class Engine:
                 raise ValueError(f"request {r.rid}: the prompt needs at least one token")
             if r.output_len < 1:
                 raise ValueError(f"request {r.rid}: it must generate at least one token")
-            if -(-(len(r.prompt) + r.output_len) // self.block_size) > self.pool.num_blocks:
+            if cdiv(len(r.prompt) + r.output_len, self.block_size) > self.pool.num_blocks:
                 raise ValueError(
                     f"request {r.rid} needs {len(r.prompt) + r.output_len} tokens, more than the "
                     f"whole pool ({self.pool.num_blocks} blocks x {self.block_size} tokens) "
@@ -280,7 +281,7 @@ class Engine:
     def _try_admit(self, req: Request, tokens: list[int]) -> bool:
         pool, bs = self.pool, self.block_size
         hits = pool.prefix_hits(tokens, req.rid)
-        need = -(-len(tokens) // bs) - len(hits)
+        need = cdiv(len(tokens), bs) - len(hits)
         # Cached blocks that sit in the free queue are about to be reused, not allocated.
         free_after_hits = len(pool.free) - sum(1 for bid in hits if bid in pool.free)
         if need > free_after_hits:

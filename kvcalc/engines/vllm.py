@@ -37,6 +37,8 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import NamedTuple
 
 from ..cache.kv import pp_partition
+from ..config.limits import MAX_CONTEXT
+from ..core.arith import cdiv, last_true
 from ..core.dtypes import get_dtype
 from ..core.model import FullAttention, ModelSpec, counted
 from ..core.units import GiB, check_int
@@ -46,9 +48,11 @@ __all__ = ["VllmPrediction", "predict", "available_bytes", "parse_log", "explain
            "default_max_num_seqs", "estimate_max_model_len", "startup_error", "kv_cache_dtypes",
            "default_max_num_batched_tokens", "state_dtypes", "StateDtypes", "mamba_cache_mode_of",
            "mm_batch_floor", "diagnose_log", "log_settings", "kv_cache_dtype_modelled",
-           "model_dtype_of", "MAMBA_DTYPE_CHOICES", "USAGE_CONTEXTS"]
+           "model_dtype_of", "MAMBA_DTYPE_CHOICES", "USAGE_CONTEXTS", "DEFAULT_BLOCK_SIZE"]
 
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+# Tokens per block when --block-size is not given: vLLM's CacheConfig.DEFAULT_BLOCK_SIZE.
+DEFAULT_BLOCK_SIZE = 16
 ASSUMED_GPU = (80 * GiB, "NVIDIA H100 80GB HBM3")  # for vLLM's batch defaults when none given
 
 
@@ -70,7 +74,7 @@ class Group:
         if self.kind == "state":
             return self.blocks_per_request
         bs = self.block_size
-        alloc = -(-n // bs)
+        alloc = cdiv(n, bs)
         if self.kind == "sliding" and self.span:
             return alloc - max(0, n - self.span) // bs
         if self.kind == "chunked" and self.span:
@@ -546,7 +550,7 @@ def mla_block_size(layers, block_size: int, version: tuple[int, ...], gpu_name: 
             elif block_size % 128:
                 return 128, "Forcing kv cache block size to 128 for CUTLASS_MLA backend."
         return block_size, ""
-    if block_size != 16:
+    if block_size != DEFAULT_BLOCK_SIZE:
         return block_size, ""  # --block-size given: kept, the backend is chosen to suit it
     if sparse:
         backend, size = "FLASHMLA_SPARSE", 64
@@ -701,7 +705,7 @@ def _grouping_of(layers: tuple, *, block_size: int, fmt: _Format, state_dtypes: 
             # The smallest multiple of ``alignment`` tokens whose attention page holds a state
             # page (Platform._align_hybrid_block_size); a larger block asked for is kept.
             one_token = _vllm_bytes_per_token(attn[0][1], fmt)
-            bs = max(alignment * -(-state_page // (alignment * one_token)), block_size)
+            bs = max(alignment * cdiv(state_page, alignment * one_token), block_size)
             attn_page = bs * one_token
             state_pad_pct = (attn_page - state_page) / state_page * 100
             if bs != block_size:
@@ -758,7 +762,7 @@ def _grouping_of(layers: tuple, *, block_size: int, fmt: _Format, state_dtypes: 
     waste = 0.0
     for key, members in buckets.items():
         count = len(members)
-        n_groups = -(-count // group_size)
+        n_groups = cdiv(count, group_size)
         padding = n_groups * group_size - count
         if padding:
             padding_total += padding
@@ -783,7 +787,8 @@ def _per_request(grouping: dict, max_model_len: int, in_flight: int,
             for _, _, _, rep, layer_bs in grouping["groups"]]
 
 
-def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_size: int = 16,
+def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int,
+            block_size: int = DEFAULT_BLOCK_SIZE,
             tp: int = 1, pp: int = 1, kv_dtype: str = "bf16", state_dtype: str = "bf16",
             max_num_batched_tokens: int | None = None,
             num_draft_layers: int = 0, vllm_version: str | None = None,
@@ -824,7 +829,7 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
         raise ValueError(f"vLLM cannot serve {spec.name}: {unsupported} (the encoder-decoder "
                          "models, mllama among them, were removed after v0.10.2, PR #24907)")
     available_bytes = check_int("available KV cache memory (bytes)", available_bytes, 0, 2**50)
-    max_model_len = check_int("max_model_len", max_model_len, 1, 10**8)
+    max_model_len = check_int("max_model_len", max_model_len, 1, MAX_CONTEXT)
     block_size = check_int("block size", block_size, 1, 4096)
     tp = check_int("tensor parallel size", tp, 1, 4096)
     pp = check_int("pipeline parallel size", pp, 1, 4096)
@@ -841,14 +846,14 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
                 fact("mm_prefix_lm_batch_floor", version):
             max_num_batched_tokens = min(mm_batch_tokens, default_max_num_seqs(
                 shown, gpu_bytes, gname) * max_model_len)
-        if any(lay.stores_tokens and lay.tokens_kept(10**9) < 10**9 for lay in kinds):
+        if any(lay.token_bound() is not None for lay in kinds):
             # Only windows and chunks depend on it: say which default was taken.
             notes.append(f"max_num_batched_tokens {max_num_batched_tokens:,}: vLLM {shown}'s "
                          f"default for "
                          f"{'vllm serve' if usage_context == 'serve' else 'the LLM class'}"
                          + (" on an 80 GiB H100 (no GPU given)" if assumed else
                             f" on {gname or f'a {gpu_bytes / GiB:.0f} GiB GPU'}"))
-    mnbt = check_int("max_num_batched_tokens", max_num_batched_tokens, 1, 10**8)
+    mnbt = check_int("max_num_batched_tokens", max_num_batched_tokens, 1, MAX_CONTEXT)
     fmt = _cache_dtype(kv_dtype, scales, version)
     name = fmt.name
     sdtype = get_dtype(state_dtype, ("fp32", "fp16", "bf16"))
@@ -873,7 +878,7 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
             notes.append("the block size ROCm's MLA kernels take is not modelled: blocks of "
                          f"{block_size} tokens as given")
         elif mla and gpu_generation(gpu_name) == "hopper" and version >= (0, 18, 0) \
-                and block_size == 16:
+                and block_size == DEFAULT_BLOCK_SIZE:
             notes.append(f"MLA on {on}: FlashAttention MLA takes blocks of 16 tokens for a "
                          "16-bit cache (vLLM up to 0.17.x forced 64 for FlashMLA; an FP8 cache "
                          "still gets 64)")
@@ -972,7 +977,7 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int, block_
         formula = "num_blocks // groups x block_size"
     notes = list(bind["notes"]) + notes
     # Say the engine conventions these numbers rest on.
-    if batches > 1 and any(r > 0 and rep.stores_tokens and rep.tokens_kept(10**9) < 10**9
+    if batches > 1 and any(r > 0 and rep.token_bound() is not None
                            for (_, _, _, rep, _), r in zip(bind["groups"], per_req, strict=True)):
         notes.append(f"each window or chunk reserves room for {batches} x max_num_batched_tokens "
                      f"({in_flight:,} tokens in flight): asynchronous scheduling, vLLM 0.26.0 on")
@@ -1065,21 +1070,14 @@ def _estimate_max_model_len(spec: ModelSpec, available_bytes: int, **kw) -> int 
         need, have = blocks(n)
         return need <= have - null
 
-    hi = 10**8
+    hi = MAX_CONTEXT
     if fits(hi):
         # Bounded layers only (windows, states): a request never needs more, so nothing ever
         # fills the pool. Otherwise the answer is at least 10^8 tokens, as far as vLLM goes.
         return None if blocks(hi)[0] == blocks(hi // 2)[0] else hi
     if not fits(1):
         return 0
-    lo = 1  # fits(lo), not fits(hi)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return last_true(fits, 1, hi)
 
 
 def startup_error(spec: ModelSpec, *, available_bytes: int, max_model_len: int,
@@ -1316,7 +1314,7 @@ def _alternatives(spec: ModelSpec, log: dict, kw: dict):
     caching ('align' mode), the state dtypes, max_num_batched_tokens, the GDN checkpoint, the
     block size."""
     has_state = any(lay.state_elements for lay in spec.layers)
-    windowed = any(lay.stores_tokens and lay.tokens_kept(10**9) < 10**9 for lay in spec.layers)
+    windowed = any(lay.token_bound() is not None for lay in spec.layers)
     out = []
     if has_state:
         version = resolve_version(kw.get("vllm_version"))

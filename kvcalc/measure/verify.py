@@ -155,9 +155,8 @@ def verify(config: dict, *, context: int | None = None, name: str | None = None)
     # compare it too, and say that it is unverified.
     spec = spec_from_config(config, name=name, unverified=True)
     if context is None:
-        spans = [lay.tokens_kept(10**9) for lay in spec.layers if lay.stores_tokens]
-        bounded = [s for s in spans if s < 10**9]
-        context = min(MAX_VERIFY_CONTEXT, max(bounded, default=31) + 33)
+        bounds = [b for b in (lay.token_bound() for lay in spec.layers) if b is not None]
+        context = min(MAX_VERIFY_CONTEXT, max(bounds, default=31) + 33)
     n = check_int("context", context, 2, MAX_VERIFY_CONTEXT)
     from .runtime import import_torch
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..core.arith import first_true
 from ..core.units import GiB, check_int
 from .sim import Dist, Setup, SimResult, Workload, estimated_steps, fixed, simulate
 
@@ -160,12 +161,8 @@ def running_capacity(s: Setup, prompt: Dist | int, output: Dist | int, *,
         else:
             lo = cap
     if hi is not None:
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if pool_bound(run(mid)):
-                hi = mid
-            else:
-                lo = mid
+        hi = first_true(lambda n: pool_bound(run(n)), lo, hi)
+        lo = hi - 1
     sustained = sustained_users = None
     if hi is not None:
         top = max(u for u, r in runs.items() if pool_bound(r))

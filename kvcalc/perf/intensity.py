@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from ..cache.kv import stage_layers
 from ..cache.weight_bytes import Weights
 from ..config.catalog import GPU
+from ..config.limits import MAX_CONTEXT
 from ..core.dtypes import KV_DTYPES, get_dtype
 from ..core.model import ModelSpec
 from ..core.units import GB, check_float, check_int
@@ -152,7 +153,7 @@ def prefill_point(spec: ModelSpec, w: Weights, prompt: int, *, kv_dtype: str = "
                   tp: int = 1, time_s: float | None = None) -> Point:
     """Prefill of ``prompt`` tokens, per GPU; ``time_s``: the time to first token the page
     states, to draw it where that time puts it."""
-    p = check_int("prompt tokens", prompt, 1, 10**8)
+    p = check_int("prompt tokens", prompt, 1, MAX_CONTEXT)
     dtype = get_dtype(kv_dtype, KV_DTYPES)
     lin = 2.0 * spec.active_params * p / tp
     attn = attention_flops(spec, 0, p, decode=False, tp=tp)

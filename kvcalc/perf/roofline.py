@@ -30,6 +30,8 @@ from dataclasses import asdict, dataclass
 
 from ..cache.kv import sequence_bytes, stage_layers
 from ..cache.weight_bytes import Weights
+from ..config.limits import MAX_CONTEXT
+from ..core.arith import UNBOUNDED_CONTEXT, first_true
 from ..core.dtypes import KV_DTYPES, get_dtype
 from ..core.model import ModelSpec, counted
 from ..core.units import GB, check_float, check_int
@@ -38,7 +40,6 @@ __all__ = ["StepTime", "step_time", "crossover_context", "prefill", "Prefill", "
            "offload_vs_recompute", "Offload", "DEFAULT_MFU", "attention_flops", "decode_span"]
 
 DEFAULT_MFU = 0.5  # a well-tuned prefill reaches roughly half of dense peak; a stated assumption
-_CAP = 10**12
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,18 +105,11 @@ def crossover_context(spec: ModelSpec, weight_read_bytes: int, batch: int = 1,
     def kv(n):
         return batch * _read_bytes(layers, n, dtype, scales)
 
-    if kv(_CAP) < target:
+    if kv(UNBOUNDED_CONTEXT) < target:
         return None
-    lo, hi = 0, _CAP  # kv(lo) < target <= kv(hi) unless target == 0
     if kv(0) >= target:
         return 0
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if kv(mid) >= target:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return first_true(lambda n: kv(n) >= target, 0, UNBOUNDED_CONTEXT)
 
 
 def step_time(spec: ModelSpec, w: Weights, *, context: int, batch: int, bandwidth_gbs: float,
@@ -199,7 +193,7 @@ def prefill(spec: ModelSpec, prompt_tokens: int, peak_tflops: float, *, mfu: flo
 
     ``peak_tflops`` is the GEMMs' dense peak (the weights' format); ``attention_tflops`` the
     attention's (the cache's format), ``peak_tflops`` when not given. Both at the same MFU."""
-    p = check_int("prompt tokens", prompt_tokens, 1, 10**8)
+    p = check_int("prompt tokens", prompt_tokens, 1, MAX_CONTEXT)
     peak_tflops = check_float("peak TFLOPS", peak_tflops, 0.0, 1e6, lo_open=True)
     attention_tflops = peak_tflops if attention_tflops is None else check_float(
         "attention peak TFLOPS", attention_tflops, 0.0, 1e6, lo_open=True)
@@ -268,25 +262,17 @@ def offload_vs_recompute(spec: ModelSpec, prefix_tokens: int, *, link_gbs: float
     def recompute(n):
         return prefill(spec, n, peak_tflops, mfu=mfu, tp=tp).time_s
 
-    n = check_int("prefix tokens", prefix_tokens, 1, 10**8)
+    n = check_int("prefix tokens", prefix_tokens, 1, MAX_CONTEXT)
     r, c = reload(n), recompute(n)
     # Recompute grows at least as fast as reload (attention adds a quadratic term), so once
     # reloading wins it keeps winning: search the smallest prefix where it does.
     break_even = None
-    hi = 10**8
+    hi = MAX_CONTEXT
     if reload(hi) < recompute(hi):
-        lo = 0
         if reload(1) < recompute(1):
             break_even = 1
         else:
-            lo = 1
-            while hi - lo > 1:
-                mid = (lo + hi) // 2
-                if reload(mid) < recompute(mid):
-                    hi = mid
-                else:
-                    lo = mid
-            break_even = hi
+            break_even = first_true(lambda m: reload(m) < recompute(m), 1, hi)
     return Offload(prefix_tokens=n, kv_bytes=sequence_bytes(layers, n, dtype, False),
                    link_gbs=link_gbs, reload_s=r, recompute_s=c, offload_wins=r < c,
                    break_even_tokens=break_even)

@@ -79,8 +79,10 @@ from dataclasses import asdict, dataclass, field
 
 from ..cache.kv import stage_layers
 from ..cache.weight_bytes import Weights
+from ..config.limits import MAX_CONTEXT
+from ..core.arith import cdiv
 from ..core.dtypes import KV_DTYPES, get_dtype
-from ..core.model import ModelSpec, cdiv
+from ..core.model import ModelSpec
 from ..core.units import GB, check_float, check_int
 from ..engines import vllm as _vllm
 from ..engines.budget import DEFAULT_RESERVE_BYTES, budget, default_gpu_mem_util
@@ -291,7 +293,7 @@ class Setup:
         total = self._fixed_read + min(table, tokens * row)
         if self._moe_reads:
             total += self._moe_reads[min(tokens, len(self._moe_reads) - 1)]
-        return -(-total // self.tp)
+        return cdiv(total, self.tp)
 
     def fixed_seconds(self, tokens: int) -> float:
         """What a step of ``tokens`` new tokens costs beyond max(compute, memory): the fixed
@@ -316,7 +318,7 @@ class Setup:
         freed ones, plus its states."""
         if not allocated:
             return 0
-        n = -(-allocated // self.block_size)
+        n = cdiv(allocated, self.block_size)
         return (self.full_groups + self.slide_groups) * n - self.slide_groups * skipped \
             + self.state_blocks
 
@@ -347,7 +349,8 @@ class Setup:
 
 def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float,
           peak_tflops: float | None, max_model_len: int, kv_dtype: str = "bf16",
-          scales: bool = False, tp: int = 1, pp: int = 1, block_size: int = 16,
+          scales: bool = False, tp: int = 1, pp: int = 1,
+          block_size: int = _vllm.DEFAULT_BLOCK_SIZE,
           gpu_mem_util: float | None = None, reserve_bytes: int = DEFAULT_RESERVE_BYTES,
           weights_bytes: int | None = None, max_num_seqs: int | None = None,
           max_num_batched_tokens: int | None = None, prefix_caching: bool = True,
@@ -375,7 +378,7 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
         bw_share, mfu = speed.bw_share, speed.mfu
     bw_share = check_float("achieved share of peak bandwidth", bw_share, 0.0, 1.0, lo_open=True)
     mfu = check_float("MFU", mfu, 0.0, 1.0, lo_open=True)
-    max_model_len = check_int("longest request (tokens)", max_model_len, 2, 10**8)
+    max_model_len = check_int("longest request (tokens)", max_model_len, 2, MAX_CONTEXT)
     if spec.params is None:
         raise ValueError(f"{spec.name}: kvcalc cannot count this model's parameters "
                          f"({spec.params_error or 'unknown family'}), and prefill's compute "
@@ -484,7 +487,7 @@ def setup(spec: ModelSpec, w: Weights, *, total_bytes: int, bandwidth_gbs: float
                     break
                 n += 1
             moe = tuple(table)
-        wread = -(-(w.read_per_step(spec, 1)) // tp)
+        wread = cdiv(w.read_per_step(spec, 1), tp)
     else:
         wread = math.ceil(wbytes / tp)
     extra = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ..cache.weight_bytes import Weights
+from ..core.arith import last_true
 from ..core.model import ModelSpec
 from ..core.units import check_int
 from ..engines.budget import budget
@@ -79,11 +80,7 @@ def max_context_at(spec: ModelSpec, batch: int, **budget_kwargs) -> int:
         return hi
     if not fits(1):
         return 0
-    lo = 1  # fits(lo) and not fits(hi)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
-    return lo
+    return last_true(fits, 1, hi)
 
 
 def no_speed_reason(spec: ModelSpec, context: int, batch: int = 1,
