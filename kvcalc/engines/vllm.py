@@ -40,7 +40,7 @@ from ..cache.kv import pp_partition
 from ..config.limits import MAX_CONTEXT
 from ..core.arith import cdiv, last_true
 from ..core.dtypes import get_dtype
-from ..core.model import FullAttention, ModelSpec, counted
+from ..core.model import FullAttention, Layer, ModelSpec, counted
 from ..core.units import GiB, check_int
 
 __all__ = ["VllmPrediction", "predict", "available_bytes", "parse_log", "explain_log", "LogLine",
@@ -48,7 +48,8 @@ __all__ = ["VllmPrediction", "predict", "available_bytes", "parse_log", "explain
            "default_max_num_seqs", "estimate_max_model_len", "startup_error", "kv_cache_dtypes",
            "default_max_num_batched_tokens", "state_dtypes", "StateDtypes", "mamba_cache_mode_of",
            "mm_batch_floor", "diagnose_log", "log_settings", "kv_cache_dtype_modelled",
-           "model_dtype_of", "MAMBA_DTYPE_CHOICES", "USAGE_CONTEXTS", "DEFAULT_BLOCK_SIZE"]
+           "model_dtype_of", "MAMBA_DTYPE_CHOICES", "USAGE_CONTEXTS", "DEFAULT_BLOCK_SIZE",
+           "KVCacheGroupSpec", "KVCacheGrouping"]
 
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 # Tokens per block when --block-size is not given: vLLM's CacheConfig.DEFAULT_BLOCK_SIZE.
@@ -675,8 +676,42 @@ def _vllm_bytes_per_token(layer, fmt: _Format) -> int:
     return fmt.mla_bytes + extra
 
 
+@dataclass(frozen=True, kw_only=True)
+class KVCacheGroupSpec:
+    """One of vLLM's KV-cache groups (its KVCacheGroupSpec): layers that share one block table,
+    each block holding one page of every member."""
 
-def _grouping(layers, **kw) -> dict:
+    kind: str  # full, sliding, chunked, mla, state
+    members: tuple[int, ...]  # the layers' positions (on this GPU or pipeline stage)
+    padding: int  # padding layers added to reach the group size
+    spec: Layer  # one member, for the kind's rules (vLLM's kv_cache_spec)
+    block_size: int  # tokens per block: a page smaller than the largest holds more
+
+
+@dataclass(frozen=True, kw_only=True)
+class KVCacheGrouping:
+    """The groups of a model's layers and the block they share (vLLM's KVCacheConfig, before
+    the pool is divided into blocks)."""
+
+    block_size: int  # the effective block size (raised for hybrid recurrent models)
+    page_bytes: int  # one block of one layer (uniform: of every layer)
+    group_size: int  # layers per group (padding included)
+    groups: tuple[KVCacheGroupSpec, ...]
+    padding_layers: int
+    padding_waste_pct: float  # vLLM's "may waste at most X%" of the padded type
+    state_page_padding_pct: float  # recurrent page padded to the attention page
+    notes: tuple[str, ...]
+    # One type whose pages differ (UniformTypeKVCacheSpecs): one group, a block holds one page
+    # of every layer.
+    uniform: bool = False
+
+    @property
+    def block_bytes(self) -> int:
+        """Bytes of one block across the layers of a group (the pool's unit)."""
+        return self.page_bytes if self.uniform else self.page_bytes * self.group_size
+
+
+def _grouping(layers, **kw) -> KVCacheGrouping:
     """``_grouping_of`` for a list of layers, memoised: the groups do not depend on
     max_model_len, and estimate_max_model_len and the Budget's sweeps ask for the same
     grouping dozens of times."""
@@ -685,7 +720,8 @@ def _grouping(layers, **kw) -> dict:
 
 @functools.lru_cache(maxsize=512)
 def _grouping_of(layers: tuple, *, block_size: int, fmt: _Format, state_dtypes: tuple,
-                 alignment: int, threshold: float | None, version: tuple[int, ...]) -> dict:
+                 alignment: int, threshold: float | None,
+                 version: tuple[int, ...]) -> KVCacheGrouping:
     """vLLM's KV-cache groups for ``layers`` (already split for tensor parallelism):
     the effective block size, the page, the group size and each group's member positions.
 
@@ -736,10 +772,13 @@ def _grouping_of(layers: tuple, *, block_size: int, fmt: _Format, state_dtypes: 
         rep = layers[members[0]]
         notes.append("layers of one type but different page sizes form one group: a block holds "
                      "a page of every layer (vLLM's UniformTypeKVCacheSpecs)")
-        return {"block_size": bs, "page": sum(bs * _vllm_bytes_per_token(layers[i], fmt)
-                                              for i in members),
-                "group_size": 1, "groups": [(rep.kind, members, 0, rep, bs)], "padding": 0,
-                "waste": 0.0, "state_pad": state_pad_pct, "notes": notes, "uniform": True}
+        return KVCacheGrouping(
+            block_size=bs, page_bytes=sum(bs * _vllm_bytes_per_token(layers[i], fmt)
+                                          for i in members),
+            group_size=1, groups=(KVCacheGroupSpec(kind=rep.kind, members=tuple(members),
+                                                   padding=0, spec=rep, block_size=bs),),
+            padding_layers=0, padding_waste_pct=0.0, state_page_padding_pct=state_pad_pct,
+            notes=tuple(notes), uniform=True)
     if len(set(pages.values())) > 1:
         # vLLM raises smaller pages' block size to the largest page when they divide it.
         biggest = max(pages.values())
@@ -772,19 +811,22 @@ def _grouping_of(layers: tuple, *, block_size: int, fmt: _Format, state_dtypes: 
         layer_bs = bs * (page // pages[key])  # a smaller page holds more tokens per block
         for g in range(n_groups):  # vLLM deals the layers out: layers[g::n_groups]
             share = members[g::n_groups]
-            groups.append((key[0], share, group_size - len(share), layers[share[0]], layer_bs))
-    return {"block_size": bs, "page": page, "group_size": group_size, "groups": groups,
-            "padding": padding_total, "waste": waste, "state_pad": state_pad_pct,
-            "notes": notes, "uniform": False}
+            groups.append(KVCacheGroupSpec(kind=key[0], members=tuple(share),
+                                           padding=group_size - len(share),
+                                           spec=layers[share[0]], block_size=layer_bs))
+    return KVCacheGrouping(block_size=bs, page_bytes=page, group_size=group_size,
+                           groups=tuple(groups), padding_layers=padding_total,
+                           padding_waste_pct=waste, state_page_padding_pct=state_pad_pct,
+                           notes=tuple(notes))
 
 
-def _per_request(grouping: dict, max_model_len: int, in_flight: int,
+def _per_request(grouping: KVCacheGrouping, max_model_len: int, in_flight: int,
                  state_blocks: int = 1) -> list[int]:
     """Blocks one request of max_model_len takes in each group; a recurrent group takes
     ``state_blocks`` (MambaSpec.max_memory_usage_bytes: 1, or 2 + checkpoints in 'align')."""
-    return [state_blocks if rep.state_elements else
-            rep.vllm_blocks_per_request(max_model_len, layer_bs, in_flight)
-            for _, _, _, rep, layer_bs in grouping["groups"]]
+    return [state_blocks if g.spec.state_elements else
+            g.spec.vllm_blocks_per_request(max_model_len, g.block_size, in_flight)
+            for g in grouping.groups]
 
 
 def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int,
@@ -946,9 +988,9 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int,
         stage_blocks = []
         for positions in stages:
             mine = set(positions)
-            slots = max(len(mine.intersection(members)) for _, members, *_ in g["groups"])
-            per_block = g["page"] * max(1, slots) if not g["uniform"] else sum(
-                g["block_size"] * _vllm_bytes_per_token(layers[i], fmt)
+            slots = max(len(mine.intersection(group.members)) for group in g.groups)
+            per_block = g.page_bytes * max(1, slots) if not g.uniform else sum(
+                g.block_size * _vllm_bytes_per_token(layers[i], fmt)
                 for i in positions if layers[i].stores_tokens)
             stage_blocks.append(available_bytes // max(1, per_block))
         index = min(range(pp), key=lambda i: stage_blocks[i])
@@ -960,8 +1002,7 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int,
         configs = []
         for positions in stages:
             g = _grouping([layers[i] for i in positions], **gkw)
-            per_block = g["page"] if g["uniform"] else g["page"] * g["group_size"]
-            configs.append((g, available_bytes // per_block,
+            configs.append((g, available_bytes // g.block_bytes,
                             _per_request(g, max_model_len, in_flight, state_blocks)))
         stage_blocks = [c[1] for c in configs]
         index = min(range(len(configs)),
@@ -973,15 +1014,15 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int,
         tokens = int(conc * max_model_len)
         formula = "int(max_concurrency x max_model_len)"
     else:
-        tokens = num_blocks // len(bind["groups"]) * bind["block_size"]
+        tokens = num_blocks // len(bind.groups) * bind.block_size
         formula = "num_blocks // groups x block_size"
-    notes = list(bind["notes"]) + notes
+    notes = list(bind.notes) + notes
     # Say the engine conventions these numbers rest on.
-    if batches > 1 and any(r > 0 and rep.token_bound() is not None
-                           for (_, _, _, rep, _), r in zip(bind["groups"], per_req, strict=True)):
+    if batches > 1 and any(r > 0 and g.spec.token_bound() is not None
+                           for g, r in zip(bind.groups, per_req, strict=True)):
         notes.append(f"each window or chunk reserves room for {batches} x max_num_batched_tokens "
                      f"({in_flight:,} tokens in flight): asynchronous scheduling, vLLM 0.26.0 on")
-    if any(rep.state_elements for _, _, _, rep, _ in bind["groups"]):
+    if any(g.spec.state_elements for g in bind.groups):
         notes.append(f"recurrent state: conv in {conv.name.upper()}, SSM in {ssm.name.upper()}")
         if mode == "none":
             notes.append("a recurrent state takes one block per request: prefix caching off "
@@ -1001,17 +1042,18 @@ def predict(spec: ModelSpec, *, available_bytes: int, max_model_len: int,
                              + ", ".join(_MAMBA_ALL_MODE) + " (not modelled)")
     if pp > 1:
         notes.append(f"pipeline stages hold {', '.join(map(str, parts))} layers")
-    groups = tuple(Group(kind=kind, layers=len(members), padding=padding, blocks_per_request=r,
-                         span=(rep.vllm_group_key() or (None, None))[1] or 0, block_size=lbs)
-                   for (kind, members, padding, rep, lbs), r in zip(bind["groups"], per_req,
-                                                                    strict=True))
+    groups = tuple(Group(kind=g.kind, layers=len(g.members), padding=g.padding,
+                         blocks_per_request=r,
+                         span=(g.spec.vllm_group_key() or (None, None))[1] or 0,
+                         block_size=g.block_size)
+                   for g, r in zip(bind.groups, per_req, strict=True))
     return VllmPrediction(
         available_bytes=available_bytes, max_model_len=max_model_len,
-        block_size=bind["block_size"], requested_block_size=asked_block,
+        block_size=bind.block_size, requested_block_size=asked_block,
         block_size_line=block_line,
-        page_bytes=bind["page"], group_size=bind["group_size"], groups=groups,
-        padding_layers=bind["padding"], padding_waste_pct=bind["waste"],
-        state_page_padding_pct=bind["state_pad"], num_blocks=num_blocks,
+        page_bytes=bind.page_bytes, group_size=bind.group_size, groups=groups,
+        padding_layers=bind.padding_layers, padding_waste_pct=bind.padding_waste_pct,
+        state_page_padding_pct=bind.state_page_padding_pct, num_blocks=num_blocks,
         blocks_per_request=per_request, max_concurrency=conc,
         kv_cache_tokens=tokens, tokens_formula=formula, stage=index,
         vllm_version=".".join(map(str, version)), kv_cache_dtype=name,
