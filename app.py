@@ -1,7 +1,8 @@
 """KV Cache Lab: the Streamlit entry point.
 
-Shared sidebar controls (model, GPU, parallelism, formats) and the page list; each page is a
-short script in app_pages/ that reads inputs, calls kvcalc, and renders its figures.
+Shared sidebar controls (model, GPU, parallelism, formats) and the navigation over the page
+registry (webui/pages.py); each page is a short script in app_pages/ that reads inputs, calls
+kvcalc, and renders its figures.
 
 The folder is deliberately not called pages/: Streamlit still treats a pages/ folder as a legacy
 multipage app until some session has run st.navigation, so the first visitor after a restart who
@@ -13,7 +14,7 @@ from pathlib import Path
 import streamlit as st
 
 import webui
-from webui import common, memtrim
+from webui import common, memtrim, pages
 
 webui.warm_up()  # heavy imports once, under a lock, before sessions race to do them
 memtrim.start()  # once per process: memory given back to the system when sessions leave
@@ -24,39 +25,10 @@ st.set_page_config(page_title="KV Cache Lab", page_icon=ICON, layout="wide")
 common.url_guard_begin()
 url_note = st.empty()  # filled at the end of the run if the link carried values we ignored
 
-pages = {
-    "Start": [st.Page("app_pages/home.py", title="Home", icon=":material/home:", default=True),
-              st.Page("app_pages/tour.py", title="Start here: a tour", icon=":material/flag:")],
-    "Calculators": [
-        st.Page("app_pages/budget.py", title="Budget", icon=":material/memory:"),
-        st.Page("app_pages/step_time.py", title="Decode step time", icon=":material/speed:"),
-        st.Page("app_pages/techniques.py", title="Shrinking the cache",
-                icon=":material/compress:"),
-        st.Page("app_pages/lab.py", title="Inference Lab", icon=":material/tune:"),
-        st.Page("app_pages/roofline.py", title="Roofline", icon=":material/roofing:"),
-        st.Page("app_pages/frontier.py", title="Serving frontier", icon=":material/show_chart:"),
-        st.Page("app_pages/vllm_startup.py", title="vLLM start-up lines",
-                icon=":material/terminal:"),
-    ],
-    "Teaching": [
-        st.Page("app_pages/cache_fill.py", title="Cache fill", icon=":material/grid_on:"),
-        st.Page("app_pages/engine.py", title="Engine view: blocks", icon=":material/view_module:"),
-        st.Page("app_pages/interview.py", title="Interview check", icon=":material/school:"),
-        st.Page("app_pages/live_class.py", title="Live class", icon=":material/co_present:"),
-    ],
-    "Measure": [
-        st.Page("app_pages/live.py", title="Live: a real model", icon=":material/science:"),
-        st.Page("app_pages/microscope.py", title="Attention microscope",
-                icon=":material/biotech:"),
-        st.Page("app_pages/kv_quality.py", title="Measured cost of shrinking",
-                icon=":material/query_stats:"),
-    ],
-}
-# Pages that run their own model (SmolLM2 or a twin) or need no model at all: the sidebar says
-# that its choices do not apply there (issue 23 [38]).
-OWN_MODEL = {"live", "microscope", "kv_quality"}  # their url_path: the file's name
-nav = st.navigation(pages, expanded=True)  # every page listed: no "View more" fold
-common.sidebar(uses_selection=nav.url_path not in OWN_MODEL)
+# The pages by section, from the one registry (webui/pages.py); every page listed: no "View
+# more" fold.
+nav = st.navigation(pages.navigation(), expanded=True)
+common.sidebar(uses_selection=not pages.own_model(nav.url_path))
 try:
     nav.run()
 except common.PageStop:

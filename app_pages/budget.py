@@ -1,17 +1,19 @@
 import streamlit as st
 
 from kvcalc import budget, get_model, kv_cache, registry
-from kvcalc.memory import (
+from kvcalc.core.units import GiB, fmt_bytes, fmt_gib
+from kvcalc.engines.budget import (
     DEFAULT_ACTIVATION_BYTES,
     DEFAULT_CUDA_GRAPH_BYTES,
     DEFAULT_GPU_MEM_UTIL,
     DEFAULT_NON_TORCH_BYTES,
     DEFAULT_RESERVE_BYTES,
+    GPU_MEM_UTIL_CHANGED_IN,
+    PREVIOUS_GPU_MEM_UTIL,
     TRTLLM_FREE_FRACTION,
 )
-from kvcalc.sweeps import concurrency_curve, context_grid
-from kvcalc.units import GiB, fmt_bytes, fmt_gib
-from kvcalc.vllm import NEWEST
+from kvcalc.engines.vllm import NEWEST
+from kvcalc.perf.sweeps import concurrency_curve, context_grid
 from webui import callbacks, common, serving
 from webui.charts import budget_figure, concurrency_figure
 from webui.common import bound, select
@@ -31,7 +33,8 @@ context = c1.number_input("Context per sequence (tokens)", 1, 10_000_000, 8192, 
 concurrency = c2.number_input("Concurrent sequences", 1, 1_000_000, 16, 1, **bound("b_conc", "num"))
 util = c3.slider("gpu_memory_utilization", 0.05, 1.0, DEFAULT_GPU_MEM_UTIL, 0.01,
                  **bound("b_util", "num"),
-                 help=f"vLLM {NEWEST}'s default shown first (0.9 before 0.20.0); for the "
+                 help=f"vLLM {NEWEST}'s default shown first ({PREVIOUS_GPU_MEM_UTIL:g} before "
+                      f"{GPU_MEM_UTIL_CHANGED_IN}); for the "
                       "TensorRT-LLM convention, the share of memory free after the weights "
                       f"(its own default {TRTLLM_FREE_FRACTION:g})")
 c1, c2, c3 = st.columns(3)

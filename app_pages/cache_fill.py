@@ -1,7 +1,7 @@
 import streamlit as st
 
-from kvcalc.fill import MAX_TOKENS, fill_timeline, shown_layers
-from kvcalc.units import fmt_bytes
+from kvcalc.core.units import fmt_bytes
+from kvcalc.teach.fill import MAX_TOKENS, fill_timeline, shown_layers
 from webui import common
 from webui.charts import FILL_COLORS, fill_figure
 from webui.common import bound, select
@@ -84,11 +84,10 @@ for s in steps:
 show = rows if len(rows) <= 12 else rows[:6] + [{k: "..." for k in rows[0]}] + rows[-5:]
 st.table(show, border="horizontal", hide_index=True)
 kinds = sel.spec.kind_counts()
-BIG = 10**12
 bounded: dict[tuple[str, int], int] = {}  # (label, most tokens kept) -> layers
 for layer in sel.spec.layers:
-    if layer.stores_tokens and layer.tokens_kept(BIG) < BIG:
-        key = (layer.label, layer.tokens_kept(BIG))
+    if layer.token_bound() is not None:
+        key = (layer.label, layer.token_bound())
         bounded[key] = bounded.get(key, 0) + 1
 notes = [f"{count} {label} layers stop growing at {most:,} tokens: past that, old tokens leave "
          "the cache." for (label, most), count in bounded.items()]

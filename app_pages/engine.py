@@ -1,8 +1,8 @@
 import streamlit as st
 
 from kvcalc import kv_cache
-from kvcalc.paging import SCENARIOS, contiguous_capacity, parse_requests
-from kvcalc.units import fmt_bytes
+from kvcalc.core.units import fmt_bytes
+from kvcalc.engines.paging import SCENARIOS, contiguous_capacity, parse_requests
 from webui import callbacks, common, figures
 from webui.charts import blocks_figure
 from webui.common import bound, select

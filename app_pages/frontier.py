@@ -1,7 +1,7 @@
 import streamlit as st
 
-from kvcalc.calibration import IDEAL
-from kvcalc.units import fmt_seconds
+from kvcalc.core.units import fmt_seconds
+from kvcalc.perf.calibration import IDEAL
 from webui import common, figures, serving
 from webui.common import bound, select
 
@@ -257,5 +257,5 @@ with st.expander("How the simulation works", icon=":material/function:"):
     common.formula(cap.derivation())
     st.caption("FLOPs: floating-point operations. MFU: the share of the GPU's dense peak a real "
                "kernel reaches. Metrics follow vLLM's benchmark definitions. The calibrated "
-               "coefficients were fitted on published benchmark runs (kvcalc.calibration, "
+               "coefficients were fitted on published benchmark runs (kvcalc.perf.calibration, "
                "bench/calibration.py).")

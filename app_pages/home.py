@@ -1,8 +1,8 @@
 import streamlit as st
 
 from kvcalc import budget, kv_cache
-from kvcalc.memory import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, pool_defaults_text
-from kvcalc.units import fmt_bytes, fmt_gib
+from kvcalc.core.units import fmt_bytes, fmt_gib
+from kvcalc.engines.budget import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, pool_defaults_text
 from webui import common
 from webui.charts import cache_picture
 

@@ -1,6 +1,6 @@
 import streamlit as st
 
-from kvcalc.quiz import answer_label, grade, interview_questions, practice_questions
+from kvcalc.teach.quiz import answer_label, grade, interview_questions, practice_questions
 from webui import callbacks, common
 from webui.common import bound, select
 

@@ -2,8 +2,8 @@ import threading
 
 import streamlit as st
 
-from kvcalc import quality
-from kvcalc.units import fmt_bytes
+from kvcalc.core.units import fmt_bytes
+from kvcalc.measure import quality
 from webui import common, device_queue, shared
 from webui.charts_measured import quality_figure
 from webui.common import bound
@@ -33,8 +33,8 @@ extra = c[2].multiselect("Also measure", list(quality.EXTRA_VARIANTS), [],
                               "with the same budget W", **bound("q_extra", "list"))
 names = list(quality.VARIANTS) + list(extra)
 try:
-    tokens, window, chunk, variants = quality._check(quality.MODEL_KEY, tokens, window,
-                                                     quality.CHUNK, names)
+    tokens, window, chunk, variants = quality.check_inputs(quality.MODEL_KEY, tokens, window,
+                                                         quality.CHUNK, names)
 except ValueError as exc:
     common.stop_on_error(exc)
 

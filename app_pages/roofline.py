@@ -1,9 +1,9 @@
 import streamlit as st
 
 from kvcalc import get_dtype, prefill, step_time
-from kvcalc.intensity import attention_points, decode_step, prefill_point, roofs
-from kvcalc.sweeps import max_batch_at
-from kvcalc.units import GiB, fmt_seconds
+from kvcalc.core.units import GiB, fmt_seconds
+from kvcalc.perf.intensity import attention_points, decode_step, prefill_point, roofs
+from kvcalc.perf.sweeps import max_batch_at
 from webui import common, figures
 from webui.common import bound
 

@@ -1,15 +1,15 @@
 import streamlit as st
 
 from kvcalc import step_time
-from kvcalc.memory import pool_defaults_text
-from kvcalc.sweeps import (
+from kvcalc.core.units import GB, fmt_seconds
+from kvcalc.engines.budget import pool_defaults_text
+from kvcalc.perf.sweeps import (
     batch_curve,
     max_batch_at,
     max_context_at,
     no_speed_reason,
     step_curve,
 )
-from kvcalc.units import GB, fmt_seconds
 from webui import callbacks, common
 from webui.charts import batch_figure, step_time_figure
 from webui.common import bound, select
@@ -48,8 +48,8 @@ if x_max == 0:
     x_max = min(max(2 * (s.crossover_context or 0), 2 * context, 8192), 10_000_000)
 contexts = [round(x_max * i / 80) for i in range(81)]
 curve = step_curve(sel.spec, sel.weights, contexts, batch=batch, **kw)
-# The real engine's step at each context (kvcalc.calibration: the reads at the achieved share or
-# the GEMMs at the MFU, plus the fixed cost and the all-reduces).
+# The real engine's step at each context (kvcalc.perf.calibration: the reads at the achieved share
+# or the GEMMs at the MFU, plus the fixed cost and the all-reduces).
 real = [common.estimate_step(sel, step_time(
     sel.spec, sel.weights, context=c, batch=batch, peak_tflops=peak, find_crossover=False,
     attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype), **kw)).time_s for c in contexts]

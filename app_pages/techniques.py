@@ -1,8 +1,8 @@
 import streamlit as st
 
 from kvcalc import get_dtype, kv_cache, registry
-from kvcalc.techniques import techniques
-from kvcalc.units import fmt_bytes
+from kvcalc.core.units import fmt_bytes
+from kvcalc.teach.techniques import techniques
 from webui import callbacks, common, figures
 from webui.charts import techniques_figure
 from webui.common import bound, select

@@ -1,8 +1,8 @@
 import streamlit as st
 
-from kvcalc.quiz import answer_label, grade
-from kvcalc.tour import STOPS, answer_key, lesson
-from webui import callbacks, common
+from kvcalc.teach.quiz import answer_label, grade
+from kvcalc.teach.tour import STOPS, answer_key, lesson
+from webui import callbacks, common, pages
 from webui.common import bound, select
 
 sel = common.require_selection()
@@ -56,7 +56,8 @@ if les is not None:
         st.metric(label, value)
         st.markdown(f"**Recap.** {les.recap[0]}  \n{les.recap[1]}")
         st.caption(f"For discussion: {les.discuss}")
-st.page_link(stop.page, label=f"Open the full page: {stop.title}", icon=":material/open_in_new:")
+st.page_link(pages.path(stop.page), label=f"Open the full page: {stop.title}",
+             icon=":material/open_in_new:")
 b = st.columns(2)
 b[0].button("Previous stop", on_click=callbacks.tour_go, args=(-1, len(STOPS)),
             disabled=n == 1, icon=":material/arrow_back:", width="stretch")

@@ -2,13 +2,13 @@ import math
 
 import streamlit as st
 
-from kvcalc.memory import (
+from kvcalc.core.units import GiB
+from kvcalc.engines.budget import (
     DEFAULT_ACTIVATION_BYTES,
     DEFAULT_CUDA_GRAPH_BYTES,
     DEFAULT_NON_TORCH_BYTES,
 )
-from kvcalc.units import GiB
-from kvcalc.vllm import (
+from kvcalc.engines.vllm import (
     VERSION_FACTS,
     available_bytes,
     default_max_num_batched_tokens,

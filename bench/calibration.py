@@ -8,11 +8,11 @@ calibration.
 Every measurement in tests/data/benchmarks/ is run from the command line with its own flags
 (``point_runs`` builds them from the YAML entry; nothing else): ``step-time --calibrated`` for a
 single stream (llama.cpp), ``simulate`` for everything else, once with ``--ideal`` (before: the
-ideal bound) and once as it is (after: the calibrated estimate, kvcalc.calibration). Flags that
+ideal bound) and once as it is (after: the calibrated estimate, kvcalc.perf.calibration). Flags that
 describe an engine or a benchmark harness rather than a point (TensorRT-LLM's runtime caps,
 SGLang's memory fraction) are in ``HARNESS``, each with the line of its source that states it.
 
-The corpus split (kvcalc.calibration.HELD_BACK): whole sources, chosen before any fit, so that
+The corpus split (kvcalc.perf.calibration.HELD_BACK): whole sources, chosen before any fit, so that
 the held-back part shares no publication, harness or run with the training part, holds one GPU
 the training part never sees (MI300X), and still has every metric class the issue judges:
 serving throughput, TTFT and ITL (SGLang on 4 x H200), batch latency and output rate (vLLM on
@@ -53,10 +53,10 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
 
-from kvcalc import calibration as cal  # noqa: E402
-from kvcalc import cli  # noqa: E402
-from kvcalc.catalog import registry  # noqa: E402
-from kvcalc.sim import MAX_REQUESTS  # noqa: E402
+from kvcalc.cli import commands as cli  # noqa: E402
+from kvcalc.config.catalog import registry  # noqa: E402
+from kvcalc.perf import calibration as cal  # noqa: E402
+from kvcalc.perf.sim import MAX_REQUESTS  # noqa: E402
 
 CORPUS = ROOT / "tests" / "data" / "benchmarks"
 
@@ -675,7 +675,7 @@ def fit_report(points: list[Point], closed_loop: bool = False) -> list[str]:
 
 
 def error_band(rows: list[dict]) -> dict[str, tuple[float, float, int]]:
-    """kvcalc.calibration.ERROR_BAND from the held-back rows: per judged class, (median
+    """kvcalc.perf.calibration.ERROR_BAND from the held-back rows: per judged class, (median
     |predicted / measured - 1|, worst max(ratio, 1 / ratio), n), rounded as committed."""
     s = summary([r for r in rows if r["held_back"]], "after")
     return {k: (round(s[k]["median_abs"], 3), round(s[k]["worst"], 2), s[k]["n"])

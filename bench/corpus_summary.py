@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 import yaml  # noqa: E402
 
-from kvcalc.catalog import registry  # noqa: E402
+from kvcalc.config.catalog import registry  # noqa: E402
 
 CORPUS = ROOT / "tests" / "data" / "benchmarks"
 SUMMARY = CORPUS / "SUMMARY.md"

@@ -15,15 +15,15 @@ import argparse
 import statistics
 import time
 
-from kvcalc import live
-from kvcalc.catalog import get_gpu
+from kvcalc.config.catalog import get_gpu
+from kvcalc.measure import live, runtime
 
 
 def generate_time(source, key, dtype, device, prompt_tokens, new_tokens, prompt_text=None):
     """Seconds for plain greedy model.generate of new_tokens after the same prompt."""
     import torch
 
-    net, _, tok = live._load(source, key, dtype, device)
+    net, _, tok = runtime.load_model(source, key, dtype, device)
     if tok is not None and prompt_text:
         ids = tok(prompt_text, return_tensors="pt").input_ids
     else:
@@ -83,7 +83,7 @@ def main():
     for device in devices:
         dtype = "fp32" if device == "cpu" else "bf16"
         gpu = get_gpu(args.gpu) if device == "cuda" else None
-        if live.smollm2_path() is not None:
+        if runtime.smollm2_path() is not None:
             run("SmolLM2-135M (real weights)", "gguf", "smollm2-135m", dtype, device,
                 args.new_tokens, prompt_text="The key and value cache of a transformer is",
                 gpu=gpu)

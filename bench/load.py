@@ -80,7 +80,7 @@ ACTIONS = {
 }
 
 
-def _rss(pid: int) -> int:
+def rss_bytes(pid: int) -> int:
     with open(f"/proc/{pid}/status") as fh:
         for line in fh:
             if line.startswith("VmRSS:"):
@@ -401,11 +401,11 @@ async def main_async(args) -> None:
 
             async def _base_rss(t0):
                 nonlocal base_rss
-                base_rss = _rss(server.pid)
+                base_rss = rss_bytes(server.pid)
             sessions, hostile, elapsed = await run_load(url, None, args.sessions, args.seconds,
                                                         args.think, args.hostile,
                                                         during=_base_rss)
-            rss = _rss(server.pid)
+            rss = rss_bytes(server.pid)
         finally:
             server.terminate()
             server.wait(10)

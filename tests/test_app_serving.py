@@ -12,8 +12,8 @@ pytest.importorskip("streamlit")
 from conftest import open_page  # noqa: E402
 
 from kvcalc import get_gpu, get_model  # noqa: E402
-from kvcalc.calibration import CALIBRATED, IDEAL  # noqa: E402
-from kvcalc.units import fmt_seconds  # noqa: E402
+from kvcalc.core.units import fmt_seconds  # noqa: E402
+from kvcalc.perf.calibration import CALIBRATED, IDEAL  # noqa: E402
 from webui import serving  # noqa: E402
 
 
@@ -121,7 +121,7 @@ def test_roofline_draws_only_batches_that_fit_and_prefill_at_its_mfu():
     # Issue 23 [10]. Llama 3.1 8B on an H100 at 8,192 tokens: the pool (vLLM's arithmetic at
     # 0.92, vLLM 0.33.0's default, and a 2 GiB reserve) holds kvcalc's max_batch_at sequences;
     # the trajectory stops there.
-    from kvcalc.sweeps import max_batch_at
+    from kvcalc.perf.sweeps import max_batch_at
     m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
     most = max_batch_at(m.spec, 8192, total_bytes=g.memory_bytes, weights_bytes=m.weights().bytes,
                         gpu_mem_util=0.92, block_size=16, kv_dtype="bf16", tp=1, pp=1,

@@ -10,9 +10,9 @@ from conftest import ROOT  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from kvcalc import get_model  # noqa: E402
-from kvcalc.fill import fill_timeline  # noqa: E402
-from kvcalc.paging import SCENARIOS, parse_requests, simulate  # noqa: E402
-from kvcalc.quiz import interview_questions, practice_questions  # noqa: E402
+from kvcalc.engines.paging import SCENARIOS, parse_requests, simulate  # noqa: E402
+from kvcalc.teach.fill import fill_timeline  # noqa: E402
+from kvcalc.teach.quiz import interview_questions, practice_questions  # noqa: E402
 
 APP = str(ROOT / "app.py")
 
@@ -149,7 +149,7 @@ def test_classroom_mode_navigation_and_reveal():
 
 def test_vllm_page_predicts_and_explains():
     from kvcalc import GiB
-    from kvcalc.vllm import predict
+    from kvcalc.engines.vllm import predict
 
     at = open_page("app_pages/vllm_startup.py", u_len="8192", u_gib="55")
     p = predict(get_model("llama-3.1-8b").spec, available_bytes=55 * GiB, max_model_len=8192)
@@ -177,7 +177,7 @@ def test_engine_heavy_link_leaves_nothing_behind():
     import gc
     import time
 
-    from kvcalc import paging
+    from kvcalc.engines import paging
 
     t = time.perf_counter()
     at = open_page("app_pages/engine.py", **HEAVY_ENGINE_LINK)

@@ -200,9 +200,9 @@ def test_per_layer_sums_run_once_per_distinct_layer_and_stay_exact():
     import worst_inputs as W
 
     from kvcalc import step_time
-    from kvcalc.model import counted
-    from kvcalc.sweeps import concurrency_curve
-    from kvcalc.weight_bytes import weights_given
+    from kvcalc.cache.weight_bytes import weights_given
+    from kvcalc.core.model import counted
+    from kvcalc.perf.sweeps import concurrency_curve
 
     spec = spec_from_config(W.layer_types_fits())
     assert len(counted(spec.layers)) == 4 and spec.num_layers == 1024

@@ -1,6 +1,6 @@
-"""The calibrated step model (kvcalc.calibration), its command-line flags and its fit.
+"""The calibrated step model (kvcalc.perf.calibration), its command-line flags and its fit.
 
-Hand facts used below (none produced by kvcalc.calibration):
+Hand facts used below (none produced by kvcalc.perf.calibration):
 - Llama 3.1 8B in BF16 reads 16,060,522,496 - 1,050,673,152 (its untied input embedding,
   gathered) + 8,192 (one row) = 15,009,857,536 B in a decode step of one token (tests/test_sim.py
   counts its parameters by hand); at 3,350 GB/s that is 4.4806 ms.
@@ -20,11 +20,11 @@ import sys
 import pytest
 from conftest import ROOT
 
-from kvcalc import calibration as cal
 from kvcalc import get_gpu, get_model, prefill, step_time
+from kvcalc.cache.weight_bytes import weights_at_bits
 from kvcalc.cli import main
-from kvcalc.sim import Workload, fixed, setup, simulate
-from kvcalc.weight_bytes import weights_at_bits
+from kvcalc.perf import calibration as cal
+from kvcalc.perf.sim import Workload, fixed, setup, simulate
 
 READ_8B = 16_060_522_496 - 1_050_673_152 + 8_192  # one decode step of Llama 3.1 8B, BF16
 BW = 3350e9
@@ -211,7 +211,7 @@ def test_simulate_takes_length_distributions(capsys):
 
 
 def test_the_sharegpt_preset_has_the_corpus_means():
-    from kvcalc.cli_sim import SHAREGPT, dist_arg
+    from kvcalc.cli.simulate import SHAREGPT, dist_arg
 
     rng = random.Random(1)
     p, o = dist_arg(SHAREGPT["prompt"]), dist_arg(SHAREGPT["output"])

@@ -16,14 +16,14 @@ import math
 import pytest
 
 from kvcalc import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, budget, get_gpu, get_model
-from kvcalc.memory import (
+from kvcalc.core.units import GiB
+from kvcalc.engines.budget import (
     DEFAULT_ACTIVATION_BYTES,
     DEFAULT_CUDA_GRAPH_BYTES,
     DEFAULT_NON_TORCH_BYTES,
     pool_defaults_text,
 )
-from kvcalc.units import GiB
-from kvcalc.vllm import available_bytes, predict
+from kvcalc.engines.vllm import available_bytes, predict
 
 W = 16_060_522_496
 KV = 131_072
@@ -124,7 +124,7 @@ def test_mla_block_size_on_hopper_by_release(dsv3, version, kv, util, block, blo
     ("0.33.0", "NVIDIA A100 SXM4 80GB", 16),  # TRITON_MLA takes multiples of 16
 ])
 def test_mla_block_size_by_gpu_generation(dsv3, version, gpu, block):
-    from kvcalc.vllm import predict
+    from kvcalc.engines.vllm import predict
 
     p = predict(dsv3, available_bytes=40 * GiB, max_model_len=8192, tp=8, vllm_version=version,
                 gpu_name=gpu)
@@ -140,7 +140,7 @@ def test_mla_block_size_by_gpu_generation(dsv3, version, gpu, block):
 
 
 def test_mla_block_size_set_by_hand_or_read_from_a_log(dsv3):
-    from kvcalc.vllm import log_settings, parse_log, predict
+    from kvcalc.engines.vllm import log_settings, parse_log, predict
 
     # v0.18.0 on, a --block-size the user sets is kept (128 on Hopper: FlashAttention MLA).
     p = predict(dsv3, available_bytes=40 * GiB, max_model_len=8192, tp=8, block_size=128,
@@ -165,7 +165,7 @@ def test_mla_block_size_set_by_hand_or_read_from_a_log(dsv3):
 # -- the serving simulator with windows, and logged vs running capacity (findings 13, 14, 19) --
 
 def _setup(key, gpu="h100-sxm-80gb", **kw):
-    from kvcalc.sim import setup
+    from kvcalc.perf.sim import setup
 
     m, g = get_model(key), get_gpu(gpu)
     return setup(m.spec, m.weights(), total_bytes=g.memory_bytes, bandwidth_gbs=g.bandwidth_gbs,
@@ -173,7 +173,7 @@ def _setup(key, gpu="h100-sxm-80gb", **kw):
 
 
 def test_a_sliding_group_gives_blocks_back_as_vllm_does():
-    from kvcalc.sim import Workload, fixed, simulate
+    from kvcalc.perf.sim import Workload, fixed, simulate
 
     # gpt-oss-20b: 12 sliding (window 128) + 12 full layers of 8 KV heads x 64: 2 x 8 x 64 x 2 B
     # = 2,048 B per token and layer; two groups of 12 layers, blocks of 16 tokens.
@@ -195,7 +195,7 @@ def test_a_sliding_group_gives_blocks_back_as_vllm_does():
 
 
 def test_gemma3_pool_binds_at_17_users_by_hand():
-    from kvcalc.capacity import running_capacity
+    from kvcalc.perf.capacity import running_capacity
 
     # Gemma 3 27B on an H100, vLLM 0.33.0: pool = 78,679,145,186 - 54,018,692,608 weights - 2 GiB
     # = 22,512,968,930 B; a page is 16 tokens x 16 KV heads x 128 x 2 x 2 B = 131,072 B; groups of
@@ -223,7 +223,7 @@ def test_gemma3_pool_binds_at_17_users_by_hand():
 
 @pytest.mark.parametrize("users", [640, 768, 819])
 def test_preempted_runs_are_labelled_pool_bound(llama, users):
-    from kvcalc.sim import Workload, fixed, simulate
+    from kvcalc.perf.sim import Workload, fixed, simulate
 
     # Llama 3.1 8B, 512 + 256 tokens: 768 tokens take 48 blocks; 28,833 usable blocks hold
     # 28,833 // 48 = 600 requests at their longest. The review's runs at 640-819 users had
@@ -235,7 +235,7 @@ def test_preempted_runs_are_labelled_pool_bound(llama, users):
 
 
 def test_llama_onset_just_above_the_logged_worst_case():
-    from kvcalc.capacity import frontier_users, running_capacity
+    from kvcalc.perf.capacity import frontier_users, running_capacity
 
     s = _setup("llama-3.1-8b", max_model_len=768)
     c = running_capacity(s, 512, 256)
@@ -253,7 +253,7 @@ def test_llama_onset_just_above_the_logged_worst_case():
 
 
 def test_steady_ttft_leaves_out_the_first_wave():
-    from kvcalc.sim import Workload, fixed, simulate
+    from kvcalc.perf.sim import Workload, fixed, simulate
 
     s = _setup("llama-3.1-8b", max_model_len=768)
     r = simulate(s, Workload(requests=64 * 4, prompt=fixed(512), output=fixed(256), users=64),

@@ -7,8 +7,13 @@ import pytest
 pytest.importorskip("plotly")
 
 from kvcalc import GiB, budget, get_model, step_time  # noqa: E402
-from kvcalc.sweeps import batch_curve, concurrency_curve, context_grid, step_curve  # noqa: E402
-from kvcalc.techniques import techniques  # noqa: E402
+from kvcalc.perf.sweeps import (  # noqa: E402
+    batch_curve,
+    concurrency_curve,
+    context_grid,
+    step_curve,
+)
+from kvcalc.teach.techniques import techniques  # noqa: E402
 from webui.charts import (  # noqa: E402
     batch_figure,
     budget_figure,
@@ -109,7 +114,7 @@ def test_techniques_figure():
 
 
 def test_fill_figure_has_one_frame_per_step_and_work_bars():
-    from kvcalc.fill import NEW, fill_timeline
+    from kvcalc.teach.fill import NEW, fill_timeline
     from webui.charts import fill_figure
 
     steps = fill_timeline(L8B.spec, 4, 3, layers=1)
@@ -127,7 +132,7 @@ def test_charts_mark_what_does_not_fit_and_the_models_limit():
     # Llama 3.1 8B in an 80 GiB pool budget: 80 x 0.9 - 15 - 2 = 55 GiB = 28,160 blocks of 16
     # tokens x 128 KiB (2 MiB each). 32 sequences fit up to 28,160 // 32 = 880 blocks = 14,080
     # tokens each; at 8,192 tokens (512 blocks) 28,160 // 512 = 55 sequences fit.
-    from kvcalc.sweeps import max_batch_at, max_context_at
+    from kvcalc.perf.sweeps import max_batch_at, max_context_at
 
     kw = dict(total_bytes=80 * GiB, weights_bytes=15 * GiB, gpu_mem_util=0.9,
               reserve_bytes=2 * GiB)

@@ -8,7 +8,7 @@ import pytest
 from conftest import ROOT, llama_config
 
 from kvcalc.cli import main
-from kvcalc.units import GiB
+from kvcalc.core.units import GiB
 
 
 def run(capsys, *argv):
@@ -188,17 +188,19 @@ def test_every_kvcalc_module_but_the_torch_ones_is_light():
 
     import kvcalc
 
-    names = sorted(m.name for m in pkgutil.iter_modules(kvcalc.__path__) if m.name != "__main__")
-    assert {"memory", "catalog", "weight_bytes", "kv", "vllm", "cli"} <= set(names)
+    names = sorted(m.name for m in pkgutil.walk_packages(kvcalc.__path__, "kvcalc.")
+                   if m.name != "kvcalc.__main__")
+    assert {"kvcalc.engines.budget", "kvcalc.config.catalog", "kvcalc.cache.weight_bytes",
+            "kvcalc.cache.kv", "kvcalc.engines.vllm", "kvcalc.cli"} <= set(names)
     code = ("import importlib, sys\n"
             f"for name in {names!r}:\n"
-            "    importlib.import_module('kvcalc.' + name)\n"
+            "    importlib.import_module(name)\n"
             "heavy = [m for m in ('streamlit', 'plotly', 'pandas', 'torch', 'transformers',"
             " 'numpy') if m in sys.modules]\n"
             "print(','.join(heavy))")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == "", r.stdout + r.stderr
-    assert "charts" not in names  # Plotly builders are presentation: webui.charts
+    assert not any(n.endswith(".charts") for n in names)  # Plotly builders: webui.charts
 
 
 DATA = ROOT / "tests" / "data" / "configs"
@@ -236,7 +238,7 @@ def test_verify_refuses_remote_code_models(capsys):
 
 import os  # noqa: E402
 
-from kvcalc.hfconfig import MAX_CONFIG_BYTES, load_config_file  # noqa: E402
+from kvcalc.config.hfconfig import MAX_CONFIG_BYTES, load_config_file  # noqa: E402
 
 
 def _exit_code(argv):
@@ -275,7 +277,7 @@ def test_config_fifo_is_refused_without_blocking(tmp_path):
     fifo = tmp_path / "config.json"
     os.mkfifo(fifo)
     # Nobody writes to it: an open() for reading would block, so every call runs in a child.
-    code = ("from kvcalc.hfconfig import load_config_file\n"
+    code = ("from kvcalc.config.hfconfig import load_config_file\n"
             "try:\n    load_config_file(%r)\nexcept ValueError as exc:\n    print(exc)" % str(fifo))
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                        timeout=60)
@@ -402,7 +404,7 @@ def _log(tmp_path, gib="55.00", extra=""):
 
 @pytest.mark.parametrize("gib", ["1" * 400 + ".00", "9" * 20 + ".00", "1.2.3", "."])
 def test_vllm_log_absurd_memory_line(capsys, tmp_path, gib):
-    from kvcalc.vllm import parse_log
+    from kvcalc.engines.vllm import parse_log
     with pytest.raises(ValueError, match="Available KV cache memory"):
         parse_log(_log(tmp_path, gib).read_text())
     line = one_error_line(capsys, ["vllm", "--log", str(_log(tmp_path, gib))])
@@ -547,7 +549,7 @@ def test_hostile_files_exit_2_with_one_short_line(capsys, tmp_path):
 def test_a_command_is_written_in_one_place(capsys):
     # Issue 14: registering the arguments and the handler together is all a command needs;
     # the parser, the dispatch and --json come from the registry.
-    from kvcalc import cli
+    from kvcalc.cli import commands as cli
 
     def arguments(p):
         p.add_argument("--n", type=int, required=True)

@@ -8,7 +8,7 @@ import pytest
 from conftest import llama_config
 
 from kvcalc import kv_cache, parse_config_text, spec_from_config, weights
-from kvcalc.hfconfig import checkpoint_format, load_config_file
+from kvcalc.config.hfconfig import checkpoint_format, load_config_file
 
 DATA = Path(__file__).parent / "data" / "configs"
 

@@ -30,7 +30,7 @@ def test_dockerfile_shape():
     assert '".[app,live]"' in DOCKERFILE and "torch==" not in DOCKERFILE
 
 
-def _env_from_dockerfile() -> dict:
+def env_from_dockerfile() -> dict:
     env = {}
     for line in _instruction("ENV"):
         for part in shlex.split(line.rstrip("\\")):
@@ -44,7 +44,7 @@ def test_container_start_command_runs_here():
     pytest.importorskip("streamlit", reason="streamlit is not installed (the [app] extra)")
     cmd = json.loads(_instruction("CMD")[-1])
     assert cmd[:3] == ["streamlit", "run", "app.py"]
-    env = {**os.environ, **_env_from_dockerfile()}
+    env = {**os.environ, **env_from_dockerfile()}
     proc, base = start_server(lambda port: [
         sys.executable, "-m", "streamlit",
         *[a.replace("8501", str(port)).replace("0.0.0.0", "127.0.0.1") for a in cmd[1:]]],

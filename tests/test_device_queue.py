@@ -1,6 +1,6 @@
 """The device queue of the live page (webui/device_queue.py): one run at a time for the whole
 server, FIFO, one job per session, Stop and leaving cancel, a wall-clock cap, a wait timeout.
-Fake jobs with tiny sleeps; one test runs a tiny twin through kvcalc.live.measure."""
+Fake jobs with tiny sleeps; one test runs a tiny twin through kvcalc.measure.live.measure."""
 
 from __future__ import annotations
 
@@ -275,7 +275,7 @@ def test_session_alive_asks_the_streamlit_runtime(monkeypatch):
 
 def test_measure_stops_between_steps():
     pytest.importorskip("torch", reason="torch is not installed (requirements.txt)")
-    from kvcalc import live
+    from kvcalc.measure import live
 
     calls = [0]
 

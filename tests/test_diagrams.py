@@ -64,8 +64,8 @@ def test_head_sharing_refuses_an_uneven_grouping():
 
 
 def test_head_sharing_of_16384_heads_draws_a_sample_quickly():
-    # The heads cap (kvcalc.limits) admits 16,384 query and K/V heads: every head drawn made a
-    # figure of 150,000 points that took over a second to build (issue 22's worst inputs).
+    # The heads cap (kvcalc.config.limits) admits 16,384 query and K/V heads: every head drawn made
+    # a figure of 150,000 points that took over a second to build (issue 22's worst inputs).
     import time
 
     t0 = time.perf_counter()
@@ -125,7 +125,7 @@ def test_window_marks_interleaved_layers_of_gemma_3():
 
 
 def test_paged_figure_follows_each_block_table():
-    from kvcalc.paging import SCENARIOS, parse_requests, simulate
+    from kvcalc.engines.paging import SCENARIOS, parse_requests, simulate
 
     reqs = parse_requests(SCENARIOS["shared-prompt"]["text"])
     _, snap, _ = simulate(reqs, 6, num_blocks=48, block_size=8)

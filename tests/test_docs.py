@@ -68,7 +68,7 @@ def problems(path: Path, text: str) -> list[str]:
 
 def test_the_sources_are_found():
     found = {f.relative_to(ROOT).as_posix() for f in files()}
-    assert {"kvcalc/hfconfig.py", "tests/test_seed_numbers.py", "docs/formulas.md",
+    assert {"kvcalc/config/hfconfig.py", "tests/test_seed_numbers.py", "docs/formulas.md",
             "README.md"} <= found
 
 

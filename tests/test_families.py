@@ -15,7 +15,7 @@ from conftest import llama_config
 
 from kvcalc import kv_cache, load_config_file, spec_from_config
 from kvcalc.cli import main
-from kvcalc.hfconfig import UnknownFields
+from kvcalc.config.hfconfig import UnknownFields
 
 DATA = Path(__file__).parent / "data" / "configs"
 
@@ -146,7 +146,7 @@ def test_mllama_text_config_alone_is_refused():
 
 
 def test_vllm_refuses_mllama_by_name():
-    from kvcalc import vllm
+    from kvcalc.engines import vllm
 
     with pytest.raises(ValueError, match="mllama"):
         vllm.predict(spec_from_config(MLLAMA_11B), available_bytes=10 << 30,
@@ -241,7 +241,7 @@ def test_vllm_lines_for_kimi_linear_by_hand():
     # and 3 KDA groups (20 layers + 1 padding). 20 GiB // (2,211,840 x 7) = 1,387 blocks.
     # A 32,768-token request: cdiv(32,768, 1,920) = 18 MLA blocks + 3 x 2 (prefix caching on,
     # 'align') = 24 -> 1,387 / 24 = 57.79x; tokens int(57.7916 x 32,768) = 1,893,717.
-    from kvcalc import vllm
+    from kvcalc.engines import vllm
 
     spec = spec_from_config(load_config_file(DATA / "kimi-linear-48b-a3b-instruct.json"))
     p = vllm.predict(spec, available_bytes=20 * 2**30, max_model_len=32768,

@@ -4,7 +4,7 @@ import pytest
 from conftest import llama_config
 
 from kvcalc import get_model, spec_from_config
-from kvcalc.fill import CACHED, EMPTY, NEW, RECOMPUTED, fill_timeline, shown_layers
+from kvcalc.teach.fill import CACHED, EMPTY, NEW, RECOMPUTED, fill_timeline, shown_layers
 
 L8B = get_model("llama-3.1-8b").spec
 

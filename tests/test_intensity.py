@@ -5,7 +5,7 @@ BF16, 3,350 GB/s; 32 query heads of 128, 8 KV heads; 8,030,261,248 parameters, o
 import pytest
 
 from kvcalc import get_model
-from kvcalc.intensity import attention_points, decode_point, prefill_point, ridge_point
+from kvcalc.perf.intensity import attention_points, decode_point, prefill_point, ridge_point
 
 W = 2 * 8_030_261_248
 NA = 7_504_924_672

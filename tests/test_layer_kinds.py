@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from kvcalc import load_config_file, registry, spec_from_config
-from kvcalc.dtypes import get_dtype
-from kvcalc.model import FullAttention, MLALatent
+from kvcalc.core.dtypes import get_dtype
+from kvcalc.core.model import FullAttention, MLALatent
 
 CONFIGS = sorted((Path(__file__).parent / "data" / "configs").glob("*.json"))
 

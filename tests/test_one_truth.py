@@ -11,7 +11,7 @@ import pytest
 from conftest import metric, open_page
 
 from kvcalc import registry
-from kvcalc.sweeps import no_speed_reason
+from kvcalc.perf.sweeps import no_speed_reason
 
 
 def text(element) -> str:
@@ -83,7 +83,7 @@ def test_moe_weight_read_grows_with_batch_and_the_page_says_so():
 
 def test_a_step_dominated_by_fixed_costs_says_so():
     """[18] gpt-oss-20b at batch 1 on an H100: 1.17 ms ideal, against the calibrated step's
-    fixed 3.5 ms (kvcalc.calibration.STEP_OVERHEAD_S): the page names the share. At TP 8 the
+    fixed 3.5 ms (kvcalc.perf.calibration.STEP_OVERHEAD_S): the page names the share. At TP 8 the
     all-reduces are named too; Llama 3.1 8B at batch 48 x 8,192 tokens reads (15.0 GB +
     48 x 1.07 GB) / 3.35 TB/s = 19.8 ms, so the fixed cost is under a quarter: no note."""
     at = open_page("app_pages/step_time.py", model="gpt-oss-20b", s_ctx="1024")

@@ -5,7 +5,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvcalc.paging import SCENARIOS, Engine, Request, contiguous_capacity, parse_requests, simulate
+from kvcalc.engines.paging import (
+    SCENARIOS,
+    Engine,
+    Request,
+    contiguous_capacity,
+    parse_requests,
+    simulate,
+)
 
 
 def req(rid, prompt, out, arrival=0):

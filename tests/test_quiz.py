@@ -4,7 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvcalc.quiz import (
+from kvcalc.core.units import GiB
+from kvcalc.teach.quiz import (
     Question,
     answer_label,
     grade,
@@ -12,7 +13,6 @@ from kvcalc.quiz import (
     parse_answer,
     practice_questions,
 )
-from kvcalc.units import GiB
 
 
 def test_five_interview_questions_with_computed_numbers():

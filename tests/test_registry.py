@@ -4,7 +4,7 @@ parameter counts against the published totals, and validation of malformed entri
 import pytest
 
 from kvcalc import get_gpu, get_model, kv_cache, load_registry, registry
-from kvcalc.units import MiB
+from kvcalc.core.units import MiB
 
 # Hand-computed per-token BF16 bytes: 2 (K and V) x KV-layers x KV heads x head_dim x 2 B, with
 # head_dim = hidden_size / num_attention_heads unless the config gives head_dim; MLA is one latent
@@ -181,7 +181,7 @@ def test_qwen3_235b_active_rounds_to_22b():
 
 
 def test_every_gpu_names_a_link_for_tensor_parallelism():
-    # The all-reduce time (kvcalc.calibration) needs each GPU's link; one-way figures: NVLink 4
+    # The all-reduce time (kvcalc.perf.calibration) needs each GPU's link; one-way figures: NVLink 4
     # is the datasheet's 900 GB/s two-way total halved, PCIe 4.0 x16 16 GT/s x 16 x 128/130 / 8.
     r = registry()
     for g in r.gpus.values():

@@ -1,13 +1,13 @@
 """A precision-aware roofline (issue 23, findings 7-11 and "what to build" 4), by hand.
 
 Sources for the figures used here:
-- DeepSeek-V3's config.json (kvcalc/models.yaml): 61 layers, 128 heads, kv_lora_rank 512,
+- DeepSeek-V3's config.json (kvcalc/config/models.yaml): 61 layers, 128 heads, kv_lora_rank 512,
   qk_rope_head_dim 64, qk_nope_head_dim 128, v_head_dim 128, 256 routed experts of
   3 x 7,168 x 2,048 parameters in 58 MoE layers, 8 per token, FP8 weights.
 - MLA's absorbed decode: vllm/v1/attention/backends/mla/common.py ("MQA with QK headdim =
   Lkv + R, V headdim = Lkv" in the data-movement friendly _forward_decode; prefill is "MHA with
   QK headdim = P + R, V headdim = V").
-- GPU peaks: the datasheets in kvcalc/models.yaml (sources.specs). T4: "Single-Precision
+- GPU peaks: the datasheets in kvcalc/config/models.yaml (sources.specs). T4: "Single-Precision
   Performance (FP32) 8.1 TFLOPS", "Mixed-Precision (FP16/FP32) 65 TFLOPS", 320 GB/s. H200 SXM:
   FP8 1,979 / BF16 989 TFLOPS dense (the sheet's 3,958 / 1,979 are with sparsity), 4.8 TB/s.
 - vLLM's dtype "auto": vllm/config/model.py _resolve_auto_dtype ("Downcast for float32
@@ -23,7 +23,7 @@ import math
 import pytest
 
 from kvcalc import get_gpu, get_model, step_time
-from kvcalc.intensity import (
+from kvcalc.perf.intensity import (
     attention_points,
     decode_point,
     decode_step,
@@ -31,8 +31,8 @@ from kvcalc.intensity import (
     prefill_point,
     roofs,
 )
-from kvcalc.roofline import attention_flops
-from kvcalc.sim import setup
+from kvcalc.perf.roofline import attention_flops
+from kvcalc.perf.sim import setup
 
 # DeepSeek-V3, from its config fields
 LAYERS, HEADS, RANK, ROPE, NOPE, V = 61, 128, 512, 64, 128, 128

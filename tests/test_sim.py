@@ -1,6 +1,6 @@
 """The serving simulator against what can be worked out by hand.
 
-Hand facts used below (none produced by kvcalc.sim):
+Hand facts used below (none produced by kvcalc.perf.sim):
 - Llama 3.1 8B (config.json: hidden 4096, 32 layers, 32 query heads, 8 KV heads, head_dim 128,
   intermediate 14336, vocab 128256, untied embeddings) has
   2 x 128256 x 4096 (embeddings + lm_head) + 32 x (4096 x 4096 x 2 (q, o) + 4096 x 1024 x 2
@@ -23,7 +23,16 @@ import math
 import pytest
 
 from kvcalc import get_gpu, get_model, prefill, step_time
-from kvcalc.sim import CLI_KEYS, Workload, fixed, lognormal, percentile, setup, simulate, uniform
+from kvcalc.perf.sim import (
+    CLI_KEYS,
+    Workload,
+    fixed,
+    lognormal,
+    percentile,
+    setup,
+    simulate,
+    uniform,
+)
 
 N = 8_030_261_248  # Llama 3.1 8B parameters, counted by hand above
 W = 2 * N  # BF16 weight bytes
@@ -239,7 +248,7 @@ def test_refusals_name_what_to_change(bad, message):
 
 def test_chunked_local_attention_is_refused_by_name(llama):
     # Llama 3.1 8B with every fourth layer made chunked-local (Llama 4's pattern, chunk 8,192).
-    from kvcalc.model import ChunkedLocal
+    from kvcalc.core.model import ChunkedLocal
 
     m, g = llama
     layers = [ChunkedLocal(kv_heads=8, head_dim=128, v_head_dim=128, q_heads=32, chunk=8192)

@@ -4,7 +4,7 @@ import pytest
 from conftest import llama_config
 
 from kvcalc import get_model, spec_from_config
-from kvcalc.techniques import techniques
+from kvcalc.teach.techniques import techniques
 
 
 def by_key(spec, n, **kw):

@@ -3,8 +3,8 @@ its box's label says, names the common slips, never asks about a context past th
 limit, and words its questions by the model's layer kinds (issue 23 [1]-[6], item 5).
 
 Every expected value here is worked by hand, in this file, from first principles: the config
-fields of kvcalc/models.yaml (quoted in HAND below), the GPUs' datasheet and driver figures, and
-vLLM's documented allocation rules; never by calling the code under test for the number it
+fields of kvcalc/config/models.yaml (quoted in HAND below), the GPUs' datasheet and driver figures,
+and vLLM's documented allocation rules; never by calling the code under test for the number it
 should give. Two inputs are taken as the stops give them to the student, and said so:
 - the resident weight bytes (the checkpoint's parameter count x bytes per parameter, checked
   against the published totals in tests/test_registry.py), from which the weights a decode step
@@ -14,7 +14,7 @@ should give. Two inputs are taken as the stops give them to the student, and sai
   for DeepSeek-V3's latent in FP8 on Hopper, FlashMLA's, from vLLM's source: issue 23 [21]).
 
 vLLM's rules used (vllm/v1/core/kv_cache_utils.py and kv_cache_interface.py, as
-kvcalc/vllm.py documents them):
+kvcalc/engines/vllm.py documents them):
 - requested = ceil(driver memory x UTIL); pool = requested - weights per GPU - RESERVE;
 - page = block x bytes per token of one layer on one GPU (max(1, KV heads // TP) heads; an MLA
   latent whole on every GPU); blocks = pool // page // layers per group;
@@ -33,8 +33,8 @@ import re
 import pytest
 
 from kvcalc import get_gpu, get_model
-from kvcalc.quiz import answer_label, grade
-from kvcalc.tour import STOPS, answer_key, lesson, stop_question
+from kvcalc.teach.quiz import answer_label, grade
+from kvcalc.teach.tour import STOPS, answer_key, lesson, stop_question
 
 KiB, GiB = 2**10, 2**30
 # The pool's settings: budget()'s defaults, which the tour's prompts state: vLLM 0.33.0's own
@@ -502,8 +502,8 @@ def test_every_stop_of_a_hard_real_config_asks_or_says_why(config):
     from conftest import ROOT
 
     from kvcalc import spec_from_config, weights
-    from kvcalc.units import GiB as GIB
-    from kvcalc.weight_bytes import weights_given
+    from kvcalc.cache.weight_bytes import weights_given
+    from kvcalc.core.units import GiB as GIB
 
     spec = spec_from_config(json.loads((ROOT / "tests" / "data" / "configs" / config).read_text()))
     w = weights_given(16 * GIB) if spec.params is None else weights(spec)
@@ -545,7 +545,7 @@ def test_stops_that_count_conversations_are_not_asked_when_none_fits(number):
     stops that ask how many conversations fit say so instead of dividing by zero (the
     worst-input corpus found a ZeroDivisionError there)."""
     from kvcalc import get_gpu, get_model
-    from kvcalc.tour import lesson
+    from kvcalc.teach.tour import lesson
 
     m = get_model("llama-3.1-70b")
     with pytest.raises(ValueError, match="does not fit on NVIDIA L4|not even one conversation"):

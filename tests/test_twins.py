@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from kvcalc import get_model, kv_cache, load_registry, registry, spec_from_config
-from kvcalc.twins import TWIN_KEYS, fit_line, twin_config
+from kvcalc.measure.twins import TWIN_KEYS, fit_line, twin_config
 
 
 def test_twins_build_without_torch():
@@ -13,7 +13,7 @@ def test_twins_build_without_torch():
     # torch in this one), so these tests run on a machine with the core alone.
     import subprocess
 
-    code = ("import sys, kvcalc.twins\n"
+    code = ("import sys, kvcalc.measure.twins\n"
             "print(','.join(m for m in ('torch', 'transformers') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == "", r.stdout + r.stderr

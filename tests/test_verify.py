@@ -15,8 +15,8 @@ pytest.importorskip("torch", reason="verify needs torch (pip install -r requirem
 pytest.importorskip("transformers", reason="verify needs transformers")
 
 from kvcalc import load_config_file, registry  # noqa: E402
-from kvcalc import verify as verify_module  # noqa: E402
-from kvcalc.verify import verify  # noqa: E402
+from kvcalc.measure import verify as verify_module  # noqa: E402
+from kvcalc.measure.verify import verify  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "configs"

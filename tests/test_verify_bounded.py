@@ -1,4 +1,4 @@
-"""The transformers check in a child process with hard limits (kvcalc.verify_bounded)."""
+"""The transformers check in a child process with hard limits (kvcalc.measure.verify_bounded)."""
 
 import time
 from pathlib import Path
@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("torch")
 
 from kvcalc import load_config_file  # noqa: E402
-from kvcalc.verify_bounded import verify_bounded  # noqa: E402
+from kvcalc.measure.verify_bounded import verify_bounded  # noqa: E402
 
 pytestmark = pytest.mark.slow
 DATA = Path(__file__).parent / "data" / "configs"
@@ -75,5 +75,5 @@ def test_should_stop_ends_the_check_and_reaps_the_child():
     assert time.perf_counter() - t0 < 5
     children = [p for p in set(os.listdir("/proc")) - before if p.isdigit()
                 and os.path.exists(f"/proc/{p}/cmdline")
-                and b"kvcalc.verify_bounded" in open(f"/proc/{p}/cmdline", "rb").read()]
+                and b"kvcalc.measure.verify_bounded" in open(f"/proc/{p}/cmdline", "rb").read()]
     assert children == []

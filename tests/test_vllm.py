@@ -10,7 +10,7 @@ from conftest import llama_config
 
 from kvcalc import GiB, get_model, spec_from_config
 from kvcalc.cli import main
-from kvcalc.vllm import explain_log, parse_log, predict
+from kvcalc.engines.vllm import explain_log, parse_log, predict
 
 L8B = get_model("llama-3.1-8b").spec
 
@@ -164,7 +164,7 @@ def test_kv_cache_dtypes_by_version():
 
 
 def test_defaults_by_version_and_gpu():
-    from kvcalc.vllm import default_max_num_batched_tokens, default_max_num_seqs, fact
+    from kvcalc.engines.vllm import default_max_num_batched_tokens, default_max_num_seqs, fact
 
     assert fact("gpu_memory_utilization", "0.19.1") == 0.9
     assert fact("gpu_memory_utilization", "0.20.0") == 0.92
@@ -179,7 +179,7 @@ def test_defaults_by_version_and_gpu():
 
 
 def test_startup_error_and_estimate():
-    from kvcalc.vllm import estimate_max_model_len, startup_error
+    from kvcalc.engines.vllm import estimate_max_model_len, startup_error
 
     # 1 GiB holds 1 GiB // (16 x 4,096) // 32 = 512 blocks = 8,192 tokens of Llama 3.1 8B.
     # v0.29.0 on (PR #47272) first sets aside the null block: 511 blocks, 8,176 tokens.
@@ -245,7 +245,7 @@ def test_cli_contract_keys(capsys):
 
 
 def test_available_memory_like_vllm():
-    from kvcalc.vllm import available_bytes
+    from kvcalc.engines.vllm import available_bytes
 
     # 80 GiB x 0.9 = 72 GiB requested; minus 15 + 1 + 0.5 + 0.5 GiB leaves 55 GiB.
     assert available_bytes(total_bytes=80 * GiB, gpu_mem_util=0.9, weights_bytes=15 * GiB,
@@ -273,7 +273,7 @@ def test_capacity_lines_follow_the_versions_log_format():
     # Llama 3.1 8B with 50 GiB: 50 GiB / (16 x 131,072 B) = 25,600 blocks; 8,192 tokens take 512
     # blocks each: 50.00x, and 25,600 x 16 = 409,600 tokens.
     from kvcalc import GiB, get_model
-    from kvcalc.vllm import predict
+    from kvcalc.engines.vllm import predict
 
     spec = get_model("llama-3.1-8b").spec
     old = predict(spec, available_bytes=50 * GiB, max_model_len=8192, vllm_version="0.27.0")
@@ -285,7 +285,7 @@ def test_capacity_lines_follow_the_versions_log_format():
         "GPU KV cache size: 409,600 tokens, Maximum concurrency for 8,192 tokens per request: "
         "50.00x"]
     # A pasted one-line log is read as well as a two-line one.
-    from kvcalc.vllm import parse_log
+    from kvcalc.engines.vllm import parse_log
 
     log = parse_log("INFO Available KV cache memory: 50.00 GiB\nINFO "
                     + new.capacity_lines()[0])

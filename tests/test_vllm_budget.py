@@ -1,11 +1,13 @@
-"""One vLLM model everywhere: the Budget's vLLM convention is kvcalc.vllm.predict's arithmetic,
-for every registry model, at three contexts (one past every window), on one GPU and at TP 2."""
+"""One vLLM model everywhere: the Budget's vLLM convention is kvcalc.engines.vllm.predict's
+arithmetic, for every registry model, at three contexts (one past every window), on one GPU and
+at TP 2."""
 
 import pytest
 from conftest import ROOT
 
-from kvcalc import GiB, budget, get_model, kv_cache, registry, vllm
-from kvcalc.hfconfig import load_config_file, spec_from_config
+from kvcalc import GiB, budget, get_model, kv_cache, registry
+from kvcalc.config.hfconfig import load_config_file, spec_from_config
+from kvcalc.engines import vllm
 
 POOL = 20 * GiB  # available KV memory: 80 GiB x 0.9 - weights 50 GiB - reserve 2 GiB = 20 GiB
 KW = dict(total_bytes=80 * GiB, weights_bytes=0, reserve_bytes=52 * GiB, gpu_mem_util=0.9)

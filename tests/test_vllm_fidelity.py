@@ -12,10 +12,10 @@ from conftest import ROOT
 
 from kvcalc import GiB, get_model
 from kvcalc.cli import main
-from kvcalc.dtypes import get_dtype
-from kvcalc.hfconfig import load_config_file, spec_from_config
-from kvcalc.model import RecurrentState
-from kvcalc.vllm import (
+from kvcalc.config.hfconfig import load_config_file, spec_from_config
+from kvcalc.core.dtypes import get_dtype
+from kvcalc.core.model import RecurrentState
+from kvcalc.engines.vllm import (
     default_max_num_batched_tokens,
     diagnose_log,
     explain_log,

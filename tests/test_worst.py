@@ -1,6 +1,7 @@
-"""The worst-input corpus (tests/worst_inputs.py: the largest configs the caps of kvcalc.limits
-admit) through the CLI and every page (issue 22): each ends with a result or one clear
-sentence, never an exception, a traceback or a generic error box, and within its time budget.
+"""The worst-input corpus (tests/worst_inputs.py: the largest configs the caps of
+kvcalc.config.limits admit) through the CLI and every page (issue 22): each ends with a result
+or one clear sentence, never an exception, a traceback or a generic error box, and within its
+time budget.
 
 The fast suite runs every config through kv, budget, vllm and simulate, and through one page
 each (the pages in turn); the whole matrix of configs x pages and verify are marked slow."""
@@ -15,8 +16,8 @@ import worst_inputs as W
 from conftest import ROOT
 
 from kvcalc.cli import main
-from kvcalc.hfconfig import parse_config_text
-from kvcalc.limits import MAX_LAYERS
+from kvcalc.config.hfconfig import parse_config_text
+from kvcalc.config.limits import MAX_LAYERS
 
 CORPUS = W.texts()
 NAMES = list(CORPUS)
@@ -101,7 +102,7 @@ def test_verify_on_the_worst_inputs(corpus_files, name):
 @pytest.mark.slow
 def test_verify_of_the_worst_input_is_stopped_within_its_limit():
     pytest.importorskip("torch")
-    from kvcalc.verify_bounded import verify_bounded
+    from kvcalc.measure.verify_bounded import verify_bounded
 
     t0 = time.perf_counter()
     r = verify_bounded(json.loads(CORPUS["moe_at_caps"]), timeout_s=3, memory_gib=4)

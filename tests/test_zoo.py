@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("torch", reason="the zoo needs torch (pip install -r requirements.txt)")
 pytest.importorskip("transformers", reason="the zoo needs transformers")
 
-from kvcalc import zoo  # noqa: E402
+from kvcalc.measure import zoo  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "docs" / "zoo.md"

@@ -1,9 +1,10 @@
-"""The zoo's verdict logic (kvcalc.zoo.classify) on hand-made verify reports: no torch needed.
+"""The zoo's verdict logic (kvcalc.measure.zoo.classify) on hand-made verify reports: no
+torch needed.
 
 The zoo itself (every architecture transformers ships) runs in tests/test_zoo.py (slow)."""
 
-from kvcalc.verify import VerifyReport, VerifyRow
-from kvcalc.zoo import VERDICTS, ZooResult, ZooRun, cause_of, classify
+from kvcalc.measure.verify import VerifyReport, VerifyRow
+from kvcalc.measure.zoo import VERDICTS, ZooResult, ZooRun, cause_of, classify
 
 
 def row(layer, verdict="agrees", why="", kvcalc="full", transformers="DynamicLayer"):

@@ -1,4 +1,5 @@
-"""The worst-input corpus (issue 22): the largest configs kvcalc's caps admit (kvcalc.limits).
+"""The worst-input corpus (issue 22): the largest configs kvcalc's caps admit (the caps
+of kvcalc.config.limits).
 
 Each is built here from a real config of its family (tests/data/configs) with every size at its
 cap, so nothing large is stored. Two kinds:
@@ -20,7 +21,7 @@ import json
 import re
 from pathlib import Path
 
-from kvcalc.limits import (
+from kvcalc.config.limits import (
     MAX_CONTEXT,
     MAX_EXPAND,
     MAX_EXPERTS,

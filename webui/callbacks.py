@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from kvcalc.catalog import registry
-from kvcalc.paging import SCENARIOS, parse_requests, simulate
+from kvcalc.config.catalog import registry
+from kvcalc.engines.paging import SCENARIOS, parse_requests, simulate
 
 ENGINE_MAX_STEP = 2000
 

@@ -11,8 +11,8 @@ import math
 
 import plotly.graph_objects as go
 
-from kvcalc.memory import Budget
-from kvcalc.units import GiB
+from kvcalc.core.units import GiB
+from kvcalc.engines.budget import Budget
 
 __all__ = ["budget_figure", "concurrency_figure", "step_time_figure", "batch_figure",
            "techniques_figure", "cache_picture", "COLORS"]

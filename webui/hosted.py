@@ -27,11 +27,11 @@ def hub_allowlist() -> tuple[str, ...] | None:
         return None
     from kvcalc import registry
 
-    return registry().hub_fetch  # kvcalc/models.yaml's hub.fetch
+    return registry().hub_fetch  # kvcalc/config/models.yaml's hub.fetch
 
 
 def verify_caps() -> dict:
-    """Limits of the transformers check (kvcalc.verify_bounded): hosted, tighter."""
+    """Limits of the transformers check (kvcalc.measure.verify_bounded): hosted, tighter."""
     if hosted():
         return {"timeout_s": 30.0, "memory_gib": 2.0}
     return {"timeout_s": 120.0, "memory_gib": 8.0}

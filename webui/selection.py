@@ -9,13 +9,20 @@ from dataclasses import dataclass
 import streamlit as st
 
 from kvcalc import KV_DTYPES, WEIGHT_DTYPES, registry, spec_from_config
-from kvcalc.calibration import BW_SHARE, STEP_OVERHEAD_S, StepModel, error_band_text, step_model
-from kvcalc.catalog import GPU
-from kvcalc.hfconfig import UnknownFields, checkpoint_format, parse_config_text
-from kvcalc.memory import pool_defaults_text
-from kvcalc.model import ModelSpec
-from kvcalc.units import GiB
-from kvcalc.weight_bytes import Weights, weights_given, weights_in
+from kvcalc.cache.weight_bytes import Weights, weights_given, weights_in
+from kvcalc.config.catalog import GPU
+from kvcalc.config.hfconfig import UnknownFields, checkpoint_format, parse_config_text
+from kvcalc.core.model import ModelSpec
+from kvcalc.core.units import GiB
+from kvcalc.engines.budget import pool_defaults_text
+from kvcalc.engines.vllm import DEFAULT_BLOCK_SIZE
+from kvcalc.perf.calibration import (
+    BW_SHARE,
+    STEP_OVERHEAD_S,
+    StepModel,
+    error_band_text,
+    step_model,
+)
 
 from . import hub
 from .hosted import MAX_PASTE_CHARS, hosted, plain, verify_caps
@@ -43,7 +50,7 @@ class Selection:
     tp: int
     pp: int
     source: str  # where the model came from, for captions
-    # What a real engine adds (kvcalc.calibration): the share of the peak bandwidth a decode
+    # What a real engine adds (kvcalc.perf.calibration): the share of the peak bandwidth a decode
     # step achieves and a fixed cost per engine step; the sidebar's defaults are the fit's.
     bw_share: float = BW_SHARE
     step_overhead_s: float = STEP_OVERHEAD_S
@@ -315,7 +322,7 @@ def _torch_available() -> bool:
 def _verify_text(text: str) -> tuple[bool, str]:
     """(agrees, one line) for a config text; the line names what differs or why it cannot be
     checked."""
-    from kvcalc.verify_bounded import precheck, verify_bounded
+    from kvcalc.measure.verify_bounded import precheck, verify_bounded
 
     from .device_queue import run_here
 
@@ -398,7 +405,7 @@ def require_fit(sel: Selection, util: float | None = None,
     reserve exceed what the engine may use, say what does not fit and how to fix it, and stop
     the page before any step time or tokens/s is shown."""
     from kvcalc import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, budget
-    from kvcalc.units import fmt_gib
+    from kvcalc.core.units import fmt_gib
 
     reserve = DEFAULT_RESERVE_BYTES if reserve_bytes is None else reserve_bytes
     util = DEFAULT_GPU_MEM_UTIL if util is None else util
@@ -420,10 +427,10 @@ def require_fit(sel: Selection, util: float | None = None,
 
 
 def pool_kwargs(sel: Selection, util: float | None = None, reserve_bytes: int | None = None,
-                block_size: int = 16) -> dict:
+                block_size: int = DEFAULT_BLOCK_SIZE) -> dict:
     """Budget arguments for "does it fit": vLLM's arithmetic on the selected GPU(s), at the
-    lab's one default (kvcalc.memory.DEFAULT_GPU_MEM_UTIL, vLLM's own, and the 2 GiB reserve),
-    unless a page has its own inputs. The captions say so (pool_defaults_text)."""
+    lab's one default (kvcalc.engines.budget.DEFAULT_GPU_MEM_UTIL, vLLM's own, and the 2 GiB
+    reserve), unless a page has its own inputs. The captions say so (pool_defaults_text)."""
     from kvcalc import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES
 
     return dict(total_bytes=sel.gpu.memory_bytes, weights_bytes=sel.weights_bytes,
@@ -452,17 +459,17 @@ def fit_caption(sel: Selection, batch: int, fits_to: int) -> None:
 
 
 def estimate_step(sel: Selection, ideal):
-    """A real engine's decode step (kvcalc.calibration.estimate_step) from the ideal bound
+    """A real engine's decode step (kvcalc.perf.calibration.estimate_step) from the ideal bound
     ``ideal`` (``step_time`` at the full peak, with its peaks), under the sidebar's step model."""
-    from kvcalc.calibration import estimate_step as _estimate
+    from kvcalc.perf.calibration import estimate_step as _estimate
 
     return _estimate(sel.spec, ideal, sel.speed, tp=sel.tp, link_gbs=sel.gpu.tp_link_gbs)
 
 
 def estimate_ttft(sel: Selection, ideal, served: bool = True):
     """A real engine's time to first token of one prompt on an idle GPU
-    (kvcalc.calibration.estimate_ttft) from the ideal prefill ``ideal``."""
-    from kvcalc.calibration import estimate_ttft as _estimate
+    (kvcalc.perf.calibration.estimate_ttft) from the ideal prefill ``ideal``."""
+    from kvcalc.perf.calibration import estimate_ttft as _estimate
 
     return _estimate(sel.spec, ideal, sel.speed, tp=sel.tp, link_gbs=sel.gpu.tp_link_gbs,
                      served=served)
@@ -471,7 +478,7 @@ def estimate_ttft(sel: Selection, ideal, served: bool = True):
 def speed_caption(sel: Selection, speed=None) -> str:
     """One sentence: which real-engine estimate the page shows (``speed``, the sidebar's when
     None), and its measured error."""
-    from kvcalc.calibration import error_band_text
+    from kvcalc.perf.calibration import error_band_text
 
     speed = speed or sel.speed
     if speed.is_calibrated:
@@ -486,7 +493,7 @@ def speed_caption(sel: Selection, speed=None) -> str:
 
 def embedding_note(sel: Selection) -> str:
     """What the weight read leaves out: an untied input embedding is gathered, not read."""
-    from kvcalc.units import fmt_gib
+    from kvcalc.core.units import fmt_gib
 
     w = sel.weights
     if sel.spec.moe:

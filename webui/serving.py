@@ -1,6 +1,6 @@
 """The serving simulator for the pages: setups built from the sidebar's selection, one change
-applied for an overlay, and frontier sweeps cached per input (kvcalc.sim and kvcalc.capacity do
-the work)."""
+applied for an overlay, and frontier sweeps cached per input (kvcalc.perf.sim and
+kvcalc.perf.capacity do the work)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from kvcalc.calibration import StepModel
-from kvcalc.capacity import RunningCapacity, frontier_users, requests_for, running_capacity
-from kvcalc.catalog import GPU, registry
-from kvcalc.sim import (
+from kvcalc.config.catalog import GPU, registry
+from kvcalc.perf.calibration import StepModel
+from kvcalc.perf.capacity import RunningCapacity, frontier_users, requests_for, running_capacity
+from kvcalc.perf.sim import (
     Dist,
     SimResult,
     Workload,
@@ -87,7 +87,7 @@ def _setup(spec, w, gpu: GPU, kv_dtype: str, tp: int, speed: StepModel, longest:
 def frontier(spec, w, gpu: GPU, kv_dtype: str, tp: int, speed: StepModel, prompt: int,
              output: int, share: float, max_num_seqs: int | None,
              kind: str = "fixed") -> Frontier:
-    """Where the pool starts to bind (kvcalc.capacity.running_capacity), then one closed-loop
+    """Where the pool starts to bind (kvcalc.perf.capacity.running_capacity), then one closed-loop
     run per user count of frontier_users: powers of two and densely around the onset."""
     p, o = lengths(kind, prompt, output)
     s = _setup(spec, w, gpu, kv_dtype, tp, speed, p.hi + o.hi, max_num_seqs)
@@ -127,6 +127,6 @@ def one_run(spec, w, gpu: GPU, kv_dtype: str, tp: int, speed: StepModel, prompt:
 def capacity(spec, w, gpu: GPU, kv_dtype: str, tp: int, speed: StepModel, prompt: int,
              output: int, pool: tuple = ()) -> RunningCapacity:
     """Logged vs running capacity for requests of ``prompt`` + ``output`` tokens on the
-    Budget's pool (kvcalc.capacity.running_capacity)."""
+    Budget's pool (kvcalc.perf.capacity.running_capacity)."""
     s = _setup(spec, w, gpu, kv_dtype, tp, speed, prompt + output, None, pool)
     return running_capacity(s, prompt, output, max_steps=MAX_STEPS)

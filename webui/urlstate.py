@@ -13,7 +13,7 @@ import streamlit as st
 
 from .hosted import plain
 
-__all__ = ["bound", "select", "url_guard_begin", "url_guard_end"]
+__all__ = ["bound", "declare", "select", "url_guard_begin", "url_guard_end"]
 
 # Every widget bound to the URL registers here, with how to compare a URL value to what the
 # widget accepted: "num", "str", "bool", "list", or a function giving the label that a choice
@@ -23,20 +23,21 @@ __all__ = ["bound", "select", "url_guard_begin", "url_guard_end"]
 _BOUND_KEY = "_url_bound"
 
 
-def _declare(key: str, kind) -> None:
+def declare(key: str, kind) -> None:
+    """Register ``key`` as bound to the URL, compared as ``kind`` by the link check."""
     st.session_state.setdefault(_BOUND_KEY, {})[key] = kind
 
 
 def bound(key: str, kind: str) -> dict:
     """Keyword arguments that bind a widget to the URL under ``key``."""
-    _declare(key, kind)
+    declare(key, kind)
     return {"key": key, "bind": "query-params"}
 
 
 def select(widget, label: str, options: list, key: str, fmt=str, **kwargs):
     """A choice widget (selectbox, radio, segmented control) bound to the URL under ``key``; the
     link carries ``fmt(option)``, the label the user sees."""
-    _declare(key, fmt)
+    declare(key, fmt)
     return widget(label, options, format_func=fmt, key=key, bind="query-params", **kwargs)
 
 

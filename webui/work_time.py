@@ -1,12 +1,12 @@
 """The live page's "work is not time" section: recompute n tokens against one cached step,
-both timed on this server's device (kvcalc.worktime), through the same device queue."""
+both timed on this server's device (kvcalc.measure.worktime), through the same device queue."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from kvcalc import worktime
-from kvcalc.units import GB, fmt_bytes
+from kvcalc.core.units import GB, fmt_bytes
+from kvcalc.measure import worktime
 from webui.charts_measured import work_time_figure
 
 from . import common, device_queue

@@ -4,12 +4,13 @@ A class runs the Interview check's deck: the five interview questions, then the 
 of the class's seed (10 questions), as the Classroom mode of the Interview check shows them. A
 question that asks for two numbers (the per-token question: per token, then per sequence) has
 two parts, each graded alone. The four open interview questions are asked as a choice of four
-statements (kvcalc.quiz_choices), since a phone cannot send prose a projector can count.
+statements (kvcalc.teach.quiz_choices), since a phone cannot send prose a projector can count.
 
-Grading is kvcalc's: ``kvcalc.quiz.grade`` for numbers and ``kvcalc.quiz_choices.grade_choice``
-for choices. The named slip a teacher's screen counts is the grader's own diagnosis of the
-answer (the sentence it appends to "Not quite": bits vs bytes, the factor 2, GiB vs GB, query
-heads counted as KV heads, an inverted ratio), never a second grader's guess.
+Grading is kvcalc's: ``kvcalc.teach.quiz.grade`` for numbers and
+``kvcalc.teach.quiz_choices.grade_choice`` for choices. The named slip a teacher's screen counts is
+the grader's own diagnosis of the answer (the sentence it appends to "Not quite": bits vs bytes, the
+factor 2, GiB vs GB, query heads counted as KV heads, an inverted ratio), never a second grader's
+guess.
 """
 
 from __future__ import annotations
@@ -18,16 +19,16 @@ import functools
 import math
 from dataclasses import dataclass
 
-from kvcalc import quiz
-from kvcalc.quiz import Question, interview_questions, practice_questions
-from kvcalc.quiz_choices import LETTERS, choices_for, grade_choice
+from kvcalc.teach import quiz
+from kvcalc.teach.quiz import Question, interview_questions, practice_questions
+from kvcalc.teach.quiz_choices import LETTERS, choices_for, grade_choice
 
 __all__ = ["PRACTICE_COUNT", "MAX_SEED", "deck", "parts", "Graded", "grade_answer",
            "answer_label", "value_label", "NO_SLIP"]
 
 PRACTICE_COUNT = 10  # as the Interview check's Classroom mode
 MAX_SEED = 999_999  # the Interview check's practice-set box
-MAX_ANSWER_CHARS = 40  # the grader reads at most 40 characters (kvcalc.quiz.parse_answer)
+MAX_ANSWER_CHARS = 40  # the grader reads at most 40 characters (kvcalc.teach.quiz.parse_answer)
 NO_SLIP = "another mistake"  # a wrong answer the grader names no slip for
 
 
@@ -119,7 +120,7 @@ def value_label(q: Question, part: int, value: float | None) -> str:
         return LETTERS[i] if 0 <= i < len(LETTERS) else "?"
     p = q.part(part)
     if p.unit == "B":
-        from kvcalc.units import fmt_bytes
+        from kvcalc.core.units import fmt_bytes
 
         return fmt_bytes(value)
     if value == 0 or not math.isfinite(value):

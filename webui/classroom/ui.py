@@ -24,10 +24,10 @@ from urllib.parse import urlsplit
 
 import streamlit as st
 
-from kvcalc.quiz_choices import LETTERS, Choice, choices_for
+from kvcalc.teach.quiz_choices import LETTERS, Choice, choices_for
 
 from ..hosted import plain
-from ..urlstate import _declare
+from ..urlstate import declare
 from ..visitor import visitor_id
 from .deck import MAX_SEED, answer_label, deck, is_choice, parts, value_label
 from .qr import qr_png
@@ -50,7 +50,7 @@ def take_param(name: str) -> str | None:
     if value is None:
         return None
     value = str(value)[:200]
-    _declare(name, "str")
+    declare(name, "str")
     st.session_state[name] = value  # what the link check compares the link's value with
     return value
 

@@ -1,0 +1,196 @@
+"""KV-cache bytes: per layer per token, per token, per sequence at context N, per batch.
+
+    per-layer bytes/token = elements stored per token x bytes per element
+                          = 2 x kv_heads x head_dim x bytes      (full, sliding, chunked)
+                          = (kv_lora_rank + qk_rope_head_dim) x bytes   (MLA latent)
+    bytes of one sequence = sum over layers of per-layer bytes/token x tokens that layer keeps
+
+Recurrent layers (Mamba, Gated DeltaNet) keep a fixed state per sequence instead; it is reported
+apart as ``state_bytes`` because it does not grow with context.
+
+Tensor and pipeline parallelism (``tp``, ``pp``) give the figures of one GPU: each GPU holds
+max(1, kv_heads // tp) heads of its pipeline stage's layers; an MLA latent is replicated on every
+tensor-parallel GPU. With pp > 1 the stage that holds the most is reported (it binds first).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..core.dtypes import KV_DTYPES, DType, get_dtype
+from ..core.model import SCALE_BYTES, Layer, ModelSpec, counted
+from ..core.units import check_int
+
+__all__ = ["layer_bytes_per_token", "KVCache", "kv_cache", "KindRow", "pp_partition",
+           "stage_layers", "sequence_bytes", "SCALE_BYTES"]
+
+def layer_bytes_per_token(layer: Layer, dtype: DType, scales: bool = False) -> int:
+    """Bytes one token adds to one layer's cache (0 for a layer that keeps no per-token cache).
+
+    With ``scales`` a quantized format (fp8, int8, int4) also stores one fp32 scale per
+    vector: 2 per KV head (K and V), or 1 per MLA latent."""
+    return layer.bytes_per_token(dtype, scales)
+
+
+def pp_partition(num_layers: int, pp: int) -> list[int]:
+    """Layers per pipeline stage, as vLLM's get_pp_indices splits them: an even share each, and
+    the remainder one apiece to the stages just before the last (the last holds the LM head).
+    27 layers on 2 stages -> [14, 13]."""
+    if pp > num_layers:
+        raise ValueError(f"pipeline parallel size {pp} exceeds the {num_layers} layers")
+    parts = [num_layers // pp] * pp
+    for i in range(2, num_layers % pp + 2):
+        parts[-i] += 1
+    return parts
+
+
+def stage_layers(spec: ModelSpec, tp: int = 1, pp: int = 1) -> list[tuple[Layer, ...]]:
+    """The layers each pipeline stage holds, as one of its ``tp`` GPUs sees them."""
+    tp = check_int("tensor parallel size", tp, 1, 4096)
+    pp = check_int("pipeline parallel size", pp, 1, 4096)
+    layers = list(spec.layers)
+    if tp > 1:
+        split: dict[int, Layer] = {}  # once per distinct layer, so equal layers stay one object
+        layers = [split.get(id(lay)) or split.setdefault(id(lay), lay.split(tp))
+                  for lay in layers]
+    stages, start = [], 0
+    for count in pp_partition(len(layers), pp):
+        stages.append(tuple(layers[start:start + count]))
+        start += count
+    return stages
+
+
+@dataclass(frozen=True, kw_only=True)
+class KindRow:
+    """All layers of one kind and size, for the breakdown and its derivation."""
+
+    kind: str  # full, sliding, chunked, mla, shared, state, none
+    label: str  # the kind with its size: "sliding 1,024", "state (mamba2)", ...
+    layers: int
+    bytes_per_token_per_layer: int
+    tokens_kept: int  # per sequence at the context asked for
+    bytes: int  # this row's share of the whole batch
+    formula: str
+    state_bytes: int = 0  # per layer per sequence, recurrent layers only
+    scale_bytes: int = 0  # per token per layer, included in bytes_per_token_per_layer
+    stores_tokens: bool = True
+
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "label": self.label, "layers": self.layers,
+                "bytes_per_token_per_layer": self.bytes_per_token_per_layer,
+                "tokens_kept": self.tokens_kept, "bytes": self.bytes, "formula": self.formula,
+                "state_bytes_per_layer": self.state_bytes, "scale_bytes": self.scale_bytes}
+
+
+@dataclass(frozen=True, kw_only=True)
+class KVCache:
+    model: str
+    context: int
+    batch: int
+    kv_dtype: str
+    scales: bool
+    tp: int
+    pp: int
+    kv_bytes: int  # attention K/V (and MLA latents) of the whole batch at `context`
+    kv_bytes_per_token: int  # what one more token adds to one sequence at `context`
+    kv_bytes_per_token_nominal: int  # one token in every K/V layer (as at the first token)
+    state_bytes: int  # fixed recurrent state of the whole batch
+    rows: tuple[KindRow, ...]
+
+    @property
+    def per_sequence_bytes(self) -> int:
+        return self.kv_bytes // self.batch if self.batch else 0
+
+    @property
+    def total_bytes(self) -> int:
+        return self.kv_bytes + self.state_bytes
+
+    def per_token_formula(self) -> str:
+        """The nominal per-token bytes with the values substituted, e.g.
+        "32 full layers x 2 x 8 KV heads x 128 x 2 B = 131,072 B"."""
+        el = get_dtype(self.kv_dtype).bytes_per_element
+        el_s = f"{el:g} B"
+        parts = []
+        for r in self.rows:
+            if not r.stores_tokens:
+                continue
+            scale = f" + {r.scale_bytes} B scales" if r.scale_bytes else ""
+            parts.append(f"{r.layers} {r.label} layer{'s' if r.layers != 1 else ''} x "
+                         f"({r.formula} x {el_s}{scale})")
+        if not parts:
+            return "no layer keeps K/V: 0 B"
+        return " + ".join(parts) + f" = {self.kv_bytes_per_token_nominal:,} B"
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "context": self.context, "batch": self.batch,
+                "kv_dtype": self.kv_dtype, "scales": self.scales, "tp": self.tp, "pp": self.pp,
+                "kv_bytes": self.kv_bytes, "kv_bytes_per_token": self.kv_bytes_per_token,
+                "kv_bytes_per_token_nominal": self.kv_bytes_per_token_nominal,
+                "state_bytes": self.state_bytes, "total_bytes": self.total_bytes,
+                "per_sequence_kv_bytes": self.per_sequence_bytes,
+                "breakdown": [r.to_dict() for r in self.rows],
+                "per_token_formula": self.per_token_formula()}
+
+
+def sequence_bytes(layers, n: int, dtype: DType, scales: bool) -> int:
+    """KV bytes one sequence of ``n`` tokens holds in ``layers`` (per-token and fixed cache,
+    no state)."""
+    return sum(count * lay.seq_bytes(n, dtype, scales) for lay, count in counted(layers))
+
+
+def _rows(layers, n, batch, dtype, scales, state_dtype) -> tuple[KindRow, ...]:
+    groups: dict[tuple, int] = {}
+    for lay, count in counted(layers):
+        bpt = lay.bytes_per_token(dtype, scales)
+        key = (
+            lay.kind,
+            lay.label,
+            bpt,
+            lay.tokens_kept(n),
+            lay.formula(),
+            lay.state_bytes(state_dtype),
+            bpt - lay.bytes_per_token(dtype, False),
+            lay.stores_tokens,
+            lay.fixed_kv_bytes(dtype, scales) if n else 0,
+        )
+        groups[key] = groups.get(key, 0) + count
+    rows = []
+    for (kind, label, bpt, kept, formula, state, scale, stores, fixed), count in groups.items():
+        rows.append(KindRow(kind=kind, label=label, layers=count, bytes_per_token_per_layer=bpt,
+                            tokens_kept=kept, bytes=count * (bpt * kept + fixed) * batch,
+                            formula=formula,
+                            state_bytes=state, scale_bytes=scale, stores_tokens=stores))
+    return tuple(rows)
+
+
+def kv_cache(spec: ModelSpec, context: int, batch: int = 1, kv_dtype: str = "bf16", *,
+             scales: bool = False, state_dtype: str = "bf16", tp: int = 1,
+             pp: int = 1) -> KVCache:
+    """KV bytes of ``batch`` sequences of ``context`` tokens each (per GPU when tp/pp > 1)."""
+    context = check_int("context", context, 0, 10**12)
+    batch = check_int("batch", batch, 1, 10**9)
+    dtype = get_dtype(kv_dtype, KV_DTYPES)
+    sdtype = get_dtype(state_dtype, ("fp32", "fp16", "bf16"))
+    stages = stage_layers(spec, tp, pp)
+
+    def seq(layers, n):
+        return sequence_bytes(layers, n, dtype, scales)
+
+    def state(layers):
+        return sum(count * lay.state_bytes(sdtype) for lay, count in counted(layers))
+
+    # The binding stage: the one that holds the most at this context.
+    layers = max(stages, key=lambda ls: (seq(ls, context) * batch + state(ls) * batch,
+                                         seq(ls, 1)))
+    return KVCache(
+        model=spec.name, context=context, batch=batch, kv_dtype=dtype.name, scales=scales,
+        tp=tp, pp=pp,
+        kv_bytes=seq(layers, context) * batch,
+        kv_bytes_per_token=seq(layers, context + 1) - seq(layers, context),
+        # one token in every layer that keeps tokens (a cross-attention layer's image K/V are
+        # per image, not per token: in kv_bytes, not here)
+        kv_bytes_per_token_nominal=sum(count * lay.bytes_per_token(dtype, scales)
+                                       for lay, count in counted(layers) if lay.stores_tokens),
+        state_bytes=state(layers) * batch,
+        rows=_rows(layers, context, batch, dtype, scales, sdtype))
+

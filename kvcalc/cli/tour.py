@@ -1,0 +1,65 @@
+"""``python -m kvcalc tour``: the guided tour's answer key (kvcalc.teach.tour) from the
+command line.
+
+``--markdown`` prints the printable key (the givens, questions, answers, worked solutions,
+slips, recaps and discussion questions of the seven stops); the text form is one line per stop;
+``--json`` one object with every stop. Kept apart from commands.py so that file only registers it.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ..cache.weight_bytes import weights_given
+from ..teach.tour import STOPS, answer_key, conversation_tokens, lesson
+
+__all__ = ["HELP", "add_arguments", "cmd_tour"]
+
+HELP = "the guided tour's questions and answers for a model and GPU (a printable answer key)"
+DEFAULT_GPU = "h100-sxm-80gb"  # the app's default
+
+
+def add_arguments(p: argparse.ArgumentParser, *, model_args, weight_args, key) -> None:
+    model_args(p)
+    weight_args(p)
+    p.add_argument("--gpu", type=key, default=DEFAULT_GPU,
+                   help=f"GPU key (see `python -m kvcalc gpus`; default {DEFAULT_GPU})")
+    p.add_argument("--markdown", action="store_true",
+                   help="print the whole answer key as Markdown, for a teacher to print")
+
+
+def cmd_tour(args, *, load_model, weights, gpu) -> tuple[dict, list[str]]:
+    spec, wd, ed, label = load_model(args)
+    w, resident = weights(args, spec, wd, ed)
+    if resident != w.bytes:  # --weights-gib: a size known only as a whole, all of it read
+        w = weights_given(resident, w.dtype)
+    g = gpu(args)
+    kw = dict(kv_dtype=args.kv_dtype, tp=args.tp, pp=args.pp)
+    stops, text = [], []
+    for stop in STOPS:
+        # The page's script in the app, as this key has always given it (the app's registry,
+        # webui/pages.py, keeps each page at app_pages/<its name>.py).
+        entry = {"number": stop.number, "title": stop.title, "page": f"app_pages/{stop.page}.py"}
+        try:
+            les = lesson(stop.number, spec, w, g, **kw)
+        except ValueError as exc:
+            entry.update(asked=False, error=str(exc))
+            text.append(f"  stop {stop.number} ({stop.title}): not asked: {exc}")
+            stops.append(entry)
+            continue
+        q = les.question
+        entry.update(asked=True, prompt=q.prompt, value=q.value, unit=q.unit,
+                     ask_unit=q.ask_unit, answer=q.answer, solution=q.solution,
+                     givens=[list(pair) for pair in les.givens],
+                     slips=[{"ratio": r, "message": m} for r, m in q.mistakes],
+                     figure=list(les.figure), recap=list(les.recap), discuss=les.discuss)
+        stops.append(entry)
+        text.append(f"  stop {stop.number} ({stop.title}): {q.answer.replace('**', '')}")
+    out = {"model": spec.name, "gpu": g.name, "kv_dtype": args.kv_dtype, "tp": args.tp,
+           "pp": args.pp, "conversation_tokens": conversation_tokens(spec), "stops": stops}
+    if args.markdown:
+        return out, [answer_key(spec, w, g, **kw)]
+    head = (f"{label}: the guided tour on {g.name}" + (f" x {args.tp * args.pp}" if
+                                                       args.tp * args.pp > 1 else "")
+            + f", KV cache {args.kv_dtype.upper()} (--markdown for the printable key)")
+    return out, [head, *text]

@@ -1,0 +1,116 @@
+"""The field reader of config.json and the base attention geometry its readers share.
+
+``Fields`` reads a field by any of its names (the config's value, else the transformers config
+class default, which is then reported as assumed), validates it with a message naming the field
+a user has to fix, and records every field it looked at: a field nobody looked at is refused by
+name (kvcalc.config.hfconfig). ``Geometry`` is what the attention fields say before the layers
+are read: the hidden size, query and K/V heads, head size, and the notes and assumptions so far.
+Both are used by hfconfig, the family readers and the parameter counter.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..core.text import short as _short
+from .limits import cap_of, over_cap
+
+__all__ = ["Fields", "Geometry", "STATE_SIZE", "CONV_KERNEL", "EXPAND"]
+
+# The names one recurrent-state field goes by across the Mamba families (MambaConfig,
+# Mamba2Config, JambaConfig, FalconH1Config, NemotronHConfig...), in the order they are read:
+# the first one set wins, the same for the cache (hfconfig) and the parameter count (params).
+STATE_SIZE = ("ssm_state_size", "mamba_d_state", "state_size")
+CONV_KERNEL = ("conv_kernel", "mamba_d_conv", "d_conv")
+EXPAND = ("mamba_expand", "expand")
+
+
+class Fields:
+    """Reads config fields by their possible names and validates them with messages that name
+    the field a user has to fix."""
+
+    def __init__(self, cfg: dict, defaults: dict):
+        self.cfg = cfg
+        self.defaults = defaults
+        self.seen: set[str] = set()  # config fields looked at
+        self.top: dict = cfg  # the whole config.json (a wrapper's, when cfg is its text_config)
+        self.model_type = ""
+        self._defaults_used: dict[str, Any] = {}
+
+    def has(self, *names: str) -> bool:
+        """True when any of ``names`` is set, by the config or by its class default. A field
+        whose presence decides the reading counts as read."""
+        self.seen.update(names)
+        return any(self.cfg.get(n) is not None or self.defaults.get(n) is not None
+                   for n in names)
+
+    def raw(self, *names: str, default: Any = None) -> Any:
+        self.seen.update(names)
+        for n in names:
+            if self.cfg.get(n) is not None:
+                return self.cfg[n]
+        for n in names:
+            if self.defaults.get(n) is not None:
+                self._defaults_used[n] = self.defaults[n]
+                return self.defaults[n]
+        return default
+
+    def obj(self, name: str) -> dict | None:
+        """A sub-object such as MPT's attn_config, or None when absent."""
+        value = self.raw(name)
+        if value is not None and not isinstance(value, dict):
+            raise ValueError(f"config field '{name}' must be an object")
+        return value
+
+    def defaults_used(self) -> list[tuple[str, Any]]:
+        return [(k, v) for k, v in self._defaults_used.items() if k != "last_layer_full"]
+
+    def unread(self) -> set[str]:
+        return {k for k in set(self.cfg) - self.seen if self.cfg[k] is not None}
+
+    def int(self, *names: str, default: Any = None, minimum: int = 1, required: bool = True,
+            maximum: int | None = None):
+        """A whole number from the first of ``names`` that is set, at least ``minimum`` and at
+        most ``maximum`` (by default the cap of its kind of size, kvcalc.config.limits)."""
+        value = self.raw(*names, default=default)
+        label = " / ".join(names)
+        if value is None:
+            if required:
+                raise ValueError(f"config field '{names[0]}' is missing (looked for {label})")
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"config field '{label}' must be a whole number, got "
+                             f"{_short(value)}")
+        if isinstance(value, float):
+            if not math.isfinite(value) or value != int(value):
+                raise ValueError(f"config field '{label}' must be a whole number, got "
+                                 f"{_short(value)}")
+            value = int(value)
+        if value < minimum:
+            raise ValueError(f"config field '{label}' must be at least {minimum}, got "
+                             f"{_short(value)}")
+        found = next((n for n in names if self.cfg.get(n) is not None), None) or \
+            next((n for n in names if self.defaults.get(n) is not None), names[0])
+        refused = over_cap(found, value, cap_of(found) if maximum is None else maximum)
+        if refused:
+            raise ValueError(refused)
+        return value
+
+    def bool(self, name: str, default: bool) -> bool:
+        value = self.raw(name, default=default)
+        if not isinstance(value, bool):
+            raise ValueError(f"config field '{name}' must be true or false, got {_short(value)}")
+        return value
+
+
+@dataclass
+class Geometry:
+    hidden: int | None
+    q_heads: int
+    kv_heads: int
+    head_dim: int
+    notes: list = field(default_factory=list)
+    assumptions: list = field(default_factory=list)
+    per_layer_heads: bool = False  # heads differ by layer (parameter counting refuses these)

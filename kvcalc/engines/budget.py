@@ -1,0 +1,403 @@
+"""GPU memory budget: how much of a GPU becomes KV cache, and how many sequences it holds.
+
+Three conventions, each named, never mixed:
+
+``engine="vllm"`` (the default): vLLM's own arithmetic, delegated to
+``kvcalc.engines.vllm.predict``, the one implementation of it in kvcalc (hybrid groups, padding
+layers, the blocks a sliding window reserves, state pages, the raised block size, the version in
+force):
+
+    requested   = ceil(total GPU memory x gpu_memory_utilization)   (a fraction of TOTAL memory)
+    KV pool     = requested - weights - reserve (activation peak, CUDA context, graphs)
+    num_blocks  = pool // page // group_size        (a block: one page in each layer of a group)
+    max concurrency at N tokens = num_blocks / blocks one request of N tokens reserves
+
+which is the "Maximum concurrency for N tokens per request" line vLLM logs, capped in practice by
+``max_num_seqs``. When one request of N tokens does not fit, vLLM refuses to start: the budget
+carries its message and its estimate of the longest max_model_len that fits.
+
+``engine="ideal"``: the bytes one sequence really holds at N tokens (windows and chunks at most
+their length, states once), no block rounding and no window slack. For teaching what the
+allocator costs; never labelled as vLLM's.
+
+``engine="trtllm"``: TensorRT-LLM's pool, kv_cache_free_gpu_mem_fraction (0.9) of the memory
+still free after the weights and the runtime reserve, cut into blocks per layer.
+
+One default for every page, the tour, the interview and the CLI (issue 23, finding 22): vLLM's
+own gpu_memory_utilization in the newest release kvcalc models (``DEFAULT_GPU_MEM_UTIL``, 0.92
+in 0.33.0), and a reserve of 2 GiB named by its parts, the same three figures the vLLM start-up
+page subtracts (``DEFAULT_ACTIVATION_BYTES`` + ``DEFAULT_NON_TORCH_BYTES`` +
+``DEFAULT_CUDA_GRAPH_BYTES``). ``budget(gpu_mem_util=None)`` takes the default of the vLLM version
+in force (0.9 before 0.20.0), or TensorRT-LLM's 0.9 for its convention.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ..cache.kv import kv_cache, stage_layers
+from ..core.arith import UNBOUNDED_CONTEXT, cdiv, last_true
+from ..core.dtypes import KV_DTYPES, get_dtype
+from ..core.model import ModelSpec, counted
+from ..core.units import GiB, check_float, check_int
+from . import vllm as _vllm
+
+__all__ = ["Budget", "budget", "DEFAULT_RESERVE_BYTES", "DEFAULT_GPU_MEM_UTIL",
+           "DEFAULT_ACTIVATION_BYTES", "DEFAULT_NON_TORCH_BYTES", "DEFAULT_CUDA_GRAPH_BYTES",
+           "TRTLLM_FREE_FRACTION", "PREVIOUS_GPU_MEM_UTIL", "GPU_MEM_UTIL_CHANGED_IN", "ENGINES",
+           "default_gpu_mem_util", "pool_defaults_text"]
+
+# vLLM's default gpu_memory_utilization in the newest release kvcalc models (0.92 from 0.20.0,
+# PR #38284; 0.9 before): the one default of every page and of the CLI.
+DEFAULT_GPU_MEM_UTIL: float = _vllm.fact("gpu_memory_utilization", _vllm.NEWEST)
+# The default it replaced and the release that changed it (0.9 before 0.20.0), for the texts
+# that say so: both from vLLM's facts table.
+_UTIL_STEPS = _vllm.VERSION_FACTS["gpu_memory_utilization"].steps
+_PREVIOUS = _UTIL_STEPS[-2][1]
+if not isinstance(_PREVIOUS, float):  # the facts table holds values of every kind
+    raise TypeError(f"vLLM's facts table: gpu_memory_utilization {_PREVIOUS!r} is not a float")
+PREVIOUS_GPU_MEM_UTIL: float = _PREVIOUS
+GPU_MEM_UTIL_CHANGED_IN = ".".join(map(str, _UTIL_STEPS[-1][0]))
+# TensorRT-LLM's default share of the memory still free after the weights that becomes KV cache:
+# KvCacheConfig.free_gpu_memory_fraction = 0.9 (tensorrt_llm.llmapi; "How to Change KV Cache
+# Behavior" in its documentation).
+TRTLLM_FREE_FRACTION = 0.9
+# Memory a running engine needs besides weights and KV: the activation peak of a profiling run
+# (about 1 GiB for a 7-8B model at 8K batched tokens), the CUDA context and library workspaces
+# (~0.5 GiB) and CUDA-graph buffers (~0.5 GiB). Stated round defaults; the user can change them.
+DEFAULT_ACTIVATION_BYTES = 1 * GiB
+DEFAULT_NON_TORCH_BYTES = GiB // 2
+DEFAULT_CUDA_GRAPH_BYTES = GiB // 2
+DEFAULT_RESERVE_BYTES = DEFAULT_ACTIVATION_BYTES + DEFAULT_NON_TORCH_BYTES \
+    + DEFAULT_CUDA_GRAPH_BYTES  # 2 GiB
+ENGINES = ("vllm", "ideal", "trtllm")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Budget:
+    engine: str
+    total_bytes: int  # one GPU's memory as the driver reports it
+    gpu_mem_util: float
+    requested_bytes: int
+    weights_bytes: int  # on this GPU
+    reserve_bytes: int
+    kv_pool_bytes: int  # may be negative: the weights and reserve do not fit
+    unused_bytes: int  # total - requested (vLLM leaves it to other processes)
+    block_size: int
+    kv_layers: int  # on the binding stage's GPU
+    page_bytes: int  # one block of one layer (largest layer when they differ)
+    block_bytes: int  # one block across every K/V layer of the stage
+    num_blocks: int
+    kv_capacity_tokens: int
+    context: int
+    seq_bytes: int  # block-rounded K/V + state of one sequence at `context`
+    max_concurrency: float
+    max_context_tokens: int | None  # largest context one sequence can reach; None = never fills
+    model_max_context: int
+    concurrency: int  # what the user asks to run
+    needed_bytes: int
+    fits: bool
+    overflow_bytes: int
+    state_bytes_per_seq: int
+    tp: int
+    pp: int
+    stage: int  # which pipeline stage binds
+    # vLLM's figures (engine="vllm"); for the other conventions they keep their plain meaning
+    blocks_per_request: int = 0  # blocks one request of `context` tokens reserves
+    # blocks one running request holds decoding at `context` tokens: windows keep only their
+    # last tokens' blocks (vLLM frees the others), a state its blocks (engine="vllm")
+    held_blocks_per_request: int = 0
+    group_size: int = 0  # layers per KV-cache group: a block holds one page of each
+    num_groups: int = 0
+    effective_block_size: int = 0  # raised for hybrids with a recurrent state
+    vllm_version: str | None = None
+    max_num_seqs: int | None = None  # the scheduler's cap on running sequences
+    startup_error: str | None = None  # vLLM refuses to start: its own message
+    notes: tuple[str, ...] = ()
+
+    @property
+    def max_running_seqs(self) -> float:
+        """Sequences that can run together: the memory figure, capped by max_num_seqs."""
+        if self.max_num_seqs is None:
+            return self.max_concurrency
+        return min(self.max_concurrency, self.max_num_seqs)
+
+    @property
+    def held_concurrency(self) -> float:
+        """Requests decoding at `context` tokens that the pool holds at once, each holding only
+        what vLLM keeps for it (vLLM's logged max_concurrency charges every window its worst
+        case). Equal to max_concurrency when every layer keeps every token."""
+        if not self.held_blocks_per_request:
+            return self.max_concurrency
+        return self.num_blocks / self.held_blocks_per_request
+
+    @property
+    def held_bytes(self) -> int:
+        return self.held_blocks_per_request * self.block_bytes
+
+    @property
+    def limited_by(self) -> str:
+        """What caps the running sequences: "memory" or "max_num_seqs"."""
+        if self.max_num_seqs is not None and self.max_num_seqs < self.max_concurrency:
+            return "max_num_seqs"
+        return "memory"
+
+    @property
+    def usable_context(self) -> int:
+        if self.max_context_tokens is None:
+            return self.model_max_context
+        return min(self.max_context_tokens, self.model_max_context)
+
+    @property
+    def max_context_limited_by(self) -> str:
+        if self.max_context_tokens is not None and self.max_context_tokens < self.model_max_context:
+            return "memory"
+        return "model"
+
+    def derivation(self) -> str:
+        """How the pool, the blocks and the concurrency follow, numbers substituted, in the
+        engine's own order of operations (what the pages and the CLI print)."""
+        gib = lambda n: f"{n / GiB:,.2f} GiB"  # noqa: E731
+        ctx = f"{self.context:,}"
+        lines = []
+        if self.engine in ("vllm", "ideal"):
+            lines.append(
+                f"requested         = ceil({self.total_bytes:,} B x {self.gpu_mem_util:g}) "
+                f"= {self.requested_bytes:,} B ({gib(self.requested_bytes)})"
+            )
+            lines.append(f"KV pool           = {self.requested_bytes:,} - {self.weights_bytes:,} "
+                         f"weights - {self.reserve_bytes:,} reserve = {self.kv_pool_bytes:,} B "
+                         f"({gib(self.kv_pool_bytes)})")
+        else:
+            lines.append(f"KV pool           = floor({self.gpu_mem_util:g} x ({self.total_bytes:,} "
+                         f"- {self.weights_bytes:,} weights - {self.reserve_bytes:,} reserve)) = "
+                         f"{self.kv_pool_bytes:,} B ({gib(self.kv_pool_bytes)})")
+        pool = max(self.kv_pool_bytes, 0)
+        if self.engine == "vllm":
+            lines += [
+                f"page (one layer)  = {self.effective_block_size} tokens x per-layer bytes = "
+                f"{self.page_bytes:,} B",
+                f"blocks            = {pool:,} // {self.page_bytes:,} // {self.group_size} "
+                f"layers per group = {self.num_blocks:,}  ({self.num_groups} group(s) share them)",
+                f"one request       = {self.blocks_per_request:,} blocks at {ctx} tokens (windows "
+                "reserve a window plus the tokens in flight; a state one block)",
+                f"max concurrency   = {self.num_blocks:,} / {self.blocks_per_request:,} = "
+                f"{self.max_concurrency:,.2f}   (vLLM {self.vllm_version})"]
+        elif self.engine == "ideal":
+            lines += [
+                f"one sequence      = {self.seq_bytes:,} B actually held at {ctx} tokens (no "
+                "block rounding, windows at most their length)",
+                f"max concurrency   = {pool:,} / {self.seq_bytes:,} = {self.max_concurrency:,.2f}"]
+        else:
+            if self.block_bytes == self.page_bytes * self.kv_layers:  # every layer alike
+                blocks = (f"{pool:,} // {self.page_bytes:,} // {self.kv_layers} K/V layers")
+            else:  # pages differ by layer: a block is one page of every layer
+                blocks = f"{pool:,} // {self.block_bytes:,} B (one page of every K/V layer)"
+            lines += [
+                f"page (one layer)  = {self.block_size} tokens x per-layer bytes = "
+                f"{self.page_bytes:,} B" + ("" if self.block_bytes == self.page_bytes
+                                            * self.kv_layers else " (the largest layer's)"),
+                f"blocks            = {blocks} = {self.num_blocks:,}",
+                f"one sequence      = {self.seq_bytes:,} B at {ctx} tokens (whole blocks per "
+                "layer)",
+                f"max concurrency   = {self.num_blocks * self.block_bytes:,} / "
+                f"{self.seq_bytes:,} = {self.max_concurrency:,.2f}"]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["usable_context"] = self.usable_context
+        d["max_context_limited_by"] = self.max_context_limited_by
+        d["max_running_seqs"] = self.max_running_seqs
+        d["held_concurrency"] = self.held_concurrency
+        d["limited_by"] = self.limited_by
+        d["notes"] = list(self.notes)
+        return d
+
+
+def default_gpu_mem_util(engine: str = "vllm", vllm_version: str | None = None) -> float:
+    """The share of memory a convention takes when none is given: vLLM's own default for
+    ``vllm_version`` (None: the newest, ``DEFAULT_GPU_MEM_UTIL``), or TensorRT-LLM's 0.9."""
+    if engine == "trtllm":
+        return TRTLLM_FREE_FRACTION
+    return float(_vllm.fact("gpu_memory_utilization", vllm_version))
+
+
+def pool_defaults_text(gpu_mem_util: float = DEFAULT_GPU_MEM_UTIL,
+                       reserve_bytes: int = DEFAULT_RESERVE_BYTES) -> str:
+    """The pool's settings in words, for captions and prompts: "vLLM 0.33.0's default
+    gpu_memory_utilization 0.92 and a 2 GiB reserve"."""
+    whose = f"vLLM {_vllm.NEWEST}'s default " if gpu_mem_util == DEFAULT_GPU_MEM_UTIL else ""
+    return (f"{whose}gpu_memory_utilization {gpu_mem_util:g} and a {reserve_bytes / GiB:g} GiB "
+            "reserve")
+
+
+def budget(spec: ModelSpec, *, total_bytes: int, context: int, weights_bytes: int,
+           gpu_mem_util: float | None = None, reserve_bytes: int = DEFAULT_RESERVE_BYTES,
+           block_size: int = _vllm.DEFAULT_BLOCK_SIZE, kv_dtype: str = "bf16", scales: bool = False,
+           concurrency: int = 1, tp: int = 1, pp: int = 1, engine: str = "vllm",
+           state_dtype: str = "bf16", find_max_context: bool = True,
+           vllm_version: str | None = None, max_num_batched_tokens: int | None = None,
+           max_num_seqs: int | None = None, gpu_name: str | None = None) -> Budget:
+    """The memory budget of one GPU. ``weights_bytes`` is the whole model's; each of the
+    tp x pp GPUs holds an equal share of it. ``find_max_context=False`` skips the search for
+    the longest single sequence (max_context_tokens is then None), for fast sweeps.
+
+    vLLM only: ``vllm_version`` (default the newest in kvcalc.engines.vllm's table),
+    ``max_num_batched_tokens`` (a sliding window reserves room for the tokens in flight) and
+    ``max_num_seqs``; None takes vLLM's default for that version and this GPU (its memory and
+    ``gpu_name``: A100s get the smaller defaults). ``gpu_mem_util`` None is the convention's
+    default (``default_gpu_mem_util``)."""
+    if gpu_mem_util is None:
+        gpu_mem_util = default_gpu_mem_util(engine if engine in ENGINES else "vllm",
+                                            vllm_version)
+    total_bytes = check_int("GPU memory (bytes)", total_bytes, 1, 2**50)
+    context = check_int("context", context, 1, 10**9)
+    weights_bytes = check_int("weights (bytes)", weights_bytes, 0, 2**60)
+    reserve_bytes = check_int("reserve (bytes)", reserve_bytes, 0, 2**50)
+    block_size = check_int("block size", block_size, 1, 1 << 20)
+    concurrency = check_int("concurrency", concurrency, 1, 10**7)
+    gpu_mem_util = check_float("gpu_memory_utilization", gpu_mem_util, 0.0, 1.0, lo_open=True)
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    dtype = get_dtype(kv_dtype, KV_DTYPES)
+    sdtype = get_dtype(state_dtype, ("fp32", "fp16", "bf16"))
+    stages = stage_layers(spec, tp, pp)
+    w_gpu = math.ceil(weights_bytes / (tp * pp))
+
+    if engine in ("vllm", "ideal"):  # the ideal convention counts against vLLM's pool
+        # vLLM: requested_memory = math.ceil(total_memory * gpu_memory_utilization), in floats.
+        requested = math.ceil(total_bytes * gpu_mem_util)
+        pool = requested - w_gpu - reserve_bytes
+    else:
+        requested = total_bytes
+        free = total_bytes - w_gpu - reserve_bytes
+        pool = math.floor(free * gpu_mem_util) if free > 0 else free
+
+    # The stage that holds the fewest sequences sets the budget (the first of equals).
+    best = min((_stage(layers, index, pool, block_size, context, concurrency, dtype, scales,
+                       sdtype, find_max_context) for index, layers in enumerate(stages)),
+               key=lambda cand: cand["max_concurrency"])
+    if engine == "vllm":
+        best.update(_vllm_fields(spec, pool, context, concurrency, block_size=block_size,
+                                 kv_dtype=dtype.name, scales=scales, state_dtype=sdtype.name,
+                                 tp=tp, pp=pp, version=vllm_version, mnbt=max_num_batched_tokens,
+                                 max_num_seqs=max_num_seqs, total_bytes=total_bytes,
+                                 gpu_name=gpu_name, find_max_context=find_max_context))
+    elif engine == "ideal":
+        best.update(_ideal_fields(spec, pool, context, concurrency, dtype.name, scales,
+                                  sdtype.name, tp, pp, find_max_context))
+    return Budget(engine=engine, total_bytes=total_bytes, gpu_mem_util=gpu_mem_util,
+                  requested_bytes=requested, weights_bytes=w_gpu, reserve_bytes=reserve_bytes,
+                  kv_pool_bytes=pool, unused_bytes=total_bytes - requested,
+                  block_size=block_size, context=context, model_max_context=spec.max_context,
+                  concurrency=concurrency, tp=tp, pp=pp, **best)
+
+
+def _stage(layers, index, pool, bs, context, concurrency, dtype, scales, sdtype,
+           find_max_context=True) -> dict:
+    # Each distinct layer once, with its count (a 1,024-layer model has a handful)
+    distinct = counted(layers)
+    kv_layers = [(lay, count, lay.bytes_per_token(dtype, scales))
+                 for lay, count in distinct if lay.stores_tokens]
+    n_kv = sum(count for _, count, _ in kv_layers)
+    block_bytes = bs * sum(count * b for _, count, b in kv_layers)
+    state = sum(count * lay.state_bytes(sdtype) for lay, count in distinct)
+    usable = max(pool, 0)
+    if block_bytes:
+        sizes = {b for _, _, b in kv_layers}
+        if len(sizes) == 1:
+            num_blocks = usable // (bs * sizes.pop()) // n_kv  # vLLM's order of floors
+        else:
+            num_blocks = usable // block_bytes
+        usable = num_blocks * block_bytes
+    else:
+        num_blocks = 0
+
+    def seq_bytes(n: int) -> int:
+        # Each layer holds whole blocks: cdiv(tokens kept, block_size) of them.
+        return state + sum(count * cdiv(lay.tokens_kept(n), bs) * bs * b
+                           for lay, count, b in kv_layers)
+
+    need_one = seq_bytes(context)
+    max_conc = usable / need_one if need_one else math.inf
+    needed = concurrency * need_one
+    return {
+        "kv_layers": n_kv, "page_bytes": bs * max((b for _, _, b in kv_layers), default=0),
+        "block_bytes": block_bytes, "num_blocks": num_blocks,
+        "kv_capacity_tokens": num_blocks * bs, "seq_bytes": need_one,
+        "max_concurrency": max_conc,
+        "max_context_tokens": _max_context(seq_bytes, usable) if find_max_context else None,
+        "needed_bytes": needed, "fits": pool > 0 and needed <= usable,
+        "overflow_bytes": max(0, needed - usable), "state_bytes_per_seq": state, "stage": index,
+    }
+
+
+def _max_context(seq_bytes, usable: int) -> int | None:
+    """Largest n with seq_bytes(n) <= usable (seq_bytes is non-decreasing); None when even
+    UNBOUNDED_CONTEXT tokens fit (every layer keeps a bounded number of tokens)."""
+    if seq_bytes(1) > usable:
+        return 0
+    if seq_bytes(UNBOUNDED_CONTEXT) <= usable:
+        return None
+    return last_true(lambda n: seq_bytes(n) <= usable, 1, UNBOUNDED_CONTEXT)
+
+
+def _vllm_fields(spec: ModelSpec, pool: int, context: int, concurrency: int, *, block_size: int,
+                 kv_dtype: str, scales: bool, state_dtype: str, tp: int, pp: int,
+                 version: str | None, mnbt: int | None, max_num_seqs: int | None,
+                 total_bytes: int, gpu_name: str | None, find_max_context: bool) -> dict:
+    """Budget figures from kvcalc.engines.vllm.predict: blocks, per-request blocks, concurrency, the
+    start-up check and max_num_seqs, exactly as vLLM computes them."""
+    kw: dict[str, Any] = dict(block_size=block_size, tp=tp, pp=pp, kv_dtype=kv_dtype, scales=scales,
+              state_dtype=state_dtype, vllm_version=version, gpu_name=gpu_name,
+              max_num_batched_tokens=mnbt or _vllm.default_max_num_batched_tokens(
+                  version, total_bytes, gpu_name))
+    available = max(pool, 0)
+    p = _vllm.predict(spec, available_bytes=available, max_model_len=context, **kw)
+    block_bytes = p.page_bytes * p.group_size
+    usable = p.num_blocks * block_bytes
+    seq = p.blocks_per_request * block_bytes
+    if max_num_seqs is None:
+        max_num_seqs = _vllm.default_max_num_seqs(version, total_bytes, gpu_name)
+    max_num_seqs = check_int("max_num_seqs", max_num_seqs, 1, 10**7)
+    error = None
+    if p.blocks_per_request > p.num_blocks - _vllm.fact("null_block", version):
+        error = _vllm.startup_error(spec, available_bytes=available, max_model_len=context,
+                                    prediction=p, **kw)
+    needed = concurrency * seq
+    return {
+        "page_bytes": p.page_bytes, "block_bytes": block_bytes, "num_blocks": p.num_blocks,
+        "kv_capacity_tokens": p.kv_cache_tokens,
+        "seq_bytes": seq, "max_concurrency": p.max_concurrency,
+        "max_context_tokens": (_vllm.estimate_max_model_len(spec, available_bytes=available, **kw)
+                               if find_max_context else None),
+        "needed_bytes": needed, "fits": pool > 0 and needed <= usable and error is None,
+        "overflow_bytes": max(0, needed - usable), "stage": p.stage,
+        "blocks_per_request": p.blocks_per_request, "group_size": p.group_size,
+        "held_blocks_per_request": p.held_blocks(context),
+        "num_groups": len(p.groups), "effective_block_size": p.block_size,
+        "vllm_version": p.vllm_version, "max_num_seqs": max_num_seqs, "startup_error": error,
+        "notes": p.notes,
+    }
+
+
+def _ideal_fields(spec: ModelSpec, pool: int, context: int, concurrency: int, kv_dtype: str,
+                  scales: bool, state_dtype: str, tp: int, pp: int,
+                  find_max_context: bool) -> dict:
+    """The bytes one sequence really holds, with no block rounding and no window slack."""
+    def seq_bytes(n: int) -> int:
+        r = kv_cache(spec, n, kv_dtype=kv_dtype, scales=scales, state_dtype=state_dtype, tp=tp,
+                     pp=pp)
+        return r.kv_bytes + r.state_bytes
+
+    usable = max(pool, 0)
+    one = seq_bytes(context)
+    needed = concurrency * one
+    return {"num_blocks": 0, "kv_capacity_tokens": 0, "seq_bytes": one,
+            "max_concurrency": usable / one if one else math.inf,
+            "max_context_tokens": _max_context(seq_bytes, usable) if find_max_context else None,
+            "needed_bytes": needed, "fits": pool > 0 and needed <= usable,
+            "overflow_bytes": max(0, needed - usable), "block_bytes": 0, "page_bytes": 0}

@@ -1,0 +1,247 @@
+"""Run a real Hugging Face model and measure its KV cache and step time against kvcalc.
+
+torch and transformers are imported inside the functions that need them, so ``import kvcalc``
+(and this module) stays light; only the live page and ``python -m kvcalc measure`` call in.
+
+Models it runs: those of kvcalc.measure.runtime.load_model, architecture twins (a registry
+model rebuilt with random weights, its attention geometry and one period of its layer pattern,
+but a small hidden size, vocabulary and MLP, so each attention layer's cache is byte for byte
+the real model's: their text is noise, their cache and timing are real), SmolLM2-135M-Instruct
+with real weights, and allow-listed Hub models.
+
+``measure(should_stop=...)`` is checked before the prefill, before each decode step and before
+each step without a cache; when it returns true the run ends with a LiveError ("The run was
+stopped ..."), nothing partial is returned. The app's device queue (webui/device_queue.py) uses it
+for Stop, for sessions that have left and for its time limit per run.
+
+Conventions of transformers that the prediction follows (and the page states): a sliding-window
+layer keeps ``window - 1`` tokens between steps (the next token makes ``window``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+from ..core.units import check_int
+from .runtime import LiveError, import_torch, load_model, resolve_device
+from .twins import TWIN_VOCAB, fit_line, predicted_bytes, runtime_spec
+
+__all__ = ["Measurement", "Step", "measure", "LiveError", "MAX_NEW_TOKENS", "MAX_PROMPT_TOKENS",
+           "MAX_BATCH", "cache_bytes"]
+
+MAX_NEW_TOKENS = 512
+# Twin prompts up to 32K tokens, so that a 4,096-token window (Gemma 2) can be passed; the
+# hosted page keeps its own, smaller caps (webui.hosted.live_caps).
+MAX_PROMPT_TOKENS = 32_768
+MAX_BATCH = 16
+
+
+@dataclass
+class Step:
+    tokens: int  # tokens in the cache after this step
+    measured_bytes: int
+    predicted_bytes: int
+    step_time_s: float
+    memory_bytes: int  # peak device memory (GPU) or resident set size (CPU)
+    storage_bytes: int = 0  # memory the cache's tensors keep allocated (see cache_bytes)
+
+
+@dataclass
+class Measurement:
+    model: str
+    source: str  # twin, gguf, hub
+    device: str
+    dtype: str
+    batch: int
+    prompt_tokens: int
+    new_tokens: int
+    steps: list[Step] = field(default_factory=list)
+    no_cache_steps: list[Step] = field(default_factory=list)
+    text: str = ""
+    tokens_match_no_cache: bool | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def all_match(self) -> bool:
+        return all(s.measured_bytes == s.predicted_bytes for s in self.steps)
+
+    def fit(self) -> tuple[float, float]:
+        """step = a + b x cached tokens over the decode steps (robust line fit)."""
+        pts = [(s.tokens, s.step_time_s) for s in self.steps[1:]]
+        return fit_line(pts)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["all_match"] = self.all_match
+        a, b = self.fit()
+        d["fit"] = {"intercept_s": a, "slope_s_per_token": b}
+        return d
+
+
+# -- running ----------------------------------------------------------------------------------
+
+def cache_bytes(cache) -> tuple[int, int]:
+    """(tensor bytes, storage bytes) of the floating-point tensors the cache object holds.
+
+    Tensor bytes: each tensor's own elements, each tensor counted once; this is what the cache
+    logically holds and what kvcalc predicts. Storage bytes: the memory those tensors keep
+    alive, each storage once. They differ when a tensor is a slice of a larger one, as
+    transformers' sliding-window layers are: the window is cut as a view of the concatenation,
+    so up to one window plus the newest tokens (the whole prompt, right after a long prefill)
+    stays allocated until the next step."""
+    import torch
+
+    views: dict[tuple, int] = {}
+    storages: dict[int, int] = {}
+
+    def walk(obj, depth=0):
+        if depth > 6 or obj is None:
+            return
+        if isinstance(obj, torch.Tensor):
+            # K, V and recurrent states are floating point; integer tensors are bookkeeping
+            # (a sliding layer's token counter, for example).
+            if obj.numel() and obj.is_floating_point():
+                st = obj.untyped_storage()
+                key = (st.data_ptr(), obj.storage_offset(), tuple(obj.shape), obj.stride())
+                views[key] = obj.numel() * obj.element_size()
+                storages[st.data_ptr()] = st.nbytes()
+            return
+        if isinstance(obj, (list, tuple)):
+            for x in obj:
+                walk(x, depth + 1)
+        elif isinstance(obj, dict):
+            for x in obj.values():
+                walk(x, depth + 1)
+        elif hasattr(obj, "__dict__") and not isinstance(obj, (str, bytes, type)):
+            for x in vars(obj).values():
+                walk(x, depth + 1)
+
+    walk(cache)
+    return sum(views.values()), sum(storages.values())
+
+
+def _memory(torch, device: str) -> int:
+    if device == "cuda":
+        return int(torch.cuda.max_memory_allocated())
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+# Complex by design (C901): input checks, then the timed decode loop and the no-cache loop side by
+# side.
+def measure(  # noqa: C901
+        *, model: str, source: str = "twin", prompt_tokens: int = 32,
+        new_tokens: int = 32, batch: int = 1, dtype: str = "fp32", device: str = "auto",
+        no_cache_tokens: int = 0, prompt_text: str | None = None,
+        should_stop=None, local_files_only: bool = False) -> Measurement:
+    """Prefill, then decode one token at a time; after each step compare the cache's own
+    bytes with kvcalc's prediction and time the step. ``no_cache_tokens`` > 0 also runs that
+    many steps without a cache (recomputing the whole sequence) for comparison.
+
+    ``should_stop``: an optional callable, checked before the prefill, each decode step and
+    each step without a cache; when it returns true the run raises LiveError ("The run was
+    stopped ..."). ``local_files_only``: a Hub model is read from the local cache only."""
+    torch = import_torch()
+    prompt_tokens = check_int("prompt tokens", prompt_tokens, 1, MAX_PROMPT_TOKENS)
+    new_tokens = check_int("new tokens", new_tokens, 1, MAX_NEW_TOKENS)
+    batch = check_int("batch", batch, 1, MAX_BATCH)
+    no_cache_tokens = check_int("no-cache tokens", no_cache_tokens, 0, MAX_NEW_TOKENS)
+    dev = resolve_device(torch, device, dtype)
+    net, cfg_dict, tok = load_model(source, model, dtype, dev, local_files_only)
+    spec = runtime_spec(cfg_dict)
+    from transformers import DynamicCache
+
+    vocab = int(getattr(net.config, "vocab_size", TWIN_VOCAB))
+    if tok is not None and prompt_text:
+        ids = tok(prompt_text, return_tensors="pt").input_ids[:, -4096:]
+        prompt_tokens = ids.shape[1]
+    else:
+        gen = torch.Generator().manual_seed(1234)
+        ids = torch.randint(0, vocab, (1, prompt_tokens), generator=gen)
+    ids = ids.repeat(batch, 1).to(dev)
+    max_pos = getattr(net.config, "max_position_embeddings", None) or \
+        getattr(net.config, "n_positions", None)
+    if max_pos and prompt_tokens + new_tokens > max_pos:
+        raise LiveError(f"{prompt_tokens + new_tokens} tokens exceed this model's "
+                        f"{max_pos}-token context")
+    result = Measurement(model=model, source=source, device=dev, dtype=dtype, batch=batch,
+                         prompt_tokens=prompt_tokens, new_tokens=new_tokens)
+    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    if dev == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    generated = []
+    total = new_tokens + 1 + min(no_cache_tokens, new_tokens)
+
+    def check_stop(done: int) -> None:
+        if should_stop is not None and should_stop():
+            raise LiveError(f"The run was stopped after {done} of its {total} steps.")
+
+    try:
+        with torch.inference_mode():
+            cache = DynamicCache(config=net.config)
+            x = ids
+            for step in range(new_tokens + 1):
+                check_stop(step)
+                sync()
+                t0 = time.perf_counter()
+                out = net(input_ids=x, cache=cache, use_cache=True)
+                nxt = out.logits[:, -1, :].argmax(-1, keepdim=True)
+                sync()
+                dt = time.perf_counter() - t0
+                cache = out.cache
+                n = cache.get_seq_length()
+                held, pinned = cache_bytes(cache)
+                result.steps.append(Step(tokens=n, measured_bytes=held,
+                                         predicted_bytes=predicted_bytes(spec, n, batch, dtype),
+                                         step_time_s=dt, memory_bytes=_memory(torch, dev),
+                                         storage_bytes=pinned))
+                if step < new_tokens:
+                    generated.append(nxt)
+                    x = nxt
+            if no_cache_tokens:
+                seq = ids
+                same = True
+                for i in range(min(no_cache_tokens, new_tokens)):
+                    check_stop(new_tokens + 1 + i)
+                    sync()
+                    t0 = time.perf_counter()
+                    out = net(input_ids=seq, use_cache=False)
+                    nxt = out.logits[:, -1, :].argmax(-1, keepdim=True)
+                    sync()
+                    dt = time.perf_counter() - t0
+                    same = same and bool(torch.equal(nxt, generated[i]))
+                    result.no_cache_steps.append(Step(tokens=seq.shape[1], measured_bytes=0,
+                                                      predicted_bytes=0, step_time_s=dt,
+                                                      memory_bytes=_memory(torch, dev)))
+                    seq = torch.cat([seq, generated[i]], dim=1)
+                result.tokens_match_no_cache = same
+    except torch.OutOfMemoryError:
+        if dev == "cuda":
+            torch.cuda.empty_cache()
+        raise LiveError(f"Out of GPU memory at batch {batch} x {prompt_tokens + new_tokens} "
+                        "tokens: lower the batch or the number of tokens.") from None
+    except MemoryError:
+        raise LiveError("The machine ran out of memory: lower the batch or the number of "
+                        "tokens.") from None
+    if tok is not None and generated:
+        result.text = tok.decode(torch.cat(generated, dim=1)[0], skip_special_tokens=True)
+    if any(lay.kind == "sliding" for lay in spec.layers):
+        result.notes.append("transformers keeps window - 1 tokens in a sliding layer between "
+                            "steps (the next token makes the window); the prediction does too. "
+                            "It cuts them as a view of a larger tensor, so the memory it keeps "
+                            "allocated (storage bytes) can be up to a window, or the whole prompt "
+                            "right after a long prefill")
+    if any(lay.kind == "state" for lay in spec.layers):
+        result.notes.append("transformers keeps the whole convolution kernel in a recurrent "
+                            "layer's state (vLLM keeps kernel - 1 inputs); the prediction here "
+                            "follows transformers")
+    return result
+
+

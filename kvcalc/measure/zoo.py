@@ -1,0 +1,430 @@
+"""The zoo: kvcalc judged against transformers over every architecture transformers ships.
+
+    python -m kvcalc verify --zoo [--markdown | --json] [--only TYPE[,TYPE]]
+
+Every ``model_type`` in transformers' ``CONFIG_MAPPING`` that has a causal-LM class
+(``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``) is built from its config class's defaults
+(``CONFIG_MAPPING[model_type]()``, full size: the meta device costs no memory), turned into a plain
+config.json dict and checked with ``kvcalc.measure.verify.verify``. A multimodal or encoder-decoder
+type without a causal-LM class of its own is checked through its text sub-config
+(``get_text_config()``) when that has one; the row says so.
+
+Each type gets one verdict:
+- ``exact``: kvcalc's layers agree with transformers' cache on every layer, nothing to name;
+- ``named difference``: they agree once the named, legitimate differences are taken into account
+  (window vs window - 1, the MLA latent layout, the conv kernel vs kernel - 1, ...);
+- ``refused``: kvcalc refuses the config (``spec_from_config`` raised ValueError, naming why);
+- ``cannot build``: transformers cannot build or run it on the meta device (or it timed out);
+- ``wrong``: kvcalc gave numbers and transformers' cache differs: a bug to fix;
+- ``error``: kvcalc raised something other than ValueError: a bug to fix as well.
+
+Each type runs in a child process of its own, forked from a server that has already imported
+torch and transformers (multiprocessing's forkserver), with a wall-time limit and an
+address-space limit (``resource.setrlimit``), so one type that hangs or explodes cannot take the
+run down. The children's warnings and log lines are captured, counted and kept out of the output.
+
+torch and transformers are imported only inside the functions that run the zoo; ``import kvcalc``
+never loads them, and ``classify`` (the verdict logic) needs neither.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+__all__ = ["VERDICTS", "ZooEntry", "ZooResult", "ZooRun", "classify", "entries", "run_zoo"]
+
+VERDICTS = ("exact", "named difference", "refused", "cannot build", "wrong", "error")
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_MEMORY_GIB = 8  # address space of one child; torch alone maps about 1 GiB
+DEFAULT_WORKERS = 2
+
+# verify's rows name each legitimate difference by a key; the zoo's short names for them.
+_SHORT = {"sliding": "window vs window-1", "chunked": "chunk vs chunk-1",
+          "state": "conv kernel vs kernel-1", "mla": "MLA latent layout",
+          "indexer": "indexer keys in the model dtype",
+          "none": "placeholder layers (nothing cached)"}
+_EXTRA_LAYERS = "extra cache layers (multi-token prediction)"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ZooEntry:
+    """One architecture to check: a ``CONFIG_MAPPING`` key and the causal-LM class that runs it.
+    ``via_text`` names the text sub-config's model_type when the type itself has no causal-LM
+    class and its text model is checked instead."""
+    model_type: str
+    model_class: str
+    via_text: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ZooResult:
+    model_type: str
+    model_class: str
+    verdict: str  # one of VERDICTS
+    detail: str = ""  # the refusal, the failure, the first differing layer, the named differences
+    via_text: str | None = None
+    differences: tuple[str, ...] = ()  # short names of the named differences
+    context: int | None = None  # tokens of the forward pass
+    layers: int | None = None
+    seconds: float = 0.0
+    noise: int = 0  # warning and log lines the child printed (captured, not shown)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ZooRun:
+    results: tuple[ZooResult, ...]
+    transformers_version: str
+    torch_version: str
+    seconds: float  # wall time of the whole run
+    date: str
+    workers: int
+    timeout_s: float
+    memory_gib: float
+    found: tuple[str, ...] = field(default_factory=tuple)  # every model_type the listing found
+
+    def counts(self) -> dict[str, int]:
+        c = Counter(r.verdict for r in self.results)
+        return {v: c.get(v, 0) for v in VERDICTS}
+
+    def refusals_by_cause(self) -> dict[str, list[str]]:
+        return group_by_cause(r for r in self.results if r.verdict == "refused")
+
+    def failures_by_cause(self) -> dict[str, list[str]]:
+        return group_by_cause(r for r in self.results if r.verdict == "cannot build")
+
+    def to_dict(self) -> dict:
+        return {"transformers_version": self.transformers_version,
+                "torch_version": self.torch_version, "date": self.date,
+                "seconds": round(self.seconds, 1), "workers": self.workers,
+                "timeout_s": self.timeout_s, "memory_gib": self.memory_gib,
+                "counts": self.counts(), "refusals_by_cause": self.refusals_by_cause(),
+                "cannot_build_by_cause": self.failures_by_cause(),
+                "results": [r.to_dict() for r in self.results]}
+
+    def summary(self) -> list[str]:
+        c = self.counts()
+        lines = [f"kvcalc against transformers {self.transformers_version} (torch "
+                 f"{self.torch_version}): {len(self.results)} architectures in "
+                 f"{self.seconds:.0f} s ({self.workers} workers)",
+                 "  " + ", ".join(f"{v}: {c[v]}" for v in VERDICTS)]
+        bad = [r for r in self.results if r.verdict in ("wrong", "error")]
+        for r in bad:
+            lines.append(f"  {r.verdict.upper()}: {_label(r)}: {r.detail}")
+        named = Counter(d for r in self.results for d in r.differences)
+        if named:
+            lines.append("  named differences: " + ", ".join(f"{k} ({n})"
+                                                               for k, n in named.most_common()))
+        for title, groups in (("refused", self.refusals_by_cause()),
+                              ("cannot build", self.failures_by_cause())):
+            if groups:
+                lines.append(f"  {title}, by cause:")
+                for cause, types in groups.items():
+                    lines.append(f"    {len(types):>3}  {cause}: {', '.join(types)}")
+        return lines
+
+    def markdown(self, command: str = "python -m kvcalc verify --zoo --markdown") -> list[str]:
+        c = self.counts()
+        lines = [f"<!-- written by `{command}` with transformers {self.transformers_version} "
+                 f"(torch {self.torch_version}) on {self.date} -->",
+                 "",
+                 "# The zoo: kvcalc against transformers' own cache",
+                 "",
+                 f"Written by `{command}` with transformers {self.transformers_version} "
+                 f"(torch {self.torch_version}) on {self.date}: {len(self.results)} "
+                 "architectures, each in a child process of its own.",
+                 "Every `model_type` with a causal-LM class is built from its config class's "
+                 "defaults on the meta device and run once; the cache transformers allocates is "
+                 "compared with kvcalc's layers (`python -m kvcalc verify`). A type without a "
+                 "causal-LM class of its own is checked through its text sub-config (the class "
+                 "column says which).",
+                 "",
+                 "| verdict | count |", "|---|---:|"]
+        lines += [f"| {v} | {c[v]} |" for v in VERDICTS]
+        for title, groups in (("Refused by kvcalc, by cause", self.refusals_by_cause()),
+                              ("Not buildable by transformers on the meta device, by cause",
+                               self.failures_by_cause())):
+            if groups:
+                lines += ["", f"## {title}", ""]
+                lines += [f"- {_cell(cause)} ({len(types)}): "
+                          + ", ".join(f"`{t}`" for t in types) for cause, types in groups.items()]
+        lines += ["", "## Every architecture"]
+        lines += ["", "| model_type | class | verdict | detail |", "|---|---|---|---|"]
+        for r in self.results:
+            cls = r.model_class + (f" (text model `{r.via_text}`)" if r.via_text else "")
+            lines.append(f"| `{r.model_type}` | {cls} | {r.verdict} | {_cell(r.detail)} |")
+        return lines
+
+
+def _label(r: ZooResult) -> str:
+    return r.model_type + (f" (text model {r.via_text})" if r.via_text else "")
+
+
+def _cell(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    if len(text) > limit:
+        text = text[:limit - 3] + "..."
+    return text.replace("|", "\\|")
+
+
+def cause_of(message: str) -> str:
+    """The cause a refusal or failure names, without the values that differ from type to type,
+    so that messages with the same cause group together."""
+    text = " ".join(message.split())
+    text = re.sub(r", got .*$", "", text)  # the offending value
+    # numbers become N (layer_types[3] -> [N]); versions (5.24.0) and names (qwen3) stay
+    text = re.sub(r"(?<![\w.])\d[\d,]*(?![\w.]*\d)", "N", text)
+    return text[:160]
+
+
+def group_by_cause(results) -> dict[str, list[str]]:
+    groups: dict[str, list[str]] = {}
+    for r in results:
+        groups.setdefault(cause_of(r.detail), []).append(r.model_type)
+    return dict(sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0])))
+
+
+def classify(report) -> tuple[str, str, tuple[str, ...]]:
+    """(verdict, detail, short names of the named differences) of one ``VerifyReport``.
+
+    ``report`` needs only ``checkable``, ``reason``, ``rows`` (each with ``layer``, ``kvcalc``,
+    ``transformers``, ``verdict`` and ``why``) and ``differences``; torch is not needed."""
+    if not report.checkable:
+        return "cannot build", report.reason, ()
+    rows = tuple(report.rows)
+    differs = [r for r in rows if r.verdict == "differs"]
+    if differs:
+        d = differs[0]
+        return ("wrong", f"{len(differs)} of {len(rows)} layers differ; first: layer {d.layer} "
+                f"({d.kvcalc} / {d.transformers}): {d.why}", ())
+    named: list[str] = []
+    for r in rows:
+        if r.verdict == "agrees (named difference)":
+            for key in (k.strip() for k in r.why.split(",")):
+                short = _SHORT.get(key, key)
+                if key and short not in named:
+                    named.append(short)
+    if any("more layer" in d for d in report.differences):
+        named.append(_EXTRA_LAYERS)
+    if named or report.differences:
+        return "named difference", "; ".join(named) or "; ".join(report.differences), \
+            tuple(named)
+    return "exact", "", ()
+
+
+def entries(only: list[str] | None = None) -> list[ZooEntry]:
+    """Every architecture the zoo checks, in CONFIG_MAPPING's order (or those in ``only``)."""
+    import warnings
+
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as LM
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES as BASE
+
+    wanted = set(only) if only else None
+    if wanted:
+        unknown = sorted(wanted - set(CONFIG_MAPPING.keys()))
+        if unknown:
+            raise ValueError(f"transformers has no model_type {', '.join(unknown)}")
+    out = []
+    for mt in CONFIG_MAPPING.keys():
+        if wanted is not None and mt not in wanted:
+            continue
+        if mt in LM:
+            out.append(ZooEntry(model_type=mt, model_class=LM[mt]))
+            continue
+        with _quiet(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                cfg = CONFIG_MAPPING[mt]()
+                text = cfg.get_text_config()
+            except Exception:  # its defaults do not even build a config: not a causal LM here
+                continue
+        tt = getattr(text, "model_type", None)
+        if text is cfg or not isinstance(tt, str):
+            continue
+        if tt in LM:
+            out.append(ZooEntry(model_type=mt, model_class=LM[tt], via_text=tt))
+        elif tt in BASE and tt in CONFIG_MAPPING:
+            # a text model with no causal-LM class of its own (Mistral Large 4): verify builds
+            # its base model, which runs the same decoder and returns the same cache. A type
+            # with several base classes (funnel) names them in a tuple; the auto classes build
+            # the first.
+            base = BASE[tt]
+            out.append(ZooEntry(model_type=mt, model_class=base if isinstance(base, str)
+                                else base[0], via_text=tt))
+    return out
+
+
+class _quiet:
+    """Silence transformers' logger in this process (the listing instantiates config classes)."""
+
+    def __enter__(self):
+        from transformers.utils import logging
+
+        self._level = logging.get_verbosity()
+        logging.set_verbosity_error()
+
+    def __exit__(self, *exc):
+        from transformers.utils import logging
+
+        logging.set_verbosity(self._level)
+
+
+def _check(entry: ZooEntry) -> ZooResult:
+    """One type, in the current process: build its default config, read it, verify it."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    from ..config.hfconfig import spec_from_config
+    from .verify import verify
+
+    t0 = time.perf_counter()
+
+    def result(verdict: str, detail: str = "", **kw) -> ZooResult:
+        return ZooResult(model_type=entry.model_type, model_class=entry.model_class,
+                         via_text=entry.via_text, verdict=verdict, detail=detail,
+                         seconds=round(time.perf_counter() - t0, 2), **kw)
+
+    try:
+        cfg = CONFIG_MAPPING[entry.model_type]()
+        if entry.via_text:
+            cfg = cfg.get_text_config()
+        config = cfg.to_dict()
+        config["model_type"] = cfg.model_type
+    except Exception as exc:
+        return result("cannot build", f"the config class's defaults fail: {_exc(exc)}")
+    try:
+        spec = spec_from_config(config, name=entry.model_type)
+    except ValueError as exc:
+        return result("refused", str(exc))
+    except Exception as exc:
+        return result("error", f"spec_from_config raised {_exc(exc)}")
+    try:
+        report = verify(config, name=entry.model_type)
+    except ValueError as exc:  # verify re-reads the config; a refusal there is still a refusal
+        return result("refused", str(exc))
+    except MemoryError:
+        return result("cannot build", "out of memory (the child's address-space limit)")
+    except Exception as exc:
+        return result("error", f"verify raised {_exc(exc)}")
+    verdict, detail, named = classify(report)
+    return result(verdict, detail, differences=named, context=report.context,
+                  layers=spec.num_layers)
+
+
+def _exc(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:240]}"
+
+
+def _child(entry: ZooEntry, memory_gib: float, conn) -> None:
+    """The body of one child process: limits, captured output, one check, the result sent."""
+    import os
+    import resource
+    import tempfile
+    import warnings
+
+    if memory_gib:
+        limit = int(memory_gib * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    log = tempfile.TemporaryFile()
+    os.dup2(log.fileno(), 1)  # C-level and Python output both land in the log
+    os.dup2(log.fileno(), 2)
+    noise = 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            res = _check(entry)
+        except MemoryError:
+            res = ZooResult(model_type=entry.model_type, model_class=entry.model_class,
+                            via_text=entry.via_text, verdict="cannot build",
+                            detail="out of memory (the child's address-space limit)")
+        noise += len(caught)
+    try:
+        log.seek(0)
+        noise += sum(1 for line in log.read().splitlines() if line.strip())
+    except Exception:
+        pass
+    conn.send(ZooResult(**{**asdict(res), "noise": noise}))
+    conn.close()
+
+
+def _run_one(ctx, entry: ZooEntry, timeout_s: float, memory_gib: float) -> ZooResult:
+    t0 = time.perf_counter()
+    receive, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(entry, memory_gib, send), daemon=True)
+    proc.start()
+    send.close()
+    res = None
+    try:
+        if receive.poll(timeout_s):
+            res = receive.recv()
+    except (EOFError, OSError):  # the child died before it sent anything
+        res = None
+    finally:
+        receive.close()
+    if res is None:
+        alive = proc.is_alive()
+        if alive:
+            proc.kill()
+        proc.join(10)
+        if alive:
+            why = f"timeout: no result in {timeout_s:g} s"
+        else:
+            code = proc.exitcode
+            why = (f"the child process died (signal {-code})" if code and code < 0
+                   else f"the child process exited with status {code} and no result")
+        res = ZooResult(model_type=entry.model_type, model_class=entry.model_class,
+                        via_text=entry.via_text, verdict="cannot build", detail=why,
+                        seconds=round(time.perf_counter() - t0, 2))
+    else:
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5)
+    return res
+
+
+def run_zoo(*, only: list[str] | None = None, workers: int = DEFAULT_WORKERS,
+            timeout_s: float = DEFAULT_TIMEOUT_S, memory_gib: float = DEFAULT_MEMORY_GIB,
+            progress=None) -> ZooRun:
+    """Check every architecture (or those in ``only``), each in a child process of its own.
+    ``progress(done, total, result)`` is called as results arrive."""
+    import datetime
+    import multiprocessing
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .runtime import import_torch
+
+    torch = import_torch("the zoo")
+    import transformers
+
+    t0 = time.perf_counter()
+    todo = entries(only)
+    ctx = multiprocessing.get_context("forkserver")
+    # Each child is forked from a server that has imported these once: a fresh, isolated
+    # process per type that starts in milliseconds instead of the 4 s torch takes to import.
+    ctx.set_forkserver_preload(["torch", "transformers",
+                                "transformers.models.auto.modeling_auto", "kvcalc.measure.zoo",
+                                "kvcalc.measure.verify"])
+    results: list[ZooResult | None] = [None] * len(todo)
+    done = 0
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        futures = {pool.submit(_run_one, ctx, e, timeout_s, memory_gib): i
+                   for i, e in enumerate(todo)}
+        from concurrent.futures import as_completed
+
+        for fut in as_completed(futures):
+            i = futures[fut]
+            results[i] = fut.result()
+            done += 1
+            if progress:
+                progress(done, len(todo), results[i])
+    return ZooRun(results=tuple(r for r in results if r is not None),
+                  transformers_version=transformers.__version__,
+                  torch_version=torch.__version__.split("+")[0], seconds=time.perf_counter() - t0,
+                  date=datetime.date.today().isoformat(), workers=workers, timeout_s=timeout_s,
+                  memory_gib=memory_gib, found=tuple(e.model_type for e in todo))

@@ -1,0 +1,287 @@
+"""Arithmetic intensity (FLOPs per byte) of prefill, decode and attention alone: the roofline.
+
+A kernel that does F FLOPs while moving B bytes runs at min(peak, (F / B) x bandwidth). The
+ridge point peak / bandwidth is where the two limits meet (H100 SXM, dense BF16:
+989.4 TFLOPS / 3,350 GB/s = 295 FLOP/B). Below it the memory limits, above it the compute.
+(Williams, Waterman and Patterson, "Roofline", CACM 2009.)
+
+A step has two kinds of work, and each has its own roof (``Roofs``):
+    the GEMMs (the weights' matrix multiplies) run in the weights' format: FP8 weights on FP8
+        tensor cores, FP32 weights on the FP32 units (``GPU.gemm_format``);
+    attention runs in the format its kernels compute in over the cache: 16 bits for a 16-bit
+        cache and for an INT8/INT4 or (off Hopper) FP8 one, which is dequantised as it is read;
+        FP8 on Hopper, where vLLM's FlashAttention 3 and FlashMLA kernels compute in FP8
+        (``GPU.attention_format``).
+
+    prefill of P tokens:  F = 2 x active params x P + attention(P),  B = weights + KV(P)
+    decode at batch b, q query tokens per sequence (q > 1: speculative decoding or multi-token
+    prediction verifying q tokens at once), context c:
+        GEMMs:      F = 2 x active params x b x q,   B = weights read for b x q tokens
+        attention:  F = b x attention(q tokens at c), B = b x (KV(c + q - 1) + state)
+    attention alone, one decode token at context c, one layer (e = bytes per cached number):
+        MHA/GQA/MQA: F = 2 x h x (d_k + d_v) x c,  B = kv_heads x (d_k + d_v) x c x e
+                     -> F / B = 2 x (h / kv_heads) / e: the group size, in BF16
+        MLA absorbed (DeepSeek-V2): queries are multiplied into the latent space, so each of
+        the h heads scores against the (r + r_rope)-wide cached latent and sums r-wide values:
+                     F = 2 x h x (2r + r_rope) x c,  B = (r + r_rope) x c x e
+    Attention FLOPs come from ``roofline.attention_flops`` (each layer kind's own count, MLA
+    absorbed at decode), the same count the Decode step time page and the simulator use.
+
+Attention's intensity does not depend on the batch (each sequence reads its own cache) nor on
+the context (both grow with c), which is why a large batch cannot make long-context decode
+compute bound; q query tokens per step multiply it by about q. The ideal time of a decode step
+is the sum over its two parts of max(FLOPs / peak, bytes / bandwidth), each under its own roof.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..cache.kv import stage_layers
+from ..cache.weight_bytes import Weights
+from ..config.catalog import GPU
+from ..config.limits import MAX_CONTEXT
+from ..core.dtypes import KV_DTYPES, get_dtype
+from ..core.model import ModelSpec
+from ..core.units import GB, check_float, check_int
+from .roofline import attention_flops, decode_span
+
+__all__ = ["Point", "Roofs", "roofs", "ridge_point", "prefill_point", "decode_point",
+           "DecodeStep", "decode_step", "attention_points", "gqa_heads"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Point:
+    label: str
+    flops: float  # per GPU
+    bytes: float  # per GPU
+    formula: str  # with the values substituted
+    # Which roof bounds it ("gemm", "attention"), or None for a mix of both, drawn at the time
+    # the page states for it (``time_s``).
+    roof: str | None = None
+    time_s: float | None = None
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / self.bytes
+
+    @property
+    def achieved_tflops(self) -> float | None:
+        """FLOPs over the stated time, in TFLOP/s (None without a time)."""
+        return self.flops / self.time_s / 1e12 if self.time_s else None
+
+
+_NAMES = {"fp32": "FP32", "bf16": "BF16", "fp16": "FP16", "fp8": "FP8"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Roofs:
+    """The two roofs of one GPU for a choice of formats: the GEMMs' (the weights' format) and
+    attention's (the format its kernels compute in over the cache), with the bandwidth."""
+
+    gemm_format: str
+    gemm_tflops: float
+    attention_format: str
+    attention_tflops: float
+    bandwidth_gbs: float
+    assumptions: tuple[str, ...] = ()
+
+    @property
+    def gemm_ridge(self) -> float:
+        return ridge_point(self.gemm_tflops, self.bandwidth_gbs)
+
+    @property
+    def attention_ridge(self) -> float:
+        return ridge_point(self.attention_tflops, self.bandwidth_gbs)
+
+    @property
+    def one_roof(self) -> bool:
+        return self.gemm_tflops == self.attention_tflops
+
+    def name(self, which: str) -> str:
+        return _NAMES[self.gemm_format if which == "gemm" else self.attention_format]
+
+    def time(self, flops: float, nbytes: float, which: str) -> float:
+        """max(FLOPs / peak, bytes / bandwidth) under the roof ``which`` ("gemm", "attention")."""
+        peak = self.gemm_tflops if which == "gemm" else self.attention_tflops
+        return max(flops / (peak * 1e12), nbytes / (self.bandwidth_gbs * GB))
+
+
+def roofs(gpu: GPU, weight_dtype: str, kv_dtype: str, bandwidth_gbs: float) -> Roofs:
+    """The roofs of ``gpu`` for weights in ``weight_dtype`` and a cache in ``kv_dtype``, at
+    ``bandwidth_gbs`` (the achieved share applied); ValueError when a peak is not known."""
+    bandwidth_gbs = check_float("bandwidth (GB/s)", bandwidth_gbs, 0.0, 1e7, lo_open=True)
+    g, a = gpu.gemm_format(weight_dtype), gpu.attention_format(kv_dtype)
+    peaks: dict[str, float] = {}
+    for fmt, what in ((g, f"{weight_dtype.upper()} weights"), (a, f"a {kv_dtype.upper()} cache")):
+        peak = gpu.tflops(fmt)
+        if peak is None:
+            raise ValueError(f"{gpu.name} has no known dense {_NAMES[fmt]} peak, which "
+                             f"{what} compute in; pick a registry GPU or other formats")
+        peaks[fmt] = peak
+    notes = [f"GEMMs of {weight_dtype.upper()} weights run in {_NAMES[g]}"
+             + {"fp32": " on the FP32 units (TF32 off, PyTorch's default for matrix "
+                        "multiplies)",
+                "fp8": " (8-bit weights and activations)"}.get(g, "")
+             + ("; 4-bit weights are dequantised to 16 bits for the multiply"
+                if weight_dtype in ("int4", "mxfp4") else "")]
+    if kv_dtype == "fp8" and a == "fp8":
+        notes.append("attention over an FP8 cache computes in FP8 on this GPU (vLLM's "
+                     "FlashAttention 3 and FlashMLA quantise the queries too)")
+    elif kv_dtype in ("fp8", "int8", "int4"):
+        notes.append(f"attention over a {kv_dtype.upper()} cache computes in {_NAMES[a]}: the "
+                     "cache is dequantised as it is read")
+    else:
+        notes.append(f"attention computes in {_NAMES[a]}, the cache's format")
+    return Roofs(gemm_format=g, gemm_tflops=peaks[g], attention_format=a,
+                 attention_tflops=peaks[a], bandwidth_gbs=bandwidth_gbs,
+                 assumptions=tuple(notes))
+
+
+def ridge_point(peak_tflops: float, bandwidth_gbs: float) -> float:
+    """FLOPs per byte at which compute and memory take the same time."""
+    return peak_tflops * 1e12 / (bandwidth_gbs * 1e9)
+
+
+def _layers(spec: ModelSpec, tp: int):
+    return [lay for stage in stage_layers(spec, tp, 1) for lay in stage]
+
+
+def _kv(spec, n, dtype, tp) -> int:
+    return sum(lay.read_bytes(n, dtype) for lay in _layers(spec, tp))
+
+
+def prefill_point(spec: ModelSpec, w: Weights, prompt: int, *, kv_dtype: str = "bf16",
+                  tp: int = 1, time_s: float | None = None) -> Point:
+    """Prefill of ``prompt`` tokens, per GPU; ``time_s``: the time to first token the page
+    states, to draw it where that time puts it."""
+    p = check_int("prompt tokens", prompt, 1, MAX_CONTEXT)
+    dtype = get_dtype(kv_dtype, KV_DTYPES)
+    lin = 2.0 * spec.active_params * p / tp
+    attn = attention_flops(spec, 0, p, decode=False, tp=tp)
+    wb = w.read_per_step(spec, p) / tp
+    kv = _kv(spec, p, dtype, tp)
+    return Point(label=f"prefill {p:,} tokens", flops=lin + attn, bytes=wb + kv, time_s=time_s,
+                 formula=(f"prefill: ({lin:.3e} + {attn:.3e} attention) FLOPs / "
+                          f"({wb:,.0f} B weights + {kv:,} B KV) = "
+                          f"{(lin + attn) / (wb + kv):,.1f} FLOP/B"))
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecodeStep:
+    """One decode step split into its GEMMs and its attention, each under its own roof, and
+    the whole step; ``time_s`` is the ideal time, the sum of the two parts' times."""
+
+    batch: int
+    context: int
+    queries: int
+    gemm: Point
+    attention: Point
+    whole: Point
+    gemm_time_s: float
+    attention_time_s: float
+    gemm_bound: str  # "memory" or "compute", under its own roof
+    attention_bound: str
+
+    @property
+    def time_s(self) -> float:
+        return self.gemm_time_s + self.attention_time_s
+
+
+def decode_step(spec: ModelSpec, w: Weights, r: Roofs, *, batch: int, context: int,
+                queries: int = 1, kv_dtype: str = "bf16", state_dtype: str = "bf16",
+                tp: int = 1) -> DecodeStep:
+    """A decode step of ``batch`` sequences at ``context`` tokens, each computing ``queries``
+    new tokens (speculative decoding or multi-token prediction when more than 1), per GPU."""
+    b = check_int("batch", batch, 1, 10**7)
+    c = check_int("context", context, 1, 10**9)
+    q = check_int("query tokens per step", queries, 1, 1024)
+    dtype = get_dtype(kv_dtype, KV_DTYPES)
+    sdtype = get_dtype(state_dtype, ("fp32", "fp16", "bf16"))
+    layers = _layers(spec, tp)
+    lin = 2.0 * spec.active_params * b * q / tp
+    wb = math.ceil(w.read_per_step(spec, b * q) / tp)
+    start, end = decode_span(c, q)
+    attn = b * attention_flops(spec, start, end, decode=True, tp=tp)
+    kv = b * (sum(lay.read_bytes(c + q - 1, dtype) for lay in layers)
+              + sum(lay.state_bytes(sdtype) for lay in layers))
+    tag = f"b={b:,}" + (f", {q} query tokens" if q > 1 else "")
+    gemm = Point(label=f"decode GEMMs, batch {b:,}", flops=lin, bytes=wb, roof="gemm",
+                 formula=(f"decode GEMMs {tag}: {lin:.3e} FLOPs / {wb:,} B weights = "
+                          f"{lin / wb:,.1f} FLOP/B"))
+    at = Point(label=f"decode attention, batch {b:,}", flops=attn, bytes=kv, roof="attention",
+               formula=(f"decode attention {tag}: {attn:.3e} FLOPs / {kv:,} B KV = "
+                        f"{attn / kv:,.1f} FLOP/B"))
+    tg, ta = r.time(lin, wb, "gemm"), r.time(attn, kv, "attention")
+    bps = r.bandwidth_gbs * GB
+    whole = Point(label=f"decode, batch {b:,}", flops=lin + attn, bytes=wb + kv,
+                  time_s=tg + ta,
+                  formula=(f"decode {tag}: ({lin:.3e} + {attn:.3e} attention) FLOPs / "
+                           f"({wb:,} B weights + {kv:,} B KV) = "
+                           f"{(lin + attn) / (wb + kv):,.1f} FLOP/B"))
+    return DecodeStep(batch=b, context=c, queries=q, gemm=gemm, attention=at, whole=whole,
+                      gemm_time_s=tg, attention_time_s=ta,
+                      gemm_bound="compute" if tg > wb / bps else "memory",
+                      attention_bound="compute" if ta > kv / bps else "memory")
+
+
+def decode_point(spec: ModelSpec, w: Weights, *, batch: int, context: int,
+                 kv_dtype: str = "bf16", tp: int = 1, queries: int = 1) -> Point:
+    """The whole decode step as one point (FLOPs and bytes of both parts), per GPU."""
+    one = Roofs(gemm_format="bf16", gemm_tflops=1.0, attention_format="bf16",
+                attention_tflops=1.0, bandwidth_gbs=1.0)  # no time needed here
+    s = decode_step(spec, w, one, batch=batch, context=context, queries=queries,
+                    kv_dtype=kv_dtype, tp=tp)
+    return Point(label=s.whole.label, flops=s.whole.flops, bytes=s.whole.bytes,
+                 formula=s.whole.formula)
+
+
+def gqa_heads(q_heads: int, kv_heads: int | None) -> int | None:
+    """The KV heads of the grouped-query variant the page compares: the model's own when it is
+    grouped (1 < kv_heads < q_heads), else the most KV heads, at most 8, that divide the query
+    heads into equal groups (12 heads: 6 KV heads of 2); None when no such number exists (a
+    prime head count such as Falcon-7B's 71)."""
+    if kv_heads and 1 < kv_heads < q_heads:
+        return kv_heads
+    fits = [d for d in range(2, min(q_heads, 9)) if q_heads % d == 0]
+    return max(fits) if fits else None
+
+
+def attention_points(spec: ModelSpec, *, kv_dtype: str = "bf16", context: int = 8192,
+                     queries: int = 1, rank: int = 512, rope: int = 64) -> list[Point]:
+    """Attention alone for one sequence's decode step at ``context`` (``queries`` query tokens),
+    in one layer shaped like the model's first attention layer (h query heads of d_k, d_v):
+    MHA, GQA (``gqa_heads``; left out when h has no divisor to group by), MQA, and MLA absorbed
+    with a latent of ``rank`` + ``rope`` (DeepSeek-V3's 512 + 64). Each point is labelled by
+    what it is ("attention GQA, 4 KV heads")."""
+    c = check_int("context", context, 1, 10**9)
+    q = check_int("query tokens per step", queries, 1, 1024)
+    dtype = get_dtype(kv_dtype, KV_DTYPES)
+    e = dtype.bits / 8
+    layer = next((lay for lay in spec.layers if lay.q_heads and lay.stores_tokens), None)
+    if layer is None:
+        raise ValueError(f"{spec.name} has no attention layer that keeps a cache")
+    h, dk, dv = layer.q_heads, layer.qk_dim, layer.av_dim
+    start, end = decode_span(c, q)
+    n = c + q - 1  # cached tokens the step reads, its new ones included
+    mha = layer.as_mha()
+    grouped = gqa_heads(h, getattr(layer, "kv_heads", None))
+    variants = [("MHA", h)] + ([(f"GQA, {grouped} KV heads", grouped)] if grouped else []) \
+        + [("MQA", 1)]
+    qx = f"{q} x " if q > 1 else ""
+    out = []
+    for name, heads in variants:
+        v = mha.with_kv_heads(heads)
+        f = v.attention_flops(start, end, decode=True)
+        b = v.read_bytes(n, dtype)
+        out.append(Point(label=f"attention {name}", flops=f, bytes=b, roof="attention",
+                         formula=(f"{name}: {qx}2 x {h} x ({dk} + {dv}) x c / ({heads} x ({dk} "
+                                  f"+ {dv}) x c x {e:g} B) = {f / b:,.1f} FLOP/B")))
+    mla = layer.as_latent(rank, rope)
+    f = mla.attention_flops(start, end, decode=True)
+    b = mla.read_bytes(n, dtype)
+    out.append(Point(label="attention MLA (absorbed)", flops=f, bytes=b, roof="attention",
+                     formula=(f"MLA: {qx}2 x {h} x (2 x {rank} + {rope}) x c / (({rank} + "
+                              f"{rope}) x c x {e:g} B) = {f / b:,.1f} FLOP/B")))
+    return out

@@ -1,0 +1,278 @@
+"""Decode step time, the crossover context, prefill time, and cache-versus-recompute arithmetic.
+
+Decode is memory-bandwidth bound: each step reads every (touched) weight once and the whole
+cache of every sequence in the batch.
+
+    step time      ~= (weight bytes read + batch x KV bytes at context N + batch x state)
+                      / bandwidth
+    crossover C*   =  the context where batch x KV bytes(C*) = weight bytes read
+                   =  weight bytes / (batch x KV bytes per token)     (full attention)
+
+Prefill is compute bound: about 2 x active params FLOPs per prompt token, plus attention
+(2 x q_heads x (qk_dim + v_dim) FLOPs for each attended pair of tokens), at a stated fraction
+(MFU) of the GPU's dense peak.
+
+Attention FLOPs have one source, ``attention_flops``, which every page, the roofline and the
+serving simulator use: each layer kind says what one (query, cached token) pair costs. MLA
+differs by phase: prefill up-projects the latent into per-head K/V (2 x h x (qk_head_dim +
+v_head_dim) per pair), decode is absorbed and works on the latent itself (2 x h x
+(2 x kv_lora_rank + qk_rope_head_dim)), as vLLM's MLA backends do.
+
+With tensor parallelism each GPU reads its share of the weights and cache at the same time, so
+step time is per GPU; pipeline stages run one after another for a token, so they do not shorten a
+step (they spread memory).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from ..cache.kv import sequence_bytes, stage_layers
+from ..cache.weight_bytes import Weights
+from ..config.limits import MAX_CONTEXT
+from ..core.arith import UNBOUNDED_CONTEXT, first_true
+from ..core.dtypes import KV_DTYPES, get_dtype
+from ..core.model import ModelSpec, counted
+from ..core.units import GB, check_float, check_int
+
+__all__ = ["StepTime", "step_time", "crossover_context", "prefill", "Prefill", "token_passes",
+           "offload_vs_recompute", "Offload", "DEFAULT_MFU", "attention_flops", "decode_span"]
+
+DEFAULT_MFU = 0.5  # a well-tuned prefill reaches roughly half of dense peak; a stated assumption
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepTime:
+    context: int
+    batch: int
+    bandwidth_gbs: float
+    weight_read_bytes: int
+    kv_read_bytes: int
+    state_read_bytes: int
+    step_time_s: float
+    tokens_per_s: float
+    crossover_context: int | None  # None: the cache never outweighs the weights (bounded layers)
+    kv_share: float  # fraction of the step spent reading the cache
+    # 2 x batch x active params / the GEMM peak + the step's attention FLOPs / the attention
+    # peak, when the peaks are known
+    compute_time_s: float | None
+    bound: str  # "memory" or "compute"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def decode_span(context: int, queries: int = 1) -> tuple[int, int]:
+    """The positions a decode step computes, as (start, end) for ``attention_flops``: the
+    ``queries`` new tokens of a sequence whose first new token is its ``context``-th (it attends
+    to ``context`` tokens, its own included). More than one query token per step is
+    speculative decoding or multi-token prediction verifying its drafts."""
+    start = max(context - 1, 0)
+    return start, start + queries
+
+
+def attention_flops(spec: ModelSpec, start: int, end: int, *, decode: bool,
+                    tp: int = 1) -> float:
+    """Attention FLOPs of one sequence's tokens at positions start + 1 .. end, over every layer,
+    per GPU at tensor parallel ``tp`` (the query heads are split). ``decode`` says which way an
+    engine computes them: prefill (a prompt, or a chunk of one) or a decode step; only MLA
+    differs (absorbed at decode). The one count every page and the simulator use."""
+    return sum(lay.attention_flops(start, end, decode) for lay in spec.layers) / tp
+
+
+def _per_gpu_layers(spec: ModelSpec, tp: int, pp: int):
+    return [lay for stage in stage_layers(spec, tp, pp) for lay in stage]
+
+
+def _read_bytes(layers, n: int, dtype, scales: bool) -> int:
+    """Cache bytes one decode step reads for one sequence at context n: every layer's own cache,
+    and a shared-KV layer's source cache once more."""
+    return sum(count * lay.read_bytes(n, dtype, scales) for lay, count in counted(layers))
+
+
+def crossover_context(spec: ModelSpec, weight_read_bytes: int, batch: int = 1,
+                      kv_dtype: str = "bf16", *, scales: bool = False,
+                      tp: int = 1) -> int | None:
+    """Smallest context N at which reading the batch's cache costs at least as much as reading
+    the weights (``weight_read_bytes`` of the whole model, per step); None when it never does
+    (every layer keeps a bounded number of tokens). With ``tp`` both sides are one GPU's share."""
+    batch = check_int("batch", batch, 1, 10**9)
+    dtype = get_dtype(kv_dtype, KV_DTYPES)
+    layers = _per_gpu_layers(spec, tp, 1)
+    target = math.ceil(weight_read_bytes / tp)
+
+    def kv(n):
+        return batch * _read_bytes(layers, n, dtype, scales)
+
+    if kv(UNBOUNDED_CONTEXT) < target:
+        return None
+    if kv(0) >= target:
+        return 0
+    return first_true(lambda n: kv(n) >= target, 0, UNBOUNDED_CONTEXT)
+
+
+def step_time(spec: ModelSpec, w: Weights, *, context: int, batch: int, bandwidth_gbs: float,
+              kv_dtype: str = "bf16", scales: bool = False, state_dtype: str = "bf16",
+              tp: int = 1, pp: int = 1, peak_tflops: float | None = None,
+              attention_tflops: float | None = None,
+              weight_read_bytes: int | None = None, find_crossover: bool = True) -> StepTime:
+    """One decode step of ``batch`` sequences that each hold ``context`` tokens.
+
+    ``peak_tflops`` is the GEMMs' dense peak (the weights' format), ``attention_tflops`` the
+    attention's (the cache's format; ``peak_tflops`` when not given): the compute time, which
+    only says whether the step is compute bound, is the GEMM FLOPs over the one plus the
+    attention FLOPs (absorbed for MLA) over the other.
+
+    ``weight_read_bytes`` (whole model, per step) replaces the figure computed from ``w``, for a
+    user who knows their checkpoint's size. ``find_crossover=False`` skips the crossover search
+    (crossover_context is then None), for fast sweeps."""
+    context = check_int("context", context, 0, 10**9)
+    batch = check_int("batch", batch, 1, 10**7)
+    bandwidth_gbs = check_float("bandwidth (GB/s)", bandwidth_gbs, 0.0, 1e7, lo_open=True)
+    dtype = get_dtype(kv_dtype, KV_DTYPES)
+    sdtype = get_dtype(state_dtype, ("fp32", "fp16", "bf16"))
+    stage_layers(spec, tp, pp)  # validates the split
+    layers = _per_gpu_layers(spec, tp, 1)  # a token passes every stage in turn
+    # Each tensor-parallel GPU reads 1/tp of the weights; the pipeline stages take turns.
+    if weight_read_bytes is None:
+        weight_read_bytes = w.read_per_step(spec, batch)
+    else:
+        weight_read_bytes = check_int("weight bytes", weight_read_bytes, 0, 2**60)
+    weight_read = math.ceil(weight_read_bytes / tp)
+    kv_read = batch * _read_bytes(layers, context, dtype, scales)
+    state_read = batch * sum(count * lay.state_bytes(sdtype) for lay, count in counted(layers))
+    total = weight_read + kv_read + state_read
+    t = total / (bandwidth_gbs * GB)
+    compute = None
+    bound = "memory"
+    if peak_tflops and spec.params is not None:  # compute needs the parameter count
+        peak_tflops = check_float("peak TFLOPS", peak_tflops, 0.0, 1e6, lo_open=True)
+        attention_tflops = peak_tflops if attention_tflops is None else check_float(
+            "attention peak TFLOPS", attention_tflops, 0.0, 1e6, lo_open=True)
+        start, end = decode_span(context)
+        compute = (2 * batch * spec.active_params / tp / (peak_tflops * 1e12)
+                   + batch * attention_flops(spec, start, end, decode=True, tp=tp)
+                   / (attention_tflops * 1e12))
+        if compute > t:
+            bound = "compute"
+    return StepTime(
+        context=context, batch=batch, bandwidth_gbs=bandwidth_gbs, weight_read_bytes=weight_read,
+        kv_read_bytes=kv_read, state_read_bytes=state_read, step_time_s=t,
+        tokens_per_s=batch / t,
+        crossover_context=crossover_context(spec, weight_read_bytes, batch, kv_dtype,
+                                            scales=scales, tp=tp) if find_crossover else None,
+        kv_share=kv_read / total if total else 0.0, compute_time_s=compute, bound=bound)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Prefill:
+    prompt_tokens: int
+    linear_flops: float  # 2 x active params x tokens
+    attention_flops: float
+    flops: float
+    peak_tflops: float
+    mfu: float
+    time_s: float  # time to first token, one request on an idle GPU: max(compute, memory)
+    compute_time_s: float = 0.0  # FLOPs / (peak x MFU)
+    memory_time_s: float = 0.0  # weight bytes read once / bandwidth (0 when not given)
+    bound: str = "compute"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def prefill(spec: ModelSpec, prompt_tokens: int, peak_tflops: float, *, mfu: float = DEFAULT_MFU,
+            tp: int = 1, weight_read_bytes: int | None = None,
+            bandwidth_gbs: float | None = None,
+            attention_tflops: float | None = None) -> Prefill:
+    """Time to first token of one request on an idle GPU. A forward pass reads every weight it
+    uses at least once, so with ``weight_read_bytes`` (whole model) and ``bandwidth_gbs`` the
+    time is max(FLOPs / (peak x MFU), weight bytes / bandwidth): a short prompt is never faster
+    than reading the weights, which is what a decode step costs too.
+
+    ``peak_tflops`` is the GEMMs' dense peak (the weights' format); ``attention_tflops`` the
+    attention's (the cache's format), ``peak_tflops`` when not given. Both at the same MFU."""
+    p = check_int("prompt tokens", prompt_tokens, 1, MAX_CONTEXT)
+    peak_tflops = check_float("peak TFLOPS", peak_tflops, 0.0, 1e6, lo_open=True)
+    attention_tflops = peak_tflops if attention_tflops is None else check_float(
+        "attention peak TFLOPS", attention_tflops, 0.0, 1e6, lo_open=True)
+    mfu = check_float("MFU", mfu, 0.0, 1.0, lo_open=True)
+    tp = check_int("tensor parallel size", tp, 1, 4096)
+    linear = 2.0 * spec.active_params * p
+    attn = attention_flops(spec, 0, p, decode=False)
+    flops = linear + attn
+    compute = (linear / (peak_tflops * 1e12 * mfu)
+               + attn / (attention_tflops * 1e12 * mfu)) / tp
+    memory = 0.0
+    if weight_read_bytes is not None and bandwidth_gbs is not None:
+        weight_read_bytes = check_int("weight bytes", weight_read_bytes, 0, 2**60)
+        bandwidth_gbs = check_float("bandwidth (GB/s)", bandwidth_gbs, 0.0, 1e7, lo_open=True)
+        memory = weight_read_bytes / tp / (bandwidth_gbs * GB)
+    return Prefill(prompt_tokens=p, linear_flops=linear, attention_flops=attn, flops=flops,
+                   peak_tflops=peak_tflops, mfu=mfu, time_s=max(compute, memory),
+                   compute_time_s=compute, memory_time_s=memory,
+                   bound="memory" if memory > compute else "compute")
+
+
+def token_passes(new_tokens: int, prompt_tokens: int = 0) -> dict:
+    """Token passes through the network for a prompt and ``new_tokens`` decode steps.
+
+    With a cache the prompt goes through once (prefill) and each step adds one token: P + N.
+    Without one, step i runs the whole sequence so far again, P + i tokens:
+    P + sum_{i=1..N} (P + i) = P(N + 1) + N(N + 1)/2, which is N(N + 1)/2 against N when P = 0.
+    """
+    n = check_int("new tokens", new_tokens, 0, 10**9)
+    p = check_int("prompt tokens", prompt_tokens, 0, 10**9)
+    with_cache = p + n
+    without = p * (n + 1) + n * (n + 1) // 2
+    return {"with_cache": with_cache, "without_cache": without,
+            "ratio": without / with_cache if with_cache else 1.0}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Offload:
+    prefix_tokens: int
+    kv_bytes: int
+    link_gbs: float
+    reload_s: float
+    recompute_s: float
+    offload_wins: bool
+    break_even_tokens: int | None  # shortest prefix for which reloading beats recomputing
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def offload_vs_recompute(spec: ModelSpec, prefix_tokens: int, *, link_gbs: float,
+                         peak_tflops: float, kv_dtype: str = "bf16", mfu: float = DEFAULT_MFU,
+                         tp: int = 1, fixed_s: float = 0.0) -> Offload:
+    """Is reloading a cached prefix over a link (PCIe, NVLink-C2C) faster than recomputing it?
+
+    ``fixed_s`` is a fixed cost per reload (finding the blocks, issuing and waiting for the
+    copy), zero by default: bandwidth alone."""
+    link_gbs = check_float("link bandwidth (GB/s)", link_gbs, 0.0, 1e6, lo_open=True)
+    fixed_s = check_float("fixed reload cost (s)", fixed_s, 0.0, 3600.0)
+    dtype = get_dtype(kv_dtype, KV_DTYPES)
+    layers = _per_gpu_layers(spec, tp, 1)
+
+    def reload(n):
+        return fixed_s + sequence_bytes(layers, n, dtype, False) / (link_gbs * GB)
+
+    def recompute(n):
+        return prefill(spec, n, peak_tflops, mfu=mfu, tp=tp).time_s
+
+    n = check_int("prefix tokens", prefix_tokens, 1, MAX_CONTEXT)
+    r, c = reload(n), recompute(n)
+    # Recompute grows at least as fast as reload (attention adds a quadratic term), so once
+    # reloading wins it keeps winning: search the smallest prefix where it does.
+    break_even = None
+    hi = MAX_CONTEXT
+    if reload(hi) < recompute(hi):
+        if reload(1) < recompute(1):
+            break_even = 1
+        else:
+            break_even = first_true(lambda m: reload(m) < recompute(m), 1, hi)
+    return Offload(prefix_tokens=n, kv_bytes=sequence_bytes(layers, n, dtype, False),
+                   link_gbs=link_gbs, reload_s=r, recompute_s=c, offload_wins=r < c,
+                   break_even_tokens=break_even)

@@ -1,0 +1,106 @@
+"""Series for the charts: one result of the core per point, as plain lists."""
+
+from __future__ import annotations
+
+import math
+
+from ..cache.weight_bytes import Weights
+from ..core.arith import last_true
+from ..core.model import ModelSpec
+from ..core.units import check_int
+from ..engines.budget import budget
+from .roofline import step_time
+
+__all__ = ["context_grid", "concurrency_curve", "step_curve", "batch_curve", "max_batch_at",
+           "max_context_at", "no_speed_reason"]
+
+
+def context_grid(lo: int, hi: int, points: int = 60, include: tuple[int, ...] = ()) -> list[int]:
+    """About ``points`` contexts spaced evenly on a log scale from lo to hi, plus ``include``."""
+    lo = check_int("lowest context", lo, 1, 10**9)
+    hi = check_int("highest context", hi, lo, 10**9)
+    if hi == lo:
+        return [lo]
+    step = (math.log(hi) - math.log(lo)) / (points - 1)
+    grid = {round(math.exp(math.log(lo) + i * step)) for i in range(points)}
+    grid.update(c for c in include if lo <= c <= hi)
+    return sorted(grid)
+
+
+def concurrency_curve(spec: ModelSpec, contexts: list[int], **budget_kwargs) -> list[float]:
+    """Max concurrent sequences at each context (vLLM's definition)."""
+    return [budget(spec, context=c, find_max_context=False, **budget_kwargs).max_concurrency
+            for c in contexts]
+
+
+def step_curve(spec: ModelSpec, w: Weights, contexts: list[int], **step_kwargs) -> dict:
+    """Weight-read and KV-read time (seconds) of one decode step at each context."""
+    weight_s, kv_s, total = [], [], []
+    for c in contexts:
+        s = step_time(spec, w, context=c, find_crossover=False, **step_kwargs)
+        bw = s.bandwidth_gbs * 1e9
+        weight_s.append(s.weight_read_bytes / bw)
+        kv_s.append((s.kv_read_bytes + s.state_read_bytes) / bw)
+        total.append(s.step_time_s)
+    return {"context": list(contexts), "weight_s": weight_s, "kv_s": kv_s, "step_s": total}
+
+
+def batch_curve(spec: ModelSpec, w: Weights, batches: list[int], **step_kwargs) -> dict:
+    """Step time and tokens/s against batch size at a fixed context."""
+    steps, tps, weight_s, kv_s = [], [], [], []
+    for b in batches:
+        s = step_time(spec, w, batch=b, find_crossover=False, **step_kwargs)
+        bw = s.bandwidth_gbs * 1e9
+        steps.append(s.step_time_s)
+        tps.append(s.tokens_per_s)
+        weight_s.append(s.weight_read_bytes / bw)
+        kv_s.append((s.kv_read_bytes + s.state_read_bytes) / bw)
+    return {"batch": list(batches), "step_s": steps, "tokens_per_s": tps, "weight_s": weight_s,
+            "kv_s": kv_s}
+
+
+def max_batch_at(spec: ModelSpec, context: int, **budget_kwargs) -> int:
+    """How many sequences of ``context`` tokens the KV pool holds at once: vLLM's maximum
+    concurrency rounded down (a fraction of a sequence does not run). 0 when not even one fits."""
+    b = budget(spec, context=context, find_max_context=False, **budget_kwargs)
+    return max(int(math.floor(b.max_concurrency)), 0)
+
+
+def max_context_at(spec: ModelSpec, batch: int, **budget_kwargs) -> int:
+    """The longest context (tokens per sequence, at most the model's limit) at which ``batch``
+    sequences fit in the KV pool together; 0 when not even one token each fits. A binary search
+    over :func:`max_batch_at`, which never grows with context."""
+    batch = check_int("batch", batch, 1, 10**7)
+    hi = spec.max_context
+
+    def fits(n: int) -> bool:
+        return max_batch_at(spec, n, **budget_kwargs) >= batch
+
+    if fits(hi):
+        return hi
+    if not fits(1):
+        return 0
+    return last_true(fits, 1, hi)
+
+
+def no_speed_reason(spec: ModelSpec, context: int, batch: int = 1,
+                    **budget_kwargs) -> str | None:
+    """Why no decode speed may be stated for ``batch`` sequences of ``context`` tokens each, or
+    None when one may: the one rule every page and the CLI apply (issue 23 [16]).
+
+    * A context past the model's limit (max_position_embeddings): it was not trained for it,
+      and engines refuse it by default.
+    * A batch the KV pool cannot hold at that context, when ``budget_kwargs`` describe a pool
+      (``max_batch_at``): those sequences cannot be decoded together.
+    """
+    limit = spec.max_context
+    if context > limit:
+        return (f"{context:,} tokens is past this model's limit of {limit:,} tokens "
+                "(max_position_embeddings): it was not trained for it and engines refuse it")
+    if budget_kwargs:
+        most = max_batch_at(spec, context, **budget_kwargs)
+        if most < batch:
+            seqs = f"{batch:,} sequence{'s' if batch != 1 else ''}"
+            return (f"{seqs} of {context:,} tokens do{'es' if batch == 1 else ''} not fit in "
+                    f"the KV pool: at most {most:,} fit{'s' if most == 1 else ''} at that length")
+    return None

@@ -1,0 +1,34 @@
+"""The page registry (webui/pages.py): the one list of pages that app.py's navigation, the
+tour's links and the page tests read."""
+
+import pytest
+from conftest import ROOT
+
+from kvcalc.teach.tour import STOPS
+from webui import pages
+from webui.pages import path
+
+
+def test_the_registry_holds_every_page_once():
+    # app.py's navigation, the tour's links and these tests all read webui/pages.py: every
+    # script in app_pages/ is registered once, under its file name, in a section app.py shows.
+    scripts = sorted(f.stem for f in (ROOT / "app_pages").glob("*.py"))
+    assert sorted(p.name for p in pages.PAGES) == scripts
+    assert {p.section for p in pages.PAGES} == set(pages.SECTIONS)
+    assert [p.name for p in pages.PAGES if p.default] == ["home"]
+    assert all((ROOT / p.path).is_file() for p in pages.PAGES)
+    with pytest.raises(KeyError, match="no page 'nope'"):
+        path("nope")
+
+
+def test_every_tour_stop_links_a_registered_page():
+    assert [s.page for s in STOPS] == ["home", "cache_fill", "budget", "step_time", "roofline",
+                                       "frontier", "interview"]
+    assert {pages.page(s.page).title for s in STOPS} == {s.title for s in STOPS}
+
+
+def test_the_pages_that_run_their_own_model():
+    # The sidebar says its model choices do not apply on these three (issue 23 [38]).
+    assert [p.name for p in pages.PAGES if p.own_model] == ["live", "microscope", "kv_quality"]
+    assert pages.own_model("live") and not pages.own_model("budget")
+    assert not pages.own_model("")  # the default page's url path

@@ -1,0 +1,81 @@
+"""The page registry: every page of the app once, with its section, title and icon.
+
+app.py builds st.navigation from it, the tour links its stops through it (a stop names its page,
+``kvcalc.teach.tour.Stop.page``; ``path`` finds the script), and the tests open pages through it.
+A page's name is its script's file name in app_pages/ and so its URL path (``/budget``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Page", "PAGES", "SECTIONS", "path", "page", "own_model", "navigation"]
+
+FOLDER = "app_pages"
+
+
+@dataclass(frozen=True)
+class Page:
+    name: str  # the script's file name in app_pages/, and the page's URL path
+    title: str
+    icon: str
+    section: str
+    default: bool = False  # the page at the app's root URL
+    # Runs its own model (SmolLM2 or a twin) or needs none: the sidebar says that its choices
+    # do not apply there (issue 23 [38]).
+    own_model: bool = False
+
+    @property
+    def path(self) -> str:
+        return f"{FOLDER}/{self.name}.py"
+
+
+SECTIONS = ("Start", "Calculators", "Teaching", "Measure")
+PAGES = (
+    Page("home", "Home", ":material/home:", "Start", default=True),
+    Page("tour", "Start here: a tour", ":material/flag:", "Start"),
+    Page("budget", "Budget", ":material/memory:", "Calculators"),
+    Page("step_time", "Decode step time", ":material/speed:", "Calculators"),
+    Page("techniques", "Shrinking the cache", ":material/compress:", "Calculators"),
+    Page("lab", "Inference Lab", ":material/tune:", "Calculators"),
+    Page("roofline", "Roofline", ":material/roofing:", "Calculators"),
+    Page("frontier", "Serving frontier", ":material/show_chart:", "Calculators"),
+    Page("vllm_startup", "vLLM start-up lines", ":material/terminal:", "Calculators"),
+    Page("cache_fill", "Cache fill", ":material/grid_on:", "Teaching"),
+    Page("engine", "Engine view: blocks", ":material/view_module:", "Teaching"),
+    Page("interview", "Interview check", ":material/school:", "Teaching"),
+    Page("live_class", "Live class", ":material/co_present:", "Teaching"),
+    Page("live", "Live: a real model", ":material/science:", "Measure", own_model=True),
+    Page("microscope", "Attention microscope", ":material/biotech:", "Measure", own_model=True),
+    Page("kv_quality", "Measured cost of shrinking", ":material/query_stats:", "Measure",
+         own_model=True),
+)
+_BY_NAME = {p.name: p for p in PAGES}
+
+
+def page(name: str) -> Page:
+    """The registered page called ``name``; KeyError naming the registered ones otherwise."""
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise KeyError(f"no page {name!r} in webui.pages (pages: {', '.join(_BY_NAME)})") from None
+
+
+def path(name: str) -> str:
+    """The script of the page called ``name``, for st.page_link and AppTest.switch_page."""
+    return page(name).path
+
+
+def own_model(url_path: str) -> bool:
+    """Whether the page at ``url_path`` (st.navigation's, "" for the default) runs its own
+    model, so that the sidebar's model choices do not apply there."""
+    p = _BY_NAME.get(url_path)
+    return p is not None and p.own_model
+
+
+def navigation() -> dict[str, list]:
+    """The st.Page objects by section, in the registry's order, for st.navigation."""
+    import streamlit as st
+
+    return {section: [st.Page(p.path, title=p.title, icon=p.icon, default=p.default)
+                      for p in PAGES if p.section == section] for section in SECTIONS}
