@@ -25,14 +25,17 @@ training points that isolate its coefficients, with the earlier stages' values f
    (single streams and static batches): measured step = ideal byte time / share + overhead;
 2. ALLREDUCE_LATENCY_S from the same kind of steps at tensor parallel > 1: the rest is
    2 x layers x (latency + the ring's bytes over the datasheet link);
-3. MFU and API_OVERHEAD_S from times to first token of one prompt on an idle engine (static
-   batches of one, serving at low load): measured = FLOPs / (peak x MFU) + overhead +
-   all-reduces (+ the API overhead when served over HTTP).
+3. MFU from the output rate of the offline runs (every request at once);
+4. API_OVERHEAD_S from served requests' times to first token at low load (open loops of at most
+   MAX_FIT_RATE requests/s, closed loops of at most MAX_FIT_USERS users): measured = the
+   simulated engine's + the overhead; then the same stage on each engine family's points alone,
+   API_OVERHEAD_BY_STACK (``simulate --serving-stack``), for the families that have any.
 
-``--fit --closed-loop`` also lets served closed loops (vllm bench serve --max-concurrency C) of
-at most MAX_FIT_USERS users into stages 1, 2 (their mean ITL as the step, at the batch the users
-keep decoding: C - request rate x mean TTFT, Little's law) and 4 (their TTFTs). Without it the
-fit is the one the committed coefficients came from.
+``--fit --closed-loop`` also lets the served closed loops (vllm bench serve --max-concurrency C)
+into stages 1 and 2 (their mean ITL as the step, at the batch the users keep decoding: C -
+request rate x mean TTFT, Little's law). Without it the fit is the one the committed
+coefficients came from. A served run of an engine family with a fitted stack is compared with
+that stack's overhead (``Run.calibrated``).
 """
 
 from __future__ import annotations
@@ -179,6 +182,7 @@ SIM_METRICS = {
 CLASSES = ("output_tokens_per_s", "tpot_itl", "ttft", "single_stream", "batch_latency", "e2el",
            "request_throughput", "total_tokens_per_s", "duration", "prefill")
 JUDGED = ("output_tokens_per_s", "tpot_itl", "ttft", "single_stream")  # the issue's Done when
+ENGINE_FAMILIES = ("llama.cpp", "lmdeploy", "sglang", "tensorrt-llm", "vllm")  # engine.name starts
 
 
 @dataclass
@@ -188,6 +192,7 @@ class Run:
     argv: list[str]  # without --ideal / --calibrated
     command: str  # "simulate" or "step-time"
     metrics: dict[str, tuple[str, str]]
+    calibrated: list[str] = field(default_factory=list)  # flags of the calibrated run only
 
 
 @dataclass
@@ -336,7 +341,12 @@ def point_runs(file: str, m: dict) -> Point:
     argv = (["simulate"] + base + _kv_flag(m) + ["--tp", str(tp)] + _lengths(w) + load
             + _harness(m) + _server_flags(m) + ["--json"])
     metrics = {k: SIM_METRICS[k] for k in wanted if k in SIM_METRICS}
-    pt.runs.append(Run(argv=argv, command="simulate", metrics=metrics))
+    # A served run (an HTTP client) goes through its engine's own serving stack, where kvcalc
+    # has that stack's fitted API overhead; the ideal bound has none.
+    fam = next((f for f in ENGINE_FAMILIES if eng.startswith(f)), None)
+    stack = (["--serving-stack", fam] if kind == "serving" and "--direct" not in argv
+             and fam in cal.API_OVERHEAD_BY_STACK else [])
+    pt.runs.append(Run(argv=argv, command="simulate", metrics=metrics, calibrated=stack))
     return pt
 
 
@@ -372,13 +382,13 @@ def evaluate(points: list[Point]) -> list[dict]:
                 before = after
             else:
                 before = run_cli(run.argv + ["--ideal"])
-                after = run_cli(run.argv)
+                after = run_cli(run.argv + run.calibrated)
             for name, (klass, key) in run.metrics.items():
                 meas = float(pt.entry["metrics"][name])
                 rows.append(dict(id=pt.id, file=pt.file, held_back=pt.held_back, metric=name,
                                  klass=klass, measured=meas, before=_value(before, key, False),
                                  after=_value(after, key, True),
-                                 argv=" ".join(run.argv)))
+                                 argv=" ".join(run.argv + run.calibrated)))
     return rows
 
 
@@ -633,14 +643,15 @@ def fit_mfu(points, share, overhead, latency) -> float:
     return (lo + hi) / 2
 
 
-def fit_api(points, share, overhead, latency, mfu, closed_loop: bool = False) -> float:
+def fit_api(points, share, overhead, latency, mfu) -> float:
     """Stage 4: the API overhead is what served requests' times to first token at low load
-    (at most MAX_FIT_RATE requests/s; with ``closed_loop`` also closed loops of at most
-    MAX_FIT_USERS users) take beyond the simulated engine's; least squares on the
-    relative error, each source weighing as one, closed form."""
+    (open loops of at most MAX_FIT_RATE requests/s and closed loops of at most MAX_FIT_USERS
+    users: the time to first token is measured directly, so a closed loop needs no inferred
+    batch) take beyond the simulated engine's; least squares on the relative error, each
+    source weighing as one, closed form. ZeroDivisionError when no point qualifies."""
     rows = _sim_rows(points, ("serving",), ("ttft_mean_s", "ttft_p50_s"),
                      _coef_flags(share, overhead, latency, mfu, 0.0), rate_max=MAX_FIT_RATE,
-                     users_max=MAX_FIT_USERS if closed_loop else None)
+                     users_max=MAX_FIT_USERS)
     w = _weights(rows)
     num = sum(wi * (y - p) / y ** 2 for wi, (p, y, _) in zip(w, rows))
     den = sum(wi / y ** 2 for wi, (p, y, _) in zip(w, rows))
@@ -656,14 +667,20 @@ def fit(points: list[Point], closed_loop: bool = False) -> dict:
     share, overhead = round(share, 3), round(overhead, 4)
     latency = round(fit_allreduce_latency(steps, share, overhead), 6)
     mfu = round(fit_mfu(points, share, overhead, latency), 3)
-    api = round(fit_api(points, share, overhead, latency, mfu, closed_loop), 4)
+    api = round(fit_api(points, share, overhead, latency, mfu), 4)
+    stacks = {}
+    for fam in ENGINE_FAMILIES:  # stage 4 again on one engine family's points
+        mine = [pt for pt in points if engine_family(pt) == fam]
+        with contextlib.suppress(ZeroDivisionError):  # no served run at low load
+            stacks[fam] = round(fit_api(mine, share, overhead, latency, mfu), 4)
     return dict(BW_SHARE=share, STEP_OVERHEAD_S=overhead, ALLREDUCE_LATENCY_S=latency, MFU=mfu,
-                API_OVERHEAD_S=api, steps=len(steps), trimmed=dropped)
+                API_OVERHEAD_S=api, API_OVERHEAD_BY_STACK=stacks, steps=len(steps),
+                trimmed=dropped)
 
 
 def fit_report(points: list[Point], closed_loop: bool = False) -> list[str]:
     f = fit(points, closed_loop)
-    return [f"# closed loops of at most {MAX_FIT_USERS} users in stages 1, 2 and 4: "
+    return [f"# closed loops of at most {MAX_FIT_USERS} users in stage 4: yes; in stages 1 and 2: "
             f"{'yes' if closed_loop else 'no (--closed-loop lets them in)'}",
             f"# stage 1: {f['steps']} decode steps of known batch (training); trimmed: "
             f"{', '.join(f['trimmed']) or 'none'}",
@@ -671,7 +688,8 @@ def fit_report(points: list[Point], closed_loop: bool = False) -> list[str]:
             f"STEP_OVERHEAD_S = {f['STEP_OVERHEAD_S']!r}",
             f"ALLREDUCE_LATENCY_S = {f['ALLREDUCE_LATENCY_S']!r}",
             f"MFU = {f['MFU']!r}",
-            f"API_OVERHEAD_S = {f['API_OVERHEAD_S']!r}"]
+            f"API_OVERHEAD_S = {f['API_OVERHEAD_S']!r}",
+            f"API_OVERHEAD_BY_STACK = {f['API_OVERHEAD_BY_STACK']!r}"]
 
 
 def error_band(rows: list[dict]) -> dict[str, tuple[float, float, int]]:
@@ -683,7 +701,6 @@ def error_band(rows: list[dict]) -> dict[str, tuple[float, float, int]]:
 
 
 # -- a diagnostic, not the committed model: one profile per engine family ---------------------
-ENGINE_FAMILIES = ("llama.cpp", "lmdeploy", "sglang", "tensorrt-llm", "vllm")
 
 
 def engine_family(pt: Point) -> str:
@@ -720,7 +737,7 @@ def per_engine(points: list[Point], closed_loop: bool) -> list[str]:
                else pooled["ALLREDUCE_LATENCY_S"])
         mine = [pt for pt in points if family[pt.id] == f]
         try:
-            api = fit_api(mine, share, over, lat, mfu, closed_loop)
+            api = fit_api(mine, share, over, lat, mfu)
         except ZeroDivisionError:  # no served TTFT at low load in this family
             api = pooled["API_OVERHEAD_S"]
         prof[f] = (over, lat, api)

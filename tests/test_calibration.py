@@ -293,7 +293,8 @@ def test_stages_1_and_2_of_the_fit_reproduce_the_constants():
 @pytest.mark.slow
 def test_the_whole_fit_reproduces_the_constants():
     f = bench().fit(bench().all_points())
-    for k in ("BW_SHARE", "STEP_OVERHEAD_S", "ALLREDUCE_LATENCY_S", "MFU", "API_OVERHEAD_S"):
+    for k in ("BW_SHARE", "STEP_OVERHEAD_S", "ALLREDUCE_LATENCY_S", "MFU", "API_OVERHEAD_S",
+              "API_OVERHEAD_BY_STACK"):
         assert f[k] == getattr(cal, k), k
 
 
@@ -355,3 +356,63 @@ def test_closed_loops_enter_the_fit_only_when_asked_at_the_batch_their_users_dec
     assert steps[c1].batch == 1 and steps[c1].measured_s == pytest.approx(0.00726)
     assert all(not s.id.startswith(("sglang-h200", "vllm-rocm", "llamacpp-pr4766"))
                for s in steps.values())  # still nothing held back
+
+
+# -- one serving stack's API overhead ---------------------------------------------------------
+
+SERVED = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--requests", "1",
+          "--rate", "1", "--prompt-tokens", "467", "--output-tokens", "16"]
+
+
+def test_a_serving_stack_adds_its_own_api_overhead_to_the_first_token(capsys):
+    """One request on an idle engine: its TTFT is the engine's prefill plus the API overhead
+    (the step model's definition), so choosing vLLM's stack moves the TTFT by exactly the
+    difference of the two fitted overheads, and nothing the engine does changes."""
+    pooled = run(SERVED, capsys)
+    vllm = run(SERVED + ["--serving-stack", "vllm"], capsys)
+    assert vllm["ttft_mean_s"] - pooled["ttft_mean_s"] == pytest.approx(
+        cal.API_OVERHEAD_BY_STACK["vllm"] - cal.API_OVERHEAD_S, abs=1e-12)
+    assert vllm["tpot_mean_s"] == pytest.approx(pooled["tpot_mean_s"], rel=1e-12)
+    assert vllm["estimate"] == "calibrated estimate" and vllm["step_model"]["stack"] == "vllm"
+    assert vllm["step_model"]["api_overhead_s"] == cal.API_OVERHEAD_BY_STACK["vllm"]
+    main(SERVED + ["--serving-stack", "sglang"])
+    assert "API overhead 16.5 ms (SGLang's serving stack)" in capsys.readouterr().out
+
+
+def test_a_serving_stack_is_one_of_those_fitted_and_not_given_twice(capsys):
+    assert "invalid choice" in fails(SERVED + ["--serving-stack", "lmdeploy"], capsys)
+    assert "give one of them" in fails(SERVED + ["--serving-stack", "vllm", "--direct"], capsys)
+    err = fails(SERVED + ["--serving-stack", "vllm", "--api-overhead-ms", "5"], capsys)
+    assert "--api-overhead-ms" in err and "give one of them" in err
+    assert "ideal bound has no serving stack" in fails(SERVED + ["--serving-stack", "vllm",
+                                                                 "--ideal"], capsys)
+    with pytest.raises(ValueError, match="fitted API overhead for"):
+        cal.step_model(stack="ollama")
+
+
+def test_a_stack_model_is_still_the_calibrated_estimate_until_a_coefficient_is_changed():
+    m = cal.step_model(stack="tensorrt-llm")
+    assert m.is_calibrated and m.api_overhead_s == cal.API_OVERHEAD_BY_STACK["tensorrt-llm"]
+    assert not cal.step_model(stack="tensorrt-llm", mfu=0.6).is_calibrated
+    assert cal.step_model(stack="tensorrt-llm", mfu=0.6).name == "your step model"
+    assert not cal.step_model(api_overhead_s=cal.API_OVERHEAD_BY_STACK["vllm"]).is_calibrated
+
+
+def test_served_corpus_runs_take_their_engines_stack_and_direct_ones_none():
+    """The command lines: an HTTP benchmark of vLLM, SGLang or TensorRT-LLM gets its engine's
+    stack in the calibrated run (never in the ideal one); a direct run (LLM class, static
+    batches) and an engine with no fitted stack get none."""
+    b = bench()
+    seen = set()
+    for pt in b.all_points():
+        for r in pt.runs:
+            kind = pt.entry["workload"]["kind"]
+            fam = b.engine_family(pt)
+            assert "--serving-stack" not in r.argv
+            if r.calibrated:
+                assert kind == "serving" and "--direct" not in r.argv
+                assert r.calibrated == ["--serving-stack", fam]
+                seen.add(fam)
+            elif r.command == "simulate" and kind == "serving":
+                assert fam not in cal.API_OVERHEAD_BY_STACK or "--direct" in r.argv
+    assert seen == set(cal.API_OVERHEAD_BY_STACK)

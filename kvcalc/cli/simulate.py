@@ -25,7 +25,13 @@ from ..core.dtypes import WEIGHT_DTYPES
 from ..core.model import ModelSpec
 from ..core.units import GiB, fmt_seconds
 from ..engines.budget import DEFAULT_RESERVE_BYTES
-from ..perf.calibration import StepModel, error_band_text, step_model
+from ..perf.calibration import (
+    API_OVERHEAD_BY_STACK,
+    STACK_NAMES,
+    StepModel,
+    error_band_text,
+    step_model,
+)
 from ..perf.sim import (
     CLI_KEYS,
     MAX_REQUESTS,
@@ -202,6 +208,9 @@ def add_arguments(p, *, key, int_arg, path=str) -> None:
                        help="a serving stack's time per request before the engine sees it "
                             "(HTTP, tokenizer, template), ms; 0 for a benchmark that calls "
                             "the engine directly")
+    speed.add_argument("--serving-stack", choices=sorted(API_OVERHEAD_BY_STACK), default=None,
+                       help="the API overhead fitted on that engine's own served runs, in place "
+                            "of the pooled one (kvcalc.perf.calibration.API_OVERHEAD_BY_STACK)")
     speed.add_argument("--direct", action="store_true",
                        help="the client calls the engine in its own process (vLLM's LLM class, "
                             "trtllm-bench, a static batch): no serving stack, no API overhead")
@@ -266,7 +275,7 @@ def speed_from_args(args) -> StepModel:
                       step_overhead_s=ms(args.step_overhead_ms), mfu=args.mfu,
                       allreduce_latency_s=(None if args.allreduce_latency_us is None
                                            else args.allreduce_latency_us / 1e6),
-                      api_overhead_s=ms(args.api_overhead_ms))
+                      api_overhead_s=ms(args.api_overhead_ms), stack=args.serving_stack)
 
 
 def cmd_simulate(args):
@@ -277,6 +286,10 @@ def cmd_simulate(args):
     prompt, output = _lengths(args)
     wl = Workload(requests=args.requests, prompt=prompt, output=output, rate=args.rate,
                   users=args.users, prefix_share=args.prefix_share, seed=args.seed)
+    if args.serving_stack and (args.direct or args.api_overhead_ms is not None):
+        raise ValueError(f"--serving-stack gives the API overhead; "
+                         f"{'--direct' if args.direct else '--api-overhead-ms'} does too: "
+                         "give one of them")
     speed = speed_from_args(args)
     w = (m.weights(args.weight_dtype, half=gpu.half) if args.weight_bits is None else
          weights_at_bits(m.spec, args.weight_bits, half=gpu.half))
@@ -367,7 +380,8 @@ def _speed_text(speed: StepModel, tp: int) -> str:
     if tp > 1:
         parts.append(f"all-reduce latency {speed.allreduce_latency_s * 1e6:g} us"
                      if speed.allreduce else "no all-reduce time")
-    parts.append(f"API overhead {speed.api_overhead_s * 1e3:g} ms")
+    parts.append(f"API overhead {speed.api_overhead_s * 1e3:g} ms"
+                 + (f" ({STACK_NAMES[speed.stack]}'s serving stack)" if speed.stack else ""))
     return ", ".join(parts)
 
 

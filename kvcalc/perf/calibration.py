@@ -19,7 +19,8 @@ coefficient here:
 * ``API_OVERHEAD_S``: a serving stack's time before the engine sees a request and after it
   ends (HTTP, tokenizer, chat template), added to every time to first token of a served
   request; benchmarks that call the engine directly (static batches, vLLM's latency script,
-  trtllm-bench, llama-bench) have none.
+  trtllm-bench, llama-bench) have none. Fitted once on every engine's served runs, and again on
+  each engine family's alone (``API_OVERHEAD_BY_STACK``: vLLM's stack adds the most).
 
 One calibrated engine step of ``tokens`` new tokens is then
 
@@ -46,6 +47,7 @@ from ..core.units import GB, check_float, check_int
 from .roofline import DEFAULT_MFU, Prefill, StepTime
 
 __all__ = ["BW_SHARE", "STEP_OVERHEAD_S", "MFU", "ALLREDUCE_LATENCY_S", "API_OVERHEAD_S",
+           "API_OVERHEAD_BY_STACK", "STACK_NAMES",
            "ALLREDUCES_PER_LAYER", "ACTIVATION_BYTES", "HELD_BACK", "ERROR_BAND", "StepModel",
            "IDEAL", "CALIBRATED", "step_model", "allreduce_seconds", "error_band_text", "Estimate",
            "estimate_step", "estimate_ttft"]
@@ -58,7 +60,13 @@ MFU = 0.501  # share of the dense peak the matrix multiplies reach
 # H100s, NVIDIA/nccl#1259) because a step also waits for the slowest GPU and launches around it;
 # the training engines (2023-24) show 40-80 us, newer ones less (see the README's table).
 ALLREDUCE_LATENCY_S = 4.9e-05
-API_OVERHEAD_S = 0.0021  # a served request's HTTP, tokenizer and template time, seconds
+API_OVERHEAD_S = 0.013  # a served request's HTTP, tokenizer and template time, seconds
+# The same stage fitted on one engine family's served runs only: what its serving stack adds to
+# a time to first token. A family with no served run at low load in the training part has none
+# (LMDeploy's and llama.cpp's published runs call the engine directly).
+API_OVERHEAD_BY_STACK: dict[str, float] = {"vllm": 0.0341, "sglang": 0.0165,
+                                           "tensorrt-llm": 0.0082}
+STACK_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM"}
 
 # -- fixed by the architecture, not fitted ----------------------------------------------------
 ALLREDUCES_PER_LAYER = 2  # Megatron-LM (arXiv:1909.08053, section 3): after attention, after MLP
@@ -75,7 +83,7 @@ HELD_BACK = ("sglang-h200-datacrunch.yaml", "vllm-rocm-mi300x.yaml",
 ERROR_BAND: dict[str, tuple[float, float, int]] = {
     "output_tokens_per_s": (0.161, 1.93, 10),
     "tpot_itl": (0.231, 1.43, 6),
-    "ttft": (0.237, 1.73, 6),
+    "ttft": (0.159, 1.31, 6),
     "single_stream": (0.072, 1.08, 2),
 }
 
@@ -92,6 +100,7 @@ class StepModel:
     allreduce_latency_s: float
     api_overhead_s: float
     allreduce: bool  # charge tensor parallelism's all-reduces
+    stack: str | None = None  # the serving stack whose API overhead it takes (None: pooled)
 
     def __post_init__(self):
         check_float("achieved share of peak bandwidth", self.bw_share, 0.0, 1.0, lo_open=True)
@@ -106,7 +115,9 @@ class StepModel:
 
     @property
     def is_calibrated(self) -> bool:
-        return self == CALIBRATED
+        """The fitted coefficients, with the pooled API overhead or one stack's."""
+        return replace(self, api_overhead_s=CALIBRATED.api_overhead_s, stack=None) == CALIBRATED \
+            and (self.stack is None or self.api_overhead_s == API_OVERHEAD_BY_STACK[self.stack])
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -123,10 +134,20 @@ CALIBRATED = StepModel(name="calibrated estimate", bw_share=BW_SHARE,
 def step_model(*, ideal: bool = False, bw_share: float | None = None,
                step_overhead_s: float | None = None, mfu: float | None = None,
                allreduce_latency_s: float | None = None,
-               api_overhead_s: float | None = None) -> StepModel:
+               api_overhead_s: float | None = None, stack: str | None = None) -> StepModel:
     """The calibrated estimate (or, with ``ideal``, the ideal bound) with any coefficient the
-    user gave in place of its fitted value; named "your step model" when one differs."""
+    user gave in place of its fitted value; named "your step model" when one differs.
+    ``stack`` (a key of API_OVERHEAD_BY_STACK) takes that serving stack's fitted API overhead
+    in place of the pooled one."""
     base = IDEAL if ideal else CALIBRATED
+    if stack is not None:
+        if stack not in API_OVERHEAD_BY_STACK:
+            raise ValueError(f"serving stack {stack!r}: kvcalc has a fitted API overhead for "
+                             f"{', '.join(API_OVERHEAD_BY_STACK)} only")
+        if ideal:
+            raise ValueError("the ideal bound has no serving stack: give the ideal bound or a "
+                             "serving stack, not both")
+        base = replace(CALIBRATED, api_overhead_s=API_OVERHEAD_BY_STACK[stack], stack=stack)
 
     def given(value: float | None, fitted: float) -> float:
         return fitted if value is None else value
