@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from ...cache.kv import stage_layers
 from ...cache.weight_bytes import Weights
@@ -149,16 +149,33 @@ class Setup:
         all and attend to ``pairs`` (query, key) pairs of prefill chunks and ``decode_pairs``
         of decode tokens in the full-attention layers (an MLA decode pair is absorbed), and
         ``slide_read`` / ``slide_pairs`` in the sliding ones, ``scheduled`` requests reading
-        their recurrent states: max(compute, memory)."""
-        compute = (self.linear_flops_per_token * tokens
-                   + self.attention_flops_per_pair * pairs
-                   + self.decode_flops_per_pair * decode_pairs
-                   + self.slide_flops_per_pair * slide_pairs) / self.flops_per_s
-        memory = (self.weights_read(tokens)
-                  + self.kv_read_bytes_per_token * read_tokens
-                  + self.slide_read_bytes_per_token * slide_read
-                  + self.state_read_bytes * scheduled) / self.bytes_per_s
-        return (compute if compute > memory else memory) + self.fixed_seconds(tokens)
+        their recurrent states: max(compute, memory), plus ``fixed_seconds``. The clock of
+        every step (``clock`` computes it)."""
+        return self.clock(tokens, scheduled)(read_tokens, pairs, slide_read, slide_pairs,
+                                             decode_pairs)
+
+    def clock(self, tokens: int, scheduled: int = 0) -> Callable[..., float]:
+        """``step_seconds`` for steps of ``tokens`` new tokens and ``scheduled`` requests reading
+        their states, as a function of the rest (read_tokens, pairs, slide_read, slide_pairs,
+        decode_pairs): what depends on the token count alone (the weights read, the linear
+        FLOPs, the fixed costs) is worked out once, so a run of decode-only steps of one batch
+        costs one call a step. The same sums in the same order, so the same floats."""
+        linear = self.linear_flops_per_token * tokens
+        weights = self.weights_read(tokens)
+        states = self.state_read_bytes * scheduled
+        fixed = self.fixed_seconds(tokens)
+        fps, bps = self.flops_per_s, self.bytes_per_s
+        att, dec, slide = (self.attention_flops_per_pair, self.decode_flops_per_pair,
+                           self.slide_flops_per_pair)
+        kv, slide_kv = self.kv_read_bytes_per_token, self.slide_read_bytes_per_token
+
+        def seconds(read_tokens: int, pairs: int, slide_read: int = 0, slide_pairs: int = 0,
+                    decode_pairs: int = 0) -> float:
+            compute = (linear + att * pairs + dec * decode_pairs + slide * slide_pairs) / fps
+            memory = (weights + kv * read_tokens + slide_kv * slide_read + states) / bps
+            return (compute if compute > memory else memory) + fixed
+
+        return seconds
 
 
 

@@ -406,23 +406,17 @@ class Scheduler:
         next_finish = self.fin_heap[0] if self.fin_heap else self.step + 1
         arrival = self.pending[0].arrival if self.pending else math.inf
         n_dec = nrun = dec.n
-        lin, a1 = s.linear_flops_per_token, s.decode_flops_per_pair / s.flops_per_s
-        m1 = s.kv_read_bytes_per_token / s.bytes_per_s
-        a1s = s.slide_flops_per_pair / s.flops_per_s
-        m1s = s.slide_read_bytes_per_token / s.bytes_per_s
-        mst = s.state_read_bytes / s.bytes_per_s
-        a0 = lin * n_dec / s.flops_per_s
-        m0 = s.weights_read(n_dec) / s.bytes_per_s + mst * n_dec
-        fx = s.fixed_seconds(n_dec)  # overhead and all-reduces: the same every step here
+        # the one clock (Setup.step_seconds), its parts that depend on the batch alone worked
+        # out once: every step here has n_dec tokens and as many requests reading their states
+        seconds = s.clock(n_dec, n_dec if self.st else 0)
         counted = nrun >= tally.max_batch
         if nrun > tally.max_batch:
             tally.max_batch = nrun
             tally.at_max = {}
-        gt, gs, bs, W = self.gt, self.gs, self.bs, self.W
-        buckets, past_cnt = dec.buckets, dec.past_cnt
+        gt, gs, bs, buckets = self.gt, self.gs, self.bs, dec.buckets
         free, total, cached = pool.free, pool.total, pool.chain_len - pool.chain_hot
         t, step, in_system, series = self.t, self.step, self.in_system, self.series
-        trace, itl_steps, dec_sum = tally.trace, tally.itl_steps, dec.base_sum
+        trace, itl_steps = tally.trace, tally.itl_steps
         peak_used, area_used = tally.peak_used, tally.area_used
         area_in_system, area_run = tally.area_in_system, tally.area_run
         streak = 0
@@ -431,23 +425,16 @@ class Scheduler:
             nb = gt * len(buckets[(-k) % bs])
             if gs:
                 dec.window_moves(k)
-                back = gs * past_cnt[(W - 1 - k) % bs]  # blocks that leave the window
+                back = dec.leaving(k)  # blocks that leave the window
                 if nb > free + back:
                     break
                 free += back
             elif nb > free:
                 break  # the full step handles evictions and preemptions
             free -= nb
-            ctx = dec_sum + n_dec * (k + 1)
-            dt = a0 + a1 * ctx
-            mem = m0 + m1 * ctx
-            if gs:
-                ctx_w = dec.below_sum + dec.n_below * (k + 1) + W * (n_dec - dec.n_below)
-                dt += a1s * ctx_w
-                mem += m1s * ctx_w
-            if mem > dt:
-                dt = mem
-            dt += fx
+            ctx = dec.context(k)
+            ctx_w = dec.window_context(k) if gs else 0
+            dt = seconds(ctx, 0, ctx_w, ctx_w, ctx)
             used = total - free - cached
             if used > peak_used:
                 peak_used = used
