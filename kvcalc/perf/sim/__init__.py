@@ -74,6 +74,8 @@ The package, one job a module:
   constants); ``Setup.step_seconds`` is the one step clock;
 * ``scheduler``: the engine steps above as named methods of a ``Scheduler`` (``simulate`` runs
   one);
+* ``pool``: the scheduler's bookkeeping (a request's state, the blocks and the shared prefix's
+  chain, the decoding requests as counts);
 * ``metrics``: what a run reports (``SimResult``, ``percentile``).
 """
 
