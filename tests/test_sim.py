@@ -25,6 +25,7 @@ import pytest
 from kvcalc import get_gpu, get_model, prefill, step_time
 from kvcalc.perf.sim import (
     CLI_KEYS,
+    Scheduler,
     Workload,
     fixed,
     lognormal,
@@ -105,6 +106,33 @@ def test_single_request_ttft_and_decode_time(llama):
     pf = prefill(m.spec, P, g.bf16_tflops, weight_read_bytes=wread(P),
                  bandwidth_gbs=g.bandwidth_gbs)
     assert r.ttft_p50_s == pytest.approx(pf.time_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("key", ["llama-3.1-8b", "gemma-2-9b"])
+def test_decode_only_stretch_and_full_steps_share_one_clock(key):
+    # One request, one prefill step, then decode steps 2..OUT-1 run as a decode-only stretch
+    # and the last as a full step. Every step is timed by Setup.step_seconds for its work: the
+    # prompt's P tokens and pairs, then one token at context c = P + 1 .. P + OUT - 1 reading
+    # its c cached tokens (in a sliding layer too: c stays below Gemma 2's 4,096-token
+    # window). Each step's time is exactly that (the scheduler's tally of decode steps), and
+    # the run's clock is those times added in order: a second copy of the formula that sums
+    # its terms in another order misses by an ulp at most contexts (here c = 514 first).
+    P, OUT = 512, 64
+    m, g = get_model(key), get_gpu("h100-sxm-80gb")
+    wl = Workload(requests=1, prompt=fixed(P), output=fixed(OUT), rate=math.inf)
+    s = setup(m.spec, m.weights(), total_bytes=g.memory_bytes, bandwidth_gbs=g.bandwidth_gbs,
+              peak_tflops=g.bf16_tflops, gpu_name=g.name, max_model_len=wl.longest)
+    sl = 1 if s.slide_groups else 0
+    assert sl == (key == "gemma-2-9b") and s.window == (4096 if sl else 0)
+    t = s.step_seconds(P, P, pairs(P), sl * P, sl * pairs(P))
+    for c in range(P + 1, P + OUT):
+        t += s.step_seconds(1, c, 0, sl * c, sl * c, 0, c)
+    run = Scheduler(s, wl)
+    r = run.run()
+    assert r.steps == OUT
+    assert run.tally.itl_steps == [(s.step_seconds(1, c, 0, sl * c, sl * c, 0, c), 1)
+                                   for c in range(P + 1, P + OUT)]
+    assert r.duration_s == t
 
 
 def test_chunked_prefill_adds_up_to_one_prefill(llama):
