@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except Exception as exc:  # a bug of ours: still one line, never a traceback
         print(one_line(f"kvcalc: internal error ({type(exc).__name__}: {exc}); please report "
-                        "it"), file=sys.stderr)
+                       "it"), file=sys.stderr)
         return 1
     unverified = list(getattr(args, "_unverified_fields", ()))
     if getattr(args, "json", False):

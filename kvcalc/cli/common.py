@@ -98,7 +98,7 @@ def int_arg(lo: int = 1, hi: int = MAX_COUNT):
 
 
 def float_arg(hi: float, *, lo: float = 0.0, above: bool = False, unit: str = "",
-               name: str = ""):
+              name: str = ""):
     """An argparse type: a finite number in [lo, hi] (in (lo, hi] with ``above``)."""
     bound = f"{'above' if above else 'at least'} {fmt_num(lo)} and at most {fmt_num(hi)}{unit}"
     if name:

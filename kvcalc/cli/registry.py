@@ -32,7 +32,7 @@ def command(name: str, help: str, arguments: Callable[[argparse.ArgumentParser],
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="python -m kvcalc",
-                     description="Exact KV-cache sizes, GPU budgets and decode step times.")
+                    description="Exact KV-cache sizes, GPU budgets and decode step times.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for c in COMMANDS.values():
         c.arguments(sub.add_parser(c.name, help=c.help))

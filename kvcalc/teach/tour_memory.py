@@ -183,7 +183,7 @@ def stop3(s: Setup) -> Lesson:
     slips += kv_slips(spec, s.kv_dtype, n, s.tp, count=True)
     if as_full(spec) != spec:
         slips.append((ratio_of(lambda: kv_pool(as_full(spec), s.w, s.gpu, n, s.kv_dtype, s.tp,
-                                              s.pp).max_concurrency, conc),
+                                               s.pp).max_concurrency, conc),
                       "That charges the sliding-window layers the whole conversation: each "
                       "reserves only its window and the tokens in flight."))
     uniform = b.num_groups <= 1

@@ -185,7 +185,7 @@ def stop5(s: Setup) -> Lesson:
         solution=(f"{peak:,.1f} x 10^12 FLOP/s / ({s.bw:,.0f} x 10^9 B/s) = {ridge:,.1f} "
                   "FLOP/B"),
         mistakes=slips_of((1000.0, "A thousand times too many: TFLOPS are 10^12 and GB/s 10^9."),
-                        (0.001, "A thousand times too few: TFLOPS are 10^12 and GB/s 10^9.")))
+                          (0.001, "A thousand times too few: TFLOPS are 10^12 and GB/s 10^9.")))
     figure = ((f"Roofline: decode at batch 1, {n:,} tokens", f"{d1.intensity:,.2f} FLOP/B")
               if d1 else ("Roofline: decode", f"not placed: {s.name} does not fit this setup"))
     return Lesson(

@@ -260,7 +260,7 @@ def kv_parts(spec: ModelSpec, kv_dtype: str, n: int, tp: int = 1) -> dict[str, i
 
 
 def kv_slips(spec: ModelSpec, kv_dtype: str, n: int, tp: int = 1, *, count: bool = False,
-              per_token: bool = False) -> list[tuple[float | None, str]]:
+             per_token: bool = False) -> list[tuple[float | None, str]]:
     """The slips of K/V arithmetic, as ratios of the wrong answer to the right one: for the
     bytes of one sequence at ``n`` tokens (with its recurrent state), or (``count``) for how
     many sequences fit, which falls as the bytes rise. ``per_token``: the bytes one token adds
@@ -280,8 +280,9 @@ def kv_slips(spec: ModelSpec, kv_dtype: str, n: int, tp: int = 1, *, count: bool
     out: list[tuple[float | None, str]] = []
     if p["att"]:
         ratio = r(total - p["att"] / 2)
-        out.append((ratio, lead_text(ratio, "that is what half the K/V bytes give. K and V are two "
-                                        "vectors per KV head: did you leave out the factor 2?")))
+        out.append((ratio, lead_text(ratio, "that is what half the K/V bytes give. K and V are "
+                                            "two vectors per KV head: did you leave out the "
+                                            "factor 2?")))
     if p["mla"]:
         ratio = r(total + p["mla"])
         out.append((ratio, lead_text(ratio, "an MLA layer stores one latent per token, not a K "
@@ -292,8 +293,9 @@ def kv_slips(spec: ModelSpec, kv_dtype: str, n: int, tp: int = 1, *, count: bool
     ratio = r(total + 7 * kv)
     bpe = d.bytes_per_element
     article = "An" if d.name.upper()[0] in "AEFHILMNORSX" else "A"  # an FP8, an INT4, a BF16
-    out.append((ratio, lead_text(ratio, f"that counts bits. {article} {d.name.upper()} number is "
-                                    f"{bpe:g} byte{'' if bpe == 1 else 's'} ({d.bits:g} bits).")))
+    out.append((ratio, lead_text(ratio, f"that counts bits. {article} {d.name.upper()} number "
+                                        f"is {bpe:g} byte{'' if bpe == 1 else 's'} "
+                                        f"({d.bits:g} bits).")))
     if p["att"] and p["q"] != p["att"]:
         layer = next(lay for lay in spec.layers if lay.kind in ATTENTION_KINDS)
         out.append((r(total - p["att"] + p["q"]),
@@ -316,7 +318,7 @@ def kv_slips(spec: ModelSpec, kv_dtype: str, n: int, tp: int = 1, *, count: bool
 # -- the stops --------------------------------------------------------------------------------
 
 def kv_pool(spec: ModelSpec, w: Weights, gpu: GPU, context: int, kv_dtype: str, tp: int,
-          pp: int, **kw) -> Budget:
+            pp: int, **kw) -> Budget:
     b = budget(spec, total_bytes=kw.pop("total_bytes", gpu.memory_bytes), context=context,
                weights_bytes=kw.pop("weights_bytes", w.bytes), kv_dtype=kv_dtype, tp=tp, pp=pp,
                find_max_context=False, gpu_name=gpu.name, **kw)
@@ -328,7 +330,7 @@ def kv_pool(spec: ModelSpec, w: Weights, gpu: GPU, context: int, kv_dtype: str, 
 
 
 def logged_capacity(spec: ModelSpec, w: Weights, gpu: GPU, context: int, kv_dtype: str,
-                     tp: int, pp: int) -> Budget:
+                    tp: int, pp: int) -> Budget:
     """vLLM's logged "Maximum concurrency for N tokens per request": its start-up worst case,
     every request at its full length. The one call the tour makes for capacity, so that a
     running-capacity figure (the batch a running server sustains) can take its place here."""

@@ -159,7 +159,7 @@ def _grouping_of(  # noqa: C901
 
 
 def per_request_blocks(grouping: KVCacheGrouping, max_model_len: int, in_flight: int,
-                 state_blocks: int = 1) -> list[int]:
+                       state_blocks: int = 1) -> list[int]:
     """Blocks one request of max_model_len takes in each group; a recurrent group takes
     ``state_blocks`` (MambaSpec.max_memory_usage_bytes: 1, or 2 + checkpoints in 'align')."""
     return [state_blocks if g.spec.state_elements else
