@@ -67,7 +67,7 @@ except ValueError as exc:
 
 st.plotly_chart(budget_figure(b), width="stretch", key="b_fig")
 # What the pool can hold: whole blocks (vLLM, TensorRT-LLM), or every byte (the ideal convention).
-usable = max(b.kv_pool_bytes, 0) if b.engine == "ideal" else b.num_blocks * b.block_bytes
+usable = b.usable_bytes
 # Some layers keep less than every token (windows, chunks, states): vLLM's start-up line and a
 # running server then disagree, and the page shows both.
 windowed = any(r.tokens_kept < context or r.state_bytes for r in per.rows)

@@ -14,7 +14,7 @@ should give. Two inputs are taken as the stops give them to the student, and sai
   for DeepSeek-V3's latent in FP8 on Hopper, FlashMLA's, from vLLM's source: issue 23 [21]).
 
 vLLM's rules used (vllm/v1/core/kv_cache_utils.py and kv_cache_interface.py, as
-kvcalc/engines/vllm.py documents them):
+kvcalc/engines/vllm/ documents them):
 - requested = ceil(driver memory x UTIL); pool = requested - weights per GPU - RESERVE;
 - page = block x bytes per token of one layer on one GPU (max(1, KV heads // TP) heads; an MLA
   latent whole on every GPU); blocks = pool // page // layers per group;

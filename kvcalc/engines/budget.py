@@ -1,6 +1,8 @@
 """GPU memory budget: how much of a GPU becomes KV cache, and how many sequences it holds.
 
-Three conventions, each named, never mixed:
+Three conventions, each named, never mixed, each a class whose behaviour (the pool, the figures,
+the derivation) lives on it: ``VllmBudget``, ``IdealBudget``, ``TrtllmBudget``, all ``Budget``s.
+``budget(engine=...)`` picks the class once (``CONVENTIONS``); nothing after branches on the name.
 
 ``engine="vllm"`` (the default): vLLM's own arithmetic, delegated to
 ``kvcalc.engines.vllm.predict``, the one implementation of it in kvcalc (hybrid groups, padding
@@ -34,7 +36,7 @@ in force (0.9 before 0.20.0), or TensorRT-LLM's 0.9 for its convention.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..cache.kv import kv_cache, stage_layers
@@ -47,7 +49,8 @@ from . import vllm as _vllm
 __all__ = ["Budget", "budget", "DEFAULT_RESERVE_BYTES", "DEFAULT_GPU_MEM_UTIL",
            "DEFAULT_ACTIVATION_BYTES", "DEFAULT_NON_TORCH_BYTES", "DEFAULT_CUDA_GRAPH_BYTES",
            "TRTLLM_FREE_FRACTION", "PREVIOUS_GPU_MEM_UTIL", "GPU_MEM_UTIL_CHANGED_IN", "ENGINES",
-           "default_gpu_mem_util", "pool_defaults_text"]
+           "default_gpu_mem_util", "pool_defaults_text", "VllmBudget", "IdealBudget",
+           "TrtllmBudget", "CONVENTIONS"]
 
 # vLLM's default gpu_memory_utilization in the newest release kvcalc models (0.92 from 0.20.0,
 # PR #38284; 0.9 before): the one default of every page and of the CLI.
@@ -72,11 +75,15 @@ DEFAULT_NON_TORCH_BYTES = GiB // 2
 DEFAULT_CUDA_GRAPH_BYTES = GiB // 2
 DEFAULT_RESERVE_BYTES = DEFAULT_ACTIVATION_BYTES + DEFAULT_NON_TORCH_BYTES \
     + DEFAULT_CUDA_GRAPH_BYTES  # 2 GiB
-ENGINES = ("vllm", "ideal", "trtllm")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Budget:
+    """One GPU's budget under one convention: the figures every convention has. A convention
+    is a subclass (VllmBudget, IdealBudget, TrtllmBudget) that says how its pool follows
+    (``pool``), computes its figures (``figures``) and writes its derivation; ``engine`` names
+    it (the --json key and the page's choice)."""
+
     engine: str
     total_bytes: int  # one GPU's memory as the driver reports it
     gpu_mem_util: float
@@ -156,55 +163,22 @@ class Budget:
             return "memory"
         return "model"
 
+    @property
+    def usable_bytes(self) -> int:
+        """What the pool can hold: whole blocks (vLLM, TensorRT-LLM), or every byte (the ideal
+        convention)."""
+        return self.num_blocks * self.block_bytes
+
     def derivation(self) -> str:
         """How the pool, the blocks and the concurrency follow, numbers substituted, in the
         engine's own order of operations (what the pages and the CLI print)."""
-        gib = lambda n: f"{n / GiB:,.2f} GiB"  # noqa: E731
-        ctx = f"{self.context:,}"
-        lines = []
-        if self.engine in ("vllm", "ideal"):
-            lines.append(
-                f"requested         = ceil({self.total_bytes:,} B x {self.gpu_mem_util:g}) "
-                f"= {self.requested_bytes:,} B ({gib(self.requested_bytes)})"
-            )
-            lines.append(f"KV pool           = {self.requested_bytes:,} - {self.weights_bytes:,} "
-                         f"weights - {self.reserve_bytes:,} reserve = {self.kv_pool_bytes:,} B "
-                         f"({gib(self.kv_pool_bytes)})")
-        else:
-            lines.append(f"KV pool           = floor({self.gpu_mem_util:g} x ({self.total_bytes:,} "
-                         f"- {self.weights_bytes:,} weights - {self.reserve_bytes:,} reserve)) = "
-                         f"{self.kv_pool_bytes:,} B ({gib(self.kv_pool_bytes)})")
-        pool = max(self.kv_pool_bytes, 0)
-        if self.engine == "vllm":
-            lines += [
-                f"page (one layer)  = {self.effective_block_size} tokens x per-layer bytes = "
-                f"{self.page_bytes:,} B",
-                f"blocks            = {pool:,} // {self.page_bytes:,} // {self.group_size} "
-                f"layers per group = {self.num_blocks:,}  ({self.num_groups} group(s) share them)",
-                f"one request       = {self.blocks_per_request:,} blocks at {ctx} tokens (windows "
-                "reserve a window plus the tokens in flight; a state one block)",
-                f"max concurrency   = {self.num_blocks:,} / {self.blocks_per_request:,} = "
-                f"{self.max_concurrency:,.2f}   (vLLM {self.vllm_version})"]
-        elif self.engine == "ideal":
-            lines += [
-                f"one sequence      = {self.seq_bytes:,} B actually held at {ctx} tokens (no "
-                "block rounding, windows at most their length)",
-                f"max concurrency   = {pool:,} / {self.seq_bytes:,} = {self.max_concurrency:,.2f}"]
-        else:
-            if self.block_bytes == self.page_bytes * self.kv_layers:  # every layer alike
-                blocks = (f"{pool:,} // {self.page_bytes:,} // {self.kv_layers} K/V layers")
-            else:  # pages differ by layer: a block is one page of every layer
-                blocks = f"{pool:,} // {self.block_bytes:,} B (one page of every K/V layer)"
-            lines += [
-                f"page (one layer)  = {self.block_size} tokens x per-layer bytes = "
-                f"{self.page_bytes:,} B" + ("" if self.block_bytes == self.page_bytes
-                                            * self.kv_layers else " (the largest layer's)"),
-                f"blocks            = {blocks} = {self.num_blocks:,}",
-                f"one sequence      = {self.seq_bytes:,} B at {ctx} tokens (whole blocks per "
-                "layer)",
-                f"max concurrency   = {self.num_blocks * self.block_bytes:,} / "
-                f"{self.seq_bytes:,} = {self.max_concurrency:,.2f}"]
-        return "\n".join(lines)
+        return "\n".join(self._pool_lines() + self._block_lines(max(self.kv_pool_bytes, 0)))
+
+    def _pool_lines(self) -> list[str]:
+        raise NotImplementedError  # each convention says how its pool follows
+
+    def _block_lines(self, pool: int) -> list[str]:
+        raise NotImplementedError  # and how its blocks and concurrency do
 
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
@@ -217,12 +191,159 @@ class Budget:
         return d
 
 
+def _gib(n: int) -> str:
+    return f"{n / GiB:,.2f} GiB"
+
+
+def _vllm_pool(total_bytes: int, weights_bytes: int, reserve_bytes: int,
+               gpu_mem_util: float) -> tuple[int, int]:
+    """(requested, pool) by vLLM's rule: requested_memory = math.ceil(total_memory x
+    gpu_memory_utilization), in floats; the pool is what the weights and the reserve leave."""
+    requested = math.ceil(total_bytes * gpu_mem_util)
+    return requested, requested - weights_bytes - reserve_bytes
+
+
+def _vllm_pool_lines(b: Budget) -> list[str]:
+    """The requested memory and the pool in vLLM's order (vLLM and the ideal convention)."""
+    return [
+        f"requested         = ceil({b.total_bytes:,} B x {b.gpu_mem_util:g}) "
+        f"= {b.requested_bytes:,} B ({_gib(b.requested_bytes)})",
+        f"KV pool           = {b.requested_bytes:,} - {b.weights_bytes:,} "
+        f"weights - {b.reserve_bytes:,} reserve = {b.kv_pool_bytes:,} B "
+        f"({_gib(b.kv_pool_bytes)})"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class VllmBudget(Budget):
+    """vLLM's own arithmetic (kvcalc.engines.vllm.predict): a fraction of TOTAL memory, blocks
+    shared by groups of layers, its start-up check and max_num_seqs."""
+
+    engine: str = field(default="vllm", init=False)
+
+    @staticmethod
+    def default_gpu_mem_util(vllm_version: str | None = None) -> float:
+        return float(_vllm.fact("gpu_memory_utilization", vllm_version))
+
+    pool = staticmethod(_vllm_pool)
+
+    @staticmethod
+    def figures(spec: ModelSpec, stages, pool: int, *, context: int, concurrency: int,
+                block_size: int, dtype, scales: bool, sdtype, tp: int, pp: int,
+                find_max_context: bool, vllm_version: str | None,
+                max_num_batched_tokens: int | None, max_num_seqs: int | None,
+                total_bytes: int, gpu_name: str | None) -> dict:
+        # The layer count and the state of the binding stage; vLLM's figures for the rest.
+        best = _binding_stage(stages, pool, block_size, context, concurrency, dtype, scales,
+                              sdtype, find_max_context=False)
+        best.update(_vllm_fields(spec, pool, context, concurrency, block_size=block_size,
+                                 kv_dtype=dtype.name, scales=scales, state_dtype=sdtype.name,
+                                 tp=tp, pp=pp, version=vllm_version, mnbt=max_num_batched_tokens,
+                                 max_num_seqs=max_num_seqs, total_bytes=total_bytes,
+                                 gpu_name=gpu_name, find_max_context=find_max_context))
+        return best
+
+    def _pool_lines(self) -> list[str]:
+        return _vllm_pool_lines(self)
+
+    def _block_lines(self, pool: int) -> list[str]:
+        return [
+            f"page (one layer)  = {self.effective_block_size} tokens x per-layer bytes = "
+            f"{self.page_bytes:,} B",
+            f"blocks            = {pool:,} // {self.page_bytes:,} // {self.group_size} "
+            f"layers per group = {self.num_blocks:,}  ({self.num_groups} group(s) share them)",
+            f"one request       = {self.blocks_per_request:,} blocks at {self.context:,} tokens "
+            "(windows reserve a window plus the tokens in flight; a state one block)",
+            f"max concurrency   = {self.num_blocks:,} / {self.blocks_per_request:,} = "
+            f"{self.max_concurrency:,.2f}   (vLLM {self.vllm_version})"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class IdealBudget(Budget):
+    """The bytes one sequence really holds (the seed's formula), against vLLM's pool: no block
+    rounding, no window slack. For teaching what the allocator costs."""
+
+    engine: str = field(default="ideal", init=False)
+    default_gpu_mem_util = staticmethod(VllmBudget.default_gpu_mem_util)
+    pool = staticmethod(_vllm_pool)  # the ideal convention counts against vLLM's pool
+
+    @staticmethod
+    def figures(spec: ModelSpec, stages, pool: int, *, context: int, concurrency: int,
+                block_size: int, dtype, scales: bool, sdtype, tp: int, pp: int,
+                find_max_context: bool, **_: Any) -> dict:
+        best = _binding_stage(stages, pool, block_size, context, concurrency, dtype, scales,
+                              sdtype, find_max_context=False)
+        best.update(_ideal_fields(spec, pool, context, concurrency, dtype.name, scales,
+                                  sdtype.name, tp, pp, find_max_context))
+        return best
+
+    @property
+    def usable_bytes(self) -> int:
+        return max(self.kv_pool_bytes, 0)
+
+    def _pool_lines(self) -> list[str]:
+        return _vllm_pool_lines(self)
+
+    def _block_lines(self, pool: int) -> list[str]:
+        return [
+            f"one sequence      = {self.seq_bytes:,} B actually held at {self.context:,} tokens "
+            "(no block rounding, windows at most their length)",
+            f"max concurrency   = {pool:,} / {self.seq_bytes:,} = {self.max_concurrency:,.2f}"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrtllmBudget(Budget):
+    """TensorRT-LLM's pool: a fraction of the memory still free after the weights and the
+    runtime reserve, cut into blocks per layer."""
+
+    engine: str = field(default="trtllm", init=False)
+
+    @staticmethod
+    def default_gpu_mem_util(vllm_version: str | None = None) -> float:
+        return TRTLLM_FREE_FRACTION
+
+    @staticmethod
+    def pool(total_bytes: int, weights_bytes: int, reserve_bytes: int,
+             gpu_mem_util: float) -> tuple[int, int]:
+        free = total_bytes - weights_bytes - reserve_bytes
+        return total_bytes, math.floor(free * gpu_mem_util) if free > 0 else free
+
+    @staticmethod
+    def figures(spec: ModelSpec, stages, pool: int, *, context: int, concurrency: int,
+                block_size: int, dtype, scales: bool, sdtype, find_max_context: bool,
+                **_: Any) -> dict:
+        return _binding_stage(stages, pool, block_size, context, concurrency, dtype, scales,
+                              sdtype, find_max_context=find_max_context)
+
+    def _pool_lines(self) -> list[str]:
+        return [f"KV pool           = floor({self.gpu_mem_util:g} x ({self.total_bytes:,} "
+                f"- {self.weights_bytes:,} weights - {self.reserve_bytes:,} reserve)) = "
+                f"{self.kv_pool_bytes:,} B ({_gib(self.kv_pool_bytes)})"]
+
+    def _block_lines(self, pool: int) -> list[str]:
+        alike = self.block_bytes == self.page_bytes * self.kv_layers  # every layer alike
+        if alike:
+            blocks = (f"{pool:,} // {self.page_bytes:,} // {self.kv_layers} K/V layers")
+        else:  # pages differ by layer: a block is one page of every layer
+            blocks = f"{pool:,} // {self.block_bytes:,} B (one page of every K/V layer)"
+        return [
+            f"page (one layer)  = {self.block_size} tokens x per-layer bytes = "
+            f"{self.page_bytes:,} B" + ("" if alike else " (the largest layer's)"),
+            f"blocks            = {blocks} = {self.num_blocks:,}",
+            f"one sequence      = {self.seq_bytes:,} B at {self.context:,} tokens (whole blocks "
+            "per layer)",
+            f"max concurrency   = {self.num_blocks * self.block_bytes:,} / "
+            f"{self.seq_bytes:,} = {self.max_concurrency:,.2f}"]
+
+
+CONVENTIONS: dict[str, type[VllmBudget] | type[IdealBudget] | type[TrtllmBudget]] = {
+    "vllm": VllmBudget, "ideal": IdealBudget, "trtllm": TrtllmBudget}
+ENGINES = tuple(CONVENTIONS)
+
+
 def default_gpu_mem_util(engine: str = "vllm", vllm_version: str | None = None) -> float:
     """The share of memory a convention takes when none is given: vLLM's own default for
     ``vllm_version`` (None: the newest, ``DEFAULT_GPU_MEM_UTIL``), or TensorRT-LLM's 0.9."""
-    if engine == "trtllm":
-        return TRTLLM_FREE_FRACTION
-    return float(_vllm.fact("gpu_memory_utilization", vllm_version))
+    return CONVENTIONS[engine].default_gpu_mem_util(vllm_version)
 
 
 def pool_defaults_text(gpu_mem_util: float = DEFAULT_GPU_MEM_UTIL,
@@ -267,33 +388,30 @@ def budget(spec: ModelSpec, *, total_bytes: int, context: int, weights_bytes: in
     stages = stage_layers(spec, tp, pp)
     w_gpu = math.ceil(weights_bytes / (tp * pp))
 
-    if engine in ("vllm", "ideal"):  # the ideal convention counts against vLLM's pool
-        # vLLM: requested_memory = math.ceil(total_memory * gpu_memory_utilization), in floats.
-        requested = math.ceil(total_bytes * gpu_mem_util)
-        pool = requested - w_gpu - reserve_bytes
-    else:
-        requested = total_bytes
-        free = total_bytes - w_gpu - reserve_bytes
-        pool = math.floor(free * gpu_mem_util) if free > 0 else free
+    convention = CONVENTIONS[engine]
+    requested, pool = convention.pool(total_bytes, w_gpu, reserve_bytes, gpu_mem_util)
+    best = convention.figures(spec, stages, pool, context=context, concurrency=concurrency,
+                              block_size=block_size, dtype=dtype, scales=scales, sdtype=sdtype,
+                              tp=tp, pp=pp, find_max_context=find_max_context,
+                              vllm_version=vllm_version,
+                              max_num_batched_tokens=max_num_batched_tokens,
+                              max_num_seqs=max_num_seqs, total_bytes=total_bytes,
+                              gpu_name=gpu_name)
+    return convention(total_bytes=total_bytes, gpu_mem_util=gpu_mem_util,
+                      requested_bytes=requested, weights_bytes=w_gpu,
+                      reserve_bytes=reserve_bytes, kv_pool_bytes=pool,
+                      unused_bytes=total_bytes - requested, block_size=block_size,
+                      context=context, model_max_context=spec.max_context,
+                      concurrency=concurrency, tp=tp, pp=pp, **best)
 
-    # The stage that holds the fewest sequences sets the budget (the first of equals).
-    best = min((_stage(layers, index, pool, block_size, context, concurrency, dtype, scales,
-                       sdtype, find_max_context) for index, layers in enumerate(stages)),
+
+def _binding_stage(stages, pool, bs, context, concurrency, dtype, scales, sdtype, *,
+                   find_max_context: bool) -> dict:
+    """The figures of the stage that holds the fewest sequences (the first of equals), by
+    blocks per layer."""
+    return min((_stage(layers, index, pool, bs, context, concurrency, dtype, scales, sdtype,
+                       find_max_context) for index, layers in enumerate(stages)),
                key=lambda cand: cand["max_concurrency"])
-    if engine == "vllm":
-        best.update(_vllm_fields(spec, pool, context, concurrency, block_size=block_size,
-                                 kv_dtype=dtype.name, scales=scales, state_dtype=sdtype.name,
-                                 tp=tp, pp=pp, version=vllm_version, mnbt=max_num_batched_tokens,
-                                 max_num_seqs=max_num_seqs, total_bytes=total_bytes,
-                                 gpu_name=gpu_name, find_max_context=find_max_context))
-    elif engine == "ideal":
-        best.update(_ideal_fields(spec, pool, context, concurrency, dtype.name, scales,
-                                  sdtype.name, tp, pp, find_max_context))
-    return Budget(engine=engine, total_bytes=total_bytes, gpu_mem_util=gpu_mem_util,
-                  requested_bytes=requested, weights_bytes=w_gpu, reserve_bytes=reserve_bytes,
-                  kv_pool_bytes=pool, unused_bytes=total_bytes - requested,
-                  block_size=block_size, context=context, model_max_context=spec.max_context,
-                  concurrency=concurrency, tp=tp, pp=pp, **best)
 
 
 def _stage(layers, index, pool, bs, context, concurrency, dtype, scales, sdtype,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from ..config.catalog import registry
-from ..core.dtypes import KV_DTYPES, get_dtype
+from ..core.dtypes import KV_DTYPES, DType, get_dtype
 from ..core.model import ModelSpec
 from ..core.units import check_int, fmt_seconds
 from ..perf.roofline import offload_vs_recompute
@@ -56,6 +56,41 @@ def _bytes(layers, n: int, dtype, cap: int | None = None) -> tuple[int, int]:
 _IDLE = ("Only while the sequence is idle, between a user's turns (or for cached prefixes no "
          "request is reading): a running sequence with full attention reads its whole cache at "
          "every step, so all of it must be back on the GPU before it decodes again.")
+
+
+def _offload_line(spec: ModelSpec, n: int, dtype: DType, *, gpu_tokens: int, moved: int,
+                  link_gbs: float, link_name: str, peak_tflops: float | None, tp: int) -> str:
+    """The trade-off text of CPU offload: what reloading the ``moved`` bytes of the tokens
+    beyond the newest ``gpu_tokens`` costs over the link, against recomputing them when the
+    parameter count and the GPU's peak are known."""
+    cold = n - min(n, gpu_tokens)
+    # What comes back when the user returns: each layer's tokens it needs (min(window, n) for a
+    # sliding layer) less the newest gpu_tokens it kept on the GPU. A sliding layer whose window
+    # fits in what stayed reloads nothing (issue 23 [24]: they were counted twice). Per GPU,
+    # each over its own link.
+    reload_s = moved / (link_gbs * 1e9)
+    per = " per GPU" if tp > 1 else ""
+    if moved and spec.params is not None and peak_tflops:
+        off = offload_vs_recompute(spec, cold, link_gbs=link_gbs, peak_tflops=peak_tflops,
+                                   kv_dtype=dtype.name, tp=tp)
+        verdict = ("reloading is faster" if reload_s < off.recompute_s
+                   else "recomputing is faster")
+        line = (f"{_IDLE} When the user returns, reloading the other {cold:,} tokens "
+                f"({moved:,} B{per}) over {link_name} takes {fmt_seconds(reload_s)}, "
+                f"recomputing them {fmt_seconds(off.recompute_s)} (prefill FLOPs alone): "
+                f"{verdict}.")
+    elif moved:
+        # Recomputing needs the parameter count and the GPU's peak (prefill FLOPs / peak);
+        # reloading needs only bytes.
+        missing = ("the parameter count, which kvcalc could not take from this config"
+                   if spec.params is None else "the GPU's peak TFLOPS, which is not stated")
+        line = (f"{_IDLE} When the user returns, reloading the other {cold:,} tokens "
+                f"({moved:,} B{per}) over {link_name} takes {fmt_seconds(reload_s)}; the time to "
+                f"recompute them needs {missing}.")
+    else:
+        line = (f"Every layer's tokens fit in the newest {gpu_tokens:,} kept on the GPU: nothing "
+                "to offload at this length.")
+    return line
 
 
 def techniques(spec: ModelSpec, context: int, *, kv_dtype: str = "bf16", window: int = 4096,
@@ -159,35 +194,10 @@ def techniques(spec: ModelSpec, context: int, *, kv_dtype: str = "bf16", window:
         "lose far context. Needs a model trained this way; real models (Gemma, gpt-oss) "
         "interleave window layers with a few global ones, which this row does not.",
         applies=n > window)
-    cold = n - min(n, gpu_tokens)
     kept = _bytes(own_layers, n, dtype, cap=gpu_tokens)
-    # What comes back when the user returns: each layer's tokens it needs (min(window, n) for a
-    # sliding layer) less the newest gpu_tokens it kept on the GPU. A sliding layer whose window
-    # fits in what stayed reloads nothing (issue 23 [24]: they were counted twice). Per GPU,
-    # each over its own link.
     moved = own_seq - kept[1]
-    reload_s = moved / (link_gbs * 1e9)
-    per = " per GPU" if tp > 1 else ""
-    if moved and spec.params is not None and peak_tflops:
-        off = offload_vs_recompute(spec, cold, link_gbs=link_gbs, peak_tflops=peak_tflops,
-                                   kv_dtype=dtype.name, tp=tp)
-        verdict = ("reloading is faster" if reload_s < off.recompute_s
-                   else "recomputing is faster")
-        line = (f"{_IDLE} When the user returns, reloading the other {cold:,} tokens "
-                f"({moved:,} B{per}) over {link_name} takes {fmt_seconds(reload_s)}, "
-                f"recomputing them {fmt_seconds(off.recompute_s)} (prefill FLOPs alone): "
-                f"{verdict}.")
-    elif moved:
-        # Recomputing needs the parameter count and the GPU's peak (prefill FLOPs / peak);
-        # reloading needs only bytes.
-        missing = ("the parameter count, which kvcalc could not take from this config"
-                   if spec.params is None else "the GPU's peak TFLOPS, which is not stated")
-        line = (f"{_IDLE} When the user returns, reloading the other {cold:,} tokens "
-                f"({moved:,} B{per}) over {link_name} takes {fmt_seconds(reload_s)}; the time to "
-                f"recompute them needs {missing}.")
-    else:
-        line = (f"Every layer's tokens fit in the newest {gpu_tokens:,} kept on the GPU: nothing "
-                "to offload at this length.")
+    line = _offload_line(spec, n, dtype, gpu_tokens=gpu_tokens, moved=moved, link_gbs=link_gbs,
+                         link_name=link_name, peak_tflops=peak_tflops, tp=tp)
     add("offload", f"CPU offload while idle (the newest {gpu_tokens:,} tokens stay on the GPU)",
         "memory tier", kept, line, applies=moved > 0)
     return rows
