@@ -44,6 +44,21 @@ are applied per query position, not per chunk. Only H2O decides its evictions on
 Positions: a StreamingLLM cache re-numbers the positions inside the cache; this text is shorter
 than SmolLM2's 8,192-token context, so the original positions are kept (the model has seen
 every distance it meets here).
+
+Deterministic on a given machine: every number of the table (the seconds aside) is the same at
+every run, bit for bit. It needs saying because a rounding format amplifies the last bit of the
+arithmetic: a value that sits at a rounding edge goes one way or the other, and the change
+travels through 30 layers. Measured on 1,024 tokens (2-core Xeon, AVX-512), moving only the
+kernels' summation order (MKL_CBWR=AVX2 or COMPATIBLE, ATEN_CPU_CAPABILITY=avx2 or default)
+moved the exact cache's perplexity by 4e-7 but FP8's by up to 0.5% (12.819 to 12.886) and
+INT8's by 0.2%: the size of the move seen between two runs (FP8 12.016 against 11.990). So a
+measurement runs on one CPU thread (THREADS), whatever torch would pick (OMP_NUM_THREADS, the
+core count): no sum is split between threads, whose count set the attention error's last
+digits here (and can set a matrix product's on other CPUs). One thread is also the faster
+choice on a busy machine: two threads wait for each other at every operation (1,024 tokens,
+exact + FP8, load average 2.5 to 5.5 on 2 cores: 10 to 21 s on one thread, 53 to 80 s on two).
+What still changes the numbers is the machine: the CPU's instruction set, the torch and
+transformers versions, Python's (it carries the text).
 """
 
 from __future__ import annotations
@@ -52,6 +67,7 @@ import math
 import re
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 from .units import check_int
@@ -59,7 +75,7 @@ from .units import check_int
 __all__ = ["VARIANTS", "EXTRA_VARIANTS", "Variant", "variant", "roundtrip", "QualityRow",
            "QualityTable", "evaluate", "text_ids", "TEXT_SOURCE", "MAX_TOKENS", "MIN_TOKENS",
            "MODEL_KEY", "kv_bytes", "attention_allowed", "KIVI_GROUP", "KIVI_RESIDUAL",
-           "SINKS", "CHUNK"]
+           "SINKS", "CHUNK", "THREADS"]
 
 MODEL_KEY = "smollm2-135m"
 MIN_TOKENS = 64
@@ -69,6 +85,7 @@ KIVI_GROUP = 32  # KIVI's group size G (its example scripts: GROUP_SIZE = 32)
 KIVI_RESIDUAL = 128  # KIVI's residual length R (RESIDUAL_LENGTH = 128), a multiple of G
 SINKS = 4  # StreamingLLM keeps 4 initial tokens
 FP8_MAX = 448.0  # largest finite e4m3 value (OCP FP8: S.1111.110 = 448)
+THREADS = 1  # CPU threads a measurement runs on: the same sums in the same order at every run
 TEXT_SOURCE = ("pydoc_data.topics: the Python {version} documentation shipped with Python, "
                "topics in sorted order joined by blank lines, the first {tokens:,} tokens "
                "(SmolLM2's tokenizer)")
@@ -371,6 +388,25 @@ def evaluate(*, model: str = MODEL_KEY, tokens: int = 2048, window: int = 256,
                                        list(variants) if variants else list(VARIANTS))
     torch = live._torch()
     dev = live._device(torch, device)
+    with _threads(torch, THREADS):
+        return _evaluate(torch, live, tokens, window, chunk, vs, dev, should_stop, progress,
+                         cached_exact)
+
+
+@contextmanager
+def _threads(torch, n: int):
+    """torch's intra-op threads set to ``n`` for the block, then put back (a process-wide
+    setting: the app runs one device job at a time, webui/device_queue.py)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _evaluate(torch, live, tokens, window, chunk, vs, dev, should_stop, progress,
+              cached_exact) -> QualityTable:
     t0 = time.perf_counter()
     net_model, _, tok = live._load("gguf", MODEL_KEY, "fp32", dev)
     from .llama_forward import Net

@@ -7,6 +7,9 @@ their oracles are transformers' own forward pass (plain, or with a mask built by
 
 import json
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -234,6 +237,54 @@ def test_cli_quality_json_shape(capsys):
     # 160 tokens x 46,080 B; the window keeps 32 tokens, the sinks 36
     assert d["rows"][0]["kv_bytes"] == 160 * 46_080
     assert d["rows"][6]["kv_bytes"] == 32 * 46_080 and d["rows"][7]["kv_bytes"] == 36 * 46_080
+
+
+def _cli_quality_json(*args, env=None) -> dict:
+    """`python -m kvcalc quality ... --json` in its own process: its JSON object."""
+    from conftest import ROOT
+
+    r = subprocess.run([sys.executable, "-m", "kvcalc", "quality", "--model", "smollm2-135m",
+                        *args, "--json"], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=1800)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout)
+
+
+def _without_timings(d: dict) -> dict:
+    d = json.loads(json.dumps(d))
+    d.pop("load_seconds", None)
+    for r in d["rows"]:
+        r.pop("seconds")
+    return d
+
+
+@needs_smollm2
+def test_the_table_is_the_same_at_every_run_whatever_torch_would_pick_for_threads():
+    """Issue 27: the FP8 row moved between two runs of the same command (perplexity 12.016
+    against 11.990). The small configuration, run twice, each in its own process, one where
+    torch would take 1 thread (OMP_NUM_THREADS=1) and one 2: the same table, every number to
+    the last bit (the seconds aside). Before the measurement ran on a fixed thread count, the
+    attention errors differed in their last digits between these two runs (the sum of the
+    total-variation distances was split between threads)."""
+    runs = [_cli_quality_json("--tokens", "256", "--window", "32",
+                              env=dict(os.environ, OMP_NUM_THREADS=n)) for n in ("1", "2")]
+    assert [r["variant"] for r in runs[0]["rows"]] == [
+        "exact", "fp8", "int8-token", "int4-token", "int4-kivi", "int2-kivi", "window-32",
+        "sink4-window-32"]
+    assert _without_timings(runs[0]) == _without_timings(runs[1])
+
+
+@needs_smollm2
+def test_the_measurement_runs_on_its_threads_and_gives_torch_back_its_own():
+    seen = []
+    torch.set_num_threads(2)
+    try:
+        quality.evaluate(tokens=64, window=16, variants=["exact", "fp8"], cached_exact=False,
+                         progress=lambda *_: seen.append(torch.get_num_threads()))
+        assert seen and set(seen) == {quality.THREADS} == {1}
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(os.cpu_count() or 1)
 
 
 def test_cli_quality_refusals(capsys):
