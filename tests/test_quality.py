@@ -287,6 +287,58 @@ def test_the_measurement_runs_on_its_threads_and_gives_torch_back_its_own():
         torch.set_num_threads(os.cpu_count() or 1)
 
 
+@needs_smollm2
+def test_cli_writes_the_table_with_where_it_came_from(tmp_path, capsys):
+    """--write-result: the --json table unchanged, plus the command, this checkout's commit,
+    the date, the machine and the text's token ids (hashed here with struct, not the code's
+    numpy path)."""
+    import hashlib
+    import struct
+    import time
+
+    from conftest import ROOT
+
+    from kvcalc.cli import main
+
+    path = tmp_path / "r.json"
+    assert main(["quality", "--model", "smollm2-135m", "--tokens", "96", "--window", "16",
+                 "--variants", "fp8", "--write-result", str(path), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    doc = json.loads(path.read_text())
+    assert doc["table"] == printed
+    assert doc["command"] == ("python -m kvcalc quality --model smollm2-135m --tokens 96 "
+                              "--window 16 --variants exact,fp8")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True).stdout.strip()
+    assert doc["commit"] == head and isinstance(doc["uncommitted_changes"], bool)
+    assert doc["date"] == time.strftime("%Y-%m-%d", time.gmtime()) + doc["date"][10:]
+    m = doc["machine"]
+    assert m["threads"] == 1 and m["cores"] == os.cpu_count() and m["device"] == "cpu"
+    assert m["torch"] == torch.__version__ and m["python"] == ".".join(
+        map(str, sys.version_info[:3]))
+    _, _, tok = live._load("gguf", "smollm2-135m", "fp32", "cpu")
+    ids = quality.text_ids(tok, 96)[0].tolist()
+    assert doc["text_sha256"] == hashlib.sha256(struct.pack(f"<{len(ids)}q", *ids)).hexdigest()
+    assert len(doc["load_average"]) == 2 and doc["seconds"] > 0
+    # what the page reads back
+    got = quality.committed_results(tmp_path)
+    assert [d["file"] for d in got] == [] and path.name == "r.json"  # only quality-*.json
+    path.rename(tmp_path / "quality-r.json")
+    (got,) = quality.committed_results(tmp_path)
+    assert [r.perplexity for r in got["table"].rows] == [r["perplexity"]
+                                                        for r in printed["rows"]]
+
+
+def test_cli_refuses_a_result_path_it_cannot_write_before_measuring(tmp_path, capsys):
+    from kvcalc.cli import main
+
+    for path, said in [(tmp_path / "no" / "r.json", "does not exist"),
+                       (tmp_path, "is a folder")]:
+        assert main(["quality", "--model", "smollm2-135m", "--tokens", "96", "--window", "16",
+                     "--write-result", str(path)]) == 2
+        assert said in capsys.readouterr().err
+
+
 def test_cli_quality_refusals(capsys):
     from kvcalc.cli import main
 
