@@ -5,6 +5,7 @@ are the ones worked by hand from SmolLM2-135M's config (30 layers, 3 KV heads, h
 compares; tests/test_app_quality.py checks that the page shows these files' numbers."""
 
 import json
+from importlib import resources
 
 import pytest
 
@@ -23,7 +24,8 @@ BYTES = {
            "int4-token": 2048 * 6_480, "int4-kivi": 19_722_240, "int2-kivi": 14_192_640,
            "window-256": 256 * 46_080, "sink4-window-256": 260 * 46_080},
 }
-FILES = sorted((quality.__file__.rsplit("/", 1)[0] + "/results/" + n) for n in
+RESULTS = resources.files("kvcalc") / "results"  # package data, wherever quality.py lives
+FILES = sorted(str(RESULTS / n) for n in
                ("quality-smollm2-135m-512-w256.json", "quality-smollm2-135m-2048-w256.json"))
 
 
