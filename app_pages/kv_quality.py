@@ -16,10 +16,9 @@ common.page_header(
     "cache that rounds what it stores to fewer bits, or forgets tokens, and we compare it with "
     "the exact cache.")
 
-common.require_live()
-if (missing := common.smollm2_missing()) is not None:
-    st.error(missing)
-    common.stop()
+# Without torch or the weights the page can still show a committed measurement; it says what
+# measuring here needs instead of stopping.
+live_missing = common.live_missing() or common.smollm2_missing()
 
 CAPS = {"tokens": 1024, "default": 512} if hosted() else {"tokens": 4096, "default": 2048}
 c = st.columns(3)
@@ -45,11 +44,20 @@ store = shared.QUALITY_ROWS
 key = lambda v: (tokens, window, v.name)  # noqa: E731
 missing = [v for v in variants if key(v) not in store]
 queue = device_queue.QUEUE
-st.caption(f"Each variant runs as its own job on the device, one job at a time for the whole "
-           f"server (at most {queue.run_cap_s():.0f} s each here); a measured row is kept for "
-           "every visitor. `python bench/quality.py` prints the time per variant.")
-if missing and st.button(f"Measure {len(missing)} variant{'s' if len(missing) > 1 else ''}",
-                         type="primary", icon=":material/play_arrow:"):
+# A committed run of `python -m kvcalc quality` for these settings (kvcalc/results/): shown
+# while this server has not measured them, so the first table needs no model work.
+committed = quality.committed_result(tokens, window)
+if live_missing is not None:
+    st.error(live_missing)
+    if committed is None:
+        common.stop()
+else:
+    st.caption(f"Each variant runs as its own job on the device, one job at a time for the "
+               f"whole server (at most {queue.run_cap_s():.0f} s each here); a measured row is "
+               "kept for every visitor. `python bench/quality.py` prints the time per variant.")
+if live_missing is None and missing and st.button(
+        f"Measure {len(missing)} variant{'s' if len(missing) > 1 else ''}", type="primary",
+        icon=":material/play_arrow:"):
     bar = st.progress(0.0, "Starting...")
     state = {"done": 0, "total": 1, "what": ""}
     lock = threading.Lock()
@@ -87,12 +95,34 @@ if missing and st.button(f"Measure {len(missing)} variant{'s' if len(missing) > 
     missing = [v for v in variants if key(v) not in store]
 
 rows = [store[key(v)] for v in variants if key(v) in store]
-if not rows or "exact" not in [r.variant for r in rows]:
+source = store.get(("source", tokens), "pydoc_data.topics")
+n_here = len(rows)
+if missing and committed is not None:
+    by_name = {r.variant: r for r in committed["table"].rows}
+    rows = [by_name[v.name] for v in variants if v.name in by_name]
+    source = committed["table"].text_source
+    m = committed["machine"]
+    absent = [v.name for v in variants if v.name not in by_name]
+    st.info(
+        f"**Measured earlier, not on this server**: `{committed['command']}` at commit "
+        f"`{(committed['commit'] or 'unknown')[:12]}`"
+        + (" (with uncommitted changes)" if committed["uncommitted_changes"] else "")
+        + f", {committed['date']}, on {m['cpu']} ({m['cores']} cores, {m['cpu_capability']}, "
+        f"{m['threads']} thread{'s' if m['threads'] != 1 else ''}, torch {m['torch']}, "
+        f"transformers {m['transformers']}, Python {m['python']}), in {committed['seconds']:.0f} s."
+        + (f" Not in it: {', '.join(absent)}." if absent else "")
+        + (f" Press Measure to run the {len(missing)} variant{'s' if len(missing) > 1 else ''}"
+           f" on {tokens:,} tokens here." if live_missing is None else ""),
+        icon=":material/history:")
+    if n_here:
+        st.caption(f"Measured on this server so far: {n_here} of {len(variants)} variants; "
+                   "the table shows them once all are.")
+elif not rows or "exact" not in [r.variant for r in rows]:
     st.info(f"Press Measure to run the {len(variants)} variants on {tokens:,} tokens.")
     rows = []
 if rows:
     exact = next(r for r in rows if r.variant == "exact")
-    st.caption(f"Text: {store.get(('source', tokens), 'pydoc_data.topics')}.")
+    st.caption(f"Text: {source}.")
     table = [{"variant": r.variant, "what it stores": r.label,
               "cache at the end": fmt_bytes(r.kv_bytes),
               "smaller than exact (FP32)": f"{exact.kv_bytes / r.kv_bytes:.2f}x",

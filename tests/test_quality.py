@@ -8,6 +8,9 @@ by hand)."""
 
 import json
 import math
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -237,6 +240,160 @@ def test_cli_quality_json_shape(capsys):
     # 160 tokens x 46,080 B; the window keeps 32 tokens, the sinks 36
     assert d["rows"][0]["kv_bytes"] == 160 * 46_080
     assert d["rows"][6]["kv_bytes"] == 32 * 46_080 and d["rows"][7]["kv_bytes"] == 36 * 46_080
+
+
+def _cli_quality_json(*args, env=None) -> dict:
+    """`python -m kvcalc quality ... --json` in its own process: its JSON object."""
+    from conftest import ROOT
+
+    r = subprocess.run([sys.executable, "-m", "kvcalc", "quality", "--model", "smollm2-135m",
+                        *args, "--json"], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=1800)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout)
+
+
+def _without_timings(d: dict) -> dict:
+    d = json.loads(json.dumps(d))
+    d.pop("load_seconds", None)
+    for r in d["rows"]:
+        r.pop("seconds")
+    return d
+
+
+@needs_smollm2
+def test_the_table_is_the_same_at_every_run_whatever_torch_would_pick_for_threads():
+    """Issue 27: the FP8 row moved between two runs of the same command (perplexity 12.016
+    against 11.990). The small configuration, run twice, each in its own process, one where
+    torch would take 1 thread (OMP_NUM_THREADS=1) and one 2: the same table, every number to
+    the last bit (the seconds aside). Before the measurement ran on a fixed thread count, the
+    attention errors differed in their last digits between these two runs (the sum of the
+    total-variation distances was split between threads)."""
+    runs = [_cli_quality_json("--tokens", "256", "--window", "32",
+                              env=dict(os.environ, OMP_NUM_THREADS=n)) for n in ("1", "2")]
+    assert [r["variant"] for r in runs[0]["rows"]] == [
+        "exact", "fp8", "int8-token", "int4-token", "int4-kivi", "int2-kivi", "window-32",
+        "sink4-window-32"]
+    assert _without_timings(runs[0]) == _without_timings(runs[1])
+
+
+@needs_smollm2
+def test_the_measurement_runs_on_its_threads_and_gives_torch_back_its_own():
+    seen = []
+    torch.set_num_threads(2)
+    try:
+        quality.evaluate(tokens=64, window=16, variants=["exact", "fp8"], cached_exact=False,
+                         progress=lambda *_: seen.append(torch.get_num_threads()))
+        assert seen and set(seen) == {quality.THREADS} == {1}
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(os.cpu_count() or 1)
+
+
+@needs_smollm2
+def test_cli_writes_the_table_with_where_it_came_from(tmp_path, capsys):
+    """--write-result: the --json table unchanged, plus the command, this checkout's commit,
+    the date, the machine and the text's token ids (hashed here with struct, not the code's
+    numpy path)."""
+    import hashlib
+    import struct
+    import time
+
+    from conftest import ROOT
+
+    from kvcalc.cli import main
+
+    path = tmp_path / "r.json"
+    assert main(["quality", "--model", "smollm2-135m", "--tokens", "96", "--window", "16",
+                 "--variants", "fp8", "--write-result", str(path), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    doc = json.loads(path.read_text())
+    assert doc["table"] == printed
+    assert doc["command"] == ("python -m kvcalc quality --model smollm2-135m --tokens 96 "
+                              "--window 16 --variants exact,fp8")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                          text=True).stdout.strip()
+    assert doc["commit"] == head and isinstance(doc["uncommitted_changes"], bool)
+    assert doc["date"] == time.strftime("%Y-%m-%d", time.gmtime()) + doc["date"][10:]
+    m = doc["machine"]
+    assert m["threads"] == 1 and m["cores"] == os.cpu_count() and m["device"] == "cpu"
+    assert m["torch"] == torch.__version__ and m["python"] == ".".join(
+        map(str, sys.version_info[:3]))
+    _, _, tok = runtime.load_model("gguf", "smollm2-135m", "fp32", "cpu")
+    ids = quality.text_ids(tok, 96)[0].tolist()
+    assert doc["text_sha256"] == hashlib.sha256(struct.pack(f"<{len(ids)}q", *ids)).hexdigest()
+    assert len(doc["load_average"]) == 2 and doc["seconds"] > 0
+    # what the page reads back
+    got = quality.committed_results(tmp_path)
+    assert [d["file"] for d in got] == [] and path.name == "r.json"  # only quality-*.json
+    path.rename(tmp_path / "quality-r.json")
+    (got,) = quality.committed_results(tmp_path)
+    assert [r.perplexity for r in got["table"].rows] == [r["perplexity"]
+                                                        for r in printed["rows"]]
+
+
+def test_cli_refuses_a_result_path_it_cannot_write_before_measuring(tmp_path, capsys):
+    from kvcalc.cli import main
+
+    for path, said in [(tmp_path / "no" / "r.json", "does not exist"),
+                       (tmp_path, "is a folder")]:
+        assert main(["quality", "--model", "smollm2-135m", "--tokens", "96", "--window", "16",
+                     "--write-result", str(path)]) == 2
+        assert said in capsys.readouterr().err
+
+
+# What moves a committed number on another machine (another CPU, other kernels): measured on
+# 1,024 tokens by changing only the kernels' summation order (MKL_CBWR=AVX2 / COMPATIBLE,
+# ATEN_CPU_CAPABILITY=avx2 / default): the exact perplexity moved by 4e-7, FP8's by up to
+# 0.47%, INT8's by 0.18%; next-token agreement by up to 1.0 point; attention error by 0.3%.
+# Across machines the comparison allows about four times that; on the same machine, nothing.
+ACROSS_MACHINES = {"exact_perplexity": 1e-5, "perplexity": 0.02, "agreement": 0.04,
+                   "attention_error": 0.015}
+SAME_MACHINE_KEYS = ("cpu", "isa", "cpu_capability", "threads", "device", "torch",
+                     "transformers", "python")
+
+
+def _committed_files():
+    from conftest import ROOT
+
+    return sorted((ROOT / "kvcalc" / "results").glob("quality-*.json"))
+
+
+@needs_smollm2
+@pytest.mark.parametrize("path", _committed_files(), ids=lambda p: p.name)
+def test_the_committed_result_is_what_the_command_gives(path):
+    """Each committed result (what the page shows first) against its own command run again.
+    On the machine that measured it: every number to the last bit. Elsewhere: within the
+    spread that other kernels give (ACROSS_MACHINES). The 2,048-token file is checked on the
+    exact cache, FP8 (the row that moved), KIVI INT4 and the sinks (each row is measured on
+    its own, so a subset gives the same rows); KVLAB_QUALITY_FULL=1 runs all 8 variants."""
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    want = doc["table"]
+    args = doc["command"].split()[doc["command"].split().index("--tokens"):]
+    if want["tokens"] > 512 and os.environ.get("KVLAB_QUALITY_FULL") != "1":
+        args += ["--variants", "exact,fp8,int4-kivi,sink4-window-" + str(want["window"])]
+    got = _cli_quality_json(*args)
+    _, _, tok = runtime.load_model("gguf", "smollm2-135m", "fp32", "cpu")
+    if quality.text_sha256(quality.text_ids(tok, want["tokens"])[0]) != doc["text_sha256"]:
+        pytest.skip(f"this Python ({sys.version.split()[0]}) tokenizes another text than the "
+                    f"committed run's (Python {doc['machine']['python']}): nothing to compare")
+    here = quality.machine(torch)
+    same = all(here[k] == doc["machine"][k] for k in SAME_MACHINE_KEYS)
+    rows = {r["variant"]: r for r in want["rows"]}
+    assert len(got["rows"]) >= 4 and {r["variant"] for r in got["rows"]} <= set(rows)
+    if same:
+        wanted = {**want, "rows": [rows[r["variant"]] for r in got["rows"]]}
+        assert _without_timings(got) == _without_timings(wanted)
+        return
+    tol = ACROSS_MACHINES
+    for g in got["rows"]:
+        w = rows[g["variant"]]
+        assert (g["kv_bytes"], g["label"], g["notes"]) == (w["kv_bytes"], w["label"], w["notes"])
+        rel = tol["exact_perplexity"] if g["variant"] == "exact" else tol["perplexity"]
+        assert g["perplexity"] == pytest.approx(w["perplexity"], rel=rel), g["variant"]
+        assert abs(g["next_token_agreement"] - w["next_token_agreement"]) <= tol["agreement"]
+        assert g["attention_error"] == pytest.approx(w["attention_error"],
+                                                     rel=tol["attention_error"], abs=1e-12)
 
 
 def test_cli_quality_refusals(capsys):

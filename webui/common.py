@@ -11,6 +11,7 @@ from .hosted import plain  # noqa: F401
 from .render import (  # noqa: F401
                      PageStop,
                      formula,
+                     live_missing,
                      page_header,
                      require_live,
                      show_error,

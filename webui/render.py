@@ -10,7 +10,7 @@ import streamlit as st
 from .hosted import plain
 
 __all__ = ["show_error", "PageStop", "stop", "stop_on_error", "page_header", "formula",
-           "require_live", "smollm2_missing"]
+           "require_live", "live_missing", "smollm2_missing"]
 
 
 def show_error(exc: Exception | str) -> None:
@@ -54,18 +54,24 @@ def formula(text: str) -> None:
     st.code(text, language=None)
 
 
-def require_live() -> None:
-    """Stop a page that runs a real model when torch or transformers is missing, saying how to
-    install them."""
+def live_missing() -> str | None:
+    """How to install torch and transformers when either is missing (None when both are)."""
     import importlib.util
 
     if importlib.util.find_spec("torch") and importlib.util.find_spec("transformers"):
-        return
+        return None
     from kvcalc.measure.runtime import LIVE_INSTALL
 
-    st.error(f"This page needs torch and transformers: `{LIVE_INSTALL}` in the project's folder "
-             "(requirements.txt includes them; the pins are in pyproject.toml).")
-    stop()
+    return (f"This page needs torch and transformers: `{LIVE_INSTALL}` in the project's folder "
+            "(requirements.txt includes them; the pins are in pyproject.toml).")
+
+
+def require_live() -> None:
+    """Stop a page that runs a real model when torch or transformers is missing, saying how to
+    install them."""
+    if (missing := live_missing()) is not None:
+        st.error(missing)
+        stop()
 
 
 def smollm2_missing() -> str | None:

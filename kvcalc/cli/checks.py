@@ -4,7 +4,9 @@ vllm (predicted start-up lines, or a pasted log checked), verify (transformers' 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
 
 from ..config.catalog import registry
 from ..config.files import read_regular_file
@@ -106,6 +108,10 @@ def _quality_arguments(p: argparse.ArgumentParser) -> None:
                    help="comma-separated variants (default: exact, fp8, int8-token, int4-token, "
                         "int4-kivi, int2-kivi, window-W, sink4-window-W; also fp16, bf16, "
                         "h2o-W)")
+    p.add_argument("--write-result", metavar="PATH", type=text_arg(4096, "the result path"),
+                   help="also write the table with where it came from (the command, commit, "
+                        "date, machine and text) as JSON to PATH; the quality page shows the "
+                        "files in kvcalc/results/")
     p.add_argument("--json", action="store_true")
 
 
@@ -119,8 +125,13 @@ def cmd_quality(args):
     from ..measure import quality  # imports torch and transformers only now
 
     names = [n.strip() for n in args.variants.split(",") if n.strip()] if args.variants else None
+    if args.write_result:  # before minutes of measuring, not after
+        quality.check_result_path(args.write_result)
+    load_before, started = os.getloadavg()[0], time.perf_counter()
     t = quality.evaluate(model=args.model, tokens=args.tokens, window=args.window,
                          variants=names)
+    if args.write_result:
+        _write_quality_result(args, t, time.perf_counter() - started, load_before)
     text = [f"{t.model}: {t.tokens:,} tokens of {t.text_source}",
             f"  {'variant':<18} {'KV bytes':>13} {'perplexity':>11} {'agreement':>10} "
             f"{'attn error':>11} {'seconds':>8}"]
@@ -133,6 +144,23 @@ def cmd_quality(args):
     for r in t.rows:
         text += [f"  note ({r.variant}): {n}" for n in r.notes]
     return t.to_dict(), text
+
+
+def _write_quality_result(args, t, seconds: float, load_before: float) -> None:
+    """``quality --write-result``: the table and its provenance (quality.result_document)."""
+    from ..measure import quality, runtime
+
+    torch = runtime.import_torch()
+    _, _, tok = runtime.load_model("gguf", quality.MODEL_KEY, "fp32", t.device)
+    ids, _ = quality.text_ids(tok, t.tokens)
+    command = (f"python -m kvcalc quality --model {t.model} --tokens {t.tokens} "
+               f"--window {t.window}")
+    if args.variants:
+        command += f" --variants {','.join(r.variant for r in t.rows)}"
+    doc = quality.result_document(t, command=command, seconds=seconds,
+                                  load_average=(load_before, os.getloadavg()[0]),
+                                  text_sha256=quality.text_sha256(ids), torch=torch)
+    quality.write_result(args.write_result, doc)
 
 
 def _vllm_spec(args, log: dict | None):

@@ -44,15 +44,36 @@ are applied per query position, not per chunk. Only H2O decides its evictions on
 Positions: a StreamingLLM cache re-numbers the positions inside the cache; this text is shorter
 than SmolLM2's 8,192-token context, so the original positions are kept (the model has seen
 every distance it meets here).
+
+Deterministic on a given machine: every number of the table (the seconds aside) is the same at
+every run, bit for bit. It needs saying because a rounding format amplifies the last bit of the
+arithmetic: a value that sits at a rounding edge goes one way or the other, and the change
+travels through 30 layers. Measured on 1,024 tokens (2-core Xeon, AVX-512), moving only the
+kernels' summation order (MKL_CBWR=AVX2 or COMPATIBLE, ATEN_CPU_CAPABILITY=avx2 or default)
+moved the exact cache's perplexity by 4e-7 but FP8's by up to 0.5% (12.819 to 12.886) and
+INT8's by 0.2%: the size of the move seen between two runs (FP8 12.016 against 11.990). So a
+measurement runs on one CPU thread (THREADS), whatever torch would pick (OMP_NUM_THREADS, the
+core count): no sum is split between threads, whose count set the attention error's last
+digits here (and can set a matrix product's on other CPUs). One thread is also the faster
+choice on a busy machine: two threads wait for each other at every operation (1,024 tokens,
+exact + FP8, load average 2.5 to 5.5 on 2 cores: 10 to 21 s on one thread, 53 to 80 s on two).
+What still changes the numbers is the machine: the CPU's instruction set, the torch and
+transformers versions, Python's (it carries the text). A committed result
+(``committed_results``, written by ``python -m kvcalc quality --write-result``) names them.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import platform
 import re
+import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from ..core.units import check_int
@@ -60,7 +81,9 @@ from ..core.units import check_int
 __all__ = ["VARIANTS", "EXTRA_VARIANTS", "Variant", "variant", "roundtrip", "QualityRow",
            "QualityTable", "evaluate", "text_ids", "TEXT_SOURCE", "MAX_TOKENS", "MIN_TOKENS",
            "MODEL_KEY", "kv_bytes", "attention_allowed", "KIVI_GROUP", "KIVI_RESIDUAL",
-           "SINKS", "CHUNK", "check_inputs"]
+           "SINKS", "CHUNK", "check_inputs", "THREADS", "machine", "result_document",
+           "write_result", "committed_results", "committed_result", "RESULT_FORMAT", "text_sha256",
+           "check_result_path"]
 
 MODEL_KEY = "smollm2-135m"
 MIN_TOKENS = 64
@@ -70,6 +93,8 @@ KIVI_GROUP = 32  # KIVI's group size G (its example scripts: GROUP_SIZE = 32)
 KIVI_RESIDUAL = 128  # KIVI's residual length R (RESIDUAL_LENGTH = 128), a multiple of G
 SINKS = 4  # StreamingLLM keeps 4 initial tokens
 FP8_MAX = 448.0  # largest finite e4m3 value (OCP FP8: S.1111.110 = 448)
+THREADS = 1  # CPU threads a measurement runs on: the same sums in the same order at every run
+RESULT_FORMAT = 1  # the layout of a written result (write_result)
 TEXT_SOURCE = ("pydoc_data.topics: the Python {version} documentation shipped with Python, "
                "topics in sorted order joined by blank lines, the first {tokens:,} tokens "
                "(SmolLM2's tokenizer)")
@@ -328,11 +353,155 @@ class QualityTable:
     def row(self, name: str) -> QualityRow:
         return next(r for r in self.rows if r.variant == name)
 
+    @classmethod
+    def from_dict(cls, d: dict) -> QualityTable:
+        """The table ``to_dict`` wrote (a committed result's ``table``)."""
+        names = {f.name for f in fields(QualityRow)}
+        rows = [QualityRow(**{k: v for k, v in r.items() if k in names}) for r in d["rows"]]
+        return cls(model=d["model"], tokens=d["tokens"], text_source=d["text_source"],
+                   window=d["window"], chunk=d["chunk_tokens"], device=d["device"], rows=rows,
+                   load_seconds=d.get("load_seconds", 0.0))
+
     def to_dict(self) -> dict:
         return {"model": self.model, "tokens": self.tokens, "text_source": self.text_source,
                 "window": self.window, "chunk_tokens": self.chunk, "device": self.device,
                 "load_seconds": self.load_seconds,
                 "rows": [asdict(r) for r in self.rows]}
+
+
+# -- committed results ------------------------------------------------------------------------
+#
+# A table measured once and committed, so a page can show a real measurement at once instead of
+# minutes of CPU first: ``python -m kvcalc quality ... --write-result PATH`` writes the table
+# (its --json object, unchanged) with where it came from: the command, the commit, the date, the
+# machine and the text. The page reads the files in kvcalc/results/.
+
+def machine(torch, device: str = "cpu") -> dict:
+    """What sets the table's last bits besides the code (see the module docstring)."""
+    import transformers
+
+    cpu, isa = platform.processor() or platform.machine(), []
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            info = dict(ln.split(":", 1) for ln in fh.read().split("\n\n")[0].splitlines()
+                        if ":" in ln)
+        info = {k.strip(): v.strip() for k, v in info.items()}
+        cpu = info.get("model name", cpu)
+        # the vector instructions the kernels choose between (a model name can hide them)
+        isa = sorted(f for f in info.get("flags", "").split()
+                     if f.startswith(("avx", "amx", "fma", "f16c")))
+    except OSError:
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "isa": isa,
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "threads": THREADS, "device": device, "torch": torch.__version__,
+            "transformers": transformers.__version__, "python": platform.python_version(),
+            "os": platform.platform(terse=True)}
+
+
+def _git(*args: str) -> str | None:
+    try:
+        r = subprocess.run(["git", *args], cwd=os.path.dirname(os.path.abspath(__file__)),
+                           capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def result_document(table: QualityTable, *, command: str, seconds: float,
+                    load_average: tuple[float, float], text_sha256: str, torch) -> dict:
+    """A measured table with its provenance: the document ``write_result`` writes.
+    ``load_average``: the 1-minute load average before and after the run."""
+    commit = _git("rev-parse", "HEAD")
+    # Uncommitted changes to the package (its results folder aside) would make the commit lie.
+    changed = _git("status", "--porcelain", "--untracked-files=no", "--", ".",
+                   ":(exclude)results") if commit else None
+    return {"format": RESULT_FORMAT, "command": command, "commit": commit,
+            "uncommitted_changes": bool(changed),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "machine": machine(torch, table.device), "seconds": round(seconds, 1),
+            "load_average": [round(x, 2) for x in load_average],
+            "text_sha256": text_sha256, "table": table.to_dict()}
+
+
+def check_result_path(path: str) -> None:
+    """ValueError unless ``path`` names a file (new or to replace) in a folder one can write."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ValueError(f"the result path {path[:200]!r} is a folder; give a file name such "
+                         "as quality-smollm2-135m-2048-w256.json")
+    if not os.path.isdir(folder):
+        raise ValueError(f"the folder of the result path {path[:200]!r} does not exist; "
+                         "create it first")
+    if not os.access(folder, os.W_OK):
+        raise ValueError(f"cannot write in the folder of the result path {path[:200]!r}")
+
+
+def write_result(path: str, doc: dict) -> None:
+    """Write ``doc`` as JSON at ``path`` (whole or not at all: a temporary file, renamed)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=1, allow_nan=False)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise ValueError(f"cannot write the result to {path[:200]!r}: "
+                         f"{exc.strerror or exc}; give a path in a folder you can write") from None
+
+
+def text_sha256(ids) -> str:
+    """SHA-256 of the text's token ids (int64, little-endian): the text, exactly."""
+    import hashlib
+
+    return hashlib.sha256(ids.cpu().numpy().astype("<i8").tobytes()).hexdigest()
+
+
+_RESULT_KEYS = {"format", "command", "commit", "uncommitted_changes", "date", "machine", "seconds",
+                "load_average", "text_sha256", "table"}
+_MACHINE_KEYS = {"cpu", "cores", "isa", "cpu_capability", "threads", "device", "torch",
+                 "transformers", "python", "os"}
+
+
+def committed_results(folder=None) -> list[dict]:
+    """The results committed in kvcalc/results/ (or ``folder``): quality-*.json, each with its
+    file name as ``file``; a file that is not a whole result of this format is left out (a test
+    checks that none of the committed ones is)."""
+    from importlib import resources
+    from pathlib import Path
+
+    out: list[dict] = []
+    folder = resources.files("kvcalc") / "results" if folder is None else Path(folder)
+    try:
+        entries = sorted(folder.iterdir(), key=lambda e: e.name)
+    except (OSError, FileNotFoundError):
+        return out
+    for entry in entries:
+        if not (entry.name.startswith("quality-") and entry.name.endswith(".json")):
+            continue
+        try:
+            doc = json.loads(entry.read_text(encoding="utf-8"))
+            if doc.get("format") != RESULT_FORMAT or not _RESULT_KEYS <= set(doc) or \
+                    not _MACHINE_KEYS <= set(doc["machine"]):
+                continue
+            doc["table"] = QualityTable.from_dict(doc["table"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+        doc["file"] = entry.name
+        out.append(doc)
+    return out
+
+
+def committed_result(tokens: int, window: int) -> dict | None:
+    """The committed result measured on ``tokens`` tokens with window ``window`` (its
+    ``table`` a QualityTable), or None."""
+    return next((d for d in committed_results()
+                 if d["table"].tokens == tokens and d["table"].window == window), None)
 
 
 # -- running ----------------------------------------------------------------------------------
@@ -375,6 +544,27 @@ def evaluate(*, model: str = MODEL_KEY, tokens: int = 2048, window: int = 256,
                                        list(variants) if variants else list(VARIANTS))
     torch = runtime.import_torch()
     dev = runtime.resolve_device(torch, device)
+    with _threads(torch, THREADS):
+        return _evaluate(torch, tokens, window, chunk, vs, dev, should_stop, progress,
+                         cached_exact)
+
+
+@contextmanager
+def _threads(torch, n: int):
+    """torch's intra-op threads set to ``n`` for the block, then put back (a process-wide
+    setting: the app runs one device job at a time, webui/device_queue.py)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _evaluate(torch, tokens, window, chunk, vs, dev, should_stop, progress,
+              cached_exact) -> QualityTable:
+    from . import runtime
+
     t0 = time.perf_counter()
     net_model, _, tok = runtime.load_model("gguf", MODEL_KEY, "fp32", dev)
     from .llama_forward import Net
