@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from kvcalc.measure import quality
+from kvcalc.measure import quality, quality_results
 from kvcalc.measure.quality import kv_bytes, variant
 
 GEOM = dict(layers=30, kv_heads=3, head_dim=64)
@@ -68,7 +68,8 @@ def test_importing_the_new_modules_loads_no_torch():
     from conftest import ROOT
 
     code = ("import sys, kvcalc, kvcalc.measure.quality, kvcalc.measure.microscope, "
-            "kvcalc.measure.worktime, kvcalc.measure.llama_forward; bad = [m for m in ('torch', "
+            "kvcalc.measure.worktime, kvcalc.measure.llama_forward, "
+            "kvcalc.measure.quality_results; bad = [m for m in ('torch', "
             "'transformers', 'streamlit', 'plotly', 'pandas') if m in sys.modules]; print(bad); "
             "sys.exit(1 if bad else 0)")
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
@@ -324,10 +325,10 @@ def test_cli_writes_the_table_with_where_it_came_from(tmp_path, capsys):
     assert doc["text_sha256"] == hashlib.sha256(struct.pack(f"<{len(ids)}q", *ids)).hexdigest()
     assert len(doc["load_average"]) == 2 and doc["seconds"] > 0
     # what the page reads back
-    got = quality.committed_results(tmp_path)
+    got = quality_results.committed_results(tmp_path)
     assert [d["file"] for d in got] == [] and path.name == "r.json"  # only quality-*.json
     path.rename(tmp_path / "quality-r.json")
-    (got,) = quality.committed_results(tmp_path)
+    (got,) = quality_results.committed_results(tmp_path)
     assert [r.perplexity for r in got["table"].rows] == [r["perplexity"]
                                                         for r in printed["rows"]]
 
@@ -374,10 +375,10 @@ def test_the_committed_result_is_what_the_command_gives(path):
         args += ["--variants", "exact,fp8,int4-kivi,sink4-window-" + str(want["window"])]
     got = _cli_quality_json(*args)
     _, _, tok = runtime.load_model("gguf", "smollm2-135m", "fp32", "cpu")
-    if quality.text_sha256(quality.text_ids(tok, want["tokens"])[0]) != doc["text_sha256"]:
+    if quality_results.text_sha256(quality.text_ids(tok, want["tokens"])[0]) != doc["text_sha256"]:
         pytest.skip(f"this Python ({sys.version.split()[0]}) tokenizes another text than the "
                     f"committed run's (Python {doc['machine']['python']}): nothing to compare")
-    here = quality.machine(torch)
+    here = quality_results.machine(torch)
     same = all(here[k] == doc["machine"][k] for k in SAME_MACHINE_KEYS)
     rows = {r["variant"]: r for r in want["rows"]}
     assert len(got["rows"]) >= 4 and {r["variant"] for r in got["rows"]} <= set(rows)

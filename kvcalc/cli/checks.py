@@ -122,11 +122,11 @@ def _quality_arguments(p: argparse.ArgumentParser) -> None:
     _quality_arguments,
 )
 def cmd_quality(args):
-    from ..measure import quality  # imports torch and transformers only now
+    from ..measure import quality, quality_results  # imports torch and transformers only now
 
     names = [n.strip() for n in args.variants.split(",") if n.strip()] if args.variants else None
     if args.write_result:  # before minutes of measuring, not after
-        quality.check_result_path(args.write_result)
+        quality_results.check_result_path(args.write_result)
     load_before, started = os.getloadavg()[0], time.perf_counter()
     t = quality.evaluate(model=args.model, tokens=args.tokens, window=args.window,
                          variants=names)
@@ -147,8 +147,8 @@ def cmd_quality(args):
 
 
 def _write_quality_result(args, t, seconds: float, load_before: float) -> None:
-    """``quality --write-result``: the table and its provenance (quality.result_document)."""
-    from ..measure import quality, runtime
+    """``quality --write-result``: the table and its provenance (result_document)."""
+    from ..measure import quality, quality_results, runtime
 
     torch = runtime.import_torch()
     _, _, tok = runtime.load_model("gguf", quality.MODEL_KEY, "fp32", t.device)
@@ -157,10 +157,10 @@ def _write_quality_result(args, t, seconds: float, load_before: float) -> None:
                f"--window {t.window}")
     if args.variants:
         command += f" --variants {','.join(r.variant for r in t.rows)}"
-    doc = quality.result_document(t, command=command, seconds=seconds,
+    doc = quality_results.result_document(t, command=command, seconds=seconds,
                                   load_average=(load_before, os.getloadavg()[0]),
-                                  text_sha256=quality.text_sha256(ids), torch=torch)
-    quality.write_result(args.write_result, doc)
+                                  text_sha256=quality_results.text_sha256(ids), torch=torch)
+    quality_results.write_result(args.write_result, doc)
 
 
 def _vllm_spec(args, log: dict | None):
