@@ -365,14 +365,14 @@ def _committed_files():
 def test_the_committed_result_is_what_the_command_gives(path):
     """Each committed result (what the page shows first) against its own command run again.
     On the machine that measured it: every number to the last bit. Elsewhere: within the
-    spread that other kernels give (ACROSS_MACHINES). The 2,048-token file is checked on the
-    exact cache, FP8 (the row that moved), KIVI INT4 and the sinks (each row is measured on
-    its own, so a subset gives the same rows); KVLAB_QUALITY_FULL=1 runs all 8 variants."""
+    spread that other kernels give (ACROSS_MACHINES). The 2,048-token file is measured again
+    only with KVLAB_QUALITY_FULL=1 (all 8 variants; 2-3 minutes on 2 cores)."""
     doc = json.loads(path.read_text(encoding="utf-8"))
     want = doc["table"]
     args = doc["command"].split()[doc["command"].split().index("--tokens"):]
     if want["tokens"] > 512 and os.environ.get("KVLAB_QUALITY_FULL") != "1":
-        args += ["--variants", "exact,fp8,int4-kivi,sink4-window-" + str(want["window"])]
+        # CI time: the 2,048-token file costs 40-90 s more; its code path is the 512 one's
+        pytest.skip("the 2,048-token result is re-measured with KVLAB_QUALITY_FULL=1")
     got = _cli_quality_json(*args)
     _, _, tok = runtime.load_model("gguf", "smollm2-135m", "fp32", "cpu")
     if quality_results.text_sha256(quality.text_ids(tok, want["tokens"])[0]) != doc["text_sha256"]:
