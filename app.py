@@ -55,16 +55,38 @@ pages = {
 # Pages that run their own model (SmolLM2 or a twin) or need no model at all: the sidebar says
 # that its choices do not apply there (issue 23 [38]).
 OWN_MODEL = {"live", "microscope", "kv_quality"}  # their url_path: the file's name
+# Pages (by url_path; "" is Home) whose own inputs rerun only the page (a fragment), not the
+# frame and the sidebar around it: nothing outside the page depends on them. Not the live class
+# (its buttons rewrite the link) nor the pages that run a model (they wait on the device queue).
+PAGE_ONLY_RERUNS = {"", "tour", "budget", "step_time", "techniques", "lab", "roofline",
+                    "frontier", "vllm_startup", "cache_fill", "engine", "interview"}
+
+
+def run_page(page) -> None:
+    try:
+        page.run()
+    except common.PageStop:
+        pass  # the page said what it needed and ended early
+    except ValueError as exc:
+        # kvcalc refuses what it cannot compute with a ValueError that says what to change (a
+        # TP that does not fit the heads, page sizes vLLM cannot unify, a context past a cap):
+        # the page shows that sentence, never a generic error box or a traceback.
+        common.show_error(f"This page cannot show this setup: {exc}")
+
+
+@st.fragment
+def run_page_only(page) -> None:
+    """The page as a fragment: a change of one of its own inputs reruns this function alone
+    (about a third of a full run's server time: no frame, no sidebar, no page list). The
+    sidebar's inputs are outside it, so changing one reruns everything as before."""
+    # st.Page.run may be called once per full run; a fragment rerun runs the same page again.
+    page._can_be_called = True
+    run_page(page)
+
+
 nav = st.navigation(pages, expanded=True)  # every page listed: no "View more" fold
 common.sidebar(uses_selection=nav.url_path not in OWN_MODEL)
 try:
-    nav.run()
-except common.PageStop:
-    pass  # the page said what it needed and ended early
-except ValueError as exc:
-    # kvcalc refuses what it cannot compute with a ValueError that says what to change (a TP
-    # that does not fit the heads, page sizes vLLM cannot unify, a context past a cap): the
-    # page shows that sentence, never a generic error box or a traceback.
-    common.show_error(f"This page cannot show this setup: {exc}")
+    (run_page_only if nav.url_path in PAGE_ONLY_RERUNS else run_page)(nav)
 finally:
     common.url_guard_end(url_note)
