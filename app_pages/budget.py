@@ -17,6 +17,7 @@ from webui.charts import budget_figure, concurrency_figure
 from webui.common import bound, select
 from webui.figures import LIMIT_NAMES
 from webui.hosted import plain
+from webui.memo import cached
 
 sel = common.require_selection()
 top = common.page_header(
@@ -249,8 +250,8 @@ compare = st.multiselect("Compare with (up to 3 models from the registry)", othe
                          max_selections=3, **bound("b_cmp", "list"))
 hi = max(context * 4, min(sel.spec.max_context, 1_048_576), 4096)
 grid = context_grid(256, hi, points=40, include=(context,))
-series = [(sel.label, grid, concurrency_curve(sel.spec, grid, weights_bytes=sel.weights_bytes,
-                                               **kw))]
+series = [(sel.label, grid, cached(concurrency_curve)(sel.spec, grid,
+                                                       weights_bytes=sel.weights_bytes, **kw))]
 rows = [{"model": sel.label, "KV per token": fmt_bytes(per.kv_bytes_per_token_nominal),
          "weights per GPU": fmt_gib(b.weights_bytes), "KV pool": fmt_gib(b.kv_pool_bytes),
          f"max concurrency at {context:,}": round(b.max_concurrency, 2),
@@ -260,8 +261,8 @@ for key in compare:
     w = m_.weights(st.session_state.get("wdtype", "auto"))
     try:
         ob = budget(m_.spec, context=context, weights_bytes=w.bytes, **kw)
-        series.append((m_.name, grid, concurrency_curve(m_.spec, grid, weights_bytes=w.bytes,
-                                                         **kw)))
+        series.append((m_.name, grid, cached(concurrency_curve)(m_.spec, grid,
+                                                                weights_bytes=w.bytes, **kw)))
     except ValueError as exc:
         st.warning(f"{m_.name}: {exc}")
         continue

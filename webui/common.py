@@ -33,6 +33,7 @@ from .selection import (  # noqa: F401
                      estimate_ttft,
                      fit_caption,
                      pool_kwargs,
+                     real_steps,
                      require_fit,
                      require_selection,
                      selection,
