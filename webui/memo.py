@@ -85,8 +85,8 @@ def _hash_of(x: Any) -> int:
 
 
 class _Memo:
-    def __init__(self, fn: Callable, max_items: int):
-        self.fn, self.max_items = fn, max_items
+    def __init__(self, fn: Callable, max_items: int, spinner: str | None = None):
+        self.fn, self.max_items, self.spinner = fn, max_items, spinner
         self._items: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
         self.hits = self.misses = 0
@@ -102,7 +102,16 @@ class _Memo:
                 self._items.move_to_end(key)
                 self.hits += 1
                 return self._items[key]
-        value = self.fn(*args, **kwargs)  # outside the lock: other sessions are not held up
+        # Outside the lock: other sessions are not held up.
+        if self.spinner and _in_script():
+            import streamlit as st
+
+            # The spinner st.cache_resource shows on a miss: after half a second, styled as
+            # a cache's (Streamlit's own private flag, as its caches pass it).
+            with st.spinner(self.spinner, _cache=True):
+                value = self.fn(*args, **kwargs)
+        else:
+            value = self.fn(*args, **kwargs)
         with self._lock:
             self.misses += 1
             self._items[key] = value
@@ -119,13 +128,20 @@ class _Memo:
             self._items.clear()
 
 
-def memo(max_items: int) -> Callable[[Callable], _Memo]:
-    """Decorator: keep the last ``max_items`` results of a pure function (see the module)."""
+def _in_script() -> bool:
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    return get_script_run_ctx(suppress_warning=True) is not None
+
+
+def memo(max_items: int, spinner: str | None = None) -> Callable[[Callable], _Memo]:
+    """Decorator: keep the last ``max_items`` results of a pure function (see the module).
+    ``spinner``: what a page shows while a result is computed (a long simulation)."""
     if max_items < 1:
         raise ValueError("a memo keeps at least one result")
 
     def wrap(fn: Callable) -> _Memo:
-        m = _Memo(fn, max_items)
+        m = _Memo(fn, max_items, spinner)
         _ALL.append(m)
         return m
     return wrap
