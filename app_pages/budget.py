@@ -164,15 +164,15 @@ with top:  # the answer first: on a phone it is on the first screen
             "layer kind.")
 
 if windowed:
-    st.table([{"layers": f"{r.layers} x {r.label}",
-               "per token, per layer": (fmt_bytes(r.bytes_per_token_per_layer)
-                                        if r.stores_tokens else "a fixed state"),
-               f"tokens kept at {context:,}": f"{r.tokens_kept:,}" if r.stores_tokens else "",
-               "bytes": fmt_bytes(r.bytes)}
-              for r in per.rows if r.stores_tokens or r.state_bytes]
-             + [{"layers": "one sequence", "per token, per layer": "",
-                 f"tokens kept at {context:,}": "", "bytes": fmt_bytes(per.kv_bytes)}],
-             border="horizontal", hide_index=True)
+    common.table([{"layers": f"{r.layers} x {r.label}",
+                   "per token, per layer": (fmt_bytes(r.bytes_per_token_per_layer)
+                                            if r.stores_tokens else "a fixed state"),
+                   f"tokens kept at {context:,}": f"{r.tokens_kept:,}" if r.stores_tokens else "",
+                   "bytes": fmt_bytes(r.bytes)}
+                  for r in per.rows if r.stores_tokens or r.state_bytes]
+                 + [{"layers": "one sequence", "per token, per layer": "",
+                     f"tokens kept at {context:,}": "", "bytes": fmt_bytes(per.kv_bytes)}],
+                 border="horizontal", hide_index=True)
     st.caption(f"What one sequence of {context:,} tokens keeps, by layer kind (exact bytes, no "
                "blocks). vLLM keeps them in blocks"
                + (f": {b.held_blocks_per_request:,} while decoding ({fmt_gib(b.held_bytes)}, "
@@ -275,7 +275,7 @@ for key in compare:
 st.plotly_chart(concurrency_figure(series, marker=context, ceiling=b.max_num_seqs,
                                    model_max=sel.spec.max_context),
                 width="stretch", key="b_curve")
-st.table(rows, border="horizontal", hide_index=True)
+common.table(rows, border="horizontal", hide_index=True)
 st.caption(f"The dash-dot line is {plain(sel.label)}'s maximum context "
            f"({sel.spec.max_context:,} tokens); lengths past it are shaded. Below one sequence "
            "(the dotted red line) not even one conversation of that length fits. "

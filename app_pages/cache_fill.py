@@ -84,7 +84,7 @@ for s in steps:
                  "K/V bytes (all layers)": fmt_bytes(s.cache_bytes),
                  **({"fixed state": fmt_bytes(s.state_bytes)} if s.state_bytes else {})})
 show = rows if len(rows) <= 12 else rows[:6] + [{k: "..." for k in rows[0]}] + rows[-5:]
-st.table(show, border="horizontal", hide_index=True)
+common.table(show, border="horizontal", hide_index=True)
 kinds = sel.spec.kind_counts()
 BIG = 10**12
 bounded: dict[tuple[str, int], int] = {}  # (label, most tokens kept) -> layers

@@ -75,7 +75,7 @@ for r in rows:
                                         f"{r.seq_bytes / ref16:,.2f}x larger"),
                   "trade-off": r.tradeoff + ("" if r.applies else " (this model already does "
                                              "this, or it changes nothing here)")})
-st.table(table, border="horizontal", hide_index=True)
+common.table(table, border="horizontal", hide_index=True)
 with st.expander("How these numbers are computed", icon=":material/function:"):
     r = kv_cache(sel.spec, context, kv_dtype=sel.kv_dtype)
     common.formula(

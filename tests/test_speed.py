@@ -200,3 +200,44 @@ def test_a_page_input_reruns_only_the_page_and_a_sidebar_input_everything():
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+# -- tables -------------------------------------------------------------------------------------
+
+def test_regular_rows_go_to_the_table_as_arrow_and_the_rest_as_they_are():
+    import pyarrow as pa
+
+    from webui.render import arrow_rows
+
+    t = arrow_rows([{"model": "a", "blocks": 3, "x": 1.5, "ok": True},
+                    {"model": "b", "blocks": 40, "x": 2.0, "ok": False}])
+    assert t.schema == pa.schema([("model", pa.string()), ("blocks", pa.int64()),
+                                  ("x", pa.float64()), ("ok", pa.bool_())])
+    assert t.column("blocks").to_pylist() == [3, 40]
+    assert arrow_rows([{"a": 1}, {"a": "1"}]) is None  # mixed kinds: pandas' own conversion
+    assert arrow_rows([{"a": 1}, {"a": 1.5}]) is None  # (pandas would make both floats)
+    assert arrow_rows([{"a": True}, {"a": 1}]) is None
+    assert arrow_rows([{"a": 1}, {"b": 1}]) is None and arrow_rows([{"a": None}]) is None
+    assert arrow_rows([{"a": 2**63}]) is None and arrow_rows([]) is None
+
+
+def test_a_table_shows_the_same_frame_either_way(tmp_path):
+    from streamlit.testing.v1 import AppTest
+
+    script = tmp_path / "t.py"
+    script.write_text(
+        "import streamlit as st\n"
+        "from webui.render import table\n"
+        "rows = [{'request': 'r1', 'state': 'running', 'tokens': 40, 'share': 0.25},\n"
+        "        {'request': 'r2', 'state': 'waiting', 'tokens': 7, 'share': 1.0}]\n"
+        "table(rows, border='horizontal', hide_index=True)\n"
+        "st.table(rows, border='horizontal', hide_index=True)\n")
+    at = AppTest.from_file(str(script)).run()
+    mine, streamlits = (t.value for t in at.table)
+    assert mine.to_dict("records") == streamlits.to_dict("records") == [
+        {"request": "r1", "state": "running", "tokens": 40, "share": 0.25},
+        {"request": "r2", "state": "waiting", "tokens": 7, "share": 1.0}]
+    assert [str(d) for d in mine.dtypes][2:] == [str(d) for d in streamlits.dtypes][2:]
+    a, b = (t.proto for t in at.table)
+    assert (a.border_mode, a.hide_index, a.hide_header) == (b.border_mode, b.hide_index,
+                                                            b.hide_header)

@@ -17,6 +17,7 @@ from .render import (  # noqa: F401
                      smollm2_missing,
                      stop,
                      stop_on_error,
+                     table,
 )
 from .selection import (  # noqa: F401
                      CUSTOM,
