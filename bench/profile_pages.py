@@ -42,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pages import CHANGES  # noqa: E402  (beside this script: the same inputs as pages.py)
+from pages import CHANGES, keep_bytecode  # noqa: E402  (beside this script: pages.py's inputs)
 
 WHAT = ("kvcalc", "figure build", "plotly_chart", "st.table", "elements", "runtime")
 WHERE = ("sidebar", "glossary", "page", "app.py", "outside")
@@ -165,29 +165,6 @@ def _install_hooks(sampler: Sampler, sizes: list, cpu: list):
 
     local_script_runner.parse_tree_from_messages = parse
     keep_bytecode()
-
-
-def keep_bytecode() -> None:
-    """Compile each script once, as a server does: AppTest makes a new ScriptCache for every
-    run, so it parses and compiles app.py and the page again each time (10-20 ms of a rerun
-    that a server never spends)."""
-    from streamlit.runtime.scriptrunner import script_cache
-
-    if getattr(script_cache.ScriptCache, "_bench_shared", False):
-        return
-    shared: dict = {}
-    original = script_cache.ScriptCache.get_bytecode
-
-    def get_bytecode(self, script_path):
-        key = os.path.abspath(script_path)
-        stamp = os.stat(key).st_mtime_ns
-        got = shared.get(key)
-        if got is None or got[0] != stamp:
-            got = shared[key] = (stamp, original(self, script_path))
-        return got[1]
-
-    script_cache.ScriptCache.get_bytecode = get_bytecode
-    script_cache.ScriptCache._bench_shared = True
 
 
 def profile(reruns: int, interval_ms: float, top: int) -> None:
