@@ -24,34 +24,37 @@ st.set_page_config(page_title="KV Cache Lab", page_icon=ICON, layout="wide")
 common.url_guard_begin()
 url_note = st.empty()  # filled at the end of the run if the link carried values we ignored
 
-pages = {
-    "Start": [st.Page("app_pages/home.py", title="Home", icon=":material/home:", default=True),
-              st.Page("app_pages/tour.py", title="Start here: a tour", icon=":material/flag:")],
-    "Calculators": [
-        st.Page("app_pages/budget.py", title="Budget", icon=":material/memory:"),
-        st.Page("app_pages/step_time.py", title="Decode step time", icon=":material/speed:"),
-        st.Page("app_pages/techniques.py", title="Shrinking the cache",
-                icon=":material/compress:"),
-        st.Page("app_pages/lab.py", title="Inference Lab", icon=":material/tune:"),
-        st.Page("app_pages/roofline.py", title="Roofline", icon=":material/roofing:"),
-        st.Page("app_pages/frontier.py", title="Serving frontier", icon=":material/show_chart:"),
-        st.Page("app_pages/vllm_startup.py", title="vLLM start-up lines",
-                icon=":material/terminal:"),
-    ],
-    "Teaching": [
-        st.Page("app_pages/cache_fill.py", title="Cache fill", icon=":material/grid_on:"),
-        st.Page("app_pages/engine.py", title="Engine view: blocks", icon=":material/view_module:"),
-        st.Page("app_pages/interview.py", title="Interview check", icon=":material/school:"),
-        st.Page("app_pages/live_class.py", title="Live class", icon=":material/co_present:"),
-    ],
-    "Measure": [
-        st.Page("app_pages/live.py", title="Live: a real model", icon=":material/science:"),
-        st.Page("app_pages/microscope.py", title="Attention microscope",
-                icon=":material/biotech:"),
-        st.Page("app_pages/kv_quality.py", title="Measured cost of shrinking",
-                icon=":material/query_stats:"),
-    ],
+# The page list: file in app_pages/ (its name is the url_path), title, Material icon.
+PAGES = {
+    "Start": [("home", "Home", "home"), ("tour", "Start here: a tour", "flag")],
+    "Calculators": [("budget", "Budget", "memory"), ("step_time", "Decode step time", "speed"),
+                    ("techniques", "Shrinking the cache", "compress"),
+                    ("lab", "Inference Lab", "tune"), ("roofline", "Roofline", "roofing"),
+                    ("frontier", "Serving frontier", "show_chart"),
+                    ("vllm_startup", "vLLM start-up lines", "terminal")],
+    "Teaching": [("cache_fill", "Cache fill", "grid_on"),
+                 ("engine", "Engine view: blocks", "view_module"),
+                 ("interview", "Interview check", "school"),
+                 ("live_class", "Live class", "co_present")],
+    "Measure": [("live", "Live: a real model", "science"),
+                ("microscope", "Attention microscope", "biotech"),
+                ("kv_quality", "Measured cost of shrinking", "query_stats")],
 }
+
+
+def page_list() -> dict:
+    """The st.Page objects, made once per session: st.Page resolves its file on the disk (16
+    paths, a few system calls each, on every full run otherwise). One session's runs come one
+    at a time: st.navigation marks the page to run and its run unmarks it."""
+    pages = st.session_state.get("_pages")
+    if pages is None:
+        pages = st.session_state["_pages"] = {
+            section: [st.Page(f"app_pages/{name}.py", title=title, icon=f":material/{icon}:",
+                              default=name == "home") for name, title, icon in rows]
+            for section, rows in PAGES.items()}
+    return pages
+
+
 # Pages that run their own model (SmolLM2 or a twin) or need no model at all: the sidebar says
 # that its choices do not apply there (issue 23 [38]).
 OWN_MODEL = {"live", "microscope", "kv_quality"}  # their url_path: the file's name
@@ -84,7 +87,7 @@ def run_page_only(page) -> None:
     run_page(page)
 
 
-nav = st.navigation(pages, expanded=True)  # every page listed: no "View more" fold
+nav = st.navigation(page_list(), expanded=True)  # every page listed: no "View more" fold
 common.sidebar(uses_selection=nav.url_path not in OWN_MODEL)
 try:
     (run_page_only if nav.url_path in PAGE_ONLY_RERUNS else run_page)(nav)

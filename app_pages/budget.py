@@ -57,9 +57,9 @@ kw = dict(total_bytes=sel.gpu.memory_bytes, gpu_mem_util=util,
           reserve_bytes=round(reserve_gib * GiB), block_size=block, kv_dtype=sel.kv_dtype,
           tp=sel.tp, pp=sel.pp, engine=engine, gpu_name=sel.gpu.name)
 try:
-    b = budget(sel.spec, context=context, weights_bytes=sel.weights_bytes, concurrency=concurrency,
-               **kw)
-    per = kv_cache(sel.spec, context, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
+    b = cached(budget)(sel.spec, context=context, weights_bytes=sel.weights_bytes,
+                       concurrency=concurrency, **kw)
+    per = cached(kv_cache)(sel.spec, context, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
 except ValueError as exc:
     common.stop_on_error(exc)
 

@@ -41,10 +41,11 @@ common.require_fit(sel, util, round(reserve * GiB))  # no speed for a model that
 if prompt > context:
     st.warning("The prompt is longer than the context; the context is what the cache holds.")
 try:
-    b = budget(sel.spec, total_bytes=sel.gpu.memory_bytes, context=context,
-               weights_bytes=sel.weights_bytes, gpu_mem_util=util,
-               reserve_bytes=round(reserve * GiB), block_size=block, kv_dtype=sel.kv_dtype,
-               concurrency=batch, tp=sel.tp, pp=sel.pp, gpu_name=sel.gpu.name)
+    b = cached(budget)(sel.spec, total_bytes=sel.gpu.memory_bytes, context=context,
+                       weights_bytes=sel.weights_bytes, gpu_mem_util=util,
+                       reserve_bytes=round(reserve * GiB), block_size=block,
+                       kv_dtype=sel.kv_dtype, concurrency=batch, tp=sel.tp, pp=sel.pp,
+                       gpu_name=sel.gpu.name)
     s = step_time(sel.spec, sel.weights, context=context, batch=batch,
                   bandwidth_gbs=sel.bandwidth_gbs, kv_dtype=sel.kv_dtype, tp=sel.tp,
                   pp=sel.pp, peak_tflops=sel.gpu.peak_tflops(sel.weights.dtype),
