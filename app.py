@@ -25,18 +25,50 @@ st.set_page_config(page_title="KV Cache Lab", page_icon=ICON, layout="wide")
 common.url_guard_begin()
 url_note = st.empty()  # filled at the end of the run if the link carried values we ignored
 
-# The pages by section, from the one registry (webui/pages.py); every page listed: no "View
-# more" fold.
-nav = st.navigation(pages.navigation(), expanded=True)
+def page_list() -> dict:
+    """The st.Page objects of the registry (webui/pages.py), made once per session: st.Page
+    resolves its file on the disk (16 paths, a few system calls each, on every full run
+    otherwise). One session's runs come one at a time: st.navigation marks the page to run and
+    its run unmarks it."""
+    made = st.session_state.get("_pages")
+    if made is None:
+        made = st.session_state["_pages"] = pages.navigation()
+    return made
+
+
+# Pages (by url_path; "" is Home) whose own inputs rerun only the page (a fragment), not the
+# frame and the sidebar around it: nothing outside the page depends on them. Not the live class
+# (its buttons rewrite the link) nor the pages that run a model (they wait on the device queue).
+PAGE_ONLY_RERUNS = {"", "tour", "budget", "step_time", "techniques", "lab", "roofline",
+                    "frontier", "vllm_startup", "cache_fill", "engine", "interview"}
+
+
+def run_page(page) -> None:
+    try:
+        page.run()
+    except common.PageStop:
+        pass  # the page said what it needed and ended early
+    except ValueError as exc:
+        # kvcalc refuses what it cannot compute with a ValueError that says what to change (a
+        # TP that does not fit the heads, page sizes vLLM cannot unify, a context past a cap):
+        # the page shows that sentence, never a generic error box or a traceback.
+        common.show_error(f"This page cannot show this setup: {exc}")
+
+
+@st.fragment
+def run_page_only(page) -> None:
+    """The page as a fragment: a change of one of its own inputs reruns this function alone
+    (about a third of a full run's server time: no frame, no sidebar, no page list). The
+    sidebar's inputs are outside it, so changing one reruns everything as before."""
+    # st.Page.run may be called once per full run; a fragment rerun runs the same page again.
+    page._can_be_called = True
+    run_page(page)
+
+
+# The pages by section, from the one registry; every page listed: no "View more" fold.
+nav = st.navigation(page_list(), expanded=True)
 common.sidebar(uses_selection=not pages.own_model(nav.url_path))
 try:
-    nav.run()
-except common.PageStop:
-    pass  # the page said what it needed and ended early
-except ValueError as exc:
-    # kvcalc refuses what it cannot compute with a ValueError that says what to change (a TP
-    # that does not fit the heads, page sizes vLLM cannot unify, a context past a cap): the
-    # page shows that sentence, never a generic error box or a traceback.
-    common.show_error(f"This page cannot show this setup: {exc}")
+    (run_page_only if nav.url_path in PAGE_ONLY_RERUNS else run_page)(nav)
 finally:
     common.url_guard_end(url_note)

@@ -19,6 +19,7 @@ from webui.charts import budget_figure, concurrency_figure
 from webui.common import bound, select
 from webui.figures import LIMIT_NAMES
 from webui.hosted import plain
+from webui.memo import cached
 
 sel = common.require_selection()
 top = common.page_header(
@@ -59,9 +60,9 @@ kw = dict(total_bytes=sel.gpu.memory_bytes, gpu_mem_util=util,
           reserve_bytes=round(reserve_gib * GiB), block_size=block, kv_dtype=sel.kv_dtype,
           tp=sel.tp, pp=sel.pp, engine=engine, gpu_name=sel.gpu.name)
 try:
-    b = budget(sel.spec, context=context, weights_bytes=sel.weights_bytes, concurrency=concurrency,
-               **kw)
-    per = kv_cache(sel.spec, context, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
+    b = cached(budget)(sel.spec, context=context, weights_bytes=sel.weights_bytes,
+                       concurrency=concurrency, **kw)
+    per = cached(kv_cache)(sel.spec, context, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
 except ValueError as exc:
     common.stop_on_error(exc)
 
@@ -166,15 +167,15 @@ with top:  # the answer first: on a phone it is on the first screen
             "layer kind.")
 
 if windowed:
-    st.table([{"layers": f"{r.layers} x {r.label}",
-               "per token, per layer": (fmt_bytes(r.bytes_per_token_per_layer)
-                                        if r.stores_tokens else "a fixed state"),
-               f"tokens kept at {context:,}": f"{r.tokens_kept:,}" if r.stores_tokens else "",
-               "bytes": fmt_bytes(r.bytes)}
-              for r in per.rows if r.stores_tokens or r.state_bytes]
-             + [{"layers": "one sequence", "per token, per layer": "",
-                 f"tokens kept at {context:,}": "", "bytes": fmt_bytes(per.kv_bytes)}],
-             border="horizontal", hide_index=True)
+    common.table([{"layers": f"{r.layers} x {r.label}",
+                   "per token, per layer": (fmt_bytes(r.bytes_per_token_per_layer)
+                                            if r.stores_tokens else "a fixed state"),
+                   f"tokens kept at {context:,}": f"{r.tokens_kept:,}" if r.stores_tokens else "",
+                   "bytes": fmt_bytes(r.bytes)}
+                  for r in per.rows if r.stores_tokens or r.state_bytes]
+                 + [{"layers": "one sequence", "per token, per layer": "",
+                     f"tokens kept at {context:,}": "", "bytes": fmt_bytes(per.kv_bytes)}],
+                 border="horizontal", hide_index=True)
     st.caption(f"What one sequence of {context:,} tokens keeps, by layer kind (exact bytes, no "
                "blocks). vLLM keeps them in blocks"
                + (f": {b.held_blocks_per_request:,} while decoding ({fmt_gib(b.held_bytes)}, "
@@ -252,8 +253,8 @@ compare = st.multiselect("Compare with (up to 3 models from the registry)", othe
                          max_selections=3, **bound("b_cmp", "list"))
 hi = max(context * 4, min(sel.spec.max_context, 1_048_576), 4096)
 grid = context_grid(256, hi, points=40, include=(context,))
-series = [(sel.label, grid, concurrency_curve(sel.spec, grid, weights_bytes=sel.weights_bytes,
-                                               **kw))]
+series = [(sel.label, grid, cached(concurrency_curve)(sel.spec, grid,
+                                                       weights_bytes=sel.weights_bytes, **kw))]
 rows = [{"model": sel.label, "KV per token": fmt_bytes(per.kv_bytes_per_token_nominal),
          "weights per GPU": fmt_gib(b.weights_bytes), "KV pool": fmt_gib(b.kv_pool_bytes),
          f"max concurrency at {context:,}": round(b.max_concurrency, 2),
@@ -263,8 +264,8 @@ for key in compare:
     w = m_.weights(st.session_state.get("wdtype", "auto"))
     try:
         ob = budget(m_.spec, context=context, weights_bytes=w.bytes, **kw)
-        series.append((m_.name, grid, concurrency_curve(m_.spec, grid, weights_bytes=w.bytes,
-                                                         **kw)))
+        series.append((m_.name, grid, cached(concurrency_curve)(m_.spec, grid,
+                                                                weights_bytes=w.bytes, **kw)))
     except ValueError as exc:
         st.warning(f"{m_.name}: {exc}")
         continue
@@ -277,7 +278,7 @@ for key in compare:
 st.plotly_chart(concurrency_figure(series, marker=context, ceiling=b.max_num_seqs,
                                    model_max=sel.spec.max_context),
                 width="stretch", key="b_curve")
-st.table(rows, border="horizontal", hide_index=True)
+common.table(rows, border="horizontal", hide_index=True)
 st.caption(f"The dash-dot line is {plain(sel.label)}'s maximum context "
            f"({sel.spec.max_context:,} tokens); lengths past it are shaded. Below one sequence "
            "(the dotted red line) not even one conversation of that length fits. "

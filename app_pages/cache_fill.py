@@ -3,8 +3,9 @@ import streamlit as st
 from kvcalc.core.units import fmt_bytes
 from kvcalc.teach.fill import MAX_TOKENS, fill_timeline, shown_layers
 from webui import common
-from webui.charts import FILL_COLORS, fill_figure
+from webui.charts import FILL_COLORS, fill_chart
 from webui.common import bound, select
+from webui.memo import cached
 
 sel = common.require_selection()
 common.page_header(
@@ -42,15 +43,16 @@ if len(idx) < sel.spec.num_layers:
 MAX_CELLS = 50_000
 stride = -(-len(labels) * (prompt + new) * (new + 1) // MAX_CELLS)
 try:
-    steps = fill_timeline(sel.spec, prompt, new, layers=layers, kv_dtype=sel.kv_dtype,
-                          use_cache=mode == "cache", grid_every=stride)
+    steps = cached(fill_timeline, 16)(sel.spec, prompt, new, layers=layers,
+                                      kv_dtype=sel.kv_dtype, use_cache=mode == "cache",
+                                      grid_every=stride)
 except ValueError as exc:
     common.stop_on_error(exc)
 shown = [s for s in steps if s.grid]
 if stride > 1:
     st.caption(f"Showing every {stride}th step as a frame ({len(shown)} of {len(steps)}) to "
                "keep the page light; the table below lists every step.")
-st.plotly_chart(fill_figure(shown, labels), width="stretch", key="f_fig")
+st.plotly_chart(fill_chart(tuple(shown), tuple(labels)), width="stretch", key="f_fig")
 legend = " · ".join(f"<span style='color:{c}'>■</span> {name}" for c, name in
                     zip(FILL_COLORS, ["empty", "kept in the cache", "written this step",
                                       "recomputed this step"], strict=True))
@@ -82,7 +84,7 @@ for s in steps:
                  "K/V bytes (all layers)": fmt_bytes(s.cache_bytes),
                  **({"fixed state": fmt_bytes(s.state_bytes)} if s.state_bytes else {})})
 show = rows if len(rows) <= 12 else rows[:6] + [{k: "..." for k in rows[0]}] + rows[-5:]
-st.table(show, border="horizontal", hide_index=True)
+common.table(show, border="horizontal", hide_index=True)
 kinds = sel.spec.kind_counts()
 bounded: dict[tuple[str, int], int] = {}  # (label, most tokens kept) -> layers
 for layer in sel.spec.layers:

@@ -100,10 +100,10 @@ else:
 left, right = st.columns([3, 2])
 with left:
     st.markdown("**Block tables**")
-    st.table([{"request": t.rid, "state": t.state, "tokens": t.tokens,
-               "generated": t.generated,
-               "blocks": ", ".join(map(str, t.blocks)) or "none"} for t in snap.tables],
-             border="horizontal", hide_index=True)
+    common.table([{"request": t.rid, "state": t.state, "tokens": t.tokens,
+                   "generated": t.generated,
+                   "blocks": ", ".join(map(str, t.blocks)) or "none"} for t in snap.tables],
+                 border="horizontal", hide_index=True)
 with right:
     st.markdown("**Event log**")
     log = []

@@ -8,6 +8,7 @@ from kvcalc.perf.sweeps import max_context_at, no_speed_reason, step_curve
 from webui import common
 from webui.charts import budget_figure, step_time_figure
 from webui.common import bound, select
+from webui.memo import cached
 
 sel = common.require_selection()
 top = common.page_header(
@@ -40,10 +41,11 @@ common.require_fit(sel, util, round(reserve * GiB))  # no speed for a model that
 if prompt > context:
     st.warning("The prompt is longer than the context; the context is what the cache holds.")
 try:
-    b = budget(sel.spec, total_bytes=sel.gpu.memory_bytes, context=context,
-               weights_bytes=sel.weights_bytes, gpu_mem_util=util,
-               reserve_bytes=round(reserve * GiB), block_size=block, kv_dtype=sel.kv_dtype,
-               concurrency=batch, tp=sel.tp, pp=sel.pp, gpu_name=sel.gpu.name)
+    b = cached(budget)(sel.spec, total_bytes=sel.gpu.memory_bytes, context=context,
+                       weights_bytes=sel.weights_bytes, gpu_mem_util=util,
+                       reserve_bytes=round(reserve * GiB), block_size=block,
+                       kv_dtype=sel.kv_dtype, concurrency=batch, tp=sel.tp, pp=sel.pp,
+                       gpu_name=sel.gpu.name)
     s = step_time(sel.spec, sel.weights, context=context, batch=batch,
                   bandwidth_gbs=sel.bandwidth_gbs, kv_dtype=sel.kv_dtype, tp=sel.tp,
                   pp=sel.pp, peak_tflops=sel.gpu.peak_tflops(sel.weights.dtype),
@@ -137,14 +139,14 @@ with left:
 with right:
     x_max = min(max(2 * (s.crossover_context or 0), 2 * context, 8192), 10_000_000)
     xs = [round(x_max * i / 40) for i in range(41)]
-    curve = step_curve(sel.spec, sel.weights, xs, batch=batch, bandwidth_gbs=sel.bandwidth_gbs,
-                       kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
-    real_curve = [estimate_step(sel.spec, step_time(
-        sel.spec, sel.weights, context=c, batch=batch, bandwidth_gbs=sel.bandwidth_gbs,
-        kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp, peak_tflops=peak, find_crossover=False,
-        attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype)), speed, **link).time_s
-        for c in xs]
-    fits_to = max_context_at(sel.spec, batch, **common.pool_kwargs(
+    curve = cached(step_curve)(sel.spec, sel.weights, xs, batch=batch,
+                               bandwidth_gbs=sel.bandwidth_gbs, kv_dtype=sel.kv_dtype,
+                               tp=sel.tp, pp=sel.pp)
+    real_curve = [e.time_s for e in common.real_steps(
+        sel, [(c, batch) for c in xs], speed, bandwidth_gbs=sel.bandwidth_gbs,
+        kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp, peak_tflops=peak,
+        attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype))]
+    fits_to = cached(max_context_at)(sel.spec, batch, **common.pool_kwargs(
         sel, util, round(reserve * GiB), block))
     st.plotly_chart(step_time_figure(curve, s.crossover_context, batch, fits_to=fits_to,
                                      model_max=sel.spec.max_context, estimate=real_curve,

@@ -13,6 +13,7 @@ from kvcalc.perf.sweeps import (
 from webui import callbacks, common
 from webui.charts import batch_figure, step_time_figure
 from webui.common import bound, select
+from webui.memo import cached
 
 sel = common.require_selection()
 top = common.page_header(
@@ -37,8 +38,8 @@ x_max = select(c3.selectbox, "Chart up to (tokens)", [0, 8192, 32768, 131072, 26
 peak = sel.gpu.peak_tflops(sel.weights.dtype)
 kw = dict(bandwidth_gbs=sel.bandwidth_gbs, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
 try:
-    s = step_time(sel.spec, sel.weights, context=context, batch=batch, peak_tflops=peak,
-                  attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype), **kw)
+    s = cached(step_time)(sel.spec, sel.weights, context=context, batch=batch, peak_tflops=peak,
+                          attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype), **kw)
     est = common.estimate_step(sel, s)  # what a real engine takes for the same step
 except ValueError as exc:
     common.stop_on_error(exc)
@@ -47,14 +48,15 @@ speed = sel.speed.name
 if x_max == 0:
     x_max = min(max(2 * (s.crossover_context or 0), 2 * context, 8192), 10_000_000)
 contexts = [round(x_max * i / 80) for i in range(81)]
-curve = step_curve(sel.spec, sel.weights, contexts, batch=batch, **kw)
-# The real engine's step at each context (kvcalc.perf.calibration: the reads at the achieved share
-# or the GEMMs at the MFU, plus the fixed cost and the all-reduces).
-real = [common.estimate_step(sel, step_time(
-    sel.spec, sel.weights, context=c, batch=batch, peak_tflops=peak, find_crossover=False,
-    attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype), **kw)).time_s for c in contexts]
+# The curves are kept per setup for every visitor (webui.memo): a class asks for the same ones.
+curve = cached(step_curve)(sel.spec, sel.weights, contexts, batch=batch, **kw)
+# The real engine's step at each context (kvcalc.perf.calibration: the reads at the achieved
+# share or the GEMMs at the MFU, plus the fixed cost and the all-reduces).
+real = [e.time_s for e in common.real_steps(
+    sel, [(c, batch) for c in contexts], peak_tflops=peak,
+    attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype), **kw)]
 pool = common.pool_kwargs(sel)  # what fits: vLLM's arithmetic at the lab's pool defaults
-fits_to = max_context_at(sel.spec, batch, **pool)
+fits_to = cached(max_context_at)(sel.spec, batch, **pool)
 st.plotly_chart(step_time_figure(curve, s.crossover_context, batch, fits_to=fits_to,
                                  model_max=sel.spec.max_context, estimate=real,
                                  estimate_name=speed), width="stretch", key="s_fig")
@@ -138,14 +140,13 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
 
 st.subheader(f"Step time against batch at {context:,} tokens")
 batches = [1, 2, 4, 8, 16, 32, 64, 128, 256]
-bc = batch_curve(sel.spec, sel.weights, batches, context=context, peak_tflops=peak,
-                 attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype), **kw)
-real_tps = [common.estimate_step(sel, step_time(
-    sel.spec, sel.weights, context=context, batch=b, peak_tflops=peak, find_crossover=False,
-    attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype), **kw)).tokens_per_s
-    for b in batches]
+bc = cached(batch_curve)(sel.spec, sel.weights, batches, context=context, peak_tflops=peak,
+                         attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype), **kw)
+real_tps = [e.tokens_per_s for e in common.real_steps(
+    sel, [(context, b) for b in batches], peak_tflops=peak,
+    attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype), **kw)]
 past = context > sel.spec.max_context
-most = 0 if past else max_batch_at(sel.spec, context, **pool)
+most = 0 if past else cached(max_batch_at)(sel.spec, context, **pool)
 st.plotly_chart(batch_figure(bc, max_batch=most, estimate_tps=real_tps, estimate_name=speed),
                 width="stretch", key="s_batch_fig")
 read = [x * sel.bandwidth_gbs * GB / 1e9 for x in bc["weight_s"]]

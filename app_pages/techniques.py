@@ -7,6 +7,7 @@ from webui import callbacks, common, figures
 from webui.charts import techniques_figure
 from webui.common import bound, select
 from webui.hosted import plain
+from webui.memo import cached
 
 sel = common.require_selection()
 top = common.page_header(
@@ -30,11 +31,11 @@ link = select(c3.selectbox, "Offload link", list(links), "t_link", callbacks.lin
               index=list(links).index("pcie5-x16") if "pcie5-x16" in links else 0)
 
 try:
-    rows = techniques(sel.spec, context, kv_dtype=sel.kv_dtype, window=window,
-                      latent=(rank, rope), gpu_tokens=gpu_tokens, link=link,
-                      peak_tflops=sel.gpu.peak_tflops("bf16"), tp=sel.tp)
+    rows = cached(techniques)(sel.spec, context, kv_dtype=sel.kv_dtype, window=window,
+                              latent=(rank, rope), gpu_tokens=gpu_tokens, link=link,
+                              peak_tflops=sel.gpu.peak_tflops("bf16"), tp=sel.tp)
     # The same rows at a 16-bit cache: the reference the measured page's "vs 16-bit" uses.
-    rows16 = rows if sel.kv_dtype in ("bf16", "fp16") else techniques(
+    rows16 = rows if sel.kv_dtype in ("bf16", "fp16") else cached(techniques)(
         sel.spec, context, kv_dtype="bf16", window=window, latent=(rank, rope),
         gpu_tokens=gpu_tokens, link=link, peak_tflops=sel.gpu.peak_tflops("bf16"), tp=sel.tp)
 except ValueError as exc:
@@ -74,7 +75,7 @@ for r in rows:
                                         f"{r.seq_bytes / ref16:,.2f}x larger"),
                   "trade-off": r.tradeoff + ("" if r.applies else " (this model already does "
                                              "this, or it changes nothing here)")})
-st.table(table, border="horizontal", hide_index=True)
+common.table(table, border="horizontal", hide_index=True)
 with st.expander("How these numbers are computed", icon=":material/function:"):
     r = kv_cache(sel.spec, context, kv_dtype=sel.kv_dtype)
     common.formula(

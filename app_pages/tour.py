@@ -39,8 +39,8 @@ with top:  # the question first: on a phone it is on the first screen
 
 if les is not None:
     q = les.question
-    st.table([{"Given": k, "Value": v} for k, v in les.givens], border="horizontal",
-             hide_index=True)
+    common.table([{"Given": k, "Value": v} for k, v in les.givens], border="horizontal",
+                 hide_index=True)
     c1, c2 = st.columns([3, 1])
     guess = c1.text_input(f"Your prediction ({answer_label(q)})", placeholder="a number",
                           **bound("guess", "str"))

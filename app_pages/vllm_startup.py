@@ -115,9 +115,9 @@ if mode == "predict":
             f"max concurrency = {p.num_blocks:,} / {p.blocks_per_request:,} = "
             f"{p.max_concurrency:.4f}\n"
             f"GPU KV cache size = {p.tokens_formula} = {p.kv_cache_tokens:,}")
-        st.table([{"group": i + 1, "kind": g.kind, "layers": g.layers, "padding": g.padding,
-                   "blocks per request": f"{g.blocks_per_request:,}"}
-                  for i, g in enumerate(p.groups)], border="horizontal", hide_index=True)
+        common.table([{"group": i + 1, "kind": g.kind, "layers": g.layers, "padding": g.padding,
+                       "blocks per request": f"{g.blocks_per_request:,}"}
+                      for i, g in enumerate(p.groups)], border="horizontal", hide_index=True)
 else:
     text = st.text_area("Paste vLLM's start-up log (the lines with the config, 'Available KV cache "
                         "memory', 'GPU KV cache size' and 'Maximum concurrency')", height=180,

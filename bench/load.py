@@ -129,8 +129,11 @@ class Session:
         self.reconnects: list[float] = []  # seconds from the drop to the reloaded page
         self.same_inputs: list[bool] = []  # per reconnect: reloaded inputs equal the old ones
         self.pages: dict[str, str] = {}  # url path -> page script hash
-        self.widgets: dict[str, tuple[str, str]] = {}  # label -> (id, value kind)
+        # label -> (id, value kind, fragment id: "" when the widget is not in a fragment)
+        self.widgets: dict[str, tuple[str, str, str]] = {}
         self.latencies: list[float] = []
+        self.bytes_in: list[int] = []  # per interaction: bytes of the messages it brought
+        self.page_loads = 0  # runs that opened a page (not timed: no input changed)
         self.errors: list[str] = []
         self.start_delay = 0.0
 
@@ -165,6 +168,9 @@ class Session:
         msg.rerun_script.page_script_hash = page_hash
         if widget is not None:
             wid, kind, value = widget
+            fragment = next((v[2] for v in self.widgets.values() if v[0] == wid), "")
+            if fragment:  # as the frontend does: a widget in a fragment reruns only that
+                msg.rerun_script.fragment_id = fragment
             w = msg.rerun_script.widget_states.widgets.add()
             w.id = wid
             if kind == "int":
@@ -174,8 +180,10 @@ class Session:
         t0 = time.perf_counter()
         await ws.send(msg.SerializeToString())
         inputs, url_keys = {}, {}
+        received = 0
         while True:
             raw = await asyncio.wait_for(ws.recv(), timeout=60)
+            received += len(raw)
             fm = ForwardMsg()
             fm.ParseFromString(raw)
             kind = fm.WhichOneof("type")
@@ -190,13 +198,16 @@ class Session:
                 elif etype == "number_input":
                     ni = el.number_input
                     dtype = "int" if ni.data_type == ni.INT else "float"
-                    self.widgets[ni.label] = (ni.id, dtype)
+                    self.widgets[ni.label] = (ni.id, dtype, fm.delta.fragment_id)
                     inputs[ni.label] = ni.value if ni.set_value else ni.default
                     if ni.query_param_key:
                         url_keys[ni.label] = ni.query_param_key
             elif kind == "script_finished":
-                if widget is not None:
+                if widget is None:
+                    self.page_loads += 1
+                else:
                     self.latencies.append(time.perf_counter() - t0)
+                    self.bytes_in.append(received)
                     inputs[next(k for k, v in self.widgets.items() if v[0] == widget[0])] = \
                         float(widget[2])
                 self.inputs = inputs
@@ -266,7 +277,7 @@ class Session:
                             await _read(ws, rng.uniform(0.5 * think, 1.5 * think))
                         if time.time() >= deadline:
                             break
-                        wid, kind = self.widgets[label]
+                        wid, kind, _ = self.widgets[label]
                         await self._run(ws, self.pages[path], (wid, kind, value), self.query)
                         actions += 1
                 except asyncio.TimeoutError:
@@ -348,7 +359,10 @@ def summarize(sessions: list[Session], elapsed: float) -> dict:
                           and s.ws_replicas[0] == s.page_replica),
             "failed": sum(s.failed for s in sessions),
             "reconnects": sorted(x for s in sessions for x in s.reconnects),
-            "same_inputs": sum(x for s in sessions for x in s.same_inputs)}
+            "same_inputs": sum(x for s in sessions for x in s.same_inputs),
+            "kib_per_interaction": (statistics.mean(b for s in sessions for b in s.bytes_in)
+                                    / 1024 if lat else float("nan")),
+            "page_loads": sum(s.page_loads for s in sessions)}
 
 
 def print_summary(f: dict, behind_lb: bool) -> None:
@@ -368,7 +382,105 @@ def print_summary(f: dict, behind_lb: bool) -> None:
         print("  error:", e)
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) the process has used so far (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _serve(root: Path) -> tuple[subprocess.Popen, int]:
+    """A Streamlit server of the app in ``root`` (its own kvcalc and webui: the script's folder
+    comes first on sys.path), on a free port, once healthy."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py",
+                               "--server.port", str(port), "--server.address", "127.0.0.1",
+                               "--server.headless", "true", "--browser.gatherUsageStats",
+                               "false"], cwd=root, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.2)
+    return server, port
+
+
+async def run_local(root: Path, args) -> tuple[dict, list]:
+    """One load run against a server of ``root`` started for it: the summary (with the
+    server's memory and its CPU seconds during the load) and the hostile sessions."""
+    server, port = _serve(root)
+    try:
+        url = f"ws://127.0.0.1:{port}/_stcore/stream"
+        start = {}
+
+        async def _at_start(t0):
+            start["rss"], start["cpu"] = rss_bytes(server.pid), _cpu_s(server.pid)
+        sessions, hostile, elapsed = await run_load(url, None, args.sessions, args.seconds,
+                                                    args.think, args.hostile,
+                                                    during=_at_start)
+        rss, cpu = rss_bytes(server.pid), _cpu_s(server.pid)
+    finally:
+        server.terminate()
+        server.wait(10)
+    f = summarize(sessions, elapsed)
+    f.update(base_rss=start["rss"], rss=rss, cpu_s=cpu - start["cpu"])
+    return f, hostile
+
+
+def print_local(f: dict, args) -> None:
+    print_summary(f, behind_lb=False)
+    runs = f["interactions"] + f["page_loads"]
+    print(f"server CPU during the load: {f['cpu_s']:.1f} s = {f['cpu_s'] / f['elapsed_s']:.2f} "
+          f"cores; {f['cpu_s'] / max(1, f['interactions']) * 1e3:.0f} ms per interaction "
+          f"({f['cpu_s'] / max(1, runs) * 1e3:.0f} ms per script run, page loads included); "
+          f"{f['kib_per_interaction']:.1f} KiB sent per interaction")
+    print(f"server memory: {f['base_rss'] / 2**20:.0f} MiB before, {f['rss'] / 2**20:.0f} MiB "
+          f"with the sessions: {(f['rss'] - f['base_rss']) / max(1, args.sessions) / 2**20:.1f}"
+          " MiB per session")
+
+
+async def compare(args) -> None:
+    """Rounds of the same load against two checkouts, alternating (A B A B ...), so that
+    what else runs on the machine falls on both alike; then both side by side."""
+    roots = {"this": Path(args.root).resolve(), "other": Path(args.compare).resolve()}
+    got: dict[str, list[dict]] = {k: [] for k in roots}
+    load_before = os.getloadavg()
+    for r in range(args.rounds):
+        for name in (("other", "this") if r % 2 == 0 else ("this", "other")):
+            f, _ = await run_local(roots[name], args)
+            got[name].append(f)
+            print(f"round {r + 1} {name:<5} ({roots[name]}): {f['interactions']} interactions "
+                  f"({f['interactions'] / f['elapsed_s']:.1f}/s), p50 {f['p50_s'] * 1e3:.0f} "
+                  f"ms, p95 {f['p95_s'] * 1e3:.0f} ms, errors {len(f['errors'])}, "
+                  f"{f['cpu_s'] / max(1, f['interactions']) * 1e3:.0f} ms CPU per interaction",
+                  flush=True)
+    print(f"\n{args.sessions} sessions x {args.seconds:g} s, think {args.think:g} s (+-50%), "
+          f"{args.rounds} rounds each, alternating; load average before "
+          f"{' '.join(f'{x:.2f}' for x in load_before)}, after "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
+    print(f"{'checkout':<52}{'inter./s':>9}{'p50 ms':>8}{'p95 ms':>8}{'max ms':>8}{'errors':>7}"
+          f"{'CPU ms/inter.':>14}{'KiB/inter.':>11}")
+    for name, fs in got.items():
+        med = lambda key: statistics.median(f[key] for f in fs)  # noqa: E731
+        rate = statistics.median(f["interactions"] / f["elapsed_s"] for f in fs)
+        cpu = statistics.median(f["cpu_s"] / max(1, f["interactions"]) for f in fs)
+        print(f"{name + ': ' + str(roots[name])[-44:]:<52}{rate:>9.1f}{med('p50_s') * 1e3:>8.0f}"
+              f"{med('p95_s') * 1e3:>8.0f}{med('max_s') * 1e3:>8.0f}"
+              f"{sum(len(f['errors']) for f in fs):>7}{cpu * 1e3:>14.0f}"
+              f"{med('kib_per_interaction'):>11.1f}")
+    rate = {k: statistics.median(f["interactions"] / f["elapsed_s"] for f in fs)
+            for k, fs in got.items()}
+    print(f"interactions per second, this / other: {rate['this'] / max(rate['other'], 1e-9):.2f}x")
+
+
 async def main_async(args) -> None:
+    if args.compare:
+        await compare(args)
+        return
     if args.url:
         base = args.url.rstrip("/")
         ws_url = "ws" + base[4:] + "/_stcore/stream"
@@ -381,41 +493,12 @@ async def main_async(args) -> None:
         print("server memory: not measured with --url (the server is not a child of this "
               "script)")
     else:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py",
-                                   "--server.port", str(port), "--server.address", "127.0.0.1",
-                                   "--server.headless", "true", "--browser.gatherUsageStats",
-                                   "false"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
-        try:
-            for _ in range(300):
-                try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1)
-                    break
-                except OSError:
-                    time.sleep(0.2)
-            url = f"ws://127.0.0.1:{port}/_stcore/stream"
-            base_rss = None
-
-            async def _base_rss(t0):
-                nonlocal base_rss
-                base_rss = rss_bytes(server.pid)
-            sessions, hostile, elapsed = await run_load(url, None, args.sessions, args.seconds,
-                                                        args.think, args.hostile,
-                                                        during=_base_rss)
-            rss = rss_bytes(server.pid)
-        finally:
-            server.terminate()
-            server.wait(10)
-        print(f"{args.sessions} sessions for {elapsed:.0f} s against one server on "
+        f, hostile = await run_local(Path(args.root), args)
+        print(f"{args.sessions} sessions for {f['elapsed_s']:.0f} s against one server on "
               f"{os.cpu_count()} cores (websocket protocol, no browsers), think time "
-              f"{args.think:g} s (+-50%) between changes")
-        print_summary(summarize(sessions, elapsed), behind_lb=False)
-        print(f"server memory: {base_rss / 2**20:.0f} MiB before, {rss / 2**20:.0f} MiB with "
-              f"the sessions: {(rss - base_rss) / max(1, args.sessions) / 2**20:.1f} MiB per "
-              "session")
+              f"{args.think:g} s (+-50%) between changes; load average "
+              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print_local(f, args)
     if hostile:
         hl = sorted(x for h in hostile for x in h.latencies)
         he = [e for h in hostile for e in h.errors]
@@ -437,7 +520,20 @@ def main() -> None:
                     help="seconds a user looks at a result before the next change (0: hammer)")
     ap.add_argument("--url", help="a running server or load balancer, e.g. "
                     "http://127.0.0.1:8500 (deploy/replicas.py); default: start one server")
+    ap.add_argument("--root", default=str(ROOT),
+                    help="the checkout whose app.py the started server runs (default: this one)")
+    ap.add_argument("--compare", metavar="CHECKOUT",
+                    help="another checkout (e.g. the previous commit, from git archive): run "
+                         "the same load against both, alternating, and print them side by side")
+    ap.add_argument("--rounds", type=int, default=2, help="with --compare: runs of each")
     args = ap.parse_args()
+    if args.compare and args.url:
+        ap.error("--compare starts its own servers; it does not take --url")
+    for root in filter(None, (args.root, args.compare)):
+        if not (Path(root) / "app.py").is_file():
+            ap.error(f"{root} has no app.py: give the folder of a checkout")
+    if not 1 <= args.rounds <= 10:
+        ap.error("rounds 1..10")
     if args.url and not re.fullmatch(r"http://(127\.\d+\.\d+\.\d+|localhost|\[::1\])"
                                      r"(:\d+)?/?", args.url):
         ap.error("--url must be http:// on this machine (127.x.x.x, localhost or [::1]) with "

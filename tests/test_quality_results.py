@@ -1,8 +1,9 @@
 """The committed measurements of the quality table (kvcalc/results/, written by `python -m
 kvcalc quality --write-result`), read without torch: each file is whole, and its cache bytes
 are the ones worked by hand from SmolLM2-135M's config (30 layers, 3 KV heads, head_dim 64:
-46,080 B per token in fp32, docs/formulas.md#smollm2-135m). tests/test_quality.py runs the command again and
-compares; tests/test_app_quality.py checks that the page shows these files' numbers."""
+46,080 B per token in fp32, docs/formulas.md#smollm2-135m). tests/test_quality.py runs the
+command again and compares; tests/test_app_quality.py checks that the page shows these files'
+numbers."""
 
 import json
 from importlib import resources

@@ -14,8 +14,10 @@ import plotly.graph_objects as go
 from kvcalc.core.units import GiB
 from kvcalc.engines.budget import Budget
 
+from .memo import memo
+
 __all__ = ["budget_figure", "concurrency_figure", "step_time_figure", "batch_figure",
-           "techniques_figure", "cache_picture", "COLORS"]
+           "techniques_figure", "fill_figure", "fill_chart", "cache_picture", "COLORS"]
 
 COLORS = {
     "weights": "#e0607e",  # rose: the fixed part
@@ -29,6 +31,20 @@ COLORS = {
 _LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=10),
                legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0, traceorder="normal"),
                height=360)
+
+
+class Figure(go.Figure):
+    """A go.Figure that is built once and then only read: the builders' figures are kept in
+    webui.memo and shared by every session. st.plotly_chart asks for the figure's dict on every
+    rerun, and go.Figure.to_dict deep-copies the whole figure each time (most of the chart's
+    server time once the figure itself is kept); this one makes its dict once. Nothing may
+    change the figure after it is built."""
+
+    def to_dict(self) -> dict:
+        once = self.__dict__.get("_dict_once")
+        if once is None:
+            once = self._dict_once = super().to_dict()
+        return once
 
 
 class _Fig:
@@ -59,7 +75,7 @@ class _Fig:
                 isinstance(value, dict) else value
 
     def done(self) -> go.Figure:
-        return go.Figure(data=self.data, layout=self.layout)
+        return Figure(data=self.data, layout=self.layout)
 
 
 def _vline(fig: _Fig, x: float, text: str, dash: str = "dot",
@@ -76,6 +92,7 @@ def _vline(fig: _Fig, x: float, text: str, dash: str = "dot",
                        font=dict(size=11, color="#444"))
 
 
+@memo(32)
 def budget_figure(b: Budget) -> go.Figure:
     """Two bars in GiB: the GPU's memory split (weights, reserve, KV pool, left unused by
     gpu_memory_utilization), and the cache the user asks for drawn against the pool (red beyond)."""
@@ -139,6 +156,7 @@ def _limit_region(fig: _Fig, x0: float, x1: float, text: str, color: str,
                        font=dict(size=11, color=color))
 
 
+@memo(32)
 def concurrency_figure(series: list[tuple[str, list[int], list[float]]],
                        marker: int | None = None, ceiling: int | None = None,
                        model_max: int | None = None) -> go.Figure:
@@ -178,6 +196,7 @@ def concurrency_figure(series: list[tuple[str, list[int], list[float]]],
     return fig.done()
 
 
+@memo(32)
 def step_time_figure(curve: dict, crossover: int | None, batch: int,
                      fits_to: int | None = None, model_max: int | None = None,
                      estimate: list[float] | None = None,
@@ -220,6 +239,7 @@ def step_time_figure(curve: dict, crossover: int | None, batch: int,
     return fig.done()
 
 
+@memo(32)
 def batch_figure(curve: dict, max_batch: int | None = None,
                  estimate_tps: list[float] | None = None,
                  estimate_name: str = "calibrated estimate") -> go.Figure:
@@ -255,6 +275,7 @@ def batch_figure(curve: dict, max_batch: int | None = None,
     return fig.done()
 
 
+@memo(32)
 def techniques_figure(rows: list, unit: str = "KiB") -> go.Figure:
     """Horizontal bars: K/V bytes of one sequence under each technique (KiB, MiB or GiB)."""
     scale = {"KiB": 2**10, "MiB": 2**20, "GiB": GiB}[unit]
@@ -265,7 +286,7 @@ def techniques_figure(rows: list, unit: str = "KiB") -> go.Figure:
     text = ["reference" if r.key == "own" else
             (f"{r.saving:,.1f}x smaller" if r.saving >= 1 else f"{1 / r.saving:,.1f}x larger")
             for r in rows]
-    fig = go.Figure(go.Bar(y=names, x=values, orientation="h", marker_color=colors, text=text,
+    fig = Figure(go.Bar(y=names, x=values, orientation="h", marker_color=colors, text=text,
                            textposition="auto",
                            hovertemplate="%{y}: %{x:,.2f} " + unit + "<extra></extra>"))
     fig.update_layout(xaxis_title=f"K/V of one sequence ({unit})", showlegend=False, **_LAYOUT)
@@ -331,9 +352,22 @@ def fill_figure(steps: list, row_labels: list[str], frame_ms: int = 450) -> dict
                      "yanchor": "top", "currentvalue": {"prefix": "step: "}, "pad": {"t": 10}}],
     }
     first = steps[0]
+    # A frame carries what changes (the grid, the two bars' lengths and labels); Plotly keeps
+    # every other attribute of the traces it animates, so repeating them in each frame only
+    # made the message larger (and slower to build and send) for the same picture.
     return {"data": [heat(first), bars(first)], "layout": layout,
-            "frames": [{"name": str(s.step), "data": [heat(s), bars(s)], "traces": [0, 1]}
-                       for s in steps]}
+            "frames": [{"name": str(s.step), "traces": [0, 1], "data": [
+                {"type": "heatmap", "z": [list(r) for r in s.grid]},
+                {"type": "bar", "x": [s.passes_without_cache, s.passes_with_cache],
+                 "text": [f"{s.passes_without_cache:,}", f"{s.passes_with_cache:,}"]}]}
+                for s in steps]}
+
+
+@memo(8)
+def fill_chart(steps: tuple, row_labels: tuple) -> go.Figure:
+    """``fill_figure`` validated once into a kept figure: st.plotly_chart validates a plain
+    dict on every rerun, and with one frame per step that was most of the page's time."""
+    return Figure(fill_figure(list(steps), list(row_labels)))
 
 
 _OWNER_COLORS = ["#4c78a8", "#f58518", "#54a24b", "#b279a2", "#e45756", "#72b7b2", "#eeca3b",
@@ -345,6 +379,7 @@ def owner_color(rid: str) -> str:
     return _OWNER_COLORS[(int(digits) - 1) % len(_OWNER_COLORS)] if digits else "#888"
 
 
+@memo(32)
 def blocks_figure(blocks: tuple, block_size: int, per_row: int = 16) -> go.Figure:
     """The block pool as a grid of squares: colored by owner, shared blocks outlined and marked
     with their reference count, cached free blocks hatched grey, free blocks white."""
@@ -372,7 +407,7 @@ def blocks_figure(blocks: tuple, block_size: int, per_row: int = 16) -> go.Figur
             lines.append(0.5)
             hovers.append(f"block {b.bid}: free")
     rows = (len(blocks) + per_row - 1) // per_row
-    fig = go.Figure(go.Scatter(
+    fig = Figure(go.Scatter(
         x=xs, y=ys, mode="markers+text", text=texts, hovertext=hovers, hoverinfo="text",
         textfont=dict(size=10, color="#111"),
         marker=dict(symbol="square", size=30, color=colors,

@@ -18,6 +18,7 @@ from .render import (  # noqa: F401
                      smollm2_missing,
                      stop,
                      stop_on_error,
+                     table,
 )
 from .selection import (  # noqa: F401
                      CUSTOM,
@@ -34,6 +35,7 @@ from .selection import (  # noqa: F401
                      estimate_ttft,
                      fit_caption,
                      pool_kwargs,
+                     real_steps,
                      require_fit,
                      require_selection,
                      selection,

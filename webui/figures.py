@@ -12,7 +12,8 @@ import math
 
 import plotly.graph_objects as go
 
-from webui.charts import owner_color
+from webui.charts import Figure, owner_color
+from webui.memo import memo
 
 __all__ = ["frontier_figure", "utilization_figure", "roofline_figure", "LIMIT_SYMBOLS",
            "head_sharing_figure", "mla_figure", "window_figure", "paged_figure"]
@@ -27,6 +28,7 @@ LIMIT_NAMES = {"arrivals": "the users (every request is running)",
 _CURVE_COLORS = ["#2f9e6e", "#e0607e"]
 
 
+@memo(32)
 def frontier_figure(curves: list[tuple], slo: dict | None = None) -> go.Figure:
     """Output tokens/s per GPU against tokens/s per user, one curve per setup: (name, users,
     results[, onset users[, dash]]); each point is a concurrency (users), its marker the limit
@@ -117,6 +119,7 @@ def _nice_step(top: float, ticks: int = 5) -> int:
     return int(next(m * e for m in (1, 2, 5, 10) if m * e >= raw))
 
 
+@memo(32)
 def utilization_figure(series: tuple, batch: tuple, num_blocks: int) -> go.Figure:
     """KV blocks in use (share of the pool) and running requests over time."""
     fig = _Parts()
@@ -150,6 +153,7 @@ _POINT_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b
                  "#17becf", "#bcbd22", "#7f7f7f"]
 
 
+@memo(32)
 def roofline_figure(roofs, points: list, trajectory: list | None = None) -> go.Figure:
     """Attainable TFLOP/s = min(peak, intensity x bandwidth) on log-log axes: one roof for the
     GEMMs (the weights' format) and one for attention (the format it computes in), their ridge
@@ -257,7 +261,7 @@ class _Parts:
                 self.lay[k] = v
 
     def figure(self) -> go.Figure:
-        return go.Figure(data=self.traces, layout=dict(self.lay, shapes=self.shapes,
+        return Figure(data=self.traces, layout=dict(self.lay, shapes=self.shapes,
                                                        annotations=self.notes))
 
 
@@ -286,6 +290,7 @@ def head_sharing_rows(q_heads: int, kv_heads: int) -> list[tuple[str, int, bool]
 MAX_DRAWN_HEADS = 128  # the most query heads of a published model; more are drawn as a sample
 
 
+@memo(32)
 def head_sharing_figure(q_heads: int, kv_heads: int, head_dim: int, v_head_dim: int | None = None,
                         bytes_per_element: float = 2) -> go.Figure:
     """Query heads (top of each row) drawn on the K/V heads they read (bottom), one row each for
@@ -341,6 +346,7 @@ def head_sharing_figure(q_heads: int, kv_heads: int, head_dim: int, v_head_dim: 
     return _diagram_axes(fig, 90 + 115 * len(rows))
 
 
+@memo(32)
 def mla_figure(*, hidden: int | None, q_heads: int, rank: int, rope: int, qk_nope: int,
                v_head_dim: int, own: bool) -> go.Figure:
     """Multi-head latent attention in two lanes. Store: each token's hidden state is
@@ -405,6 +411,7 @@ def mla_figure(*, hidden: int | None, q_heads: int, rank: int, rope: int, qk_nop
     return _diagram_axes(fig, 380)
 
 
+@memo(32)
 def window_figure(window: int, context: int, kinds: list[str]) -> go.Figure:
     """The attention matrix of one sequence of ``context`` tokens (query position down, key
     position across): causal attention fills the lower triangle; a sliding window of ``window``
@@ -472,6 +479,7 @@ def window_figure(window: int, context: int, kinds: list[str]) -> go.Figure:
     return fig.figure()
 
 
+@memo(32)
 def paged_figure(tables: tuple, block_size: int, num_blocks: int,
                  per_row: int = 16) -> go.Figure:
     """PagedAttention: each running request's logical blocks (one row per request, in token

@@ -26,6 +26,7 @@ from kvcalc.perf.calibration import (
 
 from . import hub
 from .hosted import MAX_PASTE_CHARS, hosted, plain, verify_caps
+from .memo import memo
 from .render import show_error, stop, stop_on_error
 from .urlstate import bound, select
 from .visitor import visitor_id
@@ -464,6 +465,24 @@ def estimate_step(sel: Selection, ideal):
     from kvcalc.perf.calibration import estimate_step as _estimate
 
     return _estimate(sel.spec, ideal, sel.speed, tp=sel.tp, link_gbs=sel.gpu.tp_link_gbs)
+
+
+def real_steps(sel: Selection, points, speed: StepModel | None = None, **step_kw) -> tuple:
+    """A real engine's decode step (``estimate_step``) at each (context, batch) of ``points``,
+    from the ideal bound's step there (``kvcalc.step_time`` with ``step_kw``, its ``tp`` the
+    selection's), under ``speed`` (the sidebar's step model when None): a chart's curve."""
+    return _real_steps(sel.spec, sel.weights, speed or sel.speed, tuple(points),
+                       link_gbs=sel.gpu.tp_link_gbs, **step_kw)
+
+
+@memo(64)
+def _real_steps(spec, weights, speed, points, *, link_gbs, **step_kw) -> tuple:
+    from kvcalc import step_time
+    from kvcalc.perf.calibration import estimate_step as _estimate
+
+    return tuple(_estimate(spec, step_time(spec, weights, context=c, batch=b,
+                                           find_crossover=False, **step_kw),
+                           speed, tp=step_kw["tp"], link_gbs=link_gbs) for c, b in points)
 
 
 def estimate_ttft(sel: Selection, ideal, served: bool = True):

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import streamlit as st
-
 from kvcalc.config.catalog import GPU, registry
 from kvcalc.perf.calibration import StepModel
 from kvcalc.perf.capacity import RunningCapacity, frontier_users, requests_for, running_capacity
@@ -21,6 +19,8 @@ from kvcalc.perf.sim import (
     setup,
     simulate,
 )
+
+from .memo import memo
 
 MAX_STEPS = 300_000  # per curve and its onset search: about two seconds of simulation
 OVERLAYS = {
@@ -82,8 +82,12 @@ def _setup(spec, w, gpu: GPU, kv_dtype: str, tp: int, speed: StepModel, longest:
 
 
 # Results are frozen dataclasses: shared between sessions without a copy (cache_data would
-# unpickle every run on every rerun).
-@st.cache_resource(max_entries=24, show_spinner="Simulating the serving engine...")
+# unpickle every run on every rerun), and kept by webui.memo, whose keys cost microseconds
+# (st.cache_resource hashed the whole model spec on every call: a fifth of a Budget rerun).
+SIMULATING = "Simulating the serving engine..."
+
+
+@memo(24, spinner=SIMULATING)
 def frontier(spec, w, gpu: GPU, kv_dtype: str, tp: int, speed: StepModel, prompt: int,
              output: int, share: float, max_num_seqs: int | None,
              kind: str = "fixed") -> Frontier:
@@ -108,7 +112,7 @@ def frontier(spec, w, gpu: GPU, kv_dtype: str, tp: int, speed: StepModel, prompt
                     warmup=results[-1].warmup_requests)
 
 
-@st.cache_resource(max_entries=24, show_spinner="Simulating the serving engine...")
+@memo(24, spinner=SIMULATING)
 def one_run(spec, w, gpu: GPU, kv_dtype: str, tp: int, speed: StepModel, prompt: int,
             output: int, share: float, max_num_seqs: int | None, kind: str,
             users: int) -> SimResult:
@@ -123,7 +127,7 @@ def one_run(spec, w, gpu: GPU, kv_dtype: str, tp: int, speed: StepModel, prompt:
     return simulate(s, wl)
 
 
-@st.cache_resource(max_entries=24, show_spinner="Simulating the serving engine...")
+@memo(24, spinner=SIMULATING)
 def capacity(spec, w, gpu: GPU, kv_dtype: str, tp: int, speed: StepModel, prompt: int,
              output: int, pool: tuple = ()) -> RunningCapacity:
     """Logged vs running capacity for requests of ``prompt`` + ``output`` tokens on the

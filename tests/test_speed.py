@@ -1,0 +1,243 @@
+"""What makes a rerun cheap (issue 27) keeps the pages the same: results kept per input
+(webui.memo), figures that make their dict once, the cache-fill animation's light frames, and
+a page's own inputs rerunning only the page on a real server."""
+
+import pytest
+
+from kvcalc import get_model
+
+L8B = get_model("llama-3.1-8b")
+
+
+# -- webui.memo -------------------------------------------------------------------------------
+
+def test_memo_computes_once_per_value_and_keeps_at_most_its_bound():
+    from webui.memo import memo
+
+    calls = []
+
+    @memo(2)
+    def f(*args, **kwargs):
+        calls.append((args, kwargs))
+        return len(calls)
+
+    assert f([1, 2], k={"a": 1}) == 1
+    assert f([1, 2], k={"a": 1}) == 1  # equal by value: kept
+    assert f((1, 2), k={"a": 1}) == 2  # a tuple is not the list it equals
+    assert f([1.0, 2], k={"a": 1}) == 3  # 1.0 prints otherwise than 1: its own entry
+    assert len(f) == 2  # the bound: the oldest went
+    assert f([1, 2], k={"a": 1}) == 4  # ... so it is computed again
+    assert f(True) == 5 and f(1) == 6  # True and 1 hash alike; not the same argument
+
+
+def test_memo_keys_frozen_results_by_value_and_runs_what_it_cannot_key():
+    from dataclasses import replace
+
+    from webui.memo import memo
+
+    calls = []
+
+    @memo(8)
+    def kv_layers(spec):
+        calls.append(spec)
+        return spec.num_layers
+
+    spec = L8B.spec
+    assert kv_layers(spec) == 32 and kv_layers(replace(spec)) == 32  # an equal copy: a hit
+    assert len(calls) == 1
+    assert kv_layers(replace(spec, name="other")) == 32 and len(calls) == 2
+
+    @memo(8)
+    def size(obj):
+        calls.append(obj)
+        return 1
+
+    class Unhashable:
+        __hash__ = None
+
+    size(Unhashable())
+    size(Unhashable())
+    assert len(calls) == 4  # nothing to key it by: run every time, never kept
+    assert len(size) == 0
+
+
+def test_memo_refuses_an_empty_bound():
+    from webui.memo import memo
+
+    with pytest.raises(ValueError, match="at least one"):
+        memo(0)
+
+
+# -- figures -----------------------------------------------------------------------------------
+
+def test_kept_figures_give_plotlys_own_dict_made_once():
+    import plotly.graph_objects as go
+
+    from webui.charts import Figure
+
+    data = [{"type": "scatter", "x": [1, 2, 3], "y": [4, 5, 6], "line": {"color": "#2f9e6e"}}]
+    layout = {"height": 300, "xaxis": {"title": {"text": "tokens"}}}
+    fig = Figure(data=data, layout=layout)
+    assert fig.to_dict() == go.Figure(data=data, layout=layout).to_dict()
+    assert fig.to_dict() is fig.to_dict()  # once: st.plotly_chart asks on every rerun
+
+
+def test_a_builder_returns_the_kept_figure_for_equal_inputs():
+    from kvcalc.perf.sweeps import step_curve
+    from webui.charts import step_time_figure
+
+    kw = dict(bandwidth_gbs=3350.0, kv_dtype="bf16", tp=1, pp=1)
+    xs = [1024 * i for i in range(9)]
+    a = step_time_figure(step_curve(L8B.spec, L8B.weights("auto"), xs, batch=4, **kw), 8000, 4)
+    b = step_time_figure(step_curve(L8B.spec, L8B.weights("auto"), xs, batch=4, **kw), 8000, 4)
+    c = step_time_figure(step_curve(L8B.spec, L8B.weights("auto"), xs, batch=8, **kw), 8000, 8)
+    assert a is b and a is not c
+    assert "batch 8" in c.data[1].name and "batch 4" in a.data[1].name
+
+
+def test_fill_frames_carry_what_changes_and_replay_every_step():
+    """Plotly's animate merges a frame's traces onto the figure's: each frame, merged onto the
+    first step's traces, must be that step's full picture (grid from kvcalc.fill itself)."""
+    from kvcalc.teach.fill import fill_timeline
+    from webui.charts import fill_figure
+
+    steps = fill_timeline(L8B.spec, 5, 4, layers=2)
+    labels = ["layer 1 K", "layer 1 V", "layer 32 K", "layer 32 V"]
+    fig = fill_figure(steps, labels)
+    heat, bars = fig["data"]
+    assert len(fig["frames"]) == len(steps) == 5
+    for frame, step in zip(fig["frames"], steps, strict=True):
+        assert frame["traces"] == [0, 1]
+        f_heat, f_bars = frame["data"]
+        assert set(f_heat) == {"type", "z"} and set(f_bars) == {"type", "x", "text"}
+        merged = {**heat, **f_heat}
+        assert merged["z"] == [list(r) for r in step.grid]
+        assert merged["x"] == list(range(1, 10)) and merged["y"] == labels
+        merged = {**bars, **f_bars}
+        assert merged["x"] == [step.passes_without_cache, step.passes_with_cache]
+        assert merged["text"] == [f"{step.passes_without_cache:,}", f"{step.passes_with_cache:,}"]
+        assert merged["orientation"] == "h"
+
+
+# -- a real server: a page's own input reruns only the page ----------------------------------
+
+@pytest.mark.slow
+def test_a_page_input_reruns_only_the_page_and_a_sidebar_input_everything():
+    """On a real server, as the browser speaks: the Budget page's context changed with the
+    fragment id the page's widget came with reruns the page alone (nothing in the sidebar is
+    sent again) and shows the new context's numbers; the sidebar's KV format reruns the whole
+    app, sidebar included."""
+    websockets = pytest.importorskip("websockets")
+    import asyncio
+    import sys
+
+    from conftest import ROOT, start_server
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    proc, base = start_server(lambda port: [
+        sys.executable, "-m", "streamlit", "run", "app.py", f"--server.port={port}",
+        "--server.address=127.0.0.1", "--server.headless=true",
+        "--browser.gatherUsageStats=false"], cwd=ROOT)
+    port = int(base.rsplit(":", 1)[1])
+
+    async def run(ws, page="", query="", widget=None, fragment=""):
+        msg = BackMsg()
+        msg.rerun_script.query_string = query
+        msg.rerun_script.page_script_hash = page
+        if fragment:
+            msg.rerun_script.fragment_id = fragment
+        if widget is not None:
+            w = msg.rerun_script.widget_states.widgets.add()
+            w.id = widget[0]
+            if isinstance(widget[1], str):
+                w.string_value = widget[1]
+            else:
+                w.int_value = widget[1]
+        await ws.send(msg.SerializeToString())
+        got = {"pages": {}, "inputs": {}, "sidebar": 0, "metrics": {}, "errors": []}
+        while True:
+            fm = ForwardMsg()
+            fm.ParseFromString(await asyncio.wait_for(ws.recv(), timeout=60))
+            kind = fm.WhichOneof("type")
+            if kind == "navigation":
+                got["pages"] = {p.url_pathname: p.page_script_hash
+                                for p in fm.navigation.app_pages}
+            elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
+                if fm.metadata.delta_path[0] == 1:  # the sidebar's root container
+                    got["sidebar"] += 1
+                el = fm.delta.new_element
+                what = el.WhichOneof("type")
+                if what in ("number_input", "selectbox"):
+                    w = getattr(el, what)
+                    got["inputs"][w.label] = (w.id, fm.delta.fragment_id)
+                elif what == "metric":
+                    got["metrics"][el.metric.label] = el.metric.body
+                elif what == "exception":
+                    got["errors"].append(el.exception.message)
+            elif kind == "script_finished":
+                return got
+
+    async def scenario():
+        async with websockets.connect(f"ws://127.0.0.1:{port}/_stcore/stream",
+                                      subprotocols=["streamlit"], max_size=2**26) as ws:
+            pages = (await run(ws))["pages"]
+            full = await run(ws, pages["budget"])
+            assert full["sidebar"] > 10 and not full["errors"]
+            wid, fragment = full["inputs"]["Context per sequence (tokens)"]
+            assert fragment  # the page's widgets are drawn in a fragment
+            page_only = await run(ws, pages["budget"], "b_ctx=32768", (wid, 32768), fragment)
+            assert not page_only["errors"] and page_only["sidebar"] == 0
+            # Llama 3.1 8B: 2 (K and V) x 32 layers x 8 K/V heads x 128 x 2 B = 128 KiB a token
+            assert page_only["metrics"]["KV per token at 32,768"] == "128.00 KiB"
+            kv_id, kv_fragment = full["inputs"]["KV cache"]
+            assert kv_fragment == ""  # the sidebar is outside it
+            again = await run(ws, pages["budget"], "b_ctx=32768", (kv_id, "fp8"))
+            assert not again["errors"] and again["sidebar"] > 10
+            assert again["metrics"]["KV per token at 32,768"] == "64.00 KiB"  # 1 B a number
+    try:
+        asyncio.run(scenario())
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+# -- tables -------------------------------------------------------------------------------------
+
+def test_regular_rows_go_to_the_table_as_arrow_and_the_rest_as_they_are():
+    import pyarrow as pa
+
+    from webui.render import arrow_rows
+
+    t = arrow_rows([{"model": "a", "blocks": 3, "x": 1.5, "ok": True},
+                    {"model": "b", "blocks": 40, "x": 2.0, "ok": False}])
+    assert t.schema == pa.schema([("model", pa.string()), ("blocks", pa.int64()),
+                                  ("x", pa.float64()), ("ok", pa.bool_())])
+    assert t.column("blocks").to_pylist() == [3, 40]
+    assert arrow_rows([{"a": 1}, {"a": "1"}]) is None  # mixed kinds: pandas' own conversion
+    assert arrow_rows([{"a": 1}, {"a": 1.5}]) is None  # (pandas would make both floats)
+    assert arrow_rows([{"a": True}, {"a": 1}]) is None
+    assert arrow_rows([{"a": 1}, {"b": 1}]) is None and arrow_rows([{"a": None}]) is None
+    assert arrow_rows([{"a": 2**63}]) is None and arrow_rows([]) is None
+
+
+def test_a_table_shows_the_same_frame_either_way(tmp_path):
+    from streamlit.testing.v1 import AppTest
+
+    script = tmp_path / "t.py"
+    script.write_text(
+        "import streamlit as st\n"
+        "from webui.render import table\n"
+        "rows = [{'request': 'r1', 'state': 'running', 'tokens': 40, 'share': 0.25},\n"
+        "        {'request': 'r2', 'state': 'waiting', 'tokens': 7, 'share': 1.0}]\n"
+        "table(rows, border='horizontal', hide_index=True)\n"
+        "st.table(rows, border='horizontal', hide_index=True)\n")
+    at = AppTest.from_file(str(script)).run()
+    mine, streamlits = (t.value for t in at.table)
+    assert mine.to_dict("records") == streamlits.to_dict("records") == [
+        {"request": "r1", "state": "running", "tokens": 40, "share": 0.25},
+        {"request": "r2", "state": "waiting", "tokens": 7, "share": 1.0}]
+    assert [str(d) for d in mine.dtypes][2:] == [str(d) for d in streamlits.dtypes][2:]
+    a, b = (t.proto for t in at.table)
+    assert (a.border_mode, a.hide_index, a.hide_header) == (b.border_mode, b.hide_index,
+                                                            b.hide_header)
