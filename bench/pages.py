@@ -239,7 +239,7 @@ DRAWN = ("(n) => !document.querySelector('[data-testid=stStatusWidget]') &&"
          "p => p.querySelector('.main-svg')).length >= n")
 
 
-def _server(root: Path) -> tuple[subprocess.Popen, str]:
+def start_server(root: Path) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -311,7 +311,7 @@ def browser_first_render(paths: list[str], roots: dict[str, Path], repeat: int =
     from playwright.sync_api import sync_playwright
 
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
-    servers = {name: _server(root) for name, root in roots.items()}
+    servers = {name: start_server(root) for name, root in roots.items()}
     out = {n: {p or "home": {"cold": [], "warm": [], "click": []} for p in paths} for n in roots}
     try:
         with sync_playwright() as p:

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pages import PAGES, _server  # beside this script
+from pages import PAGES, start_server  # beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 TOLERANCE = 2  # of 255 per channel: anti-aliasing of an edge that moved by a fraction of a pixel
@@ -60,7 +60,7 @@ def main() -> None:
     pages = PAGES + ["vllm_startup"] if args.pages is None else args.pages.split(",")
     out = Path(args.out or tempfile.mkdtemp(prefix="kvlab-pixels-"))
     out.mkdir(parents=True, exist_ok=True)
-    servers = {"this": _server(ROOT), "other": _server(Path(args.other).resolve())}
+    servers = {"this": start_server(ROOT), "other": start_server(Path(args.other).resolve())}
     shots = [(p, None) for p in pages] + [("cache_fill", 0.3), ("cache_fill", 0.999)]
     differ = 0
     try:

@@ -75,8 +75,11 @@ def _hash_of(x: Any) -> int:
     if got is not None and got[0]() is x:
         return got[1]
     h = hash(x)
+    def forget(_ref: weakref.ref, i: int = i) -> None:
+        _HASHES.pop(i, None)
+
     try:
-        ref = weakref.ref(x, lambda _, i=i: _HASHES.pop(i, None))
+        ref = weakref.ref(x, forget)
     except TypeError:  # no weak references to it (ints, tuples, slotted classes): hash again
         return h
     with _HASHES_LOCK:
