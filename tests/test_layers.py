@@ -316,3 +316,17 @@ def test_a_cycle_through_type_checking_is_reported(tmp_path):
     (root / "kvcalc/config/params.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .hf import Fields\n")
     assert problems(root) == ["import cycle among kvcalc.config.hf, kvcalc.config.params"]
+
+
+def test_every_package_is_installed_by_a_non_editable_install():
+    """pyproject's explicit package list must name every folder of kvcalc/ and webui/ that holds
+    an __init__.py: `pip install .` (the wheel, the Docker image) copies only those, so a
+    subpackage left out imports in the checkout and fails in the image."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts)
+             for top in ("kvcalc", "webui") for p in (ROOT / top).rglob("__init__.py")}
+    assert found - listed == set(), "add to [tool.setuptools] packages"
+    assert listed - found == set(), "listed but not a package"
