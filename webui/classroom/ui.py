@@ -388,7 +388,6 @@ def teacher_end() -> None:
         _say("success", f"Class {t[0]} ended: its students and answers are deleted.")
 
 
-@st.fragment(run_every=TEACHER_POLL_S)
 def _part_results(q, pr, parts: int, *, revealed: bool, hold: bool) -> None:
     """One part's answers on the teacher's screen: their histogram and the named mistakes."""
     head = "" if parts == 1 else ("Per token: " if pr.part == 1 else "Per sequence: ")
@@ -416,6 +415,7 @@ def _part_results(q, pr, parts: int, *, revealed: bool, hold: bool) -> None:
             st.markdown(f"- **{n}** · {plain(slip)}")
 
 
+@st.fragment(run_every=TEACHER_POLL_S)
 def teacher_panel(code: str) -> None:
     t = _teacher()
     if t is None:
