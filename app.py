@@ -25,6 +25,7 @@ st.set_page_config(page_title="KV Cache Lab", page_icon=ICON, layout="wide")
 common.url_guard_begin()
 url_note = st.empty()  # filled at the end of the run if the link carried values we ignored
 
+
 def page_list() -> dict:
     """The st.Page objects of the registry (webui/pages.py), made once per session: st.Page
     resolves its file on the disk (16 paths, a few system calls each, on every full run
@@ -39,8 +40,20 @@ def page_list() -> dict:
 # Pages (by url_path; "" is Home) whose own inputs rerun only the page (a fragment), not the
 # frame and the sidebar around it: nothing outside the page depends on them. Not the live class
 # (its buttons rewrite the link) nor the pages that run a model (they wait on the device queue).
-PAGE_ONLY_RERUNS = {"", "tour", "budget", "step_time", "techniques", "lab", "roofline",
-                    "frontier", "vllm_startup", "cache_fill", "engine", "interview"}
+PAGE_ONLY_RERUNS = {
+    "",
+    "tour",
+    "budget",
+    "step_time",
+    "techniques",
+    "lab",
+    "roofline",
+    "frontier",
+    "vllm_startup",
+    "cache_fill",
+    "engine",
+    "interview",
+}
 
 
 def run_page(page) -> None:

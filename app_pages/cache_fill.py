@@ -9,18 +9,27 @@ from webui.memo import cached
 
 sel = common.require_selection()
 common.page_header(
-    "Cache fill: prefill writes, decode appends", sel,
+    "Cache fill: prefill writes, decode appends",
+    sel,
     "Each column is one token; each pair of rows is the key (K) and value (V) that one layer keeps "
     "for it. Press Play: the prefill writes the whole prompt in one pass, then every decode step "
-    "adds one column. Switch to **No cache** to see every step recompute all earlier columns.")
+    "adds one column. Switch to **No cache** to see every step recompute all earlier columns.",
+)
 
 c = st.columns(4)
-prompt = c[0].number_input("Prompt length (tokens)", 1, MAX_TOKENS, 12, 1,
-                           **bound("f_prompt", "num"))
+prompt = c[0].number_input(
+    "Prompt length (tokens)", 1, MAX_TOKENS, 12, 1, **bound("f_prompt", "num")
+)
 new = c[1].number_input("Tokens to generate", 0, MAX_TOKENS, 20, 1, **bound("f_new", "num"))
 layers = c[2].number_input("Layers shown", 1, 16, 4, 1, **bound("f_layers", "num"))
-mode = select(c[3].radio, "Mode", ["cache", "no-cache"], "f_mode",
-              {"cache": "KV cache", "no-cache": "No cache"}.get, horizontal=True)
+mode = select(
+    c[3].radio,
+    "Mode",
+    ["cache", "no-cache"],
+    "f_mode",
+    {"cache": "KV cache", "no-cache": "No cache"}.get,
+    horizontal=True,
+)
 
 idx = shown_layers(sel.spec, layers)
 labels = []
@@ -43,19 +52,32 @@ if len(idx) < sel.spec.num_layers:
 MAX_CELLS = 50_000
 stride = -(-len(labels) * (prompt + new) * (new + 1) // MAX_CELLS)
 try:
-    steps = cached(fill_timeline, 16)(sel.spec, prompt, new, layers=layers,
-                                      kv_dtype=sel.kv_dtype, use_cache=mode == "cache",
-                                      grid_every=stride)
+    steps = cached(fill_timeline, 16)(
+        sel.spec,
+        prompt,
+        new,
+        layers=layers,
+        kv_dtype=sel.kv_dtype,
+        use_cache=mode == "cache",
+        grid_every=stride,
+    )
 except ValueError as exc:
     common.stop_on_error(exc)
 shown = [s for s in steps if s.grid]
 if stride > 1:
-    st.caption(f"Showing every {stride}th step as a frame ({len(shown)} of {len(steps)}) to "
-               "keep the page light; the table below lists every step.")
+    st.caption(
+        f"Showing every {stride}th step as a frame ({len(shown)} of {len(steps)}) to "
+        "keep the page light; the table below lists every step."
+    )
 st.plotly_chart(fill_chart(tuple(shown), tuple(labels)), width="stretch", key="f_fig")
-legend = " · ".join(f"<span style='color:{c}'>■</span> {name}" for c, name in
-                    zip(FILL_COLORS, ["empty", "kept in the cache", "written this step",
-                                      "recomputed this step"], strict=True))
+legend = " · ".join(
+    f"<span style='color:{c}'>■</span> {name}"
+    for c, name in zip(
+        FILL_COLORS,
+        ["empty", "kept in the cache", "written this step", "recomputed this step"],
+        strict=True,
+    )
+)
 st.markdown(legend, unsafe_allow_html=True)  # fixed text of ours; nothing a user typed
 
 last = steps[-1]
@@ -71,18 +93,26 @@ st.markdown(
     f"token back in: {prompt} + {new} = **{last.passes_with_cache:,}** token passes for "
     f"{new + 1} new tokens. Without a cache, step *i* runs all {prompt} + *i* tokens again: "
     f"**{last.passes_without_cache:,}** token passes, a count that grows with the square of "
-    "the length.")
-st.caption("Token passes count work, not time. With a cache, attention still reads every earlier "
-           "key and value at each step, so a step still gets slower as the context grows (see "
-           "Decode step time); and on a GPU a short recomputation costs about one read of the "
-           "weights, like a cached step. The difference shows for long contexts.")
+    "the length."
+)
+st.caption(
+    "Token passes count work, not time. With a cache, attention still reads every earlier "
+    "key and value at each step, so a step still gets slower as the context grows (see "
+    "Decode step time); and on a GPU a short recomputation costs about one read of the "
+    "weights, like a cached step. The difference shows for long contexts."
+)
 
 st.subheader(f"What the cache holds for {sel.label}")
 rows = []
 for s in steps:
-    rows.append({"step": "prefill" if s.step == 0 else str(s.step), "tokens": f"{s.tokens:,}",
-                 "K/V bytes (all layers)": fmt_bytes(s.cache_bytes),
-                 **({"fixed state": fmt_bytes(s.state_bytes)} if s.state_bytes else {})})
+    rows.append(
+        {
+            "step": "prefill" if s.step == 0 else str(s.step),
+            "tokens": f"{s.tokens:,}",
+            "K/V bytes (all layers)": fmt_bytes(s.cache_bytes),
+            **({"fixed state": fmt_bytes(s.state_bytes)} if s.state_bytes else {}),
+        }
+    )
 show = rows if len(rows) <= 12 else rows[:6] + [{k: "..." for k in rows[0]}] + rows[-5:]
 common.table(show, border="horizontal", hide_index=True)
 kinds = sel.spec.kind_counts()
@@ -91,15 +121,23 @@ for layer in sel.spec.layers:
     if layer.token_bound() is not None:
         key = (layer.label, layer.token_bound())
         bounded[key] = bounded.get(key, 0) + 1
-notes = [f"{count} {label} layers stop growing at {most:,} tokens: past that, old tokens leave "
-         "the cache." for (label, most), count in bounded.items()]
+notes = [
+    f"{count} {label} layers stop growing at {most:,} tokens: past that, old tokens leave "
+    "the cache."
+    for (label, most), count in bounded.items()
+]
 if "state" in kinds:
-    notes.append(f"{kinds['state']} recurrent layers keep a fixed state instead of K/V; it does "
-                 "not grow at all.")
+    notes.append(
+        f"{kinds['state']} recurrent layers keep a fixed state instead of K/V; it does "
+        "not grow at all."
+    )
 if "shared" in kinds:
-    notes.append(f"{kinds['shared']} layers store nothing: they read the cache an earlier layer "
-                 "wrote.")
+    notes.append(
+        f"{kinds['shared']} layers store nothing: they read the cache an earlier layer wrote."
+    )
 for n in notes:
     st.info(n)
-st.caption("Bytes for the chosen model and KV format (KiB/MiB/GiB are powers of 2). The grid shows "
-           "positions, not sizes: each cell stands for that layer's K or V vector of one token.")
+st.caption(
+    "Bytes for the chosen model and KV format (KiB/MiB/GiB are powers of 2). The grid shows "
+    "positions, not sizes: each cell stands for that layer's K or V vector of one token."
+)

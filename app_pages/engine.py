@@ -8,26 +8,38 @@ from webui.charts import blocks_figure
 from webui.common import bound, select
 
 common.page_header(
-    "Engine view: paged blocks", None,
+    "Engine view: paged blocks",
+    None,
     "A serving engine cuts the cache into fixed-size blocks. Requests are admitted only when "
     "their prompt fits in free blocks, take one more block whenever their last one fills up, are "
     "preempted when memory runs out, and give their blocks back the moment they finish. Equal "
-    "prompt prefixes share blocks instead of copying them.")
+    "prompt prefixes share blocks instead of copying them.",
+)
 
 options = list(SCENARIOS) + ["custom"]
 c = st.columns([2, 1, 1, 1])
 key = select(c[0].selectbox, "Scenario", options, "e_scn", callbacks.engine_scenario_label)
 preset = SCENARIOS.get(key, SCENARIOS["shared-prompt"])
-block_size = select(c[1].selectbox, "Block size (tokens)", [4, 8, 16, 32], "e_bs",
-                    index=[4, 8, 16, 32].index(preset["block_size"]))
-num_blocks = c[2].number_input("Blocks in the pool", 4, 512, preset["num_blocks"], 1,
-                               **bound("e_blocks", "num"))
+block_size = select(
+    c[1].selectbox,
+    "Block size (tokens)",
+    [4, 8, 16, 32],
+    "e_bs",
+    index=[4, 8, 16, 32].index(preset["block_size"]),
+)
+num_blocks = c[2].number_input(
+    "Blocks in the pool", 4, 512, preset["num_blocks"], 1, **bound("e_blocks", "num")
+)
 caching = c[3].toggle("Prefix caching", True, **bound("e_cache", "bool"))
 
 if key == "custom":
-    text = st.text_area("Requests, one per line: prompt tokens, output tokens, shared prefix "
-                        "tokens (optional), arrival step (optional)", "40 12 32\n40 12 32 1\n"
-                        "60 20 0 2", height=110, **bound("e_text", "str"))
+    text = st.text_area(
+        "Requests, one per line: prompt tokens, output tokens, shared prefix "
+        "tokens (optional), arrival step (optional)",
+        "40 12 32\n40 12 32 1\n60 20 0 2",
+        height=110,
+        **bound("e_text", "str"),
+    )
 else:
     text = preset["text"]
     with st.expander("The requests of this scenario"):
@@ -39,15 +51,27 @@ except ValueError as exc:
     common.stop_on_error(exc)
 
 b = st.columns([1, 1, 1, 2])
-b[0].button("Step", on_click=callbacks.engine_advance, args=(1,), icon=":material/skip_next:",
-            width="stretch")
-b[1].button("Run 10 steps", on_click=callbacks.engine_advance, args=(10,),
-            icon=":material/fast_forward:", width="stretch")
-b[2].button("Reset", on_click=callbacks.engine_reset, icon=":material/restart_alt:",
-            width="stretch")
+b[0].button(
+    "Step",
+    on_click=callbacks.engine_advance,
+    args=(1,),
+    icon=":material/skip_next:",
+    width="stretch",
+)
+b[1].button(
+    "Run 10 steps",
+    on_click=callbacks.engine_advance,
+    args=(10,),
+    icon=":material/fast_forward:",
+    width="stretch",
+)
+b[2].button(
+    "Reset", on_click=callbacks.engine_reset, icon=":material/restart_alt:", width="stretch"
+)
 st.session_state.setdefault("e_step", 0)  # the buttons above change it through session state
-step = b[3].number_input("Step", min_value=0, max_value=callbacks.ENGINE_MAX_STEP, step=1,
-                         **bound("e_step", "num"))
+step = b[3].number_input(
+    "Step", min_value=0, max_value=callbacks.ENGINE_MAX_STEP, step=1, **bound("e_step", "num")
+)
 
 
 try:
@@ -60,63 +84,102 @@ if step > snap.step:
 m = st.columns(6)
 m[0].metric("Step", snap.step)
 m[1].metric("Blocks used", f"{snap.used_blocks} / {num_blocks}")
-m[2].metric("Free (cached)", f"{snap.free_blocks} ({snap.cached_free_blocks})",
-            help="Free blocks; in brackets those that still hold a cached prefix")
-m[3].metric("Empty slots in used blocks", f"{snap.fragmentation_slots}",
-            help="Internal fragmentation: allocated token slots not yet written")
-m[4].metric("Prefix hit rate", f"{snap.prefix_hit_rate:.0%}",
-            help="Prompt tokens found in cached blocks / prompt tokens admitted")
+m[2].metric(
+    "Free (cached)",
+    f"{snap.free_blocks} ({snap.cached_free_blocks})",
+    help="Free blocks; in brackets those that still hold a cached prefix",
+)
+m[3].metric(
+    "Empty slots in used blocks",
+    f"{snap.fragmentation_slots}",
+    help="Internal fragmentation: allocated token slots not yet written",
+)
+m[4].metric(
+    "Prefix hit rate",
+    f"{snap.prefix_hit_rate:.0%}",
+    help="Prompt tokens found in cached blocks / prompt tokens admitted",
+)
 m[5].metric("Preemptions", snap.preemptions)
 
 st.plotly_chart(blocks_figure(snap.blocks, block_size), width="stretch", key="e_fig")
 try:
     sel = common.selection()
-    per_block = block_size * kv_cache(sel.spec, 1, kv_dtype=sel.kv_dtype, tp=sel.tp,
-                                      pp=sel.pp).kv_bytes_per_token_nominal
-    st.caption(f"For {sel.label} in {sel.kv_dtype.upper()}, one block of {block_size} tokens "
-               f"across all layers is {fmt_bytes(per_block)}; this pool would be "
-               f"{fmt_bytes(per_block * num_blocks)}.")
+    per_block = (
+        block_size
+        * kv_cache(
+            sel.spec, 1, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp
+        ).kv_bytes_per_token_nominal
+    )
+    st.caption(
+        f"For {sel.label} in {sel.kv_dtype.upper()}, one block of {block_size} tokens "
+        f"across all layers is {fmt_bytes(per_block)}; this pool would be "
+        f"{fmt_bytes(per_block * num_blocks)}."
+    )
 except ValueError:
     pass
-st.caption("Each square is one block of the pool, colored by the request that owns it. "
-           "x2, x3: a block shared by that many requests (same prefix, stored once). c: a free "
-           "block that still holds a cached prefix, reusable until it is evicted. White: free.")
+st.caption(
+    "Each square is one block of the pool, colored by the request that owns it. "
+    "x2, x3: a block shared by that many requests (same prefix, stored once). c: a free "
+    "block that still holds a cached prefix, reusable until it is evicted. White: free."
+)
 
 st.subheader("PagedAttention: from a request's blocks to the pool")
 running = [t for t in snap.tables if t.blocks]
 if running:
-    st.plotly_chart(figures.paged_figure(list(snap.tables), block_size, num_blocks),
-                    width="stretch", key="e_paged")
-    st.caption(f"Each running request sees its cache as logical blocks 0, 1, 2 ... in token "
-               f"order, {block_size} tokens each; its block table (in brackets) says which "
-               "physical block of the pool holds each one. PagedAttention, vLLM's attention "
-               "kernel, follows the table while it reads keys and values, so a request's blocks "
-               "can lie anywhere in the pool, and two requests with the same prefix point at the "
-               "same physical block.")
+    st.plotly_chart(
+        figures.paged_figure(list(snap.tables), block_size, num_blocks),
+        width="stretch",
+        key="e_paged",
+    )
+    st.caption(
+        f"Each running request sees its cache as logical blocks 0, 1, 2 ... in token "
+        f"order, {block_size} tokens each; its block table (in brackets) says which "
+        "physical block of the pool holds each one. PagedAttention, vLLM's attention "
+        "kernel, follows the table while it reads keys and values, so a request's blocks "
+        "can lie anywhere in the pool, and two requests with the same prefix point at the "
+        "same physical block."
+    )
 else:
-    st.caption("No request holds blocks at this step: press Step to admit some, and their block "
-               "tables appear here.")
+    st.caption(
+        "No request holds blocks at this step: press Step to admit some, and their block "
+        "tables appear here."
+    )
 
 left, right = st.columns([3, 2])
 with left:
     st.markdown("**Block tables**")
-    common.table([{"request": t.rid, "state": t.state, "tokens": t.tokens,
-                   "generated": t.generated,
-                   "blocks": ", ".join(map(str, t.blocks)) or "none"} for t in snap.tables],
-                 border="horizontal", hide_index=True)
+    common.table(
+        [
+            {
+                "request": t.rid,
+                "state": t.state,
+                "tokens": t.tokens,
+                "generated": t.generated,
+                "blocks": ", ".join(map(str, t.blocks)) or "none",
+            }
+            for t in snap.tables
+        ],
+        border="horizontal",
+        hide_index=True,
+    )
 with right:
     st.markdown("**Event log**")
     log = []
-    for h in history[max(1, len(history) - 6):]:
+    for h in history[max(1, len(history) - 6) :]:
         log += [f"step {h.step}: {e}" for e in h.events]
     st.code("\n".join(log[-24:]) or "press Step to start", language=None, wrap_lines=True)
 
 longest = max(len(r.prompt) + r.output_len for r in requests)
 max_len = st.number_input(
-    "max_model_len of the engine without paging (tokens)", longest, 65_536, max(256, longest),
-    64, **bound("e_maxlen", "num"),
+    "max_model_len of the engine without paging (tokens)",
+    longest,
+    65_536,
+    max(256, longest),
+    64,
+    **bound("e_maxlen", "num"),
     help="An engine that allocates contiguously must reserve the longest length it serves for "
-         "every request, whatever that request turns out to need.")
+    "every request, whatever that request turns out to need.",
+)
 contiguous = contiguous_capacity(num_blocks, block_size, max_len)
 peak = max(h.running for h in history)
 st.markdown(
@@ -125,4 +188,5 @@ st.markdown(
     f"**{contiguous}** request{'s' if contiguous != 1 else ''} at a time. With blocks, up to "
     f"**{peak}** ran together so far, because a request only holds what it has written, rounded "
     f"up to a block of {block_size}. PagedAttention, the attention kernel of vLLM, reads each "
-    "request's keys and values through its block table, so the blocks need not be contiguous.")
+    "request's keys and values through its block table, so the blocks need not be contiguous."
+)

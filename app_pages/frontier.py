@@ -7,16 +7,19 @@ from webui.common import bound, select
 
 sel = common.require_selection()
 top = common.page_header(
-    "Throughput and latency: the serving frontier", sel,
+    "Throughput and latency: the serving frontier",
+    sel,
     "A serving engine runs many requests in one batch. A larger batch gives more tokens per "
     "second per graphics processing unit (GPU) but makes each user wait longer for each token. "
     "Each point below is one simulated run of continuous batching with a given number of "
-    "users; the curve is the frontier of what this setup can trade.")
+    "users; the curve is the frontier of what this setup can trade.",
+)
 common.require_fit(sel)
 st.markdown(
     "This page is where the Budget, the Decode step time and the Engine view meet: the Budget's "
     "key-value (KV) pool caps how many requests fit, the step time says how long each step of "
-    "that batch takes, and the Engine's blocks decide who waits and who is preempted.")
+    "that batch takes, and the Engine's blocks decide who waits and who is preempted."
+)
 lc = st.columns(3)
 lc[0].page_link("app_pages/budget.py", label="Budget", icon=":material/memory:")
 lc[1].page_link("app_pages/step_time.py", label="Decode step time", icon=":material/speed:")
@@ -25,33 +28,70 @@ lc[2].page_link("app_pages/engine.py", label="Engine view", icon=":material/view
 c = st.columns(3)
 prompt = c[0].number_input("Prompt (tokens)", 1, 32_768, 512, 64, **bound("fr_prompt", "num"))
 output = c[1].number_input("Output (tokens)", 2, 8192, 256, 32, **bound("fr_output", "num"))
-kind = select(c[2].selectbox, "Request lengths", list(serving.LENGTHS), "fr_len",
-              serving.lengths_label,
-              help="Log-normal lengths have the prompt and output above as their median and "
-                   f"are cut at {serving.CLIP} x it: requests then finish at different times "
-                   "instead of in waves")
+kind = select(
+    c[2].selectbox,
+    "Request lengths",
+    list(serving.LENGTHS),
+    "fr_len",
+    serving.lengths_label,
+    help="Log-normal lengths have the prompt and output above as their median and "
+    f"are cut at {serving.CLIP} x it: requests then finish at different times "
+    "instead of in waves",
+)
 c = st.columns(2)
-mns = c[0].number_input("max_num_seqs (0 = vLLM's default)", 0, 4096, 0, 64,
-                        **bound("fr_mns", "num"))
-overlay = select(c[1].selectbox, "Overlay: change one thing", list(serving.OVERLAYS), "fr_over",
-                 serving.overlay_label, index=1)
+mns = c[0].number_input(
+    "max_num_seqs (0 = vLLM's default)", 0, 4096, 0, 64, **bound("fr_mns", "num")
+)
+overlay = select(
+    c[1].selectbox,
+    "Overlay: change one thing",
+    list(serving.OVERLAYS),
+    "fr_over",
+    serving.overlay_label,
+    index=1,
+)
 c = st.columns(2)
-slo_tpot = c[0].number_input("Service-level objective: TPOT p99 at most (ms)", 1, 10_000, 100,
-                             10, **bound("fr_slo_tpot", "num"),
-                             help="Time per output token: 99 of 100 requests must stream at "
-                                  "least this fast")
-slo_ttft = c[1].number_input("...and TTFT p99 at most (ms)", 1, 600_000, 2000, 100,
-                             **bound("fr_slo_ttft", "num"),
-                             help="Time to first token, after the warm-up (the first wave of "
-                                  "requests, sent together, is left out)")
+slo_tpot = c[0].number_input(
+    "Service-level objective: TPOT p99 at most (ms)",
+    1,
+    10_000,
+    100,
+    10,
+    **bound("fr_slo_tpot", "num"),
+    help="Time per output token: 99 of 100 requests must stream at least this fast",
+)
+slo_ttft = c[1].number_input(
+    "...and TTFT p99 at most (ms)",
+    1,
+    600_000,
+    2000,
+    100,
+    **bound("fr_slo_ttft", "num"),
+    help="Time to first token, after the warm-up (the first wave of "
+    "requests, sent together, is left out)",
+)
 
 speed = sel.speed  # a real server: the calibrated estimate, or the sidebar's own coefficients
-base = dict(spec=sel.spec, w=sel.weights, gpu=sel.gpu, kv_dtype=sel.kv_dtype, tp=sel.tp,
-            speed=speed, prompt=prompt, output=output, share=0.0,
-            max_num_seqs=mns or None, kind=kind)
+base = dict(
+    spec=sel.spec,
+    w=sel.weights,
+    gpu=sel.gpu,
+    kv_dtype=sel.kv_dtype,
+    tp=sel.tp,
+    speed=speed,
+    prompt=prompt,
+    output=output,
+    share=0.0,
+    max_num_seqs=mns or None,
+    kind=kind,
+)
 if sel.pp != 1:
-    common.stop_on_error(ValueError("The serving simulator models tensor parallelism only: set "
-                                    "pipeline parallel to 1 in the sidebar."))
+    common.stop_on_error(
+        ValueError(
+            "The serving simulator models tensor parallelism only: set "
+            "pipeline parallel to 1 in the sidebar."
+        )
+    )
 changed, note = None, ""
 if overlay == "fp8":
     if sel.kv_dtype == "fp8":
@@ -64,14 +104,18 @@ elif overlay == "mha":
         note = "This model already has one K/V head per query head."
     else:
         changed = {**base, "spec": spec}
-        note = ("MHA (multi-head attention) keeps the same weights here and stores one K/V head "
-                "per query head, instead of the model's grouped-query attention (GQA).")
+        note = (
+            "MHA (multi-head attention) keeps the same weights here and stores one K/V head "
+            "per query head, instead of the model's grouped-query attention (GQA)."
+        )
 elif overlay == "prefix":
     changed = {**base, "share": 0.5}
 elif overlay == "tp2":
     changed = {**base, "tp": sel.tp * 2}
-    note = ("Tensor parallel (TP): figures per GPU; each step pays its all-reduces over "
-            f"{sel.gpu.tp_link or 'the link'} ({sel.gpu.tp_link_gbs or 0:,g} GB/s one way).")
+    note = (
+        "Tensor parallel (TP): figures per GPU; each step pays its all-reduces over "
+        f"{sel.gpu.tp_link or 'the link'} ({sel.gpu.tp_link_gbs or 0:,g} GB/s one way)."
+    )
 elif overlay == "gpu":
     big = serving.larger_gpu(sel.gpu)
     if big.key == sel.gpu.key:
@@ -108,28 +152,44 @@ def best_under_slo(f):
 
 
 slo_best = best_under_slo(curve)
-slo = dict(tpot_s=slo_tpot / 1e3,
-           meets=[(r.output_tokens_per_s_per_user, r.output_tokens_per_s_per_gpu)
-                  for r in curve.results if meets(r)],
-           best=None if slo_best is None else (
-               slo_best[1].output_tokens_per_s_per_user,
-               slo_best[1].output_tokens_per_s_per_gpu,
-               f"most under the objective: {slo_best[1].output_tokens_per_s_per_gpu:,.0f} "
-               f"tokens/s per GPU ({slo_best[0]:,} users)"))
+slo = dict(
+    tpot_s=slo_tpot / 1e3,
+    meets=[
+        (r.output_tokens_per_s_per_user, r.output_tokens_per_s_per_gpu)
+        for r in curve.results
+        if meets(r)
+    ],
+    best=None
+    if slo_best is None
+    else (
+        slo_best[1].output_tokens_per_s_per_user,
+        slo_best[1].output_tokens_per_s_per_gpu,
+        f"most under the objective: {slo_best[1].output_tokens_per_s_per_gpu:,.0f} "
+        f"tokens/s per GPU ({slo_best[0]:,} users)",
+    ),
+)
 drawn = [(n, f.users, f.results, f.capacity.onset_users) for n, f in curves]
-drawn.append(("ideal bound (full bandwidth, nothing added)", bound_curve.users,
-              bound_curve.results, bound_curve.capacity.onset_users, "dot"))
+drawn.append(
+    (
+        "ideal bound (full bandwidth, nothing added)",
+        bound_curve.users,
+        bound_curve.results,
+        bound_curve.capacity.onset_users,
+        "dot",
+    )
+)
 st.plotly_chart(figures.frontier_figure(drawn, slo=slo), width="stretch", key="fr_fig")
-st.caption("Numbers on the points: users (powers of two, and where the pool starts to bind), "
-           "each sending its next request as soon as the last one ends (a closed loop); every "
-           "point's count is in its tooltip. Markers: circle, every request runs (the users "
-           "limit the batch); square, max_num_seqs; large x, the KV pool (a request was "
-           "preempted or waited for blocks); diamond, max_num_batched_tokens. Each point "
-           "simulates about four requests per user. TPOT: time per output token. The solid "
-           f"curve is the {speed.name}, the dotted one the ideal bound (every byte at the full "
-           "peak, no fixed cost, no all-reduce, MFU 0.5): the bound overstates what a server "
-           "delivers. Rings: runs within the service-level objective. "
-           + common.speed_caption(sel))
+st.caption(
+    "Numbers on the points: users (powers of two, and where the pool starts to bind), "
+    "each sending its next request as soon as the last one ends (a closed loop); every "
+    "point's count is in its tooltip. Markers: circle, every request runs (the users "
+    "limit the batch); square, max_num_seqs; large x, the KV pool (a request was "
+    "preempted or waited for blocks); diamond, max_num_batched_tokens. Each point "
+    "simulates about four requests per user. TPOT: time per output token. The solid "
+    f"curve is the {speed.name}, the dotted one the ideal bound (every byte at the full "
+    "peak, no fixed cost, no all-reduce, MFU 0.5): the bound overstates what a server "
+    "delivers. Rings: runs within the service-level objective. " + common.speed_caption(sel)
+)
 if note:
     st.info(note)
 
@@ -142,49 +202,68 @@ def best(f):
 def say(name, f):
     cap = f.capacity
     u, b = best(f)
-    text = (f"**{name}**: at most {b.output_tokens_per_s_per_gpu:,.0f} output tokens/s per GPU "
-            f"(at {u:,} users, {b.output_tokens_per_s_per_user:,.1f} tokens/s per user). "
-            f"At start-up vLLM logs room for {cap.logged_concurrency:,.2f} requests of "
-            f"{cap.max_model_len:,} tokens (its worst case: every request at full length). ")
+    text = (
+        f"**{name}**: at most {b.output_tokens_per_s_per_gpu:,.0f} output tokens/s per GPU "
+        f"(at {u:,} users, {b.output_tokens_per_s_per_user:,.1f} tokens/s per user). "
+        f"At start-up vLLM logs room for {cap.logged_concurrency:,.2f} requests of "
+        f"{cap.max_model_len:,} tokens (its worst case: every request at full length). "
+    )
     if cap.onset_users is None:
-        text += (f"The KV pool never binds up to {cap.users_cap:,} users: "
-                 f"{figures.LIMIT_NAMES[cap.top_limit]} holds the batch; the largest is "
-                 f"{max(r.max_batch for r in f.results):,}.")
+        text += (
+            f"The KV pool never binds up to {cap.users_cap:,} users: "
+            f"{figures.LIMIT_NAMES[cap.top_limit]} holds the batch; the largest is "
+            f"{max(r.max_batch for r in f.results):,}."
+        )
     else:
         r = cap.result(cap.sustained_users)
-        text += (f"In the simulation the pool starts to bind at {cap.onset_users:,} users "
-                 f"({cap.last_free_users or 0:,} run with no preemption and no wait for "
-                 f"blocks); with {cap.sustained_users:,} users it sustains a batch of "
-                 f"{cap.sustained_batch:,.1f} requests ({r.preemptions:,} preemptions).")
+        text += (
+            f"In the simulation the pool starts to bind at {cap.onset_users:,} users "
+            f"({cap.last_free_users or 0:,} run with no preemption and no wait for "
+            f"blocks); with {cap.sustained_users:,} users it sustains a batch of "
+            f"{cap.sustained_batch:,.1f} requests ({r.preemptions:,} preemptions)."
+        )
     return text
 
 
 with top:  # the answer first: on a phone it is on the first screen
     cap = curve.capacity
     m = st.columns(4)
-    m[0].metric("Most output tokens/s per GPU under the objective",
-                "no run meets it" if slo_best is None else
-                f"{slo_best[1].output_tokens_per_s_per_gpu:,.0f}",
-                help=f"The {speed.name}: the highest point whose TPOT p99 is at most "
-                     f"{slo_tpot:,} ms and TTFT p99 at most {slo_ttft:,} ms"
-                     + ("" if slo_best is None else f" ({slo_best[0]:,} users)"))
-    m[3].metric("Most output tokens/s per GPU, any latency",
-                f"{best(curve)[1].output_tokens_per_s_per_gpu:,.0f}",
-                help=f"The highest point of the {speed.name}; the ideal bound's is "
-                     f"{best(bound_curve)[1].output_tokens_per_s_per_gpu:,.0f}")
-    m[1].metric("vLLM's logged worst case", f"{cap.logged_concurrency:,.2f}",
-                help=f"'Maximum concurrency for {cap.max_model_len:,} tokens per request' at "
-                     "start-up: every request at its full length at once")
-    m[2].metric("The KV pool binds from", "never (up to "
-                f"{cap.users_cap:,} users)" if cap.onset_users is None else
-                f"{cap.onset_users:,} users",
-                help="The fewest users whose run preempts a request or makes one wait for "
-                     "blocks")
+    m[0].metric(
+        "Most output tokens/s per GPU under the objective",
+        "no run meets it"
+        if slo_best is None
+        else f"{slo_best[1].output_tokens_per_s_per_gpu:,.0f}",
+        help=f"The {speed.name}: the highest point whose TPOT p99 is at most "
+        f"{slo_tpot:,} ms and TTFT p99 at most {slo_ttft:,} ms"
+        + ("" if slo_best is None else f" ({slo_best[0]:,} users)"),
+    )
+    m[3].metric(
+        "Most output tokens/s per GPU, any latency",
+        f"{best(curve)[1].output_tokens_per_s_per_gpu:,.0f}",
+        help=f"The highest point of the {speed.name}; the ideal bound's is "
+        f"{best(bound_curve)[1].output_tokens_per_s_per_gpu:,.0f}",
+    )
+    m[1].metric(
+        "vLLM's logged worst case",
+        f"{cap.logged_concurrency:,.2f}",
+        help=f"'Maximum concurrency for {cap.max_model_len:,} tokens per request' at "
+        "start-up: every request at its full length at once",
+    )
+    m[2].metric(
+        "The KV pool binds from",
+        f"never (up to {cap.users_cap:,} users)"
+        if cap.onset_users is None
+        else f"{cap.onset_users:,} users",
+        help="The fewest users whose run preempts a request or makes one wait for blocks",
+    )
     st.markdown(say(curves[0][0], curve))
     if slo_best is None:
-        st.warning(f"No simulated run keeps TPOT p99 within {slo_tpot:,} ms and TTFT p99 "
-                   f"within {slo_ttft:,} ms on this setup: loosen the objective, or use a "
-                   "faster setup (FP8, more GPUs, a smaller model).", icon=":material/timer:")
+        st.warning(
+            f"No simulated run keeps TPOT p99 within {slo_tpot:,} ms and TTFT p99 "
+            f"within {slo_ttft:,} ms on this setup: loosen the objective, or use a "
+            "faster setup (FP8, more GPUs, a smaller model).",
+            icon=":material/timer:",
+        )
     if other is not None:
         st.markdown(say(curves[1][0], other))
     for n in cap.notes:
@@ -200,39 +279,64 @@ warm = r.ttft_p50_steady_s is not None
 ttft50 = r.ttft_p50_steady_s if warm else r.ttft_p50_s
 ttft99 = r.ttft_p99_steady_s if warm else r.ttft_p99_s
 m = st.columns(4)
-m[0].metric("TTFT p50", fmt_seconds(ttft50), help="Time to first token: from arrival to the "
-            "first output token" + (", after the warm-up" if warm else ""))
-m[1].metric("TTFT p99", fmt_seconds(ttft99), help="99th percentile" + (
-    ", after the warm-up" if warm else ""))
-m[2].metric("TPOT p50", fmt_seconds(r.tpot_p50_s),
-            help="Time per output token after the first: (last - first) / (tokens - 1)")
+m[0].metric(
+    "TTFT p50",
+    fmt_seconds(ttft50),
+    help="Time to first token: from arrival to the "
+    "first output token" + (", after the warm-up" if warm else ""),
+)
+m[1].metric(
+    "TTFT p99",
+    fmt_seconds(ttft99),
+    help="99th percentile" + (", after the warm-up" if warm else ""),
+)
+m[2].metric(
+    "TPOT p50",
+    fmt_seconds(r.tpot_p50_s),
+    help="Time per output token after the first: (last - first) / (tokens - 1)",
+)
 m[3].metric("TPOT p99", fmt_seconds(r.tpot_p99_s))
 m = st.columns(4)
-m[0].metric("ITL p50", fmt_seconds(r.itl_p50_s),
-            help="Inter-token latency: every gap between two tokens of a request")
+m[0].metric(
+    "ITL p50",
+    fmt_seconds(r.itl_p50_s),
+    help="Inter-token latency: every gap between two tokens of a request",
+)
 m[1].metric("ITL p99", fmt_seconds(r.itl_p99_s))
 m[2].metric("Output tokens/s per GPU", f"{r.output_tokens_per_s_per_gpu:,.0f}")
-m[3].metric("Tokens/s per user", f"{r.output_tokens_per_s_per_user:,.1f}",
-            help="1 / median TPOT")
+m[3].metric("Tokens/s per user", f"{r.output_tokens_per_s_per_user:,.1f}", help="1 / median TPOT")
 m = st.columns(4)
 m[0].metric("Largest batch", f"{r.max_batch:,}")
 m[1].metric("Preemptions", f"{r.preemptions:,}")
-m[2].metric("Steps waiting for blocks", f"{r.kv_wait_steps:,}",
-            help="Engine steps in which a waiting request found too few free KV blocks")
+m[2].metric(
+    "Steps waiting for blocks",
+    f"{r.kv_wait_steps:,}",
+    help="Engine steps in which a waiting request found too few free KV blocks",
+)
 m[3].metric("KV blocks in use (mean)", f"{r.kv_utilization_mean:.0%}")
 if warm:
-    st.caption(f"TTFT leaves out the warm-up: the {r.warmup_requests:,} requests sent before "
-               "the first one finished (each user's first, all sent at t = 0), which wait for "
-               f"the whole first wave. With them: p50 {fmt_seconds(r.ttft_p50_s)}, p99 "
-               f"{fmt_seconds(r.ttft_p99_s)}.")
-steady = ("" if r.steady_batch is None else
-          f" (on average {r.steady_batch:,.1f} between the first finish and the last admission)")
-st.markdown(f"With {users:,} users the batch reached {r.max_batch:,} requests{steady}, limited "
-            f"by {figures.LIMIT_NAMES[r.binding_limit]}; the pool holds {r.num_blocks:,} blocks "
-            f"of {r.block_size} tokens, max_num_seqs is {r.max_num_seqs:,} and "
-            f"max_num_batched_tokens {r.max_num_batched_tokens:,}.")
-st.plotly_chart(figures.utilization_figure(r.utilization_series, r.batch_series, r.num_blocks),
-                width="stretch", key="fr_util")
+    st.caption(
+        f"TTFT leaves out the warm-up: the {r.warmup_requests:,} requests sent before "
+        "the first one finished (each user's first, all sent at t = 0), which wait for "
+        f"the whole first wave. With them: p50 {fmt_seconds(r.ttft_p50_s)}, p99 "
+        f"{fmt_seconds(r.ttft_p99_s)}."
+    )
+steady = (
+    ""
+    if r.steady_batch is None
+    else f" (on average {r.steady_batch:,.1f} between the first finish and the last admission)"
+)
+st.markdown(
+    f"With {users:,} users the batch reached {r.max_batch:,} requests{steady}, limited "
+    f"by {figures.LIMIT_NAMES[r.binding_limit]}; the pool holds {r.num_blocks:,} blocks "
+    f"of {r.block_size} tokens, max_num_seqs is {r.max_num_seqs:,} and "
+    f"max_num_batched_tokens {r.max_num_batched_tokens:,}."
+)
+st.plotly_chart(
+    figures.utilization_figure(r.utilization_series, r.batch_series, r.num_blocks),
+    width="stretch",
+    key="fr_util",
+)
 with st.expander("How the simulation works", icon=":material/function:"):
     st.markdown(
         "Each engine step decodes one token for every running request, gives prompt chunks "
@@ -242,20 +346,25 @@ with st.expander("How the simulation works", icon=":material/function:"):
         "gives a block back once it leaves the window, as vLLM does; a recurrent state holds "
         "its blocks for the request's life. A run is pool-bound once anything is preempted or "
         "waits for blocks. A step costs max(compute time, memory time), the same law as the "
-        "Decode step time page:")
-    common.formula("step time = max( (2 x active params x tokens + attention FLOPs) / "
-                   "(peak x MFU),\n"
-                   "                 (weight bytes + KV bytes per token x tokens read) / "
-                   "(bandwidth x achieved share) )\n"
-                   "            + fixed cost per step + 2 x layers x all-reduce (tensor "
-                   "parallel)\n"
-                   f"{speed.name}: share {speed.bw_share:g}, MFU {speed.mfu:g}, "
-                   f"{speed.step_overhead_s * 1e3:g} ms a step, all-reduce "
-                   f"{speed.allreduce_latency_s * 1e6:g} us + bytes over the link, "
-                   f"{speed.api_overhead_s * 1e3:g} ms of API per request\n"
-                   "ideal bound: share 1, MFU 0.5, nothing added")
+        "Decode step time page:"
+    )
+    common.formula(
+        "step time = max( (2 x active params x tokens + attention FLOPs) / "
+        "(peak x MFU),\n"
+        "                 (weight bytes + KV bytes per token x tokens read) / "
+        "(bandwidth x achieved share) )\n"
+        "            + fixed cost per step + 2 x layers x all-reduce (tensor "
+        "parallel)\n"
+        f"{speed.name}: share {speed.bw_share:g}, MFU {speed.mfu:g}, "
+        f"{speed.step_overhead_s * 1e3:g} ms a step, all-reduce "
+        f"{speed.allreduce_latency_s * 1e6:g} us + bytes over the link, "
+        f"{speed.api_overhead_s * 1e3:g} ms of API per request\n"
+        "ideal bound: share 1, MFU 0.5, nothing added"
+    )
     common.formula(cap.derivation())
-    st.caption("FLOPs: floating-point operations. MFU: the share of the GPU's dense peak a real "
-               "kernel reaches. Metrics follow vLLM's benchmark definitions. The calibrated "
-               "coefficients were fitted on published benchmark runs (kvcalc.perf.calibration, "
-               "bench/calibration.py).")
+    st.caption(
+        "FLOPs: floating-point operations. MFU: the share of the GPU's dense peak a real "
+        "kernel reaches. Metrics follow vLLM's benchmark definitions. The calibrated "
+        "coefficients were fitted on published benchmark runs (kvcalc.perf.calibration, "
+        "bench/calibration.py)."
+    )

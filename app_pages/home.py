@@ -20,10 +20,12 @@ and, at long contexts, how fast each token comes out.
 """
 )
 st.image(cache_picture(["The", "cache", "keeps", "every"], "key"))  # an SVG of ours
-st.caption("One layer, one head, one decode step. The new token's query is compared with the key "
-           "of every token so far; the scores weight their values. Its own K and V are written "
-           "once, now, and read by every later step. The query is never needed again, so it is "
-           "not cached.")
+st.caption(
+    "One layer, one head, one decode step. The new token's query is compared with the key "
+    "of every token so far; the scores weight their values. Its own K and V are written "
+    "once, now, and read by every later step. The query is never needed again, so it is "
+    "not cached."
+)
 
 try:
     sel = common.selection()
@@ -36,52 +38,95 @@ except ValueError as exc:  # e.g. a tensor-parallel size the model's KV heads ca
 if sel is not None:
     st.subheader(f"{sel.label} at a glance")
     c1, c2, c3 = st.columns(3)
-    c1.metric("KV cache per token", fmt_bytes(r.kv_bytes_per_token_nominal),
-              help="One token in every layer that keeps K/V")
-    c2.metric(f"One {conv:,}-token conversation" + (" per GPU" if sel.num_gpus > 1 else ""),
-              fmt_bytes(r.total_bytes))
+    c1.metric(
+        "KV cache per token",
+        fmt_bytes(r.kv_bytes_per_token_nominal),
+        help="One token in every layer that keeps K/V",
+    )
+    c2.metric(
+        f"One {conv:,}-token conversation" + (" per GPU" if sel.num_gpus > 1 else ""),
+        fmt_bytes(r.total_bytes),
+    )
     try:
-        b = budget(sel.spec, total_bytes=sel.gpu.memory_bytes, context=conv,
-                   weights_bytes=sel.weights_bytes, gpu_mem_util=DEFAULT_GPU_MEM_UTIL,
-                   reserve_bytes=DEFAULT_RESERVE_BYTES,
-                   kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp, find_max_context=False,
-                   gpu_name=sel.gpu.name)
+        b = budget(
+            sel.spec,
+            total_bytes=sel.gpu.memory_bytes,
+            context=conv,
+            weights_bytes=sel.weights_bytes,
+            gpu_mem_util=DEFAULT_GPU_MEM_UTIL,
+            reserve_bytes=DEFAULT_RESERVE_BYTES,
+            kv_dtype=sel.kv_dtype,
+            tp=sel.tp,
+            pp=sel.pp,
+            find_max_context=False,
+            gpu_name=sel.gpu.name,
+        )
         gpus = f"{sel.num_gpus} x {sel.gpu.name}" if sel.num_gpus > 1 else sel.gpu.name
-        c3.metric(f"{conv:,}-token conversations on {gpus}", f"{b.max_concurrency:,.1f}",
-                  help=f"vLLM's arithmetic at {pool_defaults_text()}, blocks of "
-                       f"{b.effective_block_size} tokens: its start-up line")
+        c3.metric(
+            f"{conv:,}-token conversations on {gpus}",
+            f"{b.max_concurrency:,.1f}",
+            help=f"vLLM's arithmetic at {pool_defaults_text()}, blocks of "
+            f"{b.effective_block_size} tokens: its start-up line",
+        )
         if b.kv_pool_bytes > 0:
-            st.caption(f"vLLM's KV pool on each GPU: {fmt_gib(b.kv_pool_bytes)} = "
-                       f"{b.num_blocks:,} blocks of {b.effective_block_size} tokens "
-                       f"({pool_defaults_text()}), as on the Budget and vLLM start-up pages.")
+            st.caption(
+                f"vLLM's KV pool on each GPU: {fmt_gib(b.kv_pool_bytes)} = "
+                f"{b.num_blocks:,} blocks of {b.effective_block_size} tokens "
+                f"({pool_defaults_text()}), as on the Budget and vLLM start-up pages."
+            )
     except ValueError as exc:
         c3.metric(f"{conv:,}-token conversations", "n/a", help=common.plain(str(exc)))
     common.formula(r.per_token_formula())
 
 st.subheader("A suggested path")
-st.markdown("Six stops, each a few minutes. The sidebar's model and GPU follow you; the glossary "
-            "at the bottom of the sidebar spells out every acronym.")
+st.markdown(
+    "Six stops, each a few minutes. The sidebar's model and GPU follow you; the glossary "
+    "at the bottom of the sidebar spells out every acronym."
+)
 PATH = [
-    ("app_pages/cache_fill.py", "1. Cache fill: watch the cache grow token by token",
-     ":material/grid_on:"),
-    ("app_pages/budget.py", "2. Budget: how many conversations fit on one GPU",
-     ":material/memory:"),
-    ("app_pages/step_time.py", "3. Decode step time: when the cache, not the weights, sets the "
-     "speed", ":material/speed:"),
-    ("app_pages/engine.py", "4. Engine view: how an engine hands out cache blocks",
-     ":material/view_module:"),
-    ("app_pages/techniques.py", "5. Shrinking the cache: GQA, MQA, MLA, FP8, windows, offload",
-     ":material/compress:"),
+    (
+        "app_pages/cache_fill.py",
+        "1. Cache fill: watch the cache grow token by token",
+        ":material/grid_on:",
+    ),
+    (
+        "app_pages/budget.py",
+        "2. Budget: how many conversations fit on one GPU",
+        ":material/memory:",
+    ),
+    (
+        "app_pages/step_time.py",
+        "3. Decode step time: when the cache, not the weights, sets the speed",
+        ":material/speed:",
+    ),
+    (
+        "app_pages/engine.py",
+        "4. Engine view: how an engine hands out cache blocks",
+        ":material/view_module:",
+    ),
+    (
+        "app_pages/techniques.py",
+        "5. Shrinking the cache: GQA, MQA, MLA, FP8, windows, offload",
+        ":material/compress:",
+    ),
     ("app_pages/interview.py", "6. Interview check: test yourself", ":material/school:"),
 ]
 for page, label, icon in PATH:
     st.page_link(page, label=label, icon=icon)
-st.page_link("app_pages/lab.py", label="Then: the Inference Lab, every knob and every result "
-             "together", icon=":material/tune:")
-st.page_link("app_pages/tour.py", label="Or the guided tour: predict a number at each of seven "
-             "stops before it is revealed", icon=":material/flag:")
-st.caption("Units: GiB = 2^30 bytes and KiB = 2^10 bytes for memory and the cache; GB = 10^9 "
-           "bytes, GB/s and TFLOPS are decimal, as bandwidth and compute are quoted. A GPU's "
-           "memory on its spec sheet (\"80 GB\") is a nominal size: engines size the cache from "
-           "what the driver reports, which the sidebar shows in GiB. Every input is kept in the "
-           "page link, so you can share exactly what you see.")
+st.page_link(
+    "app_pages/lab.py",
+    label="Then: the Inference Lab, every knob and every result together",
+    icon=":material/tune:",
+)
+st.page_link(
+    "app_pages/tour.py",
+    label="Or the guided tour: predict a number at each of seven stops before it is revealed",
+    icon=":material/flag:",
+)
+st.caption(
+    "Units: GiB = 2^30 bytes and KiB = 2^10 bytes for memory and the cache; GB = 10^9 "
+    "bytes, GB/s and TFLOPS are decimal, as bandwidth and compute are quoted. A GPU's "
+    'memory on its spec sheet ("80 GB") is a nominal size: engines size the cache from '
+    "what the driver reports, which the sidebar shows in GiB. Every input is kept in the "
+    "page link, so you can share exactly what you see."
+)

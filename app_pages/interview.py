@@ -5,15 +5,36 @@ from webui import callbacks, common
 from webui.common import bound, select
 
 common.page_header(
-    "Interview check", None,
+    "Interview check",
+    None,
     "Five questions every engineer who serves large language models (LLMs) should answer, then as "
     "many practice questions as you like. Try each one before you reveal the answer; every number "
-    "in the answers is computed by this app.")
+    "in the answers is computed by this app.",
+)
 
-mode = select(st.segmented_control, "Mode", ["interview", "practice", "classroom"], "i_mode",
-              str.capitalize, default="interview") or "interview"
-seed = st.number_input("Practice set (share this number with the class)", 0, 999_999, 1, 1,
-                       **bound("i_seed", "num")) if mode != "interview" else 1
+mode = (
+    select(
+        st.segmented_control,
+        "Mode",
+        ["interview", "practice", "classroom"],
+        "i_mode",
+        str.capitalize,
+        default="interview",
+    )
+    or "interview"
+)
+seed = (
+    st.number_input(
+        "Practice set (share this number with the class)",
+        0,
+        999_999,
+        1,
+        1,
+        **bound("i_seed", "num"),
+    )
+    if mode != "interview"
+    else 1
+)
 questions = interview_questions()
 practice = practice_questions(int(seed), 10)
 
@@ -24,13 +45,15 @@ def answer_box(q, key: str) -> None:
     parts = [1, 2] if q.value2 is not None else [1]
     for part in parts:
         c1, c2 = st.columns([3, 1])
-        which = ("" if len(parts) == 1 else
-                 "per token, " if part == 1 else "per sequence, ")
-        given = c1.text_input(f"Your answer ({which}{answer_label(q, part)})",
-                              key=f"ans_{key}" + ("" if part == 1 else f"_{part}"),
-                              placeholder="a number, with its unit if it has one")
-        c2.button("Check", key=f"chk_{key}" + ("" if part == 1 else f"_{part}"),
-                  width="stretch")  # Enter in the box does the same
+        which = "" if len(parts) == 1 else "per token, " if part == 1 else "per sequence, "
+        given = c1.text_input(
+            f"Your answer ({which}{answer_label(q, part)})",
+            key=f"ans_{key}" + ("" if part == 1 else f"_{part}"),
+            placeholder="a number, with its unit if it has one",
+        )
+        c2.button(
+            "Check", key=f"chk_{key}" + ("" if part == 1 else f"_{part}"), width="stretch"
+        )  # Enter in the box does the same
         if given:
             g = grade(q, given, part=part)  # the message may quote what was typed: no markup
             (st.success if g.correct else st.warning)(common.plain(g.message))
@@ -56,29 +79,49 @@ elif mode == "practice":
             answer_box(q, f"{seed}_{q.qid}")
 else:
     deck = questions + practice
-    st.page_link("app_pages/live_class.py", icon=":material/co_present:",
-                 label="Run it as a live class: students answer on their phones, this screen "
-                       "counts the answers and names the mistakes")
+    st.page_link(
+        "app_pages/live_class.py",
+        icon=":material/co_present:",
+        label="Run it as a live class: students answer on their phones, this screen "
+        "counts the answers and names the mistakes",
+    )
 
     c = st.columns([1, 1, 4, 2])
-    c[0].button("Previous", on_click=callbacks.interview_go, args=(-1, len(deck)),
-                icon=":material/arrow_back:", width="stretch")
-    c[1].button("Next", on_click=callbacks.interview_go, args=(1, len(deck)),
-                icon=":material/arrow_forward:", width="stretch")
+    c[0].button(
+        "Previous",
+        on_click=callbacks.interview_go,
+        args=(-1, len(deck)),
+        icon=":material/arrow_back:",
+        width="stretch",
+    )
+    c[1].button(
+        "Next",
+        on_click=callbacks.interview_go,
+        args=(1, len(deck)),
+        icon=":material/arrow_forward:",
+        width="stretch",
+    )
     st.session_state.setdefault("i_q", 1)  # Previous/Next change these through session state
     st.session_state.setdefault("i_reveal", False)
-    number = c[2].number_input("Question", min_value=1, max_value=len(deck), step=1,
-                               **bound("i_q", "num"))
+    number = c[2].number_input(
+        "Question", min_value=1, max_value=len(deck), step=1, **bound("i_q", "num")
+    )
     reveal = c[3].toggle("Reveal the answer", **bound("i_reveal", "bool"))
     q = deck[number - 1]
-    st.markdown(f"<p style='font-size:2.1rem;line-height:1.3;margin:1.5rem 0'>{q.prompt}</p>",
-                unsafe_allow_html=True)  # our own question text, never user input
+    st.markdown(
+        f"<p style='font-size:2.1rem;line-height:1.3;margin:1.5rem 0'>{q.prompt}</p>",
+        unsafe_allow_html=True,
+    )  # our own question text, never user input
     if q.config:
         st.code(q.config, language="json")
-    st.caption(f"Question {number} of {len(deck)} · {q.level} · practice set {seed}. This page's "
-               "link opens exactly this question.")
+    st.caption(
+        f"Question {number} of {len(deck)} · {q.level} · practice set {seed}. This page's "
+        "link opens exactly this question."
+    )
     if reveal:
-        st.markdown(f"<div style='font-size:1.5rem;line-height:1.45'>\n\n{q.answer}\n\n</div>",
-                    unsafe_allow_html=True)
+        st.markdown(
+            f"<div style='font-size:1.5rem;line-height:1.45'>\n\n{q.answer}\n\n</div>",
+            unsafe_allow_html=True,
+        )
         if q.solution:
             common.formula(q.solution)

@@ -10,11 +10,13 @@ from webui.common import bound
 from webui.hosted import hosted
 
 common.page_header(
-    "Measured: what shrinking the cache costs", None,
+    "Measured: what shrinking the cache costs",
+    None,
     "The Shrinking page computes what each technique saves. This page measures what it costs: "
     "SmolLM2-135M, with its real weights, reads a fixed English text through a key-value (KV) "
     "cache that rounds what it stores to fewer bits, or forgets tokens, and we compare it with "
-    "the exact cache.")
+    "the exact cache.",
+)
 
 # Without torch or the weights the page can still show a committed measurement; it says what
 # measuring here needs instead of stopping.
@@ -22,18 +24,35 @@ live_missing = common.live_missing() or common.smollm2_missing()
 
 CAPS = {"tokens": 1024, "default": 512} if hosted() else {"tokens": 4096, "default": 2048}
 c = st.columns(3)
-tokens = c[0].number_input("Tokens of text", quality.MIN_TOKENS, CAPS["tokens"], CAPS["default"],
-                           256, help="Python's own documentation (pydoc_data.topics), tokenized "
-                           "by SmolLM2's tokenizer", **bound("q_tokens", "num"))
-window = c[1].number_input("Window W (tokens)", 1, CAPS["tokens"], min(256, CAPS["default"] // 2),
-                           64, **bound("q_window", "num"))
-extra = c[2].multiselect("Also measure", list(quality.EXTRA_VARIANTS), [],
-                         help="fp16 / bf16: 16-bit round trips; h2o-W: heavy-hitter eviction "
-                              "with the same budget W", **bound("q_extra", "list"))
+tokens = c[0].number_input(
+    "Tokens of text",
+    quality.MIN_TOKENS,
+    CAPS["tokens"],
+    CAPS["default"],
+    256,
+    help="Python's own documentation (pydoc_data.topics), tokenized by SmolLM2's tokenizer",
+    **bound("q_tokens", "num"),
+)
+window = c[1].number_input(
+    "Window W (tokens)",
+    1,
+    CAPS["tokens"],
+    min(256, CAPS["default"] // 2),
+    64,
+    **bound("q_window", "num"),
+)
+extra = c[2].multiselect(
+    "Also measure",
+    list(quality.EXTRA_VARIANTS),
+    [],
+    help="fp16 / bf16: 16-bit round trips; h2o-W: heavy-hitter eviction with the same budget W",
+    **bound("q_extra", "list"),
+)
 names = list(quality.VARIANTS) + list(extra)
 try:
-    tokens, window, chunk, variants = quality.check_inputs(quality.MODEL_KEY, tokens, window,
-                                                         quality.CHUNK, names)
+    tokens, window, chunk, variants = quality.check_inputs(
+        quality.MODEL_KEY, tokens, window, quality.CHUNK, names
+    )
 except ValueError as exc:
     common.stop_on_error(exc)
 
@@ -52,12 +71,20 @@ if live_missing is not None:
     if committed is None:
         common.stop()
 else:
-    st.caption(f"Each variant runs as its own job on the device, one job at a time for the "
-               f"whole server (at most {queue.run_cap_s():.0f} s each here); a measured row is "
-               "kept for every visitor. `python bench/quality.py` prints the time per variant.")
-if live_missing is None and missing and st.button(
-        f"Measure {len(missing)} variant{'s' if len(missing) > 1 else ''}", type="primary",
-        icon=":material/play_arrow:"):
+    st.caption(
+        f"Each variant runs as its own job on the device, one job at a time for the "
+        f"whole server (at most {queue.run_cap_s():.0f} s each here); a measured row is "
+        "kept for every visitor. `python bench/quality.py` prints the time per variant."
+    )
+if (
+    live_missing is None
+    and missing
+    and st.button(
+        f"Measure {len(missing)} variant{'s' if len(missing) > 1 else ''}",
+        type="primary",
+        icon=":material/play_arrow:",
+    )
+):
     bar = st.progress(0.0, "Starting...")
     state = {"done": 0, "total": 1, "what": ""}
     lock = threading.Lock()
@@ -70,11 +97,16 @@ if live_missing is None and missing and st.button(
         with lock:
             f = state["done"] / max(1, state["total"])
             name, what = missing[i].name, state["what"]
-            now = ("" if what in ("", name) else
-                   " (first the exact cache it is compared with)" if what == "exact" else
-                   f" ({what})")
-            bar.progress(min(1.0, (i + f) / len(missing)),
-                         f"Variant {i + 1} of {len(missing)}: {name}{now}")
+            now = (
+                ""
+                if what in ("", name)
+                else " (first the exact cache it is compared with)"
+                if what == "exact"
+                else f" ({what})"
+            )
+            bar.progress(
+                min(1.0, (i + f) / len(missing)), f"Variant {i + 1} of {len(missing)}: {name}{now}"
+            )
         st.session_state.get("q_extra")  # where Streamlit raises Stop or Rerun
 
     try:
@@ -82,8 +114,13 @@ if live_missing is None and missing and st.button(
             state.update(done=0, total=1, what=v.name)
 
             def job(should_stop, v=v):
-                return quality.evaluate(tokens=tokens, window=window, variants=[v.name],
-                                        should_stop=should_stop, progress=progress)
+                return quality.evaluate(
+                    tokens=tokens,
+                    window=window,
+                    variants=[v.name],
+                    should_stop=should_stop,
+                    progress=progress,
+                )
 
             table = device_queue.run_here(job, checkpoint=show)
             for r in table.rows:
@@ -111,28 +148,43 @@ if missing and committed is not None:
         f"{m['threads']} thread{'s' if m['threads'] != 1 else ''}, torch {m['torch']}, "
         f"transformers {m['transformers']}, Python {m['python']}), in {committed['seconds']:.0f} s."
         + (f" Not in it: {', '.join(absent)}." if absent else "")
-        + (f" Press Measure to run the {len(missing)} variant{'s' if len(missing) > 1 else ''}"
-           f" on {tokens:,} tokens here." if live_missing is None else ""),
-        icon=":material/history:")
+        + (
+            f" Press Measure to run the {len(missing)} variant{'s' if len(missing) > 1 else ''}"
+            f" on {tokens:,} tokens here."
+            if live_missing is None
+            else ""
+        ),
+        icon=":material/history:",
+    )
     if n_here:
-        st.caption(f"Measured on this server so far: {n_here} of {len(variants)} variants; "
-                   "the table shows them once all are.")
+        st.caption(
+            f"Measured on this server so far: {n_here} of {len(variants)} variants; "
+            "the table shows them once all are."
+        )
 elif not rows or "exact" not in [r.variant for r in rows]:
     st.info(f"Press Measure to run the {len(variants)} variants on {tokens:,} tokens.")
     rows = []
 if rows:
     exact = next(r for r in rows if r.variant == "exact")
     st.caption(f"Text: {source}.")
-    table = [{"variant": r.variant, "what it stores": r.label,
-              "cache at the end": fmt_bytes(r.kv_bytes),
-              "smaller than exact (FP32)": f"{exact.kv_bytes / r.kv_bytes:.2f}x",
-              "vs a 16-bit cache": (f"{exact.kv_bytes / 2 / r.kv_bytes:.2f}x smaller"
-                                    if 2 * r.kv_bytes <= exact.kv_bytes else
-                                    f"{2 * r.kv_bytes / exact.kv_bytes:.2f}x larger"),
-              "perplexity": f"{r.perplexity:.3f}",
-              "vs exact": f"{100 * (r.perplexity / exact.perplexity - 1):+.2f}%",
-              "next token as exact": f"{r.next_token_agreement:.1%}",
-              "attention error": f"{r.attention_error:.4f}"} for r in rows]
+    table = [
+        {
+            "variant": r.variant,
+            "what it stores": r.label,
+            "cache at the end": fmt_bytes(r.kv_bytes),
+            "smaller than exact (FP32)": f"{exact.kv_bytes / r.kv_bytes:.2f}x",
+            "vs a 16-bit cache": (
+                f"{exact.kv_bytes / 2 / r.kv_bytes:.2f}x smaller"
+                if 2 * r.kv_bytes <= exact.kv_bytes
+                else f"{2 * r.kv_bytes / exact.kv_bytes:.2f}x larger"
+            ),
+            "perplexity": f"{r.perplexity:.3f}",
+            "vs exact": f"{100 * (r.perplexity / exact.perplexity - 1):+.2f}%",
+            "next token as exact": f"{r.next_token_agreement:.1%}",
+            "attention error": f"{r.attention_error:.4f}",
+        }
+        for r in rows
+    ]
     st.table(table, border="horizontal", hide_index=True)
     if len(rows) > 1:
         st.plotly_chart(quality_figure(rows, exact.kv_bytes), width="stretch", key="q_fig")
@@ -146,21 +198,27 @@ if rows:
             f"tokens exact) gives perplexity {k4.perplexity:.3f}, {better} than one scale per "
             f"token ({t4.perplexity:.3f}), in {fmt_bytes(k4.kv_bytes)} against "
             f"{fmt_bytes(t4.kv_bytes)}. The two differ in more than the key grouping "
-            "(KIVI is asymmetric and keeps a residual), so this compares the recipes.")
+            "(KIVI is asymmetric and keeps a residual), so this compares the recipes."
+        )
     w, s = by.get(f"window-{window}"), by.get(f"sink4-window-{window}")
     if w and s:
         verb = "rescue" if s.perplexity < w.perplexity else "do not rescue"
         findings.append(
             f"Past the window, the four sink tokens {verb} window attention here: perplexity "
             f"{s.perplexity:.3f} with them against {w.perplexity:.3f} without (exact: "
-            f"{exact.perplexity:.3f}), for {(s.kv_bytes - w.kv_bytes):,} more bytes.")
+            f"{exact.perplexity:.3f}), for {(s.kv_bytes - w.kv_bytes):,} more bytes."
+        )
     i8, i2 = by.get("int8-token"), by.get("int2-kivi")
     if i8:
-        findings.append(f"INT8 with one scale per token moves the next token in "
-                        f"{1 - i8.next_token_agreement:.1%} of positions; ")
+        findings.append(
+            f"INT8 with one scale per token moves the next token in "
+            f"{1 - i8.next_token_agreement:.1%} of positions; "
+        )
         if i2:
-            findings[-1] += (f"INT2 (KIVI) in {1 - i2.next_token_agreement:.1%}, with "
-                             f"{exact.kv_bytes / i2.kv_bytes:.2f}x fewer bytes than exact.")
+            findings[-1] += (
+                f"INT2 (KIVI) in {1 - i2.next_token_agreement:.1%}, with "
+                f"{exact.kv_bytes / i2.kv_bytes:.2f}x fewer bytes than exact."
+            )
     if findings:
         st.subheader("What we measured")
         for f in findings:
@@ -180,7 +238,8 @@ if rows:
             "would be half of it).\n"
             f"- Chunks of {chunk} tokens, masked so that every token reads exactly what "
             "token-by-token decoding would give it (a per-token format rounds a token as it is "
-            "written; KIVI's newest 128 tokens stay exact).")
+            "written; KIVI's newest 128 tokens stay exact)."
+        )
         for r in rows:
             st.caption(f"{r.variant}: {r.kv_bytes_derivation}")
         for n in notes:
@@ -203,7 +262,8 @@ st.markdown(
     "- **H2O** ([Zhang et al., NeurIPS 2023](https://arxiv.org/abs/2306.14048)) keeps the "
     "recent tokens plus the heavy hitters, those that gather the most attention.\n\n"
     "We quote the papers' claims in words; their tables are on larger models and other texts, "
-    "so we do not set their figures beside ours as if comparable.")
+    "so we do not set their figures beside ours as if comparable."
+)
 st.subheader("Where a 135M model differs from a 7B one")
 st.markdown(
     "- **Smaller heads, fewer of them**: 3 KV heads of 64 numbers per layer, against 8 or 32 "
@@ -219,4 +279,5 @@ st.markdown(
     "change in perplexity is a smaller relative one.\n"
     "- **FP32 here**: the exact cache is 32-bit, as the model runs on a CPU; papers start from "
     "16-bit, so their savings are half of ours for the same format: the 'vs a 16-bit cache' "
-    "column gives them on the papers' footing, as the Shrinking page does.")
+    "column gives them on the papers' footing, as the Shrinking page does."
+)

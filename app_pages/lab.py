@@ -12,28 +12,48 @@ from webui.memo import cached
 
 sel = common.require_selection()
 top = common.page_header(
-    "Inference Lab", sel,
+    "Inference Lab",
+    sel,
     "Every knob and every result on one page. Change one thing (the model, the GPU, a format, the "
     "context) and watch what it does to memory, concurrency and speed; the small arrows compare "
-    "with what you saw just before.")
+    "with what you saw just before.",
+)
 
 c = st.columns(4)
-context = c[0].number_input("Context per sequence (tokens)", 1, 10_000_000, 8192, 1024,
-                            **bound("l_ctx", "num"))
-batch = c[1].number_input("Batch / concurrent sequences", 1, 100_000, 16, 1,
-                          **bound("l_batch", "num"))
-prompt = c[2].number_input("Prompt length (tokens)", 1, 10_000_000, 2048, 256,
-                           **bound("l_prompt", "num"))
-util = c[3].slider("gpu_memory_utilization", 0.05, 1.0, DEFAULT_GPU_MEM_UTIL, 0.01,
-                   **bound("l_util", "num"), help=f"vLLM {NEWEST}'s default shown first")
+context = c[0].number_input(
+    "Context per sequence (tokens)", 1, 10_000_000, 8192, 1024, **bound("l_ctx", "num")
+)
+batch = c[1].number_input(
+    "Batch / concurrent sequences", 1, 100_000, 16, 1, **bound("l_batch", "num")
+)
+prompt = c[2].number_input(
+    "Prompt length (tokens)", 1, 10_000_000, 2048, 256, **bound("l_prompt", "num")
+)
+util = c[3].slider(
+    "gpu_memory_utilization",
+    0.05,
+    1.0,
+    DEFAULT_GPU_MEM_UTIL,
+    0.01,
+    **bound("l_util", "num"),
+    help=f"vLLM {NEWEST}'s default shown first",
+)
 c = st.columns(4)
-reserve = c[0].number_input("Reserve (GiB)", 0.0, 1024.0, DEFAULT_RESERVE_BYTES / GiB, 0.5,
-                            **bound("l_reserve", "num"))
+reserve = c[0].number_input(
+    "Reserve (GiB)", 0.0, 1024.0, DEFAULT_RESERVE_BYTES / GiB, 0.5, **bound("l_reserve", "num")
+)
 block = select(c[1].selectbox, "Block size (tokens)", [8, 16, 32, 64, 128], "l_block", index=1)
-mfu = c[2].slider("A real engine's MFU (matrix multiplies)", 0.05, 1.0, MFU, 0.001,
-                  format="%.3f", **bound("l_mfu", "num"),
-                  help=f"The share of the dense peak its matrix multiplies reach; fitted on "
-                       f"published runs: {MFU:g}")
+mfu = c[2].slider(
+    "A real engine's MFU (matrix multiplies)",
+    0.05,
+    1.0,
+    MFU,
+    0.001,
+    format="%.3f",
+    **bound("l_mfu", "num"),
+    help=f"The share of the dense peak its matrix multiplies reach; fitted on "
+    f"published runs: {MFU:g}",
+)
 # The real-engine estimate: the sidebar's share and step cost, this page's MFU.
 speed = step_model(bw_share=sel.bw_share, step_overhead_s=sel.step_overhead_s, mfu=mfu)
 
@@ -41,22 +61,48 @@ common.require_fit(sel, util, round(reserve * GiB))  # no speed for a model that
 if prompt > context:
     st.warning("The prompt is longer than the context; the context is what the cache holds.")
 try:
-    b = cached(budget)(sel.spec, total_bytes=sel.gpu.memory_bytes, context=context,
-                       weights_bytes=sel.weights_bytes, gpu_mem_util=util,
-                       reserve_bytes=round(reserve * GiB), block_size=block,
-                       kv_dtype=sel.kv_dtype, concurrency=batch, tp=sel.tp, pp=sel.pp,
-                       gpu_name=sel.gpu.name)
-    s = step_time(sel.spec, sel.weights, context=context, batch=batch,
-                  bandwidth_gbs=sel.bandwidth_gbs, kv_dtype=sel.kv_dtype, tp=sel.tp,
-                  pp=sel.pp, peak_tflops=sel.gpu.peak_tflops(sel.weights.dtype),
-                  attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype))
+    b = cached(budget)(
+        sel.spec,
+        total_bytes=sel.gpu.memory_bytes,
+        context=context,
+        weights_bytes=sel.weights_bytes,
+        gpu_mem_util=util,
+        reserve_bytes=round(reserve * GiB),
+        block_size=block,
+        kv_dtype=sel.kv_dtype,
+        concurrency=batch,
+        tp=sel.tp,
+        pp=sel.pp,
+        gpu_name=sel.gpu.name,
+    )
+    s = step_time(
+        sel.spec,
+        sel.weights,
+        context=context,
+        batch=batch,
+        bandwidth_gbs=sel.bandwidth_gbs,
+        kv_dtype=sel.kv_dtype,
+        tp=sel.tp,
+        pp=sel.pp,
+        peak_tflops=sel.gpu.peak_tflops(sel.weights.dtype),
+        attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype),
+    )
     # Prefill FLOPs need the parameter count; a config kvcalc cannot count goes without them.
     # A forward pass reads every weight it uses at least once: TTFT has that floor.
     peak = sel.gpu.peak_tflops(sel.weights.dtype)
-    p = None if sel.spec.params is None or not peak else prefill(
-        sel.spec, prompt, peak, tp=sel.tp,
-        weight_read_bytes=sel.weights.read_per_step(sel.spec, prompt),
-        bandwidth_gbs=sel.bandwidth_gbs, attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype))
+    p = (
+        None
+        if sel.spec.params is None or not peak
+        else prefill(
+            sel.spec,
+            prompt,
+            peak,
+            tp=sel.tp,
+            weight_read_bytes=sel.weights.read_per_step(sel.spec, prompt),
+            bandwidth_gbs=sel.bandwidth_gbs,
+            attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype),
+        )
+    )
     link = dict(tp=sel.tp, link_gbs=sel.gpu.tp_link_gbs)
     es = estimate_step(sel.spec, s, speed, **link)  # what a real engine takes for the step
     ep = None if p is None else estimate_ttft(sel.spec, p, speed, **link)
@@ -64,8 +110,11 @@ except ValueError as exc:
     common.stop_on_error(exc)
 
 now = {
-    "pool": b.kv_pool_bytes / GiB, "conc": b.max_concurrency, "step": es.time_s * 1e3,
-    "tps": es.tokens_per_s, "ttft": ep.time_s * 1e3 if ep else 0.0,
+    "pool": b.kv_pool_bytes / GiB,
+    "conc": b.max_concurrency,
+    "step": es.time_s * 1e3,
+    "tps": es.tokens_per_s,
+    "ttft": ep.time_s * 1e3 if ep else 0.0,
     "cross": float(s.crossover_context or 0),
 }
 before = st.session_state.get("_lab_prev", now)
@@ -80,23 +129,35 @@ def delta(key: str, fmt: str):
 with top:  # the answer first: on a phone it is on the first screen
     m = st.columns(3)
     m[0].metric("KV pool", fmt_gib(b.kv_pool_bytes), delta("pool", "{:+,.2f} GiB"))
-    m[1].metric(f"Max concurrency at {context:,} tokens", f"{b.max_concurrency:,.2f}x",
-                delta("conc", "{:+,.2f}"))
-    m[2].metric(f"{batch:,} x {context:,} tokens", "fits" if b.fits else
-                f"over by {fmt_gib(b.overflow_bytes)}")
+    m[1].metric(
+        f"Max concurrency at {context:,} tokens",
+        f"{b.max_concurrency:,.2f}x",
+        delta("conc", "{:+,.2f}"),
+    )
+    m[2].metric(
+        f"{batch:,} x {context:,} tokens",
+        "fits" if b.fits else f"over by {fmt_gib(b.overflow_bytes)}",
+    )
     m = st.columns(4)
     # One rule with the other pages (kvcalc.perf.sweeps.no_speed_reason): past the model's limit
     # or more than this pool holds, no speed.
     past = no_speed_reason(sel.spec, context, batch)
     real = f", {speed.name}"
     if b.fits and not past:
-        m[0].metric(f"Decode step{real}", fmt_seconds(es.time_s), delta("step", "{:+,.2f} ms"),
-                    delta_color="inverse",
-                    help=f"The ideal bound (every byte at the full peak, nothing else): "
-                         f"{fmt_seconds(s.step_time_s)}")
-        m[1].metric(f"Tokens/s (batch){real}", f"{es.tokens_per_s:,.0f}",
-                    delta("tps", "{:+,.0f}"),
-                    help=f"The ideal bound: {s.tokens_per_s:,.0f} tokens/s")
+        m[0].metric(
+            f"Decode step{real}",
+            fmt_seconds(es.time_s),
+            delta("step", "{:+,.2f} ms"),
+            delta_color="inverse",
+            help=f"The ideal bound (every byte at the full peak, nothing else): "
+            f"{fmt_seconds(s.step_time_s)}",
+        )
+        m[1].metric(
+            f"Tokens/s (batch){real}",
+            f"{es.tokens_per_s:,.0f}",
+            delta("tps", "{:+,.0f}"),
+            help=f"The ideal bound: {s.tokens_per_s:,.0f} tokens/s",
+        )
     elif past:
         m[0].metric(f"Decode step{real}", "past the limit")
         m[1].metric(f"Tokens/s (batch){real}", "past the limit")
@@ -111,27 +172,47 @@ with top:  # the answer first: on a phone it is on the first screen
             "shown. Lower the batch or the context, use an FP8 KV cache, or add GPUs."
         )
     if prompt > sel.spec.max_context:
-        m[2].metric(f"Time to first token ({prompt:,} tokens)", "past the limit",
-                    help=no_speed_reason(sel.spec, prompt))
+        m[2].metric(
+            f"Time to first token ({prompt:,} tokens)",
+            "past the limit",
+            help=no_speed_reason(sel.spec, prompt),
+        )
     elif p is None:
-        m[2].metric(f"Time to first token ({prompt:,} tokens)", "unknown",
-                    help="Prefill FLOPs need the parameter count, which kvcalc could not take "
-                         "from this config (see the sidebar)." if sel.spec.params is None else
-                         "The prefill time needs the GPU's peak TFLOPS, which is not stated.")
+        m[2].metric(
+            f"Time to first token ({prompt:,} tokens)",
+            "unknown",
+            help="Prefill FLOPs need the parameter count, which kvcalc could not take "
+            "from this config (see the sidebar)."
+            if sel.spec.params is None
+            else "The prefill time needs the GPU's peak TFLOPS, which is not stated.",
+        )
     else:
-        m[2].metric(f"Time to first token ({prompt:,} tokens){real}", fmt_seconds(ep.time_s),
-                    delta("ttft", "{:+,.1f} ms"), delta_color="inverse",
-                    help=f"One request on an idle server. The ideal bound (MFU "
-                         f"{p.mfu:g}, one read of the weights at the full peak): "
-                         f"{fmt_seconds(p.time_s)}")
+        m[2].metric(
+            f"Time to first token ({prompt:,} tokens){real}",
+            fmt_seconds(ep.time_s),
+            delta("ttft", "{:+,.1f} ms"),
+            delta_color="inverse",
+            help=f"One request on an idle server. The ideal bound (MFU "
+            f"{p.mfu:g}, one read of the weights at the full peak): "
+            f"{fmt_seconds(p.time_s)}",
+        )
     if b.fits and not past:
-        st.caption(f"Ideal bound: a step of {fmt_seconds(s.step_time_s)} "
-                   f"({s.tokens_per_s:,.0f} tokens/s)"
-                   + ("" if p is None or prompt > sel.spec.max_context else
-                      f", time to first token {fmt_seconds(p.time_s)}")
-                   + ". " + common.speed_caption(sel, speed))
-    m[3].metric("Crossover context (tokens)", "never" if s.crossover_context is None
-                else f"{s.crossover_context:,}", delta("cross", "{:+,.0f} tokens"))
+        st.caption(
+            f"Ideal bound: a step of {fmt_seconds(s.step_time_s)} "
+            f"({s.tokens_per_s:,.0f} tokens/s)"
+            + (
+                ""
+                if p is None or prompt > sel.spec.max_context
+                else f", time to first token {fmt_seconds(p.time_s)}"
+            )
+            + ". "
+            + common.speed_caption(sel, speed)
+        )
+    m[3].metric(
+        "Crossover context (tokens)",
+        "never" if s.crossover_context is None else f"{s.crossover_context:,}",
+        delta("cross", "{:+,.0f} tokens"),
+    )
 
 left, right = st.columns(2)
 with left:
@@ -139,22 +220,51 @@ with left:
 with right:
     x_max = min(max(2 * (s.crossover_context or 0), 2 * context, 8192), 10_000_000)
     xs = [round(x_max * i / 40) for i in range(41)]
-    curve = cached(step_curve)(sel.spec, sel.weights, xs, batch=batch,
-                               bandwidth_gbs=sel.bandwidth_gbs, kv_dtype=sel.kv_dtype,
-                               tp=sel.tp, pp=sel.pp)
-    real_curve = [e.time_s for e in common.real_steps(
-        sel, [(c, batch) for c in xs], speed, bandwidth_gbs=sel.bandwidth_gbs,
-        kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp, peak_tflops=peak,
-        attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype))]
-    fits_to = cached(max_context_at)(sel.spec, batch, **common.pool_kwargs(
-        sel, util, round(reserve * GiB), block))
-    st.plotly_chart(step_time_figure(curve, s.crossover_context, batch, fits_to=fits_to,
-                                     model_max=sel.spec.max_context, estimate=real_curve,
-                                     estimate_name=speed.name), width="stretch",
-                    key="l_step")
-    st.caption(f"Dash-dot: the model's maximum context ({sel.spec.max_context:,} tokens) when "
-               f"the chart reaches it. Shaded red: lengths at which {batch:,} sequences do not "
-               "fit in this KV pool.")
+    curve = cached(step_curve)(
+        sel.spec,
+        sel.weights,
+        xs,
+        batch=batch,
+        bandwidth_gbs=sel.bandwidth_gbs,
+        kv_dtype=sel.kv_dtype,
+        tp=sel.tp,
+        pp=sel.pp,
+    )
+    real_curve = [
+        e.time_s
+        for e in common.real_steps(
+            sel,
+            [(c, batch) for c in xs],
+            speed,
+            bandwidth_gbs=sel.bandwidth_gbs,
+            kv_dtype=sel.kv_dtype,
+            tp=sel.tp,
+            pp=sel.pp,
+            peak_tflops=peak,
+            attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype),
+        )
+    ]
+    fits_to = cached(max_context_at)(
+        sel.spec, batch, **common.pool_kwargs(sel, util, round(reserve * GiB), block)
+    )
+    st.plotly_chart(
+        step_time_figure(
+            curve,
+            s.crossover_context,
+            batch,
+            fits_to=fits_to,
+            model_max=sel.spec.max_context,
+            estimate=real_curve,
+            estimate_name=speed.name,
+        ),
+        width="stretch",
+        key="l_step",
+    )
+    st.caption(
+        f"Dash-dot: the model's maximum context ({sel.spec.max_context:,} tokens) when "
+        f"the chart reaches it. Shaded red: lengths at which {batch:,} sequences do not "
+        "fit in this KV pool."
+    )
 
 with st.expander("How these numbers are computed", icon=":material/function:"):
     common.formula(
@@ -164,21 +274,30 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
         f"sequence = {b.max_concurrency:,.2f}\n"
         f"decode step = ({s.weight_read_bytes:,} + {s.kv_read_bytes + s.state_read_bytes:,}) B / "
         f"{sel.bandwidth_gbs:,.0f} GB/s = "
-        + (fmt_seconds(s.step_time_s) + " (ideal bound)\n"
-           f"  {speed.name}: max(that / {speed.bw_share:g}, compute / MFU {mfu:g}) + "
-           f"{fmt_seconds(es.overhead_s)} a step"
-           + (f" + {fmt_seconds(es.allreduce_s)} all-reduce" if es.allreduce_s else "")
-           + f" = {fmt_seconds(es.time_s)}"
-           if b.fits and not past else "(not shown: it cannot run)")
-        + ("" if p is None or prompt > sel.spec.max_context else
-           f"\nTTFT        = max({p.flops:.3e} FLOPs / ({p.peak_tflops:g} TFLOPS x {p.mfu:g}"
-           + (f" x {sel.tp} GPUs" if sel.tp > 1 else "")
-           + f") = {fmt_seconds(p.compute_time_s)}, weights read once = "
-           f"{fmt_seconds(p.memory_time_s)}) = {fmt_seconds(p.time_s)} ({p.bound} bound, the "
-           f"ideal; one request on an idle GPU)\n"
-           f"  {speed.name}: the FLOPs at MFU {mfu:g} + a step's fixed cost"
-           + (" + all-reduces" if ep.allreduce_s else "")
-           + f" + {fmt_seconds(ep.api_s)} of API = {fmt_seconds(ep.time_s)}"))
-    st.caption("Prefill FLOPs = 2 x active parameters x prompt tokens + attention over every "
-               "earlier token. MFU is the share of the GPU's dense peak the matrix multiplies "
-               "reach: the ideal bound states 0.5, the calibrated estimate uses the fit's.")
+        + (
+            fmt_seconds(s.step_time_s) + " (ideal bound)\n"
+            f"  {speed.name}: max(that / {speed.bw_share:g}, compute / MFU {mfu:g}) + "
+            f"{fmt_seconds(es.overhead_s)} a step"
+            + (f" + {fmt_seconds(es.allreduce_s)} all-reduce" if es.allreduce_s else "")
+            + f" = {fmt_seconds(es.time_s)}"
+            if b.fits and not past
+            else "(not shown: it cannot run)"
+        )
+        + (
+            ""
+            if p is None or prompt > sel.spec.max_context
+            else f"\nTTFT        = max({p.flops:.3e} FLOPs / ({p.peak_tflops:g} TFLOPS x {p.mfu:g}"
+            + (f" x {sel.tp} GPUs" if sel.tp > 1 else "")
+            + f") = {fmt_seconds(p.compute_time_s)}, weights read once = "
+            f"{fmt_seconds(p.memory_time_s)}) = {fmt_seconds(p.time_s)} ({p.bound} bound, the "
+            f"ideal; one request on an idle GPU)\n"
+            f"  {speed.name}: the FLOPs at MFU {mfu:g} + a step's fixed cost"
+            + (" + all-reduces" if ep.allreduce_s else "")
+            + f" + {fmt_seconds(ep.api_s)} of API = {fmt_seconds(ep.time_s)}"
+        )
+    )
+    st.caption(
+        "Prefill FLOPs = 2 x active parameters x prompt tokens + attention over every "
+        "earlier token. MFU is the share of the GPU's dense peak the matrix multiplies "
+        "reach: the ideal bound states 0.5, the calibrated estimate uses the fit's."
+    )

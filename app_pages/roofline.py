@@ -9,63 +9,108 @@ from webui.common import bound
 
 sel = common.require_selection()
 top = common.page_header(
-    "Roofline: why prefill computes and decode waits for memory", sel,
+    "Roofline: why prefill computes and decode waits for memory",
+    sel,
     "A graphics processing unit (GPU) can do a fixed number of floating-point operations "
     "(FLOPs) per second and move a fixed number of bytes per second. Work that does few FLOPs "
     "per byte it reads waits for memory; work that does many waits for the arithmetic units. "
     "The ridge point, peak FLOPs / bandwidth, separates the two; the peak depends on the number "
-    "format the arithmetic runs in.")
+    "format the arithmetic runs in.",
+)
 common.require_fit(sel)
 if sel.spec.params is None:
-    common.stop_on_error(ValueError("The roofline needs the model's parameter count; pick a "
-                                    "registry model or a config kvcalc can count."))
+    common.stop_on_error(
+        ValueError(
+            "The roofline needs the model's parameter count; pick a "
+            "registry model or a config kvcalc can count."
+        )
+    )
 
 spec, limit = sel.spec, sel.spec.max_context
 c = st.columns(4)
 # Defaults within the model's limit (GPT-2 is trained for 1,024 tokens).
-prompt = c[0].number_input("Prompt (tokens)", 1, 1_000_000, min(512, limit), 64,
-                           **bound("r_prompt", "num"))
+prompt = c[0].number_input(
+    "Prompt (tokens)", 1, 1_000_000, min(512, limit), 64, **bound("r_prompt", "num")
+)
 batch = c[1].number_input("Decode batch (sequences)", 1, 4096, 32, 1, **bound("r_batch", "num"))
-context = c[2].number_input("Decode context (tokens)", 1, 1_000_000, min(8192, limit), 1024,
-                            **bound("r_ctx", "num"))
+context = c[2].number_input(
+    "Decode context (tokens)", 1, 1_000_000, min(8192, limit), 1024, **bound("r_ctx", "num")
+)
 queries = c[3].number_input(
-    "Query tokens per step", 1, 16, 1, 1, **bound("r_q", "num"),
+    "Query tokens per step",
+    1,
+    16,
+    1,
+    1,
+    **bound("r_q", "num"),
     help="1 = plain decode, one new token per sequence per step. More = speculative decoding "
-         "or multi-token prediction: each sequence checks this many tokens in one step, "
-         "against one read of its cache.")
+    "or multi-token prediction: each sequence checks this many tokens in one step, "
+    "against one read of its cache.",
+)
 longest = context + queries - 1  # the cache the step reads, its new tokens included
 if prompt > limit or longest > limit:
-    what = (f"a prompt of {prompt:,} tokens" if prompt > limit else
-            f"a decode step at {longest:,} tokens")
-    common.stop_on_error(ValueError(
-        f"{spec.name} was trained for at most {limit:,} tokens (max_position_embeddings), so "
-        f"{what} is past its limit and no figure is shown for it; lower the prompt or the "
-        "context."))
+    what = (
+        f"a prompt of {prompt:,} tokens"
+        if prompt > limit
+        else f"a decode step at {longest:,} tokens"
+    )
+    common.stop_on_error(
+        ValueError(
+            f"{spec.name} was trained for at most {limit:,} tokens (max_position_embeddings), so "
+            f"{what} is past its limit and no figure is shown for it; lower the prompt or the "
+            "context."
+        )
+    )
 pool = common.pool_kwargs(sel)  # what fits: the Decode step time page's check
-pool_text = (f"vLLM's arithmetic at gpu_memory_utilization {pool['gpu_mem_util']:g} and a "
-             f"{pool['reserve_bytes'] / GiB:g} GiB reserve, as on the Budget page")
+pool_text = (
+    f"vLLM's arithmetic at gpu_memory_utilization {pool['gpu_mem_util']:g} and a "
+    f"{pool['reserve_bytes'] / GiB:g} GiB reserve, as on the Budget page"
+)
 most = max_batch_at(spec, longest, **pool)
 if most == 0:
-    common.stop_on_error(ValueError(
-        f"Not even one sequence of {longest:,} tokens fits in the KV pool ({pool_text}); lower "
-        "the context or give the cache more memory."))
+    common.stop_on_error(
+        ValueError(
+            f"Not even one sequence of {longest:,} tokens fits in the KV pool ({pool_text}); lower "
+            "the context or give the cache more memory."
+        )
+    )
 fits = batch <= most
 kw = dict(kv_dtype=sel.kv_dtype, tp=sel.tp)
 try:
     r = roofs(sel.gpu, sel.weights.dtype, sel.kv_dtype, sel.bandwidth_gbs)
-    ttft = prefill(spec, prompt, r.gemm_tflops, attention_tflops=r.attention_tflops, tp=sel.tp,
-                   weight_read_bytes=sel.weights.read_per_step(spec, prompt),
-                   bandwidth_gbs=sel.bandwidth_gbs)
+    ttft = prefill(
+        spec,
+        prompt,
+        r.gemm_tflops,
+        attention_tflops=r.attention_tflops,
+        tp=sel.tp,
+        weight_read_bytes=sel.weights.read_per_step(spec, prompt),
+        bandwidth_gbs=sel.bandwidth_gbs,
+    )
     pf = prefill_point(spec, sel.weights, prompt, time_s=ttft.time_s, **kw)
-    steps = {b: decode_step(spec, sel.weights, r, batch=b, context=context, queries=queries,
-                            **kw)
-             for b in sorted({2**k for k in range(13) if 2**k <= most} | {most}
-                             | ({batch} if fits else set()))}
+    steps = {
+        b: decode_step(spec, sel.weights, r, batch=b, context=context, queries=queries, **kw)
+        for b in sorted(
+            {2**k for k in range(13) if 2**k <= most} | {most} | ({batch} if fits else set())
+        )
+    }
     attn = attention_points(spec, kv_dtype=sel.kv_dtype, context=context, queries=queries)
-    st_b = step_time(spec, sel.weights, context=context, batch=batch,
-                     bandwidth_gbs=sel.bandwidth_gbs, peak_tflops=r.gemm_tflops,
-                     attention_tflops=r.attention_tflops, pp=sel.pp, find_crossover=False,
-                     **kw) if fits else None
+    st_b = (
+        step_time(
+            spec,
+            sel.weights,
+            context=context,
+            batch=batch,
+            bandwidth_gbs=sel.bandwidth_gbs,
+            peak_tflops=r.gemm_tflops,
+            attention_tflops=r.attention_tflops,
+            pp=sel.pp,
+            find_crossover=False,
+            **kw,
+        )
+        if fits
+        else None
+    )
 except ValueError as exc:
     common.stop_on_error(exc)
 
@@ -80,7 +125,9 @@ st.caption(
     "matrix multiplies) and diamonds attention, each on its own roof; circles are whole steps "
     "at their FLOPs over the time stated below: the prefill at its MFU, decode at the ideal "
     f"bound. The dotted line is decode at batch 1 to {most:,}, the most sequences of "
-    f"{longest:,} tokens that fit in the KV pool.")
+    f"{longest:,} tokens that fit in the KV pool."
+)
+
 
 def fi(x: float) -> str:
     """An intensity, with two decimals below 10 FLOP/B (decode at batch 1 is about 1)."""
@@ -92,11 +139,14 @@ with top:  # the answer first: on a phone it is on the first screen
     if r.one_roof:
         m[0].metric("Ridge point", f"{r.gemm_ridge:,.0f} FLOP/B")
     else:
-        m[0].metric("Ridge points: GEMMs / attention",
-                    f"{r.gemm_ridge:,.0f} / {r.attention_ridge:,.0f} FLOP/B")
+        m[0].metric(
+            "Ridge points: GEMMs / attention",
+            f"{r.gemm_ridge:,.0f} / {r.attention_ridge:,.0f} FLOP/B",
+        )
     m[1].metric(f"Prefill of {prompt:,} tokens", f"{pf.intensity:,.1f} FLOP/B")
-    m[2].metric(f"Decode at batch {batch:,}",
-                f"{fi(db.whole.intensity)} FLOP/B" if db else "does not fit")
+    m[2].metric(
+        f"Decode at batch {batch:,}", f"{fi(db.whole.intensity)} FLOP/B" if db else "does not fit"
+    )
     if batch != 1:  # at batch 1 the metric before says it
         m[3].metric("Decode at batch 1", f"{fi(d1.whole.intensity)} FLOP/B")
     else:
@@ -106,21 +156,29 @@ g_name, a_name = r.name("gemm"), r.name("attention")
 served = ""
 if sel.weights.checkpoint_dtype:
     share = get_dtype(sel.weights.dtype).bits / get_dtype(sel.weights.checkpoint_dtype).bits
-    served = (f" The checkpoint is stored in {sel.weights.checkpoint_dtype.upper()}; vLLM loads "
-              f"it in {sel.weights.dtype.upper()} (dtype auto), so its weights take "
-              + ("half" if share == 0.5 else f"{share:g} x") + " the checkpoint's bytes and "
-              "run on the 16-bit tensor cores.")
+    served = (
+        f" The checkpoint is stored in {sel.weights.checkpoint_dtype.upper()}; vLLM loads "
+        f"it in {sel.weights.dtype.upper()} (dtype auto), so its weights take "
+        + ("half" if share == 0.5 else f"{share:g} x")
+        + " the checkpoint's bytes and "
+        "run on the 16-bit tensor cores."
+    )
 if r.one_roof:
-    roof_text = (f"GEMMs and attention both compute in {g_name} here: {r.gemm_tflops:,.1f} "
-                 f"TFLOPS over {sel.bandwidth_gbs:,.0f} GB/s, a ridge of "
-                 f"{r.gemm_ridge:,.0f} FLOP/B.")
+    roof_text = (
+        f"GEMMs and attention both compute in {g_name} here: {r.gemm_tflops:,.1f} "
+        f"TFLOPS over {sel.bandwidth_gbs:,.0f} GB/s, a ridge of "
+        f"{r.gemm_ridge:,.0f} FLOP/B."
+    )
 else:
-    roof_text = (f"The GEMMs compute in {g_name}: {r.gemm_tflops:,.1f} TFLOPS, a ridge of "
-                 f"{r.gemm_ridge:,.0f} FLOP/B. Attention computes in {a_name}: "
-                 f"{r.attention_tflops:,.1f} TFLOPS, a ridge of {r.attention_ridge:,.0f} "
-                 "FLOP/B. Each part of a step is judged against its own roof.")
-st.markdown(f"**Two kinds of work.** {roof_text}{served} Assumed: "
-            + "; ".join(r.assumptions) + ".")
+    roof_text = (
+        f"The GEMMs compute in {g_name}: {r.gemm_tflops:,.1f} TFLOPS, a ridge of "
+        f"{r.gemm_ridge:,.0f} FLOP/B. Attention computes in {a_name}: "
+        f"{r.attention_tflops:,.1f} TFLOPS, a ridge of {r.attention_ridge:,.0f} "
+        "FLOP/B. Each part of a step is judged against its own roof."
+    )
+st.markdown(
+    f"**Two kinds of work.** {roof_text}{served} Assumed: " + "; ".join(r.assumptions) + "."
+)
 
 side = "above" if pf.intensity > r.gemm_ridge else "below"
 st.markdown(
@@ -129,7 +187,8 @@ st.markdown(
     f"(TTFT) is max(compute {fmt_seconds(ttft.compute_time_s)}, memory "
     f"{fmt_seconds(ttft.memory_time_s)}) = **{fmt_seconds(ttft.time_s)}**, at "
     f"{ttft.mfu:g} of the peak (MFU, model FLOPs utilization), which puts it at "
-    f"{pf.achieved_tflops:,.1f} TFLOP/s on the chart.")
+    f"{pf.achieved_tflops:,.1f} TFLOP/s on the chart."
+)
 
 q_text = f", {queries} query tokens each" if queries > 1 else ""
 if db is None:
@@ -137,14 +196,20 @@ if db is None:
         f"**Decode** at batch {batch:,} does not fit: at {longest:,} tokens the KV pool holds "
         f"{most:,} sequence{'s' if most != 1 else ''} ({pool_text}), so no figure "
         f"is shown for it. Decode at {most:,} sequences, the most that fit, does "
-        f"{fi(dm.whole.intensity)} FLOPs per byte.")
+        f"{fi(dm.whole.intensity)} FLOPs per byte."
+    )
 else:
-    words = {"memory": ("are memory bound", "is memory bound"),
-             "compute": ("are compute bound", "is compute bound")}
+    words = {
+        "memory": ("are memory bound", "is memory bound"),
+        "compute": ("are compute bound", "is compute bound"),
+    }
     same = queries == 1 and abs(db.time_s - st_b.step_time_s) <= 1e-9 * st_b.step_time_s
-    when = (" (the Decode step time page's figure)" if same else
-            f" (the Decode step time page, which counts bytes only, gives "
-            f"{fmt_seconds(st_b.step_time_s)} for one query token)")
+    when = (
+        " (the Decode step time page's figure)"
+        if same
+        else f" (the Decode step time page, which counts bytes only, gives "
+        f"{fmt_seconds(st_b.step_time_s)} for one query token)"
+    )
     st.markdown(
         f"**Decode** at batch {batch:,} and {context:,} tokens{q_text} does "
         f"{fi(db.whole.intensity)} FLOPs per byte in all. Its GEMMs do "
@@ -155,7 +220,8 @@ else:
         f"**{fmt_seconds(db.time_s)}**{when}. A larger batch shares one weight read among more "
         f"tokens and moves decode right, but each sequence still reads its own cache: at "
         f"{most:,} sequences, the most that fit at {longest:,} tokens, decode reaches only "
-        f"{fi(dm.whole.intensity)} FLOP/B.")
+        f"{fi(dm.whole.intensity)} FLOP/B."
+    )
     real = common.estimate_step(sel, st_b)
     st.markdown(
         f"These are ideal bounds: the roofs teach where the time goes. A real engine takes "
@@ -163,7 +229,8 @@ else:
         f"(its reads at {sel.speed.bw_share:g} of the bandwidth, its GEMMs at MFU "
         f"{sel.speed.mfu:g}, plus {fmt_seconds(real.overhead_s)} of fixed cost"
         + (f" and {fmt_seconds(real.allreduce_s)} of all-reduces" if real.allreduce_s else "")
-        + f"), against {fmt_seconds(st_b.step_time_s)} for the bytes alone.")
+        + f"), against {fmt_seconds(st_b.step_time_s)} for the bytes alone."
+    )
 
 by = {p.label.removeprefix("attention "): p for p in attn}
 mha, mqa, mla = by["MHA"], by["MQA"], by["MLA (absorbed)"]
@@ -173,16 +240,24 @@ h = layer.q_heads
 if gqa_key:
     gqa = by[gqa_key]
     kvh = int(gqa_key.split()[1])
-    gqa_text = (f"Grouped-query attention (GQA) with {kvh} KV heads lets {h // kvh} query heads "
-                f"share each cached key and value, so the same bytes feed {h // kvh} times the "
-                f"work: {gqa.intensity:,.1f} FLOP/B")
+    gqa_text = (
+        f"Grouped-query attention (GQA) with {kvh} KV heads lets {h // kvh} query heads "
+        f"share each cached key and value, so the same bytes feed {h // kvh} times the "
+        f"work: {gqa.intensity:,.1f} FLOP/B"
+    )
     ref, ref_name = gqa, "GQA's"
 else:
-    gqa_text = (f"Grouped-query attention (GQA) has no variant here: {h} query heads cannot be "
-                "split into equal groups sharing 2 to 8 KV heads")
+    gqa_text = (
+        f"Grouped-query attention (GQA) has no variant here: {h} query heads cannot be "
+        "split into equal groups sharing 2 to 8 KV heads"
+    )
     ref, ref_name = mqa, "MQA's"
-q_note = (f" With {queries} query tokens per step, every cached byte feeds {queries} queries, "
-          f"so each figure is about {queries} times that of one token." if queries > 1 else "")
+q_note = (
+    f" With {queries} query tokens per step, every cached byte feeds {queries} queries, "
+    f"so each figure is about {queries} times that of one token."
+    if queries > 1
+    else ""
+)
 mla_side = "above" if mla.intensity > r.attention_ridge else "below"
 st.markdown(
     f"**Attention alone** does the same FLOPs per cached byte at any batch and any length. "
@@ -192,32 +267,54 @@ st.markdown(
     f"absorbed scores every query head against the whole cached latent: "
     f"{mla.intensity:,.1f} FLOP/B, {mla.intensity / ref.intensity:,.1f} times {ref_name}, "
     f"{mla_side} the attention ridge of {r.attention_ridge:,.0f}: this is why MLA decode is "
-    f"compute-heavier than GQA.{q_note}")
+    f"compute-heavier than GQA.{q_note}"
+)
 kv_layer = next((lay for lay in spec.kv_layers if lay.kv_heads is not None), None)
 if kv_layer is not None and kv_layer.q_heads % kv_layer.kv_heads == 0:
-    with st.expander("Which query heads share a cached key and value, in this model",
-                     icon=":material/hub:"):
-        st.plotly_chart(figures.head_sharing_figure(
-            kv_layer.q_heads, kv_layer.kv_heads, kv_layer.head_dim, kv_layer.v_head_dim,
-            get_dtype(sel.kv_dtype).bytes_per_element), width="stretch", key="r_heads")
-        st.caption("Each line is one query head reading one K/V head: the more lines meet at a "
-                   "K/V head, the more FLOPs each cached byte feeds.")
+    with st.expander(
+        "Which query heads share a cached key and value, in this model", icon=":material/hub:"
+    ):
+        st.plotly_chart(
+            figures.head_sharing_figure(
+                kv_layer.q_heads,
+                kv_layer.kv_heads,
+                kv_layer.head_dim,
+                kv_layer.v_head_dim,
+                get_dtype(sel.kv_dtype).bytes_per_element,
+            ),
+            width="stretch",
+            key="r_heads",
+        )
+        st.caption(
+            "Each line is one query head reading one K/V head: the more lines meet at a "
+            "K/V head, the more FLOPs each cached byte feeds."
+        )
 with st.expander("The formulas, with this model's numbers", icon=":material/function:"):
-    lines = [f"GEMM ridge      = {r.gemm_tflops:,.1f} x 10^12 FLOP/s / "
-             f"{sel.bandwidth_gbs:,.0f} x 10^9 B/s = {r.gemm_ridge:,.1f} FLOP/B ({g_name})"]
+    lines = [
+        f"GEMM ridge      = {r.gemm_tflops:,.1f} x 10^12 FLOP/s / "
+        f"{sel.bandwidth_gbs:,.0f} x 10^9 B/s = {r.gemm_ridge:,.1f} FLOP/B ({g_name})"
+    ]
     if not r.one_roof:
-        lines.append(f"attention ridge = {r.attention_tflops:,.1f} x 10^12 FLOP/s / "
-                     f"{sel.bandwidth_gbs:,.0f} x 10^9 B/s = {r.attention_ridge:,.1f} FLOP/B "
-                     f"({a_name})")
+        lines.append(
+            f"attention ridge = {r.attention_tflops:,.1f} x 10^12 FLOP/s / "
+            f"{sel.bandwidth_gbs:,.0f} x 10^9 B/s = {r.attention_ridge:,.1f} FLOP/B "
+            f"({a_name})"
+        )
     lines += [pf.formula]
     if db:
-        lines += [db.gemm.formula, db.attention.formula, db.whole.formula,
-                  f"step time = max(GEMM FLOPs / GEMM peak, weight bytes / bandwidth) + "
-                  f"max(attention FLOPs / attention peak, KV bytes / bandwidth) = "
-                  f"{fmt_seconds(db.gemm_time_s)} + {fmt_seconds(db.attention_time_s)}"]
+        lines += [
+            db.gemm.formula,
+            db.attention.formula,
+            db.whole.formula,
+            f"step time = max(GEMM FLOPs / GEMM peak, weight bytes / bandwidth) + "
+            f"max(attention FLOPs / attention peak, KV bytes / bandwidth) = "
+            f"{fmt_seconds(db.gemm_time_s)} + {fmt_seconds(db.attention_time_s)}",
+        ]
     common.formula("\n".join(lines + [p.formula for p in attn]))
-    st.caption("Attention FLOPs count 2 per multiply-add: scores (q . k) and the weighted sum "
-               "of values. MLA at decode is absorbed, as vLLM's MLA kernels compute it: every "
-               "head works on the cached latent, 2 x heads x (2 x 512 + 64) FLOPs per cached "
-               "token with DeepSeek-V3's latent of 512 plus a 64-wide RoPE key; prefill "
-               "expands the latent into per-head keys and values. KV: key-value.")
+    st.caption(
+        "Attention FLOPs count 2 per multiply-add: scores (q . k) and the weighted sum "
+        "of values. MLA at decode is absorbed, as vLLM's MLA kernels compute it: every "
+        "head works on the cached latent, 2 x heads x (2 x 512 + 64) FLOPs per cached "
+        "token with DeepSeek-V3's latent of 512 plus a 64-wide RoPE key; prefill "
+        "expands the latent into per-head keys and values. KV: key-value."
+    )

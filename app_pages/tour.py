@@ -7,25 +7,42 @@ from webui.common import bound, select
 
 sel = common.require_selection()
 top = common.page_header(
-    "Start here: a guided tour", sel,
+    "Start here: a guided tour",
+    sel,
     "Seven stops, from one token's key-value (KV) cache to a serving engine's throughput. At "
     "each stop, read what is given, predict a number for the model and graphics processing unit "
     "(GPU) in the sidebar, then reveal the answer; the app grades your guess and names the "
     "likeliest slip. The link in your address bar keeps the stop and whether the answer is "
-    "shown, so a teacher can hand out a link to any stop.")
+    "shown, so a teacher can hand out a link to any stop.",
+)
 
 numbers = [s.number for s in STOPS]
-n = select(st.radio, "Stop", numbers, "stop", callbacks.tour_label, horizontal=True,
-           captions=[s.title for s in STOPS], on_change=callbacks.tour_reset)
+n = select(
+    st.radio,
+    "Stop",
+    numbers,
+    "stop",
+    callbacks.tour_label,
+    horizontal=True,
+    captions=[s.title for s in STOPS],
+    on_change=callbacks.tour_reset,
+)
 stop = STOPS[numbers.index(n)]
 asked = (st.session_state.get("_url_initial") or {}).get("stop")
 if asked and not st.session_state.get("_tour_moved") and asked != [str(n)]:
-    st.warning(f"The link asks for stop {common.plain(callbacks.tour_short(asked))}, which this "
-               f"tour does not have (stops 1 to {len(STOPS)}): showing stop {n}.",
-               icon=":material/link_off:")
+    st.warning(
+        f"The link asks for stop {common.plain(callbacks.tour_short(asked))}, which this "
+        f"tour does not have (stops 1 to {len(STOPS)}): showing stop {n}.",
+        icon=":material/link_off:",
+    )
 st.progress(n / len(STOPS), text=f"Stop {n} of {len(STOPS)}: {stop.title}")
-setup = dict(kv_dtype=sel.kv_dtype, bandwidth_gbs=sel.bandwidth_gbs, tp=sel.tp, pp=sel.pp,
-             name=common.plain(sel.spec.name))  # the name may come from a user's config
+setup = dict(
+    kv_dtype=sel.kv_dtype,
+    bandwidth_gbs=sel.bandwidth_gbs,
+    tp=sel.tp,
+    pp=sel.pp,
+    name=common.plain(sel.spec.name),
+)  # the name may come from a user's config
 try:
     les = lesson(n, sel.spec, sel.weights, sel.gpu, **setup)
 except ValueError as exc:
@@ -39,11 +56,13 @@ with top:  # the question first: on a phone it is on the first screen
 
 if les is not None:
     q = les.question
-    common.table([{"Given": k, "Value": v} for k, v in les.givens], border="horizontal",
-                 hide_index=True)
+    common.table(
+        [{"Given": k, "Value": v} for k, v in les.givens], border="horizontal", hide_index=True
+    )
     c1, c2 = st.columns([3, 1])
-    guess = c1.text_input(f"Your prediction ({answer_label(q)})", placeholder="a number",
-                          **bound("guess", "str"))
+    guess = c1.text_input(
+        f"Your prediction ({answer_label(q)})", placeholder="a number", **bound("guess", "str")
+    )
     c2.button("Check", key="tour_check", width="stretch")  # Enter in the box does the same
     if guess:
         g = grade(q, guess)  # the message may quote what was typed: no markup
@@ -56,18 +75,35 @@ if les is not None:
         st.metric(label, value)
         st.markdown(f"**Recap.** {les.recap[0]}  \n{les.recap[1]}")
         st.caption(f"For discussion: {les.discuss}")
-st.page_link(pages.path(stop.page), label=f"Open the full page: {stop.title}",
-             icon=":material/open_in_new:")
+st.page_link(
+    pages.path(stop.page), label=f"Open the full page: {stop.title}", icon=":material/open_in_new:"
+)
 b = st.columns(2)
-b[0].button("Previous stop", on_click=callbacks.tour_go, args=(-1, len(STOPS)),
-            disabled=n == 1, icon=":material/arrow_back:", width="stretch")
-b[1].button("Next stop", on_click=callbacks.tour_go, args=(1, len(STOPS)),
-            disabled=n == len(STOPS), icon=":material/arrow_forward:", width="stretch")
-st.download_button("Answer key for this model and GPU (Markdown)",
-                   data=answer_key(sel.spec, sel.weights, sel.gpu, **setup),
-                   file_name="kv-cache-lab-tour-answer-key.md", mime="text/markdown",
-                   on_click="ignore",
-                   icon=":material/download:", key="tour_key",
-                   help="All seven stops with what is given, the answers, the worked solutions, "
-                        "the slips the grader names, the recaps and the discussion questions: "
-                        "for a teacher to print.")
+b[0].button(
+    "Previous stop",
+    on_click=callbacks.tour_go,
+    args=(-1, len(STOPS)),
+    disabled=n == 1,
+    icon=":material/arrow_back:",
+    width="stretch",
+)
+b[1].button(
+    "Next stop",
+    on_click=callbacks.tour_go,
+    args=(1, len(STOPS)),
+    disabled=n == len(STOPS),
+    icon=":material/arrow_forward:",
+    width="stretch",
+)
+st.download_button(
+    "Answer key for this model and GPU (Markdown)",
+    data=answer_key(sel.spec, sel.weights, sel.gpu, **setup),
+    file_name="kv-cache-lab-tour-answer-key.md",
+    mime="text/markdown",
+    on_click="ignore",
+    icon=":material/download:",
+    key="tour_key",
+    help="All seven stops with what is given, the answers, the worked solutions, "
+    "the slips the grader names, the recaps and the discussion questions: "
+    "for a teacher to print.",
+)

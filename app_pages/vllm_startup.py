@@ -23,67 +23,135 @@ from webui.common import bound, select
 
 sel = common.require_selection()
 top = common.page_header(
-    "vLLM start-up: the capacity lines", sel,
+    "vLLM start-up: the capacity lines",
+    sel,
     "vLLM prints how much memory it found for the cache and what that buys: the cache size in "
     "tokens and how many requests of max_model_len fit at once. Predict those lines before you "
-    "launch, or paste a start-up log and see each line explained.")
+    "launch, or paste a start-up log and see each line explained.",
+)
 
-mode = select(st.segmented_control, "Mode", ["predict", "explain"], "u_mode",
-              {"predict": "Predict the lines", "explain": "Explain a pasted log"}.get,
-              default="predict") or "predict"
+mode = (
+    select(
+        st.segmented_control,
+        "Mode",
+        ["predict", "explain"],
+        "u_mode",
+        {"predict": "Predict the lines", "explain": "Explain a pasted log"}.get,
+        default="predict",
+    )
+    or "predict"
+)
 
-version = select(st.selectbox, "vLLM version", version_choices(), "u_ver",
-                 help="The rules that changed between releases, on both sides of each change: "
-                      + "; ".join(f"{f.what}: " + ", ".join(
-                          f"{v} from {'.'.join(map(str, since))}" for since, v, _ in f.steps)
-                                  for f in VERSION_FACTS.values()))
+version = select(
+    st.selectbox,
+    "vLLM version",
+    version_choices(),
+    "u_ver",
+    help="The rules that changed between releases, on both sides of each change: "
+    + "; ".join(
+        f"{f.what}: "
+        + ", ".join(f"{v} from {'.'.join(map(str, since))}" for since, v, _ in f.steps)
+        for f in VERSION_FACTS.values()
+    ),
+)
 c = st.columns(4)
-max_len = c[0].number_input("max_model_len (tokens)", 1, 10_000_000,
-                            min(sel.spec.max_context, 32768), 1024, **bound("u_len", "num"))
+max_len = c[0].number_input(
+    "max_model_len (tokens)",
+    1,
+    10_000_000,
+    min(sel.spec.max_context, 32768),
+    1024,
+    **bound("u_len", "num"),
+)
 block = select(c[1].selectbox, "block_size", [8, 16, 32, 64, 128], "u_block", index=1)
-mnbt = c[2].number_input("max_num_batched_tokens", 1, 1_000_000,
-                         default_max_num_batched_tokens(version, sel.gpu.memory_bytes,
-                                                        sel.gpu.name), 1024,
-                         **bound("u_mnbt", "num"),
-                         help="vLLM's default for this version and GPU (its API server) shown "
-                              "first; newer versions reserve two batches in flight per window")
+mnbt = c[2].number_input(
+    "max_num_batched_tokens",
+    1,
+    1_000_000,
+    default_max_num_batched_tokens(version, sel.gpu.memory_bytes, sel.gpu.name),
+    1024,
+    **bound("u_mnbt", "num"),
+    help="vLLM's default for this version and GPU (its API server) shown "
+    "first; newer versions reserve two batches in flight per window",
+)
 draft = c[3].number_input("Draft-model layers (EAGLE: 1)", 0, 16, 0, 1, **bound("u_draft", "num"))
-kw = dict(max_model_len=max_len, block_size=block, tp=sel.tp, pp=sel.pp,
-          kv_dtype=sel.kv_dtype, max_num_batched_tokens=mnbt, num_draft_layers=draft,
-          vllm_version=version, gpu_name=sel.gpu.name)
+kw = dict(
+    max_model_len=max_len,
+    block_size=block,
+    tp=sel.tp,
+    pp=sel.pp,
+    kv_dtype=sel.kv_dtype,
+    max_num_batched_tokens=mnbt,
+    num_draft_layers=draft,
+    vllm_version=version,
+    gpu_name=sel.gpu.name,
+)
 
 if mode == "predict":
     c = st.columns(4)
-    util = c[0].slider("gpu_memory_utilization", 0.05, 1.0,
-                       float(fact("gpu_memory_utilization", version)), 0.01,
-                       **bound("u_util", "num"), help=f"vLLM {version}'s default shown first")
-    act = c[1].number_input("Activation peak (GiB)", 0.0, 512.0,
-                            DEFAULT_ACTIVATION_BYTES / GiB, 0.25,
-                            **bound("u_act", "num"), help="peak of vLLM's profiling run")
-    non_torch = c[2].number_input("Non-torch memory (GiB)", 0.0, 64.0,
-                                  DEFAULT_NON_TORCH_BYTES / GiB, 0.25,
-                                  **bound("u_nontorch", "num"),
-                                  help="CUDA context, NCCL, cuBLAS workspaces")
-    graphs = c[3].number_input("CUDA-graph memory (GiB)", 0.0, 64.0,
-                               DEFAULT_CUDA_GRAPH_BYTES / GiB, 0.25,
-                               **bound("u_graphs", "num"),
-                               help="subtracted by versions that profile it before sizing")
+    util = c[0].slider(
+        "gpu_memory_utilization",
+        0.05,
+        1.0,
+        float(fact("gpu_memory_utilization", version)),
+        0.01,
+        **bound("u_util", "num"),
+        help=f"vLLM {version}'s default shown first",
+    )
+    act = c[1].number_input(
+        "Activation peak (GiB)",
+        0.0,
+        512.0,
+        DEFAULT_ACTIVATION_BYTES / GiB,
+        0.25,
+        **bound("u_act", "num"),
+        help="peak of vLLM's profiling run",
+    )
+    non_torch = c[2].number_input(
+        "Non-torch memory (GiB)",
+        0.0,
+        64.0,
+        DEFAULT_NON_TORCH_BYTES / GiB,
+        0.25,
+        **bound("u_nontorch", "num"),
+        help="CUDA context, NCCL, cuBLAS workspaces",
+    )
+    graphs = c[3].number_input(
+        "CUDA-graph memory (GiB)",
+        0.0,
+        64.0,
+        DEFAULT_CUDA_GRAPH_BYTES / GiB,
+        0.25,
+        **bound("u_graphs", "num"),
+        help="subtracted by versions that profile it before sizing",
+    )
     try:
-        est = available_bytes(total_bytes=sel.gpu.memory_bytes, gpu_mem_util=util,
-                              weights_bytes=math.ceil(sel.weights_bytes / sel.num_gpus),
-                              activation_bytes=round(act * GiB),
-                              non_torch_bytes=round(non_torch * GiB),
-                              cuda_graph_bytes=round(graphs * GiB))
+        est = available_bytes(
+            total_bytes=sel.gpu.memory_bytes,
+            gpu_mem_util=util,
+            weights_bytes=math.ceil(sel.weights_bytes / sel.num_gpus),
+            activation_bytes=round(act * GiB),
+            non_torch_bytes=round(non_torch * GiB),
+            cuda_graph_bytes=round(graphs * GiB),
+        )
     except ValueError as exc:
         common.stop_on_error(exc)
-    st.caption(f"Estimate: ceil({sel.gpu.memory_bytes / GiB:.2f} GiB x {util:g}) - weights "
-               f"{sel.weights_bytes / sel.num_gpus / GiB:.2f} GiB - activations {act:g} - "
-               f"non-torch {non_torch:g} - graphs {graphs:g} = {est / GiB:.2f} GiB. Type the "
-               "figure from your own log below to use it instead.")
-    gib = st.number_input("Available KV cache memory per GPU (GiB; 0 = the estimate above)",
-                          0.0, 4096.0, 0.0, 0.5, **bound("u_gib", "num"),
-                          help="What vLLM's 'Available KV cache memory' line says, if you have "
-                               "a log; otherwise the estimate is used to the byte")
+    st.caption(
+        f"Estimate: ceil({sel.gpu.memory_bytes / GiB:.2f} GiB x {util:g}) - weights "
+        f"{sel.weights_bytes / sel.num_gpus / GiB:.2f} GiB - activations {act:g} - "
+        f"non-torch {non_torch:g} - graphs {graphs:g} = {est / GiB:.2f} GiB. Type the "
+        "figure from your own log below to use it instead."
+    )
+    gib = st.number_input(
+        "Available KV cache memory per GPU (GiB; 0 = the estimate above)",
+        0.0,
+        4096.0,
+        0.0,
+        0.5,
+        **bound("u_gib", "num"),
+        help="What vLLM's 'Available KV cache memory' line says, if you have "
+        "a log; otherwise the estimate is used to the byte",
+    )
     avail = max(0, est) if gib == 0 else round(gib * GiB)
     try:
         p = predict(sel.spec, available_bytes=avail, **kw)
@@ -92,11 +160,17 @@ if mode == "predict":
     with top:  # the answer first: on a phone it is on the first screen
         st.markdown("**vLLM will print**")
         # vLLM prints the memory rounded to 0.01 GiB; every figure below uses the exact bytes.
-        common.formula(f"Available KV cache memory: {avail / GiB:.2f} GiB\n"
-                       + (p.block_size_line + "\n" if p.block_size_line else
-                          f"Setting attention block size to {p.block_size} tokens ...\n"
-                          if p.block_size != p.requested_block_size else "")
-                       + "\n".join(p.capacity_lines()))
+        common.formula(
+            f"Available KV cache memory: {avail / GiB:.2f} GiB\n"
+            + (
+                p.block_size_line + "\n"
+                if p.block_size_line
+                else f"Setting attention block size to {p.block_size} tokens ...\n"
+                if p.block_size != p.requested_block_size
+                else ""
+            )
+            + "\n".join(p.capacity_lines())
+        )
     m = st.columns(4)
     m[0].metric("Blocks", f"{p.num_blocks:,}", help=f"{p.block_size} tokens each")
     m[1].metric("Groups x layers", f"{len(p.groups)} x {p.group_size}")
@@ -109,19 +183,35 @@ if mode == "predict":
             f"page (one block, one layer) = {p.page_bytes:,} B\n"
             f"num_blocks = {p.available_bytes:,} // {p.page_bytes:,} // {p.group_size} = "
             f"{p.num_blocks:,}\n"
-            f"blocks per request = " + " + ".join(f"{g.blocks_per_request:,} ({g.kind})"
-                                                  for g in p.groups) +
-            f" = {p.blocks_per_request:,}\n"
+            f"blocks per request = "
+            + " + ".join(f"{g.blocks_per_request:,} ({g.kind})" for g in p.groups)
+            + f" = {p.blocks_per_request:,}\n"
             f"max concurrency = {p.num_blocks:,} / {p.blocks_per_request:,} = "
             f"{p.max_concurrency:.4f}\n"
-            f"GPU KV cache size = {p.tokens_formula} = {p.kv_cache_tokens:,}")
-        common.table([{"group": i + 1, "kind": g.kind, "layers": g.layers, "padding": g.padding,
-                       "blocks per request": f"{g.blocks_per_request:,}"}
-                      for i, g in enumerate(p.groups)], border="horizontal", hide_index=True)
+            f"GPU KV cache size = {p.tokens_formula} = {p.kv_cache_tokens:,}"
+        )
+        common.table(
+            [
+                {
+                    "group": i + 1,
+                    "kind": g.kind,
+                    "layers": g.layers,
+                    "padding": g.padding,
+                    "blocks per request": f"{g.blocks_per_request:,}",
+                }
+                for i, g in enumerate(p.groups)
+            ],
+            border="horizontal",
+            hide_index=True,
+        )
 else:
-    text = st.text_area("Paste vLLM's start-up log (the lines with the config, 'Available KV cache "
-                        "memory', 'GPU KV cache size' and 'Maximum concurrency')", height=180,
-                        max_chars=200_000, key="u_log")
+    text = st.text_area(
+        "Paste vLLM's start-up log (the lines with the config, 'Available KV cache "
+        "memory', 'GPU KV cache size' and 'Maximum concurrency')",
+        height=180,
+        max_chars=200_000,
+        key="u_log",
+    )
     if not text.strip():
         st.info("Paste a log to check it against the prediction for the model in the sidebar.")
         common.stop()
@@ -132,9 +222,13 @@ else:
     except ValueError as exc:
         common.stop_on_error(exc)
     if log.get("model"):
-        st.caption(f"The log's model: {common.plain(log['model'])}. Predicted for the sidebar's "
-                   f"model, {common.plain(sel.label)}: pick the matching one there.")
+        st.caption(
+            f"The log's model: {common.plain(log['model'])}. Predicted for the sidebar's "
+            f"model, {common.plain(sel.label)}: pick the matching one there."
+        )
     for line in lines:
-        msg = (f"**{line.name}**: logged {line.logged:,g}, predicted {line.predicted:,g} "
-               f"(range {line.low:,g} to {line.high:,g}). {line.why}.")
+        msg = (
+            f"**{line.name}**: logged {line.logged:,g}, predicted {line.predicted:,g} "
+            f"(range {line.low:,g} to {line.high:,g}). {line.why}."
+        )
         (st.success if line.agrees else st.error)(msg)

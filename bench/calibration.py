@@ -68,8 +68,13 @@ CORPUS = ROOT / "tests" / "data" / "benchmarks"
 # README measures them on Llama 2 7B ("Q4_K_M | 4.84", "Q5_K_M | 5.68"). params x bpw / 8
 # reproduces the sizes llama-bench printed in the corpus (6.74 B params: F16 12.55 GiB, Q8_0
 # 6.67 GiB).
-GGUF_BPW = {"gguf-q4_0": 4.5, "gguf-q8_0": 8.5, "gguf-q4_k_m": 4.84, "gguf-q5_k_m": 5.68,
-            "f16": 16.0}
+GGUF_BPW = {
+    "gguf-q4_0": 4.5,
+    "gguf-q8_0": 8.5,
+    "gguf-q4_k_m": 4.84,
+    "gguf-q5_k_m": 5.68,
+    "f16": 16.0,
+}
 # The corpus's formats as kvcalc's --weight-dtype. gpt-oss's own checkpoint (weight_format
 # mxfp4: its config's quantization_config {quant_method: mxfp4}) keeps attention and the rest in
 # BF16 and only the MoE experts in MXFP4; kvcalc's "auto" reads exactly that from the registry
@@ -82,18 +87,34 @@ HARNESS = {
     # "Max Runtime Tokens: 8192"; the default kv_cache_free_gpu_mem_fraction is 0.9 (the v1.0
     # page: "better performance than the default setting of `0.90`"). A local client.
     ("tensorrt-llm", "offline_max_throughput"): [
-        "--max-num-seqs", "4096", "--max-num-batched-tokens", "8192", "--kv-free-fraction",
-        "0.9", "--direct"],
+        "--max-num-seqs",
+        "4096",
+        "--max-num-batched-tokens",
+        "8192",
+        "--kv-free-fraction",
+        "0.9",
+        "--direct",
+    ],
     # trtllm-perf-overview-v1.0.yaml, header_quote: "In many cases, we also use a higher KV cache
     # percentage by setting `--kv_cache_free_gpu_mem_fraction 0.95`"; the runtime caps of the
     # v0.14 page (not restated).
     ("tensorrt-llm (pytorch backend)", "offline_max_throughput"): [
-        "--max-num-seqs", "4096", "--max-num-batched-tokens", "8192", "--kv-free-fraction",
-        "0.95", "--direct"],
+        "--max-num-seqs",
+        "4096",
+        "--max-num-batched-tokens",
+        "8192",
+        "--kv-free-fraction",
+        "0.95",
+        "--direct",
+    ],
     # The Triton backend's online table states no runtime settings: TensorRT-LLM's default free
     # fraction 0.9, the runtime token cap of the offline table; served over HTTP.
     ("tensorrt-llm (triton tensorrtllm_backend)", "serving"): [
-        "--max-num-batched-tokens", "8192", "--kv-free-fraction", "0.9"],
+        "--max-num-batched-tokens",
+        "8192",
+        "--kv-free-fraction",
+        "0.9",
+    ],
     # LMDeploy's profile_generation: `batch` threads call the engine in-process.
     ("lmdeploy-turbomind", "static_batch"): ["--direct"],
     # sglang-benchmark-vllm060.yaml, header: "The `gpu_memory_utilization` of vLLM is by default
@@ -101,21 +122,44 @@ HARNESS = {
     # 0.88 at TP 4"; vLLM's server "--max_model_len 4096" (0.6.0: no chunked prefill below
     # 32K, so a step batches up to max_model_len tokens; max_num_seqs 256). SGLang 0.3's
     # chunked prefill is 8,192 tokens and its running requests are capped by its pool.
-    ("sglang", "0.3.0"): ["--gpu-memory-utilization", "0.88", "--max-num-batched-tokens",
-                          "8192", "--max-num-seqs", "4096"],
-    ("vllm", "0.6.0"): ["--gpu-memory-utilization", "0.9", "--max-num-batched-tokens", "4096",
-                        "--max-num-seqs", "256"],
+    ("sglang", "0.3.0"): [
+        "--gpu-memory-utilization",
+        "0.88",
+        "--max-num-batched-tokens",
+        "8192",
+        "--max-num-seqs",
+        "4096",
+    ],
+    ("vllm", "0.6.0"): [
+        "--gpu-memory-utilization",
+        "0.9",
+        "--max-num-batched-tokens",
+        "4096",
+        "--max-num-seqs",
+        "256",
+    ],
     # sglang-h200-datacrunch.yaml: the server's defaults (mem_frac 0.85 at TP 4, as the SGLang
     # source above states).
-    ("sglang", None): ["--gpu-memory-utilization", "0.85", "--max-num-batched-tokens", "8192",
-                       "--max-num-seqs", "4096"],
+    ("sglang", None): [
+        "--gpu-memory-utilization",
+        "0.85",
+        "--max-num-batched-tokens",
+        "8192",
+        "--max-num-seqs",
+        "4096",
+    ],
     # vLLM's benchmark_latency: one LLM.generate call in-process, the batch all admitted;
     # gpu_memory_utilization 0.9 (vLLM's default before 0.9.x raised it to 0.92 on main), and
     # the LLM class's 16,384-token step (large GPUs) or, before chunked prefill (V0, early
     # 2024), max_model_len's (Mixtral: 32,768).
     ("vllm", "offline_batch_latency"): ["--gpu-memory-utilization", "0.9", "--direct"],
-    ("vllm (ROCm)", "offline_batch_latency"): ["--gpu-memory-utilization", "0.9",
-                                              "--max-num-batched-tokens", "16384", "--direct"],
+    ("vllm (ROCm)", "offline_batch_latency"): [
+        "--gpu-memory-utilization",
+        "0.9",
+        "--max-num-batched-tokens",
+        "16384",
+        "--direct",
+    ],
     # gpustack-qwen3-8b-h100.yaml: "python3 -m sglang.launch_server --model-path Qwen/Qwen3-8B"
     # and no other server flag. At 4 users neither SGLang's memory fraction nor its caps bind
     # (four ShareGPT requests hold under 1 GiB of KV cache; a prompt of at most 1,024 tokens fits
@@ -134,19 +178,17 @@ SERVER_FLAGS = ("--max-num-batched-tokens", "--max-num-seqs", "--gpu-memory-util
 V0_LATENCY_TOKENS = 32768  # vLLM V0's LLM class without chunked prefill: max_model_len (Mixtral)
 
 # Points or metrics left out, each with its reason (never silently).
+_NO_FP4 = "NVFP4 weights run on FP4 tensor cores; kvcalc has no FP4 compute format"
+_EP_DP = (
+    "run with expert parallelism and attention data parallelism (the page's MoE options, "
+    "sizes not published); kvcalc simulates tensor parallelism only, and TP 8 cannot split "
+    "Qwen3's 4 K/V heads"
+)
 EXCLUDED_POINTS = {
-    "trtllm10-b200-llama33-70b-fp4-tp1-1000-1000":
-        "NVFP4 weights run on FP4 tensor cores; kvcalc has no FP4 compute format",
-    "trtllm10-b200x8-qwen3-235b-a22b-fp4-tp8-1000-1000":
-        "NVFP4 weights run on FP4 tensor cores; kvcalc has no FP4 compute format",
-    "trtllm10-h100x8-qwen3-235b-a22b-fp8-tp8-1000-1000":
-        "run with expert parallelism and attention data parallelism (the page's MoE options, "
-        "sizes not published); kvcalc simulates tensor parallelism only, and TP 8 cannot split "
-        "Qwen3's 4 K/V heads",
-    "trtllm10-h200x8-qwen3-235b-a22b-fp8-tp8-1000-1000":
-        "run with expert parallelism and attention data parallelism (the page's MoE options, "
-        "sizes not published); kvcalc simulates tensor parallelism only, and TP 8 cannot split "
-        "Qwen3's 4 K/V heads",
+    "trtllm10-b200-llama33-70b-fp4-tp1-1000-1000": _NO_FP4,
+    "trtllm10-b200x8-qwen3-235b-a22b-fp4-tp8-1000-1000": _NO_FP4,
+    "trtllm10-h100x8-qwen3-235b-a22b-fp8-tp8-1000-1000": _EP_DP,
+    "trtllm10-h200x8-qwen3-235b-a22b-fp8-tp8-1000-1000": _EP_DP,
 }
 EXCLUDED_METRICS = {
     # vLLM 0.6.0 ran with --num-scheduler-steps 10 (multi-step scheduling), which kvcalc does
@@ -156,10 +198,16 @@ EXCLUDED_METRICS = {
     # llama.cpp's prompt_eval of a 9-token prompt is 78-106 ms, 5x a decode step: the first
     # call's setup, not prefill work.
     ("llama.cpp (CUDA)", None, "prompt_eval_s"): "llama.cpp's first-call setup (5x a step "
-                                                  "for a 9-token prompt), not prefill",
+    "for a 9-token prompt), not prefill",
 }
-NOT_COMPARED = ("ttft_min_s", "ttft_max_s", "token_latency_p75_s", "token_latency_p95_s",
-                "token_latency_p99_s", "batch_latency_p50_s")
+NOT_COMPARED = (
+    "ttft_min_s",
+    "ttft_max_s",
+    "token_latency_p75_s",
+    "token_latency_p95_s",
+    "token_latency_p99_s",
+    "batch_latency_p50_s",
+)
 
 # Measured metric -> (metric class, the simulator's --json key).
 SIM_METRICS = {
@@ -179,8 +227,18 @@ SIM_METRICS = {
     "request_throughput": ("request_throughput", "request_throughput"),
     "total_tokens_per_s": ("total_tokens_per_s", "total_tokens_per_s"),
 }
-CLASSES = ("output_tokens_per_s", "tpot_itl", "ttft", "single_stream", "batch_latency", "e2el",
-           "request_throughput", "total_tokens_per_s", "duration", "prefill")
+CLASSES = (
+    "output_tokens_per_s",
+    "tpot_itl",
+    "ttft",
+    "single_stream",
+    "batch_latency",
+    "e2el",
+    "request_throughput",
+    "total_tokens_per_s",
+    "duration",
+    "prefill",
+)
 JUDGED = ("output_tokens_per_s", "tpot_itl", "ttft", "single_stream")  # the issue's Done when
 ENGINE_FAMILIES = ("llama.cpp", "lmdeploy", "sglang", "tensorrt-llm", "vllm")  # engine.name starts
 
@@ -234,8 +292,11 @@ def _kv_flag(m: dict) -> list[str]:
     kv = m.get("kv_cache_dtype")
     if kv == "fp8":
         return ["--kv-dtype", "fp8"]
-    if kv == "f16" or m["weight_format"] in ("fp16", "f16") or m["weight_format"].startswith(
-            "gguf-"):
+    if (
+        kv == "f16"
+        or m["weight_format"] in ("fp16", "f16")
+        or m["weight_format"].startswith("gguf-")
+    ):
         return ["--kv-dtype", "fp16"]
     return ["--kv-dtype", "bf16"]
 
@@ -272,8 +333,12 @@ def _lengths(w: dict) -> list[str]:
     if ds == "sharegpt":
         return ["--lengths", "sharegpt"]
     if ds.startswith("random"):  # range ratio 0: uniform from 1 to the maximum
-        return ["--prompt-dist", f"uniform:1:{w['random_input_len']}",
-                "--output-dist", f"uniform:1:{w['random_output_len']}"]
+        return [
+            "--prompt-dist",
+            f"uniform:1:{w['random_input_len']}",
+            "--output-dist",
+            f"uniform:1:{w['random_output_len']}",
+        ]
     d = w.get("default_if_unset") or {}
     p = w.get("input_len") if w.get("input_len") is not None else d.get("input_len")
     o = w.get("output_len") if w.get("output_len") is not None else d.get("output_len")
@@ -292,7 +357,7 @@ def point_runs(file: str, m: dict) -> Point:
     kind = w["kind"]
     eng, ver = m["engine"]["name"], m["engine"].get("version")
     for name in m["metrics"]:
-        why = (EXCLUDED_METRICS.get((eng, ver, name)) or EXCLUDED_METRICS.get((eng, None, name)))
+        why = EXCLUDED_METRICS.get((eng, ver, name)) or EXCLUDED_METRICS.get((eng, None, name))
         if why:
             pt.excluded[name] = why
         elif name in NOT_COMPARED:
@@ -306,24 +371,53 @@ def point_runs(file: str, m: dict) -> Point:
         p = w.get("input_len") or 0
         o = w.get("output_len") or 256
         ctx = max(p + o // 2, 1)
-        argv = (["step-time"] + base + _kv_flag(m) + ["--context", str(ctx), "--batch", "1"]
-                + (["--pp", str(pp)] if pp > 1 else []) + ["--json"])
-        ss = {k: ("single_stream", "tokens_per_s") for k in wanted
-              if k == "single_stream_tokens_per_s"}
+        argv = (
+            ["step-time"]
+            + base
+            + _kv_flag(m)
+            + ["--context", str(ctx), "--batch", "1"]
+            + (["--pp", str(pp)] if pp > 1 else [])
+            + ["--json"]
+        )
+        ss = {
+            k: ("single_stream", "tokens_per_s")
+            for k in wanted
+            if k == "single_stream_tokens_per_s"
+        }
         ss.update({k: ("tpot_itl", "step_time_s") for k in wanted if k == "decode_step_mean_s"})
         pt.runs.append(Run(argv=argv, command="step-time", metrics=ss))
         if "prefill_tokens_per_s" in wanted and pp > 1:
-            pt.excluded["prefill_tokens_per_s"] = ("llama.cpp's layer split over two GPUs; the "
-                                                   "simulator models tensor parallelism only")
+            pt.excluded["prefill_tokens_per_s"] = (
+                "llama.cpp's layer split over two GPUs; the "
+                "simulator models tensor parallelism only"
+            )
         elif "prefill_tokens_per_s" in wanted:
             # llama-bench's pp N: one N-token prompt (512; a Dec 2023 row: 512 assumed).
             n = 512
-            argv = (["simulate"] + base + _kv_flag(m) + ["--requests", "1", "--rate", "inf",
-                                                         "--prompt-tokens", str(n),
-                                                         "--output-tokens", "1", "--direct",
-                                                         "--json"])
-            pt.runs.append(Run(argv=argv, command="simulate",
-                               metrics={"prefill_tokens_per_s": ("prefill", f"rate:{n}")}))
+            argv = (
+                ["simulate"]
+                + base
+                + _kv_flag(m)
+                + [
+                    "--requests",
+                    "1",
+                    "--rate",
+                    "inf",
+                    "--prompt-tokens",
+                    str(n),
+                    "--output-tokens",
+                    "1",
+                    "--direct",
+                    "--json",
+                ]
+            )
+            pt.runs.append(
+                Run(
+                    argv=argv,
+                    command="simulate",
+                    metrics={"prefill_tokens_per_s": ("prefill", f"rate:{n}")},
+                )
+            )
         return pt
     n = int(w.get("num_prompts") or w.get("batch_size") or 1)
     load = []
@@ -338,14 +432,26 @@ def point_runs(file: str, m: dict) -> Point:
         rate = w.get("request_rate")
         rate = "inf" if rate is None or rate == math.inf else f"{rate:g}"
         load = ["--requests", str(min(n, MAX_REQUESTS)), "--rate", rate]
-    argv = (["simulate"] + base + _kv_flag(m) + ["--tp", str(tp)] + _lengths(w) + load
-            + _harness(m) + _server_flags(m) + ["--json"])
+    argv = (
+        ["simulate"]
+        + base
+        + _kv_flag(m)
+        + ["--tp", str(tp)]
+        + _lengths(w)
+        + load
+        + _harness(m)
+        + _server_flags(m)
+        + ["--json"]
+    )
     metrics = {k: SIM_METRICS[k] for k in wanted if k in SIM_METRICS}
     # A served run (an HTTP client) goes through its engine's own serving stack, where kvcalc
     # has that stack's fitted API overhead; the ideal bound has none.
     fam = next((f for f in ENGINE_FAMILIES if eng.startswith(f)), None)
-    stack = (["--serving-stack", fam] if kind == "serving" and "--direct" not in argv
-             and fam in cal.API_OVERHEAD_BY_STACK else [])
+    stack = (
+        ["--serving-stack", fam]
+        if kind == "serving" and "--direct" not in argv and fam in cal.API_OVERHEAD_BY_STACK
+        else []
+    )
     pt.runs.append(Run(argv=argv, command="simulate", metrics=metrics, calibrated=stack))
     return pt
 
@@ -367,8 +473,10 @@ def _value(j: dict, key: str, calibrated: bool) -> float:
     if key.startswith("rate:"):  # tokens per second of a prompt: its length / TTFT
         return int(key.split(":")[1]) / j["ttft_p50_s"]
     if calibrated and "estimated_step_time_s" in j:
-        key = {"tokens_per_s": "estimated_tokens_per_s",
-               "step_time_s": "estimated_step_time_s"}.get(key, key)
+        key = {
+            "tokens_per_s": "estimated_tokens_per_s",
+            "step_time_s": "estimated_step_time_s",
+        }.get(key, key)
     return j[key]
 
 
@@ -385,10 +493,19 @@ def evaluate(points: list[Point]) -> list[dict]:
                 after = run_cli(run.argv + run.calibrated)
             for name, (klass, key) in run.metrics.items():
                 meas = float(pt.entry["metrics"][name])
-                rows.append(dict(id=pt.id, file=pt.file, held_back=pt.held_back, metric=name,
-                                 klass=klass, measured=meas, before=_value(before, key, False),
-                                 after=_value(after, key, True),
-                                 argv=" ".join(run.argv + run.calibrated)))
+                rows.append(
+                    dict(
+                        id=pt.id,
+                        file=pt.file,
+                        held_back=pt.held_back,
+                        metric=name,
+                        klass=klass,
+                        measured=meas,
+                        before=_value(before, key, False),
+                        after=_value(after, key, True),
+                        argv=" ".join(run.argv + run.calibrated),
+                    )
+                )
     return rows
 
 
@@ -402,9 +519,14 @@ def summary(rows: list[dict], which: str) -> dict[str, dict]:
         ratios = sorted(r[which] / r["measured"] for r in rs)
         dev = sorted(abs(x - 1) for x in ratios)
         worst = max(max(x, 1 / x) for x in ratios)
-        out[klass] = dict(n=len(rs), median_abs=statistics.median(dev),
-                          median=statistics.median(ratios), lo=_pct(ratios, 10),
-                          hi=_pct(ratios, 90), worst=worst)
+        out[klass] = dict(
+            n=len(rs),
+            median_abs=statistics.median(dev),
+            median=statistics.median(ratios),
+            lo=_pct(ratios, 10),
+            hi=_pct(ratios, 90),
+            worst=worst,
+        )
     return out
 
 
@@ -416,18 +538,23 @@ def _pct(xs: list[float], p: float) -> float:
 
 def table(rows: list[dict], title: str) -> list[str]:
     b, a = summary(rows, "before"), summary(rows, "after")
-    lines = [f"### {title}", "",
-             "| metric | n | before: median pred/meas (p10-p90), worst | after: median "
-             "pred/meas (p10-p90), worst | after: median abs error |",
-             "|---|---|---|---|---|"]
+    lines = [
+        f"### {title}",
+        "",
+        "| metric | n | before: median pred/meas (p10-p90), worst | after: median "
+        "pred/meas (p10-p90), worst | after: median abs error |",
+        "|---|---|---|---|---|",
+    ]
     for k in CLASSES:
         if k not in a:
             continue
         star = " *" if k in JUDGED else ""
-        lines.append(f"| {k}{star} | {a[k]['n']} | {b[k]['median']:.2f} ({b[k]['lo']:.2f}-"
-                     f"{b[k]['hi']:.2f}), {b[k]['worst']:.2f}x | {a[k]['median']:.2f} "
-                     f"({a[k]['lo']:.2f}-{a[k]['hi']:.2f}), {a[k]['worst']:.2f}x | "
-                     f"{a[k]['median_abs']:.1%} |")
+        lines.append(
+            f"| {k}{star} | {a[k]['n']} | {b[k]['median']:.2f} ({b[k]['lo']:.2f}-"
+            f"{b[k]['hi']:.2f}), {b[k]['worst']:.2f}x | {a[k]['median']:.2f} "
+            f"({a[k]['lo']:.2f}-{a[k]['hi']:.2f}), {a[k]['worst']:.2f}x | "
+            f"{a[k]['median_abs']:.1%} |"
+        )
     return lines
 
 
@@ -462,8 +589,16 @@ def _step(pt: Point, measured: float, argv: list[str], tp: int) -> Step:
     spec = registry().model(key).spec
     n = cal.ALLREDUCES_PER_LAYER * spec.num_layers if tp > 1 else 0
     wire = cal.allreduce_seconds(spec, j["batch"], tp, gpu.tp_link_gbs, 0.0)
-    return Step(id=pt.id, source=pt.file, tp=tp, measured_s=measured, ideal_s=j["step_time_s"],
-                allreduces=n, wire_s=wire, batch=j["batch"])
+    return Step(
+        id=pt.id,
+        source=pt.file,
+        tp=tp,
+        measured_s=measured,
+        ideal_s=j["step_time_s"],
+        allreduces=n,
+        wire_s=wire,
+        batch=j["batch"],
+    )
 
 
 def decode_steps(points: list[Point], closed_loop: bool = False) -> list[Step]:
@@ -483,8 +618,7 @@ def decode_steps(points: list[Point], closed_loop: bool = False) -> list[Step]:
         kind = w["kind"]
         if kind in ("llama_bench_tg", "single_stream_generation"):
             if "single_stream_tokens_per_s" in met:
-                out.append(_step(pt, 1 / met["single_stream_tokens_per_s"],
-                                 pt.runs[0].argv, tp))
+                out.append(_step(pt, 1 / met["single_stream_tokens_per_s"], pt.runs[0].argv, tp))
             continue
         if kind == "serving" and w.get("max_concurrency"):
             users = int(w["max_concurrency"])
@@ -495,12 +629,17 @@ def decode_steps(points: list[Point], closed_loop: bool = False) -> list[Step]:
             # Little's law on the wait for a first token: of the C requests in flight, rate x
             # TTFT are waiting for it, the rest decode in every step.
             b = max(1, round(users - rate * ttft))
-            p, o = SHAREGPT_MEANS if w.get("dataset") == "sharegpt" else (w["input_len"],
-                                                                            w["output_len"])
-            argv = (["step-time", "--model", _model_key(m), "--gpu", m["gpu"]["kvcalc_key"]]
-                    + _weight_flags(m) + _kv_flag(m)
-                    + ["--tp", str(tp), "--batch", str(b), "--context", str(p + o // 2),
-                       "--json"])
+            p, o = (
+                SHAREGPT_MEANS
+                if w.get("dataset") == "sharegpt"
+                else (w["input_len"], w["output_len"])
+            )
+            argv = (
+                ["step-time", "--model", _model_key(m), "--gpu", m["gpu"]["kvcalc_key"]]
+                + _weight_flags(m)
+                + _kv_flag(m)
+                + ["--tp", str(tp), "--batch", str(b), "--context", str(p + o // 2), "--json"]
+            )
             out.append(_step(pt, itl, argv, tp))
             continue
         if kind == "serving" and (w.get("request_rate") or math.inf) <= MAX_FIT_RATE:
@@ -513,13 +652,18 @@ def decode_steps(points: list[Point], closed_loop: bool = False) -> list[Step]:
                 p, o = SHAREGPT_MEANS
             else:
                 p, o = w["input_len"], w["output_len"]
-            e2el = (met.get("e2el_mean_s") or met.get("e2el_p50_s")
-                    or met.get("ttft_mean_s", 0) + (o - 1) * itl)
+            e2el = (
+                met.get("e2el_mean_s")
+                or met.get("e2el_p50_s")
+                or met.get("ttft_mean_s", 0) + (o - 1) * itl
+            )
             b = max(1, round(w["request_rate"] * e2el))
-            argv = (["step-time", "--model", _model_key(m), "--gpu", m["gpu"]["kvcalc_key"]]
-                    + _weight_flags(m) + _kv_flag(m)
-                    + ["--tp", str(tp), "--batch", str(b), "--context", str(p + o // 2),
-                       "--json"])
+            argv = (
+                ["step-time", "--model", _model_key(m), "--gpu", m["gpu"]["kvcalc_key"]]
+                + _weight_flags(m)
+                + _kv_flag(m)
+                + ["--tp", str(tp), "--batch", str(b), "--context", str(p + o // 2), "--json"]
+            )
             out.append(_step(pt, itl, argv, tp))
             continue
         if kind not in ("static_batch", "offline_batch_latency"):
@@ -528,9 +672,12 @@ def decode_steps(points: list[Point], closed_loop: bool = False) -> list[Step]:
         p = w.get("input_len") if w.get("input_len") is not None else d.get("input_len")
         o = w.get("output_len") if w.get("output_len") is not None else d.get("output_len")
         b = w["batch_size"]
-        argv = (["step-time", "--model", _model_key(m), "--gpu", m["gpu"]["kvcalc_key"]]
-                + _weight_flags(m) + _kv_flag(m)
-                + ["--tp", str(tp), "--batch", str(b), "--context", str(p + o // 2), "--json"])
+        argv = (
+            ["step-time", "--model", _model_key(m), "--gpu", m["gpu"]["kvcalc_key"]]
+            + _weight_flags(m)
+            + _kv_flag(m)
+            + ["--tp", str(tp), "--batch", str(b), "--context", str(p + o // 2), "--json"]
+        )
         if kind == "static_batch":
             if b == 1 and "single_stream_tokens_per_s" in met:
                 out.append(_step(pt, 1 / met["single_stream_tokens_per_s"], argv, tp))
@@ -544,6 +691,7 @@ def decode_steps(points: list[Point], closed_loop: bool = False) -> list[Step]:
 def fit_share_overhead(steps: list[Step]) -> tuple[float, float, list[str]]:
     """Stage 1: measured = ideal / share + overhead, least squares on the relative error,
     trimmed once; (share, overhead s, ids dropped)."""
+
     def solve(ss):
         # minimise sum(w (a u + o v - 1)^2), u = ideal / measured, v = 1 / measured, each
         # source weighing as one (w = 1 / its points), so no one table outvotes the others
@@ -551,8 +699,13 @@ def fit_share_overhead(steps: list[Step]) -> tuple[float, float, list[str]]:
         su = sv = suv = bu = bv = 0.0
         for s in ss:
             w, u, v = 1 / n[s.source], s.ideal_s / s.measured_s, 1 / s.measured_s
-            su, sv, suv, bu, bv = su + w * u * u, sv + w * v * v, suv + w * u * v, bu + w * u, \
-                bv + w * v
+            su, sv, suv, bu, bv = (
+                su + w * u * u,
+                sv + w * v * v,
+                suv + w * u * v,
+                bu + w * u,
+                bv + w * v,
+            )
         det = su * sv - suv * suv
         return (bu * sv - bv * suv) / det, (su * bv - suv * bu) / det
 
@@ -577,8 +730,14 @@ def fit_allreduce_latency(steps: list[Step], share: float, overhead: float) -> f
 
 
 def _coef_flags(share, overhead, latency, mfu=None, api=None) -> list[str]:
-    f = ["--bw-share", f"{share:g}", "--step-overhead-ms", f"{overhead * 1e3:g}",
-         "--allreduce-latency-us", f"{latency * 1e6:g}"]
+    f = [
+        "--bw-share",
+        f"{share:g}",
+        "--step-overhead-ms",
+        f"{overhead * 1e3:g}",
+        "--allreduce-latency-us",
+        f"{latency * 1e6:g}",
+    ]
     if mfu is not None:
         f += ["--mfu", f"{mfu:g}"]
     if api is not None:
@@ -586,8 +745,9 @@ def _coef_flags(share, overhead, latency, mfu=None, api=None) -> list[str]:
     return f
 
 
-def _sim_rows(points, kinds, metrics, flags, rate_max=None,
-              users_max=None) -> list[tuple[float, float, str]]:
+def _sim_rows(
+    points, kinds, metrics, flags, rate_max=None, users_max=None
+) -> list[tuple[float, float, str]]:
     """(predicted, measured, source) of training points of ``kinds`` for ``metrics``, the
     simulator run with ``flags``; with ``rate_max``, only open loops at most that rate and
     (``users_max``) closed loops of at most that many users."""
@@ -622,9 +782,14 @@ def fit_mfu(points, share, overhead, latency) -> float:
     """Stage 3: the MFU at which the simulator's output rate of the offline (all requests at
     once) runs matches theirs: least squares on log(predicted / measured), each source weighing
     as one, golden-section search on [0.2, 0.95] to 0.001."""
+
     def loss(m):
-        rows = _sim_rows(points, ("offline_max_throughput",), ("output_tokens_per_s",),
-                         _coef_flags(share, overhead, latency, m))
+        rows = _sim_rows(
+            points,
+            ("offline_max_throughput",),
+            ("output_tokens_per_s",),
+            _coef_flags(share, overhead, latency, m),
+        )
         return sum(w * math.log(p / y) ** 2 for w, (p, y, _) in zip(_weights(rows), rows))
 
     lo, hi = 0.2, 0.95
@@ -649,12 +814,17 @@ def fit_api(points, share, overhead, latency, mfu) -> float:
     users: the time to first token is measured directly, so a closed loop needs no inferred
     batch) take beyond the simulated engine's; least squares on the relative error, each
     source weighing as one, closed form. ZeroDivisionError when no point qualifies."""
-    rows = _sim_rows(points, ("serving",), ("ttft_mean_s", "ttft_p50_s"),
-                     _coef_flags(share, overhead, latency, mfu, 0.0), rate_max=MAX_FIT_RATE,
-                     users_max=MAX_FIT_USERS)
+    rows = _sim_rows(
+        points,
+        ("serving",),
+        ("ttft_mean_s", "ttft_p50_s"),
+        _coef_flags(share, overhead, latency, mfu, 0.0),
+        rate_max=MAX_FIT_RATE,
+        users_max=MAX_FIT_USERS,
+    )
     w = _weights(rows)
-    num = sum(wi * (y - p) / y ** 2 for wi, (p, y, _) in zip(w, rows))
-    den = sum(wi / y ** 2 for wi, (p, y, _) in zip(w, rows))
+    num = sum(wi * (y - p) / y**2 for wi, (p, y, _) in zip(w, rows))
+    den = sum(wi / y**2 for wi, (p, y, _) in zip(w, rows))
     return max(0.0, num / den)
 
 
@@ -673,31 +843,43 @@ def fit(points: list[Point], closed_loop: bool = False) -> dict:
         mine = [pt for pt in points if engine_family(pt) == fam]
         with contextlib.suppress(ZeroDivisionError):  # no served run at low load
             stacks[fam] = round(fit_api(mine, share, overhead, latency, mfu), 4)
-    return dict(BW_SHARE=share, STEP_OVERHEAD_S=overhead, ALLREDUCE_LATENCY_S=latency, MFU=mfu,
-                API_OVERHEAD_S=api, API_OVERHEAD_BY_STACK=stacks, steps=len(steps),
-                trimmed=dropped)
+    return dict(
+        BW_SHARE=share,
+        STEP_OVERHEAD_S=overhead,
+        ALLREDUCE_LATENCY_S=latency,
+        MFU=mfu,
+        API_OVERHEAD_S=api,
+        API_OVERHEAD_BY_STACK=stacks,
+        steps=len(steps),
+        trimmed=dropped,
+    )
 
 
 def fit_report(points: list[Point], closed_loop: bool = False) -> list[str]:
     f = fit(points, closed_loop)
-    return [f"# closed loops of at most {MAX_FIT_USERS} users in stage 4: yes; in stages 1 and 2: "
-            f"{'yes' if closed_loop else 'no (--closed-loop lets them in)'}",
-            f"# stage 1: {f['steps']} decode steps of known batch (training); trimmed: "
-            f"{', '.join(f['trimmed']) or 'none'}",
-            f"BW_SHARE = {f['BW_SHARE']!r}",
-            f"STEP_OVERHEAD_S = {f['STEP_OVERHEAD_S']!r}",
-            f"ALLREDUCE_LATENCY_S = {f['ALLREDUCE_LATENCY_S']!r}",
-            f"MFU = {f['MFU']!r}",
-            f"API_OVERHEAD_S = {f['API_OVERHEAD_S']!r}",
-            f"API_OVERHEAD_BY_STACK = {f['API_OVERHEAD_BY_STACK']!r}"]
+    return [
+        f"# closed loops of at most {MAX_FIT_USERS} users in stage 4: yes; in stages 1 and 2: "
+        f"{'yes' if closed_loop else 'no (--closed-loop lets them in)'}",
+        f"# stage 1: {f['steps']} decode steps of known batch (training); trimmed: "
+        f"{', '.join(f['trimmed']) or 'none'}",
+        f"BW_SHARE = {f['BW_SHARE']!r}",
+        f"STEP_OVERHEAD_S = {f['STEP_OVERHEAD_S']!r}",
+        f"ALLREDUCE_LATENCY_S = {f['ALLREDUCE_LATENCY_S']!r}",
+        f"MFU = {f['MFU']!r}",
+        f"API_OVERHEAD_S = {f['API_OVERHEAD_S']!r}",
+        f"API_OVERHEAD_BY_STACK = {f['API_OVERHEAD_BY_STACK']!r}",
+    ]
 
 
 def error_band(rows: list[dict]) -> dict[str, tuple[float, float, int]]:
     """kvcalc.perf.calibration.ERROR_BAND from the held-back rows: per judged class, (median
     |predicted / measured - 1|, worst max(ratio, 1 / ratio), n), rounded as committed."""
     s = summary([r for r in rows if r["held_back"]], "after")
-    return {k: (round(s[k]["median_abs"], 3), round(s[k]["worst"], 2), s[k]["n"])
-            for k in JUDGED if k in s}
+    return {
+        k: (round(s[k]["median_abs"], 3), round(s[k]["worst"], 2), s[k]["n"])
+        for k in JUDGED
+        if k in s
+    }
 
 
 # -- a diagnostic, not the committed model: one profile per engine family ---------------------
@@ -719,12 +901,16 @@ def per_engine(points: list[Point], closed_loop: bool) -> list[str]:
     share, mfu = pooled["BW_SHARE"], pooled["MFU"]
     steps = decode_steps(points, closed_loop)
     family = {pt.id: engine_family(pt) for pt in points}
-    lines = [f"# pooled fit (closed loops: {'yes' if closed_loop else 'no'}): "
-             + ", ".join(f"{k} {pooled[k]:g}" for k in ("BW_SHARE", "STEP_OVERHEAD_S",
-                                                         "ALLREDUCE_LATENCY_S", "MFU",
-                                                         "API_OVERHEAD_S")),
-             "| engine | TP 1 steps | TP > 1 steps | step overhead (ms) | all-reduce (us) | "
-             "API overhead (ms) |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"# pooled fit (closed loops: {'yes' if closed_loop else 'no'}): "
+        + ", ".join(
+            f"{k} {pooled[k]:g}"
+            for k in ("BW_SHARE", "STEP_OVERHEAD_S", "ALLREDUCE_LATENCY_S", "MFU", "API_OVERHEAD_S")
+        ),
+        "| engine | TP 1 steps | TP > 1 steps | step overhead (ms) | all-reduce (us) | "
+        "API overhead (ms) |",
+        "|---|---|---|---|---|---|",
+    ]
     prof = {}
     for f in ENGINE_FAMILIES:
         ss = [s for s in steps if family[s.id] == f]
@@ -732,17 +918,22 @@ def per_engine(points: list[Point], closed_loop: bool) -> list[str]:
         over = pooled["STEP_OVERHEAD_S"]
         if len(tp1) >= 2:  # least squares on the relative error, the share fixed
             num = sum((1 - s.ideal_s / share / s.measured_s) / s.measured_s for s in tp1)
-            over = max(0.0, num / sum(1 / s.measured_s ** 2 for s in tp1))
-        lat = (fit_allreduce_latency(ss, share, over) if any(s.tp > 1 for s in ss)
-               else pooled["ALLREDUCE_LATENCY_S"])
+            over = max(0.0, num / sum(1 / s.measured_s**2 for s in tp1))
+        lat = (
+            fit_allreduce_latency(ss, share, over)
+            if any(s.tp > 1 for s in ss)
+            else pooled["ALLREDUCE_LATENCY_S"]
+        )
         mine = [pt for pt in points if family[pt.id] == f]
         try:
             api = fit_api(mine, share, over, lat, mfu)
         except ZeroDivisionError:  # no served TTFT at low load in this family
             api = pooled["API_OVERHEAD_S"]
         prof[f] = (over, lat, api)
-        lines.append(f"| {f} | {len(tp1)} | {sum(s.tp > 1 for s in ss)} | {over * 1e3:.2f} | "
-                     f"{lat * 1e6:.1f} | {api * 1e3:.1f} |")
+        lines.append(
+            f"| {f} | {len(tp1)} | {sum(s.tp > 1 for s in ss)} | {over * 1e3:.2f} | "
+            f"{lat * 1e6:.1f} | {api * 1e3:.1f} |"
+        )
     rows = []
     for pt in points:
         if not pt.held_back:
@@ -750,17 +941,26 @@ def per_engine(points: list[Point], closed_loop: bool) -> list[str]:
         over, lat, api = prof[family[pt.id]]
         for run in pt.runs:
             if run.command == "step-time":
-                j = run_cli(run.argv + ["--bw-share", f"{share:g}", "--step-overhead-ms",
-                                        f"{over * 1e3:g}"])
+                j = run_cli(
+                    run.argv + ["--bw-share", f"{share:g}", "--step-overhead-ms", f"{over * 1e3:g}"]
+                )
             else:
                 j = run_cli(run.argv + _coef_flags(share, over, lat, mfu, api))
             for name, (klass, key) in run.metrics.items():
-                rows.append(dict(klass=klass, after=_value(j, key, True),
-                                 measured=float(pt.entry["metrics"][name])))
+                rows.append(
+                    dict(
+                        klass=klass,
+                        after=_value(j, key, True),
+                        measured=float(pt.entry["metrics"][name]),
+                    )
+                )
     s = summary(rows, "after")
     lines += ["", "held back, one profile per engine family: median |pred / meas - 1|, worst"]
-    lines += [f"  {k}: {s[k]['median_abs']:.1%}, {s[k]['worst']:.2f}x (n {s[k]['n']})"
-              for k in JUDGED if k in s]
+    lines += [
+        f"  {k}: {s[k]['median_abs']:.1%}, {s[k]['worst']:.2f}x (n {s[k]['n']})"
+        for k in JUDGED
+        if k in s
+    ]
     return lines
 
 
@@ -769,11 +969,16 @@ def main() -> None:
     ap.add_argument("--points", action="store_true", help="every point with its command")
     ap.add_argument("--fit", action="store_true", help="refit and print the coefficients")
     ap.add_argument("--json", action="store_true", help="the rows as JSON")
-    ap.add_argument("--closed-loop", action="store_true",
-                    help=f"with --fit: closed loops of at most {MAX_FIT_USERS} users enter "
-                         "stages 1, 2 and 4")
-    ap.add_argument("--per-engine", action="store_true",
-                    help="a diagnostic: one profile per engine family, on the held-back part")
+    ap.add_argument(
+        "--closed-loop",
+        action="store_true",
+        help=f"with --fit: closed loops of at most {MAX_FIT_USERS} users enter stages 1, 2 and 4",
+    )
+    ap.add_argument(
+        "--per-engine",
+        action="store_true",
+        help="a diagnostic: one profile per engine family, on the held-back part",
+    )
     args = ap.parse_args()
     points = all_points()
     if args.per_engine:
@@ -789,14 +994,17 @@ def main() -> None:
         print(json.dumps(rows, indent=1))
         return
     held = [r for r in rows if r["held_back"]]
-    print(f"{len(points)} corpus entries, {len(rows)} compared metrics "
-          f"({len(held)} held back: {', '.join(cal.HELD_BACK) or 'none'})")
+    print(
+        f"{len(points)} corpus entries, {len(rows)} compared metrics "
+        f"({len(held)} held back: {', '.join(cal.HELD_BACK) or 'none'})"
+    )
     print()
     for line in table(rows, "Whole corpus") + [""] + table(held, "Held back"):
         print(line)
     print()
-    print("* the classes the issue judges. Before: the ideal bound; after: the calibrated "
-          "estimate.")
+    print(
+        "* the classes the issue judges. Before: the ideal bound; after: the calibrated estimate."
+    )
     print(f"ERROR_BAND = {error_band(rows)!r}")
     for pt in points:
         for k, why in pt.excluded.items():
@@ -805,10 +1013,12 @@ def main() -> None:
     if args.points:
         print()
         for r in rows:
-            print(f"{r['id']} {r['metric']}: measured {r['measured']:.4g}, before "
-                  f"{r['before'] / r['measured']:.2f}x, after {r['after'] / r['measured']:.2f}x"
-                  f"{' (held back)' if r['held_back'] else ''}\n    python -m kvcalc "
-                  f"{r['argv']}")
+            print(
+                f"{r['id']} {r['metric']}: measured {r['measured']:.4g}, before "
+                f"{r['before'] / r['measured']:.2f}x, after {r['after'] / r['measured']:.2f}x"
+                f"{' (held back)' if r['held_back'] else ''}\n    python -m kvcalc "
+                f"{r['argv']}"
+            )
 
 
 if __name__ == "__main__":

@@ -102,15 +102,21 @@ class Client:
         headers = {}
         if self.http_base:
             if not self.cookies:
-                status, h, set_cookies = await load.http_get(self.http_base, "/live_class",
-                                                             self.cookies)
+                status, h, set_cookies = await load.http_get(
+                    self.http_base, "/live_class", self.cookies
+                )
                 if status != 200:
                     raise OSError(f"page load answered {status}")
                 self.cookies.update(set_cookies)
             headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
-        self.ws = await websockets.connect(self.ws_url, subprotocols=["streamlit"],
-                                           max_size=2**26, additional_headers=headers,
-                                           open_timeout=30, ping_interval=None)
+        self.ws = await websockets.connect(
+            self.ws_url,
+            subprotocols=["streamlit"],
+            max_size=2**26,
+            additional_headers=headers,
+            open_timeout=30,
+            ping_interval=None,
+        )
         self.replicas.append(self.ws.response.headers.get("X-Served-By", ""))
         for value in self.ws.response.headers.get_all("Set-Cookie"):
             k, _, v = value.split(";", 1)[0].partition("=")
@@ -285,8 +291,9 @@ class Student:
         self.i, self.code = i, code
         rng = random.Random(i)
         # 70 % right; the rest the slips the grader names: the factor 2, bits vs bytes.
-        self.answer = rng.choices([f"{value:.0f}", f"{value / 2:.0f}", f"{value * 8:.0f}"],
-                                  [0.7, 0.15, 0.15])[0]
+        self.answer = rng.choices(
+            [f"{value:.0f}", f"{value / 2:.0f}", f"{value * 8:.0f}"], [0.7, 0.15, 0.15]
+        )[0]
         self.sent_at: float | None = None
         self.acked = False
         self.sends = 0
@@ -310,8 +317,10 @@ class Student:
         self.sends += 1
         if self.sent_at is None:
             self.sent_at = time.time()
-        await c.run([(box, "str", self.answer), (c.buttons["Send my answer"], "trigger", True)],
-                    fragment=c.button_fragment.get("Send my answer", ""))
+        await c.run(
+            [(box, "str", self.answer), (c.buttons["Send my answer"], "trigger", True)],
+            fragment=c.button_fragment.get("Send my answer", ""),
+        )
         if self._stored():
             self.acked = True
         else:
@@ -369,8 +378,9 @@ async def run_class(ws_url: str, http_base: str | None, args, kill=None) -> dict
         killed["at"] = time.time() - t0
         killed["name"] = kill(teacher.c.replicas[-1] if args.kill_teachers else "app1")
 
-    tasks = [asyncio.create_task(s.answer_at(t0 + rng.uniform(0, args.seconds), end))
-             for s in students]
+    tasks = [
+        asyncio.create_task(s.answer_at(t0 + rng.uniform(0, args.seconds), end)) for s in students
+    ]
     stays = [asyncio.create_task(s.stay(end)) for s in students]
     await asyncio.gather(*tasks, killer())
     last = max((s.sent_at for s in students if s.sent_at), default=time.time())
@@ -392,9 +402,16 @@ async def run_class(ws_url: str, http_base: str | None, args, kill=None) -> dict
     for s in students:
         await s.c.close()
     await teacher.c.close()
-    return {"teacher": teacher, "students": students, "joined_s": joined_s,
-            "answer_window_s": last - t0, "sent": sent, "last": last, "saw": saw,
-            "killed": killed}
+    return {
+        "teacher": teacher,
+        "students": students,
+        "joined_s": joined_s,
+        "answer_window_s": last - t0,
+        "sent": sent,
+        "last": last,
+        "saw": saw,
+        "killed": killed,
+    }
 
 
 def stored(database_url: str, code: str, key: str) -> int:
@@ -417,35 +434,51 @@ def report(r: dict, b: int | None, where: str) -> None:
         if s.c.replicas:
             per_replica[s.c.replicas[0]] = per_replica.get(s.c.replicas[0], 0) + 1
     print(f"{where}")
-    print(f"joined: {len(students)} students in {r['joined_s']:.1f} s; answers sent over "
-          f"{r['answer_window_s']:.1f} s ({sends} sends, {sends - r['sent']} of them retries); "
-          f"graded and acknowledged: {sum(s.acked for s in students)}")
+    print(
+        f"joined: {len(students)} students in {r['joined_s']:.1f} s; answers sent over "
+        f"{r['answer_window_s']:.1f} s ({sends} sends, {sends - r['sent']} of them retries); "
+        f"graded and acknowledged: {sum(s.acked for s in students)}"
+    )
     if any(per_replica):
-        print("students per replica at the start: " + ", ".join(
-            f"{k} {v}" for k, v in sorted(per_replica.items())))
+        print(
+            "students per replica at the start: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(per_replica.items()))
+        )
     if r["killed"]:
         name = r["killed"]["name"]
         moved = [s for s in students if len(s.c.replicas) > 1]
         to = sorted(set(s.c.replicas[-1] for s in moved))
-        print(f"{name} killed {r['killed']['at']:.1f} s into the answering: {len(moved)} "
-              f"students reconnected (to {', '.join(to)}); "
-              f"reconnect p50 {recon[len(recon) // 2]:.2f} s, max {recon[-1]:.2f} s"
-              if recon else f"{name} killed: no student was on it")
-        print(f"the teacher's screen was on {teacher.c.replicas[0]}" + (
-            f" and reopened the teacher link ({teacher.reconnects} reconnect)"
-            if teacher.reconnects else ""))
+        print(
+            f"{name} killed {r['killed']['at']:.1f} s into the answering: {len(moved)} "
+            f"students reconnected (to {', '.join(to)}); "
+            f"reconnect p50 {recon[len(recon) // 2]:.2f} s, max {recon[-1]:.2f} s"
+            if recon
+            else f"{name} killed: no student was on it"
+        )
+        print(
+            f"the teacher's screen was on {teacher.c.replicas[0]}"
+            + (
+                f" and reopened the teacher link ({teacher.reconnects} reconnect)"
+                if teacher.reconnects
+                else ""
+            )
+        )
     print(f"errors: {len(errors)}" + "".join(f"\n  {e}" for e in errors[:5]))
     t = f"{r['saw'] - r['last']:.1f}" if r["saw"] else "never (within 30 s)"
-    print(f"classroom: {len(students)} students, {r['sent']} answers sent, "
-          f"{b if b is not None else '?'} stored, teacher saw all in {t} s")
+    print(
+        f"classroom: {len(students)} students, {r['sent']} answers sent, "
+        f"{b if b is not None else '?'} stored, teacher saw all in {t} s"
+    )
 
 
 def _raise_limits(n: int) -> None:
     """Every client is this machine: one source address for HAProxy and the class."""
-    for var, default, per in (("KVLAB_LB_WEBSOCKETS_PER_SOURCE", 150, 2),
-                              ("KVLAB_LB_CONN_PER_SOURCE", 500, 4),
-                              ("KVLAB_LB_CONN_RATE_PER_SOURCE", 1000, 8),
-                              ("KVLAB_CLASS_JOINS_PER_MINUTE", 120, 2)):
+    for var, default, per in (
+        ("KVLAB_LB_WEBSOCKETS_PER_SOURCE", 150, 2),
+        ("KVLAB_LB_CONN_PER_SOURCE", 500, 4),
+        ("KVLAB_LB_CONN_RATE_PER_SOURCE", 1000, 8),
+        ("KVLAB_CLASS_JOINS_PER_MINUTE", 120, 2),
+    ):
         os.environ.setdefault(var, str(max(default, per * (n + 2))))
 
 
@@ -454,10 +487,17 @@ async def main_async(args) -> None:
     if args.url:
         base = args.url.rstrip("/")
         r = await run_class("ws" + base[4:] + "/_stcore/stream", base, args)
-        b = stored(args.database_url, r["teacher"].code, r["teacher"].key) \
-            if args.database_url else None
-        report(r, b, f"against {base}" + ("" if b is not None else
-                                          " (no --database-url: stored answers not counted)"))
+        b = (
+            stored(args.database_url, r["teacher"].code, r["teacher"].key)
+            if args.database_url
+            else None
+        )
+        report(
+            r,
+            b,
+            f"against {base}"
+            + ("" if b is not None else " (no --database-url: stored answers not counted)"),
+        )
         return
     if args.replicas:
         import pgtemp
@@ -469,9 +509,11 @@ async def main_async(args) -> None:
             pg = pgtemp.TempPostgres(max_connections=300).start()
             url = pg.url
         try:
-            with replicas.Cluster(replicas=args.replicas, port=0, base_port=0,
-                                  database_url=url) as c:
+            with replicas.Cluster(
+                replicas=args.replicas, port=0, base_port=0, database_url=url
+            ) as c:
                 base = c.url
+
                 def kill(name):
                     c.kill(name, signal.SIGKILL)
                     return name
@@ -480,9 +522,13 @@ async def main_async(args) -> None:
                     kill = None
                 r = await run_class("ws" + base[4:] + "/_stcore/stream", base, args, kill)
                 b = stored(url, r["teacher"].code, r["teacher"].key)
-                report(r, b, f"{args.replicas} replicas behind HAProxy, PostgreSQL "
-                             f"({'a throwaway server' if pg else 'given'}), "
-                             f"{os.cpu_count()} cores shared by everything here")
+                report(
+                    r,
+                    b,
+                    f"{args.replicas} replicas behind HAProxy, PostgreSQL "
+                    f"({'a throwaway server' if pg else 'given'}), "
+                    f"{os.cpu_count()} cores shared by everything here",
+                )
         finally:
             if pg:
                 pg.cleanup()
@@ -493,11 +539,27 @@ async def main_async(args) -> None:
     if args.database_url:
         env["KVLAB_DATABASE_URL"] = args.database_url
     port = _free_port()
-    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py",
-                               "--server.port", str(port), "--server.address", "127.0.0.1",
-                               "--server.headless", "true", "--browser.gatherUsageStats",
-                               "false"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         for _ in range(300):
             try:
@@ -507,8 +569,12 @@ async def main_async(args) -> None:
                 time.sleep(0.2)
         r = await run_class(f"ws://127.0.0.1:{port}/_stcore/stream", None, args)
         b = stored(url, r["teacher"].code, r["teacher"].key)
-        report(r, b, f"one server, {'SQLite' if not args.database_url else 'the given database'}"
-                     f", {os.cpu_count()} cores shared by the server and the clients")
+        report(
+            r,
+            b,
+            f"one server, {'SQLite' if not args.database_url else 'the given database'}"
+            f", {os.cpu_count()} cores shared by the server and the clients",
+        )
     finally:
         server.terminate()
         server.wait(10)
@@ -517,24 +583,43 @@ async def main_async(args) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--students", type=int, default=30)
-    ap.add_argument("--seconds", type=float, default=10.0,
-                    help="every student answers at a random moment of this window")
+    ap.add_argument(
+        "--seconds",
+        type=float,
+        default=10.0,
+        help="every student answers at a random moment of this window",
+    )
     ap.add_argument("--url", help="a running deployment (http://127.0.0.1:PORT)")
-    ap.add_argument("--database-url", help="the deployment's KVLAB_DATABASE_URL (counts what "
-                    "was stored); with --replicas, the PostgreSQL to use instead of a throwaway")
-    ap.add_argument("--replicas", type=int, default=0, help="start N replicas behind HAProxy "
-                    "on one PostgreSQL (0: one server with SQLite)")
+    ap.add_argument(
+        "--database-url",
+        help="the deployment's KVLAB_DATABASE_URL (counts what "
+        "was stored); with --replicas, the PostgreSQL to use instead of a throwaway",
+    )
+    ap.add_argument(
+        "--replicas",
+        type=int,
+        default=0,
+        help="start N replicas behind HAProxy on one PostgreSQL (0: one server with SQLite)",
+    )
     ap.add_argument("--kill", action="store_true", help="kill replica app1 mid-question")
-    ap.add_argument("--kill-teachers", action="store_true",
-                    help="with --kill: kill the teacher's replica instead of app1")
-    ap.add_argument("--join-concurrency", type=int, default=20,
-                    help="students joining at the same moment")
+    ap.add_argument(
+        "--kill-teachers",
+        action="store_true",
+        help="with --kill: kill the teacher's replica instead of app1",
+    )
+    ap.add_argument(
+        "--join-concurrency", type=int, default=20, help="students joining at the same moment"
+    )
     args = ap.parse_args()
-    if args.url and not re.fullmatch(r"http://(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?/?",
-                                     args.url):
+    if args.url and not re.fullmatch(
+        r"http://(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?/?", args.url
+    ):
         ap.error("--url must be http:// on this machine: load is never sent anywhere else")
-    if not 1 <= args.students <= 1000 or not 1 <= args.seconds <= 120 or \
-            not 0 <= args.replicas <= 4:
+    if (
+        not 1 <= args.students <= 1000
+        or not 1 <= args.seconds <= 120
+        or not 0 <= args.replicas <= 4
+    ):
         ap.error("students 1..1000, seconds 1..120, replicas 0..4")
     if args.kill and args.replicas < 2:
         ap.error("--kill needs --replicas 2 or more")

@@ -122,33 +122,44 @@ def row(m: dict) -> str:
     if p.get("pp", 1) > 1:
         gpu += f" PP{p['pp']}"
     metrics = "; ".join(f"{k}={v:.6g}" for k, v in m["metrics"].items() if v is not None)
-    return (f"| {m['id']} | {engine} | {model_cell(m)} | {m['weight_format']} | {gpu} | "
-            f"{workload_cell(m['workload'])} | {metrics} |")
+    return (
+        f"| {m['id']} | {engine} | {model_cell(m)} | {m['weight_format']} | {gpu} | "
+        f"{workload_cell(m['workload'])} | {metrics} |"
+    )
 
 
 def generated(entries) -> list[str]:
     files = {f for f, _, _ in entries}
     pubs = sum({f: n for f, n, _ in entries}.values())
-    lines = ["# Calibration corpus: summary", "",
-             f"{len(entries)} published measurements in {len(files)} files from {pubs} "
-             "publications (this summary was generated from the YAML files by "
-             "`bench/corpus_summary.py`; see README.md for the schema and conventions).", "",
-             "## Counts", ""]
+    lines = [
+        "# Calibration corpus: summary",
+        "",
+        f"{len(entries)} published measurements in {len(files)} files from {pubs} "
+        "publications (this summary was generated from the YAML files by "
+        "`bench/corpus_summary.py`; see README.md for the schema and conventions).",
+        "",
+        "## Counts",
+        "",
+    ]
     lines += counts("by engine", Counter(engine_family(m) for _, _, m in entries)) + [""]
-    lines += counts("by GPU (kvcalc key)", Counter(m["gpu"]["kvcalc_key"]
-                                                   for _, _, m in entries)) + [""]
-    lines += counts("by kind of point", Counter(k for _, _, m in entries
-                                                for k in kinds(m))) + [""]
+    lines += counts(
+        "by GPU (kvcalc key)", Counter(m["gpu"]["kvcalc_key"] for _, _, m in entries)
+    ) + [""]
+    lines += counts("by kind of point", Counter(k for _, _, m in entries for k in kinds(m))) + [""]
     lines += counts("by metric", Counter(k for _, _, m in entries for k in m["metrics"])) + [""]
-    lines += ["## Every measurement", "",
-              "Metrics are SI (seconds, tokens/s, requests/s), shown to 6 significant digits (the "
-              "YAML files hold the values exactly as published). `TPn` = tensor parallel degree; "
-              "`PPn` = pipeline/layer split. \"batch 1\" in the kind counts means a fixed batch of "
-              "one (llama.cpp tg, LMDeploy/vLLM batch-1 runs); low-rate serving points are counted "
-              "separately, not as batch 1, and a closed loop of one user (fixed max concurrency "
-              "1) is counted as a closed loop.", "",
-              "| id | engine | model (kvcalc key) | format | GPU x n | workload | metrics |",
-              "|---|---|---|---|---|---|---|"]
+    lines += [
+        "## Every measurement",
+        "",
+        "Metrics are SI (seconds, tokens/s, requests/s), shown to 6 significant digits (the "
+        "YAML files hold the values exactly as published). `TPn` = tensor parallel degree; "
+        '`PPn` = pipeline/layer split. "batch 1" in the kind counts means a fixed batch of '
+        "one (llama.cpp tg, LMDeploy/vLLM batch-1 runs); low-rate serving points are counted "
+        "separately, not as batch 1, and a closed loop of one user (fixed max concurrency "
+        "1) is counted as a closed loop.",
+        "",
+        "| id | engine | model (kvcalc key) | format | GPU x n | workload | metrics |",
+        "|---|---|---|---|---|---|---|",
+    ]
     lines += [row(m) for _, _, m in entries] + [""]
     return lines
 

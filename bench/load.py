@@ -69,6 +69,7 @@ async def _read(ws, seconds: float) -> None:
 def _num(v: float) -> str:
     return str(int(v)) if float(v).is_integer() else repr(float(v))
 
+
 # page url path -> (widget label, values to alternate between)
 ACTIONS = {
     "budget": ("Context per sequence (tokens)", [8192, 32768, 131072, 4096]),
@@ -151,8 +152,13 @@ class Session:
                 self.cookies.update(set_cookies)
                 self.page_replica = h.get("x-served-by", "")
             headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
-        ws = await websockets.connect(self.url, subprotocols=["streamlit"], max_size=2**26,
-                                      additional_headers=headers, open_timeout=30)
+        ws = await websockets.connect(
+            self.url,
+            subprotocols=["streamlit"],
+            max_size=2**26,
+            additional_headers=headers,
+            open_timeout=30,
+        )
         self.ws_replicas.append(ws.response.headers.get("X-Served-By", ""))
         for value in ws.response.headers.get_all("Set-Cookie"):  # a new replica after failover
             name, _, v = value.split(";", 1)[0].partition("=")
@@ -208,13 +214,15 @@ class Session:
                 else:
                     self.latencies.append(time.perf_counter() - t0)
                     self.bytes_in.append(received)
-                    inputs[next(k for k, v in self.widgets.items() if v[0] == widget[0])] = \
-                        float(widget[2])
+                    inputs[next(k for k, v in self.widgets.items() if v[0] == widget[0])] = float(
+                        widget[2]
+                    )
                 self.inputs = inputs
                 # The frontend writes every input bound to the link into the address bar; do
                 # the same for the number inputs this client changes.
-                self.query = urlencode({url_keys[k]: _num(v) for k, v in inputs.items()
-                                        if k in url_keys})
+                self.query = urlencode(
+                    {url_keys[k]: _num(v) for k, v in inputs.items() if k in url_keys}
+                )
                 return
 
     async def hostile(self, deadline: float) -> None:
@@ -317,9 +325,17 @@ class Session:
         return None
 
 
-async def run_load(ws_url: str, http_base: str | None, n: int, seconds: float, think: float,
-                   hostile: int = 0, warm_cookies: list[dict] | None = None, during=None,
-                   ramp: float = 0.0):
+async def run_load(
+    ws_url: str,
+    http_base: str | None,
+    n: int,
+    seconds: float,
+    think: float,
+    hostile: int = 0,
+    warm_cookies: list[dict] | None = None,
+    during=None,
+    ramp: float = 0.0,
+):
     """Warm the server(s) up, then run n sessions (and hostile neighbours) for ``seconds``.
     ``warm_cookies``: one warm-up session per entry, with those cookies (one per replica);
     ``during(t0)``: a coroutine run beside the load (bench/scale.py kills a replica in it);
@@ -336,9 +352,11 @@ async def run_load(ws_url: str, http_base: str | None, n: int, seconds: float, t
         s.start_delay = ramp * i / n
     hostiles = [Session(ws_url, 1000 + i, http_base) for i in range(hostile)]
     t0 = time.time()
-    await asyncio.gather(*(s.run(t0 + seconds, 10_000, think) for s in sessions),
-                         *(h.hostile(t0 + seconds) for h in hostiles),
-                         *([during(t0)] if during else []))
+    await asyncio.gather(
+        *(s.run(t0 + seconds, 10_000, think) for s in sessions),
+        *(h.hostile(t0 + seconds) for h in hostiles),
+        *([during(t0)] if during else []),
+    )
     return sessions, hostiles, time.time() - t0
 
 
@@ -350,34 +368,47 @@ def summarize(sessions: list[Session], elapsed: float) -> dict:
     for s in sessions:
         if s.ws_replicas:
             per_replica[s.ws_replicas[0]] = per_replica.get(s.ws_replicas[0], 0) + 1
-    return {"sessions": len(sessions), "elapsed_s": elapsed, "interactions": len(lat),
-            "errors": [e for s in sessions for e in s.errors],
-            "p50_s": p(0.5), "p95_s": p(0.95), "max_s": lat[-1] if lat else float("nan"),
-            "mean_s": statistics.mean(lat) if lat else float("nan"),
-            "per_replica": dict(sorted(per_replica.items())),
-            "sticky": sum(1 for s in sessions if s.ws_replicas
-                          and s.ws_replicas[0] == s.page_replica),
-            "failed": sum(s.failed for s in sessions),
-            "reconnects": sorted(x for s in sessions for x in s.reconnects),
-            "same_inputs": sum(x for s in sessions for x in s.same_inputs),
-            "kib_per_interaction": (statistics.mean(b for s in sessions for b in s.bytes_in)
-                                    / 1024 if lat else float("nan")),
-            "page_loads": sum(s.page_loads for s in sessions)}
+    return {
+        "sessions": len(sessions),
+        "elapsed_s": elapsed,
+        "interactions": len(lat),
+        "errors": [e for s in sessions for e in s.errors],
+        "p50_s": p(0.5),
+        "p95_s": p(0.95),
+        "max_s": lat[-1] if lat else float("nan"),
+        "mean_s": statistics.mean(lat) if lat else float("nan"),
+        "per_replica": dict(sorted(per_replica.items())),
+        "sticky": sum(1 for s in sessions if s.ws_replicas and s.ws_replicas[0] == s.page_replica),
+        "failed": sum(s.failed for s in sessions),
+        "reconnects": sorted(x for s in sessions for x in s.reconnects),
+        "same_inputs": sum(x for s in sessions for x in s.same_inputs),
+        "kib_per_interaction": (
+            statistics.mean(b for s in sessions for b in s.bytes_in) / 1024 if lat else float("nan")
+        ),
+        "page_loads": sum(s.page_loads for s in sessions),
+    }
 
 
 def print_summary(f: dict, behind_lb: bool) -> None:
-    print(f"interactions: {f['interactions']} ({f['interactions'] / f['elapsed_s']:.1f}/s)   "
-          f"errors: {len(f['errors'])}")
+    print(
+        f"interactions: {f['interactions']} ({f['interactions'] / f['elapsed_s']:.1f}/s)   "
+        f"errors: {len(f['errors'])}"
+    )
     if f["interactions"]:
-        print(f"latency input -> script finished: p50 {f['p50_s'] * 1e3:.0f} ms, p95 "
-              f"{f['p95_s'] * 1e3:.0f} ms, max {f['max_s'] * 1e3:.0f} ms, mean "
-              f"{f['mean_s'] * 1e3:.0f} ms")
+        print(
+            f"latency input -> script finished: p50 {f['p50_s'] * 1e3:.0f} ms, p95 "
+            f"{f['p95_s'] * 1e3:.0f} ms, max {f['max_s'] * 1e3:.0f} ms, mean "
+            f"{f['mean_s'] * 1e3:.0f} ms"
+        )
     if behind_lb:
-        counts = ", ".join(f"{k or '(no X-Served-By header)'} {v}"
-                           for k, v in f["per_replica"].items())
+        counts = ", ".join(
+            f"{k or '(no X-Served-By header)'} {v}" for k, v in f["per_replica"].items()
+        )
         print(f"sessions per replica (the replica that served each websocket): {counts}")
-        print(f"sticky: {f['sticky']} of {f['sessions']} sessions' websockets reached the "
-              "replica that served their page")
+        print(
+            f"sticky: {f['sticky']} of {f['sessions']} sessions' websockets reached the "
+            "replica that served their page"
+        )
     for e in f["errors"][:5]:
         print("  error:", e)
 
@@ -395,11 +426,26 @@ def _serve(root: Path) -> tuple[subprocess.Popen, int]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py",
-                               "--server.port", str(port), "--server.address", "127.0.0.1",
-                               "--server.headless", "true", "--browser.gatherUsageStats",
-                               "false"], cwd=root, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     for _ in range(300):
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1)
@@ -419,9 +465,10 @@ async def run_local(root: Path, args) -> tuple[dict, list]:
 
         async def _at_start(t0):
             start["rss"], start["cpu"] = rss_bytes(server.pid), _cpu_s(server.pid)
-        sessions, hostile, elapsed = await run_load(url, None, args.sessions, args.seconds,
-                                                    args.think, args.hostile,
-                                                    during=_at_start)
+
+        sessions, hostile, elapsed = await run_load(
+            url, None, args.sessions, args.seconds, args.think, args.hostile, during=_at_start
+        )
         rss, cpu = rss_bytes(server.pid), _cpu_s(server.pid)
     finally:
         server.terminate()
@@ -434,13 +481,17 @@ async def run_local(root: Path, args) -> tuple[dict, list]:
 def print_local(f: dict, args) -> None:
     print_summary(f, behind_lb=False)
     runs = f["interactions"] + f["page_loads"]
-    print(f"server CPU during the load: {f['cpu_s']:.1f} s = {f['cpu_s'] / f['elapsed_s']:.2f} "
-          f"cores; {f['cpu_s'] / max(1, f['interactions']) * 1e3:.0f} ms per interaction "
-          f"({f['cpu_s'] / max(1, runs) * 1e3:.0f} ms per script run, page loads included); "
-          f"{f['kib_per_interaction']:.1f} KiB sent per interaction")
-    print(f"server memory: {f['base_rss'] / 2**20:.0f} MiB before, {f['rss'] / 2**20:.0f} MiB "
-          f"with the sessions: {(f['rss'] - f['base_rss']) / max(1, args.sessions) / 2**20:.1f}"
-          " MiB per session")
+    print(
+        f"server CPU during the load: {f['cpu_s']:.1f} s = {f['cpu_s'] / f['elapsed_s']:.2f} "
+        f"cores; {f['cpu_s'] / max(1, f['interactions']) * 1e3:.0f} ms per interaction "
+        f"({f['cpu_s'] / max(1, runs) * 1e3:.0f} ms per script run, page loads included); "
+        f"{f['kib_per_interaction']:.1f} KiB sent per interaction"
+    )
+    print(
+        f"server memory: {f['base_rss'] / 2**20:.0f} MiB before, {f['rss'] / 2**20:.0f} MiB "
+        f"with the sessions: {(f['rss'] - f['base_rss']) / max(1, args.sessions) / 2**20:.1f}"
+        " MiB per session"
+    )
 
 
 async def compare(args) -> None:
@@ -450,30 +501,40 @@ async def compare(args) -> None:
     got: dict[str, list[dict]] = {k: [] for k in roots}
     load_before = os.getloadavg()
     for r in range(args.rounds):
-        for name in (("other", "this") if r % 2 == 0 else ("this", "other")):
+        for name in ("other", "this") if r % 2 == 0 else ("this", "other"):
             f, _ = await run_local(roots[name], args)
             got[name].append(f)
-            print(f"round {r + 1} {name:<5} ({roots[name]}): {f['interactions']} interactions "
-                  f"({f['interactions'] / f['elapsed_s']:.1f}/s), p50 {f['p50_s'] * 1e3:.0f} "
-                  f"ms, p95 {f['p95_s'] * 1e3:.0f} ms, errors {len(f['errors'])}, "
-                  f"{f['cpu_s'] / max(1, f['interactions']) * 1e3:.0f} ms CPU per interaction",
-                  flush=True)
-    print(f"\n{args.sessions} sessions x {args.seconds:g} s, think {args.think:g} s (+-50%), "
-          f"{args.rounds} rounds each, alternating; load average before "
-          f"{' '.join(f'{x:.2f}' for x in load_before)}, after "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
-    print(f"{'checkout':<52}{'inter./s':>9}{'p50 ms':>8}{'p95 ms':>8}{'max ms':>8}{'errors':>7}"
-          f"{'CPU ms/inter.':>14}{'KiB/inter.':>11}")
+            print(
+                f"round {r + 1} {name:<5} ({roots[name]}): {f['interactions']} interactions "
+                f"({f['interactions'] / f['elapsed_s']:.1f}/s), p50 {f['p50_s'] * 1e3:.0f} "
+                f"ms, p95 {f['p95_s'] * 1e3:.0f} ms, errors {len(f['errors'])}, "
+                f"{f['cpu_s'] / max(1, f['interactions']) * 1e3:.0f} ms CPU per interaction",
+                flush=True,
+            )
+    print(
+        f"\n{args.sessions} sessions x {args.seconds:g} s, think {args.think:g} s (+-50%), "
+        f"{args.rounds} rounds each, alternating; load average before "
+        f"{' '.join(f'{x:.2f}' for x in load_before)}, after "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} cores)"
+    )
+    print(
+        f"{'checkout':<52}{'inter./s':>9}{'p50 ms':>8}{'p95 ms':>8}{'max ms':>8}{'errors':>7}"
+        f"{'CPU ms/inter.':>14}{'KiB/inter.':>11}"
+    )
     for name, fs in got.items():
         med = lambda key: statistics.median(f[key] for f in fs)  # noqa: E731
         rate = statistics.median(f["interactions"] / f["elapsed_s"] for f in fs)
         cpu = statistics.median(f["cpu_s"] / max(1, f["interactions"]) for f in fs)
-        print(f"{name + ': ' + str(roots[name])[-44:]:<52}{rate:>9.1f}{med('p50_s') * 1e3:>8.0f}"
-              f"{med('p95_s') * 1e3:>8.0f}{med('max_s') * 1e3:>8.0f}"
-              f"{sum(len(f['errors']) for f in fs):>7}{cpu * 1e3:>14.0f}"
-              f"{med('kib_per_interaction'):>11.1f}")
-    rate = {k: statistics.median(f["interactions"] / f["elapsed_s"] for f in fs)
-            for k, fs in got.items()}
+        print(
+            f"{name + ': ' + str(roots[name])[-44:]:<52}{rate:>9.1f}{med('p50_s') * 1e3:>8.0f}"
+            f"{med('p95_s') * 1e3:>8.0f}{med('max_s') * 1e3:>8.0f}"
+            f"{sum(len(f['errors']) for f in fs):>7}{cpu * 1e3:>14.0f}"
+            f"{med('kib_per_interaction'):>11.1f}"
+        )
+    rate = {
+        k: statistics.median(f["interactions"] / f["elapsed_s"] for f in fs)
+        for k, fs in got.items()
+    }
     print(f"interactions per second, this / other: {rate['this'] / max(rate['other'], 1e-9):.2f}x")
 
 
@@ -485,27 +546,40 @@ async def main_async(args) -> None:
         base = args.url.rstrip("/")
         ws_url = "ws" + base[4:] + "/_stcore/stream"
         sessions, hostile, elapsed = await run_load(
-            ws_url, base, args.sessions, args.seconds, args.think, args.hostile,
-            warm_cookies=[{}] * 4)
-        print(f"{args.sessions} sessions for {elapsed:.0f} s against {base} (websocket "
-              f"protocol, no browsers), think time {args.think:g} s (+-50%) between changes")
+            ws_url,
+            base,
+            args.sessions,
+            args.seconds,
+            args.think,
+            args.hostile,
+            warm_cookies=[{}] * 4,
+        )
+        print(
+            f"{args.sessions} sessions for {elapsed:.0f} s against {base} (websocket "
+            f"protocol, no browsers), think time {args.think:g} s (+-50%) between changes"
+        )
         print_summary(summarize(sessions, elapsed), behind_lb=True)
-        print("server memory: not measured with --url (the server is not a child of this "
-              "script)")
+        print("server memory: not measured with --url (the server is not a child of this script)")
     else:
         f, hostile = await run_local(Path(args.root), args)
-        print(f"{args.sessions} sessions for {f['elapsed_s']:.0f} s against one server on "
-              f"{os.cpu_count()} cores (websocket protocol, no browsers), think time "
-              f"{args.think:g} s (+-50%) between changes; load average "
-              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(
+            f"{args.sessions} sessions for {f['elapsed_s']:.0f} s against one server on "
+            f"{os.cpu_count()} cores (websocket protocol, no browsers), think time "
+            f"{args.think:g} s (+-50%) between changes; load average "
+            f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        )
         print_local(f, args)
     if hostile:
         hl = sorted(x for h in hostile for x in h.latencies)
         he = [e for h in hostile for e in h.errors]
-        print(f"hostile neighbours: {args.hostile} opening the worst link of every page: "
-              f"{sum(getattr(h, 'visits', 0) for h in hostile)} visits, errors {len(he)}; "
-              f"their own page time p50 {hl[len(hl) // 2] * 1e3:.0f} ms, max "
-              f"{hl[-1] * 1e3:.0f} ms" if hl else "hostile neighbours: no visit finished")
+        print(
+            f"hostile neighbours: {args.hostile} opening the worst link of every page: "
+            f"{sum(getattr(h, 'visits', 0) for h in hostile)} visits, errors {len(he)}; "
+            f"their own page time p50 {hl[len(hl) // 2] * 1e3:.0f} ms, max "
+            f"{hl[-1] * 1e3:.0f} ms"
+            if hl
+            else "hostile neighbours: no visit finished"
+        )
         for e in he[:3]:
             print("  hostile error:", e)
 
@@ -514,17 +588,34 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sessions", type=int, default=20)
     ap.add_argument("--seconds", type=float, default=30)
-    ap.add_argument("--hostile", type=int, default=0,
-                    help="sessions that open every page's worst link, again and again")
-    ap.add_argument("--think", type=float, default=3.0,
-                    help="seconds a user looks at a result before the next change (0: hammer)")
-    ap.add_argument("--url", help="a running server or load balancer, e.g. "
-                    "http://127.0.0.1:8500 (deploy/replicas.py); default: start one server")
-    ap.add_argument("--root", default=str(ROOT),
-                    help="the checkout whose app.py the started server runs (default: this one)")
-    ap.add_argument("--compare", metavar="CHECKOUT",
-                    help="another checkout (e.g. the previous commit, from git archive): run "
-                         "the same load against both, alternating, and print them side by side")
+    ap.add_argument(
+        "--hostile",
+        type=int,
+        default=0,
+        help="sessions that open every page's worst link, again and again",
+    )
+    ap.add_argument(
+        "--think",
+        type=float,
+        default=3.0,
+        help="seconds a user looks at a result before the next change (0: hammer)",
+    )
+    ap.add_argument(
+        "--url",
+        help="a running server or load balancer, e.g. "
+        "http://127.0.0.1:8500 (deploy/replicas.py); default: start one server",
+    )
+    ap.add_argument(
+        "--root",
+        default=str(ROOT),
+        help="the checkout whose app.py the started server runs (default: this one)",
+    )
+    ap.add_argument(
+        "--compare",
+        metavar="CHECKOUT",
+        help="another checkout (e.g. the previous commit, from git archive): run "
+        "the same load against both, alternating, and print them side by side",
+    )
     ap.add_argument("--rounds", type=int, default=2, help="with --compare: runs of each")
     args = ap.parse_args()
     if args.compare and args.url:
@@ -534,12 +625,16 @@ def main() -> None:
             ap.error(f"{root} has no app.py: give the folder of a checkout")
     if not 1 <= args.rounds <= 10:
         ap.error("rounds 1..10")
-    if args.url and not re.fullmatch(r"http://(127\.\d+\.\d+\.\d+|localhost|\[::1\])"
-                                     r"(:\d+)?/?", args.url):
-        ap.error("--url must be http:// on this machine (127.x.x.x, localhost or [::1]) with "
-                 "an optional port: load is never sent anywhere else")
-    if not 1 <= args.sessions <= 200 or not 1 <= args.seconds <= 600 or \
-            not 0 <= args.hostile <= 20:
+    if args.url and not re.fullmatch(
+        r"http://(127\.\d+\.\d+\.\d+|localhost|\[::1\])"
+        r"(:\d+)?/?",
+        args.url,
+    ):
+        ap.error(
+            "--url must be http:// on this machine (127.x.x.x, localhost or [::1]) with "
+            "an optional port: load is never sent anywhere else"
+        )
+    if not 1 <= args.sessions <= 200 or not 1 <= args.seconds <= 600 or not 0 <= args.hostile <= 20:
         ap.error("sessions 1..200, seconds 1..600, hostile 0..20")
     asyncio.run(main_async(args))
 

@@ -121,8 +121,9 @@ class HeavySession:
     async def run(self, connected: asyncio.Event | None = None) -> None:
         import websockets
 
-        self.ws = await websockets.connect(self.url, subprotocols=["streamlit"],
-                                           max_size=2**27, open_timeout=60)
+        self.ws = await websockets.connect(
+            self.url, subprotocols=["streamlit"], max_size=2**27, open_timeout=60
+        )
         await self.rerun()  # the home page; learn the page list
         for page in HEAVY:
             await self.rerun(self.pages[page], _link(page, self.i, custom=False))
@@ -143,8 +144,9 @@ class HeavySession:
 def _server_ttl(tree: Path) -> int:
     cfg = tree / ".streamlit" / "config.toml"
     if cfg.exists():
-        return int(tomllib.loads(cfg.read_text()).get("server", {})
-                   .get("disconnectedSessionTTL", 120))
+        return int(
+            tomllib.loads(cfg.read_text()).get("server", {}).get("disconnectedSessionTTL", 120)
+        )
     return 120
 
 
@@ -175,21 +177,43 @@ async def measure(tree: Path, n: int, ttl: int | None, margin: float, log) -> di
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     ttl_used = _server_ttl(tree) if ttl is None else ttl
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-           "--server.address", "127.0.0.1", "--server.headless", "true",
-           "--browser.gatherUsageStats", "false"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        "app.py",
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
     if ttl is not None:
         cmd += ["--server.disconnectedSessionTTL", str(ttl)]
     denv = dockerfile_env(tree)
     denv.pop("PYTHONDONTWRITEBYTECODE", None)  # the container's; irrelevant here
-    log("  server environment from its Dockerfile: " +
-        " ".join(f"{k}={v}" for k, v in sorted(denv.items())))
-    server = subprocess.Popen(cmd, cwd=tree, env={**os.environ, **denv},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log(
+        "  server environment from its Dockerfile: "
+        + " ".join(f"{k}={v}" for k, v in sorted(denv.items()))
+    )
+    server = subprocess.Popen(
+        cmd,
+        cwd=tree,
+        env={**os.environ, **denv},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"ws://127.0.0.1:{port}/_stcore/stream"
-    out: dict = {"ttl_s": ttl_used,
-                 "env": " ".join(f"{k}={v}" for k, v in sorted(denv.items())
-                                 if k.startswith(("PYTHONMALLOC", "MALLOC_")))}
+    out: dict = {
+        "ttl_s": ttl_used,
+        "env": " ".join(
+            f"{k}={v}" for k, v in sorted(denv.items()) if k.startswith(("PYTHONMALLOC", "MALLOC_"))
+        ),
+    }
     try:
         for _ in range(300):
             try:
@@ -209,26 +233,34 @@ async def measure(tree: Path, n: int, ttl: int | None, margin: float, log) -> di
         out["peak"] = rss_bytes(server.pid)
         out["cpu_s"] = _cpu_s(server.pid) - cpu0
         out["runs"] = sum(s.runs for s in sessions)
-        out["errors"] = [e for s in sessions for e in s.errors] + \
-            [repr(r)[:120] for r in results if isinstance(r, BaseException)]
-        log(f"  peak: {_mib(out['peak'])} MiB after {out['runs']} script runs in "
-            f"{time.time() - t0:.0f} s ({out['cpu_s']:.1f} CPU s); errors {len(out['errors'])}")
+        out["errors"] = [e for s in sessions for e in s.errors] + [
+            repr(r)[:120] for r in results if isinstance(r, BaseException)
+        ]
+        log(
+            f"  peak: {_mib(out['peak'])} MiB after {out['runs']} script runs in "
+            f"{time.time() - t0:.0f} s ({out['cpu_s']:.1f} CPU s); errors {len(out['errors'])}"
+        )
         await asyncio.gather(*(s.close() for s in sessions))
         await asyncio.sleep(3)
         out["left"] = rss_bytes(server.pid)
-        log(f"  just after they left: {_mib(out['left'])} MiB; waiting {ttl_used} s "
-            f"(disconnected-session TTL) + {margin:.0f} s")
+        log(
+            f"  just after they left: {_mib(out['left'])} MiB; waiting {ttl_used} s "
+            f"(disconnected-session TTL) + {margin:.0f} s"
+        )
         await asyncio.sleep(ttl_used + margin)
         out["after_ttl"] = rss_bytes(server.pid)
         probe = HeavySession(url, 20_000)  # a small visit: its disconnect reaps the expired
         import websockets
+
         probe.ws = await websockets.connect(url, subprotocols=["streamlit"], open_timeout=60)
         await probe.rerun()
         await probe.close()
         await asyncio.sleep(margin)
         out["after"] = rss_bytes(server.pid)
-        log(f"  after the TTL: {_mib(out['after_ttl'])} MiB; after a probe visit: "
-            f"{_mib(out['after'])} MiB")
+        log(
+            f"  after the TTL: {_mib(out['after_ttl'])} MiB; after a probe visit: "
+            f"{_mib(out['after'])} MiB"
+        )
     finally:
         server.terminate()
         try:
@@ -239,22 +271,34 @@ async def measure(tree: Path, n: int, ttl: int | None, margin: float, log) -> di
 
 
 def _print(results: list[tuple[str, dict]], n: int) -> None:
-    rows = [("RSS before (MiB)", "before"), ("RSS at the peak", "peak"),
-            ("RSS just after they left", "left"), ("RSS after the TTL", "after_ttl"),
-            ("RSS at the end (after a probe visit)", "after")]
+    rows = [
+        ("RSS before (MiB)", "before"),
+        ("RSS at the peak", "peak"),
+        ("RSS just after they left", "left"),
+        ("RSS after the TTL", "after_ttl"),
+        ("RSS at the end (after a probe visit)", "after"),
+    ]
     width = max(len(r[0]) for r in rows) + 2
     print(f"\n{n} heavy sessions, one server on this machine (websocket protocol, no browsers)")
     print(" " * width + "".join(f"{name:>16}" for name, _ in results))
     for label, key in rows:
         print(f"{label:<{width}}" + "".join(f"{_mib(r[key]):>16}" for _, r in results))
-    print(f"{'kept: end - before (MiB)':<{width}}" +
-          "".join(f"{_mib(r['after'] - r['before']):>16}" for _, r in results))
-    print(f"{'disconnected-session TTL (s)':<{width}}" +
-          "".join(f"{r['ttl_s']:>16}" for _, r in results))
-    print(f"{'server CPU s for the runs':<{width}}" +
-          "".join(f"{r['cpu_s']:>16.1f}" for _, r in results))
-    print(f"{'script runs / errors':<{width}}" +
-          "".join(f"{str(r['runs']) + ' / ' + str(len(r['errors'])):>16}" for _, r in results))
+    print(
+        f"{'kept: end - before (MiB)':<{width}}"
+        + "".join(f"{_mib(r['after'] - r['before']):>16}" for _, r in results)
+    )
+    print(
+        f"{'disconnected-session TTL (s)':<{width}}"
+        + "".join(f"{r['ttl_s']:>16}" for _, r in results)
+    )
+    print(
+        f"{'server CPU s for the runs':<{width}}"
+        + "".join(f"{r['cpu_s']:>16.1f}" for _, r in results)
+    )
+    print(
+        f"{'script runs / errors':<{width}}"
+        + "".join(f"{str(r['runs']) + ' / ' + str(len(r['errors'])):>16}" for _, r in results)
+    )
     for name, r in results:
         print(f"  {name}: allocator settings {r['env'] or '(the defaults)'}")
         for e in r["errors"][:3]:
@@ -266,8 +310,12 @@ def main() -> None:
     ap.add_argument("--sessions", type=int, default=36)
     ap.add_argument("--ref", help="also measure this git revision (e.g. HEAD~1), first")
     ap.add_argument("--ttl", type=int, help="override server.disconnectedSessionTTL (seconds)")
-    ap.add_argument("--margin", type=float, default=10.0,
-                    help="seconds waited past the TTL, and after the probe visit")
+    ap.add_argument(
+        "--margin",
+        type=float,
+        default=10.0,
+        help="seconds waited past the TTL, and after the probe visit",
+    )
     args = ap.parse_args()
     if not 1 <= args.sessions <= 100:
         ap.error("sessions 1..100")
@@ -275,19 +323,41 @@ def main() -> None:
     if args.ref:
         with tempfile.TemporaryDirectory(prefix="kvlab-ref-") as tmp:
             tree = Path(tmp) / "tree"
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree),
-                            args.ref], check=True, capture_output=True)
+            subprocess.run(
+                ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), args.ref],
+                check=True,
+                capture_output=True,
+            )
             try:
                 print(f"{args.ref}:", flush=True)
-                results.append((args.ref, asyncio.run(
-                    measure(tree, args.sessions, args.ttl, args.margin,
-                            lambda m: print(m, flush=True)))))
+                results.append(
+                    (
+                        args.ref,
+                        asyncio.run(
+                            measure(
+                                tree,
+                                args.sessions,
+                                args.ttl,
+                                args.margin,
+                                lambda m: print(m, flush=True),
+                            )
+                        ),
+                    )
+                )
             finally:
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force",
-                                str(tree)], capture_output=True)
+                subprocess.run(
+                    ["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)],
+                    capture_output=True,
+                )
     print("this tree:", flush=True)
-    results.append(("this tree", asyncio.run(
-        measure(ROOT, args.sessions, args.ttl, args.margin, lambda m: print(m, flush=True)))))
+    results.append(
+        (
+            "this tree",
+            asyncio.run(
+                measure(ROOT, args.sessions, args.ttl, args.margin, lambda m: print(m, flush=True))
+            ),
+        )
+    )
     _print(results, args.sessions)
 
 

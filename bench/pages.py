@@ -80,9 +80,11 @@ def hostile_links(repeats: int = 3) -> None:
                 at.run()
             times.append(time.perf_counter() - t)
             problems = [e.value for e in at.exception]
-        print(f"  {page:<28} max {max(times) * 1e3:7.0f} ms   median "
-              f"{statistics.median(times) * 1e3:7.0f} ms" + (f"   EXCEPTION {problems[:1]}"
-                                                           if problems else ""))
+        print(
+            f"  {page:<28} max {max(times) * 1e3:7.0f} ms   median "
+            f"{statistics.median(times) * 1e3:7.0f} ms"
+            + (f"   EXCEPTION {problems[:1]}" if problems else "")
+        )
 
 
 def _rss_mib() -> float:
@@ -114,11 +116,15 @@ def worst_inputs(repeats: int = 3, matrix: bool = False) -> None:
 
     corpus = W.texts()
     gc.collect()
-    print(f"\nworst-input corpus: {len(corpus)} configs (the largest the caps admit) on every "
-          "page and CLI command; seconds per rerun, median of "
-          f"{repeats} (wall; the slowest config), MiB of RSS kept after them all")
-    print(f"{'page or command':<16}{'s/rerun':>9}{'CPU s':>8}{'MiB kept':>10}  slowest config"
-          "  problems")
+    print(
+        f"\nworst-input corpus: {len(corpus)} configs (the largest the caps admit) on every "
+        "page and CLI command; seconds per rerun, median of "
+        f"{repeats} (wall; the slowest config), MiB of RSS kept after them all"
+    )
+    print(
+        f"{'page or command':<16}{'s/rerun':>9}{'CPU s':>8}{'MiB kept':>10}  slowest config"
+        "  problems"
+    )
     for page in W.PAGES:
         before = _rss_mib()
         rows = []
@@ -130,17 +136,33 @@ def worst_inputs(repeats: int = 3, matrix: bool = False) -> None:
         kept = _kept(before)
         if matrix:
             for wall, cpu, name, problems in rows:
-                print(f"  {page:<14}{wall:>9.3f}{cpu:>8.3f}{'':>10}  {name}"
-                      + (f"  {problems[:1]}" if problems else ""))
+                print(
+                    f"  {page:<14}{wall:>9.3f}{cpu:>8.3f}{'':>10}  {name}"
+                    + (f"  {problems[:1]}" if problems else "")
+                )
         wall, cpu, name, _ = max(rows)
         bad = sum(1 for r in rows if r[3])
-        print(f"{page:<16}{wall:>9.3f}{cpu:>8.3f}{kept:>10.1f}  {name:<21}"
-              + (f"  {bad} with a generic error" if bad else ""))
-    args = {"kv": ["--context", "100000000", "--batch", "1000000"],
-            "budget": ["--gpu", "h100-sxm-80gb", "--context", "100000000"],
-            "vllm": ["--available-kv-gib", "40", "--max-model-len", "100000000"],
-            "simulate": ["--gpu", "h100-sxm-80gb", "--requests", "2000", "--rate", "inf",
-                         "--prompt-tokens", "4096", "--output-tokens", "1024"]}
+        print(
+            f"{page:<16}{wall:>9.3f}{cpu:>8.3f}{kept:>10.1f}  {name:<21}"
+            + (f"  {bad} with a generic error" if bad else "")
+        )
+    args = {
+        "kv": ["--context", "100000000", "--batch", "1000000"],
+        "budget": ["--gpu", "h100-sxm-80gb", "--context", "100000000"],
+        "vllm": ["--available-kv-gib", "40", "--max-model-len", "100000000"],
+        "simulate": [
+            "--gpu",
+            "h100-sxm-80gb",
+            "--requests",
+            "2000",
+            "--rate",
+            "inf",
+            "--prompt-tokens",
+            "4096",
+            "--output-tokens",
+            "1024",
+        ],
+    }
     import contextlib
     import io
 
@@ -156,8 +178,9 @@ def worst_inputs(repeats: int = 3, matrix: bool = False) -> None:
                     out, err = io.StringIO(), io.StringIO()
                     t, c = time.perf_counter(), time.process_time()
                     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                        codes.add(cli([command, "--config", str(Path(tmp, f"{name}.json")),
-                                       *extra]))
+                        codes.add(
+                            cli([command, "--config", str(Path(tmp, f"{name}.json")), *extra])
+                        )
                     times.append(time.perf_counter() - t)
                     cpus.append(time.process_time() - c)
                 bad = codes - {0, 2} or "internal error" in err.getvalue()
@@ -165,8 +188,10 @@ def worst_inputs(repeats: int = 3, matrix: bool = False) -> None:
             kept = _kept(before)
             wall, cpu, name, _ = max(rows)
             bad = sum(1 for r in rows if r[3])
-            print(f"{'cli ' + command:<16}{wall:>9.3f}{cpu:>8.3f}{kept:>10.1f}  {name:<21}"
-                  + (f"  {bad} internal errors" if bad else ""))
+            print(
+                f"{'cli ' + command:<16}{wall:>9.3f}{cpu:>8.3f}{kept:>10.1f}  {name:<21}"
+                + (f"  {bad} internal errors" if bad else "")
+            )
 
 
 def keep_bytecode() -> None:
@@ -219,34 +244,70 @@ def apptest_reruns(reruns: int, compile_each_run: bool = False) -> dict[str, lis
     return out
 
 
-TITLES = {"": "Home", "budget": "Budget", "step_time": "Decode step time",
-          "techniques": "Shrinking the cache", "lab": "Inference Lab", "cache_fill": "Cache fill",
-          "engine": "Engine view", "interview": "Interview check", "roofline": "Roofline",
-          "frontier": "Serving frontier", "tour": "Start here: a tour"}
-HEADINGS = {"": "KV Cache Lab", "budget": "Budget", "step_time": "Decode",
-            "techniques": "Shrinking", "lab": "Inference", "cache_fill": "Cache fill",
-            "engine": "Engine view", "interview": "Interview", "roofline": "Roofline",
-            "frontier": "Throughput and latency", "tour": "Start here"}
+TITLES = {
+    "": "Home",
+    "budget": "Budget",
+    "step_time": "Decode step time",
+    "techniques": "Shrinking the cache",
+    "lab": "Inference Lab",
+    "cache_fill": "Cache fill",
+    "engine": "Engine view",
+    "interview": "Interview check",
+    "roofline": "Roofline",
+    "frontier": "Serving frontier",
+    "tour": "Start here: a tour",
+}
+HEADINGS = {
+    "": "KV Cache Lab",
+    "budget": "Budget",
+    "step_time": "Decode",
+    "techniques": "Shrinking",
+    "lab": "Inference",
+    "cache_fill": "Cache fill",
+    "engine": "Engine view",
+    "interview": "Interview",
+    "roofline": "Roofline",
+    "frontier": "Throughput and latency",
+    "tour": "Start here",
+}
 # Today's condition (issue 3): the run has ended and every chart element has its SVG. A chart's
 # element only exists once Plotly's script (4.7 MB) has been loaded and evaluated, so until then
 # this holds with no chart at all: it times the page without its charts.
-IDLE = ("() => !document.querySelector('[data-testid=stStatusWidget]') &&"
-        " document.querySelectorAll('.js-plotly-plot .main-svg').length >="
-        " document.querySelectorAll('[data-testid=stPlotlyChart]').length")
+IDLE = (
+    "() => !document.querySelector('[data-testid=stStatusWidget]') &&"
+    " document.querySelectorAll('.js-plotly-plot .main-svg').length >="
+    " document.querySelectorAll('[data-testid=stPlotlyChart]').length"
+)
 # And the charts drawn: as many Plotly plots with their SVG as the server sent charts.
-DRAWN = ("(n) => !document.querySelector('[data-testid=stStatusWidget]') &&"
-         " [...document.querySelectorAll('.js-plotly-plot')].filter("
-         "p => p.querySelector('.main-svg')).length >= n")
+DRAWN = (
+    "(n) => !document.querySelector('[data-testid=stStatusWidget]') &&"
+    " [...document.querySelectorAll('.js-plotly-plot')].filter("
+    "p => p.querySelector('.main-svg')).length >= n"
+)
 
 
 def start_server(root: Path) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port",
-                             str(port), "--server.headless", "true",
-                             "--browser.gatherUsageStats", "false"], cwd=root,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.port",
+            str(port),
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=root,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}"
     for _ in range(200):
         try:
@@ -279,8 +340,11 @@ class _Charts:
         except Exception:  # noqa: BLE001 - not a ForwardMsg: nothing to count
             return
         kind = fm.WhichOneof("type")
-        if kind == "delta" and fm.delta.WhichOneof("type") == "new_element" and \
-                fm.delta.new_element.WhichOneof("type") == "plotly_chart":
+        if (
+            kind == "delta"
+            and fm.delta.WhichOneof("type") == "new_element"
+            and fm.delta.new_element.WhichOneof("type") == "plotly_chart"
+        ):
             self.charts += 1
         elif kind == "script_finished":
             self.finished = True
@@ -295,8 +359,9 @@ def _until_drawn(page, charts: _Charts) -> None:
     page.wait_for_function(DRAWN, arg=charts.charts, timeout=60_000)
 
 
-def browser_first_render(paths: list[str], roots: dict[str, Path], repeat: int = 1,
-                         warm_server: bool = True) -> dict[str, dict[str, dict[str, list]]]:
+def browser_first_render(
+    paths: list[str], roots: dict[str, Path], repeat: int = 1, warm_server: bool = True
+) -> dict[str, dict[str, dict[str, list]]]:
     """Per checkout and page: {"cold": [(idle, drawn) per repeat], "warm": [...], "click":
     [round 1, round 2]} in seconds. Cold: a fresh browser context (nothing cached, as a
     student's first visit). Warm: a new tab in a context that has loaded the app before.
@@ -315,9 +380,19 @@ def browser_first_render(paths: list[str], roots: dict[str, Path], repeat: int =
     out = {n: {p or "home": {"cold": [], "warm": [], "click": []} for p in paths} for n in roots}
     try:
         with sync_playwright() as p:
-            b = p.chromium.launch(executable_path=chromium, args=[
-                "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+            b = p.chromium.launch(
+                executable_path=chromium,
+                args=[
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-quic",
+                    "--no-first-run",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                ],
+            )
 
             def visit(context, base, path, drawn: bool) -> tuple[float, float]:
                 page = context.new_page()
@@ -352,11 +427,13 @@ def browser_first_render(paths: list[str], roots: dict[str, Path], repeat: int =
                 for path in paths:
                     for name, (_, base) in servers.items():
                         cold_ctx = b.new_context(viewport={"width": 1400, "height": 1000})
-                        out[name][path or "home"]["cold"].append(visit(cold_ctx, base, path,
-                                                                       drawn=True))
+                        out[name][path or "home"]["cold"].append(
+                            visit(cold_ctx, base, path, drawn=True)
+                        )
                         cold_ctx.close()
-                        out[name][path or "home"]["warm"].append(visit(warm[name], base, path,
-                                                                       drawn=True))
+                        out[name][path or "home"]["warm"].append(
+                            visit(warm[name], base, path, drawn=True)
+                        )
             # In-app navigation: one tab, click each page in the sidebar (the JavaScript, Plotly
             # included, is already loaded; this is what a student waits for between pages).
             for name, (_, base) in servers.items():
@@ -368,12 +445,15 @@ def browser_first_render(paths: list[str], roots: dict[str, Path], repeat: int =
                     for path in paths[1:] + paths[:1]:
                         charts.reset()
                         t = time.perf_counter()
-                        page.locator("[data-testid=stSidebarNav] a",
-                                     has_text=TITLES[path]).first.click()
+                        page.locator(
+                            "[data-testid=stSidebarNav] a", has_text=TITLES[path]
+                        ).first.click()
                         page.wait_for_function(
                             "(t) => { const h = document.querySelector('[data-testid=stMain] h1');"
-                            " return h && h.innerText.startsWith(t); }", arg=HEADINGS[path],
-                            timeout=60_000)
+                            " return h && h.innerText.startsWith(t); }",
+                            arg=HEADINGS[path],
+                            timeout=60_000,
+                        )
                         _until_drawn(page, charts)
                         out[name][path or "home"]["click"].append(time.perf_counter() - t)
             b.close()
@@ -384,19 +464,33 @@ def browser_first_render(paths: list[str], roots: dict[str, Path], repeat: int =
     return out
 
 
-PAGES = ["", "budget", "step_time", "techniques", "lab", "cache_fill", "engine", "interview",
-         "roofline", "frontier", "tour"]
+PAGES = [
+    "",
+    "budget",
+    "step_time",
+    "techniques",
+    "lab",
+    "cache_fill",
+    "engine",
+    "interview",
+    "roofline",
+    "frontier",
+    "tour",
+]
 
 
 def _reruns_of(root: Path, reruns: int, compile_each_run: bool) -> dict[str, list[float]]:
     """apptest_reruns for another checkout, in a process of its own (its kvcalc and webui)."""
     import json
 
-    code = (f"import json, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
-            f"import pages; pages.ROOT = __import__('pathlib').Path({str(root)!r}); "
-            f"print(json.dumps(pages.apptest_reruns({reruns}, {compile_each_run})))")
-    got = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
-                         check=True)
+    code = (
+        f"import json, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+        f"import pages; pages.ROOT = __import__('pathlib').Path({str(root)!r}); "
+        f"print(json.dumps(pages.apptest_reruns({reruns}, {compile_each_run})))"
+    )
+    got = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True
+    )
     return json.loads(got.stdout.strip().splitlines()[-1])
 
 
@@ -404,30 +498,54 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reruns", type=int, default=15)
     ap.add_argument("--no-browser", action="store_true")
-    ap.add_argument("--hostile", action="store_true",
-                    help="time each page's worst link instead (one fresh session per visit), "
-                         "then the worst-input corpus on every page and CLI command")
-    ap.add_argument("--matrix", action="store_true",
-                    help="with --hostile: a row for every corpus config on every page")
-    ap.add_argument("--compare", metavar="CHECKOUT",
-                    help="another checkout (e.g. the previous commit, from git archive): the "
-                         "same figures for both, their runs and visits alternating")
-    ap.add_argument("--repeat", type=int, default=1,
-                    help="cold and warm visits of each page (the median is shown)")
-    ap.add_argument("--pages", help="the browser's pages only, by url path, comma separated "
-                    "(home is the empty one: ',budget')")
-    ap.add_argument("--compile-each-run", action="store_true",
-                    help="let AppTest compile the scripts for every run, as issue 3's figures did")
-    ap.add_argument("--cold-server", action="store_true",
-                    help="do not open every page once before timing (the first visit of each "
-                         "page after a restart then also computes what later visitors reuse)")
+    ap.add_argument(
+        "--hostile",
+        action="store_true",
+        help="time each page's worst link instead (one fresh session per visit), "
+        "then the worst-input corpus on every page and CLI command",
+    )
+    ap.add_argument(
+        "--matrix",
+        action="store_true",
+        help="with --hostile: a row for every corpus config on every page",
+    )
+    ap.add_argument(
+        "--compare",
+        metavar="CHECKOUT",
+        help="another checkout (e.g. the previous commit, from git archive): the "
+        "same figures for both, their runs and visits alternating",
+    )
+    ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="cold and warm visits of each page (the median is shown)",
+    )
+    ap.add_argument(
+        "--pages",
+        help="the browser's pages only, by url path, comma separated "
+        "(home is the empty one: ',budget')",
+    )
+    ap.add_argument(
+        "--compile-each-run",
+        action="store_true",
+        help="let AppTest compile the scripts for every run, as issue 3's figures did",
+    )
+    ap.add_argument(
+        "--cold-server",
+        action="store_true",
+        help="do not open every page once before timing (the first visit of each "
+        "page after a restart then also computes what later visitors reuse)",
+    )
     args = ap.parse_args()
     if not 1 <= args.repeat <= 10 or not 1 <= args.reruns <= 500:
         ap.error("repeat 1..10, reruns 1..500")
     if args.compare and not (Path(args.compare) / "app.py").is_file():
         ap.error(f"{args.compare} has no app.py: give the folder of a checkout")
-    print(f"machine: {os.cpu_count()} cores, python {sys.version.split()[0]}, load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"machine: {os.cpu_count()} cores, python {sys.version.split()[0]}, load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     if args.hostile:
         hostile_links()
         worst_inputs(matrix=args.matrix)
@@ -435,11 +553,15 @@ def main() -> None:
     roots = {"this": ROOT}
     if args.compare:
         roots["other"] = Path(args.compare).resolve()
-    print(f"\nrerun after one input change (AppTest, {args.reruns} reruns, scripts compiled "
-          + ("every run" if args.compile_each_run else "once, as a server does")
-          + "; target < 100 ms)" + ("; this checkout, then the other" if args.compare else ""))
-    print(f"{'page':<28}" + "".join(f"{'median ms':>10}{'p90 ms':>10}{'max ms':>10}"
-                                    for _ in roots))
+    print(
+        f"\nrerun after one input change (AppTest, {args.reruns} reruns, scripts compiled "
+        + ("every run" if args.compile_each_run else "once, as a server does")
+        + "; target < 100 ms)"
+        + ("; this checkout, then the other" if args.compare else "")
+    )
+    print(
+        f"{'page':<28}" + "".join(f"{'median ms':>10}{'p90 ms':>10}{'max ms':>10}" for _ in roots)
+    )
     runs = {"this": apptest_reruns(args.reruns, args.compile_each_run)}
     if args.compare:
         runs["other"] = _reruns_of(roots["other"], args.reruns, args.compile_each_run)
@@ -447,24 +569,32 @@ def main() -> None:
         row = ""
         for name in roots:
             ms = sorted(t * 1e3 for t in runs[name][page])
-            row += f"{statistics.median(ms):>10.1f}{ms[int(0.9 * (len(ms) - 1))]:>10.1f}" \
-                   f"{ms[-1]:>10.1f}"
+            row += (
+                f"{statistics.median(ms):>10.1f}{ms[int(0.9 * (len(ms) - 1))]:>10.1f}"
+                f"{ms[-1]:>10.1f}"
+            )
         print(f"{page:<28}{row}")
     if args.no_browser:
         return
-    print("\nfirst render in Chromium, opening the page's link (target < 1.5 s)"
-          + (f", median of {args.repeat}" if args.repeat > 1 else ""))
-    print("cold: new browser context, nothing cached; warm: new tab, static files cached; click: "
-          "switching to the page in the sidebar of an open tab (rounds 1 and 2).\n"
-          "idle: until title and end of run (today's condition: charts not waited for); drawn: "
-          "until every chart the server sent is drawn" + (
-              "" if args.cold_server else
-              ".\nEvery page was opened once before the timing (a server that has been up)"))
+    print(
+        "\nfirst render in Chromium, opening the page's link (target < 1.5 s)"
+        + (f", median of {args.repeat}" if args.repeat > 1 else "")
+    )
+    print(
+        "cold: new browser context, nothing cached; warm: new tab, static files cached; click: "
+        "switching to the page in the sidebar of an open tab (rounds 1 and 2).\n"
+        "idle: until title and end of run (today's condition: charts not waited for); drawn: "
+        "until every chart the server sent is drawn"
+        + (
+            ""
+            if args.cold_server
+            else ".\nEvery page was opened once before the timing (a server that has been up)"
+        )
+    )
     pages = PAGES if args.pages is None else [p.strip() for p in args.pages.split(",")]
     if any(p not in TITLES for p in pages):
         ap.error(f"--pages: each one of {', '.join(repr(p) for p in PAGES)}")
-    got = browser_first_render(pages, roots, repeat=args.repeat,
-                               warm_server=not args.cold_server)
+    got = browser_first_render(pages, roots, repeat=args.repeat, warm_server=not args.cold_server)
     head = f"{'cold idle':>10}{'drawn':>7}{'warm idle':>10}{'drawn':>7}{'click 1':>9}{'click 2':>9}"
     print(f"{'page':<14}" + head * len(roots))
     for path in pages:
@@ -473,8 +603,9 @@ def main() -> None:
             r = got[name][path or "home"]
             cold = [statistics.median(x[i] for x in r["cold"]) * 1e3 for i in (0, 1)]
             warm = [statistics.median(x[i] for x in r["warm"]) * 1e3 for i in (0, 1)]
-            row += (f"{cold[0]:>10.0f}{cold[1]:>7.0f}{warm[0]:>10.0f}{warm[1]:>7.0f}"
-                    + "".join(f"{c * 1e3:>9.0f}" for c in r["click"]))
+            row += f"{cold[0]:>10.0f}{cold[1]:>7.0f}{warm[0]:>10.0f}{warm[1]:>7.0f}" + "".join(
+                f"{c * 1e3:>9.0f}" for c in r["click"]
+            )
         print(f"{path or 'home':<14}{row}")
     if args.compare:
         print("(left: this checkout; right: the other)")

@@ -65,8 +65,9 @@ def _classify(frames: list[tuple[str, str]]) -> tuple[str, str]:
         if "/pandas/" in p or "/pyarrow/" in p or p.endswith("streamlit/elements/arrow.py"):
             what = "st.table"
             break
-    if what == "runtime" and any("/streamlit/elements/" in p.replace(os.sep, "/")
-                                 for p, _ in frames):
+    if what == "runtime" and any(
+        "/streamlit/elements/" in p.replace(os.sep, "/") for p, _ in frames
+    ):
         what = "elements"
     where = "outside"
     for path, func in reversed(frames):  # outermost first: the first script frame decides
@@ -113,18 +114,22 @@ class Sampler:
                 code = frame.f_code
                 frames.append((code.co_filename, code.co_name))
                 if "/app_pages/" in code.co_filename or (
-                        statement is None and "/webui/" in code.co_filename):
+                    statement is None and "/webui/" in code.co_filename
+                ):
                     statement = f"{Path(code.co_filename).name}:{frame.f_lineno}"
-                if leaf is None and not any(s in code.co_filename for s in (
-                        "/site-packages/", "/lib/python", "<frozen", "<string>")):
+                if leaf is None and not any(
+                    s in code.co_filename
+                    for s in ("/site-packages/", "/lib/python", "<frozen", "<string>")
+                ):
                     leaf = f"{Path(code.co_filename).name}:{code.co_name}"
                 frame = frame.f_back
             self.counts[_classify(frames)] += 1
             if statement:
                 self.lines[statement] += 1
             inner = frames[0]
-            self.funcs[(f"{Path(inner[0]).parent.name}/{Path(inner[0]).name}:{inner[1]}",
-                        leaf or "")] += 1
+            self.funcs[
+                (f"{Path(inner[0]).parent.name}/{Path(inner[0]).name}:{inner[1]}", leaf or "")
+            ] += 1
 
     def stop(self) -> None:
         self._stop = True
@@ -175,9 +180,11 @@ def profile(reruns: int, interval_ms: float, top: int) -> None:
     sizes: list = []
     cpu: list = []  # CPU seconds of each script run (its thread's own)
     _install_hooks(sampler, sizes, cpu)
-    print(f"machine: {os.cpu_count()} cores, load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {reruns} reruns per page, a "
-          f"sample every {interval_ms:g} ms")
+    print(
+        f"machine: {os.cpu_count()} cores, load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; {reruns} reruns per page, a "
+        f"sample every {interval_ms:g} ms"
+    )
     summary = []
     for page, (kind, key, values, in_sidebar, query) in CHANGES.items():
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
@@ -215,11 +222,13 @@ def profile(reruns: int, interval_ms: float, top: int) -> None:
         where = {w: sum(c for (_, b), c in counts.items() if b == w) / n for w in WHERE}
         med = statistics.median(walls) * 1e3
         summary.append((page, med, what, where, total, plotly, elements, first, cpu_ms))
-        print(f"\n{page}: rerun median {med:.1f} ms wall, {cpu_ms:.1f} ms CPU (unprofiled), "
-              f"{n} samples; sends "
-              f"{total / 1024:.1f} KiB in {elements:.0f} elements (Plotly JSON "
-              f"{plotly / 1024:.1f} KiB); first run {first[0] / 1024:.1f} KiB, "
-              f"{first[2]} elements")
+        print(
+            f"\n{page}: rerun median {med:.1f} ms wall, {cpu_ms:.1f} ms CPU (unprofiled), "
+            f"{n} samples; sends "
+            f"{total / 1024:.1f} KiB in {elements:.0f} elements (Plotly JSON "
+            f"{plotly / 1024:.1f} KiB); first run {first[0] / 1024:.1f} KiB, "
+            f"{first[2]} elements"
+        )
         print("  on what: " + ", ".join(f"{w} {what[w]:.0%}" for w in WHAT))
         print("  where:   " + ", ".join(f"{w} {where[w]:.0%}" for w in WHERE))
         print("  the statements that took the most (the page's line, or the sidebar's):")
@@ -229,15 +238,22 @@ def profile(reruns: int, interval_ms: float, top: int) -> None:
         for (func, ours), c in funcs:
             print(f"    {c / n:5.1%}  {func:<60} {('(from ' + ours + ')') if ours else ''}")
     sampler.stop()
-    print("\nsummary: CPU ms per rerun (the script thread's, median), split by what it was "
-          "spent on (x the share of samples); wall ms; KiB sent, Plotly JSON among them")
-    print(f"{'page':<14}{'wall':>6}{'CPU':>6}" + "".join(f"{w[:12]:>13}" for w in WHAT)
-          + f"{'sidebar':>9}{'KiB':>7}{'plotly':>8}")
+    print(
+        "\nsummary: CPU ms per rerun (the script thread's, median), split by what it was "
+        "spent on (x the share of samples); wall ms; KiB sent, Plotly JSON among them"
+    )
+    print(
+        f"{'page':<14}{'wall':>6}{'CPU':>6}"
+        + "".join(f"{w[:12]:>13}" for w in WHAT)
+        + f"{'sidebar':>9}{'KiB':>7}{'plotly':>8}"
+    )
     for page, med, what, where, total, plotly, _, _, cpu_ms in summary:
-        print(f"{Path(page).stem:<14}{med:>6.1f}{cpu_ms:>6.1f}"
-              + "".join(f"{cpu_ms * what[w]:>13.1f}" for w in WHAT)
-              + f"{cpu_ms * (where['sidebar'] + where['glossary']):>9.1f}"
-              f"{total / 1024:>7.1f}{plotly / 1024:>8.1f}")
+        print(
+            f"{Path(page).stem:<14}{med:>6.1f}{cpu_ms:>6.1f}"
+            + "".join(f"{cpu_ms * what[w]:>13.1f}" for w in WHAT)
+            + f"{cpu_ms * (where['sidebar'] + where['glossary']):>9.1f}"
+            f"{total / 1024:>7.1f}{plotly / 1024:>8.1f}"
+        )
 
 
 def main() -> None:

@@ -29,8 +29,10 @@ sys.path.insert(0, str(ROOT))
 
 from kvcalc.measure import microscope, quality, runtime  # noqa: E402
 
-PROMPT_32 = ("The key and value cache of a transformer keeps, for every token it has already "
-             "read, one key and one value per layer and head, so that the next")
+PROMPT_32 = (
+    "The key and value cache of a transformer keeps, for every token it has already "
+    "read, one key and one value per layer and head, so that the next"
+)
 
 
 def page_first_table(hosted: bool, repeats: int = 3) -> dict:
@@ -57,10 +59,25 @@ def page_first_table(hosted: bool, repeats: int = 3) -> dict:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port",
-                             str(port), "--server.headless", "true",
-                             "--browser.gatherUsageStats", "false"], cwd=ROOT, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.port",
+            str(port),
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(300):
@@ -74,27 +91,40 @@ def page_first_table(hosted: bool, repeats: int = 3) -> dict:
         with sync_playwright() as p:
             b = p.chromium.launch(
                 executable_path=shutil.which("chromium") or "/usr/bin/chromium",
-                args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                      "--no-first-run", "--disable-background-networking",
-                      "--disable-component-update", "--disable-sync"])
+                args=[
+                    "--headless",
+                    "--no-sandbox",
+                    "--disable-gpu",
+                    "--disable-quic",
+                    "--no-first-run",
+                    "--disable-background-networking",
+                    "--disable-component-update",
+                    "--disable-sync",
+                ],
+            )
             warm = b.new_page()  # the server's first imports are not charged to the page
             warm.goto(base + "/")
             warm.wait_for_selector("[data-testid=stMain] h1", timeout=120_000)
             warm.close()
             # The quality page: its table, then its chart (Plotly's script is the browser's
             # to load and parse); Home, the same way, for what any page costs here now.
-            table = ("() => [...document.querySelectorAll('[data-testid=stTable] td')]"
-                     ".some(td => td.innerText.trim() === 'exact')")
+            table = (
+                "() => [...document.querySelectorAll('[data-testid=stTable] td')]"
+                ".some(td => td.innerText.trim() === 'exact')"
+            )
             chart = "() => document.querySelectorAll('.js-plotly-plot .main-svg').length > 0"
-            home = ("() => document.querySelector('[data-testid=stMetric]') &&"
-                    " !document.querySelector('[data-testid=stStatusWidget]') &&"
-                    " document.querySelectorAll('.js-plotly-plot .main-svg').length >="
-                    " document.querySelectorAll('[data-testid=stPlotlyChart]').length")
+            home = (
+                "() => document.querySelector('[data-testid=stMetric]') &&"
+                " !document.querySelector('[data-testid=stStatusWidget]') &&"
+                " document.querySelectorAll('.js-plotly-plot .main-svg').length >="
+                " document.querySelectorAll('[data-testid=stPlotlyChart]').length"
+            )
             out["chart_browser_s"], out["home_browser_s"] = [], []
             for _ in range(repeats):
-                for path, waits in (("kv_quality", ((table, "browser_s"),
-                                                    (chart, "chart_browser_s"))),
-                                    ("", ((home, "home_browser_s"),))):
+                for path, waits in (
+                    ("kv_quality", ((table, "browser_s"), (chart, "chart_browser_s"))),
+                    ("", ((home, "home_browser_s"),)),
+                ):
                     ctx = b.new_context(viewport={"width": 1400, "height": 1000})
                     page = ctx.new_page()
                     t = time.perf_counter()
@@ -110,13 +140,22 @@ def page_first_table(hosted: bool, repeats: int = 3) -> dict:
     out["load_average_after"] = os.getloadavg()[0]
     print(f"quality page{' (hosted)' if hosted else ''}, first table (the committed one):")
     print("  AppTest page run: " + ", ".join(f"{x:.2f}" for x in out["apptest_s"]) + " s")
-    print("  Chromium, direct link, fresh context, to the table: "
-          + ", ".join(f"{x:.2f}" for x in out["browser_s"]) + " s (target < 5 s); to its chart: "
-          + ", ".join(f"{x:.2f}" for x in out["chart_browser_s"]) + " s")
-    print("  Home the same way, for comparison: "
-          + ", ".join(f"{x:.2f}" for x in out["home_browser_s"]) + " s")
-    print(f"  load average before/after: {out['load_average_before']:.2f} / "
-          f"{out['load_average_after']:.2f} on {os.cpu_count()} cores")
+    print(
+        "  Chromium, direct link, fresh context, to the table: "
+        + ", ".join(f"{x:.2f}" for x in out["browser_s"])
+        + " s (target < 5 s); to its chart: "
+        + ", ".join(f"{x:.2f}" for x in out["chart_browser_s"])
+        + " s"
+    )
+    print(
+        "  Home the same way, for comparison: "
+        + ", ".join(f"{x:.2f}" for x in out["home_browser_s"])
+        + " s"
+    )
+    print(
+        f"  load average before/after: {out['load_average_before']:.2f} / "
+        f"{out['load_average_after']:.2f} on {os.cpu_count()} cores"
+    )
     return out
 
 
@@ -125,8 +164,11 @@ def main() -> int:
     ap.add_argument("--tokens", type=int, default=2048)
     ap.add_argument("--window", type=int, default=256)
     ap.add_argument("--skip-table", action="store_true")
-    ap.add_argument("--page", action="store_true",
-                    help="time the quality page's first table instead (no model work)")
+    ap.add_argument(
+        "--page",
+        action="store_true",
+        help="time the quality page's first table instead (no model work)",
+    )
     ap.add_argument("--hosted", action="store_true", help="with --page: in hosted mode")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -150,13 +192,17 @@ def main() -> int:
         out["table_s"] = time.perf_counter() - t
         out["table"] = table.to_dict()
         print(f"\n{table.tokens:,} tokens of {table.text_source}")
-        print(f"{'variant':<18} {'KV bytes':>13} {'x smaller':>9} {'perplexity':>11} "
-              f"{'agreement':>10} {'attn error':>11} {'seconds':>8}")
+        print(
+            f"{'variant':<18} {'KV bytes':>13} {'x smaller':>9} {'perplexity':>11} "
+            f"{'agreement':>10} {'attn error':>11} {'seconds':>8}"
+        )
         ex = table.row("exact")
         for r in table.rows:
-            print(f"{r.variant:<18} {r.kv_bytes:>13,} {ex.kv_bytes / r.kv_bytes:>9.2f} "
-                  f"{r.perplexity:>11.4f} {r.next_token_agreement:>10.2%} "
-                  f"{r.attention_error:>11.4f} {r.seconds:>8.1f}")
+            print(
+                f"{r.variant:<18} {r.kv_bytes:>13,} {ex.kv_bytes / r.kv_bytes:>9.2f} "
+                f"{r.perplexity:>11.4f} {r.next_token_agreement:>10.2%} "
+                f"{r.attention_error:>11.4f} {r.seconds:>8.1f}"
+            )
         print(f"whole table: {out['table_s']:.1f} s (target < 60 s on 2 CPU cores)")
 
     ids = tok(PROMPT_32, add_special_tokens=False).input_ids
@@ -167,8 +213,10 @@ def main() -> int:
         firsts.append(m.seconds)
     out["microscope_prompt_tokens"] = len(ids)
     out["microscope_first_s"] = statistics.median(firsts)
-    print(f"\nmicroscope, {len(ids)}-token prompt + 8 decode steps: first computation "
-          f"{out['microscope_first_s']:.2f} s (median of 3; target < 3 s)")
+    print(
+        f"\nmicroscope, {len(ids)}-token prompt + 8 decode steps: first computation "
+        f"{out['microscope_first_s']:.2f} s (median of 3; target < 3 s)"
+    )
 
     from streamlit.testing.v1 import AppTest
 
@@ -188,12 +236,16 @@ def main() -> int:
             at.selectbox[1].set_value(k % 9).run()
         moves.append(time.perf_counter() - t)
     out["microscope_interaction_s"] = moves
-    print(f"microscope page, later interactions (AppTest, whole app rerun): median "
-          f"{statistics.median(moves) * 1e3:.0f} ms, max {max(moves) * 1e3:.0f} ms "
-          "(target < 100 ms)")
+    print(
+        f"microscope page, later interactions (AppTest, whole app rerun): median "
+        f"{statistics.median(moves) * 1e3:.0f} ms, max {max(moves) * 1e3:.0f} ms "
+        "(target < 100 ms)"
+    )
     out["load_average_after"] = os.getloadavg()
-    print(f"load average before/after: {out['load_average_before'][0]:.2f} / "
-          f"{out['load_average_after'][0]:.2f} on {out['cpu_cores']} cores")
+    print(
+        f"load average before/after: {out['load_average_before'][0]:.2f} / "
+        f"{out['load_average_after'][0]:.2f} on {out['cpu_cores']} cores"
+    )
     if args.json:
         print(json.dumps(out))
     return 0

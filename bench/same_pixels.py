@@ -24,9 +24,11 @@ from pages import PAGES, start_server  # beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 TOLERANCE = 2  # of 255 per channel: anti-aliasing of an edge that moved by a fraction of a pixel
-DONE = ("() => !document.querySelector('[data-testid=stStatusWidget]') &&"
-        " [...document.querySelectorAll('[data-testid=stPlotlyChart]')].every("
-        "c => c.querySelector('.main-svg'))")
+DONE = (
+    "() => !document.querySelector('[data-testid=stStatusWidget]') &&"
+    " [...document.querySelectorAll('[data-testid=stPlotlyChart]')].every("
+    "c => c.querySelector('.main-svg'))"
+)
 
 
 def capture(page, base: str, path: str, out: Path, slider: float | None = None) -> Path:
@@ -38,7 +40,8 @@ def capture(page, base: str, path: str, out: Path, slider: float | None = None) 
         page.wait_for_selector(".slider-container .slider-rail-rect", timeout=60_000)
         x, y, w, h = page.evaluate(
             "() => { const r = document.querySelector('.slider-container .slider-rail-rect')"
-            ".getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; }")
+            ".getBoundingClientRect(); return [r.x, r.y, r.width, r.height]; }"
+        )
         page.mouse.click(x + w * slider, y + h / 2)
     page.mouse.move(0, 0)  # no hover toolbar, no tooltip
     page.wait_for_timeout(1500)
@@ -65,8 +68,10 @@ def main() -> None:
     differ = 0
     try:
         with sync_playwright() as p:
-            b = p.chromium.launch(executable_path=shutil.which("chromium") or "/usr/bin/chromium",
-                                  args=["--headless", "--no-sandbox", "--disable-gpu"])
+            b = p.chromium.launch(
+                executable_path=shutil.which("chromium") or "/usr/bin/chromium",
+                args=["--headless", "--no-sandbox", "--disable-gpu"],
+            )
             for path, slider in shots:
                 name = (path or "home") + ("" if slider is None else f"-step{slider:g}")
                 files = {}
@@ -82,10 +87,16 @@ def main() -> None:
                 diff = ImageChops.difference(a, o)
                 box, most = diff.getbbox(), max(hi for _, hi in diff.getextrema())
                 differ += most > TOLERANCE
-                print(f"{name:<24}" + ("the same" if box is None else
-                                        f"the same but for anti-aliasing (at most {most}/255 in "
-                                        f"{box})" if most <= TOLERANCE else
-                                        f"DIFFERS at {box} (by up to {most}/255)"))
+                print(
+                    f"{name:<24}"
+                    + (
+                        "the same"
+                        if box is None
+                        else f"the same but for anti-aliasing (at most {most}/255 in {box})"
+                        if most <= TOLERANCE
+                        else f"DIFFERS at {box} (by up to {most}/255)"
+                    )
+                )
             b.close()
     finally:
         for proc, _ in servers.values():

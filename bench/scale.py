@@ -48,9 +48,11 @@ async def _phase(n_replicas: int, args, kill_at: float | None = None) -> dict:
     # Every session comes from this machine: one source address to HAProxy, which would hold
     # it to a class's share (deploy/haproxy.cfg). Raise the shares to fit the sessions (each
     # holds a websocket and opens one connection for its page load, twice when it reconnects).
-    for var, default, per_session in (("KVLAB_LB_WEBSOCKETS_PER_SOURCE", 150, 2),
-                                      ("KVLAB_LB_CONN_PER_SOURCE", 500, 4),
-                                      ("KVLAB_LB_CONN_RATE_PER_SOURCE", 1000, 8)):
+    for var, default, per_session in (
+        ("KVLAB_LB_WEBSOCKETS_PER_SOURCE", 150, 2),
+        ("KVLAB_LB_CONN_PER_SOURCE", 500, 4),
+        ("KVLAB_LB_CONN_RATE_PER_SOURCE", 1000, 8),
+    ):
         os.environ.setdefault(var, str(max(default, per_session * args.sessions)))
     with replicas.Cluster(replicas=n_replicas, port=0, base_port=0) as c:
         base = c.url
@@ -66,9 +68,16 @@ async def _phase(n_replicas: int, args, kill_at: float | None = None) -> dict:
             c.kill("app1", signal.SIGKILL)
 
         warm = [{"KVLAB_REPLICA": r.name} for r in c.members if r.healthy]
-        sessions, _, elapsed = await load.run_load(ws_url, base, args.sessions, args.seconds,
-                                                   args.think, warm_cookies=warm, during=during,
-                                                   ramp=args.ramp)
+        sessions, _, elapsed = await load.run_load(
+            ws_url,
+            base,
+            args.sessions,
+            args.seconds,
+            args.think,
+            warm_cookies=warm,
+            during=during,
+            ramp=args.ramp,
+        )
         f = load.summarize(sessions, elapsed)
         f["haproxy"] = c.stats()
         if kill_at is not None:
@@ -76,11 +85,12 @@ async def _phase(n_replicas: int, args, kill_at: float | None = None) -> dict:
             others = [s for s in sessions if s.ws_replicas and s.ws_replicas[0] != "app1"]
             f["killed_at_s"] = killed.get("t")
             f["on_killed"] = len(on_app1)
-            f["moved"] = sum(1 for s in on_app1 if len(s.ws_replicas) > 1
-                             and s.ws_replicas[-1] != "app1")
-            f["other_errors"] = [e for s in others for e in s.errors] + \
-                [f"failed interaction on {s.ws_replicas[0]}" for s in others for _ in
-                 range(s.failed)]
+            f["moved"] = sum(
+                1 for s in on_app1 if len(s.ws_replicas) > 1 and s.ws_replicas[-1] != "app1"
+            )
+            f["other_errors"] = [e for s in others for e in s.errors] + [
+                f"failed interaction on {s.ws_replicas[0]}" for s in others for _ in range(s.failed)
+            ]
     return f
 
 
@@ -89,12 +99,16 @@ def _ms(x: float) -> str:
 
 
 async def main_async(args) -> None:
-    cmd = (f".venv/bin/python bench/scale.py --sessions {args.sessions} --seconds "
-           f"{args.seconds:g} --think {args.think:g} --ramp {args.ramp:g}")
-    print(f"bench/scale.py: {args.sessions} sessions arriving over {args.ramp:g} s, "
-          f"{args.seconds:g} s per phase, think time {args.think:g} s (+-50%), "
-          f"{os.cpu_count()} cores, load average before: "
-          f"{_load_avg()}")
+    cmd = (
+        f".venv/bin/python bench/scale.py --sessions {args.sessions} --seconds "
+        f"{args.seconds:g} --think {args.think:g} --ramp {args.ramp:g}"
+    )
+    print(
+        f"bench/scale.py: {args.sessions} sessions arriving over {args.ramp:g} s, "
+        f"{args.seconds:g} s per phase, think time {args.think:g} s (+-50%), "
+        f"{os.cpu_count()} cores, load average before: "
+        f"{_load_avg()}"
+    )
     print(f"rerun: {cmd}")
     one = await _phase(1, args)
     print(f"\n[1] 1 replica behind HAProxy (load average now {_load_avg()})")
@@ -109,18 +123,26 @@ async def main_async(args) -> None:
     )
     kill_at = args.seconds / 2
     fault = await _phase(2, args, kill_at=kill_at)
-    print(f"\n[3] 2 replicas, app1 killed (SIGKILL) at {fault['killed_at_s']:.1f} s of "
-          f"{args.seconds:g} s (load average now {_load_avg()})")
+    print(
+        f"\n[3] 2 replicas, app1 killed (SIGKILL) at {fault['killed_at_s']:.1f} s of "
+        f"{args.seconds:g} s (load average now {_load_avg()})"
+    )
     load.print_summary(fault, behind_lb=True)
     rc = fault["reconnects"]
-    print(f"sessions on app1 when it died: {fault['on_killed']}; reconnected to another "
-          f"replica: {fault['moved']}")
-    print(f"interactions that failed: {fault['failed']} (sent to app1 and never answered; a "
-          "session that was reading its page when app1 died reconnects at once, as the "
-          "browser does, and loses nothing)")
+    print(
+        f"sessions on app1 when it died: {fault['on_killed']}; reconnected to another "
+        f"replica: {fault['moved']}"
+    )
+    print(
+        f"interactions that failed: {fault['failed']} (sent to app1 and never answered; a "
+        "session that was reading its page when app1 died reconnects at once, as the "
+        "browser does, and loses nothing)"
+    )
     if rc:
-        print(f"reconnect time, drop -> reloaded page on the survivor: p50 "
-              f"{_ms(rc[len(rc) // 2])}, max {_ms(rc[-1])} ({len(rc)} reconnects)")
+        print(
+            f"reconnect time, drop -> reloaded page on the survivor: p50 "
+            f"{_ms(rc[len(rc) // 2])}, max {_ms(rc[-1])} ({len(rc)} reconnects)"
+        )
     print(f"reloaded views with the same inputs as before: {fault['same_inputs']} of {len(rc)}")
     print(f"sessions on the surviving replica: errors {len(fault['other_errors'])}")
     for e in fault["other_errors"][:5]:
@@ -132,13 +154,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sessions", type=int, default=100)
     ap.add_argument("--seconds", type=float, default=60)
-    ap.add_argument("--ramp", type=float, default=10,
-                    help="the sessions arrive evenly over this many seconds")
-    ap.add_argument("--think", type=float, default=3.0,
-                    help="seconds a user looks at a result before the next change")
+    ap.add_argument(
+        "--ramp", type=float, default=10, help="the sessions arrive evenly over this many seconds"
+    )
+    ap.add_argument(
+        "--think",
+        type=float,
+        default=3.0,
+        help="seconds a user looks at a result before the next change",
+    )
     args = ap.parse_args()
-    if not 1 <= args.sessions <= 200 or not 10 <= args.seconds <= 600 or \
-            not 0 <= args.think <= 60 or not 0 <= args.ramp < args.seconds / 2:
+    if (
+        not 1 <= args.sessions <= 200
+        or not 10 <= args.seconds <= 600
+        or not 0 <= args.think <= 60
+        or not 0 <= args.ramp < args.seconds / 2
+    ):
         ap.error("sessions 1..200, seconds 10..600, think 0..60, ramp 0..seconds/2")
     asyncio.run(main_async(args))
 

@@ -42,9 +42,19 @@ def main() -> None:
     from webui.hosted import verify_caps
 
     caps = verify_caps()
-    configs = {name: getattr(W, name)() for name in (
-        "dense_at_caps", "dense_fits", "hybrid_at_caps", "hybrid_fits", "layer_types_at_caps",
-        "moe_at_caps", "mla_at_caps", "mamba_at_caps")}
+    configs = {
+        name: getattr(W, name)()
+        for name in (
+            "dense_at_caps",
+            "dense_fits",
+            "hybrid_at_caps",
+            "hybrid_fits",
+            "layer_types_at_caps",
+            "moe_at_caps",
+            "mla_at_caps",
+            "mamba_at_caps",
+        )
+    }
     configs["paste_at_max_chars"] = json.loads(W.paste_at_max_chars())
     # The largest the check itself admits: 512 layers (MAX_CHECK_LAYERS), every width at its cap
     # or the most experts; these are built in the child, under its limits.
@@ -57,8 +67,10 @@ def main() -> None:
     configs["llama_3.1_8b"] = W._real("llama-3.1-8b.json")
     gc.collect()
     start = rss_mib()
-    print(f"limits: {caps['timeout_s']:g} s, {caps['memory_gib']:g} GiB; server RSS at start "
-          f"{start:,.1f} MiB")
+    print(
+        f"limits: {caps['timeout_s']:g} s, {caps['memory_gib']:g} GiB; server RSS at start "
+        f"{start:,.1f} MiB"
+    )
     print(f"{'config':<22}{'seconds':>9}{'RSS after (MiB)':>17}  verdict")
     for name, cfg in configs.items():
         t = time.perf_counter()

@@ -18,20 +18,21 @@ import subprocess
 import sys
 import tempfile
 
-CHILD = r'''
+CHILD = r"""
 import json, time
 import torch, transformers
 from kvcalc.measure import runtime
 t = time.perf_counter()
 runtime.load_model("gguf", "smollm2-135m", "fp32", "cpu")
 print(json.dumps({"s": time.perf_counter() - t}))
-'''
+"""
 
 
 def one(cache: str) -> float:
     env = {**os.environ, "KVLAB_WEIGHTS_CACHE": cache}
-    out = subprocess.run([sys.executable, "-c", CHILD], env=env, capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD], env=env, capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])["s"]
 
 
@@ -50,8 +51,10 @@ def main() -> None:
         warm_dir = os.path.join(root, "cold-0")  # written by the first cold run
         warm = [one(warm_dir) for _ in range(args.repeat)]
     print(f"{'load of SmolLM2-135M':<40}{'median':>9}{'min':>9}{'max':>9}")
-    for name, xs in (("GGUF dequantised (every start before)", cold),
-                     ("safetensors cache (later starts)", warm)):
+    for name, xs in (
+        ("GGUF dequantised (every start before)", cold),
+        ("safetensors cache (later starts)", warm),
+    ):
         print(f"{name:<40}{statistics.median(xs):>8.2f}s{min(xs):>8.2f}s{max(xs):>8.2f}s")
     print(f"speed-up: {statistics.median(cold) / statistics.median(warm):.1f}x")
 

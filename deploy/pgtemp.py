@@ -39,8 +39,11 @@ def pg_bin() -> Path | None:
     """The folder with initdb and pg_ctl: KVLAB_PG_BIN, else Debian's newest, else PATH."""
     env = os.environ.get("KVLAB_PG_BIN")
     candidates = [Path(env)] if env else []
-    candidates += sorted((Path(p) for p in glob.glob("/usr/lib/postgresql/*/bin")),
-                         key=lambda p: _version(p.parent.name), reverse=True)
+    candidates += sorted(
+        (Path(p) for p in glob.glob("/usr/lib/postgresql/*/bin")),
+        key=lambda p: _version(p.parent.name),
+        reverse=True,
+    )
     which = shutil.which("initdb")
     if which:
         candidates.append(Path(which).parent)
@@ -70,8 +73,10 @@ class TempPostgres:
     def __init__(self, bin_dir: Path | None = None, max_connections: int = 200):
         self.bin = bin_dir or pg_bin()
         if self.bin is None:
-            raise PostgresMissing("PostgreSQL's server is not installed (Debian: apt-get "
-                                  "install postgresql); KVLAB_PG_BIN may name its bin folder.")
+            raise PostgresMissing(
+                "PostgreSQL's server is not installed (Debian: apt-get "
+                "install postgresql); KVLAB_PG_BIN may name its bin folder."
+            )
         self.max_connections = max_connections
         self.dir: Path | None = None
         self.port = 0
@@ -86,9 +91,16 @@ class TempPostgres:
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         # In the server's own folder: the postgres user may not be allowed into the caller's
         # (a CI checkout under /root), and initdb and pg_ctl look up their working folder.
-        return subprocess.run(self._cmd(*args), stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=check,
-                              timeout=120, text=True, cwd=self.dir)
+        return subprocess.run(
+            self._cmd(*args),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            check=check,
+            timeout=120,
+            text=True,
+            cwd=self.dir,
+        )
 
     @property
     def data(self) -> Path:
@@ -105,12 +117,24 @@ class TempPostgres:
             try:
                 pw = pwd.getpwnam("postgres")
             except KeyError:
-                raise PostgresMissing("running as root and there is no 'postgres' user to run "
-                                      "PostgreSQL as (Debian's postgresql package creates it)")
+                raise PostgresMissing(
+                    "running as root and there is no 'postgres' user to run "
+                    "PostgreSQL as (Debian's postgresql package creates it)"
+                )
             self.user = "postgres"
             os.chown(self.dir, pw.pw_uid, pw.pw_gid)
-        out = self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", "kvlab",
-                        "--auth=trust", "-E", "UTF8", "--no-instructions", check=False)
+        out = self._run(
+            str(self.bin / "initdb"),
+            "-D",
+            str(self.data),
+            "-U",
+            "kvlab",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            "--no-instructions",
+            check=False,
+        )
         if out.returncode != 0:
             raise RuntimeError(f"initdb failed:\n{out.stdout[-2000:]}")
         return self
@@ -121,17 +145,33 @@ class TempPostgres:
         for _ in range(tries):
             if not self.port:
                 self.port = _free_port()
-            opts = (f"-c listen_addresses=127.0.0.1 -p {self.port} "
-                    f"-c unix_socket_directories={self.dir} -c fsync=off "
-                    f"-c full_page_writes=off "
-                    f"-c max_connections={self.max_connections}")
-            out = self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", opts, "-l",
-                            str(self.dir / "server.log"), "-w", "-t", "60", "start",
-                            check=False)
+            opts = (
+                f"-c listen_addresses=127.0.0.1 -p {self.port} "
+                f"-c unix_socket_directories={self.dir} -c fsync=off "
+                f"-c full_page_writes=off "
+                f"-c max_connections={self.max_connections}"
+            )
+            out = self._run(
+                str(self.bin / "pg_ctl"),
+                "-D",
+                str(self.data),
+                "-o",
+                opts,
+                "-l",
+                str(self.dir / "server.log"),
+                "-w",
+                "-t",
+                "60",
+                "start",
+                check=False,
+            )
             if out.returncode == 0:
                 return self
-            log = (self.dir / "server.log").read_text(errors="replace")[-2000:] \
-                if (self.dir / "server.log").exists() else ""
+            log = (
+                (self.dir / "server.log").read_text(errors="replace")[-2000:]
+                if (self.dir / "server.log").exists()
+                else ""
+            )
             if "could not bind" in log or "already in use" in log:
                 self.port = 0  # someone took the port: another one
                 continue
@@ -141,8 +181,16 @@ class TempPostgres:
     def stop(self, mode: str = "fast") -> None:
         """Stop the server (``immediate``: as a crash would); its data stays for start()."""
         if self.dir is not None and (self.data / "postmaster.pid").exists():
-            self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w",
-                      "stop", check=False)
+            self._run(
+                str(self.bin / "pg_ctl"),
+                "-D",
+                str(self.data),
+                "-m",
+                mode,
+                "-w",
+                "stop",
+                check=False,
+            )
 
     def cleanup(self) -> None:
         self.stop("immediate")

@@ -61,6 +61,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from webui.memtrim import SERVER_ENV  # noqa: E402, I001  (standard library only)
+
 HAPROXY_CFG = ROOT / "deploy" / "haproxy.cfg"
 BACKEND = "replicas"  # the backend name in deploy/haproxy.cfg's comments and the server files
 MAX_REPLICAS = 16
@@ -115,8 +116,9 @@ class Cluster:
         ports = self._replica_ports()
         for i in range(self.replicas):
             name = f"app{i + 1}"
-            self.members.append(Replica(name, f"127.0.0.1:{ports[i]}",
-                                        self.run_dir / f"{name}.log"))
+            self.members.append(
+                Replica(name, f"127.0.0.1:{ports[i]}", self.run_dir / f"{name}.log")
+            )
         try:
             for r in self.members:  # all at once: each spends seconds importing
                 self._spawn(r)
@@ -130,11 +132,15 @@ class Cluster:
             good = [r for r in self.members if r.healthy]
             for r in self.members:
                 if not r.healthy:
-                    print(f"replica {r.name} ({r.address}) did not start: {r.problem}\n"
-                          f"--- the end of its log, {r.log} ---\n{_tail(r.log)}\n---", file=out)
+                    print(
+                        f"replica {r.name} ({r.address}) did not start: {r.problem}\n"
+                        f"--- the end of its log, {r.log} ---\n{_tail(r.log)}\n---",
+                        file=out,
+                    )
             if not good:
-                raise StartError(f"no replica started (logs in {self.run_dir}); HAProxy was not "
-                                 "started.")
+                raise StartError(
+                    f"no replica started (logs in {self.run_dir}); HAProxy was not started."
+                )
             self._start_haproxy(good)
         except BaseException:
             self.stop()
@@ -150,8 +156,10 @@ class Cluster:
         else:
             ports = [self.base_port + i for i in range(self.replicas)]
         if len(ports) != self.replicas:
-            raise ValueError(f"--replica-ports names {len(ports)} ports for {self.replicas} "
-                             "replicas; give one per replica.")
+            raise ValueError(
+                f"--replica-ports names {len(ports)} ports for {self.replicas} "
+                "replicas; give one per replica."
+            )
         fixed = [p for p in ports if p]
         for p in fixed:
             if not 1024 <= p <= 65535:
@@ -163,9 +171,21 @@ class Cluster:
 
     def _spawn(self, r: Replica) -> None:
         host, port = r.address.rsplit(":", 1)
-        cmd = [self.python, "-m", "streamlit", "run", "app.py", "--server.address", host,
-               "--server.port", port,
-               "--server.headless", "true", "--browser.gatherUsageStats", "false"]
+        cmd = [
+            self.python,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.address",
+            host,
+            "--server.port",
+            port,
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+        ]
         # Behind HAProxy: the app may take X-Forwarded-For as the visitor's address, because
         # deploy/haproxy.cfg replaces whatever the client sent with the real source, and the
         # replica listens on 127.0.0.1 only (no client outside this machine reaches it but
@@ -176,9 +196,15 @@ class Cluster:
         if self.database_url:
             env["KVLAB_DATABASE_URL"] = self.database_url
         with open(r.log, "wb") as log:
-            r.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-                                      stdout=log, stderr=subprocess.STDOUT,
-                                      preexec_fn=_die_with_parent)
+            r.proc = subprocess.Popen(
+                cmd,
+                cwd=ROOT,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
+            )
 
     def _wait_ready(self, r: Replica) -> None:
         deadline = time.time() + self.ready_timeout_s
@@ -191,8 +217,9 @@ class Cluster:
                 r.healthy = True
                 return
             time.sleep(0.25)
-        r.problem = (f"no answer on /_stcore/health from its own process within "
-                     f"{self.ready_timeout_s:.0f} s")
+        r.problem = (
+            f"no answer on /_stcore/health from its own process within {self.ready_timeout_s:.0f} s"
+        )
         _stop_proc(r.proc)
 
     def _start_haproxy(self, good: list[Replica]) -> None:
@@ -216,9 +243,15 @@ class Cluster:
             port = self.port
         log = self.run_dir / "haproxy.log"
         with open(log, "wb") as fh:
-            self.haproxy = subprocess.Popen(haproxy_command(backend), env=env, stdout=fh,
-                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            pass_fds=pass_fds, preexec_fn=_die_with_parent)
+            self.haproxy = subprocess.Popen(
+                haproxy_command(backend),
+                env=env,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                pass_fds=pass_fds,
+                preexec_fn=_die_with_parent,
+            )
         if lb_sock is not None:
             lb_sock.close()  # HAProxy holds its own copy
         host = "127.0.0.1" if self.bind in ("0.0.0.0", "") else self.bind
@@ -226,21 +259,34 @@ class Cluster:
         deadline = time.time() + 15
         while time.time() < deadline:
             if self.haproxy.poll() is not None:
-                raise StartError(f"HAProxy did not start (exit status {self.haproxy.returncode})."
-                                 f"\n--- {log} ---\n{_tail(log)}")
+                raise StartError(
+                    f"HAProxy did not start (exit status {self.haproxy.returncode})."
+                    f"\n--- {log} ---\n{_tail(log)}"
+                )
             if _health(f"{host}:{port}") and self.socket_path.exists():
                 return
             time.sleep(0.1)
-        raise StartError(f"HAProxy did not answer on {self.url} within 15 s.\n--- {log} ---\n"
-                         f"{_tail(log)}")
+        raise StartError(
+            f"HAProxy did not answer on {self.url} within 15 s.\n--- {log} ---\n{_tail(log)}"
+        )
 
     # -- use --------------------------------------------------------------------------------
     def ready_info(self) -> dict:
-        return {"url": self.url, "run_dir": str(self.run_dir), "socket": str(self.socket_path),
-                "haproxy_pid": self.haproxy.pid if self.haproxy else None,
-                "replicas": {r.name: {"address": r.address, "pid": r.proc.pid if r.proc else None,
-                                      "started": r.healthy, "log": str(r.log)}
-                             for r in self.members}}
+        return {
+            "url": self.url,
+            "run_dir": str(self.run_dir),
+            "socket": str(self.socket_path),
+            "haproxy_pid": self.haproxy.pid if self.haproxy else None,
+            "replicas": {
+                r.name: {
+                    "address": r.address,
+                    "pid": r.proc.pid if r.proc else None,
+                    "started": r.healthy,
+                    "log": str(r.log),
+                }
+                for r in self.members
+            },
+        }
 
     def stats(self) -> dict[str, dict]:
         return server_stats(self.socket_path)
@@ -302,12 +348,16 @@ def server_stats(socket_path: Path | str) -> dict[str, dict]:
     for ln in lines[1:]:
         row = dict(zip(header, ln.split(",")))
         if row.get("pxname") == BACKEND and row.get("svname") not in ("BACKEND", "FRONTEND"):
-            out[row["svname"]] = {"status": row["status"], "scur": int(row["scur"] or 0),
-                                  "stot": int(row["stot"] or 0)}
+            out[row["svname"]] = {
+                "status": row["status"],
+                "scur": int(row["scur"] or 0),
+                "stot": int(row["stot"] or 0),
+            }
     return out
 
 
 # -- helpers ----------------------------------------------------------------------------------
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -360,8 +410,11 @@ def _listens(pid: int, address: str) -> bool:
                 for ln in fh:
                     parts = ln.split()
                     local, state, inode = parts[1], parts[3], parts[9]
-                    if state == "0A" and int(local.rsplit(":", 1)[1], 16) == port \
-                            and inode in inodes:
+                    if (
+                        state == "0A"
+                        and int(local.rsplit(":", 1)[1], 16) == port
+                        and inode in inodes
+                    ):
                         return True
         except OSError:
             continue
@@ -396,8 +449,9 @@ def _tail(path: Path, n: int = LOG_TAIL_LINES) -> str:
 
 def _ports(text: str) -> list[int]:
     if not re.fullmatch(r"\d+(,\d+)*", text):
-        raise argparse.ArgumentTypeError("give ports as numbers separated by commas, e.g. "
-                                         "8601,8602")
+        raise argparse.ArgumentTypeError(
+            "give ports as numbers separated by commas, e.g. 8601,8602"
+        )
     return [int(p) for p in text.split(",")]
 
 
@@ -422,26 +476,43 @@ def _drain_or_ready(ap: argparse.ArgumentParser, args: argparse.Namespace) -> in
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--replicas", type=int, default=2, help="app processes (1 to 16)")
-    ap.add_argument("--bind", default="127.0.0.1",
-                    help="HAProxy's address; 0.0.0.0 for the students' network")
+    ap.add_argument(
+        "--bind", default="127.0.0.1", help="HAProxy's address; 0.0.0.0 for the students' network"
+    )
     ap.add_argument("--port", type=int, default=8500, help="HAProxy's port; 0: any free one")
-    ap.add_argument("--base-port", type=int, default=8601,
-                    help="replica i listens on base-port + i - 1; 0: free ports")
-    ap.add_argument("--replica-ports", type=_ports,
-                    help="or one port per replica: 8601,8602 (0: a free one)")
+    ap.add_argument(
+        "--base-port",
+        type=int,
+        default=8601,
+        help="replica i listens on base-port + i - 1; 0: free ports",
+    )
+    ap.add_argument(
+        "--replica-ports", type=_ports, help="or one port per replica: 8601,8602 (0: a free one)"
+    )
     ap.add_argument("--run-dir", type=Path, help="logs and sockets (default: a new temp folder)")
     ap.add_argument("--python", default=sys.executable, help="the interpreter of the replicas")
-    ap.add_argument("--ready-timeout", type=float, default=90.0,
-                    help="seconds a replica may take to answer /_stcore/health")
-    ap.add_argument("--not-hosted", action="store_true",
-                    help="run without hosted mode's limits (KVLAB_HOSTED unset)")
-    ap.add_argument("--database-url", metavar="URL",
-                    help="the live class's database for every replica (KVLAB_DATABASE_URL, "
-                         "e.g. postgresql://kvlab:secret@127.0.0.1:5432/kvlab); without it the "
-                         "replicas share the SQLite file in data/ (one machine only)")
+    ap.add_argument(
+        "--ready-timeout",
+        type=float,
+        default=90.0,
+        help="seconds a replica may take to answer /_stcore/health",
+    )
+    ap.add_argument(
+        "--not-hosted",
+        action="store_true",
+        help="run without hosted mode's limits (KVLAB_HOSTED unset)",
+    )
+    ap.add_argument(
+        "--database-url",
+        metavar="URL",
+        help="the live class's database for every replica (KVLAB_DATABASE_URL, "
+        "e.g. postgresql://kvlab:secret@127.0.0.1:5432/kvlab); without it the "
+        "replicas share the SQLite file in data/ (one machine only)",
+    )
     ap.add_argument("--drain", metavar="NAME", help="drain replica NAME of a running HAProxy")
     ap.add_argument("--ready", metavar="NAME", help="put replica NAME back in service")
     ap.add_argument("--socket", type=Path, help="HAProxy's runtime socket, for --drain/--ready")
@@ -451,11 +522,19 @@ def main(argv: list[str] | None = None) -> int:
         return _drain_or_ready(ap, args)
     if not 0 <= args.port <= 65535:
         ap.error("--port must be 0 to 65535")
-    cluster = Cluster(replicas=args.replicas, bind=args.bind, port=args.port,
-                      base_port=args.base_port, replica_ports=args.replica_ports,
-                      run_dir=args.run_dir, python=args.python,
-                      ready_timeout_s=args.ready_timeout, hosted=not args.not_hosted,
-                      database_url=args.database_url)
+    cluster = Cluster(
+        replicas=args.replicas,
+        bind=args.bind,
+        port=args.port,
+        base_port=args.base_port,
+        replica_ports=args.replica_ports,
+        run_dir=args.run_dir,
+        python=args.python,
+        ready_timeout_s=args.ready_timeout,
+        hosted=not args.not_hosted,
+        database_url=args.database_url,
+    )
+
     def _on_signal(signum, frame):
         raise KeyboardInterrupt
 
@@ -472,29 +551,39 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     try:
         good = [r for r in cluster.members if r.healthy]
-        print(f"KV Cache Lab: {len(good)} of {cluster.replicas} replicas behind HAProxy at "
-              f"{cluster.url}")
+        print(
+            f"KV Cache Lab: {len(good)} of {cluster.replicas} replicas behind HAProxy at "
+            f"{cluster.url}"
+        )
         for r in cluster.members:
             state = "serving" if r.healthy else "NOT STARTED, not routed to"
             print(f"  {r.name}  {r.address}  {state}  log {r.log}")
-        print(f"  HAProxy runtime socket {cluster.socket_path} (per-replica sessions: "
-              f"echo 'show stat' | socat stdio unix-connect:{cluster.socket_path})")
+        print(
+            f"  HAProxy runtime socket {cluster.socket_path} (per-replica sessions: "
+            f"echo 'show stat' | socat stdio unix-connect:{cluster.socket_path})"
+        )
         print("Ctrl-C stops HAProxy and every replica.")
         print("READY " + json.dumps(cluster.ready_info()), flush=True)
         reported: set[str] = set()
         while True:
             time.sleep(1)
             if cluster.haproxy.poll() is not None:
-                print(f"HAProxy ended (exit status {cluster.haproxy.returncode}); stopping.\n"
-                      f"{_tail(cluster.run_dir / 'haproxy.log')}", file=sys.stderr)
+                print(
+                    f"HAProxy ended (exit status {cluster.haproxy.returncode}); stopping.\n"
+                    f"{_tail(cluster.run_dir / 'haproxy.log')}",
+                    file=sys.stderr,
+                )
                 return 1
             for name in cluster.check_alive():
                 if name not in reported:
                     reported.add(name)
                     r = next(r for r in cluster.members if r.name == name)
-                    print(f"replica {name} ended (exit status {r.proc.returncode}); HAProxy "
-                          f"routes its students to the others.\n--- {r.log} ---\n{_tail(r.log)}",
-                          file=sys.stderr, flush=True)
+                    print(
+                        f"replica {name} ended (exit status {r.proc.returncode}); HAProxy "
+                        f"routes its students to the others.\n--- {r.log} ---\n{_tail(r.log)}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
     except KeyboardInterrupt:
         return 0
     finally:

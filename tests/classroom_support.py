@@ -34,8 +34,10 @@ def postgres_server() -> "pgtemp.TempPostgres":
     with _LOCK:
         if _PG is None:
             if pgtemp.pg_bin() is None:
-                msg = ("PostgreSQL is not installed (Debian: apt-get install postgresql; "
-                       ".ci/run installs it)")
+                msg = (
+                    "PostgreSQL is not installed (Debian: apt-get install postgresql; "
+                    ".ci/run installs it)"
+                )
                 if require_postgres():
                     pytest.fail(msg + " and KVLAB_REQUIRE_POSTGRES=1 forbids skipping")
                 pytest.skip(msg)

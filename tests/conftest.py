@@ -7,15 +7,24 @@ ROOT = Path(__file__).resolve().parent.parent
 # SmolLM2's dequantised weights (kvcalc.measure.live): one folder for the test run and the
 # servers and commands it starts, outside the user's own cache; the first load writes it, later
 # ones read it.
-os.environ.setdefault("KVLAB_WEIGHTS_CACHE", os.path.join(tempfile.gettempdir(),
-                                                          "kvlab-test-weights"))
+os.environ.setdefault(
+    "KVLAB_WEIGHTS_CACHE", os.path.join(tempfile.gettempdir(), "kvlab-test-weights")
+)
 
 
 def llama_config(**overrides):
     """A small Llama-style config.json dict; tests override the fields they are about."""
-    cfg = {"model_type": "llama", "hidden_size": 512, "intermediate_size": 1024,
-           "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
-           "vocab_size": 1000, "max_position_embeddings": 4096, "tie_word_embeddings": False}
+    cfg = {
+        "model_type": "llama",
+        "hidden_size": 512,
+        "intermediate_size": 1024,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "vocab_size": 1000,
+        "max_position_embeddings": 4096,
+        "tie_word_embeddings": False,
+    }
     cfg.update(overrides)
     return {k: v for k, v in cfg.items() if v is not ...}
 
@@ -73,8 +82,9 @@ def start_server(command, *, cwd=ROOT, env=None, tries: int = 5):
 
     for _ in range(tries):
         port = free_port()
-        proc = subprocess.Popen(command(port), cwd=cwd, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            command(port), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
         base = f"http://127.0.0.1:{port}"
         try:
             wait_healthy(base, proc)
@@ -101,11 +111,22 @@ def open_page(page: str, **query):
 # Markers by file, so a developer can run the fast core suite in seconds:
 #   python -m pytest -q -m "not browser and not live and not slow"
 # CI runs everything.
-_MARKS = {"test_browser.py": "browser", "test_live.py": "live", "test_app_live.py": "live",
-          "test_verify.py": "live", "test_quality.py": "live", "test_microscope.py": "live",
-          "test_replicas.py": "slow", "test_hostile.py": "slow", "test_deploy.py": "slow",
-          "test_device_queue.py": "slow", "test_manifests.py": "slow",
-          "test_haproxy_limits.py": "slow", "test_zoo.py": "slow", "test_visitor.py": "slow"}
+_MARKS = {
+    "test_browser.py": "browser",
+    "test_live.py": "live",
+    "test_app_live.py": "live",
+    "test_verify.py": "live",
+    "test_quality.py": "live",
+    "test_microscope.py": "live",
+    "test_replicas.py": "slow",
+    "test_hostile.py": "slow",
+    "test_deploy.py": "slow",
+    "test_device_queue.py": "slow",
+    "test_manifests.py": "slow",
+    "test_haproxy_limits.py": "slow",
+    "test_zoo.py": "slow",
+    "test_visitor.py": "slow",
+}
 
 
 def pytest_collection_modifyitems(config, items):

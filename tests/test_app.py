@@ -55,8 +55,14 @@ def test_budget_page_matches_kvcalc_and_reacts_to_inputs():
     at = open_page("app_pages/budget.py")
     m = get_model("llama-3.1-8b")
     gpu = get_gpu("h100-sxm-80gb")
-    expect = budget(m.spec, total_bytes=gpu.memory_bytes, context=8192,
-                    weights_bytes=m.weights().bytes, reserve_bytes=2 * GiB, concurrency=16)
+    expect = budget(
+        m.spec,
+        total_bytes=gpu.memory_bytes,
+        context=8192,
+        weights_bytes=m.weights().bytes,
+        reserve_bytes=2 * GiB,
+        concurrency=16,
+    )
     assert metric(at, "Blocks") == f"{expect.num_blocks:,}"
     assert metric(at, "vLLM logs at 8,192") == f"{expect.max_concurrency:,.2f}x"
     assert metric(at, "Capacity") == f"{expect.kv_capacity_tokens:,}"
@@ -65,8 +71,14 @@ def test_budget_page_matches_kvcalc_and_reacts_to_inputs():
     at.number_input(key="b_ctx").set_value(32768)
     at.number_input(key="b_conc").set_value(64)
     at.run()
-    expect = budget(m.spec, total_bytes=gpu.memory_bytes, context=32768,
-                    weights_bytes=m.weights().bytes, reserve_bytes=2 * GiB, concurrency=64)
+    expect = budget(
+        m.spec,
+        total_bytes=gpu.memory_bytes,
+        context=32768,
+        weights_bytes=m.weights().bytes,
+        reserve_bytes=2 * GiB,
+        concurrency=64,
+    )
     assert metric(at, "vLLM logs at 32,768") == f"{expect.max_concurrency:,.2f}x"
     assert not expect.fits
     assert at.error and fmt_gib(expect.overflow_bytes) in text(at.error[0])
@@ -144,16 +156,27 @@ def test_lab_shows_no_speed_for_a_batch_that_does_not_fit():
     assert metric(at, "Decode step") == "does not fit"
     assert metric(at, "Tokens/s (batch)") == "does not fit"
     m, gpu = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
-    b = budget(m.spec, total_bytes=gpu.memory_bytes, context=65536,
-               weights_bytes=m.weights().bytes, gpu_name=gpu.name)
+    b = budget(
+        m.spec,
+        total_bytes=gpu.memory_bytes,
+        context=65536,
+        weights_bytes=m.weights().bytes,
+        gpu_name=gpu.name,
+    )
     pool_tokens = b.kv_pool_bytes // 131_072  # 60,471,139,042 B: about 461K tokens of pool
     assert int(b.max_concurrency) == pool_tokens // 65536 == 7
     assert any("at most 7 do" in text(w) for w in at.warning)
 
 
 def test_bad_url_parameters_give_a_note_not_an_error():
-    at = open_page("app_pages/home.py", model="nope", tp="3", kvdtype="fp8",
-                   junk="<b>x</b>", gpu="h100-sxm-80gb")
+    at = open_page(
+        "app_pages/home.py",
+        model="nope",
+        tp="3",
+        kvdtype="fp8",
+        junk="<b>x</b>",
+        gpu="h100-sxm-80gb",
+    )
     assert not at.exception
     note = " ".join(w.value for w in at.warning)
     assert "model=" in note and "tp=" in note and "junk=" in note
@@ -217,8 +240,11 @@ def test_model_too_big_for_gpu_is_explained():
     assert not at.exception
     assert "no room for a cache" in text(at.error[0])
     # No pool: no blocks, capacity, concurrency or longest sequence is shown.
-    assert not [m for m in at.metric if m.label.startswith(("Blocks", "Max concurrency",
-                                                            "Longest", "Capacity"))]
+    assert not [
+        m
+        for m in at.metric
+        if m.label.startswith(("Blocks", "Max concurrency", "Longest", "Capacity"))
+    ]
 
 
 DATA = ROOT / "tests" / "data" / "configs"
@@ -276,8 +302,9 @@ def test_user_config_checked_against_transformers():
 ALL_PAGES = PAGES + [path(n) for n in ("cache_fill", "engine", "interview", "tour")]
 
 
-@pytest.mark.parametrize("config", ["nemotron-h-56b.json", "gemma-4-e2b-it.json",
-                                    "mamba-2.8b-hf.json"])
+@pytest.mark.parametrize(
+    "config", ["nemotron-h-56b.json", "gemma-4-e2b-it.json", "mamba-2.8b-hf.json"]
+)
 @pytest.mark.parametrize("page", ALL_PAGES)
 def test_every_page_takes_a_hard_real_config(page, config):
     # A hybrid whose parameters kvcalc cannot count, a model with KV-sharing layers, and one
@@ -306,8 +333,13 @@ def test_budget_says_which_vllm_limit_binds_and_when_vllm_would_not_start():
     at = open_page("app_pages/budget.py", gpu="l4", b_ctx="131072")
     errors = " ".join(text(e) for e in at.error)
     m = get_model("llama-3.1-8b")
-    b = budget(m.spec, total_bytes=get_gpu("l4").memory_bytes, context=131072,
-               weights_bytes=m.weights().bytes, gpu_name=get_gpu("l4").name)
+    b = budget(
+        m.spec,
+        total_bytes=get_gpu("l4").memory_bytes,
+        context=131072,
+        weights_bytes=m.weights().bytes,
+        gpu_name=get_gpu("l4").name,
+    )
     assert b.startup_error and "vLLM would refuse to start" in errors
     assert f"estimated maximum model length is {b.max_context_tokens}" in errors
 
@@ -334,8 +366,9 @@ def test_no_speed_for_a_model_that_does_not_fit(page):
     # tokens/s: a message that says what does not fit and how to fix it.
     at = open_page(page, model="deepseek-v3")
     assert not at.exception
-    assert any("does not fit on" in text(e) and "tensor or pipeline parallel" in text(e)
-               for e in at.error)
+    assert any(
+        "does not fit on" in text(e) and "tensor or pipeline parallel" in text(e) for e in at.error
+    )
     assert not [m for m in at.metric if m.label.startswith(("Decode step", "Tokens/s"))]
     at = open_page(page, model="deepseek-v3", tp="8", gpu="h200-141gb")
     assert not at.exception and not any("does not fit on" in text(e) for e in at.error)
@@ -352,8 +385,14 @@ def test_longest_sequence_is_at_most_the_models_limit():
 
     at = open_page("app_pages/budget.py", gpu="l4")
     m, gpu = get_model("llama-3.1-8b"), get_gpu("l4")
-    b = budget(m.spec, total_bytes=gpu.memory_bytes, context=8192, weights_bytes=m.weights().bytes,
-               gpu_name=gpu.name, concurrency=16)
+    b = budget(
+        m.spec,
+        total_bytes=gpu.memory_bytes,
+        context=8192,
+        weights_bytes=m.weights().bytes,
+        gpu_name=gpu.name,
+        concurrency=16,
+    )
     assert b.max_context_limited_by == "memory" and 20_000 < b.max_context_tokens < 131_072
     assert metric(at, "Longest sequence") == f"{b.max_context_tokens:,}"
 
@@ -380,8 +419,10 @@ def test_the_sidebars_share_and_step_cost_move_the_real_engine_figure_only():
 
     m, gpu = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
     s = step_time(m.spec, m.weights(), context=8192, batch=1, bandwidth_gbs=gpu.bandwidth_gbs)
-    for share, ms, name in ((BW_SHARE, STEP_OVERHEAD_S * 1e3, "calibrated estimate"),
-                            (0.7, 1.0, "your step model")):
+    for share, ms, name in (
+        (BW_SHARE, STEP_OVERHEAD_S * 1e3, "calibrated estimate"),
+        (0.7, 1.0, "your step model"),
+    ):
         at = open_page("app_pages/step_time.py", bw_share=str(share), step_ms=str(ms))
         assert not at.exception
         assert metric(at, "Step time at 8,192 tokens, ideal bound") == fmt_seconds(s.step_time_s)
@@ -395,8 +436,13 @@ def test_step_time_page_marks_what_does_not_fit():
     from kvcalc import budget, get_gpu, get_model
 
     m, gpu = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
-    pool = budget(m.spec, total_bytes=gpu.memory_bytes, context=8192,
-                  weights_bytes=m.weights().bytes, gpu_name=gpu.name).kv_pool_bytes
+    pool = budget(
+        m.spec,
+        total_bytes=gpu.memory_bytes,
+        context=8192,
+        weights_bytes=m.weights().bytes,
+        gpu_name=gpu.name,
+    ).kv_pool_bytes
     blocks = pool // (16 * 131_072)
     at = open_page("app_pages/step_time.py", s_batch="64", s_xmax="131072")
     assert not at.exception
@@ -462,8 +508,10 @@ def test_techniques_headline_is_the_largest_saving():
     assert metric(at, "One sequence of 32,768 tokens, as configured") == "4.00 GiB"
     assert metric(at, "Largest saving on this page") == "8.00x smaller"
     caps = " ".join(text(c) for c in at.caption)
-    assert "Largest saving: MQA (multi-query attention): 1 K/V head, 512.00 MiB instead of " \
-           "4.00 GiB" in caps
+    assert (
+        "Largest saving: MQA (multi-query attention): 1 K/V head, 512.00 MiB instead of "
+        "4.00 GiB" in caps
+    )
 
 
 def test_unknown_fields_refused_then_read_unverified_with_a_banner():
@@ -481,8 +529,7 @@ def test_unknown_fields_refused_then_read_unverified_with_a_banner():
     at.run(timeout=120)
     assert not at.exception
     assert metric(at, "KV per token") == fmt_bytes(2 * 4 * 2 * 64 * 2)
-    assert any("Unverified estimate" in text(w) and "prompt_length" in text(w)
-               for w in at.warning)
+    assert any("Unverified estimate" in text(w) and "prompt_length" in text(w) for w in at.warning)
 
 
 def test_config_of_a_family_without_a_reader_is_checked_by_itself():
@@ -494,14 +541,18 @@ def test_config_of_a_family_without_a_reader_is_checked_by_itself():
     at.sidebar.selectbox(key="model").set_value("my-config")
     at.run()
     cfg = llama_config(model_type="my_own_llama")
-    cfg = {k: v for k, v in cfg.items() if k not in ("intermediate_size", "vocab_size",
-                                                     "tie_word_embeddings")}
+    cfg = {
+        k: v
+        for k, v in cfg.items()
+        if k not in ("intermediate_size", "vocab_size", "tie_word_embeddings")
+    }
     at.sidebar.text_area(key="cfg_text").set_value(json.dumps(cfg))
     at.run(timeout=180)
     assert not at.exception
     # transformers has no such model_type either, so the check says it cannot be run, by name.
-    said = " ".join(text(w) for w in at.sidebar.warning) + \
-        " ".join(text(s) for s in at.sidebar.success)
+    said = " ".join(text(w) for w in at.sidebar.warning) + " ".join(
+        text(s) for s in at.sidebar.success
+    )
     assert "my_own_llama" in said
 
 
@@ -534,8 +585,15 @@ def test_hosted_checks_only_on_a_press_and_refuses_native_code_types(monkeypatch
     assert "rwkv model loads or compiles native code" in said
 
 
-@pytest.mark.parametrize("page", ["app_pages/step_time.py", "app_pages/frontier.py",
-                                  "app_pages/roofline.py", "app_pages/lab.py"])
+@pytest.mark.parametrize(
+    "page",
+    [
+        "app_pages/step_time.py",
+        "app_pages/frontier.py",
+        "app_pages/roofline.py",
+        "app_pages/lab.py",
+    ],
+)
 def test_tp_that_does_not_divide_the_kv_heads_is_a_message(page):
     # issue 22 B3: SmolLM2-135M has 3 KV heads; TP 2 neither divides nor is a multiple of them.
     at = AppTest.from_file(APP, default_timeout=60)
@@ -548,12 +606,15 @@ def test_tp_that_does_not_divide_the_kv_heads_is_a_message(page):
     assert any("tensor parallel size 2" in text(e) for e in at.error)
 
 
-@pytest.mark.parametrize("page,kv,config", [
-    # issue 22 B4: Gemma 4's sliding and full pages do not divide each other in INT8 / INT4
-    # with per-head scales, and vLLM refuses to start: said on the page, not a generic box.
-    ("app_pages/step_time.py", "int8", "gemma-4-26b-a4b.json"),
-    ("app_pages/step_time.py", "int4", "gemma-4-26b-a4b.json"),
-])
+@pytest.mark.parametrize(
+    "page,kv,config",
+    [
+        # issue 22 B4: Gemma 4's sliding and full pages do not divide each other in INT8 / INT4
+        # with per-head scales, and vLLM refuses to start: said on the page, not a generic box.
+        ("app_pages/step_time.py", "int8", "gemma-4-26b-a4b.json"),
+        ("app_pages/step_time.py", "int4", "gemma-4-26b-a4b.json"),
+    ],
+)
 def test_a_setup_vllm_refuses_is_a_sentence_on_the_page(page, kv, config):
     at = open_page(page)
     at.sidebar.selectbox(key="model").set_value("my-config")
@@ -573,7 +634,8 @@ def test_a_context_limit_past_the_cap_is_refused_by_name():
     at.sidebar.selectbox(key="model").set_value("my-config")
     at.run()
     at.sidebar.text_area(key="cfg_text").set_value(
-        json.dumps(llama_config(max_position_embeddings=10**9)))
+        json.dumps(llama_config(max_position_embeddings=10**9))
+    )
     at.run()
     assert not at.exception
     said = [text(e).replace("\\_", "_") for e in list(at.sidebar.error) + list(at.error)]

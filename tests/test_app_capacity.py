@@ -13,8 +13,7 @@ from conftest import open_page  # noqa: E402
 
 def _text(at) -> str:
     parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
-    parts += [c.value for c in at.code] + [m.value for m in at.info] + [m.value for m in
-                                                                      at.success]
+    parts += [c.value for c in at.code] + [m.value for m in at.info] + [m.value for m in at.success]
     parts += [f"{m.label}: {m.value}" for m in at.metric]
     return re.sub(r"\\(.)", r"\1", "\n".join(parts))
 
@@ -31,11 +30,13 @@ SETUPS = {
     "llama-h100": (dict(), "56.32 GiB", "28,834"),
     # DeepSeek-V3 on 8 x H200: 52,668,648,441 B = 49.05 GiB per GPU; vLLM 0.33.0 keeps blocks of
     # 16 for a BF16 latent on Hopper (FlashAttention MLA): // (16 x 1,152) // 61 = 46,843.
-    "dsv3-h200-tp8": (dict(model="deepseek-v3", gpu="h200-141gb", tp="8"), "49.05 GiB",
-                      "46,843"),
+    "dsv3-h200-tp8": (dict(model="deepseek-v3", gpu="h200-141gb", tp="8"), "49.05 GiB", "46,843"),
     # The same in FP8: FlashMLA, blocks of 64: // (64 x 576) // 61 = 23,421.
-    "dsv3-h200-tp8-fp8": (dict(model="deepseek-v3", gpu="h200-141gb", tp="8", kvdtype="fp8"),
-                          "49.05 GiB", "23,421"),
+    "dsv3-h200-tp8-fp8": (
+        dict(model="deepseek-v3", gpu="h200-141gb", tp="8", kvdtype="fp8"),
+        "49.05 GiB",
+        "23,421",
+    ),
 }
 
 
@@ -77,8 +78,10 @@ def test_budget_puts_vllms_worst_case_beside_the_running_server():
     assert list(rows["tokens kept at 8,192"])[:2] == ["1,024", "8,192"]
     body = _text(at)
     # The three token figures in one sentence: vLLM's size line, memory alone, the model's limit.
-    assert ("Capacity (39,193 tokens) is what vLLM prints as its cache size: 4.78 worst-case "
-            "requests x 8,192 tokens") in body
+    assert (
+        "Capacity (39,193 tokens) is what vLLM prints as its cache size: 4.78 worst-case "
+        "requests x 8,192 tokens"
+    ) in body
     assert "memory alone would let it reach 170,256 tokens, and the model allows 131,072" in body
 
 

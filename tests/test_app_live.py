@@ -97,8 +97,9 @@ def test_a_cleared_cache_does_not_free_a_busy_device(monkeypatch):
 
     at = open_live(v_model="llama-3.1-8b", v_new="2", v_nocache="0")
     started, release = threading.Event(), threading.Event()
-    other = device_queue.QUEUE.submit("another-session",
-                                      lambda stop: (started.set(), release.wait(10)))
+    other = device_queue.QUEUE.submit(
+        "another-session", lambda stop: (started.set(), release.wait(10))
+    )
     try:
         assert started.wait(5)
         caching.cache_data.clear()

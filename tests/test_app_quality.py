@@ -26,6 +26,7 @@ def committed(tokens: int) -> dict:
 @pytest.fixture
 def no_model(monkeypatch):
     """The model may not run, nor load; the server has measured nothing yet."""
+
     def refuse(*args, **kwargs):
         raise AssertionError("the page ran or loaded the model")
 
@@ -39,17 +40,25 @@ def check_table(at, doc):
     shown = at.table[0].value
     assert list(shown["variant"]) == [r["variant"] for r in rows]
     assert list(shown["perplexity"]) == [f"{r['perplexity']:.3f}" for r in rows]
-    assert list(shown["next token as exact"]) == [f"{100 * r['next_token_agreement']:.1f}%"
-                                                  for r in rows]
+    assert list(shown["next token as exact"]) == [
+        f"{100 * r['next_token_agreement']:.1f}%" for r in rows
+    ]
     assert list(shown["attention error"]) == [f"{r['attention_error']:.4f}" for r in rows]
 
 
 def check_label(at, doc):
     label = at.info[0].value
     m = doc["machine"]
-    for said in (doc["command"], doc["commit"][:12], doc["date"], m["cpu"],
-                 f"{m['cores']} cores", m["cpu_capability"], f"torch {m['torch']}",
-                 f"Python {m['python']}"):
+    for said in (
+        doc["command"],
+        doc["commit"][:12],
+        doc["date"],
+        m["cpu"],
+        f"{m['cores']} cores",
+        m["cpu_capability"],
+        f"torch {m['torch']}",
+        f"Python {m['python']}",
+    ):
         assert said in label, (said, label)
     captions = " ".join(c.value for c in at.caption)
     assert f"Text: {doc['table']['text_source']}." in captions
@@ -72,10 +81,13 @@ def test_the_first_table_is_the_committed_one_at_once(no_model):
     assert [b.label for b in at.button] == ["Measure 8 variants"]
     assert len(at.get("plotly_chart")) == 1
     body = " ".join(x.value for x in at.markdown)
-    w, s = (next(r for r in doc["table"]["rows"] if r["variant"] == n)
-            for n in ("window-256", "sink4-window-256"))
-    assert (f"perplexity {s['perplexity']:.3f} with them against {w['perplexity']:.3f} "
-            "without") in body
+    w, s = (
+        next(r for r in doc["table"]["rows"] if r["variant"] == n)
+        for n in ("window-256", "sink4-window-256")
+    )
+    assert (
+        f"perplexity {s['perplexity']:.3f} with them against {w['perplexity']:.3f} without"
+    ) in body
     assert took < 5, f"the page took {took:.1f} s to its first table"
 
 
@@ -154,8 +166,9 @@ def test_one_press_runs_the_live_measurement_through_the_device_queue(monkeypatc
     assert len(jobs) == 8
     for i, r in enumerate(doc["table"]["rows"]):
         assert f"Variant {i + 1} of 8: {r['variant']}" in bars
-    assert list(at.table[0].value["perplexity"]) == [f"{r['perplexity'] + 1:.3f}"
-                                                    for r in doc["table"]["rows"]]
+    assert list(at.table[0].value["perplexity"]) == [
+        f"{r['perplexity'] + 1:.3f}" for r in doc["table"]["rows"]
+    ]
     assert not any("Measured earlier" in i.value for i in at.info)
     at.run()  # the next run of the page: every row is this server's, nothing left to measure
     assert not at.button and not any("Measured earlier" in i.value for i in at.info)

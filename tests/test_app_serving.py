@@ -66,8 +66,9 @@ def test_roofline_page_states_hand_numbers():
     assert "attention MLA (absorbed)" in names
     assert "decode steps, batch 1 to the largest that fits" in names
     # The head-sharing diagram: Llama 3.1 8B's 32 query heads on 8 K/V heads (config.json).
-    heads = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
-                 if c.proto.id.endswith("-r_heads"))
+    heads = next(
+        json.loads(c.proto.spec) for c in at.get("plotly_chart") if c.proto.id.endswith("-r_heads")
+    )
     kv = next(t for t in heads["data"] if t["name"] == "GQA: K/V heads")
     assert len(kv["x"]) == 8
     assert len(next(t for t in heads["data"] if t["name"] == "GQA: query heads")["x"]) == 32
@@ -122,10 +123,21 @@ def test_roofline_draws_only_batches_that_fit_and_prefill_at_its_mfu():
     # 0.92, vLLM 0.33.0's default, and a 2 GiB reserve) holds kvcalc's max_batch_at sequences;
     # the trajectory stops there.
     from kvcalc.perf.sweeps import max_batch_at
+
     m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
-    most = max_batch_at(m.spec, 8192, total_bytes=g.memory_bytes, weights_bytes=m.weights().bytes,
-                        gpu_mem_util=0.92, block_size=16, kv_dtype="bf16", tp=1, pp=1,
-                        gpu_name=g.name, reserve_bytes=2 * 2**30)
+    most = max_batch_at(
+        m.spec,
+        8192,
+        total_bytes=g.memory_bytes,
+        weights_bytes=m.weights().bytes,
+        gpu_mem_util=0.92,
+        block_size=16,
+        kv_dtype="bf16",
+        tp=1,
+        pp=1,
+        gpu_name=g.name,
+        reserve_bytes=2 * 2**30,
+    )
     assert most == 56  # 56.32 GiB // (8,192 x 131,072 B) = 56
     at = open_page("app_pages/roofline.py", r_batch="1024")
     assert not at.exception and not at.error
@@ -165,8 +177,9 @@ def test_roofline_batch_one_states_each_metric_once():
     assert not at.exception
     labels = [m.label for m in at.metric]
     assert len(labels) == len(set(labels)) and "Decode at batch 1" in labels
-    assert not any(lab.startswith("Decode at batch") and lab != "Decode at batch 1"
-                   for lab in labels)
+    assert not any(
+        lab.startswith("Decode at batch") and lab != "Decode at batch 1" for lab in labels
+    )
 
 
 def test_roofline_query_tokens_scale_attention():
@@ -175,8 +188,10 @@ def test_roofline_query_tokens_scale_attention():
     at = open_page("app_pages/roofline.py", r_q="4")
     assert not at.exception and not at.error
     body = page_text(at)
-    assert "lets 4 query heads share each cached key and value, so the same bytes feed 4 times " \
-           "the work: 16.0 FLOP/B" in body
+    assert (
+        "lets 4 query heads share each cached key and value, so the same bytes feed 4 times "
+        "the work: 16.0 FLOP/B" in body
+    )
     assert "With 4 query tokens per step, every cached byte feeds 4 queries" in body
 
 
@@ -190,14 +205,20 @@ def test_frontier_page_shows_the_overlay_and_the_binding_limit():
     ideal = serving.frontier(m.spec, m.weights(), g, "bf16", 1, IDEAL, 512, 256, 0.0, None)
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     names = [t["name"] for t in spec["data"]]
-    assert names[:3] == ["calibrated estimate (BF16 KV)", "FP8 KV cache (calibrated estimate)",
-                         "ideal bound (full bandwidth, nothing added)"]
-    assert spec["data"][0]["y"] == pytest.approx([r.output_tokens_per_s_per_gpu
-                                                  for r in base.results])
-    assert spec["data"][1]["y"] == pytest.approx([r.output_tokens_per_s_per_gpu
-                                                  for r in fp8.results])
-    assert spec["data"][2]["y"] == pytest.approx([r.output_tokens_per_s_per_gpu
-                                                  for r in ideal.results])
+    assert names[:3] == [
+        "calibrated estimate (BF16 KV)",
+        "FP8 KV cache (calibrated estimate)",
+        "ideal bound (full bandwidth, nothing added)",
+    ]
+    assert spec["data"][0]["y"] == pytest.approx(
+        [r.output_tokens_per_s_per_gpu for r in base.results]
+    )
+    assert spec["data"][1]["y"] == pytest.approx(
+        [r.output_tokens_per_s_per_gpu for r in fp8.results]
+    )
+    assert spec["data"][2]["y"] == pytest.approx(
+        [r.output_tokens_per_s_per_gpu for r in ideal.results]
+    )
     # The ideal bound overstates every run: a real step is slower.
     assert max(spec["data"][2]["y"]) > max(spec["data"][0]["y"])
     # BF16: 768 tokens take 48 blocks, 28,833 usable blocks hold 600 at their longest; the pool
@@ -216,25 +237,37 @@ def test_frontier_page_shows_the_overlay_and_the_binding_limit():
     # FP8 halves the blocks: 57,668 hold 1,024 (max_num_seqs) at full length; never binds.
     assert fp8.capacity.onset_users is None
     body = page_text(at)
-    assert (f"At start-up vLLM logs room for {cap.logged_concurrency:,.2f} requests of 768 "
-            "tokens") in body
-    assert (f"In the simulation the pool starts to bind at {cap.onset_users:,} users "
-            f"({cap.onset_users - 1:,} run with no preemption and no wait for blocks)") in body
+    assert (
+        f"At start-up vLLM logs room for {cap.logged_concurrency:,.2f} requests of 768 tokens"
+    ) in body
+    assert (
+        f"In the simulation the pool starts to bind at {cap.onset_users:,} users "
+        f"({cap.onset_users - 1:,} run with no preemption and no wait for blocks)"
+    ) in body
     # The headline under the title: the most throughput under the service-level objective
     # (TPOT p99 <= 100 ms, TTFT p99 after the warm-up <= 2 s, the defaults), the curve's
     # highest point, vLLM's line and the onset.
-    ok = [r for r in base.results if r.tpot_p99_s <= 0.1
-          and (r.ttft_p99_steady_s if r.ttft_p99_steady_s is not None else r.ttft_p99_s) <= 2]
-    assert metric(at, "Most output tokens/s per GPU under the objective") == \
-        f"{max(r.output_tokens_per_s_per_gpu for r in ok):,.0f}"
-    assert metric(at, "Most output tokens/s per GPU, any latency") == \
-        f"{max(r.output_tokens_per_s_per_gpu for r in base.results):,.0f}"
+    ok = [
+        r
+        for r in base.results
+        if r.tpot_p99_s <= 0.1
+        and (r.ttft_p99_steady_s if r.ttft_p99_steady_s is not None else r.ttft_p99_s) <= 2
+    ]
+    assert (
+        metric(at, "Most output tokens/s per GPU under the objective")
+        == f"{max(r.output_tokens_per_s_per_gpu for r in ok):,.0f}"
+    )
+    assert (
+        metric(at, "Most output tokens/s per GPU, any latency")
+        == f"{max(r.output_tokens_per_s_per_gpu for r in base.results):,.0f}"
+    )
     assert metric(at, "vLLM's logged worst case") == f"{cap.logged_concurrency:,.2f}"
     assert metric(at, "The KV pool binds from") == f"{cap.onset_users:,} users"
     assert before_lead(at, "Most output tokens/s per GPU", "A serving engine runs many")
     # One run in detail: 256 users, TTFT after the warm-up (each user's first request).
-    r = serving.one_run(m.spec, m.weights(), g, "bf16", 1, CALIBRATED, 512, 256, 0.0, None,
-                        "fixed", 256)
+    r = serving.one_run(
+        m.spec, m.weights(), g, "bf16", 1, CALIBRATED, 512, 256, 0.0, None, "fixed", 256
+    )
     assert r.warmup_requests == 256
     assert metric(at, "Output tokens/s per GPU") == f"{r.output_tokens_per_s_per_gpu:,.0f}"
     assert metric(at, "TTFT p50") == fmt_seconds(r.ttft_p50_steady_s)
@@ -250,8 +283,9 @@ def test_frontier_offers_log_normal_lengths():
     at = open_page("app_pages/frontier.py", fr_len="log-normal, sigma 0.5", fr_over="nothing")
     assert not at.exception and not at.error
     m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
-    f = serving.frontier(m.spec, m.weights(), g, "bf16", 1, CALIBRATED, 512, 256, 0.0, None,
-                         "lognormal-0.5")
+    f = serving.frontier(
+        m.spec, m.weights(), g, "bf16", 1, CALIBRATED, 512, 256, 0.0, None, "lognormal-0.5"
+    )
     # Median 512 + 256, clipped at 4 x: max_model_len 2,048 + 1,024 = 3,072.
     assert f.capacity.max_model_len == 3072
     assert metric(at, "vLLM's logged worst case") == f"{f.capacity.logged_concurrency:,.2f}"
@@ -279,11 +313,17 @@ def test_frontier_slo_moves_the_best_run_under_it():
     base = serving.frontier(m.spec, m.weights(), g, "bf16", 1, CALIBRATED, 512, 256, 0.0, None)
     at = open_page("app_pages/frontier.py", fr_slo_tpot="20", fr_over="nothing")
     assert not at.exception
-    ok = [r for r in base.results if r.tpot_p99_s <= 0.02
-          and (r.ttft_p99_steady_s if r.ttft_p99_steady_s is not None else r.ttft_p99_s) <= 2]
+    ok = [
+        r
+        for r in base.results
+        if r.tpot_p99_s <= 0.02
+        and (r.ttft_p99_steady_s if r.ttft_p99_steady_s is not None else r.ttft_p99_s) <= 2
+    ]
     assert ok and len(ok) < len(base.results)
-    assert metric(at, "Most output tokens/s per GPU under the objective") == \
-        f"{max(r.output_tokens_per_s_per_gpu for r in ok):,.0f}"
+    assert (
+        metric(at, "Most output tokens/s per GPU under the objective")
+        == f"{max(r.output_tokens_per_s_per_gpu for r in ok):,.0f}"
+    )
     at = open_page("app_pages/frontier.py", fr_slo_tpot="1", fr_over="nothing")
     assert metric(at, "Most output tokens/s per GPU under the objective") == "no run meets it"
     assert any("No simulated run keeps TPOT p99 within 1 ms" in text(w) for w in at.warning)

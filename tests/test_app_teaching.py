@@ -75,8 +75,9 @@ def test_engine_step_run_reset():
     at.button[1].click()  # Run 10 steps
     at.run()
     sc = SCENARIOS["shared-prompt"]
-    _, snap, _ = simulate(parse_requests(sc["text"]), 11, num_blocks=sc["num_blocks"],
-                          block_size=sc["block_size"])
+    _, snap, _ = simulate(
+        parse_requests(sc["text"]), 11, num_blocks=sc["num_blocks"], block_size=sc["block_size"]
+    )
     assert metric(at, "Step") == str(snap.step)
     assert metric(at, "Prefix hit rate") == f"{snap.prefix_hit_rate:.0%}"
     assert metric(at, "Blocks used") == f"{snap.used_blocks} / {sc['num_blocks']}"
@@ -159,7 +160,8 @@ def test_vllm_page_predicts_and_explains():
     at.text_area(key="u_log").set_value(
         "Initializing a V1 LLM engine (v0.10.1) with config: model='meta-llama/Llama-3.1-8B', "
         "max_seq_len=8192\nAvailable KV cache memory: 55.00 GiB\nGPU KV cache size: 450,560 "
-        "tokens\nMaximum concurrency for 8,192 tokens per request: 55.00x\n")
+        "tokens\nMaximum concurrency for 8,192 tokens per request: 55.00x\n"
+    )
     at.run()
     assert not at.exception and len(at.success) == 2 and not at.error
     at.text_area(key="u_log").set_value("no memory line at all")
@@ -167,8 +169,13 @@ def test_vllm_page_predicts_and_explains():
     assert not at.exception and "Available KV cache memory" in text(at.error[0])
 
 
-HEAVY_ENGINE_LINK = dict(e_scn="Custom requests", e_text="\n".join(["4096 4096 4096 0"] * 64),
-                         e_step="2000", e_blocks="512", e_bs="32")
+HEAVY_ENGINE_LINK = dict(
+    e_scn="Custom requests",
+    e_text="\n".join(["4096 4096 4096 0"] * 64),
+    e_step="2000",
+    e_blocks="512",
+    e_bs="32",
+)
 
 
 def test_engine_heavy_link_leaves_nothing_behind():
@@ -205,8 +212,9 @@ def test_cache_fill_counts_the_first_token_from_the_prefill():
 
 def test_engine_block_table_has_no_bullet_dashes():
     at = open_page("app_pages/engine.py")
-    cells = json.dumps([t.value.to_dict() if hasattr(t.value, "to_dict") else str(t.value)
-                        for t in at.table])
+    cells = json.dumps(
+        [t.value.to_dict() if hasattr(t.value, "to_dict") else str(t.value) for t in at.table]
+    )
     assert '"-"' not in cells and "none" in cells
 
 

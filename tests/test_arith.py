@@ -12,8 +12,10 @@ from kvcalc.core.arith import UNBOUNDED_CONTEXT, cdiv, first_true, last_true
 from kvcalc.core.model import ChunkedLocal, FullAttention, NoCache, RecurrentState
 
 
-@pytest.mark.parametrize("a, b, want", [(0, 16, 0), (1, 16, 1), (16, 16, 1), (17, 16, 2),
-                                        (8192, 16, 512), (8193, 16, 513)])
+@pytest.mark.parametrize(
+    "a, b, want",
+    [(0, 16, 0), (1, 16, 1), (16, 16, 1), (17, 16, 2), (8192, 16, 512), (8193, 16, 513)],
+)
 def test_cdiv(a, b, want):
     assert cdiv(a, b) == want
 
@@ -66,8 +68,10 @@ def test_the_safe_reader_names_what_it_refuses(tmp_path):
     for path, kind in ((tmp_path, "a directory"), (fifo, "a FIFO (named pipe)")):
         with pytest.raises(ValueError) as exc:
             read_regular_file(path, limit=10, what="log", give="give the path of a saved log")
-        assert str(exc.value) == (f"cannot read log {str(path)!r}: it is {kind}, not a regular "
-                                  "file; give the path of a saved log")
+        assert str(exc.value) == (
+            f"cannot read log {str(path)!r}: it is {kind}, not a regular "
+            "file; give the path of a saved log"
+        )
     with pytest.raises(ValueError, match="cannot read log .*nope': No such file"):
         read_regular_file(tmp_path / "nope", limit=10, what="log", give="")
     f = tmp_path / "log.txt"

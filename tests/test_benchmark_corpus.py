@@ -13,8 +13,19 @@ import yaml
 from kvcalc import registry
 
 DIR = Path(__file__).parent / "data" / "benchmarks"
-FIELDS = ("source", "quote", "engine", "model", "weight_format", "gpu", "parallel", "workload",
-          "metrics", "notes", "assumptions")
+FIELDS = (
+    "source",
+    "quote",
+    "engine",
+    "model",
+    "weight_format",
+    "gpu",
+    "parallel",
+    "workload",
+    "metrics",
+    "notes",
+    "assumptions",
+)
 NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
 
 
@@ -49,8 +60,11 @@ def test_every_metric_is_in_its_own_quote(name, m):
     for key, value in m["metrics"].items():
         if value is None:
             continue
-        assert any(x == c or (x and abs(c - x) / abs(x) < 1e-9)
-                   for x in printed for c in (value, value * 1000)), (key, value)
+        assert any(
+            x == c or (x and abs(c - x) / abs(x) < 1e-9)
+            for x in printed
+            for c in (value, value * 1000)
+        ), (key, value)
     reg = registry()
     for key in (m["model"].get("kvcalc_key"), m["model"].get("same_architecture_as")):
         assert key is None or key in reg.models, key
@@ -62,10 +76,12 @@ def test_the_summary_is_generated_from_these_files():
     # SUMMARY.md's counts and table come from bench/corpus_summary.py; a changed entry must be
     # followed by a regenerated summary (the totals line counts every entry here).
     spec = importlib.util.spec_from_file_location(
-        "corpus_summary", DIR.parent.parent.parent / "bench" / "corpus_summary.py")
+        "corpus_summary", DIR.parent.parent.parent / "bench" / "corpus_summary.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     text = (DIR / "SUMMARY.md").read_text(encoding="utf-8")
     assert text == mod.render(), "SUMMARY.md is stale: run bench/corpus_summary.py"
-    assert text.splitlines()[2].startswith(f"{len(ALL)} published measurements in "
-                                           f"{len({f for f, _ in ALL})} files")
+    assert text.splitlines()[2].startswith(
+        f"{len(ALL)} published measurements in {len({f for f, _ in ALL})} files"
+    )

@@ -21,13 +21,24 @@ from conftest import start_server
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 if not os.path.exists(CHROMIUM):
-    pytest.skip("Chromium is not installed (apt-get install chromium); .ci/run installs it",
-                allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api",
-                               reason="python playwright is not installed (requirements-dev.txt)")
+    pytest.skip(
+        "Chromium is not installed (apt-get install chromium); .ci/run installs it",
+        allow_module_level=True,
+    )
+sync_api = pytest.importorskip(
+    "playwright.sync_api", reason="python playwright is not installed (requirements-dev.txt)"
+)
 
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 SHOTS = Path(tempfile.mkdtemp(prefix="kvlab-shots-"))
 # (title in the sidebar, url path, a number input to change, a metric that must change)
 PAGES = [
@@ -45,10 +56,23 @@ PAGES = [
 
 @pytest.fixture(scope="module")
 def server():
-    proc, base = start_server(lambda port: [
-        sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-        "--server.address", "127.0.0.1", "--server.headless", "true",
-        "--browser.gatherUsageStats", "false"])
+    proc, base = start_server(
+        lambda port: [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+            "--browser.gatherUsageStats",
+            "false",
+        ]
+    )
     yield base
     proc.terminate()
     try:
@@ -117,8 +141,7 @@ _VALUE = """([label, before]) => {
 def _wait_change(page, label: str, before: str, seconds: float = 20) -> str:
     """The metric's value once it differs from ``before`` (or ``before`` after ``seconds``)."""
     try:
-        page.wait_for_function(_VALUE, arg=[label, before], polling=100,
-                               timeout=seconds * 1000)
+        page.wait_for_function(_VALUE, arg=[label, before], polling=100, timeout=seconds * 1000)
     except sync_api.TimeoutError:
         return before
     return _metric(page, label)
@@ -148,8 +171,13 @@ def test_every_page_from_the_sidebar(server, browser):
         page.screenshot(path=str(SHOTS / f"{path or 'home'}.png"), full_page=True)
         if control:
             before = _metric(page, result)
-            _set_number(page, control, {"Tokens to generate": 40, "Step": 5}.get(
-                control, 65536 if "Context" in control else 32))
+            _set_number(
+                page,
+                control,
+                {"Tokens to generate": 40, "Step": 5}.get(
+                    control, 65536 if "Context" in control else 32
+                ),
+            )
             assert _wait_change(page, result, before) != before, f"{title}: {result} unchanged"
             _no_exception(page)
             page.screenshot(path=str(SHOTS / f"{path or 'home'}-changed.png"), full_page=True)
@@ -198,7 +226,11 @@ def test_cache_fill_plays_in_the_browser(server, browser):
     # Frames play on the client (no rerun, no server round trip): the slider's label moves on.
     page.wait_for_function(
         "(before) => { const l = document.querySelector('.slider-container .slider-label');"
-        " return l && l.textContent !== before; }", arg=before, polling=100, timeout=10_000)
+        " return l && l.textContent !== before; }",
+        arg=before,
+        polling=100,
+        timeout=10_000,
+    )
     after = page.locator(".slider-container .slider-label").first.text_content()
     assert before != after, (before, after)
     page.screenshot(path=str(SHOTS / "cache_fill-playing.png"), full_page=True)
@@ -224,8 +256,9 @@ def test_live_page_runs_a_twin(server, browser):
     page.get_by_role("button", name="Run").first.click()
     page.wait_for_selector("[data-testid=stAlertContentSuccess]", timeout=120_000)
     assert "byte for byte" in page.inner_text("[data-testid=stAlertContentSuccess]")
-    page.wait_for_function("() => document.querySelectorAll('.js-plotly-plot .main-svg').length"
-                           " >= 2", timeout=60_000)
+    page.wait_for_function(
+        "() => document.querySelectorAll('.js-plotly-plot .main-svg').length >= 2", timeout=60_000
+    )
     _no_exception(page)
     page.screenshot(path=str(SHOTS / "live.png"), full_page=True)
     assert errors == [], errors
@@ -263,8 +296,11 @@ def test_link_names_and_pasted_text_stay_inert(server, browser):
     # and the browser must not request anything from those hosts.
     from urllib.parse import quote
 
-    evil = {"[Click here to log in again](https://evil.example/login)": "1",
-            "![p](http://pixel.example/p.png)": "1", "see www.evil.example": "1"}
+    evil = {
+        "[Click here to log in again](https://evil.example/login)": "1",
+        "![p](http://pixel.example/p.png)": "1",
+        "see www.evil.example": "1",
+    }
     query = "&".join(f"{quote(k)}={v}" for k, v in evil.items())
     page, errors = _page(browser)
     requested: list[str] = []
@@ -298,19 +334,25 @@ PHONE = [
 
 
 def test_phone_first_screen_shows_the_answer(server, browser):
-    page = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True,
-                            has_touch=True, device_scale_factor=2)
+    page = browser.new_page(
+        viewport={"width": 390, "height": 844},
+        is_mobile=True,
+        has_touch=True,
+        device_scale_factor=2,
+    )
     for path, headline in PHONE:
         page.goto(f"{server}/{path}")
         _wait_ready(page)
         _no_exception(page)
-        element = page.locator("[data-testid=stMetric], [data-testid=stCode]",
-                               has_text=headline).first
+        element = page.locator(
+            "[data-testid=stMetric], [data-testid=stCode]", has_text=headline
+        ).first
         element.wait_for(timeout=30_000)
         box = element.bounding_box()
         page.screenshot(path=str(SHOTS / f"phone-{path}.png"))  # the first screen only
-        assert box is not None and box["y"] + min(box["height"], 80) <= 844, \
+        assert box is not None and box["y"] + min(box["height"], 80) <= 844, (
             f"{path}: '{headline}' starts at y={box and box['y']:.0f}, below the first screen"
+        )
         # Stacked one per row: nothing wider than the screen, no sideways scrolling.
         assert page.evaluate("document.documentElement.scrollWidth") <= 390 + 1
     page.close()

@@ -16,9 +16,14 @@ def test_hand_worked_vllm_example():
     #   page = 16 tokens x (2 x 8 x 128 x 2 B) = 65,536 B per layer
     #   num_blocks = 55 GiB // 65,536 // 32 = 28,160
     #   max concurrency at 8,192 tokens = 28,160 / (8,192 / 16) = 55.0
-    b = budget(L8B, total_bytes=80 * GiB, gpu_mem_util=0.9,
-               context=8192, weights_bytes=15 * GiB,
-               reserve_bytes=2 * GiB)
+    b = budget(
+        L8B,
+        total_bytes=80 * GiB,
+        gpu_mem_util=0.9,
+        context=8192,
+        weights_bytes=15 * GiB,
+        reserve_bytes=2 * GiB,
+    )
     assert b.requested_bytes == 72 * GiB
     assert b.kv_pool_bytes == 55 * GiB
     assert b.page_bytes == 65_536
@@ -28,44 +33,75 @@ def test_hand_worked_vllm_example():
     # The longest max_model_len one request can have: all 28,160 blocks up to v0.28; from
     # v0.29.0 vLLM first sets one aside for its null block (PR #47272).
     assert b.max_context_tokens == (28_160 - 1) * 16
-    old = budget(L8B, total_bytes=80 * GiB, context=8192, weights_bytes=15 * GiB,
-                 gpu_mem_util=0.9, reserve_bytes=2 * GiB, vllm_version="0.28.0")
+    old = budget(
+        L8B,
+        total_bytes=80 * GiB,
+        context=8192,
+        weights_bytes=15 * GiB,
+        gpu_mem_util=0.9,
+        reserve_bytes=2 * GiB,
+        vllm_version="0.28.0",
+    )
     assert old.max_context_tokens == 28_160 * 16
     assert b.unused_bytes == 8 * GiB
 
 
 def test_concurrency_rounds_context_up_to_whole_blocks():
-    b = budget(L8B, total_bytes=80 * GiB, gpu_mem_util=0.9,
-               context=8193, weights_bytes=15 * GiB,
-               reserve_bytes=2 * GiB)
+    b = budget(
+        L8B,
+        total_bytes=80 * GiB,
+        gpu_mem_util=0.9,
+        context=8193,
+        weights_bytes=15 * GiB,
+        reserve_bytes=2 * GiB,
+    )
     assert b.max_concurrency == 28_160 / 513  # cdiv(8193, 16) = 513 blocks
 
 
 def test_overflow_is_reported_in_bytes():
     # 64 sequences of 8,192 tokens need 64 GiB against a 55 GiB pool: 9 GiB over.
-    b = budget(L8B, total_bytes=80 * GiB, gpu_mem_util=0.9,
-               context=8192, weights_bytes=15 * GiB,
-               reserve_bytes=2 * GiB, concurrency=64)
+    b = budget(
+        L8B,
+        total_bytes=80 * GiB,
+        gpu_mem_util=0.9,
+        context=8192,
+        weights_bytes=15 * GiB,
+        reserve_bytes=2 * GiB,
+        concurrency=64,
+    )
     assert not b.fits
     assert b.needed_bytes == 64 * GiB
     assert b.overflow_bytes == 9 * GiB
-    ok = budget(L8B, total_bytes=80 * GiB, gpu_mem_util=0.9,
-                context=8192, weights_bytes=15 * GiB,
-                reserve_bytes=2 * GiB, concurrency=55)
+    ok = budget(
+        L8B,
+        total_bytes=80 * GiB,
+        gpu_mem_util=0.9,
+        context=8192,
+        weights_bytes=15 * GiB,
+        reserve_bytes=2 * GiB,
+        concurrency=55,
+    )
     assert ok.fits and ok.overflow_bytes == 0
 
 
 def test_weights_larger_than_memory():
-    b = budget(get_model("llama-3.1-70b").spec, total_bytes=80 * GiB, context=4096,
-               weights_bytes=140 * GiB)
+    b = budget(
+        get_model("llama-3.1-70b").spec, total_bytes=80 * GiB, context=4096, weights_bytes=140 * GiB
+    )
     assert b.kv_pool_bytes < 0 and b.num_blocks == 0 and not b.fits
     assert b.max_concurrency == 0 and b.max_context_tokens == 0
 
 
 def test_trtllm_fraction_of_free_memory():
     # TensorRT-LLM: 0.9 x (80 - 15 - 2) GiB = 56.7 GiB of pool.
-    b = budget(L8B, total_bytes=80 * GiB, context=8192, weights_bytes=15 * GiB,
-               reserve_bytes=2 * GiB, engine="trtllm")
+    b = budget(
+        L8B,
+        total_bytes=80 * GiB,
+        context=8192,
+        weights_bytes=15 * GiB,
+        reserve_bytes=2 * GiB,
+        engine="trtllm",
+    )
     assert b.kv_pool_bytes == math.floor(63 * GiB * 0.9)
     assert b.num_blocks == b.kv_pool_bytes // 65_536 // 32
 
@@ -101,8 +137,9 @@ def test_sliding_window_needs_fewer_blocks():
 
 def test_hybrid_state_is_charged_per_sequence():
     spec = get_model("jamba-v0.1").spec
-    b = budget(spec, total_bytes=80 * GiB, context=8192, weights_bytes=0, reserve_bytes=0,
-               engine="ideal")
+    b = budget(
+        spec, total_bytes=80 * GiB, context=8192, weights_bytes=0, reserve_bytes=0, engine="ideal"
+    )
     kv = kv_cache(spec, 8192)
     assert b.state_bytes_per_seq == kv.state_bytes
     assert b.seq_bytes == kv.kv_bytes + kv.state_bytes  # 8192 is a whole number of blocks
@@ -145,15 +182,22 @@ def test_pipeline_binding_stage_has_most_layers():
     assert kv_cache(spec, 1, pp=2).kv_bytes_per_token_nominal == 14 * 2 * 2 * 64 * 2
 
 
-@pytest.mark.parametrize("kw,field", [
-    (dict(context=0), "context"), (dict(context=-5), "context"),
-    (dict(gpu_mem_util=0), "gpu_memory_utilization"),
-    (dict(gpu_mem_util=1.5), "gpu_memory_utilization"),
-    (dict(gpu_mem_util=float("nan")), "gpu_memory_utilization"),
-    (dict(block_size=0), "block size"), (dict(concurrency=0), "concurrency"),
-    (dict(engine="sglang-ish"), "engine"), (dict(kv_dtype="fp7"), "dtype"),
-    (dict(total_bytes=-1), "GPU memory"), (dict(tp=0), "tensor parallel"),
-])
+@pytest.mark.parametrize(
+    "kw,field",
+    [
+        (dict(context=0), "context"),
+        (dict(context=-5), "context"),
+        (dict(gpu_mem_util=0), "gpu_memory_utilization"),
+        (dict(gpu_mem_util=1.5), "gpu_memory_utilization"),
+        (dict(gpu_mem_util=float("nan")), "gpu_memory_utilization"),
+        (dict(block_size=0), "block size"),
+        (dict(concurrency=0), "concurrency"),
+        (dict(engine="sglang-ish"), "engine"),
+        (dict(kv_dtype="fp7"), "dtype"),
+        (dict(total_bytes=-1), "GPU memory"),
+        (dict(tp=0), "tensor parallel"),
+    ],
+)
 def test_bad_budget_inputs(kw, field):
     args = dict(total_bytes=80 * GiB, context=1024, weights_bytes=GiB)
     args.update(kw)
@@ -168,9 +212,14 @@ def test_derivation_is_the_cores_own_arithmetic():
     from kvcalc import get_model
 
     m = get_model("llama-3.1-8b")
-    b = budget(m.spec, total_bytes=80 * GiB, gpu_mem_util=0.9,
-               context=8192, weights_bytes=15 * GiB,
-               reserve_bytes=2 * GiB)
+    b = budget(
+        m.spec,
+        total_bytes=80 * GiB,
+        gpu_mem_util=0.9,
+        context=8192,
+        weights_bytes=15 * GiB,
+        reserve_bytes=2 * GiB,
+    )
     text = b.derivation()
     assert f"= {55 * GiB:,} B (55.00 GiB)" in text
     assert f"{55 * GiB:,} // 65,536 // 32 layers per group = 28,160" in text
@@ -178,14 +227,22 @@ def test_derivation_is_the_cores_own_arithmetic():
     # TensorRT-LLM with pages that differ by layer (KV heads 2, 4, 2, 4 of head size 64: 512 and
     # 1,024 B per token): a block is 16 x 3,072 = 49,152 B and the pool is divided by it whole.
     spec = spec_from_config(llama_config())
-    mixed = spec.with_layers(lay.with_kv_heads(4) if i % 2 else lay
-                             for i, lay in enumerate(spec.layers))
-    t = budget(mixed, total_bytes=8 * GiB, context=1024, weights_bytes=1 * GiB,
-               reserve_bytes=1 * GiB, engine="trtllm")
+    mixed = spec.with_layers(
+        lay.with_kv_heads(4) if i % 2 else lay for i, lay in enumerate(spec.layers)
+    )
+    t = budget(
+        mixed,
+        total_bytes=8 * GiB,
+        context=1024,
+        weights_bytes=1 * GiB,
+        reserve_bytes=1 * GiB,
+        engine="trtllm",
+    )
     pool = int(0.9 * 6 * GiB)
     assert t.kv_pool_bytes == pool and t.num_blocks == pool // 49_152
-    assert f"{pool:,} // 49,152 B (one page of every K/V layer) = {pool // 49_152:,}" \
-        in t.derivation()
+    assert (
+        f"{pool:,} // 49,152 B (one page of every K/V layer) = {pool // 49_152:,}" in t.derivation()
+    )
 
 
 def test_per_layer_sums_run_once_per_distinct_layer_and_stay_exact():
@@ -211,10 +268,20 @@ def test_per_layer_sums_run_once_per_distinct_layer_and_stay_exact():
     for tp, pp in ((1, 1), (2, 4)):
         for s in (spec, apart):
             kw = dict(total_bytes=80 * GiB, context=100_000, weights_bytes=GiB, tp=tp, pp=pp)
-            got = (kv_cache(s, 100_000, 3, tp=tp, pp=pp).to_dict(), budget(s, **kw).to_dict(),
-                   budget(s, **kw, engine="ideal").to_dict(),
-                   step_time(s, weights_given(GiB, "bf16"), context=100_000, batch=8,
-                             bandwidth_gbs=3350, tp=tp, pp=pp))
+            got = (
+                kv_cache(s, 100_000, 3, tp=tp, pp=pp).to_dict(),
+                budget(s, **kw).to_dict(),
+                budget(s, **kw, engine="ideal").to_dict(),
+                step_time(
+                    s,
+                    weights_given(GiB, "bf16"),
+                    context=100_000,
+                    batch=8,
+                    bandwidth_gbs=3350,
+                    tp=tp,
+                    pp=pp,
+                ),
+            )
             if s is spec:
                 first = got
             else:
@@ -223,6 +290,10 @@ def test_per_layer_sums_run_once_per_distinct_layer_and_stay_exact():
     # longest max_model_len, which is searched once).
     big = spec_from_config(W.mla_at_caps())
     t0 = time.process_time()
-    concurrency_curve(big, [2**i for i in range(10, 27)] * 2 + [100_000_000] * 8,
-                      total_bytes=80 * GiB, weights_bytes=GiB)
+    concurrency_curve(
+        big,
+        [2**i for i in range(10, 27)] * 2 + [100_000_000] * 8,
+        total_bytes=80 * GiB,
+        weights_bytes=GiB,
+    )
     assert time.process_time() - t0 < 1.0

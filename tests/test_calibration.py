@@ -33,8 +33,9 @@ BW = 3350e9
 def bench():
     """bench/calibration.py, imported once (the fit and the command lines live there)."""
     if "bench_calibration" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("bench_calibration",
-                                                      ROOT / "bench" / "calibration.py")
+        spec = importlib.util.spec_from_file_location(
+            "bench_calibration", ROOT / "bench" / "calibration.py"
+        )
         mod = importlib.util.module_from_spec(spec)
         sys.modules["bench_calibration"] = mod  # dataclasses look their module up by name
         spec.loader.exec_module(mod)
@@ -60,6 +61,7 @@ def fails(argv, capsys) -> str:
 
 
 # -- the coefficients -------------------------------------------------------------------------
+
 
 def test_every_coefficient_is_named_sourced_and_physical():
     # Each fitted value is a share in (0, 1] or a non-negative time, and the fixed ones come from
@@ -101,13 +103,21 @@ def test_allreduce_time_by_hand():
 
 # -- physical floors --------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("key", ["llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b", "qwen3-8b"])
 @pytest.mark.parametrize("batch", [1, 64, 512])
 def test_no_calibrated_step_is_faster_than_the_ideal_byte_time(key, batch):
     m, g = get_model(key), get_gpu("h100-sxm-80gb")
     for tp in (1, 4):
-        ideal = step_time(m.spec, m.weights(), context=2048, batch=batch,
-                          bandwidth_gbs=g.bandwidth_gbs, tp=tp, peak_tflops=g.bf16_tflops)
+        ideal = step_time(
+            m.spec,
+            m.weights(),
+            context=2048,
+            batch=batch,
+            bandwidth_gbs=g.bandwidth_gbs,
+            tp=tp,
+            peak_tflops=g.bf16_tflops,
+        )
         est = cal.estimate_step(m.spec, ideal, cal.CALIBRATED, tp=tp, link_gbs=g.tp_link_gbs)
         assert est.time_s >= ideal.step_time_s
         assert est.time_s >= ideal.step_time_s / cal.BW_SHARE + cal.STEP_OVERHEAD_S
@@ -115,20 +125,27 @@ def test_no_calibrated_step_is_faster_than_the_ideal_byte_time(key, batch):
 
 def test_calibrated_step_by_hand():
     m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
-    ideal = step_time(m.spec, m.weights(), context=1, batch=1, bandwidth_gbs=3350,
-                      peak_tflops=g.bf16_tflops)
+    ideal = step_time(
+        m.spec, m.weights(), context=1, batch=1, bandwidth_gbs=3350, peak_tflops=g.bf16_tflops
+    )
     assert ideal.step_time_s == pytest.approx((READ_8B + 131_072) / BW)
     est = cal.estimate_step(m.spec, ideal, cal.CALIBRATED)
-    assert est.time_s == pytest.approx((READ_8B + 131_072) / BW / cal.BW_SHARE
-                                       + cal.STEP_OVERHEAD_S)
+    assert est.time_s == pytest.approx(
+        (READ_8B + 131_072) / BW / cal.BW_SHARE + cal.STEP_OVERHEAD_S
+    )
 
 
 def test_no_calibrated_prefill_is_faster_than_one_read_of_the_weights():
     m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
     for prompt in (1, 16, 2048):
-        ideal = prefill(m.spec, prompt, g.bf16_tflops, mfu=1.0,
-                        weight_read_bytes=m.weights().read_per_step(m.spec, prompt),
-                        bandwidth_gbs=g.bandwidth_gbs)
+        ideal = prefill(
+            m.spec,
+            prompt,
+            g.bf16_tflops,
+            mfu=1.0,
+            weight_read_bytes=m.weights().read_per_step(m.spec, prompt),
+            bandwidth_gbs=g.bandwidth_gbs,
+        )
         est = cal.estimate_ttft(m.spec, ideal, cal.CALIBRATED)
         assert est.time_s >= READ_8B / BW
         assert est.time_s >= ideal.time_s
@@ -136,11 +153,21 @@ def test_no_calibrated_prefill_is_faster_than_one_read_of_the_weights():
 
 # -- the simulator's clock under the calibrated model ----------------------------------------
 
+
 def _setup(speed, **kw):
     m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
-    return setup(m.spec, m.weights(), total_bytes=g.memory_bytes, bandwidth_gbs=g.bandwidth_gbs,
-                 peak_tflops=g.bf16_tflops, max_model_len=4096, gpu_name=g.name, speed=speed,
-                 tp_link_gbs=g.tp_link_gbs, **kw)
+    return setup(
+        m.spec,
+        m.weights(),
+        total_bytes=g.memory_bytes,
+        bandwidth_gbs=g.bandwidth_gbs,
+        peak_tflops=g.bf16_tflops,
+        max_model_len=4096,
+        gpu_name=g.name,
+        speed=speed,
+        tp_link_gbs=g.tp_link_gbs,
+        **kw,
+    )
 
 
 def test_a_decode_step_costs_the_ideal_over_the_share_plus_the_overhead():
@@ -149,7 +176,8 @@ def test_a_decode_step_costs_the_ideal_over_the_share_plus_the_overhead():
     t0 = ideal.step_seconds(1, 1, 0, decode_pairs=1)
     assert t0 == pytest.approx((READ_8B + 131_072) / BW)
     assert calib.step_seconds(1, 1, 0, decode_pairs=1) == pytest.approx(
-        t0 / cal.BW_SHARE + cal.STEP_OVERHEAD_S)
+        t0 / cal.BW_SHARE + cal.STEP_OVERHEAD_S
+    )
 
 
 def test_a_served_request_waits_the_api_overhead_before_its_first_token():
@@ -165,13 +193,20 @@ def test_a_served_request_waits_the_api_overhead_before_its_first_token():
 
 def test_tensor_parallel_steps_pay_their_allreduces():
     m, g = get_model("llama-3.1-70b"), get_gpu("h100-sxm-80gb")
-    kw = dict(total_bytes=g.memory_bytes, bandwidth_gbs=g.bandwidth_gbs,
-              peak_tflops=g.bf16_tflops, max_model_len=4096, gpu_name=g.name, tp=4,
-              tp_link_gbs=g.tp_link_gbs)
+    kw = dict(
+        total_bytes=g.memory_bytes,
+        bandwidth_gbs=g.bandwidth_gbs,
+        peak_tflops=g.bf16_tflops,
+        max_model_len=4096,
+        gpu_name=g.name,
+        tp=4,
+        tp_link_gbs=g.tp_link_gbs,
+    )
     no_ar = setup(m.spec, m.weights(), speed=cal.step_model(allreduce_latency_s=0.0), **kw)
     s = setup(m.spec, m.weights(), speed=cal.CALIBRATED, **kw)
     extra = s.step_seconds(1, 100, 0, decode_pairs=100) - no_ar.step_seconds(
-        1, 100, 0, decode_pairs=100)
+        1, 100, 0, decode_pairs=100
+    )
     assert extra == pytest.approx(2 * 80 * cal.ALLREDUCE_LATENCY_S)
 
 
@@ -182,17 +217,42 @@ SIM = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--reque
 
 def test_simulate_json_has_vllms_names_and_says_which_estimate(capsys):
     j = run(SIM + ["--rate", "4", "--prompt-tokens", "256", "--output-tokens", "64"], capsys)
-    for k in ("ttft_p50_s", "ttft_mean_s", "ttft_p99_s", "tpot_p50_s", "tpot_mean_s",
-              "itl_p50_s", "itl_p99_s", "e2el_p50_s", "duration_s", "request_throughput",
-              "output_tokens_per_s", "preemptions", "binding_limit"):
+    for k in (
+        "ttft_p50_s",
+        "ttft_mean_s",
+        "ttft_p99_s",
+        "tpot_p50_s",
+        "tpot_mean_s",
+        "itl_p50_s",
+        "itl_p99_s",
+        "e2el_p50_s",
+        "duration_s",
+        "request_throughput",
+        "output_tokens_per_s",
+        "preemptions",
+        "binding_limit",
+    ):
         assert k in j, k
     assert j["estimate"] == "calibrated estimate" and "held-back" in j["error_band"]
-    ideal = run(SIM + ["--rate", "4", "--prompt-tokens", "256", "--output-tokens", "64",
-                       "--ideal"], capsys)
+    ideal = run(
+        SIM + ["--rate", "4", "--prompt-tokens", "256", "--output-tokens", "64", "--ideal"], capsys
+    )
     assert ideal["estimate"] == "ideal bound" and ideal["error_band"] is None
     assert ideal["tpot_p50_s"] < j["tpot_p50_s"]  # the bound is faster than a real engine
-    mine = run(SIM + ["--rate", "4", "--prompt-tokens", "256", "--output-tokens", "64",
-                      "--step-overhead-ms", "10"], capsys)
+    mine = run(
+        SIM
+        + [
+            "--rate",
+            "4",
+            "--prompt-tokens",
+            "256",
+            "--output-tokens",
+            "64",
+            "--step-overhead-ms",
+            "10",
+        ],
+        capsys,
+    )
     assert mine["estimate"] == "your step model" and mine["tpot_p50_s"] > j["tpot_p50_s"]
 
 
@@ -237,8 +297,16 @@ def test_simulate_pool_flags(capsys):
 
 
 def test_simulate_weight_formats(capsys):
-    base = SIM + ["--rate", "inf", "--prompt-tokens", "128", "--output-tokens", "64",
-                  "--requests", "1"]
+    base = SIM + [
+        "--rate",
+        "inf",
+        "--prompt-tokens",
+        "128",
+        "--output-tokens",
+        "64",
+        "--requests",
+        "1",
+    ]
     bf16 = run(base, capsys)
     fp8 = run(base + ["--weight-dtype", "fp8"], capsys)
     q4 = run(base + ["--weight-bits", "4.84"], capsys)
@@ -267,7 +335,8 @@ def test_step_time_calibrated_and_your_own(capsys):
     c = run(base + ["--calibrated"], capsys)
     assert c["step_time_s"] == pytest.approx((READ_8B + 131_072) / BW)  # the bound, as before
     assert c["estimated_step_time_s"] == pytest.approx(
-        c["step_time_s"] / cal.BW_SHARE + cal.STEP_OVERHEAD_S)
+        c["step_time_s"] / cal.BW_SHARE + cal.STEP_OVERHEAD_S
+    )
     assert c["estimate"] == "calibrated estimate" and "held-back" in c["error_band"]
     mine = run(base + ["--bw-share", "0.8", "--step-overhead-ms", "1"], capsys)
     assert mine["estimate"] == "your step model"
@@ -278,6 +347,7 @@ def test_step_time_calibrated_and_your_own(capsys):
 
 # -- the fit and the error band ---------------------------------------------------------------
 
+
 def test_stages_1_and_2_of_the_fit_reproduce_the_constants():
     b = bench()
     points = b.all_points()
@@ -286,15 +356,22 @@ def test_stages_1_and_2_of_the_fit_reproduce_the_constants():
     assert round(share, 3) == cal.BW_SHARE and round(overhead, 4) == cal.STEP_OVERHEAD_S
     latency = b.fit_allreduce_latency(steps, cal.BW_SHARE, cal.STEP_OVERHEAD_S)
     assert round(latency, 6) == cal.ALLREDUCE_LATENCY_S
-    assert all(not s.id.startswith(("sglang-h200", "vllm-rocm", "llamacpp-pr4766"))
-               for s in steps)  # nothing held back is fitted
+    assert all(
+        not s.id.startswith(("sglang-h200", "vllm-rocm", "llamacpp-pr4766")) for s in steps
+    )  # nothing held back is fitted
 
 
 @pytest.mark.slow
 def test_the_whole_fit_reproduces_the_constants():
     f = bench().fit(bench().all_points())
-    for k in ("BW_SHARE", "STEP_OVERHEAD_S", "ALLREDUCE_LATENCY_S", "MFU", "API_OVERHEAD_S",
-              "API_OVERHEAD_BY_STACK"):
+    for k in (
+        "BW_SHARE",
+        "STEP_OVERHEAD_S",
+        "ALLREDUCE_LATENCY_S",
+        "MFU",
+        "API_OVERHEAD_S",
+        "API_OVERHEAD_BY_STACK",
+    ):
         assert f[k] == getattr(cal, k), k
 
 
@@ -354,14 +431,28 @@ def test_closed_loops_enter_the_fit_only_when_asked_at_the_batch_their_users_dec
     steps = {s.id: s for s in b.decode_steps(points, closed_loop=True)}
     assert steps[c8].batch == 8 and steps[c8].measured_s == pytest.approx(0.00857)
     assert steps[c1].batch == 1 and steps[c1].measured_s == pytest.approx(0.00726)
-    assert all(not s.id.startswith(("sglang-h200", "vllm-rocm", "llamacpp-pr4766"))
-               for s in steps.values())  # still nothing held back
+    assert all(
+        not s.id.startswith(("sglang-h200", "vllm-rocm", "llamacpp-pr4766")) for s in steps.values()
+    )  # still nothing held back
 
 
 # -- one serving stack's API overhead ---------------------------------------------------------
 
-SERVED = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--requests", "1",
-          "--rate", "1", "--prompt-tokens", "467", "--output-tokens", "16"]
+SERVED = [
+    "simulate",
+    "--model",
+    "llama-3.1-8b",
+    "--gpu",
+    "h100-sxm-80gb",
+    "--requests",
+    "1",
+    "--rate",
+    "1",
+    "--prompt-tokens",
+    "467",
+    "--output-tokens",
+    "16",
+]
 
 
 def test_a_serving_stack_adds_its_own_api_overhead_to_the_first_token(capsys):
@@ -371,7 +462,8 @@ def test_a_serving_stack_adds_its_own_api_overhead_to_the_first_token(capsys):
     pooled = run(SERVED, capsys)
     vllm = run(SERVED + ["--serving-stack", "vllm"], capsys)
     assert vllm["ttft_mean_s"] - pooled["ttft_mean_s"] == pytest.approx(
-        cal.API_OVERHEAD_BY_STACK["vllm"] - cal.API_OVERHEAD_S, abs=1e-12)
+        cal.API_OVERHEAD_BY_STACK["vllm"] - cal.API_OVERHEAD_S, abs=1e-12
+    )
     assert vllm["tpot_mean_s"] == pytest.approx(pooled["tpot_mean_s"], rel=1e-12)
     assert vllm["estimate"] == "calibrated estimate" and vllm["step_model"]["stack"] == "vllm"
     assert vllm["step_model"]["api_overhead_s"] == cal.API_OVERHEAD_BY_STACK["vllm"]
@@ -384,8 +476,9 @@ def test_a_serving_stack_is_one_of_those_fitted_and_not_given_twice(capsys):
     assert "give one of them" in fails(SERVED + ["--serving-stack", "vllm", "--direct"], capsys)
     err = fails(SERVED + ["--serving-stack", "vllm", "--api-overhead-ms", "5"], capsys)
     assert "--api-overhead-ms" in err and "give one of them" in err
-    assert "ideal bound has no serving stack" in fails(SERVED + ["--serving-stack", "vllm",
-                                                                 "--ideal"], capsys)
+    assert "ideal bound has no serving stack" in fails(
+        SERVED + ["--serving-stack", "vllm", "--ideal"], capsys
+    )
     with pytest.raises(ValueError, match="fitted API overhead for"):
         cal.step_model(stack="ollama")
 

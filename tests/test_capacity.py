@@ -39,10 +39,14 @@ def llama():
 def test_one_named_pool_default(llama):
     spec, w, gpu = llama
     assert DEFAULT_GPU_MEM_UTIL == 0.92  # vLLM 0.33.0's own default
-    assert DEFAULT_RESERVE_BYTES == 2 * GiB == (DEFAULT_ACTIVATION_BYTES + DEFAULT_NON_TORCH_BYTES
-                                               + DEFAULT_CUDA_GRAPH_BYTES)
-    assert pool_defaults_text() == ("vLLM 0.33.0's default gpu_memory_utilization 0.92 and a 2 "
-                                    "GiB reserve")
+    assert (
+        DEFAULT_RESERVE_BYTES
+        == 2 * GiB
+        == (DEFAULT_ACTIVATION_BYTES + DEFAULT_NON_TORCH_BYTES + DEFAULT_CUDA_GRAPH_BYTES)
+    )
+    assert pool_defaults_text() == (
+        "vLLM 0.33.0's default gpu_memory_utilization 0.92 and a 2 GiB reserve"
+    )
     # requested = ceil(85,520,809,984 x 0.92) = 78,679,145,186 B; pool = requested - 16,060,522,496
     # - 2,147,483,648 = 60,471,139,042 B = 56.32 GiB; blocks = pool // (16 x 131,072 B) = 28,834.
     requested = math.ceil(H100 * 0.92)
@@ -54,10 +58,14 @@ def test_one_named_pool_default(llama):
     assert f"{b.kv_pool_bytes / GiB:.2f}" == "56.32"
     # The vLLM start-up page's estimate with its default inputs (activation 1 GiB, non-torch
     # 0.5 GiB, CUDA graphs 0.5 GiB) is the same pool, and vLLM's arithmetic the same blocks.
-    est = available_bytes(total_bytes=gpu.memory_bytes, gpu_mem_util=DEFAULT_GPU_MEM_UTIL,
-                          weights_bytes=w.bytes, activation_bytes=DEFAULT_ACTIVATION_BYTES,
-                          non_torch_bytes=DEFAULT_NON_TORCH_BYTES,
-                          cuda_graph_bytes=DEFAULT_CUDA_GRAPH_BYTES)
+    est = available_bytes(
+        total_bytes=gpu.memory_bytes,
+        gpu_mem_util=DEFAULT_GPU_MEM_UTIL,
+        weights_bytes=w.bytes,
+        activation_bytes=DEFAULT_ACTIVATION_BYTES,
+        non_torch_bytes=DEFAULT_NON_TORCH_BYTES,
+        cuda_graph_bytes=DEFAULT_CUDA_GRAPH_BYTES,
+    )
     assert est == b.kv_pool_bytes
     assert predict(spec, available_bytes=est, max_model_len=8192).num_blocks == 28_834
 
@@ -66,14 +74,20 @@ def test_an_older_vllm_takes_its_own_default(llama):
     spec, w, gpu = llama
     # v0.19.0: 0.9. ceil(85,520,809,984 x 0.9) = 76,968,728,986; - W - 2 GiB = 58,760,722,842 B
     # = 54.73 GiB; // 2,097,152 = 28,019 blocks (the figure the old Budget page showed).
-    old = budget(spec, total_bytes=gpu.memory_bytes, context=8192, weights_bytes=w.bytes,
-                 vllm_version="0.19.0")
+    old = budget(
+        spec,
+        total_bytes=gpu.memory_bytes,
+        context=8192,
+        weights_bytes=w.bytes,
+        vllm_version="0.19.0",
+    )
     assert old.gpu_mem_util == 0.9
     assert old.kv_pool_bytes == math.ceil(H100 * 0.9) - W - 2 * GiB == 58_760_722_842
     assert old.num_blocks == 28_019
     # TensorRT-LLM's convention keeps its own 0.9 of the memory free after weights and reserve.
-    trt = budget(spec, total_bytes=gpu.memory_bytes, context=8192, weights_bytes=w.bytes,
-                 engine="trtllm")
+    trt = budget(
+        spec, total_bytes=gpu.memory_bytes, context=8192, weights_bytes=w.bytes, engine="trtllm"
+    )
     assert trt.gpu_mem_util == 0.9
     assert trt.kv_pool_bytes == math.floor((H100 - W - 2 * GiB) * 0.9)
 
@@ -96,19 +110,31 @@ def _pool(util: float) -> int:
     return math.ceil(H200 * util) - math.ceil(DSV3_W / 8) - 2 * GiB
 
 
-@pytest.mark.parametrize("version, kv, util, block, blocks", [
-    # v0.17: FlashMLA forced on Hopper, 0.9 default: 49,653,552,039 // (64 x 1,152) // 61
-    ("0.17.0", "bf16", 0.9, 64, 11_040),
-    ("0.14.0", "fp8", 0.9, 64, 22_080),  # // (64 x 576) // 61
-    # v0.18 on: the backend's preferred size. BF16: FlashAttention MLA takes 16:
-    # 52,668,648,441 // (16 x 1,152) // 61 = 46,843; FP8: FlashMLA, 64: // (64 x 576) // 61.
-    ("0.33.0", "bf16", 0.92, 16, 46_843),
-    ("0.33.0", "fp8", 0.92, 64, 23_421),
-])
+@pytest.mark.parametrize(
+    "version, kv, util, block, blocks",
+    [
+        # v0.17: FlashMLA forced on Hopper, 0.9 default: 49,653,552,039 // (64 x 1,152) // 61
+        ("0.17.0", "bf16", 0.9, 64, 11_040),
+        ("0.14.0", "fp8", 0.9, 64, 22_080),  # // (64 x 576) // 61
+        # v0.18 on: the backend's preferred size. BF16: FlashAttention MLA takes 16:
+        # 52,668,648,441 // (16 x 1,152) // 61 = 46,843; FP8: FlashMLA, 64: // (64 x 576) // 61.
+        ("0.33.0", "bf16", 0.92, 16, 46_843),
+        ("0.33.0", "fp8", 0.92, 64, 23_421),
+    ],
+)
 def test_mla_block_size_on_hopper_by_release(dsv3, version, kv, util, block, blocks):
     assert _pool(0.9) == 49_653_552_039 and _pool(0.92) == 52_668_648_441
-    b = budget(dsv3, total_bytes=H200, context=8192, weights_bytes=DSV3_W, tp=8, kv_dtype=kv,
-               vllm_version=version, gpu_name="NVIDIA H200 SXM 141GB", find_max_context=False)
+    b = budget(
+        dsv3,
+        total_bytes=H200,
+        context=8192,
+        weights_bytes=DSV3_W,
+        tp=8,
+        kv_dtype=kv,
+        vllm_version=version,
+        gpu_name="NVIDIA H200 SXM 141GB",
+        find_max_context=False,
+    )
     per = LATENT if kv == "bf16" else LATENT // 2
     assert b.gpu_mem_util == util and b.kv_pool_bytes == _pool(util)
     assert b.effective_block_size == block
@@ -116,60 +142,96 @@ def test_mla_block_size_on_hopper_by_release(dsv3, version, kv, util, block, blo
     assert b.max_concurrency == blocks / (8192 // block)
 
 
-@pytest.mark.parametrize("version, gpu, block", [
-    ("0.14.0", "NVIDIA B200 180GB (HGX)", 128),  # CUTLASS MLA forced
-    ("0.17.0", "NVIDIA B200 180GB (HGX)", 64),  # FlashInfer MLA (qk_nope_head_dim 128) forced
-    ("0.33.0", "NVIDIA B200 180GB (HGX)", 32),  # FlashInfer MLA: [32, 64], 16 not taken
-    ("0.17.0", "NVIDIA A100 SXM4 80GB", 16),  # FlashMLA needs Hopper: nothing forced
-    ("0.33.0", "NVIDIA A100 SXM4 80GB", 16),  # TRITON_MLA takes multiples of 16
-])
+@pytest.mark.parametrize(
+    "version, gpu, block",
+    [
+        ("0.14.0", "NVIDIA B200 180GB (HGX)", 128),  # CUTLASS MLA forced
+        ("0.17.0", "NVIDIA B200 180GB (HGX)", 64),  # FlashInfer MLA (qk_nope_head_dim 128) forced
+        ("0.33.0", "NVIDIA B200 180GB (HGX)", 32),  # FlashInfer MLA: [32, 64], 16 not taken
+        ("0.17.0", "NVIDIA A100 SXM4 80GB", 16),  # FlashMLA needs Hopper: nothing forced
+        ("0.33.0", "NVIDIA A100 SXM4 80GB", 16),  # TRITON_MLA takes multiples of 16
+    ],
+)
 def test_mla_block_size_by_gpu_generation(dsv3, version, gpu, block):
     from kvcalc.engines.vllm import predict
 
-    p = predict(dsv3, available_bytes=40 * GiB, max_model_len=8192, tp=8, vllm_version=version,
-                gpu_name=gpu)
+    p = predict(
+        dsv3, available_bytes=40 * GiB, max_model_len=8192, tp=8, vllm_version=version, gpu_name=gpu
+    )
     assert p.requested_block_size == 16 and p.block_size == block
     assert p.num_blocks == 40 * GiB // (block * LATENT) // 61
-    assert p.block_size_line == ("" if block == 16 else
-                                 "Forcing kv cache block size to 128 for CUTLASS_MLA backend."
-                                 if block == 128 else
-                                 "Forcing kv cache block size to 64 for FlashInferMLA backend."
-                                 if block == 64 else
-                                 "Setting kv cache block size to 32 for FLASHINFER_MLA "
-                                 "backend(s).")
+    assert p.block_size_line == (
+        ""
+        if block == 16
+        else "Forcing kv cache block size to 128 for CUTLASS_MLA backend."
+        if block == 128
+        else "Forcing kv cache block size to 64 for FlashInferMLA backend."
+        if block == 64
+        else "Setting kv cache block size to 32 for FLASHINFER_MLA backend(s)."
+    )
 
 
 def test_mla_block_size_set_by_hand_or_read_from_a_log(dsv3):
     from kvcalc.engines.vllm import log_settings, parse_log, predict
 
     # v0.18.0 on, a --block-size the user sets is kept (128 on Hopper: FlashAttention MLA).
-    p = predict(dsv3, available_bytes=40 * GiB, max_model_len=8192, tp=8, block_size=128,
-                gpu_name="NVIDIA H100 80GB HBM3")
+    p = predict(
+        dsv3,
+        available_bytes=40 * GiB,
+        max_model_len=8192,
+        tp=8,
+        block_size=128,
+        gpu_name="NVIDIA H100 80GB HBM3",
+    )
     assert p.block_size == 128
     # Up to v0.17.x FlashMLA takes any multiple of 64, and forces 64 otherwise.
-    assert predict(dsv3, available_bytes=40 * GiB, max_model_len=8192, tp=8, block_size=32,
-                   vllm_version="0.17.0").block_size == 64
+    assert (
+        predict(
+            dsv3,
+            available_bytes=40 * GiB,
+            max_model_len=8192,
+            tp=8,
+            block_size=32,
+            vllm_version="0.17.0",
+        ).block_size
+        == 64
+    )
     # A real line of vLLM 0.8.3 serving DeepSeek-V2-Lite at TP 8, quoted from a vLLM issue report
     # ("INFO 04-25 07:45:51 [cuda.py:160] Forcing kv cache block size to 64 for FlashMLA
     # backend."), is read back as the block size used.
-    log = parse_log("INFO 04-25 07:45:51 [cuda.py:160] Forcing kv cache block size to 64 for "
-                    "FlashMLA backend.\nAvailable KV cache memory: 40.00 GiB\n")
+    log = parse_log(
+        "INFO 04-25 07:45:51 [cuda.py:160] Forcing kv cache block size to 64 for "
+        "FlashMLA backend.\nAvailable KV cache memory: 40.00 GiB\n"
+    )
     kw = log_settings(log)
     assert kw["block_size"] == 64 and kw["mla_block_rule"] is False
     # ROCm: not modelled, the block size as given, and said.
-    p = predict(dsv3, available_bytes=40 * GiB, max_model_len=8192, tp=8,
-                gpu_name="AMD Instinct MI300X 192GB")
+    p = predict(
+        dsv3,
+        available_bytes=40 * GiB,
+        max_model_len=8192,
+        tp=8,
+        gpu_name="AMD Instinct MI300X 192GB",
+    )
     assert p.block_size == 16 and any("ROCm" in n for n in p.notes)
 
 
 # -- the serving simulator with windows, and logged vs running capacity (findings 13, 14, 19) --
 
+
 def _setup(key, gpu="h100-sxm-80gb", **kw):
     from kvcalc.perf.sim import setup
 
     m, g = get_model(key), get_gpu(gpu)
-    return setup(m.spec, m.weights(), total_bytes=g.memory_bytes, bandwidth_gbs=g.bandwidth_gbs,
-                 peak_tflops=g.peak_tflops(m.weights().dtype), gpu_name=g.name, **kw)
+    return setup(
+        m.spec,
+        m.weights(),
+        total_bytes=g.memory_bytes,
+        bandwidth_gbs=g.bandwidth_gbs,
+        peak_tflops=g.peak_tflops(m.weights().dtype),
+        gpu_name=g.name,
+        **kw,
+    )
 
 
 def test_a_sliding_group_gives_blocks_back_as_vllm_does():
@@ -187,8 +249,9 @@ def test_a_sliding_group_gives_blocks_back_as_vllm_does():
     # The prefill step takes 32 blocks in each group. Each decode step, computing token c + 1
     # with c in the cache, holds cdiv(c + 1, 16) blocks per group, less what vLLM's
     # remove_skipped_blocks freed in the sliding one: (c - 128 + 1) // 16 (Q17).
-    assert held == [2 * 32] + [2 * -(-(c + 1) // 16) - (c - 127) // 16
-                               for c in range(P, P + OUT - 1)]
+    assert held == [2 * 32] + [
+        2 * -(-(c + 1) // 16) - (c - 127) // 16 for c in range(P, P + OUT - 1)
+    ]
     # Decoding at 575 tokens a request holds 36 + 36 - 28 = 44 blocks; vLLM's start-up check
     # charges the window cdiv(min(127 + 2 x 8,192, 576), 16) + 1 = 37: 36 + 37 = 73.
     assert s.logged_blocks_per_request == 73
@@ -229,8 +292,11 @@ def test_preempted_runs_are_labelled_pool_bound(llama, users):
     # 28,833 // 48 = 600 requests at their longest. The review's runs at 640-819 users had
     # 185-554 preemptions and were labelled "arrivals" (their peak batch came before).
     s = _setup("llama-3.1-8b", max_model_len=768)
-    r = simulate(s, Workload(requests=4 * users, prompt=fixed(512), output=fixed(256),
-                             users=users), series=False)
+    r = simulate(
+        s,
+        Workload(requests=4 * users, prompt=fixed(512), output=fixed(256), users=users),
+        series=False,
+    )
     assert r.preemptions > 0 and r.binding_limit == "kv_pool"
 
 
@@ -243,12 +309,17 @@ def test_llama_onset_just_above_the_logged_worst_case():
     # (600 x 48 = 28,800 <= 28,833), and the review found preemptions from 640.
     assert c.logged_concurrency == pytest.approx(28_834 / 48)
     assert 600 < c.onset_users <= 640 and c.last_free_users == c.onset_users - 1
-    assert not (c.result(c.last_free_users).preemptions
-                or c.result(c.last_free_users).kv_wait_steps)
+    assert not (
+        c.result(c.last_free_users).preemptions or c.result(c.last_free_users).kv_wait_steps
+    )
     # The frontier is sampled densely there: the last free run, the onset, and steps of ~5%.
     users = frontier_users(c)
-    assert {c.last_free_users, c.onset_users, round(0.95 * c.onset_users),
-            round(1.05 * c.onset_users)} <= set(users)
+    assert {
+        c.last_free_users,
+        c.onset_users,
+        round(0.95 * c.onset_users),
+        round(1.05 * c.onset_users),
+    } <= set(users)
     assert users[:10] == (1, 2, 4, 8, 16, 32, 64, 128, 256, round(0.8 * c.onset_users))
 
 
@@ -256,26 +327,42 @@ def test_steady_ttft_leaves_out_the_first_wave():
     from kvcalc.perf.sim import Workload, fixed, simulate
 
     s = _setup("llama-3.1-8b", max_model_len=768)
-    r = simulate(s, Workload(requests=64 * 4, prompt=fixed(512), output=fixed(256), users=64),
-                 series=False)
+    r = simulate(
+        s, Workload(requests=64 * 4, prompt=fixed(512), output=fixed(256), users=64), series=False
+    )
     # All 64 users send at t = 0, before anything finishes: those 64 are the warm-up.
     assert r.warmup_requests == 64
     steady = sorted(x for x in r.ttft_s[64:])  # the others, in arrival order after the first
-    assert r.ttft_p50_steady_s == pytest.approx(steady[len(steady) // 2 - 1] / 2
-                                                + steady[len(steady) // 2] / 2)
+    assert r.ttft_p50_steady_s == pytest.approx(
+        steady[len(steady) // 2 - 1] / 2 + steady[len(steady) // 2] / 2
+    )
     assert r.ttft_p99_steady_s < r.ttft_p99_s
 
 
 def test_cli_capacity_json(capsys):
     from kvcalc.cli import main
 
-    assert main(["capacity", "--model", "gemma-3-27b", "--gpu", "h100-sxm-80gb",
-                 "--prompt-tokens", "7936", "--output-tokens", "256", "--json"]) == 0
+    assert (
+        main(
+            [
+                "capacity",
+                "--model",
+                "gemma-3-27b",
+                "--gpu",
+                "h100-sxm-80gb",
+                "--prompt-tokens",
+                "7936",
+                "--output-tokens",
+                "256",
+                "--json",
+            ]
+        )
+        == 0
+    )
     import json
 
     d = json.loads(capsys.readouterr().out)
     # The same figures as worked by hand above.
     assert (d["logged_blocks_per_request"], d["held_blocks"]) == (3590, 896)
     assert (d["onset_users"], d["last_free_users"]) == (17, 16)
-    assert d["runs"] and all({"users", "preemptions", "kv_wait_steps"} <= set(r)
-                             for r in d["runs"])
+    assert d["runs"] and all({"users", "preemptions", "kv_wait_steps"} <= set(r) for r in d["runs"])

@@ -26,8 +26,15 @@ L8B = get_model("llama-3.1-8b")
 
 
 def _budget(concurrency):
-    return budget(L8B.spec, total_bytes=80 * GiB, context=8192, weights_bytes=15 * GiB,
-                  gpu_mem_util=0.9, reserve_bytes=2 * GiB, concurrency=concurrency)
+    return budget(
+        L8B.spec,
+        total_bytes=80 * GiB,
+        context=8192,
+        weights_bytes=15 * GiB,
+        gpu_mem_util=0.9,
+        reserve_bytes=2 * GiB,
+        concurrency=concurrency,
+    )
 
 
 def test_budget_figure_splits_memory_in_gib():
@@ -51,8 +58,14 @@ def test_budget_figure_turns_red_on_overflow():
 def test_concurrency_figure_series():
     grid = context_grid(256, 131072, points=20, include=(8192,))
     assert 8192 in grid and grid == sorted(grid) and grid[0] == 256 and grid[-1] == 131072
-    values = concurrency_curve(L8B.spec, grid, total_bytes=80 * GiB, weights_bytes=15 * GiB,
-                               gpu_mem_util=0.9, reserve_bytes=2 * GiB)
+    values = concurrency_curve(
+        L8B.spec,
+        grid,
+        total_bytes=80 * GiB,
+        weights_bytes=15 * GiB,
+        gpu_mem_util=0.9,
+        reserve_bytes=2 * GiB,
+    )
     assert values[grid.index(8192)] == 55.0  # the hand-worked vLLM example
     fig = concurrency_figure([("Llama 3.1 8B", grid, values)], marker=8192)
     assert list(fig.data[0].y) == values and fig.layout.xaxis.type == "log"
@@ -84,8 +97,11 @@ def test_step_time_figure_band_wedge_and_crossover():
 def test_batch_figure():
     bc = batch_curve(L8B.spec, L8B.weights(), [1, 8, 64], context=8192, bandwidth_gbs=3350)
     fig = batch_figure(bc)
-    assert [t.name for t in fig.data] == ["reading weights", "reading the KV cache",
-                                          "tokens/s, ideal bound (right axis)"]
+    assert [t.name for t in fig.data] == [
+        "reading weights",
+        "reading the KV cache",
+        "tokens/s, ideal bound (right axis)",
+    ]
     assert list(fig.data[2].y) == bc["tokens_per_s"]
     assert bc["tokens_per_s"][2] > bc["tokens_per_s"][0]
     # A real engine's tokens/s, named, dashed over the bound's; none where the batch does not fit.
@@ -125,6 +141,7 @@ def test_fill_figure_has_one_frame_per_step_and_work_bars():
     assert last[1]["x"] == [4 + 5 + 6 + 7, 7]  # without / with a cache
     assert fig["layout"]["updatemenus"][0]["buttons"][0]["label"] == "Play"
     import plotly.graph_objects as go
+
     go.Figure(fig)  # a valid Plotly figure (validation raises otherwise)
 
 
@@ -134,8 +151,7 @@ def test_charts_mark_what_does_not_fit_and_the_models_limit():
     # tokens each; at 8,192 tokens (512 blocks) 28,160 // 512 = 55 sequences fit.
     from kvcalc.perf.sweeps import max_batch_at, max_context_at
 
-    kw = dict(total_bytes=80 * GiB, weights_bytes=15 * GiB, gpu_mem_util=0.9,
-              reserve_bytes=2 * GiB)
+    kw = dict(total_bytes=80 * GiB, weights_bytes=15 * GiB, gpu_mem_util=0.9, reserve_bytes=2 * GiB)
     assert max_context_at(L8B.spec, 32, **kw) == 14_080
     assert max_context_at(L8B.spec, 1, **kw) == 131_072  # the model's limit binds first
     assert max_batch_at(L8B.spec, 8192, **kw) == 55

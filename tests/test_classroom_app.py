@@ -39,8 +39,22 @@ def open_live(**query) -> AppTest:
 def screen(at: AppTest) -> str:
     """Everything a person can read on the screen (main and sidebar)."""
     parts = []
-    for kind in ("markdown", "code", "caption", "success", "warning", "error", "info",
-                 "metric", "button", "text_input", "radio", "toggle", "checkbox", "expander"):
+    for kind in (
+        "markdown",
+        "code",
+        "caption",
+        "success",
+        "warning",
+        "error",
+        "info",
+        "metric",
+        "button",
+        "text_input",
+        "radio",
+        "toggle",
+        "checkbox",
+        "expander",
+    ):
         for el in getattr(at, kind):
             for attr in ("value", "label", "options"):
                 v = getattr(el, attr, None)
@@ -139,13 +153,19 @@ def test_without_this_class_key_there_is_no_teacher_screen(which):
     token = s.query_params["student"]
     link = {"class": code}
     if which != "none":
-        link["teacher"] = {"wrong": key[:-2] + "xx", "other class": other_key,
-                           "student token": token, "short": "abc"}[which]
+        link["teacher"] = {
+            "wrong": key[:-2] + "xx",
+            "other class": other_key,
+            "student token": token,
+            "short": "abc",
+        }[which]
     at = open_live(**link)
     text = screen(at)
     assert at.error and not metrics(at)
-    assert not any(b.label in ("Next", "Previous", "Reveal", "Results as CSV",
-                               "End the class now") for b in at.button)
+    assert not any(
+        b.label in ("Next", "Previous", "Reveal", "Results as CSV", "End the class now")
+        for b in at.button
+    )
     assert not at.get("download_button")
     assert key not in text
     # ... and nothing moved.
@@ -200,8 +220,15 @@ def test_the_five_interview_questions_and_a_practice_set_end_to_end():
             wrong = [L for L, c in zip(LETTERS, CHOICES[q.qid]) if not c.correct][0]
             send(off, wrong)
         else:  # twice each right number: a named slip or "another mistake"
-            send(off, *[f"{q.part(p).value * 2:.6g} B" if q.part(p).unit == "B"
-                        else f"{q.part(p).value * 2:.6g}" for p in deckmod.parts(q)])
+            send(
+                off,
+                *[
+                    f"{q.part(p).value * 2:.6g} B"
+                    if q.part(p).unit == "B"
+                    else f"{q.part(p).value * 2:.6g}"
+                    for p in deckmod.parts(q)
+                ],
+            )
         t.run()
         m = metrics(t)
         assert m["Joined"] == "2" and m["Answered"] == "2", (i, m)

@@ -26,8 +26,10 @@ def test_postgres_is_a_statefulset_with_a_volume_and_a_stable_name():
     docs = _docs("database.yaml")
     (sts,) = [d for d in docs if d["kind"] == "StatefulSet"]
     (svc,) = [d for d in docs if d["kind"] == "Service"]
-    assert svc["spec"]["clusterIP"] == "None" and sts["spec"]["serviceName"] == \
-        svc["metadata"]["name"] == "kvcache-lab-db"
+    assert (
+        svc["spec"]["clusterIP"] == "None"
+        and sts["spec"]["serviceName"] == svc["metadata"]["name"] == "kvcache-lab-db"
+    )
     pod = sts["spec"]["template"]
     assert svc["spec"]["selector"].items() <= pod["metadata"]["labels"].items()
     assert pod["metadata"]["labels"]["app.kubernetes.io/component"] == "database"
@@ -37,7 +39,9 @@ def test_postgres_is_a_statefulset_with_a_volume_and_a_stable_name():
     env = _env(c)
     assert env["PGDATA"]["value"].startswith(mount["mountPath"] + "/")  # not the volume root
     assert env["POSTGRES_PASSWORD"]["valueFrom"]["secretKeyRef"] == {
-        "name": "kvcache-lab-db", "key": "password"}
+        "name": "kvcache-lab-db",
+        "key": "password",
+    }
     assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
     assert "pg_isready" in c["readinessProbe"]["exec"]["command"]
     assert c["image"].startswith("postgres:")
@@ -69,14 +73,17 @@ def test_compose_gives_both_replicas_one_postgres():
     s = compose["services"]
     db = s["db"]
     assert db["image"].startswith("postgres:") and "ports" not in db
-    assert any(v.startswith("kvlab-db:") for v in db["volumes"]) and "kvlab-db" in \
-        compose["volumes"]
+    assert (
+        any(v.startswith("kvlab-db:") for v in db["volumes"]) and "kvlab-db" in compose["volumes"]
+    )
     assert "pg_isready" in db["healthcheck"]["test"]
     for app in ("app1", "app2"):
         url = s[app]["environment"]["KVLAB_DATABASE_URL"]
         m = re.fullmatch(r"postgresql://(\w+):\$\{KVLAB_DB_PASSWORD:-\w+\}@db:5432/(\w+)", url)
-        assert m and m.groups() == (db["environment"]["POSTGRES_USER"],
-                                    db["environment"]["POSTGRES_DB"])
+        assert m and m.groups() == (
+            db["environment"]["POSTGRES_USER"],
+            db["environment"]["POSTGRES_DB"],
+        )
         assert s[app]["depends_on"] == {"db": {"condition": "service_healthy"}}
     assert "${KVLAB_DB_PASSWORD:-" in db["environment"]["POSTGRES_PASSWORD"]
 

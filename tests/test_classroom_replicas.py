@@ -16,8 +16,10 @@ from conftest import ROOT
 
 pytestmark = pytest.mark.slow
 if shutil.which("haproxy") is None:
-    pytest.skip("HAProxy is not installed (apt-get install haproxy); .ci/run installs it",
-                allow_module_level=True)
+    pytest.skip(
+        "HAProxy is not installed (apt-get install haproxy); .ci/run installs it",
+        allow_module_level=True,
+    )
 pytest.importorskip("websockets")
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "deploy"))
@@ -29,11 +31,16 @@ def test_two_replicas_on_postgres_lose_nothing_when_one_dies(kill, monkeypatch):
     import replicas
 
     url = fresh_database("kvlab_replicas")
-    for var in ("KVLAB_LB_WEBSOCKETS_PER_SOURCE", "KVLAB_LB_CONN_PER_SOURCE",
-                "KVLAB_LB_CONN_RATE_PER_SOURCE", "KVLAB_CLASS_JOINS_PER_MINUTE"):
+    for var in (
+        "KVLAB_LB_WEBSOCKETS_PER_SOURCE",
+        "KVLAB_LB_CONN_PER_SOURCE",
+        "KVLAB_LB_CONN_RATE_PER_SOURCE",
+        "KVLAB_CLASS_JOINS_PER_MINUTE",
+    ):
         monkeypatch.setenv(var, "1000")
-    args = argparse.Namespace(students=6, seconds=3.0, join_concurrency=6,
-                              kill_teachers=kill != "app1")
+    args = argparse.Namespace(
+        students=6, seconds=3.0, join_concurrency=6, kill_teachers=kill != "app1"
+    )
     with replicas.Cluster(replicas=2, port=0, base_port=0, database_url=url) as c:
         assert all(r.healthy for r in c.members)
         base = c.url
@@ -42,8 +49,9 @@ def test_two_replicas_on_postgres_lose_nothing_when_one_dies(kill, monkeypatch):
             c.kill(name, signal.SIGKILL)
             return name
 
-        r = asyncio.run(classroom.run_class("ws" + base[4:] + "/_stcore/stream", base, args,
-                                            do_kill))
+        r = asyncio.run(
+            classroom.run_class("ws" + base[4:] + "/_stcore/stream", base, args, do_kill)
+        )
     teacher, students = r["teacher"], r["students"]
     assert r["sent"] == 6 and classroom.stored(url, teacher.code, teacher.key) == 6
     assert r["saw"] is not None  # the teacher's screen showed all six

@@ -72,6 +72,7 @@ def _first(seed, qid_or_kind):
 
 # -- the flow ---------------------------------------------------------------------------------
 
+
 def test_a_class_from_start_to_results(store):
     c = store.create_class(7, "ip:teacher")
     assert len(c.code) == 6 and set(c.code) <= set(CODE_ALPHABET)
@@ -87,11 +88,16 @@ def test_a_class_from_start_to_results(store):
     assert (r.joined, r.question, r.answered) == (4, qi, 1)
     part1 = r.parts[0]
     assert (part1.answered, part1.correct) == (4, 2)
-    assert dict((b[0], b[1]) for b in part1.bars) == {"160.00 KiB": 2, "80.00 KiB": 1,
-                                                      "1.25 MiB": 1}
+    assert dict((b[0], b[1]) for b in part1.bars) == {
+        "160.00 KiB": 2,
+        "80.00 KiB": 1,
+        "1.25 MiB": 1,
+    }
     slips = dict(part1.slips)
-    assert slips == {"Half the answer: did you forget the factor 2 for K and V?": 1,
-                     "Off by 8: bits vs bytes? A BF16 number is 2 bytes, FP8 1 byte.": 1}
+    assert slips == {
+        "Half the answer: did you forget the factor 2 for K and V?": 1,
+        "Off by 8: bits vs bytes? A BF16 number is 2 bytes, FP8 1 byte.": 1,
+    }
     assert r.parts[1].answered == 1 and r.parts[1].correct == 1
 
 
@@ -101,9 +107,11 @@ def test_a_choice_question_counts_letters_and_names_the_misconception(store):
     for tok, letter in zip(toks, ["b", "A", "B"]):  # question 1 is why-kv; B is right
         store.answer(tok, 0, 1, letter)
     r = store.results(c.code, c.key)
-    assert r.parts[0].correct == 2 and [(b[0], b[1]) for b in r.parts[0].bars] == [("A", 1),
-                                                                                  ("B", 2)]
-    (slip, n), = r.parts[0].slips
+    assert r.parts[0].correct == 2 and [(b[0], b[1]) for b in r.parts[0].bars] == [
+        ("A", 1),
+        ("B", 2),
+    ]
+    ((slip, n),) = r.parts[0].slips
     assert n == 1 and slip == CHOICES["why-kv"][0].slip
 
 
@@ -132,6 +140,7 @@ def test_an_unreadable_answer_is_graded_not_stored(store):
 
 # -- idempotent answers -----------------------------------------------------------------------
 
+
 def test_a_resubmission_replaces_and_a_retry_counts_once(store):
     c = store.create_class(1, "ip:t")
     tok = store.join(c.code, None, "ip:s")
@@ -143,8 +152,12 @@ def test_a_resubmission_replaces_and_a_retry_counts_once(store):
     assert len(rows) == 1 and rows[0]["attempts"] == 1 and rows[0]["correct"] is False
     store.answer(tok, qi, 1, "160 KiB")  # a new answer replaces it
     (row,) = store.export(c.code, c.key)
-    assert (row["answer"], row["correct"], row["first_correct"], row["attempts"]) == \
-        ("160 KiB", True, False, 2)
+    assert (row["answer"], row["correct"], row["first_correct"], row["attempts"]) == (
+        "160 KiB",
+        True,
+        False,
+        2,
+    )
     r = store.results(c.code, c.key)
     assert (r.parts[0].answered, r.parts[0].correct, r.parts[0].first_correct) == (1, 1, 0)
 
@@ -176,6 +189,7 @@ def test_concurrent_retries_store_one_answer_and_every_student_once(store):
 
 # -- roles and the key ------------------------------------------------------------------------
 
+
 def test_the_key_is_long_random_hashed_and_not_in_the_join_link(backend):
     kind, url = backend
     s = _store(url)
@@ -183,8 +197,12 @@ def test_the_key_is_long_random_hashed_and_not_in_the_join_link(backend):
     assert a.key != b.key and len(a.key) >= 43  # secrets.token_urlsafe(32): 256 bits
     tok = s.join(a.code, "Ann", "ip:s")
     with s.engine.connect() as conn:
-        dump = " ".join(str(v) for t in ("classroom_classes", "classroom_students")
-                        for row in conn.execute(sa.text(f"SELECT * FROM {t}")) for v in row)
+        dump = " ".join(
+            str(v)
+            for t in ("classroom_classes", "classroom_students")
+            for row in conn.execute(sa.text(f"SELECT * FROM {t}"))
+            for v in row
+        )
     assert a.key not in dump and b.key not in dump and tok not in dump  # stored hashed
     from webui.classroom.ui import join_link
 
@@ -192,15 +210,25 @@ def test_the_key_is_long_random_hashed_and_not_in_the_join_link(backend):
     s.dispose()
 
 
-@pytest.mark.parametrize("action", ["results", "move", "reveal", "export", "export_csv",
-                                    "export_json", "end", "check_teacher"])
+@pytest.mark.parametrize(
+    "action",
+    ["results", "move", "reveal", "export", "export_csv", "export_json", "end", "check_teacher"],
+)
 def test_no_teacher_action_without_this_class_key(store, action):
     a, b = store.create_class(1, "ip:t"), store.create_class(1, "ip:t")
     tok = store.join(a.code, None, "ip:s")
     args = {"move": (1,), "reveal": (True,)}.get(action, ())
     fn = getattr(store, action)
-    for key in ["", None, "x" * 43, a.key[:-1] + ("A" if a.key[-1] != "A" else "B"), b.key,
-                tok, a.key + "a", a.code]:
+    for key in [
+        "",
+        None,
+        "x" * 43,
+        a.key[:-1] + ("A" if a.key[-1] != "A" else "B"),
+        b.key,
+        tok,
+        a.key + "a",
+        a.code,
+    ]:
         with pytest.raises(NotAllowed):
             fn(a.code, key, *args)
     assert store.check_teacher(a.code, a.key).code == a.code
@@ -215,8 +243,9 @@ def test_a_student_sees_only_their_own_answers_and_only_in_their_class(store):
     store.answer(ann, 0, 1, "B")
     store.answer(bob, 0, 1, "A")
     view, mine = store.student_view(ann)
-    assert view.code == a.code and mine == {(0, 1): {"text": "B", "correct": True, "slip": "",
-                                                     "attempts": 1}}
+    assert view.code == a.code and mine == {
+        (0, 1): {"text": "B", "correct": True, "slip": "", "attempts": 1}
+    }
     _, theirs = store.student_view(other)
     assert theirs == {}
     store.move(b.code, b.key, 2)  # the other class moves; Ann's does not
@@ -231,11 +260,19 @@ def test_a_student_sees_only_their_own_answers_and_only_in_their_class(store):
 def test_the_public_view_has_no_results(store):
     c = store.create_class(1, "ip:t")
     v = store.class_view(c.code.lower())  # a code as typed
-    assert set(vars(v)) == {"code", "seed", "position", "revealed", "version", "expires_at",
-                            "count"}
+    assert set(vars(v)) == {
+        "code",
+        "seed",
+        "position",
+        "revealed",
+        "version",
+        "expires_at",
+        "count",
+    }
 
 
 # -- expiry -----------------------------------------------------------------------------------
+
 
 def test_a_class_expires_after_12_hours_and_its_rows_are_deleted(backend):
     s = _store(backend[1])
@@ -280,6 +317,7 @@ def test_the_purge_runs_by_itself_at_most_once_a_minute(backend, monkeypatch):
 
 
 # -- bounds and limits ------------------------------------------------------------------------
+
 
 def test_a_class_holds_a_bounded_number_of_students(backend):
     s = _store(backend[1], max_students=3)
@@ -334,8 +372,17 @@ def test_answer_and_nickname_length_and_characters(store):
     assert clean_nickname("  Ana   María ") == "Ana María"
     assert clean_nickname("") is None and clean_nickname(None) is None
     assert clean_nickname("李雷") == "李雷" and clean_nickname("O'Neil-2") == "O'Neil-2"
-    for bad in ["x" * 25, "<b>hi</b>", "=cmd()", "a\u202eb", "-dash", "bob\x1b[31m", "a@b.c",
-                "[link](http://x)", "a\nb" * 13]:
+    for bad in [
+        "x" * 25,
+        "<b>hi</b>",
+        "=cmd()",
+        "a\u202eb",
+        "-dash",
+        "bob\x1b[31m",
+        "a@b.c",
+        "[link](http://x)",
+        "a\nb" * 13,
+    ]:
         with pytest.raises(Refused):
             clean_nickname(bad)
     with pytest.raises(Refused):
@@ -378,6 +425,7 @@ def test_the_teacher_can_end_a_class(store):
 
 # -- PostgreSQL: several processes' worth of connections, an outage ---------------------------
 
+
 @pytest.mark.slow
 def test_two_stores_on_one_postgres_see_one_class():
     """Two replicas are two processes with their own pools: here two stores."""
@@ -414,8 +462,11 @@ def test_a_database_that_is_down_gives_a_message_then_recovers(monkeypatch):
     c = s.create_class(1, "ip:t")
     pg.stop("immediate")
     try:
-        for call in (lambda: s.results(c.code, c.key), lambda: s.join(c.code, None, "ip:s"),
-                     lambda: s.create_class(1, "ip:t")):
+        for call in (
+            lambda: s.results(c.code, c.key),
+            lambda: s.join(c.code, None, "ip:s"),
+            lambda: s.create_class(1, "ip:t"),
+        ):
             with pytest.raises(Unavailable) as e:
                 call()
             msg = str(e.value)
@@ -473,6 +524,7 @@ def test_an_unreachable_database_fails_fast_with_a_message(tmp_path):
 
 # -- the migrations ---------------------------------------------------------------------------
 
+
 def test_the_migrations_make_the_models_schema_and_run_twice(backend):
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext
@@ -491,6 +543,7 @@ def test_the_migrations_make_the_models_schema_and_run_twice(backend):
 
 
 # -- the questions and the grader (kvcalc's) --------------------------------------------------
+
 
 def test_every_open_interview_question_has_one_right_choice_and_named_slips():
     open_qs = [q.qid for q in interview_questions() if q.value is None]
@@ -546,13 +599,15 @@ def test_the_named_slips_are_the_graders_own():
         break
     else:
         pytest.fail("no practice question with query heads in 200 seeds")
-    ratio = next(q for s in range(50) for q in practice_questions(s, 10)
-                 if q.unit == "x" and q.value > 1.5)
+    ratio = next(
+        q for s in range(50) for q in practice_questions(s, 10) if q.unit == "x" and q.value > 1.5
+    )
     g = deckmod.grade_answer(ratio, 1, f"{1 / ratio.value:.6g}")
     assert "inverse" in g.slip
 
 
 # -- the QR code ------------------------------------------------------------------------------
+
 
 def test_the_qr_code_decodes_to_the_join_link():
     zxingcpp = pytest.importorskip("zxingcpp", reason="zxing-cpp is in requirements-dev")

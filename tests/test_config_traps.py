@@ -29,22 +29,37 @@ def test_missing_kv_heads_means_mha():
 
 
 def test_falcon_multi_query_and_num_kv_heads():
-    base = {"model_type": "falcon", "hidden_size": 4544, "num_hidden_layers": 2,
-            "num_attention_heads": 71, "vocab_size": 100}
+    base = {
+        "model_type": "falcon",
+        "hidden_size": 4544,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 71,
+        "vocab_size": 100,
+    }
     assert bpt({**base, "multi_query": True}) == 2 * 2 * 1 * 64 * 2
     # A copy re-saved by newer transformers adds num_kv_heads = 71; multi_query still rules.
-    assert bpt({**base, "multi_query": True, "num_kv_heads": 71,
-                "new_decoder_architecture": False}) == 2 * 2 * 1 * 64 * 2
+    assert (
+        bpt({**base, "multi_query": True, "num_kv_heads": 71, "new_decoder_architecture": False})
+        == 2 * 2 * 1 * 64 * 2
+    )
     # Falcon-40B style: new_decoder_architecture with num_kv_heads.
     big = {**base, "num_attention_heads": 128, "hidden_size": 8192}
-    assert bpt({**big, "new_decoder_architecture": True, "num_kv_heads": 8,
-                "multi_query": True}) == 2 * 2 * 8 * 64 * 2
+    assert (
+        bpt({**big, "new_decoder_architecture": True, "num_kv_heads": 8, "multi_query": True})
+        == 2 * 2 * 8 * 64 * 2
+    )
     assert bpt({**base, "multi_query": False}) == 2 * 2 * 71 * 64 * 2
 
 
 def test_gpt2_field_names():
-    cfg = {"model_type": "gpt2", "n_embd": 768, "n_head": 12, "n_layer": 12, "n_positions": 1024,
-           "vocab_size": 50257}
+    cfg = {
+        "model_type": "gpt2",
+        "n_embd": 768,
+        "n_head": 12,
+        "n_layer": 12,
+        "n_positions": 1024,
+        "vocab_size": 50257,
+    }
     spec = spec_from_config(cfg)
     assert spec.num_layers == 12 and spec.max_context == 1024
     assert bpt(cfg) == 2 * 12 * 12 * 64 * 2
@@ -54,9 +69,11 @@ def test_gpt2_field_names():
 
 def test_text_config_is_the_language_model():
     inner = llama_config(num_hidden_layers=6)
-    cfg = {"model_type": "gemma3", "text_config": {**inner, "model_type": "gemma3_text",
-                                                   "sliding_window": 64, "head_dim": 32},
-           "vision_config": {"hidden_size": 1152, "num_hidden_layers": 27}}
+    cfg = {
+        "model_type": "gemma3",
+        "text_config": {**inner, "model_type": "gemma3_text", "sliding_window": 64, "head_dim": 32},
+        "vision_config": {"hidden_size": 1152, "num_hidden_layers": 27},
+    }
     spec = spec_from_config(cfg)
     # gemma3_text default sliding_window_pattern 6: layers 0-4 sliding, layer 5 full.
     assert [lay.kind for lay in spec.layers] == ["sliding"] * 5 + ["full"]
@@ -82,12 +99,14 @@ def test_sliding_window_pattern():
 
 
 def test_use_sliding_window_false_means_no_window():
-    cfg = llama_config(model_type="qwen2", sliding_window=131072, use_sliding_window=False,
-                       max_window_layers=4)
+    cfg = llama_config(
+        model_type="qwen2", sliding_window=131072, use_sliding_window=False, max_window_layers=4
+    )
     assert {lay.kind for lay in spec_from_config(cfg).layers} == {"full"}
     # Qwen2 with the window switched on: layers from max_window_layers on slide.
-    on = llama_config(model_type="qwen2", sliding_window=256, use_sliding_window=True,
-                      max_window_layers=2)
+    on = llama_config(
+        model_type="qwen2", sliding_window=256, use_sliding_window=True, max_window_layers=2
+    )
     assert [lay.kind for lay in spec_from_config(on).layers] == [
         "full",
         "full",
@@ -108,16 +127,28 @@ def test_every_layer_sliding_without_pattern_and_runtime_override():
 
 
 def test_mla_fields():
-    cfg = llama_config(kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128, v_head_dim=128,
-                       num_key_value_heads=8, q_lora_rank=1536)
+    cfg = llama_config(
+        kv_lora_rank=512,
+        qk_rope_head_dim=64,
+        qk_nope_head_dim=128,
+        v_head_dim=128,
+        num_key_value_heads=8,
+        q_lora_rank=1536,
+    )
     assert bpt(cfg) == 4 * (512 + 64) * 2  # one latent per layer; num_key_value_heads ignored
     assert spec_from_config(cfg).layers[0].kind == "mla"
 
 
 def test_hybrid_full_attention_interval():
-    cfg = llama_config(num_hidden_layers=8, full_attention_interval=4, linear_num_key_heads=4,
-                       linear_num_value_heads=8, linear_key_head_dim=16, linear_value_head_dim=16,
-                       linear_conv_kernel_dim=4)
+    cfg = llama_config(
+        num_hidden_layers=8,
+        full_attention_interval=4,
+        linear_num_key_heads=4,
+        linear_num_value_heads=8,
+        linear_key_head_dim=16,
+        linear_value_head_dim=16,
+        linear_conv_kernel_dim=4,
+    )
     spec = spec_from_config(cfg)
     assert [lay.kind for lay in spec.layers] == ["state", "state", "state", "full"] * 2
     state = spec.layers[0]
@@ -130,8 +161,14 @@ def test_hybrid_full_attention_interval():
 
 
 def test_hybrid_attn_layer_period_offset():
-    cfg = llama_config(num_hidden_layers=16, attn_layer_period=8, attn_layer_offset=4,
-                       mamba_d_state=16, mamba_d_conv=4, mamba_expand=2)
+    cfg = llama_config(
+        num_hidden_layers=16,
+        attn_layer_period=8,
+        attn_layer_offset=4,
+        mamba_d_state=16,
+        mamba_d_conv=4,
+        mamba_expand=2,
+    )
     spec = spec_from_config(cfg)
     assert [i for i, lay in enumerate(spec.layers) if lay.kind == "full"] == [4, 12]
     # Mamba: d_inner = 2 x 512; conv (4-1) x d_inner; ssm d_inner x 16.
@@ -139,49 +176,69 @@ def test_hybrid_attn_layer_period_offset():
 
 
 def test_moe_fields_and_placement():
-    cfg = llama_config(num_hidden_layers=6, n_routed_experts=16, num_experts_per_tok=2,
-                       moe_intermediate_size=64, n_shared_experts=1, first_k_dense_replace=2,
-                       moe_layer_freq=1)
+    cfg = llama_config(
+        num_hidden_layers=6,
+        n_routed_experts=16,
+        num_experts_per_tok=2,
+        moe_intermediate_size=64,
+        n_shared_experts=1,
+        first_k_dense_replace=2,
+        moe_layer_freq=1,
+    )
     moe = spec_from_config(cfg).moe
     assert (moe.num_experts, moe.top_k, moe.layers) == (16, 2, 4)
     assert moe.expert_params == 3 * 512 * 64
-    jamba = llama_config(num_hidden_layers=8, num_experts=4, num_experts_per_tok=2,
-                         expert_layer_period=2, expert_layer_offset=1)
+    jamba = llama_config(
+        num_hidden_layers=8,
+        num_experts=4,
+        num_experts_per_tok=2,
+        expert_layer_period=2,
+        expert_layer_offset=1,
+    )
     assert spec_from_config(jamba).moe.layers == 4
     assert spec_from_config(llama_config(num_experts=1)).moe is None
 
 
-@pytest.mark.parametrize("cfg,field", [
-    (llama_config(num_key_value_heads=3), "num_key_value_heads"),
-    (llama_config(hidden_size=...), "hidden_size"),
-    (llama_config(num_hidden_layers=0), "num_hidden_layers"),
-    (llama_config(num_attention_heads=-8), "num_attention_heads"),
-    (llama_config(hidden_size=500, num_attention_heads=8), "head_dim"),
-    (llama_config(hidden_size="4096"), "hidden_size"),
-    (llama_config(hidden_size=True), "hidden_size"),
-    (llama_config(hidden_size=4096.5), "hidden_size"),
-    (llama_config(layer_types=["full_attention"]), "layer_types"),
-    (llama_config(layer_types=["full_attention"] * 3 + ["weird"]), "layer_types[3]"),
-    (llama_config(layer_types=["sliding_attention"] * 4), "sliding_window"),
-    (llama_config(kv_lora_rank=512), "qk_rope_head_dim"),
-    (llama_config(full_attention_interval=2), "linear_num_value_heads"),
-    (llama_config(attn_layer_period=4, attn_layer_offset=4, mamba_d_state=16), "attn_layer_offset"),
-    (llama_config(multi_query="yes", num_key_value_heads=None), "multi_query"),
-    (llama_config(text_config=[1, 2]), "text_config"),
-    (llama_config(hidden_size=10**12), "hidden_size"),
-])
+@pytest.mark.parametrize(
+    "cfg,field",
+    [
+        (llama_config(num_key_value_heads=3), "num_key_value_heads"),
+        (llama_config(hidden_size=...), "hidden_size"),
+        (llama_config(num_hidden_layers=0), "num_hidden_layers"),
+        (llama_config(num_attention_heads=-8), "num_attention_heads"),
+        (llama_config(hidden_size=500, num_attention_heads=8), "head_dim"),
+        (llama_config(hidden_size="4096"), "hidden_size"),
+        (llama_config(hidden_size=True), "hidden_size"),
+        (llama_config(hidden_size=4096.5), "hidden_size"),
+        (llama_config(layer_types=["full_attention"]), "layer_types"),
+        (llama_config(layer_types=["full_attention"] * 3 + ["weird"]), "layer_types[3]"),
+        (llama_config(layer_types=["sliding_attention"] * 4), "sliding_window"),
+        (llama_config(kv_lora_rank=512), "qk_rope_head_dim"),
+        (llama_config(full_attention_interval=2), "linear_num_value_heads"),
+        (
+            llama_config(attn_layer_period=4, attn_layer_offset=4, mamba_d_state=16),
+            "attn_layer_offset",
+        ),
+        (llama_config(multi_query="yes", num_key_value_heads=None), "multi_query"),
+        (llama_config(text_config=[1, 2]), "text_config"),
+        (llama_config(hidden_size=10**12), "hidden_size"),
+    ],
+)
 def test_bad_configs_name_the_field(cfg, field):
     with pytest.raises(ValueError) as exc:
         spec_from_config(cfg)
     assert field in str(exc.value)
 
 
-@pytest.mark.parametrize("cfg,field", [
-    (llama_config(num_local_experts=8, num_experts_per_tok=9), "num_experts_per_tok"),
-    (llama_config(vocab_size=float("nan")), "vocab_size"),
-    (llama_config(intermediate_size=...), "intermediate_size"),
-    (llama_config(model_type="olmo2"), "olmo2"),
-])
+@pytest.mark.parametrize(
+    "cfg,field",
+    [
+        (llama_config(num_local_experts=8, num_experts_per_tok=9), "num_experts_per_tok"),
+        (llama_config(vocab_size=float("nan")), "vocab_size"),
+        (llama_config(intermediate_size=...), "intermediate_size"),
+        (llama_config(model_type="olmo2"), "olmo2"),
+    ],
+)
 def test_parameter_fields_limit_only_the_weights(cfg, field):
     # Cache first: a field only the parameter count needs loses the weight figures, with a note
     # naming it, and the cache figure is still given (2 x 4 layers x 2 KV heads x 64 x 2 B).
@@ -198,11 +255,14 @@ def test_not_a_dict():
         spec_from_config([1, 2, 3])
 
 
-@pytest.mark.parametrize("text,msg", [
-    ("{not json", "not valid JSON"),
-    ("[1, 2]", "JSON object"),
-    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
-])
+@pytest.mark.parametrize(
+    "text,msg",
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "JSON object"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ],
+)
 def test_config_text_errors(text, msg):
     with pytest.raises(ValueError, match=msg):
         parse_config_text(text)
@@ -214,15 +274,19 @@ def test_infinity_and_nan_only_refused_where_read():
     text = (DATA / "nemotron-h-56b.json").read_text()
     assert "Infinity" in text
     # 10 attention layers x 8 KV heads x (128 + 128) x 2 B (tests/test_real_configs.py).
-    assert kv_cache(spec_from_config(parse_config_text(text)), 1).kv_bytes_per_token_nominal \
+    assert (
+        kv_cache(spec_from_config(parse_config_text(text)), 1).kv_bytes_per_token_nominal
         == 10 * 8 * 256 * 2
+    )
     # In a Llama config the same field means nothing kvcalc knows: refused by name.
-    cfg = parse_config_text(json.dumps(llama_config()).replace(
-        "}", ', "time_step_limit": [0.0, Infinity]}'))
+    cfg = parse_config_text(
+        json.dumps(llama_config()).replace("}", ', "time_step_limit": [0.0, Infinity]}')
+    )
     with pytest.raises(ValueError, match="time_step_limit"):
         spec_from_config(cfg)
-    cfg = parse_config_text('{"hidden_size": NaN, "num_hidden_layers": 2, '
-                            '"num_attention_heads": 2}')
+    cfg = parse_config_text(
+        '{"hidden_size": NaN, "num_hidden_layers": 2, "num_attention_heads": 2}'
+    )
     with pytest.raises(ValueError, match="hidden_size"):
         spec_from_config(cfg)
 
@@ -258,11 +322,22 @@ def test_mimo_style_per_type_heads_and_unequal_k_v():
     # code that reads the published file maps it), full layers 4 KV heads of K 192 / V 128,
     # sliding layers swa_* 8 KV heads of 192 / 128, window 128.
     pattern = [0 if i == 0 or (i + 1) % 6 == 0 else 1 for i in range(48)]
-    cfg = {"model_type": "mimo_v2", "hidden_size": 4096, "num_hidden_layers": 48,
-           "num_attention_heads": 64, "num_key_value_heads": 4, "head_dim": 192,
-           "v_head_dim": 128, "swa_num_attention_heads": 64, "swa_num_key_value_heads": 8,
-           "swa_head_dim": 192, "swa_v_head_dim": 128, "sliding_window": 128,
-           "hybrid_layer_pattern": pattern, "vocab_size": 1000}
+    cfg = {
+        "model_type": "mimo_v2",
+        "hidden_size": 4096,
+        "num_hidden_layers": 48,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 4,
+        "head_dim": 192,
+        "v_head_dim": 128,
+        "swa_num_attention_heads": 64,
+        "swa_num_key_value_heads": 8,
+        "swa_head_dim": 192,
+        "swa_v_head_dim": 128,
+        "sliding_window": 128,
+        "hybrid_layer_pattern": pattern,
+        "vocab_size": 1000,
+    }
     spec = spec_from_config(cfg)
     assert spec.kind_counts() == {"full": 9, "sliding": 39}
     # Per token at the first token: 9 x 4 x (192 + 128) x 2 + 39 x 8 x (192 + 128) x 2.
@@ -273,12 +348,15 @@ def test_mimo_style_per_type_heads_and_unequal_k_v():
         spec_from_config({**cfg, "hybrid_layer_pattern": [0, 1, 2] + pattern[3:]})
 
 
-@pytest.mark.parametrize("field,value,drop", [
-    # issue 22 B1: the layer cap held for num_hidden_layers only
-    ("hybrid_override_pattern", "M*" * 99_500, "num_hidden_layers"),  # 199,000 layers
-    ("layer_types", ["full_attention"] * 1500, "num_hidden_layers"),
-    ("hybrid_layer_pattern", [0] * 5000, None),
-])
+@pytest.mark.parametrize(
+    "field,value,drop",
+    [
+        # issue 22 B1: the layer cap held for num_hidden_layers only
+        ("hybrid_override_pattern", "M*" * 99_500, "num_hidden_layers"),  # 199,000 layers
+        ("layer_types", ["full_attention"] * 1500, "num_hidden_layers"),
+        ("hybrid_layer_pattern", [0] * 5000, None),
+    ],
+)
 def test_one_layer_cap_whatever_field_carries_the_layers(field, value, drop):
     import time
 

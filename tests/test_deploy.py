@@ -45,10 +45,15 @@ def test_container_start_command_runs_here():
     cmd = json.loads(_instruction("CMD")[-1])
     assert cmd[:3] == ["streamlit", "run", "app.py"]
     env = {**os.environ, **env_from_dockerfile()}
-    proc, base = start_server(lambda port: [
-        sys.executable, "-m", "streamlit",
-        *[a.replace("8501", str(port)).replace("0.0.0.0", "127.0.0.1") for a in cmd[1:]]],
-        env=env)
+    proc, base = start_server(
+        lambda port: [
+            sys.executable,
+            "-m",
+            "streamlit",
+            *[a.replace("8501", str(port)).replace("0.0.0.0", "127.0.0.1") for a in cmd[1:]],
+        ],
+        env=env,
+    )
     port = int(base.rsplit(":", 1)[1])
     try:
         # The HEALTHCHECK command itself, as Docker would run it.
@@ -89,16 +94,31 @@ def test_hosted_mode_limits(monkeypatch):
     assert hub.check_repo_id("someone/unknown-model") == "someone/unknown-model"
 
 
-@pytest.mark.parametrize("repo", ["../../etc/passwd", "https://huggingface.co/gpt2", "a/b/c",
-                                  "/abs/path", "org/..", "x" * 300, "", "org/na me",
-                                  "org/name?x=1", "C:\\models\\x", "org/<script>"])
+@pytest.mark.parametrize(
+    "repo",
+    [
+        "../../etc/passwd",
+        "https://huggingface.co/gpt2",
+        "a/b/c",
+        "/abs/path",
+        "org/..",
+        "x" * 300,
+        "",
+        "org/na me",
+        "org/name?x=1",
+        "C:\\models\\x",
+        "org/<script>",
+    ],
+)
 def test_bad_hub_ids_are_refused_before_any_network_call(monkeypatch, repo):
     huggingface_hub = pytest.importorskip(
-        "huggingface_hub", reason="huggingface-hub is not installed (the [app] extra)")
+        "huggingface_hub", reason="huggingface-hub is not installed (the [app] extra)"
+    )
 
     calls = []
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download",
-                        lambda *a, **k: calls.append(a) or "/nonexistent")
+    monkeypatch.setattr(
+        huggingface_hub, "hf_hub_download", lambda *a, **k: calls.append(a) or "/nonexistent"
+    )
     from webui import hub
 
     with pytest.raises(ValueError):

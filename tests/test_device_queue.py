@@ -20,11 +20,13 @@ def blocker():
         started.set()
         release.wait(5)
         return "held"
+
     return fn, started, release
 
 
 def until_stopped(log=None):
     """A job that runs until should_stop() turns true, or gives up after 5 s."""
+
     def fn(should_stop):
         t0 = time.monotonic()
         while not should_stop():
@@ -34,6 +36,7 @@ def until_stopped(log=None):
         if log is not None:
             log.append(time.monotonic() - t0)
         raise ValueError("The run was stopped.")
+
     return fn
 
 
@@ -56,8 +59,11 @@ def test_second_session_waits_in_line_and_sees_position_2():
         time.sleep(0.05)  # long enough for the waiter to see itself on the device
         return "b done"
 
-    t = threading.Thread(target=lambda: spans.setdefault(
-        "result", q.run("B", b_job, on_wait=positions.append, poll_s=0.01)))
+    t = threading.Thread(
+        target=lambda: spans.setdefault(
+            "result", q.run("B", b_job, on_wait=positions.append, poll_s=0.01)
+        )
+    )
     t.start()
     wait_for(lambda: positions)
     assert positions[0] == 2 and q.position(a) == 1
@@ -110,9 +116,13 @@ def test_clear_cache_does_not_make_a_second_queue():
             caching.cache_data.clear()
             caching.cache_resource.clear()
         from webui.device_queue import QUEUE as queue_now
+
         assert queue_now is before
-        t = threading.Thread(target=lambda q=queue_now, i=i: results.append(
-            q.run(f"clear-cache-{i}", job, poll_s=0.01)))
+        t = threading.Thread(
+            target=lambda q=queue_now, i=i: results.append(
+                q.run(f"clear-cache-{i}", job, poll_s=0.01)
+            )
+        )
         t.start()
         threads.append(t)
     for t in threads:
@@ -284,16 +294,28 @@ def test_measure_stops_between_steps():
         return calls[0] >= 3
 
     with pytest.raises(live.LiveError, match="stopped after 2 of its 11 steps"):
-        live.measure(model="llama-3.1-8b", prompt_tokens=4, new_tokens=6, device="cpu",
-                     no_cache_tokens=4, should_stop=stop_on_third)
+        live.measure(
+            model="llama-3.1-8b",
+            prompt_tokens=4,
+            new_tokens=6,
+            device="cpu",
+            no_cache_tokens=4,
+            should_stop=stop_on_third,
+        )
     seen = [0]
 
     def never():
         seen[0] += 1
         return False
 
-    m = live.measure(model="llama-3.1-8b", prompt_tokens=4, new_tokens=6, device="cpu",
-                     no_cache_tokens=4, should_stop=never)
+    m = live.measure(
+        model="llama-3.1-8b",
+        prompt_tokens=4,
+        new_tokens=6,
+        device="cpu",
+        no_cache_tokens=4,
+        should_stop=never,
+    )
     assert m.all_match and seen[0] == 11  # checked before every step, with and without a cache
 
 
@@ -309,11 +331,12 @@ async def open_tab(websockets, port: int):
                 pass
         except Exception:  # noqa: BLE001 - the tab was closed
             pass
+
     asyncio.ensure_future(drain())
     return ws
 
 
-E2E_APP = '''
+E2E_APP = """
 import os, time
 import streamlit as st
 from webui import device_queue
@@ -339,7 +362,7 @@ note = st.empty()
 device_queue.QUEUE.run(device_queue.session_id(), job,
                        on_wait=lambda pos: (log("pos", pos), note.write(pos)),
                        checkpoint=lambda: st.session_state.get("x"))
-'''
+"""
 
 
 def test_real_server_stop_leave_and_clear_cache(tmp_path):
@@ -358,11 +381,22 @@ def test_real_server_stop_leave_and_clear_cache(tmp_path):
     app.write_text(E2E_APP)
     log.write_text("")
     env = {**os.environ, "KVLAB_E2E_LOG": str(log)}
-    proc, base = start_server(lambda port: [
-        sys.executable, "-m", "streamlit", "run", str(app), f"--server.port={port}",
-        "--server.address=127.0.0.1", "--server.headless=true",
-        "--server.fileWatcherType=none", "--browser.gatherUsageStats=false"],
-        cwd=tmp_path, env=env)
+    proc, base = start_server(
+        lambda port: [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(app),
+            f"--server.port={port}",
+            "--server.address=127.0.0.1",
+            "--server.headless=true",
+            "--server.fileWatcherType=none",
+            "--browser.gatherUsageStats=false",
+        ],
+        cwd=tmp_path,
+        env=env,
+    )
     port = int(base.rsplit(":", 1)[1])
 
     def lines():
@@ -439,8 +473,10 @@ def test_visitors_take_turns():
     q.submit("hold", fn, visitor="bob")
     started.wait(5)
     order = []
-    jobs = [q.submit(f"m{i}", lambda stop, i=i: order.append(f"m{i}"), visitor="mallory")
-            for i in range(3)]
+    jobs = [
+        q.submit(f"m{i}", lambda stop, i=i: order.append(f"m{i}"), visitor="mallory")
+        for i in range(3)
+    ]
     jobs.append(q.submit("a0", lambda stop: order.append("a0"), visitor="alice"))
     # Neither has run yet: arrival order among them first, then turns.
     assert [q.position(j) for j in jobs] == [2, 4, 5, 3]
@@ -460,7 +496,7 @@ def test_without_a_visitor_each_session_is_its_own():
     assert all(j.wait(5) and j.result() == "ok" for j in jobs)
 
 
-CLEAR_APP = '''
+CLEAR_APP = """
 import os
 import streamlit as st
 import webui
@@ -482,7 +518,7 @@ if "rows" not in shared.QUALITY_ROWS:
     shared.QUALITY_ROWS["rows"] = 1
     log("stored")
 log("ran")
-'''
+"""
 
 
 @pytest.mark.parametrize("hosted", [True, False])
@@ -503,11 +539,22 @@ def test_a_clients_clear_cache_cannot_empty_shared_caches_when_hosted(tmp_path, 
     app.write_text(CLEAR_APP)
     log.write_text("")
     env = {**os.environ, "KVLAB_E2E_LOG": str(log), "KVLAB_HOSTED": "1" if hosted else "0"}
-    proc, base = start_server(lambda port: [
-        sys.executable, "-m", "streamlit", "run", str(app), f"--server.port={port}",
-        "--server.address=127.0.0.1", "--server.headless=true",
-        "--server.fileWatcherType=none", "--browser.gatherUsageStats=false"],
-        cwd=tmp_path, env=env)
+    proc, base = start_server(
+        lambda port: [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(app),
+            f"--server.port={port}",
+            "--server.address=127.0.0.1",
+            "--server.headless=true",
+            "--server.fileWatcherType=none",
+            "--browser.gatherUsageStats=false",
+        ],
+        cwd=tmp_path,
+        env=env,
+    )
     port = int(base.rsplit(":", 1)[1])
 
     async def runs(n, seconds=20.0):

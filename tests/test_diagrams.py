@@ -36,8 +36,11 @@ def annotations(fig):
 
 def test_head_sharing_groups_query_heads_on_kv_heads():
     fig = figures.head_sharing_figure(32, 8, 128)
-    assert [t.name for t in fig.data if t.name.endswith("query heads")] == \
-        ["MHA: query heads", "GQA: query heads", "MQA: query heads"]
+    assert [t.name for t in fig.data if t.name.endswith("query heads")] == [
+        "MHA: query heads",
+        "GQA: query heads",
+        "MQA: query heads",
+    ]
     for name, kv in (("MHA", 32), ("GQA", 8), ("MQA", 1)):
         q = trace(fig, f"{name}: query heads")
         k = trace(fig, f"{name}: K/V heads")
@@ -49,8 +52,9 @@ def test_head_sharing_groups_query_heads_on_kv_heads():
             assert x0 == i and x1 == k.x[i // group]  # query head i reads K/V head i // group
     text = " ".join(annotations(fig))
     # Per token and layer: 8 x (128 + 128) = 2,048 numbers, 4,096 B in BF16; MHA 8,192; MQA 256.
-    assert "<b>GQA</b> (this model): 32 query heads, 8 K/V heads, 4 query heads per K/V head" \
-        in text
+    assert (
+        "<b>GQA</b> (this model): 32 query heads, 8 K/V heads, 4 query heads per K/V head" in text
+    )
     assert "8 x (128 + 128) = 2,048 numbers per layer (4,096 B)" in text
     assert "32 x (128 + 128) = 8,192 numbers" in text and "1 x (128 + 128) = 256 numbers" in text
 
@@ -85,8 +89,9 @@ def test_head_sharing_of_16384_heads_draws_a_sample_quickly():
 
 
 def test_mla_diagram_has_deepseek_v3s_numbers():
-    fig = figures.mla_figure(hidden=7168, q_heads=128, rank=512, rope=64, qk_nope=128,
-                             v_head_dim=128, own=True)
+    fig = figures.mla_figure(
+        hidden=7168, q_heads=128, rank=512, rope=64, qk_nope=128, v_head_dim=128, own=True
+    )
     sizes = {t.name: t.customdata[0] for t in fig.data}
     assert sizes["latent"] == 512 and sizes["rope"] == 64 and sizes["hidden"] == 7168
     assert sizes["absorbed"] == 512 + 64  # the query after W_UK: it scores the latent itself
@@ -120,8 +125,9 @@ def test_window_marks_interleaved_layers_of_gemma_3():
     strip = trace(fig, "layers")
     full_at = [i for i, c in enumerate(strip.marker.color) if c == "#555"]
     assert full_at == list(range(5, 62, 6))  # 5, 11, ..., 59
-    assert "layers interleave: 52 sliding (green), 10 full (dark), in model order" in \
-        annotations(fig)
+    assert "layers interleave: 52 sliding (green), 10 full (dark), in model order" in annotations(
+        fig
+    )
 
 
 def test_paged_figure_follows_each_block_table():
@@ -148,8 +154,9 @@ def test_paged_figure_follows_each_block_table():
 
 
 def figure_of(at, key):
-    return next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
-                if c.proto.id.endswith("-" + key))
+    return next(
+        json.loads(c.proto.spec) for c in at.get("plotly_chart") if c.proto.id.endswith("-" + key)
+    )
 
 
 def test_techniques_page_draws_the_models_own_heads_and_window():
@@ -162,11 +169,15 @@ def test_techniques_page_draws_the_models_own_heads_and_window():
     win = figure_of(at, "t_fig_window")
     assert any(t["name"] == "sliding window: the last 4,096 keys" for t in win["data"])
     caps = " ".join(c.value for c in at.caption)
-    assert "Llama 3.1 8B has no sliding-window layer: drawn with this page's window of 4,096 " \
-           "tokens, at 32,768 tokens of context." in caps
+    assert (
+        "Llama 3.1 8B has no sliding-window layer: drawn with this page's window of 4,096 "
+        "tokens, at 32,768 tokens of context." in caps
+    )
     mla = figure_of(at, "t_fig_mla")  # Llama's layer made MLA: 32 heads, 64 + 64 RoPE keys
-    assert "32 heads x (128 K + 128 V)<br>= 8,192 numbers per token and layer, 14.2x more" in \
-        " ".join(a["text"] for a in mla["layout"]["annotations"])
+    assert (
+        "32 heads x (128 K + 128 V)<br>= 8,192 numbers per token and layer, 14.2x more"
+        in " ".join(a["text"] for a in mla["layout"]["annotations"])
+    )
 
 
 def test_techniques_page_with_gemma_and_deepseek():

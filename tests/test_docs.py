@@ -12,9 +12,23 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = ["kvcalc", "webui", "app_pages", "tests", "bench", "deploy", "docs", "app.py",
-           "README.md", "CONTRIBUTING.md", "pyproject.toml", "Makefile", "Dockerfile",
-           ".ci/run", ".pre-commit-config.yaml"]
+SOURCES = [
+    "kvcalc",
+    "webui",
+    "app_pages",
+    "tests",
+    "bench",
+    "deploy",
+    "docs",
+    "app.py",
+    "README.md",
+    "CONTRIBUTING.md",
+    "pyproject.toml",
+    "Makefile",
+    "Dockerfile",
+    ".ci/run",
+    ".pre-commit-config.yaml",
+]
 SKIP = {"data", "__pycache__"}  # tests/data: third-party configs and their notes
 SUFFIXES = {".py", ".md", ".toml", ".yaml", ".yml", ".cfg", ".txt", ""}
 
@@ -42,8 +56,13 @@ def files() -> list[Path]:
         if p.is_file():
             out.append(p)
         elif p.is_dir():
-            out += [f for f in sorted(p.rglob("*")) if f.is_file() and f.suffix in SUFFIXES
-                    and not SKIP & set(f.relative_to(ROOT).parts)]
+            out += [
+                f
+                for f in sorted(p.rglob("*"))
+                if f.is_file()
+                and f.suffix in SUFFIXES
+                and not SKIP & set(f.relative_to(ROOT).parts)
+            ]
     here = Path(__file__).resolve()  # its own examples of bad citations are planted
     return [f for f in out if f.resolve() != here]
 
@@ -53,23 +72,30 @@ def problems(path: Path, text: str) -> list[str]:
     out = []
     targets = [(ROOT / "docs" / f, a) for f, a in CITATION.findall(text)]
     if path.suffix == ".md":
-        targets += [((path.parent / f).resolve(), a) for f, a in LINK.findall(text)
-                    if "://" not in f]
+        targets += [
+            ((path.parent / f).resolve(), a) for f, a in LINK.findall(text) if "://" not in f
+        ]
     for target, anchor in targets:
         rel = target.relative_to(ROOT) if target.is_relative_to(ROOT) else target
         if not target.is_file():
             out.append(f"{rel} does not exist")
         elif anchor and anchor not in anchors(target):
             out.append(f"{rel} has no section #{anchor}")
-    out += [f"cites {m.group(0)}, which is not in the repository (docs/ has its own)"
-            for m in OUTSIDE.finditer(text)]
+    out += [
+        f"cites {m.group(0)}, which is not in the repository (docs/ has its own)"
+        for m in OUTSIDE.finditer(text)
+    ]
     return out
 
 
 def test_the_sources_are_found():
     found = {f.relative_to(ROOT).as_posix() for f in files()}
-    assert {"kvcalc/config/hfconfig.py", "tests/test_seed_numbers.py", "docs/formulas.md",
-            "README.md"} <= found
+    assert {
+        "kvcalc/config/hfconfig.py",
+        "tests/test_seed_numbers.py",
+        "docs/formulas.md",
+        "README.md",
+    } <= found
 
 
 @pytest.mark.parametrize("path", files(), ids=lambda p: p.relative_to(ROOT).as_posix())
@@ -80,16 +106,21 @@ def test_every_docs_citation_exists_with_its_section(path):
 
 def test_the_code_cites_the_docs():
     # The citations this suite is about: each document is cited from the code at least once.
-    cited = {f for p in files() if p.suffix == ".py"
-             for f, _ in CITATION.findall(p.read_text(encoding="utf-8"))}
+    cited = {
+        f
+        for p in files()
+        if p.suffix == ".py"
+        for f, _ in CITATION.findall(p.read_text(encoding="utf-8"))
+    }
     assert {"formulas.md", "engine-facts.md", "design.md"} <= cited
 
 
 def test_the_checker_reports_what_is_missing():
     fake = ROOT / "kvcalc" / "x.py"
     assert problems(fake, "see docs/formulas.md#bytes-per-token") == []
-    assert problems(fake, "see docs/formulas.md#no-such-section") == \
-        ["docs/formulas.md has no section #no-such-section"]
+    assert problems(fake, "see docs/formulas.md#no-such-section") == [
+        "docs/formulas.md has no section #no-such-section"
+    ]
     assert problems(fake, "see docs/nothing.md") == ["docs/nothing.md does not exist"]
     assert len(problems(fake, "as shared/facts.md section 2 says")) == 1
     assert len(problems(fake, "the laws (design.md)")) == 1

@@ -27,6 +27,7 @@ def total(spec, n, tp=1):
 
 # -- LFM2: both spellings -----------------------------------------------------------------------
 
+
 def test_lfm2_both_spellings_are_the_same_model():
     # LFM2-350M's full_attn_idxs [2, 5, 8, 10, 12, 14], and the same layout written the newer way
     # (layer_types, full_attn_idxs null, as LFM2.5 files do). 6 x 2,048 B per token; 10 conv
@@ -34,8 +35,9 @@ def test_lfm2_both_spellings_are_the_same_model():
     old = load_config_file(DATA / "lfm2-350m.json")
     new = {k: v for k, v in old.items() if k != "full_attn_idxs"}
     new["full_attn_idxs"] = None
-    new["layer_types"] = ["full_attention" if i in (2, 5, 8, 10, 12, 14) else "conv"
-                          for i in range(16)]
+    new["layer_types"] = [
+        "full_attention" if i in (2, 5, 8, 10, 12, 14) else "conv" for i in range(16)
+    ]
     for cfg in (old, new):
         spec = spec_from_config(cfg)
         assert total(spec, 4096) == 6 * 2048 * 4096 + 10 * 4096
@@ -55,6 +57,7 @@ def test_lfm2_conv_dim_must_agree_with_hidden_size():
 
 # -- Kimi-Linear: the published and the transformers-saved spelling ---------------------------
 
+
 def test_kimi_linear_as_transformers_saves_it():
     # transformers' KimiLinearConfig turns linear_attn_config into layer_types and linear_*;
     # a file saved that way must give the published file's bytes (tests/test_real_configs.py:
@@ -62,9 +65,15 @@ def test_kimi_linear_as_transformers_saves_it():
     pub = load_config_file(DATA / "kimi-linear-48b-a3b-instruct.json")
     lac = pub["linear_attn_config"]
     saved = {k: v for k, v in pub.items() if k != "linear_attn_config"}
-    saved.update(layer_types=["linear_attention" if i + 1 in lac["kda_layers"] else
-                              "full_attention" for i in range(27)],
-                 linear_num_heads=32, linear_head_dim=128, linear_conv_kernel_dim=4)
+    saved.update(
+        layer_types=[
+            "linear_attention" if i + 1 in lac["kda_layers"] else "full_attention"
+            for i in range(27)
+        ],
+        linear_num_heads=32,
+        linear_head_dim=128,
+        linear_conv_kernel_dim=4,
+    )
     for cfg in (pub, saved):
         assert total(spec_from_config(cfg), 4096) == 7 * 1152 * 4096 + 20 * 2_170_880
     # The recurrent state is float32 whatever state format is asked for; the conv state is not.
@@ -76,8 +85,10 @@ def test_kimi_linear_as_transformers_saves_it():
 
 def test_kimi_linear_layers_must_be_named_once():
     cfg = load_config_file(DATA / "kimi-linear-48b-a3b-instruct.json")
-    cfg["linear_attn_config"] = {**cfg["linear_attn_config"],
-                                 "kda_layers": cfg["linear_attn_config"]["kda_layers"] + [4]}
+    cfg["linear_attn_config"] = {
+        **cfg["linear_attn_config"],
+        "kda_layers": cfg["linear_attn_config"]["kda_layers"] + [4],
+    }
     with pytest.raises(ValueError, match="every layer once"):
         spec_from_config(cfg)
 
@@ -87,11 +98,23 @@ def test_kimi_linear_layers_must_be_named_once():
 # Falcon-H1-0.5B's published geometry (transformers' FalconH1Config table; a 0.5B fine-tune's
 # config.json on the Hub carries the same fields: NOTES-E.md).
 FALCON_H1_05B = {
-    "model_type": "falcon_h1", "hidden_size": 1024, "num_hidden_layers": 36,
-    "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 64,
-    "mamba_d_ssm": 1536, "mamba_n_heads": 24, "mamba_d_head": 64, "mamba_d_state": 128,
-    "mamba_n_groups": 1, "mamba_d_conv": 4, "mamba_expand": 2, "mamba_chunk_size": 128,
-    "intermediate_size": 2048, "vocab_size": 32784, "max_position_embeddings": 16384,
+    "model_type": "falcon_h1",
+    "hidden_size": 1024,
+    "num_hidden_layers": 36,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 64,
+    "mamba_d_ssm": 1536,
+    "mamba_n_heads": 24,
+    "mamba_d_head": 64,
+    "mamba_d_state": 128,
+    "mamba_n_groups": 1,
+    "mamba_d_conv": 4,
+    "mamba_expand": 2,
+    "mamba_chunk_size": 128,
+    "intermediate_size": 2048,
+    "vocab_size": 32784,
+    "max_position_embeddings": 16384,
 }
 
 
@@ -116,13 +139,23 @@ def test_falcon_h1_keeps_kv_and_a_state_in_every_layer():
 # Llama-3.2-11B-Vision's published geometry (derived repos' config.json on the Hub: NOTES-E.md).
 MLLAMA_11B = {
     "model_type": "mllama",
-    "text_config": {"model_type": "mllama_text_model", "hidden_size": 4096,
-                    "num_hidden_layers": 40, "num_attention_heads": 32, "num_key_value_heads": 8,
-                    "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38],
-                    "intermediate_size": 14336, "vocab_size": 128256,
-                    "max_position_embeddings": 131072},
-    "vision_config": {"model_type": "mllama_vision_model", "image_size": 560, "patch_size": 14,
-                      "max_num_tiles": 4},
+    "text_config": {
+        "model_type": "mllama_text_model",
+        "hidden_size": 4096,
+        "num_hidden_layers": 40,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38],
+        "intermediate_size": 14336,
+        "vocab_size": 128256,
+        "max_position_embeddings": 131072,
+    },
+    "vision_config": {
+        "model_type": "mllama_vision_model",
+        "image_size": 560,
+        "patch_size": 14,
+        "max_num_tiles": 4,
+    },
 }
 
 
@@ -149,17 +182,24 @@ def test_vllm_refuses_mllama_by_name():
     from kvcalc.engines import vllm
 
     with pytest.raises(ValueError, match="mllama"):
-        vllm.predict(spec_from_config(MLLAMA_11B), available_bytes=10 << 30,
-                     max_model_len=4096)
+        vllm.predict(spec_from_config(MLLAMA_11B), available_bytes=10 << 30, max_model_len=4096)
 
 
 # -- RecurrentGemma (transformers' modeling code: vLLM does not serve it) -------------------------
 
 RECURRENTGEMMA_2B = {
-    "model_type": "recurrent_gemma", "hidden_size": 2560, "lru_width": 2560, "conv1d_width": 4,
-    "attention_window_size": 2048, "num_attention_heads": 10, "num_key_value_heads": 1,
-    "head_dim": 256, "num_hidden_layers": 26, "partial_rotary_factor": 0.5,
-    "_block_types": ["recurrent", "recurrent", "attention"], "intermediate_size": 15360,
+    "model_type": "recurrent_gemma",
+    "hidden_size": 2560,
+    "lru_width": 2560,
+    "conv1d_width": 4,
+    "attention_window_size": 2048,
+    "num_attention_heads": 10,
+    "num_key_value_heads": 1,
+    "head_dim": 256,
+    "num_hidden_layers": 26,
+    "partial_rotary_factor": 0.5,
+    "_block_types": ["recurrent", "recurrent", "attention"],
+    "intermediate_size": 15360,
     "vocab_size": 256000,
 }
 
@@ -179,15 +219,27 @@ def test_recurrent_gemma_local_attention_and_rg_lru_state():
 
 # -- Gemma 3n: no name guess ---------------------------------------------------------------------
 
+
 def test_gemma3n_activation_sparsity_does_not_refuse():
     # Gemma 3n E2B's text config (NOTES-E.md), with the field a name pattern used to refuse.
-    text = {"model_type": "gemma3n_text", "hidden_size": 2048, "num_hidden_layers": 30,
-            "num_attention_heads": 8, "num_key_value_heads": 2, "head_dim": 256,
-            "sliding_window": 512, "num_kv_shared_layers": 10,
-            "layer_types": (["sliding_attention"] * 4 + ["full_attention"]) * 6,
-            "activation_sparsity_pattern": [0.95] * 10 + [0.0] * 20, "altup_num_inputs": 4,
-            "laurel_rank": 64, "hidden_size_per_layer_input": 256, "intermediate_size": 8192,
-            "vocab_size": 262400, "max_position_embeddings": 32768}
+    text = {
+        "model_type": "gemma3n_text",
+        "hidden_size": 2048,
+        "num_hidden_layers": 30,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "head_dim": 256,
+        "sliding_window": 512,
+        "num_kv_shared_layers": 10,
+        "layer_types": (["sliding_attention"] * 4 + ["full_attention"]) * 6,
+        "activation_sparsity_pattern": [0.95] * 10 + [0.0] * 20,
+        "altup_num_inputs": 4,
+        "laurel_rank": 64,
+        "hidden_size_per_layer_input": 256,
+        "intermediate_size": 8192,
+        "vocab_size": 262400,
+        "max_position_embeddings": 32768,
+    }
     spec = spec_from_config({"model_type": "gemma3n", "text_config": text})
     # Layers 20..29 share: 20 store, 16 sliding + 4 full, 2 x 2 x 256 x 2 = 2,048 B each.
     assert spec.kind_counts() == {"sliding": 16, "full": 4, "shared": 10}
@@ -195,6 +247,7 @@ def test_gemma3n_activation_sparsity_does_not_refuse():
 
 
 # -- refused by name, or labelled unverified ----------------------------------------------------
+
 
 def test_unknown_family_field_is_refused_by_name_and_never_called_harmless():
     cfg = llama_config(model_type="xlstm", qk_dim_factor=0.5)
@@ -228,8 +281,7 @@ def test_cli_unverified_labels_every_output(tmp_path, capsys):
     assert "qk_dim_factor" in capsys.readouterr().err
     assert main(["kv", "--config", str(path), "--context", "10", "--unverified"]) == 0
     assert capsys.readouterr().out.startswith("UNVERIFIED estimate")
-    assert main(["kv", "--config", str(path), "--context", "10", "--unverified",
-                 "--json"]) == 0
+    assert main(["kv", "--config", str(path), "--context", "10", "--unverified", "--json"]) == 0
     assert "qk_dim_factor" in json.loads(capsys.readouterr().out)["unverified"]
 
 
@@ -244,8 +296,9 @@ def test_vllm_lines_for_kimi_linear_by_hand():
     from kvcalc.engines import vllm
 
     spec = spec_from_config(load_config_file(DATA / "kimi-linear-48b-a3b-instruct.json"))
-    p = vllm.predict(spec, available_bytes=20 * 2**30, max_model_len=32768,
-                     enable_prefix_caching=True)
+    p = vllm.predict(
+        spec, available_bytes=20 * 2**30, max_model_len=32768, enable_prefix_caching=True
+    )
     assert 20 * 2**30 // (2_211_840 * 7) == 1387
     assert p.num_blocks == 1387 and p.block_size == 1920
     assert round(p.max_concurrency, 2) == 57.79
@@ -254,14 +307,16 @@ def test_vllm_lines_for_kimi_linear_by_hand():
 
 # -- fields whose meaning depends on the family (a review against transformers' code) ----------
 
+
 def test_bidirectional_attention_is_read_per_family():
     # Gemma3TextConfig: true makes an encoder (EmbeddingGemma) and halves the window;
     # PaliGemma's gemma/gemma2 text model attends its image prefix both ways, same cache.
     enc = llama_config(model_type="gemma3_text", head_dim=64, use_bidirectional_attention=True)
     with pytest.raises(ValueError, match="use_bidirectional_attention"):
         spec_from_config(enc)
-    pali = llama_config(model_type="gemma2", head_dim=64, use_bidirectional_attention=True,
-                        sliding_window=None)
+    pali = llama_config(
+        model_type="gemma2", head_dim=64, use_bidirectional_attention=True, sliding_window=None
+    )
     assert total(spec_from_config(pali), 100) == 4 * 2 * 2 * 64 * 2 * 100
 
 
@@ -276,10 +331,19 @@ def test_gpt_bigcode_heads_come_from_multi_query():
 def test_jamba_mamba_width_is_expand_times_hidden():
     # JambaConfig: mamba_expand defaults to 2, so the width is 2 x 4,096 = 8,192, not the MLP's
     # intermediate_size. Layer 4 attends (period 8, offset 4); conv 8,192 x 3, SSM 8,192 x 16.
-    cfg = {"model_type": "jamba", "hidden_size": 4096, "intermediate_size": 14336,
-           "num_hidden_layers": 8, "num_attention_heads": 32, "num_key_value_heads": 8,
-           "attn_layer_period": 8, "attn_layer_offset": 4, "mamba_d_state": 16,
-           "mamba_d_conv": 4, "vocab_size": 1000}
+    cfg = {
+        "model_type": "jamba",
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 8,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "attn_layer_period": 8,
+        "attn_layer_offset": 4,
+        "mamba_d_state": 16,
+        "mamba_d_conv": 4,
+        "vocab_size": 1000,
+    }
     spec = spec_from_config(cfg)
     assert kv_cache(spec, 1).state_bytes == 7 * (8192 * 3 + 8192 * 16) * 2
 
@@ -293,8 +357,12 @@ def test_mamba_intermediate_size_must_agree_with_expand():
 def test_use_sliding_window_false_turns_listed_windows_off():
     # Qwen2Config: sliding_window is None when use_sliding_window is false, so layers that
     # layer_types calls sliding attend to everything: 4 x 2 x 2 x 64 x 2 B per token.
-    cfg = llama_config(model_type="qwen2", sliding_window=16, use_sliding_window=False,
-                       layer_types=["sliding_attention"] * 4)
+    cfg = llama_config(
+        model_type="qwen2",
+        sliding_window=16,
+        use_sliding_window=False,
+        layer_types=["sliding_attention"] * 4,
+    )
     assert total(spec_from_config(cfg), 100) == 4 * 512 * 100
 
 
@@ -335,8 +403,9 @@ def test_mpt_attn_config_keys_are_checked():
 
 def test_a_class_default_a_family_reader_takes_is_said():
     # LFM2-350M without conv_L_cache: transformers' Lfm2Config takes 3, and the spec says so.
-    cfg = {k: v for k, v in load_config_file(DATA / "lfm2-350m.json").items()
-           if k != "conv_L_cache"}
+    cfg = {
+        k: v for k, v in load_config_file(DATA / "lfm2-350m.json").items() if k != "conv_L_cache"
+    }
     spec = spec_from_config(cfg)
     assert any("'conv_L_cache'" in a and "3" in a and "lfm2" in a for a in spec.assumptions)
     assert total(spec, 4096) == 6 * 2048 * 4096 + 10 * 4096

@@ -37,8 +37,9 @@ def test_bytes_follow_the_model():
 
 
 def test_sliding_layers_drop_old_columns():
-    spec = spec_from_config(llama_config(num_hidden_layers=2, sliding_window=4,
-                                         sliding_window_pattern=2))
+    spec = spec_from_config(
+        llama_config(num_hidden_layers=2, sliding_window=4, sliding_window_pattern=2)
+    )
     steps = fill_timeline(spec, 6, 2, layers=2)
     sliding_row = steps[-1].grid[0]  # layer 1 slides (window 4), layer 2 is full
     full_row = steps[-1].grid[2]
@@ -54,9 +55,15 @@ def test_shown_layers_spread():
     assert shown_layers(L8B, 1) == [0] and len(shown_layers(L8B, 100)) == 32
 
 
-@pytest.mark.parametrize("kw", [dict(prompt=0, new_tokens=1), dict(prompt=100, new_tokens=100),
-                                dict(prompt=5, new_tokens=-1), dict(prompt=5, new_tokens=5,
-                                                                     layers=0)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(prompt=0, new_tokens=1),
+        dict(prompt=100, new_tokens=100),
+        dict(prompt=5, new_tokens=-1),
+        dict(prompt=5, new_tokens=5, layers=0),
+    ],
+)
 def test_bad_inputs(kw):
     with pytest.raises(ValueError):
         fill_timeline(L8B, **kw)

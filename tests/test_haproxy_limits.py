@@ -35,21 +35,25 @@ import pytest
 from conftest import ROOT
 
 if shutil.which("haproxy") is None:
-    pytest.skip("HAProxy is not installed (apt-get install haproxy); .ci/run installs it",
-                allow_module_level=True)
+    pytest.skip(
+        "HAProxy is not installed (apt-get install haproxy); .ci/run installs it",
+        allow_module_level=True,
+    )
 
 try:  # Linux answers on all of 127.0.0.0/8; elsewhere each address needs an alias
     with socket.socket() as _s:
         _s.bind(("127.0.0.2", 0))
 except OSError:
-    pytest.skip("needs source addresses 127.0.0.2 and up on loopback (Linux)",
-                allow_module_level=True)
+    pytest.skip(
+        "needs source addresses 127.0.0.2 and up on loopback (Linux)", allow_module_level=True
+    )
 
 HAPROXY_CFG = ROOT / "deploy" / "haproxy.cfg"
 WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455's, for Sec-WebSocket-Accept
 
 
 # -- a stand-in replica ---------------------------------------------------------------------
+
 
 class Backend:
     """asyncio server on 127.0.0.1 in its own thread. ``ping_every``: seconds between websocket
@@ -67,7 +71,8 @@ class Backend:
         def run():
             asyncio.set_event_loop(self.loop)
             server = self.loop.run_until_complete(
-                asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=4096))
+                asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=4096)
+            )
             self.port = server.sockets[0].getsockname()[1]
             ready.set()
             self.loop.run_forever()
@@ -101,17 +106,21 @@ class Backend:
                 h = {k.lower(): v for k, v in headers}
                 if h.get("upgrade", "").lower() == "websocket":
                     self.upgrades.append(xff)
-                    accept = base64.b64encode(hashlib.sha1(
-                        h["sec-websocket-key"].encode() + WS_GUID).digest())
-                    writer.write(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                                 b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + accept +
-                                 b"\r\n\r\n")
+                    accept = base64.b64encode(
+                        hashlib.sha1(h["sec-websocket-key"].encode() + WS_GUID).digest()
+                    )
+                    writer.write(
+                        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                        b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + accept + b"\r\n\r\n"
+                    )
                     await writer.drain()
                     await self._hold(reader, writer)
                     return
                 body = json.dumps({"path": path, "x-forwarded-for": xff}).encode()
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                             b"Content-Length: %d\r\n\r\n" % len(body) + body)
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n" % len(body) + body
+                )
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, IndexError, KeyError):
             pass
@@ -148,6 +157,7 @@ def backend():
 
 # -- HAProxy --------------------------------------------------------------------------------
 
+
 @contextmanager
 def haproxy(tmp: Path, backend: Backend, cfg: Path = HAPROXY_CFG, **env_extra: str):
     """HAProxy with ``cfg`` and one server (the backend): yields its port on 127.0.0.1."""
@@ -158,13 +168,22 @@ def haproxy(tmp: Path, backend: Backend, cfg: Path = HAPROXY_CFG, **env_extra: s
     lb.listen(4096)
     lb.set_inheritable(True)
     port = lb.getsockname()[1]
-    env = dict(os.environ, KVLAB_LB_BIND=f"fd@{lb.fileno()}",
-               KVLAB_HAPROXY_SOCKET=str(tmp / "haproxy.sock"), **env_extra)
+    env = dict(
+        os.environ,
+        KVLAB_LB_BIND=f"fd@{lb.fileno()}",
+        KVLAB_HAPROXY_SOCKET=str(tmp / "haproxy.sock"),
+        **env_extra,
+    )
     log = tmp / "haproxy.log"
     with open(log, "wb") as fh:
-        proc = subprocess.Popen(["haproxy", "-db", "-f", str(cfg), "-f", str(servers)], env=env,
-                                stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                pass_fds=(lb.fileno(),))
+        proc = subprocess.Popen(
+            ["haproxy", "-db", "-f", str(cfg), "-f", str(servers)],
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            pass_fds=(lb.fileno(),),
+        )
     lb.close()
     try:
         deadline = time.time() + 15
@@ -187,14 +206,17 @@ def haproxy(tmp: Path, backend: Backend, cfg: Path = HAPROXY_CFG, **env_extra: s
             proc.wait(10)
 
 
-def _get(port: int, path: str = "/", source: str = "127.0.0.1", timeout: float = 2.0,
-         headers: str = "") -> tuple[int, bytes, float]:
+def _get(
+    port: int, path: str = "/", source: str = "127.0.0.1", timeout: float = 2.0, headers: str = ""
+) -> tuple[int, bytes, float]:
     """One GET through HAProxy from ``source``: (status, body, seconds)."""
     t0 = time.perf_counter()
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout,
-                                  source_address=(source, 0)) as s:
-        s.sendall(f"GET {path} HTTP/1.1\r\nHost: lab\r\n{headers}Connection: close\r\n\r\n"
-                  .encode())
+    with socket.create_connection(
+        ("127.0.0.1", port), timeout=timeout, source_address=(source, 0)
+    ) as s:
+        s.sendall(
+            f"GET {path} HTTP/1.1\r\nHost: lab\r\n{headers}Connection: close\r\n\r\n".encode()
+        )
         data = b""
         while chunk := s.recv(65536):
             data += chunk
@@ -204,9 +226,11 @@ def _get(port: int, path: str = "/", source: str = "127.0.0.1", timeout: float =
 
 def _upgrade_request(headers: str = "") -> bytes:
     key = base64.b64encode(os.urandom(16)).decode()
-    return (f"GET /_stcore/stream HTTP/1.1\r\nHost: lab\r\nUpgrade: websocket\r\n"
-            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
-            f"{headers}\r\n").encode()
+    return (
+        f"GET /_stcore/stream HTTP/1.1\r\nHost: lab\r\nUpgrade: websocket\r\n"
+        f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+        f"{headers}\r\n"
+    ).encode()
 
 
 async def _open_websocket(port: int, source: str, timeout: float):
@@ -216,7 +240,8 @@ async def _open_websocket(port: int, source: str, timeout: float):
     writer = None
     try:
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0)), timeout)
+            asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0)), timeout
+        )
         writer.write(_upgrade_request())
         line = await asyncio.wait_for(reader.readline(), timeout - (time.perf_counter() - t0))
     except (asyncio.TimeoutError, TimeoutError):
@@ -270,6 +295,7 @@ def _enough_files(n: int) -> None:
 
 # -- the lock --------------------------------------------------------------------------------
 
+
 def _attack(tmp: Path, backend: Backend, cfg: Path = HAPROXY_CFG) -> dict:
     """The reported attack at the configuration's own global maxconn: one source (127.0.0.2)
     opens more websockets than HAProxy may hold at all, holds them, and then a visitor from
@@ -277,6 +303,7 @@ def _attack(tmp: Path, backend: Backend, cfg: Path = HAPROXY_CFG) -> dict:
     n = _global_maxconn(cfg) + 100
     _enough_files(2 * n + 500)
     with haproxy(tmp, backend, cfg) as port:
+
         async def attack_then_visit():
             t0 = time.perf_counter()
             got = await _flood(port, n, "127.0.0.2")
@@ -291,10 +318,12 @@ def _attack(tmp: Path, backend: Backend, cfg: Path = HAPROXY_CFG) -> dict:
         got = asyncio.run(attack_then_visit())
     visit = got["visit"]
     seen = visit if isinstance(visit, OSError) else f"{visit[0]} in {visit[2]:.3f} s"
-    print(f"\n{cfg.name}: {n} websockets from 127.0.0.2 in {got['seconds']:.1f} s: "
-          f"{len(got['upgraded'])} upgraded, {len(got['refused'])} refused (slowest "
-          f"{max(got['refused'], default=0):.3f} s), {len(got['hung'])} unanswered; visitor "
-          f"from 127.0.0.3: {seen}")
+    print(
+        f"\n{cfg.name}: {n} websockets from 127.0.0.2 in {got['seconds']:.1f} s: "
+        f"{len(got['upgraded'])} upgraded, {len(got['refused'])} refused (slowest "
+        f"{max(got['refused'], default=0):.3f} s), {len(got['hung'])} unanswered; visitor "
+        f"from 127.0.0.3: {seen}"
+    )
     return got
 
 
@@ -319,8 +348,11 @@ def test_without_the_per_source_limits_the_attack_locks_haproxy(tmp_path, backen
     gets no answer. So the test above reproduces the lock. Scaled down to maxconn 400 to take
     one second, not ten; at the file's 4,000 it locks the same way."""
     text = HAPROXY_CFG.read_text()
-    rules = [ln for ln in text.splitlines()
-             if re.match(r"\s+(tcp-request connection reject|http-request deny)", ln)]
+    rules = [
+        ln
+        for ln in text.splitlines()
+        if re.match(r"\s+(tcp-request connection reject|http-request deny)", ln)
+    ]
     assert len(rules) == 3
     text = "\n".join(ln for ln in text.splitlines() if ln not in rules) + "\n"
     old = tmp_path / "haproxy-without-limits.cfg"
@@ -332,8 +364,11 @@ def test_without_the_per_source_limits_the_attack_locks_haproxy(tmp_path, backen
 
 # -- the limits, one by one ---------------------------------------------------------------------
 
-SMALL = {"KVLAB_LB_CONN_PER_SOURCE": "12", "KVLAB_LB_WEBSOCKETS_PER_SOURCE": "5",
-         "KVLAB_LB_CONN_RATE_PER_SOURCE": "40"}
+SMALL = {
+    "KVLAB_LB_CONN_PER_SOURCE": "12",
+    "KVLAB_LB_WEBSOCKETS_PER_SOURCE": "5",
+    "KVLAB_LB_CONN_RATE_PER_SOURCE": "40",
+}
 
 
 def _idle(port: int, source: str) -> socket.socket:
@@ -353,6 +388,7 @@ def _closed_by_haproxy(s: socket.socket, wait: float = 0.5) -> bool:
 
 def test_limits_are_per_source_and_come_from_the_environment(tmp_path, backend):
     with haproxy(tmp_path, backend, **SMALL) as port:
+
         async def websockets_then_more():
             first = await _flood(port, 8, "127.0.0.4", parallel=1)
             other = await _flood(port, 5, "127.0.0.5", parallel=1)  # another source: its own 5
@@ -401,11 +437,13 @@ def test_a_class_behind_one_address_gets_in(tmp_path, backend):
     through HAProxy), 420 connections from one address, then each opens a second tab."""
     _enough_files(2000)
     with haproxy(tmp_path, backend) as port:
+
         async def student():
             files = []
             for _ in range(6):
                 reader, writer = await asyncio.open_connection(
-                    "127.0.0.1", port, local_addr=("127.0.0.10", 0))
+                    "127.0.0.1", port, local_addr=("127.0.0.10", 0)
+                )
                 writer.write(b"GET /static/app.js HTTP/1.1\r\nHost: lab\r\n\r\n")
                 files.append((reader, writer))
             statuses = [(await r.readline())[:12] for r, _ in files]
@@ -429,6 +467,7 @@ def test_a_class_behind_one_address_gets_in(tmp_path, backend):
 
 # -- who the visitor is -----------------------------------------------------------------------
 
+
 def test_a_forged_x_forwarded_for_is_replaced_by_the_real_source(tmp_path, backend):
     forged = "X-Forwarded-For: 6.6.6.6\r\nX-Forwarded-For: 10.0.0.1, 10.0.0.2\r\n"
     with haproxy(tmp_path, backend) as port:
@@ -436,14 +475,16 @@ def test_a_forged_x_forwarded_for_is_replaced_by_the_real_source(tmp_path, backe
         assert status == 200
         assert json.loads(body)["x-forwarded-for"] == ["127.0.0.11"]
         # The websocket's own request too: Streamlit's st.context.headers are that request's.
-        with socket.create_connection(("127.0.0.1", port), timeout=2,
-                                      source_address=("127.0.0.12", 0)) as s:
+        with socket.create_connection(
+            ("127.0.0.1", port), timeout=2, source_address=("127.0.0.12", 0)
+        ) as s:
             s.sendall(_upgrade_request(forged))
             assert s.recv(4096).startswith(b"HTTP/1.1 101")
         assert backend.upgrades[-1] == ["127.0.0.12"]
 
 
 # -- timeouts ---------------------------------------------------------------------------------
+
 
 def _seconds(text: str) -> float:
     value, unit = re.fullmatch(r"(\d+)(ms|s|m|h)?", text).groups()

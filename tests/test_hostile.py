@@ -8,13 +8,32 @@ from conftest import ROOT, open_page  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 APP = str(ROOT / "app.py")
-PAGES = ["app_pages/home.py", "app_pages/budget.py", "app_pages/step_time.py",
-         "app_pages/techniques.py", "app_pages/lab.py", "app_pages/cache_fill.py",
-         "app_pages/engine.py", "app_pages/interview.py", "app_pages/live.py",
-         "app_pages/vllm_startup.py", "app_pages/roofline.py", "app_pages/frontier.py",
-         "app_pages/tour.py"]
-GARBAGE = ["abc", "-1", "1e999", "nan", "<script>alert(1)</script>", "9" * 40,
-           "[x](javascript:alert(1))", "%00", ""]
+PAGES = [
+    "app_pages/home.py",
+    "app_pages/budget.py",
+    "app_pages/step_time.py",
+    "app_pages/techniques.py",
+    "app_pages/lab.py",
+    "app_pages/cache_fill.py",
+    "app_pages/engine.py",
+    "app_pages/interview.py",
+    "app_pages/live.py",
+    "app_pages/vllm_startup.py",
+    "app_pages/roofline.py",
+    "app_pages/frontier.py",
+    "app_pages/tour.py",
+]
+GARBAGE = [
+    "abc",
+    "-1",
+    "1e999",
+    "nan",
+    "<script>alert(1)</script>",
+    "9" * 40,
+    "[x](javascript:alert(1))",
+    "%00",
+    "",
+]
 
 
 def bound_keys(page: str) -> list[str]:
@@ -48,8 +67,19 @@ def test_every_parameter_garbage(page, garbage):
 @pytest.mark.parametrize("garbage", GARBAGE[5:])
 def test_more_garbage_on_the_budget_page(garbage):
     at = AppTest.from_file(APP, default_timeout=60)
-    for k in ("b_ctx", "b_conc", "b_util", "b_reserve", "b_block", "b_engine", "b_cmp", "model",
-              "gpu", "tp", "kvdtype"):
+    for k in (
+        "b_ctx",
+        "b_conc",
+        "b_util",
+        "b_reserve",
+        "b_block",
+        "b_engine",
+        "b_cmp",
+        "model",
+        "gpu",
+        "tp",
+        "kvdtype",
+    ):
         at.query_params[k] = garbage
     at.run()
     at.switch_page("app_pages/budget.py")
@@ -67,9 +97,13 @@ def test_home_explains_a_tp_the_model_cannot_split(query):
 
 
 def test_link_parameter_names_are_inert():
-    at = open_page("app_pages/home.py",
-                   **{"[Click here to log in again](https://evil.example/login)": "1",
-                      "![p](http://pixel.example/p.png)": "1"})
+    at = open_page(
+        "app_pages/home.py",
+        **{
+            "[Click here to log in again](https://evil.example/login)": "1",
+            "![p](http://pixel.example/p.png)": "1",
+        },
+    )
     notes = " ".join(w.value for w in at.warning)
     assert "Ignored in the link" in notes
     assert "](" not in notes.replace("\\](", "") and "https://" not in notes
@@ -93,7 +127,8 @@ def test_nested_layer_types_are_a_clear_message():
     at.sidebar.selectbox(key="model").set_value("my-config")
     at.run()
     at.sidebar.text_area(key="cfg_text").set_value(
-        json.dumps(llama_config(layer_types=[["x"], ["y"], ["z"], ["w"]])))
+        json.dumps(llama_config(layer_types=[["x"], ["y"], ["z"], ["w"]]))
+    )
     at.run()
     assert not at.exception
     import re
@@ -104,8 +139,9 @@ def test_nested_layer_types_are_a_clear_message():
 def test_cache_fill_at_its_maximums_ships_a_bounded_animation():
     import json
 
-    at = open_page("app_pages/cache_fill.py", f_prompt="1", f_new="159", f_layers="16",
-                   f_mode="No cache")
+    at = open_page(
+        "app_pages/cache_fill.py", f_prompt="1", f_new="159", f_layers="16", f_mode="No cache"
+    )
     assert not at.exception
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert len(json.dumps(spec)) < 400_000  # was about 2 MB: 160 frames of 32 x 160 cells
@@ -119,8 +155,13 @@ def test_too_many_layers_or_list_entries_are_refused():
 
     with pytest.raises(ValueError, match="num_hidden_layers"):
         spec_from_config(llama_config(num_hidden_layers=5000))
-    big = llama_config(num_hidden_layers=8, num_experts=4, num_experts_per_tok=2,
-                       decoder_sparse_step=1, mlp_only_layers=list(range(99_000)))
+    big = llama_config(
+        num_hidden_layers=8,
+        num_experts=4,
+        num_experts_per_tok=2,
+        decoder_sparse_step=1,
+        mlp_only_layers=list(range(99_000)),
+    )
     # One bound on model size, whichever field carries the layers (issue 22): a per-layer list
     # of 99,000 entries is refused before any per-layer work, naming the field and the cap.
     with pytest.raises(ValueError, match="mlp_only_layers.*at most 1,024 layers"):

@@ -23,14 +23,18 @@ def fresh_rate_window():
 def failing(exc):
     def download(*a, **k):
         raise exc
+
     return download
 
 
-@pytest.mark.parametrize("exc,expected", [
-    (errors.LocalEntryNotFoundError("no connection"), "offline"),  # what offline really raises
-    (errors.HFValidationError("bad id"), "not a valid Hub model id"),
-    (OSError("network is unreachable"), "offline"),
-])
+@pytest.mark.parametrize(
+    "exc,expected",
+    [
+        (errors.LocalEntryNotFoundError("no connection"), "offline"),  # what offline really raises
+        (errors.HFValidationError("bad id"), "not a valid Hub model id"),
+        (OSError("network is unreachable"), "offline"),
+    ],
+)
 def test_each_failure_says_what_it_is(monkeypatch, exc, expected):
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", failing(exc))
     with pytest.raises(ValueError, match=expected) as info:
@@ -74,11 +78,11 @@ def test_per_visitor_limit_leaves_others_their_share(monkeypatch):
     hub._by_visitor.clear()
 
 
-FETCH = r'''
+FETCH = r"""
 import json, sys
 from webui import hub
 print(json.dumps(hub.fetch_config("org-x/model-y")))
-'''
+"""
 
 
 def test_one_fetch_is_one_file_request_and_nothing_else(tmp_path):
@@ -127,8 +131,14 @@ def test_one_fetch_is_one_file_request_and_nothing_else(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "KVLAB_"))}
     env.update(HF_ENDPOINT=f"http://127.0.0.1:{server.server_port}", HF_HOME=str(tmp_path))
     try:
-        out = subprocess.run([sys.executable, "-c", FETCH], env=env, capture_output=True,
-                             text=True, timeout=60, cwd=Path(__file__).resolve().parent.parent)
+        out = subprocess.run(
+            [sys.executable, "-c", FETCH],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
     finally:
         server.shutdown()
     assert out.returncode == 0, out.stderr[-2000:]
@@ -144,8 +154,9 @@ def test_a_config_fetched_recently_is_served_again_without_a_request(monkeypatch
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"model_type": "llama", "num_hidden_layers": 2}))
     calls = []
-    monkeypatch.setattr(huggingface_hub, "hf_hub_download",
-                        lambda *a, **k: calls.append(a) or str(path))
+    monkeypatch.setattr(
+        huggingface_hub, "hf_hub_download", lambda *a, **k: calls.append(a) or str(path)
+    )
     hub._by_visitor.clear()
     for _ in range(3 * hub.RATE_PER_VISITOR):
         cfg = hub.fetch_config("Qwen/Qwen2.5-0.5B-Instruct", "ip:10.0.0.9")

@@ -15,6 +15,8 @@ EMB, ROW = 128_256 * 4096 * 2, 4096 * 2  # untied input embedding: t tokens gath
 
 def wread(tokens):
     return W - EMB + min(EMB, tokens * ROW)
+
+
 PAIR = 32 * 2 * 32 * 256
 
 
@@ -26,8 +28,9 @@ def test_prefill_and_decode_intensity_by_hand():
     m = get_model("llama-3.1-8b")
     w = m.weights()
     p = prefill_point(m.spec, w, 512)
-    assert p.intensity == pytest.approx((2 * NA * 512 + PAIR * 512 * 513 / 2)
-                                        / (wread(512) + 512 * KV))
+    assert p.intensity == pytest.approx(
+        (2 * NA * 512 + PAIR * 512 * 513 / 2) / (wread(512) + 512 * KV)
+    )
     assert p.intensity > 295  # prefill of 512 tokens is compute bound on an H100
     for b in (1, 32, 1024):
         d = decode_point(m.spec, w, batch=b, context=8192)
@@ -35,8 +38,10 @@ def test_prefill_and_decode_intensity_by_hand():
         assert d.intensity < 295  # decode stays memory bound at any batch here
     # Batch moves decode right, toward attention's own intensity (4 FLOP/B for GQA-4 at
     # 8K: the weights' share fades).
-    assert decode_point(m.spec, w, batch=1, context=8192).intensity < \
-        decode_point(m.spec, w, batch=64, context=8192).intensity
+    assert (
+        decode_point(m.spec, w, batch=1, context=8192).intensity
+        < decode_point(m.spec, w, batch=64, context=8192).intensity
+    )
 
 
 def test_attention_intensity_is_the_group_size_and_mla_is_heavier():
@@ -49,5 +54,6 @@ def test_attention_intensity_is_the_group_size_and_mla_is_heavier():
     ds = attention_points(get_model("deepseek-v3").spec)[-1]
     assert ds.intensity == pytest.approx(2 * 128 * 1088 / 1152)
     # FP8 halves the bytes: twice the intensity
-    assert attention_points(get_model("llama-3.1-8b").spec, kv_dtype="fp8")[1].intensity == \
-        pytest.approx(8.0)
+    assert attention_points(get_model("llama-3.1-8b").spec, kv_dtype="fp8")[
+        1
+    ].intensity == pytest.approx(8.0)

@@ -33,11 +33,30 @@ PER_TOKEN = {
     ("gpt2", 4): 12 * 3 * 64 * 2 * 2,
     ("smollm2-135m", 1): 30 * 3 * 64 * 2 * 2,
 }
-LIMIT = {"llama-3.1-8b": 131_072, "llama-3.1-70b": 131_072, "deepseek-v3": 163_840,
-         "gemma-3-27b": 131_072, "gpt-oss-20b": 131_072, "qwen3-next-80b-a3b": 262_144,
-         "gpt2": 1024, "smollm2-135m": 8192}  # max_position_embeddings / n_positions
-PAGES = ["home", "budget", "step_time", "techniques", "lab", "roofline", "frontier",
-         "vllm_startup", "cache_fill", "engine", "interview", "tour"]
+LIMIT = {
+    "llama-3.1-8b": 131_072,
+    "llama-3.1-70b": 131_072,
+    "deepseek-v3": 163_840,
+    "gemma-3-27b": 131_072,
+    "gpt-oss-20b": 131_072,
+    "qwen3-next-80b-a3b": 262_144,
+    "gpt2": 1024,
+    "smollm2-135m": 8192,
+}  # max_position_embeddings / n_positions
+PAGES = [
+    "home",
+    "budget",
+    "step_time",
+    "techniques",
+    "lab",
+    "roofline",
+    "frontier",
+    "vllm_startup",
+    "cache_fill",
+    "engine",
+    "interview",
+    "tour",
+]
 # A DeepSeek-V3 in FP8 needs 8 GPUs of 80 GB: at TP 1 its pages say it does not fit.
 GPU = {"deepseek-v3": "h200-141gb"}
 
@@ -87,8 +106,10 @@ def test_kv_per_token_is_one_value_and_per_gpu(model, tp):
     assert len(set(shown.values())) == 1, shown
 
 
-SPEED_PAGES = {"step_time": ("s_ctx", ["Step time at", "Tokens/s"]),
-               "lab": ("l_ctx", ["Decode step", "Tokens/s"])}
+SPEED_PAGES = {
+    "step_time": ("s_ctx", ["Step time at", "Tokens/s"]),
+    "lab": ("l_ctx", ["Decode step", "Tokens/s"]),
+}
 
 
 @pytest.mark.parametrize("model", sorted(LIMIT))

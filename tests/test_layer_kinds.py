@@ -18,8 +18,9 @@ from kvcalc.core.model import FullAttention, MLALatent
 
 CONFIGS = sorted((Path(__file__).parent / "data" / "configs").glob("*.json"))
 
-LATENT = MLALatent(kv_lora_rank=512, qk_rope_head_dim=64, q_heads=128, qk_head_dim=192,
-                   v_head_dim=128)
+LATENT = MLALatent(
+    kv_lora_rank=512, qk_rope_head_dim=64, q_heads=128, qk_head_dim=192, v_head_dim=128
+)
 
 
 def test_mla_bytes_per_token_by_hand():

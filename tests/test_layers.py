@@ -30,10 +30,10 @@ from conftest import ROOT
 LAYERS = ("core", "cache", "config", "engines", "perf", "teach", "cli")
 # What each layer may import (besides itself): every layer below it; measure only the three
 # it needs, and only cli (the top) may import measure.
-MAY_IMPORT = {layer: set(LAYERS[:i + 1]) for i, layer in enumerate(LAYERS)}
+MAY_IMPORT = {layer: set(LAYERS[: i + 1]) for i, layer in enumerate(LAYERS)}
 MAY_IMPORT["measure"] = {"core", "cache", "config", "measure"}
 MAY_IMPORT["cli"].add("measure")
-MAY_IMPORT["facade"] = set(LAYERS[:LAYERS.index("perf") + 1])  # kvcalc/__init__.py
+MAY_IMPORT["facade"] = set(LAYERS[: LAYERS.index("perf") + 1])  # kvcalc/__init__.py
 MAY_IMPORT["main"] = {"cli"}  # kvcalc/__main__.py
 ORDER = " <- ".join(LAYERS) + "; measure uses core, cache, config"
 REPO_PACKAGES = ("webui", "app_pages", "app", "tests", "bench", "deploy")
@@ -69,7 +69,8 @@ def _sources(root: Path) -> dict[str, tuple[Path, ast.Module]]:
     for path in sorted(root.rglob("*.py")):
         rel = path.relative_to(root)
         if any(rel.as_posix().startswith(s) for s in SKIP) or any(
-                part.startswith(".") for part in rel.parts):
+            part.startswith(".") for part in rel.parts
+        ):
             continue
         found[_module_name(rel)] = (rel, ast.parse(path.read_text(), str(rel)))
     return found
@@ -89,7 +90,7 @@ def _source(module: str, is_package: bool, node: ast.ImportFrom, modules: set[st
     if not node.level:
         return _sibling(module, node.module or "", modules)
     base = (module if is_package else module.rpartition(".")[0]).split(".")
-    base = base[:len(base) - (node.level - 1)]
+    base = base[: len(base) - (node.level - 1)]
     return ".".join(base + ([node.module] if node.module else []))
 
 
@@ -176,18 +177,26 @@ def problems(root: Path) -> list[str]:
             if to == "facade" and layer != "facade" and target != module:
                 found.append(f"{where}: imports the facade kvcalc ({name}); import its module")
             elif to != "facade" and to not in MAY_IMPORT[layer]:
-                found.append(f"{where}: {layer} imports {target} ({to}): the wrong way "
-                             f"({ORDER})")
+                found.append(f"{where}: {layer} imports {target} ({to}): the wrong way ({ORDER})")
         if in_tests:
             continue
         # Local names bound to modules of the tree (from . import live; import a.b as m).
-        aliases = {local: target for _, target, name, local in imports
-                   if name is None and local and target in modules}
+        aliases = {
+            local: target
+            for _, target, name, local in imports
+            if name is None and local and target in modules
+        }
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                    and node.value.id in aliases and _is_private(node.attr)):
-                found.append(f"{rel.as_posix()}:{node.lineno}: reads the private name "
-                             f"{node.attr} of {aliases[node.value.id]}")
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+                and _is_private(node.attr)
+            ):
+                found.append(
+                    f"{rel.as_posix()}:{node.lineno}: reads the private name "
+                    f"{node.attr} of {aliases[node.value.id]}"
+                )
     for comp in _cycles(graph):
         found.append("import cycle among " + ", ".join(comp))
     return sorted(set(found))
@@ -222,8 +231,9 @@ CLEAN = {
     "kvcalc/measure/__init__.py": "",
     "kvcalc/measure/live.py": "def run():\n    from ..config import catalog\n",
     "kvcalc/cli/__init__.py": "from .commands import main\n",
-    "kvcalc/cli/commands.py": ("from ..teach import tour\n\ndef main():\n"
-                               "    from ..measure import live\n"),
+    "kvcalc/cli/commands.py": (
+        "from ..teach import tour\n\ndef main():\n    from ..measure import live\n"
+    ),
     "webui/__init__.py": "",
     "webui/pages.py": "from kvcalc import step_time\nfrom kvcalc.core.units import GiB\n",
     "tests/test_x.py": "from kvcalc.core import units\n\ndef test():\n    units._CAP\n",
@@ -248,48 +258,94 @@ def test_the_clean_tree_has_no_problem(tmp_path):
     assert problems(_tree(tmp_path)) == []
 
 
-@pytest.mark.parametrize("rel, text, expected", [
-    # core reaching up into perf, even lazily inside a function
-    ("kvcalc/core/units.py", "def f():\n    from ..perf import roofline\n",
-     "kvcalc/core/units.py:2: core imports kvcalc.perf.roofline (perf): the wrong way"),
-    # cache reaching up into config (the registry sits above the bytes)
-    ("kvcalc/cache/kv.py", "from ..config.catalog import x\n",
-     "kvcalc/cache/kv.py:1: cache imports kvcalc.config.catalog (config): the wrong way"),
-    # an absolute import the wrong way under TYPE_CHECKING
-    ("kvcalc/engines/vllm.py",
-     "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from kvcalc.teach.tour import T\n",
-     "kvcalc/engines/vllm.py:3: engines imports kvcalc.teach.tour (teach): the wrong way"),
-    # the torch layer used from perf, or measure using engines
-    ("kvcalc/perf/roofline.py", "from ..measure import live\n",
-     "kvcalc/perf/roofline.py:1: perf imports kvcalc.measure.live (measure): the wrong way"),
-    ("kvcalc/measure/live.py", "from ..engines.vllm import predict\n",
-     "kvcalc/measure/live.py:1: measure imports kvcalc.engines.vllm (engines): the wrong way"),
-    # the facade pulling in the CLI, and a module importing the facade
-    ("kvcalc/__init__.py", "from .cli import main\n",
-     "kvcalc/__init__.py:1: facade imports kvcalc.cli (cli): the wrong way"),
-    ("kvcalc/teach/tour.py", "from kvcalc import step_time\n",
-     "kvcalc/teach/tour.py:1: imports the facade kvcalc (step_time)"),
-    # the core knowing the UI
-    ("kvcalc/teach/tour.py", "import webui.pages\n",
-     "kvcalc/teach/tour.py:1: kvcalc imports webui.pages (outside kvcalc)"),
-])
+@pytest.mark.parametrize(
+    "rel, text, expected",
+    [
+        # core reaching up into perf, even lazily inside a function
+        (
+            "kvcalc/core/units.py",
+            "def f():\n    from ..perf import roofline\n",
+            "kvcalc/core/units.py:2: core imports kvcalc.perf.roofline (perf): the wrong way",
+        ),
+        # cache reaching up into config (the registry sits above the bytes)
+        (
+            "kvcalc/cache/kv.py",
+            "from ..config.catalog import x\n",
+            "kvcalc/cache/kv.py:1: cache imports kvcalc.config.catalog (config): the wrong way",
+        ),
+        # an absolute import the wrong way under TYPE_CHECKING
+        (
+            "kvcalc/engines/vllm.py",
+            "from typing import TYPE_CHECKING\n"
+            "if TYPE_CHECKING:\n    from kvcalc.teach.tour import T\n",
+            "kvcalc/engines/vllm.py:3: engines imports kvcalc.teach.tour (teach): the wrong way",
+        ),
+        # the torch layer used from perf, or measure using engines
+        (
+            "kvcalc/perf/roofline.py",
+            "from ..measure import live\n",
+            "kvcalc/perf/roofline.py:1: perf imports kvcalc.measure.live (measure): the wrong way",
+        ),
+        (
+            "kvcalc/measure/live.py",
+            "from ..engines.vllm import predict\n",
+            "kvcalc/measure/live.py:1: measure imports kvcalc.engines.vllm (engines): "
+            "the wrong way",
+        ),
+        # the facade pulling in the CLI, and a module importing the facade
+        (
+            "kvcalc/__init__.py",
+            "from .cli import main\n",
+            "kvcalc/__init__.py:1: facade imports kvcalc.cli (cli): the wrong way",
+        ),
+        (
+            "kvcalc/teach/tour.py",
+            "from kvcalc import step_time\n",
+            "kvcalc/teach/tour.py:1: imports the facade kvcalc (step_time)",
+        ),
+        # the core knowing the UI
+        (
+            "kvcalc/teach/tour.py",
+            "import webui.pages\n",
+            "kvcalc/teach/tour.py:1: kvcalc imports webui.pages (outside kvcalc)",
+        ),
+    ],
+)
 def test_a_wrong_way_import_is_reported(tmp_path, rel, text, expected):
     found = _plant(tmp_path, rel, text)
     assert any(p.startswith(expected) for p in found), found
 
 
-@pytest.mark.parametrize("rel, text, expected", [
-    ("kvcalc/cache/kv.py", "from ..core.units import _CAP\n",
-     "kvcalc/cache/kv.py:1: imports the private name _CAP from kvcalc.core.units"),
-    ("webui/pages.py", "from kvcalc.core.units import _CAP\n",
-     "webui/pages.py:1: imports the private name _CAP from kvcalc.core.units"),
-    ("tests/test_x.py", "from kvcalc.core.units import _CAP\n",
-     "tests/test_x.py:1: imports the private name _CAP from kvcalc.core.units"),
-    ("kvcalc/cache/kv.py", "from ..core import units\nCAP = units._CAP\n",
-     "kvcalc/cache/kv.py:2: reads the private name _CAP of kvcalc.core.units"),
-    ("webui/pages.py", "import kvcalc.core.units as u\nu._CAP\n",
-     "webui/pages.py:2: reads the private name _CAP of kvcalc.core.units"),
-])
+@pytest.mark.parametrize(
+    "rel, text, expected",
+    [
+        (
+            "kvcalc/cache/kv.py",
+            "from ..core.units import _CAP\n",
+            "kvcalc/cache/kv.py:1: imports the private name _CAP from kvcalc.core.units",
+        ),
+        (
+            "webui/pages.py",
+            "from kvcalc.core.units import _CAP\n",
+            "webui/pages.py:1: imports the private name _CAP from kvcalc.core.units",
+        ),
+        (
+            "tests/test_x.py",
+            "from kvcalc.core.units import _CAP\n",
+            "tests/test_x.py:1: imports the private name _CAP from kvcalc.core.units",
+        ),
+        (
+            "kvcalc/cache/kv.py",
+            "from ..core import units\nCAP = units._CAP\n",
+            "kvcalc/cache/kv.py:2: reads the private name _CAP of kvcalc.core.units",
+        ),
+        (
+            "webui/pages.py",
+            "import kvcalc.core.units as u\nu._CAP\n",
+            "webui/pages.py:2: reads the private name _CAP of kvcalc.core.units",
+        ),
+    ],
+)
 def test_a_private_name_from_another_module_is_reported(tmp_path, rel, text, expected):
     assert expected in _plant(tmp_path, rel, text)
 
@@ -306,7 +362,8 @@ def test_a_cycle_is_reported(tmp_path):
     (root / "kvcalc/config/b.py").write_text("from . import c\n")
     (root / "kvcalc/config/c.py").write_text("def f():\n    from .a import y\n")
     assert problems(root) == [
-        "import cycle among kvcalc.config.a, kvcalc.config.b, kvcalc.config.c"]
+        "import cycle among kvcalc.config.a, kvcalc.config.b, kvcalc.config.c"
+    ]
 
 
 def test_a_cycle_through_type_checking_is_reported(tmp_path):
@@ -314,7 +371,8 @@ def test_a_cycle_through_type_checking_is_reported(tmp_path):
     root = _tree(tmp_path)
     (root / "kvcalc/config/hf.py").write_text("from .params import count\n")
     (root / "kvcalc/config/params.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .hf import Fields\n")
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .hf import Fields\n"
+    )
     assert problems(root) == ["import cycle among kvcalc.config.hf, kvcalc.config.params"]
 
 
@@ -324,9 +382,13 @@ def test_every_package_is_installed_by_a_non_editable_install():
     subpackage left out imports in the checkout and fails in the image."""
     import tomllib
 
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
-        "packages"])
-    found = {".".join(p.parent.relative_to(ROOT).parts)
-             for top in ("kvcalc", "webui") for p in (ROOT / top).rglob("__init__.py")}
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for top in ("kvcalc", "webui")
+        for p in (ROOT / top).rglob("__init__.py")
+    }
     assert found - listed == set(), "add to [tool.setuptools] packages"
     assert listed - found == set(), "listed but not a package"

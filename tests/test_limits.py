@@ -28,8 +28,9 @@ def refused(cfg, *needles):
 
 
 def test_the_message_names_the_field_and_the_cap():
-    msg = refused(llama_config(hidden_size=10_000_000), "'hidden_size'", "10,000,000",
-                  f"{MAX_HIDDEN:,}")
+    msg = refused(
+        llama_config(hidden_size=10_000_000), "'hidden_size'", "10,000,000", f"{MAX_HIDDEN:,}"
+    )
     assert "hidden size" in msg and "20,480" in msg  # what it sizes, and the largest published
 
 
@@ -50,14 +51,16 @@ def test_a_size_field_under_an_alias_is_named_as_written():
     refused(cfg, "'n_embd'", "1,048,576")
 
 
-@pytest.mark.parametrize("field,extra", [
-    ("max_position_embeddings", {}),
-    ("sliding_window", {}),
-    ("attention_chunk_size", {"model_type": "llama4_text"}),
-])
+@pytest.mark.parametrize(
+    "field,extra",
+    [
+        ("max_position_embeddings", {}),
+        ("sliding_window", {}),
+        ("attention_chunk_size", {"model_type": "llama4_text"}),
+    ],
+)
 def test_context_fields_are_capped_where_they_are_read(field, extra):
-    refused(llama_config(**{field: MAX_CONTEXT + 1, **extra}), f"'{field}'",
-            f"{MAX_CONTEXT:,}")
+    refused(llama_config(**{field: MAX_CONTEXT + 1, **extra}), f"'{field}'", f"{MAX_CONTEXT:,}")
 
 
 def test_an_unused_context_alias_is_not_refused():
@@ -74,8 +77,11 @@ def test_nested_size_fields_are_capped():
     kimi["linear_attn_config"] = {**kimi["linear_attn_config"], "num_heads": 2**20}
     refused(kimi, "'linear_attn_config.num_heads'", "16,384")
     mpt = load_config_file(DATA / "mpt-7b-instruct.json")
-    mpt["attn_config"] = {**mpt["attn_config"], "attn_type": "grouped_query_attention",
-                          "kv_n_heads": 10**9}
+    mpt["attn_config"] = {
+        **mpt["attn_config"],
+        "attn_type": "grouped_query_attention",
+        "kv_n_heads": 10**9,
+    }
     refused(mpt, "attn_config.kv_n_heads", "16,384")
     gemma = load_config_file(DATA / "gemma-4-26b-a4b.json")
     text = gemma.get("text_config", gemma)
@@ -85,8 +91,11 @@ def test_nested_size_fields_are_capped():
 
 def test_mllama_image_fields_are_capped():
     cfg = llama_config(model_type="mllama_text_model", cross_attention_layers=[1])
-    cfg = {"model_type": "mllama", "text_config": cfg,
-           "vision_config": {"image_size": 10**9, "patch_size": 14, "max_num_tiles": 4}}
+    cfg = {
+        "model_type": "mllama",
+        "text_config": cfg,
+        "vision_config": {"image_size": 10**9, "patch_size": 14, "max_num_tiles": 4},
+    }
     refused(cfg, "vision_config.image_size", "65,536")
 
 
@@ -96,6 +105,7 @@ def test_every_real_config_is_under_every_cap():
 
 
 # --- the layer cap, in the CLI and in the app ----------------------------------------------------
+
 
 def _huge_pattern(tmp_path):
     cfg = load_config_file(DATA / "nemotron-h-56b.json")
@@ -117,11 +127,19 @@ def test_the_cli_refuses_too_many_layers_with_the_cap(tmp_path, which, command):
     cfg = _huge_pattern(tmp_path) if which == "pattern" else _long_layer_types()
     path = tmp_path / "config.json"
     path.write_text(json.dumps(cfg))
-    args = {"kv": ["--context", "4096"], "budget": ["--gpu", "h100-sxm-80gb", "--context", "4096"],
-            "vllm": ["--available-kv-gib", "40", "--max-model-len", "4096"]}[command]
+    args = {
+        "kv": ["--context", "4096"],
+        "budget": ["--gpu", "h100-sxm-80gb", "--context", "4096"],
+        "vllm": ["--available-kv-gib", "40", "--max-model-len", "4096"],
+    }[command]
     t0 = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "kvcalc", command, "--config", str(path), *args],
-                       capture_output=True, text=True, timeout=60, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-m", "kvcalc", command, "--config", str(path), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     took = time.perf_counter() - t0
     assert r.returncode != 0
     field = "hybrid_override_pattern" if which == "pattern" else "layer_types"

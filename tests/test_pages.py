@@ -22,8 +22,15 @@ def test_the_registry_holds_every_page_once():
 
 
 def test_every_tour_stop_links_a_registered_page():
-    assert [s.page for s in STOPS] == ["home", "cache_fill", "budget", "step_time", "roofline",
-                                       "frontier", "interview"]
+    assert [s.page for s in STOPS] == [
+        "home",
+        "cache_fill",
+        "budget",
+        "step_time",
+        "roofline",
+        "frontier",
+        "interview",
+    ]
     assert {pages.page(s.page).title for s in STOPS} == {s.title for s in STOPS}
 
 

@@ -34,8 +34,11 @@ def test_one_request_grows_block_by_block_and_frees_at_once():
 
 def test_admission_waits_for_free_blocks_first_come_first_served():
     # 4 blocks of 4: R1 (12-token prompt) takes 3; R2 (8 tokens) must wait; R3 (2) queues behind.
-    eng = Engine([req("R1", range(12), 1), req("R2", range(100, 108), 1),
-                  req("R3", range(200, 202), 1)], num_blocks=4, block_size=4)
+    eng = Engine(
+        [req("R1", range(12), 1), req("R2", range(100, 108), 1), req("R3", range(200, 202), 1)],
+        num_blocks=4,
+        block_size=4,
+    )
     s = eng.step()
     assert s.running == 1 and s.waiting == 2
     assert any("wait R2" in e for e in s.events)
@@ -45,8 +48,11 @@ def test_admission_waits_for_free_blocks_first_come_first_served():
 
 def test_shared_prefix_is_stored_once_with_reference_counts():
     prefix = list(range(8))  # two full blocks of 4
-    eng = Engine([req("R1", prefix + [50, 51], 5), req("R2", prefix + [60, 61], 5)],
-                 num_blocks=10, block_size=4)
+    eng = Engine(
+        [req("R1", prefix + [50, 51], 5), req("R2", prefix + [60, 61], 5)],
+        num_blocks=10,
+        block_size=4,
+    )
     s = eng.step()
     shared = [b for b in s.blocks if b.ref_count == 2]
     assert len(shared) == 2 and all(set(b.owners) == {"R1", "R2"} for b in shared)
@@ -57,8 +63,9 @@ def test_shared_prefix_is_stored_once_with_reference_counts():
 def test_whole_prompt_hit_still_computes_the_last_token():
     # vLLM: at most prompt_len - 1 tokens can come from the cache.
     prompt = list(range(8))
-    eng = Engine([req("R1", prompt, 1), req("R2", prompt, 1, arrival=3)], num_blocks=10,
-                 block_size=4)
+    eng = Engine(
+        [req("R1", prompt, 1), req("R2", prompt, 1, arrival=3)], num_blocks=10, block_size=4
+    )
     for _ in range(3):
         eng.step()
     s = eng.step()
@@ -77,9 +84,15 @@ def test_hash_chain_depends_on_the_parent():
 def test_freed_blocks_stay_cached_and_tail_is_evicted_first():
     # Pool of 4 blocks of 4. R1 = an 8-token prefix + 3 tokens, 1 to generate: blocks 0, 1, 2.
     prefix = list(range(8))
-    eng = Engine([req("R1", prefix + [7, 7, 7], 1),
-                  req("X", list(range(500, 506)), 1, arrival=3),
-                  req("R2", prefix + [9], 1, arrival=5)], num_blocks=4, block_size=4)
+    eng = Engine(
+        [
+            req("R1", prefix + [7, 7, 7], 1),
+            req("X", list(range(500, 506)), 1, arrival=3),
+            req("R2", prefix + [9], 1, arrival=5),
+        ],
+        num_blocks=4,
+        block_size=4,
+    )
     eng.step()
     s = eng.step()  # R1 writes its 12th token (block 2 now full) and finishes
     assert "R1" in eng.done and s.used_blocks == 0
@@ -95,8 +108,9 @@ def test_freed_blocks_stay_cached_and_tail_is_evicted_first():
 
 
 def test_preemption_frees_the_newest_and_recomputes_it():
-    eng, snap, log = simulate([req("R1", range(4), 8), req("R2", range(100, 104), 8)], 100,
-                              num_blocks=4, block_size=4)
+    eng, snap, log = simulate(
+        [req("R1", range(4), 8), req("R2", range(100, 104), 8)], 100, num_blocks=4, block_size=4
+    )
     events = [e for h in log for e in h.events]
     assert any(e.startswith("preempt R2") for e in events)
     assert not any(e.startswith("preempt R1") for e in events)
@@ -112,8 +126,9 @@ def test_request_larger_than_pool_is_refused():
 def test_contiguous_allocation_fits_fewer():
     # 48 blocks x 8 tokens = 384 slots; 50-token max length -> 7 contiguous requests.
     assert contiguous_capacity(48, 8, 50) == 7
-    eng, snap, log = simulate(parse_requests(SCENARIOS["shared-prompt"]["text"]), 50,
-                              num_blocks=48, block_size=8)
+    eng, snap, log = simulate(
+        parse_requests(SCENARIOS["shared-prompt"]["text"]), 50, num_blocks=48, block_size=8
+    )
     assert max(h.running for h in log) >= 6
 
 
@@ -131,15 +146,26 @@ def test_scenarios_run_to_completion(key):
 
 def test_deterministic():
     sc = SCENARIOS["pressure"]
-    runs = [simulate(parse_requests(sc["text"]), 40, num_blocks=sc["num_blocks"],
-                     block_size=sc["block_size"])[1] for _ in range(2)]
+    runs = [
+        simulate(
+            parse_requests(sc["text"]), 40, num_blocks=sc["num_blocks"], block_size=sc["block_size"]
+        )[1]
+        for _ in range(2)
+    ]
     assert runs[0] == runs[1]
 
 
-@pytest.mark.parametrize("text,msg", [
-    ("", "at least one request"), ("10", "prompt output"), ("a b", "whole numbers"),
-    ("0 5", "1 to 4,096"), ("10 5 11", "shared prefix"), ("10 5 0 -1", "arrival"),
-])
+@pytest.mark.parametrize(
+    "text,msg",
+    [
+        ("", "at least one request"),
+        ("10", "prompt output"),
+        ("a b", "whole numbers"),
+        ("0 5", "1 to 4,096"),
+        ("10 5 11", "shared prefix"),
+        ("10 5 0 -1", "arrival"),
+    ],
+)
 def test_parse_requests_errors(text, msg):
     with pytest.raises(ValueError, match=msg):
         parse_requests(text)
@@ -165,7 +191,9 @@ def _check_invariants(eng: Engine) -> None:
 
 requests_strategy = st.lists(
     st.tuples(st.integers(1, 40), st.integers(1, 20), st.integers(0, 16), st.integers(0, 6)),
-    min_size=1, max_size=8)
+    min_size=1,
+    max_size=8,
+)
 
 
 @settings(max_examples=120, deadline=None)

@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 
 from kvcalc import GiB, budget, kv_cache, spec_from_config, step_time, weights
 
-settings.register_profile("ci", max_examples=150, deadline=None,
-                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    "ci", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 settings.load_profile("ci")
 
 
@@ -20,10 +21,15 @@ def configs(draw, window=None):
     group = draw(st.sampled_from([1, 2, 4]))
     heads = kv * group
     head_dim = draw(st.sampled_from([32, 64, 128, 256]))
-    cfg = {"model_type": "llama", "hidden_size": heads * head_dim,
-           "num_hidden_layers": draw(st.integers(1, 48)), "num_attention_heads": heads,
-           "num_key_value_heads": kv, "vocab_size": draw(st.integers(100, 200_000)),
-           "intermediate_size": draw(st.integers(64, 30_000))}
+    cfg = {
+        "model_type": "llama",
+        "hidden_size": heads * head_dim,
+        "num_hidden_layers": draw(st.integers(1, 48)),
+        "num_attention_heads": heads,
+        "num_key_value_heads": kv,
+        "vocab_size": draw(st.integers(100, 200_000)),
+        "intermediate_size": draw(st.integers(64, 30_000)),
+    }
     if window:
         cfg["sliding_window"] = draw(st.integers(16, 8192))
     return cfg
@@ -69,13 +75,24 @@ def test_fp8_is_half_of_bf16_and_int4_a_quarter(cfg, n):
     assert kv_cache(spec, n, kv_dtype="fp32").kv_bytes == 2 * bf16
 
 
-@given(configs(), st.integers(1, 200), st.integers(1, 200), st.integers(1, 131_072),
-       st.sampled_from([1, 8, 16, 32, 128]), st.floats(0.05, 1.0))
+@given(
+    configs(),
+    st.integers(1, 200),
+    st.integers(1, 200),
+    st.integers(1, 131_072),
+    st.sampled_from([1, 8, 16, 32, 128]),
+    st.floats(0.05, 1.0),
+)
 def test_more_memory_never_lowers_concurrency(cfg, mem_a, mem_b, ctx, bs, util):
     spec = spec_from_config(cfg)
     lo, hi = sorted((mem_a, mem_b))
-    kw = dict(context=ctx, weights_bytes=GiB // 2, reserve_bytes=GiB // 4, block_size=bs,
-              gpu_mem_util=util)
+    kw = dict(
+        context=ctx,
+        weights_bytes=GiB // 2,
+        reserve_bytes=GiB // 4,
+        block_size=bs,
+        gpu_mem_util=util,
+    )
     a = budget(spec, total_bytes=lo * GiB, **kw)
     b = budget(spec, total_bytes=hi * GiB, **kw)
     assert b.max_concurrency >= a.max_concurrency
@@ -97,17 +114,36 @@ def test_step_time_grows_with_context_and_batch(cfg, n, b):
     )
 
 
-bad_numbers = st.one_of(st.integers(max_value=0), st.floats(allow_nan=True, allow_infinity=True),
-                        st.integers(min_value=10**13), st.text(max_size=5), st.none(),
-                        st.booleans(), st.lists(st.integers(), max_size=3))
+bad_numbers = st.one_of(
+    st.integers(max_value=0),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(min_value=10**13),
+    st.text(max_size=5),
+    st.none(),
+    st.booleans(),
+    st.lists(st.integers(), max_size=3),
+)
 
 
 @given(bad_numbers)
 def test_bad_context_is_valueerror(value):
-    assume(not (isinstance(value, float) and math.isfinite(value) and value == int(value)
-                and 0 <= value <= 10**12))
-    spec = spec_from_config({"hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 1,
-                             "vocab_size": 10, "intermediate_size": 10})
+    assume(
+        not (
+            isinstance(value, float)
+            and math.isfinite(value)
+            and value == int(value)
+            and 0 <= value <= 10**12
+        )
+    )
+    spec = spec_from_config(
+        {
+            "hidden_size": 64,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 1,
+            "vocab_size": 10,
+            "intermediate_size": 10,
+        }
+    )
     if isinstance(value, int) and not isinstance(value, bool) and value == 0:
         assert kv_cache(spec, value).kv_bytes == 0  # an empty cache is a valid answer
         return
@@ -115,9 +151,21 @@ def test_bad_context_is_valueerror(value):
         kv_cache(spec, value)
 
 
-@given(st.sampled_from(["hidden_size", "num_hidden_layers", "num_attention_heads",
-                        "num_key_value_heads", "head_dim", "vocab_size", "sliding_window",
-                        "intermediate_size"]), bad_numbers)
+@given(
+    st.sampled_from(
+        [
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "head_dim",
+            "vocab_size",
+            "sliding_window",
+            "intermediate_size",
+        ]
+    ),
+    bad_numbers,
+)
 def test_bad_config_sizes_are_valueerror(field, value):
     cfg = {
         "model_type": "llama",
@@ -145,19 +193,51 @@ def test_bad_config_sizes_are_valueerror(field, value):
 
 
 json_values = st.recursive(
-    st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**15), st.floats(),
-              st.text(max_size=8)),
-    lambda children: st.one_of(st.lists(children, max_size=4),
-                               st.dictionaries(st.text(max_size=8), children, max_size=4)),
-    max_leaves=12)
-config_keys = st.sampled_from([
-    "hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads", "head_dim",
-    "vocab_size", "intermediate_size", "sliding_window", "sliding_window_pattern", "layer_types",
-    "use_sliding_window", "multi_query", "num_kv_heads", "new_decoder_architecture", "n_embd",
-    "n_head", "n_layer", "text_config", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim",
-    "v_head_dim", "full_attention_interval", "attn_layer_period", "attn_layer_offset",
-    "num_local_experts", "num_experts_per_tok", "model_type", "tie_word_embeddings",
-    "mamba_d_state", "linear_num_value_heads", "first_k_dense_replace", "mlp_only_layers"])
+    st.one_of(
+        st.none(), st.booleans(), st.integers(-(10**6), 10**15), st.floats(), st.text(max_size=8)
+    ),
+    lambda children: st.one_of(
+        st.lists(children, max_size=4), st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+config_keys = st.sampled_from(
+    [
+        "hidden_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "vocab_size",
+        "intermediate_size",
+        "sliding_window",
+        "sliding_window_pattern",
+        "layer_types",
+        "use_sliding_window",
+        "multi_query",
+        "num_kv_heads",
+        "new_decoder_architecture",
+        "n_embd",
+        "n_head",
+        "n_layer",
+        "text_config",
+        "kv_lora_rank",
+        "qk_rope_head_dim",
+        "qk_nope_head_dim",
+        "v_head_dim",
+        "full_attention_interval",
+        "attn_layer_period",
+        "attn_layer_offset",
+        "num_local_experts",
+        "num_experts_per_tok",
+        "model_type",
+        "tie_word_embeddings",
+        "mamba_d_state",
+        "linear_num_value_heads",
+        "first_k_dense_replace",
+        "mlp_only_layers",
+    ]
+)
 
 
 @given(st.dictionaries(config_keys, json_values, max_size=12), st.integers(1, 10**6))

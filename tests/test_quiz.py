@@ -47,21 +47,34 @@ def test_every_generated_answer_grades_correct(seed):
         assert grade(q, f"{q.value / scale:.6g}").correct, q
         # The same value with its unit typed: bytes as "N B", tokens in thousands as "N.NK",
         # ratios with an x, counts with "sequences".
-        typed = {"B": f"{q.value:.6g} B", "tokens": f"{q.value / 1000:.6g}K",
-                 "x": f"{q.value:.6g}x", "sequences": f"{q.value:.6g} sequences"}[q.unit]
+        typed = {
+            "B": f"{q.value:.6g} B",
+            "tokens": f"{q.value / 1000:.6g}K",
+            "x": f"{q.value:.6g}x",
+            "sequences": f"{q.value:.6g} sequences",
+        }[q.unit]
         assert grade(q, typed).correct, (q, typed)
         assert not grade(q, f"{q.value * 1.5 / scale:.6g}").correct
 
 
 def _bytes_q(value, ask="B"):
-    return Question(qid="t", level="core", prompt="?", answer=f"{value} B", value=value,
-                    unit="B", ask_unit=ask)
+    return Question(
+        qid="t", level="core", prompt="?", answer=f"{value} B", value=value, unit="B", ask_unit=ask
+    )
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("163840", 163_840), ("163,840", 163_840), ("160 KiB", 163_840), ("160kib", 163_840),
-    ("163.84 KB", 163_840), ("0.15625 MiB", 163_840), ("1.6384e5", 163_840),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("163840", 163_840),
+        ("163,840", 163_840),
+        ("160 KiB", 163_840),
+        ("160kib", 163_840),
+        ("163.84 KB", 163_840),
+        ("0.15625 MiB", 163_840),
+        ("1.6384e5", 163_840),
+    ],
+)
 def test_parse_bytes(text, expected):
     assert parse_answer(text, _bytes_q(163_840)) == pytest.approx(expected)
 
@@ -83,8 +96,15 @@ def test_grader_hints():
 
 
 def test_tokens_and_ratios():
-    tq = Question(qid="t", level="mid", prompt="?", answer="122,533 tokens", value=122_533,
-                  unit="tokens", ask_unit="tokens")
+    tq = Question(
+        qid="t",
+        level="mid",
+        prompt="?",
+        answer="122,533 tokens",
+        value=122_533,
+        unit="tokens",
+        ask_unit="tokens",
+    )
     assert grade(tq, "122.5K").correct and grade(tq, "122533 tokens").correct
     xq = Question(qid="x", level="core", prompt="?", answer="4x", value=4, unit="x", ask_unit="x")
     assert grade(xq, "4x").correct and grade(xq, "4").correct and not grade(xq, "8x").correct
@@ -94,8 +114,16 @@ def test_answers_rounded_as_shown_and_the_floor_are_right():
     q = _bytes_q(0.078 * GiB, ask="GiB")
     assert grade(q, "0.08").correct and grade(q, "0.078 GiB").correct
     assert not grade(q, "0.1").correct  # one significant digit is not an answer
-    fit = Question(qid="c", level="mid", prompt="?", answer="9.49 sequences", value=9.49,
-                   unit="sequences", ask_unit="sequences", floor_ok=True)
+    fit = Question(
+        qid="c",
+        level="mid",
+        prompt="?",
+        answer="9.49 sequences",
+        value=9.49,
+        unit="sequences",
+        ask_unit="sequences",
+        floor_ok=True,
+    )
     assert grade(fit, "9").correct and "9 whole ones fit" in grade(fit, "9").message
     assert grade(fit, "9.49").correct and not grade(fit, "10").correct
 
@@ -127,8 +155,13 @@ def test_config_snippet_questions_are_read_by_hand_and_name_the_query_head_mista
             cfg = json.loads(q.config)
             assert "head_dim" not in cfg
             head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
-            expected = (2 * cfg["num_hidden_layers"] * cfg["num_key_value_heads"] * head_dim
-                        * width[cfg["torch_dtype"]])
+            expected = (
+                2
+                * cfg["num_hidden_layers"]
+                * cfg["num_key_value_heads"]
+                * head_dim
+                * width[cfg["torch_dtype"]]
+            )
             assert q.value == expected
             assert cfg["num_attention_heads"] > cfg["num_key_value_heads"]
             assert grade(q, f"{expected} B").correct
@@ -164,8 +197,16 @@ def test_offload_answer_frames_the_short_recompute():
 
 def test_a_whole_count_is_exact_and_rounding_up_is_named():
     # Issue 23 [6]: 54.72 conversations fit, so 54 whole ones; 55 is within 2% but does not fit.
-    fit = Question(qid="c", level="mid", prompt="?", answer="54.72", value=54.72,
-                   unit="sequences", ask_unit="sequences", floor_ok=True)
+    fit = Question(
+        qid="c",
+        level="mid",
+        prompt="?",
+        answer="54.72",
+        value=54.72,
+        unit="sequences",
+        ask_unit="sequences",
+        floor_ok=True,
+    )
     assert grade(fit, "54").correct and grade(fit, "54.72").correct and grade(fit, "54.7").correct
     assert grade(fit, "54.72x").correct  # as vLLM logs it
     g = grade(fit, "55")
@@ -183,11 +224,25 @@ def test_answer_labels_say_how_a_bare_number_is_read():
 
 
 def test_rates_and_intensities_take_their_unit():
-    q = Question(qid="r", level="mid", prompt="?", answer="206 tokens/s", value=206.0,
-                 unit="tokens/s", ask_unit="tokens/s")
+    q = Question(
+        qid="r",
+        level="mid",
+        prompt="?",
+        answer="206 tokens/s",
+        value=206.0,
+        unit="tokens/s",
+        ask_unit="tokens/s",
+    )
     assert grade(q, "206 tokens/s").correct and grade(q, "206").correct
-    f = Question(qid="f", level="mid", prompt="?", answer="295 FLOP/B", value=295.3,
-                 unit="FLOP/B", ask_unit="FLOP/B")
+    f = Question(
+        qid="f",
+        level="mid",
+        prompt="?",
+        answer="295 FLOP/B",
+        value=295.3,
+        unit="FLOP/B",
+        ask_unit="FLOP/B",
+    )
     assert grade(f, "295 FLOP/B").correct and "Unknown unit" in grade(f, "295 GB").message
 
 

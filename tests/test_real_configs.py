@@ -42,14 +42,16 @@ CASES = {
     # 8 KV heads x (128 + 128) x 2 B = 4,096 B per layer; TP 8 leaves 1 head: 512 B.
     "llama-4-scout-17b-16e.json": (
         [full(12, 4096), capped(36, 4096, 8192)],
-        (8, [full(12, 512), capped(36, 512, 8192)])),
+        (8, [full(12, 512), capped(36, 512, 8192)]),
+    ),
     # Gemma 4 26B-A4B: layer_types 5 sliding (1,024) : 1 full, 30 layers -> 25 + 5. Sliding:
     # 8 KV heads x 256: 8 x 512 x 2 = 8,192 B. Full: global_head_dim 512 and, because
     # attention_k_eq_v is true, num_global_key_value_heads 2: 2 x 1,024 x 2 = 4,096 B.
     # TP 4: sliding 8 // 4 = 2 heads (2,048 B); full 2 < 4 heads -> replicated 1 head (2,048 B).
     "gemma-4-26b-a4b.json": (
         [capped(25, 8192, 1024), full(5, 4096)],
-        (4, [capped(25, 2048, 1024), full(5, 2048)])),
+        (4, [capped(25, 2048, 1024), full(5, 2048)]),
+    ),
     # Qwen2.5-VL-7B: 28 layers, 4 KV heads x 128: 2 x 4 x 128 x 2 = 2,048 B; its sliding_window
     # 32,768 is off (use_sliding_window false). TP 4: 1 head, 512 B.
     "qwen2.5-vl-7b-instruct.json": ([full(28, 2048)], (4, [full(28, 512)])),
@@ -58,26 +60,30 @@ CASES = {
     # (2,097,152 B). TP 8: 1 KV head (512 B); 8 heads of state (262,144 B).
     "minimax-m1.json": (
         [full(10, 4096), state(70, 2_097_152)],
-        (8, [full(10, 512), state(70, 262_144)])),
+        (8, [full(10, 512), state(70, 262_144)]),
+    ),
     # Nemotron-H 56B: hybrid_override_pattern has 10 '*' (attention), 54 'M' (Mamba-2), 54 '-'.
     # Attention: 8 KV heads x attention_head_dim 128: 4,096 B. Mamba-2: inner 256 x 64 = 16,384;
     # conv (16,384 + 2 x 8 x 256) x 3 = 61,440; SSM 256 x 64 x 256 = 4,194,304 -> 4,255,744
     # elements = 8,511,488 B. TP 8: 512 B; (7,680 + 524,288) x 2 = 1,063,936 B.
     "nemotron-h-56b.json": (
         [full(10, 4096), state(54, 8_511_488)],
-        (8, [full(10, 512), state(54, 1_063_936)])),
+        (8, [full(10, 512), state(54, 1_063_936)]),
+    ),
     # Nemotron 3 Nano 30B-A3B: 6 '*', 23 'M', 23 'E'. Attention 2 KV heads x 128: 1,024 B.
     # Mamba-2: inner 64 x 64 = 4,096; conv (4,096 + 2 x 8 x 128) x 3 = 18,432; SSM
     # 64 x 64 x 128 = 524,288 -> 542,720 elements = 1,085,440 B (expand x hidden would be wrong).
     # TP 2: 1 head (512 B); (9,216 + 262,144) x 2 = 542,720 B.
     "nemotron-3-nano-30b-a3b.json": (
         [full(6, 1024), state(23, 1_085_440)],
-        (2, [full(6, 512), state(23, 542_720)])),
+        (2, [full(6, 512), state(23, 542_720)]),
+    ),
     # Nemotron 3 Super: 8 '*', 40 'M'. Attention 1,024 B. Mamba-2: inner 128 x 64 = 8,192; conv
     # (8,192 + 2,048) x 3 = 30,720; SSM 128 x 64 x 128 = 1,048,576 -> 2,158,592 B.
     "nemotron-3-super-120b-a12b-fp8.json": (
         [full(8, 1024), state(40, 2_158_592)],
-        (2, [full(8, 512), state(40, 1_079_296)])),
+        (2, [full(8, 512), state(40, 1_079_296)]),
+    ),
     # Nemotron-NAS Super 49B: block_configs, 80 layers: 31 attention no-ops, 49 attention layers
     # with n_heads_in_group 8 -> 64 / 8 = 8 KV heads x 128: 4,096 B (num_key_value_heads is
     # null: 64 heads on 80 layers would be 13x too much). TP 8: 512 B.
@@ -107,15 +113,18 @@ CASES = {
     # Llama 3.1 8B: the seed documents' 131,072 B per token.
     "llama-3.1-8b.json": ([full(32, 4096)], (2, [full(32, 2048)])),
     # gpt-oss-20b: layer_types alternate sliding (128) and full, 8 KV heads x 64: 2,048 B.
-    "gpt-oss-20b.json": ([capped(12, 2048, 128), full(12, 2048)],
-                         (8, [capped(12, 256, 128), full(12, 256)])),
+    "gpt-oss-20b.json": (
+        [capped(12, 2048, 128), full(12, 2048)],
+        (8, [capped(12, 256, 128), full(12, 256)]),
+    ),
     # Gemma 4 E2B: 35 layers, num_kv_shared_layers 20 -> layers 15..34 store nothing (they read
     # layer 13, the last sliding, or 14, the last full, of the first 15). Stored: 12 sliding
     # (window 512) of 1 KV head x 256: 2 x 256 x 2 = 1,024 B; 3 full of 1 KV head x 512
     # (attention_k_eq_v false: global_head_dim only): 2,048 B. TP 2: 1 head stays 1 (replicated).
     "gemma-4-e2b-it.json": (
         [capped(12, 1024, 512), full(3, 2048)],
-        (2, [capped(12, 1024, 512), full(3, 2048)])),
+        (2, [capped(12, 1024, 512), full(3, 2048)]),
+    ),
     # Mistral-7B-v0.1: 32 layers, all sliding at 4,096, 8 KV heads x 128: 4,096 B.
     "mistral-7b-v0.1.json": ([capped(32, 4096, 4096)], (8, [capped(32, 512, 4096)])),
     # Qwen3.5-35B-A3B (text_config): layer_types 10 full (2 KV heads x 256: 2,048 B) and 30 linear
@@ -123,28 +132,28 @@ CASES = {
     # 32 x 128 x 128 = 524,288 -> 1,097,728 B). TP 2: 1,024 B; 548,864 B.
     "qwen3.5-35b-a3b.json": (
         [full(10, 2048), state(30, 1_097_728)],
-        (2, [full(10, 1024), state(30, 548_864)])),
+        (2, [full(10, 1024), state(30, 548_864)]),
+    ),
     # OPT-125m: 12 layers, 12 heads of 768 / 12 = 64, multi-head: 2 x 12 x 64 x 2 = 3,072 B
     # (ffn_dim instead of intermediate_size only matters to the weights). TP 4: 768 B.
     "opt-125m.json": ([full(12, 3072)], (4, [full(12, 768)])),
     # Mamba-2 (Codestral conversion): 64 layers, no attention. 128 heads x 64 = 8,192 inner;
     # conv (8,192 + 2 x 8 x 128) x 3 = 30,720; SSM 128 x 64 x 128 = 1,048,576 -> 2,158,592 B.
-    "mamba2-codestral-7b-molbap-code2.json": (
-        [state(64, 2_158_592)], (2, [state(64, 1_079_296)])),
+    "mamba2-codestral-7b-molbap-code2.json": ([state(64, 2_158_592)], (2, [state(64, 1_079_296)])),
     # Qwen3-Next-80B-A3B: full_attention_interval 4 -> 12 attention layers of 2 KV heads x 256
     # (2,048 B); 36 Gated DeltaNet layers: conv (2 x 16 x 128 + 32 x 128) x 3 = 24,576, state
     # 32 x 128 x 128 = 524,288 -> 1,097,728 B. TP 2: 1,024 B; 548,864 B.
     "qwen3-next-80b-a3b-thinking.json": (
         [full(12, 2048), state(36, 1_097_728)],
-        (2, [full(12, 1024), state(36, 548_864)])),
+        (2, [full(12, 1024), state(36, 548_864)]),
+    ),
     # -- families with structure in fields of their own (issue 21; vLLM's model files, worked in
     # NOTES-E.md) --
     # LFM2-350M, the older spelling: full_attn_idxs [2, 5, 8, 10, 12, 14] attend (head_dim
     # 1,024 / 16 = 64, 8 KV heads: 2 x 8 x 64 x 2 = 2,048 B); the other 10 layers are short
     # convolutions: vLLM's short_conv_state_shape keeps conv_L_cache - 1 = 2 inputs of
     # conv_dim 1,024 in BF16 = 4,096 B. TP 2: 4 KV heads (1,024 B); 512 channels (2,048 B).
-    "lfm2-350m.json": ([full(6, 2048), state(10, 4096)],
-                       (2, [full(6, 1024), state(10, 2048)])),
+    "lfm2-350m.json": ([full(6, 2048), state(10, 4096)], (2, [full(6, 1024), state(10, 2048)])),
     # Kimi-Linear-48B-A3B: linear_attn_config.kda_layers (1-based) name 20 KDA layers, the other
     # 7 (0-based 3, 7, 11, 15, 19, 23, 26) are MLA: (512 + 64) x 2 = 1,152 B. KDA
     # (kda_state_shape / kda_state_dtype): conv 3 x (32 x 128) channels x (4 - 1) in BF16 =
@@ -152,7 +161,8 @@ CASES = {
     # latent is replicated; 16 heads: 36,864 + 1,048,576 = 1,085,440 B.
     "kimi-linear-48b-a3b-instruct.json": (
         [full(7, 1152), state(20, 2_170_880)],
-        (2, [full(7, 1152), state(20, 1_085_440)])),
+        (2, [full(7, 1152), state(20, 1_085_440)]),
+    ),
     # MiniCPM3-4B: MLA-style fields, but vLLM's minicpm3.py caches per head: 40 heads of K
     # 64 + 32 = 96 and V padded to 96: 2 x 40 x 96 x 2 = 15,360 B on each of 62 layers.
     # TP 2: 20 heads, 7,680 B.
@@ -161,8 +171,10 @@ CASES = {
     # full at 9 layers (4 KV heads x (K 192 + V 128) x 2 = 2,560 B), 1 = sliding at 39 (vLLM's
     # mimo_v2_flash.py: swa_num_key_value_heads 8 -> 5,120 B, window sliding_window_size 128).
     # TP 4: 1 and 2 heads: 640 B and 1,280 B.
-    "mimo-v2-flash.json": ([full(9, 2560), capped(39, 5120, 128)],
-                           (4, [full(9, 640), capped(39, 1280, 128)])),
+    "mimo-v2-flash.json": (
+        [full(9, 2560), capped(39, 5120, 128)],
+        (4, [full(9, 640), capped(39, 1280, 128)]),
+    ),
     # RWKV-4 430M: no attention; transformers' RwkvModel keeps 5 vectors of hidden_size 1,024 per
     # layer: 2 token-shift inputs in the model dtype (2 x 1,024 x 2 B) and 3 float32 WKV
     # accumulators (3 x 1,024 x 4 B) = 16,384 B, on 24 layers. Split over 2 GPUs: 8,192 B.
@@ -217,11 +229,14 @@ def test_mistral_7b_v01_from_the_registry():
     assert measured(spec, N2) == 32 * 4096 * 4096
 
 
-@pytest.mark.parametrize("name,what", [
-    ("nemotron-nas-super-49b.json", "none"),
-    ("nemotron-h-56b.json", "none"),
-    ("gemma-4-26b-a4b.json", "sliding"),
-])
+@pytest.mark.parametrize(
+    "name,what",
+    [
+        ("nemotron-nas-super-49b.json", "none"),
+        ("nemotron-h-56b.json", "none"),
+        ("gemma-4-26b-a4b.json", "sliding"),
+    ],
+)
 def test_no_config_is_read_as_all_full(name, what):
     spec = spec_from_config(load_config_file(DATA / name))
     assert what in spec.kind_counts()

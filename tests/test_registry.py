@@ -36,9 +36,24 @@ HAND_BPT = {
 }
 
 REQUIRED_MODELS = set(HAND_BPT)
-REQUIRED_GPUS = {"h100-sxm-80gb", "h200-141gb", "a100-80gb", "a100-40gb", "l4", "l40s", "a10g",
-                 "t4", "rtx-4090", "rtx-3090", "mi300x", "b200", "a100-pcie-80gb",
-                 "h100-pcie-80gb", "rtx-a6000", "rtx-6000-ada"}
+REQUIRED_GPUS = {
+    "h100-sxm-80gb",
+    "h200-141gb",
+    "a100-80gb",
+    "a100-40gb",
+    "l4",
+    "l40s",
+    "a10g",
+    "t4",
+    "rtx-4090",
+    "rtx-3090",
+    "mi300x",
+    "b200",
+    "a100-pcie-80gb",
+    "h100-pcie-80gb",
+    "rtx-a6000",
+    "rtx-6000-ada",
+}
 
 
 def test_registry_has_required_entries():
@@ -67,8 +82,10 @@ def test_total_params_within_2_percent_of_published(key):
 
 # Published active counts with three significant digits or more (OpenAI's convention: no input
 # embedding when the head is untied). Qwen3-Next publishes only the rounded "3B" of its name.
-@pytest.mark.parametrize("key", ["mixtral-8x7b", "deepseek-v3", "gpt-oss-20b", "gpt-oss-120b",
-                                 "jamba-v0.1", "mixtral-8x22b"])
+@pytest.mark.parametrize(
+    "key",
+    ["mixtral-8x7b", "deepseek-v3", "gpt-oss-20b", "gpt-oss-120b", "jamba-v0.1", "mixtral-8x22b"],
+)
 def test_active_params_within_2_percent(key):
     m = get_model(key)
     assert m.spec.active_params == pytest.approx(m.params_active, rel=0.02)
@@ -138,15 +155,21 @@ def test_minimal_registry_loads():
     assert r.model("m1").spec.num_layers == 2
 
 
-@pytest.mark.parametrize("broken,field", [
-    (GOOD_MODEL.replace("params_total: 1000", "params_total: -5"), "params_total"),
-    (GOOD_MODEL.replace("params_total: 1000", "params_total: lots"), "params_total"),
-    (GOOD_MODEL.replace("    hf_id: org/m\n", ""), "hf_id"),
-    (GOOD_MODEL.replace("num_attention_heads: 4", "num_attention_heads: 0"), "num_attention_heads"),
-    (GOOD_MODEL.replace("hidden_size: 64, ", ""), "hidden_size"),
-    (GOOD_MODEL.replace("https://example.com", "nowhere"), "sources.params"),
-    (GOOD_MODEL + "\n    weight_dtype: fp7", "weight_dtype"),
-])
+@pytest.mark.parametrize(
+    "broken,field",
+    [
+        (GOOD_MODEL.replace("params_total: 1000", "params_total: -5"), "params_total"),
+        (GOOD_MODEL.replace("params_total: 1000", "params_total: lots"), "params_total"),
+        (GOOD_MODEL.replace("    hf_id: org/m\n", ""), "hf_id"),
+        (
+            GOOD_MODEL.replace("num_attention_heads: 4", "num_attention_heads: 0"),
+            "num_attention_heads",
+        ),
+        (GOOD_MODEL.replace("hidden_size: 64, ", ""), "hidden_size"),
+        (GOOD_MODEL.replace("https://example.com", "nowhere"), "sources.params"),
+        (GOOD_MODEL + "\n    weight_dtype: fp7", "weight_dtype"),
+    ],
+)
 def test_malformed_model_entry_names_entry_and_field(broken, field):
     with pytest.raises(ValueError) as exc:
         load_registry(text=_registry_text(broken))
@@ -160,8 +183,10 @@ def test_malformed_gpu_entry_names_entry_and_field():
 
 
 def test_yaml_alias_bomb_is_refused():
-    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n" \
-           "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nmodels: *c\n"
+    bomb = (
+        "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+        "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nmodels: *c\n"
+    )
     with pytest.raises(ValueError, match="aliases"):
         load_registry(text=bomb)
 

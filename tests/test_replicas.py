@@ -29,8 +29,10 @@ import pytest
 from conftest import ROOT
 
 if shutil.which("haproxy") is None:
-    pytest.skip("HAProxy is not installed (apt-get install haproxy); .ci/run installs it",
-                allow_module_level=True)
+    pytest.skip(
+        "HAProxy is not installed (apt-get install haproxy); .ci/run installs it",
+        allow_module_level=True,
+    )
 websockets_sync = pytest.importorskip("websockets.sync.client")
 
 SCRIPT = ROOT / "deploy" / "replicas.py"
@@ -41,9 +43,14 @@ LINK = "model=qwen3-8b&b_ctx=32768&b_conc=3"
 
 def _start(tmp: Path, *args: str, wait_ready: bool = True, timeout: float = 90):
     out, err = tmp / "stdout.txt", tmp / "stderr.txt"
-    proc = subprocess.Popen([sys.executable, str(SCRIPT), "--run-dir", str(tmp / "run"), *args],
-                            cwd=ROOT, stdout=open(out, "wb"), stderr=open(err, "wb"),
-                            stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--run-dir", str(tmp / "run"), *args],
+        cwd=ROOT,
+        stdout=open(out, "wb"),
+        stderr=open(err, "wb"),
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     if not wait_ready:
         return proc, None
     deadline = time.time() + timeout
@@ -96,8 +103,11 @@ def _zombie(pid: int) -> bool:
 def _get(url: str, cookie: str | None = None):
     req = urllib.request.Request(url, headers={"Cookie": f"{COOKIE}={cookie}"} if cookie else {})
     with urllib.request.urlopen(req, timeout=30) as r:
-        set_cookie = [v for k, v in r.headers.items() if k.lower() == "set-cookie"
-                      and v.startswith(COOKIE + "=")]
+        set_cookie = [
+            v
+            for k, v in r.headers.items()
+            if k.lower() == "set-cookie" and v.startswith(COOKIE + "=")
+        ]
         given = set_cookie[0].split(";")[0].split("=", 1)[1] if set_cookie else None
         return r.status, r.headers.get("X-Served-By"), given
 
@@ -108,8 +118,13 @@ class Client:
     def __init__(self, base: str, cookie: str):
         self.cookie = cookie
         self.ws = websockets_sync.connect(
-            "ws" + base[4:] + "/_stcore/stream", subprotocols=["streamlit"], max_size=2**26,
-            additional_headers={"Cookie": f"{COOKIE}={cookie}"}, open_timeout=30, legacy=True)
+            "ws" + base[4:] + "/_stcore/stream",
+            subprotocols=["streamlit"],
+            max_size=2**26,
+            additional_headers={"Cookie": f"{COOKIE}={cookie}"},
+            open_timeout=30,
+            legacy=True,
+        )
         self.served_by = self.ws.response.headers.get("X-Served-By")
         self.pages: dict[str, str] = {}
 
@@ -213,8 +228,9 @@ def test_a_drained_replica_gets_no_new_visitors(cluster):
     finally:
         subprocess.run(drain + ["--ready", "app1"], timeout=20, check=True)
     assert _stats(cluster)["app1"]["status"] == "UP"
-    bad = subprocess.run(drain + ["--drain", "app1; shutdown"], capture_output=True, text=True,
-                         timeout=20)
+    bad = subprocess.run(
+        drain + ["--drain", "app1; shutdown"], capture_output=True, text=True, timeout=20
+    )
     assert bad.returncode == 2 and "app1, app2" in bad.stderr
 
 
@@ -279,8 +295,9 @@ def test_replica_on_a_taken_port_is_reported_and_never_routed_to(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        proc, info = _start(tmp_path, "--replicas", "2", "--port", "0",
-                            "--replica-ports", f"{port},0")
+        proc, info = _start(
+            tmp_path, "--replicas", "2", "--port", "0", "--replica-ports", f"{port},0"
+        )
         try:
             assert info["replicas"]["app1"]["started"] is False
             assert info["replicas"]["app2"]["started"] is True
@@ -297,10 +314,21 @@ def test_replica_on_a_taken_port_is_reported_and_never_routed_to(tmp_path):
 
 def test_missing_dependency_is_reported_and_nothing_is_left_running(tmp_path):
     bare = tmp_path / "bare"  # an interpreter without streamlit
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True,
-                   timeout=60)
-    proc, _ = _start(tmp_path, "--replicas", "2", "--port", "0", "--base-port", "0",
-                     "--python", str(bare / "bin" / "python"), wait_ready=False)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True, timeout=60
+    )
+    proc, _ = _start(
+        tmp_path,
+        "--replicas",
+        "2",
+        "--port",
+        "0",
+        "--base-port",
+        "0",
+        "--python",
+        str(bare / "bin" / "python"),
+        wait_ready=False,
+    )
     try:
         assert proc.wait(60) == 1
     finally:
@@ -315,15 +343,18 @@ def test_missing_dependency_is_reported_and_nothing_is_left_running(tmp_path):
 
 def test_bad_arguments_are_refused():
     def run(*args):
-        return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True,
-                              text=True, timeout=30)
+        return subprocess.run(
+            [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=30
+        )
 
-    for args, words in [(["--replicas", "0"], "--replicas must be 1 to 16"),
-                        (["--replicas", "2", "--replica-ports", "8601"], "one per replica"),
-                        (["--replica-ports", "80,8602"], "between 1024 and 65535"),
-                        (["--replica-ports", "8601,8601"], "its own port"),
-                        (["--replica-ports", "86o1"], "numbers separated by commas"),
-                        (["--drain", "app1"], "need --socket")]:
+    for args, words in [
+        (["--replicas", "0"], "--replicas must be 1 to 16"),
+        (["--replicas", "2", "--replica-ports", "8601"], "one per replica"),
+        (["--replica-ports", "80,8602"], "between 1024 and 65535"),
+        (["--replica-ports", "8601,8601"], "its own port"),
+        (["--replica-ports", "86o1"], "numbers separated by commas"),
+        (["--drain", "app1"], "need --socket"),
+    ]:
         out = run(*args)
         assert out.returncode == 2 and words in out.stderr, (args, out.stderr)
         assert "Traceback" not in out.stderr

@@ -25,8 +25,9 @@ def test_step_time_is_bytes_over_bandwidth():
     table, row = 128_256 * 4096 * 2, 4096 * 2
     assert s.weight_read_bytes == w.bytes - table + 4 * row
     assert s.kv_read_bytes == 4 * 8192 * 131_072
-    assert s.step_time_s == pytest.approx((w.bytes - table + 4 * row + 4 * 8192 * 131_072)
-                                          / (3350 * GB))
+    assert s.step_time_s == pytest.approx(
+        (w.bytes - table + 4 * row + 4 * 8192 * 131_072) / (3350 * GB)
+    )
     assert s.tokens_per_s == pytest.approx(4 / s.step_time_s)
 
 
@@ -35,8 +36,9 @@ def test_crossover_moves_left_with_batch_and_right_with_fp8_and_mla():
     w = m.weights("bf16")
     c1 = step_time(m.spec, w, context=1, batch=1, bandwidth_gbs=1000).crossover_context
     c8 = step_time(m.spec, w, context=1, batch=8, bandwidth_gbs=1000).crossover_context
-    c_fp8 = step_time(m.spec, w, context=1, batch=1, bandwidth_gbs=1000,
-                      kv_dtype="fp8").crossover_context
+    c_fp8 = step_time(
+        m.spec, w, context=1, batch=1, bandwidth_gbs=1000, kv_dtype="fp8"
+    ).crossover_context
     assert c8 == pytest.approx(c1 / 8, abs=1)
     assert c_fp8 == pytest.approx(2 * c1, abs=1)
     # At the crossover the two reads are equal (to within one token).
@@ -59,8 +61,9 @@ def test_moe_reads_only_touched_experts():
     s1 = step_time(m.spec, w, context=0, batch=1, bandwidth_gbs=1000)
     # The untied input embedding (32,000 x 4,096 BF16) is gathered, one row per token.
     table, row = 32_000 * 4096 * 2, 4096 * 2
-    assert s1.weight_read_bytes == (w.dense_bytes - table + row
-                                    + round(32 * 2 * w.bytes_per_expert))
+    assert s1.weight_read_bytes == (
+        w.dense_bytes - table + row + round(32 * 2 * w.bytes_per_expert)
+    )
     # A large batch touches every expert: the read approaches all resident weights.
     s256 = step_time(m.spec, w, context=0, batch=256, bandwidth_gbs=1000)
     assert s256.weight_read_bytes == pytest.approx(w.bytes - table + 256 * row, rel=1e-6)
@@ -80,8 +83,14 @@ def test_tensor_parallel_step_is_per_gpu():
 def test_compute_bound_at_huge_batch():
     m = get_model("llama-3.1-8b")
     gpu = get_gpu("h100-sxm-80gb")
-    s = step_time(m.spec, m.weights(), context=1, batch=4096, bandwidth_gbs=gpu.bandwidth_gbs,
-                  peak_tflops=gpu.bf16_tflops)
+    s = step_time(
+        m.spec,
+        m.weights(),
+        context=1,
+        batch=4096,
+        bandwidth_gbs=gpu.bandwidth_gbs,
+        peak_tflops=gpu.bf16_tflops,
+    )
     # 2 x 4096 x 7.5e9 FLOPs / 989.4e12 ~ 62 ms against ~5 ms of reads: compute bound.
     assert s.bound == "compute"
 
@@ -126,9 +135,17 @@ def test_offload_break_even():
     assert at.offload_wins and not before.offload_wins
 
 
-@pytest.mark.parametrize("kw", [dict(context=-1), dict(batch=0), dict(bandwidth_gbs=0),
-                                dict(bandwidth_gbs=float("inf")), dict(kv_dtype="fp9"),
-                                dict(peak_tflops=-3)])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(context=-1),
+        dict(batch=0),
+        dict(bandwidth_gbs=0),
+        dict(bandwidth_gbs=float("inf")),
+        dict(kv_dtype="fp9"),
+        dict(peak_tflops=-3),
+    ],
+)
 def test_bad_step_inputs(kw):
     m = get_model("llama-3.1-8b")
     args = dict(context=10, batch=1, bandwidth_gbs=100)
@@ -145,10 +162,12 @@ def test_prefill_never_beats_one_read_of_the_weights():
 
     m, gpu = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
     w = m.weights()
-    p = prefill(m.spec, 16, gpu.bf16_tflops, weight_read_bytes=w.bytes,
-                bandwidth_gbs=gpu.bandwidth_gbs)
+    p = prefill(
+        m.spec, 16, gpu.bf16_tflops, weight_read_bytes=w.bytes, bandwidth_gbs=gpu.bandwidth_gbs
+    )
     assert p.memory_time_s == w.bytes / (gpu.bandwidth_gbs * 1e9)
     assert p.time_s == p.memory_time_s > p.compute_time_s and p.bound == "memory"
-    long = prefill(m.spec, 8192, gpu.bf16_tflops, weight_read_bytes=w.bytes,
-                   bandwidth_gbs=gpu.bandwidth_gbs)
+    long = prefill(
+        m.spec, 8192, gpu.bf16_tflops, weight_read_bytes=w.bytes, bandwidth_gbs=gpu.bandwidth_gbs
+    )
     assert long.bound == "compute" and long.time_s == long.compute_time_s

@@ -88,22 +88,40 @@ def test_step_time_and_prefill_count_absorbed_attention_under_its_own_roof():
     g = get_gpu("h200-141gb")
     gemm = 2 * m.spec.active_params * 32 / 8
     attn = 32 * LAYERS * 2 * (HEADS // 8) * (2 * RANK + ROPE) * 8192
-    s = step_time(m.spec, w, context=8192, batch=32, bandwidth_gbs=g.bandwidth_gbs, tp=8,
-                  peak_tflops=1978.9, attention_tflops=989.4, find_crossover=False)
+    s = step_time(
+        m.spec,
+        w,
+        context=8192,
+        batch=32,
+        bandwidth_gbs=g.bandwidth_gbs,
+        tp=8,
+        peak_tflops=1978.9,
+        attention_tflops=989.4,
+        find_crossover=False,
+    )
     assert s.compute_time_s == pytest.approx(gemm / 1978.9e12 + attn / 989.4e12, rel=1e-12)
     # Prefill of 512 tokens expands the latent: 61 x 81,920 FLOPs per pair, 512 x 513 / 2 pairs.
     spec = m.spec
     assert attention_flops(spec, 0, 512, decode=False) == LAYERS * 81_920 * 512 * 513 // 2
     p = prefill_point(spec, w, 512, tp=8)
-    assert p.flops == pytest.approx((2 * spec.active_params * 512
-                                     + LAYERS * 81_920 * 512 * 513 / 2) / 8)
+    assert p.flops == pytest.approx(
+        (2 * spec.active_params * 512 + LAYERS * 81_920 * 512 * 513 / 2) / 8
+    )
 
 
 def test_simulator_decode_pairs_are_absorbed():
     m = get_model("deepseek-v3")
     g = get_gpu("h200-141gb")
-    s = setup(m.spec, m.weights(), total_bytes=g.memory_bytes, bandwidth_gbs=g.bandwidth_gbs,
-              peak_tflops=1978.9, max_model_len=1024 + 64, tp=8, gpu_name=g.name)
+    s = setup(
+        m.spec,
+        m.weights(),
+        total_bytes=g.memory_bytes,
+        bandwidth_gbs=g.bandwidth_gbs,
+        peak_tflops=1978.9,
+        max_model_len=1024 + 64,
+        tp=8,
+        gpu_name=g.name,
+    )
     assert s.decode_flops_per_pair == LAYERS * 278_528 / 8  # 2,123,776 per GPU
     assert s.attention_flops_per_pair == LAYERS * 81_920 / 8  # prefill chunks: 624,640
     # A decode-only step of 32 tokens at 8,192 each: compute counts the absorbed pairs.
@@ -122,6 +140,7 @@ def test_fp32_peak_is_the_datasheet_figure():
     assert roofs(t4, "fp16", "fp16", 320).gemm_ridge == pytest.approx(65e12 / 320e9)  # 203.1
     # Every registry GPU states its FP32 peak, and it is below its 16-bit tensor peak.
     from kvcalc import registry
+
     for g in registry().gpus.values():
         assert g.fp32_tflops and g.fp32_tflops < g.tflops(g.half), g.key
 
@@ -148,6 +167,7 @@ def test_gemms_and_attention_get_their_own_roofs():
     assert roofs(get_gpu("a100-80gb"), "fp8", "bf16", 2039).gemm_tflops == 312
     # A custom GPU with no FP32 figure cannot time FP32 work: refused by name.
     from dataclasses import replace
+
     with pytest.raises(ValueError, match="FP32 peak"):
         roofs(replace(h200, fp32_tflops=None), "fp32", "bf16", 4800)
 
@@ -161,8 +181,9 @@ def test_decode_step_is_the_sum_of_its_parts_each_under_its_roof():
     # Both parts wait for memory here: the step is the bytes over the bandwidth, exactly the
     # Decode step time page's figure.
     assert d.gemm_bound == d.attention_bound == "memory"
-    s = step_time(m.spec, m.weights(), context=8192, batch=32, bandwidth_gbs=4800, tp=8,
-                  find_crossover=False)
+    s = step_time(
+        m.spec, m.weights(), context=8192, batch=32, bandwidth_gbs=4800, tp=8, find_crossover=False
+    )
     assert d.time_s == pytest.approx(s.step_time_s, rel=1e-12)
     assert d.whole.achieved_tflops == pytest.approx(d.whole.flops / d.time_s / 1e12)
 
@@ -189,8 +210,12 @@ def test_gqa_variant_is_what_its_name_says():
     # heads each, not MQA (the review saw GQA = MQA).
     assert gqa_heads(12, 12) == 6
     pts = {p.label: p for p in attention_points(get_model("gpt2").spec, context=1024)}
-    assert set(pts) == {"attention MHA", "attention GQA, 6 KV heads", "attention MQA",
-                        "attention MLA (absorbed)"}
+    assert set(pts) == {
+        "attention MHA",
+        "attention GQA, 6 KV heads",
+        "attention MQA",
+        "attention MLA (absorbed)",
+    }
     # 2 x (query heads per KV head) / 2 B: MHA 1, GQA 2, MQA 12.
     assert pts["attention MHA"].intensity == pytest.approx(1.0)
     assert pts["attention GQA, 6 KV heads"].intensity == pytest.approx(2.0)
@@ -205,8 +230,11 @@ def test_gqa_variant_is_what_its_name_says():
 def test_query_tokens_per_step_scale_attention_and_gemm_tokens():
     m = get_model("llama-3.1-8b")
     c, q = 8192, 4
-    gqa = next(p for p in attention_points(m.spec, context=c, queries=q)
-               if p.label.startswith("attention GQA"))
+    gqa = next(
+        p
+        for p in attention_points(m.spec, context=c, queries=q)
+        if p.label.startswith("attention GQA")
+    )
     # 4 new tokens at positions 8,192..8,195 attend to 8,192 + 8,193 + 8,194 + 8,195 tokens;
     # they read the 8,195 cached tokens once: 8 KV heads x 256 x 2 B each.
     flops = 2 * 32 * 256 * (4 * c + 6)

@@ -29,19 +29,28 @@ def test_llama31_8b_8k_conversation_is_1_gib_and_64_of_them_4x_weights():
 
 def test_interview_40_layers_8_heads_fp16():
     # Chapter interview check: 2 x 40 x 8 x 128 x 2 = 163,840 B = 160 KiB; 8,192 tokens = 1.25 GiB.
-    spec = spec_from_config(llama_config(num_hidden_layers=40, num_attention_heads=32,
-                                         num_key_value_heads=8, hidden_size=4096))
+    spec = spec_from_config(
+        llama_config(
+            num_hidden_layers=40, num_attention_heads=32, num_key_value_heads=8, hidden_size=4096
+        )
+    )
     r = kv_cache(spec, 8192, kv_dtype="fp16")
     assert r.kv_bytes_per_token_nominal == 163_840 == 160 * 1024
     assert r.kv_bytes == int(1.25 * GiB)
 
 
-@pytest.mark.parametrize("key,batch,context,gib", [
-    # Blog table (its "GB" are GiB: 2 x 32 x 32 x 128 x 2048 x 2 B = 2^30 exactly).
-    ("llama-2-7b", 1, 2048, 1.0), ("llama-2-7b", 16, 8192, 64.0), ("llama-2-7b", 32, 16384, 256.0),
-    ("llama-3.1-8b", 1, 2048, 0.25), ("llama-3.1-8b", 16, 8192, 16.0),
-    ("llama-3.1-8b", 32, 16384, 64.0),
-])
+@pytest.mark.parametrize(
+    "key,batch,context,gib",
+    [
+        # Blog table (its "GB" are GiB: 2 x 32 x 32 x 128 x 2048 x 2 B = 2^30 exactly).
+        ("llama-2-7b", 1, 2048, 1.0),
+        ("llama-2-7b", 16, 8192, 64.0),
+        ("llama-2-7b", 32, 16384, 256.0),
+        ("llama-3.1-8b", 1, 2048, 0.25),
+        ("llama-3.1-8b", 16, 8192, 16.0),
+        ("llama-3.1-8b", 32, 16384, 64.0),
+    ],
+)
 def test_blog_table_fp16(key, batch, context, gib):
     assert kv_cache(get_model(key).spec, context, batch, "fp16").kv_bytes == gib * GiB
 

@@ -57,7 +57,8 @@ def draw(rng: random.Random, page: str) -> dict:
     choice = {
         "model": rng.choice(list(reg.models)),
         "gpu": rng.choice(list(reg.gpus) + ["custom"]),
-        "tp": rng.choice(TP_CHOICES), "pp": rng.choice(PP_CHOICES),
+        "tp": rng.choice(TP_CHOICES),
+        "pp": rng.choice(PP_CHOICES),
         "wdtype": rng.choice(["auto", *WEIGHT_DTYPES]),
         "kvdtype": rng.choice(list(KV_DTYPES)),
         "bw_share": round(rng.choice([1.0, rng.uniform(0.3, 1.0)]) * 20) / 20,
@@ -118,6 +119,5 @@ def test_random_sidebar_choices_never_end_in_a_generic_error_box():
         found = W.generic_errors(at)
         if found:
             link = "&".join(f"{k}={v}" for k, v in choice.items())
-            problems.append(f"/{page}?{link}{' pasting ' + pasted if pasted else ''}: "
-                            f"{found[0]}")
+            problems.append(f"/{page}?{link}{' pasting ' + pasted if pasted else ''}: {found[0]}")
     assert not problems, f"{len(problems)} of {CHOICES}:\n" + "\n".join(problems[:20])

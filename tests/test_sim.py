@@ -69,8 +69,15 @@ def llama():
 def make(llama, wl, **kw):
     m, g = llama
     kw.setdefault("max_model_len", wl.longest)
-    s = setup(m.spec, m.weights(), total_bytes=g.memory_bytes, bandwidth_gbs=g.bandwidth_gbs,
-              peak_tflops=g.bf16_tflops, gpu_name=g.name, **kw)
+    s = setup(
+        m.spec,
+        m.weights(),
+        total_bytes=g.memory_bytes,
+        bandwidth_gbs=g.bandwidth_gbs,
+        peak_tflops=g.bf16_tflops,
+        gpu_name=g.name,
+        **kw,
+    )
     return s, simulate(s, wl)
 
 
@@ -103,8 +110,9 @@ def test_single_request_ttft_and_decode_time(llama):
     assert step_s(1, P + 1, P + 1) == pytest.approx(st.step_time_s, rel=1e-12)
     # ...and the prefill is the roofline's time to first token (plus its own cache read,
     # which is below the compute time here).
-    pf = prefill(m.spec, P, g.bf16_tflops, weight_read_bytes=wread(P),
-                 bandwidth_gbs=g.bandwidth_gbs)
+    pf = prefill(
+        m.spec, P, g.bf16_tflops, weight_read_bytes=wread(P), bandwidth_gbs=g.bandwidth_gbs
+    )
     assert r.ttft_p50_s == pytest.approx(pf.time_s, rel=1e-12)
 
 
@@ -120,8 +128,15 @@ def test_decode_only_stretch_and_full_steps_share_one_clock(key):
     P, OUT = 512, 64
     m, g = get_model(key), get_gpu("h100-sxm-80gb")
     wl = Workload(requests=1, prompt=fixed(P), output=fixed(OUT), rate=math.inf)
-    s = setup(m.spec, m.weights(), total_bytes=g.memory_bytes, bandwidth_gbs=g.bandwidth_gbs,
-              peak_tflops=g.bf16_tflops, gpu_name=g.name, max_model_len=wl.longest)
+    s = setup(
+        m.spec,
+        m.weights(),
+        total_bytes=g.memory_bytes,
+        bandwidth_gbs=g.bandwidth_gbs,
+        peak_tflops=g.bf16_tflops,
+        gpu_name=g.name,
+        max_model_len=wl.longest,
+    )
     sl = 1 if s.slide_groups else 0
     assert sl == (key == "gemma-2-9b") and s.window == (4096 if sl else 0)
     t = s.step_seconds(P, P, pairs(P), sl * P, sl * pairs(P))
@@ -130,8 +145,9 @@ def test_decode_only_stretch_and_full_steps_share_one_clock(key):
     run = Scheduler(s, wl)
     r = run.run()
     assert r.steps == OUT
-    assert run.tally.itl_steps == [(s.step_seconds(1, c, 0, sl * c, sl * c, 0, c), 1)
-                                   for c in range(P + 1, P + OUT)]
+    assert run.tally.itl_steps == [
+        (s.step_seconds(1, c, 0, sl * c, sl * c, 0, c), 1) for c in range(P + 1, P + OUT)
+    ]
     assert r.duration_s == t
 
 
@@ -139,8 +155,11 @@ def test_chunked_prefill_adds_up_to_one_prefill(llama):
     # 20,000 tokens with max_num_batched_tokens 8,192: chunks of 8,192, 8,192 and 3,616, each
     # compute bound; their attention pairs add up to the whole prompt's.
     P = 20_000
-    _, r = make(llama, Workload(requests=1, prompt=fixed(P), output=fixed(2), rate=1.0),
-                max_num_batched_tokens=8192)
+    _, r = make(
+        llama,
+        Workload(requests=1, prompt=fixed(P), output=fixed(2), rate=1.0),
+        max_num_batched_tokens=8192,
+    )
     bounds = [(0, 8192), (8192, 16384), (16384, 20000)]
     ttft = sum(step_s(e - s, e, pairs(e) - pairs(s)) for s, e in bounds)
     assert r.ttft_p50_s == pytest.approx(ttft, rel=1e-12)
@@ -152,12 +171,17 @@ def test_steady_state_decode_throughput_is_batch_over_step_time(llama):
     # 32 requests at once, prefilled together in one step (32 x 512 = 16,384 tokens <= the
     # budget), then 128 decode steps at batch 32, contexts 513..640: memory bound.
     b, P, OUT = 32, 512, 129
-    _, r = make(llama, Workload(requests=b, prompt=fixed(P), output=fixed(OUT), rate=math.inf),
-                max_num_batched_tokens=16384)
+    _, r = make(
+        llama,
+        Workload(requests=b, prompt=fixed(P), output=fixed(OUT), rate=math.inf),
+        max_num_batched_tokens=16384,
+    )
     prefill_step = step_s(b * P, b * P, b * pairs(P))
     steps = [step_s(b, b * c, b * c) for c in range(P + 1, P + OUT)]
-    assert all((wread(b) + KV * b * c) / BW > (2 * NA * b + PAIR * b * c) / FLOPS
-               for c in range(P + 1, P + OUT))  # every decode step is memory bound
+    assert all(
+        (wread(b) + KV * b * c) / BW > (2 * NA * b + PAIR * b * c) / FLOPS
+        for c in range(P + 1, P + OUT)
+    )  # every decode step is memory bound
     assert r.ttft_p50_s == pytest.approx(prefill_step, rel=1e-12)
     assert r.duration_s == pytest.approx(prefill_step + sum(steps), rel=1e-12)
     decode_tps = b * (OUT - 1) / (r.duration_s - r.ttft_p50_s)
@@ -169,8 +193,7 @@ def test_littles_law_within_sampling_error(llama):
     # L = lambda x W. Over 5,000 Poisson arrivals the empirical rate is within about
     # 1/sqrt(5000) = 1.4% of the nominal one (one standard error); allow 3.
     rate, n = 4.0, 5000
-    wl = Workload(requests=n, prompt=uniform(100, 900), output=uniform(50, 300), rate=rate,
-                  seed=7)
+    wl = Workload(requests=n, prompt=uniform(100, 900), output=uniform(50, 300), rate=rate, seed=7)
     _, r = make(llama, wl)
     assert r.mean_in_system == pytest.approx(rate * r.e2el_mean_s, rel=3 / math.sqrt(n))
     # The simulation's clock is independent of the request count: the run lasts about n / rate.
@@ -228,8 +251,14 @@ def test_prefix_cache_hits_the_shared_system_prompt(llama):
 
 
 def test_deterministic_for_a_seed(llama):
-    wl = Workload(requests=300, prompt=lognormal(400, 0.8, 4000), output=uniform(20, 400),
-                  rate=30.0, prefix_share=0.3, seed=3)
+    wl = Workload(
+        requests=300,
+        prompt=lognormal(400, 0.8, 4000),
+        output=uniform(20, 400),
+        rate=30.0,
+        prefix_share=0.3,
+        seed=3,
+    )
     a = make(llama, wl)[1]
     b = make(llama, wl)[1]
     assert a == b
@@ -250,9 +279,16 @@ def test_mla_and_tensor_parallel_run(llama):
     m = get_model("deepseek-v3")
     g = get_gpu("h200-141gb")
     wl = Workload(requests=50, prompt=fixed(1024), output=fixed(64), rate=math.inf)
-    s = setup(m.spec, m.weights(), total_bytes=g.memory_bytes, bandwidth_gbs=g.bandwidth_gbs,
-              peak_tflops=g.peak_tflops(m.weights().dtype), max_model_len=wl.longest, tp=8,
-              gpu_name=g.name)
+    s = setup(
+        m.spec,
+        m.weights(),
+        total_bytes=g.memory_bytes,
+        bandwidth_gbs=g.bandwidth_gbs,
+        peak_tflops=g.peak_tflops(m.weights().dtype),
+        max_model_len=wl.longest,
+        tp=8,
+        gpu_name=g.name,
+    )
     r = simulate(s, wl)
     assert r.requests == 50 and r.preemptions == 0
     # The latent (512 + 64 RoPE, BF16) is replicated on every GPU: 70,272 B per token each.
@@ -260,18 +296,28 @@ def test_mla_and_tensor_parallel_run(llama):
     assert r.output_tokens_per_s_per_gpu == pytest.approx(r.output_tokens_per_s / 8)
 
 
-@pytest.mark.parametrize("bad, message", [
-    (dict(pp=2), "pipeline parallel to 1"),
-    (dict(prompt=140_000), "beyond"),
-    (dict(max_num_batched_tokens=100), "at least max_num_seqs"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (dict(pp=2), "pipeline parallel to 1"),
+        (dict(prompt=140_000), "beyond"),
+        (dict(max_num_batched_tokens=100), "at least max_num_seqs"),
+    ],
+)
 def test_refusals_name_what_to_change(bad, message):
     m = get_model(bad.pop("model", "llama-3.1-8b"))
     g = get_gpu("h100-sxm-80gb")
     prompt = bad.pop("prompt", 512)
     with pytest.raises(ValueError, match=message):
-        setup(m.spec, m.weights(), total_bytes=g.memory_bytes, bandwidth_gbs=g.bandwidth_gbs,
-              peak_tflops=g.bf16_tflops, max_model_len=prompt + 256, **bad)
+        setup(
+            m.spec,
+            m.weights(),
+            total_bytes=g.memory_bytes,
+            bandwidth_gbs=g.bandwidth_gbs,
+            peak_tflops=g.bf16_tflops,
+            max_model_len=prompt + 256,
+            **bad,
+        )
 
 
 def test_chunked_local_attention_is_refused_by_name(llama):
@@ -279,11 +325,21 @@ def test_chunked_local_attention_is_refused_by_name(llama):
     from kvcalc.core.model import ChunkedLocal
 
     m, g = llama
-    layers = [ChunkedLocal(kv_heads=8, head_dim=128, v_head_dim=128, q_heads=32, chunk=8192)
-              if i % 4 else lay for i, lay in enumerate(m.spec.layers)]
+    layers = [
+        ChunkedLocal(kv_heads=8, head_dim=128, v_head_dim=128, q_heads=32, chunk=8192)
+        if i % 4
+        else lay
+        for i, lay in enumerate(m.spec.layers)
+    ]
     with pytest.raises(ValueError, match="chunked"):
-        setup(m.spec.with_layers(layers), m.weights(), total_bytes=g.memory_bytes,
-              bandwidth_gbs=g.bandwidth_gbs, peak_tflops=g.bf16_tflops, max_model_len=768)
+        setup(
+            m.spec.with_layers(layers),
+            m.weights(),
+            total_bytes=g.memory_bytes,
+            bandwidth_gbs=g.bandwidth_gbs,
+            peak_tflops=g.bf16_tflops,
+            max_model_len=768,
+        )
 
 
 def test_workload_refusals():
@@ -299,10 +355,29 @@ def test_workload_refusals():
 
 def test_cli_keys_are_the_issues():
     # Issue 16's keys, and issue 24's named as vLLM's benchmark names its metrics (in s).
-    vllm_names = {"ttft_p50_s", "ttft_mean_s", "ttft_p99_s", "tpot_p50_s", "tpot_mean_s",
-                  "itl_p50_s", "itl_p99_s", "e2el_p50_s", "duration_s", "request_throughput",
-                  "output_tokens_per_s"}
-    issue16 = {"ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "output_tokens_per_s",
-               "preemptions", "kv_utilization_mean", "max_batch", "binding_limit"}
+    vllm_names = {
+        "ttft_p50_s",
+        "ttft_mean_s",
+        "ttft_p99_s",
+        "tpot_p50_s",
+        "tpot_mean_s",
+        "itl_p50_s",
+        "itl_p99_s",
+        "e2el_p50_s",
+        "duration_s",
+        "request_throughput",
+        "output_tokens_per_s",
+    }
+    issue16 = {
+        "ttft_p50_s",
+        "ttft_p99_s",
+        "tpot_p50_s",
+        "tpot_p99_s",
+        "output_tokens_per_s",
+        "preemptions",
+        "kv_utilization_mean",
+        "max_batch",
+        "binding_limit",
+    }
     assert vllm_names | issue16 <= set(CLI_KEYS)
     assert len(set(CLI_KEYS)) == len(CLI_KEYS)

@@ -11,6 +11,7 @@ L8B = get_model("llama-3.1-8b")
 
 # -- webui.memo -------------------------------------------------------------------------------
 
+
 def test_memo_computes_once_per_value_and_keeps_at_most_its_bound():
     from webui.memo import memo
 
@@ -70,6 +71,7 @@ def test_memo_refuses_an_empty_bound():
 
 # -- figures -----------------------------------------------------------------------------------
 
+
 def test_kept_figures_give_plotlys_own_dict_made_once():
     import plotly.graph_objects as go
 
@@ -121,6 +123,7 @@ def test_fill_frames_carry_what_changes_and_replay_every_step():
 
 # -- a real server: a page's own input reruns only the page ----------------------------------
 
+
 @pytest.mark.slow
 def test_a_page_input_reruns_only_the_page_and_a_sidebar_input_everything():
     """On a real server, as the browser speaks: the Budget page's context changed with the
@@ -135,10 +138,20 @@ def test_a_page_input_reruns_only_the_page_and_a_sidebar_input_everything():
     from streamlit.proto.BackMsg_pb2 import BackMsg
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-    proc, base = start_server(lambda port: [
-        sys.executable, "-m", "streamlit", "run", "app.py", f"--server.port={port}",
-        "--server.address=127.0.0.1", "--server.headless=true",
-        "--browser.gatherUsageStats=false"], cwd=ROOT)
+    proc, base = start_server(
+        lambda port: [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            f"--server.port={port}",
+            "--server.address=127.0.0.1",
+            "--server.headless=true",
+            "--browser.gatherUsageStats=false",
+        ],
+        cwd=ROOT,
+    )
     port = int(base.rsplit(":", 1)[1])
 
     async def run(ws, page="", query="", widget=None, fragment=""):
@@ -161,8 +174,7 @@ def test_a_page_input_reruns_only_the_page_and_a_sidebar_input_everything():
             fm.ParseFromString(await asyncio.wait_for(ws.recv(), timeout=60))
             kind = fm.WhichOneof("type")
             if kind == "navigation":
-                got["pages"] = {p.url_pathname: p.page_script_hash
-                                for p in fm.navigation.app_pages}
+                got["pages"] = {p.url_pathname: p.page_script_hash for p in fm.navigation.app_pages}
             elif kind == "delta" and fm.delta.WhichOneof("type") == "new_element":
                 if fm.metadata.delta_path[0] == 1:  # the sidebar's root container
                     got["sidebar"] += 1
@@ -179,8 +191,9 @@ def test_a_page_input_reruns_only_the_page_and_a_sidebar_input_everything():
                 return got
 
     async def scenario():
-        async with websockets.connect(f"ws://127.0.0.1:{port}/_stcore/stream",
-                                      subprotocols=["streamlit"], max_size=2**26) as ws:
+        async with websockets.connect(
+            f"ws://127.0.0.1:{port}/_stcore/stream", subprotocols=["streamlit"], max_size=2**26
+        ) as ws:
             pages = (await run(ws))["pages"]
             full = await run(ws, pages["budget"])
             assert full["sidebar"] > 10 and not full["errors"]
@@ -195,6 +208,7 @@ def test_a_page_input_reruns_only_the_page_and_a_sidebar_input_everything():
             again = await run(ws, pages["budget"], "b_ctx=32768", (kv_id, "fp8"))
             assert not again["errors"] and again["sidebar"] > 10
             assert again["metrics"]["KV per token at 32,768"] == "64.00 KiB"  # 1 B a number
+
     try:
         asyncio.run(scenario())
     finally:
@@ -204,15 +218,21 @@ def test_a_page_input_reruns_only_the_page_and_a_sidebar_input_everything():
 
 # -- tables -------------------------------------------------------------------------------------
 
+
 def test_regular_rows_go_to_the_table_as_arrow_and_the_rest_as_they_are():
     import pyarrow as pa
 
     from webui.render import arrow_rows
 
-    t = arrow_rows([{"model": "a", "blocks": 3, "x": 1.5, "ok": True},
-                    {"model": "b", "blocks": 40, "x": 2.0, "ok": False}])
-    assert t.schema == pa.schema([("model", pa.string()), ("blocks", pa.int64()),
-                                  ("x", pa.float64()), ("ok", pa.bool_())])
+    t = arrow_rows(
+        [
+            {"model": "a", "blocks": 3, "x": 1.5, "ok": True},
+            {"model": "b", "blocks": 40, "x": 2.0, "ok": False},
+        ]
+    )
+    assert t.schema == pa.schema(
+        [("model", pa.string()), ("blocks", pa.int64()), ("x", pa.float64()), ("ok", pa.bool_())]
+    )
     assert t.column("blocks").to_pylist() == [3, 40]
     assert arrow_rows([{"a": 1}, {"a": "1"}]) is None  # mixed kinds: pandas' own conversion
     assert arrow_rows([{"a": 1}, {"a": 1.5}]) is None  # (pandas would make both floats)
@@ -231,13 +251,22 @@ def test_a_table_shows_the_same_frame_either_way(tmp_path):
         "rows = [{'request': 'r1', 'state': 'running', 'tokens': 40, 'share': 0.25},\n"
         "        {'request': 'r2', 'state': 'waiting', 'tokens': 7, 'share': 1.0}]\n"
         "table(rows, border='horizontal', hide_index=True)\n"
-        "st.table(rows, border='horizontal', hide_index=True)\n")
+        "st.table(rows, border='horizontal', hide_index=True)\n"
+    )
     at = AppTest.from_file(str(script)).run()
     mine, streamlits = (t.value for t in at.table)
-    assert mine.to_dict("records") == streamlits.to_dict("records") == [
-        {"request": "r1", "state": "running", "tokens": 40, "share": 0.25},
-        {"request": "r2", "state": "waiting", "tokens": 7, "share": 1.0}]
+    assert (
+        mine.to_dict("records")
+        == streamlits.to_dict("records")
+        == [
+            {"request": "r1", "state": "running", "tokens": 40, "share": 0.25},
+            {"request": "r2", "state": "waiting", "tokens": 7, "share": 1.0},
+        ]
+    )
     assert [str(d) for d in mine.dtypes][2:] == [str(d) for d in streamlits.dtypes][2:]
     a, b = (t.proto for t in at.table)
-    assert (a.border_mode, a.hide_index, a.hide_header) == (b.border_mode, b.hide_index,
-                                                            b.hide_header)
+    assert (a.border_mode, a.hide_index, a.hide_header) == (
+        b.border_mode,
+        b.hide_index,
+        b.hide_header,
+    )

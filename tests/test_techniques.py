@@ -117,8 +117,7 @@ def test_offload_reload_counts_only_what_left_the_gpu():
     16 K/V heads x 128 x 2 x 2 B = 8,192 B: 2,348,810,240 B over PCIe 5.0 x16 (63.0 GB/s) =
     37.28 ms. It was 44.21 ms, the sliding layers counted twice."""
     spec = get_model("gemma-3-27b").spec
-    row = by_key(spec, 32768, gpu_tokens=4096, link="pcie5-x16",
-                 peak_tflops=989.4)["offload"]
+    row = by_key(spec, 32768, gpu_tokens=4096, link="pcie5-x16", peak_tflops=989.4)["offload"]
     moved = 10 * 28_672 * 8_192
     assert f"({moved:,} B)" in row.tradeoff
     assert "37.28 ms" in row.tradeoff

@@ -53,41 +53,90 @@ def cdiv(a, b):
 # each kind (2 x KV heads x head_dim x 2 B; an MLA latent (kv_lora_rank 512 + rope 64) x 2 B),
 # the untied embedding (vocab x hidden x bytes per weight) and routed experts.
 
+
 def att(kv, hd, tp=1):
     return 2 * max(1, kv // tp) * hd * 2  # BF16, one layer, one GPU
 
 
 MODELS = {
     # 32 layers, 8 KV heads x 128, 32 query heads; vocab 128,256 x hidden 4,096, untied, BF16
-    "llama-3.1-8b": dict(gpu=H100, tp=1, full=32, kv=8, q=32, hd=128, limit=131_072,
-                         table=128_256 * 4096 * 2, row=4096 * 2),
+    "llama-3.1-8b": dict(
+        gpu=H100,
+        tp=1,
+        full=32,
+        kv=8,
+        q=32,
+        hd=128,
+        limit=131_072,
+        table=128_256 * 4096 * 2,
+        row=4096 * 2,
+    ),
     # 80 layers, 8 KV heads x 128, 64 query heads; vocab 128,256 x hidden 8,192, untied, BF16
-    "llama-3.1-70b": dict(gpu=H100, tp=8, full=80, kv=8, q=64, hd=128, limit=131_072,
-                          table=128_256 * 8192 * 2, row=8192 * 2),
+    "llama-3.1-70b": dict(
+        gpu=H100,
+        tp=8,
+        full=80,
+        kv=8,
+        q=64,
+        hd=128,
+        limit=131_072,
+        table=128_256 * 8192 * 2,
+        row=8192 * 2,
+    ),
     # 61 MLA layers (512 + 64), 128 query heads; vocab 129,280 x 7,168 untied, FP8 weights;
     # 58 MoE layers (61 - first_k_dense_replace 3) of 256 experts, 8 routed, each
     # 3 x 7,168 x 2,048 parameters of 1 B
-    "deepseek-v3": dict(gpu=H200, tp=8, mla=61, q=128, limit=163_840,
-                        table=129_280 * 7168, row=7168,
-                        moe=dict(layers=58, experts=256, k=8, bytes=3 * 7168 * 2048)),
+    "deepseek-v3": dict(
+        gpu=H200,
+        tp=8,
+        mla=61,
+        q=128,
+        limit=163_840,
+        table=129_280 * 7168,
+        row=7168,
+        moe=dict(layers=58, experts=256, k=8, bytes=3 * 7168 * 2048),
+    ),
     # 62 layers: 52 sliding (window 1,024) + 10 full, 16 KV heads x 128, 32 query heads; tied
-    "gemma-3-27b": dict(gpu=H100, tp=1, full=10, sliding=52, window=1024, kv=16, q=32, hd=128,
-                        limit=131_072),
+    "gemma-3-27b": dict(
+        gpu=H100, tp=1, full=10, sliding=52, window=1024, kv=16, q=32, hd=128, limit=131_072
+    ),
     # 24 layers: 12 sliding (window 128) + 12 full, 8 KV heads x 64, 64 query heads; vocab
     # 201,088 x 2,880 untied, BF16; 24 MoE layers of 32 experts, 4 routed, each
     # 3 x 2,880 x 2,880 + 2 x 2,880 + 2,880 (biases) parameters in MXFP4 (4.25 bits)
-    "gpt-oss-20b": dict(gpu=H100, tp=1, full=12, sliding=12, window=128, kv=8, q=64, hd=64,
-                        limit=131_072, table=201_088 * 2880 * 2, row=2880 * 2,
-                        moe=dict(layers=24, experts=32, k=4,
-                                 bytes=math.ceil((3 * 2880 * 2880 + 3 * 2880) * 4.25 / 8))),
+    "gpt-oss-20b": dict(
+        gpu=H100,
+        tp=1,
+        full=12,
+        sliding=12,
+        window=128,
+        kv=8,
+        q=64,
+        hd=64,
+        limit=131_072,
+        table=201_088 * 2880 * 2,
+        row=2880 * 2,
+        moe=dict(
+            layers=24, experts=32, k=4, bytes=math.ceil((3 * 2880 * 2880 + 3 * 2880) * 4.25 / 8)
+        ),
+    ),
     # 48 layers: 12 full (2 KV heads x 256, 16 query heads) + 36 Gated DeltaNet, whose state
     # per layer is conv (2 x 16 x 128 + 32 x 128) x (4 - 1) + recurrent 32 x 128 x 128
     # elements in BF16; vocab 151,936 x 2,048 untied; 48 MoE layers of 512 experts, 10 routed,
     # each 3 x 2,048 x 512 parameters of 2 B. At TP 4 (80B of BF16 weights do not fit one GPU).
-    "qwen3-next-80b-a3b": dict(gpu=H100, tp=4, full=12, state=36, kv=2, q=16, hd=256,
-                               limit=262_144, table=151_936 * 2048 * 2, row=2048 * 2,
-                               state_elems=(2 * 16 * 128 + 32 * 128) * 3 + 32 * 128 * 128,
-                               moe=dict(layers=48, experts=512, k=10, bytes=3 * 2048 * 512 * 2)),
+    "qwen3-next-80b-a3b": dict(
+        gpu=H100,
+        tp=4,
+        full=12,
+        state=36,
+        kv=2,
+        q=16,
+        hd=256,
+        limit=262_144,
+        table=151_936 * 2048 * 2,
+        row=2048 * 2,
+        state_elems=(2 * 16 * 128 + 32 * 128) * 3 + 32 * 128 * 128,
+        moe=dict(layers=48, experts=512, k=10, bytes=3 * 2048 * 512 * 2),
+    ),
     # 12 layers, 12 heads x 64 (no GQA); n_positions 1,024; tied
     "gpt2": dict(gpu=H100, tp=1, full=12, kv=12, q=12, hd=64, limit=1024),
     # 30 layers, 3 KV heads x 64, 9 query heads; max_position_embeddings 8,192; tied
@@ -107,8 +156,7 @@ class Hand:
         self.gpu = get_gpu(c["gpu"]["key"])
         self.tp = c["tp"]
         self.n = min(8192, c["limit"])
-        self.layers = c.get("full", 0) + c.get("sliding", 0) + c.get("mla", 0) + \
-            c.get("state", 0)
+        self.layers = c.get("full", 0) + c.get("sliding", 0) + c.get("mla", 0) + c.get("state", 0)
 
     # stop 1: bytes one token adds, whole model
     def per_layer(self, tp=1, fp8=False):
@@ -147,14 +195,15 @@ class Hand:
             state = self.state_bytes(tp) // c["state"]
             block = 16 * cdiv(state, 16 * per)
             group = c["full"]  # 12 full, 36 recurrent: groups of 12
-            return (self.pool // (block * per) // group,
-                    cdiv(n, block) + (c["state"] // group) * 2)
+            return (self.pool // (block * per) // group, cdiv(n, block) + (c["state"] // group) * 2)
         if "sliding" in c:
             group = min(c["full"], c["sliding"])
             sliding_groups = cdiv(c["sliding"], group)  # padded to whole groups
             window = cdiv(min(c["window"] - 1 + 8192, n), 16) + 1
-            return (self.pool // (16 * per) // group,
-                    (c["full"] // group) * cdiv(n, 16) + sliding_groups * window)
+            return (
+                self.pool // (16 * per) // group,
+                (c["full"] // group) * cdiv(n, 16) + sliding_groups * window,
+            )
         # An MLA latent in FP8 on Hopper: vLLM 0.33 picks FlashMLA, whose block is 64 tokens
         # (tests/data/vllm-facts.md Q16); a 16-bit latent keeps FlashAttention MLA's 16.
         block = 64 if "mla" in c and fp8 else 16
@@ -222,6 +271,7 @@ def slip(q, text, *words):
 
 
 # -- every graded stop, every model ----------------------------------------------------------
+
 
 def test_stop1_bytes_per_token_typed_in_bytes(hand):
     q = les(hand, 1).question
@@ -292,13 +342,16 @@ def test_stop4_reads_the_weights_a_token_uses(hand):
         assert q.value <= hand.c["limit"]
         ok(q, str(hand.crossover))
         if "table" in hand.c:  # the literal "all of the weights": the embedding read too
-            wrong = cdiv(cdiv(hand.read + hand.c["table"] - hand.c["row"], hand.tp),
-                         hand.kv_per_token_gpu)
+            wrong = cdiv(
+                cdiv(hand.read + hand.c["table"] - hand.c["row"], hand.tp), hand.kv_per_token_gpu
+            )
             slip(q, str(wrong), "embedding table")
         if "moe" in hand.c:
             m = hand.c["moe"]
-            wrong = cdiv(cdiv(hand.read + m["layers"] * (m["experts"] - m["k"]) * m["bytes"],
-                              hand.tp), hand.kv_per_token_gpu)
+            wrong = cdiv(
+                cdiv(hand.read + m["layers"] * (m["experts"] - m["k"]) * m["bytes"], hand.tp),
+                hand.kv_per_token_gpu,
+            )
             slip(q, str(wrong), f"all {m['experts']} experts")
     else:
         assert q.unit == "tokens/s"
@@ -354,10 +407,10 @@ def test_stop7_fp8_ratio(hand):
 
 # -- invariants over the matrix ----------------------------------------------------------------
 
+
 def _contexts(text):
     """Token counts a text states as a context: "8,192-token", "8,192 tokens"."""
-    return [int(m.replace(",", "")) for m in re.findall(r"([0-9][0-9,]*)(?:-token| tokens)",
-                                                        text)]
+    return [int(m.replace(",", "")) for m in re.findall(r"([0-9][0-9,]*)(?:-token| tokens)", text)]
 
 
 def test_no_prompt_asks_past_the_models_limit(hand):
@@ -378,9 +431,11 @@ def test_each_stop_is_a_lesson(hand):
         assert len(les_.recap) == 2 and all(les_.recap)
         assert les_.discuss.endswith("?")
         label, value = les_.figure
-        assert label.split(":")[0] in {s.title for s in STOPS} | {"Home", "vLLM start-up lines",
-                                                                  "Decode step time with an "
-                                                                  "FP8 cache"}, label
+        assert label.split(":")[0] in {s.title for s in STOPS} | {
+            "Home",
+            "vLLM start-up lines",
+            "Decode step time with an FP8 cache",
+        }, label
         assert value
     g1 = dict(les(hand, 1).givens)  # [4]: what stop 1's arithmetic needs is on the screen
     if "mla" in hand.c:
@@ -415,6 +470,7 @@ def test_answer_key_has_every_stop(hand):
 
 # -- a model that does not fit, and the page ------------------------------------------------
 
+
 def test_a_stop_that_cannot_be_asked_says_why():
     m = get_model("llama-3.1-70b")
     spec, w = m.spec, m.weights()
@@ -444,8 +500,11 @@ def test_stop1_on_the_page_takes_the_exact_bytes():
     assert "a bare number is read in B" in box.label
     box.input("131072").run()  # [1]: "(B)" on the label, 131072 typed, graded right
     assert at.success and "Correct" in at.success[0].value
-    givens = at.table[0].value.to_dict("records") if hasattr(at.table[0].value, "to_dict") \
+    givens = (
+        at.table[0].value.to_dict("records")
+        if hasattr(at.table[0].value, "to_dict")
         else at.table[0].value
+    )
     text = str(givens)
     assert "KV heads (num_key_value_heads)" in text and "128" in text
 
@@ -492,8 +551,9 @@ def test_a_model_that_does_not_fit_gets_a_message_not_a_number():
     assert not at.info
 
 
-@pytest.mark.parametrize("config", ["nemotron-h-56b.json", "gemma-4-e2b-it.json",
-                                    "mamba-2.8b-hf.json"])
+@pytest.mark.parametrize(
+    "config", ["nemotron-h-56b.json", "gemma-4-e2b-it.json", "mamba-2.8b-hf.json"]
+)
 def test_every_stop_of_a_hard_real_config_asks_or_says_why(config):
     # A hybrid whose parameters kvcalc cannot count, KV-sharing layers, no attention at all:
     # each stop is a lesson with a finite number, or a ValueError that says what to change.
@@ -520,6 +580,7 @@ def test_every_stop_of_a_hard_real_config_asks_or_says_why(config):
 
 
 # -- the command line --------------------------------------------------------------------------
+
 
 def test_cli_prints_the_answer_key(capsys):
     import json

@@ -13,8 +13,10 @@ def test_twins_build_without_torch():
     # torch in this one), so these tests run on a machine with the core alone.
     import subprocess
 
-    code = ("import sys, kvcalc.measure.twins\n"
-            "print(','.join(m for m in ('torch', 'transformers') if m in sys.modules))")
+    code = (
+        "import sys, kvcalc.measure.twins\n"
+        "print(','.join(m for m in ('torch', 'transformers') if m in sys.modules))"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == "", r.stdout + r.stderr
 
@@ -47,8 +49,7 @@ def test_catalog_lists_are_checked():
     r = registry()
     assert "openai-community/gpt2" in r.hub_run and set(r.hub_run) <= set(r.hub_fetch)
     base = open(r.path).read()
-    with pytest.raises(ValueError, match="twins names models that are not in the registry: "
-                                         "nope"):
+    with pytest.raises(ValueError, match="twins names models that are not in the registry: nope"):
         load_registry(text=base.replace("twins: [llama-3.1-8b,", "twins: [nope,"))
     with pytest.raises(ValueError, match="hub.fetch must be a list of names"):
         load_registry(text=base.replace("  fetch: [HuggingFaceTB", "  fetch: 7\n  x: [a"))

@@ -22,10 +22,13 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "configs"
 
 # model_type values transformers 5.24 does not ship: these need remote code, never run here.
-REMOTE_CODE_ONLY = {"chatglm3-6b.json": "chatglm", "kimi-k2-instruct.json": "kimi_k2",
-                    "minimax-m1.json": "minimax_m1",
-                    "nemotron-nas-super-49b.json": "nemotron-nas",
-                    "nemotron-nas-ultra-253b.json": "nemotron-nas"}
+REMOTE_CODE_ONLY = {
+    "chatglm3-6b.json": "chatglm",
+    "kimi-k2-instruct.json": "kimi_k2",
+    "minimax-m1.json": "minimax_m1",
+    "nemotron-nas-super-49b.json": "nemotron-nas",
+    "nemotron-nas-ultra-253b.json": "nemotron-nas",
+}
 STATE_OUTSIDE_A_CACHE = {"rwkv-4-430m-pile.json"}
 
 
@@ -84,8 +87,13 @@ def test_a_wrong_layer_is_reported(monkeypatch):
 
 
 def test_cli_verify_json():
-    p = subprocess.run([sys.executable, "-m", "kvcalc", "verify", "--model", "deepseek-v3",
-                        "--json"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "kvcalc", "verify", "--model", "deepseek-v3", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["agrees"] is True and out["checkable"] is True

@@ -47,8 +47,15 @@ def test_refused_before_a_process_starts(monkeypatch):
     assert r.agrees is None and "native code" in r.line and "rwkv" in r.line
     r = verify_bounded({"model_type": "resnet\x1b[2J", "num_hidden_layers": 2})
     assert "resnet\\x1b[2J" in r.line and "not one of the 297" in r.line
-    r = verify_bounded({"model_type": "nemotron_h", "hybrid_override_pattern": "M*" * 99_500,
-                        "hidden_size": 64, "num_attention_heads": 2, "num_key_value_heads": 1})
+    r = verify_bounded(
+        {
+            "model_type": "nemotron_h",
+            "hybrid_override_pattern": "M*" * 99_500,
+            "hidden_size": 64,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+        }
+    )
     assert r.agrees is None and "1,024" in r.line
     llama = load_config_file(DATA / "llama-3.1-8b.json")
     t0 = time.perf_counter()
@@ -69,11 +76,14 @@ def test_should_stop_ends_the_check_and_reaps_the_child():
         return len(calls) > 3
 
     before = set(os.listdir("/proc"))
-    r = verify_bounded(load_config_file(DATA / "llama-3.1-8b.json"), timeout_s=60,
-                       should_stop=stop)
+    r = verify_bounded(load_config_file(DATA / "llama-3.1-8b.json"), timeout_s=60, should_stop=stop)
     assert r.agrees is None and "stopped before it finished" in r.line
     assert time.perf_counter() - t0 < 5
-    children = [p for p in set(os.listdir("/proc")) - before if p.isdigit()
-                and os.path.exists(f"/proc/{p}/cmdline")
-                and b"kvcalc.measure.verify_bounded" in open(f"/proc/{p}/cmdline", "rb").read()]
+    children = [
+        p
+        for p in set(os.listdir("/proc")) - before
+        if p.isdigit()
+        and os.path.exists(f"/proc/{p}/cmdline")
+        and b"kvcalc.measure.verify_bounded" in open(f"/proc/{p}/cmdline", "rb").read()
+    ]
     assert children == []

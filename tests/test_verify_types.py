@@ -12,13 +12,18 @@ from kvcalc.measure.verify_types import NATIVE_CODE, ZOO_TYPES, refusal
 
 ROOT = Path(__file__).resolve().parent.parent
 # What transformers' modeling code calls to compile or load native code.
-LOADERS = re.compile(r"cpp_extension|load_cuda_kernels|lazy_load_kernel|get_kernel\(|"
-                     r"is_ninja_available|load_inline|load_wkv_cuda_kernel")
+LOADERS = re.compile(
+    r"cpp_extension|load_cuda_kernels|lazy_load_kernel|get_kernel\(|"
+    r"is_ninja_available|load_inline|load_wkv_cuda_kernel"
+)
 
 
 def test_the_allow_list_is_the_zoos_list():
-    rows = [line for line in (ROOT / "docs" / "zoo.md").read_text().splitlines()
-            if line.startswith("| `")]
+    rows = [
+        line
+        for line in (ROOT / "docs" / "zoo.md").read_text().splitlines()
+        if line.startswith("| `")
+    ]
     assert {re.match(r"\| `([^`]+)`", r).group(1) for r in rows} == set(ZOO_TYPES)
 
 
@@ -39,11 +44,20 @@ def test_no_allowed_type_loads_native_code():
         assert "native code" in refusal(t)
 
 
-@pytest.mark.parametrize("model_type, words", [
-    ("llama", None), ("nemotron_h", None), ("rwkv", "native code"), ("yoso", "native code"),
-    ("resnet", "not one of the 297"), ("", "no model_type"), (None, "no model_type"),
-    (7, "no model_type"), ("x" * 500, "not one of"),
-])
+@pytest.mark.parametrize(
+    "model_type, words",
+    [
+        ("llama", None),
+        ("nemotron_h", None),
+        ("rwkv", "native code"),
+        ("yoso", "native code"),
+        ("resnet", "not one of the 297"),
+        ("", "no model_type"),
+        (None, "no model_type"),
+        (7, "no model_type"),
+        ("x" * 500, "not one of"),
+    ],
+)
 def test_refusal(model_type, words):
     got = refusal(model_type)
     if words is None:

@@ -10,12 +10,12 @@ import pytest
 
 websockets = pytest.importorskip("websockets")
 
-APP = '''
+APP = """
 import os
 from webui.visitor import visitor_id
 with open(os.environ["KVLAB_E2E_LOG"], "a") as fh:
     fh.write(visitor_id() + "\\n")
-'''
+"""
 
 
 def seen(tmp_path, behind_proxy: bool, headers: dict) -> str:
@@ -25,18 +25,33 @@ def seen(tmp_path, behind_proxy: bool, headers: dict) -> str:
     app, log = tmp_path / "app.py", tmp_path / "log.txt"
     app.write_text(APP)
     log.write_text("")
-    env = {**os.environ, "KVLAB_E2E_LOG": str(log),
-           "KVLAB_BEHIND_PROXY": "1" if behind_proxy else ""}
-    proc, base = start_server(lambda port: [
-        sys.executable, "-m", "streamlit", "run", str(app), f"--server.port={port}",
-        "--server.address=127.0.0.1", "--server.headless=true",
-        "--server.fileWatcherType=none", "--browser.gatherUsageStats=false"],
-        cwd=tmp_path, env=env)
+    env = {
+        **os.environ,
+        "KVLAB_E2E_LOG": str(log),
+        "KVLAB_BEHIND_PROXY": "1" if behind_proxy else "",
+    }
+    proc, base = start_server(
+        lambda port: [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(app),
+            f"--server.port={port}",
+            "--server.address=127.0.0.1",
+            "--server.headless=true",
+            "--server.fileWatcherType=none",
+            "--browser.gatherUsageStats=false",
+        ],
+        cwd=tmp_path,
+        env=env,
+    )
     port = int(base.rsplit(":", 1)[1])
 
     async def tab():
-        async with websockets.connect(f"ws://127.0.0.1:{port}/_stcore/stream",
-                                      additional_headers=headers) as ws:
+        async with websockets.connect(
+            f"ws://127.0.0.1:{port}/_stcore/stream", additional_headers=headers
+        ) as ws:
             msg = BackMsg()
             msg.rerun_script.query_string = ""
             await ws.send(msg.SerializeToString())

@@ -49,15 +49,23 @@ def test_gemma3_groups_padding_and_window_blocks():
     # (vLLM: "may waste at most 15.38%"). Per request at 32,768 tokens: full cdiv(32768, 16) =
     # 2,048 blocks; sliding, up to v0.25: cdiv(min(1024 - 1 + 8192, 32768), 16) + 1 = 577
     # blocks, six times.
-    p = predict(get_model("gemma-3-27b").spec, available_bytes=20 * GiB, max_model_len=32768,
-                vllm_version="0.25.0")
+    p = predict(
+        get_model("gemma-3-27b").spec,
+        available_bytes=20 * GiB,
+        max_model_len=32768,
+        vllm_version="0.25.0",
+    )
     assert p.group_size == 10 and len(p.groups) == 7 and p.padding_layers == 8
     assert round(p.padding_waste_pct, 2) == 15.38
     assert p.blocks_per_request == 2048 + 6 * 577
     # From v0.26.0 a window reserves the tokens in flight, two batches under asynchronous
     # scheduling: cdiv(min(1,023 + 16,384, 32,768), 16) + 1 = 1,089 blocks.
-    new = predict(get_model("gemma-3-27b").spec, available_bytes=20 * GiB, max_model_len=32768,
-                  vllm_version="0.26.0")
+    new = predict(
+        get_model("gemma-3-27b").spec,
+        available_bytes=20 * GiB,
+        max_model_len=32768,
+        vllm_version="0.26.0",
+    )
     assert new.blocks_per_request == 2048 + 6 * 1089
     p = new
     page = 16 * 2 * 16 * 128 * 2
@@ -77,8 +85,13 @@ def test_draft_layer_regroups_gpt_oss():
     assert eagle.num_blocks < base.num_blocks
     # Before v0.12.0 the group size was always the smallest count: groups of 12, the 13 full
     # layers in two groups (7 + 6) padded to 12 each: 11 padding layers.
-    old = predict(spec, available_bytes=40 * GiB, max_model_len=131072, num_draft_layers=1,
-                  vllm_version="0.11.2")
+    old = predict(
+        spec,
+        available_bytes=40 * GiB,
+        max_model_len=131072,
+        num_draft_layers=1,
+        vllm_version="0.11.2",
+    )
     assert (old.group_size, len(old.groups), old.padding_layers) == (12, 3, 11)
 
 
@@ -98,23 +111,28 @@ def test_hybrid_state_raises_the_block_size():
     # Qwen3-Next at TP 4: a Gated DeltaNet state per GPU is (8192 x 3 + 32 x 128 x 128) / 4 =
     # 137,216 elements = 274,432 B in BF16; an attention token is 2 x 1 x 256 x 2 = 1,024 B.
     # Block = 16 x cdiv(274,432, 16 x 1,024) = 272 tokens; the state page is padded by 1.49%.
-    p = predict(get_model("qwen3-next-80b-a3b").spec, available_bytes=30 * GiB,
-                max_model_len=262144, tp=4, enable_prefix_caching=False)
+    p = predict(
+        get_model("qwen3-next-80b-a3b").spec,
+        available_bytes=30 * GiB,
+        max_model_len=262144,
+        tp=4,
+        enable_prefix_caching=False,
+    )
     assert p.block_size == 272 and p.page_bytes == 272 * 1024
     assert round(p.state_page_padding_pct, 2) == 1.49
     # 12 attention + 36 state layers: groups of 12 -> 1 + 3 groups; with prefix caching off a
     # state group needs one block per request (MambaSpec.max_memory_usage_bytes, mode 'none').
     assert len(p.groups) == 4 and p.blocks_per_request == -(-262144 // 272) + 3
     # vLLM 0.28.0 on turns prefix caching on for hybrid models (PR #50991): 'align' keeps two.
-    on = predict(get_model("qwen3-next-80b-a3b").spec, available_bytes=30 * GiB,
-                 max_model_len=262144, tp=4)
+    on = predict(
+        get_model("qwen3-next-80b-a3b").spec, available_bytes=30 * GiB, max_model_len=262144, tp=4
+    )
     assert on.blocks_per_request == -(-262144 // 272) + 3 * 2
 
 
 def test_mla_latent_same_on_every_rank():
     a = predict(get_model("deepseek-v3").spec, available_bytes=30 * GiB, max_model_len=32768)
-    b = predict(get_model("deepseek-v3").spec, available_bytes=30 * GiB, max_model_len=32768,
-                tp=8)
+    b = predict(get_model("deepseek-v3").spec, available_bytes=30 * GiB, max_model_len=32768, tp=8)
     assert a.page_bytes == b.page_bytes == 16 * 576 * 2
 
 
@@ -146,17 +164,21 @@ def test_kv_cache_dtypes_by_version():
     # Per-token-head INT8 arrived in v0.20.0 (PR #38378), INT4 in v0.25.0 (PR #40835): a version
     # without the format says so instead of showing another format's numbers.
     with pytest.raises(ValueError, match="vLLM 0.19.0 has no INT8"):
-        predict(L8B, available_bytes=GiB, max_model_len=1024, kv_dtype="int8",
-                vllm_version="0.19.0")
+        predict(
+            L8B, available_bytes=GiB, max_model_len=1024, kv_dtype="int8", vllm_version="0.19.0"
+        )
     with pytest.raises(ValueError, match="vLLM 0.24.0 has no INT4"):
-        predict(L8B, available_bytes=GiB, max_model_len=1024, kv_dtype="int4",
-                vllm_version="0.24.0")
+        predict(
+            L8B, available_bytes=GiB, max_model_len=1024, kv_dtype="int4", vllm_version="0.24.0"
+        )
     # Llama 3.1 8B: a page per layer in INT8 per token and head is 16 x 8 x (256 + 8) B (one
     # fp32 scale for K and one for V per head); INT4: 16 x 8 x (128 + 8) B.
-    p8 = predict(L8B, available_bytes=GiB, max_model_len=1024, kv_dtype="int8",
-                 vllm_version="0.20.0")
-    p4 = predict(L8B, available_bytes=GiB, max_model_len=1024, kv_dtype="int4",
-                 vllm_version="0.25.0")
+    p8 = predict(
+        L8B, available_bytes=GiB, max_model_len=1024, kv_dtype="int8", vllm_version="0.20.0"
+    )
+    p4 = predict(
+        L8B, available_bytes=GiB, max_model_len=1024, kv_dtype="int4", vllm_version="0.25.0"
+    )
     assert p8.page_bytes == 16 * 8 * 264 and p8.kv_cache_dtype == "int8_per_token_head"
     assert p4.page_bytes == 16 * 8 * 136
     plain = predict(L8B, available_bytes=GiB, max_model_len=1024, kv_dtype="fp8")
@@ -190,8 +212,9 @@ def test_startup_error_and_estimate():
     assert "estimated maximum model length is 8176" in text
     old = startup_error(L8B, available_bytes=GiB, max_model_len=131072, vllm_version="0.21.0")
     assert "models's max seq len" in old
-    assert startup_error(L8B, available_bytes=GiB, max_model_len=8192,
-                         vllm_version="0.28.0") is None
+    assert (
+        startup_error(L8B, available_bytes=GiB, max_model_len=8192, vllm_version="0.28.0") is None
+    )
 
 
 LOG = """INFO 11-29 Initializing a V1 LLM engine (v0.10.1) with config: \
@@ -220,8 +243,10 @@ def test_log_lines_agree(tmp_path):
 
 def test_log_that_differs_is_explained():
     # Two ranks printed their own memory; the smaller one binds.
-    text = LOG.replace("GPU KV cache size: 450,560", "GPU KV cache size: 400,000") + \
-        "INFO Available KV cache memory: 54.00 GiB\n"
+    text = (
+        LOG.replace("GPU KV cache size: 450,560", "GPU KV cache size: 400,000")
+        + "INFO Available KV cache memory: 54.00 GiB\n"
+    )
     log = parse_log(text)
     p, lines = explain_log(L8B, log)
     assert p.available_bytes == 54 * GiB
@@ -235,11 +260,30 @@ def test_log_without_memory_line():
 
 
 def test_cli_contract_keys(capsys):
-    assert main(["vllm", "--model", "gemma-3-27b", "--available-kv-gib", "20",
-                 "--max-model-len", "32768", "--json"]) == 0
+    assert (
+        main(
+            [
+                "vllm",
+                "--model",
+                "gemma-3-27b",
+                "--available-kv-gib",
+                "20",
+                "--max-model-len",
+                "32768",
+                "--json",
+            ]
+        )
+        == 0
+    )
     d = json.loads(capsys.readouterr().out)
-    for key in ("num_blocks", "block_size", "kv_cache_tokens", "max_concurrency", "groups",
-                "padding_layers"):
+    for key in (
+        "num_blocks",
+        "block_size",
+        "kv_cache_tokens",
+        "max_concurrency",
+        "groups",
+        "padding_layers",
+    ):
         assert key in d
     assert main(["vllm", "--model", "llama-3.1-8b", "--max-model-len", "10"]) == 2
 
@@ -248,12 +292,25 @@ def test_available_memory_like_vllm():
     from kvcalc.engines.vllm import available_bytes
 
     # 80 GiB x 0.9 = 72 GiB requested; minus 15 + 1 + 0.5 + 0.5 GiB leaves 55 GiB.
-    assert available_bytes(total_bytes=80 * GiB, gpu_mem_util=0.9, weights_bytes=15 * GiB,
-                           activation_bytes=GiB, non_torch_bytes=GiB // 2,
-                           cuda_graph_bytes=GiB // 2) == 55 * GiB
+    assert (
+        available_bytes(
+            total_bytes=80 * GiB,
+            gpu_mem_util=0.9,
+            weights_bytes=15 * GiB,
+            activation_bytes=GiB,
+            non_torch_bytes=GiB // 2,
+            cuda_graph_bytes=GiB // 2,
+        )
+        == 55 * GiB
+    )
     with pytest.raises(ValueError):
-        available_bytes(total_bytes=80 * GiB, gpu_mem_util=1.5, weights_bytes=0,
-                        activation_bytes=0, non_torch_bytes=0)
+        available_bytes(
+            total_bytes=80 * GiB,
+            gpu_mem_util=1.5,
+            weights_bytes=0,
+            activation_bytes=0,
+            non_torch_bytes=0,
+        )
 
 
 def test_predictions_say_the_conventions_they_rest_on():
@@ -262,8 +319,9 @@ def test_predictions_say_the_conventions_they_rest_on():
     old = predict(spec, available_bytes=20 * GiB, max_model_len=32768, vllm_version="0.25.0")
     assert any("2 x max_num_batched_tokens (16,384 tokens in flight)" in n for n in new.notes)
     assert not any("in flight" in n for n in old.notes)
-    hybrid = predict(get_model("qwen3-next-80b-a3b").spec, available_bytes=30 * GiB,
-                     max_model_len=8192)
+    hybrid = predict(
+        get_model("qwen3-next-80b-a3b").spec, available_bytes=30 * GiB, max_model_len=8192
+    )
     assert any("mamba_cache_mode 'align'" in n for n in hybrid.notes)
 
 
@@ -280,13 +338,14 @@ def test_capacity_lines_follow_the_versions_log_format():
     new = predict(spec, available_bytes=50 * GiB, max_model_len=8192, vllm_version="0.28.0")
     assert old.capacity_lines() == [
         "GPU KV cache size: 409,600 tokens",
-        "Maximum concurrency for 8,192 tokens per request: 50.00x"]
+        "Maximum concurrency for 8,192 tokens per request: 50.00x",
+    ]
     assert new.capacity_lines() == [
         "GPU KV cache size: 409,600 tokens, Maximum concurrency for 8,192 tokens per request: "
-        "50.00x"]
+        "50.00x"
+    ]
     # A pasted one-line log is read as well as a two-line one.
     from kvcalc.engines.vllm import parse_log
 
-    log = parse_log("INFO Available KV cache memory: 50.00 GiB\nINFO "
-                    + new.capacity_lines()[0])
+    log = parse_log("INFO Available KV cache memory: 50.00 GiB\nINFO " + new.capacity_lines()[0])
     assert log["tokens"] == 409_600 and log["concurrency"] == 50.0

@@ -14,8 +14,11 @@ KW = dict(total_bytes=80 * GiB, weights_bytes=0, reserve_bytes=52 * GiB, gpu_mem
 
 
 def _contexts(spec) -> list[int]:
-    bounded = [lay.tokens_kept(10**9) for lay in spec.layers if lay.stores_tokens
-               and lay.tokens_kept(10**9) < 10**9]
+    bounded = [
+        lay.tokens_kept(10**9)
+        for lay in spec.layers
+        if lay.stores_tokens and lay.tokens_kept(10**9) < 10**9
+    ]
     return [1000, 32_768, max(bounded, default=4096) + 9000]  # the last: past every window
 
 
@@ -25,8 +28,7 @@ def test_budget_is_vllm_predict(key, tp):
     spec = get_model(key).spec
     for n in _contexts(spec):
         try:
-            p = vllm.predict(spec, available_bytes=POOL,
-                             max_model_len=n, tp=tp)
+            p = vllm.predict(spec, available_bytes=POOL, max_model_len=n, tp=tp)
         except ValueError as exc:  # e.g. TP 2 cannot split 3 KV heads: both refuse alike
             with pytest.raises(ValueError, match=str(exc)[:30]):
                 budget(spec, context=n, tp=tp, **KW)

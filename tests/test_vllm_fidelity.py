@@ -46,6 +46,7 @@ def _cfg(name):
 
 # -- 1. state dtypes --------------------------------------------------------------------------
 
+
 def test_recurrent_state_bytes_conv_and_ssm_apart():
     lay = RecurrentState(conv_elements=CONV, ssm_elements=SSM, flavor="gated_deltanet")
     bf16, fp32 = get_dtype("bf16"), get_dtype("fp32")
@@ -88,22 +89,39 @@ def test_qwen36_27b_attention_block_784_as_logged():
     # block = 16 x cdiv(3,207,168, 16 x 4,096) = 16 x 49 = 784; padding
     # (784 x 4,096 - 3,207,168) / 3,207,168 = 4,096 / 3,207,168 = 0.13%.
     conv, ssm, _ = state_dtypes(Q27, vllm_version="0.29.0")
-    p = predict(Q27_SPEC, available_bytes=10 * GiB, max_model_len=8192, vllm_version="0.29.0",
-                mamba_cache_dtype=conv, mamba_ssm_cache_dtype=ssm)
+    p = predict(
+        Q27_SPEC,
+        available_bytes=10 * GiB,
+        max_model_len=8192,
+        vllm_version="0.29.0",
+        mamba_cache_dtype=conv,
+        mamba_ssm_cache_dtype=ssm,
+    )
     assert p.block_size == 784 and p.page_bytes == 784 * ATTN_TOKEN
     assert round(p.state_page_padding_pct, 2) == 0.13
     # Not 400 (both states bf16: 16 x cdiv(1,634,304, 65,536) = 16 x 25) nor 800 (both fp32:
     # 16 x cdiv(3,268,608, 65,536) = 16 x 50): the old single state dtype gave one of those.
-    both16 = predict(Q27_SPEC, available_bytes=10 * GiB, max_model_len=8192,
-                     vllm_version="0.29.0")
-    both32 = predict(Q27_SPEC, available_bytes=10 * GiB, max_model_len=8192,
-                     vllm_version="0.29.0", mamba_cache_dtype="float32")
+    both16 = predict(Q27_SPEC, available_bytes=10 * GiB, max_model_len=8192, vllm_version="0.29.0")
+    both32 = predict(
+        Q27_SPEC,
+        available_bytes=10 * GiB,
+        max_model_len=8192,
+        vllm_version="0.29.0",
+        mamba_cache_dtype="float32",
+    )
     assert (both16.block_size, both32.block_size) == (400, 800)
     # 16 full + 48 state layers: groups of 16, 1 full + 3 state groups. Prefix caching is on
     # by default in v0.29.0 ('align'): cdiv(8,192, 784) = 11 + 3 x 2 = 17 blocks a request.
     assert [g.blocks_per_request for g in p.groups] == [11, 2, 2, 2]
-    off = predict(Q27_SPEC, available_bytes=10 * GiB, max_model_len=8192, vllm_version="0.29.0",
-                  mamba_cache_dtype=conv, mamba_ssm_cache_dtype=ssm, enable_prefix_caching=False)
+    off = predict(
+        Q27_SPEC,
+        available_bytes=10 * GiB,
+        max_model_len=8192,
+        vllm_version="0.29.0",
+        mamba_cache_dtype=conv,
+        mamba_ssm_cache_dtype=ssm,
+        enable_prefix_caching=False,
+    )
     assert off.blocks_per_request == 11 + 3 * 1
 
 
@@ -117,14 +135,23 @@ def test_real_log_qwen38_27b_tp2_fp8():
     # 16 x 1,568 x 1,024 = 25,690,112 B; 4.99 GiB // that = 208 blocks; a request
     # cdiv(131,072, 1,568) = 84 + 3 x 2 = 90; 208 / 90 = 2.311x; int(2.3111 x 131,072) = 302,921.
     conv, ssm, _ = state_dtypes(Q27)
-    p = predict(Q27_SPEC, available_bytes=round(4.99 * GiB), max_model_len=131072, tp=2,
-                kv_dtype="fp8_e4m3", mamba_cache_dtype=conv, mamba_ssm_cache_dtype=ssm,
-                enable_prefix_caching=True, vllm_version="0.29.0")
+    p = predict(
+        Q27_SPEC,
+        available_bytes=round(4.99 * GiB),
+        max_model_len=131072,
+        tp=2,
+        kv_dtype="fp8_e4m3",
+        mamba_cache_dtype=conv,
+        mamba_ssm_cache_dtype=ssm,
+        enable_prefix_caching=True,
+        vllm_version="0.29.0",
+    )
     assert (p.block_size, p.num_blocks, p.blocks_per_request) == (1568, 208, 90)
     assert p.kv_cache_tokens == 302_921 and round(p.max_concurrency, 2) == 2.31
 
 
 # -- 2. prefix caching and the 'align' mode -----------------------------------------------------
+
 
 def test_prefix_caching_default_by_version():
     # Hybrid models: off by default up to v0.27.x, on from v0.28.0 (PR #50991).
@@ -134,8 +161,10 @@ def test_prefix_caching_default_by_version():
     assert mamba_cache_mode_of("0.33.0", None, hybrid=False) == "none"
     # Asked for in v0.15.0-v0.27.x: 'all' for models with Mamba prefix-caching support.
     assert mamba_cache_mode_of("0.20.0", True, architecture="NemotronHForCausalLM") == "all"
-    assert mamba_cache_mode_of("0.20.0", True,
-                               architecture="Qwen3_5ForConditionalGeneration") == "align"
+    assert (
+        mamba_cache_mode_of("0.20.0", True, architecture="Qwen3_5ForConditionalGeneration")
+        == "align"
+    )
     with pytest.raises(ValueError, match="0.15.0"):
         mamba_cache_mode_of("0.14.0", True)
     spec = get_model("qwen3-next-80b-a3b").spec  # 12 full + 36 state: 3 state groups
@@ -143,8 +172,14 @@ def test_prefix_caching_default_by_version():
     new = predict(spec, available_bytes=30 * GiB, max_model_len=8192, vllm_version="0.28.0")
     assert new.blocks_per_request - old.blocks_per_request == 3  # one more block per group
     with pytest.raises(ValueError, match="'all'"):
-        predict(spec, available_bytes=30 * GiB, max_model_len=8192, vllm_version="0.20.0",
-                enable_prefix_caching=True, architecture="NemotronHForCausalLM")
+        predict(
+            spec,
+            available_bytes=30 * GiB,
+            max_model_len=8192,
+            vllm_version="0.20.0",
+            enable_prefix_caching=True,
+            architecture="NemotronHForCausalLM",
+        )
 
 
 def test_v033_gdn_prefill_checkpoint():
@@ -152,8 +187,13 @@ def test_v033_gdn_prefill_checkpoint():
     # a multiple of lcm(16, 64) = 64: 64 x cdiv(3,207,168, 64 x 4,096) = 64 x 13 = 832;
     # a request at 8,192 tokens: cdiv(8,192, 832) = 10 + 3 x 3 = 19 blocks.
     conv, ssm, _ = state_dtypes(Q27)
-    kw = dict(available_bytes=10 * GiB, max_model_len=8192, mamba_cache_dtype=conv,
-              mamba_ssm_cache_dtype=ssm, gdn_prefill_checkpoint=True)
+    kw = dict(
+        available_bytes=10 * GiB,
+        max_model_len=8192,
+        mamba_cache_dtype=conv,
+        mamba_ssm_cache_dtype=ssm,
+        gdn_prefill_checkpoint=True,
+    )
     p = predict(Q27_SPEC, **kw)
     assert (p.block_size, p.blocks_per_request) == (832, 19)
     # Absent up to v0.32.0: the flag changes nothing there.
@@ -162,13 +202,16 @@ def test_v033_gdn_prefill_checkpoint():
 
 # -- 3. default max_num_batched_tokens ------------------------------------------------------------
 
+
 def test_batch_defaults_by_gpu_and_usage_context():
     # EngineArgs.get_batch_defaults (v0.33.0): (LLM class, vllm serve) = (16,384, 16,384) at
     # >= 160 GiB (v0.28.0), (16,384, 8,192) at >= 70 GiB and not an A100, else (8,192, 2,048).
     h100, a100, l4, b200 = int(79.6 * GiB), int(79.2 * GiB), 22 * GiB, 178 * GiB
     assert default_max_num_batched_tokens(None, h100, "NVIDIA H100 80GB HBM3") == 8192
-    assert default_max_num_batched_tokens(None, h100, "NVIDIA H100 80GB HBM3",
-                                          usage_context="llm") == 16384
+    assert (
+        default_max_num_batched_tokens(None, h100, "NVIDIA H100 80GB HBM3", usage_context="llm")
+        == 16384
+    )
     assert default_max_num_batched_tokens(None, l4, "NVIDIA L4", usage_context="llm") == 8192
     assert default_max_num_batched_tokens(None, a100, "NVIDIA A100-SXM4-80GB") == 2048
     assert default_max_num_batched_tokens(None, b200, "NVIDIA B200", usage_context="llm") == 16384
@@ -201,8 +244,18 @@ def test_cli_batch_default_follows_gpu_and_usage_context(capsys):
     # Gemma 3 27B at 32,768 tokens, v0.26.0 on (two batches in flight): a sliding group needs
     # cdiv(min(1,023 + 2 x mnbt, 32,768), 16) + 1 blocks: L4 + vllm serve (2,048):
     # cdiv(5,119, 16) + 1 = 321; L4 + LLM class (8,192): cdiv(17,407, 16) + 1 = 1,089.
-    args = ["vllm", "--model", "gemma-3-27b", "--available-kv-gib", "20", "--max-model-len",
-            "32768", "--gpu", "l4", "--json"]
+    args = [
+        "vllm",
+        "--model",
+        "gemma-3-27b",
+        "--available-kv-gib",
+        "20",
+        "--max-model-len",
+        "32768",
+        "--gpu",
+        "l4",
+        "--json",
+    ]
     assert main(args) == 0
     serve = json.loads(capsys.readouterr().out)
     assert main(args + ["--usage-context", "llm"]) == 0
@@ -213,13 +266,20 @@ def test_cli_batch_default_follows_gpu_and_usage_context(capsys):
 
 # -- 4. the log reader --------------------------------------------------------------------------
 
+
 def test_log_tolerates_whitespace_and_the_device_word():
     # From v0.30.0 the line starts with the device type ("NPU", "XPU"; "GPU" on CUDA).
-    log = parse_log("INFO Available KV cache memory:  50.00 GiB\n"
-                    "INFO NPU KV cache size:   409,600  tokens, Maximum concurrency for  8,192 "
-                    "tokens per request:  50.00 x\n")
-    assert (log["available_gib"], log["tokens"], log["concurrency_len"], log["concurrency"]) == \
-        (50.0, 409_600, 8192, 50.0)
+    log = parse_log(
+        "INFO Available KV cache memory:  50.00 GiB\n"
+        "INFO NPU KV cache size:   409,600  tokens, Maximum concurrency for  8,192 "
+        "tokens per request:  50.00 x\n"
+    )
+    assert (log["available_gib"], log["tokens"], log["concurrency_len"], log["concurrency"]) == (
+        50.0,
+        409_600,
+        8192,
+        50.0,
+    )
 
 
 def test_ascend_log_exact_bytes(tmp_path):
@@ -234,17 +294,32 @@ def test_ascend_log_exact_bytes(tmp_path):
     assert all(line.agrees and line.low == line.high for line in lines)
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        assert main(["vllm", "--log", str(LOGS / "ascend-qwen3-4b.log"), "--model", "qwen3-8b",
-                     "--vllm-version", "0.11.0", "--json"]) == 0
+        assert (
+            main(
+                [
+                    "vllm",
+                    "--log",
+                    str(LOGS / "ascend-qwen3-4b.log"),
+                    "--model",
+                    "qwen3-8b",
+                    "--vllm-version",
+                    "0.11.0",
+                    "--json",
+                ]
+            )
+            == 0
+        )
     assert json.loads(buf.getvalue())["all_agree"]
 
 
 def _q27_log(gib: float, tokens: int, conc: float) -> dict:
-    return parse_log(f"INFO Initializing a V1 LLM engine (v0.29.0) with config: "
-                     f"model='Qwen/Qwen3.6-27B', max_seq_len=8192, kv_cache_dtype=auto\n"
-                     f"INFO Available KV cache memory: {gib:.2f} GiB\n"
-                     f"INFO GPU KV cache size: {tokens:,} tokens, Maximum concurrency for 8,192 "
-                     f"tokens per request: {conc:.2f}x\n")
+    return parse_log(
+        f"INFO Initializing a V1 LLM engine (v0.29.0) with config: "
+        f"model='Qwen/Qwen3.6-27B', max_seq_len=8192, kv_cache_dtype=auto\n"
+        f"INFO Available KV cache memory: {gib:.2f} GiB\n"
+        f"INFO GPU KV cache size: {tokens:,} tokens, Maximum concurrency for 8,192 "
+        f"tokens per request: {conc:.2f}x\n"
+    )
 
 
 def test_log_diagnosis_names_prefix_caching():
@@ -259,9 +334,9 @@ def test_log_diagnosis_names_prefix_caching():
     p, lines = explain_log(Q27_SPEC, log, **kw)
     assert not any(line.agrees for line in lines[:2])
     assert "prefix caching off" in lines[0].why and "likely" in lines[0].why
-    assert diagnose_log(Q27_SPEC, log, **{**kw, "max_model_len": 8192,
-                                          "vllm_version": "0.29.0"})[0].startswith(
-        "prefix caching off")
+    assert diagnose_log(Q27_SPEC, log, **{**kw, "max_model_len": 8192, "vllm_version": "0.29.0"})[
+        0
+    ].startswith("prefix caching off")
 
 
 def test_log_diagnosis_names_the_state_dtype():
@@ -280,29 +355,61 @@ def test_log_diagnosis_names_the_state_dtype():
 
 # vllm/config/cache.py CacheDType in v0.33.0, copied from the wheel's source.
 CACHE_DTYPE_0_33 = [
-    "auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla",
-    "nvfp4_ds_mla", "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc",
-    "turboquant_3bit_nc", "octave_k3v4", "octave_k3v3", "octave_k3v3_compact", "ultraquant_4bit",
-    "int4_per_token_head", "int8_per_token_head", "fp8_per_token_head", "nvfp4", "nvfp4_4over6"]
+    "auto",
+    "float16",
+    "bfloat16",
+    "fp8",
+    "fp8_e4m3",
+    "fp8_e5m2",
+    "fp8_inc",
+    "fp8_ds_mla",
+    "nvfp4_ds_mla",
+    "turboquant_k8v4",
+    "turboquant_4bit_nc",
+    "turboquant_k3v4_nc",
+    "turboquant_3bit_nc",
+    "octave_k3v4",
+    "octave_k3v3",
+    "octave_k3v3_compact",
+    "ultraquant_4bit",
+    "int4_per_token_head",
+    "int8_per_token_head",
+    "fp8_per_token_head",
+    "nvfp4",
+    "nvfp4_4over6",
+]
 
 
 def test_every_cache_dtype_of_the_newest_version_is_known():
     assert sorted(kv_cache_dtypes("0.33.0", vllm_names=True)) == sorted(CACHE_DTYPE_0_33)
     # v0.29.0's Literal has no nvfp4_ds_mla, ultraquant or octave formats.
     v29 = kv_cache_dtypes("0.29.0", vllm_names=True)
-    assert "nvfp4_4over6" in v29 and not {"nvfp4_ds_mla", "ultraquant_4bit",
-                                          "octave_k3v4"} & set(v29)
+    assert "nvfp4_4over6" in v29 and not {"nvfp4_ds_mla", "ultraquant_4bit", "octave_k3v4"} & set(
+        v29
+    )
     refused = [n for n in CACHE_DTYPE_0_33 if not kv_cache_dtype_modelled(n)]
-    assert refused == ["turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc",
-                       "turboquant_3bit_nc", "octave_k3v4", "octave_k3v3",
-                       "octave_k3v3_compact", "ultraquant_4bit"]
+    assert refused == [
+        "turboquant_k8v4",
+        "turboquant_4bit_nc",
+        "turboquant_k3v4_nc",
+        "turboquant_3bit_nc",
+        "octave_k3v4",
+        "octave_k3v3",
+        "octave_k3v3_compact",
+        "ultraquant_4bit",
+    ]
     L8B = get_model("llama-3.1-8b").spec
     for name in refused:
         with pytest.raises(ValueError, match=f"{name} is not modelled"):
             predict(L8B, available_bytes=GiB, max_model_len=1024, kv_dtype=name)
     with pytest.raises(ValueError, match="vLLM 0.32.0 has no --kv-cache-dtype octave_k3v4"):
-        predict(L8B, available_bytes=GiB, max_model_len=1024, kv_dtype="octave_k3v4",
-                vllm_version="0.32.0")
+        predict(
+            L8B,
+            available_bytes=GiB,
+            max_model_len=1024,
+            kv_dtype="octave_k3v4",
+            vllm_version="0.32.0",
+        )
 
 
 def test_modelled_cache_dtype_pages():
@@ -310,10 +417,14 @@ def test_modelled_cache_dtype_pages():
     # NVFP4: per KV head (128/2 + 128/16) B for K and again for V = 144 B; 8 heads; block 16.
     p = predict(L8B, available_bytes=GiB, max_model_len=1024, kv_dtype="nvfp4")
     assert p.page_bytes == 16 * 8 * 144 and p.kv_cache_dtype == "nvfp4"
-    assert predict(L8B, available_bytes=GiB, max_model_len=1024,
-                   kv_dtype="fp8_e5m2").page_bytes == 16 * 8 * 256
-    assert predict(L8B, available_bytes=GiB, max_model_len=1024,
-                   kv_dtype="bfloat16").page_bytes == 16 * 8 * 512
+    assert (
+        predict(L8B, available_bytes=GiB, max_model_len=1024, kv_dtype="fp8_e5m2").page_bytes
+        == 16 * 8 * 256
+    )
+    assert (
+        predict(L8B, available_bytes=GiB, max_model_len=1024, kv_dtype="bfloat16").page_bytes
+        == 16 * 8 * 512
+    )
     with pytest.raises(ValueError, match="MLA"):
         predict(L8B, available_bytes=GiB, max_model_len=1024, kv_dtype="fp8_ds_mla")
     # DeepSeek-V3.2: fp8_ds_mla 656 B per token and layer + the 132 B indexer keys (Q4, Q8), in
@@ -325,8 +436,18 @@ def test_modelled_cache_dtype_pages():
 
 def test_cli_kv_cache_dtype_and_state_flags(capsys):
     path = str(LOGS / "qwen3.6-27b.json")
-    base = ["vllm", "--config", path, "--available-kv-gib", "10", "--max-model-len", "8192",
-            "--vllm-version", "0.29.0", "--json"]
+    base = [
+        "vllm",
+        "--config",
+        path,
+        "--available-kv-gib",
+        "10",
+        "--max-model-len",
+        "8192",
+        "--vllm-version",
+        "0.29.0",
+        "--json",
+    ]
     assert main(base) == 0
     d = json.loads(capsys.readouterr().out)
     assert (d["block_size"], d["blocks_per_request"]) == (784, 17)  # worked above

@@ -48,8 +48,18 @@ CLI = {
     "kv": ["--context", "100000000", "--batch", "1000000"],
     "budget": ["--gpu", "h100-sxm-80gb", "--context", "100000000"],
     "vllm": ["--available-kv-gib", "40", "--max-model-len", "100000000"],
-    "simulate": ["--gpu", "h100-sxm-80gb", "--requests", "2000", "--rate", "inf",
-                 "--prompt-tokens", "4096", "--output-tokens", "1024"],
+    "simulate": [
+        "--gpu",
+        "h100-sxm-80gb",
+        "--requests",
+        "2000",
+        "--rate",
+        "inf",
+        "--prompt-tokens",
+        "4096",
+        "--output-tokens",
+        "1024",
+    ],
 }
 
 
@@ -89,14 +99,22 @@ def test_verify_on_the_worst_inputs(corpus_files, name):
     pytest.importorskip("transformers")
     # The meta-device check builds every module of a 1,024-layer model (10-45 s here); it ends
     # with a verdict or a sentence saying why it could not check, never a traceback.
-    r = subprocess.run([sys.executable, "-m", "kvcalc", "verify", "--config",
-                        str(corpus_files / f"{name}.json")], capture_output=True, text=True,
-                       timeout=300, cwd=ROOT)
+    r = subprocess.run(
+        [sys.executable, "-m", "kvcalc", "verify", "--config", str(corpus_files / f"{name}.json")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert r.returncode in (0, 2), r.stderr[-2000:]
     assert "Traceback" not in r.stderr and "internal error" not in r.stderr
     first = (r.stdout or r.stderr).splitlines()[0]
-    assert "agrees" in first or "differ" in first or "not" in first or \
-        first.startswith("kvcalc: error: "), first
+    assert (
+        "agrees" in first
+        or "differ" in first
+        or "not" in first
+        or first.startswith("kvcalc: error: ")
+    ), first
 
 
 @pytest.mark.slow
@@ -111,6 +129,7 @@ def test_verify_of_the_worst_input_is_stopped_within_its_limit():
 
 
 # --- every page ---------------------------------------------------------------------------------
+
 
 def _check_page(name: str, page: str) -> None:
     at = W.open_with(CORPUS[name], page)

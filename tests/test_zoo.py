@@ -34,8 +34,11 @@ def test_the_zoo_covers_every_causal_lm_transformers_ships(run):
 
 
 def test_no_architecture_is_wrong(run):
-    bad = [f"{r.model_type}: {r.verdict}: {r.detail}" for r in run.results
-           if r.verdict in ("wrong", "error")]
+    bad = [
+        f"{r.model_type}: {r.verdict}: {r.detail}"
+        for r in run.results
+        if r.verdict in ("wrong", "error")
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -48,5 +51,7 @@ def test_every_refusal_names_its_cause(run):
 def test_the_committed_table_lists_every_model_type_the_run_found(run):
     listed = set(re.findall(r"^\| `([^`]+)` \|", TABLE.read_text(), flags=re.M))
     missing = sorted(set(run.found) - listed)
-    assert not missing, ("docs/zoo.md lacks " + ", ".join(missing) + "; rewrite it with "
-                         "`python -m kvcalc verify --zoo --markdown > docs/zoo.md`")
+    assert not missing, (
+        "docs/zoo.md lacks " + ", ".join(missing) + "; rewrite it with "
+        "`python -m kvcalc verify --zoo --markdown > docs/zoo.md`"
+    )

@@ -8,15 +8,28 @@ from kvcalc.measure.zoo import VERDICTS, ZooResult, ZooRun, cause_of, classify
 
 
 def row(layer, verdict="agrees", why="", kvcalc="full", transformers="DynamicLayer"):
-    return VerifyRow(layer=layer, kvcalc=kvcalc, transformers=transformers,
-                     expected={"kv": 8, "indexer": 0, "state": 0},
-                     found={"kv": 8, "indexer": 0, "state": 0}, verdict=verdict, why=why)
+    return VerifyRow(
+        layer=layer,
+        kvcalc=kvcalc,
+        transformers=transformers,
+        expected={"kv": 8, "indexer": 0, "state": 0},
+        found={"kv": 8, "indexer": 0, "state": 0},
+        verdict=verdict,
+        why=why,
+    )
 
 
 def report(*rows, checkable=True, reason="", differences=()):
-    return VerifyReport(model="m", context=64, transformers_version="x", checkable=checkable,
-                        verdict="v", reason=reason, rows=tuple(rows),
-                        differences=tuple(differences))
+    return VerifyReport(
+        model="m",
+        context=64,
+        transformers_version="x",
+        checkable=checkable,
+        verdict="v",
+        reason=reason,
+        rows=tuple(rows),
+        differences=tuple(differences),
+    )
 
 
 def test_every_layer_agreeing_with_nothing_named_is_exact():
@@ -24,34 +37,56 @@ def test_every_layer_agreeing_with_nothing_named_is_exact():
 
 
 def test_named_differences_are_collected_once_each_by_their_short_names():
-    r = report(row(0, "agrees (named difference)", "sliding"), row(1),
-               row(2, "agrees (named difference)", "sliding"),
-               row(3, "agrees (named difference)", "state, none"),
-               differences=("sliding layers: ...", "recurrent layers: ...", "MLP/MoE-only ..."))
+    r = report(
+        row(0, "agrees (named difference)", "sliding"),
+        row(1),
+        row(2, "agrees (named difference)", "sliding"),
+        row(3, "agrees (named difference)", "state, none"),
+        differences=("sliding layers: ...", "recurrent layers: ...", "MLP/MoE-only ..."),
+    )
     verdict, detail, named = classify(r)
     assert verdict == "named difference"
-    assert named == ("window vs window-1", "conv kernel vs kernel-1",
-                     "placeholder layers (nothing cached)")
-    assert detail == "window vs window-1; conv kernel vs kernel-1; placeholder layers " \
-                     "(nothing cached)"
+    assert named == (
+        "window vs window-1",
+        "conv kernel vs kernel-1",
+        "placeholder layers (nothing cached)",
+    )
+    assert (
+        detail == "window vs window-1; conv kernel vs kernel-1; placeholder layers (nothing cached)"
+    )
 
 
 def test_mla_and_extra_mtp_layers_are_named():
-    r = report(row(0, "agrees (named difference)", "mla"),
-               differences=("MLA: ...", "transformers' cache has 1 more layer(s) than the config "
-                            "declares (multi-token-prediction layers), not counted here"))
+    r = report(
+        row(0, "agrees (named difference)", "mla"),
+        differences=(
+            "MLA: ...",
+            "transformers' cache has 1 more layer(s) than the config "
+            "declares (multi-token-prediction layers), not counted here",
+        ),
+    )
     assert classify(r)[2] == ("MLA latent layout", "extra cache layers (multi-token prediction)")
 
 
 def test_one_differing_layer_makes_it_wrong_and_names_the_first():
-    r = report(row(0), row(1, "differs", "kv: kvcalc 8 elements, transformers 16",
-                           kvcalc="sliding", transformers="DynamicLayer"),
-               row(2, "differs", "state: kvcalc 0 elements, transformers 4"),
-               row(3, "agrees (named difference)", "sliding"))
+    r = report(
+        row(0),
+        row(
+            1,
+            "differs",
+            "kv: kvcalc 8 elements, transformers 16",
+            kvcalc="sliding",
+            transformers="DynamicLayer",
+        ),
+        row(2, "differs", "state: kvcalc 0 elements, transformers 4"),
+        row(3, "agrees (named difference)", "sliding"),
+    )
     verdict, detail, named = classify(r)
     assert verdict == "wrong" and named == ()
-    assert detail == ("2 of 4 layers differ; first: layer 1 (sliding / DynamicLayer): kv: kvcalc "
-                      "8 elements, transformers 16")
+    assert detail == (
+        "2 of 4 layers differ; first: layer 1 (sliding / DynamicLayer): kv: kvcalc "
+        "8 elements, transformers 16"
+    )
 
 
 def test_an_unbuildable_model_is_cannot_build_with_transformers_reason():
@@ -63,24 +98,42 @@ def test_causes_group_without_the_values_that_differ():
     a = "config field 'head_dim' must be at least 1, got 0"
     b = "config field 'head_dim' must be at least 1, got -3"
     assert cause_of(a) == cause_of(b) == "config field 'head_dim' must be at least N"
-    assert cause_of("'hidden_size' (4096) is not divisible by 'num_attention_heads' (12)") == \
-        cause_of("'hidden_size' (768) is not divisible by 'num_attention_heads' (7)")
+    assert cause_of(
+        "'hidden_size' (4096) is not divisible by 'num_attention_heads' (12)"
+    ) == cause_of("'hidden_size' (768) is not divisible by 'num_attention_heads' (7)")
 
 
 def result(mt, verdict, detail="", via_text=None):
-    return ZooResult(model_type=mt, model_class="XForCausalLM", verdict=verdict, detail=detail,
-                     via_text=via_text)
+    return ZooResult(
+        model_type=mt, model_class="XForCausalLM", verdict=verdict, detail=detail, via_text=via_text
+    )
 
 
 def test_a_run_counts_every_verdict_groups_refusals_and_writes_one_row_per_type():
-    run = ZooRun(results=(result("a", "exact"), result("b", "refused", "field 'x', got 1"),
-                          result("c", "refused", "field 'x', got 2"),
-                          result("d", "wrong", "layer 0 | differs"),
-                          result("e", "named difference", "window vs window-1", via_text="e_t")),
-                 transformers_version="9.9", torch_version="1.0", seconds=3.0,
-                 date="2026-12-01", workers=2, timeout_s=60, memory_gib=8)
-    assert run.counts() == {"exact": 1, "named difference": 1, "refused": 2, "cannot build": 0,
-                            "wrong": 1, "error": 0}
+    run = ZooRun(
+        results=(
+            result("a", "exact"),
+            result("b", "refused", "field 'x', got 1"),
+            result("c", "refused", "field 'x', got 2"),
+            result("d", "wrong", "layer 0 | differs"),
+            result("e", "named difference", "window vs window-1", via_text="e_t"),
+        ),
+        transformers_version="9.9",
+        torch_version="1.0",
+        seconds=3.0,
+        date="2026-12-01",
+        workers=2,
+        timeout_s=60,
+        memory_gib=8,
+    )
+    assert run.counts() == {
+        "exact": 1,
+        "named difference": 1,
+        "refused": 2,
+        "cannot build": 0,
+        "wrong": 1,
+        "error": 0,
+    }
     assert list(run.counts()) == list(VERDICTS)
     assert run.refusals_by_cause() == {"field 'x'": ["b", "c"]}
     md = run.markdown()
@@ -89,5 +142,6 @@ def test_a_run_counts_every_verdict_groups_refusals_and_writes_one_row_per_type(
     assert "| `e` | XForCausalLM (text model `e_t`) | named difference | window vs window-1 |" in md
     summary = "\n".join(run.summary())
     assert "WRONG: d: layer 0 | differs" in summary
-    assert "exact: 1, named difference: 1, refused: 2, cannot build: 0, wrong: 1, error: 0" in \
-        summary
+    assert (
+        "exact: 1, named difference: 1, refused: 2, cannot build: 0, wrong: 1, error: 0" in summary
+    )

@@ -30,9 +30,11 @@ def engine_reset() -> None:
 
 
 def engine_label(key: str) -> str:
-    return {"vllm": "vLLM (blocks, as it allocates)",
-            "ideal": "Ideal: bytes actually held",
-            "trtllm": "TensorRT-LLM: share of free memory"}.get(key, str(key))
+    return {
+        "vllm": "vLLM (blocks, as it allocates)",
+        "ideal": "Ideal: bytes actually held",
+        "trtllm": "TensorRT-LLM: share of free memory",
+    }.get(key, str(key))
 
 
 def chart_range_label(value: int) -> str:
@@ -55,12 +57,18 @@ def engine_run(text: str, step: int, num_blocks: int, block_size: int, caching: 
     every snapshot), computed once per input. At the largest inputs the page allows (64 requests
     of 8,192 tokens, 512 blocks, 2,000 steps) it takes about 0.3 s on a 2-core machine
     (bench/pages.py --hostile)."""
-    _, snap, log = simulate(parse_requests(text), step, num_blocks=num_blocks,
-                            block_size=block_size, prefix_caching=caching)
+    _, snap, log = simulate(
+        parse_requests(text),
+        step,
+        num_blocks=num_blocks,
+        block_size=block_size,
+        prefix_caching=caching,
+    )
     return snap, log
 
 
 # -- the guided tour ---------------------------------------------------------------------------
+
 
 def tour_label(n: int) -> str:
     return str(n)

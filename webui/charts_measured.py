@@ -12,11 +12,21 @@ import plotly.graph_objects as go
 
 from .charts import COLORS
 
-__all__ = ["attention_row_figure", "gqa_figure", "causal_figure", "kv_figure",
-           "quality_figure", "work_time_figure", "tick_labels"]
+__all__ = [
+    "attention_row_figure",
+    "gqa_figure",
+    "causal_figure",
+    "kv_figure",
+    "quality_figure",
+    "work_time_figure",
+    "tick_labels",
+]
 
-_LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=10),
-               legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0), height=340)
+_LAYOUT = dict(
+    margin=dict(l=10, r=10, t=40, b=10),
+    legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
+    height=340,
+)
 WRITTEN = "#e08a1e"  # orange: K/V written this step
 READ = COLORS["kv"]  # green: K/V only read
 
@@ -24,8 +34,10 @@ READ = COLORS["kv"]  # green: K/V only read
 def tick_labels(labels: list[str]) -> list[str]:
     """'position: token' with spaces made visible, one per position. Plotly reads a few HTML
     tags in labels (<a href>, <b>): a token is text typed by a user, so < > & are escaped."""
-    return [f"{i}:{html.escape(t.replace(' ', '·').replace(chr(10), '⏎'))}"
-            for i, t in enumerate(labels)]
+    return [
+        f"{i}:{html.escape(t.replace(' ', '·').replace(chr(10), '⏎'))}"
+        for i, t in enumerate(labels)
+    ]
 
 
 def _z(matrix) -> np.ndarray:
@@ -34,68 +46,121 @@ def _z(matrix) -> np.ndarray:
     return np.asarray(matrix, dtype=np.float64)
 
 
-def _figure(trace: dict, layout: dict, xaxis: dict | None = None,
-            yaxis: dict | None = None) -> go.Figure:
+def _figure(
+    trace: dict, layout: dict, xaxis: dict | None = None, yaxis: dict | None = None
+) -> go.Figure:
     """One trace and its layout, built in one go (no update_* passes)."""
-    return go.Figure(data=[trace], layout={**_LAYOUT, **layout, "xaxis": xaxis or {},
-                                           "yaxis": yaxis or {}})
+    return go.Figure(
+        data=[trace], layout={**_LAYOUT, **layout, "xaxis": xaxis or {}, "yaxis": yaxis or {}}
+    )
 
 
-def attention_row_figure(weights: list[float], labels: list[str], written: range,
-                         title: str) -> go.Figure:
+def attention_row_figure(
+    weights: list[float], labels: list[str], written: range, title: str
+) -> go.Figure:
     """The newest token's attention weights over every cached position; the bars of K/V
     written this step in orange, those only read in green."""
     ticks = tick_labels(labels)
     colors = [WRITTEN if i in written else READ for i in range(len(weights))]
-    return _figure(dict(type="bar", x=ticks, y=list(map(float, weights)),
-                        marker=dict(color=colors), name="attention weight",
-                        hovertemplate="%{x}<br>weight %{y:.4f}<extra></extra>"),
-                   dict(title=title, showlegend=False),
-                   xaxis=dict(title="cached position: token", tickangle=-60, type="category"),
-                   yaxis=dict(title="attention weight (sums to 1)"))
+    return _figure(
+        dict(
+            type="bar",
+            x=ticks,
+            y=list(map(float, weights)),
+            marker=dict(color=colors),
+            name="attention weight",
+            hovertemplate="%{x}<br>weight %{y:.4f}<extra></extra>",
+        ),
+        dict(title=title, showlegend=False),
+        xaxis=dict(title="cached position: token", tickangle=-60, type="category"),
+        yaxis=dict(title="attention weight (sums to 1)"),
+    )
 
 
-def gqa_figure(rows: list[list[float]], heads: list[int], labels: list[str],
-               kv_head: int) -> go.Figure:
+def gqa_figure(
+    rows: list[list[float]], heads: list[int], labels: list[str], kv_head: int
+) -> go.Figure:
     """Attention weights of the query heads that share one KV head (rows) over the same
     cached keys (columns)."""
-    return _figure(dict(type="heatmap", z=_z(rows), x=tick_labels(labels),
-                        y=[f"query head {h}" for h in heads], colorscale="Greens", zmin=0,
-                        colorbar=dict(title="weight"),
-                        hovertemplate="%{y}, %{x}: %{z:.4f}<extra></extra>"),
-                   dict(title=f"Query heads {heads[0]}-{heads[-1]} read the same keys of KV "
-                              f"head {kv_head}", height=260),
-                   xaxis=dict(title="cached position: token", tickangle=-60, type="category"))
+    return _figure(
+        dict(
+            type="heatmap",
+            z=_z(rows),
+            x=tick_labels(labels),
+            y=[f"query head {h}" for h in heads],
+            colorscale="Greens",
+            zmin=0,
+            colorbar=dict(title="weight"),
+            hovertemplate="%{y}, %{x}: %{z:.4f}<extra></extra>",
+        ),
+        dict(
+            title=f"Query heads {heads[0]}-{heads[-1]} read the same keys of KV head {kv_head}",
+            height=260,
+        ),
+        xaxis=dict(title="cached position: token", tickangle=-60, type="category"),
+    )
 
 
 def causal_figure(matrix: list[list[float]], labels: list[str], head: int) -> go.Figure:
     """The prompt's attention weights (query rows, key columns) for one head: zero above the
     diagonal, where the causal mask hides later tokens."""
     ticks = tick_labels(labels)
-    return _figure(dict(type="heatmap", z=_z(matrix), x=ticks, y=ticks, colorscale="Greens",
-                        zmin=0, colorbar=dict(title="weight"),
-                        hovertemplate="query %{y} reads %{x}: %{z:.4f}<extra></extra>"),
-                   dict(title=f"Prefill, query head {head}: each row reads only itself and "
-                              "earlier tokens", height=460),
-                   xaxis=dict(title="key position", tickangle=-60, type="category"),
-                   yaxis=dict(title="query position", autorange="reversed", type="category"))
+    return _figure(
+        dict(
+            type="heatmap",
+            z=_z(matrix),
+            x=ticks,
+            y=ticks,
+            colorscale="Greens",
+            zmin=0,
+            colorbar=dict(title="weight"),
+            hovertemplate="query %{y} reads %{x}: %{z:.4f}<extra></extra>",
+        ),
+        dict(
+            title=f"Prefill, query head {head}: each row reads only itself and earlier tokens",
+            height=460,
+        ),
+        xaxis=dict(title="key position", tickangle=-60, type="category"),
+        yaxis=dict(title="query position", autorange="reversed", type="category"),
+    )
 
 
-def kv_figure(matrix: list[list[float]], labels: list[str], what: str, written: range
-              ) -> go.Figure:
+def kv_figure(matrix: list[list[float]], labels: list[str], what: str, written: range) -> go.Figure:
     """One KV head's cached keys or values: a row per position, a column per dimension."""
     ticks = tick_labels(labels)
     z = _z(matrix)
-    shapes = [dict(type="rect", x0=-0.5, x1=z.shape[1] - 0.5, y0=written[0] - 0.5,
-                   y1=written[-1] + 0.5, line=dict(color=WRITTEN, width=2))] if len(written) \
+    shapes = (
+        [
+            dict(
+                type="rect",
+                x0=-0.5,
+                x1=z.shape[1] - 0.5,
+                y0=written[0] - 0.5,
+                y1=written[-1] + 0.5,
+                line=dict(color=WRITTEN, width=2),
+            )
+        ]
+        if len(written)
         else []
-    return _figure(dict(type="heatmap", z=z, y=ticks, colorscale="RdBu", zmid=0,
-                        colorbar=dict(title=what),
-                        hovertemplate="%{y}, dim %{x}: %{z:.3f}<extra></extra>"),
-                   dict(title=f"Cached {what.lower()} (orange box: written this step)",
-                        height=420, shapes=shapes),
-                   xaxis=dict(title="dimension"),
-                   yaxis=dict(title="position: token", autorange="reversed", type="category"))
+    )
+    return _figure(
+        dict(
+            type="heatmap",
+            z=z,
+            y=ticks,
+            colorscale="RdBu",
+            zmid=0,
+            colorbar=dict(title=what),
+            hovertemplate="%{y}, dim %{x}: %{z:.3f}<extra></extra>",
+        ),
+        dict(
+            title=f"Cached {what.lower()} (orange box: written this step)",
+            height=420,
+            shapes=shapes,
+        ),
+        xaxis=dict(title="dimension"),
+        yaxis=dict(title="position: token", autorange="reversed", type="category"),
+    )
 
 
 def quality_figure(rows: list, exact_bytes: int) -> go.Figure:
@@ -110,15 +175,29 @@ def quality_figure(rows: list, exact_bytes: int) -> go.Figure:
     for i, r in enumerate(rows):
         saved = exact_bytes / r.kv_bytes
         lost = 100 * (r.perplexity / base - 1)
-        fig.add_trace(go.Scatter(
-            x=[saved], y=[lost], mode="markers+text", text=[r.variant],
-            textposition=where[i], name=r.variant, marker=dict(size=11),
-            hovertemplate=(f"{r.variant}<br>{saved:.2f}x smaller<br>perplexity "
-                           f"{r.perplexity:.3f} ({lost:+.2f}%)<br>agreement "
-                           f"{r.next_token_agreement:.1%}<extra></extra>")))
-    fig.update_layout(**_LAYOUT, title="Quality lost against bytes saved (measured)",
-                      xaxis_title="cache bytes saved (x smaller than the exact fp32 cache)",
-                      yaxis_title="perplexity increase over exact (%)", showlegend=False)
+        fig.add_trace(
+            go.Scatter(
+                x=[saved],
+                y=[lost],
+                mode="markers+text",
+                text=[r.variant],
+                textposition=where[i],
+                name=r.variant,
+                marker=dict(size=11),
+                hovertemplate=(
+                    f"{r.variant}<br>{saved:.2f}x smaller<br>perplexity "
+                    f"{r.perplexity:.3f} ({lost:+.2f}%)<br>agreement "
+                    f"{r.next_token_agreement:.1%}<extra></extra>"
+                ),
+            )
+        )
+    fig.update_layout(
+        **_LAYOUT,
+        title="Quality lost against bytes saved (measured)",
+        xaxis_title="cache bytes saved (x smaller than the exact fp32 cache)",
+        yaxis_title="perplexity increase over exact (%)",
+        showlegend=False,
+    )
     fig.update_xaxes(type="log")
     fig.update_layout(height=420)
     return fig
@@ -129,18 +208,40 @@ def work_time_figure(points: list, weight_floor_s: float | None = None) -> go.Fi
     tokens in the cache, against n; both measured."""
     ns = [p.tokens for p in points]
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=ns, y=[p.recompute_s * 1e3 for p in points], mode="lines+markers",
-                             name="recompute n tokens (no cache): n token passes",
-                             line=dict(color=COLORS["weights"])))
-    fig.add_trace(go.Scatter(x=ns, y=[p.cached_step_s * 1e3 for p in points],
-                             mode="lines+markers", name="one cached step: 1 token pass",
-                             line=dict(color=COLORS["kv"])))
+    fig.add_trace(
+        go.Scatter(
+            x=ns,
+            y=[p.recompute_s * 1e3 for p in points],
+            mode="lines+markers",
+            name="recompute n tokens (no cache): n token passes",
+            line=dict(color=COLORS["weights"]),
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=ns,
+            y=[p.cached_step_s * 1e3 for p in points],
+            mode="lines+markers",
+            name="one cached step: 1 token pass",
+            line=dict(color=COLORS["kv"]),
+        )
+    )
     if weight_floor_s:
-        fig.add_trace(go.Scatter(x=[ns[0], ns[-1]], y=[weight_floor_s * 1e3] * 2, mode="lines",
-                                 name="one read of the weights at nominal bandwidth",
-                                 line=dict(color="#444", dash="dot")))
-    fig.update_layout(**_LAYOUT, title="Work is not time (measured)",
-                      xaxis_title="tokens n (log scale)", yaxis_title="time (ms, log scale)")
+        fig.add_trace(
+            go.Scatter(
+                x=[ns[0], ns[-1]],
+                y=[weight_floor_s * 1e3] * 2,
+                mode="lines",
+                name="one read of the weights at nominal bandwidth",
+                line=dict(color="#444", dash="dot"),
+            )
+        )
+    fig.update_layout(
+        **_LAYOUT,
+        title="Work is not time (measured)",
+        xaxis_title="tokens n (log scale)",
+        yaxis_title="time (ms, log scale)",
+    )
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
     return fig

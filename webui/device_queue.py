@@ -37,8 +37,17 @@ from typing import Any, Callable
 
 from .hosted import hosted
 
-__all__ = ["DeviceQueue", "Job", "QueueError", "QUEUE", "limits", "session_alive",
-           "session_id", "MAX_PER_VISITOR", "run_here"]
+__all__ = [
+    "DeviceQueue",
+    "Job",
+    "QueueError",
+    "QUEUE",
+    "limits",
+    "session_alive",
+    "session_id",
+    "MAX_PER_VISITOR",
+    "run_here",
+]
 
 HOSTED_LIMITS = (60.0, 180.0)  # (cap per run, longest wait in line), seconds
 LOCAL_LIMITS = (300.0, 600.0)
@@ -81,8 +90,14 @@ class Job:
     """One run in the queue. ``state``: queued, running or done; ``stop_reason`` says why it was
     stopped or dropped (cancelled, replaced, time limit, session left, wait timeout)."""
 
-    def __init__(self, queue: DeviceQueue, session: str, fn: Callable[[Callable[[], bool]], Any],
-                 cap_s: float, visitor: str | None = None):
+    def __init__(
+        self,
+        queue: DeviceQueue,
+        session: str,
+        fn: Callable[[Callable[[], bool]], Any],
+        cap_s: float,
+        visitor: str | None = None,
+    ):
         self.session_id = session
         self.visitor = visitor if visitor is not None else session
         self.fn = fn
@@ -151,9 +166,15 @@ class DeviceQueue:
     ``cap_s`` and ``wait_timeout_s``: None reads ``limits()`` (hosted or local) at each submit.
     ``is_alive(session_id)``: whether a session is still there (default ``session_alive``)."""
 
-    def __init__(self, *, cap_s: float | None = None, wait_timeout_s: float | None = None,
-                 is_alive: Callable[[str], bool] | None = None, max_queued: int = MAX_QUEUED,
-                 max_per_visitor: int = MAX_PER_VISITOR):
+    def __init__(
+        self,
+        *,
+        cap_s: float | None = None,
+        wait_timeout_s: float | None = None,
+        is_alive: Callable[[str], bool] | None = None,
+        max_queued: int = MAX_QUEUED,
+        max_per_visitor: int = MAX_PER_VISITOR,
+    ):
         self.cap_s = cap_s
         self.wait_timeout_s = wait_timeout_s
         self.is_alive = is_alive or session_alive
@@ -176,8 +197,9 @@ class DeviceQueue:
 
     # -- submitting and waiting -----------------------------------------------------------
 
-    def submit(self, session: str, fn: Callable[[Callable[[], bool]], Any],
-               visitor: str | None = None) -> Job:
+    def submit(
+        self, session: str, fn: Callable[[Callable[[], bool]], Any], visitor: str | None = None
+    ) -> Job:
         """Put ``fn(should_stop)`` in line for ``session`` of ``visitor`` (default: the session
         is its own visitor). An earlier job of the same session, queued or running, is cancelled
         (reason "replaced"): one job per session; and a visitor holds at most
@@ -189,21 +211,29 @@ class DeviceQueue:
             if self._running is not None and self._running.session_id == session:
                 self._running.cancel("replaced")
             mine = [j for j in self._queued if j.visitor == visitor]
-            if (self._running is not None and self._running.visitor == visitor
-                    and self._running.session_id != session):
+            if (
+                self._running is not None
+                and self._running.visitor == visitor
+                and self._running.session_id != session
+            ):
                 mine.append(self._running)
             if len(mine) >= self.max_per_visitor:
-                raise QueueError(f"You already have {len(mine)} runs waiting or running on this "
-                                 f"server (at most {self.max_per_visitor} per visitor, from any "
-                                 "tab): wait for them to finish, or stop them, then try again.")
+                raise QueueError(
+                    f"You already have {len(mine)} runs waiting or running on this "
+                    f"server (at most {self.max_per_visitor} per visitor, from any "
+                    "tab): wait for them to finish, or stop them, then try again."
+                )
             if len(self._queued) >= self.max_queued:
-                raise QueueError(f"{len(self._queued)} runs are already waiting for the device. "
-                                 "Try again in a minute.")
+                raise QueueError(
+                    f"{len(self._queued)} runs are already waiting for the device. "
+                    "Try again in a minute."
+                )
             job = Job(self, session, fn, self.run_cap_s(), visitor)
             self._queued.append(job)
             if self._worker is None or not self._worker.is_alive():
-                self._worker = threading.Thread(target=self._work, name="kvlab-device-queue",
-                                                daemon=True)
+                self._worker = threading.Thread(
+                    target=self._work, name="kvlab-device-queue", daemon=True
+                )
                 self._worker.start()
             self._cond.notify_all()
             return job
@@ -219,8 +249,14 @@ class DeviceQueue:
                 return None
             return order.index(job) + 1 + (self._running is not None)
 
-    def wait(self, job: Job, *, on_wait: Callable[[int], None] | None = None,
-             checkpoint: Callable[[], Any] | None = None, poll_s: float = 0.1) -> Any:
+    def wait(
+        self,
+        job: Job,
+        *,
+        on_wait: Callable[[int], None] | None = None,
+        checkpoint: Callable[[], Any] | None = None,
+        poll_s: float = 0.1,
+    ) -> Any:
         """Wait for ``job`` and return its result (or raise its error).
 
         ``on_wait(position)`` is called whenever the position changes (1: running now).
@@ -244,16 +280,23 @@ class DeviceQueue:
                 waited = time.monotonic() - job.submitted_at
                 if job.state == "queued" and waited > self.max_wait_s():
                     job.cancel("wait timeout")
-                    raise QueueError(f"The device is busy with other runs; waited "
-                                     f"{self.max_wait_s():.0f} s. Try again in a moment.")
+                    raise QueueError(
+                        f"The device is busy with other runs; waited "
+                        f"{self.max_wait_s():.0f} s. Try again in a moment."
+                    )
             if job.stop_reason == "replaced":
                 raise QueueError("A newer run from this browser tab replaced this one.")
             return job.result()
         finally:
             job.cancel()
 
-    def run(self, session: str, fn: Callable[[Callable[[], bool]], Any],
-            visitor: str | None = None, **wait_kw) -> Any:
+    def run(
+        self,
+        session: str,
+        fn: Callable[[Callable[[], bool]], Any],
+        visitor: str | None = None,
+        **wait_kw,
+    ) -> Any:
         """``submit`` then ``wait``."""
         return self.wait(self.submit(session, fn, visitor), **wait_kw)
 
@@ -305,8 +348,11 @@ class DeviceQueue:
                 if not self._alive(job.session_id):  # the tab closed while it waited
                     job.stop_reason = "session left"
                     job._cancel.set()
-                    job._finish(error=QueueError("The browser tab that asked for this run has "
-                                                 "left; the run was dropped."))
+                    job._finish(
+                        error=QueueError(
+                            "The browser tab that asked for this run has left; the run was dropped."
+                        )
+                    )
                     continue
                 job.state = "running"
                 job.started_at = time.monotonic()
@@ -317,9 +363,11 @@ class DeviceQueue:
             except BaseException as exc:  # noqa: BLE001 - the waiter re-raises it
                 error = exc
             if job.stop_reason == "time limit":
-                limit = QueueError(f"The run took longer than the {job.cap_s:.0f} s allowed per "
-                                   "run here and was stopped: lower the new tokens, the batch or "
-                                   "the prompt length.")
+                limit = QueueError(
+                    f"The run took longer than the {job.cap_s:.0f} s allowed per "
+                    "run here and was stopped: lower the new tokens, the batch or "
+                    "the prompt length."
+                )
                 limit.__cause__ = error
                 result, error = None, limit
             with self._cond:

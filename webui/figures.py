@@ -15,16 +15,34 @@ import plotly.graph_objects as go
 from webui.charts import Figure, owner_color
 from webui.memo import memo
 
-__all__ = ["frontier_figure", "utilization_figure", "roofline_figure", "LIMIT_SYMBOLS",
-           "head_sharing_figure", "mla_figure", "window_figure", "paged_figure"]
+__all__ = [
+    "frontier_figure",
+    "utilization_figure",
+    "roofline_figure",
+    "LIMIT_SYMBOLS",
+    "head_sharing_figure",
+    "mla_figure",
+    "window_figure",
+    "paged_figure",
+]
 
-_LAYOUT = dict(margin=dict(l=10, r=10, t=40, b=10),
-               legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0), height=420)
-LIMIT_SYMBOLS = {"arrivals": "circle", "max_num_seqs": "square", "kv_pool": "x",
-                 "max_num_batched_tokens": "diamond"}
-LIMIT_NAMES = {"arrivals": "the users (every request is running)",
-               "max_num_seqs": "max_num_seqs", "kv_pool": "the KV pool",
-               "max_num_batched_tokens": "max_num_batched_tokens"}
+_LAYOUT = dict(
+    margin=dict(l=10, r=10, t=40, b=10),
+    legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
+    height=420,
+)
+LIMIT_SYMBOLS = {
+    "arrivals": "circle",
+    "max_num_seqs": "square",
+    "kv_pool": "x",
+    "max_num_batched_tokens": "diamond",
+}
+LIMIT_NAMES = {
+    "arrivals": "the users (every request is running)",
+    "max_num_seqs": "max_num_seqs",
+    "kv_pool": "the KV pool",
+    "max_num_batched_tokens": "max_num_batched_tokens",
+}
 _CURVE_COLORS = ["#2f9e6e", "#e0607e"]
 
 
@@ -65,48 +83,97 @@ def frontier_figure(curves: list[tuple], slo: dict | None = None) -> go.Figure:
         order = sorted(range(len(users)), key=lambda k: (users[k] != onset, -users[k]))
         for k in order:
             u, r = users[k], results[k]
-            if (u == onset or u & (u - 1) == 0) and room(r.output_tokens_per_s_per_user,
-                                                         r.output_tokens_per_s_per_gpu):
+            if (u == onset or u & (u - 1) == 0) and room(
+                r.output_tokens_per_s_per_user, r.output_tokens_per_s_per_gpu
+            ):
                 labels[k] = f"{u:,}"
-        fig.trace(dict(
-            type="scatter", x=[r.output_tokens_per_s_per_user for r in results],
-            y=[r.output_tokens_per_s_per_gpu for r in results],
-            mode="lines+markers+text", name=name, line=dict(color=color, dash=dash),
-            marker=dict(size=[13 if r.binding_limit == "kv_pool" else 9 for r in results],
-                        symbol=[LIMIT_SYMBOLS[r.binding_limit] for r in results],
-                        color=color),
-            text=labels, textposition="top right" if i else "top center",
-            textfont=dict(size=11), cliponaxis=False,
-            customdata=[[u, LIMIT_NAMES[r.binding_limit], r.preemptions, r.max_batch]
-                        for u, r in zip(users, results)],
-            hovertemplate="%{customdata[0]:,} users: %{y:,.0f} tokens/s per GPU, %{x:,.1f} "
-                          "tokens/s per user<br>batch up to %{customdata[3]:,}, limited by "
-                          "%{customdata[1]}, %{customdata[2]:,} preemptions<extra></extra>"))
+        fig.trace(
+            dict(
+                type="scatter",
+                x=[r.output_tokens_per_s_per_user for r in results],
+                y=[r.output_tokens_per_s_per_gpu for r in results],
+                mode="lines+markers+text",
+                name=name,
+                line=dict(color=color, dash=dash),
+                marker=dict(
+                    size=[13 if r.binding_limit == "kv_pool" else 9 for r in results],
+                    symbol=[LIMIT_SYMBOLS[r.binding_limit] for r in results],
+                    color=color,
+                ),
+                text=labels,
+                textposition="top right" if i else "top center",
+                textfont=dict(size=11),
+                cliponaxis=False,
+                customdata=[
+                    [u, LIMIT_NAMES[r.binding_limit], r.preemptions, r.max_batch]
+                    for u, r in zip(users, results)
+                ],
+                hovertemplate="%{customdata[0]:,} users: %{y:,.0f} tokens/s per GPU, %{x:,.1f} "
+                "tokens/s per user<br>batch up to %{customdata[3]:,}, limited by "
+                "%{customdata[1]}, %{customdata[2]:,} preemptions<extra></extra>",
+            )
+        )
     if slo:
         if slo.get("meets"):
-            fig.trace(dict(type="scatter", x=[x for x, _ in slo["meets"]],
-                           y=[y for _, y in slo["meets"]], mode="markers",
-                           name="meets the service-level objective",
-                           marker=dict(size=18, symbol="circle-open", color="#2f9e6e",
-                                       line=dict(width=2)), hoverinfo="skip"))
+            fig.trace(
+                dict(
+                    type="scatter",
+                    x=[x for x, _ in slo["meets"]],
+                    y=[y for _, y in slo["meets"]],
+                    mode="markers",
+                    name="meets the service-level objective",
+                    marker=dict(size=18, symbol="circle-open", color="#2f9e6e", line=dict(width=2)),
+                    hoverinfo="skip",
+                )
+            )
         if slo.get("best"):
             x, y, label = slo["best"]
-            fig.note(x=math.log10(max(x, 1e-9)), y=y, text=label, showarrow=True, arrowhead=2,
-                     ax=40, ay=-30, font=dict(size=11, color="#2f9e6e"))
+            fig.note(
+                x=math.log10(max(x, 1e-9)),
+                y=y,
+                text=label,
+                showarrow=True,
+                arrowhead=2,
+                ax=40,
+                ay=-30,
+                font=dict(size=11, color="#2f9e6e"),
+            )
         if slo.get("tpot_s"):
             x = 1 / slo["tpot_s"]
-            fig.shape(type="line", x0=x, x1=x, y0=0, y1=1, yref="paper", xref="x",
-                      line=dict(dash="dot", color="#2f9e6e", width=1.5))
-            fig.note(x=math.log10(x), y=1, yref="paper", xref="x", showarrow=False,
-                     text=f"TPOT target {slo['tpot_s'] * 1e3:,g} ms", xanchor="left",
-                     yanchor="bottom", font=dict(size=11, color="#2f9e6e"))
+            fig.shape(
+                type="line",
+                x0=x,
+                x1=x,
+                y0=0,
+                y1=1,
+                yref="paper",
+                xref="x",
+                line=dict(dash="dot", color="#2f9e6e", width=1.5),
+            )
+            fig.note(
+                x=math.log10(x),
+                y=1,
+                yref="paper",
+                xref="x",
+                showarrow=False,
+                text=f"TPOT target {slo['tpot_s'] * 1e3:,g} ms",
+                xanchor="left",
+                yanchor="bottom",
+                font=dict(size=11, color="#2f9e6e"),
+            )
             xs.append(x)
-    fig.layout(xaxis_title="tokens/s per user (1 / median TPOT)",
-               yaxis_title="output tokens/s per GPU",
-               **{**_LAYOUT, "margin": dict(l=10, r=30, t=50, b=10)})
+    fig.layout(
+        xaxis_title="tokens/s per user (1 / median TPOT)",
+        yaxis_title="output tokens/s per GPU",
+        **{**_LAYOUT, "margin": dict(l=10, r=30, t=50, b=10)},
+    )
     # Whole values at 1-2-5 steps: a log axis's bare minor digits read as values.
-    ticks = [m * 10 ** e for e in range(-3, 7) for m in (1, 2, 5)
-             if min(xs) / 1.5 <= m * 10 ** e <= max(xs) * 1.5]
+    ticks = [
+        m * 10**e
+        for e in range(-3, 7)
+        for m in (1, 2, 5)
+        if min(xs) / 1.5 <= m * 10**e <= max(xs) * 1.5
+    ]
     fig.xaxis(type="log", tickvals=ticks, ticktext=[f"{t:,g}" for t in ticks])
     fig.yaxis(rangemode="tozero", tickformat=",d")
     return fig.figure()
@@ -123,34 +190,67 @@ def _nice_step(top: float, ticks: int = 5) -> int:
 def utilization_figure(series: tuple, batch: tuple, num_blocks: int) -> go.Figure:
     """KV blocks in use (share of the pool) and running requests over time."""
     fig = _Parts()
-    fig.trace(dict(type="scatter", x=[t for t, _ in series], y=[100 * u for _, u in series],
-                   name="KV blocks in use (% of the pool)",
-                   line=dict(color="#2f9e6e", shape="hv")))
-    fig.trace(dict(type="scatter", x=[t for t, _ in batch], y=[n for _, n in batch],
-                   name="running requests", yaxis="y2",
-                   line=dict(color="#444", shape="hv", dash="dot")))
+    fig.trace(
+        dict(
+            type="scatter",
+            x=[t for t, _ in series],
+            y=[100 * u for _, u in series],
+            name="KV blocks in use (% of the pool)",
+            line=dict(color="#2f9e6e", shape="hv"),
+        )
+    )
+    fig.trace(
+        dict(
+            type="scatter",
+            x=[t for t, _ in batch],
+            y=[n for _, n in batch],
+            name="running requests",
+            yaxis="y2",
+            line=dict(color="#444", shape="hv", dash="dot"),
+        )
+    )
     most = max((n for _, n in batch), default=1)
     step = _nice_step(max(1, most))
-    fig.layout(xaxis_title="time (s)",
-               yaxis=dict(title=f"% of the pool's {num_blocks:,} blocks", range=[0, 105]),
-               # whole requests at round steps, on no grid of their own (the left axis draws it)
-               yaxis2=dict(title="running requests", overlaying="y", side="right",
-                           range=[0, math.ceil(most / step) * step * 1.05], tickmode="linear",
-                           tick0=0, dtick=step, tickformat=",d", showgrid=False),
-               **{**_LAYOUT, "height": 320, "margin": dict(l=10, r=50, t=40, b=10)})
+    fig.layout(
+        xaxis_title="time (s)",
+        yaxis=dict(title=f"% of the pool's {num_blocks:,} blocks", range=[0, 105]),
+        # whole requests at round steps, on no grid of their own (the left axis draws it)
+        yaxis2=dict(
+            title="running requests",
+            overlaying="y",
+            side="right",
+            range=[0, math.ceil(most / step) * step * 1.05],
+            tickmode="linear",
+            tick0=0,
+            dtick=step,
+            tickformat=",d",
+            showgrid=False,
+        ),
+        **{**_LAYOUT, "height": 320, "margin": dict(l=10, r=50, t=40, b=10)},
+    )
     return fig.figure()
 
 
 def _decades(lo: float, hi: float) -> tuple[list[float], list[str]]:
     """Tick values at the powers of ten from lo to hi, and their text (0.1, 1, 10, 1,000): a
     log axis then shows no minor digits that read as values."""
-    vals = [10.0 ** k for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)]
+    vals = [10.0**k for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)]
     return vals, [f"{v:,.0f}" if v >= 1 else f"{v:g}" for v in vals]
 
 
 _POINT_SYMBOL = {"gemm": "square", "attention": "diamond", None: "circle"}
-_POINT_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
-                 "#17becf", "#bcbd22", "#7f7f7f"]
+_POINT_COLORS = [
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#bcbd22",
+    "#7f7f7f",
+]
 
 
 @memo(32)
@@ -171,51 +271,100 @@ def roofline_figure(roofs, points: list, trajectory: list | None = None) -> go.F
     ridges = [("gemm", roofs.gemm_tflops, roofs.gemm_ridge)]
     if not roofs.one_roof:
         ridges.append(("attention", roofs.attention_tflops, roofs.attention_ridge))
-    xs = [p.intensity for p in points] + [p.intensity for p in trajectory or []] \
+    xs = (
+        [p.intensity for p in points]
+        + [p.intensity for p in trajectory or []]
         + [r for *_, r in ridges]
+    )
     lo = 10 ** math.floor(math.log10(max(min(xs) / 2, 1e-3)))
     hi = 10 ** math.ceil(math.log10(max(xs) * 5))  # room for the ridge labels
     ys = [y_of(p) for p in points + list(trajectory or [])] + [lo * bw / 1e3]
     ys += [peak for _, peak, _ in ridges]
     fig = _Parts()
     for which, peak, ridge in ridges:
-        name = (f"roof for GEMMs and attention ({roofs.name('gemm')})" if roofs.one_roof else
-                f"GEMM roof ({roofs.name('gemm')} weights)" if which == "gemm" else
-                f"attention roof ({roofs.name('attention')} math)")
-        fig.trace(dict(type="scatter", x=[lo, ridge, hi], y=[lo * bw / 1e3, peak, peak],
-                       mode="lines", name=name,
-                       line=dict(color="#444" if which == "gemm" else "#b04a62",
-                                 dash="solid" if which == "gemm" else "dash")))
+        name = (
+            f"roof for GEMMs and attention ({roofs.name('gemm')})"
+            if roofs.one_roof
+            else f"GEMM roof ({roofs.name('gemm')} weights)"
+            if which == "gemm"
+            else f"attention roof ({roofs.name('attention')} math)"
+        )
+        fig.trace(
+            dict(
+                type="scatter",
+                x=[lo, ridge, hi],
+                y=[lo * bw / 1e3, peak, peak],
+                mode="lines",
+                name=name,
+                line=dict(
+                    color="#444" if which == "gemm" else "#b04a62",
+                    dash="solid" if which == "gemm" else "dash",
+                ),
+            )
+        )
     if trajectory:
-        fig.trace(dict(
-            type="scatter", x=[p.intensity for p in trajectory], y=[y_of(p) for p in trajectory],
-            mode="lines+markers", name="decode steps, batch 1 to the largest that fits",
-            line=dict(color="#2f9e6e", dash="dot"), marker=dict(size=6),
-            text=[p.label for p in trajectory],
-            hovertemplate="%{text}: %{x:,.1f} FLOP/B, %{y:,.1f} TFLOP/s<extra></extra>"))
+        fig.trace(
+            dict(
+                type="scatter",
+                x=[p.intensity for p in trajectory],
+                y=[y_of(p) for p in trajectory],
+                mode="lines+markers",
+                name="decode steps, batch 1 to the largest that fits",
+                line=dict(color="#2f9e6e", dash="dot"),
+                marker=dict(size=6),
+                text=[p.label for p in trajectory],
+                hovertemplate="%{text}: %{x:,.1f} FLOP/B, %{y:,.1f} TFLOP/s<extra></extra>",
+            )
+        )
     for i, p in enumerate(points):
         symbol, color = _POINT_SYMBOL[p.roof], _POINT_COLORS[i % len(_POINT_COLORS)]
-        fig.trace(dict(
-            type="scatter", x=[p.intensity], y=[y_of(p)], mode="markers", name=p.label,
-            # The attention variants are drawn smaller, so one that coincides with a part of
-            # the step (the model's own GQA, say) shows inside it rather than hiding it.
-            marker=dict(size=9 if p.label.startswith("attention ") else 15, symbol=symbol,
-                        color=color, line=dict(width=1, color="#222")),
-            hovertemplate=f"{p.label}: %{{x:,.1f}} FLOP/B, %{{y:,.1f}} TFLOP/s<extra></extra>"))
+        fig.trace(
+            dict(
+                type="scatter",
+                x=[p.intensity],
+                y=[y_of(p)],
+                mode="markers",
+                name=p.label,
+                # The attention variants are drawn smaller, so one that coincides with a part of
+                # the step (the model's own GQA, say) shows inside it rather than hiding it.
+                marker=dict(
+                    size=9 if p.label.startswith("attention ") else 15,
+                    symbol=symbol,
+                    color=color,
+                    line=dict(width=1, color="#222"),
+                ),
+                hovertemplate=f"{p.label}: %{{x:,.1f}} FLOP/B, %{{y:,.1f}} TFLOP/s<extra></extra>",
+            )
+        )
     for i, (which, _, ridge) in enumerate(ridges):
-        fig.shape(type="line", x0=ridge, x1=ridge, y0=0, y1=1, yref="paper",
-                  line=dict(dash="dot", color="#888"))
+        fig.shape(
+            type="line",
+            x0=ridge,
+            x1=ridge,
+            y0=0,
+            y1=1,
+            yref="paper",
+            line=dict(dash="dot", color="#888"),
+        )
         label = "ridge" if roofs.one_roof else f"{which.replace('gemm', 'GEMM')} ridge"
         # Two ridges a factor 2 apart: one label to the right of its line, one to the left.
-        fig.note(x=math.log10(ridge), y=1, yref="paper", showarrow=False,
-                 text=f"{label} {ridge:,.0f} FLOP/B", yanchor="bottom",
-                 xanchor="center" if roofs.one_roof else ("left" if i == 0 else "right"))
+        fig.note(
+            x=math.log10(ridge),
+            y=1,
+            yref="paper",
+            showarrow=False,
+            text=f"{label} {ridge:,.0f} FLOP/B",
+            yanchor="bottom",
+            xanchor="center" if roofs.one_roof else ("left" if i == 0 else "right"),
+        )
     xv, xt = _decades(lo, hi)
     yv, yt = _decades(min(ys) / 1.5, max(ys) * 1.5)
-    fig.layout(xaxis_title="arithmetic intensity (FLOPs per byte read)",
-               yaxis_title="attainable TFLOP/s (per GPU)", showlegend=True,
-               **{**_LAYOUT, "height": 520,
-                  "legend": dict(orientation="h", yanchor="top", y=-0.18, x=0)})
+    fig.layout(
+        xaxis_title="arithmetic intensity (FLOPs per byte read)",
+        yaxis_title="attainable TFLOP/s (per GPU)",
+        showlegend=True,
+        **{**_LAYOUT, "height": 520, "legend": dict(orientation="h", yanchor="top", y=-0.18, x=0)},
+    )
     fig.xaxis(type="log", tickvals=xv, ticktext=xt, range=[math.log10(lo), math.log10(hi)])
     fig.yaxis(type="log", tickvals=yv, ticktext=yt)
     return fig.figure()
@@ -261,13 +410,18 @@ class _Parts:
                 self.lay[k] = v
 
     def figure(self) -> go.Figure:
-        return Figure(data=self.traces, layout=dict(self.lay, shapes=self.shapes,
-                                                       annotations=self.notes))
+        return Figure(
+            data=self.traces, layout=dict(self.lay, shapes=self.shapes, annotations=self.notes)
+        )
 
 
 def _diagram_axes(fig: _Parts, height: float) -> go.Figure:
-    fig.layout(height=height, margin=dict(l=10, r=10, t=10, b=10), showlegend=False,
-               plot_bgcolor="rgba(0,0,0,0)")
+    fig.layout(
+        height=height,
+        margin=dict(l=10, r=10, t=10, b=10),
+        showlegend=False,
+        plot_bgcolor="rgba(0,0,0,0)",
+    )
     fig.xaxis(visible=False)
     fig.yaxis(visible=False)
     return fig.figure()
@@ -276,8 +430,7 @@ def _diagram_axes(fig: _Parts, height: float) -> go.Figure:
 def head_sharing_rows(q_heads: int, kv_heads: int) -> list[tuple[str, int, bool]]:
     """(name, K/V heads, is the model's own) for MHA, the model's own grouping and MQA."""
     if q_heads < 1 or kv_heads < 1 or q_heads % kv_heads:
-        raise ValueError(f"{q_heads} query heads cannot be grouped evenly on {kv_heads} K/V "
-                         "heads")
+        raise ValueError(f"{q_heads} query heads cannot be grouped evenly on {kv_heads} K/V heads")
     rows = [("MHA", q_heads, kv_heads == q_heads)]
     if 1 < kv_heads < q_heads:
         rows.append(("GQA", kv_heads, True))
@@ -291,8 +444,13 @@ MAX_DRAWN_HEADS = 128  # the most query heads of a published model; more are dra
 
 
 @memo(32)
-def head_sharing_figure(q_heads: int, kv_heads: int, head_dim: int, v_head_dim: int | None = None,
-                        bytes_per_element: float = 2) -> go.Figure:
+def head_sharing_figure(
+    q_heads: int,
+    kv_heads: int,
+    head_dim: int,
+    v_head_dim: int | None = None,
+    bytes_per_element: float = 2,
+) -> go.Figure:
     """Query heads (top of each row) drawn on the K/V heads they read (bottom), one row each for
     MHA (a K/V head per query head), the model's own grouped-query attention (GQA) and
     multi-query attention (MQA, one K/V head for all). Query head i reads K/V head
@@ -305,8 +463,11 @@ def head_sharing_figure(q_heads: int, kv_heads: int, head_dim: int, v_head_dim: 
     rows = head_sharing_rows(q_heads, kv_heads)
     shown = min(q_heads, MAX_DRAWN_HEADS)
     # which query heads are drawn, and the x scale that fits all q_heads into `shown` slots
-    qs = list(range(q_heads)) if shown == q_heads else sorted(
-        {round(j * (q_heads - 1) / (shown - 1)) for j in range(shown)})
+    qs = (
+        list(range(q_heads))
+        if shown == q_heads
+        else sorted({round(j * (q_heads - 1) / (shown - 1)) for j in range(shown)})
+    )
     scale = 1 if shown == q_heads else shown / q_heads
     size = max(4, min(14, 420 / shown))
     fig = _Parts()
@@ -319,36 +480,82 @@ def head_sharing_figure(q_heads: int, kv_heads: int, head_dim: int, v_head_dim: 
         for i in qs:
             lx += [i * scale, center[i // group], None]
             ly += [top, bottom, None]
-        fig.trace(dict(type="scatter", x=lx, y=ly, mode="lines", name=f"{name}: sharing",
-                                 line=dict(color=_LINE_COLOR, width=1), hoverinfo="skip"))
-        fig.trace(dict(type="scatter",
-            x=[i * scale for i in qs], y=[top] * len(qs), mode="markers",
-            name=f"{name}: query heads", marker=dict(symbol="square", size=size, color=_Q_COLOR),
-            customdata=qs, hovertemplate="query head %{customdata}<extra></extra>"))
-        fig.trace(dict(type="scatter",
-            x=[center[g] for g in drawn_kv], y=[bottom] * len(drawn_kv), mode="markers",
-            name=f"{name}: K/V heads",
-            marker=dict(symbol="square", size=size * 1.4, color=_KV_COLOR,
-                        line=dict(color="#1d5e42", width=2 if own else 0)),
-            customdata=drawn_kv, hovertemplate="K/V head %{customdata}<extra></extra>"))
+        fig.trace(
+            dict(
+                type="scatter",
+                x=lx,
+                y=ly,
+                mode="lines",
+                name=f"{name}: sharing",
+                line=dict(color=_LINE_COLOR, width=1),
+                hoverinfo="skip",
+            )
+        )
+        fig.trace(
+            dict(
+                type="scatter",
+                x=[i * scale for i in qs],
+                y=[top] * len(qs),
+                mode="markers",
+                name=f"{name}: query heads",
+                marker=dict(symbol="square", size=size, color=_Q_COLOR),
+                customdata=qs,
+                hovertemplate="query head %{customdata}<extra></extra>",
+            )
+        )
+        fig.trace(
+            dict(
+                type="scatter",
+                x=[center[g] for g in drawn_kv],
+                y=[bottom] * len(drawn_kv),
+                mode="markers",
+                name=f"{name}: K/V heads",
+                marker=dict(
+                    symbol="square",
+                    size=size * 1.4,
+                    color=_KV_COLOR,
+                    line=dict(color="#1d5e42", width=2 if own else 0),
+                ),
+                customdata=drawn_kv,
+                hovertemplate="K/V head %{customdata}<extra></extra>",
+            )
+        )
         per_token = kv * (head_dim + v_dim)
         share = "1 query head per K/V head" if group == 1 else f"{group:,} query heads per K/V head"
-        sample = "" if shown == q_heads else \
-            f" ({len(qs):,} of the {q_heads:,} query heads drawn, evenly spread)"
+        sample = (
+            ""
+            if shown == q_heads
+            else f" ({len(qs):,} of the {q_heads:,} query heads drawn, evenly spread)"
+        )
         fig.note(
-            x=-0.5, y=top + 0.55, xanchor="left", yanchor="bottom", showarrow=False,
+            x=-0.5,
+            y=top + 0.55,
+            xanchor="left",
+            yanchor="bottom",
+            showarrow=False,
             font=dict(size=12),
-            text=(f"<b>{name}</b>{' (this model)' if own else ''}: {q_heads:,} query heads, "
-                  f"{kv:,} K/V head{'s' if kv != 1 else ''}, {share}; one token stores "
-                  f"{kv:,} x ({head_dim} + {v_dim}) = {per_token:,} numbers per layer "
-                  f"({per_token * bytes_per_element:,.0f} B){sample}"))
+            text=(
+                f"<b>{name}</b>{' (this model)' if own else ''}: {q_heads:,} query heads, "
+                f"{kv:,} K/V head{'s' if kv != 1 else ''}, {share}; one token stores "
+                f"{kv:,} x ({head_dim} + {v_dim}) = {per_token:,} numbers per layer "
+                f"({per_token * bytes_per_element:,.0f} B){sample}"
+            ),
+        )
     fig.xaxis(range=[-1, q_heads * scale])
     return _diagram_axes(fig, 90 + 115 * len(rows))
 
 
 @memo(32)
-def mla_figure(*, hidden: int | None, q_heads: int, rank: int, rope: int, qk_nope: int,
-               v_head_dim: int, own: bool) -> go.Figure:
+def mla_figure(
+    *,
+    hidden: int | None,
+    q_heads: int,
+    rank: int,
+    rope: int,
+    qk_nope: int,
+    v_head_dim: int,
+    own: bool,
+) -> go.Figure:
     """Multi-head latent attention in two lanes. Store: each token's hidden state is
     compressed (W_DKV) to a latent c_KV of ``rank`` numbers, and a RoPE key of ``rope`` numbers
     is kept beside it; that is all the cache holds. Decode (absorbed): each query head's
@@ -358,8 +565,14 @@ def mla_figure(*, hidden: int | None, q_heads: int, rank: int, rope: int, qk_nop
     cached = rank + rope
     full = q_heads * ((qk_nope + rope) + v_head_dim)
     boxes = [  # (lane, x, label, numbers, color, name)
-        (0, 0, f"hidden state<br>{hidden:,}" if hidden else "hidden state", hidden or rank,
-         "#bbb", "hidden"),
+        (
+            0,
+            0,
+            f"hidden state<br>{hidden:,}" if hidden else "hidden state",
+            hidden or rank,
+            "#bbb",
+            "hidden",
+        ),
         (0, 2, f"latent c_KV<br>{rank:,}", rank, _KV_COLOR, "latent"),
         (0, 3.1, f"RoPE key<br>{rope:,}", rope, _KV_COLOR, "rope"),
         (1, 0, f"query head i<br>{qk_nope} + {rope} RoPE", qk_nope + rope, _Q_COLOR, "query"),
@@ -373,39 +586,110 @@ def mla_figure(*, hidden: int | None, q_heads: int, rank: int, rope: int, qk_nop
     for lane, x, label, n, color, name in boxes:
         h = 0.55 + 0.75 * math.sqrt(n / big)
         y = -2.2 * lane
-        fig.shape(type="rect", x0=x - 0.45, x1=x + 0.45, y0=y - h / 2, y1=y + h / 2,
-                      fillcolor=color, line=dict(color="#333", width=1.2), opacity=0.85,
-                      layer="below")
-        fig.trace(dict(type="scatter", x=[x], y=[y], mode="text", text=[label], name=name,
-                                 customdata=[n], textfont=dict(size=11, color="#111"),
-                                 hovertemplate=f"{name}: %{{customdata:,}} numbers<extra></extra>"))
-    for lane, text in ((0, "<b>Store</b>, every token:"),
-                       (1, "<b>Decode</b>, each query head i:")):
-        fig.note(x=-0.6, y=-2.2 * lane + 0.75, xanchor="left", showarrow=False,
-                           text=text, font=dict(size=11))
-    arrows = [(0, 0, 2, "x W_DKV<br>(compress)"), (1, 0, 2, "x W_UK,i<br>(absorbed)"),
-              (1, 2, 4, "q . c_KV +<br>q_rope . k_rope"), (1, 4, 6, "softmax,<br>weighted sum"),
-              (1, 6, 8, "x W_UV,i<br>(into W_O)")]
+        fig.shape(
+            type="rect",
+            x0=x - 0.45,
+            x1=x + 0.45,
+            y0=y - h / 2,
+            y1=y + h / 2,
+            fillcolor=color,
+            line=dict(color="#333", width=1.2),
+            opacity=0.85,
+            layer="below",
+        )
+        fig.trace(
+            dict(
+                type="scatter",
+                x=[x],
+                y=[y],
+                mode="text",
+                text=[label],
+                name=name,
+                customdata=[n],
+                textfont=dict(size=11, color="#111"),
+                hovertemplate=f"{name}: %{{customdata:,}} numbers<extra></extra>",
+            )
+        )
+    for lane, text in ((0, "<b>Store</b>, every token:"), (1, "<b>Decode</b>, each query head i:")):
+        fig.note(
+            x=-0.6,
+            y=-2.2 * lane + 0.75,
+            xanchor="left",
+            showarrow=False,
+            text=text,
+            font=dict(size=11),
+        )
+    arrows = [
+        (0, 0, 2, "x W_DKV<br>(compress)"),
+        (1, 0, 2, "x W_UK,i<br>(absorbed)"),
+        (1, 2, 4, "q . c_KV +<br>q_rope . k_rope"),
+        (1, 4, 6, "softmax,<br>weighted sum"),
+        (1, 6, 8, "x W_UV,i<br>(into W_O)"),
+    ]
     for lane, x0, x1, text in arrows:
         y = -2.2 * lane
-        fig.note(x=x1 - 0.47, y=y, ax=x0 + 0.47, ay=y, xref="x", yref="y", axref="x",
-                           ayref="y", showarrow=True, arrowhead=2, text="")
-        fig.note(x=(x0 + x1) / 2, y=y - 0.1, yanchor="top", showarrow=False,
-                           text=text,
-                           font=dict(size=10, color="#444"))
-    fig.note(x=3.1, y=-0.75, showarrow=False, font=dict(size=10, color="#444"),
-                       text="RoPE key: x W_KR")
+        fig.note(
+            x=x1 - 0.47,
+            y=y,
+            ax=x0 + 0.47,
+            ay=y,
+            xref="x",
+            yref="y",
+            axref="x",
+            ayref="y",
+            showarrow=True,
+            arrowhead=2,
+            text="",
+        )
+        fig.note(
+            x=(x0 + x1) / 2,
+            y=y - 0.1,
+            yanchor="top",
+            showarrow=False,
+            text=text,
+            font=dict(size=10, color="#444"),
+        )
+    fig.note(
+        x=3.1, y=-0.75, showarrow=False, font=dict(size=10, color="#444"), text="RoPE key: x W_KR"
+    )
     # What joins the lanes: every head's scores read the cached latents and RoPE keys.
-    fig.note(x=4, y=-2.2 + 0.62, ax=2.6, ay=-0.62, xref="x", yref="y", axref="x", ayref="y",
-             showarrow=True, arrowhead=2, arrowcolor=_KV_COLOR, arrowwidth=1.5, text="")
-    fig.note(x=2.55, y=-1.25, showarrow=False, font=dict(size=12),
-                       text=(f"<b>cached per token and layer: {rank:,} + {rope} = {cached:,} "
-                             f"numbers</b>, read by all {q_heads:,} heads"))
-    fig.note(x=4, y=1.45, showarrow=False, font=dict(size=12),
-                       text=(f"{'This model' if own else 'An MLA layer here'} "
-                             f"without the latent (MHA): {q_heads:,} heads x ({qk_nope + rope} K + "
-                             f"{v_head_dim} V)<br>= {full:,} numbers per token and layer, "
-                             f"{full / cached:,.1f}x more"))
+    fig.note(
+        x=4,
+        y=-2.2 + 0.62,
+        ax=2.6,
+        ay=-0.62,
+        xref="x",
+        yref="y",
+        axref="x",
+        ayref="y",
+        showarrow=True,
+        arrowhead=2,
+        arrowcolor=_KV_COLOR,
+        arrowwidth=1.5,
+        text="",
+    )
+    fig.note(
+        x=2.55,
+        y=-1.25,
+        showarrow=False,
+        font=dict(size=12),
+        text=(
+            f"<b>cached per token and layer: {rank:,} + {rope} = {cached:,} "
+            f"numbers</b>, read by all {q_heads:,} heads"
+        ),
+    )
+    fig.note(
+        x=4,
+        y=1.45,
+        showarrow=False,
+        font=dict(size=12),
+        text=(
+            f"{'This model' if own else 'An MLA layer here'} "
+            f"without the latent (MHA): {q_heads:,} heads x ({qk_nope + rope} K + "
+            f"{v_head_dim} V)<br>= {full:,} numbers per token and layer, "
+            f"{full / cached:,.1f}x more"
+        ),
+    )
     fig.xaxis(range=[-0.7, 8.7])
     fig.yaxis(range=[-3.2, 1.9])
     return _diagram_axes(fig, 380)
@@ -429,17 +713,34 @@ def window_figure(window: int, context: int, kinds: list[str]) -> go.Figure:
     full = sum(1 for k in kinds if k == "full")
     mixed = sliding > 0 and full > 0
     fig = _Parts()
-    fig.trace(dict(type="scatter", x=[0, n, 0, 0], y=[0, n, n, 0], fill="toself", mode="lines",
-                             name="full attention: every earlier key",
-                             fillcolor="rgba(160,170,180,0.35)", line=dict(color="#888"),
-                             hoverinfo="name"))
+    fig.trace(
+        dict(
+            type="scatter",
+            x=[0, n, 0, 0],
+            y=[0, n, n, 0],
+            fill="toself",
+            mode="lines",
+            name="full attention: every earlier key",
+            fillcolor="rgba(160,170,180,0.35)",
+            line=dict(color="#888"),
+            hoverinfo="name",
+        )
+    )
     # The band between key = query (the diagonal) and key = query - window + 1.
-    fig.trace(dict(type="scatter", x=[0, n, n - drawn, 0, 0], y=[0, n, n, drawn, 0],
-                             fill="toself", mode="lines",
-                             name=f"sliding window: the last {w:,} keys"
-                             + (" (drawn wider to be seen)" if widened else ""),
-                             fillcolor="rgba(47,158,110,0.55)", line=dict(color=_KV_COLOR),
-                             hoverinfo="name"))
+    fig.trace(
+        dict(
+            type="scatter",
+            x=[0, n, n - drawn, 0, 0],
+            y=[0, n, n, drawn, 0],
+            fill="toself",
+            mode="lines",
+            name=f"sliding window: the last {w:,} keys"
+            + (" (drawn wider to be seen)" if widened else ""),
+            fillcolor="rgba(47,158,110,0.55)",
+            line=dict(color=_KV_COLOR),
+            hoverinfo="name",
+        )
+    )
     fig.trace(
         dict(
             type="scatter",
@@ -451,37 +752,69 @@ def window_figure(window: int, context: int, kinds: list[str]) -> go.Figure:
             hoverinfo="name",
         )
     )
-    fig.note(x=n - drawn / 2, y=n, yshift=12, showarrow=False, font=dict(size=11),
-                       xanchor="right" if drawn < 0.3 * n else "center",
-                       text=f"cached for the next token: {w:,}")
-    fig.layout(xaxis=dict(title="key position (tokens)", range=[0, n],
-                                 domain=[0, 1]),
-                      yaxis=dict(title="query position (tokens)", range=[n, 0],
-                                 domain=[0, 0.78 if mixed else 1]),
-                      height=440, margin=dict(l=10, r=10, t=30, b=10),
-                      legend=dict(orientation="h", yanchor="top", y=-0.15, x=0),
-                      plot_bgcolor="rgba(0,0,0,0)")
+    fig.note(
+        x=n - drawn / 2,
+        y=n,
+        yshift=12,
+        showarrow=False,
+        font=dict(size=11),
+        xanchor="right" if drawn < 0.3 * n else "center",
+        text=f"cached for the next token: {w:,}",
+    )
+    fig.layout(
+        xaxis=dict(title="key position (tokens)", range=[0, n], domain=[0, 1]),
+        yaxis=dict(title="query position (tokens)", range=[n, 0], domain=[0, 0.78 if mixed else 1]),
+        height=440,
+        margin=dict(l=10, r=10, t=30, b=10),
+        legend=dict(orientation="h", yanchor="top", y=-0.15, x=0),
+        plot_bgcolor="rgba(0,0,0,0)",
+    )
     if mixed:
-        fig.trace(dict(type="scatter",
-            x=list(range(len(kinds))), y=[0] * len(kinds), mode="markers", name="layers",
-            xaxis="x2", yaxis="y2", showlegend=False,
-            marker=dict(symbol="square", size=max(4, min(12, 600 / len(kinds))),
-                        color=[_KV_COLOR if k == "sliding" else "#555" if k == "full"
-                               else "#ddd" for k in kinds]),
-            customdata=kinds, hovertemplate="layer %{x}: %{customdata}<extra></extra>"))
-        fig.layout(xaxis2=dict(domain=[0, 1], anchor="y2", visible=False,
-                                      range=[-1, len(kinds)]),
-                          yaxis2=dict(domain=[0.86, 1], anchor="x2", visible=False))
-        fig.note(x=0, y=1.0, xref="paper", yref="paper", showarrow=False,
-                           xanchor="left", yanchor="bottom", font=dict(size=11),
-                           text=(f"layers interleave: {sliding:,} sliding (green), {full:,} full "
-                                 "(dark), in model order"))
+        fig.trace(
+            dict(
+                type="scatter",
+                x=list(range(len(kinds))),
+                y=[0] * len(kinds),
+                mode="markers",
+                name="layers",
+                xaxis="x2",
+                yaxis="y2",
+                showlegend=False,
+                marker=dict(
+                    symbol="square",
+                    size=max(4, min(12, 600 / len(kinds))),
+                    color=[
+                        _KV_COLOR if k == "sliding" else "#555" if k == "full" else "#ddd"
+                        for k in kinds
+                    ],
+                ),
+                customdata=kinds,
+                hovertemplate="layer %{x}: %{customdata}<extra></extra>",
+            )
+        )
+        fig.layout(
+            xaxis2=dict(domain=[0, 1], anchor="y2", visible=False, range=[-1, len(kinds)]),
+            yaxis2=dict(domain=[0.86, 1], anchor="x2", visible=False),
+        )
+        fig.note(
+            x=0,
+            y=1.0,
+            xref="paper",
+            yref="paper",
+            showarrow=False,
+            xanchor="left",
+            yanchor="bottom",
+            font=dict(size=11),
+            text=(
+                f"layers interleave: {sliding:,} sliding (green), {full:,} full "
+                "(dark), in model order"
+            ),
+        )
     return fig.figure()
 
 
 @memo(32)
-def paged_figure(tables: tuple, block_size: int, num_blocks: int,
-                 per_row: int = 16) -> go.Figure:
+def paged_figure(tables: tuple, block_size: int, num_blocks: int, per_row: int = 16) -> go.Figure:
     """PagedAttention: each running request's logical blocks (one row per request, in token
     order) mapped through its block table to physical blocks of the pool (the numbered grid
     below). ``tables``: the engine snapshot's rows (rid, tokens, blocks); a request without
@@ -500,40 +833,90 @@ def paged_figure(tables: tuple, block_size: int, num_blocks: int,
             px, py = pool_xy(bid)
             lx += [i, px, None]
             ly += [r, py, None]
-        fig.trace(dict(type="scatter", x=lx, y=ly, mode="lines", name=f"{t.rid}: block table",
-                                 line=dict(color=owner_color(t.rid), width=1.2), opacity=0.7,
-                                 hoverinfo="skip"))
+        fig.trace(
+            dict(
+                type="scatter",
+                x=lx,
+                y=ly,
+                mode="lines",
+                name=f"{t.rid}: block table",
+                line=dict(color=owner_color(t.rid), width=1.2),
+                opacity=0.7,
+                hoverinfo="skip",
+            )
+        )
     for r, t in enumerate(running):
         k = len(t.blocks)
         last = t.tokens - (k - 1) * block_size  # slots written in the last logical block
         fills = [block_size] * (k - 1) + [last]
-        fig.trace(dict(type="scatter",
-            x=list(range(k)), y=[r] * k, mode="markers+text",
-            name=f"{t.rid}: logical blocks", text=[str(i) for i in range(k)],
-            textfont=dict(size=9, color="#fff"),
-            marker=dict(symbol="square", size=20, color=owner_color(t.rid)),
-            customdata=[[b, f] for b, f in zip(t.blocks, fills)],
-            hovertemplate=(f"{t.rid}, logical block %{{text}} -> physical block "
-                           "%{customdata[0]} (%{customdata[1]}/" f"{block_size} slots written)"
-                           "<extra></extra>")))
-        fig.note(x=-0.7, y=r, xanchor="right", showarrow=False, font=dict(size=11),
-                           text=f"{t.rid}: [{', '.join(map(str, t.blocks))}]")
+        fig.trace(
+            dict(
+                type="scatter",
+                x=list(range(k)),
+                y=[r] * k,
+                mode="markers+text",
+                name=f"{t.rid}: logical blocks",
+                text=[str(i) for i in range(k)],
+                textfont=dict(size=9, color="#fff"),
+                marker=dict(symbol="square", size=20, color=owner_color(t.rid)),
+                customdata=[[b, f] for b, f in zip(t.blocks, fills)],
+                hovertemplate=(
+                    f"{t.rid}, logical block %{{text}} -> physical block "
+                    "%{customdata[0]} (%{customdata[1]}/"
+                    f"{block_size} slots written)"
+                    "<extra></extra>"
+                ),
+            )
+        )
+        fig.note(
+            x=-0.7,
+            y=r,
+            xanchor="right",
+            showarrow=False,
+            font=dict(size=11),
+            text=f"{t.rid}: [{', '.join(map(str, t.blocks))}]",
+        )
     owner: dict[int, str] = {}
     for t in running:
         for b in t.blocks:
             owner.setdefault(b, t.rid)
     xs, ys = zip(*(pool_xy(b) for b in range(num_blocks))) if num_blocks else ((), ())
-    fig.trace(dict(type="scatter",
-        x=list(xs), y=list(ys), mode="markers+text", name="physical blocks",
-        text=[str(b) for b in range(num_blocks)], textfont=dict(size=8),
-        marker=dict(symbol="square", size=20, line=dict(color="#555", width=0.5), color=[
-            owner_color(owner[b]) if b in owner else "#eef1f4" for b in range(num_blocks)]),
-        hovertemplate="physical block %{text}<extra></extra>"))
-    fig.note(x=-0.5, y=-0.75, xanchor="left", showarrow=False, font=dict(size=11),
-                       text="<b>logical blocks</b> of each running request, block table in "
-                            "brackets")
-    fig.note(x=-0.5, y=pool_y0 - 0.75, xanchor="left", showarrow=False,
-                       font=dict(size=11), text="<b>physical blocks</b> of the pool")
+    fig.trace(
+        dict(
+            type="scatter",
+            x=list(xs),
+            y=list(ys),
+            mode="markers+text",
+            name="physical blocks",
+            text=[str(b) for b in range(num_blocks)],
+            textfont=dict(size=8),
+            marker=dict(
+                symbol="square",
+                size=20,
+                line=dict(color="#555", width=0.5),
+                color=[
+                    owner_color(owner[b]) if b in owner else "#eef1f4" for b in range(num_blocks)
+                ],
+            ),
+            hovertemplate="physical block %{text}<extra></extra>",
+        )
+    )
+    fig.note(
+        x=-0.5,
+        y=-0.75,
+        xanchor="left",
+        showarrow=False,
+        font=dict(size=11),
+        text="<b>logical blocks</b> of each running request, block table in brackets",
+    )
+    fig.note(
+        x=-0.5,
+        y=pool_y0 - 0.75,
+        xanchor="left",
+        showarrow=False,
+        font=dict(size=11),
+        text="<b>physical blocks</b> of the pool",
+    )
     longest = max((len(t.blocks) for t in running), default=1)
     rows = -(-num_blocks // per_row)
     fig.xaxis(range=[-6, max(per_row, longest) + 0.5])

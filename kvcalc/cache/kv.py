@@ -21,8 +21,17 @@ from ..core.dtypes import KV_DTYPES, DType, get_dtype
 from ..core.model import SCALE_BYTES, Layer, ModelSpec, counted
 from ..core.units import check_int
 
-__all__ = ["layer_bytes_per_token", "KVCache", "kv_cache", "KindRow", "pp_partition",
-           "stage_layers", "sequence_bytes", "SCALE_BYTES"]
+__all__ = [
+    "layer_bytes_per_token",
+    "KVCache",
+    "kv_cache",
+    "KindRow",
+    "pp_partition",
+    "stage_layers",
+    "sequence_bytes",
+    "SCALE_BYTES",
+]
+
 
 def layer_bytes_per_token(layer: Layer, dtype: DType, scales: bool = False) -> int:
     """Bytes one token adds to one layer's cache (0 for a layer that keeps no per-token cache).
@@ -51,11 +60,10 @@ def stage_layers(spec: ModelSpec, tp: int = 1, pp: int = 1) -> list[tuple[Layer,
     layers = list(spec.layers)
     if tp > 1:
         split: dict[int, Layer] = {}  # once per distinct layer, so equal layers stay one object
-        layers = [split.get(id(lay)) or split.setdefault(id(lay), lay.split(tp))
-                  for lay in layers]
+        layers = [split.get(id(lay)) or split.setdefault(id(lay), lay.split(tp)) for lay in layers]
     stages, start = [], 0
     for count in pp_partition(len(layers), pp):
-        stages.append(tuple(layers[start:start + count]))
+        stages.append(tuple(layers[start : start + count]))
         start += count
     return stages
 
@@ -76,10 +84,17 @@ class KindRow:
     stores_tokens: bool = True
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "label": self.label, "layers": self.layers,
-                "bytes_per_token_per_layer": self.bytes_per_token_per_layer,
-                "tokens_kept": self.tokens_kept, "bytes": self.bytes, "formula": self.formula,
-                "state_bytes_per_layer": self.state_bytes, "scale_bytes": self.scale_bytes}
+        return {
+            "kind": self.kind,
+            "label": self.label,
+            "layers": self.layers,
+            "bytes_per_token_per_layer": self.bytes_per_token_per_layer,
+            "tokens_kept": self.tokens_kept,
+            "bytes": self.bytes,
+            "formula": self.formula,
+            "state_bytes_per_layer": self.state_bytes,
+            "scale_bytes": self.scale_bytes,
+        }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,21 +130,32 @@ class KVCache:
             if not r.stores_tokens:
                 continue
             scale = f" + {r.scale_bytes} B scales" if r.scale_bytes else ""
-            parts.append(f"{r.layers} {r.label} layer{'s' if r.layers != 1 else ''} x "
-                         f"({r.formula} x {el_s}{scale})")
+            parts.append(
+                f"{r.layers} {r.label} layer{'s' if r.layers != 1 else ''} x "
+                f"({r.formula} x {el_s}{scale})"
+            )
         if not parts:
             return "no layer keeps K/V: 0 B"
         return " + ".join(parts) + f" = {self.kv_bytes_per_token_nominal:,} B"
 
     def to_dict(self) -> dict:
-        return {"model": self.model, "context": self.context, "batch": self.batch,
-                "kv_dtype": self.kv_dtype, "scales": self.scales, "tp": self.tp, "pp": self.pp,
-                "kv_bytes": self.kv_bytes, "kv_bytes_per_token": self.kv_bytes_per_token,
-                "kv_bytes_per_token_nominal": self.kv_bytes_per_token_nominal,
-                "state_bytes": self.state_bytes, "total_bytes": self.total_bytes,
-                "per_sequence_kv_bytes": self.per_sequence_bytes,
-                "breakdown": [r.to_dict() for r in self.rows],
-                "per_token_formula": self.per_token_formula()}
+        return {
+            "model": self.model,
+            "context": self.context,
+            "batch": self.batch,
+            "kv_dtype": self.kv_dtype,
+            "scales": self.scales,
+            "tp": self.tp,
+            "pp": self.pp,
+            "kv_bytes": self.kv_bytes,
+            "kv_bytes_per_token": self.kv_bytes_per_token,
+            "kv_bytes_per_token_nominal": self.kv_bytes_per_token_nominal,
+            "state_bytes": self.state_bytes,
+            "total_bytes": self.total_bytes,
+            "per_sequence_kv_bytes": self.per_sequence_bytes,
+            "breakdown": [r.to_dict() for r in self.rows],
+            "per_token_formula": self.per_token_formula(),
+        }
 
 
 def sequence_bytes(layers, n: int, dtype: DType, scales: bool) -> int:
@@ -156,16 +182,34 @@ def _rows(layers, n, batch, dtype, scales, state_dtype) -> tuple[KindRow, ...]:
         groups[key] = groups.get(key, 0) + count
     rows = []
     for (kind, label, bpt, kept, formula, state, scale, stores, fixed), count in groups.items():
-        rows.append(KindRow(kind=kind, label=label, layers=count, bytes_per_token_per_layer=bpt,
-                            tokens_kept=kept, bytes=count * (bpt * kept + fixed) * batch,
-                            formula=formula,
-                            state_bytes=state, scale_bytes=scale, stores_tokens=stores))
+        rows.append(
+            KindRow(
+                kind=kind,
+                label=label,
+                layers=count,
+                bytes_per_token_per_layer=bpt,
+                tokens_kept=kept,
+                bytes=count * (bpt * kept + fixed) * batch,
+                formula=formula,
+                state_bytes=state,
+                scale_bytes=scale,
+                stores_tokens=stores,
+            )
+        )
     return tuple(rows)
 
 
-def kv_cache(spec: ModelSpec, context: int, batch: int = 1, kv_dtype: str = "bf16", *,
-             scales: bool = False, state_dtype: str = "bf16", tp: int = 1,
-             pp: int = 1) -> KVCache:
+def kv_cache(
+    spec: ModelSpec,
+    context: int,
+    batch: int = 1,
+    kv_dtype: str = "bf16",
+    *,
+    scales: bool = False,
+    state_dtype: str = "bf16",
+    tp: int = 1,
+    pp: int = 1,
+) -> KVCache:
     """KV bytes of ``batch`` sequences of ``context`` tokens each (per GPU when tp/pp > 1)."""
     context = check_int("context", context, 0, 10**12)
     batch = check_int("batch", batch, 1, 10**9)
@@ -180,17 +224,24 @@ def kv_cache(spec: ModelSpec, context: int, batch: int = 1, kv_dtype: str = "bf1
         return sum(count * lay.state_bytes(sdtype) for lay, count in counted(layers))
 
     # The binding stage: the one that holds the most at this context.
-    layers = max(stages, key=lambda ls: (seq(ls, context) * batch + state(ls) * batch,
-                                         seq(ls, 1)))
+    layers = max(stages, key=lambda ls: (seq(ls, context) * batch + state(ls) * batch, seq(ls, 1)))
     return KVCache(
-        model=spec.name, context=context, batch=batch, kv_dtype=dtype.name, scales=scales,
-        tp=tp, pp=pp,
+        model=spec.name,
+        context=context,
+        batch=batch,
+        kv_dtype=dtype.name,
+        scales=scales,
+        tp=tp,
+        pp=pp,
         kv_bytes=seq(layers, context) * batch,
         kv_bytes_per_token=seq(layers, context + 1) - seq(layers, context),
         # one token in every layer that keeps tokens (a cross-attention layer's image K/V are
         # per image, not per token: in kv_bytes, not here)
-        kv_bytes_per_token_nominal=sum(count * lay.bytes_per_token(dtype, scales)
-                                       for lay, count in counted(layers) if lay.stores_tokens),
+        kv_bytes_per_token_nominal=sum(
+            count * lay.bytes_per_token(dtype, scales)
+            for lay, count in counted(layers)
+            if lay.stores_tokens
+        ),
         state_bytes=state(layers) * batch,
-        rows=_rows(layers, context, batch, dtype, scales, sdtype))
-
+        rows=_rows(layers, context, batch, dtype, scales, sdtype),
+    )

@@ -13,8 +13,16 @@ from ..core.dtypes import WEIGHT_DTYPES, bytes_for, get_dtype
 from ..core.model import ModelSpec
 from ..core.units import check_int
 
-__all__ = ["Weights", "weights", "weights_given", "weights_in", "served_format",
-           "weights_at_bits", "MIN_WEIGHT_BITS", "MAX_WEIGHT_BITS"]
+__all__ = [
+    "Weights",
+    "weights",
+    "weights_given",
+    "weights_in",
+    "served_format",
+    "weights_at_bits",
+    "MIN_WEIGHT_BITS",
+    "MAX_WEIGHT_BITS",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,12 +71,19 @@ def weights(spec: ModelSpec, dtype: str = "bf16", expert_dtype: str | None = Non
     dense_bytes = bytes_for(dense, d)
     untied = params.embedding if params.lm_head and not params.tied else 0
     rows = spec.vocab_size if spec.vocab_size else 0
-    return Weights(dtype=d.name, expert_dtype=e.name, total_params=params.total,
-                   active_params=spec.active_params, expert_params=experts,
-                   bytes=dense_bytes + expert_bytes, expert_bytes=expert_bytes,
-                   dense_bytes=dense_bytes, bytes_per_expert=per_expert,
-                   input_embedding_bytes=bytes_for(untied, d) if rows else 0,
-                   embedding_row_bytes=bytes_for(untied // rows, d) if untied and rows else 0)
+    return Weights(
+        dtype=d.name,
+        expert_dtype=e.name,
+        total_params=params.total,
+        active_params=spec.active_params,
+        expert_params=experts,
+        bytes=dense_bytes + expert_bytes,
+        expert_bytes=expert_bytes,
+        dense_bytes=dense_bytes,
+        bytes_per_expert=per_expert,
+        input_embedding_bytes=bytes_for(untied, d) if rows else 0,
+        embedding_row_bytes=bytes_for(untied // rows, d) if untied and rows else 0,
+    )
 
 
 def weights_given(total_bytes: int, dtype: str = "bf16") -> Weights:
@@ -76,9 +91,17 @@ def weights_given(total_bytes: int, dtype: str = "bf16") -> Weights:
     of them resident and all of them read by every decode step (no expert routing assumed)."""
     total_bytes = check_int("weights (bytes)", total_bytes, 0, 2**60)
     d = get_dtype(dtype, WEIGHT_DTYPES)
-    return Weights(dtype=d.name, expert_dtype=d.name, total_params=None, active_params=None,
-                   expert_params=0, bytes=total_bytes, expert_bytes=0, dense_bytes=total_bytes,
-                   bytes_per_expert=0)
+    return Weights(
+        dtype=d.name,
+        expert_dtype=d.name,
+        total_params=None,
+        active_params=None,
+        expert_params=0,
+        bytes=total_bytes,
+        expert_bytes=0,
+        dense_bytes=total_bytes,
+        bytes_per_expert=0,
+    )
 
 
 def served_format(checkpoint: str, half: str = "bf16") -> str:
@@ -92,8 +115,14 @@ def served_format(checkpoint: str, half: str = "bf16") -> str:
     return checkpoint
 
 
-def weights_in(spec: ModelSpec, choice: str | None, checkpoint: str = "bf16",
-               checkpoint_experts: str | None = None, *, half: str = "bf16") -> Weights:
+def weights_in(
+    spec: ModelSpec,
+    choice: str | None,
+    checkpoint: str = "bf16",
+    checkpoint_experts: str | None = None,
+    *,
+    half: str = "bf16",
+) -> Weights:
     """The one place a weight-format choice is resolved: "auto" (or None) is the checkpoint as
     vLLM loads it (``served_format``: an FP32 checkpoint in 16 bits, ``half`` being the GPU's
     16-bit format), with its expert format (gpt-oss: MXFP4 experts); anything else is that
@@ -113,17 +142,27 @@ def weights_at_bits(spec: ModelSpec, bits: float, *, half: str = "bf16") -> Weig
     of a mixed format such as llama.cpp's GGUF (Q4_0 4.5, Q8_0 8.5, Q4_K_M about 4.84 bits per
     weight). Its matrix multiplies dequantise to the GPU's 16-bit format ``half`` (as W4A16
     kernels do), and a mixture-of-experts step still reads only the experts it touches."""
-    if isinstance(bits, bool) or not isinstance(bits, (int, float)) or not (
-            MIN_WEIGHT_BITS <= bits <= MAX_WEIGHT_BITS):
-        raise ValueError(f"bits per weight must be between {MIN_WEIGHT_BITS:g} and "
-                         f"{MAX_WEIGHT_BITS:g}, got {bits!r}")
+    if (
+        isinstance(bits, bool)
+        or not isinstance(bits, (int, float))
+        or not (MIN_WEIGHT_BITS <= bits <= MAX_WEIGHT_BITS)
+    ):
+        raise ValueError(
+            f"bits per weight must be between {MIN_WEIGHT_BITS:g} and "
+            f"{MAX_WEIGHT_BITS:g}, got {bits!r}"
+        )
     w = weights(spec, half)  # 16 bits a weight: scale every byte count by bits / 16
     f = bits / 16
 
     def s(n: int) -> int:
         return round(n * f)
 
-    return replace(w, bytes=s(w.dense_bytes) + s(w.expert_bytes), expert_bytes=s(w.expert_bytes),
-                   dense_bytes=s(w.dense_bytes), bytes_per_expert=s(w.bytes_per_expert),
-                   input_embedding_bytes=s(w.input_embedding_bytes),
-                   embedding_row_bytes=s(w.embedding_row_bytes))
+    return replace(
+        w,
+        bytes=s(w.dense_bytes) + s(w.expert_bytes),
+        expert_bytes=s(w.expert_bytes),
+        dense_bytes=s(w.dense_bytes),
+        bytes_per_expert=s(w.bytes_per_expert),
+        input_embedding_bytes=s(w.input_embedding_bytes),
+        embedding_row_bytes=s(w.embedding_row_bytes),
+    )

@@ -24,16 +24,28 @@ def cmd_table(args):
     for key, label in _TABLE_MODELS:
         spec = registry().model(key).spec
         layer = spec.kv_layers[0]
-        text.append(f"{label}: {spec.num_layers} layers | {layer.kv_heads} KV heads | "
-                    f"{layer.head_dim} head dim")
+        text.append(
+            f"{label}: {spec.num_layers} layers | {layer.kv_heads} KV heads | "
+            f"{layer.head_dim} head dim"
+        )
         text.append(f"  {'batch':>5}  {'context':>8}  {'KV cache':>12}")
         for batch, ctx in _TABLE_POINTS:
             r = kv_cache(spec, ctx, batch, "fp16")
-            rows.append({"model": key, "label": label, "batch": batch, "context": ctx,
-                         "kv_bytes": r.kv_bytes, "kv_gib": r.kv_bytes / GiB,
-                         "kv_gb": r.kv_bytes / GB})
-            text.append(f"  {batch:>5}  {ctx:>8,}  {r.kv_bytes / GiB:>8.3f} GiB  "
-                        f"({r.kv_bytes / GB:,.1f} GB)")
+            rows.append(
+                {
+                    "model": key,
+                    "label": label,
+                    "batch": batch,
+                    "context": ctx,
+                    "kv_bytes": r.kv_bytes,
+                    "kv_gib": r.kv_bytes / GiB,
+                    "kv_gb": r.kv_bytes / GB,
+                }
+            )
+            text.append(
+                f"  {batch:>5}  {ctx:>8,}  {r.kv_bytes / GiB:>8.3f} GiB  "
+                f"({r.kv_bytes / GB:,.1f} GB)"
+            )
     return {"kv_dtype": "fp16", "rows": rows}, text
 
 
@@ -47,14 +59,22 @@ def cmd_models(args):
     for key, m in registry().models.items():
         r = kv_cache(m.spec, 1)
         kinds = ", ".join(f"{n} {k}" for k, n in m.spec.kind_counts().items())
-        out["models"].append({"key": key, "name": m.name, "hf_id": m.hf_id,
-                              "params_total": m.spec.total_params,
-                              "params_active": m.spec.active_params,
-                              "kv_bytes_per_token_bf16": r.kv_bytes_per_token_nominal,
-                              "layers": m.spec.kind_counts(),
-                              "max_context": m.spec.max_context})
-        text.append(f"{key:<20} {m.spec.total_params / 1e9:>8.2f}B params  "
-                    f"{r.kv_bytes_per_token_nominal / 1024:>8.2f} KiB/token (BF16)  [{kinds}]")
+        out["models"].append(
+            {
+                "key": key,
+                "name": m.name,
+                "hf_id": m.hf_id,
+                "params_total": m.spec.total_params,
+                "params_active": m.spec.active_params,
+                "kv_bytes_per_token_bf16": r.kv_bytes_per_token_nominal,
+                "layers": m.spec.kind_counts(),
+                "max_context": m.spec.max_context,
+            }
+        )
+        text.append(
+            f"{key:<20} {m.spec.total_params / 1e9:>8.2f}B params  "
+            f"{r.kv_bytes_per_token_nominal / 1024:>8.2f} KiB/token (BF16)  [{kinds}]"
+        )
     return out, text
 
 
@@ -66,12 +86,23 @@ def _gpus_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_gpus(args):
     out, text = {"gpus": [], "links": []}, []
     for key, g in registry().gpus.items():
-        out["gpus"].append({"key": key, "name": g.name, "memory_gb": g.memory_gb,
-                            "memory_bytes": g.memory_bytes, "bandwidth_gbs": g.bandwidth_gbs,
-                            "bf16_tflops": g.bf16_tflops, "fp8_tflops": g.fp8_tflops,
-                            "fp16_tflops": g.fp16_tflops, "fp32_tflops": g.fp32_tflops})
-        text.append(f"{key:<15} {g.memory_gb:>5g} GB sold = {fmt_gib(g.memory_bytes)} usable  "
-                    f"{g.bandwidth_gbs:>6,.0f} GB/s  {g.peak_tflops() or 0:>7,.1f} TFLOPS 16-bit")
+        out["gpus"].append(
+            {
+                "key": key,
+                "name": g.name,
+                "memory_gb": g.memory_gb,
+                "memory_bytes": g.memory_bytes,
+                "bandwidth_gbs": g.bandwidth_gbs,
+                "bf16_tflops": g.bf16_tflops,
+                "fp8_tflops": g.fp8_tflops,
+                "fp16_tflops": g.fp16_tflops,
+                "fp32_tflops": g.fp32_tflops,
+            }
+        )
+        text.append(
+            f"{key:<15} {g.memory_gb:>5g} GB sold = {fmt_gib(g.memory_bytes)} usable  "
+            f"{g.bandwidth_gbs:>6,.0f} GB/s  {g.peak_tflops() or 0:>7,.1f} TFLOPS 16-bit"
+        )
     for key, lay in registry().links.items():
         out["links"].append({"key": key, "name": lay.name, "gbs": lay.gbs})
         text.append(f"link {key:<12} {lay.name}: {lay.gbs:g} GB/s one way")

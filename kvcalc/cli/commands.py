@@ -42,15 +42,23 @@ __all__ = ["main", "command", "COMMANDS", "build_parser", "GROUPS"]
 
 
 # The simulator's command lives in its own module; registered here, in --help's order.
-command("simulate", _cli_sim.HELP, lambda p: _cli_sim.add_arguments(
-    p, key=key_arg, int_arg=int_arg, path=path_arg))(
-    _cli_sim.cmd_simulate)
-command("tour", _cli_tour.HELP, lambda p: _cli_tour.add_arguments(
-    p, model_args=model_args, weight_args=weight_args, key=key_arg))(
-    lambda args: _cli_tour.cmd_tour(args, load_model=load_model, weights=weights_of,
-                                    gpu=gpu_of))
-command("capacity", _cli_sim.CAPACITY_HELP, lambda p: _cli_sim.add_capacity_arguments(
-    p, key=key_arg, int_arg=int_arg))(_cli_sim.cmd_capacity)
+command(
+    "simulate",
+    _cli_sim.HELP,
+    lambda p: _cli_sim.add_arguments(p, key=key_arg, int_arg=int_arg, path=path_arg),
+)(_cli_sim.cmd_simulate)
+command(
+    "tour",
+    _cli_tour.HELP,
+    lambda p: _cli_tour.add_arguments(
+        p, model_args=model_args, weight_args=weight_args, key=key_arg
+    ),
+)(lambda args: _cli_tour.cmd_tour(args, load_model=load_model, weights=weights_of, gpu=gpu_of))
+command(
+    "capacity",
+    _cli_sim.CAPACITY_HELP,
+    lambda p: _cli_sim.add_capacity_arguments(p, key=key_arg, int_arg=int_arg),
+)(_cli_sim.cmd_capacity)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,8 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         print(one_line(f"kvcalc: error: {exc}"), file=sys.stderr)
         return 2
     except Exception as exc:  # a bug of ours: still one line, never a traceback
-        print(one_line(f"kvcalc: internal error ({type(exc).__name__}: {exc}); please report "
-                       "it"), file=sys.stderr)
+        print(
+            one_line(f"kvcalc: internal error ({type(exc).__name__}: {exc}); please report it"),
+            file=sys.stderr,
+        )
         return 1
     unverified = list(getattr(args, "_unverified_fields", ()))
     if getattr(args, "json", False):
@@ -72,8 +82,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(cut_strings(jsonable(out)), allow_nan=False))
     else:
         if unverified:
-            text = [f"UNVERIFIED estimate: config fields not understood "
-                    f"({', '.join(unverified[:8])}{' ...' if len(unverified) > 8 else ''}) "
-                    "were left out of the reading", *text]
+            text = [
+                f"UNVERIFIED estimate: config fields not understood "
+                f"({', '.join(unverified[:8])}{' ...' if len(unverified) > 8 else ''}) "
+                "were left out of the reading",
+                *text,
+            ]
         print("\n".join(inert(line) for piece in text for line in str(piece).split("\n")))
     return 0

@@ -38,10 +38,10 @@ MAX_MESSAGE_CHARS = 600  # an error line, whatever it quotes
 def one_line(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     """An error message as one printable line of at most ``limit`` characters: values a user
     typed may hold newlines, escape sequences or 100,000 characters."""
-    message = message[:4 * limit]
+    message = message[: 4 * limit]
     message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
     if len(message) > limit:
-        message = message[:limit - 165] + " ... " + message[-160:]
+        message = message[: limit - 165] + " ... " + message[-160:]
     return message
 
 
@@ -52,8 +52,8 @@ def inert(line: str, limit: int = MAX_LINE_CHARS) -> str:
     """One output line with every control character shown as an escape (``\x1b``), so that a
     config's field names or a log's lines cannot retitle, clear or recolour a terminal; cut to
     ``limit`` characters."""
-    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line[:2 * limit])
-    return line if len(line) <= limit else line[:limit - 4] + " ..."
+    line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line[: 2 * limit])
+    return line if len(line) <= limit else line[: limit - 4] + " ..."
 
 
 def cut_strings(obj, limit: int = 10 * MAX_LINE_CHARS):
@@ -79,6 +79,7 @@ def fmt_num(x: float) -> str:
 
 def int_arg(lo: int = 1, hi: int = MAX_COUNT):
     """An argparse type: a whole number in [lo, hi]; 1,000 and 1_000 are read as 1000."""
+
     def parse(text: str) -> int:
         t = text.strip().replace(",", "").replace("_", "")
         if not re.fullmatch(r"[+-]?[0-9]+", t):
@@ -86,19 +87,20 @@ def int_arg(lo: int = 1, hi: int = MAX_COUNT):
         digits = t.lstrip("+-").lstrip("0")
         if len(digits) > len(str(max(abs(lo), abs(hi)))):  # before int(): 5,000 digits raise
             side = f"at least {lo:,}" if t.startswith("-") else f"at most {hi:,}"
-            raise argparse.ArgumentTypeError(f"must be {side}, got a number of {len(digits):,} "
-                                             "digits")
+            raise argparse.ArgumentTypeError(
+                f"must be {side}, got a number of {len(digits):,} digits"
+            )
         v = int(t)
         if v < lo:
             raise argparse.ArgumentTypeError(f"must be at least {lo:,}, got {v:,}")
         if v > hi:
             raise argparse.ArgumentTypeError(f"must be at most {hi:,}, got {v:,}")
         return v
+
     return parse
 
 
-def float_arg(hi: float, *, lo: float = 0.0, above: bool = False, unit: str = "",
-              name: str = ""):
+def float_arg(hi: float, *, lo: float = 0.0, above: bool = False, unit: str = "", name: str = ""):
     """An argparse type: a finite number in [lo, hi] (in (lo, hi] with ``above``)."""
     bound = f"{'above' if above else 'at least'} {fmt_num(lo)} and at most {fmt_num(hi)}{unit}"
     if name:
@@ -112,18 +114,22 @@ def float_arg(hi: float, *, lo: float = 0.0, above: bool = False, unit: str = ""
         if not math.isfinite(v) or v < lo or v > hi or (above and v == lo):
             raise argparse.ArgumentTypeError(f"must be a number {bound}, got {_short(text)}")
         return v
+
     return parse
 
 
 def text_arg(limit: int, what: str):
     """An argparse type: a string of at most ``limit`` characters, without NUL bytes."""
+
     def parse(text: str) -> str:
         if len(text) > limit:
-            raise argparse.ArgumentTypeError(f"{what} is at most {limit:,} characters, got "
-                                             f"{len(text):,}")
+            raise argparse.ArgumentTypeError(
+                f"{what} is at most {limit:,} characters, got {len(text):,}"
+            )
         if "\0" in text:
             raise argparse.ArgumentTypeError(f"{what} cannot hold a NUL character")
         return text
+
     return parse
 
 
@@ -140,23 +146,33 @@ path_arg = text_arg(MAX_PATH_CHARS, "a path")
 
 
 def unverified_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--unverified", action="store_true",
-                   help="read a config with fields kvcalc does not understand as a standard "
-                        "decoder anyway; every figure is then labelled UNVERIFIED")
+    p.add_argument(
+        "--unverified",
+        action="store_true",
+        help="read a config with fields kvcalc does not understand as a standard "
+        "decoder anyway; every figure is then labelled UNVERIFIED",
+    )
 
 
 def model_args(p: argparse.ArgumentParser, kv=True, parallel=True):
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--model", type=key_arg, help="registry key (see `python -m kvcalc models`)")
-    src.add_argument("--config", metavar="PATH", type=path_arg,
-                     help="a Hugging Face config.json file")
-    p.add_argument("--ignore-sliding-window", action="store_true",
-                   help="treat sliding-window layers as full attention (as some runtimes do)")
+    src.add_argument(
+        "--config", metavar="PATH", type=path_arg, help="a Hugging Face config.json file"
+    )
+    p.add_argument(
+        "--ignore-sliding-window",
+        action="store_true",
+        help="treat sliding-window layers as full attention (as some runtimes do)",
+    )
     unverified_arg(p)
     if kv:
         p.add_argument("--kv-dtype", default="bf16", choices=KV_DTYPES)
-        p.add_argument("--kv-scales", action="store_true",
-                       help="count one fp32 scale per K/V vector for quantized KV (fp8/int8/int4)")
+        p.add_argument(
+            "--kv-scales",
+            action="store_true",
+            help="count one fp32 scale per K/V vector for quantized KV (fp8/int8/int4)",
+        )
     if parallel:
         p.add_argument("--tp", type=positive_int, default=1, help="tensor parallel size")
         p.add_argument("--pp", type=positive_int, default=1, help="pipeline parallel size")
@@ -166,11 +182,19 @@ def model_args(p: argparse.ArgumentParser, kv=True, parallel=True):
 def weight_args(p):
     g = p.add_mutually_exclusive_group()
     g.add_argument("--weights-gib", type=gib_arg, help="weights of the whole model, GiB")
-    g.add_argument("--weight-dtype", choices=("auto",) + WEIGHT_DTYPES, default="auto",
-                   help="format of the weights (auto: the checkpoint's own)")
-    g.add_argument("--weight-bits", type=weight_bits_arg, default=None,
-                   help="bits per weight of a quantised checkpoint, scales included (GGUF "
-                        "Q4_K_M: about 4.84); it computes in 16 bits")
+    g.add_argument(
+        "--weight-dtype",
+        choices=("auto",) + WEIGHT_DTYPES,
+        default="auto",
+        help="format of the weights (auto: the checkpoint's own)",
+    )
+    g.add_argument(
+        "--weight-bits",
+        type=weight_bits_arg,
+        default=None,
+        help="bits per weight of a quantised checkpoint, scales included (GGUF "
+        "Q4_K_M: about 4.84); it computes in 16 bits",
+    )
 
 
 def gpu_args(p, memory=True):
@@ -184,17 +208,23 @@ def gpu_args(p, memory=True):
 
 # ---------------------------------------------------------------------------------------------
 
+
 def load_model(args) -> tuple[ModelSpec, str, str | None, str]:
     """(spec, weight dtype, expert dtype, label) from --model or --config."""
     honor = not getattr(args, "ignore_sliding_window", False)
     if args.model:
         m = registry().model(args.model)
-        spec = m.spec if honor else spec_from_config(m.config, name=m.name,
-                                                     honor_sliding_window=False)
+        spec = (
+            m.spec if honor else spec_from_config(m.config, name=m.name, honor_sliding_window=False)
+        )
         return spec, m.weight_dtype, m.expert_weight_dtype, m.name
     cfg = load_config_file(args.config)
-    spec = spec_from_config(cfg, name=args.config, honor_sliding_window=honor,
-                            unverified=getattr(args, "unverified", False))
+    spec = spec_from_config(
+        cfg,
+        name=args.config,
+        honor_sliding_window=honor,
+        unverified=getattr(args, "unverified", False),
+    )
     wd, ed = checkpoint_format(cfg)
     args._unverified_fields = spec.unverified
     return spec, wd, ed, args.config
@@ -211,8 +241,9 @@ def weights_of(args, spec, wd, ed) -> tuple[Weights, int]:
     if getattr(args, "weight_bits", None) is not None:
         w = weights_at_bits(spec, args.weight_bits, half=gpu.half if gpu else "bf16")
         return w, w.bytes
-    w = weights_in(spec, getattr(args, "weight_dtype", "auto"), wd, ed,
-                   half=gpu.half if gpu else "bf16")
+    w = weights_in(
+        spec, getattr(args, "weight_dtype", "auto"), wd, ed, half=gpu.half if gpu else "bf16"
+    )
     if given is not None:
         return w, round(given * GiB)
     return w, w.bytes
@@ -224,8 +255,11 @@ def gpu_of(args):
 
 def spec_said(spec: ModelSpec) -> tuple[dict, list[str]]:
     """The spec's notes and assumptions, for --json and for the text."""
-    out = {"notes": list(spec.notes), "assumptions": list(spec.assumptions),
-           "params_error": spec.params_error}
+    out = {
+        "notes": list(spec.notes),
+        "assumptions": list(spec.assumptions),
+        "params_error": spec.params_error,
+    }
     text = [f"  note: {n}" for n in spec.notes] + [f"  assumed: {a}" for a in spec.assumptions]
     return out, text
 

@@ -49,27 +49,33 @@ def _kv_arguments(p: argparse.ArgumentParser) -> None:
 @command("kv", "KV bytes of a batch at a context length", _kv_arguments)
 def cmd_kv(args):
     spec, *_ = load_model(args)
-    r = kv_cache(spec, args.context, args.batch, args.kv_dtype, scales=args.kv_scales,
-                 tp=args.tp, pp=args.pp)
+    r = kv_cache(
+        spec, args.context, args.batch, args.kv_dtype, scales=args.kv_scales, tp=args.tp, pp=args.pp
+    )
     out = r.to_dict()
     said, said_text = spec_said(spec)
     out.update(said)
-    text = [f"{spec.name}: KV cache at {args.context:,} tokens x batch {args.batch}, "
-            f"{args.kv_dtype.upper()}" + (f", per GPU (TP={args.tp}, PP={args.pp})"
-                                          if args.tp * args.pp > 1 else ""),
-            f"  per token:  {r.per_token_formula()} ({fmt_bytes(r.kv_bytes_per_token_nominal)})",
-            f"  growth now: {r.kv_bytes_per_token:,} B per extra token at this context",
-            f"  KV bytes:   {r.kv_bytes:,} B = {fmt_gib(r.kv_bytes, 3)} "
-            f"({r.kv_bytes / GB:,.3f} GB)"]
+    text = [
+        f"{spec.name}: KV cache at {args.context:,} tokens x batch {args.batch}, "
+        f"{args.kv_dtype.upper()}"
+        + (f", per GPU (TP={args.tp}, PP={args.pp})" if args.tp * args.pp > 1 else ""),
+        f"  per token:  {r.per_token_formula()} ({fmt_bytes(r.kv_bytes_per_token_nominal)})",
+        f"  growth now: {r.kv_bytes_per_token:,} B per extra token at this context",
+        f"  KV bytes:   {r.kv_bytes:,} B = {fmt_gib(r.kv_bytes, 3)} ({r.kv_bytes / GB:,.3f} GB)",
+    ]
     for row in r.rows:
         if row.state_bytes:
-            text.append(f"  {row.layers} {row.label} layers: {row.state_bytes:,} B state each "
-                        "per sequence (does not grow)")
+            text.append(
+                f"  {row.layers} {row.label} layers: {row.state_bytes:,} B state each "
+                "per sequence (does not grow)"
+            )
         elif not row.stores_tokens:
             text.append(f"  {row.layers} {row.label} layers: {row.formula}")
         else:
-            text.append(f"  {row.layers} {row.label} layers keep {row.tokens_kept:,} tokens: "
-                        f"{row.bytes:,} B")
+            text.append(
+                f"  {row.layers} {row.label} layers keep {row.tokens_kept:,} tokens: "
+                f"{row.bytes:,} B"
+            )
     if r.state_bytes:
         text.append(f"  state:      {r.state_bytes:,} B = {fmt_gib(r.state_bytes, 3)} (fixed)")
     return out, text + said_text
@@ -80,25 +86,52 @@ def _budget_arguments(p: argparse.ArgumentParser) -> None:
     gpu_args(p)
     weight_args(p)
     p.add_argument("--context", type=positive_int, required=True)
-    p.add_argument("--concurrency", type=positive_int, default=1,
-                   help="sequences you want to run at once (checked against the pool)")
-    p.add_argument("--gpu-mem-util", type=mem_util_arg, default=None,
-                   help="vLLM's gpu_memory_utilization (default: the vLLM version's own, "
-                   f"{DEFAULT_GPU_MEM_UTIL:g} in the newest; TensorRT-LLM: the share of memory "
-                   f"free after weights, default {TRTLLM_FREE_FRACTION:g})")
-    p.add_argument("--reserve-gib", type=gib_arg,
-                   default=DEFAULT_RESERVE_BYTES / GiB,
-                   help="activations, CUDA context and graphs, per GPU (default 2 GiB)")
+    p.add_argument(
+        "--concurrency",
+        type=positive_int,
+        default=1,
+        help="sequences you want to run at once (checked against the pool)",
+    )
+    p.add_argument(
+        "--gpu-mem-util",
+        type=mem_util_arg,
+        default=None,
+        help="vLLM's gpu_memory_utilization (default: the vLLM version's own, "
+        f"{DEFAULT_GPU_MEM_UTIL:g} in the newest; TensorRT-LLM: the share of memory "
+        f"free after weights, default {TRTLLM_FREE_FRACTION:g})",
+    )
+    p.add_argument(
+        "--reserve-gib",
+        type=gib_arg,
+        default=DEFAULT_RESERVE_BYTES / GiB,
+        help="activations, CUDA context and graphs, per GPU (default 2 GiB)",
+    )
     p.add_argument("--block-size", type=positive_int, default=DEFAULT_BLOCK_SIZE)
-    p.add_argument("--engine", choices=ENGINES, default="vllm",
-                   help="vllm: as vLLM allocates (default); ideal: bytes actually held; "
-                        "trtllm: TensorRT-LLM's share of free memory")
-    p.add_argument("--vllm-version", type=key_arg, default=None,
-                   help="whose rules to apply (default: the newest kvcalc knows)")
-    p.add_argument("--max-num-seqs", type=positive_int, default=None,
-                   help="vLLM's scheduler cap (default: vLLM's for the version and GPU)")
-    p.add_argument("--max-num-batched-tokens", type=positive_int, default=None,
-                   help="vLLM's batch budget (default: vLLM's for the version and GPU)")
+    p.add_argument(
+        "--engine",
+        choices=ENGINES,
+        default="vllm",
+        help="vllm: as vLLM allocates (default); ideal: bytes actually held; "
+        "trtllm: TensorRT-LLM's share of free memory",
+    )
+    p.add_argument(
+        "--vllm-version",
+        type=key_arg,
+        default=None,
+        help="whose rules to apply (default: the newest kvcalc knows)",
+    )
+    p.add_argument(
+        "--max-num-seqs",
+        type=positive_int,
+        default=None,
+        help="vLLM's scheduler cap (default: vLLM's for the version and GPU)",
+    )
+    p.add_argument(
+        "--max-num-batched-tokens",
+        type=positive_int,
+        default=None,
+        help="vLLM's batch budget (default: vLLM's for the version and GPU)",
+    )
 
 
 @command("budget", "GPU memory budget, blocks and max concurrency", _budget_arguments)
@@ -127,50 +160,75 @@ def cmd_budget(args):
         gpu_name=gpu.name if gpu else None,
     )
     out = b.to_dict()
-    out.update(model=label, gpu=gpu.key if gpu else None, weight_dtype=w.dtype,
-               checkpoint_dtype=w.checkpoint_dtype or w.dtype)
-    mc = ("unbounded (every layer keeps a bounded number of tokens)"
-          if b.max_context_tokens is None else f"{b.max_context_tokens:,} tokens")
-    text = [f"{label} on {gpu.name if gpu else f'{args.vram_gib:g} GiB'}"
-            + (f" (per GPU, TP={args.tp} PP={args.pp})" if args.tp * args.pp > 1 else ""),
-            f"  GPU memory:   {fmt_gib(b.total_bytes)}",
-            f"  requested:    ceil({fmt_gib(b.total_bytes)} x {b.gpu_mem_util:g}) = "
-            f"{fmt_gib(b.requested_bytes)}" if b.engine == "vllm" else
-            f"  engine:       TensorRT-LLM, {b.gpu_mem_util:g} of memory free after weights"
-            if b.engine == "trtllm" else
-            f"  engine:       ideal (bytes a sequence really holds, no blocks), pool from "
-            f"ceil({fmt_gib(b.total_bytes)} x {b.gpu_mem_util:g}) = {fmt_gib(b.requested_bytes)}",
-            f"  weights:      {fmt_gib(b.weights_bytes)}"
-            + (f" ({w.dtype.upper()}: vLLM serves the {w.checkpoint_dtype.upper()} checkpoint "
-               "in 16 bits)" if w.checkpoint_dtype else ""),
-            f"  reserve:      {fmt_gib(b.reserve_bytes)}",
-            f"  KV pool:      {fmt_gib(b.kv_pool_bytes)}",
-            (f"  blocks:       {b.num_blocks:,} of {b.block_size} tokens "
-             f"({fmt_bytes(b.page_bytes)} per layer, {b.kv_layers} K/V layers)"
-             if b.engine != "ideal" else
-             f"  blocks:       none (the ideal counts bytes, not blocks; {b.kv_layers} K/V "
-             "layers)"),
-            (f"  capacity:     {b.kv_capacity_tokens:,} tokens" if b.engine != "ideal" else
-             "  capacity:     not in tokens (the ideal has no blocks: see the lines below)"),
-            f"  max concurrency at {b.context:,} tokens: {b.max_concurrency:.2f}x"
-            + (" (vLLM's logged worst case)" if b.engine == "vllm" else ""),
-            f"  max context of one sequence: {mc}",
-            f"  {b.concurrency} x {b.context:,} tokens needs {fmt_gib(b.needed_bytes)}: "
-            + ("fits" if b.fits else f"does NOT fit, over by {fmt_gib(b.overflow_bytes)}")]
+    out.update(
+        model=label,
+        gpu=gpu.key if gpu else None,
+        weight_dtype=w.dtype,
+        checkpoint_dtype=w.checkpoint_dtype or w.dtype,
+    )
+    mc = (
+        "unbounded (every layer keeps a bounded number of tokens)"
+        if b.max_context_tokens is None
+        else f"{b.max_context_tokens:,} tokens"
+    )
+    text = [
+        f"{label} on {gpu.name if gpu else f'{args.vram_gib:g} GiB'}"
+        + (f" (per GPU, TP={args.tp} PP={args.pp})" if args.tp * args.pp > 1 else ""),
+        f"  GPU memory:   {fmt_gib(b.total_bytes)}",
+        f"  requested:    ceil({fmt_gib(b.total_bytes)} x {b.gpu_mem_util:g}) = "
+        f"{fmt_gib(b.requested_bytes)}"
+        if b.engine == "vllm"
+        else f"  engine:       TensorRT-LLM, {b.gpu_mem_util:g} of memory free after weights"
+        if b.engine == "trtllm"
+        else f"  engine:       ideal (bytes a sequence really holds, no blocks), pool from "
+        f"ceil({fmt_gib(b.total_bytes)} x {b.gpu_mem_util:g}) = {fmt_gib(b.requested_bytes)}",
+        f"  weights:      {fmt_gib(b.weights_bytes)}"
+        + (
+            f" ({w.dtype.upper()}: vLLM serves the {w.checkpoint_dtype.upper()} checkpoint "
+            "in 16 bits)"
+            if w.checkpoint_dtype
+            else ""
+        ),
+        f"  reserve:      {fmt_gib(b.reserve_bytes)}",
+        f"  KV pool:      {fmt_gib(b.kv_pool_bytes)}",
+        (
+            f"  blocks:       {b.num_blocks:,} of {b.block_size} tokens "
+            f"({fmt_bytes(b.page_bytes)} per layer, {b.kv_layers} K/V layers)"
+            if b.engine != "ideal"
+            else f"  blocks:       none (the ideal counts bytes, not blocks; {b.kv_layers} K/V "
+            "layers)"
+        ),
+        (
+            f"  capacity:     {b.kv_capacity_tokens:,} tokens"
+            if b.engine != "ideal"
+            else "  capacity:     not in tokens (the ideal has no blocks: see the lines below)"
+        ),
+        f"  max concurrency at {b.context:,} tokens: {b.max_concurrency:.2f}x"
+        + (" (vLLM's logged worst case)" if b.engine == "vllm" else ""),
+        f"  max context of one sequence: {mc}",
+        f"  {b.concurrency} x {b.context:,} tokens needs {fmt_gib(b.needed_bytes)}: "
+        + ("fits" if b.fits else f"does NOT fit, over by {fmt_gib(b.overflow_bytes)}"),
+    ]
     if b.engine == "vllm":
-        text.append(f"  vLLM {b.vllm_version}: {b.num_groups} group(s) of {b.group_size} layers, "
-                    f"{b.blocks_per_request:,} blocks per request; max_num_seqs "
-                    f"{b.max_num_seqs:,}, so {b.max_running_seqs:,.2f} run at once "
-                    f"(limited by {b.limited_by})")
+        text.append(
+            f"  vLLM {b.vllm_version}: {b.num_groups} group(s) of {b.group_size} layers, "
+            f"{b.blocks_per_request:,} blocks per request; max_num_seqs "
+            f"{b.max_num_seqs:,}, so {b.max_running_seqs:,.2f} run at once "
+            f"(limited by {b.limited_by})"
+        )
         if b.held_blocks_per_request != b.blocks_per_request:
-            text.append(f"  running: one request decoding at {b.context:,} tokens holds "
-                        f"{b.held_blocks_per_request:,} blocks ({fmt_gib(b.held_bytes)}; windows "
-                        f"keep their last tokens only), so {b.held_concurrency:.2f} fit")
+            text.append(
+                f"  running: one request decoding at {b.context:,} tokens holds "
+                f"{b.held_blocks_per_request:,} blocks ({fmt_gib(b.held_bytes)}; windows "
+                f"keep their last tokens only), so {b.held_concurrency:.2f} fit"
+            )
         if b.startup_error:
             text.append(f"  vLLM would refuse to start: {b.startup_error}")
     if b.kv_pool_bytes <= 0:
-        text.append("  the weights and reserve alone exceed the requested memory: "
-                    "use more GPUs (--tp), a smaller weight format, or a larger GPU")
+        text.append(
+            "  the weights and reserve alone exceed the requested memory: "
+            "use more GPUs (--tp), a smaller weight format, or a larger GPU"
+        )
     out["derivation"] = b.derivation()
     text += ["  how:"] + [f"    {line}" for line in out["derivation"].splitlines()]
     return out, text
@@ -184,13 +242,23 @@ def _step_time_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch", type=positive_int, default=1)
     g = p.add_argument_group(
         "a real engine's step beside the ideal bound (kvcalc.perf.calibration): --calibrated for "
-        "the fitted coefficients, or give your own measured share or overhead")
-    g.add_argument("--calibrated", action="store_true",
-                   help="add the calibrated estimate and its error band")
-    g.add_argument("--bw-share", type=float_arg(1.0, above=True, name="a share of the peak"),
-                   default=None, help="achieved share of peak bandwidth (your measurement)")
-    g.add_argument("--step-overhead-ms", type=float_arg(10_000.0, unit=" ms"), default=None,
-                   help="fixed cost of each engine step, ms (your measurement)")
+        "the fitted coefficients, or give your own measured share or overhead"
+    )
+    g.add_argument(
+        "--calibrated", action="store_true", help="add the calibrated estimate and its error band"
+    )
+    g.add_argument(
+        "--bw-share",
+        type=float_arg(1.0, above=True, name="a share of the peak"),
+        default=None,
+        help="achieved share of peak bandwidth (your measurement)",
+    )
+    g.add_argument(
+        "--step-overhead-ms",
+        type=float_arg(10_000.0, unit=" ms"),
+        default=None,
+        help="fixed cost of each engine step, ms (your measurement)",
+    )
 
 
 @command("step-time", "decode step time, tokens/s and the crossover context", _step_time_arguments)
@@ -204,38 +272,64 @@ def cmd_step_time(args):
     past = no_speed_reason(spec, args.context, args.batch)
     if past:
         raise ValueError(f"no step time: {past}. Lower --context.")
-    s = step_time(spec, w, context=args.context, batch=args.batch, bandwidth_gbs=bw,
-                  kv_dtype=args.kv_dtype, scales=args.kv_scales, tp=args.tp, pp=args.pp,
-                  peak_tflops=peak,
-                  attention_tflops=gpu.attention_tflops(args.kv_dtype) if gpu else None,
-                  weight_read_bytes=wbytes if args.weights_gib is not None else None)
+    s = step_time(
+        spec,
+        w,
+        context=args.context,
+        batch=args.batch,
+        bandwidth_gbs=bw,
+        kv_dtype=args.kv_dtype,
+        scales=args.kv_scales,
+        tp=args.tp,
+        pp=args.pp,
+        peak_tflops=peak,
+        attention_tflops=gpu.attention_tflops(args.kv_dtype) if gpu else None,
+        weight_read_bytes=wbytes if args.weights_gib is not None else None,
+    )
     out = s.to_dict()
     out.update(model=label, gpu=gpu.key if gpu else None, estimate="ideal bound")
     est = None
     if args.calibrated or args.bw_share is not None or args.step_overhead_ms is not None:
-        sm = step_model(bw_share=args.bw_share,
-                        step_overhead_s=(None if args.step_overhead_ms is None
-                                         else args.step_overhead_ms / 1e3))
+        sm = step_model(
+            bw_share=args.bw_share,
+            step_overhead_s=(
+                None if args.step_overhead_ms is None else args.step_overhead_ms / 1e3
+            ),
+        )
         est = estimate_step(spec, s, sm, tp=args.tp, link_gbs=gpu.tp_link_gbs if gpu else None)
         band = error_band_text("single_stream") if sm.is_calibrated else None
-        out.update(estimate=sm.name, estimated_step_time_s=est.time_s,
-                   estimated_tokens_per_s=est.tokens_per_s, step_model=sm.to_dict(),
-                   estimate_parts=est.to_dict(), error_band=band)
-    cross = ("never (the cache stops growing)" if s.crossover_context is None
-             else f"{s.crossover_context:,} tokens")
-    text = [f"{label}: decode step at {args.context:,} tokens, batch {args.batch}, "
-            f"{bw:,.0f} GB/s",
-            f"  weights read: {s.weight_read_bytes / GB:,.3f} GB",
-            f"  KV read:      {s.kv_read_bytes / GB:,.3f} GB ({s.kv_share:.0%} of the step)",
-            f"  step time:    {fmt_seconds(s.step_time_s)} -> {s.tokens_per_s:,.1f} tokens/s "
-            "(the ideal bound)",
-            f"  crossover:    {cross} (KV reads = weight reads at batch {args.batch})"]
+        out.update(
+            estimate=sm.name,
+            estimated_step_time_s=est.time_s,
+            estimated_tokens_per_s=est.tokens_per_s,
+            step_model=sm.to_dict(),
+            estimate_parts=est.to_dict(),
+            error_band=band,
+        )
+    cross = (
+        "never (the cache stops growing)"
+        if s.crossover_context is None
+        else f"{s.crossover_context:,} tokens"
+    )
+    text = [
+        f"{label}: decode step at {args.context:,} tokens, batch {args.batch}, {bw:,.0f} GB/s",
+        f"  weights read: {s.weight_read_bytes / GB:,.3f} GB",
+        f"  KV read:      {s.kv_read_bytes / GB:,.3f} GB ({s.kv_share:.0%} of the step)",
+        f"  step time:    {fmt_seconds(s.step_time_s)} -> {s.tokens_per_s:,.1f} tokens/s "
+        "(the ideal bound)",
+        f"  crossover:    {cross} (KV reads = weight reads at batch {args.batch})",
+    ]
     if est is not None:
-        parts = (f"max(reads {fmt_seconds(est.memory_s)}, compute {fmt_seconds(est.compute_s)})"
-                 f" + overhead {fmt_seconds(est.overhead_s)}"
-                 + (f" + all-reduce {fmt_seconds(est.allreduce_s)}" if est.allreduce_s else ""))
-        text.insert(4, f"  {out['estimate']}: {fmt_seconds(est.time_s)} -> "
-                       f"{est.tokens_per_s:,.1f} tokens/s = {parts}")
+        parts = (
+            f"max(reads {fmt_seconds(est.memory_s)}, compute {fmt_seconds(est.compute_s)})"
+            f" + overhead {fmt_seconds(est.overhead_s)}"
+            + (f" + all-reduce {fmt_seconds(est.allreduce_s)}" if est.allreduce_s else "")
+        )
+        text.insert(
+            4,
+            f"  {out['estimate']}: {fmt_seconds(est.time_s)} -> "
+            f"{est.tokens_per_s:,.1f} tokens/s = {parts}",
+        )
         if out["error_band"]:
             text.append(f"  error band: {out['error_band']}")
     if s.state_read_bytes:
@@ -249,8 +343,12 @@ def _prefill_arguments(p: argparse.ArgumentParser) -> None:
     model_args(p, kv=False)
     p.add_argument("--gpu", type=key_arg, required=True)
     p.add_argument("--prompt-tokens", type=positive_int, required=True)
-    p.add_argument("--mfu", type=mfu_arg, default=DEFAULT_MFU,
-                   help=f"fraction of dense peak reached (default {DEFAULT_MFU})")
+    p.add_argument(
+        "--mfu",
+        type=mfu_arg,
+        default=DEFAULT_MFU,
+        help=f"fraction of dense peak reached (default {DEFAULT_MFU})",
+    )
     p.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16", help="compute format")
 
 
@@ -266,18 +364,24 @@ def cmd_prefill(args):
     floor = {}
     if spec.params is not None:
         w = weights_in(spec, "auto", wd, ed)
-        floor = dict(weight_read_bytes=w.read_per_step(spec, args.prompt_tokens),
-                     bandwidth_gbs=gpu.bandwidth_gbs)
+        floor = dict(
+            weight_read_bytes=w.read_per_step(spec, args.prompt_tokens),
+            bandwidth_gbs=gpu.bandwidth_gbs,
+        )
     r = prefill(spec, args.prompt_tokens, peak, mfu=args.mfu, tp=args.tp, **floor)
     out = r.to_dict()
     out.update(gpu=gpu.key)
-    text = [f"{spec.name}: prefill of {args.prompt_tokens:,} tokens on {gpu.name}",
-            f"  FLOPs: {r.linear_flops:.3e} (2 x active params x tokens) + "
-            f"{r.attention_flops:.3e} (attention) = {r.flops:.3e}",
-            f"  compute: {fmt_seconds(r.compute_time_s)} at {args.mfu:g} x {peak:g} TFLOPS"]
+    text = [
+        f"{spec.name}: prefill of {args.prompt_tokens:,} tokens on {gpu.name}",
+        f"  FLOPs: {r.linear_flops:.3e} (2 x active params x tokens) + "
+        f"{r.attention_flops:.3e} (attention) = {r.flops:.3e}",
+        f"  compute: {fmt_seconds(r.compute_time_s)} at {args.mfu:g} x {peak:g} TFLOPS",
+    ]
     if floor:
-        text.append(f"  one read of the weights: {fmt_seconds(r.memory_time_s)} at "
-                    f"{gpu.bandwidth_gbs:,.0f} GB/s")
+        text.append(
+            f"  one read of the weights: {fmt_seconds(r.memory_time_s)} at "
+            f"{gpu.bandwidth_gbs:,.0f} GB/s"
+        )
     text.append(f"  time to first token: {fmt_seconds(r.time_s)} ({r.bound} bound)")
     return out, text
 
@@ -293,9 +397,11 @@ def cmd_passes(args):
     if args.prompt_tokens < 0:
         raise ValueError("--prompt-tokens must be 0 or more")
     r = token_passes(args.new_tokens, args.prompt_tokens)
-    text = [f"{args.new_tokens:,} new tokens after a {args.prompt_tokens:,}-token prompt:",
-            f"  with a KV cache:    {r['with_cache']:,} token passes",
-            f"  without a KV cache: {r['without_cache']:,} token passes ({r['ratio']:,.1f}x)"]
+    text = [
+        f"{args.new_tokens:,} new tokens after a {args.prompt_tokens:,}-token prompt:",
+        f"  with a KV cache:    {r['with_cache']:,} token passes",
+        f"  without a KV cache: {r['without_cache']:,} token passes ({r['ratio']:,.1f}x)",
+    ]
     return r, text
 
 
@@ -304,8 +410,12 @@ def _offload_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", type=key_arg, required=True)
     p.add_argument("--link", type=key_arg, default="pcie5-x16", help="link key (see `gpus`)")
     p.add_argument("--prefix-tokens", type=positive_int, required=True)
-    p.add_argument("--mfu", type=mfu_arg, default=DEFAULT_MFU,
-                   help=f"fraction of dense peak reached (default {DEFAULT_MFU})")
+    p.add_argument(
+        "--mfu",
+        type=mfu_arg,
+        default=DEFAULT_MFU,
+        help=f"fraction of dense peak reached (default {DEFAULT_MFU})",
+    )
 
 
 @command("offload", "reload a cached prefix over a link, or recompute it?", _offload_arguments)
@@ -313,9 +423,14 @@ def cmd_offload(args):
     spec, *_ = load_model(args)
     gpu = registry().gpu(args.gpu)
     link = registry().link(args.link)
-    r = offload_vs_recompute(spec, args.prefix_tokens, link_gbs=link.gbs,
-                             peak_tflops=gpu.peak_tflops("bf16"), kv_dtype=args.kv_dtype,
-                             mfu=args.mfu)
+    r = offload_vs_recompute(
+        spec,
+        args.prefix_tokens,
+        link_gbs=link.gbs,
+        peak_tflops=gpu.peak_tflops("bf16"),
+        kv_dtype=args.kv_dtype,
+        mfu=args.mfu,
+    )
     out = r.to_dict()
     out.update(link=link.key, gpu=gpu.key)
     if r.break_even_tokens is None:
@@ -324,10 +439,12 @@ def cmd_offload(args):
         be = "reloading wins at every prefix length"
     else:
         be = f"reloading wins from {r.break_even_tokens:,} tokens on"
-    text = [f"{spec.name}: a {args.prefix_tokens:,}-token prefix ({fmt_bytes(r.kv_bytes)} of KV)",
-            f"  reload over {link.name} ({link.gbs:g} GB/s): {fmt_seconds(r.reload_s)}",
-            f"  recompute on {gpu.name}: {fmt_seconds(r.recompute_s)}",
-            f"  here {'reloading' if r.offload_wins else 'recomputing'} wins; {be}"]
+    text = [
+        f"{spec.name}: a {args.prefix_tokens:,}-token prefix ({fmt_bytes(r.kv_bytes)} of KV)",
+        f"  reload over {link.name} ({link.gbs:g} GB/s): {fmt_seconds(r.reload_s)}",
+        f"  recompute on {gpu.name}: {fmt_seconds(r.recompute_s)}",
+        f"  here {'reloading' if r.offload_wins else 'recomputing'} wins; {be}",
+    ]
     return out, text
 
 

@@ -22,10 +22,17 @@ DEFAULT_GPU = "h100-sxm-80gb"  # the app's default
 def add_arguments(p: argparse.ArgumentParser, *, model_args, weight_args, key) -> None:
     model_args(p)
     weight_args(p)
-    p.add_argument("--gpu", type=key, default=DEFAULT_GPU,
-                   help=f"GPU key (see `python -m kvcalc gpus`; default {DEFAULT_GPU})")
-    p.add_argument("--markdown", action="store_true",
-                   help="print the whole answer key as Markdown, for a teacher to print")
+    p.add_argument(
+        "--gpu",
+        type=key,
+        default=DEFAULT_GPU,
+        help=f"GPU key (see `python -m kvcalc gpus`; default {DEFAULT_GPU})",
+    )
+    p.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print the whole answer key as Markdown, for a teacher to print",
+    )
 
 
 def cmd_tour(args, *, load_model, weights, gpu) -> tuple[dict, list[str]]:
@@ -48,18 +55,36 @@ def cmd_tour(args, *, load_model, weights, gpu) -> tuple[dict, list[str]]:
             stops.append(entry)
             continue
         q = les.question
-        entry.update(asked=True, prompt=q.prompt, value=q.value, unit=q.unit,
-                     ask_unit=q.ask_unit, answer=q.answer, solution=q.solution,
-                     givens=[list(pair) for pair in les.givens],
-                     slips=[{"ratio": r, "message": m} for r, m in q.mistakes],
-                     figure=list(les.figure), recap=list(les.recap), discuss=les.discuss)
+        entry.update(
+            asked=True,
+            prompt=q.prompt,
+            value=q.value,
+            unit=q.unit,
+            ask_unit=q.ask_unit,
+            answer=q.answer,
+            solution=q.solution,
+            givens=[list(pair) for pair in les.givens],
+            slips=[{"ratio": r, "message": m} for r, m in q.mistakes],
+            figure=list(les.figure),
+            recap=list(les.recap),
+            discuss=les.discuss,
+        )
         stops.append(entry)
         text.append(f"  stop {stop.number} ({stop.title}): {q.answer.replace('**', '')}")
-    out = {"model": spec.name, "gpu": g.name, "kv_dtype": args.kv_dtype, "tp": args.tp,
-           "pp": args.pp, "conversation_tokens": conversation_tokens(spec), "stops": stops}
+    out = {
+        "model": spec.name,
+        "gpu": g.name,
+        "kv_dtype": args.kv_dtype,
+        "tp": args.tp,
+        "pp": args.pp,
+        "conversation_tokens": conversation_tokens(spec),
+        "stops": stops,
+    }
     if args.markdown:
         return out, [answer_key(spec, w, g, **kw)]
-    head = (f"{label}: the guided tour on {g.name}" + (f" x {args.tp * args.pp}" if
-                                                       args.tp * args.pp > 1 else "")
-            + f", KV cache {args.kv_dtype.upper()} (--markdown for the printable key)")
+    head = (
+        f"{label}: the guided tour on {g.name}"
+        + (f" x {args.tp * args.pp}" if args.tp * args.pp > 1 else "")
+        + f", KV cache {args.kv_dtype.upper()} (--markdown for the printable key)"
+    )
     return out, [head, *text]

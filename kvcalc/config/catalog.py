@@ -21,8 +21,17 @@ from ..core.model import ModelSpec
 from ..core.units import GB, MiB
 from .hfconfig import spec_from_config
 
-__all__ = ["RegistryModel", "GPU", "Link", "Registry", "load_registry", "registry",
-           "get_model", "get_gpu", "DEFAULT_PATH"]
+__all__ = [
+    "RegistryModel",
+    "GPU",
+    "Link",
+    "Registry",
+    "load_registry",
+    "registry",
+    "get_model",
+    "get_gpu",
+    "DEFAULT_PATH",
+]
 
 DEFAULT_PATH = Path(__file__).resolve().parent / "models.yaml"
 MAX_REGISTRY_BYTES = 5_000_000
@@ -45,8 +54,7 @@ class RegistryModel:
         """Weight bytes in ``dtype``; None or "auto" means the published checkpoint as vLLM
         loads it (with its expert format, e.g. gpt-oss's MXFP4 experts; an FP32 checkpoint in
         ``half``, the GPU's 16-bit format)."""
-        return weights_in(self.spec, dtype, self.weight_dtype, self.expert_weight_dtype,
-                          half=half)
+        return weights_in(self.spec, dtype, self.weight_dtype, self.expert_weight_dtype, half=half)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,8 +187,10 @@ class _NoAliasLoader(yaml.SafeLoader):
     def compose_node(self, parent, index):
         if self.check_event(yaml.AliasEvent):
             mark = self.peek_event().start_mark
-            raise ValueError(f"line {mark.line + 1}: YAML aliases (*name) are not allowed in the "
-                             "registry; write the values out")
+            raise ValueError(
+                f"line {mark.line + 1}: YAML aliases (*name) are not allowed in the "
+                "registry; write the values out"
+            )
         return super().compose_node(parent, index)
 
 
@@ -249,31 +259,37 @@ def _model(key: str, entry) -> RegistryModel:
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
     return RegistryModel(
-        key=key, name=_str(entry, where, "name"), hf_id=_str(entry, where, "hf_id"),
-        config=config, spec=spec,
+        key=key,
+        name=_str(entry, where, "name"),
+        hf_id=_str(entry, where, "hf_id"),
+        config=config,
+        spec=spec,
         params_total=_num(entry, where, "params_total", integer=True),
         params_active=_num(entry, where, "params_active", required=False, integer=True),
         weight_dtype=get_dtype(entry.get("weight_dtype", "bf16"), WEIGHT_DTYPES).name,
         expert_weight_dtype=entry.get("expert_weight_dtype"),
-        sources=_sources(entry, where, ("config", "params")))
+        sources=_sources(entry, where, ("config", "params")),
+    )
 
 
 def _gpu(key: str, entry) -> GPU:
     where = f"models.yaml: gpu '{key}'"
     if not isinstance(entry, dict):
         raise ValueError(f"{where}: entry must be a mapping of fields")
-    gpu = GPU(key=key, name=_str(entry, where, "name"),
-              memory_gb=_num(entry, where, "memory_gb"),
-              memory_mib_driver=_num(entry, where, "memory_mib_driver", required=False,
-                                     integer=True),
-              bandwidth_gbs=_num(entry, where, "bandwidth_gbs"),
-              bf16_tflops=_num(entry, where, "bf16_tflops", required=False),
-              fp8_tflops=_num(entry, where, "fp8_tflops", required=False),
-              fp16_tflops=_num(entry, where, "fp16_tflops", required=False),
-              fp32_tflops=_num(entry, where, "fp32_tflops", required=False),
-              fp8_attention=_flag(entry, where, "fp8_attention"),
-              sources=_sources(entry, where, ("specs",)),
-              tp_link=_opt_str(entry, where, "tp_link"))
+    gpu = GPU(
+        key=key,
+        name=_str(entry, where, "name"),
+        memory_gb=_num(entry, where, "memory_gb"),
+        memory_mib_driver=_num(entry, where, "memory_mib_driver", required=False, integer=True),
+        bandwidth_gbs=_num(entry, where, "bandwidth_gbs"),
+        bf16_tflops=_num(entry, where, "bf16_tflops", required=False),
+        fp8_tflops=_num(entry, where, "fp8_tflops", required=False),
+        fp16_tflops=_num(entry, where, "fp16_tflops", required=False),
+        fp32_tflops=_num(entry, where, "fp32_tflops", required=False),
+        fp8_attention=_flag(entry, where, "fp8_attention"),
+        sources=_sources(entry, where, ("specs",)),
+        tp_link=_opt_str(entry, where, "tp_link"),
+    )
     if gpu.bf16_tflops is None and gpu.fp16_tflops is None:
         raise ValueError(f"{where}: give 'bf16_tflops' or 'fp16_tflops'")
     if gpu.fp8_attention and not str(gpu.sources.get("fp8_attention", "")).startswith("http"):
@@ -298,15 +314,20 @@ def _link(key: str, entry) -> Link:
     where = f"models.yaml: link '{key}'"
     if not isinstance(entry, dict):
         raise ValueError(f"{where}: entry must be a mapping of fields")
-    return Link(key=key, name=_str(entry, where, "name"), gbs=_num(entry, where, "gbs"),
-                source=_str(entry, where, "source"))
+    return Link(
+        key=key,
+        name=_str(entry, where, "name"),
+        gbs=_num(entry, where, "gbs"),
+        source=_str(entry, where, "source"),
+    )
 
 
 _Entry = TypeVar("_Entry")
 
 
-def _section(data: dict, name: str, build: Callable[[str, Any], _Entry], fname: str, *,
-             required: bool = True) -> dict[str, _Entry]:
+def _section(
+    data: dict, name: str, build: Callable[[str, Any], _Entry], fname: str, *, required: bool = True
+) -> dict[str, _Entry]:
     """Section ``name`` of the registry file, each entry built (and checked) by ``build``."""
     section = data.get(name)
     if section is None and not required:
@@ -332,20 +353,29 @@ def load_registry(path: str | Path | None = None, text: str | None = None) -> Re
         if g.tp_link is None:
             continue
         if g.tp_link not in links:
-            raise ValueError(f"{p.name}: gpu '{key}': field 'tp_link' names '{g.tp_link}', which "
-                             f"is not a key of links: ({', '.join(links) or 'none'})")
+            raise ValueError(
+                f"{p.name}: gpu '{key}': field 'tp_link' names '{g.tp_link}', which "
+                f"is not a key of links: ({', '.join(links) or 'none'})"
+            )
         gpus[key] = replace(g, tp_link_gbs=links[g.tp_link].gbs)
     twins = _names(data.get("twins", []), f"{p.name}: twins")
     unknown = [t for t in twins if t not in models]
     if unknown:
-        raise ValueError(f"{p.name}: twins names models that are not in the registry: "
-                         f"{', '.join(unknown)}")
+        raise ValueError(
+            f"{p.name}: twins names models that are not in the registry: {', '.join(unknown)}"
+        )
     hub = data.get("hub", {})
     if not isinstance(hub, dict):
         raise ValueError(f"{p.name}: section 'hub' must be a mapping with 'fetch' and 'run'")
-    return Registry(models=models, gpus=gpus, links=links, path=str(p), twins=twins,
-                    hub_fetch=_names(hub.get("fetch", []), f"{p.name}: hub.fetch"),
-                    hub_run=_names(hub.get("run", []), f"{p.name}: hub.run"))
+    return Registry(
+        models=models,
+        gpus=gpus,
+        links=links,
+        path=str(p),
+        twins=twins,
+        hub_fetch=_names(hub.get("fetch", []), f"{p.name}: hub.fetch"),
+        hub_run=_names(hub.get("run", []), f"{p.name}: hub.run"),
+    )
 
 
 def _names(value, where: str) -> tuple[str, ...]:

@@ -46,17 +46,19 @@ __all__ = ["FAMILY_READERS", "rwkv_layers"]
 
 
 def _full(geo: Geometry) -> FullAttention:
-    return FullAttention(kv_heads=geo.kv_heads, head_dim=geo.head_dim, v_head_dim=geo.head_dim,
-                         q_heads=geo.q_heads)
+    return FullAttention(
+        kv_heads=geo.kv_heads, head_dim=geo.head_dim, v_head_dim=geo.head_dim, q_heads=geo.q_heads
+    )
 
 
 def _index_list(f: Fields, name: str, n: int, base: int = 0) -> set[int]:
     values = f.raw(name)
     if not isinstance(values, list) or any(
-            isinstance(v, bool) or not isinstance(v, int) or not base <= v < n + base
-            for v in values):
-        raise ValueError(f"config field '{name}' must list layer numbers from {base} to "
-                         f"{n - 1 + base}")
+        isinstance(v, bool) or not isinstance(v, int) or not base <= v < n + base for v in values
+    ):
+        raise ValueError(
+            f"config field '{name}' must list layer numbers from {base} to {n - 1 + base}"
+        )
     return {v - base for v in values}
 
 
@@ -67,8 +69,9 @@ def _equal_to_hidden(f: Fields, hidden: int | None, name: str, needs: str, why: 
         raise ValueError(f"config field 'hidden_size' is missing ({needs} needs it)")
     width = f.int(name, default=hidden)
     if width != hidden:
-        raise ValueError(f"config field '{name}' ({width:,}) differs from 'hidden_size' "
-                         f"({hidden:,}): {why}")
+        raise ValueError(
+            f"config field '{name}' ({width:,}) differs from 'hidden_size' ({hidden:,}): {why}"
+        )
     return width
 
 
@@ -79,8 +82,10 @@ def _head_dim_is_derived(f: Fields, geo: Geometry, who: str) -> None:
         return
     derived = geo.hidden // geo.q_heads
     if geo.head_dim != derived:
-        raise ValueError(f"config field 'head_dim' ({geo.head_dim}) differs from hidden_size // "
-                         f"num_attention_heads ({derived}), which {who} uses")
+        raise ValueError(
+            f"config field 'head_dim' ({geo.head_dim}) differs from hidden_size // "
+            f"num_attention_heads ({derived}), which {who} uses"
+        )
 
 
 def _layer_count(f: Fields, maximum: int) -> int:
@@ -89,6 +94,7 @@ def _layer_count(f: Fields, maximum: int) -> int:
 
 # -- LFM2 -------------------------------------------------------------------------------------
 
+
 def _lfm2(f: Fields, geo: Geometry, max_layers: int) -> list:
     """LFM2: attention layers and short-convolution layers. vLLM keeps conv_L_cache - 1 past
     inputs of conv_dim channels per conv layer, in the model dtype (short_conv_state_shape);
@@ -96,33 +102,47 @@ def _lfm2(f: Fields, geo: Geometry, max_layers: int) -> list:
     every layer attention when both are)."""
     types = f.raw("layer_types")
     if types is not None:
-        if not isinstance(types, list) or not types or any(
-                t not in ("conv", "full_attention") for t in types):
-            raise ValueError("config field 'layer_types' must list 'conv' or 'full_attention' "
-                             "for each layer")
+        if (
+            not isinstance(types, list)
+            or not types
+            or any(t not in ("conv", "full_attention") for t in types)
+        ):
+            raise ValueError(
+                "config field 'layer_types' must list 'conv' or 'full_attention' for each layer"
+            )
         declared = f.int("num_hidden_layers", required=False, maximum=max_layers)
         if declared is not None and declared != len(types):
-            raise ValueError(f"config field 'layer_types' must list one entry for each of the "
-                             f"{declared} layers, got {len(types)}")
+            raise ValueError(
+                f"config field 'layer_types' must list one entry for each of the "
+                f"{declared} layers, got {len(types)}"
+            )
         if len(types) > max_layers:
-            raise ValueError(f"config field 'layer_types' lists {len(types):,} layers (at most "
-                             f"{max_layers:,})")
+            raise ValueError(
+                f"config field 'layer_types' lists {len(types):,} layers (at most {max_layers:,})"
+            )
         f.seen.add("full_attn_idxs")  # superseded by layer_types, as in transformers
         attn = {i for i, t in enumerate(types) if t == "full_attention"}
         n = len(types)
     else:
         n = _layer_count(f, max_layers)
         attn = _index_list(f, "full_attn_idxs", n) if f.has("full_attn_idxs") else set(range(n))
-    width = _equal_to_hidden(f, geo.hidden, "conv_dim", "LFM2's conv state",
-                             "vLLM sizes the conv state by conv_dim, transformers by "
-                             "hidden_size, and kvcalc does not pick one")
+    width = _equal_to_hidden(
+        f,
+        geo.hidden,
+        "conv_dim",
+        "LFM2's conv state",
+        "vLLM sizes the conv state by conv_dim, transformers by "
+        "hidden_size, and kvcalc does not pick one",
+    )
     kernel = f.int("conv_L_cache", default=3, minimum=2)
-    conv = RecurrentState(conv_elements=width * (kernel - 1), ssm_elements=0,
-                          flavor="short conv", conv_kernel=kernel)
+    conv = RecurrentState(
+        conv_elements=width * (kernel - 1), ssm_elements=0, flavor="short conv", conv_kernel=kernel
+    )
     return [_full(geo) if i in attn else conv for i in range(n)]
 
 
 # -- Falcon-H1 --------------------------------------------------------------------------------
+
 
 def _falcon_h1(f: Fields, geo: Geometry, max_layers: int) -> list:
     """Falcon-H1: every layer runs attention and a Mamba-2 mixer in parallel, so each keeps
@@ -140,35 +160,50 @@ def _falcon_h1(f: Fields, geo: Geometry, max_layers: int) -> list:
         inner = f.int("mamba_d_ssm")
     else:
         inner = 1024  # FalconH1Config's default when the field is absent
-        geo.assumptions.append("'mamba_d_ssm' is not in the config: took 1024, the default of "
-                               "transformers' falcon_h1 config class")
+        geo.assumptions.append(
+            "'mamba_d_ssm' is not in the config: took 1024, the default of "
+            "transformers' falcon_h1 config class"
+        )
     f.seen.add("mamba_expand")
     heads = f.int("mamba_n_heads")
     head = f.raw("mamba_d_head", default="auto")
     if head == "auto":
         if inner % heads:
-            raise ValueError(f"config field 'mamba_n_heads' ({heads}) must divide the Mamba "
-                             f"width ({inner:,})")
+            raise ValueError(
+                f"config field 'mamba_n_heads' ({heads}) must divide the Mamba width ({inner:,})"
+            )
         head = inner // heads
     else:
         head = f.int("mamba_d_head")
     if head * heads != inner:
-        raise ValueError(f"config fields 'mamba_n_heads' x 'mamba_d_head' ({heads * head:,}) "
-                         f"must equal the Mamba width ({inner:,})")
+        raise ValueError(
+            f"config fields 'mamba_n_heads' x 'mamba_d_head' ({heads * head:,}) "
+            f"must equal the Mamba width ({inner:,})"
+        )
     groups = f.int("mamba_n_groups", default=1)
     d_state = f.int("mamba_d_state")
     kernel = f.int("mamba_d_conv", default=4, minimum=2)
-    state = RecurrentState(conv_elements=(inner + 2 * groups * d_state) * (kernel - 1),
-                           ssm_elements=heads * head * d_state, flavor="mamba2",
-                           conv_kernel=kernel, groups=groups,
-                           group_conv_elements=2 * d_state * (kernel - 1))
+    state = RecurrentState(
+        conv_elements=(inner + 2 * groups * d_state) * (kernel - 1),
+        ssm_elements=heads * head * d_state,
+        flavor="mamba2",
+        conv_kernel=kernel,
+        groups=groups,
+        group_conv_elements=2 * d_state * (kernel - 1),
+    )
     base = _full(geo)
-    layer = AttentionWithState(kv_heads=base.kv_heads, head_dim=base.head_dim,
-                               v_head_dim=base.v_head_dim, q_heads=base.q_heads, state=state)
+    layer = AttentionWithState(
+        kv_heads=base.kv_heads,
+        head_dim=base.head_dim,
+        v_head_dim=base.v_head_dim,
+        q_heads=base.q_heads,
+        state=state,
+    )
     return [layer] * n
 
 
 # -- Kimi-Linear ------------------------------------------------------------------------------
+
 
 def _kimi_linear(f: Fields, geo: Geometry, max_layers: int) -> list:
     """Kimi-Linear: ``linear_attn_config`` names the Kimi Delta Attention (KDA) layers,
@@ -180,28 +215,42 @@ def _kimi_linear(f: Fields, geo: Geometry, max_layers: int) -> list:
     cfg = f.obj("linear_attn_config")
     if cfg is None:
         return _kimi_linear_saved(f, geo, n)
-    known = {"kda_layers", "full_attn_layers", "num_heads", "head_dim",
-             "short_conv_kernel_size", "head_k_dim", "head_v_dim"}
+    known = {
+        "kda_layers",
+        "full_attn_layers",
+        "num_heads",
+        "head_dim",
+        "short_conv_kernel_size",
+        "head_k_dim",
+        "head_v_dim",
+    }
     unknown = sorted(set(cfg) - known)
     if unknown:
-        raise ValueError("config field 'linear_attn_config' has "
-                         + ", ".join(_short(u) for u in unknown) + ", which kvcalc does not "
-                         "understand")
+        raise ValueError(
+            "config field 'linear_attn_config' has "
+            + ", ".join(_short(u) for u in unknown)
+            + ", which kvcalc does not "
+            "understand"
+        )
 
     def ints(name: str) -> set[int]:
         values = cfg.get(name)
         if not isinstance(values, list) or any(
-                isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= n for v in values):
-            raise ValueError(f"config field 'linear_attn_config.{name}' must list layer numbers "
-                             f"from 1 to {n}")
+            isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= n for v in values
+        ):
+            raise ValueError(
+                f"config field 'linear_attn_config.{name}' must list layer numbers from 1 to {n}"
+            )
         return {v - 1 for v in values}
 
     kda = ints("kda_layers")
     if cfg.get("full_attn_layers") is not None:
         full = ints("full_attn_layers")
         if full & kda or len(full | kda) != n:
-            raise ValueError("config fields 'linear_attn_config.kda_layers' and "
-                             "'full_attn_layers' must together name every layer once")
+            raise ValueError(
+                "config fields 'linear_attn_config.kda_layers' and "
+                "'full_attn_layers' must together name every layer once"
+            )
 
     def whole(name: str, default: Any = None) -> int:
         v = cfg.get(name, default)
@@ -215,8 +264,10 @@ def _kimi_linear(f: Fields, geo: Geometry, max_layers: int) -> list:
     heads, d = whole("num_heads"), whole("head_dim")
     for name in ("head_k_dim", "head_v_dim"):
         if cfg.get(name) not in (None, d):
-            raise ValueError(f"config field 'linear_attn_config.{name}' differs from head_dim; "
-                             "kvcalc reads KDA with equal key and value head sizes only")
+            raise ValueError(
+                f"config field 'linear_attn_config.{name}' differs from head_dim; "
+                "kvcalc reads KDA with equal key and value head sizes only"
+            )
     kernel = whole("short_conv_kernel_size", 4)
     return _kimi_layers(f, geo, n, kda, heads, d, kernel)
 
@@ -228,34 +279,58 @@ def _kimi_linear_saved(f: Fields, geo: Geometry, n: int) -> list:
     types = f.raw("layer_types")
     if types is None:
         kda = {i for i in range(n) if not (i and i % 4 == 0)}
-        geo.assumptions.append("neither linear_attn_config nor layer_types: took "
-                               "KimiLinearConfig's default, full attention at every 4th layer "
-                               "from layer 4")
+        geo.assumptions.append(
+            "neither linear_attn_config nor layer_types: took "
+            "KimiLinearConfig's default, full attention at every 4th layer "
+            "from layer 4"
+        )
     else:
-        if not isinstance(types, list) or len(types) != n or any(
-                t not in ("linear_attention", "full_attention") for t in types):
-            raise ValueError(f"config field 'layer_types' must list 'linear_attention' or "
-                             f"'full_attention' for each of the {n} layers")
+        if (
+            not isinstance(types, list)
+            or len(types) != n
+            or any(t not in ("linear_attention", "full_attention") for t in types)
+        ):
+            raise ValueError(
+                f"config field 'layer_types' must list 'linear_attention' or "
+                f"'full_attention' for each of the {n} layers"
+            )
         kda = {i for i, t in enumerate(types) if t == "linear_attention"}
-    return _kimi_layers(f, geo, n, kda, f.int("linear_num_heads", default=32),
-                        f.int("linear_head_dim", default=128),
-                        f.int("linear_conv_kernel_dim", default=4, minimum=2))
+    return _kimi_layers(
+        f,
+        geo,
+        n,
+        kda,
+        f.int("linear_num_heads", default=32),
+        f.int("linear_head_dim", default=128),
+        f.int("linear_conv_kernel_dim", default=4, minimum=2),
+    )
 
 
-def _kimi_layers(f: Fields, geo: Geometry, n: int, kda: set[int], heads: int, d: int,
-                 kernel: int) -> list:
-    state = RecurrentState(conv_elements=3 * heads * d * (kernel - 1),
-                           ssm_elements=heads * d * d, flavor="kda", conv_kernel=kernel,
-                           ssm_dtype="fp32")
+def _kimi_layers(
+    f: Fields, geo: Geometry, n: int, kda: set[int], heads: int, d: int, kernel: int
+) -> list:
+    state = RecurrentState(
+        conv_elements=3 * heads * d * (kernel - 1),
+        ssm_elements=heads * d * d,
+        flavor="kda",
+        conv_kernel=kernel,
+        ssm_dtype="fp32",
+    )
     rope = f.int("qk_rope_head_dim")
-    mla = MLALatent(kv_lora_rank=f.int("kv_lora_rank"), qk_rope_head_dim=rope,
-                    q_heads=geo.q_heads, qk_head_dim=f.int("qk_nope_head_dim") + rope,
-                    v_head_dim=f.int("v_head_dim"))
+    mla = MLALatent(
+        kv_lora_rank=f.int("kv_lora_rank"),
+        qk_rope_head_dim=rope,
+        q_heads=geo.q_heads,
+        qk_head_dim=f.int("qk_nope_head_dim") + rope,
+        v_head_dim=f.int("v_head_dim"),
+    )
     # MLA: num_key_value_heads and head_dim are not the cache's (q_lora_rank sizes weights)
     f.seen.update({"num_key_value_heads", "head_dim", "q_lora_rank", "qk_head_dim"})
-    geo.notes.append("Kimi-Linear: KDA layers keep a float32 recurrent state whatever the state "
-                     "format; MLA layers one latent of kv_lora_rank + qk_rope_head_dim per token "
-                     "(num_key_value_heads and head_dim do not apply)")
+    geo.notes.append(
+        "Kimi-Linear: KDA layers keep a float32 recurrent state whatever the state "
+        "format; MLA layers one latent of kv_lora_rank + qk_rope_head_dim per token "
+        "(num_key_value_heads and head_dim do not apply)"
+    )
     return [state if i in kda else mla for i in range(n)]
 
 
@@ -271,40 +346,55 @@ def _mllama(f: Fields, geo: Geometry, max_layers: int) -> list:
     states (transformers' MllamaVisionModel), not one per text token."""
     n = _layer_count(f, max_layers)
     _head_dim_is_derived(f, geo, "MllamaTextSelfAttention")
-    cross = _index_list(f, "cross_attention_layers", n) if f.has("cross_attention_layers") \
-        else set()
+    cross = (
+        _index_list(f, "cross_attention_layers", n) if f.has("cross_attention_layers") else set()
+    )
     vision = f.top.get("vision_config") if isinstance(f.top, dict) else None
     layers: list = []
     tokens = 0
     if cross:
         if not isinstance(vision, dict):
-            raise ValueError("config field 'vision_config' is missing: the cross-attention "
-                             "layers' K/V per image need its image_size, patch_size and "
-                             "max_num_tiles (paste the whole config.json, not only text_config)")
+            raise ValueError(
+                "config field 'vision_config' is missing: the cross-attention "
+                "layers' K/V per image need its image_size, patch_size and "
+                "max_num_tiles (paste the whole config.json, not only text_config)"
+            )
         vision_config = vision
 
         def vint(name: str, default: int) -> int:
             v = vision_config.get(name, default)
             if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= _VISION_CAPS[name]:
-                raise ValueError(f"config field 'vision_config.{name}' must be a whole number "
-                                 f"from 1 to {_VISION_CAPS[name]:,}")
+                raise ValueError(
+                    f"config field 'vision_config.{name}' must be a whole number "
+                    f"from 1 to {_VISION_CAPS[name]:,}"
+                )
             return v
+
         size, patch = vint("image_size", 448), vint("patch_size", 14)
         tokens = vint("max_num_tiles", 4) * ((size // patch) ** 2 + 1)
     for i in range(n):
         if i in cross:
-            layers.append(CrossAttention(kv_heads=geo.kv_heads, head_dim=geo.head_dim,
-                                         q_heads=geo.q_heads, image_tokens=tokens))
+            layers.append(
+                CrossAttention(
+                    kv_heads=geo.kv_heads,
+                    head_dim=geo.head_dim,
+                    q_heads=geo.q_heads,
+                    image_tokens=tokens,
+                )
+            )
         else:
             layers.append(_full(geo))
     if cross:
-        geo.notes.append(f"{len(cross)} cross-attention layers keep the image's K/V, {tokens:,} "
-                         "encoder states per image, once per image and not per token; the "
-                         "figures count one image per sequence")
+        geo.notes.append(
+            f"{len(cross)} cross-attention layers keep the image's K/V, {tokens:,} "
+            "encoder states per image, once per image and not per token; the "
+            "figures count one image per sequence"
+        )
     return layers
 
 
 # -- MiniCPM3 ---------------------------------------------------------------------------------
+
 
 def _minicpm3(f: Fields, geo: Geometry, max_layers: int) -> list:
     """MiniCPM3: MLA-style projections, but vLLM's minicpm3.py caches per-head K and V of
@@ -314,15 +404,23 @@ def _minicpm3(f: Fields, geo: Geometry, max_layers: int) -> list:
     rope, nope = f.int("qk_rope_head_dim"), f.int("qk_nope_head_dim")
     rank = f.int("kv_lora_rank")
     f.seen.update({"num_key_value_heads", "q_lora_rank", "v_head_dim", "head_dim"})
-    layer = LatentInTransformers(kv_heads=geo.q_heads, head_dim=nope + rope,
-                                 v_head_dim=nope + rope, q_heads=geo.q_heads,
-                                 latent_rank=rank, latent_rope=rope)
-    geo.notes.append("MiniCPM3: vLLM caches K and V per query head (V padded to the QK head "
-                     f"size {nope + rope}); transformers caches the {rank} + {rope} latent")
+    layer = LatentInTransformers(
+        kv_heads=geo.q_heads,
+        head_dim=nope + rope,
+        v_head_dim=nope + rope,
+        q_heads=geo.q_heads,
+        latent_rank=rank,
+        latent_rope=rope,
+    )
+    geo.notes.append(
+        "MiniCPM3: vLLM caches K and V per query head (V padded to the QK head "
+        f"size {nope + rope}); transformers caches the {rank} + {rope} latent"
+    )
     return [layer] * n
 
 
 # -- RecurrentGemma ---------------------------------------------------------------------------
+
 
 def _recurrent_gemma(f: Fields, geo: Geometry, max_layers: int) -> list:
     """RecurrentGemma (Griffin): ``block_types`` repeats over the layers; attention blocks use
@@ -333,27 +431,44 @@ def _recurrent_gemma(f: Fields, geo: Geometry, max_layers: int) -> list:
     # transformers reads block_types (default recurrent, recurrent, attention) and keeps a
     # published file's _block_types as an unused extra: where the two differ, refuse.
     blocks = f.raw("block_types", default=["recurrent", "recurrent", "attention"])
-    if not isinstance(blocks, list) or not blocks or any(
-            b not in ("recurrent", "attention") for b in blocks):
+    if (
+        not isinstance(blocks, list)
+        or not blocks
+        or any(b not in ("recurrent", "attention") for b in blocks)
+    ):
         raise ValueError("config field 'block_types' must list 'recurrent' or 'attention'")
     legacy = f.raw("_block_types")
     if legacy is not None and list(legacy) != list(blocks):
-        raise ValueError("config field '_block_types' differs from 'block_types': transformers "
-                         "uses block_types and ignores _block_types, so the file's own layout "
-                         "would not be the one that runs; kvcalc does not pick one")
+        raise ValueError(
+            "config field '_block_types' differs from 'block_types': transformers "
+            "uses block_types and ignores _block_types, so the file's own layout "
+            "would not be the one that runs; kvcalc does not pick one"
+        )
     _head_dim_is_derived(f, geo, "RecurrentGemmaConfig")
     if f.cfg.get("sliding_window") not in (None, f.cfg.get("attention_window_size")):
-        raise ValueError("config fields 'sliding_window' and 'attention_window_size' differ; "
-                         "transformers reads attention_window_size")
+        raise ValueError(
+            "config fields 'sliding_window' and 'attention_window_size' differ; "
+            "transformers reads attention_window_size"
+        )
     width = f.int("lru_width", default=geo.hidden)
     kernel = f.int("conv1d_width", default=4, minimum=2)
     window = f.int("attention_window_size")
     f.seen.add("sliding_window")  # transformers' alias of attention_window_size
-    state = RecurrentState(conv_elements=width * (kernel - 1), ssm_elements=width,
-                           flavor="rg-lru", conv_kernel=kernel, ssm_dtype="fp32")
+    state = RecurrentState(
+        conv_elements=width * (kernel - 1),
+        ssm_elements=width,
+        flavor="rg-lru",
+        conv_kernel=kernel,
+        ssm_dtype="fp32",
+    )
     base = _full(geo)
-    local = SlidingWindow(kv_heads=base.kv_heads, head_dim=base.head_dim,
-                          v_head_dim=base.v_head_dim, q_heads=base.q_heads, window=window)
+    local = SlidingWindow(
+        kv_heads=base.kv_heads,
+        head_dim=base.head_dim,
+        v_head_dim=base.v_head_dim,
+        q_heads=base.q_heads,
+        window=window,
+    )
     # transformers keeps the whole window and conv1d_width - 1 inputs (its own cache, not a
     # Cache object): the meta-device check cannot read it, so the source is its modeling code.
     return [local if blocks[i % len(blocks)] == "attention" else state for i in range(n)]
@@ -361,26 +476,53 @@ def _recurrent_gemma(f: Fields, geo: Geometry, max_layers: int) -> list:
 
 # -- RWKV -------------------------------------------------------------------------------------
 
+
 def rwkv_layers(f: Fields, hidden: int | None, max_layers: int) -> list:
     """RWKV-4 (attention-free): per layer five vectors of hidden_size, the two token-shift
     inputs in the model dtype and the three WKV accumulators (numerator, denominator, maximum)
     in float32 (transformers' RwkvModel state; vLLM does not serve RWKV)."""
     n = f.int("num_hidden_layers", maximum=max_layers)
-    hidden = _equal_to_hidden(f, hidden, "attention_hidden_size", "RWKV's state",
-                              "transformers' RWKV state is sized by hidden_size and would not "
-                              "run")
+    hidden = _equal_to_hidden(
+        f,
+        hidden,
+        "attention_hidden_size",
+        "RWKV's state",
+        "transformers' RWKV state is sized by hidden_size and would not run",
+    )
     # the feed-forward width, the fp16 rescaling schedule and the embeddings: weights only
-    f.seen.update({"intermediate_size", "rescale_every", "vocab_size", "tie_word_embeddings",
-                   "layer_norm_epsilon"})
-    state = RecurrentState(conv_elements=2 * hidden, ssm_elements=3 * hidden, flavor="rwkv",
-                           conv_kernel=1, ssm_dtype="fp32")
+    f.seen.update(
+        {
+            "intermediate_size",
+            "rescale_every",
+            "vocab_size",
+            "tie_word_embeddings",
+            "layer_norm_epsilon",
+        }
+    )
+    state = RecurrentState(
+        conv_elements=2 * hidden,
+        ssm_elements=3 * hidden,
+        flavor="rwkv",
+        conv_kernel=1,
+        ssm_dtype="fp32",
+    )
     return [state] * n
 
 
 # -- the decoder of an encoder-decoder, as a causal LM --------------------------------------------
 
-SEQ2SEQ_DECODERS = ("bart", "mbart", "blenderbot", "blenderbot-small", "marian", "pegasus",
-                    "plbart", "mvp", "trocr", "xglm")
+SEQ2SEQ_DECODERS = (
+    "bart",
+    "mbart",
+    "blenderbot",
+    "blenderbot-small",
+    "marian",
+    "pegasus",
+    "plbart",
+    "mvp",
+    "trocr",
+    "xglm",
+)
 
 
 def seq2seq_decoder_layers(f: Fields, max_layers: int, notes: list) -> tuple[list, int, int]:
@@ -392,23 +534,30 @@ def seq2seq_decoder_layers(f: Fields, max_layers: int, notes: list) -> tuple[lis
     heads = f.int("decoder_attention_heads", "attention_heads")
     d_model = f.int("d_model")
     if d_model % heads:
-        raise ValueError(f"config field 'd_model' ({d_model}) is not divisible by "
-                         f"'decoder_attention_heads' ({heads})")
+        raise ValueError(
+            f"config field 'd_model' ({d_model}) is not divisible by "
+            f"'decoder_attention_heads' ({heads})"
+        )
     head = d_model // heads
     if f.raw("use_prompt", default=False) is True:
-        raise ValueError("config field 'use_prompt' is true: MVP's learned prompt tokens are "
-                         "cached in every layer too, which kvcalc does not model")
+        raise ValueError(
+            "config field 'use_prompt' is true: MVP's learned prompt tokens are "
+            "cached in every layer too, which kvcalc does not model"
+        )
     f.seen.add("prompt_length")  # only used with use_prompt
     if f.raw("is_encoder_decoder", default=False) is True:
-        notes.append("the decoder as a causal LM: self-attention only. In encoder-decoder "
-                     f"generation each of the {n} layers also caches the encoder's K/V, 2 x "
-                     f"{heads} heads x {head} per source token, which is not counted here")
+        notes.append(
+            "the decoder as a causal LM: self-attention only. In encoder-decoder "
+            f"generation each of the {n} layers also caches the encoder's K/V, 2 x "
+            f"{heads} heads x {head} per source token, which is not counted here"
+        )
     layer = FullAttention(kv_heads=heads, head_dim=head, v_head_dim=head, q_heads=heads)
     return [layer] * n, heads, head
 
 
 FAMILY_READERS = {
-    "lfm2": _lfm2, "lfm2_moe": _lfm2,
+    "lfm2": _lfm2,
+    "lfm2_moe": _lfm2,
     "falcon_h1": _falcon_h1,
     "kimi_linear": _kimi_linear,
     "mllama_text_model": _mllama,

@@ -43,8 +43,7 @@ class Fields:
         """True when any of ``names`` is set, by the config or by its class default. A field
         whose presence decides the reading counts as read."""
         self.seen.update(names)
-        return any(self.cfg.get(n) is not None or self.defaults.get(n) is not None
-                   for n in names)
+        return any(self.cfg.get(n) is not None or self.defaults.get(n) is not None for n in names)
 
     def raw(self, *names: str, default: Any = None) -> Any:
         self.seen.update(names)
@@ -70,8 +69,14 @@ class Fields:
     def unread(self) -> set[str]:
         return {k for k in set(self.cfg) - self.seen if self.cfg[k] is not None}
 
-    def int(self, *names: str, default: Any = None, minimum: int = 1, required: bool = True,
-            maximum: int | None = None):
+    def int(
+        self,
+        *names: str,
+        default: Any = None,
+        minimum: int = 1,
+        required: bool = True,
+        maximum: int | None = None,
+    ):
         """A whole number from the first of ``names`` that is set, at least ``minimum`` and at
         most ``maximum`` (by default the cap of its kind of size, kvcalc.config.limits)."""
         value = self.raw(*names, default=default)
@@ -81,18 +86,20 @@ class Fields:
                 raise ValueError(f"config field '{names[0]}' is missing (looked for {label})")
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"config field '{label}' must be a whole number, got "
-                             f"{_short(value)}")
+            raise ValueError(f"config field '{label}' must be a whole number, got {_short(value)}")
         if isinstance(value, float):
             if not math.isfinite(value) or value != int(value):
-                raise ValueError(f"config field '{label}' must be a whole number, got "
-                                 f"{_short(value)}")
+                raise ValueError(
+                    f"config field '{label}' must be a whole number, got {_short(value)}"
+                )
             value = int(value)
         if value < minimum:
-            raise ValueError(f"config field '{label}' must be at least {minimum}, got "
-                             f"{_short(value)}")
-        found = next((n for n in names if self.cfg.get(n) is not None), None) or \
-            next((n for n in names if self.defaults.get(n) is not None), names[0])
+            raise ValueError(
+                f"config field '{label}' must be at least {minimum}, got {_short(value)}"
+            )
+        found = next((n for n in names if self.cfg.get(n) is not None), None) or next(
+            (n for n in names if self.defaults.get(n) is not None), names[0]
+        )
         refused = over_cap(found, value, cap_of(found) if maximum is None else maximum)
         if refused:
             raise ValueError(refused)

@@ -18,13 +18,23 @@ from ..core.text import short as _short
 
 __all__ = ["read_regular_file"]
 
-_FILE_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-               (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-               (stat.S_ISSOCK, "a socket"))
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
-def read_regular_file(path: str | Path, *, limit: int, what: str, give: str,
-                      too_large: Callable[[str, int], str] | None = None) -> bytes:
+def read_regular_file(
+    path: str | Path,
+    *,
+    limit: int,
+    what: str,
+    give: str,
+    too_large: Callable[[str, int], str] | None = None,
+) -> bytes:
     """The first ``limit`` + 1 bytes of the regular file at ``path``.
 
     ``what`` names the file in messages ("config file", "log"), ``give`` says what to give

@@ -77,11 +77,21 @@ _MAX_CONTEXT = MAX_CONTEXT
 # Defaults of transformers config classes, by model_type, for fields a config.json may omit.
 _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
     "gemma2": {"sliding_window_pattern": 2, "head_dim": 256, "vocab_size": 256000},
-    "gemma3_text": {"sliding_window_pattern": 6, "head_dim": 256, "vocab_size": 262208,
-                    "sliding_window": 4096, "num_attention_heads": 8, "num_key_value_heads": 4,
-                    "max_position_embeddings": 131072},
-    "gemma4_text": {"sliding_window_pattern": 6, "last_layer_full": True,
-                    "sliding_window": 512, "global_head_dim": 512},
+    "gemma3_text": {
+        "sliding_window_pattern": 6,
+        "head_dim": 256,
+        "vocab_size": 262208,
+        "sliding_window": 4096,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "max_position_embeddings": 131072,
+    },
+    "gemma4_text": {
+        "sliding_window_pattern": 6,
+        "last_layer_full": True,
+        "sliding_window": 512,
+        "global_head_dim": 512,
+    },
     "cohere2": {"sliding_window_pattern": 4},
     "falcon": {"tie_word_embeddings": True},
     "gpt2": {"n_positions": 1024, "tie_word_embeddings": True},
@@ -91,16 +101,14 @@ _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
     "jamba": {"mamba_expand": 2},
     # The new families' config-class defaults, so that a file that leaves them out is read as
     # transformers reads it and the assumptions say so (transformers 5.24's config classes)
-    "lfm2": {"conv_L_cache": 3}, "lfm2_moe": {"conv_L_cache": 3},
+    "lfm2": {"conv_L_cache": 3},
+    "lfm2_moe": {"conv_L_cache": 3},
     "falcon_h1": {"mamba_d_conv": 4, "mamba_n_groups": 1, "mamba_expand": 2},
-    "kimi_linear": {"linear_num_heads": 32, "linear_head_dim": 128,
-                    "linear_conv_kernel_dim": 4},
+    "kimi_linear": {"linear_num_heads": 32, "linear_head_dim": 128, "linear_conv_kernel_dim": 4},
     "recurrent_gemma": {"conv1d_width": 4},
     # MllamaTextConfig's cross-attention layers when the file leaves them out
     "mllama_text_model": {"cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38]},
 }
-
-
 
 
 def load_config_file(path: str | Path) -> dict:
@@ -109,21 +117,29 @@ def load_config_file(path: str | Path) -> dict:
     Only a regular file is read, and at most MAX_CONFIG_BYTES + 1 bytes of it
     (kvcalc.config.files: a FIFO or /dev/stdin would block, /dev/zero would never end)."""
     data = read_regular_file(
-        path, limit=MAX_CONFIG_BYTES, what="config file", give="give the path of a config.json",
+        path,
+        limit=MAX_CONFIG_BYTES,
+        what="config file",
+        give="give the path of a config.json",
         too_large=lambda shown, size: f"config file {shown} is {size:,} bytes; a config.json is "
-                                      f"at most {MAX_CONFIG_BYTES:,} bytes")
+        f"at most {MAX_CONFIG_BYTES:,} bytes",
+    )
     shown = _short(str(path))
     if len(data) > MAX_CONFIG_BYTES:
-        raise ValueError(f"config file {shown} holds more than {MAX_CONFIG_BYTES:,} bytes; a "
-                         f"config.json is at most {MAX_CONFIG_BYTES:,} bytes")
+        raise ValueError(
+            f"config file {shown} holds more than {MAX_CONFIG_BYTES:,} bytes; a "
+            f"config.json is at most {MAX_CONFIG_BYTES:,} bytes"
+        )
     return parse_config_text(data.decode("utf-8", errors="replace"), source=f"config file {shown}")
 
 
 def parse_config_text(text: str, source: str = "config") -> dict:
     if len(source) > _SHORT:
         source = source[:_SHORT] + "..."
-    if len(text) > MAX_CONFIG_BYTES or \
-            len(text.encode("utf-8", errors="replace")) > MAX_CONFIG_BYTES:
+    if (
+        len(text) > MAX_CONFIG_BYTES
+        or len(text.encode("utf-8", errors="replace")) > MAX_CONFIG_BYTES
+    ):
         raise ValueError(f"{source} is larger than {MAX_CONFIG_BYTES:,} bytes; paste a config.json")
     try:
         # Infinity and NaN are kept: real configs hold them in fields kvcalc does not read
@@ -132,11 +148,13 @@ def parse_config_text(text: str, source: str = "config") -> dict:
     except RecursionError:
         raise ValueError(f"{source} is nested too deeply to be a config.json") from None
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{source} is not valid JSON: {exc.msg} at line {exc.lineno}, "
-                         f"column {exc.colno}") from None
+        raise ValueError(
+            f"{source} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}"
+        ) from None
     except ValueError:  # an integer past Python's 4,300-digit limit
-        raise ValueError(f"{source} holds a number of more than 4,300 digits; no config field "
-                         "needs one") from None
+        raise ValueError(
+            f"{source} holds a number of more than 4,300 digits; no config field needs one"
+        ) from None
     if not isinstance(cfg, dict):
         raise ValueError(f"{source} must be a JSON object ({{...}}), got {type(cfg).__name__}")
     return cfg
@@ -160,9 +178,11 @@ def _check_sizes(cfg: dict) -> None:
         elif isinstance(value, dict) and name in ("per_layer_config", "linear_attn_config"):
             size = max([len(value)] + [len(v) for v in value.values() if isinstance(v, list)])
         if size is not None and size > MAX_LAYERS:
-            raise ValueError(f"config field {_short(name)} describes {size:,} layers; kvcalc "
-                             f"sizes models of at most {MAX_LAYERS:,} layers (the deepest "
-                             "published one has 162)")
+            raise ValueError(
+                f"config field {_short(name)} describes {size:,} layers; kvcalc "
+                f"sizes models of at most {MAX_LAYERS:,} layers (the deepest "
+                "published one has 162)"
+            )
 
 
 _PATTERN_STRINGS = ("hybrid_override_pattern", "mtp_hybrid_override_pattern")
@@ -177,20 +197,28 @@ class UnknownFields(ValueError):
     def __init__(self, model_type: str, fields: list[str], known_family: bool, why: str = ""):
         self.model_type, self.fields, self.known_family = model_type, fields, known_family
         shown = ", ".join(_short(f) for f in fields[:12]) + (" ..." if len(fields) > 12 else "")
-        who = (f"kvcalc's reader for model_type {_short(model_type)}" if known_family else
-               f"kvcalc (model_type {_short(model_type or '(none)')} has no reader of its own)")
+        who = (
+            f"kvcalc's reader for model_type {_short(model_type)}"
+            if known_family
+            else f"kvcalc (model_type {_short(model_type or '(none)')} has no reader of its own)"
+        )
         super().__init__(
             f"config fields not understood by {who}: {shown}. kvcalc does not guess what a "
             "field does to the cache: check the config against transformers (verify), or ask "
             "for the generic decoder estimate, labelled unverified (--unverified)"
-            + (f"; read as a standard decoder it also fails: {why}" if why else ""))
+            + (f"; read as a standard decoder it also fails: {why}" if why else "")
+        )
 
 
 # Complex by design (C901): one pass in the order a reading can fail: text_config, layers,
 # parameters, unread fields.
 def spec_from_config(  # noqa: C901
-        config: dict, *, name: str | None = None,
-        honor_sliding_window: bool = True, unverified: bool = False) -> ModelSpec:
+    config: dict,
+    *,
+    name: str | None = None,
+    honor_sliding_window: bool = True,
+    unverified: bool = False,
+) -> ModelSpec:
     """Turn a config.json dict into a ModelSpec: the cache first, then, separately, the
     parameters (whose failure only loses the weight figures, with a note saying why).
 
@@ -229,9 +257,16 @@ def spec_from_config(  # noqa: C901
 
     try:
         layers, geo = _read_layers(f, model_type, honor_sliding_window)
-        max_ctx = f.int("max_position_embeddings", "n_positions", "max_seq_len", "seq_length",
-                        "context_length", "model_max_length", default=2048,
-                        maximum=_MAX_CONTEXT)
+        max_ctx = f.int(
+            "max_position_embeddings",
+            "n_positions",
+            "max_seq_len",
+            "seq_length",
+            "context_length",
+            "model_max_length",
+            default=2048,
+            maximum=_MAX_CONTEXT,
+        )
     except UnknownFields:
         raise
     except ValueError as exc:
@@ -245,50 +280,92 @@ def spec_from_config(  # noqa: C901
     assumptions = list(geo.assumptions)
     assumptions += _engine_conventions(f, layers)
     for name_, value in f.defaults_used():
-        assumptions.append(f"'{name_}' is not in the config: took {value!r}, the default of "
-                           f"transformers' {model_type} config class")
+        assumptions.append(
+            f"'{name_}' is not in the config: took {value!r}, the default of "
+            f"transformers' {model_type} config class"
+        )
     counted = count_parameters(f, model_type, layers, geo)
     if counted.error:
-        notes.append(f"parameters not counted ({counted.error}): weight figures need a weight "
-                     "size given by hand; the cache figures are complete")
+        notes.append(
+            f"parameters not counted ({counted.error}): weight figures need a weight "
+            "size given by hand; the cache figures are complete"
+        )
     unread = unknown_fields()
     if unread and not unverified:
         raise UnknownFields(model_type, unread, known)
     if unread:
-        assumptions.insert(0, "UNVERIFIED: read as a standard decoder although these fields "
-                           "are not understood: " + ", ".join(_short(u) for u in unread[:40])
-                           + (" ..." if len(unread) > 40 else ""))
+        assumptions.insert(
+            0,
+            "UNVERIFIED: read as a standard decoder although these fields "
+            "are not understood: "
+            + ", ".join(_short(u) for u in unread[:40])
+            + (" ..." if len(unread) > 40 else ""),
+        )
     if not known:
-        assumptions.append(f"model_type {_short(model_type)} has no reader of its own in "
-                           "kvcalc: its layers were read from the standard decoder fields")
+        assumptions.append(
+            f"model_type {_short(model_type)} has no reader of its own in "
+            "kvcalc: its layers were read from the standard decoder fields"
+        )
     elif model_type == "":
         assumptions.append("the config names no model_type: read as a standard decoder")
 
     label = (
         name or cfg.get("_name_or_path") or config.get("_name_or_path") or model_type or "custom"
     )
-    return ModelSpec(name=str(label)[:_SHORT], layers=interned(layers), params=counted.params,
-                     moe=counted.moe, hidden_size=geo.hidden, vocab_size=counted.vocab,
-                     max_context=max_ctx, notes=tuple(notes), assumptions=tuple(assumptions),
-                     params_error=counted.error, unverified=tuple(unread),
-                     family_reader=model_type in FAMILIES)
+    return ModelSpec(
+        name=str(label)[:_SHORT],
+        layers=interned(layers),
+        params=counted.params,
+        moe=counted.moe,
+        hidden_size=geo.hidden,
+        vocab_size=counted.vocab,
+        max_context=max_ctx,
+        notes=tuple(notes),
+        assumptions=tuple(assumptions),
+        params_error=counted.error,
+        unverified=tuple(unread),
+        family_reader=model_type in FAMILIES,
+    )
 
 
 # The standard decoder's own fields: never "not understood", even where a failed reading did
 # not reach them.
-_STANDARD_FIELDS = frozenset({
-    "num_hidden_layers", "n_layer", "num_layers", "n_layers", "num_attention_heads", "n_head",
-    "num_heads", "n_heads", "num_key_value_heads", "head_dim", "hidden_size", "n_embd",
-    "d_model", "max_position_embeddings", "n_positions", "sliding_window", "layer_types"})
+_STANDARD_FIELDS = frozenset(
+    {
+        "num_hidden_layers",
+        "n_layer",
+        "num_layers",
+        "n_layers",
+        "num_attention_heads",
+        "n_head",
+        "num_heads",
+        "n_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "hidden_size",
+        "n_embd",
+        "d_model",
+        "max_position_embeddings",
+        "n_positions",
+        "sliding_window",
+        "layer_types",
+    }
+)
 
 # Wrappers whose language model is not under text_config: the whole config is read under the
 # text family's reader.
 _WRAPPER_TEXT: dict[str, str] = {"qwen2_5_vl": "qwen2_5_vl_text", "qwen2_vl": "qwen2_vl_text"}
 
 # model_type of a text config that names the whole multimodal model instead
-_TEXT_TYPES = {"gemma3": "gemma3_text", "gemma3n": "gemma3n_text", "gemma4": "gemma4_text",
-               "llama4": "llama4_text", "qwen3_5": "qwen3_5_text",
-               "qwen3_5_moe": "qwen3_5_moe_text"}
+_TEXT_TYPES = {
+    "gemma3": "gemma3_text",
+    "gemma3n": "gemma3n_text",
+    "gemma4": "gemma4_text",
+    "llama4": "llama4_text",
+    "qwen3_5": "qwen3_5_text",
+    "qwen3_5_moe": "qwen3_5_moe_text",
+}
+
 
 # Complex by design (C901): one early return per layout (seq2seq, RWKV, all-state, a family's
 # reader, NAS), then the standard decoder.
@@ -300,13 +377,24 @@ def _read_layers(f: Fields, model_type: str, honor_sliding: bool):  # noqa: C901
 
     if model_type in SEQ2SEQ_DECODERS:
         layers, heads, head = seq2seq_decoder_layers(f, MAX_LAYERS, geo_notes)
-        geo = Geometry(hidden=hidden, q_heads=heads, kv_heads=heads,
-                        head_dim=head, notes=geo_notes, assumptions=assumptions)
+        geo = Geometry(
+            hidden=hidden,
+            q_heads=heads,
+            kv_heads=heads,
+            head_dim=head,
+            notes=geo_notes,
+            assumptions=assumptions,
+        )
         return layers, geo
     if model_type == "rwkv":
-        geo = Geometry(hidden=hidden, q_heads=0, kv_heads=0, head_dim=0,
-                        notes=["no attention: every layer keeps a fixed RWKV state and no K/V"],
-                        assumptions=assumptions)
+        geo = Geometry(
+            hidden=hidden,
+            q_heads=0,
+            kv_heads=0,
+            head_dim=0,
+            notes=["no attention: every layer keeps a fixed RWKV state and no K/V"],
+            assumptions=assumptions,
+        )
         return rwkv_layers(f, hidden, MAX_LAYERS), geo
     # Attention-free models: every layer is a recurrent state.
     if model_type in _ALL_STATE_TYPES:
@@ -318,32 +406,50 @@ def _read_layers(f: Fields, model_type: str, honor_sliding: bool):  # noqa: C901
             inner = f.int("expand") * hidden
             heads, head = f.int("num_heads"), f.int("head_dim")
             if inner != heads * head:
-                raise ValueError(f"config fields 'expand' x 'hidden_size' ({inner:,}) and "
-                                 f"'num_heads' x 'head_dim' ({heads * head:,}) disagree on the "
-                                 "Mamba-2 inner width")
-        geo = Geometry(hidden=hidden, q_heads=0, kv_heads=0, head_dim=0,
-                        notes=["no attention: every layer keeps a fixed recurrent state and no "
-                               "K/V"], assumptions=assumptions)
+                raise ValueError(
+                    f"config fields 'expand' x 'hidden_size' ({inner:,}) and "
+                    f"'num_heads' x 'head_dim' ({heads * head:,}) disagree on the "
+                    "Mamba-2 inner width"
+                )
+        geo = Geometry(
+            hidden=hidden,
+            q_heads=0,
+            kv_heads=0,
+            head_dim=0,
+            notes=["no attention: every layer keeps a fixed recurrent state and no K/V"],
+            assumptions=assumptions,
+        )
         return [state] * n, geo
 
     attn_cfg = f.obj("attn_config")  # MPT keeps the attention settings in a sub-object
     q_heads = f.int("num_attention_heads", "n_head", "num_heads", "n_heads")
     kv_heads = kv_heads_of(f, q_heads, attn_cfg)
     if q_heads % kv_heads:
-        raise ValueError(f"config field 'num_key_value_heads' ({kv_heads}) must divide "
-                         f"'num_attention_heads' ({q_heads})")
+        raise ValueError(
+            f"config field 'num_key_value_heads' ({kv_heads}) must divide "
+            f"'num_attention_heads' ({q_heads})"
+        )
     if f.has("head_dim", "kv_channels", "attention_head_dim"):
         head_dim = f.int("head_dim", "kv_channels", "attention_head_dim")
     else:
         if hidden is None:
-            raise ValueError("config field 'head_dim' is missing, and without 'hidden_size' it "
-                             "cannot be derived")
+            raise ValueError(
+                "config field 'head_dim' is missing, and without 'hidden_size' it cannot be derived"
+            )
         if hidden % q_heads:
-            raise ValueError(f"'hidden_size' ({hidden}) is not divisible by 'num_attention_heads' "
-                             f"({q_heads}); the config must give 'head_dim'")
+            raise ValueError(
+                f"'hidden_size' ({hidden}) is not divisible by 'num_attention_heads' "
+                f"({q_heads}); the config must give 'head_dim'"
+            )
         head_dim = hidden // q_heads
-    geo = Geometry(hidden=hidden, q_heads=q_heads, kv_heads=kv_heads,
-                    head_dim=head_dim, notes=geo_notes, assumptions=assumptions)
+    geo = Geometry(
+        hidden=hidden,
+        q_heads=q_heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        notes=geo_notes,
+        assumptions=assumptions,
+    )
 
     reader = FAMILY_READERS.get(model_type)
     if reader is not None:
@@ -355,8 +461,10 @@ def _read_layers(f: Fields, model_type: str, honor_sliding: bool):  # noqa: C901
     kinds = layer_kinds(f, model_type, honor_sliding, geo)
     mla = f.has("kv_lora_rank")
     if mla and any(k in ("sliding", "chunked") for k in kinds):
-        raise ValueError("MLA (kv_lora_rank) together with sliding or chunked layers is not "
-                         "supported yet; open an issue with this model")
+        raise ValueError(
+            "MLA (kv_lora_rank) together with sliding or chunked layers is not "
+            "supported yet; open an issue with this model"
+        )
     extras = indexer_caches(f, len(kinds), geo_notes, assumptions)
     v_dim = f.int("v_head_dim", default=head_dim) if not mla else head_dim
     layers = []
@@ -368,15 +476,23 @@ def _read_layers(f: Fields, model_type: str, honor_sliding: bool):  # noqa: C901
             layers.append(NoCache(why="MLP or MoE block only"))
         elif mla:
             rope = f.int("qk_rope_head_dim")
-            layers.append(MLALatent(
-                kv_lora_rank=f.int("kv_lora_rank"), qk_rope_head_dim=rope, q_heads=q_heads,
-                qk_head_dim=f.int("qk_nope_head_dim") + rope, v_head_dim=f.int("v_head_dim"),
-                extra=extra))
+            layers.append(
+                MLALatent(
+                    kv_lora_rank=f.int("kv_lora_rank"),
+                    qk_rope_head_dim=rope,
+                    q_heads=q_heads,
+                    qk_head_dim=f.int("qk_nope_head_dim") + rope,
+                    v_head_dim=f.int("v_head_dim"),
+                    extra=extra,
+                )
+            )
         else:
             layers.append(attention_layer(f, kind, geo, v_dim, extra))
     if mla:
-        geo_notes.append("MLA: the cache holds one latent of kv_lora_rank + qk_rope_head_dim per "
-                         "token and layer; num_key_value_heads does not apply")
+        geo_notes.append(
+            "MLA: the cache holds one latent of kv_lora_rank + qk_rope_head_dim per "
+            "token and layer; num_key_value_heads does not apply"
+        )
     if f.has("per_layer_config"):
         layers = _per_layer_overrides(f, layers)
         geo.per_layer_heads = True
@@ -399,9 +515,11 @@ def _bidirectional(f: Fields) -> None:
         return
     if value is True and f.model_type in ("gemma", "gemma2"):
         return
-    raise ValueError(f"config field 'use_bidirectional_attention' is {_short(value)}: for "
-                     f"model_type {_short(f.model_type or '(none)')} this is not a causal "
-                     "decoder, so it keeps no KV cache while generating")
+    raise ValueError(
+        f"config field 'use_bidirectional_attention' is {_short(value)}: for "
+        f"model_type {_short(f.model_type or '(none)')} this is not a causal "
+        "decoder, so it keeps no KV cache while generating"
+    )
 
 
 def _per_layer_overrides(f: Fields, layers: list) -> list:
@@ -416,26 +534,34 @@ def _per_layer_overrides(f: Fields, layers: list) -> list:
         except (TypeError, ValueError):
             i = -1
         if not 0 <= i < len(out):
-            raise ValueError(f"config field 'per_layer_config' names layer {_short(key)}, which "
-                             f"the model's {len(out)} layers do not have")
+            raise ValueError(
+                f"config field 'per_layer_config' names layer {_short(key)}, which "
+                f"the model's {len(out)} layers do not have"
+            )
         if not isinstance(over, dict):
             raise ValueError(f"config field 'per_layer_config[{_short(key)}]' must be an object")
         unknown = sorted(set(over) - _PER_LAYER_KEYS)
         if unknown:
-            raise ValueError(f"config field 'per_layer_config[{_short(key)}]' overrides "
-                             + ", ".join(_short(u) for u in unknown) + ", which kvcalc does "
-                             "not understand per layer")
+            raise ValueError(
+                f"config field 'per_layer_config[{_short(key)}]' overrides "
+                + ", ".join(_short(u) for u in unknown)
+                + ", which kvcalc does "
+                "not understand per layer"
+            )
         lay = out[i]
         if not lay.stores_tokens or lay.kind == "mla":
-            raise ValueError(f"config field 'per_layer_config[{_short(key)}]' overrides "
-                             f"attention geometry on layer {i}, which is {lay.label}")
+            raise ValueError(
+                f"config field 'per_layer_config[{_short(key)}]' overrides "
+                f"attention geometry on layer {i}, which is {lay.label}"
+            )
         changes: dict[str, int] = {}
         if "head_dim" in over:
             d = _plain_int(over["head_dim"], f"per_layer_config[{key}].head_dim")
             changes.update(head_dim=d, v_head_dim=d)
         if "num_key_value_heads" in over:
-            changes["kv_heads"] = _plain_int(over["num_key_value_heads"],
-                                             f"per_layer_config[{key}].num_key_value_heads")
+            changes["kv_heads"] = _plain_int(
+                over["num_key_value_heads"], f"per_layer_config[{key}].num_key_value_heads"
+            )
         out[i] = replace(lay, **changes)
     return out
 
@@ -449,20 +575,28 @@ def _plain_int(value: Any, label: str) -> int:
 
 _ALL_STATE_TYPES = {"mamba": "mamba", "falcon_mamba": "mamba", "mamba2": "mamba2"}
 
+
 def _engine_conventions(f: Fields, layers: list) -> list[str]:
     """The engine conventions a figure for these layers rests on, said once."""
     out = []
     if any(lay.state_elements for lay in layers):
         asked = f.raw("mamba_ssm_cache_dtype", "mamba_ssm_dtype")
-        out.append("recurrent state: the convolution keeps conv_kernel - 1 past inputs, as vLLM "
-                   "allocates it (transformers keeps conv_kernel); the state is counted in the "
-                   "state format chosen (BF16 unless set)"
-                   + (f"; this config asks for {asked} SSM state (mamba_ssm_cache_dtype)"
-                      if isinstance(asked, str) else ""))
+        out.append(
+            "recurrent state: the convolution keeps conv_kernel - 1 past inputs, as vLLM "
+            "allocates it (transformers keeps conv_kernel); the state is counted in the "
+            "state format chosen (BF16 unless set)"
+            + (
+                f"; this config asks for {asked} SSM state (mamba_ssm_cache_dtype)"
+                if isinstance(asked, str)
+                else ""
+            )
+        )
     if any(lay.token_bound() is not None for lay in layers):
-        out.append("window or chunk layers keep at most window (chunk) tokens here; vLLM reserves "
-                   "blocks for window - 1 + one batch of new tokens, and transformers keeps "
-                   "window - 1 (chunk - 1) between steps")
+        out.append(
+            "window or chunk layers keep at most window (chunk) tokens here; vLLM reserves "
+            "blocks for window - 1 + one batch of new tokens, and transformers keeps "
+            "window - 1 (chunk - 1) between steps"
+        )
     return out
 
 

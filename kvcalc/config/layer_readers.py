@@ -32,20 +32,31 @@ def indexer_caches(f: Fields, n: int, notes: list, assumptions: list) -> list:
         for name in ("index_topk_pattern", "index_topk_freq"):
             value = f.raw(name)
             if value not in (None, 1):
-                raise ValueError(f"config field '{name}' sets a per-layer indexer pattern that "
-                                 "kvcalc does not derive; a config with 'indexer_types' works")
+                raise ValueError(
+                    f"config field '{name}' sets a per-layer indexer pattern that "
+                    "kvcalc does not derive; a config with 'indexer_types' works"
+                )
         flags = [True] * n
     else:
-        if not isinstance(types, list) or len(types) != n or \
-                any(t not in ("full", "shared") for t in types):
-            raise ValueError(f"config field 'indexer_types' must list 'full' or 'shared' for "
-                             f"each of the {n} layers")
+        if (
+            not isinstance(types, list)
+            or len(types) != n
+            or any(t not in ("full", "shared") for t in types)
+        ):
+            raise ValueError(
+                f"config field 'indexer_types' must list 'full' or 'shared' for "
+                f"each of the {n} layers"
+            )
         flags = [t == "full" for t in types]
-        assumptions.append("layers whose indexer_types entry is 'shared' keep no indexer keys "
-                           "(transformers computes none there)")
-    notes.append(f"sparse attention indexer (index_topk): {sum(flags)} layers also cache {idx} "
-                 f"fp8 indexer-key values + {idx // 128 * 4} B of scales per token, as vLLM "
-                 "stores them")
+        assumptions.append(
+            "layers whose indexer_types entry is 'shared' keep no indexer keys "
+            "(transformers computes none there)"
+        )
+    notes.append(
+        f"sparse attention indexer (index_topk): {sum(flags)} layers also cache {idx} "
+        f"fp8 indexer-key values + {idx // 128 * 4} B of scales per token, as vLLM "
+        "stores them"
+    )
     return [extra if flag else None for flag in flags]
 
 
@@ -67,9 +78,11 @@ def attention_layer(f: Fields, kind: str, geo: Geometry, v_dim: int, extra):
         doubled = 2 * kv
         kv = f.int("swa_num_key_value_heads", default=doubled)
         if kv != doubled:
-            raise ValueError(f"config field 'swa_num_key_value_heads' ({kv}) is not twice "
-                             f"'num_key_value_heads' ({doubled // 2}): vLLM would cache {kv} "
-                             f"heads and transformers {doubled}; kvcalc does not pick one")
+            raise ValueError(
+                f"config field 'swa_num_key_value_heads' ({kv}) is not twice "
+                f"'num_key_value_heads' ({doubled // 2}): vLLM would cache {kv} "
+                f"heads and transformers {doubled}; kvcalc does not pick one"
+            )
         q = f.int("swa_num_attention_heads", default=q)
         k_dim = f.int("swa_head_dim", default=k_dim)
         v = f.int("swa_v_head_dim", default=v)
@@ -103,11 +116,30 @@ def window_of(f: Fields) -> int:
 
 
 # MPT's attn_config: numerics, kernels and the bias; none changes what is cached
-_MPT_ATTN_KEYS = frozenset({
-    "attn_type", "kv_n_heads", "attn_pdrop", "attn_impl", "qk_ln", "qk_gn", "clip_qkv",
-    "softmax_scale", "prefix_lm", "attn_uses_sequence_id", "alibi", "alibi_bias_max", "rope",
-    "rope_theta", "rope_impl", "rope_dail_config", "rope_hf_config", "fused_qkv",
-    "sliding_window_size", "is_encoder_decoder"})
+_MPT_ATTN_KEYS = frozenset(
+    {
+        "attn_type",
+        "kv_n_heads",
+        "attn_pdrop",
+        "attn_impl",
+        "qk_ln",
+        "qk_gn",
+        "clip_qkv",
+        "softmax_scale",
+        "prefix_lm",
+        "attn_uses_sequence_id",
+        "alibi",
+        "alibi_bias_max",
+        "rope",
+        "rope_theta",
+        "rope_impl",
+        "rope_dail_config",
+        "rope_hf_config",
+        "fused_qkv",
+        "sliding_window_size",
+        "is_encoder_decoder",
+    }
+)
 
 
 # Complex by design (C901): one branch per KV-head convention (MPT, GPTBigCode, ChatGLM, Falcon),
@@ -117,22 +149,32 @@ def kv_heads_of(f: Fields, q_heads: int, attn_cfg: dict | None) -> int:  # noqa:
         # (a config saved by transformers writes the sub-config whole, base fields included)
         unknown = sorted(set(attn_cfg) - _MPT_ATTN_KEYS - NEVER_CACHE)
         if unknown:
-            raise ValueError("config field 'attn_config' has " + ", ".join(_short(u) for u in
-                             unknown) + ", which kvcalc does not understand")
+            raise ValueError(
+                "config field 'attn_config' has "
+                + ", ".join(_short(u) for u in unknown)
+                + ", which kvcalc does not understand"
+            )
         if attn_cfg.get("sliding_window_size", -1) not in (-1, None):
-            raise ValueError("config field 'attn_config.sliding_window_size' sets a window, "
-                             "which kvcalc does not read for MPT")
+            raise ValueError(
+                "config field 'attn_config.sliding_window_size' sets a window, "
+                "which kvcalc does not read for MPT"
+            )
         kind = attn_cfg.get("attn_type", "multihead_attention")
         if kind == "multiquery_attention":
             return 1
         if kind == "grouped_query_attention":
             value = attn_cfg.get("kv_n_heads")
-            if isinstance(value, int) and not isinstance(value, bool) and \
-                    1 <= value <= cap_of("kv_n_heads"):
+            if (
+                isinstance(value, int)
+                and not isinstance(value, bool)
+                and 1 <= value <= cap_of("kv_n_heads")
+            ):
                 return value
-            raise ValueError(f"config field 'attn_config.kv_n_heads' must be a whole number up "
-                             f"to {cap_of('kv_n_heads'):,} for "
-                             "grouped-query attention")
+            raise ValueError(
+                f"config field 'attn_config.kv_n_heads' must be a whole number up "
+                f"to {cap_of('kv_n_heads'):,} for "
+                "grouped-query attention"
+            )
         if kind != "multihead_attention":
             raise ValueError(
                 f"config field 'attn_config.attn_type' = {_short(kind)} is not understood; "
@@ -146,8 +188,10 @@ def kv_heads_of(f: Fields, q_heads: int, attn_cfg: dict | None) -> int:  # noqa:
         kv = 1 if f.bool("multi_query", True) else q_heads
         given = f.int("num_key_value_heads", required=False)
         if given is not None and given != kv:
-            raise ValueError(f"config fields 'multi_query' and 'num_key_value_heads' ({given}) "
-                             f"disagree; transformers uses multi_query ({kv} KV heads)")
+            raise ValueError(
+                f"config fields 'multi_query' and 'num_key_value_heads' ({given}) "
+                f"disagree; transformers uses multi_query ({kv} KV heads)"
+            )
         return kv
     if f.has("multi_query_group_num"):  # ChatGLM: groups used when multi_query_attention is on
         if f.raw("multi_query_attention", default=False) is True:
@@ -179,9 +223,11 @@ def state_flavor(f: Fields, model_type: str) -> str:
         return "mamba2"
     if f.has(*STATE_SIZE):
         return "mamba"
-    raise ValueError("the config has non-attention layers but no state sizes: expected "
-                     "'linear_num_value_heads' (Gated DeltaNet), 'mamba_num_heads' (Mamba-2) or "
-                     "'mamba_d_state' / 'state_size' (Mamba)")
+    raise ValueError(
+        "the config has non-attention layers but no state sizes: expected "
+        "'linear_num_value_heads' (Gated DeltaNet), 'mamba_num_heads' (Mamba-2) or "
+        "'mamba_d_state' / 'state_size' (Mamba)"
+    )
 
 
 def state_layer(f: Fields, hidden: int | None, flavor: str) -> RecurrentState:
@@ -192,14 +238,19 @@ def state_layer(f: Fields, hidden: int | None, flavor: str) -> RecurrentState:
         kd, vd = f.int("linear_key_head_dim"), f.int("linear_value_head_dim")
         kernel = f.int("linear_conv_kernel_dim")
         conv_dim = 2 * kh * kd + vh * vd  # q, k and v all pass the short convolution
-        return RecurrentState(conv_elements=conv_dim * (kernel - 1), ssm_elements=vh * kd * vd,
-                              flavor=flavor, conv_kernel=kernel)
+        return RecurrentState(
+            conv_elements=conv_dim * (kernel - 1),
+            ssm_elements=vh * kd * vd,
+            flavor=flavor,
+            conv_kernel=kernel,
+        )
     if flavor == "lightning":
         # MiniMax lightning attention: one head_dim x head_dim key-value state per head.
         heads = f.int("num_attention_heads")
         d = f.int("head_dim", default=None, required=False) or f.int("hidden_size") // heads
-        return RecurrentState(conv_elements=0, ssm_elements=heads * d * d, flavor=flavor,
-                              conv_kernel=1)
+        return RecurrentState(
+            conv_elements=0, ssm_elements=heads * d * d, flavor=flavor, conv_kernel=1
+        )
     d_state = f.int(*STATE_SIZE)
     kernel = f.int(*CONV_KERNEL, default=4)
     if flavor == "mamba2":
@@ -210,9 +261,14 @@ def state_layer(f: Fields, hidden: int | None, flavor: str) -> RecurrentState:
         groups = f.int("n_groups", "mamba_n_groups", default=1)
         inner = heads * head
         conv = inner + 2 * groups * d_state
-        return RecurrentState(conv_elements=conv * (kernel - 1), ssm_elements=inner * d_state,
-                              flavor=flavor, conv_kernel=kernel, groups=groups,
-                              group_conv_elements=2 * d_state * (kernel - 1))
+        return RecurrentState(
+            conv_elements=conv * (kernel - 1),
+            ssm_elements=inner * d_state,
+            flavor=flavor,
+            conv_kernel=kernel,
+            groups=groups,
+            group_conv_elements=2 * d_state * (kernel - 1),
+        )
     if hidden is None:
         raise ValueError("config field 'hidden_size' is missing (the Mamba state needs it)")
     # MambaConfig / FalconMambaConfig / JambaConfig: the width is expand (default 2) x hidden;
@@ -221,7 +277,13 @@ def state_layer(f: Fields, hidden: int | None, flavor: str) -> RecurrentState:
     if f.model_type in ("mamba", "falcon_mamba") and f.has("intermediate_size"):
         written = f.int("intermediate_size")
         if written != d_inner:
-            raise ValueError(f"config field 'intermediate_size' ({written:,}) differs from "
-                             f"expand x hidden_size ({d_inner:,}), which transformers uses")
-    return RecurrentState(conv_elements=d_inner * (kernel - 1), ssm_elements=d_inner * d_state,
-                          flavor=flavor, conv_kernel=kernel)
+            raise ValueError(
+                f"config field 'intermediate_size' ({written:,}) differs from "
+                f"expand x hidden_size ({d_inner:,}), which transformers uses"
+            )
+    return RecurrentState(
+        conv_elements=d_inner * (kernel - 1),
+        ssm_elements=d_inner * d_state,
+        flavor=flavor,
+        conv_kernel=kernel,
+    )

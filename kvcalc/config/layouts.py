@@ -19,17 +19,37 @@ from .limits import MAX_LAYERS
 # vaultgemma: alternating; exaone4: a pattern of 4; qwen2_moe: sliding on odd layers below
 # max_window_layers; smollm3: the NoPE layers; MiMo-V2-Flash: full at 0 and every 6th). kvcalc
 # reads their layout from layer_types (or the family's own pattern field) only.
-LAYOUT_BY_CLASS_RULE = frozenset({
-    "olmo3", "cwm", "vaultgemma", "granite_swa", "granitemoe_swa", "exaone4", "exaone_moe",
-    "qwen2_moe", "smollm3", "mellum", "mimo_v2_flash"})
+LAYOUT_BY_CLASS_RULE = frozenset(
+    {
+        "olmo3",
+        "cwm",
+        "vaultgemma",
+        "granite_swa",
+        "granitemoe_swa",
+        "exaone4",
+        "exaone_moe",
+        "qwen2_moe",
+        "smollm3",
+        "mellum",
+        "mimo_v2_flash",
+    }
+)
 
 
 # Each layout convention maps its own tokens to a layer kind.
 _LAYER_TYPE_NAMES = {
-    "full_attention": "full", "attention": "full", "sliding_attention": "sliding",
-    "chunked_attention": "chunked", "linear_attention": "state", "mamba": "state",
-    "mamba2": "state", "conv": None, "moe": "none", "mlp": "none",
-    "indexed_attention": "full", "deepseek_sparse_attention": "full",
+    "full_attention": "full",
+    "attention": "full",
+    "sliding_attention": "sliding",
+    "chunked_attention": "chunked",
+    "linear_attention": "state",
+    "mamba": "state",
+    "mamba2": "state",
+    "conv": None,
+    "moe": "none",
+    "mlp": "none",
+    "indexed_attention": "full",
+    "deepseek_sparse_attention": "full",
 }
 _NEMOTRON_PATTERN = {"M": "state", "*": "full", "-": "none", "E": "none"}
 
@@ -39,21 +59,25 @@ _NEMOTRON_PATTERN = {"M": "state", "*": "full", "-": "none", "E": "none"}
 def layer_kinds(f: Fields, model_type: str, honor_sliding: bool, geo: Geometry) -> list[str]:  # noqa: C901
     """One kind per layer: full, sliding, chunked, state or none (MLA is decided by
     kv_lora_rank). Every convention lives here, keyed by the field that carries it."""
-    declared = f.int("num_hidden_layers", "n_layer", "num_layers", "n_layers", required=False,
-                     maximum=MAX_LAYERS)
+    declared = f.int(
+        "num_hidden_layers", "n_layer", "num_layers", "n_layers", required=False, maximum=MAX_LAYERS
+    )
     kinds: list[str] | None = None
     source = None
     if f.has("hybrid_override_pattern"):
         source = "hybrid_override_pattern"
         pattern = f.raw(source)
         if not isinstance(pattern, str) or not pattern:
-            raise ValueError("config field 'hybrid_override_pattern' must be a string such as "
-                             "'M-M*-'")
+            raise ValueError(
+                "config field 'hybrid_override_pattern' must be a string such as 'M-M*-'"
+            )
         bad = sorted(set(pattern) - set(_NEMOTRON_PATTERN))
         if bad:
-            raise ValueError(f"config field 'hybrid_override_pattern' has the letters {bad}, "
-                             "which are not understood; expected M (Mamba), * (attention), "
-                             "- (MLP) and E (MoE)")
+            raise ValueError(
+                f"config field 'hybrid_override_pattern' has the letters {bad}, "
+                "which are not understood; expected M (Mamba), * (attention), "
+                "- (MLP) and E (MoE)"
+            )
         kinds = [_NEMOTRON_PATTERN[c] for c in pattern]
     elif f.has("layers_block_type"):
         source = "layers_block_type"
@@ -70,15 +94,23 @@ def layer_kinds(f: Fields, model_type: str, honor_sliding: bool, geo: Geometry) 
         source = "layer_types"
         kinds = _from_names(f, source)
         # transformers derives layer_types from these when it is absent; given, it decides
-        f.seen.update({"use_sliding_window", "max_window_layers", "sliding_window_pattern",
-                       "_sliding_window_pattern"})
+        f.seen.update(
+            {
+                "use_sliding_window",
+                "max_window_layers",
+                "sliding_window_pattern",
+                "_sliding_window_pattern",
+            }
+        )
         f.seen.add("no_rope_layer_interval")
         if f.raw("use_sliding_window") is False and "sliding" in kinds:
             # Qwen2/Qwen3/SmolLM3: use_sliding_window false sets sliding_window to None, so the
             # layers listed as sliding attend to everything (transformers and vLLM alike)
             kinds = ["full" if k == "sliding" else k for k in kinds]
-            geo.notes.append("use_sliding_window is false: the layers layer_types lists as "
-                             "sliding attend to the whole context")
+            geo.notes.append(
+                "use_sliding_window is false: the layers layer_types lists as "
+                "sliding attend to the whole context"
+            )
         if "sliding" not in kinds:
             f.seen.add("sliding_window")  # no layer of this model uses a window
         if f.has("full_attention_interval"):
@@ -87,16 +119,22 @@ def layer_kinds(f: Fields, model_type: str, honor_sliding: bool, geo: Geometry) 
             k = f.int("full_attention_interval")
             implied = ["full" if (i + 1) % k == 0 else "state" for i in range(len(kinds))]
             if implied != kinds:
-                raise ValueError("config fields 'layer_types' and 'full_attention_interval' "
-                                 "disagree on which layers attend")
+                raise ValueError(
+                    "config fields 'layer_types' and 'full_attention_interval' "
+                    "disagree on which layers attend"
+                )
     if kinds is not None:
         if declared is not None and declared != len(kinds):
             if source in ("hybrid_override_pattern", "layers_block_type"):
-                geo.notes.append(f"num_hidden_layers ({declared}) differs from the {len(kinds)} "
-                                 f"entries of '{source}'; the pattern decides, as in transformers")
+                geo.notes.append(
+                    f"num_hidden_layers ({declared}) differs from the {len(kinds)} "
+                    f"entries of '{source}'; the pattern decides, as in transformers"
+                )
             else:
-                raise ValueError(f"config field '{source}' must list one entry for each of the "
-                                 f"{declared} layers, got {len(kinds)}")
+                raise ValueError(
+                    f"config field '{source}' must list one entry for each of the "
+                    f"{declared} layers, got {len(kinds)}"
+                )
         n = len(kinds)
     else:
         n = f.int("num_hidden_layers", "n_layer", "num_layers", "n_layers", maximum=MAX_LAYERS)
@@ -110,8 +148,9 @@ def layer_kinds(f: Fields, model_type: str, honor_sliding: bool, geo: Geometry) 
         if isinstance(flags, list) and len(flags) == n:
             kinds = ["chunked" if flags[i] else kinds[i] for i in range(n)]
         elif flags not in (None, []):
-            raise ValueError(f"config field 'no_rope_layers' must list 0/1 for each of the {n} "
-                             "layers")
+            raise ValueError(
+                f"config field 'no_rope_layers' must list 0/1 for each of the {n} layers"
+            )
         else:
             every = f.int("no_rope_layer_interval", default=4)
             kinds = [kinds[i] if (i + 1) % every == 0 else "chunked" for i in range(n)]
@@ -131,8 +170,10 @@ def _from_names(f: Fields, name: str) -> list[str]:
         kind = _LAYER_TYPE_NAMES.get(t) if isinstance(t, str) else None
         if kind is None:
             known = ", ".join(sorted(k for k, v in _LAYER_TYPE_NAMES.items() if v))
-            raise ValueError(f"config field '{name}[{i}]' = {_short(t)} is not a layer type kvcalc "
-                             f"understands ({known}); open an issue with this model")
+            raise ValueError(
+                f"config field '{name}[{i}]' = {_short(t)} is not a layer type kvcalc "
+                f"understands ({known}); open an issue with this model"
+            )
         kinds.append(kind)
     return kinds
 
@@ -145,25 +186,34 @@ def _from_codes(f: Fields, name: str, codes: dict) -> list[str]:
     for i, v in enumerate(values):
         # isinstance first: a nested list or object is unhashable, and `in` would raise
         if isinstance(v, bool) or not isinstance(v, (int, float, str)) or v not in codes:
-            raise ValueError(f"config field '{name}[{i}]' = {_short(v)} is not understood; "
-                             f"expected one of {sorted(codes)}")
+            raise ValueError(
+                f"config field '{name}[{i}]' = {_short(v)} is not understood; "
+                f"expected one of {sorted(codes)}"
+            )
         kinds.append(codes[v])
     return kinds
 
 
 def _kinds_from_periods(f: Fields, n: int) -> list[str]:
     window_on = f.raw("use_sliding_window", default=True) is not False
-    if f.model_type in LAYOUT_BY_CLASS_RULE and window_on and \
-            f.has("sliding_window", "sliding_window_size"):
-        raise ValueError(f"config field 'layer_types' is missing: for model_type "
-                         f"{f.model_type} the config class places its sliding layers by a rule "
-                         "of its own, which kvcalc does not repeat; give a config with "
-                         "layer_types (transformers writes it)")
+    if (
+        f.model_type in LAYOUT_BY_CLASS_RULE
+        and window_on
+        and f.has("sliding_window", "sliding_window_size")
+    ):
+        raise ValueError(
+            f"config field 'layer_types' is missing: for model_type "
+            f"{f.model_type} the config class places its sliding layers by a rule "
+            "of its own, which kvcalc does not repeat; give a config with "
+            "layer_types (transformers writes it)"
+        )
     hybrid = f.has("full_attention_interval") or f.has("attn_layer_period")
     if hybrid and window_on and f.raw("use_sliding_window") is True and f.has("sliding_window"):
-        raise ValueError("config field 'use_sliding_window' is true in a hybrid model "
-                         "(full_attention_interval / attn_layer_period): which layers use the "
-                         "window is not defined; kvcalc does not guess it")
+        raise ValueError(
+            "config field 'use_sliding_window' is true in a hybrid model "
+            "(full_attention_interval / attn_layer_period): which layers use the "
+            "window is not defined; kvcalc does not guess it"
+        )
     if f.has("full_attention_interval"):
         k = f.int("full_attention_interval")
         return ["full" if (i + 1) % k == 0 else "state" for i in range(n)]
@@ -171,8 +221,10 @@ def _kinds_from_periods(f: Fields, n: int) -> list[str]:
         period = f.int("attn_layer_period")
         offset = f.int("attn_layer_offset", minimum=0)
         if offset >= period:
-            raise ValueError(f"config field 'attn_layer_offset' ({offset}) must be smaller than "
-                             f"'attn_layer_period' ({period})")
+            raise ValueError(
+                f"config field 'attn_layer_offset' ({offset}) must be smaller than "
+                f"'attn_layer_period' ({period})"
+            )
         return ["full" if i % period == offset else "state" for i in range(n)]
     if not window_on:
         # use_sliding_window false (Qwen2): no window applies, so the window's size and the
@@ -201,15 +253,19 @@ def share_kv(f: Fields, layers: list, kinds: list[str]) -> list:
         return layers
     n = len(layers)
     if shared >= n:
-        raise ValueError(f"config field 'num_kv_shared_layers' ({shared}) leaves no layer to "
-                         f"store a cache (the model has {n})")
+        raise ValueError(
+            f"config field 'num_kv_shared_layers' ({shared}) leaves no layer to "
+            f"store a cache (the model has {n})"
+        )
     first = n - shared
     out = list(layers[:first])
     for i in range(first, n):
         src = next((j for j in range(first - 1, -1, -1) if kinds[j] == kinds[i]), None)
         if src is None or not layers[src].stores_tokens:
-            raise ValueError(f"config field 'num_kv_shared_layers': layer {i} ({kinds[i]}) has "
-                             "no earlier layer of its type to share a cache with")
+            raise ValueError(
+                f"config field 'num_kv_shared_layers': layer {i} ({kinds[i]}) has "
+                "no earlier layer of its type to share a cache with"
+            )
         out.append(SharedKV(source=src, reads=layers[src]))
     return out
 
@@ -238,28 +294,47 @@ def nas_layers(f: Fields, geo: Geometry) -> list:
             "llama4",
         }
         if unknown:
-            raise ValueError(f"config field 'block_configs[{i}].attention' has "
-                             f"{', '.join(sorted(unknown))}, which kvcalc does not understand")
+            raise ValueError(
+                f"config field 'block_configs[{i}].attention' has "
+                f"{', '.join(sorted(unknown))}, which kvcalc does not understand"
+            )
         if attn.get("no_op") is True:
             layers.append(NoCache(why="attention is a no-op"))
             continue
         if attn.get("replace_with_linear") is True:
             layers.append(NoCache(why="attention replaced by a linear layer"))
             continue
-        if attn.get("window_length") not in (None,) or attn.get("num_sink_tokens") not in (None,) \
-                or attn.get("llama4") not in (None,) or attn.get("sparsify") not in (None,):
-            raise ValueError(f"config field 'block_configs[{i}].attention' uses a window, sink "
-                             "tokens or sparsity, which kvcalc does not support yet")
+        if (
+            attn.get("window_length") not in (None,)
+            or attn.get("num_sink_tokens") not in (None,)
+            or attn.get("llama4") not in (None,)
+            or attn.get("sparsify") not in (None,)
+        ):
+            raise ValueError(
+                f"config field 'block_configs[{i}].attention' uses a window, sink "
+                "tokens or sparsity, which kvcalc does not support yet"
+            )
         group = attn.get("n_heads_in_group")
-        if isinstance(group, bool) or not isinstance(group, int) or group < 1 \
-                or geo.q_heads % group:
-            raise ValueError(f"config field 'block_configs[{i}].attention.n_heads_in_group' must "
-                             f"be a whole number that divides {geo.q_heads}, got {_short(group)}")
+        if (
+            isinstance(group, bool)
+            or not isinstance(group, int)
+            or group < 1
+            or geo.q_heads % group
+        ):
+            raise ValueError(
+                f"config field 'block_configs[{i}].attention.n_heads_in_group' must "
+                f"be a whole number that divides {geo.q_heads}, got {_short(group)}"
+            )
         kv = geo.q_heads // group
-        layers.append(FullAttention(kv_heads=kv, head_dim=geo.head_dim, v_head_dim=geo.head_dim,
-                                    q_heads=geo.q_heads))
+        layers.append(
+            FullAttention(
+                kv_heads=kv, head_dim=geo.head_dim, v_head_dim=geo.head_dim, q_heads=geo.q_heads
+            )
+        )
     declared = f.int("num_hidden_layers", required=False, maximum=MAX_LAYERS)
     if declared is not None and declared != len(layers):
-        raise ValueError(f"config field 'block_configs' has {len(layers)} entries but "
-                         f"'num_hidden_layers' is {declared}")
+        raise ValueError(
+            f"config field 'block_configs' has {len(layers)} entries but "
+            f"'num_hidden_layers' is {declared}"
+        )
     return layers

@@ -34,7 +34,10 @@ _FAMILY: dict[str, dict[str, Any]] = {
     "jamba": {},
     "deepseek_v3": {},
     "deepseek_v2": {},
-    "llama": {}, "mistral": {}, "mixtral": {}, "phi3": {},
+    "llama": {},
+    "mistral": {},
+    "mixtral": {},
+    "phi3": {},
 }
 
 
@@ -61,12 +64,24 @@ def count_parameters(f: Fields, model_type: str, layers: list, geo: Geometry) ->
         return ParamReading(error=str(exc))
     try:
         moe = _moe(f, hidden, len(layers), family)
-        params = _count_params(f, family, layers, moe, hidden, vocab, geo.head_dim, geo.q_heads,
-                               geo.kv_heads, len(layers))
+        params = _count_params(
+            f,
+            family,
+            layers,
+            moe,
+            hidden,
+            vocab,
+            geo.head_dim,
+            geo.q_heads,
+            geo.kv_heads,
+            len(layers),
+        )
         if params.total > MAX_PARAMS:
-            raise ValueError(f"the config describes {params.total:.3g} parameters, over the "
-                             f"{MAX_PARAMS:.3g} kvcalc counts (the largest published models "
-                             "have about 2 x 10^12)")
+            raise ValueError(
+                f"the config describes {params.total:.3g} parameters, over the "
+                f"{MAX_PARAMS:.3g} kvcalc counts (the largest published models "
+                "have about 2 x 10^12)"
+            )
     except ValueError as exc:
         return ParamReading(vocab=vocab, error=str(exc))
     return ParamReading(moe=moe, params=params, vocab=vocab)
@@ -76,13 +91,16 @@ def _countable(model_type: str, layers: list, geo: Geometry) -> dict[str, Any]:
     """The family's building blocks, or ValueError when the counter does not cover the model."""
     family = _FAMILY.get(model_type)
     if family is None:
-        raise ValueError(f"parameter counting is not implemented for model_type "
-                         f"{_short(model_type or '(none)')}")
+        raise ValueError(
+            f"parameter counting is not implemented for model_type {_short(model_type or '(none)')}"
+        )
     if geo.per_layer_heads or any(
         not lay.stores_tokens and not lay.state_elements for lay in layers
     ):
-        raise ValueError("layers differ in shape (per-layer heads, shared or attention-free "
-                         "blocks), which the parameter counter does not cover")
+        raise ValueError(
+            "layers differ in shape (per-layer heads, shared or attention-free "
+            "blocks), which the parameter counter does not cover"
+        )
     if any(lay.state_elements and lay.flavor not in ("mamba", "gated_deltanet") for lay in layers):
         raise ValueError("the parameter counter covers Mamba-1 and Gated DeltaNet layers only")
     return family
@@ -93,11 +111,13 @@ def _moe(f: Fields, hidden: int, n: int, family: dict) -> MoE | None:
     if e is None or e in (0, 1):
         return None
     e = f.int("num_local_experts", "n_routed_experts", "num_experts")
-    k = f.int("num_experts_per_tok", "experts_per_token", "num_experts_per_token",
-              "moe_top_k", "top_k")
+    k = f.int(
+        "num_experts_per_tok", "experts_per_token", "num_experts_per_token", "moe_top_k", "top_k"
+    )
     if k > e:
-        raise ValueError(f"config field 'num_experts_per_tok' ({k}) exceeds the number of "
-                         f"experts ({e})")
+        raise ValueError(
+            f"config field 'num_experts_per_tok' ({k}) exceeds the number of experts ({e})"
+        )
     inter = f.int("moe_intermediate_size", "intermediate_size")
     per_expert = 3 * hidden * inter
     if family.get("expert_bias"):
@@ -114,8 +134,11 @@ def _moe(f: Fields, hidden: int, n: int, family: dict) -> MoE | None:
     elif f.has("decoder_sparse_step", "mlp_only_layers"):
         step = f.int("decoder_sparse_step", default=1)
         only = f.raw("mlp_only_layers", default=[]) or []
-        if not isinstance(only, list) or len(only) > MAX_LAYERS or \
-                any(isinstance(i, bool) or not isinstance(i, int) for i in only):
+        if (
+            not isinstance(only, list)
+            or len(only) > MAX_LAYERS
+            or any(isinstance(i, bool) or not isinstance(i, int) for i in only)
+        ):
             raise ValueError("config field 'mlp_only_layers' must be a list of layer indices")
         dense = set(only)  # a set: a list membership test in the loop was quadratic
         moe_layers = sum(1 for i in range(n) if i not in dense and (i + 1) % step == 0)
@@ -126,12 +149,27 @@ def _moe(f: Fields, hidden: int, n: int, family: dict) -> MoE | None:
         shared = f.int("n_shared_experts", minimum=0) * 3 * hidden * inter
     if f.has("shared_expert_intermediate_size"):
         shared += 3 * hidden * f.int("shared_expert_intermediate_size", minimum=0) + hidden
-    return MoE(num_experts=e, top_k=k, expert_params=per_expert, layers=moe_layers,
-               shared_params_per_layer=shared)
+    return MoE(
+        num_experts=e,
+        top_k=k,
+        expert_params=per_expert,
+        layers=moe_layers,
+        shared_params_per_layer=shared,
+    )
 
 
-def _count_params(f: Fields, family: dict, layers, moe: MoE | None, hidden: int, vocab: int,
-                  head_dim: int, q_heads: int, kv_heads: int, n: int) -> ParamCounts:
+def _count_params(
+    f: Fields,
+    family: dict,
+    layers,
+    moe: MoE | None,
+    hidden: int,
+    vocab: int,
+    head_dim: int,
+    q_heads: int,
+    kv_heads: int,
+    n: int,
+) -> ParamCounts:
     """Parameters from config fields, layer by layer. Norm weights are counted; rotary tables
     and buffers are not parameters."""
     tied = f.bool("tie_word_embeddings", True)
@@ -184,13 +222,25 @@ def _count_params(f: Fields, family: dict, layers, moe: MoE | None, hidden: int,
             router += moe.layers * moe.num_experts  # DeepSeek-V3's e_score_correction_bias
 
     per_layer_norms = family.get("norms_per_layer", 2)
-    if family.get("mlp") == "plain" and f.raw("parallel_attn", default=False) is True \
-            and f.raw("new_decoder_architecture", default=False) is not True:
+    if (
+        family.get("mlp") == "plain"
+        and f.raw("parallel_attn", default=False) is True
+        and f.raw("new_decoder_architecture", default=False) is not True
+    ):
         per_layer_norms = 1  # Falcon-7B: attention and MLP read the same normed input
     norms = n * per_layer_norms * norm_w + norm_w
-    return ParamCounts(embedding=embedding, lm_head=lm_head, attention=attention, mlp=mlp,
-                       routed_experts=routed, shared_experts=shared, router=router, norms=norms,
-                       other=other, tied=tied)
+    return ParamCounts(
+        embedding=embedding,
+        lm_head=lm_head,
+        attention=attention,
+        mlp=mlp,
+        routed_experts=routed,
+        shared_experts=shared,
+        router=router,
+        norms=norms,
+        other=other,
+        tied=tied,
+    )
 
 
 def _mla_params(f: Fields, hidden: int, heads: int) -> int:
@@ -213,11 +263,14 @@ def _state_params(f: Fields, hidden: int, layer: RecurrentState) -> int:
         kernel = f.int("linear_conv_kernel_dim")
         key_dim, value_dim = kh * kd, vh * vd
         conv_dim = 2 * key_dim + value_dim
-        return (hidden * (2 * key_dim + 2 * value_dim)  # in_proj_qkvz
-                + hidden * 2 * vh  # in_proj_ba
-                + conv_dim * kernel  # depthwise conv
-                + 2 * vh + vd  # dt_bias, A_log, gated norm
-                + value_dim * hidden)  # out_proj
+        return (
+            hidden * (2 * key_dim + 2 * value_dim)  # in_proj_qkvz
+            + hidden * 2 * vh  # in_proj_ba
+            + conv_dim * kernel  # depthwise conv
+            + 2 * vh
+            + vd  # dt_bias, A_log, gated norm
+            + value_dim * hidden
+        )  # out_proj
     d_state = f.int(*STATE_SIZE)
     kernel = f.int(*CONV_KERNEL, default=4)
     d_inner = f.int(*EXPAND, default=2) * hidden

@@ -39,8 +39,15 @@ _ALL = {
 KV_DTYPES = ("fp32", "fp16", "bf16", "fp8", "int8", "int4")
 WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4")
 
-_ALIASES = {"float32": "fp32", "float16": "fp16", "half": "fp16", "bfloat16": "bf16",
-            "float8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
+_ALIASES = {
+    "float32": "fp32",
+    "float16": "fp16",
+    "half": "fp16",
+    "bfloat16": "bf16",
+    "float8": "fp8",
+    "fp8_e4m3": "fp8",
+    "fp8_e5m2": "fp8",
+}
 
 
 def get_dtype(name: str, allowed: tuple[str, ...] | None = None) -> DType:

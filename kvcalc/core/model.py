@@ -41,9 +41,25 @@ from .arith import UNBOUNDED_CONTEXT, cdiv
 from .dtypes import DType, bytes_for, get_dtype
 
 __all__ = [
-    "FullAttention", "SlidingWindow", "ChunkedLocal", "MLALatent", "RecurrentState", "SharedKV",
-    "NoCache", "ExtraCache", "Layer", "KVLayer", "AttentionWithState", "LatentInTransformers",
-    "CrossAttention", "MoE", "ParamCounts", "ModelSpec", "SCALE_BYTES", "interned", "counted",
+    "FullAttention",
+    "SlidingWindow",
+    "ChunkedLocal",
+    "MLALatent",
+    "RecurrentState",
+    "SharedKV",
+    "NoCache",
+    "ExtraCache",
+    "Layer",
+    "KVLayer",
+    "AttentionWithState",
+    "LatentInTransformers",
+    "CrossAttention",
+    "MoE",
+    "ParamCounts",
+    "ModelSpec",
+    "SCALE_BYTES",
+    "interned",
+    "counted",
 ]
 
 SCALE_BYTES = 4  # one fp32 scale per vector (vLLM's per-token-head quantized KV modes)
@@ -120,8 +136,9 @@ class _Layer:
         return range(0)
 
     def seq_bytes(self, n: int, dtype: DType, scales: bool = False) -> int:
-        return self.bytes_per_token(dtype, scales) * self.tokens_kept(n) + \
-            (self.fixed_kv_bytes(dtype, scales) if n else 0)
+        return self.bytes_per_token(dtype, scales) * self.tokens_kept(n) + (
+            self.fixed_kv_bytes(dtype, scales) if n else 0
+        )
 
     def fixed_kv_bytes(self, dtype: DType, scales: bool = False) -> int:
         """K/V a sequence holds whatever its length (a cross-attention layer's image K/V)."""
@@ -164,6 +181,7 @@ class _Layer:
     # property here would have no setter for the subclasses' dataclass fields to fill at run
     # time, so the checker is told the read-only contract and the interpreter gets the 0.
     if TYPE_CHECKING:
+
         @property
         def q_heads(self) -> int: ...
     else:
@@ -306,10 +324,12 @@ class _Attention(_PerTokenCache):
         if self.kv_heads >= tp and self.kv_heads % tp:
             raise ValueError(
                 f"tensor parallel size {tp} does not divide the {self.kv_heads} KV heads; "
-                f"choose a TP that divides {self.kv_heads} or is a multiple of it")
+                f"choose a TP that divides {self.kv_heads} or is a multiple of it"
+            )
         if self.kv_heads < tp and tp % self.kv_heads:
             raise ValueError(
-                f"tensor parallel size {tp} is not a multiple of the {self.kv_heads} KV heads")
+                f"tensor parallel size {tp} is not a multiple of the {self.kv_heads} KV heads"
+            )
         return replace(
             self, kv_heads=max(1, self.kv_heads // tp), q_heads=max(1, self.q_heads // tp)
         )
@@ -328,8 +348,13 @@ class _Attention(_PerTokenCache):
         return replace(self, kv_heads=kv_heads)
 
     def as_latent(self, rank: int, rope: int):
-        return MLALatent(kv_lora_rank=rank, qk_rope_head_dim=rope, q_heads=self.q_heads,
-                         qk_head_dim=self.qk_dim, v_head_dim=self.av_dim)
+        return MLALatent(
+            kv_lora_rank=rank,
+            qk_rope_head_dim=rope,
+            q_heads=self.q_heads,
+            qk_head_dim=self.qk_dim,
+            v_head_dim=self.av_dim,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -374,14 +399,17 @@ class SlidingWindow(_Attention):
     def transformers_view(self):
         # transformers' DynamicSlidingWindowLayer keeps window-1 tokens between steps; the new
         # token makes the window.
-        return replace(self, window=(self.transformers_window or self.window) - 1,
-                       transformers_window=None)
+        return replace(
+            self, window=(self.transformers_window or self.window) - 1, transformers_window=None
+        )
 
     def transformers_note(self) -> str | None:
         if self.transformers_window in (None, self.window):
             return None
-        return (f"sliding window: vLLM attends within {self.window:,} tokens, transformers' "
-                f"modeling code within {self.transformers_window:,}")
+        return (
+            f"sliding window: vLLM attends within {self.window:,} tokens, transformers' "
+            f"modeling code within {self.transformers_window:,}"
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -481,8 +509,12 @@ class MLALatent(_PerTokenCache):
         return ("mla", None)
 
     def as_mha(self):
-        return FullAttention(kv_heads=self.q_heads, head_dim=self.qk_head_dim,
-                             v_head_dim=self.v_head_dim, q_heads=self.q_heads)
+        return FullAttention(
+            kv_heads=self.q_heads,
+            head_dim=self.qk_head_dim,
+            v_head_dim=self.v_head_dim,
+            q_heads=self.q_heads,
+        )
 
     def with_kv_heads(self, kv_heads: int):
         return replace(self.as_mha(), kv_heads=kv_heads)
@@ -581,8 +613,10 @@ class RecurrentState(_Layer):
 
     def formula(self) -> str:
         fixed = f" ({self.ssm_dtype.upper()})" if self.ssm_dtype else ""
-        return (f"{self.flavor} state {self.conv_elements:,} conv + {self.ssm_elements:,} "
-                f"recurrent{fixed} elements")
+        return (
+            f"{self.flavor} state {self.conv_elements:,} conv + {self.ssm_elements:,} "
+            f"recurrent{fixed} elements"
+        )
 
     def split(self, tp: int):
         # Heads (and with them both states) are split evenly over the tensor-parallel GPUs.
@@ -591,8 +625,13 @@ class RecurrentState(_Layer):
         conv = self.conv_elements
         if self.groups and self.groups % tp:
             conv += (tp - self.groups) * self.group_conv_elements
-        return replace(self, conv_elements=cdiv(conv, tp), ssm_elements=cdiv(self.ssm_elements, tp),
-                       groups=0, group_conv_elements=0)
+        return replace(
+            self,
+            conv_elements=cdiv(conv, tp),
+            ssm_elements=cdiv(self.ssm_elements, tp),
+            groups=0,
+            group_conv_elements=0,
+        )
 
     def vllm_group_key(self) -> tuple | None:
         return ("state", None)
@@ -659,13 +698,19 @@ class LatentInTransformers(FullAttention):
     transformers_note_key: ClassVar[str] = "per-head K/V vs latent"
 
     def transformers_view(self):
-        return MLALatent(kv_lora_rank=self.latent_rank, qk_rope_head_dim=self.latent_rope,
-                         q_heads=self.q_heads, qk_head_dim=self.head_dim,
-                         v_head_dim=self.v_head_dim)
+        return MLALatent(
+            kv_lora_rank=self.latent_rank,
+            qk_rope_head_dim=self.latent_rope,
+            q_heads=self.q_heads,
+            qk_head_dim=self.head_dim,
+            v_head_dim=self.v_head_dim,
+        )
 
     def transformers_note(self) -> str | None:
-        return ("per-head K/V (vLLM) against the compressed latent (transformers caches "
-                f"{self.latent_rank} latent + {self.latent_rope} RoPE values per token)")
+        return (
+            "per-head K/V (vLLM) against the compressed latent (transformers caches "
+            f"{self.latent_rank} latent + {self.latent_rope} RoPE values per token)"
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -680,7 +725,8 @@ class CrossAttention(_Layer):
     kind: ClassVar[str] = "cross"
     transformers_note_key: ClassVar[str] = "cross-attention per image"
     vllm_unsupported: ClassVar[str | None] = (
-        "cross-attention to image states (mllama) has no KV-cache spec in vLLM's V1 engine")
+        "cross-attention to image states (mllama) has no KV-cache spec in vLLM's V1 engine"
+    )
 
     @property
     def qk_dim(self) -> int:
@@ -704,26 +750,33 @@ class CrossAttention(_Layer):
 
     def split(self, tp: int):
         if self.kv_heads >= tp and self.kv_heads % tp or self.kv_heads < tp and tp % self.kv_heads:
-            raise ValueError(f"tensor parallel size {tp} does not fit the {self.kv_heads} KV "
-                             "heads of the cross-attention layers")
-        return replace(self, kv_heads=max(1, self.kv_heads // tp),
-                       q_heads=max(1, self.q_heads // tp))
+            raise ValueError(
+                f"tensor parallel size {tp} does not fit the {self.kv_heads} KV "
+                "heads of the cross-attention layers"
+            )
+        return replace(
+            self, kv_heads=max(1, self.kv_heads // tp), q_heads=max(1, self.q_heads // tp)
+        )
 
     def transformers_view(self):
         # A text-only forward skips the cross-attention layers: they hold nothing then.
         return replace(self, image_tokens=0)
 
     def transformers_note(self) -> str | None:
-        return ("cross-attention layers: the image's K/V, computed once per image; the check "
-                "runs on text only, where transformers skips these layers")
+        return (
+            "cross-attention layers: the image's K/V, computed once per image; the check "
+            "runs on text only, where transformers skips these layers"
+        )
 
     @property
     def label(self) -> str:
         return "cross-attention (per image)"
 
     def formula(self) -> str:
-        return (f"2 x {self.kv_heads} KV heads x {self.head_dim} x {self.image_tokens:,} image "
-                "tokens, once per image")
+        return (
+            f"2 x {self.kv_heads} KV heads x {self.head_dim} x {self.image_tokens:,} image "
+            "tokens, once per image"
+        )
 
     def as_mha(self):
         return replace(self, kv_heads=self.q_heads)
@@ -760,11 +813,22 @@ class NoCache(_Layer):
         return self
 
 
-Layer = Union[FullAttention, SlidingWindow, ChunkedLocal, MLALatent, SharedKV, RecurrentState,
-              NoCache, AttentionWithState, LatentInTransformers, CrossAttention]
+Layer = Union[
+    FullAttention,
+    SlidingWindow,
+    ChunkedLocal,
+    MLALatent,
+    SharedKV,
+    RecurrentState,
+    NoCache,
+    AttentionWithState,
+    LatentInTransformers,
+    CrossAttention,
+]
 # The kinds that keep a per-token cache of their own (``stores_tokens``): per-head K/V or a latent.
-KVLayer = Union[FullAttention, SlidingWindow, ChunkedLocal, MLALatent, AttentionWithState,
-                LatentInTransformers]
+KVLayer = Union[
+    FullAttention, SlidingWindow, ChunkedLocal, MLALatent, AttentionWithState, LatentInTransformers
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -805,8 +869,17 @@ class ParamCounts:
 
     @property
     def total(self) -> int:
-        return (self.embedding + self.lm_head + self.attention + self.mlp + self.routed_experts
-                + self.shared_experts + self.router + self.norms + self.other)
+        return (
+            self.embedding
+            + self.lm_head
+            + self.attention
+            + self.mlp
+            + self.routed_experts
+            + self.shared_experts
+            + self.router
+            + self.norms
+            + self.other
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -860,9 +933,11 @@ class ModelSpec:
 
     def require_params(self) -> ParamCounts:
         if self.params is None:
-            raise ValueError(f"the weight figures of {self.name} are unknown: "
-                             f"{self.params_error}. The cache figures do not need them; for "
-                             "weights, give their size (e.g. --weights-gib)")
+            raise ValueError(
+                f"the weight figures of {self.name} are unknown: "
+                f"{self.params_error}. The cache figures do not need them; for "
+                "weights, give their size (e.g. --weights-gib)"
+            )
         return self.params
 
     @property

@@ -8,8 +8,18 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["KiB", "MiB", "GiB", "GB", "check_int", "check_float", "fmt_bytes", "fmt_gib",
-           "fmt_gb", "fmt_seconds"]
+__all__ = [
+    "KiB",
+    "MiB",
+    "GiB",
+    "GB",
+    "check_int",
+    "check_float",
+    "fmt_bytes",
+    "fmt_gib",
+    "fmt_gb",
+    "fmt_seconds",
+]
 
 KiB = 2**10
 MiB = 2**20

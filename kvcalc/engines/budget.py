@@ -46,11 +46,25 @@ from ..core.model import ModelSpec, counted
 from ..core.units import GiB, check_float, check_int
 from . import vllm as _vllm
 
-__all__ = ["Budget", "budget", "DEFAULT_RESERVE_BYTES", "DEFAULT_GPU_MEM_UTIL",
-           "DEFAULT_ACTIVATION_BYTES", "DEFAULT_NON_TORCH_BYTES", "DEFAULT_CUDA_GRAPH_BYTES",
-           "TRTLLM_FREE_FRACTION", "PREVIOUS_GPU_MEM_UTIL", "GPU_MEM_UTIL_CHANGED_IN", "ENGINES",
-           "default_gpu_mem_util", "pool_defaults_text", "VllmBudget", "IdealBudget",
-           "TrtllmBudget", "CONVENTIONS"]
+__all__ = [
+    "Budget",
+    "budget",
+    "DEFAULT_RESERVE_BYTES",
+    "DEFAULT_GPU_MEM_UTIL",
+    "DEFAULT_ACTIVATION_BYTES",
+    "DEFAULT_NON_TORCH_BYTES",
+    "DEFAULT_CUDA_GRAPH_BYTES",
+    "TRTLLM_FREE_FRACTION",
+    "PREVIOUS_GPU_MEM_UTIL",
+    "GPU_MEM_UTIL_CHANGED_IN",
+    "ENGINES",
+    "default_gpu_mem_util",
+    "pool_defaults_text",
+    "VllmBudget",
+    "IdealBudget",
+    "TrtllmBudget",
+    "CONVENTIONS",
+]
 
 # vLLM's default gpu_memory_utilization in the newest release kvcalc models (0.92 from 0.20.0,
 # PR #38284; 0.9 before): the one default of every page and of the CLI.
@@ -73,8 +87,9 @@ TRTLLM_FREE_FRACTION = 0.9
 DEFAULT_ACTIVATION_BYTES = 1 * GiB
 DEFAULT_NON_TORCH_BYTES = GiB // 2
 DEFAULT_CUDA_GRAPH_BYTES = GiB // 2
-DEFAULT_RESERVE_BYTES = DEFAULT_ACTIVATION_BYTES + DEFAULT_NON_TORCH_BYTES \
-    + DEFAULT_CUDA_GRAPH_BYTES  # 2 GiB
+DEFAULT_RESERVE_BYTES = (
+    DEFAULT_ACTIVATION_BYTES + DEFAULT_NON_TORCH_BYTES + DEFAULT_CUDA_GRAPH_BYTES
+)  # 2 GiB
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -195,8 +210,9 @@ def _gib(n: int) -> str:
     return f"{n / GiB:,.2f} GiB"
 
 
-def _vllm_pool(total_bytes: int, weights_bytes: int, reserve_bytes: int,
-               gpu_mem_util: float) -> tuple[int, int]:
+def _vllm_pool(
+    total_bytes: int, weights_bytes: int, reserve_bytes: int, gpu_mem_util: float
+) -> tuple[int, int]:
     """(requested, pool) by vLLM's rule: requested_memory = math.ceil(total_memory x
     gpu_memory_utilization), in floats; the pool is what the weights and the reserve leave."""
     requested = math.ceil(total_bytes * gpu_mem_util)
@@ -210,7 +226,8 @@ def _vllm_pool_lines(b: Budget) -> list[str]:
         f"= {b.requested_bytes:,} B ({_gib(b.requested_bytes)})",
         f"KV pool           = {b.requested_bytes:,} - {b.weights_bytes:,} "
         f"weights - {b.reserve_bytes:,} reserve = {b.kv_pool_bytes:,} B "
-        f"({_gib(b.kv_pool_bytes)})"]
+        f"({_gib(b.kv_pool_bytes)})",
+    ]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -227,19 +244,58 @@ class VllmBudget(Budget):
     pool = staticmethod(_vllm_pool)
 
     @staticmethod
-    def figures(spec: ModelSpec, stages, pool: int, *, context: int, concurrency: int,
-                block_size: int, dtype, scales: bool, sdtype, tp: int, pp: int,
-                find_max_context: bool, vllm_version: str | None,
-                max_num_batched_tokens: int | None, max_num_seqs: int | None,
-                total_bytes: int, gpu_name: str | None) -> dict:
+    def figures(
+        spec: ModelSpec,
+        stages,
+        pool: int,
+        *,
+        context: int,
+        concurrency: int,
+        block_size: int,
+        dtype,
+        scales: bool,
+        sdtype,
+        tp: int,
+        pp: int,
+        find_max_context: bool,
+        vllm_version: str | None,
+        max_num_batched_tokens: int | None,
+        max_num_seqs: int | None,
+        total_bytes: int,
+        gpu_name: str | None,
+    ) -> dict:
         # The layer count and the state of the binding stage; vLLM's figures for the rest.
-        best = _binding_stage(stages, pool, block_size, context, concurrency, dtype, scales,
-                              sdtype, find_max_context=False)
-        best.update(_vllm_fields(spec, pool, context, concurrency, block_size=block_size,
-                                 kv_dtype=dtype.name, scales=scales, state_dtype=sdtype.name,
-                                 tp=tp, pp=pp, version=vllm_version, mnbt=max_num_batched_tokens,
-                                 max_num_seqs=max_num_seqs, total_bytes=total_bytes,
-                                 gpu_name=gpu_name, find_max_context=find_max_context))
+        best = _binding_stage(
+            stages,
+            pool,
+            block_size,
+            context,
+            concurrency,
+            dtype,
+            scales,
+            sdtype,
+            find_max_context=False,
+        )
+        best.update(
+            _vllm_fields(
+                spec,
+                pool,
+                context,
+                concurrency,
+                block_size=block_size,
+                kv_dtype=dtype.name,
+                scales=scales,
+                state_dtype=sdtype.name,
+                tp=tp,
+                pp=pp,
+                version=vllm_version,
+                mnbt=max_num_batched_tokens,
+                max_num_seqs=max_num_seqs,
+                total_bytes=total_bytes,
+                gpu_name=gpu_name,
+                find_max_context=find_max_context,
+            )
+        )
         return best
 
     def _pool_lines(self) -> list[str]:
@@ -254,7 +310,8 @@ class VllmBudget(Budget):
             f"one request       = {self.blocks_per_request:,} blocks at {self.context:,} tokens "
             "(windows reserve a window plus the tokens in flight; a state one block)",
             f"max concurrency   = {self.num_blocks:,} / {self.blocks_per_request:,} = "
-            f"{self.max_concurrency:,.2f}   (vLLM {self.vllm_version})"]
+            f"{self.max_concurrency:,.2f}   (vLLM {self.vllm_version})",
+        ]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -267,13 +324,47 @@ class IdealBudget(Budget):
     pool = staticmethod(_vllm_pool)  # the ideal convention counts against vLLM's pool
 
     @staticmethod
-    def figures(spec: ModelSpec, stages, pool: int, *, context: int, concurrency: int,
-                block_size: int, dtype, scales: bool, sdtype, tp: int, pp: int,
-                find_max_context: bool, **_: Any) -> dict:
-        best = _binding_stage(stages, pool, block_size, context, concurrency, dtype, scales,
-                              sdtype, find_max_context=False)
-        best.update(_ideal_fields(spec, pool, context, concurrency, dtype.name, scales,
-                                  sdtype.name, tp, pp, find_max_context))
+    def figures(
+        spec: ModelSpec,
+        stages,
+        pool: int,
+        *,
+        context: int,
+        concurrency: int,
+        block_size: int,
+        dtype,
+        scales: bool,
+        sdtype,
+        tp: int,
+        pp: int,
+        find_max_context: bool,
+        **_: Any,
+    ) -> dict:
+        best = _binding_stage(
+            stages,
+            pool,
+            block_size,
+            context,
+            concurrency,
+            dtype,
+            scales,
+            sdtype,
+            find_max_context=False,
+        )
+        best.update(
+            _ideal_fields(
+                spec,
+                pool,
+                context,
+                concurrency,
+                dtype.name,
+                scales,
+                sdtype.name,
+                tp,
+                pp,
+                find_max_context,
+            )
+        )
         return best
 
     @property
@@ -287,7 +378,8 @@ class IdealBudget(Budget):
         return [
             f"one sequence      = {self.seq_bytes:,} B actually held at {self.context:,} tokens "
             "(no block rounding, windows at most their length)",
-            f"max concurrency   = {pool:,} / {self.seq_bytes:,} = {self.max_concurrency:,.2f}"]
+            f"max concurrency   = {pool:,} / {self.seq_bytes:,} = {self.max_concurrency:,.2f}",
+        ]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -302,27 +394,50 @@ class TrtllmBudget(Budget):
         return TRTLLM_FREE_FRACTION
 
     @staticmethod
-    def pool(total_bytes: int, weights_bytes: int, reserve_bytes: int,
-             gpu_mem_util: float) -> tuple[int, int]:
+    def pool(
+        total_bytes: int, weights_bytes: int, reserve_bytes: int, gpu_mem_util: float
+    ) -> tuple[int, int]:
         free = total_bytes - weights_bytes - reserve_bytes
         return total_bytes, math.floor(free * gpu_mem_util) if free > 0 else free
 
     @staticmethod
-    def figures(spec: ModelSpec, stages, pool: int, *, context: int, concurrency: int,
-                block_size: int, dtype, scales: bool, sdtype, find_max_context: bool,
-                **_: Any) -> dict:
-        return _binding_stage(stages, pool, block_size, context, concurrency, dtype, scales,
-                              sdtype, find_max_context=find_max_context)
+    def figures(
+        spec: ModelSpec,
+        stages,
+        pool: int,
+        *,
+        context: int,
+        concurrency: int,
+        block_size: int,
+        dtype,
+        scales: bool,
+        sdtype,
+        find_max_context: bool,
+        **_: Any,
+    ) -> dict:
+        return _binding_stage(
+            stages,
+            pool,
+            block_size,
+            context,
+            concurrency,
+            dtype,
+            scales,
+            sdtype,
+            find_max_context=find_max_context,
+        )
 
     def _pool_lines(self) -> list[str]:
-        return [f"KV pool           = floor({self.gpu_mem_util:g} x ({self.total_bytes:,} "
-                f"- {self.weights_bytes:,} weights - {self.reserve_bytes:,} reserve)) = "
-                f"{self.kv_pool_bytes:,} B ({_gib(self.kv_pool_bytes)})"]
+        return [
+            f"KV pool           = floor({self.gpu_mem_util:g} x ({self.total_bytes:,} "
+            f"- {self.weights_bytes:,} weights - {self.reserve_bytes:,} reserve)) = "
+            f"{self.kv_pool_bytes:,} B ({_gib(self.kv_pool_bytes)})"
+        ]
 
     def _block_lines(self, pool: int) -> list[str]:
         alike = self.block_bytes == self.page_bytes * self.kv_layers  # every layer alike
         if alike:
-            blocks = (f"{pool:,} // {self.page_bytes:,} // {self.kv_layers} K/V layers")
+            blocks = f"{pool:,} // {self.page_bytes:,} // {self.kv_layers} K/V layers"
         else:  # pages differ by layer: a block is one page of every layer
             blocks = f"{pool:,} // {self.block_bytes:,} B (one page of every K/V layer)"
         return [
@@ -332,11 +447,15 @@ class TrtllmBudget(Budget):
             f"one sequence      = {self.seq_bytes:,} B at {self.context:,} tokens (whole blocks "
             "per layer)",
             f"max concurrency   = {self.num_blocks * self.block_bytes:,} / "
-            f"{self.seq_bytes:,} = {self.max_concurrency:,.2f}"]
+            f"{self.seq_bytes:,} = {self.max_concurrency:,.2f}",
+        ]
 
 
 CONVENTIONS: dict[str, type[VllmBudget] | type[IdealBudget] | type[TrtllmBudget]] = {
-    "vllm": VllmBudget, "ideal": IdealBudget, "trtllm": TrtllmBudget}
+    "vllm": VllmBudget,
+    "ideal": IdealBudget,
+    "trtllm": TrtllmBudget,
+}
 ENGINES = tuple(CONVENTIONS)
 
 
@@ -346,22 +465,39 @@ def default_gpu_mem_util(engine: str = "vllm", vllm_version: str | None = None) 
     return CONVENTIONS[engine].default_gpu_mem_util(vllm_version)
 
 
-def pool_defaults_text(gpu_mem_util: float = DEFAULT_GPU_MEM_UTIL,
-                       reserve_bytes: int = DEFAULT_RESERVE_BYTES) -> str:
+def pool_defaults_text(
+    gpu_mem_util: float = DEFAULT_GPU_MEM_UTIL, reserve_bytes: int = DEFAULT_RESERVE_BYTES
+) -> str:
     """The pool's settings in words, for captions and prompts: "vLLM 0.33.0's default
     gpu_memory_utilization 0.92 and a 2 GiB reserve"."""
     whose = f"vLLM {_vllm.NEWEST}'s default " if gpu_mem_util == DEFAULT_GPU_MEM_UTIL else ""
-    return (f"{whose}gpu_memory_utilization {gpu_mem_util:g} and a {reserve_bytes / GiB:g} GiB "
-            "reserve")
+    return (
+        f"{whose}gpu_memory_utilization {gpu_mem_util:g} and a {reserve_bytes / GiB:g} GiB reserve"
+    )
 
 
-def budget(spec: ModelSpec, *, total_bytes: int, context: int, weights_bytes: int,
-           gpu_mem_util: float | None = None, reserve_bytes: int = DEFAULT_RESERVE_BYTES,
-           block_size: int = _vllm.DEFAULT_BLOCK_SIZE, kv_dtype: str = "bf16", scales: bool = False,
-           concurrency: int = 1, tp: int = 1, pp: int = 1, engine: str = "vllm",
-           state_dtype: str = "bf16", find_max_context: bool = True,
-           vllm_version: str | None = None, max_num_batched_tokens: int | None = None,
-           max_num_seqs: int | None = None, gpu_name: str | None = None) -> Budget:
+def budget(
+    spec: ModelSpec,
+    *,
+    total_bytes: int,
+    context: int,
+    weights_bytes: int,
+    gpu_mem_util: float | None = None,
+    reserve_bytes: int = DEFAULT_RESERVE_BYTES,
+    block_size: int = _vllm.DEFAULT_BLOCK_SIZE,
+    kv_dtype: str = "bf16",
+    scales: bool = False,
+    concurrency: int = 1,
+    tp: int = 1,
+    pp: int = 1,
+    engine: str = "vllm",
+    state_dtype: str = "bf16",
+    find_max_context: bool = True,
+    vllm_version: str | None = None,
+    max_num_batched_tokens: int | None = None,
+    max_num_seqs: int | None = None,
+    gpu_name: str | None = None,
+) -> Budget:
     """The memory budget of one GPU. ``weights_bytes`` is the whole model's; each of the
     tp x pp GPUs holds an equal share of it. ``find_max_context=False`` skips the search for
     the longest single sequence (max_context_tokens is then None), for fast sweeps.
@@ -372,8 +508,7 @@ def budget(spec: ModelSpec, *, total_bytes: int, context: int, weights_bytes: in
     ``gpu_name``: A100s get the smaller defaults). ``gpu_mem_util`` None is the convention's
     default (``default_gpu_mem_util``)."""
     if gpu_mem_util is None:
-        gpu_mem_util = default_gpu_mem_util(engine if engine in ENGINES else "vllm",
-                                            vllm_version)
+        gpu_mem_util = default_gpu_mem_util(engine if engine in ENGINES else "vllm", vllm_version)
     total_bytes = check_int("GPU memory (bytes)", total_bytes, 1, 2**50)
     context = check_int("context", context, 1, 10**9)
     weights_bytes = check_int("weights (bytes)", weights_bytes, 0, 2**60)
@@ -390,36 +525,78 @@ def budget(spec: ModelSpec, *, total_bytes: int, context: int, weights_bytes: in
 
     convention = CONVENTIONS[engine]
     requested, pool = convention.pool(total_bytes, w_gpu, reserve_bytes, gpu_mem_util)
-    best = convention.figures(spec, stages, pool, context=context, concurrency=concurrency,
-                              block_size=block_size, dtype=dtype, scales=scales, sdtype=sdtype,
-                              tp=tp, pp=pp, find_max_context=find_max_context,
-                              vllm_version=vllm_version,
-                              max_num_batched_tokens=max_num_batched_tokens,
-                              max_num_seqs=max_num_seqs, total_bytes=total_bytes,
-                              gpu_name=gpu_name)
-    return convention(total_bytes=total_bytes, gpu_mem_util=gpu_mem_util,
-                      requested_bytes=requested, weights_bytes=w_gpu,
-                      reserve_bytes=reserve_bytes, kv_pool_bytes=pool,
-                      unused_bytes=total_bytes - requested, block_size=block_size,
-                      context=context, model_max_context=spec.max_context,
-                      concurrency=concurrency, tp=tp, pp=pp, **best)
+    best = convention.figures(
+        spec,
+        stages,
+        pool,
+        context=context,
+        concurrency=concurrency,
+        block_size=block_size,
+        dtype=dtype,
+        scales=scales,
+        sdtype=sdtype,
+        tp=tp,
+        pp=pp,
+        find_max_context=find_max_context,
+        vllm_version=vllm_version,
+        max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs,
+        total_bytes=total_bytes,
+        gpu_name=gpu_name,
+    )
+    return convention(
+        total_bytes=total_bytes,
+        gpu_mem_util=gpu_mem_util,
+        requested_bytes=requested,
+        weights_bytes=w_gpu,
+        reserve_bytes=reserve_bytes,
+        kv_pool_bytes=pool,
+        unused_bytes=total_bytes - requested,
+        block_size=block_size,
+        context=context,
+        model_max_context=spec.max_context,
+        concurrency=concurrency,
+        tp=tp,
+        pp=pp,
+        **best,
+    )
 
 
-def _binding_stage(stages, pool, bs, context, concurrency, dtype, scales, sdtype, *,
-                   find_max_context: bool) -> dict:
+def _binding_stage(
+    stages, pool, bs, context, concurrency, dtype, scales, sdtype, *, find_max_context: bool
+) -> dict:
     """The figures of the stage that holds the fewest sequences (the first of equals), by
     blocks per layer."""
-    return min((_stage(layers, index, pool, bs, context, concurrency, dtype, scales, sdtype,
-                       find_max_context) for index, layers in enumerate(stages)),
-               key=lambda cand: cand["max_concurrency"])
+    return min(
+        (
+            _stage(
+                layers,
+                index,
+                pool,
+                bs,
+                context,
+                concurrency,
+                dtype,
+                scales,
+                sdtype,
+                find_max_context,
+            )
+            for index, layers in enumerate(stages)
+        ),
+        key=lambda cand: cand["max_concurrency"],
+    )
 
 
-def _stage(layers, index, pool, bs, context, concurrency, dtype, scales, sdtype,
-           find_max_context=True) -> dict:
+def _stage(
+    layers, index, pool, bs, context, concurrency, dtype, scales, sdtype, find_max_context=True
+) -> dict:
     # Each distinct layer once, with its count (a 1,024-layer model has a handful)
     distinct = counted(layers)
-    kv_layers = [(lay, count, lay.bytes_per_token(dtype, scales))
-                 for lay, count in distinct if lay.stores_tokens]
+    kv_layers = [
+        (lay, count, lay.bytes_per_token(dtype, scales))
+        for lay, count in distinct
+        if lay.stores_tokens
+    ]
     n_kv = sum(count for _, count, _ in kv_layers)
     block_bytes = bs * sum(count * b for _, count, b in kv_layers)
     state = sum(count * lay.state_bytes(sdtype) for lay, count in distinct)
@@ -436,20 +613,27 @@ def _stage(layers, index, pool, bs, context, concurrency, dtype, scales, sdtype,
 
     def seq_bytes(n: int) -> int:
         # Each layer holds whole blocks: cdiv(tokens kept, block_size) of them.
-        return state + sum(count * cdiv(lay.tokens_kept(n), bs) * bs * b
-                           for lay, count, b in kv_layers)
+        return state + sum(
+            count * cdiv(lay.tokens_kept(n), bs) * bs * b for lay, count, b in kv_layers
+        )
 
     need_one = seq_bytes(context)
     max_conc = usable / need_one if need_one else math.inf
     needed = concurrency * need_one
     return {
-        "kv_layers": n_kv, "page_bytes": bs * max((b for _, _, b in kv_layers), default=0),
-        "block_bytes": block_bytes, "num_blocks": num_blocks,
-        "kv_capacity_tokens": num_blocks * bs, "seq_bytes": need_one,
+        "kv_layers": n_kv,
+        "page_bytes": bs * max((b for _, _, b in kv_layers), default=0),
+        "block_bytes": block_bytes,
+        "num_blocks": num_blocks,
+        "kv_capacity_tokens": num_blocks * bs,
+        "seq_bytes": need_one,
         "max_concurrency": max_conc,
         "max_context_tokens": _max_context(seq_bytes, usable) if find_max_context else None,
-        "needed_bytes": needed, "fits": pool > 0 and needed <= usable,
-        "overflow_bytes": max(0, needed - usable), "state_bytes_per_seq": state, "stage": index,
+        "needed_bytes": needed,
+        "fits": pool > 0 and needed <= usable,
+        "overflow_bytes": max(0, needed - usable),
+        "state_bytes_per_seq": state,
+        "stage": index,
     }
 
 
@@ -463,16 +647,39 @@ def _max_context(seq_bytes, usable: int) -> int | None:
     return last_true(lambda n: seq_bytes(n) <= usable, 1, UNBOUNDED_CONTEXT)
 
 
-def _vllm_fields(spec: ModelSpec, pool: int, context: int, concurrency: int, *, block_size: int,
-                 kv_dtype: str, scales: bool, state_dtype: str, tp: int, pp: int,
-                 version: str | None, mnbt: int | None, max_num_seqs: int | None,
-                 total_bytes: int, gpu_name: str | None, find_max_context: bool) -> dict:
+def _vllm_fields(
+    spec: ModelSpec,
+    pool: int,
+    context: int,
+    concurrency: int,
+    *,
+    block_size: int,
+    kv_dtype: str,
+    scales: bool,
+    state_dtype: str,
+    tp: int,
+    pp: int,
+    version: str | None,
+    mnbt: int | None,
+    max_num_seqs: int | None,
+    total_bytes: int,
+    gpu_name: str | None,
+    find_max_context: bool,
+) -> dict:
     """Budget figures from kvcalc.engines.vllm.predict: blocks, per-request blocks, concurrency, the
     start-up check and max_num_seqs, exactly as vLLM computes them."""
-    kw: dict[str, Any] = dict(block_size=block_size, tp=tp, pp=pp, kv_dtype=kv_dtype, scales=scales,
-              state_dtype=state_dtype, vllm_version=version, gpu_name=gpu_name,
-              max_num_batched_tokens=mnbt or _vllm.default_max_num_batched_tokens(
-                  version, total_bytes, gpu_name))
+    kw: dict[str, Any] = dict(
+        block_size=block_size,
+        tp=tp,
+        pp=pp,
+        kv_dtype=kv_dtype,
+        scales=scales,
+        state_dtype=state_dtype,
+        vllm_version=version,
+        gpu_name=gpu_name,
+        max_num_batched_tokens=mnbt
+        or _vllm.default_max_num_batched_tokens(version, total_bytes, gpu_name),
+    )
     available = max(pool, 0)
     p = _vllm.predict(spec, available_bytes=available, max_model_len=context, **kw)
     block_bytes = p.page_bytes * p.group_size
@@ -483,39 +690,70 @@ def _vllm_fields(spec: ModelSpec, pool: int, context: int, concurrency: int, *, 
     max_num_seqs = check_int("max_num_seqs", max_num_seqs, 1, 10**7)
     error = None
     if p.blocks_per_request > p.num_blocks - _vllm.fact("null_block", version):
-        error = _vllm.startup_error(spec, available_bytes=available, max_model_len=context,
-                                    prediction=p, **kw)
+        error = _vllm.startup_error(
+            spec, available_bytes=available, max_model_len=context, prediction=p, **kw
+        )
     needed = concurrency * seq
     return {
-        "page_bytes": p.page_bytes, "block_bytes": block_bytes, "num_blocks": p.num_blocks,
+        "page_bytes": p.page_bytes,
+        "block_bytes": block_bytes,
+        "num_blocks": p.num_blocks,
         "kv_capacity_tokens": p.kv_cache_tokens,
-        "seq_bytes": seq, "max_concurrency": p.max_concurrency,
-        "max_context_tokens": (_vllm.estimate_max_model_len(spec, available_bytes=available, **kw)
-                               if find_max_context else None),
-        "needed_bytes": needed, "fits": pool > 0 and needed <= usable and error is None,
-        "overflow_bytes": max(0, needed - usable), "stage": p.stage,
-        "blocks_per_request": p.blocks_per_request, "group_size": p.group_size,
+        "seq_bytes": seq,
+        "max_concurrency": p.max_concurrency,
+        "max_context_tokens": (
+            _vllm.estimate_max_model_len(spec, available_bytes=available, **kw)
+            if find_max_context
+            else None
+        ),
+        "needed_bytes": needed,
+        "fits": pool > 0 and needed <= usable and error is None,
+        "overflow_bytes": max(0, needed - usable),
+        "stage": p.stage,
+        "blocks_per_request": p.blocks_per_request,
+        "group_size": p.group_size,
         "held_blocks_per_request": p.held_blocks(context),
-        "num_groups": len(p.groups), "effective_block_size": p.block_size,
-        "vllm_version": p.vllm_version, "max_num_seqs": max_num_seqs, "startup_error": error,
+        "num_groups": len(p.groups),
+        "effective_block_size": p.block_size,
+        "vllm_version": p.vllm_version,
+        "max_num_seqs": max_num_seqs,
+        "startup_error": error,
         "notes": p.notes,
     }
 
 
-def _ideal_fields(spec: ModelSpec, pool: int, context: int, concurrency: int, kv_dtype: str,
-                  scales: bool, state_dtype: str, tp: int, pp: int,
-                  find_max_context: bool) -> dict:
+def _ideal_fields(
+    spec: ModelSpec,
+    pool: int,
+    context: int,
+    concurrency: int,
+    kv_dtype: str,
+    scales: bool,
+    state_dtype: str,
+    tp: int,
+    pp: int,
+    find_max_context: bool,
+) -> dict:
     """The bytes one sequence really holds, with no block rounding and no window slack."""
+
     def seq_bytes(n: int) -> int:
-        r = kv_cache(spec, n, kv_dtype=kv_dtype, scales=scales, state_dtype=state_dtype, tp=tp,
-                     pp=pp)
+        r = kv_cache(
+            spec, n, kv_dtype=kv_dtype, scales=scales, state_dtype=state_dtype, tp=tp, pp=pp
+        )
         return r.kv_bytes + r.state_bytes
 
     usable = max(pool, 0)
     one = seq_bytes(context)
     needed = concurrency * one
-    return {"num_blocks": 0, "kv_capacity_tokens": 0, "seq_bytes": one,
-            "max_concurrency": usable / one if one else math.inf,
-            "max_context_tokens": _max_context(seq_bytes, usable) if find_max_context else None,
-            "needed_bytes": needed, "fits": pool > 0 and needed <= usable,
-            "overflow_bytes": max(0, needed - usable), "block_bytes": 0, "page_bytes": 0}
+    return {
+        "num_blocks": 0,
+        "kv_capacity_tokens": 0,
+        "seq_bytes": one,
+        "max_concurrency": usable / one if one else math.inf,
+        "max_context_tokens": _max_context(seq_bytes, usable) if find_max_context else None,
+        "needed_bytes": needed,
+        "fits": pool > 0 and needed <= usable,
+        "overflow_bytes": max(0, needed - usable),
+        "block_bytes": 0,
+        "page_bytes": 0,
+    }

@@ -35,9 +35,21 @@ from typing import TypedDict
 from ..core.arith import cdiv
 from ..core.units import check_int
 
-__all__ = ["Request", "Block", "BlockPool", "BlockView", "TableView", "Engine", "Snapshot",
-           "simulate", "Scenario", "SCENARIOS", "scenario", "parse_requests",
-           "contiguous_capacity"]
+__all__ = [
+    "Request",
+    "Block",
+    "BlockPool",
+    "BlockView",
+    "TableView",
+    "Engine",
+    "Snapshot",
+    "simulate",
+    "Scenario",
+    "SCENARIOS",
+    "scenario",
+    "parse_requests",
+    "contiguous_capacity",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -194,7 +206,7 @@ class BlockPool:
         for i in range(run.sealed, min(len(run.blocks), len(run.tokens) // bs)):
             b = self.blocks[run.blocks[i]]
             if b.block_hash is None:
-                b.block_hash = _hash(parent, tuple(run.tokens[i * bs:(i + 1) * bs]))
+                b.block_hash = _hash(parent, tuple(run.tokens[i * bs : (i + 1) * bs]))
                 self.cached.setdefault(b.block_hash, run.blocks[i])
             parent = b.block_hash
             run.sealed = i + 1
@@ -222,7 +234,7 @@ class BlockPool:
             return known[1]
         hashes, parent, bs = [], None, self.block_size
         for i in range((len(tokens) - 1) // bs):
-            parent = _hash(parent, tuple(tokens[i * bs:(i + 1) * bs]))
+            parent = _hash(parent, tuple(tokens[i * bs : (i + 1) * bs]))
             hashes.append(parent)
         self._chains[rid] = (len(tokens), hashes)
         return hashes
@@ -239,11 +251,21 @@ class BlockPool:
                 b.owners.append(run.req.rid)
 
     def views(self) -> tuple[BlockView, ...]:
-        return tuple(BlockView(bid=b.bid, ref_count=b.ref_count, owners=tuple(b.owners),
-                               hash=b.block_hash, tokens=b.tokens if b.ref_count else 0,
-                               state="used" if b.ref_count > 0 else
-                               "cached" if b.block_hash is not None else "free")
-                     for b in self.blocks)
+        return tuple(
+            BlockView(
+                bid=b.bid,
+                ref_count=b.ref_count,
+                owners=tuple(b.owners),
+                hash=b.block_hash,
+                tokens=b.tokens if b.ref_count else 0,
+                state="used"
+                if b.ref_count > 0
+                else "cached"
+                if b.block_hash is not None
+                else "free",
+            )
+            for b in self.blocks
+        )
 
     @property
     def used(self) -> int:
@@ -259,8 +281,14 @@ class Engine:
     when the pool runs dry. Blocks are the :class:`BlockPool`'s. ``step()`` advances one engine
     iteration."""
 
-    def __init__(self, requests: list[Request], *, num_blocks: int, block_size: int,
-                 prefix_caching: bool = True):
+    def __init__(
+        self,
+        requests: list[Request],
+        *,
+        num_blocks: int,
+        block_size: int,
+        prefix_caching: bool = True,
+    ):
         self.pool = BlockPool(num_blocks, block_size, prefix_caching)
         self.block_size = self.pool.block_size
         ids = [r.rid for r in requests]
@@ -275,7 +303,8 @@ class Engine:
                 raise ValueError(
                     f"request {r.rid} needs {len(r.prompt) + r.output_len} tokens, more than the "
                     f"whole pool ({self.pool.num_blocks} blocks x {self.block_size} tokens) "
-                    "holds")
+                    "holds"
+                )
         self.pending = sorted(requests, key=lambda r: (r.arrival, r.rid))
         self.waiting: list[tuple[Request, list[int]]] = []  # (request, tokens to recompute)
         self.running: list[_Running] = []
@@ -298,16 +327,23 @@ class Engine:
         for bid in hits:
             pool.share(bid, req.rid)
         blocks = list(hits) + pool.take_many(need)
-        run = _Running(req=req, tokens=list(tokens), generated=len(tokens) - len(req.prompt),
-                       blocks=blocks, admitted_at=self.step_no, cached_tokens=len(hits) * bs)
+        run = _Running(
+            req=req,
+            tokens=list(tokens),
+            generated=len(tokens) - len(req.prompt),
+            blocks=blocks,
+            admitted_at=self.step_no,
+            cached_tokens=len(hits) * bs,
+        )
         pool.fill(run)
         self.running.append(run)
         pool.forget(req.rid)
         self.query_tokens += len(tokens)
         self.hit_tokens += len(hits) * bs
         shared = f", {len(hits)} cached block(s) reused ({len(hits) * bs} tokens)" if hits else ""
-        self.events.append(f"admit {req.rid}: prefill {len(tokens)} tokens into "
-                           f"{len(blocks)} block(s){shared}")
+        self.events.append(
+            f"admit {req.rid}: prefill {len(tokens)} tokens into {len(blocks)} block(s){shared}"
+        )
         pool.seal(run)
         return True
 
@@ -319,8 +355,10 @@ class Engine:
         self.preempted_ids.add(victim.req.rid)
         # Recompute later: everything it had (prompt + generated) becomes the new prefill.
         self.waiting.insert(0, (victim.req, victim.tokens))
-        self.events.append(f"preempt {victim.req.rid}: no free block; its "
-                           f"{len(victim.tokens)} tokens will be recomputed")
+        self.events.append(
+            f"preempt {victim.req.rid}: no free block; its "
+            f"{len(victim.tokens)} tokens will be recomputed"
+        )
         return victim
 
     def _decode(self) -> None:
@@ -351,8 +389,10 @@ class Engine:
                 self.running.remove(run)
                 pool.release(run)
                 self.done[run.req.rid] = run
-                finished.append(f"finish {run.req.rid}: {run.generated} tokens generated, "
-                                "blocks returned to the free pool")
+                finished.append(
+                    f"finish {run.req.rid}: {run.generated} tokens generated, "
+                    "blocks returned to the free pool"
+                )
         if decoded:
             self.events.append(f"decode one token each: {', '.join(decoded)}")
         self.events.extend(finished)
@@ -369,8 +409,9 @@ class Engine:
         while self.pending and self.pending[0].arrival <= self.step_no:
             r = self.pending.pop(0)
             self.waiting.append((r, list(r.prompt)))
-            self.events.append(f"arrive {r.rid} ({len(r.prompt)} prompt tokens, "
-                               f"{r.output_len} to generate)")
+            self.events.append(
+                f"arrive {r.rid} ({len(r.prompt)} prompt tokens, {r.output_len} to generate)"
+            )
         before = self.preemptions
         self._decode()
         # Like vLLM, no new admissions in a step that had to preempt: memory is short.
@@ -389,26 +430,63 @@ class Engine:
 
     def snapshot(self) -> Snapshot:
         bs = self.block_size
-        tables = [TableView(rid=run.req.rid, state="running", tokens=len(run.tokens),
-                            generated=run.generated, blocks=tuple(run.blocks))
-                  for run in self.running]
-        tables += [TableView(rid=req.rid, state="preempted, waiting" if req.rid in
-                             self.preempted_ids else "waiting", tokens=len(tokens),
-                             generated=len(tokens) - len(req.prompt), blocks=())
-                   for req, tokens in self.waiting]
-        tables += [TableView(rid=req.rid, state=f"arrives at step {req.arrival}", tokens=0,
-                             generated=0, blocks=()) for req in self.pending]
-        tables += [TableView(rid=rid, state="finished", tokens=len(run.tokens),
-                             generated=run.generated, blocks=())
-                   for rid, run in self.done.items()]
+        tables = [
+            TableView(
+                rid=run.req.rid,
+                state="running",
+                tokens=len(run.tokens),
+                generated=run.generated,
+                blocks=tuple(run.blocks),
+            )
+            for run in self.running
+        ]
+        tables += [
+            TableView(
+                rid=req.rid,
+                state="preempted, waiting" if req.rid in self.preempted_ids else "waiting",
+                tokens=len(tokens),
+                generated=len(tokens) - len(req.prompt),
+                blocks=(),
+            )
+            for req, tokens in self.waiting
+        ]
+        tables += [
+            TableView(
+                rid=req.rid,
+                state=f"arrives at step {req.arrival}",
+                tokens=0,
+                generated=0,
+                blocks=(),
+            )
+            for req in self.pending
+        ]
+        tables += [
+            TableView(
+                rid=rid,
+                state="finished",
+                tokens=len(run.tokens),
+                generated=run.generated,
+                blocks=(),
+            )
+            for rid, run in self.done.items()
+        ]
         frag = sum(len(r.blocks) * bs - len(r.tokens) for r in self.running)
         return Snapshot(
-            step=self.step_no, blocks=self.pool.views(), tables=tuple(tables),
-            events=tuple(self.events), used_blocks=self.pool.used,
-            free_blocks=len(self.pool.free), cached_free_blocks=self.pool.cached_free,
-            fragmentation_slots=frag, prefix_hit_tokens=self.hit_tokens,
-            prefix_query_tokens=self.query_tokens, preemptions=self.preemptions,
-            finished=len(self.done), waiting=len(self.waiting), running=len(self.running))
+            step=self.step_no,
+            blocks=self.pool.views(),
+            tables=tuple(tables),
+            events=tuple(self.events),
+            used_blocks=self.pool.used,
+            free_blocks=len(self.pool.free),
+            cached_free_blocks=self.pool.cached_free,
+            fragmentation_slots=frag,
+            prefix_hit_tokens=self.hit_tokens,
+            prefix_query_tokens=self.query_tokens,
+            preemptions=self.preemptions,
+            finished=len(self.done),
+            waiting=len(self.waiting),
+            running=len(self.running),
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -420,8 +498,9 @@ class StepLog:
     running: int
 
 
-def simulate(requests: list[Request], steps: int, **engine_kwargs
-             ) -> tuple[Engine, Snapshot, list[StepLog]]:
+def simulate(
+    requests: list[Request], steps: int, **engine_kwargs
+) -> tuple[Engine, Snapshot, list[StepLog]]:
     """Run ``steps`` engine steps (or until every request finished) from the start: the engine,
     a full snapshot of the last step (the only one drawn), and a light log of every step."""
     steps = check_int("steps", steps, 0, 100_000)
@@ -443,6 +522,7 @@ def contiguous_capacity(num_blocks: int, block_size: int, max_model_len: int) ->
 
 # -- inputs -------------------------------------------------------------------------------------
 
+
 def _tokens(seed: int, n: int) -> tuple[int, ...]:
     return tuple(seed * 1000 + i for i in range(n))
 
@@ -459,8 +539,10 @@ def parse_requests(text: str, *, max_requests: int = 64) -> list[Request]:
             continue
         parts = line.replace(",", " ").split()
         if not 2 <= len(parts) <= 4:
-            raise ValueError(f"line {lineno}: write 'prompt output [shared_prefix [arrival]]', "
-                             f"e.g. '40 12 32', got {line[:40]!r}")
+            raise ValueError(
+                f"line {lineno}: write 'prompt output [shared_prefix [arrival]]', "
+                f"e.g. '40 12 32', got {line[:40]!r}"
+            )
         try:
             nums = [int(p) for p in parts]
         except ValueError:
@@ -476,9 +558,15 @@ def parse_requests(text: str, *, max_requests: int = 64) -> list[Request]:
             raise ValueError(f"line {lineno}: the arrival step must be 0 to 10,000")
         i = len(reqs)
         prefix = _tokens(7, shared)  # every request with a shared prefix starts the same way
-        reqs.append(Request(rid=f"R{i + 1}", prompt=prefix + _tokens(100 + i, prompt - shared),
-                            output_len=out, arrival=arrival,
-                            group=f"shared {shared}" if shared else ""))
+        reqs.append(
+            Request(
+                rid=f"R{i + 1}",
+                prompt=prefix + _tokens(100 + i, prompt - shared),
+                output_len=out,
+                arrival=arrival,
+                group=f"shared {shared}" if shared else "",
+            )
+        )
         if len(reqs) > max_requests:
             raise ValueError(f"at most {max_requests} requests")
     if not reqs:
@@ -499,21 +587,24 @@ SCENARIOS: dict[str, Scenario] = {
     "shared-prompt": {
         "title": "Many users, one system prompt",
         "text": "# 6 users; each prompt starts with the same 32-token system prompt\n"
-                + "\n".join(f"{40 + 2 * i} 10 32 {i}" for i in range(6)),
-        "num_blocks": 48, "block_size": 8,
+        + "\n".join(f"{40 + 2 * i} 10 32 {i}" for i in range(6)),
+        "num_blocks": 48,
+        "block_size": 8,
     },
     "mixed": {
         "title": "Long and short requests mixed",
         "text": "# two long documents and a stream of short questions\n"
-                "120 16 0 0\n12 6 0 0\n10 8 0 1\n100 12 0 2\n14 6 0 2\n9 10 0 3\n16 6 0 4\n"
-                "11 7 0 5",
-        "num_blocks": 64, "block_size": 8,
+        "120 16 0 0\n12 6 0 0\n10 8 0 1\n100 12 0 2\n14 6 0 2\n9 10 0 3\n16 6 0 4\n"
+        "11 7 0 5",
+        "num_blocks": 64,
+        "block_size": 8,
     },
     "pressure": {
         "title": "Memory pressure: preemption",
         "text": "# long outputs in a small pool: the newest request is preempted\n"
-                "24 40\n24 40\n24 40\n24 40",
-        "num_blocks": 20, "block_size": 8,
+        "24 40\n24 40\n24 40\n24 40",
+        "num_blocks": 20,
+        "block_size": 8,
     },
 }
 

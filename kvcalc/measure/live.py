@@ -27,8 +27,16 @@ from ..core.units import check_int
 from .runtime import LiveError, import_torch, load_model, resolve_device
 from .twins import TWIN_VOCAB, fit_line, predicted_bytes, runtime_spec
 
-__all__ = ["Measurement", "Step", "measure", "LiveError", "MAX_NEW_TOKENS", "MAX_PROMPT_TOKENS",
-           "MAX_BATCH", "cache_bytes"]
+__all__ = [
+    "Measurement",
+    "Step",
+    "measure",
+    "LiveError",
+    "MAX_NEW_TOKENS",
+    "MAX_PROMPT_TOKENS",
+    "MAX_BATCH",
+    "cache_bytes",
+]
 
 MAX_NEW_TOKENS = 512
 # Twin prompts up to 32K tokens, so that a 4,096-token window (Gemma 2) can be passed; the
@@ -80,6 +88,7 @@ class Measurement:
 
 
 # -- running ----------------------------------------------------------------------------------
+
 
 def cache_bytes(cache) -> tuple[int, int]:
     """(tensor bytes, storage bytes) of the floating-point tensors the cache object holds.
@@ -137,10 +146,19 @@ def _memory(torch, device: str) -> int:
 # Complex by design (C901): input checks, then the timed decode loop and the no-cache loop side by
 # side.
 def measure(  # noqa: C901
-        *, model: str, source: str = "twin", prompt_tokens: int = 32,
-        new_tokens: int = 32, batch: int = 1, dtype: str = "fp32", device: str = "auto",
-        no_cache_tokens: int = 0, prompt_text: str | None = None,
-        should_stop=None, local_files_only: bool = False) -> Measurement:
+    *,
+    model: str,
+    source: str = "twin",
+    prompt_tokens: int = 32,
+    new_tokens: int = 32,
+    batch: int = 1,
+    dtype: str = "fp32",
+    device: str = "auto",
+    no_cache_tokens: int = 0,
+    prompt_text: str | None = None,
+    should_stop=None,
+    local_files_only: bool = False,
+) -> Measurement:
     """Prefill, then decode one token at a time; after each step compare the cache's own
     bytes with kvcalc's prediction and time the step. ``no_cache_tokens`` > 0 also runs that
     many steps without a cache (recomputing the whole sequence) for comparison.
@@ -166,13 +184,22 @@ def measure(  # noqa: C901
         gen = torch.Generator().manual_seed(1234)
         ids = torch.randint(0, vocab, (1, prompt_tokens), generator=gen)
     ids = ids.repeat(batch, 1).to(dev)
-    max_pos = getattr(net.config, "max_position_embeddings", None) or \
-        getattr(net.config, "n_positions", None)
+    max_pos = getattr(net.config, "max_position_embeddings", None) or getattr(
+        net.config, "n_positions", None
+    )
     if max_pos and prompt_tokens + new_tokens > max_pos:
-        raise LiveError(f"{prompt_tokens + new_tokens} tokens exceed this model's "
-                        f"{max_pos}-token context")
-    result = Measurement(model=model, source=source, device=dev, dtype=dtype, batch=batch,
-                         prompt_tokens=prompt_tokens, new_tokens=new_tokens)
+        raise LiveError(
+            f"{prompt_tokens + new_tokens} tokens exceed this model's {max_pos}-token context"
+        )
+    result = Measurement(
+        model=model,
+        source=source,
+        device=dev,
+        dtype=dtype,
+        batch=batch,
+        prompt_tokens=prompt_tokens,
+        new_tokens=new_tokens,
+    )
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
     if dev == "cuda":
         torch.cuda.reset_peak_memory_stats()
@@ -198,10 +225,16 @@ def measure(  # noqa: C901
                 cache = out.cache
                 n = cache.get_seq_length()
                 held, pinned = cache_bytes(cache)
-                result.steps.append(Step(tokens=n, measured_bytes=held,
-                                         predicted_bytes=predicted_bytes(spec, n, batch, dtype),
-                                         step_time_s=dt, memory_bytes=_memory(torch, dev),
-                                         storage_bytes=pinned))
+                result.steps.append(
+                    Step(
+                        tokens=n,
+                        measured_bytes=held,
+                        predicted_bytes=predicted_bytes(spec, n, batch, dtype),
+                        step_time_s=dt,
+                        memory_bytes=_memory(torch, dev),
+                        storage_bytes=pinned,
+                    )
+                )
                 if step < new_tokens:
                     generated.append(nxt)
                     x = nxt
@@ -217,31 +250,42 @@ def measure(  # noqa: C901
                     sync()
                     dt = time.perf_counter() - t0
                     same = same and bool(torch.equal(nxt, generated[i]))
-                    result.no_cache_steps.append(Step(tokens=seq.shape[1], measured_bytes=0,
-                                                      predicted_bytes=0, step_time_s=dt,
-                                                      memory_bytes=_memory(torch, dev)))
+                    result.no_cache_steps.append(
+                        Step(
+                            tokens=seq.shape[1],
+                            measured_bytes=0,
+                            predicted_bytes=0,
+                            step_time_s=dt,
+                            memory_bytes=_memory(torch, dev),
+                        )
+                    )
                     seq = torch.cat([seq, generated[i]], dim=1)
                 result.tokens_match_no_cache = same
     except torch.OutOfMemoryError:
         if dev == "cuda":
             torch.cuda.empty_cache()
-        raise LiveError(f"Out of GPU memory at batch {batch} x {prompt_tokens + new_tokens} "
-                        "tokens: lower the batch or the number of tokens.") from None
+        raise LiveError(
+            f"Out of GPU memory at batch {batch} x {prompt_tokens + new_tokens} "
+            "tokens: lower the batch or the number of tokens."
+        ) from None
     except MemoryError:
-        raise LiveError("The machine ran out of memory: lower the batch or the number of "
-                        "tokens.") from None
+        raise LiveError(
+            "The machine ran out of memory: lower the batch or the number of tokens."
+        ) from None
     if tok is not None and generated:
         result.text = tok.decode(torch.cat(generated, dim=1)[0], skip_special_tokens=True)
     if any(lay.kind == "sliding" for lay in spec.layers):
-        result.notes.append("transformers keeps window - 1 tokens in a sliding layer between "
-                            "steps (the next token makes the window); the prediction does too. "
-                            "It cuts them as a view of a larger tensor, so the memory it keeps "
-                            "allocated (storage bytes) can be up to a window, or the whole prompt "
-                            "right after a long prefill")
+        result.notes.append(
+            "transformers keeps window - 1 tokens in a sliding layer between "
+            "steps (the next token makes the window); the prediction does too. "
+            "It cuts them as a view of a larger tensor, so the memory it keeps "
+            "allocated (storage bytes) can be up to a window, or the whole prompt "
+            "right after a long prefill"
+        )
     if any(lay.kind == "state" for lay in spec.layers):
-        result.notes.append("transformers keeps the whole convolution kernel in a recurrent "
-                            "layer's state (vLLM keeps kernel - 1 inputs); the prediction here "
-                            "follows transformers")
+        result.notes.append(
+            "transformers keeps the whole convolution kernel in a recurrent "
+            "layer's state (vLLM keeps kernel - 1 inputs); the prediction here "
+            "follows transformers"
+        )
     return result
-
-

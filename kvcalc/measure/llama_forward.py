@@ -33,8 +33,10 @@ class Net:
     def __init__(self, model):
         cfg = model.config
         if getattr(cfg, "model_type", None) != "llama":
-            raise ValueError(f"the written-out forward supports Llama-family models, not "
-                             f"{getattr(cfg, 'model_type', None)!r}")
+            raise ValueError(
+                f"the written-out forward supports Llama-family models, not "
+                f"{getattr(cfg, 'model_type', None)!r}"
+            )
         self.model = model
         self.n_layers = int(cfg.num_hidden_layers)
         self.n_heads = int(cfg.num_attention_heads)
@@ -100,8 +102,7 @@ class Net:
         """Attention output [heads, n_q, d]: weights p [heads, n_q, n_k] times values
         v [kv_heads, n_k, d], each group of query heads reading its one KV head."""
         g, nq = self.group, p.shape[1]
-        return (p.reshape(self.n_kv, g * nq, v.shape[1]) @ v).view(self.n_heads, nq,
-                                                                     self.head_dim)
+        return (p.reshape(self.n_kv, g * nq, v.shape[1]) @ v).view(self.n_heads, nq, self.head_dim)
 
     def attend(self, q, k, v, allowed):
         """(output [heads, n_q, d], weights [heads, n_q, n_k]); ``allowed`` [n_q, n_k] is the

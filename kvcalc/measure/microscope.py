@@ -39,8 +39,11 @@ MAX_PROMPT_CHARS = 1000
 
 def caps(hosted: bool) -> dict:
     """Upper bounds of the microscope's inputs: prompt tokens and decode steps."""
-    return {"prompt_tokens": 48, "steps": 12, "chars": 300} if hosted else \
-        {"prompt_tokens": 128, "steps": 32, "chars": MAX_PROMPT_CHARS}
+    return (
+        {"prompt_tokens": 48, "steps": 12, "chars": 300}
+        if hosted
+        else {"prompt_tokens": 128, "steps": 32, "chars": MAX_PROMPT_CHARS}
+    )
 
 
 @dataclass
@@ -76,8 +79,11 @@ class Microscope:
 
     def written(self, step: int) -> range:
         """Positions whose K/V ``step`` wrote."""
-        return range(0, self.prompt_tokens) if step == 0 else \
-            range(self.prompt_tokens + step - 1, self.prompt_tokens + step)
+        return (
+            range(0, self.prompt_tokens)
+            if step == 0
+            else range(self.prompt_tokens + step - 1, self.prompt_tokens + step)
+        )
 
     def query_position(self, step: int) -> int:
         """The position of the token whose query is shown at ``step`` (the newest)."""
@@ -101,8 +107,9 @@ class Microscope:
         return self.n_layers * self.n_heads * self.head_dim
 
 
-def run(prompt: str, steps: int = 8, *, hosted: bool = False, device: str = "cpu",
-        should_stop=None) -> Microscope:
+def run(
+    prompt: str, steps: int = 8, *, hosted: bool = False, device: str = "cpu", should_stop=None
+) -> Microscope:
     """Prefill ``prompt`` and decode ``steps`` tokens greedily with SmolLM2's real weights,
     recording what the microscope shows (see the module docstring)."""
     from . import runtime
@@ -112,8 +119,10 @@ def run(prompt: str, steps: int = 8, *, hosted: bool = False, device: str = "cpu
     if not isinstance(prompt, str) or not prompt.strip():
         raise ValueError("The prompt is empty: type a few words, or pick an example.")
     if len(prompt) > cap["chars"]:
-        raise ValueError(f"The prompt has {len(prompt):,} characters; this page takes at most "
-                         f"{cap['chars']:,}. Shorten it.")
+        raise ValueError(
+            f"The prompt has {len(prompt):,} characters; this page takes at most "
+            f"{cap['chars']:,}. Shorten it."
+        )
     steps = check_int("steps", steps, 1, cap["steps"])
     torch = runtime.import_torch()
     dev = runtime.resolve_device(torch, device)
@@ -124,16 +133,28 @@ def run(prompt: str, steps: int = 8, *, hosted: bool = False, device: str = "cpu
     if P == 0:
         raise ValueError("The prompt has no tokens: type a few words.")
     if P > cap["prompt_tokens"]:
-        raise ValueError(f"The prompt is {P:,} tokens long; this page takes at most "
-                         f"{cap['prompt_tokens']:,} tokens. Shorten it.")
+        raise ValueError(
+            f"The prompt is {P:,} tokens long; this page takes at most "
+            f"{cap['prompt_tokens']:,} tokens. Shorten it."
+        )
     t0 = time.perf_counter()
     L = net.n_layers
     # Per layer the cached keys and values (torch tensors), None before the first step.
     K: list[Any] = [None] * L
     V: list[Any] = [None] * L
-    m = Microscope(model="smollm2-135m", prompt=prompt, token_ids=[], labels=[],
-                   prompt_tokens=P, steps=steps, n_layers=L, n_heads=net.n_heads,
-                   n_kv=net.n_kv, head_dim=net.head_dim, bytes_per_element=4)
+    m = Microscope(
+        model="smollm2-135m",
+        prompt=prompt,
+        token_ids=[],
+        labels=[],
+        prompt_tokens=P,
+        steps=steps,
+        n_layers=L,
+        n_heads=net.n_heads,
+        n_kv=net.n_kv,
+        head_dim=net.head_dim,
+        bytes_per_element=4,
+    )
     seq = ids.clone()
     x_ids = ids
     with torch.inference_mode():
@@ -158,9 +179,13 @@ def run(prompt: str, steps: int = 8, *, hosted: bool = False, device: str = "cpu
                 qs.append(q[:, -1])
                 x = net.finish(i, x, out)
             if before is not None:  # did the step touch any earlier token's K/V?
-                diff = max(max(float((K[i][:, :start] - before[i][0]).abs().max()),
-                               float((V[i][:, :start] - before[i][1]).abs().max()))
-                           for i in range(L))
+                diff = max(
+                    max(
+                        float((K[i][:, :start] - before[i][0]).abs().max()),
+                        float((V[i][:, :start] - before[i][1]).abs().max()),
+                    )
+                    for i in range(L)
+                )
                 m.unchanged_max_diff.append(diff)
             if step == 0:
                 m.causal_upper_max = float(torch.triu(torch.stack(attn), diagonal=1).max())

@@ -74,10 +74,29 @@ from typing import Any
 
 from ..core.units import check_int
 
-__all__ = ["VARIANTS", "EXTRA_VARIANTS", "Variant", "variant", "roundtrip", "QualityRow",
-           "QualityTable", "evaluate", "text_ids", "TEXT_SOURCE", "MAX_TOKENS", "MIN_TOKENS",
-           "MODEL_KEY", "kv_bytes", "attention_allowed", "KIVI_GROUP", "KIVI_RESIDUAL",
-           "SINKS", "CHUNK", "check_inputs", "THREADS"]
+__all__ = [
+    "VARIANTS",
+    "EXTRA_VARIANTS",
+    "Variant",
+    "variant",
+    "roundtrip",
+    "QualityRow",
+    "QualityTable",
+    "evaluate",
+    "text_ids",
+    "TEXT_SOURCE",
+    "MAX_TOKENS",
+    "MIN_TOKENS",
+    "MODEL_KEY",
+    "kv_bytes",
+    "attention_allowed",
+    "KIVI_GROUP",
+    "KIVI_RESIDUAL",
+    "SINKS",
+    "CHUNK",
+    "check_inputs",
+    "THREADS",
+]
 
 MODEL_KEY = "smollm2-135m"
 MIN_TOKENS = 64
@@ -88,18 +107,29 @@ KIVI_RESIDUAL = 128  # KIVI's residual length R (RESIDUAL_LENGTH = 128), a multi
 SINKS = 4  # StreamingLLM keeps 4 initial tokens
 FP8_MAX = 448.0  # largest finite e4m3 value (OCP FP8: S.1111.110 = 448)
 THREADS = 1  # CPU threads a measurement runs on: the same sums in the same order at every run
-TEXT_SOURCE = ("pydoc_data.topics: the Python {version} documentation shipped with Python, "
-               "topics in sorted order joined by blank lines, the first {tokens:,} tokens "
-               "(SmolLM2's tokenizer)")
+TEXT_SOURCE = (
+    "pydoc_data.topics: the Python {version} documentation shipped with Python, "
+    "topics in sorted order joined by blank lines, the first {tokens:,} tokens "
+    "(SmolLM2's tokenizer)"
+)
 
-VARIANTS = ("exact", "fp8", "int8-token", "int4-token", "int4-kivi", "int2-kivi",
-            "window-W", "sink4-window-W")
+VARIANTS = (
+    "exact",
+    "fp8",
+    "int8-token",
+    "int4-token",
+    "int4-kivi",
+    "int2-kivi",
+    "window-W",
+    "sink4-window-W",
+)
 EXTRA_VARIANTS = ("fp16", "bf16", "h2o-W")
 
 
 @dataclass(frozen=True)
 class Variant:
     """One cache: a number format for what it stores, and/or a rule for what it keeps."""
+
     name: str
     fmt: str = "exact"  # exact, fp16, bf16, fp8, int8-token, int4-token, int4-kivi, int2-kivi
     window: int | None = None  # tokens each query reads (itself included), None: all
@@ -136,22 +166,36 @@ def variant(name: str, window: int) -> Variant:
         w = window if m.group(2) == "W" else int(m.group(2))
         kind = m.group(1)
         if kind == "window":
-            return Variant(name=f"window-{w}", window=w,
-                           label=f"sliding window: each token reads the last {w:,}")
+            return Variant(
+                name=f"window-{w}",
+                window=w,
+                label=f"sliding window: each token reads the last {w:,}",
+            )
         if kind == "sink4-window":
-            return Variant(name=f"sink4-window-{w}", window=w, sinks=SINKS,
-                           label=f"StreamingLLM: {SINKS} sink tokens + the last {w:,}")
-        return Variant(name=f"h2o-{w}", window=w, h2o=True,
-                       label=f"H2O-style: {w // 2:,} newest + {w - w // 2:,} heavy hitters per "
-                             "KV head, chosen once per chunk")
-    raise ValueError(f"unknown variant {name!r}; choose from "
-                     f"{', '.join(VARIANTS + EXTRA_VARIANTS)}")
+            return Variant(
+                name=f"sink4-window-{w}",
+                window=w,
+                sinks=SINKS,
+                label=f"StreamingLLM: {SINKS} sink tokens + the last {w:,}",
+            )
+        return Variant(
+            name=f"h2o-{w}",
+            window=w,
+            h2o=True,
+            label=f"H2O-style: {w // 2:,} newest + {w - w // 2:,} heavy hitters per "
+            "KV head, chosen once per chunk",
+        )
+    raise ValueError(
+        f"unknown variant {name!r}; choose from {', '.join(VARIANTS + EXTRA_VARIANTS)}"
+    )
 
 
 # -- bytes ------------------------------------------------------------------------------------
 
-def kv_bytes(v: Variant, tokens: int, *, layers: int, kv_heads: int, head_dim: int,
-             exact_bytes: int = 4) -> tuple[int, str]:
+
+def kv_bytes(
+    v: Variant, tokens: int, *, layers: int, kv_heads: int, head_dim: int, exact_bytes: int = 4
+) -> tuple[int, str]:
     """(bytes the cache holds after ``tokens`` tokens, derivation). Per layer and token, K and
     V each have ``kv_heads`` x ``head_dim`` numbers; ``exact_bytes`` is the unquantized
     element size (4: fp32, as the model runs here)."""
@@ -160,19 +204,25 @@ def kv_bytes(v: Variant, tokens: int, *, layers: int, kv_heads: int, head_dim: i
     if v.window is not None:
         kept = min(tokens, v.window + v.sinks)
         b = kept * per_layer * e * exact_bytes
-        return b, (f"{kept:,} tokens kept x 2 (K, V) x {layers} layers x {kv_heads} KV heads x "
-                   f"{head_dim} x {exact_bytes} B = {b:,} B")
+        return b, (
+            f"{kept:,} tokens kept x 2 (K, V) x {layers} layers x {kv_heads} KV heads x "
+            f"{head_dim} x {exact_bytes} B = {b:,} B"
+        )
     if v.fmt in ("exact", "fp16", "bf16", "fp8"):
         size = {"exact": exact_bytes, "fp16": 2, "bf16": 2, "fp8": 1}[v.fmt]
         b = tokens * per_layer * e * size
-        return b, (f"{tokens:,} tokens x 2 (K, V) x {layers} layers x {kv_heads} KV heads x "
-                   f"{head_dim} x {size} B = {b:,} B")
+        return b, (
+            f"{tokens:,} tokens x 2 (K, V) x {layers} layers x {kv_heads} KV heads x "
+            f"{head_dim} x {size} B = {b:,} B"
+        )
     if v.fmt in ("int8-token", "int4-token"):
         bits = 8 if v.fmt == "int8-token" else 4
         per_vec = head_dim * bits // 8 + 4  # codes + one fp32 scale
         b = tokens * per_layer * kv_heads * per_vec
-        return b, (f"{tokens:,} tokens x 2 (K, V) x {layers} layers x {kv_heads} KV heads x "
-                   f"({head_dim} x {bits} bit + 4 B scale = {per_vec} B) = {b:,} B")
+        return b, (
+            f"{tokens:,} tokens x 2 (K, V) x {layers} layers x {kv_heads} KV heads x "
+            f"({head_dim} x {bits} bit + 4 B scale = {per_vec} B) = {b:,} B"
+        )
     # KIVI: the tokens before the residual are quantized; the residual (1 to R tokens) is not.
     bits = 4 if v.fmt == "int4-kivi" else 2
     quant = v.residual * ((tokens - 1) // v.residual) if tokens else 0
@@ -184,13 +234,16 @@ def kv_bytes(v: Variant, tokens: int, *, layers: int, kv_heads: int, head_dim: i
     v_bytes = layers * kv_heads * (quant * head_dim * bits // 8 + quant * (head_dim // g) * 4)
     r_bytes = rest * per_layer * e * exact_bytes
     b = k_bytes + v_bytes + r_bytes
-    return b, (f"{quant:,} quantized tokens x {layers} layers x {kv_heads} KV heads x "
-               f"[K: {head_dim} x {bits} bit + {head_dim} x 4 B / {g} tokens; "
-               f"V: {head_dim} x {bits} bit + {head_dim // g} x 4 B] + {rest:,} residual tokens "
-               f"x 2 x {layers} x {kv_heads} x {head_dim} x {exact_bytes} B = {b:,} B")
+    return b, (
+        f"{quant:,} quantized tokens x {layers} layers x {kv_heads} KV heads x "
+        f"[K: {head_dim} x {bits} bit + {head_dim} x 4 B / {g} tokens; "
+        f"V: {head_dim} x {bits} bit + {head_dim // g} x 4 B] + {rest:,} residual tokens "
+        f"x 2 x {layers} x {kv_heads} x {head_dim} x {exact_bytes} B = {b:,} B"
+    )
 
 
 # -- number formats ---------------------------------------------------------------------------
+
 
 def roundtrip(x, fmt: str, start: int = 0):
     """``x`` [kv_heads, n, head_dim] stored in ``fmt`` and read back (float32 again).
@@ -223,7 +276,7 @@ def _asym(x, dim: int, bits: int):
 
     lo = x.amin(dim=dim, keepdim=True)
     hi = x.amax(dim=dim, keepdim=True)
-    levels = 2 ** bits - 1
+    levels = 2**bits - 1
     s = (hi - lo) / levels
     s = torch.where(s > 0, s, torch.ones_like(s))
     return ((x - lo) / s).round().clamp(0, levels) * s + lo
@@ -255,6 +308,7 @@ def kivi_roundtrip(k, v, bits: int, start: int = 0):
 
 
 # -- which keys a query reads -----------------------------------------------------------------
+
 
 def attention_allowed(v: Variant, q_pos, k_pos):
     """[n_q, n_k] mask: True where a query at q_pos reads the key at k_pos (causal, then the
@@ -288,7 +342,8 @@ def _residual_edges(v: Variant, s: int, e: int):
 
 def _bias(allowed, torch):
     return torch.zeros(allowed.shape, dtype=torch.float32, device=allowed.device).masked_fill(
-        ~allowed, float("-inf"))
+        ~allowed, float("-inf")
+    )
 
 
 # -- the text ---------------------------------------------------------------------------------
@@ -318,6 +373,7 @@ def text_ids(tok, tokens: int):
 
 
 # -- results ----------------------------------------------------------------------------------
+
 
 @dataclass
 class QualityRow:
@@ -351,27 +407,42 @@ class QualityTable:
         """The table ``to_dict`` wrote (a committed result's ``table``)."""
         names = {f.name for f in fields(QualityRow)}
         rows = [QualityRow(**{k: v for k, v in r.items() if k in names}) for r in d["rows"]]
-        return cls(model=d["model"], tokens=d["tokens"], text_source=d["text_source"],
-                   window=d["window"], chunk=d["chunk_tokens"], device=d["device"], rows=rows,
-                   load_seconds=d.get("load_seconds", 0.0))
+        return cls(
+            model=d["model"],
+            tokens=d["tokens"],
+            text_source=d["text_source"],
+            window=d["window"],
+            chunk=d["chunk_tokens"],
+            device=d["device"],
+            rows=rows,
+            load_seconds=d.get("load_seconds", 0.0),
+        )
 
     def to_dict(self) -> dict:
-        return {"model": self.model, "tokens": self.tokens, "text_source": self.text_source,
-                "window": self.window, "chunk_tokens": self.chunk, "device": self.device,
-                "load_seconds": self.load_seconds,
-                "rows": [asdict(r) for r in self.rows]}
+        return {
+            "model": self.model,
+            "tokens": self.tokens,
+            "text_source": self.text_source,
+            "window": self.window,
+            "chunk_tokens": self.chunk,
+            "device": self.device,
+            "load_seconds": self.load_seconds,
+            "rows": [asdict(r) for r in self.rows],
+        }
 
 
 # -- running ----------------------------------------------------------------------------------
 
-def check_inputs(model: str, tokens, window, chunk,
-                 names) -> tuple[int, int, int, list[Variant]]:
+
+def check_inputs(model: str, tokens, window, chunk, names) -> tuple[int, int, int, list[Variant]]:
     """(tokens, window, chunk, variants) as ``evaluate`` runs them (the exact cache first
     when not asked for), or ValueError naming the input to change."""
     if model not in (MODEL_KEY, "smollm2"):
-        raise ValueError(f"the quality table runs on {MODEL_KEY} (real weights) only, not "
-                         f"{str(model)[:80]!r}: an architecture twin has random weights, so its "
-                         "perplexity would mean nothing")
+        raise ValueError(
+            f"the quality table runs on {MODEL_KEY} (real weights) only, not "
+            f"{str(model)[:80]!r}: an architecture twin has random weights, so its "
+            "perplexity would mean nothing"
+        )
     tokens = check_int("tokens", tokens, MIN_TOKENS, MAX_TOKENS)
     window = check_int("window", window, 1, MAX_TOKENS)
     chunk = check_int("chunk", chunk, KIVI_GROUP, 4096)
@@ -379,18 +450,28 @@ def check_inputs(model: str, tokens, window, chunk,
         raise ValueError(f"chunk must be a multiple of {KIVI_GROUP} (KIVI's group size)")
     vs = [variant(n, window) for n in names]
     if any(v.window is not None for v in vs) and window + SINKS >= tokens:
-        raise ValueError(f"a window of {window:,} tokens is not smaller than the text "
-                         f"({tokens:,} tokens, {SINKS} sinks included): nothing would be evicted. "
-                         f"Choose a window below {tokens - SINKS:,} or a longer text.")
+        raise ValueError(
+            f"a window of {window:,} tokens is not smaller than the text "
+            f"({tokens:,} tokens, {SINKS} sinks included): nothing would be evicted. "
+            f"Choose a window below {tokens - SINKS:,} or a longer text."
+        )
     if not any(v.name == "exact" for v in vs):
         vs.insert(0, variant("exact", window))  # the reference for agreement
     return tokens, window, chunk, vs
 
 
-def evaluate(*, model: str = MODEL_KEY, tokens: int = 2048, window: int = 256,
-             variants: tuple[str, ...] | list[str] | None = None, chunk: int = CHUNK,
-             device: str = "cpu", should_stop=None, progress=None,
-             cached_exact: bool = True) -> QualityTable:
+def evaluate(
+    *,
+    model: str = MODEL_KEY,
+    tokens: int = 2048,
+    window: int = 256,
+    variants: tuple[str, ...] | list[str] | None = None,
+    chunk: int = CHUNK,
+    device: str = "cpu",
+    should_stop=None,
+    progress=None,
+    cached_exact: bool = True,
+) -> QualityTable:
     """Measure every variant on the text (see the module docstring). ``progress(done, total,
     what)`` is called as chunks finish; ``should_stop()`` is checked before each chunk (a
     LiveError then ends the run). The exact cache's row (the reference for agreement) is kept
@@ -398,13 +479,13 @@ def evaluate(*, model: str = MODEL_KEY, tokens: int = 2048, window: int = 256,
     the table."""
     from . import runtime
 
-    tokens, window, chunk, vs = check_inputs(model, tokens, window, chunk,
-                                       list(variants) if variants else list(VARIANTS))
+    tokens, window, chunk, vs = check_inputs(
+        model, tokens, window, chunk, list(variants) if variants else list(VARIANTS)
+    )
     torch = runtime.import_torch()
     dev = runtime.resolve_device(torch, device)
     with _threads(torch, THREADS):
-        return _evaluate(torch, tokens, window, chunk, vs, dev, should_stop, progress,
-                         cached_exact)
+        return _evaluate(torch, tokens, window, chunk, vs, dev, should_stop, progress, cached_exact)
 
 
 @contextmanager
@@ -419,8 +500,9 @@ def _threads(torch, n: int):
         torch.set_num_threads(before)
 
 
-def _evaluate(torch, tokens, window, chunk, vs, dev, should_stop, progress,
-              cached_exact) -> QualityTable:
+def _evaluate(
+    torch, tokens, window, chunk, vs, dev, should_stop, progress, cached_exact
+) -> QualityTable:
     from . import runtime
 
     t0 = time.perf_counter()
@@ -430,8 +512,15 @@ def _evaluate(torch, tokens, window, chunk, vs, dev, should_stop, progress,
     net = Net(net_model)
     ids, source = text_ids(tok, tokens)
     ids = ids.to(dev)
-    table = QualityTable(model=MODEL_KEY, tokens=tokens, text_source=source, window=window,
-                         chunk=chunk, device=dev, load_seconds=time.perf_counter() - t0)
+    table = QualityTable(
+        model=MODEL_KEY,
+        tokens=tokens,
+        text_source=source,
+        window=window,
+        chunk=chunk,
+        device=dev,
+        load_seconds=time.perf_counter() - t0,
+    )
     n_chunks = math.ceil(tokens / chunk)
     total = n_chunks * len(vs)
     done = 0
@@ -462,12 +551,22 @@ def _evaluate(torch, tokens, window, chunk, vs, dev, should_stop, progress,
         if v.name == "exact":
             ref_argmax = argmax
         agree = float((argmax == ref_argmax).double().mean())
-        b, deriv = kv_bytes(v, tokens, layers=net.n_layers, kv_heads=net.n_kv,
-                            head_dim=net.head_dim)
-        table.rows.append(QualityRow(
-            variant=v.name, label=v.label, kv_bytes=b, kv_bytes_derivation=deriv,
-            perplexity=math.exp(nll), next_token_agreement=agree, attention_error=tv,
-            seconds=time.perf_counter() - t1, notes=notes))
+        b, deriv = kv_bytes(
+            v, tokens, layers=net.n_layers, kv_heads=net.n_kv, head_dim=net.head_dim
+        )
+        table.rows.append(
+            QualityRow(
+                variant=v.name,
+                label=v.label,
+                kv_bytes=b,
+                kv_bytes_derivation=deriv,
+                perplexity=math.exp(nll),
+                next_token_agreement=agree,
+                attention_error=tv,
+                seconds=time.perf_counter() - t1,
+                notes=notes,
+            )
+        )
         if v.name == "exact":
             _EXACT.clear()  # keep one text length's reference: a few kilobytes
             _EXACT[key] = (table.rows[-1], ref_argmax)
@@ -538,26 +637,33 @@ def _run_variant(net, ids, v: Variant, chunk: int, stop_check, tick, torch):
                     tv_sum += 0.5 * float((p - ref).abs().sum())
                 tv_n += net.n_heads * (e - s)
                 if v.h2o:
-                    keep[i], score[i] = _h2o_update(net, p, keep[i], score[i], v.window, s, e,
-                                                    torch)
+                    keep[i], score[i] = _h2o_update(
+                        net, p, keep[i], score[i], v.window, s, e, torch
+                    )
                 x = net.finish(i, x, out)
             logits = net.logits(x)
             argmax[s:e] = logits.argmax(-1)
             lp = torch.log_softmax((logits[: T - 1 - s] if e == T else logits).double(), dim=-1)
-            tgt = ids[s + 1: e + 1] if e < T else ids[s + 1:]
+            tgt = ids[s + 1 : e + 1] if e < T else ids[s + 1 :]
             nll_sum -= float(lp.gather(1, tgt.view(-1, 1)).double().sum())
             tick(v.name)
     notes = []
     if v.fmt == "fp8":
-        notes.append(f"{clipped:,} values were beyond e4m3's ±448 and were clipped"
-                     if clipped else "no value reached e4m3's ±448 limit: scale 1 clipped "
-                     "nothing")
+        notes.append(
+            f"{clipped:,} values were beyond e4m3's ±448 and were clipped"
+            if clipped
+            else "no value reached e4m3's ±448 limit: scale 1 clipped nothing"
+        )
     if v.residual and T <= v.residual:
-        notes.append(f"the text is no longer than KIVI's {v.residual}-token residual, so "
-                     "nothing was quantized: read it with a longer text")
+        notes.append(
+            f"the text is no longer than KIVI's {v.residual}-token residual, so "
+            "nothing was quantized: read it with a longer text"
+        )
     if v.h2o:
-        notes.append("evictions decided once per chunk of "
-                     f"{chunk} tokens (the paper decides after every token)")
+        notes.append(
+            "evictions decided once per chunk of "
+            f"{chunk} tokens (the paper decides after every token)"
+        )
     return nll_sum / (T - 1), argmax, tv_sum / tv_n, notes
 
 
@@ -578,8 +684,11 @@ def _h2o_update(net, p, keep, score, budget, s, e, torch):
     scoring older ones, per KV head."""
     nq = e - s
     got = p.view(net.n_kv, net.group, nq, e).sum(dim=(1, 2))  # [kv_heads, e]
-    new_score = got if score is None else torch.cat(
-        [score, torch.zeros(net.n_kv, e - score.shape[1], device=p.device)], 1) + got
+    new_score = (
+        got
+        if score is None
+        else torch.cat([score, torch.zeros(net.n_kv, e - score.shape[1], device=p.device)], 1) + got
+    )
     new_keep = torch.ones(net.n_kv, e, dtype=torch.bool, device=p.device)
     if keep is not None:
         new_keep[:, :s] = keep

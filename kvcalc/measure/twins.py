@@ -17,8 +17,7 @@ from ..config.catalog import get_model, registry
 from ..config.hfconfig import spec_from_config
 from ..core.model import MLALatent, ModelSpec
 
-__all__ = ["TWIN_KEYS", "TWIN_VOCAB", "twin_config", "runtime_spec", "predicted_bytes",
-           "fit_line"]
+__all__ = ["TWIN_KEYS", "TWIN_VOCAB", "twin_config", "runtime_spec", "predicted_bytes", "fit_line"]
 
 TWIN_KEYS = registry().twins  # kvcalc/config/models.yaml's twins
 TWIN_VOCAB = 512  # a twin's vocabulary: small, the cache does not depend on it
@@ -51,23 +50,37 @@ def twin_config(key: str) -> dict:
         return cfg
     if mt == "falcon":  # head_dim = hidden / heads; with one KV head the query count is free
         head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
-        cfg.update(num_attention_heads=2, hidden_size=2 * head_dim, num_hidden_layers=layers,
-                   **tokens)
+        cfg.update(
+            num_attention_heads=2, hidden_size=2 * head_dim, num_hidden_layers=layers, **tokens
+        )
         return cfg
     attn = spec.kv_layers[0] if spec.kv_layers else None
     mla = isinstance(attn, MLALatent)
     heads = 8 if attn is None or mla else attn.q_heads
     hidden = max(64, 8 * heads)  # a multiple of the query heads, as every config requires
-    cfg.update(hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-               vocab_size=TWIN_VOCAB, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    cfg.update(
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        vocab_size=TWIN_VOCAB,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+    )
     if attn is not None and not isinstance(attn, MLALatent):
         cfg["head_dim"] = attn.head_dim  # keep the real head size although hidden shrank
     if isinstance(cfg.get("layer_types"), list):
         cfg["layer_types"] = cfg["layer_types"][:layers]
     if mla:
         # The latent (kv_lora_rank + qk_rope_head_dim) is what is cached; heads are not.
-        cfg.update(num_attention_heads=8, num_key_value_heads=8, q_lora_rank=64,
-                   first_k_dense_replace=1, n_group=1, topk_group=1)
+        cfg.update(
+            num_attention_heads=8,
+            num_key_value_heads=8,
+            q_lora_rank=64,
+            first_k_dense_replace=1,
+            n_group=1,
+            topk_group=1,
+        )
     for k in ("num_local_experts", "n_routed_experts", "num_experts"):
         if cfg.get(k) and cfg[k] > 1:
             cfg[k] = 4
@@ -100,8 +113,12 @@ def fit_line(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
     pairs, so a few steps slowed by something else on the machine do not tilt the line."""
     if not points:
         return 0.0, 0.0
-    slopes = sorted((y2 - y1) / (x2 - x1) for i, (x1, y1) in enumerate(points)
-                    for x2, y2 in points[i + 1:] if x2 != x1)
+    slopes = sorted(
+        (y2 - y1) / (x2 - x1)
+        for i, (x1, y1) in enumerate(points)
+        for x2, y2 in points[i + 1 :]
+        if x2 != x1
+    )
     b = _median(slopes) if slopes else 0.0
     return _median([y - b * x for x, y in points]), b
 

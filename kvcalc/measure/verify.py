@@ -73,8 +73,10 @@ class VerifyReport:
     def table(self) -> list[str]:
         lines = [f"{'layer':>5}  {'kvcalc':<34} {'transformers':<28} verdict"]
         for r in self.rows:
-            lines.append(f"{r.layer:>5}  {r.kvcalc[:34]:<34} {r.transformers[:28]:<28} "
-                         f"{r.verdict}{': ' + r.why if r.why else ''}")
+            lines.append(
+                f"{r.layer:>5}  {r.kvcalc[:34]:<34} {r.transformers[:28]:<28} "
+                f"{r.verdict}{': ' + r.why if r.why else ''}"
+            )
         return lines
 
 
@@ -82,9 +84,11 @@ def _expected(layer, n: int) -> dict:
     """Elements one sequence holds in this layer at context n, in transformers' layout."""
     view = layer.transformers_view()
     kept = view.tokens_kept(n)
-    out = {"kv": view.elements_per_token * kept if view.stores_tokens else 0,
-           "indexer": view.extra.elements * kept if view.extra else 0,
-           "state": view.state_elements}
+    out = {
+        "kv": view.elements_per_token * kept if view.stores_tokens else 0,
+        "indexer": view.extra.elements * kept if view.extra else 0,
+        "state": view.state_elements,
+    }
     return out
 
 
@@ -103,8 +107,9 @@ def _found(cache, i: int) -> tuple[str, dict]:
     layer = layers[i] if i < len(layers) else None
     name = type(layer).__name__ if layer is not None else "(none)"
     kv = _numel(getattr(layer, "keys", None)) + _numel(getattr(layer, "values", None))
-    state = _numel(getattr(layer, "conv_states", None)) + \
-        _numel(getattr(layer, "recurrent_states", None))
+    state = _numel(getattr(layer, "conv_states", None)) + _numel(
+        getattr(layer, "recurrent_states", None)
+    )
     linear = getattr(cache, "linear_cache", None)  # MiniMax keeps its states beside the layers
     if linear is not None and i < len(linear) and _numel(linear[i]):
         state += _numel(linear[i])
@@ -113,8 +118,7 @@ def _found(cache, i: int) -> tuple[str, dict]:
     if isinstance(rnn, dict) and _numel(rnn.get(i)):
         state += _numel(rnn[i])
         name = f"{type(cache).__name__}.rnn_state"
-    return name, {"kv": kv, "indexer": _numel(getattr(layer, "indexer_keys", None)),
-                  "state": state}
+    return name, {"kv": kv, "indexer": _numel(getattr(layer, "indexer_keys", None)), "state": state}
 
 
 _DIFFERENCES = {
@@ -138,14 +142,17 @@ def _transformers_config(config: dict):
 
     model_type = config.get("model_type")
     if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
-        raise LookupError(f"transformers has no built-in model_type {model_type!r}; it would "
-                          "need the model's own remote code, which kvcalc never runs")
+        raise LookupError(
+            f"transformers has no built-in model_type {model_type!r}; it would "
+            "need the model's own remote code, which kvcalc never runs"
+        )
     # The weights' format (MXFP4, FP8) does not change the cache; dropping it keeps transformers
     # from building quantized kernels that cannot run on meta tensors.
     rest = {k: v for k, v in config.items() if k not in ("model_type", "quantization_config")}
     if isinstance(rest.get("text_config"), dict):
-        rest["text_config"] = {k: v for k, v in rest["text_config"].items()
-                               if k != "quantization_config"}
+        rest["text_config"] = {
+            k: v for k, v in rest["text_config"].items() if k != "quantization_config"
+        }
     return AutoConfig.for_model(model_type, **rest)
 
 
@@ -169,17 +176,23 @@ def verify(config: dict, *, context: int | None = None, name: str | None = None)
     version = transformers.__version__
 
     def refused(reason: str) -> VerifyReport:
-        return VerifyReport(model=spec.name, context=n, transformers_version=version,
-                            checkable=False, verdict=f"cannot be checked: {reason}",
-                            reason=reason)
+        return VerifyReport(
+            model=spec.name,
+            context=n,
+            transformers_version=version,
+            checkable=False,
+            verdict=f"cannot be checked: {reason}",
+            reason=reason,
+        )
 
     try:
         cfg = _transformers_config(config)
     except LookupError as exc:
         return refused(str(exc))
     except Exception as exc:  # transformers rejects the config itself
-        return refused(f"transformers {version} refuses this config ({type(exc).__name__}: "
-                       f"{str(exc)[:200]})")
+        return refused(
+            f"transformers {version} refuses this config ({type(exc).__name__}: {str(exc)[:200]})"
+        )
     from transformers import AutoModel, AutoModelForCausalLM
 
     model = None
@@ -188,24 +201,33 @@ def verify(config: dict, *, context: int | None = None, name: str | None = None)
     # A causal LM first; else the base model (vision-language classes have no causal-LM entry).
     # Eager attention builds the mask as a tensor instead of reading values to skip it; BF16
     # because some MoE kernels (gpt-oss) accept nothing else. Shapes do not depend on it.
-    for auto, candidate in ((AutoModelForCausalLM, cfg), (AutoModelForCausalLM, text),
-                            (AutoModel, cfg)):
+    for auto, candidate in (
+        (AutoModelForCausalLM, cfg),
+        (AutoModelForCausalLM, text),
+        (AutoModel, cfg),
+    ):
         try:
             with torch.device("meta"):
-                model = auto.from_config(candidate, attn_implementation="eager",
-                                         dtype=torch.bfloat16)
+                model = auto.from_config(
+                    candidate, attn_implementation="eager", dtype=torch.bfloat16
+                )
             break
         except Exception as exc:  # no such class for this config: try the next
             errors.append(f"{type(exc).__name__}: {str(exc)[:160]}")
     if model is None:
-        return refused(f"transformers {version} cannot build a causal LM from it ("
-                       + "; ".join(errors) + ")")
+        return refused(
+            f"transformers {version} cannot build a causal LM from it (" + "; ".join(errors) + ")"
+        )
     ids = torch.zeros((1, n), dtype=torch.long, device="meta")
     # Explicit masks and positions keep transformers' mask code from reading values (.item())
     # off meta tensors; without them some models (Gemma 4) cannot run on the meta device.
     attempts: tuple[dict[str, Any], ...] = (
-        {"attention_mask": torch.ones((1, n), dtype=torch.long, device="meta"),
-         "position_ids": torch.arange(n, device="meta")[None]}, {})
+        {
+            "attention_mask": torch.ones((1, n), dtype=torch.long, device="meta"),
+            "position_ids": torch.arange(n, device="meta")[None],
+        },
+        {},
+    )
     out = None
     for extra in attempts:
         try:
@@ -228,11 +250,17 @@ def verify(config: dict, *, context: int | None = None, name: str | None = None)
         if expected == found:
             verdict = "agrees"
             for key, applies in (
-                    ("sliding", layer.kind == "sliding"), ("chunked", layer.kind == "chunked"),
-                    ("state", bool(layer.state_elements) and layer.state_elements !=
-                     layer.transformers_view().state_elements),
-                    ("mla", layer.kind == "mla"), ("indexer", bool(expected["indexer"])),
-                    ("none", layer.kind in ("none", "shared"))):
+                ("sliding", layer.kind == "sliding"),
+                ("chunked", layer.kind == "chunked"),
+                (
+                    "state",
+                    bool(layer.state_elements)
+                    and layer.state_elements != layer.transformers_view().state_elements,
+                ),
+                ("mla", layer.kind == "mla"),
+                ("indexer", bool(expected["indexer"])),
+                ("none", layer.kind in ("none", "shared")),
+            ):
                 if applies:
                     why.append(key)
                     if _DIFFERENCES[key] not in named:
@@ -246,25 +274,50 @@ def verify(config: dict, *, context: int | None = None, name: str | None = None)
                 verdict = "agrees (named difference)"
         else:
             verdict = "differs"
-            why = [f"{k}: kvcalc {expected[k]:,} elements, transformers {found[k]:,}"
-                   for k in expected if expected[k] != found[k]]
-        rows.append(VerifyRow(layer=i, kvcalc=layer.label, transformers=cls, expected=expected,
-                              found=found, verdict=verdict, why=", ".join(why)))
+            why = [
+                f"{k}: kvcalc {expected[k]:,} elements, transformers {found[k]:,}"
+                for k in expected
+                if expected[k] != found[k]
+            ]
+        rows.append(
+            VerifyRow(
+                layer=i,
+                kvcalc=layer.label,
+                transformers=cls,
+                expected=expected,
+                found=found,
+                verdict=verdict,
+                why=", ".join(why),
+            )
+        )
     extra_layers = len(getattr(cache, "layers", [])) - spec.num_layers
     differs = [r for r in rows if r.verdict == "differs"]
     if differs:
-        verdict = (f"differs on {len(differs)} of {len(rows)} layers (first: layer "
-                   f"{differs[0].layer}, {differs[0].why})")
+        verdict = (
+            f"differs on {len(differs)} of {len(rows)} layers (first: layer "
+            f"{differs[0].layer}, {differs[0].why})"
+        )
     else:
         verdict = f"checked against transformers {version}: layer geometry agrees"
         if extra_layers > 0:
-            named.append(f"transformers' cache has {extra_layers} more layer(s) than the config "
-                         "declares (multi-token-prediction layers), not counted here")
+            named.append(
+                f"transformers' cache has {extra_layers} more layer(s) than the config "
+                "declares (multi-token-prediction layers), not counted here"
+            )
     if spec.unverified:
-        verdict = (f"the standard-decoder reading (without the fields kvcalc does not "
-                   f"understand: {', '.join(spec.unverified[:8])}"
-                   f"{' ...' if len(spec.unverified) > 8 else ''}) {verdict[0].lower()}"
-                   f"{verdict[1:]}")
-    return VerifyReport(model=spec.name, context=n, transformers_version=version, checkable=True,
-                        verdict=verdict, rows=tuple(rows), differences=tuple(named),
-                        unverified=spec.unverified)
+        verdict = (
+            f"the standard-decoder reading (without the fields kvcalc does not "
+            f"understand: {', '.join(spec.unverified[:8])}"
+            f"{' ...' if len(spec.unverified) > 8 else ''}) {verdict[0].lower()}"
+            f"{verdict[1:]}"
+        )
+    return VerifyReport(
+        model=spec.name,
+        context=n,
+        transformers_version=version,
+        checkable=True,
+        verdict=verdict,
+        rows=tuple(rows),
+        differences=tuple(named),
+        unverified=spec.unverified,
+    )

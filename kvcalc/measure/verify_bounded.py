@@ -21,8 +21,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["BoundedVerdict", "verify_bounded", "DEFAULT_TIMEOUT_S", "DEFAULT_MEMORY_GIB",
-           "MAX_CHECK_LAYERS", "precheck"]
+__all__ = [
+    "BoundedVerdict",
+    "verify_bounded",
+    "DEFAULT_TIMEOUT_S",
+    "DEFAULT_MEMORY_GIB",
+    "MAX_CHECK_LAYERS",
+    "precheck",
+]
 
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MEMORY_GIB = 4.0  # torch alone maps about 1 GiB of address space
@@ -45,6 +51,7 @@ def _limit(memory_gib: float):
 
         limit = int(memory_gib * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
     return apply
 
 
@@ -64,15 +71,21 @@ def precheck(config: object) -> str | None:
     except ValueError as exc:
         return f"not checked: {str(exc)[:400]}"
     if spec.num_layers > MAX_CHECK_LAYERS:
-        return (f"not checked: {spec.num_layers:,} layers is more than the {MAX_CHECK_LAYERS} "
-                "this check builds within its limits")
+        return (
+            f"not checked: {spec.num_layers:,} layers is more than the {MAX_CHECK_LAYERS} "
+            "this check builds within its limits"
+        )
     return None
 
 
-def verify_bounded(config: dict, *, context: int | None = None,
-                   timeout_s: float = DEFAULT_TIMEOUT_S,
-                   memory_gib: float = DEFAULT_MEMORY_GIB,
-                   should_stop: Callable[[], bool] | None = None) -> BoundedVerdict:
+def verify_bounded(
+    config: dict,
+    *,
+    context: int | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    memory_gib: float = DEFAULT_MEMORY_GIB,
+    should_stop: Callable[[], bool] | None = None,
+) -> BoundedVerdict:
     """The meta-device check of ``config`` in a child process (``python -m
     kvcalc.measure.verify_bounded``): at most ``timeout_s`` seconds and ``memory_gib`` GiB of
     address space, refused before it starts when ``precheck`` says so; when the time is up or
@@ -89,10 +102,15 @@ def verify_bounded(config: dict, *, context: int | None = None,
     if why:
         return BoundedVerdict(None, why)
     payload = json.dumps({"config": config, "context": context}, allow_nan=True)
-    proc = subprocess.Popen([sys.executable, "-m", "kvcalc.measure.verify_bounded"],
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, preexec_fn=_limit(memory_gib),
-                            start_new_session=True, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kvcalc.measure.verify_bounded"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=_limit(memory_gib),
+        start_new_session=True,
+        text=True,
+    )
     deadline = time.monotonic() + timeout_s
     stopped = None
     send: str | None = payload
@@ -126,11 +144,14 @@ def verify_bounded(config: dict, *, context: int | None = None,
         if proc.returncode and proc.returncode < 0:
             why = f"the check's process died (signal {-proc.returncode})"
         else:
-            why = (f"the check's process ended (status {proc.returncode}) without a result, "
-                   f"probably over its {memory_gib:g} GiB limit")
+            why = (
+                f"the check's process ended (status {proc.returncode}) without a result, "
+                f"probably over its {memory_gib:g} GiB limit"
+            )
         return BoundedVerdict(None, f"not checked: {why}")
-    return BoundedVerdict(agrees=got.get("agrees"), line=str(got.get("line", "")),
-                          report=got.get("report"))
+    return BoundedVerdict(
+        agrees=got.get("agrees"), line=str(got.get("line", "")), report=got.get("report")
+    )
 
 
 def _main() -> None:
@@ -149,8 +170,10 @@ def _main() -> None:
         try:
             import torch  # noqa: F401  (first: under a tight limit this is what fails)
         except ImportError as exc:
-            raise ValueError(f"not checked: torch could not be loaded in the check's process "
-                             f"(not installed, or its memory limit is too small: {exc})"[:300])
+            raise ValueError(
+                f"not checked: torch could not be loaded in the check's process "
+                f"(not installed, or its memory limit is too small: {exc})"[:300]
+            )
         from transformers.utils import logging
 
         logging.set_verbosity_error()
@@ -162,8 +185,11 @@ def _main() -> None:
             line += " (named differences: " + "; ".join(r.differences) + ")"
         out = {"agrees": r.agrees if r.checkable else None, "line": line, "report": r.to_dict()}
     except MemoryError:
-        out = {"agrees": None, "line": "not checked: building the model needs more address "
-                                       "space than the check is given"}
+        out = {
+            "agrees": None,
+            "line": "not checked: building the model needs more address "
+            "space than the check is given",
+        }
     except ValueError as exc:
         out = {"agrees": None, "line": str(exc)}
     except Exception as exc:  # transformers failing inside: still one line, never a traceback

@@ -47,9 +47,17 @@ class WorkTime:
         return asdict(self)
 
 
-def measure(*, model: str, source: str = "twin", ns=DEFAULT_NS, dtype: str = "fp32",
-            device: str = "auto", repeats: int = 3, should_stop=None,
-            local_files_only: bool = False) -> WorkTime:
+def measure(
+    *,
+    model: str,
+    source: str = "twin",
+    ns=DEFAULT_NS,
+    dtype: str = "fp32",
+    device: str = "auto",
+    repeats: int = 3,
+    should_stop=None,
+    local_files_only: bool = False,
+) -> WorkTime:
     from ..core.units import check_int
     from . import runtime
 
@@ -60,8 +68,9 @@ def measure(*, model: str, source: str = "twin", ns=DEFAULT_NS, dtype: str = "fp
     repeats = check_int("repeats", repeats, 1, 10)
     dev = runtime.resolve_device(torch, device, dtype)
     net, _, _ = runtime.load_model(source, model, dtype, dev, local_files_only)
-    max_pos = getattr(net.config, "max_position_embeddings", None) or \
-        getattr(net.config, "n_positions", None)
+    max_pos = getattr(net.config, "max_position_embeddings", None) or getattr(
+        net.config, "n_positions", None
+    )
     if max_pos and ns[-1] + repeats + 1 > max_pos:
         raise runtime.LiveError(f"{ns[-1]:,} tokens exceed this model's {max_pos:,}-token context")
     from transformers import DynamicCache
@@ -71,8 +80,9 @@ def measure(*, model: str, source: str = "twin", ns=DEFAULT_NS, dtype: str = "fp
     gen = torch.Generator().manual_seed(7)
     ids = torch.randint(0, vocab, (1, ns[-1] + repeats + 1), generator=gen).to(dev)
     weight_bytes = sum(p.numel() * p.element_size() for p in net.parameters())
-    out = WorkTime(model=model, source=source, device=dev, dtype=dtype,
-                   weight_bytes=int(weight_bytes))
+    out = WorkTime(
+        model=model, source=source, device=dev, dtype=dtype, weight_bytes=int(weight_bytes)
+    )
 
     def stop():
         if should_stop is not None and should_stop():
@@ -97,10 +107,14 @@ def measure(*, model: str, source: str = "twin", ns=DEFAULT_NS, dtype: str = "fp
                 stop()
                 sync()
                 t = time.perf_counter()
-                cache = net(input_ids=ids[:, n + r: n + r + 1], cache=cache,
-                            use_cache=True).cache
+                cache = net(input_ids=ids[:, n + r : n + r + 1], cache=cache, use_cache=True).cache
                 sync()
                 step.append(time.perf_counter() - t)
-            out.points.append(WorkPoint(tokens=n, recompute_s=statistics.median(rec),
-                                        cached_step_s=statistics.median(step)))
+            out.points.append(
+                WorkPoint(
+                    tokens=n,
+                    recompute_s=statistics.median(rec),
+                    cached_step_s=statistics.median(step),
+                )
+            )
     return out

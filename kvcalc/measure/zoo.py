@@ -42,10 +42,14 @@ DEFAULT_MEMORY_GIB = 8  # address space of one child; torch alone maps about 1 G
 DEFAULT_WORKERS = 2
 
 # verify's rows name each legitimate difference by a key; the zoo's short names for them.
-_SHORT = {"sliding": "window vs window-1", "chunked": "chunk vs chunk-1",
-          "state": "conv kernel vs kernel-1", "mla": "MLA latent layout",
-          "indexer": "indexer keys in the model dtype",
-          "none": "placeholder layers (nothing cached)"}
+_SHORT = {
+    "sliding": "window vs window-1",
+    "chunked": "chunk vs chunk-1",
+    "state": "conv kernel vs kernel-1",
+    "mla": "MLA latent layout",
+    "indexer": "indexer keys in the model dtype",
+    "none": "placeholder layers (nothing cached)",
+}
 _EXTRA_LAYERS = "extra cache layers (multi-token prediction)"
 
 
@@ -54,6 +58,7 @@ class ZooEntry:
     """One architecture to check: a ``CONFIG_MAPPING`` key and the causal-LM class that runs it.
     ``via_text`` names the text sub-config's model_type when the type itself has no causal-LM
     class and its text model is checked instead."""
+
     model_type: str
     model_class: str
     via_text: str | None = None
@@ -99,29 +104,40 @@ class ZooRun:
         return group_by_cause(r for r in self.results if r.verdict == "cannot build")
 
     def to_dict(self) -> dict:
-        return {"transformers_version": self.transformers_version,
-                "torch_version": self.torch_version, "date": self.date,
-                "seconds": round(self.seconds, 1), "workers": self.workers,
-                "timeout_s": self.timeout_s, "memory_gib": self.memory_gib,
-                "counts": self.counts(), "refusals_by_cause": self.refusals_by_cause(),
-                "cannot_build_by_cause": self.failures_by_cause(),
-                "results": [r.to_dict() for r in self.results]}
+        return {
+            "transformers_version": self.transformers_version,
+            "torch_version": self.torch_version,
+            "date": self.date,
+            "seconds": round(self.seconds, 1),
+            "workers": self.workers,
+            "timeout_s": self.timeout_s,
+            "memory_gib": self.memory_gib,
+            "counts": self.counts(),
+            "refusals_by_cause": self.refusals_by_cause(),
+            "cannot_build_by_cause": self.failures_by_cause(),
+            "results": [r.to_dict() for r in self.results],
+        }
 
     def summary(self) -> list[str]:
         c = self.counts()
-        lines = [f"kvcalc against transformers {self.transformers_version} (torch "
-                 f"{self.torch_version}): {len(self.results)} architectures in "
-                 f"{self.seconds:.0f} s ({self.workers} workers)",
-                 "  " + ", ".join(f"{v}: {c[v]}" for v in VERDICTS)]
+        lines = [
+            f"kvcalc against transformers {self.transformers_version} (torch "
+            f"{self.torch_version}): {len(self.results)} architectures in "
+            f"{self.seconds:.0f} s ({self.workers} workers)",
+            "  " + ", ".join(f"{v}: {c[v]}" for v in VERDICTS),
+        ]
         bad = [r for r in self.results if r.verdict in ("wrong", "error")]
         for r in bad:
             lines.append(f"  {r.verdict.upper()}: {_label(r)}: {r.detail}")
         named = Counter(d for r in self.results for d in r.differences)
         if named:
-            lines.append("  named differences: " + ", ".join(f"{k} ({n})"
-                                                               for k, n in named.most_common()))
-        for title, groups in (("refused", self.refusals_by_cause()),
-                              ("cannot build", self.failures_by_cause())):
+            lines.append(
+                "  named differences: " + ", ".join(f"{k} ({n})" for k, n in named.most_common())
+            )
+        for title, groups in (
+            ("refused", self.refusals_by_cause()),
+            ("cannot build", self.failures_by_cause()),
+        ):
             if groups:
                 lines.append(f"  {title}, by cause:")
                 for cause, types in groups.items():
@@ -130,29 +146,38 @@ class ZooRun:
 
     def markdown(self, command: str = "python -m kvcalc verify --zoo --markdown") -> list[str]:
         c = self.counts()
-        lines = [f"<!-- written by `{command}` with transformers {self.transformers_version} "
-                 f"(torch {self.torch_version}) on {self.date} -->",
-                 "",
-                 "# The zoo: kvcalc against transformers' own cache",
-                 "",
-                 f"Written by `{command}` with transformers {self.transformers_version} "
-                 f"(torch {self.torch_version}) on {self.date}: {len(self.results)} "
-                 "architectures, each in a child process of its own.",
-                 "Every `model_type` with a causal-LM class is built from its config class's "
-                 "defaults on the meta device and run once; the cache transformers allocates is "
-                 "compared with kvcalc's layers (`python -m kvcalc verify`). A type without a "
-                 "causal-LM class of its own is checked through its text sub-config (the class "
-                 "column says which).",
-                 "",
-                 "| verdict | count |", "|---|---:|"]
+        lines = [
+            f"<!-- written by `{command}` with transformers {self.transformers_version} "
+            f"(torch {self.torch_version}) on {self.date} -->",
+            "",
+            "# The zoo: kvcalc against transformers' own cache",
+            "",
+            f"Written by `{command}` with transformers {self.transformers_version} "
+            f"(torch {self.torch_version}) on {self.date}: {len(self.results)} "
+            "architectures, each in a child process of its own.",
+            "Every `model_type` with a causal-LM class is built from its config class's "
+            "defaults on the meta device and run once; the cache transformers allocates is "
+            "compared with kvcalc's layers (`python -m kvcalc verify`). A type without a "
+            "causal-LM class of its own is checked through its text sub-config (the class "
+            "column says which).",
+            "",
+            "| verdict | count |",
+            "|---|---:|",
+        ]
         lines += [f"| {v} | {c[v]} |" for v in VERDICTS]
-        for title, groups in (("Refused by kvcalc, by cause", self.refusals_by_cause()),
-                              ("Not buildable by transformers on the meta device, by cause",
-                               self.failures_by_cause())):
+        for title, groups in (
+            ("Refused by kvcalc, by cause", self.refusals_by_cause()),
+            (
+                "Not buildable by transformers on the meta device, by cause",
+                self.failures_by_cause(),
+            ),
+        ):
             if groups:
                 lines += ["", f"## {title}", ""]
-                lines += [f"- {_cell(cause)} ({len(types)}): "
-                          + ", ".join(f"`{t}`" for t in types) for cause, types in groups.items()]
+                lines += [
+                    f"- {_cell(cause)} ({len(types)}): " + ", ".join(f"`{t}`" for t in types)
+                    for cause, types in groups.items()
+                ]
         lines += ["", "## Every architecture"]
         lines += ["", "| model_type | class | verdict | detail |", "|---|---|---|---|"]
         for r in self.results:
@@ -168,7 +193,7 @@ def _label(r: ZooResult) -> str:
 def _cell(text: str, limit: int = 300) -> str:
     text = " ".join(text.split())
     if len(text) > limit:
-        text = text[:limit - 3] + "..."
+        text = text[: limit - 3] + "..."
     return text.replace("|", "\\|")
 
 
@@ -200,8 +225,12 @@ def classify(report) -> tuple[str, str, tuple[str, ...]]:
     differs = [r for r in rows if r.verdict == "differs"]
     if differs:
         d = differs[0]
-        return ("wrong", f"{len(differs)} of {len(rows)} layers differ; first: layer {d.layer} "
-                f"({d.kvcalc} / {d.transformers}): {d.why}", ())
+        return (
+            "wrong",
+            f"{len(differs)} of {len(rows)} layers differ; first: layer {d.layer} "
+            f"({d.kvcalc} / {d.transformers}): {d.why}",
+            (),
+        )
     named: list[str] = []
     for r in rows:
         if r.verdict == "agrees (named difference)":
@@ -212,8 +241,7 @@ def classify(report) -> tuple[str, str, tuple[str, ...]]:
     if any("more layer" in d for d in report.differences):
         named.append(_EXTRA_LAYERS)
     if named or report.differences:
-        return "named difference", "; ".join(named) or "; ".join(report.differences), \
-            tuple(named)
+        return "named difference", "; ".join(named) or "; ".join(report.differences), tuple(named)
     return "exact", "", ()
 
 
@@ -255,8 +283,13 @@ def entries(only: list[str] | None = None) -> list[ZooEntry]:
             # with several base classes (funnel) names them in a tuple; the auto classes build
             # the first.
             base = BASE[tt]
-            out.append(ZooEntry(model_type=mt, model_class=base if isinstance(base, str)
-                                else base[0], via_text=tt))
+            out.append(
+                ZooEntry(
+                    model_type=mt,
+                    model_class=base if isinstance(base, str) else base[0],
+                    via_text=tt,
+                )
+            )
     return out
 
 
@@ -285,9 +318,15 @@ def _check(entry: ZooEntry) -> ZooResult:
     t0 = time.perf_counter()
 
     def result(verdict: str, detail: str = "", **kw) -> ZooResult:
-        return ZooResult(model_type=entry.model_type, model_class=entry.model_class,
-                         via_text=entry.via_text, verdict=verdict, detail=detail,
-                         seconds=round(time.perf_counter() - t0, 2), **kw)
+        return ZooResult(
+            model_type=entry.model_type,
+            model_class=entry.model_class,
+            via_text=entry.via_text,
+            verdict=verdict,
+            detail=detail,
+            seconds=round(time.perf_counter() - t0, 2),
+            **kw,
+        )
 
     try:
         cfg = CONFIG_MAPPING[entry.model_type]()
@@ -312,8 +351,9 @@ def _check(entry: ZooEntry) -> ZooResult:
     except Exception as exc:
         return result("error", f"verify raised {_exc(exc)}")
     verdict, detail, named = classify(report)
-    return result(verdict, detail, differences=named, context=report.context,
-                  layers=spec.num_layers)
+    return result(
+        verdict, detail, differences=named, context=report.context, layers=spec.num_layers
+    )
 
 
 def _exc(exc: BaseException) -> str:
@@ -339,9 +379,13 @@ def _child(entry: ZooEntry, memory_gib: float, conn) -> None:
         try:
             res = _check(entry)
         except MemoryError:
-            res = ZooResult(model_type=entry.model_type, model_class=entry.model_class,
-                            via_text=entry.via_text, verdict="cannot build",
-                            detail="out of memory (the child's address-space limit)")
+            res = ZooResult(
+                model_type=entry.model_type,
+                model_class=entry.model_class,
+                via_text=entry.via_text,
+                verdict="cannot build",
+                detail="out of memory (the child's address-space limit)",
+            )
         noise += len(caught)
     try:
         log.seek(0)
@@ -375,11 +419,19 @@ def _run_one(ctx, entry: ZooEntry, timeout_s: float, memory_gib: float) -> ZooRe
             why = f"timeout: no result in {timeout_s:g} s"
         else:
             code = proc.exitcode
-            why = (f"the child process died (signal {-code})" if code and code < 0
-                   else f"the child process exited with status {code} and no result")
-        res = ZooResult(model_type=entry.model_type, model_class=entry.model_class,
-                        via_text=entry.via_text, verdict="cannot build", detail=why,
-                        seconds=round(time.perf_counter() - t0, 2))
+            why = (
+                f"the child process died (signal {-code})"
+                if code and code < 0
+                else f"the child process exited with status {code} and no result"
+            )
+        res = ZooResult(
+            model_type=entry.model_type,
+            model_class=entry.model_class,
+            via_text=entry.via_text,
+            verdict="cannot build",
+            detail=why,
+            seconds=round(time.perf_counter() - t0, 2),
+        )
     else:
         proc.join(10)
         if proc.is_alive():
@@ -388,9 +440,14 @@ def _run_one(ctx, entry: ZooEntry, timeout_s: float, memory_gib: float) -> ZooRe
     return res
 
 
-def run_zoo(*, only: list[str] | None = None, workers: int = DEFAULT_WORKERS,
-            timeout_s: float = DEFAULT_TIMEOUT_S, memory_gib: float = DEFAULT_MEMORY_GIB,
-            progress=None) -> ZooRun:
+def run_zoo(
+    *,
+    only: list[str] | None = None,
+    workers: int = DEFAULT_WORKERS,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    memory_gib: float = DEFAULT_MEMORY_GIB,
+    progress=None,
+) -> ZooRun:
     """Check every architecture (or those in ``only``), each in a child process of its own.
     ``progress(done, total, result)`` is called as results arrive."""
     import datetime
@@ -407,14 +464,21 @@ def run_zoo(*, only: list[str] | None = None, workers: int = DEFAULT_WORKERS,
     ctx = multiprocessing.get_context("forkserver")
     # Each child is forked from a server that has imported these once: a fresh, isolated
     # process per type that starts in milliseconds instead of the 4 s torch takes to import.
-    ctx.set_forkserver_preload(["torch", "transformers",
-                                "transformers.models.auto.modeling_auto", "kvcalc.measure.zoo",
-                                "kvcalc.measure.verify"])
+    ctx.set_forkserver_preload(
+        [
+            "torch",
+            "transformers",
+            "transformers.models.auto.modeling_auto",
+            "kvcalc.measure.zoo",
+            "kvcalc.measure.verify",
+        ]
+    )
     results: list[ZooResult | None] = [None] * len(todo)
     done = 0
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        futures = {pool.submit(_run_one, ctx, e, timeout_s, memory_gib): i
-                   for i, e in enumerate(todo)}
+        futures = {
+            pool.submit(_run_one, ctx, e, timeout_s, memory_gib): i for i, e in enumerate(todo)
+        }
         from concurrent.futures import as_completed
 
         for fut in as_completed(futures):
@@ -423,8 +487,14 @@ def run_zoo(*, only: list[str] | None = None, workers: int = DEFAULT_WORKERS,
             done += 1
             if progress:
                 progress(done, len(todo), results[i])
-    return ZooRun(results=tuple(r for r in results if r is not None),
-                  transformers_version=transformers.__version__,
-                  torch_version=torch.__version__.split("+")[0], seconds=time.perf_counter() - t0,
-                  date=datetime.date.today().isoformat(), workers=workers, timeout_s=timeout_s,
-                  memory_gib=memory_gib, found=tuple(e.model_type for e in todo))
+    return ZooRun(
+        results=tuple(r for r in results if r is not None),
+        transformers_version=transformers.__version__,
+        torch_version=torch.__version__.split("+")[0],
+        seconds=time.perf_counter() - t0,
+        date=datetime.date.today().isoformat(),
+        workers=workers,
+        timeout_s=timeout_s,
+        memory_gib=memory_gib,
+        found=tuple(e.model_type for e in todo),
+    )

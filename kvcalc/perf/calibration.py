@@ -46,11 +46,28 @@ from ..core.model import ModelSpec
 from ..core.units import GB, check_float, check_int
 from .roofline import DEFAULT_MFU, Prefill, StepTime
 
-__all__ = ["BW_SHARE", "STEP_OVERHEAD_S", "MFU", "ALLREDUCE_LATENCY_S", "API_OVERHEAD_S",
-           "API_OVERHEAD_BY_STACK", "STACK_NAMES",
-           "ALLREDUCES_PER_LAYER", "ACTIVATION_BYTES", "HELD_BACK", "ERROR_BAND", "StepModel",
-           "IDEAL", "CALIBRATED", "step_model", "allreduce_seconds", "error_band_text", "Estimate",
-           "estimate_step", "estimate_ttft"]
+__all__ = [
+    "BW_SHARE",
+    "STEP_OVERHEAD_S",
+    "MFU",
+    "ALLREDUCE_LATENCY_S",
+    "API_OVERHEAD_S",
+    "API_OVERHEAD_BY_STACK",
+    "STACK_NAMES",
+    "ALLREDUCES_PER_LAYER",
+    "ACTIVATION_BYTES",
+    "HELD_BACK",
+    "ERROR_BAND",
+    "StepModel",
+    "IDEAL",
+    "CALIBRATED",
+    "step_model",
+    "allreduce_seconds",
+    "error_band_text",
+    "Estimate",
+    "estimate_step",
+    "estimate_ttft",
+]
 
 # -- the fitted coefficients (bench/calibration.py --fit printed these) ------------------------
 BW_SHARE = 0.931  # share of nominal bandwidth a decode step's reads reach
@@ -64,8 +81,7 @@ API_OVERHEAD_S = 0.013  # a served request's HTTP, tokenizer and template time, 
 # The same stage fitted on one engine family's served runs only: what its serving stack adds to
 # a time to first token. A family with no served run at low load in the training part has none
 # (LMDeploy's and llama.cpp's published runs call the engine directly).
-API_OVERHEAD_BY_STACK: dict[str, float] = {"vllm": 0.0341, "sglang": 0.0165,
-                                           "tensorrt-llm": 0.0082}
+API_OVERHEAD_BY_STACK: dict[str, float] = {"vllm": 0.0341, "sglang": 0.0165, "tensorrt-llm": 0.0082}
 STACK_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM"}
 
 # -- fixed by the architecture, not fitted ----------------------------------------------------
@@ -75,8 +91,7 @@ ACTIVATION_BYTES = 2  # the all-reduced activations are 16-bit
 # -- the corpus split: whole sources held back (file names in tests/data/benchmarks/), chosen
 #    before any fit: no publication, harness or run shared with the training part, one GPU the
 #    training part never sees (MI300X), and every judged metric class present -----------------
-HELD_BACK = ("sglang-h200-datacrunch.yaml", "vllm-rocm-mi300x.yaml",
-             "llamacpp-pr4766-rtx4090.yaml")
+HELD_BACK = ("sglang-h200-datacrunch.yaml", "vllm-rocm-mi300x.yaml", "llamacpp-pr4766-rtx4090.yaml")
 
 # -- what bench/calibration.py measured on the held-back sources (median |pred/meas - 1|,
 #    worst max(pred/meas, meas/pred), number of metrics), per metric class --------------------
@@ -116,25 +131,46 @@ class StepModel:
     @property
     def is_calibrated(self) -> bool:
         """The fitted coefficients, with the pooled API overhead or one stack's."""
-        return replace(self, api_overhead_s=CALIBRATED.api_overhead_s, stack=None) == CALIBRATED \
-            and (self.stack is None or self.api_overhead_s == API_OVERHEAD_BY_STACK[self.stack])
+        return replace(
+            self, api_overhead_s=CALIBRATED.api_overhead_s, stack=None
+        ) == CALIBRATED and (
+            self.stack is None or self.api_overhead_s == API_OVERHEAD_BY_STACK[self.stack]
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-IDEAL = StepModel(name="ideal bound", bw_share=1.0, step_overhead_s=0.0, mfu=DEFAULT_MFU,
-                  allreduce_latency_s=0.0, api_overhead_s=0.0, allreduce=False)
-CALIBRATED = StepModel(name="calibrated estimate", bw_share=BW_SHARE,
-                       step_overhead_s=STEP_OVERHEAD_S, mfu=MFU,
-                       allreduce_latency_s=ALLREDUCE_LATENCY_S, api_overhead_s=API_OVERHEAD_S,
-                       allreduce=True)
+IDEAL = StepModel(
+    name="ideal bound",
+    bw_share=1.0,
+    step_overhead_s=0.0,
+    mfu=DEFAULT_MFU,
+    allreduce_latency_s=0.0,
+    api_overhead_s=0.0,
+    allreduce=False,
+)
+CALIBRATED = StepModel(
+    name="calibrated estimate",
+    bw_share=BW_SHARE,
+    step_overhead_s=STEP_OVERHEAD_S,
+    mfu=MFU,
+    allreduce_latency_s=ALLREDUCE_LATENCY_S,
+    api_overhead_s=API_OVERHEAD_S,
+    allreduce=True,
+)
 
 
-def step_model(*, ideal: bool = False, bw_share: float | None = None,
-               step_overhead_s: float | None = None, mfu: float | None = None,
-               allreduce_latency_s: float | None = None,
-               api_overhead_s: float | None = None, stack: str | None = None) -> StepModel:
+def step_model(
+    *,
+    ideal: bool = False,
+    bw_share: float | None = None,
+    step_overhead_s: float | None = None,
+    mfu: float | None = None,
+    allreduce_latency_s: float | None = None,
+    api_overhead_s: float | None = None,
+    stack: str | None = None,
+) -> StepModel:
     """The calibrated estimate (or, with ``ideal``, the ideal bound) with any coefficient the
     user gave in place of its fitted value; named "your step model" when one differs.
     ``stack`` (a key of API_OVERHEAD_BY_STACK) takes that serving stack's fitted API overhead
@@ -142,28 +178,36 @@ def step_model(*, ideal: bool = False, bw_share: float | None = None,
     base = IDEAL if ideal else CALIBRATED
     if stack is not None:
         if stack not in API_OVERHEAD_BY_STACK:
-            raise ValueError(f"serving stack {stack!r}: kvcalc has a fitted API overhead for "
-                             f"{', '.join(API_OVERHEAD_BY_STACK)} only")
+            raise ValueError(
+                f"serving stack {stack!r}: kvcalc has a fitted API overhead for "
+                f"{', '.join(API_OVERHEAD_BY_STACK)} only"
+            )
         if ideal:
-            raise ValueError("the ideal bound has no serving stack: give the ideal bound or a "
-                             "serving stack, not both")
+            raise ValueError(
+                "the ideal bound has no serving stack: give the ideal bound or a "
+                "serving stack, not both"
+            )
         base = replace(CALIBRATED, api_overhead_s=API_OVERHEAD_BY_STACK[stack], stack=stack)
 
     def given(value: float | None, fitted: float) -> float:
         return fitted if value is None else value
 
-    m = replace(base, bw_share=given(bw_share, base.bw_share),
-                step_overhead_s=given(step_overhead_s, base.step_overhead_s),
-                mfu=given(mfu, base.mfu),
-                allreduce_latency_s=given(allreduce_latency_s, base.allreduce_latency_s),
-                api_overhead_s=given(api_overhead_s, base.api_overhead_s))
+    m = replace(
+        base,
+        bw_share=given(bw_share, base.bw_share),
+        step_overhead_s=given(step_overhead_s, base.step_overhead_s),
+        mfu=given(mfu, base.mfu),
+        allreduce_latency_s=given(allreduce_latency_s, base.allreduce_latency_s),
+        api_overhead_s=given(api_overhead_s, base.api_overhead_s),
+    )
     if m != base:
         m = replace(m, name="your step model")
     return m
 
 
-def allreduce_seconds(spec: ModelSpec, tokens: int, tp: int, link_gbs: float | None,
-                      latency_s: float) -> float:
+def allreduce_seconds(
+    spec: ModelSpec, tokens: int, tp: int, link_gbs: float | None, latency_s: float
+) -> float:
     """Time of one step's all-reduces at tensor parallel ``tp`` for ``tokens`` new tokens: two
     per layer, each a latency plus a ring's 2 (tp - 1) / tp of the message over the link. Zero
     at tp 1; a GPU with no stated link (``link_gbs`` None) pays the latency only."""
@@ -172,8 +216,10 @@ def allreduce_seconds(spec: ModelSpec, tokens: int, tp: int, link_gbs: float | N
     if tp == 1 or tokens == 0:
         return 0.0
     if not spec.hidden_size:
-        raise ValueError(f"{spec.name}: the all-reduce time needs the hidden size, which the "
-                         "config does not give")
+        raise ValueError(
+            f"{spec.name}: the all-reduce time needs the hidden size, which the "
+            "config does not give"
+        )
     n = ALLREDUCES_PER_LAYER * spec.num_layers
     wire = 0.0
     if link_gbs:
@@ -182,12 +228,16 @@ def allreduce_seconds(spec: ModelSpec, tokens: int, tp: int, link_gbs: float | N
     return n * (latency_s + wire)
 
 
-BAND_NAMES = {"output_tokens_per_s": "output tokens/s", "tpot_itl": "time per output token",
-              "ttft": "time to first token", "single_stream": "single-stream decode"}
+BAND_NAMES = {
+    "output_tokens_per_s": "output tokens/s",
+    "tpot_itl": "time per output token",
+    "ttft": "time to first token",
+    "single_stream": "single-stream decode",
+}
 
 
 def error_band_text(metric: str | None = None) -> str:
-    """"time per output token within +-X% (median) of N held-back published measurements, worst
+    """ "time per output token within +-X% (median) of N held-back published measurements, worst
     Yx" for a metric class, or for every class the band was measured on."""
     if not ERROR_BAND:
         return "not yet measured"
@@ -195,8 +245,10 @@ def error_band_text(metric: str | None = None) -> str:
     parts = []
     for k in keys:
         med, worst, n = ERROR_BAND[k]
-        parts.append(f"{BAND_NAMES.get(k, k)} within ±{med:.0%} (median) of {n} held-back "
-                     f"published measurements, worst {worst:.2f}x")
+        parts.append(
+            f"{BAND_NAMES.get(k, k)} within ±{med:.0%} (median) of {n} held-back "
+            f"published measurements, worst {worst:.2f}x"
+        )
     return "; ".join(parts)
 
 
@@ -225,23 +277,46 @@ class Estimate:
         return d
 
 
-def estimate_step(spec: ModelSpec, ideal: StepTime, model: StepModel, *, tp: int = 1,
-                  link_gbs: float | None = None) -> Estimate:
+def estimate_step(
+    spec: ModelSpec,
+    ideal: StepTime,
+    model: StepModel,
+    *,
+    tp: int = 1,
+    link_gbs: float | None = None,
+) -> Estimate:
     """A decode step under ``model`` from its ideal bound ``ideal`` (``roofline.step_time`` at
     the GPU's full bandwidth, with its peaks so that the compute time is known): the reads at
     the achieved share, the GEMMs at the MFU, whichever is longer, plus the step's fixed
     overhead and (``model.allreduce``, tp > 1) its all-reduces."""
     memory = ideal.step_time_s / model.bw_share
     compute = (ideal.compute_time_s or 0.0) / model.mfu
-    ar = (allreduce_seconds(spec, ideal.batch, tp, link_gbs, model.allreduce_latency_s)
-          if model.allreduce else 0.0)
-    return Estimate(model=model.name, time_s=max(memory, compute) + model.step_overhead_s + ar,
-                    memory_s=memory, compute_s=compute, overhead_s=model.step_overhead_s,
-                    allreduce_s=ar, ideal_s=ideal.step_time_s, tokens=ideal.batch)
+    ar = (
+        allreduce_seconds(spec, ideal.batch, tp, link_gbs, model.allreduce_latency_s)
+        if model.allreduce
+        else 0.0
+    )
+    return Estimate(
+        model=model.name,
+        time_s=max(memory, compute) + model.step_overhead_s + ar,
+        memory_s=memory,
+        compute_s=compute,
+        overhead_s=model.step_overhead_s,
+        allreduce_s=ar,
+        ideal_s=ideal.step_time_s,
+        tokens=ideal.batch,
+    )
 
 
-def estimate_ttft(spec: ModelSpec, ideal: Prefill, model: StepModel, *, tp: int = 1,
-                  link_gbs: float | None = None, served: bool = True) -> Estimate:
+def estimate_ttft(
+    spec: ModelSpec,
+    ideal: Prefill,
+    model: StepModel,
+    *,
+    tp: int = 1,
+    link_gbs: float | None = None,
+    served: bool = True,
+) -> Estimate:
     """One request's time to first token on an idle engine under ``model``, from the ideal
     prefill ``ideal`` (``roofline.prefill`` at MFU 1 and full bandwidth, with the weights'
     bytes for its floor): the FLOPs at the MFU or one read of the weights at the achieved
@@ -249,10 +324,20 @@ def estimate_ttft(spec: ModelSpec, ideal: Prefill, model: StepModel, *, tp: int 
     ``served`` request, through an HTTP stack) the API overhead."""
     compute = ideal.compute_time_s * ideal.mfu / model.mfu
     memory = ideal.memory_time_s / model.bw_share
-    ar = (allreduce_seconds(spec, ideal.prompt_tokens, tp, link_gbs, model.allreduce_latency_s)
-          if model.allreduce else 0.0)
+    ar = (
+        allreduce_seconds(spec, ideal.prompt_tokens, tp, link_gbs, model.allreduce_latency_s)
+        if model.allreduce
+        else 0.0
+    )
     api = model.api_overhead_s if served else 0.0
-    return Estimate(model=model.name,
-                    time_s=max(compute, memory) + model.step_overhead_s + ar + api,
-                    memory_s=memory, compute_s=compute, overhead_s=model.step_overhead_s,
-                    allreduce_s=ar, api_s=api, ideal_s=ideal.time_s, tokens=ideal.prompt_tokens)
+    return Estimate(
+        model=model.name,
+        time_s=max(compute, memory) + model.step_overhead_s + ar + api,
+        memory_s=memory,
+        compute_s=compute,
+        overhead_s=model.step_overhead_s,
+        allreduce_s=ar,
+        api_s=api,
+        ideal_s=ideal.time_s,
+        tokens=ideal.prompt_tokens,
+    )

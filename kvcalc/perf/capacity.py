@@ -33,8 +33,14 @@ from ..core.arith import first_true
 from ..core.units import GiB, check_int
 from .sim import Dist, Setup, SimResult, Workload, estimated_steps, fixed, simulate
 
-__all__ = ["RunningCapacity", "running_capacity", "requests_for", "pool_bound",
-           "frontier_users", "MAX_CAPACITY_STEPS"]
+__all__ = [
+    "RunningCapacity",
+    "running_capacity",
+    "requests_for",
+    "pool_bound",
+    "frontier_users",
+    "MAX_CAPACITY_STEPS",
+]
 
 MAX_CAPACITY_STEPS = 400_000  # engine steps one search may simulate (a few seconds)
 
@@ -90,30 +96,49 @@ class RunningCapacity:
             f" per request at {self.max_model_len:,} tokens = {self.logged_concurrency:,.2f}",
             f"held decoding    = {self.held_blocks:,} blocks ({gib(self.held_bytes)}) at "
             f"{self.max_model_len:,} tokens -> {self.pool_blocks:,} / {self.held_blocks:,} = "
-            f"{self.held_concurrency:,.2f}"]
+            f"{self.held_concurrency:,.2f}",
+        ]
         if self.onset_users is None:
-            lines.append(f"simulated        = never pool-bound up to {self.users_cap:,} users "
-                         f"({self.top_limit} holds the batch)")
+            lines.append(
+                f"simulated        = never pool-bound up to {self.users_cap:,} users "
+                f"({self.top_limit} holds the batch)"
+            )
         else:
-            lines.append(f"simulated        = pool-bound from {self.onset_users:,} users "
-                         f"({self.last_free_users or 0:,} are not); sustained batch "
-                         f"{self.sustained_batch or 0:,.1f} at {self.sustained_users:,} users")
+            lines.append(
+                f"simulated        = pool-bound from {self.onset_users:,} users "
+                f"({self.last_free_users or 0:,} are not); sustained batch "
+                f"{self.sustained_batch or 0:,.1f} at {self.sustained_users:,} users"
+            )
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "runs"}
-        d["runs"] = [{"users": u, "max_batch": r.max_batch, "steady_batch": r.steady_batch,
-                      "preemptions": r.preemptions, "kv_wait_steps": r.kv_wait_steps,
-                      "binding_limit": r.binding_limit,
-                      "output_tokens_per_s_per_gpu": r.output_tokens_per_s_per_gpu}
-                     for u, r in self.runs]
+        d["runs"] = [
+            {
+                "users": u,
+                "max_batch": r.max_batch,
+                "steady_batch": r.steady_batch,
+                "preemptions": r.preemptions,
+                "kv_wait_steps": r.kv_wait_steps,
+                "binding_limit": r.binding_limit,
+                "output_tokens_per_s_per_gpu": r.output_tokens_per_s_per_gpu,
+            }
+            for u, r in self.runs
+        ]
         d["notes"] = list(self.notes)
         return d
 
 
-def running_capacity(s: Setup, prompt: Dist | int, output: Dist | int, *,
-                     users_cap: int | None = None, seed: int = 0, prefix_share: float = 0.0,
-                     max_steps: int = MAX_CAPACITY_STEPS) -> RunningCapacity:
+def running_capacity(
+    s: Setup,
+    prompt: Dist | int,
+    output: Dist | int,
+    *,
+    users_cap: int | None = None,
+    seed: int = 0,
+    prefix_share: float = 0.0,
+    max_steps: int = MAX_CAPACITY_STEPS,
+) -> RunningCapacity:
     """vLLM's logged worst case, what one request holds at its longest, and the simulator's
     onset and sustained batch for a closed loop of users sending ``prompt`` + ``output`` tokens
     on ``s``. ``users_cap`` (default: twice what memory could ever hold, at most 5,000) bounds
@@ -122,8 +147,10 @@ def running_capacity(s: Setup, prompt: Dist | int, output: Dist | int, *,
     o = output if isinstance(output, Dist) else fixed(output, "output tokens")
     longest = p.hi + o.hi
     if longest > s.max_model_len:
-        raise ValueError(f"the longest request ({longest:,} tokens) is longer than the setup's "
-                         f"max_model_len ({s.max_model_len:,})")
+        raise ValueError(
+            f"the longest request ({longest:,} tokens) is longer than the setup's "
+            f"max_model_len ({s.max_model_len:,})"
+        )
     held = s.blocks_held(s.max_model_len, s.skipped(s.max_model_len - 1))
     held_conc = (s.pool_blocks or s.num_blocks) / held  # as Budget.held_concurrency counts
     # Past max_num_seqs running requests more users only queue; and no more than the pool holds
@@ -137,13 +164,21 @@ def running_capacity(s: Setup, prompt: Dist | int, output: Dist | int, *,
     def run(u: int) -> SimResult:
         nonlocal spent
         if u not in runs:
-            wl = Workload(requests=requests_for(u), prompt=p, output=o, users=u,
-                          prefix_share=prefix_share, seed=seed)
+            wl = Workload(
+                requests=requests_for(u),
+                prompt=p,
+                output=o,
+                users=u,
+                prefix_share=prefix_share,
+                seed=seed,
+            )
             spent += estimated_steps(s, wl)
             if spent > max_steps:
-                raise ValueError(f"finding where the pool binds would simulate more than "
-                                 f"{max_steps:,} engine steps (several seconds); shorten the "
-                                 "output or the prompt")
+                raise ValueError(
+                    f"finding where the pool binds would simulate more than "
+                    f"{max_steps:,} engine steps (several seconds); shorten the "
+                    "output or the prompt"
+                )
             runs[u] = simulate(s, wl, series=False)
         return runs[u]
 
@@ -170,28 +205,43 @@ def running_capacity(s: Setup, prompt: Dist | int, output: Dist | int, *,
             top = 2 * hi  # well past the onset, where the pool holds the batch
             run(top)
         r = runs[top]
-        sustained, sustained_users = (r.steady_batch if r.steady_batch is not None
-                                      else r.mean_batch), top
+        sustained, sustained_users = (
+            (r.steady_batch if r.steady_batch is not None else r.mean_batch),
+            top,
+        )
     notes = []
     if p.kind == "fixed" and o.kind == "fixed":
-        notes.append("fixed lengths: every user's requests start together and stay in step, "
-                     "so they reach their longest at once; log-normal lengths spread them")
+        notes.append(
+            "fixed lengths: every user's requests start together and stay in step, "
+            "so they reach their longest at once; log-normal lengths spread them"
+        )
     return RunningCapacity(
-        prompt=p.describe(), output=o.describe(), max_model_len=s.max_model_len,
-        num_blocks=s.num_blocks, block_size=s.block_size, block_bytes=s.block_bytes,
+        prompt=p.describe(),
+        output=o.describe(),
+        max_model_len=s.max_model_len,
+        num_blocks=s.num_blocks,
+        block_size=s.block_size,
+        block_bytes=s.block_bytes,
         logged_concurrency=s.logged_concurrency,
-        logged_blocks_per_request=s.logged_blocks_per_request, held_blocks=held,
-        held_concurrency=held_conc, pool_blocks=s.pool_blocks or s.num_blocks,
+        logged_blocks_per_request=s.logged_blocks_per_request,
+        held_blocks=held,
+        held_concurrency=held_conc,
+        pool_blocks=s.pool_blocks or s.num_blocks,
         max_num_seqs=s.max_num_seqs,
-        onset_users=hi, last_free_users=lo or None, sustained_batch=sustained,
-        sustained_users=sustained_users, users_cap=cap,
+        onset_users=hi,
+        last_free_users=lo or None,
+        sustained_batch=sustained,
+        sustained_users=sustained_users,
+        users_cap=cap,
         top_limit=runs[max(runs)].binding_limit,
-        runs=tuple(sorted(runs.items())), notes=tuple(notes))
+        runs=tuple(sorted(runs.items())),
+        notes=tuple(notes),
+    )
 
 
-def frontier_users(cap: RunningCapacity, base: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128,
-                                                                   256, 512, 1024)
-                   ) -> tuple[int, ...]:
+def frontier_users(
+    cap: RunningCapacity, base: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+) -> tuple[int, ...]:
     """User counts for a frontier: powers of two, and densely around where the pool starts to
     bind (the last free run, the onset, and 5-25% on either side). Past 4 x the
     onset the batch no longer grows: powers of two stop there (at 64 users at the least)."""

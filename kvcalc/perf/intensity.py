@@ -47,8 +47,18 @@ from ..core.model import ModelSpec
 from ..core.units import GB, check_float, check_int
 from .roofline import attention_flops, decode_span
 
-__all__ = ["Point", "Roofs", "roofs", "ridge_point", "prefill_point", "decode_point",
-           "DecodeStep", "decode_step", "attention_points", "gqa_heads"]
+__all__ = [
+    "Point",
+    "Roofs",
+    "roofs",
+    "ridge_point",
+    "prefill_point",
+    "decode_point",
+    "DecodeStep",
+    "decode_step",
+    "attention_points",
+    "gqa_heads",
+]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,26 +127,43 @@ def roofs(gpu: GPU, weight_dtype: str, kv_dtype: str, bandwidth_gbs: float) -> R
     for fmt, what in ((g, f"{weight_dtype.upper()} weights"), (a, f"a {kv_dtype.upper()} cache")):
         peak = gpu.tflops(fmt)
         if peak is None:
-            raise ValueError(f"{gpu.name} has no known dense {_NAMES[fmt]} peak, which "
-                             f"{what} compute in; pick a registry GPU or other formats")
+            raise ValueError(
+                f"{gpu.name} has no known dense {_NAMES[fmt]} peak, which "
+                f"{what} compute in; pick a registry GPU or other formats"
+            )
         peaks[fmt] = peak
-    notes = [f"GEMMs of {weight_dtype.upper()} weights run in {_NAMES[g]}"
-             + {"fp32": " on the FP32 units (TF32 off, PyTorch's default for matrix "
-                        "multiplies)",
-                "fp8": " (8-bit weights and activations)"}.get(g, "")
-             + ("; 4-bit weights are dequantised to 16 bits for the multiply"
-                if weight_dtype in ("int4", "mxfp4") else "")]
+    notes = [
+        f"GEMMs of {weight_dtype.upper()} weights run in {_NAMES[g]}"
+        + {
+            "fp32": " on the FP32 units (TF32 off, PyTorch's default for matrix multiplies)",
+            "fp8": " (8-bit weights and activations)",
+        }.get(g, "")
+        + (
+            "; 4-bit weights are dequantised to 16 bits for the multiply"
+            if weight_dtype in ("int4", "mxfp4")
+            else ""
+        )
+    ]
     if kv_dtype == "fp8" and a == "fp8":
-        notes.append("attention over an FP8 cache computes in FP8 on this GPU (vLLM's "
-                     "FlashAttention 3 and FlashMLA quantise the queries too)")
+        notes.append(
+            "attention over an FP8 cache computes in FP8 on this GPU (vLLM's "
+            "FlashAttention 3 and FlashMLA quantise the queries too)"
+        )
     elif kv_dtype in ("fp8", "int8", "int4"):
-        notes.append(f"attention over a {kv_dtype.upper()} cache computes in {_NAMES[a]}: the "
-                     "cache is dequantised as it is read")
+        notes.append(
+            f"attention over a {kv_dtype.upper()} cache computes in {_NAMES[a]}: the "
+            "cache is dequantised as it is read"
+        )
     else:
         notes.append(f"attention computes in {_NAMES[a]}, the cache's format")
-    return Roofs(gemm_format=g, gemm_tflops=peaks[g], attention_format=a,
-                 attention_tflops=peaks[a], bandwidth_gbs=bandwidth_gbs,
-                 assumptions=tuple(notes))
+    return Roofs(
+        gemm_format=g,
+        gemm_tflops=peaks[g],
+        attention_format=a,
+        attention_tflops=peaks[a],
+        bandwidth_gbs=bandwidth_gbs,
+        assumptions=tuple(notes),
+    )
 
 
 def ridge_point(peak_tflops: float, bandwidth_gbs: float) -> float:
@@ -152,8 +179,15 @@ def _kv(spec, n, dtype, tp) -> int:
     return sum(lay.read_bytes(n, dtype) for lay in _layers(spec, tp))
 
 
-def prefill_point(spec: ModelSpec, w: Weights, prompt: int, *, kv_dtype: str = "bf16",
-                  tp: int = 1, time_s: float | None = None) -> Point:
+def prefill_point(
+    spec: ModelSpec,
+    w: Weights,
+    prompt: int,
+    *,
+    kv_dtype: str = "bf16",
+    tp: int = 1,
+    time_s: float | None = None,
+) -> Point:
     """Prefill of ``prompt`` tokens, per GPU; ``time_s``: the time to first token the page
     states, to draw it where that time puts it."""
     p = check_int("prompt tokens", prompt, 1, MAX_CONTEXT)
@@ -162,10 +196,17 @@ def prefill_point(spec: ModelSpec, w: Weights, prompt: int, *, kv_dtype: str = "
     attn = attention_flops(spec, 0, p, decode=False, tp=tp)
     wb = w.read_per_step(spec, p) / tp
     kv = _kv(spec, p, dtype, tp)
-    return Point(label=f"prefill {p:,} tokens", flops=lin + attn, bytes=wb + kv, time_s=time_s,
-                 formula=(f"prefill: ({lin:.3e} + {attn:.3e} attention) FLOPs / "
-                          f"({wb:,.0f} B weights + {kv:,} B KV) = "
-                          f"{(lin + attn) / (wb + kv):,.1f} FLOP/B"))
+    return Point(
+        label=f"prefill {p:,} tokens",
+        flops=lin + attn,
+        bytes=wb + kv,
+        time_s=time_s,
+        formula=(
+            f"prefill: ({lin:.3e} + {attn:.3e} attention) FLOPs / "
+            f"({wb:,.0f} B weights + {kv:,} B KV) = "
+            f"{(lin + attn) / (wb + kv):,.1f} FLOP/B"
+        ),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -189,9 +230,18 @@ class DecodeStep:
         return self.gemm_time_s + self.attention_time_s
 
 
-def decode_step(spec: ModelSpec, w: Weights, r: Roofs, *, batch: int, context: int,
-                queries: int = 1, kv_dtype: str = "bf16", state_dtype: str = "bf16",
-                tp: int = 1) -> DecodeStep:
+def decode_step(
+    spec: ModelSpec,
+    w: Weights,
+    r: Roofs,
+    *,
+    batch: int,
+    context: int,
+    queries: int = 1,
+    kv_dtype: str = "bf16",
+    state_dtype: str = "bf16",
+    tp: int = 1,
+) -> DecodeStep:
     """A decode step of ``batch`` sequences at ``context`` tokens, each computing ``queries``
     new tokens (speculative decoding or multi-token prediction when more than 1), per GPU."""
     b = check_int("batch", batch, 1, 10**7)
@@ -204,37 +254,80 @@ def decode_step(spec: ModelSpec, w: Weights, r: Roofs, *, batch: int, context: i
     wb = math.ceil(w.read_per_step(spec, b * q) / tp)
     start, end = decode_span(c, q)
     attn = b * attention_flops(spec, start, end, decode=True, tp=tp)
-    kv = b * (sum(lay.read_bytes(c + q - 1, dtype) for lay in layers)
-              + sum(lay.state_bytes(sdtype) for lay in layers))
+    kv = b * (
+        sum(lay.read_bytes(c + q - 1, dtype) for lay in layers)
+        + sum(lay.state_bytes(sdtype) for lay in layers)
+    )
     tag = f"b={b:,}" + (f", {q} query tokens" if q > 1 else "")
-    gemm = Point(label=f"decode GEMMs, batch {b:,}", flops=lin, bytes=wb, roof="gemm",
-                 formula=(f"decode GEMMs {tag}: {lin:.3e} FLOPs / {wb:,} B weights = "
-                          f"{lin / wb:,.1f} FLOP/B"))
-    at = Point(label=f"decode attention, batch {b:,}", flops=attn, bytes=kv, roof="attention",
-               formula=(f"decode attention {tag}: {attn:.3e} FLOPs / {kv:,} B KV = "
-                        f"{attn / kv:,.1f} FLOP/B"))
+    gemm = Point(
+        label=f"decode GEMMs, batch {b:,}",
+        flops=lin,
+        bytes=wb,
+        roof="gemm",
+        formula=(
+            f"decode GEMMs {tag}: {lin:.3e} FLOPs / {wb:,} B weights = {lin / wb:,.1f} FLOP/B"
+        ),
+    )
+    at = Point(
+        label=f"decode attention, batch {b:,}",
+        flops=attn,
+        bytes=kv,
+        roof="attention",
+        formula=(
+            f"decode attention {tag}: {attn:.3e} FLOPs / {kv:,} B KV = {attn / kv:,.1f} FLOP/B"
+        ),
+    )
     tg, ta = r.time(lin, wb, "gemm"), r.time(attn, kv, "attention")
     bps = r.bandwidth_gbs * GB
-    whole = Point(label=f"decode, batch {b:,}", flops=lin + attn, bytes=wb + kv,
-                  time_s=tg + ta,
-                  formula=(f"decode {tag}: ({lin:.3e} + {attn:.3e} attention) FLOPs / "
-                           f"({wb:,} B weights + {kv:,} B KV) = "
-                           f"{(lin + attn) / (wb + kv):,.1f} FLOP/B"))
-    return DecodeStep(batch=b, context=c, queries=q, gemm=gemm, attention=at, whole=whole,
-                      gemm_time_s=tg, attention_time_s=ta,
-                      gemm_bound="compute" if tg > wb / bps else "memory",
-                      attention_bound="compute" if ta > kv / bps else "memory")
+    whole = Point(
+        label=f"decode, batch {b:,}",
+        flops=lin + attn,
+        bytes=wb + kv,
+        time_s=tg + ta,
+        formula=(
+            f"decode {tag}: ({lin:.3e} + {attn:.3e} attention) FLOPs / "
+            f"({wb:,} B weights + {kv:,} B KV) = "
+            f"{(lin + attn) / (wb + kv):,.1f} FLOP/B"
+        ),
+    )
+    return DecodeStep(
+        batch=b,
+        context=c,
+        queries=q,
+        gemm=gemm,
+        attention=at,
+        whole=whole,
+        gemm_time_s=tg,
+        attention_time_s=ta,
+        gemm_bound="compute" if tg > wb / bps else "memory",
+        attention_bound="compute" if ta > kv / bps else "memory",
+    )
 
 
-def decode_point(spec: ModelSpec, w: Weights, *, batch: int, context: int,
-                 kv_dtype: str = "bf16", tp: int = 1, queries: int = 1) -> Point:
+def decode_point(
+    spec: ModelSpec,
+    w: Weights,
+    *,
+    batch: int,
+    context: int,
+    kv_dtype: str = "bf16",
+    tp: int = 1,
+    queries: int = 1,
+) -> Point:
     """The whole decode step as one point (FLOPs and bytes of both parts), per GPU."""
-    one = Roofs(gemm_format="bf16", gemm_tflops=1.0, attention_format="bf16",
-                attention_tflops=1.0, bandwidth_gbs=1.0)  # no time needed here
-    s = decode_step(spec, w, one, batch=batch, context=context, queries=queries,
-                    kv_dtype=kv_dtype, tp=tp)
-    return Point(label=s.whole.label, flops=s.whole.flops, bytes=s.whole.bytes,
-                 formula=s.whole.formula)
+    one = Roofs(
+        gemm_format="bf16",
+        gemm_tflops=1.0,
+        attention_format="bf16",
+        attention_tflops=1.0,
+        bandwidth_gbs=1.0,
+    )  # no time needed here
+    s = decode_step(
+        spec, w, one, batch=batch, context=context, queries=queries, kv_dtype=kv_dtype, tp=tp
+    )
+    return Point(
+        label=s.whole.label, flops=s.whole.flops, bytes=s.whole.bytes, formula=s.whole.formula
+    )
 
 
 def gqa_heads(q_heads: int, kv_heads: int | None) -> int | None:
@@ -248,8 +341,15 @@ def gqa_heads(q_heads: int, kv_heads: int | None) -> int | None:
     return max(fits) if fits else None
 
 
-def attention_points(spec: ModelSpec, *, kv_dtype: str = "bf16", context: int = 8192,
-                     queries: int = 1, rank: int = 512, rope: int = 64) -> list[Point]:
+def attention_points(
+    spec: ModelSpec,
+    *,
+    kv_dtype: str = "bf16",
+    context: int = 8192,
+    queries: int = 1,
+    rank: int = 512,
+    rope: int = 64,
+) -> list[Point]:
     """Attention alone for one sequence's decode step at ``context`` (``queries`` query tokens),
     in one layer shaped like the model's first attention layer (h query heads of d_k, d_v):
     MHA, GQA (``gqa_heads``; left out when h has no divisor to group by), MQA, and MLA absorbed
@@ -267,21 +367,40 @@ def attention_points(spec: ModelSpec, *, kv_dtype: str = "bf16", context: int = 
     n = c + q - 1  # cached tokens the step reads, its new ones included
     mha = layer.as_mha()
     grouped = gqa_heads(h, getattr(layer, "kv_heads", None))
-    variants = [("MHA", h)] + ([(f"GQA, {grouped} KV heads", grouped)] if grouped else []) \
-        + [("MQA", 1)]
+    variants = (
+        [("MHA", h)] + ([(f"GQA, {grouped} KV heads", grouped)] if grouped else []) + [("MQA", 1)]
+    )
     qx = f"{q} x " if q > 1 else ""
     out = []
     for name, heads in variants:
         v = mha.with_kv_heads(heads)
         f = v.attention_flops(start, end, decode=True)
         b = v.read_bytes(n, dtype)
-        out.append(Point(label=f"attention {name}", flops=f, bytes=b, roof="attention",
-                         formula=(f"{name}: {qx}2 x {h} x ({dk} + {dv}) x c / ({heads} x ({dk} "
-                                  f"+ {dv}) x c x {e:g} B) = {f / b:,.1f} FLOP/B")))
+        out.append(
+            Point(
+                label=f"attention {name}",
+                flops=f,
+                bytes=b,
+                roof="attention",
+                formula=(
+                    f"{name}: {qx}2 x {h} x ({dk} + {dv}) x c / ({heads} x ({dk} "
+                    f"+ {dv}) x c x {e:g} B) = {f / b:,.1f} FLOP/B"
+                ),
+            )
+        )
     mla = layer.as_latent(rank, rope)
     f = mla.attention_flops(start, end, decode=True)
     b = mla.read_bytes(n, dtype)
-    out.append(Point(label="attention MLA (absorbed)", flops=f, bytes=b, roof="attention",
-                     formula=(f"MLA: {qx}2 x {h} x (2 x {rank} + {rope}) x c / (({rank} + "
-                              f"{rope}) x c x {e:g} B) = {f / b:,.1f} FLOP/B")))
+    out.append(
+        Point(
+            label="attention MLA (absorbed)",
+            flops=f,
+            bytes=b,
+            roof="attention",
+            formula=(
+                f"MLA: {qx}2 x {h} x (2 x {rank} + {rope}) x c / (({rank} + "
+                f"{rope}) x c x {e:g} B) = {f / b:,.1f} FLOP/B"
+            ),
+        )
+    )
     return out

@@ -36,8 +36,19 @@ from ..core.dtypes import KV_DTYPES, get_dtype
 from ..core.model import ModelSpec, counted
 from ..core.units import GB, check_float, check_int
 
-__all__ = ["StepTime", "step_time", "crossover_context", "prefill", "Prefill", "token_passes",
-           "offload_vs_recompute", "Offload", "DEFAULT_MFU", "attention_flops", "decode_span"]
+__all__ = [
+    "StepTime",
+    "step_time",
+    "crossover_context",
+    "prefill",
+    "Prefill",
+    "token_passes",
+    "offload_vs_recompute",
+    "Offload",
+    "DEFAULT_MFU",
+    "attention_flops",
+    "decode_span",
+]
 
 DEFAULT_MFU = 0.5  # a well-tuned prefill reaches roughly half of dense peak; a stated assumption
 
@@ -72,8 +83,7 @@ def decode_span(context: int, queries: int = 1) -> tuple[int, int]:
     return start, start + queries
 
 
-def attention_flops(spec: ModelSpec, start: int, end: int, *, decode: bool,
-                    tp: int = 1) -> float:
+def attention_flops(spec: ModelSpec, start: int, end: int, *, decode: bool, tp: int = 1) -> float:
     """Attention FLOPs of one sequence's tokens at positions start + 1 .. end, over every layer,
     per GPU at tensor parallel ``tp`` (the query heads are split). ``decode`` says which way an
     engine computes them: prefill (a prompt, or a chunk of one) or a decode step; only MLA
@@ -91,9 +101,15 @@ def _read_bytes(layers, n: int, dtype, scales: bool) -> int:
     return sum(count * lay.read_bytes(n, dtype, scales) for lay, count in counted(layers))
 
 
-def crossover_context(spec: ModelSpec, weight_read_bytes: int, batch: int = 1,
-                      kv_dtype: str = "bf16", *, scales: bool = False,
-                      tp: int = 1) -> int | None:
+def crossover_context(
+    spec: ModelSpec,
+    weight_read_bytes: int,
+    batch: int = 1,
+    kv_dtype: str = "bf16",
+    *,
+    scales: bool = False,
+    tp: int = 1,
+) -> int | None:
     """Smallest context N at which reading the batch's cache costs at least as much as reading
     the weights (``weight_read_bytes`` of the whole model, per step); None when it never does
     (every layer keeps a bounded number of tokens). With ``tp`` both sides are one GPU's share."""
@@ -112,11 +128,23 @@ def crossover_context(spec: ModelSpec, weight_read_bytes: int, batch: int = 1,
     return first_true(lambda n: kv(n) >= target, 0, UNBOUNDED_CONTEXT)
 
 
-def step_time(spec: ModelSpec, w: Weights, *, context: int, batch: int, bandwidth_gbs: float,
-              kv_dtype: str = "bf16", scales: bool = False, state_dtype: str = "bf16",
-              tp: int = 1, pp: int = 1, peak_tflops: float | None = None,
-              attention_tflops: float | None = None,
-              weight_read_bytes: int | None = None, find_crossover: bool = True) -> StepTime:
+def step_time(
+    spec: ModelSpec,
+    w: Weights,
+    *,
+    context: int,
+    batch: int,
+    bandwidth_gbs: float,
+    kv_dtype: str = "bf16",
+    scales: bool = False,
+    state_dtype: str = "bf16",
+    tp: int = 1,
+    pp: int = 1,
+    peak_tflops: float | None = None,
+    attention_tflops: float | None = None,
+    weight_read_bytes: int | None = None,
+    find_crossover: bool = True,
+) -> StepTime:
     """One decode step of ``batch`` sequences that each hold ``context`` tokens.
 
     ``peak_tflops`` is the GEMMs' dense peak (the weights' format), ``attention_tflops`` the
@@ -148,21 +176,37 @@ def step_time(spec: ModelSpec, w: Weights, *, context: int, batch: int, bandwidt
     bound = "memory"
     if peak_tflops and spec.params is not None:  # compute needs the parameter count
         peak_tflops = check_float("peak TFLOPS", peak_tflops, 0.0, 1e6, lo_open=True)
-        attention_tflops = peak_tflops if attention_tflops is None else check_float(
-            "attention peak TFLOPS", attention_tflops, 0.0, 1e6, lo_open=True)
+        attention_tflops = (
+            peak_tflops
+            if attention_tflops is None
+            else check_float("attention peak TFLOPS", attention_tflops, 0.0, 1e6, lo_open=True)
+        )
         start, end = decode_span(context)
-        compute = (2 * batch * spec.active_params / tp / (peak_tflops * 1e12)
-                   + batch * attention_flops(spec, start, end, decode=True, tp=tp)
-                   / (attention_tflops * 1e12))
+        compute = 2 * batch * spec.active_params / tp / (
+            peak_tflops * 1e12
+        ) + batch * attention_flops(spec, start, end, decode=True, tp=tp) / (
+            attention_tflops * 1e12
+        )
         if compute > t:
             bound = "compute"
     return StepTime(
-        context=context, batch=batch, bandwidth_gbs=bandwidth_gbs, weight_read_bytes=weight_read,
-        kv_read_bytes=kv_read, state_read_bytes=state_read, step_time_s=t,
+        context=context,
+        batch=batch,
+        bandwidth_gbs=bandwidth_gbs,
+        weight_read_bytes=weight_read,
+        kv_read_bytes=kv_read,
+        state_read_bytes=state_read,
+        step_time_s=t,
         tokens_per_s=batch / t,
-        crossover_context=crossover_context(spec, weight_read_bytes, batch, kv_dtype,
-                                            scales=scales, tp=tp) if find_crossover else None,
-        kv_share=kv_read / total if total else 0.0, compute_time_s=compute, bound=bound)
+        crossover_context=crossover_context(
+            spec, weight_read_bytes, batch, kv_dtype, scales=scales, tp=tp
+        )
+        if find_crossover
+        else None,
+        kv_share=kv_read / total if total else 0.0,
+        compute_time_s=compute,
+        bound=bound,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -182,10 +226,17 @@ class Prefill:
         return asdict(self)
 
 
-def prefill(spec: ModelSpec, prompt_tokens: int, peak_tflops: float, *, mfu: float = DEFAULT_MFU,
-            tp: int = 1, weight_read_bytes: int | None = None,
-            bandwidth_gbs: float | None = None,
-            attention_tflops: float | None = None) -> Prefill:
+def prefill(
+    spec: ModelSpec,
+    prompt_tokens: int,
+    peak_tflops: float,
+    *,
+    mfu: float = DEFAULT_MFU,
+    tp: int = 1,
+    weight_read_bytes: int | None = None,
+    bandwidth_gbs: float | None = None,
+    attention_tflops: float | None = None,
+) -> Prefill:
     """Time to first token of one request on an idle GPU. A forward pass reads every weight it
     uses at least once, so with ``weight_read_bytes`` (whole model) and ``bandwidth_gbs`` the
     time is max(FLOPs / (peak x MFU), weight bytes / bandwidth): a short prompt is never faster
@@ -195,24 +246,34 @@ def prefill(spec: ModelSpec, prompt_tokens: int, peak_tflops: float, *, mfu: flo
     attention's (the cache's format), ``peak_tflops`` when not given. Both at the same MFU."""
     p = check_int("prompt tokens", prompt_tokens, 1, MAX_CONTEXT)
     peak_tflops = check_float("peak TFLOPS", peak_tflops, 0.0, 1e6, lo_open=True)
-    attention_tflops = peak_tflops if attention_tflops is None else check_float(
-        "attention peak TFLOPS", attention_tflops, 0.0, 1e6, lo_open=True)
+    attention_tflops = (
+        peak_tflops
+        if attention_tflops is None
+        else check_float("attention peak TFLOPS", attention_tflops, 0.0, 1e6, lo_open=True)
+    )
     mfu = check_float("MFU", mfu, 0.0, 1.0, lo_open=True)
     tp = check_int("tensor parallel size", tp, 1, 4096)
     linear = 2.0 * spec.active_params * p
     attn = attention_flops(spec, 0, p, decode=False)
     flops = linear + attn
-    compute = (linear / (peak_tflops * 1e12 * mfu)
-               + attn / (attention_tflops * 1e12 * mfu)) / tp
+    compute = (linear / (peak_tflops * 1e12 * mfu) + attn / (attention_tflops * 1e12 * mfu)) / tp
     memory = 0.0
     if weight_read_bytes is not None and bandwidth_gbs is not None:
         weight_read_bytes = check_int("weight bytes", weight_read_bytes, 0, 2**60)
         bandwidth_gbs = check_float("bandwidth (GB/s)", bandwidth_gbs, 0.0, 1e7, lo_open=True)
         memory = weight_read_bytes / tp / (bandwidth_gbs * GB)
-    return Prefill(prompt_tokens=p, linear_flops=linear, attention_flops=attn, flops=flops,
-                   peak_tflops=peak_tflops, mfu=mfu, time_s=max(compute, memory),
-                   compute_time_s=compute, memory_time_s=memory,
-                   bound="memory" if memory > compute else "compute")
+    return Prefill(
+        prompt_tokens=p,
+        linear_flops=linear,
+        attention_flops=attn,
+        flops=flops,
+        peak_tflops=peak_tflops,
+        mfu=mfu,
+        time_s=max(compute, memory),
+        compute_time_s=compute,
+        memory_time_s=memory,
+        bound="memory" if memory > compute else "compute",
+    )
 
 
 def token_passes(new_tokens: int, prompt_tokens: int = 0) -> dict:
@@ -226,8 +287,11 @@ def token_passes(new_tokens: int, prompt_tokens: int = 0) -> dict:
     p = check_int("prompt tokens", prompt_tokens, 0, 10**9)
     with_cache = p + n
     without = p * (n + 1) + n * (n + 1) // 2
-    return {"with_cache": with_cache, "without_cache": without,
-            "ratio": without / with_cache if with_cache else 1.0}
+    return {
+        "with_cache": with_cache,
+        "without_cache": without,
+        "ratio": without / with_cache if with_cache else 1.0,
+    }
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -244,9 +308,17 @@ class Offload:
         return asdict(self)
 
 
-def offload_vs_recompute(spec: ModelSpec, prefix_tokens: int, *, link_gbs: float,
-                         peak_tflops: float, kv_dtype: str = "bf16", mfu: float = DEFAULT_MFU,
-                         tp: int = 1, fixed_s: float = 0.0) -> Offload:
+def offload_vs_recompute(
+    spec: ModelSpec,
+    prefix_tokens: int,
+    *,
+    link_gbs: float,
+    peak_tflops: float,
+    kv_dtype: str = "bf16",
+    mfu: float = DEFAULT_MFU,
+    tp: int = 1,
+    fixed_s: float = 0.0,
+) -> Offload:
     """Is reloading a cached prefix over a link (PCIe, NVLink-C2C) faster than recomputing it?
 
     ``fixed_s`` is a fixed cost per reload (finding the blocks, issuing and waiting for the
@@ -273,6 +345,12 @@ def offload_vs_recompute(spec: ModelSpec, prefix_tokens: int, *, link_gbs: float
             break_even = 1
         else:
             break_even = first_true(lambda m: reload(m) < recompute(m), 1, hi)
-    return Offload(prefix_tokens=n, kv_bytes=sequence_bytes(layers, n, dtype, False),
-                   link_gbs=link_gbs, reload_s=r, recompute_s=c, offload_wins=r < c,
-                   break_even_tokens=break_even)
+    return Offload(
+        prefix_tokens=n,
+        kv_bytes=sequence_bytes(layers, n, dtype, False),
+        link_gbs=link_gbs,
+        reload_s=r,
+        recompute_s=c,
+        offload_wins=r < c,
+        break_even_tokens=break_even,
+    )

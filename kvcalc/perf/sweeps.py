@@ -11,8 +11,15 @@ from ..core.units import check_int
 from ..engines.budget import budget
 from .roofline import step_time
 
-__all__ = ["context_grid", "concurrency_curve", "step_curve", "batch_curve", "max_batch_at",
-           "max_context_at", "no_speed_reason"]
+__all__ = [
+    "context_grid",
+    "concurrency_curve",
+    "step_curve",
+    "batch_curve",
+    "max_batch_at",
+    "max_context_at",
+    "no_speed_reason",
+]
 
 
 def context_grid(lo: int, hi: int, points: int = 60, include: tuple[int, ...] = ()) -> list[int]:
@@ -29,8 +36,10 @@ def context_grid(lo: int, hi: int, points: int = 60, include: tuple[int, ...] = 
 
 def concurrency_curve(spec: ModelSpec, contexts: list[int], **budget_kwargs) -> list[float]:
     """Max concurrent sequences at each context (vLLM's definition)."""
-    return [budget(spec, context=c, find_max_context=False, **budget_kwargs).max_concurrency
-            for c in contexts]
+    return [
+        budget(spec, context=c, find_max_context=False, **budget_kwargs).max_concurrency
+        for c in contexts
+    ]
 
 
 def step_curve(spec: ModelSpec, w: Weights, contexts: list[int], **step_kwargs) -> dict:
@@ -55,8 +64,13 @@ def batch_curve(spec: ModelSpec, w: Weights, batches: list[int], **step_kwargs) 
         tps.append(s.tokens_per_s)
         weight_s.append(s.weight_read_bytes / bw)
         kv_s.append((s.kv_read_bytes + s.state_read_bytes) / bw)
-    return {"batch": list(batches), "step_s": steps, "tokens_per_s": tps, "weight_s": weight_s,
-            "kv_s": kv_s}
+    return {
+        "batch": list(batches),
+        "step_s": steps,
+        "tokens_per_s": tps,
+        "weight_s": weight_s,
+        "kv_s": kv_s,
+    }
 
 
 def max_batch_at(spec: ModelSpec, context: int, **budget_kwargs) -> int:
@@ -83,8 +97,7 @@ def max_context_at(spec: ModelSpec, batch: int, **budget_kwargs) -> int:
     return last_true(fits, 1, hi)
 
 
-def no_speed_reason(spec: ModelSpec, context: int, batch: int = 1,
-                    **budget_kwargs) -> str | None:
+def no_speed_reason(spec: ModelSpec, context: int, batch: int = 1, **budget_kwargs) -> str | None:
     """Why no decode speed may be stated for ``batch`` sequences of ``context`` tokens each, or
     None when one may: the one rule every page and the CLI apply (issue 23 [16]).
 
@@ -95,12 +108,16 @@ def no_speed_reason(spec: ModelSpec, context: int, batch: int = 1,
     """
     limit = spec.max_context
     if context > limit:
-        return (f"{context:,} tokens is past this model's limit of {limit:,} tokens "
-                "(max_position_embeddings): it was not trained for it and engines refuse it")
+        return (
+            f"{context:,} tokens is past this model's limit of {limit:,} tokens "
+            "(max_position_embeddings): it was not trained for it and engines refuse it"
+        )
     if budget_kwargs:
         most = max_batch_at(spec, context, **budget_kwargs)
         if most < batch:
             seqs = f"{batch:,} sequence{'s' if batch != 1 else ''}"
-            return (f"{seqs} of {context:,} tokens do{'es' if batch == 1 else ''} not fit in "
-                    f"the KV pool: at most {most:,} fit{'s' if most == 1 else ''} at that length")
+            return (
+                f"{seqs} of {context:,} tokens do{'es' if batch == 1 else ''} not fit in "
+                f"the KV pool: at most {most:,} fit{'s' if most == 1 else ''} at that length"
+            )
     return None

@@ -41,9 +41,16 @@ def shown_layers(spec: ModelSpec, count: int) -> list[int]:
     return sorted({round(i * (n - 1) / (count - 1)) for i in range(count)})
 
 
-def fill_timeline(spec: ModelSpec, prompt: int, new_tokens: int, *, layers: int = 4,
-                  kv_dtype: str = "bf16", use_cache: bool = True,
-                  grid_every: int = 1) -> list[FillStep]:
+def fill_timeline(
+    spec: ModelSpec,
+    prompt: int,
+    new_tokens: int,
+    *,
+    layers: int = 4,
+    kv_dtype: str = "bf16",
+    use_cache: bool = True,
+    grid_every: int = 1,
+) -> list[FillStep]:
     """The grid after the prefill and after each decode step. With ``grid_every`` k > 1 only
     every k-th step and the last carry a grid (the others an empty one), which bounds the work
     and the size of an animation at the largest inputs; counts and bytes are always there."""
@@ -51,8 +58,10 @@ def fill_timeline(spec: ModelSpec, prompt: int, new_tokens: int, *, layers: int 
     prompt = check_int("prompt length", prompt, 1, MAX_TOKENS)
     new_tokens = check_int("tokens to generate", new_tokens, 0, MAX_TOKENS)
     if prompt + new_tokens > MAX_TOKENS:
-        raise ValueError(f"prompt + generated tokens is at most {MAX_TOKENS} in this picture, "
-                         f"got {prompt + new_tokens}")
+        raise ValueError(
+            f"prompt + generated tokens is at most {MAX_TOKENS} in this picture, "
+            f"got {prompt + new_tokens}"
+        )
     layers = check_int("layers shown", layers, 1, 16)
     idx = shown_layers(spec, layers)
     total = prompt + new_tokens
@@ -78,9 +87,15 @@ def fill_timeline(spec: ModelSpec, prompt: int, new_tokens: int, *, layers: int 
             for _ in range(max(1, len(layer.cache_rows))):  # K and V, or latent and RoPE key
                 grid.append(tuple(line))
         kv = kv_cache(spec, n, kv_dtype=kv_dtype)
-        steps.append(FillStep(step=step, tokens=n, grid=tuple(grid),
-                              passes_with_cache=passes["with_cache"],
-                              passes_without_cache=passes["without_cache"],
-                              cache_bytes=kv.kv_bytes if use_cache else 0,
-                              state_bytes=kv.state_bytes))
+        steps.append(
+            FillStep(
+                step=step,
+                tokens=n,
+                grid=tuple(grid),
+                passes_with_cache=passes["with_cache"],
+                passes_without_cache=passes["without_cache"],
+                cache_bytes=kv.kv_bytes if use_cache else 0,
+                state_bytes=kv.state_bytes,
+            )
+        )
     return steps

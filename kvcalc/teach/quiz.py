@@ -20,8 +20,16 @@ from ..core.units import GB, GiB, KiB, MiB, check_int, fmt_bytes, fmt_seconds
 from ..engines.budget import budget, pool_defaults_text
 from ..perf.roofline import offload_vs_recompute, prefill, step_time
 
-__all__ = ["Question", "interview_questions", "practice_questions", "grade", "parse_answer",
-           "answer_label", "Grade", "TOLERANCE"]
+__all__ = [
+    "Question",
+    "interview_questions",
+    "practice_questions",
+    "grade",
+    "parse_answer",
+    "answer_label",
+    "Grade",
+    "TOLERANCE",
+]
 
 TOLERANCE = 0.02  # relative: 2% covers rounding to three significant digits
 
@@ -56,15 +64,24 @@ class Question:
         if self.value2 is None:
             raise ValueError("this question has no second part")
         from dataclasses import replace
-        return replace(self, value=self.value2, unit=self.unit2, ask_unit=self.ask_unit2,
-                       value2=None)
+
+        return replace(
+            self, value=self.value2, unit=self.unit2, ask_unit=self.ask_unit2, value2=None
+        )
 
 
 def _llama_like(layers: int, kv_heads: int, head_dim: int, q_heads: int | None = None) -> dict:
     q = q_heads or kv_heads * 4
-    return {"model_type": "llama", "num_hidden_layers": layers, "num_key_value_heads": kv_heads,
-            "num_attention_heads": q, "head_dim": head_dim, "hidden_size": q * head_dim,
-            "intermediate_size": 4 * q * head_dim, "vocab_size": 32000}
+    return {
+        "model_type": "llama",
+        "num_hidden_layers": layers,
+        "num_key_value_heads": kv_heads,
+        "num_attention_heads": q,
+        "head_dim": head_dim,
+        "hidden_size": q * head_dim,
+        "intermediate_size": 4 * q * head_dim,
+        "vocab_size": 32000,
+    }
 
 
 def interview_questions() -> list[Question]:
@@ -81,105 +98,153 @@ def interview_questions() -> list[Question]:
     seq = kv_cache(forty, 8192, kv_dtype="fp16").kv_bytes
 
     w = l8b.weights()
-    b16 = budget(spec, total_bytes=h100.memory_bytes, context=8192, weights_bytes=w.bytes,
-                 find_max_context=False)
-    b8 = budget(spec, total_bytes=h100.memory_bytes, context=8192, weights_bytes=w.bytes,
-                kv_dtype="fp8", find_max_context=False)
+    b16 = budget(
+        spec,
+        total_bytes=h100.memory_bytes,
+        context=8192,
+        weights_bytes=w.bytes,
+        find_max_context=False,
+    )
+    b8 = budget(
+        spec,
+        total_bytes=h100.memory_bytes,
+        context=8192,
+        weights_bytes=w.bytes,
+        kv_dtype="fp8",
+        find_max_context=False,
+    )
     s16 = step_time(spec, w, context=8192, batch=1, bandwidth_gbs=h100.bandwidth_gbs)
-    s8 = step_time(spec, w, context=8192, batch=1, bandwidth_gbs=h100.bandwidth_gbs,
-                   kv_dtype="fp8")
+    s8 = step_time(spec, w, context=8192, batch=1, bandwidth_gbs=h100.bandwidth_gbs, kv_dtype="fp8")
 
     link = registry().links["pcie5-x16"].gbs  # one direction
     peak = h100.bf16_tflops
     if peak is None:
-        raise ValueError("models.yaml: gpu 'h100-sxm-80gb' needs its bf16_tflops for the "
-                         "interview questions")
+        raise ValueError(
+            "models.yaml: gpu 'h100-sxm-80gb' needs its bf16_tflops for the interview questions"
+        )
     off = offload_vs_recompute(spec, 8192, link_gbs=link, peak_tflops=peak)
     off_fixed = offload_vs_recompute(spec, 8192, link_gbs=link, peak_tflops=peak, fixed_s=1e-3)
     short = prefill(spec, 32, peak)  # the marginal cost inside a running batch
-    alone = prefill(spec, 32, peak, weight_read_bytes=w.read_per_step(spec, 32),
-                    bandwidth_gbs=h100.bandwidth_gbs)  # on an idle GPU: one weight read at least
+    alone = prefill(
+        spec,
+        32,
+        peak,
+        weight_read_bytes=w.read_per_step(spec, 32),
+        bandwidth_gbs=h100.bandwidth_gbs,
+    )  # on an idle GPU: one weight read at least
 
     return [
-        Question(qid="why-kv", level="core", prompt="Why do we cache K and V but not Q?",
-                 answer=(
-                     "A token's query is used once: at the step that processes that token it is "
-                     "compared with the keys of every earlier token, and then it is never needed "
-                     "again. Keys and values are the opposite: every later token reads them. "
-                     "Caching them saves recomputing them at every step; caching queries would "
-                     "cost memory and save nothing. For Llama 3.1 8B, keeping Q as well would add "
-                     f"{fmt_bytes(q_bytes)} per token on top of the {fmt_bytes(kv_tok)} of K and V "
-                     "(32 layers x 32 query heads x 128 x 2 B), for no speed-up.")),
-        Question(qid="per-token", level="core",
-                 prompt=("Compute the KV cache per token for a 40-layer model with 8 KV heads, "
-                         "head dimension 128, in FP16. How much does an 8,192-token sequence "
-                         "need?"),
-                 answer=(
-                     f"2 (K and V) x 40 layers x 8 heads x 128 x 2 bytes = **{per:,} B = "
-                     f"{per // KiB} KiB per token**. An 8,192-token sequence needs 8,192 x "
-                     f"{per // KiB} KiB = {seq:,} B = **{seq / GiB:g} GiB**."),
-                 value=per, unit="B", ask_unit="B", value2=seq, unit2="B", ask_unit2="GiB",
-                 solution=f"2 x 40 x 8 x 128 x 2 B = {per:,} B; x 8,192 tokens = {seq:,} B = "
-                          f"{seq / GiB:g} GiB"),
-        Question(qid="why-concurrency", level="mid",
-                 prompt="Why does the KV cache, rather than the weights, usually limit how many "
-                        "users a GPU serves at once?",
-                 answer=(
-                     "The weights are loaded once and every request shares them. The cache is per "
-                     "request and grows with every token. So after the weights are in, what is "
-                     "left divided by (KV per token x context) is the number of sequences in "
-                     f"flight. Llama 3.1 8B on an H100: {w.bytes / GiB:.1f} GiB of weights, a "
-                     f"{b16.kv_pool_bytes / GiB:.1f} GiB pool left (vLLM's arithmetic at "
-                     f"gpu_memory_utilization {b16.gpu_mem_util:g} and a "
-                     f"{b16.reserve_bytes / GiB:g} GiB reserve, as on the Budget page), and each "
-                     f"8,192-token conversation takes {kv_cache(spec, 8192).kv_bytes / GiB:g} "
-                     f"GiB: **{b16.max_concurrency:.1f} conversations** at most. Doubling the "
-                     "context halves that; the weights never change.")),
-        Question(qid="fp8", level="mid",
-                 prompt="FP8 KV cache: what do you gain, and what can go wrong?",
-                 answer=(
-                     "Each cached number takes 1 byte instead of 2, so the cache halves. On an "
-                     "H100 with Llama 3.1 8B at 8,192 tokens, max concurrency goes from "
-                     f"{b16.max_concurrency:.1f} to **{b8.max_concurrency:.1f}**, and each "
-                     "decode step reads half the cache bytes: at batch 1 the crossover where "
-                     f"the cache outweighs the weights moves {_crossover_move(s16, s8, spec)}. "
-                     "The risk is accuracy: "
-                     "rounding keys and values can hurt long-context retrieval (finding one fact "
-                     "in a long document) more than short chats. Measure on your own evaluations "
-                     "before turning it on.")),
-        Question(qid="offload", level="senior",
-                 prompt="When is offloading KV blocks to CPU memory a win?",
-                 answer=(
-                     "When bringing the blocks back over the link is faster than recomputing them "
-                     "with a prefill. For a long prefix that is reused (a multi-turn chat, a "
-                     "shared document) it usually is: for Llama 3.1 8B an 8,192-token prefix is "
-                     f"{fmt_bytes(off.kv_bytes)}, **{fmt_seconds(off.reload_s)}** over PCIe 5.0 "
-                     f"({link:g} GB/s) against **{fmt_seconds(off.recompute_s)}** to recompute on "
-                     "an H100 at half its peak. A reload also has a fixed cost (finding the "
-                     "blocks, issuing and waiting for the copy). Counted as extra work inside a "
-                     "batch that is running anyway (its weights are read for the other requests "
-                     "regardless), recomputing is only FLOPs: at 1 ms per reload, any prefix "
-                     f"shorter than **{off_fixed.break_even_tokens:,} tokens** is faster to "
-                     f"recompute (a 32-token prefix in {fmt_seconds(short.time_s)}). On an idle "
-                     "GPU a prefill reads every weight at least once, so the same 32 tokens "
-                     f"take at least {fmt_seconds(alone.time_s)}. Short prefixes in a busy "
-                     "server: recompute. Long, reused ones: offload.")),
+        Question(
+            qid="why-kv",
+            level="core",
+            prompt="Why do we cache K and V but not Q?",
+            answer=(
+                "A token's query is used once: at the step that processes that token it is "
+                "compared with the keys of every earlier token, and then it is never needed "
+                "again. Keys and values are the opposite: every later token reads them. "
+                "Caching them saves recomputing them at every step; caching queries would "
+                "cost memory and save nothing. For Llama 3.1 8B, keeping Q as well would add "
+                f"{fmt_bytes(q_bytes)} per token on top of the {fmt_bytes(kv_tok)} of K and V "
+                "(32 layers x 32 query heads x 128 x 2 B), for no speed-up."
+            ),
+        ),
+        Question(
+            qid="per-token",
+            level="core",
+            prompt=(
+                "Compute the KV cache per token for a 40-layer model with 8 KV heads, "
+                "head dimension 128, in FP16. How much does an 8,192-token sequence "
+                "need?"
+            ),
+            answer=(
+                f"2 (K and V) x 40 layers x 8 heads x 128 x 2 bytes = **{per:,} B = "
+                f"{per // KiB} KiB per token**. An 8,192-token sequence needs 8,192 x "
+                f"{per // KiB} KiB = {seq:,} B = **{seq / GiB:g} GiB**."
+            ),
+            value=per,
+            unit="B",
+            ask_unit="B",
+            value2=seq,
+            unit2="B",
+            ask_unit2="GiB",
+            solution=f"2 x 40 x 8 x 128 x 2 B = {per:,} B; x 8,192 tokens = {seq:,} B = "
+            f"{seq / GiB:g} GiB",
+        ),
+        Question(
+            qid="why-concurrency",
+            level="mid",
+            prompt="Why does the KV cache, rather than the weights, usually limit how many "
+            "users a GPU serves at once?",
+            answer=(
+                "The weights are loaded once and every request shares them. The cache is per "
+                "request and grows with every token. So after the weights are in, what is "
+                "left divided by (KV per token x context) is the number of sequences in "
+                f"flight. Llama 3.1 8B on an H100: {w.bytes / GiB:.1f} GiB of weights, a "
+                f"{b16.kv_pool_bytes / GiB:.1f} GiB pool left (vLLM's arithmetic at "
+                f"gpu_memory_utilization {b16.gpu_mem_util:g} and a "
+                f"{b16.reserve_bytes / GiB:g} GiB reserve, as on the Budget page), and each "
+                f"8,192-token conversation takes {kv_cache(spec, 8192).kv_bytes / GiB:g} "
+                f"GiB: **{b16.max_concurrency:.1f} conversations** at most. Doubling the "
+                "context halves that; the weights never change."
+            ),
+        ),
+        Question(
+            qid="fp8",
+            level="mid",
+            prompt="FP8 KV cache: what do you gain, and what can go wrong?",
+            answer=(
+                "Each cached number takes 1 byte instead of 2, so the cache halves. On an "
+                "H100 with Llama 3.1 8B at 8,192 tokens, max concurrency goes from "
+                f"{b16.max_concurrency:.1f} to **{b8.max_concurrency:.1f}**, and each "
+                "decode step reads half the cache bytes: at batch 1 the crossover where "
+                f"the cache outweighs the weights moves {_crossover_move(s16, s8, spec)}. "
+                "The risk is accuracy: "
+                "rounding keys and values can hurt long-context retrieval (finding one fact "
+                "in a long document) more than short chats. Measure on your own evaluations "
+                "before turning it on."
+            ),
+        ),
+        Question(
+            qid="offload",
+            level="senior",
+            prompt="When is offloading KV blocks to CPU memory a win?",
+            answer=(
+                "When bringing the blocks back over the link is faster than recomputing them "
+                "with a prefill. For a long prefix that is reused (a multi-turn chat, a "
+                "shared document) it usually is: for Llama 3.1 8B an 8,192-token prefix is "
+                f"{fmt_bytes(off.kv_bytes)}, **{fmt_seconds(off.reload_s)}** over PCIe 5.0 "
+                f"({link:g} GB/s) against **{fmt_seconds(off.recompute_s)}** to recompute on "
+                "an H100 at half its peak. A reload also has a fixed cost (finding the "
+                "blocks, issuing and waiting for the copy). Counted as extra work inside a "
+                "batch that is running anyway (its weights are read for the other requests "
+                "regardless), recomputing is only FLOPs: at 1 ms per reload, any prefix "
+                f"shorter than **{off_fixed.break_even_tokens:,} tokens** is faster to "
+                f"recompute (a 32-token prefix in {fmt_seconds(short.time_s)}). On an idle "
+                "GPU a prefill reads every weight at least once, so the same 32 tokens "
+                f"take at least {fmt_seconds(alone.time_s)}. Short prefixes in a busy "
+                "server: recompute. Long, reused ones: offload."
+            ),
+        ),
     ]
 
 
 def _crossover_at(s, spec) -> str:
     """A crossover as a sentence may quote it: never past the model's limit."""
     if s.crossover_context is None or s.crossover_context > spec.max_context:
-        return (f"beyond the model's limit of {spec.max_context:,} tokens (it does not occur "
-                "within the limit)")
+        return (
+            f"beyond the model's limit of {spec.max_context:,} tokens (it does not occur "
+            "within the limit)"
+        )
     return f"**{s.crossover_context:,} tokens**"
 
 
 def _crossover_move(before, after, spec) -> str:
     """'from 114,517 tokens to past the model's limit ...': where a crossover moves."""
     if before.crossover_context is None or before.crossover_context > spec.max_context:
-        return ("nowhere within the model's limit of "
-                f"{spec.max_context:,} tokens: it lay past it already")
+        return (
+            "nowhere within the model's limit of "
+            f"{spec.max_context:,} tokens: it lay past it already"
+        )
     return f"from {before.crossover_context:,} tokens to {_crossover_at(after, spec)}"
 
 
@@ -220,29 +285,38 @@ def _make(rng: random.Random, kind: str, n: int) -> Question:
     layers, kv, hd, q = _geometry(rng)
     dname, db = rng.choice(_DTYPES)
     per = 2 * layers * kv * hd * db
-    model = (f"{layers} layers, {_plural(kv, 'KV head')} of dimension {hd}, KV cache in "
-             f"{dname}")
+    model = f"{layers} layers, {_plural(kv, 'KV head')} of dimension {hd}, KV cache in {dname}"
     qid = f"p{n}"
     if kind == "per_token":
-        return Question(qid=qid, level="core",
-                        prompt=f"A model has {model}. How many bytes does one token add to its "
-                               "KV cache?",
-                        answer=f"{per:,} B ({per / KiB:g} KiB)", value=per, unit="B",
-                        ask_unit="B",
-                        solution=f"2 x {layers} layers x {kv} heads x {hd} x {db} B = {per:,} B")
+        return Question(
+            qid=qid,
+            level="core",
+            prompt=f"A model has {model}. How many bytes does one token add to its KV cache?",
+            answer=f"{per:,} B ({per / KiB:g} KiB)",
+            value=per,
+            unit="B",
+            ask_unit="B",
+            solution=f"2 x {layers} layers x {kv} heads x {hd} x {db} B = {per:,} B",
+        )
     if kind == "config":
         return _from_config(rng, qid)
     if kind == "sequence":
         ctx = rng.choice([2048, 4096, 8192, 16384, 32768, 131072])
         batch = rng.choice([1, 4, 8, 16, 32])
         total = per * ctx * batch
-        return Question(qid=qid, level="core",
-                        prompt=f"A model has {model}. How much KV cache "
-                               f"{'does' if batch == 1 else 'do'} {_plural(batch, 'sequence')} "
-                               f"of {ctx:,} tokens need, in GiB?",
-                        answer=f"{total / GiB:,.3f} GiB", value=total, unit="B", ask_unit="GiB",
-                        solution=f"{per:,} B/token x {ctx:,} tokens x {batch} = {total:,} B = "
-                                 f"{total / GiB:,.3f} GiB")
+        return Question(
+            qid=qid,
+            level="core",
+            prompt=f"A model has {model}. How much KV cache "
+            f"{'does' if batch == 1 else 'do'} {_plural(batch, 'sequence')} "
+            f"of {ctx:,} tokens need, in GiB?",
+            answer=f"{total / GiB:,.3f} GiB",
+            value=total,
+            unit="B",
+            ask_unit="GiB",
+            solution=f"{per:,} B/token x {ctx:,} tokens x {batch} = {total:,} B = "
+            f"{total / GiB:,.3f} GiB",
+        )
     if kind == "concurrency":
         gpu_gib = rng.choice([24, 40, 48, 80, 141])
         weights_gib = rng.choice([2, 4, 8, 14, 16])
@@ -251,33 +325,57 @@ def _make(rng: random.Random, kind: str, n: int) -> Question:
         ctx = rng.choice([2048, 4096, 8192, 16384])
         spec = spec_from_config(_llama_like(layers, kv, hd, q))
         dt = {1: "fp8", 2: "bf16", 4: "fp32"}[db]
-        b = budget(spec, total_bytes=gpu_gib * GiB, context=ctx, weights_bytes=weights_gib * GiB,
-                   reserve_bytes=2 * GiB, kv_dtype=dt, find_max_context=False)
+        b = budget(
+            spec,
+            total_bytes=gpu_gib * GiB,
+            context=ctx,
+            weights_bytes=weights_gib * GiB,
+            reserve_bytes=2 * GiB,
+            kv_dtype=dt,
+            find_max_context=False,
+        )
         return Question(
-            qid=qid, level="mid",
-            prompt=(f"A model with {model} and {weights_gib} GiB of weights runs in vLLM on "
-                    f"{_a(gpu_gib)} {gpu_gib} GiB GPU ({pool_defaults_text()}, blocks of "
-                    f"16 tokens). How many {ctx:,}-token sequences can run at once?"),
-            answer=f"{b.max_concurrency:,.2f} sequences (so {int(b.max_concurrency):,} whole "
-                   "ones)", value=b.max_concurrency, unit="sequences", ask_unit="sequences",
+            qid=qid,
+            level="mid",
+            prompt=(
+                f"A model with {model} and {weights_gib} GiB of weights runs in vLLM on "
+                f"{_a(gpu_gib)} {gpu_gib} GiB GPU ({pool_defaults_text()}, blocks of "
+                f"16 tokens). How many {ctx:,}-token sequences can run at once?"
+            ),
+            answer=f"{b.max_concurrency:,.2f} sequences (so {int(b.max_concurrency):,} whole ones)",
+            value=b.max_concurrency,
+            unit="sequences",
+            ask_unit="sequences",
             floor_ok=True,
-            solution=(f"pool = ceil({gpu_gib} GiB x {b.gpu_mem_util:g}) - {weights_gib} GiB "
-                      "- 2 GiB = "
-                      f"{b.kv_pool_bytes / GiB:,.2f} GiB; page = 16 x {per // layers:,} B; "
-                      f"blocks = pool // page // {layers} = {b.num_blocks:,}; concurrency = "
-                      f"{b.num_blocks:,} / ({ctx:,} / 16) = {b.max_concurrency:,.2f}"))
+            solution=(
+                f"pool = ceil({gpu_gib} GiB x {b.gpu_mem_util:g}) - {weights_gib} GiB "
+                "- 2 GiB = "
+                f"{b.kv_pool_bytes / GiB:,.2f} GiB; page = 16 x {per // layers:,} B; "
+                f"blocks = pool // page // {layers} = {b.num_blocks:,}; concurrency = "
+                f"{b.num_blocks:,} / ({ctx:,} / 16) = {b.max_concurrency:,.2f}"
+            ),
+        )
     if kind == "crossover":
         weights_gb = rng.choice([2, 4, 8, 16, 30, 70, 140])
         batch = rng.choice([1, 2, 4, 8, 16, 32, 64])
         cross = weights_gb * GB / (batch * per)
         return Question(
-            qid=qid, level="mid",
-            prompt=(f"A model has {model} and {weights_gb} GB of weights. At batch {batch}, from "
-                    "what context length (tokens per sequence) does a decode step read more KV "
-                    "cache than weights?"),
-            answer=f"{cross:,.0f} tokens", value=cross, unit="tokens", ask_unit="tokens",
-            solution=(f"{batch} x context x {per:,} B = {weights_gb} x 10^9 B -> context = "
-                      f"{weights_gb * GB:,} / ({batch} x {per:,}) = {cross:,.0f} tokens"))
+            qid=qid,
+            level="mid",
+            prompt=(
+                f"A model has {model} and {weights_gb} GB of weights. At batch {batch}, from "
+                "what context length (tokens per sequence) does a decode step read more KV "
+                "cache than weights?"
+            ),
+            answer=f"{cross:,.0f} tokens",
+            value=cross,
+            unit="tokens",
+            ask_unit="tokens",
+            solution=(
+                f"{batch} x context x {per:,} B = {weights_gb} x 10^9 B -> context = "
+                f"{weights_gb * GB:,} / ({batch} x {per:,}) = {cross:,.0f} tokens"
+            ),
+        )
     # saving
     which = rng.choice(["gqa", "fp8", "mla"])
     if which == "fp8" and db == 1:
@@ -287,19 +385,31 @@ def _make(rng: random.Random, kind: str, n: int) -> Question:
     if which == "gqa":
         mha_heads = kv * rng.choice([2, 4, 8])
         return Question(
-            qid=qid, level="core",
-            prompt=(f"A model with {mha_heads} attention heads switches from multi-head attention "
-                    f"to grouped-query attention with {_plural(kv, 'KV head')}. How many times "
-                    "smaller is its KV cache?"),
-            answer=f"{mha_heads / kv:g}x", value=mha_heads / kv, unit="x", ask_unit="x",
+            qid=qid,
+            level="core",
+            prompt=(
+                f"A model with {mha_heads} attention heads switches from multi-head attention "
+                f"to grouped-query attention with {_plural(kv, 'KV head')}. How many times "
+                "smaller is its KV cache?"
+            ),
+            answer=f"{mha_heads / kv:g}x",
+            value=mha_heads / kv,
+            unit="x",
+            ask_unit="x",
             solution=f"K/V heads go from {mha_heads} to {kv}: {mha_heads} / {kv} = "
-                     f"{mha_heads / kv:g}x")
+            f"{mha_heads / kv:g}x",
+        )
     if which == "fp8":
         return Question(
-            qid=qid, level="core",
+            qid=qid,
+            level="core",
             prompt=f"A model has {model}. By what factor does an FP8 KV cache shrink it?",
-            answer=f"{db / 1:g}x", value=db / 1, unit="x", ask_unit="x",
-            solution=f"{db} bytes per number -> 1 byte: {db}x")
+            answer=f"{db / 1:g}x",
+            value=db / 1,
+            unit="x",
+            ask_unit="x",
+            solution=f"{db} bytes per number -> 1 byte: {db}x",
+        )
     rank, rope = 512, 64
     ratio = 2 * kv * hd / (rank + rope)
     return Question(
@@ -329,33 +439,69 @@ def _from_config(rng: random.Random, qid: str) -> Question:
     q = kv * rng.choice([3, 4, 4, 5, 6, 7])  # not 2 or 8: those ratios have their own hints
     dname, db = rng.choice([("bfloat16", 2), ("float16", 2), ("float32", 4)])
     hidden = q * head_dim
-    cfg = {"model_type": "llama", "hidden_size": hidden, "intermediate_size": 4 * hidden,
-           "num_attention_heads": q, "num_hidden_layers": layers, "num_key_value_heads": kv,
-           "torch_dtype": dname, "vocab_size": 32000}
+    cfg = {
+        "model_type": "llama",
+        "hidden_size": hidden,
+        "intermediate_size": 4 * hidden,
+        "num_attention_heads": q,
+        "num_hidden_layers": layers,
+        "num_key_value_heads": kv,
+        "torch_dtype": dname,
+        "vocab_size": 32000,
+    }
     per = 2 * layers * kv * head_dim * db
     text = json.dumps(cfg, indent=2)
     return Question(
-        qid=qid, level="core",
-        prompt=("Here is part of a model's config.json, and its KV cache is kept in the "
-                "checkpoint's own number format (torch_dtype). How many bytes does one token "
-                "add to the cache?"),
-        config=text, answer=f"{per:,} B ({per / KiB:g} KiB)", value=per, unit="B", ask_unit="B",
-        solution=(f"head_dim = hidden_size / num_attention_heads = {hidden} / {q} = {head_dim}; "
-                  f"2 (K and V) x {layers} layers x {kv} KV heads x {head_dim} x {db} B = "
-                  f"{per:,} B"),
-        mistakes=((q / kv, f"That counts the {q} query heads (num_attention_heads). K and V are "
-                           f"stored once per KV head: num_key_value_heads = {kv}."),))
+        qid=qid,
+        level="core",
+        prompt=(
+            "Here is part of a model's config.json, and its KV cache is kept in the "
+            "checkpoint's own number format (torch_dtype). How many bytes does one token "
+            "add to the cache?"
+        ),
+        config=text,
+        answer=f"{per:,} B ({per / KiB:g} KiB)",
+        value=per,
+        unit="B",
+        ask_unit="B",
+        solution=(
+            f"head_dim = hidden_size / num_attention_heads = {hidden} / {q} = {head_dim}; "
+            f"2 (K and V) x {layers} layers x {kv} KV heads x {head_dim} x {db} B = "
+            f"{per:,} B"
+        ),
+        mistakes=(
+            (
+                q / kv,
+                f"That counts the {q} query heads (num_attention_heads). K and V are "
+                f"stored once per KV head: num_key_value_heads = {kv}.",
+            ),
+        ),
+    )
 
 
 # -- grading -----------------------------------------------------------------------------------
 
-_UNITS = {"b": 1, "byte": 1, "bytes": 1, "kb": 1e3, "mb": 1e6, "gb": 1e9, "tb": 1e12,
-          "kib": KiB, "mib": MiB, "gib": GiB, "tib": 2**40}
-_NUM = re.compile(r"^\s*([-+]?[0-9][0-9,_]*(?:\.[0-9]+)?(?:e[-+]?[0-9]+)?)\s*([a-z/]*)\s*$",
-                  re.I)
+_UNITS = {
+    "b": 1,
+    "byte": 1,
+    "bytes": 1,
+    "kb": 1e3,
+    "mb": 1e6,
+    "gb": 1e9,
+    "tb": 1e12,
+    "kib": KiB,
+    "mib": MiB,
+    "gib": GiB,
+    "tib": 2**40,
+}
+_NUM = re.compile(r"^\s*([-+]?[0-9][0-9,_]*(?:\.[0-9]+)?(?:e[-+]?[0-9]+)?)\s*([a-z/]*)\s*$", re.I)
 # Units a plain number may carry, by the question's unit (the unit itself is always allowed).
-_PLAIN_UNITS = {"x": ("x", "times"), "sequences": ("sequences", "seqs", "requests", "x"),
-                "tokens/s": ("tokens/s", "tok/s", "t/s"), "flop/b": ("flop/b", "flops/b")}
+_PLAIN_UNITS = {
+    "x": ("x", "times"),
+    "sequences": ("sequences", "seqs", "requests", "x"),
+    "tokens/s": ("tokens/s", "tok/s", "t/s"),
+    "flop/b": ("flop/b", "flops/b"),
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -377,8 +523,10 @@ def parse_answer(text: str, question: Question) -> float:
         raise ValueError("That is too long to be a number.")
     m = _NUM.match(raw)
     if not m:
-        raise ValueError(f"'{text[:40]}' is not a number I can read: write e.g. 163840, "
-                         "160 KiB, 1.25 GiB, 3.8K or 4x.")
+        raise ValueError(
+            f"'{text[:40]}' is not a number I can read: write e.g. 163840, "
+            "160 KiB, 1.25 GiB, 3.8K or 4x."
+        )
     value = float(m.group(1).replace(",", "").replace("_", ""))
     unit = m.group(2)
     if not math.isfinite(value):
@@ -395,8 +543,10 @@ def parse_answer(text: str, question: Question) -> float:
             raise ValueError(f"Unknown unit '{unit}': give tokens, e.g. 122880 or 122.9K.")
         return value * scale
     if unit and unit not in _PLAIN_UNITS.get(question.unit.lower(), (question.unit.lower(),)):
-        raise ValueError(f"Unknown unit '{unit}' here: give a plain number"
-                         + (f" of {question.unit}." if question.unit else "."))
+        raise ValueError(
+            f"Unknown unit '{unit}' here: give a plain number"
+            + (f" of {question.unit}." if question.unit else ".")
+        )
     return value
 
 
@@ -406,8 +556,10 @@ def answer_label(question: Question, part: int = 1) -> str:
     q = question.part(part)
     if q.unit == "B":
         bare = q.ask_unit or "B"
-        return (f"in {bare}: a bare number is read in {bare}; or add a unit (B, KiB, MiB, GiB, "
-                "KB, MB, GB)")
+        return (
+            f"in {bare}: a bare number is read in {bare}; or add a unit (B, KiB, MiB, GiB, "
+            "KB, MB, GB)"
+        )
     if q.unit == "tokens":
         return "in tokens (e.g. 122880 or 122.9K)"
     if q.unit == "x":
@@ -433,21 +585,36 @@ def grade(question: Question, text: str, tolerance: float = TOLERANCE, part: int
         # A count of whole ones is exact: 54 fit when 54.72 do, and 55 do not (the 55th has no
         # blocks), however close 55 is.
         if given == whole:
-            return Grade(correct=True, given=given,
-                         message=f"Correct: {whole:,} whole ones fit ({_fmt(target, question)}).")
-        why = (f" A count of whole ones rounds down: {_fmt(target, question)} means {whole:,} "
-               f"fit and a {_ordinal(whole + 1)} does not." if given == whole + 1 else
-               _diagnose(text, given, target, question))
-        return Grade(correct=False, given=given,
-                     message=f"Not quite: you gave {_fmt(given, question)}; {whole:,} whole ones "
-                             f"fit ({_fmt(target, question)}).{why}", slip=why.strip())
-    if abs(given - target) <= tolerance * abs(target) or _same_when_rounded(text, given, target,
-                                                                           question):
+            return Grade(
+                correct=True,
+                given=given,
+                message=f"Correct: {whole:,} whole ones fit ({_fmt(target, question)}).",
+            )
+        why = (
+            f" A count of whole ones rounds down: {_fmt(target, question)} means {whole:,} "
+            f"fit and a {_ordinal(whole + 1)} does not."
+            if given == whole + 1
+            else _diagnose(text, given, target, question)
+        )
+        return Grade(
+            correct=False,
+            given=given,
+            message=f"Not quite: you gave {_fmt(given, question)}; {whole:,} whole ones "
+            f"fit ({_fmt(target, question)}).{why}",
+            slip=why.strip(),
+        )
+    if abs(given - target) <= tolerance * abs(target) or _same_when_rounded(
+        text, given, target, question
+    ):
         return Grade(correct=True, given=given, message=f"Correct: {_fmt(target, question)}.")
     why = _diagnose(text, given, target, question)
-    return Grade(correct=False, given=given,
-                 message=f"Not quite: you gave {_fmt(given, question)}; the answer is "
-                         f"{_fmt(target, question)}.{why}", slip=why.strip())
+    return Grade(
+        correct=False,
+        given=given,
+        message=f"Not quite: you gave {_fmt(given, question)}; the answer is "
+        f"{_fmt(target, question)}.{why}",
+        slip=why.strip(),
+    )
 
 
 def _ordinal(n: int) -> str:
@@ -479,15 +646,19 @@ def _diagnose(text: str, given: float, target: float, q: Question) -> str:
         if factor != 1 and near(factor):
             return f" {why}"
     if q.unit == "B":
-        for name, f, power in (("KiB vs KB", KiB / 1e3, "1 KiB = 2^10 = 1,024 B"),
-                               ("MiB vs MB", MiB / 1e6, "1 MiB = 2^20 = 1,048,576 B"),
-                               ("GiB vs GB", GiB / 1e9, "1 GiB = 2^30 = 1,073,741,824 B")):
+        for name, f, power in (
+            ("KiB vs KB", KiB / 1e3, "1 KiB = 2^10 = 1,024 B"),
+            ("MiB vs MB", MiB / 1e6, "1 MiB = 2^20 = 1,048,576 B"),
+            ("GiB vs GB", GiB / 1e9, "1 GiB = 2^30 = 1,073,741,824 B"),
+        ):
             if near(f) or near(1 / f):
                 return f" Close: check {name} ({power}, not a power of 10)."
         m = _NUM.match((text or "").strip().lower())
         if m and not m.group(2) and q.ask_unit == "GiB" and abs(given / GiB / target - 1) < 0.02:
-            return (" That looks like the answer in bytes: a bare number here is read in GiB; "
-                    "add the unit (e.g. '17179869184 B').")
+            return (
+                " That looks like the answer in bytes: a bare number here is read in GiB; "
+                "add the unit (e.g. '17179869184 B')."
+            )
         if not q.kv_hints:
             return ""
         if near(0.5):

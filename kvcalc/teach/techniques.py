@@ -53,13 +53,25 @@ def _bytes(layers, n: int, dtype, cap: int | None = None) -> tuple[int, int]:
 
 # Offload saves GPU memory only for blocks nobody reads: with full attention a running sequence
 # reads its whole cache at every step, so its blocks cannot stay in CPU memory.
-_IDLE = ("Only while the sequence is idle, between a user's turns (or for cached prefixes no "
-         "request is reading): a running sequence with full attention reads its whole cache at "
-         "every step, so all of it must be back on the GPU before it decodes again.")
+_IDLE = (
+    "Only while the sequence is idle, between a user's turns (or for cached prefixes no "
+    "request is reading): a running sequence with full attention reads its whole cache at "
+    "every step, so all of it must be back on the GPU before it decodes again."
+)
 
 
-def _offload_line(spec: ModelSpec, n: int, dtype: DType, *, gpu_tokens: int, moved: int,
-                  link_gbs: float, link_name: str, peak_tflops: float | None, tp: int) -> str:
+def _offload_line(
+    spec: ModelSpec,
+    n: int,
+    dtype: DType,
+    *,
+    gpu_tokens: int,
+    moved: int,
+    link_gbs: float,
+    link_name: str,
+    peak_tflops: float | None,
+    tp: int,
+) -> str:
     """The trade-off text of CPU offload: what reloading the ``moved`` bytes of the tokens
     beyond the newest ``gpu_tokens`` costs over the link, against recomputing them when the
     parameter count and the GPU's peak are known."""
@@ -71,32 +83,49 @@ def _offload_line(spec: ModelSpec, n: int, dtype: DType, *, gpu_tokens: int, mov
     reload_s = moved / (link_gbs * 1e9)
     per = " per GPU" if tp > 1 else ""
     if moved and spec.params is not None and peak_tflops:
-        off = offload_vs_recompute(spec, cold, link_gbs=link_gbs, peak_tflops=peak_tflops,
-                                   kv_dtype=dtype.name, tp=tp)
-        verdict = ("reloading is faster" if reload_s < off.recompute_s
-                   else "recomputing is faster")
-        line = (f"{_IDLE} When the user returns, reloading the other {cold:,} tokens "
-                f"({moved:,} B{per}) over {link_name} takes {fmt_seconds(reload_s)}, "
-                f"recomputing them {fmt_seconds(off.recompute_s)} (prefill FLOPs alone): "
-                f"{verdict}.")
+        off = offload_vs_recompute(
+            spec, cold, link_gbs=link_gbs, peak_tflops=peak_tflops, kv_dtype=dtype.name, tp=tp
+        )
+        verdict = "reloading is faster" if reload_s < off.recompute_s else "recomputing is faster"
+        line = (
+            f"{_IDLE} When the user returns, reloading the other {cold:,} tokens "
+            f"({moved:,} B{per}) over {link_name} takes {fmt_seconds(reload_s)}, "
+            f"recomputing them {fmt_seconds(off.recompute_s)} (prefill FLOPs alone): "
+            f"{verdict}."
+        )
     elif moved:
         # Recomputing needs the parameter count and the GPU's peak (prefill FLOPs / peak);
         # reloading needs only bytes.
-        missing = ("the parameter count, which kvcalc could not take from this config"
-                   if spec.params is None else "the GPU's peak TFLOPS, which is not stated")
-        line = (f"{_IDLE} When the user returns, reloading the other {cold:,} tokens "
-                f"({moved:,} B{per}) over {link_name} takes {fmt_seconds(reload_s)}; the time to "
-                f"recompute them needs {missing}.")
+        missing = (
+            "the parameter count, which kvcalc could not take from this config"
+            if spec.params is None
+            else "the GPU's peak TFLOPS, which is not stated"
+        )
+        line = (
+            f"{_IDLE} When the user returns, reloading the other {cold:,} tokens "
+            f"({moved:,} B{per}) over {link_name} takes {fmt_seconds(reload_s)}; the time to "
+            f"recompute them needs {missing}."
+        )
     else:
-        line = (f"Every layer's tokens fit in the newest {gpu_tokens:,} kept on the GPU: nothing "
-                "to offload at this length.")
+        line = (
+            f"Every layer's tokens fit in the newest {gpu_tokens:,} kept on the GPU: nothing "
+            "to offload at this length."
+        )
     return line
 
 
-def techniques(spec: ModelSpec, context: int, *, kv_dtype: str = "bf16", window: int = 4096,
-               latent: tuple[int, int] = DEFAULT_LATENT, gpu_tokens: int = 4096,
-               link: str = "pcie5-x16", peak_tflops: float | None = None,
-               tp: int = 1) -> list[Technique]:
+def techniques(
+    spec: ModelSpec,
+    context: int,
+    *,
+    kv_dtype: str = "bf16",
+    window: int = 4096,
+    latent: tuple[int, int] = DEFAULT_LATENT,
+    gpu_tokens: int = 4096,
+    link: str = "pcie5-x16",
+    peak_tflops: float | None = None,
+    tp: int = 1,
+) -> list[Technique]:
     """Every technique applied to ``spec`` at ``context`` tokens, with its saving computed.
     ``link`` is a link of the catalog (models.yaml), over which an offloaded cache comes back;
     ``peak_tflops`` the GPU's dense peak for the recompute time (None: not stated).
@@ -108,8 +137,9 @@ def techniques(spec: ModelSpec, context: int, *, kv_dtype: str = "bf16", window:
     try:
         lk = registry().links[link]
     except KeyError:
-        raise ValueError(f"unknown link {link!r}; choose one of "
-                         f"{', '.join(registry().links)}") from None
+        raise ValueError(
+            f"unknown link {link!r}; choose one of {', '.join(registry().links)}"
+        ) from None
     link_gbs, link_name = lk.gbs, lk.name
     n = check_int("context", context, 1, 10**9)
     window = check_int("window", window, 1, 10**9)
@@ -126,8 +156,9 @@ def techniques(spec: ModelSpec, context: int, *, kv_dtype: str = "bf16", window:
     own_pt, own_seq = _bytes(own_layers, n, dtype)
     attn = spec.kv_layers
     if not attn:
-        raise ValueError("this model keeps no K/V at all (only recurrent state): there is no "
-                         "cache to shrink")
+        raise ValueError(
+            "this model keeps no K/V at all (only recurrent state): there is no cache to shrink"
+        )
     q_heads = attn[0].q_heads
     # KV heads per layer as stored (an MLA latent has none: it counts as neither MHA nor MQA).
     own_heads = {lay.kv_heads for lay in attn}
@@ -146,58 +177,130 @@ def techniques(spec: ModelSpec, context: int, *, kv_dtype: str = "bf16", window:
         if pt_seq is None:  # this variant cannot be split over the GPUs
             return
         pt, seq = pt_seq
-        rows.append(Technique(key=key, name=name, term=term, bytes_per_token=pt, seq_bytes=seq,
-                              saving=own_seq / seq if seq else float("inf"), tradeoff=tradeoff,
-                              applies=applies))
+        rows.append(
+            Technique(
+                key=key,
+                name=name,
+                term=term,
+                bytes_per_token=pt,
+                seq_bytes=seq,
+                saving=own_seq / seq if seq else float("inf"),
+                tradeoff=tradeoff,
+                applies=applies,
+            )
+        )
 
-    add("mha", f"MHA (multi-head attention): {q_heads} K/V heads", "KV heads",
+    add(
+        "mha",
+        f"MHA (multi-head attention): {q_heads} K/V heads",
+        "KV heads",
         variant([lay.as_mha() for lay in spec.layers]),
         "Every query head keeps its own K and V: the largest cache, and the baseline that "
         "grouped and multi-query attention improve on.",
-        applies=not (own_heads == {q_heads}))
+        applies=not (own_heads == {q_heads}),
+    )
     if own_heads == {q_heads} and q_heads >= 8 and q_heads % 8 == 0:
         # An MHA model: what grouped-query attention with 8 K/V heads would keep.
-        add("gqa", "GQA (grouped-query attention): 8 K/V heads", "KV heads",
+        add(
+            "gqa",
+            "GQA (grouped-query attention): 8 K/V heads",
+            "KV heads",
             variant([lay.with_kv_heads(8) for lay in spec.layers]),
             f"Groups of {q_heads // 8} query heads share one K/V head: the choice of Llama 3, "
-            "Mistral and Qwen; it needs a model trained (or up-trained) that way.")
-    own_label = ("MLA latent" if latent_only else
-                 "MHA" if own_heads == {q_heads} else
-                 "MQA" if own_heads == {1} else f"GQA, {min(h for h in own_heads if h)} K/V heads")
-    add("own", f"As configured ({own_label}, {dtype.name.upper()})", "(the reference)",
+            "Mistral and Qwen; it needs a model trained (or up-trained) that way.",
+        )
+    own_label = (
+        "MLA latent"
+        if latent_only
+        else "MHA"
+        if own_heads == {q_heads}
+        else "MQA"
+        if own_heads == {1}
+        else f"GQA, {min(h for h in own_heads if h)} K/V heads"
+    )
+    add(
+        "own",
+        f"As configured ({own_label}, {dtype.name.upper()})",
+        "(the reference)",
         (own_pt, own_seq),
-        "What this checkpoint stores: the reference for every saving on this page.")
-    add("mqa", "MQA (multi-query attention): 1 K/V head", "KV heads",
+        "What this checkpoint stores: the reference for every saving on this page.",
+    )
+    add(
+        "mqa",
+        "MQA (multi-query attention): 1 K/V head",
+        "KV heads",
         variant([lay.with_kv_heads(1) for lay in spec.layers]),
         "All query heads share one K/V head: the smallest cache without changing the layer "
-        "type, at a larger quality cost than GQA.", applies=own_heads != {1})
-    add("mla", f"MLA (multi-head latent attention) ({rank} + {rope} RoPE)", "K and V -> one latent",
+        "type, at a larger quality cost than GQA.",
+        applies=own_heads != {1},
+    )
+    add(
+        "mla",
+        f"MLA (multi-head latent attention) ({rank} + {rope} RoPE)",
+        "K and V -> one latent",
         variant([lay.as_latent(rank, rope) for lay in spec.layers]),
         "Caches one compressed latent per token (plus a small key for RoPE, the rotary position "
         "encoding); decode kernels fold the up-projections into the query and output and attend "
         "over the latent directly. Needs a model trained this way (DeepSeek-V2/V3, Kimi K2).",
-        applies=not latent_only)
-    for q, line in (("fp8", "Half the bytes of 16-bit. Usually safe, but long-context recall "
-                            "can suffer: check on your own evals."),
-                    ("int8", "Half of 16-bit with integer codes; the scales that decode them are "
-                             "not counted here (vLLM's per-token-head INT8 adds 8 B per head and "
-                             "token: see the vLLM page). Similar risk to FP8."),
-                    ("int4", "A quarter of 16-bit before scales: with a scale per small group of "
-                             "values the real saving is nearer 3.6x. The largest accuracy risk "
-                             "of the three.")):
+        applies=not latent_only,
+    )
+    for q, line in (
+        (
+            "fp8",
+            "Half the bytes of 16-bit. Usually safe, but long-context recall "
+            "can suffer: check on your own evals.",
+        ),
+        (
+            "int8",
+            "Half of 16-bit with integer codes; the scales that decode them are "
+            "not counted here (vLLM's per-token-head INT8 adds 8 B per head and "
+            "token: see the vLLM page). Similar risk to FP8.",
+        ),
+        (
+            "int4",
+            "A quarter of 16-bit before scales: with a scale per small group of "
+            "values the real saving is nearer 3.6x. The largest accuracy risk "
+            "of the three.",
+        ),
+    ):
         qd = get_dtype(q)
-        add(q, f"{q.upper()} KV", "bytes per element", _bytes(own_layers, n, qd), line,
-            applies=qd.bits < dtype.bits)
-    add("window", f"Sliding window of {window:,} tokens", "tokens kept",
+        add(
+            q,
+            f"{q.upper()} KV",
+            "bytes per element",
+            _bytes(own_layers, n, qd),
+            line,
+            applies=qd.bits < dtype.bits,
+        )
+    add(
+        "window",
+        f"Sliding window of {window:,} tokens",
+        "tokens kept",
         _bytes(own_layers, n, dtype, cap=window),
         "Layers forget tokens older than the window: memory stops growing, but those layers "
         "lose far context. Needs a model trained this way; real models (Gemma, gpt-oss) "
         "interleave window layers with a few global ones, which this row does not.",
-        applies=n > window)
+        applies=n > window,
+    )
     kept = _bytes(own_layers, n, dtype, cap=gpu_tokens)
     moved = own_seq - kept[1]
-    line = _offload_line(spec, n, dtype, gpu_tokens=gpu_tokens, moved=moved, link_gbs=link_gbs,
-                         link_name=link_name, peak_tflops=peak_tflops, tp=tp)
-    add("offload", f"CPU offload while idle (the newest {gpu_tokens:,} tokens stay on the GPU)",
-        "memory tier", kept, line, applies=moved > 0)
+    line = _offload_line(
+        spec,
+        n,
+        dtype,
+        gpu_tokens=gpu_tokens,
+        moved=moved,
+        link_gbs=link_gbs,
+        link_name=link_name,
+        peak_tflops=peak_tflops,
+        tp=tp,
+    )
+    add(
+        "offload",
+        f"CPU offload while idle (the newest {gpu_tokens:,} tokens stay on the GPU)",
+        "memory tier",
+        kept,
+        line,
+        applies=moved > 0,
+    )
     return rows

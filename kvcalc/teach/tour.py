@@ -42,30 +42,63 @@ from .tour_text import (
     where_text,
 )
 
-__all__ = ["STOPS", "Stop", "Lesson", "lesson", "stop_question", "answer_key",
-           "conversation_tokens", "request_tokens", "CONVERSATION", "PROMPT", "OUTPUT"]
+__all__ = [
+    "STOPS",
+    "Stop",
+    "Lesson",
+    "lesson",
+    "stop_question",
+    "answer_key",
+    "conversation_tokens",
+    "request_tokens",
+    "CONVERSATION",
+    "PROMPT",
+    "OUTPUT",
+]
 
 STOPS = (
-    Stop(1, "Home", "home",
-         "Why a model keeps K and V for every token it has seen."),
-    Stop(2, "Cache fill", "cache_fill",
-         "How the cache fills, token by token and layer by layer."),
-    Stop(3, "Budget", "budget",
-         "How the GPU's memory splits into weights, a reserve and the KV pool."),
-    Stop(4, "Decode step time", "step_time",
-         "Why each decode step reads the weights it uses once and every cached token."),
-    Stop(5, "Roofline", "roofline",
-         "Why prefill is compute bound and decode waits for memory."),
-    Stop(6, "Serving frontier", "frontier",
-         "How a larger batch trades each user's speed for the GPU's throughput."),
-    Stop(7, "Interview check", "interview",
-         "The questions every engineer who serves large language models should answer."),
+    Stop(1, "Home", "home", "Why a model keeps K and V for every token it has seen."),
+    Stop(2, "Cache fill", "cache_fill", "How the cache fills, token by token and layer by layer."),
+    Stop(
+        3,
+        "Budget",
+        "budget",
+        "How the GPU's memory splits into weights, a reserve and the KV pool.",
+    ),
+    Stop(
+        4,
+        "Decode step time",
+        "step_time",
+        "Why each decode step reads the weights it uses once and every cached token.",
+    ),
+    Stop(5, "Roofline", "roofline", "Why prefill is compute bound and decode waits for memory."),
+    Stop(
+        6,
+        "Serving frontier",
+        "frontier",
+        "How a larger batch trades each user's speed for the GPU's throughput.",
+    ),
+    Stop(
+        7,
+        "Interview check",
+        "interview",
+        "The questions every engineer who serves large language models should answer.",
+    ),
 )
 
 
-def lesson(number: int, spec: ModelSpec, w: Weights, gpu: GPU, *, kv_dtype: str = "bf16",
-           bandwidth_gbs: float | None = None, tp: int = 1, pp: int = 1,
-           name: str | None = None) -> Lesson:
+def lesson(
+    number: int,
+    spec: ModelSpec,
+    w: Weights,
+    gpu: GPU,
+    *,
+    kv_dtype: str = "bf16",
+    bandwidth_gbs: float | None = None,
+    tp: int = 1,
+    pp: int = 1,
+    name: str | None = None,
+) -> Lesson:
     """The lesson at stop ``number`` (1 to 7) for this setup. ``name`` is how the model is
     called in the text (its spec's name when not given)."""
     n = check_int("tour stop", number, 1, len(STOPS))
@@ -73,60 +106,120 @@ def lesson(number: int, spec: ModelSpec, w: Weights, gpu: GPU, *, kv_dtype: str 
     name = spec.name if name is None else name
     build = (stop1, stop2, stop3, stop4, stop5, stop6, stop7)[n - 1]
     if n in (1, 2) and not spec.kv_layers:
-        raise ValueError(f"{name} keeps no per-token cache (no attention layer stores keys and "
-                         "values), so there is nothing to predict at this stop: pick a model "
-                         "with attention in the sidebar")
-    return build(Setup(spec=spec, w=w, gpu=gpu, kv_dtype=kv_dtype, bw=bw, tp=tp, pp=pp,
-                        name=name, stop=STOPS[n - 1]))
+        raise ValueError(
+            f"{name} keeps no per-token cache (no attention layer stores keys and "
+            "values), so there is nothing to predict at this stop: pick a model "
+            "with attention in the sidebar"
+        )
+    return build(
+        Setup(
+            spec=spec,
+            w=w,
+            gpu=gpu,
+            kv_dtype=kv_dtype,
+            bw=bw,
+            tp=tp,
+            pp=pp,
+            name=name,
+            stop=STOPS[n - 1],
+        )
+    )
 
 
-def stop_question(number: int, spec: ModelSpec, w: Weights, gpu: GPU, *, kv_dtype: str = "bf16",
-                  bandwidth_gbs: float | None = None, tp: int = 1, pp: int = 1) -> Question:
+def stop_question(
+    number: int,
+    spec: ModelSpec,
+    w: Weights,
+    gpu: GPU,
+    *,
+    kv_dtype: str = "bf16",
+    bandwidth_gbs: float | None = None,
+    tp: int = 1,
+    pp: int = 1,
+) -> Question:
     """The prediction asked at stop ``number`` (1 to 7) for this setup."""
-    return lesson(number, spec, w, gpu, kv_dtype=kv_dtype, bandwidth_gbs=bandwidth_gbs, tp=tp,
-                  pp=pp).question
+    return lesson(
+        number, spec, w, gpu, kv_dtype=kv_dtype, bandwidth_gbs=bandwidth_gbs, tp=tp, pp=pp
+    ).question
 
 
 # -- the answer key ---------------------------------------------------------------------------
 
-def answer_key(spec: ModelSpec, w: Weights, gpu: GPU, *, kv_dtype: str = "bf16",
-               bandwidth_gbs: float | None = None, tp: int = 1, pp: int = 1,
-               name: str | None = None) -> str:
+
+def answer_key(
+    spec: ModelSpec,
+    w: Weights,
+    gpu: GPU,
+    *,
+    kv_dtype: str = "bf16",
+    bandwidth_gbs: float | None = None,
+    tp: int = 1,
+    pp: int = 1,
+    name: str | None = None,
+) -> str:
     """The seven lessons for this setup as one Markdown document: for each stop the givens, the
     question, the answer and its working, the slips the grader names, the page's figure, the
     recap and the discussion question. A stop that cannot be asked says why."""
     name = spec.name if name is None else name
     bw = gpu.bandwidth_gbs if bandwidth_gbs is None else bandwidth_gbs
-    lines = [f"# KV Cache Lab tour: answer key for {name}", "",
-             f"- GPU: {where_text(gpu, tp, pp)}, {bw:,.0f} GB/s",
-             f"- KV cache: {kv_dtype.upper()}; weights: {w.dtype.upper()}"
-             + (f" (experts {w.expert_dtype.upper()})" if w.expert_dtype != w.dtype else ""),
-             f"- Conversation: {conversation_tokens(spec):,} tokens (the model's limit is "
-             f"{spec.max_context:,})",
-             "- Units: KiB, MiB, GiB are 2^10, 2^20, 2^30 bytes; GB and GB/s are 10^9.",
-             "- Answers are graded within 2%, or at the precision typed; a count of whole "
-             "conversations must be the whole number below.", ""]
+    lines = [
+        f"# KV Cache Lab tour: answer key for {name}",
+        "",
+        f"- GPU: {where_text(gpu, tp, pp)}, {bw:,.0f} GB/s",
+        f"- KV cache: {kv_dtype.upper()}; weights: {w.dtype.upper()}"
+        + (f" (experts {w.expert_dtype.upper()})" if w.expert_dtype != w.dtype else ""),
+        f"- Conversation: {conversation_tokens(spec):,} tokens (the model's limit is "
+        f"{spec.max_context:,})",
+        "- Units: KiB, MiB, GiB are 2^10, 2^20, 2^30 bytes; GB and GB/s are 10^9.",
+        "- Answers are graded within 2%, or at the precision typed; a count of whole "
+        "conversations must be the whole number below.",
+        "",
+    ]
     for stop in STOPS:
         lines += [f"## Stop {stop.number}: {stop.title}", "", f"*{stop.teaches}*", ""]
         try:
-            les = lesson(stop.number, spec, w, gpu, kv_dtype=kv_dtype, bandwidth_gbs=bw, tp=tp,
-                         pp=pp, name=name)
+            les = lesson(
+                stop.number,
+                spec,
+                w,
+                gpu,
+                kv_dtype=kv_dtype,
+                bandwidth_gbs=bw,
+                tp=tp,
+                pp=pp,
+                name=name,
+            )
         except ValueError as exc:
             lines += [f"Not asked for this setup: {exc}.", ""]
             continue
         q = les.question
         lines += ["| Given | Value |", "|---|---|"]
         lines += [f"| {_cell(k)} | {_cell(v)} |" for k, v in les.givens]
-        lines += ["", f"**Predict (in {q.ask_unit or q.unit}).** {q.prompt}", "",
-                  f"**Answer.** {q.answer}", "", "```", q.solution, "```", ""]
+        lines += [
+            "",
+            f"**Predict (in {q.ask_unit or q.unit}).** {q.prompt}",
+            "",
+            f"**Answer.** {q.answer}",
+            "",
+            "```",
+            q.solution,
+            "```",
+            "",
+        ]
         if q.mistakes:
             lines.append("**Slips the grader names:**")
             lines += [f"- {why}" for _, why in q.mistakes]
             lines.append("")
         label, value = les.figure
-        lines += [f"**On the page.** {label}: {value}.", "",
-                  f"**Recap.** {les.recap[0]}  ", les.recap[1], "",
-                  f"**Discuss.** {les.discuss}", ""]
+        lines += [
+            f"**On the page.** {label}: {value}.",
+            "",
+            f"**Recap.** {les.recap[0]}  ",
+            les.recap[1],
+            "",
+            f"**Discuss.** {les.discuss}",
+            "",
+        ]
     return "\n".join(lines)
 
 

@@ -39,37 +39,68 @@ def stop1(s: Setup) -> Lesson:
     per = r.kv_bytes_per_token_nominal
     home = kv_cache(spec, CONVERSATION, kv_dtype=s.kv_dtype, tp=s.tp, pp=s.pp)  # as Home shows
     slips = kv_slips(spec, s.kv_dtype, 1, per_token=True)
-    slips.append((1 / 1024, f"That looks like KiB: a bare number here is read in bytes (B). "
-                            f"Type the unit, e.g. '{per / 1024:g} KiB'."))
+    slips.append(
+        (
+            1 / 1024,
+            f"That looks like KiB: a bare number here is read in bytes (B). "
+            f"Type the unit, e.g. '{per / 1024:g} KiB'.",
+        )
+    )
     q = Question(
-        qid="tour-1", level="core", value=per, unit="B", ask_unit="B", kv_hints=False,
-        prompt=(f"{s.name} has {layers_phrase(spec)}. {stores_sentence(spec)} With the cache "
-                f"in {s.kvd}, how many bytes does one token add to the cache of the whole model? "
-                "(1 KiB = 1,024 B)"),
-        answer=(f"**{per:,} B ({fmt_bytes(per)})** per token"
-                f"{s.per_gpu_note(per, home.kv_bytes_per_token_nominal)}."),
-        solution=r.per_token_formula(), mistakes=slips_of(*slips))
+        qid="tour-1",
+        level="core",
+        value=per,
+        unit="B",
+        ask_unit="B",
+        kv_hints=False,
+        prompt=(
+            f"{s.name} has {layers_phrase(spec)}. {stores_sentence(spec)} With the cache "
+            f"in {s.kvd}, how many bytes does one token add to the cache of the whole model? "
+            "(1 KiB = 1,024 B)"
+        ),
+        answer=(
+            f"**{per:,} B ({fmt_bytes(per)})** per token"
+            f"{s.per_gpu_note(per, home.kv_bytes_per_token_nominal)}."
+        ),
+        solution=r.per_token_formula(),
+        mistakes=slips_of(*slips),
+    )
     tp_label = f" (per GPU at tensor parallel {s.tp})" if s.tp * s.pp > 1 else ""
     if "mla" in kinds_of(spec):
         p = kv_parts(spec, s.kv_dtype, 1)
-        second = (f"MLA's latent is {p['mha'] / p['mla']:,.0f} times smaller than the K and V "
-                  "of every head it stands for; query heads never count.")
+        second = (
+            f"MLA's latent is {p['mha'] / p['mla']:,.0f} times smaller than the K and V "
+            "of every head it stands for; query heads never count."
+        )
     elif "state" in kinds_of(spec):
-        second = (f"Only the {len(spec.kv_layers):,} attention layers add bytes per token; the "
-                  "recurrent layers' state is fixed. Query heads never count.")
+        second = (
+            f"Only the {len(spec.kv_layers):,} attention layers add bytes per token; the "
+            "recurrent layers' state is fixed. Query heads never count."
+        )
     else:
-        second = ("Fewer KV heads (GQA), a latent (MLA), fewer bytes a number (FP8) or a window "
-                  "shrink it; query heads never count.")
+        second = (
+            "Fewer KV heads (GQA), a latent (MLA), fewer bytes a number (FP8) or a window "
+            "shrink it; query heads never count."
+        )
     return Lesson(
-        stop=s.stop, question=q,
-        givens=(("Layers (num_hidden_layers)", layers_phrase(spec)), *geometry_givens(spec),
-                format_given(s.kv_dtype)),
-        figure=(f"Home: KV cache per token{tp_label}",
-                fmt_bytes(home.kv_bytes_per_token_nominal)),
-        recap=(f"One token costs {fmt_bytes(per)} in {s.name}'s cache, in every layer that "
-               "stores it, for as long as the conversation lasts.", second),
-        discuss=("Why are the queries not cached? What would keeping them cost per token, and "
-                 "what would it save?"))
+        stop=s.stop,
+        question=q,
+        givens=(
+            ("Layers (num_hidden_layers)", layers_phrase(spec)),
+            *geometry_givens(spec),
+            format_given(s.kv_dtype),
+        ),
+        figure=(f"Home: KV cache per token{tp_label}", fmt_bytes(home.kv_bytes_per_token_nominal)),
+        recap=(
+            f"One token costs {fmt_bytes(per)} in {s.name}'s cache, in every layer that "
+            "stores it, for as long as the conversation lasts.",
+            second,
+        ),
+        discuss=(
+            "Why are the queries not cached? What would keeping them cost per token, and "
+            "what would it save?"
+        ),
+    )
 
 
 def stop2(s: Setup) -> Lesson:
@@ -82,61 +113,114 @@ def stop2(s: Setup) -> Lesson:
     rows = [row for row in r.rows if row.stores_tokens]
     if len(rows) > 1 or any(row.tokens_kept < n for row in rows):
         for row in rows:
-            keep = (f"they keep only the last {row.tokens_kept:,} tokens" if row.tokens_kept < n
-                    else "they keep every token")
-            givens.append((f"{row.layers:,} {KIND_WORDS.get(row.kind, row.kind)} layers",
-                           f"{row.bytes_per_token_per_layer:,} B per token each; {keep}"))
+            keep = (
+                f"they keep only the last {row.tokens_kept:,} tokens"
+                if row.tokens_kept < n
+                else "they keep every token"
+            )
+            givens.append(
+                (
+                    f"{row.layers:,} {KIND_WORDS.get(row.kind, row.kind)} layers",
+                    f"{row.bytes_per_token_per_layer:,} B per token each; {keep}",
+                )
+            )
     if r.state_bytes:
-        givens.append(("Recurrent state per conversation",
-                       f"{r.state_bytes:,} B ({fmt_bytes(r.state_bytes)}), whatever its length"))
+        givens.append(
+            (
+                "Recurrent state per conversation",
+                f"{r.state_bytes:,} B ({fmt_bytes(r.state_bytes)}), whatever its length",
+            )
+        )
     slips = kv_slips(spec, s.kv_dtype, n)
     full_total = kv_cache(as_full(spec), n, kv_dtype=s.kv_dtype).total_bytes
     if full_total != total:
         window = min(row.tokens_kept for row in r.rows if row.stores_tokens)
-        slips.append((full_total / total,
-                      f"That keeps all {n:,} tokens in every layer: a sliding-window layer keeps "
-                      f"only its last {window:,}."))
+        slips.append(
+            (
+                full_total / total,
+                f"That keeps all {n:,} tokens in every layer: a sliding-window layer keeps "
+                f"only its last {window:,}.",
+            )
+        )
     if r.state_bytes:
-        slips.append((r.kv_bytes / total, "That is the K/V alone: add the recurrent layers' "
-                                          "fixed state."))
-    slips.append((GiB, f"That looks like the answer in bytes: a bare number here is read in "
-                       f"GiB. Add the unit (e.g. '{total:,} B')."))
+        slips.append(
+            (r.kv_bytes / total, "That is the K/V alone: add the recurrent layers' fixed state.")
+        )
+    slips.append(
+        (
+            GiB,
+            f"That looks like the answer in bytes: a bare number here is read in "
+            f"GiB. Add the unit (e.g. '{total:,} B').",
+        )
+    )
     every = per * n
-    note = ("" if r.kv_bytes == every else
-            f" Less than {n:,} x {per:,} B = {fmt_bytes(every)}: some layers keep only a "
-            "window of recent tokens, or no per-token cache at all.")
-    state = (f" That is {fmt_bytes(r.kv_bytes)} of K/V and {fmt_bytes(r.state_bytes)} of "
-             "recurrent state." if r.state_bytes else "")
+    note = (
+        ""
+        if r.kv_bytes == every
+        else f" Less than {n:,} x {per:,} B = {fmt_bytes(every)}: some layers keep only a "
+        "window of recent tokens, or no per-token cache at all."
+    )
+    state = (
+        f" That is {fmt_bytes(r.kv_bytes)} of K/V and {fmt_bytes(r.state_bytes)} of "
+        "recurrent state."
+        if r.state_bytes
+        else ""
+    )
     q = Question(
-        qid="tour-2", level="core", value=total, unit="B", ask_unit="GiB", kv_hints=False,
-        prompt=(f"A conversation has reached {n:,} tokens. How much cache does {s.name} hold "
-                f"for it, in GiB, for the whole model? (1 GiB = 2^30 B)"),
-        answer=(f"**{fmt_gib(total, 3)}** ({fmt_bytes(total)}, {total:,} B).{state}{note}"
-                if total < GiB else f"**{fmt_gib(total)}** ({total:,} B).{state}{note}"),
-        solution=(" + ".join(f"{row.layers} x {row.bytes_per_token_per_layer:,} B x "
-                             f"{row.tokens_kept:,} tokens" for row in r.rows
-                             if row.stores_tokens)
-                  + (f" + {r.state_bytes:,} B state" if r.state_bytes else "")
-                  + f" = {total:,} B"),
-        mistakes=slips_of(*slips))
+        qid="tour-2",
+        level="core",
+        value=total,
+        unit="B",
+        ask_unit="GiB",
+        kv_hints=False,
+        prompt=(
+            f"A conversation has reached {n:,} tokens. How much cache does {s.name} hold "
+            f"for it, in GiB, for the whole model? (1 GiB = 2^30 B)"
+        ),
+        answer=(
+            f"**{fmt_gib(total, 3)}** ({fmt_bytes(total)}, {total:,} B).{state}{note}"
+            if total < GiB
+            else f"**{fmt_gib(total)}** ({total:,} B).{state}{note}"
+        ),
+        solution=(
+            " + ".join(
+                f"{row.layers} x {row.bytes_per_token_per_layer:,} B x {row.tokens_kept:,} tokens"
+                for row in r.rows
+                if row.stores_tokens
+            )
+            + (f" + {r.state_bytes:,} B state" if r.state_bytes else "")
+            + f" = {total:,} B"
+        ),
+        mistakes=slips_of(*slips),
+    )
     passes = token_passes(FILL_NEW, FILL_PROMPT)
     if "sliding" in kinds or "chunked" in kinds:
-        second = (f"Past their windows the sliding layers stop growing: each further token adds "
-                  f"{fmt_bytes(r.kv_bytes_per_token)}, not {fmt_bytes(per)}.")
+        second = (
+            f"Past their windows the sliding layers stop growing: each further token adds "
+            f"{fmt_bytes(r.kv_bytes_per_token)}, not {fmt_bytes(per)}."
+        )
     elif r.state_bytes:
-        second = (f"The recurrent state ({fmt_bytes(r.state_bytes)}) does not grow; only the "
-                  "attention layers' K/V does.")
+        second = (
+            f"The recurrent state ({fmt_bytes(r.state_bytes)}) does not grow; only the "
+            "attention layers' K/V does."
+        )
     else:
         second = "Twice the tokens, twice the bytes: the cache grows in a straight line."
     return Lesson(
-        stop=s.stop, question=q, givens=tuple(givens),
-        figure=(f"Cache fill: token passes for a {FILL_PROMPT}-token prompt and {FILL_NEW} new "
-                "tokens",
-                f"{passes['with_cache']:,} with a cache, {passes['without_cache']:,} without "
-                f"({passes['ratio']:,.1f}x)"),
+        stop=s.stop,
+        question=q,
+        givens=tuple(givens),
+        figure=(
+            f"Cache fill: token passes for a {FILL_PROMPT}-token prompt and {FILL_NEW} new tokens",
+            f"{passes['with_cache']:,} with a cache, {passes['without_cache']:,} without "
+            f"({passes['ratio']:,.1f}x)",
+        ),
         recap=(f"{n:,} tokens hold {fmt_bytes(total)} of cache in {s.name}.", second),
-        discuss=("When a conversation ends, its cache is freed. What could a server gain by "
-                 "keeping it, and when would two conversations share one?"))
+        discuss=(
+            "When a conversation ends, its cache is freed. What could a server gain by "
+            "keeping it, and when would two conversations share one?"
+        ),
+    )
 
 
 def stop3(s: Setup) -> Lesson:
@@ -150,86 +234,151 @@ def stop3(s: Setup) -> Lesson:
         return kv_pool(spec, s.w, s.gpu, n, s.kv_dtype, s.tp, s.pp, **kw).max_concurrency
 
     slips = [
-        (b.requested_bytes / seq / conc if seq else None,
-         "That divides all the memory vLLM may use by one conversation: the weights "
-         f"({fmt_gib(b.weights_bytes)}{' per GPU' if s.tp * s.pp > 1 else ''}) and the reserve "
-         "come first, and only the pool "
-         "left after them holds caches."),
-        (ratio_of(lambda: conc_with(reserve_bytes=0), conc),
-         f"That leaves out the reserve ({fmt_gib(b.reserve_bytes)} for activations, the CUDA "
-         "context and graphs)."),
-        (ratio_of(lambda: conc_with(gpu_mem_util=1.0), conc),
-         f"That uses all of the GPU's memory: vLLM takes gpu_memory_utilization "
-         f"({b.gpu_mem_util:g}) of it."),
+        (
+            b.requested_bytes / seq / conc if seq else None,
+            "That divides all the memory vLLM may use by one conversation: the weights "
+            f"({fmt_gib(b.weights_bytes)}{' per GPU' if s.tp * s.pp > 1 else ''}) and the reserve "
+            "come first, and only the pool "
+            "left after them holds caches.",
+        ),
+        (
+            ratio_of(lambda: conc_with(reserve_bytes=0), conc),
+            f"That leaves out the reserve ({fmt_gib(b.reserve_bytes)} for activations, the CUDA "
+            "context and graphs).",
+        ),
+        (
+            ratio_of(lambda: conc_with(gpu_mem_util=1.0), conc),
+            f"That uses all of the GPU's memory: vLLM takes gpu_memory_utilization "
+            f"({b.gpu_mem_util:g}) of it.",
+        ),
     ]
     if s.gpu.memory_mib_driver:
-        slips.append((ratio_of(lambda: conc_with(total_bytes=int(s.gpu.memory_gb * GB)), conc),
-                      f"That starts from the spec sheet's {s.gpu.memory_gb:g} GB: an engine "
-                      f"sizes from what the driver reports ({s.gpu.memory_mib_driver:,} MiB)."))
+        slips.append(
+            (
+                ratio_of(lambda: conc_with(total_bytes=int(s.gpu.memory_gb * GB)), conc),
+                f"That starts from the spec sheet's {s.gpu.memory_gb:g} GB: an engine "
+                f"sizes from what the driver reports ({s.gpu.memory_mib_driver:,} MiB).",
+            )
+        )
     if s.tp * s.pp > 1:
-        slips.append((ratio_of(lambda: conc_with(weights_bytes=s.w.bytes * s.tp * s.pp), conc),
-                      f"That puts all the weights on every GPU: each holds 1/{s.tp * s.pp} "
-                      "of them."))
+        slips.append(
+            (
+                ratio_of(lambda: conc_with(weights_bytes=s.w.bytes * s.tp * s.pp), conc),
+                f"That puts all the weights on every GPU: each holds 1/{s.tp * s.pp} of them.",
+            )
+        )
         whole = kv_cache(spec, n, kv_dtype=s.kv_dtype).total_bytes
         mine = kv_cache(spec, n, kv_dtype=s.kv_dtype, tp=s.tp, pp=s.pp).total_bytes
         if "mla" in kinds_of(spec) and whole == mine * s.pp:
-            slips.append((float(s.tp),
-                          f"That splits the MLA latent over the {s.tp} GPUs: it is not split, "
-                          "every GPU keeps all of it."))
+            slips.append(
+                (
+                    float(s.tp),
+                    f"That splits the MLA latent over the {s.tp} GPUs: it is not split, "
+                    "every GPU keeps all of it.",
+                )
+            )
         elif mine and whole != mine:
-            slips.append((mine / whole,
-                          "That charges each GPU the whole model's cache: each holds only its "
-                          "share of the KV heads (and of the layers, with pipeline stages)."))
+            slips.append(
+                (
+                    mine / whole,
+                    "That charges each GPU the whole model's cache: each holds only its "
+                    "share of the KV heads (and of the layers, with pipeline stages).",
+                )
+            )
     slips += kv_slips(spec, s.kv_dtype, n, s.tp, count=True)
     if as_full(spec) != spec:
-        slips.append((ratio_of(lambda: kv_pool(as_full(spec), s.w, s.gpu, n, s.kv_dtype, s.tp,
-                                               s.pp).max_concurrency, conc),
-                      "That charges the sliding-window layers the whole conversation: each "
-                      "reserves only its window and the tokens in flight."))
+        slips.append(
+            (
+                ratio_of(
+                    lambda: kv_pool(
+                        as_full(spec), s.w, s.gpu, n, s.kv_dtype, s.tp, s.pp
+                    ).max_concurrency,
+                    conc,
+                ),
+                "That charges the sliding-window layers the whole conversation: each "
+                "reserves only its window and the tokens in flight.",
+            )
+        )
     uniform = b.num_groups <= 1
     givens = [
         s.tokens_given(),
-        ("GPU memory the driver reports", (f"{s.gpu.memory_mib_driver:,} MiB = "
-                                           if s.gpu.memory_mib_driver else "")
-         + f"{b.total_bytes:,} B"),
+        (
+            "GPU memory the driver reports",
+            (f"{s.gpu.memory_mib_driver:,} MiB = " if s.gpu.memory_mib_driver else "")
+            + f"{b.total_bytes:,} B",
+        ),
         ("gpu_memory_utilization", f"{b.gpu_mem_util:g}"),
-        ("Weights on each GPU", f"{b.weights_bytes:,} B ({fmt_gib(b.weights_bytes)})"
-         + (f", 1/{s.tp * s.pp} of {fmt_gib(s.w.bytes)}" if s.tp * s.pp > 1 else "")),
+        (
+            "Weights on each GPU",
+            f"{b.weights_bytes:,} B ({fmt_gib(b.weights_bytes)})"
+            + (f", 1/{s.tp * s.pp} of {fmt_gib(s.w.bytes)}" if s.tp * s.pp > 1 else ""),
+        ),
         ("Reserve (activations, CUDA context, graphs)", fmt_gib(b.reserve_bytes)),
-        ("Block (vLLM)", f"{b.effective_block_size:,} tokens; one page (a block of one layer) = "
-                         f"{b.page_bytes:,} B on each GPU; a block holds one page in each of "
-                         f"{b.group_size:,} layers"
-         + ("" if uniform else f" ({b.num_groups} groups of layers share the blocks)")),
-        (f"Blocks one {n:,}-token conversation reserves", f"{b.blocks_per_request:,}"
-         + ("" if uniform else f" ({reserve_rule(spec)})")),
+        (
+            "Block (vLLM)",
+            f"{b.effective_block_size:,} tokens; one page (a block of one layer) = "
+            f"{b.page_bytes:,} B on each GPU; a block holds one page in each of "
+            f"{b.group_size:,} layers"
+            + ("" if uniform else f" ({b.num_groups} groups of layers share the blocks)"),
+        ),
+        (
+            f"Blocks one {n:,}-token conversation reserves",
+            f"{b.blocks_per_request:,}" + ("" if uniform else f" ({reserve_rule(spec)})"),
+        ),
     ]
     q = Question(
-        qid="tour-3", level="mid", value=conc, unit="sequences", ask_unit="sequences",
-        floor_ok=True, kv_hints=False,
-        prompt=(f"vLLM serves {s.name} on {where_text(s.gpu, s.tp, s.pp)} (gpu_memory_utilization "
-                f"{b.gpu_mem_util:g}, a {fmt_gib(b.reserve_bytes)} reserve, KV cache in {s.kvd}). "
-                + ("Each GPU holds its share of the weights and of every conversation's cache, "
-                   "so count one GPU. " if s.tp * s.pp > 1 else "")
-                + f"How many {n:,}-token conversations fit in its KV pool at once?"),
-        answer=(f"**{conc:,.2f}**, so {math.floor(conc):,} whole ones: the pool is "
-                f"{fmt_gib(b.kv_pool_bytes)} per GPU after the weights "
-                f"({fmt_gib(b.weights_bytes)}) and the reserve. This is the figure vLLM logs at "
-                f"start-up (\"Maximum concurrency for {n:,} tokens per request\"): its worst case, "
-                "every conversation at its full length."),
-        solution=(f"pool = ceil({b.total_bytes:,} B x {b.gpu_mem_util:g}) - {b.weights_bytes:,} B "
-                  f"weights - {b.reserve_bytes:,} B reserve = {b.kv_pool_bytes:,} B -> "
-                  f"{b.kv_pool_bytes:,} // {b.page_bytes:,} // {b.group_size} = "
-                  f"{b.num_blocks:,} blocks; one conversation reserves "
-                  f"{b.blocks_per_request:,}: {b.num_blocks:,} / {b.blocks_per_request:,} = "
-                  f"{conc:,.2f}"),
-        mistakes=slips_of(*slips))
+        qid="tour-3",
+        level="mid",
+        value=conc,
+        unit="sequences",
+        ask_unit="sequences",
+        floor_ok=True,
+        kv_hints=False,
+        prompt=(
+            f"vLLM serves {s.name} on {where_text(s.gpu, s.tp, s.pp)} (gpu_memory_utilization "
+            f"{b.gpu_mem_util:g}, a {fmt_gib(b.reserve_bytes)} reserve, KV cache in {s.kvd}). "
+            + (
+                "Each GPU holds its share of the weights and of every conversation's cache, "
+                "so count one GPU. "
+                if s.tp * s.pp > 1
+                else ""
+            )
+            + f"How many {n:,}-token conversations fit in its KV pool at once?"
+        ),
+        answer=(
+            f"**{conc:,.2f}**, so {math.floor(conc):,} whole ones: the pool is "
+            f"{fmt_gib(b.kv_pool_bytes)} per GPU after the weights "
+            f"({fmt_gib(b.weights_bytes)}) and the reserve. This is the figure vLLM logs at "
+            f'start-up ("Maximum concurrency for {n:,} tokens per request"): its worst case, '
+            "every conversation at its full length."
+        ),
+        solution=(
+            f"pool = ceil({b.total_bytes:,} B x {b.gpu_mem_util:g}) - {b.weights_bytes:,} B "
+            f"weights - {b.reserve_bytes:,} B reserve = {b.kv_pool_bytes:,} B -> "
+            f"{b.kv_pool_bytes:,} // {b.page_bytes:,} // {b.group_size} = "
+            f"{b.num_blocks:,} blocks; one conversation reserves "
+            f"{b.blocks_per_request:,}: {b.num_blocks:,} / {b.blocks_per_request:,} = "
+            f"{conc:,.2f}"
+        ),
+        mistakes=slips_of(*slips),
+    )
     return Lesson(
-        stop=s.stop, question=q, givens=tuple(givens),
-        figure=("Budget: KV pool per GPU", f"{fmt_gib(b.kv_pool_bytes)} = {b.num_blocks:,} blocks "
-                                           f"of {b.effective_block_size:,} tokens"),
-        recap=(f"The KV pool is what is left of {b.gpu_mem_util:g} x the GPU's memory after the "
-               f"weights and the reserve: {fmt_gib(b.kv_pool_bytes)} per GPU.",
-               f"Conversations that fit = blocks in the pool / blocks one reserves: "
-               f"{b.num_blocks:,} / {b.blocks_per_request:,} = {conc:,.2f}."),
-        discuss=("To serve twice as many conversations, would you buy a second GPU, halve the "
-                 "context, or switch the cache to FP8? What does each cost?"))
+        stop=s.stop,
+        question=q,
+        givens=tuple(givens),
+        figure=(
+            "Budget: KV pool per GPU",
+            f"{fmt_gib(b.kv_pool_bytes)} = {b.num_blocks:,} blocks "
+            f"of {b.effective_block_size:,} tokens",
+        ),
+        recap=(
+            f"The KV pool is what is left of {b.gpu_mem_util:g} x the GPU's memory after the "
+            f"weights and the reserve: {fmt_gib(b.kv_pool_bytes)} per GPU.",
+            f"Conversations that fit = blocks in the pool / blocks one reserves: "
+            f"{b.num_blocks:,} / {b.blocks_per_request:,} = {conc:,.2f}.",
+        ),
+        discuss=(
+            "To serve twice as many conversations, would you buy a second GPU, halve the "
+            "context, or switch the cache to FP8? What does each cost?"
+        ),
+    )

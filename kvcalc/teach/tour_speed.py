@@ -30,129 +30,249 @@ from .tour_text import (
 def _weights_read_text(spec: ModelSpec, w: Weights) -> str:
     """Which weights one decode step of one token reads."""
     if w.input_embedding_bytes:
-        text = (f"every weight but the untied input embedding table "
-                f"({fmt_gb(w.input_embedding_bytes)}), of which the token gathers one "
-                f"{w.embedding_row_bytes:,} B row")
+        text = (
+            f"every weight but the untied input embedding table "
+            f"({fmt_gb(w.input_embedding_bytes)}), of which the token gathers one "
+            f"{w.embedding_row_bytes:,} B row"
+        )
     elif spec.params is not None and spec.params.tied:
         text = "every weight (the tied embedding is read whole, as the output head)"
     else:
         text = "every weight"
     if spec.moe is not None:
         m = spec.moe
-        text += (f"; of the routed experts only the {m.top_k:,} of {m.num_experts:,} its token "
-                 f"is routed to, in each of the {m.layers:,} MoE layers")
+        text += (
+            f"; of the routed experts only the {m.top_k:,} of {m.num_experts:,} its token "
+            f"is routed to, in each of the {m.layers:,} MoE layers"
+        )
     return text
 
 
 def stop4(s: Setup) -> Lesson:
     spec, n = s.spec, s.n
     kv_pool(spec, s.w, s.gpu, n, s.kv_dtype, s.tp, s.pp)  # no speed for what does not fit
-    st = step_time(spec, s.w, context=n, batch=1, bandwidth_gbs=s.bw, kv_dtype=s.kv_dtype,
-                   tp=s.tp, pp=s.pp, peak_tflops=s.gpu.peak_tflops(s.w.dtype),
-                   attention_tflops=s.gpu.attention_tflops(s.kv_dtype))
+    st = step_time(
+        spec,
+        s.w,
+        context=n,
+        batch=1,
+        bandwidth_gbs=s.bw,
+        kv_dtype=s.kv_dtype,
+        tp=s.tp,
+        pp=s.pp,
+        peak_tflops=s.gpu.peak_tflops(s.w.dtype),
+        attention_tflops=s.gpu.attention_tflops(s.kv_dtype),
+    )
     # The stop teaches the ideal bound; what a server takes is the calibrated estimate beside it.
     real = estimate_step(spec, st, CALIBRATED, tp=s.tp, link_gbs=s.gpu.tp_link_gbs)
-    real_text = (f"; a real engine: {fmt_seconds(real.time_s)} ({real.tokens_per_s:,.1f} "
-                 "tokens/s), the calibrated estimate")
+    real_text = (
+        f"; a real engine: {fmt_seconds(real.time_s)} ({real.tokens_per_s:,.1f} "
+        "tokens/s), the calibrated estimate"
+    )
     read = s.w.read_per_step(spec, 1)  # the Decode step time page's weights read, whole model
     w_gpu = st.weight_read_bytes  # one GPU's share
     table = s.w.input_embedding_bytes - s.w.embedding_row_bytes
     idle = s.w.bytes - read - table  # experts no token of this step is routed to
     readings = []
     if table > 0:
-        readings.append((read + table, "That reads the whole input embedding table: a token "
-                                       f"gathers one {s.w.embedding_row_bytes:,} B row of it."))
+        readings.append(
+            (
+                read + table,
+                "That reads the whole input embedding table: a token "
+                f"gathers one {s.w.embedding_row_bytes:,} B row of it.",
+            )
+        )
     if idle > 0 and spec.moe is not None:
-        readings.append((read + idle, f"That reads all {spec.moe.num_experts:,} experts of each "
-                                      f"MoE layer: one token is routed to {spec.moe.top_k:,} of "
-                                      "them, and only those are read."))
+        readings.append(
+            (
+                read + idle,
+                f"That reads all {spec.moe.num_experts:,} experts of each "
+                f"MoE layer: one token is routed to {spec.moe.top_k:,} of "
+                "them, and only those are read.",
+            )
+        )
     if table > 0 and idle > 0:
-        readings.append((s.w.bytes, "That reads every weight the GPU holds: the step skips the "
-                                    "embedding table (one row is gathered) and the experts its "
-                                    "token is not routed to."))
-    tp_note = (f" on each GPU at tensor parallel {s.tp} (1/{s.tp} of {read:,} B)"
-               if s.tp > 1 else "")
-    givens = [("Weights one decode step reads", f"{w_gpu:,} B ({fmt_gb(w_gpu)}){tp_note}: "
-                                                 f"{_weights_read_text(spec, s.w)}"),
-              ("Memory bandwidth", f"{s.bw:,.0f} GB/s (1 GB = 10^9 B)")]
+        readings.append(
+            (
+                s.w.bytes,
+                "That reads every weight the GPU holds: the step skips the "
+                "embedding table (one row is gathered) and the experts its "
+                "token is not routed to.",
+            )
+        )
+    tp_note = f" on each GPU at tensor parallel {s.tp} (1/{s.tp} of {read:,} B)" if s.tp > 1 else ""
+    givens = [
+        (
+            "Weights one decode step reads",
+            f"{w_gpu:,} B ({fmt_gb(w_gpu)}){tp_note}: {_weights_read_text(spec, s.w)}",
+        ),
+        ("Memory bandwidth", f"{s.bw:,.0f} GB/s (1 GB = 10^9 B)"),
+    ]
     cross = st.crossover_context
     if cross is not None and cross <= spec.max_context:
-        probe = step_time(spec, s.w, context=cross, batch=1, bandwidth_gbs=s.bw,
-                          kv_dtype=s.kv_dtype, tp=s.tp, pp=s.pp, find_crossover=False)
-        growth = step_time(spec, s.w, context=cross + 1, batch=1, bandwidth_gbs=s.bw,
-                           kv_dtype=s.kv_dtype, tp=s.tp, pp=s.pp,
-                           find_crossover=False).kv_read_bytes - probe.kv_read_bytes
+        probe = step_time(
+            spec,
+            s.w,
+            context=cross,
+            batch=1,
+            bandwidth_gbs=s.bw,
+            kv_dtype=s.kv_dtype,
+            tp=s.tp,
+            pp=s.pp,
+            find_crossover=False,
+        )
+        growth = (
+            step_time(
+                spec,
+                s.w,
+                context=cross + 1,
+                batch=1,
+                bandwidth_gbs=s.bw,
+                kv_dtype=s.kv_dtype,
+                tp=s.tp,
+                pp=s.pp,
+                find_crossover=False,
+            ).kv_read_bytes
+            - probe.kv_read_bytes
+        )
         fixed = probe.kv_read_bytes - growth * cross
-        givens.append(("Cache one step reads, per token of context" +
-                       (" (each GPU)" if s.tp > 1 else ""),
-                       f"{growth:,} B" + (f", plus {fixed:,} B from the layers whose windows "
-                                          "are full" if fixed else "")))
-        slips = [((crossover_context(spec, wrong, 1, s.kv_dtype, tp=s.tp) or 0) / cross, why)
-                 for wrong, why in readings]
+        givens.append(
+            (
+                "Cache one step reads, per token of context" + (" (each GPU)" if s.tp > 1 else ""),
+                f"{growth:,} B"
+                + (f", plus {fixed:,} B from the layers whose windows are full" if fixed else ""),
+            )
+        )
+        slips = [
+            ((crossover_context(spec, wrong, 1, s.kv_dtype, tp=s.tp) or 0) / cross, why)
+            for wrong, why in readings
+        ]
         q = Question(
-            qid="tour-4", level="mid", value=cross, unit="tokens", ask_unit="tokens",
+            qid="tour-4",
+            level="mid",
+            value=cross,
+            unit="tokens",
+            ask_unit="tokens",
             kv_hints=False,
-            prompt=(f"At batch 1, each decode step of {s.name} reads the weights that token "
-                    "uses once, and the sequence's whole cache. From what context length "
-                    "(tokens) does the cache read cost at least as much as the weight read: "
-                    "where is the crossover?"),
+            prompt=(
+                f"At batch 1, each decode step of {s.name} reads the weights that token "
+                "uses once, and the sequence's whole cache. From what context length "
+                "(tokens) does the cache read cost at least as much as the weight read: "
+                "where is the crossover?"
+            ),
             answer=(f"**{cross:,} tokens**, within the model's limit of {spec.max_context:,}."),
-            solution=(f"smallest N with KV read(N) >= {w_gpu:,} B of weights read per step: "
-                      + (f"N = ceil({w_gpu:,} / {growth:,}) = {cross:,}" if not fixed else
-                         f"N = {cross:,}")),
-            mistakes=slips_of(*slips))
-        figure = (f"Decode step time: step time at {n:,} tokens, batch 1, ideal bound",
-                  f"{fmt_seconds(st.step_time_s)} ({st.tokens_per_s:,.1f} tokens/s){real_text}")
-        recap = (f"At batch 1 a step reads {fmt_gb(w_gpu)} of weights and {growth:,} B of cache "
-                 "per token of context" + (" on each GPU" if s.tp > 1 else "") + ".",
-                 f"Past {cross:,} tokens the cache is the larger read; a larger batch moves that "
-                 "point left, an FP8 cache moves it right.")
+            solution=(
+                f"smallest N with KV read(N) >= {w_gpu:,} B of weights read per step: "
+                + (
+                    f"N = ceil({w_gpu:,} / {growth:,}) = {cross:,}"
+                    if not fixed
+                    else f"N = {cross:,}"
+                )
+            ),
+            mistakes=slips_of(*slips),
+        )
+        figure = (
+            f"Decode step time: step time at {n:,} tokens, batch 1, ideal bound",
+            f"{fmt_seconds(st.step_time_s)} ({st.tokens_per_s:,.1f} tokens/s){real_text}",
+        )
+        recap = (
+            f"At batch 1 a step reads {fmt_gb(w_gpu)} of weights and {growth:,} B of cache "
+            "per token of context" + (" on each GPU" if s.tp > 1 else "") + ".",
+            f"Past {cross:,} tokens the cache is the larger read; a larger batch moves that "
+            "point left, an FP8 cache moves it right.",
+        )
     else:
         kv = st.kv_read_bytes + st.state_read_bytes
-        givens.append((f"Cache one step reads at {n:,} tokens" +
-                       (" (each GPU)" if s.tp > 1 else ""),
-                       f"{kv:,} B ({fmt_gb(kv)})" + (f", of which {st.state_read_bytes:,} B "
-                                                      "recurrent state"
-                                                      if st.state_read_bytes else "")))
+        givens.append(
+            (
+                f"Cache one step reads at {n:,} tokens" + (" (each GPU)" if s.tp > 1 else ""),
+                f"{kv:,} B ({fmt_gb(kv)})"
+                + (
+                    f", of which {st.state_read_bytes:,} B recurrent state"
+                    if st.state_read_bytes
+                    else ""
+                ),
+            )
+        )
         tps = st.tokens_per_s
 
         def tps_with(wrong: int) -> float:
-            return step_time(spec, s.w, context=n, batch=1, bandwidth_gbs=s.bw,
-                             kv_dtype=s.kv_dtype, tp=s.tp, pp=s.pp, weight_read_bytes=wrong,
-                             find_crossover=False).tokens_per_s
+            return step_time(
+                spec,
+                s.w,
+                context=n,
+                batch=1,
+                bandwidth_gbs=s.bw,
+                kv_dtype=s.kv_dtype,
+                tp=s.tp,
+                pp=s.pp,
+                weight_read_bytes=wrong,
+                find_crossover=False,
+            ).tokens_per_s
 
         slips = [(tps_with(wrong) / tps, why) for wrong, why in readings]
-        slips.append((s.bw * GB / w_gpu / tps, "That leaves out the cache: every step reads the "
-                                               "whole cache of the sequence too."))
-        slips.append((GiB / GB, "That takes GB/s as GiB/s: bandwidth is decimal, 1 GB/s = "
-                                "10^9 B/s."))
-        why_not = ("This model's cache stops growing, so at batch 1 reading it never costs as "
-                   "much as reading the weights: there is no crossover." if cross is None else
-                   f"At batch 1 the cache read does not reach the weight read within the "
-                   f"model's limit of {spec.max_context:,} tokens: the weights stay the larger "
-                   "read.")
+        slips.append(
+            (
+                s.bw * GB / w_gpu / tps,
+                "That leaves out the cache: every step reads the whole cache of the sequence too.",
+            )
+        )
+        slips.append(
+            (GiB / GB, "That takes GB/s as GiB/s: bandwidth is decimal, 1 GB/s = 10^9 B/s.")
+        )
+        why_not = (
+            "This model's cache stops growing, so at batch 1 reading it never costs as "
+            "much as reading the weights: there is no crossover."
+            if cross is None
+            else f"At batch 1 the cache read does not reach the weight read within the "
+            f"model's limit of {spec.max_context:,} tokens: the weights stay the larger "
+            "read."
+        )
         q = Question(
-            qid="tour-4", level="mid", value=tps, unit="tokens/s", ask_unit="tokens/s",
+            qid="tour-4",
+            level="mid",
+            value=tps,
+            unit="tokens/s",
+            ask_unit="tokens/s",
             kv_hints=False,
-            prompt=(f"One sequence of {n:,} tokens decodes alone on {where_text(s.gpu, s.tp, 1)}. "
-                    f"Each step reads the weights its token uses once, and the sequence's whole "
-                    f"cache, at {s.bw:,.0f} GB/s. How many tokens per second is that?"),
-            answer=(f"**{tps:,.1f} tokens/s**, the ideal bound: every byte at the full "
-                    f"{s.bw:,.0f} GB/s and nothing else. A real engine adds a fixed cost per "
-                    f"step and reads at less than the peak: about {real.tokens_per_s:,.1f} "
-                    f"tokens/s (the calibrated estimate). {why_not}"),
-            solution=(f"({w_gpu:,} + {kv:,}) B / {s.bw:,.0f} GB/s = "
-                      f"{st.step_time_s * 1e3:,.3f} ms per token -> {tps:,.1f} tokens/s"),
-            mistakes=slips_of(*slips))
-        figure = ("Decode step time: share of the step reading KV, ideal bound",
-                  f"{st.kv_share:.0%}{real_text}")
-        recap = (f"A step reads {fmt_gb(w_gpu)} of weights and {fmt_gb(kv)} of cache at "
-                 f"{n:,} tokens" + (" on each GPU" if s.tp > 1 else "") + ".",
-                 "A larger batch reads the same weights for more tokens, so tokens/s rise until "
-                 "the caches dominate.")
-    return Lesson(stop=s.stop, question=q, givens=tuple(givens), figure=figure, recap=recap,
-                  discuss=("Why does a larger batch make each step a little longer but the GPU's "
-                           "throughput much higher? Where does that stop?"))
+            prompt=(
+                f"One sequence of {n:,} tokens decodes alone on {where_text(s.gpu, s.tp, 1)}. "
+                f"Each step reads the weights its token uses once, and the sequence's whole "
+                f"cache, at {s.bw:,.0f} GB/s. How many tokens per second is that?"
+            ),
+            answer=(
+                f"**{tps:,.1f} tokens/s**, the ideal bound: every byte at the full "
+                f"{s.bw:,.0f} GB/s and nothing else. A real engine adds a fixed cost per "
+                f"step and reads at less than the peak: about {real.tokens_per_s:,.1f} "
+                f"tokens/s (the calibrated estimate). {why_not}"
+            ),
+            solution=(
+                f"({w_gpu:,} + {kv:,}) B / {s.bw:,.0f} GB/s = "
+                f"{st.step_time_s * 1e3:,.3f} ms per token -> {tps:,.1f} tokens/s"
+            ),
+            mistakes=slips_of(*slips),
+        )
+        figure = (
+            "Decode step time: share of the step reading KV, ideal bound",
+            f"{st.kv_share:.0%}{real_text}",
+        )
+        recap = (
+            f"A step reads {fmt_gb(w_gpu)} of weights and {fmt_gb(kv)} of cache at "
+            f"{n:,} tokens" + (" on each GPU" if s.tp > 1 else "") + ".",
+            "A larger batch reads the same weights for more tokens, so tokens/s rise until "
+            "the caches dominate.",
+        )
+    return Lesson(
+        stop=s.stop,
+        question=q,
+        givens=tuple(givens),
+        figure=figure,
+        recap=recap,
+        discuss=(
+            "Why does a larger batch make each step a little longer but the GPU's "
+            "throughput much higher? Where does that stop?"
+        ),
+    )
 
 
 def _fits(s: Setup) -> bool:
@@ -167,41 +287,66 @@ def stop5(s: Setup) -> Lesson:
     spec, n = s.spec, s.n
     peak = s.gpu.peak_tflops(s.w.dtype)
     if peak is None:
-        raise ValueError(f"{s.gpu.name} has no dense peak for {s.w.dtype.upper()} weights in "
-                         "the registry: pick another GPU for this stop")
+        raise ValueError(
+            f"{s.gpu.name} has no dense peak for {s.w.dtype.upper()} weights in "
+            "the registry: pick another GPU for this stop"
+        )
     ridge = ridge_point(peak, s.bw)
     fits = _fits(s)
-    d1 = decode_point(spec, s.w, batch=1, context=n, kv_dtype=s.kv_dtype, tp=s.tp) if fits \
-        else None
-    decode = (f" Decode of one {n:,}-token sequence does {d1.intensity:,.2f} FLOP/B, "
-              f"{ridge / d1.intensity:,.0f} times less: it waits for memory." if d1 else "")
+    d1 = decode_point(spec, s.w, batch=1, context=n, kv_dtype=s.kv_dtype, tp=s.tp) if fits else None
+    decode = (
+        f" Decode of one {n:,}-token sequence does {d1.intensity:,.2f} FLOP/B, "
+        f"{ridge / d1.intensity:,.0f} times less: it waits for memory."
+        if d1
+        else ""
+    )
     q = Question(
-        qid="tour-5", level="mid", value=ridge, unit="FLOP/B", ask_unit="FLOP/B",
-        prompt=(f"{s.gpu.name} does {peak:,.1f} TFLOPS (dense, {s.w.dtype.upper()}) and moves "
-                f"{s.bw:,.0f} GB/s. How many floating-point operations (FLOPs) per byte must "
-                "work do before the arithmetic, not memory, limits it: where is its ridge "
-                "point?"),
+        qid="tour-5",
+        level="mid",
+        value=ridge,
+        unit="FLOP/B",
+        ask_unit="FLOP/B",
+        prompt=(
+            f"{s.gpu.name} does {peak:,.1f} TFLOPS (dense, {s.w.dtype.upper()}) and moves "
+            f"{s.bw:,.0f} GB/s. How many floating-point operations (FLOPs) per byte must "
+            "work do before the arithmetic, not memory, limits it: where is its ridge "
+            "point?"
+        ),
         answer=f"**{ridge:,.0f} FLOP/B**.{decode}",
-        solution=(f"{peak:,.1f} x 10^12 FLOP/s / ({s.bw:,.0f} x 10^9 B/s) = {ridge:,.1f} "
-                  "FLOP/B"),
-        mistakes=slips_of((1000.0, "A thousand times too many: TFLOPS are 10^12 and GB/s 10^9."),
-                          (0.001, "A thousand times too few: TFLOPS are 10^12 and GB/s 10^9.")))
-    figure = ((f"Roofline: decode at batch 1, {n:,} tokens", f"{d1.intensity:,.2f} FLOP/B")
-              if d1 else ("Roofline: decode", f"not placed: {s.name} does not fit this setup"))
+        solution=(f"{peak:,.1f} x 10^12 FLOP/s / ({s.bw:,.0f} x 10^9 B/s) = {ridge:,.1f} FLOP/B"),
+        mistakes=slips_of(
+            (1000.0, "A thousand times too many: TFLOPS are 10^12 and GB/s 10^9."),
+            (0.001, "A thousand times too few: TFLOPS are 10^12 and GB/s 10^9."),
+        ),
+    )
+    figure = (
+        (f"Roofline: decode at batch 1, {n:,} tokens", f"{d1.intensity:,.2f} FLOP/B")
+        if d1
+        else ("Roofline: decode", f"not placed: {s.name} does not fit this setup")
+    )
     return Lesson(
-        stop=s.stop, question=q,
-        givens=((f"Dense peak ({s.w.dtype.upper()} weights)", f"{peak:,.1f} TFLOPS "
-                 "(10^12 FLOP/s)"),
-                ("Memory bandwidth", f"{s.bw:,.0f} GB/s (10^9 B/s)")),
+        stop=s.stop,
+        question=q,
+        givens=(
+            (f"Dense peak ({s.w.dtype.upper()} weights)", f"{peak:,.1f} TFLOPS (10^12 FLOP/s)"),
+            ("Memory bandwidth", f"{s.bw:,.0f} GB/s (10^9 B/s)"),
+        ),
         figure=figure,
-        recap=(f"{s.gpu.name} needs {ridge:,.0f} FLOPs per byte read to keep its arithmetic "
-               "busy.",
-               (f"Decode of one sequence does {d1.intensity:,.2f}, so it waits for memory; a "
-                "larger batch raises the weights' intensity, not the cache's." if d1 else
-                "Decode does a few FLOPs per byte, so it waits for memory; a larger batch "
-                "raises the weights' intensity, not the cache's.")),
-        discuss=("Prefill runs thousands of tokens per weight read, decode one per sequence. "
-                 "What does that say about running them on the same GPU at once?"))
+        recap=(
+            f"{s.gpu.name} needs {ridge:,.0f} FLOPs per byte read to keep its arithmetic busy.",
+            (
+                f"Decode of one sequence does {d1.intensity:,.2f}, so it waits for memory; a "
+                "larger batch raises the weights' intensity, not the cache's."
+                if d1
+                else "Decode does a few FLOPs per byte, so it waits for memory; a larger batch "
+                "raises the weights' intensity, not the cache's."
+            ),
+        ),
+        discuss=(
+            "Prefill runs thousands of tokens per weight read, decode one per sequence. "
+            "What does that say about running them on the same GPU at once?"
+        ),
+    )
 
 
 def stop6(s: Setup) -> Lesson:
@@ -216,51 +361,88 @@ def stop6(s: Setup) -> Lesson:
         return logged_capacity(spec, s.w, s.gpu, tokens, s.kv_dtype, s.tp, s.pp).max_concurrency
 
     slips = [
-        (ratio_of(lambda: conc_at(prompt), conc),
-         f"That counts the prompt only: a request's cache also holds its output, up to {ctx:,} "
-         "tokens in all."),
-        (ratio_of(lambda: conc_at(output), conc),
-         f"That counts the output only: a request's cache holds its {prompt:,}-token prompt "
-         "too."),
+        (
+            ratio_of(lambda: conc_at(prompt), conc),
+            f"That counts the prompt only: a request's cache also holds its output, up to {ctx:,} "
+            "tokens in all.",
+        ),
+        (
+            ratio_of(lambda: conc_at(output), conc),
+            f"That counts the output only: a request's cache holds its {prompt:,}-token prompt "
+            "too.",
+        ),
     ]
     if s.n != ctx:
-        slips.append((ratio_of(lambda: conc_at(s.n), conc),
-                      f"That is stop 3's {s.n:,}-token conversations: these requests hold at "
-                      f"most {ctx:,} tokens."))
+        slips.append(
+            (
+                ratio_of(lambda: conc_at(s.n), conc),
+                f"That is stop 3's {s.n:,}-token conversations: these requests hold at "
+                f"most {ctx:,} tokens.",
+            )
+        )
     slips += kv_slips(spec, s.kv_dtype, ctx, s.tp, count=True)
     uniform = b.num_groups <= 1
-    givens = [("Request", f"{prompt:,} prompt + {output:,} output tokens = {ctx:,} tokens of "
-                          "cache at most"),
-              ("Blocks in the KV pool (stop 3)", f"{b.num_blocks:,}, of "
-                                                 f"{b.effective_block_size:,} tokens each")]
+    givens = [
+        (
+            "Request",
+            f"{prompt:,} prompt + {output:,} output tokens = {ctx:,} tokens of cache at most",
+        ),
+        (
+            "Blocks in the KV pool (stop 3)",
+            f"{b.num_blocks:,}, of {b.effective_block_size:,} tokens each",
+        ),
+    ]
     if not uniform:
-        givens.append((f"Blocks one {ctx:,}-token request reserves",
-                       f"{b.blocks_per_request:,} (over {b.num_groups} groups of layers)"))
+        givens.append(
+            (
+                f"Blocks one {ctx:,}-token request reserves",
+                f"{b.blocks_per_request:,} (over {b.num_groups} groups of layers)",
+            )
+        )
     q = Question(
-        qid="tour-6", level="mid", value=conc, unit="sequences", ask_unit="sequences",
-        floor_ok=True, kv_hints=False,
-        prompt=(f"Requests of {prompt:,} prompt tokens and {output:,} output tokens each hold up "
-                f"to {ctx:,} tokens of cache. At start-up vLLM logs how many such requests its "
-                "pool holds if every one is at its full length (\"Maximum concurrency for "
-                f"{ctx:,} tokens per request\"). What does it log?"),
-        answer=(f"**{conc:,.2f}** ({b.num_blocks:,} blocks / {b.blocks_per_request:,} blocks per "
-                "request): vLLM's logged worst case, every request at its full length. A running "
-                "server usually holds more at once: a request holds its prompt and only the "
-                "output so far, and a finished one frees its blocks. Where the pool really "
-                "starts to bind (requests wait for blocks or are preempted) is what the Serving "
-                "frontier measures."),
-        solution=(f"{b.num_blocks:,} blocks / {b.blocks_per_request:,} blocks per request of "
-                  f"{ctx:,} tokens = {conc:,.2f}"),
-        mistakes=slips_of(*slips))
+        qid="tour-6",
+        level="mid",
+        value=conc,
+        unit="sequences",
+        ask_unit="sequences",
+        floor_ok=True,
+        kv_hints=False,
+        prompt=(
+            f"Requests of {prompt:,} prompt tokens and {output:,} output tokens each hold up "
+            f"to {ctx:,} tokens of cache. At start-up vLLM logs how many such requests its "
+            'pool holds if every one is at its full length ("Maximum concurrency for '
+            f'{ctx:,} tokens per request"). What does it log?'
+        ),
+        answer=(
+            f"**{conc:,.2f}** ({b.num_blocks:,} blocks / {b.blocks_per_request:,} blocks per "
+            "request): vLLM's logged worst case, every request at its full length. A running "
+            "server usually holds more at once: a request holds its prompt and only the "
+            "output so far, and a finished one frees its blocks. Where the pool really "
+            "starts to bind (requests wait for blocks or are preempted) is what the Serving "
+            "frontier measures."
+        ),
+        solution=(
+            f"{b.num_blocks:,} blocks / {b.blocks_per_request:,} blocks per request of "
+            f"{ctx:,} tokens = {conc:,.2f}"
+        ),
+        mistakes=slips_of(*slips),
+    )
     return Lesson(
-        stop=s.stop, question=q, givens=tuple(givens),
+        stop=s.stop,
+        question=q,
+        givens=tuple(givens),
         figure=("vLLM start-up lines: GPU KV cache size", f"{b.kv_capacity_tokens:,} tokens"),
-        recap=(f"vLLM's start-up line counts every request at its full {ctx:,} tokens: "
-               f"{conc:,.2f} of them.",
-               "A running server holds more, as requests are partway through their output; the "
-               "Serving frontier shows where the pool really binds."),
-        discuss=("What happens when every running request grows at once and the pool runs out? "
-                 "Who waits, who is preempted, and what does it cost them?"))
+        recap=(
+            f"vLLM's start-up line counts every request at its full {ctx:,} tokens: "
+            f"{conc:,.2f} of them.",
+            "A running server holds more, as requests are partway through their output; the "
+            "Serving frontier shows where the pool really binds.",
+        ),
+        discuss=(
+            "What happens when every running request grows at once and the pool runs out? "
+            "Who waits, who is preempted, and what does it cost them?"
+        ),
+    )
 
 
 def stop7(s: Setup) -> Lesson:
@@ -272,66 +454,121 @@ def stop7(s: Setup) -> Lesson:
     k16 = kv_cache(spec, n, kv_dtype="bf16", tp=s.tp, pp=s.pp)
     k8 = kv_cache(spec, n, kv_dtype="fp8", tp=s.tp, pp=s.pp)
     what = "latent" if kinds_of(spec) == {"mla"} else "K/V"
-    givens = [s.tokens_given(),
-              (f"{what} per token on each GPU", f"{k16.kv_bytes_per_token_nominal:,} B in BF16, "
-                                                f"{k8.kv_bytes_per_token_nominal:,} B in FP8"),
-              ("Conversations that fit in BF16" + (" (stop 3)" if s.kv_dtype == "bf16" else ""),
-               f"{b16.max_concurrency:,.2f}")]
+    givens = [
+        s.tokens_given(),
+        (
+            f"{what} per token on each GPU",
+            f"{k16.kv_bytes_per_token_nominal:,} B in BF16, "
+            f"{k8.kv_bytes_per_token_nominal:,} B in FP8",
+        ),
+        (
+            "Conversations that fit in BF16" + (" (stop 3)" if s.kv_dtype == "bf16" else ""),
+            f"{b16.max_concurrency:,.2f}",
+        ),
+    ]
     state = ""
     if k16.state_bytes:
-        givens.append(("Recurrent state per conversation on each GPU",
-                       f"{k16.state_bytes:,} B ({fmt_bytes(k16.state_bytes)}), in BF16 whatever "
-                       "the KV format"))
-        state = (f" The {len(spec.state_layers):,} recurrent layers' state stays in BF16 "
-                 "whatever the KV format.")
+        givens.append(
+            (
+                "Recurrent state per conversation on each GPU",
+                f"{k16.state_bytes:,} B ({fmt_bytes(k16.state_bytes)}), in BF16 whatever "
+                "the KV format",
+            )
+        )
+        state = (
+            f" The {len(spec.state_layers):,} recurrent layers' state stays in BF16 "
+            "whatever the KV format."
+        )
     if b16.effective_block_size != b8.effective_block_size:
-        givens.append(("Block (vLLM)", f"{b16.effective_block_size:,} tokens in BF16, "
-                                       f"{b8.effective_block_size:,} in FP8: a hybrid's page must "
-                                       "hold one whole recurrent state"))
+        givens.append(
+            (
+                "Block (vLLM)",
+                f"{b16.effective_block_size:,} tokens in BF16, "
+                f"{b8.effective_block_size:,} in FP8: a hybrid's page must "
+                "hold one whole recurrent state",
+            )
+        )
     exact = is_near(ratio, 2.0, 0.005)
     if exact:
         why = "The pool stays the same; each conversation's cache takes half the bytes."
     else:
         reasons = []
         if k16.state_bytes:
-            reasons.append(f"the recurrent state ({fmt_bytes(k16.state_bytes)} per conversation) "
-                           "does not shrink")
+            reasons.append(
+                f"the recurrent state ({fmt_bytes(k16.state_bytes)} per conversation) "
+                "does not shrink"
+            )
         if b16.effective_block_size != b8.effective_block_size:
-            reasons.append("vLLM sizes a hybrid's pages to hold a whole state, so the blocks "
-                           "change size with the format")
+            reasons.append(
+                "vLLM sizes a hybrid's pages to hold a whole state, so the blocks "
+                "change size with the format"
+            )
         if not reasons:
             reasons.append("the blocks are rounded to whole pages")
-        why = ("Not exactly 2: " + " and ".join(reasons) + ".")
-    slips = [(1 / ratio, "That is the inverse: FP8 fits more conversations, so the answer is "
-                         "above 1.")]
+        why = "Not exactly 2: " + " and ".join(reasons) + "."
+    slips = [
+        (1 / ratio, "That is the inverse: FP8 fits more conversations, so the answer is above 1.")
+    ]
     if not exact:
-        slips.append((2.0 / ratio, f"Exactly 2 would hold if every byte of a conversation "
-                                   f"halved: {why[len('Not exactly 2: '):]}"))
+        slips.append(
+            (
+                2.0 / ratio,
+                f"Exactly 2 would hold if every byte of a conversation "
+                f"halved: {why[len('Not exactly 2: ') :]}",
+            )
+        )
     q = Question(
-        qid="tour-7", level="mid", value=ratio, unit="x", ask_unit="x", kv_hints=False,
-        prompt=(f"Switch {s.name}'s KV cache from BF16 ({bytes_a_number('bf16')}) to FP8 "
-                f"({bytes_a_number('fp8')}), on the same GPU with the same settings.{state} "
-                "How many times more "
-                f"{n:,}-token conversations fit?"),
-        answer=(f"**{ratio:,.2f}x**: from {b16.max_concurrency:,.2f} to {b8.max_concurrency:,.2f}. "
-                f"{why} The price is accuracy, which you measure."),
-        solution=(f"{b8.max_concurrency:,.4f} / {b16.max_concurrency:,.4f} = {ratio:,.3f} "
-                  f"({b8.num_blocks:,} FP8 blocks / {b8.blocks_per_request:,} per conversation; "
-                  f"{b16.num_blocks:,} BF16 blocks / {b16.blocks_per_request:,})"),
-        mistakes=slips_of(*slips))
-    s8 = step_time(spec, s.w, context=n, batch=1, bandwidth_gbs=s.bw, kv_dtype="fp8", tp=s.tp,
-                   pp=s.pp)
+        qid="tour-7",
+        level="mid",
+        value=ratio,
+        unit="x",
+        ask_unit="x",
+        kv_hints=False,
+        prompt=(
+            f"Switch {s.name}'s KV cache from BF16 ({bytes_a_number('bf16')}) to FP8 "
+            f"({bytes_a_number('fp8')}), on the same GPU with the same settings.{state} "
+            "How many times more "
+            f"{n:,}-token conversations fit?"
+        ),
+        answer=(
+            f"**{ratio:,.2f}x**: from {b16.max_concurrency:,.2f} to {b8.max_concurrency:,.2f}. "
+            f"{why} The price is accuracy, which you measure."
+        ),
+        solution=(
+            f"{b8.max_concurrency:,.4f} / {b16.max_concurrency:,.4f} = {ratio:,.3f} "
+            f"({b8.num_blocks:,} FP8 blocks / {b8.blocks_per_request:,} per conversation; "
+            f"{b16.num_blocks:,} BF16 blocks / {b16.blocks_per_request:,})"
+        ),
+        mistakes=slips_of(*slips),
+    )
+    s8 = step_time(
+        spec, s.w, context=n, batch=1, bandwidth_gbs=s.bw, kv_dtype="fp8", tp=s.tp, pp=s.pp
+    )
     c8 = s8.crossover_context
-    cross = ("never: the cache stops growing" if c8 is None else
-             f"beyond the model's limit of {spec.max_context:,} tokens" if c8 > spec.max_context
-             else f"{c8:,} tokens")
+    cross = (
+        "never: the cache stops growing"
+        if c8 is None
+        else f"beyond the model's limit of {spec.max_context:,} tokens"
+        if c8 > spec.max_context
+        else f"{c8:,} tokens"
+    )
     return Lesson(
-        stop=s.stop, question=q, givens=tuple(givens),
+        stop=s.stop,
+        question=q,
+        givens=tuple(givens),
         figure=("Decode step time with an FP8 cache: crossover at batch 1", cross),
-        recap=(f"An FP8 cache fits {ratio:,.2f}x as many {n:,}-token conversations"
-               + (" and halves every K/V byte a step reads." if exact else
-                  ", not 2x: " + why[len("Not exactly 2: "):]),
-               "It costs accuracy, which the Measured cost of shrinking page measures: check it "
-               "on your own evaluations before turning it on."),
-        discuss=("Which would you expect FP8 to hurt more: a short chat, or finding one fact in "
-                 "a long document? How would you measure it?"))
+        recap=(
+            f"An FP8 cache fits {ratio:,.2f}x as many {n:,}-token conversations"
+            + (
+                " and halves every K/V byte a step reads."
+                if exact
+                else ", not 2x: " + why[len("Not exactly 2: ") :]
+            ),
+            "It costs accuracy, which the Measured cost of shrinking page measures: check it "
+            "on your own evaluations before turning it on.",
+        ),
+        discuss=(
+            "Which would you expect FP8 to hurt more: a short chat, or finding one fact in "
+            "a long document? How would you measure it?"
+        ),
+    )

@@ -53,13 +53,24 @@ def request_tokens(spec: ModelSpec) -> tuple[int, int]:
 
 # -- words for the model's layers -------------------------------------------------------------
 
-KIND_WORDS = {"full": "full-attention", "sliding": "sliding-window",
-               "chunked": "chunked-attention", "mla": "multi-head latent attention (MLA)",
-               "shared": "KV-sharing", "state": "recurrent", "none": "cache-free",
-               "cross": "cross-attention"}
-FLAVORS = {"gated_deltanet": "Gated DeltaNet", "mamba": "Mamba", "mamba2": "Mamba-2",
-            "linear_attention": "linear attention", "kda": "Kimi Delta Attention",
-            "rwkv": "RWKV"}
+KIND_WORDS = {
+    "full": "full-attention",
+    "sliding": "sliding-window",
+    "chunked": "chunked-attention",
+    "mla": "multi-head latent attention (MLA)",
+    "shared": "KV-sharing",
+    "state": "recurrent",
+    "none": "cache-free",
+    "cross": "cross-attention",
+}
+FLAVORS = {
+    "gated_deltanet": "Gated DeltaNet",
+    "mamba": "Mamba",
+    "mamba2": "Mamba-2",
+    "linear_attention": "linear attention",
+    "kda": "Kimi Delta Attention",
+    "rwkv": "RWKV",
+}
 ATTENTION_KINDS = ("full", "sliding", "chunked")
 
 
@@ -88,7 +99,7 @@ def plural(n: int, word: str) -> str:
 
 
 def layers_phrase(spec: ModelSpec) -> str:
-    """"32 full-attention layers" or "62 layers: 10 full-attention and 52 sliding-window ..."."""
+    """ "32 full-attention layers" or "62 layers: 10 full-attention and 52 sliding-window ..."."""
     groups = layer_groups(spec)
     if len(groups) == 1:
         return f"{plural(spec.num_layers, 'layer')}, all {groups[0][0]}"
@@ -105,24 +116,33 @@ def stores_sentence(spec: ModelSpec) -> str:
     kinds = kinds_of(spec)
     parts = []
     if kinds & set(ATTENTION_KINDS):
-        parts.append("an attention layer stores a key (K) and a value (V) vector for each of its "
-                     "KV heads, for every token")
+        parts.append(
+            "an attention layer stores a key (K) and a value (V) vector for each of its "
+            "KV heads, for every token"
+        )
     if "sliding" in kinds:
-        parts.append("a sliding-window layer stores each new token too, and drops the tokens "
-                     "that leave its window")
+        parts.append(
+            "a sliding-window layer stores each new token too, and drops the tokens "
+            "that leave its window"
+        )
     if "chunked" in kinds:
-        parts.append("a chunked-attention layer stores each new token too, and drops the "
-                     "tokens of the chunks before the current one")
+        parts.append(
+            "a chunked-attention layer stores each new token too, and drops the "
+            "tokens of the chunks before the current one"
+        )
     if "mla" in kinds:
-        parts.append("an MLA layer stores no per-head K and V: one compressed latent vector and "
-                     "one rotary-position (RoPE) key per token, from which every head's K and V "
-                     "are rebuilt")
+        parts.append(
+            "an MLA layer stores no per-head K and V: one compressed latent vector and "
+            "one rotary-position (RoPE) key per token, from which every head's K and V "
+            "are rebuilt"
+        )
     if "state" in kinds:
-        parts.append("a recurrent layer stores nothing per token: it keeps one fixed-size state "
-                     "per conversation")
+        parts.append(
+            "a recurrent layer stores nothing per token: it keeps one fixed-size state "
+            "per conversation"
+        )
     if "shared" in kinds:
-        parts.append("a KV-sharing layer stores nothing: it reads the cache an earlier layer "
-                     "wrote")
+        parts.append("a KV-sharing layer stores nothing: it reads the cache an earlier layer wrote")
     if "none" in kinds:
         parts.append("a cache-free layer (no attention) stores nothing")
     if "cross" in kinds:
@@ -150,8 +170,12 @@ def geometry_givens(spec: ModelSpec) -> list[tuple[str, str]]:
             _, kv, hd, vd, q = key
             out.append((f"{pre}KV heads (num_key_value_heads)", f"{kv:,}"))
             out.append((f"{pre}query heads (num_attention_heads)", f"{q:,}"))
-            out.append((f"{pre}head dimension (head_dim)", f"{hd:,}" if hd == vd else
-                        f"K {hd:,}, V {vd:,}"))
+            out.append(
+                (
+                    f"{pre}head dimension (head_dim)",
+                    f"{hd:,}" if hd == vd else f"K {hd:,}, V {vd:,}",
+                )
+            )
         else:
             _, rank, rope, q = key
             out.append((f"{pre}latent (kv_lora_rank)", f"{rank:,} numbers"))
@@ -163,8 +187,9 @@ def geometry_givens(spec: ModelSpec) -> list[tuple[str, str]]:
         if isinstance(layer, ChunkedLocal):
             out.append(("Attention chunk (attention_chunk_size)", f"{layer.chunk:,} tokens"))
         if layer.extra is not None:
-            out.append((f"{word.capitalize()} layers also keep", layer.extra.formula()
-                        + " per token"))
+            out.append(
+                (f"{word.capitalize()} layers also keep", layer.extra.formula() + " per token")
+            )
     return [(label[0].upper() + label[1:], value) for label, value in out]
 
 
@@ -185,6 +210,7 @@ def where_text(gpu: GPU, tp: int, pp: int) -> str:
 
 
 # -- slips ------------------------------------------------------------------------------------
+
 
 def is_near(a: float, b: float, tol: float = TOLERANCE) -> bool:
     return abs(a / b - 1) < tol if b else a == 0
@@ -207,9 +233,13 @@ def slips_of(*pairs: tuple[float | None, str]) -> tuple[tuple[float, str], ...]:
 
 
 def times_text(ratio: float) -> str:
-    """"Twice the answer: ", "Half the answer: "... for a round factor; "" for any other."""
-    for r, text in ((2, "Twice the answer"), (0.5, "Half the answer"),
-                    (8, "Eight times the answer"), (1 / 8, "An eighth of the answer")):
+    """ "Twice the answer: ", "Half the answer: "... for a round factor; "" for any other."""
+    for r, text in (
+        (2, "Twice the answer"),
+        (0.5, "Half the answer"),
+        (8, "Eight times the answer"),
+        (1 / 8, "An eighth of the answer"),
+    ):
         if is_near(ratio, r):
             return f"{text}: "
     return ""
@@ -223,12 +253,18 @@ def lead_text(ratio: float, why: str) -> str:
 
 def as_full(spec: ModelSpec) -> ModelSpec:
     """The same model with every sliding or chunked layer keeping every token."""
+
     def full(layer):
         if layer.kind in ("sliding", "chunked"):
-            return FullAttention(kv_heads=layer.kv_heads, head_dim=layer.head_dim,
-                                 v_head_dim=layer.v_head_dim, q_heads=layer.q_heads,
-                                 extra=layer.extra)
+            return FullAttention(
+                kv_heads=layer.kv_heads,
+                head_dim=layer.head_dim,
+                v_head_dim=layer.v_head_dim,
+                q_heads=layer.q_heads,
+                extra=layer.extra,
+            )
         return layer
+
     return spec.with_layers(full(layer) for layer in spec.layers)
 
 
@@ -259,8 +295,15 @@ def kv_parts(spec: ModelSpec, kv_dtype: str, n: int, tp: int = 1) -> dict[str, i
     return parts
 
 
-def kv_slips(spec: ModelSpec, kv_dtype: str, n: int, tp: int = 1, *, count: bool = False,
-             per_token: bool = False) -> list[tuple[float | None, str]]:
+def kv_slips(
+    spec: ModelSpec,
+    kv_dtype: str,
+    n: int,
+    tp: int = 1,
+    *,
+    count: bool = False,
+    per_token: bool = False,
+) -> list[tuple[float | None, str]]:
     """The slips of K/V arithmetic, as ratios of the wrong answer to the right one: for the
     bytes of one sequence at ``n`` tokens (with its recurrent state), or (``count``) for how
     many sequences fit, which falls as the bytes rise. ``per_token``: the bytes one token adds
@@ -280,57 +323,111 @@ def kv_slips(spec: ModelSpec, kv_dtype: str, n: int, tp: int = 1, *, count: bool
     out: list[tuple[float | None, str]] = []
     if p["att"]:
         ratio = r(total - p["att"] / 2)
-        out.append((ratio, lead_text(ratio, "that is what half the K/V bytes give. K and V are "
-                                            "two vectors per KV head: did you leave out the "
-                                            "factor 2?")))
+        out.append(
+            (
+                ratio,
+                lead_text(
+                    ratio,
+                    "that is what half the K/V bytes give. K and V are "
+                    "two vectors per KV head: did you leave out the "
+                    "factor 2?",
+                ),
+            )
+        )
     if p["mla"]:
         ratio = r(total + p["mla"])
-        out.append((ratio, lead_text(ratio, "an MLA layer stores one latent per token, not a K "
-                                            "and a V: there is no factor 2.")))
-        out.append((r(total - p["mla"] + p["mha"]),
-                    "That counts the K and V of every head, rebuilt from the latent: MLA "
-                    "caches only the latent and the RoPE key."))
+        out.append(
+            (
+                ratio,
+                lead_text(
+                    ratio,
+                    "an MLA layer stores one latent per token, not a K "
+                    "and a V: there is no factor 2.",
+                ),
+            )
+        )
+        out.append(
+            (
+                r(total - p["mla"] + p["mha"]),
+                "That counts the K and V of every head, rebuilt from the latent: MLA "
+                "caches only the latent and the RoPE key.",
+            )
+        )
     ratio = r(total + 7 * kv)
     bpe = d.bytes_per_element
     article = "An" if d.name.upper()[0] in "AEFHILMNORSX" else "A"  # an FP8, an INT4, a BF16
-    out.append((ratio, lead_text(ratio, f"that counts bits. {article} {d.name.upper()} number "
-                                        f"is {bpe:g} byte{'' if bpe == 1 else 's'} "
-                                        f"({d.bits:g} bits).")))
+    out.append(
+        (
+            ratio,
+            lead_text(
+                ratio,
+                f"that counts bits. {article} {d.name.upper()} number "
+                f"is {bpe:g} byte{'' if bpe == 1 else 's'} "
+                f"({d.bits:g} bits).",
+            ),
+        )
+    )
     if p["att"] and p["q"] != p["att"]:
         layer = next(lay for lay in spec.layers if lay.kind in ATTENTION_KINDS)
-        out.append((r(total - p["att"] + p["q"]),
-                    f"That counts the {layer.q_heads:,} query heads (num_attention_heads): K and "
-                    f"V are stored once per KV head (num_key_value_heads = "
-                    f"{layer.kv_heads:,})."))
+        out.append(
+            (
+                r(total - p["att"] + p["q"]),
+                f"That counts the {layer.q_heads:,} query heads (num_attention_heads): K and "
+                f"V are stored once per KV head (num_key_value_heads = "
+                f"{layer.kv_heads:,}).",
+            )
+        )
     stores = spec.kv_layers
     alike = len({lay.bytes_per_token(d) for lay in stores}) == 1
     if per_token and alike and len(stores) < spec.num_layers:
-        out.append((r(kv * spec.num_layers / len(stores)),
-                    f"That counts all {spec.num_layers:,} layers: only the {len(stores):,} that "
-                    "store tokens add bytes per token; the others store nothing per token."))
+        out.append(
+            (
+                r(kv * spec.num_layers / len(stores)),
+                f"That counts all {spec.num_layers:,} layers: only the {len(stores):,} that "
+                "store tokens add bytes per token; the others store nothing per token.",
+            )
+        )
     if per_token and alike and len(stores) > 1:
-        out.append((r(kv / len(stores)),
-                    f"That is one layer's share: each of the {len(stores):,} layers that store "
-                    "tokens keeps its own."))
+        out.append(
+            (
+                r(kv / len(stores)),
+                f"That is one layer's share: each of the {len(stores):,} layers that store "
+                "tokens keeps its own.",
+            )
+        )
     return out
 
 
 # -- the stops --------------------------------------------------------------------------------
 
-def kv_pool(spec: ModelSpec, w: Weights, gpu: GPU, context: int, kv_dtype: str, tp: int,
-            pp: int, **kw) -> Budget:
-    b = budget(spec, total_bytes=kw.pop("total_bytes", gpu.memory_bytes), context=context,
-               weights_bytes=kw.pop("weights_bytes", w.bytes), kv_dtype=kv_dtype, tp=tp, pp=pp,
-               find_max_context=False, gpu_name=gpu.name, **kw)
+
+def kv_pool(
+    spec: ModelSpec, w: Weights, gpu: GPU, context: int, kv_dtype: str, tp: int, pp: int, **kw
+) -> Budget:
+    b = budget(
+        spec,
+        total_bytes=kw.pop("total_bytes", gpu.memory_bytes),
+        context=context,
+        weights_bytes=kw.pop("weights_bytes", w.bytes),
+        kv_dtype=kv_dtype,
+        tp=tp,
+        pp=pp,
+        find_max_context=False,
+        gpu_name=gpu.name,
+        **kw,
+    )
     if b.kv_pool_bytes <= 0:
-        raise ValueError(f"{spec.name} does not fit on {gpu.name} with these settings, so no "
-                         "cache fits either: pick a larger GPU, tensor parallel or smaller "
-                         "weights in the sidebar for this stop")
+        raise ValueError(
+            f"{spec.name} does not fit on {gpu.name} with these settings, so no "
+            "cache fits either: pick a larger GPU, tensor parallel or smaller "
+            "weights in the sidebar for this stop"
+        )
     return b
 
 
-def logged_capacity(spec: ModelSpec, w: Weights, gpu: GPU, context: int, kv_dtype: str,
-                    tp: int, pp: int) -> Budget:
+def logged_capacity(
+    spec: ModelSpec, w: Weights, gpu: GPU, context: int, kv_dtype: str, tp: int, pp: int
+) -> Budget:
     """vLLM's logged "Maximum concurrency for N tokens per request": its start-up worst case,
     every request at its full length. The one call the tour makes for capacity, so that a
     running-capacity figure (the batch a running server sustains) can take its place here."""
@@ -349,10 +446,12 @@ def ratio_of(fn, right: float) -> float | None:
 def none_fits(b: Budget, n: int, gpu: GPU) -> None:
     """Stops 3, 6 and 7 ask how many conversations fit: when none does, they are not asked."""
     if b.kv_pool_bytes <= 0 or b.max_concurrency <= 0 or not b.seq_bytes:
-        raise ValueError(f"not even one conversation of {n:,} tokens fits on {gpu.name} with "
-                         "these settings (the weights and the reserve leave no room for its "
-                         "cache), so this stop has no question here: pick a larger GPU, more GPUs "
-                         "or a smaller weight format")
+        raise ValueError(
+            f"not even one conversation of {n:,} tokens fits on {gpu.name} with "
+            "these settings (the weights and the reserve leave no room for its "
+            "cache), so this stop has no question here: pick a larger GPU, more GPUs "
+            "or a smaller weight format"
+        )
 
 
 def reserve_rule(spec: ModelSpec) -> str:
@@ -390,8 +489,11 @@ class Setup:
 
     def tokens_given(self) -> tuple[str, str]:
         n = self.n
-        note = (f" (the model's limit, max_position_embeddings; it cannot hold "
-                f"{CONVERSATION:,})" if n < CONVERSATION else "")
+        note = (
+            f" (the model's limit, max_position_embeddings; it cannot hold {CONVERSATION:,})"
+            if n < CONVERSATION
+            else ""
+        )
         return ("Tokens in the conversation", f"{n:,}{note}")
 
     def per_gpu_note(self, whole: int, per_gpu: int) -> str:
@@ -400,16 +502,21 @@ class Setup:
         if g == 1:
             return ""
         if per_gpu == whole:
-            why = ("an MLA latent is not split" if "mla" in kinds_of(self.spec) else
-                   "every GPU keeps every head")
+            why = (
+                "an MLA latent is not split"
+                if "mla" in kinds_of(self.spec)
+                else "every GPU keeps every head"
+            )
             return f" for the whole model; each of the {g} GPUs holds all of it ({why})"
         if per_gpu * g == whole:
             return f" for the whole model; each of the {g} GPUs holds 1/{g} of it, {per_gpu:,} B"
         reasons = []
-        if self.tp > 1 and any(lay.kv_heads is not None and lay.kv_heads < self.tp
-                               for lay in self.spec.kv_layers):
+        if self.tp > 1 and any(
+            lay.kv_heads is not None and lay.kv_heads < self.tp for lay in self.spec.kv_layers
+        ):
             reasons.append("with fewer KV heads than GPUs a head is replicated")
         if self.pp > 1:
             reasons.append("a pipeline stage holds only its own layers")
-        return (f" for the whole model; each of the {g} GPUs holds {per_gpu:,} B"
-                + (f" ({'; '.join(reasons)})" if reasons else ""))
+        return f" for the whole model; each of the {g} GPUs holds {per_gpu:,} B" + (
+            f" ({'; '.join(reasons)})" if reasons else ""
+        )

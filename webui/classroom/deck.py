@@ -23,8 +23,17 @@ from kvcalc.teach import quiz
 from kvcalc.teach.quiz import Question, interview_questions, practice_questions
 from kvcalc.teach.quiz_choices import LETTERS, choices_for, grade_choice
 
-__all__ = ["PRACTICE_COUNT", "MAX_SEED", "deck", "parts", "Graded", "grade_answer",
-           "answer_label", "value_label", "NO_SLIP"]
+__all__ = [
+    "PRACTICE_COUNT",
+    "MAX_SEED",
+    "deck",
+    "parts",
+    "Graded",
+    "grade_answer",
+    "answer_label",
+    "value_label",
+    "NO_SLIP",
+]
 
 PRACTICE_COUNT = 10  # as the Interview check's Classroom mode
 MAX_SEED = 999_999  # the Interview check's practice-set box
@@ -79,14 +88,17 @@ def grade_answer(q: Question, part: int, text: str) -> Graded:
         if g.given is None:
             return Graded(readable=False, correct=False, value=None, message=g.message, slip="")
         slip = "" if g.correct else choices_for(q.qid)[int(g.given)].slip
-        return Graded(readable=True, correct=g.correct, value=g.given, message=g.message,
-                      slip=slip)
+        return Graded(readable=True, correct=g.correct, value=g.given, message=g.message, slip=slip)
     if part not in parts(q):
         raise ValueError(f"question {q.qid!r} has no part {part}")
     if len(text) > MAX_ANSWER_CHARS:
-        return Graded(readable=False, correct=False, value=None, slip="",
-                      message=f"That is too long to be a number (at most {MAX_ANSWER_CHARS} "
-                              "characters).")
+        return Graded(
+            readable=False,
+            correct=False,
+            value=None,
+            slip="",
+            message=f"That is too long to be a number (at most {MAX_ANSWER_CHARS} characters).",
+        )
     g = quiz.grade(q, text, part=part)
     if g.given is None:
         return Graded(readable=False, correct=False, value=None, message=g.message, slip="")
@@ -103,10 +115,13 @@ def answer_label(q: Question, part: int) -> str:
         return "Your answer"
     p = q.part(part)
     which = "" if len(parts(q)) == 1 else ("Per token: " if part == 1 else "Per sequence: ")
-    unit = {"B": f"(a bare number is read in {p.ask_unit or 'B'}; or add a unit: B, KiB, "
-                 "MiB, GiB, KB, MB, GB)",
-            "tokens": "in tokens (e.g. 122880 or 122.9K)", "x": "in times smaller",
-            "sequences": "in sequences"}.get(p.unit, f"in {p.unit}")
+    unit = {
+        "B": f"(a bare number is read in {p.ask_unit or 'B'}; or add a unit: B, KiB, "
+        "MiB, GiB, KB, MB, GB)",
+        "tokens": "in tokens (e.g. 122880 or 122.9K)",
+        "x": "in times smaller",
+        "sequences": "in sequences",
+    }.get(p.unit, f"in {p.unit}")
     return f"{which}your answer {unit}" if which else f"Your answer {unit}"
 
 

@@ -40,8 +40,9 @@ class StudentRow(Base):
     __tablename__ = "classroom_students"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    class_id: Mapped[int] = mapped_column(ForeignKey("classroom_classes.id", ondelete="CASCADE"),
-                                          index=True)
+    class_id: Mapped[int] = mapped_column(
+        ForeignKey("classroom_classes.id", ondelete="CASCADE"), index=True
+    )
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     nickname: Mapped[str | None] = mapped_column(String(NICKNAME_MAX), nullable=True)
     visitor: Mapped[str] = mapped_column(String(VISITOR_MAX))
@@ -54,14 +55,17 @@ class StudentRow(Base):
 
 class AnswerRow(Base):
     __tablename__ = "classroom_answers"
-    __table_args__ = (UniqueConstraint("class_id", "question", "part", "student_id",
-                                       name="uq_classroom_answer"),)
+    __table_args__ = (
+        UniqueConstraint("class_id", "question", "part", "student_id", name="uq_classroom_answer"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
-    class_id: Mapped[int] = mapped_column(ForeignKey("classroom_classes.id", ondelete="CASCADE"),
-                                          index=True)
+    class_id: Mapped[int] = mapped_column(
+        ForeignKey("classroom_classes.id", ondelete="CASCADE"), index=True
+    )
     student_id: Mapped[int] = mapped_column(
-        ForeignKey("classroom_students.id", ondelete="CASCADE"), index=True)
+        ForeignKey("classroom_students.id", ondelete="CASCADE"), index=True
+    )
     question: Mapped[int] = mapped_column(Integer)  # index in the class's deck, from 0
     part: Mapped[int] = mapped_column(Integer)  # 1, or 2 for a question's second number
     text: Mapped[str] = mapped_column(String(ANSWER_TEXT_MAX))

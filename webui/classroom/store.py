@@ -59,9 +59,22 @@ from .models import (
     StudentRow,
 )
 
-__all__ = ["Store", "Limits", "Unavailable", "Refused", "NotAllowed", "NewClass", "ClassView",
-           "Results", "database_url", "get_store", "clean_nickname", "clean_code",
-           "CODE_ALPHABET", "CODE_LENGTH"]
+__all__ = [
+    "Store",
+    "Limits",
+    "Unavailable",
+    "Refused",
+    "NotAllowed",
+    "NewClass",
+    "ClassView",
+    "Results",
+    "database_url",
+    "get_store",
+    "clean_nickname",
+    "clean_code",
+    "CODE_ALPHABET",
+    "CODE_LENGTH",
+]
 
 log = logging.getLogger(__name__)
 
@@ -113,15 +126,19 @@ class Limits:
         d = cls()
         return cls(
             max_students=int(_env_num("KVLAB_CLASS_MAX_STUDENTS", d.max_students, 1, 5000)),
-            answers_per_minute=int(_env_num("KVLAB_CLASS_ANSWERS_PER_MINUTE",
-                                            d.answers_per_minute, 1, 1000)),
+            answers_per_minute=int(
+                _env_num("KVLAB_CLASS_ANSWERS_PER_MINUTE", d.answers_per_minute, 1, 1000)
+            ),
             max_submissions=d.max_submissions,
-            joins_per_minute=int(_env_num("KVLAB_CLASS_JOINS_PER_MINUTE", d.joins_per_minute,
-                                          1, 100_000)),
-            classes_per_hour=int(_env_num("KVLAB_CLASS_STARTS_PER_HOUR", d.classes_per_hour,
-                                          1, 1000)),
+            joins_per_minute=int(
+                _env_num("KVLAB_CLASS_JOINS_PER_MINUTE", d.joins_per_minute, 1, 100_000)
+            ),
+            classes_per_hour=int(
+                _env_num("KVLAB_CLASS_STARTS_PER_HOUR", d.classes_per_hour, 1, 1000)
+            ),
             max_classes=int(_env_num("KVLAB_CLASS_MAX_CLASSES", d.max_classes, 1, 100_000)),
-            class_hours=_env_num("KVLAB_CLASS_HOURS", d.class_hours, 0.01, 48))
+            class_hours=_env_num("KVLAB_CLASS_HOURS", d.class_hours, 0.01, 48),
+        )
 
 
 def database_url() -> str:
@@ -152,8 +169,9 @@ def clean_code(raw: str) -> str:
     """A join code as typed ("ab3 k7m", "AB3-K7M") in its canonical form, or Refused."""
     code = re.sub(r"[\s-]", "", str(raw or "")[:40]).upper()
     if len(code) != CODE_LENGTH or any(c not in CODE_ALPHABET for c in code):
-        raise Refused(f"A join code is {CODE_LENGTH} letters and digits, as the teacher's "
-                      "screen shows it.")
+        raise Refused(
+            f"A join code is {CODE_LENGTH} letters and digits, as the teacher's screen shows it."
+        )
     return code
 
 
@@ -219,9 +237,11 @@ class Results:
 
 
 def _unavailable_message(url: str) -> str:
-    return (f"The live class's database ({describe_url(url)}) is not answering, so classes "
-            "cannot start, join or answer right now. Everything else in the app works; try "
-            "again in a moment.")
+    return (
+        f"The live class's database ({describe_url(url)}) is not answering, so classes "
+        "cannot start, join or answer right now. Everything else in the app works; try "
+        "again in a moment."
+    )
 
 
 class Store:
@@ -254,10 +274,17 @@ class Store:
         except sa_exc.IntegrityError:
             # Two requests crossed (the same new join code drawn twice, an answer to a class
             # ended meanwhile): nothing was written; the person may simply try again.
-            raise Refused("That did not go through (another change came at the same "
-                          "moment); try again.") from None
-        except (sa_exc.OperationalError, sa_exc.InterfaceError, sa_exc.TimeoutError,
-                sa_exc.DatabaseError, sa_exc.DisconnectionError, OSError) as e:
+            raise Refused(
+                "That did not go through (another change came at the same moment); try again."
+            ) from None
+        except (
+            sa_exc.OperationalError,
+            sa_exc.InterfaceError,
+            sa_exc.TimeoutError,
+            sa_exc.DatabaseError,
+            sa_exc.DisconnectionError,
+            OSError,
+        ) as e:
             self._down_until = time.monotonic() + DOWN_FOR_S
             log.warning("classroom database error: %s", str(e).splitlines()[0][:200])
             raise Unavailable(_unavailable_message(self.url)) from None
@@ -287,9 +314,11 @@ class Store:
 
     def ping(self) -> None:
         """Raise Unavailable unless the database answers (and its schema is ready)."""
+
         def _ping():
             with self.engine.connect() as conn:
                 conn.execute(sa.text("SELECT 1"))
+
         self._call(_ping)
 
     # -- the teacher ------------------------------------------------------------------------
@@ -304,14 +333,21 @@ class Store:
         now = self.clock()
         lim = self.limits
         with self._write.begin() as conn:
-            recent = conn.execute(sa.select(sa.func.count()).select_from(EventRow).where(
-                EventRow.kind == "start", EventRow.visitor == visitor,
-                EventRow.at > now - 3600)).scalar_one()
+            recent = conn.execute(
+                sa.select(sa.func.count())
+                .select_from(EventRow)
+                .where(
+                    EventRow.kind == "start", EventRow.visitor == visitor, EventRow.at > now - 3600
+                )
+            ).scalar_one()
             if recent >= lim.classes_per_hour:
-                raise Refused(f"At most {lim.classes_per_hour} classes an hour can be started "
-                              "from one address; use one you started, or wait.")
-            live = conn.execute(sa.select(sa.func.count()).select_from(ClassRow).where(
-                ClassRow.expires_at > now)).scalar_one()
+                raise Refused(
+                    f"At most {lim.classes_per_hour} classes an hour can be started "
+                    "from one address; use one you started, or wait."
+                )
+            live = conn.execute(
+                sa.select(sa.func.count()).select_from(ClassRow).where(ClassRow.expires_at > now)
+            ).scalar_one()
             if live >= lim.max_classes:
                 raise Refused("This server holds as many classes as it may; try again later.")
             conn.execute(sa.insert(EventRow).values(kind="start", visitor=visitor, at=now))
@@ -323,10 +359,19 @@ class Store:
                     break
             else:  # pragma: no cover - 8 collisions in a billion codes
                 raise Refused("No free join code was found; try again.")
-            conn.execute(sa.insert(ClassRow).values(
-                code=code, key_hash=_hash(key), seed=seed, position=0, revealed=False,
-                version=0, creator=visitor, created_at=now,
-                expires_at=now + lim.class_hours * 3600))
+            conn.execute(
+                sa.insert(ClassRow).values(
+                    code=code,
+                    key_hash=_hash(key),
+                    seed=seed,
+                    position=0,
+                    revealed=False,
+                    version=0,
+                    creator=visitor,
+                    created_at=now,
+                    expires_at=now + lim.class_hours * 3600,
+                )
+            )
         return NewClass(code=code, key=key)
 
     def _teacher_class(self, conn, code: str, key: str) -> ClassRow:
@@ -345,43 +390,57 @@ class Store:
         def _check():
             with self.engine.connect() as conn:
                 return _view(self._teacher_class(conn, code, key))
+
         return self._call(_check)
 
     def move(self, code: str, key: str, to: int) -> ClassView:
         """Put question ``to`` (from 0, clamped to the deck) on every screen, answer hidden."""
+
         def _move():
             with self._write.begin() as conn:
                 row = self._teacher_class(conn, code, key)
                 pos = min(max(int(to), 0), len(deck(row.seed)) - 1)
-                conn.execute(sa.update(ClassRow).where(ClassRow.id == row.id).values(
-                    position=pos, revealed=False, version=ClassRow.version + 1))
+                conn.execute(
+                    sa.update(ClassRow)
+                    .where(ClassRow.id == row.id)
+                    .values(position=pos, revealed=False, version=ClassRow.version + 1)
+                )
             self._views.pop(row.code, None)
             return self._class_view(row.code)
+
         return self._call(_move)
 
     def reveal(self, code: str, key: str, on: bool = True) -> ClassView:
         """Show (or hide again) the worked solution on every student's screen; while it shows,
         answers to the question are closed."""
+
         def _reveal():
             with self._write.begin() as conn:
                 row = self._teacher_class(conn, code, key)
-                conn.execute(sa.update(ClassRow).where(ClassRow.id == row.id).values(
-                    revealed=bool(on), version=ClassRow.version + 1))
+                conn.execute(
+                    sa.update(ClassRow)
+                    .where(ClassRow.id == row.id)
+                    .values(revealed=bool(on), version=ClassRow.version + 1)
+                )
             self._views.pop(row.code, None)
             return self._class_view(row.code)
+
         return self._call(_reveal)
 
     def end(self, code: str, key: str) -> None:
         """Delete the class and every row of it now."""
+
         def _end():
             with self._write.begin() as conn:
                 row = self._teacher_class(conn, code, key)
                 _delete_classes(conn, [row.id])
             self._views.pop(row.code, None)
+
         self._call(_end)
 
     def results(self, code: str, key: str, question: int | None = None) -> Results:
         """The class's figures for ``question`` (default: the one on screen)."""
+
         def _results():
             with self.engine.connect() as conn:
                 row = self._teacher_class(conn, code, key)
@@ -389,51 +448,90 @@ class Store:
                 qi = view.position if question is None else int(question)
                 if not 0 <= qi < view.count:
                     raise Refused(f"There is no question {qi + 1} in this class.")
-                joined = conn.execute(sa.select(sa.func.count()).select_from(StudentRow).where(
-                    StudentRow.class_id == row.id)).scalar_one()
-                rows = conn.execute(sa.select(
-                    AnswerRow.student_id, AnswerRow.part, AnswerRow.value, AnswerRow.correct,
-                    AnswerRow.first_correct, AnswerRow.slip).where(
-                    AnswerRow.class_id == row.id, AnswerRow.question == qi)).all()
+                joined = conn.execute(
+                    sa.select(sa.func.count())
+                    .select_from(StudentRow)
+                    .where(StudentRow.class_id == row.id)
+                ).scalar_one()
+                rows = conn.execute(
+                    sa.select(
+                        AnswerRow.student_id,
+                        AnswerRow.part,
+                        AnswerRow.value,
+                        AnswerRow.correct,
+                        AnswerRow.first_correct,
+                        AnswerRow.slip,
+                    ).where(AnswerRow.class_id == row.id, AnswerRow.question == qi)
+                ).all()
             return _summarize(view, joined, qi, rows)
+
         return self._call(_results)
 
     def export(self, code: str, key: str, names: bool = False) -> list[dict]:
         """Every answer of the class, one row each: question, part, student (anonymous: a
         number in join order), the answer, correct or not, the named slip; ``names`` adds the
         nicknames students chose to give."""
+
         def _export():
             with self.engine.connect() as conn:
                 row = self._teacher_class(conn, code, key)
-                students = conn.execute(sa.select(StudentRow.id, StudentRow.nickname).where(
-                    StudentRow.class_id == row.id).order_by(StudentRow.id)).all()
-                answers = conn.execute(sa.select(AnswerRow.__table__).where(
-                    AnswerRow.class_id == row.id).order_by(
-                    AnswerRow.question, AnswerRow.part, AnswerRow.student_id)).all()
+                students = conn.execute(
+                    sa.select(StudentRow.id, StudentRow.nickname)
+                    .where(StudentRow.class_id == row.id)
+                    .order_by(StudentRow.id)
+                ).all()
+                answers = conn.execute(
+                    sa.select(AnswerRow.__table__)
+                    .where(AnswerRow.class_id == row.id)
+                    .order_by(AnswerRow.question, AnswerRow.part, AnswerRow.student_id)
+                ).all()
             number = {s.id: i + 1 for i, s in enumerate(students)}
             nick = {s.id: s.nickname or "" for s in students}
             qs = deck(row.seed)
             out = []
             for a in answers:
                 q = qs[a.question]
-                r = {"question": a.question + 1, "qid": q.qid, "part": a.part,
-                     "student": number.get(a.student_id, 0)}
+                r = {
+                    "question": a.question + 1,
+                    "qid": q.qid,
+                    "part": a.part,
+                    "student": number.get(a.student_id, 0),
+                }
                 if names:
                     r["nickname"] = nick.get(a.student_id, "")
-                r.update({"answer": a.text, "value": a.value,
-                          "value_label": value_label(q, a.part, a.value),
-                          "correct": bool(a.correct), "first_correct": bool(a.first_correct),
-                          "attempts": a.attempts, "slip": a.slip,
-                          "answered_at": round(a.answered_at, 3)})
+                r.update(
+                    {
+                        "answer": a.text,
+                        "value": a.value,
+                        "value_label": value_label(q, a.part, a.value),
+                        "correct": bool(a.correct),
+                        "first_correct": bool(a.first_correct),
+                        "attempts": a.attempts,
+                        "slip": a.slip,
+                        "answered_at": round(a.answered_at, 3),
+                    }
+                )
                 out.append(r)
             return out
+
         return self._call(_export)
 
     def export_csv(self, code: str, key: str, names: bool = False) -> str:
         rows = self.export(code, key, names)
-        cols = ["question", "qid", "part", "student"] + (["nickname"] if names else []) + [
-            "answer", "value", "value_label", "correct", "first_correct", "attempts", "slip",
-            "answered_at"]
+        cols = (
+            ["question", "qid", "part", "student"]
+            + (["nickname"] if names else [])
+            + [
+                "answer",
+                "value",
+                "value_label",
+                "correct",
+                "first_correct",
+                "attempts",
+                "slip",
+                "answered_at",
+            ]
+        )
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
         w.writeheader()
@@ -450,13 +548,23 @@ class Store:
             ps = []
             for p in parts(q):
                 right = None if is_choice(q) else q.part(p).value
-                ps.append({"part": p, "right_value": right,
-                           "answers": [r for r in rows if r["question"] == i + 1
-                                       and r["part"] == p]})
-            questions.append({"number": i + 1, "qid": q.qid, "level": q.level,
-                              "prompt": q.prompt, "parts": ps})
-        doc = {"class": view.code, "practice_set": view.seed, "exported_at": round(
-            self.clock(), 3), "nicknames": bool(names), "questions": questions}
+                ps.append(
+                    {
+                        "part": p,
+                        "right_value": right,
+                        "answers": [r for r in rows if r["question"] == i + 1 and r["part"] == p],
+                    }
+                )
+            questions.append(
+                {"number": i + 1, "qid": q.qid, "level": q.level, "prompt": q.prompt, "parts": ps}
+            )
+        doc = {
+            "class": view.code,
+            "practice_set": view.seed,
+            "exported_at": round(self.clock(), 3),
+            "nicknames": bool(names),
+            "questions": questions,
+        }
         return json.dumps(doc, indent=1)
 
     # -- everyone ---------------------------------------------------------------------------
@@ -473,12 +581,13 @@ class Store:
 
     def _class_view(self, code: str) -> ClassView:
         with self.engine.connect() as conn:
-            row = conn.execute(sa.select(ClassRow.__table__).where(
-                ClassRow.code == code)).first()
+            row = conn.execute(sa.select(ClassRow.__table__).where(ClassRow.code == code)).first()
         if row is None or row.expires_at <= self.clock():
             self._views.pop(code, None)
-            raise Refused("There is no class with this code now (a class ends 12 hours after "
-                          "it starts, or when its teacher ends it).")
+            raise Refused(
+                "There is no class with this code now (a class ends 12 hours after "
+                "it starts, or when its teacher ends it)."
+            )
         view = _view(row)
         if len(self._views) > 4096:
             self._views.clear()
@@ -500,12 +609,16 @@ class Store:
         problem = None
         token = secrets.token_urlsafe(16)
         with self._write.begin() as conn:
-            recent = conn.execute(sa.select(sa.func.count()).select_from(EventRow).where(
-                EventRow.kind == "join", EventRow.visitor == visitor,
-                EventRow.at > now - 60)).scalar_one()
+            recent = conn.execute(
+                sa.select(sa.func.count())
+                .select_from(EventRow)
+                .where(EventRow.kind == "join", EventRow.visitor == visitor, EventRow.at > now - 60)
+            ).scalar_one()
             if recent >= lim.joins_per_minute:
-                raise Refused(f"Too many joins from this address in a minute (at most "
-                              f"{lim.joins_per_minute}); wait a moment and try again.")
+                raise Refused(
+                    f"Too many joins from this address in a minute (at most "
+                    f"{lim.joins_per_minute}); wait a moment and try again."
+                )
             # Every attempt counts, a wrong code too: guessing codes costs the same limit.
             conn.execute(sa.insert(EventRow).values(kind="join", visitor=visitor, at=now))
             try:
@@ -513,21 +626,34 @@ class Store:
             except Refused as e:
                 problem = e
             else:
-                row = conn.execute(sa.select(ClassRow.__table__).where(
-                    ClassRow.code == code).with_for_update()).first()
+                row = conn.execute(
+                    sa.select(ClassRow.__table__).where(ClassRow.code == code).with_for_update()
+                ).first()
                 if row is None or row.expires_at <= now:
-                    problem = Refused("There is no class with this code now. Check it on the "
-                                      "teacher's screen.")
+                    problem = Refused(
+                        "There is no class with this code now. Check it on the teacher's screen."
+                    )
                 else:
-                    n = conn.execute(sa.select(sa.func.count()).select_from(StudentRow).where(
-                        StudentRow.class_id == row.id)).scalar_one()
+                    n = conn.execute(
+                        sa.select(sa.func.count())
+                        .select_from(StudentRow)
+                        .where(StudentRow.class_id == row.id)
+                    ).scalar_one()
                     if n >= lim.max_students:
                         problem = Refused(f"This class is full ({lim.max_students} students).")
                     else:
-                        conn.execute(sa.insert(StudentRow).values(
-                            class_id=row.id, token_hash=_hash(token), nickname=nick,
-                            visitor=visitor, joined_at=now, window_start=0.0, window_count=0,
-                            submissions=0))
+                        conn.execute(
+                            sa.insert(StudentRow).values(
+                                class_id=row.id,
+                                token_hash=_hash(token),
+                                nickname=nick,
+                                visitor=visitor,
+                                joined_at=now,
+                                window_start=0.0,
+                                window_count=0,
+                                submissions=0,
+                            )
+                        )
         if problem is not None:
             raise problem
         return token
@@ -535,18 +661,32 @@ class Store:
     def _student(self, conn, token: str):
         """(student, class) rows of a student token, or NotAllowed."""
         if not isinstance(token, str) or not _TOKEN.fullmatch(token):
-            raise NotAllowed("This page does not hold a student's place in a class: join with "
-                             "the code.")
+            raise NotAllowed(
+                "This page does not hold a student's place in a class: join with the code."
+            )
         s = StudentRow.__table__
         c = ClassRow.__table__
-        row = conn.execute(sa.select(s, c.c.code, c.c.seed, c.c.position, c.c.revealed,
-                                     c.c.version, c.c.expires_at, c.c.key_hash,
-                                     c.c.created_at, c.c.creator)
-                           .join(c, s.c.class_id == c.c.id)
-                           .where(s.c.token_hash == _hash(token))).first()
+        row = conn.execute(
+            sa.select(
+                s,
+                c.c.code,
+                c.c.seed,
+                c.c.position,
+                c.c.revealed,
+                c.c.version,
+                c.c.expires_at,
+                c.c.key_hash,
+                c.c.created_at,
+                c.c.creator,
+            )
+            .join(c, s.c.class_id == c.c.id)
+            .where(s.c.token_hash == _hash(token))
+        ).first()
         if row is None:
-            raise NotAllowed("This student's place is not in any class now (the class ended, "
-                             "or the link is not yours): join again with the code.")
+            raise NotAllowed(
+                "This student's place is not in any class now (the class ended, "
+                "or the link is not yours): join again with the code."
+            )
         if row.expires_at <= self.clock():
             raise Refused("This class has ended.")
         return row
@@ -554,20 +694,40 @@ class Store:
     def student_view(self, token: str) -> tuple[ClassView, dict[tuple[int, int], dict]]:
         """The class as this student sees it, and their own answers:
         {(question, part): {"text", "correct", "slip", "attempts"}}."""
+
         def _sv():
             with self.engine.connect() as conn:
                 st = self._student(conn, token)
-                rows = conn.execute(sa.select(
-                    AnswerRow.question, AnswerRow.part, AnswerRow.text, AnswerRow.correct,
-                    AnswerRow.slip, AnswerRow.attempts).where(
-                    AnswerRow.student_id == st.id)).all()
-            view = ClassView(code=st.code, seed=st.seed, position=st.position,
-                             revealed=bool(st.revealed), version=st.version,
-                             expires_at=st.expires_at, count=len(deck(st.seed)))
-            mine = {(r.question, r.part): {"text": r.text, "correct": bool(r.correct),
-                                           "slip": r.slip, "attempts": r.attempts}
-                    for r in rows}
+                rows = conn.execute(
+                    sa.select(
+                        AnswerRow.question,
+                        AnswerRow.part,
+                        AnswerRow.text,
+                        AnswerRow.correct,
+                        AnswerRow.slip,
+                        AnswerRow.attempts,
+                    ).where(AnswerRow.student_id == st.id)
+                ).all()
+            view = ClassView(
+                code=st.code,
+                seed=st.seed,
+                position=st.position,
+                revealed=bool(st.revealed),
+                version=st.version,
+                expires_at=st.expires_at,
+                count=len(deck(st.seed)),
+            )
+            mine = {
+                (r.question, r.part): {
+                    "text": r.text,
+                    "correct": bool(r.correct),
+                    "slip": r.slip,
+                    "attempts": r.attempts,
+                }
+                for r in rows
+            }
             return view, mine
+
         return self._call(_sv)
 
     def answer(self, token: str, question: int, part: int, text: str):
@@ -584,11 +744,11 @@ class Store:
         with self._write.begin() as conn:
             st = self._student(conn, token)
             if question != st.position:
-                raise Refused(f"The class has moved on: the teacher is on question "
-                              f"{st.position + 1}.")
+                raise Refused(
+                    f"The class has moved on: the teacher is on question {st.position + 1}."
+                )
             if st.revealed:
-                raise Refused("The answer has been revealed: answers to this question are "
-                              "closed.")
+                raise Refused("The answer has been revealed: answers to this question are closed.")
             q = deck(st.seed)[question]
             if part not in parts(q):
                 raise Refused("This question has no such part.")
@@ -597,30 +757,50 @@ class Store:
                 return graded, False
             s = StudentRow.__table__
             fresh = s.c.window_start < now - 60
-            count = conn.execute(sa.update(StudentRow).where(s.c.id == st.id).values(
-                window_count=sa.case((fresh, 1), else_=s.c.window_count + 1),
-                window_start=sa.case((fresh, now), else_=s.c.window_start),
-                submissions=s.c.submissions + 1).returning(
-                s.c.window_count, s.c.submissions)).one()
+            count = conn.execute(
+                sa.update(StudentRow)
+                .where(s.c.id == st.id)
+                .values(
+                    window_count=sa.case((fresh, 1), else_=s.c.window_count + 1),
+                    window_start=sa.case((fresh, now), else_=s.c.window_start),
+                    submissions=s.c.submissions + 1,
+                )
+                .returning(s.c.window_count, s.c.submissions)
+            ).one()
             if count.window_count > lim.answers_per_minute:
-                raise Refused(f"At most {lim.answers_per_minute} answers a minute: wait a few "
-                              "seconds, then send it again.")
+                raise Refused(
+                    f"At most {lim.answers_per_minute} answers a minute: wait a few "
+                    "seconds, then send it again."
+                )
             if count.submissions > lim.max_submissions:
                 raise Refused("You have sent as many answers as one student may in a class.")
             stmt = _insert(conn)(AnswerRow.__table__).values(
-                class_id=st.class_id, student_id=st.id, question=question, part=part,
+                class_id=st.class_id,
+                student_id=st.id,
+                question=question,
+                part=part,
                 text=(text.strip().upper() if is_choice(q) else text.strip())[:ANSWER_TEXT_MAX],
                 value=graded.value,
-                correct=graded.correct, first_correct=graded.correct,
-                slip=graded.slip[:SLIP_MAX], attempts=1, answered_at=now)
+                correct=graded.correct,
+                first_correct=graded.correct,
+                slip=graded.slip[:SLIP_MAX],
+                attempts=1,
+                answered_at=now,
+            )
             a = AnswerRow.__table__
             stmt = stmt.on_conflict_do_update(
                 index_elements=[a.c.class_id, a.c.question, a.c.part, a.c.student_id],
-                set_={"text": stmt.excluded.text, "value": stmt.excluded.value,
-                      "correct": stmt.excluded.correct, "slip": stmt.excluded.slip,
-                      "answered_at": stmt.excluded.answered_at,
-                      "attempts": sa.case((a.c.text != stmt.excluded.text, a.c.attempts + 1),
-                                          else_=a.c.attempts)})
+                set_={
+                    "text": stmt.excluded.text,
+                    "value": stmt.excluded.value,
+                    "correct": stmt.excluded.correct,
+                    "slip": stmt.excluded.slip,
+                    "answered_at": stmt.excluded.answered_at,
+                    "attempts": sa.case(
+                        (a.c.text != stmt.excluded.text, a.c.attempts + 1), else_=a.c.attempts
+                    ),
+                },
+            )
             conn.execute(stmt)
         return graded, True
 
@@ -630,8 +810,12 @@ class Store:
         than an hour; returns the classes deleted."""
         now = self.clock()
         with self._write.begin() as conn:
-            ids = [r[0] for r in conn.execute(sa.select(ClassRow.id).where(
-                ClassRow.expires_at <= now)).all()]
+            ids = [
+                r[0]
+                for r in conn.execute(
+                    sa.select(ClassRow.id).where(ClassRow.expires_at <= now)
+                ).all()
+            ]
             _delete_classes(conn, ids)
             conn.execute(sa.delete(EventRow).where(EventRow.at < now - 3600))
         for code, (_, v) in list(self._views.items()):
@@ -641,10 +825,16 @@ class Store:
 
     def counts(self) -> dict[str, int]:
         """Rows per table (for the tests and the bench)."""
+
         def _counts():
             with self.engine.connect() as conn:
-                return {t.__tablename__: conn.execute(sa.select(sa.func.count()).select_from(
-                    t)).scalar_one() for t in (ClassRow, StudentRow, AnswerRow, EventRow)}
+                return {
+                    t.__tablename__: conn.execute(
+                        sa.select(sa.func.count()).select_from(t)
+                    ).scalar_one()
+                    for t in (ClassRow, StudentRow, AnswerRow, EventRow)
+                }
+
         return self._call(_counts)
 
     def dispose(self) -> None:
@@ -653,10 +843,17 @@ class Store:
 
 # -- helpers ----------------------------------------------------------------------------------
 
+
 def _view(row) -> ClassView:
-    return ClassView(code=row.code, seed=row.seed, position=row.position,
-                     revealed=bool(row.revealed), version=row.version,
-                     expires_at=row.expires_at, count=len(deck(row.seed)))
+    return ClassView(
+        code=row.code,
+        seed=row.seed,
+        position=row.position,
+        revealed=bool(row.revealed),
+        version=row.version,
+        expires_at=row.expires_at,
+        count=len(deck(row.seed)),
+    )
 
 
 def _summarize(view: ClassView, joined: int, qi: int, rows) -> Results:
@@ -692,7 +889,7 @@ def _summarize(view: ClassView, joined: int, qi: int, rows) -> Results:
 def _delete_classes(conn, ids: list[int]) -> None:
     """Delete classes and their rows explicitly (SQLite enforces no cascade unless told)."""
     for i in range(0, len(ids), 500):
-        chunk = ids[i:i + 500]
+        chunk = ids[i : i + 500]
         conn.execute(sa.delete(AnswerRow).where(AnswerRow.class_id.in_(chunk)))
         conn.execute(sa.delete(StudentRow).where(StudentRow.class_id.in_(chunk)))
         conn.execute(sa.delete(ClassRow).where(ClassRow.id.in_(chunk)))
@@ -721,21 +918,30 @@ def _make_engine(url: str):
     try:
         u = sa.engine.make_url(url)
     except sa_exc.ArgumentError:
-        raise ValueError("KVLAB_DATABASE_URL is not a database URL: give e.g. "
-                         "postgresql://user:password@host:5432/kvlab") from None
+        raise ValueError(
+            "KVLAB_DATABASE_URL is not a database URL: give e.g. "
+            "postgresql://user:password@host:5432/kvlab"
+        ) from None
     backend = u.get_backend_name()
     if backend in ("postgresql", "postgres"):
         if u.drivername in ("postgresql", "postgres"):
             u = u.set(drivername="postgresql+psycopg")
         return sa.create_engine(
-            u, pool_size=5, max_overflow=10, pool_timeout=5, pool_pre_ping=True,
+            u,
+            pool_size=5,
+            max_overflow=10,
+            pool_timeout=5,
+            pool_pre_ping=True,
             pool_recycle=300,
-            connect_args={"connect_timeout": 3, "application_name": "kvcache-lab",
-                          "options": "-c statement_timeout=5000 -c lock_timeout=3000 "
-                                     "-c idle_in_transaction_session_timeout=15000"})
+            connect_args={
+                "connect_timeout": 3,
+                "application_name": "kvcache-lab",
+                "options": "-c statement_timeout=5000 -c lock_timeout=3000 "
+                "-c idle_in_transaction_session_timeout=15000",
+            },
+        )
     if backend != "sqlite":
-        raise ValueError(f"The live class keeps its data in PostgreSQL or SQLite, not "
-                         f"{backend!r}.")
+        raise ValueError(f"The live class keeps its data in PostgreSQL or SQLite, not {backend!r}.")
     engine = sa.create_engine(u, connect_args={"timeout": 5, "check_same_thread": False})
 
     @sa.event.listens_for(engine, "connect")
@@ -785,5 +991,10 @@ def get_store() -> Store:
 
 
 def results_dict(r: Results) -> dict:
-    return {"joined": r.joined, "question": r.question, "answered": r.answered,
-            "view": asdict(r.view), "parts": [asdict(p) for p in r.parts]}
+    return {
+        "joined": r.joined,
+        "question": r.question,
+        "answered": r.answered,
+        "view": asdict(r.view),
+        "parts": [asdict(p) for p in r.parts],
+    }

@@ -44,6 +44,7 @@ _STUDENT = "lc_student"
 
 # -- the link -----------------------------------------------------------------------------
 
+
 def take_param(name: str) -> str | None:
     """A link parameter this page reads (declared, so the link check does not report it)."""
     value = st.query_params.get(name)
@@ -70,7 +71,7 @@ def base_url() -> str:
         # The app's own prefix (server.baseUrlPath, e.g. /gpu), without this page's name.
         prefix = u.path.rstrip("/")
         if prefix.endswith("/" + PAGE):
-            prefix = prefix[:-len(PAGE) - 1]
+            prefix = prefix[: -len(PAGE) - 1]
         if not re.fullmatch(r"(/[A-Za-z0-9._-]{1,40}){0,3}", prefix):
             prefix = ""
         return f"{u.scheme}://{u.netloc}{prefix}"
@@ -93,8 +94,9 @@ def show_message() -> None:
     msg = st.session_state.pop(_MSG, None)
     if msg:
         kind, text = msg
-        {"error": st.error, "warning": st.warning, "success": st.success}.get(
-            kind, st.info)(plain(text))
+        {"error": st.error, "warning": st.warning, "success": st.success}.get(kind, st.info)(
+            plain(text)
+        )
 
 
 def _guarded(fn, *args):
@@ -107,6 +109,7 @@ def _guarded(fn, *args):
 
 
 # -- starting and joining -------------------------------------------------------------------
+
 
 def start_class() -> None:
     seed = int(st.session_state.get("lc_seed", 1) or 0)
@@ -141,23 +144,36 @@ def landing() -> None:
     left, right = st.columns(2, gap="large")
     with left.container(border=True):
         st.subheader("Join a class")
-        st.text_input("Join code (on the teacher's screen)", key="lc_code", max_chars=12,
-                      placeholder="e.g. AB3K7M")
-        st.text_input("Nickname (optional; the class never sees it)", key="lc_nick",
-                      max_chars=24)
+        st.text_input(
+            "Join code (on the teacher's screen)",
+            key="lc_code",
+            max_chars=12,
+            placeholder="e.g. AB3K7M",
+        )
+        st.text_input("Nickname (optional; the class never sees it)", key="lc_nick", max_chars=24)
         st.button("Join", on_click=join_class, type="primary", key="lc_join_btn")
     with right.container(border=True):
         st.subheader("Run a class")
-        st.markdown("The five interview questions, then a practice set of ten, one at a time on "
-                    "every student's phone. Your screen (the projector) shows how many answered, "
-                    "the share right, every answer and the mistakes named.")
-        st.number_input("Practice set (the same number gives the same questions)", 0, MAX_SEED,
-                        1, 1, key="lc_seed")
-        st.button("Start a live class", on_click=start_class, key="lc_start",
-                  icon=":material/co_present:")
+        st.markdown(
+            "The five interview questions, then a practice set of ten, one at a time on "
+            "every student's phone. Your screen (the projector) shows how many answered, "
+            "the share right, every answer and the mistakes named."
+        )
+        st.number_input(
+            "Practice set (the same number gives the same questions)",
+            0,
+            MAX_SEED,
+            1,
+            1,
+            key="lc_seed",
+        )
+        st.button(
+            "Start a live class", on_click=start_class, key="lc_start", icon=":material/co_present:"
+        )
 
 
 # -- the student's screen -----------------------------------------------------------------
+
 
 def student_page(code: str, token: str | None) -> None:
     """A student's phone: join with the code, then follow the teacher."""
@@ -171,10 +187,10 @@ def student_page(code: str, token: str | None) -> None:
             return
         st.subheader(f"Class {view.code}")
         st.caption(f"Question {view.position + 1} of {view.count} is on the teacher's screen.")
-        st.text_input("Nickname (optional; the class never sees it)", key="lc_nick",
-                      max_chars=24)
-        st.button("Join the class", on_click=join_class, args=(code,), type="primary",
-                  key="lc_join_btn")
+        st.text_input("Nickname (optional; the class never sees it)", key="lc_nick", max_chars=24)
+        st.button(
+            "Join the class", on_click=join_class, args=(code,), type="primary", key="lc_join_btn"
+        )
         return
     st.session_state[_STUDENT] = {"token": token, "code": code}
     student_panel(code, token)
@@ -219,13 +235,21 @@ def student_panel(code: str, token: str) -> None:
                 def lettered(letter: str, o: tuple[Choice, ...] = opts) -> str:
                     return f"{letter}. {o[LETTERS.index(letter)].text}"
 
-                pick = st.radio(answer_label(q, p), list(LETTERS[:len(opts)]), index=None,
-                                format_func=lettered, key=f"lc_a_{view.code}_{qi}_{p}")
+                pick = st.radio(
+                    answer_label(q, p),
+                    list(LETTERS[: len(opts)]),
+                    index=None,
+                    format_func=lettered,
+                    key=f"lc_a_{view.code}_{qi}_{p}",
+                )
                 given[p] = pick or ""
             else:
-                given[p] = st.text_input(answer_label(q, p), key=f"lc_a_{view.code}_{qi}_{p}",
-                                         max_chars=40,
-                                         placeholder="a number, with its unit if it has one")
+                given[p] = st.text_input(
+                    answer_label(q, p),
+                    key=f"lc_a_{view.code}_{qi}_{p}",
+                    max_chars=40,
+                    placeholder="a number, with its unit if it has one",
+                )
         sent = st.form_submit_button("Send my answer", type="primary")
     if sent:
         for p, text in given.items():
@@ -237,9 +261,12 @@ def student_panel(code: str, token: str) -> None:
                 st.error(plain(str(e)))
                 continue
             if stored:
-                mine[(qi, p)] = {"text": text.strip().upper() if is_choice(q) else text.strip(),
-                                 "correct": graded.correct, "slip": graded.slip,
-                                 "attempts": 1}
+                mine[(qi, p)] = {
+                    "text": text.strip().upper() if is_choice(q) else text.strip(),
+                    "correct": graded.correct,
+                    "slip": graded.slip,
+                    "attempts": 1,
+                }
             else:
                 st.warning(plain(graded.message))
     _student_result(q, qi, mine, revealed=False)
@@ -254,16 +281,17 @@ def _student_result(q, qi: int, mine: dict, revealed: bool) -> None:
         a = mine.get((qi, p))
         which = "" if len(parts(q)) == 1 else (" (per token)" if p == 1 else " (per sequence)")
         if a is None:
-            st.caption(f"No answer stored{which}." + (" Answers are closed." if revealed
-                                                      else ""))
+            st.caption(f"No answer stored{which}." + (" Answers are closed." if revealed else ""))
             continue
         g = grade_answer(q, p, a["text"])
         text = g.message if revealed else g.short
         (st.success if g.correct else st.warning)(
-            f"Your answer{which}: {plain(a['text'], 60)} · {plain(text)}")
+            f"Your answer{which}: {plain(a['text'], 60)} · {plain(text)}"
+        )
 
 
 # -- the teacher's screen -----------------------------------------------------------------
+
 
 def teacher_page(code: str, key: str | None) -> None:
     """The projector: code and QR, the question, live figures, Previous/Next/Reveal, export."""
@@ -279,8 +307,10 @@ def teacher_page(code: str, key: str | None) -> None:
         st.session_state[_TEACHER] = t
         st.query_params.pop("teacher", None)
     if not t or t.get("code") != code:
-        st.error("This screen runs a class only with its teacher link (the one shown when the "
-                 "class started). Students join with the join code instead.")
+        st.error(
+            "This screen runs a class only with its teacher link (the one shown when the "
+            "class started). Students join with the join code instead."
+        )
         st.page_link(f"app_pages/{PAGE}.py", label="Join or start a class")
         return
     key = t["key"]
@@ -293,52 +323,101 @@ def teacher_page(code: str, key: str | None) -> None:
     link = join_link(view.code)
     top = st.columns([2, 1])
     with top[0]:
-        st.markdown(f"<p style='font-size:1.3rem;margin:0'>Join at <b>{html.escape(base_url())}/"
-                    f"{PAGE}</b> with the code</p><p style='font-size:4rem;font-weight:700;"
-                    f"letter-spacing:0.4rem;margin:0'>{view.code}</p>",
-                    unsafe_allow_html=True)  # our own code and address, no user text
+        st.markdown(
+            f"<p style='font-size:1.3rem;margin:0'>Join at <b>{html.escape(base_url())}/"
+            f"{PAGE}</b> with the code</p><p style='font-size:4rem;font-weight:700;"
+            f"letter-spacing:0.4rem;margin:0'>{view.code}</p>",
+            unsafe_allow_html=True,
+        )  # our own code and address, no user text
         st.code(link, language=None)
         host = urlsplit(link).hostname or ""
         if host in ("localhost", "127.0.0.1", "::1"):
-            st.caption("Phones cannot open localhost: run the app with --server.address "
-                       "0.0.0.0 and open this page by this machine's address, or set "
-                       "KVLAB_PUBLIC_URL to the address students reach.")
-        with st.expander("Your teacher link: keep it private (it runs this class)",
-                         expanded=bool(st.session_state.pop("lc_new", False))):
+            st.caption(
+                "Phones cannot open localhost: run the app with --server.address "
+                "0.0.0.0 and open this page by this machine's address, or set "
+                "KVLAB_PUBLIC_URL to the address students reach."
+            )
+        with st.expander(
+            "Your teacher link: keep it private (it runs this class)",
+            expanded=bool(st.session_state.pop("lc_new", False)),
+        ):
             st.code(teacher_link(view.code, key), language=None)
-            st.caption("Open it again to come back to this screen (another tab, another "
-                       "device, after a reload). It is never in the students' link, and it "
-                       "is not in this page's address bar. The class ends by itself 12 hours "
-                       "after it started.")
+            st.caption(
+                "Open it again to come back to this screen (another tab, another "
+                "device, after a reload). It is never in the students' link, and it "
+                "is not in this page's address bar. The class ends by itself 12 hours "
+                "after it started."
+            )
     top[1].image(qr_png(link), caption="Scan to join", width=260)
 
     deck_size = view.count
     c = st.columns([1, 1, 1, 2])
-    c[0].button("Previous", on_click=teacher_move, args=(-1,), icon=":material/arrow_back:",
-                width="stretch", disabled=view.position == 0, key="lc_prev")
-    c[1].button("Next", on_click=teacher_move, args=(1,), icon=":material/arrow_forward:",
-                width="stretch", disabled=view.position >= deck_size - 1, key="lc_next")
-    c[2].button("Hide the answer" if view.revealed else "Reveal", on_click=teacher_reveal,
-                args=(not view.revealed,), icon=":material/visibility:", width="stretch",
-                type="secondary" if view.revealed else "primary", key="lc_reveal")
-    c[3].toggle("Hold the share right and the mistakes until Reveal", key="lc_hold",
-                help="For a projector: the named mistakes and the share right hint at the "
-                     "answer while students still answer.")
+    c[0].button(
+        "Previous",
+        on_click=teacher_move,
+        args=(-1,),
+        icon=":material/arrow_back:",
+        width="stretch",
+        disabled=view.position == 0,
+        key="lc_prev",
+    )
+    c[1].button(
+        "Next",
+        on_click=teacher_move,
+        args=(1,),
+        icon=":material/arrow_forward:",
+        width="stretch",
+        disabled=view.position >= deck_size - 1,
+        key="lc_next",
+    )
+    c[2].button(
+        "Hide the answer" if view.revealed else "Reveal",
+        on_click=teacher_reveal,
+        args=(not view.revealed,),
+        icon=":material/visibility:",
+        width="stretch",
+        type="secondary" if view.revealed else "primary",
+        key="lc_reveal",
+    )
+    c[3].toggle(
+        "Hold the share right and the mistakes until Reveal",
+        key="lc_hold",
+        help="For a projector: the named mistakes and the share right hint at the "
+        "answer while students still answer.",
+    )
     teacher_panel(code)
     with st.expander("After class: results and ending the class"):
-        names = st.checkbox("Include the nicknames students chose to give (default: "
-                            "anonymous, students numbered in the order they joined)",
-                            key="lc_names")
+        names = st.checkbox(
+            "Include the nicknames students chose to give (default: "
+            "anonymous, students numbered in the order they joined)",
+            key="lc_names",
+        )
         d = st.columns(2)
-        d[0].download_button("Results as CSV", data=_Export(code, key, names, "csv"),
-                             file_name=f"live-class-{code}.csv", mime="text/csv",
-                             on_click="ignore", key="lc_csv", icon=":material/download:")
-        d[1].download_button("Results as JSON", data=_Export(code, key, names, "json"),
-                             file_name=f"live-class-{code}.json", mime="application/json",
-                             on_click="ignore", key="lc_json", icon=":material/download:")
+        d[0].download_button(
+            "Results as CSV",
+            data=_Export(code, key, names, "csv"),
+            file_name=f"live-class-{code}.csv",
+            mime="text/csv",
+            on_click="ignore",
+            key="lc_csv",
+            icon=":material/download:",
+        )
+        d[1].download_button(
+            "Results as JSON",
+            data=_Export(code, key, names, "json"),
+            file_name=f"live-class-{code}.json",
+            mime="application/json",
+            on_click="ignore",
+            key="lc_json",
+            icon=":material/download:",
+        )
         st.checkbox("I have what I need: delete this class and its answers", key="lc_sure")
-        st.button("End the class now", on_click=teacher_end, disabled=not st.session_state.get(
-            "lc_sure"), key="lc_end")
+        st.button(
+            "End the class now",
+            on_click=teacher_end,
+            disabled=not st.session_state.get("lc_sure"),
+            key="lc_end",
+        )
 
 
 class _Export:
@@ -396,14 +475,27 @@ def _part_results(q, pr, parts: int, *, revealed: bool, hold: bool) -> None:
     if is_choice(q):
         have = {b[0]: b for b in bars}
         opts = choices_for(q.qid)
-        bars = [have.get(L, (L, 0, opts[i].correct)) for i, L in enumerate(LETTERS[:len(opts)])]
-    fig = {"data": [{"type": "bar", "x": [b[0] for b in bars], "y": [b[1] for b in bars],
-                     "marker": {"color": [("#2f9e6e" if b[2] and revealed else "#8a9bb0")
-                                          for b in bars]},
-                     "hovertemplate": "%{x}: %{y}<extra></extra>"}],
-           "layout": {"title": {"text": f"{head}the answers"}, "height": 300,
-                      "margin": {"l": 40, "r": 10, "t": 40, "b": 60},
-                      "xaxis": {"type": "category"}, "yaxis": {"title": "students"}}}
+        bars = [have.get(L, (L, 0, opts[i].correct)) for i, L in enumerate(LETTERS[: len(opts)])]
+    fig = {
+        "data": [
+            {
+                "type": "bar",
+                "x": [b[0] for b in bars],
+                "y": [b[1] for b in bars],
+                "marker": {
+                    "color": [("#2f9e6e" if b[2] and revealed else "#8a9bb0") for b in bars]
+                },
+                "hovertemplate": "%{x}: %{y}<extra></extra>",
+            }
+        ],
+        "layout": {
+            "title": {"text": f"{head}the answers"},
+            "height": 300,
+            "margin": {"l": 40, "r": 10, "t": 40, "b": 60},
+            "xaxis": {"type": "category"},
+            "yaxis": {"title": "students"},
+        },
+    }
     cols[0].plotly_chart(fig, key=f"lc_hist_{pr.part}", config={"displayModeBar": False})
     with cols[1]:
         st.markdown(f"**{head}named mistakes**")
@@ -411,7 +503,7 @@ def _part_results(q, pr, parts: int, *, revealed: bool, hold: bool) -> None:
             st.caption("Held until Reveal.")
         elif not pr.slips:
             st.caption("None named so far.")
-        for slip, n in ([] if hold else pr.slips[:6]):
+        for slip, n in [] if hold else pr.slips[:6]:
             st.markdown(f"- **{n}** · {plain(slip)}")
 
 
@@ -426,16 +518,20 @@ def teacher_panel(code: str) -> None:
         st.error(plain(str(e)))
         return
     q = deck(r.view.seed)[r.question]
-    st.markdown(f"<p style='font-size:2rem;line-height:1.3;margin:1rem 0'>{html.escape(q.prompt)}"
-                "</p>", unsafe_allow_html=True)  # our own question text, escaped all the same
+    st.markdown(
+        f"<p style='font-size:2rem;line-height:1.3;margin:1rem 0'>{html.escape(q.prompt)}</p>",
+        unsafe_allow_html=True,
+    )  # our own question text, escaped all the same
     if q.config:
         st.code(q.config, language="json")
     if is_choice(q):
         for L, opt in zip(LETTERS, choices_for(q.qid)):
             mark = " ✓" if r.view.revealed and opt.correct else ""
             st.markdown(f"**{L}.** {opt.text}{mark}")
-    st.caption(f"Question {r.question + 1} of {r.view.count} · {q.level} · practice set "
-               f"{r.view.seed} · the figures refresh every {TEACHER_POLL_S:g} s")
+    st.caption(
+        f"Question {r.question + 1} of {r.view.count} · {q.level} · practice set "
+        f"{r.view.seed} · the figures refresh every {TEACHER_POLL_S:g} s"
+    )
     # On a projector the share right and the named mistakes point at the answer: a teacher may
     # hold them back until Reveal.
     hold = bool(st.session_state.get("lc_hold")) and not r.view.revealed
@@ -445,10 +541,17 @@ def teacher_panel(code: str) -> None:
     m[1].metric("Answered", f"{r.answered}", help="students who answered every part")
     for i, pr in enumerate(r.parts[:2]):
         share = f"{pr.correct / pr.answered:.0%}" if pr.answered and not hold else "-"
-        label = "Right" if len(r.parts) == 1 else ("Right (per token)" if pr.part == 1
-                                                   else "Right (per sequence)")
-        m[2 + i].metric(label, share, help=f"{pr.correct} of {pr.answered} answers; "
-                        f"{pr.first_correct} right at their first answer")
+        label = (
+            "Right"
+            if len(r.parts) == 1
+            else ("Right (per token)" if pr.part == 1 else "Right (per sequence)")
+        )
+        m[2 + i].metric(
+            label,
+            share,
+            help=f"{pr.correct} of {pr.answered} answers; "
+            f"{pr.first_correct} right at their first answer",
+        )
     st.progress(min(1.0, r.answered / total), text=f"{r.answered} of {r.joined} answered")
     for pr in r.parts:
         if pr.answered:
@@ -459,9 +562,18 @@ def teacher_panel(code: str) -> None:
             if q.solution:
                 st.code(q.solution, language=None)
     elif not is_choice(q):
-        st.caption("The right answer, its worked solution and the bar that holds it show when "
-                   "you press Reveal.")
+        st.caption(
+            "The right answer, its worked solution and the bar that holds it show when "
+            "you press Reveal."
+        )
 
 
-__all__ = ["landing", "student_page", "teacher_page", "take_param", "join_link",
-           "teacher_link", "value_label"]
+__all__ = [
+    "landing",
+    "student_page",
+    "teacher_page",
+    "take_param",
+    "join_link",
+    "teacher_link",
+    "value_label",
+]

@@ -45,8 +45,9 @@ def gpu_generation(gpu_name: str | None) -> str:
     return "other"
 
 
-def mla_block_size(layers, block_size: int, version: tuple[int, ...], gpu_name: str | None,
-                   fmt: CacheFormat) -> tuple[int, str]:
+def mla_block_size(
+    layers, block_size: int, version: tuple[int, ...], gpu_name: str | None, fmt: CacheFormat
+) -> tuple[int, str]:
     """(block size, the line vLLM logs or "") for a model whose cache layers are MLA. A
     ``block_size`` of 16 is vLLM's default, read as --block-size not set."""
     mla = [lay for lay in layers if lay.kind == "mla"]
@@ -59,8 +60,11 @@ def mla_block_size(layers, block_size: int, version: tuple[int, ...], gpu_name: 
     qk_nope = mla[0].qk_head_dim - mla[0].qk_rope_head_dim
     if version < (0, 18, 0):
         if sparse:
-            return (64, "Forcing kv cache block size to 64 for FlashMLASparse backend.") \
-                if block_size != 64 else (block_size, "")
+            return (
+                (64, "Forcing kv cache block size to 64 for FlashMLASparse backend.")
+                if block_size != 64
+                else (block_size, "")
+            )
         if gen == "hopper" and block_size % 64:
             return 64, "Forcing kv cache block size to 64 for FlashMLA backend."
         if gen == "blackwell":
@@ -78,8 +82,9 @@ def mla_block_size(layers, block_size: int, version: tuple[int, ...], gpu_name: 
         sixteen = fmt.kind == "plain" and fmt.dtype is not None and fmt.dtype.bits == 16
         backend, size = ("FLASH_ATTN_MLA", 16) if sixteen else ("FLASHMLA", 64)
     elif gen == "blackwell":
-        backend, size = (("FLASHINFER_MLA", 32) if qk_nope in (64, 128, 192) else
-                         ("CUTLASS_MLA", 128))
+        backend, size = (
+            ("FLASHINFER_MLA", 32) if qk_nope in (64, 128, 192) else ("CUTLASS_MLA", 128)
+        )
     else:
         backend, size = "TRITON_MLA", 16
     if size == block_size:
@@ -103,8 +108,7 @@ def _batch_tier(version: tuple[int, ...], total_bytes: int, gpu_name: str | None
     return "big" if big else "small"
 
 
-def default_max_num_seqs(version: str | None, total_bytes: int,
-                         gpu_name: str | None = None) -> int:
+def default_max_num_seqs(version: str | None, total_bytes: int, gpu_name: str | None = None) -> int:
     """vLLM's default max_num_seqs on one GPU of total_bytes (both usage contexts agree):
     1,024 on a GPU of 70 GiB or more (from v0.9.0 not an A100), else 256 (PRs #16158, #17073,
     #17885); 1,024 on every GPU up to v0.8.3."""
@@ -142,11 +146,16 @@ def mm_batch_floor(config: dict | None, version: str | None = None) -> tuple[int
     return tokens[modality], modality
 
 
-def default_max_num_batched_tokens(version: str | None, total_bytes: int,
-                                   gpu_name: str | None = None, *,
-                                   usage_context: str = "serve", config: dict | None = None,
-                                   max_model_len: int | None = None,
-                                   max_num_seqs: int | None = None) -> int:
+def default_max_num_batched_tokens(
+    version: str | None,
+    total_bytes: int,
+    gpu_name: str | None = None,
+    *,
+    usage_context: str = "serve",
+    config: dict | None = None,
+    max_model_len: int | None = None,
+    max_num_seqs: int | None = None,
+) -> int:
     """vLLM's default max_num_batched_tokens (EngineArgs._set_default_args /
     _set_default_max_num_seqs_and_batched_tokens_args; tests/data/vllm-facts.md, Q6):
 
@@ -155,8 +164,10 @@ def default_max_num_batched_tokens(version: str | None, total_bytes: int,
     - raised for a multimodal prefix-LM model (Gemma 4) to its costliest item (v0.22.0);
     - then at most max_num_seqs x max_model_len (when both are given)."""
     if usage_context not in USAGE_CONTEXTS:
-        raise ValueError(f"usage context must be one of {', '.join(USAGE_CONTEXTS)}, got "
-                         f"{str(usage_context)[:20]!r}")
+        raise ValueError(
+            f"usage context must be one of {', '.join(USAGE_CONTEXTS)}, got "
+            f"{str(usage_context)[:20]!r}"
+        )
     v = resolve_version(version)
     llm, serve = _BATCH_TOKENS[_batch_tier(v, total_bytes, gpu_name)]
     tokens = serve if usage_context == "serve" else llm

@@ -46,81 +46,149 @@ class Fact:
 VERSION_FACTS: dict[str, Fact] = {
     "group_threshold": Fact(
         what="hybrid grouping: all types get the largest count as group size when max < min x this "
-             "(None: always the smallest count)",
-        steps=(((0, 9, 1), None, "hybrid grouping first appears"),
-               ((0, 12, 0), 1.25, "PR #29303 (gpt-oss-20b + EAGLE: 12 sliding + 13 full)"),
-               ((0, 18, 0), 1.5, "PR #36684 (speculative drafters add layers to one type)"))),
+        "(None: always the smallest count)",
+        steps=(
+            ((0, 9, 1), None, "hybrid grouping first appears"),
+            ((0, 12, 0), 1.25, "PR #29303 (gpt-oss-20b + EAGLE: 12 sliding + 13 full)"),
+            ((0, 18, 0), 1.5, "PR #36684 (speculative drafters add layers to one type)"),
+        ),
+    ),
     "tokens_line": Fact(
         what='"GPU KV cache size: N tokens"',
-        steps=(((0, 8, 0), "blocks", "PR #13596: num_blocks // groups x block_size"),
-               ((0, 20, 1), "concurrency", "int(max_concurrency x max_model_len); PR not pinned "
-                                           "(#41069 or #40694)"))),
+        steps=(
+            ((0, 8, 0), "blocks", "PR #13596: num_blocks // groups x block_size"),
+            (
+                (0, 20, 1),
+                "concurrency",
+                "int(max_concurrency x max_model_len); PR not pinned (#41069 or #40694)",
+            ),
+        ),
+    ),
     "pp_grouping": Fact(
         what="pipeline parallelism: layers grouped per stage, or over the whole model",
-        steps=(((0, 0, 0), "per stage", "each worker grouped its own layers"),
-               ((0, 11, 0), "whole model", "PR #23974: global groups, then the smallest "
-                                           "num_blocks of all workers"))),
+        steps=(
+            ((0, 0, 0), "per stage", "each worker grouped its own layers"),
+            (
+                (0, 11, 0),
+                "whole model",
+                "PR #23974: global groups, then the smallest num_blocks of all workers",
+            ),
+        ),
+    ),
     "gpu_memory_utilization": Fact(
         what="default gpu_memory_utilization",
-        steps=(((0, 0, 0), 0.9, "long-standing default"),
-               ((0, 20, 0), 0.92, "PR #38284 (with CUDA-graph memory profiled first)"))),
+        steps=(
+            ((0, 0, 0), 0.9, "long-standing default"),
+            ((0, 20, 0), 0.92, "PR #38284 (with CUDA-graph memory profiled first)"),
+        ),
+    ),
     "in_flight_batches": Fact(
         what="batches of max_num_batched_tokens a window or chunk reserves room for (async "
-             "scheduling, one pipeline stage)",
-        steps=(((0, 0, 0), 1, "max_num_batched_tokens"),
-               ((0, 26, 0), 2, "max_in_flight_tokens = 2 x max_num_batched_tokens; PR not "
-                               "pinned"))),
+        "scheduling, one pipeline stage)",
+        steps=(
+            ((0, 0, 0), 1, "max_num_batched_tokens"),
+            ((0, 26, 0), 2, "max_in_flight_tokens = 2 x max_num_batched_tokens; PR not pinned"),
+        ),
+    ),
     "null_block": Fact(
         what="blocks reserved before checking that one max_model_len request fits",
-        steps=(((0, 0, 0), 0, "none"),
-               ((0, 29, 0), 1, "PR #47272: the null block"))),
+        steps=(((0, 0, 0), 0, "none"), ((0, 29, 0), 1, "PR #47272: the null block")),
+    ),
     "log_format": Fact(
         what="how the capacity is logged",
-        steps=(((0, 8, 0), "two lines", 'PR #13596: "GPU KV cache size: N tokens", then '
-                                        '"Maximum concurrency for ..."'),
-               ((0, 28, 0), "one line", '"GPU KV cache size: N tokens, Maximum concurrency for '
-                                        '... per request: X.XXx"; PR not pinned'))),
+        steps=(
+            (
+                (0, 8, 0),
+                "two lines",
+                'PR #13596: "GPU KV cache size: N tokens", then "Maximum concurrency for ..."',
+            ),
+            (
+                (0, 28, 0),
+                "one line",
+                '"GPU KV cache size: N tokens, Maximum concurrency for '
+                '... per request: X.XXx"; PR not pinned',
+            ),
+        ),
+    ),
     "error_wording": Fact(
         what="start-up error wording",
-        steps=(((0, 0, 0), "models's", "v0.8.x-v0.21.0"),
-               ((0, 22, 0), "model's", "v0.22.0"))),
+        steps=(((0, 0, 0), "models's", "v0.8.x-v0.21.0"), ((0, 22, 0), "model's", "v0.22.0")),
+    ),
     "hybrid_prefix_caching": Fact(
         what="prefix caching on by default for hybrid (attention + Mamba) models",
-        steps=(((0, 0, 0), False, "ModelConfig.is_prefix_caching_supported: hybrid models "
-                                  "not (v0.15.0-v0.20.0); v0.27.1 arg_utils: 'and not "
-                                  "model_config.is_hybrid'"),
-               ((0, 28, 0), True, "PR #50991 '[Mamba] enable prefix cache by default'"))),
+        steps=(
+            (
+                (0, 0, 0),
+                False,
+                "ModelConfig.is_prefix_caching_supported: hybrid models "
+                "not (v0.15.0-v0.20.0); v0.27.1 arg_utils: 'and not "
+                "model_config.is_hybrid'",
+            ),
+            ((0, 28, 0), True, "PR #50991 '[Mamba] enable prefix cache by default'"),
+        ),
+    ),
     "mamba_cache_mode": Fact(
         what="mamba_cache_mode chosen when prefix caching is on (MambaModelConfig)",
-        steps=(((0, 0, 0), None, "before v0.15.0: no mamba_cache_mode (not modelled)"),
-               ((0, 15, 0), "all or align", "'all' for models with SupportsMambaPrefixCaching, "
-                                            "else 'align'"),
-               ((0, 28, 0), "align", "PR #50991: 'align' whenever prefix caching is on"))),
+        steps=(
+            ((0, 0, 0), None, "before v0.15.0: no mamba_cache_mode (not modelled)"),
+            (
+                (0, 15, 0),
+                "all or align",
+                "'all' for models with SupportsMambaPrefixCaching, else 'align'",
+            ),
+            ((0, 28, 0), "align", "PR #50991: 'align' whenever prefix caching is on"),
+        ),
+    ),
     "hybrid_block_alignment": Fact(
         what="attention block size for a hybrid model: a multiple of this many tokens",
-        steps=(((0, 0, 0), "16", "HybridAttentionMambaModelConfig: kernel block 16"),
-               ((0, 20, 0), "max(16, block_size)", "Platform._align_hybrid_block_size: "
-                                                   "max(smallest kernel block, block_size)"))),
+        steps=(
+            ((0, 0, 0), "16", "HybridAttentionMambaModelConfig: kernel block 16"),
+            (
+                (0, 20, 0),
+                "max(16, block_size)",
+                "Platform._align_hybrid_block_size: max(smallest kernel block, block_size)",
+            ),
+        ),
+    ),
     "gdn_prefill_checkpoint": Fact(
         what="Qwen Gated DeltaNet with FlashInfer prefill in 'align' mode: one more block per "
-             "request and blocks a multiple of 64 tokens",
-        steps=(((0, 0, 0), False, "absent up to v0.32.0"),
-               ((0, 33, 0), True, "qwen_gdn_linear_attn.py: num_prefill_checkpoint_blocks=1, "
-                                  "FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64"))),
+        "request and blocks a multiple of 64 tokens",
+        steps=(
+            ((0, 0, 0), False, "absent up to v0.32.0"),
+            (
+                (0, 33, 0),
+                True,
+                "qwen_gdn_linear_attn.py: num_prefill_checkpoint_blocks=1, "
+                "FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64",
+            ),
+        ),
+    ),
     "nemotron_h_ssm_default": Fact(
         what="NemotronH SSM state dtype when neither the flag nor config.json sets one",
-        steps=(((0, 0, 0), "fp16", "NemotronHForCausalLMConfig: getattr(hf_config, "
-                                   "'mamba_ssm_cache_dtype', 'float16') (seen in v0.14.0)"),
-               ((0, 20, 0), "fp32", "DEFAULT_MAMBA_SSM_CACHE_DTYPE = 'float32'"))),
+        steps=(
+            (
+                (0, 0, 0),
+                "fp16",
+                "NemotronHForCausalLMConfig: getattr(hf_config, "
+                "'mamba_ssm_cache_dtype', 'float16') (seen in v0.14.0)",
+            ),
+            ((0, 20, 0), "fp32", "DEFAULT_MAMBA_SSM_CACHE_DTYPE = 'float32'"),
+        ),
+    ),
     "qwen3_5_ssm_from_config": Fact(
         what="Qwen3.5 SSM state dtype read from config.json's mamba_ssm_dtype",
-        steps=(((0, 0, 0), False, "no Qwen3_5ForConditionalGenerationConfig (v0.16.0)"),
-               ((0, 17, 0), True, "Qwen3_5ForConditionalGenerationConfig.verify_and_update_"
-                                  "config"))),
+        steps=(
+            ((0, 0, 0), False, "no Qwen3_5ForConditionalGenerationConfig (v0.16.0)"),
+            ((0, 17, 0), True, "Qwen3_5ForConditionalGenerationConfig.verify_and_update_config"),
+        ),
+    ),
     "mm_prefix_lm_batch_floor": Fact(
         what="default max_num_batched_tokens raised to one multimodal item (Gemma 4)",
-        steps=(((0, 0, 0), False, "absent in v0.21.0"),
-               ((0, 22, 0), True, "EngineArgs._get_min_mm_batched_tokens"))),
+        steps=(
+            ((0, 0, 0), False, "absent in v0.21.0"),
+            ((0, 22, 0), True, "EngineArgs._get_min_mm_batched_tokens"),
+        ),
+    ),
 }
 NEWEST = "0.33.0"
 

@@ -12,15 +12,32 @@ from .facts import NEWEST, VERSION_FACTS, fact, resolve_version
 # -- recurrent-state dtypes and the Mamba cache mode, as vLLM resolves them -----------------------
 
 _NEMOTRON_H = ("NemotronHForCausalLM", "NemotronHPuzzleForCausalLM", "NemotronH_Nano_VL_V2")
-_QWEN3_5 = ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
-            "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM")
+_QWEN3_5 = (
+    "Qwen3_5ForConditionalGeneration",
+    "Qwen3_5MoeForConditionalGeneration",
+    "Qwen3_5ForCausalLM",
+    "Qwen3_5MoeForCausalLM",
+)
 # v0.27.1: the model classes with SupportsMambaPrefixCaching, which get mamba_cache_mode 'all'
 # when prefix caching is on (v0.15.0-v0.27.x).
-MAMBA_ALL_MODE = ("FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM", "JambaForCausalLM",
-                   "MambaForCausalLM", "Mamba2ForCausalLM", "NemotronHForCausalLM",
-                   "Zamba2ForCausalLM")
-_MAMBA_DTYPES = {"auto": None, "float32": "fp32", "float16": "fp16", "bfloat16": "bf16",
-                 "fp32": "fp32", "fp16": "fp16", "bf16": "bf16"}
+MAMBA_ALL_MODE = (
+    "FalconH1ForCausalLM",
+    "GraniteMoeHybridForCausalLM",
+    "JambaForCausalLM",
+    "MambaForCausalLM",
+    "Mamba2ForCausalLM",
+    "NemotronHForCausalLM",
+    "Zamba2ForCausalLM",
+)
+_MAMBA_DTYPES = {
+    "auto": None,
+    "float32": "fp32",
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "fp32": "fp32",
+    "fp16": "fp16",
+    "bf16": "bf16",
+}
 MAMBA_DTYPE_CHOICES = ("auto", "float32", "float16", "bfloat16")  # vLLM's MambaDType
 
 
@@ -33,8 +50,9 @@ class StateDtypes(NamedTuple):
 def mamba_dtype(value, what: str) -> str | None:
     key = str(value).strip().lower() if value is not None else "auto"
     if key not in _MAMBA_DTYPES:
-        raise ValueError(f"{what} must be one of {', '.join(MAMBA_DTYPE_CHOICES)}, got "
-                         f"{str(value)[:20]!r}")
+        raise ValueError(
+            f"{what} must be one of {', '.join(MAMBA_DTYPE_CHOICES)}, got {str(value)[:20]!r}"
+        )
     return _MAMBA_DTYPES[key]
 
 
@@ -52,14 +70,19 @@ def model_dtype_of(config) -> str:
     dtype, float32 checkpoints downcast to bf16 (ModelConfig._resolve_auto_dtype); bf16 when
     the config says nothing."""
     cfg, text, _ = _config_parts(config)
-    name = (cfg.get("torch_dtype") or cfg.get("dtype") or text.get("torch_dtype")
-            or text.get("dtype"))
+    name = (
+        cfg.get("torch_dtype") or cfg.get("dtype") or text.get("torch_dtype") or text.get("dtype")
+    )
     return "fp16" if name == "float16" else "bf16"
 
 
-def state_dtypes(config: dict | None, ssm_flag: str | None = None, conv_flag: str | None = None,
-                 model_dtype: str | None = None, vllm_version: str | None = None
-                 ) -> StateDtypes:
+def state_dtypes(
+    config: dict | None,
+    ssm_flag: str | None = None,
+    conv_flag: str | None = None,
+    model_dtype: str | None = None,
+    vllm_version: str | None = None,
+) -> StateDtypes:
     """The dtypes vLLM gives a recurrent layer's conv state and SSM state, from the raw
     config.json dict and the ``vllm serve`` flags (MambaStateDtypeCalculator, config/cache.py,
     model_executor/models/config.py; tests/data/vllm-facts.md, Q10):
@@ -93,10 +116,16 @@ def state_dtypes(config: dict | None, ssm_flag: str | None = None, conv_flag: st
         hf = text if arch == "NemotronH_Nano_VL_V2" else cfg
         asked = _MAMBA_DTYPES.get(str(hf.get("mamba_ssm_cache_dtype", "")).lower())
         ssm = asked or fact("nemotron_h_ssm_default", version)
-        src = ("config.json mamba_ssm_cache_dtype" if asked else
-               f"NemotronH's default in vLLM {'.'.join(map(str, version))}")
-    elif arch in _QWEN3_5 and fact("qwen3_5_ssm_from_config", version) and \
-            (qwen := _MAMBA_DTYPES.get(str((text or cfg).get("mamba_ssm_dtype", "")).lower())):
+        src = (
+            "config.json mamba_ssm_cache_dtype"
+            if asked
+            else f"NemotronH's default in vLLM {'.'.join(map(str, version))}"
+        )
+    elif (
+        arch in _QWEN3_5
+        and fact("qwen3_5_ssm_from_config", version)
+        and (qwen := _MAMBA_DTYPES.get(str((text or cfg).get("mamba_ssm_dtype", "")).lower()))
+    ):
         ssm = qwen
         src = "config.json mamba_ssm_dtype (Qwen3.5, vLLM 0.17.0 on)"
     else:
@@ -105,9 +134,12 @@ def state_dtypes(config: dict | None, ssm_flag: str | None = None, conv_flag: st
     return StateDtypes(conv, ssm, "; ".join(why))
 
 
-def mamba_cache_mode_of(vllm_version: str | tuple | None = None,
-                        enable_prefix_caching: bool | None = None, hybrid: bool = True,
-                        architecture: str | None = None) -> str:
+def mamba_cache_mode_of(
+    vllm_version: str | tuple | None = None,
+    enable_prefix_caching: bool | None = None,
+    hybrid: bool = True,
+    architecture: str | None = None,
+) -> str:
     """vLLM's mamba_cache_mode: 'none' with prefix caching off; with it on 'all' for models
     with Mamba prefix-caching support (v0.15.0-v0.27.x), else 'align' (tests/data/
     vllm-facts.md, Q11). ``enable_prefix_caching`` None: the version's default, on for hybrid
@@ -119,13 +151,14 @@ def mamba_cache_mode_of(vllm_version: str | tuple | None = None,
         return "none"
     mode = fact("mamba_cache_mode", version)
     if mode is None:
-        raise ValueError("prefix caching with recurrent layers is not modelled before vLLM "
-                         "0.15.0 (no mamba_cache_mode); give --no-enable-prefix-caching or a "
-                         "newer version")
+        raise ValueError(
+            "prefix caching with recurrent layers is not modelled before vLLM "
+            "0.15.0 (no mamba_cache_mode); give --no-enable-prefix-caching or a "
+            "newer version"
+        )
     if mode == "all or align":
         return "all" if architecture in MAMBA_ALL_MODE else "align"
     return mode
-
 
 
 # vLLM's --kv-cache-dtype, by kvcalc format (+ per-token-head scales): (vLLM's name, first
@@ -145,6 +178,7 @@ _CACHE_DTYPES = {
 @dataclass(frozen=True)
 class CacheFormat:
     """How one vLLM cache format lays a token of one layer out (bytes from vLLM's specs)."""
+
     name: str  # vLLM's --kv-cache-dtype
     kind: str  # plain, per_head, nvfp4, ds_mla
     dtype: DType | None = None  # kvcalc DType of the values (plain, per_head)
@@ -154,19 +188,31 @@ class CacheFormat:
 # Every choice of vLLM's CacheDType Literal (vllm/config/cache.py), with its first release and
 # how kvcalc sizes it (tests/data/vllm-facts.md, Q4). None: in vLLM, not modelled by kvcalc.
 _VLLM_FORMATS: dict[str, tuple[tuple[int, int, int], CacheFormat | None, str]] = {
-    "auto": ((0, 0, 0), CacheFormat("auto", "plain", get_dtype("bf16")),
-             "the model's dtype (kvcalc: 16-bit)"),
+    "auto": (
+        (0, 0, 0),
+        CacheFormat("auto", "plain", get_dtype("bf16")),
+        "the model's dtype (kvcalc: 16-bit)",
+    ),
     "bfloat16": ((0, 11, 0), CacheFormat("bfloat16", "plain", get_dtype("bf16")), "v0.11.0"),
     "float16": ((0, 18, 0), CacheFormat("float16", "plain", get_dtype("fp16")), "v0.18.0"),
     "fp8": ((0, 0, 0), CacheFormat("fp8", "plain", get_dtype("fp8")), "fp8 = fp8_e4m3"),
     "fp8_e4m3": ((0, 0, 0), CacheFormat("fp8_e4m3", "plain", get_dtype("fp8")), "1 B a value"),
     "fp8_e5m2": ((0, 0, 0), CacheFormat("fp8_e5m2", "plain", get_dtype("fp8")), "1 B a value"),
-    "fp8_inc": ((0, 10, 0), CacheFormat("fp8_inc", "plain", get_dtype("fp8")),
-                "Intel Gaudi fp8 (float8_e4m3fn), 1 B a value"),
-    "fp8_ds_mla": ((0, 11, 1), CacheFormat("fp8_ds_mla", "ds_mla", mla_bytes=656),
-                   "656 B a token and MLA layer (MLAAttentionSpec)"),
-    "nvfp4_ds_mla": ((0, 30, 0), CacheFormat("nvfp4_ds_mla", "ds_mla", mla_bytes=352),
-                     "352 B a token and MLA layer (flashmla_sparse.py)"),
+    "fp8_inc": (
+        (0, 10, 0),
+        CacheFormat("fp8_inc", "plain", get_dtype("fp8")),
+        "Intel Gaudi fp8 (float8_e4m3fn), 1 B a value",
+    ),
+    "fp8_ds_mla": (
+        (0, 11, 1),
+        CacheFormat("fp8_ds_mla", "ds_mla", mla_bytes=656),
+        "656 B a token and MLA layer (MLAAttentionSpec)",
+    ),
+    "nvfp4_ds_mla": (
+        (0, 30, 0),
+        CacheFormat("nvfp4_ds_mla", "ds_mla", mla_bytes=352),
+        "352 B a token and MLA layer (flashmla_sparse.py)",
+    ),
     "turboquant_k8v4": ((0, 20, 0), None, "packed K|V slots, boundary layers kept 16-bit"),
     "turboquant_4bit_nc": ((0, 20, 0), None, "packed K|V slots, boundary layers kept 16-bit"),
     "turboquant_k3v4_nc": ((0, 20, 0), None, "packed K|V slots, boundary layers kept 16-bit"),
@@ -175,15 +221,27 @@ _VLLM_FORMATS: dict[str, tuple[tuple[int, int, int], CacheFormat | None, str]] =
     "octave_k3v3": ((0, 33, 0), None, "ROCm Octave backend slots"),
     "octave_k3v3_compact": ((0, 33, 0), None, "ROCm Octave backend slots"),
     "ultraquant_4bit": ((0, 32, 0), None, "packed FP4 + UE8M0 slots, boundary layers 16-bit"),
-    "int4_per_token_head": ((0, 25, 0), CacheFormat("int4_per_token_head", "per_head",
-                                                    get_dtype("int4")), "PR #40835"),
-    "int8_per_token_head": ((0, 20, 0), CacheFormat("int8_per_token_head", "per_head",
-                                                    get_dtype("int8")), "PR #38378"),
-    "fp8_per_token_head": ((0, 20, 0), CacheFormat("fp8_per_token_head", "per_head",
-                                                   get_dtype("fp8")), "PR #38378"),
+    "int4_per_token_head": (
+        (0, 25, 0),
+        CacheFormat("int4_per_token_head", "per_head", get_dtype("int4")),
+        "PR #40835",
+    ),
+    "int8_per_token_head": (
+        (0, 20, 0),
+        CacheFormat("int8_per_token_head", "per_head", get_dtype("int8")),
+        "PR #38378",
+    ),
+    "fp8_per_token_head": (
+        (0, 20, 0),
+        CacheFormat("fp8_per_token_head", "per_head", get_dtype("fp8")),
+        "PR #38378",
+    ),
     "nvfp4": ((0, 20, 0), CacheFormat("nvfp4", "nvfp4"), "PR #37332 (FlashInfer path v0.21.0)"),
-    "nvfp4_4over6": ((0, 28, 0), CacheFormat("nvfp4_4over6", "nvfp4"),
-                     "PR #45187: the nvfp4 layout"),
+    "nvfp4_4over6": (
+        (0, 28, 0),
+        CacheFormat("nvfp4_4over6", "nvfp4"),
+        "PR #45187: the nvfp4 layout",
+    ),
 }
 
 
@@ -210,8 +268,11 @@ def kv_cache_dtypes(version: str | None = None, *, vllm_names: bool = False) -> 
     v = resolve_version(version)
     if vllm_names:
         return [n for n, (since, _, _) in _VLLM_FORMATS.items() if v >= since]
-    return [d + ("+scales" if sc else "") for (d, sc), (_, since, _) in _CACHE_DTYPES.items()
-            if v >= since]
+    return [
+        d + ("+scales" if sc else "")
+        for (d, sc), (_, since, _) in _CACHE_DTYPES.items()
+        if v >= since
+    ]
 
 
 def kv_cache_dtype_modelled(name: str) -> bool:
@@ -229,22 +290,28 @@ def cache_format(kv_dtype: str, scales: bool, version: tuple[int, ...]) -> Cache
         name = kv_dtype.strip().lower()
         since, fmt, why = _VLLM_FORMATS[name]
         if version < since:
-            raise ValueError(f"vLLM {shown} has no --kv-cache-dtype {name} (it came in "
-                             f"{'.'.join(map(str, since))}); its formats: "
-                             f"{', '.join(kv_cache_dtypes(shown, vllm_names=True))}")
+            raise ValueError(
+                f"vLLM {shown} has no --kv-cache-dtype {name} (it came in "
+                f"{'.'.join(map(str, since))}); its formats: "
+                f"{', '.join(kv_cache_dtypes(shown, vllm_names=True))}"
+            )
         if fmt is None:
-            raise ValueError(f"--kv-cache-dtype {name} is not modelled by kvcalc ({why}: its "
-                             "page size depends on the attention backend); pick another format")
+            raise ValueError(
+                f"--kv-cache-dtype {name} is not modelled by kvcalc ({why}: its "
+                "page size depends on the attention backend); pick another format"
+            )
         return fmt
     d = get_dtype("bf16" if kv_dtype == "auto" else kv_dtype)
     per_head = d.quantized and (bool(scales) or d.name in ("int8", "int4"))
     entry = _CACHE_DTYPES.get((d.name, per_head))
     if entry is None or version < entry[1]:
         have = ", ".join(kv_cache_dtypes(shown))
-        raise ValueError(f"vLLM {shown} has no {d.name.upper()}"
-                         + (" per-token-head" if per_head else "")
-                         + f" KV cache (its formats: {have}); pick one of those or a newer "
-                         "vLLM version")
+        raise ValueError(
+            f"vLLM {shown} has no {d.name.upper()}"
+            + (" per-token-head" if per_head else "")
+            + f" KV cache (its formats: {have}); pick one of those or a newer "
+            "vLLM version"
+        )
     return CacheFormat(entry[0], "per_head" if per_head else "plain", d)
 
 
@@ -264,12 +331,24 @@ def vllm_bytes_per_token(layer, fmt: CacheFormat) -> int:
         return base + 8 * (1 if mla else layer.kv_heads)
     if fmt.kind == "nvfp4":
         if mla:
-            raise ValueError(f"--kv-cache-dtype {fmt.name} has no MLA layout in vLLM; use "
-                             "nvfp4_ds_mla or fp8_ds_mla for an MLA model")
-        return layer.kv_heads * (layer.head_dim // 2 + layer.head_dim // 16
-                                 + layer.v_head_dim // 2 + layer.v_head_dim // 16) + extra
+            raise ValueError(
+                f"--kv-cache-dtype {fmt.name} has no MLA layout in vLLM; use "
+                "nvfp4_ds_mla or fp8_ds_mla for an MLA model"
+            )
+        return (
+            layer.kv_heads
+            * (
+                layer.head_dim // 2
+                + layer.head_dim // 16
+                + layer.v_head_dim // 2
+                + layer.v_head_dim // 16
+            )
+            + extra
+        )
     # ds_mla: the DeepSeek sparse layouts of a 512 latent + 64 RoPE
     if not mla or (layer.kv_lora_rank, layer.qk_rope_head_dim) != (512, 64):
-        raise ValueError(f"--kv-cache-dtype {fmt.name} is the DeepSeek sparse MLA layout "
-                         "(512 latent + 64 RoPE values); this model's layers are not")
+        raise ValueError(
+            f"--kv-cache-dtype {fmt.name} is the DeepSeek sparse MLA layout "
+            "(512 latent + 64 RoPE values); this model's layers are not"
+        )
     return fmt.mla_bytes + extra

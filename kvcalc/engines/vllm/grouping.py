@@ -57,9 +57,15 @@ def layer_grouping(layers, **kw) -> KVCacheGrouping:
 # issue 25 item 2 types it.
 @functools.lru_cache(maxsize=512)
 def _grouping_of(  # noqa: C901
-        layers: tuple, *, block_size: int, fmt: CacheFormat, state_dtypes: tuple,
-        alignment: int, threshold: float | None,
-        version: tuple[int, ...]) -> KVCacheGrouping:
+    layers: tuple,
+    *,
+    block_size: int,
+    fmt: CacheFormat,
+    state_dtypes: tuple,
+    alignment: int,
+    threshold: float | None,
+    version: tuple[int, ...],
+) -> KVCacheGrouping:
     """vLLM's KV-cache groups for ``layers`` (already split for tensor parallelism):
     the effective block size, the page, the group size and each group's member positions.
 
@@ -83,9 +89,11 @@ def _grouping_of(  # noqa: C901
             attn_page = bs * one_token
             state_pad_pct = (attn_page - state_page) / state_page * 100
             if bs != block_size:
-                notes.append(f"attention block size raised to {bs} tokens so that an attention "
-                             f"page ({attn_page:,} B) is at least a state page ({state_page:,} "
-                             f"B); the state page is padded by {state_pad_pct:.2f}%")
+                notes.append(
+                    f"attention block size raised to {bs} tokens so that an attention "
+                    f"page ({attn_page:,} B) is at least a state page ({state_page:,} "
+                    f"B); the state page is padded by {state_pad_pct:.2f}%"
+                )
             state_page = attn_page
     buckets: dict[tuple, list] = {}
     pages = {}
@@ -103,29 +111,43 @@ def _grouping_of(  # noqa: C901
     types = {k[:2] for k in buckets}
     if len(set(pages.values())) > 1 and len(types) == 1 and not states:
         if version < (0, 11, 0):
-            raise ValueError("layers of one type with different page sizes: vLLM before 0.11.0 "
-                             "cannot allocate them")
+            raise ValueError(
+                "layers of one type with different page sizes: vLLM before 0.11.0 "
+                "cannot allocate them"
+            )
         # One group; a block holds one page of every layer (their sizes summed).
         members = sorted(i for ms in buckets.values() for i in ms)
         rep = layers[members[0]]
-        notes.append("layers of one type but different page sizes form one group: a block holds "
-                     "a page of every layer (vLLM's UniformTypeKVCacheSpecs)")
+        notes.append(
+            "layers of one type but different page sizes form one group: a block holds "
+            "a page of every layer (vLLM's UniformTypeKVCacheSpecs)"
+        )
         return KVCacheGrouping(
-            block_size=bs, page_bytes=sum(bs * vllm_bytes_per_token(layers[i], fmt)
-                                          for i in members),
-            group_size=1, groups=(KVCacheGroupSpec(kind=rep.kind, members=tuple(members),
-                                                   padding=0, spec=rep, block_size=bs),),
-            padding_layers=0, padding_waste_pct=0.0, state_page_padding_pct=state_pad_pct,
-            notes=tuple(notes), uniform=True)
+            block_size=bs,
+            page_bytes=sum(bs * vllm_bytes_per_token(layers[i], fmt) for i in members),
+            group_size=1,
+            groups=(
+                KVCacheGroupSpec(
+                    kind=rep.kind, members=tuple(members), padding=0, spec=rep, block_size=bs
+                ),
+            ),
+            padding_layers=0,
+            padding_waste_pct=0.0,
+            state_page_padding_pct=state_pad_pct,
+            notes=tuple(notes),
+            uniform=True,
+        )
     if len(set(pages.values())) > 1:
         # vLLM raises smaller pages' block size to the largest page when they divide it.
         biggest = max(pages.values())
         if any(biggest % p for p in pages.values()):
             shown = ", ".join(f"{p:,}" for p in sorted(set(pages.values())))
-            raise ValueError(f"in this KV cache format the layers' pages ({shown} B) do not "
-                             "divide each other, so vLLM cannot unify them and refuses to "
-                             "start (unify_kv_cache_spec_page_size); choose another KV cache "
-                             "format")
+            raise ValueError(
+                f"in this KV cache format the layers' pages ({shown} B) do not "
+                "divide each other, so vLLM cannot unify them and refuses to "
+                "start (unify_kv_cache_spec_page_size); choose another KV cache "
+                "format"
+            )
         notes.append("layers of different page sizes: smaller pages get larger blocks")
     page = max(pages.values())
     counts = [len(ms) for ms in buckets.values()]
@@ -144,24 +166,42 @@ def _grouping_of(  # noqa: C901
         if padding:
             padding_total += padding
             waste = max(waste, padding / count * 100)
-            notes.append(f"{padding} padding layer(s) added to the {key[0]} layers: vLLM warns "
-                         f"this may waste at most {padding / count * 100:.2f}% of the cache")
+            notes.append(
+                f"{padding} padding layer(s) added to the {key[0]} layers: vLLM warns "
+                f"this may waste at most {padding / count * 100:.2f}% of the cache"
+            )
         layer_bs = bs * (page // pages[key])  # a smaller page holds more tokens per block
         for g in range(n_groups):  # vLLM deals the layers out: layers[g::n_groups]
             share = members[g::n_groups]
-            groups.append(KVCacheGroupSpec(kind=key[0], members=tuple(share),
-                                           padding=group_size - len(share),
-                                           spec=layers[share[0]], block_size=layer_bs))
-    return KVCacheGrouping(block_size=bs, page_bytes=page, group_size=group_size,
-                           groups=tuple(groups), padding_layers=padding_total,
-                           padding_waste_pct=waste, state_page_padding_pct=state_pad_pct,
-                           notes=tuple(notes))
+            groups.append(
+                KVCacheGroupSpec(
+                    kind=key[0],
+                    members=tuple(share),
+                    padding=group_size - len(share),
+                    spec=layers[share[0]],
+                    block_size=layer_bs,
+                )
+            )
+    return KVCacheGrouping(
+        block_size=bs,
+        page_bytes=page,
+        group_size=group_size,
+        groups=tuple(groups),
+        padding_layers=padding_total,
+        padding_waste_pct=waste,
+        state_page_padding_pct=state_pad_pct,
+        notes=tuple(notes),
+    )
 
 
-def per_request_blocks(grouping: KVCacheGrouping, max_model_len: int, in_flight: int,
-                       state_blocks: int = 1) -> list[int]:
+def per_request_blocks(
+    grouping: KVCacheGrouping, max_model_len: int, in_flight: int, state_blocks: int = 1
+) -> list[int]:
     """Blocks one request of max_model_len takes in each group; a recurrent group takes
     ``state_blocks`` (MambaSpec.max_memory_usage_bytes: 1, or 2 + checkpoints in 'align')."""
-    return [state_blocks if g.spec.state_elements else
-            g.spec.vllm_blocks_per_request(max_model_len, g.block_size, in_flight)
-            for g in grouping.groups]
+    return [
+        state_blocks
+        if g.spec.state_elements
+        else g.spec.vllm_blocks_per_request(max_model_len, g.block_size, in_flight)
+        for g in grouping.groups
+    ]

@@ -34,7 +34,8 @@ _PATTERNS = {
     # "GPU" on CUDA; from v0.30.0 the device type ("NPU", "XPU", ...), "+ host" with HiSparse.
     "tokens": re.compile(r"\b[A-Z]{2,6}(?: \+ host)?\s+KV cache size:\s*([0-9,]+)\s*tokens"),
     "concurrency": re.compile(
-        r"Maximum concurrency for\s+([0-9,]+)\s+tokens per request:\s*([0-9.]+)\s*x"),
+        r"Maximum concurrency for\s+([0-9,]+)\s+tokens per request:\s*([0-9.]+)\s*x"
+    ),
     "raised_block": re.compile(r"Setting attention block size to\s+([0-9]+)\s+tokens"),
     # an MLA model's kernel block: "Forcing kv cache block size to 64 for FlashMLA backend."
     # (to v0.17.x), "Setting kv cache block size to 64 for FLASHMLA backend(s)." (v0.18.0 on)
@@ -45,12 +46,22 @@ MAX_LOG_BYTES = 5_000_000
 _LOG_MAX_GIB = 2**20  # 1 PiB: predict() takes at most 2**50 bytes
 _LOG_MAX_INT = 10**12  # tokens, lengths, sizes: far above any real engine's
 _LOG_MAX_CONCURRENCY = 1e12
-_LOG_LINES = {"available_gib": "Available KV cache memory", "tokens": "GPU KV cache size",
-              "concurrency": "Maximum concurrency", "concurrency_len": "Maximum concurrency",
-              "raised_block": "Setting attention block size",
-              "available_bytes": "Available memory"}
-_LOG_TEXT = ("version", "model", "kv_cache_dtype", "mamba_cache_dtype", "mamba_ssm_cache_dtype",
-             "mamba_cache_mode")
+_LOG_LINES = {
+    "available_gib": "Available KV cache memory",
+    "tokens": "GPU KV cache size",
+    "concurrency": "Maximum concurrency",
+    "concurrency_len": "Maximum concurrency",
+    "raised_block": "Setting attention block size",
+    "available_bytes": "Available memory",
+}
+_LOG_TEXT = (
+    "version",
+    "model",
+    "kv_cache_dtype",
+    "mamba_cache_dtype",
+    "mamba_ssm_cache_dtype",
+    "mamba_cache_mode",
+)
 
 
 def _log_number(key: str, text: str, *, whole: bool, maximum: float) -> int | float:
@@ -62,12 +73,17 @@ def _log_number(key: str, text: str, *, whole: bool, maximum: float) -> int | fl
         value = int(text.replace(",", "").replace("_", "")) if whole else float(text)
     except ValueError:
         value = None
-    if value is None or (isinstance(value, float) and not math.isfinite(value)) or \
-            not 0 <= value <= maximum:  # an int is compared as an int: float(10**400) raises
+    if (
+        value is None
+        or (isinstance(value, float) and not math.isfinite(value))
+        or not 0 <= value <= maximum
+    ):  # an int is compared as an int: float(10**400) raises
         what = "a finite size" if key == "available_gib" else "a plausible number"
         unit = " GiB" if key == "available_gib" else ""
-        raise ValueError(f"the log's '{name}' value {shown!r} is not {what} of at most "
-                         f"{maximum:,.0f}{unit}; paste the line as vLLM printed it")
+        raise ValueError(
+            f"the log's '{name}' value {shown!r} is not {what} of at most "
+            f"{maximum:,.0f}{unit}; paste the line as vLLM printed it"
+        )
     return value
 
 
@@ -76,8 +92,9 @@ def parse_log(text: str) -> dict:
     memory line is vLLM's "Available KV cache memory: X GiB" (rounded) or vllm-ascend's
     "Available memory: N, total memory: M" (exact bytes, then ``available_bytes``)."""
     if len(text) > MAX_LOG_BYTES:
-        raise ValueError(f"the log is larger than {MAX_LOG_BYTES:,} bytes; paste the start-up "
-                         "part only")
+        raise ValueError(
+            f"the log is larger than {MAX_LOG_BYTES:,} bytes; paste the start-up part only"
+        )
     out: dict = {}
     for key, pat in _PATTERNS.items():
         found = pat.findall(text)
@@ -85,29 +102,33 @@ def parse_log(text: str) -> dict:
             continue
         val = found[-1]
         if key == "concurrency":
-            out["concurrency_len"] = _log_number("concurrency_len", val[0], whole=True,
-                                                 maximum=_LOG_MAX_INT)
-            out["concurrency"] = _log_number(key, val[1], whole=False,
-                                             maximum=_LOG_MAX_CONCURRENCY)
+            out["concurrency_len"] = _log_number(
+                "concurrency_len", val[0], whole=True, maximum=_LOG_MAX_INT
+            )
+            out["concurrency"] = _log_number(key, val[1], whole=False, maximum=_LOG_MAX_CONCURRENCY)
         elif key in _LOG_TEXT:
             out[key] = val
         elif key == "enable_prefix_caching":
             out[key] = val == "True"
         elif key == "available_gib":
             # one line per rank with TP/PP
-            out["available_gib_all"] = [_log_number(key, v, whole=False, maximum=_LOG_MAX_GIB)
-                                        for v in found]
+            out["available_gib_all"] = [
+                _log_number(key, v, whole=False, maximum=_LOG_MAX_GIB) for v in found
+            ]
             out[key] = out["available_gib_all"][-1]
         elif key == "available_bytes":
-            out["available_bytes_all"] = [_log_number(key, v, whole=True, maximum=2**50)
-                                          for v in found]
+            out["available_bytes_all"] = [
+                _log_number(key, v, whole=True, maximum=2**50) for v in found
+            ]
             out[key] = out["available_bytes_all"][-1]
         else:
             out[key] = _log_number(key, val, whole=True, maximum=_LOG_MAX_INT)
     if "available_gib" not in out and "available_bytes" not in out:
-        raise ValueError("no 'Available KV cache memory: X GiB' line (nor vllm-ascend's "
-                         "'Available memory: N, total memory: M') in this log; paste the lines "
-                         "vLLM prints while it starts")
+        raise ValueError(
+            "no 'Available KV cache memory: X GiB' line (nor vllm-ascend's "
+            "'Available memory: N, total memory: M') in this log; paste the lines "
+            "vLLM prints while it starts"
+        )
     return out
 
 
@@ -132,13 +153,17 @@ def log_settings(log: dict) -> dict:
     """predict() keywords for the settings a parsed log states (vLLM's defaults otherwise;
     block size 128 on Ascend, vllm-ascend's refresh_block_size)."""
     ascend = "available_bytes" in log and "available_gib" not in log
-    kw = dict(max_model_len=log.get("max_model_len") or log.get("concurrency_len"),
-              tp=log.get("tp", 1), pp=log.get("pp", 1),
-              block_size=log.get("block_size", 128 if ascend else 16),
-              kv_dtype=_KV_FROM_LOG.get(log.get("kv_cache_dtype", "auto"),
-                                        log.get("kv_cache_dtype", "auto")),
-              max_num_batched_tokens=log.get("max_num_batched_tokens"),
-              vllm_version=log.get("version"))
+    kw = dict(
+        max_model_len=log.get("max_model_len") or log.get("concurrency_len"),
+        tp=log.get("tp", 1),
+        pp=log.get("pp", 1),
+        block_size=log.get("block_size", 128 if ascend else 16),
+        kv_dtype=_KV_FROM_LOG.get(
+            log.get("kv_cache_dtype", "auto"), log.get("kv_cache_dtype", "auto")
+        ),
+        max_num_batched_tokens=log.get("max_num_batched_tokens"),
+        vllm_version=log.get("version"),
+    )
     if "mla_block" in log:  # the block vLLM chose for its MLA kernel, as logged
         kw["block_size"] = log["mla_block"]
         kw["mla_block_rule"] = False
@@ -157,8 +182,11 @@ def _log_bounds(log: dict) -> tuple[int, int, int]:
         b = min(log.get("available_bytes_all") or [log["available_bytes"]])
         return b, b, b
     gib = min(log.get("available_gib_all") or [log["available_gib"]])
-    return (round(gib * GiB), max(0, math.ceil((gib - 0.005) * GiB)),
-            min(2**50, math.floor((gib + 0.005) * GiB) - 1))
+    return (
+        round(gib * GiB),
+        max(0, math.ceil((gib - 0.005) * GiB)),
+        min(2**50, math.floor((gib + 0.005) * GiB) - 1),
+    )
 
 
 def _check_log(spec: ModelSpec, log: dict, kw: dict):
@@ -168,26 +196,55 @@ def _check_log(spec: ModelSpec, log: dict, kw: dict):
     lo = predict(spec, available_bytes=lo_b, **kw)
     hi = predict(spec, available_bytes=hi_b, **kw)
     exact = lo_b == hi_b
-    rounding = ("vllm-ascend prints the exact bytes" if exact else
-                "the GiB line is rounded to 0.01 GiB, so the prediction is a range")
+    rounding = (
+        "vllm-ascend prints the exact bytes"
+        if exact
+        else "the GiB line is rounded to 0.01 GiB, so the prediction is a range"
+    )
     lines = []
     if "tokens" in log:
         ok = lo.kv_cache_tokens <= log["tokens"] <= hi.kv_cache_tokens
-        lines.append(LogLine(name="GPU KV cache size (tokens)", logged=log["tokens"],
-                             predicted=mid.kv_cache_tokens, low=lo.kv_cache_tokens,
-                             high=hi.kv_cache_tokens, agrees=ok, why=rounding))
+        lines.append(
+            LogLine(
+                name="GPU KV cache size (tokens)",
+                logged=log["tokens"],
+                predicted=mid.kv_cache_tokens,
+                low=lo.kv_cache_tokens,
+                high=hi.kv_cache_tokens,
+                agrees=ok,
+                why=rounding,
+            )
+        )
     if "concurrency" in log:
-        ok = round(lo.max_concurrency, 2) - 0.005 <= log["concurrency"] <= \
-            round(hi.max_concurrency, 2) + 0.005
-        lines.append(LogLine(name=f"Maximum concurrency for {kw['max_model_len']:,} tokens",
-                             logged=log["concurrency"], predicted=round(mid.max_concurrency, 2),
-                             low=round(lo.max_concurrency, 2),
-                             high=round(hi.max_concurrency, 2), agrees=ok, why=rounding))
+        ok = (
+            round(lo.max_concurrency, 2) - 0.005
+            <= log["concurrency"]
+            <= round(hi.max_concurrency, 2) + 0.005
+        )
+        lines.append(
+            LogLine(
+                name=f"Maximum concurrency for {kw['max_model_len']:,} tokens",
+                logged=log["concurrency"],
+                predicted=round(mid.max_concurrency, 2),
+                low=round(lo.max_concurrency, 2),
+                high=round(hi.max_concurrency, 2),
+                agrees=ok,
+                why=rounding,
+            )
+        )
     if "raised_block" in log:
         ok = log["raised_block"] == mid.block_size
-        lines.append(LogLine(name="attention block size", logged=log["raised_block"],
-                             predicted=mid.block_size, low=mid.block_size, high=mid.block_size,
-                             agrees=ok, why="raised so an attention page holds a state page"))
+        lines.append(
+            LogLine(
+                name="attention block size",
+                logged=log["raised_block"],
+                predicted=mid.block_size,
+                low=mid.block_size,
+                high=mid.block_size,
+                agrees=ok,
+                why="raised so an attention page holds a state page",
+            )
+        )
     return mid, lines
 
 
@@ -206,26 +263,49 @@ def _alternatives(spec: ModelSpec, log: dict, kw: dict):
                 pc = mamba_cache_mode_of(version, None) != "none"
             except ValueError:
                 pc = False
-        out.append((f"prefix caching {'off' if pc else 'on'} (recurrent groups keep "
-                    f"{'1 block' if pc else '2 blocks'} a request)",
-                    {"enable_prefix_caching": not pc, "mamba_cache_mode": None}))
-        for conv, ssm, text in (("auto", "float32", "SSM state float32, conv state in the "
-                                 "model's dtype (--mamba-ssm-cache-dtype float32)"),
-                                ("float32", "auto", "both states float32 "
-                                 "(--mamba-cache-dtype float32)"),
-                                ("auto", "bfloat16", "SSM state in the model's dtype "
-                                 "(--mamba-ssm-cache-dtype bfloat16)")):
-            if (kw.get("mamba_cache_dtype", "auto"), kw.get("mamba_ssm_cache_dtype", "auto")) \
-                    != (conv, ssm):
+        out.append(
+            (
+                f"prefix caching {'off' if pc else 'on'} (recurrent groups keep "
+                f"{'1 block' if pc else '2 blocks'} a request)",
+                {"enable_prefix_caching": not pc, "mamba_cache_mode": None},
+            )
+        )
+        for conv, ssm, text in (
+            (
+                "auto",
+                "float32",
+                "SSM state float32, conv state in the "
+                "model's dtype (--mamba-ssm-cache-dtype float32)",
+            ),
+            ("float32", "auto", "both states float32 (--mamba-cache-dtype float32)"),
+            (
+                "auto",
+                "bfloat16",
+                "SSM state in the model's dtype (--mamba-ssm-cache-dtype bfloat16)",
+            ),
+        ):
+            if (kw.get("mamba_cache_dtype", "auto"), kw.get("mamba_ssm_cache_dtype", "auto")) != (
+                conv,
+                ssm,
+            ):
                 out.append((text, {"mamba_cache_dtype": conv, "mamba_ssm_cache_dtype": ssm}))
         if fact("gdn_prefill_checkpoint", version) and not kw.get("gdn_prefill_checkpoint"):
-            out.append(("the FlashInfer Gated DeltaNet prefill checkpoint (Hopper/Blackwell, "
-                        "--gdn-prefill-checkpoint)", {"gdn_prefill_checkpoint": True}))
+            out.append(
+                (
+                    "the FlashInfer Gated DeltaNet prefill checkpoint (Hopper/Blackwell, "
+                    "--gdn-prefill-checkpoint)",
+                    {"gdn_prefill_checkpoint": True},
+                )
+            )
     if windowed:
         for mnbt in (2048, 2496, 8192, 16384):
             if mnbt != kw.get("max_num_batched_tokens"):
-                out.append((f"max_num_batched_tokens {mnbt:,} (--max-num-batched-tokens)",
-                            {"max_num_batched_tokens": mnbt}))
+                out.append(
+                    (
+                        f"max_num_batched_tokens {mnbt:,} (--max-num-batched-tokens)",
+                        {"max_num_batched_tokens": mnbt},
+                    )
+                )
     for bs in (16, 128):
         if bs != kw.get("block_size") and not has_state:
             out.append((f"block size {bs} (--block-size)", {"block_size": bs}))
@@ -266,8 +346,11 @@ def explain_log(spec: ModelSpec, log: dict, **overrides) -> tuple[VllmPrediction
         if line.agrees:
             out.append(line)
             continue
-        why = (("reproduced with " + " or ".join(causes) + ": the likely real setting")
-               if causes else _why(mid, log, "tokens" if "tokens" in line.name else "other"))
+        why = (
+            ("reproduced with " + " or ".join(causes) + ": the likely real setting")
+            if causes
+            else _why(mid, log, "tokens" if "tokens" in line.name else "other")
+        )
         out.append(replace(line, why=why))
     return mid, out
 
@@ -279,8 +362,11 @@ def _why(p: VllmPrediction, log: dict, what: str) -> str:
     if len(p.groups) > 1:
         reasons.append(f"hybrid grouping ({len(p.groups)} groups of {p.group_size} layers)")
     if what == "tokens":
-        reasons.append(f"this vLLM version may print the tokens line another way (predicted "
-                       f"with {p.tokens_formula}); set --vllm-version")
-    reasons.append("a draft model's layers (speculative decoding) share the pool; set "
-                   "--num-draft-layers")
+        reasons.append(
+            f"this vLLM version may print the tokens line another way (predicted "
+            f"with {p.tokens_formula}); set --vllm-version"
+        )
+    reasons.append(
+        "a draft model's layers (speculative decoding) share the pool; set --num-draft-layers"
+    )
     return "; ".join(reasons)

@@ -21,10 +21,27 @@ __all__ = ["percentile", "SimResult", "Tally", "summarize", "BINDING_LIMITS", "C
 BINDING_LIMITS = ("kv_pool", "max_num_seqs", "max_num_batched_tokens", "arrivals")
 # ``simulate --json``: the first keys as vLLM's benchmark names its metrics (in seconds), then
 # the simulator's own.
-CLI_KEYS = ("ttft_p50_s", "ttft_mean_s", "ttft_p99_s", "tpot_p50_s", "tpot_mean_s", "tpot_p99_s",
-            "itl_p50_s", "itl_mean_s", "itl_p99_s", "e2el_p50_s", "e2el_mean_s", "duration_s",
-            "request_throughput", "output_tokens_per_s", "total_tokens_per_s", "preemptions",
-            "kv_utilization_mean", "max_batch", "binding_limit")
+CLI_KEYS = (
+    "ttft_p50_s",
+    "ttft_mean_s",
+    "ttft_p99_s",
+    "tpot_p50_s",
+    "tpot_mean_s",
+    "tpot_p99_s",
+    "itl_p50_s",
+    "itl_mean_s",
+    "itl_p99_s",
+    "e2el_p50_s",
+    "e2el_mean_s",
+    "duration_s",
+    "request_throughput",
+    "output_tokens_per_s",
+    "total_tokens_per_s",
+    "preemptions",
+    "kv_utilization_mean",
+    "max_batch",
+    "binding_limit",
+)
 SERIES_POINTS = 400  # utilization-over-time samples kept for a chart
 
 
@@ -120,7 +137,6 @@ class SimResult:
         return {k: getattr(self, k) for k in CLI_KEYS}
 
 
-
 class Finished(Protocol):
     """What ``summarize`` reads of a request once the run is over (times in seconds)."""
 
@@ -175,8 +191,11 @@ class Tally:
         if self.preemptions or self.kv_waits:
             return "kv_pool"
         at_max = self.at_max
-        return max(at_max, key=lambda k: (at_max[k], -BINDING_LIMITS.index(k))) \
-            if at_max else "arrivals"
+        return (
+            max(at_max, key=lambda k: (at_max[k], -BINDING_LIMITS.index(k)))
+            if at_max
+            else "arrivals"
+        )
 
     def itl(self) -> tuple[list[float], list[int]]:
         """Every decode token's gap is its step's time; tokens after a preemption add theirs:
@@ -190,8 +209,9 @@ class Tally:
         return ivals, [itl[v] for v in ivals]
 
 
-def summarize(s: Setup, reqs: Sequence[Finished], tally: Tally, *, duration: float, steps: int,
-              api: float) -> SimResult:
+def summarize(
+    s: Setup, reqs: Sequence[Finished], tally: Tally, *, duration: float, steps: int, api: float
+) -> SimResult:
     """The run's figures; ``api``: the serving stack's time, added back to TTFT and E2EL."""
     nreq, total = len(reqs), s.num_blocks
     out_tokens = sum(r.output for r in reqs)
@@ -205,20 +225,29 @@ def summarize(s: Setup, reqs: Sequence[Finished], tally: Tally, *, duration: flo
     t0 = tally.t_first_finish
     steady = [x for r, x in zip(reqs, ttft) if t0 >= 0 and r.arrival >= t0]
     span = tally.t_last_admit - t0
-    steady_batch = ((tally.run_at_last_admit - tally.run_at_first_finish) / span
-                    if t0 >= 0 and span > 0 else None)
+    steady_batch = (
+        (tally.run_at_last_admit - tally.run_at_first_finish) / span
+        if t0 >= 0 and span > 0
+        else None
+    )
     trace = thin(tally.trace)
     tpot50 = percentile(tpots, 50) if tpots else 0.0
     return SimResult(
-        requests=nreq, duration_s=duration, output_tokens=out_tokens,
+        requests=nreq,
+        duration_s=duration,
+        output_tokens=out_tokens,
         prompt_tokens=prompt_tokens,
-        ttft_mean_s=sum(ttft) / nreq, ttft_p50_s=percentile(ttft, 50),
+        ttft_mean_s=sum(ttft) / nreq,
+        ttft_p50_s=percentile(ttft, 50),
         ttft_p99_s=percentile(ttft, 99),
-        tpot_mean_s=sum(tpots) / len(tpots) if tpots else 0.0, tpot_p50_s=tpot50,
+        tpot_mean_s=sum(tpots) / len(tpots) if tpots else 0.0,
+        tpot_p50_s=tpot50,
         tpot_p99_s=percentile(tpots, 99) if tpots else 0.0,
-        itl_p50_s=percentile(ivals, 50, iw), itl_p99_s=percentile(ivals, 99, iw),
+        itl_p50_s=percentile(ivals, 50, iw),
+        itl_p99_s=percentile(ivals, 99, iw),
         itl_mean_s=sum(v * c for v, c in zip(ivals, iw)) / sum(iw) if iw else 0.0,
-        e2el_mean_s=sum(e2el) / nreq, e2el_p50_s=percentile(e2el, 50),
+        e2el_mean_s=sum(e2el) / nreq,
+        e2el_p50_s=percentile(e2el, 50),
         e2el_p99_s=percentile(e2el, 99),
         output_tokens_per_s=out_tokens / duration,
         request_throughput=nreq / duration,
@@ -229,17 +258,28 @@ def summarize(s: Setup, reqs: Sequence[Finished], tally: Tally, *, duration: flo
         prefix_hit_rate=tally.hit_tokens / tally.query_tokens if tally.query_tokens else 0.0,
         kv_utilization_mean=tally.area_used / total / duration,
         kv_utilization_peak=tally.peak_used / total,
-        mean_in_system=tally.area_in_system / duration, max_batch=tally.max_batch,
-        binding_limit=tally.binding(), steps=steps, num_blocks=total, block_size=s.block_size,
-        max_num_seqs=s.max_num_seqs, max_num_batched_tokens=s.max_num_batched_tokens,
-        tp=s.tp, kv_dtype=s.kv_dtype, utilization_series=tuple((x, u / total)
-                                                               for x, u, _ in trace),
+        mean_in_system=tally.area_in_system / duration,
+        max_batch=tally.max_batch,
+        binding_limit=tally.binding(),
+        steps=steps,
+        num_blocks=total,
+        block_size=s.block_size,
+        max_num_seqs=s.max_num_seqs,
+        max_num_batched_tokens=s.max_num_batched_tokens,
+        tp=s.tp,
+        kv_dtype=s.kv_dtype,
+        utilization_series=tuple((x, u / total) for x, u, _ in trace),
         batch_series=tuple((x, n) for x, _, n in trace),
-        ttft_s=tuple(ttft), e2el_s=tuple(e2el), notes=s.notes,
-        kv_wait_steps=tally.kv_waits, warmup_requests=nreq - len(steady),
+        ttft_s=tuple(ttft),
+        e2el_s=tuple(e2el),
+        notes=s.notes,
+        kv_wait_steps=tally.kv_waits,
+        warmup_requests=nreq - len(steady),
         ttft_p50_steady_s=percentile(steady, 50) if steady else None,
         ttft_p99_steady_s=percentile(steady, 99) if steady else None,
-        mean_batch=tally.area_run / duration, steady_batch=steady_batch)
+        mean_batch=tally.area_run / duration,
+        steady_batch=steady_batch,
+    )
 
 
 def thin(points: list, n: int = SERIES_POINTS) -> list:

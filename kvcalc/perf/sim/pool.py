@@ -12,9 +12,28 @@ __all__ = ["Request", "Pool", "Decoding", "window_pairs"]
 
 
 class Request:
-    __slots__ = ("i", "arrival", "prompt", "output", "shared", "gen", "computed", "target",
-                 "held", "seq", "first", "last", "finish", "dbase", "gbase", "done_step",
-                 "bucket", "skip", "win", "epoch")
+    __slots__ = (
+        "i",
+        "arrival",
+        "prompt",
+        "output",
+        "shared",
+        "gen",
+        "computed",
+        "target",
+        "held",
+        "seq",
+        "first",
+        "last",
+        "finish",
+        "dbase",
+        "gbase",
+        "done_step",
+        "bucket",
+        "skip",
+        "win",
+        "epoch",
+    )
 
     def __init__(self, i, arrival, prompt, output, shared):
         self.i = i
@@ -107,8 +126,20 @@ class Decoding:
     the window (how many, sum of dbase), and those past it that free a block, by bucket;
     ``wheap`` holds when each moves on."""
 
-    __slots__ = ("s", "bs", "gs", "W", "buckets", "n", "base_sum", "n_below", "below_sum",
-                 "past_cnt", "wheap", "worder")
+    __slots__ = (
+        "s",
+        "bs",
+        "gs",
+        "W",
+        "buckets",
+        "n",
+        "base_sum",
+        "n_below",
+        "below_sum",
+        "past_cnt",
+        "wheap",
+        "worder",
+    )
 
     def __init__(self, s: Setup):
         self.s, self.bs, self.gs, self.W = s, s.block_size, s.slide_groups, s.window

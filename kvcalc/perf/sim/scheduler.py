@@ -42,11 +42,14 @@ def estimated_steps(s: Setup, wl: Workload) -> int:
     server busy for seconds): output tokens over the batch the pool and the caps allow, plus
     the prefill chunks."""
     longest = wl.prompt.hi + wl.output.hi
-    per_request = (s.blocks_held(longest, s.skipped(longest)) if s.multi_group else
-                   cdiv(longest, s.block_size))
+    per_request = (
+        s.blocks_held(longest, s.skipped(longest)) if s.multi_group else cdiv(longest, s.block_size)
+    )
     batch = max(1, min(wl.users or wl.requests, s.max_num_seqs, s.num_blocks // per_request))
-    return math.ceil(wl.requests * wl.output.mean / batch
-                     + wl.requests * wl.prompt.mean / s.max_num_batched_tokens)
+    return math.ceil(
+        wl.requests * wl.output.mean / batch
+        + wl.requests * wl.prompt.mean / s.max_num_batched_tokens
+    )
 
 
 class Scheduler:
@@ -55,11 +58,15 @@ class Scheduler:
 
     def __init__(self, s: Setup, wl: Workload, *, series: bool = True):
         if wl.longest > s.max_model_len:
-            raise ValueError(f"the workload's longest request ({wl.longest:,} tokens) is longer "
-                             f"than the setup's max_model_len ({s.max_model_len:,})")
+            raise ValueError(
+                f"the workload's longest request ({wl.longest:,} tokens) is longer "
+                f"than the setup's max_model_len ({s.max_model_len:,})"
+            )
         if wl.prefix_share and s.multi_group:
-            raise ValueError("prefix sharing is simulated for models whose every layer keeps "
-                             "all tokens; this model has sliding windows or recurrent states")
+            raise ValueError(
+                "prefix sharing is simulated for models whose every layer keeps "
+                "all tokens; this model has sliding windows or recurrent states"
+            )
         self.s, self.wl, self.series = s, wl, series
         self.rng = random.Random(wl.seed)
         self.bs = s.block_size
@@ -142,10 +149,11 @@ class Scheduler:
             # the next step's start (area += t - arrival)
         pool = self.pool
         if pool.free + pool.chain_len != pool.total or pool.chain_hot:  # every block back
-            raise RuntimeError(f"internal error: {pool.total - pool.free - pool.chain_len} "
-                               "blocks not returned at the end of the run")
-        return summarize(s, self.reqs, self.tally, duration=self.t, steps=self.step,
-                         api=self.api)
+            raise RuntimeError(
+                f"internal error: {pool.total - pool.free - pool.chain_len} "
+                "blocks not returned at the end of the run"
+            )
+        return summarize(s, self.reqs, self.tally, duration=self.t, steps=self.step, api=self.api)
 
     # -- the named steps, in a step's order -------------------------------------------------
 
@@ -310,8 +318,15 @@ class Scheduler:
             r.computed = e
         if tokens == 0:
             raise RuntimeError("internal error: a step with no token to compute")
-        return self.s.step_seconds(tokens, read_tokens, pairs, slide_read, slide_pairs,
-                                   n_dec + len(self.chunks) if self.st else 0, decode_pairs)
+        return self.s.step_seconds(
+            tokens,
+            read_tokens,
+            pairs,
+            slide_read,
+            slide_pairs,
+            n_dec + len(self.chunks) if self.st else 0,
+            decode_pairs,
+        )
 
     def account(self, dt: float, reason: str | None) -> None:
         """The step's share of the time integrals, the batch it ran, its decode tokens' gap."""
@@ -381,8 +396,10 @@ class Scheduler:
             r.last = t_end
             if r.gen >= r.output:
                 del self.running[r]
-                pool.release(r, s.blocks_held(r.computed, r.skip) if self.multi else
-                             cdiv(r.computed, self.bs))
+                pool.release(
+                    r,
+                    s.blocks_held(r.computed, r.skip) if self.multi else cdiv(r.computed, self.bs),
+                )
                 r.skip = 0
                 finished.append(r)
                 continue

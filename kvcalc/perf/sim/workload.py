@@ -14,6 +14,7 @@ __all__ = ["Dist", "fixed", "uniform", "lognormal", "Workload", "MAX_REQUESTS", 
 MAX_REQUESTS = 20_000  # about 10 s of simulation at most on one core
 MAX_TOKENS = 1_000_000  # one request's prompt or output
 
+
 @dataclass(frozen=True, kw_only=True)
 class Dist:
     """A length distribution in tokens: fixed, uniform on [lo, hi], or log-normal with a given
@@ -40,15 +41,17 @@ class Dist:
             return float(self.lo)
         if self.kind == "uniform":
             return (self.lo + self.hi) / 2
-        return self.median * math.exp(self.sigma ** 2 / 2)
+        return self.median * math.exp(self.sigma**2 / 2)
 
     def describe(self) -> str:
         if self.kind == "fixed":
             return f"{self.lo:,}"
         if self.kind == "uniform":
             return f"uniform {self.lo:,} to {self.hi:,}"
-        return (f"log-normal, median {self.median:,.0f}, sigma {self.sigma:g}, clipped to "
-                f"{self.lo:,}-{self.hi:,}")
+        return (
+            f"log-normal, median {self.median:,.0f}, sigma {self.sigma:g}, clipped to "
+            f"{self.lo:,}-{self.hi:,}"
+        )
 
 
 def fixed(n: int, what: str = "length") -> Dist:
@@ -87,14 +90,19 @@ class Workload:
     def __post_init__(self):
         check_int("requests", self.requests, 1, MAX_REQUESTS)
         if (self.rate is None) == (self.users is None):
-            raise ValueError("give either an arrival rate (requests/s) or a number of users "
-                             "(a closed loop), not both and not neither")
-        if self.rate is not None and not (isinstance(self.rate, (int, float))
-                                          and not isinstance(self.rate, bool)
-                                          and (self.rate == math.inf or
-                                               0 < self.rate <= 1e6)):
-            raise ValueError(f"the arrival rate must be above 0 and at most 1,000,000 "
-                             f"requests/s, or inf (all at once), got {self.rate!r}")
+            raise ValueError(
+                "give either an arrival rate (requests/s) or a number of users "
+                "(a closed loop), not both and not neither"
+            )
+        if self.rate is not None and not (
+            isinstance(self.rate, (int, float))
+            and not isinstance(self.rate, bool)
+            and (self.rate == math.inf or 0 < self.rate <= 1e6)
+        ):
+            raise ValueError(
+                f"the arrival rate must be above 0 and at most 1,000,000 "
+                f"requests/s, or inf (all at once), got {self.rate!r}"
+            )
         if self.users is not None:
             check_int("users", self.users, 1, MAX_REQUESTS)
         check_float("prefix-sharing fraction", self.prefix_share, 0.0, 1.0)

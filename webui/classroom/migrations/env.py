@@ -14,7 +14,11 @@ PG_LOCK = 726_594_113  # any fixed number: the advisory lock of this schema's mi
 connection = context.config.attributes["connection"]
 if connection.dialect.name == "postgresql":
     connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({PG_LOCK})")
-context.configure(connection=connection, target_metadata=Base.metadata,
-                  version_table=VERSION_TABLE, render_as_batch=True)
+context.configure(
+    connection=connection,
+    target_metadata=Base.metadata,
+    version_table=VERSION_TABLE,
+    render_as_batch=True,
+)
 with context.begin_transaction():
     context.run_migrations()

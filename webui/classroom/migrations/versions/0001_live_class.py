@@ -32,8 +32,12 @@ def upgrade() -> None:
     op.create_table(
         "classroom_students",
         sa.Column("id", sa.Integer(), primary_key=True),
-        sa.Column("class_id", sa.Integer(),
-                  sa.ForeignKey("classroom_classes.id", ondelete="CASCADE"), nullable=False),
+        sa.Column(
+            "class_id",
+            sa.Integer(),
+            sa.ForeignKey("classroom_classes.id", ondelete="CASCADE"),
+            nullable=False,
+        ),
         sa.Column("token_hash", sa.String(64), nullable=False),
         sa.Column("nickname", sa.String(24), nullable=True),
         sa.Column("visitor", sa.String(80), nullable=False),
@@ -47,10 +51,18 @@ def upgrade() -> None:
     op.create_table(
         "classroom_answers",
         sa.Column("id", sa.Integer(), primary_key=True),
-        sa.Column("class_id", sa.Integer(),
-                  sa.ForeignKey("classroom_classes.id", ondelete="CASCADE"), nullable=False),
-        sa.Column("student_id", sa.Integer(),
-                  sa.ForeignKey("classroom_students.id", ondelete="CASCADE"), nullable=False),
+        sa.Column(
+            "class_id",
+            sa.Integer(),
+            sa.ForeignKey("classroom_classes.id", ondelete="CASCADE"),
+            nullable=False,
+        ),
+        sa.Column(
+            "student_id",
+            sa.Integer(),
+            sa.ForeignKey("classroom_students.id", ondelete="CASCADE"),
+            nullable=False,
+        ),
         sa.Column("question", sa.Integer(), nullable=False),
         sa.Column("part", sa.Integer(), nullable=False),
         sa.Column("text", sa.String(64), nullable=False),
@@ -60,8 +72,9 @@ def upgrade() -> None:
         sa.Column("slip", sa.String(400), nullable=False),
         sa.Column("attempts", sa.Integer(), nullable=False),
         sa.Column("answered_at", sa.Float(), nullable=False),
-        sa.UniqueConstraint("class_id", "question", "part", "student_id",
-                            name="uq_classroom_answer"),
+        sa.UniqueConstraint(
+            "class_id", "question", "part", "student_id", name="uq_classroom_answer"
+        ),
     )
     op.create_index("ix_classroom_answers_class_id", "classroom_answers", ["class_id"])
     op.create_index("ix_classroom_answers_student_id", "classroom_answers", ["student_id"])
@@ -72,8 +85,9 @@ def upgrade() -> None:
         sa.Column("visitor", sa.String(80), nullable=False),
         sa.Column("at", sa.Float(), nullable=False),
     )
-    op.create_index("ix_classroom_events_kind_visitor_at", "classroom_events",
-                    ["kind", "visitor", "at"])
+    op.create_index(
+        "ix_classroom_events_kind_visitor_at", "classroom_events", ["kind", "visitor", "at"]
+    )
 
 
 def downgrade() -> None:
