@@ -25,12 +25,12 @@ fast:  ## the fast suite: no browser, no torch, no servers (about two minutes on
 test:  ## every test, as CI runs them (20+ minutes; .ci/run installs Chromium, HAProxy, PostgreSQL)
 	$(BIN)/python -m pytest -q
 
-lint: ruff-check typecheck  ## ruff check and mypy (format-check is apart: see CONTRIBUTING.md)
+lint: ruff-check format-check typecheck  ## ruff check, ruff format --check and mypy, as CI runs them
 
 ruff-check:  ## ruff's lint rules ([tool.ruff.lint] in pyproject.toml)
 	$(BIN)/ruff check .
 
-format-check:  ## fails when `make format` would change a file (not enforced yet)
+format-check:  ## fails when `make format` would change a file
 	$(BIN)/ruff format --check .
 
 typecheck:  ## mypy over kvcalc/ and webui/ ([tool.mypy] in pyproject.toml)
