@@ -4,9 +4,11 @@ fills, token by token and layer by layer), 3 Budget (the pool and the conversati
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from ..cache.kv import kv_cache
 from ..core.units import GB, GiB, fmt_bytes, fmt_gib
+from ..engines.budget import Budget
 from ..perf.roofline import token_passes
 from .quiz import Question
 from .tour_text import (
@@ -223,14 +225,14 @@ def stop2(s: Setup) -> Lesson:
     )
 
 
-def stop3(s: Setup) -> Lesson:
+def _pool_slips(s: Setup, b: Budget) -> list[tuple[float | None, str]]:
+    """The slips stop 3's grader names: each a way to miscount the pool or one conversation,
+    as its answer over the right one."""
     spec, n = s.spec, s.n
-    b = kv_pool(spec, s.w, s.gpu, n, s.kv_dtype, s.tp, s.pp)
-    none_fits(b, n, s.gpu)
     conc = b.max_concurrency
     seq = b.seq_bytes
 
-    def conc_with(**kw):
+    def conc_with(**kw: Any) -> float:
         return kv_pool(spec, s.w, s.gpu, n, s.kv_dtype, s.tp, s.pp, **kw).max_concurrency
 
     slips = [
@@ -299,6 +301,13 @@ def stop3(s: Setup) -> Lesson:
                 "reserves only its window and the tokens in flight.",
             )
         )
+    return slips
+
+
+def _pool_givens(s: Setup, b: Budget) -> list[tuple[str, str]]:
+    """What stop 3 gives: the GPU's memory, the engine's settings, the weights, the reserve
+    and the blocks."""
+    spec, n = s.spec, s.n
     uniform = b.num_groups <= 1
     givens = [
         s.tokens_given(),
@@ -326,6 +335,16 @@ def stop3(s: Setup) -> Lesson:
             f"{b.blocks_per_request:,}" + ("" if uniform else f" ({reserve_rule(spec)})"),
         ),
     ]
+    return givens
+
+
+def stop3(s: Setup) -> Lesson:
+    spec, n = s.spec, s.n
+    b = kv_pool(spec, s.w, s.gpu, n, s.kv_dtype, s.tp, s.pp)
+    none_fits(b, n, s.gpu)
+    conc = b.max_concurrency
+    slips = _pool_slips(s, b)
+    givens = _pool_givens(s, b)
     q = Question(
         qid="tour-3",
         level="mid",
