@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..cache.kv import kv_cache
+from ..cache.kv import KVCache, kv_cache
 from ..core.units import GB, GiB, fmt_bytes, fmt_gib
 from ..engines.budget import Budget
 from ..perf.roofline import token_passes
@@ -105,12 +105,10 @@ def stop1(s: Setup) -> Lesson:
     )
 
 
-def stop2(s: Setup) -> Lesson:
-    spec, n = s.spec, s.n
-    r = kv_cache(spec, n, kv_dtype=s.kv_dtype)
-    per = kv_cache(spec, 1, kv_dtype=s.kv_dtype).kv_bytes_per_token_nominal
-    total = r.total_bytes  # K/V and any recurrent state: what Home's figure counts
-    kinds = kinds_of(spec)
+def _fill_givens(s: Setup, r: KVCache, per: int) -> list[tuple[str, str]]:
+    """What stop 2 gives: the tokens, stop 1's bytes per token, what each kind of layer keeps,
+    and any recurrent state."""
+    n = s.n
     givens = [s.tokens_given(), ("KV cache per token (stop 1)", f"{per:,} B ({fmt_bytes(per)})")]
     rows = [row for row in r.rows if row.stores_tokens]
     if len(rows) > 1 or any(row.tokens_kept < n for row in rows):
@@ -133,6 +131,12 @@ def stop2(s: Setup) -> Lesson:
                 f"{r.state_bytes:,} B ({fmt_bytes(r.state_bytes)}), whatever its length",
             )
         )
+    return givens
+
+
+def _fill_slips(s: Setup, r: KVCache, total: int) -> list[tuple[float | None, str]]:
+    """The slips stop 2's grader names: a window ignored, the state left out, bytes for GiB."""
+    spec, n = s.spec, s.n
     slips = kv_slips(spec, s.kv_dtype, n)
     full_total = kv_cache(as_full(spec), n, kv_dtype=s.kv_dtype).total_bytes
     if full_total != total:
@@ -155,6 +159,17 @@ def stop2(s: Setup) -> Lesson:
             f"GiB. Add the unit (e.g. '{total:,} B').",
         )
     )
+    return slips
+
+
+def stop2(s: Setup) -> Lesson:
+    spec, n = s.spec, s.n
+    r = kv_cache(spec, n, kv_dtype=s.kv_dtype)
+    per = kv_cache(spec, 1, kv_dtype=s.kv_dtype).kv_bytes_per_token_nominal
+    total = r.total_bytes  # K/V and any recurrent state: what Home's figure counts
+    kinds = kinds_of(spec)
+    givens = _fill_givens(s, r, per)
+    slips = _fill_slips(s, r, total)
     every = per * n
     note = (
         ""
