@@ -3,22 +3,28 @@
 The five questions follow the seed chapter's interview check; the answers are written for this
 project and every number in them is computed here. Practice questions draw realistic parameters
 from a seeded generator, so a class that shares the seed shares the same set.
+
+This module is the quiz's public interface: the interview questions and the grader live here,
+the ``Question`` every teaching module builds in ``question``, and the practice generator in
+``practice``; both are re-exported.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import random
 import re
 from dataclasses import dataclass
 
 from ..cache.kv import kv_cache
-from ..config.catalog import get_gpu, get_model, registry
+from ..cache.weight_bytes import Weights
+from ..config.catalog import GPU, get_gpu, get_model, registry
 from ..config.hfconfig import spec_from_config
-from ..core.units import GB, GiB, KiB, MiB, check_int, fmt_bytes, fmt_seconds
-from ..engines.budget import budget, pool_defaults_text
+from ..core.model import ModelSpec
+from ..core.units import GiB, KiB, MiB, fmt_bytes, fmt_seconds
+from ..engines.budget import Budget, budget
 from ..perf.roofline import offload_vs_recompute, prefill, step_time
+from .practice import llama_like, practice_questions
+from .question import Question
 
 __all__ = [
     "Question",
@@ -34,70 +40,11 @@ __all__ = [
 TOLERANCE = 0.02  # relative: 2% covers rounding to three significant digits
 
 
-@dataclass(frozen=True, kw_only=True)
-class Question:
-    qid: str
-    level: str  # core, mid, senior
-    prompt: str
-    answer: str  # the revealed answer (markdown)
-    value: float | None = None  # the number to give, for graded questions
-    unit: str = ""  # what value is in: "B", "tokens", "x", "sequences"
-    ask_unit: str = ""  # the unit a bare number is read in ("GiB" when the question asks GiB)
-    solution: str = ""  # worked solution, numbers substituted
-    # A second number the question asks for (Q2: per token, then per sequence), graded apart.
-    value2: float | None = None
-    unit2: str = ""
-    ask_unit2: str = ""
-    floor_ok: bool = False  # "how many fit": the whole number below the answer is right too
-    config: str = ""  # a config.json snippet the question reads from (JSON text)
-    # Mistakes particular to this question: (answer / right answer, what it means).
-    mistakes: tuple[tuple[float, str], ...] = ()
-    # The generic K/V hints (half: the factor 2; 8x: bits vs bytes) fit a question about K/V
-    # bytes of attention layers; a question that names its own slips (an MLA latent has no
-    # factor 2) turns them off. The unit hints (KiB vs KB, GiB vs GB) always apply.
-    kv_hints: bool = True
-
-    def part(self, n: int) -> "Question":
-        """The question as graded for its part ``n`` (1 or 2)."""
-        if n == 1:
-            return self
-        if self.value2 is None:
-            raise ValueError("this question has no second part")
-        from dataclasses import replace
-
-        return replace(
-            self, value=self.value2, unit=self.unit2, ask_unit=self.ask_unit2, value2=None
-        )
-
-
-def _llama_like(layers: int, kv_heads: int, head_dim: int, q_heads: int | None = None) -> dict:
-    q = q_heads or kv_heads * 4
-    return {
-        "model_type": "llama",
-        "num_hidden_layers": layers,
-        "num_key_value_heads": kv_heads,
-        "num_attention_heads": q,
-        "head_dim": head_dim,
-        "hidden_size": q * head_dim,
-        "intermediate_size": 4 * q * head_dim,
-        "vocab_size": 32000,
-    }
-
-
 def interview_questions() -> list[Question]:
     """The chapter's five questions, answered with numbers computed by kvcalc."""
     l8b = get_model("llama-3.1-8b")
     h100 = get_gpu("h100-sxm-80gb")
-    spec = l8b.spec
-    layer = spec.kv_layers[0]
-    q_bytes = spec.num_layers * layer.q_heads * layer.qk_dim * 2
-    kv_tok = kv_cache(spec, 1).kv_bytes_per_token_nominal
-
-    forty = spec_from_config(_llama_like(40, 8, 128, 32))
-    per = kv_cache(forty, 1, kv_dtype="fp16").kv_bytes_per_token_nominal
-    seq = kv_cache(forty, 8192, kv_dtype="fp16").kv_bytes
-
-    w = l8b.weights()
+    spec, w = l8b.spec, l8b.weights()
     b16 = budget(
         spec,
         total_bytes=h100.memory_bytes,
@@ -105,6 +52,89 @@ def interview_questions() -> list[Question]:
         weights_bytes=w.bytes,
         find_max_context=False,
     )
+    return [
+        _why_kv(spec),
+        _per_token(),
+        _why_concurrency(spec, w, b16),
+        _fp8(spec, w, h100, b16),
+        _offload(spec, w, h100),
+    ]
+
+
+def _why_kv(spec: ModelSpec) -> Question:
+    """Why K and V are cached and Q is not, with what Q would cost Llama 3.1 8B per token."""
+    layer = spec.kv_layers[0]
+    q_bytes = spec.num_layers * layer.q_heads * layer.qk_dim * 2
+    kv_tok = kv_cache(spec, 1).kv_bytes_per_token_nominal
+    return Question(
+        qid="why-kv",
+        level="core",
+        prompt="Why do we cache K and V but not Q?",
+        answer=(
+            "A token's query is used once: at the step that processes that token it is "
+            "compared with the keys of every earlier token, and then it is never needed "
+            "again. Keys and values are the opposite: every later token reads them. "
+            "Caching them saves recomputing them at every step; caching queries would "
+            "cost memory and save nothing. For Llama 3.1 8B, keeping Q as well would add "
+            f"{fmt_bytes(q_bytes)} per token on top of the {fmt_bytes(kv_tok)} of K and V "
+            "(32 layers x 32 query heads x 128 x 2 B), for no speed-up."
+        ),
+    )
+
+
+def _per_token() -> Question:
+    """The chapter's 40-layer model: KV bytes per token and per 8,192-token sequence."""
+    forty = spec_from_config(llama_like(40, 8, 128, 32))
+    per = kv_cache(forty, 1, kv_dtype="fp16").kv_bytes_per_token_nominal
+    seq = kv_cache(forty, 8192, kv_dtype="fp16").kv_bytes
+    return Question(
+        qid="per-token",
+        level="core",
+        prompt=(
+            "Compute the KV cache per token for a 40-layer model with 8 KV heads, "
+            "head dimension 128, in FP16. How much does an 8,192-token sequence "
+            "need?"
+        ),
+        answer=(
+            f"2 (K and V) x 40 layers x 8 heads x 128 x 2 bytes = **{per:,} B = "
+            f"{per // KiB} KiB per token**. An 8,192-token sequence needs 8,192 x "
+            f"{per // KiB} KiB = {seq:,} B = **{seq / GiB:g} GiB**."
+        ),
+        value=per,
+        unit="B",
+        ask_unit="B",
+        value2=seq,
+        unit2="B",
+        ask_unit2="GiB",
+        solution=f"2 x 40 x 8 x 128 x 2 B = {per:,} B; x 8,192 tokens = {seq:,} B = "
+        f"{seq / GiB:g} GiB",
+    )
+
+
+def _why_concurrency(spec: ModelSpec, w: Weights, b16: Budget) -> Question:
+    """Why the cache, not the weights, limits concurrency: Llama 3.1 8B's pool on an H100."""
+    return Question(
+        qid="why-concurrency",
+        level="mid",
+        prompt="Why does the KV cache, rather than the weights, usually limit how many "
+        "users a GPU serves at once?",
+        answer=(
+            "The weights are loaded once and every request shares them. The cache is per "
+            "request and grows with every token. So after the weights are in, what is "
+            "left divided by (KV per token x context) is the number of sequences in "
+            f"flight. Llama 3.1 8B on an H100: {w.bytes / GiB:.1f} GiB of weights, a "
+            f"{b16.kv_pool_bytes / GiB:.1f} GiB pool left (vLLM's arithmetic at "
+            f"gpu_memory_utilization {b16.gpu_mem_util:g} and a "
+            f"{b16.reserve_bytes / GiB:g} GiB reserve, as on the Budget page), and each "
+            f"8,192-token conversation takes {kv_cache(spec, 8192).kv_bytes / GiB:g} "
+            f"GiB: **{b16.max_concurrency:.1f} conversations** at most. Doubling the "
+            "context halves that; the weights never change."
+        ),
+    )
+
+
+def _fp8(spec: ModelSpec, w: Weights, h100: GPU, b16: Budget) -> Question:
+    """What an FP8 cache gains (concurrency, the crossover) and what it risks."""
     b8 = budget(
         spec,
         total_bytes=h100.memory_bytes,
@@ -115,7 +145,26 @@ def interview_questions() -> list[Question]:
     )
     s16 = step_time(spec, w, context=8192, batch=1, bandwidth_gbs=h100.bandwidth_gbs)
     s8 = step_time(spec, w, context=8192, batch=1, bandwidth_gbs=h100.bandwidth_gbs, kv_dtype="fp8")
+    return Question(
+        qid="fp8",
+        level="mid",
+        prompt="FP8 KV cache: what do you gain, and what can go wrong?",
+        answer=(
+            "Each cached number takes 1 byte instead of 2, so the cache halves. On an "
+            "H100 with Llama 3.1 8B at 8,192 tokens, max concurrency goes from "
+            f"{b16.max_concurrency:.1f} to **{b8.max_concurrency:.1f}**, and each "
+            "decode step reads half the cache bytes: at batch 1 the crossover where "
+            f"the cache outweighs the weights moves {_crossover_move(s16, s8, spec)}. "
+            "The risk is accuracy: "
+            "rounding keys and values can hurt long-context retrieval (finding one fact "
+            "in a long document) more than short chats. Measure on your own evaluations "
+            "before turning it on."
+        ),
+    )
 
+
+def _offload(spec: ModelSpec, w: Weights, h100: GPU) -> Question:
+    """When offloading to CPU memory beats recomputing: reload and prefill times compared."""
     link = registry().links["pcie5-x16"].gbs  # one direction
     peak = h100.bf16_tflops
     if peak is None:
@@ -132,100 +181,27 @@ def interview_questions() -> list[Question]:
         weight_read_bytes=w.read_per_step(spec, 32),
         bandwidth_gbs=h100.bandwidth_gbs,
     )  # on an idle GPU: one weight read at least
-
-    return [
-        Question(
-            qid="why-kv",
-            level="core",
-            prompt="Why do we cache K and V but not Q?",
-            answer=(
-                "A token's query is used once: at the step that processes that token it is "
-                "compared with the keys of every earlier token, and then it is never needed "
-                "again. Keys and values are the opposite: every later token reads them. "
-                "Caching them saves recomputing them at every step; caching queries would "
-                "cost memory and save nothing. For Llama 3.1 8B, keeping Q as well would add "
-                f"{fmt_bytes(q_bytes)} per token on top of the {fmt_bytes(kv_tok)} of K and V "
-                "(32 layers x 32 query heads x 128 x 2 B), for no speed-up."
-            ),
+    return Question(
+        qid="offload",
+        level="senior",
+        prompt="When is offloading KV blocks to CPU memory a win?",
+        answer=(
+            "When bringing the blocks back over the link is faster than recomputing them "
+            "with a prefill. For a long prefix that is reused (a multi-turn chat, a "
+            "shared document) it usually is: for Llama 3.1 8B an 8,192-token prefix is "
+            f"{fmt_bytes(off.kv_bytes)}, **{fmt_seconds(off.reload_s)}** over PCIe 5.0 "
+            f"({link:g} GB/s) against **{fmt_seconds(off.recompute_s)}** to recompute on "
+            "an H100 at half its peak. A reload also has a fixed cost (finding the "
+            "blocks, issuing and waiting for the copy). Counted as extra work inside a "
+            "batch that is running anyway (its weights are read for the other requests "
+            "regardless), recomputing is only FLOPs: at 1 ms per reload, any prefix "
+            f"shorter than **{off_fixed.break_even_tokens:,} tokens** is faster to "
+            f"recompute (a 32-token prefix in {fmt_seconds(short.time_s)}). On an idle "
+            "GPU a prefill reads every weight at least once, so the same 32 tokens "
+            f"take at least {fmt_seconds(alone.time_s)}. Short prefixes in a busy "
+            "server: recompute. Long, reused ones: offload."
         ),
-        Question(
-            qid="per-token",
-            level="core",
-            prompt=(
-                "Compute the KV cache per token for a 40-layer model with 8 KV heads, "
-                "head dimension 128, in FP16. How much does an 8,192-token sequence "
-                "need?"
-            ),
-            answer=(
-                f"2 (K and V) x 40 layers x 8 heads x 128 x 2 bytes = **{per:,} B = "
-                f"{per // KiB} KiB per token**. An 8,192-token sequence needs 8,192 x "
-                f"{per // KiB} KiB = {seq:,} B = **{seq / GiB:g} GiB**."
-            ),
-            value=per,
-            unit="B",
-            ask_unit="B",
-            value2=seq,
-            unit2="B",
-            ask_unit2="GiB",
-            solution=f"2 x 40 x 8 x 128 x 2 B = {per:,} B; x 8,192 tokens = {seq:,} B = "
-            f"{seq / GiB:g} GiB",
-        ),
-        Question(
-            qid="why-concurrency",
-            level="mid",
-            prompt="Why does the KV cache, rather than the weights, usually limit how many "
-            "users a GPU serves at once?",
-            answer=(
-                "The weights are loaded once and every request shares them. The cache is per "
-                "request and grows with every token. So after the weights are in, what is "
-                "left divided by (KV per token x context) is the number of sequences in "
-                f"flight. Llama 3.1 8B on an H100: {w.bytes / GiB:.1f} GiB of weights, a "
-                f"{b16.kv_pool_bytes / GiB:.1f} GiB pool left (vLLM's arithmetic at "
-                f"gpu_memory_utilization {b16.gpu_mem_util:g} and a "
-                f"{b16.reserve_bytes / GiB:g} GiB reserve, as on the Budget page), and each "
-                f"8,192-token conversation takes {kv_cache(spec, 8192).kv_bytes / GiB:g} "
-                f"GiB: **{b16.max_concurrency:.1f} conversations** at most. Doubling the "
-                "context halves that; the weights never change."
-            ),
-        ),
-        Question(
-            qid="fp8",
-            level="mid",
-            prompt="FP8 KV cache: what do you gain, and what can go wrong?",
-            answer=(
-                "Each cached number takes 1 byte instead of 2, so the cache halves. On an "
-                "H100 with Llama 3.1 8B at 8,192 tokens, max concurrency goes from "
-                f"{b16.max_concurrency:.1f} to **{b8.max_concurrency:.1f}**, and each "
-                "decode step reads half the cache bytes: at batch 1 the crossover where "
-                f"the cache outweighs the weights moves {_crossover_move(s16, s8, spec)}. "
-                "The risk is accuracy: "
-                "rounding keys and values can hurt long-context retrieval (finding one fact "
-                "in a long document) more than short chats. Measure on your own evaluations "
-                "before turning it on."
-            ),
-        ),
-        Question(
-            qid="offload",
-            level="senior",
-            prompt="When is offloading KV blocks to CPU memory a win?",
-            answer=(
-                "When bringing the blocks back over the link is faster than recomputing them "
-                "with a prefill. For a long prefix that is reused (a multi-turn chat, a "
-                "shared document) it usually is: for Llama 3.1 8B an 8,192-token prefix is "
-                f"{fmt_bytes(off.kv_bytes)}, **{fmt_seconds(off.reload_s)}** over PCIe 5.0 "
-                f"({link:g} GB/s) against **{fmt_seconds(off.recompute_s)}** to recompute on "
-                "an H100 at half its peak. A reload also has a fixed cost (finding the "
-                "blocks, issuing and waiting for the copy). Counted as extra work inside a "
-                "batch that is running anyway (its weights are read for the other requests "
-                "regardless), recomputing is only FLOPs: at 1 ms per reload, any prefix "
-                f"shorter than **{off_fixed.break_even_tokens:,} tokens** is faster to "
-                f"recompute (a 32-token prefix in {fmt_seconds(short.time_s)}). On an idle "
-                "GPU a prefill reads every weight at least once, so the same 32 tokens "
-                f"take at least {fmt_seconds(alone.time_s)}. Short prefixes in a busy "
-                "server: recompute. Long, reused ones: offload."
-            ),
-        ),
-    ]
+    )
 
 
 def _crossover_at(s, spec) -> str:
@@ -246,237 +222,6 @@ def _crossover_move(before, after, spec) -> str:
             f"{spec.max_context:,} tokens: it lay past it already"
         )
     return f"from {before.crossover_context:,} tokens to {_crossover_at(after, spec)}"
-
-
-# -- practice ----------------------------------------------------------------------------------
-
-_DTYPES = [("BF16", 2), ("FP16", 2), ("FP8", 1), ("FP32", 4)]
-_KINDS = ("per_token", "config", "sequence", "concurrency", "crossover", "saving")
-
-
-def practice_questions(seed: int, count: int = 8) -> list[Question]:
-    """``count`` questions with realistic random parameters; the same seed gives the same set."""
-    seed = check_int("seed", seed, 0, 2**31)
-    count = check_int("count", count, 1, 50)
-    rng = random.Random(seed)
-    return [_make(rng, _KINDS[i % len(_KINDS)], i + 1) for i in range(count)]
-
-
-def _geometry(rng: random.Random) -> tuple[int, int, int, int]:
-    layers = rng.choice([24, 28, 32, 36, 40, 48, 60, 64, 80])
-    kv = rng.choice([1, 2, 4, 8, 8, 16])
-    head_dim = rng.choice([64, 128, 128, 256])
-    q = kv * rng.choice([1, 2, 4, 8])
-    return layers, kv, head_dim, q
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}" + ("" if n == 1 else "s")
-
-
-def _a(n: float) -> str:
-    """The article before a number read aloud: "an 80 GiB GPU", "an 8K context", "a 24 GiB"."""
-    lead = f"{abs(n):.0f}"
-    # eight..., eighty..., and eleven / eighteen (thousand, million) are read with a vowel
-    return "an" if lead[0] == "8" or (len(lead) % 3 == 2 and lead[:2] in ("11", "18")) else "a"
-
-
-def _make(rng: random.Random, kind: str, n: int) -> Question:
-    layers, kv, hd, q = _geometry(rng)
-    dname, db = rng.choice(_DTYPES)
-    per = 2 * layers * kv * hd * db
-    model = f"{layers} layers, {_plural(kv, 'KV head')} of dimension {hd}, KV cache in {dname}"
-    qid = f"p{n}"
-    if kind == "per_token":
-        return Question(
-            qid=qid,
-            level="core",
-            prompt=f"A model has {model}. How many bytes does one token add to its KV cache?",
-            answer=f"{per:,} B ({per / KiB:g} KiB)",
-            value=per,
-            unit="B",
-            ask_unit="B",
-            solution=f"2 x {layers} layers x {kv} heads x {hd} x {db} B = {per:,} B",
-        )
-    if kind == "config":
-        return _from_config(rng, qid)
-    if kind == "sequence":
-        ctx = rng.choice([2048, 4096, 8192, 16384, 32768, 131072])
-        batch = rng.choice([1, 4, 8, 16, 32])
-        total = per * ctx * batch
-        return Question(
-            qid=qid,
-            level="core",
-            prompt=f"A model has {model}. How much KV cache "
-            f"{'does' if batch == 1 else 'do'} {_plural(batch, 'sequence')} "
-            f"of {ctx:,} tokens need, in GiB?",
-            answer=f"{total / GiB:,.3f} GiB",
-            value=total,
-            unit="B",
-            ask_unit="GiB",
-            solution=f"{per:,} B/token x {ctx:,} tokens x {batch} = {total:,} B = "
-            f"{total / GiB:,.3f} GiB",
-        )
-    if kind == "concurrency":
-        gpu_gib = rng.choice([24, 40, 48, 80, 141])
-        weights_gib = rng.choice([2, 4, 8, 14, 16])
-        if weights_gib > gpu_gib * 0.6:
-            weights_gib = 4
-        ctx = rng.choice([2048, 4096, 8192, 16384])
-        spec = spec_from_config(_llama_like(layers, kv, hd, q))
-        dt = {1: "fp8", 2: "bf16", 4: "fp32"}[db]
-        b = budget(
-            spec,
-            total_bytes=gpu_gib * GiB,
-            context=ctx,
-            weights_bytes=weights_gib * GiB,
-            reserve_bytes=2 * GiB,
-            kv_dtype=dt,
-            find_max_context=False,
-        )
-        return Question(
-            qid=qid,
-            level="mid",
-            prompt=(
-                f"A model with {model} and {weights_gib} GiB of weights runs in vLLM on "
-                f"{_a(gpu_gib)} {gpu_gib} GiB GPU ({pool_defaults_text()}, blocks of "
-                f"16 tokens). How many {ctx:,}-token sequences can run at once?"
-            ),
-            answer=f"{b.max_concurrency:,.2f} sequences (so {int(b.max_concurrency):,} whole ones)",
-            value=b.max_concurrency,
-            unit="sequences",
-            ask_unit="sequences",
-            floor_ok=True,
-            solution=(
-                f"pool = ceil({gpu_gib} GiB x {b.gpu_mem_util:g}) - {weights_gib} GiB "
-                "- 2 GiB = "
-                f"{b.kv_pool_bytes / GiB:,.2f} GiB; page = 16 x {per // layers:,} B; "
-                f"blocks = pool // page // {layers} = {b.num_blocks:,}; concurrency = "
-                f"{b.num_blocks:,} / ({ctx:,} / 16) = {b.max_concurrency:,.2f}"
-            ),
-        )
-    if kind == "crossover":
-        weights_gb = rng.choice([2, 4, 8, 16, 30, 70, 140])
-        batch = rng.choice([1, 2, 4, 8, 16, 32, 64])
-        cross = weights_gb * GB / (batch * per)
-        return Question(
-            qid=qid,
-            level="mid",
-            prompt=(
-                f"A model has {model} and {weights_gb} GB of weights. At batch {batch}, from "
-                "what context length (tokens per sequence) does a decode step read more KV "
-                "cache than weights?"
-            ),
-            answer=f"{cross:,.0f} tokens",
-            value=cross,
-            unit="tokens",
-            ask_unit="tokens",
-            solution=(
-                f"{batch} x context x {per:,} B = {weights_gb} x 10^9 B -> context = "
-                f"{weights_gb * GB:,} / ({batch} x {per:,}) = {cross:,.0f} tokens"
-            ),
-        )
-    # saving
-    which = rng.choice(["gqa", "fp8", "mla"])
-    if which == "fp8" and db == 1:
-        which = "gqa"  # an FP8 cache does not shrink with FP8: no question with a false premise
-    if which == "mla" and 2 * kv * hd <= 512 + 64:
-        which = "gqa"  # a latent of 576 would not shrink a layer that stores fewer numbers
-    if which == "gqa":
-        mha_heads = kv * rng.choice([2, 4, 8])
-        return Question(
-            qid=qid,
-            level="core",
-            prompt=(
-                f"A model with {mha_heads} attention heads switches from multi-head attention "
-                f"to grouped-query attention with {_plural(kv, 'KV head')}. How many times "
-                "smaller is its KV cache?"
-            ),
-            answer=f"{mha_heads / kv:g}x",
-            value=mha_heads / kv,
-            unit="x",
-            ask_unit="x",
-            solution=f"K/V heads go from {mha_heads} to {kv}: {mha_heads} / {kv} = "
-            f"{mha_heads / kv:g}x",
-        )
-    if which == "fp8":
-        return Question(
-            qid=qid,
-            level="core",
-            prompt=f"A model has {model}. By what factor does an FP8 KV cache shrink it?",
-            answer=f"{db / 1:g}x",
-            value=db / 1,
-            unit="x",
-            ask_unit="x",
-            solution=f"{db} bytes per number -> 1 byte: {db}x",
-        )
-    rank, rope = 512, 64
-    ratio = 2 * kv * hd / (rank + rope)
-    return Question(
-        qid=qid,
-        level="senior",
-        prompt=(
-            f"A layer with {_plural(kv, 'KV head')} of dimension {hd} is replaced by an MLA "
-            f"layer that "
-            f"caches one latent of {rank} plus a {rope}-dimensional RoPE key per token. By what "
-            "factor does its cache shrink (same number format)?"
-        ),
-        answer=f"{ratio:,.2f}x",
-        value=ratio,
-        unit="x",
-        ask_unit="x",
-        solution=f"2 x {kv} x {hd} = {2 * kv * hd} numbers per token -> {rank} + {rope} = "
-        f"{rank + rope}: {2 * kv * hd} / {rank + rope} = {ratio:,.2f}x",
-    )
-
-
-def _from_config(rng: random.Random, qid: str) -> Question:
-    """Per-token KV bytes read off a config.json snippet that gives query heads and KV heads but
-    no head_dim (it is hidden_size / num_attention_heads), as real Llama-family configs do."""
-    layers = rng.choice([16, 22, 24, 28, 32, 36, 40, 48, 64, 80])
-    head_dim = rng.choice([64, 128, 128])
-    kv = rng.choice([1, 2, 4, 8, 8])
-    q = kv * rng.choice([3, 4, 4, 5, 6, 7])  # not 2 or 8: those ratios have their own hints
-    dname, db = rng.choice([("bfloat16", 2), ("float16", 2), ("float32", 4)])
-    hidden = q * head_dim
-    cfg = {
-        "model_type": "llama",
-        "hidden_size": hidden,
-        "intermediate_size": 4 * hidden,
-        "num_attention_heads": q,
-        "num_hidden_layers": layers,
-        "num_key_value_heads": kv,
-        "torch_dtype": dname,
-        "vocab_size": 32000,
-    }
-    per = 2 * layers * kv * head_dim * db
-    text = json.dumps(cfg, indent=2)
-    return Question(
-        qid=qid,
-        level="core",
-        prompt=(
-            "Here is part of a model's config.json, and its KV cache is kept in the "
-            "checkpoint's own number format (torch_dtype). How many bytes does one token "
-            "add to the cache?"
-        ),
-        config=text,
-        answer=f"{per:,} B ({per / KiB:g} KiB)",
-        value=per,
-        unit="B",
-        ask_unit="B",
-        solution=(
-            f"head_dim = hidden_size / num_attention_heads = {hidden} / {q} = {head_dim}; "
-            f"2 (K and V) x {layers} layers x {kv} KV heads x {head_dim} x {db} B = "
-            f"{per:,} B"
-        ),
-        mistakes=(
-            (
-                q / kv,
-                f"That counts the {q} query heads (num_attention_heads). K and V are "
-                f"stored once per KV head: num_key_value_heads = {kv}.",
-            ),
-        ),
-    )
 
 
 # -- grading -----------------------------------------------------------------------------------

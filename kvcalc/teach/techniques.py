@@ -9,9 +9,9 @@ the saving against the model as configured. The variants change one term of the 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
-from ..config.catalog import registry
+from ..config.catalog import Link, registry
 from ..core.dtypes import KV_DTYPES, DType, get_dtype
 from ..core.model import ModelSpec
 from ..core.units import check_int, fmt_seconds
@@ -114,6 +114,195 @@ def _offload_line(
     return line
 
 
+# The number formats a cache can shrink to, each with its trade-off.
+_QUANTIZED = (
+    (
+        "fp8",
+        "Half the bytes of 16-bit. Usually safe, but long-context recall "
+        "can suffer: check on your own evals.",
+    ),
+    (
+        "int8",
+        "Half of 16-bit with integer codes; the scales that decode them are "
+        "not counted here (vLLM's per-token-head INT8 adds 8 B per head and "
+        "token: see the vLLM page). Similar risk to FP8.",
+    ),
+    (
+        "int4",
+        "A quarter of 16-bit before scales: with a scale per small group of "
+        "values the real saving is nearer 3.6x. The largest accuracy risk "
+        "of the three.",
+    ),
+)
+
+
+def _per_gpu(layers, tp: int) -> list:
+    """The layers as one GPU holds them at tensor parallel ``tp`` (ValueError where they do not
+    split)."""
+    return [lay.split(tp) for lay in layers] if tp > 1 else list(layers)
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Rows:
+    """The table as it is built: the context, format and TP every row is sized at, one
+    sequence's bytes as configured (the reference of every saving), and the rows so far."""
+
+    n: int
+    dtype: DType
+    tp: int
+    own_seq: int
+    rows: list[Technique] = field(default_factory=list)
+
+    def variant(self, layers, cap: int | None = None):
+        """(bytes per token, bytes of one sequence) with ``layers`` per GPU, or None where the
+        variant cannot be split over the GPUs."""
+        try:
+            split = _per_gpu(layers, self.tp)
+        except ValueError:
+            return None
+        return _bytes(split, self.n, self.dtype, cap=cap)
+
+    def add(self, key, name, term, pt_seq, tradeoff, applies=True):
+        if pt_seq is None:  # this variant cannot be split over the GPUs
+            return
+        pt, seq = pt_seq
+        self.rows.append(
+            Technique(
+                key=key,
+                name=name,
+                term=term,
+                bytes_per_token=pt,
+                seq_bytes=seq,
+                saving=self.own_seq / seq if seq else float("inf"),
+                tradeoff=tradeoff,
+                applies=applies,
+            )
+        )
+
+
+def _head_rows(t: _Rows, spec: ModelSpec, own_pt: int, rank: int, rope: int) -> None:
+    """The rows that change the heads' term: MHA, GQA (for an MHA model), the model as
+    configured, MQA and an MLA latent."""
+    attn = spec.kv_layers
+    q_heads = attn[0].q_heads
+    # KV heads per layer as stored (an MLA latent has none: it counts as neither MHA nor MQA).
+    own_heads = {lay.kv_heads for lay in attn}
+    latent_only = own_heads == {None}
+    t.add(
+        "mha",
+        f"MHA (multi-head attention): {q_heads} K/V heads",
+        "KV heads",
+        t.variant([lay.as_mha() for lay in spec.layers]),
+        "Every query head keeps its own K and V: the largest cache, and the baseline that "
+        "grouped and multi-query attention improve on.",
+        applies=not (own_heads == {q_heads}),
+    )
+    if own_heads == {q_heads} and q_heads >= 8 and q_heads % 8 == 0:
+        # An MHA model: what grouped-query attention with 8 K/V heads would keep.
+        t.add(
+            "gqa",
+            "GQA (grouped-query attention): 8 K/V heads",
+            "KV heads",
+            t.variant([lay.with_kv_heads(8) for lay in spec.layers]),
+            f"Groups of {q_heads // 8} query heads share one K/V head: the choice of Llama 3, "
+            "Mistral and Qwen; it needs a model trained (or up-trained) that way.",
+        )
+    own_label = (
+        "MLA latent"
+        if latent_only
+        else "MHA"
+        if own_heads == {q_heads}
+        else "MQA"
+        if own_heads == {1}
+        else f"GQA, {min(h for h in own_heads if h)} K/V heads"
+    )
+    t.add(
+        "own",
+        f"As configured ({own_label}, {t.dtype.name.upper()})",
+        "(the reference)",
+        (own_pt, t.own_seq),
+        "What this checkpoint stores: the reference for every saving on this page.",
+    )
+    t.add(
+        "mqa",
+        "MQA (multi-query attention): 1 K/V head",
+        "KV heads",
+        t.variant([lay.with_kv_heads(1) for lay in spec.layers]),
+        "All query heads share one K/V head: the smallest cache without changing the layer "
+        "type, at a larger quality cost than GQA.",
+        applies=own_heads != {1},
+    )
+    t.add(
+        "mla",
+        f"MLA (multi-head latent attention) ({rank} + {rope} RoPE)",
+        "K and V -> one latent",
+        t.variant([lay.as_latent(rank, rope) for lay in spec.layers]),
+        "Caches one compressed latent per token (plus a small key for RoPE, the rotary position "
+        "encoding); decode kernels fold the up-projections into the query and output and attend "
+        "over the latent directly. Needs a model trained this way (DeepSeek-V2/V3, Kimi K2).",
+        applies=not latent_only,
+    )
+
+
+def _format_rows(t: _Rows, own_layers) -> None:
+    """The rows that change the bytes per element: FP8, INT8, INT4."""
+    for q, line in _QUANTIZED:
+        qd = get_dtype(q)
+        t.add(
+            q,
+            f"{q.upper()} KV",
+            "bytes per element",
+            _bytes(own_layers, t.n, qd),
+            line,
+            applies=qd.bits < t.dtype.bits,
+        )
+
+
+def _kept_rows(
+    t: _Rows,
+    spec: ModelSpec,
+    own_layers,
+    *,
+    window: int,
+    gpu_tokens: int,
+    link: Link,
+    peak_tflops: float | None,
+) -> None:
+    """The rows that change the tokens kept on the GPU: a sliding window, CPU offload."""
+    n = t.n
+    t.add(
+        "window",
+        f"Sliding window of {window:,} tokens",
+        "tokens kept",
+        _bytes(own_layers, n, t.dtype, cap=window),
+        "Layers forget tokens older than the window: memory stops growing, but those layers "
+        "lose far context. Needs a model trained this way; real models (Gemma, gpt-oss) "
+        "interleave window layers with a few global ones, which this row does not.",
+        applies=n > window,
+    )
+    kept = _bytes(own_layers, n, t.dtype, cap=gpu_tokens)
+    moved = t.own_seq - kept[1]
+    line = _offload_line(
+        spec,
+        n,
+        t.dtype,
+        gpu_tokens=gpu_tokens,
+        moved=moved,
+        link_gbs=link.gbs,
+        link_name=link.name,
+        peak_tflops=peak_tflops,
+        tp=t.tp,
+    )
+    t.add(
+        "offload",
+        f"CPU offload while idle (the newest {gpu_tokens:,} tokens stay on the GPU)",
+        "memory tier",
+        kept,
+        line,
+        applies=moved > 0,
+    )
+
+
 def techniques(
     spec: ModelSpec,
     context: int,
@@ -140,7 +329,6 @@ def techniques(
         raise ValueError(
             f"unknown link {link!r}; choose one of {', '.join(registry().links)}"
         ) from None
-    link_gbs, link_name = lk.gbs, lk.name
     n = check_int("context", context, 1, 10**9)
     window = check_int("window", window, 1, 10**9)
     gpu_tokens = check_int("tokens kept on the GPU", gpu_tokens, 1, 10**9)
@@ -149,158 +337,22 @@ def techniques(
     dtype = get_dtype(kv_dtype, KV_DTYPES)
     tp = check_int("tensor parallel size", tp, 1, 4096)
 
-    def per_gpu(layers):
-        return [lay.split(tp) for lay in layers] if tp > 1 else list(layers)
-
-    own_layers = per_gpu(spec.layers)  # a TP that does not fit the model raises here
+    own_layers = _per_gpu(spec.layers, tp)  # a TP that does not fit the model raises here
     own_pt, own_seq = _bytes(own_layers, n, dtype)
-    attn = spec.kv_layers
-    if not attn:
+    if not spec.kv_layers:
         raise ValueError(
             "this model keeps no K/V at all (only recurrent state): there is no cache to shrink"
         )
-    q_heads = attn[0].q_heads
-    # KV heads per layer as stored (an MLA latent has none: it counts as neither MHA nor MQA).
-    own_heads = {lay.kv_heads for lay in attn}
-    latent_only = own_heads == {None}
-
-    rows: list[Technique] = []
-
-    def variant(layers, cap: int | None = None, quantized=None):
-        try:
-            split = per_gpu(layers)
-        except ValueError:
-            return None
-        return _bytes(split, n, quantized or dtype, cap=cap)
-
-    def add(key, name, term, pt_seq, tradeoff, applies=True):
-        if pt_seq is None:  # this variant cannot be split over the GPUs
-            return
-        pt, seq = pt_seq
-        rows.append(
-            Technique(
-                key=key,
-                name=name,
-                term=term,
-                bytes_per_token=pt,
-                seq_bytes=seq,
-                saving=own_seq / seq if seq else float("inf"),
-                tradeoff=tradeoff,
-                applies=applies,
-            )
-        )
-
-    add(
-        "mha",
-        f"MHA (multi-head attention): {q_heads} K/V heads",
-        "KV heads",
-        variant([lay.as_mha() for lay in spec.layers]),
-        "Every query head keeps its own K and V: the largest cache, and the baseline that "
-        "grouped and multi-query attention improve on.",
-        applies=not (own_heads == {q_heads}),
-    )
-    if own_heads == {q_heads} and q_heads >= 8 and q_heads % 8 == 0:
-        # An MHA model: what grouped-query attention with 8 K/V heads would keep.
-        add(
-            "gqa",
-            "GQA (grouped-query attention): 8 K/V heads",
-            "KV heads",
-            variant([lay.with_kv_heads(8) for lay in spec.layers]),
-            f"Groups of {q_heads // 8} query heads share one K/V head: the choice of Llama 3, "
-            "Mistral and Qwen; it needs a model trained (or up-trained) that way.",
-        )
-    own_label = (
-        "MLA latent"
-        if latent_only
-        else "MHA"
-        if own_heads == {q_heads}
-        else "MQA"
-        if own_heads == {1}
-        else f"GQA, {min(h for h in own_heads if h)} K/V heads"
-    )
-    add(
-        "own",
-        f"As configured ({own_label}, {dtype.name.upper()})",
-        "(the reference)",
-        (own_pt, own_seq),
-        "What this checkpoint stores: the reference for every saving on this page.",
-    )
-    add(
-        "mqa",
-        "MQA (multi-query attention): 1 K/V head",
-        "KV heads",
-        variant([lay.with_kv_heads(1) for lay in spec.layers]),
-        "All query heads share one K/V head: the smallest cache without changing the layer "
-        "type, at a larger quality cost than GQA.",
-        applies=own_heads != {1},
-    )
-    add(
-        "mla",
-        f"MLA (multi-head latent attention) ({rank} + {rope} RoPE)",
-        "K and V -> one latent",
-        variant([lay.as_latent(rank, rope) for lay in spec.layers]),
-        "Caches one compressed latent per token (plus a small key for RoPE, the rotary position "
-        "encoding); decode kernels fold the up-projections into the query and output and attend "
-        "over the latent directly. Needs a model trained this way (DeepSeek-V2/V3, Kimi K2).",
-        applies=not latent_only,
-    )
-    for q, line in (
-        (
-            "fp8",
-            "Half the bytes of 16-bit. Usually safe, but long-context recall "
-            "can suffer: check on your own evals.",
-        ),
-        (
-            "int8",
-            "Half of 16-bit with integer codes; the scales that decode them are "
-            "not counted here (vLLM's per-token-head INT8 adds 8 B per head and "
-            "token: see the vLLM page). Similar risk to FP8.",
-        ),
-        (
-            "int4",
-            "A quarter of 16-bit before scales: with a scale per small group of "
-            "values the real saving is nearer 3.6x. The largest accuracy risk "
-            "of the three.",
-        ),
-    ):
-        qd = get_dtype(q)
-        add(
-            q,
-            f"{q.upper()} KV",
-            "bytes per element",
-            _bytes(own_layers, n, qd),
-            line,
-            applies=qd.bits < dtype.bits,
-        )
-    add(
-        "window",
-        f"Sliding window of {window:,} tokens",
-        "tokens kept",
-        _bytes(own_layers, n, dtype, cap=window),
-        "Layers forget tokens older than the window: memory stops growing, but those layers "
-        "lose far context. Needs a model trained this way; real models (Gemma, gpt-oss) "
-        "interleave window layers with a few global ones, which this row does not.",
-        applies=n > window,
-    )
-    kept = _bytes(own_layers, n, dtype, cap=gpu_tokens)
-    moved = own_seq - kept[1]
-    line = _offload_line(
+    t = _Rows(n=n, dtype=dtype, tp=tp, own_seq=own_seq)
+    _head_rows(t, spec, own_pt, rank, rope)
+    _format_rows(t, own_layers)
+    _kept_rows(
+        t,
         spec,
-        n,
-        dtype,
+        own_layers,
+        window=window,
         gpu_tokens=gpu_tokens,
-        moved=moved,
-        link_gbs=link_gbs,
-        link_name=link_name,
+        link=lk,
         peak_tflops=peak_tflops,
-        tp=tp,
     )
-    add(
-        "offload",
-        f"CPU offload while idle (the newest {gpu_tokens:,} tokens stay on the GPU)",
-        "memory tier",
-        kept,
-        line,
-        applies=moved > 0,
-    )
-    return rows
+    return t.rows

@@ -4,9 +4,11 @@ fills, token by token and layer by layer), 3 Budget (the pool and the conversati
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from ..cache.kv import kv_cache
+from ..cache.kv import KVCache, kv_cache
 from ..core.units import GB, GiB, fmt_bytes, fmt_gib
+from ..engines.budget import Budget
 from ..perf.roofline import token_passes
 from .quiz import Question
 from .tour_text import (
@@ -103,12 +105,10 @@ def stop1(s: Setup) -> Lesson:
     )
 
 
-def stop2(s: Setup) -> Lesson:
-    spec, n = s.spec, s.n
-    r = kv_cache(spec, n, kv_dtype=s.kv_dtype)
-    per = kv_cache(spec, 1, kv_dtype=s.kv_dtype).kv_bytes_per_token_nominal
-    total = r.total_bytes  # K/V and any recurrent state: what Home's figure counts
-    kinds = kinds_of(spec)
+def _fill_givens(s: Setup, r: KVCache, per: int) -> list[tuple[str, str]]:
+    """What stop 2 gives: the tokens, stop 1's bytes per token, what each kind of layer keeps,
+    and any recurrent state."""
+    n = s.n
     givens = [s.tokens_given(), ("KV cache per token (stop 1)", f"{per:,} B ({fmt_bytes(per)})")]
     rows = [row for row in r.rows if row.stores_tokens]
     if len(rows) > 1 or any(row.tokens_kept < n for row in rows):
@@ -131,6 +131,12 @@ def stop2(s: Setup) -> Lesson:
                 f"{r.state_bytes:,} B ({fmt_bytes(r.state_bytes)}), whatever its length",
             )
         )
+    return givens
+
+
+def _fill_slips(s: Setup, r: KVCache, total: int) -> list[tuple[float | None, str]]:
+    """The slips stop 2's grader names: a window ignored, the state left out, bytes for GiB."""
+    spec, n = s.spec, s.n
     slips = kv_slips(spec, s.kv_dtype, n)
     full_total = kv_cache(as_full(spec), n, kv_dtype=s.kv_dtype).total_bytes
     if full_total != total:
@@ -153,6 +159,17 @@ def stop2(s: Setup) -> Lesson:
             f"GiB. Add the unit (e.g. '{total:,} B').",
         )
     )
+    return slips
+
+
+def stop2(s: Setup) -> Lesson:
+    spec, n = s.spec, s.n
+    r = kv_cache(spec, n, kv_dtype=s.kv_dtype)
+    per = kv_cache(spec, 1, kv_dtype=s.kv_dtype).kv_bytes_per_token_nominal
+    total = r.total_bytes  # K/V and any recurrent state: what Home's figure counts
+    kinds = kinds_of(spec)
+    givens = _fill_givens(s, r, per)
+    slips = _fill_slips(s, r, total)
     every = per * n
     note = (
         ""
@@ -223,14 +240,14 @@ def stop2(s: Setup) -> Lesson:
     )
 
 
-def stop3(s: Setup) -> Lesson:
+def _pool_slips(s: Setup, b: Budget) -> list[tuple[float | None, str]]:
+    """The slips stop 3's grader names: each a way to miscount the pool or one conversation,
+    as its answer over the right one."""
     spec, n = s.spec, s.n
-    b = kv_pool(spec, s.w, s.gpu, n, s.kv_dtype, s.tp, s.pp)
-    none_fits(b, n, s.gpu)
     conc = b.max_concurrency
     seq = b.seq_bytes
 
-    def conc_with(**kw):
+    def conc_with(**kw: Any) -> float:
         return kv_pool(spec, s.w, s.gpu, n, s.kv_dtype, s.tp, s.pp, **kw).max_concurrency
 
     slips = [
@@ -299,6 +316,13 @@ def stop3(s: Setup) -> Lesson:
                 "reserves only its window and the tokens in flight.",
             )
         )
+    return slips
+
+
+def _pool_givens(s: Setup, b: Budget) -> list[tuple[str, str]]:
+    """What stop 3 gives: the GPU's memory, the engine's settings, the weights, the reserve
+    and the blocks."""
+    spec, n = s.spec, s.n
     uniform = b.num_groups <= 1
     givens = [
         s.tokens_given(),
@@ -326,6 +350,16 @@ def stop3(s: Setup) -> Lesson:
             f"{b.blocks_per_request:,}" + ("" if uniform else f" ({reserve_rule(spec)})"),
         ),
     ]
+    return givens
+
+
+def stop3(s: Setup) -> Lesson:
+    spec, n = s.spec, s.n
+    b = kv_pool(spec, s.w, s.gpu, n, s.kv_dtype, s.tp, s.pp)
+    none_fits(b, n, s.gpu)
+    conc = b.max_concurrency
+    slips = _pool_slips(s, b)
+    givens = _pool_givens(s, b)
     q = Question(
         qid="tour-3",
         level="mid",

@@ -1,15 +1,18 @@
-"""The tour's speed stops: 4 Decode step time, 5 Roofline, 6 Serving frontier, 7 Interview."""
+"""The tour's speed stops: 4 Decode step time, 5 Roofline, 6 Serving frontier, 7 Interview.
+
+Stop 4's two questions (the crossover, or one sequence's tokens per second) are built in
+tour_decode; this module picks the one that fits the setup and assembles the lesson."""
 
 from __future__ import annotations
 
-from ..cache.kv import kv_cache
-from ..cache.weight_bytes import Weights
-from ..core.model import ModelSpec
-from ..core.units import GB, GiB, fmt_bytes, fmt_gb, fmt_seconds
+from ..cache.kv import KVCache, kv_cache
+from ..core.units import fmt_bytes, fmt_gb, fmt_seconds
+from ..engines.budget import Budget
 from ..perf.calibration import CALIBRATED, estimate_step
 from ..perf.intensity import decode_point, ridge_point
-from ..perf.roofline import crossover_context, step_time
+from ..perf.roofline import step_time
 from .quiz import Question
+from .tour_decode import crossover_question, throughput_question, weight_readings, weights_read_text
 from .tour_text import (
     Lesson,
     Setup,
@@ -23,29 +26,7 @@ from .tour_text import (
     ratio_of,
     request_tokens,
     slips_of,
-    where_text,
 )
-
-
-def _weights_read_text(spec: ModelSpec, w: Weights) -> str:
-    """Which weights one decode step of one token reads."""
-    if w.input_embedding_bytes:
-        text = (
-            f"every weight but the untied input embedding table "
-            f"({fmt_gb(w.input_embedding_bytes)}), of which the token gathers one "
-            f"{w.embedding_row_bytes:,} B row"
-        )
-    elif spec.params is not None and spec.params.tied:
-        text = "every weight (the tied embedding is read whole, as the output head)"
-    else:
-        text = "every weight"
-    if spec.moe is not None:
-        m = spec.moe
-        text += (
-            f"; of the routed experts only the {m.top_k:,} of {m.num_experts:,} its token "
-            f"is routed to, in each of the {m.layers:,} MoE layers"
-        )
-    return text
 
 
 def stop4(s: Setup) -> Lesson:
@@ -71,197 +52,20 @@ def stop4(s: Setup) -> Lesson:
     )
     read = s.w.read_per_step(spec, 1)  # the Decode step time page's weights read, whole model
     w_gpu = st.weight_read_bytes  # one GPU's share
-    table = s.w.input_embedding_bytes - s.w.embedding_row_bytes
-    idle = s.w.bytes - read - table  # experts no token of this step is routed to
-    readings = []
-    if table > 0:
-        readings.append(
-            (
-                read + table,
-                "That reads the whole input embedding table: a token "
-                f"gathers one {s.w.embedding_row_bytes:,} B row of it.",
-            )
-        )
-    if idle > 0 and spec.moe is not None:
-        readings.append(
-            (
-                read + idle,
-                f"That reads all {spec.moe.num_experts:,} experts of each "
-                f"MoE layer: one token is routed to {spec.moe.top_k:,} of "
-                "them, and only those are read.",
-            )
-        )
-    if table > 0 and idle > 0:
-        readings.append(
-            (
-                s.w.bytes,
-                "That reads every weight the GPU holds: the step skips the "
-                "embedding table (one row is gathered) and the experts its "
-                "token is not routed to.",
-            )
-        )
+    readings = weight_readings(s, read)
     tp_note = f" on each GPU at tensor parallel {s.tp} (1/{s.tp} of {read:,} B)" if s.tp > 1 else ""
     givens = [
         (
             "Weights one decode step reads",
-            f"{w_gpu:,} B ({fmt_gb(w_gpu)}){tp_note}: {_weights_read_text(spec, s.w)}",
+            f"{w_gpu:,} B ({fmt_gb(w_gpu)}){tp_note}: {weights_read_text(spec, s.w)}",
         ),
         ("Memory bandwidth", f"{s.bw:,.0f} GB/s (1 GB = 10^9 B)"),
     ]
     cross = st.crossover_context
     if cross is not None and cross <= spec.max_context:
-        probe = step_time(
-            spec,
-            s.w,
-            context=cross,
-            batch=1,
-            bandwidth_gbs=s.bw,
-            kv_dtype=s.kv_dtype,
-            tp=s.tp,
-            pp=s.pp,
-            find_crossover=False,
-        )
-        growth = (
-            step_time(
-                spec,
-                s.w,
-                context=cross + 1,
-                batch=1,
-                bandwidth_gbs=s.bw,
-                kv_dtype=s.kv_dtype,
-                tp=s.tp,
-                pp=s.pp,
-                find_crossover=False,
-            ).kv_read_bytes
-            - probe.kv_read_bytes
-        )
-        fixed = probe.kv_read_bytes - growth * cross
-        givens.append(
-            (
-                "Cache one step reads, per token of context" + (" (each GPU)" if s.tp > 1 else ""),
-                f"{growth:,} B"
-                + (f", plus {fixed:,} B from the layers whose windows are full" if fixed else ""),
-            )
-        )
-        slips = [
-            ((crossover_context(spec, wrong, 1, s.kv_dtype, tp=s.tp) or 0) / cross, why)
-            for wrong, why in readings
-        ]
-        q = Question(
-            qid="tour-4",
-            level="mid",
-            value=cross,
-            unit="tokens",
-            ask_unit="tokens",
-            kv_hints=False,
-            prompt=(
-                f"At batch 1, each decode step of {s.name} reads the weights that token "
-                "uses once, and the sequence's whole cache. From what context length "
-                "(tokens) does the cache read cost at least as much as the weight read: "
-                "where is the crossover?"
-            ),
-            answer=(f"**{cross:,} tokens**, within the model's limit of {spec.max_context:,}."),
-            solution=(
-                f"smallest N with KV read(N) >= {w_gpu:,} B of weights read per step: "
-                + (
-                    f"N = ceil({w_gpu:,} / {growth:,}) = {cross:,}"
-                    if not fixed
-                    else f"N = {cross:,}"
-                )
-            ),
-            mistakes=slips_of(*slips),
-        )
-        figure = (
-            f"Decode step time: step time at {n:,} tokens, batch 1, ideal bound",
-            f"{fmt_seconds(st.step_time_s)} ({st.tokens_per_s:,.1f} tokens/s){real_text}",
-        )
-        recap = (
-            f"At batch 1 a step reads {fmt_gb(w_gpu)} of weights and {growth:,} B of cache "
-            "per token of context" + (" on each GPU" if s.tp > 1 else "") + ".",
-            f"Past {cross:,} tokens the cache is the larger read; a larger batch moves that "
-            "point left, an FP8 cache moves it right.",
-        )
+        q, figure, recap = crossover_question(s, cross, readings, givens, st, real_text)
     else:
-        kv = st.kv_read_bytes + st.state_read_bytes
-        givens.append(
-            (
-                f"Cache one step reads at {n:,} tokens" + (" (each GPU)" if s.tp > 1 else ""),
-                f"{kv:,} B ({fmt_gb(kv)})"
-                + (
-                    f", of which {st.state_read_bytes:,} B recurrent state"
-                    if st.state_read_bytes
-                    else ""
-                ),
-            )
-        )
-        tps = st.tokens_per_s
-
-        def tps_with(wrong: int) -> float:
-            return step_time(
-                spec,
-                s.w,
-                context=n,
-                batch=1,
-                bandwidth_gbs=s.bw,
-                kv_dtype=s.kv_dtype,
-                tp=s.tp,
-                pp=s.pp,
-                weight_read_bytes=wrong,
-                find_crossover=False,
-            ).tokens_per_s
-
-        slips = [(tps_with(wrong) / tps, why) for wrong, why in readings]
-        slips.append(
-            (
-                s.bw * GB / w_gpu / tps,
-                "That leaves out the cache: every step reads the whole cache of the sequence too.",
-            )
-        )
-        slips.append(
-            (GiB / GB, "That takes GB/s as GiB/s: bandwidth is decimal, 1 GB/s = 10^9 B/s.")
-        )
-        why_not = (
-            "This model's cache stops growing, so at batch 1 reading it never costs as "
-            "much as reading the weights: there is no crossover."
-            if cross is None
-            else f"At batch 1 the cache read does not reach the weight read within the "
-            f"model's limit of {spec.max_context:,} tokens: the weights stay the larger "
-            "read."
-        )
-        q = Question(
-            qid="tour-4",
-            level="mid",
-            value=tps,
-            unit="tokens/s",
-            ask_unit="tokens/s",
-            kv_hints=False,
-            prompt=(
-                f"One sequence of {n:,} tokens decodes alone on {where_text(s.gpu, s.tp, 1)}. "
-                f"Each step reads the weights its token uses once, and the sequence's whole "
-                f"cache, at {s.bw:,.0f} GB/s. How many tokens per second is that?"
-            ),
-            answer=(
-                f"**{tps:,.1f} tokens/s**, the ideal bound: every byte at the full "
-                f"{s.bw:,.0f} GB/s and nothing else. A real engine adds a fixed cost per "
-                f"step and reads at less than the peak: about {real.tokens_per_s:,.1f} "
-                f"tokens/s (the calibrated estimate). {why_not}"
-            ),
-            solution=(
-                f"({w_gpu:,} + {kv:,}) B / {s.bw:,.0f} GB/s = "
-                f"{st.step_time_s * 1e3:,.3f} ms per token -> {tps:,.1f} tokens/s"
-            ),
-            mistakes=slips_of(*slips),
-        )
-        figure = (
-            "Decode step time: share of the step reading KV, ideal bound",
-            f"{st.kv_share:.0%}{real_text}",
-        )
-        recap = (
-            f"A step reads {fmt_gb(w_gpu)} of weights and {fmt_gb(kv)} of cache at "
-            f"{n:,} tokens" + (" on each GPU" if s.tp > 1 else "") + ".",
-            "A larger batch reads the same weights for more tokens, so tokens/s rise until "
-            "the caches dominate.",
-        )
+        q, figure, recap = throughput_question(s, readings, givens, st, real, real_text)
     return Lesson(
         stop=s.stop,
         question=q,
@@ -445,15 +249,11 @@ def stop6(s: Setup) -> Lesson:
     )
 
 
-def stop7(s: Setup) -> Lesson:
-    spec, n = s.spec, s.n
-    b16 = kv_pool(spec, s.w, s.gpu, n, "bf16", s.tp, s.pp)
-    b8 = kv_pool(spec, s.w, s.gpu, n, "fp8", s.tp, s.pp)
-    none_fits(b16, n, s.gpu)
-    ratio = b8.max_concurrency / b16.max_concurrency
-    k16 = kv_cache(spec, n, kv_dtype="bf16", tp=s.tp, pp=s.pp)
-    k8 = kv_cache(spec, n, kv_dtype="fp8", tp=s.tp, pp=s.pp)
-    what = "latent" if kinds_of(spec) == {"mla"} else "K/V"
+def _fp8_givens(
+    s: Setup, b16: Budget, b8: Budget, k16: KVCache, k8: KVCache
+) -> tuple[list[tuple[str, str]], str]:
+    """Stop 7's givens, and the sentence its prompt adds for a recurrent state (or "")."""
+    what = "latent" if kinds_of(s.spec) == {"mla"} else "K/V"
     givens = [
         s.tokens_given(),
         (
@@ -476,7 +276,7 @@ def stop7(s: Setup) -> Lesson:
             )
         )
         state = (
-            f" The {len(spec.state_layers):,} recurrent layers' state stays in BF16 "
+            f" The {len(s.spec.state_layers):,} recurrent layers' state stays in BF16 "
             "whatever the KV format."
         )
     if b16.effective_block_size != b8.effective_block_size:
@@ -488,24 +288,58 @@ def stop7(s: Setup) -> Lesson:
                 "hold one whole recurrent state",
             )
         )
+    return givens, state
+
+
+def _not_twice(b16: Budget, b8: Budget, k16: KVCache) -> str:
+    """Why an FP8 cache fits other than exactly 2x the BF16 conversations, as a sentence's end."""
+    reasons = []
+    if k16.state_bytes:
+        reasons.append(
+            f"the recurrent state ({fmt_bytes(k16.state_bytes)} per conversation) does not shrink"
+        )
+    if b16.effective_block_size != b8.effective_block_size:
+        reasons.append(
+            "vLLM sizes a hybrid's pages to hold a whole state, so the blocks "
+            "change size with the format"
+        )
+    if not reasons:
+        reasons.append("the blocks are rounded to whole pages")
+    return " and ".join(reasons) + "."
+
+
+def _fp8_crossover(s: Setup) -> str:
+    """Where the batch-1 crossover lies with an FP8 cache, as stop 7's figure states it."""
+    spec = s.spec
+    s8 = step_time(
+        spec, s.w, context=s.n, batch=1, bandwidth_gbs=s.bw, kv_dtype="fp8", tp=s.tp, pp=s.pp
+    )
+    c8 = s8.crossover_context
+    return (
+        "never: the cache stops growing"
+        if c8 is None
+        else f"beyond the model's limit of {spec.max_context:,} tokens"
+        if c8 > spec.max_context
+        else f"{c8:,} tokens"
+    )
+
+
+def stop7(s: Setup) -> Lesson:
+    spec, n = s.spec, s.n
+    b16 = kv_pool(spec, s.w, s.gpu, n, "bf16", s.tp, s.pp)
+    b8 = kv_pool(spec, s.w, s.gpu, n, "fp8", s.tp, s.pp)
+    none_fits(b16, n, s.gpu)
+    ratio = b8.max_concurrency / b16.max_concurrency
+    k16 = kv_cache(spec, n, kv_dtype="bf16", tp=s.tp, pp=s.pp)
+    k8 = kv_cache(spec, n, kv_dtype="fp8", tp=s.tp, pp=s.pp)
+    givens, state = _fp8_givens(s, b16, b8, k16, k8)
     exact = is_near(ratio, 2.0, 0.005)
-    if exact:
-        why = "The pool stays the same; each conversation's cache takes half the bytes."
-    else:
-        reasons = []
-        if k16.state_bytes:
-            reasons.append(
-                f"the recurrent state ({fmt_bytes(k16.state_bytes)} per conversation) "
-                "does not shrink"
-            )
-        if b16.effective_block_size != b8.effective_block_size:
-            reasons.append(
-                "vLLM sizes a hybrid's pages to hold a whole state, so the blocks "
-                "change size with the format"
-            )
-        if not reasons:
-            reasons.append("the blocks are rounded to whole pages")
-        why = "Not exactly 2: " + " and ".join(reasons) + "."
+    reason = "" if exact else _not_twice(b16, b8, k16)
+    why = (
+        "The pool stays the same; each conversation's cache takes half the bytes."
+        if exact
+        else "Not exactly 2: " + reason
+    )
     slips = [
         (1 / ratio, "That is the inverse: FP8 fits more conversations, so the answer is above 1.")
     ]
@@ -513,8 +347,7 @@ def stop7(s: Setup) -> Lesson:
         slips.append(
             (
                 2.0 / ratio,
-                f"Exactly 2 would hold if every byte of a conversation "
-                f"halved: {why[len('Not exactly 2: ') :]}",
+                f"Exactly 2 would hold if every byte of a conversation halved: {reason}",
             )
         )
     q = Question(
@@ -541,29 +374,14 @@ def stop7(s: Setup) -> Lesson:
         ),
         mistakes=slips_of(*slips),
     )
-    s8 = step_time(
-        spec, s.w, context=n, batch=1, bandwidth_gbs=s.bw, kv_dtype="fp8", tp=s.tp, pp=s.pp
-    )
-    c8 = s8.crossover_context
-    cross = (
-        "never: the cache stops growing"
-        if c8 is None
-        else f"beyond the model's limit of {spec.max_context:,} tokens"
-        if c8 > spec.max_context
-        else f"{c8:,} tokens"
-    )
     return Lesson(
         stop=s.stop,
         question=q,
         givens=tuple(givens),
-        figure=("Decode step time with an FP8 cache: crossover at batch 1", cross),
+        figure=("Decode step time with an FP8 cache: crossover at batch 1", _fp8_crossover(s)),
         recap=(
             f"An FP8 cache fits {ratio:,.2f}x as many {n:,}-token conversations"
-            + (
-                " and halves every K/V byte a step reads."
-                if exact
-                else ", not 2x: " + why[len("Not exactly 2: ") :]
-            ),
+            + (" and halves every K/V byte a step reads." if exact else ", not 2x: " + reason),
             "It costs accuracy, which the Measured cost of shrinking page measures: check it "
             "on your own evaluations before turning it on.",
         ),
