@@ -16,8 +16,9 @@ false of the model. ``answer_key`` writes the seven lessons as Markdown, for a t
 A stop that cannot be asked for a setup (a model that does not fit, a GPU without a known peak)
 raises ValueError saying why.
 
-The stops live in three modules: tour_text (the Stop, the Lesson, the words for the layers,
-the slips and the setup every stop uses), tour_memory (stops 1-3) and tour_speed (stops 4-7);
+The stops live in four modules: tour_text (the Stop, the Lesson, the words for the layers,
+the slips and the setup every stop uses), tour_memory (stops 1-3), tour_speed (stops 4-7) and
+tour_decode (stop 4's two questions and the weights a step reads);
 this module lists the stops and assembles them, and is the tour's public interface.
 """
 
