@@ -69,6 +69,67 @@ def test_memo_refuses_an_empty_bound():
         memo(0)
 
 
+def test_size_of_counts_what_a_result_holds():
+    import sys
+
+    from webui.memo import size_of
+
+    # Expected from sys.getsizeof of each part, summed by hand: the list, its three floats.
+    floats = [0.5, 1.5, 2.5]
+    assert size_of(floats) == sys.getsizeof(floats) + 3 * sys.getsizeof(0.5)
+    # A dict counts its keys and values; a string at every place it stands (errs high).
+    shared = "x" * 1000
+    d = {"a": shared, "b": shared}
+    assert size_of(d) == sys.getsizeof(d) + 2 * sys.getsizeof("a") + 2 * sys.getsizeof(shared)
+    # A shared container counts once.
+    inner = [[1.5] * 10]
+    assert size_of([inner, inner]) == sys.getsizeof([inner, inner]) + size_of(inner)
+    # A numpy array: its buffer (8 bytes a float64) on top of the object.
+    np = pytest.importorskip("numpy")
+    a = np.zeros(1000)
+    assert size_of(a) >= 8000
+    # A frozen dataclass (a model's spec) reaches its fields: far more than its own object.
+    assert size_of(L8B.spec) > 10 * sys.getsizeof(L8B.spec)
+
+
+def test_memos_together_keep_at_most_their_byte_bound(monkeypatch):
+    from webui import memo as memo_mod
+
+    memo_mod.clear_all()
+    # Entries of about 1 MiB each (a list of 32,768 floats: an 8-byte pointer and a 24-byte
+    # float each): with the bound at 3.5 MiB, three fit and a fourth pushes the least recently
+    # used out, across two memos.
+    monkeypatch.setattr(memo_mod, "MEMO_BYTES", int(3.5 * 2**20))
+    one = 0.25
+    calls = []
+
+    @memo_mod.memo(8)
+    def big(i):
+        calls.append(("big", i))
+        return [one] * (2**15)
+
+    @memo_mod.memo(8)
+    def other(i):
+        calls.append(("other", i))
+        return [one] * (2**15)
+
+    big(1), big(2), other(1)
+    assert memo_mod.kept_bytes() <= memo_mod.MEMO_BYTES and len(big) == 2 and len(other) == 1
+    big(1)  # a hit: now the most recently used
+    other(2)  # a fourth MiB: big(2), the least recently used, goes
+    assert len(calls) == 4 and len(big) == 1 and len(other) == 2
+    big(1)
+    assert len(calls) == 4  # still kept
+    big(2)
+    assert len(calls) == 5  # was dropped, so computed again
+    assert memo_mod.kept_bytes() <= memo_mod.MEMO_BYTES
+    # A result larger than the whole bound is returned but not kept.
+    monkeypatch.setattr(memo_mod, "MEMO_BYTES", 2**20 // 2)
+    assert len(big(3)) == 2**15 and big(3) is not big(3)
+    memo_mod.clear_all()
+    assert memo_mod.kept_bytes() == 0
+
+
 # -- figures -----------------------------------------------------------------------------------
 
 

@@ -5,8 +5,12 @@ teacher names), so a rerun usually asks for a curve or a figure that some sessio
 built. ``memo(n)`` keeps the last ``n`` results of a pure function (kvcalc's sweeps, webui's
 figure builders), keyed by its arguments, in a module global:
 
-* bounded: at most ``n`` entries per function, the least recently used goes first (each
-  caller states its ``n`` from the size of one result);
+* bounded twice: at most ``n`` entries per function (each caller states its ``n`` from the
+  size of one result), and at most ``MEMO_BYTES`` for all of them together, each entry's key and
+  value measured once when it is stored (``size_of``); past either bound the least recently used
+  goes first. The byte bound keeps what a room of visitors leaves behind small whatever they
+  ask for (issue 22's kept-memory target, bench/memory.py): a worst-case link's sweep or a pasted
+  1,024-layer config can weigh megabytes where a default one weighs kilobytes;
 * out of reach of Streamlit's ``clear_cache`` message, as webui/shared.py explains;
 * shared, so never mutated: a cached result is the same object for every caller. Figures go
   to ``st.plotly_chart``, which only reads them; pages build their own lists from the curves.
@@ -20,14 +24,92 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import sys
 import threading
 import weakref
 from collections import OrderedDict
 from typing import Any, Callable
 
-__all__ = ["memo", "cached", "key_of", "clear_all"]
+__all__ = ["memo", "cached", "key_of", "clear_all", "size_of", "kept_bytes", "MEMO_BYTES"]
 
 _ALL: list["_Memo"] = []
+
+# All the memos together keep at most this many bytes (as size_of counts them). 24 MiB holds
+# every default page's figures and curves many times over (a figure is 10-200 KiB, a sweep a
+# few KiB to a MiB); bench/memory.py measures what 36 heavy sessions leave behind with it.
+MEMO_BYTES = 24 * 2**20
+
+# Every stored entry in one least-recently-used order across the memos: (memo, key) -> bytes.
+_ORDER: OrderedDict = OrderedDict()
+_ORDER_LOCK = threading.RLock()
+_KEPT = [0]  # bytes held by all the memos' entries
+
+
+_SCALARS = frozenset({str, bytes, int, float, complex, bool, type(None)})
+_NUMBERS = frozenset({int, float})
+_NUMBER_BYTES = sys.getsizeof(0.5)  # a float's object; an int up to 2^30 is 28 bytes or less
+
+
+def size_of(x: Any) -> int:
+    """Bytes an object graph holds: sys.getsizeof of each container, instance dict or slot
+    (counted once however often it is reached), and of each string and number at every place it
+    stands (a list of plain numbers, a figure's coordinates, at a float's size each, without a
+    loop in Python); numpy arrays by their buffers. An estimate that errs high: what is shared
+    with another entry, or interned, counts here too."""
+    seen: set[int] = set()
+    stack = [x]
+    total = 0
+    getsizeof = sys.getsizeof
+    while stack:
+        o = stack.pop()
+        t = type(o)
+        if t in _SCALARS:
+            total += 0 if o is None or t is bool else getsizeof(o)
+            continue
+        i = id(o)
+        if i in seen or isinstance(o, type):
+            continue
+        seen.add(i)
+        total += getsizeof(o, 64)
+        if t is list or t is tuple:
+            kinds = set(map(type, o))
+            if kinds <= _NUMBERS:  # coordinates: a float or a machine-size int each
+                total += len(o) * _NUMBER_BYTES
+            elif kinds <= _SCALARS:
+                total += sum(map(getsizeof, o))
+            else:
+                stack.extend(o)
+            continue
+        if isinstance(o, dict):
+            stack.extend(o.keys())
+            stack.extend(o.values())
+            continue
+        if isinstance(o, (list, tuple, set, frozenset)):
+            stack.extend(o)
+            continue
+        nbytes = getattr(o, "nbytes", None)
+        if isinstance(nbytes, int) and hasattr(o, "dtype"):  # a numpy array's buffer
+            total += nbytes
+            continue
+        d = getattr(o, "__dict__", None)
+        if d is not None:
+            stack.append(d)
+        for cls in t.__mro__:
+            for slot in getattr(cls, "__slots__", ()):
+                if hasattr(o, slot):
+                    stack.append(getattr(o, slot))
+    return total
+
+
+def kept_bytes() -> int:
+    """What all the memos hold now, in bytes (as size_of counted each entry when it was kept)."""
+    return _KEPT[0]
+
+
+def _forget(m: "_Memo", key: Any) -> None:
+    """Drop one entry from its memo and from the shared order (the lock held)."""
+    m._items.pop(key, None)
+    _KEPT[0] -= _ORDER.pop((m, key), 0)
 
 
 def key_of(x: Any) -> Any:
@@ -95,7 +177,6 @@ class _Memo:
     def __init__(self, fn: Callable, max_items: int, spinner: str | None = None):
         self.fn, self.max_items, self.spinner = fn, max_items, spinner
         self._items: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
         self.hits = self.misses = 0
         functools.update_wrapper(self, fn)
 
@@ -104,9 +185,10 @@ class _Memo:
             key = (key_of(args), key_of(kwargs))
         except TypeError:
             return self.fn(*args, **kwargs)
-        with self._lock:
+        with _ORDER_LOCK:
             if key in self._items:
                 self._items.move_to_end(key)
+                _ORDER.move_to_end((self, key))
                 self.hits += 1
                 return self._items[key]
         # Outside the lock: other sessions are not held up.
@@ -119,20 +201,30 @@ class _Memo:
                 value = self.fn(*args, **kwargs)
         else:
             value = self.fn(*args, **kwargs)
-        with self._lock:
+        size = size_of(key) + size_of(value)
+        with _ORDER_LOCK:
             self.misses += 1
+            if size > MEMO_BYTES:  # larger than the whole bound: given, not kept
+                return value
+            if key in self._items:  # another session stored it meanwhile
+                _forget(self, key)
             self._items[key] = value
-            self._items.move_to_end(key)
+            _ORDER[(self, key)] = size
+            _KEPT[0] += size
             while len(self._items) > self.max_items:
-                self._items.popitem(last=False)
+                _forget(self, next(iter(self._items)))
+            while _KEPT[0] > MEMO_BYTES:
+                m, k = next(iter(_ORDER))
+                _forget(m, k)
         return value
 
     def __len__(self) -> int:
         return len(self._items)
 
     def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
+        with _ORDER_LOCK:
+            for key in list(self._items):
+                _forget(self, key)
 
 
 def _in_script() -> bool:
