@@ -154,44 +154,10 @@ def head_sharing_figure(
     return _diagram_axes(fig, 90 + 115 * len(rows))
 
 
-@memo(32)
-def mla_figure(
-    *,
-    hidden: int | None,
-    q_heads: int,
-    rank: int,
-    rope: int,
-    qk_nope: int,
-    v_head_dim: int,
-    own: bool,
-) -> go.Figure:
-    """Multi-head latent attention in two lanes. Store: each token's hidden state is
-    compressed (W_DKV) to a latent c_KV of ``rank`` numbers, and a RoPE key of ``rope`` numbers
-    is kept beside it; that is all the cache holds. Decode (absorbed): each query head's
-    non-RoPE part is multiplied by that head's key up-projection W_UK once, so it scores the
-    cached latents directly; the weighted sum of latents goes through W_UV (folded into the
-    output projection). Box heights grow with the square root of the numbers they hold."""
-    cached = rank + rope
-    full = q_heads * ((qk_nope + rope) + v_head_dim)
-    boxes = [  # (lane, x, label, numbers, color, name)
-        (
-            0,
-            0,
-            f"hidden state<br>{hidden:,}" if hidden else "hidden state",
-            hidden or rank,
-            "#bbb",
-            "hidden",
-        ),
-        (0, 2, f"latent c_KV<br>{rank:,}", rank, _KV_COLOR, "latent"),
-        (0, 3.1, f"RoPE key<br>{rope:,}", rope, _KV_COLOR, "rope"),
-        (1, 0, f"query head i<br>{qk_nope} + {rope} RoPE", qk_nope + rope, _Q_COLOR, "query"),
-        (1, 2, f"absorbed query<br>{rank:,} + {rope} RoPE", rank + rope, _Q_COLOR, "absorbed"),
-        (1, 4, "scores vs every<br>cached latent", rank + rope, "#ddd", "scores"),
-        (1, 6, f"sum of latents<br>{rank:,}", rank, "#ddd", "sum"),
-        (1, 8, f"value of head i<br>{v_head_dim}", v_head_dim, _Q_COLOR, "value"),
-    ]
+def _mla_boxes(fig: Parts, boxes: list[tuple]) -> None:
+    """Each (lane, x, label, numbers, color, name) as a box whose height grows with the square
+    root of its numbers, its label a text trace (so the numbers show on hover)."""
     big = max(b[3] for b in boxes)
-    fig = Parts()
     for lane, x, label, n, color, name in boxes:
         h = 0.55 + 0.75 * math.sqrt(n / big)
         y = -2.2 * lane
@@ -219,6 +185,11 @@ def mla_figure(
                 hovertemplate=f"{name}: %{{customdata:,}} numbers<extra></extra>",
             )
         )
+
+
+def _mla_arrows(fig: Parts) -> None:
+    """The two lanes' names, the arrows between their boxes with what each step does, and the
+    arrow that joins the lanes: every head's scores read the cached latents and RoPE keys."""
     for lane, text in ((0, "<b>Store</b>, every token:"), (1, "<b>Decode</b>, each query head i:")):
         fig.add_annotation(
             x=-0.6,
@@ -277,6 +248,47 @@ def mla_figure(
         arrowwidth=1.5,
         text="",
     )
+
+
+@memo(32)
+def mla_figure(
+    *,
+    hidden: int | None,
+    q_heads: int,
+    rank: int,
+    rope: int,
+    qk_nope: int,
+    v_head_dim: int,
+    own: bool,
+) -> go.Figure:
+    """Multi-head latent attention in two lanes. Store: each token's hidden state is
+    compressed (W_DKV) to a latent c_KV of ``rank`` numbers, and a RoPE key of ``rope`` numbers
+    is kept beside it; that is all the cache holds. Decode (absorbed): each query head's
+    non-RoPE part is multiplied by that head's key up-projection W_UK once, so it scores the
+    cached latents directly; the weighted sum of latents goes through W_UV (folded into the
+    output projection). Box heights grow with the square root of the numbers they hold."""
+    cached = rank + rope
+    full = q_heads * ((qk_nope + rope) + v_head_dim)
+    boxes = [  # (lane, x, label, numbers, color, name)
+        (
+            0,
+            0,
+            f"hidden state<br>{hidden:,}" if hidden else "hidden state",
+            hidden or rank,
+            "#bbb",
+            "hidden",
+        ),
+        (0, 2, f"latent c_KV<br>{rank:,}", rank, _KV_COLOR, "latent"),
+        (0, 3.1, f"RoPE key<br>{rope:,}", rope, _KV_COLOR, "rope"),
+        (1, 0, f"query head i<br>{qk_nope} + {rope} RoPE", qk_nope + rope, _Q_COLOR, "query"),
+        (1, 2, f"absorbed query<br>{rank:,} + {rope} RoPE", rank + rope, _Q_COLOR, "absorbed"),
+        (1, 4, "scores vs every<br>cached latent", rank + rope, "#ddd", "scores"),
+        (1, 6, f"sum of latents<br>{rank:,}", rank, "#ddd", "sum"),
+        (1, 8, f"value of head i<br>{v_head_dim}", v_head_dim, _Q_COLOR, "value"),
+    ]
+    fig = Parts()
+    _mla_boxes(fig, boxes)
+    _mla_arrows(fig)
     fig.add_annotation(
         x=2.55,
         y=-1.25,
@@ -302,6 +314,50 @@ def mla_figure(
     fig.update_xaxis(range=[-0.7, 8.7])
     fig.update_yaxis(range=[-3.2, 1.9])
     return _diagram_axes(fig, 380)
+
+
+def _layer_strip(fig: Parts, kinds: list[str], sliding: int, full: int) -> None:
+    """A strip above the matrix, one square per layer in model order: sliding green, full
+    dark, anything else light."""
+    fig.add_trace(
+        dict(
+            type="scatter",
+            x=list(range(len(kinds))),
+            y=[0] * len(kinds),
+            mode="markers",
+            name="layers",
+            xaxis="x2",
+            yaxis="y2",
+            showlegend=False,
+            marker=dict(
+                symbol="square",
+                size=max(4, min(12, 600 / len(kinds))),
+                color=[
+                    _KV_COLOR if k == "sliding" else "#555" if k == "full" else "#ddd"
+                    for k in kinds
+                ],
+            ),
+            customdata=kinds,
+            hovertemplate="layer %{x}: %{customdata}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        xaxis2=dict(domain=[0, 1], anchor="y2", visible=False, range=[-1, len(kinds)]),
+        yaxis2=dict(domain=[0.86, 1], anchor="x2", visible=False),
+    )
+    fig.add_annotation(
+        x=0,
+        y=1.0,
+        xref="paper",
+        yref="paper",
+        showarrow=False,
+        xanchor="left",
+        yanchor="bottom",
+        font=dict(size=11),
+        text=(
+            f"layers interleave: {sliding:,} sliding (green), {full:,} full (dark), in model order"
+        ),
+    )
 
 
 @memo(32)
@@ -379,47 +435,44 @@ def window_figure(window: int, context: int, kinds: list[str]) -> go.Figure:
         plot_bgcolor="rgba(0,0,0,0)",
     )
     if mixed:
+        _layer_strip(fig, kinds, sliding, full)
+    return fig.done()
+
+
+def _logical_rows(fig: Parts, running: list, block_size: int) -> None:
+    """One row per running request: its logical blocks in token order (the last one says how
+    many of its slots are written), and its block table in brackets on the left."""
+    for r, t in enumerate(running):
+        k = len(t.blocks)
+        last = t.tokens - (k - 1) * block_size  # slots written in the last logical block
+        fills = [block_size] * (k - 1) + [last]
         fig.add_trace(
             dict(
                 type="scatter",
-                x=list(range(len(kinds))),
-                y=[0] * len(kinds),
-                mode="markers",
-                name="layers",
-                xaxis="x2",
-                yaxis="y2",
-                showlegend=False,
-                marker=dict(
-                    symbol="square",
-                    size=max(4, min(12, 600 / len(kinds))),
-                    color=[
-                        _KV_COLOR if k == "sliding" else "#555" if k == "full" else "#ddd"
-                        for k in kinds
-                    ],
+                x=list(range(k)),
+                y=[r] * k,
+                mode="markers+text",
+                name=f"{t.rid}: logical blocks",
+                text=[str(i) for i in range(k)],
+                textfont=dict(size=9, color="#fff"),
+                marker=dict(symbol="square", size=20, color=owner_color(t.rid)),
+                customdata=[[b, f] for b, f in zip(t.blocks, fills)],
+                hovertemplate=(
+                    f"{t.rid}, logical block %{{text}} -> physical block "
+                    "%{customdata[0]} (%{customdata[1]}/"
+                    f"{block_size} slots written)"
+                    "<extra></extra>"
                 ),
-                customdata=kinds,
-                hovertemplate="layer %{x}: %{customdata}<extra></extra>",
             )
         )
-        fig.update_layout(
-            xaxis2=dict(domain=[0, 1], anchor="y2", visible=False, range=[-1, len(kinds)]),
-            yaxis2=dict(domain=[0.86, 1], anchor="x2", visible=False),
-        )
         fig.add_annotation(
-            x=0,
-            y=1.0,
-            xref="paper",
-            yref="paper",
+            x=-0.7,
+            y=r,
+            xanchor="right",
             showarrow=False,
-            xanchor="left",
-            yanchor="bottom",
             font=dict(size=11),
-            text=(
-                f"layers interleave: {sliding:,} sliding (green), {full:,} full "
-                "(dark), in model order"
-            ),
+            text=f"{t.rid}: [{', '.join(map(str, t.blocks))}]",
         )
-    return fig.done()
 
 
 @memo(32)
@@ -454,37 +507,7 @@ def paged_figure(tables: tuple, block_size: int, num_blocks: int, per_row: int =
                 hoverinfo="skip",
             )
         )
-    for r, t in enumerate(running):
-        k = len(t.blocks)
-        last = t.tokens - (k - 1) * block_size  # slots written in the last logical block
-        fills = [block_size] * (k - 1) + [last]
-        fig.add_trace(
-            dict(
-                type="scatter",
-                x=list(range(k)),
-                y=[r] * k,
-                mode="markers+text",
-                name=f"{t.rid}: logical blocks",
-                text=[str(i) for i in range(k)],
-                textfont=dict(size=9, color="#fff"),
-                marker=dict(symbol="square", size=20, color=owner_color(t.rid)),
-                customdata=[[b, f] for b, f in zip(t.blocks, fills)],
-                hovertemplate=(
-                    f"{t.rid}, logical block %{{text}} -> physical block "
-                    "%{customdata[0]} (%{customdata[1]}/"
-                    f"{block_size} slots written)"
-                    "<extra></extra>"
-                ),
-            )
-        )
-        fig.add_annotation(
-            x=-0.7,
-            y=r,
-            xanchor="right",
-            showarrow=False,
-            font=dict(size=11),
-            text=f"{t.rid}: [{', '.join(map(str, t.blocks))}]",
-        )
+    _logical_rows(fig, running, block_size)
     owner: dict[int, str] = {}
     for t in running:
         for b in t.blocks:

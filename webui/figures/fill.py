@@ -25,49 +25,9 @@ __all__ = [
 FILL_COLORS = ["#eef0f4", "#2f9e6e", "#f2a541", "#d62728"]  # empty, cached, new, recomputed
 
 
-def fill_figure(steps: list, row_labels: list[str], frame_ms: int = 450) -> dict:
-    """The cache-fill grid animated step by step on the client (Plotly frames), with the total
-    work so far (token passes) with and without a cache in a bar below.
-
-    Returned as a plain figure dict, which st.plotly_chart takes as it is: with one frame per
-    step, building validated go.Figure objects would cost over 100 ms per rerun."""
-    scale = []
-    for i, c in enumerate(FILL_COLORS):  # a discrete scale for the values 0..3
-        scale += [[i / 4, c], [(i + 1) / 4, c]]
-    cols = len(steps[0].grid[0]) if steps and steps[0].grid else 0
-    x = list(range(1, cols + 1))
-
-    def heat(s):
-        return {
-            "type": "heatmap",
-            "z": [list(r) for r in s.grid],
-            "x": x,
-            "y": row_labels,
-            "zmin": -0.5,
-            "zmax": 3.5,
-            "colorscale": scale,
-            "showscale": False,
-            "xgap": 1,
-            "ygap": 1,
-            "xaxis": "x",
-            "yaxis": "y",
-            "hovertemplate": "token %{x}, %{y}<extra></extra>",
-        }
-
-    def bars(s):
-        return {
-            "type": "bar",
-            "orientation": "h",
-            "xaxis": "x2",
-            "yaxis": "y2",
-            "y": ["without a cache", "with a cache"],
-            "x": [s.passes_without_cache, s.passes_with_cache],
-            "marker": {"color": [FILL_COLORS[3], FILL_COLORS[1]]},
-            "text": [f"{s.passes_without_cache:,}", f"{s.passes_with_cache:,}"],
-            "textposition": "auto",
-            "hovertemplate": "%{y}: %{x:,} token passes<extra></extra>",
-        }
-
+def _fill_layout(steps: list, row_labels: list[str], cols: int, frame_ms: int) -> dict:
+    """The fill figure's layout: the grid above, the work bars below, and the Play / Pause
+    buttons and step slider that animate its frames."""
     max_work = max(s.passes_without_cache for s in steps)
     instant = {
         "mode": "immediate",
@@ -82,7 +42,7 @@ def fill_figure(steps: list, row_labels: list[str], frame_ms: int = 450) -> dict
         }
         for s in steps
     ]
-    layout = {
+    return {
         "height": 230 + 22 * len(row_labels) + 140,
         "showlegend": False,
         "margin": {"l": 10, "r": 10, "t": 10, "b": 120},
@@ -146,6 +106,52 @@ def fill_figure(steps: list, row_labels: list[str], frame_ms: int = 450) -> dict
             }
         ],
     }
+
+
+def fill_figure(steps: list, row_labels: list[str], frame_ms: int = 450) -> dict:
+    """The cache-fill grid animated step by step on the client (Plotly frames), with the total
+    work so far (token passes) with and without a cache in a bar below.
+
+    Returned as a plain figure dict, which st.plotly_chart takes as it is: with one frame per
+    step, building validated go.Figure objects would cost over 100 ms per rerun."""
+    scale = []
+    for i, c in enumerate(FILL_COLORS):  # a discrete scale for the values 0..3
+        scale += [[i / 4, c], [(i + 1) / 4, c]]
+    cols = len(steps[0].grid[0]) if steps and steps[0].grid else 0
+    x = list(range(1, cols + 1))
+
+    def heat(s):
+        return {
+            "type": "heatmap",
+            "z": [list(r) for r in s.grid],
+            "x": x,
+            "y": row_labels,
+            "zmin": -0.5,
+            "zmax": 3.5,
+            "colorscale": scale,
+            "showscale": False,
+            "xgap": 1,
+            "ygap": 1,
+            "xaxis": "x",
+            "yaxis": "y",
+            "hovertemplate": "token %{x}, %{y}<extra></extra>",
+        }
+
+    def bars(s):
+        return {
+            "type": "bar",
+            "orientation": "h",
+            "xaxis": "x2",
+            "yaxis": "y2",
+            "y": ["without a cache", "with a cache"],
+            "x": [s.passes_without_cache, s.passes_with_cache],
+            "marker": {"color": [FILL_COLORS[3], FILL_COLORS[1]]},
+            "text": [f"{s.passes_without_cache:,}", f"{s.passes_with_cache:,}"],
+            "textposition": "auto",
+            "hovertemplate": "%{y}: %{x:,} token passes<extra></extra>",
+        }
+
+    layout = _fill_layout(steps, row_labels, cols, frame_ms)
     first = steps[0]
     # A frame carries what changes (the grid, the two bars' lengths and labels); Plotly keeps
     # every other attribute of the traces it animates, so repeating them in each frame only

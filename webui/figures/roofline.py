@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any, Callable
 
 import plotly.graph_objects as go
 
@@ -27,6 +28,56 @@ _POINT_COLORS = [
     "#bcbd22",
     "#7f7f7f",
 ]
+
+
+def _point_traces(fig: Parts, points: list, y_of: Callable[[Any], float]) -> None:
+    """Each workload as one marker at its intensity: squares on the GEMM roof, diamonds on
+    attention's, circles for a whole step."""
+    for i, p in enumerate(points):
+        symbol, color = _POINT_SYMBOL[p.roof], _POINT_COLORS[i % len(_POINT_COLORS)]
+        fig.add_trace(
+            dict(
+                type="scatter",
+                x=[p.intensity],
+                y=[y_of(p)],
+                mode="markers",
+                name=p.label,
+                # The attention variants are drawn smaller, so one that coincides with a part of
+                # the step (the model's own GQA, say) shows inside it rather than hiding it.
+                marker=dict(
+                    size=9 if p.label.startswith("attention ") else 15,
+                    symbol=symbol,
+                    color=color,
+                    line=dict(width=1, color="#222"),
+                ),
+                hovertemplate=f"{p.label}: %{{x:,.1f}} FLOP/B, %{{y:,.1f}} TFLOP/s<extra></extra>",
+            )
+        )
+
+
+def _ridge_lines(fig: Parts, roofs: Any, ridges: list[tuple[str, float, float]]) -> None:
+    """A dotted vertical line at each ridge point, labelled with its FLOPs per byte."""
+    for i, (which, _, ridge) in enumerate(ridges):
+        fig.add_shape(
+            type="line",
+            x0=ridge,
+            x1=ridge,
+            y0=0,
+            y1=1,
+            yref="paper",
+            line=dict(dash="dot", color="#888"),
+        )
+        label = "ridge" if roofs.one_roof else f"{which.replace('gemm', 'GEMM')} ridge"
+        # Two ridges a factor 2 apart: one label to the right of its line, one to the left.
+        fig.add_annotation(
+            x=math.log10(ridge),
+            y=1,
+            yref="paper",
+            showarrow=False,
+            text=f"{label} {ridge:,.0f} FLOP/B",
+            yanchor="bottom",
+            xanchor="center" if roofs.one_roof else ("left" if i == 0 else "right"),
+        )
 
 
 @memo(32)
@@ -92,47 +143,8 @@ def roofline_figure(roofs, points: list, trajectory: list | None = None) -> go.F
                 hovertemplate="%{text}: %{x:,.1f} FLOP/B, %{y:,.1f} TFLOP/s<extra></extra>",
             )
         )
-    for i, p in enumerate(points):
-        symbol, color = _POINT_SYMBOL[p.roof], _POINT_COLORS[i % len(_POINT_COLORS)]
-        fig.add_trace(
-            dict(
-                type="scatter",
-                x=[p.intensity],
-                y=[y_of(p)],
-                mode="markers",
-                name=p.label,
-                # The attention variants are drawn smaller, so one that coincides with a part of
-                # the step (the model's own GQA, say) shows inside it rather than hiding it.
-                marker=dict(
-                    size=9 if p.label.startswith("attention ") else 15,
-                    symbol=symbol,
-                    color=color,
-                    line=dict(width=1, color="#222"),
-                ),
-                hovertemplate=f"{p.label}: %{{x:,.1f}} FLOP/B, %{{y:,.1f}} TFLOP/s<extra></extra>",
-            )
-        )
-    for i, (which, _, ridge) in enumerate(ridges):
-        fig.add_shape(
-            type="line",
-            x0=ridge,
-            x1=ridge,
-            y0=0,
-            y1=1,
-            yref="paper",
-            line=dict(dash="dot", color="#888"),
-        )
-        label = "ridge" if roofs.one_roof else f"{which.replace('gemm', 'GEMM')} ridge"
-        # Two ridges a factor 2 apart: one label to the right of its line, one to the left.
-        fig.add_annotation(
-            x=math.log10(ridge),
-            y=1,
-            yref="paper",
-            showarrow=False,
-            text=f"{label} {ridge:,.0f} FLOP/B",
-            yanchor="bottom",
-            xanchor="center" if roofs.one_roof else ("left" if i == 0 else "right"),
-        )
+    _point_traces(fig, points, y_of)
+    _ridge_lines(fig, roofs, ridges)
     xv, xt = decades(lo, hi)
     yv, yt = decades(min(ys) / 1.5, max(ys) * 1.5)
     fig.update_layout(

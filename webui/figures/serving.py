@@ -34,6 +34,61 @@ LIMIT_NAMES = {
 _CURVE_COLORS = ["#2f9e6e", "#e0607e"]
 
 
+def _slo(fig: Parts, slo: dict) -> list[float]:
+    """The service-level objective over the frontier: the runs that meet it ringed, the best
+    of them pointed at, the TPOT target as a vertical line; returns that line's x (or none),
+    which the x axis's ticks must reach."""
+    if slo.get("meets"):
+        fig.add_trace(
+            dict(
+                type="scatter",
+                x=[x for x, _ in slo["meets"]],
+                y=[y for _, y in slo["meets"]],
+                mode="markers",
+                name="meets the service-level objective",
+                marker=dict(size=18, symbol="circle-open", color="#2f9e6e", line=dict(width=2)),
+                hoverinfo="skip",
+            )
+        )
+    if slo.get("best"):
+        x, y, label = slo["best"]
+        fig.add_annotation(
+            x=math.log10(max(x, 1e-9)),
+            y=y,
+            text=label,
+            showarrow=True,
+            arrowhead=2,
+            ax=40,
+            ay=-30,
+            font=dict(size=11, color="#2f9e6e"),
+        )
+    if slo.get("tpot_s"):
+        x = 1 / slo["tpot_s"]
+        fig.add_shape(
+            type="line",
+            x0=x,
+            x1=x,
+            y0=0,
+            y1=1,
+            yref="paper",
+            xref="x",
+            line=dict(dash="dot", color="#2f9e6e", width=1.5),
+        )
+        fig.add_annotation(
+            x=math.log10(x),
+            y=1,
+            yref="paper",
+            xref="x",
+            showarrow=False,
+            text=f"TPOT target {slo['tpot_s'] * 1e3:,g} ms",
+            xanchor="left",
+            yanchor="bottom",
+            font=dict(size=11, color="#2f9e6e"),
+        )
+        return [x]
+    return []
+
+
 @memo(32)
 def frontier_figure(curves: list[tuple], slo: dict | None = None) -> go.Figure:
     """Output tokens/s per GPU against tokens/s per user, one curve per setup: (name, users,
@@ -102,54 +157,7 @@ def frontier_figure(curves: list[tuple], slo: dict | None = None) -> go.Figure:
             )
         )
     if slo:
-        if slo.get("meets"):
-            fig.add_trace(
-                dict(
-                    type="scatter",
-                    x=[x for x, _ in slo["meets"]],
-                    y=[y for _, y in slo["meets"]],
-                    mode="markers",
-                    name="meets the service-level objective",
-                    marker=dict(size=18, symbol="circle-open", color="#2f9e6e", line=dict(width=2)),
-                    hoverinfo="skip",
-                )
-            )
-        if slo.get("best"):
-            x, y, label = slo["best"]
-            fig.add_annotation(
-                x=math.log10(max(x, 1e-9)),
-                y=y,
-                text=label,
-                showarrow=True,
-                arrowhead=2,
-                ax=40,
-                ay=-30,
-                font=dict(size=11, color="#2f9e6e"),
-            )
-        if slo.get("tpot_s"):
-            x = 1 / slo["tpot_s"]
-            fig.add_shape(
-                type="line",
-                x0=x,
-                x1=x,
-                y0=0,
-                y1=1,
-                yref="paper",
-                xref="x",
-                line=dict(dash="dot", color="#2f9e6e", width=1.5),
-            )
-            fig.add_annotation(
-                x=math.log10(x),
-                y=1,
-                yref="paper",
-                xref="x",
-                showarrow=False,
-                text=f"TPOT target {slo['tpot_s'] * 1e3:,g} ms",
-                xanchor="left",
-                yanchor="bottom",
-                font=dict(size=11, color="#2f9e6e"),
-            )
-            xs.append(x)
+        xs += _slo(fig, slo)
     fig.update_layout(
         xaxis_title="tokens/s per user (1 / median TPOT)",
         yaxis_title="output tokens/s per GPU",
