@@ -7,11 +7,11 @@ One builder, one module per subject; pages import the builders from here
 - budget: the GPU's memory split, concurrency against context
 - speed: decode step time against context and against batch
 - techniques: K/V bytes of one sequence under each shrinking technique
-- fill: the cache-fill animation, the block pool, the live page's bytes and times, the cache
-  picture (SVG)
+- fill: the cache-fill animation, the live page's bytes and times, the cache picture (SVG)
+- paging: the Engine view's block pool and PagedAttention's block tables
 - serving: the throughput frontier, the pool's utilization over time
 - roofline: attainable TFLOP/s against arithmetic intensity
-- diagrams: head sharing, MLA, the sliding window, PagedAttention
+- diagrams: head sharing, MLA, the sliding window
 - measured: the microscope's attention and cache maps, quality against bytes, work against time
 
 Only the app's pages import this package (it imports plotly); ``import kvcalc`` does not.
@@ -25,12 +25,10 @@ from .diagrams import (
     head_sharing_figure,
     head_sharing_rows,
     mla_figure,
-    paged_figure,
     window_figure,
 )
 from .fill import (
     FILL_COLORS,
-    blocks_figure,
     cache_picture,
     fill_chart,
     fill_figure,
@@ -46,6 +44,7 @@ from .measured import (
     tick_labels,
     work_time_figure,
 )
+from .paging import blocks_figure, paged_figure
 from .roofline import roofline_figure
 from .serving import LIMIT_NAMES, LIMIT_SYMBOLS, frontier_figure, utilization_figure
 from .speed import batch_figure, step_time_figure

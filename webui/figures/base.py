@@ -21,6 +21,7 @@ __all__ = [
     "layout",
     "vline",
     "limit_region",
+    "diagram_axes",
     "owner_color",
     "decades",
     "nice_step",
@@ -178,6 +179,19 @@ def limit_region(
         yanchor="bottom",
         font=dict(size=11, color=color),
     )
+
+
+def diagram_axes(fig: Parts, height: float) -> Figure:
+    """A diagram's frame: no axes, no legend, no background, small margins, ``height`` px."""
+    fig.update_layout(
+        height=height,
+        margin=dict(l=10, r=10, t=10, b=10),
+        showlegend=False,
+        plot_bgcolor="rgba(0,0,0,0)",
+    )
+    fig.update_xaxis(visible=False)
+    fig.update_yaxis(visible=False)
+    return fig.done()
 
 
 _OWNER_COLORS = [

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from webui.memo import memo
 
-from .base import Parts, owner_color
+from .base import Parts, diagram_axes
 
 __all__ = [
     "head_sharing_rows",
@@ -18,22 +18,9 @@ __all__ = [
     "MAX_DRAWN_HEADS",
     "mla_figure",
     "window_figure",
-    "paged_figure",
 ]
 
 _Q_COLOR, _KV_COLOR, _LINE_COLOR = "#4c78a8", "#2f9e6e", "#9aa5b1"
-
-
-def _diagram_axes(fig: Parts, height: float) -> go.Figure:
-    fig.update_layout(
-        height=height,
-        margin=dict(l=10, r=10, t=10, b=10),
-        showlegend=False,
-        plot_bgcolor="rgba(0,0,0,0)",
-    )
-    fig.update_xaxis(visible=False)
-    fig.update_yaxis(visible=False)
-    return fig.done()
 
 
 def head_sharing_rows(q_heads: int, kv_heads: int) -> list[tuple[str, int, bool]]:
@@ -151,7 +138,7 @@ def head_sharing_figure(
             ),
         )
     fig.update_xaxis(range=[-1, q_heads * scale])
-    return _diagram_axes(fig, 90 + 115 * len(rows))
+    return diagram_axes(fig, 90 + 115 * len(rows))
 
 
 def _mla_boxes(fig: Parts, boxes: list[tuple]) -> None:
@@ -313,7 +300,7 @@ def mla_figure(
     )
     fig.update_xaxis(range=[-0.7, 8.7])
     fig.update_yaxis(range=[-3.2, 1.9])
-    return _diagram_axes(fig, 380)
+    return diagram_axes(fig, 380)
 
 
 def _layer_strip(fig: Parts, kinds: list[str], sliding: int, full: int) -> None:
@@ -437,120 +424,3 @@ def window_figure(window: int, context: int, kinds: list[str]) -> go.Figure:
     if mixed:
         _layer_strip(fig, kinds, sliding, full)
     return fig.done()
-
-
-def _logical_rows(fig: Parts, running: list, block_size: int) -> None:
-    """One row per running request: its logical blocks in token order (the last one says how
-    many of its slots are written), and its block table in brackets on the left."""
-    for r, t in enumerate(running):
-        k = len(t.blocks)
-        last = t.tokens - (k - 1) * block_size  # slots written in the last logical block
-        fills = [block_size] * (k - 1) + [last]
-        fig.add_trace(
-            dict(
-                type="scatter",
-                x=list(range(k)),
-                y=[r] * k,
-                mode="markers+text",
-                name=f"{t.rid}: logical blocks",
-                text=[str(i) for i in range(k)],
-                textfont=dict(size=9, color="#fff"),
-                marker=dict(symbol="square", size=20, color=owner_color(t.rid)),
-                customdata=[[b, f] for b, f in zip(t.blocks, fills)],
-                hovertemplate=(
-                    f"{t.rid}, logical block %{{text}} -> physical block "
-                    "%{customdata[0]} (%{customdata[1]}/"
-                    f"{block_size} slots written)"
-                    "<extra></extra>"
-                ),
-            )
-        )
-        fig.add_annotation(
-            x=-0.7,
-            y=r,
-            xanchor="right",
-            showarrow=False,
-            font=dict(size=11),
-            text=f"{t.rid}: [{', '.join(map(str, t.blocks))}]",
-        )
-
-
-@memo(32)
-def paged_figure(tables: tuple, block_size: int, num_blocks: int, per_row: int = 16) -> go.Figure:
-    """PagedAttention: each running request's logical blocks (one row per request, in token
-    order) mapped through its block table to physical blocks of the pool (the numbered grid
-    below). ``tables``: the engine snapshot's rows (rid, tokens, blocks); a request without
-    blocks is not drawn."""
-    running = [t for t in tables if t.blocks]
-    nrun = len(running)
-    pool_y0 = nrun + 1.0  # the pool's first row
-
-    def pool_xy(bid: int) -> tuple[int, float]:
-        return bid % per_row, pool_y0 + bid // per_row
-
-    fig = Parts()
-    for r, t in enumerate(running):  # lines first: the blocks are drawn over them
-        lx, ly = [], []
-        for i, bid in enumerate(t.blocks):
-            px, py = pool_xy(bid)
-            lx += [i, px, None]
-            ly += [r, py, None]
-        fig.add_trace(
-            dict(
-                type="scatter",
-                x=lx,
-                y=ly,
-                mode="lines",
-                name=f"{t.rid}: block table",
-                line=dict(color=owner_color(t.rid), width=1.2),
-                opacity=0.7,
-                hoverinfo="skip",
-            )
-        )
-    _logical_rows(fig, running, block_size)
-    owner: dict[int, str] = {}
-    for t in running:
-        for b in t.blocks:
-            owner.setdefault(b, t.rid)
-    xs, ys = zip(*(pool_xy(b) for b in range(num_blocks))) if num_blocks else ((), ())
-    fig.add_trace(
-        dict(
-            type="scatter",
-            x=list(xs),
-            y=list(ys),
-            mode="markers+text",
-            name="physical blocks",
-            text=[str(b) for b in range(num_blocks)],
-            textfont=dict(size=8),
-            marker=dict(
-                symbol="square",
-                size=20,
-                line=dict(color="#555", width=0.5),
-                color=[
-                    owner_color(owner[b]) if b in owner else "#eef1f4" for b in range(num_blocks)
-                ],
-            ),
-            hovertemplate="physical block %{text}<extra></extra>",
-        )
-    )
-    fig.add_annotation(
-        x=-0.5,
-        y=-0.75,
-        xanchor="left",
-        showarrow=False,
-        font=dict(size=11),
-        text="<b>logical blocks</b> of each running request, block table in brackets",
-    )
-    fig.add_annotation(
-        x=-0.5,
-        y=pool_y0 - 0.75,
-        xanchor="left",
-        showarrow=False,
-        font=dict(size=11),
-        text="<b>physical blocks</b> of the pool",
-    )
-    longest = max((len(t.blocks) for t in running), default=1)
-    rows = -(-num_blocks // per_row)
-    fig.update_xaxis(range=[-6, max(per_row, longest) + 0.5])
-    fig.update_yaxis(range=[pool_y0 + rows - 0.4, -1.2])
-    return _diagram_axes(fig, 70 + 30 * (pool_y0 + rows))

@@ -1,6 +1,5 @@
-"""The cache at work: the cache-fill animation, the Engine view's block pool, the live page's
-measured bytes and step times, and the picture of what the cache holds (an inline SVG).
-"""
+"""The cache at work: the cache-fill animation, the live page's measured bytes and step
+times, and the picture of what the cache holds (an inline SVG)."""
 
 from __future__ import annotations
 
@@ -10,13 +9,12 @@ import plotly.graph_objects as go
 
 from webui.memo import memo
 
-from .base import COLORS, IN_ORDER, Figure, Parts, layout, owner_color
+from .base import COLORS, IN_ORDER, Figure, Parts, layout
 
 __all__ = [
     "FILL_COLORS",
     "fill_figure",
     "fill_chart",
-    "blocks_figure",
     "live_bytes_figure",
     "live_time_figure",
     "cache_picture",
@@ -182,63 +180,6 @@ def fill_chart(steps: tuple, row_labels: tuple) -> go.Figure:
     """``fill_figure`` validated once into a kept figure: st.plotly_chart validates a plain
     dict on every rerun, and with one frame per step that was most of the page's time."""
     return Figure(fill_figure(list(steps), list(row_labels)))
-
-
-@memo(32)
-def blocks_figure(blocks: tuple, block_size: int, per_row: int = 16) -> go.Figure:
-    """The block pool as a grid of squares: colored by owner, shared blocks outlined and marked
-    with their reference count, cached free blocks hatched grey, free blocks white."""
-    xs, ys, colors, texts, hovers, lines = [], [], [], [], [], []
-    for b in blocks:
-        xs.append(b.bid % per_row)
-        ys.append(b.bid // per_row)
-        owners = b.owners
-        if b.state == "used":
-            colors.append(owner_color(owners[0]) if owners else "#888")
-            texts.append(("x" + str(b.ref_count)) if b.ref_count > 1 else owners[0])
-            lines.append(3 if b.ref_count > 1 else 0.5)
-            hovers.append(
-                f"block {b.bid}: {' + '.join(owners)} ({b.tokens}/{block_size} "
-                f"slots){', shared by ' + str(b.ref_count) if b.ref_count > 1 else ''}"
-                + (f"<br>hash {b.hash[:8]}" if b.hash else "")
-            )
-        elif b.state == "cached":
-            colors.append("#d7dbe2")
-            texts.append("c")
-            lines.append(0.5)
-            hovers.append(
-                f"block {b.bid}: free, still holds cached tokens (hash "
-                f"{b.hash[:8]}); reused on a prefix hit, evicted when needed"
-            )
-        else:
-            colors.append("#ffffff")
-            texts.append("")
-            lines.append(0.5)
-            hovers.append(f"block {b.bid}: free")
-    rows = (len(blocks) + per_row - 1) // per_row
-    fig = Figure(
-        go.Scatter(
-            x=xs,
-            y=ys,
-            mode="markers+text",
-            text=texts,
-            hovertext=hovers,
-            hoverinfo="text",
-            textfont=dict(size=10, color="#111"),
-            marker=dict(
-                symbol="square", size=30, color=colors, line=dict(color="#222", width=lines)
-            ),
-        )
-    )
-    fig.update_layout(
-        height=60 + 38 * rows,
-        margin=dict(l=10, r=10, t=10, b=10),
-        xaxis=dict(visible=False, range=[-0.7, per_row - 0.3]),
-        yaxis=dict(visible=False, autorange="reversed"),
-        showlegend=False,
-        plot_bgcolor="rgba(0,0,0,0)",
-    )
-    return fig
 
 
 def live_bytes_figure(steps: list) -> go.Figure:
