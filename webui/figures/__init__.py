@@ -13,6 +13,7 @@ One builder, one module per subject; pages import the builders from here
 - roofline: attainable TFLOP/s against arithmetic intensity
 - diagrams: head sharing, MLA, the sliding window
 - measured: the microscope's attention and cache maps, quality against bytes, work against time
+- classroom: the live class's histogram of answers
 
 Only the app's pages import this package (it imports plotly); ``import kvcalc`` does not.
 Every axis says its unit (GiB = 2^30 B; milliseconds; tokens).
@@ -20,6 +21,7 @@ Every axis says its unit (GiB = 2^30 B; milliseconds; tokens).
 
 from .base import COLORS, Figure, owner_color
 from .budget import budget_figure, concurrency_figure
+from .classroom import answers_figure
 from .diagrams import (
     MAX_DRAWN_HEADS,
     head_sharing_figure,
@@ -57,6 +59,7 @@ __all__ = [
     "LIMIT_NAMES",
     "LIMIT_SYMBOLS",
     "MAX_DRAWN_HEADS",
+    "answers_figure",
     "attention_row_figure",
     "batch_figure",
     "blocks_figure",
