@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 __all__ = [
     "COLORS",
     "LAYOUT",
+    "IN_ORDER",
     "Figure",
     "Parts",
     "layout",
