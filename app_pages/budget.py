@@ -15,9 +15,8 @@ from kvcalc.engines.budget import (
 from kvcalc.engines.vllm import NEWEST
 from kvcalc.perf.sweeps import concurrency_curve, context_grid
 from webui import callbacks, common, serving
-from webui.charts import budget_figure, concurrency_figure
 from webui.common import bound, select
-from webui.figures import LIMIT_NAMES
+from webui.figures import LIMIT_NAMES, budget_figure, concurrency_figure
 from webui.hosted import plain
 from webui.memo import cached
 

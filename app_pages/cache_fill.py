@@ -3,8 +3,8 @@ import streamlit as st
 from kvcalc.core.units import fmt_bytes
 from kvcalc.teach.fill import MAX_TOKENS, fill_timeline, shown_layers
 from webui import common
-from webui.charts import FILL_COLORS, fill_chart
 from webui.common import bound, select
+from webui.figures import FILL_COLORS, fill_chart
 from webui.memo import cached
 
 sel = common.require_selection()

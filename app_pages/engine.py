@@ -3,9 +3,9 @@ import streamlit as st
 from kvcalc import kv_cache
 from kvcalc.core.units import fmt_bytes
 from kvcalc.engines.paging import SCENARIOS, contiguous_capacity, parse_requests
-from webui import callbacks, common, figures
-from webui.charts import blocks_figure
+from webui import callbacks, common
 from webui.common import bound, select
+from webui.figures import blocks_figure, paged_figure
 
 common.page_header(
     "Engine view: paged blocks",
@@ -127,7 +127,7 @@ st.subheader("PagedAttention: from a request's blocks to the pool")
 running = [t for t in snap.tables if t.blocks]
 if running:
     st.plotly_chart(
-        figures.paged_figure(list(snap.tables), block_size, num_blocks),
+        paged_figure(list(snap.tables), block_size, num_blocks),
         width="stretch",
         key="e_paged",
     )

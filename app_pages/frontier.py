@@ -2,8 +2,9 @@ import streamlit as st
 
 from kvcalc.core.units import fmt_seconds
 from kvcalc.perf.calibration import IDEAL
-from webui import common, figures, serving
+from webui import common, serving
 from webui.common import bound, select
+from webui.figures import LIMIT_NAMES, frontier_figure, utilization_figure
 
 sel = common.require_selection()
 top = common.page_header(
@@ -178,7 +179,7 @@ drawn.append(
         "dot",
     )
 )
-st.plotly_chart(figures.frontier_figure(drawn, slo=slo), width="stretch", key="fr_fig")
+st.plotly_chart(frontier_figure(drawn, slo=slo), width="stretch", key="fr_fig")
 st.caption(
     "Numbers on the points: users (powers of two, and where the pool starts to bind), "
     "each sending its next request as soon as the last one ends (a closed loop); every "
@@ -211,7 +212,7 @@ def say(name, f):
     if cap.onset_users is None:
         text += (
             f"The KV pool never binds up to {cap.users_cap:,} users: "
-            f"{figures.LIMIT_NAMES[cap.top_limit]} holds the batch; the largest is "
+            f"{LIMIT_NAMES[cap.top_limit]} holds the batch; the largest is "
             f"{max(r.max_batch for r in f.results):,}."
         )
     else:
@@ -328,12 +329,12 @@ steady = (
 )
 st.markdown(
     f"With {users:,} users the batch reached {r.max_batch:,} requests{steady}, limited "
-    f"by {figures.LIMIT_NAMES[r.binding_limit]}; the pool holds {r.num_blocks:,} blocks "
+    f"by {LIMIT_NAMES[r.binding_limit]}; the pool holds {r.num_blocks:,} blocks "
     f"of {r.block_size} tokens, max_num_seqs is {r.max_num_seqs:,} and "
     f"max_num_batched_tokens {r.max_num_batched_tokens:,}."
 )
 st.plotly_chart(
-    figures.utilization_figure(r.utilization_series, r.batch_series, r.num_blocks),
+    utilization_figure(r.utilization_series, r.batch_series, r.num_blocks),
     width="stretch",
     key="fr_util",
 )

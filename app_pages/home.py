@@ -4,7 +4,7 @@ from kvcalc import budget, kv_cache
 from kvcalc.core.units import fmt_bytes, fmt_gib
 from kvcalc.engines.budget import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, pool_defaults_text
 from webui import common
-from webui.charts import cache_picture
+from webui.figures import cache_picture
 
 st.title("KV Cache Lab")
 st.markdown(

@@ -5,8 +5,8 @@ import streamlit as st
 from kvcalc.core.units import fmt_bytes
 from kvcalc.measure import quality, quality_results
 from webui import common, device_queue, shared
-from webui.charts_measured import quality_figure
 from webui.common import bound
+from webui.figures import quality_figure
 from webui.hosted import hosted
 
 common.page_header(

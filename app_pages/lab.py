@@ -6,8 +6,8 @@ from kvcalc.engines.vllm import NEWEST
 from kvcalc.perf.calibration import MFU, estimate_step, estimate_ttft, step_model
 from kvcalc.perf.sweeps import max_context_at, no_speed_reason, step_curve
 from webui import common
-from webui.charts import budget_figure, step_time_figure
 from webui.common import bound, select
+from webui.figures import budget_figure, step_time_figure
 from webui.memo import cached
 
 sel = common.require_selection()

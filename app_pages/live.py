@@ -4,8 +4,8 @@ from kvcalc.core.units import GB, fmt_bytes, fmt_seconds
 from kvcalc.measure import live, runtime
 from kvcalc.measure.twins import TWIN_KEYS
 from webui import common, device_queue, work_time
-from webui.charts import live_bytes_figure, live_time_figure
 from webui.common import bound, select
+from webui.figures import live_bytes_figure, live_time_figure
 from webui.hosted import hosted, live_caps
 
 common.page_header(

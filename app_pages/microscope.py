@@ -3,8 +3,8 @@ import streamlit as st
 
 from kvcalc.measure import microscope
 from webui import common, device_queue
-from webui.charts_measured import attention_row_figure, causal_figure, gqa_figure, kv_figure
 from webui.common import bound, select
+from webui.figures import attention_row_figure, causal_figure, gqa_figure, kv_figure
 from webui.hosted import hosted, plain
 
 common.page_header(

@@ -4,8 +4,9 @@ from kvcalc import get_dtype, prefill, step_time
 from kvcalc.core.units import GiB, fmt_seconds
 from kvcalc.perf.intensity import attention_points, decode_step, prefill_point, roofs
 from kvcalc.perf.sweeps import max_batch_at
-from webui import common, figures
+from webui import common
 from webui.common import bound
+from webui.figures import head_sharing_figure, roofline_figure
 
 sel = common.require_selection()
 top = common.page_header(
@@ -118,7 +119,7 @@ d1, dm = steps[1], steps[most]
 db = steps.get(batch)
 traj = [s.whole for s in steps.values()]
 points = [pf] + ([db.gemm, db.attention, db.whole] if db else []) + attn
-st.plotly_chart(figures.roofline_figure(r, points, traj), width="stretch", key="r_fig")
+st.plotly_chart(roofline_figure(r, points, traj), width="stretch", key="r_fig")
 st.caption(
     f"Per GPU, the ideal bound: peaks are dense (no sparsity) and {sel.bandwidth_gbs:,.0f} GB/s "
     "(GB = 10^9 bytes) is the full peak bandwidth. Squares are GEMMs (the weights' "
@@ -275,7 +276,7 @@ if kv_layer is not None and kv_layer.q_heads % kv_layer.kv_heads == 0:
         "Which query heads share a cached key and value, in this model", icon=":material/hub:"
     ):
         st.plotly_chart(
-            figures.head_sharing_figure(
+            head_sharing_figure(
                 kv_layer.q_heads,
                 kv_layer.kv_heads,
                 kv_layer.head_dim,

@@ -11,8 +11,8 @@ from kvcalc.perf.sweeps import (
     step_curve,
 )
 from webui import callbacks, common
-from webui.charts import batch_figure, step_time_figure
 from webui.common import bound, select
+from webui.figures import batch_figure, step_time_figure
 from webui.memo import cached
 
 sel = common.require_selection()

@@ -3,9 +3,9 @@ import streamlit as st
 from kvcalc import get_dtype, kv_cache, registry
 from kvcalc.core.units import fmt_bytes
 from kvcalc.teach.techniques import techniques
-from webui import callbacks, common, figures
-from webui.charts import techniques_figure
+from webui import callbacks, common
 from webui.common import bound, select
+from webui.figures import head_sharing_figure, mla_figure, techniques_figure, window_figure
 from webui.hosted import plain
 from webui.memo import cached
 
@@ -169,9 +169,7 @@ if attn is not None and attn.q_heads % attn.kv_heads == 0:
         "(MQA) lets all of them share a single one. The cache stores only the K/V heads."
     )
     st.plotly_chart(
-        figures.head_sharing_figure(
-            attn.q_heads, attn.kv_heads, attn.head_dim, attn.v_head_dim, elem
-        ),
+        head_sharing_figure(attn.q_heads, attn.kv_heads, attn.head_dim, attn.v_head_dim, elem),
         width="stretch",
         key="t_fig_heads",
     )
@@ -189,7 +187,7 @@ st.markdown(
 )
 if latent is not None:
     st.plotly_chart(
-        figures.mla_figure(
+        mla_figure(
             hidden=sel.spec.hidden_size,
             q_heads=latent.q_heads,
             rank=latent.kv_lora_rank,
@@ -211,7 +209,7 @@ elif attn is not None:
     # SmolLM2) the drawing takes half the key as the RoPE part, and says so.
     drawn_rope = rope if attn.head_dim > rope else attn.head_dim // 2
     st.plotly_chart(
-        figures.mla_figure(
+        mla_figure(
             hidden=sel.spec.hidden_size,
             q_heads=attn.q_heads,
             rank=rank,
@@ -243,7 +241,7 @@ st.markdown(
     "whole lower triangle."
 )
 st.plotly_chart(
-    figures.window_figure(own_window, context, kinds if slid is not None else []),
+    window_figure(own_window, context, kinds if slid is not None else []),
     width="stretch",
     key="t_fig_window",
 )

@@ -10,7 +10,7 @@ lowered to match, so the samples are not bunched at the default 5 ms switches) a
 sample under the first of these that is on the stack, innermost first:
 
     kvcalc          a frame in kvcalc/ (the computation itself)
-    figure build    a frame in webui/charts*.py or webui/figures.py (our builders and the
+    figure build    a frame in webui/figures/ (our builders and the
                     plotly validation they call)
     plotly_chart    st.plotly_chart: the figure turned into a dict and JSON, the chart's id hashed
     st.table        pandas and pyarrow under a table element
@@ -56,7 +56,7 @@ def _classify(frames: list[tuple[str, str]]) -> tuple[str, str]:
         if "/kvcalc/" in p:
             what = "kvcalc"
             break
-        if "/webui/charts" in p or p.endswith("/webui/figures.py"):
+        if "/webui/figures/" in p:
             what = "figure build"
             break
         if p.endswith("streamlit/elements/plotly_chart.py"):

@@ -478,7 +478,7 @@ def test_home_has_the_picture_and_a_path_through_the_pages():
     # The picture: one decode step, as an SVG (no Plotly to load on the first page). Four cached
     # tokens keep K and V; the new one writes its own; its query is drawn once, with one line to
     # every key, its own included.
-    from webui.charts import cache_picture
+    from webui.figures import cache_picture
 
     svg = cache_picture(["The", "cache", "keeps", "every"], "key")
     assert svg.count('class="cached"') == 8 and svg.count('class="written"') == 2

@@ -14,7 +14,7 @@ from kvcalc.perf.sweeps import (  # noqa: E402
     step_curve,
 )
 from kvcalc.teach.techniques import techniques  # noqa: E402
-from webui.charts import (  # noqa: E402
+from webui.figures import (  # noqa: E402
     batch_figure,
     budget_figure,
     concurrency_figure,
@@ -131,7 +131,7 @@ def test_techniques_figure():
 
 def test_fill_figure_has_one_frame_per_step_and_work_bars():
     from kvcalc.teach.fill import NEW, fill_timeline
-    from webui.charts import fill_figure
+    from webui.figures import fill_figure
 
     steps = fill_timeline(L8B.spec, 4, 3, layers=1)
     fig = fill_figure(steps, ["layer 1 K", "layer 1 V"])

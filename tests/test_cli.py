@@ -318,7 +318,7 @@ def test_every_kvcalc_module_but_the_torch_ones_is_light():
     )
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == "", r.stdout + r.stderr
-    assert not any(n.endswith(".charts") for n in names)  # Plotly builders: webui.charts
+    assert not any(n.endswith(".charts") for n in names)  # Plotly builders: webui.figures
 
 
 DATA = ROOT / "tests" / "data" / "configs"

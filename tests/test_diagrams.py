@@ -1,4 +1,4 @@
-"""The diagrams drawn from a model's own numbers (webui/figures.py) and the pages that show
+"""The diagrams drawn from a model's own numbers (webui/figures/diagrams.py) and the pages that show
 them. Expected values come from the models' config.json files, read by hand:
 - Llama 3.1 8B: num_attention_heads 32, num_key_value_heads 8, head_dim 4096 / 32 = 128.
 - DeepSeek-V3: hidden_size 7168, num_attention_heads 128, kv_lora_rank 512, qk_rope_head_dim 64,

@@ -136,7 +136,7 @@ def test_memos_together_keep_at_most_their_byte_bound(monkeypatch):
 def test_kept_figures_give_plotlys_own_dict_made_once():
     import plotly.graph_objects as go
 
-    from webui.charts import Figure
+    from webui.figures import Figure
 
     data = [{"type": "scatter", "x": [1, 2, 3], "y": [4, 5, 6], "line": {"color": "#2f9e6e"}}]
     layout = {"height": 300, "xaxis": {"title": {"text": "tokens"}}}
@@ -147,7 +147,7 @@ def test_kept_figures_give_plotlys_own_dict_made_once():
 
 def test_a_builder_returns_the_kept_figure_for_equal_inputs():
     from kvcalc.perf.sweeps import step_curve
-    from webui.charts import step_time_figure
+    from webui.figures import step_time_figure
 
     kw = dict(bandwidth_gbs=3350.0, kv_dtype="bf16", tp=1, pp=1)
     xs = [1024 * i for i in range(9)]
@@ -162,7 +162,7 @@ def test_fill_frames_carry_what_changes_and_replay_every_step():
     """Plotly's animate merges a frame's traces onto the figure's: each frame, merged onto the
     first step's traces, must be that step's full picture (grid from kvcalc.fill itself)."""
     from kvcalc.teach.fill import fill_timeline
-    from webui.charts import fill_figure
+    from webui.figures import fill_figure
 
     steps = fill_timeline(L8B.spec, 5, 4, layers=2)
     labels = ["layer 1 K", "layer 1 V", "layer 32 K", "layer 32 V"]

@@ -7,7 +7,7 @@ import streamlit as st
 
 from kvcalc.core.units import GB, fmt_bytes
 from kvcalc.measure import worktime
-from webui.charts_measured import work_time_figure
+from webui.figures import work_time_figure
 
 from . import common, device_queue
 from .hosted import hosted

@@ -26,6 +26,7 @@ import streamlit as st
 
 from kvcalc.teach.quiz_choices import LETTERS, Choice, choices_for
 
+from ..figures import answers_figure
 from ..hosted import plain
 from ..urlstate import declare
 from ..visitor import visitor_id
@@ -476,26 +477,7 @@ def _part_results(q, pr, parts: int, *, revealed: bool, hold: bool) -> None:
         have = {b[0]: b for b in bars}
         opts = choices_for(q.qid)
         bars = [have.get(L, (L, 0, opts[i].correct)) for i, L in enumerate(LETTERS[: len(opts)])]
-    fig = {
-        "data": [
-            {
-                "type": "bar",
-                "x": [b[0] for b in bars],
-                "y": [b[1] for b in bars],
-                "marker": {
-                    "color": [("#2f9e6e" if b[2] and revealed else "#8a9bb0") for b in bars]
-                },
-                "hovertemplate": "%{x}: %{y}<extra></extra>",
-            }
-        ],
-        "layout": {
-            "title": {"text": f"{head}the answers"},
-            "height": 300,
-            "margin": {"l": 40, "r": 10, "t": 40, "b": 60},
-            "xaxis": {"type": "category"},
-            "yaxis": {"title": "students"},
-        },
-    }
+    fig = answers_figure(bars, head, revealed)
     cols[0].plotly_chart(fig, key=f"lc_hist_{pr.part}", config={"displayModeBar": False})
     with cols[1]:
         st.markdown(f"**{head}named mistakes**")

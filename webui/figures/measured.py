@@ -1,7 +1,7 @@
 """Plotly figures of the measured pages: the attention microscope, the quality table, and the
-work-is-not-time timing. Pure functions from results to go.Figure; only pages import this
-module (it imports plotly). Bar heights are plain lists, so a test reads them back as numbers;
-heatmaps take one float array (checked by Plotly at once, not number by number)."""
+work-is-not-time timing. Pure functions from results to go.Figure. Bar heights are plain lists,
+so a test reads them back as numbers; heatmaps take one float array (checked by Plotly at once,
+not number by number)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from .charts import COLORS
+from .base import COLORS, layout
 
 __all__ = [
     "attention_row_figure",
@@ -22,12 +22,10 @@ __all__ = [
     "tick_labels",
 ]
 
-_LAYOUT = dict(
-    margin=dict(l=10, r=10, t=40, b=10),
-    legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
-    height=340,
-)
+_HEIGHT = dict(height=340)
 WRITTEN = "#e08a1e"  # orange: K/V written this step
+
+
 READ = COLORS["kv"]  # green: K/V only read
 
 
@@ -47,11 +45,11 @@ def _z(matrix) -> np.ndarray:
 
 
 def _figure(
-    trace: dict, layout: dict, xaxis: dict | None = None, yaxis: dict | None = None
+    trace: dict, lay: dict, xaxis: dict | None = None, yaxis: dict | None = None
 ) -> go.Figure:
     """One trace and its layout, built in one go (no update_* passes)."""
     return go.Figure(
-        data=[trace], layout={**_LAYOUT, **layout, "xaxis": xaxis or {}, "yaxis": yaxis or {}}
+        data=[trace], layout=layout(_HEIGHT, lay, xaxis=xaxis or {}, yaxis=yaxis or {})
     )
 
 
@@ -192,7 +190,7 @@ def quality_figure(rows: list, exact_bytes: int) -> go.Figure:
             )
         )
     fig.update_layout(
-        **_LAYOUT,
+        **layout(_HEIGHT),
         title="Quality lost against bytes saved (measured)",
         xaxis_title="cache bytes saved (x smaller than the exact fp32 cache)",
         yaxis_title="perplexity increase over exact (%)",
@@ -237,7 +235,7 @@ def work_time_figure(points: list, weight_floor_s: float | None = None) -> go.Fi
             )
         )
     fig.update_layout(
-        **_LAYOUT,
+        **layout(_HEIGHT),
         title="Work is not time (measured)",
         xaxis_title="tokens n (log scale)",
         yaxis_title="time (ms, log scale)",

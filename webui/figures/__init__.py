@@ -1,0 +1,90 @@
+"""The app's figure builders: pure functions from kvcalc results to Plotly figures.
+
+One builder, one module per subject; pages import the builders from here
+(``from webui.figures import budget_figure``):
+
+- base: the one layout, the Figure class, the parts builder, the shared helpers
+- budget: the GPU's memory split, concurrency against context
+- speed: decode step time against context and against batch
+- techniques: K/V bytes of one sequence under each shrinking technique
+- fill: the cache-fill animation, the live page's bytes and times, the cache picture (SVG)
+- paging: the Engine view's block pool and PagedAttention's block tables
+- serving: the throughput frontier, the pool's utilization over time
+- roofline: attainable TFLOP/s against arithmetic intensity
+- diagrams: head sharing, MLA, the sliding window
+- measured: the microscope's attention and cache maps, quality against bytes, work against time
+- classroom: the live class's histogram of answers
+
+Only the app's pages import this package (it imports plotly); ``import kvcalc`` does not.
+Every axis says its unit (GiB = 2^30 B; milliseconds; tokens).
+"""
+
+from .base import COLORS, Figure, owner_color
+from .budget import budget_figure, concurrency_figure
+from .classroom import answers_figure
+from .diagrams import (
+    MAX_DRAWN_HEADS,
+    head_sharing_figure,
+    head_sharing_rows,
+    mla_figure,
+    window_figure,
+)
+from .fill import (
+    FILL_COLORS,
+    cache_picture,
+    fill_chart,
+    fill_figure,
+    live_bytes_figure,
+    live_time_figure,
+)
+from .measured import (
+    attention_row_figure,
+    causal_figure,
+    gqa_figure,
+    kv_figure,
+    quality_figure,
+    tick_labels,
+    work_time_figure,
+)
+from .paging import blocks_figure, paged_figure
+from .roofline import roofline_figure
+from .serving import LIMIT_NAMES, LIMIT_SYMBOLS, frontier_figure, utilization_figure
+from .speed import batch_figure, step_time_figure
+from .techniques import techniques_figure
+
+__all__ = [
+    "COLORS",
+    "FILL_COLORS",
+    "Figure",
+    "LIMIT_NAMES",
+    "LIMIT_SYMBOLS",
+    "MAX_DRAWN_HEADS",
+    "answers_figure",
+    "attention_row_figure",
+    "batch_figure",
+    "blocks_figure",
+    "budget_figure",
+    "cache_picture",
+    "causal_figure",
+    "concurrency_figure",
+    "fill_chart",
+    "fill_figure",
+    "frontier_figure",
+    "gqa_figure",
+    "head_sharing_figure",
+    "head_sharing_rows",
+    "kv_figure",
+    "live_bytes_figure",
+    "live_time_figure",
+    "mla_figure",
+    "owner_color",
+    "paged_figure",
+    "quality_figure",
+    "roofline_figure",
+    "step_time_figure",
+    "techniques_figure",
+    "tick_labels",
+    "utilization_figure",
+    "window_figure",
+    "work_time_figure",
+]

@@ -1,0 +1,231 @@
+"""What every figure builder shares: the one layout, the one Figure class, the one parts
+builder, and the small helpers (a vertical marker, a shaded limit, owner colours, log-axis
+ticks at decades, whole 1-2-5 steps).
+
+Only the app's pages import webui.figures (it imports plotly); ``import kvcalc`` does not.
+No template: st.plotly_chart applies the app theme, and resolving a template costs ~10 ms.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import plotly.graph_objects as go
+
+__all__ = [
+    "COLORS",
+    "LAYOUT",
+    "IN_ORDER",
+    "Figure",
+    "Parts",
+    "layout",
+    "vline",
+    "limit_region",
+    "diagram_axes",
+    "owner_color",
+    "decades",
+    "nice_step",
+]
+
+COLORS = {
+    "weights": "#e0607e",  # rose: the fixed part
+    "kv": "#2f9e6e",  # green: the cache
+    "reserve": "#8c8c9a",
+    "unused": "#d9dbe3",
+    "over": "#d62728",
+    "state": "#7b61c9",
+}
+# The one layout: small margins, the legend in a row above the plot. A figure that needs
+# another height or margin says so through layout(), which merges into a copy of this.
+LAYOUT: dict[str, Any] = dict(
+    margin=dict(l=10, r=10, t=40, b=10),
+    legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0),
+    height=360,
+)
+# Stacked bars and areas list their legend in reverse unless told: these keep the drawn order.
+IN_ORDER = dict(legend=dict(traceorder="normal"))
+
+
+def layout(*overs: dict, **over: Any) -> dict[str, Any]:
+    """LAYOUT with ``overs`` and ``over`` merged in order: a dict value merges into LAYOUT's
+    dict of the same name (``margin=dict(r=30)`` keeps the other three margins), anything else
+    replaces it."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in LAYOUT.items()}
+    for extra in (*overs, over):
+        for key, value in extra.items():
+            old = out.get(key)
+            out[key] = (
+                {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value
+            )
+    return out
+
+
+class Figure(go.Figure):
+    """A go.Figure that is built once and then only read: the builders' figures are kept in
+    webui.memo and shared by every session. st.plotly_chart asks for the figure's dict on every
+    rerun, and go.Figure.to_dict deep-copies the whole figure each time (most of the chart's
+    server time once the figure itself is kept); this one makes its dict once. Nothing may
+    change the figure after it is built."""
+
+    def to_dict(self) -> dict:
+        once = self.__dict__.get("_dict_once")
+        if once is None:
+            once = self._dict_once = super().to_dict()
+        return once
+
+
+class Parts:
+    """Collects traces, shapes, annotations and layout as plain dicts and builds the Figure once
+    at the end: every go.Figure.add_* call validates the whole figure again, which made a chart
+    with a few dozen shapes cost tens of milliseconds per rerun."""
+
+    def __init__(self) -> None:
+        self.data: list[dict] = []
+        self.layout: dict = {}
+
+    def add_trace(self, trace: dict) -> None:
+        self.data.append(trace)
+
+    def add_scatter(self, **kw) -> None:
+        self.data.append({"type": "scatter", **kw})
+
+    def add_bar(self, **kw) -> None:
+        self.data.append({"type": "bar", **kw})
+
+    def add_shape(self, **kw) -> None:
+        self.layout.setdefault("shapes", []).append(kw)
+
+    def add_annotation(self, **kw) -> None:
+        self.layout.setdefault("annotations", []).append(kw)
+
+    def update_layout(self, **kw) -> None:
+        """Sets layout values; a dict merges into the one already set under its name, and
+        ``xaxis_title`` / ``yaxis_title`` set that axis's title."""
+        for key, value in kw.items():
+            if key in ("xaxis_title", "yaxis_title"):
+                key, value = key[:5], {"title": value}
+            old = self.layout.get(key)
+            self.layout[key] = (
+                {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value
+            )
+
+    def update_xaxis(self, **kw) -> None:
+        self.update_layout(xaxis=kw)
+
+    def update_yaxis(self, **kw) -> None:
+        self.update_layout(yaxis=kw)
+
+    def done(self) -> Figure:
+        return Figure(data=self.data, layout=self.layout)
+
+
+def vline(
+    fig: Parts, x: float, text: str, dash: str = "dot", position: str = "right", log_x: bool = False
+) -> None:
+    """A vertical marker across the plot with a label at its top (cheaper than add_vline).
+
+    On a log x axis Plotly takes a shape's x0/x1 as data values (8,192) but an annotation's x
+    as log10 of the value (3.913): ``log_x`` places both at ``x``."""
+    fig.add_shape(
+        type="line",
+        x0=x,
+        x1=x,
+        y0=0,
+        y1=1,
+        yref="paper",
+        xref="x",
+        line=dict(dash=dash, color="#444", width=1.5),
+    )
+    fig.add_annotation(
+        x=math.log10(x) if log_x else x,
+        y=1,
+        yref="paper",
+        xref="x",
+        text=text,
+        showarrow=False,
+        xanchor="left" if position == "right" else "right",
+        yanchor="bottom",
+        font=dict(size=11, color="#444"),
+    )
+
+
+def limit_region(
+    fig: Parts, x0: float, x1: float, text: str, color: str, log_x: bool = False
+) -> None:
+    """A tinted band over [x0, x1] on the x axis (data units), labelled at its top left."""
+    if x1 <= x0:
+        return
+    fig.add_shape(
+        type="rect",
+        x0=x0,
+        x1=x1,
+        y0=0,
+        y1=1,
+        yref="paper",
+        xref="x",
+        fillcolor=color,
+        opacity=0.12,
+        line_width=0,
+        layer="below",
+    )
+    fig.add_annotation(
+        x=math.log10(x0) if log_x else x0,
+        y=0.02,
+        yref="paper",
+        xref="x",
+        text=text,
+        showarrow=False,
+        xanchor="left",
+        yanchor="bottom",
+        font=dict(size=11, color=color),
+    )
+
+
+def diagram_axes(fig: Parts, height: float) -> Figure:
+    """A diagram's frame: no axes, no legend, no background, small margins, ``height`` px."""
+    fig.update_layout(
+        height=height,
+        margin=dict(l=10, r=10, t=10, b=10),
+        showlegend=False,
+        plot_bgcolor="rgba(0,0,0,0)",
+    )
+    fig.update_xaxis(visible=False)
+    fig.update_yaxis(visible=False)
+    return fig.done()
+
+
+_OWNER_COLORS = [
+    "#4c78a8",
+    "#f58518",
+    "#54a24b",
+    "#b279a2",
+    "#e45756",
+    "#72b7b2",
+    "#eeca3b",
+    "#9d755d",
+    "#ff9da6",
+    "#bab0ac",
+    "#1f77b4",
+    "#8c564b",
+]
+
+
+def owner_color(rid: str) -> str:
+    """One colour per request id, from the digits in it (r1, r2, ...); grey without digits."""
+    digits = "".join(ch for ch in rid if ch.isdigit())
+    return _OWNER_COLORS[(int(digits) - 1) % len(_OWNER_COLORS)] if digits else "#888"
+
+
+def decades(lo: float, hi: float) -> tuple[list[float], list[str]]:
+    """Tick values at the powers of ten from lo to hi, and their text (0.1, 1, 10, 1,000): a
+    log axis then shows no minor digits that read as values."""
+    vals = [10.0**k for k in range(math.floor(math.log10(lo)), math.ceil(math.log10(hi)) + 1)]
+    return vals, [f"{v:,.0f}" if v >= 1 else f"{v:g}" for v in vals]
+
+
+def nice_step(top: float, ticks: int = 5) -> int:
+    """A whole 1-2-5 step that cuts 0..top into about ``ticks`` parts."""
+    raw = max(1.0, top / ticks)
+    e = 10 ** math.floor(math.log10(raw))
+    return int(next(m * e for m in (1, 2, 5, 10) if m * e >= raw))
