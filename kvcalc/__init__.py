@@ -1,7 +1,7 @@
 """kvcalc: exact KV-cache arithmetic for large language models.
 
 Pure Python (standard library + PyYAML). Importing it never imports streamlit, plotly, pandas
-or torch; the chart builders live in webui.charts, and the torch measurements (kvcalc.measure)
+or torch; the chart builders live in webui.figures, and the torch measurements (kvcalc.measure)
 are imported only by the pages and commands that need them.
 
 Where things are (imports point one way, down this list; tests/test_layers.py checks it):
