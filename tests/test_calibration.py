@@ -271,7 +271,7 @@ def test_simulate_takes_length_distributions(capsys):
 
 
 def test_the_sharegpt_preset_has_the_corpus_means():
-    from kvcalc.cli.simulate import SHAREGPT, dist_arg
+    from kvcalc.cli.simulate_flags import SHAREGPT, dist_arg
 
     rng = random.Random(1)
     p, o = dist_arg(SHAREGPT["prompt"]), dist_arg(SHAREGPT["output"])

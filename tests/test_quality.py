@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from kvcalc.measure import quality, quality_results
+from kvcalc.measure import quality, quality_cache, quality_results
 from kvcalc.measure.quality import kv_bytes, variant
 
 GEOM = dict(layers=30, kv_heads=3, head_dim=64)
@@ -143,9 +143,9 @@ def test_sink_keeps_exactly_the_first_4_and_the_last_w():
 def test_kivi_residual_edges():
     # R = 128: queries 0-127 read nothing rounded, 128-255 read 0-127 rounded, and so on.
     v = variant("int4-kivi", 256)
-    assert quality._residual_edges(v, 0, 256) == [(0, 128, 0), (128, 256, 128)]
-    assert quality._residual_edges(v, 256, 300) == [(0, 44, 256)]
-    assert quality._residual_edges(variant("int8-token", 256), 0, 256) is None
+    assert quality_cache._residual_edges(v, 0, 256) == [(0, 128, 0), (128, 256, 128)]
+    assert quality_cache._residual_edges(v, 256, 300) == [(0, 44, 256)]
+    assert quality_cache._residual_edges(variant("int8-token", 256), 0, 256) is None
 
 
 # -- the real model -----------------------------------------------------------------------------

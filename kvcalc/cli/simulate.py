@@ -6,45 +6,19 @@ setup and the other metrics. Kept apart from commands.py so that file only regis
 
 from __future__ import annotations
 
-import argparse
 import math
 from dataclasses import dataclass, replace
 
-from ..cache.weight_bytes import (
-    MAX_WEIGHT_BITS,
-    MIN_WEIGHT_BITS,
-    Weights,
-    weights_at_bits,
-    weights_given,
-    weights_in,
-)
+from ..cache.weight_bytes import Weights, weights_at_bits, weights_given, weights_in
 from ..config.catalog import registry
 from ..config.hfconfig import checkpoint_format, load_config_file, spec_from_config
 from ..core.arith import cdiv
-from ..core.dtypes import WEIGHT_DTYPES
 from ..core.model import ModelSpec
 from ..core.units import GiB, fmt_seconds
 from ..engines.budget import DEFAULT_RESERVE_BYTES
-from ..perf.calibration import (
-    API_OVERHEAD_BY_STACK,
-    STACK_NAMES,
-    StepModel,
-    error_band_text,
-    step_model,
-)
-from ..perf.sim import (
-    CLI_KEYS,
-    MAX_REQUESTS,
-    MAX_TOKENS,
-    Dist,
-    Workload,
-    estimated_steps,
-    fixed,
-    lognormal,
-    setup,
-    simulate,
-    uniform,
-)
+from ..perf.calibration import STACK_NAMES, StepModel, error_band_text, step_model
+from ..perf.sim import CLI_KEYS, MAX_TOKENS, Dist, Workload, estimated_steps, fixed, setup, simulate
+from .simulate_flags import LENGTH_PRESETS, add_arguments, dist_arg
 
 __all__ = [
     "HELP",
@@ -56,52 +30,6 @@ __all__ = [
 ]
 
 
-def _rate(text: str) -> float:
-    """Requests per second: a number above 0 and at most 1,000,000, or inf (all at time 0)."""
-    t = text.strip().lower()
-    if t in ("inf", "infinity"):
-        return math.inf
-    try:
-        v = float(t)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected a number of requests/s or inf, got {text[:40]!r}"
-        ) from None
-    if not math.isfinite(v) or not 0 < v <= 1e6:
-        raise argparse.ArgumentTypeError(
-            f"must be above 0 and at most 1,000,000 requests/s, or inf, got {text[:40]!r}"
-        )
-    return v
-
-
-def _num(x: float) -> str:
-    return f"{x:,.0f}" if x == int(x) else f"{x:g}"
-
-
-def _number(what: str, lo: float, hi: float, unit: str = "", *, lo_open: bool = False):
-    """An argparse type: a finite number in [lo, hi] (above lo with ``lo_open``), in ``unit``;
-    the message says what to type."""
-
-    def parse(text: str) -> float:
-        try:
-            v = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected a number{' of ' + what if what else ''}, got {text[:40]!r}"
-            ) from None
-        if not math.isfinite(v) or not (lo < v if lo_open else lo <= v) or v > hi:
-            raise argparse.ArgumentTypeError(
-                f"must be {'above' if lo_open else 'at least'} {_num(lo)} and at most "
-                f"{_num(hi)}{' ' + unit if unit else ''}, got {text[:40]!r}"
-            )
-        return v
-
-    return parse
-
-
-_share = _number("", 0.0, 1.0, lo_open=True)
-
-
 # A run the CLI takes: at about 6 us an estimated step (measured: 225,970 in 1.3 s), about half
 # a minute at most (one command of 2.6e9 steps ran 85 minutes before this cap, issue 22 B9).
 MAX_STEPS = 5_000_000
@@ -110,206 +38,6 @@ HELP = (
     "serve a workload: continuous batching on the KV pool (TTFT, TPOT, tokens/s, "
     "preemptions, which limit binds)"
 )
-
-
-# ShareGPT as vLLM's and SGLang's benchmarks sample it (prompts of 4 to 1,024 tokens, outputs of
-# at least 4): log-normal, sigma 1 each (a heavy tail: the published mean end-to-end latency is
-# 1.6x the median), medians set so that the clipped means are the corpus's own, 224 prompt and
-# 190 output tokens per request (sglang-h200-datacrunch.yaml: 269,081 / 1,200 and
-# 226,901 / 1,200 tokens of Llama 3's tokenizer).
-SHAREGPT = {"prompt": "lognormal:145:1:1024:4", "output": "lognormal:120:1:1024:4"}
-LENGTH_PRESETS = {"sharegpt": SHAREGPT}
-
-
-def dist_arg(text: str, what: str = "length") -> Dist:
-    """A length distribution: 'fixed:N', 'uniform:LO:HI' or 'lognormal:MEDIAN:SIGMA:CLIP[:LO]'
-    (tokens; a bare number is fixed)."""
-    parts = text.strip().lower().split(":")
-    kind, nums = parts[0], parts[1:]
-    try:
-        if len(parts) == 1:
-            return fixed(int(parts[0]), what)
-        if kind == "fixed" and len(nums) == 1:
-            return fixed(int(nums[0]), what)
-        if kind == "uniform" and len(nums) == 2:
-            return uniform(int(nums[0]), int(nums[1]), what)
-        if kind == "lognormal" and len(nums) in (3, 4):
-            lo = int(nums[3]) if len(nums) == 4 else 1
-            return lognormal(float(nums[0]), float(nums[1]), int(nums[2]), lo=lo, what=what)
-    except ValueError as exc:
-        if "invalid literal" not in str(exc) and "could not convert" not in str(exc):
-            raise argparse.ArgumentTypeError(str(exc)) from None
-    raise argparse.ArgumentTypeError(
-        f"expected fixed:N, uniform:LO:HI or lognormal:MEDIAN:SIGMA:CLIP[:LO] (tokens), got "
-        f"{text[:60]!r}"
-    )
-
-
-_ms = _number("milliseconds", 0.0, 10_000.0, "ms")
-_us = _number("microseconds", 0.0, 10_000_000.0, "µs")
-
-
-_gib = _number("GiB", 0.0, float(2**20), "GiB")
-
-
-_bits = _number("bits", MIN_WEIGHT_BITS, MAX_WEIGHT_BITS, "bits per weight")
-
-
-def add_arguments(p, *, key, int_arg, path=str) -> None:
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--model", type=key, help="registry key")
-    src.add_argument("--config", metavar="PATH", type=path, help="a Hugging Face config.json file")
-    p.add_argument("--gpu", type=key, required=True, help="GPU key")
-    p.add_argument("--requests", type=int_arg(1, MAX_REQUESTS), required=True)
-    load = p.add_mutually_exclusive_group(required=True)
-    load.add_argument(
-        "--rate",
-        type=_rate,
-        help="Poisson arrivals, requests/s (inf: all at once, as vLLM's benchmark default)",
-    )
-    load.add_argument(
-        "--users",
-        type=int_arg(1, MAX_REQUESTS),
-        help="a closed loop: each user sends the next request when one ends",
-    )
-    lengths = p.add_argument_group(
-        "request lengths (tokens): a fixed prompt and output, a distribution for each, or a preset"
-    )
-    lengths.add_argument("--prompt-tokens", type=int_arg(1, MAX_TOKENS))
-    lengths.add_argument("--output-tokens", type=int_arg(1, MAX_TOKENS))
-    lengths.add_argument(
-        "--prompt-dist",
-        type=lambda s: dist_arg(s, "prompt tokens"),
-        metavar="SPEC",
-        help="fixed:N, uniform:LO:HI or lognormal:MEDIAN:SIGMA:CLIP[:LO]",
-    )
-    lengths.add_argument(
-        "--output-dist",
-        type=lambda s: dist_arg(s, "output tokens"),
-        metavar="SPEC",
-        help="as --prompt-dist",
-    )
-    lengths.add_argument(
-        "--lengths",
-        choices=tuple(LENGTH_PRESETS),
-        help="a preset for both: sharegpt (log-normal, means 224 prompt and "
-        "190 output tokens, each clipped to 4-1,024)",
-    )
-    p.add_argument("--kv-dtype", default="bf16", choices=("bf16", "fp16", "fp8", "int8"))
-    w = p.add_mutually_exclusive_group()
-    w.add_argument(
-        "--weight-dtype",
-        choices=("auto",) + WEIGHT_DTYPES,
-        default="auto",
-        help="format of the weights (auto: the checkpoint's own)",
-    )
-    w.add_argument(
-        "--weights-gib", type=_gib, help="weights of the whole model, GiB (read whole every step)"
-    )
-    w.add_argument(
-        "--weight-bits",
-        type=_bits,
-        default=None,
-        help="bits per weight of a quantised checkpoint, scales included (GGUF "
-        "Q4_K_M: about 4.84); it computes in 16 bits",
-    )
-    p.add_argument(
-        "--max-num-seqs", type=int_arg(1, 10**6), default=None, help="default: vLLM's for the GPU"
-    )
-    p.add_argument(
-        "--max-num-batched-tokens",
-        type=int_arg(1, 10**7),
-        default=None,
-        help="default: vLLM's for the GPU",
-    )
-    p.add_argument("--tp", type=int_arg(1, 64), default=1, help="tensor parallel size")
-    p.add_argument(
-        "--prefix-share",
-        type=float,
-        default=0.0,
-        help="fraction of each prompt shared by every request (0 to 1)",
-    )
-    pool = p.add_argument_group("the KV pool")
-    pool.add_argument(
-        "--gpu-memory-utilization",
-        "--gpu-mem-util",
-        dest="gpu_mem_util",
-        type=_share,
-        default=None,
-        help="vLLM's share of total memory (default: vLLM's own)",
-    )
-    pool.add_argument(
-        "--reserve-gib",
-        type=_gib,
-        default=None,
-        help="activations, CUDA graphs and non-torch memory (default 2 GiB)",
-    )
-    pool.add_argument(
-        "--kv-pool-gib",
-        type=_gib,
-        default=None,
-        help="the pool's size per GPU instead of vLLM's arithmetic",
-    )
-    pool.add_argument(
-        "--kv-free-fraction",
-        type=_share,
-        default=None,
-        help="TensorRT-LLM's kv_cache_free_gpu_mem_fraction: the pool is this "
-        "share of the memory left after the weights and the reserve",
-    )
-    speed = p.add_argument_group(
-        "the step model (default: the calibrated estimate, kvcalc.perf.calibration; each flag "
-        "replaces one fitted coefficient)"
-    )
-    speed.add_argument(
-        "--ideal",
-        action="store_true",
-        help="the ideal bound instead: full bandwidth, MFU 0.5, nothing added",
-    )
-    speed.add_argument(
-        "--bw-share",
-        type=_share,
-        default=None,
-        help="achieved share of peak bandwidth (1.0 = ideal)",
-    )
-    speed.add_argument(
-        "--step-overhead-ms", type=_ms, default=None, help="fixed cost of each engine step, ms"
-    )
-    speed.add_argument(
-        "--mfu",
-        type=_share,
-        default=None,
-        help="share of the dense peak the matrix multiplies reach",
-    )
-    speed.add_argument(
-        "--allreduce-latency-us",
-        type=_us,
-        default=None,
-        help="latency of one tensor-parallel all-reduce, us (0 to 10,000)",
-    )
-    speed.add_argument(
-        "--api-overhead-ms",
-        type=_ms,
-        default=None,
-        help="a serving stack's time per request before the engine sees it "
-        "(HTTP, tokenizer, template), ms; 0 for a benchmark that calls "
-        "the engine directly",
-    )
-    speed.add_argument(
-        "--serving-stack",
-        choices=sorted(API_OVERHEAD_BY_STACK),
-        default=None,
-        help="the API overhead fitted on that engine's own served runs, in place "
-        "of the pooled one (kvcalc.perf.calibration.API_OVERHEAD_BY_STACK)",
-    )
-    speed.add_argument(
-        "--direct",
-        action="store_true",
-        help="the client calls the engine in its own process (vLLM's LLM class, "
-        "trtllm-bench, a static batch): no serving stack, no API overhead",
-    )
-    p.add_argument("--seed", type=int_arg(0, 2**31), default=0)
-    p.add_argument("--json", action="store_true", help="print one JSON object")
 
 
 @dataclass(frozen=True)
@@ -392,18 +120,7 @@ def speed_from_args(args) -> StepModel:
 def cmd_simulate(args):
     m = _model(args)
     gpu = registry().gpu(args.gpu)
-    if not 0.0 <= args.prefix_share <= 1.0 or not math.isfinite(args.prefix_share):
-        raise ValueError(f"--prefix-share must be between 0 and 1, got {args.prefix_share:g}")
-    prompt, output = _lengths(args)
-    wl = Workload(
-        requests=args.requests,
-        prompt=prompt,
-        output=output,
-        rate=args.rate,
-        users=args.users,
-        prefix_share=args.prefix_share,
-        seed=args.seed,
-    )
+    wl, prompt, output = _workload(args)
     if args.serving_stack and (args.direct or args.api_overhead_ms is not None):
         raise ValueError(
             f"--serving-stack gives the API overhead; "
@@ -416,36 +133,7 @@ def cmd_simulate(args):
         if args.weight_bits is None
         else weights_at_bits(m.spec, args.weight_bits, half=gpu.half)
     )
-    pool = {}
-    if args.reserve_gib is not None:
-        pool["reserve_bytes"] = round(args.reserve_gib * GiB)
-    given = [
-        f
-        for f, v in (
-            ("--gpu-memory-utilization", args.gpu_mem_util),
-            ("--kv-pool-gib", args.kv_pool_gib),
-            ("--kv-free-fraction", args.kv_free_fraction),
-        )
-        if v is not None
-    ]
-    if len(given) > 1:
-        raise ValueError(f"{' and '.join(given)} each size the pool; give one of them")
-    if args.kv_pool_gib is not None:
-        pool["kv_pool_bytes"] = round(args.kv_pool_gib * GiB)
-    if args.kv_free_fraction is not None:
-        # TensorRT-LLM: a fraction of what is free once the weights (and the runtime's own
-        # memory, the reserve) are in, not of the total as vLLM takes it.
-        wb = w.bytes if args.weights_gib is None else round(args.weights_gib * GiB)
-        free = (
-            gpu.memory_bytes - cdiv(wb, args.tp) - pool.get("reserve_bytes", DEFAULT_RESERVE_BYTES)
-        )
-        if free <= 0:
-            raise ValueError(
-                f"{m.name}'s weights and the reserve leave no free memory on "
-                f"{gpu.name} at tensor parallel {args.tp}"
-            )
-        pool["kv_pool_bytes"] = int(args.kv_free_fraction * free)
-        args.gpu_mem_util = 1.0  # the reserve is then what is left of the whole memory
+    pool = _pool(args, m, gpu, w)
     # --direct: the same step model, but no serving stack between client and engine.
     engine = replace(speed, api_overhead_s=0.0) if args.direct else speed
     s = setup(
@@ -480,6 +168,70 @@ def cmd_simulate(args):
     out["step_model"] = speed.to_dict()
     band = error_band_text() if speed.is_calibrated else None
     out["error_band"] = band
+    text = _report(args, m, gpu, w, s, r, speed=speed, engine=engine, lengths=(prompt, output))
+    if band:
+        text.append(f"  error band: {band}")
+    return out, text + [f"  note: {n}" for n in s.notes]
+
+
+def _workload(args) -> tuple[Workload, Dist, Dist]:
+    """The workload of the flags (the shared prefix checked), and its prompt and output
+    distributions."""
+    if not 0.0 <= args.prefix_share <= 1.0 or not math.isfinite(args.prefix_share):
+        raise ValueError(f"--prefix-share must be between 0 and 1, got {args.prefix_share:g}")
+    prompt, output = _lengths(args)
+    wl = Workload(
+        requests=args.requests,
+        prompt=prompt,
+        output=output,
+        rate=args.rate,
+        users=args.users,
+        prefix_share=args.prefix_share,
+        seed=args.seed,
+    )
+    return wl, prompt, output
+
+
+def _pool(args, m, gpu, w: Weights) -> dict:
+    """setup's pool arguments from the flags: the reserve, and at most one of vLLM's share, a
+    pool size or TensorRT-LLM's fraction of free memory (which sets args.gpu_mem_util to 1)."""
+    pool = {}
+    if args.reserve_gib is not None:
+        pool["reserve_bytes"] = round(args.reserve_gib * GiB)
+    given = [
+        f
+        for f, v in (
+            ("--gpu-memory-utilization", args.gpu_mem_util),
+            ("--kv-pool-gib", args.kv_pool_gib),
+            ("--kv-free-fraction", args.kv_free_fraction),
+        )
+        if v is not None
+    ]
+    if len(given) > 1:
+        raise ValueError(f"{' and '.join(given)} each size the pool; give one of them")
+    if args.kv_pool_gib is not None:
+        pool["kv_pool_bytes"] = round(args.kv_pool_gib * GiB)
+    if args.kv_free_fraction is not None:
+        # TensorRT-LLM: a fraction of what is free once the weights (and the runtime's own
+        # memory, the reserve) are in, not of the total as vLLM takes it.
+        wb = w.bytes if args.weights_gib is None else round(args.weights_gib * GiB)
+        free = (
+            gpu.memory_bytes - cdiv(wb, args.tp) - pool.get("reserve_bytes", DEFAULT_RESERVE_BYTES)
+        )
+        if free <= 0:
+            raise ValueError(
+                f"{m.name}'s weights and the reserve leave no free memory on "
+                f"{gpu.name} at tensor parallel {args.tp}"
+            )
+        pool["kv_pool_bytes"] = int(args.kv_free_fraction * free)
+        args.gpu_mem_util = 1.0  # the reserve is then what is left of the whole memory
+    return pool
+
+
+def _report(args, m, gpu, w: Weights, s, r, *, speed, engine, lengths) -> list[str]:
+    """The text form: the setup, the workload, the pool, the step model and the metrics (the
+    error band and the notes are added by cmd_simulate)."""
+    prompt, output = lengths
     load = (
         f"{args.users:,} users (closed loop)"
         if args.users is not None
@@ -525,9 +277,7 @@ def cmd_simulate(args):
             f"first finished left out): p50 {fmt_seconds(r.ttft_p50_steady_s)}, p99 "
             f"{fmt_seconds(r.ttft_p99_steady_s)}"
         )
-    if band:
-        text.append(f"  error band: {band}")
-    return out, text + [f"  note: {n}" for n in s.notes]
+    return text
 
 
 def _speed_text(speed: StepModel, tp: int) -> str:

@@ -143,9 +143,7 @@ def _memory(torch, device: str) -> int:
     return 0
 
 
-# Complex by design (C901): input checks, then the timed decode loop and the no-cache loop side by
-# side.
-def measure(  # noqa: C901
+def measure(
     *,
     model: str,
     source: str = "twin",
@@ -165,7 +163,10 @@ def measure(  # noqa: C901
 
     ``should_stop``: an optional callable, checked before the prefill, each decode step and
     each step without a cache; when it returns true the run raises LiveError ("The run was
-    stopped ..."). ``local_files_only``: a Hub model is read from the local cache only."""
+    stopped ..."). ``local_files_only``: a Hub model is read from the local cache only.
+
+    In order: the inputs checked, the model loaded, the prompt (``_prompt``), the decode with
+    a cache (``_decode``), the steps without one (``_no_cache``), the notes."""
     torch = import_torch()
     prompt_tokens = check_int("prompt tokens", prompt_tokens, 1, MAX_PROMPT_TOKENS)
     new_tokens = check_int("new tokens", new_tokens, 1, MAX_NEW_TOKENS)
@@ -174,16 +175,8 @@ def measure(  # noqa: C901
     dev = resolve_device(torch, device, dtype)
     net, cfg_dict, tok = load_model(source, model, dtype, dev, local_files_only)
     spec = runtime_spec(cfg_dict)
-    from transformers import DynamicCache
-
-    vocab = int(getattr(net.config, "vocab_size", TWIN_VOCAB))
-    if tok is not None and prompt_text:
-        ids = tok(prompt_text, return_tensors="pt").input_ids[:, -4096:]
-        prompt_tokens = ids.shape[1]
-    else:
-        gen = torch.Generator().manual_seed(1234)
-        ids = torch.randint(0, vocab, (1, prompt_tokens), generator=gen)
-    ids = ids.repeat(batch, 1).to(dev)
+    ids = _prompt(torch, net, tok, prompt_text, prompt_tokens, batch, dev)
+    prompt_tokens = ids.shape[1]
     max_pos = getattr(net.config, "max_position_embeddings", None) or getattr(
         net.config, "n_positions", None
     )
@@ -200,67 +193,17 @@ def measure(  # noqa: C901
         prompt_tokens=prompt_tokens,
         new_tokens=new_tokens,
     )
-    sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+    total = new_tokens + 1 + min(no_cache_tokens, new_tokens)
+    run = _Run(torch, net, dev, total=total, should_stop=should_stop)
     if dev == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    generated = []
-    total = new_tokens + 1 + min(no_cache_tokens, new_tokens)
-
-    def check_stop(done: int) -> None:
-        if should_stop is not None and should_stop():
-            raise LiveError(f"The run was stopped after {done} of its {total} steps.")
-
     try:
         with torch.inference_mode():
-            cache = DynamicCache(config=net.config)
-            x = ids
-            for step in range(new_tokens + 1):
-                check_stop(step)
-                sync()
-                t0 = time.perf_counter()
-                out = net(input_ids=x, cache=cache, use_cache=True)
-                nxt = out.logits[:, -1, :].argmax(-1, keepdim=True)
-                sync()
-                dt = time.perf_counter() - t0
-                cache = out.cache
-                n = cache.get_seq_length()
-                held, pinned = cache_bytes(cache)
-                result.steps.append(
-                    Step(
-                        tokens=n,
-                        measured_bytes=held,
-                        predicted_bytes=predicted_bytes(spec, n, batch, dtype),
-                        step_time_s=dt,
-                        memory_bytes=_memory(torch, dev),
-                        storage_bytes=pinned,
-                    )
-                )
-                if step < new_tokens:
-                    generated.append(nxt)
-                    x = nxt
+            generated = _decode(run, ids, spec, result, new_tokens, batch, dtype)
             if no_cache_tokens:
-                seq = ids
-                same = True
-                for i in range(min(no_cache_tokens, new_tokens)):
-                    check_stop(new_tokens + 1 + i)
-                    sync()
-                    t0 = time.perf_counter()
-                    out = net(input_ids=seq, use_cache=False)
-                    nxt = out.logits[:, -1, :].argmax(-1, keepdim=True)
-                    sync()
-                    dt = time.perf_counter() - t0
-                    same = same and bool(torch.equal(nxt, generated[i]))
-                    result.no_cache_steps.append(
-                        Step(
-                            tokens=seq.shape[1],
-                            measured_bytes=0,
-                            predicted_bytes=0,
-                            step_time_s=dt,
-                            memory_bytes=_memory(torch, dev),
-                        )
-                    )
-                    seq = torch.cat([seq, generated[i]], dim=1)
-                result.tokens_match_no_cache = same
+                result.tokens_match_no_cache = _no_cache(
+                    run, ids, generated, min(no_cache_tokens, new_tokens), result, new_tokens + 1
+                )
     except torch.OutOfMemoryError:
         if dev == "cuda":
             torch.cuda.empty_cache()
@@ -274,8 +217,105 @@ def measure(  # noqa: C901
         ) from None
     if tok is not None and generated:
         result.text = tok.decode(torch.cat(generated, dim=1)[0], skip_special_tokens=True)
+    result.notes += _notes(spec)
+    return result
+
+
+def _prompt(torch, net, tok, prompt_text: str | None, prompt_tokens: int, batch: int, dev: str):
+    """The prompt's ids [batch, n] on ``dev``: ``prompt_text`` tokenized (its last 4,096 tokens)
+    when the model has a tokenizer, else ``prompt_tokens`` random ids (seeded: the same at
+    every run)."""
+    vocab = int(getattr(net.config, "vocab_size", TWIN_VOCAB))
+    if tok is not None and prompt_text:
+        ids = tok(prompt_text, return_tensors="pt").input_ids[:, -4096:]
+    else:
+        gen = torch.Generator().manual_seed(1234)
+        ids = torch.randint(0, vocab, (1, prompt_tokens), generator=gen)
+    return ids.repeat(batch, 1).to(dev)
+
+
+class _Run:
+    """What the timed loops share: torch, the model, the device, the clock (a step's time with
+    the device synchronized around it) and the stop check (``total`` steps in the run)."""
+
+    def __init__(self, torch, net, dev: str, *, total: int, should_stop):
+        self.torch, self.net, self.dev, self.total = torch, net, dev, total
+        self.sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
+        self.should_stop = should_stop
+
+    def check_stop(self, done: int) -> None:
+        if self.should_stop is not None and self.should_stop():
+            raise LiveError(f"The run was stopped after {done} of its {self.total} steps.")
+
+    def step(self, **kwargs):
+        """One forward pass, timed: (output, greedy next token [batch, 1], seconds)."""
+        self.sync()
+        t0 = time.perf_counter()
+        out = self.net(**kwargs)
+        nxt = out.logits[:, -1, :].argmax(-1, keepdim=True)
+        self.sync()
+        return out, nxt, time.perf_counter() - t0
+
+
+def _decode(run: _Run, ids, spec, result: Measurement, new_tokens: int, batch: int, dtype: str):
+    """The prefill and ``new_tokens`` decode steps with transformers' DynamicCache, each step's
+    cache bytes measured against kvcalc's prediction (appended to result.steps); the greedy
+    tokens it generated."""
+    from transformers import DynamicCache
+
+    generated = []
+    cache = DynamicCache(config=run.net.config)
+    x = ids
+    for step in range(new_tokens + 1):
+        run.check_stop(step)
+        out, nxt, dt = run.step(input_ids=x, cache=cache, use_cache=True)
+        cache = out.cache
+        n = cache.get_seq_length()
+        held, pinned = cache_bytes(cache)
+        result.steps.append(
+            Step(
+                tokens=n,
+                measured_bytes=held,
+                predicted_bytes=predicted_bytes(spec, n, batch, dtype),
+                step_time_s=dt,
+                memory_bytes=_memory(run.torch, run.dev),
+                storage_bytes=pinned,
+            )
+        )
+        if step < new_tokens:
+            generated.append(nxt)
+            x = nxt
+    return generated
+
+
+def _no_cache(run: _Run, ids, generated, steps: int, result: Measurement, done: int) -> bool:
+    """``steps`` steps without a cache, each recomputing the whole sequence (appended to
+    result.no_cache_steps; ``done`` steps ran before them); whether every greedy token is the
+    one the cached run generated."""
+    seq = ids
+    same = True
+    for i in range(steps):
+        run.check_stop(done + i)
+        _, nxt, dt = run.step(input_ids=seq, use_cache=False)
+        same = same and bool(run.torch.equal(nxt, generated[i]))
+        result.no_cache_steps.append(
+            Step(
+                tokens=seq.shape[1],
+                measured_bytes=0,
+                predicted_bytes=0,
+                step_time_s=dt,
+                memory_bytes=_memory(run.torch, run.dev),
+            )
+        )
+        seq = run.torch.cat([seq, generated[i]], dim=1)
+    return same
+
+
+def _notes(spec) -> list[str]:
+    """What the measurement follows of transformers' conventions, for the layers it has."""
+    notes = []
     if any(lay.kind == "sliding" for lay in spec.layers):
-        result.notes.append(
+        notes.append(
             "transformers keeps window - 1 tokens in a sliding layer between "
             "steps (the next token makes the window); the prediction does too. "
             "It cuts them as a view of a larger tensor, so the memory it keeps "
@@ -283,9 +323,9 @@ def measure(  # noqa: C901
             "right after a long prefill"
         )
     if any(lay.kind == "state" for lay in spec.layers):
-        result.notes.append(
+        notes.append(
             "transformers keeps the whole convolution kernel in a recurrent "
             "layer's state (vLLM keeps kernel - 1 inputs); the prediction here "
             "follows transformers"
         )
-    return result
+    return notes

@@ -156,11 +156,13 @@ def _transformers_config(config: dict):
     return AutoConfig.for_model(model_type, **rest)
 
 
-# Complex by design (C901): one refusal per way transformers can fail (config, build, forward), then
-# the per-layer comparison.
-def verify(config: dict, *, context: int | None = None, name: str | None = None) -> VerifyReport:  # noqa: C901
+def verify(config: dict, *, context: int | None = None, name: str | None = None) -> VerifyReport:
     """Build ``config`` on the meta device, run one forward of ``context`` tokens and compare the
-    cache transformers allocates with kvcalc's layers, layer by layer."""
+    cache transformers allocates with kvcalc's layers, layer by layer.
+
+    In order: kvcalc's reading, transformers' config, the model built (``_build``), one forward
+    pass (``_forward``), then a row per layer (``_row``) and the verdict (``_report``); each way
+    transformers can fail is a report that says why the config cannot be checked."""
     # The generic reading of a config kvcalc refuses is what a user asks this check about:
     # compare it too, and say that it is unverified.
     spec = spec_from_config(config, name=name, unverified=True)
@@ -193,14 +195,32 @@ def verify(config: dict, *, context: int | None = None, name: str | None = None)
         return refused(
             f"transformers {version} refuses this config ({type(exc).__name__}: {str(exc)[:200]})"
         )
+    errors: list[str] = []
+    model = _build(torch, cfg, errors)
+    if model is None:
+        return refused(
+            f"transformers {version} cannot build a causal LM from it (" + "; ".join(errors) + ")"
+        )
+    out = _forward(torch, model, n, errors)
+    if out is None:
+        return refused("a forward pass on the meta device fails (" + "; ".join(errors[-2:]) + ")")
+    cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
+    if cache is None:
+        return refused("the forward pass returned no cache")
+    named: list[str] = []
+    rows = [_row(i, layer, n, cache, named) for i, layer in enumerate(spec.layers)]
+    return _report(spec, n, version, rows, named, cache)
+
+
+def _build(torch, cfg, errors: list[str]):
+    """The model of ``cfg`` on the meta device, or None (each failure appended to ``errors``).
+
+    A causal LM first; else the base model (vision-language classes have no causal-LM entry).
+    Eager attention builds the mask as a tensor instead of reading values to skip it; BF16
+    because some MoE kernels (gpt-oss) accept nothing else. Shapes do not depend on it."""
     from transformers import AutoModel, AutoModelForCausalLM
 
-    model = None
-    errors = []
     text = getattr(cfg, "get_text_config", lambda: cfg)()
-    # A causal LM first; else the base model (vision-language classes have no causal-LM entry).
-    # Eager attention builds the mask as a tensor instead of reading values to skip it; BF16
-    # because some MoE kernels (gpt-oss) accept nothing else. Shapes do not depend on it.
     for auto, candidate in (
         (AutoModelForCausalLM, cfg),
         (AutoModelForCausalLM, text),
@@ -208,19 +228,20 @@ def verify(config: dict, *, context: int | None = None, name: str | None = None)
     ):
         try:
             with torch.device("meta"):
-                model = auto.from_config(
+                return auto.from_config(
                     candidate, attn_implementation="eager", dtype=torch.bfloat16
                 )
-            break
         except Exception as exc:  # no such class for this config: try the next
             errors.append(f"{type(exc).__name__}: {str(exc)[:160]}")
-    if model is None:
-        return refused(
-            f"transformers {version} cannot build a causal LM from it (" + "; ".join(errors) + ")"
-        )
+    return None
+
+
+def _forward(torch, model, n: int, errors: list[str]):
+    """One forward pass of ``n`` tokens with the cache on, or None (each failure appended to
+    ``errors``). Explicit masks and positions keep transformers' mask code from reading values
+    (.item()) off meta tensors; without them some models (Gemma 4) cannot run on the meta
+    device, so they are tried first."""
     ids = torch.zeros((1, n), dtype=torch.long, device="meta")
-    # Explicit masks and positions keep transformers' mask code from reading values (.item())
-    # off meta tensors; without them some models (Gemma 4) cannot run on the meta device.
     attempts: tuple[dict[str, Any], ...] = (
         {
             "attention_mask": torch.ones((1, n), dtype=torch.long, device="meta"),
@@ -228,68 +249,69 @@ def verify(config: dict, *, context: int | None = None, name: str | None = None)
         },
         {},
     )
-    out = None
     for extra in attempts:
         try:
             with torch.no_grad():
-                out = model(input_ids=ids, use_cache=True, **extra)
-            break
+                return model(input_ids=ids, use_cache=True, **extra)
         except Exception as exc:
             errors.append(f"{type(exc).__name__}: {str(exc)[:160]}")
-    if out is None:
-        return refused("a forward pass on the meta device fails (" + "; ".join(errors[-2:]) + ")")
-    cache = getattr(out, "cache", None) or getattr(out, "past_key_values", None)
-    if cache is None:
-        return refused("the forward pass returned no cache")
+    return None
 
-    rows, named = [], []
-    for i, layer in enumerate(spec.layers):
-        expected = _expected(layer, n)
-        cls, found = _found(cache, i)
-        why = []
-        if expected == found:
-            verdict = "agrees"
-            for key, applies in (
-                ("sliding", layer.kind == "sliding"),
-                ("chunked", layer.kind == "chunked"),
-                (
-                    "state",
-                    bool(layer.state_elements)
-                    and layer.state_elements != layer.transformers_view().state_elements,
-                ),
-                ("mla", layer.kind == "mla"),
-                ("indexer", bool(expected["indexer"])),
-                ("none", layer.kind in ("none", "shared")),
-            ):
-                if applies:
-                    why.append(key)
-                    if _DIFFERENCES[key] not in named:
-                        named.append(_DIFFERENCES[key])
-            own = layer.transformers_note()
-            if own:
-                why.append(getattr(layer, "transformers_note_key", layer.kind))
-                if own not in named:
-                    named.append(own)
-            if why:
-                verdict = "agrees (named difference)"
-        else:
-            verdict = "differs"
-            why = [
-                f"{k}: kvcalc {expected[k]:,} elements, transformers {found[k]:,}"
-                for k in expected
-                if expected[k] != found[k]
-            ]
-        rows.append(
-            VerifyRow(
-                layer=i,
-                kvcalc=layer.label,
-                transformers=cls,
-                expected=expected,
-                found=found,
-                verdict=verdict,
-                why=", ".join(why),
-            )
-        )
+
+def _row(i: int, layer, n: int, cache, named: list[str]) -> VerifyRow:
+    """Layer ``i``'s row: kvcalc's elements against transformers' at context ``n``; an agreement
+    lists the named differences that apply (each added once to ``named``)."""
+    expected = _expected(layer, n)
+    cls, found = _found(cache, i)
+    why = []
+    if expected == found:
+        verdict = "agrees"
+        for key, applies in (
+            ("sliding", layer.kind == "sliding"),
+            ("chunked", layer.kind == "chunked"),
+            (
+                "state",
+                bool(layer.state_elements)
+                and layer.state_elements != layer.transformers_view().state_elements,
+            ),
+            ("mla", layer.kind == "mla"),
+            ("indexer", bool(expected["indexer"])),
+            ("none", layer.kind in ("none", "shared")),
+        ):
+            if applies:
+                why.append(key)
+                if _DIFFERENCES[key] not in named:
+                    named.append(_DIFFERENCES[key])
+        own = layer.transformers_note()
+        if own:
+            why.append(getattr(layer, "transformers_note_key", layer.kind))
+            if own not in named:
+                named.append(own)
+        if why:
+            verdict = "agrees (named difference)"
+    else:
+        verdict = "differs"
+        why = [
+            f"{k}: kvcalc {expected[k]:,} elements, transformers {found[k]:,}"
+            for k in expected
+            if expected[k] != found[k]
+        ]
+    return VerifyRow(
+        layer=i,
+        kvcalc=layer.label,
+        transformers=cls,
+        expected=expected,
+        found=found,
+        verdict=verdict,
+        why=", ".join(why),
+    )
+
+
+def _report(
+    spec, n: int, version: str, rows: list[VerifyRow], named: list[str], cache
+) -> VerifyReport:
+    """The checked report: the first differing layer, or agreement with the cache's extra
+    (multi-token-prediction) layers named; a reading that left fields out says so."""
     extra_layers = len(getattr(cache, "layers", [])) - spec.num_layers
     differs = [r for r in rows if r.verdict == "differs"]
     if differs:
