@@ -10,8 +10,9 @@ afterwards and apart; when that fails (an unknown family, per-layer shapes) the 
 ``params=None`` and a note, and only the weight figures are lost. A layout field that is not
 understood is refused by name; nothing falls back to "every layer full attention".
 
-Layout conventions, each read in one place (layouts.py: ``layer_kinds``, ``nas_layers``,
-``share_kv``; one layer's geometry in layer_readers.py):
+Layout conventions, each read in one place (model_layers.py picks a config's layout;
+layouts.py: ``layer_kinds``, ``nas_layers``, ``share_kv``; one layer's geometry in
+layer_readers.py):
 - ``layer_types`` / ``layers_block_type`` (names), ``hybrid_override_pattern`` (Nemotron-H:
   M Mamba-2, * attention, - MLP, E MoE), ``hybrid_layer_pattern`` (MiMo-V2: 0 full, 1 sliding),
   ``attn_type_list`` (MiniMax: 0 lightning attention, 1 softmax), ``block_configs``
@@ -39,30 +40,17 @@ Config traps handled here (see docs/engine-facts.md#config-traps):
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..core.model import (
-    MLALatent,
-    ModelSpec,
-    NoCache,
-    interned,
-)
+from ..core.model import ModelSpec, interned
 from ..core.text import SHORT as _SHORT
 from ..core.text import short as _short
 from .families import FAMILIES, understood
-from .family_readers import (
-    FAMILY_READERS,
-    SEQ2SEQ_DECODERS,
-    rwkv_layers,
-    seq2seq_decoder_layers,
-)
 from .fields import Fields, Geometry
 from .files import read_regular_file
-from .layer_readers import attention_layer, indexer_caches, kv_heads_of, state_flavor, state_layer
-from .layouts import layer_kinds, nas_layers, share_kv
-from .limits import MAX_CONTEXT, MAX_LAYERS, UPFRONT, cap_of, over_cap
+from .limits import MAX_CONTEXT, MAX_LAYERS, UPFRONT, over_cap
+from .model_layers import read_layers
 from .params import count_parameters
 
 __all__ = ["spec_from_config", "load_config_file", "MAX_CONFIG_BYTES", "UnknownFields"]
@@ -210,9 +198,7 @@ class UnknownFields(ValueError):
         )
 
 
-# Complex by design (C901): one pass in the order a reading can fail: text_config, layers,
-# parameters, unread fields.
-def spec_from_config(  # noqa: C901
+def spec_from_config(
     config: dict,
     *,
     name: str | None = None,
@@ -231,51 +217,15 @@ def spec_from_config(  # noqa: C901
     that ignore a config's window (several do for Mistral-7B-v0.1 and Phi-3)."""
     if not isinstance(config, dict):
         raise ValueError(f"a config must be a JSON object, got {type(config).__name__}")
-    top_type = config.get("model_type")
-    cfg = config
     notes: list[str] = []
-    if isinstance(config.get("text_config"), dict):
-        cfg = dict(config["text_config"])
-        notes.append("language model read from text_config; vision parameters are not counted")
-    elif "text_config" in config and config["text_config"] is not None:
-        raise ValueError("config field 'text_config' must be an object")
-    model_type = cfg.get("model_type") or top_type or ""
-    if not isinstance(model_type, str):
-        raise ValueError(f"config field 'model_type' must be a string, got {_short(model_type)}")
-    if isinstance(top_type, str) and top_type in _WRAPPER_TEXT and cfg is config:
-        model_type = _WRAPPER_TEXT[top_type]
-    model_type = _TEXT_TYPES.get(model_type, model_type)
+    cfg, model_type = _language_model(config, notes)
     _check_sizes(cfg)
     f = Fields(cfg, _CLASS_DEFAULTS.get(model_type, {}))
     f.top = config
     f.model_type = model_type
     known = model_type in FAMILIES or model_type == ""
     f.seen.update(understood(model_type or "llama", cfg))
-
-    def unknown_fields() -> list[str]:
-        return sorted(f.unread())
-
-    try:
-        layers, geo = _read_layers(f, model_type, honor_sliding_window)
-        max_ctx = f.int(
-            "max_position_embeddings",
-            "n_positions",
-            "max_seq_len",
-            "seq_length",
-            "context_length",
-            "model_max_length",
-            default=2048,
-            maximum=_MAX_CONTEXT,
-        )
-    except UnknownFields:
-        raise
-    except ValueError as exc:
-        # A family kvcalc has no reader for fails on a field it lacks: name what it has instead
-        # (the standard fields the failed reading did not reach are not among them).
-        rest = sorted(set(unknown_fields()) - _STANDARD_FIELDS)
-        if not known and rest:
-            raise UnknownFields(model_type, rest, False, why=str(exc)) from None
-        raise
+    layers, geo, max_ctx = _read_cache(f, model_type, honor_sliding_window, known)
     notes += geo.notes
     assumptions = list(geo.assumptions)
     assumptions += _engine_conventions(f, layers)
@@ -290,7 +240,7 @@ def spec_from_config(  # noqa: C901
             f"parameters not counted ({counted.error}): weight figures need a weight "
             "size given by hand; the cache figures are complete"
         )
-    unread = unknown_fields()
+    unread = sorted(f.unread())
     if unread and not unverified:
         raise UnknownFields(model_type, unread, known)
     if unread:
@@ -326,6 +276,53 @@ def spec_from_config(  # noqa: C901
         unverified=tuple(unread),
         family_reader=model_type in FAMILIES,
     )
+
+
+def _language_model(config: dict, notes: list[str]) -> tuple[dict, str]:
+    """The language model's fields (a multimodal config's text_config, said in ``notes``) and
+    the model_type whose reader reads them."""
+    top_type = config.get("model_type")
+    cfg = config
+    if isinstance(config.get("text_config"), dict):
+        cfg = dict(config["text_config"])
+        notes.append("language model read from text_config; vision parameters are not counted")
+    elif "text_config" in config and config["text_config"] is not None:
+        raise ValueError("config field 'text_config' must be an object")
+    model_type = cfg.get("model_type") or top_type or ""
+    if not isinstance(model_type, str):
+        raise ValueError(f"config field 'model_type' must be a string, got {_short(model_type)}")
+    if isinstance(top_type, str) and top_type in _WRAPPER_TEXT and cfg is config:
+        model_type = _WRAPPER_TEXT[top_type]
+    return cfg, _TEXT_TYPES.get(model_type, model_type)
+
+
+def _read_cache(
+    f: Fields, model_type: str, honor_sliding_window: bool, known: bool
+) -> tuple[list, Geometry, int]:
+    """The layers, the base geometry and the model's context limit. A family kvcalc has no
+    reader for that fails on a field it lacks is refused by the fields it has instead."""
+    try:
+        layers, geo = read_layers(f, model_type, honor_sliding_window)
+        max_ctx = f.int(
+            "max_position_embeddings",
+            "n_positions",
+            "max_seq_len",
+            "seq_length",
+            "context_length",
+            "model_max_length",
+            default=2048,
+            maximum=_MAX_CONTEXT,
+        )
+    except UnknownFields:
+        raise
+    except ValueError as exc:
+        # A family kvcalc has no reader for fails on a field it lacks: name what it has instead
+        # (the standard fields the failed reading did not reach are not among them).
+        rest = sorted(set(f.unread()) - _STANDARD_FIELDS)
+        if not known and rest:
+            raise UnknownFields(model_type, rest, False, why=str(exc)) from None
+        raise
+    return layers, geo, max_ctx
 
 
 # The standard decoder's own fields: never "not understood", even where a failed reading did
@@ -365,215 +362,6 @@ _TEXT_TYPES = {
     "qwen3_5": "qwen3_5_text",
     "qwen3_5_moe": "qwen3_5_moe_text",
 }
-
-
-# Complex by design (C901): one early return per layout (seq2seq, RWKV, all-state, a family's
-# reader, NAS), then the standard decoder.
-def _read_layers(f: Fields, model_type: str, honor_sliding: bool):  # noqa: C901
-    """The layers and the base attention geometry, from cache fields only."""
-    hidden = f.int("hidden_size", "n_embd", "d_model", required=False)
-    geo_notes: list[str] = []
-    assumptions: list[str] = []
-
-    if model_type in SEQ2SEQ_DECODERS:
-        layers, heads, head = seq2seq_decoder_layers(f, MAX_LAYERS, geo_notes)
-        geo = Geometry(
-            hidden=hidden,
-            q_heads=heads,
-            kv_heads=heads,
-            head_dim=head,
-            notes=geo_notes,
-            assumptions=assumptions,
-        )
-        return layers, geo
-    if model_type == "rwkv":
-        geo = Geometry(
-            hidden=hidden,
-            q_heads=0,
-            kv_heads=0,
-            head_dim=0,
-            notes=["no attention: every layer keeps a fixed RWKV state and no K/V"],
-            assumptions=assumptions,
-        )
-        return rwkv_layers(f, hidden, MAX_LAYERS), geo
-    # Attention-free models: every layer is a recurrent state.
-    if model_type in _ALL_STATE_TYPES:
-        n = f.int("num_hidden_layers", "n_layer", "num_layers", maximum=MAX_LAYERS)
-        state = state_layer(f, hidden, _ALL_STATE_TYPES[model_type])
-        if model_type == "mamba2" and f.has("expand") and hidden is not None:
-            # Mamba2Mixer (transformers and vLLM) sizes the convolution from expand x
-            # hidden_size and the SSM state from num_heads x head_dim; they must agree.
-            inner = f.int("expand") * hidden
-            heads, head = f.int("num_heads"), f.int("head_dim")
-            if inner != heads * head:
-                raise ValueError(
-                    f"config fields 'expand' x 'hidden_size' ({inner:,}) and "
-                    f"'num_heads' x 'head_dim' ({heads * head:,}) disagree on the "
-                    "Mamba-2 inner width"
-                )
-        geo = Geometry(
-            hidden=hidden,
-            q_heads=0,
-            kv_heads=0,
-            head_dim=0,
-            notes=["no attention: every layer keeps a fixed recurrent state and no K/V"],
-            assumptions=assumptions,
-        )
-        return [state] * n, geo
-
-    attn_cfg = f.obj("attn_config")  # MPT keeps the attention settings in a sub-object
-    q_heads = f.int("num_attention_heads", "n_head", "num_heads", "n_heads")
-    kv_heads = kv_heads_of(f, q_heads, attn_cfg)
-    if q_heads % kv_heads:
-        raise ValueError(
-            f"config field 'num_key_value_heads' ({kv_heads}) must divide "
-            f"'num_attention_heads' ({q_heads})"
-        )
-    if f.has("head_dim", "kv_channels", "attention_head_dim"):
-        head_dim = f.int("head_dim", "kv_channels", "attention_head_dim")
-    else:
-        if hidden is None:
-            raise ValueError(
-                "config field 'head_dim' is missing, and without 'hidden_size' it cannot be derived"
-            )
-        if hidden % q_heads:
-            raise ValueError(
-                f"'hidden_size' ({hidden}) is not divisible by 'num_attention_heads' "
-                f"({q_heads}); the config must give 'head_dim'"
-            )
-        head_dim = hidden // q_heads
-    geo = Geometry(
-        hidden=hidden,
-        q_heads=q_heads,
-        kv_heads=kv_heads,
-        head_dim=head_dim,
-        notes=geo_notes,
-        assumptions=assumptions,
-    )
-
-    reader = FAMILY_READERS.get(model_type)
-    if reader is not None:
-        return reader(f, geo, MAX_LAYERS), geo
-    if f.has("block_configs"):
-        return nas_layers(f, geo), geo
-
-    _bidirectional(f)
-    kinds = layer_kinds(f, model_type, honor_sliding, geo)
-    mla = f.has("kv_lora_rank")
-    if mla and any(k in ("sliding", "chunked") for k in kinds):
-        raise ValueError(
-            "MLA (kv_lora_rank) together with sliding or chunked layers is not "
-            "supported yet; open an issue with this model"
-        )
-    extras = indexer_caches(f, len(kinds), geo_notes, assumptions)
-    v_dim = f.int("v_head_dim", default=head_dim) if not mla else head_dim
-    layers = []
-    for i, kind in enumerate(kinds):
-        extra = extras[i]
-        if kind == "state":
-            layers.append(state_layer(f, hidden, state_flavor(f, model_type)))
-        elif kind == "none":
-            layers.append(NoCache(why="MLP or MoE block only"))
-        elif mla:
-            rope = f.int("qk_rope_head_dim")
-            layers.append(
-                MLALatent(
-                    kv_lora_rank=f.int("kv_lora_rank"),
-                    qk_rope_head_dim=rope,
-                    q_heads=q_heads,
-                    qk_head_dim=f.int("qk_nope_head_dim") + rope,
-                    v_head_dim=f.int("v_head_dim"),
-                    extra=extra,
-                )
-            )
-        else:
-            layers.append(attention_layer(f, kind, geo, v_dim, extra))
-    if mla:
-        geo_notes.append(
-            "MLA: the cache holds one latent of kv_lora_rank + qk_rope_head_dim per "
-            "token and layer; num_key_value_heads does not apply"
-        )
-    if f.has("per_layer_config"):
-        layers = _per_layer_overrides(f, layers)
-        geo.per_layer_heads = True
-    layers = share_kv(f, layers, kinds)
-    return layers, geo
-
-
-_PER_LAYER_KEYS = {"head_dim", "num_key_value_heads"}
-
-
-def _bidirectional(f: Fields) -> None:
-    """use_bidirectional_attention: off (None/false) is a causal decoder. 'vision' (Gemma 4
-    unified) and PaliGemma's true (gemma, gemma2: a prefix attended both ways) keep the same
-    cache; anywhere else a true value makes an encoder (EmbeddingGemma's gemma3_text also halves
-    its window), which keeps no KV cache while generating."""
-    value = f.raw("use_bidirectional_attention")
-    if value in (None, False):
-        return
-    if value == "vision" and f.model_type in ("gemma4_text", "gemma4_unified_text"):
-        return
-    if value is True and f.model_type in ("gemma", "gemma2"):
-        return
-    raise ValueError(
-        f"config field 'use_bidirectional_attention' is {_short(value)}: for "
-        f"model_type {_short(f.model_type or '(none)')} this is not a causal "
-        "decoder, so it keeps no KV cache while generating"
-    )
-
-
-def _per_layer_overrides(f: Fields, layers: list) -> list:
-    """transformers' ``per_layer_config`` (HeterogeneousConfigMixin): a sparse map from layer
-    index to the attributes that differ there (Gemma 4 writes its full layers' head_dim 512 and
-    KV heads this way). It supersedes global_head_dim and num_global_key_value_heads."""
-    table = f.obj("per_layer_config")
-    out = list(layers)
-    for key, over in (table or {}).items():
-        try:
-            i = int(key)
-        except (TypeError, ValueError):
-            i = -1
-        if not 0 <= i < len(out):
-            raise ValueError(
-                f"config field 'per_layer_config' names layer {_short(key)}, which "
-                f"the model's {len(out)} layers do not have"
-            )
-        if not isinstance(over, dict):
-            raise ValueError(f"config field 'per_layer_config[{_short(key)}]' must be an object")
-        unknown = sorted(set(over) - _PER_LAYER_KEYS)
-        if unknown:
-            raise ValueError(
-                f"config field 'per_layer_config[{_short(key)}]' overrides "
-                + ", ".join(_short(u) for u in unknown)
-                + ", which kvcalc does "
-                "not understand per layer"
-            )
-        lay = out[i]
-        if not lay.stores_tokens or lay.kind == "mla":
-            raise ValueError(
-                f"config field 'per_layer_config[{_short(key)}]' overrides "
-                f"attention geometry on layer {i}, which is {lay.label}"
-            )
-        changes: dict[str, int] = {}
-        if "head_dim" in over:
-            d = _plain_int(over["head_dim"], f"per_layer_config[{key}].head_dim")
-            changes.update(head_dim=d, v_head_dim=d)
-        if "num_key_value_heads" in over:
-            changes["kv_heads"] = _plain_int(
-                over["num_key_value_heads"], f"per_layer_config[{key}].num_key_value_heads"
-            )
-        out[i] = replace(lay, **changes)
-    return out
-
-
-def _plain_int(value: Any, label: str) -> int:
-    cap = cap_of(label.rsplit(".", 1)[-1])
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= cap:
-        raise ValueError(f"config field '{label}' must be a whole number from 1 to {cap:,}")
-    return value
-
-
-_ALL_STATE_TYPES = {"mamba": "mamba", "falcon_mamba": "mamba", "mamba2": "mamba2"}
 
 
 def _engine_conventions(f: Fields, layers: list) -> list[str]:

@@ -34,8 +34,10 @@ The package, one module a job (each imports only those before it):
   token's bytes in one layer;
 - ``defaults``: block size, an MLA model's block size, max_num_seqs and max_num_batched_tokens;
 - ``grouping``: the KV-cache groups (typed: KVCacheGroupSpec, KVCacheGrouping);
-- ``capacity``: predict() (steps 1-5 above), estimate_max_model_len, startup_error,
-  available_bytes;
+- ``steps``: predict()'s steps: the engine settings, the layers per GPU and stage, the binding
+  stage, the conventions said in the notes;
+- ``capacity``: predict() (steps 1-5 above) and its result;
+- ``startup``: estimate_max_model_len, startup_error, available_bytes;
 - ``log``: a pasted start-up log, read and checked line by line.
 
 This module names the package's public interface: callers import from ``kvcalc.engines.vllm``.
@@ -43,14 +45,7 @@ This module names the package's public interface: callers import from ``kvcalc.e
 
 from __future__ import annotations
 
-from .capacity import (
-    Group,
-    VllmPrediction,
-    available_bytes,
-    estimate_max_model_len,
-    predict,
-    startup_error,
-)
+from .capacity import Group, VllmPrediction, predict
 from .defaults import (
     DEFAULT_BLOCK_SIZE,
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
@@ -72,6 +67,7 @@ from .formats import (
 )
 from .grouping import KVCacheGrouping, KVCacheGroupSpec
 from .log import MAX_LOG_BYTES, LogLine, diagnose_log, explain_log, log_settings, parse_log
+from .startup import available_bytes, estimate_max_model_len, startup_error
 
 __all__ = [
     "VllmPrediction",

@@ -53,10 +53,8 @@ def layer_grouping(layers, **kw) -> KVCacheGrouping:
     return _grouping_of(tuple(layers), **kw)
 
 
-# Complex by design (C901): vLLM's grouping rules (hybrid groups, padding, threshold) in one place;
-# issue 25 item 2 types it.
 @functools.lru_cache(maxsize=512)
-def _grouping_of(  # noqa: C901
+def _grouping_of(
     layers: tuple,
     *,
     block_size: int,
@@ -74,7 +72,72 @@ def _grouping_of(  # noqa: C901
     group whose block holds a page of every layer (UniformTypeKVCacheSpecs, v0.11.0)."""
     attn = [(i, lay) for i, lay in enumerate(layers) if lay.stores_tokens]
     states = [(i, lay) for i, lay in enumerate(layers) if lay.state_elements]
-    notes = []
+    notes: list[str] = []
+    bs, state_page, state_pad_pct = _hybrid_block(
+        attn, states, block_size, fmt, state_dtypes, alignment, notes
+    )
+    buckets: dict[tuple, list] = {}
+    pages = {}
+    for i, lay in attn:
+        page = bs * vllm_bytes_per_token(lay, fmt)
+        key = (*lay.vllm_group_key(), page)
+        buckets.setdefault(key, []).append(i)
+        pages[key] = page
+    if states:
+        key = (*states[0][1].vllm_group_key(), state_page)
+        buckets[key] = [i for i, _ in states]
+        pages[key] = state_page
+    if not buckets:
+        raise ValueError("this model has no layer that keeps a KV cache")
+    types = {k[:2] for k in buckets}
+    if len(set(pages.values())) > 1 and len(types) == 1 and not states:
+        return _uniform_type(layers, buckets, bs, fmt, version, state_pad_pct, notes)
+    if len(set(pages.values())) > 1:
+        # vLLM raises smaller pages' block size to the largest page when they divide it.
+        biggest = max(pages.values())
+        if any(biggest % p for p in pages.values()):
+            shown = ", ".join(f"{p:,}" for p in sorted(set(pages.values())))
+            raise ValueError(
+                f"in this KV cache format the layers' pages ({shown} B) do not "
+                "divide each other, so vLLM cannot unify them and refuses to "
+                "start (unify_kv_cache_spec_page_size); choose another KV cache "
+                "format"
+            )
+        notes.append("layers of different page sizes: smaller pages get larger blocks")
+    page = max(pages.values())
+    counts = [len(ms) for ms in buckets.values()]
+    group_size = min(counts)
+    if len(buckets) == 1:
+        group_size = counts[0]
+    elif threshold is not None and max(counts) < min(counts) * threshold:
+        group_size = max(counts)
+    groups, padding_total, waste = _dealt_groups(
+        layers, buckets, pages, bs, page, group_size, notes
+    )
+    return KVCacheGrouping(
+        block_size=bs,
+        page_bytes=page,
+        group_size=group_size,
+        groups=tuple(groups),
+        padding_layers=padding_total,
+        padding_waste_pct=waste,
+        state_page_padding_pct=state_pad_pct,
+        notes=tuple(notes),
+    )
+
+
+def _hybrid_block(
+    attn: list,
+    states: list,
+    block_size: int,
+    fmt: CacheFormat,
+    state_dtypes: tuple,
+    alignment: int,
+    notes: list[str],
+) -> tuple[int, int, float]:
+    """The block size, the state page and its padding (in %) of a model with recurrent
+    states: beside attention layers the block is raised until an attention page holds a state
+    page, which is padded to it. Without states: the block size as given."""
     bs = block_size
     state_pad_pct = 0.0
     state_page = 0
@@ -95,67 +158,59 @@ def _grouping_of(  # noqa: C901
                     f"B); the state page is padded by {state_pad_pct:.2f}%"
                 )
             state_page = attn_page
-    buckets: dict[tuple, list] = {}
-    pages = {}
-    for i, lay in attn:
-        page = bs * vllm_bytes_per_token(lay, fmt)
-        key = (*lay.vllm_group_key(), page)
-        buckets.setdefault(key, []).append(i)
-        pages[key] = page
-    if states:
-        key = (*states[0][1].vllm_group_key(), state_page)
-        buckets[key] = [i for i, _ in states]
-        pages[key] = state_page
-    if not buckets:
-        raise ValueError("this model has no layer that keeps a KV cache")
-    types = {k[:2] for k in buckets}
-    if len(set(pages.values())) > 1 and len(types) == 1 and not states:
-        if version < (0, 11, 0):
-            raise ValueError(
-                "layers of one type with different page sizes: vLLM before 0.11.0 "
-                "cannot allocate them"
-            )
-        # One group; a block holds one page of every layer (their sizes summed).
-        members = sorted(i for ms in buckets.values() for i in ms)
-        rep = layers[members[0]]
-        notes.append(
-            "layers of one type but different page sizes form one group: a block holds "
-            "a page of every layer (vLLM's UniformTypeKVCacheSpecs)"
+    return bs, state_page, state_pad_pct
+
+
+def _uniform_type(
+    layers: tuple,
+    buckets: dict[tuple, list],
+    bs: int,
+    fmt: CacheFormat,
+    version: tuple[int, ...],
+    state_pad_pct: float,
+    notes: list[str],
+) -> KVCacheGrouping:
+    """Layers of one type whose pages differ: one group whose block holds a page of every
+    layer (vLLM's UniformTypeKVCacheSpecs, v0.11.0 on; refused before)."""
+    if version < (0, 11, 0):
+        raise ValueError(
+            "layers of one type with different page sizes: vLLM before 0.11.0 cannot allocate them"
         )
-        return KVCacheGrouping(
-            block_size=bs,
-            page_bytes=sum(bs * vllm_bytes_per_token(layers[i], fmt) for i in members),
-            group_size=1,
-            groups=(
-                KVCacheGroupSpec(
-                    kind=rep.kind, members=tuple(members), padding=0, spec=rep, block_size=bs
-                ),
+    # One group; a block holds one page of every layer (their sizes summed).
+    members = sorted(i for ms in buckets.values() for i in ms)
+    rep = layers[members[0]]
+    notes.append(
+        "layers of one type but different page sizes form one group: a block holds "
+        "a page of every layer (vLLM's UniformTypeKVCacheSpecs)"
+    )
+    return KVCacheGrouping(
+        block_size=bs,
+        page_bytes=sum(bs * vllm_bytes_per_token(layers[i], fmt) for i in members),
+        group_size=1,
+        groups=(
+            KVCacheGroupSpec(
+                kind=rep.kind, members=tuple(members), padding=0, spec=rep, block_size=bs
             ),
-            padding_layers=0,
-            padding_waste_pct=0.0,
-            state_page_padding_pct=state_pad_pct,
-            notes=tuple(notes),
-            uniform=True,
-        )
-    if len(set(pages.values())) > 1:
-        # vLLM raises smaller pages' block size to the largest page when they divide it.
-        biggest = max(pages.values())
-        if any(biggest % p for p in pages.values()):
-            shown = ", ".join(f"{p:,}" for p in sorted(set(pages.values())))
-            raise ValueError(
-                f"in this KV cache format the layers' pages ({shown} B) do not "
-                "divide each other, so vLLM cannot unify them and refuses to "
-                "start (unify_kv_cache_spec_page_size); choose another KV cache "
-                "format"
-            )
-        notes.append("layers of different page sizes: smaller pages get larger blocks")
-    page = max(pages.values())
-    counts = [len(ms) for ms in buckets.values()]
-    group_size = min(counts)
-    if len(buckets) == 1:
-        group_size = counts[0]
-    elif threshold is not None and max(counts) < min(counts) * threshold:
-        group_size = max(counts)
+        ),
+        padding_layers=0,
+        padding_waste_pct=0.0,
+        state_page_padding_pct=state_pad_pct,
+        notes=tuple(notes),
+        uniform=True,
+    )
+
+
+def _dealt_groups(
+    layers: tuple,
+    buckets: dict[tuple, list],
+    pages: dict,
+    bs: int,
+    page: int,
+    group_size: int,
+    notes: list[str],
+) -> tuple[list[KVCacheGroupSpec], int, float]:
+    """Each bucket's layers dealt into groups of ``group_size`` (padding the last), the
+    padding layers added, and vLLM's "may waste at most X%" of the most padded type."""
     groups = []
     padding_total = 0
     waste = 0.0
@@ -182,16 +237,7 @@ def _grouping_of(  # noqa: C901
                     block_size=layer_bs,
                 )
             )
-    return KVCacheGrouping(
-        block_size=bs,
-        page_bytes=page,
-        group_size=group_size,
-        groups=tuple(groups),
-        padding_layers=padding_total,
-        padding_waste_pct=waste,
-        state_page_padding_pct=state_pad_pct,
-        notes=tuple(notes),
-    )
+    return groups, padding_total, waste
 
 
 def per_request_blocks(

@@ -1,0 +1,422 @@
+"""The table of model families (``FAMILIES``, by config.json's ``model_type``): the field groups
+each family's reader uses, and its own fields that do not change its cache, each with the reason
+in the comment where it is declared. How a field is judged understood, and the fields shared by
+every family, are in ``kvcalc.config.families``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Family:
+    """A reader's knowledge of one family: the field groups it uses, and its own fields that do
+    not change its cache (each with the reason in the comment where it is declared)."""
+
+    groups: tuple[str, ...] = ("mlp", "moe")
+    irrelevant: frozenset[str] = frozenset()
+
+
+def _f(*fields: str, groups: tuple[str, ...] = ("mlp", "moe")) -> Family:
+    return Family(groups=groups, irrelevant=frozenset(fields))
+
+
+_DECODER = _f()
+
+# Decoders whose attention is the standard one, read from the common fields, each checked
+# against transformers' own cache at its class defaults (docs/zoo.md); their remaining fields are
+# MLP, MoE, bias and norm settings (the "mlp" and "moe" groups).
+_STANDARD = (
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen2_moe",
+    "qwen3",
+    "qwen3_moe",
+    "phi3",
+    "gemma",
+    "olmo",
+    "olmo2",
+    "olmo3",
+    "olmoe",
+    "flex_olmo",
+    "granite",
+    "granitemoe",
+    "cohere",
+    "starcoder2",
+    "stablelm",
+    "apertus",
+    "apertus1p5_text",
+    "arcee",
+    "bitnet",
+    "cwm",
+    "emu3_text_model",
+    "glm",
+    "glm4",
+    "helium",
+    "internlm3",
+    "iquestcoder",
+    "jais2",
+    "ministral3",
+    "nanochat",
+    "vaultgemma",
+    "minimax_m2",
+    "kolibri1",
+    "lara_mini",
+    "solar_open",
+    "exaone",
+    "exaone4",
+    "exaone_moe",
+    "phimoe",
+    "beam",
+    "flint",
+    "mellum",
+    "biogpt",
+    "persimmon",
+    "phi",
+    "gpt_neox",
+    "hy_v3",
+    "granite_swa",
+    "granitemoe_swa",
+    "granitemoeshared",
+    "hyperclovax",
+    "seed_oss",
+    "ernie4_5",
+    "ernie4_5_moe",
+    "aria_text",
+    "gptj",
+    "codegen",
+    "ctrl",
+    "bloom",
+    "gpt_bigcode",
+    "gpt_neox_japanese",
+    "diffllama",
+    "smollm3",
+    # language models inside vision or audio wrappers, read from text_config
+    "cosmos3_edge_text",
+    "glm_ocr_text",
+    "granite_docling_text",
+    "qwen3_vl_text",
+    "qwen3_vl_moe_text",
+)
+
+# Their own fields, each a weight, norm placement, rotary or router setting (the comment says
+# which) that changes no cache.
+_OWN = {
+    "stablelm": ("use_parallel_residual",),  # residual wiring
+    "gpt_neox": ("use_parallel_residual",),
+    "starcoder2": ("use_bias",),
+    "ernie4_5": ("use_bias",),
+    "ernie4_5_moe": (
+        "use_bias",
+        "moe_k",
+        "moe_layer_end_index",
+        "moe_layer_interval",
+        "moe_layer_start_index",
+        "moe_norm_min",
+        "moe_num_experts",
+        "moe_num_shared_experts",
+    ),  # which layers route and to how many experts
+    "aria_text": ("moe_num_experts", "moe_num_shared_experts", "moe_topk"),
+    "granitemoeshared": ("shared_intermediate_size",),
+    "granitemoe_swa": ("shared_intermediate_size", "layer_rope_theta"),
+    "granite_swa": ("layer_rope_theta",),  # per-layer rotary bases
+    "hyperclovax": ("use_post_norm",),  # norm placement
+    "seed_oss": ("attention_out_bias",),
+    "hy_v3": ("enable_moe_fp32_combine", "router_scaling_factor"),
+    "gptj": ("rotary_dim",),
+    "codegen": ("rotary_dim", "n_ctx"),  # rotary part of each head
+    "ctrl": ("dff",),  # the MLP width
+    "bloom": ("apply_residual_connection_post_layernorm", "slow_but_exact"),  # ALiBi numerics
+    "gpt_bigcode": ("scale_attn_weights",),
+    "gpt_neox_japanese": ("intermediate_multiple_size",),
+    "diffllama": ("lambda_std_dev",),  # initialisation of the differential weights
+    # NoPE layers skip the rotation, keys cached all the same (given layer_types, which decides)
+    "smollm3": ("no_rope_layers",),
+    "gemma": ("num_image_tokens",),  # PaliGemma's image tokens are prompt tokens
+}
+
+FAMILIES: dict[str, Family] = {
+    **{t: _f(*_OWN.get(t, ())) for t in _STANDARD},
+    **{t: _f(groups=("mlp", "moe", "vision")) for t in ("qwen2_5_vl_text", "qwen2_vl_text")},
+    "gemma2": _f(),
+    "gemma3_text": _f("sliding_window_pattern", "_sliding_window_pattern"),
+    "cohere2": _f(),
+    "gpt2": _f(
+        "scale_attn_weights",
+        "scale_attn_by_inverse_layer_idx",
+        "reorder_and_upcast_attn",
+        "summary_type",
+        "summary_use_proj",
+        "summary_activation",
+        "summary_proj_to_labels",
+        "summary_first_dropout",
+        "n_ctx",
+    ),
+    "falcon": _f("alibi", "parallel_attn", "bias", "num_ln_in_parallel_attn", "activation"),
+    "mpt": _f(
+        "tokenizer_name",
+        "learned_pos_emb",
+        "no_bias",
+        "norm_config",
+        "init_config",
+        "expansion_ratio",
+        "ffn_config",
+        "embedding_fraction",
+        "init_device",
+        "logit_scale",
+    ),
+    "chatglm": _f(
+        "apply_residual_connection_post_layernorm",
+        "post_layer_norm",
+        "add_bias_linear",
+        "add_qkv_bias",
+        "bias_dropout_fusion",
+        "fp32_residual_connection",
+        "rmsnorm",
+        "quantization_bit",
+        "ffn_hidden_size",
+        "original_rope",
+        "apply_query_key_layer_scaling",
+        "layernorm_epsilon",
+    ),
+    "opt": _f(
+        "do_layer_norm_before",
+        "word_embed_proj_dim",
+        "enable_bias",
+        "_remove_final_layer_norm",
+        "layer_norm_elementwise_affine",
+    ),
+    # initial_context_length: the context before YaRN scaling (a rotary setting)
+    "gpt_oss": _f("swiglu_limit", "swiglu_alpha", "experts_per_token", "initial_context_length"),
+    **{
+        t: _f(groups=("mlp", "moe", "mla", "mtp"))
+        for t in ("deepseek_v2", "deepseek_v3", "kimi_k2", "sarvam_mla", "youtu", "axk1")
+    },
+    "sarvam_moe": _f(groups=("mlp", "moe", "mtp")),
+    # index_n_heads, index_topk and the indexer's rotary and top-k settings change which
+    # tokens are attended, not the indexer keys cached (one index_head_dim key per token)
+    **{
+        t: _f(
+            "index_n_heads",
+            "index_topk",
+            "indexer_rope_interleave",
+            "index_skip_topk_offset",
+            "index_share_for_mtp_iteration",
+            "moe_router_dtype",
+            groups=("mlp", "moe", "mla", "mtp"),
+        )
+        for t in ("deepseek_v32", "glm_moe_dsa")
+    },
+    # no_rope_layers: superseded by layer_types when the config has it (as transformers does)
+    "llama4_text": _f(
+        "no_rope_layer_interval",
+        "intermediate_size_mlp",
+        "moe_layers",
+        "use_qk_norm",
+        "for_llm_compressor",
+    ),
+    "qwen3_next": _f(groups=("mlp", "moe", "mtp")),
+    # attn_output_gate: a sigmoid gate on the attention output (weights only)
+    **{
+        t: _f("attn_output_gate", "output_gate_type", groups=("mlp", "moe", "mtp"))
+        for t in ("qwen3_5_moe_text", "qwen3_5_text")
+    },
+    # MiniMax: the post-norm alphas and betas scale the residual stream; rotary_dim is the
+    # rotary part of each head (the whole head is cached)
+    **{
+        t: _f(
+            "layernorm_full_attention_alpha",
+            "layernorm_full_attention_beta",
+            "layernorm_linear_attention_alpha",
+            "layernorm_linear_attention_beta",
+            "layernorm_mlp_alpha",
+            "layernorm_mlp_beta",
+            "postnorm",
+            "rotary_dim",
+            "shared_intermediate_size",
+            "shared_moe_mode",
+            "layernorm_eps",
+            # lightning attention's compute block and the residual scalings
+            "block_size",
+            "full_attn_alpha_factor",
+            "full_attn_beta_factor",
+            "linear_attn_alpha_factor",
+            "linear_attn_beta_factor",
+            "mlp_alpha_factor",
+            "mlp_beta_factor",
+        )
+        for t in ("minimax", "minimax_m1")
+    },
+    # OLMo hybrid: Gated DeltaNet's gate and step-size ranges (numerics of the recurrence)
+    "olmo_hybrid": _f(
+        "linear_a_log_max",
+        "linear_a_log_min",
+        "linear_allow_neg_eigval",
+        "linear_dt_init_floor",
+        "linear_dt_max",
+        "linear_dt_min",
+    ),
+    "phi4_multimodal": _f("audio_config", groups=("mlp", "moe", "vision")),
+    "jamba": _f(groups=("mlp", "moe", "mamba")),
+    # expand: NemotronHMixer sizes its inner width as mamba_num_heads x mamba_head_dim
+    "nemotron_h": _f(
+        "expand",
+        "moe_shared_expert_intermediate_size",
+        "moe_latent_size",
+        "moe_shared_expert_overlap",
+        "n_routed_experts",
+        groups=("mlp", "moe", "mamba", "mtp"),
+    ),
+    "nemotron-nas": _f(),
+    **{
+        t: _f(
+            "hidden_size_per_layer_input",
+            "vocab_size_per_layer_input",
+            "use_double_wide_mlp",
+            "enable_moe_block",
+            "top_k_experts",
+        )
+        for t in ("gemma4_unified_text",)
+    },
+    "gemma4_text": _f(
+        "hidden_size_per_layer_input",
+        "vocab_size_per_layer_input",
+        "use_double_wide_mlp",
+        "enable_moe_block",
+        "top_k_experts",
+    ),
+    "gemma3n_text": _f(
+        # AltUp, LAuReL, per-layer inputs and activation sparsity change the MLP and the
+        # residual stream (Gemma3nTextDecoderLayer), never the attention K/V it caches.
+        "altup_active_idx",
+        "altup_coef_clip",
+        "altup_correct_scale",
+        "altup_num_inputs",
+        "laurel_rank",
+        "activation_sparsity_pattern",
+        "hidden_size_per_layer_input",
+        "vocab_size_per_layer_input",
+    ),
+    # MiMo-V2: the sink biases are learned logits and attention_value_scale scales V (no cache
+    # shape); vLLM's mimo_v2_flash.py does not use attention_chunk_size
+    **{
+        t: _f(
+            "attention_value_scale",
+            "add_swa_attention_sink_bias",
+            "swa_attention_sink_bias",
+            "add_full_attention_sink_bias",
+            "swa_rope_theta",
+            "attention_chunk_size",
+        )
+        for t in ("mimo_v2", "mimo_v2_flash")
+    },
+    # LFM2: block_* size the gated MLP; conv_bias is the short convolution's bias
+    **{
+        t: _f(
+            "block_auto_adjust_ff_dim",
+            "block_ffn_dim_multiplier",
+            "block_multiple_of",
+            "conv_bias",
+            "num_dense_layers",
+            "use_expert_bias",
+            "block_dim",
+            "block_ff_dim",
+            "block_mlp_init_scale",
+            "block_norm_eps",
+            "block_out_init_scale",
+            "block_use_swiglu",
+            "block_use_xavier_init",
+            # conv_dim_out: the conv block's output projection (weights); use_pos_enc: RoPE
+            # on or off (the K/V cached are the same size either way)
+            "conv_dim_out",
+            "conv_use_xavier_init",
+            "use_pos_enc",
+        )
+        for t in ("lfm2", "lfm2_moe")
+    },
+    # Falcon-H1: the muP multipliers scale activations; the mamba_* kernel settings and biases
+    # are weights or numerics (the state shape is read from the other mamba_* fields)
+    "falcon_h1": _f(
+        "attention_in_multiplier",
+        "attention_out_multiplier",
+        "key_multiplier",
+        "lm_head_multiplier",
+        "mlp_multipliers",
+        "ssm_multipliers",
+        "ssm_in_multiplier",
+        "ssm_out_multiplier",
+        "projectors_bias",
+        "mamba_use_mlp",
+        groups=("mlp", "moe", "mamba"),
+    ),
+    # Kimi-Linear: expert grouping and routing (MoE), its own names for them
+    # mla_use_nope: the MLA layers skip RoPE, yet vLLM (kimi_linear.py) and transformers still
+    # cache the kv_lora_rank latent and the qk_rope_head_dim key part
+    "kimi_linear": _f(
+        "moe_renormalize",
+        "num_expert_group",
+        "mlp_layer_types",
+        "kda_safe_gate",
+        "kda_lower_bound",
+        "mla_use_nope",
+        "moe_router_activation_func",
+        "use_grouped_topk",
+        groups=("mlp", "moe", "mla", "mtp"),
+    ),
+    "mllama_text_model": _f(groups=("mlp", "vision")),
+    # MiniCPM3: muP scales of the embeddings and the residual stream
+    "minicpm3": _f("dim_model_base", "scale_depth", "scale_emb", groups=("mlp", "mla")),
+    # RecurrentGemma: initialisation variances and the logits' soft cap
+    "recurrent_gemma": _f(
+        "final_w_init_variance_scale",
+        "w_init_variance_scale",
+        "logits_soft_cap",
+        "embeddings_scale_by_sqrt_dim",
+    ),
+    "rwkv": _f(groups=()),
+    # The decoder of an encoder-decoder run as a causal LM: the encoder's fields size the
+    # encoder, which a causal LM does not run; the rest are the decoder's MLP, positions and
+    # generation settings
+    **{
+        t: _f(
+            "encoder_layers",
+            "encoder_attention_heads",
+            "encoder_ffn_dim",
+            "encoder_layerdrop",
+            "decoder_ffn_dim",
+            "decoder_layerdrop",
+            "is_encoder_decoder",
+            "encoder_no_repeat_ngram_size",
+            "decoder_vocab_size",
+            "share_encoder_decoder_embeddings",
+            "cross_attention_hidden_size",
+            "layernorm_embedding",
+            "use_learned_position_embeddings",
+            "prompt_mid_dim",
+            "normalize_before",
+            "add_final_layer_norm",
+            "static_position_embeddings",
+            "add_bias_logits",
+            "extra_pos_embeddings",
+            "normalize_embedding",
+            "num_hidden_layers",
+        )
+        for t in (
+            "bart",
+            "mbart",
+            "blenderbot",
+            "blenderbot-small",
+            "marian",
+            "pegasus",
+            "plbart",
+            "mvp",
+            "trocr",
+            "xglm",
+        )
+    },
+    "mamba": _f(groups=("mlp", "mamba")),
+    "falcon_mamba": _f("mixer_rms_eps", groups=("mlp", "mamba")),
+    "mamba2": _f(groups=("mlp", "mamba")),
+}

@@ -1,0 +1,246 @@
+"""The layers of a config and its base attention geometry, from cache fields only
+(kvcalc.config.hfconfig's first step).
+
+One layout a config: a layout of its own (an encoder-decoder's decoder, RWKV, an
+attention-free Mamba model), a family's reader (kvcalc.config.family_readers), Nemotron-NAS's
+``block_configs`` (layouts.nas_layers), or the standard decoder: each layer's kind
+(layouts.layer_kinds), its geometry (layer_readers), MLA latents, ``per_layer_config``
+overrides and layers that share another's cache (layouts.share_kv)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from ..core.model import Layer, MLALatent, NoCache
+from ..core.text import short as _short
+from .family_readers import FAMILY_READERS, SEQ2SEQ_DECODERS, rwkv_layers, seq2seq_decoder_layers
+from .fields import Fields, Geometry
+from .layer_readers import attention_layer, indexer_caches, kv_heads_of, state_flavor, state_layer
+from .layouts import layer_kinds, nas_layers, share_kv
+from .limits import MAX_LAYERS, cap_of
+
+_ALL_STATE_TYPES = {"mamba": "mamba", "falcon_mamba": "mamba", "mamba2": "mamba2"}
+
+
+def read_layers(f: Fields, model_type: str, honor_sliding: bool) -> tuple[list, Geometry]:
+    """The layers and the base attention geometry, from cache fields only: a layout of its
+    own, then a family's reader, NAS, and the standard decoder."""
+    hidden = f.int("hidden_size", "n_embd", "d_model", required=False)
+    own = _own_layout(f, model_type, hidden)
+    if own is not None:
+        return own
+    geo = _attention_geometry(f, hidden)
+    reader = FAMILY_READERS.get(model_type)
+    if reader is not None:
+        return reader(f, geo, MAX_LAYERS), geo
+    if f.has("block_configs"):
+        return nas_layers(f, geo), geo
+    return _decoder_layers(f, model_type, honor_sliding, geo), geo
+
+
+def _own_layout(f: Fields, model_type: str, hidden: int | None) -> tuple[list, Geometry] | None:
+    """The layers of a model with a layout of its own and no standard attention geometry (an
+    encoder-decoder's decoder, RWKV, an attention-free model); None for any other."""
+    if model_type in SEQ2SEQ_DECODERS:
+        geo_notes: list[str] = []
+        layers, heads, head = seq2seq_decoder_layers(f, MAX_LAYERS, geo_notes)
+        geo = Geometry(
+            hidden=hidden,
+            q_heads=heads,
+            kv_heads=heads,
+            head_dim=head,
+            notes=geo_notes,
+            assumptions=[],
+        )
+        return layers, geo
+    if model_type == "rwkv":
+        geo = Geometry(
+            hidden=hidden,
+            q_heads=0,
+            kv_heads=0,
+            head_dim=0,
+            notes=["no attention: every layer keeps a fixed RWKV state and no K/V"],
+            assumptions=[],
+        )
+        return rwkv_layers(f, hidden, MAX_LAYERS), geo
+    # Attention-free models: every layer is a recurrent state.
+    if model_type in _ALL_STATE_TYPES:
+        n = f.int("num_hidden_layers", "n_layer", "num_layers", maximum=MAX_LAYERS)
+        state = state_layer(f, hidden, _ALL_STATE_TYPES[model_type])
+        if model_type == "mamba2" and f.has("expand") and hidden is not None:
+            # Mamba2Mixer (transformers and vLLM) sizes the convolution from expand x
+            # hidden_size and the SSM state from num_heads x head_dim; they must agree.
+            inner = f.int("expand") * hidden
+            heads, head = f.int("num_heads"), f.int("head_dim")
+            if inner != heads * head:
+                raise ValueError(
+                    f"config fields 'expand' x 'hidden_size' ({inner:,}) and "
+                    f"'num_heads' x 'head_dim' ({heads * head:,}) disagree on the "
+                    "Mamba-2 inner width"
+                )
+        geo = Geometry(
+            hidden=hidden,
+            q_heads=0,
+            kv_heads=0,
+            head_dim=0,
+            notes=["no attention: every layer keeps a fixed recurrent state and no K/V"],
+            assumptions=[],
+        )
+        return [state] * n, geo
+    return None
+
+
+def _attention_geometry(f: Fields, hidden: int | None) -> Geometry:
+    """The base attention geometry: query and KV heads (which must divide them) and the head
+    size, given or derived from hidden_size."""
+    attn_cfg = f.obj("attn_config")  # MPT keeps the attention settings in a sub-object
+    q_heads = f.int("num_attention_heads", "n_head", "num_heads", "n_heads")
+    kv_heads = kv_heads_of(f, q_heads, attn_cfg)
+    if q_heads % kv_heads:
+        raise ValueError(
+            f"config field 'num_key_value_heads' ({kv_heads}) must divide "
+            f"'num_attention_heads' ({q_heads})"
+        )
+    if f.has("head_dim", "kv_channels", "attention_head_dim"):
+        head_dim = f.int("head_dim", "kv_channels", "attention_head_dim")
+    else:
+        if hidden is None:
+            raise ValueError(
+                "config field 'head_dim' is missing, and without 'hidden_size' it cannot be derived"
+            )
+        if hidden % q_heads:
+            raise ValueError(
+                f"'hidden_size' ({hidden}) is not divisible by 'num_attention_heads' "
+                f"({q_heads}); the config must give 'head_dim'"
+            )
+        head_dim = hidden // q_heads
+    return Geometry(
+        hidden=hidden,
+        q_heads=q_heads,
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        notes=[],
+        assumptions=[],
+    )
+
+
+def _decoder_layers(f: Fields, model_type: str, honor_sliding: bool, geo: Geometry) -> list:
+    """The standard decoder's layers: each layer's kind, then its cache (a recurrent state,
+    none, an MLA latent or attention), per-layer overrides and shared caches. Notes and
+    assumptions go to ``geo``."""
+    hidden, q_heads, head_dim = geo.hidden, geo.q_heads, geo.head_dim
+    geo_notes, assumptions = geo.notes, geo.assumptions
+    _bidirectional(f)
+    kinds = layer_kinds(f, model_type, honor_sliding, geo)
+    mla = f.has("kv_lora_rank")
+    if mla and any(k in ("sliding", "chunked") for k in kinds):
+        raise ValueError(
+            "MLA (kv_lora_rank) together with sliding or chunked layers is not "
+            "supported yet; open an issue with this model"
+        )
+    extras = indexer_caches(f, len(kinds), geo_notes, assumptions)
+    v_dim = f.int("v_head_dim", default=head_dim) if not mla else head_dim
+    layers: list[Layer] = []
+    for i, kind in enumerate(kinds):
+        extra = extras[i]
+        if kind == "state":
+            layers.append(state_layer(f, hidden, state_flavor(f, model_type)))
+        elif kind == "none":
+            layers.append(NoCache(why="MLP or MoE block only"))
+        elif mla:
+            rope = f.int("qk_rope_head_dim")
+            layers.append(
+                MLALatent(
+                    kv_lora_rank=f.int("kv_lora_rank"),
+                    qk_rope_head_dim=rope,
+                    q_heads=q_heads,
+                    qk_head_dim=f.int("qk_nope_head_dim") + rope,
+                    v_head_dim=f.int("v_head_dim"),
+                    extra=extra,
+                )
+            )
+        else:
+            layers.append(attention_layer(f, kind, geo, v_dim, extra))
+    if mla:
+        geo_notes.append(
+            "MLA: the cache holds one latent of kv_lora_rank + qk_rope_head_dim per "
+            "token and layer; num_key_value_heads does not apply"
+        )
+    if f.has("per_layer_config"):
+        layers = _per_layer_overrides(f, layers)
+        geo.per_layer_heads = True
+    return share_kv(f, layers, kinds)
+
+
+_PER_LAYER_KEYS = {"head_dim", "num_key_value_heads"}
+
+
+def _bidirectional(f: Fields) -> None:
+    """use_bidirectional_attention: off (None/false) is a causal decoder. 'vision' (Gemma 4
+    unified) and PaliGemma's true (gemma, gemma2: a prefix attended both ways) keep the same
+    cache; anywhere else a true value makes an encoder (EmbeddingGemma's gemma3_text also halves
+    its window), which keeps no KV cache while generating."""
+    value = f.raw("use_bidirectional_attention")
+    if value in (None, False):
+        return
+    if value == "vision" and f.model_type in ("gemma4_text", "gemma4_unified_text"):
+        return
+    if value is True and f.model_type in ("gemma", "gemma2"):
+        return
+    raise ValueError(
+        f"config field 'use_bidirectional_attention' is {_short(value)}: for "
+        f"model_type {_short(f.model_type or '(none)')} this is not a causal "
+        "decoder, so it keeps no KV cache while generating"
+    )
+
+
+def _per_layer_overrides(f: Fields, layers: list) -> list:
+    """transformers' ``per_layer_config`` (HeterogeneousConfigMixin): a sparse map from layer
+    index to the attributes that differ there (Gemma 4 writes its full layers' head_dim 512 and
+    KV heads this way). It supersedes global_head_dim and num_global_key_value_heads."""
+    table = f.obj("per_layer_config")
+    out = list(layers)
+    for key, over in (table or {}).items():
+        try:
+            i = int(key)
+        except (TypeError, ValueError):
+            i = -1
+        if not 0 <= i < len(out):
+            raise ValueError(
+                f"config field 'per_layer_config' names layer {_short(key)}, which "
+                f"the model's {len(out)} layers do not have"
+            )
+        if not isinstance(over, dict):
+            raise ValueError(f"config field 'per_layer_config[{_short(key)}]' must be an object")
+        unknown = sorted(set(over) - _PER_LAYER_KEYS)
+        if unknown:
+            raise ValueError(
+                f"config field 'per_layer_config[{_short(key)}]' overrides "
+                + ", ".join(_short(u) for u in unknown)
+                + ", which kvcalc does "
+                "not understand per layer"
+            )
+        lay = out[i]
+        if not lay.stores_tokens or lay.kind == "mla":
+            raise ValueError(
+                f"config field 'per_layer_config[{_short(key)}]' overrides "
+                f"attention geometry on layer {i}, which is {lay.label}"
+            )
+        changes: dict[str, int] = {}
+        if "head_dim" in over:
+            d = _plain_int(over["head_dim"], f"per_layer_config[{key}].head_dim")
+            changes.update(head_dim=d, v_head_dim=d)
+        if "num_key_value_heads" in over:
+            changes["kv_heads"] = _plain_int(
+                over["num_key_value_heads"], f"per_layer_config[{key}].num_key_value_heads"
+            )
+        out[i] = replace(lay, **changes)
+    return out
+
+
+def _plain_int(value: Any, label: str) -> int:
+    cap = cap_of(label.rsplit(".", 1)[-1])
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= cap:
+        raise ValueError(f"config field '{label}' must be a whole number from 1 to {cap:,}")
+    return value
