@@ -17,6 +17,10 @@ the held-back part shares no publication, harness or run with the training part,
 the training part never sees (MI300X), and still has every metric class the issue judges:
 serving throughput, TTFT and ITL (SGLang on 4 x H200), batch latency and output rate (vLLM on
 8 x MI300X) and single-stream decode (llama.cpp's own PR on an RTX 4090).
+A second held-back set (kvcalc.perf.calibration.HELD_BACK_LATER) holds sources added after the
+fit, each chosen by a rule stated in its file; it is never fitted either. The tables are three:
+the whole corpus, the held-back part (ERROR_BAND is measured there), and the held-back part with
+the later sources.
 
 The fit (``--fit``) is staged; each stage is a least-squares fit of the relative error on the
 training points that isolate its coefficients, with the earlier stages' values fixed:
@@ -74,6 +78,10 @@ GGUF_BPW = {
     "gguf-q4_k_m": 4.84,
     "gguf-q5_k_m": 5.68,
     "f16": 16.0,
+    # AWQ W4A16 (arXiv:2306.00978): 4-bit weights in groups of 128 with a 16-bit scale each, 4 +
+    # 16 / 128 bits (jan-trtllm-llamacpp-rtx.yaml: "For TensorRT-LLM, we used `Mistral-7b-int4
+    # AWQ`"; TensorRT-LLM's AWQ default group size is 128).
+    "int4-awq": 4.125,
 }
 # The corpus's formats as kvcalc's --weight-dtype. gpt-oss's own checkpoint (weight_format
 # mxfp4: its config's quantization_config {quant_method: mxfp4}) keeps attention and the rest in
@@ -114,6 +122,18 @@ HARNESS = {
         "8192",
         "--kv-free-fraction",
         "0.9",
+    ],
+    # trtllm-bench-h100x8-llama31-70b-fp8.yaml, header_quote (every result file): "Max Runtime
+    # Batch Size: 2048", "Max Runtime Tokens: 8192", "KV Memory Percentage: 90.00%"; trtllm-bench
+    # throughput drives an in-process executor.
+    ("tensorrt-llm (trtllm-bench)", "offline_max_throughput"): [
+        "--max-num-seqs",
+        "2048",
+        "--max-num-batched-tokens",
+        "8192",
+        "--kv-free-fraction",
+        "0.9",
+        "--direct",
     ],
     # LMDeploy's profile_generation: `batch` threads call the engine in-process.
     ("lmdeploy-turbomind", "static_batch"): ["--direct"],
@@ -265,6 +285,15 @@ class Point:
     def held_back(self) -> bool:
         return self.file in cal.HELD_BACK
 
+    @property
+    def held_back_later(self) -> bool:
+        """In the second held-back set (sources added after the fit)."""
+        return self.file in cal.HELD_BACK_LATER
+
+    @property
+    def training(self) -> bool:
+        return not (self.held_back or self.held_back_later)
+
 
 def load_corpus() -> list[tuple[str, dict]]:
     out = []
@@ -283,7 +312,7 @@ def _model_key(m: dict) -> str:
 
 def _weight_flags(m: dict) -> list[str]:
     fmt = m["weight_format"]
-    if fmt.startswith("gguf-"):
+    if fmt.startswith("gguf-") or fmt == "int4-awq":
         return ["--weight-bits", f"{GGUF_BPW[fmt]:g}"]
     return ["--weight-dtype", WEIGHT_DTYPE[fmt]]
 
@@ -498,6 +527,7 @@ def evaluate(points: list[Point]) -> list[dict]:
                         id=pt.id,
                         file=pt.file,
                         held_back=pt.held_back,
+                        held_back_later=pt.held_back_later,
                         metric=name,
                         klass=klass,
                         measured=meas,
@@ -610,7 +640,7 @@ def decode_steps(points: list[Point], closed_loop: bool = False) -> list[Step]:
     context with the batch its users keep decoding."""
     out = []
     for pt in points:
-        if pt.held_back or "*" in pt.excluded:
+        if not pt.training or "*" in pt.excluded:
             continue
         m, w = pt.entry, pt.entry["workload"]
         met = {k: v for k, v in m["metrics"].items() if k not in pt.excluded}
@@ -753,7 +783,7 @@ def _sim_rows(
     (``users_max``) closed loops of at most that many users."""
     out = []
     for pt in points:
-        if pt.held_back or "*" in pt.excluded or pt.entry["workload"]["kind"] not in kinds:
+        if not pt.training or "*" in pt.excluded or pt.entry["workload"]["kind"] not in kinds:
             continue
         rate = pt.entry["workload"].get("request_rate")
         users = pt.entry["workload"].get("max_concurrency")
@@ -994,12 +1024,21 @@ def main() -> None:
         print(json.dumps(rows, indent=1))
         return
     held = [r for r in rows if r["held_back"]]
+    later = [r for r in rows if r["held_back"] or r["held_back_later"]]
     print(
         f"{len(points)} corpus entries, {len(rows)} compared metrics "
-        f"({len(held)} held back: {', '.join(cal.HELD_BACK) or 'none'})"
+        f"({len(held)} held back: {', '.join(cal.HELD_BACK) or 'none'}; "
+        f"{len(later) - len(held)} more held back later: "
+        f"{', '.join(cal.HELD_BACK_LATER) or 'none'})"
     )
     print()
-    for line in table(rows, "Whole corpus") + [""] + table(held, "Held back"):
+    for line in (
+        table(rows, "Whole corpus")
+        + [""]
+        + table(held, "Held back")
+        + [""]
+        + table(later, "Held back, with the sources added later (HELD_BACK_LATER)")
+    ):
         print(line)
     print()
     print(
@@ -1016,7 +1055,8 @@ def main() -> None:
             print(
                 f"{r['id']} {r['metric']}: measured {r['measured']:.4g}, before "
                 f"{r['before'] / r['measured']:.2f}x, after {r['after'] / r['measured']:.2f}x"
-                f"{' (held back)' if r['held_back'] else ''}\n    python -m kvcalc "
+                f"{' (held back)' if r['held_back'] else ''}"
+                f"{' (held back later)' if r['held_back_later'] else ''}\n    python -m kvcalc "
                 f"{r['argv']}"
             )
 

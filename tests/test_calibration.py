@@ -79,6 +79,22 @@ def test_every_coefficient_is_named_sourced_and_physical():
 def test_the_split_holds_back_whole_sources_that_exist():
     files = {p.name for p in (ROOT / "tests" / "data" / "benchmarks").glob("*.yaml")}
     assert set(cal.HELD_BACK) <= files and 0 < len(cal.HELD_BACK) < len(files)
+    # the second held-back set (sources added after the fit): real files, none in both sets
+    assert set(cal.HELD_BACK_LATER) <= files and not set(cal.HELD_BACK) & set(cal.HELD_BACK_LATER)
+
+
+def test_no_later_held_back_point_enters_the_fit():
+    """The sources added after the fit are compared, never fitted: no decode step of stage 1 or
+    2 (with or without closed loops) and no row of stages 3 and 4 comes from them."""
+    b = bench()
+    points = b.all_points()
+    later = {pt.id for pt in points if pt.held_back_later}
+    assert later and all(not pt.training for pt in points if pt.id in later)
+    for closed in (False, True):
+        assert not later & {s.id for s in b.decode_steps(points, closed_loop=closed)}
+    flags = b._coef_flags(cal.BW_SHARE, cal.STEP_OVERHEAD_S, cal.ALLREDUCE_LATENCY_S, cal.MFU)
+    rows = b._sim_rows(points, ("offline_max_throughput",), ("output_tokens_per_s",), flags)
+    assert not {r[2] for r in rows} & set(cal.HELD_BACK_LATER)
 
 
 def test_your_own_coefficients_are_named_yours():
