@@ -78,11 +78,13 @@ GGUF_BPW = {
     "gguf-q4_k_m": 4.84,
     "gguf-q5_k_m": 5.68,
     "f16": 16.0,
-    # AWQ W4A16 (arXiv:2306.00978): 4-bit weights in groups of 128 with a 16-bit scale each, 4 +
-    # 16 / 128 bits (jan-trtllm-llamacpp-rtx.yaml: "For TensorRT-LLM, we used `Mistral-7b-int4
-    # AWQ`"; TensorRT-LLM's AWQ default group size is 128).
-    "int4-awq": 4.125,
 }
+# Group-quantised 4-bit formats, bits per weight with their 16-bit group scales: AWQ W4A16
+# (arXiv:2306.00978) in groups of 128, 4 + 16 / 128 (jan-trtllm-llamacpp-rtx.yaml: "For
+# TensorRT-LLM, we used `Mistral-7b-int4 AWQ`"; zhjunqin-rtx3090-llama3-8b-engines.yaml: "使用
+# AWQ 量化后的性能"); MLC LLM's q4f16_1 in groups of 32, 4 + 16 / 32, which reproduces the size
+# MLC printed for Llama 3 8B ("Parameters: 4308.13 MB": 8.03 B x 4.5 / 8 bytes, in MiB).
+GROUP_QUANT_BPW = {"int4-awq": 4.125, "mlc-q4f16_1": 4.5}
 # The corpus's formats as kvcalc's --weight-dtype. gpt-oss's own checkpoint (weight_format
 # mxfp4: its config's quantization_config {quant_method: mxfp4}) keeps attention and the rest in
 # BF16 and only the MoE experts in MXFP4; kvcalc's "auto" reads exactly that from the registry
@@ -134,6 +136,31 @@ HARNESS = {
         "--kv-free-fraction",
         "0.9",
         "--direct",
+    ],
+    # zhjunqin-rtx3090-llama3-8b-engines.yaml (one RTX 3090, HTTP-served). vLLM 0.4.1's printed
+    # Namespace: "gpu_memory_utilization=0.9", "max_num_seqs=256", "enable_chunked_prefill=False"
+    # with "max_seq_len=8192" (V0 without chunked prefill batches up to max_model_len tokens).
+    ("vllm", "0.4.1"): [
+        "--gpu-memory-utilization",
+        "0.9",
+        "--max-num-seqs",
+        "256",
+        "--max-num-batched-tokens",
+        "8192",
+    ],
+    # LMDeploy 0.4.0's api_server with no flag ("lmdeploy serve api_server
+    # Meta-Llama-3-8B-Instruct --server-port 23333"): nothing is stated, the simulator's defaults.
+    ("lmdeploy (api_server)", "0.4.0"): [],
+    # MLC LLM's log: "So max batch size is 48, max KV cache token capacity is 126754, prefill
+    # chunk size is 8192" (its --gpu-memory-utilization 0.90 comes from server_args).
+    ("mlc-llm", "0.1.dev1166"): ["--max-num-seqs", "48", "--max-num-batched-tokens", "8192"],
+    # The Triton log: "TRTGptModel maxNumSequences: 40", "kv_cache_free_gpu_mem_fraction is not
+    # specified, will use default value of 0.9".
+    ("tensorrt-llm (triton, RTX 3090 engine)", "0.9.0"): [
+        "--max-num-seqs",
+        "40",
+        "--kv-free-fraction",
+        "0.9",
     ],
     # LMDeploy's profile_generation: `batch` threads call the engine in-process.
     ("lmdeploy-turbomind", "static_batch"): ["--direct"],
@@ -312,15 +339,17 @@ def _model_key(m: dict) -> str:
 
 def _weight_flags(m: dict) -> list[str]:
     fmt = m["weight_format"]
-    if fmt.startswith("gguf-") or fmt == "int4-awq":
+    if fmt.startswith("gguf-"):
         return ["--weight-bits", f"{GGUF_BPW[fmt]:g}"]
+    if fmt in GROUP_QUANT_BPW:
+        return ["--weight-bits", f"{GROUP_QUANT_BPW[fmt]:g}"]
     return ["--weight-dtype", WEIGHT_DTYPE[fmt]]
 
 
 def _kv_flag(m: dict) -> list[str]:
     kv = m.get("kv_cache_dtype")
-    if kv == "fp8":
-        return ["--kv-dtype", "fp8"]
+    if kv in ("fp8", "int8"):
+        return ["--kv-dtype", kv]
     if (
         kv == "f16"
         or m["weight_format"] in ("fp16", "f16")

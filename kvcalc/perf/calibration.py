@@ -97,7 +97,11 @@ HELD_BACK = ("sglang-h200-datacrunch.yaml", "vllm-rocm-mi300x.yaml", "llamacpp-p
 # A second held-back set: sources added on 2026-12-01, after the fit, never fitted (TRAINING
 # excludes them too) and never seen before that day; each file's header states the rule that
 # chose its runs, written before any prediction. ERROR_BAND is still measured on HELD_BACK.
-HELD_BACK_LATER = ("trtllm-bench-h100x8-llama31-70b-fp8.yaml", "jan-trtllm-llamacpp-rtx.yaml")
+HELD_BACK_LATER = (
+    "trtllm-bench-h100x8-llama31-70b-fp8.yaml",
+    "jan-trtllm-llamacpp-rtx.yaml",
+    "zhjunqin-rtx3090-llama3-8b-engines.yaml",
+)
 
 # -- what bench/calibration.py measured on the held-back sources (median |pred/meas - 1|,
 #    worst max(pred/meas, meas/pred), number of metrics), per metric class --------------------
