@@ -101,6 +101,7 @@ HELD_BACK_LATER = (
     "trtllm-bench-h100x8-llama31-70b-fp8.yaml",
     "jan-trtllm-llamacpp-rtx.yaml",
     "zhjunqin-rtx3090-llama3-8b-engines.yaml",
+    "vllm-pr2542-mixtral-h100-tp8.yaml",
 )
 
 # -- what bench/calibration.py measured on the held-back sources (median |pred/meas - 1|,
