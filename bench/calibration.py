@@ -17,6 +17,10 @@ the held-back part shares no publication, harness or run with the training part,
 the training part never sees (MI300X), and still has every metric class the issue judges:
 serving throughput, TTFT and ITL (SGLang on 4 x H200), batch latency and output rate (vLLM on
 8 x MI300X) and single-stream decode (llama.cpp's own PR on an RTX 4090).
+A second held-back set (kvcalc.perf.calibration.HELD_BACK_LATER) holds sources added after the
+fit, each chosen by a rule stated in its file; it is never fitted either. The tables are three:
+the whole corpus, the held-back part (ERROR_BAND is measured there), and the held-back part with
+the later sources.
 
 The fit (``--fit``) is staged; each stage is a least-squares fit of the relative error on the
 training points that isolate its coefficients, with the earlier stages' values fixed:
@@ -75,6 +79,12 @@ GGUF_BPW = {
     "gguf-q5_k_m": 5.68,
     "f16": 16.0,
 }
+# Group-quantised 4-bit formats, bits per weight with their 16-bit group scales: AWQ W4A16
+# (arXiv:2306.00978) in groups of 128, 4 + 16 / 128 (jan-trtllm-llamacpp-rtx.yaml: "For
+# TensorRT-LLM, we used `Mistral-7b-int4 AWQ`"; zhjunqin-rtx3090-llama3-8b-engines.yaml: "使用
+# AWQ 量化后的性能"); MLC LLM's q4f16_1 in groups of 32, 4 + 16 / 32, which reproduces the size
+# MLC printed for Llama 3 8B ("Parameters: 4308.13 MB": 8.03 B x 4.5 / 8 bytes, in MiB).
+GROUP_QUANT_BPW = {"int4-awq": 4.125, "mlc-q4f16_1": 4.5}
 # The corpus's formats as kvcalc's --weight-dtype. gpt-oss's own checkpoint (weight_format
 # mxfp4: its config's quantization_config {quant_method: mxfp4}) keeps attention and the rest in
 # BF16 and only the MoE experts in MXFP4; kvcalc's "auto" reads exactly that from the registry
@@ -112,6 +122,43 @@ HARNESS = {
     ("tensorrt-llm (triton tensorrtllm_backend)", "serving"): [
         "--max-num-batched-tokens",
         "8192",
+        "--kv-free-fraction",
+        "0.9",
+    ],
+    # trtllm-bench-h100x8-llama31-70b-fp8.yaml, header_quote (every result file): "Max Runtime
+    # Batch Size: 2048", "Max Runtime Tokens: 8192", "KV Memory Percentage: 90.00%"; trtllm-bench
+    # throughput drives an in-process executor.
+    ("tensorrt-llm (trtllm-bench)", "offline_max_throughput"): [
+        "--max-num-seqs",
+        "2048",
+        "--max-num-batched-tokens",
+        "8192",
+        "--kv-free-fraction",
+        "0.9",
+        "--direct",
+    ],
+    # zhjunqin-rtx3090-llama3-8b-engines.yaml (one RTX 3090, HTTP-served). vLLM 0.4.1's printed
+    # Namespace: "gpu_memory_utilization=0.9", "max_num_seqs=256", "enable_chunked_prefill=False"
+    # with "max_seq_len=8192" (V0 without chunked prefill batches up to max_model_len tokens).
+    ("vllm", "0.4.1"): [
+        "--gpu-memory-utilization",
+        "0.9",
+        "--max-num-seqs",
+        "256",
+        "--max-num-batched-tokens",
+        "8192",
+    ],
+    # LMDeploy 0.4.0's api_server with no flag ("lmdeploy serve api_server
+    # Meta-Llama-3-8B-Instruct --server-port 23333"): nothing is stated, the simulator's defaults.
+    ("lmdeploy (api_server)", "0.4.0"): [],
+    # MLC LLM's log: "So max batch size is 48, max KV cache token capacity is 126754, prefill
+    # chunk size is 8192" (its --gpu-memory-utilization 0.90 comes from server_args).
+    ("mlc-llm", "0.1.dev1166"): ["--max-num-seqs", "48", "--max-num-batched-tokens", "8192"],
+    # The Triton log: "TRTGptModel maxNumSequences: 40", "kv_cache_free_gpu_mem_fraction is not
+    # specified, will use default value of 0.9".
+    ("tensorrt-llm (triton, RTX 3090 engine)", "0.9.0"): [
+        "--max-num-seqs",
+        "40",
         "--kv-free-fraction",
         "0.9",
     ],
@@ -265,6 +312,15 @@ class Point:
     def held_back(self) -> bool:
         return self.file in cal.HELD_BACK
 
+    @property
+    def held_back_later(self) -> bool:
+        """In the second held-back set (sources added after the fit)."""
+        return self.file in cal.HELD_BACK_LATER
+
+    @property
+    def training(self) -> bool:
+        return not (self.held_back or self.held_back_later)
+
 
 def load_corpus() -> list[tuple[str, dict]]:
     out = []
@@ -285,13 +341,15 @@ def _weight_flags(m: dict) -> list[str]:
     fmt = m["weight_format"]
     if fmt.startswith("gguf-"):
         return ["--weight-bits", f"{GGUF_BPW[fmt]:g}"]
+    if fmt in GROUP_QUANT_BPW:
+        return ["--weight-bits", f"{GROUP_QUANT_BPW[fmt]:g}"]
     return ["--weight-dtype", WEIGHT_DTYPE[fmt]]
 
 
 def _kv_flag(m: dict) -> list[str]:
     kv = m.get("kv_cache_dtype")
-    if kv == "fp8":
-        return ["--kv-dtype", "fp8"]
+    if kv in ("fp8", "int8"):
+        return ["--kv-dtype", kv]
     if (
         kv == "f16"
         or m["weight_format"] in ("fp16", "f16")
@@ -498,6 +556,7 @@ def evaluate(points: list[Point]) -> list[dict]:
                         id=pt.id,
                         file=pt.file,
                         held_back=pt.held_back,
+                        held_back_later=pt.held_back_later,
                         metric=name,
                         klass=klass,
                         measured=meas,
@@ -610,7 +669,7 @@ def decode_steps(points: list[Point], closed_loop: bool = False) -> list[Step]:
     context with the batch its users keep decoding."""
     out = []
     for pt in points:
-        if pt.held_back or "*" in pt.excluded:
+        if not pt.training or "*" in pt.excluded:
             continue
         m, w = pt.entry, pt.entry["workload"]
         met = {k: v for k, v in m["metrics"].items() if k not in pt.excluded}
@@ -753,7 +812,7 @@ def _sim_rows(
     (``users_max``) closed loops of at most that many users."""
     out = []
     for pt in points:
-        if pt.held_back or "*" in pt.excluded or pt.entry["workload"]["kind"] not in kinds:
+        if not pt.training or "*" in pt.excluded or pt.entry["workload"]["kind"] not in kinds:
             continue
         rate = pt.entry["workload"].get("request_rate")
         users = pt.entry["workload"].get("max_concurrency")
@@ -994,12 +1053,21 @@ def main() -> None:
         print(json.dumps(rows, indent=1))
         return
     held = [r for r in rows if r["held_back"]]
+    later = [r for r in rows if r["held_back"] or r["held_back_later"]]
     print(
         f"{len(points)} corpus entries, {len(rows)} compared metrics "
-        f"({len(held)} held back: {', '.join(cal.HELD_BACK) or 'none'})"
+        f"({len(held)} held back: {', '.join(cal.HELD_BACK) or 'none'}; "
+        f"{len(later) - len(held)} more held back later: "
+        f"{', '.join(cal.HELD_BACK_LATER) or 'none'})"
     )
     print()
-    for line in table(rows, "Whole corpus") + [""] + table(held, "Held back"):
+    for line in (
+        table(rows, "Whole corpus")
+        + [""]
+        + table(held, "Held back")
+        + [""]
+        + table(later, "Held back, with the sources added later (HELD_BACK_LATER)")
+    ):
         print(line)
     print()
     print(
@@ -1016,7 +1084,8 @@ def main() -> None:
             print(
                 f"{r['id']} {r['metric']}: measured {r['measured']:.4g}, before "
                 f"{r['before'] / r['measured']:.2f}x, after {r['after'] / r['measured']:.2f}x"
-                f"{' (held back)' if r['held_back'] else ''}\n    python -m kvcalc "
+                f"{' (held back)' if r['held_back'] else ''}"
+                f"{' (held back later)' if r['held_back_later'] else ''}\n    python -m kvcalc "
                 f"{r['argv']}"
             )
 

@@ -26,7 +26,8 @@ FIELDS = (
     "notes",
     "assumptions",
 )
-NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
+# a number, possibly followed by its unit as printed ("0.459s", "12.55 GiB")
+NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\d.])")
 
 
 def entries():

@@ -79,6 +79,22 @@ def test_every_coefficient_is_named_sourced_and_physical():
 def test_the_split_holds_back_whole_sources_that_exist():
     files = {p.name for p in (ROOT / "tests" / "data" / "benchmarks").glob("*.yaml")}
     assert set(cal.HELD_BACK) <= files and 0 < len(cal.HELD_BACK) < len(files)
+    # the second held-back set (sources added after the fit): real files, none in both sets
+    assert set(cal.HELD_BACK_LATER) <= files and not set(cal.HELD_BACK) & set(cal.HELD_BACK_LATER)
+
+
+def test_no_later_held_back_point_enters_the_fit():
+    """The sources added after the fit are compared, never fitted: no decode step of stage 1 or
+    2 (with or without closed loops) and no row of stages 3 and 4 comes from them."""
+    b = bench()
+    points = b.all_points()
+    later = {pt.id for pt in points if pt.held_back_later}
+    assert later and all(not pt.training for pt in points if pt.id in later)
+    for closed in (False, True):
+        assert not later & {s.id for s in b.decode_steps(points, closed_loop=closed)}
+    flags = b._coef_flags(cal.BW_SHARE, cal.STEP_OVERHEAD_S, cal.ALLREDUCE_LATENCY_S, cal.MFU)
+    rows = b._sim_rows(points, ("offline_max_throughput",), ("output_tokens_per_s",), flags)
+    assert not {r[2] for r in rows} & set(cal.HELD_BACK_LATER)
 
 
 def test_your_own_coefficients_are_named_yours():
@@ -418,6 +434,32 @@ def test_each_harness_gets_its_own_flags():
     assert "--gpu-memory-utilization" not in sgl
     trt = _entry("trtllm120rc1-h100-qwen3-8b-bf16-tp1-sharegpt-c4").runs[0].argv
     assert trt[trt.index("--kv-free-fraction") + 1] == "0.9"
+
+
+def test_the_later_sources_run_with_the_settings_their_own_logs_print():
+    # trtllm-bench's result files: "Max Runtime Batch Size: 2048", "Max Runtime Tokens: 8192",
+    # "KV Memory Percentage: 90.00%", "KV Cache Dtype: FP8".
+    trt = _entry("trtllm016-h100x8-llama31-70b-fp8-tp8-128-2048").runs[0].argv
+    assert trt[trt.index("--max-num-seqs") + 1] == "2048"
+    assert trt[trt.index("--max-num-batched-tokens") + 1] == "8192"
+    assert trt[trt.index("--kv-dtype") + 1] == "fp8" and "--direct" in trt
+    # MLC LLM: "max batch size is 48"; q4f16_1 is 4 bits in groups of 32 with a 16-bit scale,
+    # 4 + 16 / 32 = 4.5 bits ("Parameters: 4308.13 MB" for 8.03 B weights); its own
+    # "--gpu-memory-utilization 0.90" is passed on from the server command line.
+    mlc = _entry("mlcllm01-rtx3090-llama3-8b-q4f16-1-tp1-sharegpt-rps2").runs[0].argv
+    assert mlc[mlc.index("--weight-bits") + 1] == "4.5"
+    assert mlc[mlc.index("--max-num-seqs") + 1] == "48"
+    assert mlc[mlc.index("--gpu-memory-utilization") + 1] == "0.90"
+    assert 8.03e9 * 4.5 / 8 / 2**20 == pytest.approx(4308.13, rel=0.002)
+    # AWQ: 4 bits in groups of 128 with a 16-bit scale, 4 + 16 / 128 = 4.125 bits.
+    jan = _entry("trtllm071-jan-rtx3090-mistral-7b-v02-int4-awq-bs1-2048-512").runs[0].argv
+    assert jan[0] == "step-time" and jan[jan.index("--weight-bits") + 1] == "4.125"
+    # LMDeploy's --quant-policy 8 is an int8 KV cache; the Triton engine's maxNumSequences 40.
+    kv8 = _entry("lmdeploy040-rtx3090-llama3-8b-bf16-tp1-sharegpt-rps8-kvint8").runs[0].argv
+    assert kv8[kv8.index("--kv-dtype") + 1] == "int8" and "--max-num-seqs" not in kv8
+    tr = _entry("trtllm090-rtx3090-llama3-8b-fp16-tp1-sharegpt-rps5").runs[0]
+    assert tr.argv[tr.argv.index("--max-num-seqs") + 1] == "40"
+    assert tr.calibrated == ["--serving-stack", "tensorrt-llm"]
 
 
 def test_closed_loops_enter_the_fit_only_when_asked_at_the_batch_their_users_decode():
