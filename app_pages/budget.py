@@ -167,36 +167,21 @@ with top:  # the answer first: on a phone it is on the first screen
     )
     m[1].metric(
         "Blocks",
-        f"{b.num_blocks:,}" if b.engine != "ideal" else "none",
-        help=(
-            f"{b.effective_block_size or b.block_size} tokens each, one page in each of "
-            f"{b.group_size} layers"
-            if b.engine == "vllm"
-            else f"{b.block_size} tokens each"
-            if b.engine == "trtllm"
-            else "the ideal convention counts bytes, not blocks"
-        ),
+        f"{b.num_blocks:,}" if b.has_blocks else "none",
+        help=b.blocks_help(),
     )
     m[2].metric(
         "Capacity (tokens)",
         f"{b.kv_capacity_tokens:,}",
-        help=(
-            "vLLM's 'GPU KV cache size' line: int(max concurrency x max_model_len) in this version"
-            if b.engine == "vllm"
-            else "blocks x block size: tokens the pool holds if every layer keeps every token"
-        ),
+        help=b.capacity_help(),
     )
     m = st.columns(3)
     m[0].metric(
-        f"vLLM logs at {context:,}" if b.engine == "vllm" else f"Max concurrency at {context:,}",
+        b.concurrency_label(context),
         f"{b.max_concurrency:,.2f}x",
-        help="vLLM's 'Maximum concurrency for N tokens per request', its start-up worst "
-        "case: every request at full length at once"
-        + (", each window charged window - 1 + the tokens in flight" if windowed else "")
-        if b.engine == "vllm"
-        else "pool / bytes of one sequence",
+        help=b.concurrency_help(windowed),
     )
-    if b.engine == "vllm" and windowed:
+    if b.logs_startup_lines and windowed:
         m[1].metric(
             f"Held decoding at {context:,}",
             f"{b.held_concurrency:,.2f}",
@@ -222,7 +207,7 @@ with top:  # the answer first: on a phone it is on the first screen
             f"{b.model_max_context:,})"
         ),
     )
-    if b.engine == "vllm" and (
+    if b.logs_startup_lines and (
         windowed or b.kv_capacity_tokens != b.num_blocks * (b.effective_block_size or b.block_size)
     ):
         # The three token figures, reconciled in words (issue 23, finding 20).
@@ -272,12 +257,12 @@ if windowed:
             f": {b.held_blocks_per_request:,} while decoding ({fmt_gib(b.held_bytes)}, "
             "padding layers included), "
             f"{b.blocks_per_request:,} in its start-up check ({fmt_gib(b.seq_bytes)})."
-            if b.engine == "vllm"
+            if b.logs_startup_lines
             else "."
         )
     )
 
-if b.engine == "vllm" and not b.startup_error and context >= 2:
+if b.logs_startup_lines and not b.startup_error and context >= 2:
     # vLLM's logged worst case beside what a running server sustains (issue 23, item 3).
     st.subheader("Logged vs running capacity")
     out_in = st.number_input(

@@ -297,3 +297,59 @@ def test_per_layer_sums_run_once_per_distinct_layer_and_stay_exact():
         weights_bytes=GiB,
     )
     assert time.process_time() - t0 < 1.0
+
+
+# -- each convention's words live on its class (issue 25: nothing branches on the name) --------
+
+
+def test_the_memory_left_unused_follows_each_convention():
+    b = dict(total_bytes=80 * GiB, weights_bytes=16 * GiB, reserve_bytes=2 * GiB, context=8192)
+    spec = get_model("llama-3.1-8b").spec
+    v = budget(spec, **b, engine="vllm", gpu_mem_util=0.9)
+    # vLLM takes ceil(0.9 x total) and leaves the rest: 80 GiB x 0.1 = 8 GiB (to a byte)
+    assert abs(v.idle_bytes - 8 * GiB) <= 1
+    t = budget(spec, **b, engine="trtllm", gpu_mem_util=0.9)
+    # TensorRT-LLM takes 0.9 of what is free after the weights and its reserve; the other
+    # 0.1 is left: 0.1 x (80 - 16 - 2) GiB = 6.2 GiB
+    assert abs(t.idle_bytes - 0.1 * 62 * GiB) <= 1
+    assert t.unused_bytes == 0  # the field keeps its meaning: total - requested
+
+
+def test_each_convention_says_its_own_words():
+    spec = get_model("gemma-3-27b").spec
+    kw = dict(total_bytes=80 * GiB, weights_bytes=54 * GiB, reserve_bytes=2 * GiB, context=32768)
+    v, i, t = (budget(spec, **kw, engine=e) for e in ("vllm", "ideal", "trtllm"))
+    assert (v.has_blocks, i.has_blocks, t.has_blocks) == (True, False, True)
+    assert (v.logs_startup_lines, i.logs_startup_lines, t.logs_startup_lines) == (
+        True,
+        False,
+        False,
+    )
+    assert v.concurrency_label(32768) == "vLLM logs at 32,768"
+    assert i.concurrency_label(32768) == t.concurrency_label(32768) == "Max concurrency at 32,768"
+    assert "window - 1" in v.concurrency_help(True) and "window" not in v.concurrency_help(False)
+    assert i.blocks_help() == "the ideal convention counts bytes, not blocks"
+    assert t.blocks_help() == f"{t.block_size} tokens each"
+    assert v.setup_line().startswith("  requested:    ceil(")
+    assert "TensorRT-LLM" in t.setup_line() and "ideal" in i.setup_line()
+    assert v.engine_lines()[0].startswith(f"  vLLM {v.vllm_version}: ")
+    assert i.engine_lines() == t.engine_lines() == []
+    # the class words are not fields: the --json keys stay what they were
+    assert not {"has_blocks", "logs_startup_lines", "concurrency_note"} & set(v.to_dict())
+
+
+def test_the_budget_page_cli_and_chart_never_compare_the_convention_name():
+    import ast
+
+    from conftest import ROOT
+
+    for rel in ("app_pages/budget.py", "kvcalc/cli/sizing.py", "webui/figures/budget.py"):
+        tree = ast.parse((ROOT / rel).read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare):
+                sides = [node.left, *node.comparators]
+                named = any(isinstance(s, ast.Attribute) and s.attr == "engine" for s in sides)
+                literal = any(
+                    isinstance(s, ast.Constant) and isinstance(s.value, str) for s in sides
+                )
+                assert not (named and literal), f"{rel}:{node.lineno} branches on the engine name"

@@ -175,13 +175,7 @@ def cmd_budget(args):
         f"{label} on {gpu.name if gpu else f'{args.vram_gib:g} GiB'}"
         + (f" (per GPU, TP={args.tp} PP={args.pp})" if args.tp * args.pp > 1 else ""),
         f"  GPU memory:   {fmt_gib(b.total_bytes)}",
-        f"  requested:    ceil({fmt_gib(b.total_bytes)} x {b.gpu_mem_util:g}) = "
-        f"{fmt_gib(b.requested_bytes)}"
-        if b.engine == "vllm"
-        else f"  engine:       TensorRT-LLM, {b.gpu_mem_util:g} of memory free after weights"
-        if b.engine == "trtllm"
-        else f"  engine:       ideal (bytes a sequence really holds, no blocks), pool from "
-        f"ceil({fmt_gib(b.total_bytes)} x {b.gpu_mem_util:g}) = {fmt_gib(b.requested_bytes)}",
+        b.setup_line(),
         f"  weights:      {fmt_gib(b.weights_bytes)}"
         + (
             f" ({w.dtype.upper()}: vLLM serves the {w.checkpoint_dtype.upper()} checkpoint "
@@ -194,36 +188,21 @@ def cmd_budget(args):
         (
             f"  blocks:       {b.num_blocks:,} of {b.block_size} tokens "
             f"({fmt_bytes(b.page_bytes)} per layer, {b.kv_layers} K/V layers)"
-            if b.engine != "ideal"
+            if b.has_blocks
             else f"  blocks:       none (the ideal counts bytes, not blocks; {b.kv_layers} K/V "
             "layers)"
         ),
         (
             f"  capacity:     {b.kv_capacity_tokens:,} tokens"
-            if b.engine != "ideal"
+            if b.has_blocks
             else "  capacity:     not in tokens (the ideal has no blocks: see the lines below)"
         ),
-        f"  max concurrency at {b.context:,} tokens: {b.max_concurrency:.2f}x"
-        + (" (vLLM's logged worst case)" if b.engine == "vllm" else ""),
+        f"  max concurrency at {b.context:,} tokens: {b.max_concurrency:.2f}x" + b.concurrency_note,
         f"  max context of one sequence: {mc}",
         f"  {b.concurrency} x {b.context:,} tokens needs {fmt_gib(b.needed_bytes)}: "
         + ("fits" if b.fits else f"does NOT fit, over by {fmt_gib(b.overflow_bytes)}"),
     ]
-    if b.engine == "vllm":
-        text.append(
-            f"  vLLM {b.vllm_version}: {b.num_groups} group(s) of {b.group_size} layers, "
-            f"{b.blocks_per_request:,} blocks per request; max_num_seqs "
-            f"{b.max_num_seqs:,}, so {b.max_running_seqs:,.2f} run at once "
-            f"(limited by {b.limited_by})"
-        )
-        if b.held_blocks_per_request != b.blocks_per_request:
-            text.append(
-                f"  running: one request decoding at {b.context:,} tokens holds "
-                f"{b.held_blocks_per_request:,} blocks ({fmt_gib(b.held_bytes)}; windows "
-                f"keep their last tokens only), so {b.held_concurrency:.2f} fit"
-            )
-        if b.startup_error:
-            text.append(f"  vLLM would refuse to start: {b.startup_error}")
+    text += b.engine_lines()
     if b.kv_pool_bytes <= 0:
         text.append(
             "  the weights and reserve alone exceed the requested memory: "

@@ -37,12 +37,13 @@ in force (0.9 before 0.20.0), or TensorRT-LLM's 0.9 for its convention.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import ClassVar
 
 from ..cache.kv import stage_layers
 from ..core.dtypes import KV_DTYPES, get_dtype
 from ..core.model import ModelSpec
-from ..core.units import GiB, check_float, check_int
+from ..core.units import GiB, check_float, check_int, fmt_gib
 from . import vllm as _vllm
 from .budget_figures import ideal_figures, trtllm_figures, vllm_figures
 
@@ -184,6 +185,37 @@ class Budget:
         convention)."""
         return self.num_blocks * self.block_bytes
 
+    # -- what differs by convention, in words (the Budget page and `kvcalc budget` print these;
+    #    neither asks which convention it has) --------------------------------------------------
+    has_blocks: ClassVar[bool] = True  # the pool is cut into blocks
+    logs_startup_lines: ClassVar[bool] = False  # the engine logs capacity lines at start-up
+    concurrency_note: ClassVar[str] = ""  # after the CLI's max concurrency figure
+
+    @property
+    def idle_bytes(self) -> int:
+        """Memory the engine leaves to other processes (the memory chart's "unused")."""
+        return max(self.total_bytes - self.requested_bytes, 0)
+
+    def blocks_help(self) -> str:
+        return f"{self.block_size} tokens each"
+
+    def capacity_help(self) -> str:
+        return "blocks x block size: tokens the pool holds if every layer keeps every token"
+
+    def concurrency_label(self, context: int) -> str:
+        return f"Max concurrency at {context:,}"
+
+    def concurrency_help(self, windowed: bool) -> str:
+        return "pool / bytes of one sequence"
+
+    def setup_line(self) -> str:
+        """The CLI's line on how the engine takes its memory."""
+        raise NotImplementedError
+
+    def engine_lines(self) -> list[str]:
+        """The CLI's lines on what the engine itself reports (none but vLLM's)."""
+        return []
+
     def derivation(self) -> str:
         """How the pool, the blocks and the concurrency follow, numbers substituted, in the
         engine's own order of operations (what the pages and the CLI print)."""
@@ -196,7 +228,7 @@ class Budget:
         raise NotImplementedError  # and how its blocks and concurrency do
 
     def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["usable_context"] = self.usable_context
         d["max_context_limited_by"] = self.max_context_limited_by
         d["max_running_seqs"] = self.max_running_seqs
@@ -245,6 +277,53 @@ class VllmBudget(Budget):
 
     figures = staticmethod(vllm_figures)
 
+    logs_startup_lines = True
+    concurrency_note = " (vLLM's logged worst case)"
+
+    def blocks_help(self) -> str:
+        return (
+            f"{self.effective_block_size or self.block_size} tokens each, one page in each of "
+            f"{self.group_size} layers"
+        )
+
+    def capacity_help(self) -> str:
+        return (
+            "vLLM's 'GPU KV cache size' line: int(max concurrency x max_model_len) in this version"
+        )
+
+    def concurrency_label(self, context: int) -> str:
+        return f"vLLM logs at {context:,}"
+
+    def concurrency_help(self, windowed: bool) -> str:
+        return (
+            "vLLM's 'Maximum concurrency for N tokens per request', its start-up worst "
+            "case: every request at full length at once"
+            + (", each window charged window - 1 + the tokens in flight" if windowed else "")
+        )
+
+    def setup_line(self) -> str:
+        return (
+            f"  requested:    ceil({fmt_gib(self.total_bytes)} x {self.gpu_mem_util:g}) = "
+            f"{fmt_gib(self.requested_bytes)}"
+        )
+
+    def engine_lines(self) -> list[str]:
+        lines = [
+            f"  vLLM {self.vllm_version}: {self.num_groups} group(s) of {self.group_size} "
+            f"layers, {self.blocks_per_request:,} blocks per request; max_num_seqs "
+            f"{self.max_num_seqs:,}, so {self.max_running_seqs:,.2f} run at once "
+            f"(limited by {self.limited_by})"
+        ]
+        if self.held_blocks_per_request != self.blocks_per_request:
+            lines.append(
+                f"  running: one request decoding at {self.context:,} tokens holds "
+                f"{self.held_blocks_per_request:,} blocks ({fmt_gib(self.held_bytes)}; windows "
+                f"keep their last tokens only), so {self.held_concurrency:.2f} fit"
+            )
+        if self.startup_error:
+            lines.append(f"  vLLM would refuse to start: {self.startup_error}")
+        return lines
+
     def _pool_lines(self) -> list[str]:
         return _vllm_pool_lines(self)
 
@@ -271,6 +350,18 @@ class IdealBudget(Budget):
     pool = staticmethod(_vllm_pool)  # the ideal convention counts against vLLM's pool
 
     figures = staticmethod(ideal_figures)
+
+    has_blocks = False
+
+    def blocks_help(self) -> str:
+        return "the ideal convention counts bytes, not blocks"
+
+    def setup_line(self) -> str:
+        return (
+            "  engine:       ideal (bytes a sequence really holds, no blocks), pool from "
+            f"ceil({fmt_gib(self.total_bytes)} x {self.gpu_mem_util:g}) = "
+            f"{fmt_gib(self.requested_bytes)}"
+        )
 
     @property
     def usable_bytes(self) -> int:
@@ -306,6 +397,17 @@ class TrtllmBudget(Budget):
         return total_bytes, math.floor(free * gpu_mem_util) if free > 0 else free
 
     figures = staticmethod(trtllm_figures)
+
+    @property
+    def idle_bytes(self) -> int:
+        """The free memory's share it does not take (1 - kv_cache_free_gpu_mem_fraction)."""
+        return max(
+            self.total_bytes - self.weights_bytes - self.reserve_bytes - max(self.kv_pool_bytes, 0),
+            0,
+        )
+
+    def setup_line(self) -> str:
+        return f"  engine:       TensorRT-LLM, {self.gpu_mem_util:g} of memory free after weights"
 
     def _pool_lines(self) -> list[str]:
         return [

@@ -24,12 +24,7 @@ def budget_figure(b: Budget) -> go.Figure:
     pool = max(b.kv_pool_bytes, 0) / GiB
     weights = b.weights_bytes / GiB
     reserve = b.reserve_bytes / GiB
-    unused = max(b.total_bytes - b.requested_bytes, 0) / GiB
-    if b.engine == "trtllm":
-        unused = (
-            max(b.total_bytes - b.weights_bytes - b.reserve_bytes - max(b.kv_pool_bytes, 0), 0)
-            / GiB
-        )
+    unused = b.idle_bytes / GiB
     gpu_row, ask_row = "GPU memory", "Requested KV"
     fig = Parts()
     fig.add_bar(
