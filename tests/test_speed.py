@@ -100,6 +100,7 @@ def test_memos_together_keep_at_most_their_byte_bound(monkeypatch):
     # float each): with the bound at 3.5 MiB, three fit and a fourth pushes the least recently
     # used out, across two memos.
     monkeypatch.setattr(memo_mod, "MEMO_BYTES", int(3.5 * 2**20))
+    monkeypatch.setattr(memo_mod, "MEMO_ENTRY_BYTES", 2 * 2**20)
     one = 0.25
     calls = []
 
@@ -113,6 +114,10 @@ def test_memos_together_keep_at_most_their_byte_bound(monkeypatch):
         calls.append(("other", i))
         return [one] * (2**15)
 
+    @memo_mod.memo(8)
+    def small(i):
+        return [one] * 10
+
     big(1), big(2), other(1)
     assert memo_mod.kept_bytes() <= memo_mod.MEMO_BYTES and len(big) == 2 and len(other) == 1
     big(1)  # a hit: now the most recently used
@@ -123,9 +128,21 @@ def test_memos_together_keep_at_most_their_byte_bound(monkeypatch):
     big(2)
     assert len(calls) == 5  # was dropped, so computed again
     assert memo_mod.kept_bytes() <= memo_mod.MEMO_BYTES
-    # A result larger than the whole bound is returned but not kept.
-    monkeypatch.setattr(memo_mod, "MEMO_BYTES", 2**20 // 2)
+    # A result larger than one entry's bound (here 1/2 MiB) is returned but not kept.
+    monkeypatch.setattr(memo_mod, "MEMO_ENTRY_BYTES", 2**20 // 2)
     assert len(big(3)) == 2**15 and big(3) is not big(3)
+    assert small(1) is small(1)  # a small one still is
+
+    @memo_mod.memo(8, entry_bytes=2 * 2**20)
+    def large(i):
+        return [one] * (2**15)
+
+    assert large(1) is large(1)  # a memo may allow larger results than the default
+
+    # ... and so is one larger than the whole bound, whatever the entry bound.
+    monkeypatch.setattr(memo_mod, "MEMO_ENTRY_BYTES", 8 * 2**20)
+    monkeypatch.setattr(memo_mod, "MEMO_BYTES", 2**20 // 2)
+    assert big(4) is not big(4)
     memo_mod.clear_all()
     assert memo_mod.kept_bytes() == 0
 

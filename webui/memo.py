@@ -5,8 +5,9 @@ teacher names), so a rerun usually asks for a curve or a figure that some sessio
 built. ``memo(n)`` keeps the last ``n`` results of a pure function (kvcalc's sweeps, webui's
 figure builders), keyed by its arguments, in a module global:
 
-* bounded twice: at most ``n`` entries per function (each caller states its ``n`` from the
-  size of one result), and at most ``MEMO_BYTES`` for all of them together, each entry's key and
+* bounded three times: at most ``n`` entries per function (each caller states its ``n`` from
+  the size of one result), no entry over ``MEMO_ENTRY_BYTES``, and at most ``MEMO_BYTES`` for
+  all of them together, each entry's key and
   value measured once when it is stored (``size_of``); past either bound the least recently used
   goes first. The byte bound keeps what a room of visitors leaves behind small whatever they
   ask for (issue 22's kept-memory target, bench/memory.py): a worst-case link's sweep or a pasted
@@ -30,7 +31,17 @@ import weakref
 from collections import OrderedDict
 from typing import Any, Callable
 
-__all__ = ["memo", "cached", "key_of", "clear_all", "size_of", "kept_bytes", "MEMO_BYTES"]
+__all__ = [
+    "memo",
+    "cached",
+    "key_of",
+    "clear_all",
+    "size_of",
+    "kept_bytes",
+    "MEMO_BYTES",
+    "MEMO_ENTRY_BYTES",
+    "LARGE_ENTRY_BYTES",
+]
 
 _ALL: list["_Memo"] = []
 
@@ -38,6 +49,14 @@ _ALL: list["_Memo"] = []
 # every default page's figures and curves many times over (a figure is 10-200 KiB, a sweep a
 # few KiB to a MiB); bench/memory.py measures what 36 heavy sessions leave behind with it.
 MEMO_BYTES = 24 * 2**20
+# ... and no single result larger than this: a result that big comes from an extreme input (a
+# worst-case link, a pasted 1,024-layer config) that nobody else will ask for, and a long-lived
+# large object pins the allocator's pages after the room has left (bench/memory.py: 36 heavy
+# sessions left 117 MiB behind with the 24 MiB bound alone, -14 MiB with nothing kept).
+MEMO_ENTRY_BYTES = 2**20
+# The frontier's simulations (3.5 MiB at the page's defaults, as size_of counts them: every
+# request's times) and its figures (4.9 MiB) are kept up to this, each memo saying so.
+LARGE_ENTRY_BYTES = 8 * 2**20
 
 # Every stored entry in one least-recently-used order across the memos: (memo, key) -> bytes.
 _ORDER: OrderedDict = OrderedDict()
@@ -174,8 +193,15 @@ def _hash_of(x: Any) -> int:
 
 
 class _Memo:
-    def __init__(self, fn: Callable, max_items: int, spinner: str | None = None):
+    def __init__(
+        self,
+        fn: Callable,
+        max_items: int,
+        spinner: str | None = None,
+        entry_bytes: int | None = None,
+    ):
         self.fn, self.max_items, self.spinner = fn, max_items, spinner
+        self.entry_bytes = entry_bytes  # None: MEMO_ENTRY_BYTES
         self._items: OrderedDict = OrderedDict()
         self.hits = self.misses = 0
         functools.update_wrapper(self, fn)
@@ -204,7 +230,8 @@ class _Memo:
         size = size_of(key) + size_of(value)
         with _ORDER_LOCK:
             self.misses += 1
-            if size > MEMO_BYTES:  # larger than the whole bound: given, not kept
+            entry = MEMO_ENTRY_BYTES if self.entry_bytes is None else self.entry_bytes
+            if size > min(entry, MEMO_BYTES):  # too large to keep: given only
                 return value
             if key in self._items:  # another session stored it meanwhile
                 _forget(self, key)
@@ -233,14 +260,18 @@ def _in_script() -> bool:
     return get_script_run_ctx(suppress_warning=True) is not None
 
 
-def memo(max_items: int, spinner: str | None = None) -> Callable[[Callable], _Memo]:
+def memo(
+    max_items: int, spinner: str | None = None, entry_bytes: int | None = None
+) -> Callable[[Callable], _Memo]:
     """Decorator: keep the last ``max_items`` results of a pure function (see the module).
-    ``spinner``: what a page shows while a result is computed (a long simulation)."""
+    ``spinner``: what a page shows while a result is computed (a long simulation).
+    ``entry_bytes``: the largest result kept, where the function's result at the defaults is
+    larger than MEMO_ENTRY_BYTES (the serving frontier's simulations and figures)."""
     if max_items < 1:
         raise ValueError("a memo keeps at least one result")
 
     def wrap(fn: Callable) -> _Memo:
-        m = _Memo(fn, max_items, spinner)
+        m = _Memo(fn, max_items, spinner, entry_bytes)
         _ALL.append(m)
         return m
 
