@@ -392,3 +392,67 @@ def test_every_package_is_installed_by_a_non_editable_install():
     }
     assert found - listed == set(), "add to [tool.setuptools] packages"
     assert listed - found == set(), "listed but not a package"
+
+
+# -- sizes: no function in kvcalc/ over 120 lines, no module over 600 (CONTRIBUTING.md) ---------
+# The limits are issue 25's; a longer one says why in its own docstring, naming the limit
+# ("... longer than the 600 lines ...", "... over the 120 lines ..."), as kvcalc/core/model.py does.
+
+MODULE_LINES = 600
+FUNCTION_LINES = 120
+
+
+def size_problems(root: Path) -> list[str]:
+    found = []
+    for path in sorted((root / "kvcalc").rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+        lines = len(text.splitlines())
+        if lines > MODULE_LINES and f"{MODULE_LINES} lines" not in (ast.get_docstring(tree) or ""):
+            found.append(
+                f"{rel}: {lines} lines, over {MODULE_LINES}, and its docstring does not say why"
+            )
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                why = ast.get_docstring(node) or ""
+                if length > FUNCTION_LINES and f"{FUNCTION_LINES} lines" not in why:
+                    found.append(
+                        f"{rel}:{node.lineno}: {node.name} is {length} lines, over "
+                        f"{FUNCTION_LINES}, and its docstring does not say why"
+                    )
+    return found
+
+
+def test_no_function_or_module_is_over_its_size_limit():
+    assert size_problems(ROOT) == []
+
+
+def _sized_tree(tmp_path: Path, body: str) -> Path:
+    (tmp_path / "kvcalc").mkdir(parents=True)
+    (tmp_path / "kvcalc" / "m.py").write_text(body, encoding="utf-8")
+    return tmp_path
+
+
+def test_a_long_function_is_reported(tmp_path):
+    # 1 def line + 120 body lines = 121 lines, one over the limit
+    body = "def f():\n" + "    x = 1\n" * 120
+    assert size_problems(_sized_tree(tmp_path, body)) == [
+        "kvcalc/m.py:1: f is 121 lines, over 120, and its docstring does not say why"
+    ]
+
+
+def test_a_function_at_the_limit_or_justified_passes(tmp_path):
+    at_limit = "def f():\n" + "    x = 1\n" * 119  # 120 lines
+    justified = 'def g():\n    """Over the 120 lines: one table."""\n' + "    x = 1\n" * 130
+    assert size_problems(_sized_tree(tmp_path, at_limit + justified)) == []
+
+
+def test_a_long_module_is_reported_unless_its_docstring_says_why(tmp_path):
+    body = "x = 1\n" * 601
+    assert size_problems(_sized_tree(tmp_path, body)) == [
+        "kvcalc/m.py: 601 lines, over 600, and its docstring does not say why"
+    ]
+    justified = '"""Longer than the 600 lines, on purpose."""\n' + body
+    assert size_problems(_sized_tree(tmp_path / "justified", justified)) == []
