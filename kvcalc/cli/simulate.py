@@ -18,7 +18,7 @@ from ..core.units import GiB, fmt_seconds
 from ..engines.budget import DEFAULT_RESERVE_BYTES
 from ..perf.calibration import STACK_NAMES, StepModel, error_band_text, step_model
 from ..perf.sim import CLI_KEYS, MAX_TOKENS, Dist, Workload, estimated_steps, fixed, setup, simulate
-from .simulate_flags import LENGTH_PRESETS, add_arguments, dist_arg
+from .simulate_flags import LENGTH_PRESETS, add_arguments, add_engine_limits, dist_arg
 
 __all__ = [
     "HELP",
@@ -311,16 +311,7 @@ def add_capacity_arguments(p, *, key, int_arg) -> None:
     p.add_argument("--prompt-tokens", type=int_arg(1, MAX_TOKENS), required=True)
     p.add_argument("--output-tokens", type=int_arg(1, MAX_TOKENS), required=True)
     p.add_argument("--kv-dtype", default="bf16", choices=("bf16", "fp16", "fp8", "int8"))
-    p.add_argument(
-        "--max-num-seqs", type=int_arg(1, 10**6), default=None, help="default: vLLM's for the GPU"
-    )
-    p.add_argument(
-        "--max-num-batched-tokens",
-        type=int_arg(1, 10**7),
-        default=None,
-        help="default: vLLM's for the GPU",
-    )
-    p.add_argument("--tp", type=int_arg(1, 64), default=1, help="tensor parallel size")
+    add_engine_limits(p, int_arg)
     p.add_argument("--json", action="store_true", help="print one JSON object")
 
 

@@ -180,16 +180,7 @@ def _engine_arguments(p, *, int_arg) -> None:
         help="bits per weight of a quantised checkpoint, scales included (GGUF "
         "Q4_K_M: about 4.84); it computes in 16 bits",
     )
-    p.add_argument(
-        "--max-num-seqs", type=int_arg(1, 10**6), default=None, help="default: vLLM's for the GPU"
-    )
-    p.add_argument(
-        "--max-num-batched-tokens",
-        type=int_arg(1, 10**7),
-        default=None,
-        help="default: vLLM's for the GPU",
-    )
-    p.add_argument("--tp", type=int_arg(1, 64), default=1, help="tensor parallel size")
+    add_engine_limits(p, int_arg)
     p.add_argument(
         "--prefix-share",
         type=float,
@@ -284,3 +275,18 @@ def _speed_arguments(p) -> None:
         help="the client calls the engine in its own process (vLLM's LLM class, "
         "trtllm-bench, a static batch): no serving stack, no API overhead",
     )
+
+
+def add_engine_limits(p, int_arg) -> None:
+    """The scheduler's two caps and the tensor-parallel size, as `simulate` and `capacity` take
+    them (vLLM's own flag names)."""
+    p.add_argument(
+        "--max-num-seqs", type=int_arg(1, 10**6), default=None, help="default: vLLM's for the GPU"
+    )
+    p.add_argument(
+        "--max-num-batched-tokens",
+        type=int_arg(1, 10**7),
+        default=None,
+        help="default: vLLM's for the GPU",
+    )
+    p.add_argument("--tp", type=int_arg(1, 64), default=1, help="tensor parallel size")
