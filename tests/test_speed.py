@@ -139,6 +139,21 @@ def test_memos_together_keep_at_most_their_byte_bound(monkeypatch):
 
     assert large(1) is large(1)  # a memo may allow larger results than the default
 
+    # A memo with a byte bound of its own (2.5 MiB: two 1 MiB results) evicts within itself
+    # and leaves the shared bound to the others.
+    monkeypatch.setattr(memo_mod, "MEMO_BYTES", int(3.5 * 2**20))
+    monkeypatch.setattr(memo_mod, "MEMO_ENTRY_BYTES", 2 * 2**20)
+    memo_mod.clear_all()
+    shared = [other(i) for i in (10, 11, 12)]  # three MiB in the shared bound
+
+    @memo_mod.memo(8, entry_bytes=2 * 2**20, own_bytes=int(2.5 * 2**20))
+    def own(i):
+        return [one] * (2**15)
+
+    kept = [own(i) for i in (1, 2, 3)]
+    assert len(own) == 2 and own(3) is kept[2] and own(1) is not kept[0]
+    assert len(other) == 3 and other(10) is shared[0]  # nothing shared was pushed out
+
     # ... and so is one larger than the whole bound, whatever the entry bound.
     monkeypatch.setattr(memo_mod, "MEMO_ENTRY_BYTES", 8 * 2**20)
     monkeypatch.setattr(memo_mod, "MEMO_BYTES", 2**20 // 2)

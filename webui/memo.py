@@ -41,6 +41,7 @@ __all__ = [
     "MEMO_BYTES",
     "MEMO_ENTRY_BYTES",
     "LARGE_ENTRY_BYTES",
+    "LARGE_MEMO_BYTES",
 ]
 
 _ALL: list["_Memo"] = []
@@ -55,8 +56,12 @@ MEMO_BYTES = 24 * 2**20
 # sessions left 117 MiB behind with the 24 MiB bound alone, -14 MiB with nothing kept).
 MEMO_ENTRY_BYTES = 2**20
 # The frontier's simulations (3.5 MiB at the page's defaults, as size_of counts them: every
-# request's times) and its figures (4.9 MiB) are kept up to this, each memo saying so.
+# request's times) and its figures (4.9 MiB) are kept up to this, each memo saying so, and
+# each such memo keeps at most LARGE_MEMO_BYTES of its own (apart from MEMO_BYTES, which a
+# handful of them would fill: bench/load.py, 100 sessions, ran 0.77x as many interactions
+# a second with them in the shared bound).
 LARGE_ENTRY_BYTES = 8 * 2**20
+LARGE_MEMO_BYTES = 32 * 2**20
 
 # Every stored entry in one least-recently-used order across the memos: (memo, key) -> bytes.
 _ORDER: OrderedDict = OrderedDict()
@@ -122,13 +127,16 @@ def size_of(x: Any) -> int:
 
 def kept_bytes() -> int:
     """What all the memos hold now, in bytes (as size_of counted each entry when it was kept)."""
-    return _KEPT[0]
+    return _KEPT[0] + sum(m._bytes for m in _ALL)
 
 
 def _forget(m: "_Memo", key: Any) -> None:
     """Drop one entry from its memo and from the shared order (the lock held)."""
     m._items.pop(key, None)
-    _KEPT[0] -= _ORDER.pop((m, key), 0)
+    if m.own_bytes is None:
+        _KEPT[0] -= _ORDER.pop((m, key), 0)
+    else:
+        m._bytes -= m._sizes.pop(key, 0)
 
 
 def key_of(x: Any) -> Any:
@@ -199,9 +207,15 @@ class _Memo:
         max_items: int,
         spinner: str | None = None,
         entry_bytes: int | None = None,
+        own_bytes: int | None = None,
     ):
         self.fn, self.max_items, self.spinner = fn, max_items, spinner
         self.entry_bytes = entry_bytes  # None: MEMO_ENTRY_BYTES
+        # A memo of large results keeps its own byte bound instead of drawing on MEMO_BYTES:
+        # a few of them would otherwise push every small figure out of the shared bound.
+        self.own_bytes = own_bytes
+        self._sizes: dict = {}  # key -> bytes, for a memo with its own bound
+        self._bytes = 0
         self._items: OrderedDict = OrderedDict()
         self.hits = self.misses = 0
         functools.update_wrapper(self, fn)
@@ -214,7 +228,8 @@ class _Memo:
         with _ORDER_LOCK:
             if key in self._items:
                 self._items.move_to_end(key)
-                _ORDER.move_to_end((self, key))
+                if self.own_bytes is None:
+                    _ORDER.move_to_end((self, key))
                 self.hits += 1
                 return self._items[key]
         # Outside the lock: other sessions are not held up.
@@ -231,14 +246,21 @@ class _Memo:
         with _ORDER_LOCK:
             self.misses += 1
             entry = MEMO_ENTRY_BYTES if self.entry_bytes is None else self.entry_bytes
-            if size > min(entry, MEMO_BYTES):  # too large to keep: given only
+            bound = MEMO_BYTES if self.own_bytes is None else self.own_bytes
+            if size > min(entry, bound):  # too large to keep: given only
                 return value
             if key in self._items:  # another session stored it meanwhile
                 _forget(self, key)
             self._items[key] = value
-            _ORDER[(self, key)] = size
-            _KEPT[0] += size
+            if self.own_bytes is None:
+                _ORDER[(self, key)] = size
+                _KEPT[0] += size
+            else:
+                self._sizes[key] = size
+                self._bytes += size
             while len(self._items) > self.max_items:
+                _forget(self, next(iter(self._items)))
+            while self.own_bytes is not None and self._bytes > self.own_bytes:
                 _forget(self, next(iter(self._items)))
             while _KEPT[0] > MEMO_BYTES:
                 m, k = next(iter(_ORDER))
@@ -252,6 +274,7 @@ class _Memo:
         with _ORDER_LOCK:
             for key in list(self._items):
                 _forget(self, key)
+            self._bytes = 0
 
 
 def _in_script() -> bool:
@@ -261,17 +284,21 @@ def _in_script() -> bool:
 
 
 def memo(
-    max_items: int, spinner: str | None = None, entry_bytes: int | None = None
+    max_items: int,
+    spinner: str | None = None,
+    entry_bytes: int | None = None,
+    own_bytes: int | None = None,
 ) -> Callable[[Callable], _Memo]:
     """Decorator: keep the last ``max_items`` results of a pure function (see the module).
     ``spinner``: what a page shows while a result is computed (a long simulation).
     ``entry_bytes``: the largest result kept, where the function's result at the defaults is
-    larger than MEMO_ENTRY_BYTES (the serving frontier's simulations and figures)."""
+    larger than MEMO_ENTRY_BYTES (the serving frontier's simulations and figures).
+    ``own_bytes``: a byte bound of its own, apart from MEMO_BYTES (for such large results)."""
     if max_items < 1:
         raise ValueError("a memo keeps at least one result")
 
     def wrap(fn: Callable) -> _Memo:
-        m = _Memo(fn, max_items, spinner, entry_bytes)
+        m = _Memo(fn, max_items, spinner, entry_bytes, own_bytes)
         _ALL.append(m)
         return m
 

@@ -20,7 +20,7 @@ from kvcalc.perf.sim import (
     simulate,
 )
 
-from .memo import LARGE_ENTRY_BYTES, memo
+from .memo import LARGE_ENTRY_BYTES, LARGE_MEMO_BYTES, memo
 
 MAX_STEPS = 300_000  # per curve and its onset search: about two seconds of simulation
 OVERLAYS = {
@@ -118,7 +118,7 @@ def _setup(
 SIMULATING = "Simulating the serving engine..."
 
 
-@memo(24, spinner=SIMULATING, entry_bytes=LARGE_ENTRY_BYTES)
+@memo(24, spinner=SIMULATING, entry_bytes=LARGE_ENTRY_BYTES, own_bytes=LARGE_MEMO_BYTES)
 def frontier(
     spec,
     w,
@@ -157,7 +157,7 @@ def frontier(
     return Frontier(capacity=cap, users=users, results=results, warmup=results[-1].warmup_requests)
 
 
-@memo(24, spinner=SIMULATING, entry_bytes=LARGE_ENTRY_BYTES)
+@memo(24, spinner=SIMULATING, entry_bytes=LARGE_ENTRY_BYTES, own_bytes=LARGE_MEMO_BYTES)
 def one_run(
     spec,
     w,
@@ -186,7 +186,7 @@ def one_run(
     return simulate(s, wl)
 
 
-@memo(24, spinner=SIMULATING, entry_bytes=LARGE_ENTRY_BYTES)
+@memo(24, spinner=SIMULATING, entry_bytes=LARGE_ENTRY_BYTES, own_bytes=LARGE_MEMO_BYTES)
 def capacity(
     spec,
     w,

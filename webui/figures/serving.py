@@ -9,7 +9,7 @@ import math
 
 import plotly.graph_objects as go
 
-from webui.memo import LARGE_ENTRY_BYTES, memo
+from webui.memo import LARGE_ENTRY_BYTES, LARGE_MEMO_BYTES, memo
 
 from .base import Parts, layout, nice_step
 
@@ -89,7 +89,7 @@ def _slo(fig: Parts, slo: dict) -> list[float]:
     return []
 
 
-@memo(32, entry_bytes=LARGE_ENTRY_BYTES)
+@memo(32, entry_bytes=LARGE_ENTRY_BYTES, own_bytes=LARGE_MEMO_BYTES)
 def frontier_figure(curves: list[tuple], slo: dict | None = None) -> go.Figure:
     """Output tokens/s per GPU against tokens/s per user, one curve per setup: (name, users,
     results[, onset users[, dash]]); each point is a concurrency (users), its marker the limit
@@ -175,7 +175,7 @@ def frontier_figure(curves: list[tuple], slo: dict | None = None) -> go.Figure:
     return fig.done()
 
 
-@memo(32, entry_bytes=LARGE_ENTRY_BYTES)
+@memo(32, entry_bytes=LARGE_ENTRY_BYTES, own_bytes=LARGE_MEMO_BYTES)
 def utilization_figure(series: tuple, batch: tuple, num_blocks: int) -> go.Figure:
     """KV blocks in use (share of the pool) and running requests over time."""
     fig = Parts()
