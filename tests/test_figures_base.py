@@ -79,3 +79,33 @@ def test_webui_has_one_figure_builder():
     # The checker itself finds a second builder (so the test above can fail).
     second = "_LAYOUT = dict(height=1)\nclass _Fig:\n    def trace(self, t):\n        pass\n"
     assert _defines_a_builder(ast.parse(second)) == ["_LAYOUT", "_Fig"]
+
+
+def test_the_app_serialises_figures_with_orjson_and_the_same_json():
+    """webui.warm_up names Plotly's orjson engine (issue 27: every chart of every rerun is
+    serialised). The oracle is Plotly's own stdlib-json engine: the JSON must parse to the same
+    values, on a figure with the kinds of values the pages put in them (ints, floats with long
+    decimals, NaN gaps, log axes, unicode text). Only the spelling differs: orjson writes an em
+    dash as UTF-8 and 1e-05 as 0.00001, which the browser's JSON.parse reads the same."""
+    import json
+    import math
+
+    import plotly.io as pio
+
+    import webui
+
+    webui.warm_up()
+    assert pio.json.config.default_engine == "orjson"
+    fig = Parts()
+    fig.add_scatter(
+        x=[1, 2, 3, 4], y=[0.1 + 0.2, math.nan, 1e-05, 123456789.125], name="KV cache — GiB"
+    )
+    fig.add_trace(dict(type="bar", x=["A100", "H100"], y=[80, 94.5], name="weights"))
+    fig.update_layout(xaxis_title="tokens", height=300)
+    fig.update_xaxis(type="log")
+    built = fig.done()
+    fast, plain = (
+        pio.to_json(built, validate=False),
+        pio.to_json(built, validate=False, engine="json"),
+    )
+    assert json.loads(fast) == json.loads(plain)
