@@ -420,15 +420,16 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _serve(root: Path) -> tuple[subprocess.Popen, int]:
+def _serve(root: Path, python: str | None = None) -> tuple[subprocess.Popen, int]:
     """A Streamlit server of the app in ``root`` (its own kvcalc and webui: the script's folder
-    comes first on sys.path), on a free port, once healthy."""
+    comes first on sys.path), on a free port, once healthy; run by ``python`` (another
+    environment's interpreter) or this one."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     server = subprocess.Popen(
         [
-            sys.executable,
+            python or sys.executable,
             "-m",
             "streamlit",
             "run",
@@ -455,10 +456,11 @@ def _serve(root: Path) -> tuple[subprocess.Popen, int]:
     return server, port
 
 
-async def run_local(root: Path, args) -> tuple[dict, list]:
-    """One load run against a server of ``root`` started for it: the summary (with the
-    server's memory and its CPU seconds during the load) and the hostile sessions."""
-    server, port = _serve(root)
+async def run_local(root: Path, args, python: str | None = None) -> tuple[dict, list]:
+    """One load run against a server of ``root`` started for it (by ``python``, or this
+    interpreter): the summary (with the server's memory and its CPU seconds during the load)
+    and the hostile sessions."""
+    server, port = _serve(root, python)
     try:
         url = f"ws://127.0.0.1:{port}/_stcore/stream"
         start = {}
@@ -502,7 +504,8 @@ async def compare(args) -> None:
     load_before = os.getloadavg()
     for r in range(args.rounds):
         for name in ("other", "this") if r % 2 == 0 else ("this", "other"):
-            f, _ = await run_local(roots[name], args)
+            python = args.compare_python if name == "other" else None
+            f, _ = await run_local(roots[name], args, python)
             got[name].append(f)
             print(
                 f"round {r + 1} {name:<5} ({roots[name]}): {f['interactions']} interactions "
@@ -511,6 +514,8 @@ async def compare(args) -> None:
                 f"{f['cpu_s'] / max(1, f['interactions']) * 1e3:.0f} ms CPU per interaction",
                 flush=True,
             )
+    if args.compare_python:
+        print(f"other ran on {args.compare_python}, this on {sys.executable}")
     print(
         f"\n{args.sessions} sessions x {args.seconds:g} s, think {args.think:g} s (+-50%), "
         f"{args.rounds} rounds each, alternating; load average before "
@@ -616,10 +621,21 @@ def main() -> None:
         help="another checkout (e.g. the previous commit, from git archive): run "
         "the same load against both, alternating, and print them side by side",
     )
+    ap.add_argument(
+        "--compare-python",
+        metavar="PYTHON",
+        help="with --compare: the interpreter of the other checkout's own environment (e.g. "
+        "a venv with the previous commit's requirements), when a change is in the "
+        "dependencies; default: this one",
+    )
     ap.add_argument("--rounds", type=int, default=2, help="with --compare: runs of each")
     args = ap.parse_args()
     if args.compare and args.url:
         ap.error("--compare starts its own servers; it does not take --url")
+    if args.compare_python and not args.compare:
+        ap.error("--compare-python goes with --compare")
+    if args.compare_python and not os.access(args.compare_python, os.X_OK):
+        ap.error(f"--compare-python {args.compare_python}: not an executable interpreter")
     for root in filter(None, (args.root, args.compare)):
         if not (Path(root) / "app.py").is_file():
             ap.error(f"{root} has no app.py: give the folder of a checkout")
