@@ -46,12 +46,9 @@ import os
 import random
 import re
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import parse_qs, urlencode
 
@@ -61,6 +58,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT / "deploy"))
 sys.path.insert(0, str(ROOT))
 import load  # noqa: E402
+from serve import start_app  # noqa: E402
 
 RECONNECT_GIVE_UP_S = 40.0
 QUESTION = 5  # the first practice question: "how many bytes does one token add" (one number)
@@ -224,12 +222,6 @@ class Client:
             await asyncio.wait_for(self.finished.wait(), timeout)
         if self._closed.is_set():
             raise Closed
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def reconnect(c: Client, deadline_s: float = RECONNECT_GIVE_UP_S) -> float:
@@ -538,35 +530,8 @@ async def main_async(args) -> None:
     env = dict(os.environ, KVLAB_DATA_DIR=str(data))
     if args.database_url:
         env["KVLAB_DATABASE_URL"] = args.database_url
-    port = _free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--server.headless",
-            "true",
-            "--browser.gatherUsageStats",
-            "false",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    server, port = start_app(ROOT, env=env)
     try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.2)
         r = await run_class(f"ws://127.0.0.1:{port}/_stcore/stream", None, args)
         b = stored(url, r["teacher"].code, r["teacher"].key)
         report(

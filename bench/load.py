@@ -36,15 +36,13 @@ import asyncio
 import os
 import random
 import re
-import socket
 import statistics
-import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import urlencode
 
+from serve import start_app  # beside this script
 from worst_links import WORST_LINKS  # beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -420,47 +418,11 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _serve(root: Path, python: str | None = None) -> tuple[subprocess.Popen, int]:
-    """A Streamlit server of the app in ``root`` (its own kvcalc and webui: the script's folder
-    comes first on sys.path), on a free port, once healthy; run by ``python`` (another
-    environment's interpreter) or this one."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen(
-        [
-            python or sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--server.headless",
-            "true",
-            "--browser.gatherUsageStats",
-            "false",
-        ],
-        cwd=root,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    for _ in range(300):
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.2)
-    return server, port
-
-
 async def run_local(root: Path, args, python: str | None = None) -> tuple[dict, list]:
     """One load run against a server of ``root`` started for it (by ``python``, or this
     interpreter): the summary (with the server's memory and its CPU seconds during the load)
     and the hostile sessions."""
-    server, port = _serve(root, python)
+    server, port = start_app(root, python)
     try:
         url = f"ws://127.0.0.1:{port}/_stcore/stream"
         start = {}

@@ -33,17 +33,15 @@ import json
 import os
 import re
 import shlex
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 import tomllib
-import urllib.request
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode
 
 from load import rss_bytes  # beside this script
+from serve import start_app
 from worst_links import WORST_LINKS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -173,40 +171,15 @@ def _mib(b: int) -> str:
 
 
 async def measure(tree: Path, n: int, ttl: int | None, margin: float, log) -> dict:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     ttl_used = _server_ttl(tree) if ttl is None else ttl
-    cmd = [
-        sys.executable,
-        "-m",
-        "streamlit",
-        "run",
-        "app.py",
-        "--server.port",
-        str(port),
-        "--server.address",
-        "127.0.0.1",
-        "--server.headless",
-        "true",
-        "--browser.gatherUsageStats",
-        "false",
-    ]
-    if ttl is not None:
-        cmd += ["--server.disconnectedSessionTTL", str(ttl)]
     denv = dockerfile_env(tree)
     denv.pop("PYTHONDONTWRITEBYTECODE", None)  # the container's; irrelevant here
     log(
         "  server environment from its Dockerfile: "
         + " ".join(f"{k}={v}" for k, v in sorted(denv.items()))
     )
-    server = subprocess.Popen(
-        cmd,
-        cwd=tree,
-        env={**os.environ, **denv},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    extra = ["--server.disconnectedSessionTTL", str(ttl)] if ttl is not None else []
+    server, port = start_app(tree, env=denv, extra=extra)
     url = f"ws://127.0.0.1:{port}/_stcore/stream"
     out: dict = {
         "ttl_s": ttl_used,
@@ -215,12 +188,6 @@ async def measure(tree: Path, n: int, ttl: int | None, margin: float, log) -> di
         ),
     }
     try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.2)
         warm = HeavySession(url, 10_000)  # every import, once; not charged to the sessions
         await warm.run()
         await warm.close()

@@ -31,13 +31,13 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
+
+from serve import start_app  # beside this script
 
 ROOT = Path(__file__).resolve().parent.parent  # kvcalc and webui: the installed package
 
@@ -287,35 +287,9 @@ DRAWN = (
 
 
 def start_server(root: Path) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.port",
-            str(port),
-            "--server.headless",
-            "true",
-            "--browser.gatherUsageStats",
-            "false",
-        ],
-        cwd=root,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            urllib.request.urlopen(base + "/_stcore/health", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.2)
-    return proc, base
+    """The app of ``root`` on a free port (bench/serve.py), and its base URL."""
+    proc, port = start_app(root)
+    return proc, f"http://127.0.0.1:{port}"
 
 
 class _Charts:

@@ -27,6 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from serve import start_app  # noqa: E402  (beside this script)
+
 from kvcalc.measure import microscope, quality, runtime  # noqa: E402
 
 PROMPT_32 = (
@@ -39,9 +41,6 @@ def page_first_table(hosted: bool, repeats: int = 3) -> dict:
     """Seconds to the quality page's first table: AppTest (the page's run in a fresh session
     of a started app) and Chromium (a direct link in a fresh browser context)."""
     import shutil
-    import socket
-    import subprocess
-    import urllib.request
 
     from streamlit.testing.v1 import AppTest
 
@@ -56,36 +55,9 @@ def page_first_table(hosted: bool, repeats: int = 3) -> dict:
         at.run()
         out["apptest_s"].append(time.perf_counter() - t)
         assert not at.exception and at.table, "the page showed no table"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.port",
-            str(port),
-            "--server.headless",
-            "true",
-            "--browser.gatherUsageStats",
-            "false",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    proc, port = start_app(ROOT, env=env)
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(base + "/_stcore/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.2)
         from playwright.sync_api import sync_playwright
 
         with sync_playwright() as p:
