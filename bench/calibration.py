@@ -125,18 +125,7 @@ HARNESS = {
         "--kv-free-fraction",
         "0.9",
     ],
-    # trtllm-bench-h100x8-llama31-70b-fp8.yaml, header_quote (every result file): "Max Runtime
-    # Batch Size: 2048", "Max Runtime Tokens: 8192", "KV Memory Percentage: 90.00%"; trtllm-bench
-    # throughput drives an in-process executor.
-    ("tensorrt-llm (trtllm-bench)", "offline_max_throughput"): [
-        "--max-num-seqs",
-        "2048",
-        "--max-num-batched-tokens",
-        "8192",
-        "--kv-free-fraction",
-        "0.9",
-        "--direct",
-    ],
+    # trtllm-bench-h100x8-llama31-70b-fp8.yaml: its own flags per point (_trtllm_bench_flags).
     # zhjunqin-rtx3090-llama3-8b-engines.yaml (one RTX 3090, HTTP-served). vLLM 0.4.1's printed
     # Namespace: "gpu_memory_utilization=0.9", "max_num_seqs=256", "enable_chunked_prefill=False"
     # with "max_seq_len=8192" (V0 without chunked prefill batches up to max_model_len tokens).
@@ -218,6 +207,40 @@ HARNESS = {
     # header_quote: "better performance than the default setting of `0.90`"); HTTP-served.
     ("tensorrt-llm (pytorch backend)", "serving"): ["--kv-free-fraction", "0.9"],
 }
+# trtllm-bench-h100x8-llama31-70b-fp8.yaml, header_quote (every result file): "Max Runtime
+# Batch Size: 2048", "Max Runtime Tokens: 8192", "Scheduling Policy: Guaranteed No Evict"; and
+# the executor's log in each of the 63 files (results/result_<ISL>_<OSL>_<N>.txt at the pinned
+# commit, every file the same): "Number of blocks in KV cache primary pool: 42668", "Number of
+# tokens per block: 64.", "Allocated 52.08 GiB for max tokens in paged KV cache (2730752)",
+# "Capacity Scheduler Policy: GUARANTEED_NO_EVICT". TensorRT-LLM's GuaranteedNoEvictScheduler
+# (cpp/tensorrt_llm/batch_manager/capacityScheduler.cpp) admits a request only when the blocks
+# every running request needs "to completion" (KVCacheManager::getRemainingBlocksToCompletion:
+# prompt + max new tokens) are free, so with fixed lengths at most
+# floor(42668 / ceil((ISL + OSL) / 64)) requests run at once: the simulator's --max-num-seqs,
+# over the logged pool (--kv-pool-gib), where it then never preempts. (trtllm-bench's own
+# max_batch_size / max_num_tokens heuristic, tensorrt_llm/bench/build/tuning.py
+# calc_engine_setting, chose the engine's limits at build time; the logs print what ran.)
+TRTLLM_BENCH_CAPS = {"max_num_seqs": 2048, "max_num_tokens": 8192}
+TRTLLM_BENCH_POOL = {"blocks": 42668, "tokens_per_block": 64, "gib": 52.08}
+
+
+def _trtllm_bench_flags(w: dict) -> list[str]:
+    """trtllm-bench throughput's runtime settings for one fixed-length point: its logged caps
+    and pool, and the requests Guaranteed No Evict can hold at once."""
+    tokens = int(w["input_len"]) + int(w["output_len"])
+    per_request = -(-tokens // TRTLLM_BENCH_POOL["tokens_per_block"])
+    seqs = min(TRTLLM_BENCH_CAPS["max_num_seqs"], TRTLLM_BENCH_POOL["blocks"] // per_request)
+    return [
+        "--max-num-seqs",
+        str(seqs),
+        "--max-num-batched-tokens",
+        str(TRTLLM_BENCH_CAPS["max_num_tokens"]),
+        "--kv-pool-gib",
+        f"{TRTLLM_BENCH_POOL['gib']:g}",
+        "--direct",
+    ]
+
+
 # Server flags a corpus entry's engine.server_args may carry that kvcalc's simulate takes under
 # the same name and meaning (vLLM's `vllm serve` engine arguments); any other server flag is
 # described in the entry's notes, not simulated.
@@ -361,7 +384,9 @@ def _kv_flag(m: dict) -> list[str]:
 
 def _harness(m: dict) -> list[str]:
     eng, ver, kind = m["engine"]["name"], m["engine"].get("version"), m["workload"]["kind"]
-    if (eng, kind) in HARNESS:
+    if (eng, kind) == ("tensorrt-llm (trtllm-bench)", "offline_max_throughput"):
+        flags = _trtllm_bench_flags(m["workload"])
+    elif (eng, kind) in HARNESS:
         flags = list(HARNESS[(eng, kind)])
     elif (eng, ver) in HARNESS:
         flags = list(HARNESS[(eng, ver)])
