@@ -33,7 +33,11 @@ training points that isolate its coefficients, with the earlier stages' values f
 4. API_OVERHEAD_S from served requests' times to first token at low load (open loops of at most
    MAX_FIT_RATE requests/s, closed loops of at most MAX_FIT_USERS users): measured = the
    simulated engine's + the overhead; then the same stage on each engine family's points alone,
-   API_OVERHEAD_BY_STACK (``simulate --serving-stack``), for the families that have any.
+   API_OVERHEAD_BY_STACK (``simulate --serving-stack``), for the families that have any;
+5. DEQUANT_GEMM_MFU from the request rate of the offline runs whose 4-bit group-quantised
+   weights are dequantised in every matrix multiply (``simulate --dequant-gemm``: the corpus's
+   GROUP_QUANT_BPW formats; training: vllm-pr2566-awq-a100.yaml alone), stages 1-3 fixed.
+   Those runs enter no other stage.
 
 ``--fit --closed-loop`` also lets the served closed loops (vllm bench serve --max-concurrency C)
 into stages 1 and 2 (their mean ITL as the step, at the batch the users keep decoding: C -
@@ -136,6 +140,18 @@ HARNESS = {
         "256",
         "--max-num-batched-tokens",
         "8192",
+    ],
+    # vllm-pr2566-awq-a100.yaml: benchmark_throughput.py of January 2024 (V0) in-process, vLLM's
+    # defaults then: gpu_memory_utilization 0.9, max_num_seqs 256 and, with no chunked prefill,
+    # max_num_batched_tokens = max(max_model_len, 2048) = 2,048 ("--max-model-len 1070").
+    ("vllm (benchmark_throughput)", "offline_max_throughput"): [
+        "--gpu-memory-utilization",
+        "0.9",
+        "--max-num-seqs",
+        "256",
+        "--max-num-batched-tokens",
+        "2048",
+        "--direct",
     ],
     # LMDeploy 0.4.0's api_server with no flag ("lmdeploy serve api_server
     # Meta-Llama-3-8B-Instruct --server-port 23333"): nothing is stated, the simulator's defaults.
@@ -369,6 +385,12 @@ def _weight_flags(m: dict) -> list[str]:
     return ["--weight-dtype", WEIGHT_DTYPE[fmt]]
 
 
+def _kernel_flags(m: dict) -> list[str]:
+    """A group-quantised 4-bit format's matrix multiplies dequantise its weights on the fly
+    (vLLM's awq_gemm, TensorRT-LLM's W4A16 AWQ, MLC's q4f16 kernels): ``--dequant-gemm``."""
+    return ["--dequant-gemm"] if m["weight_format"] in GROUP_QUANT_BPW else []
+
+
 def _kv_flag(m: dict) -> list[str]:
     kv = m.get("kv_cache_dtype")
     if kv in ("fp8", "int8"):
@@ -520,6 +542,7 @@ def point_runs(file: str, m: dict) -> Point:
         + base
         + _kv_flag(m)
         + ["--tp", str(tp)]
+        + _kernel_flags(m)
         + _lengths(w)
         + load
         + _harness(m)
@@ -813,7 +836,7 @@ def fit_allreduce_latency(steps: list[Step], share: float, overhead: float) -> f
     return max(0.0, num / den) if den else 0.0
 
 
-def _coef_flags(share, overhead, latency, mfu=None, api=None) -> list[str]:
+def _coef_flags(share, overhead, latency, mfu=None, api=None, dequant=None) -> list[str]:
     f = [
         "--bw-share",
         f"{share:g}",
@@ -826,15 +849,18 @@ def _coef_flags(share, overhead, latency, mfu=None, api=None) -> list[str]:
         f += ["--mfu", f"{mfu:g}"]
     if api is not None:
         f += ["--api-overhead-ms", f"{api * 1e3:g}"]
+    if dequant is not None:
+        f += ["--dequant-mfu", f"{dequant:g}"]
     return f
 
 
 def _sim_rows(
-    points, kinds, metrics, flags, rate_max=None, users_max=None
+    points, kinds, metrics, flags, rate_max=None, users_max=None, dequant=False
 ) -> list[tuple[float, float, str]]:
     """(predicted, measured, source) of training points of ``kinds`` for ``metrics``, the
     simulator run with ``flags``; with ``rate_max``, only open loops at most that rate and
-    (``users_max``) closed loops of at most that many users."""
+    (``users_max``) closed loops of at most that many users; only the runs with dequantising
+    GEMMs (``--dequant-gemm``) when ``dequant``, else only the others."""
     out = []
     for pt in points:
         if not pt.training or "*" in pt.excluded or pt.entry["workload"]["kind"] not in kinds:
@@ -848,7 +874,7 @@ def _sim_rows(
             continue
         for run in pt.runs:
             use = {k: v for k, v in run.metrics.items() if k in metrics}
-            if run.command != "simulate" or not use:
+            if run.command != "simulate" or not use or ("--dequant-gemm" in run.argv) != dequant:
                 continue
             j = run_cli(run.argv + flags)
             for name, (_, key) in use.items():
@@ -876,7 +902,11 @@ def fit_mfu(points, share, overhead, latency) -> float:
         )
         return sum(w * math.log(p / y) ** 2 for w, (p, y, _) in zip(_weights(rows), rows))
 
-    lo, hi = 0.2, 0.95
+    return _golden(loss, 0.2, 0.95)
+
+
+def _golden(loss, lo: float, hi: float) -> float:
+    """The minimum of ``loss`` on [lo, hi] by golden-section search, to 0.001."""
     g = (math.sqrt(5) - 1) / 2
     c, d = hi - g * (hi - lo), lo + g * (hi - lo)
     fc, fd = loss(c), loss(d)
@@ -912,6 +942,26 @@ def fit_api(points, share, overhead, latency, mfu) -> float:
     return max(0.0, num / den)
 
 
+def fit_dequant_mfu(points, share, overhead, latency, mfu) -> float:
+    """Stage 5: the share of the 16-bit peak at which the simulator's request rate of the offline
+    runs with dequantising GEMMs (``--dequant-gemm``) matches theirs, stages 1-3 fixed: least
+    squares on log(predicted / measured), each source weighing as one, golden-section search on
+    [0.02, 0.95] to 0.001. (Their total tokens/s is the same number times a constant: not
+    counted twice.)"""
+
+    def loss(d):
+        rows = _sim_rows(
+            points,
+            ("offline_max_throughput",),
+            ("request_throughput",),
+            _coef_flags(share, overhead, latency, mfu, dequant=d),
+            dequant=True,
+        )
+        return sum(w * math.log(p / y) ** 2 for w, (p, y, _) in zip(_weights(rows), rows))
+
+    return _golden(loss, 0.02, 0.95)
+
+
 def fit(points: list[Point], closed_loop: bool = False) -> dict:
     """The four stages, each value rounded as it is printed before the next stage uses it;
     ``closed_loop`` (--closed-loop) lets closed loops of at most MAX_FIT_USERS users into
@@ -922,6 +972,7 @@ def fit(points: list[Point], closed_loop: bool = False) -> dict:
     latency = round(fit_allreduce_latency(steps, share, overhead), 6)
     mfu = round(fit_mfu(points, share, overhead, latency), 3)
     api = round(fit_api(points, share, overhead, latency, mfu), 4)
+    dequant = round(fit_dequant_mfu(points, share, overhead, latency, mfu), 3)
     stacks = {}
     for fam in ENGINE_FAMILIES:  # stage 4 again on one engine family's points
         mine = [pt for pt in points if engine_family(pt) == fam]
@@ -932,6 +983,7 @@ def fit(points: list[Point], closed_loop: bool = False) -> dict:
         STEP_OVERHEAD_S=overhead,
         ALLREDUCE_LATENCY_S=latency,
         MFU=mfu,
+        DEQUANT_GEMM_MFU=dequant,
         API_OVERHEAD_S=api,
         API_OVERHEAD_BY_STACK=stacks,
         steps=len(steps),
@@ -950,6 +1002,7 @@ def fit_report(points: list[Point], closed_loop: bool = False) -> list[str]:
         f"STEP_OVERHEAD_S = {f['STEP_OVERHEAD_S']!r}",
         f"ALLREDUCE_LATENCY_S = {f['ALLREDUCE_LATENCY_S']!r}",
         f"MFU = {f['MFU']!r}",
+        f"DEQUANT_GEMM_MFU = {f['DEQUANT_GEMM_MFU']!r}",
         f"API_OVERHEAD_S = {f['API_OVERHEAD_S']!r}",
         f"API_OVERHEAD_BY_STACK = {f['API_OVERHEAD_BY_STACK']!r}",
     ]

@@ -385,6 +385,7 @@ def test_the_whole_fit_reproduces_the_constants():
         "STEP_OVERHEAD_S",
         "ALLREDUCE_LATENCY_S",
         "MFU",
+        "DEQUANT_GEMM_MFU",
         "API_OVERHEAD_S",
         "API_OVERHEAD_BY_STACK",
     ):

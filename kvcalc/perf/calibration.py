@@ -16,6 +16,13 @@ coefficient here:
   datasheet figure): ``ALLREDUCES_PER_LAYER x layers x (latency + 2 (tp - 1) / tp x tokens x
   hidden x ACTIVATION_BYTES / link bandwidth)`` (a ring all-reduce moves 2 (tp - 1) / tp of
   the message through each GPU's link);
+* ``DEQUANT_GEMM_MFU``: the share of the 16-bit dense peak a matrix multiply reaches when it
+  dequantises 4-bit group-quantised weights (AWQ, GPTQ, MLC's q4f16) on the fly, as vLLM's
+  awq_gemm kernel does (``simulate --dequant-gemm``): such kernels are memory-light but slow at
+  batch > 1 (vLLM's AutoAWQ page of early 2024: "Please note that AWQ support in vLLM is
+  under-optimized at the moment. [...] vLLM's AWQ implementation have lower throughput than
+  unquantized version"); the linear layers' FLOPs of a step with such weights run at this share
+  in place of ``MFU``, attention's at ``MFU``;
 * ``API_OVERHEAD_S``: a serving stack's time before the engine sees a request and after it
   ends (HTTP, tokenizer, chat template), added to every time to first token of a served
   request; benchmarks that call the engine directly (static batches, vLLM's latency script,
@@ -51,6 +58,7 @@ __all__ = [
     "BW_SHARE",
     "STEP_OVERHEAD_S",
     "MFU",
+    "DEQUANT_GEMM_MFU",
     "ALLREDUCE_LATENCY_S",
     "API_OVERHEAD_S",
     "API_OVERHEAD_BY_STACK",
@@ -75,6 +83,9 @@ __all__ = [
 BW_SHARE = 0.931  # share of nominal bandwidth a decode step's reads reach
 STEP_OVERHEAD_S = 0.0035  # fixed cost of one engine step, seconds
 MFU = 0.501  # share of the dense peak the matrix multiplies reach
+# Share of the 16-bit dense peak a GEMM that dequantises 4-bit group-quantised weights reaches
+# (vLLM's awq_gemm; fitted on vllm-pr2566-awq-a100.yaml alone, stage 5 of the fit).
+DEQUANT_GEMM_MFU = 0.501
 # One all-reduce's fixed cost, seconds: far above a bare NCCL all-reduce (about 6 us on two
 # H100s, NVIDIA/nccl#1259) because a step also waits for the slowest GPU and launches around it;
 # the training engines (2023-24) show 40-80 us, newer ones less (see the README's table).
@@ -132,6 +143,9 @@ class StepModel:
     api_overhead_s: float
     allreduce: bool  # charge tensor parallelism's all-reduces
     stack: str | None = None  # the serving stack whose API overhead it takes (None: pooled)
+    # the linear layers' share of the 16-bit peak when each GEMM dequantises 4-bit weights
+    # (``simulate --dequant-gemm``); None: the MFU, as for any other matrix multiply
+    dequant_mfu: float | None = None
 
     def __post_init__(self):
         check_float("achieved share of peak bandwidth", self.bw_share, 0.0, 1.0, lo_open=True)
@@ -139,6 +153,8 @@ class StepModel:
         check_float("MFU", self.mfu, 0.0, 1.0, lo_open=True)
         check_float("all-reduce latency (s)", self.allreduce_latency_s, 0.0, 1.0)
         check_float("API overhead (s)", self.api_overhead_s, 0.0, 60.0)
+        if self.dequant_mfu is not None:
+            check_float("dequantising GEMM MFU", self.dequant_mfu, 0.0, 1.0, lo_open=True)
 
     @property
     def is_ideal(self) -> bool:
@@ -154,7 +170,11 @@ class StepModel:
         )
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Every coefficient but ``dequant_mfu``, which a result names only where its weights
+        use it (``simulate --dequant-gemm``)."""
+        d = asdict(self)
+        del d["dequant_mfu"]
+        return d
 
 
 IDEAL = StepModel(
@@ -174,6 +194,7 @@ CALIBRATED = StepModel(
     allreduce_latency_s=ALLREDUCE_LATENCY_S,
     api_overhead_s=API_OVERHEAD_S,
     allreduce=True,
+    dequant_mfu=DEQUANT_GEMM_MFU,
 )
 
 
@@ -186,6 +207,7 @@ def step_model(
     allreduce_latency_s: float | None = None,
     api_overhead_s: float | None = None,
     stack: str | None = None,
+    dequant_mfu: float | None = None,
 ) -> StepModel:
     """The calibrated estimate (or, with ``ideal``, the ideal bound) with any coefficient the
     user gave in place of its fitted value; named "your step model" when one differs.
@@ -215,6 +237,7 @@ def step_model(
         mfu=given(mfu, base.mfu),
         allreduce_latency_s=given(allreduce_latency_s, base.allreduce_latency_s),
         api_overhead_s=given(api_overhead_s, base.api_overhead_s),
+        dequant_mfu=base.dequant_mfu if dequant_mfu is None else dequant_mfu,
     )
     if m != base:
         m = replace(m, name="your step model")
