@@ -34,9 +34,9 @@ training points that isolate its coefficients, with the earlier stages' values f
    MAX_FIT_RATE requests/s, closed loops of at most MAX_FIT_USERS users): measured = the
    simulated engine's + the overhead; then the same stage on each engine family's points alone,
    API_OVERHEAD_BY_STACK (``simulate --serving-stack``), for the families that have any;
-5. DEQUANT_GEMM_MFU from the request rate of the offline runs whose 4-bit group-quantised
-   weights are dequantised in every matrix multiply (``simulate --dequant-gemm``: the corpus's
-   GROUP_QUANT_BPW formats; training: vllm-pr2566-awq-a100.yaml alone), stages 1-3 fixed.
+5. DEQUANT_GEMM_MFU from the request rate of the offline runs of vLLM's awq_gemm kernel, which
+   dequantises 4-bit weights inside each matrix multiply (``simulate --dequant-gemm``; the
+   runs in DEQUANT_KERNELS; training: vllm-pr2566-awq-a100.yaml alone), stages 1-3 fixed.
    Those runs enter no other stage.
 
 ``--fit --closed-loop`` also lets the served closed loops (vllm bench serve --max-concurrency C)
@@ -385,10 +385,24 @@ def _weight_flags(m: dict) -> list[str]:
     return ["--weight-dtype", WEIGHT_DTYPE[fmt]]
 
 
+# The engines whose 4-bit kernel is vLLM's awq_gemm, the kernel DEQUANT_GEMM_MFU was fitted on,
+# and the steps it runs in. Main before vLLM PR #2566 (vllm-pr2566-awq-a100.yaml): every matrix
+# multiply. From that PR on (vLLM 0.3; the zhjunqin runs are 0.4.1), vLLM's AWQLinearMethod
+# (vllm/model_executor/layers/quantization/awq.py) has "FP16_MATMUL_HEURISTIC_CONDITION =
+# x.shape[:-1].numel() >= 256" and then "out = ops.awq_dequantize(...)", "out =
+# torch.matmul(reshaped_x, out)", else "out = ops.awq_gemm(...)": only steps of fewer than 256
+# tokens. Other engines' 4-bit kernels (MLC LLM's q4f16_1, TensorRT-LLM's W4A16 AWQ) are other
+# kernels with no measurement at batch > 1 in the training part: their matrix multiplies stay at
+# the MFU, as before.
+DEQUANT_KERNELS = {
+    ("vllm (benchmark_throughput)", "int4-awq"): ["--dequant-gemm"],
+    ("vllm", "int4-awq"): ["--dequant-gemm", "256"],
+}
+
+
 def _kernel_flags(m: dict) -> list[str]:
-    """A group-quantised 4-bit format's matrix multiplies dequantise its weights on the fly
-    (vLLM's awq_gemm, TensorRT-LLM's W4A16 AWQ, MLC's q4f16 kernels): ``--dequant-gemm``."""
-    return ["--dequant-gemm"] if m["weight_format"] in GROUP_QUANT_BPW else []
+    """``--dequant-gemm`` for the runs of vLLM's awq_gemm kernel (DEQUANT_KERNELS)."""
+    return list(DEQUANT_KERNELS.get((m["engine"]["name"], m["weight_format"]), []))
 
 
 def _kv_flag(m: dict) -> list[str]:

@@ -54,6 +54,19 @@ def test_a_compute_bound_prompt_runs_its_linear_layers_at_the_dequantising_share
     assert slow["step_model"]["dequant_mfu"] == d and "dequant_mfu" not in plain["step_model"]
 
 
+def test_with_a_threshold_only_the_smaller_steps_dequantise_in_the_gemm(capsys):
+    # The 4,096-token prompt runs in two steps of 2,048 (the A100's default step, vLLM's): at
+    # --dequant-gemm 256 both are large enough for the 16-bit GEMM (vLLM's AWQ from 0.3:
+    # "FP16_MATMUL_HEURISTIC_CONDITION = x.shape[:-1].numel() >= 256"), at 4,096 neither is.
+    m, d = 0.5, 0.2
+    flags = ["--mfu", str(m), "--dequant-mfu", str(d), "--dequant-gemm"]
+    plain = run(ONE_PROMPT + ["--mfu", str(m)], capsys)["ttft_p50_s"]
+    assert run(ONE_PROMPT + flags + ["256"], capsys)["ttft_p50_s"] == plain
+    below = run(ONE_PROMPT + flags + ["4096"], capsys)["ttft_p50_s"]
+    extra = 2 * LINEAR_PARAMS_8B * 4096 * (1 / d - 1 / m) / A100_PEAK
+    assert below - plain == pytest.approx(extra, rel=1e-6)
+
+
 def test_the_ideal_bound_and_a_share_equal_to_the_mfu_change_nothing(capsys):
     ideal = run(ONE_PROMPT + ["--ideal"], capsys)
     assert (
@@ -114,12 +127,16 @@ def test_group_quantised_formats_run_with_dequantising_gemms_and_others_do_not()
     # max(max_model_len 1070, 2048), max_num_seqs 256, gpu_memory_utilization 0.9
     assert awq[awq.index("--max-num-batched-tokens") + 1] == "2048" and "--direct" in awq
     assert awq[awq.index("--max-num-seqs") + 1] == "256"
+    # vLLM 0.4.1's AWQ layer: "FP16_MATMUL_HEURISTIC_CONDITION = x.shape[:-1].numel() >= 256"
+    v041 = _entry("vllm041-rtx3090-llama3-8b-int4-awq-tp1-sharegpt-rps5").runs[0].argv
+    assert v041[v041.index("--dequant-gemm") + 1] == "256"
+    # MLC LLM's q4f16_1 kernels are not awq_gemm, and the training part has none of them
     mlc = _entry("mlcllm01-rtx3090-llama3-8b-q4f16-1-tp1-sharegpt-rps2").runs[0].argv
-    assert "--dequant-gemm" in mlc
+    assert "--dequant-gemm" not in mlc
     jan = _entry("trtllm071-jan-rtx3090-mistral-7b-v02-int4-awq-bs1-2048-512").runs[0].argv
     assert jan[0] == "step-time" and "--dequant-gemm" not in jan  # batch 1: reads, no GEMM
     for pt in bench().all_points():  # GGUF and 16-bit formats never
-        if pt.entry["weight_format"] not in bench().GROUP_QUANT_BPW:
+        if pt.entry["weight_format"] != "int4-awq":
             assert all("--dequant-gemm" not in r.argv for r in pt.runs), pt.id
 
 

@@ -182,11 +182,16 @@ def _engine_arguments(p, *, int_arg) -> None:
     )
     p.add_argument(
         "--dequant-gemm",
-        action="store_true",
-        help="the 4-bit group-quantised weights (AWQ, GPTQ, MLC q4f16; with --weight-bits "
-        "or --weight-dtype int4) are dequantised inside every matrix multiply: the "
-        "calibrated estimate times those at kvcalc.perf.calibration.DEQUANT_GEMM_MFU of "
-        "the 16-bit peak",
+        nargs="?",
+        const=0,
+        default=None,
+        type=int_arg(1, 10**7),
+        metavar="TOKENS",
+        help="the 4-bit group-quantised weights (AWQ; with --weight-bits or --weight-dtype "
+        "int4) are dequantised inside every matrix multiply, which the calibrated estimate "
+        "times at kvcalc.perf.calibration.DEQUANT_GEMM_MFU of the 16-bit peak (vLLM's "
+        "awq_gemm); with TOKENS, only in steps of fewer tokens, the others dequantising "
+        "once for a 16-bit GEMM (vLLM's AWQ from 0.3: 256)",
     )
     add_engine_limits(p, int_arg)
     p.add_argument(
