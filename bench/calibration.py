@@ -33,7 +33,11 @@ training points that isolate its coefficients, with the earlier stages' values f
 4. API_OVERHEAD_S from served requests' times to first token at low load (open loops of at most
    MAX_FIT_RATE requests/s, closed loops of at most MAX_FIT_USERS users): measured = the
    simulated engine's + the overhead; then the same stage on each engine family's points alone,
-   API_OVERHEAD_BY_STACK (``simulate --serving-stack``), for the families that have any.
+   API_OVERHEAD_BY_STACK (``simulate --serving-stack``), for the families that have any;
+5. DEQUANT_GEMM_MFU from the request rate of the offline runs of vLLM's awq_gemm kernel, which
+   dequantises 4-bit weights inside each matrix multiply (``simulate --dequant-gemm``; the
+   runs in DEQUANT_KERNELS; training: vllm-pr2566-awq-a100.yaml alone), stages 1-3 fixed.
+   Those runs enter no other stage.
 
 ``--fit --closed-loop`` also lets the served closed loops (vllm bench serve --max-concurrency C)
 into stages 1 and 2 (their mean ITL as the step, at the batch the users keep decoding: C -
@@ -125,18 +129,7 @@ HARNESS = {
         "--kv-free-fraction",
         "0.9",
     ],
-    # trtllm-bench-h100x8-llama31-70b-fp8.yaml, header_quote (every result file): "Max Runtime
-    # Batch Size: 2048", "Max Runtime Tokens: 8192", "KV Memory Percentage: 90.00%"; trtllm-bench
-    # throughput drives an in-process executor.
-    ("tensorrt-llm (trtllm-bench)", "offline_max_throughput"): [
-        "--max-num-seqs",
-        "2048",
-        "--max-num-batched-tokens",
-        "8192",
-        "--kv-free-fraction",
-        "0.9",
-        "--direct",
-    ],
+    # trtllm-bench-h100x8-llama31-70b-fp8.yaml: its own flags per point (_trtllm_bench_flags).
     # zhjunqin-rtx3090-llama3-8b-engines.yaml (one RTX 3090, HTTP-served). vLLM 0.4.1's printed
     # Namespace: "gpu_memory_utilization=0.9", "max_num_seqs=256", "enable_chunked_prefill=False"
     # with "max_seq_len=8192" (V0 without chunked prefill batches up to max_model_len tokens).
@@ -147,6 +140,18 @@ HARNESS = {
         "256",
         "--max-num-batched-tokens",
         "8192",
+    ],
+    # vllm-pr2566-awq-a100.yaml: benchmark_throughput.py of January 2024 (V0) in-process, vLLM's
+    # defaults then: gpu_memory_utilization 0.9, max_num_seqs 256 and, with no chunked prefill,
+    # max_num_batched_tokens = max(max_model_len, 2048) = 2,048 ("--max-model-len 1070").
+    ("vllm (benchmark_throughput)", "offline_max_throughput"): [
+        "--gpu-memory-utilization",
+        "0.9",
+        "--max-num-seqs",
+        "256",
+        "--max-num-batched-tokens",
+        "2048",
+        "--direct",
     ],
     # LMDeploy 0.4.0's api_server with no flag ("lmdeploy serve api_server
     # Meta-Llama-3-8B-Instruct --server-port 23333"): nothing is stated, the simulator's defaults.
@@ -218,6 +223,40 @@ HARNESS = {
     # header_quote: "better performance than the default setting of `0.90`"); HTTP-served.
     ("tensorrt-llm (pytorch backend)", "serving"): ["--kv-free-fraction", "0.9"],
 }
+# trtllm-bench-h100x8-llama31-70b-fp8.yaml, header_quote (every result file): "Max Runtime
+# Batch Size: 2048", "Max Runtime Tokens: 8192", "Scheduling Policy: Guaranteed No Evict"; and
+# the executor's log in each of the 63 files (results/result_<ISL>_<OSL>_<N>.txt at the pinned
+# commit, every file the same): "Number of blocks in KV cache primary pool: 42668", "Number of
+# tokens per block: 64.", "Allocated 52.08 GiB for max tokens in paged KV cache (2730752)",
+# "Capacity Scheduler Policy: GUARANTEED_NO_EVICT". TensorRT-LLM's GuaranteedNoEvictScheduler
+# (cpp/tensorrt_llm/batch_manager/capacityScheduler.cpp) admits a request only when the blocks
+# every running request needs "to completion" (KVCacheManager::getRemainingBlocksToCompletion:
+# prompt + max new tokens) are free, so with fixed lengths at most
+# floor(42668 / ceil((ISL + OSL) / 64)) requests run at once: the simulator's --max-num-seqs,
+# over the logged pool (--kv-pool-gib), where it then never preempts. (trtllm-bench's own
+# max_batch_size / max_num_tokens heuristic, tensorrt_llm/bench/build/tuning.py
+# calc_engine_setting, chose the engine's limits at build time; the logs print what ran.)
+TRTLLM_BENCH_CAPS = {"max_num_seqs": 2048, "max_num_tokens": 8192}
+TRTLLM_BENCH_POOL = {"blocks": 42668, "tokens_per_block": 64, "gib": 52.08}
+
+
+def _trtllm_bench_flags(w: dict) -> list[str]:
+    """trtllm-bench throughput's runtime settings for one fixed-length point: its logged caps
+    and pool, and the requests Guaranteed No Evict can hold at once."""
+    tokens = int(w["input_len"]) + int(w["output_len"])
+    per_request = -(-tokens // TRTLLM_BENCH_POOL["tokens_per_block"])
+    seqs = min(TRTLLM_BENCH_CAPS["max_num_seqs"], TRTLLM_BENCH_POOL["blocks"] // per_request)
+    return [
+        "--max-num-seqs",
+        str(seqs),
+        "--max-num-batched-tokens",
+        str(TRTLLM_BENCH_CAPS["max_num_tokens"]),
+        "--kv-pool-gib",
+        f"{TRTLLM_BENCH_POOL['gib']:g}",
+        "--direct",
+    ]
+
+
 # Server flags a corpus entry's engine.server_args may carry that kvcalc's simulate takes under
 # the same name and meaning (vLLM's `vllm serve` engine arguments); any other server flag is
 # described in the entry's notes, not simulated.
@@ -346,6 +385,26 @@ def _weight_flags(m: dict) -> list[str]:
     return ["--weight-dtype", WEIGHT_DTYPE[fmt]]
 
 
+# The engines whose 4-bit kernel is vLLM's awq_gemm, the kernel DEQUANT_GEMM_MFU was fitted on,
+# and the steps it runs in. Main before vLLM PR #2566 (vllm-pr2566-awq-a100.yaml): every matrix
+# multiply. From that PR on (vLLM 0.3; the zhjunqin runs are 0.4.1), vLLM's AWQLinearMethod
+# (vllm/model_executor/layers/quantization/awq.py) has "FP16_MATMUL_HEURISTIC_CONDITION =
+# x.shape[:-1].numel() >= 256" and then "out = ops.awq_dequantize(...)", "out =
+# torch.matmul(reshaped_x, out)", else "out = ops.awq_gemm(...)": only steps of fewer than 256
+# tokens. Other engines' 4-bit kernels (MLC LLM's q4f16_1, TensorRT-LLM's W4A16 AWQ) are other
+# kernels with no measurement at batch > 1 in the training part: their matrix multiplies stay at
+# the MFU, as before.
+DEQUANT_KERNELS = {
+    ("vllm (benchmark_throughput)", "int4-awq"): ["--dequant-gemm"],
+    ("vllm", "int4-awq"): ["--dequant-gemm", "256"],
+}
+
+
+def _kernel_flags(m: dict) -> list[str]:
+    """``--dequant-gemm`` for the runs of vLLM's awq_gemm kernel (DEQUANT_KERNELS)."""
+    return list(DEQUANT_KERNELS.get((m["engine"]["name"], m["weight_format"]), []))
+
+
 def _kv_flag(m: dict) -> list[str]:
     kv = m.get("kv_cache_dtype")
     if kv in ("fp8", "int8"):
@@ -361,7 +420,9 @@ def _kv_flag(m: dict) -> list[str]:
 
 def _harness(m: dict) -> list[str]:
     eng, ver, kind = m["engine"]["name"], m["engine"].get("version"), m["workload"]["kind"]
-    if (eng, kind) in HARNESS:
+    if (eng, kind) == ("tensorrt-llm (trtllm-bench)", "offline_max_throughput"):
+        flags = _trtllm_bench_flags(m["workload"])
+    elif (eng, kind) in HARNESS:
         flags = list(HARNESS[(eng, kind)])
     elif (eng, ver) in HARNESS:
         flags = list(HARNESS[(eng, ver)])
@@ -495,6 +556,7 @@ def point_runs(file: str, m: dict) -> Point:
         + base
         + _kv_flag(m)
         + ["--tp", str(tp)]
+        + _kernel_flags(m)
         + _lengths(w)
         + load
         + _harness(m)
@@ -788,7 +850,7 @@ def fit_allreduce_latency(steps: list[Step], share: float, overhead: float) -> f
     return max(0.0, num / den) if den else 0.0
 
 
-def _coef_flags(share, overhead, latency, mfu=None, api=None) -> list[str]:
+def _coef_flags(share, overhead, latency, mfu=None, api=None, dequant=None) -> list[str]:
     f = [
         "--bw-share",
         f"{share:g}",
@@ -801,15 +863,18 @@ def _coef_flags(share, overhead, latency, mfu=None, api=None) -> list[str]:
         f += ["--mfu", f"{mfu:g}"]
     if api is not None:
         f += ["--api-overhead-ms", f"{api * 1e3:g}"]
+    if dequant is not None:
+        f += ["--dequant-mfu", f"{dequant:g}"]
     return f
 
 
 def _sim_rows(
-    points, kinds, metrics, flags, rate_max=None, users_max=None
+    points, kinds, metrics, flags, rate_max=None, users_max=None, dequant=False
 ) -> list[tuple[float, float, str]]:
     """(predicted, measured, source) of training points of ``kinds`` for ``metrics``, the
     simulator run with ``flags``; with ``rate_max``, only open loops at most that rate and
-    (``users_max``) closed loops of at most that many users."""
+    (``users_max``) closed loops of at most that many users; only the runs with dequantising
+    GEMMs (``--dequant-gemm``) when ``dequant``, else only the others."""
     out = []
     for pt in points:
         if not pt.training or "*" in pt.excluded or pt.entry["workload"]["kind"] not in kinds:
@@ -823,7 +888,7 @@ def _sim_rows(
             continue
         for run in pt.runs:
             use = {k: v for k, v in run.metrics.items() if k in metrics}
-            if run.command != "simulate" or not use:
+            if run.command != "simulate" or not use or ("--dequant-gemm" in run.argv) != dequant:
                 continue
             j = run_cli(run.argv + flags)
             for name, (_, key) in use.items():
@@ -851,7 +916,11 @@ def fit_mfu(points, share, overhead, latency) -> float:
         )
         return sum(w * math.log(p / y) ** 2 for w, (p, y, _) in zip(_weights(rows), rows))
 
-    lo, hi = 0.2, 0.95
+    return _golden(loss, 0.2, 0.95)
+
+
+def _golden(loss, lo: float, hi: float) -> float:
+    """The minimum of ``loss`` on [lo, hi] by golden-section search, to 0.001."""
     g = (math.sqrt(5) - 1) / 2
     c, d = hi - g * (hi - lo), lo + g * (hi - lo)
     fc, fd = loss(c), loss(d)
@@ -887,6 +956,26 @@ def fit_api(points, share, overhead, latency, mfu) -> float:
     return max(0.0, num / den)
 
 
+def fit_dequant_mfu(points, share, overhead, latency, mfu) -> float:
+    """Stage 5: the share of the 16-bit peak at which the simulator's request rate of the offline
+    runs with dequantising GEMMs (``--dequant-gemm``) matches theirs, stages 1-3 fixed: least
+    squares on log(predicted / measured), each source weighing as one, golden-section search on
+    [0.02, 0.95] to 0.001. (Their total tokens/s is the same number times a constant: not
+    counted twice.)"""
+
+    def loss(d):
+        rows = _sim_rows(
+            points,
+            ("offline_max_throughput",),
+            ("request_throughput",),
+            _coef_flags(share, overhead, latency, mfu, dequant=d),
+            dequant=True,
+        )
+        return sum(w * math.log(p / y) ** 2 for w, (p, y, _) in zip(_weights(rows), rows))
+
+    return _golden(loss, 0.02, 0.95)
+
+
 def fit(points: list[Point], closed_loop: bool = False) -> dict:
     """The four stages, each value rounded as it is printed before the next stage uses it;
     ``closed_loop`` (--closed-loop) lets closed loops of at most MAX_FIT_USERS users into
@@ -897,6 +986,7 @@ def fit(points: list[Point], closed_loop: bool = False) -> dict:
     latency = round(fit_allreduce_latency(steps, share, overhead), 6)
     mfu = round(fit_mfu(points, share, overhead, latency), 3)
     api = round(fit_api(points, share, overhead, latency, mfu), 4)
+    dequant = round(fit_dequant_mfu(points, share, overhead, latency, mfu), 3)
     stacks = {}
     for fam in ENGINE_FAMILIES:  # stage 4 again on one engine family's points
         mine = [pt for pt in points if engine_family(pt) == fam]
@@ -907,6 +997,7 @@ def fit(points: list[Point], closed_loop: bool = False) -> dict:
         STEP_OVERHEAD_S=overhead,
         ALLREDUCE_LATENCY_S=latency,
         MFU=mfu,
+        DEQUANT_GEMM_MFU=dequant,
         API_OVERHEAD_S=api,
         API_OVERHEAD_BY_STACK=stacks,
         steps=len(steps),
@@ -925,6 +1016,7 @@ def fit_report(points: list[Point], closed_loop: bool = False) -> list[str]:
         f"STEP_OVERHEAD_S = {f['STEP_OVERHEAD_S']!r}",
         f"ALLREDUCE_LATENCY_S = {f['ALLREDUCE_LATENCY_S']!r}",
         f"MFU = {f['MFU']!r}",
+        f"DEQUANT_GEMM_MFU = {f['DEQUANT_GEMM_MFU']!r}",
         f"API_OVERHEAD_S = {f['API_OVERHEAD_S']!r}",
         f"API_OVERHEAD_BY_STACK = {f['API_OVERHEAD_BY_STACK']!r}",
     ]

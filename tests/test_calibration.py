@@ -385,6 +385,7 @@ def test_the_whole_fit_reproduces_the_constants():
         "STEP_OVERHEAD_S",
         "ALLREDUCE_LATENCY_S",
         "MFU",
+        "DEQUANT_GEMM_MFU",
         "API_OVERHEAD_S",
         "API_OVERHEAD_BY_STACK",
     ):
@@ -438,11 +439,21 @@ def test_each_harness_gets_its_own_flags():
 
 def test_the_later_sources_run_with_the_settings_their_own_logs_print():
     # trtllm-bench's result files: "Max Runtime Batch Size: 2048", "Max Runtime Tokens: 8192",
-    # "KV Memory Percentage: 90.00%", "KV Cache Dtype: FP8".
+    # "KV Cache Dtype: FP8", "Scheduling Policy: Guaranteed No Evict", and the executor's "Number
+    # of blocks in KV cache primary pool: 42668", "Number of tokens per block: 64.", "Allocated
+    # 52.08 GiB for max tokens in paged KV cache (2730752)". Guaranteed No Evict holds a
+    # request's blocks to completion: 128 + 2,048 tokens are 34 blocks of 64, and 42,668 / 34 =
+    # 1,254.9, so 1,254 run at once; 128 + 128 tokens are 4 blocks (10,667 fit), so 2,048 binds.
     trt = _entry("trtllm016-h100x8-llama31-70b-fp8-tp8-128-2048").runs[0].argv
-    assert trt[trt.index("--max-num-seqs") + 1] == "2048"
+    assert trt[trt.index("--max-num-seqs") + 1] == "1254"
     assert trt[trt.index("--max-num-batched-tokens") + 1] == "8192"
     assert trt[trt.index("--kv-dtype") + 1] == "fp8" and "--direct" in trt
+    assert trt[trt.index("--kv-pool-gib") + 1] == "52.08" and "--kv-free-fraction" not in trt
+    short = _entry("trtllm016-h100x8-llama31-70b-fp8-tp8-128-128").runs[0].argv
+    assert short[short.index("--max-num-seqs") + 1] == "2048"
+    # the logged pool is the logged tokens at Llama 3.1 70B's FP8 bytes per token per GPU:
+    # 80 layers x 8 KV heads x 128 x 2 (K and V) x 1 B / 8 GPUs = 20,480 B
+    assert 2730752 * (80 * 8 * 128 * 2 // 8) / 2**30 == pytest.approx(52.08, abs=0.005)
     # MLC LLM: "max batch size is 48"; q4f16_1 is 4 bits in groups of 32 with a 16-bit scale,
     # 4 + 16 / 32 = 4.5 bits ("Parameters: 4308.13 MB" for 8.03 B weights); its own
     # "--gpu-memory-utilization 0.90" is passed on from the server command line.

@@ -114,6 +114,7 @@ def speed_from_args(args) -> StepModel:
         ),
         api_overhead_s=ms(args.api_overhead_ms),
         stack=args.serving_stack,
+        dequant_mfu=args.dequant_mfu,
     )
 
 
@@ -127,6 +128,7 @@ def cmd_simulate(args):
             f"{'--direct' if args.direct else '--api-overhead-ms'} does too: "
             "give one of them"
         )
+    _check_dequant(args)
     speed = speed_from_args(args)
     w = (
         m.weights(args.weight_dtype, half=gpu.half)
@@ -152,6 +154,8 @@ def cmd_simulate(args):
         speed=engine,
         tp_link_gbs=gpu.tp_link_gbs,
         weights_bytes=(None if args.weights_gib is None else round(args.weights_gib * GiB)),
+        dequant_gemm=args.dequant_gemm is not None,
+        dequant_below=args.dequant_gemm or 0,
         **pool,
     )
     steps = estimated_steps(s, wl)
@@ -166,12 +170,32 @@ def cmd_simulate(args):
     out = {k: getattr(r, k) for k in CLI_KEYS}
     out["estimate"] = speed.name
     out["step_model"] = speed.to_dict()
+    if args.dequant_gemm is not None:  # the linear layers' share, named only where used
+        out["step_model"]["dequant_mfu"] = s.dequant_mfu or s.mfu
     band = error_band_text() if speed.is_calibrated else None
     out["error_band"] = band
     text = _report(args, m, gpu, w, s, r, speed=speed, engine=engine, lengths=(prompt, output))
     if band:
         text.append(f"  error band: {band}")
     return out, text + [f"  note: {n}" for n in s.notes]
+
+
+def _check_dequant(args) -> None:
+    """--dequant-gemm needs 4-bit weights; --dequant-mfu needs --dequant-gemm."""
+    four_bit = args.weight_dtype == "int4" or (
+        args.weight_bits is not None and args.weight_bits < 8
+    )
+    if args.dequant_gemm is not None and not four_bit:
+        raise ValueError(
+            "--dequant-gemm times matrix multiplies that dequantise 4-bit group-quantised "
+            "weights: give their size with --weight-bits (AWQ in groups of 128: 4.125) "
+            "or --weight-dtype int4"
+        )
+    if args.dequant_mfu is not None and args.dequant_gemm is None:
+        raise ValueError(
+            "--dequant-mfu is the share of the dequantising matrix multiplies of "
+            "--dequant-gemm: add --dequant-gemm, or leave --dequant-mfu out"
+        )
 
 
 def _workload(args) -> tuple[Workload, Dist, Dist]:
@@ -255,7 +279,7 @@ def _report(args, m, gpu, w: Weights, s, r, *, speed, engine, lengths) -> list[s
         f"  pool:       {s.num_blocks:,} blocks of {s.block_size} tokens "
         f"({s.kv_pool_bytes / GiB:,.2f} GiB per GPU); max_num_seqs {s.max_num_seqs:,}, "
         f"max_num_batched_tokens {s.max_num_batched_tokens:,}",
-        f"  speed:      the {speed.name}: {_speed_text(engine, args.tp)}"
+        f"  speed:      the {speed.name}: {_speed_text(engine, args.tp, s)}"
         + (" (called directly)" if args.direct else ""),
         f"  TTFT:       p50 {fmt_seconds(r.ttft_p50_s)}, mean {fmt_seconds(r.ttft_mean_s)}, "
         f"p99 {fmt_seconds(r.ttft_p99_s)}",
@@ -280,12 +304,14 @@ def _report(args, m, gpu, w: Weights, s, r, *, speed, engine, lengths) -> list[s
     return text
 
 
-def _speed_text(speed: StepModel, tp: int) -> str:
-    parts = [
-        f"bandwidth share {speed.bw_share:g}",
-        f"MFU {speed.mfu:g}",
-        f"step overhead {speed.step_overhead_s * 1e3:g} ms",
-    ]
+def _speed_text(speed: StepModel, tp: int, s=None) -> str:
+    parts = [f"bandwidth share {speed.bw_share:g}", f"MFU {speed.mfu:g}"]
+    if s is not None and s.dequant_mfu:
+        parts.append(
+            f"dequantising GEMMs {s.dequant_mfu:g} of the 16-bit peak"
+            + (f" in steps under {s.dequant_below:,} tokens" if s.dequant_below else "")
+        )
+    parts.append(f"step overhead {speed.step_overhead_s * 1e3:g} ms")
     if tp > 1:
         parts.append(
             f"all-reduce latency {speed.allreduce_latency_s * 1e6:g} us"

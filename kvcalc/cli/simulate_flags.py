@@ -180,6 +180,19 @@ def _engine_arguments(p, *, int_arg) -> None:
         help="bits per weight of a quantised checkpoint, scales included (GGUF "
         "Q4_K_M: about 4.84); it computes in 16 bits",
     )
+    p.add_argument(
+        "--dequant-gemm",
+        nargs="?",
+        const=0,
+        default=None,
+        type=int_arg(1, 10**7),
+        metavar="TOKENS",
+        help="the 4-bit group-quantised weights (AWQ; with --weight-bits or --weight-dtype "
+        "int4) are dequantised inside every matrix multiply, which the calibrated estimate "
+        "times at kvcalc.perf.calibration.DEQUANT_GEMM_MFU of the 16-bit peak (vLLM's "
+        "awq_gemm); with TOKENS, only in steps of fewer tokens, the others dequantising "
+        "once for a 16-bit GEMM (vLLM's AWQ from 0.3: 256)",
+    )
     add_engine_limits(p, int_arg)
     p.add_argument(
         "--prefix-share",
@@ -247,6 +260,13 @@ def _speed_arguments(p) -> None:
         type=_share,
         default=None,
         help="share of the dense peak the matrix multiplies reach",
+    )
+    speed.add_argument(
+        "--dequant-mfu",
+        type=_share,
+        default=None,
+        help="with --dequant-gemm: share of the 16-bit dense peak the dequantising "
+        "matrix multiplies reach",
     )
     speed.add_argument(
         "--allreduce-latency-us",

@@ -2,7 +2,7 @@
 
 The ideal bound (``roofline.step_time``, the seed's formula) reads every byte at the GPU's
 nominal bandwidth and does nothing else. Real engines measured in published benchmarks
-(tests/data/benchmarks/, 197 runs from 20 sources) are slower in five ways, each one named
+(tests/data/benchmarks/, 200 runs from 21 sources) are slower in six ways, each one named
 coefficient here:
 
 * ``BW_SHARE``: the share of the nominal bandwidth a decode step's reads achieve;
@@ -16,6 +16,13 @@ coefficient here:
   datasheet figure): ``ALLREDUCES_PER_LAYER x layers x (latency + 2 (tp - 1) / tp x tokens x
   hidden x ACTIVATION_BYTES / link bandwidth)`` (a ring all-reduce moves 2 (tp - 1) / tp of
   the message through each GPU's link);
+* ``DEQUANT_GEMM_MFU``: the share of the 16-bit dense peak a matrix multiply reaches when it
+  dequantises 4-bit group-quantised weights (AWQ, GPTQ, MLC's q4f16) on the fly, as vLLM's
+  awq_gemm kernel does (``simulate --dequant-gemm``): such kernels are memory-light but slow at
+  batch > 1 (vLLM's AutoAWQ page of early 2024: "Please note that AWQ support in vLLM is
+  under-optimized at the moment. [...] vLLM's AWQ implementation have lower throughput than
+  unquantized version"); the linear layers' FLOPs of a step with such weights run at this share
+  in place of ``MFU``, attention's at ``MFU``;
 * ``API_OVERHEAD_S``: a serving stack's time before the engine sees a request and after it
   ends (HTTP, tokenizer, chat template), added to every time to first token of a served
   request; benchmarks that call the engine directly (static batches, vLLM's latency script,
@@ -51,6 +58,7 @@ __all__ = [
     "BW_SHARE",
     "STEP_OVERHEAD_S",
     "MFU",
+    "DEQUANT_GEMM_MFU",
     "ALLREDUCE_LATENCY_S",
     "API_OVERHEAD_S",
     "API_OVERHEAD_BY_STACK",
@@ -75,6 +83,10 @@ __all__ = [
 BW_SHARE = 0.931  # share of nominal bandwidth a decode step's reads reach
 STEP_OVERHEAD_S = 0.0035  # fixed cost of one engine step, seconds
 MFU = 0.501  # share of the dense peak the matrix multiplies reach
+# Share of the 16-bit dense peak a GEMM that dequantises 4-bit group-quantised weights reaches
+# (vLLM's awq_gemm; fitted on vllm-pr2566-awq-a100.yaml alone, stage 5 of the fit: 50 of the
+# A100's 312 TFLOPS, a third of the MFU).
+DEQUANT_GEMM_MFU = 0.16
 # One all-reduce's fixed cost, seconds: far above a bare NCCL all-reduce (about 6 us on two
 # H100s, NVIDIA/nccl#1259) because a step also waits for the slowest GPU and launches around it;
 # the training engines (2023-24) show 40-80 us, newer ones less (see the README's table).
@@ -110,11 +122,15 @@ HELD_BACK_LATER = (
 #    (0.161, 1.93, 10), TPOT/ITL (0.231, 1.43, 6), TTFT (0.159, 1.31, 6), single stream
 #    (0.072, 1.08, 2); the later sources are the wider test, so the pages show this band. The
 #    worst TTFT is LMDeploy 0.4 at 8 requests/s on an RTX 3090, a load the estimate puts past
-#    the pool's saturation (a queue of seconds) and the engine served in 0.22 s. ----------------
+#    the pool's saturation (a queue of seconds) and the engine served in 0.22 s; the worst
+#    TPOT is MLC LLM's q4f16_1 kernels at 2 requests/s (0.27x), which no training run times.
+#    Measured after DEQUANT_GEMM_MFU and the trtllm-bench harness's Guaranteed No Evict were
+#    added, both made after these held-back sets had been looked at (before: output tokens/s
+#    (0.19, 1.93, 92), TPOT/ITL (0.295, 5.63, 25), TTFT (0.343, 137.08, 25)). ----------------
 ERROR_BAND: dict[str, tuple[float, float, int]] = {
-    "output_tokens_per_s": (0.19, 1.93, 92),
-    "tpot_itl": (0.295, 5.63, 25),
-    "ttft": (0.343, 137.08, 25),
+    "output_tokens_per_s": (0.199, 1.93, 92),
+    "tpot_itl": (0.295, 3.74, 25),
+    "ttft": (0.404, 137.08, 25),
     "single_stream": (0.209, 1.91, 8),
 }
 
@@ -132,6 +148,9 @@ class StepModel:
     api_overhead_s: float
     allreduce: bool  # charge tensor parallelism's all-reduces
     stack: str | None = None  # the serving stack whose API overhead it takes (None: pooled)
+    # the linear layers' share of the 16-bit peak when each GEMM dequantises 4-bit weights
+    # (``simulate --dequant-gemm``); None: the MFU, as for any other matrix multiply
+    dequant_mfu: float | None = None
 
     def __post_init__(self):
         check_float("achieved share of peak bandwidth", self.bw_share, 0.0, 1.0, lo_open=True)
@@ -139,6 +158,8 @@ class StepModel:
         check_float("MFU", self.mfu, 0.0, 1.0, lo_open=True)
         check_float("all-reduce latency (s)", self.allreduce_latency_s, 0.0, 1.0)
         check_float("API overhead (s)", self.api_overhead_s, 0.0, 60.0)
+        if self.dequant_mfu is not None:
+            check_float("dequantising GEMM MFU", self.dequant_mfu, 0.0, 1.0, lo_open=True)
 
     @property
     def is_ideal(self) -> bool:
@@ -154,7 +175,11 @@ class StepModel:
         )
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Every coefficient but ``dequant_mfu``, which a result names only where its weights
+        use it (``simulate --dequant-gemm``)."""
+        d = asdict(self)
+        del d["dequant_mfu"]
+        return d
 
 
 IDEAL = StepModel(
@@ -174,6 +199,7 @@ CALIBRATED = StepModel(
     allreduce_latency_s=ALLREDUCE_LATENCY_S,
     api_overhead_s=API_OVERHEAD_S,
     allreduce=True,
+    dequant_mfu=DEQUANT_GEMM_MFU,
 )
 
 
@@ -186,6 +212,7 @@ def step_model(
     allreduce_latency_s: float | None = None,
     api_overhead_s: float | None = None,
     stack: str | None = None,
+    dequant_mfu: float | None = None,
 ) -> StepModel:
     """The calibrated estimate (or, with ``ideal``, the ideal bound) with any coefficient the
     user gave in place of its fitted value; named "your step model" when one differs.
@@ -215,6 +242,7 @@ def step_model(
         mfu=given(mfu, base.mfu),
         allreduce_latency_s=given(allreduce_latency_s, base.allreduce_latency_s),
         api_overhead_s=given(api_overhead_s, base.api_overhead_s),
+        dequant_mfu=base.dequant_mfu if dequant_mfu is None else dequant_mfu,
     )
     if m != base:
         m = replace(m, name="your step model")

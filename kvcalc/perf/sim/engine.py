@@ -80,6 +80,12 @@ class Setup:
     tp_link_gbs: float | None = None
     api_overhead_s: float = 0.0
     speed: str = "ideal bound"  # the step model's name (kvcalc.perf.calibration.StepModel.name)
+    # The linear layers' share of the peak when every GEMM dequantises 4-bit group-quantised
+    # weights (kvcalc.perf.calibration.DEQUANT_GEMM_MFU); 0: they run at ``mfu`` like attention.
+    dequant_mfu: float = 0.0
+    # only steps of fewer tokens dequantise in the GEMM (0: every step); larger ones dequantise
+    # the weights once and run the 16-bit GEMM at ``mfu`` (vLLM's AWQ from 0.3: 256)
+    dequant_below: int = 0
     # Weights a step of n tokens reads (whole model, before the TP split): every weight but the
     # input embedding and the routed experts, plus n gathered embedding rows (at most the table),
     # plus the experts n tokens touch (table indexed by n, its last entry for more).
@@ -179,6 +185,8 @@ class Setup:
         FLOPs, the fixed costs) is worked out once, so a run of decode-only steps of one batch
         costs one call a step. The same sums in the same order, so the same floats."""
         linear = self.linear_flops_per_token * tokens
+        if self.dequant_mfu and (not self.dequant_below or tokens < self.dequant_below):
+            linear = linear * self.mfu / self.dequant_mfu  # at their own share of the peak
         weights = self.weights_read(tokens)
         states = self.state_read_bytes * scheduled
         fixed = self.fixed_seconds(tokens)
@@ -230,6 +238,8 @@ def setup(
     speed: StepModel | None = None,
     tp_link_gbs: float | None = None,
     kv_pool_bytes: int | None = None,
+    dequant_gemm: bool = False,
+    dequant_below: int = 0,
 ) -> Setup:
     """The pool (vLLM's arithmetic, ``kvcalc.engines.budget``) and the step-time constants for
     ``spec`` on one GPU of ``total_bytes``; ValueError naming what to change when it cannot run.
@@ -238,7 +248,10 @@ def setup(
     coefficients) times the steps; without it ``bw_share`` and ``mfu`` do, and nothing is
     added (the ideal bound at that share). ``tp_link_gbs`` is the GPU's link for the
     all-reduces (GB/s one way). ``kv_pool_bytes`` gives the pool's size instead of vLLM's
-    arithmetic (the reserve is then what is left beside the weights).
+    arithmetic (the reserve is then what is left beside the weights). ``dequant_gemm``: the
+    weights are 4-bit group-quantised and every linear layer's GEMM dequantises them, at the step
+    model's ``dequant_mfu`` of the peak (the ideal bound, or no step model: at the MFU); with
+    ``dequant_below``, only the steps of fewer tokens (the others run the 16-bit GEMM).
 
     In order: the inputs checked, the layers refused or accepted, the pool sized and vLLM's
     groups read (kvcalc.perf.sim.sizing), the step constants derived (functions below)."""
@@ -301,6 +314,8 @@ def setup(
         **pool,
         **constants,
         **engine_costs(spec, speed, tp=tp, tp_link_gbs=tp_link_gbs),
+        dequant_mfu=(speed.dequant_mfu or 0.0) if dequant_gemm and speed is not None else 0.0,
+        dequant_below=check_int("dequantising GEMMs below (tokens)", dequant_below, 0, 10**7),
     )
 
 
