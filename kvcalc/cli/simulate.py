@@ -152,6 +152,7 @@ def cmd_simulate(args):
         speed=engine,
         tp_link_gbs=gpu.tp_link_gbs,
         weights_bytes=(None if args.weights_gib is None else round(args.weights_gib * GiB)),
+        chunked_prefill=args.scheduler != "prefill-first",
         **pool,
     )
     steps = estimated_steps(s, wl)
@@ -255,6 +256,15 @@ def _report(args, m, gpu, w: Weights, s, r, *, speed, engine, lengths) -> list[s
         f"  pool:       {s.num_blocks:,} blocks of {s.block_size} tokens "
         f"({s.kv_pool_bytes / GiB:,.2f} GiB per GPU); max_num_seqs {s.max_num_seqs:,}, "
         f"max_num_batched_tokens {s.max_num_batched_tokens:,}",
+        *(
+            [
+                "  scheduler:  prefill-first (vLLM V0's default): whole prompts in steps of "
+                f"their own, the decodes waiting; a prompt is admitted while "
+                f"{s.watermark_blocks:,} blocks stay free"
+            ]
+            if not s.chunked_prefill
+            else []
+        ),
         f"  speed:      the {speed.name}: {_speed_text(engine, args.tp)}"
         + (" (called directly)" if args.direct else ""),
         f"  TTFT:       p50 {fmt_seconds(r.ttft_p50_s)}, mean {fmt_seconds(r.ttft_mean_s)}, "

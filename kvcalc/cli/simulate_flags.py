@@ -12,7 +12,11 @@ from ..core.dtypes import WEIGHT_DTYPES
 from ..perf.calibration import API_OVERHEAD_BY_STACK
 from ..perf.sim import MAX_REQUESTS, MAX_TOKENS, Dist, fixed, lognormal, uniform
 
-__all__ = ["add_arguments", "dist_arg", "SHAREGPT", "LENGTH_PRESETS"]
+__all__ = ["add_arguments", "dist_arg", "SHAREGPT", "LENGTH_PRESETS", "SCHEDULERS"]
+
+# The simulator's scheduling policies (kvcalc.perf.sim.scheduler), as vLLM's documentation names
+# them: chunked prefill, or the V0 default that "prioritizes prefills".
+SCHEDULERS = ("chunked-prefill", "prefill-first")
 
 
 def _rate(text: str) -> float:
@@ -181,6 +185,16 @@ def _engine_arguments(p, *, int_arg) -> None:
         "Q4_K_M: about 4.84); it computes in 16 bits",
     )
     add_engine_limits(p, int_arg)
+    p.add_argument(
+        "--scheduler",
+        choices=SCHEDULERS,
+        default="chunked-prefill",
+        help="chunked-prefill: decodes first, prompts in chunks of what is left of "
+        "max_num_batched_tokens (vLLM V1; V0 with --enable-chunked-prefill); prefill-first: "
+        "vLLM V0's default scheduler (0.4-0.6 unless --enable-chunked-prefill), whole prompts in "
+        "steps of their own while the decodes wait (max_num_batched_tokens then defaults to "
+        "max(longest request, 2,048))",
+    )
     p.add_argument(
         "--prefix-share",
         type=float,

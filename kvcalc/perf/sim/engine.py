@@ -80,6 +80,13 @@ class Setup:
     tp_link_gbs: float | None = None
     api_overhead_s: float = 0.0
     speed: str = "ideal bound"  # the step model's name (kvcalc.perf.calibration.StepModel.name)
+    # The scheduling policy (kvcalc.perf.sim.scheduler): True, decodes first and prefill chunks
+    # in what is left of the token budget (vLLM V1; V0 with --enable-chunked-prefill); False,
+    # vLLM V0's default scheduler (Scheduler._schedule_default): whole prompts in a step of
+    # their own while any can be admitted, the decodes waiting; ``watermark_blocks`` are the
+    # blocks V0's block manager keeps free when it admits a prompt (1% of the pool).
+    chunked_prefill: bool = True
+    watermark_blocks: int = 0
     # Weights a step of n tokens reads (whole model, before the TP split): every weight but the
     # input embedding and the routed experts, plus n gathered embedding rows (at most the table),
     # plus the experts n tokens touch (table indexed by n, its last entry for more).
@@ -230,6 +237,7 @@ def setup(
     speed: StepModel | None = None,
     tp_link_gbs: float | None = None,
     kv_pool_bytes: int | None = None,
+    chunked_prefill: bool = True,
 ) -> Setup:
     """The pool (vLLM's arithmetic, ``kvcalc.engines.budget``) and the step-time constants for
     ``spec`` on one GPU of ``total_bytes``; ValueError naming what to change when it cannot run.
@@ -238,7 +246,9 @@ def setup(
     coefficients) times the steps; without it ``bw_share`` and ``mfu`` do, and nothing is
     added (the ideal bound at that share). ``tp_link_gbs`` is the GPU's link for the
     all-reduces (GB/s one way). ``kv_pool_bytes`` gives the pool's size instead of vLLM's
-    arithmetic (the reserve is then what is left beside the weights).
+    arithmetic (the reserve is then what is left beside the weights). ``chunked_prefill``
+    False schedules as vLLM V0's default scheduler does (``Setup.chunked_prefill``); its token
+    budget then defaults to V0's max(max_model_len, 2,048) and may not be below max_model_len.
 
     In order: the inputs checked, the layers refused or accepted, the pool sized and vLLM's
     groups read (kvcalc.perf.sim.sizing), the step constants derived (functions below)."""
@@ -275,6 +285,7 @@ def setup(
         max_num_batched_tokens=max_num_batched_tokens,
         max_num_seqs=max_num_seqs,
         gpu_name=gpu_name,
+        chunked_prefill=chunked_prefill,
     )
     constants = step_constants(
         spec,
@@ -290,6 +301,7 @@ def setup(
     return Setup(
         model=spec.name,
         prefix_caching=bool(prefix_caching),
+        chunked_prefill=bool(chunked_prefill),
         tp=tp,
         kv_dtype=dtype.name,
         linear_flops_per_token=2.0 * spec.active_params / tp,
