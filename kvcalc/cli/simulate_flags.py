@@ -234,6 +234,14 @@ def _pool_arguments(p) -> None:
         help="TensorRT-LLM's kv_cache_free_gpu_mem_fraction: the pool is this "
         "share of the memory left after the weights and the reserve",
     )
+    pool.add_argument(
+        "--cache-max-entry-count",
+        type=_share,
+        default=None,
+        help="LMDeploy's cache_max_entry_count (0.8 by default from v0.2.2): the pool is this "
+        "share of the memory free once the weights are loaded (the reserve then defaults to "
+        "0.5 GiB, the CUDA context: LMDeploy allocates its activations after the pool)",
+    )
 
 
 def _speed_arguments(p) -> None:
