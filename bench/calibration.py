@@ -218,6 +218,26 @@ HARNESS = {
     # header_quote: "better performance than the default setting of `0.90`"); HTTP-served.
     ("tensorrt-llm (pytorch backend)", "serving"): ["--kv-free-fraction", "0.9"],
 }
+# vLLM runs whose own source or version says chunked prefill was off: they run on vLLM V0's
+# default scheduler (simulate --scheduler prefill-first: whole prompts in steps of their own,
+# the decodes waiting; vllm/core/scheduler.py Scheduler._schedule_default). Keyed by corpus file
+# and engine name, training and held-back files alike, each with the words of that file that
+# state it (tests/test_calibration.py finds them there).
+PREFILL_FIRST = {
+    # zhjunqin-rtx3090-llama3-8b-engines.yaml, vLLM 0.4.1's printed Namespace (notes: "no
+    # chunked prefill"): "scheduler_delay_factor=0.0, enable_chunked_prefill=False".
+    ("zhjunqin-rtx3090-llama3-8b-engines.yaml", "vllm"): "no chunked prefill",
+    # vllm-pr-mixtral-latency-a100.yaml, metric_note: "vLLM defaults of that era: CUDA graphs on
+    # (no --enforce-eager in the commands), no chunked prefill".
+    ("vllm-pr-mixtral-latency-a100.yaml", "vllm"): "no chunked prefill",
+    # vllm-pr2542-mixtral-h100-tp8.yaml, common_notes: "vLLM of January 2024 (V0): CUDA graphs
+    # on, no chunked prefill" (chunked prefill first shipped, opt-in, in 0.4.0).
+    ("vllm-pr2542-mixtral-h100-tp8.yaml", "vllm"): "no chunked prefill",
+    # sglang-benchmark-vllm060.yaml: vLLM 0.6.0 served with "--num-scheduler-steps 10" and
+    # "--max_model_len 4096" and no --enable-chunked-prefill: 0.6.0 turns chunked prefill on by
+    # itself only above 32K tokens of max_model_len (the HARNESS note above), so V0's default.
+    ("sglang-benchmark-vllm060.yaml", "vllm"): "--max_model_len 4096",
+}
 # Server flags a corpus entry's engine.server_args may carry that kvcalc's simulate takes under
 # the same name and meaning (vLLM's `vllm serve` engine arguments); any other server flag is
 # described in the entry's notes, not simulated.
@@ -499,6 +519,7 @@ def point_runs(file: str, m: dict) -> Point:
         + load
         + _harness(m)
         + _server_flags(m)
+        + (["--scheduler", "prefill-first"] if (file, eng) in PREFILL_FIRST else [])
         + ["--json"]
     )
     metrics = {k: SIM_METRICS[k] for k in wanted if k in SIM_METRICS}

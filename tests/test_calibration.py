@@ -462,6 +462,27 @@ def test_the_later_sources_run_with_the_settings_their_own_logs_print():
     assert tr.calibrated == ["--serving-stack", "tensorrt-llm"]
 
 
+def test_runs_without_chunked_prefill_take_vllm_v0s_default_scheduler():
+    # Each source's own words say chunked prefill was off (bench/calibration.py PREFILL_FIRST):
+    # found in that corpus file, and its vLLM runs, and no other, on --scheduler prefill-first.
+    b = bench()
+    for (file, eng), words in b.PREFILL_FIRST.items():
+        text = " ".join((b.CORPUS / file).read_text(encoding="utf-8").split())
+        assert words in text, (file, words)
+    for pt in b.all_points():
+        for run in pt.runs:
+            v0 = (pt.file, pt.entry["engine"]["name"]) in b.PREFILL_FIRST
+            assert ("prefill-first" in run.argv) == (v0 and run.command == "simulate"), pt.id
+    v041 = _entry("vllm041-rtx3090-llama3-8b-bf16-tp1-sharegpt-rps5").runs[0].argv
+    assert v041[v041.index("--scheduler") + 1] == "prefill-first"
+    for point in (
+        "vllm060-a100-llama31-8b-sharegpt-rps4",
+        "vllm-pr2542-h100x8-mixtral-8x7b-tp8-bs1-in1000-out50-fusedmoe",
+    ):
+        assert "prefill-first" in _entry(point).runs[0].argv
+    assert "--scheduler" not in _entry("vllm0110-h100-qwen3-8b-bf16-tp1-sharegpt-c8").runs[0].argv
+
+
 def test_closed_loops_enter_the_fit_only_when_asked_at_the_batch_their_users_decode():
     # Qwen3-8B on vLLM 0.11.0, 8 users: "Request throughput (req/s): 4.16", "Mean TTFT (ms):
     # 74.57", "Mean ITL (ms): 8.57". Waiting for a first token: 4.16 x 0.07457 = 0.31 requests
