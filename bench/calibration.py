@@ -149,8 +149,14 @@ HARNESS = {
         "8192",
     ],
     # LMDeploy 0.4.0's api_server with no flag ("lmdeploy serve api_server
-    # Meta-Llama-3-8B-Instruct --server-port 23333"): nothing is stated, the simulator's defaults.
-    ("lmdeploy (api_server)", "0.4.0"): [],
+    # Meta-Llama-3-8B-Instruct --server-port 23333"): its pool convention at its default,
+    # cache_max_entry_count 0.8 of the memory free once the weights are in (lmdeploy/messages.py
+    # at v0.4.0: "For lmdeploy versions greater than `v0.2.1`, it defaults to 0.8, signifying the
+    # percentage of FREE GPU memory to be reserved for the k/v cache"). Not for the v0.1.0a1
+    # static batches (lmdeploy-a100-fp16.yaml): that TurboMind took cache_max_entry_count of the
+    # TOTAL memory (BlockManager::GetBlockCount at v0.1.0a1: "total * ratio"), a value their
+    # source does not state.
+    ("lmdeploy (api_server)", "0.4.0"): ["--cache-max-entry-count", "0.8"],
     # MLC LLM's log: "So max batch size is 48, max KV cache token capacity is 126754, prefill
     # chunk size is 8192" (its --gpu-memory-utilization 0.90 comes from server_args).
     ("mlc-llm", "0.1.dev1166"): ["--max-num-seqs", "48", "--max-num-batched-tokens", "8192"],
