@@ -155,8 +155,18 @@ HARNESS = {
     # percentage of FREE GPU memory to be reserved for the k/v cache"). Not for the v0.1.0a1
     # static batches (lmdeploy-a100-fp16.yaml): that TurboMind took cache_max_entry_count of the
     # TOTAL memory (BlockManager::GetBlockCount at v0.1.0a1: "total * ratio"), a value their
-    # source does not state.
-    ("lmdeploy (api_server)", "0.4.0"): ["--cache-max-entry-count", "0.8"],
+    # source does not state. Its scheduler's caps at their defaults too: `lmdeploy serve
+    # api_server` passes --max-batch-size (lmdeploy/cli/utils.py at v0.4.0: "default=128") and
+    # no max_prefill_token_num, so TurbomindEngineConfig's "max_prefill_token_num: int = 8192"
+    # (the tokens a prefill iteration takes) stands.
+    ("lmdeploy (api_server)", "0.4.0"): [
+        "--cache-max-entry-count",
+        "0.8",
+        "--max-num-seqs",
+        "128",
+        "--max-num-batched-tokens",
+        "8192",
+    ],
     # MLC LLM's log: "So max batch size is 48, max KV cache token capacity is 126754, prefill
     # chunk size is 8192" (its --gpu-memory-utilization 0.90 comes from server_args).
     ("mlc-llm", "0.1.dev1166"): ["--max-num-seqs", "48", "--max-num-batched-tokens", "8192"],

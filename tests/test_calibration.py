@@ -456,9 +456,12 @@ def test_the_later_sources_run_with_the_settings_their_own_logs_print():
     assert jan[0] == "step-time" and jan[jan.index("--weight-bits") + 1] == "4.125"
     # LMDeploy's --quant-policy 8 is an int8 KV cache; the Triton engine's maxNumSequences 40.
     kv8 = _entry("lmdeploy040-rtx3090-llama3-8b-bf16-tp1-sharegpt-rps8-kvint8").runs[0].argv
-    assert kv8[kv8.index("--kv-dtype") + 1] == "int8" and "--max-num-seqs" not in kv8
-    # and LMDeploy's pool: cache_max_entry_count 0.8 of the free memory (v0.4.0's default).
+    assert kv8[kv8.index("--kv-dtype") + 1] == "int8"
+    # and LMDeploy 0.4.0's defaults: its pool, cache_max_entry_count 0.8 of the free memory;
+    # max_batch_size 128; max_prefill_token_num 8192.
     assert kv8[kv8.index("--cache-max-entry-count") + 1] == "0.8"
+    assert kv8[kv8.index("--max-num-seqs") + 1] == "128"
+    assert kv8[kv8.index("--max-num-batched-tokens") + 1] == "8192"
     assert "--gpu-memory-utilization" not in kv8
     tr = _entry("trtllm090-rtx3090-llama3-8b-fp16-tp1-sharegpt-rps5").runs[0]
     assert tr.argv[tr.argv.index("--max-num-seqs") + 1] == "40"
