@@ -39,3 +39,15 @@ def test_lmdeploy_pool_is_a_share_of_the_memory_free_after_the_weights(capsys):
     assert f"pool:       {vllm_pool // (16 * KV) - 1:,} blocks" in capsys.readouterr().out
     code = main(base + ["--cache-max-entry-count", "0.8", "--kv-free-fraction", "0.9"])
     assert code == 2 and "each size the pool" in capsys.readouterr().err
+
+
+def test_lmdeploy_blocks_of_64_tokens(capsys):
+    # LMDeploy's cache_block_seq_len is 64 (lmdeploy/cli/utils.py at v0.4.0: "default=64"): the
+    # same pool, 7,337,928,294 B, in blocks of 64 x 131,072 = 8,388,608 B: 874, less the null
+    # block.
+    base = ["simulate", "--model", "llama-3.1-8b", "--gpu", "rtx-3090", "--requests", "4"]
+    base += ["--rate", "inf", "--prompt-tokens", "128", "--output-tokens", "8", "--ideal"]
+    assert main(base + ["--cache-max-entry-count", "0.8", "--block-size", "64"]) == 0
+    out = capsys.readouterr().out
+    assert f"pool:       {7_337_928_294 // (64 * KV) - 1:,} blocks of 64 tokens" in out
+    assert "873 blocks" in out

@@ -153,6 +153,7 @@ def cmd_simulate(args):
         tp_link_gbs=gpu.tp_link_gbs,
         weights_bytes=(None if args.weights_gib is None else round(args.weights_gib * GiB)),
         chunked_prefill=args.scheduler != "prefill-first",
+        **({} if args.block_size is None else {"block_size": args.block_size}),
         **pool,
     )
     steps = estimated_steps(s, wl)
@@ -173,8 +174,8 @@ def cmd_simulate(args):
     if args.cache_max_entry_count is not None:
         text.append(
             f"  note: LMDeploy's pool: cache_max_entry_count {args.cache_max_entry_count:g} of the "
-            "memory free once the weights and the reserve are in, cut into vLLM's blocks "
-            "(LMDeploy's own hold 64 tokens)"
+            f"memory free once the weights and the reserve are in, in blocks of {s.block_size} "
+            "tokens (LMDeploy's own hold 64: --block-size 64)"
         )
     if band:
         text.append(f"  error band: {band}")

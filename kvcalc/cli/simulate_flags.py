@@ -113,7 +113,7 @@ def add_arguments(p, *, key, int_arg, path=str) -> None:
     engine's formats and limits; the KV pool; the step model."""
     _workload_arguments(p, key=key, int_arg=int_arg, path=path)
     _engine_arguments(p, int_arg=int_arg)
-    _pool_arguments(p)
+    _pool_arguments(p, int_arg=int_arg)
     _speed_arguments(p)
     p.add_argument("--seed", type=int_arg(0, 2**31), default=0)
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -203,10 +203,17 @@ def _engine_arguments(p, *, int_arg) -> None:
     )
 
 
-def _pool_arguments(p) -> None:
-    """How the KV pool is sized: vLLM's share, the reserve, a given size or TensorRT-LLM's
-    fraction of free memory."""
+def _pool_arguments(p, *, int_arg) -> None:
+    """How the KV pool is sized: vLLM's share, the reserve, a given size or TensorRT-LLM's or
+    LMDeploy's fraction of free memory; the tokens of a block."""
     pool = p.add_argument_group("the KV pool")
+    pool.add_argument(
+        "--block-size",
+        type=int_arg(1, 1024),
+        default=None,
+        help="tokens per KV block (vLLM's --block-size, 16 by default; LMDeploy's "
+        "cache_block_seq_len is 64)",
+    )
     pool.add_argument(
         "--gpu-memory-utilization",
         "--gpu-mem-util",
