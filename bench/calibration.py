@@ -158,10 +158,13 @@ HARNESS = {
     # source does not state. Its scheduler's caps at their defaults too: `lmdeploy serve
     # api_server` passes --max-batch-size (lmdeploy/cli/utils.py at v0.4.0: "default=128") and
     # no max_prefill_token_num, so TurbomindEngineConfig's "max_prefill_token_num: int = 8192"
-    # (the tokens a prefill iteration takes) stands.
+    # (the tokens a prefill iteration takes) stands; its blocks hold --cache-block-seq-len
+    # tokens, "default=64" (lmdeploy/cli/utils.py at v0.4.0).
     ("lmdeploy (api_server)", "0.4.0"): [
         "--cache-max-entry-count",
         "0.8",
+        "--block-size",
+        "64",
         "--max-num-seqs",
         "128",
         "--max-num-batched-tokens",

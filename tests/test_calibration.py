@@ -462,6 +462,7 @@ def test_the_later_sources_run_with_the_settings_their_own_logs_print():
     assert kv8[kv8.index("--cache-max-entry-count") + 1] == "0.8"
     assert kv8[kv8.index("--max-num-seqs") + 1] == "128"
     assert kv8[kv8.index("--max-num-batched-tokens") + 1] == "8192"
+    assert kv8[kv8.index("--block-size") + 1] == "64"
     assert "--gpu-memory-utilization" not in kv8
     tr = _entry("trtllm090-rtx3090-llama3-8b-fp16-tp1-sharegpt-rps5").runs[0]
     assert tr.argv[tr.argv.index("--max-num-seqs") + 1] == "40"
