@@ -154,8 +154,27 @@ HARNESS = {
         "--direct",
     ],
     # LMDeploy 0.4.0's api_server with no flag ("lmdeploy serve api_server
-    # Meta-Llama-3-8B-Instruct --server-port 23333"): nothing is stated, the simulator's defaults.
-    ("lmdeploy (api_server)", "0.4.0"): [],
+    # Meta-Llama-3-8B-Instruct --server-port 23333"): its pool convention at its default,
+    # cache_max_entry_count 0.8 of the memory free once the weights are in (lmdeploy/messages.py
+    # at v0.4.0: "For lmdeploy versions greater than `v0.2.1`, it defaults to 0.8, signifying the
+    # percentage of FREE GPU memory to be reserved for the k/v cache"). Not for the v0.1.0a1
+    # static batches (lmdeploy-a100-fp16.yaml): that TurboMind took cache_max_entry_count of the
+    # TOTAL memory (BlockManager::GetBlockCount at v0.1.0a1: "total * ratio"), a value their
+    # source does not state. Its scheduler's caps at their defaults too: `lmdeploy serve
+    # api_server` passes --max-batch-size (lmdeploy/cli/utils.py at v0.4.0: "default=128") and
+    # no max_prefill_token_num, so TurbomindEngineConfig's "max_prefill_token_num: int = 8192"
+    # (the tokens a prefill iteration takes) stands; its blocks hold --cache-block-seq-len
+    # tokens, "default=64" (lmdeploy/cli/utils.py at v0.4.0).
+    ("lmdeploy (api_server)", "0.4.0"): [
+        "--cache-max-entry-count",
+        "0.8",
+        "--block-size",
+        "64",
+        "--max-num-seqs",
+        "128",
+        "--max-num-batched-tokens",
+        "8192",
+    ],
     # MLC LLM's log: "So max batch size is 48, max KV cache token capacity is 126754, prefill
     # chunk size is 8192" (its --gpu-memory-utilization 0.90 comes from server_args).
     ("mlc-llm", "0.1.dev1166"): ["--max-num-seqs", "48", "--max-num-batched-tokens", "8192"],
@@ -257,6 +276,26 @@ def _trtllm_bench_flags(w: dict) -> list[str]:
     ]
 
 
+# vLLM runs whose own source or version says chunked prefill was off: they run on vLLM V0's
+# default scheduler (simulate --scheduler prefill-first: whole prompts in steps of their own,
+# the decodes waiting; vllm/core/scheduler.py Scheduler._schedule_default). Keyed by corpus file
+# and engine name, training and held-back files alike, each with the words of that file that
+# state it (tests/test_calibration.py finds them there).
+PREFILL_FIRST = {
+    # zhjunqin-rtx3090-llama3-8b-engines.yaml, vLLM 0.4.1's printed Namespace (notes: "no
+    # chunked prefill"): "scheduler_delay_factor=0.0, enable_chunked_prefill=False".
+    ("zhjunqin-rtx3090-llama3-8b-engines.yaml", "vllm"): "no chunked prefill",
+    # vllm-pr-mixtral-latency-a100.yaml, metric_note: "vLLM defaults of that era: CUDA graphs on
+    # (no --enforce-eager in the commands), no chunked prefill".
+    ("vllm-pr-mixtral-latency-a100.yaml", "vllm"): "no chunked prefill",
+    # vllm-pr2542-mixtral-h100-tp8.yaml, common_notes: "vLLM of January 2024 (V0): CUDA graphs
+    # on, no chunked prefill" (chunked prefill first shipped, opt-in, in 0.4.0).
+    ("vllm-pr2542-mixtral-h100-tp8.yaml", "vllm"): "no chunked prefill",
+    # sglang-benchmark-vllm060.yaml: vLLM 0.6.0 served with "--num-scheduler-steps 10" and
+    # "--max_model_len 4096" and no --enable-chunked-prefill: 0.6.0 turns chunked prefill on by
+    # itself only above 32K tokens of max_model_len (the HARNESS note above), so V0's default.
+    ("sglang-benchmark-vllm060.yaml", "vllm"): "--max_model_len 4096",
+}
 # Server flags a corpus entry's engine.server_args may carry that kvcalc's simulate takes under
 # the same name and meaning (vLLM's `vllm serve` engine arguments); any other server flag is
 # described in the entry's notes, not simulated.
@@ -561,6 +600,7 @@ def point_runs(file: str, m: dict) -> Point:
         + load
         + _harness(m)
         + _server_flags(m)
+        + (["--scheduler", "prefill-first"] if (file, eng) in PREFILL_FIRST else [])
         + ["--json"]
     )
     metrics = {k: SIM_METRICS[k] for k in wanted if k in SIM_METRICS}

@@ -467,10 +467,38 @@ def test_the_later_sources_run_with_the_settings_their_own_logs_print():
     assert jan[0] == "step-time" and jan[jan.index("--weight-bits") + 1] == "4.125"
     # LMDeploy's --quant-policy 8 is an int8 KV cache; the Triton engine's maxNumSequences 40.
     kv8 = _entry("lmdeploy040-rtx3090-llama3-8b-bf16-tp1-sharegpt-rps8-kvint8").runs[0].argv
-    assert kv8[kv8.index("--kv-dtype") + 1] == "int8" and "--max-num-seqs" not in kv8
+    assert kv8[kv8.index("--kv-dtype") + 1] == "int8"
+    # and LMDeploy 0.4.0's defaults: its pool, cache_max_entry_count 0.8 of the free memory;
+    # max_batch_size 128; max_prefill_token_num 8192.
+    assert kv8[kv8.index("--cache-max-entry-count") + 1] == "0.8"
+    assert kv8[kv8.index("--max-num-seqs") + 1] == "128"
+    assert kv8[kv8.index("--max-num-batched-tokens") + 1] == "8192"
+    assert kv8[kv8.index("--block-size") + 1] == "64"
+    assert "--gpu-memory-utilization" not in kv8
     tr = _entry("trtllm090-rtx3090-llama3-8b-fp16-tp1-sharegpt-rps5").runs[0]
     assert tr.argv[tr.argv.index("--max-num-seqs") + 1] == "40"
     assert tr.calibrated == ["--serving-stack", "tensorrt-llm"]
+
+
+def test_runs_without_chunked_prefill_take_vllm_v0s_default_scheduler():
+    # Each source's own words say chunked prefill was off (bench/calibration.py PREFILL_FIRST):
+    # found in that corpus file, and its vLLM runs, and no other, on --scheduler prefill-first.
+    b = bench()
+    for (file, eng), words in b.PREFILL_FIRST.items():
+        text = " ".join((b.CORPUS / file).read_text(encoding="utf-8").split())
+        assert words in text, (file, words)
+    for pt in b.all_points():
+        for run in pt.runs:
+            v0 = (pt.file, pt.entry["engine"]["name"]) in b.PREFILL_FIRST
+            assert ("prefill-first" in run.argv) == (v0 and run.command == "simulate"), pt.id
+    v041 = _entry("vllm041-rtx3090-llama3-8b-bf16-tp1-sharegpt-rps5").runs[0].argv
+    assert v041[v041.index("--scheduler") + 1] == "prefill-first"
+    for point in (
+        "vllm060-a100-llama31-8b-sharegpt-rps4",
+        "vllm-pr2542-h100x8-mixtral-8x7b-tp8-bs1-in1000-out50-fusedmoe",
+    ):
+        assert "prefill-first" in _entry(point).runs[0].argv
+    assert "--scheduler" not in _entry("vllm0110-h100-qwen3-8b-bf16-tp1-sharegpt-c8").runs[0].argv
 
 
 def test_closed_loops_enter_the_fit_only_when_asked_at_the_batch_their_users_decode():

@@ -15,7 +15,7 @@ from ..config.hfconfig import checkpoint_format, load_config_file, spec_from_con
 from ..core.arith import cdiv
 from ..core.model import ModelSpec
 from ..core.units import GiB, fmt_seconds
-from ..engines.budget import DEFAULT_RESERVE_BYTES
+from ..engines.budget import DEFAULT_RESERVE_BYTES, LMDEPLOY_RESERVE_BYTES, free_memory_pool
 from ..perf.calibration import STACK_NAMES, StepModel, error_band_text, step_model
 from ..perf.sim import CLI_KEYS, MAX_TOKENS, Dist, Workload, estimated_steps, fixed, setup, simulate
 from .simulate_flags import LENGTH_PRESETS, add_arguments, add_engine_limits, dist_arg
@@ -156,6 +156,8 @@ def cmd_simulate(args):
         weights_bytes=(None if args.weights_gib is None else round(args.weights_gib * GiB)),
         dequant_gemm=args.dequant_gemm is not None,
         dequant_below=args.dequant_gemm or 0,
+        chunked_prefill=args.scheduler != "prefill-first",
+        **({} if args.block_size is None else {"block_size": args.block_size}),
         **pool,
     )
     steps = estimated_steps(s, wl)
@@ -175,6 +177,12 @@ def cmd_simulate(args):
     band = error_band_text() if speed.is_calibrated else None
     out["error_band"] = band
     text = _report(args, m, gpu, w, s, r, speed=speed, engine=engine, lengths=(prompt, output))
+    if args.cache_max_entry_count is not None:
+        text.append(
+            f"  note: LMDeploy's pool: cache_max_entry_count {args.cache_max_entry_count:g} of the "
+            f"memory free once the weights and the reserve are in, in blocks of {s.block_size} "
+            "tokens (LMDeploy's own hold 64: --block-size 64)"
+        )
     if band:
         text.append(f"  error band: {band}")
     return out, text + [f"  note: {n}" for n in s.notes]
@@ -218,7 +226,8 @@ def _workload(args) -> tuple[Workload, Dist, Dist]:
 
 def _pool(args, m, gpu, w: Weights) -> dict:
     """setup's pool arguments from the flags: the reserve, and at most one of vLLM's share, a
-    pool size or TensorRT-LLM's fraction of free memory (which sets args.gpu_mem_util to 1)."""
+    pool size, or TensorRT-LLM's or LMDeploy's fraction of free memory (which set
+    args.gpu_mem_util to 1)."""
     pool = {}
     if args.reserve_gib is not None:
         pool["reserve_bytes"] = round(args.reserve_gib * GiB)
@@ -228,6 +237,7 @@ def _pool(args, m, gpu, w: Weights) -> dict:
             ("--gpu-memory-utilization", args.gpu_mem_util),
             ("--kv-pool-gib", args.kv_pool_gib),
             ("--kv-free-fraction", args.kv_free_fraction),
+            ("--cache-max-entry-count", args.cache_max_entry_count),
         )
         if v is not None
     ]
@@ -235,19 +245,24 @@ def _pool(args, m, gpu, w: Weights) -> dict:
         raise ValueError(f"{' and '.join(given)} each size the pool; give one of them")
     if args.kv_pool_gib is not None:
         pool["kv_pool_bytes"] = round(args.kv_pool_gib * GiB)
-    if args.kv_free_fraction is not None:
-        # TensorRT-LLM: a fraction of what is free once the weights (and the runtime's own
-        # memory, the reserve) are in, not of the total as vLLM takes it.
+    # TensorRT-LLM and LMDeploy: a fraction of what is free once the weights (and the runtime's
+    # own memory, the reserve) are in, not of the total as vLLM takes it.
+    for fraction, reserve in (
+        (args.kv_free_fraction, DEFAULT_RESERVE_BYTES),
+        (args.cache_max_entry_count, LMDEPLOY_RESERVE_BYTES),
+    ):
+        if fraction is None:
+            continue
         wb = w.bytes if args.weights_gib is None else round(args.weights_gib * GiB)
-        free = (
-            gpu.memory_bytes - cdiv(wb, args.tp) - pool.get("reserve_bytes", DEFAULT_RESERVE_BYTES)
+        kv = free_memory_pool(
+            gpu.memory_bytes, cdiv(wb, args.tp), pool.get("reserve_bytes", reserve), fraction
         )
-        if free <= 0:
+        if kv <= 0:
             raise ValueError(
                 f"{m.name}'s weights and the reserve leave no free memory on "
                 f"{gpu.name} at tensor parallel {args.tp}"
             )
-        pool["kv_pool_bytes"] = int(args.kv_free_fraction * free)
+        pool["kv_pool_bytes"] = kv
         args.gpu_mem_util = 1.0  # the reserve is then what is left of the whole memory
     return pool
 
@@ -279,6 +294,15 @@ def _report(args, m, gpu, w: Weights, s, r, *, speed, engine, lengths) -> list[s
         f"  pool:       {s.num_blocks:,} blocks of {s.block_size} tokens "
         f"({s.kv_pool_bytes / GiB:,.2f} GiB per GPU); max_num_seqs {s.max_num_seqs:,}, "
         f"max_num_batched_tokens {s.max_num_batched_tokens:,}",
+        *(
+            [
+                "  scheduler:  prefill-first (vLLM V0's default): whole prompts in steps of "
+                f"their own, the decodes waiting; a prompt is admitted while "
+                f"{s.watermark_blocks:,} blocks stay free"
+            ]
+            if not s.chunked_prefill
+            else []
+        ),
         f"  speed:      the {speed.name}: {_speed_text(engine, args.tp, s)}"
         + (" (called directly)" if args.direct else ""),
         f"  TTFT:       p50 {fmt_seconds(r.ttft_p50_s)}, mean {fmt_seconds(r.ttft_mean_s)}, "

@@ -12,7 +12,11 @@ from ..core.dtypes import WEIGHT_DTYPES
 from ..perf.calibration import API_OVERHEAD_BY_STACK
 from ..perf.sim import MAX_REQUESTS, MAX_TOKENS, Dist, fixed, lognormal, uniform
 
-__all__ = ["add_arguments", "dist_arg", "SHAREGPT", "LENGTH_PRESETS"]
+__all__ = ["add_arguments", "dist_arg", "SHAREGPT", "LENGTH_PRESETS", "SCHEDULERS"]
+
+# The simulator's scheduling policies (kvcalc.perf.sim.scheduler), as vLLM's documentation names
+# them: chunked prefill, or the V0 default that "prioritizes prefills".
+SCHEDULERS = ("chunked-prefill", "prefill-first")
 
 
 def _rate(text: str) -> float:
@@ -109,7 +113,7 @@ def add_arguments(p, *, key, int_arg, path=str) -> None:
     engine's formats and limits; the KV pool; the step model."""
     _workload_arguments(p, key=key, int_arg=int_arg, path=path)
     _engine_arguments(p, int_arg=int_arg)
-    _pool_arguments(p)
+    _pool_arguments(p, int_arg=int_arg)
     _speed_arguments(p)
     p.add_argument("--seed", type=int_arg(0, 2**31), default=0)
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -195,6 +199,16 @@ def _engine_arguments(p, *, int_arg) -> None:
     )
     add_engine_limits(p, int_arg)
     p.add_argument(
+        "--scheduler",
+        choices=SCHEDULERS,
+        default="chunked-prefill",
+        help="chunked-prefill: decodes first, prompts in chunks of what is left of "
+        "max_num_batched_tokens (vLLM V1; V0 with --enable-chunked-prefill); prefill-first: "
+        "vLLM V0's default scheduler (0.4-0.6 unless --enable-chunked-prefill), whole prompts in "
+        "steps of their own while the decodes wait (max_num_batched_tokens then defaults to "
+        "max(longest request, 2,048))",
+    )
+    p.add_argument(
         "--prefix-share",
         type=float,
         default=0.0,
@@ -202,10 +216,17 @@ def _engine_arguments(p, *, int_arg) -> None:
     )
 
 
-def _pool_arguments(p) -> None:
-    """How the KV pool is sized: vLLM's share, the reserve, a given size or TensorRT-LLM's
-    fraction of free memory."""
+def _pool_arguments(p, *, int_arg) -> None:
+    """How the KV pool is sized: vLLM's share, the reserve, a given size or TensorRT-LLM's or
+    LMDeploy's fraction of free memory; the tokens of a block."""
     pool = p.add_argument_group("the KV pool")
+    pool.add_argument(
+        "--block-size",
+        type=int_arg(1, 1024),
+        default=None,
+        help="tokens per KV block (vLLM's --block-size, 16 by default; LMDeploy's "
+        "cache_block_seq_len is 64)",
+    )
     pool.add_argument(
         "--gpu-memory-utilization",
         "--gpu-mem-util",
@@ -232,6 +253,14 @@ def _pool_arguments(p) -> None:
         default=None,
         help="TensorRT-LLM's kv_cache_free_gpu_mem_fraction: the pool is this "
         "share of the memory left after the weights and the reserve",
+    )
+    pool.add_argument(
+        "--cache-max-entry-count",
+        type=_share,
+        default=None,
+        help="LMDeploy's cache_max_entry_count (0.8 by default from v0.2.2): the pool is this "
+        "share of the memory free once the weights are loaded (the reserve then defaults to "
+        "0.5 GiB, the CUDA context: LMDeploy allocates its activations after the pool)",
     )
 
 

@@ -56,6 +56,9 @@ __all__ = [
     "DEFAULT_NON_TORCH_BYTES",
     "DEFAULT_CUDA_GRAPH_BYTES",
     "TRTLLM_FREE_FRACTION",
+    "LMDEPLOY_CACHE_MAX_ENTRY_COUNT",
+    "LMDEPLOY_RESERVE_BYTES",
+    "free_memory_pool",
     "PREVIOUS_GPU_MEM_UTIL",
     "GPU_MEM_UTIL_CHANGED_IN",
     "ENGINES",
@@ -82,6 +85,15 @@ GPU_MEM_UTIL_CHANGED_IN = ".".join(map(str, _UTIL_STEPS[-1][0]))
 # KvCacheConfig.free_gpu_memory_fraction = 0.9 (tensorrt_llm.llmapi; "How to Change KV Cache
 # Behavior" in its documentation).
 TRTLLM_FREE_FRACTION = 0.9
+# LMDeploy's default share of the memory free once the weights are loaded that becomes KV cache:
+# cache_max_entry_count = 0.8 (lmdeploy/messages.py, TurbomindEngineConfig, v0.4.0: "For lmdeploy
+# versions greater than `v0.2.1`, it defaults to 0.8, signifying the percentage of FREE GPU memory
+# to be reserved for the k/v cache"). TurboMind sizes the pool before it allocates its activation
+# buffers (src/turbomind/models/llama/LlamaBatch.cc, v0.4.0: the SequenceManager is built, then
+# AllocateBuffer): max_block_count = free x ratio / block bytes, free from cudaMemGetInfo
+# (BlockManager::GetBlockCount), so what is taken besides the weights is the CUDA context and the
+# library workspaces alone, DEFAULT_NON_TORCH_BYTES below, not the whole reserve.
+LMDEPLOY_CACHE_MAX_ENTRY_COUNT = 0.8
 # Memory a running engine needs besides weights and KV: the activation peak of a profiling run
 # (about 1 GiB for a 7-8B model at 8K batched tokens), the CUDA context and library workspaces
 # (~0.5 GiB) and CUDA-graph buffers (~0.5 GiB). Stated round defaults; the user can change them.
@@ -91,6 +103,18 @@ DEFAULT_CUDA_GRAPH_BYTES = GiB // 2
 DEFAULT_RESERVE_BYTES = (
     DEFAULT_ACTIVATION_BYTES + DEFAULT_NON_TORCH_BYTES + DEFAULT_CUDA_GRAPH_BYTES
 )  # 2 GiB
+LMDEPLOY_RESERVE_BYTES = DEFAULT_NON_TORCH_BYTES  # taken when LMDeploy reads the free memory
+
+
+def free_memory_pool(
+    total_bytes: int, weights_bytes: int, reserve_bytes: int, fraction: float
+) -> int:
+    """The pool of the engines that take a share of the memory still free once the weights
+    (and the runtime's own memory, the reserve) are in: floor(fraction x (total - weights -
+    reserve)), TensorRT-LLM's kv_cache_free_gpu_mem_fraction and LMDeploy's
+    cache_max_entry_count; what is free when it is not positive."""
+    free = total_bytes - weights_bytes - reserve_bytes
+    return math.floor(free * fraction) if free > 0 else free
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -393,8 +417,9 @@ class TrtllmBudget(Budget):
     def pool(
         total_bytes: int, weights_bytes: int, reserve_bytes: int, gpu_mem_util: float
     ) -> tuple[int, int]:
-        free = total_bytes - weights_bytes - reserve_bytes
-        return total_bytes, math.floor(free * gpu_mem_util) if free > 0 else free
+        return total_bytes, free_memory_pool(
+            total_bytes, weights_bytes, reserve_bytes, gpu_mem_util
+        )
 
     figures = staticmethod(trtllm_figures)
 

@@ -39,6 +39,8 @@ One engine step (an iteration of the scheduler), in this order:
 
 Decodes go before prefill chunks (vLLM's chunked-prefill policy; vLLM V1 walks its running list
 in admission order, which gives the same batches unless a long prefill sits before decodes).
+``Setup.chunked_prefill`` False (``--scheduler prefill-first``) is vLLM V0's default scheduler
+instead: whole prompts in steps of their own, the decodes waiting (``kvcalc.perf.sim.scheduler``).
 
 Prefix sharing: a fraction ``prefix_share`` of each prompt is one system prompt common to every
 request. With prefix caching its full blocks are kept once, reference counted, and reused by

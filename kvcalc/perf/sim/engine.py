@@ -86,6 +86,13 @@ class Setup:
     # only steps of fewer tokens dequantise in the GEMM (0: every step); larger ones dequantise
     # the weights once and run the 16-bit GEMM at ``mfu`` (vLLM's AWQ from 0.3: 256)
     dequant_below: int = 0
+    # The scheduling policy (kvcalc.perf.sim.scheduler): True, decodes first and prefill chunks
+    # in what is left of the token budget (vLLM V1; V0 with --enable-chunked-prefill); False,
+    # vLLM V0's default scheduler (Scheduler._schedule_default): whole prompts in a step of
+    # their own while any can be admitted, the decodes waiting; ``watermark_blocks`` are the
+    # blocks V0's block manager keeps free when it admits a prompt (1% of the pool).
+    chunked_prefill: bool = True
+    watermark_blocks: int = 0
     # Weights a step of n tokens reads (whole model, before the TP split): every weight but the
     # input embedding and the routed experts, plus n gathered embedding rows (at most the table),
     # plus the experts n tokens touch (table indexed by n, its last entry for more).
@@ -240,6 +247,7 @@ def setup(
     kv_pool_bytes: int | None = None,
     dequant_gemm: bool = False,
     dequant_below: int = 0,
+    chunked_prefill: bool = True,
 ) -> Setup:
     """The pool (vLLM's arithmetic, ``kvcalc.engines.budget``) and the step-time constants for
     ``spec`` on one GPU of ``total_bytes``; ValueError naming what to change when it cannot run.
@@ -252,6 +260,9 @@ def setup(
     weights are 4-bit group-quantised and every linear layer's GEMM dequantises them, at the step
     model's ``dequant_mfu`` of the peak (the ideal bound, or no step model: at the MFU); with
     ``dequant_below``, only the steps of fewer tokens (the others run the 16-bit GEMM).
+    ``chunked_prefill`` False schedules as vLLM V0's default scheduler does
+    (``Setup.chunked_prefill``); its token budget then defaults to V0's max(max_model_len,
+    2,048) and may not be below max_model_len.
 
     In order: the inputs checked, the layers refused or accepted, the pool sized and vLLM's
     groups read (kvcalc.perf.sim.sizing), the step constants derived (functions below)."""
@@ -288,6 +299,7 @@ def setup(
         max_num_batched_tokens=max_num_batched_tokens,
         max_num_seqs=max_num_seqs,
         gpu_name=gpu_name,
+        chunked_prefill=chunked_prefill,
     )
     constants = step_constants(
         spec,
@@ -303,6 +315,7 @@ def setup(
     return Setup(
         model=spec.name,
         prefix_caching=bool(prefix_caching),
+        chunked_prefill=bool(chunked_prefill),
         tp=tp,
         kv_dtype=dtype.name,
         linear_flops_per_token=2.0 * spec.active_params / tp,

@@ -14,7 +14,18 @@ A stretch of decode-only steps before the next finish or arrival runs lean
 
 ``Pool`` holds the blocks (free ones and the shared-prefix chain), ``Decoding`` the decoding
 requests as counts by block bucket and by where their context is against the window, so that a
-step's reads and frees are sums, not loops (both in ``kvcalc.perf.sim.pool``)."""
+step's reads and frees are sums, not loops (both in ``kvcalc.perf.sim.pool``).
+
+Without chunked prefill (``Setup.chunked_prefill`` False) a step follows vLLM V0's default
+scheduler instead (vllm/core/scheduler.py, ``Scheduler._schedule_default``, vllm-project/vllm
+@0054e1fa, the 0.4 series: "Don't schedule decodes if prefills are scheduled"; the 0.4-0.6
+docs, docs/source/models/performance.rst: "By default, vLLM scheduler prioritizes prefills and
+doesn't batch prefill and decode to the same batch"): waiting prompts are admitted whole, first
+come first served, while max_num_seqs, the token budget and the pool (less V0's watermark)
+allow; a step that admits any runs those prefills alone and the decoding requests wait, their
+token gap taking the whole prefill step; a step that admits none decodes every running request
+(``prefill_first_step``). Such a prefill-only step does not advance the decode clock
+(``self.step``, the index the decode bookkeeping counts in); ``extra_steps`` counts them."""
 
 from __future__ import annotations
 
@@ -78,6 +89,15 @@ class Scheduler:
         self.gt = s.full_groups + s.slide_groups
         self.gs, self.st, self.W = s.slide_groups, s.state_blocks, s.window
         self.multi = self.gt > 1 or self.gs > 0 or self.st > 0
+        if not s.chunked_prefill:  # V0 ignores a prompt that can never be allocated
+            need = s.blocks_held(wl.longest) if self.multi else cdiv(wl.longest, s.block_size)
+            if need > s.num_blocks - s.watermark_blocks:
+                raise ValueError(
+                    f"the longest request ({wl.longest:,} tokens) needs {need:,} blocks, more "
+                    f"than the {s.num_blocks - s.watermark_blocks:,} vLLM V0 admits a prompt "
+                    f"into ({s.num_blocks:,} less its watermark of {s.watermark_blocks:,}); "
+                    "shorten the requests or give the cache more memory"
+                )
         # A request reaches the engine the serving stack's time after the client sends it
         # (HTTP, tokenizer, template: s.api_overhead_s, 0 for the ideal bound); r.arrival is
         # that engine time, and the client's TTFT and E2EL add the stack's time back.
@@ -103,6 +123,13 @@ class Scheduler:
         self.preempted = False
         self.grown = -1
         self.chunks: list[tuple[Request, int]] = []
+        # without chunked prefill: prefill-only steps, the requests whose first token came at
+        # the end of one since the last decode step (end time, requests), whether one ran since,
+        # and the end of the last decode step (a decoding request's previous token)
+        self.extra_steps = 0
+        self.joined: list[tuple[float, list[Request]]] = []
+        self.since_decode = False
+        self.t_decode = 0.0
         self.sent = self._send_first()
 
     def _make(self, i: int, t: float) -> Request:
@@ -130,6 +157,9 @@ class Scheduler:
     def run(self) -> SimResult:
         s = self.s
         while self.done < self.nreq:
+            if not s.chunked_prefill:
+                self.prefill_first_step()
+                continue
             if self.dec.n and not self.waiting and not self.prefilling:
                 self.decode_stretch()
             self.step += 1
@@ -153,7 +183,40 @@ class Scheduler:
                 f"internal error: {pool.total - pool.free - pool.chain_len} "
                 "blocks not returned at the end of the run"
             )
-        return summarize(s, self.reqs, self.tally, duration=self.t, steps=self.step, api=self.api)
+        steps = self.step + self.extra_steps
+        return summarize(s, self.reqs, self.tally, duration=self.t, steps=steps, api=self.api)
+
+    def prefill_first_step(self) -> None:
+        """One step of vLLM V0's default scheduler: the waiting prompts it can admit whole run
+        as a step of their own (the decode clock does not move), else every decoding request
+        takes a token (preempting the newest when the pool runs dry)."""
+        s = self.s
+        if self.dec.n and not self.waiting and not self.since_decode:
+            self.decode_stretch()
+            self.t_decode = self.t
+        self.arrive()
+        self.budget_left = s.max_num_batched_tokens
+        self.preempted = False
+        self.grown = -1
+        self.chunks = []
+        reason = self.admit() if self.waiting else None
+        if self.chunks:
+            j = self.step  # the decode clock's last step: what ends here decodes from j + 1
+            self.extra_steps += 1
+            dt = self.clock(j, decodes=False)
+            self.account(dt, reason, decodes=False)
+            t_end = self.t + dt
+            started = self.finish(j, t_end)
+            if started:
+                self.joined.append((t_end, started))
+            self.since_decode = True
+            return
+        self.step += 1
+        j = self.step
+        self.decode(j)
+        dt = self.clock(j)
+        self.account(dt, "kv_pool" if self.preempted else reason)
+        self.finish(j, self.t + dt)
 
     # -- the named steps, in a step's order -------------------------------------------------
 
@@ -241,8 +304,12 @@ class Scheduler:
             hits = min(pool.chain_len, r.shared, (r.target - 1) // bs) if s.prefix_caching else 0
             start = hits * bs
             n = min(r.target - start, self.budget_left)
+            if n < r.target - start and not s.chunked_prefill:  # V0 runs a prompt whole
+                reason = "max_num_batched_tokens"
+                break
             need = s.blocks_held(start + n) if self.multi else cdiv(start + n, bs) - hits
-            if need > pool.free + pool.chain_len - max(pool.chain_hot, hits):
+            free = pool.free + pool.chain_len - max(pool.chain_hot, hits) - s.watermark_blocks
+            if need > free:
                 reason = "kv_pool"
                 self.tally.kv_waits += 1
                 break
@@ -292,13 +359,13 @@ class Scheduler:
         self.tally.preemptions += 1
         self.preempted = True
 
-    def clock(self, j: int) -> float:
+    def clock(self, j: int, decodes: bool = True) -> float:
         """5. The step's time (``Setup.step_seconds``) from its work: the decode tokens read
-        their caches; the prefill chunks' tokens enter the cache, each reading and attending to
-        what is before it."""
+        their caches (none in a prefill-only step, ``decodes`` False); the prefill chunks'
+        tokens enter the cache, each reading and attending to what is before it."""
         dec, W, gs = self.dec, self.W, self.gs
         tokens = read_tokens = pairs = decode_pairs = slide_read = slide_pairs = 0
-        n_dec = dec.n
+        n_dec = dec.n if decodes else 0
         if n_dec:
             ctx = dec.context(j)  # each reads its cache with the new token
             tokens += n_dec
@@ -328,8 +395,9 @@ class Scheduler:
             decode_pairs,
         )
 
-    def account(self, dt: float, reason: str | None) -> None:
-        """The step's share of the time integrals, the batch it ran, its decode tokens' gap."""
+    def account(self, dt: float, reason: str | None, decodes: bool = True) -> None:
+        """The step's share of the time integrals, the batch it ran, its decode tokens' gap
+        (none in a prefill-only step, ``decodes`` False)."""
         tally = self.tally
         used = self.pool.used()
         tally.peak(used)
@@ -340,15 +408,34 @@ class Scheduler:
         tally.batch(nrun, reason)
         if self.series:
             tally.trace.append((self.t, used, nrun))
-        if self.dec.n:
+        if not self.s.chunked_prefill:
+            if decodes:
+                self._decode_gaps(self.t + dt)
+        elif self.dec.n:
             tally.itl_steps.append((dt, self.dec.n))
 
-    def finish(self, j: int, t_end: float) -> None:
+    def _decode_gaps(self, t_end: float) -> None:
+        """Without chunked prefill, a decode step's token gaps: since the last decode step for
+        those that decoded in it, across every prefill-only step between; since its own first
+        token for a request whose prefill step came after."""
+        itl, new = self.tally.itl_steps, 0
+        for t_first, rs in self.joined:
+            c = sum(r.bucket >= 0 for r in rs)  # still decoding (not preempted this step)
+            if c:
+                itl.append((t_end - t_first, c))
+                new += c
+        if self.dec.n > new:
+            itl.append((t_end - self.t_decode, self.dec.n - new))
+        self.joined = []
+        self.since_decode = False
+        self.t_decode = t_end
+
+    def finish(self, j: int, t_end: float) -> list[Request]:
         """6. Tokens come out at the end of the step: one per decoding request, and the first of
         a request whose prefill completed. A finished request frees its blocks at once (and, in
         a closed loop, its user sends the next)."""
         finished = self._finish_decodes(j)
-        self._end_prefills(j, t_end, finished)
+        started = self._end_prefills(j, t_end, finished)
         tally = self.tally
         if finished and tally.t_first_finish < 0:
             tally.t_first_finish, tally.run_at_first_finish = t_end, tally.area_run
@@ -362,6 +449,7 @@ class Scheduler:
                 self.pending.append(self._make(self.sent, t_end + self.api))
                 self.sent += 1
         self.t = t_end
+        return started
 
     def _finish_decodes(self, j: int) -> list[Request]:
         """Decoding requests whose last token is this step's, their blocks freed."""
@@ -379,10 +467,12 @@ class Scheduler:
             finished.append(r)
         return finished
 
-    def _end_prefills(self, j: int, t_end: float, finished: list[Request]) -> None:
+    def _end_prefills(self, j: int, t_end: float, finished: list[Request]) -> list[Request]:
         """This step's chunks: shared-prefix blocks become cached; a completed prefill gives its
-        token and decodes from the next step (or finishes, with one output token)."""
+        token and decodes from the next step (or finishes, with one output token). Returns the
+        requests that start decoding."""
         s, pool = self.s, self.pool
+        started: list[Request] = []
         for r, _ in self.chunks:
             pool.extend(r, self.bs)
             if r.computed < r.target:
@@ -409,6 +499,8 @@ class Scheduler:
                 self.finish_at[r.done_step] = []
                 heapq.heappush(self.fin_heap, r.done_step)
             self.finish_at[r.done_step].append(r)
+            started.append(r)
+        return started
 
     # -- decode-only stretches ---------------------------------------------------------------
 

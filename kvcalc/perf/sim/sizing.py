@@ -20,7 +20,21 @@ from ...engines import vllm as _vllm
 from ...engines.budget import Budget, budget, default_gpu_mem_util
 from ..calibration import StepModel
 
-__all__ = ["checked_inputs", "served_layers", "pool_fields"]
+__all__ = [
+    "checked_inputs",
+    "served_layers",
+    "pool_fields",
+    "V0_MIN_BATCHED_TOKENS",
+    "V0_WATERMARK",
+]
+
+# vLLM V0 without chunked prefill (vllm/config.py, SchedulerConfig.__init__): "If max_model_len
+# is too short, use 2048 as the default value for higher throughput", max_num_batched_tokens =
+# max(max_model_len, 2048); its block manager (vllm/core/block_manager_v1.py, BlockSpaceManagerV1)
+# admits a prompt only while watermark_blocks = int(watermark * num_gpu_blocks) stay free,
+# watermark 0.01 by default (CacheConfig / EngineArgs).
+V0_MIN_BATCHED_TOKENS = 2048
+V0_WATERMARK = 0.01
 
 
 def checked_inputs(
@@ -241,18 +255,21 @@ def _batching(
     max_num_batched_tokens: int | None,
     total_bytes: int,
     gpu_name: str | None,
+    chunked_prefill: bool = True,
 ) -> tuple[str, int, int, dict[str, Any]]:
     """(vLLM version, max_num_seqs, max_num_batched_tokens, groups) of budget ``b``: the
-    batching limits (vLLM's default for the GPU unless given) and vLLM's groups read at them.
-    ValueError when the limits contradict each other."""
+    batching limits (vLLM's default for the GPU unless given; without chunked prefill V0's,
+    max(max_model_len, 2,048)) and vLLM's groups read at them. ValueError when the limits
+    contradict each other."""
     version, mns = b.vllm_version, b.max_num_seqs
     if version is None or mns is None:  # a vLLM budget states both
         raise RuntimeError(f"the vLLM budget of {spec.name} has no version or max_num_seqs")
-    mnbt = (
-        max_num_batched_tokens
-        if max_num_batched_tokens is not None
-        else _vllm.default_max_num_batched_tokens(version, total_bytes, gpu_name)
-    )
+    if max_num_batched_tokens is not None:
+        mnbt = max_num_batched_tokens
+    elif chunked_prefill:
+        mnbt = _vllm.default_max_num_batched_tokens(version, total_bytes, gpu_name)
+    else:
+        mnbt = max(max_model_len, V0_MIN_BATCHED_TOKENS)
     groups = _groups(
         spec,
         b,
@@ -266,6 +283,13 @@ def _batching(
         gpu_name=gpu_name,
     )
     mnbt = check_int("max_num_batched_tokens", mnbt, 1, 10**7)
+    if not chunked_prefill and mnbt < max_model_len:
+        raise ValueError(
+            f"max_num_batched_tokens ({mnbt:,}) is smaller than the longest request "
+            f"({max_model_len:,} tokens: prompt + output); vLLM V0's scheduler without "
+            'chunked prefill runs a prompt whole in one step and refuses this ("is smaller '
+            'than max_model_len"). Raise --max-num-batched-tokens or shorten the requests'
+        )
     if mnbt < mns:
         raise ValueError(
             f"max_num_batched_tokens ({mnbt:,}) must be at least max_num_seqs "
@@ -292,6 +316,7 @@ def pool_fields(
     max_num_batched_tokens: int | None,
     max_num_seqs: int | None,
     gpu_name: str | None,
+    chunked_prefill: bool = True,
 ) -> dict[str, Any]:
     """Setup's fields of the pool: vLLM's budget (or a pool of ``kv_pool_bytes``, the reserve
     then what is left), its batching limits, vLLM's groups as the blocks a request holds,
@@ -335,6 +360,7 @@ def pool_fields(
         max_num_batched_tokens=max_num_batched_tokens,
         total_bytes=total_bytes,
         gpu_name=gpu_name,
+        chunked_prefill=chunked_prefill,
     )
     notes = _notes(
         b,
@@ -359,6 +385,7 @@ def pool_fields(
         logged_concurrency=b.max_concurrency,
         pool_blocks=b.num_blocks,
         logged_blocks_per_request=b.blocks_per_request,
+        watermark_blocks=0 if chunked_prefill else int(V0_WATERMARK * b.num_blocks),
         **groups,
     )
 
