@@ -549,7 +549,7 @@ def test_a_serving_stack_adds_its_own_api_overhead_to_the_first_token(capsys):
     assert vllm["estimate"] == "calibrated estimate" and vllm["step_model"]["stack"] == "vllm"
     assert vllm["step_model"]["api_overhead_s"] == cal.API_OVERHEAD_BY_STACK["vllm"]
     main(SERVED + ["--serving-stack", "sglang"])
-    assert "API overhead 16.5 ms (SGLang's serving stack)" in capsys.readouterr().out
+    assert "API overhead 16.7 ms (SGLang's serving stack)" in capsys.readouterr().out
 
 
 def test_a_serving_stack_is_one_of_those_fitted_and_not_given_twice(capsys):
