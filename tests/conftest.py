@@ -129,6 +129,30 @@ _MARKS = {
 }
 
 
+def pytest_configure(config):
+    _scan_streamlit_components_once()
+
+
+def _scan_streamlit_components_once() -> None:
+    """CI time: every AppTest's first run scans the metadata of every installed distribution for
+    Streamlit components (streamlit.components.v2.manifest_scanner; about 0.2 s on 2 cores, and
+    a run opens hundreds of AppTests). The installed packages do not change during a test run,
+    so the first scan's result serves the rest (a fresh list each time)."""
+    try:
+        from streamlit.components.v2 import manifest_scanner
+    except ImportError:  # no streamlit: the app's tests skip
+        return
+    real = manifest_scanner.scan_component_manifests
+    found: list = []
+
+    def scan_once(*args, **kwargs):
+        if not found:
+            found.append(real(*args, **kwargs))
+        return list(found[0])
+
+    manifest_scanner.scan_component_manifests = scan_once
+
+
 def pytest_collection_modifyitems(config, items):
     import pytest
 

@@ -89,7 +89,7 @@ def test_smollm2_weights_cache_is_checked_and_rebuilt(tmp_path, monkeypatch):
     greedy text is the same. A truncated or corrupted file fails the manifest's check and the
     folder is rebuilt from the GGUF; a half-written folder is never read."""
     import torch
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     monkeypatch.setenv("KVLAB_WEIGHTS_CACHE", str(tmp_path))
     found = runtime.smollm2_path()
@@ -98,8 +98,8 @@ def test_smollm2_weights_cache_is_checked_and_rebuilt(tmp_path, monkeypatch):
     assert runtime._cache_is_whole(folder)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".partial-")]
 
-    real = AutoModelForCausalLM.from_pretrained
-    ggufs = []
+    real, real_tok = AutoModelForCausalLM.from_pretrained, AutoTokenizer.from_pretrained
+    ggufs, gguf_toks = [], []
 
     def spy(*a, **k):  # records a read of the GGUF and hands back the model already read
         if k.get("gguf_file"):
@@ -107,9 +107,16 @@ def test_smollm2_weights_cache_is_checked_and_rebuilt(tmp_path, monkeypatch):
             return first
         return real(*a, **k)
 
+    def spy_tok(*a, **k):  # the same for its tokenizer (converting it again costs 5-15 s)
+        if k.get("gguf_file"):
+            gguf_toks.append(k["gguf_file"])
+            return tok
+        return real_tok(*a, **k)
+
     monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", spy)
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", spy_tok)
     again, tok2 = runtime._smollm2(found, "fp32", torch.float32)
-    assert ggufs == [] and again is not first  # from the cache, not the GGUF
+    assert ggufs == gguf_toks == [] and again is not first  # from the cache, not the GGUF
     a, b = first.state_dict(), again.state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     ids = tok("The capital of France is", return_tensors="pt").input_ids
@@ -123,7 +130,8 @@ def test_smollm2_weights_cache_is_checked_and_rebuilt(tmp_path, monkeypatch):
     weights.write_bytes(bytes(data))
     assert not runtime._cache_is_whole(folder)
     runtime._smollm2(found, "fp32", torch.float32)
-    assert len(ggufs) == 1 and runtime._cache_is_whole(folder)  # rebuilt from the GGUF
+    assert len(ggufs) == len(gguf_toks) == 1  # rebuilt from the GGUF
+    assert runtime._cache_is_whole(folder)
     with open(weights, "r+b") as fh:  # a partial file
         fh.truncate(1000)
     assert not runtime._cache_is_whole(folder)

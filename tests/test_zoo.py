@@ -55,3 +55,38 @@ def test_the_committed_table_lists_every_model_type_the_run_found(run):
         "docs/zoo.md lacks " + ", ".join(missing) + "; rewrite it with "
         "`python -m kvcalc verify --zoo --markdown > docs/zoo.md`"
     )
+
+
+def _imported_by_a_check(model_type: str) -> list[str]:
+    """In a forkserver child: the modules one type's check imports that are not the type's own
+    (``transformers.models.*``)."""
+    import sys
+
+    entry = zoo.entries([model_type])[0]
+    before = set(sys.modules)
+    zoo._check(entry)
+    return sorted(m for m in set(sys.modules) - before if not m.startswith("transformers.models."))
+
+
+def test_a_child_imports_only_its_own_model_the_server_imported_the_rest():
+    """CI time: each type's check runs in a fresh child forked from a server that has imported
+    zoo.PRELOAD. The machinery every check shares (model base class, cache, masks, generation,
+    kvcalc's readers) cost each child about 3 s when it was left to the child, most of the
+    zoo's time. A plain decoder, a hybrid and an MLA model must import nothing shared."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(list(zoo.PRELOAD))
+    with ctx.Pool(1, maxtasksperchild=1) as pool:
+        found = dict(
+            zip(
+                types := ["llama", "qwen3_next", "deepseek_v3"],
+                pool.map(_imported_by_a_check, types, chunksize=1),
+            )
+        )
+    leftover = {
+        t: f"{len(mods)} modules, such as {', '.join(mods[:6])}"
+        for t, mods in found.items()
+        if mods
+    }
+    assert not leftover, f"add to zoo.PRELOAD what every check imports: {leftover}"

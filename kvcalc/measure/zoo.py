@@ -40,6 +40,28 @@ VERDICTS = ("exact", "named difference", "refused", "cannot build", "wrong", "er
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MEMORY_GIB = 8  # address space of one child; torch alone maps about 1 GiB
 DEFAULT_WORKERS = 2
+# What the forkserver imports once, before it forks a child per type: a fresh, isolated process
+# that starts in milliseconds instead of the 4 s torch takes to import. Past torch, transformers
+# and the auto classes, every type's check imports the same modeling machinery (model base
+# class, decoder layers, cache, masks, generation, the config validators that pull in the
+# processors) and kvcalc's readers and runtime: about 3 s a type on 2 cores when each child
+# imported them itself (transformers 5.24), most of a child's time. Only the type's own
+# configuration and modeling modules are left to import in the child.
+PRELOAD = (
+    "torch",
+    "transformers",
+    "transformers.models.auto.modeling_auto",
+    "transformers.modeling_utils",
+    "transformers.modeling_layers",
+    "transformers.cache_utils",
+    "transformers.masking_utils",
+    "transformers.generation.utils",
+    "transformers.utils.type_validators",
+    "kvcalc.config.hfconfig",
+    "kvcalc.measure.runtime",
+    "kvcalc.measure.zoo",
+    "kvcalc.measure.verify",
+)
 
 # verify's rows name each legitimate difference by a key; the zoo's short names for them.
 _SHORT = {
@@ -462,17 +484,7 @@ def run_zoo(
     t0 = time.perf_counter()
     todo = entries(only)
     ctx = multiprocessing.get_context("forkserver")
-    # Each child is forked from a server that has imported these once: a fresh, isolated
-    # process per type that starts in milliseconds instead of the 4 s torch takes to import.
-    ctx.set_forkserver_preload(
-        [
-            "torch",
-            "transformers",
-            "transformers.models.auto.modeling_auto",
-            "kvcalc.measure.zoo",
-            "kvcalc.measure.verify",
-        ]
-    )
+    ctx.set_forkserver_preload(list(PRELOAD))
     results: list[ZooResult | None] = [None] * len(todo)
     done = 0
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
