@@ -522,7 +522,8 @@ def point_runs(file: str, m: dict) -> Point:
             pt.excluded[name] = "a run's extreme or a second summary of the same run"
     base = ["--model", key, "--gpu", gpu] + _weight_flags(m)
     tp, pp = m["parallel"].get("tp", 1), m["parallel"].get("pp", 1)
-    wanted = {k for k in m["metrics"] if k not in pt.excluded}
+    # in the entry's own order (a set made --json list its rows by PYTHONHASHSEED)
+    wanted = [k for k in m["metrics"] if k not in pt.excluded]
     if kind in ("llama_bench_tg", "single_stream_generation"):
         # One stream decoding from a short prompt: the step at its mean context (llama-bench's
         # tg N starts from an empty cache; a Dec 2023 row states no lengths: 128 assumed).

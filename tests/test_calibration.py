@@ -97,6 +97,19 @@ def test_no_later_held_back_point_enters_the_fit():
     assert not {r[2] for r in rows} & set(cal.HELD_BACK_LATER)
 
 
+def test_every_run_compares_its_metrics_in_the_entry_s_own_order():
+    """bench/calibration.py --json lists a point's rows in the order its corpus entry gives its
+    metrics, whatever PYTHONHASHSEED is (a set of names once made the order vary per run)."""
+    compared = 0
+    for pt in bench().all_points():
+        order = list(pt.entry["metrics"])
+        for run in pt.runs:
+            names = list(run.metrics)
+            assert names == sorted(names, key=order.index), (pt.id, names)
+            compared += len(names) > 2
+    assert compared > 50  # enough runs of three or more metrics for an order to show
+
+
 def test_your_own_coefficients_are_named_yours():
     assert cal.step_model() == cal.CALIBRATED
     assert cal.step_model(ideal=True) == cal.IDEAL
