@@ -245,6 +245,9 @@ class Teacher:
         self.answered: list[tuple[float, int]] = []  # (time, value) as the screen showed it
         self.c.on_metric = self._metric
         self.reconnects = 0
+        # True while watch() reopens the link: the reloaded page can show every answer before
+        # its run has finished, so the class must not close the screen in the middle of it
+        self.reconnecting = False
 
     def _metric(self, label: str, value: str) -> None:
         if label == "Answered" and value.isdigit():
@@ -270,8 +273,12 @@ class Teacher:
             await asyncio.sleep(0.2)
             if self.c._closed.is_set():
                 self.c.query = urlencode({"class": self.code, "teacher": self.key})
-                await reconnect(self.c)
-                self.reconnects += 1
+                self.reconnecting = True
+                try:
+                    await reconnect(self.c)
+                    self.reconnects += 1
+                finally:
+                    self.reconnecting = False
 
     def saw(self, n: int) -> float | None:
         return next((t for t, v in self.answered if v >= n), None)
@@ -388,6 +395,9 @@ async def run_class(ws_url: str, http_base: str | None, args, kill=None) -> dict
         deadline = time.time() + RECONNECT_GIVE_UP_S
         while time.time() < deadline and any(s.c.replicas[-1] == killed["name"] for s in gone):
             await asyncio.sleep(0.1)
+    deadline = time.time() + RECONNECT_GIVE_UP_S
+    while time.time() < deadline and teacher.reconnecting:  # let a reopening finish
+        await asyncio.sleep(0.05)
     for t in stays:
         t.cancel()
     watch.cancel()
