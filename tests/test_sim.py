@@ -21,6 +21,19 @@ Hand facts used below (none produced by kvcalc.perf.sim):
 import math
 
 import pytest
+from sim_hand import (
+    BW,
+    FLOPS,
+    KV,
+    NA,
+    PAIR,
+    W,
+    hand_setup,
+    model_and_gpu,
+    pairs,
+    step_s,
+    wread,
+)
 
 from kvcalc import get_gpu, get_model, prefill, step_time
 from kvcalc.perf.sim import (
@@ -35,49 +48,14 @@ from kvcalc.perf.sim import (
     uniform,
 )
 
-N = 8_030_261_248  # Llama 3.1 8B parameters, counted by hand above
-W = 2 * N  # BF16 weight bytes
-EMB, ROW = 128_256 * 4096 * 2, 4096 * 2  # the input embedding table and one of its rows
-NA = N - 128_256 * 4096  # parameters a token computes with: the input embedding is a look-up
-KV = 131_072  # bytes per token, BF16
-PAIR = 32 * 2 * 32 * (128 + 128)  # attention FLOPs per attended pair
-BW = 3350e9
-FLOPS = 989.4e12 * 0.5
-
-
-def pairs(p):
-    return p * (p + 1) // 2
-
-
-def wread(tokens):
-    """Weight bytes a step of ``tokens`` new tokens reads: all but the embedding, plus its rows."""
-    return W - EMB + min(EMB, tokens * ROW)
-
-
-def step_s(tokens, read, npairs, kv=KV):
-    return max((2 * NA * tokens + PAIR * npairs) / FLOPS, (wread(tokens) + kv * read) / BW)
-
 
 @pytest.fixture(scope="module")
 def llama():
-    m = get_model("llama-3.1-8b")
-    g = get_gpu("h100-sxm-80gb")
-    assert m.spec.params.total == N  # the hand count agrees with kvcalc's
-    return m, g
+    return model_and_gpu()
 
 
 def make(llama, wl, **kw):
-    m, g = llama
-    kw.setdefault("max_model_len", wl.longest)
-    s = setup(
-        m.spec,
-        m.weights(),
-        total_bytes=g.memory_bytes,
-        bandwidth_gbs=g.bandwidth_gbs,
-        peak_tflops=g.bf16_tflops,
-        gpu_name=g.name,
-        **kw,
-    )
+    s = hand_setup(llama, wl, **kw)
     return s, simulate(s, wl)
 
 

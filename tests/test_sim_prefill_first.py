@@ -24,50 +24,22 @@ import json
 import math
 
 import pytest
+from sim_hand import hand_setup, model_and_gpu, step_s
 
-from kvcalc import get_gpu, get_model
 from kvcalc.cli import main
-from kvcalc.perf.sim import Scheduler, Workload, fixed, setup, simulate
-
-N = 8_030_261_248
-W = 2 * N
-EMB, ROW = 128_256 * 4096 * 2, 4096 * 2
-NA = N - 128_256 * 4096
-KV = 131_072
-PAIR = 32 * 2 * 32 * (128 + 128)
-BW = 3350e9
-FLOPS = 989.4e12 * 0.5
-
-
-def step_s(tokens, read, npairs):
-    weights = W - EMB + min(EMB, tokens * ROW)
-    return max((2 * NA * tokens + PAIR * npairs) / FLOPS, (weights + KV * read) / BW)
+from kvcalc.perf.sim import Scheduler, Workload, fixed, simulate
 
 
 def prefill_s(p):
     return step_s(p, p, p * (p + 1) // 2)
 
 
+make = hand_setup
+
+
 @pytest.fixture(scope="module")
 def llama():
-    m = get_model("llama-3.1-8b")
-    g = get_gpu("h100-sxm-80gb")
-    assert m.spec.params.total == N
-    return m, g
-
-
-def make(llama, wl, **kw):
-    m, g = llama
-    kw.setdefault("max_model_len", wl.longest)
-    return setup(
-        m.spec,
-        m.weights(),
-        total_bytes=g.memory_bytes,
-        bandwidth_gbs=g.bandwidth_gbs,
-        peak_tflops=g.bf16_tflops,
-        gpu_name=g.name,
-        **kw,
-    )
+    return model_and_gpu()
 
 
 P, OUT = 512, 64
