@@ -486,9 +486,60 @@ def _server_flags(m: dict) -> list[str]:
     return out
 
 
+def clipped_lognormal_mean(median: float, sigma: float, lo: int, hi: int) -> float:
+    """The mean of a log-normal of ``median`` and ``sigma`` clipped to [lo, hi] (rounding
+    aside): E[X; lo < X < hi] + lo P(X <= lo) + hi P(X >= hi), in closed form."""
+    mu = math.log(median)
+
+    def cdf(z: float) -> float:
+        return 0.5 * (1 + math.erf(z / math.sqrt(2)))
+
+    a, b = (math.log(lo) - mu) / sigma, (math.log(hi) - mu) / sigma
+    body = math.exp(mu + sigma**2 / 2) * (cdf(b - sigma) - cdf(a - sigma))
+    return body + lo * cdf(a) + hi * (1 - cdf(b))
+
+
+def median_for_mean(mean: float, sigma: float, lo: int, hi: int) -> float:
+    """The median whose clipped log-normal has ``mean`` (bisection to 0.01 token)."""
+    if not lo < mean < hi:
+        raise ValueError(f"a mean of {mean:g} tokens cannot be clipped to {lo}-{hi}")
+    a, b = 1.0, float(hi)
+    while b - a > 0.01:
+        m = (a + b) / 2
+        a, b = (m, b) if clipped_lognormal_mean(m, sigma, lo, hi) < mean else (a, m)
+    return round((a + b) / 2, 1)
+
+
+def published_means(w: dict) -> tuple[float, float] | None:
+    """A run's own mean prompt and output tokens (its total tokens over its prompts), where the
+    entry publishes them; None where it does not."""
+    n = w.get("num_prompts")
+    if n and w.get("total_input_tokens") and w.get("total_output_tokens"):
+        return w["total_input_tokens"] / n, w["total_output_tokens"] / n
+    return None
+
+
+def sharegpt_means(w: dict) -> tuple[int, int]:
+    """A ShareGPT run's mean prompt and output tokens, rounded: its own where published, else
+    the preset's (SHAREGPT_MEANS)."""
+    own = published_means(w)
+    return (round(own[0]), round(own[1])) if own else SHAREGPT_MEANS
+
+
 def _lengths(w: dict) -> list[str]:
     ds = w.get("dataset") or ""
     if ds == "sharegpt":
+        own = published_means(w)
+        if own:
+            # the preset's shape (log-normal, sigma 1, clipped to 4-1,024) at the run's own
+            # means: its lengths as the benchmark drew them, in place of the corpus average
+            p, o = own
+            return [
+                "--prompt-dist",
+                f"lognormal:{median_for_mean(p, 1, 4, 1024):g}:1:1024:4",
+                "--output-dist",
+                f"lognormal:{median_for_mean(o, 1, 4, 1024):g}:1:1024:4",
+            ]
         return ["--lengths", "sharegpt"]
     if ds.startswith("random"):  # range ratio 0: uniform from 1 to the maximum
         return [
@@ -792,7 +843,7 @@ def decode_steps(points: list[Point], closed_loop: bool = False) -> list[Step]:
             # TTFT are waiting for it, the rest decode in every step.
             b = max(1, round(users - rate * ttft))
             p, o = (
-                SHAREGPT_MEANS
+                sharegpt_means(w)
                 if w.get("dataset") == "sharegpt"
                 else (w["input_len"], w["output_len"])
             )
@@ -811,7 +862,7 @@ def decode_steps(points: list[Point], closed_loop: bool = False) -> list[Step]:
             if itl is None:
                 continue
             if w.get("dataset") == "sharegpt":
-                p, o = SHAREGPT_MEANS
+                p, o = sharegpt_means(w)
             else:
                 p, o = w["input_len"], w["output_len"]
             e2el = (

@@ -427,7 +427,48 @@ def test_a_fixed_max_concurrency_runs_as_a_closed_loop_of_that_many_users():
     argv = _entry("vllm0110-h100-qwen3-8b-bf16-tp1-sharegpt-c8").runs[0].argv
     i = argv.index("--users")
     assert argv[i + 1] == "8" and argv[argv.index("--requests") + 1] == "100"
-    assert "--rate" not in argv and "--lengths" in argv
+    assert "--rate" not in argv and "--lengths" not in argv  # its own lengths: see below
+
+
+def _sampled_mean(argv, flag, n=100_000):
+    """The mean length the simulator's own sampler draws from ``flag``'s distribution."""
+    from kvcalc.cli.simulate_flags import dist_arg
+
+    d, rng = dist_arg(argv[argv.index(flag) + 1]), random.Random(7)
+    return sum(d.sample(rng) for _ in range(n)) / n
+
+
+def test_a_sharegpt_run_that_publishes_its_token_totals_is_simulated_at_its_own_means():
+    # GPUStack's page: "Successful requests: 100", "Total input tokens: 23260", "Total generated
+    # tokens: 22061": 232.6 and 220.61 tokens a request, not the preset's 224 / 190.
+    argv = _entry("vllm0110-h100-qwen3-8b-bf16-tp1-sharegpt-c8").runs[0].argv
+    assert _sampled_mean(argv, "--prompt-dist") == pytest.approx(232.6, rel=0.01)
+    assert _sampled_mean(argv, "--output-dist") == pytest.approx(220.61, rel=0.01)
+    # zhjunqin's vLLM 0.4.1 table, 1 req/s: "| 1 | 100 | 105.08 | 22925 | 21789 |"
+    argv = _entry("vllm041-rtx3090-llama3-8b-bf16-tp1-sharegpt-rps1").runs[0].argv
+    assert _sampled_mean(argv, "--prompt-dist") == pytest.approx(229.25, rel=0.01)
+    assert _sampled_mean(argv, "--output-dist") == pytest.approx(217.89, rel=0.01)
+    # the preset's shape kept: sigma 1, clipped to 4-1,024 tokens
+    assert argv[argv.index("--output-dist") + 1].endswith(":1:1024:4")
+    # a run that publishes no totals keeps the preset (SGLang's vLLM 0.6.0 page)
+    argv = _entry("vllm060-a100-llama31-8b-sharegpt-offline").runs[0].argv
+    assert argv[argv.index("--lengths") + 1] == "sharegpt" and "--output-dist" not in argv
+
+
+def test_the_clipped_log_normal_mean_is_the_sampled_one():
+    # bench/calibration.py solves for the median in closed form; the sampler is the judge.
+    b = bench()
+    for median, sigma, lo, hi in ((120, 1, 4, 1024), (145, 1, 4, 1024), (900, 1.5, 4, 1024)):
+        argv = ["--output-dist", f"lognormal:{median}:{sigma}:{hi}:{lo}"]
+        got = b.clipped_lognormal_mean(median, sigma, lo, hi)
+        assert got == pytest.approx(_sampled_mean(argv, "--output-dist", 200_000), rel=0.005)
+    # unclipped in effect, it is the log-normal's own mean, median x exp(sigma^2 / 2)
+    assert b.clipped_lognormal_mean(100, 0.5, 1, 10**6) == pytest.approx(100 * math.exp(0.125))
+    # and the preset's medians give the means its help states (224 prompt, 190 output tokens)
+    assert b.median_for_mean(224, 1, 4, 1024) == pytest.approx(145, abs=1)
+    assert b.median_for_mean(190, 1, 4, 1024) == pytest.approx(120, abs=1)
+    with pytest.raises(ValueError, match="cannot be clipped"):
+        b.median_for_mean(2000, 1, 4, 1024)
 
 
 def test_a_server_flag_kvcalc_shares_with_vllm_is_passed_on_and_others_are_not():
@@ -562,7 +603,7 @@ def test_a_serving_stack_adds_its_own_api_overhead_to_the_first_token(capsys):
     assert vllm["estimate"] == "calibrated estimate" and vllm["step_model"]["stack"] == "vllm"
     assert vllm["step_model"]["api_overhead_s"] == cal.API_OVERHEAD_BY_STACK["vllm"]
     main(SERVED + ["--serving-stack", "sglang"])
-    assert "API overhead 16.7 ms (SGLang's serving stack)" in capsys.readouterr().out
+    assert "API overhead 16.6 ms (SGLang's serving stack)" in capsys.readouterr().out
 
 
 def test_a_serving_stack_is_one_of_those_fitted_and_not_given_twice(capsys):
