@@ -62,7 +62,6 @@ class Group:
         "ids",
         "n",
         "seq",
-        "arrival",
         "gen",
         "computed",
         "target",
@@ -73,11 +72,10 @@ class Group:
         "done_step",
     )
 
-    def __init__(self, ids: list[int], arrival: float, gen: int, target: int, last: float):
+    def __init__(self, ids: list[int], gen: int, target: int, last: float):
         self.ids = ids
         self.n = len(ids)
         self.seq = 0  # running: the admission order of its first request
-        self.arrival = arrival  # while pending
         self.gen = gen  # output tokens so far (exact while waiting or in prefill)
         self.computed = 0  # tokens in the cache (exact while in prefill)
         self.target = target  # tokens the current prefill must compute
@@ -87,9 +85,18 @@ class Group:
         self.bucket = -1  # decoding: needs a block at step k when (dbase + k) % bs == 0
         self.done_step = -1
 
+    def take(self, k: int) -> Group:
+        """The first ``k`` requests, as a group of their own (same state); ``self`` keeps the
+        rest (the larger part of a long queue stays where it is)."""
+        head = Group(self.ids[:k], self.gen, self.target, self.last)
+        head.computed = self.computed
+        del self.ids[:k]
+        self.n -= k
+        return head
+
     def split(self, k: int) -> Group:
         """The requests after the first ``k``, as a group of their own (same state)."""
-        rest = Group(self.ids[k:], self.arrival, self.gen, self.target, self.last)
+        rest = Group(self.ids[k:], self.gen, self.target, self.last)
         rest.computed = self.computed
         rest.seq = self.seq + k
         del self.ids[k:]
@@ -114,7 +121,8 @@ class CohortScheduler:
         self.arrival = [0.0] * self.nreq
         self.first = [-1.0] * self.nreq
         self.finished_at = [-1.0] * self.nreq
-        self.pending: deque[Group] = deque()
+        # arrivals not yet due, in time order: (arrival, first id, how many), ids consecutive
+        self.pending: deque[tuple[float, int, int]] = deque()
         self.waiting: deque[Group] = deque()
         self.running: list[Group] = []  # admission order
         self.prefilling: list[Group] = []
@@ -140,10 +148,8 @@ class CohortScheduler:
         self.sent = self._send_first()
 
     def _pend(self, first: int, k: int, t: float) -> None:
-        ids = list(range(first, first + k))
-        for i in ids:
-            self.arrival[i] = t
-        self.pending.append(Group(ids, t, 0, self.P, -1.0))
+        self.arrival[first : first + k] = [t] * k
+        self.pending.append((t, first, k))
 
     def _send_first(self) -> int:
         """The open loop's every arrival (one group per arrival time), or the closed loop's
@@ -165,23 +171,30 @@ class CohortScheduler:
         return n
 
     def run(self) -> SimResult:
-        s = self.s
-        while self.done < self.nreq:
+        s, nreq, budget = self.s, self.nreq, self.s.max_num_batched_tokens
+        stretch, arrive, decode = self.decode_stretch, self.arrive, self.decode
+        prefill_chunks, admit, clock = self.prefill_chunks, self.admit, self.clock
+        account, finish = self.account, self.finish
+        while self.done < nreq:
             if self.dec_n and not self.waiting and not self.prefilling:
-                self.decode_stretch()
-            self.step += 1
-            j = self.step
-            self.arrive()
-            self.budget_left = s.max_num_batched_tokens
+                stretch()
+            self.step = j = self.step + 1
+            if self.pending:  # (nothing to arrive otherwise)
+                arrive()
+            self.budget_left = budget
             self.preempted = False
             self.grown = -1
             self.chunks = []
-            self.decode(j)
-            self.prefill_chunks(j)
-            reason = self.admit()
-            dt = self.clock(j)
-            self.account(dt, reason)
-            self.finish(j, self.t + dt)
+            decode(j)
+            if self.prefilling:
+                prefill_chunks(j)
+            if self.waiting:
+                reason = admit()
+            else:  # what admit says of an empty queue
+                reason = "kv_pool" if self.preempted else None
+            dt = clock(j)
+            account(dt, reason)
+            finish(j, self.t + dt)
         if self.free != s.num_blocks:  # every block back
             raise RuntimeError(
                 f"internal error: {s.num_blocks - self.free} blocks not returned at the end "
@@ -207,22 +220,22 @@ class CohortScheduler:
         """1. Arrivals due by now join the waiting queue (an idle engine jumps to the next);
         each adds its wait so far to the time integral, one request at a time."""
         pending, waiting, tally = self.pending, self.waiting, self.tally
-        if not self.nrun and not waiting and pending and pending[0].arrival > self.t:
-            self.t = pending[0].arrival
+        if not self.nrun and not waiting and pending and pending[0][0] > self.t:
+            self.t = pending[0][0]
         t = self.t
-        while pending and pending[0].arrival <= t:
-            g = pending.popleft()
-            self.in_system += g.n
-            wait, area = t - g.arrival, tally.area_in_system
-            for _ in range(g.n):
+        while pending and pending[0][0] <= t:
+            arrival, first, k = pending.popleft()
+            self.in_system += k
+            wait, area = t - arrival, tally.area_in_system
+            for _ in range(k):
                 area += wait
             tally.area_in_system = area
             tail = waiting[-1] if waiting else None
-            if tail is not None and tail.gen == 0 and tail.target == g.target:
-                tail.ids += g.ids
-                tail.n += g.n
+            if tail is not None and tail.gen == 0:  # a new request's state: join it
+                tail.ids += range(first, first + k)
+                tail.n += k
             else:
-                waiting.append(g)
+                waiting.append(Group(list(range(first, first + k)), 0, self.P, -1.0))
 
     def decode(self, j: int) -> None:
         """2. Every decoding request takes one token; those of this step's bucket a new block,
@@ -330,7 +343,7 @@ class CohortScheduler:
             if n == target:
                 k = min(g.n, s.max_num_seqs - self.nrun, self.budget_left // target, free // need)
             if k < g.n:
-                waiting[0] = g.split(k)
+                g = g.take(k)
             else:
                 waiting.popleft()
             self.free -= need * k
@@ -377,7 +390,7 @@ class CohortScheduler:
             head.ids.insert(0, vid)
             head.n += 1
         else:
-            self.waiting.appendleft(Group([vid], 0.0, gen, self.P + gen, g.last))
+            self.waiting.appendleft(Group([vid], gen, self.P + gen, g.last))
         self.tally.preemptions += 1
         self.preempted = True
 
@@ -512,7 +525,7 @@ class CohortScheduler:
         while self.fin_heap and self.fin_heap[0] not in self.finish_at:
             heapq.heappop(self.fin_heap)
         next_finish = self.fin_heap[0] if self.fin_heap else self.step + 1
-        arrival = self.pending[0].arrival if self.pending else math.inf
+        arrival = self.pending[0][0] if self.pending else math.inf
         n_dec = nrun = self.dec_n
         seconds = self._clock(n_dec)
         counted = nrun >= tally.max_batch
