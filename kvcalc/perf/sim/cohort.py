@@ -445,10 +445,10 @@ class CohortScheduler:
         tally = self.tally
         if finished and tally.t_first_finish < 0:
             tally.t_first_finish, tally.run_at_first_finish = t_end, tally.area_run
-        done = 0
+        done, finished_at = 0, self.finished_at
         for g in finished:
             for i in g.ids:
-                self.finished_at[i] = t_end
+                finished_at[i] = t_end
             done += g.n
         self.done += done
         self.in_system -= done
@@ -460,8 +460,11 @@ class CohortScheduler:
 
     def _finish_decodes(self, j: int) -> list[Group]:
         """Decoding groups whose last token is this step's, their blocks freed."""
-        finished = []
-        for g in self.finish_at.pop(j, ()):
+        finished: list[Group] = []
+        due = self.finish_at.pop(j, None)
+        if due is None:
+            return finished
+        for g in due:
             if g.done_step != j:
                 continue  # preempted since
             blocks = cdiv(g.dbase + j + 1, self.bs)

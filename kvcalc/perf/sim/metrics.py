@@ -246,7 +246,7 @@ def summarize_columns(
     first: Sequence[float],
     finish: Sequence[float],
     prompt: Sequence[int],
-    output: Sequence[int],
+    output: list[int],
     tally: Tally,
     *,
     duration: float,
@@ -259,12 +259,17 @@ def summarize_columns(
     prompt_tokens = sum(prompt)
     ttft = [f - a + api for a, f in zip(arrival, first)]
     e2el = [e - a + api for a, e in zip(arrival, finish)]
-    tpots = [(e - f) / (o - 1) for f, e, o in zip(first, finish, output) if o > 1]
+    o = output[0] if nreq else 0
+    if o > 1 and output.count(o) == nreq:  # one length (the same quotients, one loop less)
+        d = o - 1
+        tpots = [(e - f) / d for f, e in zip(first, finish)]
+    else:
+        tpots = [(e - f) / (o - 1) for f, e, o in zip(first, finish, output) if o > 1]
     ivals, iw = tally.itl()
     # The warm-up: requests sent before the first one finished (a closed loop's users all send
     # at t = 0). The steady figures leave them out.
     t0 = tally.t_first_finish
-    steady = [x for a, x in zip(arrival, ttft) if t0 >= 0 and a >= t0]
+    steady = [x for a, x in zip(arrival, ttft) if a >= t0] if t0 >= 0 else []
     span = tally.t_last_admit - t0
     steady_batch = (
         (tally.run_at_last_admit - tally.run_at_first_finish) / span
