@@ -76,6 +76,9 @@ The package, one job a module:
   constants); ``Setup.step_seconds`` is the one step clock;
 * ``scheduler``: the engine steps above as named methods of a ``Scheduler`` (``simulate`` runs
   one);
+* ``cohort``: the same steps over groups of alike requests, which ``simulate`` runs instead
+  where every request has the same lengths on a model of one group of blocks (the same result,
+  a fraction of the time: tests/test_sim_cohort.py compares the two);
 * ``pool``: the scheduler's bookkeeping (a request's state, the blocks and the shared prefix's
   chain, the decoding requests as counts);
 * ``metrics``: what a run reports (``SimResult``, ``percentile``).

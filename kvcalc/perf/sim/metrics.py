@@ -16,7 +16,15 @@ from typing import Protocol, Sequence
 
 from .engine import Setup
 
-__all__ = ["percentile", "SimResult", "Tally", "summarize", "BINDING_LIMITS", "CLI_KEYS"]
+__all__ = [
+    "percentile",
+    "SimResult",
+    "Tally",
+    "summarize",
+    "summarize_columns",
+    "BINDING_LIMITS",
+    "CLI_KEYS",
+]
 
 BINDING_LIMITS = ("kv_pool", "max_num_seqs", "max_num_batched_tokens", "arrivals")
 # ``simulate --json``: the first keys as vLLM's benchmark names its metrics (in seconds), then
@@ -45,19 +53,24 @@ CLI_KEYS = (
 SERIES_POINTS = 400  # utilization-over-time samples kept for a chart
 
 
+def percentile_sorted(xs: Sequence[float], p: float) -> float:
+    """``percentile(xs, p)`` of values already sorted ascending (several percentiles of one
+    list sort it once)."""
+    n = len(xs)
+    if n == 0:
+        return 0.0
+    pos = (n - 1) * p / 100.0
+    i = int(math.floor(pos))
+    if i + 1 >= n:
+        return xs[-1]
+    return xs[i] + (xs[i + 1] - xs[i]) * (pos - i)
+
+
 def percentile(values: list[float], p: float, weights: list[int] | None = None) -> float:
     """numpy.percentile's default (linear interpolation between closest ranks). With
     ``weights``, each value counts that many times (values sorted ascending)."""
     if weights is None:
-        xs = sorted(values)
-        n = len(xs)
-        if n == 0:
-            return 0.0
-        pos = (n - 1) * p / 100.0
-        i = int(math.floor(pos))
-        if i + 1 >= n:
-            return xs[-1]
-        return xs[i] + (xs[i + 1] - xs[i]) * (pos - i)
+        return percentile_sorted(sorted(values), p)
     n = sum(weights)
     if n == 0:
         return 0.0
@@ -213,17 +226,50 @@ def summarize(
     s: Setup, reqs: Sequence[Finished], tally: Tally, *, duration: float, steps: int, api: float
 ) -> SimResult:
     """The run's figures; ``api``: the serving stack's time, added back to TTFT and E2EL."""
-    nreq, total = len(reqs), s.num_blocks
-    out_tokens = sum(r.output for r in reqs)
-    prompt_tokens = sum(r.prompt for r in reqs)
-    ttft = [r.first - r.arrival + api for r in reqs]
-    e2el = [r.finish - r.arrival + api for r in reqs]
-    tpots = [(r.finish - r.first) / (r.output - 1) for r in reqs if r.output > 1]
+    return summarize_columns(
+        s,
+        [r.arrival for r in reqs],
+        [r.first for r in reqs],
+        [r.finish for r in reqs],
+        [r.prompt for r in reqs],
+        [r.output for r in reqs],
+        tally,
+        duration=duration,
+        steps=steps,
+        api=api,
+    )
+
+
+def summarize_columns(
+    s: Setup,
+    arrival: Sequence[float],
+    first: Sequence[float],
+    finish: Sequence[float],
+    prompt: Sequence[int],
+    output: list[int],
+    tally: Tally,
+    *,
+    duration: float,
+    steps: int,
+    api: float,
+) -> SimResult:
+    """``summarize`` from the requests' times and lengths as columns, in request order."""
+    nreq, total = len(arrival), s.num_blocks
+    out_tokens = sum(output)
+    prompt_tokens = sum(prompt)
+    ttft = [f - a + api for a, f in zip(arrival, first)]
+    e2el = [e - a + api for a, e in zip(arrival, finish)]
+    o = output[0] if nreq else 0
+    if o > 1 and output.count(o) == nreq:  # one length (the same quotients, one loop less)
+        d = o - 1
+        tpots = [(e - f) / d for f, e in zip(first, finish)]
+    else:
+        tpots = [(e - f) / (o - 1) for f, e, o in zip(first, finish, output) if o > 1]
     ivals, iw = tally.itl()
     # The warm-up: requests sent before the first one finished (a closed loop's users all send
     # at t = 0). The steady figures leave them out.
     t0 = tally.t_first_finish
-    steady = [x for r, x in zip(reqs, ttft) if t0 >= 0 and r.arrival >= t0]
+    steady = [x for a, x in zip(arrival, ttft) if a >= t0] if t0 >= 0 else []
     span = tally.t_last_admit - t0
     steady_batch = (
         (tally.run_at_last_admit - tally.run_at_first_finish) / span
@@ -231,24 +277,26 @@ def summarize(
         else None
     )
     trace = thin(tally.trace)
-    tpot50 = percentile(tpots, 50) if tpots else 0.0
+    # each list sorted once for its percentiles
+    by_ttft, by_e2el, by_tpot, by_steady = sorted(ttft), sorted(e2el), sorted(tpots), sorted(steady)
+    tpot50 = percentile_sorted(by_tpot, 50) if tpots else 0.0
     return SimResult(
         requests=nreq,
         duration_s=duration,
         output_tokens=out_tokens,
         prompt_tokens=prompt_tokens,
         ttft_mean_s=sum(ttft) / nreq,
-        ttft_p50_s=percentile(ttft, 50),
-        ttft_p99_s=percentile(ttft, 99),
+        ttft_p50_s=percentile_sorted(by_ttft, 50),
+        ttft_p99_s=percentile_sorted(by_ttft, 99),
         tpot_mean_s=sum(tpots) / len(tpots) if tpots else 0.0,
         tpot_p50_s=tpot50,
-        tpot_p99_s=percentile(tpots, 99) if tpots else 0.0,
+        tpot_p99_s=percentile_sorted(by_tpot, 99) if tpots else 0.0,
         itl_p50_s=percentile(ivals, 50, iw),
         itl_p99_s=percentile(ivals, 99, iw),
         itl_mean_s=sum(v * c for v, c in zip(ivals, iw)) / sum(iw) if iw else 0.0,
         e2el_mean_s=sum(e2el) / nreq,
-        e2el_p50_s=percentile(e2el, 50),
-        e2el_p99_s=percentile(e2el, 99),
+        e2el_p50_s=percentile_sorted(by_e2el, 50),
+        e2el_p99_s=percentile_sorted(by_e2el, 99),
         output_tokens_per_s=out_tokens / duration,
         request_throughput=nreq / duration,
         total_tokens_per_s=(out_tokens + prompt_tokens) / duration,
@@ -275,8 +323,8 @@ def summarize(
         notes=s.notes,
         kv_wait_steps=tally.kv_waits,
         warmup_requests=nreq - len(steady),
-        ttft_p50_steady_s=percentile(steady, 50) if steady else None,
-        ttft_p99_steady_s=percentile(steady, 99) if steady else None,
+        ttft_p50_steady_s=percentile_sorted(by_steady, 50) if steady else None,
+        ttft_p99_steady_s=percentile_sorted(by_steady, 99) if steady else None,
         mean_batch=tally.area_run / duration,
         steady_batch=steady_batch,
     )

@@ -35,6 +35,7 @@ import random
 from collections import deque
 
 from ...core.arith import cdiv
+from . import cohort
 from .engine import Setup
 from .metrics import SimResult, Tally, summarize
 from .pool import Decoding, Pool, Request, window_pairs
@@ -44,7 +45,10 @@ __all__ = ["Scheduler", "simulate", "estimated_steps"]
 
 
 def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
-    """Run ``wl`` on ``s`` to the last request; deterministic for a seed."""
+    """Run ``wl`` on ``s`` to the last request; deterministic for a seed. Where requests come
+    alike (``cohort.applies``) they are simulated in groups, with the same result."""
+    if cohort.applies(s, wl):
+        return cohort.CohortScheduler(s, wl, series=series).run()
     return Scheduler(s, wl, series=series).run()
 
 
