@@ -333,6 +333,23 @@ def _until_drawn(page, charts: _Charts) -> None:
     page.wait_for_function(DRAWN, arg=charts.charts, timeout=60_000)
 
 
+def launch(playwright):
+    """The system's Chromium, headless, with nothing of its own on the network."""
+    return playwright.chromium.launch(
+        executable_path=shutil.which("chromium") or "/usr/bin/chromium",
+        args=[
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ],
+    )
+
+
 def browser_first_render(
     paths: list[str], roots: dict[str, Path], repeat: int = 1, warm_server: bool = True
 ) -> dict[str, dict[str, dict[str, list]]]:
@@ -349,24 +366,11 @@ def browser_first_render(
     second)."""
     from playwright.sync_api import sync_playwright
 
-    chromium = shutil.which("chromium") or "/usr/bin/chromium"
     servers = {name: start_server(root) for name, root in roots.items()}
     out = {n: {p or "home": {"cold": [], "warm": [], "click": []} for p in paths} for n in roots}
     try:
         with sync_playwright() as p:
-            b = p.chromium.launch(
-                executable_path=chromium,
-                args=[
-                    "--headless",
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--disable-quic",
-                    "--no-first-run",
-                    "--disable-background-networking",
-                    "--disable-component-update",
-                    "--disable-sync",
-                ],
-            )
+            b = launch(p)
 
             def visit(context, base, path, drawn: bool) -> tuple[float, float]:
                 page = context.new_page()
