@@ -61,7 +61,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pages import CHANGES, keep_bytecode  # noqa: E402  (beside this script: pages.py's inputs)
+from pages import CHANGES, floor_apps, keep_bytecode  # noqa: E402  (beside this script)
 
 WHAT = ("kvcalc", "figure build", "plotly_chart", "st.table", "elements", "runtime")
 WHERE = ("sidebar", "glossary", "page", "app.py", "outside")
@@ -277,15 +277,6 @@ def profile(reruns: int, interval_ms: float, top: int) -> None:
 
 # -- the first render in the browser: where its time goes (--browser) ---------------------------
 
-# The two smallest apps Streamlit serves, timed the same way: the floor under every page.
-FLOOR_APPS = {
-    "st-minimal": 'import streamlit as st\nst.title("Minimal")\nst.write("One line of text.")\n',
-    "st-one-chart": (
-        "import plotly.graph_objects as go\nimport streamlit as st\n"
-        'st.title("One chart")\n'
-        "st.plotly_chart(go.Figure(go.Scatter(x=[1, 2, 3], y=[1, 3, 2])))\n"
-    ),
-}
 PHASES = (
     ("doc", "the page's HTML received (server's time to first byte and body)"),
     ("boot", "Streamlit's JavaScript fetched, run, health check answered: the websocket opens"),
@@ -465,20 +456,6 @@ def _chunk(name: str) -> str:
     return "/static/js/" + next(js.glob(f"{name}.*.js")).name
 
 
-def _floor_apps(tmp: Path) -> dict[str, Path]:
-    """FLOOR_APPS written out, each in a folder of its own with this app's .streamlit/config."""
-    import shutil
-
-    out = {}
-    for name, code in FLOOR_APPS.items():
-        folder = tmp / name
-        (folder / ".streamlit").mkdir(parents=True)
-        shutil.copy(ROOT / ".streamlit" / "config.toml", folder / ".streamlit" / "config.toml")
-        (folder / "app.py").write_text(code)
-        out[name] = folder
-    return out
-
-
 def browser_breakdown(paths: list[str], roots: dict[str, Path], repeat: int, floor: bool) -> None:
     """Where a cold first render's time goes, per page and checkout (medians of ``repeat``
     visits, alternating between checkouts page by page), then the largest chunks alone."""
@@ -489,7 +466,7 @@ def browser_breakdown(paths: list[str], roots: dict[str, Path], repeat: int, flo
 
     tmp = tempfile.TemporaryDirectory()
     targets = [(name, root, p) for p in paths for name, root in roots.items()]
-    floors = _floor_apps(Path(tmp.name))
+    floors = floor_apps(Path(tmp.name))
     if floor:
         targets += [(name, root, "") for name, root in floors.items()]
     apps = {t[0]: t[1] for t in targets} | {"st-minimal": floors["st-minimal"]}
