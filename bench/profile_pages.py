@@ -285,7 +285,7 @@ PHASES = (
 )
 
 
-class _Recorder:
+class Recorder:
     """What one tab fetched and received, on the browser's own clock (Chrome DevTools Protocol:
     Network events), from the document's request on."""
 
@@ -388,7 +388,7 @@ def _visit_recorded(browser, url: str) -> dict:
     cdp = ctx.new_cdp_session(page)
     cdp.send("Network.enable")
     cdp.send("Performance.enable")
-    rec = _Recorder(cdp)
+    rec = Recorder(cdp)
     page.goto(url)
     page.wait_for_selector("[data-testid=stMain] h1", timeout=60_000)
     deadline = time.time() + 60
@@ -399,6 +399,13 @@ def _visit_recorded(browser, url: str) -> dict:
     metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
     title = page.evaluate("window.__title") / 1e3
     ctx.close()
+    return summarize(rec, drawn, title, metrics)
+
+
+def summarize(rec: Recorder, drawn: float, title: float, metrics: dict) -> dict:
+    """One visit's figures (seconds, counts, MiB, KiB) from what ``rec`` recorded, the charts'
+    and the title's times and Performance.getMetrics' values. Files asked for before the
+    websocket opened are the boot's; JavaScript asked for after it, the on-demand chunks."""
     reqs = list(rec.requests.values())
     doc = reqs[0]
     boot = [r for r in reqs[1:] if r["start"] < (rec.ws_open or 0) and "/static/" in r["url"]]
