@@ -39,7 +39,8 @@ script_finished message; and the charts, from there to every chart drawn. Beside
 the frontend asked for the run, the first message, when the title showed, and when Plotly's
 chunk was asked for and received; then per visit the files fetched before the websocket and
 after it (how many, MiB, how many compressed or cached as immutable), the websocket's KiB
-(the Plotly JSON among them), and the renderer's main-thread time (Performance.getMetrics).
+(the Plotly JSON among them), and the renderer's main-thread time (Performance.getMetrics);
+then one more visit of each under V8's sampling profiler, its JavaScript filed by script file.
 Last, the largest chunks the frontend loads on demand, each timed alone (fetch, then import:
 compile and run) in a tab of Streamlit's smallest app. ``--floor`` adds two apps of
 Streamlit's own, a title and a line, and a title and one three-point chart, served with this
@@ -436,6 +437,43 @@ def summarize(rec: Recorder, drawn: float, title: float, metrics: dict) -> dict:
     }
 
 
+def _visit_profiled(browser, url: str) -> dict[str, float]:
+    """One more cold visit of ``url`` under V8's sampling profiler (a sample every ms, on the
+    renderer's main thread), until every chart is drawn: ms of JavaScript per script file,
+    each function's own time filed under its file (``(program)``: the engine's own work,
+    parsing and compiling among it; ``(idle)``: waiting)."""
+    ctx = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = ctx.new_page()
+    cdp = ctx.new_cdp_session(page)
+    cdp.send("Network.enable")
+    rec = Recorder(cdp)
+    cdp.send("Profiler.enable")
+    cdp.send("Profiler.setSamplingInterval", {"interval": 1000})
+    cdp.send("Profiler.start")
+    page.goto(url)
+    page.wait_for_selector("[data-testid=stMain] h1", timeout=60_000)
+    deadline = time.time() + 60
+    while rec.finished is None and time.time() < deadline:
+        page.wait_for_timeout(10)
+    page.wait_for_function(DRAWN_AT, arg=rec.charts, timeout=60_000, polling=10)
+    profile = cdp.send("Profiler.stop")["profile"]
+    ctx.close()
+    return self_ms_by_file(profile)
+
+
+def self_ms_by_file(profile: dict) -> dict[str, float]:
+    """A V8 CPU profile (Profiler.stop's) as ms of own time per script file, largest first; a
+    sample's time is the gap to the next one (timeDeltas[i + 1])."""
+    nodes = {n["id"]: n["callFrame"] for n in profile["nodes"]}
+    gaps = profile["timeDeltas"][1:] + [0]
+    out: dict[str, float] = collections.Counter()
+    for node, gap in zip(profile["samples"], gaps):
+        frame = nodes[node]
+        name = frame["url"].rsplit("/", 1)[-1] or frame["functionName"] or "(program)"
+        out[name] += gap / 1e3
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
 # The frontend's largest chunks that load only when an element needs them, each alone in a tab of
 # Streamlit's smallest app (which has loaded none of them): fetched, then imported (compiled and
 # run; the fetch has just put it in the cache), as the frontend does for its first such element.
@@ -489,6 +527,10 @@ def browser_breakdown(paths: list[str], roots: dict[str, Path], repeat: int, flo
                     got.setdefault((name, path), []).append(
                         _visit_recorded(b, f"{servers[name][1]}/{path}")
                     )
+            profiles = {
+                (name, path): _visit_profiled(b, f"{servers[name][1]}/{path}")
+                for name, _, path in targets
+            }
             chunks: dict[str, list] = {}
             for _ in range(repeat):
                 for name in LAZY_CHUNKS:
@@ -505,10 +547,10 @@ def browser_breakdown(paths: list[str], roots: dict[str, Path], repeat: int, flo
             proc.terminate()
             proc.wait(10)
         tmp.cleanup()
-    _print_breakdown(got, chunks)
+    _print_breakdown(got, chunks, profiles)
 
 
-def _print_breakdown(got: dict, chunks: dict) -> None:
+def _print_breakdown(got: dict, chunks: dict, profiles: dict) -> None:
     def med(rows, key):
         vals = [r[key] for r in rows if r[key] is not None]
         return statistics.median(vals) if vals else float("nan")
@@ -555,6 +597,13 @@ def _print_breakdown(got: dict, chunks: dict) -> None:
             f"{med(rows, 'main task') * 1e3:>6.0f}{med(rows, 'main script') * 1e3:>6.0f}"
             f"{med(rows, 'main layout') * 1e3:>7.0f}"
         )
+    print(
+        "\nJavaScript on the main thread by script file, one more cold visit under V8's "
+        "sampling profiler (ms of own time until every chart is drawn; the largest six)"
+    )
+    for (name, path), files in profiles.items():
+        top = ", ".join(f"{f} {ms:.0f}" for f, ms in list(files.items())[:6])
+        print(f"  {path or 'home':<12}{name:<13}{top}")
     print(
         "\nthe largest chunks loaded on demand, each alone in a tab of Streamlit's smallest app "
         "(medians): ms to fetch, then ms of import() (compile and run, on the main thread)"

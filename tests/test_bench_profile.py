@@ -101,3 +101,24 @@ def test_the_floor_apps_run_as_written(tmp_path):
         assert not at.exception
         assert at.title[0].value == {"st-minimal": "Minimal", "st-one-chart": "One chart"}[name]
         assert len(at.get("plotly_chart")) == (name == "st-one-chart")
+
+
+def test_a_cpu_profile_is_filed_by_script_file():
+    # Three nodes: a function in PlotlyChart's chunk, one in react-dom, and the engine's own.
+    url = "http://127.0.0.1:1/static/js/"
+    profile = {
+        "nodes": [
+            {"id": 1, "callFrame": {"url": url + "PlotlyChart.Z.js", "functionName": "a"}},
+            {"id": 2, "callFrame": {"url": url + "react-dom.Q.js", "functionName": "b"}},
+            {"id": 3, "callFrame": {"url": "", "functionName": "(program)"}},
+            {"id": 4, "callFrame": {"url": "", "functionName": ""}},
+        ],
+        # Each sample lasts until the next one (microseconds): 1, 1, 3 ms, then 2 and 4 ms.
+        "samples": [1, 2, 1, 3, 4, 2],
+        "timeDeltas": [0, 1000, 1000, 3000, 2000, 4000],
+    }
+    got = profile_pages.self_ms_by_file(profile)
+    # By hand: PlotlyChart 1 + 3, react-dom 1 + 0 (the last sample has no next),
+    # (program) 2 + 4 (a nameless frame counts as the engine's).
+    assert got == {"(program)": 6.0, "PlotlyChart.Z.js": 4.0, "react-dom.Q.js": 1.0}
+    assert list(got) == ["(program)", "PlotlyChart.Z.js", "react-dom.Q.js"]
