@@ -294,7 +294,7 @@ class Recorder:
         self.t0: float | None = None
         self.requests: dict[str, dict] = {}
         self.ws_open = self.first_frame = self.finished = self.asked = None
-        self.ws_bytes = self.plotly_bytes = self.charts = 0
+        self.ws_bytes = self.plotly_bytes = self.charts = self.ws_msgs = self.ws_largest = 0
         cdp.on("Network.requestWillBeSent", self._request)
         cdp.on("Network.responseReceived", self._response)
         cdp.on("Network.loadingFinished", self._done)
@@ -347,6 +347,8 @@ class Recorder:
             return
         data = base64.b64decode(payload)
         self.ws_bytes += len(data)
+        self.ws_msgs += 1
+        self.ws_largest = max(self.ws_largest, len(data))
         fm = ForwardMsg()
         try:
             fm.ParseFromString(data)
@@ -429,6 +431,8 @@ def summarize(rec: Recorder, drawn: float, title: float, metrics: dict) -> dict:
         "plotly asked": plotly[0]["start"] if plotly else None,
         "plotly got": plotly[0].get("end") if plotly else None,
         "ws KiB": rec.ws_bytes / 1024,
+        "ws msgs": rec.ws_msgs,
+        "largest KiB": rec.ws_largest / 1024,
         "plotly KiB": rec.plotly_bytes / 1024,
         "charts n": rec.charts,
         "main task": metrics.get("TaskDuration", 0),
@@ -579,12 +583,15 @@ def _print_breakdown(got: dict, chunks: dict, profiles: dict) -> None:
             f"{med(rows, 'plotly asked') * 1e3:>13.0f}{med(rows, 'plotly got') * 1e3:>6.0f}"
         )
     print(
-        "\nwhat each visit fetched and received, and the renderer's main thread (ms busy: all "
-        "tasks, JavaScript, style and layout)"
+        "\nwhat each visit fetched (files before the websocket, and JavaScript after it: count, "
+        "MiB, how many compressed, cached as immutable) and received (websocket messages, KiB, "
+        "the largest message's KiB, the Plotly JSON's), and the renderer's main thread (ms busy: "
+        "all tasks, JavaScript, style and layout)"
     )
     print(
         f"{'page':<16}{'checkout':<12}{'boot files':>11}{'MiB':>6}{'gzip':>5}{'immut.':>7}"
-        f"{'later files':>12}{'MiB':>6}{'ws KiB':>8}{'plotly KiB':>11}{'charts':>7}"
+        f"{'later files':>12}{'MiB':>6}{'ws msgs':>8}{'KiB':>6}{'largest':>8}{'plotly KiB':>11}"
+        f"{'charts':>7}"
         f"{'main':>6}{'JS':>6}{'layout':>7}"
     )
     for (name, path), rows in got.items():
@@ -592,7 +599,8 @@ def _print_breakdown(got: dict, chunks: dict, profiles: dict) -> None:
             f"{path or 'home':<16}{name:<12}{med(rows, 'boot files'):>11.0f}"
             f"{med(rows, 'boot MiB'):>6.2f}{med(rows, 'boot gzip'):>5.0f}"
             f"{med(rows, 'immutable'):>7.0f}{med(rows, 'later files'):>12.0f}"
-            f"{med(rows, 'later MiB'):>6.2f}{med(rows, 'ws KiB'):>8.1f}"
+            f"{med(rows, 'later MiB'):>6.2f}{med(rows, 'ws msgs'):>8.0f}{med(rows, 'ws KiB'):>6.1f}"
+            f"{med(rows, 'largest KiB'):>8.1f}"
             f"{med(rows, 'plotly KiB'):>11.1f}{med(rows, 'charts n'):>7.0f}"
             f"{med(rows, 'main task') * 1e3:>6.0f}{med(rows, 'main script') * 1e3:>6.0f}"
             f"{med(rows, 'main layout') * 1e3:>7.0f}"

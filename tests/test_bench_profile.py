@@ -84,6 +84,8 @@ def test_a_visit_is_split_at_the_websocket_and_the_run_end():
     assert (got["charts n"], got["plotly KiB"]) == (2, 6.0)
     sizes = 2 * len(chart.SerializeToString()) + 2 * len(finished.SerializeToString())
     assert got["ws KiB"] == pytest.approx(sizes / 1024)
+    assert got["ws msgs"] == 4
+    assert got["largest KiB"] == pytest.approx(len(chart.SerializeToString()) / 1024)
     assert got["main task"] == 2.0
 
 
