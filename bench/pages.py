@@ -4,6 +4,7 @@ real browser (Chromium), for every page.
     .venv/bin/python bench/pages.py [--reruns 15] [--no-browser] [--repeat 3] [--cold-server]
     .venv/bin/python bench/pages.py --compare /tmp/previous   # a checkout beside this one
     .venv/bin/python bench/pages.py --hostile
+    .venv/bin/python bench/pages.py --floor   # Streamlit's smallest apps too, the same way
 
 ``--hostile`` times instead one fresh session of every page opened with its worst link
 (bench/worst_links.py), three times each: issue 11's budget is about 0.5 s per rerun. Then the
@@ -24,6 +25,11 @@ The browser figure is from navigation start to the title and the end of the run 
 condition of issue 3) and to every chart the server sent being drawn ("drawn"): a Plotly
 chart's element only appears once Plotly's script (4.7 MB) is loaded and evaluated, so "idle"
 is reached before any chart is on the screen.
+
+``--floor`` times Streamlit's two smallest apps beside the first page, in the same visits (a
+title and a line; a title and one three-point Plotly chart), with this app's settings: what
+no page of any Streamlit app can beat on this machine. Where a first render's time goes is
+bench/profile_pages.py --browser.
 """
 
 from __future__ import annotations
@@ -286,6 +292,31 @@ DRAWN = (
 )
 
 
+# The two smallest apps Streamlit serves, timed like the pages (--floor): the least a page can
+# take on this machine, with no chart and with one.
+FLOOR_APPS = {
+    "st-minimal": 'import streamlit as st\nst.title("Minimal")\nst.write("One line of text.")\n',
+    "st-one-chart": (
+        "import plotly.graph_objects as go\nimport streamlit as st\n"
+        'st.title("One chart")\n'
+        "st.plotly_chart(go.Figure(go.Scatter(x=[1, 2, 3], y=[1, 3, 2])))\n"
+    ),
+}
+
+
+def floor_apps(folder: Path) -> dict[str, Path]:
+    """FLOOR_APPS written out under ``folder``, each in a folder of its own with this app's
+    .streamlit/config.toml (the same server and client settings)."""
+    out = {}
+    for name, code in FLOOR_APPS.items():
+        app = folder / name
+        (app / ".streamlit").mkdir(parents=True)
+        shutil.copy(ROOT / ".streamlit" / "config.toml", app / ".streamlit" / "config.toml")
+        (app / "app.py").write_text(code)
+        out[name] = app
+    return out
+
+
 def start_server(root: Path) -> tuple[subprocess.Popen, str]:
     """The app of ``root`` on a free port (bench/serve.py), and its base URL."""
     proc, port = start_app(root)
@@ -333,8 +364,29 @@ def _until_drawn(page, charts: _Charts) -> None:
     page.wait_for_function(DRAWN, arg=charts.charts, timeout=60_000)
 
 
+def launch(playwright):
+    """The system's Chromium, headless, with nothing of its own on the network."""
+    return playwright.chromium.launch(
+        executable_path=shutil.which("chromium") or "/usr/bin/chromium",
+        args=[
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ],
+    )
+
+
 def browser_first_render(
-    paths: list[str], roots: dict[str, Path], repeat: int = 1, warm_server: bool = True
+    paths: list[str],
+    roots: dict[str, Path],
+    repeat: int = 1,
+    warm_server: bool = True,
+    floor: dict[str, Path] | None = None,
 ) -> dict[str, dict[str, dict[str, list]]]:
     """Per checkout and page: {"cold": [(idle, drawn) per repeat], "warm": [...], "click":
     [round 1, round 2]} in seconds. Cold: a fresh browser context (nothing cached, as a
@@ -346,27 +398,19 @@ def browser_first_render(
     ``warm_server``: every page is opened once (in a context of its own) before the timing, as
     on a server that has been up for a while: the first visit of a page after a restart also
     computes what every later visitor gets from the memo (the frontier's simulation: about a
-    second)."""
+    second).
+
+    ``floor``: more apps (FLOOR_APPS), their one page visited in the same way, cold and warm,
+    beside each checkout's first page; out[name]["home"]."""
     from playwright.sync_api import sync_playwright
 
-    chromium = shutil.which("chromium") or "/usr/bin/chromium"
-    servers = {name: start_server(root) for name, root in roots.items()}
+    floor = floor or {}
+    servers = {name: start_server(root) for name, root in {**roots, **floor}.items()}
     out = {n: {p or "home": {"cold": [], "warm": [], "click": []} for p in paths} for n in roots}
+    out |= {n: {"home": {"cold": [], "warm": [], "click": []}} for n in floor}
     try:
         with sync_playwright() as p:
-            b = p.chromium.launch(
-                executable_path=chromium,
-                args=[
-                    "--headless",
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--disable-quic",
-                    "--no-first-run",
-                    "--disable-background-networking",
-                    "--disable-component-update",
-                    "--disable-sync",
-                ],
-            )
+            b = launch(p)
 
             def visit(context, base, path, drawn: bool) -> tuple[float, float]:
                 page = context.new_page()
@@ -388,10 +432,13 @@ def browser_first_render(
                 # One warm-up visit so the server's module imports are not charged to a page.
                 page = b.new_page()
                 page.goto(base + "/")
-                page.wait_for_selector("[data-testid=stMetric]", timeout=60_000)
+                page.wait_for_selector(
+                    "[data-testid=stMain] h1" if name in floor else "[data-testid=stMetric]",
+                    timeout=60_000,
+                )
                 page.close()
                 if warm_server:
-                    for path in paths:
+                    for path in [""] if name in floor else paths:
                         ctx = b.new_context()
                         visit(ctx, base, path, drawn=True)
                         ctx.close()
@@ -400,17 +447,22 @@ def browser_first_render(
             for _ in range(repeat):
                 for path in paths:
                     for name, (_, base) in servers.items():
+                        if name in floor and path != paths[0]:
+                            continue  # the floor's one page, beside the first page
+                        at = "" if name in floor else path
                         cold_ctx = b.new_context(viewport={"width": 1400, "height": 1000})
-                        out[name][path or "home"]["cold"].append(
-                            visit(cold_ctx, base, path, drawn=True)
+                        out[name][at or "home"]["cold"].append(
+                            visit(cold_ctx, base, at, drawn=True)
                         )
                         cold_ctx.close()
-                        out[name][path or "home"]["warm"].append(
-                            visit(warm[name], base, path, drawn=True)
+                        out[name][at or "home"]["warm"].append(
+                            visit(warm[name], base, at, drawn=True)
                         )
             # In-app navigation: one tab, click each page in the sidebar (the JavaScript, Plotly
             # included, is already loaded; this is what a student waits for between pages).
             for name, (_, base) in servers.items():
+                if name in floor:
+                    continue
                 page = warm[name].new_page()
                 charts = _Charts(page)
                 page.goto(base + "/")
@@ -506,6 +558,12 @@ def main() -> None:
         help="let AppTest compile the scripts for every run, as issue 3's figures did",
     )
     ap.add_argument(
+        "--floor",
+        action="store_true",
+        help="also time Streamlit's two smallest apps (a title and a line; a title and one "
+        "chart) the same way, with this app's .streamlit/config.toml: the least a page takes",
+    )
+    ap.add_argument(
         "--cold-server",
         action="store_true",
         help="do not open every page once before timing (the first visit of each "
@@ -568,7 +626,13 @@ def main() -> None:
     pages = PAGES if args.pages is None else [p.strip() for p in args.pages.split(",")]
     if any(p not in TITLES for p in pages):
         ap.error(f"--pages: each one of {', '.join(repr(p) for p in PAGES)}")
-    got = browser_first_render(pages, roots, repeat=args.repeat, warm_server=not args.cold_server)
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        floor = floor_apps(Path(tmp)) if args.floor else {}
+        got = browser_first_render(
+            pages, roots, repeat=args.repeat, warm_server=not args.cold_server, floor=floor
+        )
     head = f"{'cold idle':>10}{'drawn':>7}{'warm idle':>10}{'drawn':>7}{'click 1':>9}{'click 2':>9}"
     print(f"{'page':<14}" + head * len(roots))
     for path in pages:
@@ -583,6 +647,13 @@ def main() -> None:
         print(f"{path or 'home':<14}{row}")
     if args.compare:
         print("(left: this checkout; right: the other)")
+    for name in floor:
+        r = got[name]["home"]
+        cold = [statistics.median(x[i] for x in r["cold"]) * 1e3 for i in (0, 1)]
+        warm = [statistics.median(x[i] for x in r["warm"]) * 1e3 for i in (0, 1)]
+        print(f"{name:<14}{cold[0]:>10.0f}{cold[1]:>7.0f}{warm[0]:>10.0f}{warm[1]:>7.0f}")
+    if floor:
+        print("(st-minimal, st-one-chart: Streamlit's smallest apps, FLOOR_APPS, the same visits)")
 
 
 if __name__ == "__main__":

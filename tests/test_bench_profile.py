@@ -1,0 +1,126 @@
+"""bench/profile_pages.py --browser: what one visit's Chrome DevTools Protocol events become
+(Recorder, summarize), fed events written by hand, and the floor apps of bench/pages.py
+--floor run as Streamlit runs them."""
+
+import base64
+import sys
+
+import pytest
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "bench"))
+import pages  # noqa: E402  (bench/pages.py, as the bench scripts import it)
+import profile_pages  # noqa: E402
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
+
+
+class FakeCDP:
+    """Takes the handlers Recorder registers and plays events to them."""
+
+    def __init__(self):
+        self.handlers = {}
+
+    def on(self, name, handler):
+        self.handlers[name] = handler
+
+    def emit(self, name, **event):
+        self.handlers[name](event)
+
+
+def _frame(cdp, t, fm: ForwardMsg):
+    data = base64.b64encode(fm.SerializeToString()).decode()
+    cdp.emit(
+        "Network.webSocketFrameReceived",
+        timestamp=t,
+        response={"opcode": 2, "payloadData": data},
+    )
+
+
+def _request(cdp, rid, t, url, done, size, gzip=False):
+    cdp.emit("Network.requestWillBeSent", requestId=rid, timestamp=t, request={"url": url})
+    headers = {"Cache-Control": "public, immutable, max-age=31536000"}
+    if gzip:
+        headers["Content-Encoding"] = "gzip"
+    cdp.emit(
+        "Network.responseReceived", requestId=rid, timestamp=done, response={"headers": headers}
+    )
+    cdp.emit("Network.loadingFinished", requestId=rid, timestamp=done, encodedDataLength=size)
+
+
+def test_a_visit_is_split_at_the_websocket_and_the_run_end():
+    cdp = FakeCDP()
+    rec = profile_pages.Recorder(cdp)
+    base = "http://127.0.0.1:1"
+    # The document asked at t = 100.000 s (the browser's clock) and done 20 ms later.
+    _request(cdp, "1", 100.000, base + "/budget", 100.020, 2_000, gzip=True)
+    # Two boot files before the websocket: 1 MiB and 0.5 MiB.
+    _request(cdp, "2", 100.030, base + "/static/js/index.X.js", 100.300, 2**20)
+    _request(cdp, "3", 100.031, base + "/static/js/protobuf.Y.js", 100.350, 2**19)
+    cdp.emit("Network.webSocketWillSendHandshakeRequest", timestamp=100.900)
+    cdp.emit("Network.webSocketFrameSent", timestamp=100.910)
+    cdp.emit("Network.webSocketFrameSent", timestamp=101.500)  # a later message: not the ask
+    chart = ForwardMsg()
+    chart.delta.new_element.plotly_chart.spec = "x" * 3072  # 3 KiB of JSON
+    _frame(cdp, 100.920, chart)
+    _request(cdp, "4", 101.000, base + "/static/js/PlotlyChart.Z.js", 101.400, 4 * 2**20)
+    _frame(cdp, 101.050, chart)
+    finished = ForwardMsg()
+    finished.script_finished = 1
+    _frame(cdp, 101.200, finished)
+    _frame(cdp, 101.300, finished)  # a second run's end: the first one counts
+    got = profile_pages.summarize(rec, drawn=2.5, title=1.1, metrics={"TaskDuration": 2.0})
+    # By hand: every time from the document's request (100.000 s).
+    assert got["doc"] == pytest.approx(0.020)
+    assert got["boot"] == pytest.approx(0.900)
+    assert got["asked"] == pytest.approx(0.910)
+    assert got["first frame"] == pytest.approx(0.920)
+    assert got["run"] == pytest.approx(1.200)
+    assert (got["charts"], got["title"]) == (2.5, 1.1)
+    assert (got["boot files"], got["boot MiB"], got["boot gzip"]) == (2, 1.5, 0)
+    assert got["immutable"] == 2
+    assert (got["later files"], got["later MiB"]) == (1, 4.0)
+    assert got["plotly asked"] == pytest.approx(1.000)
+    assert got["plotly got"] == pytest.approx(1.400)
+    assert (got["charts n"], got["plotly KiB"]) == (2, 6.0)
+    sizes = 2 * len(chart.SerializeToString()) + 2 * len(finished.SerializeToString())
+    assert got["ws KiB"] == pytest.approx(sizes / 1024)
+    assert got["ws msgs"] == 4
+    assert got["largest KiB"] == pytest.approx(len(chart.SerializeToString()) / 1024)
+    assert got["main task"] == 2.0
+
+
+@pytest.mark.slow
+def test_the_floor_apps_run_as_written(tmp_path):
+    from streamlit.testing.v1 import AppTest
+
+    apps = pages.floor_apps(tmp_path)
+    assert sorted(apps) == ["st-minimal", "st-one-chart"]
+    for name, folder in apps.items():
+        # This app's own settings travel with them, so the floor is served alike.
+        config = (folder / ".streamlit" / "config.toml").read_text()
+        assert config == (ROOT / ".streamlit" / "config.toml").read_text()
+        at = AppTest.from_file(str(folder / "app.py"), default_timeout=60).run()
+        assert not at.exception
+        assert at.title[0].value == {"st-minimal": "Minimal", "st-one-chart": "One chart"}[name]
+        assert len(at.get("plotly_chart")) == (name == "st-one-chart")
+
+
+def test_a_cpu_profile_is_filed_by_script_file():
+    # Three nodes: a function in PlotlyChart's chunk, one in react-dom, and the engine's own.
+    url = "http://127.0.0.1:1/static/js/"
+    profile = {
+        "nodes": [
+            {"id": 1, "callFrame": {"url": url + "PlotlyChart.Z.js", "functionName": "a"}},
+            {"id": 2, "callFrame": {"url": url + "react-dom.Q.js", "functionName": "b"}},
+            {"id": 3, "callFrame": {"url": "", "functionName": "(program)"}},
+            {"id": 4, "callFrame": {"url": "", "functionName": ""}},
+        ],
+        # Each sample lasts until the next one (microseconds): 1, 1, 3 ms, then 2 and 4 ms.
+        "samples": [1, 2, 1, 3, 4, 2],
+        "timeDeltas": [0, 1000, 1000, 3000, 2000, 4000],
+    }
+    got = profile_pages.self_ms_by_file(profile)
+    # By hand: PlotlyChart 1 + 3, react-dom 1 + 0 (the last sample has no next),
+    # (program) 2 + 4 (a nameless frame counts as the engine's).
+    assert got == {"(program)": 6.0, "PlotlyChart.Z.js": 4.0, "react-dom.Q.js": 1.0}
+    assert list(got) == ["(program)", "PlotlyChart.Z.js", "react-dom.Q.js"]
