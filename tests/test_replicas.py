@@ -208,6 +208,37 @@ def test_new_visitors_spread_and_each_stays_on_its_replica(cluster):
             c.close()
 
 
+def _fetch(url: str, **headers: str) -> tuple[dict, bytes]:
+    """(headers with lower-case names, body as sent) of one GET; urllib does not decode gzip."""
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30) as r:
+        return {k.lower(): v for k, v in r.headers.items()}, r.read()
+
+
+def test_static_files_are_gzipped_for_browsers_that_accept_it(cluster):
+    # deploy/haproxy.cfg "compression algo gzip": Streamlit itself sends its scripts and styles
+    # as they are; through HAProxy a browser that says "Accept-Encoding: gzip" gets them
+    # gzipped, the same bytes once decompressed, and one that does not gets them plain.
+    import gzip
+    import re
+
+    base, cookie = cluster["url"], {"Cookie": f"{COOKIE}=app1"}
+    _, page = _fetch(base + "/", **cookie)
+    assets = re.findall(rb'(?:src|href)="\.?/?(static/(?:js|css)/[^"]+)"', page)
+    assert any(a.endswith(b".js") for a in assets) and any(a.endswith(b".css") for a in assets)
+    for asset in assets:
+        url = base + "/" + asset.decode()
+        plain_h, plain = _fetch(url, **cookie)
+        assert "content-encoding" not in plain_h, asset
+        gz_h, gz = _fetch(url, **cookie, **{"Accept-Encoding": "gzip"})
+        assert gz_h.get("content-encoding") == "gzip", asset
+        assert gzip.decompress(gz) == plain, asset
+        if len(plain) > 100_000:  # scripts compress to well under half
+            assert len(gz) < len(plain) / 2, (asset, len(gz), len(plain))
+    # the page itself too, and the websocket's upgrade is untouched (the other tests use it)
+    h, body = _fetch(base + "/", **cookie, **{"Accept-Encoding": "gzip"})
+    assert h.get("content-encoding") == "gzip" and gzip.decompress(body) == page
+
+
 def test_replicas_know_they_are_behind_haproxy(cluster):
     # The app takes X-Forwarded-For as the visitor's address only with KVLAB_BEHIND_PROXY=1,
     # which is safe here: HAProxy replaces the header (tests/test_haproxy_limits.py).
