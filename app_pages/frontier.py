@@ -230,7 +230,7 @@ with top:  # the answer first: on a phone it is on the first screen
     cap = curve.capacity
     m = st.columns(4)
     m[0].metric(
-        "Most output tokens/s per GPU under the objective",
+        "Under the objective: tokens/s per GPU",
         "no run meets it"
         if slo_best is None
         else f"{slo_best[1].output_tokens_per_s_per_gpu:,.0f}",
@@ -239,7 +239,7 @@ with top:  # the answer first: on a phone it is on the first screen
         + ("" if slo_best is None else f" ({slo_best[0]:,} users)"),
     )
     m[3].metric(
-        "Most output tokens/s per GPU, any latency",
+        "At any latency: tokens/s per GPU",
         f"{best(curve)[1].output_tokens_per_s_per_gpu:,.0f}",
         help=f"The highest point of the {speed.name}; the ideal bound's is "
         f"{best(bound_curve)[1].output_tokens_per_s_per_gpu:,.0f}",

@@ -329,7 +329,7 @@ PHONE = [
     ("lab", "Max concurrency at"),
     ("vllm_startup", "GPU KV cache size"),
     ("roofline", "Ridge point"),
-    ("frontier", "Most output tokens/s per GPU"),
+    ("frontier", "Under the objective: tokens/s per GPU"),
 ]
 
 
