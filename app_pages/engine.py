@@ -90,9 +90,9 @@ m[2].metric(
     help="Free blocks; in brackets those that still hold a cached prefix",
 )
 m[3].metric(
-    "Empty slots in used blocks",
+    "Empty slots",
     f"{snap.fragmentation_slots}",
-    help="Internal fragmentation: allocated token slots not yet written",
+    help="Internal fragmentation: token slots of the used blocks not yet written",
 )
 m[4].metric(
     "Prefix hit rate",

@@ -145,7 +145,7 @@ with top:  # the answer first: on a phone it is on the first screen
     real = f", {speed.name}"
     if b.fits and not past:
         m[0].metric(
-            f"Decode step{real}",
+            f"Step time{real}",
             fmt_seconds(es.time_s),
             delta("step", "{:+,.2f} ms"),
             delta_color="inverse",
@@ -153,19 +153,19 @@ with top:  # the answer first: on a phone it is on the first screen
             f"{fmt_seconds(s.step_time_s)}",
         )
         m[1].metric(
-            f"Tokens/s (batch){real}",
+            f"Tokens/s{real}",
             f"{es.tokens_per_s:,.0f}",
             delta("tps", "{:+,.0f}"),
             help=f"The ideal bound: {s.tokens_per_s:,.0f} tokens/s",
         )
     elif past:
-        m[0].metric(f"Decode step{real}", "past the limit")
-        m[1].metric(f"Tokens/s (batch){real}", "past the limit")
+        m[0].metric(f"Step time{real}", "past the limit")
+        m[1].metric(f"Tokens/s{real}", "past the limit")
         st.warning(f"No step time or tokens/s: {past}. Lower the context.")
     else:  # no speed for a batch that cannot run
         most = max(int(b.max_concurrency), 0)
-        m[0].metric(f"Decode step{real}", "does not fit")
-        m[1].metric(f"Tokens/s (batch){real}", "does not fit")
+        m[0].metric(f"Step time{real}", "does not fit")
+        m[1].metric(f"Tokens/s{real}", "does not fit")
         st.warning(
             f"{batch:,} sequences of {context:,} tokens do not fit in this KV pool: at most "
             f"{most:,} do. A step time for a batch that cannot run would mislead, so none is "
@@ -173,26 +173,31 @@ with top:  # the answer first: on a phone it is on the first screen
         )
     if prompt > sel.spec.max_context:
         m[2].metric(
-            f"Time to first token ({prompt:,} tokens)",
+            f"TTFT{real}",
             "past the limit",
-            help=no_speed_reason(sel.spec, prompt),
+            help=f"Time to first token (TTFT) of one {prompt:,}-token prompt: "
+            + no_speed_reason(sel.spec, prompt),
         )
     elif p is None:
         m[2].metric(
-            f"Time to first token ({prompt:,} tokens)",
+            f"TTFT{real}",
             "unknown",
-            help="Prefill FLOPs need the parameter count, which kvcalc could not take "
-            "from this config (see the sidebar)."
-            if sel.spec.params is None
-            else "The prefill time needs the GPU's peak TFLOPS, which is not stated.",
+            help=f"Time to first token (TTFT) of one {prompt:,}-token prompt: "
+            + (
+                "prefill FLOPs need the parameter count, which kvcalc could not take "
+                "from this config (see the sidebar)."
+                if sel.spec.params is None
+                else "the prefill time needs the GPU's peak TFLOPS, which is not stated."
+            ),
         )
     else:
         m[2].metric(
-            f"Time to first token ({prompt:,} tokens){real}",
+            f"TTFT{real}",
             fmt_seconds(ep.time_s),
             delta("ttft", "{:+,.1f} ms"),
             delta_color="inverse",
-            help=f"One request on an idle server. The ideal bound (MFU "
+            help=f"Time to first token (TTFT) of one {prompt:,}-token prompt, one request "
+            f"on an idle server. The ideal bound (MFU "
             f"{p.mfu:g}, one read of the weights at the full peak): "
             f"{fmt_seconds(p.time_s)}",
         )

@@ -104,12 +104,15 @@ with top:  # the answer first: on a phone it is on the first screen
     m = st.columns(4)
     verdict = "past the limit" if context > sel.spec.max_context else "does not fit"
     m[0].metric(
-        f"Step time at {context:,} tokens, ideal bound",
+        "Step time, ideal bound",
         verdict if no_speed else fmt_seconds(s.step_time_s),
-        help="Every byte read once at the GPU's full peak bandwidth, nothing else",
+        help=f"One decode step at {context:,} tokens: every byte read once at the GPU's full "
+        "peak bandwidth, nothing else",
     )
     m[1].metric(
-        "Tokens/s (whole batch), ideal bound", verdict if no_speed else f"{s.tokens_per_s:,.1f}"
+        "Tokens/s, ideal bound",
+        verdict if no_speed else f"{s.tokens_per_s:,.1f}",
+        help="Tokens per second of the whole batch: one per sequence each step",
     )
     m[2].metric(
         f"Step time, {speed}",

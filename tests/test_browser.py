@@ -324,7 +324,7 @@ def test_link_names_and_pasted_text_stay_inert(server, browser):
 # its answer (issue 13), not only its title and inputs. (path, the headline element's text)
 PHONE = [
     ("budget", "vLLM logs at"),
-    ("step_time", "Step time at"),
+    ("step_time", "Step time, ideal bound"),
     ("techniques", "as configured"),
     ("lab", "Max concurrency at"),
     ("vllm_startup", "GPU KV cache size"),

@@ -107,8 +107,8 @@ def test_kv_per_token_is_one_value_and_per_gpu(model, tp):
 
 
 SPEED_PAGES = {
-    "step_time": ("s_ctx", ["Step time at", "Tokens/s"]),
-    "lab": ("l_ctx", ["Decode step", "Tokens/s"]),
+    "step_time": ("s_ctx", ["Step time, ideal bound", "Tokens/s"]),
+    "lab": ("l_ctx", ["Step time", "Tokens/s"]),
 }
 
 
