@@ -381,6 +381,17 @@ TITLE_AT = (
 )
 
 
+def _visit(page, rec, url: str) -> None:
+    """Open ``url`` and wait for the title, the end of the run (``rec`` sees the script
+    finish) and every chart the server sent being drawn."""
+    page.goto(url)
+    page.wait_for_selector("[data-testid=stMain] h1", timeout=60_000)
+    deadline = time.time() + 60
+    while rec.finished is None and time.time() < deadline:
+        page.wait_for_timeout(10)
+    page.wait_for_function(DRAWN_AT, arg=rec.charts, timeout=60_000, polling=10)
+
+
 def _visit_recorded(browser, url: str) -> dict:
     """One cold visit (a new context: nothing cached) of ``url``, until every chart the
     server sent is drawn: its phases (ms from the document's request), what it fetched and
@@ -392,12 +403,7 @@ def _visit_recorded(browser, url: str) -> dict:
     cdp.send("Network.enable")
     cdp.send("Performance.enable")
     rec = Recorder(cdp)
-    page.goto(url)
-    page.wait_for_selector("[data-testid=stMain] h1", timeout=60_000)
-    deadline = time.time() + 60
-    while rec.finished is None and time.time() < deadline:
-        page.wait_for_timeout(10)
-    page.wait_for_function(DRAWN_AT, arg=rec.charts, timeout=60_000, polling=10)
+    _visit(page, rec, url)
     drawn = page.evaluate("window.__drawn") / 1e3 if rec.charts else rec.finished
     metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
     title = page.evaluate("window.__title") / 1e3
@@ -454,12 +460,7 @@ def _visit_profiled(browser, url: str) -> dict[str, float]:
     cdp.send("Profiler.enable")
     cdp.send("Profiler.setSamplingInterval", {"interval": 1000})
     cdp.send("Profiler.start")
-    page.goto(url)
-    page.wait_for_selector("[data-testid=stMain] h1", timeout=60_000)
-    deadline = time.time() + 60
-    while rec.finished is None and time.time() < deadline:
-        page.wait_for_timeout(10)
-    page.wait_for_function(DRAWN_AT, arg=rec.charts, timeout=60_000, polling=10)
+    _visit(page, rec, url)
     profile = cdp.send("Profiler.stop")["profile"]
     ctx.close()
     return self_ms_by_file(profile)

@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from pages import launch  # noqa: E402  (beside this script: the one Chromium launch)
 from serve import start_app  # noqa: E402  (beside this script)
 
 from kvcalc.measure import microscope, quality, runtime  # noqa: E402
@@ -40,7 +41,6 @@ PROMPT_32 = (
 def page_first_table(hosted: bool, repeats: int = 3) -> dict:
     """Seconds to the quality page's first table: AppTest (the page's run in a fresh session
     of a started app) and Chromium (a direct link in a fresh browser context)."""
-    import shutil
 
     from streamlit.testing.v1 import AppTest
 
@@ -61,19 +61,7 @@ def page_first_table(hosted: bool, repeats: int = 3) -> dict:
         from playwright.sync_api import sync_playwright
 
         with sync_playwright() as p:
-            b = p.chromium.launch(
-                executable_path=shutil.which("chromium") or "/usr/bin/chromium",
-                args=[
-                    "--headless",
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--disable-quic",
-                    "--no-first-run",
-                    "--disable-background-networking",
-                    "--disable-component-update",
-                    "--disable-sync",
-                ],
-            )
+            b = launch(p)
             warm = b.new_page()  # the server's first imports are not charged to the page
             warm.goto(base + "/")
             warm.wait_for_selector("[data-testid=stMain] h1", timeout=120_000)
