@@ -38,11 +38,9 @@ def model_and_gpu():
     return m, g
 
 
-def hand_setup(llama, wl, **kw):
-    """The simulator's setup for ``wl`` on the fixture's model and GPU (max_model_len: the
-    workload's longest request unless given)."""
-    m, g = llama
-    kw.setdefault("max_model_len", wl.longest)
+def registry_setup(m, g, **kw):
+    """The simulator's setup of registry model ``m`` (its own weights) on registry GPU ``g``
+    (its memory, bandwidth and BF16 peak)."""
     return setup(
         m.spec,
         m.weights(),
@@ -52,3 +50,10 @@ def hand_setup(llama, wl, **kw):
         gpu_name=g.name,
         **kw,
     )
+
+
+def hand_setup(llama, wl, **kw):
+    """The simulator's setup for ``wl`` on the fixture's model and GPU (max_model_len: the
+    workload's longest request unless given)."""
+    kw.setdefault("max_model_len", wl.longest)
+    return registry_setup(*llama, **kw)

@@ -14,11 +14,11 @@ import math
 import random
 
 import pytest
-from sim_hand import hand_setup, model_and_gpu
+from sim_hand import hand_setup, model_and_gpu, registry_setup
 
 from kvcalc import get_gpu, get_model
 from kvcalc.perf.calibration import CALIBRATED, IDEAL
-from kvcalc.perf.sim import Scheduler, Workload, fixed, lognormal, setup, simulate
+from kvcalc.perf.sim import Scheduler, Workload, fixed, lognormal, simulate
 from kvcalc.perf.sim.cohort import CohortScheduler, applies
 
 
@@ -119,17 +119,7 @@ def test_random_setups(llama):
             speed=rng.choice([None, IDEAL, CALIBRATED]),
         )
         try:
-            s = setup(
-                m.spec,
-                m.weights(),
-                total_bytes=g.memory_bytes,
-                bandwidth_gbs=g.bandwidth_gbs,
-                peak_tflops=g.bf16_tflops,
-                max_model_len=p + o,
-                gpu_name=g.name,
-                tp=rng.choice([1, 1, 2]),
-                **kw,
-            )
+            s = registry_setup(m, g, max_model_len=p + o, tp=rng.choice([1, 1, 2]), **kw)
         except ValueError:
             continue  # the model does not fit that pool: nothing to compare
         load = rng.choice([dict(users=rng.choice([2, 30, 300])), dict(rate=math.inf)])
@@ -153,14 +143,7 @@ def test_simulate_groups_only_what_it_may(llama):
     shared = Workload(requests=10, prompt=fixed(512), output=fixed(64), users=4, prefix_share=0.5)
     assert not applies(s, shared)
     g, m = get_gpu("h100-sxm-80gb"), get_model("gemma-2-9b")
-    windows = setup(
-        m.spec,
-        m.weights(),
-        total_bytes=g.memory_bytes,
-        bandwidth_gbs=g.bandwidth_gbs,
-        peak_tflops=g.bf16_tflops,
-        max_model_len=576,
-    )
+    windows = registry_setup(m, g, max_model_len=576)
     assert not applies(windows, wl)
     # and simulate returns the reference's result either way
     assert simulate(s, wl) == Scheduler(s, wl).run()
