@@ -498,11 +498,25 @@ async def compare(args) -> None:
             f"{sum(len(f['errors']) for f in fs):>7}{cpu * 1e3:>14.0f}"
             f"{med('kib_per_interaction'):>11.1f}"
         )
-    rate = {
-        k: statistics.median(f["interactions"] / f["elapsed_s"] for f in fs)
-        for k, fs in got.items()
-    }
-    print(f"interactions per second, this / other: {rate['this'] / max(rate['other'], 1e-9):.2f}x")
+    rates = {k: [f["interactions"] / f["elapsed_s"] for f in fs] for k, fs in got.items()}
+    print(spread_verdict(rates["this"], rates["other"]))
+
+
+def spread_verdict(this: list[float], other: list[float]) -> str:
+    """The ratio of the two trees' median interactions per second, with every round's range and
+    the range of the ratio itself; when the two trees' rounds overlap, it says the difference is
+    within what this machine varies between rounds of the same tree (one tree's rounds have
+    differed by 10-15% on 2 cores: measure a small change with more rounds, or not at all)."""
+    med_this, med_other = statistics.median(this), statistics.median(other)
+    lo, hi = min(this) / max(max(other), 1e-9), max(this) / max(min(other), 1e-9)
+    line = (
+        f"interactions per second, this / other: {med_this / max(med_other, 1e-9):.2f}x "
+        f"(rounds: this {min(this):.1f}-{max(this):.1f}, other {min(other):.1f}-{max(other):.1f}"
+        f"; ratio {lo:.2f}-{hi:.2f}x)"
+    )
+    if len(this) > 1 and len(other) > 1 and min(this) <= max(other) and min(other) <= max(this):
+        line += "\nthe two trees' rounds overlap: the difference is within this machine's noise"
+    return line
 
 
 async def main_async(args) -> None:

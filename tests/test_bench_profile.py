@@ -124,3 +124,22 @@ def test_a_cpu_profile_is_filed_by_script_file():
     # (program) 2 + 4 (a nameless frame counts as the engine's).
     assert got == {"(program)": 6.0, "PlotlyChart.Z.js": 4.0, "react-dom.Q.js": 1.0}
     assert list(got) == ["(program)", "PlotlyChart.Z.js", "react-dom.Q.js"]
+
+
+def test_load_compare_says_when_the_rounds_overlap():
+    """bench/load.py --compare: the ratio of medians, each tree's range and the ratio's range
+    (worked by hand), and a warning when one tree's rounds reach into the other's."""
+    import load  # bench/load.py
+
+    # Same tree measured with and without uvloop on 2 cores (this session's rounds).
+    with_uv, without = [34.2, 31.8, 33.9], [33.5, 34.5, 37.5]
+    text = load.spread_verdict(with_uv, without)
+    # medians 33.9 / 34.5 = 0.98; ratio range 31.8 / 37.5 = 0.85 to 34.2 / 33.5 = 1.02
+    assert text.startswith("interactions per second, this / other: 0.98x")
+    assert "this 31.8-34.2, other 33.5-37.5; ratio 0.85-1.02x" in text
+    assert "within this machine's noise" in text
+    # Apart (issue 27's side by side): 29.0 and 28.6 against 10.4 and 13.0.
+    apart = load.spread_verdict([29.4, 28.6], [10.4, 13.0])
+    assert "0.85" not in apart and "noise" not in apart
+    assert "2.48x" in apart  # medians 29.0 / 11.7
+    assert "ratio 2.20-2.83x" in apart  # 28.6 / 13.0 and 29.4 / 10.4
