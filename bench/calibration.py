@@ -18,9 +18,12 @@ the training part never sees (MI300X), and still has every metric class the issu
 serving throughput, TTFT and ITL (SGLang on 4 x H200), batch latency and output rate (vLLM on
 8 x MI300X) and single-stream decode (llama.cpp's own PR on an RTX 4090).
 A second held-back set (kvcalc.perf.calibration.HELD_BACK_LATER) holds sources added after the
-fit, each chosen by a rule stated in its file; it is never fitted either. The tables are three:
-the whole corpus, the held-back part, and the held-back part with the later sources (ERROR_BAND,
-what the pages show, is measured on this last one: every point never fitted).
+fit, each chosen by a rule stated in its file; it is never fitted either. A third
+(kvcalc.perf.calibration.HELD_BACK_FRESH) holds sources collected on 2026-12-02 without any
+prediction and committed before the frozen model first ran on them: the one set nobody had
+looked at while mechanisms were added. The tables are five: the whole corpus, the held-back part,
+the held-back part with the later sources, the fresh set alone, and every held-back row
+(ERROR_BAND, what the pages show: every point never fitted).
 
 The fit (``--fit``) is staged; each stage is a least-squares fit of the relative error on the
 training points that isolate its coefficients, with the earlier stages' values fixed:
@@ -259,12 +262,49 @@ TRTLLM_BENCH_CAPS = {"max_num_seqs": 2048, "max_num_tokens": 8192}
 TRTLLM_BENCH_POOL = {"blocks": 42668, "tokens_per_block": 64, "gib": 52.08}
 
 
+TRTLLM_BENCH_FILE = "trtllm-bench-h100x8-llama31-70b-fp8.yaml"
+# trtllm-bench's pool where a source logs none: TensorRT-LLM's default share of free memory,
+# 0.9 (trtllm-tuning-guide-llama33-70b-h100x4.yaml, common_notes: "KV cache 90% of free
+# memory"; trtllm-perf-overview-v1.0.yaml: "the default setting of `0.90`"), in TensorRT-LLM's
+# blocks of 64 tokens (the logs above: "Number of tokens per block: 64.").
+TRTLLM_FREE_FRACTION = 0.9
+TRTLLM_TOKENS_PER_BLOCK = 64
+
+
+def _no_evict_seqs(blocks: int, w: dict, cap: int) -> int:
+    """Guaranteed No Evict with fixed lengths: the requests whose blocks to completion (prompt
+    + max new tokens) the pool holds at once, at most ``cap``."""
+    per_request = -(-(int(w["input_len"]) + int(w["output_len"])) // TRTLLM_TOKENS_PER_BLOCK)
+    return max(1, min(cap, blocks // per_request))
+
+
+def _build_config_flags(m: dict, base: list[str]) -> list[str]:
+    """trtllm-bench throughput on an engine whose build config a source states
+    (engine.build_config: max_batch_size, max_num_tokens) and whose pool it does not log: the
+    default free fraction, and as many requests as Guaranteed No Evict admits in that pool (the
+    pool's blocks read from the simulator's own --json for the same setup)."""
+    bc = m["engine"]["build_config"]
+    pool = [
+        "--kv-free-fraction",
+        f"{TRTLLM_FREE_FRACTION:g}",
+        "--block-size",
+        str(TRTLLM_TOKENS_PER_BLOCK),
+    ]
+    probe = run_cli(base + ["--requests", "1", "--rate", "inf", "--direct", "--json"] + pool)
+    seqs = _no_evict_seqs(probe["usable_blocks"], m["workload"], int(bc["max_batch_size"]))
+    return pool + [
+        "--max-num-seqs",
+        str(seqs),
+        "--max-num-batched-tokens",
+        str(int(bc["max_num_tokens"])),
+        "--direct",
+    ]
+
+
 def _trtllm_bench_flags(w: dict) -> list[str]:
     """trtllm-bench throughput's runtime settings for one fixed-length point: its logged caps
     and pool, and the requests Guaranteed No Evict can hold at once."""
-    tokens = int(w["input_len"]) + int(w["output_len"])
-    per_request = -(-tokens // TRTLLM_BENCH_POOL["tokens_per_block"])
-    seqs = min(TRTLLM_BENCH_CAPS["max_num_seqs"], TRTLLM_BENCH_POOL["blocks"] // per_request)
+    seqs = _no_evict_seqs(TRTLLM_BENCH_POOL["blocks"], w, TRTLLM_BENCH_CAPS["max_num_seqs"])
     return [
         "--max-num-seqs",
         str(seqs),
@@ -396,8 +436,17 @@ class Point:
         return self.file in cal.HELD_BACK_LATER
 
     @property
+    def held_back_fresh(self) -> bool:
+        """In the third held-back set (collected without any prediction, after the model froze)."""
+        return self.file in cal.HELD_BACK_FRESH
+
+    @property
+    def never_fitted(self) -> bool:
+        return self.held_back or self.held_back_later or self.held_back_fresh
+
+    @property
     def training(self) -> bool:
-        return not (self.held_back or self.held_back_later)
+        return not self.never_fitted
 
 
 def load_corpus() -> list[tuple[str, dict]]:
@@ -457,10 +506,12 @@ def _kv_flag(m: dict) -> list[str]:
     return ["--kv-dtype", "bf16"]
 
 
-def _harness(m: dict) -> list[str]:
+def _harness(m: dict, file: str = "", base: list[str] | None = None) -> list[str]:
     eng, ver, kind = m["engine"]["name"], m["engine"].get("version"), m["workload"]["kind"]
-    if (eng, kind) == ("tensorrt-llm (trtllm-bench)", "offline_max_throughput"):
+    if (file, kind) == (TRTLLM_BENCH_FILE, "offline_max_throughput"):
         flags = _trtllm_bench_flags(m["workload"])
+    elif m["engine"].get("build_config") and kind == "offline_max_throughput":
+        flags = _build_config_flags(m, base or [])
     elif (eng, kind) in HARNESS:
         flags = list(HARNESS[(eng, kind)])
     elif (eng, ver) in HARNESS:
@@ -586,6 +637,7 @@ def point_runs(file: str, m: dict) -> Point:
             + base
             + _kv_flag(m)
             + ["--context", str(ctx), "--batch", "1"]
+            + (["--tp", str(tp)] if tp > 1 else [])
             + (["--pp", str(pp)] if pp > 1 else [])
             + ["--json"]
         )
@@ -595,7 +647,24 @@ def point_runs(file: str, m: dict) -> Point:
             if k == "single_stream_tokens_per_s"
         }
         ss.update({k: ("tpot_itl", "step_time_s") for k in wanted if k == "decode_step_mean_s"})
-        pt.runs.append(Run(argv=argv, command="step-time", metrics=ss))
+        if ss:
+            pt.runs.append(Run(argv=argv, command="step-time", metrics=ss))
+        served = {k: SIM_METRICS[k] for k in wanted if k in SIM_METRICS and k not in ss}
+        if served:
+            # A tool that times one request at a time and prints its first token and its
+            # inter-token latency (trtllm-bench latency): a closed loop of one user, the
+            # engine called in the tool's own process.
+            argv = (
+                ["simulate"]
+                + base
+                + _kv_flag(m)
+                + ["--tp", str(tp)]
+                + _kernel_flags(m)
+                + _lengths(w)
+                + ["--requests", str(min(int(w.get("num_prompts") or 1), MAX_REQUESTS))]
+                + ["--users", "1", "--direct", "--json"]
+            )
+            pt.runs.append(Run(argv=argv, command="simulate", metrics=served))
         if "prefill_tokens_per_s" in wanted and pp > 1:
             pt.excluded["prefill_tokens_per_s"] = (
                 "llama.cpp's layer split over two GPUs; the "
@@ -650,7 +719,7 @@ def point_runs(file: str, m: dict) -> Point:
         + _kernel_flags(m)
         + _lengths(w)
         + load
-        + _harness(m)
+        + _harness(m, file, ["simulate", *base, *_kv_flag(m), "--tp", str(tp), *_lengths(w)])
         + _server_flags(m)
         + (["--scheduler", "prefill-first"] if (file, eng) in PREFILL_FIRST else [])
         + ["--json"]
@@ -711,6 +780,7 @@ def evaluate(points: list[Point]) -> list[dict]:
                         file=pt.file,
                         held_back=pt.held_back,
                         held_back_later=pt.held_back_later,
+                        held_back_fresh=pt.held_back_fresh,
                         metric=name,
                         klass=klass,
                         measured=meas,
@@ -1114,11 +1184,15 @@ def fit_report(points: list[Point], closed_loop: bool = False) -> list[str]:
     ]
 
 
+def _never_fitted(r: dict) -> bool:
+    return r["held_back"] or r["held_back_later"] or r["held_back_fresh"]
+
+
 def error_band(rows: list[dict]) -> dict[str, tuple[float, float, int]]:
-    """kvcalc.perf.calibration.ERROR_BAND from every held-back row (HELD_BACK and the later
-    HELD_BACK_LATER: neither was ever fitted): per judged class, (median |predicted / measured
-    - 1|, worst max(ratio, 1 / ratio), n), rounded as committed."""
-    s = summary([r for r in rows if r["held_back"] or r["held_back_later"]], "after")
+    """kvcalc.perf.calibration.ERROR_BAND from every held-back row (HELD_BACK, the later
+    HELD_BACK_LATER and the fresh HELD_BACK_FRESH: none was ever fitted): per judged class,
+    (median |predicted / measured - 1|, worst max(ratio, 1 / ratio), n), rounded as committed."""
+    s = summary([r for r in rows if _never_fitted(r)], "after")
     return {
         k: (round(s[k]["median_abs"], 3), round(s[k]["worst"], 2), s[k]["n"])
         for k in JUDGED
@@ -1239,11 +1313,13 @@ def main() -> None:
         return
     held = [r for r in rows if r["held_back"]]
     later = [r for r in rows if r["held_back"] or r["held_back_later"]]
+    fresh = [r for r in rows if r["held_back_fresh"]]
     print(
         f"{len(points)} corpus entries, {len(rows)} compared metrics "
         f"({len(held)} held back: {', '.join(cal.HELD_BACK) or 'none'}; "
         f"{len(later) - len(held)} more held back later: "
-        f"{', '.join(cal.HELD_BACK_LATER) or 'none'})"
+        f"{', '.join(cal.HELD_BACK_LATER) or 'none'}; "
+        f"{len(fresh)} held back fresh: {', '.join(cal.HELD_BACK_FRESH) or 'none'})"
     )
     print()
     for line in (
@@ -1252,6 +1328,10 @@ def main() -> None:
         + table(held, "Held back")
         + [""]
         + table(later, "Held back, with the sources added later (HELD_BACK_LATER)")
+        + [""]
+        + table(fresh, "Held back fresh (HELD_BACK_FRESH: never looked at before the model froze)")
+        + [""]
+        + table([r for r in rows if _never_fitted(r)], "Every held-back row (ERROR_BAND)")
     ):
         print(line)
     print()
@@ -1270,7 +1350,8 @@ def main() -> None:
                 f"{r['id']} {r['metric']}: measured {r['measured']:.4g}, before "
                 f"{r['before'] / r['measured']:.2f}x, after {r['after'] / r['measured']:.2f}x"
                 f"{' (held back)' if r['held_back'] else ''}"
-                f"{' (held back later)' if r['held_back_later'] else ''}\n    python -m kvcalc "
+                f"{' (held back later)' if r['held_back_later'] else ''}"
+                f"{' (held back fresh)' if r['held_back_fresh'] else ''}\n    python -m kvcalc "
                 f"{r['argv']}"
             )
 

@@ -81,20 +81,32 @@ def test_the_split_holds_back_whole_sources_that_exist():
     assert set(cal.HELD_BACK) <= files and 0 < len(cal.HELD_BACK) < len(files)
     # the second held-back set (sources added after the fit): real files, none in both sets
     assert set(cal.HELD_BACK_LATER) <= files and not set(cal.HELD_BACK) & set(cal.HELD_BACK_LATER)
+    # the third, fresh set: real files, in neither earlier set
+    assert set(cal.HELD_BACK_FRESH) <= files
+    assert not set(cal.HELD_BACK_FRESH) & (set(cal.HELD_BACK) | set(cal.HELD_BACK_LATER))
 
 
-def test_no_later_held_back_point_enters_the_fit():
+def test_each_fresh_source_states_its_selection_rule_and_set():
+    # The rule is what makes a held-back set a test: each file says how its runs were chosen.
+    for name in cal.HELD_BACK_FRESH:
+        head = (ROOT / "tests" / "data" / "benchmarks" / name).read_text().split("\nsource")[0]
+        assert "HELD_BACK_FRESH" in head and "Selection rule" in head, name
+
+
+@pytest.mark.parametrize("which", ["held_back_later", "held_back_fresh"])
+def test_no_later_held_back_point_enters_the_fit(which):
     """The sources added after the fit are compared, never fitted: no decode step of stage 1 or
     2 (with or without closed loops) and no row of stages 3 and 4 comes from them."""
     b = bench()
     points = b.all_points()
-    later = {pt.id for pt in points if pt.held_back_later}
+    later = {pt.id for pt in points if getattr(pt, which)}
     assert later and all(not pt.training for pt in points if pt.id in later)
     for closed in (False, True):
         assert not later & {s.id for s in b.decode_steps(points, closed_loop=closed)}
     flags = b._coef_flags(cal.BW_SHARE, cal.STEP_OVERHEAD_S, cal.ALLREDUCE_LATENCY_S, cal.MFU)
     rows = b._sim_rows(points, ("offline_max_throughput",), ("output_tokens_per_s",), flags)
-    assert not {r[2] for r in rows} & set(cal.HELD_BACK_LATER)
+    files = cal.HELD_BACK_LATER if which == "held_back_later" else cal.HELD_BACK_FRESH
+    assert not {r[2] for r in rows} & set(files)
 
 
 def test_every_run_compares_its_metrics_in_the_entry_s_own_order():
@@ -410,7 +422,7 @@ def test_every_corpus_point_runs_from_the_command_line_and_the_band_is_measured(
     points = b.all_points()
     for pt in points:  # every entry is run or left out with a reason
         assert pt.runs or pt.excluded.get("*"), pt.id
-    held = [pt for pt in points if pt.held_back or pt.held_back_later]
+    held = [pt for pt in points if pt.never_fitted]
     rows = b.evaluate(held)
     assert b.error_band(rows) == cal.ERROR_BAND
     for r in rows:  # the calibrated estimate beats the ideal bound on the held-back median
@@ -644,3 +656,78 @@ def test_served_corpus_runs_take_their_engines_stack_and_direct_ones_none():
             elif r.command == "simulate" and kind == "serving":
                 assert fam not in cal.API_OVERHEAD_BY_STACK or "--direct" in r.argv
     assert seen == set(cal.API_OVERHEAD_BY_STACK)
+
+
+def test_guaranteed_no_evict_holds_each_request_s_blocks_to_completion():
+    # TensorRT-LLM's GuaranteedNoEvictScheduler admits a request only when its prompt + max
+    # new tokens fit: the tuning guide's 2,048 + 2,048 tokens are 4,096 / 64 = 64 blocks, so
+    # trtllm-bench's logged pool of 42,668 blocks holds 42,668 // 64 = 666 at once; a build cap
+    # of 64 binds below that; a pool smaller than one request still runs one.
+    b = bench()
+    w = {"input_len": 2048, "output_len": 2048}
+    assert b._no_evict_seqs(42668, w, 2048) == 666
+    assert b._no_evict_seqs(42668, w, 64) == 64
+    assert b._no_evict_seqs(10, w, 2048) == 1
+
+
+def test_simulate_json_names_the_pool_it_ran_with(capsys):
+    # trtllm-bench's log for Llama 3.1 70B (FP8 cache) at TP 8: "Allocated 52.08 GiB for max
+    # tokens in paged KV cache", "Number of blocks in KV cache primary pool: 42668", "Number of
+    # tokens per block: 64." By hand: 80 layers x 8 KV heads x 128 x 2 (K and V) x 1 byte / 8
+    # GPUs = 20,480 B a token per GPU, 1,310,720 B a block of 64; round(52.08 GiB) // that.
+    j = run(
+        [
+            "simulate",
+            "--model",
+            "llama-3.1-70b",
+            "--gpu",
+            "h100-sxm-80gb",
+            "--weight-dtype",
+            "fp8",
+            "--kv-dtype",
+            "fp8",
+            "--tp",
+            "8",
+            "--requests",
+            "1",
+            "--rate",
+            "inf",
+            "--prompt-tokens",
+            "128",
+            "--output-tokens",
+            "8",
+            "--kv-pool-gib",
+            "52.08",
+            "--block-size",
+            "64",
+            "--direct",
+        ],
+        capsys,
+    )
+    assert j["block_size"] == 64
+    assert j["kv_pool_blocks"] == round(52.08 * 2**30) // (64 * 20_480) == 42_663
+    assert j["kv_pool_blocks"] == pytest.approx(42_668, rel=2e-4)  # the log's, 52.08 rounded
+    assert j["usable_blocks"] == 42_663 - 1  # vLLM's null block (PR #47272) is no request's
+
+
+def test_a_tuning_guide_engine_runs_with_its_build_config_and_the_default_pool():
+    # The guide's max-batch-size page: "Max Batch Size 64" is the engine's build cap; its
+    # throughput run gets TensorRT-LLM's default free fraction 0.9 in blocks of 64, and its
+    # latency run (batch 1, 100 requests) is a closed loop of one user with no HTTP stack.
+    off = _entry("trtllm016-h100x4-llama33-70b-bf16-mbs64-tp4-2048-2048-offline").runs[0].argv
+    assert off[off.index("--kv-free-fraction") + 1] == "0.9"
+    assert off[off.index("--block-size") + 1] == "64"
+    assert off[off.index("--max-num-seqs") + 1] == "64"
+    assert off[off.index("--max-num-batched-tokens") + 1] == "8192" and "--direct" in off
+    lat = _entry("trtllm016-h100x4-llama33-70b-bf16-mbs64-tp4-2048-2048-bs1").runs
+    assert [r.command for r in lat] == ["simulate"]
+    argv = lat[0].argv
+    assert argv[argv.index("--users") + 1] == "1" and argv[argv.index("--requests") + 1] == "100"
+    assert argv[argv.index("--tp") + 1] == "4" and "--direct" in argv
+    assert set(lat[0].metrics) == {"ttft_mean_s", "itl_mean_s"}
+
+
+def test_a_single_stream_at_tensor_parallel_runs_at_its_tp():
+    # MLC's llm-perf-bench: Llama 2 70B on 8 x A100 PCIe, "--tensor-parallel-size $GPU_NUM"
+    run_ = _entry("vllm-a100pciex8-llama-2-70b-fp16-tp8-bs1-in7-out256").runs[0]
+    assert run_.command == "step-time" and run_.argv[run_.argv.index("--tp") + 1] == "8"

@@ -170,6 +170,11 @@ def cmd_simulate(args):
         )
     r = simulate(s, wl, series=False)
     out = {k: getattr(r, k) for k in CLI_KEYS}
+    # the pool the run had, per GPU: its blocks as an engine's log counts them, and those a
+    # request can hold (vLLM's null block taken out)
+    out["kv_pool_blocks"] = s.pool_blocks
+    out["usable_blocks"] = s.num_blocks
+    out["block_size"] = s.block_size
     out["estimate"] = speed.name
     out["step_model"] = speed.to_dict()
     if args.dequant_gemm is not None:  # the linear layers' share, named only where used
