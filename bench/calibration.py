@@ -592,13 +592,19 @@ def _lengths(w: dict) -> list[str]:
                 f"lognormal:{median_for_mean(o, 1, 4, 1024):g}:1:1024:4",
             ]
         return ["--lengths", "sharegpt"]
-    if ds.startswith("random"):  # range ratio 0: uniform from 1 to the maximum
-        return [
-            "--prompt-dist",
-            f"uniform:1:{w['random_input_len']}",
-            "--output-dist",
-            f"uniform:1:{w['random_output_len']}",
-        ]
+    if ds.startswith("random"):
+        # SGLang's bench_serving (and vLLM's benchmark_serving of 2024) draws each length
+        # uniformly from int(length x range ratio) (at least 1) to the length: ratio 0 (the
+        # entries that state none) is 1 to the maximum, ratio 1 the length itself.
+        r = float(w.get("random_range_ratio") or 0)
+        out = []
+        for flag, n in (
+            ("--prompt-dist", w["random_input_len"]),
+            ("--output-dist", w["random_output_len"]),
+        ):
+            lo = max(int(int(n) * r), 1)
+            out += [flag, f"fixed:{n}" if lo >= int(n) else f"uniform:{lo}:{n}"]
+        return out
     d = w.get("default_if_unset") or {}
     p = w.get("input_len") if w.get("input_len") is not None else d.get("input_len")
     o = w.get("output_len") if w.get("output_len") is not None else d.get("output_len")

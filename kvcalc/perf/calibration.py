@@ -2,7 +2,7 @@
 
 The ideal bound (``roofline.step_time``, the seed's formula) reads every byte at the GPU's
 nominal bandwidth and does nothing else. Real engines measured in published benchmarks
-(tests/data/benchmarks/, 253 runs from 22 files) are slower in six ways, each one named
+(tests/data/benchmarks/, 284 runs from 24 files) are slower in six ways, each one named
 coefficient here:
 
 * ``BW_SHARE``: the share of the nominal bandwidth a decode step's reads achieve;
@@ -124,38 +124,42 @@ HELD_BACK_FRESH = (
     "mlc-llm-perf-bench-llama2.yaml",
     "vllm-pr6883-zmq-frontend-h100.yaml",
     "trtllm-tuning-guide-llama33-70b-h100x4.yaml",
+    # added after the three above were scored, the model unchanged: still never seen by it
+    "dstack-deepseek-r1-h200-mi300x.yaml",
+    "llamacpp-gpt-oss-guide-rtx.yaml",
 )
 
 # -- what bench/calibration.py measured on every held-back source (HELD_BACK, HELD_BACK_LATER and
-#    HELD_BACK_FRESH, 437 metrics never fitted): median |pred/meas - 1|, worst max(pred/meas,
-#    meas/pred), number of metrics, per metric class; the pages show this band.
-#    The clean measurement is HELD_BACK_FRESH alone, the frozen model's first run on sources
-#    nobody here had looked at: output tokens/s (0.233, 1.84, 14), TPOT/ITL (0.464, 7.16, 15),
-#    TTFT (0.170, 11.03, 15), single stream (0.276, 4.07, 24). It misses issue 24's 15% in every
-#    class but TTFT. Where: TensorRT-LLM 0.16's batch-1 steps of Llama 3.3 70B at TP 4 over
-#    NVLink (14.4-14.7 ms once the GEMM plugin is on) are 1.34-1.57x slower here, because
-#    ALLREDUCE_LATENCY_S (49 us, fitted on 2023-24 engines) charges 2 x 80 x 49 us = 7.8 ms a
-#    step; vLLM of October 2023 at TP 4-8 over PCIe is 1.7-4.1x faster here than it ran (its
-#    batch-1 rate fell from TP 4 to TP 8: an all-reduce cost the PCIe link's datasheet figures do
-#    not give), while MLC LLM on the same cards is within 0.90-1.23x; the worst TPOT and TTFT
-#    (0.14x, 0.09x) are vLLM's July 2024 API server at 10 requests/s, CPU-bound, the bottleneck
-#    its PR removed.
+#    HELD_BACK_FRESH, 411 judged metrics never fitted): median |pred/meas - 1|, worst
+#    max(pred/meas, meas/pred), number of metrics, per metric class; the pages show this band.
+#    The clean measurement is HELD_BACK_FRESH alone, the frozen model's first runs on sources
+#    nobody here had looked at: output tokens/s (1.877, 6.66, 41), TPOT/ITL (0.625, 7.16, 123),
+#    TTFT (0.910, 446.68, 69), single stream (0.276, 4.07, 28). It misses issue 24's 15% in every
+#    class. Per source:
+#    - dstack's DeepSeek-R1 runs (vLLM 0.7 on H200, vLLM and SGLang on ROCm on MI300X, early
+#      2025, 3,200-token prompts at 4-128 users): 3.3x too fast on output tokens/s, TPOT at 0.37x,
+#      TTFT at 0.06x (the engines queued for minutes at 128 users where the estimate's pool and
+#      steps do not): engines new to the model ran it at a third of what its bytes allow;
+#    - TensorRT-LLM 0.16's tuning guide (Llama 3.3 70B, 4 x H100): output tokens/s 23%, TTFT 17%,
+#      ITL 1.46x too slow: build flags alone take a batch-1 step from 31.3 to 14.4 ms, and the
+#      fitted overhead and all-reduces (3.5 ms + 160 x 49 us) exceed what the tuned builds spend;
+#    - MLC's llm-perf-bench (batch 1, Llama 2 7B-70B, TP 1-8 over PCIe): 28% (vLLM of October
+#      2023 over PCIe 1.7-4.1x slower than estimated, MLC LLM within 0.90-1.23x); llama.cpp's
+#      gpt-oss guide: 0.70x (faster than estimated);
+#    - vLLM PR #6883's baseline at 10 requests/s: TPOT 0.14x, TTFT 0.09x, its API server
+#      CPU-bound, the bottleneck the PR removed.
 #    HELD_BACK and HELD_BACK_LATER alone: output tokens/s (0.202, 1.95, 92), TPOT/ITL (0.183,
 #    3.76, 25), TTFT (0.348, 49.99, 25), single stream (0.209, 1.91, 8); on HELD_BACK alone:
 #    (0.171, 1.95, 10), (0.241, 1.45, 6), (0.183, 1.34, 6), (0.072, 1.08, 2). Those two sets had
 #    been looked at when DEQUANT_GEMM_MFU, trtllm-bench's logged pool and Guaranteed No Evict,
 #    vLLM V0's prefill-first scheduler, LMDeploy's pool, blocks and caps, and ShareGPT runs at
 #    their own published mean lengths were added (before them: output tokens/s (0.19, 1.93,
-#    92), TPOT/ITL (0.295, 5.63, 25), TTFT (0.343, 137.08, 25)). Their worst TTFT is LMDeploy 0.4
-#    at 8 requests/s on an RTX 3090 (int8 cache), a load the estimate puts past saturation (a
-#    queue of seconds) and the engine served in 0.18 s: at that rate the BF16-cache run ran
-#    (213,987 + 187,694) tokens in 144 s, 2 x 7.5e9 x 2,788 = 42 TFLOP/s of linear layers alone,
-#    59% of the card's 71 TFLOPS, above the fitted MFU, whatever the pool. ----------------------
+#    92), TPOT/ITL (0.295, 5.63, 25), TTFT (0.343, 137.08, 25)). -------------------------------
 ERROR_BAND: dict[str, tuple[float, float, int]] = {
-    "output_tokens_per_s": (0.202, 1.95, 106),
-    "tpot_itl": (0.344, 7.16, 40),
-    "ttft": (0.225, 49.99, 40),
-    "single_stream": (0.232, 4.07, 32),
+    "output_tokens_per_s": (0.259, 6.66, 133),
+    "tpot_itl": (0.614, 7.16, 148),
+    "ttft": (0.875, 446.68, 94),
+    "single_stream": (0.232, 4.07, 36),
 }
 
 
