@@ -188,8 +188,10 @@ st.caption(
     "preempted or waited for blocks); diamond, max_num_batched_tokens. Each point "
     "simulates about four requests per user. TPOT: time per output token. The solid "
     f"curve is the {speed.name}, the dotted one the ideal bound (every byte at the full "
-    "peak, no fixed cost, no all-reduce, MFU 0.5): the bound overstates what a server "
-    "delivers. Rings: runs within the service-level objective. " + common.speed_caption(sel)
+    "bandwidth, every FLOP at the full dense peak, no fixed cost, no all-reduce): the bound "
+    "overstates what a server "
+    "delivers. Rings: runs within the service-level objective. "
+    + common.speed_caption(sel, bands=("output_tokens_per_s", "tpot_itl", "ttft"))
 )
 if note:
     st.info(note)
@@ -358,9 +360,9 @@ with st.expander("How the simulation works", icon=":material/function:"):
         "parallel)\n"
         f"{speed.name}: share {speed.bw_share:g}, MFU {speed.mfu:g}, "
         f"{speed.step_overhead_s * 1e3:g} ms a step, all-reduce "
-        f"{speed.allreduce_latency_s * 1e6:g} us + bytes over the link, "
+        f"{speed.allreduce_latency_s * 1e6:g} µs + bytes over the link, "
         f"{speed.api_overhead_s * 1e3:g} ms of API per request\n"
-        "ideal bound: share 1, MFU 0.5, nothing added"
+        "ideal bound: share 1, MFU 1 (the full dense peak), nothing added"
     )
     common.formula(cap.derivation())
     st.caption(

@@ -3,7 +3,14 @@ import streamlit as st
 from kvcalc import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, budget, prefill, step_time
 from kvcalc.core.units import GiB, fmt_gib, fmt_seconds
 from kvcalc.engines.vllm import NEWEST
-from kvcalc.perf.calibration import MFU, estimate_step, estimate_ttft, step_model
+from kvcalc.perf.calibration import (
+    IDEAL,
+    MFU,
+    band_for_batch,
+    estimate_step,
+    estimate_ttft,
+    step_model,
+)
 from kvcalc.perf.sweeps import max_context_at, no_speed_reason, step_curve
 from webui import common
 from webui.common import bound, select
@@ -97,6 +104,7 @@ try:
             sel.spec,
             prompt,
             peak,
+            mfu=IDEAL.mfu,  # the bound: every FLOP at the full dense peak
             tp=sel.tp,
             weight_read_bytes=sel.weights.read_per_step(sel.spec, prompt),
             bandwidth_gbs=sel.bandwidth_gbs,
@@ -149,7 +157,7 @@ with top:  # the answer first: on a phone it is on the first screen
             fmt_seconds(es.time_s),
             delta("step", "{:+,.2f} ms"),
             delta_color="inverse",
-            help=f"The ideal bound (every byte at the full peak, nothing else): "
+            help=f"The ideal bound (every byte at the full bandwidth, nothing else): "
             f"{fmt_seconds(s.step_time_s)}",
         )
         m[1].metric(
@@ -197,9 +205,8 @@ with top:  # the answer first: on a phone it is on the first screen
             delta("ttft", "{:+,.1f} ms"),
             delta_color="inverse",
             help=f"Time to first token (TTFT) of one {prompt:,}-token prompt, one request "
-            f"on an idle server. The ideal bound (MFU "
-            f"{p.mfu:g}, one read of the weights at the full peak): "
-            f"{fmt_seconds(p.time_s)}",
+            f"on an idle server. The ideal bound (every FLOP at the full dense peak, "
+            f"every weight read once at the full bandwidth): {fmt_seconds(p.time_s)}",
         )
     if b.fits and not past:
         st.caption(
@@ -211,7 +218,7 @@ with top:  # the answer first: on a phone it is on the first screen
                 else f", time to first token {fmt_seconds(p.time_s)}"
             )
             + ". "
-            + common.speed_caption(sel, speed)
+            + common.speed_caption(sel, speed, bands=(band_for_batch(batch), "ttft"))
         )
     m[3].metric(
         "Crossover context (tokens)",
@@ -304,5 +311,6 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
     st.caption(
         "Prefill FLOPs = 2 x active parameters x prompt tokens + attention over every "
         "earlier token. MFU is the share of the GPU's dense peak the matrix multiplies "
-        "reach: the ideal bound states 0.5, the calibrated estimate uses the fit's."
+        "reach: the ideal bound takes the full peak (MFU 1), a real engine less (the "
+        "calibrated estimate uses the fit's)."
     )

@@ -2,6 +2,7 @@ import streamlit as st
 
 from kvcalc import get_dtype, prefill, step_time
 from kvcalc.core.units import GiB, fmt_seconds
+from kvcalc.perf.calibration import band_for_batch, error_band_text
 from kvcalc.perf.intensity import attention_points, decode_step, prefill_point, roofs
 from kvcalc.perf.sweeps import max_batch_at
 from webui import common
@@ -230,7 +231,9 @@ else:
         f"(its reads at {sel.speed.bw_share:g} of the bandwidth, its GEMMs at MFU "
         f"{sel.speed.mfu:g}, plus {fmt_seconds(real.overhead_s)} of fixed cost"
         + (f" and {fmt_seconds(real.allreduce_s)} of all-reduces" if real.allreduce_s else "")
-        + f"), against {fmt_seconds(st_b.step_time_s)} for the bytes alone."
+        + f"), against {fmt_seconds(st_b.step_time_s)} for the bytes alone. Its error: "
+        + error_band_text(band_for_batch(batch))
+        + "."
     )
 
 by = {p.label.removeprefix("attention "): p for p in attn}

@@ -3,6 +3,7 @@ import streamlit as st
 from kvcalc import step_time
 from kvcalc.core.units import GB, fmt_seconds
 from kvcalc.engines.budget import pool_defaults_text
+from kvcalc.perf.calibration import band_for_batch
 from kvcalc.perf.sweeps import (
     batch_curve,
     max_batch_at,
@@ -24,7 +25,7 @@ top = common.page_header(
         "mixture-of-experts (MoE) model the shared weights and the experts its tokens are routed "
         "to, so more at a larger batch. "
         if sel.spec.moe
-        else "Each decode step reads every weight once, whatever the context, "
+        else "Each decode step reads every weight once, whatever the context. "
     )
     + "It also reads the whole cache of every sequence in the batch. The first read is a fixed "
     "band; the second is a wedge that grows with context. Where the wedge overtakes the band, "
@@ -117,7 +118,7 @@ with top:  # the answer first: on a phone it is on the first screen
     m[2].metric(
         f"Step time, {speed}",
         verdict if no_speed else fmt_seconds(est.time_s),
-        help=common.speed_caption(sel),
+        help=common.speed_caption(sel, bands=(band_for_batch(batch),)),
     )
     m[3].metric(f"Tokens/s, {speed}", verdict if no_speed else f"{est.tokens_per_s:,.1f}")
     m = st.columns(4)
@@ -158,10 +159,11 @@ else:
         "bytes per token)."
     )
 st.caption(
-    "Two numbers. The ideal lower bound (the band and the wedge): every byte read once "
+    "Two numbers. The ideal bound, the least a step can take (the chart's band and wedge): "
+    "every byte read once "
     f"at the GPU's full {sel.gpu.bandwidth_gbs:,.0f} GB/s, nothing else. The dashed line, "
     f"the {speed}: what a real engine takes for the same step. "
-    + common.speed_caption(sel)
+    + common.speed_caption(sel, bands=(band_for_batch(batch),))
     + " "
     + common.embedding_note(sel)
 )
@@ -176,7 +178,8 @@ if not no_speed and est.overhead_s + est.allreduce_s > 0.25 * est.time_s:
         )
         + f") are {(est.overhead_s + est.allreduce_s) / est.time_s:.0%} of its "
         f"{fmt_seconds(est.time_s)}: the ideal bound's tokens/s is "
-        f"{s.tokens_per_s / est.tokens_per_s:.1f}x what a server delivers.",
+        f"{s.tokens_per_s / est.tokens_per_s:.1f}x the calibrated estimate's, and a real "
+        f"server's own step can differ from that estimate as much as its error band says.",
         icon=":material/schedule:",
     )
 if s.bound == "compute":

@@ -731,3 +731,46 @@ def test_a_single_stream_at_tensor_parallel_runs_at_its_tp():
     # MLC's llm-perf-bench: Llama 2 70B on 8 x A100 PCIe, "--tensor-parallel-size $GPU_NUM"
     run_ = _entry("vllm-a100pciex8-llama-2-70b-fp16-tp8-bs1-in7-out256").runs[0]
     assert run_.command == "step-time" and run_.argv[run_.argv.index("--tp") + 1] == "8"
+
+
+def test_the_band_reads_as_what_it_measures():
+    # ERROR_BAND holds (median |pred / meas - 1|, worst max(ratio, 1 / ratio), n): half of the
+    # n runs were within the median; the worst was that many times off.
+    med, worst, n = cal.ERROR_BAND["ttft"]
+    got = cal.error_band_text("ttft")
+    assert got == (
+        f"time to first token: within ±{med:.0%} of the measured value on half of {n} "
+        f"held-back published runs, {worst:,.2f}x off at worst"
+    )
+    both = cal.error_band_text(("single_stream", "ttft"))
+    assert both.startswith("single-stream decode: ") and both.endswith(got)
+    assert cal.band_for_batch(1) == "single_stream" and cal.band_for_batch(2) == "tpot_itl"
+
+
+def test_the_ideal_bound_computes_at_the_full_dense_peak(capsys):
+    # docs/design.md, principle 7: the ideal bound is bytes / bandwidth and FLOPs / peak. By
+    # hand: one 8,192-token prompt of Llama 3.1 8B (7,504,924,672 parameters multiplied: all but
+    # its input table) is at least 2 x that x 8,192 = 1.23e14 FLOPs, 124 ms at 989.4 TFLOPS;
+    # --ideal must not take twice that (MFU 0.5) and the calibrated estimate (MFU 0.511, its
+    # overheads) must take longer.
+    assert cal.IDEAL.mfu == 1.0
+    argv = [
+        "simulate",
+        "--model",
+        "llama-3.1-8b",
+        "--gpu",
+        "h100-sxm-80gb",
+        "--requests",
+        "1",
+        "--rate",
+        "inf",
+        "--prompt-tokens",
+        "8192",
+        "--output-tokens",
+        "1",
+        "--direct",
+    ]
+    ideal = run(argv + ["--ideal"], capsys)["ttft_p50_s"]
+    real = run(argv, capsys)["ttft_p50_s"]
+    floor = 2 * 7_504_924_672 * 8192 / 989.4e12
+    assert floor <= ideal < 1.5 * floor and real > ideal

@@ -36,8 +36,8 @@ TERMS: dict[str, str] = {
     "has finished: the number of users, not an arrival rate, sets the load.",
     "MFU": "Model FLOPs utilization: the share of the GPU's peak arithmetic a prefill achieves.",
     "Ideal bound / calibrated estimate": "Two speeds. The ideal bound reads every byte at the "
-    "GPU's full peak and does nothing else: no real engine "
-    "is faster. The calibrated estimate adds what published "
+    "GPU's full bandwidth, computes at its full dense peak and does nothing else: no real "
+    "engine is faster. The calibrated estimate adds what published "
     "benchmarks of real engines show: a share of the "
     "bandwidth, a fixed cost per step, the matrix "
     "multiplies' MFU, tensor-parallel all-reduces and the "

@@ -166,8 +166,8 @@ def sidebar(uses_selection: bool = True) -> None:
         )
         st.caption(
             f"Defaults: the fit on published runs ({error_band_text('tpot_itl')}). "
-            "The ideal bound always reads every byte at the full peak and adds "
-            "nothing; each figure says which it shows."
+            "The ideal bound always reads every byte at the full bandwidth, computes at "
+            "the full dense peak and adds nothing; each figure says which it shows."
         )
         c1, c2 = st.columns(2)
         select(
@@ -625,23 +625,26 @@ def estimate_ttft(sel: Selection, ideal, served: bool = True):
     )
 
 
-def speed_caption(sel: Selection, speed=None) -> str:
+def speed_caption(sel: Selection, speed=None, bands=("tpot_itl",)) -> str:
     """One sentence: which real-engine estimate the page shows (``speed``, the sidebar's when
-    None), and its measured error."""
+    None), and its measured error for the quantities the figure states (``bands``: metric
+    classes of kvcalc.perf.calibration.ERROR_BAND)."""
     from kvcalc.perf.calibration import error_band_text
 
     speed = speed or sel.speed
+    adds = (
+        f"{speed.bw_share:g} of the peak bandwidth, MFU {speed.mfu:g}, "
+        f"{speed.step_overhead_s * 1e3:g} ms a step"
+        + (f", two all-reduces a layer across the {sel.tp} GPUs" if sel.tp > 1 else "")
+    )
     if speed.is_calibrated:
         return (
             f"The calibrated estimate adds what real engines add in published benchmarks: "
-            f"{speed.bw_share:g} of the peak bandwidth, MFU {speed.mfu:g}, "
-            f"{speed.step_overhead_s * 1e3:g} ms a step, tensor-parallel all-reduces; "
-            f"{error_band_text('tpot_itl')}."
+            f"{adds}. Its error: {error_band_text(tuple(bands))}."
         )
     return (
-        f"Your step model: {speed.bw_share:g} of the peak bandwidth, MFU {speed.mfu:g}, "
-        f"{speed.step_overhead_s * 1e3:g} ms a step, as entered; the measured error band "
-        "belongs to the calibrated defaults."
+        f"Your step model: {adds}, as entered; the measured error band belongs to the "
+        "calibrated defaults."
     )
 
 

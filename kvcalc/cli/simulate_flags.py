@@ -273,7 +273,7 @@ def _speed_arguments(p) -> None:
     speed.add_argument(
         "--ideal",
         action="store_true",
-        help="the ideal bound instead: full bandwidth, MFU 0.5, nothing added",
+        help="the ideal bound instead: full bandwidth, the full dense peak (MFU 1), nothing added",
     )
     speed.add_argument(
         "--bw-share",

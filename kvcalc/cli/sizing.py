@@ -18,7 +18,7 @@ from ..engines.budget import (
     budget,
 )
 from ..engines.vllm import DEFAULT_BLOCK_SIZE
-from ..perf.calibration import error_band_text, estimate_step, step_model
+from ..perf.calibration import band_for_batch, error_band_text, estimate_step, step_model
 from ..perf.roofline import DEFAULT_MFU, offload_vs_recompute, prefill, step_time, token_passes
 from ..perf.sweeps import no_speed_reason
 from .common import (
@@ -276,7 +276,7 @@ def cmd_step_time(args):
             ),
         )
         est = estimate_step(spec, s, sm, tp=args.tp, link_gbs=gpu.tp_link_gbs if gpu else None)
-        band = error_band_text("single_stream") if sm.is_calibrated else None
+        band = error_band_text(band_for_batch(args.batch)) if sm.is_calibrated else None
         out.update(
             estimate=sm.name,
             estimated_step_time_s=est.time_s,
@@ -300,7 +300,8 @@ def cmd_step_time(args):
     ]
     if est is not None:
         parts = (
-            f"max(reads {fmt_seconds(est.memory_s)}, compute {fmt_seconds(est.compute_s)})"
+            f"max(reads {fmt_seconds(est.memory_s)}, compute at MFU {sm.mfu:g} "
+            f"{fmt_seconds(est.compute_s)})"
             f" + overhead {fmt_seconds(est.overhead_s)}"
             + (f" + all-reduce {fmt_seconds(est.allreduce_s)}" if est.allreduce_s else "")
         )
@@ -314,7 +315,10 @@ def cmd_step_time(args):
     if s.state_read_bytes:
         text.insert(3, f"  state read:   {s.state_read_bytes / GB:,.3f} GB")
     if s.compute_time_s is not None:
-        text.append(f"  compute floor: {fmt_seconds(s.compute_time_s)} ({s.bound} bound)")
+        text.append(
+            f"  compute floor: {fmt_seconds(s.compute_time_s)} at the full dense peak "
+            f"({s.bound} bound)"
+        )
     return out, text
 
 

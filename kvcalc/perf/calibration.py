@@ -52,7 +52,7 @@ from dataclasses import asdict, dataclass, replace
 
 from ..core.model import ModelSpec
 from ..core.units import GB, check_float, check_int
-from .roofline import DEFAULT_MFU, Prefill, StepTime
+from .roofline import Prefill, StepTime
 
 __all__ = [
     "BW_SHARE",
@@ -75,6 +75,7 @@ __all__ = [
     "step_model",
     "allreduce_seconds",
     "error_band_text",
+    "band_for_batch",
     "Estimate",
     "estimate_step",
     "estimate_ttft",
@@ -210,11 +211,13 @@ class StepModel:
         return d
 
 
+# The seed's formula (docs/design.md, principle 7): bytes / bandwidth and FLOPs / peak, every
+# byte at the full bandwidth and every FLOP at the full dense peak (MFU 1): no engine is faster.
 IDEAL = StepModel(
     name="ideal bound",
     bw_share=1.0,
     step_overhead_s=0.0,
-    mfu=DEFAULT_MFU,
+    mfu=1.0,
     allreduce_latency_s=0.0,
     api_overhead_s=0.0,
     allreduce=False,
@@ -308,20 +311,29 @@ BAND_NAMES = {
 }
 
 
-def error_band_text(metric: str | None = None) -> str:
-    """ "time per output token within +-X% (median) of N held-back published measurements, worst
-    Yx" for a metric class, or for every class the band was measured on."""
+def error_band_text(metric: str | tuple[str, ...] | None = None) -> str:
+    """How far the calibrated estimate was from held-back published measurements, for a metric
+    class (or several, or every class the band was measured on): "time per output token: within
+    ±X% of the measured value on half of N held-back published runs, Yx off at worst"."""
     if not ERROR_BAND:
         return "not yet measured"
-    keys = [metric] if metric else list(ERROR_BAND)
+    if metric is None:
+        keys = list(ERROR_BAND)
+    else:
+        keys = [metric] if isinstance(metric, str) else list(metric)
     parts = []
     for k in keys:
         med, worst, n = ERROR_BAND[k]
         parts.append(
-            f"{BAND_NAMES.get(k, k)} within ±{med:.0%} (median) of {n} held-back "
-            f"published measurements, worst {worst:.2f}x"
+            f"{BAND_NAMES.get(k, k)}: within ±{med:.0%} of the measured value on half of {n} "
+            f"held-back published runs, {worst:,.2f}x off at worst"
         )
     return "; ".join(parts)
+
+
+def band_for_batch(batch: int) -> str:
+    """The band of a decode step's figure: a single stream's at batch 1, else time per token."""
+    return "single_stream" if batch == 1 else "tpot_itl"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..cache.weight_bytes import Weights
 from ..core.model import ModelSpec
 from ..core.units import GB, GiB, fmt_gb, fmt_seconds
-from ..perf.calibration import Estimate
+from ..perf.calibration import Estimate, error_band_text
 from ..perf.roofline import StepTime, crossover_context, step_time
 from .quiz import Question
 from .tour_text import Setup, slips_of, where_text
@@ -213,7 +213,7 @@ def throughput_question(
             f"**{tps:,.1f} tokens/s**, the ideal bound: every byte at the full "
             f"{s.bw:,.0f} GB/s and nothing else. A real engine adds a fixed cost per "
             f"step and reads at less than the peak: about {real.tokens_per_s:,.1f} "
-            f"tokens/s (the calibrated estimate). {why_not}"
+            f"tokens/s (the calibrated estimate; {error_band_text('single_stream')}). {why_not}"
         ),
         solution=(
             f"({w_gpu:,} + {kv:,}) B / {s.bw:,.0f} GB/s = "

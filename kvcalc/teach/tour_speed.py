@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..cache.kv import KVCache, kv_cache
 from ..core.units import fmt_bytes, fmt_gb, fmt_seconds
 from ..engines.budget import Budget
-from ..perf.calibration import CALIBRATED, estimate_step
+from ..perf.calibration import CALIBRATED, error_band_text, estimate_step
 from ..perf.intensity import decode_point, ridge_point
 from ..perf.roofline import step_time
 from .quiz import Question
@@ -48,7 +48,7 @@ def stop4(s: Setup) -> Lesson:
     real = estimate_step(spec, st, CALIBRATED, tp=s.tp, link_gbs=s.gpu.tp_link_gbs)
     real_text = (
         f"; a real engine: {fmt_seconds(real.time_s)} ({real.tokens_per_s:,.1f} "
-        "tokens/s), the calibrated estimate"
+        f"tokens/s), the calibrated estimate ({error_band_text('single_stream')})"
     )
     read = s.w.read_per_step(spec, 1)  # the Decode step time page's weights read, whole model
     w_gpu = st.weight_read_bytes  # one GPU's share
