@@ -326,7 +326,7 @@ def error_band_text(metric: str | tuple[str, ...] | None = None) -> str:
         med, worst, n = ERROR_BAND[k]
         parts.append(
             f"{BAND_NAMES.get(k, k)}: within ±{med:.0%} of the measured value on half of {n} "
-            f"held-back published runs, {worst:,.2f}x off at worst"
+            f"held-back published runs, {worst:.3g}x off at worst"
         )
     return "; ".join(parts)
 
