@@ -143,3 +143,35 @@ def test_load_compare_says_when_the_rounds_overlap():
     assert "0.85" not in apart and "noise" not in apart
     assert "2.48x" in apart  # medians 29.0 / 11.7
     assert "ratio 2.20-2.83x" in apart  # 28.6 / 13.0 and 29.4 / 10.4
+
+
+def test_profile_server_splits_the_cpu_by_part_from_two_snapshots():
+    # bench/profile_server.py's report from two hand-written snapshots of the server's sums:
+    # 10 interactions, 3 full runs of 20 ms and 7 fragment runs of 10 ms (0.13 s), 500 messages
+    # handed over in 0.03 s of which the 10 new_session messages took 0.01 s, 0.005 s of
+    # sending, 0.004 s of BackMsgs; the process used 0.25 s, so 0.25 - 0.13 - 0.03 - 0.005 -
+    # 0.004 = 0.081 s was nobody's: 8.1 ms per interaction, 32% of the whole.
+    import profile_server
+
+    zero = {"sums": {}, "process_cpu_s": 1.0}
+    after = {
+        "sums": {
+            "ScriptRunner._run_script.full": [3, 0.06],
+            "ScriptRunner._run_script.fragment": [7, 0.07],
+            "AppSession._handle_scriptrunner_event_on_event_loop": [500, 0.03],
+            "AppSession._create_new_session_message": [10, 0.01],
+            "AppSession.handle_backmsg": [10, 0.004],
+            "Runtime._send_message": [510, 0.005],
+        },
+        "process_cpu_s": 1.25,
+    }
+    lines = profile_server.breakdown(zero, after, 10)
+    assert lines[0].startswith("10 interactions, 10 script runs (3 full, 7 fragment), 51.0 ")
+    assert "25.0 ms per interaction, 25.0 ms per run" in lines[0]
+    rows = {ln.split(" | ")[0].lstrip("| "): ln.split(" | ")[1:] for ln in lines[4:]}
+    assert rows["script thread: full runs (frame, sidebar, page)"][:3] == ["3", "6.00", "24%"]
+    assert rows["event loop: messages from the script thread"][:3] == ["500", "2.00", "8%"]
+    assert rows["event loop: the new_session message of each run"][1:3] == ["1.00", "4%"]
+    rest = rows["the rest: uvicorn, websocket frames, asyncio, other threads"]
+    assert rest[1:3] == ["8.10", "32%"]
+    assert profile_server.breakdown(zero, zero, 0) == ["no script ran: nothing to split"]
