@@ -2,7 +2,7 @@ import streamlit as st
 
 from kvcalc import get_dtype, prefill, step_time
 from kvcalc.core.units import GiB, fmt_seconds
-from kvcalc.perf.calibration import band_for_batch, error_band_text
+from kvcalc.perf.calibration import IDEAL, band_for_batch, error_band_text
 from kvcalc.perf.intensity import attention_points, decode_step, prefill_point, roofs
 from kvcalc.perf.sweeps import max_batch_at
 from webui import common
@@ -84,6 +84,7 @@ try:
         spec,
         prompt,
         r.gemm_tflops,
+        mfu=IDEAL.mfu,  # the ideal bound, as every figure on this page
         attention_tflops=r.attention_tflops,
         tp=sel.tp,
         weight_read_bytes=sel.weights.read_per_step(spec, prompt),
@@ -125,8 +126,8 @@ st.caption(
     f"Per GPU, the ideal bound: peaks are dense (no sparsity) and {sel.bandwidth_gbs:,.0f} GB/s "
     "(GB = 10^9 bytes) is the full peak bandwidth. Squares are GEMMs (the weights' "
     "matrix multiplies) and diamonds attention, each on its own roof; circles are whole steps "
-    "at their FLOPs over the time stated below: the prefill at its MFU, decode at the ideal "
-    f"bound. The dotted line is decode at batch 1 to {most:,}, the most sequences of "
+    "at their FLOPs over the time stated below, both at the ideal bound. The dotted line "
+    f"is decode at batch 1 to {most:,}, the most sequences of "
     f"{longest:,} tokens that fit in the KV pool."
 )
 
@@ -187,9 +188,10 @@ st.markdown(
     f"**Prefill** of {prompt:,} tokens does {pf.intensity:,.1f} FLOPs per byte, {side} the "
     f"GEMM ridge of {r.gemm_ridge:,.0f}: it is {ttft.bound} bound. Its time to first token "
     f"(TTFT) is max(compute {fmt_seconds(ttft.compute_time_s)}, memory "
-    f"{fmt_seconds(ttft.memory_time_s)}) = **{fmt_seconds(ttft.time_s)}**, at "
-    f"{ttft.mfu:g} of the peak (MFU, model FLOPs utilization), which puts it at "
-    f"{pf.achieved_tflops:,.1f} TFLOP/s on the chart."
+    f"{fmt_seconds(ttft.memory_time_s)}) = **{fmt_seconds(ttft.time_s)}** at the ideal bound "
+    f"(the full dense peak), which puts it at {pf.achieved_tflops:,.1f} TFLOP/s on the chart; "
+    "a real engine's matrix multiplies reach about half of the peak (MFU, model FLOPs "
+    "utilization: see the Inference Lab)."
 )
 
 q_text = f", {queries} query tokens each" if queries > 1 else ""

@@ -185,8 +185,8 @@ if not no_speed and est.overhead_s + est.allreduce_s > 0.25 * est.time_s:
 if s.bound == "compute":
     st.warning(
         f"At this batch the arithmetic ({fmt_seconds(s.compute_time_s)} at the GPU's dense "
-        "peak) takes longer than the memory reads: the step is compute bound, so the "
-        "figure above is a lower bound."
+        f"peak) takes longer than the memory reads ({fmt_seconds(s.memory_time_s)}): the "
+        "step is compute bound, and the ideal bound above is the arithmetic's time."
     )
 
 with st.expander("How these numbers are computed", icon=":material/function:"):
@@ -197,8 +197,15 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
         f"KV read        = {batch} x {s.kv_read_bytes // max(batch, 1):,} B = "
         f"{s.kv_read_bytes:,} B\n"
         + (f"state read     = {s.state_read_bytes:,} B\n" if s.state_read_bytes else "")
-        + f"step time      = {s.weight_read_bytes + s.kv_read_bytes + s.state_read_bytes:,} B / "
-        f"{sel.bandwidth_gbs:,.0f} GB/s = "
+        + f"reads          = {s.weight_read_bytes + s.kv_read_bytes + s.state_read_bytes:,} B / "
+        f"{sel.bandwidth_gbs:,.0f} GB/s = {fmt_seconds(s.memory_time_s)}\n"
+        + (
+            f"compute        = FLOPs / the dense peak = {fmt_seconds(s.compute_time_s)}\n"
+            if s.compute_time_s is not None
+            else ""
+        )
+        + "step time      = "
+        + ("max(reads, compute) = " if s.compute_time_s is not None else "reads = ")
         + (
             f"{fmt_seconds(s.step_time_s)}\n"
             f"tokens/s       = {batch} / {s.step_time_s:.6f} s = {s.tokens_per_s:,.1f}\n"
@@ -207,7 +214,7 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
         )
         + f"crossover      = smallest N with {batch} x KV(N) >= {s.weight_read_bytes:,} B\n"
         + (
-            f"{speed:<14} = max(ideal / {sel.speed.bw_share:g}, compute / MFU "
+            f"{speed:<14} = max(reads / {sel.speed.bw_share:g}, compute / MFU "
             f"{sel.speed.mfu:g}) + {fmt_seconds(est.overhead_s)} a step"
             + (f" + {fmt_seconds(est.allreduce_s)} all-reduce" if est.allreduce_s else "")
             + f" = {fmt_seconds(est.time_s)}"
@@ -216,8 +223,9 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
         )
     )
     st.caption(
-        "GB/s = 10^9 bytes per second. A decode step is bound by memory bandwidth: the "
-        "GPU spends it streaming weights and cache, not computing."
+        "GB/s = 10^9 bytes per second. At small batches a decode step is bound by memory "
+        "bandwidth: the GPU spends it streaming weights and cache, not computing; at large "
+        "batches the arithmetic can take longer."
     )
 
 st.subheader(f"Step time against batch at {context:,} tokens")

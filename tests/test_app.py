@@ -704,3 +704,18 @@ def test_each_page_states_the_band_of_the_quantity_it_shows(page, query, bands):
     others = {"single_stream", "tpot_itl"} - set(bands)
     if page == "app_pages/step_time.py":
         assert not any(_band_sentence(c) in body for c in others)
+
+
+def test_the_roofline_and_the_lab_give_one_ideal_ttft():
+    # A teacher's second review: the roofline's TTFT of a 512-token prompt (15.67 ms, at MFU 0.5)
+    # sat under "These are ideal bounds" while the Lab's ideal bound for it was 7.84 ms. One
+    # truth per quantity: both at the full dense peak; by hand at least 2 x 7,504,924,672 x 512
+    # / 989.4e12 = 7.77 ms (Llama 3.1 8B on an H100, attention on top).
+    lab = open_page("app_pages/lab.py", l_prompt="512")
+    ttft = [x for x in lab.metric if x.label.startswith("TTFT")][0]
+    ideal = re.search(r"full bandwidth\): ([\d.,]+ (?:ms|µs|s))", ttft.help).group(1)
+    roof = open_page("app_pages/roofline.py", r_prompt="512")
+    assert not roof.exception
+    said = " ".join(text(m) for m in roof.main.markdown)
+    shown = re.search(r"= \*\*([\d.,]+ (?:ms|µs|s))\*\* at the ideal bound", said).group(1)
+    assert shown == ideal and _ms(ideal) >= 2 * 7_504_924_672 * 512 / 989.4e12 * 1e3

@@ -740,7 +740,7 @@ def test_the_band_reads_as_what_it_measures():
     got = cal.error_band_text("ttft")
     assert got == (
         f"time to first token: within ±{med:.0%} of the measured value on half of {n} "
-        f"held-back published runs, {worst:.3g}x off at worst"
+        f"held-back published measurements, {worst:.3g}x off at worst"
     )
     both = cal.error_band_text(("single_stream", "ttft"))
     assert both.startswith("single-stream decode: ") and both.endswith(got)
@@ -774,3 +774,32 @@ def test_the_ideal_bound_computes_at_the_full_dense_peak(capsys):
     real = run(argv, capsys)["ttft_p50_s"]
     floor = 2 * 7_504_924_672 * 8192 / 989.4e12
     assert floor <= ideal < 1.5 * floor and real > ideal
+
+
+def test_the_ideal_step_is_never_faster_than_its_arithmetic():
+    # A teacher's second review: at batch 2,048 the step-time CLI printed "step time: 14.74 ms
+    # (the ideal bound)" beside "compute floor: 31.21 ms". By hand, Llama 3.1 8B at batch
+    # 2,048 multiplies 7,504,924,672 weights per token: 2 x 2,048 x that / 989.4e12 = 31.07 ms
+    # of GEMMs at the H100's dense BF16 peak, more than its reads (15.01 GB of weights and
+    # 2,048 x 128 x 131,072 B of cache, 14.5 ms at 3,350 GB/s): the bound is the arithmetic.
+    m, gpu = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
+    s = step_time(
+        m.spec,
+        m.weights(),
+        context=128,
+        batch=2048,
+        bandwidth_gbs=BW / 1e9,
+        peak_tflops=gpu.peak_tflops("bf16"),
+    )
+    gemm = 2 * 2048 * 7_504_924_672 / 989.4e12
+    assert s.memory_time_s < gemm <= s.compute_time_s == s.step_time_s
+    assert s.tokens_per_s == pytest.approx(2048 / s.step_time_s)
+    one = step_time(
+        m.spec,
+        m.weights(),
+        context=128,
+        batch=1,
+        bandwidth_gbs=BW / 1e9,
+        peak_tflops=gpu.peak_tflops("bf16"),
+    )
+    assert one.step_time_s == one.memory_time_s > one.compute_time_s  # batch 1: the reads

@@ -151,7 +151,8 @@ def sidebar(uses_selection: bool = True) -> None:
             format="%.3f",
             help=f"Fitted on published measurements: {BW_SHARE:g}. Enter your own "
             "measured share to see every real-engine figure move; 1.0 with no "
-            "overhead is the ideal bound.",
+            "overhead reads as fast as the ideal bound (its matrix multiplies still at "
+            "the fitted MFU, a served request still with its serving stack's time).",
             **bound("bw_share", "num"),
         )
         st.number_input(

@@ -326,7 +326,8 @@ def _report(args, m, gpu, w: Weights, s, r, *, speed, engine, lengths) -> list[s
     ]
     if r.ttft_p50_steady_s is not None:
         text.append(
-            f"  TTFT after the warm-up ({r.warmup_requests:,} requests sent before the "
+            f"  TTFT after the warm-up ({r.warmup_requests:,} "
+            f"request{'' if r.warmup_requests == 1 else 's'} sent before the "
             f"first finished left out): p50 {fmt_seconds(r.ttft_p50_steady_s)}, p99 "
             f"{fmt_seconds(r.ttft_p99_steady_s)}"
         )

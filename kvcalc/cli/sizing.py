@@ -330,7 +330,8 @@ def _prefill_arguments(p: argparse.ArgumentParser) -> None:
         "--mfu",
         type=mfu_arg,
         default=DEFAULT_MFU,
-        help=f"fraction of dense peak reached (default {DEFAULT_MFU})",
+        help=f"fraction of dense peak reached (default {DEFAULT_MFU}, a stated assumption; "
+        "1 is the ideal bound)",
     )
     p.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16", help="compute format")
 
@@ -365,7 +366,19 @@ def cmd_prefill(args):
             f"  one read of the weights: {fmt_seconds(r.memory_time_s)} at "
             f"{gpu.bandwidth_gbs:,.0f} GB/s"
         )
-    text.append(f"  time to first token: {fmt_seconds(r.time_s)} ({r.bound} bound)")
+    ideal = prefill(spec, args.prompt_tokens, peak, mfu=1.0, tp=args.tp, **floor)
+    out.update(ideal_time_s=ideal.time_s)
+    what = (
+        "the ideal bound: every FLOP at the full dense peak"
+        if args.mfu == 1.0
+        else f"an estimate at MFU {args.mfu:g} (--mfu); the ideal bound, at the full dense "
+        f"peak, is {fmt_seconds(ideal.time_s)}"
+    )
+    text.append(f"  time to first token: {fmt_seconds(r.time_s)} ({r.bound} bound), {what}")
+    text.append(
+        "  one request on an idle GPU, called directly; a served request adds its serving "
+        "stack's time (simulate gives the calibrated estimate with its error band)"
+    )
     return out, text
 
 

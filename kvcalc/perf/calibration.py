@@ -314,7 +314,8 @@ BAND_NAMES = {
 def error_band_text(metric: str | tuple[str, ...] | None = None) -> str:
     """How far the calibrated estimate was from held-back published measurements, for a metric
     class (or several, or every class the band was measured on): "time per output token: within
-    ±X% of the measured value on half of N held-back published runs, Yx off at worst"."""
+    ±X% of the measured value on half of N held-back published measurements, Yx off at
+    worst" (a run that publishes a median and a mean of a metric counts twice)."""
     if not ERROR_BAND:
         return "not yet measured"
     if metric is None:
@@ -326,7 +327,7 @@ def error_band_text(metric: str | tuple[str, ...] | None = None) -> str:
         med, worst, n = ERROR_BAND[k]
         parts.append(
             f"{BAND_NAMES.get(k, k)}: within ±{med:.0%} of the measured value on half of {n} "
-            f"held-back published runs, {worst:.3g}x off at worst"
+            f"held-back published measurements, {worst:.3g}x off at worst"
         )
     return "; ".join(parts)
 
@@ -373,7 +374,7 @@ def estimate_step(
     the GPU's full bandwidth, with its peaks so that the compute time is known): the reads at
     the achieved share, the GEMMs at the MFU, whichever is longer, plus the step's fixed
     overhead and (``model.allreduce``, tp > 1) its all-reduces."""
-    memory = ideal.step_time_s / model.bw_share
+    memory = ideal.memory_time_s / model.bw_share
     compute = (ideal.compute_time_s or 0.0) / model.mfu
     ar = (
         allreduce_seconds(spec, ideal.batch, tp, link_gbs, model.allreduce_latency_s)

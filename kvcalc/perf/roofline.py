@@ -61,6 +61,7 @@ class StepTime:
     weight_read_bytes: int
     kv_read_bytes: int
     state_read_bytes: int
+    # The ideal bound: max(the bytes at the full bandwidth, the FLOPs at the full dense peak)
     step_time_s: float
     tokens_per_s: float
     crossover_context: int | None  # None: the cache never outweighs the weights (bounded layers)
@@ -69,6 +70,7 @@ class StepTime:
     # peak, when the peaks are known
     compute_time_s: float | None
     bound: str  # "memory" or "compute"
+    memory_time_s: float  # the bytes alone at the full bandwidth
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -196,8 +198,8 @@ def step_time(
         weight_read_bytes=weight_read,
         kv_read_bytes=kv_read,
         state_read_bytes=state_read,
-        step_time_s=t,
-        tokens_per_s=batch / t,
+        step_time_s=max(t, compute or 0.0),
+        tokens_per_s=batch / max(t, compute or 0.0),
         crossover_context=crossover_context(
             spec, weight_read_bytes, batch, kv_dtype, scales=scales, tp=tp
         )
@@ -206,6 +208,7 @@ def step_time(
         kv_share=kv_read / total if total else 0.0,
         compute_time_s=compute,
         bound=bound,
+        memory_time_s=t,
     )
 
 
