@@ -287,7 +287,14 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
         f"decode step = ({s.weight_read_bytes:,} + {s.kv_read_bytes + s.state_read_bytes:,}) B / "
         f"{sel.bandwidth_gbs:,.0f} GB/s = "
         + (
-            fmt_seconds(s.step_time_s) + " (ideal bound)\n"
+            fmt_seconds(s.memory_time_s)
+            + (
+                f"; its FLOPs at the full peak take {fmt_seconds(s.compute_time_s)}, so "
+                f"{fmt_seconds(s.step_time_s)}"
+                if s.bound == "compute"
+                else ""
+            )
+            + " (ideal bound)\n"
             f"  {speed.name}: max(that / {speed.bw_share:g}, compute / MFU {mfu:g}) + "
             f"{fmt_seconds(es.overhead_s)} a step"
             + (f" + {fmt_seconds(es.allreduce_s)} all-reduce" if es.allreduce_s else "")

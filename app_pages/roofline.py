@@ -211,7 +211,8 @@ else:
     when = (
         " (the Decode step time page's figure)"
         if same
-        else f" (the Decode step time page, which counts bytes only, gives "
+        else f" (the Decode step time page, which takes the larger of all the step's bytes "
+        f"and all its FLOPs rather than their sum per part, gives "
         f"{fmt_seconds(st_b.step_time_s)} for one query token)"
     )
     st.markdown(
@@ -233,7 +234,7 @@ else:
         f"(its reads at {sel.speed.bw_share:g} of the bandwidth, its GEMMs at MFU "
         f"{sel.speed.mfu:g}, plus {fmt_seconds(real.overhead_s)} of fixed cost"
         + (f" and {fmt_seconds(real.allreduce_s)} of all-reduces" if real.allreduce_s else "")
-        + f"), against {fmt_seconds(st_b.step_time_s)} for the bytes alone. Its error: "
+        + f"), against {fmt_seconds(st_b.memory_time_s)} for the bytes alone. Its error: "
         + error_band_text(band_for_batch(batch))
         + "."
     )

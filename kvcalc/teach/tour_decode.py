@@ -217,7 +217,7 @@ def throughput_question(
         ),
         solution=(
             f"({w_gpu:,} + {kv:,}) B / {s.bw:,.0f} GB/s = "
-            f"{st.step_time_s * 1e3:,.3f} ms per token -> {tps:,.1f} tokens/s"
+            f"{st.memory_time_s * 1e3:,.3f} ms per token -> {tps:,.1f} tokens/s"
         ),
         mistakes=slips_of(*slips),
     )
