@@ -159,9 +159,9 @@ else:
         "bytes per token)."
     )
 st.caption(
-    "Two numbers. The ideal bound, the least a step can take (the chart's band and wedge): "
-    "every byte read once "
-    f"at the GPU's full {sel.gpu.bandwidth_gbs:,.0f} GB/s, nothing else. The dashed line, "
+    "Two numbers. The ideal bound, the least a step can take: every byte read once at the "
+    f"GPU's full {sel.gpu.bandwidth_gbs:,.0f} GB/s (the chart's band and wedge) or, where it "
+    "takes longer, the arithmetic at the full dense peak; nothing else. The dashed line, "
     f"the {speed}: what a real engine takes for the same step. "
     + common.speed_caption(sel, bands=(band_for_batch(batch),))
     + " "
