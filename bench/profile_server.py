@@ -89,19 +89,10 @@ def _serve(port: int, out: str) -> None:
     signal.signal(signal.SIGUSR1, dump)
     from streamlit.web import cli
 
-    sys.argv = [
-        "streamlit",
-        "run",
-        "app.py",
-        "--server.port",
-        str(port),
-        "--server.address",
-        "127.0.0.1",
-        "--server.headless",
-        "true",
-        "--browser.gatherUsageStats",
-        "false",
-    ]
+    sys.path.insert(0, str(Path(__file__).parent))
+    from serve import run_args
+
+    sys.argv = ["streamlit", *run_args(port)]
     os.chdir(ROOT)
     sys.exit(cli.main())
 

@@ -39,6 +39,22 @@ def wait_healthy(port: int, tries: int = 300) -> bool:
     return False
 
 
+def run_args(port: int) -> list[str]:
+    """``streamlit``'s arguments that serve this app on 127.0.0.1:``port``, headless."""
+    return [
+        "run",
+        "app.py",
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
+
+
 def start_app(
     root: Path,
     python: str | None = None,
@@ -49,22 +65,7 @@ def start_app(
     to this process's environment and ``extra`` Streamlit flags; (process, port), healthy."""
     port = free_port()
     proc = subprocess.Popen(
-        [
-            python or sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--server.headless",
-            "true",
-            "--browser.gatherUsageStats",
-            "false",
-            *extra,
-        ],
+        [python or sys.executable, "-m", "streamlit", *run_args(port), *extra],
         cwd=root,
         env={**os.environ, **(env or {})},
         stdout=subprocess.DEVNULL,
