@@ -611,6 +611,14 @@ def _lengths(w: dict) -> list[str]:
     return ["--prompt-tokens", str(max(int(p), 1)), "--output-tokens", str(int(o))]
 
 
+def _simulate_setup(base: list[str], m: dict, tp: int) -> list[str]:
+    """``simulate`` with an entry's model, GPU, formats, tensor parallelism, kernels and
+    lengths: every flag but the load and the harness's."""
+    return ["simulate", *base, *_kv_flag(m), "--tp", str(tp), *_kernel_flags(m)] + _lengths(
+        m["workload"]
+    )
+
+
 def point_runs(file: str, m: dict) -> Point:
     """The command lines that reproduce one corpus entry, from its own fields."""
     pt = Point(id=m["id"], file=file, entry=m)
@@ -661,12 +669,7 @@ def point_runs(file: str, m: dict) -> Point:
             # inter-token latency (trtllm-bench latency): a closed loop of one user, the
             # engine called in the tool's own process.
             argv = (
-                ["simulate"]
-                + base
-                + _kv_flag(m)
-                + ["--tp", str(tp)]
-                + _kernel_flags(m)
-                + _lengths(w)
+                _simulate_setup(base, m, tp)
                 + ["--requests", str(min(int(w.get("num_prompts") or 1), MAX_REQUESTS))]
                 + ["--users", "1", "--direct", "--json"]
             )
@@ -717,15 +720,11 @@ def point_runs(file: str, m: dict) -> Point:
         rate = w.get("request_rate")
         rate = "inf" if rate is None or rate == math.inf else f"{rate:g}"
         load = ["--requests", str(min(n, MAX_REQUESTS)), "--rate", rate]
+    setup = _simulate_setup(base, m, tp)
     argv = (
-        ["simulate"]
-        + base
-        + _kv_flag(m)
-        + ["--tp", str(tp)]
-        + _kernel_flags(m)
-        + _lengths(w)
+        setup
         + load
-        + _harness(m, file, ["simulate", *base, *_kv_flag(m), "--tp", str(tp), *_lengths(w)])
+        + _harness(m, file, setup)
         + _server_flags(m)
         + (["--scheduler", "prefill-first"] if (file, eng) in PREFILL_FIRST else [])
         + ["--json"]

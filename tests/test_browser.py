@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import start_server
+from conftest import ROOT, start_server
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 if not os.path.exists(CHROMIUM):
@@ -56,23 +56,10 @@ PAGES = [
 
 @pytest.fixture(scope="module")
 def server():
-    proc, base = start_server(
-        lambda port: [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            "app.py",
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--server.headless",
-            "true",
-            "--browser.gatherUsageStats",
-            "false",
-        ]
-    )
+    sys.path.insert(0, str(ROOT / "bench"))
+    from serve import run_args  # bench/serve.py: the one list the benches serve with
+
+    proc, base = start_server(lambda port: [sys.executable, "-m", "streamlit", *run_args(port)])
     yield base
     proc.terminate()
     try:
