@@ -5,6 +5,7 @@ from kvcalc.core.units import fmt_bytes, fmt_gib
 from kvcalc.engines.budget import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, pool_defaults_text
 from webui import common
 from webui.figures import cache_picture
+from webui.fit_fix import fitting_setup_button
 
 st.title("KV Cache Lab")
 st.markdown(
@@ -62,18 +63,30 @@ if sel is not None:
             gpu_name=sel.gpu.name,
         )
         gpus = f"{sel.num_gpus} x {sel.gpu.name}" if sel.num_gpus > 1 else sel.gpu.name
-        c3.metric(
-            f"{conv:,}-token conversations on {gpus}",
-            f"{b.max_concurrency:,.1f}",
-            help=f"vLLM's arithmetic at {pool_defaults_text()}, blocks of "
-            f"{b.effective_block_size} tokens: its start-up line",
-        )
+        label = f"{conv:,}-token conversations on {gpus}"
         if b.kv_pool_bytes > 0:
+            c3.metric(
+                label,
+                f"{b.max_concurrency:,.1f}",
+                help=f"vLLM's arithmetic at {pool_defaults_text()}, blocks of "
+                f"{b.effective_block_size} tokens: its start-up line",
+            )
             st.caption(
                 f"vLLM's KV pool on each GPU: {fmt_gib(b.kv_pool_bytes)} = "
                 f"{b.num_blocks:,} blocks of {b.effective_block_size} tokens "
                 f"({pool_defaults_text()}), as on the Budget and vLLM start-up pages."
             )
+        else:
+            # No pool: say why, and offer the one move to a setup that fits (review 4, F22).
+            c3.metric(label, "does not fit", help=f"vLLM's arithmetic at {pool_defaults_text()}")
+            st.warning(
+                f"Does not fit: the weights alone take {fmt_gib(b.weights_bytes)} per GPU, "
+                f"and an engine may use {fmt_gib(b.requested_bytes)} of this one, "
+                f"{fmt_gib(b.reserve_bytes)} of it for activations and the runtime. The "
+                "cache figures beside do not depend on the GPU.",
+                icon=":material/block:",
+            )
+            fitting_setup_button(sel, key="home_fit", context=conv)
     except ValueError as exc:
         c3.metric(f"{conv:,}-token conversations", "n/a", help=common.plain(str(exc)))
     common.formula(r.per_token_formula())

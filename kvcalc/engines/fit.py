@@ -1,0 +1,90 @@
+"""The smallest change of hardware that lets a model run: a setup of the registry's GPUs that
+holds the weights and leaves room in the KV pool for one sequence.
+
+A page that finds the weights do not fit (DeepSeek-V3's 624.94 GiB of FP8 weights on one H100's
+73.28 GiB) offers this setup as one move instead of a dead end. The rule, in the order a person
+would try it:
+
+1. the same GPU, split over more of them by tensor parallelism (1, 2, 4, 8: one node);
+2. else the next larger GPU of the registry (by memory as the driver reports it), and so on up,
+   each with the fewest GPUs that fit.
+
+"Fits" is vLLM's arithmetic (``kvcalc.engines.budget.budget``) at the given pool settings: a
+positive KV pool that holds at least one whole sequence of ``context`` tokens, and no start-up
+refusal. The weights of a model are the same bytes on every GPU (a 16-bit format is 2 bytes in
+BF16 and in FP16), so one ``weights_bytes`` serves every candidate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+from ..config.catalog import GPU
+from ..core.model import ModelSpec
+from .budget import DEFAULT_RESERVE_BYTES, Budget, budget
+
+__all__ = ["FitSetup", "NODE_TP", "fitting_setup"]
+
+# Tensor-parallel sizes tried on one GPU kind: one node of up to 8 GPUs, as the chapter's
+# DeepSeek-V3 example (8 x H200) and vLLM's usual single-node deployments.
+NODE_TP = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class FitSetup:
+    """A setup that fits: ``tp`` GPUs of kind ``gpu`` (pipeline parallel 1) and its budget at
+    the context asked for."""
+
+    gpu: GPU
+    tp: int
+    budget: Budget
+
+    @property
+    def label(self) -> str:
+        return f"{self.tp} x {self.gpu.name}" if self.tp > 1 else self.gpu.name
+
+
+def _fits(b: Budget) -> bool:
+    return b.kv_pool_bytes > 0 and b.max_concurrency >= 1 and not b.startup_error
+
+
+def fitting_setup(
+    spec: ModelSpec,
+    weights_bytes: int,
+    current: GPU,
+    gpus: Iterable[GPU],
+    *,
+    context: int,
+    kv_dtype: str = "bf16",
+    gpu_mem_util: float | None = None,
+    reserve_bytes: int = DEFAULT_RESERVE_BYTES,
+    tps: tuple[int, ...] = NODE_TP,
+) -> FitSetup | None:
+    """The first setup, in the module's order, where the model fits with room for one sequence
+    of ``context`` tokens; None when no GPU of ``gpus`` does with up to ``max(tps)`` of them.
+    A tensor-parallel size the model's heads cannot take is skipped."""
+    larger = sorted(
+        (g for g in gpus if g.memory_bytes > current.memory_bytes),
+        key=lambda g: (g.memory_bytes, g.key),
+    )
+    for gpu in [current, *larger]:
+        for tp in tps:
+            try:
+                b = budget(
+                    spec,
+                    total_bytes=gpu.memory_bytes,
+                    context=context,
+                    weights_bytes=weights_bytes,
+                    gpu_mem_util=gpu_mem_util,
+                    reserve_bytes=reserve_bytes,
+                    kv_dtype=kv_dtype,
+                    tp=tp,
+                    find_max_context=False,
+                    gpu_name=gpu.name,
+                )
+            except ValueError:  # a TP the KV heads cannot split: try the next
+                continue
+            if _fits(b):
+                return FitSetup(gpu=gpu, tp=tp, budget=b)
+    return None

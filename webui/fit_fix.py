@@ -1,0 +1,82 @@
+"""One move out of "does not fit": a button that switches the sidebar to the smallest setup of
+the registry that holds the model's weights with room for a cache (kvcalc.engines.fit).
+
+A page that finds the weights do not fit calls ``fitting_setup_button(sel, key="x_fit")`` under
+its message. The button sets the sidebar's own keys (``gpu``, ``tp``, and ``pp`` 1) in its
+callback; those widgets are bound to the page's link (webui/urlstate.py), so the change is in
+the link too. A page that runs as a fragment would rerun only itself, so the click reruns the
+whole app and the sidebar shows the new setup.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from kvcalc import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, registry
+from kvcalc.engines.fit import NODE_TP, FitSetup, fitting_setup
+
+from .hosted import plain
+from .memo import cached
+from .selection import Selection
+
+__all__ = ["fitting_setup_button", "fitting_setup_for"]
+
+
+def fitting_setup_for(
+    sel: Selection,
+    context: int = 8192,
+    util: float | None = None,
+    reserve_bytes: int | None = None,
+) -> FitSetup | None:
+    """The setup the button offers for ``sel`` (its model, weights and KV cache format), with
+    room for one sequence of ``context`` tokens (at most the model's own limit); None when no
+    GPU of the registry holds the model on one node."""
+    return cached(fitting_setup)(
+        sel.spec,
+        sel.weights_bytes,
+        sel.gpu,
+        tuple(registry().gpus.values()),
+        context=max(1, min(context, sel.spec.max_context)),
+        kv_dtype=sel.kv_dtype,
+        gpu_mem_util=DEFAULT_GPU_MEM_UTIL if util is None else util,
+        reserve_bytes=DEFAULT_RESERVE_BYTES if reserve_bytes is None else reserve_bytes,
+    )
+
+
+def _apply(gpu: str, tp: int) -> None:
+    st.session_state["gpu"] = gpu
+    st.session_state["tp"] = tp
+    st.session_state["pp"] = 1
+
+
+def fitting_setup_button(
+    sel: Selection,
+    key: str,
+    context: int = 8192,
+    util: float | None = None,
+    reserve_bytes: int | None = None,
+) -> FitSetup | None:
+    """A button "Switch to 8 x NVIDIA H200 SXM 141GB (tensor parallel 8)" that sets the sidebar
+    to ``fitting_setup_for``'s setup; a caption instead when there is none. Returns the setup."""
+    setup = fitting_setup_for(sel, context, util, reserve_bytes)
+    if setup is None:
+        st.caption(
+            f"No GPU of the registry holds {plain(sel.label)} on one node of up to "
+            f"{max(NODE_TP)} GPUs: choose a smaller weight format in the sidebar."
+        )
+        return None
+    same = setup.gpu.key == sel.gpu.key
+    verb = "Split it over" if same else "Switch to"
+    label = f"{verb} {setup.label}" + (f" (tensor parallel {setup.tp})" if setup.tp > 1 else "")
+    if st.button(
+        label,
+        key=key,
+        type="primary",
+        icon=":material/build:",
+        on_click=_apply,
+        args=(setup.gpu.key, setup.tp),
+        help="The smallest setup that fits: the same GPU split over up to "
+        f"{max(NODE_TP)} of them (tensor parallel), else the next larger GPU of the registry",
+    ):
+        st.rerun(scope="app")  # a page run as a fragment: the sidebar must show the new setup
+    return setup
