@@ -23,6 +23,7 @@ ICON = str(Path(__file__).parent / "static" / "favicon.png")
 st.set_page_config(page_title="KV Cache Lab", page_icon=ICON, layout="wide")
 
 common.url_guard_begin()
+common.upgrade_link()  # old links' registry keys become the names the sidebar shows
 url_note = st.empty()  # filled at the end of the run if the link carried values we ignored
 
 
@@ -78,10 +79,20 @@ def run_page_only(page) -> None:
     run_page(page)
 
 
-# The pages by section, from the one registry; every page listed: no "View more" fold.
-nav = st.navigation(page_list(), expanded=True)
-common.sidebar(uses_selection=not pages.own_model(nav.url_path))
+# The two paths (Learn, Engineer) and Measure, from the one registry, in the header: the
+# sidebar then opens with the model and the GPU (on a phone Streamlit moves the menu into the
+# sidebar's drawer).
+nav = st.navigation(page_list(), position="top")
+common.sidebar(
+    uses_selection=not pages.own_model(nav.url_path),
+    engine_controls=pages.section_of(nav.url_path) == pages.ENGINEER,
+)
 try:
     (run_page_only if nav.url_path in PAGE_ONLY_RERUNS else run_page)(nav)
 finally:
     common.url_guard_end(url_note)
+# The Learn path is the chapter, read in order: each of its pages ends with the next one.
+here = pages.page(nav.url_path or "home") if pages.on_learn_path(nav.url_path) else None
+after = pages.next_page(here.name) if here is not None else None
+if after is not None:
+    st.page_link(after.path, label=f"Next: {after.title}", icon=":material/arrow_forward:")

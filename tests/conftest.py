@@ -158,6 +158,12 @@ def pytest_collection_modifyitems(config, items):
 
     for item in items:
         name = item.path.name
-        mark = _MARKS.get(name) or ("slow" if name.startswith("test_app") else None)
+        mark = _MARKS.get(name) or (
+            "browser"
+            if name.startswith("test_browser")
+            else "slow"
+            if name.startswith("test_app")
+            else None
+        )
         if mark:
             item.add_marker(getattr(pytest.mark, mark))

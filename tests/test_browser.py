@@ -19,6 +19,9 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, start_server
 
+sys.path.insert(0, str(ROOT / "bench"))
+from pages import open_from_menu  # noqa: E402  (bench/pages.py: the header's menu, clicked)
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 if not os.path.exists(CHROMIUM):
     pytest.skip(
@@ -47,8 +50,8 @@ PAGES = [
     ("Decode step time", "step_time", "Batch (sequences decoded together)", "Crossover context"),
     ("Shrinking the cache", "techniques", "Context per sequence (tokens)", "as configured"),
     ("Inference Lab", "lab", "Context per sequence (tokens)", "Max concurrency at"),
-    ("Cache fill", "cache_fill", "Tokens to generate", "Token passes without"),
-    ("Engine view: blocks", "engine", "Step", "Blocks used"),
+    ("Cache fill", "cache_fill", "Decode steps", "Token passes without"),
+    ("Engine view: blocks", "engine", "Go to step", "Blocks used"),
     ("Interview check", "interview", None, None),
     ("vLLM start-up lines", "vllm_startup", "max_model_len (tokens)", "Blocks per request"),
 ]
@@ -145,13 +148,13 @@ def _no_exception(page):
     assert "Traceback" not in page.inner_text("body")
 
 
-def test_every_page_from_the_sidebar(server, browser):
+def test_every_page_from_the_menu(server, browser):
     page, errors = _page(browser)
     page.goto(server + "/")
     _wait_ready(page)
     for title, path, control, result in PAGES:
         if path:
-            page.locator("[data-testid=stSidebarNav] a", has_text=title).first.click()
+            open_from_menu(page, title)
             page.wait_for_url(re.compile(rf".*/{path}(\?.*)?$"), timeout=30_000)
             _wait_ready(page)
         _no_exception(page)
@@ -161,7 +164,7 @@ def test_every_page_from_the_sidebar(server, browser):
             _set_number(
                 page,
                 control,
-                {"Tokens to generate": 40, "Step": 5}.get(
+                {"Decode steps": 40, "Go to step": 5}.get(
                     control, 65536 if "Context" in control else 32
                 ),
             )
@@ -196,17 +199,17 @@ def test_bad_link_values_are_noted_not_crashing(server, browser):
     page.close()
 
 
-def _open_from_sidebar(browser, server, title):
+def _open_from_menu(browser, server, title):
     page, errors = _page(browser)
     page.goto(server + "/")
     _wait_ready(page)
-    page.locator("[data-testid=stSidebarNav] a", has_text=title).first.click()
+    open_from_menu(page, title)
     _wait_ready(page)
     return page, errors
 
 
 def test_cache_fill_plays_in_the_browser(server, browser):
-    page, errors = _open_from_sidebar(browser, server, "Cache fill")
+    page, errors = _open_from_menu(browser, server, "Cache fill")
     page.wait_for_selector(".js-plotly-plot .slider-container")
     before = page.locator(".slider-container .slider-label").first.text_content()
     page.locator(".updatemenu-button", has_text="Play").first.click()
@@ -226,7 +229,7 @@ def test_cache_fill_plays_in_the_browser(server, browser):
 
 
 def test_interview_answer_is_graded_in_the_browser(server, browser):
-    page, errors = _open_from_sidebar(browser, server, "Interview check")
+    page, errors = _open_from_menu(browser, server, "Interview check")
     box = page.get_by_label("Your answer", exact=False).first
     box.fill("160 KiB")
     box.press("Enter")
@@ -239,7 +242,7 @@ def test_interview_answer_is_graded_in_the_browser(server, browser):
 
 def test_live_page_runs_a_twin(server, browser):
     pytest.importorskip("torch", reason="torch is not installed")
-    page, errors = _open_from_sidebar(browser, server, "Live: a real model")
+    page, errors = _open_from_menu(browser, server, "Live: a real model")
     page.get_by_role("button", name="Run").first.click()
     page.wait_for_selector("[data-testid=stAlertContentSuccess]", timeout=120_000)
     assert "byte for byte" in page.inner_text("[data-testid=stAlertContentSuccess]")
@@ -253,12 +256,12 @@ def test_live_page_runs_a_twin(server, browser):
 
 
 def test_two_sessions_never_see_each_others_state(server, browser):
-    a_page, a_errors = _open_from_sidebar(browser, server, "Budget")
+    a_page, a_errors = _open_from_menu(browser, server, "Budget")
     ctx_b = browser.new_context(viewport={"width": 1400, "height": 1000})
     b_page = ctx_b.new_page()
     b_page.goto(server + "/")
     _wait_ready(b_page)
-    b_page.locator("[data-testid=stSidebarNav] a", has_text="Budget").first.click()
+    open_from_menu(b_page, "Budget")
     _wait_ready(b_page)
     before_b = _metric(b_page, "vLLM logs at")
     before_a = _metric(a_page, "vLLM logs at")

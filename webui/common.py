@@ -41,5 +41,6 @@ from .selection import (  # noqa: F401
     selection,
     sidebar,
     speed_caption,
+    upgrade_link,
 )
 from .urlstate import bound, select, url_guard_begin, url_guard_end  # noqa: F401

@@ -35,9 +35,9 @@ TERMS: dict[str, str] = {
     "Closed loop": "A load test where each user sends the next request only after the last one "
     "has finished: the number of users, not an arrival rate, sets the load.",
     "MFU": "Model FLOPs utilization: the share of the GPU's peak arithmetic a prefill achieves.",
-    "Ideal bound / calibrated estimate": "Two speeds. The ideal bound reads every byte at the "
-    "GPU's full bandwidth, computes at its full dense peak and does nothing else: no real "
-    "engine is faster. The calibrated estimate adds what published "
+    "Ideal bound": "The chapter's speed: every byte read at the GPU's full bandwidth and every "
+    "FLOP done at its full dense peak, nothing else. No real engine is faster.",
+    "Calibrated estimate": "The Engineer pages' second speed. It adds what published "
     "benchmarks of real engines show: a share of the "
     "bandwidth, a fixed cost per step, the matrix "
     "multiplies' MFU, tensor-parallel all-reduces and the "
@@ -72,5 +72,15 @@ TERMS: dict[str, str] = {
 }
 
 
-def markdown() -> str:
-    return "\n".join(f"- **{term}**: {text}" for term, text in TERMS.items())
+# Terms of the engine-aware estimate: the Learn pages teach the chapter's formula alone and
+# their glossary leaves these out (issue 37).
+ENGINEER_ONLY = ("Calibrated estimate",)
+
+
+def markdown(learn: bool = False) -> str:
+    """The glossary as a Markdown list; ``learn``: without the Engineer pages' own terms."""
+    return "\n".join(
+        f"- **{term}**: {text}"
+        for term, text in TERMS.items()
+        if not (learn and term in ENGINEER_ONLY)
+    )

@@ -9,7 +9,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Page", "PAGES", "SECTIONS", "path", "page", "own_model", "navigation"]
+__all__ = [
+    "Page",
+    "PAGES",
+    "SECTIONS",
+    "LEARN",
+    "ENGINEER",
+    "MEASURE",
+    "path",
+    "page",
+    "own_model",
+    "section_of",
+    "on_learn_path",
+    "next_page",
+    "navigation",
+]
 
 FOLDER = "app_pages"
 
@@ -30,28 +44,32 @@ class Page:
         return f"{FOLDER}/{self.name}.py"
 
 
-SECTIONS = ("Start", "Calculators", "Teaching", "Measure")
+# Two paths, named (docs/design.md principle 7): Learn is the chapter, in its order, with the
+# chapter's formula only (the ideal bound); Engineer holds what a deployment needs, the
+# engine-aware estimate and its measured band included; Measure runs a real model.
+LEARN, ENGINEER, MEASURE = "Learn", "Engineer", "Measure"
+SECTIONS = (LEARN, ENGINEER, MEASURE)
 PAGES = (
-    Page("home", "Home", ":material/home:", "Start", default=True),
-    Page("tour", "Start here: a tour", ":material/flag:", "Start"),
-    Page("budget", "Budget", ":material/memory:", "Calculators"),
-    Page("step_time", "Decode step time", ":material/speed:", "Calculators"),
-    Page("techniques", "Shrinking the cache", ":material/compress:", "Calculators"),
-    Page("lab", "Inference Lab", ":material/tune:", "Calculators"),
-    Page("roofline", "Roofline", ":material/roofing:", "Calculators"),
-    Page("frontier", "Serving frontier", ":material/show_chart:", "Calculators"),
-    Page("vllm_startup", "vLLM start-up lines", ":material/terminal:", "Calculators"),
-    Page("cache_fill", "Cache fill", ":material/grid_on:", "Teaching"),
-    Page("engine", "Engine view: blocks", ":material/view_module:", "Teaching"),
-    Page("interview", "Interview check", ":material/school:", "Teaching"),
-    Page("live_class", "Live class", ":material/co_present:", "Teaching"),
-    Page("live", "Live: a real model", ":material/science:", "Measure", own_model=True),
-    Page("microscope", "Attention microscope", ":material/biotech:", "Measure", own_model=True),
+    Page("home", "Home", ":material/home:", LEARN, default=True),
+    Page("cache_fill", "Cache fill", ":material/grid_on:", LEARN),
+    Page("budget", "Budget", ":material/memory:", LEARN),
+    Page("step_time", "Decode step time", ":material/speed:", LEARN),
+    Page("techniques", "Shrinking the cache", ":material/compress:", LEARN),
+    Page("engine", "Engine view: blocks", ":material/view_module:", LEARN),
+    Page("interview", "Interview check", ":material/school:", LEARN),
+    Page("tour", "Guided tour", ":material/flag:", LEARN),
+    Page("live_class", "Live class", ":material/co_present:", LEARN),
+    Page("lab", "Inference Lab", ":material/tune:", ENGINEER),
+    Page("roofline", "Roofline", ":material/roofing:", ENGINEER),
+    Page("frontier", "Serving frontier", ":material/show_chart:", ENGINEER),
+    Page("vllm_startup", "vLLM start-up lines", ":material/terminal:", ENGINEER),
+    Page("live", "Live: a real model", ":material/science:", MEASURE, own_model=True),
+    Page("microscope", "Attention microscope", ":material/biotech:", MEASURE, own_model=True),
     Page(
         "kv_quality",
         "Measured cost of shrinking",
         ":material/query_stats:",
-        "Measure",
+        MEASURE,
         own_model=True,
     ),
 )
@@ -76,6 +94,27 @@ def own_model(url_path: str) -> bool:
     model, so that the sidebar's model choices do not apply there."""
     p = _BY_NAME.get(url_path)
     return p is not None and p.own_model
+
+
+def section_of(url_path: str) -> str | None:
+    """The section of the page at ``url_path`` (st.navigation's, "" for the default)."""
+    p = _BY_NAME.get(url_path or "home")
+    return p.section if p is not None else None
+
+
+def on_learn_path(url_path: str) -> bool:
+    """Whether the page at ``url_path`` is on the Learn path, where speed is the chapter's
+    formula alone: no engine-aware estimate, no error band (issue 37)."""
+    return section_of(url_path) == LEARN
+
+
+def next_page(name: str) -> Page | None:
+    """The page after ``name`` in its own section's order (the chapter's order on the Learn
+    path), or None for the last one."""
+    here = page(name)
+    same = [p for p in PAGES if p.section == here.section]
+    at = same.index(here)
+    return same[at + 1] if at + 1 < len(same) else None
 
 
 def navigation() -> dict[str, list]:

@@ -78,7 +78,7 @@ class Selection:
         return self.tp * self.pp
 
 
-def sidebar(uses_selection: bool = True) -> None:
+def sidebar(uses_selection: bool = True, engine_controls: bool = False) -> None:
     """The controls every page shares, in the sidebar, each bound to the URL. On a page that
     runs its own model (``uses_selection=False``) they stay, so the choice is kept for the next
     page, under a line that says this page does not use them."""
@@ -91,7 +91,9 @@ def sidebar(uses_selection: bool = True) -> None:
                 "to the other pages.",
                 icon=":material/info:",
             )
-        options = list(reg.models) + [CUSTOM, HUB]
+        # The default model first: a selectbox whose default is not its first option warns
+        # when a link's old registry key sets it (upgrade_link).
+        options = [DEFAULT_MODEL, *(k for k in reg.models if k != DEFAULT_MODEL), CUSTOM, HUB]
         key = select(
             st.selectbox,
             "Model",
@@ -107,9 +109,9 @@ def sidebar(uses_selection: bool = True) -> None:
             _hub_inputs()
         else:
             m = reg.models[key]
-            st.caption(f"{m.name} · [{m.hf_id}]({m.sources['config']})")
+            st.caption(f"[{m.hf_id}]({m.sources['config']})")
         _model_summary(key)
-        gpus = list(reg.gpus) + [CUSTOM_GPU]
+        gpus = [DEFAULT_GPU, *(k for k in reg.gpus if k != DEFAULT_GPU), CUSTOM_GPU]
         gpu = select(st.selectbox, "GPU", gpus, "gpu", _gpu_label, index=_index(gpus, DEFAULT_GPU))
         if gpu == CUSTOM_GPU:
             st.number_input("GPU memory (GiB)", 1.0, 4096.0, 80.0, 1.0, **bound("gpu_gib", "num"))
@@ -141,35 +143,6 @@ def sidebar(uses_selection: bool = True) -> None:
                 f"{g.memory_gb:g} GB sold, {g.memory_bytes / GiB:,.2f} GiB as the driver "
                 f"reports it · {g.bandwidth_gbs:,.0f} GB/s"
             )
-        st.markdown("**A real engine** (the calibrated estimate)")
-        st.slider(
-            "Achieved share of peak bandwidth",
-            0.3,
-            1.0,
-            BW_SHARE,
-            0.001,
-            format="%.3f",
-            help=f"Fitted on published measurements: {BW_SHARE:g}. Enter your own "
-            "measured share to see every real-engine figure move; 1.0 with no "
-            "overhead reads as fast as the ideal bound (its matrix multiplies still at "
-            "the fitted MFU, a served request still with its serving stack's time).",
-            **bound("bw_share", "num"),
-        )
-        st.number_input(
-            "Fixed cost per engine step (ms)",
-            0.0,
-            50.0,
-            round(STEP_OVERHEAD_S * 1e3, 3),
-            0.5,
-            help="Kernel launches, sampling and scheduling: what a measured step "
-            f"takes beyond its bytes. Fitted: {STEP_OVERHEAD_S * 1e3:g} ms.",
-            **bound("step_ms", "num"),
-        )
-        st.caption(
-            f"Defaults: the fit on published runs ({error_band_text('tpot_itl')}). "
-            "The ideal bound always reads every byte at the full bandwidth, computes at "
-            "the full dense peak and adds nothing; each figure says which it shows."
-        )
         c1, c2 = st.columns(2)
         select(
             c1.selectbox,
@@ -196,10 +169,64 @@ def sidebar(uses_selection: bool = True) -> None:
                 f"{reg.gpus[gpu].name} has no BF16: vLLM computes in FP16 on it, so a "
                 "BF16 cache or checkpoint is held in FP16 here (the same bytes)."
             )
+        if engine_controls:
+            _engine_inputs()
+        else:
+            _keep_engine_inputs()
         from webui import glossary
 
         with st.expander("Glossary: MHA, GQA, MLA, TP, FP8 ...", icon=":material/menu_book:"):
-            st.markdown(glossary.markdown())
+            st.markdown(glossary.markdown(learn=not engine_controls))
+
+
+# The engine-aware estimate's two inputs, drawn on the Engineer pages only: the Learn pages
+# teach the chapter's formula alone (docs/design.md principle 7).
+ENGINE_KEYS = ("bw_share", "step_ms")
+
+
+def _keep_engine_inputs() -> None:
+    """On a page that does not draw them, keep the engine inputs a user set for the next
+    Engineer page: Streamlit drops a widget's value after a run that does not draw it, so the
+    first such run copies it aside, and it is the widget's default when drawn again."""
+    for k in ENGINE_KEYS:
+        if k in st.session_state:
+            st.session_state[f"_kept_{k}"] = st.session_state[k]
+
+
+def _kept(key: str, fitted: float) -> float:
+    return float(st.session_state.get(f"_kept_{key}", fitted))
+
+
+def _engine_inputs() -> None:
+    st.markdown("**A real engine** (the calibrated estimate)")
+    st.slider(
+        "Achieved share of peak bandwidth",
+        0.3,
+        1.0,
+        _kept("bw_share", BW_SHARE),
+        0.001,
+        format="%.3f",
+        help=f"Fitted on published measurements: {BW_SHARE:g}. Enter your own "
+        "measured share to see every real-engine figure move; 1.0 with no "
+        "overhead reads as fast as the ideal bound (its matrix multiplies still at "
+        "the fitted MFU, a served request still with its serving stack's time).",
+        **bound("bw_share", "num"),
+    )
+    st.number_input(
+        "Fixed cost per engine step (ms)",
+        0.0,
+        50.0,
+        _kept("step_ms", round(STEP_OVERHEAD_S * 1e3, 3)),
+        0.5,
+        help="Kernel launches, sampling and scheduling: what a measured step "
+        f"takes beyond its bytes. Fitted: {STEP_OVERHEAD_S * 1e3:g} ms.",
+        **bound("step_ms", "num"),
+    )
+    st.caption(
+        f"Defaults: the fit on published runs ({error_band_text('tpot_itl')}). "
+        "The ideal bound always reads every byte at the full bandwidth, computes at "
+        "the full dense peak and adds nothing; each figure says which it shows."
+    )
 
 
 def _index(options: list, value) -> int:
@@ -207,15 +234,40 @@ def _index(options: list, value) -> int:
 
 
 def _model_label(key: str) -> str:
+    """The name people read ("Llama 3.1 8B"), which is also what the link carries."""
     if key == CUSTOM:
         return "my own config.json"
     if key == HUB:
         return "a Hugging Face Hub id"
-    return key
+    m = registry().models.get(key)
+    return m.name if m is not None else key
 
 
 def _gpu_label(key: str) -> str:
-    return "custom GPU" if key == CUSTOM_GPU else key
+    if key == CUSTOM_GPU:
+        return "custom GPU"
+    g = registry().gpus.get(key)
+    return g.name if g is not None else key
+
+
+def upgrade_link() -> None:
+    """Links made before the sidebar showed names carry registry keys (``model=llama-2-7b``,
+    ``gpu=h200-141gb``): on a session's first run, before any widget reads the link, such a
+    value becomes the name the selectbox now writes, so an old link opens the same view and
+    the link check does not call it ignored. Call it right after ``url_guard_begin``."""
+    initial = st.session_state.get("_url_initial")
+    if initial is None or st.session_state.get("_url_upgraded"):
+        return
+    st.session_state["_url_upgraded"] = True
+    reg = registry()
+    for key, table in (("model", reg.models), ("gpu", reg.gpus)):
+        values = initial.get(key)
+        if values and len(values) == 1 and values[0] in table:
+            # Streamlit seeds a bound widget from the link as the page opened, so the value goes
+            # in through the session state (the link's old form is then dropped by Streamlit and
+            # the widget writes its name back).
+            st.session_state[key] = values[0]
+            initial[key] = [table[values[0]].name]
 
 
 def _custom_config_inputs() -> None:
