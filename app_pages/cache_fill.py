@@ -20,7 +20,16 @@ c = st.columns(4)
 prompt = c[0].number_input(
     "Prompt length (tokens)", 1, MAX_TOKENS, 12, 1, **bound("f_prompt", "num")
 )
-new = c[1].number_input("Tokens to generate", 0, MAX_TOKENS, 20, 1, **bound("f_new", "num"))
+new = c[1].number_input(
+    "Decode steps",
+    0,
+    MAX_TOKENS,
+    20,
+    1,
+    help="Steps after the prefill. The prefill already yields the first new token; each "
+    "decode step adds one more.",
+    **bound("f_new", "num"),
+)
 layers = c[2].number_input("Layers shown", 1, 16, 4, 1, **bound("f_layers", "num"))
 mode = select(
     c[3].radio,
@@ -90,8 +99,9 @@ m[2].metric(
 st.markdown(
     f"With a cache, the prompt's {prompt} tokens go through the model once (the prefill, which "
     f"already yields the first new token) and each of the {new} decode steps feeds the latest "
-    f"token back in: {prompt} + {new} = **{last.passes_with_cache:,}** token passes for "
-    f"{new + 1} new tokens. Without a cache, step *i* runs all {prompt} + *i* tokens again: "
+    f"token back in: {prompt} + {new} = **{last.passes_with_cache:,}** token passes, and "
+    f"1 + {new} = {new + 1} new tokens. Without a cache, step *i* runs all {prompt} + *i* "
+    "tokens again: "
     f"**{last.passes_without_cache:,}** token passes, a count that grows with the square of "
     "the length."
 )

@@ -52,7 +52,7 @@ except ValueError as exc:
 
 b = st.columns([1, 1, 1, 2])
 b[0].button(
-    "Step",
+    "Next step",
     on_click=callbacks.engine_advance,
     args=(1,),
     icon=":material/skip_next:",
@@ -70,7 +70,7 @@ b[2].button(
 )
 st.session_state.setdefault("e_step", 0)  # the buttons above change it through session state
 step = b[3].number_input(
-    "Step", min_value=0, max_value=callbacks.ENGINE_MAX_STEP, step=1, **bound("e_step", "num")
+    "Go to step", min_value=0, max_value=callbacks.ENGINE_MAX_STEP, step=1, **bound("e_step", "num")
 )
 
 
@@ -81,25 +81,20 @@ except ValueError as exc:
 if step > snap.step:
     st.info(f"Every request finished at step {snap.step}; showing that step.")
 
-m = st.columns(6)
-m[0].metric("Step", snap.step)
-m[1].metric("Blocks used", f"{snap.used_blocks} / {num_blocks}")
-m[2].metric(
-    "Free (cached)",
-    f"{snap.free_blocks} ({snap.cached_free_blocks})",
-    help="Free blocks; in brackets those that still hold a cached prefix",
-)
-m[3].metric(
-    "Empty slots",
-    f"{snap.fragmentation_slots}",
-    help="Internal fragmentation: token slots of the used blocks not yet written",
-)
-m[4].metric(
+# Three headline figures (one lesson: blocks are handed out and shared); the rest in one line.
+m = st.columns(3)
+m[0].metric("Blocks used", f"{snap.used_blocks} / {num_blocks}")
+m[1].metric(
     "Prefix hit rate",
     f"{snap.prefix_hit_rate:.0%}",
     help="Prompt tokens found in cached blocks / prompt tokens admitted",
 )
-m[5].metric("Preemptions", snap.preemptions)
+m[2].metric("Preemptions", snap.preemptions)
+st.caption(
+    f"At step {snap.step}: {snap.free_blocks} blocks free ({snap.cached_free_blocks} of them "
+    f"still hold a cached prefix); {snap.fragmentation_slots} empty token slots in the used "
+    "blocks (internal fragmentation: slots not yet written)."
+)
 
 st.plotly_chart(blocks_figure(snap.blocks, block_size), width="stretch", key="e_fig")
 try:
@@ -141,7 +136,7 @@ if running:
     )
 else:
     st.caption(
-        "No request holds blocks at this step: press Step to admit some, and their block "
+        "No request holds blocks at this step: press Next step to admit some, and their block "
         "tables appear here."
     )
 
@@ -167,7 +162,7 @@ with right:
     log = []
     for h in history[max(1, len(history) - 6) :]:
         log += [f"step {h.step}: {e}" for e in h.events]
-    st.code("\n".join(log[-24:]) or "press Step to start", language=None, wrap_lines=True)
+    st.code("\n".join(log[-24:]) or "press Next step to start", language=None, wrap_lines=True)
 
 longest = max(len(r.prompt) + r.output_len for r in requests)
 max_len = st.number_input(

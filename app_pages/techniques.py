@@ -8,6 +8,7 @@ from webui.common import bound, select
 from webui.figures import head_sharing_figure, mla_figure, techniques_figure, window_figure
 from webui.hosted import plain
 from webui.memo import cached
+from webui.urlstate import declare
 
 sel = common.require_selection()
 top = common.page_header(
@@ -19,27 +20,28 @@ top = common.page_header(
 )
 
 links = registry().links
-c1, c2, c3 = st.columns(3)
-context = c1.number_input(
+context = st.number_input(
     "Context per sequence (tokens)", 1, 10_000_000, 32768, 1024, **bound("t_ctx", "num")
 )
-window = c2.number_input(
-    "Sliding window (tokens)", 1, 10_000_000, 4096, 256, **bound("t_window", "num")
-)
-gpu_tokens = c3.number_input(
-    "Offload: tokens kept on the GPU", 1, 10_000_000, 4096, 256, **bound("t_gpu_tokens", "num")
-)
-c1, c2, c3 = st.columns(3)
-rank = c1.number_input("MLA latent rank", 1, 65536, 512, 64, **bound("t_rank", "num"))
-rope = c2.number_input("MLA RoPE part", 0, 4096, 64, 16, **bound("t_rope", "num"))
-link = select(
-    c3.selectbox,
-    "Offload link",
-    list(links),
-    "t_link",
-    callbacks.link_label,
-    index=list(links).index("pcie5-x16") if "pcie5-x16" in links else 0,
-)
+with st.expander("The techniques' settings: window, offload, MLA", icon=":material/tune:"):
+    c1, c2, c3 = st.columns(3)
+    window = c1.number_input(
+        "Sliding window (tokens)", 1, 10_000_000, 4096, 256, **bound("t_window", "num")
+    )
+    gpu_tokens = c2.number_input(
+        "Offload: tokens kept on the GPU", 1, 10_000_000, 4096, 256, **bound("t_gpu_tokens", "num")
+    )
+    link = select(
+        c3.selectbox,
+        "Offload link",
+        list(links),
+        "t_link",
+        callbacks.link_label,
+        index=list(links).index("pcie5-x16") if "pcie5-x16" in links else 0,
+    )
+    c1, c2, _ = st.columns(3)
+    rank = c1.number_input("MLA latent rank", 1, 65536, 512, 64, **bound("t_rank", "num"))
+    rope = c2.number_input("MLA RoPE part", 0, 4096, 64, 16, **bound("t_rope", "num"))
 
 try:
     rows = cached(techniques)(
@@ -89,21 +91,21 @@ with top:  # the answer first: on a phone it is on the first screen
             f"{best.saving:,.2f}x smaller",
             help=f"{best.name}: {fmt_bytes(best.seq_bytes)} for the same sequence",
         )
-        st.caption(
-            f"Largest saving: {best.name}, {fmt_bytes(best.seq_bytes)} instead of "
-            f"{fmt_bytes(own.seq_bytes)}. Every row below says what it trades for it."
-        )
+        st.caption(f"Largest saving: {best.name}. Every row below says what it trades for it.")
 unit = "GiB" if own.seq_bytes >= 2**30 else "MiB" if own.seq_bytes >= 2**20 else "KiB"
 st.plotly_chart(techniques_figure(rows, unit), width="stretch", key="t_fig")
 
+
+def factor(ratio: float) -> str:
+    """A size ratio in words; exactly 1 is "same", not "1.00x smaller" (issue 37, F23)."""
+    if ratio == 1:
+        return "same"
+    return f"{ratio:,.2f}x smaller" if ratio > 1 else f"{1 / ratio:,.2f}x larger"
+
+
 table = []
 for r in rows:
-    if r.key == "own":
-        saving = "reference"
-    elif r.saving >= 1:
-        saving = f"{r.saving:,.2f}x smaller"
-    else:
-        saving = f"{1 / r.saving:,.2f}x larger"
+    saving = "reference" if r.key == "own" else factor(r.saving)
     table.append(
         {
             "technique": r.name,
@@ -111,16 +113,16 @@ for r in rows:
             "per token": fmt_bytes(r.bytes_per_token),
             f"one sequence of {context:,}{per_gpu}": fmt_bytes(r.seq_bytes),
             "saving": saving,
-            "vs a 16-bit cache": (
-                f"{ref16 / r.seq_bytes:,.2f}x smaller"
-                if r.seq_bytes <= ref16
-                else f"{r.seq_bytes / ref16:,.2f}x larger"
-            ),
+            "vs a 16-bit cache": factor(ref16 / r.seq_bytes),
             "trade-off": r.tradeoff
             + ("" if r.applies else " (this model already does this, or it changes nothing here)"),
         }
     )
 common.table(table, border="horizontal", hide_index=True)
+st.caption(
+    "Techniques combine: FP8 on top of GQA halves the GQA figure again. The formulas, units "
+    "and the reference of each column are in the fold below."
+)
 with st.expander("How these numbers are computed", icon=":material/function:"):
     r = kv_cache(sel.spec, context, kv_dtype=sel.kv_dtype)
     common.formula(
@@ -136,20 +138,20 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
         f"on the GPU\n"
         f"saving                   = bytes as configured / bytes with the technique"
     )
-tp_note = (
-    f" Under tensor parallelism ({sel.tp} GPUs) every figure is one GPU's share: K/V "
-    "heads are divided among the GPUs, but a single K/V head (MQA) or an MLA latent is "
-    "kept whole on every GPU, so those rows save less per GPU than on one."
-    if sel.tp > 1
-    else ""
-)
-st.caption(
-    f"Per token: one token in every K/V layer. One sequence: what the GPU holds at "
-    f"{context:,} tokens ({own.seq_bytes:,} bytes as configured). KiB/MiB/GiB are "
-    "powers of 2. Techniques combine: FP8 on top of GQA halves the GQA figure again. "
-    "'Saving' is against this model as configured; 'vs a 16-bit cache' against the same "
-    "model with a BF16 cache, the reference of the measured page." + tp_note
-)
+    st.markdown(
+        "Per token: one token in every K/V layer. One sequence: what the GPU holds at the "
+        "context above. KiB, MiB and GiB are powers of 2. 'Saving' compares with this model "
+        "as configured; 'vs a 16-bit cache' with the same model holding a BF16 cache, the "
+        "reference of the measured page. A recompute time is the ideal bound: the prefill's "
+        "FLOPs at the GPU's full dense peak."
+        + (
+            f" Under tensor parallelism ({sel.tp} GPUs) every figure is one GPU's share: K/V "
+            "heads are divided among the GPUs, but a single K/V head (MQA) or an MLA latent "
+            "is kept whole on every GPU, so those rows save less per GPU than on one."
+            if sel.tp > 1
+            else ""
+        )
+    )
 st.page_link(
     "app_pages/kv_quality.py",
     label="What FP8, INT8, INT4, KIVI and a sliding window "
@@ -157,114 +159,130 @@ st.page_link(
     icon=":material/query_stats:",
 )
 
-st.subheader("How they work, drawn with this model's numbers")
-attn = next((lay for lay in sel.spec.kv_layers if lay.kv_heads is not None), None)
-latent = next((lay for lay in sel.spec.kv_layers if lay.kind == "mla"), None)
-elem = get_dtype(sel.kv_dtype).bytes_per_element
-if attn is not None and attn.q_heads % attn.kv_heads == 0:
-    st.markdown(
-        "**Sharing K/V heads (MHA, GQA, MQA).** Each query head of a layer reads one "
-        "K/V head. Multi-head attention (MHA) gives every query head its own; "
-        "grouped-query attention (GQA) lets a group share one; multi-query attention "
-        "(MQA) lets all of them share a single one. The cache stores only the K/V heads."
-    )
-    st.plotly_chart(
-        head_sharing_figure(attn.q_heads, attn.kv_heads, attn.head_dim, attn.v_head_dim, elem),
-        width="stretch",
-        key="t_fig_heads",
-    )
-    st.caption(
-        f"Squares on top: the {attn.q_heads:,} query heads of one layer of "
-        f"{plain(sel.label)}; below: the K/V heads they read. Bytes at "
-        f"{sel.kv_dtype.upper()}, {elem:g} B per number."
-    )
-st.markdown(
-    "**Multi-head latent attention (MLA).** The cache keeps one compressed latent per "
-    "token instead of a key and a value per head; at decode the key up-projection is "
-    "absorbed into each query head, so the heads score the cached latents directly and "
-    "nothing is expanded per token. Beside the latent it keeps a small key that carries RoPE "
-    "(rotary position embedding)."
-)
-if latent is not None:
-    st.plotly_chart(
-        mla_figure(
-            hidden=sel.spec.hidden_size,
-            q_heads=latent.q_heads,
-            rank=latent.kv_lora_rank,
-            rope=latent.qk_rope_head_dim,
-            qk_nope=latent.qk_head_dim - latent.qk_rope_head_dim,
-            v_head_dim=latent.v_head_dim,
-            own=True,
-        ),
-        width="stretch",
-        key="t_fig_mla",
-    )
-    st.caption(
-        f"{plain(sel.label)}'s own MLA layer (kv_lora_rank, qk_rope_head_dim, "
-        "qk_nope_head_dim, v_head_dim from its config.json). Box heights grow with the "
-        "square root of the numbers they hold."
-    )
-elif attn is not None:
-    # The RoPE part must leave some of the key without it: for keys of 64 or less (GPT-2,
-    # SmolLM2) the drawing takes half the key as the RoPE part, and says so.
-    drawn_rope = rope if attn.head_dim > rope else attn.head_dim // 2
-    st.plotly_chart(
-        mla_figure(
-            hidden=sel.spec.hidden_size,
-            q_heads=attn.q_heads,
-            rank=rank,
-            rope=drawn_rope,
-            qk_nope=attn.head_dim - drawn_rope,
-            v_head_dim=attn.v_head_dim,
-            own=False,
-        ),
-        width="stretch",
-        key="t_fig_mla",
-    )
-    rope_said = (
-        f"RoPE part ({drawn_rope:,} of each {attn.head_dim}-wide key)"
-        if drawn_rope == rope
-        else f"RoPE part drawn as {drawn_rope:,} of each {attn.head_dim}-wide key (this "
-        f"page's {rope:,} would leave nothing without it)"
-    )
-    st.caption(
-        f"{plain(sel.label)} has no MLA layer: this is one of its layers made MLA with "
-        f"this page's latent rank ({rank:,}) and {rope_said}. Box heights grow with the "
-        "square root of the numbers they hold."
-    )
-slid = next((lay for lay in sel.spec.layers if lay.kind == "sliding"), None)
-own_window = slid.window if slid is not None else window
-kinds = [lay.kind for lay in sel.spec.layers]
-st.markdown(
-    "**Sliding window.** A layer with a window attends to the last tokens only, so it "
-    "keeps only them: a band along the diagonal of the attention matrix instead of the "
-    "whole lower triangle."
-)
-st.plotly_chart(
-    window_figure(own_window, context, kinds if slid is not None else []),
-    width="stretch",
-    key="t_fig_window",
-)
-n_slid = kinds.count("sliding")
-if slid is None:
-    st.caption(
-        f"{plain(sel.label)} has no sliding-window layer: drawn with this page's window "
-        f"of {window:,} tokens, at {context:,} tokens of context."
-    )
-elif n_slid < len(kinds):
-    n_full = kinds.count("full")
-    st.caption(
-        f"{plain(sel.label)}'s own window of {own_window:,} tokens at {context:,} tokens "
-        f"of context. Its layers interleave: {n_slid:,} of {len(kinds):,} keep a window"
-        + (
-            f"; the {n_full:,} full-attention layers keep every token, so the cache still "
-            "grows with the context."
-            if n_full
-            else "."
+
+def drawings() -> None:
+    """The three drawings of how a technique works, with this model's own numbers."""
+    attn = next((lay for lay in sel.spec.kv_layers if lay.kv_heads is not None), None)
+    latent = next((lay for lay in sel.spec.kv_layers if lay.kind == "mla"), None)
+    elem = get_dtype(sel.kv_dtype).bytes_per_element
+    if attn is not None and attn.q_heads % attn.kv_heads == 0:
+        st.markdown(
+            "**Sharing K/V heads (MHA, GQA, MQA).** Each query head of a layer reads one "
+            "K/V head. Multi-head attention (MHA) gives every query head its own; "
+            "grouped-query attention (GQA) lets a group share one; multi-query attention "
+            "(MQA) lets all of them share a single one. The cache stores only the K/V heads."
         )
+        st.plotly_chart(
+            head_sharing_figure(attn.q_heads, attn.kv_heads, attn.head_dim, attn.v_head_dim, elem),
+            width="stretch",
+            key="t_fig_heads",
+        )
+        st.caption(
+            f"Squares on top: the {attn.q_heads:,} query heads of one layer of "
+            f"{plain(sel.label)}; below: the K/V heads they read. Bytes at "
+            f"{sel.kv_dtype.upper()}, {elem:g} B per number."
+        )
+    st.markdown(
+        "**Multi-head latent attention (MLA).** The cache keeps one compressed latent per "
+        "token instead of a key and a value per head; at decode the key up-projection is "
+        "absorbed into each query head, so the heads score the cached latents directly and "
+        "nothing is expanded per token. Beside the latent it keeps a small key that carries RoPE "
+        "(rotary position embedding)."
     )
-else:
-    st.caption(
-        f"{plain(sel.label)}'s own window of {own_window:,} tokens at {context:,} tokens "
-        f"of context, in all {len(kinds):,} layers."
+    if latent is not None:
+        st.plotly_chart(
+            mla_figure(
+                hidden=sel.spec.hidden_size,
+                q_heads=latent.q_heads,
+                rank=latent.kv_lora_rank,
+                rope=latent.qk_rope_head_dim,
+                qk_nope=latent.qk_head_dim - latent.qk_rope_head_dim,
+                v_head_dim=latent.v_head_dim,
+                own=True,
+            ),
+            width="stretch",
+            key="t_fig_mla",
+        )
+        st.caption(
+            f"{plain(sel.label)}'s own MLA layer (kv_lora_rank, qk_rope_head_dim, "
+            "qk_nope_head_dim, v_head_dim from its config.json). Box heights grow with the "
+            "square root of the numbers they hold."
+        )
+    elif attn is not None:
+        # The RoPE part must leave some of the key without it: for keys of 64 or less (GPT-2,
+        # SmolLM2) the drawing takes half the key as the RoPE part, and says so.
+        drawn_rope = rope if attn.head_dim > rope else attn.head_dim // 2
+        st.plotly_chart(
+            mla_figure(
+                hidden=sel.spec.hidden_size,
+                q_heads=attn.q_heads,
+                rank=rank,
+                rope=drawn_rope,
+                qk_nope=attn.head_dim - drawn_rope,
+                v_head_dim=attn.v_head_dim,
+                own=False,
+            ),
+            width="stretch",
+            key="t_fig_mla",
+        )
+        rope_said = (
+            f"RoPE part ({drawn_rope:,} of each {attn.head_dim}-wide key)"
+            if drawn_rope == rope
+            else f"RoPE part drawn as {drawn_rope:,} of each {attn.head_dim}-wide key (this "
+            f"page's {rope:,} would leave nothing without it)"
+        )
+        st.caption(
+            f"{plain(sel.label)} has no MLA layer: this is one of its layers made MLA with "
+            f"this page's latent rank ({rank:,}) and {rope_said}. Box heights grow with the "
+            "square root of the numbers they hold."
+        )
+    slid = next((lay for lay in sel.spec.layers if lay.kind == "sliding"), None)
+    own_window = slid.window if slid is not None else window
+    kinds = [lay.kind for lay in sel.spec.layers]
+    st.markdown(
+        "**Sliding window.** A layer with a window attends to the last tokens only, so it "
+        "keeps only them: a band along the diagonal of the attention matrix instead of the "
+        "whole lower triangle."
     )
+    st.plotly_chart(
+        window_figure(own_window, context, kinds if slid is not None else []),
+        width="stretch",
+        key="t_fig_window",
+    )
+    n_slid = kinds.count("sliding")
+    if slid is None:
+        st.caption(
+            f"{plain(sel.label)} has no sliding-window layer: drawn with this page's window "
+            f"of {window:,} tokens, at {context:,} tokens of context."
+        )
+    elif n_slid < len(kinds):
+        n_full = kinds.count("full")
+        st.caption(
+            f"{plain(sel.label)}'s own window of {own_window:,} tokens at {context:,} tokens "
+            f"of context. Its layers interleave: {n_slid:,} of {len(kinds):,} keep a window"
+            + (
+                f"; the {n_full:,} full-attention layers keep every token, so the cache still "
+                "grows with the context."
+                if n_full
+                else "."
+            )
+        )
+    else:
+        st.caption(
+            f"{plain(sel.label)}'s own window of {own_window:,} tokens at {context:,} tokens "
+            f"of context, in all {len(kinds):,} layers."
+        )
+
+
+# A fold built only when opened (its state in the link, so a shared link opens it too): three
+# drawings and their captions cost a rerun nothing while it is closed.
+declare("t_how", "bool")
+how = st.expander(
+    "How they work, drawn with this model's numbers",
+    icon=":material/draw:",
+    key="t_how",
+    bind="query-params",
+)
+with how:
+    if how.open:
+        drawings()

@@ -160,7 +160,10 @@ def figure_of(at, key):
 
 
 def test_techniques_page_draws_the_models_own_heads_and_window():
+    # The drawings live in a fold built only when opened; the link opens it (t_how=true).
     at = open_page("app_pages/techniques.py")
+    assert not any(c.proto.id.endswith("-t_fig_heads") for c in at.get("plotly_chart"))
+    at = open_page("app_pages/techniques.py", t_how="true")
     assert not at.exception and not at.error
     heads = figure_of(at, "t_fig_heads")
     names = [t["name"] for t in heads["data"]]
@@ -181,12 +184,12 @@ def test_techniques_page_draws_the_models_own_heads_and_window():
 
 
 def test_techniques_page_with_gemma_and_deepseek():
-    at = open_page("app_pages/techniques.py", model="gemma-3-27b")
+    at = open_page("app_pages/techniques.py", model="gemma-3-27b", t_how="true")
     assert not at.exception and not at.error
     caps = " ".join(c.value for c in at.caption)
     assert "own window of 1,024 tokens" in caps and "52 of 62 keep a window" in caps
     assert "the 10 full-attention layers keep every token" in caps
-    at = open_page("app_pages/techniques.py", model="deepseek-v3")
+    at = open_page("app_pages/techniques.py", model="deepseek-v3", t_how="true")
     assert not at.exception and not at.error
     assert not any(
         c.proto.id.endswith("-t_fig_heads") for c in at.get("plotly_chart")
@@ -207,7 +210,7 @@ def test_engine_page_names_pagedattention_and_draws_the_tables():
             assert len(lines["x"]) // 3 == len(row["blocks"].split(", "))
     at = open_page("app_pages/engine.py")  # step 0: nobody holds blocks yet
     assert not at.exception
-    assert any("press Step to admit some" in c.value for c in at.caption)
+    assert any("press Next step to admit some" in c.value for c in at.caption)
 
 
 def test_a_narrow_window_is_drawn_wide_enough_to_see():

@@ -81,6 +81,13 @@ def test_offload_needs_a_stated_peak_and_a_known_link():
     # 131,072 B = 3.758 GB / 63 GB/s = 59.65 ms.
     t = by_key(get_model("llama-3.1-8b").spec, 32768, gpu_tokens=4096, peak_tflops=989.4)
     assert "takes 59.65 ms" in t["offload"].tradeoff and "PCIe 5.0 x16" in t["offload"].tradeoff
+    # Recomputing them is the ideal bound, the Learn path's one convention (issue 37, F17): the
+    # prefill's FLOPs at the full dense peak, MFU 1. Every weight but the untied input embedding
+    # (8,030,261,248 - 128,256 x 4,096 = 7,504,924,672) in 2 FLOPs per token, plus causal
+    # attention, 4 x 32 layers x 32 heads x 128 x n(n + 1) / 2 for n = 28,672:
+    # (4.3036e14 + 2.1551e14) / 989.4e12 = 652.79 ms (at MFU 0.5 it would be 1.31 s).
+    flops = 2 * 7_504_924_672 * 28_672 + 4 * 32 * 32 * 128 * 28_672 * 28_673 // 2
+    assert f"at least {flops / 989.4e12 * 1e3:.2f} ms (the ideal bound" in t["offload"].tradeoff
     with pytest.raises(ValueError, match="unknown link"):
         by_key(get_model("llama-3.1-8b").spec, 100, link="carrier-pigeon")
 

@@ -83,14 +83,23 @@ def _offload_line(
     reload_s = moved / (link_gbs * 1e9)
     per = " per GPU" if tp > 1 else ""
     if moved and spec.params is not None and peak_tflops:
+        # The chapter's convention on the Learn path (issue 37, F17): the ideal bound, the
+        # prefill's FLOPs at the full dense peak (MFU 1), as the interview and the tour state it.
         off = offload_vs_recompute(
-            spec, cold, link_gbs=link_gbs, peak_tflops=peak_tflops, kv_dtype=dtype.name, tp=tp
+            spec,
+            cold,
+            link_gbs=link_gbs,
+            peak_tflops=peak_tflops,
+            mfu=1.0,
+            kv_dtype=dtype.name,
+            tp=tp,
         )
         verdict = "reloading is faster" if reload_s < off.recompute_s else "recomputing is faster"
         line = (
             f"{_IDLE} When the user returns, reloading the other {cold:,} tokens "
             f"({moved:,} B{per}) over {link_name} takes {fmt_seconds(reload_s)}, "
-            f"recomputing them {fmt_seconds(off.recompute_s)} (prefill FLOPs alone): "
+            f"recomputing them at least {fmt_seconds(off.recompute_s)} (the ideal bound: "
+            "their prefill FLOPs at the full dense peak): "
             f"{verdict}."
         )
     elif moved:
