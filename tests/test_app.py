@@ -89,14 +89,23 @@ def test_budget_page_matches_kvcalc_and_reacts_to_inputs():
 
 
 def test_budget_compare_mode_adds_curves_and_rows():
+    # The compare box takes model names. On one H100, DeepSeek-V3's 624.94 GiB of weights leave
+    # no pool: no curve, and its row says so instead of a negative pool (review 4, F10). Llama 2
+    # 7B's curve stops at its own limit, 4,096 tokens, and its row at 8,192 is marked past it.
     at = open_page("app_pages/budget.py")
-    at.multiselect(key="b_cmp").set_value(["llama-2-7b", "deepseek-v3"])
+    at.multiselect(key="b_cmp").set_value(["Llama 2 7B", "DeepSeek-V3"])
     at.run()
     assert not at.exception
     spec = figure(at, "b_curve")
-    assert len(spec["data"]) == 3
+    lines = {t["name"]: t["x"] for t in spec["data"] if t.get("mode") == "lines"}
+    assert set(lines) == {"Llama 3.1 8B", "Llama 2 7B"}
+    assert max(lines["Llama 2 7B"]) == 4096 and max(lines["Llama 3.1 8B"]) == 131_072
     table = at.table[0].value
-    assert len(table) == 3
+    assert list(table["model"]) == ["Llama 3.1 8B", "Llama 2 7B", "DeepSeek-V3"]
+    pools = list(table["KV pool"])
+    assert pools[2] == "does not fit (weights 624.94 GiB)" and not any("-" in p for p in pools)
+    seqs = list(table["sequences of 8,192 tokens"])
+    assert seqs[1].endswith("(past its limit, 4,096)") and seqs[2] == "-"
 
 
 def test_budget_model_and_dtype_switch():
@@ -239,6 +248,8 @@ def test_model_too_big_for_gpu_is_explained():
     at.run()
     assert not at.exception
     assert "no room for a cache" in text(at.error[0])
+    # The cache per token does not depend on the GPU: 61 layers x (512 + 64) x 2 B = 70,272 B.
+    assert metric(at, "KV per token") == fmt_bytes(61 * (512 + 64) * 2) == "68.62 KiB"
     # No pool: no blocks, capacity, concurrency or longest sequence is shown.
     assert not [
         m

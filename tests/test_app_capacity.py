@@ -64,23 +64,29 @@ def test_budget_puts_vllms_worst_case_beside_the_running_server():
     assert not at.exception and not at.error
     # Finding 19: 4.78 is vLLM's logged worst case; decoding a sequence holds 896 blocks of
     # 1.25 MiB = 1.09 GiB, so 17,176 / 896 = 19.17 fit; the simulator binds at 17 users.
+    # Review 4, F14: each figure once; the held and running ones only in the fold that
+    # explains the pair.
     assert _metric(at, "vLLM logs at 8,192") == "4.78x"
     assert _metric(at, "Held decoding at 8,192") == "19.17"
-    assert _metric(at, "The pool binds from") == "17 users"
     assert 15 <= float(_metric(at, "A running server sustains")) <= 17
+    assert not [m for m in at.metric if m.label.startswith(("The pool binds", "vLLM logs ("))]
+    fold = next(e for e in at.expander if e.label == "Logged vs running capacity")
+    assert [m.label for m in fold.metric][0] == "Held decoding at 8,192"
+    body = _text(at)
+    assert "the pool binds from 17 users (16 run with no preemption and no wait)" in body
     warn = at.warning[0].value
-    assert "logs 4.78" in warn and "holds only 1.09 GiB, so 19.17 fit" in warn
+    assert "holds only 1.09 GiB, so all 16 fit while they run" in warn
+    assert "4.78" not in warn and "19.17" not in warn
     # Finding 20: per token 80 KiB at 8,192 (the 10 full layers: 10 x 8 KiB); 496 KiB only up to
     # the window; one sequence = 52 x 1,024 x 8 KiB + 10 x 8,192 x 8 KiB = 416 + 640 MiB.
     assert _metric(at, "KV per token at 8,192") == "80.00 KiB"
     rows = at.table[0].value
     assert list(rows["bytes"]) == ["416.00 MiB", "640.00 MiB", "1.03 GiB"]
     assert list(rows["tokens kept at 8,192"])[:2] == ["1,024", "8,192"]
-    body = _text(at)
     # The three token figures in one sentence: vLLM's size line, memory alone, the model's limit.
     assert (
-        "Capacity (39,193 tokens) is what vLLM prints as its cache size: 4.78 worst-case "
-        "requests x 8,192 tokens"
+        "Capacity (39,193 tokens) is what vLLM prints as its cache size: its logged worst-case "
+        "concurrency above x 8,192 tokens"
     ) in body
     assert "memory alone would let it reach 170,256 tokens, and the model allows 131,072" in body
 

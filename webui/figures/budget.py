@@ -12,7 +12,7 @@ from kvcalc.core.units import GiB
 from kvcalc.engines.budget import Budget
 from webui.memo import memo
 
-from .base import COLORS, IN_ORDER, Parts, layout, limit_region, vline
+from .base import COLORS, IN_ORDER, Parts, decades, layout, limit_region, vline
 
 __all__ = ["budget_figure", "concurrency_figure"]
 
@@ -59,6 +59,15 @@ def budget_figure(b: Budget) -> go.Figure:
         marker_color=COLORS["unused"],
         hovertemplate="Unused: %{x:.2f} GiB<extra></extra>",
     )
+    fig.update_layout(barmode="stack", xaxis_title="GiB (2^30 bytes)", **layout(IN_ORDER))
+    if b.kv_pool_bytes <= 0:
+        # No pool, so no request to draw against it and no pool line (review 4, F20): the line
+        # marks what the engine may use, which the weights alone pass.
+        _marker(
+            fig, b.requested_bytes / GiB, f"the engine may use {b.requested_bytes / GiB:,.2f} GiB"
+        )
+        fig.update_layout(height=200, bargap=0.5, yaxis=dict(autorange="reversed"))
+        return fig.done()
     needed = b.needed_bytes / GiB
     offset = weights + reserve  # the request is drawn where the pool starts
     fits = min(needed, pool)
@@ -89,10 +98,37 @@ def budget_figure(b: Budget) -> go.Figure:
             marker_color=COLORS["over"],
             hovertemplate="Over the pool by %{x:.2f} GiB<extra></extra>",
         )
-    vline(fig, offset + pool, "end of KV pool")
-    fig.update_layout(barmode="stack", xaxis_title="GiB (2^30 bytes)", **layout(IN_ORDER))
-    fig.update_layout(height=260, yaxis=dict(autorange="reversed"))
+    _marker(fig, offset + pool, "end of KV pool", y=0.5)
+    fig.update_layout(height=260, bargap=0.45, yaxis=dict(autorange="reversed"))
     return fig.done()
+
+
+def _marker(fig: Parts, x: float, text: str, y: float = 1.0) -> None:
+    """A dotted vertical line at ``x`` GiB labelled inside the plot, at ``y`` (a share of its
+    height: 0.5 is the gap between the two bars), clear of the legend above the plot."""
+    fig.add_shape(
+        type="line",
+        x0=x,
+        x1=x,
+        y0=0,
+        y1=1,
+        yref="paper",
+        xref="x",
+        line=dict(dash="dot", color="#444", width=1.5),
+    )
+    fig.add_annotation(
+        x=x,
+        y=y,
+        yref="paper",
+        xref="x",
+        text=text,
+        showarrow=False,
+        xanchor="left",
+        yanchor="middle" if y < 1 else "top",
+        xshift=4,
+        bgcolor="rgba(255,255,255,0.85)",
+        font=dict(size=11, color="#444"),
+    )
 
 
 @memo(32)
@@ -101,22 +137,46 @@ def concurrency_figure(
     marker: int | None = None,
     ceiling: int | None = None,
     model_max: int | None = None,
+    limits: tuple[int, ...] | None = None,
 ) -> go.Figure:
     """Max concurrent sequences against context length, one line per model (log-log), with the
-    scheduler's ceiling (vLLM's max_num_seqs) as a horizontal line when given, the model's
-    maximum context as a vertical line with the lengths past it shaded, and a line at one
-    sequence: below it not even one sequence of that length fits."""
+    scheduler's ceiling (vLLM's max_num_seqs) as a horizontal line when given, and a line at one
+    sequence: below it not even one sequence of that length fits.
+
+    ``limits`` (one per series, its model's max_position_embeddings): a curve that stops there
+    ends in a marker labelled with the limit, so each model's curve stops at its own limit
+    (review 4, F10). ``model_max``: one model's limit as a vertical line, the lengths past it
+    shaded. A series with no positive value (the weights leave no pool) is not drawn. Both axes
+    are ticked at the powers of ten only: no minor digits that read as values (F21)."""
     fig = Parts()
-    x_hi = 0
-    for label, contexts, values in series:
+    x_lo, x_hi = math.inf, 0
+    ys: list[float] = []
+    for i, (label, contexts, values) in enumerate(series):
+        if not any(v > 0 for v in values):
+            continue
         fig.add_scatter(
             x=list(contexts),
             y=list(values),
             mode="lines",
             name=label,
-            hovertemplate="%{x:,} tokens: %{y:,.1f} sequences<extra>" + label + "</extra>",
+            legendgroup=label,
+            hovertemplate="%{x:,} tokens: %{y:,.2f} sequences<extra>" + label + "</extra>",
         )
-        x_hi = max([x_hi, *contexts])
+        x_lo, x_hi = min([x_lo, *contexts]), max([x_hi, *contexts])
+        ys += [v for v in values if v > 0]
+        if limits and contexts and contexts[-1] == limits[i] and values[-1] > 0:
+            fig.add_scatter(
+                x=[contexts[-1]],
+                y=[values[-1]],
+                mode="markers+text",
+                marker=dict(symbol="line-ns-open", size=14, line=dict(width=2)),
+                text=[f"limit {limits[i]:,}"],
+                textposition="top center",
+                textfont=dict(size=11),
+                legendgroup=label,
+                showlegend=False,
+                hovertemplate=f"{label}: its limit, {limits[i]:,} tokens<extra></extra>",
+            )
     if marker:
         vline(fig, marker, f"{marker:,} tokens", log_x=True)
     if model_max and model_max <= x_hi:
@@ -129,8 +189,7 @@ def concurrency_figure(
             log_x=True,
         )
         limit_region(fig, model_max, x_hi, "past the model's limit", COLORS["reserve"], log_x=True)
-    lows = [v for _, _, values in series for v in values if v > 0]
-    if lows and min(lows) < 1:
+    if ys and min(ys) < 1:
         fig.add_shape(
             type="line",
             x0=0,
@@ -174,9 +233,12 @@ def concurrency_figure(
             yanchor="bottom",
             font=dict(size=11, color="#b03a2e"),
         )
-    fig.update_layout(
-        xaxis=dict(type="log", title="context per sequence (tokens)"),
-        yaxis=dict(type="log", title="max concurrent sequences"),
-        **layout(IN_ORDER),
-    )
+        ys.append(ceiling)
+    xaxis: dict = dict(type="log", title="context per sequence (tokens)")
+    yaxis: dict = dict(type="log", title="max concurrent sequences")
+    if x_hi:
+        xaxis["tickvals"], xaxis["ticktext"] = decades(x_lo, x_hi)
+    if ys:
+        yaxis["tickvals"], yaxis["ticktext"] = decades(min(ys), max(ys))
+    fig.update_layout(xaxis=xaxis, yaxis=yaxis, **layout(IN_ORDER))
     return fig.done()
