@@ -89,7 +89,7 @@ def test_bare_number_read_in_the_asked_unit():
 def test_grader_hints():
     q = _bytes_q(163_840)
     assert "factor 2" in grade(q, "81920").message
-    assert "KiB vs KB" in grade(q, "160 KB").message
+    assert "KiB vs KB" in grade(q, "160 KB").message  # a note on a right value (F7)
     assert "not a number" in grade(q, "lots").message
     assert "Type a number" in grade(q, "  ").message
     assert "Unknown unit" in grade(q, "5 parsecs").message
@@ -133,7 +133,9 @@ def test_each_common_mistake_is_named():
     assert "2^10 = 1,024" in grade(q, "160 KB").message
     g = _bytes_q(16 * GiB, ask="GiB")
     assert "2^30" in grade(g, "16 GB").message and "1,024" not in grade(g, "16 GB").message
-    assert "in bytes" in grade(g, str(16 * GiB)).message  # 17179869184 typed on a GiB question
+    # 17,179,869,184 B typed bare on a GiB question: read in bytes, right, and said so (F7)
+    bytes_typed = grade(g, str(16 * GiB))
+    assert bytes_typed.correct and "Read in bytes" in bytes_typed.message
     assert "bits vs bytes" in grade(q, str(163_840 * 8)).message
     xq = Question(qid="x", level="core", prompt="?", answer="4x", value=4, unit="x", ask_unit="x")
     assert "inverse" in grade(xq, "0.25").message
@@ -262,3 +264,116 @@ def test_practice_grammar_one_sequence_and_an_80():
     assert any("does 1 sequence " in p for p in prompts)
     assert not any(" a 80 GiB" in p or " a 8" in p for p in prompts)
     assert any(" an 80 GiB GPU" in p for p in prompts)
+
+
+# -- one grading rule (issue 37 item 4, teaching review 4's F7) --------------------------------
+# Interview Q2's model, by hand: 2 (K and V) x 40 layers x 8 KV heads x 128 x 2 B = 163,840 B a
+# token; x 8,192 tokens = 1,342,177,280 B = 1.25 GiB (1 GiB = 2^30 B).
+Q2_TOKEN = 2 * 40 * 8 * 128 * 2
+Q2_SEQ = Q2_TOKEN * 8192
+
+
+def _q2():
+    q = next(q for q in interview_questions() if q.qid == "per-token")
+    assert (q.value, q.value2) == (Q2_TOKEN, Q2_SEQ) == (163_840, 1_342_177_280)
+    return q
+
+
+def test_f7_the_value_is_graded_whatever_unit_it_is_typed_in():
+    q = _q2()
+    # "160 KB" and "0.16 MB" are both 160,000 B: one grade, by the value (2.3% off, inside 3%)
+    kb, mb = grade(q, "160 KB"), grade(q, "0.16 MB")
+    assert kb.given == mb.given == 160_000
+    assert kb.correct and mb.correct
+    # ... and the unit slip is named as a note though the value passes
+    assert "KiB vs KB" in kb.message and kb.note and "1,024" in kb.note
+    # every value typed in every unit grades as its bytes do
+    units = {"B": 1, "KB": 1e3, "KiB": 2**10, "MB": 1e6, "MiB": 2**20}
+    for k in range(-61, 62, 4):  # 0.939x to 1.061x the answer, in steps of 0.4% (never at 3%)
+        value = Q2_TOKEN * (1 + k / 1000)
+        expected = abs(k) <= 30  # the band: 3% of the value
+        for name, size in units.items():
+            assert grade(q, f"{value / size:.10g} {name}").correct == expected, (k, name)
+
+
+def test_f7_the_gib_and_gb_slip_is_still_wrong_and_named():
+    q = _q2()
+    g = grade(q, "1.25 GB", part=2)  # 1.25 x 10^9 B, 6.9% under 1,342,177,280 B
+    assert not g.correct and "GiB vs GB" in g.slip
+    assert grade(q, "1.34 GB", part=2).correct  # 1,342,177,280 B = 1.342 GB
+    assert "GiB vs GB" in grade(q, "1.342", part=2).slip  # the GB figure typed as GiB
+
+
+def test_f7_a_large_bare_number_in_a_gib_box_is_bytes_and_the_reply_says_so():
+    q = _q2()
+    assert "a bare number is read in GiB" in answer_label(q, 2)
+    for text in ("1342177280", "1,342,177,280", "1 342 177 280"):
+        g = grade(q, text, part=2)
+        assert g.correct and g.given == 1_342_177_280, (text, g.message)
+        assert "Read in bytes" in g.message and "1.25 GiB" in g.message
+    assert grade(q, "1.25", part=2).correct and grade(q, "1.25 GiB", part=2).correct
+    # half the bytes typed bare: read in bytes too, and the factor 2 named
+    half = grade(q, str(Q2_SEQ // 2), part=2)
+    assert not half.correct and "factor 2" in half.slip and "Read in bytes" in half.message
+
+
+def test_f7_the_bytes_hint_quotes_the_students_own_number():
+    # 0.5 MiB = 524,288 B asked in GiB; its bytes typed bare are under 10^6, so read in GiB
+    q = _bytes_q(0.5 * 2**20, ask="GiB")
+    g = grade(q, "524288")
+    assert not g.correct and "'524288 B'" in g.message and "17179869184" not in g.message
+    assert grade(q, "524288 B").correct
+
+
+@pytest.mark.parametrize(
+    "text", ["163 840", "163,840", "163\u2009840", "163\u202f840", "163\u00a0840", "163_840"]
+)
+def test_f7_digit_groups_are_read(text):
+    g = grade(_q2(), text)
+    assert g.correct and g.given == 163_840, g.message
+
+
+def test_f7_no_answer_is_read_from_a_bad_group():
+    assert "not a number" in grade(_q2(), "16 3840").message
+
+
+# -- one convention for a recompute on the Learn path (F17) ------------------------------------
+
+
+def test_f17_q5_recompute_is_the_ideal_bound_at_the_full_peak():
+    # Llama 3.1 8B's prefill of 8,192 tokens at MFU 1 on an H100 (989.4 TFLOPS dense BF16):
+    # 2 x (8,030,261,248 parameters - 128,256 x 4,096 of the untied input table, which a token
+    # gathers, not multiplies) x 8,192 tokens, plus causal attention 4 x 32 layers x 32 query
+    # heads x 128 x (1 + ... + 8,192) = 1.4056 x 10^14 FLOPs / 989.4 x 10^12 FLOP/s = 142.06 ms
+    n = 8192
+    flops = 2 * (8_030_261_248 - 128_256 * 4096) * n + 4 * 32 * 32 * 128 * n * (n + 1) // 2
+    ms = flops / 989.4e12 * 1e3
+    assert f"{ms:.2f}" == "142.06"
+    q = next(q for q in interview_questions() if q.qid == "offload")
+    assert f"**{ms:.2f} ms** to recompute" in q.answer
+    assert "ideal bound" in q.answer and "half its peak" not in q.answer
+    # the 32-token recompute inside a running batch, also at the full peak:
+    # (2 x 7,504,924,672 x 32 + 4 x 32 x 32 x 128 x 528) / 989.4e12 = 485.7 us
+    short = (
+        2 * (8_030_261_248 - 128_256 * 4096) * 32 + 4 * 32 * 32 * 128 * 32 * 33 // 2
+    ) / 989.4e12
+    assert f"{short * 1e6:.1f} µs" in q.answer
+
+
+# -- choices of similar length (F18) -----------------------------------------------------------
+
+
+def test_f18_the_right_choice_is_not_told_by_its_length():
+    from kvcalc.teach.quiz_choices import CHOICES
+
+    longest = 0
+    for qid, options in CHOICES.items():
+        right = [len(c.text) for c in options if c.correct]
+        wrong = [len(c.text) for c in options if not c.correct]
+        assert len(right) == 1 and len(wrong) == 3, qid
+        # within 15% of the longest and of the shortest wrong statement
+        assert right[0] <= 1.15 * max(wrong), (qid, right, wrong)
+        assert right[0] >= 0.85 * min(wrong), (qid, right, wrong)
+        longest += right[0] > max(wrong)
+    # not always the longest: at most half the questions
+    assert longest <= len(CHOICES) // 2, longest

@@ -26,6 +26,9 @@ class Question:
     unit2: str = ""
     ask_unit2: str = ""
     floor_ok: bool = False  # "how many fit": the whole number below the answer is right too
+    # Other figures that are right too, graded by the same rule, each with the note the reply
+    # gives (what a running server holds, beside the figure vLLM logs at start-up).
+    also: tuple[tuple[float, str], ...] = ()
     config: str = ""  # a config.json snippet the question reads from (JSON text)
     # Mistakes particular to this question: (answer / right answer, what it means).
     mistakes: tuple[tuple[float, str], ...] = ()
@@ -41,5 +44,5 @@ class Question:
         if self.value2 is None:
             raise ValueError("this question has no second part")
         return replace(
-            self, value=self.value2, unit=self.unit2, ask_unit=self.ask_unit2, value2=None
+            self, value=self.value2, unit=self.unit2, ask_unit=self.ask_unit2, value2=None, also=()
         )

@@ -37,7 +37,20 @@ __all__ = [
     "TOLERANCE",
 ]
 
-TOLERANCE = 0.02  # relative: 2% covers rounding to three significant digits
+# One band on the value, whatever unit it is typed in: "160 KB" and "0.16 MB" are both
+# 160,000 B, so for 163,840 B they grade alike. Why 3%: an answer worked to three significant
+# digits, even through a few rounded steps, lies within about 1% of the exact value; a value
+# typed in KB for KiB (1,000 vs 1,024 B, 2.4% apart) is the same answer at that precision, so
+# it passes and the unit is named as a note. The slips that move an answer further are graded
+# wrong and named: MB for MiB (4.9%), GB for GiB (7.4%), a 2 GiB reserve left out of a 60 GiB
+# pool (3.5%).
+TOLERANCE = 0.03
+# A bare number at least this large in a box that reads GiB is bytes (no cache here is a million
+# GiB): 1342177280 typed for 1.25 GiB is read as 1,342,177,280 B, and the reply says so.
+BYTES_BARE = 10**6
+# Within this of the answer, a number typed in the other kind of unit (KiB for KB, GB for GiB)
+# is the answer exactly: the unit, not the arithmetic, differs (named as a note).
+_EXACT = 0.005
 
 
 def interview_questions() -> list[Question]:
@@ -171,13 +184,19 @@ def _offload(spec: ModelSpec, w: Weights, h100: GPU) -> Question:
         raise ValueError(
             "models.yaml: gpu 'h100-sxm-80gb' needs its bf16_tflops for the interview questions"
         )
-    off = offload_vs_recompute(spec, 8192, link_gbs=link, peak_tflops=peak)
-    off_fixed = offload_vs_recompute(spec, 8192, link_gbs=link, peak_tflops=peak, fixed_s=1e-3)
-    short = prefill(spec, 32, peak)  # the marginal cost inside a running batch
+    # The Learn path's one convention for a recompute (issue 37, F17): the ideal bound, every
+    # FLOP at the full dense peak (MFU 1), as the chapter's formula FLOPs / peak.
+    ideal = 1.0
+    off = offload_vs_recompute(spec, 8192, link_gbs=link, peak_tflops=peak, mfu=ideal)
+    off_fixed = offload_vs_recompute(
+        spec, 8192, link_gbs=link, peak_tflops=peak, mfu=ideal, fixed_s=1e-3
+    )
+    short = prefill(spec, 32, peak, mfu=ideal)  # the marginal cost inside a running batch
     alone = prefill(
         spec,
         32,
         peak,
+        mfu=ideal,
         weight_read_bytes=w.read_per_step(spec, 32),
         bandwidth_gbs=h100.bandwidth_gbs,
     )  # on an idle GPU: one weight read at least
@@ -191,7 +210,8 @@ def _offload(spec: ModelSpec, w: Weights, h100: GPU) -> Question:
             "shared document) it usually is: for Llama 3.1 8B an 8,192-token prefix is "
             f"{fmt_bytes(off.kv_bytes)}, **{fmt_seconds(off.reload_s)}** over PCIe 5.0 "
             f"({link:g} GB/s) against **{fmt_seconds(off.recompute_s)}** to recompute on "
-            "an H100 at half its peak. A reload also has a fixed cost (finding the "
+            f"an H100 (the ideal bound: its FLOPs at the full dense peak of {peak:,.1f} "
+            "TFLOPS; a real server is slower). A reload also has a fixed cost (finding the "
             "blocks, issuing and waiting for the copy). Counted as extra work inside a "
             "batch that is running anyway (its weights are read for the other requests "
             "regardless), recomputing is only FLOPs: at 1 ms per reload, any prefix "
@@ -239,7 +259,14 @@ _UNITS = {
     "gib": GiB,
     "tib": 2**40,
 }
-_NUM = re.compile(r"^\s*([-+]?[0-9][0-9,_]*(?:\.[0-9]+)?(?:e[-+]?[0-9]+)?)\s*([a-z/]*)\s*$", re.I)
+# Digits may be grouped by commas, underscores, or spaces (plain, no-break, thin) between groups
+# of three: "163,840", "163 840".
+_GROUP = "[ \u00a0\u2009\u202f]"
+_NUM = re.compile(
+    r"^\s*([-+]?[0-9][0-9,_]*(?:" + _GROUP + r"[0-9]{3})*(?:\.[0-9]+)?(?:e[-+]?[0-9]+)?)"
+    r"\s*([a-z/]*)\s*$",
+    re.I,
+)
 # Units a plain number may carry, by the question's unit (the unit itself is always allowed).
 _PLAIN_UNITS = {
     "x": ("x", "times"),
@@ -255,12 +282,28 @@ class Grade:
     given: float | None
     message: str
     slip: str = ""  # the named mistake a wrong answer looks like (in the message too), or ""
+    # What a right answer's reply adds (in the message too), or "": a unit slip named, a large
+    # bare number read in bytes, the other figure an accepted answer is.
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class _Reading:
+    value: float  # in the question's unit
+    unit: str  # the unit typed, lower case ("" for a bare number)
+    typed: str = ""  # the number as typed
+    as_bytes: bool = False  # a large bare number in a GiB box, read in bytes
 
 
 def parse_answer(text: str, question: Question) -> float:
     """A number from ``text`` in the question's unit. Bytes may carry B, KB, KiB, MB, MiB, GB,
-    GiB (a bare number is read in the unit the question asks for); tokens may carry K or M;
-    ratios may end in x."""
+    GiB (a bare number is read in the unit the question asks for, except that a bare number of
+    a million or more in a GiB box is bytes); tokens may carry K or M; ratios may end in x.
+    Digits may be grouped: 163,840 or 163 840."""
+    return _read(text, question).value
+
+
+def _read(text: str, question: Question) -> _Reading:
     raw = (text or "").strip().lower().replace("×", "x")
     if not raw:
         raise ValueError("Type a number first.")
@@ -272,27 +315,31 @@ def parse_answer(text: str, question: Question) -> float:
             f"'{text[:40]}' is not a number I can read: write e.g. 163840, "
             "160 KiB, 1.25 GiB, 3.8K or 4x."
         )
-    value = float(m.group(1).replace(",", "").replace("_", ""))
+    typed = m.group(1)
+    value = float(re.sub("[,_]|" + _GROUP, "", typed))
     unit = m.group(2)
     if not math.isfinite(value):
         raise ValueError("Give a finite number.")
     if question.unit == "B":
         if not unit:
-            unit = question.ask_unit.lower() or "b"
+            ask = question.ask_unit.lower() or "b"
+            if ask == "gib" and abs(value) >= BYTES_BARE:
+                return _Reading(value, "", typed, as_bytes=True)
+            return _Reading(value * _UNITS[ask], "", typed)
         if unit not in _UNITS:
             raise ValueError(f"Unknown unit '{unit}': use B, KiB, MiB, GiB (or KB, MB, GB).")
-        return value * _UNITS[unit]
+        return _Reading(value * _UNITS[unit], unit, typed)
     if question.unit == "tokens":
         scale = {"": 1, "k": 1e3, "m": 1e6, "tokens": 1, "token": 1}.get(unit)
         if scale is None:
             raise ValueError(f"Unknown unit '{unit}': give tokens, e.g. 122880 or 122.9K.")
-        return value * scale
+        return _Reading(value * scale, unit)
     if unit and unit not in _PLAIN_UNITS.get(question.unit.lower(), (question.unit.lower(),)):
         raise ValueError(
             f"Unknown unit '{unit}' here: give a plain number"
             + (f" of {question.unit}." if question.unit else ".")
         )
-    return value
+    return _Reading(value, unit)
 
 
 def answer_label(question: Question, part: int = 1) -> str:
@@ -301,9 +348,10 @@ def answer_label(question: Question, part: int = 1) -> str:
     q = question.part(part)
     if q.unit == "B":
         bare = q.ask_unit or "B"
+        big = " (one of a million or more, in B)" if bare == "GiB" else ""
         return (
-            f"in {bare}: a bare number is read in {bare}; or add a unit (B, KiB, MiB, GiB, "
-            "KB, MB, GB)"
+            f"in {bare}: a bare number is read in {bare}{big}; or add a unit (B, KiB, MiB, "
+            "GiB, KB, MB, GB)"
         )
     if q.unit == "tokens":
         return "in tokens (e.g. 122880 or 122.9K)"
@@ -313,53 +361,99 @@ def answer_label(question: Question, part: int = 1) -> str:
 
 
 def grade(question: Question, text: str, tolerance: float = TOLERANCE, part: int = 1) -> Grade:
-    """Right within ``tolerance`` (relative) of the value kvcalc computed, or equal to it at the
-    precision the answer was typed with (0.08 for 0.078 GiB; at least two decimals or two
-    significant digits)? For "how many fit" the whole
-    number below is right too. A wrong answer gets the likeliest mistake named."""
+    """The one grading rule of the interview, the tour, practice and the live class: the value
+    is right within ``tolerance`` (relative) of the one kvcalc computed, whatever unit it is
+    typed in; then a unit slip is named as a note, even on a right answer. For "how many fit" a
+    whole number is right only as the whole number below. A question may accept another figure
+    (``Question.also``: what a running server holds, beside what vLLM logs), with the note that
+    says what it is. A wrong answer gets the likeliest mistake named."""
     question = question.part(part)
     if question.value is None:
         raise ValueError("this question has no single number to grade")
     try:
-        given = parse_answer(text, question)
+        reading = _read(text, question)
     except ValueError as exc:
         return Grade(correct=False, given=None, message=str(exc))
-    target = question.value
+    given, target = reading.value, question.value
+    note = _unit_note(reading, target, question, tolerance)
     whole = math.floor(target)
-    if question.floor_ok and given.is_integer() and given != target:
+    if _matches(given, target, question, tolerance):
+        right = (
+            f"{whole:,} whole ones fit ({_fmt(target, question)})"
+            if question.floor_ok and given != target and given.is_integer()
+            else _fmt(target, question)
+        )
+        return Grade(correct=True, given=given, message=f"Correct: {right}.{note}", note=note)
+    for value, why in question.also:
+        if _matches(given, value, question, tolerance):
+            note = f" {why}{note}"
+            return Grade(correct=True, given=given, message=f"Correct.{note}", note=note.strip())
+    if question.floor_ok and given == whole + 1:
         # A count of whole ones is exact: 54 fit when 54.72 do, and 55 do not (the 55th has no
         # blocks), however close 55 is.
-        if given == whole:
-            return Grade(
-                correct=True,
-                given=given,
-                message=f"Correct: {whole:,} whole ones fit ({_fmt(target, question)}).",
-            )
         why = (
             f" A count of whole ones rounds down: {_fmt(target, question)} means {whole:,} "
             f"fit and a {_ordinal(whole + 1)} does not."
-            if given == whole + 1
-            else _diagnose(text, given, target, question)
         )
-        return Grade(
-            correct=False,
-            given=given,
-            message=f"Not quite: you gave {_fmt(given, question)}; {whole:,} whole ones "
-            f"fit ({_fmt(target, question)}).{why}",
-            slip=why.strip(),
-        )
-    if abs(given - target) <= tolerance * abs(target) or _same_when_rounded(
-        text, given, target, question
-    ):
-        return Grade(correct=True, given=given, message=f"Correct: {_fmt(target, question)}.")
-    why = _diagnose(text, given, target, question)
+    else:
+        why = _diagnose(text, given, target, question)
+    fit = f"{whole:,} whole ones fit ({_fmt(target, question)})"
+    answer = (
+        fit
+        if question.floor_ok and given.is_integer()
+        else f"the answer is {_fmt(target, question)}"
+    )
     return Grade(
         correct=False,
         given=given,
-        message=f"Not quite: you gave {_fmt(given, question)}; the answer is "
-        f"{_fmt(target, question)}.{why}",
+        message=f"Not quite: you gave {_fmt(given, question)}; {answer}.{why}{note}",
         slip=why.strip(),
     )
+
+
+def _matches(given: float, value: float, q: Question, tolerance: float) -> bool:
+    """``given`` is ``value``: within ``tolerance`` of it, or, for a count of whole ones typed
+    as a whole number, the whole number below it (and no other)."""
+    if q.floor_ok and given.is_integer() and given != value:
+        return given == math.floor(value)
+    return abs(given - value) <= tolerance * abs(value)
+
+
+_TWINS = {"kb": "kib", "mb": "mib", "gb": "gib", "tb": "tib"}
+_TWINS.update({v: k for k, v in _TWINS.items()})
+_NAMES = {"kb": "KB", "mb": "MB", "gb": "GB", "tb": "TB", "kib": "KiB", "mib": "MiB"}
+_NAMES.update({"gib": "GiB", "tib": "TiB"})
+
+
+def _unit_note(r: _Reading, target: float, q: Question, tolerance: float) -> str:
+    """What the reply adds about the unit: a large bare number read in bytes; or, on a right
+    answer, a number typed in KB that is the answer exactly in KiB (and so on). A wrong answer
+    gets that slip from ``_diagnose`` instead."""
+    if r.as_bytes:
+        return (
+            f" Read in bytes: a bare number this large cannot be GiB here, so it is "
+            f"{r.value:,.0f} B = {r.value / GiB:,.4g} GiB."
+        )
+    twin = _TWINS.get(r.unit)
+    if q.unit != "B" or twin is None or not target:
+        return ""
+    off = abs(r.value / target - 1)
+    typed = r.value / _UNITS[r.unit]
+    if off <= _EXACT or off > tolerance or abs(typed * _UNITS[twin] / target - 1) > _EXACT:
+        return ""
+    a, b = sorted((_NAMES[r.unit], _NAMES[twin]), key=lambda u: "i" not in u)
+    return (
+        f" Note: {r.typed} {_NAMES[r.unit]} is {r.value:,.0f} B; the answer is exactly "
+        f"{r.typed} {_NAMES[twin]}. Check {a} vs {b} ({_POWERS[a]})."
+    )
+
+
+_POWERS = {
+    "KiB": "1 KiB = 2^10 = 1,024 B; 1 KB = 1,000 B",
+    "MiB": "1 MiB = 2^20 = 1,048,576 B; 1 MB = 10^6 B",
+    "GiB": "1 GiB = 2^30 = 1,073,741,824 B; 1 GB = 10^9 B",
+    "TiB": "1 TiB = 2^40 B; 1 TB = 10^12 B",
+}
 
 
 def _ordinal(n: int) -> str:
@@ -367,53 +461,59 @@ def _ordinal(n: int) -> str:
     return f"{n:,}{suffix}"
 
 
-def _same_when_rounded(text: str, given: float, target: float, q: Question) -> bool:
-    """True when ``target``, in the unit the answer was typed in, rounds to what was typed at
-    the typed number of decimals, with at least two significant digits (1 for 1.4 is not)."""
-    m = _NUM.match((text or "").strip().lower())
-    if not m or "e" in m.group(1):
-        return False
-    digits = m.group(1).replace(",", "").replace("_", "").lstrip("+-")
-    decimals = len(digits.split(".")[1]) if "." in digits else 0
-    if decimals < 2 and len(digits.replace(".", "").lstrip("0")) < 2:
-        return False  # "1" for 1.4 or "0.1" for 0.078 is not the answer rounded
-    scale = given / float(digits) if float(digits) else 1.0  # the typed unit, in the base unit
-    return round(target / scale, decimals) == round(given / scale, decimals)
-
-
 def _diagnose(text: str, given: float, target: float, q: Question) -> str:
-    """The common mistake this answer looks like, if any."""
+    """The common mistake this answer looks like, if any: of the slips that fit the question
+    (its own first), the one whose value is nearest the answer, within the grading band (so GB
+    for GiB, 7.4%, is not taken for MB for MiB, 4.9%)."""
     if not target or not given:
         return ""
     ratio = given / target
-    near = lambda r: abs(ratio / r - 1) < TOLERANCE  # noqa: E731
-    for factor, why in q.mistakes:
-        if factor != 1 and near(factor):
-            return f" {why}"
+    slips = [(factor, f" {why}") for factor, why in q.mistakes if factor != 1]
+    m = _NUM.match((text or "").strip().lower())
     if q.unit == "B":
+        # A unit slip in the unit typed (KB or KiB: the kilo), or for a bare number in the unit
+        # the box reads (any, for a box that reads bytes).
+        typed = (m.group(2) if m else "") or (q.ask_unit.lower() if q.ask_unit != "B" else "")
         for name, f, power in (
             ("KiB vs KB", KiB / 1e3, "1 KiB = 2^10 = 1,024 B"),
             ("MiB vs MB", MiB / 1e6, "1 MiB = 2^20 = 1,048,576 B"),
             ("GiB vs GB", GiB / 1e9, "1 GiB = 2^30 = 1,073,741,824 B"),
         ):
-            if near(f) or near(1 / f):
-                return f" Close: check {name} ({power}, not a power of 10)."
-        m = _NUM.match((text or "").strip().lower())
-        if m and not m.group(2) and q.ask_unit == "GiB" and abs(given / GiB / target - 1) < 0.02:
-            return (
-                " That looks like the answer in bytes: a bare number here is read in GiB; "
-                "add the unit (e.g. '17179869184 B')."
+            if typed in ("", "b", "byte", "bytes") or typed[0] == name[0].lower():
+                why = f" Close: check {name} ({power}, not a power of 10)."
+                slips += [(f, why), (1 / f, why)]
+        if m and not m.group(2) and q.ask_unit == "GiB":
+            slips.append(
+                (
+                    GiB,
+                    " That looks like the answer in bytes: a bare number here is read in GiB; "
+                    f"add the unit (e.g. '{(text or '').strip()} B').",
+                )
             )
-        if not q.kv_hints:
-            return ""
-        if near(0.5):
-            return " Half the answer: did you forget the factor 2 for K and V?"
-        if near(8) or near(1 / 8):
-            return " Off by 8: bits vs bytes? A BF16 number is 2 bytes, FP8 1 byte."
-    if near(2) and q.unit == "B" and q.kv_hints:
-        return " Twice the answer: count K and V once each, and check the bytes per number."
-    if q.unit == "x" and abs(given * target - 1) < TOLERANCE:
-        return " That is the inverse: the question asks how many times smaller (old / new)."
+        if q.kv_hints:
+            slips += [
+                (0.5, " Half the answer: did you forget the factor 2 for K and V?"),
+                (8, " Off by 8: bits vs bytes? A BF16 number is 2 bytes, FP8 1 byte."),
+                (1 / 8, " Off by 8: bits vs bytes? A BF16 number is 2 bytes, FP8 1 byte."),
+                (2, " Twice the answer: count K and V once each, and check the bytes per number."),
+            ]
+    if q.unit == "x":
+        slips.append(
+            (
+                1 / target**2,
+                " That is the inverse: the question asks how many times smaller (old / new).",
+            )
+        )
+    band = math.log1p(TOLERANCE)
+    near = [(abs(math.log(ratio / f)), why) for f, why in slips if f > 0 and ratio > 0]
+    best = min(near, key=lambda d: d[0], default=(math.inf, ""))
+    if best[0] <= band:
+        return best[1]
+    if abs(ratio - 1) <= 2 * TOLERANCE:
+        return (
+            f" Close, but more than {TOLERANCE:.0%} off: keep three significant digits "
+            "through the arithmetic."
+        )
     return ""
 
 
