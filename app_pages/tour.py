@@ -95,15 +95,16 @@ b[1].button(
     icon=":material/arrow_forward:",
     width="stretch",
 )
-st.download_button(
-    "Answer key for this model and GPU (Markdown)",
-    data=answer_key(sel.spec, sel.weights, sel.gpu, **setup),
-    file_name="kv-cache-lab-tour-answer-key.md",
-    mime="text/markdown",
-    on_click="ignore",
-    icon=":material/download:",
-    key="tour_key",
-    help="All seven stops with what is given, the answers, the worked solutions, "
-    "the slips the grader names, the recaps and the discussion questions: "
-    "for a teacher to print.",
-)
+with st.expander("For teachers", icon=":material/school:"):  # not beside a student's guess
+    st.download_button(
+        "Answer key for this model and GPU (Markdown)",
+        data=answer_key(sel.spec, sel.weights, sel.gpu, **setup),
+        file_name="kv-cache-lab-tour-answer-key.md",
+        mime="text/markdown",
+        on_click="ignore",
+        icon=":material/download:",
+        key="tour_key",
+        help="All seven stops with what is given, the answers, the worked solutions, "
+        "the slips the grader names, the recaps and the discussion questions: "
+        "for a teacher to print.",
+    )

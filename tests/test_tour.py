@@ -37,6 +37,9 @@ from kvcalc.teach.quiz import answer_label, grade
 from kvcalc.teach.tour import STOPS, answer_key, lesson, stop_question
 
 KiB, GiB = 2**10, 2**30
+# The grading rule's band (issue 37 item 4): a value within 3% of the answer is right, in any
+# unit; a slip that moves an answer less than that is graded right, not named.
+TOL = 0.03
 # The pool's settings: budget()'s defaults, which the tour's prompts state: vLLM 0.33.0's own
 # gpu_memory_utilization 0.92 (issue 23 [22], one default everywhere) and the 2 GiB reserve.
 UTIL, RESERVE = 0.92, 2 * GiB
@@ -213,6 +216,20 @@ class Hand:
         blocks, per_request = self.vllm(n, fp8)
         return blocks / per_request
 
+    def held_concurrency(self, n):
+        """Conversations a running server holds at n tokens: each sliding group holds only the
+        blocks of its window's last tokens (window / 16), not what vLLM's start-up line
+        charges it (window - 1 + the tokens in flight, up to n, + 1)."""
+        blocks, per_request = self.vllm(n)
+        c = self.c
+        if "sliding" not in c:
+            return blocks / per_request
+        group = min(c["full"], c["sliding"])
+        held = (c["full"] // group) * cdiv(n, 16) + cdiv(c["sliding"], group) * cdiv(
+            min(c["window"], n), 16
+        )
+        return blocks / held
+
     # stop 4: the weights a decode step of one token reads
     @property
     def read(self):
@@ -304,7 +321,11 @@ def test_stop2_conversation_typed_in_gib(hand):
     ok(q, f"{total / GiB:.4f}")
     ok(q, f"{total} B")
     ok(q, f"{total / 2**20:.2f} MiB")
-    slip(q, str(total), "in bytes")  # the byte count typed bare on a GiB box
+    # F7: the byte count typed bare on a GiB box is read in bytes (no cache here is a million
+    # GiB), graded right, and the reply says so; digit groups may be spaces
+    g = grade(q, str(total))
+    assert g.correct and "Read in bytes" in g.message, g.message
+    ok(q, f"{total:,}".replace(",", " "))
     slip(q, f"{total / 1e9:.4f}", "GiB vs GB")  # the GB figure typed as GiB
     if "sliding" in hand.c:
         slip(q, f"{hand.per_token * hand.n} B", "keeps all", "sliding-window")
@@ -324,7 +345,9 @@ def test_stop3_how_many_fit_whole_ones_exact(hand):
     slip(q, str(whole + 1), "rounds down")  # [6]: 55 where 54.72 fit
     if "mla" in hand.c:
         slip(q, f"{conc / 2:.2f}", "no factor 2")
-    elif "state" not in hand.c:
+    elif "state" not in hand.c and abs(conc * 2 / hand.held_concurrency(hand.n) - 1) > TOL:
+        # (gpt-oss-20b: twice its logged 155.76 is 311.5, within 3% of the 307.03 a running
+        # server holds, which is right)
         slip(q, f"{conc * 2:.2f}", "factor 2")
     if "sliding" not in hand.c and "state" not in hand.c:  # one group: pages of every layer
         requested = math.ceil(hand.c["gpu"]["mib"] * 2**20 * UTIL)
@@ -345,7 +368,10 @@ def test_stop4_reads_the_weights_a_token_uses(hand):
             wrong = cdiv(
                 cdiv(hand.read + hand.c["table"] - hand.c["row"], hand.tp), hand.kv_per_token_gpu
             )
-            slip(q, str(wrong), "embedding table")
+            if abs(wrong / hand.crossover - 1) > TOL:
+                slip(q, str(wrong), "embedding table")
+            else:  # DeepSeek-V3: the table moves the crossover 2.5%, inside the band
+                ok(q, str(wrong))
         if "moe" in hand.c:
             m = hand.c["moe"]
             wrong = cdiv(
@@ -381,9 +407,14 @@ def test_stop6_logged_worst_case_for_768_tokens(hand):
     q = les6.question
     conc = hand.concurrency(768)
     assert q.value == pytest.approx(conc, rel=1e-12)
-    ok(q, str(math.floor(conc)))
     ok(q, f"{conc:.2f}")
-    slip(q, str(math.floor(conc) + 1), "rounds down")
+    ok(q, f"{conc:.2f}x")  # as vLLM logs it
+    # F6: it asks what vLLM logs, not how many whole ones fit: the logged figure rounded is
+    # right (601 for 600.71), and so is the whole number below
+    ok(q, str(round(conc)))
+    ok(q, f"{conc:.1f}")
+    ok(q, str(math.floor(conc)))
+    assert "rounds down" not in grade(q, str(math.floor(conc) + 1)).message
     if "sliding" not in hand.c and "state" not in hand.c:
         slip(q, f"{hand.concurrency(512):.2f}", "prompt only")
     # [3]: vLLM's logged worst case, and no claim that the frontier flattens there
@@ -403,6 +434,98 @@ def test_stop7_fp8_ratio(hand):
         slip(q, "2", "Exactly 2")
     else:
         assert "half the bytes" in q.answer
+
+
+# -- teaching review 4 (issue 37): F3, F4, F5, F6, F25 -------------------------------------------
+
+
+def test_f4_gemma_stop3_accepts_what_a_running_server_holds():
+    # Gemma 3 27B on an H100, by hand: 10 full + 52 sliding (1,024-token window) layers in groups
+    # of 10 (1 full group, 6 sliding groups padded); at start-up vLLM charges each sliding group
+    # cdiv(min(1,023 + 8,192, 8,192), 16) + 1 = 513 blocks, a full group 512: 3,590 blocks a
+    # conversation. Running at 8,192 tokens a conversation holds 512 + 6 x 1,024 / 16 = 896.
+    h = Hand("gemma-3-27b")
+    q = les(h, 3).question
+    blocks, charged = h.vllm(8192)
+    assert charged == 512 + 6 * 513 == 3590
+    logged, running = blocks / 3590, blocks / (512 + 6 * 64)
+    assert q.value == pytest.approx(logged, rel=1e-12)
+    assert f"{logged:.2f}" == "4.78" and f"{running:.2f}" == "19.17"
+    ok(q, "4")
+    slip(q, "5", "rounds down")
+    # pool / one conversation's bytes (stop 2: 10 x 8,192 x 8,192 B + 52 x 1,024 x 8,192 B)
+    by_bytes = h.pool / h.held(8192)
+    assert h.held(8192) == 1_107_296_256 and f"{by_bytes:.1f}" == "20.3"
+    for text in ("19", f"{running:.2f}", "20", f"{by_bytes:.1f}"):
+        g = grade(q, text)
+        assert g.correct, (text, g.message)
+        assert "running server" in g.message and "logs 4.78" in g.message, g.message
+    slip(q, "21")
+    slip(q, "17")
+    # the reason given is the real one: the start-up charge of the windows, not full length
+    assert "every conversation at its full length" not in q.answer
+    assert "tokens in flight" in q.answer and "3,590 blocks" in q.answer
+    assert "896 blocks" in q.answer and "19.17" in q.answer
+    # a model without windows has one figure, and its reason stays
+    llama = les(Hand("llama-3.1-8b"), 3).question
+    assert not llama.also and "every conversation at its full length" in llama.answer
+
+
+def test_f6_stop6_asks_what_vllm_logs_and_takes_its_roundings():
+    # Llama 3.1 8B on an H100, by hand: pool ceil(85,520,809,984 x 0.92) - 16,060,522,496 B of
+    # weights - 2 GiB = 60,471,139,042 B; pages of 16 x 2 x 8 x 128 x 2 = 65,536 B in 32 layers:
+    # 28,834 blocks; a 768-token request reserves 48: vLLM logs 600.71x
+    pool = math.ceil(81_559 * 2**20 * UTIL) - 2 * 8_030_261_248 - RESERVE
+    assert pool == 60_471_139_042
+    blocks = pool // 65_536 // 32
+    assert blocks == 28_834
+    q = les(Hand("llama-3.1-8b"), 6).question
+    assert "What does it log?" in q.prompt
+    assert f"{blocks / 48:.2f}" == "600.71"
+    for text in ("601", "600.7", "600.71", "600.71x", "600"):
+        ok(q, text)
+    # "how many whole ones fit" (stop 3) still rounds down: 28,834 / 512 = 56.32
+    slip(les(Hand("llama-3.1-8b"), 3).question, "57", "rounds down")
+
+
+def test_f5_stop7_gives_the_real_reason_for_the_block_size(hand):
+    givens = dict(les(hand, 7).givens)
+    block = givens.get("Block (vLLM)")
+    if "mla" in hand.c:  # DeepSeek-V3 on H200: 16 tokens in BF16, 64 in FP8 (FlashMLA)
+        assert block is not None and block.startswith("16 tokens in BF16, 64 in FP8")
+        assert "hybrid" not in block and "recurrent" not in block
+        assert "MLA attention kernel" in block
+    elif "state" in hand.c:
+        assert block is not None and "recurrent state" in block
+    else:
+        assert block is None
+    assert "hybrid" not in les(hand, 7).question.answer or "state" in hand.c
+
+
+def test_f3_the_tour_speaks_of_the_ideal_bound_only(hand):
+    # The tour is on the Learn path: the chapter's formula, named, with no second speed model
+    for n in range(1, 8):
+        les_ = les(hand, n)
+        text = " ".join(
+            [les_.question.prompt, les_.question.answer, *les_.figure, *les_.recap]
+            + [v for _, v in les_.givens]
+        )
+        for word in ("calibrated", "real engine", "off at worst", "within ±", "held-back"):
+            assert word not in text, (n, word, text)
+    label, value = les(hand, 4).figure
+    assert "ideal bound" in label or "ideal bound" in les(hand, 4).question.answer
+
+
+def test_f25_stop2_and_stop7_figures_match_their_stops():
+    h = Hand("llama-3.1-8b")
+    # stop 2: the 8,192-token cache, 2 x 32 x 8 x 128 x 2 B x 8,192 = 1,073,741,824 B = 1 GiB
+    assert h.held(8192) == 2 * 32 * 8 * 128 * 2 * 8192 == GiB
+    assert les(h, 2).figure == ("Home: one 8,192-token conversation", "1.00 GiB")
+    # stop 7 (FP8) opens Shrinking the cache, whose FP8 row halves it: 512 MiB
+    assert STOPS[6].page == "techniques" and STOPS[6].title == "Shrinking the cache"
+    label, value = les(h, 7).figure
+    assert label.startswith("Shrinking the cache: FP8") and value.startswith("512.00 MiB")
+    assert "2.00x smaller" in value
 
 
 # -- invariants over the matrix ----------------------------------------------------------------
@@ -521,7 +644,9 @@ def test_stop3_reveal_shows_the_lesson():
     assert any("For discussion:" in c.value for c in at.caption)
     at.text_input(key="guess").input(str(math.floor(conc) + 1)).run()
     assert any("rounds down" in w.value for w in at.warning)  # [6]
-    assert at.get("download_button")
+    # F16: the answer key is in a fold for teachers, not beside a student's guess
+    fold = [e for e in at.expander if e.label == "For teachers"]
+    assert len(fold) == 1 and fold[0].get("download_button")
 
 
 def test_next_stop_hides_the_answer_again():

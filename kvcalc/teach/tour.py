@@ -1,7 +1,7 @@
 """The guided tour: seven stops, each a short lesson computed for the chosen model and GPU.
 
 Stops follow the path Home -> Cache fill -> Budget -> Decode step time -> Roofline -> Serving
-frontier -> Interview. Each stop is a ``Lesson``:
+frontier -> Shrinking the cache. Each stop is a ``Lesson``:
 
 - ``givens``: the config fields and figures its prediction needs, so nothing has to be looked up;
 - ``question``: one ``kvcalc.teach.quiz.Question`` that ``quiz.grade`` grades, its box reading
@@ -28,7 +28,7 @@ from ..cache.weight_bytes import Weights
 from ..config.catalog import GPU
 from ..core.model import ModelSpec
 from ..core.units import check_int
-from .quiz import Question
+from .quiz import TOLERANCE, Question
 from .tour_memory import stop1, stop2, stop3
 from .tour_speed import stop4, stop5, stop6, stop7
 from .tour_text import (
@@ -81,9 +81,10 @@ STOPS = (
     ),
     Stop(
         7,
-        "Interview check",
-        "interview",
-        "The questions every engineer who serves large language models should answer.",
+        "Shrinking the cache",
+        "techniques",
+        "How a smaller number format (FP8) fits more conversations in the same pool, and at "
+        "what cost.",
     ),
 )
 
@@ -172,8 +173,9 @@ def answer_key(
         f"- Conversation: {conversation_tokens(spec):,} tokens (the model's limit is "
         f"{spec.max_context:,})",
         "- Units: KiB, MiB, GiB are 2^10, 2^20, 2^30 bytes; GB and GB/s are 10^9.",
-        "- Answers are graded within 2%, or at the precision typed; a count of whole "
-        "conversations must be the whole number below.",
+        f"- Answers are graded on their value, within {TOLERANCE:.0%} of it in whatever unit "
+        "they are typed (a unit slip is named as a note); a count of whole conversations must "
+        "be the whole number below.",
         "",
     ]
     for stop in STOPS:

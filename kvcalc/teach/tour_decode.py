@@ -9,7 +9,6 @@ from __future__ import annotations
 from ..cache.weight_bytes import Weights
 from ..core.model import ModelSpec
 from ..core.units import GB, GiB, fmt_gb, fmt_seconds
-from ..perf.calibration import Estimate, error_band_text
 from ..perf.roofline import StepTime, crossover_context, step_time
 from .quiz import Question
 from .tour_text import Setup, slips_of, where_text
@@ -99,7 +98,6 @@ def crossover_question(
     readings: list[tuple[int, str]],
     givens: list[tuple[str, str]],
     st: StepTime,
-    real_text: str,
 ) -> _Asked:
     """Stop 4 where the cache read overtakes the weight read within the model's limit: ask
     for the crossover context."""
@@ -141,7 +139,7 @@ def crossover_question(
     )
     figure = (
         f"Decode step time: step time at {n:,} tokens, batch 1, ideal bound",
-        f"{fmt_seconds(st.step_time_s)} ({st.tokens_per_s:,.1f} tokens/s){real_text}",
+        f"{fmt_seconds(st.step_time_s)} ({st.tokens_per_s:,.1f} tokens/s)",
     )
     recap = (
         f"At batch 1 a step reads {fmt_gb(w_gpu)} of weights and {growth:,} B of cache "
@@ -157,8 +155,6 @@ def throughput_question(
     readings: list[tuple[int, str]],
     givens: list[tuple[str, str]],
     st: StepTime,
-    real: Estimate,
-    real_text: str,
 ) -> _Asked:
     """Stop 4 where the weights stay the larger read within the model's limit (or the cache
     stops growing): ask for the tokens per second of one sequence."""
@@ -211,9 +207,8 @@ def throughput_question(
         ),
         answer=(
             f"**{tps:,.1f} tokens/s**, the ideal bound: every byte at the full "
-            f"{s.bw:,.0f} GB/s and nothing else. A real engine adds a fixed cost per "
-            f"step and reads at less than the peak: about {real.tokens_per_s:,.1f} "
-            f"tokens/s (the calibrated estimate; {error_band_text('single_stream')}). {why_not}"
+            f"{s.bw:,.0f} GB/s and nothing else (bytes / bandwidth, the chapter's formula). "
+            f"{why_not}"
         ),
         solution=(
             f"({w_gpu:,} + {kv:,}) B / {s.bw:,.0f} GB/s = "
@@ -223,7 +218,7 @@ def throughput_question(
     )
     figure = (
         "Decode step time: share of the step reading KV, ideal bound",
-        f"{st.kv_share:.0%}{real_text}",
+        f"{st.kv_share:.0%}",
     )
     recap = (
         f"A step reads {fmt_gb(w_gpu)} of weights and {fmt_gb(kv)} of cache at "

@@ -7,14 +7,12 @@ import math
 from typing import Any
 
 from ..cache.kv import KVCache, kv_cache
+from ..core.model import SlidingWindow
 from ..core.units import GB, GiB, fmt_bytes, fmt_gib
 from ..engines.budget import Budget
-from ..perf.roofline import token_passes
-from .quiz import Question
+from .quiz import TOLERANCE, Question
 from .tour_text import (
     CONVERSATION,
-    FILL_NEW,
-    FILL_PROMPT,
     KIND_WORDS,
     Lesson,
     Setup,
@@ -135,7 +133,7 @@ def _fill_givens(s: Setup, r: KVCache, per: int) -> list[tuple[str, str]]:
 
 
 def _fill_slips(s: Setup, r: KVCache, total: int) -> list[tuple[float | None, str]]:
-    """The slips stop 2's grader names: a window ignored, the state left out, bytes for GiB."""
+    """The slips stop 2's grader names: a window ignored, the state left out."""
     spec, n = s.spec, s.n
     slips = kv_slips(spec, s.kv_dtype, n)
     full_total = kv_cache(as_full(spec), n, kv_dtype=s.kv_dtype).total_bytes
@@ -152,14 +150,7 @@ def _fill_slips(s: Setup, r: KVCache, total: int) -> list[tuple[float | None, st
         slips.append(
             (r.kv_bytes / total, "That is the K/V alone: add the recurrent layers' fixed state.")
         )
-    slips.append(
-        (
-            GiB,
-            f"That looks like the answer in bytes: a bare number here is read in "
-            f"GiB. Add the unit (e.g. '{total:,} B').",
-        )
-    )
-    return slips
+    return slips  # the byte count typed bare is read in bytes (quiz.BYTES_BARE), and right
 
 
 def stop2(s: Setup) -> Lesson:
@@ -210,7 +201,7 @@ def stop2(s: Setup) -> Lesson:
         ),
         mistakes=slips_of(*slips),
     )
-    passes = token_passes(FILL_NEW, FILL_PROMPT)
+    home = kv_cache(spec, n, kv_dtype=s.kv_dtype, tp=s.tp, pp=s.pp)  # as Home shows it
     if "sliding" in kinds or "chunked" in kinds:
         second = (
             f"Past their windows the sliding layers stop growing: each further token adds "
@@ -228,9 +219,8 @@ def stop2(s: Setup) -> Lesson:
         question=q,
         givens=tuple(givens),
         figure=(
-            f"Cache fill: token passes for a {FILL_PROMPT}-token prompt and {FILL_NEW} new tokens",
-            f"{passes['with_cache']:,} with a cache, {passes['without_cache']:,} without "
-            f"({passes['ratio']:,.1f}x)",
+            f"Home: one {n:,}-token conversation" + (" per GPU" if s.tp * s.pp > 1 else ""),
+            fmt_bytes(home.total_bytes),
         ),
         recap=(f"{n:,} tokens hold {fmt_bytes(total)} of cache in {s.name}.", second),
         discuss=(
@@ -304,18 +294,18 @@ def _pool_slips(s: Setup, b: Budget) -> list[tuple[float | None, str]]:
             )
     slips += kv_slips(spec, s.kv_dtype, n, s.tp, count=True)
     if as_full(spec) != spec:
-        slips.append(
-            (
-                ratio_of(
-                    lambda: kv_pool(
-                        as_full(spec), s.w, s.gpu, n, s.kv_dtype, s.tp, s.pp
-                    ).max_concurrency,
-                    conc,
-                ),
-                "That charges the sliding-window layers the whole conversation: each "
-                "reserves only its window and the tokens in flight.",
-            )
+        full = ratio_of(
+            lambda: kv_pool(as_full(spec), s.w, s.gpu, n, s.kv_dtype, s.tp, s.pp).max_concurrency,
+            conc,
         )
+        if full is not None and full < 1:  # else the windows are charged the whole conversation
+            slips.append(
+                (
+                    full,
+                    "That charges the sliding-window layers the whole conversation: each "
+                    "reserves only its window and the tokens in flight.",
+                )
+            )
     return slips
 
 
@@ -353,6 +343,39 @@ def _pool_givens(s: Setup, b: Budget) -> list[tuple[str, str]]:
     return givens
 
 
+def _running(s: Setup, b: Budget) -> tuple[str, tuple[tuple[float, str], ...]]:
+    """Why vLLM's logged figure is what it is (the end of stop 3's answer), and the running
+    server's figures stop 3 accepts beside it, with the note that says what they are. They
+    differ where vLLM's start-up line reserves a sliding window more than a conversation holds
+    (its window plus the tokens in flight, up to the whole conversation)."""
+    spec, n = s.spec, s.n
+    conc, held = b.max_concurrency, b.held_concurrency
+    if abs(held / conc - 1) <= TOLERANCE:
+        return " every conversation at its full length.", ()
+    one = kv_cache(spec, n, kv_dtype=s.kv_dtype, tp=s.tp, pp=s.pp).total_bytes
+    by_bytes = b.kv_pool_bytes / one
+    windows = sorted({lay.window for lay in spec.layers if isinstance(lay, SlidingWindow)})
+    keep = f"the last {windows[0]:,} tokens" if len(windows) == 1 else "its window"
+    charge = (
+        f"the tokens in flight (max_num_batched_tokens), up to all {n:,} tokens: "
+        f"{b.blocks_per_request:,} blocks a conversation"
+    )
+    why = (
+        f" it charges each sliding-window layer its window plus {charge}. A running "
+        f"conversation at {n:,} tokens holds only {b.held_blocks_per_request:,} blocks "
+        f"({fmt_bytes(b.held_bytes)}), as each sliding-window layer keeps {keep}: a running "
+        f"server holds {held:,.2f}."
+    )
+    note = (
+        f"That is what a running server holds: at {n:,} tokens a conversation keeps "
+        f"{fmt_bytes(one)} (stop 2), so the {fmt_gib(b.kv_pool_bytes)} pool holds about "
+        f"{by_bytes:,.1f}, and {held:,.2f} in vLLM's blocks ({b.held_blocks_per_request:,} "
+        "a conversation). vLLM's start-up line charges the sliding-window layers more, their "
+        f"window plus {charge}, and logs {conc:,.2f}."
+    )
+    return why, ((held, note), (by_bytes, note))
+
+
 def stop3(s: Setup) -> Lesson:
     spec, n = s.spec, s.n
     b = kv_pool(spec, s.w, s.gpu, n, s.kv_dtype, s.tp, s.pp)
@@ -360,6 +383,7 @@ def stop3(s: Setup) -> Lesson:
     conc = b.max_concurrency
     slips = _pool_slips(s, b)
     givens = _pool_givens(s, b)
+    why, also = _running(s, b)
     q = Question(
         qid="tour-3",
         level="mid",
@@ -383,9 +407,9 @@ def stop3(s: Setup) -> Lesson:
             f"**{conc:,.2f}**, so {math.floor(conc):,} whole ones: the pool is "
             f"{fmt_gib(b.kv_pool_bytes)} per GPU after the weights "
             f"({fmt_gib(b.weights_bytes)}) and the reserve. This is the figure vLLM logs at "
-            f'start-up ("Maximum concurrency for {n:,} tokens per request"): its worst case, '
-            "every conversation at its full length."
+            f'start-up ("Maximum concurrency for {n:,} tokens per request"):{why}'
         ),
+        also=also,
         solution=(
             f"pool = ceil({b.total_bytes:,} B x {b.gpu_mem_util:g}) - {b.weights_bytes:,} B "
             f"weights - {b.reserve_bytes:,} B reserve = {b.kv_pool_bytes:,} B -> "

@@ -6,12 +6,12 @@ tour_decode; this module picks the one that fits the setup and assembles the les
 from __future__ import annotations
 
 from ..cache.kv import KVCache, kv_cache
-from ..core.units import fmt_bytes, fmt_gb, fmt_seconds
+from ..core.units import fmt_bytes, fmt_gb
 from ..engines.budget import Budget
-from ..perf.calibration import CALIBRATED, error_band_text, estimate_step
 from ..perf.intensity import decode_point, ridge_point
 from ..perf.roofline import step_time
 from .quiz import Question
+from .techniques import techniques
 from .tour_decode import crossover_question, throughput_question, weight_readings, weights_read_text
 from .tour_text import (
     Lesson,
@@ -44,12 +44,8 @@ def stop4(s: Setup) -> Lesson:
         peak_tflops=s.gpu.peak_tflops(s.w.dtype),
         attention_tflops=s.gpu.attention_tflops(s.kv_dtype),
     )
-    # The stop teaches the ideal bound; what a server takes is the calibrated estimate beside it.
-    real = estimate_step(spec, st, CALIBRATED, tp=s.tp, link_gbs=s.gpu.tp_link_gbs)
-    real_text = (
-        f"; a real engine: {fmt_seconds(real.time_s)} ({real.tokens_per_s:,.1f} "
-        f"tokens/s), the calibrated estimate ({error_band_text('single_stream')})"
-    )
+    # The tour is on the Learn path: its speed is the chapter's formula, the ideal bound (bytes /
+    # bandwidth, FLOPs / peak), alone; the calibrated estimate is the Engineer pages' (issue 37).
     read = s.w.read_per_step(spec, 1)  # the Decode step time page's weights read, whole model
     w_gpu = st.weight_read_bytes  # one GPU's share
     readings = weight_readings(s, read)
@@ -63,9 +59,9 @@ def stop4(s: Setup) -> Lesson:
     ]
     cross = st.crossover_context
     if cross is not None and cross <= spec.max_context:
-        q, figure, recap = crossover_question(s, cross, readings, givens, st, real_text)
+        q, figure, recap = crossover_question(s, cross, readings, givens, st)
     else:
-        q, figure, recap = throughput_question(s, readings, givens, st, real, real_text)
+        q, figure, recap = throughput_question(s, readings, givens, st)
     return Lesson(
         stop=s.stop,
         question=q,
@@ -209,8 +205,7 @@ def stop6(s: Setup) -> Lesson:
         value=conc,
         unit="sequences",
         ask_unit="sequences",
-        floor_ok=True,
-        kv_hints=False,
+        kv_hints=False,  # no floor_ok: it asks what vLLM logs (600.71x), and 601 rounds that
         prompt=(
             f"Requests of {prompt:,} prompt tokens and {output:,} output tokens each hold up "
             f"to {ctx:,} tokens of cache. At start-up vLLM logs how many such requests its "
@@ -284,11 +279,22 @@ def _fp8_givens(
             (
                 "Block (vLLM)",
                 f"{b16.effective_block_size:,} tokens in BF16, "
-                f"{b8.effective_block_size:,} in FP8: a hybrid's page must "
-                "hold one whole recurrent state",
+                f"{b8.effective_block_size:,} in FP8: {_block_reason(s, k16)}",
             )
         )
     return givens, state
+
+
+def _block_reason(s: Setup, k16: KVCache) -> str:
+    """Why vLLM's block size changes with the KV format, for this model (stop 7's givens)."""
+    if k16.state_bytes:
+        return "a hybrid's page must hold one whole recurrent state"
+    if "mla" in kinds_of(s.spec):
+        return (
+            f"on {s.gpu.name} vLLM picks its MLA attention kernel by the cache format, and "
+            "each kernel takes its own block size"
+        )
+    return "vLLM's attention kernel for this format takes its own block size"
 
 
 def _not_twice(b16: Budget, b8: Budget, k16: KVCache) -> str:
@@ -302,25 +308,23 @@ def _not_twice(b16: Budget, b8: Budget, k16: KVCache) -> str:
         reasons.append(
             "vLLM sizes a hybrid's pages to hold a whole state, so the blocks "
             "change size with the format"
+            if k16.state_bytes
+            else "vLLM's blocks change size with the format (its attention kernel's), and "
+            "a conversation's last block is rounded up to a whole one"
         )
     if not reasons:
         reasons.append("the blocks are rounded to whole pages")
     return " and ".join(reasons) + "."
 
 
-def _fp8_crossover(s: Setup) -> str:
-    """Where the batch-1 crossover lies with an FP8 cache, as stop 7's figure states it."""
-    spec = s.spec
-    s8 = step_time(
-        spec, s.w, context=s.n, batch=1, bandwidth_gbs=s.bw, kv_dtype="fp8", tp=s.tp, pp=s.pp
-    )
-    c8 = s8.crossover_context
+def _fp8_figure(s: Setup) -> tuple[str, str]:
+    """Stop 7's figure: the FP8 row of the Shrinking the cache page, one conversation's K/V."""
+    rows = techniques(s.spec, s.n, kv_dtype="bf16", tp=s.tp)
+    fp8 = next(r for r in rows if r.key == "fp8")
     return (
-        "never: the cache stops growing"
-        if c8 is None
-        else f"beyond the model's limit of {spec.max_context:,} tokens"
-        if c8 > spec.max_context
-        else f"{c8:,} tokens"
+        f"Shrinking the cache: FP8 KV, the K/V of one {s.n:,}-token conversation"
+        + (" on each GPU" if s.tp > 1 else ""),
+        f"{fmt_bytes(fp8.seq_bytes)}, {fp8.saving:,.2f}x smaller than BF16",
     )
 
 
@@ -378,7 +382,7 @@ def stop7(s: Setup) -> Lesson:
         stop=s.stop,
         question=q,
         givens=tuple(givens),
-        figure=("Decode step time with an FP8 cache: crossover at batch 1", _fp8_crossover(s)),
+        figure=_fp8_figure(s),
         recap=(
             f"An FP8 cache fits {ratio:,.2f}x as many {n:,}-token conversations"
             + (" and halves every K/V byte a step reads." if exact else ", not 2x: " + reason),

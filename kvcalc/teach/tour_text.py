@@ -16,7 +16,6 @@ from .quiz import TOLERANCE, Question
 
 CONVERSATION = 8192  # tokens of the "8K conversation" the tour asks about (at most the limit)
 PROMPT, OUTPUT = 512, 256  # the serving frontier's default request
-FILL_PROMPT, FILL_NEW = 12, 20  # the Cache fill page's defaults, for its figure
 
 
 @dataclass(frozen=True)
