@@ -70,12 +70,12 @@ class Graded:
 
     @property
     def short(self) -> str:
-        """What a student sees before Reveal: right or not and the named slip, not the
-        answer itself."""
+        """What a student sees before Reveal: right or not and the named slip (or, on a right
+        answer, the grader's note), not the answer itself."""
         if not self.readable:
             return self.message
         if self.correct:
-            return "Correct."
+            return "Correct." + (f" {self.note}" if self.note else "")
         return "Not quite." + ("" if self.slip == NO_SLIP else f" {self.slip}")
 
 
@@ -84,6 +84,7 @@ def grade_answer(q: Question, part: int, text: str) -> Graded:
     text = (text or "").strip()
     if is_choice(q):
         text = text.upper()
+    note: str = ""  # what the grader adds to a right answer (a unit slip named, bytes read)
         g = grade_choice(q.qid, text)
         if g.given is None:
             return Graded(readable=False, correct=False, value=None, message=g.message, slip="")
@@ -103,7 +104,9 @@ def grade_answer(q: Question, part: int, text: str) -> Graded:
     if g.given is None:
         return Graded(readable=False, correct=False, value=None, message=g.message, slip="")
     if g.correct:
-        return Graded(readable=True, correct=True, value=g.given, message=g.message, slip="")
+        return Graded(
+            readable=True, correct=True, value=g.given, message=g.message, slip="", note=g.note
+        )
     # The grader's own diagnosis, the sentence it appended to its message.
     slip = g.slip or NO_SLIP
     return Graded(readable=True, correct=False, value=g.given, message=g.message, slip=slip)
