@@ -496,7 +496,7 @@ def test_home_has_the_picture_and_a_path_through_the_pages():
     svg = cache_picture(["The", "cache", "keeps", "every"], "key")
     assert svg.count('class="cached"') == 8 and svg.count('class="written"') == 2
     assert svg.count('class="query"') == 1 and svg.count('class="read"') == 5
-    assert "query: used once, then dropped" in svg and "key (new)" in svg
+    assert "query: used once, then dropped" in svg and ">key</text>" in svg and ">(new)<" in svg
     assert "&lt;b&gt;" in cache_picture(["<b>"], "x")  # token text is escaped
     at = open_page("app_pages/home.py")
     assert len(at.get("image")) == 1

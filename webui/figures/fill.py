@@ -257,8 +257,10 @@ def cache_picture(tokens: list[str], new: str) -> str:
     later step), the new token's K and V (written this step), and its query (used once, then
     dropped), with a line from that query to every key, its own included."""
     n = len(tokens)
-    cell, gap, left, top = 44, 100, 96, 78
-    width, height = left + (n + 1) * gap + 10, top + 200
+    # Narrow enough (about 400 px for five tokens) that a phone's 360 px column shrinks it by
+    # a tenth, not by half: its 14 px labels stay readable there (review 4, F26).
+    cell, gap, left, top = 40, 62, 62, 78
+    width, height = left + (n + 1) * gap, top + 214
     x = [left + i * gap for i in range(n + 1)]
     y = {"Q": top, "K": top + 70, "V": top + 126}
     old, fresh, query = COLORS["kv"], "#f28e2b", COLORS["reserve"]
@@ -305,9 +307,12 @@ def cache_picture(tokens: list[str], new: str) -> str:
     for i, word in enumerate([*tokens, new]):
         bold = ' font-weight="bold"' if i == n else ""
         parts.append(
-            f'<text x="{x[i] + cell / 2}" y="{y["V"] + cell + 24}" font-size="15" '
-            f'text-anchor="middle" fill="#333"{bold}>'
-            f"{html.escape(word)}{' (new)' if i == n else ''}</text>"
+            f'<text x="{x[i] + cell / 2}" y="{y["V"] + cell + 22}" font-size="15" '
+            f'text-anchor="middle" fill="#333"{bold}>{html.escape(word)}</text>'
         )
+    parts.append(  # on a line of its own, so it does not run into the word before it
+        f'<text x="{x[n] + cell / 2}" y="{y["V"] + cell + 40}" font-size="13" '
+        'text-anchor="middle" fill="#333">(new)</text>'
+    )
     parts.append("</svg>")
     return "".join(parts)
