@@ -584,6 +584,12 @@ def test_the_named_slips_are_the_graders_own():
     for text, slip in cases.items():
         g = deckmod.grade_answer(per, 1, text)
         assert slip in g.slip and g.slip in g.message and "answer is" not in g.short
+    # One rule (issue 37, F7): 160 KB is 160,000 B, within 3% of 163,840 B: right, and the
+    # unit named on the phone before Reveal; the bytes typed bare in the GiB box are read as bytes
+    g = deckmod.grade_answer(per, 1, "160 KB")
+    assert g.correct and g.short.startswith("Correct.") and "KiB vs KB" in g.short
+    g = deckmod.grade_answer(per, 2, "1342177280")  # 2 x 40 x 8 x 128 x 2 x 8,192 B
+    assert g.correct and "Read in bytes" in g.short
     g = deckmod.grade_answer(per, 2, "1.342")  # 1.25 GiB given in GB
     assert "GiB vs GB" in g.slip
     # Query heads counted as KV heads, and an inverted ratio, from the practice sets.
@@ -618,12 +624,6 @@ def test_the_qr_code_decodes_to_the_join_link():
 
     link = join_link("AB3K7M")
     assert link == "http://localhost:8501/live_class?join=AB3K7M"
-    # One rule (issue 37, F7): 160 KB is 160,000 B, within 3% of 163,840 B: right, and the
-    # unit named on the phone before Reveal; the bytes typed bare in the GiB box are read as bytes
-    g = deckmod.grade_answer(per, 1, "160 KB")
-    assert g.correct and g.short.startswith("Correct.") and "KiB vs KB" in g.short
-    g = deckmod.grade_answer(per, 2, "1342177280")  # 2 x 40 x 8 x 128 x 2 x 8,192 B
-    assert g.correct and "Read in bytes" in g.short
     img = Image.open(io.BytesIO(qr_png(link)))
     (found,) = zxingcpp.read_barcodes(img)
     assert found.text == link and found.format == zxingcpp.BarcodeFormat.QRCode

@@ -67,6 +67,7 @@ class Graded:
     value: float | None  # the number read (a choice: its index)
     message: str  # the grader's full message (quotes the right answer: after Reveal only)
     slip: str  # the named mistake ("" when correct)
+    note: str = ""  # what the grader adds to a right answer (a unit slip named, bytes read)
 
     @property
     def short(self) -> str:
@@ -84,7 +85,6 @@ def grade_answer(q: Question, part: int, text: str) -> Graded:
     text = (text or "").strip()
     if is_choice(q):
         text = text.upper()
-    note: str = ""  # what the grader adds to a right answer (a unit slip named, bytes read)
         g = grade_choice(q.qid, text)
         if g.given is None:
             return Graded(readable=False, correct=False, value=None, message=g.message, slip="")
