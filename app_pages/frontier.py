@@ -16,21 +16,33 @@ top = common.page_header(
     "users; the curve is the frontier of what this setup can trade.",
 )
 common.require_fit(sel)
-st.markdown(
-    "This page is where the Budget, the Decode step time and the Engine view meet: the Budget's "
-    "key-value (KV) pool caps how many requests fit, the step time says how long each step of "
-    "that batch takes, and the Engine's blocks decide who waits and who is preempted."
-)
-lc = st.columns(3)
-lc[0].page_link("app_pages/budget.py", label="Budget", icon=":material/memory:")
-lc[1].page_link("app_pages/step_time.py", label="Decode step time", icon=":material/speed:")
-lc[2].page_link("app_pages/engine.py", label="Engine view", icon=":material/view_module:")
 
-c = st.columns(3)
+c = st.columns(4)
 prompt = c[0].number_input("Prompt (tokens)", 1, 32_768, 512, 64, **bound("fr_prompt", "num"))
 output = c[1].number_input("Output (tokens)", 2, 8192, 256, 32, **bound("fr_output", "num"))
+slo_tpot = c[2].number_input(
+    "Objective: TPOT p99 at most (ms)",
+    1,
+    10_000,
+    100,
+    10,
+    **bound("fr_slo_tpot", "num"),
+    help="Service-level objective. Time per output token: 99 of 100 requests must stream at "
+    "least this fast",
+)
+slo_ttft = c[3].number_input(
+    "...and TTFT p99 at most (ms)",
+    1,
+    600_000,
+    2000,
+    100,
+    **bound("fr_slo_ttft", "num"),
+    help="Time to first token, after the warm-up (the first wave of "
+    "requests, sent together, is left out)",
+)
+c = st.columns(3)
 kind = select(
-    c[2].selectbox,
+    c[0].selectbox,
     "Request lengths",
     list(serving.LENGTHS),
     "fr_len",
@@ -38,10 +50,6 @@ kind = select(
     help="Log-normal lengths have the prompt and output above as their median and "
     f"are cut at {serving.CLIP} x it: requests then finish at different times "
     "instead of in waves",
-)
-c = st.columns(2)
-mns = c[0].number_input(
-    "max_num_seqs (0 = vLLM's default)", 0, 4096, 0, 64, **bound("fr_mns", "num")
 )
 overlay = select(
     c[1].selectbox,
@@ -51,25 +59,8 @@ overlay = select(
     serving.overlay_label,
     index=1,
 )
-c = st.columns(2)
-slo_tpot = c[0].number_input(
-    "Service-level objective: TPOT p99 at most (ms)",
-    1,
-    10_000,
-    100,
-    10,
-    **bound("fr_slo_tpot", "num"),
-    help="Time per output token: 99 of 100 requests must stream at least this fast",
-)
-slo_ttft = c[1].number_input(
-    "...and TTFT p99 at most (ms)",
-    1,
-    600_000,
-    2000,
-    100,
-    **bound("fr_slo_ttft", "num"),
-    help="Time to first token, after the warm-up (the first wave of "
-    "requests, sent together, is left out)",
+mns = c[2].number_input(
+    "max_num_seqs (0 = vLLM's default)", 0, 4096, 0, 64, **bound("fr_mns", "num")
 )
 
 speed = sel.speed  # a real server: the calibrated estimate, or the sidebar's own coefficients
@@ -181,20 +172,23 @@ drawn.append(
 )
 st.plotly_chart(frontier_figure(drawn, slo=slo), width="stretch", key="fr_fig")
 st.caption(
-    "Numbers on the points: users (powers of two, and where the pool starts to bind), "
-    "each sending its next request as soon as the last one ends (a closed loop); every "
-    "point's count is in its tooltip. Markers: circle, every request runs (the users "
-    "limit the batch); square, max_num_seqs; large x, the KV pool (a request was "
-    "preempted or waited for blocks); diamond, max_num_batched_tokens. Each point "
-    "simulates about four requests per user. TPOT: time per output token. The solid "
-    f"curve is the {speed.name}, the dotted one the ideal bound (every byte at the full "
-    "bandwidth, every FLOP at the full dense peak, no fixed cost, no all-reduce): the bound "
-    "overstates what a server "
-    "delivers. Rings: runs within the service-level objective. "
+    f"Each point is one simulated run with that many users. Solid: the {speed.name}; "
+    "dotted: the ideal bound, which no server reaches; rings: runs within the objective. "
     + common.speed_caption(sel, bands=("output_tokens_per_s", "tpot_itl", "ttft"))
 )
 if note:
     st.info(note)
+with st.expander("Reading the chart", icon=":material/help:"):
+    st.markdown(
+        "Numbers on the points: users (powers of two, and where the pool starts to bind), "
+        "each sending its next request as soon as the last one ends (a closed loop); every "
+        "point's count is in its tooltip. Markers: circle, every request runs (the users "
+        "limit the batch); square, max_num_seqs; large x, the KV pool (a request was "
+        "preempted or waited for blocks); diamond, max_num_batched_tokens. Each point "
+        "simulates about four requests per user. TPOT: time per output token; TTFT: time to "
+        "first token. The ideal bound reads every byte at the full bandwidth and does every "
+        "FLOP at the full dense peak, with no fixed cost and no all-reduce."
+    )
 
 
 def best(f):
@@ -202,14 +196,19 @@ def best(f):
     return f.users[i], f.results[i]
 
 
-def say(name, f):
-    cap = f.capacity
+def headline(name, f) -> str:
     u, b = best(f)
-    text = (
+    return (
         f"**{name}**: at most {b.output_tokens_per_s_per_gpu:,.0f} output tokens/s per GPU "
-        f"(at {u:,} users, {b.output_tokens_per_s_per_user:,.1f} tokens/s per user). "
-        f"At start-up vLLM logs room for {cap.logged_concurrency:,.2f} requests of "
-        f"{cap.max_model_len:,} tokens (its worst case: every request at full length). "
+        f"(at {u:,} users, {b.output_tokens_per_s_per_user:,.1f} tokens/s per user)."
+    )
+
+
+def limits(name, f) -> str:
+    cap = f.capacity
+    text = (
+        f"**{name}**: at start-up vLLM logs room for {cap.logged_concurrency:,.2f} requests "
+        f"of {cap.max_model_len:,} tokens (its worst case: every request at full length). "
     )
     if cap.onset_users is None:
         text += (
@@ -230,7 +229,7 @@ def say(name, f):
 
 with top:  # the answer first: on a phone it is on the first screen
     cap = curve.capacity
-    m = st.columns(4)
+    m = st.columns(3)
     m[0].metric(
         "Under the objective: tokens/s per GPU",
         "no run meets it"
@@ -239,12 +238,6 @@ with top:  # the answer first: on a phone it is on the first screen
         help=f"The {speed.name}: the highest point whose TPOT p99 is at most "
         f"{slo_tpot:,} ms and TTFT p99 at most {slo_ttft:,} ms"
         + ("" if slo_best is None else f" ({slo_best[0]:,} users)"),
-    )
-    m[3].metric(
-        "At any latency: tokens/s per GPU",
-        f"{best(curve)[1].output_tokens_per_s_per_gpu:,.0f}",
-        help=f"The highest point of the {speed.name}; the ideal bound's is "
-        f"{best(bound_curve)[1].output_tokens_per_s_per_gpu:,.0f}",
     )
     m[1].metric(
         "vLLM's logged worst case",
@@ -259,7 +252,17 @@ with top:  # the answer first: on a phone it is on the first screen
         else f"{cap.onset_users:,} users",
         help="The fewest users whose run preempts a request or makes one wait for blocks",
     )
-    st.markdown(say(curves[0][0], curve))
+    u_top, top_run = best(curve)
+    if slo_best is not None and slo_best[0] == u_top:  # the same figure as the first metric
+        said = [
+            f"**{curves[0][0]}**: its highest point, {u_top:,} users at "
+            f"{top_run.output_tokens_per_s_per_user:,.1f} tokens/s each, meets the objective."
+        ]
+    else:
+        said = [headline(curves[0][0], curve)]
+    if other is not None:
+        said.append(headline(curves[1][0], other))
+    st.markdown(" ".join(said))
     if slo_best is None:
         st.warning(
             f"No simulated run keeps TPOT p99 within {slo_tpot:,} ms and TTFT p99 "
@@ -267,10 +270,12 @@ with top:  # the answer first: on a phone it is on the first screen
             "faster setup (FP8, more GPUs, a smaller model).",
             icon=":material/timer:",
         )
-    if other is not None:
-        st.markdown(say(curves[1][0], other))
-    for n in cap.notes:
-        st.caption(n[0].upper() + n[1:] + ".")
+    with st.expander("What limits the batch: vLLM's line and the simulated pool"):
+        st.markdown(limits(curves[0][0], curve))
+        if other is not None:
+            st.markdown(limits(curves[1][0], other))
+        for n in cap.notes:
+            st.caption(n[0].upper() + n[1:] + ".")
 
 st.subheader("One run in detail")
 users = st.number_input("Users", 1, 5000, 256, 1, **bound("fr_users", "num"))
@@ -281,42 +286,31 @@ except ValueError as exc:
 warm = r.ttft_p50_steady_s is not None
 ttft50 = r.ttft_p50_steady_s if warm else r.ttft_p50_s
 ttft99 = r.ttft_p99_steady_s if warm else r.ttft_p99_s
-m = st.columns(4)
-m[0].metric(
-    "TTFT p50",
-    fmt_seconds(ttft50),
-    help="Time to first token: from arrival to the "
-    "first output token" + (", after the warm-up" if warm else ""),
+m = st.columns(3)
+m[0].metric("Output tokens/s per GPU", f"{r.output_tokens_per_s_per_gpu:,.0f}")
+m[1].metric("Largest batch", f"{r.max_batch:,}")
+m[2].metric("Preemptions", f"{r.preemptions:,}")
+# The latencies, p50 and p99, in one small table rather than nine more metrics.
+common.table(
+    [
+        {
+            "latency": "TTFT: time to first token" + (", after the warm-up" if warm else ""),
+            "p50": fmt_seconds(ttft50),
+            "p99": fmt_seconds(ttft99),
+        },
+        {
+            "latency": "TPOT: time per output token, (last - first) / (tokens - 1)",
+            "p50": fmt_seconds(r.tpot_p50_s),
+            "p99": fmt_seconds(r.tpot_p99_s),
+        },
+        {
+            "latency": "ITL: every gap between two tokens of a request",
+            "p50": fmt_seconds(r.itl_p50_s),
+            "p99": fmt_seconds(r.itl_p99_s),
+        },
+    ],
+    hide_index=True,
 )
-m[1].metric(
-    "TTFT p99",
-    fmt_seconds(ttft99),
-    help="99th percentile" + (", after the warm-up" if warm else ""),
-)
-m[2].metric(
-    "TPOT p50",
-    fmt_seconds(r.tpot_p50_s),
-    help="Time per output token after the first: (last - first) / (tokens - 1)",
-)
-m[3].metric("TPOT p99", fmt_seconds(r.tpot_p99_s))
-m = st.columns(4)
-m[0].metric(
-    "ITL p50",
-    fmt_seconds(r.itl_p50_s),
-    help="Inter-token latency: every gap between two tokens of a request",
-)
-m[1].metric("ITL p99", fmt_seconds(r.itl_p99_s))
-m[2].metric("Output tokens/s per GPU", f"{r.output_tokens_per_s_per_gpu:,.0f}")
-m[3].metric("Tokens/s per user", f"{r.output_tokens_per_s_per_user:,.1f}", help="1 / median TPOT")
-m = st.columns(4)
-m[0].metric("Largest batch", f"{r.max_batch:,}")
-m[1].metric("Preemptions", f"{r.preemptions:,}")
-m[2].metric(
-    "Steps waiting for blocks",
-    f"{r.kv_wait_steps:,}",
-    help="Engine steps in which a waiting request found too few free KV blocks",
-)
-m[3].metric("KV blocks in use (mean)", f"{r.kv_utilization_mean:.0%}")
 if warm:
     st.caption(
         f"TTFT leaves out the warm-up: the {r.warmup_requests:,} requests sent before "
@@ -330,10 +324,11 @@ steady = (
     else f" (on average {r.steady_batch:,.1f} between the first finish and the last admission)"
 )
 st.markdown(
-    f"With {users:,} users the batch reached {r.max_batch:,} requests{steady}, limited "
+    f"With {users:,} users the batch reached its largest{steady}, limited "
     f"by {LIMIT_NAMES[r.binding_limit]}; the pool holds {r.num_blocks:,} blocks "
-    f"of {r.block_size} tokens, max_num_seqs is {r.max_num_seqs:,} and "
-    f"max_num_batched_tokens {r.max_num_batched_tokens:,}."
+    f"of {r.block_size} tokens ({r.kv_utilization_mean:.0%} in use on average; "
+    f"{r.kv_wait_steps:,} steps had a request waiting for blocks), max_num_seqs is "
+    f"{r.max_num_seqs:,} and max_num_batched_tokens {r.max_num_batched_tokens:,}."
 )
 st.plotly_chart(
     utilization_figure(r.utilization_series, r.batch_series, r.num_blocks),
@@ -341,6 +336,16 @@ st.plotly_chart(
     key="fr_util",
 )
 with st.expander("How the simulation works", icon=":material/function:"):
+    st.markdown(
+        "This page is where the Budget, the Decode step time and the Engine view meet: the "
+        "Budget's key-value (KV) pool caps how many requests fit, the step time says how long "
+        "each step of that batch takes, and the Engine's blocks decide who waits and who is "
+        "preempted."
+    )
+    lc = st.columns(3)
+    lc[0].page_link("app_pages/budget.py", label="Budget", icon=":material/memory:")
+    lc[1].page_link("app_pages/step_time.py", label="Decode step time", icon=":material/speed:")
+    lc[2].page_link("app_pages/engine.py", label="Engine view", icon=":material/view_module:")
     st.markdown(
         "Each engine step decodes one token for every running request, gives prompt chunks "
         "the rest of max_num_batched_tokens, and admits waiting requests while blocks are free "
