@@ -68,9 +68,15 @@ def _non_finite(text: str) -> bool:
 
 def url_guard_end(slot) -> None:
     """After every widget ran: say which of the opening URL parameters were not taken."""
+    initial = st.session_state.get("_url_initial", {})
     if not st.session_state.get("_url_checked"):
         st.session_state["_url_checked"] = True
-        st.session_state["_url_ignored"] = _ignored(st.session_state.get("_url_initial", {}))
+        st.session_state["_url_ignored"] = _ignored(initial)
+    elif st.session_state.get("_url_ignored"):
+        # A value no widget took at first can apply later (a page draws its input once the
+        # setup fits): once it does, it leaves the note for good.
+        left = {k: initial[k] for k, _ in st.session_state["_url_ignored"] if k in initial}
+        st.session_state["_url_ignored"] = _ignored(left)
     ignored = st.session_state.get("_url_ignored") or []
     if ignored:
         # Names come from the link as much as values do: both are made inert.
