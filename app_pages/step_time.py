@@ -1,9 +1,13 @@
+"""Decode step time vs context length, on the Learn path: the chapter's formula only (the ideal
+bound, docs/design.md principle 7). The x axis stays put while batch, KV format or model change,
+and the crossover before the last change stays as a ghost, so "raise the batch and it moves
+left; FP8 KV or MLA and it moves right" is seen. What a real engine adds is the Lab's."""
+
 import streamlit as st
 
-from kvcalc import step_time
-from kvcalc.core.units import GB, fmt_seconds
+from kvcalc import kv_cache, step_time
+from kvcalc.core.units import GB, fmt_bytes, fmt_seconds
 from kvcalc.engines.budget import pool_defaults_text
-from kvcalc.perf.calibration import band_for_batch
 from kvcalc.perf.sweeps import (
     batch_curve,
     max_batch_at,
@@ -14,24 +18,31 @@ from kvcalc.perf.sweeps import (
 from webui import callbacks, common
 from webui.common import bound, select
 from webui.figures import batch_figure, step_time_figure
+from webui.fit_fix import fitting_setup_button
 from webui.memo import cached
+from webui.pages import path
+
+# The chart's end, fixed whatever the batch, KV format or model (issue 37, F1): 131,072 tokens
+# (128K) holds the chapter's crossovers on one linear axis (Llama 3.1 8B on an H100: 114,517 at
+# batch 1, 7,158 at batch 16, 14,315 with FP8 KV; DeepSeek-V3: about 31K), and a linear axis
+# keeps the chapter's picture (a flat band, a straight wedge). "auto" rescales to the crossover.
+X_ENDS = [8192, 32768, 131072, 262144, 1048576, 0]
+DEFAULT_END = X_ENDS.index(131072)
 
 sel = common.require_selection()
 top = common.page_header(
     "Decode step time vs context length",
     sel,
     (
-        "Each decode step reads the weights the batch needs, whatever the context: for this "
-        "mixture-of-experts (MoE) model the shared weights and the experts its tokens are routed "
-        "to, so more at a larger batch. "
+        "Each decode step reads the weights its batch needs (for this mixture-of-experts (MoE) "
+        "model: the shared weights and the experts its tokens are routed to), the rose band, "
         if sel.spec.moe
-        else "Each decode step reads every weight once, whatever the context. "
+        else "Each decode step reads every weight once (the rose band) "
     )
-    + "It also reads the whole cache of every sequence in the batch. The first read is a fixed "
-    "band; the second is a wedge that grows with context. Where the wedge overtakes the band, "
-    "the cache sets the speed.",
+    + "and the whole KV cache of every sequence in the batch (the green wedge, which grows "
+    "with context). Past the crossover, the cache sets the speed. **Try it:** batch 16 moves "
+    "the crossover left; an FP8 KV cache (sidebar) moves it right.",
 )
-common.require_fit(sel)  # no speed for a model that does not fit
 
 c1, c2, c3 = st.columns(3)
 batch = c1.number_input(
@@ -43,10 +54,32 @@ context = c2.number_input(
 x_max = select(
     c3.selectbox,
     "Chart up to (tokens)",
-    [0, 8192, 32768, 131072, 262144, 1048576],
+    X_ENDS,
     "s_xmax",
     callbacks.chart_range_label,
+    index=DEFAULT_END,
 )
+
+# A model that does not fit gets no speed, but its cache per token needs no GPU (issue 37, F2):
+# shown, with one move to a setup that fits.
+try:
+    common.require_fit(sel)
+except common.PageStop:
+    per_token = kv_cache(sel.spec, 1, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
+    with top:
+        st.metric(
+            "KV cache per token",
+            fmt_bytes(per_token.kv_bytes_per_token_nominal),
+            help="One token's keys and values in every layer: set by the model and the KV "
+            "format alone, whatever the GPU",
+        )
+    fitting_setup_button(sel, key="s_fit", context=context)
+    raise
+if st.session_state.get("s_fit"):
+    # The button above was clicked in this page's own rerun (a fragment): the setup it chose
+    # now fits, so the button is not drawn and its own full rerun never comes. Rerun the whole
+    # app once, so the sidebar shows the GPU and TP the page now uses.
+    st.rerun(scope="app")
 
 peak = sel.gpu.peak_tflops(sel.weights.dtype)
 kw = dict(bandwidth_gbs=sel.bandwidth_gbs, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
@@ -60,55 +93,74 @@ try:
         attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype),
         **kw,
     )
-    est = common.estimate_step(sel, s)  # what a real engine takes for the same step
 except ValueError as exc:
     common.stop_on_error(exc)
-speed = sel.speed.name
+
+# The crossover before the last change that moved it, and what that change was, kept for this
+# visitor only (the session, not the link). The crossover is a ratio of bytes: the bandwidth
+# cancels, so these are what can move it.
+cross = s.crossover_context
+setup = {
+    "model": common.plain(sel.label),
+    "weights": sel.weights.dtype.upper(),
+    "KV cache": sel.kv_dtype.upper(),
+    "batch": f"{batch:,}",
+    "TP": f"{sel.tp}",
+    "PP": f"{sel.pp}",
+}
+last = st.session_state.get("s_cross_now")
+if last is not None and last[0] != cross:
+    st.session_state["s_cross_before"] = last
+st.session_state["s_cross_now"] = (cross, setup)
+before, changed = None, ""
+if "s_cross_before" in st.session_state:
+    before, was = st.session_state["s_cross_before"]
+    before = None if before == cross else before
+    changed = ", ".join(f"{k} {was[k]} → {v}" for k, v in setup.items() if was.get(k) != v)
 
 if x_max == 0:
-    x_max = min(max(2 * (s.crossover_context or 0), 2 * context, 8192), 10_000_000)
+    x_max = min(max(2 * (cross or 0), 2 * context, 8192), 10_000_000)
 contexts = [round(x_max * i / 80) for i in range(81)]
 # The curves are kept per setup for every visitor (webui.memo): a class asks for the same ones.
 curve = cached(step_curve)(sel.spec, sel.weights, contexts, batch=batch, **kw)
-# The real engine's step at each context (kvcalc.perf.calibration: the reads at the achieved
-# share or the GEMMs at the MFU, plus the fixed cost and the all-reduces).
-real = [
-    e.time_s
-    for e in common.real_steps(
-        sel,
-        [(c, batch) for c in contexts],
-        peak_tflops=peak,
-        attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype),
-        **kw,
-    )
-]
 pool = common.pool_kwargs(sel)  # what fits: vLLM's arithmetic at the lab's pool defaults
 fits_to = cached(max_context_at)(sel.spec, batch, **pool)
 st.plotly_chart(
     step_time_figure(
-        curve,
-        s.crossover_context,
-        batch,
-        fits_to=fits_to,
-        model_max=sel.spec.max_context,
-        estimate=real,
-        estimate_name=speed,
+        curve, cross, batch, fits_to=fits_to, model_max=sel.spec.max_context, before=before
     ),
     width="stretch",
     key="s_fig",
 )
-common.fit_caption(sel, batch, fits_to)
+
+seqs = f"{batch:,} sequence{'' if batch == 1 else 's'}"
+if fits_to >= sel.spec.max_context:
+    fit = f"{seqs} {'fits' if batch == 1 else 'fit'} in the KV pool at every length"
+elif fits_to == 0:
+    fit = f"{seqs} {'does' if batch == 1 else 'do'} not fit in the KV pool at any length"
+else:
+    fit = (
+        f"{seqs} {'fits' if batch == 1 else 'fit'} in the KV pool up to {fits_to:,} tokens"
+        f"{'' if batch == 1 else ' each'} (red past it)"
+    )
+st.caption(
+    f"Ideal bound: every byte read once at the GPU's full {sel.bandwidth_gbs:,.0f} GB/s "
+    "(gigabytes per second), nothing else. Dashed: the crossover"
+    + ("" if before is None else "; dotted grey: where it was before your last change")
+    + f". {fit}; the dash-dot line is the model's limit "
+    f"({sel.spec.max_context:,} tokens) when the chart reaches it."
+)
 
 # No speed for a setup that cannot run: past the model's limit, or more than the pool holds.
 no_speed = no_speed_reason(sel.spec, context, batch, **pool)
+verdict = "past the limit" if context > sel.spec.max_context else "does not fit"
 with top:  # the answer first: on a phone it is on the first screen
-    m = st.columns(4)
-    verdict = "past the limit" if context > sel.spec.max_context else "does not fit"
+    m = st.columns(3)
     m[0].metric(
         "Step time, ideal bound",
         verdict if no_speed else fmt_seconds(s.step_time_s),
         help=f"One decode step at {context:,} tokens: every byte read once at the GPU's full "
-        "peak bandwidth, nothing else",
+        "bandwidth (or, where it takes longer, every FLOP at its full dense peak), nothing else",
     )
     m[1].metric(
         "Tokens/s, ideal bound",
@@ -116,18 +168,12 @@ with top:  # the answer first: on a phone it is on the first screen
         help="Tokens per second of the whole batch: one per sequence each step",
     )
     m[2].metric(
-        f"Step time, {speed}",
-        verdict if no_speed else fmt_seconds(est.time_s),
-        help=common.speed_caption(sel, bands=(band_for_batch(batch),)),
-    )
-    m[3].metric(f"Tokens/s, {speed}", verdict if no_speed else f"{est.tokens_per_s:,.1f}")
-    m = st.columns(4)
-    m[0].metric(
         "Crossover context (tokens)",
-        "never" if s.crossover_context is None else f"{s.crossover_context:,}",
-    )
-    m[1].metric(
-        "Share of the step reading KV", f"{s.kv_share:.0%}", help="Of the ideal bound's bytes"
+        "never" if cross is None else f"{cross:,}",
+        None if before is None or cross is None else f"{cross - before:+,} tokens",
+        delta_color="off",
+        help="The context at which reading the batch's KV cache costs as much as reading the "
+        "weights",
     )
 
 if no_speed:
@@ -136,51 +182,28 @@ if no_speed:
         "(the chart shows where they fit).",
         icon=":material/block:",
     )
-if s.crossover_context is None:
+if cross is None:
     st.info(
         "This model's cache stops growing (every layer keeps a bounded window or a fixed "
         "state), so reading it never costs as much as reading the weights."
     )
 else:
     beyond = (
-        f" That is beyond this model's max_position_embeddings "
-        f"({sel.spec.max_context:,}): at the lengths it was trained for, reading the "
-        "weights stays the larger part."
-        if s.crossover_context > sel.spec.max_context
+        f" That is beyond this model's max_position_embeddings ({sel.spec.max_context:,} "
+        "tokens): at the lengths it was trained for, reading the weights stays the larger part."
+        if cross > sel.spec.max_context
         else ""
     )
-    st.markdown(
-        f"At batch {batch}, reading the cache costs as much as reading the weights once each "
-        f"sequence holds **{s.crossover_context:,} tokens**.{beyond} Step time grows in a straight "
-        "line with context: every extra token of every sequence adds the same bytes to read, at "
-        "any length. Below the crossover the fixed weight read is the larger part of a step; "
-        "above it, the cache is. A larger batch moves the crossover left (more caches to read "
-        "per weight read); FP8 KV or an MLA model such as DeepSeek-V3 moves it right (fewer "
-        "bytes per token)."
+    moved = (
+        ""
+        if before is None
+        else f" Your last change{f' ({changed})' if changed else ''} moved it "
+        f"{'left' if cross < before else 'right'}, from {before:,} tokens."
     )
-st.caption(
-    "Two numbers. The ideal bound, the least a step can take: every byte read once at the "
-    f"GPU's full {sel.gpu.bandwidth_gbs:,.0f} GB/s (the chart's band and wedge) or, where it "
-    "takes longer, the arithmetic at the full dense peak; nothing else. The dashed line, "
-    f"the {speed}: what a real engine takes for the same step. "
-    + common.speed_caption(sel, bands=(band_for_batch(batch),))
-    + " "
-    + common.embedding_note(sel)
-)
-if not no_speed and est.overhead_s + est.allreduce_s > 0.25 * est.time_s:
-    st.info(
-        f"At this size the fixed costs of a real engine's step ({fmt_seconds(est.overhead_s)}"
-        " of launches, sampling and scheduling"
-        + (
-            f", {fmt_seconds(est.allreduce_s)} of tensor-parallel all-reduces"
-            if est.allreduce_s
-            else ""
-        )
-        + f") are {(est.overhead_s + est.allreduce_s) / est.time_s:.0%} of its "
-        f"{fmt_seconds(est.time_s)}: the ideal bound's tokens/s is "
-        f"{s.tokens_per_s / est.tokens_per_s:.1f}x the calibrated estimate's, and a real "
-        f"server's own step can differ from that estimate as much as its error band says.",
-        icon=":material/schedule:",
+    st.markdown(
+        f"At batch {batch:,}, reading the cache costs as much as reading the weights once each "
+        f"sequence holds **{cross:,} tokens**.{moved}{beyond} Step time grows in a straight "
+        "line with context: every extra token of every sequence adds the same bytes to read."
     )
 if s.bound == "compute":
     st.warning(
@@ -195,7 +218,7 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
         + (" (MoE: only the experts this batch touches)" if sel.spec.moe else "")
         + "\n"
         f"KV read        = {batch} x {s.kv_read_bytes // max(batch, 1):,} B = "
-        f"{s.kv_read_bytes:,} B\n"
+        f"{s.kv_read_bytes:,} B ({s.kv_share:.0%} of the bytes)\n"
         + (f"state read     = {s.state_read_bytes:,} B\n" if s.state_read_bytes else "")
         + f"reads          = {s.weight_read_bytes + s.kv_read_bytes + s.state_read_bytes:,} B / "
         f"{sel.bandwidth_gbs:,.0f} GB/s = {fmt_seconds(s.memory_time_s)}\n"
@@ -212,70 +235,58 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
             if not no_speed
             else f"(not shown: {verdict})\n"
         )
-        + f"crossover      = smallest N with {batch} x KV(N) >= {s.weight_read_bytes:,} B\n"
-        + (
-            f"{speed:<14} = max(reads / {sel.speed.bw_share:g}, compute / MFU "
-            f"{sel.speed.mfu:g}) + {fmt_seconds(est.overhead_s)} a step"
-            + (f" + {fmt_seconds(est.allreduce_s)} all-reduce" if est.allreduce_s else "")
-            + f" = {fmt_seconds(est.time_s)}"
-            if not no_speed
-            else f"{speed}: not shown"
-        )
+        + f"crossover      = smallest N with {batch} x KV(N) >= {s.weight_read_bytes:,} B"
     )
     st.caption(
         "GB/s = 10^9 bytes per second. At small batches a decode step is bound by memory "
         "bandwidth: the GPU spends it streaming weights and cache, not computing; at large "
-        "batches the arithmetic can take longer."
+        "batches the arithmetic can take longer. "
+        + common.embedding_note(sel)
+        + f" What fits is vLLM's arithmetic at {pool_defaults_text()}, as on the Budget page. "
+        "The chart keeps its x axis while batch, KV format or model change, so a move of the "
+        "crossover is seen; 'auto' fits it to the crossover instead. The ideal bound is a "
+        "floor: a real engine adds launches, scheduling and sampling to every step."
     )
 
-st.subheader(f"Step time against batch at {context:,} tokens")
-batches = [1, 2, 4, 8, 16, 32, 64, 128, 256]
-bc = cached(batch_curve)(
-    sel.spec,
-    sel.weights,
-    batches,
-    context=context,
-    peak_tflops=peak,
-    attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype),
-    **kw,
-)
-real_tps = [
-    e.tokens_per_s
-    for e in common.real_steps(
-        sel,
-        [(context, b) for b in batches],
+with st.expander(f"Step time against batch at {context:,} tokens", icon=":material/bar_chart:"):
+    batches = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    bc = cached(batch_curve)(
+        sel.spec,
+        sel.weights,
+        batches,
+        context=context,
         peak_tflops=peak,
         attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype),
         **kw,
     )
-]
-past = context > sel.spec.max_context
-most = 0 if past else cached(max_batch_at)(sel.spec, context, **pool)
-st.plotly_chart(
-    batch_figure(bc, max_batch=most, estimate_tps=real_tps, estimate_name=speed),
-    width="stretch",
-    key="s_batch_fig",
-)
-read = [x * sel.bandwidth_gbs * GB / 1e9 for x in bc["weight_s"]]
-if sel.spec.moe:
-    shared = (
-        f"Weights read per step: {read[0]:,.2f} GB at batch 1, {read[-1]:,.2f} GB at batch "
-        f"{batches[-1]} of {sel.weights.bytes / GB:,.2f} GB in all: each extra sequence "
-        "routes its token to experts the others may not use, so the weight read grows with "
-        "batch until every expert is read; tokens/s still rises, more slowly than for a "
-        "dense model."
+    past = context > sel.spec.max_context
+    most = 0 if past else cached(max_batch_at)(sel.spec, context, **pool)
+    st.plotly_chart(batch_figure(bc, max_batch=most), width="stretch", key="s_batch_fig")
+    read = [x * sel.bandwidth_gbs * GB / 1e9 for x in bc["weight_s"]]
+    if sel.spec.moe:
+        shared = (
+            f"Weights read per step: {read[0]:,.2f} GB at batch 1, {read[-1]:,.2f} GB at batch "
+            f"{batches[-1]} of {sel.weights.bytes / GB:,.2f} GB in all: each extra sequence "
+            "routes its token to experts the others may not use, so the weight read grows "
+            "with batch until every expert is read; tokens/s still rises, more slowly than "
+            "for a dense model."
+        )
+    else:
+        shared = (
+            f"Weights are read once per step however many sequences share it, so tokens/s "
+            f"rises with batch until the caches dominate. Weights read per step: "
+            f"{read[0]:,.2f} GB at any batch."
+        )
+    holds = (
+        f"{context:,} tokens is past the model's limit, so no batch gets tokens/s"
+        if past
+        else f"At {context:,} tokens the KV pool holds {most:,} "
+        f"sequence{'s' if most != 1 else ''}; larger batches are hatched and get no tokens/s"
     )
-else:
-    shared = (
-        f"Weights are read once per step however many sequences share it, so tokens/s "
-        f"rises with batch until the caches dominate. Weights read per step: "
-        f"{read[0]:,.2f} GB at any batch."
-    )
-holds = (
-    f"{context:,} tokens is past the model's limit, so no batch gets tokens/s"
-    if past
-    else f"At {context:,} tokens the KV pool holds {most:,} sequence{'s' if most != 1 else ''} "
-    f"(vLLM's arithmetic at {pool_defaults_text()}, as on the Budget page); larger batches "
-    "are hatched and get no tokens/s"
+    st.caption(f"{shared} {holds}.")
+
+st.page_link(
+    path("lab"),
+    label="What a real engine adds (Inference Lab)",
+    icon=":material/arrow_forward:",
 )
-st.caption(f"{shared} {holds}.")

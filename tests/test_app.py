@@ -419,27 +419,31 @@ def test_step_time_text_is_linear_and_flags_a_crossover_past_the_model():
     # FP8 KV halves the bytes per token: the crossover doubles to about 229K, past the model.
     at = open_page("app_pages/step_time.py", kvdtype="fp8")
     body = " ".join(text(m) for m in at.markdown)
-    assert "beyond this model's max_position_embeddings (131,072)" in body
-    assert any("the least a step can take" in text(c) for c in at.caption)
+    assert "beyond this model's max_position_embeddings (131,072 tokens)" in body
+    assert any("every byte read once at the GPU's full 3,350 GB/s" in text(c) for c in at.caption)
 
 
-def test_the_sidebars_share_and_step_cost_move_the_real_engine_figure_only():
-    # Llama 3.1 8B, batch 1, 8,192 tokens on an H100. The ideal bound: (weights + cache) /
-    # 3,350 GB/s, whatever the sidebar says. A real engine: that / share + the step's fixed cost
-    # (batch 1 is far from compute bound): the calibrated defaults, then one's own 0.7 and 1 ms.
+def test_the_sidebars_share_and_step_cost_move_the_labs_real_engine_figure_only():
+    # Llama 3.1 8B, the Lab's batch 16 at 8,192 tokens on an H100 (moved from the step time
+    # page, a Learn page that now shows the ideal bound alone). The ideal bound: (weights +
+    # cache) / 3,350 GB/s, whatever the sidebar says. A real engine: that / share + the step's
+    # fixed cost (batch 16 is far from compute bound): the calibrated defaults, then one's own
+    # 0.7 and 1 ms.
     from kvcalc import get_gpu, get_model, step_time
     from kvcalc.perf.calibration import BW_SHARE, STEP_OVERHEAD_S
 
     m, gpu = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
-    s = step_time(m.spec, m.weights(), context=8192, batch=1, bandwidth_gbs=gpu.bandwidth_gbs)
+    s = step_time(m.spec, m.weights(), context=8192, batch=16, bandwidth_gbs=gpu.bandwidth_gbs)
     for share, ms, name in (
         (BW_SHARE, STEP_OVERHEAD_S * 1e3, "calibrated estimate"),
         (0.7, 1.0, "your step model"),
     ):
-        at = open_page("app_pages/step_time.py", bw_share=str(share), step_ms=str(ms))
+        at = open_page("app_pages/lab.py", bw_share=str(share), step_ms=str(ms))
         assert not at.exception
-        assert metric(at, "Step time, ideal bound") == fmt_seconds(s.step_time_s)
-        assert metric(at, f"Step time, {name}") == fmt_seconds(s.step_time_s / share + ms / 1e3)
+        step = [x for x in at.metric if x.label.startswith("Step time")][0]
+        assert step.label == f"Step time, {name}"
+        assert step.value == fmt_seconds(s.step_time_s / share + ms / 1e3)
+        assert f"nothing else): {fmt_seconds(s.step_time_s)}" in step.help
 
 
 def test_step_time_page_marks_what_does_not_fit():
@@ -693,8 +697,6 @@ def _band_sentence(cls: str) -> str:
 @pytest.mark.parametrize(
     ("page", "query", "bands"),
     [
-        ("app_pages/step_time.py", {"s_batch": "1"}, ["single_stream"]),
-        ("app_pages/step_time.py", {"s_batch": "32"}, ["tpot_itl"]),
         ("app_pages/lab.py", {}, ["tpot_itl", "ttft"]),
         ("app_pages/frontier.py", {}, ["output_tokens_per_s", "tpot_itl", "ttft"]),
         ("app_pages/roofline.py", {"r_batch": "32"}, ["tpot_itl"]),
@@ -711,9 +713,6 @@ def test_each_page_states_the_band_of_the_quantity_it_shows(page, query, bands):
     )
     for cls in bands:
         assert _band_sentence(cls) in body, cls
-    others = {"single_stream", "tpot_itl"} - set(bands)
-    if page == "app_pages/step_time.py":
-        assert not any(_band_sentence(c) in body for c in others)
 
 
 def test_the_roofline_and_the_lab_give_one_ideal_ttft():

@@ -90,21 +90,6 @@ def test_moe_weight_read_grows_with_batch_and_the_page_says_so():
     assert full == pytest.approx(total - 1.158, abs=0.01)  # 201,088 x 2,880 x 2 B
 
 
-def test_a_step_dominated_by_fixed_costs_says_so():
-    """[18] gpt-oss-20b at batch 1 on an H100: 1.17 ms ideal, against the calibrated step's
-    fixed 3.5 ms (kvcalc.perf.calibration.STEP_OVERHEAD_S): the page names the share. At TP 8 the
-    all-reduces are named too; Llama 3.1 8B at batch 48 x 8,192 tokens reads (15.0 GB +
-    48 x 1.07 GB) / 3.35 TB/s = 19.8 ms, so the fixed cost is under a quarter: no note."""
-    at = open_page("app_pages/step_time.py", model="gpt-oss-20b", s_ctx="1024")
-    assert not at.exception
-    assert any("of launches, sampling and scheduling" in text(i) for i in at.info)
-    at = open_page("app_pages/step_time.py", model="llama-3.1-70b", tp="8", s_batch="64")
-    assert any("tensor-parallel all-reduces" in text(i) for i in at.info)
-    at = open_page("app_pages/step_time.py", model="llama-3.1-8b", s_batch="48")
-    assert not at.exception
-    assert not any("launches, sampling and scheduling" in text(i) for i in at.info)
-
-
 def test_shrinking_is_per_gpu_under_tp_and_keeps_its_three_drawings():
     """[23] Llama 3.1 70B at TP 8: 1.25 GiB per GPU for 32,768 tokens (80 layers x 1 K/V head
     per GPU x 128 x 2 x 2 B x 32,768), and MQA saves nothing per GPU. [25] GPT-2's 64-wide

@@ -1,5 +1,6 @@
-"""Decode speed: the step time against context (the weight-read band and the KV-read wedge)
-and against batch size, the ideal bound with a calibrated estimate drawn over it when given.
+"""Decode speed: the step time against context (the weight-read band and the KV-read wedge,
+the crossover and, when given, a ghost of the crossover before the last change) and against
+batch size: the ideal bound, with a calibrated estimate drawn over it when given (the Lab).
 Every axis says its unit (milliseconds; tokens; tokens/s).
 """
 
@@ -9,7 +10,7 @@ import plotly.graph_objects as go
 
 from webui.memo import memo
 
-from .base import COLORS, IN_ORDER, Parts, layout, limit_region, vline
+from .base import COLORS, IN_ORDER, Parts, layout, limit_region
 
 __all__ = ["step_time_figure", "batch_figure"]
 
@@ -23,12 +24,17 @@ def step_time_figure(
     model_max: int | None = None,
     estimate: list[float] | None = None,
     estimate_name: str = "calibrated estimate",
+    before: int | None = None,
 ) -> go.Figure:
     """Stacked areas: the fixed weight-read band and the KV-read wedge (ms per step), the ideal
     bound; ``estimate`` (seconds at each context) draws a real engine's step over it, dashed.
     Contexts at which ``batch`` sequences do not fit in memory (past ``fits_to``) are shaded red
     and not drawn; the model's maximum context is a vertical line, with the lengths past it
-    shaded."""
+    shaded. The x axis spans the curve's contexts, so a caller that keeps them fixed keeps the
+    axis still; ``before``, the crossover before the last change, is a faint dotted "before"
+    line with an arrow to the crossover, so a move left or right is seen. The crossover's line
+    is the shape named "crossover", the ghost's "crossover before"; a crossover past the
+    chart's end is an arrow at its right edge."""
     x = curve["context"]
     keep = [i for i, c in enumerate(x) if fits_to is None or c <= fits_to]
     xs = [x[i] for i in keep]
@@ -61,10 +67,32 @@ def step_time_figure(
             hovertemplate="%{x:,} tokens: %{y:.2f} ms (" + estimate_name + ")<extra></extra>",
         )
     if crossover is not None and x and x[0] <= crossover <= x[-1]:
-        vline(fig, crossover, f"crossover {crossover:,} tokens", dash="dash", position="left")
+        _crossover(fig, crossover, right=crossover < (x[0] + x[-1]) / 2)
+    elif crossover is not None and x and crossover > x[-1]:
+        _past_the_end(fig, x[-1], f"crossover {crossover:,} tokens", y=1.0)
+    if before is not None and before != crossover and x:
+        _ghost(fig, before, crossover, x[0], x[-1])
     if x and model_max is not None and model_max < x[-1]:
-        vline(fig, model_max, f"model limit {model_max:,}", dash="dashdot")
-        limit_region(fig, model_max, x[-1], "past the model's limit", COLORS["reserve"])
+        # Labelled once, at the foot of its shaded region: a label above the plot ran into
+        # the legend wherever the fixed axis puts a short limit near its left edge.
+        fig.add_shape(
+            type="line",
+            name="model limit",
+            x0=model_max,
+            x1=model_max,
+            y0=0,
+            y1=1,
+            xref="x",
+            yref="paper",
+            line=dict(dash="dashdot", color="#444", width=1.5),
+        )
+        limit_region(
+            fig,
+            model_max,
+            x[-1],
+            f"past the model's limit ({model_max:,} tokens)",
+            COLORS["reserve"],
+        )
     if x and fits_to is not None and fits_to < min(x[-1], model_max or x[-1]):
         end = min(x[-1], model_max or x[-1])
         limit_region(
@@ -81,6 +109,94 @@ def step_time_figure(
         **layout(IN_ORDER),
     )
     return fig.done()
+
+
+GHOST = "#9a9aa6"  # the crossover before the last change: faint, behind the present one
+
+
+def _crossover(fig: Parts, x: int, right: bool) -> None:
+    """The crossover: a dashed line named "crossover", labelled inside the plot's top on the
+    side with room (above the plot its label ran into the legend)."""
+    fig.add_shape(
+        type="line",
+        name="crossover",
+        x0=x,
+        x1=x,
+        y0=0,
+        y1=1,
+        xref="x",
+        yref="paper",
+        line=dict(dash="dash", color="#444", width=1.5),
+    )
+    fig.add_annotation(
+        x=x,
+        y=1,
+        xref="x",
+        yref="paper",
+        text=f"crossover {x:,} tokens",
+        showarrow=False,
+        xanchor="left" if right else "right",
+        xshift=4 if right else -4,
+        yanchor="top",
+        bgcolor="rgba(255,255,255,0.85)",
+        font=dict(size=12, color="#222"),
+    )
+
+
+def _past_the_end(fig: Parts, end: float, text: str, y: float) -> None:
+    """An arrow at the chart's right edge: ``text`` lies further right than the chart shows."""
+    fig.add_annotation(
+        x=end,
+        y=y,
+        xref="x",
+        yref="paper",
+        text=f"{text} →",
+        showarrow=False,
+        xanchor="right",
+        yanchor="bottom" if y >= 1 else "middle",
+        font=dict(size=11, color="#444"),
+    )
+
+
+def _ghost(fig: Parts, before: int, now: int | None, lo: float, hi: float) -> None:
+    """The crossover before the last change: a faint dotted line labelled "before", and an
+    arrow from it to the present crossover (to the chart's edge where either lies past it)."""
+    if lo <= before <= hi:
+        fig.add_shape(
+            type="line",
+            name="crossover before",
+            x0=before,
+            x1=before,
+            y0=0,
+            y1=0.84,
+            xref="x",
+            yref="paper",
+            line=dict(dash="dot", color=GHOST, width=2),
+        )
+    else:
+        _past_the_end(fig, hi, f"before: {before:,} tokens", y=0.84)
+    if now is None or (before > hi and now > hi):
+        return
+    tail, head = min(before, hi), min(now, hi)
+    fig.add_annotation(
+        x=head,
+        y=0.84,
+        ax=tail,
+        ay=0,
+        xref="x",
+        yref="paper",
+        axref="x",
+        ayref="pixel",
+        text="before" if before <= hi else "",
+        showarrow=True,
+        arrowhead=2,
+        arrowsize=1.2,
+        arrowwidth=1.5,
+        arrowcolor=GHOST,
+        standoff=3,
+        bgcolor="rgba(255,255,255,0.85)",
+        font=dict(size=11, color="#666"),
+    )
 
 
 @memo(32)
@@ -129,9 +245,8 @@ def batch_figure(
             line=dict(color="#333", dash="dash"),
         )
     if not all(fits):
-        first = x[fits.index(False)]
         fig.add_annotation(
-            x=str(first),
+            x=fits.index(False) - 0.5,  # a category axis places a number by its serial index
             xref="x",
             y=1,
             yref="paper",
@@ -143,7 +258,9 @@ def batch_figure(
         )
     fig.update_layout(
         barmode="stack",
-        xaxis=dict(title="batch (sequences)", type="category"),
+        # A fixed range: drawn in a closed expander, a category axis autoranged at no width
+        # and crammed every bar at its left edge once opened.
+        xaxis=dict(title="batch (sequences)", type="category", range=[-0.5, len(x) - 0.5]),
         yaxis=dict(title="decode step time (ms)", rangemode="nonnegative"),
         yaxis2=dict(
             title="tokens/s",
