@@ -138,7 +138,7 @@ def fi(x: float) -> str:
 
 
 with top:  # the answer first: on a phone it is on the first screen
-    m = st.columns(4)
+    m = st.columns(3)
     if r.one_roof:
         m[0].metric("Ridge point", f"{r.gemm_ridge:,.0f} FLOP/B")
     else:
@@ -150,10 +150,7 @@ with top:  # the answer first: on a phone it is on the first screen
     m[2].metric(
         f"Decode at batch {batch:,}", f"{fi(db.whole.intensity)} FLOP/B" if db else "does not fit"
     )
-    if batch != 1:  # at batch 1 the metric before says it
-        m[3].metric("Decode at batch 1", f"{fi(d1.whole.intensity)} FLOP/B")
-    else:
-        m[3].metric(f"Most sequences that fit at {longest:,} tokens", f"{most:,}")
+    # Three headline figures (issue 37): decode at batch 1 is in the decode sentence below.
 
 g_name, a_name = r.name("gemm"), r.name("attention")
 served = ""
@@ -179,9 +176,7 @@ else:
         f"{r.attention_tflops:,.1f} TFLOPS, a ridge of {r.attention_ridge:,.0f} "
         "FLOP/B. Each part of a step is judged against its own roof."
     )
-st.markdown(
-    f"**Two kinds of work.** {roof_text}{served} Assumed: " + "; ".join(r.assumptions) + "."
-)
+roofs = f"**Two kinds of work.** {roof_text}{served} Assumed: " + "; ".join(r.assumptions) + "."
 
 side = "above" if pf.intensity > r.gemm_ridge else "below"
 st.markdown(
@@ -223,7 +218,8 @@ else:
         f"against the attention ridge of {r.attention_ridge:,.0f} and "
         f"{words[db.attention_bound][1]}. A step takes the sum of the two parts' times, "
         f"**{fmt_seconds(db.time_s)}**{when}. A larger batch shares one weight read among more "
-        f"tokens and moves decode right, but each sequence still reads its own cache: at "
+        f"tokens and moves decode right (at batch 1 it does {fi(d1.whole.intensity)} FLOP/B), "
+        f"but each sequence still reads its own cache: at "
         f"{most:,} sequences, the most that fit at {longest:,} tokens, decode reaches only "
         f"{fi(dm.whole.intensity)} FLOP/B."
     )
@@ -266,7 +262,10 @@ q_note = (
     else ""
 )
 mla_side = "above" if mla.intensity > r.attention_ridge else "below"
-st.markdown(
+attention_fold = st.expander(
+    "Attention alone: why MLA computes more per cached byte than GQA", icon=":material/hub:"
+)
+attention_fold.markdown(
     f"**Attention alone** does the same FLOPs per cached byte at any batch and any length. "
     f"Multi-head attention (MHA) reads one key and one value per query head: "
     f"{mha.intensity:,.1f} FLOP/B. {gqa_text}; multi-query attention (MQA), one KV head for "
@@ -278,9 +277,8 @@ st.markdown(
 )
 kv_layer = next((lay for lay in spec.kv_layers if lay.kv_heads is not None), None)
 if kv_layer is not None and kv_layer.q_heads % kv_layer.kv_heads == 0:
-    with st.expander(
-        "Which query heads share a cached key and value, in this model", icon=":material/hub:"
-    ):
+    with attention_fold:
+        st.markdown("**Which query heads share a cached key and value, in this model**")
         st.plotly_chart(
             head_sharing_figure(
                 kv_layer.q_heads,
@@ -297,6 +295,7 @@ if kv_layer is not None and kv_layer.q_heads % kv_layer.kv_heads == 0:
             "K/V head, the more FLOPs each cached byte feeds."
         )
 with st.expander("The formulas, with this model's numbers", icon=":material/function:"):
+    st.markdown(roofs)
     lines = [
         f"GEMM ridge      = {r.gemm_tflops:,.1f} x 10^12 FLOP/s / "
         f"{sel.bandwidth_gbs:,.0f} x 10^9 B/s = {r.gemm_ridge:,.1f} FLOP/B ({g_name})"
