@@ -47,6 +47,10 @@ def _apply(gpu: str, tp: int) -> None:
     st.session_state["gpu"] = gpu
     st.session_state["tp"] = tp
     st.session_state["pp"] = 1
+    # From the callback: the button is gone once the setup fits, so the page's own run would
+    # never reach a rerun after it. A page run as a fragment would rerun only itself; the
+    # whole app reruns, and the sidebar (and the link) show the new setup.
+    st.rerun(scope="app")
 
 
 def fitting_setup_button(
@@ -68,7 +72,7 @@ def fitting_setup_button(
     same = setup.gpu.key == sel.gpu.key
     verb = "Split it over" if same else "Switch to"
     label = f"{verb} {setup.label}" + (f" (tensor parallel {setup.tp})" if setup.tp > 1 else "")
-    if st.button(
+    st.button(
         label,
         key=key,
         type="primary",
@@ -77,6 +81,5 @@ def fitting_setup_button(
         args=(setup.gpu.key, setup.tp),
         help="The smallest setup that fits: the same GPU split over up to "
         f"{max(NODE_TP)} of them (tensor parallel), else the next larger GPU of the registry",
-    ):
-        st.rerun(scope="app")  # a page run as a fragment: the sidebar must show the new setup
+    )
     return setup
