@@ -46,8 +46,10 @@ def answer_box(q, key: str) -> None:
     for part in parts:
         c1, c2 = st.columns([3, 1])
         which = "" if len(parts) == 1 else "per token, " if part == 1 else "per sequence, "
+        how = answer_label(q, part)  # the unit first; how a bare number is read in the help
         given = c1.text_input(
-            f"Your answer ({which}{answer_label(q, part)})",
+            f"Your answer ({which}{how.split(':')[0]})",
+            help=how[0].upper() + how[1:] + ".",
             key=f"ans_{key}" + ("" if part == 1 else f"_{part}"),
             placeholder="a number, with its unit if it has one",
         )
