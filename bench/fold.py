@@ -23,21 +23,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pages import launch  # noqa: E402  (beside this script)
 from serve import start_app  # noqa: E402
 
-# Every page of the app by its url path, in the Learn path's order, then the Engineer pages.
+sys.path.insert(0, str(ROOT))
+from webui import pages as pages_registry  # noqa: E402  (the one list of pages)
+
+# Every page of the Learn and Engineer paths by its url path, in the registry's order (this
+# tree's registry: an older tree serves the same paths).
 PATHS = [
-    "",
-    "cache_fill",
-    "budget",
-    "step_time",
-    "techniques",
-    "engine",
-    "interview",
-    "tour",
-    "live_class",
-    "lab",
-    "roofline",
-    "frontier",
-    "vllm_startup",
+    "" if p.default else p.name for p in pages_registry.PAGES if p.section != pages_registry.MEASURE
 ]
 QUIET = """() => { const busy = !!document.querySelector('[data-testid=stStatusWidget]');
     window.__q = busy ? 0 : (window.__q || 0) + 1; return window.__q >= 5; }"""
