@@ -3,21 +3,31 @@ import streamlit as st
 from webui import common
 from webui.classroom import get_store, ui
 
-student = "join" in st.query_params and "class" not in st.query_params
-common.page_header(
-    "Live class",
-    None,
-    "Answer the question on the teacher's screen: your grade comes at once, the worked solution "
-    "when the teacher reveals it."
-    if student
-    else "Students answer on their phones; your screen, on the projector, shows how many answered, "
-    "the share right, every answer and the mistakes the grader names. The questions are the "
-    "Interview check's: its five questions, then a practice set.",
+# Who opened the page: the intro speaks to them. A running class's screens (the projector, a
+# student's phone once joined) have none, so the question fits the first screen; the projector
+# draws its own title (none once students have joined: the join line heads it).
+STUDENT_INTRO = (
+    "Your teacher shows one question at a time at the front. Answer it here, on your phone: "
+    "you see at once if you got it right, and the worked solution when the teacher reveals it."
 )
+teacher = "class" in st.query_params
+if teacher or "student" in st.query_params:
+    lead = ""
+elif "join" in st.query_params:
+    lead = STUDENT_INTRO
+else:
+    lead = (
+        f"**Joining a class?** Type the code on the teacher's screen. {STUDENT_INTRO} "
+        "**Teaching?** Run a class: your screen goes on the projector."
+    )
+if not teacher:
+    common.page_header("Live class", None, lead)
 
 try:
     store = get_store()
 except ValueError as exc:  # a KVLAB_DATABASE_URL this app cannot use: say so, nothing else
+    if teacher:
+        st.title("Live class")
     common.stop_on_error(exc)
 
 code = ui.take_param("class")

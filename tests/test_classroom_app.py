@@ -97,6 +97,13 @@ def send(s: AppTest, *answers: str) -> None:
     assert not s.exception
 
 
+def hold(t: AppTest, on: bool) -> None:
+    """Set the teacher's "hold until Reveal" toggle."""
+    t.toggle(key="lc_hold").set_value(on)
+    t.run()
+    assert not t.exception
+
+
 def metrics(at: AppTest) -> dict[str, str]:
     return {m.label: m.value for m in at.metric}
 
@@ -122,6 +129,12 @@ def test_a_teacher_and_three_students_share_one_question():
     assert "Not quite. Size is not the reason" in screen(students[1])
     assert "the answer is B" not in screen(students[1])  # not before Reveal
     t.run()
+    # Held by default (a projector): no share right, no named mistake before Reveal.
+    assert t.toggle(key="lc_hold").value is True
+    m = metrics(t)
+    assert (m["Joined"], m["Answered"], m["Right"]) == ("3", "3", "-")
+    assert "Size is not the reason" not in screen(t) and "%" not in str(m)
+    hold(t, False)
     m = metrics(t)
     assert (m["Joined"], m["Answered"], m["Right"]) == ("3", "3", "67%")
     assert "**1** · Size is not the reason" in screen(t)
@@ -143,6 +156,25 @@ def test_the_teacher_link_opens_the_teacher_screen_on_another_device():
     again = open_live(**{"class": code, "teacher": key})
     assert "Joined" in metrics(again) and dict(again.query_params) == {"class": code}
     assert not again.warning  # the link's parameters were all taken
+
+
+def test_the_teacher_link_is_drawn_only_when_asked_for():
+    # The teacher's screen goes on the projector: the link with the key is never drawn by
+    # itself, neither at the start nor once students joined nor on a later question.
+    t, code, key = start_class()
+    assert key not in screen(t) and "teacher=" not in screen(t)
+    join(code)
+    t.run()
+    assert key not in screen(t) and "teacher=" not in screen(t)
+    t.button(key="lc_link_btn").click()  # "Show my teacher link"
+    t.run()
+    assert not t.exception
+    assert f"?class={code}&teacher={key}" in screen(t)
+    t.button(key="lc_next").click()
+    t.run()
+    assert key not in screen(t) and "teacher=" not in screen(t)
+    t.run()  # and not on a plain rerun either
+    assert key not in screen(t)
 
 
 @pytest.mark.parametrize("which", ["none", "wrong", "other class", "student token", "short"])
@@ -170,7 +202,7 @@ def test_without_this_class_key_there_is_no_teacher_screen(which):
     assert key not in text
     # ... and nothing moved.
     s.run()
-    assert "question 1 of 15" in screen(s)
+    assert "Chapter question 1 of 5" in screen(s)
 
 
 def test_a_student_screen_never_shows_the_key_or_anyone_elses_answer():
@@ -208,6 +240,7 @@ def test_students_follow_previous_next_and_see_the_solution_on_reveal():
 def test_the_five_interview_questions_and_a_practice_set_end_to_end():
     seed = 7
     t, code, key = start_class(seed)
+    hold(t, False)
     good, off = join(code), join(code)
     qs = deckmod.deck(seed)
     for i, q in enumerate(qs):
@@ -251,7 +284,7 @@ def test_on_postgres_a_class_runs_the_same(monkeypatch):
     students = [join(code) for _ in range(3)]
     for s in students:
         send(s, "B")
-    t.run()
+    hold(t, False)
     assert metrics(t)["Answered"] == "3" and metrics(t)["Right"] == "100%"
     assert "PostgreSQL" in screen(t)
 

@@ -577,6 +577,40 @@ def test_the_deck_is_the_interview_then_the_practice_set_and_every_part_grades(s
             assert not wrong.correct and wrong.slip
 
 
+def test_a_class_counts_the_chapters_five_questions_then_the_practice_set():
+    # A deck of 15: the chapter's five interview questions, then a practice set of ten.
+    labels = [deckmod.position_label(i, 15) for i in range(15)]
+    assert labels[0] == "Chapter question 1 of 5"
+    assert labels[4] == "Chapter question 5 of 5"
+    assert labels[5] == "Practice question 1 of 10"
+    assert labels[14] == "Practice question 10 of 10"
+
+
+@pytest.mark.parametrize(
+    "top, ticks",
+    [
+        (0, [0, 1]),  # no answer yet: still a whole student, not 0.2
+        (1, [0, 1]),
+        (3, [0, 1, 2, 3]),
+        (6, [0, 1, 2, 3, 4, 5, 6]),
+        (7, [0, 2, 4, 6, 8]),
+        (30, [0, 5, 10, 15, 20, 25, 30]),
+        (301, [0, 100, 200, 300, 400]),
+    ],
+)
+def test_the_histograms_count_whole_students(top, ticks):
+    from webui.classroom.ui import count_axis
+
+    axis = count_axis(top)
+    assert axis["tickformat"] == "d" and axis["tick0"] == 0
+    low, high = axis["range"]
+    assert low == 0 and high >= max(top, 1)
+    step = axis["dtick"]
+    assert isinstance(step, int)
+    drawn = [k * step for k in range(int(high // step) + 1)]
+    assert drawn == ticks
+
+
 def test_the_named_slips_are_the_graders_own():
     qs = deckmod.deck(1)
     per = qs[_first(1, "per-token")]

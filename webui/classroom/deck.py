@@ -27,6 +27,8 @@ __all__ = [
     "PRACTICE_COUNT",
     "MAX_SEED",
     "deck",
+    "chapter_count",
+    "position_label",
     "parts",
     "Graded",
     "grade_answer",
@@ -45,6 +47,21 @@ NO_SLIP = "another mistake"  # a wrong answer the grader names no slip for
 def deck(seed: int) -> tuple[Question, ...]:
     """The class's questions: the five interview questions, then practice set ``seed``."""
     return tuple(interview_questions()) + tuple(practice_questions(int(seed), PRACTICE_COUNT))
+
+
+@functools.lru_cache(maxsize=1)
+def chapter_count() -> int:
+    """How many of a deck's questions are the chapter's (its interview questions, first)."""
+    return len(interview_questions())
+
+
+def position_label(position: int, count: int) -> str:
+    """Where question ``position`` (from 0) of a ``count``-question deck sits, counted in its own
+    set: "Chapter question 2 of 5", or "Practice question 1 of 10" after the chapter's."""
+    n = min(chapter_count(), count)
+    if position < n:
+        return f"Chapter question {position + 1} of {n}"
+    return f"Practice question {position - n + 1} of {count - n}"
 
 
 def parts(q: Question) -> tuple[int, ...]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import html
 import os
 import re
+import time
 from urllib.parse import urlsplit
 
 import streamlit as st
@@ -30,17 +31,28 @@ from ..figures import answers_figure
 from ..hosted import plain
 from ..urlstate import declare
 from ..visitor import visitor_id
-from .deck import MAX_SEED, answer_label, deck, is_choice, parts, value_label
+from .deck import (
+    MAX_SEED,
+    answer_label,
+    deck,
+    is_choice,
+    parts,
+    position_label,
+    value_label,
+)
 from .qr import qr_png
 from .store import NotAllowed, Refused, Unavailable, get_store
 
 TEACHER_POLL_S = 1.5  # the projector's figures refresh this often
 STUDENT_POLL_S = 3.0  # a phone checks this often whether the teacher moved or revealed
 PAGE = "live_class"  # the page's url path (app.py: the file's name)
+MESSAGE_S = 8.0  # a refusal stays this long on the teacher's self-refreshing screen
+CHART_HEIGHT = 250  # px: the question, the buttons and a histogram on one 768 px projector screen
 
 _MSG = "lc_msg"
 _TEACHER = "lc_teacher"
 _STUDENT = "lc_student"
+_HOLD = "lc_hold"
 
 
 # -- the link -----------------------------------------------------------------------------
@@ -88,13 +100,17 @@ def teacher_link(code: str, key: str) -> str:
 
 
 def _say(kind: str, text: str) -> None:
-    st.session_state[_MSG] = (kind, text)
+    st.session_state[_MSG] = (kind, text, time.monotonic())
 
 
-def show_message() -> None:
-    msg = st.session_state.pop(_MSG, None)
+def show_message(keep_s: float = 0.0) -> None:
+    """The message a callback left; shown for ``keep_s`` seconds of reruns (the teacher's
+    screen refreshes every 1.5 s), else once."""
+    msg = st.session_state.get(_MSG)
     if msg:
-        kind, text = msg
+        kind, text, said = msg
+        if time.monotonic() - said >= keep_s:
+            st.session_state.pop(_MSG, None)
         {"error": st.error, "warning": st.warning, "success": st.success}.get(kind, st.info)(
             plain(text)
         )
@@ -118,7 +134,6 @@ def start_class() -> None:
     if new is None:
         return
     st.session_state[_TEACHER] = {"code": new.code, "key": new.key}
-    st.session_state["lc_new"] = True  # show the teacher link open, once
     st.query_params.clear()
     st.query_params["class"] = new.code
 
@@ -156,7 +171,7 @@ def landing() -> None:
     with right.container(border=True):
         st.subheader("Run a class")
         st.markdown(
-            "The five interview questions, then a practice set of ten, one at a time on "
+            "The chapter's five interview questions, then a practice set of ten, one at a time on "
             "every student's phone. Your screen (the projector) shows how many answered, "
             "the share right, every answer and the mistakes named."
         )
@@ -187,7 +202,7 @@ def student_page(code: str, token: str | None) -> None:
             st.error(plain(str(e)))
             return
         st.subheader(f"Class {view.code}")
-        st.caption(f"Question {view.position + 1} of {view.count} is on the teacher's screen.")
+        st.caption(f"{position_label(view.position, view.count)} is on the teacher's screen.")
         st.text_input("Nickname (optional; the class never sees it)", key="lc_nick", max_chars=24)
         st.button(
             "Join the class", on_click=join_class, args=(code,), type="primary", key="lc_join_btn"
@@ -216,7 +231,7 @@ def student_panel(code: str, token: str) -> None:
         return
     qi = view.position
     q = deck(view.seed)[qi]
-    st.caption(f"Class {view.code} · question {qi + 1} of {view.count} · {q.level}")
+    st.caption(f"Class {view.code} · {position_label(qi, view.count)} · {q.level}")
     st.markdown(f"#### {q.prompt}")  # our own question text
     if q.config:
         st.code(q.config, language="json")
@@ -227,6 +242,8 @@ def student_panel(code: str, token: str) -> None:
         if q.solution:
             st.code(q.solution, language=None)
         return
+    # The grade goes above the form, so a phone shows it without scrolling (filled below).
+    result = st.container()
     with st.form(key=f"lc_form_{view.code}_{qi}", border=True):
         given = {}
         for p in parts(q):
@@ -259,7 +276,7 @@ def student_panel(code: str, token: str) -> None:
             try:
                 graded, stored = store.answer(token, qi, p, text)
             except (Refused, Unavailable, NotAllowed) as e:
-                st.error(plain(str(e)))
+                result.error(plain(str(e)))
                 continue
             if stored:
                 mine[(qi, p)] = {
@@ -269,8 +286,9 @@ def student_panel(code: str, token: str) -> None:
                     "attempts": 1,
                 }
             else:
-                st.warning(plain(graded.message))
-    _student_result(q, qi, mine, revealed=False)
+                result.warning(plain(graded.message))
+    with result:
+        _student_result(q, qi, mine, revealed=False)
 
 
 def _student_result(q, qi: int, mine: dict, revealed: bool) -> None:
@@ -282,7 +300,8 @@ def _student_result(q, qi: int, mine: dict, revealed: bool) -> None:
         a = mine.get((qi, p))
         which = "" if len(parts(q)) == 1 else (" (per token)" if p == 1 else " (per sequence)")
         if a is None:
-            st.caption(f"No answer stored{which}." + (" Answers are closed." if revealed else ""))
+            if revealed:
+                st.caption(f"No answer stored{which}. Answers are closed.")
             continue
         g = grade_answer(q, p, a["text"])
         text = g.message if revealed else g.short
@@ -295,99 +314,39 @@ def _student_result(q, qi: int, mine: dict, revealed: bool) -> None:
 
 
 def teacher_page(code: str, key: str | None) -> None:
-    """The projector: code and QR, the question, live figures, Previous/Next/Reveal, export."""
+    """The projector: code and QR, the question, live figures, Previous/Next/Reveal (all in
+    one fragment that refreshes itself), then a fold with the teacher link, export and end."""
     store = get_store()
     t = st.session_state.get(_TEACHER)
     if key:  # the key arrived in the link: keep it in the session, out of the address bar
         try:
             store.check_teacher(code, key)
         except (NotAllowed, Refused, Unavailable) as e:
+            st.title("Live class")
             st.error(plain(str(e)))
             return
         t = {"code": code, "key": key}
         st.session_state[_TEACHER] = t
         st.query_params.pop("teacher", None)
     if not t or t.get("code") != code:
+        st.title("Live class")
         st.error(
-            "This screen runs a class only with its teacher link (the one shown when the "
-            "class started). Students join with the join code instead."
+            'This screen runs a class only with its teacher link (the one "Show my teacher '
+            "link\" gives on the class's screen). Students join with the join code instead."
         )
         st.page_link(f"app_pages/{PAGE}.py", label="Join or start a class")
         return
     key = t["key"]
     try:
-        view = store.check_teacher(code, key)
+        store.check_teacher(code, key)
     except (NotAllowed, Refused, Unavailable) as e:
+        st.title("Live class")
         st.error(plain(str(e)))
         return
-    show_message()
-    link = join_link(view.code)
-    top = st.columns([2, 1])
-    with top[0]:
-        st.markdown(
-            f"<p style='font-size:1.3rem;margin:0'>Join at <b>{html.escape(base_url())}/"
-            f"{PAGE}</b> with the code</p><p style='font-size:4rem;font-weight:700;"
-            f"letter-spacing:0.4rem;margin:0'>{view.code}</p>",
-            unsafe_allow_html=True,
-        )  # our own code and address, no user text
-        st.code(link, language=None)
-        host = urlsplit(link).hostname or ""
-        if host in ("localhost", "127.0.0.1", "::1"):
-            st.caption(
-                "Phones cannot open localhost: run the app with --server.address "
-                "0.0.0.0 and open this page by this machine's address, or set "
-                "KVLAB_PUBLIC_URL to the address students reach."
-            )
-        with st.expander(
-            "Your teacher link: keep it private (it runs this class)",
-            expanded=bool(st.session_state.pop("lc_new", False)),
-        ):
-            st.code(teacher_link(view.code, key), language=None)
-            st.caption(
-                "Open it again to come back to this screen (another tab, another "
-                "device, after a reload). It is never in the students' link, and it "
-                "is not in this page's address bar. The class ends by itself 12 hours "
-                "after it started."
-            )
-    top[1].image(qr_png(link), caption="Scan to join", width=260)
-
-    deck_size = view.count
-    c = st.columns([1, 1, 1, 2])
-    c[0].button(
-        "Previous",
-        on_click=teacher_move,
-        args=(-1,),
-        icon=":material/arrow_back:",
-        width="stretch",
-        disabled=view.position == 0,
-        key="lc_prev",
-    )
-    c[1].button(
-        "Next",
-        on_click=teacher_move,
-        args=(1,),
-        icon=":material/arrow_forward:",
-        width="stretch",
-        disabled=view.position >= deck_size - 1,
-        key="lc_next",
-    )
-    c[2].button(
-        "Hide the answer" if view.revealed else "Reveal",
-        on_click=teacher_reveal,
-        args=(not view.revealed,),
-        icon=":material/visibility:",
-        width="stretch",
-        type="secondary" if view.revealed else "primary",
-        key="lc_reveal",
-    )
-    c[3].toggle(
-        "Hold the share right and the mistakes until Reveal",
-        key="lc_hold",
-        help="For a projector: the named mistakes and the share right hint at the "
-        "answer while students still answer.",
-    )
     teacher_panel(code)
-    with st.expander("After class: results and ending the class"):
+    # Outside the fragment, so its dialog stays open while the figures refresh.
+    with st.expander("Your teacher link, the results, ending the class"):
+        _link_button(code, key)
         names = st.checkbox(
             "Include the nicknames students chose to give (default: "
             "anonymous, students numbered in the order they joined)",
@@ -419,6 +378,116 @@ def teacher_page(code: str, key: str | None) -> None:
             disabled=not st.session_state.get("lc_sure"),
             key="lc_end",
         )
+
+
+def _teacher_header(code: str, compact: bool) -> None:
+    """The join code, link and QR: large until the first student joins, then one line (with the
+    QR in a popover), so the question and its results fit the projector's screen."""
+    link = join_link(code)
+    where = html.escape(f"{base_url()}/{PAGE}")  # our own code and address, no user text
+    if compact:
+        row = st.container(horizontal=True, vertical_alignment="center", gap="medium")
+        row.markdown(
+            f"<p style='margin:0'><b>Live class</b> · join at <b>{where}</b> with the code "
+            f"<b style='font-size:1.5rem;letter-spacing:0.15rem'>{code}</b></p>",
+            unsafe_allow_html=True,
+            width="content",
+        )
+        with row.popover("QR code", icon=":material/qr_code_2:"):
+            _big_code(code, link)
+            st.image(qr_png(link), caption="Scan to join", width=300)
+        return
+    top = st.columns([2, 1])
+    with top[0]:
+        _big_code(code, link)
+        host = urlsplit(link).hostname or ""
+        if host in ("localhost", "127.0.0.1", "::1"):
+            st.caption(
+                "Phones cannot open localhost: run the app with --server.address "
+                "0.0.0.0 and open this page by this machine's address, or set "
+                "KVLAB_PUBLIC_URL to the address students reach."
+            )
+        st.caption(
+            "To reopen this screen later you need your teacher link: it is in the fold "
+            "under the question, shown only when you ask for it."
+        )
+    top[1].image(qr_png(link), caption="Scan to join", width=260)
+
+
+def _big_code(code: str, link: str) -> None:
+    where = html.escape(f"{base_url()}/{PAGE}")
+    st.markdown(
+        f"<p style='font-size:1.3rem;margin:0'>Join at <b>{where}</b> with the code</p>"
+        f"<p style='font-size:4rem;font-weight:700;letter-spacing:0.4rem;margin:0'>{code}</p>",
+        unsafe_allow_html=True,
+    )  # our own code and address, no user text
+    st.code(link, language=None)
+
+
+def _link_button(code: str, key: str) -> None:
+    """The teacher link is drawn only when asked for, in a dialog: never on the projector by
+    itself, and never sent again by a later rerun."""
+    if st.button(
+        "Show my teacher link",
+        key="lc_link_btn",
+        icon=":material/key:",
+        type="tertiary",
+        help="The link that reopens this screen. Anyone with it runs the class.",
+    ):
+        _teacher_link_dialog(code, key)
+
+
+@st.dialog("Your teacher link", width="large")
+def _teacher_link_dialog(code: str, key: str) -> None:
+    st.warning("Anyone with this link runs the class: keep it off the projector.")
+    st.code(teacher_link(code, key), language=None)
+    st.caption(
+        "Open it to come back to this screen: in another tab, on another device, after a "
+        "reload. It is not in the students' link nor in this page's address bar, and this page "
+        "shows it only when you press the button. The class ends by itself 12 hours after it "
+        "started."
+    )
+
+
+def _teacher_controls(view) -> None:
+    """Previous, Next, Reveal and the hold, under the join line, above the question."""
+    c = st.columns([1, 1, 1, 2.4], vertical_alignment="center")
+    c[0].button(
+        "Previous",
+        on_click=teacher_move,
+        args=(-1,),
+        icon=":material/arrow_back:",
+        width="stretch",
+        disabled=view.position == 0,
+        key="lc_prev",
+    )
+    c[1].button(
+        "Next",
+        on_click=teacher_move,
+        args=(1,),
+        icon=":material/arrow_forward:",
+        width="stretch",
+        disabled=view.position >= view.count - 1,
+        key="lc_next",
+    )
+    c[2].button(
+        "Hide the answer" if view.revealed else "Reveal",
+        on_click=teacher_reveal,
+        args=(not view.revealed,),
+        icon=":material/visibility:",
+        width="stretch",
+        type="secondary" if view.revealed else "primary",
+        key="lc_reveal",
+    )
+    # On by default: on a projector the share right and the named mistakes point at the answer
+    # while students still answer.
+    c[3].toggle(
+        "Hold the share right and the mistakes until Reveal",
+        value=True,
+        key=_HOLD,
+        help="The share right and the named mistakes hint at the answer while students "
+        "still answer; the answers' bars are shown all the same.",
+    )
 
 
 class _Export:
@@ -462,63 +531,63 @@ def teacher_end() -> None:
     t = _teacher()
     if t is None:
         return
+    st.session_state.pop(_MSG, None)  # an older message must not read as this one's refusal
     if _guarded(get_store().end, *t) is None and _MSG not in st.session_state:
         st.session_state.pop(_TEACHER, None)
         st.query_params.clear()
         _say("success", f"Class {t[0]} ended: its students and answers are deleted.")
 
 
-def _part_results(q, pr, parts: int, *, revealed: bool, hold: bool) -> None:
-    """One part's answers on the teacher's screen: their histogram and the named mistakes."""
+def count_axis(top: int) -> dict:
+    """A y-axis that counts whole students: ticks 0, 1, 2, ... (or every 2, 5, 10, ... for a
+    large class, at most about six), from 0 to at least 1."""
+    step = next((s for s in (1, 2, 5, 10, 20, 50, 100, 200, 500) if top <= 6 * s), 1000)
+    high = max(1, -(-top // step) * step)
+    return {
+        "title": "students",
+        "tick0": 0,
+        "dtick": step,
+        "tickformat": "d",
+        "range": [0, high * 1.05],  # the top bar not clipped
+        "fixedrange": True,
+    }
+
+
+def _part_chart(q, pr, parts: int, *, revealed: bool) -> None:
+    """One part's answers as a histogram (a choice question: a bar for every letter)."""
     head = "" if parts == 1 else ("Per token: " if pr.part == 1 else "Per sequence: ")
-    cols = st.columns([3, 2])
     bars = pr.bars
     if is_choice(q):
         have = {b[0]: b for b in bars}
         opts = choices_for(q.qid)
         bars = [have.get(L, (L, 0, opts[i].correct)) for i, L in enumerate(LETTERS[: len(opts)])]
+    elif not pr.answered:
+        st.caption(f"{head}no answers yet.")
+        return
     fig = answers_figure(bars, head, revealed)
-    cols[0].plotly_chart(fig, key=f"lc_hist_{pr.part}", config={"displayModeBar": False})
-    with cols[1]:
-        st.markdown(f"**{head}named mistakes**")
-        if hold:
-            st.caption("Held until Reveal.")
-        elif not pr.slips:
-            st.caption("None named so far.")
-        for slip, n in [] if hold else pr.slips[:6]:
-            st.markdown(f"- **{n}** · {plain(slip)}")
+    fig["layout"]["yaxis"] = count_axis(max((b[1] for b in bars), default=0))
+    fig["layout"]["height"] = CHART_HEIGHT
+    fig["layout"]["margin"] = {"l": 40, "r": 10, "t": 30, "b": 40}
+    st.plotly_chart(fig, key=f"lc_hist_{pr.part}", config={"displayModeBar": False})
 
 
-@st.fragment(run_every=TEACHER_POLL_S)
-def teacher_panel(code: str) -> None:
-    t = _teacher()
-    if t is None:
+def _part_mistakes(pr, parts: int, *, hold: bool) -> None:
+    """One part's named mistakes, most first (none while held)."""
+    head = "" if parts == 1 else ("Per token: " if pr.part == 1 else "Per sequence: ")
+    if hold:
+        st.caption(f"{head}named mistakes held until Reveal.")
         return
-    try:
-        r = get_store().results(*t)
-    except (NotAllowed, Refused, Unavailable) as e:
-        st.error(plain(str(e)))
+    if not pr.slips:
+        st.caption(f"{head}no mistakes named so far.")
         return
-    q = deck(r.view.seed)[r.question]
-    st.markdown(
-        f"<p style='font-size:2rem;line-height:1.3;margin:1rem 0'>{html.escape(q.prompt)}</p>",
-        unsafe_allow_html=True,
-    )  # our own question text, escaped all the same
-    if q.config:
-        st.code(q.config, language="json")
-    if is_choice(q):
-        for L, opt in zip(LETTERS, choices_for(q.qid)):
-            mark = " ✓" if r.view.revealed and opt.correct else ""
-            st.markdown(f"**{L}.** {opt.text}{mark}")
-    st.caption(
-        f"Question {r.question + 1} of {r.view.count} · {q.level} · practice set "
-        f"{r.view.seed} · the figures refresh every {TEACHER_POLL_S:g} s"
-    )
-    # On a projector the share right and the named mistakes point at the answer: a teacher may
-    # hold them back until Reveal.
-    hold = bool(st.session_state.get("lc_hold")) and not r.view.revealed
-    total = max(1, r.joined)
-    m = st.columns(4)
+    st.markdown(f"**{head}named mistakes**")
+    for slip, n in pr.slips[:6]:
+        st.markdown(f"- **{n}** · {plain(slip)}")
+
+
+def _metrics(r, hold: bool) -> None:
+    """Joined, answered and the share right of each part (a dash while held)."""
+    m = st.columns(2 + len(r.parts[:2]))
     m[0].metric("Joined", f"{r.joined}")
     m[1].metric("Answered", f"{r.answered}", help="students who answered every part")
     for i, pr in enumerate(r.parts[:2]):
@@ -531,13 +600,68 @@ def teacher_panel(code: str) -> None:
         m[2 + i].metric(
             label,
             share,
-            help=f"{pr.correct} of {pr.answered} answers; "
+            help="Held until Reveal."
+            if hold
+            else f"{pr.correct} of {pr.answered} answers; "
             f"{pr.first_correct} right at their first answer",
         )
-    st.progress(min(1.0, r.answered / total), text=f"{r.answered} of {r.joined} answered")
-    for pr in r.parts:
-        if pr.answered:
-            _part_results(q, pr, len(r.parts), revealed=r.view.revealed, hold=hold)
+    st.progress(min(1.0, r.answered / max(1, r.joined)))
+
+
+@st.fragment(run_every=TEACHER_POLL_S)
+def teacher_panel(code: str) -> None:
+    t = _teacher()
+    if t is None:
+        return
+    try:
+        r = get_store().results(*t)
+    except (NotAllowed, Refused, Unavailable) as e:
+        st.error(plain(str(e)))
+        return
+    # Until a student joins, the title and the join code large; then one line, so the
+    # question, the buttons and the results fit the projector's screen.
+    # One container for both, so what follows keeps its place (and its widgets their state)
+    # when the header shrinks.
+    with st.container():
+        if not r.joined:
+            st.title("Live class")
+        show_message(keep_s=MESSAGE_S)
+        _teacher_header(r.view.code, compact=r.joined > 0)
+    _teacher_controls(r.view)
+    q = deck(r.view.seed)[r.question]
+    st.caption(
+        f"**{position_label(r.question, r.view.count)}** · {q.level} · practice set "
+        f"{r.view.seed} · the figures refresh every {TEACHER_POLL_S:g} s"
+    )
+    st.markdown(
+        f"<p style='font-size:1.75rem;line-height:1.25;margin:0'>{html.escape(q.prompt)}</p>",
+        unsafe_allow_html=True,
+    )  # our own question text, escaped all the same
+    hold = bool(st.session_state.get(_HOLD, True)) and not r.view.revealed
+    n = len(r.parts)
+    if n == 2:  # two numbers: their histograms side by side
+        if q.config:
+            st.code(q.config, language="json")
+        _metrics(r, hold)
+        for col, pr in zip(st.columns(2, gap="medium"), r.parts):
+            with col:
+                _part_chart(q, pr, n, revealed=r.view.revealed)
+                _part_mistakes(pr, n, hold=hold)
+    else:  # the choices (or the config) beside the figures
+        left, right = st.columns(2, gap="medium")
+        with left:
+            if q.config:
+                st.code(q.config, language="json")
+            if is_choice(q):
+                for L, opt in zip(LETTERS, choices_for(q.qid)):
+                    mark = " ✓" if r.view.revealed and opt.correct else ""
+                    st.markdown(f"**{L}.** {opt.text}{mark}")
+            for pr in r.parts:
+                _part_mistakes(pr, n, hold=hold)
+        with right:
+            _metrics(r, hold)
+            for pr in r.parts:
+                _part_chart(q, pr, n, revealed=r.view.revealed)
     if r.view.revealed:
         with st.container(border=True):
             st.markdown(q.answer)
@@ -558,4 +682,5 @@ __all__ = [
     "join_link",
     "teacher_link",
     "value_label",
+    "count_axis",
 ]
