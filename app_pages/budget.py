@@ -51,7 +51,7 @@ def _upgrade_cmp_link() -> None:
     if any(v in NAMES for v in values):
         names = [NAMES.get(v, v) for v in values]
         initial["b_cmp"] = names
-        st.query_params["b_cmp"] = names
+        st.session_state["b_cmp"] = [n for n in names if n in KEYS]  # the box writes the link
 
 
 sel = common.require_selection()
@@ -62,9 +62,11 @@ top = common.page_header(
     "activations and the runtime, and cuts the rest into cache blocks: the blocks decide how "
     "many conversations of a given length run at once.",
 )
-# The first screen, in this order: the answer (a box, the fix when nothing fits), the inputs,
-# three metrics, the memory bar (the lesson seen without reading a number).
+# The first screen, in this order: the answer (a box, the fix when nothing fits), three
+# metrics, the inputs, the memory bar (the lesson seen without reading a number). On a phone,
+# where columns stack, the answer comes before the inputs.
 answer = top.container()
+headline = top.container()
 c1, c2, c3 = top.columns([1, 1.3, 1])
 context = c1.number_input(
     "Context per sequence (tokens)", 1, 10_000_000, 8192, 1024, **bound("b_ctx", "num")
@@ -79,7 +81,6 @@ c2.segmented_control(
     help="4K, 8K, 32K, 128K tokens (K = 1,024): the exact number is in the box beside",
 )
 concurrency = c3.number_input("Concurrent sequences", 1, 1_000_000, 16, 1, **bound("b_conc", "num"))
-headline = top.container()
 bar = top.container()
 
 with st.expander("Engine settings: memory share, reserve, block size, convention"):
@@ -282,7 +283,7 @@ def _curve(spec, weights_bytes):
 def _row(name, bud, kv_per_token, limit) -> dict:
     """One model's row: never a negative pool or a zero concurrency (F10)."""
     ok = bud.kv_pool_bytes > 0
-    seqs = f"{bud.max_concurrency:,.2f}" if ok else "-"
+    seqs = f"{bud.max_concurrency:,.2f}" if ok else "none"
     if ok and context > limit:
         seqs += f" (past its limit, {limit:,})"
     return {
@@ -333,40 +334,42 @@ for name, spec, wb, ob, _ in others:
         series.append((name, *_curve(spec, wb)))
 for name, _, _, ob, kvt in others:
     st.markdown(_why(name, ob, kvt))
-drawn = {label for label, _, _ in series}
-st.plotly_chart(
-    concurrency_figure(
-        series,
-        marker=context,
-        ceiling=b.max_num_seqs if fits_gpu else None,
-        limits=tuple(
-            spec.max_context
-            for label, spec in [(sel.label, sel.spec)] + [(o[0], o[1]) for o in others]
-            if label in drawn
-        ),
-    ),
-    width="stretch",
-    key="b_curve",
-)
-if others:
+if others:  # the cache per token side by side, then the curves
     common.table(
         [_row(sel.label, b, per.kv_bytes_per_token_nominal, sel.spec.max_context)]
         + [_row(name, ob, kvt, spec.max_context) for name, spec, _, ob, kvt in others],
         border="horizontal",
         hide_index=True,
     )
+drawn = {label for label, _, _ in series}
+if series:  # nothing to draw where no model has a pool: the caption below says why
+    st.plotly_chart(
+        concurrency_figure(
+            series,
+            marker=context,
+            ceiling=b.max_num_seqs if fits_gpu else None,
+            limits=tuple(
+                spec.max_context
+                for label, spec in [(sel.label, sel.spec)] + [(o[0], o[1]) for o in others]
+                if label in drawn
+            ),
+        ),
+        width="stretch",
+        key="b_curve",
+    )
 missing = [n for n, _, _, ob, _ in others if ob.kv_pool_bytes <= 0]
 if not fits_gpu:
     missing.insert(0, sel.label)
+no_curve = (
+    f"No curve for {plain(', '.join(missing))}: the weights leave no room for a cache on this GPU."
+    if missing
+    else ""
+)
 st.caption(
     "Each curve stops at its own model's limit (max_position_embeddings); below one sequence "
-    "(the dotted red line) not even one conversation of that length fits."
-    + (
-        f" No curve for {plain(', '.join(missing))}: the weights leave no room for a cache "
-        "on this GPU."
-        if missing
-        else ""
-    )
+    "(the dotted red line) not even one conversation of that length fits. " + no_curve
+    if series
+    else no_curve + " Compare it with a model that fits, or use the button above."
 )
 
 # --- folds: what the headline leaves out ---------------------------------------------------

@@ -105,7 +105,7 @@ def test_budget_compare_mode_adds_curves_and_rows():
     pools = list(table["KV pool"])
     assert pools[2] == "does not fit (weights 624.94 GiB)" and not any("-" in p for p in pools)
     seqs = list(table["sequences of 8,192 tokens"])
-    assert seqs[1].endswith("(past its limit, 4,096)") and seqs[2] == "-"
+    assert seqs[1].endswith("(past its limit, 4,096)") and seqs[2] == "none"
 
 
 def test_budget_model_and_dtype_switch():
