@@ -55,6 +55,8 @@ def test_a_setup_that_does_not_fit_draws_no_pool_line():
     [line] = [s for s in fig.layout.shapes if s.type == "line"]
     assert line.x0 == pytest.approx(78_679_145_186 / GiB)
     assert {t.y[0] for t in fig.data} == {"GPU memory"}  # no "Requested KV" row
+    legend = [t.name for t in fig.data if t.name and t.showlegend is not False]
+    assert "KV pool" not in legend and "Weights" in legend  # no entry for a pool of 0 GiB
 
 
 def _kw():

@@ -47,6 +47,7 @@ def budget_figure(b: Budget) -> go.Figure:
         y=[gpu_row],
         x=[pool],
         name="KV pool",
+        showlegend=pool > 0,  # no pool, no legend entry for one
         orientation="h",
         marker_color=COLORS["kv"],
         hovertemplate="KV pool: %{x:.2f} GiB<extra></extra>",
@@ -223,13 +224,13 @@ def concurrency_figure(
             line=dict(dash="dash", color="#b03a2e", width=1.5),
         )
         fig.add_annotation(
-            x=0,
+            x=1,  # at the right, where the curves are low: clear of them
             xref="paper",
             y=math.log10(ceiling),
             yref="y",
             showarrow=False,
             text=f"max_num_seqs = {ceiling:,}: the scheduler runs no more",
-            xanchor="left",
+            xanchor="right",
             yanchor="bottom",
             font=dict(size=11, color="#b03a2e"),
         )
