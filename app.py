@@ -83,6 +83,8 @@ def run_page_only(page) -> None:
 # sidebar then opens with the model and the GPU (on a phone Streamlit moves the menu into the
 # sidebar's drawer).
 nav = st.navigation(page_list(), position="top")
+if nav.url_path == "live_class":  # the projector's page uses no model: its sidebar starts closed
+    st.set_page_config(initial_sidebar_state="collapsed")
 common.sidebar(
     uses_selection=not pages.own_model(nav.url_path),
     engine_controls=pages.section_of(nav.url_path) == pages.ENGINEER,
