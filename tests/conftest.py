@@ -2,6 +2,8 @@ import os
 import tempfile
 from pathlib import Path
 
+import pytest
+
 # kvcalc and webui are imported as installed (pip install -e .[dev]); ROOT is for paths only.
 ROOT = Path(__file__).resolve().parent.parent
 # SmolLM2's dequantised weights (kvcalc.measure.live): one folder for the test run and the
@@ -92,6 +94,22 @@ def start_server(command, *, cwd=ROOT, env=None, tries: int = 5):
             continue
         return proc, base
     raise RuntimeError(f"no free port after {tries} tries")
+
+
+@pytest.fixture(scope="module")
+def server():
+    """The app served on 127.0.0.1 for a browser test module (tests/browser_support.py)."""
+    from browser_support import app_server
+
+    yield from app_server()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Chromium for a browser test module (tests/browser_support.py)."""
+    from browser_support import chromium
+
+    yield from chromium()
 
 
 def open_page(page: str, **query):

@@ -8,75 +8,27 @@ Skips, saying why, when Chromium or playwright is missing; .ci/run installs both
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, start_server
+from browser_support import sync_api, wait_ready  # the fixtures server and browser: conftest.py
+from pages import open_from_menu  # bench/pages.py (on the path by browser_support): the menu
 
-sys.path.insert(0, str(ROOT / "bench"))
-from pages import open_from_menu  # noqa: E402  (bench/pages.py: the header's menu, clicked)
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-if not os.path.exists(CHROMIUM):
-    pytest.skip(
-        "Chromium is not installed (apt-get install chromium); .ci/run installs it",
-        allow_module_level=True,
-    )
-sync_api = pytest.importorskip(
-    "playwright.sync_api", reason="python playwright is not installed (requirements-dev.txt)"
-)
-
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SHOTS = Path(tempfile.mkdtemp(prefix="kvlab-shots-"))
 # (title in the sidebar, url path, a number input to change, a metric that must change)
 PAGES = [
     ("Home", "", None, "KV cache per token"),
     ("Budget", "budget", "Context per sequence (tokens)", "vLLM logs at"),
     ("Decode step time", "step_time", "Batch (sequences decoded together)", "Crossover context"),
-    ("Shrinking the cache", "techniques", "Context per sequence (tokens)", "as configured"),
+    ("Shrinking the cache", "techniques", "Context per sequence (tokens)", "One sequence of"),
     ("Inference Lab", "lab", "Context per sequence (tokens)", "Max concurrency at"),
     ("Cache fill", "cache_fill", "Decode steps", "Token passes without"),
     ("Engine view: blocks", "engine", "Go to step", "Blocks used"),
     ("Interview check", "interview", None, None),
     ("vLLM start-up lines", "vllm_startup", "max_model_len (tokens)", "Blocks per request"),
 ]
-
-
-@pytest.fixture(scope="module")
-def server():
-    sys.path.insert(0, str(ROOT / "bench"))
-    from serve import run_args  # bench/serve.py: the one list the benches serve with
-
-    proc, base = start_server(lambda port: [sys.executable, "-m", "streamlit", *run_args(port)])
-    yield base
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 def _page(browser):
@@ -87,43 +39,18 @@ def _page(browser):
     return page, errors
 
 
-# True once the app has shown no "running" status for three polls in a row (100 ms apart): a
-# condition, not a fixed sleep, and robust to a rerun that starts just after the first poll.
-_QUIET = """() => {
-    const busy = !!document.querySelector('[data-testid=stStatusWidget]');
-    window.__kvlabQuiet = busy ? 0 : (window.__kvlabQuiet || 0) + 1;
-    return window.__kvlabQuiet >= 3;
-}"""
-
-
-def _wait_ready(page):
-    page.wait_for_selector("[data-testid=stMain] h1", timeout=30_000)
-    page.evaluate("window.__kvlabQuiet = 0")
-    page.wait_for_function(_QUIET, polling=100, timeout=30_000)
-
-
 def _metric(page, label: str) -> str:
-    """The value of the metric whose label contains ``label``; for "as configured", the caption
-    under the techniques table (the table itself is drawn on a canvas)."""
-    if label == "as configured":
-        return page.locator("[data-testid=stCaptionContainer]", has_text=label).first.inner_text()
+    """The value of the metric whose label contains ``label``."""
     box = page.locator("[data-testid=stMetric]", has_text=label).first
     box.wait_for(timeout=30_000)
     return box.locator("[data-testid=stMetricValue]").inner_text()
 
 
 _VALUE = """([label, before]) => {
-    let text = null;
-    if (label === 'as configured') {
-        const c = [...document.querySelectorAll('[data-testid=stCaptionContainer]')]
-            .find(e => e.innerText.includes(label));
-        text = c ? c.innerText : null;
-    } else {
-        const m = [...document.querySelectorAll('[data-testid=stMetric]')]
-            .find(e => e.innerText.includes(label));
-        const v = m && m.querySelector('[data-testid=stMetricValue]');
-        text = v ? v.innerText : null;
-    }
+    const m = [...document.querySelectorAll('[data-testid=stMetric]')]
+        .find(e => e.innerText.includes(label));
+    const v = m && m.querySelector('[data-testid=stMetricValue]');
+    const text = v ? v.innerText : null;
     return text !== null && text !== before;
 }"""
 
@@ -151,12 +78,12 @@ def _no_exception(page):
 def test_every_page_from_the_menu(server, browser):
     page, errors = _page(browser)
     page.goto(server + "/")
-    _wait_ready(page)
+    wait_ready(page)
     for title, path, control, result in PAGES:
         if path:
             open_from_menu(page, title)
             page.wait_for_url(re.compile(rf".*/{path}(\?.*)?$"), timeout=30_000)
-            _wait_ready(page)
+            wait_ready(page)
         _no_exception(page)
         page.screenshot(path=str(SHOTS / f"{path or 'home'}.png"), full_page=True)
         if control:
@@ -178,7 +105,7 @@ def test_every_page_from_the_menu(server, browser):
 def test_shared_link_opens_the_same_view(server, browser):
     page, errors = _page(browser)
     page.goto(server + "/budget?model=deepseek-v3&gpu=h200-141gb&tp=8&b_ctx=32768&kvdtype=fp8")
-    _wait_ready(page)
+    wait_ready(page)
     _no_exception(page)
     assert _metric(page, "KV per token") == "34.31 KiB"  # 61 x 576 B in FP8
     assert page.get_by_label("Context per sequence (tokens)").first.input_value() == "32768"
@@ -192,7 +119,7 @@ def test_shared_link_opens_the_same_view(server, browser):
 def test_bad_link_values_are_noted_not_crashing(server, browser):
     page, _ = _page(browser)
     page.goto(server + "/?model=nope&tp=7&b_ctx=abc&x=%3Cscript%3Ealert(1)%3C/script%3E")
-    _wait_ready(page)
+    wait_ready(page)
     _no_exception(page)
     note = page.locator("[data-testid=stAlert]", has_text="Ignored in the link").inner_text()
     assert "model" in note and "tp" in note and "<script>" not in note
@@ -202,9 +129,9 @@ def test_bad_link_values_are_noted_not_crashing(server, browser):
 def _open_from_menu(browser, server, title):
     page, errors = _page(browser)
     page.goto(server + "/")
-    _wait_ready(page)
+    wait_ready(page)
     open_from_menu(page, title)
-    _wait_ready(page)
+    wait_ready(page)
     return page, errors
 
 
@@ -230,7 +157,7 @@ def test_cache_fill_plays_in_the_browser(server, browser):
 
 def test_interview_answer_is_graded_in_the_browser(server, browser):
     page, errors = _open_from_menu(browser, server, "Interview check")
-    box = page.get_by_label("Your answer", exact=False).first
+    box = page.get_by_role("textbox", name=re.compile("Your answer")).first
     box.fill("160 KiB")
     box.press("Enter")
     page.wait_for_selector("[data-testid=stAlertContentSuccess]", timeout=20_000)
@@ -260,9 +187,9 @@ def test_two_sessions_never_see_each_others_state(server, browser):
     ctx_b = browser.new_context(viewport={"width": 1400, "height": 1000})
     b_page = ctx_b.new_page()
     b_page.goto(server + "/")
-    _wait_ready(b_page)
+    wait_ready(b_page)
     open_from_menu(b_page, "Budget")
-    _wait_ready(b_page)
+    wait_ready(b_page)
     before_b = _metric(b_page, "vLLM logs at")
     before_a = _metric(a_page, "vLLM logs at")
     assert before_a == before_b
@@ -272,7 +199,7 @@ def test_two_sessions_never_see_each_others_state(server, browser):
     _set_number(b_page, "Concurrent sequences", 17)
     # B's rerun is done when its verdict speaks of its own 17 sequences.
     b_page.wait_for_selector("text=17 x 8,192 tokens need", timeout=30_000)
-    _wait_ready(b_page)
+    wait_ready(b_page)
     assert _metric(b_page, "vLLM logs at") == before_b
     assert b_page.get_by_label("Context per sequence (tokens)").first.input_value() == "8192"
     assert a_errors == []
@@ -296,7 +223,7 @@ def test_link_names_and_pasted_text_stay_inert(server, browser):
     requested: list[str] = []
     page.on("request", lambda r: requested.append(r.url))
     page.goto(f"{server}/?{query}")
-    _wait_ready(page)
+    wait_ready(page)
     note = page.locator("[data-testid=stAlert]", has_text="Ignored in the link").first
     note.wait_for(timeout=30_000)
     assert "Click here to log in again" in note.inner_text()
@@ -332,7 +259,7 @@ def test_phone_first_screen_shows_the_answer(server, browser):
     )
     for path, headline in PHONE:
         page.goto(f"{server}/{path}")
-        _wait_ready(page)
+        wait_ready(page)
         _no_exception(page)
         element = page.locator(
             "[data-testid=stMetric], [data-testid=stCode]", has_text=headline

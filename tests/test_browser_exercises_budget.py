@@ -17,28 +17,15 @@ from __future__ import annotations
 import math
 import os
 import re
-import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, start_server
+from browser_support import wait_ready  # the fixtures server and browser: conftest.py
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-if not os.path.exists(CHROMIUM):
-    pytest.skip(
-        "Chromium is not installed (apt-get install chromium); .ci/run installs it",
-        allow_module_level=True,
-    )
-sync_api = pytest.importorskip(
-    "playwright.sync_api", reason="python playwright is not installed (requirements-dev.txt)"
-)
 
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"]
 SHOTS = Path(os.environ.get("KVLAB_SHOTS") or tempfile.mkdtemp(prefix="kvlab-budget-shots-"))
 SHOTS.mkdir(parents=True, exist_ok=True)
 GiB, KiB = 2**30, 2**10
@@ -74,47 +61,12 @@ L31_BLOCKS = blocks(H100, L31_WEIGHTS, L31_TOKEN)
 assert pool(H100, L31_WEIGHTS) == 60_471_139_042 and L31_BLOCKS == 28_834
 
 
-@pytest.fixture(scope="module")
-def server():
-    sys.path.insert(0, str(ROOT / "bench"))
-    from serve import run_args  # bench/serve.py: the one list the benches serve with
-
-    proc, base = start_server(lambda port: [sys.executable, "-m", "streamlit", *run_args(port)])
-    yield base
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
-
-
-_QUIET = """() => {
-    const busy = !!document.querySelector('[data-testid=stStatusWidget]');
-    window.__kvlabQuiet = busy ? 0 : (window.__kvlabQuiet || 0) + 1;
-    return window.__kvlabQuiet >= 3;
-}"""
-
-
-def _wait_ready(page):
-    page.wait_for_selector("[data-testid=stMain] h1", timeout=60_000)
-    page.evaluate("window.__kvlabQuiet = 0")
-    page.wait_for_function(_QUIET, polling=100, timeout=60_000)
-
-
 def _open(browser, server, path: str):
     page = browser.new_page(viewport={"width": 1366, "height": 768})
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(server + path)
-    _wait_ready(page)
+    wait_ready(page)
     return page, errors
 
 
@@ -168,7 +120,7 @@ def test_32k_in_one_move_and_the_cache_overflows_on_the_first_screen(server, bro
     # One click: 32K. 32,768 tokens take 2,048 blocks: 28,834 / 2,048 = 14.08 sequences.
     page.locator("[data-testid=stMain] button", has_text=re.compile(r"^32K$")).first.click()
     assert _metric(page, "vLLM logs at 32,768", "14.08x") == f"{L31_BLOCKS / 2048:.2f}x"
-    _wait_ready(page)
+    wait_ready(page)
     assert page.get_by_label("Context per sequence (tokens)", exact=True).input_value() == "32768"
     assert "b_ctx=32768" in page.evaluate("location.href")  # the link keeps it
     # One sequence of 32,768 tokens: 32,768 x 131,072 B = 4 GiB.
@@ -182,7 +134,7 @@ def test_32k_in_one_move_and_the_cache_overflows_on_the_first_screen(server, bro
     assert f"{over / GiB:.2f}" == "199.68"
     alert = page.locator("[data-testid=stAlert]", has_text="over by 199.68 GiB")
     alert.wait_for(timeout=60_000)
-    _wait_ready(page)
+    wait_ready(page)
     assert alert.first.bounding_box()["y"] < 768
     bars = page.evaluate(_BARS)
     traces = dict(bars["traces"])
@@ -220,7 +172,7 @@ def test_deepseek_v3_shows_its_cache_per_token_and_one_move_makes_it_fit(server,
     assert button.bounding_box()["y"] < 768  # the one move is on the first screen
     button.click()
     assert _metric(page, "vLLM logs at 8,192", f"{fit / 512:.2f}x") == "91.49x"
-    _wait_ready(page)
+    wait_ready(page)
     assert "H200" in _chosen(page, "GPU") and _chosen(page, "Tensor parallel").strip() == "8"
     assert "tp=8" in page.evaluate("location.href")  # the link keeps the new setup
     assert _metric(page, "KV per token at 8,192") == "68.62 KiB"  # the latent, whole per GPU
@@ -235,7 +187,7 @@ def test_llama_2_7b_beside_llama_3_1_8b_in_one_move(server, browser):
     page.get_by_role("button", name="The chapter's three").click()
     table = page.locator("[data-testid=stTable]").first
     table.wait_for(timeout=60_000)
-    _wait_ready(page)
+    wait_ready(page)
     cells = table.evaluate(
         "t => [...t.querySelectorAll('tbody tr')].map(r => "
         "[...r.querySelectorAll('th,td')].map(c => c.innerText.trim()).filter(x => x !== ''))"

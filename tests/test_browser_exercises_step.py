@@ -13,28 +13,15 @@ from __future__ import annotations
 import math
 import os
 import re
-import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, start_server
+from browser_support import wait_ready  # the fixtures server and browser: conftest.py
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-if not os.path.exists(CHROMIUM):
-    pytest.skip(
-        "Chromium is not installed (apt-get install chromium); .ci/run installs it",
-        allow_module_level=True,
-    )
-sync_api = pytest.importorskip(
-    "playwright.sync_api", reason="python playwright is not installed (requirements-dev.txt)"
-)
 
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"]
 SHOTS = Path(os.environ.get("KVLAB_SHOTS") or tempfile.mkdtemp(prefix="kvlab-step-shots-"))
 SHOTS.mkdir(parents=True, exist_ok=True)
 
@@ -62,41 +49,6 @@ assert crossover(1) == 114_517 and crossover(16) == 7_158
 assert crossover(16, KV_PER_TOKEN // 2) == 14_315  # FP8: 1 byte per number
 
 
-@pytest.fixture(scope="module")
-def server():
-    sys.path.insert(0, str(ROOT / "bench"))
-    from serve import run_args  # bench/serve.py: the one list the benches serve with
-
-    proc, base = start_server(lambda port: [sys.executable, "-m", "streamlit", *run_args(port)])
-    yield base
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
-
-
-_QUIET = """() => {
-    const busy = !!document.querySelector('[data-testid=stStatusWidget]');
-    window.__kvlabQuiet = busy ? 0 : (window.__kvlabQuiet || 0) + 1;
-    return window.__kvlabQuiet >= 3;
-}"""
-
-
-def _wait_ready(page):
-    page.wait_for_selector("[data-testid=stMain] h1", timeout=60_000)
-    page.evaluate("window.__kvlabQuiet = 0")
-    page.wait_for_function(_QUIET, polling=100, timeout=60_000)
-
-
 # The step-time chart as the browser drew it: its x range, the x of the crossover and of the
 # ghost, and where on the screen each one is (pixels from the plot's left edge).
 _CHART = """() => {
@@ -122,7 +74,7 @@ def _chart(page, cross: int, before: int | None = None, seconds: float = 60) -> 
         polling=200,
         timeout=seconds * 1000,
     )
-    _wait_ready(page)
+    wait_ready(page)
     return page.evaluate(_CHART)
 
 
@@ -154,7 +106,7 @@ def test_the_crossover_moves_on_a_fixed_axis(server, browser):
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(server + "/step_time")
-    _wait_ready(page)
+    wait_ready(page)
 
     # Batch 1: the crossover at 114,517 tokens, no ghost yet; the step is the weights and one
     # 8,192-token cache read once at 3.35 TB/s: 4.80 ms.
@@ -202,12 +154,12 @@ def test_the_crossover_moves_on_a_fixed_axis(server, browser):
 def test_deepseek_on_the_default_gpu_shows_its_cache_and_one_move_that_fits(server, browser):
     page = browser.new_page(viewport={"width": 1366, "height": 768})
     page.goto(server + "/step_time")
-    _wait_ready(page)
+    wait_ready(page)
     _choose(page, "Model", "deepseek-v3")
     # MLA caches one 512-wide latent and a 64-wide RoPE key per layer, 61 layers, in BF16:
     # 61 x (512 + 64) x 2 B = 70,272 B per token, whatever the GPU.
     page.get_by_text("does not fit on").first.wait_for(timeout=60_000)
-    _wait_ready(page)
+    wait_ready(page)
     assert _metric(page, "KV cache per token") == f"{61 * (512 + 64) * 2 / 1024:.2f} KiB"
     fix = page.get_by_role("button", name=re.compile(r"^(Switch to|Split it over) "))
     assert fix.count() == 1
@@ -218,7 +170,7 @@ def test_deepseek_on_the_default_gpu_shows_its_cache_and_one_move_that_fits(serv
     page.locator("[data-testid=stMetric]", has_text="Crossover context").first.wait_for(
         timeout=60_000
     )
-    _wait_ready(page)
+    wait_ready(page)
     assert page.get_by_text("does not fit on").count() == 0
     # The sidebar shows the setup the page now uses (the page runs as a fragment: the click
     # must redraw the sidebar too), and it fits: DeepSeek-V3's FP8 weights over 8 GPUs.

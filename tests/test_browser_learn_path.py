@@ -8,28 +8,12 @@ Skips, saying why, when Chromium or playwright is missing; .ci/run installs both
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import subprocess
-import sys
 
 import pytest
-from conftest import ROOT, start_server
+from browser_support import wait_ready  # the fixtures server and browser: conftest.py
 
 from webui import pages
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-if not os.path.exists(CHROMIUM):
-    pytest.skip(
-        "Chromium is not installed (apt-get install chromium); .ci/run installs it",
-        allow_module_level=True,
-    )
-sync_api = pytest.importorskip(
-    "playwright.sync_api", reason="python playwright is not installed (requirements-dev.txt)"
-)
-sys.path.insert(0, str(ROOT / "bench"))
-from pages import launch  # noqa: E402  (bench/pages.py: the one set of Chromium flags)
 
 # The calibrated estimate and its band, in the words the app writes them with (see
 # tests/test_app_learn_path.py).
@@ -40,46 +24,16 @@ BAND = re.compile(
 )
 WIDTH, HEIGHT = 1366, 768
 LEARN = [p for p in pages.PAGES if p.section == pages.LEARN]
-
-# True once the app has shown no "running" status for five polls in a row (100 ms apart).
-_QUIET = """() => {
-    const busy = !!document.querySelector('[data-testid=stStatusWidget]');
-    window.__kvlabQuiet = busy ? 0 : (window.__kvlabQuiet || 0) + 1;
-    return window.__kvlabQuiet >= 5;
-}"""
 # The metrics whose top edge a student sees without scrolling, in the main area.
 _ABOVE = """(h) => [...document.querySelectorAll('[data-testid=stMain] [data-testid=stMetric]')]
     .filter(e => { const r = e.getBoundingClientRect(); return r.height > 0 && r.top < h; })
     .map(e => e.innerText.split('\\n')[0])"""
 
 
-@pytest.fixture(scope="module")
-def server():
-    from serve import run_args  # bench/serve.py: the one list the benches serve with
-
-    proc, base = start_server(lambda port: [sys.executable, "-m", "streamlit", *run_args(port)])
-    yield base
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = launch(p)
-        yield b
-        b.close()
-
-
 def _open(browser, url):
     page = browser.new_page(viewport={"width": WIDTH, "height": HEIGHT})
     page.goto(url)
-    page.wait_for_selector("[data-testid=stMain] h1", timeout=60_000)
-    page.evaluate("window.__kvlabQuiet = 0")
-    page.wait_for_function(_QUIET, polling=100, timeout=60_000)
+    wait_ready(page, polls=5)
     return page
 
 

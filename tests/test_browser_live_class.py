@@ -15,38 +15,16 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, start_server
+from browser_support import app_server, sync_api, wait_ready  # browser: conftest.py
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-if not os.path.exists(CHROMIUM):
-    pytest.skip(
-        "Chromium is not installed (apt-get install chromium); .ci/run installs it",
-        allow_module_level=True,
-    )
-sync_api = pytest.importorskip(
-    "playwright.sync_api", reason="python playwright is not installed (requirements-dev.txt)"
-)
 expect = sync_api.expect
 
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SHOTS = Path(tempfile.mkdtemp(prefix="kvlab-live-class-shots-"))
 PROJECTOR = {"width": 1366, "height": 768}  # a classroom projector's common resolution
 PHONE = {"width": 390, "height": 844}  # an iPhone 12-14, in CSS pixels
@@ -65,30 +43,11 @@ WRONG_SLIP = next(c.slip for c in WHY_KV if not c.correct)
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    sys.path.insert(0, str(ROOT / "bench"))
-    from serve import run_args  # bench/serve.py: the one list the benches serve with
-
     env = dict(os.environ)
     env.pop("KVLAB_DATABASE_URL", None)
     env.pop("KVLAB_PUBLIC_URL", None)
     env["KVLAB_DATA_DIR"] = str(tmp_path_factory.mktemp("live-class-data"))
-    proc, base = start_server(
-        lambda port: [sys.executable, "-m", "streamlit", *run_args(port)], env=env
-    )
-    yield base
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
+    yield from app_server(env)
 
 
 def _projector(browser):
@@ -101,19 +60,11 @@ def _phone(browser):
     return ctx, ctx.new_page()
 
 
-_QUIET = """() => {
-    const busy = !!document.querySelector('[data-testid=stStatusWidget]');
-    window.__kvlabQuiet = busy ? 0 : (window.__kvlabQuiet || 0) + 1;
-    return window.__kvlabQuiet >= 3;
-}"""
-
-
-def _wait_ready(page):
-    page.wait_for_selector(
-        "[data-testid=stMain] [data-testid=stMarkdownContainer]", timeout=WAIT_MS
+def _ready(page):
+    # A phone's join page has no title: its first text stands for it.
+    wait_ready(
+        page, timeout_ms=WAIT_MS, selector="[data-testid=stMain] [data-testid=stMarkdownContainer]"
     )
-    page.evaluate("window.__kvlabQuiet = 0")
-    page.wait_for_function(_QUIET, polling=100, timeout=WAIT_MS)
 
 
 def _to_top(page):
@@ -146,7 +97,7 @@ def _no_exception(page):
 def _join(browser, server, code: str):
     ctx, page = _phone(browser)
     page.goto(f"{server}/live_class?join={code}")
-    _wait_ready(page)
+    _ready(page)
     body = page.inner_text("[data-testid=stMain]")
     # The join page speaks to the student, not to the teacher.
     assert "Answer it here, on your phone" in body, body
@@ -187,7 +138,7 @@ def _phone_grade(page, kind: str, shot: str):
 def test_the_landing_page_speaks_to_students_first(server, browser):
     ctx, page = _phone(browser)
     page.goto(f"{server}/live_class")
-    _wait_ready(page)
+    _ready(page)
     lead = page.locator("[data-testid=stMain] [data-testid=stMarkdownContainer]").filter(
         has_text="Joining a class?"
     )
@@ -202,10 +153,10 @@ def test_the_landing_page_speaks_to_students_first(server, browser):
 def test_a_class_on_a_projector_and_two_phones(server, browser):  # noqa: C901 - one class, in order
     tctx, teacher = _projector(browser)
     teacher.goto(f"{server}/live_class")
-    _wait_ready(teacher)
+    _ready(teacher)
     teacher.get_by_role("button", name="Start a live class").click()
     teacher.wait_for_url(re.compile(r".*[?&]class=[A-Z0-9]+"), timeout=WAIT_MS)
-    _wait_ready(teacher)
+    _ready(teacher)
     _no_exception(teacher)
     code = re.search(r"class=([A-Z0-9]+)", teacher.url).group(1)
     assert "teacher=" not in teacher.url  # the key is not in the address bar
@@ -231,7 +182,7 @@ def test_a_class_on_a_projector_and_two_phones(server, browser):  # noqa: C901 -
     expect(_metric(teacher, "Answered")).to_have_text("2", timeout=WAIT_MS)
     expect(teacher.get_by_text("Scan to join").first).to_be_hidden(timeout=WAIT_MS)
     expect(teacher.locator(".js-plotly-plot")).to_have_count(1, timeout=WAIT_MS)
-    _wait_ready(teacher)
+    _ready(teacher)
     _to_top(teacher)
     teacher.screenshot(path=str(SHOTS / "projector-q1.png"))
     body = teacher.inner_text("body")
@@ -262,7 +213,7 @@ def test_a_class_on_a_projector_and_two_phones(server, browser):  # noqa: C901 -
     teacher.get_by_role("button", name="Reveal", exact=True).click()
     expect(_metric(teacher, "Right")).to_have_text("50%", timeout=WAIT_MS)
     expect(teacher.get_by_text(WRONG_SLIP[:30]).first).to_be_visible(timeout=WAIT_MS)
-    _wait_ready(teacher)
+    _ready(teacher)
     _to_top(teacher)
     teacher.screenshot(path=str(SHOTS / "projector-q1-revealed.png"))
     expect(ben.locator("[data-testid=stAlertContentWarning]").first).to_contain_text(
@@ -283,7 +234,7 @@ def test_a_class_on_a_projector_and_two_phones(server, browser):  # noqa: C901 -
     expect(_metric(teacher, "Answered")).to_have_text("2", timeout=WAIT_MS)
     charts = teacher.locator(".js-plotly-plot")
     expect(charts).to_have_count(2, timeout=WAIT_MS)
-    _wait_ready(teacher)
+    _ready(teacher)
     _to_top(teacher)
     teacher.screenshot(path=str(SHOTS / "projector-q2.png"))
     body = teacher.inner_text("body")
@@ -324,7 +275,7 @@ def test_a_class_on_a_projector_and_two_phones(server, browser):  # noqa: C901 -
     expect(dialog).to_have_count(0, timeout=WAIT_MS)
     teacher.get_by_role("button", name="Next", exact=True).click()
     expect(teacher.get_by_text("Chapter question 3 of 5").first).to_be_visible(timeout=WAIT_MS)
-    _wait_ready(teacher)
+    _ready(teacher)
     assert key not in teacher.content() and "teacher=" not in teacher.content()
     _no_exception(teacher)
     for phone in (ann, ben):
