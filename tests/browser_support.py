@@ -8,6 +8,7 @@ missing; .ci/run installs both (never `playwright install`: the system's Chromiu
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -70,3 +71,21 @@ def wait_ready(
     page.wait_for_selector(selector, timeout=timeout_ms)
     page.evaluate("window.__kvlabQuiet = 0")
     page.wait_for_function(QUIET, arg=polls, polling=100, timeout=timeout_ms)
+
+
+def _sidebar_select(page, label: str):
+    return page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]").filter(
+        has=page.get_by_text(label, exact=True)
+    )
+
+
+def choose(page, label: str, option: str) -> None:
+    """Pick ``option`` (its whole text, any case) in the sidebar's select box ``label``, as a
+    student does."""
+    _sidebar_select(page, label).first.click()
+    page.get_by_role("option", name=re.compile(f"^{re.escape(option)}$", re.I)).first.click()
+
+
+def chosen(page, label: str) -> str:
+    """What the sidebar's select box ``label`` shows."""
+    return _sidebar_select(page, label).first.locator("input").first.input_value()

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from browser_support import wait_ready  # the fixtures server and browser: conftest.py
+from browser_support import choose, chosen, wait_ready  # server, browser: conftest.py
 
 pytestmark = pytest.mark.browser
 
@@ -95,22 +95,6 @@ _BARS = """() => {
 }"""
 
 
-def _choose(page, label: str, option: str):
-    """Pick ``option`` in the sidebar's select box ``label``, as a student does."""
-    box = page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]").filter(
-        has=page.get_by_text(label, exact=True)
-    )
-    box.first.click()
-    page.get_by_role("option", name=re.compile(f"^{re.escape(option)}$", re.I)).first.click()
-
-
-def _chosen(page, label: str) -> str:
-    box = page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]").filter(
-        has=page.get_by_text(label, exact=True)
-    )
-    return box.first.locator("input").first.input_value()
-
-
 def test_32k_in_one_move_and_the_cache_overflows_on_the_first_screen(server, browser):
     page, errors = _open(browser, server, "/budget")
     assert _metric(page, "vLLM logs at 8,192") == f"{L31_BLOCKS / 512:.2f}x" == "56.32x"
@@ -153,7 +137,7 @@ def test_32k_in_one_move_and_the_cache_overflows_on_the_first_screen(server, bro
 
 def test_deepseek_v3_shows_its_cache_per_token_and_one_move_makes_it_fit(server, browser):
     page, errors = _open(browser, server, "/budget")
-    _choose(page, "Model", "DeepSeek-V3")
+    choose(page, "Model", "DeepSeek-V3")
     # 70,272 B = 68.625 KiB, shown with two decimals; 8,192 tokens of it: 549 MiB.
     assert _metric(page, "KV per token at 8,192", "68.62 KiB") == f"{DS_TOKEN / KiB:.2f} KiB"
     assert _metric(page, "One sequence of 8,192 tokens") == f"{8192 * DS_TOKEN / 2**20:.2f} MiB"
@@ -173,7 +157,7 @@ def test_deepseek_v3_shows_its_cache_per_token_and_one_move_makes_it_fit(server,
     button.click()
     assert _metric(page, "vLLM logs at 8,192", f"{fit / 512:.2f}x") == "91.49x"
     wait_ready(page)
-    assert "H200" in _chosen(page, "GPU") and _chosen(page, "Tensor parallel").strip() == "8"
+    assert "H200" in chosen(page, "GPU") and chosen(page, "Tensor parallel").strip() == "8"
     assert "tp=8" in page.evaluate("location.href")  # the link keeps the new setup
     assert _metric(page, "KV per token at 8,192") == "68.62 KiB"  # the latent, whole per GPU
     page.screenshot(path=str(SHOTS / "budget-3-deepseek-fixed.png"))

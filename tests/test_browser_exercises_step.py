@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from browser_support import wait_ready  # the fixtures server and browser: conftest.py
+from browser_support import choose, chosen, wait_ready  # server, browser: conftest.py
 
 pytestmark = pytest.mark.browser
 
@@ -84,23 +84,6 @@ def _metric(page, label: str) -> str:
     return box.locator("[data-testid=stMetricValue]").inner_text()
 
 
-def _choose(page, label: str, option: str):
-    """Pick ``option`` (its whole text, any case) in the sidebar's select box ``label``."""
-    box = page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]").filter(
-        has=page.get_by_text(label, exact=True)
-    )
-    box.first.click()
-    page.get_by_role("option", name=re.compile(f"^{re.escape(option)}$", re.I)).first.click()
-
-
-def _chosen(page, label: str) -> str:
-    """What the sidebar's select box ``label`` shows."""
-    box = page.locator("[data-testid=stSidebar] [data-testid=stSelectbox]").filter(
-        has=page.get_by_text(label, exact=True)
-    )
-    return box.first.locator("input").first.input_value()
-
-
 def test_the_crossover_moves_on_a_fixed_axis(server, browser):
     page = browser.new_page(viewport={"width": 1366, "height": 768})
     errors: list[str] = []
@@ -137,7 +120,7 @@ def test_the_crossover_moves_on_a_fixed_axis(server, browser):
 
     # FP8 KV: 1 byte per number, half the cache per token: the crossover doubles to 14,315,
     # right of the ghost of 7,158, on the same axis.
-    _choose(page, "KV cache", "fp8")
+    choose(page, "KV cache", "fp8")
     fp8 = _chart(page, crossover(16, KV_PER_TOKEN // 2), before=crossover(16))
     assert fp8["range"] == one["range"]
     assert fp8["crossPx"] > fp8["beforePx"] + 20
@@ -155,7 +138,7 @@ def test_deepseek_on_the_default_gpu_shows_its_cache_and_one_move_that_fits(serv
     page = browser.new_page(viewport={"width": 1366, "height": 768})
     page.goto(server + "/step_time")
     wait_ready(page)
-    _choose(page, "Model", "deepseek-v3")
+    choose(page, "Model", "deepseek-v3")
     # MLA caches one 512-wide latent and a 64-wide RoPE key per layer, 61 layers, in BF16:
     # 61 x (512 + 64) x 2 B = 70,272 B per token, whatever the GPU.
     page.get_by_text("does not fit on").first.wait_for(timeout=60_000)
@@ -177,7 +160,7 @@ def test_deepseek_on_the_default_gpu_shows_its_cache_and_one_move_that_fits(serv
     caption = page.locator("[data-testid=stMain] [data-testid=stCaptionContainer]").first
     gpu = re.search(r" on (.+?) · ", caption.inner_text()).group(1)
     tp = re.search(r"(\d+) x TP", caption.inner_text()).group(1)
-    assert _chosen(page, "GPU") == gpu and _chosen(page, "Tensor parallel") == tp
+    assert chosen(page, "GPU") == gpu and chosen(page, "Tensor parallel") == tp
     assert re.fullmatch(r"[\d,]+", _metric(page, "Crossover context"))
     page.screenshot(path=str(SHOTS / "step-5-deepseek-fixed.png"))
     assert page.locator("[data-testid=stException]").count() == 0
