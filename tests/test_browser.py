@@ -155,6 +155,29 @@ def test_cache_fill_plays_in_the_browser(server, browser):
     page.close()
 
 
+# Cells of the last frame of the cache-fill grid in the "recomputed this step" state (3).
+_RECOMPUTED = """() => {
+    const gd = document.querySelector('.js-plotly-plot');
+    const frames = gd && gd._transitionData && gd._transitionData._frames;
+    if (!frames || !frames.length) return -1;
+    return frames[frames.length - 1].data[0].z.flat().filter(v => v === 3).length;
+}"""
+
+
+def test_cache_fill_no_cache_is_one_move(server, browser):
+    # The chapter's no-cache comparison in one click. A 12-token prompt, 20 decode steps, 4 layers
+    # shown (a K and a V row each: 8 rows): with a cache the last step recomputes nothing; without
+    # one it recomputes all 12 + 20 - 1 = 31 earlier columns in every row, 8 x 31 = 248 cells.
+    page, errors = _open_from_menu(browser, server, "Cache fill")
+    page.wait_for_selector(".js-plotly-plot .slider-container")
+    assert page.evaluate(_RECOMPUTED) == 0
+    page.get_by_test_id("stRadioGroup").get_by_text("No cache", exact=True).click()
+    page.wait_for_function(f"() => ({_RECOMPUTED})() === 248", polling=200, timeout=30_000)
+    page.screenshot(path=str(SHOTS / "cache_fill-no-cache.png"), full_page=True)
+    assert errors == [], errors
+    page.close()
+
+
 def test_interview_answer_is_graded_in_the_browser(server, browser):
     page, errors = _open_from_menu(browser, server, "Interview check")
     box = page.get_by_role("textbox", name=re.compile("Your answer")).first
