@@ -71,18 +71,21 @@ CASES = {
         (8, [full(10, 512), state(54, 1_063_936)]),
     ),
     # Nemotron 3 Nano 30B-A3B: 6 '*', 23 'M', 23 'E'. Attention 2 KV heads x 128: 1,024 B.
-    # Mamba-2: inner 64 x 64 = 4,096; conv (4,096 + 2 x 8 x 128) x 3 = 18,432; SSM
-    # 64 x 64 x 128 = 524,288 -> 542,720 elements = 1,085,440 B (expand x hidden would be wrong).
-    # TP 2: 1 head (512 B); (9,216 + 262,144) x 2 = 542,720 B.
+    # Mamba-2: inner 64 x 64 = 4,096; conv (4,096 + 2 x 8 x 128) x 3 = 18,432 x 2 B = 36,864 B;
+    # SSM 64 x 64 x 128 = 524,288 in FP32 (mamba_ssm_cache_dtype: float32, which vLLM and
+    # transformers' NemotronHConfig keep it in) x 4 B = 2,097,152 B -> 2,134,016 B (expand x
+    # hidden would be wrong). TP 2: 1 head (512 B); 9,216 x 2 + 262,144 x 4 = 1,067,008 B.
     "nemotron-3-nano-30b-a3b.json": (
-        [full(6, 1024), state(23, 1_085_440)],
-        (2, [full(6, 512), state(23, 542_720)]),
+        [full(6, 1024), state(23, 2_134_016)],
+        (2, [full(6, 512), state(23, 1_067_008)]),
     ),
     # Nemotron 3 Super: 8 '*', 40 'M'. Attention 1,024 B. Mamba-2: inner 128 x 64 = 8,192; conv
-    # (8,192 + 2,048) x 3 = 30,720; SSM 128 x 64 x 128 = 1,048,576 -> 2,158,592 B.
+    # (8,192 + 2,048) x 3 = 30,720 x 2 B = 61,440 B; SSM 128 x 64 x 128 = 1,048,576 in FP32
+    # (mamba_ssm_cache_dtype) x 4 B = 4,194,304 B -> 4,255,744 B. TP 2: 15,360 x 2 + 524,288 x 4
+    # = 2,127,872 B.
     "nemotron-3-super-120b-a12b-fp8.json": (
-        [full(8, 1024), state(40, 2_158_592)],
-        (2, [full(8, 512), state(40, 1_079_296)]),
+        [full(8, 1024), state(40, 4_255_744)],
+        (2, [full(8, 512), state(40, 2_127_872)]),
     ),
     # Nemotron-NAS Super 49B: block_configs, 80 layers: 31 attention no-ops, 49 attention layers
     # with n_heads_in_group 8 -> 64 / 8 = 8 KV heads x 128: 4,096 B (num_key_value_heads is
@@ -128,11 +131,13 @@ CASES = {
     # Mistral-7B-v0.1: 32 layers, all sliding at 4,096, 8 KV heads x 128: 4,096 B.
     "mistral-7b-v0.1.json": ([capped(32, 4096, 4096)], (8, [capped(32, 512, 4096)])),
     # Qwen3.5-35B-A3B (text_config): layer_types 10 full (2 KV heads x 256: 2,048 B) and 30 linear
-    # attention (Gated DeltaNet: conv (2 x 16 x 128 + 32 x 128) x 3 = 24,576, state
-    # 32 x 128 x 128 = 524,288 -> 1,097,728 B). TP 2: 1,024 B; 548,864 B.
+    # attention (Gated DeltaNet: conv (2 x 16 x 128 + 32 x 128) x 3 = 24,576 x 2 B = 49,152 B;
+    # state 32 x 128 x 128 = 524,288 in FP32, text_config.mamba_ssm_dtype, as vLLM keeps it
+    # (v0.17.0 on) x 4 B = 2,097,152 B -> 2,146,304 B; issue 38: it was counted in BF16, half).
+    # TP 2: 1,024 B; 12,288 x 2 + 262,144 x 4 = 1,073,152 B.
     "qwen3.5-35b-a3b.json": (
-        [full(10, 2048), state(30, 1_097_728)],
-        (2, [full(10, 1024), state(30, 548_864)]),
+        [full(10, 2048), state(30, 2_146_304)],
+        (2, [full(10, 1024), state(30, 1_073_152)]),
     ),
     # OPT-125m: 12 layers, 12 heads of 768 / 12 = 64, multi-head: 2 x 12 x 64 x 2 = 3,072 B
     # (ffn_dim instead of intermediate_size only matters to the weights). TP 4: 768 B.
@@ -272,6 +277,6 @@ def test_cache_needs_no_parameter_fields():
 def test_assumptions_are_reported():
     spec = spec_from_config(load_config_file(DATA / "nemotron-3-nano-30b-a3b.json"))
     text = " ".join(spec.assumptions)
-    assert "conv_kernel - 1" in text and "float32" in text
+    assert "conv_kernel - 1" in text and "(SSM) state in FP32" in text
     spec = spec_from_config(load_config_file(DATA / "mamba-2.8b-hf.json"))
     assert not any("do not change the cache" in a for a in spec.assumptions)

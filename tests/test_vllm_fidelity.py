@@ -99,9 +99,24 @@ def test_qwen36_27b_attention_block_784_as_logged():
     )
     assert p.block_size == 784 and p.page_bytes == 784 * ATTN_TOKEN
     assert round(p.state_page_padding_pct, 2) == 0.13
+    # One truth (issue 38, item 1): the config's mamba_ssm_dtype is on the layer itself, so
+    # predict() with vLLM's 'auto' flags gives the logged 784 without state_dtypes() first, and
+    # so does every figure that counts the state (kv, Budget).
+    plain = predict(Q27_SPEC, available_bytes=10 * GiB, max_model_len=8192, vllm_version="0.29.0")
+    assert plain.block_size == 784
+    # vLLM 0.16.0 did not read it (no Qwen3_5ForConditionalGenerationConfig): the SSM state took
+    # the conv state's bf16 there, 16 x cdiv(1,634,304, 65,536) = 16 x 25 = 400.
+    old = predict(Q27_SPEC, available_bytes=10 * GiB, max_model_len=8192, vllm_version="0.16.0")
+    assert old.block_size == 400
     # Not 400 (both states bf16: 16 x cdiv(1,634,304, 65,536) = 16 x 25) nor 800 (both fp32:
     # 16 x cdiv(3,268,608, 65,536) = 16 x 50): the old single state dtype gave one of those.
-    both16 = predict(Q27_SPEC, available_bytes=10 * GiB, max_model_len=8192, vllm_version="0.29.0")
+    both16 = predict(
+        Q27_SPEC,
+        available_bytes=10 * GiB,
+        max_model_len=8192,
+        vllm_version="0.29.0",
+        mamba_ssm_cache_dtype="bfloat16",
+    )
     both32 = predict(
         Q27_SPEC,
         available_bytes=10 * GiB,

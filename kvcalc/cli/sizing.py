@@ -67,7 +67,7 @@ def cmd_kv(args):
         if row.state_bytes:
             text.append(
                 f"  {row.layers} {row.label} layers: {row.state_bytes:,} B state each "
-                "per sequence (does not grow)"
+                f"per sequence (does not grow; {row.formula})"
             )
         elif not row.stores_tokens:
             text.append(f"  {row.layers} {row.label} layers: {row.formula}")

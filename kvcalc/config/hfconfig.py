@@ -368,15 +368,16 @@ def _engine_conventions(f: Fields, layers: list) -> list[str]:
     """The engine conventions a figure for these layers rests on, said once."""
     out = []
     if any(lay.state_elements for lay in layers):
-        asked = f.raw("mamba_ssm_cache_dtype", "mamba_ssm_dtype")
+        fixed = sorted({lay.ssm_dtype for lay in layers if getattr(lay, "ssm_dtype", None)})
         out.append(
             "recurrent state: the convolution keeps conv_kernel - 1 past inputs, as vLLM "
-            "allocates it (transformers keeps conv_kernel); the state is counted in the "
-            "state format chosen (BF16 unless set)"
+            "allocates it (transformers keeps conv_kernel), in the state format chosen (BF16 "
+            "unless set); "
             + (
-                f"; this config asks for {asked} SSM state (mamba_ssm_cache_dtype)"
-                if isinstance(asked, str)
-                else ""
+                f"the recurrent (SSM) state in {'/'.join(x.upper() for x in fixed)}, the format "
+                "the model keeps it in (for vLLM: its --mamba-ssm-cache-dtype 'auto')"
+                if fixed
+                else "the recurrent (SSM) state in the same format"
             )
         )
     if any(lay.token_bound() is not None for lay in layers):

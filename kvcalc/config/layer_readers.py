@@ -3,6 +3,8 @@ the DeepSeek-sparse indexer keys) and a recurrent state (Mamba, Mamba-2, Gated D
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..core.model import (
     ChunkedLocal,
     ExtraCache,
@@ -230,9 +232,43 @@ def state_flavor(f: Fields, model_type: str) -> str:
     )
 
 
+# The SSM state's own format where a config declares it (issue 38, item 1): Qwen3.5's
+# mamba_ssm_dtype (in its text config) and NemotronH's mamba_ssm_cache_dtype (transformers'
+# NemotronHConfig: float32 by default). vLLM keeps the state in it while its
+# --mamba-ssm-cache-dtype is 'auto' (MambaStateDtypeCalculator; kvcalc.engines.vllm.formats,
+# which also applies the flags and the version rules), so every figure counts it so.
+_SSM_FORMATS = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+
+
+def declared_ssm_dtype(f: Fields) -> tuple[str | None, str | None]:
+    """The recurrent state's format the config declares ('fp32', 'fp16', 'bf16') and the field
+    that declares it, or (None, None) when it declares none ('auto': the state format chosen)."""
+    for name in ("mamba_ssm_dtype", "mamba_ssm_cache_dtype"):
+        asked = f.raw(name)
+        if asked is None or asked == "auto":
+            continue
+        if not isinstance(asked, str) or asked.lower() not in _SSM_FORMATS:
+            raise ValueError(
+                f"config field '{name}' is {asked!r}: expected 'float32', 'float16', "
+                "'bfloat16' or 'auto'"
+            )
+        return _SSM_FORMATS[asked.lower()], name
+    return None, None
+
+
 def state_layer(f: Fields, hidden: int | None, flavor: str) -> RecurrentState:
     """The fixed per-sequence state of one recurrent layer. The convolution keeps kernel - 1
-    past inputs, as vLLM sizes it (transformers keeps the whole kernel)."""
+    past inputs, as vLLM sizes it (transformers keeps the whole kernel); the SSM state is kept in
+    the format the config declares, if it declares one."""
+    if flavor == "lightning":  # one state, no SSM format of its own (vLLM: --mamba-cache-dtype)
+        return _state_layer(f, hidden, flavor)
+    fmt, field = declared_ssm_dtype(f)
+    return dataclasses.replace(
+        _state_layer(f, hidden, flavor), ssm_dtype=fmt, ssm_dtype_field=field
+    )
+
+
+def _state_layer(f: Fields, hidden: int | None, flavor: str) -> RecurrentState:
     if flavor == "gated_deltanet":
         kh, vh = f.int("linear_num_key_heads"), f.int("linear_num_value_heads")
         kd, vd = f.int("linear_key_head_dim"), f.int("linear_value_head_dim")

@@ -587,8 +587,13 @@ class RecurrentState(_Layer):
     flavor: str  # "mamba", "mamba2", "gated_deltanet", "linear_attention", for display
     conv_kernel: int = 4
     # A fixed format for the recurrent part, whatever state format is chosen (Kimi's KDA,
-    # RG-LRU and RWKV keep it in float32); None: the state format chosen.
+    # RG-LRU and RWKV keep it in float32), or the one the config declares; None: the state
+    # format chosen.
     ssm_dtype: str | None = None
+    # The config field that declared ssm_dtype ("mamba_ssm_dtype", "mamba_ssm_cache_dtype"), or
+    # None for a format the model itself fixes: an engine honours a declared one by its own
+    # rules and versions (vLLM reads Qwen3.5's mamba_ssm_dtype from v0.17.0 on).
+    ssm_dtype_field: str | None = None
     # Mamba-2: the B and C groups inside conv_elements (groups x group_conv_elements), which
     # tensor parallelism replicates rather than splits when it does not divide them.
     groups: int = 0

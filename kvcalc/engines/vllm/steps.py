@@ -107,7 +107,9 @@ def engine_settings(
         )
     mnbt = check_int("max_num_batched_tokens", max_num_batched_tokens, 1, MAX_CONTEXT)
     fmt = cache_format(kv_dtype, scales, version)
-    conv, ssm = _state_formats(kinds, state_dtype, mamba_cache_dtype, mamba_ssm_cache_dtype)
+    conv, ssm = _state_formats(
+        kinds, state_dtype, mamba_cache_dtype, mamba_ssm_cache_dtype, version
+    )
     asked_block = block_size
     block_line = ""
     if not any(lay.state_elements for lay in kinds) and mla_block_rule:
@@ -183,16 +185,29 @@ def _batched_tokens(
 
 
 def _state_formats(
-    kinds: list, state_dtype: str, mamba_cache_dtype: str, mamba_ssm_cache_dtype: str
+    kinds: list,
+    state_dtype: str,
+    mamba_cache_dtype: str,
+    mamba_ssm_cache_dtype: str,
+    version: tuple[int, ...],
 ) -> tuple[DType, DType]:
     """The conv and SSM state formats as vLLM's flags set them ('auto': the model's dtype, or
-    the format a state's model fixes, as Kimi's KDA does float32)."""
+    the format a state's model fixes, as Kimi's KDA does float32, or the one its config
+    declares where this version reads it: NemotronH's mamba_ssm_cache_dtype, Qwen3.5's
+    mamba_ssm_dtype from v0.17.0)."""
     sdtype = get_dtype(state_dtype, ("fp32", "fp16", "bf16"))
     conv = get_dtype(mamba_dtype(mamba_cache_dtype, "--mamba-cache-dtype") or sdtype.name)
     asked_ssm = mamba_dtype(mamba_ssm_cache_dtype, "--mamba-ssm-cache-dtype")
+    honoured = {None, "mamba_ssm_cache_dtype"}
+    if fact("qwen3_5_ssm_from_config", version):
+        honoured.add("mamba_ssm_dtype")
     # 'auto' for a state whose model fixes its format (Kimi's KDA: float32) is that format
     fixed = sorted(
-        {lay.ssm_dtype for lay in kinds if isinstance(lay, RecurrentState) and lay.ssm_dtype}
+        {
+            lay.ssm_dtype
+            for lay in kinds
+            if isinstance(lay, RecurrentState) and lay.ssm_dtype and lay.ssm_dtype_field in honoured
+        }
     )
     ssm = get_dtype(asked_ssm or (fixed[0] if len(fixed) == 1 else conv.name))
     return conv, ssm
