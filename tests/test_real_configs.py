@@ -280,3 +280,20 @@ def test_assumptions_are_reported():
     assert "conv_kernel - 1" in text and "(SSM) state in FP32" in text
     spec = spec_from_config(load_config_file(DATA / "mamba-2.8b-hf.json"))
     assert not any("do not change the cache" in a for a in spec.assumptions)
+
+
+def test_mla_needs_no_head_dim_when_hidden_is_not_whole_heads():
+    # Issue 38: Kimi K3-style configs give no head_dim and a hidden_size the heads do not divide;
+    # MLA caches kv_lora_rank + qk_rope_head_dim per token and layer and needs neither. Kimi K2's
+    # own file with hidden 7,000 (not a multiple of 64 heads): 61 x (512 + 64) x 2 B = 70,272 B,
+    # as with its real hidden size; a plain decoder with the same hidden is still refused.
+    cfg = load_config_file(DATA / "kimi-k2-instruct.json")
+    assert 7000 % cfg["num_attention_heads"] and "head_dim" not in cfg
+    for hidden in (cfg["hidden_size"], 7000):
+        spec = spec_from_config({**cfg, "hidden_size": hidden})
+        assert kv_cache(spec, 1).kv_bytes_per_token_nominal == 61 * (512 + 64) * 2
+    llama = {
+        k: v for k, v in load_config_file(DATA / "llama-3.1-8b.json").items() if k != "head_dim"
+    }
+    with pytest.raises(ValueError, match="the config must give 'head_dim'"):
+        spec_from_config({**llama, "hidden_size": 4001})  # 4,001 / 32 heads is not whole

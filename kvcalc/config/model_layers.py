@@ -104,6 +104,16 @@ def _attention_geometry(f: Fields, hidden: int | None) -> Geometry:
         )
     if f.has("head_dim", "kv_channels", "attention_head_dim"):
         head_dim = f.int("head_dim", "kv_channels", "attention_head_dim")
+    elif (
+        f.has("kv_lora_rank")
+        and f.has("qk_nope_head_dim")
+        and f.has("qk_rope_head_dim")
+        and (hidden is None or hidden % q_heads)
+    ):
+        # MLA (issue 38): the cache holds kv_lora_rank + qk_rope_head_dim per token, and a query
+        # head is qk_nope + qk_rope wide; no figure needs hidden_size / heads, which a config such
+        # as Kimi K3's need not make whole (no head_dim, hidden not divisible by the heads).
+        head_dim = f.int("qk_nope_head_dim") + f.int("qk_rope_head_dim")
     else:
         if hidden is None:
             raise ValueError(
