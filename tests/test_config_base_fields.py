@@ -103,3 +103,24 @@ def test_a_base_field_that_adds_a_cache_is_still_refused():
     # name, not read as a decoder.
     with pytest.raises(UnknownFields, match="is_encoder_decoder"):
         spec_from_config({**LLAMA, "is_encoder_decoder": True})
+
+
+# Fields some families define and others' files carry (issue 38): a partial rotary's width, GPT-2's
+# sequence-summary head for classification, the attention's scalar constants. None changes what
+# a layer keeps.
+ELSEWHERE = {
+    "rotary_dim": 64,
+    "summary_type": "cls_index",
+    "summary_use_proj": True,
+    "summary_activation": None,
+    "summary_proj_to_labels": True,
+    "summary_first_dropout": 0.1,
+    "scale_attn_weights": True,
+    "scale_attn_by_inverse_layer_idx": False,
+    "reorder_and_upcast_attn": False,
+}
+
+
+@pytest.mark.parametrize("name, value", sorted(ELSEWHERE.items()))
+def test_a_head_or_forward_constant_is_never_refused(name, value):
+    assert per_token({**LLAMA, name: value}) == PER_TOKEN

@@ -203,6 +203,17 @@ NEVER_CACHE = (
             "rope_parameters",
             "rope_interleave",
             "rope_type",
+            "rotary_dim",  # a partial rotary (GPT-J, CodeGen, phi): how many dims rotate
+            # task heads: GPT-2's and XLNet's sequence-summary head for classification
+            "summary_type",
+            "summary_use_proj",
+            "summary_activation",
+            "summary_proj_to_labels",
+            "summary_first_dropout",
+            # scalar constants of the attention's forward pass (GPT-2, GPT-BigCode)
+            "scale_attn_weights",
+            "scale_attn_by_inverse_layer_idx",
+            "reorder_and_upcast_attn",
             "partial_rotary_factor",
             "rotary_pct",
             "rotary_emb_base",
