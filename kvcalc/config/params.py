@@ -27,6 +27,10 @@ _FAMILY: dict[str, dict[str, Any]] = {
     "qwen2_moe": {"qkv_bias": True},
     "gpt_oss": {"attn_bias": True, "sinks": True, "expert_bias": True},
     "qwen3_next": {"gated_q": True, "qk_norm": True},
+    # Qwen3.5: Qwen3-Next's blocks (gated query, q/k norms, Gated DeltaNet, MoE with a shared
+    # expert); checked against transformers 5.24 on the meta device (tests/test_params_qwen35.py)
+    "qwen3_5_text": {"gated_q": True, "qk_norm": True},
+    "qwen3_5_moe_text": {"gated_q": True, "qk_norm": True},
     "qwen3": {"qk_norm": True},
     "qwen3_moe": {"qk_norm": True},
     "gemma2": {"norms_per_layer": 4},
@@ -106,6 +110,23 @@ def _countable(model_type: str, layers: list, geo: Geometry) -> dict[str, Any]:
     return family
 
 
+def _tied(f: Fields) -> bool:
+    """Whether the output head shares the input embedding. A wrapper's (vision-language) model
+    follows its own top-level tie_word_embeddings when it has one, whatever its text config
+    says: checked with transformers 5.24 on the meta device (Qwen3.5's and Qwen3.6's composite
+    models are tied with the top-level field true, with the text config's false or absent)."""
+    if f.top is not f.cfg:
+        top = f.top.get("tie_word_embeddings")
+        if top is not None:
+            f.seen.add("tie_word_embeddings")
+            if not isinstance(top, bool):
+                raise ValueError(
+                    f"config field 'tie_word_embeddings' must be true or false, got {_short(top)}"
+                )
+            return top
+    return f.bool("tie_word_embeddings", True)
+
+
 def _moe(f: Fields, hidden: int, n: int, family: dict) -> MoE | None:
     e = f.raw("num_local_experts", "n_routed_experts", "num_experts")
     if e is None or e in (0, 1):
@@ -172,7 +193,7 @@ def _count_params(
 ) -> ParamCounts:
     """Parameters from config fields, layer by layer. Norm weights are counted; rotary tables
     and buffers are not parameters."""
-    tied = f.bool("tie_word_embeddings", True)
+    tied = _tied(f)
     embedding = vocab * hidden
     lm_head = 0 if tied else vocab * hidden
     other = 0
