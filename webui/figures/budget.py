@@ -12,7 +12,7 @@ from kvcalc.core.units import GiB
 from kvcalc.engines.budget import Budget
 from webui.memo import memo
 
-from .base import COLORS, IN_ORDER, Parts, decades, layout, limit_region, vline
+from .base import COLORS, IN_ORDER, Parts, decades, layout, limit_region, vline, vrule
 
 __all__ = ["budget_figure", "concurrency_figure"]
 
@@ -107,16 +107,7 @@ def budget_figure(b: Budget) -> go.Figure:
 def _marker(fig: Parts, x: float, text: str, y: float = 1.0) -> None:
     """A dotted vertical line at ``x`` GiB labelled inside the plot, at ``y`` (a share of its
     height: 0.5 is the gap between the two bars), clear of the legend above the plot."""
-    fig.add_shape(
-        type="line",
-        x0=x,
-        x1=x,
-        y0=0,
-        y1=1,
-        yref="paper",
-        xref="x",
-        line=dict(dash="dot", color="#444", width=1.5),
-    )
+    vrule(fig, x)
     fig.add_annotation(
         x=x,
         y=y,

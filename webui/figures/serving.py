@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from webui.memo import LARGE_ENTRY_BYTES, LARGE_MEMO_BYTES, memo
 
-from .base import Parts, layout, nice_step
+from .base import Parts, layout, nice_step, vrule
 
 __all__ = ["LIMIT_SYMBOLS", "LIMIT_NAMES", "frontier_figure", "utilization_figure"]
 
@@ -64,16 +64,7 @@ def _slo(fig: Parts, slo: dict) -> list[float]:
         )
     if slo.get("tpot_s"):
         x = 1 / slo["tpot_s"]
-        fig.add_shape(
-            type="line",
-            x0=x,
-            x1=x,
-            y0=0,
-            y1=1,
-            yref="paper",
-            xref="x",
-            line=dict(dash="dot", color="#2f9e6e", width=1.5),
-        )
+        vrule(fig, x, color="#2f9e6e")
         fig.add_annotation(
             x=math.log10(x),
             y=1,

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from webui.memo import memo
 
-from .base import COLORS, IN_ORDER, Parts, layout, limit_region
+from .base import COLORS, IN_ORDER, Parts, layout, limit_region, vrule
 
 __all__ = ["step_time_figure", "batch_figure"]
 
@@ -75,17 +75,7 @@ def step_time_figure(
     if x and model_max is not None and model_max < x[-1]:
         # Labelled once, at the foot of its shaded region: a label above the plot ran into
         # the legend wherever the fixed axis puts a short limit near its left edge.
-        fig.add_shape(
-            type="line",
-            name="model limit",
-            x0=model_max,
-            x1=model_max,
-            y0=0,
-            y1=1,
-            xref="x",
-            yref="paper",
-            line=dict(dash="dashdot", color="#444", width=1.5),
-        )
+        vrule(fig, model_max, dash="dashdot", name="model limit")
         limit_region(
             fig,
             model_max,
@@ -117,17 +107,7 @@ GHOST = "#9a9aa6"  # the crossover before the last change: faint, behind the pre
 def _crossover(fig: Parts, x: int, right: bool) -> None:
     """The crossover: a dashed line named "crossover", labelled inside the plot's top on the
     side with room (above the plot its label ran into the legend)."""
-    fig.add_shape(
-        type="line",
-        name="crossover",
-        x0=x,
-        x1=x,
-        y0=0,
-        y1=1,
-        xref="x",
-        yref="paper",
-        line=dict(dash="dash", color="#444", width=1.5),
-    )
+    vrule(fig, x, dash="dash", name="crossover")
     fig.add_annotation(
         x=x,
         y=1,
@@ -162,17 +142,7 @@ def _ghost(fig: Parts, before: int, now: int | None, lo: float, hi: float) -> No
     """The crossover before the last change: a faint dotted line labelled "before", and an
     arrow from it to the present crossover (to the chart's edge where either lies past it)."""
     if lo <= before <= hi:
-        fig.add_shape(
-            type="line",
-            name="crossover before",
-            x0=before,
-            x1=before,
-            y0=0,
-            y1=0.84,
-            xref="x",
-            yref="paper",
-            line=dict(dash="dot", color=GHOST, width=2),
-        )
+        vrule(fig, before, color=GHOST, width=2, top=0.84, name="crossover before")
     else:
         _past_the_end(fig, hi, f"before: {before:,} tokens", y=0.84)
     if now is None or (before > hi and now > hi):
