@@ -54,17 +54,20 @@ def pp_partition(num_layers: int, pp: int) -> list[int]:
 
 
 def stage_layers(spec: ModelSpec, tp: int = 1, pp: int = 1) -> list[tuple[Layer, ...]]:
-    """The layers each pipeline stage holds, as one of its ``tp`` GPUs sees them."""
+    """The layers each pipeline stage holds, as one of its ``tp`` GPUs sees them; a speculative
+    drafter's layers sit on the last stage (vLLM runs the drafter on the last rank)."""
     tp = check_int("tensor parallel size", tp, 1, 4096)
     pp = check_int("pipeline parallel size", pp, 1, 4096)
     layers = list(spec.layers)
     if tp > 1:
         split: dict[int, Layer] = {}  # once per distinct layer, so equal layers stay one object
         layers = [split.get(id(lay)) or split.setdefault(id(lay), lay.split(tp)) for lay in layers]
+    own = len(layers) - spec.draft_layers
     stages, start = [], 0
-    for count in pp_partition(len(layers), pp):
+    for count in pp_partition(own, pp):
         stages.append(tuple(layers[start : start + count]))
         start += count
+    stages[-1] += tuple(layers[own:])
     return stages
 
 
@@ -111,6 +114,10 @@ class KVCache:
     kv_bytes_per_token_nominal: int  # one token in every K/V layer (as at the first token)
     state_bytes: int  # fixed recurrent state of the whole batch
     rows: tuple[KindRow, ...]
+    # A speculative drafter's share (kvcalc.core.speculative): its words, the bytes per token
+    # and in all that its layers add on this GPU (included in the figures above), and its share
+    # of the cache. None without a drafter.
+    drafter: dict | None = None
 
     @property
     def per_sequence_bytes(self) -> int:
@@ -155,6 +162,7 @@ class KVCache:
             "per_sequence_kv_bytes": self.per_sequence_bytes,
             "breakdown": [r.to_dict() for r in self.rows],
             "per_token_formula": self.per_token_formula(),
+            "drafter": self.drafter,
         }
 
 
@@ -225,6 +233,19 @@ def kv_cache(
 
     # The binding stage: the one that holds the most at this context.
     layers = max(stages, key=lambda ls: (seq(ls, context) * batch + state(ls) * batch, seq(ls, 1)))
+    drafter = None
+    if spec.drafter:
+        # the drafter's layers end the last stage; on another stage's GPU they add nothing
+        own = layers[-spec.draft_layers :] if spec.draft_layers and layers is stages[-1] else ()
+        total = seq(layers, context) + state(layers)
+        drafted = seq(own, context) + state(own)
+        drafter = {
+            "drafter": spec.drafter,
+            "layers": len(own),
+            "bytes_per_token": seq(own, 1),
+            "bytes": drafted * batch,
+            "share_pct": 100 * drafted / total if total else 0.0,
+        }
     return KVCache(
         model=spec.name,
         context=context,
@@ -244,4 +265,5 @@ def kv_cache(
         ),
         state_bytes=state(layers) * batch,
         rows=_rows(layers, context, batch, dtype, scales, sdtype),
+        drafter=drafter,
     )

@@ -5,6 +5,7 @@ errors, inert printed lines, JSON without NaN)."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 
@@ -20,6 +21,7 @@ from ..config.catalog import registry
 from ..config.hfconfig import checkpoint_format, load_config_file, spec_from_config
 from ..core.dtypes import KV_DTYPES, WEIGHT_DTYPES
 from ..core.model import ModelSpec
+from ..core.speculative import speculation_from, with_speculation
 from ..core.text import short as _short
 from ..core.units import GiB
 
@@ -177,6 +179,45 @@ def model_args(p: argparse.ArgumentParser, kv=True, parallel=True):
         p.add_argument("--tp", type=positive_int, default=1, help="tensor parallel size")
         p.add_argument("--pp", type=positive_int, default=1, help="pipeline parallel size")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def speculative_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--speculative-config",
+        metavar="JSON",
+        type=text_arg(MAX_PATH_CHARS, "a speculative config"),
+        default=None,
+        help='speculative decoding, as vLLM takes it: {"method": "mtp", '
+        '"num_speculative_tokens": 2} (the model\'s own MTP layers); an EAGLE head or a draft '
+        'model: {"method": "eagle", "model": "head/config.json"} (a config.json path or a '
+        "registry key). Its layers' cache joins the pool",
+    )
+
+
+def with_speculative(args, spec: ModelSpec) -> ModelSpec:
+    """``spec`` with the drafter of --speculative-config, when one is given."""
+    text = getattr(args, "speculative_config", None)
+    if not text:
+        return spec
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(
+            f"--speculative-config is not JSON ({exc.msg}): write it as vLLM takes it, e.g. "
+            '\'{"method": "mtp", "num_speculative_tokens": 2}\''
+        ) from None
+    draft = None
+    model = config.get("model") if isinstance(config, dict) else None
+    if model is not None:
+        if not isinstance(model, str) or not model or len(model) > MAX_PATH_CHARS:
+            raise ValueError(
+                'the speculative config\'s "model" must be a config.json path or a key'
+            )
+        if model in registry().models:
+            draft = registry().model(model).spec
+        else:
+            draft = spec_from_config(load_config_file(model), name=model)
+    return with_speculation(spec, speculation_from(config, draft))
 
 
 def weight_args(p):

@@ -34,8 +34,10 @@ from .common import (
     model_args,
     positive_int,
     spec_said,
+    speculative_arg,
     weight_args,
     weights_of,
+    with_speculative,
 )
 from .registry import command
 
@@ -44,11 +46,13 @@ def _kv_arguments(p: argparse.ArgumentParser) -> None:
     model_args(p)
     p.add_argument("--context", type=positive_int, required=True)
     p.add_argument("--batch", type=positive_int, default=1)
+    speculative_arg(p)
 
 
 @command("kv", "KV bytes of a batch at a context length", _kv_arguments)
 def cmd_kv(args):
     spec, *_ = load_model(args)
+    spec = with_speculative(args, spec)
     r = kv_cache(
         spec, args.context, args.batch, args.kv_dtype, scales=args.kv_scales, tp=args.tp, pp=args.pp
     )
@@ -78,7 +82,19 @@ def cmd_kv(args):
             )
     if r.state_bytes:
         text.append(f"  state:      {r.state_bytes:,} B = {fmt_gib(r.state_bytes, 3)} (fixed)")
+    if spec.drafter:
+        text += _drafter_lines(r)
     return out, text + said_text
+
+
+def _drafter_lines(r) -> list[str]:
+    """What the speculative drafter adds, per token and in all."""
+    d = r.drafter
+    return [
+        f"  drafter:    {d['drafter']}",
+        f"  drafter adds {d['bytes_per_token']:,} B per token "
+        f"({d['share_pct']:.1f}% of the total), {d['bytes']:,} B here",
+    ]
 
 
 def _budget_arguments(p: argparse.ArgumentParser) -> None:
@@ -132,6 +148,7 @@ def _budget_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="vLLM's batch budget (default: vLLM's for the version and GPU)",
     )
+    speculative_arg(p)
 
 
 @command("budget", "GPU memory budget, blocks and max concurrency", _budget_arguments)
@@ -140,6 +157,7 @@ def cmd_budget(args):
     gpu = gpu_of(args)
     total = gpu.memory_bytes if gpu else round(args.vram_gib * GiB)
     w, wbytes = weights_of(args, spec, wd, ed)
+    spec = with_speculative(args, spec)
     b = budget(
         spec,
         total_bytes=total,

@@ -51,6 +51,7 @@ from .fields import Fields, Geometry
 from .files import read_regular_file
 from .limits import MAX_CONTEXT, MAX_LAYERS, UPFRONT, over_cap
 from .model_layers import read_layers
+from .mtp import mtp_layers
 from .params import count_parameters
 
 __all__ = ["spec_from_config", "load_config_file", "MAX_CONFIG_BYTES", "UnknownFields"]
@@ -234,6 +235,7 @@ def spec_from_config(
             f"'{name_}' is not in the config: took {value!r}, the default of "
             f"transformers' {model_type} config class"
         )
+    drafts, mtp_field, mtp_error = mtp_layers(f, layers)
     counted = count_parameters(f, model_type, layers, geo)
     if counted.error:
         notes.append(
@@ -275,6 +277,9 @@ def spec_from_config(
         params_error=counted.error,
         unverified=tuple(unread),
         family_reader=model_type in FAMILIES,
+        mtp_layers=interned(drafts),
+        mtp_field=mtp_field,
+        mtp_error=mtp_error,
     )
 
 

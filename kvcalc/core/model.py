@@ -909,6 +909,17 @@ class ModelSpec:
     # False when no reader of the config's own family read it (the standard decoder fields
     # were read): the app then checks it against transformers by itself.
     family_reader: bool = True
+    # Multi-token-prediction (MTP) layers the config declares (num_nextn_predict_layers and
+    # the like): not in the model's own cache; they join the pool when they serve as the
+    # speculative drafter (kvcalc.core.speculative). ``mtp_field`` names the declaring field.
+    mtp_layers: tuple[Layer, ...] = ()
+    mtp_field: str | None = None
+    mtp_error: str | None = None  # why declared MTP layers could not be read
+    # A speculative drafter's layers are the last ``draft_layers`` of ``layers``; its pipeline
+    # stage is the last one, as in vLLM (with_speculation builds such a spec).
+    draft_layers: int = 0
+    drafter: str | None = None  # what the drafter is, in words ("1 MTP layer, 2 tokens")
+    speculative_tokens: int = 0  # num_speculative_tokens: drafts proposed per step
 
     def __post_init__(self):
         if not self.layers:
@@ -917,6 +928,11 @@ class ModelSpec:
     @property
     def num_layers(self) -> int:
         return len(self.layers)
+
+    @property
+    def target_layers(self) -> tuple[Layer, ...]:
+        """The model's own layers, without a speculative drafter's."""
+        return self.layers[: len(self.layers) - self.draft_layers]
 
     @property
     def kv_layers(self) -> tuple[KVLayer, ...]:

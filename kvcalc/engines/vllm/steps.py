@@ -334,12 +334,13 @@ def pipeline_stages(
     spec: ModelSpec, layers: list[Layer], pp: int
 ) -> tuple[list[int], list[list[int]]]:
     """The layers per pipeline stage, and each stage's layer positions (drafts: the last)."""
-    parts = pp_partition(len(spec.layers), pp)
+    own = len(spec.target_layers)
+    parts = pp_partition(own, pp)
     stages, start = [], 0
     for i, count in enumerate(parts):
         positions = list(range(start, start + count))
         if i == pp - 1:
-            positions += list(range(len(spec.layers), len(layers)))  # drafts: the last stage
+            positions += list(range(own, len(layers)))  # drafts: the last stage
         stages.append(positions)
         start += count
     return parts, stages
