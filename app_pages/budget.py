@@ -1,6 +1,7 @@
 import streamlit as st
 
 from kvcalc import budget, get_model, kv_cache, registry
+from kvcalc.core.speculative import Speculation, with_speculation
 from kvcalc.core.units import GiB, fmt_bytes, fmt_gib
 from kvcalc.engines.budget import (
     DEFAULT_ACTIVATION_BYTES,
@@ -539,6 +540,66 @@ if fits_gpu:
                     else "."
                 )
             )
+
+if fits_gpu:
+    with st.expander("Speculative decoding: the drafter's cache", icon=":material/fast_forward:"):
+        st.markdown(
+            "A drafter guesses a few tokens ahead and the model checks them all in one step. "
+            "Its attention layers keep a cache too, in the same pool: "
+            + (
+                f"{plain(sel.label)}'s own multi-token-prediction (MTP) layers"
+                if sel.spec.mtp_layers
+                else "here an EAGLE head, one decoder layer shaped like the model's attention"
+            )
+            + "."
+        )
+        d1, d2 = st.columns([1, 1.4], vertical_alignment="bottom")
+        drafting = d1.toggle("Serve with the drafter", **bound("b_spec", "bool"))
+        ahead = d2.segmented_control(
+            "Tokens drafted a step",
+            [1, 2, 3, 4],
+            default=2,
+            **bound("b_spec_k", "num"),
+            help="vLLM's num_speculative_tokens: it does not change the bytes per token",
+        )
+        if drafting:
+            method = "mtp" if sel.spec.mtp_layers else "eagle"
+            try:
+                drafted = with_speculation(
+                    sel.spec, Speculation(method=method, tokens=int(ahead or 2))
+                )
+                bd = cached(budget)(
+                    drafted,
+                    context=context,
+                    weights_bytes=sel.weights_bytes,
+                    concurrency=concurrency,
+                    **kw,
+                )
+                pd = cached(kv_cache)(drafted, context, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
+            except ValueError as exc:
+                st.info(f"No drafter for this model: {common.plain(str(exc))}.")
+            else:
+                extra = pd.drafter
+                st.markdown(
+                    f"The drafter ({plain(drafted.drafter)}) adds "
+                    f"**{fmt_bytes(extra['bytes_per_token'])} per token**"
+                    + (" on each GPU" if sel.num_gpus > 1 else "")
+                    + f", {extra['share_pct']:.1f}% of the cache. Sequences of {context:,} "
+                    f"tokens that fit: **{b.max_concurrency:,.2f} without it, "
+                    f"{bd.max_concurrency:,.2f} with it**."
+                )
+                if bd.max_concurrency > b.max_concurrency and bd.num_groups != b.num_groups:
+                    st.markdown(
+                        "More, not fewer: vLLM cuts the layers into groups of equal size "
+                        f"({b.num_groups} of {b.group_size} without the drafter, "
+                        f"{bd.num_groups} of {bd.group_size} with it), and its start-up count "
+                        "charges every group of windowed layers a whole window. The drafter's "
+                        "layer evens the groups out: fewer groups, fewer blocks a request."
+                    )
+                st.caption(
+                    "The drafter's own weights load before the engine measures its pool, "
+                    "so a real pool is smaller still; they are not subtracted here."
+                )
 
 with st.expander("How these numbers are computed", icon=":material/function:"):
     common.formula(f"KV per token      = {per.per_token_formula()}\n" + b.derivation())

@@ -1,0 +1,45 @@
+"""The Budget page's speculative-decoding fold (issue 38, item 3): one toggle adds the drafter's
+cache, and the page states what it adds per token and what it costs in sequences.
+
+Expected values by hand: a drafter layer of the model's own attention adds one layer's bytes per
+token (DeepSeek-V3's MTP layer: one MLA latent, (512 + 64) x 2 = 1,152 B; Llama 3.1 8B's EAGLE
+head: 2 x 8 x 128 x 2 = 4,096 B). vLLM's pool is the same with or without it, and a model of one
+layer kind shares its blocks over all layers, so the sequences that fit scale by layers / (layers
++ 1): 61/62 for DeepSeek-V3, 32/33 for Llama 3.1 8B (block rounding aside)."""
+
+import re
+
+import pytest
+from conftest import open_page
+
+CASES = {
+    # model, gpu, tp: (bytes the drafter adds per token, its share, own layers)
+    ("deepseek-v3", "h200-141gb", "8"): ("1.12 KiB", 100 / 62, 61),
+    ("llama-3.1-8b", "h100-sxm-80gb", "1"): ("4.00 KiB", 100 / 33, 32),
+}
+
+
+def _fold(at):
+    return [m.value for m in at.markdown if "drafter" in m.value]
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_toggle_adds_the_drafters_cache(case):
+    model, gpu, tp = case
+    per_token, share, layers = CASES[case]
+    at = open_page("app_pages/budget.py", model=model, gpu=gpu, tp=tp, b_ctx="32768", b_spec="true")
+    assert not at.exception
+    said = " ".join(_fold(at))
+    assert f"adds **{per_token} per token**" in said, said
+    assert f"{share:.1f}% of the cache" in said, said
+    m = re.search(r"\*\*([\d.,]+) without it, ([\d.,]+) with it\*\*", said)
+    assert m, said
+    without, with_ = (float(x.replace(",", "")) for x in m.groups())
+    assert with_ / without == pytest.approx(layers / (layers + 1), rel=0.005)
+
+
+def test_toggle_off_changes_nothing_and_one_move_turns_it_on():
+    at = open_page("app_pages/budget.py", model="llama-3.1-8b", b_ctx="32768")
+    assert not any("adds **" in v for v in _fold(at))
+    at.toggle(key="b_spec").set_value(True).run()
+    assert any("adds **4.00 KiB per token**" in v for v in _fold(at))
