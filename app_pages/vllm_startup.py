@@ -2,6 +2,7 @@ import math
 
 import streamlit as st
 
+from kvcalc.core.speculative import MAX_SPECULATIVE_TOKENS, Speculation, with_speculation
 from kvcalc.core.units import GiB
 from kvcalc.engines.budget import (
     DEFAULT_ACTIVATION_BYTES,
@@ -74,7 +75,33 @@ mnbt = c[2].number_input(
     help="vLLM's default for this version and GPU (its API server) shown "
     "first; newer versions reserve two batches in flight per window",
 )
-draft = c[3].number_input("Draft-model layers (EAGLE: 1)", 0, 16, 0, 1, **bound("u_draft", "num"))
+DRAFTERS = {
+    "none": "None",
+    "mtp": "MTP (the model's own layers)",
+    "eagle": "EAGLE head (1 layer)",
+}
+drafter = (
+    select(
+        c[3].selectbox,
+        "Speculative decoding",
+        list(DRAFTERS),
+        "u_spec",
+        DRAFTERS.get,
+        help="vLLM's --speculative-config method: the drafter's attention layers keep their "
+        "cache in the same pool (MTP: the layers the config declares; EAGLE: one decoder layer "
+        "shaped like the model's attention)",
+    )
+    or "none"
+)
+spec = sel.spec
+if drafter != "none":
+    ahead = c[3].number_input(
+        "num_speculative_tokens", 1, MAX_SPECULATIVE_TOKENS, 2, 1, **bound("u_spec_k", "num")
+    )
+    try:
+        spec = with_speculation(sel.spec, Speculation(method=drafter, tokens=int(ahead)))
+    except ValueError as exc:
+        common.stop_on_error(exc)
 kw = dict(
     max_model_len=max_len,
     block_size=block,
@@ -82,7 +109,6 @@ kw = dict(
     pp=sel.pp,
     kv_dtype=sel.kv_dtype,
     max_num_batched_tokens=mnbt,
-    num_draft_layers=draft,
     vllm_version=version,
     gpu_name=sel.gpu.name,
 )
@@ -154,7 +180,7 @@ if mode == "predict":
     )
     avail = max(0, est) if gib == 0 else round(gib * GiB)
     try:
-        p = predict(sel.spec, available_bytes=avail, **kw)
+        p = predict(spec, available_bytes=avail, **kw)
     except ValueError as exc:
         common.stop_on_error(exc)
     with top:  # the answer first: on a phone it is on the first screen
@@ -217,8 +243,7 @@ else:
         common.stop()
     try:
         log = parse_log(text)
-        overrides = {k: v for k, v in kw.items() if k in ("num_draft_layers",)}
-        p, lines = explain_log(sel.spec, log, **overrides)
+        p, lines = explain_log(spec, log)
     except ValueError as exc:
         common.stop_on_error(exc)
     if log.get("model"):

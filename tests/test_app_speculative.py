@@ -43,3 +43,27 @@ def test_toggle_off_changes_nothing_and_one_move_turns_it_on():
     assert not any("adds **" in v for v in _fold(at))
     at.toggle(key="b_spec").set_value(True).run()
     assert any("adds **4.00 KiB per token**" in v for v in _fold(at))
+
+
+def test_vllm_page_sizes_the_pool_with_the_drafter():
+    """vLLM's lines with an EAGLE head on Llama 3.1 8B, by hand: 40 GiB = 42,949,672,960 B;
+    a block of 16 tokens in one layer 16 x 4,096 = 65,536 B; 32 + 1 layers share the blocks:
+    42,949,672,960 // 65,536 // 33 = 19,859 blocks; 32,768 tokens take 2,048 blocks:
+    19,859 / 2,048 = 9.70x, and int(9.6968... x 32,768) = 317,744 tokens."""
+    at = open_page(
+        "app_pages/vllm_startup.py",
+        model="llama-3.1-8b",
+        u_spec="EAGLE head (1 layer)",
+        u_gib="40",
+        u_len="32768",
+    )
+    assert not at.exception
+    lines = at.code[0].value
+    assert "GPU KV cache size: 317,744 tokens" in lines
+    assert "Maximum concurrency for 32,768 tokens per request: 9.70x" in lines
+    # MTP on a model that declares none: said, with what to choose instead
+    at = open_page(
+        "app_pages/vllm_startup.py", model="llama-3.1-8b", u_spec="MTP (the model's own layers)"
+    )
+    assert not at.exception
+    assert any("declares no MTP layers" in e.value for e in at.error)

@@ -26,7 +26,9 @@ from .common import (
     key_arg,
     path_arg,
     positive_int,
+    speculative_arg,
     text_arg,
+    with_speculative,
 )
 from .registry import command
 
@@ -326,7 +328,13 @@ def _vllm_arguments(p: argparse.ArgumentParser) -> None:
     gpu = p.add_mutually_exclusive_group()
     gpu.add_argument("--gpu", type=key_arg, help="GPU key, for vLLM's batch defaults")
     gpu.add_argument("--vram-gib", type=gib_pos_arg, help="GPU memory in GiB, for the defaults")
-    p.add_argument("--num-draft-layers", type=count0, default=0)
+    p.add_argument(
+        "--num-draft-layers",
+        type=count0,
+        default=0,
+        help="layers of the target's attention a drafter adds (--speculative-config says more)",
+    )
+    speculative_arg(p)
     p.add_argument(
         "--vllm-version", type=key_arg, default=None, help="e.g. 0.10.1 (default: the newest)"
     )
@@ -388,6 +396,7 @@ def cmd_vllm(args):
         )
         log = vllm.parse_log(data.decode("utf-8", errors="replace"))
         spec, label, cfg = _vllm_spec(args, log)
+        spec = with_speculative(args, spec)
         common = _vllm_common(args, cfg, log)
         states_why = common.pop("_states_why")
         p, lines = vllm.explain_log(spec, log, **common)
@@ -421,6 +430,7 @@ def cmd_vllm(args):
     if not args.max_model_len:
         raise ValueError("give --max-model-len")
     spec, label, cfg = _vllm_spec(args, None)
+    spec = with_speculative(args, spec)
     avail = (
         args.available_kv_bytes
         if args.available_kv_bytes is not None
