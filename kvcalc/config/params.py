@@ -38,6 +38,29 @@ _FAMILY: dict[str, dict[str, Any]] = {
     "jamba": {},
     "deepseek_v3": {},
     "deepseek_v2": {},
+    # tied_default: the output head's tie when the config names none, the default of the
+    # family's transformers config class where kvcalc's generic default, tied, is not it.
+    # Kimi K2 / K2.5's language model is DeepSeek-V3's (vLLM serves kimi_k2 with
+    # DeepseekV3ForCausalLM; transformers' kimi_k25 builds DeepseekV3 from the text config)
+    "kimi_k2": {"tied_default": False},
+    # DeepSeek sparse attention: DeepSeek-V3's blocks plus the indexer's projections in every
+    # layer (transformers' GlmMoeDsaIndexer and DeepseekV32Indexer: wq_b, wk, k_norm,
+    # weights_proj)
+    "deepseek_v32": {"indexer": True, "tied_default": False},
+    "glm_moe_dsa": {"indexer": True, "tied_default": False},
+    # MiMo (7B): Qwen2's blocks (vLLM's mimo.py); its MTP layers are the drafter's, not counted
+    "mimo": {"qkv_bias": True, "tied_default": False},
+    # EXAONE 4 and EXAONE 4.5's language model: per-head q/k RMSNorms, and the two norms after
+    # attention and after the MLP (Exaone4DecoderLayer)
+    "exaone4": {"qk_norm": True, "tied_default": False},
+    "exaone4_5_text": {"qk_norm": True, "tied_default": False},
+    # MiniMax-M2: q/k RMSNorm over the whole projection (qk_norm_type "per_layer"), every layer
+    # MoE, and the router's score-correction bias where use_routing_bias (vLLM's minimax_m2.py)
+    "minimax_m2": {
+        "qk_norm_full": True,
+        "routing_bias": "use_routing_bias",
+        "tied_default": False,
+    },
     "llama": {},
     "mistral": {},
     "mixtral": {},
@@ -60,13 +83,21 @@ class ParamReading:
 def count_parameters(f: Fields, model_type: str, layers: list, geo: Geometry) -> ParamReading:
     """The parameters of the layers read from ``f``; never raises for a config it cannot count
     (``error`` says why instead), so that only the weight figures are lost."""
+    special = _OWN_COUNTERS.get(model_type)
+    mlx = _mlx_quantization(f)
+    if mlx:
+        return ParamReading(error=mlx)
     try:
-        family = _countable(model_type, layers, geo)
+        family = {} if special else _countable(model_type, layers, geo)
         hidden = f.int("hidden_size", "n_embd", "d_model")
         vocab = f.int("vocab_size")
     except ValueError as exc:
         return ParamReading(error=str(exc))
     try:
+        if special:
+            moe, params = special(f, layers, geo, hidden, vocab)
+            _check_total(params)
+            return ParamReading(moe=moe, params=params, vocab=vocab)
         moe = _moe(f, hidden, len(layers), family)
         params = _count_params(
             f,
@@ -80,15 +111,44 @@ def count_parameters(f: Fields, model_type: str, layers: list, geo: Geometry) ->
             geo.kv_heads,
             len(layers),
         )
-        if params.total > MAX_PARAMS:
-            raise ValueError(
-                f"the config describes {params.total:.3g} parameters, over the "
-                f"{MAX_PARAMS:.3g} kvcalc counts (the largest published models "
-                "have about 2 x 10^12)"
-            )
+        _check_total(params)
     except ValueError as exc:
         return ParamReading(vocab=vocab, error=str(exc))
     return ParamReading(moe=moe, params=params, vocab=vocab)
+
+
+def _mlx_quantization(f: Fields) -> str | None:
+    """Why the weight figures are not derived for a checkpoint mlx-lm quantized, or None.
+
+    mlx-lm writes its block as ``quantization`` (and again as ``quantization_config``, with no
+    quant_method): ``bits`` and ``group_size`` (and ``mode``) for every Linear and Embedding
+    whose input width the group divides, each group with its own scale and, in the default
+    affine mode, bias in the model's 16-bit type (mlx-lm's ``nn.quantize`` /
+    ``mx.quantize``), and per-tensor entries that override them. Weight bytes therefore depend
+    on which tensors were quantized at which width, which the config alone does not settle;
+    the cache does not depend on it at all."""
+    for where in (f.top, f.cfg):
+        block = where.get("quantization") if isinstance(where, dict) else None
+        if not isinstance(block, dict):
+            q = where.get("quantization_config") if isinstance(where, dict) else None
+            block = q if isinstance(q, dict) and "quant_method" not in q else None
+        if isinstance(block, dict) and ("bits" in block or "group_size" in block):
+            bits, group = block.get("bits"), block.get("group_size")
+            return (
+                f"the weights are MLX-quantized ({_short(bits)} bits in groups of "
+                f"{_short(group)}, per-group scales): their bytes depend "
+                "on which tensors mlx-lm quantized, which the config does not settle"
+            )
+    return None
+
+
+def _check_total(params: ParamCounts) -> None:
+    if params.total > MAX_PARAMS:
+        raise ValueError(
+            f"the config describes {params.total:.3g} parameters, over the "
+            f"{MAX_PARAMS:.3g} kvcalc counts (the largest published models "
+            "have about 2 x 10^12)"
+        )
 
 
 def _countable(model_type: str, layers: list, geo: Geometry) -> dict[str, Any]:
@@ -110,7 +170,7 @@ def _countable(model_type: str, layers: list, geo: Geometry) -> dict[str, Any]:
     return family
 
 
-def _tied(f: Fields) -> bool:
+def _tied(f: Fields, default: bool = True) -> bool:
     """Whether the output head shares the input embedding. A wrapper's (vision-language) model
     follows its own top-level tie_word_embeddings when it has one, whatever its text config
     says: checked with transformers 5.24 on the meta device (Qwen3.5's and Qwen3.6's composite
@@ -124,7 +184,7 @@ def _tied(f: Fields) -> bool:
                     f"config field 'tie_word_embeddings' must be true or false, got {_short(top)}"
                 )
             return top
-    return f.bool("tie_word_embeddings", True)
+    return f.bool("tie_word_embeddings", default)
 
 
 def _moe(f: Fields, hidden: int, n: int, family: dict) -> MoE | None:
@@ -193,7 +253,7 @@ def _count_params(
 ) -> ParamCounts:
     """Parameters from config fields, layer by layer. Norm weights are counted; rotary tables
     and buffers are not parameters."""
-    tied = _tied(f)
+    tied = _tied(f, family.get("tied_default", True))
     embedding = vocab * hidden
     lm_head = 0 if tied else vocab * hidden
     other = 0
@@ -206,21 +266,12 @@ def _count_params(
     for layer in layers:
         if layer.kind == "mla":
             attention += _mla_params(f, hidden, q_heads)
+            if family.get("indexer") and layer.extra is not None:
+                attention += _indexer_params(f, hidden)
         elif layer.kind == "state":
             attention += _state_params(f, hidden, layer)
         else:
-            q_out = q_heads * head_dim * (2 if family.get("gated_q") else 1)
-            kv_out = kv_heads * head_dim
-            a = hidden * (q_out + 2 * kv_out) + q_heads * head_dim * hidden
-            if bias or family.get("attn_bias") or f.raw("attention_bias", default=False) is True:
-                a += q_out + 2 * kv_out + hidden
-            elif family.get("qkv_bias"):
-                a += q_out + 2 * kv_out
-            if family.get("sinks"):
-                a += q_heads
-            if family.get("qk_norm"):
-                a += 2 * head_dim
-            attention += a
+            attention += _gqa_params(f, family, hidden, head_dim, q_heads, kv_heads, bias)
 
     # Feed-forward: dense layers are those that are not MoE.
     dense_layers = n - (moe.layers if moe else 0)
@@ -241,6 +292,8 @@ def _count_params(
             router += moe.layers * moe.num_experts
         if f.has("n_group") and f.has("topk_method"):
             router += moe.layers * moe.num_experts  # DeepSeek-V3's e_score_correction_bias
+        elif family.get("routing_bias") and f.bool(family["routing_bias"], False):
+            router += moe.layers * moe.num_experts  # MiniMax-M2's e_score_correction_bias
 
     per_layer_norms = family.get("norms_per_layer", 2)
     if (
@@ -264,6 +317,31 @@ def _count_params(
     )
 
 
+def _gqa_params(
+    f: Fields, family: dict, hidden: int, head_dim: int, q_heads: int, kv_heads: int, bias: bool
+) -> int:
+    """One attention layer of query and KV heads: q, k, v, o, their biases, sinks and q/k norms
+    as the family builds them."""
+    q_out = q_heads * head_dim * (2 if family.get("gated_q") else 1)
+    kv_out = kv_heads * head_dim
+    a = hidden * (q_out + 2 * kv_out) + q_heads * head_dim * hidden
+    if family.get("qkv_bias"):
+        # Qwen2's q, k and v biases and no o_proj bias, whatever attention_bias says
+        # (Qwen2Attention in transformers and vLLM never reads it; MiMo's files write
+        # attention_bias: true)
+        f.seen.add("attention_bias")
+        a += q_out + 2 * kv_out
+    elif bias or family.get("attn_bias") or f.raw("attention_bias", default=False) is True:
+        a += q_out + 2 * kv_out + hidden
+    if family.get("sinks"):
+        a += q_heads
+    if family.get("qk_norm"):
+        a += 2 * head_dim
+    if family.get("qk_norm_full"):
+        a += _full_qk_norm(f, q_out + kv_out)
+    return a
+
+
 def _mla_params(f: Fields, hidden: int, heads: int) -> int:
     nope, rope = f.int("qk_nope_head_dim"), f.int("qk_rope_head_dim")
     v, kv_rank = f.int("v_head_dim"), f.int("kv_lora_rank")
@@ -275,6 +353,31 @@ def _mla_params(f: Fields, hidden: int, heads: int) -> int:
         q = hidden * q_dim
     kv = hidden * (kv_rank + rope) + kv_rank + kv_rank * heads * (nope + v)
     return q + kv + heads * v * hidden
+
+
+def _full_qk_norm(f: Fields, widths: int) -> int:
+    """MiniMax-M2's q/k RMSNorms span the whole q and k projections (transformers'
+    MiniMaxM2Attention, vLLM's MiniMaxText01RMSNormTP), which qk_norm_type "per_layer" names;
+    another value is not counted."""
+    kind = f.raw("qk_norm_type", default="per_layer")
+    if kind != "per_layer":
+        raise ValueError(
+            f"config field 'qk_norm_type' is {_short(kind)}: the parameter counter knows "
+            "MiniMax-M2's 'per_layer' q/k norms only"
+        )
+    if f.raw("use_qk_norm", default=True) is False:
+        return 0
+    return widths
+
+
+def _indexer_params(f: Fields, hidden: int) -> int:
+    """The DeepSeek-sparse-attention indexer of one layer (transformers 5.24's GlmMoeDsaIndexer
+    and DeepseekV32Indexer): wq_b from the query latent to index_n_heads x index_head_dim, wk
+    from the hidden state to one index_head_dim key, its LayerNorm (weight and bias) and
+    weights_proj to one weight per index head."""
+    heads, dim = f.int("index_n_heads"), f.int("index_head_dim")
+    q_rank = f.int("q_lora_rank")
+    return q_rank * heads * dim + hidden * dim + 2 * dim + hidden * heads
 
 
 def _state_params(f: Fields, hidden: int, layer: RecurrentState) -> int:
@@ -309,3 +412,81 @@ def _state_params(f: Fields, hidden: int, layer: RecurrentState) -> int:
     p += d_inner * hidden  # out_proj
     p += dt_rank + 2 * d_state  # Jamba's dt/B/C layer norms
     return p
+
+
+def _granite_hybrid_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """Granite 4.0-H (transformers' GraniteMoeHybridForCausalLM, vLLM's granitemoehybrid.py):
+    every layer has two RMSNorms, a shared MLP of shared_intermediate_size (gate and up in one
+    input_linear, then output_linear) and, when num_local_experts > 0, a router and experts of
+    intermediate_size; beside them GQA attention or a Mamba-2 mixer. A dense model (0 experts)
+    reads intermediate_size nowhere."""
+    n = len(layers)
+    shared_width = f.int("shared_intermediate_size", default=1024)
+    shared = 3 * hidden * shared_width
+    experts = f.int("num_local_experts", default=8, minimum=0)
+    moe = None
+    routed = router = 0
+    if experts:
+        inter = f.int("intermediate_size")
+        k = f.int("num_experts_per_tok", default=2)
+        if k > experts:
+            raise ValueError(
+                f"config field 'num_experts_per_tok' ({k}) exceeds the number of experts "
+                f"({experts})"
+            )
+        moe = MoE(
+            num_experts=experts,
+            top_k=k,
+            expert_params=3 * hidden * inter,
+            layers=n,
+            shared_params_per_layer=shared,
+        )
+        routed = n * experts * 3 * hidden * inter
+        router = n * experts * hidden
+    else:
+        f.seen.update({"intermediate_size", "num_experts_per_tok"})  # unused without experts
+    bias = f.bool("attention_bias", False)
+    q_out, kv_out = geo.q_heads * geo.head_dim, geo.kv_heads * geo.head_dim
+    attn = hidden * (q_out + 2 * kv_out) + q_out * hidden
+    if bias:
+        attn += q_out + 2 * kv_out + hidden
+    attention = 0
+    for layer in layers:
+        if layer.kind == "state":
+            attention += _granite_mamba_params(f, hidden, layer)
+        else:
+            attention += attn
+    tied = f.bool("tie_word_embeddings", False)  # GraniteMoeHybridConfig's default: untied
+    return moe, ParamCounts(
+        embedding=vocab * hidden,
+        lm_head=0 if tied else vocab * hidden,
+        attention=attention,
+        mlp=0 if experts else n * shared,
+        routed_experts=routed,
+        shared_experts=n * shared if experts else 0,
+        router=router,
+        norms=(2 * n + 1) * hidden,
+        tied=tied,
+    )
+
+
+def _granite_mamba_params(f: Fields, hidden: int, layer: RecurrentState) -> int:
+    """GraniteMoeHybridMambaLayer: in_proj to inner + conv channels + heads, the depthwise
+    conv (with its bias when mamba_conv_bias), dt_bias, A_log and D per head, the gated norm
+    over inner, out_proj; mamba_proj_bias adds the two projections' biases."""
+    inner = f.int("mamba_expand", default=2) * hidden
+    heads = f.int("mamba_n_heads", default=128)
+    conv_dim = layer.conv_elements // (layer.conv_kernel - 1)
+    p = hidden * (inner + conv_dim + heads) + conv_dim * layer.conv_kernel + 3 * heads + inner
+    p += inner * hidden
+    if f.bool("mamba_conv_bias", True):
+        p += conv_dim
+    if f.bool("mamba_proj_bias", False):
+        p += inner + conv_dim + heads + hidden
+    return p
+
+
+# Families whose blocks the generic counter does not describe, each counted by its own function.
+_OWN_COUNTERS = {"granitemoehybrid": _granite_hybrid_params}
