@@ -181,10 +181,6 @@ def measured(spec, n, tp=1):
 # Cases kvcalc refuses today for fields that cannot change the cache (NOTES-F.md): strict, so
 # a reader that starts giving the number, right or wrong, makes the run say so.
 XFAIL = {
-    "exaone-4.5-33b.json": (
-        "refused for text_config._num_mtp_layers and mtp_share_layers (the MTP head's fields), "
-        "which cannot change the cache"
-    ),
     "kimi-k3.json": (
         "refused for linear_attn_config.gate_lower_bound and use_full_rank_gate (the KDA forget "
         "gate's clamp and projection rank; then activation_situ_*, attn_res_block_size, "

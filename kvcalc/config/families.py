@@ -148,6 +148,9 @@ NEVER_CACHE = (
             "unsloth_version",
             "unsloth_fixed",
             "quantization_config",  # the weights' format; the KV format is chosen separately
+            # mlx-lm's spelling of the same block (bits, group_size, mode and per-tensor
+            # entries): how the weights are stored, never what a layer caches
+            "quantization",
             # token ids
             "bos_token_id",
             "eos_token_id",
@@ -274,6 +277,7 @@ GROUPS: dict[str, frozenset[str]] = {
             "qk_layernorm",
             "lm_head_bias",
             "scale_embedding",
+            "mlp_type",  # which MLP a layer runs (dense, MoE, gated): weights only
         }
     ),
     # Mixture of experts: which layers route, how many experts, their sizes and the router.
@@ -349,6 +353,13 @@ GROUPS: dict[str, frozenset[str]] = {
             "num_mtp_layers",
             "mtp_layer_types",
             "mtp_mlp_layer_types",
+            # MiniMax-M2.5: num_mtp_modules modules of mtp_transformer_layers layers each
+            "num_mtp_modules",
+            "mtp_transformer_layers",
+            # EXAONE 4.5's text config: its MTP layer count again (TensorRT-LLM reads it) and
+            # whether the MTP layer reuses the model's weights (vLLM's exaone4_5_mtp.py)
+            "_num_mtp_layers",
+            "mtp_share_layers",
         }
     ),
     # MLA's query compression (q_lora_rank) sizes weights; the cache is the KV latent.

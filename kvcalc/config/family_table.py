@@ -61,12 +61,10 @@ _STANDARD = (
     "ministral3",
     "nanochat",
     "vaultgemma",
-    "minimax_m2",
     "kolibri1",
     "lara_mini",
     "solar_open",
     "exaone",
-    "exaone4",
     "exaone_moe",
     "phimoe",
     "beam",
@@ -218,6 +216,39 @@ FAMILIES: dict[str, Family] = {
         "for_llm_compressor",
     ),
     "qwen3_next": _f(groups=("mlp", "moe", "mtp")),
+    # EXAONE 4 and EXAONE 4.5's language model (text_config "exaone4_5_text", which transformers
+    # 5.24 renames exaone4: Exaone4_5_Config.__post_init__, so both spellings read alike):
+    # EXAONE 4's layers plus the MTP layer vLLM's exaone4_5_mtp.py runs as the drafter, and the
+    # wrapper's image and video token ids where a text config repeats them; reorder_qk_norm
+    # places the norms (weights)
+    **{
+        t: _f("reorder_qk_norm", groups=("mlp", "moe", "vision", "mtp"))
+        for t in ("exaone4", "exaone4_5_text")
+    },
+    # MiMo (XiaomiMiMo/MiMo-7B): Qwen2's decoder (vLLM's mimo.py builds MiMoModel on Qwen2Model)
+    # with num_nextn_predict_layers MTP layers that the main model neither runs nor caches
+    # (vLLM's mimo_mtp.py runs them as the drafter); use_mrope false is plain RoPE
+    "mimo": _f("use_mrope", groups=("mlp", "moe", "mtp")),
+    # MiniMax-M2 / M2.5: standard GQA attention and MoE (vLLM's minimax_m2.py). rotary_dim is the
+    # rotary part of each head; qk_norm_type places the q/k RMSNorm (weights); use_routing_bias
+    # adds the router's score-correction bias; shared_intermediate_size 0 is no shared expert;
+    # the MTP modules (num_mtp_modules of mtp_transformer_layers layers) are the drafter's
+    "minimax_m2": _f(
+        "rotary_dim",
+        "qk_norm_type",
+        "use_routing_bias",
+        "shared_intermediate_size",
+        groups=("mlp", "moe", "mtp"),
+    ),
+    # Granite 4.0-H: the muP multipliers scale activations (NEVER_CACHE); the shared MLP sizes
+    # weights; normalization_function names the norm and init_method the initialisation;
+    # position_embedding_type (RoPE or NoPE) is read by the reader and changes no cache
+    "granitemoehybrid": _f(
+        "shared_intermediate_size",
+        "normalization_function",
+        "init_method",
+        groups=("mlp", "moe", "mamba"),
+    ),
     # attn_output_gate: a sigmoid gate on the attention output (weights only)
     **{
         t: _f("attn_output_gate", "output_gate_type", groups=("mlp", "moe", "mtp"))

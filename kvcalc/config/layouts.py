@@ -27,6 +27,7 @@ LAYOUT_BY_CLASS_RULE = frozenset(
         "granite_swa",
         "granitemoe_swa",
         "exaone4",
+        "exaone4_5_text",
         "exaone_moe",
         "qwen2_moe",
         "smollm3",
