@@ -11,7 +11,12 @@ import streamlit as st
 from kvcalc import KV_DTYPES, WEIGHT_DTYPES, registry, spec_from_config
 from kvcalc.cache.weight_bytes import Weights, weights_given, weights_in
 from kvcalc.config.catalog import GPU
-from kvcalc.config.hfconfig import UnknownFields, checkpoint_format, parse_config_text
+from kvcalc.config.hfconfig import (
+    UNMODELLED,
+    UnknownFields,
+    checkpoint_format,
+    parse_config_text,
+)
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.units import GiB
 from kvcalc.engines.budget import pool_defaults_text
@@ -398,15 +403,21 @@ def _model_summary(key: str) -> None:
     st.caption(
         f"{spec.num_layers} layers: " + ", ".join(f"{n} {plain(k)}" for k, n in counts.items())
     )
-    if spec.params is None:
+    fmt = _model_from_selection()[2][0]
+    if spec.params is None or fmt == UNMODELLED:
         st.number_input(
             "Weights of the whole model (GiB)",
             0.0,
             100_000.0,
             16.0,
             1.0,
-            help="kvcalc cannot count this model's parameters (see below); the cache "
-            "figures do not need them, the memory budget does.",
+            help=(
+                "kvcalc cannot count this model's parameters (see below)"
+                if spec.params is None
+                else "the checkpoint is quantised in a format whose bytes kvcalc does not "
+                "derive: give the size of its weight files, or choose a weight format"
+            )
+            + "; the cache figures do not need them, the memory budget does.",
             **bound("wgib", "num"),
         )
     said = list(spec.notes) + list(spec.assumptions)
@@ -516,10 +527,12 @@ def selection() -> Selection:
     kv = st.session_state.get("kvdtype", "bf16")
     if kv == "bf16" and not gpu.has_bf16:
         kv = "fp16"  # vLLM's cache takes the model's 16-bit format, FP16 without BF16
-    if spec.params is None:
+    if spec.params is None or (wd == UNMODELLED and choice == "auto"):
         gib = float(st.session_state.get("wgib", 16.0))
         w = weights_given(round(gib * GiB), "bf16" if choice == "auto" else choice)
-        source += f"; weights {gib:g} GiB as given (parameters not counted)"
+        source += f"; weights {gib:g} GiB as given (" + (
+            "parameters not counted)" if spec.params is None else "a quantised checkpoint)"
+        )
     else:
         w = weights_in(spec, choice, wd, ed, half=gpu.half)
     return Selection(

@@ -128,6 +128,13 @@ def weights_in(
     16-bit format), with its expert format (gpt-oss: MXFP4 experts); anything else is that
     format for every weight."""
     if choice in (None, "auto"):
+        if checkpoint == "unmodelled":
+            raise ValueError(
+                f"{spec.name}'s checkpoint is quantised in a format whose weight bytes kvcalc "
+                "does not derive (they depend on which tensors were quantised and their "
+                "scales): choose a weight format or give the weights' size (--weight-dtype, "
+                "--weight-bits or --weights-gib; in the app, the sidebar's weight inputs)"
+            )
         served = served_format(checkpoint, half)
         w = weights(spec, served, checkpoint_experts)
         return replace(w, checkpoint_dtype=checkpoint) if served != checkpoint else w

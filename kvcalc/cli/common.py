@@ -18,7 +18,7 @@ from ..cache.weight_bytes import (
     weights_in,
 )
 from ..config.catalog import registry
-from ..config.hfconfig import checkpoint_format, load_config_file, spec_from_config
+from ..config.hfconfig import UNMODELLED, checkpoint_format, load_config_file, spec_from_config
 from ..core.dtypes import KV_DTYPES, WEIGHT_DTYPES
 from ..core.model import ModelSpec
 from ..core.speculative import speculation_from, with_speculation
@@ -274,9 +274,9 @@ def load_model(args) -> tuple[ModelSpec, str, str | None, str]:
 def weights_of(args, spec, wd, ed) -> tuple[Weights, int]:
     """(weights in the chosen format, resident bytes: --weights-gib when given)."""
     given = getattr(args, "weights_gib", None)
-    if spec.params is None and given is not None:
+    if given is not None and (spec.params is None or wd == UNMODELLED):
         # Parameters not counted: the size given is all kvcalc knows of the weights.
-        w = weights_given(round(given * GiB), wd)
+        w = weights_given(round(given * GiB), "bf16" if wd == UNMODELLED else wd)
         return w, w.bytes
     gpu = gpu_of(args)  # "auto": the checkpoint as vLLM loads it on this GPU (FP32 in 16 bits)
     if getattr(args, "weight_bits", None) is not None:

@@ -397,18 +397,67 @@ def _engine_conventions(f: Fields, layers: list) -> list[str]:
 _TORCH_DTYPES = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 
 
+# A checkpoint whose weights are quantised in a format kvcalc does not turn into bytes (AWQ,
+# GPTQ, bitsandbytes, NVFP4, integer compressed-tensors, MLX): its "auto" weights are refused
+# and the user gives a format or a size (weights_in says so).
+UNMODELLED = "unmodelled"
+
+
 def checkpoint_format(config: dict) -> tuple[str, str | None]:
     """(weight dtype, expert dtype or None) of a checkpoint, read from its config:
-    ``quantization_config.quant_method`` (fp8, mxfp4) first, then ``torch_dtype``/``dtype``;
-    BF16 when the config says nothing."""
+    ``quantization_config.quant_method`` (fp8, mxfp4; compressed-tensors with 8-bit float
+    weights is FP8) first, then ``torch_dtype``/``dtype``; BF16 when the config says nothing.
+    UNMODELLED for any other quantisation (quantization_scheme says which)."""
     cfg = config if isinstance(config, dict) else {}
     q = cfg.get("quantization_config")
     method = q.get("quant_method") if isinstance(q, dict) else None
     if method == "mxfp4":  # gpt-oss: only the MoE experts are MXFP4, the rest stays BF16
         return "bf16", "mxfp4"
-    if method == "fp8":
+    if method == "fp8" or (method == "compressed-tensors" and _float8_weights(q)):
         return "fp8", None
+    if quantization_scheme(cfg):
+        return UNMODELLED, None
     text = cfg.get("text_config")
     text = text if isinstance(text, dict) else {}
     name = cfg.get("torch_dtype") or cfg.get("dtype") or text.get("torch_dtype")
     return _TORCH_DTYPES.get(name, "bf16") if isinstance(name, str) else "bf16", None
+
+
+def quantization_scheme(config: dict) -> str | None:
+    """The checkpoint's weight quantisation in words when kvcalc does not size it (its bytes
+    depend on which tensors were quantised, at which width, with which scales), else None."""
+    cfg = config if isinstance(config, dict) else {}
+    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    for where in (cfg, text):
+        q = where.get("quantization_config")
+        if isinstance(q, dict):
+            method = q.get("quant_method")
+            if method in ("fp8", "mxfp4") or (
+                method == "compressed-tensors" and _float8_weights(q)
+            ):
+                return None
+            if method is not None or "bits" in q or "group_size" in q:
+                bits = q.get("bits", q.get("w_bit"))
+                groups = q.get("config_groups")
+                if bits is None and isinstance(groups, dict):
+                    first = next(iter(groups.values()), None)
+                    w = first.get("weights") if isinstance(first, dict) else None
+                    bits = w.get("num_bits") if isinstance(w, dict) else None
+                what = str(method)[:40] if method is not None else "MLX"
+                return what + (f", {_short(bits)}-bit" if bits is not None else "")
+        m = where.get("quantization")
+        if isinstance(m, dict) and ("bits" in m or "group_size" in m):
+            return f"MLX, {_short(m.get('bits'))}-bit"
+    return None
+
+
+def _float8_weights(q: dict) -> bool:
+    """compressed-tensors whose every weight group is 8-bit float (FP8 W8A8 / W8A16)."""
+    groups = q.get("config_groups")
+    if not isinstance(groups, dict) or not groups:
+        return False
+    for g in groups.values():
+        w = g.get("weights") if isinstance(g, dict) else None
+        if not isinstance(w, dict) or w.get("num_bits") != 8 or w.get("type") != "float":
+            return False
+    return True
