@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 
 from ...config.limits import MAX_CONTEXT
 from ...core.arith import cdiv
-from ...core.model import ModelSpec, counted
+from ...core.model import ModelSpec, RecurrentState, counted
 from ...core.units import check_int
 from .defaults import DEFAULT_BLOCK_SIZE
 from .facts import fact
@@ -189,6 +189,7 @@ def predict(
         mm_batch_tokens=mm_batch_tokens,
         mla_block_rule=mla_block_rule,
     )
+    _note_qwen3_5_before_hook(kinds, settings.version, mamba_ssm_cache_dtype, notes)
     layers = layers_on_gpu(spec, num_draft_layers, tp)
     parts, stages = pipeline_stages(spec, layers, pp)
     binding = binding_stage(
@@ -209,6 +210,32 @@ def _check_servable(spec: ModelSpec, kinds: list) -> None:
         raise ValueError(
             f"vLLM cannot serve {spec.name}: {unsupported} (the encoder-decoder "
             "models, mllama among them, were removed after v0.10.2, PR #24907)"
+        )
+
+
+def _note_qwen3_5_before_hook(
+    kinds: list, version: tuple[int, ...], ssm_flag: str | None, notes: list[str]
+) -> None:
+    """Say it where a Qwen3.5 state declares its format (config.json mamba_ssm_dtype) but the
+    version asked predates vLLM reading it: the release has no Qwen3.5 model, and main builds
+    stamped with its number straddle PR #34489 (tests/data/vllm-facts.md, Q18)."""
+    if fact("qwen3_5_ssm_from_config", version) or ssm_flag not in (None, "auto"):
+        return
+    declared = sorted(
+        {
+            lay.ssm_dtype
+            for lay in kinds
+            if isinstance(lay, RecurrentState) and lay.ssm_dtype_field == "mamba_ssm_dtype"
+        }
+    )
+    if declared:
+        shown = ".".join(map(str, version))
+        notes.append(
+            f"vLLM {shown} has no Qwen3.5 model: the SSM state is counted in the conv state's "
+            "format, as main builds before PR #34489 (2026-02-13) kept it; a main build "
+            f"stamped {shown} after that PR keeps it in config.json's mamba_ssm_dtype "
+            f"({declared[0]}), as 0.16.1rc1.devN builds and v0.17.0 on do: give "
+            "mamba_ssm_cache_dtype for such a build"
         )
 
 

@@ -24,7 +24,9 @@ def resolve_version(v: str | None) -> tuple[int, ...]:
 # of every vLLM wheel on PyPI from v0.7.0 to v0.33.0, compared release by release (release
 # candidates and dev builds not checked); PR numbers from vLLM's pull-request threads. Details and
 # quotes: tests/data/vllm-facts.md. `predict(..., vllm_version=...)` applies one release's rules;
-# the default is NEWEST.
+# the default is NEWEST. A main-branch build's version ("0.16.1rc1.dev111+gafd089f23") is read
+# as its first three numbers; where a rule reached main between two releases and real logs of
+# such builds show it, its step sits at the builds' stamp (qwen3_5_ssm_from_config: 0.16.1).
 #
 # Not pinned down: the PR behind the v0.20.1 tokens line (#41069 or #40694's idea), and the PRs
 # of the >= 160 GiB batch tier (v0.28.0) and of the in-flight tokens (v0.26.0).
@@ -178,8 +180,20 @@ VERSION_FACTS: dict[str, Fact] = {
     "qwen3_5_ssm_from_config": Fact(
         what="Qwen3.5 SSM state dtype read from config.json's mamba_ssm_dtype",
         steps=(
-            ((0, 0, 0), False, "no Qwen3_5ForConditionalGenerationConfig (v0.16.0)"),
-            ((0, 17, 0), True, "Qwen3_5ForConditionalGenerationConfig.verify_and_update_config"),
+            (
+                (0, 0, 0),
+                False,
+                "v0.16.0 has no Qwen3.5 model; main builds before PR #34489 kept the SSM "
+                "state in the conv state's dtype",
+            ),
+            (
+                (0, 16, 1),
+                True,
+                "PR #34489 (2026-02-13), Qwen3_5ForConditionalGenerationConfig."
+                "verify_and_update_config: in the main builds stamped 0.16.1rc1.devN (logs "
+                "of 2026-03-01 and 03-09 raise the block to the float32 state) and in every "
+                "release from v0.17.0",
+            ),
         ),
     ),
     "mm_prefix_lm_batch_floor": Fact(

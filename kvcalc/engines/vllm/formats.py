@@ -127,7 +127,7 @@ def state_dtypes(
         and (qwen := _MAMBA_DTYPES.get(str((text or cfg).get("mamba_ssm_dtype", "")).lower()))
     ):
         ssm = qwen
-        src = "config.json mamba_ssm_dtype (Qwen3.5, vLLM 0.17.0 on)"
+        src = "config.json mamba_ssm_dtype (Qwen3.5: vLLM 0.17.0 on, main builds 0.16.1rc1.devN)"
     else:
         ssm, src = conv, "the conv state's dtype ('auto')"
     why.append(f"SSM state {ssm}: {src}")
