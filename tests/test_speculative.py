@@ -166,3 +166,29 @@ def test_kv_command_prints_the_drafters_bytes(capsys):
         main(["kv", "--model", "llama-3.1-8b", "--context", "8", "--speculative-config", "{x"]) == 2
     )
     assert "is not JSON" in capsys.readouterr().err
+
+
+def test_family_rules_of_vllms_mtp_builders():
+    """vLLM's MTP builders, tests/data/vllm-speculative-facts.md Q1: Qwen3-Next builds
+    getattr(config, "num_nextn_predict_layers", 1) full-attention layers (its config.json names
+    none); MiMo-V2 always one sliding-window layer with the swa_* geometry; MiniMax-M2 none."""
+    # Qwen3-Next-80B: 12 full layers x 2 x 2 KV heads x 256 x 2 B = 24,576 B; + 1 MTP layer
+    nxt = _spec("qwen3-next-80b-a3b-thinking.json")
+    assert _per_token(nxt) == 12 * 2048
+    assert _per_token(with_speculation(nxt, Speculation())) == 13 * 2048
+    # MiMo-V2-Flash: the MTP layer is a sliding one: 8 KV heads x (192 + 128) x 2 B = 5,120 B a
+    # token, at most the window (128 tokens) of them
+    mimo = _spec("mimo-v2-flash.json")
+    drafted = with_speculation(mimo, Speculation())
+    r = kv_cache(drafted, 4096)
+    assert r.drafter["bytes_per_token"] == 8 * (192 + 128) * 2
+    assert r.drafter["bytes"] == 8 * (192 + 128) * 2 * 128
+    # MiniMax-M2.7 declares num_mtp_modules 3, which vLLM does not build
+    mm = _spec("round6/minimax-m2.7.json")
+    with pytest.raises(ValueError, match="builds no MTP drafter for MiniMax-M2"):
+        with_speculation(mm, Speculation())
+    # k above n must be a multiple of n (one module: any k)
+    ds = get_model("deepseek-v3").spec
+    assert with_speculation(ds, Speculation(tokens=3)).speculative_tokens == 3
+    nemo = _spec("nemotron-3-super-120b-a12b-fp8.json")
+    assert len(nemo.mtp_layers) == 1

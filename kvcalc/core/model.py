@@ -920,6 +920,7 @@ class ModelSpec:
     draft_layers: int = 0
     drafter: str | None = None  # what the drafter is, in words ("1 MTP layer, 2 tokens")
     speculative_tokens: int = 0  # num_speculative_tokens: drafts proposed per step
+    draft_method: str | None = None  # "mtp", "eagle", "draft_model", "ngram"
 
     def __post_init__(self):
         if not self.layers:

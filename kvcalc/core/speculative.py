@@ -94,6 +94,13 @@ def drafter_layers(spec: ModelSpec, s: Speculation) -> tuple[tuple[Layer, ...], 
                 "mtp_num_hidden_layers, num_mtp_layers): choose an EAGLE head or a draft model"
             )
         n = len(spec.mtp_layers)
+        if s.tokens > n and s.tokens % n:
+            # vLLM reuses the n modules in turn (SpeculativeConfig: "Ensure divisibility for
+            # MTP module reuse"), tests/data/vllm-speculative-facts.md Q1
+            raise ValueError(
+                f"num_speculative_tokens {s.tokens} must be at most {n} or a multiple of "
+                f"{n}, the model's MTP layers (vLLM refuses it otherwise)"
+            )
         return spec.mtp_layers, f"{n} MTP layer{'s' if n > 1 else ''} ({spec.mtp_field}), {tokens}"
     if s.draft is not None:
         if s.draft.draft_layers:
@@ -127,6 +134,7 @@ def with_speculation(spec: ModelSpec, s: Speculation | None) -> ModelSpec:
         draft_layers=len(layers),
         drafter=words,
         speculative_tokens=s.tokens,
+        draft_method=s.method,
     )
 
 

@@ -14,7 +14,8 @@ from ...core.arith import cdiv
 from ...core.model import ModelSpec, RecurrentState, counted
 from ...core.units import check_int
 from .defaults import DEFAULT_BLOCK_SIZE
-from .facts import fact
+from .facts import fact, resolve_version
+from .speculative import speculative_view
 from .steps import (
     Binding,
     EngineSettings,
@@ -156,6 +157,8 @@ def predict(
     MLA models: the block size is the one vLLM picks for its MLA kernel on ``gpu_name``'s
     generation (an H100 when none is given), see mla_block_size; ``mla_block_rule=False``
     keeps ``block_size`` as given (a block size read from a log)."""
+    notes: list[str] = []
+    spec = speculative_view(spec, resolve_version(vllm_version), notes)
     kinds = [lay for lay, _ in counted(spec.layers)]  # each distinct layer once, for the scans
     _check_servable(spec, kinds)
     available_bytes = check_int("available KV cache memory (bytes)", available_bytes, 0, 2**50)
@@ -164,7 +167,6 @@ def predict(
     tp = check_int("tensor parallel size", tp, 1, 4096)
     pp = check_int("pipeline parallel size", pp, 1, 4096)
     num_draft_layers = check_int("draft layers", num_draft_layers, 0, 64)
-    notes: list[str] = []
     settings = engine_settings(
         spec,
         kinds,

@@ -196,6 +196,48 @@ VERSION_FACTS: dict[str, Fact] = {
             ),
         ),
     ),
+    # Speculative decoding (tests/data/vllm-speculative-facts.md, from the wheels v0.10.0 to
+    # v0.34.0): the drafter's layers join the pool in every release (Q0); these changed.
+    "spec_draft_model": Fact(
+        what="a separate draft model (method 'draft_model') served",
+        steps=(
+            ((0, 0, 0), False, '"Speculative decoding with draft model is not supported yet"'),
+            ((0, 15, 0), True, "PR #24322: vllm/v1/spec_decode/draft_model.py"),
+        ),
+    ),
+    "spec_hybrid": Fact(
+        what="recurrent-state (Mamba, linear attention) models served with speculative decoding",
+        steps=(
+            ((0, 0, 0), "none", '"Mamba with speculative decoding is not supported yet"'),
+            ((0, 10, 2), "qwen3_next", "only a qwen3_next target (Gated DeltaNet)"),
+            ((0, 17, 0), "any", "PR #33726 (Nemotron-H MTP and Mamba speculative decoding)"),
+        ),
+    ),
+    "spec_state_blocks": Fact(
+        what="the start-up count charges a recurrent group num_speculative_tokens more blocks",
+        steps=(
+            ((0, 0, 0), False, "num_speculative_blocks not in MambaSpec.max_memory_usage_bytes"),
+            ((0, 15, 0), True, "PR #30877: page x (1 or 2 + num_speculative_blocks)"),
+        ),
+    ),
+    "spec_conv_rows": Fact(
+        what="recurrent flavours whose conv state keeps conv_kernel - 1 + num_speculative_tokens "
+        "rows",
+        steps=(
+            ((0, 0, 0), frozenset(), "no num_spec in MambaStateShapeCalculator"),
+            ((0, 10, 2), frozenset({"gated_deltanet"}), "gated_delta_net_state_shape(num_spec)"),
+            (
+                (0, 17, 0),
+                frozenset({"gated_deltanet", "mamba2"}),
+                "PR #33726: MambaMixer2 num_spec",
+            ),
+            (
+                (0, 27, 0),
+                frozenset({"gated_deltanet", "mamba2", "kda"}),
+                "KDA: conv_kernel_size - 1 + num_spec",
+            ),
+        ),
+    ),
     "mm_prefix_lm_batch_floor": Fact(
         what="default max_num_batched_tokens raised to one multimodal item (Gemma 4)",
         steps=(

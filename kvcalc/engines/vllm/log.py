@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ...core.model import ModelSpec
+from ...core.speculative import speculation_from, with_speculation
 from ...core.units import GiB
 from .capacity import VllmPrediction, predict
 from .facts import fact, resolve_version
@@ -28,6 +29,12 @@ _PATTERNS = {
     "mamba_cache_dtype": re.compile(r"'mamba_cache_dtype': '([a-z0-9]+)'"),
     "mamba_ssm_cache_dtype": re.compile(r"mamba_ssm_cache_dtype(?:': '| to ')([a-z0-9]+)'"),
     "mamba_cache_mode": re.compile(r"Mamba cache mode is set to '([a-z]+)'"),
+    # speculative decoding: the engine's config line (SpeculativeConfig(method='mtp', ...,
+    # num_spec_tokens=3)) or the non-default args ({'method': 'mtp', 'num_speculative_tokens': 3})
+    "speculative_method": re.compile(
+        r"speculative_config(?:=SpeculativeConfig\(|': \{)'?method(?:=|': )'([a-z0-9_]+)'"
+    ),
+    "speculative_tokens": re.compile(r"num_spec(?:ulative)?_tokens(?:=|': )([0-9]+)"),
     "available_gib": re.compile(r"Available KV cache memory:\s*([0-9.]+)\s*GiB"),
     # vllm-ascend (worker.py / worker_v1.py, up to early 2026): exact bytes.
     "available_bytes": re.compile(r"Available memory:\s*([0-9]+),\s*total memory:\s*[0-9]+"),
@@ -56,6 +63,7 @@ _LOG_LINES = {
 }
 _LOG_TEXT = (
     "version",
+    "speculative_method",
     "model",
     "kv_cache_dtype",
     "mamba_cache_dtype",
@@ -337,6 +345,7 @@ def explain_log(spec: ModelSpec, log: dict, **overrides) -> tuple[VllmPrediction
     kw.update({k: v for k, v in overrides.items() if v is not None})
     if not kw["max_model_len"]:
         raise ValueError("the log does not state max_model_len; give --max-model-len")
+    spec = _logged_drafter(spec, log)
     mid, lines = _check_log(spec, log, kw)
     if all(line.agrees for line in lines):
         return mid, lines
@@ -353,6 +362,24 @@ def explain_log(spec: ModelSpec, log: dict, **overrides) -> tuple[VllmPrediction
         )
         out.append(replace(line, why=why))
     return mid, out
+
+
+def _logged_drafter(spec: ModelSpec, log: dict) -> ModelSpec:
+    """``spec`` with the speculative setup the log states, where it states one and ``spec``
+    has none yet: the model's own MTP layers for an MTP method, an n-gram lookup as is; an EAGLE
+    head or a draft model needs its config (refused by name: give it)."""
+    method = log.get("speculative_method")
+    if not method or spec.speculative_tokens:
+        return spec
+    tokens = log.get("speculative_tokens") or 1
+    s = speculation_from({"method": method, "num_speculative_tokens": tokens})
+    if s.method in ("eagle", "draft_model"):
+        raise ValueError(
+            f"the log serves with speculative decoding ({method}): its drafter's layers share "
+            'the pool; give the drafter\'s config (--speculative-config with its "model") '
+            "to check the lines"
+        )
+    return with_speculation(spec, s)
 
 
 def _why(p: VllmPrediction, log: dict, what: str) -> str:

@@ -31,6 +31,7 @@ from .formats import (
     vllm_bytes_per_token,
 )
 from .grouping import KVCacheGrouping, layer_grouping, per_request_blocks
+from .speculative import speculative_state_blocks
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,6 +125,8 @@ def engine_settings(
         gdn_prefill_checkpoint,
         notes,
     )
+    if state_blocks:
+        state_blocks += speculative_state_blocks(spec, version)
     # A window (or chunk) reserves room for the tokens in flight: one batch, or two under the
     # asynchronous scheduling of newer releases (with pipeline stages: one per stage).
     batches = fact("in_flight_batches", version)

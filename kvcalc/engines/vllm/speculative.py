@@ -1,0 +1,88 @@
+"""Speculative decoding as vLLM sizes it (tests/data/vllm-speculative-facts.md).
+
+The drafter's own layers are in the spec already (kvcalc.core.speculative.with_speculation):
+vLLM gives them a cache in the same pool in every release. What vLLM adds, by release:
+
+- a recurrent layer's conv state keeps ``conv_kernel - 1 + k`` rows instead of ``conv_kernel -
+  1`` (k = num_speculative_tokens; Gated DeltaNet from v0.10.2, Mamba-2 from v0.17.0, KDA from
+  v0.27.0; Mamba-1 and lightning attention never), which can raise a hybrid's attention block;
+- each recurrent group keeps k more state blocks per request, which the start-up count charges
+  from v0.15.0 (``speculative_state_blocks``);
+- which models it serves so at all (hybrids: only Qwen3-Next from v0.10.2, any from v0.17.0; a
+  separate draft model from v0.15.0).
+
+The lookahead slots the scheduler reserves are capped at max_model_len and never enter the
+start-up lines (Q5)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ...core.model import ModelSpec, RecurrentState, counted, interned
+from .facts import fact
+
+__all__ = ["speculative_view", "speculative_state_blocks"]
+
+
+def speculative_view(spec: ModelSpec, version: tuple[int, ...], notes: list[str]) -> ModelSpec:
+    """``spec`` as vLLM ``version`` holds it with its speculative setup: refused (ValueError)
+    where that release cannot serve it, the conv windows widened where it widens them."""
+    k = spec.speculative_tokens
+    if not k:
+        return spec
+    shown = ".".join(map(str, version))
+    if spec.draft_method == "draft_model" and not fact("spec_draft_model", version):
+        raise ValueError(
+            f'vLLM {shown} cannot serve a separate draft model ("Speculative decoding with '
+            'draft model is not supported yet"): from 0.15.0 on'
+        )
+    states = [lay for lay, _ in counted(spec.layers) if isinstance(lay, RecurrentState)]
+    if not states:
+        return spec
+    allowed = fact("spec_hybrid", version)
+    flavors = {lay.flavor for lay in states}
+    if allowed == "none" or (allowed == "qwen3_next" and flavors != {"gated_deltanet"}):
+        raise ValueError(
+            f"vLLM {shown} serves no model with recurrent layers with speculative decoding"
+            + (" but Qwen3-Next" if allowed == "qwen3_next" else "")
+            + ": any such model from 0.17.0 on (PR #33726)"
+        )
+    widened = fact("spec_conv_rows", version)
+    # Mamba-1 and lightning attention never widen; KDA before 0.27.0 took num_spec unused
+    unknown = flavors - widened - {"mamba", "lightning", "kda"}
+    if unknown and version >= (0, 17, 0):
+        raise ValueError(
+            f"how vLLM {shown} sizes a {sorted(unknown)[0]} state with speculative decoding is "
+            "not modelled"
+        )
+    if "mamba2" in flavors and (0, 17, 0) <= version < (0, 32, 0):
+        notes.append(
+            "speculative decoding widens the Mamba-2 conv state by "
+            f"{k} rows; vLLM {shown} sizes the pages of FalconH1, GraniteMoeHybrid and Zamba2 "
+            "without them and fails at start-up (fixed in 0.32.0, PR #47635)"
+        )
+
+    def view(lay):
+        if not isinstance(lay, RecurrentState) or lay.flavor not in widened:
+            return lay
+        rows = lay.conv_kernel - 1
+        if rows < 1:
+            return lay
+        return replace(
+            lay,
+            conv_elements=lay.conv_elements // rows * (rows + k),
+            group_conv_elements=lay.group_conv_elements // rows * (rows + k),
+        )
+
+    if flavors & widened:
+        notes.append(
+            f"speculative decoding: each recurrent layer's conv state keeps {k} more rows "
+            f"(conv_kernel - 1 + {k}), and each recurrent group {k} more state blocks per request"
+        )
+    return replace(spec, layers=interned(view(lay) for lay in spec.layers))
+
+
+def speculative_state_blocks(spec: ModelSpec, version: tuple[int, ...]) -> int:
+    """The state blocks per request a recurrent group keeps beyond the mode's own
+    (num_speculative_blocks), as the start-up count charges them in ``version``."""
+    return spec.speculative_tokens if fact("spec_state_blocks", version) else 0
