@@ -1,7 +1,7 @@
 import streamlit as st
 
 from kvcalc import budget, get_model, kv_cache, registry
-from kvcalc.core.speculative import Speculation, with_speculation
+from kvcalc.core.speculative import Speculation, drafter_weight_bytes, with_speculation
 from kvcalc.core.units import GiB, fmt_bytes, fmt_gib
 from kvcalc.engines.budget import (
     DEFAULT_ACTIVATION_BYTES,
@@ -568,10 +568,11 @@ if fits_gpu:
                 drafted = with_speculation(
                     sel.spec, Speculation(method=method, tokens=int(ahead or 2))
                 )
+                dw = drafter_weight_bytes(drafted, sel.weights.bytes, sel.weights.total_params)
                 bd = cached(budget)(
                     drafted,
                     context=context,
-                    weights_bytes=sel.weights_bytes,
+                    weights_bytes=sel.weights_bytes + (dw or 0),
                     concurrency=concurrency,
                     **kw,
                 )
@@ -597,8 +598,15 @@ if fits_gpu:
                         "layer evens the groups out: fewer groups, fewer blocks a request."
                     )
                 st.caption(
-                    "The drafter's own weights load before the engine measures its pool, "
-                    "so a real pool is smaller still; they are not subtracted here."
+                    (
+                        f"The drafter's own weights, {fmt_gib(dw / sel.num_gpus)}"
+                        + (" per GPU" if sel.num_gpus > 1 else "")
+                        + ", load before the engine measures its pool: they are subtracted."
+                    )
+                    if dw is not None
+                    else "The drafter's own weights load before the engine measures its "
+                    "pool, so a real pool is smaller still; an EAGLE head's vary (its own "
+                    "output head, its fusion layer) and are not subtracted here."
                 )
 
 with st.expander("How these numbers are computed", icon=":material/function:"):

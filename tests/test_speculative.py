@@ -192,3 +192,27 @@ def test_family_rules_of_vllms_mtp_builders():
     assert with_speculation(ds, Speculation(tokens=3)).speculative_tokens == 3
     nemo = _spec("nemotron-3-super-120b-a12b-fp8.json")
     assert len(nemo.mtp_layers) == 1
+
+
+def test_mtp_weights_by_hand():
+    """The MTP module's parameters, from vLLM's module lists (deepseek_mtp.py, qwen3_5_mtp.py):
+    one decoder layer, a 2 x hidden -> hidden projection and three norms; the embedding and the
+    output head are the target's (shared from v0.16.0, vllm-speculative-facts.md Q6)."""
+    h = 7168  # DeepSeek-V3
+    mla = h * 1536 + 1536 + 1536 * 128 * 192 + h * 576 + 512 + 512 * 128 * 256 + 128 * 128 * h
+    moe = (256 + 1) * 3 * h * 2048 + 256 * h + 256
+    ds = mla + moe + 2 * h + 2 * h * h + 3 * h
+    assert ds == 11_610_068_224
+    assert get_model("deepseek-v3").spec.mtp_params == ds
+    h = 2048  # Qwen3.5-35B-A3B: gated query (x 2), q/k norms of 256, 256 experts of 512
+    attn = h * 16 * 256 * 2 + 2 * h * 2 * 256 + 16 * 256 * h + 2 * 256
+    moe = 256 * 3 * h * 512 + 3 * h * 512 + h + 256 * h
+    q35 = attn + moe + 2 * h + 2 * h * h + 3 * h
+    assert _spec("qwen3.5-35b-a3b.json").mtp_params == q35 == 844_640_768
+    drafted = with_speculation(_spec("qwen3.5-35b-a3b.json"), Speculation())
+    assert drafted.drafter_params == q35
+    # an EAGLE head's own weights are not known without its config
+    assert (
+        with_speculation(get_model("llama-3.1-8b").spec, Speculation(method="eagle")).drafter_params
+        is None
+    )

@@ -9,6 +9,7 @@ from ..cache.weight_bytes import (
     weights_in,
 )
 from ..config.catalog import registry
+from ..core.speculative import drafter_weight_bytes
 from ..core.units import GB, GiB, fmt_bytes, fmt_gib, fmt_seconds
 from ..engines.budget import (
     DEFAULT_GPU_MEM_UTIL,
@@ -158,6 +159,8 @@ def cmd_budget(args):
     total = gpu.memory_bytes if gpu else round(args.vram_gib * GiB)
     w, wbytes = weights_of(args, spec, wd, ed)
     spec = with_speculative(args, spec)
+    drafter_bytes = drafter_weight_bytes(spec, w.bytes, w.total_params) if spec.drafter else None
+    wbytes += drafter_bytes or 0
     b = budget(
         spec,
         total_bytes=total,
@@ -179,6 +182,8 @@ def cmd_budget(args):
     )
     out = b.to_dict()
     out.update(
+        drafter=spec.drafter,
+        drafter_weight_bytes=drafter_bytes,
         model=label,
         gpu=gpu.key if gpu else None,
         weight_dtype=w.dtype,
@@ -200,6 +205,20 @@ def cmd_budget(args):
             "in 16 bits)"
             if w.checkpoint_dtype
             else ""
+        ),
+        *(
+            [
+                f"  drafter:      {spec.drafter}; its weights "
+                + (
+                    f"{fmt_gib(drafter_bytes / (args.tp * args.pp))}"
+                    + (" per GPU" if args.tp * args.pp > 1 else "")
+                    + " (in the weights above)"
+                    if drafter_bytes is not None
+                    else "not known, not counted"
+                )
+            ]
+            if spec.drafter
+            else []
         ),
         f"  reserve:      {fmt_gib(b.reserve_bytes)}",
         f"  KV pool:      {fmt_gib(b.kv_pool_bytes)}",

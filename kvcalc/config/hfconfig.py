@@ -51,7 +51,7 @@ from .fields import Fields, Geometry
 from .files import read_regular_file
 from .limits import MAX_CONTEXT, MAX_LAYERS, UPFRONT, over_cap
 from .model_layers import read_layers
-from .mtp import mtp_layers
+from .mtp import mtp_layers, mtp_parameters
 from .params import count_parameters
 
 __all__ = ["spec_from_config", "load_config_file", "MAX_CONFIG_BYTES", "UnknownFields"]
@@ -237,6 +237,7 @@ def spec_from_config(
         )
     drafts, mtp_field, mtp_error = mtp_layers(f, layers)
     counted = count_parameters(f, model_type, layers, geo)
+    mtp_params = mtp_parameters(f, model_type, layers, drafts, geo, counted)
     if counted.error:
         notes.append(
             f"parameters not counted ({counted.error}): weight figures need a weight "
@@ -280,6 +281,7 @@ def spec_from_config(
         mtp_layers=interned(drafts),
         mtp_field=mtp_field,
         mtp_error=mtp_error,
+        mtp_params=mtp_params,
     )
 
 

@@ -77,3 +77,41 @@ def mtp_layers(f: Fields, layers: list) -> tuple[list[Layer], str | None, str | 
     if ref is None:
         return [], name, "the model has no full-attention or MLA layer an MTP layer would repeat"
     return [ref] * n, name, None
+
+
+# Families whose MTP module is one decoder layer of the model plus a fusion projection of 2 x
+# hidden to hidden and three norms, the embedding and output head shared with the target (vLLM
+# from v0.16.0: tests/data/vllm-speculative-facts.md Q6): deepseek_mtp.py (enorm, hnorm, eh_proj,
+# shared_head.norm), glm4_moe_mtp.py (the same), mimo_mtp.py (token_layernorm,
+# hidden_layernorm, input_proj, final_layernorm), qwen3_next_mtp.py and qwen3_5_mtp.py
+# (pre_fc_norm_embedding, pre_fc_norm_hidden, fc, norm).
+_ONE_LAYER_MTP = frozenset(
+    {
+        "deepseek_v3",
+        "deepseek_v32",
+        "kimi_k2",
+        "glm4_moe",
+        "glm_moe_dsa",
+        "mimo",
+        "qwen3_next",
+        "qwen3_5_text",
+        "qwen3_5_moe_text",
+    }
+)
+
+
+def mtp_parameters(f: Fields, model_type: str, layers: list, drafts: list, geo, counted):
+    """The parameters the MTP modules add (what vLLM loads for them), or None where kvcalc
+    does not know a family's module: each module's decoder layer, counted as the model's next
+    layer (the parameter counter with one more layer, minus without), plus its 2 x hidden x
+    hidden projection and three norms of hidden."""
+    if not drafts or counted.params is None or model_type not in _ONE_LAYER_MTP:
+        return None
+    from .params import count_parameters  # the counter reads the same fields again
+
+    more = count_parameters(f, model_type, layers + [drafts[0]], geo)
+    hidden = geo.hidden
+    if more.params is None or not hidden:
+        return None
+    layer = more.params.total - counted.params.total
+    return len(drafts) * (layer + 2 * hidden * hidden + 3 * hidden)

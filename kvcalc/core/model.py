@@ -915,12 +915,14 @@ class ModelSpec:
     mtp_layers: tuple[Layer, ...] = ()
     mtp_field: str | None = None
     mtp_error: str | None = None  # why declared MTP layers could not be read
+    mtp_params: int | None = None  # what the MTP modules' weights add (None: not known)
     # A speculative drafter's layers are the last ``draft_layers`` of ``layers``; its pipeline
     # stage is the last one, as in vLLM (with_speculation builds such a spec).
     draft_layers: int = 0
     drafter: str | None = None  # what the drafter is, in words ("1 MTP layer, 2 tokens")
     speculative_tokens: int = 0  # num_speculative_tokens: drafts proposed per step
     draft_method: str | None = None  # "mtp", "eagle", "draft_model", "ngram"
+    drafter_params: int | None = None  # the drafter's own parameters (None: not known)
 
     def __post_init__(self):
         if not self.layers:

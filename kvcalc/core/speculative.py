@@ -135,7 +135,36 @@ def with_speculation(spec: ModelSpec, s: Speculation | None) -> ModelSpec:
         drafter=words,
         speculative_tokens=s.tokens,
         draft_method=s.method,
+        drafter_params=drafter_params(spec, s),
     )
+
+
+def drafter_params(spec: ModelSpec, s: Speculation) -> int | None:
+    """The parameters the drafter loads beside the model, or None where they are not known:
+    the MTP modules' (their decoder layers, projection and norms; the embedding and output head
+    are the target's), a draft model's own, none for an n-gram lookup. An EAGLE head's vary
+    (its fusion layer, often its own output head over a smaller vocabulary): not counted."""
+    if s.method == "ngram":
+        return 0
+    if s.method == "mtp":
+        return spec.mtp_params
+    if s.method == "draft_model" and s.draft is not None and s.draft.params is not None:
+        return s.draft.params.total
+    return None
+
+
+def drafter_weight_bytes(spec: ModelSpec, weight_bytes: int, params: int | None) -> int | None:
+    """The drafter's weight bytes, or None when they are not known: MTP modules are part of the
+    model's checkpoint, at its bytes per parameter (``weight_bytes`` over ``params``, the whole
+    model's); vLLM loads a draft model without the target's quantisation
+    (create_vllm_config_for_draft_model: quant_config=None), in 16 bits."""
+    if spec.drafter_params is None:
+        return None
+    if spec.draft_method == "draft_model":
+        return spec.drafter_params * 2
+    if not params:
+        return None
+    return round(spec.drafter_params * weight_bytes / params)
 
 
 def speculation_from(config: dict, draft: ModelSpec | None = None) -> Speculation:
