@@ -290,6 +290,73 @@ FAMILIES: dict[str, Family] = {
         "linear_dt_min",
     ),
     "phi4_multimodal": _f("audio_config", groups=("mlp", "moe", "vision")),
+    # Laguna (poolside; transformers' LagunaConfig, vLLM's laguna.py): layer_types full or
+    # sliding, num_attention_heads_per_layer read by the reader (query heads only). gating sizes
+    # the softplus output gate g_proj (per head or per element: weights); the moe_* settings
+    # scale, soft-cap and score the router, or move its weights onto the input (numbers of the
+    # forward pass); swa_rope_parameters is the older spelling of the sliding layers' rotary
+    "laguna": _f(
+        "gating",
+        "moe_routed_scaling_factor",
+        "moe_apply_router_weight_on_input",
+        "moe_router_logit_softcapping",
+        "moe_router_score_func",
+        "swa_rope_parameters",
+    ),
+    # Hunyuan (Tencent's remote code, model_type "hunyuan": configuration_hunyuan.py and
+    # modeling_hunyuan.py of Tencent-Hunyuan/Hunyuan-A13B; vLLM's hunyuan_v1.py). The switches
+    # use_cla and use_mla are read by the reader (kvcalc.config.model_layers). The rest:
+    # - MoE in its own names, per-layer lists or numbers: num_shared_expert, use_mixed_mlp_moe
+    #   (a shared MLP beside the experts), moe_drop_tokens, moe_random_routing_dropped_token
+    #   (training-time capacity), moe_layer_num_skipped, group_limited_greedy (routing)
+    # - the vision tower and its tokens (vit_*, anyres_*, num_media_embeds: image tokens are
+    #   prompt tokens, cached as any other), the special token ids, org_vocab_size (the
+    #   vocabulary before padding)
+    # - the sequence-classification head (add_classification_head, class_num, pool_type,
+    #   dense_list) that a causal LM does not run
+    # - rotary settings: use_rotary_pos_emb, position_embedding_xdrope, xdrope_section (which
+    #   dimensions rotate; the K cached is the same size)
+    "hunyuan": _f(
+        "num_shared_expert",
+        "use_mixed_mlp_moe",
+        "moe_drop_tokens",
+        "moe_random_routing_dropped_token",
+        "moe_layer_num_skipped",
+        "group_limited_greedy",
+        "vit_path",
+        "vit_type",
+        "vit_input_resolution",
+        "vit_token",
+        "vit_patch",
+        "vit_mapping_type",
+        "vit_norm_type",
+        "vit_used_rms_norm",
+        "vit_remove_prenorm",
+        "vit_add_patchemb_bias",
+        "anyres_vit_max_image_size",
+        "anyres_pooling_size",
+        "anyres_vit_two_views",
+        "skip_cls_token",
+        "num_media_embeds",
+        "im_start_id",
+        "im_end_id",
+        "im_newline_id",
+        "image_token_id",
+        "video_start_id",
+        "video_end_id",
+        "text_start_id",
+        "text_end_id",
+        "mask_init_id",
+        "pad_id",
+        "org_vocab_size",
+        "add_classification_head",
+        "class_num",
+        "pool_type",
+        "dense_list",
+        "use_rotary_pos_emb",
+        "position_embedding_xdrope",
+        "xdrope_section",
+    ),
     "jamba": _f(groups=("mlp", "moe", "mamba")),
     # expand: NemotronHMixer sizes its inner width as mamba_num_heads x mamba_head_dim
     "nemotron_h": _f(
@@ -385,6 +452,15 @@ FAMILIES: dict[str, Family] = {
     # Kimi-Linear: expert grouping and routing (MoE), its own names for them
     # mla_use_nope: the MLA layers skip RoPE, yet vLLM (kimi_linear.py) and transformers still
     # cache the kv_lora_rank latent and the qk_rope_head_dim key part
+    # Kimi K3 (its text config is kimi_linear; vLLM's kimi_linear.py as served for K3):
+    # mla_use_output_gate adds a sigmoid g_proj (hidden -> heads x v_head_dim) on the MLA
+    # output, weights only (MLAModules g_proj); routed_expert_hidden_size and
+    # latent_moe_use_norm are the latent MoE (routed experts run in a down-projected width,
+    # routed_expert_down_proj / routed_expert_norm / routed_expert_up_proj); activation_situ_*
+    # are the SiTU activation's constants (SituAndMul); attn_res_block_size is Attention
+    # Residuals: each layer mixes the block summaries of earlier layers of the same token, a
+    # buffer of tokens x blocks x hidden allocated per forward pass (KimiLinearModel.forward's
+    # block_residual) that no request keeps between steps, so no cache
     "kimi_linear": _f(
         "moe_renormalize",
         "num_expert_group",
@@ -394,6 +470,12 @@ FAMILIES: dict[str, Family] = {
         "mla_use_nope",
         "moe_router_activation_func",
         "use_grouped_topk",
+        "mla_use_output_gate",
+        "routed_expert_hidden_size",
+        "latent_moe_use_norm",
+        "activation_situ_beta",
+        "activation_situ_linear_beta",
+        "attn_res_block_size",
         groups=("mlp", "moe", "mla", "mtp"),
     ),
     "mllama_text_model": _f(groups=("mlp", "vision")),
