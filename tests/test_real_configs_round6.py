@@ -72,19 +72,12 @@ CASES = {
         [capped(48, 4096, 4096), full(16, 4096)],
         (8, [capped(48, 512, 4096), full(16, 512)]),
     ),
-    # Step-3.7-Flash (step3p7): 45 layer_types, full at 0, 4, ..., 44 (12) and 33 sliding
-    # (sliding_window 512). configuration_step3p7.py: per_layer_config overrides only
-    # num_attention_heads of sliding layers; k_proj / v_proj are num_key_value_heads (8) x
-    # head_dim (128) on every layer: 4,096 B. num_nextn_predict_layers 3 (MTP) is not cached
-    # here (layer_types is not padded: 45 = num_hidden_layers). TP 8: 512 B.
-    "step-3.7-flash.json": (
-        [full(12, 4096), capped(33, 4096, 512)],
-        (8, [full(12, 512), capped(33, 512, 512)]),
-    ),
     # Laguna XS.2 FP8 (laguna; compressed-tensors FP8 weights): 10 full + 30 sliding (512);
     # num_attention_heads_per_layer (48 / 64) changes only the query heads, k_proj / v_proj are
-    # num_key_value_heads 8 x head_dim 128 everywhere (modeling_laguna.py:333-345): 4,096 B.
-    # TP 8: 512 B.
+    # num_key_value_heads 8 x head_dim 128 everywhere (transformers 5.24 modeling_laguna.py,
+    # LagunaAttention; vLLM laguna.py gives every layer's Attention the same num_kv_heads):
+    # 2 x 8 x 128 x 2 B = 4,096 B. At 4,096: 10 x 4,096 x 4,096 + 30 x 4,096 x 512 =
+    # 230,686,720 B. TP 8: 1 head, 512 B.
     "laguna-xs.2-fp8.json": (
         [full(10, 4096), capped(30, 4096, 512)],
         (8, [full(10, 512), capped(30, 512, 512)]),
@@ -122,6 +115,12 @@ CASES = {
     # EXAONE 4.0 1.2B W4A16 (exaone4; compressed-tensors INT4 weights, kv_cache_scheme null):
     # 30 full layers, 8 KV heads x head_dim 64: 2 x 8 x 64 x 2 = 2,048 B. TP 2: 1,024 B.
     "exaone-4.0-1.2b-w4a16.json": ([full(30, 2048)], (2, [full(30, 1024)])),
+    # Hunyuan-A13B (hunyuan, Tencent's remote code): use_cla false, so every layer computes
+    # and caches its own K/V (modeling_hunyuan.py: attention_type 'self' on every layer when
+    # use_cla is off). 32 layers, 8 KV heads x attention_head_dim 128 (= 4,096 / 32, as the
+    # remote code derives it): 2 x 8 x 128 x 2 B = 4,096 B a token and layer; 536,870,912 B at
+    # 4,096. TP 8: 1 head, 512 B.
+    "hunyuan-a13b.json": ([full(32, 4096)], (8, [full(32, 512)])),
     # -- MLA --
     # DeepSeek-V3 (deepseek_v3; FP8 block weights): 61 MLA layers, (512 + 64) x 2 = 1,152 B;
     # num_nextn_predict_layers 1 is the MTP drafter. TP 8: the latent is replicated.
@@ -133,7 +132,13 @@ CASES = {
     # in test_real_configs.py): num_heads 96 x head_dim 128 = 12,288 channels for each of q, k, v
     # convolutions x (short_conv_kernel_size 4 - 1) in BF16 = 3 x 12,288 x 3 x 2 = 221,184 B;
     # recurrent 96 x 128 x 128 in float32 = 6,291,456 B -> 6,512,640 B. TP 8: latent
-    # replicated; 12 heads: 27,648 + 786,432 = 814,080 B.
+    # replicated; 12 heads: 27,648 + 786,432 = 814,080 B. At 4,096 tokens: 24 x 1,152 x 4,096
+    # = 113,246,208 B of latents + 69 x 6,512,640 = 449,372,160 B of state. The K3 fields
+    # change no cache (vLLM's K3 kimi_linear.py sizes the KDA state from num_heads, head_dim and
+    # short_conv_kernel_size only): gate_lower_bound clamps the forget gate, use_full_rank_gate
+    # picks g_proj over g_a_proj / g_b_proj, mla_use_output_gate adds a g_proj, the latent MoE
+    # (routed_expert_hidden_size, latent_moe_use_norm) and SiTU (activation_situ_*) are weights
+    # and constants, and attn_res_block_size's block residuals live for one forward pass.
     "kimi-k3.json": (
         [full(24, 1152), state(69, 6_512_640)],
         (8, [full(24, 1152), state(69, 814_080)]),
@@ -178,34 +183,6 @@ def measured(spec, n, tp=1):
     return r.kv_bytes + r.state_bytes
 
 
-# Cases kvcalc refuses today for fields that cannot change the cache (NOTES-F.md): strict, so
-# a reader that starts giving the number, right or wrong, makes the run say so.
-XFAIL = {
-    "kimi-k3.json": (
-        "refused for linear_attn_config.gate_lower_bound and use_full_rank_gate (the KDA forget "
-        "gate's clamp and projection rank; then activation_situ_*, attn_res_block_size, "
-        "latent_moe_use_norm, mla_use_output_gate, routed_expert_hidden_size), which cannot "
-        "change the cache"
-    ),
-    "laguna-xs.2-fp8.json": (
-        "refused for num_attention_heads_per_layer (query heads only), gating, mlp_layer_types "
-        "and MoE / vocabulary fields (no laguna reader), which cannot change the cache"
-    ),
-    "step-3.7-flash.json": (
-        "refused for first_k_dense_replace, share_expert_dim, moe_* / num_experts* and other "
-        "MoE / vocabulary fields (no step3p7 reader), which cannot change the cache"
-    ),
-}
-
-
-def _params():
-    for name in sorted(CASES):
-        marks = []
-        if name in XFAIL:
-            marks = [pytest.mark.xfail(strict=True, raises=ValueError, reason=XFAIL[name])]
-        yield pytest.param(name, marks=marks, id=name)
-
-
 def test_every_round6_file_has_a_case_or_a_refusal_and_a_source():
     files = {p.name for p in DATA.glob("*.json")}
     assert files == set(CASES) | set(REFUSED)
@@ -214,7 +191,7 @@ def test_every_round6_file_has_a_case_or_a_refusal_and_a_source():
         assert name in notes, f"{name} has no source in NOTES-F.md"
 
 
-@pytest.mark.parametrize("name", list(_params()))
+@pytest.mark.parametrize("name", sorted(CASES))
 def test_round6_config_bytes_at_two_contexts_and_tp(name):
     spec = spec_from_config(load_config_file(DATA / name))
     terms, (tp, tp_terms) = CASES[name]
@@ -240,12 +217,16 @@ REFUSED = {
     # heads x 128: 3 x 2,048 + 57 x (2,048 + 256) = 137,472 B per token in BF16
     # (563,085,312 B at 4,096; 18,018,729,984 B at 131,072). kvcalc has no reader: correct.
     "minimax-m3.json": ["sparse_attention_config"],
-    # Hunyuan-A13B as its GitHub repository publishes it (model_type "hunyuan", remote code; no
-    # reader): use_cla / cla_share_factor make layers share K/V (cross-layer attention halves
-    # the cache at factor 2). Here use_cla is false, so the hand figure is 32 x 8 KV heads x 128
-    # x 2 x 2 B = 131,072 B per token (536,870,912 B at 4,096), but kvcalc cannot know that
-    # without reading the switch: correct to refuse.
-    "hunyuan-a13b.json": ["cla_share_factor", "use_cla"],
+    # Step-3.7-Flash as aiconfigurator stores it (model_type step3p7 with the language model's
+    # fields at the top level, no text_config; aiconfigurator's own parser says "the
+    # authoritative HF config nests the decoder under text_config"). transformers 5.24's
+    # Step3p7Config reads the language model from text_config only: without one it builds
+    # Step3p7TextConfig's defaults, 45 full_attention layers and sliding_window None, and keeps
+    # the top-level layer_types / sliding_window unused (checked on the installed class). Read
+    # that way every layer is full: 45 x 8 x 128 x 2 x 2 B = 184,320 B a token, against 12 x
+    # 4,096 B + 33 x 4,096 B capped at 512 tokens as the file's own fields say. The two readings
+    # differ, so the refusal names the missing text_config.
+    "step-3.7-flash.json": ["text_config"],
 }
 
 
@@ -258,3 +239,49 @@ def test_round6_refusal_names_the_field_that_changes_the_cache(name):
     }
     for field in REFUSED[name]:
         assert field in named, (field, str(refused.value))
+
+
+def _hunyuan():
+    return load_config_file(DATA / "hunyuan-a13b.json")
+
+
+def test_hunyuan_cross_layer_attention_is_refused_by_its_switch():
+    # use_cla true: layer i reuses the K/V of the last layer whose index is a multiple of
+    # cla_share_factor (modeling_hunyuan.py, HunYuanModel.forward's prev_kv_states), yet the
+    # remote code still writes every layer into its cache and vLLM's hunyuan_v1.py gives the
+    # sharing layers an Attention of their own: the refusal names use_cla.
+    cfg = _hunyuan()
+    cfg["use_cla"] = True
+    with pytest.raises(ValueError, match="'use_cla' is true"):
+        spec_from_config(cfg)
+    cfg = _hunyuan()
+    cfg["use_mla"] = True
+    with pytest.raises(ValueError, match="'use_mla' is true"):
+        spec_from_config(cfg)
+
+
+def test_hunyuan_unused_mla_fields_do_not_make_it_mla():
+    # HunYuanConfig's defaults keep kv_lora_rank 512, v_head_dim 128 ... with use_mla false, and
+    # nothing reads them: the cache is still 32 x 8 x 128 x 2 x 2 B = 131,072 B a token.
+    cfg = _hunyuan()
+    cfg.update(kv_lora_rank=512, q_lora_rank=1536, qk_rope_head_dim=64, qk_nope_head_dim=128)
+    cfg["v_head_dim"] = 64
+    spec = spec_from_config(cfg)
+    assert measured(spec, 4096) == 32 * 4096 * 4096
+    # A head size that the remote code (hidden_size // heads = 128) and vLLM
+    # (attention_head_dim) would read differently is refused.
+    cfg = _hunyuan()
+    cfg["attention_head_dim"] = 64
+    with pytest.raises(ValueError, match="attention_head_dim"):
+        spec_from_config(cfg)
+
+
+def test_laguna_query_heads_per_layer_are_the_layers_flops_not_their_cache():
+    spec = spec_from_config(load_config_file(DATA / "laguna-xs.2-fp8.json"))
+    # num_attention_heads_per_layer: 48 on the full layers, 64 on the sliding ones
+    assert [lay.q_heads for lay in spec.layers[:4]] == [48, 64, 64, 64]
+    assert {lay.kv_heads for lay in spec.layers} == {8}
+    cfg = load_config_file(DATA / "laguna-xs.2-fp8.json")
+    cfg["num_attention_heads_per_layer"] = cfg["num_attention_heads_per_layer"][:-1]
+    with pytest.raises(ValueError, match="num_attention_heads_per_layer"):
+        spec_from_config(cfg)

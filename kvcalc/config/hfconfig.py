@@ -295,6 +295,8 @@ def _language_model(config: dict, notes: list[str]) -> tuple[dict, str]:
         notes.append("language model read from text_config; vision parameters are not counted")
     elif "text_config" in config and config["text_config"] is not None:
         raise ValueError("config field 'text_config' must be an object")
+    if cfg is config and isinstance(top_type, str) and top_type in _TEXT_CONFIG_ONLY:
+        raise ValueError(_TEXT_CONFIG_ONLY[top_type])
     model_type = cfg.get("model_type") or top_type or ""
     if not isinstance(model_type, str):
         raise ValueError(f"config field 'model_type' must be a string, got {_short(model_type)}")
@@ -359,6 +361,22 @@ _STANDARD_FIELDS = frozenset(
 # Wrappers whose language model is not under text_config: the whole config is read under the
 # text family's reader.
 _WRAPPER_TEXT: dict[str, str] = {"qwen2_5_vl": "qwen2_5_vl_text", "qwen2_vl": "qwen2_vl_text"}
+
+# Wrappers whose transformers config class reads the language model from text_config only: a
+# file of that model_type without text_config is not read as its text model, because the engines
+# would not read it so. Step3p7Config (transformers 5.24) builds Step3p7TextConfig's defaults
+# (45 full-attention layers, no window) and keeps top-level layer_types and sliding_window as
+# unused attributes (checked: Step3p7Config(**file).text_config.layer_types is all
+# full_attention); vLLM's step3p7.py builds the language model from config.text_config.
+_TEXT_CONFIG_ONLY = {
+    "step3p7": (
+        "config field 'text_config' is missing: model_type 'step3p7' (transformers' "
+        "Step3p7Config, vLLM's step3p7.py) reads its language model from text_config only, and "
+        "without it takes Step3p7TextConfig's defaults (45 full-attention layers, no sliding "
+        "window), ignoring this file's top-level 'layer_types' and 'sliding_window'; give the "
+        "published config.json, whose text_config (model_type step3p5) holds them"
+    ),
+}
 
 # model_type of a text config that names the whole multimodal model instead
 _TEXT_TYPES = {

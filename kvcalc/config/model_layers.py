@@ -18,7 +18,7 @@ from .family_readers import FAMILY_READERS, SEQ2SEQ_DECODERS, rwkv_layers, seq2s
 from .fields import Fields, Geometry
 from .layer_readers import attention_layer, indexer_caches, kv_heads_of, state_flavor, state_layer
 from .layouts import layer_kinds, nas_layers, share_kv
-from .limits import MAX_LAYERS, cap_of
+from .limits import MAX_LAYERS, cap_of, over_cap
 
 _ALL_STATE_TYPES = {"mamba": "mamba", "falcon_mamba": "mamba", "mamba2": "mamba2"}
 
@@ -31,6 +31,9 @@ def read_layers(f: Fields, model_type: str, honor_sliding: bool) -> tuple[list, 
     if own is not None:
         return own
     geo = _attention_geometry(f, hidden)
+    switch = _SWITCHES.get(model_type)
+    if switch is not None:
+        switch(f, geo)
     reader = FAMILY_READERS.get(model_type)
     if reader is not None:
         return reader(f, geo, MAX_LAYERS), geo
@@ -180,7 +183,94 @@ def _decoder_layers(f: Fields, model_type: str, honor_sliding: bool, geo: Geomet
     if f.has("per_layer_config"):
         layers = _per_layer_overrides(f, layers)
         geo.per_layer_heads = True
+    if f.model_type in _QUERY_HEADS_PER_LAYER:
+        layers = _query_heads_per_layer(f, layers, geo)
     return share_kv(f, layers, kinds)
+
+
+# Families whose num_attention_heads_per_layer sets each layer's query heads and nothing else:
+# Laguna (transformers' LagunaAttention(config, layer_idx, num_heads): q_proj and o_proj are
+# num_heads x head_dim, k_proj and v_proj num_key_value_heads x head_dim on every layer; vLLM's
+# laguna.py passes the same num_kv_heads to every layer's Attention). Query heads size only the
+# attention FLOPs (Layer.q_heads).
+_QUERY_HEADS_PER_LAYER = frozenset({"laguna"})
+
+
+def _query_heads_per_layer(f: Fields, layers: list, geo: Geometry) -> list:
+    heads = f.raw("num_attention_heads_per_layer")
+    if heads is None:
+        return layers
+    if (
+        not isinstance(heads, list)
+        or len(heads) != len(layers)
+        or any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in heads)
+    ):
+        raise ValueError(
+            "config field 'num_attention_heads_per_layer' must give a whole number of query "
+            f"heads for each of the {len(layers)} layers"
+        )
+    out = []
+    for i, (lay, q) in enumerate(zip(layers, heads)):
+        refused = over_cap("num_attention_heads", q)
+        if refused:
+            raise ValueError(
+                refused.replace("'num_attention_heads'", f"'num_attention_heads_per_layer[{i}]'", 1)
+            )
+        if q % geo.kv_heads:
+            raise ValueError(
+                f"config field 'num_attention_heads_per_layer[{i}]' ({q}) is not a multiple of "
+                f"'num_key_value_heads' ({geo.kv_heads})"
+            )
+        out.append(replace(lay, q_heads=q) if lay.stores_tokens and lay.kind != "mla" else lay)
+    geo.per_layer_heads = True
+    return out
+
+
+def _hunyuan_switches(f: Fields, geo: Geometry) -> None:
+    """Hunyuan (Tencent's remote code, model_type "hunyuan"; Hunyuan-A13B): a standard decoder
+    unless a switch turns on a feature that changes the cache.
+
+    - use_cla: cross-layer attention. With it, layer i reuses the K/V of the last layer whose
+      index is a multiple of cla_share_factor (modeling_hunyuan.py: HunYuanAttention's
+      attention_type 'cross', HunYuanModel.forward's prev_kv_states); the remote code still
+      writes every layer's K/V into its cache, and vLLM's hunyuan_v1.py gives the sharing layers
+      an Attention of their own (HunYuanCrossAttention): the engines differ, so kvcalc refuses
+      it by name. Off, cla_share_factor is never read (vLLM's _get_cla_factor is 1).
+    - use_mla: the remote code's HunYuanAttention never builds MLA; on, it is refused.
+    - the head size: the remote code takes hidden_size // num_attention_heads, vLLM
+      attention_head_dim (or head_dim); the two must agree."""
+    if f.bool("use_cla", False):
+        raise ValueError(
+            "config field 'use_cla' is true: Hunyuan's cross-layer attention shares each "
+            "layer's K/V with the next 'cla_share_factor' - 1 layers; Tencent's modeling code "
+            "still caches every layer and vLLM gives the sharing layers their own cache, so "
+            "kvcalc does not pick one"
+        )
+    f.seen.add("cla_share_factor")  # read only with use_cla
+    if f.bool("use_mla", False):
+        raise ValueError(
+            "config field 'use_mla' is true: Hunyuan's modeling code (HunYuanAttention) has no "
+            "MLA, so kvcalc cannot say what such a model caches"
+        )
+    # use_mla false: HunYuanConfig keeps its MLA fields (kv_lora_rank 512, v_head_dim 128...
+    # by default) and nothing reads them; dropped here so that the standard decoder does not
+    # take kv_lora_rank for an MLA latent or v_head_dim for the V width
+    f.seen.update(_HUNYUAN_MLA)
+    f.cfg = {k: v for k, v in f.cfg.items() if k not in _HUNYUAN_MLA}
+    if geo.hidden is not None and geo.head_dim * geo.q_heads != geo.hidden:
+        raise ValueError(
+            f"config field 'attention_head_dim' ({geo.head_dim}) x 'num_attention_heads' "
+            f"({geo.q_heads}) is not 'hidden_size' ({geo.hidden}): Hunyuan's modeling code "
+            "takes hidden_size // num_attention_heads, vLLM attention_head_dim"
+        )
+
+
+_HUNYUAN_MLA = frozenset(
+    {"kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"}
+)
+
+# Families read as the standard decoder once their switches are checked (before the layers).
+_SWITCHES = {"hunyuan": _hunyuan_switches}
 
 
 _PER_LAYER_KEYS = {"head_dim", "num_key_value_heads"}
