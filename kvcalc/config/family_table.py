@@ -137,6 +137,8 @@ _OWN = {
 
 FAMILIES: dict[str, Family] = {
     **{t: _f(*_OWN.get(t, ())) for t in _STANDARD},
+    # Llama, and the EAGLE draft heads written as Llama configs (the "eagle" group)
+    "llama": _f(groups=("mlp", "moe", "eagle")),
     **{t: _f(groups=("mlp", "moe", "vision")) for t in ("qwen2_5_vl_text", "qwen2_vl_text")},
     "gemma2": _f(),
     "gemma3_text": _f("sliding_window_pattern", "_sliding_window_pattern"),

@@ -290,6 +290,8 @@ def _language_model(config: dict, notes: list[str]) -> tuple[dict, str]:
     the model_type whose reader reads them."""
     top_type = config.get("model_type")
     cfg = config
+    if "speculators_model_type" in config:
+        return _speculator_layer(config, notes)
     if isinstance(config.get("text_config"), dict):
         cfg = dict(config["text_config"])
         notes.append("language model read from text_config; vision parameters are not counted")
@@ -303,6 +305,36 @@ def _language_model(config: dict, notes: list[str]) -> tuple[dict, str]:
     if isinstance(top_type, str) and top_type in _WRAPPER_TEXT and cfg is config:
         model_type = _WRAPPER_TEXT[top_type]
     return cfg, _TEXT_TYPES.get(model_type, model_type)
+
+
+# The speculators format (vLLM's speculators library; vllm/transformers_utils/configs/speculators:
+# SpeculatorsConfig builds the draft's config from transformer_layer_config, update_eagle3 adds
+# draft_vocab_size, target_hidden_size, norm_before_residual and the aux layer ids, which size the
+# fc and the vocabulary): for EAGLE and EAGLE-3 the drafter's layers are transformer_layer_config's.
+_SPECULATOR_LAYERS = ("eagle", "eagle3")
+
+
+def _speculator_layer(config: dict, notes: list[str]) -> tuple[dict, str]:
+    kind = config.get("speculators_model_type")
+    layer = config.get("transformer_layer_config")
+    if kind not in _SPECULATOR_LAYERS:
+        raise ValueError(
+            f"config field 'speculators_model_type' is {_short(kind)}: kvcalc reads the "
+            "drafter's layers of 'eagle' and 'eagle3' speculators only"
+        )
+    if not isinstance(layer, dict):
+        raise ValueError(
+            "config field 'transformer_layer_config' must be an object (the speculator's "
+            "decoder layers)"
+        )
+    model_type = layer.get("model_type") or "llama"
+    if not isinstance(model_type, str):
+        raise ValueError(f"config field 'model_type' must be a string, got {_short(model_type)}")
+    notes.append(
+        f"{_short(kind)} speculator: its draft layers read from transformer_layer_config "
+        "(the fusion layer and vocabulary fields size weights only)"
+    )
+    return dict(layer), _TEXT_TYPES.get(model_type, model_type)
 
 
 def _read_cache(

@@ -269,8 +269,42 @@ _HUNYUAN_MLA = frozenset(
     {"kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"}
 )
 
+# eagle_config of an EAGLE draft head (SpecForge's and ModelOpt's exports): which target layers
+# feed the head and how its norms are placed. vLLM's llama_eagle3.py reads use_aux_hidden_state
+# (whether fc fuses the aux hidden states) and the aux layer ids; ModelOpt writes the layernorm
+# switches and parallel_draft_step. None changes the head's cache (see the "eagle" group in
+# kvcalc.config.families); any other key is refused by name.
+_EAGLE_CONFIG_KEYS = frozenset(
+    {
+        "eagle_aux_hidden_state_layer_ids",
+        "use_aux_hidden_state",
+        "use_input_layernorm_in_first_layer",
+        "use_last_layernorm",
+        "use_mtp_layernorm",
+        "parallel_draft_step",
+        "has_lm_head",
+        "norm_before_fc",
+        "norm_before_residual",
+    }
+)
+
+
+def _eagle_head(f: Fields, geo: Geometry) -> None:
+    """An EAGLE draft head's eagle_config, key by key (the head itself is a Llama decoder)."""
+    block = f.obj("eagle_config")
+    if block is None:
+        return
+    unknown = sorted(set(block) - _EAGLE_CONFIG_KEYS)
+    if unknown:
+        raise ValueError(
+            "config field 'eagle_config' has "
+            + ", ".join(f"'{_short(k)}'" for k in unknown)
+            + ", which kvcalc does not understand"
+        )
+
+
 # Families read as the standard decoder once their switches are checked (before the layers).
-_SWITCHES = {"hunyuan": _hunyuan_switches}
+_SWITCHES = {"hunyuan": _hunyuan_switches, "llama": _eagle_head}
 
 
 _PER_LAYER_KEYS = {"head_dim", "num_key_value_heads"}

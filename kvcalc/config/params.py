@@ -84,7 +84,7 @@ def count_parameters(f: Fields, model_type: str, layers: list, geo: Geometry) ->
     """The parameters of the layers read from ``f``; never raises for a config it cannot count
     (``error`` says why instead), so that only the weight figures are lost."""
     special = _OWN_COUNTERS.get(model_type)
-    mlx = _mlx_quantization(f)
+    mlx = _mlx_quantization(f) or _draft_head(f)
     if mlx:
         return ParamReading(error=mlx)
     try:
@@ -139,6 +139,35 @@ def _mlx_quantization(f: Fields) -> str | None:
                 f"{_short(group)}, per-group scales): their bytes depend "
                 "on which tensors mlx-lm quantized, which the config does not settle"
             )
+    return None
+
+
+# What marks an EAGLE draft head's config (the "eagle" field group of kvcalc.config.families).
+_EAGLE_MARKS = frozenset(
+    {"draft_vocab_size", "truncated_vocab_size", "target_hidden_size", "eagle_config"}
+)
+
+
+def _draft_head(f: Fields) -> str | None:
+    """Why an EAGLE draft head gets no parameter count, or None for any other model. The head
+    is no Llama decoder: vLLM's llama_eagle3.py gives it an fc from the target's aux hidden
+    states, q/k/v over 2 x hidden_size (embeddings and hidden states side by side), an lm_head
+    of draft_vocab_size and no embedding of its own in most checkpoints."""
+    top = f.top if isinstance(f.top, dict) else {}
+    archs = top.get("architectures")
+    named = isinstance(archs, list) and any(
+        isinstance(a, str) and "eagle" in a.lower() for a in archs
+    )
+    if (
+        named
+        or "speculators_model_type" in top
+        or any(f.cfg.get(k) is not None for k in _EAGLE_MARKS)
+    ):
+        return (
+            "an EAGLE draft head: its fusion layer, q/k/v over twice hidden_size and "
+            "draft-vocabulary lm_head are not a Llama decoder's, which is all the parameter "
+            "counter describes"
+        )
     return None
 
 
