@@ -279,20 +279,22 @@ def test_rejected_config_keeps_the_last_good_model():
 
 
 def test_config_without_parameter_count_asks_for_weights_and_shows_assumptions():
-    # Nemotron-H 56B: 10 attention layers x 8 KV heads x 128 x 2 x 2 B = 40,960 B per token
+    # Kimi-Linear 48B: 7 MLA layers x (512 + 64) x 2 B = 8,064 B per token
     # (tests/test_real_configs.py); its parameters are not counted, so the weights are asked for.
     at = open_page("app_pages/budget.py")
     at.sidebar.selectbox(key="model").set_value("my-config")
     at.run()
-    at.sidebar.text_area(key="cfg_text").set_value((DATA / "nemotron-h-56b.json").read_text())
+    at.sidebar.text_area(key="cfg_text").set_value(
+        (DATA / "kimi-linear-48b-a3b-instruct.json").read_text()
+    )
     at.run()
     assert not at.exception
-    assert metric(at, "KV per token") == fmt_bytes(40960)
+    assert metric(at, "KV per token") == fmt_bytes(8064)
     at.sidebar.number_input(key="wgib").set_value(100.0)
     at.run()
     assert not at.exception
     captions = " ".join(text(c) for c in at.sidebar.caption)
-    assert "118 layers: 54 state (mamba2), 54 none" in captions
+    assert "27 layers: 20 state (kda), 7 mla" in captions
     said = " ".join(text(m) for m in at.sidebar.expander[0].markdown)
     assert "conv_kernel - 1" in said and "parameters not counted" in said
 
@@ -318,8 +320,8 @@ ALL_PAGES = PAGES + [path(n) for n in ("cache_fill", "engine", "interview", "tou
 )
 @pytest.mark.parametrize("page", ALL_PAGES)
 def test_every_page_takes_a_hard_real_config(page, config):
-    # A hybrid whose parameters kvcalc cannot count, a model with KV-sharing layers, and one
-    # with no attention at all: every page renders, or says what it cannot do, never crashes.
+    # A Mamba-2 / attention / MLP hybrid, a model with KV-sharing layers, and one with no
+    # attention at all: every page renders, or says what it cannot do, never crashes.
     at = open_page("app_pages/home.py")
     at.sidebar.selectbox(key="model").set_value("my-config")
     at.run()

@@ -331,9 +331,21 @@ def test_kv_json_carries_notes_and_assumptions(capsys):
     assert any("conv_kernel - 1" in a for a in d["assumptions"])
     # No field is ever claimed not to change the cache: each one is read or known (issue 21).
     assert not any("do not change the cache" in a for a in d["assumptions"])
-    assert d["params_error"] and any("parameters not counted" in n for n in d["notes"])
+    # Its parameters are counted (transformers' NemotronH, tests/test_params_round6b.py)...
+    assert d["params_error"] is None
+    assert not any("parameters not counted" in n for n in d["notes"])
     labels = {row["label"] for row in d["breakdown"]}
     assert labels == {"full", "state (mamba2)", "none (MLP or MoE block only)"}
+    # ... Kimi-Linear's are not, and the note says so.
+    d = run_json(
+        capsys,
+        "kv",
+        "--config",
+        str(DATA / "kimi-linear-48b-a3b-instruct.json"),
+        "--context",
+        "8192",
+    )
+    assert d["params_error"] and any("parameters not counted" in n for n in d["notes"])
 
 
 def test_weights_unknown_needs_weights_gib(capsys):
@@ -341,7 +353,7 @@ def test_weights_unknown_needs_weights_gib(capsys):
         capsys,
         "budget",
         "--config",
-        str(DATA / "nemotron-h-56b.json"),
+        str(DATA / "kimi-linear-48b-a3b-instruct.json"),
         "--gpu",
         "h100-sxm-80gb",
         "--context",
@@ -352,7 +364,7 @@ def test_weights_unknown_needs_weights_gib(capsys):
         capsys,
         "budget",
         "--config",
-        str(DATA / "nemotron-h-56b.json"),
+        str(DATA / "kimi-linear-48b-a3b-instruct.json"),
         "--gpu",
         "h100-sxm-80gb",
         "--context",

@@ -680,7 +680,7 @@ def test_a_model_that_does_not_fit_gets_a_message_not_a_number():
     "config", ["nemotron-h-56b.json", "gemma-4-e2b-it.json", "mamba-2.8b-hf.json"]
 )
 def test_every_stop_of_a_hard_real_config_asks_or_says_why(config):
-    # A hybrid whose parameters kvcalc cannot count, KV-sharing layers, no attention at all:
+    # A Mamba-2 / attention / MLP hybrid, KV-sharing layers, no attention at all:
     # each stop is a lesson with a finite number, or a ValueError that says what to change.
     import json
 

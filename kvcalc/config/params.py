@@ -517,5 +517,119 @@ def _granite_mamba_params(f: Fields, hidden: int, layer: RecurrentState) -> int:
     return p
 
 
+_NEMOTRON_BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+
+
+def _nemotron_h_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """Nemotron-H and Nemotron 3 (transformers' NemotronHForCausalLM, vLLM's nemotron_h.py): one
+    block per layer, each one RMSNorm and one mixer: a Mamba-2 mixer (M), attention (*), an
+    MLP of up and down projections (-, squared ReLU, no gate) or a MoE (E): a router of
+    n_routed_experts x hidden (with its score-correction bias, a weight in the checkpoint and in
+    vLLM), experts of up and down projections over moe_latent_size when set (Nemotron 3
+    Super / Ultra, with fc1_latent_proj and fc2_latent_proj between hidden and the latent
+    width; counted with the shared expert, as both run for every token), else over hidden, and
+    one shared expert of moe_shared_expert_intermediate_size. Attention has no biases
+    (NemotronHAttention builds none)."""
+    blocks = _nemotron_blocks(f, len(layers))
+    mlp_bias = f.bool("mlp_bias", False)
+    if f.bool("attention_bias", False):
+        raise ValueError(
+            "config field 'attention_bias' is true: NemotronHAttention builds no biases, and "
+            "the parameter counter does not pick one reading"
+        )
+    q_out, kv_out = geo.q_heads * geo.head_dim, geo.kv_heads * geo.head_dim
+    attention = mamba = 0
+    for block, layer in zip(blocks, layers):
+        if block == "mamba":
+            mamba += _nemotron_mamba_params(f, hidden, layer)
+        elif block == "attention":
+            attention += hidden * (q_out + 2 * kv_out) + q_out * hidden
+    n_mlp = blocks.count("mlp")
+    mlp = 0
+    if n_mlp:
+        inter = f.int("intermediate_size")
+        mlp = n_mlp * (2 * hidden * inter + (inter + hidden if mlp_bias else 0))
+    moe = None
+    routed = shared = router = 0
+    n_moe = blocks.count("moe")
+    if n_moe:
+        experts = f.int("n_routed_experts", "num_local_experts")
+        k = f.int("num_experts_per_tok")
+        if k > experts:
+            raise ValueError(
+                f"config field 'num_experts_per_tok' ({k}) exceeds the number of experts "
+                f"({experts})"
+            )
+        if f.int("n_shared_experts", default=1, minimum=0) != 1:
+            raise ValueError(
+                "config field 'n_shared_experts' is not 1: vLLM's NemotronHMoE builds a shared "
+                "expert of n_shared_experts x moe_shared_expert_intermediate_size (none at 0), "
+                "transformers' one of moe_shared_expert_intermediate_size whatever it says"
+            )
+        inter = f.int("moe_intermediate_size")
+        width = f.int("moe_latent_size", default=hidden)
+        per_expert = 2 * width * inter
+        s_inter = f.int("moe_shared_expert_intermediate_size")
+        per_shared = 2 * hidden * s_inter + (s_inter + hidden if mlp_bias else 0)
+        if f.has("moe_latent_size"):
+            per_shared += 2 * hidden * width + (width + hidden if mlp_bias else 0)
+        moe = MoE(
+            num_experts=experts,
+            top_k=k,
+            expert_params=per_expert,
+            layers=n_moe,
+            shared_params_per_layer=per_shared,
+        )
+        routed = n_moe * experts * per_expert
+        shared = n_moe * per_shared
+        router = n_moe * (experts * hidden + experts)
+    tied = f.bool("tie_word_embeddings", False)  # NemotronHConfig's default: untied
+    return moe, ParamCounts(
+        embedding=vocab * hidden,
+        lm_head=0 if tied else vocab * hidden,
+        attention=attention + mamba,
+        mlp=mlp,
+        routed_experts=routed,
+        shared_experts=shared,
+        router=router,
+        norms=(len(layers) + 1) * hidden,
+        tied=tied,
+    )
+
+
+def _nemotron_blocks(f: Fields, n: int) -> list[str]:
+    """Each layer's block, from the field the cache reader read its layout from."""
+    pattern = f.raw("hybrid_override_pattern")
+    if isinstance(pattern, str):
+        blocks = [_NEMOTRON_BLOCKS.get(c, "?") for c in pattern]
+    else:
+        names = f.raw("layers_block_type")
+        blocks = list(names) if isinstance(names, list) else []
+    if len(blocks) != n or any(b not in _NEMOTRON_BLOCKS.values() for b in blocks):
+        raise ValueError(
+            "the layer pattern does not give one Mamba, attention, MLP or MoE block for each "
+            "layer, which the parameter counter needs"
+        )
+    return blocks
+
+
+def _nemotron_mamba_params(f: Fields, hidden: int, layer: RecurrentState) -> int:
+    """NemotronHMamba2Mixer (vLLM's MambaMixer2): in_proj to inner + conv channels + heads,
+    the depthwise conv (its bias with use_conv_bias), dt_bias, A_log and D per head, the gated
+    RMSNorm over inner, out_proj; use_bias adds the two projections' biases."""
+    heads = f.int("mamba_num_heads")
+    inner = heads * f.int("mamba_head_dim")
+    conv_dim = layer.conv_elements // (layer.conv_kernel - 1)
+    p = hidden * (inner + conv_dim + heads) + conv_dim * layer.conv_kernel + 3 * heads + inner
+    p += inner * hidden
+    if f.bool("use_conv_bias", True):
+        p += conv_dim
+    if f.bool("use_bias", False):
+        p += inner + conv_dim + heads + hidden
+    return p
+
+
 # Families whose blocks the generic counter does not describe, each counted by its own function.
-_OWN_COUNTERS = {"granitemoehybrid": _granite_hybrid_params}
+_OWN_COUNTERS = {"granitemoehybrid": _granite_hybrid_params, "nemotron_h": _nemotron_h_params}

@@ -1,0 +1,115 @@
+"""Parameter counts for the families the readers know and the counter did not (issue 38, item 2:
+"a known cache never comes without its weights"), one test per family.
+
+The oracle is transformers 5.24's own causal LM, built on the meta device from the same real
+config.json (no weights, no download): the sum of p.numel() over model.parameters(), a tied
+weight once. Where transformers keeps a tensor as a buffer that the checkpoint and vLLM keep as
+a weight (the router's e_score_correction_bias), the buffer is added, and the test says so.
+Multimodal files count their language model (text_config), as kvcalc does.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import ROOT
+
+from kvcalc import spec_from_config
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+
+DATA = ROOT / "tests" / "data" / "configs"
+ROUND6 = DATA / "round6"
+
+
+def load(path):
+    return json.loads(path.read_text())
+
+
+def transformers_count(cfg: dict, model_type: str | None = None) -> tuple[int, int]:
+    """(parameters, e_score_correction_bias buffer elements) of transformers' causal LM built on
+    the meta device from ``cfg``."""
+    from transformers import CONFIG_MAPPING, AutoModelForCausalLM
+
+    kind = model_type or cfg["model_type"]
+    conf = CONFIG_MAPPING[kind](**{k: v for k, v in cfg.items() if k != "model_type"})
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(conf)
+    params = sum(p.numel() for p in model.parameters())
+    bias = sum(
+        b.numel() for n, b in model.named_buffers() if n.endswith(".e_score_correction_bias")
+    )
+    return params, bias
+
+
+def kvcalc_count(whole: dict) -> int:
+    spec = spec_from_config(whole)
+    assert spec.params is not None, spec.params_error
+    return spec.params.total
+
+
+# -- nemotron_h: Nemotron-H and Nemotron 3 Nano / Super / Ultra -------------------------------
+
+
+def test_nemotron_3_nano_params_by_hand():
+    # hybrid_override_pattern: 23 M (Mamba-2), 6 * (attention), 23 E (MoE), 52 blocks, each with
+    # one RMSNorm (hidden 2,688) and one mixer (transformers' NemotronHBlock).
+    # Mamba-2: inner = mamba_num_heads 64 x mamba_head_dim 64 = 4,096; conv channels 4,096 + 2 x
+    # n_groups 8 x ssm_state_size 128 = 6,144; in_proj 2,688 x (4,096 + 6,144 + 64 heads);
+    # conv1d 6,144 x 4 + bias 6,144 (use_conv_bias); dt_bias, A_log, D: 3 x 64; gated norm
+    # 4,096; out_proj 4,096 x 2,688 = 38,742,208 a layer.
+    # Attention: q 2,688 x 32 x 128, k and v 2,688 x 2 x 128, o 4,096 x 2,688, no biases =
+    # 23,396,352.
+    # MoE: router 128 x 2,688 + its score-correction bias 128; 128 experts x (up + down, no
+    # gate: squared ReLU) 2 x 2,688 x 1,856; shared expert 2 x 2,688 x 3,712 = 1,297,465,472.
+    # Embedding and untied lm_head 2 x 131,072 x 2,688; 53 norms of 2,688.
+    mamba = 2688 * (4096 + 6144 + 64) + 6144 * 4 + 6144 + 3 * 64 + 4096 + 4096 * 2688
+    attention = 2688 * (32 * 128 + 2 * 2 * 128) + 32 * 128 * 2688
+    moe = 128 * 2688 + 128 + 128 * 2 * 2688 * 1856 + 2 * 2688 * 3712
+    by_hand = 2 * 131072 * 2688 + 23 * mamba + 6 * attention + 23 * moe + 53 * 2688
+    assert (mamba, attention, moe) == (38_742_208, 23_396_352, 1_297_465_472)
+    assert by_hand == 31_577_940_288
+    cfg = load(DATA / "nemotron-3-nano-30b-a3b.json")
+    assert kvcalc_count(cfg) == by_hand
+
+
+@pytest.mark.parametrize(
+    ("path", "moe_layers", "experts", "total"),
+    [
+        # Nano: 23 MoE layers x 128 experts of e_score_correction_bias (a buffer in
+        # transformers, a weight in vLLM's NemotronHMoE and in the checkpoint)
+        (DATA / "nemotron-3-nano-30b-a3b.json", 23, 128, 31_577_940_288),
+        # Super (latent MoE: experts over moe_latent_size 1,024, with fc1_latent_proj and
+        # fc2_latent_proj): 40 x 512
+        (DATA / "nemotron-3-super-120b-a12b-fp8.json", 40, 512, 120_668_707_840),
+        # Ultra (layers_block_type spelling, latent 2,048): 48 x 512
+        (ROUND6 / "nemotron-3-ultra-550b-a55b-fp8.json", 48, 512, 549_308_993_536),
+        # Nemotron-H 56B: dense (- MLP blocks), no router
+        (DATA / "nemotron-h-56b.json", 0, 0, 56_324_350_464),
+    ],
+    ids=["nano", "super", "ultra", "nemotron-h-56b"],
+)
+def test_nemotron_h_params_equal_transformers_on_the_meta_device(path, moe_layers, experts, total):
+    cfg = load(path)
+    params, bias = transformers_count(cfg)
+    assert bias == moe_layers * experts
+    assert kvcalc_count(cfg) == params + bias == total
+    # the MoE layout the speed model uses: the active share is the non-expert weights plus
+    # top_k experts in each MoE layer
+    moe = spec_from_config(cfg).moe
+    if experts:
+        assert (moe.layers, moe.num_experts) == (moe_layers, experts)
+        assert moe.top_k == cfg["num_experts_per_tok"]
+    else:
+        assert moe is None
+
+
+def test_nemotron_h_shared_expert_count_that_engines_read_differently_is_refused():
+    # vLLM builds n_shared_experts x moe_shared_expert_intermediate_size, transformers one
+    # shared expert whatever the field says: the count is refused, the cache is not.
+    cfg = load(DATA / "nemotron-3-nano-30b-a3b.json")
+    cfg["n_shared_experts"] = 2
+    spec = spec_from_config(cfg)
+    assert spec.params is None and "n_shared_experts" in spec.params_error
