@@ -113,3 +113,48 @@ def test_nemotron_h_shared_expert_count_that_engines_read_differently_is_refused
     cfg["n_shared_experts"] = 2
     spec = spec_from_config(cfg)
     assert spec.params is None and "n_shared_experts" in spec.params_error
+
+
+# -- lfm2: LFM2 and LFM2.5-VL's language model --------------------------------------------------
+
+
+def test_lfm2_350m_params_by_hand():
+    # LFM2-350M: 16 layers, hidden 1,024, vocab 65,536 (tied: Lfm2Config's default, no
+    # tie_word_embeddings in the file). MLP width: block_ff_dim 6,656 -> int(2 x 6,656 / 3) =
+    # 4,437 -> x block_ffn_dim_multiplier 1.0 -> rounded up to block_multiple_of 256 = 4,608;
+    # w1, w3, w2 = 3 x 1,024 x 4,608 in every layer. Attention layers (full_attn_idxs: 6): q and
+    # out 1,024 x 1,024, k and v 1,024 x 8 x 64, q/k layernorms 2 x 64. Conv layers (10): in_proj
+    # 1,024 x 3,072, conv 1,024 x conv_L_cache 3, out_proj 1,024 x 1,024 (conv_bias false). Two
+    # RMSNorms a layer and the final embedding_norm.
+    attention = 2 * 1024 * 1024 + 2 * 1024 * 512 + 2 * 64
+    conv = 1024 * 3072 + 1024 * 3 + 1024 * 1024
+    by_hand = 65536 * 1024 + 16 * 3 * 1024 * 4608 + 6 * attention + 10 * conv + 33 * 1024
+    assert by_hand == 354_483_968
+    assert kvcalc_count(load(DATA / "lfm2-350m.json")) == by_hand
+
+
+@pytest.mark.parametrize(
+    ("path", "text", "total"),
+    [
+        (DATA / "lfm2-350m.json", None, 354_483_968),
+        # LFM2.5-VL-1.6B's language model (text_config lfm2; the wrapper's tie is unset, so
+        # Lfm2Config's tied default holds, as transformers' Lfm2VlForConditionalGeneration
+        # builds it: the same count with its vision tower and projector left out)
+        (ROUND6 / "lfm2.5-vl-1.6b.json", "text_config", 1_170_340_608),
+    ],
+    ids=["lfm2-350m", "lfm2.5-vl-1.6b"],
+)
+def test_lfm2_params_equal_transformers_on_the_meta_device(path, text, total):
+    whole = load(path)
+    params, bias = transformers_count(whole[text] if text else whole)
+    assert bias == 0
+    assert kvcalc_count(whole) == params == total
+
+
+def test_lfm2_width_the_engines_round_differently_is_refused():
+    # block_ffn_dim_multiplier null: vLLM still rounds int(2/3 x 6,656) = 4,437 up to 4,608,
+    # transformers keeps 4,437. The count is refused by name; the cache is not.
+    cfg = load(DATA / "lfm2-350m.json")
+    cfg["block_ffn_dim_multiplier"] = None
+    spec = spec_from_config(cfg)
+    assert spec.params is None and "block_ffn_dim_multiplier" in spec.params_error
