@@ -158,3 +158,41 @@ def test_lfm2_width_the_engines_round_differently_is_refused():
     cfg["block_ffn_dim_multiplier"] = None
     spec = spec_from_config(cfg)
     assert spec.params is None and "block_ffn_dim_multiplier" in spec.params_error
+
+
+# -- gemma4_text: Gemma 4's language model -----------------------------------------------------
+
+
+def test_gemma_4_31b_params_by_hand():
+    # Gemma 4 31B (text_config): 60 layers, hidden 5,376, vocab 262,144, tied. layer_types: 50
+    # sliding of 32 heads x head_dim 256 (q and o 5,376 x 8,192, k and v 5,376 x 16 x 256 =
+    # 4,096, q and k norms 256) and 10 full of 32 x global_head_dim 512 (q and o 5,376 x
+    # 16,384, k 5,376 x num_global_key_value_heads 4 x 512 = 2,048, no v_proj: attention_k_eq_v,
+    # q and k norms 512). Every layer: GeGLU MLP 3 x 5,376 x 21,504 and four RMSNorms; one final
+    # norm.
+    sliding = 2 * 5376 * 8192 + 2 * 5376 * 4096 + 2 * 256
+    full = 2 * 5376 * 16384 + 5376 * 2048 + 2 * 512
+    by_hand = 262144 * 5376 + 50 * sliding + 10 * full + 60 * 3 * 5376 * 21504 + (4 * 60 + 1) * 5376
+    assert by_hand == 30_697_345_280
+    assert kvcalc_count(load(ROUND6 / "gemma-4-31b-it-nvfp4.json")) == by_hand
+
+
+@pytest.mark.parametrize(
+    ("path", "total"),
+    [
+        (ROUND6 / "gemma-4-31b-it-nvfp4.json", 30_697_345_280),
+        # 26B-A4B: enable_moe_block, 128 experts (top 8) of moe_intermediate_size 704 beside the
+        # dense MLP in all 30 layers, the router's scale, per-expert scale and projection
+        (DATA / "gemma-4-26b-a4b.json", 25_233_141_760),
+        # E2B: 20 KV-shared layers without k/v projections and with a double-wide MLP
+        # (use_double_wide_mlp), and the per-layer input embeddings (hidden_size_per_layer_input
+        # 256 x 35 layers over vocab_size_per_layer_input 262,144) with their projections
+        (DATA / "gemma-4-e2b-it.json", 4_628_569_344),
+    ],
+    ids=["31b", "26b-a4b", "e2b"],
+)
+def test_gemma4_params_equal_transformers_on_the_meta_device(path, total):
+    whole = load(path)
+    params, bias = transformers_count(whole["text_config"])
+    assert bias == 0
+    assert kvcalc_count(whole) == params == total

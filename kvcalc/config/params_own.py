@@ -293,9 +293,78 @@ def _lfm2_ff_width(f: Fields) -> int:
     return step * ((width + step - 1) // step)
 
 
+def _gemma4_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """Gemma 4's language model as transformers 5.24 builds it (Gemma4TextModel): in every
+    layer q and o projections over the layer's own heads and head size (global_head_dim on the
+    full layers), a q RMSNorm, and, unless the layer reads another's cache
+    (num_kv_shared_layers), k and v projections with a k RMSNorm (no v_proj on full layers with
+    attention_k_eq_v: V is K); four RMSNorms and a GeGLU MLP, twice as wide on the KV-shared
+    layers with use_double_wide_mlp; with enable_moe_block a router (a scale over hidden, one
+    scale per expert, a projection) and experts of moe_intermediate_size beside the dense MLP,
+    with three more RMSNorms; with hidden_size_per_layer_input (Gemma 4 E2B / E4B) the per-layer
+    input embeddings, their projection and norm, and in every layer a gate, a projection and a
+    norm. No biases (attention_bias true is refused)."""
+    if f.bool("attention_bias", False):
+        raise ValueError(
+            "config field 'attention_bias' is true: the parameter counter knows Gemma 4 "
+            "without attention biases only"
+        )
+    inter = f.int("intermediate_size")
+    wide = f.bool("use_double_wide_mlp", False)
+    k_eq_v = f.bool("attention_k_eq_v", False)
+    attention = mlp = 0
+    for layer in layers:
+        shared = layer.kind == "shared"
+        own = layer.reads if shared else layer
+        q = own.q_heads * own.head_dim
+        attention += 2 * hidden * q + own.head_dim  # q_proj, o_proj, q_norm
+        if not shared:
+            attention += hidden * own.kv_heads * own.head_dim + own.head_dim  # k_proj, k_norm
+            if not (k_eq_v and own.kind == "full"):
+                attention += hidden * own.kv_heads * own.v_head_dim
+        mlp += 3 * hidden * inter * (2 if shared and wide else 1)
+    n = len(layers)
+    norms = (4 * n + 1) * hidden
+    moe = None
+    routed = router = other = 0
+    if f.bool("enable_moe_block", False):
+        experts = f.int("num_experts")
+        k = f.int("top_k_experts")
+        if k > experts:
+            raise ValueError(
+                f"config field 'top_k_experts' ({k}) exceeds the number of experts ({experts})"
+            )
+        per_expert = 3 * hidden * f.int("moe_intermediate_size", "expert_intermediate_size")
+        moe = MoE(num_experts=experts, top_k=k, expert_params=per_expert, layers=n)
+        routed = n * experts * per_expert
+        router = n * (hidden + experts + experts * hidden)
+        norms += 3 * n * hidden
+    per_layer = f.int("hidden_size_per_layer_input", default=0, minimum=0)
+    if per_layer:
+        table = f.int("vocab_size_per_layer_input", default=vocab)
+        other = table * n * per_layer + n * per_layer * hidden + per_layer
+        other += n * (2 * hidden * per_layer + hidden)
+    tied = tied_head(f, True)  # Gemma4TextConfig's default: tied
+    return moe, ParamCounts(
+        embedding=vocab * hidden,
+        lm_head=0 if tied else vocab * hidden,
+        attention=attention,
+        mlp=mlp,
+        routed_experts=routed,
+        shared_experts=0,
+        router=router,
+        norms=norms,
+        other=other,
+        tied=tied,
+    )
+
+
 # Families whose blocks the generic counter does not describe, each counted by its own function.
 OWN_COUNTERS = {
     "granitemoehybrid": _granite_hybrid_params,
     "nemotron_h": _nemotron_h_params,
     "lfm2": _lfm2_params,
+    "gemma4_text": _gemma4_params,
 }
