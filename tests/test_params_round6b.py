@@ -196,3 +196,56 @@ def test_gemma4_params_equal_transformers_on_the_meta_device(path, total):
     params, bias = transformers_count(whole["text_config"])
     assert bias == 0
     assert kvcalc_count(whole) == params == total
+
+
+# -- falcon_h1: Falcon-H1 ------------------------------------------------------------------------
+# No Falcon-H1 config.json could be copied whole (NOTES-F.md: searched, not found; the Hub pages
+# the search tools hold are cut short), so the oracle is transformers' FalconH1Config itself, at
+# its defaults and with every switch the counter reads turned the other way.
+
+
+def falcon_h1(**changes) -> tuple[dict, int]:
+    from transformers import AutoModelForCausalLM, FalconH1Config
+
+    conf = FalconH1Config(**changes)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(conf)
+    return conf.to_dict(), sum(p.numel() for p in model.parameters())
+
+
+def test_falcon_h1_class_defaults_by_hand_and_by_transformers():
+    # FalconH1Config(): 32 layers, hidden 4,096, vocab 128,000, untied. Every layer: attention
+    # (32 heads x 128, 8 KV heads: q and o 4,096 x 4,096, k and v 4,096 x 1,024) =
+    # 41,943,040; the Mamba-2 mixer beside it (mamba_d_ssm 1,024 = 128 heads x 8; conv channels
+    # 1,024 + 2 x 1 group x d_state 256 = 1,536): in_proj 4,096 x (1,024 + 1,536 + 128), conv
+    # 1,536 x 4 + bias 1,536, dt_bias, A_log, D 3 x 128, out_proj 1,024 x 4,096, no gated norm
+    # (mamba_rms_norm false) = 15,212,416; SwiGLU MLP 3 x 4,096 x 14,336; two RMSNorms.
+    attention = 4096 * (4096 + 2 * 1024) + 4096 * 4096
+    mixer = 4096 * (1024 + 1536 + 128) + 1536 * 4 + 1536 + 3 * 128 + 1024 * 4096
+    layer = attention + mixer + 3 * 4096 * 14336 + 2 * 4096
+    by_hand = 2 * 128000 * 4096 + 32 * layer + 4096
+    assert (attention, mixer) == (41_943_040, 15_212_416)
+    cfg, total = falcon_h1()
+    assert by_hand == total == 8_514_961_408
+    assert kvcalc_count(cfg) == total
+
+
+def test_falcon_h1_switches_equal_transformers_on_the_meta_device():
+    # the gated norm, every bias, a tied head and mamba_d_ssm null (mamba_expand x hidden)
+    cfg, total = falcon_h1(
+        num_hidden_layers=4,
+        mamba_d_ssm=None,
+        mamba_rms_norm=True,
+        mamba_proj_bias=True,
+        projectors_bias=True,
+        attention_bias=True,
+        mlp_bias=True,
+        tie_word_embeddings=True,
+    )
+    assert kvcalc_count(cfg) == total == 1_810_343_936
+
+
+def test_falcon_h1_projection_biases_the_engines_read_differently_are_refused():
+    cfg, _ = falcon_h1(num_hidden_layers=2, mamba_proj_bias=True, projectors_bias=False)
+    spec = spec_from_config(cfg)
+    assert spec.params is None and "projectors_bias" in spec.params_error

@@ -361,10 +361,70 @@ def _gemma4_params(
     )
 
 
+def _falcon_h1_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """Falcon-H1 (transformers' FalconH1ForCausalLM, vLLM's falcon_h1.py): every layer runs
+    attention and a Mamba-2 mixer side by side, then a SwiGLU MLP, with two RMSNorms; a final
+    norm; untied by default. The mixer: in_proj to inner + conv channels + heads (its bias with
+    mamba_proj_bias), the depthwise conv (mamba_conv_bias), dt_bias, A_log and D per head, a
+    gated RMSNorm over inner only with mamba_rms_norm, out_proj (its bias with projectors_bias,
+    in transformers; vLLM's MambaMixer2 gives both projections mamba_proj_bias, so the two must
+    agree). Attention and MLP biases with attention_bias and mlp_bias."""
+    if f.raw("mamba_use_mlp", default=True) is not True:
+        raise ValueError(
+            "config field 'mamba_use_mlp' is not true: transformers' FalconH1DecoderLayer "
+            "builds the MLP in every layer whatever it says"
+        )
+    proj_bias = f.bool("mamba_proj_bias", False)
+    if f.bool("projectors_bias", False) != proj_bias:
+        raise ValueError(
+            "config fields 'projectors_bias' and 'mamba_proj_bias' differ: transformers gives "
+            "the Mamba out_proj one and vLLM the other"
+        )
+    attn_bias = f.bool("attention_bias", False)
+    mlp_bias = f.bool("mlp_bias", False)
+    inter = f.int("intermediate_size")
+    heads = f.int("mamba_n_heads")
+    q_out, kv_out = geo.q_heads * geo.head_dim, geo.kv_heads * geo.head_dim
+    per_attention = hidden * (q_out + 2 * kv_out) + q_out * hidden
+    if attn_bias:
+        per_attention += q_out + 2 * kv_out + hidden
+    attention = 0
+    for layer in layers:
+        state = layer.state
+        conv_dim = state.conv_elements // (state.conv_kernel - 1)
+        inner = state.ssm_elements // f.int("mamba_d_state")
+        mixer = hidden * (inner + conv_dim + heads) + conv_dim * state.conv_kernel + 3 * heads
+        mixer += inner * hidden
+        if f.bool("mamba_conv_bias", True):
+            mixer += conv_dim
+        if f.bool("mamba_rms_norm", False):
+            mixer += inner
+        if proj_bias:
+            mixer += inner + conv_dim + heads + hidden
+        attention += per_attention + mixer
+    n = len(layers)
+    mlp = n * (3 * hidden * inter + (2 * inter + hidden if mlp_bias else 0))
+    tied = tied_head(f, False)  # FalconH1Config's default: untied
+    return None, ParamCounts(
+        embedding=vocab * hidden,
+        lm_head=0 if tied else vocab * hidden,
+        attention=attention,
+        mlp=mlp,
+        routed_experts=0,
+        shared_experts=0,
+        router=0,
+        norms=(2 * n + 1) * hidden,
+        tied=tied,
+    )
+
+
 # Families whose blocks the generic counter does not describe, each counted by its own function.
 OWN_COUNTERS = {
     "granitemoehybrid": _granite_hybrid_params,
     "nemotron_h": _nemotron_h_params,
     "lfm2": _lfm2_params,
     "gemma4_text": _gemma4_params,
+    "falcon_h1": _falcon_h1_params,
 }
