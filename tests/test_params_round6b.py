@@ -249,3 +249,38 @@ def test_falcon_h1_projection_biases_the_engines_read_differently_are_refused():
     cfg, _ = falcon_h1(num_hidden_layers=2, mamba_proj_bias=True, projectors_bias=False)
     spec = spec_from_config(cfg)
     assert spec.params is None and "projectors_bias" in spec.params_error
+
+
+# -- families the counter already had, now checked against transformers ------------------------
+
+
+def test_jamba_params_equal_transformers_on_the_meta_device():
+    # Jamba v0.1 (the catalog's fields of ai21labs/Jamba-v0.1, kvcalc/config/models.yaml): 4
+    # attention and 28 Mamba-1 layers (with Jamba's dt/B/C layer norms), 16 experts every
+    # second layer; and JambaConfig's own defaults
+    from transformers import JambaConfig
+
+    from kvcalc.config.catalog import get_model
+
+    cfg = dict(get_model("jamba-v0.1").config)
+    params, _ = transformers_count(cfg)
+    assert kvcalc_count(cfg) == params == 51_570_323_328
+    defaults = JambaConfig().to_dict()
+    params, _ = transformers_count(defaults)
+    assert kvcalc_count(defaults) == params
+
+
+@pytest.mark.parametrize(
+    ("path", "total"),
+    [
+        (DATA / "qwen3-next-80b-a3b-thinking.json", 79_674_391_296),
+        (DATA / "gpt-oss-20b.json", 20_914_757_184),
+        (ROUND6 / "gpt-oss-120b.json", 116_829_156_672),
+    ],
+    ids=["qwen3-next-80b", "gpt-oss-20b", "gpt-oss-120b"],
+)
+def test_qwen3_next_and_gpt_oss_params_equal_transformers(path, total):
+    cfg = load(path)
+    params, bias = transformers_count(cfg)
+    assert bias == 0
+    assert kvcalc_count(cfg) == params == total
