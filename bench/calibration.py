@@ -4,6 +4,7 @@ calibration.
     .venv/bin/python bench/calibration.py            # the tables (whole corpus, held back)
     .venv/bin/python bench/calibration.py --points   # every point: its command line and ratios
     .venv/bin/python bench/calibration.py --fit      # refit the coefficients and print them
+    .venv/bin/python bench/calibration.py --aic      # engine profiles on AIC's rows (issue 41)
 
 Every measurement in tests/data/benchmarks/ is run from the command line with its own flags
 (``point_runs`` builds them from the YAML entry; nothing else): ``step-time --calibrated`` for a
@@ -1302,7 +1303,20 @@ def main() -> None:
         action="store_true",
         help="a diagnostic: one profile per engine family, on the held-back part",
     )
+    ap.add_argument(
+        "--aic",
+        action="store_true",
+        help="the engine profiles on aiconfigurator's silicon sample (training split, "
+        "bench/aic.py): before and after, leave one model / GPU out, calibrated from one row; "
+        "with --fit, refit the profiles first (about half an hour on 2 cores)",
+    )
+    ap.add_argument("--quick", action="store_true", help="with --aic: every 8th row only")
     args = ap.parse_args()
+    if args.aic:
+        import aic
+
+        aic.main(fit_first=args.fit, quick=args.quick)
+        return
     points = all_points()
     if args.per_engine:
         for line in per_engine(points, args.closed_loop):

@@ -6,10 +6,11 @@ setup and the other metrics. Kept apart from commands.py so that file only regis
 
 from __future__ import annotations
 
+import argparse
 import math
 from dataclasses import dataclass, replace
 
-from ..cache.weight_bytes import Weights, weights_at_bits, weights_given, weights_in
+from ..cache.weight_bytes import Weights, weights, weights_at_bits, weights_given, weights_in
 from ..config.catalog import registry
 from ..config.hfconfig import checkpoint_format, load_config_file, spec_from_config
 from ..core.arith import cdiv
@@ -17,6 +18,8 @@ from ..core.model import ModelSpec
 from ..core.units import GiB, fmt_seconds
 from ..engines.budget import DEFAULT_RESERVE_BYTES, LMDEPLOY_RESERVE_BYTES, free_memory_pool
 from ..perf.calibration import STACK_NAMES, StepModel, error_band_text, step_model
+from ..perf.engines import engine_band_text
+from ..perf.engines import resolve as resolve_engine
 from ..perf.sim import CLI_KEYS, MAX_TOKENS, Dist, Workload, estimated_steps, fixed, setup, simulate
 from .simulate_flags import LENGTH_PRESETS, add_arguments, add_engine_limits, dist_arg
 
@@ -97,9 +100,45 @@ def _lengths(args) -> tuple[Dist, Dist]:
     return out[0], out[1]
 
 
-def speed_from_args(args) -> StepModel:
-    """The step model the flags ask for: the calibrated estimate unless --ideal, with each
-    coefficient given in place of its fitted value."""
+def engine_from_args(args):
+    """(profile, note) for --engine (kvcalc.perf.engines), or (None, None) without it."""
+    name = getattr(args, "engine", None)
+    if not name:
+        return None, None
+    if args.ideal:
+        raise ValueError(
+            "--engine times steps with an engine's fitted profile, --ideal with none: "
+            "give one of them"
+        )
+    if getattr(args, "serving_stack", None):
+        raise ValueError("--engine has its own serving stack's overhead: leave out --serving-stack")
+    return resolve_engine(name)
+
+
+def _profile_model(profile, args) -> StepModel:
+    """The profile's step model, with each coefficient the flags give in its place."""
+    m = profile.step_model()
+    given = {
+        "bw_share": args.bw_share,
+        "step_overhead_s": None if args.step_overhead_ms is None else args.step_overhead_ms / 1e3,
+        "mfu": args.mfu,
+        "allreduce_latency_s": (
+            None if args.allreduce_latency_us is None else args.allreduce_latency_us / 1e6
+        ),
+        "api_overhead_s": None if args.api_overhead_ms is None else args.api_overhead_ms / 1e3,
+        "dequant_mfu": getattr(args, "dequant_mfu", None),
+    }
+    changed = {k: v for k, v in given.items() if v is not None}
+    if changed:
+        m = replace(m, name=f"{m.name}, your coefficients", **changed)
+    return m
+
+
+def speed_from_args(args, profile=None) -> StepModel:
+    """The step model the flags ask for: the calibrated estimate unless --ideal (or the engine
+    profile of --engine), with each coefficient given in place of its fitted value."""
+    if profile is not None:
+        return _profile_model(profile, args)
 
     def ms(v):
         return None if v is None else v / 1e3
@@ -129,12 +168,87 @@ def cmd_simulate(args):
             "give one of them"
         )
     _check_dequant(args)
-    speed = speed_from_args(args)
-    w = (
-        m.weights(args.weight_dtype, half=gpu.half)
-        if args.weight_bits is None
-        else weights_at_bits(m.spec, args.weight_bits, half=gpu.half)
-    )
+    profile, engine_note = engine_from_args(args)
+    calibration = None
+    if args.calibrate_from:
+        if profile is None:
+            raise ValueError(
+                "--calibrate-from fits an engine profile's coefficients: name the engine "
+                "the benchmark ran (--engine vllm@0.18.0, sglang@0.5.6 or trtllm@1.0)"
+            )
+        calibration = _calibrate(args, m, gpu, profile)
+        profile = calibration.profile
+    speed, engine, w, s, r = _run(args, m, gpu, wl, profile)
+    out = {k: getattr(r, k) for k in CLI_KEYS}
+    # the pool the run had, per GPU: its blocks as an engine's log counts them, and those a
+    # request can hold (vLLM's null block taken out)
+    out["kv_pool_blocks"] = s.pool_blocks
+    out["usable_blocks"] = s.num_blocks
+    out["block_size"] = s.block_size
+    out["estimate"] = speed.name
+    out["step_model"] = speed.to_dict()
+    if args.dequant_gemm is not None:  # the linear layers' share, named only where used
+        out["step_model"]["dequant_mfu"] = s.dequant_mfu or s.mfu
+    out["ttft_mean_steady_s"] = r.ttft_mean_steady_s
+    band = error_band_text() if speed.is_calibrated else None
+    if profile is not None:
+        band = engine_band_text(profile, calibration)
+        out["engine"] = profile.key
+        out["engine_note"] = engine_note
+    out["error_band"] = band
+    text = _report(args, m, gpu, w, s, r, speed=speed, engine=engine, lengths=(prompt, output))
+    if engine_note:
+        text.append(f"  engine: {engine_note}")
+    if calibration is not None:
+        out["calibration"] = calibration.to_dict()
+        text += [f"  {line}" for line in calibration.report()]
+    if args.cache_max_entry_count is not None:
+        text.append(
+            f"  note: LMDeploy's pool: cache_max_entry_count {args.cache_max_entry_count:g} of the "
+            f"memory free once the weights and the reserve are in, in blocks of {s.block_size} "
+            "tokens (LMDeploy's own hold 64: --block-size 64)"
+        )
+    if band:
+        text.append(f"  error band: {band}")
+    return out, text + [f"  note: {n}" for n in s.notes]
+
+
+def _weights(args, m, gpu) -> Weights:
+    """The weights the flags give: a format (the experts' own with --expert-weight-dtype), bits
+    per weight, or the checkpoint's."""
+    expert = getattr(args, "expert_weight_dtype", None)
+    if expert is not None:
+        if args.weight_bits is not None or args.weights_gib is not None:
+            raise ValueError(
+                "--expert-weight-dtype sets the experts' format beside --weight-dtype's; "
+                "--weight-bits and --weights-gib give every weight at once: give one way"
+            )
+        if m.spec.moe is None:
+            raise ValueError(f"{m.name} has no routed experts: leave out --expert-weight-dtype")
+        base = args.weight_dtype
+        if base in (None, "auto"):
+            base = getattr(m, "weight_dtype", None) or "bf16"
+            if base == "unmodelled":
+                raise ValueError(
+                    "--expert-weight-dtype needs the other weights' format too: add "
+                    "--weight-dtype (bf16, fp8, ...)"
+                )
+        return weights(m.spec, base, expert)
+    if args.weight_bits is not None:
+        return weights_at_bits(m.spec, args.weight_bits, half=gpu.half)
+    return m.weights(args.weight_dtype, half=gpu.half)
+
+
+def _run(args, m, gpu, wl, profile):
+    """The setup of the flags and the simulated run of ``wl``: (step model, the engine's own,
+    weights, setup, result)."""
+    speed = speed_from_args(args, profile)
+    w = _weights(args, m, gpu)
+    if profile is not None:  # the engine's own batching defaults, where not given
+        if args.max_num_seqs is None:
+            args.max_num_seqs = profile.max_num_seqs
+        if args.max_num_batched_tokens is None:
+            args.max_num_batched_tokens = profile.max_num_batched_tokens
     pool = _pool(args, m, gpu, w)
     # --direct: the same step model, but no serving stack between client and engine.
     engine = replace(speed, api_overhead_s=0.0) if args.direct else speed
@@ -157,6 +271,9 @@ def cmd_simulate(args):
         dequant_gemm=args.dequant_gemm is not None,
         dequant_below=args.dequant_gemm or 0,
         chunked_prefill=args.scheduler != "prefill-first",
+        attention_dp=args.attention_dp,
+        ep=args.ep,
+        attention_peak_tflops=gpu.attention_tflops(args.kv_dtype),
         **({} if args.block_size is None else {"block_size": args.block_size}),
         **pool,
     )
@@ -169,28 +286,51 @@ def cmd_simulate(args):
             "holds more requests at once"
         )
     r = simulate(s, wl, series=False)
-    out = {k: getattr(r, k) for k in CLI_KEYS}
-    # the pool the run had, per GPU: its blocks as an engine's log counts them, and those a
-    # request can hold (vLLM's null block taken out)
-    out["kv_pool_blocks"] = s.pool_blocks
-    out["usable_blocks"] = s.num_blocks
-    out["block_size"] = s.block_size
-    out["estimate"] = speed.name
-    out["step_model"] = speed.to_dict()
-    if args.dequant_gemm is not None:  # the linear layers' share, named only where used
-        out["step_model"]["dequant_mfu"] = s.dequant_mfu or s.mfu
-    band = error_band_text() if speed.is_calibrated else None
-    out["error_band"] = band
-    text = _report(args, m, gpu, w, s, r, speed=speed, engine=engine, lengths=(prompt, output))
-    if args.cache_max_entry_count is not None:
-        text.append(
-            f"  note: LMDeploy's pool: cache_max_entry_count {args.cache_max_entry_count:g} of the "
-            f"memory free once the weights and the reserve are in, in blocks of {s.block_size} "
-            "tokens (LMDeploy's own hold 64: --block-size 64)"
-        )
-    if band:
-        text.append(f"  error band: {band}")
-    return out, text + [f"  note: {n}" for n in s.notes]
+    return speed, engine, w, s, r
+
+
+def simulate_row(args, profile, row) -> dict[str, float]:
+    """One measured row of a user's benchmark (kvcalc.perf.calibrate_from.BenchRow) simulated
+    in the setup of ``args`` under ``profile``: its TTFT and TPOT (a served run's mean, the
+    warm-up's prompts left out of TTFT where a steady part exists) or a static batch's
+    end-to-end latency, in seconds."""
+    a = argparse.Namespace(**vars(args))
+    a.prompt_tokens, a.output_tokens = row.isl, row.osl
+    a.prompt_dist = a.output_dist = a.lengths = None
+    a.prefix_share = 0.0
+    if row.batch:
+        a.users, a.rate, a.requests = None, math.inf, row.batch
+        a.direct = True
+    else:
+        a.users, a.rate = row.users, (None if row.users else row.rate)
+        a.requests = row.requests or max(8, 3 * (row.users or 1))
+        if row.users:
+            a.requests = max(8, 3 * row.users)
+    wl, _, _ = _workload(a)
+    m = _model(a)
+    _, _, _, _, r = _run(a, m, gpu_of(a), wl, profile)
+    ttft = r.ttft_mean_steady_s if r.ttft_mean_steady_s is not None else r.ttft_mean_s
+    return {"TTFT": ttft, "TPOT": r.tpot_mean_s, "latency": r.e2el_mean_s}
+
+
+def gpu_of(args):
+    return registry().gpu(args.gpu)
+
+
+def _calibrate(args, m, gpu, profile):
+    """``--calibrate-from FILE``: the file's rows fitted in this setup (each simulated with the
+    other flags and its own lengths and load)."""
+    from pathlib import Path
+
+    from ..perf.calibrate_from import calibrate, read_benchmark
+
+    p = Path(args.calibrate_from)
+    if not p.is_file():
+        raise ValueError(f"--calibrate-from: no file {args.calibrate_from!r}")
+    if p.stat().st_size > 2_000_000:
+        raise ValueError("--calibrate-from: the file is over 2 MB; give the benchmark's results")
+    rows = read_benchmark(p.read_text(errors="replace"))
+    return calibrate(profile, rows, lambda prof, row: simulate_row(args, prof, row))
 
 
 def _check_dequant(args) -> None:
@@ -292,7 +432,7 @@ def _report(args, m, gpu, w: Weights, s, r, *, speed, engine, lengths) -> list[s
     )
     text = [
         f"{m.name} on {gpu.name}"
-        + (f" x {args.tp} (TP)" if args.tp > 1 else "")
+        + _layout_text(args)
         + f", {wfmt}, KV cache {args.kv_dtype.upper()}",
         f"  workload:   {args.requests:,} requests of {prompt.describe()} prompt + "
         f"{output.describe()} output tokens, {load}",
@@ -334,6 +474,15 @@ def _report(args, m, gpu, w: Weights, s, r, *, speed, engine, lengths) -> list[s
     return text
 
 
+def _layout_text(args) -> str:
+    dp, ep = getattr(args, "attention_dp", 1), getattr(args, "ep", 1)
+    if dp == 1 and ep == 1:
+        return f" x {args.tp} (TP)" if args.tp > 1 else ""
+    parts = [f"TP {args.tp}"] + ([f"attention DP {dp}"] if dp > 1 else [])
+    parts += [f"EP {ep}"] if ep > 1 else []
+    return f" x {args.tp * dp} ({', '.join(parts)})"
+
+
 def _speed_text(speed: StepModel, tp: int, s=None) -> str:
     parts = [f"bandwidth share {speed.bw_share:g}", f"MFU {speed.mfu:g}"]
     if s is not None and s.dequant_mfu:
@@ -341,6 +490,9 @@ def _speed_text(speed: StepModel, tp: int, s=None) -> str:
             f"dequantising GEMMs {s.dequant_mfu:g} of the 16-bit peak"
             + (f" in steps under {s.dequant_below:,} tokens" if s.dequant_below else "")
         )
+    if speed.engine:  # an engine profile's own shares
+        parts.append(f"KV reads {speed.kv_share:.3g} of the bandwidth")
+        parts.append(f"attention MFU {speed.attention_mfu:.3g}")
     parts.append(f"step overhead {speed.step_overhead_s * 1e3:g} ms")
     if tp > 1:
         parts.append(
@@ -348,6 +500,8 @@ def _speed_text(speed: StepModel, tp: int, s=None) -> str:
             if speed.allreduce
             else "no all-reduce time"
         )
+        if speed.engine and s is not None and s.ep > 1:
+            parts.append(f"expert-parallel all-to-all {speed.ep_latency_s * 1e6:.3g} us")
     parts.append(
         f"API overhead {speed.api_overhead_s * 1e3:g} ms"
         + (f" ({STACK_NAMES[speed.stack]}'s serving stack)" if speed.stack else "")

@@ -177,6 +177,14 @@ def _engine_arguments(p, *, int_arg) -> None:
     w.add_argument(
         "--weights-gib", type=_gib, help="weights of the whole model, GiB (read whole every step)"
     )
+    p.add_argument(
+        "--expert-weight-dtype",
+        choices=WEIGHT_DTYPES,
+        default=None,
+        help="format of the routed experts when it is not the other weights' (Kimi-K2.5's "
+        "INT4 weight-only experts beside 16-bit attention: --weight-dtype bf16 "
+        "--expert-weight-dtype int4)",
+    )
     w.add_argument(
         "--weight-bits",
         type=_bits,
@@ -198,6 +206,7 @@ def _engine_arguments(p, *, int_arg) -> None:
         "once for a 16-bit GEMM (vLLM's AWQ from 0.3: 256)",
     )
     add_engine_limits(p, int_arg)
+    add_layout_arguments(p, int_arg)
     p.add_argument(
         "--scheduler",
         choices=SCHEDULERS,
@@ -275,6 +284,16 @@ def _speed_arguments(p) -> None:
         action="store_true",
         help="the ideal bound instead: full bandwidth, the full dense peak (MFU 1), nothing added",
     )
+    add_engine_argument(speed)
+    speed.add_argument(
+        "--calibrate-from",
+        metavar="FILE",
+        default=None,
+        help="your own benchmark of this setup (rows in aiconfigurator's silicon-sample "
+        "columns, the JSON of `vllm bench serve --save-result`, or `vllm bench latency` "
+        "output): the engine profile's coefficients are fitted to it first, and the result "
+        "says what changed and how far off the fit is on your rows",
+    )
     speed.add_argument(
         "--bw-share",
         type=_share,
@@ -339,3 +358,35 @@ def add_engine_limits(p, int_arg) -> None:
         help="default: vLLM's for the GPU",
     )
     p.add_argument("--tp", type=int_arg(1, 64), default=1, help="tensor parallel size")
+
+
+def add_layout_arguments(p, int_arg) -> None:
+    """Attention data parallelism and expert parallelism, as the engines' flags state them
+    (SGLang --dp-size with --enable-dp-attention, vLLM --data-parallel-size with
+    --enable-expert-parallel, TensorRT-LLM enable_attention_dp / moe_expert_parallel_size)."""
+    p.add_argument(
+        "--attention-dp",
+        type=int_arg(1, 64),
+        default=1,
+        help="attention data parallel ranks, each of --tp GPUs with its own requests and "
+        "caches; the experts split over every GPU (tp x attention-dp)",
+    )
+    p.add_argument(
+        "--ep",
+        type=int_arg(1, 512),
+        default=1,
+        help="expert parallel size: whole experts per GPU, tokens exchanged by all-to-all "
+        "before and after each MoE layer",
+    )
+
+
+def add_engine_argument(p) -> None:
+    """--engine NAME@VERSION: an engine profile (kvcalc.perf.engines)."""
+    p.add_argument(
+        "--engine",
+        default=None,
+        metavar="NAME@VERSION",
+        help="time steps with an engine profile fitted on that engine's measured runs "
+        "(vllm@0.18.0, sglang@0.5.6, trtllm@1.0; an unfitted version takes the nearest "
+        "fitted one and says so); the other step-model flags then replace its coefficients",
+    )

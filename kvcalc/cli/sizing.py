@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 from ..cache.kv import kv_cache
 from ..cache.weight_bytes import (
@@ -19,7 +20,15 @@ from ..engines.budget import (
     budget,
 )
 from ..engines.vllm import DEFAULT_BLOCK_SIZE
-from ..perf.calibration import band_for_batch, error_band_text, estimate_step, step_model
+from ..perf.calibration import (
+    band_for_batch,
+    error_band_text,
+    estimate_step,
+    estimate_ttft,
+    step_model,
+)
+from ..perf.engines import engine_band_text
+from ..perf.engines import resolve as resolve_engine
 from ..perf.roofline import DEFAULT_MFU, offload_vs_recompute, prefill, step_time, token_passes
 from ..perf.sweeps import no_speed_reason
 from .common import (
@@ -41,6 +50,7 @@ from .common import (
     with_speculative,
 )
 from .registry import command
+from .simulate_flags import add_engine_argument
 
 
 def _kv_arguments(p: argparse.ArgumentParser) -> None:
@@ -263,6 +273,7 @@ def _step_time_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--calibrated", action="store_true", help="add the calibrated estimate and its error band"
     )
+    add_engine_argument(g)
     g.add_argument(
         "--bw-share",
         type=float_arg(1.0, above=True, name="a share of the peak"),
@@ -305,15 +316,27 @@ def cmd_step_time(args):
     out = s.to_dict()
     out.update(model=label, gpu=gpu.key if gpu else None, estimate="ideal bound")
     est = None
-    if args.calibrated or args.bw_share is not None or args.step_overhead_ms is not None:
-        sm = step_model(
-            bw_share=args.bw_share,
-            step_overhead_s=(
-                None if args.step_overhead_ms is None else args.step_overhead_ms / 1e3
-            ),
-        )
+    profile, note = resolve_engine(args.engine) if args.engine else (None, None)
+    if profile is not None or (
+        args.calibrated or args.bw_share is not None or args.step_overhead_ms is not None
+    ):
+        overhead = None if args.step_overhead_ms is None else args.step_overhead_ms / 1e3
+        if profile is not None:
+            sm = profile.step_model()
+            given = {
+                k: v
+                for k, v in (("bw_share", args.bw_share), ("step_overhead_s", overhead))
+                if v is not None
+            }
+            if given:
+                sm = replace(sm, name=f"{sm.name}, your coefficients", **given)
+        else:
+            sm = step_model(bw_share=args.bw_share, step_overhead_s=overhead)
         est = estimate_step(spec, s, sm, tp=args.tp, link_gbs=gpu.tp_link_gbs if gpu else None)
         band = error_band_text(band_for_batch(args.batch)) if sm.is_calibrated else None
+        if profile is not None:
+            band = engine_band_text(profile)
+            out.update(engine=profile.key, engine_note=note)
         out.update(
             estimate=sm.name,
             estimated_step_time_s=est.time_s,
@@ -349,6 +372,8 @@ def cmd_step_time(args):
         )
         if out["error_band"]:
             text.append(f"  error band: {out['error_band']}")
+        if note:
+            text.append(f"  engine: {note}")
     if s.state_read_bytes:
         text.insert(3, f"  state read:   {s.state_read_bytes / GB:,.3f} GB")
     if s.compute_time_s is not None:
@@ -371,6 +396,12 @@ def _prefill_arguments(p: argparse.ArgumentParser) -> None:
         "1 is the ideal bound)",
     )
     p.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16", help="compute format")
+    add_engine_argument(p)
+    p.add_argument(
+        "--direct",
+        action="store_true",
+        help="with --engine: called in the engine's own process, no serving stack's time",
+    )
 
 
 @command("prefill", "time to first token from FLOPs", _prefill_arguments)
@@ -412,6 +443,32 @@ def cmd_prefill(args):
         f"peak, is {fmt_seconds(ideal.time_s)}"
     )
     text.append(f"  time to first token: {fmt_seconds(r.time_s)} ({r.bound} bound), {what}")
+    if args.engine:
+        profile, note = resolve_engine(args.engine)
+        sm = profile.step_model()
+        est = estimate_ttft(
+            spec, ideal, sm, tp=args.tp, link_gbs=gpu.tp_link_gbs, served=not args.direct
+        )
+        band = engine_band_text(profile)
+        out.update(
+            engine=profile.key,
+            engine_note=note,
+            estimate=sm.name,
+            estimated_ttft_s=est.time_s,
+            estimate_parts=est.to_dict(),
+            step_model=sm.to_dict(),
+            error_band=band,
+        )
+        text.append(
+            f"  {sm.name}: {fmt_seconds(est.time_s)} = max(compute at MFU {sm.mfu:.3g} "
+            f"{fmt_seconds(est.compute_s)}, reads {fmt_seconds(est.memory_s)}) + overhead "
+            f"{fmt_seconds(est.overhead_s)}"
+            + (f" + all-reduce {fmt_seconds(est.allreduce_s)}" if est.allreduce_s else "")
+            + (f" + serving stack {fmt_seconds(est.api_s)}" if est.api_s else "")
+        )
+        text.append(f"  error band: {band}")
+        if note:
+            text.append(f"  engine: {note}")
     text.append(
         "  one request on an idle GPU, called directly; a served request adds its serving "
         "stack's time (simulate gives the calibrated estimate with its error band)"

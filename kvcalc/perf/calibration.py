@@ -180,6 +180,13 @@ class StepModel:
     # the linear layers' share of the 16-bit peak when each GEMM dequantises 4-bit weights
     # (``simulate --dequant-gemm``); None: the MFU, as for any other matrix multiply
     dequant_mfu: float | None = None
+    # Engine profiles (kvcalc.perf.engines, issue 41) time three more things apart; None / 0:
+    # as the pooled estimate does (the KV reads at ``bw_share``, attention at ``mfu``, no
+    # expert-parallel exchange).
+    kv_bw_share: float | None = None  # share of the bandwidth a decode's paged KV reads reach
+    attn_mfu: float | None = None  # share of the attention peak prefill's attention reaches
+    ep_latency_s: float = 0.0  # one expert-parallel dispatch or combine (all-to-all), seconds
+    engine: str | None = None  # the profile's "engine@version" (None: no engine profile)
 
     def __post_init__(self):
         check_float("achieved share of peak bandwidth", self.bw_share, 0.0, 1.0, lo_open=True)
@@ -189,6 +196,11 @@ class StepModel:
         check_float("API overhead (s)", self.api_overhead_s, 0.0, 60.0)
         if self.dequant_mfu is not None:
             check_float("dequantising GEMM MFU", self.dequant_mfu, 0.0, 1.0, lo_open=True)
+        if self.kv_bw_share is not None:
+            check_float("KV reads' share of bandwidth", self.kv_bw_share, 0.0, 1.0, lo_open=True)
+        if self.attn_mfu is not None:
+            check_float("attention MFU", self.attn_mfu, 0.0, 1.0, lo_open=True)
+        check_float("expert-parallel exchange latency (s)", self.ep_latency_s, 0.0, 1.0)
 
     @property
     def is_ideal(self) -> bool:
@@ -208,7 +220,21 @@ class StepModel:
         use it (``simulate --dequant-gemm``)."""
         d = asdict(self)
         del d["dequant_mfu"]
+        if self.engine is None:  # an engine profile's own coefficients, named only with one
+            for k in ("kv_bw_share", "attn_mfu", "ep_latency_s", "engine"):
+                del d[k]
         return d
+
+    @property
+    def kv_share(self) -> float:
+        """The share of the bandwidth the KV reads reach (``bw_share`` unless a profile says)."""
+        return self.bw_share if self.kv_bw_share is None else self.kv_bw_share
+
+    @property
+    def attention_mfu(self) -> float:
+        """The share of the attention peak attention's FLOPs reach (``mfu`` unless a profile
+        says)."""
+        return self.mfu if self.attn_mfu is None else self.attn_mfu
 
 
 # The seed's formula (docs/design.md, principle 7): bytes / bandwidth and FLOPs / peak, every
@@ -375,6 +401,11 @@ def estimate_step(
     the achieved share, the GEMMs at the MFU, whichever is longer, plus the step's fixed
     overhead and (``model.allreduce``, tp > 1) its all-reduces."""
     memory = ideal.memory_time_s / model.bw_share
+    if model.kv_bw_share is not None:  # an engine profile: the KV reads at their own share
+        total = ideal.weight_read_bytes + ideal.kv_read_bytes + ideal.state_read_bytes
+        if total:
+            kv = ideal.memory_time_s * ideal.kv_read_bytes / total
+            memory = (ideal.memory_time_s - kv) / model.bw_share + kv / model.kv_bw_share
     compute = (ideal.compute_time_s or 0.0) / model.mfu
     ar = (
         allreduce_seconds(spec, ideal.batch, tp, link_gbs, model.allreduce_latency_s)

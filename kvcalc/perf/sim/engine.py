@@ -93,6 +93,19 @@ class Setup:
     # blocks V0's block manager keeps free when it admits a prompt (1% of the pool).
     chunked_prefill: bool = True
     watermark_blocks: int = 0
+    # Attention data parallelism (``dp`` ranks, each ``tp`` GPUs holding the attention weights
+    # and the caches of its own requests) and expert parallelism (``ep``: whole experts per
+    # GPU, tokens exchanged with an all-to-all before and after each MoE layer). The pool,
+    # the caps and the token budget above are the whole engine's (dp ranks); the step's
+    # per-GPU work is one rank's share, the batch spread evenly over the ranks.
+    dp: int = 1
+    ep: int = 1
+    ep_exchanges: int = 0  # all-to-alls per step (2 per MoE layer with ep > 1)
+    ep_latency_s: float = 0.0
+    # An engine profile's KV reads and attention FLOPs at their own shares (kvcalc.perf.engines):
+    # bw_share / kv share and mfu / attention MFU (1: as the weights and the GEMMs)
+    kv_read_factor: float = 1.0
+    attention_factor: float = 1.0
     # Weights a step of n tokens reads (whole model, before the TP split): every weight but the
     # input embedding and the routed experts, plus n gathered embedding rows (at most the table),
     # plus the experts n tokens touch (table indexed by n, its last entry for more).
@@ -113,10 +126,16 @@ class Setup:
         return self.flops_per_s / self.bytes_per_s
 
     def weights_read(self, tokens: int) -> int:
-        """Weight bytes one GPU reads in a step of ``tokens`` new tokens."""
+        """Weight bytes one GPU reads in a step of ``tokens`` new tokens (the whole engine's:
+        with attention data parallel ranks each rank's attention weights read for its share,
+        the experts the whole step touches split over every GPU)."""
         if not self._fixed_read:
             return self.weight_read_bytes  # weights given as one number: read whole
         table, row = self._embed
+        if self.dp > 1:
+            dense = self._fixed_read + min(table, cdiv(tokens, self.dp) * row)
+            moe = self._moe_reads[min(tokens, len(self._moe_reads) - 1)] if self._moe_reads else 0
+            return cdiv(dense, self.tp) + cdiv(moe, self.tp * self.dp)
         total = self._fixed_read + min(table, tokens * row)
         if self._moe_reads:
             total += self._moe_reads[min(tokens, len(self._moe_reads) - 1)]
@@ -138,6 +157,17 @@ class Setup:
                     / (self.tp_link_gbs * GB)
                 )
             t += self.allreduces * (self.allreduce_latency_s + wire)
+        if self.ep_exchanges and tokens:
+            wire = 0.0
+            if self.tp_link_gbs:  # each GPU sends (ep - 1) / ep of its tokens' activations
+                wire = (
+                    (self.ep - 1)
+                    / self.ep
+                    * cdiv(tokens, self.dp)
+                    * self.allreduce_bytes_per_token
+                    / (self.tp_link_gbs * GB)
+                )
+            t += self.ep_exchanges * (self.ep_latency_s + wire)
         return t
 
     @property
@@ -204,6 +234,11 @@ class Setup:
             self.slide_flops_per_pair,
         )
         kv, slide_kv = self.kv_read_bytes_per_token, self.slide_read_bytes_per_token
+        if self.kv_read_factor != 1.0:  # the KV reads at their own share of the bandwidth
+            kv, slide_kv = kv * self.kv_read_factor, slide_kv * self.kv_read_factor
+        if self.attention_factor != 1.0:  # attention at its own share of the peak
+            af = self.attention_factor
+            att, dec, slide = att * af, dec * af, slide * af
 
         def seconds(
             read_tokens: int,
@@ -248,6 +283,9 @@ def setup(
     dequant_gemm: bool = False,
     dequant_below: int = 0,
     chunked_prefill: bool = True,
+    attention_dp: int = 1,
+    ep: int = 1,
+    attention_peak_tflops: float | None = None,
 ) -> Setup:
     """The pool (vLLM's arithmetic, ``kvcalc.engines.budget``) and the step-time constants for
     ``spec`` on one GPU of ``total_bytes``; ValueError naming what to change when it cannot run.
@@ -278,10 +316,13 @@ def setup(
         max_model_len=max_model_len,
     )
     dtype = get_dtype(kv_dtype, KV_DTYPES)
+    dp, ep = _layout(spec, tp, attention_dp, ep)
     layers, windows = served_layers(spec, tp, dtype, scales)
     wbytes = (
         w.bytes if weights_bytes is None else check_int("weights (bytes)", weights_bytes, 0, 2**60)
     )
+    if dp > 1 and weights_bytes is None:  # a rank's attention, 1 / (tp x dp) of the experts
+        wbytes = wbytes - w.expert_bytes + cdiv(w.expert_bytes, dp)
     pool = pool_fields(
         spec,
         windows,
@@ -312,13 +353,16 @@ def setup(
         wbytes=wbytes,
         mnbt=pool["max_num_batched_tokens"],
     )
+    _spread_over_ranks(pool, constants, dp)
     return Setup(
         model=spec.name,
         prefix_caching=bool(prefix_caching),
         chunked_prefill=bool(chunked_prefill),
         tp=tp,
+        dp=dp,
+        ep=ep,
         kv_dtype=dtype.name,
-        linear_flops_per_token=2.0 * spec.active_params / tp,
+        linear_flops_per_token=2.0 * spec.active_params / (tp * dp),
         bandwidth_gbs=bandwidth_gbs,
         bw_share=bw_share,
         peak_tflops=peak_tflops,
@@ -326,10 +370,42 @@ def setup(
         max_model_len=max_model_len,
         **pool,
         **constants,
-        **engine_costs(spec, speed, tp=tp, tp_link_gbs=tp_link_gbs),
+        **_costs(spec, speed, tp, tp_link_gbs, dp, ep, peak_tflops, attention_peak_tflops),
         dequant_mfu=(speed.dequant_mfu or 0.0) if dequant_gemm and speed is not None else 0.0,
         dequant_below=check_int("dequantising GEMMs below (tokens)", dequant_below, 0, 10**7),
     )
+
+
+def _layout(spec: ModelSpec, tp: int, attention_dp: int, ep: int) -> tuple[int, int]:
+    """Attention data parallel and expert parallel sizes, checked against the model and tp."""
+    dp = check_int("attention data parallel size", attention_dp, 1, 64)
+    ep = check_int("expert parallel size", ep, 1, 512)
+    if ep > 1 and spec.moe is None:
+        raise ValueError(f"{spec.name} has no experts: expert parallel needs a MoE model")
+    if ep > tp * dp:
+        raise ValueError(
+            f"expert parallel {ep} spans more GPUs than the layout's {tp * dp} (tensor "
+            "parallel x attention data parallel)"
+        )
+    return dp, ep
+
+
+def _spread_over_ranks(pool: dict[str, Any], constants: dict[str, Any], dp: int) -> None:
+    """Attention data parallel: the whole engine holds dp ranks' pools, caps and token budgets;
+    a GPU reads and attends for one rank's share of the batch (in place)."""
+    if dp == 1:
+        return
+    for k in ("num_blocks", "pool_blocks", "max_num_seqs", "max_num_batched_tokens"):
+        pool[k] = pool[k] * dp
+    for k in (
+        "kv_read_bytes_per_token",
+        "slide_read_bytes_per_token",
+        "attention_flops_per_pair",
+        "decode_flops_per_pair",
+        "slide_flops_per_pair",
+        "state_read_bytes",
+    ):
+        constants[k] = constants[k] / dp
 
 
 def step_constants(
@@ -401,14 +477,48 @@ def _weight_reads(
     )
 
 
+def _costs(spec, speed, tp, tp_link_gbs, dp, ep, peak, attention_peak) -> dict[str, Any]:
+    """engine_costs, with attention's FLOPs at the attention peak where it is not the GEMMs'
+    (FP8 weights beside a 16-bit cache: the GEMMs at the FP8 peak, attention at the 16-bit
+    one). Only with an engine profile, so the pooled estimate's figures stay as they were."""
+    costs = engine_costs(spec, speed, tp=tp, tp_link_gbs=tp_link_gbs, dp=dp, ep=ep)
+    if speed is not None and speed.engine and attention_peak and attention_peak != peak:
+        costs["attention_factor"] = costs["attention_factor"] * peak / attention_peak
+    return costs
+
+
 def engine_costs(
-    spec: ModelSpec, speed: StepModel | None, *, tp: int, tp_link_gbs: float | None
+    spec: ModelSpec,
+    speed: StepModel | None,
+    *,
+    tp: int,
+    tp_link_gbs: float | None,
+    dp: int = 1,
+    ep: int = 1,
 ) -> dict[str, Any]:
     """What a real engine adds to each step (kvcalc.perf.calibration); nothing without a step
-    model. ValueError when the all-reduces need a hidden size the config does not give."""
+    model. ValueError when the all-reduces need a hidden size the config does not give.
+
+    Tensor parallelism's two all-reduces a layer (Megatron-LM); with expert parallel, the MoE
+    layers exchange tokens instead (a dispatch and a combine, all-to-all, at the profile's
+    ``ep_latency_s``) and only attention's all-reduce is left where tp > 1; with attention data
+    parallel and no expert parallel, the MoE layers' exchange over every GPU is timed as an
+    all-reduce."""
     if speed is None:
         return {}
-    charge = speed.allreduce and tp > 1
+    n = tp * dp
+    moe_layers = spec.moe.layers if spec.moe is not None else 0
+    charge = speed.allreduce and n > 1
+    if ep > 1:
+        allreduces = spec.num_layers if speed.allreduce and tp > 1 else 0
+        exchanges = 2 * moe_layers if speed.allreduce else 0
+    else:
+        allreduces = ALLREDUCES_PER_LAYER * spec.num_layers if charge else 0
+        exchanges = 0
+    factors = dict(
+        kv_read_factor=speed.bw_share / speed.kv_share,
+        attention_factor=speed.mfu / speed.attention_mfu,
+    )
     if charge and not spec.hidden_size:
         raise ValueError(
             f"{spec.name}: the all-reduce time needs the hidden size, which "
@@ -416,7 +526,10 @@ def engine_costs(
         )
     return dict(
         step_overhead_s=speed.step_overhead_s,
-        allreduces=ALLREDUCES_PER_LAYER * spec.num_layers if charge else 0,
+        allreduces=allreduces,
+        ep_exchanges=exchanges,
+        ep_latency_s=speed.ep_latency_s,
+        **factors,
         allreduce_latency_s=speed.allreduce_latency_s,
         allreduce_bytes_per_token=(spec.hidden_size or 0) * ACTIVATION_BYTES,
         tp_link_gbs=tp_link_gbs,

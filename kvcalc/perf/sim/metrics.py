@@ -135,6 +135,7 @@ class SimResult:
     warmup_requests: int = 0  # sent before the first request finished
     ttft_p50_steady_s: float | None = None  # TTFT of the others (None: every request warm-up)
     ttft_p99_steady_s: float | None = None
+    ttft_mean_steady_s: float | None = None
     mean_batch: float = 0.0  # running requests, time-weighted over the whole run
     steady_batch: float | None = None  # the same from the first finish to the last admission
 
@@ -300,7 +301,7 @@ def summarize_columns(
         output_tokens_per_s=out_tokens / duration,
         request_throughput=nreq / duration,
         total_tokens_per_s=(out_tokens + prompt_tokens) / duration,
-        output_tokens_per_s_per_gpu=out_tokens / duration / s.tp,
+        output_tokens_per_s_per_gpu=out_tokens / duration / (s.tp * s.dp),
         output_tokens_per_s_per_user=1.0 / tpot50 if tpot50 else 0.0,
         preemptions=tally.preemptions,
         prefix_hit_rate=tally.hit_tokens / tally.query_tokens if tally.query_tokens else 0.0,
@@ -325,6 +326,7 @@ def summarize_columns(
         warmup_requests=nreq - len(steady),
         ttft_p50_steady_s=percentile_sorted(by_steady, 50) if steady else None,
         ttft_p99_steady_s=percentile_sorted(by_steady, 99) if steady else None,
+        ttft_mean_steady_s=sum(steady) / len(steady) if steady else None,
         mean_batch=tally.area_run / duration,
         steady_batch=steady_batch,
     )

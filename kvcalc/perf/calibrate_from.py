@@ -1,0 +1,358 @@
+"""Calibrate an engine profile from the user's own benchmark (issue 41, item 3).
+
+``simulate --engine vllm@0.18.0 --calibrate-from FILE`` reads the user's measured runs of the
+setup the other flags describe (model, GPU, layout, formats) and fits the engine-level
+coefficients of the profile (``kvcalc.perf.engines``) to them before it simulates. Three
+formats are read (``read_benchmark``):
+
+* rows in aiconfigurator's silicon-sample columns (CSV: ``isl``, ``osl``, ``batch_size`` and
+  ``silicon_ttft_ms`` / ``silicon_tpot_ms``; other columns are ignored);
+* the JSON ``vllm bench serve --save-result`` writes (one object, a list, or one per line:
+  ``max_concurrency`` or ``request_rate``, ``total_input_tokens`` / ``total_output_tokens`` over
+  ``completed`` for the lengths, ``mean_ttft_ms``, ``mean_tpot_ms``);
+* the output of ``vllm bench latency`` (its printed arguments' ``input_len``, ``output_len``,
+  ``batch_size`` and its "Avg latency: X seconds" line, or its ``--output-json`` with
+  ``avg_latency`` beside those three).
+
+The fit (``calibrate``) is a few Gauss-Newton steps on log(predicted / measured), each
+measurement a residual, the coefficients in log scale, with a ridge toward the profile's fitted
+values: one row moves the coefficients that explain it most cheaply (the bandwidth shares and
+the step overhead for TPOT, the API overhead and the GEMM share for TTFT); more rows move more.
+``Calibration.report`` says what changed, the residual on the rows given, and the band the
+rest of a sweep carries (``SWEEP_BAND``: measured by ``bench/calibration.py --aic`` calibrating
+from the lowest-concurrency row of each training setup and predicting its other rows).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from dataclasses import dataclass, field
+
+from .engines import COEFFICIENTS, EngineProfile
+
+__all__ = [
+    "BenchRow",
+    "read_benchmark",
+    "Calibration",
+    "calibrate",
+    "RIDGE",
+    "SWEEP_BAND",
+]
+
+# Ridge toward the profile, per coefficient (log scale; a measurement weighs 1): the cheap ones
+# move first.
+RIDGE = {
+    "bw_share": 0.02,
+    "kv_bw_share": 0.05,
+    "step_overhead_s": 0.02,
+    "mfu": 0.05,
+    "attn_mfu": 0.1,
+    "allreduce_latency_s": 0.1,
+    "ep_latency_s": 0.1,
+    "api_overhead_s": 0.02,
+}
+SHARES = ("bw_share", "kv_bw_share", "mfu", "attn_mfu")
+FD_STEP = 0.05
+ITERATIONS = 4
+MAX_ROWS = 64
+# Calibrated from the lowest-concurrency row of each training setup, its other rows predicted:
+# median |pred/meas - 1|, p90 and rows, per quantity (bench/calibration.py --aic printed these).
+SWEEP_BAND: dict[str, tuple[float, float, int]] = {}
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchRow:
+    """One measured run: a closed loop of ``users`` (or Poisson ``rate`` requests/s, or a static
+    ``batch`` timed end to end) of ``isl`` + ``osl`` tokens, and what was measured."""
+
+    isl: int
+    osl: int
+    users: int | None = None
+    rate: float | None = None
+    batch: int | None = None  # vllm bench latency: one batch, all at once
+    requests: int | None = None
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    latency_s: float | None = None  # a batch's end-to-end time
+
+    def measured(self) -> dict[str, float]:
+        out = {}
+        if self.ttft_ms:
+            out["TTFT"] = self.ttft_ms / 1e3
+        if self.tpot_ms:
+            out["TPOT"] = self.tpot_ms / 1e3
+        if self.latency_s:
+            out["latency"] = self.latency_s
+        return out
+
+    def describe(self) -> str:
+        load = (
+            f"batch {self.batch}"
+            if self.batch
+            else f"{self.users} users"
+            if self.users
+            else f"{self.rate:g} req/s"
+        )
+        return f"{self.isl:,} + {self.osl:,} tokens, {load}"
+
+
+def _pos_int(v, what: str) -> int:
+    try:
+        x = int(round(float(v)))
+    except (TypeError, ValueError):
+        raise ValueError(f"{what}: expected a number, got {str(v)[:30]!r}") from None
+    if x < 1:
+        raise ValueError(f"{what}: must be at least 1, got {x}")
+    return x
+
+
+def _pos_float(v, what: str) -> float | None:
+    if v in (None, ""):
+        return None
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what}: expected a number, got {str(v)[:30]!r}") from None
+    if not math.isfinite(x) or x <= 0:
+        raise ValueError(f"{what}: must be above 0, got {v!r}")
+    return x
+
+
+def _from_csv(text: str) -> list[BenchRow]:
+    rows = []
+    for i, r in enumerate(csv.DictReader(io.StringIO(text)), 1):
+        where = f"row {i}"
+        ttft = _pos_float(r.get("silicon_ttft_ms"), f"{where} silicon_ttft_ms")
+        tpot = _pos_float(r.get("silicon_tpot_ms"), f"{where} silicon_tpot_ms")
+        if ttft is None and tpot is None:
+            raise ValueError(f"{where}: no silicon_ttft_ms or silicon_tpot_ms")
+        rows.append(
+            BenchRow(
+                isl=_pos_int(r.get("isl"), f"{where} isl"),
+                osl=_pos_int(r.get("osl"), f"{where} osl"),
+                users=_pos_int(r.get("batch_size"), f"{where} batch_size"),
+                ttft_ms=ttft,
+                tpot_ms=tpot,
+            )
+        )
+    return rows
+
+
+def _from_serve_json(objs: list[dict]) -> list[BenchRow]:
+    rows = []
+    for i, o in enumerate(objs, 1):
+        where = f"result {i}"
+        done = _pos_int(o.get("completed"), f"{where} completed")
+        isl = _pos_int(o.get("total_input_tokens", 0) / done, f"{where} input tokens per request")
+        osl = _pos_int(o.get("total_output_tokens", 0) / done, f"{where} output tokens per request")
+        users = o.get("max_concurrency")
+        rate = o.get("request_rate")
+        rate = None if rate in (None, "inf", float("inf")) else _pos_float(rate, f"{where} rate")
+        rows.append(
+            BenchRow(
+                isl=isl,
+                osl=osl,
+                users=_pos_int(users, f"{where} max_concurrency") if users else None,
+                rate=None if users else rate,
+                batch=None if users or rate else done,
+                requests=done,
+                ttft_ms=_pos_float(o.get("mean_ttft_ms"), f"{where} mean_ttft_ms"),
+                tpot_ms=_pos_float(o.get("mean_tpot_ms"), f"{where} mean_tpot_ms"),
+            )
+        )
+    return rows
+
+
+_LATENCY_ARGS = ("input_len", "output_len", "batch_size")
+_ARG = r"['\"]?{}['\"]?\s*[=:]\s*(\d+)"
+
+
+def _from_latency_text(text: str) -> list[BenchRow]:
+    m = re.search(r"Avg latency:\s*([\d.]+)\s*seconds", text)
+    if not m:
+        raise ValueError("no 'Avg latency: X seconds' line")
+    found = {}
+    for k in ("input_len", "output_len", "batch_size"):
+        a = re.search(_ARG.format(k), text)
+        if not a:
+            raise ValueError(
+                f"a vllm bench latency output needs its arguments' {k} (the printed "
+                "Namespace(...) line)"
+            )
+        found[k] = int(a.group(1))
+    return [
+        BenchRow(
+            isl=_pos_int(found["input_len"], "input_len"),
+            osl=_pos_int(found["output_len"], "output_len"),
+            batch=_pos_int(found["batch_size"], "batch_size"),
+            latency_s=_pos_float(m.group(1), "Avg latency"),
+        )
+    ]
+
+
+def read_benchmark(text: str) -> list[BenchRow]:
+    """The measured rows of a benchmark file in any of the three formats (ValueError naming
+    what is missing)."""
+    t = text.strip()
+    if not t:
+        raise ValueError("the benchmark file is empty")
+    rows: list[BenchRow]
+    if t[0] in "[{":
+        try:
+            data = json.loads(t)
+        except json.JSONDecodeError:
+            data = [json.loads(line) for line in t.splitlines() if line.strip()]
+        objs = data if isinstance(data, list) else [data]
+        if objs and "avg_latency" in objs[0]:
+            o = objs[0]
+            rows = _from_latency_text(
+                f"Avg latency: {o['avg_latency']} seconds "
+                + " ".join(
+                    f"{k}={o[k]}" for k in ("input_len", "output_len", "batch_size") if k in o
+                )
+            )
+        else:
+            rows = _from_serve_json(objs)
+    elif "Avg latency" in t:
+        rows = _from_latency_text(t)
+    elif "silicon_tpot_ms" in t.splitlines()[0] or "silicon_ttft_ms" in t.splitlines()[0]:
+        rows = _from_csv(t)
+    else:
+        raise ValueError(
+            "not a benchmark kvcalc reads: give rows in aiconfigurator's silicon-sample columns "
+            "(isl, osl, batch_size, silicon_ttft_ms, silicon_tpot_ms), the JSON of `vllm bench "
+            "serve --save-result`, or `vllm bench latency` output"
+        )
+    if not rows:
+        raise ValueError("the benchmark file has no rows")
+    if len(rows) > MAX_ROWS:
+        raise ValueError(f"at most {MAX_ROWS} rows are fitted; the file has {len(rows)}")
+    return rows
+
+
+@dataclass(frozen=True, kw_only=True)
+class Calibration:
+    """The profile fitted to the user's rows: what changed, and how far off it is on them."""
+
+    base: EngineProfile
+    profile: EngineProfile
+    rows: tuple[BenchRow, ...]
+    # per row and quantity: (measured s, predicted before, predicted after)
+    fit: tuple[dict[str, tuple[float, float, float]], ...]
+    notes: tuple[str, ...] = field(default=())
+
+    def changed(self) -> dict[str, tuple[float, float]]:
+        return {
+            c: (getattr(self.base, c), getattr(self.profile, c))
+            for c in COEFFICIENTS
+            if abs(getattr(self.profile, c) / getattr(self.base, c) - 1) > 0.005
+        }
+
+    def residuals(self, which: int = 2) -> list[float]:
+        return [abs(v[which] / v[0] - 1) for f in self.fit for v in f.values()]
+
+    def band_text(self) -> str:
+        res = self.residuals()
+        worst = max(res) if res else 0.0
+        text = (
+            f"{self.profile.label} profile calibrated on your {len(self.rows)} "
+            f"row{'' if len(self.rows) == 1 else 's'}: within ±{worst:.1%} on them"
+        )
+        if SWEEP_BAND:
+            parts = [
+                f"{q} ±{med:.0%} (median), ±{p90:.0%} (p90) over {n} runs"
+                for q, (med, p90, n) in SWEEP_BAND.items()
+            ]
+            text += (
+                "; the rest of a sweep calibrated so (one row of each training setup, its "
+                "other rows predicted): " + ", ".join(parts)
+            )
+        return text
+
+    def report(self) -> list[str]:
+        lines = [f"calibrated from {len(self.rows)} measured row(s) of your benchmark:"]
+        ch = self.changed()
+        if not ch:
+            lines.append("  no coefficient changed: the profile already fits these rows")
+        for c, (a, b) in ch.items():
+            lines.append(f"  {c}: {a:.4g} -> {b:.4g}")
+        for r, f in zip(self.rows, self.fit):
+            parts = [
+                f"{q} measured {m * 1e3:,.1f} ms, before {b0 / m:.2f}x, after {b1 / m:.2f}x"
+                if q != "latency"
+                else f"latency measured {m:,.3f} s, before {b0 / m:.2f}x, after {b1 / m:.2f}x"
+                for q, (m, b0, b1) in f.items()
+            ]
+            lines.append(f"  {r.describe()}: " + "; ".join(parts))
+        lines.append(f"  band: {self.band_text()}")
+        return lines + [f"  note: {n}" for n in self.notes]
+
+    def to_dict(self) -> dict:
+        return dict(
+            profile=self.profile.key,
+            coefficients=self.profile.coefficients(),
+            changed={c: list(v) for c, v in self.changed().items()},
+            rows=len(self.rows),
+            residual_max=max(self.residuals()) if self.fit else None,
+            band=self.band_text(),
+        )
+
+
+def calibrate(base: EngineProfile, rows: list[BenchRow], predict) -> Calibration:
+    """Fit ``base``'s coefficients to ``rows``. ``predict(profile, row)`` returns the predicted
+    quantities of ``row.measured()`` (seconds) under a profile, or raises ValueError."""
+    import numpy as np
+
+    keys = [(i, q) for i, r in enumerate(rows) for q in r.measured()]
+    meas = np.array([rows[i].measured()[q] for i, q in keys])
+    theta0 = np.log([getattr(base, c) for c in COEFFICIENTS])
+
+    def at(theta) -> EngineProfile:
+        return base.with_coefficients(
+            **{c: float(math.exp(t)) for c, t in zip(COEFFICIENTS, theta)}
+        )
+
+    def run(theta) -> np.ndarray:
+        p = at(theta)
+        out = []
+        cache: dict[int, dict] = {}
+        for i, q in keys:
+            if i not in cache:
+                cache[i] = predict(p, rows[i])
+            out.append(cache[i][q])
+        return np.array(out)
+
+    first = run(theta0)
+    theta = theta0.copy()
+    ridge = np.array([RIDGE[c] for c in COEFFICIENTS])
+    for _ in range(ITERATIONS):
+        pred = run(theta) if _ else first
+        r = np.log(pred / meas)
+        J = np.zeros((len(keys), len(COEFFICIENTS)))
+        for j in range(len(COEFFICIENTS)):
+            th = theta.copy()
+            th[j] += FD_STEP
+            J[:, j] = (np.log(run(th) / meas) - r) / FD_STEP
+        A = np.vstack([J, np.diag(ridge)])
+        b = np.concatenate([-r, -ridge * (theta - theta0)])
+        step = np.clip(np.linalg.lstsq(A, b, rcond=None)[0], -1.0, 1.0)
+        theta = theta + step
+        for j, c in enumerate(COEFFICIENTS):
+            if c in SHARES:
+                theta[j] = min(theta[j], 0.0)
+    last = run(theta)
+    fitted = at(theta)
+    fit = []
+    for i, r in enumerate(rows):
+        fit.append(
+            {
+                q: (float(meas[n]), float(first[n]), float(last[n]))
+                for n, (k, q) in enumerate(keys)
+                if k == i
+            }
+        )
+    return Calibration(base=base, profile=fitted, rows=tuple(rows), fit=tuple(fit))

@@ -1,0 +1,377 @@
+"""Engine profiles (issue 41): the step model's coefficients per serving engine and version
+family, fitted on measured end-to-end runs.
+
+The pooled calibrated estimate (``kvcalc.perf.calibration.CALIBRATED``) takes one set of
+coefficients for every engine and era; the engine, its version and its build move a step as much
+as the hardware does. A profile holds, for one engine (vLLM, SGLang, TensorRT-LLM) and one
+version family, each coefficient of the step (``kvcalc.perf.sim.engine.Setup.step_seconds``):
+
+* ``bw_share``: the share of the nominal bandwidth the weights' reads reach;
+* ``kv_bw_share``: the share a decode's paged KV reads reach (attention at decode);
+* ``step_overhead_s``: a fixed cost per engine step (launches, sampling, scheduling);
+* ``mfu``: the share of the dense peak (of the weights' format: FP8 GEMMs at the FP8 peak) the
+  matrix multiplies reach;
+* ``attn_mfu``: the share of the attention peak prefill's attention reaches;
+* ``allreduce_latency_s``: one tensor-parallel all-reduce's fixed cost (plus its bytes over the
+  link, ``tp_link`` in models.yaml);
+* ``ep_latency_s``: one expert-parallel all-to-all (dispatch or combine) of a MoE layer;
+* ``api_overhead_s``: the serving stack's time before the engine sees a request (HTTP,
+  tokenizer, template), added to a served request's TTFT;
+
+and the scheduler's batching rules the engine applies by default (``max_num_batched_tokens``:
+the chunked-prefill token budget; ``max_num_seqs``), each with the line of its source.
+
+What is *not* a coefficient is physics, the same for every engine: which experts a step reads
+(uniform routing over the routed experts), MLA's absorbed decode attention, the GEMM peak of the
+weights' format on the GPU's generation (FP8 on Hopper, FP4 on Blackwell), expert parallelism's
+split of the experts and attention data parallelism's split of the batch and the caches. A new
+model on a fitted engine predicts without refitting.
+
+The values below were printed by ``bench/calibration.py --aic --fit`` (the Gauss-Newton fit of
+``bench/aic.py`` on the 992 training rows of aiconfigurator's silicon sample,
+tests/data/benchmarks/aic/); tests/test_engine_profiles.py checks that the fit reproduces them.
+``BAND`` is what the same script measured leaving one model, and one GPU, out of each fit.
+
+``--engine vllm@0.18.0`` (``simulate``, ``step-time``, ``prefill``) takes the profile of that
+engine's nearest fitted version and says so when it is not the one asked for.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+
+from .calibration import StepModel
+
+__all__ = [
+    "ENGINE_NAMES",
+    "COEFFICIENTS",
+    "EngineProfile",
+    "PROFILES",
+    "BAND",
+    "resolve",
+    "parse_engine",
+    "version_key",
+    "band_text",
+]
+
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+_ALIASES = {"tensorrt-llm": "trtllm", "tensorrt_llm": "trtllm", "trt-llm": "trtllm"}
+
+# The coefficients a profile fits, as StepModel names them, in the fit's order.
+COEFFICIENTS = (
+    "bw_share",
+    "kv_bw_share",
+    "step_overhead_s",
+    "mfu",
+    "attn_mfu",
+    "allreduce_latency_s",
+    "ep_latency_s",
+    "api_overhead_s",
+)
+
+# Builds named by a tag, not a release: the release they were cut from (the image's date).
+# lmsysorg/sglang:glm5-hopper, measured 2026-03-19 in AIC's sample: SGLang's 0.5.9 line.
+BUILD_TAGS = {("sglang", "glm5-hopper"): "0.5.9"}
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """'0.5.6.post2' -> (0, 5, 6); '1.0.0rc3' -> (1, 0, 0): the release's numbers."""
+    nums = []
+    for part in version.strip().lstrip("v").split("."):
+        m = re.match(r"\d+", part)
+        if not m:
+            break
+        nums.append(int(m.group()))
+    if not nums:
+        raise ValueError(f"version {version!r}: expected numbers such as 0.18.0")
+    return tuple(nums)
+
+
+def parse_engine(text: str) -> tuple[str, str | None]:
+    """'vllm@0.18.0' -> ('vllm', '0.18.0'); 'sglang' -> ('sglang', None)."""
+    name, _, version = text.strip().partition("@")
+    name = _ALIASES.get(name.lower(), name.lower())
+    if name not in ENGINE_NAMES:
+        raise ValueError(
+            f"engine {text[:40]!r}: kvcalc has profiles for "
+            f"{', '.join(ENGINE_NAMES)} (e.g. vllm@0.18.0, sglang@0.5.6, trtllm@1.0)"
+        )
+    version = version.strip() or None
+    if version is not None:
+        version = BUILD_TAGS.get((name, version), version)
+        version_key(version)
+    return name, version
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineProfile:
+    """One engine's version family: its fitted coefficients and its batching defaults."""
+
+    engine: str  # vllm, sglang, trtllm
+    version: str  # the family's fitted release, e.g. 0.18.0
+    bw_share: float
+    kv_bw_share: float
+    step_overhead_s: float
+    mfu: float
+    attn_mfu: float
+    allreduce_latency_s: float
+    ep_latency_s: float
+    api_overhead_s: float
+    # the scheduler's defaults (sources in SCHEDULER_SOURCES)
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    fitted_rows: int  # training rows of this family
+    fitted_on: str = "aiconfigurator silicon sample, training split (tests/data/benchmarks/aic/)"
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def key(self) -> str:
+        return f"{self.engine}@{self.version}"
+
+    @property
+    def label(self) -> str:
+        return f"{ENGINE_NAMES[self.engine]} {self.version}"
+
+    def step_model(self) -> StepModel:
+        return StepModel(
+            name=f"{self.label} profile",
+            bw_share=self.bw_share,
+            kv_bw_share=self.kv_bw_share,
+            step_overhead_s=self.step_overhead_s,
+            mfu=self.mfu,
+            attn_mfu=self.attn_mfu,
+            allreduce_latency_s=self.allreduce_latency_s,
+            ep_latency_s=self.ep_latency_s,
+            api_overhead_s=self.api_overhead_s,
+            allreduce=True,
+            engine=self.key,
+        )
+
+    def with_coefficients(self, **coefs: float) -> EngineProfile:
+        return replace(self, **coefs)
+
+    def coefficients(self) -> dict[str, float]:
+        return {k: getattr(self, k) for k in COEFFICIENTS}
+
+
+# -- the scheduler's defaults, by engine, with their sources ----------------------------------
+SCHEDULER_SOURCES = {
+    "vllm": (
+        "vLLM V1 `vllm serve` on a GPU of 70 GiB or more: max_num_batched_tokens 8,192 and "
+        "max_num_seqs 1,024 (vllm/engine/arg_utils.py, _set_default_args_v1, "
+        "default_max_num_batched_tokens / default_max_num_seqs for UsageContext.OPENAI_API_SERVER)"
+    ),
+    "sglang": (
+        "SGLang server_args.py: chunked_prefill_size 8,192 on 80-160 GB GPUs (H100, H200) and "
+        "max_running_requests sized from the pool (here: the pool binds first)"
+    ),
+    "trtllm": (
+        "TensorRT-LLM's PyTorch backend (trtllm-serve): max_num_tokens 8,192 and "
+        "max_batch_size 2,048 (tensorrt_llm/llmapi/llm_args.py BuildConfig defaults)"
+    ),
+}
+SCHEDULER_DEFAULTS = {
+    "vllm": dict(max_num_batched_tokens=8192, max_num_seqs=1024),
+    "sglang": dict(max_num_batched_tokens=8192, max_num_seqs=4096),
+    "trtllm": dict(max_num_batched_tokens=8192, max_num_seqs=2048),
+}
+
+
+def _p(engine: str, version: str, rows: int, **coefs: float) -> EngineProfile:
+    return EngineProfile(
+        engine=engine, version=version, fitted_rows=rows, **SCHEDULER_DEFAULTS[engine], **coefs
+    )
+
+
+# -- the fitted profiles (bench/calibration.py --aic --fit printed these) ----------------------
+# FITTED-PROFILES-BEGIN
+PROFILES: dict[str, EngineProfile] = {
+    p.key: p
+    for p in (
+        _p(
+            "sglang",
+            "0.5.1",
+            78,
+            bw_share=0.912,
+            kv_bw_share=0.931,
+            step_overhead_s=0.00136,
+            mfu=0.266,
+            attn_mfu=0.1,
+            allreduce_latency_s=4.31e-05,
+            ep_latency_s=4.9e-05,
+            api_overhead_s=0.0156,
+        ),
+        _p(
+            "sglang",
+            "0.5.6",
+            70,
+            bw_share=0.84,
+            kv_bw_share=0.931,
+            step_overhead_s=0.00162,
+            mfu=0.184,
+            attn_mfu=0.101,
+            allreduce_latency_s=5.79e-05,
+            ep_latency_s=4.9e-05,
+            api_overhead_s=0.0155,
+        ),
+        _p(
+            "sglang",
+            "0.5.8",
+            6,
+            bw_share=0.87,
+            kv_bw_share=0.931,
+            step_overhead_s=0.00153,
+            mfu=0.185,
+            attn_mfu=0.0977,
+            allreduce_latency_s=5.49e-05,
+            ep_latency_s=4.9e-05,
+            api_overhead_s=0.0156,
+        ),
+        _p(
+            "sglang",
+            "0.5.9",
+            30,
+            bw_share=0.698,
+            kv_bw_share=0.931,
+            step_overhead_s=0.00165,
+            mfu=0.203,
+            attn_mfu=0.0922,
+            allreduce_latency_s=6.63e-05,
+            ep_latency_s=4.9e-05,
+            api_overhead_s=0.0158,
+        ),
+        _p(
+            "trtllm",
+            "1.0.0",
+            479,
+            bw_share=0.931,
+            kv_bw_share=0.64,
+            step_overhead_s=0.00285,
+            mfu=0.619,
+            attn_mfu=0.159,
+            allreduce_latency_s=4.54e-05,
+            ep_latency_s=2.69e-05,
+            api_overhead_s=0.0134,
+        ),
+        _p(
+            "trtllm",
+            "1.2.0",
+            5,
+            bw_share=0.931,
+            kv_bw_share=0.703,
+            step_overhead_s=0.0028,
+            mfu=0.623,
+            attn_mfu=0.16,
+            allreduce_latency_s=4.44e-05,
+            ep_latency_s=2.68e-05,
+            api_overhead_s=0.0134,
+        ),
+        _p(
+            "vllm",
+            "0.12.0",
+            165,
+            bw_share=0.602,
+            kv_bw_share=0.931,
+            step_overhead_s=0.00188,
+            mfu=0.932,
+            attn_mfu=0.0936,
+            allreduce_latency_s=6.52e-05,
+            ep_latency_s=7.7e-05,
+            api_overhead_s=0.0177,
+        ),
+        _p(
+            "vllm",
+            "0.16.0",
+            75,
+            bw_share=0.655,
+            kv_bw_share=0.931,
+            step_overhead_s=0.00185,
+            mfu=0.672,
+            attn_mfu=0.0826,
+            allreduce_latency_s=5.97e-05,
+            ep_latency_s=7.52e-05,
+            api_overhead_s=0.0182,
+        ),
+        _p(
+            "vllm",
+            "0.18.0",
+            84,
+            bw_share=0.776,
+            kv_bw_share=0.931,
+            step_overhead_s=0.00184,
+            mfu=0.565,
+            attn_mfu=0.0765,
+            allreduce_latency_s=5.73e-05,
+            ep_latency_s=7.38e-05,
+            api_overhead_s=0.0183,
+        ),
+    )
+}
+# FITTED-PROFILES-END
+
+# -- leave-one-out bands: median |pred/meas - 1|, p90, worst ratio, rows; per engine and
+#    quantity (bench/calibration.py --aic printed these) -------------------------------------
+BAND: dict[str, dict[str, tuple[float, float, float, int]]] = {}
+
+
+def resolve(text: str) -> tuple[EngineProfile, str | None]:
+    """The profile for 'engine@version' and a note when it is another version's: the nearest
+    fitted release of that engine (by release numbers; a tie takes the older)."""
+    name, version = parse_engine(text)
+    fitted = sorted(
+        (p for p in PROFILES.values() if p.engine == name), key=lambda p: version_key(p.version)
+    )
+    if not fitted:
+        raise ValueError(f"no {ENGINE_NAMES[name]} profile has been fitted yet")
+    if version is None:
+        p = fitted[-1]
+        return p, f"no version given: {p.label}, the newest fitted {ENGINE_NAMES[name]} profile"
+    want = version_key(version)
+    for p in fitted:
+        if release_distance(version_key(p.version), want)[1] == 0:
+            return p, None
+
+    p = min(fitted, key=lambda q: release_distance(version_key(q.version), want))
+    return p, (
+        f"{ENGINE_NAMES[name]} {version} has no fitted profile: using {p.label}'s, the "
+        f"nearest fitted release ({', '.join(q.version for q in fitted)} are fitted)"
+    )
+
+
+def release_distance(have: tuple[int, ...], want: tuple[int, ...]) -> tuple:
+    """Releases compared number by number: the first that differs decides, the nearer wins,
+    and a tie goes to the older release."""
+    n = max(len(have), len(want))
+    a = have + (0,) * (n - len(have))
+    b = want + (0,) * (n - len(want))
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:  # a difference in an earlier number is further
+            return (-i, abs(x - y), a > b)
+    return (-n, 0, False)
+
+
+def band_text(profile: EngineProfile, quantity: str) -> str | None:
+    """'TPOT within ±X% (median), Y% at p90, Zx at worst on N runs of <engine> left out of its
+    fit (leave one model out)', or None where no band was measured."""
+    b = BAND.get(profile.engine, {}).get(quantity)
+    if not b:
+        return None
+    med, p90, worst, n = b
+    return (
+        f"{quantity}: within ±{med:.0%} on half, ±{p90:.0%} on 90% of {n} "
+        f"{ENGINE_NAMES[profile.engine]} runs left out of the fit (one model at a time), "
+        f"{worst:.2f}x at worst"
+    )
+
+
+def engine_band_text(profile: EngineProfile, calibration=None) -> str:
+    """The band a result of ``profile`` carries: the user's own residual where it was calibrated
+    from their benchmark, else the leave-one-model-out band of its engine, named with the
+    engine and version."""
+    if calibration is not None:
+        return calibration.band_text()
+    parts = [t for q in ("TTFT", "TPOT") if (t := band_text(profile, q))]
+    if not parts:
+        return f"{profile.label} profile: no held-out band measured"
+    return f"{profile.label} profile: " + "; ".join(parts)

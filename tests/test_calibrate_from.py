@@ -1,0 +1,164 @@
+"""Calibrating an engine profile from the user's own benchmark (issue 41, item 3):
+kvcalc.perf.calibrate_from and ``simulate --calibrate-from``.
+
+The readers are checked on files written here by hand in each format; the fit on a made-up step
+whose true coefficients are known; the command on one real row of aiconfigurator's training
+split (tests/data/benchmarks/aic/)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import ROOT
+
+from kvcalc.cli import main
+from kvcalc.perf import engines
+from kvcalc.perf.calibrate_from import BenchRow, calibrate, read_benchmark
+
+AIC = ROOT / "tests" / "data" / "benchmarks" / "aic"
+
+
+def test_silicon_sample_rows_are_read_from_their_own_columns():
+    text = (
+        "backend,isl,osl,batch_size,tp_size,silicon_ttft_ms,silicon_tpot_ms\n"
+        "vllm,1024,1024,4,4,89.85,12.38\n"
+        "vllm,8192,1024,8,4,415.89,15.61\n"
+    )
+    rows = read_benchmark(text)
+    assert [(r.isl, r.osl, r.users) for r in rows] == [(1024, 1024, 4), (8192, 1024, 8)]
+    assert rows[0].measured() == {"TTFT": pytest.approx(0.08985), "TPOT": pytest.approx(0.01238)}
+
+
+def test_vllm_bench_serve_save_result_json_is_read():
+    # the keys vllm bench serve --save-result writes (benchmarks/benchmark_serving.py result)
+    result = {
+        "completed": 40,
+        "total_input_tokens": 40 * 2000,
+        "total_output_tokens": 40 * 500,
+        "max_concurrency": 8,
+        "request_rate": "inf",
+        "mean_ttft_ms": 250.0,
+        "mean_tpot_ms": 20.0,
+    }
+    (r,) = read_benchmark(json.dumps(result))
+    assert (r.isl, r.osl, r.users, r.rate, r.requests) == (2000, 500, 8, None, 40)
+    assert r.measured() == {"TTFT": 0.25, "TPOT": 0.02}
+    two = read_benchmark(json.dumps(result) + "\n" + json.dumps({**result, "max_concurrency": 16}))
+    assert [x.users for x in two] == [8, 16]
+
+
+def test_vllm_bench_latency_output_is_read_with_its_arguments():
+    text = (
+        "Namespace(model='meta-llama/Llama-3.1-8B', input_len=512, output_len=128, "
+        "batch_size=8, n=1)\n...\nAvg latency: 1.8432 seconds\n"
+    )
+    (r,) = read_benchmark(text)
+    assert (r.isl, r.osl, r.batch, r.latency_s) == (512, 128, 8, 1.8432)
+    j = {"avg_latency": 2.5, "input_len": 1024, "output_len": 256, "batch_size": 4}
+    (r,) = read_benchmark(json.dumps(j))
+    assert (r.isl, r.osl, r.batch, r.latency_s) == (1024, 256, 4, 2.5)
+
+
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("", "empty"),
+        ("hello world", "not a benchmark"),
+        ("Avg latency: 1.2 seconds", "input_len"),
+        ("isl,osl,batch_size,silicon_tpot_ms\n1024,128,0,10\n", "at least 1"),
+        ("isl,osl,batch_size,silicon_tpot_ms\n1024,128,4,-1\n", "above 0"),
+    ],
+)
+def test_a_file_it_cannot_read_is_refused_by_what_is_missing(text, says):
+    with pytest.raises(ValueError, match=says):
+        read_benchmark(text)
+
+
+def test_one_row_fits_a_step_whose_true_coefficients_are_known():
+    # A made-up engine: TPOT = 10 ms x 0.9 / bw_share + step overhead, TTFT = 50 ms x 0.5 / mfu
+    # + API. The "measured" row is the same law at bw_share 0.6 and API 20 ms: 15 ms + 3 ms
+    # overhead = 18 ms; 50 ms + 20 ms = 70 ms (worked by hand).
+    def law(p: engines.EngineProfile, row: BenchRow) -> dict[str, float]:
+        return {
+            "TPOT": 0.010 * 0.9 / p.bw_share + p.step_overhead_s,
+            "TTFT": 0.050 * 0.5 / p.mfu + p.api_overhead_s,
+        }
+
+    base = engines.EngineProfile(
+        engine="vllm",
+        version="0.18.0",
+        bw_share=0.9,
+        kv_bw_share=0.9,
+        step_overhead_s=0.003,
+        mfu=0.5,
+        attn_mfu=0.5,
+        allreduce_latency_s=5e-5,
+        ep_latency_s=5e-5,
+        api_overhead_s=0.030,
+        max_num_batched_tokens=8192,
+        max_num_seqs=1024,
+        fitted_rows=0,
+    )
+    row = BenchRow(isl=1000, osl=100, users=1, ttft_ms=70.0, tpot_ms=18.0)
+    c = calibrate(base, [row], law)
+    (f,) = c.fit
+    assert f["TPOT"][1] == pytest.approx(0.013)  # before: 10 ms + 3 ms
+    assert f["TTFT"][1] == pytest.approx(0.080)  # before: 50 ms + 30 ms
+    assert c.residuals() and max(c.residuals()) < 0.01
+    assert set(c.changed()) <= set(engines.COEFFICIENTS) and c.changed()
+    assert "calibrated on your 1 row" in c.band_text()
+
+
+def _one_row_file(tmp_path, row_id: str):
+    lines = (AIC / "aic-silicon-train.csv").read_text().splitlines()
+    (line,) = [x for x in lines if x.startswith(row_id + ",")]
+    p = tmp_path / "mine.csv"
+    p.write_text(lines[0] + "\n" + line + "\n")
+    return p
+
+
+def test_the_command_calibrates_from_one_row_and_says_what_changed(tmp_path, capsys):
+    # MiniMax-M2.5 on 4 x H200, vLLM 0.16.0, 1,024 + 1,024 tokens at 4 users: measured TTFT
+    # 89.85 ms, TPOT 12.38 ms (the row's own columns)
+    p = _one_row_file(tmp_path, "minimaxm2_5_h200_vllm_fp8_agg_1024x1024_c4_cfg606")
+    argv = [
+        "simulate",
+        "--config",
+        str(AIC / "configs" / "MiniMaxAI--MiniMax-M2.5.json"),
+        "--gpu",
+        "h200-141gb",
+        "--tp",
+        "4",
+        "--weight-dtype",
+        "fp8",
+        "--users",
+        "16",
+        "--requests",
+        "48",
+        "--prompt-tokens",
+        "1024",
+        "--output-tokens",
+        "1024",
+        "--engine",
+        "vllm@0.16.0",
+        "--calibrate-from",
+        str(p),
+        "--json",
+    ]
+    assert main(argv) == 0
+    j = json.loads(capsys.readouterr().out)
+    cal = j["calibration"]
+    assert cal["rows"] == 1 and cal["residual_max"] < 0.03
+    assert "vLLM 0.16.0" in j["error_band"] and "calibrated on your 1 row" in j["error_band"]
+    assert main(argv[:-1]) == 0
+    out = capsys.readouterr().out
+    assert "calibrated from 1 measured row" in out and "TPOT measured 12.4 ms" in out
+
+
+def test_calibrate_from_needs_an_engine(tmp_path, capsys):
+    p = _one_row_file(tmp_path, "minimaxm2_5_h200_vllm_fp8_agg_1024x1024_c4_cfg606")
+    argv = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--users", "4"]
+    argv += ["--requests", "8", "--prompt-tokens", "128", "--output-tokens", "16"]
+    assert main(argv + ["--calibrate-from", str(p)]) != 0
+    assert "--engine" in capsys.readouterr().err

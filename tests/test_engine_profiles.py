@@ -1,0 +1,239 @@
+"""Engine profiles (issue 41): kvcalc.perf.engines, --engine on simulate, step-time and prefill,
+and the parallel layouts the training rows state (attention data parallel, expert parallel,
+INT4 experts). Expected numbers are worked by hand from config fields and datasheet figures."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+
+import pytest
+from conftest import ROOT
+
+from kvcalc.cache.weight_bytes import weights
+from kvcalc.cli import main
+from kvcalc.config.hfconfig import load_config_file, spec_from_config
+from kvcalc.perf import calibration as cal
+from kvcalc.perf import engines
+from kvcalc.perf.sim import setup
+
+AIC = ROOT / "tests" / "data" / "benchmarks" / "aic"
+
+
+def aic():
+    if "bench_aic" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("bench_aic", ROOT / "bench" / "aic.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["bench_aic"] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules["bench_aic"]
+
+
+def cfg(name: str):
+    return spec_from_config(load_config_file(str(AIC / "configs" / name)), name=name)
+
+
+# -- the profiles ------------------------------------------------------------------------------
+
+
+def test_every_engine_of_the_training_rows_has_a_profile_with_sane_coefficients():
+    fitted = {p.engine for p in engines.PROFILES.values()}
+    assert fitted == {"vllm", "sglang", "trtllm"}
+    for p in engines.PROFILES.values():
+        for share in ("bw_share", "kv_bw_share", "mfu", "attn_mfu"):
+            assert 0 < getattr(p, share) <= 1, (p.key, share)
+        assert 0 <= p.step_overhead_s < 0.02 and 0 <= p.api_overhead_s < 0.5
+        assert 0 <= p.allreduce_latency_s < 1e-3 and 0 <= p.ep_latency_s < 1e-3
+        assert p.fitted_rows > 0
+        assert p.engine in engines.SCHEDULER_SOURCES
+        m = p.step_model()
+        assert m.engine == p.key and not m.is_calibrated and not m.is_ideal
+
+
+def test_each_training_row_belongs_to_a_fitted_profile():
+    rows = aic().load_rows()
+    assert len(rows) == 992
+    for r in rows:
+        p, note = engines.resolve(aic().family(r))
+        assert note is None, r.id
+
+
+@pytest.mark.parametrize(
+    "asked, got, says",
+    [
+        ("vllm@0.18.0", "vllm@0.18.0", None),
+        ("vllm@0.18", "vllm@0.18.0", None),
+        # 0.17 is one minor release from 0.16 and from 0.18: the tie goes to the older
+        ("vllm@0.17.1", "vllm@0.16.0", "nearest"),
+        ("vllm@0.13.0", "vllm@0.12.0", "nearest"),
+        ("vllm@0.30.0", "vllm@0.18.0", "nearest"),
+        ("sglang@0.5.6.post2", "sglang@0.5.6", None),
+        ("sglang@glm5-hopper", "sglang@0.5.9", None),  # the build's release line
+        ("trtllm@1.0.0rc3", "trtllm@1.0.0", None),
+        ("tensorrt-llm@1.1", "trtllm@1.0.0", "nearest"),
+    ],
+)
+def test_a_version_takes_its_own_profile_or_the_nearest_and_says_so(asked, got, says):
+    p, note = engines.resolve(asked)
+    assert p.key == got
+    assert (note is None) == (says is None)
+    if says:
+        assert says in note and p.version in note
+
+
+def test_no_version_takes_the_newest_and_an_unknown_engine_is_refused():
+    p, note = engines.resolve("vllm")
+    assert p.key == "vllm@0.18.0" and "newest" in note
+    with pytest.raises(ValueError, match="vllm@0.18.0"):
+        engines.resolve("lmdeploy@0.4")
+    with pytest.raises(ValueError, match="numbers"):
+        engines.resolve("vllm@latest")
+
+
+# -- physics: attention data parallel, expert parallel, INT4 experts ----------------------------
+
+
+def _setup(spec, w, **kw):
+    return setup(
+        spec,
+        w,
+        total_bytes=141 * 10**9,
+        bandwidth_gbs=4800,
+        peak_tflops=1979,
+        max_model_len=4096,
+        speed=engines.resolve("vllm@0.12.0")[0].step_model(),
+        tp_link_gbs=450,
+        **kw,
+    )
+
+
+def test_attention_data_parallel_splits_the_batch_and_not_the_attention_weights():
+    spec = cfg("Qwen--Qwen3-235B-A22B-FP8.json")
+    w = weights(spec, "fp8")
+    one = _setup(spec, w, tp=2)
+    two = _setup(spec, w, tp=2, attention_dp=2)
+    # each GPU of a rank reads the KV of half the batch: half the bytes per batch token
+    assert two.kv_read_bytes_per_token == pytest.approx(one.kv_read_bytes_per_token / 2)
+    # the engine holds two ranks' requests: twice the caps
+    assert two.max_num_seqs == 2 * one.max_num_seqs
+    # a step of one token: the non-expert weights of a rank (split by tp = 2), the experts that
+    # token touches (8 of 128 in each of 94 layers) over all 4 GPUs. Qwen3-235B's config:
+    # 94 layers, hidden 4,096, moe_intermediate 1,536, 3 matrices an expert, FP8 = 1 byte.
+    touched = 94 * 8 * 3 * 4096 * 1536
+    non_expert_one_token = one.weights_read(1) * 2 - touched
+    assert two.weights_read(1) == pytest.approx(non_expert_one_token / 2 + touched / 4, rel=1e-3)
+
+
+def test_expert_parallel_exchanges_tokens_around_each_moe_layer():
+    spec = cfg("Qwen--Qwen3-235B-A22B-FP8.json")
+    s = _setup(spec, weights(spec, "fp8"), tp=4, ep=4)
+    # 94 MoE layers (Qwen3-235B: every layer), a dispatch and a combine each; attention's one
+    # all-reduce per layer at tp 4
+    assert s.ep_exchanges == 2 * 94 and s.allreduces == 94
+    with pytest.raises(ValueError, match="no experts"):
+        dense = cfg("Qwen--Qwen3-32B.json")
+        _setup(dense, weights(dense, "bf16"), tp=2, ep=2)
+    with pytest.raises(ValueError, match="more GPUs"):
+        _setup(spec, weights(spec, "fp8"), tp=2, ep=4)
+
+
+def test_kimi_int4_experts_beside_16_bit_attention():
+    spec = cfg("moonshotai--Kimi-K2.5.json")
+    bf16 = weights(spec, "bf16")
+    mixed = weights(spec, "bf16", "int4")
+    # Kimi-K2.5 (text_config): 384 routed experts of 3 x 7,168 x 2,048 in 60 MoE layers
+    # (61 layers, the first dense); INT4 is 0.5 B a weight against BF16's 2
+    experts = 384 * 3 * 7168 * 2048 * 60
+    assert bf16.bytes - mixed.bytes == experts * 2 - experts // 2
+
+
+def test_int4_experts_and_the_layout_from_the_command_line(capsys):
+    argv = [
+        "simulate",
+        "--config",
+        str(AIC / "configs" / "moonshotai--Kimi-K2.5.json"),
+        "--gpu",
+        "h200-141gb",
+        "--tp",
+        "8",
+        "--weight-dtype",
+        "bf16",
+        "--expert-weight-dtype",
+        "int4",
+        "--users",
+        "4",
+        "--requests",
+        "8",
+        "--prompt-tokens",
+        "1024",
+        "--output-tokens",
+        "64",
+        "--engine",
+        "vllm@0.16.0",
+    ]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "vLLM 0.16.0 profile" in out and "error band: vLLM 0.16.0 profile" in out
+    assert main(argv[:2] + [str(AIC / "configs" / "Qwen--Qwen3-32B.json")] + argv[3:]) != 0
+    assert "no routed experts" in capsys.readouterr().err
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+
+def test_step_time_and_prefill_take_an_engine(capsys):
+    base = ["--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb"]
+    assert main(["step-time", *base, "--context", "2048", "--batch", "16", "--engine",
+                 "trtllm@1.0", "--json"]) == 0  # fmt: skip
+    j = json.loads(capsys.readouterr().out)
+    p = engines.PROFILES["trtllm@1.0.0"]
+    assert j["engine"] == "trtllm@1.0.0" and j["step_model"]["kv_bw_share"] == p.kv_bw_share
+    # the reads at their own shares plus the step's overhead (tp 1: no all-reduce)
+    w, kv = j["weight_read_bytes"], j["kv_read_bytes"]
+    bw = 3350e9
+    memory = w / (bw * p.bw_share) + kv / (bw * p.kv_bw_share)
+    assert j["estimated_step_time_s"] >= memory + p.step_overhead_s - 1e-12
+    assert main(["prefill", *base, "--prompt-tokens", "2048", "--engine", "sglang@0.5.6",
+                 "--json"]) == 0  # fmt: skip
+    j = json.loads(capsys.readouterr().out)
+    q = engines.PROFILES["sglang@0.5.6"]
+    # served: the API overhead and one step's overhead on top of the compute at the profile's MFU
+    assert j["estimated_ttft_s"] >= q.api_overhead_s + q.step_overhead_s
+    assert j["engine"] == "sglang@0.5.6"
+
+
+def test_engine_and_ideal_are_not_given_together(capsys):
+    argv = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--users", "2"]
+    argv += ["--requests", "4", "--prompt-tokens", "64", "--output-tokens", "8"]
+    assert main(argv + ["--engine", "vllm@0.18.0", "--ideal"]) != 0
+    assert "--ideal" in capsys.readouterr().err
+    assert main(argv + ["--engine", "vllm@0.18.0", "--serving-stack", "vllm"]) != 0
+
+
+def test_a_pooled_run_keeps_its_json_keys_and_numbers(capsys):
+    # the pooled estimate is unchanged by the profiles: no new keys in its step model
+    argv = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--users", "2"]
+    argv += ["--requests", "4", "--prompt-tokens", "64", "--output-tokens", "8", "--json"]
+    assert main(argv) == 0
+    j = json.loads(capsys.readouterr().out)
+    assert "engine" not in j["step_model"] and j["step_model"]["bw_share"] == cal.BW_SHARE
+
+
+def test_training_rows_run_from_the_command_line_with_their_own_flags():
+    """One row of each setup family (engine, version, model, GPU, layout) runs through
+    ``simulate --engine``; the prediction is finite and positive."""
+    a = aic()
+    seen, rows = set(), []
+    for r in a.load_rows():
+        k = (r.engine, r.version, r.model, r.gpu, r.tp, r.attention_dp, r.moe_ep)
+        if k not in seen and r.users <= 16:
+            seen.add(k)
+            rows.append(r)
+    assert len(rows) >= 20
+    for r in rows[::3]:
+        p, _ = engines.resolve(a.family(r))
+        out = a.predict_with(r, p.key, p.coefficients())
+        assert not isinstance(out, str), (r.id, out)
+        assert all(math.isfinite(x) and x > 0 for x in out)
