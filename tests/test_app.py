@@ -279,22 +279,20 @@ def test_rejected_config_keeps_the_last_good_model():
 
 
 def test_config_without_parameter_count_asks_for_weights_and_shows_assumptions():
-    # Kimi-Linear 48B: 7 MLA layers x (512 + 64) x 2 B = 8,064 B per token
+    # MiniMax-M1: 10 softmax layers x 8 KV heads x 128 x 2 x 2 B = 40,960 B per token
     # (tests/test_real_configs.py); its parameters are not counted, so the weights are asked for.
     at = open_page("app_pages/budget.py")
     at.sidebar.selectbox(key="model").set_value("my-config")
     at.run()
-    at.sidebar.text_area(key="cfg_text").set_value(
-        (DATA / "kimi-linear-48b-a3b-instruct.json").read_text()
-    )
+    at.sidebar.text_area(key="cfg_text").set_value((DATA / "minimax-m1.json").read_text())
     at.run()
     assert not at.exception
-    assert metric(at, "KV per token") == fmt_bytes(8064)
+    assert metric(at, "KV per token") == fmt_bytes(40960)
     at.sidebar.number_input(key="wgib").set_value(100.0)
     at.run()
     assert not at.exception
     captions = " ".join(text(c) for c in at.sidebar.caption)
-    assert "27 layers: 20 state (kda), 7 mla" in captions
+    assert "80 layers: 70 state (lightning), 10 full" in captions
     said = " ".join(text(m) for m in at.sidebar.expander[0].markdown)
     assert "conv_kernel - 1" in said and "parameters not counted" in said
 

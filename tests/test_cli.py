@@ -336,12 +336,12 @@ def test_kv_json_carries_notes_and_assumptions(capsys):
     assert not any("parameters not counted" in n for n in d["notes"])
     labels = {row["label"] for row in d["breakdown"]}
     assert labels == {"full", "state (mamba2)", "none (MLP or MoE block only)"}
-    # ... Kimi-Linear's are not, and the note says so.
+    # ... MiniMax-M1's are not, and the note says so.
     d = run_json(
         capsys,
         "kv",
         "--config",
-        str(DATA / "kimi-linear-48b-a3b-instruct.json"),
+        str(DATA / "minimax-m1.json"),
         "--context",
         "8192",
     )
@@ -353,7 +353,7 @@ def test_weights_unknown_needs_weights_gib(capsys):
         capsys,
         "budget",
         "--config",
-        str(DATA / "kimi-linear-48b-a3b-instruct.json"),
+        str(DATA / "minimax-m1.json"),
         "--gpu",
         "h100-sxm-80gb",
         "--context",
@@ -364,7 +364,7 @@ def test_weights_unknown_needs_weights_gib(capsys):
         capsys,
         "budget",
         "--config",
-        str(DATA / "kimi-linear-48b-a3b-instruct.json"),
+        str(DATA / "minimax-m1.json"),
         "--gpu",
         "h100-sxm-80gb",
         "--context",

@@ -284,3 +284,65 @@ def test_qwen3_next_and_gpt_oss_params_equal_transformers(path, total):
     params, bias = transformers_count(cfg)
     assert bias == 0
     assert kvcalc_count(cfg) == params == total
+
+
+def test_gemma2_and_gemma3_params_equal_transformers_at_their_class_defaults():
+    # No Gemma 2 / Gemma 3 config.json in tests/data: their config classes' defaults (Gemma 2
+    # 9B's and Gemma 3 4B's text geometry), four norms a layer and Gemma 3's q/k norms
+    from transformers import Gemma2Config, Gemma3TextConfig
+
+    for conf, total in ((Gemma2Config(), 2_614_341_888), (Gemma3TextConfig(), 2_628_658_432)):
+        cfg = conf.to_dict()
+        params, _ = transformers_count(cfg)
+        assert kvcalc_count(cfg) == params == total
+
+
+# -- kimi_linear: Kimi-Linear (Kimi K3's extra weights are refused by name) ---------------------
+
+
+def test_kimi_linear_params_equal_transformers_on_the_meta_device():
+    # Kimi-Linear-48B-A3B-Instruct: 20 KDA and 7 MLA layers; the first layer dense, 26 MoE layers
+    # of 256 experts with their e_score_correction_bias (a buffer in transformers, a weight in
+    # vLLM's KimiMoE and the checkpoint)
+    cfg = load(DATA / "kimi-linear-48b-a3b-instruct.json")
+    params, bias = transformers_count(cfg)
+    assert bias == 26 * 256
+    assert kvcalc_count(cfg) == params + bias == 49_122_681_728
+
+
+def test_kimi_linear_kda_layer_by_hand():
+    # One KDA layer of Kimi-Linear-48B (hidden 2,304; 32 heads x head_dim 128 = 4,096; conv
+    # kernel 4): q, k, v 3 x 2,304 x 4,096; conv 12,288 x 4; forget gate dt_bias 4,096, A_log
+    # 32, f_a 2,304 x 128, f_b 128 x 4,096; b_proj 2,304 x 32; g_a 2,304 x 128, g_b 128 x 4,096;
+    # o_norm 128; o_proj 4,096 x 2,304 (transformers' KimiDeltaAttention, as named there).
+    kda = (
+        3 * 2304 * 4096
+        + 12288 * 4
+        + 4096
+        + 32
+        + 2304 * 128
+        + 128 * 4096
+        + 2304 * 32
+        + 2304 * 128
+        + 128 * 4096
+        + 128
+        + 4096 * 2304
+    )
+    from transformers import CONFIG_MAPPING, AutoModelForCausalLM
+
+    cfg = load(DATA / "kimi-linear-48b-a3b-instruct.json")
+    conf = CONFIG_MAPPING["kimi_linear"](**{k: v for k, v in cfg.items() if k != "model_type"})
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(conf)
+    layer0 = sum(p.numel() for p in model.model.layers[0].self_attn.parameters())
+    assert kda == layer0 == 39_514_272
+
+
+def test_kimi_k3_gets_no_count_by_name():
+    # Kimi K3 (kimi_k3 wrapper, text kimi_linear) adds an MLA output gate, latent MoE, Attention
+    # Residuals and a full-rank KDA gate, none of which transformers' KimiLinear builds: its
+    # cache is read (tests/test_real_configs_round6.py), its parameters are refused by name.
+    spec = spec_from_config(load(ROUND6 / "kimi-k3.json"))
+    assert spec.params is None
+    for name in ("mla_use_output_gate", "routed_expert_hidden_size", "attn_res_block_size"):
+        assert name in spec.params_error
