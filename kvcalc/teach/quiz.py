@@ -51,6 +51,11 @@ BYTES_BARE = 10**6
 # Within this of the answer, a number typed in the other kind of unit (KiB for KB, GB for GiB)
 # is the answer exactly: the unit, not the arithmetic, differs (named as a note).
 _EXACT = 0.005
+# An answer more than this factor off the answer's scale, either way, is not graded unless it is
+# a slip the grader names (bytes typed bare in a GiB box, 2^30 = 1.07e9 off, is one): such a
+# number is a typo or a joke ("1e308 GiB"), and a grade of it would store and draw a number
+# nobody meant (issue 39 B14). The slips of arithmetic are far inside it (bits for bytes is 8).
+MAX_SCALE = 1e6
 
 
 def interview_questions() -> list[Question]:
@@ -375,6 +380,9 @@ def grade(question: Question, text: str, tolerance: float = TOLERANCE, part: int
     except ValueError as exc:
         return Grade(correct=False, given=None, message=str(exc))
     given, target = reading.value, question.value
+    refused = _out_of_scale(text, given, target, question)
+    if refused:
+        return Grade(correct=False, given=None, message=refused)
     note = _unit_note(reading, target, question, tolerance)
     whole = math.floor(target)
     if _matches(given, target, question, tolerance):
@@ -409,6 +417,20 @@ def grade(question: Question, text: str, tolerance: float = TOLERANCE, part: int
         message=f"Not quite: you gave {_fmt(given, question)}; {answer}.{why}{note}",
         slip=why.strip(),
     )
+
+
+def _out_of_scale(text: str, given: float, target: float, q: Question) -> str:
+    """Why ``given`` is not graded (not a finite number once its unit is applied, or more
+    than MAX_SCALE off the answer's scale), or "" when it is graded."""
+    typed = " ".join((text or "").split())[:40]
+    check = "the number and its unit (B, KiB, MiB, GiB)" if q.unit == "B" else "the number"
+    if not math.isfinite(given):
+        return f"'{typed}' is too large to be an answer here: check {check}."
+    if given and target and not 1 / MAX_SCALE <= abs(given / target) <= MAX_SCALE:
+        if given > 0 and _diagnose(text, given, target, q):  # a slip it names: graded
+            return ""
+        return f"'{typed}' is over a million times off the scale of this answer: check {check}."
+    return ""
 
 
 def _matches(given: float, value: float, q: Question, tolerance: float) -> bool:

@@ -35,12 +35,16 @@ __all__ = [
     "answer_label",
     "value_label",
     "NO_SLIP",
+    "LABEL_MAX",
 ]
 
 PRACTICE_COUNT = 10  # as the Interview check's Classroom mode
 MAX_SEED = 999_999  # the Interview check's practice-set box
 MAX_ANSWER_CHARS = 40  # the grader reads at most 40 characters (kvcalc.teach.quiz.parse_answer)
 NO_SLIP = "another mistake"  # a wrong answer the grader names no slip for
+# A histogram bar's label: "1,023.99 GiB" or "122,880 tokens" is 14; beyond 24 characters a
+# label is no number a class can read off a projector.
+LABEL_MAX = 24
 
 
 @functools.lru_cache(maxsize=64)
@@ -147,8 +151,14 @@ def answer_label(q: Question, part: int) -> str:
 
 def value_label(q: Question, part: int, value: float | None) -> str:
     """A stored answer as a histogram bar's label: a choice's letter, or the number at three
-    significant digits in the question's unit (answers that round alike share a bar)."""
-    if value is None:
+    significant digits in the question's unit (answers that round alike share a bar), at most
+    LABEL_MAX characters (issue 39 B14: a label of 1e300 B ran to 401)."""
+    text = _value_text(q, part, value)
+    return text if len(text) <= LABEL_MAX else text[: LABEL_MAX - 1] + "…"
+
+
+def _value_text(q: Question, part: int, value: float | None) -> str:
+    if value is None or not math.isfinite(value):  # not a number any grade was given for
         return "?"
     if is_choice(q):
         i = int(value)
