@@ -13,11 +13,16 @@ steps (``kvcalc.measure.live.measure(should_stop=...)`` does). Each session has 
 new one replaces the old (the old one is cancelled). A queued job whose session has left is dropped
 before it starts.
 
-Fair shares (issue 22 B5): a visitor (``webui.visitor.visitor_id``: one source address, however
-many tabs it opens) has at most ``MAX_PER_VISITOR`` jobs queued or running; one more is refused
-with a message. The next job to run is the oldest one of the visitor served longest ago (never
-served first), so a visitor with several tabs takes turns with everyone else instead of running
-all of them in a row: order is FIFO among visitors who have not run yet.
+Fair shares (issue 22 B5, issue 39 B12): a visitor is one browser (``webui.visitor.browser_id``:
+however many tabs it opens) and has at most ``MAX_PER_VISITOR`` jobs queued or running; one more
+is refused with a message. A source address (``webui.visitor.visitor_id``: a school's NAT is one,
+with a whole class of browsers behind it) has a ceiling of ``MAX_PER_ADDRESS`` jobs, three
+quarters of the line, so one address cannot hold the whole line however many browsers it
+claims to be, and a class behind one address still has every place but the four kept for
+others. The next job to run is the oldest one of the visitor served longest ago (never served
+first), so a browser with several tabs takes turns with everyone else instead of running all of
+them in a row, and the students behind one school address take turns with each other and with
+everyone else: order is FIFO among visitors who have not run yet.
 
 The waiting side (``DeviceQueue.wait``) reports the position in line, gives up after a wait
 timeout, and cancels its job in a ``finally``: on the live page Streamlit raises StopException or
@@ -46,13 +51,18 @@ __all__ = [
     "session_alive",
     "session_id",
     "MAX_PER_VISITOR",
+    "MAX_PER_ADDRESS",
     "run_here",
 ]
 
 HOSTED_LIMITS = (60.0, 180.0)  # (cap per run, longest wait in line), seconds
 LOCAL_LIMITS = (300.0, 600.0)
 MAX_QUEUED = 16
-MAX_PER_VISITOR = 2  # jobs queued or running per visitor (two tabs: a Live run and a Check)
+MAX_PER_VISITOR = 2  # jobs queued or running per browser (two tabs: a Live run and a Check)
+# Jobs queued or running per source address: 12 of the 16 places, so 4 stay for other addresses
+# whatever one address does, while a class behind one NAT address (a job per browser, at most 2)
+# fills every other place before this ceiling refuses one of its students.
+MAX_PER_ADDRESS = 12
 
 
 def limits() -> tuple[float, float]:
@@ -97,9 +107,11 @@ class Job:
         fn: Callable[[Callable[[], bool]], Any],
         cap_s: float,
         visitor: str | None = None,
+        address: str | None = None,
     ):
         self.session_id = session
         self.visitor = visitor if visitor is not None else session
+        self.address = address if address is not None else self.visitor
         self.fn = fn
         self.cap_s = cap_s
         self.state = "queued"
@@ -174,12 +186,14 @@ class DeviceQueue:
         is_alive: Callable[[str], bool] | None = None,
         max_queued: int = MAX_QUEUED,
         max_per_visitor: int = MAX_PER_VISITOR,
+        max_per_address: int = MAX_PER_ADDRESS,
     ):
         self.cap_s = cap_s
         self.wait_timeout_s = wait_timeout_s
         self.is_alive = is_alive or session_alive
         self.max_queued = max_queued
         self.max_per_visitor = max_per_visitor
+        self.max_per_address = max_per_address
         self._cond = threading.Condition()
         self._queued: deque[Job] = deque()
         self._running: Job | None = None
@@ -198,37 +212,47 @@ class DeviceQueue:
     # -- submitting and waiting -----------------------------------------------------------
 
     def submit(
-        self, session: str, fn: Callable[[Callable[[], bool]], Any], visitor: str | None = None
+        self,
+        session: str,
+        fn: Callable[[Callable[[], bool]], Any],
+        visitor: str | None = None,
+        address: str | None = None,
     ) -> Job:
-        """Put ``fn(should_stop)`` in line for ``session`` of ``visitor`` (default: the session
-        is its own visitor). An earlier job of the same session, queued or running, is cancelled
-        (reason "replaced"): one job per session; and a visitor holds at most
-        ``max_per_visitor`` jobs, queued or running (QueueError beyond)."""
+        """Put ``fn(should_stop)`` in line for ``session`` of ``visitor`` (a browser; default:
+        the session is its own) at ``address`` (default: the visitor is its own). An earlier job
+        of the same session, queued or running, is cancelled (reason "replaced"): one job per
+        session; a visitor holds at most ``max_per_visitor`` jobs, queued or running, and an
+        address at most ``max_per_address`` (QueueError beyond)."""
         visitor = visitor if visitor is not None else session
+        address = address if address is not None else visitor
         with self._cond:
             for old in [j for j in self._queued if j.session_id == session]:
                 old.cancel("replaced")
             if self._running is not None and self._running.session_id == session:
                 self._running.cancel("replaced")
-            mine = [j for j in self._queued if j.visitor == visitor]
-            if (
-                self._running is not None
-                and self._running.visitor == visitor
-                and self._running.session_id != session
-            ):
-                mine.append(self._running)
+            held = list(self._queued)
+            if self._running is not None and self._running.session_id != session:
+                held.append(self._running)
+            mine = [j for j in held if j.visitor == visitor]
             if len(mine) >= self.max_per_visitor:
                 raise QueueError(
                     f"You already have {len(mine)} runs waiting or running on this "
                     f"server (at most {self.max_per_visitor} per visitor, from any "
                     "tab): wait for them to finish, or stop them, then try again."
                 )
+            ours = [j for j in held if j.address == address]
+            if len(ours) >= self.max_per_address:
+                raise QueueError(
+                    f"{len(ours)} runs from your network are already waiting or running on "
+                    f"this server (at most {self.max_per_address} from one address): "
+                    "try again in a minute."
+                )
             if len(self._queued) >= self.max_queued:
                 raise QueueError(
                     f"{len(self._queued)} runs are already waiting for the device. "
                     "Try again in a minute."
                 )
-            job = Job(self, session, fn, self.run_cap_s(), visitor)
+            job = Job(self, session, fn, self.run_cap_s(), visitor, address)
             self._queued.append(job)
             if self._worker is None or not self._worker.is_alive():
                 self._worker = threading.Thread(
@@ -295,10 +319,11 @@ class DeviceQueue:
         session: str,
         fn: Callable[[Callable[[], bool]], Any],
         visitor: str | None = None,
+        address: str | None = None,
         **wait_kw,
     ) -> Any:
         """``submit`` then ``wait``."""
-        return self.wait(self.submit(session, fn, visitor), **wait_kw)
+        return self.wait(self.submit(session, fn, visitor, address), **wait_kw)
 
     # -- inside ---------------------------------------------------------------------------
 
@@ -384,9 +409,9 @@ QUEUE = DeviceQueue()
 
 
 def run_here(fn: Callable[[Callable[[], bool]], Any], **wait_kw) -> Any:
-    """Run ``fn(should_stop)`` on ``QUEUE`` for the calling Streamlit session and its visitor
-    (webui.visitor): what every page uses."""
-    from .visitor import visitor_id
+    """Run ``fn(should_stop)`` on ``QUEUE`` for the calling Streamlit session, its browser and
+    its address (webui.visitor): what every page uses."""
+    from .visitor import browser_id, visitor_id
 
     sid = session_id()
-    return QUEUE.run(sid, fn, visitor=visitor_id(sid), **wait_kw)
+    return QUEUE.run(sid, fn, visitor=browser_id(), address=visitor_id(sid), **wait_kw)

@@ -25,15 +25,25 @@ os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 TIMEOUT_S = 8
-# The server fetches for everyone, so two limits in any RATE_WINDOW_S seconds (issue 22 B10: one
-# server-wide limit let one tab lock every other visitor out): RATE_PER_VISITOR for one visitor
-# (webui.visitor: a source address, however many tabs), RATE_LIMIT for the whole server.
+# The server fetches for everyone, so three limits in any RATE_WINDOW_S seconds (issue 22 B10:
+# one server-wide limit let one tab lock every other visitor out; issue 39 B12: a limit per
+# address made a class behind one school address share six fetches):
+#   RATE_PER_VISITOR for one browser (webui.visitor.browser_id, however many tabs);
+#   RATE_PER_ADDRESS for one source address (webui.visitor.visitor_id), the ceiling against a
+#     script that claims to be many browsers: two thirds of the server's RATE_LIMIT, so 20
+#     fetches a minute stay for every other address. A class behind one address does not reach
+#     it: a config fetched in the last RECENT_S is served again without counting, so a class
+#     asking for the models on the teacher's slide makes one fetch per model; 40 different
+#     models a minute from one classroom is more than any exercise asks;
+#   RATE_LIMIT for the whole server.
 RATE_LIMIT = 60
+RATE_PER_ADDRESS = 40
 RATE_PER_VISITOR = 6
 RATE_WINDOW_S = 60.0
 MAX_VISITORS_TRACKED = 10_000
 _fetches: deque[float] = deque()
 _by_visitor: dict[str, deque[float]] = {}
+_by_address: dict[str, deque[float]] = {}
 _rate_lock = threading.Lock()
 # A config fetched in the last RECENT_S seconds is served again without a request and without
 # counting against any limit: a class behind one school address asking for the same model
@@ -48,19 +58,49 @@ def _prune(times: deque[float], now: float) -> None:
         times.popleft()
 
 
-def _take_fetch_slot(visitor: str = "", now: float | None = None) -> None:
-    """Count one fetch of ``visitor`` against its own limit and the server's, or ValueError
-    (saying how long to wait) when either is used up."""
+def _window(table: dict[str, deque[float]], key: str, now: float) -> deque[float] | None:
+    """``key``'s fetch times in the window (lock held), or None when it has none on record."""
+    times = table.get(key)
+    if times is not None:
+        _prune(times, now)
+    return times
+
+
+def _track(table: dict[str, deque[float]], key: str, now: float) -> deque[float]:
+    """``key``'s fetch times, a new record made if needed (lock held); bounded: the keys done
+    with fetching are forgotten when the table is full."""
+    times = table.get(key)
+    if times is None:
+        if len(table) >= MAX_VISITORS_TRACKED:
+            for k in [k for k, t in table.items() if not t or now - t[-1] > RATE_WINDOW_S]:
+                del table[k]
+        times = table.setdefault(key, deque())
+    return times
+
+
+def _take_fetch_slot(
+    visitor: str = "", now: float | None = None, address: str | None = None
+) -> None:
+    """Count one fetch of ``visitor`` (a browser) at ``address`` (default: the visitor is its
+    own address) against its own limit, its address's and the server's, or ValueError (saying
+    how long to wait) when one is used up."""
     now = time.monotonic() if now is None else now
+    address = visitor if address is None else address
     with _rate_lock:
         _prune(_fetches, now)
-        mine = _by_visitor.get(visitor)
-        if mine is not None:
-            _prune(mine, now)
+        mine = _window(_by_visitor, visitor, now)
+        ours = _window(_by_address, address, now)
         if mine is not None and len(mine) >= RATE_PER_VISITOR:
             wait = RATE_WINDOW_S - (now - mine[0])
             raise ValueError(
                 f"You have fetched {RATE_PER_VISITOR} configs from the Hub in the "
+                f"last minute; try again in {max(1, round(wait))} s, or paste the "
+                "config.json."
+            )
+        if ours is not None and len(ours) >= RATE_PER_ADDRESS:
+            wait = RATE_WINDOW_S - (now - ours[0])
+            raise ValueError(
+                f"Your network has fetched {RATE_PER_ADDRESS} configs from the Hub in the "
                 f"last minute; try again in {max(1, round(wait))} s, or paste the "
                 "config.json."
             )
@@ -71,14 +111,8 @@ def _take_fetch_slot(visitor: str = "", now: float | None = None) -> None:
                 f"last minute; try again in {max(1, round(wait))} s, or paste the "
                 "config.json."
             )
-        if mine is None:
-            if len(_by_visitor) >= MAX_VISITORS_TRACKED:  # forget the visitors done with it
-                for v in [
-                    v for v, t in _by_visitor.items() if not t or now - t[-1] > RATE_WINDOW_S
-                ]:
-                    del _by_visitor[v]
-            mine = _by_visitor.setdefault(visitor, deque())
-        mine.append(now)
+        _track(_by_visitor, visitor, now).append(now)
+        _track(_by_address, address, now).append(now)
         _fetches.append(now)
 
 
@@ -100,8 +134,10 @@ def check_repo_id(repo_id: str) -> str:
     return repo_id
 
 
-def fetch_config(repo_id: str, visitor: str = "") -> dict:
-    """The config.json of ``repo_id`` from the Hub (or the local HF cache), for ``visitor``.
+def fetch_config(repo_id: str, visitor: str = "", browser: str | None = None) -> dict:
+    """The config.json of ``repo_id`` from the Hub (or the local HF cache), for ``browser`` at
+    the address ``visitor`` (webui.visitor; ``browser`` defaults to the calling Streamlit
+    session's browser, or to the address outside a session).
 
     One request to the Hub for the file and nothing else: huggingface_hub's telemetry (which
     also fetches ``/api/agent-harnesses`` to name the caller in its user agent) is switched off
@@ -111,7 +147,9 @@ def fetch_config(repo_id: str, visitor: str = "") -> dict:
         got = _recent.get(repo_id)
         if got is not None and time.monotonic() - got[0] < RECENT_S:
             return copy.deepcopy(got[1])
-    cfg = _download(repo_id, visitor)
+    if browser is None:
+        browser = _calling_browser(visitor)
+    cfg = _download(repo_id, browser, visitor)
     with _rate_lock:
         _recent[repo_id] = (time.monotonic(), copy.deepcopy(cfg))
         _recent.move_to_end(repo_id)
@@ -120,7 +158,22 @@ def fetch_config(repo_id: str, visitor: str = "") -> dict:
     return cfg
 
 
-def _download(repo_id: str, visitor: str) -> dict:
+def _calling_browser(visitor: str) -> str:
+    """The browser of the Streamlit session that calls (webui.visitor.browser_id), or, outside
+    one (plain Python), the address itself."""
+    try:
+        from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+        if get_script_run_ctx() is None:
+            return visitor
+    except ImportError:
+        return visitor
+    from .visitor import browser_id
+
+    return browser_id()
+
+
+def _download(repo_id: str, browser: str, address: str) -> dict:
     try:
         from huggingface_hub import constants, hf_hub_download
         from huggingface_hub.errors import (
@@ -137,7 +190,7 @@ def _download(repo_id: str, visitor: str) -> dict:
             "(pip install huggingface_hub). You can paste the config.json instead."
         ) from None
     constants.HF_HUB_DISABLE_TELEMETRY = True
-    _take_fetch_slot(visitor)
+    _take_fetch_slot(browser, address=address)
     try:
         path = hf_hub_download(repo_id, "config.json", etag_timeout=TIMEOUT_S)
     except HFValidationError:

@@ -1,6 +1,27 @@
-"""Who is asking: the key of per-visitor limits (the device queue, the Hub fetch).
+"""Who is asking: the keys of the per-visitor limits (the live class, the device queue, the Hub
+fetch).
 
-A visitor is a source address, not a browser tab: one person with seventeen tabs is one visitor.
+Three keys, from the widest to the narrowest:
+
+* ``network_of(visitor)``: the network a visitor's address belongs to, an IPv4 /24 or an IPv6
+  /48 (one site's usual allocation). The live class keeps a reserve with it, so one network
+  cannot take every class slot of the server (issue 39 B16).
+* ``visitor_id()``: the source address, an IPv4 address or an IPv6 /64. One IPv6 host can
+  change its address within its /64 at will (privacy addresses; 2^64 of them), and HAProxy
+  counts a /64 as one source, so the app does too: 101 addresses of one /64 are one visitor
+  (issue 39 B16). A school behind one NAT address is one visitor: the limits keyed on it are
+  ceilings against abuse, sized so that a whole class behind one address does not reach them.
+* ``browser_id()``: one browser (a phone, a laptop's browser), however many tabs: what the
+  limits a person should feel are keyed on (joins, the device queue's fair share, Hub fetches),
+  and what holds a student's place in a class (issue 39 B12, B13, B15). It is Streamlit's XSRF
+  cookie (``_streamlit_xsrf``: 16 random bytes the server sets on the first page load and keeps
+  for the browser's session; its mask changes at every page load, the bytes do not), hashed;
+  without the cookie (XSRF protection off, a client that sends none, AppTest) a random id kept
+  in the Streamlit session, so the session is its own browser. A client can send any cookie it
+  likes: a script can be many browsers, which is why every browser limit has an address-wide
+  ceiling beside it.
+
+Where the address comes from:
 
 * Behind the course's HAProxy (deploy/haproxy.cfg), the replica sees HAProxy's address; HAProxy
   drops any X-Forwarded-For the client sent and sets its own, so the header's last entry is the
@@ -15,13 +36,60 @@ A visitor is a source address, not a browser tab: one person with seventeen tabs
 
 from __future__ import annotations
 
+import hashlib
+import ipaddress
 import os
+import secrets
 
-__all__ = ["visitor_id", "behind_proxy"]
+__all__ = [
+    "visitor_id",
+    "behind_proxy",
+    "address_key",
+    "network_of",
+    "browser_id",
+    "browser_key",
+    "XSRF_COOKIE",
+]
+
+XSRF_COOKIE = "_streamlit_xsrf"
+_BROWSER_STATE = "_kvlab_browser"  # the fallback browser id, in the session's state
 
 
 def behind_proxy() -> bool:
     return os.environ.get("KVLAB_BEHIND_PROXY", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def address_key(raw: str) -> str:
+    """The visitor key of an address as a proxy or Streamlit gives it: ``ip:203.0.113.7`` for
+    IPv4 (an IPv4-mapped IPv6 address too), ``ip6:2001:db8:1:2::/64`` for IPv6 (its /64), and
+    ``ip:`` + the text for anything that is not an address ("local", a test's name)."""
+    text = str(raw).strip()
+    host = text[1:].split("]", 1)[0] if text.startswith("[") else text
+    try:
+        ip = ipaddress.ip_address(host.split("%", 1)[0])  # without an IPv6 zone (fe80::1%eth0)
+    except ValueError:
+        return "ip:" + text[:64]
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv4Address):
+        return f"ip:{ip}"
+    return "ip6:" + str(ipaddress.IPv6Network(f"{ip}/64", strict=False))
+
+
+def network_of(visitor: str) -> str:
+    """The network of a visitor key: ``net:203.0.113.0/24`` for IPv4, ``net6:2001:db8:1::/48``
+    for an IPv6 /64; any other key (a session, "ip:local") is its own network."""
+    kind, _, rest = str(visitor).partition(":")
+    try:
+        if kind == "ip":
+            net4 = ipaddress.IPv4Network(f"{ipaddress.IPv4Address(rest)}/24", strict=False)
+            return f"net:{net4}"
+        if kind == "ip6":
+            first = ipaddress.IPv6Network(rest, strict=False).network_address
+            return "net6:" + str(ipaddress.IPv6Network(f"{first}/48", strict=False))
+    except ValueError:
+        pass
+    return str(visitor)[:80]
 
 
 def visitor_id(session: str | None = None) -> str:
@@ -34,12 +102,12 @@ def visitor_id(session: str | None = None) -> str:
             forwarded = st.context.headers.get("X-Forwarded-For") or ""
             last = forwarded.split(",")[-1].strip()
             if last:
-                return "ip:" + last[:64]
+                return address_key(last[:64])
         from streamlit.runtime.scriptrunner import get_script_run_ctx
 
         if get_script_run_ctx() is not None:
             ip = st.context.ip_address
-            return "ip:" + (str(ip)[:64] if ip else "local")
+            return address_key(str(ip)[:64]) if ip else "ip:local"
     except Exception:  # noqa: BLE001 - no request context: fall back to the session
         pass
     if session is None:
@@ -47,3 +115,44 @@ def visitor_id(session: str | None = None) -> str:
 
         session = session_id()
     return "session:" + session
+
+
+def browser_key(xsrf_cookie: str | None) -> str | None:
+    """``b:`` + a hash of the XSRF cookie's token bytes (the same for every page load of one
+    browser, though the cookie's text changes), or None without a cookie."""
+    value = str(xsrf_cookie or "").strip()[:200]
+    if not value:
+        return None
+    token = value.encode()
+    parts = value.split("|")
+    if parts[0] == "2" and len(parts) == 4:  # 2|mask|masked token|time, Streamlit's version 2
+        try:
+            mask, masked = bytes.fromhex(parts[1]), bytes.fromhex(parts[2])
+            if mask:
+                token = bytes(b ^ mask[i % len(mask)] for i, b in enumerate(masked))
+        except ValueError:
+            pass
+    return "b:" + hashlib.sha256(b"kvlab-browser:" + token).hexdigest()[:40]
+
+
+def browser_id() -> str:
+    """The browser of the Streamlit session whose script thread calls this (see the module
+    docstring): its XSRF cookie, else an id kept in the session (``s:``)."""
+    try:
+        import streamlit as st
+        from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+        if get_script_run_ctx() is None:
+            raise LookupError
+        cookie = st.context.cookies.get(XSRF_COOKIE)
+        key = browser_key(cookie) if isinstance(cookie, str) else None
+        if key:
+            return key
+        state = st.session_state
+        if _BROWSER_STATE not in state:
+            state[_BROWSER_STATE] = "s:" + secrets.token_hex(16)
+        return str(state[_BROWSER_STATE])
+    except Exception:  # noqa: BLE001 - no Streamlit session (plain Python): the session's id
+        from .device_queue import session_id
+
+        return "s:" + session_id()
