@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import streamlit as st
 
 from kvcalc import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, budget, prefill, step_time
@@ -63,6 +65,8 @@ mfu = c[2].slider(
 )
 # The real-engine estimate: the sidebar's share and step cost, this page's MFU.
 speed = step_model(bw_share=sel.bw_share, step_overhead_s=sel.step_overhead_s, mfu=mfu)
+if sel.engine:  # an engine profile: its own coefficients, this page's MFU where moved
+    speed = sel.speed if mfu == MFU else replace(sel.speed, mfu=mfu)
 
 common.require_fit(sel, util, round(reserve * GiB))  # no speed for a model that does not fit
 if prompt > context:

@@ -237,3 +237,30 @@ def test_training_rows_run_from_the_command_line_with_their_own_flags():
         out = a.predict_with(r, p.key, p.coefficients())
         assert not isinstance(out, str), (r.id, out)
         assert all(math.isfinite(x) and x > 0 for x in out)
+
+
+# -- the Engineer pages -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("page", ["app_pages/lab.py", "app_pages/roofline.py"])
+def test_an_engineer_page_names_the_engine_profile_and_its_band(page):
+    pytest.importorskip("streamlit")
+    from conftest import open_page
+
+    at = open_page(page, engine_profile="vLLM 0.18.0 profile")
+    assert not at.exception and not at.error
+    said = " ".join(
+        x.value for x in [*at.markdown, *at.caption, *at.sidebar.caption, *at.sidebar.markdown]
+    )
+    assert at.sidebar.selectbox(key="engine_profile").value == "vllm@0.18.0"
+    if page.endswith("lab.py"):
+        assert "vLLM 0.18.0 profile" in said and "vLLM" in said
+
+
+def test_a_learn_page_has_no_engine_choice():
+    pytest.importorskip("streamlit")
+    from conftest import open_page
+
+    at = open_page("app_pages/step_time.py")
+    assert not at.exception
+    assert all(s.key != "engine_profile" for s in at.sidebar.selectbox)

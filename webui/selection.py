@@ -61,6 +61,8 @@ class Selection:
     # step achieves and a fixed cost per engine step; the sidebar's defaults are the fit's.
     bw_share: float = BW_SHARE
     step_overhead_s: float = STEP_OVERHEAD_S
+    # An engine profile (kvcalc.perf.engines, "vllm@0.18.0"); None: the pooled estimate
+    engine: str | None = None
 
     @property
     def bandwidth_gbs(self) -> float:
@@ -71,7 +73,11 @@ class Selection:
     @property
     def speed(self) -> StepModel:
         """The real-engine estimate: the calibrated one, or the user's own share and overhead
-        ("your step model")."""
+        ("your step model"), or the chosen engine profile's."""
+        if self.engine:
+            from kvcalc.perf.engines import PROFILES
+
+            return PROFILES[self.engine].step_model()
         return step_model(bw_share=self.bw_share, step_overhead_s=self.step_overhead_s)
 
     @property
@@ -186,7 +192,8 @@ def sidebar(uses_selection: bool = True, engine_controls: bool = False) -> None:
 
 # The engine-aware estimate's two inputs, drawn on the Engineer pages only: the Learn pages
 # teach the chapter's formula alone (docs/design.md principle 7).
-ENGINE_KEYS = ("bw_share", "step_ms")
+ENGINE_KEYS = ("bw_share", "step_ms", "engine_profile")
+POOLED = "pooled calibrated estimate"
 
 
 def _keep_engine_inputs() -> None:
@@ -202,8 +209,30 @@ def _kept(key: str, fitted: float) -> float:
     return float(st.session_state.get(f"_kept_{key}", fitted))
 
 
+def _engine_label(key: str) -> str:
+    from kvcalc.perf.engines import PROFILES
+
+    return key if key == POOLED else f"{PROFILES[key].label} profile"
+
+
 def _engine_inputs() -> None:
+    from kvcalc.perf.engines import PROFILES
+
     st.markdown("**A real engine** (the calibrated estimate)")
+    options = [POOLED] + sorted(PROFILES)
+    kept = st.session_state.get("_kept_engine_profile", POOLED)
+    select(
+        st.selectbox,
+        "Engine and version",
+        options,
+        "engine_profile",
+        fmt=_engine_label,
+        index=_index(options, kept),
+        help="An engine profile: the step's coefficients fitted on that engine's measured "
+        "runs (aiconfigurator's silicon sample: vLLM, SGLang, TensorRT-LLM on H100 and "
+        "H200); its band is measured on models left out of the fit. The pooled estimate "
+        "takes one fit for every engine, and the two inputs below.",
+    )
     st.slider(
         "Achieved share of peak bandwidth",
         0.3,
@@ -545,8 +574,18 @@ def selection() -> Selection:
         pp=int(st.session_state.get("pp", 1)),
         source=source,
         bw_share=float(st.session_state.get("bw_share", BW_SHARE)),
+        engine=_engine_choice(),
         step_overhead_s=float(st.session_state.get("step_ms", STEP_OVERHEAD_S * 1e3)) / 1e3,
     )
+
+
+def _engine_choice() -> str | None:
+    """The sidebar's engine profile, where an Engineer page draws its widget (None elsewhere:
+    the Learn pages show the ideal bound alone)."""
+    from kvcalc.perf.engines import PROFILES
+
+    v = st.session_state.get("engine_profile")
+    return v if v in PROFILES else None
 
 
 def require_selection() -> Selection:
@@ -698,6 +737,17 @@ def speed_caption(sel: Selection, speed=None, bands=("tpot_itl",)) -> str:
     from kvcalc.perf.calibration import error_band_text
 
     speed = speed or sel.speed
+    if speed.engine:
+        from kvcalc.perf.engines import PROFILES, engine_band_text
+
+        p = PROFILES[speed.engine]
+        return (
+            f"The {p.label} profile (fitted on {p.fitted_rows} measured runs of that engine): "
+            f"weights read at {p.bw_share:.3g} and the cache at {p.kv_bw_share:.3g} of the "
+            f"peak bandwidth, GEMMs at MFU {p.mfu:.3g}, {p.step_overhead_s * 1e3:.3g} ms a step"
+            + (f", two all-reduces a layer across the {sel.tp} GPUs" if sel.tp > 1 else "")
+            + f". Its error: {engine_band_text(p)}."
+        )
     adds = (
         f"{speed.bw_share:g} of the peak bandwidth, MFU {speed.mfu:g}, "
         f"{speed.step_overhead_s * 1e3:g} ms a step"
