@@ -536,7 +536,7 @@ def test_the_migrations_make_the_models_schema_and_run_twice(backend):
     upgrade(s.engine)  # a second replica starting: nothing to do
     with s.engine.connect() as conn:
         mc = MigrationContext.configure(conn, opts={"version_table": "classroom_alembic_version"})
-        assert mc.get_current_revision() == "0001"
+        assert mc.get_current_revision() == "0002"
         diff = compare_metadata(mc, Base.metadata)
     assert diff == []
     s.dispose()

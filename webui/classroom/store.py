@@ -12,18 +12,23 @@ Who may do what, checked here on every call, never by the page:
     the class, reveals, exports and ends it; it is stored as its SHA-256 and compared in constant
     time (``hmac.compare_digest``); it is never part of the join code or link;
   * a student token (128 random bits, also stored hashed) answers the question on screen and
-    reads that student's own answers, nothing else;
+    reads that student's own answers, nothing else, and only from the browser that joined
+    (webui.visitor.browser_id): one student per browser per class, a second join from that
+    browser is the same student under a new token;
   * the join code is public: it gives what the projector shows (the question, revealed or not).
 
-Bounds (environment variables override them; see ``Limits``): students per class, answers per
-student per minute and in all, joins and class starts per visitor (a source address, as
-webui.visitor names it) per minute and hour, classes at once, nickname and answer length. A class
+Bounds (environment variables override them; see ``Limits``, which gives their arithmetic):
+students per class and per address in a class, answers per student per minute and in all, joins
+per browser and per address a minute, class starts per address an hour, classes at once per
+address, per network and in all, nickname and answer length; nicknames unique in a class. The
+teacher can close a class to new students and remove students. A class
 expires 12 hours after it starts; expired rows are deleted at most once a minute, by whichever
 call comes next. Each answer is one transaction, an upsert on (class, question, part, student):
 a resubmission replaces the earlier answer, a retry of the same answer changes nothing.
 
-A database that is down or slow raises ``Unavailable`` (a sentence for the page), never a
-driver's traceback; for a few seconds after a failure calls fail at once instead of waiting on
+A database that is down or slow raises ``Unavailable`` (a sentence for the page, which names
+neither the database's address nor a file's path: the server's log does), never a driver's
+traceback; for a few seconds after a failure calls fail at once instead of waiting on
 the network again, so a page that polls does not hang.
 """
 
@@ -35,6 +40,7 @@ import hmac
 import io
 import json
 import logging
+import math
 import os
 import re
 import secrets
@@ -47,6 +53,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
+from ..visitor import network_of
 from .deck import deck, grade_answer, is_choice, parts, value_label
 from .models import (
     ANSWER_TEXT_MAX,
@@ -68,6 +75,8 @@ __all__ = [
     "NewClass",
     "ClassView",
     "Results",
+    "Student",
+    "Roster",
     "database_url",
     "get_store",
     "clean_nickname",
@@ -113,30 +122,65 @@ def _env_num(name: str, default: float, lo: float, hi: float) -> float:
 
 @dataclass(frozen=True)
 class Limits:
+    """The bounds of the live class (issue 39: sized for a class of 400 behind one address).
+
+    Who is counted (webui.visitor): a browser (a phone), an address (an IPv4 address or an IPv6
+    /64: a school's NAT is one address for its whole class) and a network (an IPv4 /24, an IPv6
+    /48). A person meets the per-browser limits; the per-address ones are ceilings against a
+    script that claims to be many browsers, sized so that a class of 400 behind one address does
+    not reach them:
+
+    * joins_per_minute, per address: 400 students, each join tried twice in the worst minute (a
+      mistyped code, a retry after a dropped network) is 800, plus a quarter for a second class
+      behind the same address or the teacher's own test joins: 1,000. Wrong codes count too, so
+      it also bounds guessing: at 1,000 guesses a minute against 32^6 = 1.07e9 codes with at
+      most 1,000 classes live, one address finds a class about once in 1,000 minutes, and a
+      found code opens only a student's place;
+    * joins_per_browser, per browser a minute: 10 (a student joins once; typos and reloads);
+    * students_per_address, per class: 400 of the class's 500 places, so 100 stay for
+      students on other addresses whatever one address does;
+    * classes_per_hour and live_classes, per address: 10 class starts an hour, 20 classes at
+      once (a school's teachers behind one NAT);
+    * network_share of max_classes, per network: a tenth (100 of 1,000), so one network
+      cannot take every class slot of the server (issue 39 B16: one IPv6 /64 took all 1,000).
+    """
+
     max_students: int = 500  # per class (a lecture hall)
     answers_per_minute: int = 30  # per student: a question has at most 2 parts
     max_submissions: int = 400  # per student per class, everything counted
-    joins_per_minute: int = 120  # per visitor (a school's NAT is one visitor)
-    classes_per_hour: int = 10  # class starts per visitor
+    joins_per_minute: int = 1000  # per address (see above)
+    joins_per_browser: int = 10  # per browser per minute
+    students_per_address: int = 400  # per class
+    classes_per_hour: int = 10  # class starts per address
+    live_classes: int = 20  # classes at once per address
+    network_share: float = 0.1  # of max_classes, per network
     max_classes: int = 1000  # classes at once, every visitor together
     class_hours: float = 12.0
+
+    @property
+    def classes_per_network(self) -> int:
+        return max(1, int(self.max_classes * self.network_share))
 
     @classmethod
     def from_env(cls) -> "Limits":
         d = cls()
+
+        def num(name: str, default: float, lo: float, hi: float) -> int:
+            return int(_env_num(name, default, lo, hi))
+
         return cls(
-            max_students=int(_env_num("KVLAB_CLASS_MAX_STUDENTS", d.max_students, 1, 5000)),
-            answers_per_minute=int(
-                _env_num("KVLAB_CLASS_ANSWERS_PER_MINUTE", d.answers_per_minute, 1, 1000)
-            ),
+            max_students=num("KVLAB_CLASS_MAX_STUDENTS", d.max_students, 1, 5000),
+            answers_per_minute=num("KVLAB_CLASS_ANSWERS_PER_MINUTE", d.answers_per_minute, 1, 1000),
             max_submissions=d.max_submissions,
-            joins_per_minute=int(
-                _env_num("KVLAB_CLASS_JOINS_PER_MINUTE", d.joins_per_minute, 1, 100_000)
+            joins_per_minute=num("KVLAB_CLASS_JOINS_PER_MINUTE", d.joins_per_minute, 1, 100_000),
+            joins_per_browser=num("KVLAB_CLASS_JOINS_PER_BROWSER", d.joins_per_browser, 1, 1000),
+            students_per_address=num(
+                "KVLAB_CLASS_STUDENTS_PER_ADDRESS", d.students_per_address, 1, 5000
             ),
-            classes_per_hour=int(
-                _env_num("KVLAB_CLASS_STARTS_PER_HOUR", d.classes_per_hour, 1, 1000)
-            ),
-            max_classes=int(_env_num("KVLAB_CLASS_MAX_CLASSES", d.max_classes, 1, 100_000)),
+            classes_per_hour=num("KVLAB_CLASS_STARTS_PER_HOUR", d.classes_per_hour, 1, 1000),
+            live_classes=num("KVLAB_CLASS_LIVE_PER_ADDRESS", d.live_classes, 1, 100_000),
+            network_share=_env_num("KVLAB_CLASS_NETWORK_SHARE", d.network_share, 0.001, 1.0),
+            max_classes=num("KVLAB_CLASS_MAX_CLASSES", d.max_classes, 1, 100_000),
             class_hours=_env_num("KVLAB_CLASS_HOURS", d.class_hours, 0.01, 48),
         )
 
@@ -234,14 +278,30 @@ class Results:
     question: int
     answered: int  # students with an answer to every part of the question
     parts: list[PartResult]
+    joining: bool = True  # new students may join
 
 
-def _unavailable_message(url: str) -> str:
-    return (
-        f"The live class's database ({describe_url(url)}) is not answering, so classes "
-        "cannot start, join or answer right now. Everything else in the app works; try "
-        "again in a moment."
-    )
+@dataclass(frozen=True)
+class Student:
+    """A student as the teacher's roster lists them (never on the projector)."""
+
+    number: int  # in the order they joined, from 1, as the export numbers them
+    nickname: str
+    answers: int
+
+
+@dataclass(frozen=True)
+class Roster:
+    joining: bool  # new students may join
+    students: list[Student]
+
+
+# What a page says when the database is down: never the database's host and port nor the SQLite
+# file's path on the server (issue 39, item 8: a student saw both); the server's log names them.
+UNAVAILABLE = (
+    "The live class's database is not answering, so classes cannot start, join or answer "
+    "right now. Everything else in the app works; try again in a moment."
+)
 
 
 class Store:
@@ -264,7 +324,7 @@ class Store:
         """Run fn(*args) with the schema ready; a database failure becomes Unavailable."""
         now = time.monotonic()
         if now < self._down_until:
-            raise Unavailable(_unavailable_message(self.url))
+            raise Unavailable(UNAVAILABLE)
         try:
             self._ensure_schema()
             self._maybe_purge()
@@ -286,8 +346,12 @@ class Store:
             OSError,
         ) as e:
             self._down_until = time.monotonic() + DOWN_FOR_S
-            log.warning("classroom database error: %s", str(e).splitlines()[0][:200])
-            raise Unavailable(_unavailable_message(self.url)) from None
+            log.warning(
+                "classroom database %s error: %s",
+                describe_url(self.url),
+                (str(e).splitlines() or [""])[0][:200],
+            )
+            raise Unavailable(UNAVAILABLE) from None
 
     def _ensure_schema(self) -> None:
         if self._ready:
@@ -332,6 +396,7 @@ class Store:
     def _create(self, seed: int, visitor: str) -> NewClass:
         now = self.clock()
         lim = self.limits
+        network = network_of(visitor)
         with self._write.begin() as conn:
             recent = conn.execute(
                 sa.select(sa.func.count())
@@ -345,11 +410,7 @@ class Store:
                     f"At most {lim.classes_per_hour} classes an hour can be started "
                     "from one address; use one you started, or wait."
                 )
-            live = conn.execute(
-                sa.select(sa.func.count()).select_from(ClassRow).where(ClassRow.expires_at > now)
-            ).scalar_one()
-            if live >= lim.max_classes:
-                raise Refused("This server holds as many classes as it may; try again later.")
+            _check_live_classes(conn, now, lim, visitor, network)
             conn.execute(sa.insert(EventRow).values(kind="start", visitor=visitor, at=now))
             key = secrets.token_urlsafe(32)
             for _ in range(8):
@@ -370,6 +431,8 @@ class Store:
                     creator=visitor,
                     created_at=now,
                     expires_at=now + lim.class_hours * 3600,
+                    network=network,
+                    joining=True,
                 )
             )
         return NewClass(code=code, key=key)
@@ -438,6 +501,88 @@ class Store:
 
         self._call(_end)
 
+    def set_joining(self, code: str, key: str, open_: bool) -> None:
+        """Let new students join the class, or not (a student who joined comes back all the
+        same, from the browser that joined)."""
+
+        def _set():
+            with self._write.begin() as conn:
+                row = self._teacher_class(conn, code, key)
+                conn.execute(
+                    sa.update(ClassRow).where(ClassRow.id == row.id).values(joining=bool(open_))
+                )
+
+        self._call(_set)
+
+    def roster(self, code: str, key: str) -> Roster:
+        """Whether the class takes new students, and its students (not those removed),
+        numbered as the export numbers them."""
+
+        def _roster():
+            with self.engine.connect() as conn:
+                row = self._teacher_class(conn, code, key)
+                s, a = StudentRow.__table__, AnswerRow.__table__
+                answers = (
+                    sa.select(a.c.student_id, sa.func.count().label("n"))
+                    .where(a.c.class_id == row.id)
+                    .group_by(a.c.student_id)
+                    .subquery()
+                )
+                rows = conn.execute(
+                    sa.select(s.c.id, s.c.nickname, s.c.removed, answers.c.n)
+                    .outerjoin(answers, answers.c.student_id == s.c.id)
+                    .where(s.c.class_id == row.id)
+                    .order_by(s.c.id)
+                ).all()
+            students = [
+                Student(number=i + 1, nickname=r.nickname or "", answers=int(r.n or 0))
+                for i, r in enumerate(rows)
+                if not r.removed
+            ]
+            return Roster(joining=bool(row.joining), students=students)
+
+        return self._call(_roster)
+
+    def remove_students(self, code: str, key: str, numbers) -> int:
+        """Remove students (by their roster numbers) and their answers: their places open no
+        more, their browsers cannot join this class again, their nicknames are free. Returns
+        how many were removed."""
+        wanted = {int(n) for n in numbers}
+
+        def _remove():
+            with self._write.begin() as conn:
+                row = self._teacher_class(conn, code, key)
+                ids = [
+                    sid
+                    for i, (sid,) in enumerate(
+                        conn.execute(
+                            sa.select(StudentRow.id)
+                            .where(StudentRow.class_id == row.id)
+                            .order_by(StudentRow.id)
+                        ).all()
+                    )
+                    if i + 1 in wanted
+                ]
+                if not ids:
+                    return 0
+                conn.execute(sa.delete(AnswerRow).where(AnswerRow.student_id.in_(ids)))
+                done = conn.execute(
+                    sa.update(StudentRow)
+                    .where(StudentRow.id.in_(ids), StudentRow.removed == sa.false())
+                    .values(removed=True, nickname_key=None)
+                ).rowcount
+                # A new version: every phone reads its own place again at its next poll, so
+                # a removed student's screen says so at once.
+                conn.execute(
+                    sa.update(ClassRow)
+                    .where(ClassRow.id == row.id)
+                    .values(version=ClassRow.version + 1)
+                )
+            self._views.pop(row.code, None)
+            return int(done or 0)
+
+        return self._call(_remove)
+
     def results(self, code: str, key: str, question: int | None = None) -> Results:
         """The class's figures for ``question`` (default: the one on screen)."""
 
@@ -451,7 +596,7 @@ class Store:
                 joined = conn.execute(
                     sa.select(sa.func.count())
                     .select_from(StudentRow)
-                    .where(StudentRow.class_id == row.id)
+                    .where(StudentRow.class_id == row.id, StudentRow.removed == sa.false())
                 ).scalar_one()
                 rows = conn.execute(
                     sa.select(
@@ -463,7 +608,9 @@ class Store:
                         AnswerRow.slip,
                     ).where(AnswerRow.class_id == row.id, AnswerRow.question == qi)
                 ).all()
-            return _summarize(view, joined, qi, rows)
+            r = _summarize(view, joined, qi, rows)
+            r.joining = bool(row.joining)
+            return r
 
         return self._call(_results)
 
@@ -502,7 +649,7 @@ class Store:
                 r.update(
                     {
                         "answer": a.text,
-                        "value": a.value,
+                        "value": _finite(a.value),
                         "value_label": value_label(q, a.part, a.value),
                         "correct": bool(a.correct),
                         "first_correct": bool(a.first_correct),
@@ -547,7 +694,7 @@ class Store:
         for i, q in enumerate(qs):
             ps = []
             for p in parts(q):
-                right = None if is_choice(q) else q.part(p).value
+                right = None if is_choice(q) else _finite(q.part(p).value)
                 ps.append(
                     {
                         "part": p,
@@ -565,7 +712,9 @@ class Store:
             "nicknames": bool(names),
             "questions": questions,
         }
-        return json.dumps(doc, indent=1)
+        # Strict JSON (issue 39 B14: an infinity was written as Infinity, which strict parsers
+        # refuse): every number is finite (_finite), and allow_nan=False makes sure of it.
+        return json.dumps(doc, indent=1, allow_nan=False)
 
     # -- everyone ---------------------------------------------------------------------------
     def class_view(self, code: str) -> ClassView:
@@ -595,32 +744,26 @@ class Store:
         return view
 
     # -- students ---------------------------------------------------------------------------
-    def join(self, code: str, nickname: str | None, visitor: str) -> str:
-        """A new student of class ``code``: their token (kept by their browser, never shown to
-        anyone else)."""
+    def join(
+        self, code: str, nickname: str | None, visitor: str, browser: str | None = None
+    ) -> str:
+        """A student of class ``code``: their token (kept by their browser, never shown to
+        anyone else). ``visitor`` is the source address, ``browser`` the browser that asks
+        (webui.visitor; None: a browser of its own, for a caller outside a browser). One
+        student per browser per class: a browser that joined before gets its student back (a
+        new token: the older one no longer opens the place)."""
         nick = clean_nickname(nickname)
         visitor = str(visitor)[:VISITOR_MAX]
+        browser = str(browser)[:VISITOR_MAX] if browser else None
         raw = str(code or "")
-        return self._call(self._join, raw, nick, visitor)
+        return self._call(self._join, raw, nick, visitor, browser)
 
-    def _join(self, raw_code: str, nick: str | None, visitor: str) -> str:
+    def _join(self, raw_code: str, nick: str | None, visitor: str, browser: str | None) -> str:
         now = self.clock()
-        lim = self.limits
         problem = None
         token = secrets.token_urlsafe(16)
         with self._write.begin() as conn:
-            recent = conn.execute(
-                sa.select(sa.func.count())
-                .select_from(EventRow)
-                .where(EventRow.kind == "join", EventRow.visitor == visitor, EventRow.at > now - 60)
-            ).scalar_one()
-            if recent >= lim.joins_per_minute:
-                raise Refused(
-                    f"Too many joins from this address in a minute (at most "
-                    f"{lim.joins_per_minute}); wait a moment and try again."
-                )
-            # Every attempt counts, a wrong code too: guessing codes costs the same limit.
-            conn.execute(sa.insert(EventRow).values(kind="join", visitor=visitor, at=now))
+            self._count_join(conn, now, visitor, browser)
             try:
                 code = clean_code(raw_code)
             except Refused as e:
@@ -634,32 +777,105 @@ class Store:
                         "There is no class with this code now. Check it on the teacher's screen."
                     )
                 else:
-                    n = conn.execute(
-                        sa.select(sa.func.count())
-                        .select_from(StudentRow)
-                        .where(StudentRow.class_id == row.id)
-                    ).scalar_one()
-                    if n >= lim.max_students:
-                        problem = Refused(f"This class is full ({lim.max_students} students).")
-                    else:
-                        conn.execute(
-                            sa.insert(StudentRow).values(
-                                class_id=row.id,
-                                token_hash=_hash(token),
-                                nickname=nick,
-                                visitor=visitor,
-                                joined_at=now,
-                                window_start=0.0,
-                                window_count=0,
-                                submissions=0,
-                            )
-                        )
+                    problem = self._seat(conn, row, token, nick, visitor, browser, now)
         if problem is not None:
             raise problem
         return token
 
-    def _student(self, conn, token: str):
-        """(student, class) rows of a student token, or NotAllowed."""
+    def _count_join(self, conn, now: float, visitor: str, browser: str | None) -> None:
+        """Count a join against the browser's limit and the address's ceiling (Refused when one
+        is used up). Every attempt counts, a wrong code too: guessing codes costs the same."""
+        lim = self.limits
+
+        def recent(kind: str, who: str) -> int:
+            return conn.execute(
+                sa.select(sa.func.count())
+                .select_from(EventRow)
+                .where(EventRow.kind == kind, EventRow.visitor == who, EventRow.at > now - 60)
+            ).scalar_one()
+
+        if browser is not None and recent("join-browser", browser) >= lim.joins_per_browser:
+            raise Refused(
+                f"Too many joins from this browser in a minute (at most "
+                f"{lim.joins_per_browser}); wait a moment and try again."
+            )
+        if recent("join", visitor) >= lim.joins_per_minute:
+            raise Refused(
+                f"Too many joins from your network in a minute (at most "
+                f"{lim.joins_per_minute}); wait a moment and try again."
+            )
+        conn.execute(sa.insert(EventRow).values(kind="join", visitor=visitor, at=now))
+        if browser is not None:
+            conn.execute(sa.insert(EventRow).values(kind="join-browser", visitor=browser, at=now))
+
+    def _seat(self, conn, row, token, nick, visitor, browser, now) -> Refused | None:
+        """Seat a student in class ``row`` under ``token`` (lock held on the class): this
+        browser's student again, or a new one within the class's bounds; else the refusal."""
+        lim = self.limits
+        s = StudentRow.__table__
+        mine = (
+            conn.execute(
+                sa.select(s.c.id, s.c.removed, s.c.nickname_key).where(
+                    s.c.class_id == row.id, s.c.browser == browser
+                )
+            ).first()
+            if browser
+            else None
+        )
+        key = nick.casefold() if nick else None
+        if key is not None and (mine is None or mine.nickname_key != key):
+            taken = conn.execute(
+                sa.select(s.c.id).where(s.c.class_id == row.id, s.c.nickname_key == key)
+            ).first()
+            if taken is not None:
+                return Refused(
+                    f"Someone in this class already goes by {nick!r}: choose another nickname "
+                    "(or none)."
+                )
+        if mine is not None:  # this browser's student: its place again, under a new token
+            if mine.removed:
+                return Refused("Your teacher removed you from this class.")
+            values: dict = {"token_hash": _hash(token)}
+            if key is not None:
+                values.update(nickname=nick, nickname_key=key)
+            conn.execute(sa.update(StudentRow).where(s.c.id == mine.id).values(**values))
+            return None
+        if not row.joining:
+            return Refused("Your teacher has closed this class to new students.")
+        seated = s.c.class_id == row.id, s.c.removed == sa.false()
+        n = conn.execute(sa.select(sa.func.count()).select_from(s).where(*seated)).scalar_one()
+        if n >= lim.max_students:
+            return Refused(f"This class is full ({lim.max_students} students).")
+        here = conn.execute(
+            sa.select(sa.func.count()).select_from(s).where(*seated, s.c.visitor == visitor)
+        ).scalar_one()
+        if here >= lim.students_per_address:
+            return Refused(
+                f"This class has {here} students from your network already, as many as one "
+                "network may bring; ask your teacher."
+            )
+        conn.execute(
+            sa.insert(StudentRow).values(
+                class_id=row.id,
+                token_hash=_hash(token),
+                nickname=nick,
+                nickname_key=key,
+                visitor=visitor,
+                browser=browser or "anon:" + secrets.token_hex(8),
+                removed=False,
+                joined_at=now,
+                window_start=0.0,
+                window_count=0,
+                submissions=0,
+            )
+        )
+        return None
+
+    def _student(self, conn, token: str, browser: str | None = None):
+        """(student, class) rows of a student token, or NotAllowed: a token that opens no
+        place, a student the teacher removed, or (``browser`` given) a place that another
+        browser holds (issue 39 B15: a student's link opened elsewhere does not answer for
+        them)."""
         if not isinstance(token, str) or not _TOKEN.fullmatch(token):
             raise NotAllowed(
                 "This page does not hold a student's place in a class: join with the code."
@@ -684,20 +900,30 @@ class Store:
         ).first()
         if row is None:
             raise NotAllowed(
-                "This student's place is not in any class now (the class ended, "
-                "or the link is not yours): join again with the code."
+                "This student's place is not in any class now (the class ended, this browser "
+                "joined again in another tab, or the link is not yours): join again with the code."
             )
         if row.expires_at <= self.clock():
             raise Refused("This class has ended.")
+        if row.removed:
+            raise NotAllowed("Your teacher removed you from this class.")
+        if browser is not None and not _same_browser(row.browser, browser):
+            raise NotAllowed(
+                "This student's place is held by another browser (the one that joined): it "
+                "answers from there. To answer from here, join the class with its code."
+            )
         return row
 
-    def student_view(self, token: str) -> tuple[ClassView, dict[tuple[int, int], dict]]:
+    def student_view(
+        self, token: str, browser: str | None = None
+    ) -> tuple[ClassView, dict[tuple[int, int], dict]]:
         """The class as this student sees it, and their own answers:
-        {(question, part): {"text", "correct", "slip", "attempts"}}."""
+        {(question, part): {"text", "correct", "slip", "attempts"}}; ``browser``: the browser
+        that asks (None: not checked, for a caller outside a browser)."""
 
         def _sv():
             with self.engine.connect() as conn:
-                st = self._student(conn, token)
+                st = self._student(conn, token, browser)
                 rows = conn.execute(
                     sa.select(
                         AnswerRow.question,
@@ -730,19 +956,20 @@ class Store:
 
         return self._call(_sv)
 
-    def answer(self, token: str, question: int, part: int, text: str):
-        """Grade and store a student's answer to the question on screen, in one transaction.
+    def answer(self, token: str, question: int, part: int, text: str, browser: str | None = None):
+        """Grade and store a student's answer to the question on screen, in one transaction,
+        from ``browser`` (only the browser that holds the place answers; None: not checked).
         Returns (graded, stored): an unreadable answer (a typo) is graded, not stored."""
         text = str(text or "")
         if len(text) > ANSWER_TEXT_MAX:
             raise Refused(f"An answer has at most {ANSWER_TEXT_MAX} characters.")
-        return self._call(self._answer, token, int(question), int(part), text)
+        return self._call(self._answer, token, int(question), int(part), text, browser)
 
-    def _answer(self, token: str, question: int, part: int, text: str):
+    def _answer(self, token: str, question: int, part: int, text: str, browser: str | None):
         now = self.clock()
         lim = self.limits
         with self._write.begin() as conn:
-            st = self._student(conn, token)
+            st = self._student(conn, token, browser)
             if question != st.position:
                 raise Refused(
                     f"The class has moved on: the teacher is on question {st.position + 1}."
@@ -886,6 +1113,42 @@ def _summarize(view: ClassView, joined: int, qi: int, rows) -> Results:
     return Results(view=view, joined=joined, question=qi, answered=answered, parts=out)
 
 
+def _same_browser(held: str, asking: str) -> bool:
+    """Whether ``asking`` may act for a place ``held`` by a browser. A place a browser took
+    with its cookie (``b:``) is that browser's alone, whatever the request sends or leaves out.
+    A place taken without one (``s:``, a session's own id: XSRF protection off, or a client that
+    sent no cookie) has only its token to go by, as before: that browser's next page load is a
+    new session."""
+    if held.startswith("b:"):
+        return hmac.compare_digest(held, asking)
+    return True
+
+
+def _check_live_classes(conn, now: float, lim: Limits, visitor: str, network: str) -> None:
+    """Refused when a new class would pass the classes live at once of the address, of its
+    network (a share of the server's, the reserve of issue 39 B16) or of the server."""
+    live = ClassRow.expires_at > now
+
+    def count(*where) -> int:
+        return conn.execute(
+            sa.select(sa.func.count()).select_from(ClassRow).where(live, *where)
+        ).scalar_one()
+
+    if count(ClassRow.creator == visitor) >= lim.live_classes:
+        raise Refused(
+            f"{lim.live_classes} classes started from your address are running already (at "
+            "most that many at once): end one you no longer need, or use one of them."
+        )
+    if count(ClassRow.network == network) >= lim.classes_per_network:
+        raise Refused(
+            f"Classes started from your network hold {lim.classes_per_network} of this "
+            "server's places, as many as one network may: end one you no longer need, or "
+            "try again later."
+        )
+    if count() >= lim.max_classes:
+        raise Refused("This server holds as many classes as it may; try again later.")
+
+
 def _delete_classes(conn, ids: list[int]) -> None:
     """Delete classes and their rows explicitly (SQLite enforces no cascade unless told)."""
     for i in range(0, len(ids), 500):
@@ -901,6 +1164,18 @@ def _insert(conn):
     else:
         from sqlalchemy.dialects.sqlite import insert
     return insert
+
+
+def _finite(value: float | None) -> float | None:
+    """A stored number for an export: None where it is not a finite number (a row stored before
+    the grader refused such answers), so the export stays strict JSON."""
+    if value is None:
+        return None
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
 
 
 def _cell(value):

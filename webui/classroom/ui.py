@@ -30,7 +30,7 @@ from kvcalc.teach.quiz_choices import LETTERS, Choice, choices_for
 from ..figures import answers_figure
 from ..hosted import plain
 from ..urlstate import declare
-from ..visitor import visitor_id
+from ..visitor import browser_id, visitor_id
 from .deck import (
     MAX_SEED,
     answer_label,
@@ -141,7 +141,7 @@ def start_class() -> None:
 def join_class(code: str | None = None) -> None:
     code = code or st.session_state.get("lc_code", "")
     nick = st.session_state.get("lc_nick", "")
-    token = _guarded(get_store().join, code, nick, visitor_id())
+    token = _guarded(get_store().join, code, nick, visitor_id(), browser_id())
     if token is None:
         return
     from .store import clean_code
@@ -215,16 +215,27 @@ def student_page(code: str, token: str | None) -> None:
 @st.fragment(run_every=STUDENT_POLL_S)
 def student_panel(code: str, token: str) -> None:
     store = get_store()
+    # The place this session holds now: a join from inside this fragment (below) replaces it.
+    token = (st.session_state.get(_STUDENT) or {}).get("token") or token
+    browser = browser_id()
     try:
         view = store.class_view(code)
         sv = st.session_state.get("lc_sv")
         if not sv or sv.get("version") != view.version or sv.get("token") != token:
-            view, mine = store.student_view(token)
+            view, mine = store.student_view(token, browser)
             sv = {"version": view.version, "token": token, "mine": mine}
             st.session_state["lc_sv"] = sv
     except NotAllowed as e:
         st.error(plain(str(e)))
         st.query_params.pop("student", None)
+        st.session_state.pop(_STUDENT, None)
+        st.button(
+            "Join the class from here",
+            on_click=join_class,
+            args=(code,),
+            type="primary",
+            key="lc_rejoin_btn",
+        )
         return
     except (Refused, Unavailable) as e:
         st.error(plain(str(e)))
@@ -274,7 +285,7 @@ def student_panel(code: str, token: str) -> None:
             if not text:
                 continue
             try:
-                graded, stored = store.answer(token, qi, p, text)
+                graded, stored = store.answer(token, qi, p, text, browser)
             except (Refused, Unavailable, NotAllowed) as e:
                 result.error(plain(str(e)))
                 continue
@@ -344,14 +355,16 @@ def teacher_page(code: str, key: str | None) -> None:
         st.error(plain(str(e)))
         return
     teacher_panel(code)
-    # Outside the fragment, so its dialog stays open while the figures refresh.
-    with st.expander("Your teacher link, the results, ending the class"):
+    # Outside the fragment, so its dialog stays open while the figures refresh. The fold starts
+    # closed and stays closed unless the teacher opens it: it is on the projector's screen.
+    with st.expander("Your teacher link, the results, the students, ending the class"):
         _link_button(code, key)
         names = st.checkbox(
-            "Include the nicknames students chose to give (default: "
+            "Show and export the nicknames students chose to give (default: "
             "anonymous, students numbered in the order they joined)",
             key="lc_names",
         )
+        _students(code, key, names)
         d = st.columns(2)
         d[0].download_button(
             "Results as CSV",
@@ -371,6 +384,7 @@ def teacher_page(code: str, key: str | None) -> None:
             key="lc_json",
             icon=":material/download:",
         )
+        # Ending asks first: nothing can bring a class back.
         st.checkbox("I have what I need: delete this class and its answers", key="lc_sure")
         st.button(
             "End the class now",
@@ -378,6 +392,44 @@ def teacher_page(code: str, key: str | None) -> None:
             disabled=not st.session_state.get("lc_sure"),
             key="lc_end",
         )
+
+
+def _students(code: str, key: str, names: bool) -> None:
+    """Who may join, and the students: close the class to new students, remove some (issue 39
+    B13: one visitor filled a class with made-up students). Nicknames only when asked for."""
+    try:
+        roster = get_store().roster(code, key)
+    except (NotAllowed, Refused, Unavailable) as e:
+        st.error(plain(str(e)))
+        return
+    st.button(
+        "Close the class to new students" if roster.joining else "Let new students join again",
+        on_click=teacher_joining,
+        args=(not roster.joining,),
+        icon=":material/lock:" if roster.joining else ":material/lock_open:",
+        key="lc_joining",
+        help="Students who joined stay, and come back from the browser they joined with.",
+    )
+    if not roster.students:
+        return
+    label = {
+        s.number: f"Student {s.number}"
+        + (f" · {s.nickname}" if names and s.nickname else "")
+        + f" · {s.answers} answer{'s' * (s.answers != 1)}"
+        for s in roster.students
+    }
+    st.multiselect(
+        "Remove students (their answers too; they cannot join this class again)",
+        list(label),
+        format_func=lambda n: label.get(n, str(n)),  # nicknames are letters and digits
+        key="lc_remove",
+    )
+    st.button(
+        "Remove the selected students",
+        on_click=teacher_remove,
+        disabled=not st.session_state.get("lc_remove"),
+        key="lc_remove_btn",
+    )
 
 
 def _teacher_header(code: str, compact: bool) -> None:
@@ -432,7 +484,8 @@ def _link_button(code: str, key: str) -> None:
         key="lc_link_btn",
         icon=":material/key:",
         type="tertiary",
-        help="The link that reopens this screen. Anyone with it runs the class.",
+        help="Not on the projector: the link that reopens this screen, and anyone with it "
+        "runs the class.",
     ):
         _teacher_link_dialog(code, key)
 
@@ -525,6 +578,23 @@ def teacher_reveal(on: bool) -> None:
     t = _teacher()
     if t is not None:
         _guarded(get_store().reveal, *t, on)
+
+
+def teacher_joining(open_: bool) -> None:
+    t = _teacher()
+    if t is not None:
+        _guarded(get_store().set_joining, *t, open_)
+
+
+def teacher_remove() -> None:
+    t = _teacher()
+    numbers = st.session_state.get("lc_remove") or []
+    if t is None or not numbers:
+        return
+    n = _guarded(get_store().remove_students, *t, numbers)
+    if n is not None:
+        st.session_state["lc_remove"] = []
+        _say("success", f"{n} student{'s' * (n != 1)} removed, with their answers.")
 
 
 def teacher_end() -> None:
@@ -632,6 +702,7 @@ def teacher_panel(code: str) -> None:
     st.caption(
         f"**{position_label(r.question, r.view.count)}** · {q.level} · practice set "
         f"{r.view.seed} · the figures refresh every {TEACHER_POLL_S:g} s"
+        + ("" if r.joining else " · **closed to new students**")
     )
     st.markdown(
         f"<p style='font-size:1.75rem;line-height:1.25;margin:0'>{html.escape(q.prompt)}</p>",
