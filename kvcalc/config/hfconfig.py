@@ -465,7 +465,9 @@ def checkpoint_format(config: dict) -> tuple[str, str | None]:
     method = q.get("quant_method") if isinstance(q, dict) else None
     if method == "mxfp4":  # gpt-oss: only the MoE experts are MXFP4, the rest stays BF16
         return "bf16", "mxfp4"
-    if method == "fp8" or (method == "compressed-tensors" and _float8_weights(q)):
+    if method == "fp8" or (
+        method == "compressed-tensors" and isinstance(q, dict) and _float8_weights(q)
+    ):
         return "fp8", None
     if quantization_scheme(cfg):
         return UNMODELLED, None
@@ -478,8 +480,9 @@ def checkpoint_format(config: dict) -> tuple[str, str | None]:
 def quantization_scheme(config: dict) -> str | None:
     """The checkpoint's weight quantisation in words when kvcalc does not size it (its bytes
     depend on which tensors were quantised, at which width, with which scales), else None."""
-    cfg = config if isinstance(config, dict) else {}
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else {}
+    cfg: dict = config if isinstance(config, dict) else {}
+    inner = cfg.get("text_config")
+    text: dict = inner if isinstance(inner, dict) else {}
     for where in (cfg, text):
         q = where.get("quantization_config")
         if isinstance(q, dict):

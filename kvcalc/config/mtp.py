@@ -61,10 +61,10 @@ def mtp_layers(f: Fields, layers: list) -> tuple[list[Layer], str | None, str | 
         if n == 0:
             return [], None, None
     if family in _SLIDING_MTP:
-        ref = next((lay for lay in layers if isinstance(lay, SlidingWindow)), None)
-        if ref is None:
+        window = next((lay for lay in layers if isinstance(lay, SlidingWindow)), None)
+        if window is None:
             return [], name, "its MTP layer is a sliding-window one and the model has none"
-        return [ref] * n, name, None
+        return [window] * n, name, None
     if any(isinstance(lay, (SlidingWindow, ChunkedLocal)) for lay in layers):
         return (
             [],

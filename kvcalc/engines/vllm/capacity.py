@@ -227,7 +227,9 @@ def _note_qwen3_5_before_hook(
         {
             lay.ssm_dtype
             for lay in kinds
-            if isinstance(lay, RecurrentState) and lay.ssm_dtype_field == "mamba_ssm_dtype"
+            if isinstance(lay, RecurrentState)
+            and lay.ssm_dtype
+            and lay.ssm_dtype_field == "mamba_ssm_dtype"
         }
     )
     if declared:
