@@ -33,9 +33,13 @@ database (B). The last line: ``classroom: S students, A answers sent, B stored, 
 in T s`` (A: students who sent an answer; T: from the last answer sent to the teacher's screen
 showing all of them).
 
-All traffic goes to 127.0.0.1. Every client is this machine, one source address: the run
-raises HAProxy's per-source limits and the class's joins per minute to fit (environment, as
-the README says for a class behind one NAT).
+All traffic goes to 127.0.0.1. Every client is this machine, one source address: a class
+behind one school address, as HAProxy and the app see it. The run keeps the shipped limits
+(deploy/haproxy.cfg's per-source shares, the app's join limits) unless ``--raise-limits``
+raises them to fit, and reports the joins refused and by whom: HAProxy (a page load or a
+websocket answered 429, or the connection closed), or the app (its message on the page). A
+student whose join is refused does not retry; the others answer. Each client sends its page's
+Origin on the websocket, as a browser does.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ import load  # noqa: E402
 from serve import start_app  # noqa: E402
 
 RECONNECT_GIVE_UP_S = 40.0
+JOIN_WITHIN_S = 60.0  # issue 39: every student of 300 joins within this, from one address
 QUESTION = 5  # the first practice question: "how many bytes does one token add" (one number)
 SEED = 1
 
@@ -109,6 +114,9 @@ class Client:
             headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
         self.ws = await websockets.connect(
             self.ws_url,
+            # A browser's websocket names the page's origin (deploy/haproxy.cfg compares it
+            # with Host): the same scheme, host and port as the page, http for ws.
+            origin="http" + self.ws_url[2:].split("/_stcore", 1)[0],
             subprotocols=["streamlit"],
             max_size=2**26,
             additional_headers=headers,
@@ -287,6 +295,23 @@ class Teacher:
         return next((t for t, v in self.answered if v >= n), None)
 
 
+def refusal(e: BaseException) -> str:
+    """Who refused a join, from what it raised: "HAProxy (...)" or "the app: ..."."""
+    status = getattr(getattr(e, "response", None), "status_code", None)
+    if status is not None:
+        return f"HAProxy (websocket answered {status})"
+    text = str(e)
+    if text.startswith("page load answered"):
+        return f"HAProxy ({text})"
+    if isinstance(e, (ConnectionError, OSError)) and not isinstance(e, TimeoutError):
+        return f"HAProxy (connection closed: {type(e).__name__})"
+    if isinstance(e, (asyncio.TimeoutError, TimeoutError)):
+        return "no answer (timed out)"
+    if "did not join" in text:
+        return "the app: " + text.split("did not join: ", 1)[1][:120]
+    return f"error: {type(e).__name__}: {text[:120]}"
+
+
 class Student:
     def __init__(self, ws_url, http_base, i: int, code: str, value: float):
         self.c = Client(ws_url, http_base, f"s{i}")
@@ -297,6 +322,8 @@ class Student:
             [f"{value:.0f}", f"{value / 2:.0f}", f"{value * 8:.0f}"], [0.7, 0.15, 0.15]
         )[0]
         self.sent_at: float | None = None
+        self.joined_after: float | None = None  # seconds from the class's first join
+        self.refused: str = ""  # who refused the join, when it was
         self.acked = False
         self.sends = 0
         self.reconnect_s: list[float] = []
@@ -308,7 +335,8 @@ class Student:
         await c.run()
         await c.run([(c.buttons["Join the class"], "trigger", True)])
         if "student=" not in c.query:
-            raise RuntimeError(f"{c.name} did not join: {c.alerts[:2]}")
+            alerts = [body for _, body in c.alerts[:2]]
+            raise RuntimeError(f"{c.name} did not join: {alerts}")
 
     def _stored(self) -> bool:
         return any(b.startswith("Your answer: ") and self.answer in b for _, b in self.c.alerts)
@@ -363,10 +391,17 @@ async def run_class(ws_url: str, http_base: str | None, args, kill=None) -> dict
 
     async def join(s):
         async with sem:
-            await s.join()
+            try:
+                await s.join()
+                s.joined_after = time.time() - t_join
+            except Exception as e:  # noqa: BLE001 - refused or failed: counted, not retried
+                s.refused = refusal(e)
+                await s.c.close()
 
     await asyncio.gather(*(join(s) for s in students))
     joined_s = time.time() - t_join
+    everyone = students
+    students = [s for s in students if s.joined_after is not None]
     t0 = time.time() + 1.0
     end = t0 + args.seconds + 60
     rng = random.Random(0)
@@ -409,6 +444,7 @@ async def run_class(ws_url: str, http_base: str | None, args, kill=None) -> dict
     await teacher.c.close()
     return {
         "teacher": teacher,
+        "everyone": everyone,
         "students": students,
         "joined_s": joined_s,
         "answer_window_s": last - t0,
@@ -439,6 +475,17 @@ def report(r: dict, b: int | None, where: str) -> None:
         if s.c.replicas:
             per_replica[s.c.replicas[0]] = per_replica.get(s.c.replicas[0], 0) + 1
     print(f"{where}")
+    everyone = r["everyone"]
+    within = sum(1 for s in students if s.joined_after <= JOIN_WITHIN_S)
+    refused: dict[str, int] = {}
+    for s in everyone:
+        if s.refused:
+            refused[s.refused] = refused.get(s.refused, 0) + 1
+    print(
+        f"joins: {len(students)} of {len(everyone)} joined in {r['joined_s']:.1f} s, "
+        f"{within} within {JOIN_WITHIN_S:.0f} s; refused {len(everyone) - len(students)}"
+        + "".join(f"\n  {n} by {who}" for who, n in sorted(refused.items(), key=lambda x: -x[1]))
+    )
     print(
         f"joined: {len(students)} students in {r['joined_s']:.1f} s; answers sent over "
         f"{r['answer_window_s']:.1f} s ({sends} sends, {sends - r['sent']} of them retries); "
@@ -472,12 +519,14 @@ def report(r: dict, b: int | None, where: str) -> None:
     t = f"{r['saw'] - r['last']:.1f}" if r["saw"] else "never (within 30 s)"
     print(
         f"classroom: {len(students)} students, {r['sent']} answers sent, "
-        f"{b if b is not None else '?'} stored, teacher saw all in {t} s"
+        f"{b if b is not None else '?'} stored, teacher saw all in {t} s; "
+        f"{len(everyone) - len(students)} of {len(everyone)} joins refused"
     )
 
 
 def _raise_limits(n: int) -> None:
-    """Every client is this machine: one source address for HAProxy and the class."""
+    """--raise-limits: every client is this machine, one source address for HAProxy and the
+    class; raise the shares to fit n students instead of measuring the shipped ones."""
     for var, default, per in (
         ("KVLAB_LB_WEBSOCKETS_PER_SOURCE", 150, 2),
         ("KVLAB_LB_CONN_PER_SOURCE", 500, 4),
@@ -488,7 +537,23 @@ def _raise_limits(n: int) -> None:
 
 
 async def main_async(args) -> None:
-    _raise_limits(args.students)
+    if args.raise_limits:
+        _raise_limits(args.students)
+    limits = {
+        k: os.environ[k]
+        for k in (
+            "KVLAB_LB_CONN_PER_SOURCE",
+            "KVLAB_LB_WEBSOCKETS_PER_SOURCE",
+            "KVLAB_LB_CONN_RATE_PER_SOURCE",
+            "KVLAB_CLASS_JOINS_PER_MINUTE",
+        )
+        if k in os.environ
+    }
+    print(
+        "limits: "
+        + (", ".join(f"{k}={v}" for k, v in limits.items()) if limits else "as shipped")
+        + " (every client from 127.0.0.1: one source address)"
+    )
     if args.url:
         base = args.url.rstrip("/")
         r = await run_class("ws" + base[4:] + "/_stcore/stream", base, args)
@@ -508,6 +573,8 @@ async def main_async(args) -> None:
         import pgtemp
         import replicas
 
+        if args.haproxy_cfg:  # another revision's HAProxy file, for a before/after figure
+            replicas.HAPROXY_CFG = args.haproxy_cfg.resolve()
         pg = None
         url = args.database_url
         if not url:
@@ -588,6 +655,18 @@ def main() -> None:
     ap.add_argument(
         "--join-concurrency", type=int, default=20, help="students joining at the same moment"
     )
+    ap.add_argument(
+        "--haproxy-cfg",
+        type=Path,
+        help="with --replicas: HAProxy's main file instead of deploy/haproxy.cfg (e.g. "
+        "`git show HEAD~1:deploy/haproxy.cfg > old.cfg`, for the figure before a change)",
+    )
+    ap.add_argument(
+        "--raise-limits",
+        action="store_true",
+        help="raise HAProxy's per-source limits and the class's joins per minute to fit the "
+        "students (default: the shipped limits, which a class behind one address meets)",
+    )
     args = ap.parse_args()
     if args.url and not re.fullmatch(
         r"http://(127\.\d+\.\d+\.\d+|localhost|\[::1\])(:\d+)?/?", args.url
@@ -601,6 +680,8 @@ def main() -> None:
         ap.error("students 1..1000, seconds 1..120, replicas 0..4")
     if args.kill and args.replicas < 2:
         ap.error("--kill needs --replicas 2 or more")
+    if args.haproxy_cfg and not (args.replicas and args.haproxy_cfg.is_file()):
+        ap.error("--haproxy-cfg needs --replicas and an existing file")
     asyncio.run(main_async(args))
 
 

@@ -13,7 +13,8 @@ source address may hold. The live class keeps its classes in one database every 
 shares: ``--database-url`` gives the replicas a PostgreSQL (KVLAB_DATABASE_URL); without it they
 share the SQLite file in data/, which works for replicas on one machine. HAProxy gets this
 script's environment, so KVLAB_LB_CONN_PER_SOURCE and the other limits of deploy/haproxy.cfg
-can be set where it is started.
+can be set where it is started; ``--class-size N`` sets the three per-source limits for a class
+of N students behind one address (``class_limits``: the arithmetic of deploy/haproxy.cfg).
 
 A replica that does not start (port taken, missing dependency, an error at start) is reported
 with the end of its log and left out of HAProxy's server list, so HAProxy never routes to it;
@@ -67,11 +68,52 @@ BACKEND = "replicas"  # the backend name in deploy/haproxy.cfg's comments and th
 MAX_REPLICAS = 16
 LOG_TAIL_LINES = 25
 
-__all__ = ["Cluster", "Replica", "StartError", "haproxy_command", "runtime_api", "server_stats"]
+# The class deploy/haproxy.cfg's shipped limits admit from one source: 400 students, each with a
+# phone, plus the projector.
+CLASS_SIZE = 400
+# Per browser tab, from deploy/haproxy.cfg's comments: 7 connections while the page loads over
+# HTTP/1.1 (6 for its files, kept alive 10 s, and its websocket), plus 1 while an earlier
+# websocket of the tab still counts (a reload or a reconnect: 2 websockets).
+CONNECTIONS_PER_PAGE_LOAD = 7
+WEBSOCKETS_PER_TAB = 2
+
+__all__ = [
+    "Cluster",
+    "Replica",
+    "StartError",
+    "class_limits",
+    "haproxy_command",
+    "runtime_api",
+    "server_stats",
+]
 
 
 class StartError(RuntimeError):
     """Nothing could be started; the message says what and shows the logs."""
+
+
+def _round_up(n: int, step: int) -> int:
+    return -(-n // step) * step
+
+
+def class_limits(students: int) -> dict[str, str]:
+    """HAProxy's per-source limits (deploy/haproxy.cfg's variables) that admit a class of
+    ``students`` behind one address, each with one browser tab (a phone), plus the projector:
+    T = students + 1 tabs, every one loading the page in the same second while its earlier
+    websocket still counts: connections at once (7 + 1) T; websockets 2 T (every tab
+    reconnecting at once); new connections per 10 s 7 T (every tab loading the page), plus a
+    thousand for retries (refused attempts count). Each rounded up to a thousand. For 400
+    students: 4,000, 1,000 and 4,000, the shipped defaults."""
+    if students < 1:
+        raise ValueError(f"a class has at least 1 student, not {students}")
+    tabs = students + 1
+    return {
+        "KVLAB_LB_CONN_PER_SOURCE": str(_round_up((CONNECTIONS_PER_PAGE_LOAD + 1) * tabs, 1000)),
+        "KVLAB_LB_WEBSOCKETS_PER_SOURCE": str(_round_up(WEBSOCKETS_PER_TAB * tabs, 1000)),
+        "KVLAB_LB_CONN_RATE_PER_SOURCE": str(
+            _round_up(CONNECTIONS_PER_PAGE_LOAD * tabs, 1000) + 1000
+        ),
+    }
 
 
 @dataclass
@@ -98,6 +140,7 @@ class Cluster:
     ready_timeout_s: float = 90.0
     hosted: bool = True
     database_url: str | None = None  # KVLAB_DATABASE_URL of every replica (the live class)
+    class_size: int | None = None  # sets HAProxy's per-source limits for this class
     members: list[Replica] = field(default_factory=list)
     haproxy: subprocess.Popen | None = None
     url: str = ""
@@ -228,6 +271,8 @@ class Cluster:
         lines += [f"    server {r.name} {r.address} cookie {r.name}" for r in good]
         backend.write_text("\n".join(lines) + "\n")
         env = dict(os.environ, KVLAB_HAPROXY_SOCKET=str(self.socket_path))
+        if self.class_size:
+            env.update(class_limits(self.class_size))
         pass_fds: tuple[int, ...] = ()
         lb_sock = None
         if self.port == 0:  # bound here, so the port cannot be taken between choosing and use
@@ -513,6 +558,13 @@ def main(argv: list[str] | None = None) -> int:
         "e.g. postgresql://kvlab:secret@127.0.0.1:5432/kvlab); without it the "
         "replicas share the SQLite file in data/ (one machine only)",
     )
+    ap.add_argument(
+        "--class-size",
+        type=int,
+        metavar="N",
+        help=f"set HAProxy's per-source limits for a class of N behind one address "
+        f"(default: the file's, sized for {CLASS_SIZE})",
+    )
     ap.add_argument("--drain", metavar="NAME", help="drain replica NAME of a running HAProxy")
     ap.add_argument("--ready", metavar="NAME", help="put replica NAME back in service")
     ap.add_argument("--socket", type=Path, help="HAProxy's runtime socket, for --drain/--ready")
@@ -522,6 +574,8 @@ def main(argv: list[str] | None = None) -> int:
         return _drain_or_ready(ap, args)
     if not 0 <= args.port <= 65535:
         ap.error("--port must be 0 to 65535")
+    if args.class_size is not None and args.class_size < 1:
+        ap.error("--class-size must be 1 or more")
     cluster = Cluster(
         replicas=args.replicas,
         bind=args.bind,
@@ -533,6 +587,7 @@ def main(argv: list[str] | None = None) -> int:
         ready_timeout_s=args.ready_timeout,
         hosted=not args.not_hosted,
         database_url=args.database_url,
+        class_size=args.class_size,
     )
 
     def _on_signal(signum, frame):

@@ -1,38 +1,53 @@
-"""HAProxy (deploy/haproxy.cfg, the real binary) against one hostile source (issue 22, B7).
+"""HAProxy (deploy/haproxy.cfg, the real binary) against one hostile source (issue 22, B7), and
+for a class behind one school address (issue 39, B12).
 
 The lock that was reported: one client opened 4,000 idle websockets in 37 s; with "maxconn 4000",
 an hour of "timeout tunnel" and no per-source limit, HAProxy held them all and every new visitor's
 GET / waited in the kernel's queue until it timed out. Here the same attack runs from one loopback
 address (Linux answers on all of 127.0.0.0/8, so a client can bind 127.0.0.2 as its source) while
 a visitor from another address loads the page; per-source limits must refuse the attacker's
-connections quickly and keep the visitor's answer fast.
+connections (none left hanging) and still serve the visitor. The other way round (issue 39,
+B12): the shipped limits refused half of a class of 300 behind one address (150 websockets a
+source); they must admit the class they are sized for, 400 students with a phone each and the
+projector.
 
-The backend is a stand-in replica (asyncio, in a thread of this process), not Streamlit: it
-answers /_stcore/health for HAProxy's checks, answers every other GET with the X-Forwarded-For
-values it received, accepts websocket upgrades and then holds them, as a replica holds a session.
-Thousands of held websockets cost it nothing, where thousands of Streamlit sessions would cost
-minutes of CPU. HAProxy gets its listening socket already bound (fd@N, as deploy/replicas.py
-does), so no other program can take the port in between."""
+These tests assert behaviour only: refused, answered, or hung (no answer within
+haproxy_support.HANG_S, 10 s, where HAProxy answers in milliseconds). How long each took is a
+bench figure: bench/haproxy_limits.py prints them (issue 39, item 9: a 1.0 s bound here once
+failed at 1.56 s on a busy CI machine).
+
+The backend is a stand-in replica (tests/haproxy_support.py), not Streamlit."""
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
 import json
 import os
 import re
-import resource
 import shutil
 import socket
-import subprocess
-import threading
+import sys
 import time
-from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 from conftest import ROOT
+from haproxy_support import (
+    HANG_S,
+    HAPROXY_CFG,
+    Backend,
+    attack,
+    close_all,
+    closed_by_haproxy,
+    default_limit,
+    flood,
+    get,
+    global_maxconn,
+    haproxy,
+    idle,
+    open_websocket,
+    raise_open_files,
+    upgrade_request,
+)
 
 if shutil.which("haproxy") is None:
     pytest.skip(
@@ -48,104 +63,8 @@ except OSError:
         "needs source addresses 127.0.0.2 and up on loopback (Linux)", allow_module_level=True
     )
 
-HAPROXY_CFG = ROOT / "deploy" / "haproxy.cfg"
-WS_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"  # RFC 6455's, for Sec-WebSocket-Accept
-
-
-# -- a stand-in replica ---------------------------------------------------------------------
-
-
-class Backend:
-    """asyncio server on 127.0.0.1 in its own thread. ``ping_every``: seconds between websocket
-    ping frames on every held websocket (Streamlit's server pings every 30 s), or None."""
-
-    def __init__(self, ping_every: float | None = None):
-        self.ping_every = ping_every
-        self.held = 0  # websockets open right now
-        self.upgrades: list[list[str]] = []  # the X-Forwarded-For values of each upgrade
-        self.pongs = 0
-        self.loop = asyncio.new_event_loop()
-        self.port = 0
-        ready = threading.Event()
-
-        def run():
-            asyncio.set_event_loop(self.loop)
-            server = self.loop.run_until_complete(
-                asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=4096)
-            )
-            self.port = server.sockets[0].getsockname()[1]
-            ready.set()
-            self.loop.run_forever()
-            server.close()
-            self.loop.run_until_complete(server.wait_closed())
-
-        self.thread = threading.Thread(target=run, daemon=True)
-        self.thread.start()
-        ready.wait(10)
-
-    def stop(self) -> None:
-        async def close():
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            self.loop.stop()
-
-        asyncio.run_coroutine_threadsafe(close(), self.loop)
-        self.thread.join(10)
-        self.loop.close()
-
-    async def _handle(self, reader, writer):
-        try:
-            while True:
-                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1")
-                lines = head.split("\r\n")
-                path = lines[0].split(" ")[1]
-                headers = [tuple(p.strip() for p in ln.split(":", 1)) for ln in lines[1:] if ln]
-                xff = [v for k, v in headers if k.lower() == "x-forwarded-for"]
-                h = {k.lower(): v for k, v in headers}
-                if h.get("upgrade", "").lower() == "websocket":
-                    self.upgrades.append(xff)
-                    accept = base64.b64encode(
-                        hashlib.sha1(h["sec-websocket-key"].encode() + WS_GUID).digest()
-                    )
-                    writer.write(
-                        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                        b"Connection: Upgrade\r\nSec-WebSocket-Accept: " + accept + b"\r\n\r\n"
-                    )
-                    await writer.drain()
-                    await self._hold(reader, writer)
-                    return
-                body = json.dumps({"path": path, "x-forwarded-for": xff}).encode()
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                    b"Content-Length: %d\r\n\r\n" % len(body) + body
-                )
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError, IndexError, KeyError):
-            pass
-        finally:
-            writer.close()
-
-    async def _hold(self, reader, writer):
-        """A websocket as a replica holds it: open until the other side closes it."""
-        self.held += 1
-        pinger = asyncio.ensure_future(self._ping(writer)) if self.ping_every else None
-        try:
-            while data := await reader.read(4096):
-                self.pongs += data.count(b"\x8a")  # a pong frame's first byte (FIN + opcode 10)
-        except ConnectionError:
-            pass
-        finally:
-            self.held -= 1
-            if pinger:
-                pinger.cancel()
-
-    async def _ping(self, writer):
-        while True:
-            await asyncio.sleep(self.ping_every)
-            writer.write(b"\x89\x00")  # an empty ping frame (server frames are not masked)
-            await writer.drain()
+sys.path.insert(0, str(ROOT / "deploy"))
+import replicas  # noqa: E402
 
 
 @pytest.fixture
@@ -155,211 +74,52 @@ def backend():
     b.stop()
 
 
-# -- HAProxy --------------------------------------------------------------------------------
-
-
-@contextmanager
-def haproxy(tmp: Path, backend: Backend, cfg: Path = HAPROXY_CFG, **env_extra: str):
-    """HAProxy with ``cfg`` and one server (the backend): yields its port on 127.0.0.1."""
-    servers = tmp / "backend.cfg"
-    servers.write_text(f"backend replicas\n    server app1 127.0.0.1:{backend.port} cookie app1\n")
-    lb = socket.socket()
-    lb.bind(("127.0.0.1", 0))
-    lb.listen(4096)
-    lb.set_inheritable(True)
-    port = lb.getsockname()[1]
-    env = dict(
-        os.environ,
-        KVLAB_LB_BIND=f"fd@{lb.fileno()}",
-        KVLAB_HAPROXY_SOCKET=str(tmp / "haproxy.sock"),
-        **env_extra,
-    )
-    log = tmp / "haproxy.log"
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(
-            ["haproxy", "-db", "-f", str(cfg), "-f", str(servers)],
-            env=env,
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            pass_fds=(lb.fileno(),),
-        )
-    lb.close()
+def _attack(tmp, backend, cfg=HAPROXY_CFG, wait=HANG_S) -> dict:
     try:
-        deadline = time.time() + 15
-        while True:
-            assert proc.poll() is None, f"HAProxy did not start:\n{log.read_text()}"
-            try:
-                if _get(port, "/_stcore/health", timeout=1)[0] == 200:
-                    break
-            except OSError:
-                pass
-            assert time.time() < deadline, f"HAProxy did not answer:\n{log.read_text()}"
-            time.sleep(0.1)
-        yield port
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-
-def _get(
-    port: int, path: str = "/", source: str = "127.0.0.1", timeout: float = 2.0, headers: str = ""
-) -> tuple[int, bytes, float]:
-    """One GET through HAProxy from ``source``: (status, body, seconds)."""
-    t0 = time.perf_counter()
-    with socket.create_connection(
-        ("127.0.0.1", port), timeout=timeout, source_address=(source, 0)
-    ) as s:
-        s.sendall(
-            f"GET {path} HTTP/1.1\r\nHost: lab\r\n{headers}Connection: close\r\n\r\n".encode()
-        )
-        data = b""
-        while chunk := s.recv(65536):
-            data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    return int(head.split(b" ")[1]), body, time.perf_counter() - t0
-
-
-def _upgrade_request(headers: str = "") -> bytes:
-    key = base64.b64encode(os.urandom(16)).decode()
-    return (
-        f"GET /_stcore/stream HTTP/1.1\r\nHost: lab\r\nUpgrade: websocket\r\n"
-        f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
-        f"{headers}\r\n"
-    ).encode()
-
-
-async def _open_websocket(port: int, source: str, timeout: float):
-    """One websocket upgrade from ``source``: ("upgraded", writer), ("refused", seconds) when
-    HAProxy closes or resets it, or ("hung", seconds) when nothing answers within timeout."""
-    t0 = time.perf_counter()
-    writer = None
-    try:
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0)), timeout
-        )
-        writer.write(_upgrade_request())
-        line = await asyncio.wait_for(reader.readline(), timeout - (time.perf_counter() - t0))
-    except (asyncio.TimeoutError, TimeoutError):
-        if writer:
-            writer.close()
-        return "hung", time.perf_counter() - t0
-    except OSError:
-        if writer:
-            writer.close()
-        return "refused", time.perf_counter() - t0
-    if line.startswith(b"HTTP/1.1 101"):
-        return "upgraded", (reader, writer)
-    writer.close()
-    return "refused", time.perf_counter() - t0
-
-
-async def _flood(port: int, n: int, source: str, timeout: float = 2.0, parallel: int = 200):
-    """n websockets from one source as fast as they open (``parallel`` at a time), the ones
-    that open held open: {"upgraded": [...], "refused": [seconds], "hung": [seconds]}."""
-    out: dict[str, list] = {"upgraded": [], "refused": [], "hung": []}
-    gate = asyncio.Semaphore(parallel)
-
-    async def one():
-        async with gate:
-            kind, what = await _open_websocket(port, source, timeout)
-            out[kind].append(what)
-
-    await asyncio.gather(*(one() for _ in range(n)))
-    return out
-
-
-def _close_all(upgraded) -> None:
-    for _, writer in upgraded:
-        writer.close()
-
-
-def _global_maxconn(cfg: Path = HAPROXY_CFG) -> int:
-    text = cfg.read_text()
-    return int(re.search(r"^global\b.*?^\s+maxconn\s+(\d+)", text, re.M | re.S).group(1))
-
-
-def _enough_files(n: int) -> None:
-    """This process holds both ends of every connection (client and backend): raise the soft
-    limit on open files, or skip when the hard limit is too low."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and hard < n:
-        pytest.skip(f"needs {n} open files, the hard limit is {hard} (ulimit -Hn)")
-    if soft != resource.RLIM_INFINITY and soft < n:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (n, hard))
+        got = attack(tmp, backend, cfg, wait, wait)
+    except OSError as e:
+        pytest.skip(str(e))
+    print("\n" + got["summary"])
+    return got
 
 
 # -- the lock --------------------------------------------------------------------------------
 
 
-def _attack(tmp: Path, backend: Backend, cfg: Path = HAPROXY_CFG) -> dict:
-    """The reported attack at the configuration's own global maxconn: one source (127.0.0.2)
-    opens more websockets than HAProxy may hold at all, holds them, and then a visitor from
-    127.0.0.3 asks for the page (1 s timeout)."""
-    n = _global_maxconn(cfg) + 100
-    _enough_files(2 * n + 500)
-    with haproxy(tmp, backend, cfg) as port:
-
-        async def attack_then_visit():
-            t0 = time.perf_counter()
-            got = await _flood(port, n, "127.0.0.2")
-            got["seconds"] = time.perf_counter() - t0
-            try:
-                got["visit"] = await asyncio.to_thread(_get, port, "/", "127.0.0.3", 1.0)
-            except OSError as e:  # a timeout included
-                got["visit"] = e
-            _close_all(got["upgraded"])
-            return got
-
-        got = asyncio.run(attack_then_visit())
-    visit = got["visit"]
-    seen = visit if isinstance(visit, OSError) else f"{visit[0]} in {visit[2]:.3f} s"
-    print(
-        f"\n{cfg.name}: {n} websockets from 127.0.0.2 in {got['seconds']:.1f} s: "
-        f"{len(got['upgraded'])} upgraded, {len(got['refused'])} refused (slowest "
-        f"{max(got['refused'], default=0):.3f} s), {len(got['hung'])} unanswered; visitor "
-        f"from 127.0.0.3: {seen}"
-    )
-    return got
-
-
 def test_one_source_cannot_lock_out_the_others(tmp_path, backend):
-    """Its connections past its share are refused at once, and the visitor from another
-    address still gets the page in well under a second."""
+    """Its connections past its share are refused, none is left hanging, and the visitor from
+    another address still gets the page (how fast: bench/haproxy_limits.py)."""
     got = _attack(tmp_path, backend)
     visit = got["visit"]
     assert not isinstance(visit, OSError), f"the visitor's GET / failed: {visit!r}"
-    status, _, seconds = visit
-    assert status == 200 and seconds < 0.5
+    assert visit[0] == 200
     # The attacker got its share (the default websockets per source), no more, and every
-    # connection past it was turned away at once, none left waiting.
-    assert len(got["upgraded"]) == 150
+    # connection past it was turned away (answered with 429 or closed), none left waiting.
+    share = default_limit("KVLAB_LB_WEBSOCKETS_PER_SOURCE")
+    assert len(got["upgraded"]) == share
     assert not got["hung"]
-    assert max(got["refused"]) < 1.0
+    assert len(got["refused"]) == global_maxconn() + 100 - share
 
 
 def test_without_the_per_source_limits_the_attack_locks_haproxy(tmp_path, backend):
     """The same attack on the same file with its per-source rules taken out (as before
     issue 22): the attacker holds every connection HAProxy may hold, and the visitor's GET /
     gets no answer. So the test above reproduces the lock. Scaled down to maxconn 400 to take
-    one second, not ten; at the file's 4,000 it locks the same way."""
+    one second, not ten; at the file's maxconn it locks the same way. (Clients wait 2 s here:
+    it is the answer that must not come, so a slow machine cannot make this fail.)"""
     text = HAPROXY_CFG.read_text()
     rules = [
         ln
         for ln in text.splitlines()
-        if re.match(r"\s+(tcp-request connection reject|http-request deny)", ln)
+        if re.match(r"\s+(tcp-request connection reject|http-request deny deny_status 429)", ln)
     ]
     assert len(rules) == 3
     text = "\n".join(ln for ln in text.splitlines() if ln not in rules) + "\n"
     old = tmp_path / "haproxy-without-limits.cfg"
     old.write_text(re.sub(r"^(\s+maxconn) \d+", r"\1 400", text, count=1, flags=re.M))
-    got = _attack(tmp_path, backend, old)
+    got = _attack(tmp_path, backend, old, wait=2.0)
     assert isinstance(got["visit"], OSError)  # timed out: waiting in the kernel's queue
-    assert len(got["upgraded"]) == 400 == _global_maxconn(old)
+    assert len(got["upgraded"]) == 400 == global_maxconn(old)
 
 
 # -- the limits, one by one ---------------------------------------------------------------------
@@ -371,52 +131,36 @@ SMALL = {
 }
 
 
-def _idle(port: int, source: str) -> socket.socket:
-    return socket.create_connection(("127.0.0.1", port), timeout=2, source_address=(source, 0))
-
-
-def _closed_by_haproxy(s: socket.socket, wait: float = 0.5) -> bool:
-    """True when HAProxy closed (or reset) the connection; False when it is still open."""
-    s.settimeout(wait)
-    try:
-        return s.recv(1) == b""
-    except TimeoutError:
-        return False
-    except ConnectionError:
-        return True
-
-
 def test_limits_are_per_source_and_come_from_the_environment(tmp_path, backend):
     with haproxy(tmp_path, backend, **SMALL) as port:
 
         async def websockets_then_more():
-            first = await _flood(port, 8, "127.0.0.4", parallel=1)
-            other = await _flood(port, 5, "127.0.0.5", parallel=1)  # another source: its own 5
-            _close_all(first["upgraded"][:2])  # a current limit: two closed, two more may open
+            first = await flood(port, 8, "127.0.0.4", parallel=1)
+            other = await flood(port, 5, "127.0.0.5", parallel=1)  # another source: its own 5
+            close_all(first["upgraded"][:2])  # a current limit: two closed, two more may open
             await asyncio.sleep(0.2)
-            again = await _flood(port, 3, "127.0.0.4", parallel=1)
+            again = await flood(port, 3, "127.0.0.4", parallel=1)
             counts = [len(x["upgraded"]) for x in (first, other, again)]
+            hung = sum(len(x["hung"]) for x in (first, other, again))
             for x in (first, other, again):
-                _close_all(x["upgraded"])
-            return counts, first["refused"]
+                close_all(x["upgraded"])
+            return counts, first["refused"], hung
 
-        counts, refused = asyncio.run(websockets_then_more())
-        assert counts == [5, 5, 2] and len(refused) == 3 and backend.held <= 12
+        counts, refused, hung = asyncio.run(websockets_then_more())
+        assert counts == [5, 5, 2] and len(refused) == 3 and backend.held <= 12 and hung == 0
 
         # Connections at once, whatever they carry: 12 held (idle, no request yet), the 13th
-        # closed at once.
-        held = [_idle(port, "127.0.0.6") for _ in range(12)]
-        assert not any(_closed_by_haproxy(s, 0.05) for s in held)
-        t0 = time.perf_counter()
+        # closed by HAProxy (not left open: it is closed long before HANG_S).
+        held = [idle(port, "127.0.0.6") for _ in range(12)]
+        assert not any(closed_by_haproxy(s, 0.05) for s in held)
         try:
-            extra = _idle(port, "127.0.0.6")
+            extra = idle(port, "127.0.0.6")
         except ConnectionResetError:  # closed so fast that connect() saw it
             pass
         else:
-            assert _closed_by_haproxy(extra)
+            assert closed_by_haproxy(extra, HANG_S)
             extra.close()
-        assert time.perf_counter() - t0 < 0.5
-        assert _get(port, "/", "127.0.0.7")[0] == 200  # another source is served meanwhile
+        assert get(port, "/", "127.0.0.7")[0] == 200  # another source is served meanwhile
         for s in held:
             s.close()
 
@@ -424,45 +168,86 @@ def test_limits_are_per_source_and_come_from_the_environment(tmp_path, backend):
         answered = 0
         for _ in range(50):
             try:
-                answered += _get(port, "/", "127.0.0.8", timeout=1)[0] == 200
+                answered += get(port, "/", "127.0.0.8")[0] == 200
             except OSError:
                 pass
         assert answered == 40
-        assert _get(port, "/", "127.0.0.9")[0] == 200
+        assert get(port, "/", "127.0.0.9")[0] == 200
+
+
+def _class_loads_the_page(port: int, source: str, tabs: int, files: int = 6):
+    """``tabs`` browser tabs behind one address open the link at the same moment: each opens
+    ``files`` kept-alive connections for the page's files (what Chromium did through HAProxy
+    over HTTP/1.1) and its websocket; then every tab reconnects (a second websocket while the
+    first still counts). Returns the file answers' status lines, the first websockets' kinds
+    and the second round."""
+
+    async def tab():
+        conns = []
+        for _ in range(files):
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", port, local_addr=(source, 0)
+            )
+            writer.write(b"GET /static/app.js HTTP/1.1\r\nHost: lab\r\n\r\n")
+            conns.append((reader, writer))
+        statuses = [(await r.readline())[:12] for r, _ in conns]
+        kind, ws = await open_websocket(port, source)
+        return statuses, kind, ws, conns
+
+    async def course():
+        opened = await asyncio.gather(*(tab() for _ in range(tabs)))
+        second = await flood(port, tabs, source)
+        out = ([s for t in opened for s in t[0]], [t[1] for t in opened], second)
+        close_all([t[2] for t in opened if t[1] == "upgraded"] + second["upgraded"])
+        for t in opened:
+            close_all(t[3])
+        return out
+
+    return asyncio.run(course())
 
 
 def test_a_class_behind_one_address_gets_in(tmp_path, backend):
-    """60 students behind one school NAT open the link at the same moment: each browser tab
-    opens its websocket and 6 kept-alive connections for the page's files (what Chromium did
-    through HAProxy), 420 connections from one address, then each opens a second tab."""
-    _enough_files(2000)
+    """Issue 39, B12, with the shipped limits: the class they are sized for (400 students with
+    a phone each, and the projector: 401 tabs) behind one school address opens the link at the
+    same moment, 7 connections a tab (2,807 from one address), and then, with those still
+    open, every tab reconnects while its first websocket still counts (3,208 connections, 802
+    websockets). Before, the file admitted 150 websockets a source and 500 connections: this
+    failed."""
+    tabs = replicas.CLASS_SIZE + 1
+    if not raise_open_files(2 * 7 * tabs + 1000):
+        pytest.skip(f"needs {2 * 7 * tabs + 1000} open files (ulimit -Hn is lower)")
     with haproxy(tmp_path, backend) as port:
+        statuses, kinds, second = _class_loads_the_page(port, "127.0.0.10", tabs)
+    assert statuses == [b"HTTP/1.1 200"] * (6 * tabs)
+    assert kinds == ["upgraded"] * tabs
+    assert len(second["upgraded"]) == tabs, {k: len(v) for k, v in second.items()}
 
-        async def student():
-            files = []
-            for _ in range(6):
-                reader, writer = await asyncio.open_connection(
-                    "127.0.0.1", port, local_addr=("127.0.0.10", 0)
-                )
-                writer.write(b"GET /static/app.js HTTP/1.1\r\nHost: lab\r\n\r\n")
-                files.append((reader, writer))
-            statuses = [(await r.readline())[:12] for r, _ in files]
-            kind, ws = await _open_websocket(port, "127.0.0.10", 5.0)
-            return statuses, kind, ws, files
 
-        async def course():
-            tabs = await asyncio.gather(*(student() for _ in range(60)))
-            second = await _flood(port, 60, "127.0.0.10", timeout=5.0)
-            out = ([s for t in tabs for s in t[0]], [t[1] for t in tabs], second)
-            _close_all([t[2] for t in tabs if t[1] == "upgraded"] + second["upgraded"])
-            for t in tabs:
-                _close_all(t[3])
-            return out
-
-        statuses, kinds, second = asyncio.run(course())
-    assert statuses == [b"HTTP/1.1 200"] * 360
-    assert kinds == ["upgraded"] * 60
-    assert len(second["upgraded"]) == 60
+def test_shipped_limits_are_the_class_arithmetic():
+    """deploy/haproxy.cfg's defaults are class_limits(400), the arithmetic its comments and the
+    README state; maxconn leaves room for other sources beside one source at its share."""
+    shipped = {
+        name: str(default_limit(name))
+        for name in (
+            "KVLAB_LB_CONN_PER_SOURCE",
+            "KVLAB_LB_WEBSOCKETS_PER_SOURCE",
+            "KVLAB_LB_CONN_RATE_PER_SOURCE",
+        )
+    }
+    assert shipped == replicas.class_limits(replicas.CLASS_SIZE)
+    assert replicas.class_limits(400) == {
+        "KVLAB_LB_CONN_PER_SOURCE": "4000",  # 401 tabs x (7 + 1) = 3,208
+        "KVLAB_LB_WEBSOCKETS_PER_SOURCE": "1000",  # 401 x 2 = 802
+        "KVLAB_LB_CONN_RATE_PER_SOURCE": "4000",
+    }
+    assert replicas.class_limits(600) == {
+        "KVLAB_LB_CONN_PER_SOURCE": "5000",  # 601 x 8 = 4,808
+        "KVLAB_LB_WEBSOCKETS_PER_SOURCE": "2000",  # 601 x 2 = 1,202
+        "KVLAB_LB_CONN_RATE_PER_SOURCE": "6000",  # 601 x 7 = 4,207 -> 5,000, + 1,000
+    }
+    assert global_maxconn() >= 2 * int(shipped["KVLAB_LB_CONN_PER_SOURCE"])
+    with pytest.raises(ValueError):
+        replicas.class_limits(0)
 
 
 # -- who the visitor is -----------------------------------------------------------------------
@@ -471,14 +256,14 @@ def test_a_class_behind_one_address_gets_in(tmp_path, backend):
 def test_a_forged_x_forwarded_for_is_replaced_by_the_real_source(tmp_path, backend):
     forged = "X-Forwarded-For: 6.6.6.6\r\nX-Forwarded-For: 10.0.0.1, 10.0.0.2\r\n"
     with haproxy(tmp_path, backend) as port:
-        status, body, _ = _get(port, "/", "127.0.0.11", headers=forged)
+        status, body, _ = get(port, "/", "127.0.0.11", headers=forged)
         assert status == 200
         assert json.loads(body)["x-forwarded-for"] == ["127.0.0.11"]
         # The websocket's own request too: Streamlit's st.context.headers are that request's.
         with socket.create_connection(
-            ("127.0.0.1", port), timeout=2, source_address=("127.0.0.12", 0)
+            ("127.0.0.1", port), timeout=HANG_S, source_address=("127.0.0.12", 0)
         ) as s:
-            s.sendall(_upgrade_request(forged))
+            s.sendall(upgrade_request(forged))
             assert s.recv(4096).startswith(b"HTTP/1.1 101")
         assert backend.upgrades[-1] == ["127.0.0.12"]
 
@@ -506,40 +291,46 @@ def test_timeouts_are_short_but_never_cut_an_open_tab():
     assert _timeout("http-request") <= 5
 
 
-def test_tunnel_timeout_closes_a_silent_websocket_and_keeps_a_pinged_one(tmp_path):
-    """HAProxy's own behaviour, on a copy of the file with timeouts shortened to seconds: a
-    slow request head is cut, a websocket with no traffic is closed after "timeout tunnel",
-    and one with a ping and its pong every 0.25 s (Streamlit's: every 30 s) stays open past it.
-    """
+def shortened(tmp_path):
+    """deploy/haproxy.cfg with its request-head and tunnel timeouts at 1 s."""
     text = HAPROXY_CFG.read_text()
     text = re.sub(r"(timeout http-request) \S+", r"\1 1s", text)
     text = re.sub(r"(timeout tunnel) \S+", r"\1 1s", text)
     short = tmp_path / "haproxy-short.cfg"
     short.write_text(text)
+    return short
 
+
+def test_tunnel_timeout_closes_a_silent_websocket_and_keeps_a_pinged_one(tmp_path):
+    """HAProxy's own behaviour, on a copy of the file with timeouts shortened to 1 s: a slow
+    request head is cut (408), a websocket with no traffic is closed by "timeout tunnel", and
+    one with a ping and its pong every 0.25 s (Streamlit's: every 30 s) stays open past it.
+    Each close is waited for up to HANG_S, and comes no sooner than the timeout (a timer does
+    not fire early; the time each took is bench/haproxy_limits.py's)."""
+    short = shortened(tmp_path)
     silent, pinged = Backend(), Backend(ping_every=0.25)
     try:
         with haproxy(tmp_path, silent, short) as port:
-            s = _idle(port, "127.0.0.13")
+            s = idle(port, "127.0.0.13")
             s.sendall(b"GET / HTTP/1.1\r\nHost: lab\r\n")  # and never the end of the head
             t0 = time.perf_counter()
-            s.settimeout(5)
+            s.settimeout(HANG_S)
             assert s.recv(4096).startswith(b"HTTP/1.1 408")
-            assert 0.8 < time.perf_counter() - t0 < 2
+            assert time.perf_counter() - t0 > 0.8
             s.close()
 
-            s = _idle(port, "127.0.0.13")
-            s.sendall(_upgrade_request())
+            s = idle(port, "127.0.0.13")
+            s.sendall(upgrade_request())
             assert s.recv(4096).startswith(b"HTTP/1.1 101")
             t0 = time.perf_counter()
-            assert _closed_by_haproxy(s, 5)
-            assert 0.8 < time.perf_counter() - t0 < 2
+            assert closed_by_haproxy(s, HANG_S)
+            assert time.perf_counter() - t0 > 0.8
             s.close()
         with haproxy(tmp_path, pinged, short) as port:
-            s = _idle(port, "127.0.0.14")
-            s.sendall(_upgrade_request())
+            s = idle(port, "127.0.0.14")
+            s.sendall(upgrade_request())
             assert s.recv(4096).startswith(b"HTTP/1.1 101")
-            s.settimeout(1)
+            s.settimeout(HANG_S)
             t0 = time.perf_counter()
             while time.perf_counter() - t0 < 2.5:  # over twice the tunnel timeout
                 frame = s.recv(2)

@@ -155,9 +155,9 @@ def test_ingress_routes_by_path_with_cookie_affinity_and_websocket_timeouts():
     tunnel_s = int(value) * {"s": 1, "m": 60, "h": 3600}[unit]
     for key in ("proxy-read-timeout", "proxy-send-timeout"):  # as HAProxy's tunnel timeout
         assert int(ann[f"nginx.ingress.kubernetes.io/{key}"]) == tunnel_s
-    # Connections per source address, as HAProxy's default.
+    # Connections per source address, as HAProxy's default (a class of 400 behind one address).
     per_source = re.search(r"KVLAB_LB_CONN_PER_SOURCE-(\d+)", HAPROXY_CFG).group(1)
-    assert ann["nginx.ingress.kubernetes.io/limit-connections"] == per_source
+    assert ann["nginx.ingress.kubernetes.io/limit-connections"] == per_source == "4000"
     services = _by("Service")
     paths = {
         p["path"]: p["backend"]["service"]
