@@ -9,9 +9,11 @@ as in the Dockerfile, with its allocator settings: webui/memtrim.py) on its own 
 127.0.0.1, with KVLAB_BEHIND_PROXY=1 (the visitor's address is HAProxy's X-Forwarded-For);
 HAProxy (Debian's ``haproxy`` package, configured by deploy/haproxy.cfg) pins each browser to
 one replica with a cookie, health-checks every replica on /_stcore/health and limits what one
-source address may hold. The live class keeps its classes in one database every replica
-shares: ``--database-url`` gives the replicas a PostgreSQL (KVLAB_DATABASE_URL); without it they
-share the SQLite file in data/, which works for replicas on one machine. HAProxy gets this
+source address may hold. Each replica is started by deploy/launch.py (``streamlit run`` that
+never looks up the machine's external address). The live class keeps its classes in one
+database every replica shares: ``--database-url`` gives the replicas a PostgreSQL
+(KVLAB_DATABASE_URL); without it they share the SQLite file in data/, which works for replicas
+on one machine. HAProxy gets this
 script's environment, so KVLAB_LB_CONN_PER_SOURCE and the other limits of deploy/haproxy.cfg
 can be set where it is started; ``--class-size N`` sets the three per-source limits for a class
 of N students behind one address (``class_limits``: the arithmetic of deploy/haproxy.cfg).
@@ -68,6 +70,7 @@ BACKEND = "replicas"  # the backend name in deploy/haproxy.cfg's comments and th
 MAX_REPLICAS = 16
 LOG_TAIL_LINES = 25
 
+LAUNCH = ROOT / "deploy" / "launch.py"  # streamlit run, never looking up its external address
 # The class deploy/haproxy.cfg's shipped limits admit from one source: 400 students, each with a
 # phone, plus the projector.
 CLASS_SIZE = 400
@@ -216,8 +219,7 @@ class Cluster:
         host, port = r.address.rsplit(":", 1)
         cmd = [
             self.python,
-            "-m",
-            "streamlit",
+            str(LAUNCH),  # `streamlit run`, never looking up the external address
             "run",
             "app.py",
             "--server.address",

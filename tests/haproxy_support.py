@@ -139,6 +139,33 @@ class Backend:
             await writer.drain()
 
 
+class Blackhole:
+    """A TCP server that accepts connections and never answers: the proxy (HTTP_PROXY for a
+    replica) of a network where the external-address lookup times out (bench/origin_flood.py,
+    tests/test_haproxy_origin.py)."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(256)
+        self.port = self.sock.getsockname()[1]
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+
+    def close(self):
+        self.sock.close()
+        for c in self.held:
+            c.close()
+
+
 # -- HAProxy --------------------------------------------------------------------------------
 
 
