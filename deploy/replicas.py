@@ -18,6 +18,12 @@ script's environment, so KVLAB_LB_CONN_PER_SOURCE and the other limits of deploy
 can be set where it is started; ``--class-size N`` sets the three per-source limits for a class
 of N students behind one address (``class_limits``: the arithmetic of deploy/haproxy.cfg).
 
+TLS: ``--cert PEM`` (or KVLAB_LB_CERT) serves HTTPS with that certificate; ``--self-signed``
+makes one with openssl for a trial (browsers warn about it); ``--http-port`` adds a plain-HTTP
+port that redirects to HTTPS. Plain HTTP is allowed on a loopback address only (the tests, the
+benches, a trial on this machine): ``--bind 0.0.0.0`` without a certificate is refused, unless
+``--plain-http`` says so on purpose.
+
 A replica that does not start (port taken, missing dependency, an error at start) is reported
 with the end of its log and left out of HAProxy's server list, so HAProxy never routes to it;
 the others are started. A port counts as started only when the replica's own process listens
@@ -54,6 +60,7 @@ import re
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -87,6 +94,7 @@ __all__ = [
     "class_limits",
     "haproxy_command",
     "runtime_api",
+    "self_signed_certificate",
     "server_stats",
 ]
 
@@ -119,6 +127,43 @@ def class_limits(students: int) -> dict[str, str]:
     }
 
 
+def self_signed_certificate(pem: Path, hosts: list[str], days: int = 30) -> Path:
+    """A self-signed certificate for ``hosts`` (names or IP addresses) made by openssl, for a
+    trial: ``pem`` holds the certificate and then its key, as HAProxy reads them (readable by
+    this user only). Browsers warn about it; a course needs a real one (the README)."""
+    if shutil.which("openssl") is None:
+        raise StartError("openssl is not installed (Debian: apt-get install openssl).")
+    pem = Path(pem)
+    pem.parent.mkdir(parents=True, exist_ok=True)
+    san = ",".join(
+        f"IP:{h}" if re.fullmatch(r"[0-9.]+|[0-9a-fA-F:]*:[0-9a-fA-F:]*", h) else f"DNS:{h}"
+        for h in hosts
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        key, cert = Path(tmp) / "key.pem", Path(tmp) / "cert.pem"
+        # The openssl command the README gives for compose, with the hosts filled in.
+        out = subprocess.run(
+            [
+                "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-sha256",
+                "-days", str(days), "-subj", f"/CN={hosts[0]}", "-addext",
+                f"subjectAltName={san}", "-keyout", str(key), "-out", str(cert),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )  # fmt: skip
+        if out.returncode != 0:
+            raise StartError(f"openssl could not make a certificate:\n{out.stderr[-1000:]}")
+        fd = os.open(pem, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(cert.read_text() + key.read_text())
+    return pem
+
+
+def _loopback(bind: str) -> bool:
+    return bind == "localhost" or bind.startswith("127.") or bind == "::1"
+
+
 @dataclass
 class Replica:
     name: str
@@ -143,10 +188,13 @@ class Cluster:
     ready_timeout_s: float = 90.0
     hosted: bool = True
     database_url: str | None = None  # KVLAB_DATABASE_URL of every replica (the live class)
+    cert: Path | None = None  # HAProxy's TLS certificate (PEM); None: plain HTTP
+    http_port: int | None = None  # with cert: a plain-HTTP port that redirects (0: any free)
     class_size: int | None = None  # sets HAProxy's per-source limits for this class
     members: list[Replica] = field(default_factory=list)
     haproxy: subprocess.Popen | None = None
     url: str = ""
+    plain_port: int | None = None  # the redirecting plain-HTTP port, once started
     socket_path: Path | None = None
 
     # -- start ------------------------------------------------------------------------------
@@ -275,19 +323,16 @@ class Cluster:
         env = dict(os.environ, KVLAB_HAPROXY_SOCKET=str(self.socket_path))
         if self.class_size:
             env.update(class_limits(self.class_size))
-        pass_fds: tuple[int, ...] = ()
-        lb_sock = None
-        if self.port == 0:  # bound here, so the port cannot be taken between choosing and use
-            lb_sock = socket.socket(socket.AF_INET6 if ":" in self.bind else socket.AF_INET)
-            lb_sock.bind((self.bind, 0))
-            lb_sock.listen(1024)
-            lb_sock.set_inheritable(True)
-            env["KVLAB_LB_BIND"] = f"fd@{lb_sock.fileno()}"
-            pass_fds = (lb_sock.fileno(),)
-            port = lb_sock.getsockname()[1]
-        else:
-            env["KVLAB_LB_BIND"] = f"{self.bind}:{self.port}"
-            port = self.port
+        env.pop("KVLAB_LB_CERT", None)  # TLS only as this Cluster says (its cert)
+        env.pop("KVLAB_LB_HTTP_BIND", None)
+        env.pop("KVLAB_LB_HTTPS_PORT", None)
+        socks: list[socket.socket] = []
+        port, env["KVLAB_LB_BIND"] = self._bind(self.port, socks)
+        if self.cert is not None:
+            env["KVLAB_LB_CERT"] = str(self.cert)
+            env["KVLAB_LB_HTTPS_PORT"] = str(port)
+            if self.http_port is not None:
+                self.plain_port, env["KVLAB_LB_HTTP_BIND"] = self._bind(self.http_port, socks)
         log = self.run_dir / "haproxy.log"
         with open(log, "wb") as fh:
             self.haproxy = subprocess.Popen(
@@ -296,13 +341,13 @@ class Cluster:
                 stdout=fh,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                pass_fds=pass_fds,
+                pass_fds=tuple(s.fileno() for s in socks),
                 preexec_fn=_die_with_parent,
             )
-        if lb_sock is not None:
-            lb_sock.close()  # HAProxy holds its own copy
+        for s in socks:
+            s.close()  # HAProxy holds its own copies
         host = "127.0.0.1" if self.bind in ("0.0.0.0", "") else self.bind
-        self.url = f"http://{host}:{port}"
+        self.url = f"{'https' if self.cert else 'http'}://{host}:{port}"
         deadline = time.time() + 15
         while time.time() < deadline:
             if self.haproxy.poll() is not None:
@@ -310,17 +355,31 @@ class Cluster:
                     f"HAProxy did not start (exit status {self.haproxy.returncode})."
                     f"\n--- {log} ---\n{_tail(log)}"
                 )
-            if _health(f"{host}:{port}") and self.socket_path.exists():
+            if _health(f"{host}:{port}", tls=self.cert is not None) and self.socket_path.exists():
                 return
             time.sleep(0.1)
         raise StartError(
             f"HAProxy did not answer on {self.url} within 15 s.\n--- {log} ---\n{_tail(log)}"
         )
 
+    def _bind(self, port: int, socks: list[socket.socket]) -> tuple[int, str]:
+        """HAProxy's address for ``port``: (port, KVLAB_LB_BIND-style address). Port 0 is bound
+        here (appended to ``socks``, passed to HAProxy as fd@N), so it cannot be taken between
+        choosing and use."""
+        if port != 0:
+            return port, f"{self.bind}:{port}"
+        s = socket.socket(socket.AF_INET6 if ":" in self.bind else socket.AF_INET)
+        s.bind((self.bind, 0))
+        s.listen(1024)
+        s.set_inheritable(True)
+        socks.append(s)
+        return s.getsockname()[1], f"fd@{s.fileno()}"
+
     # -- use --------------------------------------------------------------------------------
     def ready_info(self) -> dict:
         return {
             "url": self.url,
+            "http_redirect_port": self.plain_port,
             "run_dir": str(self.run_dir),
             "socket": str(self.socket_path),
             "haproxy_pid": self.haproxy.pid if self.haproxy else None,
@@ -417,11 +476,17 @@ def _port_taken(r: Replica) -> bool:
     return "is not available" in _tail(r.log, 5)  # Streamlit's own words for a port in use
 
 
-def _health(address: str, timeout: float = 2.0) -> bool:
-    """True when /_stcore/health answers 200 at address ("host:port")."""
+def _health(address: str, timeout: float = 2.0, tls: bool = False) -> bool:
+    """True when /_stcore/health answers 200 at address ("host:port"); over TLS, with any
+    certificate (ours, possibly self-signed: this only asks whether HAProxy is up)."""
     try:
         host, port = address.rsplit(":", 1)
-        conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+        if tls:
+            ctx = ssl.create_default_context()
+            ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+            conn = http.client.HTTPSConnection(host, int(port), timeout=timeout, context=ctx)
+        else:
+            conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
         try:
             conn.request("GET", "/_stcore/health")
             return conn.getresponse().status == 200
@@ -522,6 +587,50 @@ def _drain_or_ready(ap: argparse.ArgumentParser, args: argparse.Namespace) -> in
     return 0
 
 
+def _print_started(cluster: Cluster, self_signed: bool) -> None:
+    good = [r for r in cluster.members if r.healthy]
+    print(
+        f"KV Cache Lab: {len(good)} of {cluster.replicas} replicas behind HAProxy at {cluster.url}"
+    )
+    if cluster.plain_port is not None:
+        print(f"  plain HTTP on port {cluster.plain_port} redirects there")
+    if self_signed:
+        print(f"  self-signed certificate (browsers warn about it): {cluster.cert}")
+    for r in cluster.members:
+        state = "serving" if r.healthy else "NOT STARTED, not routed to"
+        print(f"  {r.name}  {r.address}  {state}  log {r.log}")
+    print(
+        f"  HAProxy runtime socket {cluster.socket_path} (per-replica sessions: "
+        f"echo 'show stat' | socat stdio unix-connect:{cluster.socket_path})"
+    )
+    print("Ctrl-C stops HAProxy and every replica.")
+    print("READY " + json.dumps(cluster.ready_info()), flush=True)
+
+
+def _certificate(ap: argparse.ArgumentParser, args: argparse.Namespace) -> Path | None:
+    """HAProxy's certificate from --cert / --self-signed (made now, in the run folder), or
+    None for plain HTTP, which is refused off loopback unless --plain-http says so."""
+    if args.cert and args.self_signed:
+        ap.error("give --cert or --self-signed, not both")
+    tls = bool(args.cert or args.self_signed)
+    if args.http_port is not None and not tls:
+        ap.error("--http-port redirects to HTTPS: give --cert or --self-signed too")
+    if not tls and not args.plain_http and not _loopback(args.bind):
+        ap.error(
+            f"--bind {args.bind} without TLS would send teacher keys and student links in "
+            "clear: give --cert PEM (or --self-signed for a trial), or --plain-http"
+        )
+    if args.cert and not args.cert.is_file():
+        ap.error(f"--cert {args.cert}: no such file")
+    if not args.self_signed:
+        return args.cert
+    args.run_dir = args.run_dir or Path(tempfile.mkdtemp(prefix="kvlab-replicas-"))
+    hosts = ["localhost", "127.0.0.1"]
+    if not _loopback(args.bind) and args.bind not in ("0.0.0.0", "::", ""):
+        hosts.insert(0, args.bind)
+    return self_signed_certificate(args.run_dir / "kvlab-self-signed.pem", hosts)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -561,6 +670,31 @@ def main(argv: list[str] | None = None) -> int:
         "replicas share the SQLite file in data/ (one machine only)",
     )
     ap.add_argument(
+        "--cert",
+        type=Path,
+        default=os.environ.get("KVLAB_LB_CERT") or None,
+        metavar="PEM",
+        help="serve HTTPS with this certificate and key (one PEM; default: KVLAB_LB_CERT)",
+    )
+    ap.add_argument(
+        "--self-signed",
+        action="store_true",
+        help="serve HTTPS with a self-signed certificate made by openssl in the run folder "
+        "(a trial: browsers warn about it)",
+    )
+    ap.add_argument(
+        "--http-port",
+        type=int,
+        metavar="PORT",
+        help="with HTTPS: a plain-HTTP port that redirects every request to HTTPS (0: any free)",
+    )
+    ap.add_argument(
+        "--plain-http",
+        action="store_true",
+        help="allow plain HTTP on an address other than loopback (students' tokens then cross "
+        "the network in clear)",
+    )
+    ap.add_argument(
         "--class-size",
         type=int,
         metavar="N",
@@ -578,6 +712,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--port must be 0 to 65535")
     if args.class_size is not None and args.class_size < 1:
         ap.error("--class-size must be 1 or more")
+    try:
+        cert = _certificate(ap, args)
+    except StartError as e:
+        print(str(e), file=sys.stderr)
+        return 1
     cluster = Cluster(
         replicas=args.replicas,
         bind=args.bind,
@@ -589,6 +728,8 @@ def main(argv: list[str] | None = None) -> int:
         ready_timeout_s=args.ready_timeout,
         hosted=not args.not_hosted,
         database_url=args.database_url,
+        cert=cert,
+        http_port=args.http_port,
         class_size=args.class_size,
     )
 
@@ -607,20 +748,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster.stop()
         return 130
     try:
-        good = [r for r in cluster.members if r.healthy]
-        print(
-            f"KV Cache Lab: {len(good)} of {cluster.replicas} replicas behind HAProxy at "
-            f"{cluster.url}"
-        )
-        for r in cluster.members:
-            state = "serving" if r.healthy else "NOT STARTED, not routed to"
-            print(f"  {r.name}  {r.address}  {state}  log {r.log}")
-        print(
-            f"  HAProxy runtime socket {cluster.socket_path} (per-replica sessions: "
-            f"echo 'show stat' | socat stdio unix-connect:{cluster.socket_path})"
-        )
-        print("Ctrl-C stops HAProxy and every replica.")
-        print("READY " + json.dumps(cluster.ready_info()), flush=True)
+        _print_started(cluster, self_signed=args.self_signed)
         reported: set[str] = set()
         while True:
             time.sleep(1)

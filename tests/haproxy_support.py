@@ -188,6 +188,17 @@ def _listening_socket() -> socket.socket:
     return lb
 
 
+def self_signed(tmp: Path) -> Path:
+    """A self-signed certificate for 127.0.0.1 and localhost, made by deploy/replicas.py's
+    openssl call: the PEM (certificate and key) HAProxy reads."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "deploy"))
+    import replicas  # noqa: PLC0415
+
+    return replicas.self_signed_certificate(tmp / "kvlab.pem", ["127.0.0.1", "localhost"])
+
+
 @contextmanager
 def haproxy_lb(
     tmp: Path,
