@@ -79,13 +79,14 @@ def test_compose_gives_both_replicas_one_postgres():
     assert "pg_isready" in db["healthcheck"]["test"]
     for app in ("app1", "app2"):
         url = s[app]["environment"]["KVLAB_DATABASE_URL"]
-        m = re.fullmatch(r"postgresql://(\w+):\$\{KVLAB_DB_PASSWORD:-\w+\}@db:5432/(\w+)", url)
+        # The password is required (issue 39, item 8: no "kvlab" fallback): ${VAR:?message}.
+        m = re.fullmatch(r"postgresql://(\w+):\$\{KVLAB_DB_PASSWORD:\?[^}]+\}@db:5432/(\w+)", url)
         assert m and m.groups() == (
             db["environment"]["POSTGRES_USER"],
             db["environment"]["POSTGRES_DB"],
         )
         assert s[app]["depends_on"] == {"db": {"condition": "service_healthy"}}
-    assert "${KVLAB_DB_PASSWORD:-" in db["environment"]["POSTGRES_PASSWORD"]
+    assert db["environment"]["POSTGRES_PASSWORD"].startswith("${KVLAB_DB_PASSWORD:?")
 
 
 def test_replicas_pass_the_database_url_on(tmp_path):

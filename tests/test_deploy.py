@@ -73,6 +73,8 @@ def test_streamlit_settings_hide_errors_and_stats():
     assert re.search(r'showErrorDetails\s*=\s*"none"', cfg)
     assert re.search(r"gatherUsageStats\s*=\s*false", cfg)
     assert re.search(r"maxUploadSize\s*=\s*1\b", cfg)
+    # Foreign-origin websockets refused by Streamlit too (issue 39, B17; deploy/launch.py).
+    assert re.search(r"^enableCORS\s*=\s*true\b", cfg, re.M)
 
 
 def test_hosted_mode_limits(monkeypatch):
@@ -132,3 +134,149 @@ def test_plain_neutralises_markup():
 
     text = plain("[click](javascript:alert(1)) <b>x</b> **bold** `code`")
     assert "[" not in text.replace("\\[", "") and "<" not in text.replace("\\<", "")
+
+
+# -- the app's code is read-only to the server (issue 39, item 8) ---------------------------------
+
+# Installed before Streamlit starts (deploy/launch.py, as the manifests start it): every file the
+# server process opens for writing, every folder it makes, every SQLite file it opens, as Python's
+# audit events report them (sys.addaudithook), one line each in AUDIT_LOG.
+AUDIT = """\
+import os, runpy, sys
+LOG = open(os.environ["AUDIT_LOG"], "a", buffering=1)
+LOG.write(f"started {os.getpid()}\\n")
+WRITE = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+def hook(event, args):
+    if event == "open":
+        path, mode, flags = args
+        if isinstance(path, int):
+            return
+        if (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
+            isinstance(flags, int) and flags & WRITE
+        ):
+            LOG.write(f"open {os.fsdecode(path)}\\n")
+    elif event in ("os.mkdir", "os.rename", "os.replace", "os.remove", "os.rmdir",
+                   "os.symlink", "os.link", "os.truncate", "os.chmod", "sqlite3.connect"):
+        LOG.write(f"{event} {args[0]}\\n")
+sys.addaudithook(hook)
+sys.argv = [sys.argv[1]] + sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def _writable_folders(home, tmp) -> dict[str, object]:
+    """app.yaml's writable mounts, mapped to folders here: /tmp -> TMPDIR, the image user's
+    $HOME/.cache -> HOME/.cache."""
+    import yaml
+
+    docs = yaml.safe_load_all((ROOT / "deploy" / "k8s" / "app.yaml").read_text())
+    (dep,) = [d for d in docs if d and d["kind"] == "Deployment"]
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    assert c["securityContext"].get("readOnlyRootFilesystem") is True, "the image is writable"
+    here = {"/tmp": tmp, "/home/app/.cache": home / ".cache"}
+    mounts = [m["mountPath"] for m in c.get("volumeMounts", [])]
+    unknown = [m for m in mounts if m not in here]
+    assert not unknown, f"map {unknown} to a folder here"
+    return {m: here[m] for m in mounts}
+
+
+def test_the_write_watch_sees_writes(tmp_path):
+    """The audit hook above reports a file written, a folder made and a SQLite file opened."""
+    hook, script, log = tmp_path / "hook.py", tmp_path / "script.py", tmp_path / "audit.log"
+    hook.write_text(AUDIT)
+    script.write_text(
+        "import os, sqlite3\n"
+        f"open({str(tmp_path / 'a.txt')!r}, 'w').write('x')\n"
+        f"os.mkdir({str(tmp_path / 'd')!r})\n"
+        f"sqlite3.connect({str(tmp_path / 'x.db')!r}).close()\n"
+        f"open({str(tmp_path / 'a.txt')!r}).read()\n"  # a read: not reported
+    )
+    env = {**os.environ, "AUDIT_LOG": str(log)}
+    subprocess.run([sys.executable, str(hook), str(script)], env=env, check=True, timeout=60)
+    lines = log.read_text().splitlines()
+    assert lines[0].startswith("started ")
+    assert lines[1:] == [
+        f"open {tmp_path / 'a.txt'}",
+        f"os.mkdir {tmp_path / 'd'}",
+        f"sqlite3.connect {tmp_path / 'x.db'}",
+    ]
+
+
+def test_the_server_writes_only_where_the_manifests_let_it(tmp_path):
+    """The app's pods run with a read-only root filesystem and two writable folders
+    (deploy/k8s/app.yaml; compose.yaml the same). This runs the server as they do (hosted mode,
+    behind a proxy, the live class on PostgreSQL, started by deploy/launch.py), visits every
+    page in Chromium, starts a live class, and checks that every write of the server process
+    went into one of those two folders: none into the app's code, nor anywhere else."""
+    pytest.importorskip("streamlit", reason="streamlit is not installed (the [app] extra)")
+    bs = pytest.importorskip("browser_support")  # skips without Chromium or playwright
+    from classroom_support import fresh_database
+
+    from webui.pages import PAGES
+
+    home, tmp = tmp_path / "home", tmp_path / "tmp"
+    for d in (home, tmp):
+        d.mkdir()
+    allowed = _writable_folders(home, tmp)
+    log = tmp_path / "audit.log"
+    hook = tmp_path / "audit_hook.py"
+    hook.write_text(AUDIT)
+    data = tmp_path / "data-not-to-be-used"
+    env = {
+        **os.environ,
+        **env_from_dockerfile(),
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        "AUDIT_LOG": str(log),
+        "KVLAB_BEHIND_PROXY": "1",
+        "KVLAB_DATABASE_URL": fresh_database("kvlab_readonly"),
+        "KVLAB_DATA_DIR": str(data),
+    }
+    env.pop("KVLAB_WEIGHTS_CACHE", None)  # the test run's own: the pods have none
+    env.pop("XDG_CACHE_HOME", None)
+    proc, base = start_server(
+        lambda port: [
+            sys.executable,
+            str(hook),
+            str(ROOT / "deploy" / "launch.py"),
+            "run",
+            "app.py",
+            f"--server.port={port}",
+            "--server.address=127.0.0.1",
+            "--server.headless=true",
+        ],
+        env=env,
+    )
+    paths = [re.sub(r"^app_pages/|\.py$", "", p.path) for p in PAGES]
+    try:
+        with bs.sync_api.sync_playwright() as pw:
+            browser = bs.launch(pw)
+            try:
+                page = browser.new_page()
+                for path in paths:
+                    page.goto(f"{base}/{'' if path == 'home' else path}")
+                    bs.wait_ready(page)
+                page.goto(f"{base}/live_class")
+                bs.wait_ready(page)
+                page.get_by_role("button", name="Start a live class").click()
+                bs.wait_ready(page)
+                page.wait_for_selector("[data-testid=stMain] img", timeout=30_000)
+            finally:
+                browser.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    lines = log.read_text().splitlines()
+    assert lines[0] == f"started {proc.pid}"  # the hook watched the server process itself
+    lines = lines[1:]
+    outside = []
+    for line in lines:
+        event, path = line.split(" ", 1)
+        if event == "sqlite3.connect" and path in (":memory:", ""):
+            continue
+        real = os.path.realpath(path)
+        if not any(real.startswith(os.path.realpath(a) + os.sep) for a in allowed.values()):
+            outside.append(line)
+    print(f"\n{len(lines)} writes, {len(outside)} outside {sorted(allowed)}")
+    assert outside == []
+    assert not data.exists()  # the live class went to PostgreSQL, not to a SQLite file
