@@ -294,7 +294,7 @@ def _job(args):
             out.append(None)
             continue
         th = list(theta)
-        th[i] += FD_STEP
+        th[i] += -FD_STEP if c in SHARES and th[i] + FD_STEP > 0 else FD_STEP  # a share <= 1
         out.append(predict_with(r, key, {c2: math.exp(t) for c2, t in zip(COEFS, th)}))
     return out
 
@@ -316,10 +316,12 @@ def linearise(rows: list[Row], thetas: dict[str, np.ndarray], workers: int = 2):
             continue
         base = np.log(np.array(out[0]) / np.array([r.ttft_ms, r.tpot_ms]))
         J = np.zeros((2, len(COEFS)))
+        theta = thetas[family(r)]
         for i, o in enumerate(out[1:]):
             if o is None or isinstance(o, str):
                 continue
-            J[:, i] = (np.log(np.array(o) / np.array([r.ttft_ms, r.tpot_ms])) - base) / FD_STEP
+            h = -FD_STEP if COEFS[i] in SHARES and theta[i] + FD_STEP > 0 else FD_STEP
+            J[:, i] = (np.log(np.array(o) / np.array([r.ttft_ms, r.tpot_ms])) - base) / h
         res[r.id], jac[r.id] = base, J
     return res, jac
 
@@ -424,7 +426,11 @@ def refit_without(rows, res, jac, thetas, held: set[str]):
         out.update(solve(train, res, jac, thetas, engine))
     trained = sorted({family(r) for r in train})
     for key in {family(r) for r in rows} - set(trained):
-        out[key] = out[_nearest(key, trained)]
+        engine = key.split("@")[0]
+        if any(k.startswith(engine + "@") for k in trained):
+            out[key] = out[_nearest(key, trained)]
+        else:  # no run of that engine left: the pooled estimate's coefficients (START)
+            out[key] = np.log([START[c] for c in COEFS])
     return out
 
 

@@ -61,7 +61,13 @@ ITERATIONS = 4
 MAX_ROWS = 64
 # Calibrated from the lowest-concurrency row of each training setup, its other rows predicted:
 # median |pred/meas - 1|, p90 and rows, per quantity (bench/calibration.py --aic printed these).
-SWEEP_BAND: dict[str, tuple[float, float, int]] = {}
+# 40 of the 49 setups have two rows or more; 943 rows predicted. Issue 41 asks 5% on TPOT: not
+# met (the one-row fit itself is left 5.9% off at the median on its own row, 131% at worst:
+# four damped steps do not always converge where TTFT and TPOT pull the same coefficients apart).
+SWEEP_BAND: dict[str, tuple[float, float, int]] = {
+    "TTFT": (0.383, 0.97, 943),
+    "TPOT": (0.161, 0.40, 943),
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -333,10 +339,11 @@ def calibrate(base: EngineProfile, rows: list[BenchRow], predict) -> Calibration
         pred = run(theta) if _ else first
         r = np.log(pred / meas)
         J = np.zeros((len(keys), len(COEFFICIENTS)))
-        for j in range(len(COEFFICIENTS)):
+        for j, c in enumerate(COEFFICIENTS):
             th = theta.copy()
-            th[j] += FD_STEP
-            J[:, j] = (np.log(run(th) / meas) - r) / FD_STEP
+            h = -FD_STEP if c in SHARES and th[j] + FD_STEP > 0 else FD_STEP  # a share <= 1
+            th[j] += h
+            J[:, j] = (np.log(run(th) / meas) - r) / h
         A = np.vstack([J, np.diag(ridge)])
         b = np.concatenate([-r, -ridge * (theta - theta0)])
         step = np.clip(np.linalg.lstsq(A, b, rcond=None)[0], -1.0, 1.0)
