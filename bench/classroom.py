@@ -549,9 +549,11 @@ async def main_async(args) -> None:
         )
         if k in os.environ
     }
+    where = f"HAProxy file {args.haproxy_cfg}" if args.haproxy_cfg else "deploy/haproxy.cfg"
     print(
         "limits: "
         + (", ".join(f"{k}={v}" for k, v in limits.items()) if limits else "as shipped")
+        + (f" ({where})" if args.replicas else "")
         + " (every client from 127.0.0.1: one source address)"
     )
     if args.url:
