@@ -297,7 +297,9 @@ def test_killed_replica_sessions_reload_their_link_on_the_survivor(cluster):
             assert again.served_by == survivor
             reloaded, errors = again.open("budget", LINK)
             assert not errors and reloaded == view
-            assert time.time() - t_kill < 20
+            # How long it took is a bench figure (bench/scale.py's reconnect time), not a bound
+            # here (issue 39, item 9): the deadlines above only tell a hang from a slow machine.
+            print(f"\nreconnected and reloaded {time.time() - t_kill:.1f} s after the kill")
         finally:
             again.close()
 
