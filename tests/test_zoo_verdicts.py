@@ -145,3 +145,68 @@ def test_a_run_counts_every_verdict_groups_refusals_and_writes_one_row_per_type(
     assert (
         "exact: 1, named difference: 1, refused: 2, cannot build: 0, wrong: 1, error: 0" in summary
     )
+
+
+# -- the parameter check (kvcalc.measure.zoo_params) ---------------------------------------------
+
+
+class _Spec:
+    def __init__(self, total=None, error=None):
+        self.params = None if total is None else type("P", (), {"total": total})()
+        self.params_error = error
+
+
+def test_params_equal_with_stored_buffers_is_exact_and_says_what_was_added():
+    from kvcalc.measure.zoo_params import judge
+
+    assert judge(_Spec(1000), (1000, 0)) == ("exact", "", 1000, 1000)
+    verdict, detail, k, t = judge(_Spec(1010), (1000, 10))
+    assert (verdict, k, t) == ("exact", 1010, 1010)
+    assert "1,000 parameters + 10 elements of e_score_correction_bias" in detail
+
+
+def test_params_that_differ_are_wrong_and_a_missing_count_is_refused_by_its_reason():
+    from kvcalc.measure.zoo_params import judge
+
+    verdict, detail, k, t = judge(_Spec(990), (1000, 0))
+    assert verdict == "wrong" and (k, t) == (990, 1000)
+    assert detail == "kvcalc 990, transformers 1,000 (-10)"
+    assert judge(_Spec(error="no counter for x"), (1000, 0)) == (
+        "refused",
+        "no counter for x",
+        None,
+        1000,
+    )
+    assert judge(_Spec(5), "no head")[:2] == ("cannot build", "no head")
+
+
+def test_a_run_counts_params_verdicts_and_writes_a_params_row_per_type():
+    from dataclasses import replace
+
+    run = ZooRun(
+        results=(
+            replace(result("a", "exact"), params="exact", params_kvcalc=7, params_transformers=7),
+            replace(
+                result("b", "exact"),
+                params="wrong",
+                params_detail="kvcalc 8, transformers 7 (+1)",
+                params_kvcalc=8,
+                params_transformers=7,
+            ),
+            replace(result("c", "refused", "x"), params="refused", params_detail="the config"),
+        ),
+        transformers_version="9.9",
+        torch_version="1.0",
+        seconds=3.0,
+        date="2026-12-01",
+        workers=2,
+        timeout_s=60,
+        memory_gib=8,
+    )
+    assert run.params_counts() == {"exact": 1, "refused": 1, "cannot build": 0, "wrong": 1}
+    md = run.markdown()
+    assert "| `b` | wrong | 8 | 7 | kvcalc 8, transformers 7 (+1) |" in md
+    assert "| `c` | refused |  |  | the config |" in md
+    summary = "\n".join(run.summary())
+    assert "parameters: exact: 1, refused: 1, cannot build: 0, wrong: 1" in summary
+    assert "PARAMS WRONG: b: kvcalc 8, transformers 7 (+1)" in summary

@@ -24,6 +24,7 @@ report says so.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -156,9 +157,16 @@ def _transformers_config(config: dict):
     return AutoConfig.for_model(model_type, **rest)
 
 
-def verify(config: dict, *, context: int | None = None, name: str | None = None) -> VerifyReport:
+def verify(
+    config: dict,
+    *,
+    context: int | None = None,
+    name: str | None = None,
+    on_model: Callable[[Any], None] | None = None,
+) -> VerifyReport:
     """Build ``config`` on the meta device, run one forward of ``context`` tokens and compare the
-    cache transformers allocates with kvcalc's layers, layer by layer.
+    cache transformers allocates with kvcalc's layers, layer by layer. ``on_model`` is called
+    with the model once it is built, before the forward pass (the zoo counts its parameters).
 
     In order: kvcalc's reading, transformers' config, the model built (``_build``), one forward
     pass (``_forward``), then a row per layer (``_row``) and the verdict (``_report``); each way
@@ -201,6 +209,8 @@ def verify(config: dict, *, context: int | None = None, name: str | None = None)
         return refused(
             f"transformers {version} cannot build a causal LM from it (" + "; ".join(errors) + ")"
         )
+    if on_model is not None:
+        on_model(model)
     out = _forward(torch, model, n, errors)
     if out is None:
         return refused("a forward pass on the meta device fails (" + "; ".join(errors[-2:]) + ")")

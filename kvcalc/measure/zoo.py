@@ -18,6 +18,9 @@ Each type gets one verdict:
 - ``wrong``: kvcalc gave numbers and transformers' cache differs: a bug to fix;
 - ``error``: kvcalc raised something other than ValueError: a bug to fix as well.
 
+The same child counts the parameters of the model transformers built and compares kvcalc's
+count of the same config (kvcalc.measure.zoo_params: exact / refused / cannot build / wrong).
+
 Each type runs in a child process of its own, forked from a server that has already imported
 torch and transformers (multiprocessing's forkserver), with a wall-time limit and an
 address-space limit (``resource.setrlimit``), so one type that hangs or explodes cannot take the
@@ -34,7 +37,18 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-__all__ = ["VERDICTS", "ZooEntry", "ZooResult", "ZooRun", "classify", "entries", "run_zoo"]
+from .zoo_params import PARAMS_VERDICTS, markdown_lines, summary_lines
+
+__all__ = [
+    "PARAMS_VERDICTS",
+    "VERDICTS",
+    "ZooEntry",
+    "ZooResult",
+    "ZooRun",
+    "classify",
+    "entries",
+    "run_zoo",
+]
 
 VERDICTS = ("exact", "named difference", "refused", "cannot build", "wrong", "error")
 DEFAULT_TIMEOUT_S = 60.0
@@ -98,6 +112,11 @@ class ZooResult:
     layers: int | None = None
     seconds: float = 0.0
     noise: int = 0  # warning and log lines the child printed (captured, not shown)
+    # the parameter check (kvcalc.measure.zoo_params): its verdict, what it says, both totals
+    params: str = ""
+    params_detail: str = ""
+    params_kvcalc: int | None = None
+    params_transformers: int | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -119,6 +138,11 @@ class ZooRun:
         c = Counter(r.verdict for r in self.results)
         return {v: c.get(v, 0) for v in VERDICTS}
 
+    def params_counts(self) -> dict[str, int]:
+        from .zoo_params import counts
+
+        return counts(self.results)
+
     def refusals_by_cause(self) -> dict[str, list[str]]:
         return group_by_cause(r for r in self.results if r.verdict == "refused")
 
@@ -135,6 +159,7 @@ class ZooRun:
             "timeout_s": self.timeout_s,
             "memory_gib": self.memory_gib,
             "counts": self.counts(),
+            "params_counts": self.params_counts(),
             "refusals_by_cause": self.refusals_by_cause(),
             "cannot_build_by_cause": self.failures_by_cause(),
             "results": [r.to_dict() for r in self.results],
@@ -151,6 +176,7 @@ class ZooRun:
         bad = [r for r in self.results if r.verdict in ("wrong", "error")]
         for r in bad:
             lines.append(f"  {r.verdict.upper()}: {_label(r)}: {r.detail}")
+        lines += summary_lines(self.results)
         named = Counter(d for r in self.results for d in r.differences)
         if named:
             lines.append(
@@ -205,7 +231,7 @@ class ZooRun:
         for r in self.results:
             cls = r.model_class + (f" (text model `{r.via_text}`)" if r.via_text else "")
             lines.append(f"| `{r.model_type}` | {cls} | {r.verdict} | {_cell(r.detail)} |")
-        return lines
+        return lines + markdown_lines(self.results, _cell)
 
 
 def _label(r: ZooResult) -> str:
@@ -331,10 +357,12 @@ class _quiet:
 
 
 def _check(entry: ZooEntry) -> ZooResult:
-    """One type, in the current process: build its default config, read it, verify it."""
+    """One type, in the current process: build its default config, read it, verify its cache
+    and count its parameters (kvcalc.measure.zoo_params) on the model verify built."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     from ..config.hfconfig import spec_from_config
+    from . import zoo_params
     from .verify import verify
 
     t0 = time.perf_counter()
@@ -350,6 +378,7 @@ def _check(entry: ZooEntry) -> ZooResult:
             **kw,
         )
 
+    unread = {"params": "refused", "params_detail": "the config is refused (see its cache verdict)"}
     try:
         cfg = CONFIG_MAPPING[entry.model_type]()
         if entry.via_text:
@@ -357,24 +386,42 @@ def _check(entry: ZooEntry) -> ZooResult:
         config = cfg.to_dict()
         config["model_type"] = cfg.model_type
     except Exception as exc:
-        return result("cannot build", f"the config class's defaults fail: {_exc(exc)}")
+        why = f"the config class's defaults fail: {_exc(exc)}"
+        return result("cannot build", why, params="cannot build", params_detail=why)
     try:
         spec = spec_from_config(config, name=entry.model_type)
     except ValueError as exc:
-        return result("refused", str(exc))
+        return result("refused", str(exc), **unread)
     except Exception as exc:
-        return result("error", f"spec_from_config raised {_exc(exc)}")
+        return result("error", f"spec_from_config raised {_exc(exc)}", **unread)
+    counted: list = []
     try:
-        report = verify(config, name=entry.model_type)
+        report = verify(
+            config,
+            name=entry.model_type,
+            on_model=lambda m: counted.append(zoo_params.count_model(m)),
+        )
     except ValueError as exc:  # verify re-reads the config; a refusal there is still a refusal
-        return result("refused", str(exc))
+        return result("refused", str(exc), **unread)
     except MemoryError:
-        return result("cannot build", "out of memory (the child's address-space limit)")
+        why = "out of memory (the child's address-space limit)"
+        return result("cannot build", why, params="cannot build", params_detail=why)
     except Exception as exc:
-        return result("error", f"verify raised {_exc(exc)}")
+        return result(
+            "error",
+            f"verify raised {_exc(exc)}",
+            **zoo_params.fields(spec, counted, entry.model_type, entry.via_text),
+        )
     verdict, detail, named = classify(report)
+    if not counted:
+        counted.append(report.reason or "transformers built no model")
     return result(
-        verdict, detail, differences=named, context=report.context, layers=spec.num_layers
+        verdict,
+        detail,
+        differences=named,
+        context=report.context,
+        layers=spec.num_layers,
+        **zoo_params.fields(spec, counted, entry.model_type, entry.via_text),
     )
 
 
@@ -407,6 +454,8 @@ def _child(entry: ZooEntry, memory_gib: float, conn) -> None:
                 via_text=entry.via_text,
                 verdict="cannot build",
                 detail="out of memory (the child's address-space limit)",
+                params="cannot build",
+                params_detail="out of memory (the child's address-space limit)",
             )
         noise += len(caught)
     try:
@@ -453,6 +502,8 @@ def _run_one(ctx, entry: ZooEntry, timeout_s: float, memory_gib: float) -> ZooRe
             verdict="cannot build",
             detail=why,
             seconds=round(time.perf_counter() - t0, 2),
+            params="cannot build",
+            params_detail=why,
         )
     else:
         proc.join(10)
