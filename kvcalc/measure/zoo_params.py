@@ -26,6 +26,10 @@ torch and transformers are imported only inside the functions that build models.
 from __future__ import annotations
 
 from collections import Counter
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..core.model import ModelSpec
 
 __all__ = [
     "PARAMS_VERDICTS",
@@ -145,6 +149,7 @@ def wrapper_count(model_type: str):
     cfg = CONFIG_MAPPING[model_type]()
     config = cfg.to_dict()
     config["model_type"] = model_type
+    spec: ModelSpec | ValueError
     try:
         spec = spec_from_config(config, name=model_type)
     except ValueError as exc:
