@@ -269,7 +269,7 @@ class Teacher:
         self.code = parse_qs(c.query).get("class", [""])[0]
         # The teacher link is drawn only when asked for (a dialog, never by itself on the
         # projector): ask for it, as a teacher does.
-        await c.run([(c.buttons["Show my teacher link"], "trigger", True)])
+        await c.run([(c.buttons["Show my teacher link (not on the projector)"], "trigger", True)])
         link = next((x for x in c.codes if "teacher=" in x), "")
         self.key = parse_qs(link.split("?", 1)[-1]).get("teacher", [""])[0]
         if not (self.code and self.key):

@@ -476,11 +476,14 @@ def _big_code(code: str, link: str) -> None:
     st.code(link, language=None)
 
 
+TEACHER_LINK_LABEL = "Show my teacher link (not on the projector)"
+
+
 def _link_button(code: str, key: str) -> None:
     """The teacher link is drawn only when asked for, in a dialog: never on the projector by
     itself, and never sent again by a later rerun."""
     if st.button(
-        "Show my teacher link",
+        TEACHER_LINK_LABEL,
         key="lc_link_btn",
         icon=":material/key:",
         type="tertiary",
