@@ -4,7 +4,9 @@ ships (each from its config class's defaults, on the meta device, in a child pro
 The oracle is transformers' own cache object. A verdict of "wrong" (kvcalc gave numbers that
 transformers' cache contradicts) or "error" (kvcalc crashed instead of refusing) fails the run;
 a refusal that names its cause, or a model transformers itself cannot run on the meta device, is
-allowed. docs/zoo.md, the committed table, must list every model_type the run finds."""
+allowed. The same run counts each type's parameters (kvcalc.measure.zoo_params): a count that
+differs from transformers' own model fails. docs/zoo.md, the committed table, must list every
+model_type the run finds."""
 
 import re
 from pathlib import Path
@@ -42,6 +44,17 @@ def test_no_architecture_is_wrong(run):
     assert not bad, "\n".join(bad)
 
 
+def test_no_parameter_count_is_wrong(run):
+    """kvcalc's parameter count of each type equals transformers' own model's (its parameters
+    plus the score-correction bias buffers checkpoints store), or is refused by name."""
+    bad = [f"{r.model_type}: {r.params_detail}" for r in run.results if r.params == "wrong"]
+    assert not bad, "\n".join(bad)
+    assert all(r.params in zoo.PARAMS_VERDICTS for r in run.results)
+    for r in run.results:
+        if r.params in ("refused", "cannot build"):
+            assert len(r.params_detail) > 10, r
+
+
 def test_every_refusal_names_its_cause(run):
     for r in run.results:
         if r.verdict in ("refused", "cannot build"):
@@ -55,6 +68,14 @@ def test_the_committed_table_lists_every_model_type_the_run_found(run):
         "docs/zoo.md lacks " + ", ".join(missing) + "; rewrite it with "
         "`python -m kvcalc verify --zoo --markdown > docs/zoo.md`"
     )
+    # the parameter table: one row per type, none committed as wrong
+    params = dict(
+        re.findall(
+            r"^\| `([^`]+)` \| (exact|refused|cannot build|wrong) \|", TABLE.read_text(), re.M
+        )
+    )
+    assert not sorted(set(run.found) - set(params)), "docs/zoo.md's parameter table lacks types"
+    assert "wrong" not in params.values()
 
 
 def _imported_by_a_check(model_type: str) -> list[str]:

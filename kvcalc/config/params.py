@@ -38,18 +38,19 @@ _FAMILY: dict[str, dict[str, Any]] = {
     "gemma2": {"norms_per_layer": 4},
     "gemma3_text": {"norms_per_layer": 4, "qk_norm": True},
     "jamba": {},
-    "deepseek_v3": {},
-    "deepseek_v2": {},
+    # score_bias: the router's e_score_correction_bias (_score_bias says when)
+    "deepseek_v3": {"score_bias": True},
+    "deepseek_v2": {"no_score_bias": True},
     # tied_default: the output head's tie when the config names none, the default of the
     # family's transformers config class where kvcalc's generic default, tied, is not it.
     # Kimi K2 / K2.5's language model is DeepSeek-V3's (vLLM serves kimi_k2 with
     # DeepseekV3ForCausalLM; transformers' kimi_k25 builds DeepseekV3 from the text config)
-    "kimi_k2": {"tied_default": False},
+    "kimi_k2": {"score_bias": True, "tied_default": False},
     # DeepSeek sparse attention: DeepSeek-V3's blocks plus the indexer's projections in every
     # layer (transformers' GlmMoeDsaIndexer and DeepseekV32Indexer: wq_b, wk, k_norm,
     # weights_proj)
-    "deepseek_v32": {"indexer": True, "tied_default": False},
-    "glm_moe_dsa": {"indexer": True, "tied_default": False},
+    "deepseek_v32": {"indexer": True, "score_bias": True, "tied_default": False},
+    "glm_moe_dsa": {"indexer": True, "score_bias": True, "tied_default": False},
     # MiMo (7B): Qwen2's blocks (vLLM's mimo.py); its MTP layers are the drafter's, not counted
     "mimo": {"qkv_bias": True, "tied_default": False},
     # EXAONE 4 and EXAONE 4.5's language model: per-head q/k RMSNorms, and the two norms after
@@ -304,10 +305,7 @@ def _count_params(
         router = moe.layers * moe.num_experts * hidden
         if family.get("expert_bias"):
             router += moe.layers * moe.num_experts
-        if f.has("n_group") and f.has("topk_method"):
-            router += moe.layers * moe.num_experts  # DeepSeek-V3's e_score_correction_bias
-        elif family.get("routing_bias") and f.bool(family["routing_bias"], False):
-            router += moe.layers * moe.num_experts  # MiniMax-M2's e_score_correction_bias
+        router += moe.layers * moe.num_experts * _score_bias(f, family)
 
     per_layer_norms = family.get("norms_per_layer", 2)
     if (
@@ -329,6 +327,29 @@ def _count_params(
         other=other,
         tied=tied,
     )
+
+
+def _score_bias(f: Fields, family: dict) -> int:
+    """1 when the router has a score-correction bias per expert (a buffer in transformers, a
+    weight in vLLM and the checkpoint), else 0.
+
+    DeepSeek-V3's router (DeepseekV3TopkRouter, and the families built on it) always has one
+    in transformers; vLLM's deepseek_v2.py makes it only for topk_method "noaux_tc", so another
+    method is refused. DeepSeek-V2's router (transformers' DeepseekV2Moe) has none, and vLLM
+    none without noaux_tc. MiniMax-M2's router always has one in transformers and in vLLM's
+    minimax_m2.py with use_routing_bias (its real files say true); false is read as vLLM does."""
+    if family.get("score_bias") or family.get("no_score_bias"):
+        method = f.raw("topk_method", default="noaux_tc" if family.get("score_bias") else None)
+        if (method == "noaux_tc") != bool(family.get("score_bias")):
+            raise ValueError(
+                f"config field 'topk_method' is {_short(method)}: vLLM gives the router a "
+                "score-correction bias for 'noaux_tc' only, transformers' "
+                f"{_short(f.model_type)} {'always' if family.get('score_bias') else 'never'}"
+            )
+        return 1 if family.get("score_bias") else 0
+    if family.get("routing_bias"):
+        return 1 if f.bool(family["routing_bias"], True) else 0
+    return 0
 
 
 def _gqa_params(

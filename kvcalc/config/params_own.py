@@ -193,7 +193,10 @@ def _nemotron_blocks(f: Fields, n: int) -> list[str]:
         blocks = [_NEMOTRON_BLOCKS.get(c, "?") for c in pattern]
     else:
         names = f.raw("layers_block_type")
-        blocks = list(names) if isinstance(names, list) else []
+        # transformers 5.24's NemotronHConfig writes Mamba and attention blocks as
+        # "linear_attention" and "full_attention" (its _pattern_to_list mapping)
+        renamed = {"linear_attention": "mamba", "full_attention": "attention"}
+        blocks = [renamed.get(b, b) for b in names] if isinstance(names, list) else []
     if len(blocks) != n or any(b not in _NEMOTRON_BLOCKS.values() for b in blocks):
         raise ValueError(
             "the layer pattern does not give one Mamba, attention, MLP or MoE block for each "
@@ -470,11 +473,7 @@ def _kimi_linear_params(
             attention += d + width * hidden  # o_norm, o_proj
     n = len(layers)
     experts = f.int("num_experts", required=False)
-    first = f.int("first_k_dense_replace", default=0, minimum=0)
-    freq = f.int("moe_layer_freq", default=1)
-    moe_layers = (
-        sum(1 for i in range(n) if i >= first and i % freq == 0) if experts is not None else 0
-    )
+    moe_layers = _kimi_moe_layers(f, n) if experts is not None else 0
     mlp = (n - moe_layers) * 3 * hidden * f.int("intermediate_size") if moe_layers < n else 0
     moe = None
     routed = shared = router = 0
@@ -510,6 +509,47 @@ def _kimi_linear_params(
         norms=(2 * n + 1) * hidden,
         tied=tied,
     )
+
+
+def _kimi_moe_layers(f: Fields, n: int) -> int:
+    """How many layers route to experts. transformers' KimiLinearConfig reads mlp_layer_types
+    ("dense" / "sparse" per layer), built from first_k_dense_replace when absent (default 1),
+    and ignores moe_layer_freq; vLLM's kimi_linear.py reads first_k_dense_replace (default 0)
+    and moe_layer_freq. Where the two would build different layers, the count is refused."""
+    first = f.int("first_k_dense_replace", required=False, minimum=0)
+    freq = f.int("moe_layer_freq", default=1)
+    vllm = None
+    if first is not None:
+        vllm = [i >= first and i % freq == 0 for i in range(n)]
+    kinds = f.raw("mlp_layer_types")
+    if kinds is None:
+        if vllm is None:
+            raise ValueError(
+                "config field 'first_k_dense_replace' is missing: transformers' KimiLinearConfig "
+                "takes 1 dense layer, vLLM's 0"
+            )
+        if freq != 1:
+            raise ValueError(
+                "config field 'moe_layer_freq' is not 1: vLLM routes every moe_layer_freq-th "
+                "layer, transformers' KimiLinear every layer past first_k_dense_replace"
+            )
+        return sum(vllm)
+    if (
+        not isinstance(kinds, list)
+        or len(kinds) != n
+        or any(k not in ("dense", "sparse") for k in kinds)
+    ):
+        raise ValueError(
+            "config field 'mlp_layer_types' must give 'dense' or 'sparse' for each of the "
+            f"{n} layers"
+        )
+    sparse = [k == "sparse" for k in kinds]
+    if vllm is not None and vllm != sparse:
+        raise ValueError(
+            "config fields 'mlp_layer_types' and 'first_k_dense_replace' / 'moe_layer_freq' "
+            "give different MoE layers: transformers reads the first, vLLM the others"
+        )
+    return sum(sparse)
 
 
 def _kimi_mla(f: Fields, hidden: int, layer) -> int:

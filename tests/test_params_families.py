@@ -1,0 +1,118 @@
+"""Parameter counts of the families the zoo's parameter check (kvcalc.measure.zoo_params) found
+wrong or uncounted (issue 38, item 2: "a known cache never comes without its weights").
+
+The oracle is transformers 5.24's own model built on the meta device (no weights, no download):
+the sum of p.numel() over model.parameters() (a tied weight once), plus the router's
+e_score_correction_bias where transformers keeps it as a buffer that the checkpoint and vLLM
+keep as a weight (said where it is added). Hand derivations are written out where a family is
+new; refusals are checked by the field they name. Real config files are in
+tests/test_params_zoo_real.py; every architecture's class defaults in tests/test_zoo.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kvcalc import spec_from_config
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+
+
+def build(model_type: str, **changes):
+    """(config dict, transformers' parameters, e_score_correction_bias elements) of the causal
+    LM of ``model_type``'s config class with ``changes``, on the meta device."""
+    from transformers import AutoModelForCausalLM
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    conf = CONFIG_MAPPING[model_type](**changes)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(conf)
+    params = sum(p.numel() for p in model.parameters())
+    bias = sum(
+        b.numel() for n, b in model.named_buffers() if n.endswith(".e_score_correction_bias")
+    )
+    cfg = conf.to_dict()
+    cfg["model_type"] = model_type
+    return cfg, params, bias
+
+
+def kvcalc_count(cfg: dict) -> int:
+    spec = spec_from_config(cfg)
+    assert spec.params is not None, spec.params_error
+    return spec.params.total
+
+
+def refusal(cfg: dict) -> str:
+    spec = spec_from_config(cfg)
+    assert spec.params is None
+    return spec.params_error or ""
+
+
+# -- the router's score-correction bias --------------------------------------------------------
+
+
+def test_deepseek_v3_class_defaults_count_the_score_bias_transformers_always_builds():
+    # DeepseekV3Config() names no topk_method; DeepseekV3TopkRouter has the bias whatever it
+    # says: 58 MoE layers (61 - first_k_dense_replace 3) x 256 experts
+    cfg, params, bias = build("deepseek_v3")
+    assert "topk_method" not in cfg and bias == 58 * 256
+    assert kvcalc_count(cfg) == params + bias
+
+
+def test_a_topk_method_the_engines_read_differently_is_refused():
+    # vLLM's deepseek_v2.py makes the bias for "noaux_tc" only; transformers' DeepseekV3 always
+    cfg, _, _ = build("deepseek_v3", num_hidden_layers=4)
+    cfg["topk_method"] = "greedy"
+    assert "topk_method" in refusal(cfg)
+
+
+def test_deepseek_v2_never_counts_a_score_bias():
+    # DeepSeek-V2's files name n_group and topk_method "group_limited_greedy"; transformers'
+    # DeepseekV2Moe has no score-correction bias (before: counted for any topk_method)
+    cfg, params, bias = build(
+        "deepseek_v2",
+        num_hidden_layers=3,
+        num_experts_per_tok=6,
+        n_group=8,
+        topk_group=3,
+        topk_method="group_limited_greedy",
+    )
+    assert bias == 0
+    assert kvcalc_count(cfg) == params
+    cfg["topk_method"] = "noaux_tc"  # vLLM would add one, transformers not
+    assert "topk_method" in refusal(cfg)
+
+
+def test_minimax_m2_without_use_routing_bias_counts_the_bias_transformers_builds():
+    cfg, params, bias = build("minimax_m2", num_hidden_layers=3)
+    assert "use_routing_bias" not in cfg and bias == 3 * cfg["num_local_experts"]
+    assert kvcalc_count(cfg) == params + bias
+
+
+# -- Kimi-Linear's MoE layers and Nemotron-H's block names at their class defaults -------------
+
+
+def test_kimi_linear_reads_mlp_layer_types():
+    # KimiLinearConfig() writes mlp_layer_types (layer 0 dense, 26 sparse) and no
+    # first_k_dense_replace; before, every layer was counted MoE (+1,755,906,304)
+    cfg, params, bias = build("kimi_linear")
+    assert cfg["mlp_layer_types"].count("sparse") == 26 and bias == 26 * 256
+    assert kvcalc_count(cfg) == params + bias
+
+
+def test_kimi_linear_dense_layers_the_engines_read_differently_are_refused():
+    cfg, _, _ = build("kimi_linear", num_hidden_layers=4)
+    cfg["first_k_dense_replace"] = 2  # vLLM: 2 dense layers; mlp_layer_types says 1
+    assert "mlp_layer_types" in refusal(cfg)
+    del cfg["mlp_layer_types"]
+    del cfg["first_k_dense_replace"]  # transformers takes 1 dense layer, vLLM 0
+    assert "first_k_dense_replace" in refusal(cfg)
+
+
+def test_nemotron_h_reads_transformers_block_names():
+    # NemotronHConfig() writes layers_block_type as linear_attention / moe / full_attention /
+    # mlp (before: refused, only mamba / attention were known)
+    cfg, params, bias = build("nemotron_h")
+    assert cfg["layers_block_type"] == ["linear_attention", "moe", "full_attention", "mlp"]
+    assert kvcalc_count(cfg) == params + bias
