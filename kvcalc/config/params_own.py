@@ -196,7 +196,7 @@ def _nemotron_blocks(f: Fields, n: int) -> list[str]:
         # transformers 5.24's NemotronHConfig writes Mamba and attention blocks as
         # "linear_attention" and "full_attention" (its _pattern_to_list mapping)
         renamed = {"linear_attention": "mamba", "full_attention": "attention"}
-        blocks = [renamed.get(b, b) for b in names] if isinstance(names, list) else []
+        blocks = [str(renamed.get(b, b)) for b in names] if isinstance(names, list) else []
     if len(blocks) != n or any(b not in _NEMOTRON_BLOCKS.values() for b in blocks):
         raise ValueError(
             "the layer pattern does not give one Mamba, attention, MLP or MoE block for each "

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from .calibration import StepModel
 
@@ -90,14 +91,14 @@ def version_key(version: str) -> tuple[int, ...]:
 
 def parse_engine(text: str) -> tuple[str, str | None]:
     """'vllm@0.18.0' -> ('vllm', '0.18.0'); 'sglang' -> ('sglang', None)."""
-    name, _, version = text.strip().partition("@")
+    name, _, asked = text.strip().partition("@")
     name = _ALIASES.get(name.lower(), name.lower())
     if name not in ENGINE_NAMES:
         raise ValueError(
             f"engine {text[:40]!r}: kvcalc has profiles for "
             f"{', '.join(ENGINE_NAMES)} (e.g. vllm@0.18.0, sglang@0.5.6, trtllm@1.0)"
         )
-    version = version.strip() or None
+    version = asked.strip() or None
     if version is not None:
         version = BUILD_TAGS.get((name, version), version)
         version_key(version)
@@ -148,7 +149,7 @@ class EngineProfile:
             engine=self.key,
         )
 
-    def with_coefficients(self, **coefs: float) -> EngineProfile:
+    def with_coefficients(self, **coefs: Any) -> EngineProfile:
         return replace(self, **coefs)
 
     def coefficients(self) -> dict[str, float]:
@@ -171,14 +172,14 @@ SCHEDULER_SOURCES = {
         "max_batch_size 2,048 (tensorrt_llm/llmapi/llm_args.py BuildConfig defaults)"
     ),
 }
-SCHEDULER_DEFAULTS = {
+SCHEDULER_DEFAULTS: dict[str, dict[str, Any]] = {
     "vllm": dict(max_num_batched_tokens=8192, max_num_seqs=1024),
     "sglang": dict(max_num_batched_tokens=8192, max_num_seqs=4096),
     "trtllm": dict(max_num_batched_tokens=8192, max_num_seqs=2048),
 }
 
 
-def _p(engine: str, version: str, rows: int, **coefs: float) -> EngineProfile:
+def _p(engine: str, version: str, rows: int, **coefs: Any) -> EngineProfile:
     return EngineProfile(
         engine=engine, version=version, fitted_rows=rows, **SCHEDULER_DEFAULTS[engine], **coefs
     )

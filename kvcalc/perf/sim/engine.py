@@ -228,6 +228,11 @@ class Setup:
         states = self.state_read_bytes * scheduled
         fixed = self.fixed_seconds(tokens)
         fps, bps = self.flops_per_s, self.bytes_per_s
+        att: float
+        dec: float
+        slide: float
+        kv: float
+        slide_kv: float
         att, dec, slide = (
             self.attention_flops_per_pair,
             self.decode_flops_per_pair,
