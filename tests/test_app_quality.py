@@ -70,10 +70,8 @@ def test_the_first_table_is_the_committed_one_at_once(no_model):
     doc = committed(2048)
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60)
     at.run()  # the app's own start (imports, home page), not this page's
-    t0 = time.perf_counter()
     at.switch_page(PAGE)
-    at.run()
-    took = time.perf_counter() - t0
+    at.run()  # no_model: at once means the model never ran nor loaded
     assert not at.exception, [e.value for e in at.exception]
     check_table(at, doc)
     check_label(at, doc)
@@ -88,7 +86,7 @@ def test_the_first_table_is_the_committed_one_at_once(no_model):
     assert (
         f"perplexity {s['perplexity']:.3f} with them against {w['perplexity']:.3f} without"
     ) in body
-    assert took < 5, f"the page took {took:.1f} s to its first table"
+    # The seconds to this table are bench/quality.py --page's figure, not a bound here.
 
 
 def test_hosted_the_first_table_is_the_committed_512_token_one(no_model, monkeypatch):

@@ -118,14 +118,20 @@ def test_verify_on_the_worst_inputs(corpus_files, name):
 
 
 @pytest.mark.slow
-def test_verify_of_the_worst_input_is_stopped_within_its_limit():
+def test_verify_of_the_worst_input_is_stopped_within_its_limit(monkeypatch):
     pytest.importorskip("torch")
-    from kvcalc.measure.verify_bounded import verify_bounded
+    from child_support import spy_children
 
-    t0 = time.perf_counter()
+    from kvcalc.measure.verify_bounded import POLL_S, verify_bounded
+
+    children = spy_children(monkeypatch)
     r = verify_bounded(json.loads(CORPUS["moe_at_caps"]), timeout_s=3, memory_gib=4)
-    assert time.perf_counter() - t0 < 10
     assert r.agrees is None and "not checked" in r.line
+    # Its 1,024 layers are refused before a process starts (MAX_CHECK_LAYERS); a child it
+    # starts is stopped within its 3 s (each poll waits at least POLL_S, so it is polled at
+    # most this often) and reaped. The seconds are bench/refusals.py's figure, not a bound here.
+    for child in children:
+        assert child.reaped() and child.polls <= 3 / POLL_S + 1
 
 
 # --- every page ---------------------------------------------------------------------------------
