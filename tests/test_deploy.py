@@ -40,16 +40,42 @@ def env_from_dockerfile() -> dict:
     return env
 
 
+def _runs() -> list[str]:
+    """The Dockerfile's RUN commands, each with its continuation lines joined."""
+    text = re.sub(r"\\\n", " ", DOCKERFILE)
+    return [m.group(1) for m in re.finditer(r"^RUN\s+(.+?)$", text, re.M)]
+
+
+def test_the_code_is_not_the_servers_to_change():
+    """Issue 39, item 8: the app's code belongs to root and is read-only to the server's user;
+    the user owns only the folders the server writes (its cache, and data/ for the live class's
+    SQLite file when no database is given)."""
+    runs = " && ".join(_runs())
+    assert "useradd" in runs and _instruction("USER")[-1] == "app"
+    owned = []
+    for m in re.finditer(r"\bchown\s+(.+?)(?:&&|$)", runs):
+        args = m.group(1).split()
+        assert not any(a.startswith("-") for a in args), f"a recursive chown: {m.group(0)}"
+        owned += args[1:]
+    assert sorted(owned) == ["/app/data", "/home/app/.cache"]
+    assert "--chown" not in DOCKERFILE  # COPY leaves the code root's
+    assert re.search(r"\bchmod -R go-w /app\b", runs)  # whatever the build context's modes
+
+
 def test_container_start_command_runs_here():
     pytest.importorskip("streamlit", reason="streamlit is not installed (the [app] extra)")
     cmd = json.loads(_instruction("CMD")[-1])
-    assert cmd[:3] == ["streamlit", "run", "app.py"]
+    # streamlit run through deploy/launch.py (never looks up the external address, issue 39
+    # B17), with the same arguments as compose's replicas
+    assert cmd[:4] == ["python", "deploy/launch.py", "run", "app.py"]
+    import yaml
+
+    compose = yaml.safe_load((ROOT / "compose.yaml").read_text())["services"]
+    assert compose["app1"]["command"] == cmd
     env = {**os.environ, **env_from_dockerfile()}
     proc, base = start_server(
         lambda port: [
             sys.executable,
-            "-m",
-            "streamlit",
             *[a.replace("8501", str(port)).replace("0.0.0.0", "127.0.0.1") for a in cmd[1:]],
         ],
         env=env,
