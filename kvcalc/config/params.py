@@ -7,68 +7,27 @@ cache (kvcalc.config.hfconfig) never depends on this module succeeding.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.model import MoE, ParamCounts, RecurrentState
+from ..core.model import MoE, ParamCounts
 from ..core.text import short as _short
-from .fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields, Geometry
+from .fields import Fields, Geometry
 from .limits import MAX_LAYERS, MAX_PARAMS
+from .params_blocks import (
+    dense_mlp,
+    gqa_params,
+    indexer_params,
+    mla_params,
+    norm_width,
+    state_params,
+    switch,
+)
+from .params_head import tied_head as _tied
 from .params_own import OWN_COUNTERS as _OWN_COUNTERS
-from .params_own import tied_head as _tied
+from .params_table import FAMILY_BLOCKS as _FAMILY
 
 __all__ = ["count_parameters", "ParamReading"]
-
-# How each architecture builds the blocks that parameter counting needs. Unlisted model types
-# are counted as Llama-style (gated MLP of three matrices, no biases), and the spec says so.
-_FAMILY: dict[str, dict[str, Any]] = {
-    "gpt2": {"mlp": "plain", "bias": True, "norm_bias": True, "learned_positions": True},
-    "falcon": {"mlp": "plain", "norm_bias": True},
-    "qwen2": {"qkv_bias": True},
-    "qwen2_moe": {"qkv_bias": True},
-    "gpt_oss": {"attn_bias": True, "sinks": True, "expert_bias": True},
-    "qwen3_next": {"gated_q": True, "qk_norm": True},
-    # Qwen3.5: Qwen3-Next's blocks (gated query, q/k norms, Gated DeltaNet, MoE with a shared
-    # expert); checked against transformers 5.24 on the meta device (tests/test_params_qwen35.py)
-    "qwen3_5_text": {"gated_q": True, "qk_norm": True},
-    "qwen3_5_moe_text": {"gated_q": True, "qk_norm": True},
-    "qwen3": {"qk_norm": True},
-    "qwen3_moe": {"qk_norm": True},
-    "gemma2": {"norms_per_layer": 4},
-    "gemma3_text": {"norms_per_layer": 4, "qk_norm": True},
-    "jamba": {},
-    # score_bias: the router's e_score_correction_bias (_score_bias says when)
-    "deepseek_v3": {"score_bias": True},
-    "deepseek_v2": {"no_score_bias": True},
-    # tied_default: the output head's tie when the config names none, the default of the
-    # family's transformers config class where kvcalc's generic default, tied, is not it.
-    # Kimi K2 / K2.5's language model is DeepSeek-V3's (vLLM serves kimi_k2 with
-    # DeepseekV3ForCausalLM; transformers' kimi_k25 builds DeepseekV3 from the text config)
-    "kimi_k2": {"score_bias": True, "tied_default": False},
-    # DeepSeek sparse attention: DeepSeek-V3's blocks plus the indexer's projections in every
-    # layer (transformers' GlmMoeDsaIndexer and DeepseekV32Indexer: wq_b, wk, k_norm,
-    # weights_proj)
-    "deepseek_v32": {"indexer": True, "score_bias": True, "tied_default": False},
-    "glm_moe_dsa": {"indexer": True, "score_bias": True, "tied_default": False},
-    # MiMo (7B): Qwen2's blocks (vLLM's mimo.py); its MTP layers are the drafter's, not counted
-    "mimo": {"qkv_bias": True, "tied_default": False},
-    # EXAONE 4 and EXAONE 4.5's language model: per-head q/k RMSNorms, and the two norms after
-    # attention and after the MLP (Exaone4DecoderLayer)
-    "exaone4": {"qk_norm": True, "tied_default": False},
-    "exaone4_5_text": {"qk_norm": True, "tied_default": False},
-    # MiniMax-M2: q/k RMSNorm over the whole projection (qk_norm_type "per_layer"), every layer
-    # MoE, and the router's score-correction bias where use_routing_bias (vLLM's minimax_m2.py)
-    "minimax_m2": {
-        "qk_norm_full": True,
-        "routing_bias": "use_routing_bias",
-        "tied_default": False,
-    },
-    "llama": {},
-    "mistral": {},
-    "mixtral": {},
-    "phi3": {},
-}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,24 +55,28 @@ def count_parameters(f: Fields, model_type: str, layers: list, geo: Geometry) ->
         vocab = f.int("vocab_size")
     except ValueError as exc:
         return ParamReading(error=str(exc))
+    if family.get("defaults"):
+        # the family's config-class defaults of the fields only the count reads, for this count
+        cache_defaults = f.defaults
+        f.defaults = {**family["defaults"], **cache_defaults}
+        try:
+            return _generic(f, family, layers, hidden, vocab)
+        finally:
+            f.defaults = cache_defaults
     try:
         if special:
             moe, params = special(f, layers, geo, hidden, vocab)
             _check_total(params)
             return ParamReading(moe=moe, params=params, vocab=vocab)
+    except ValueError as exc:
+        return ParamReading(vocab=vocab, error=str(exc))
+    return _generic(f, family, layers, hidden, vocab)
+
+
+def _generic(f: Fields, family: dict, layers: list, hidden: int, vocab: int) -> ParamReading:
+    try:
         moe = _moe(f, hidden, len(layers), family)
-        params = _count_params(
-            f,
-            family,
-            layers,
-            moe,
-            hidden,
-            vocab,
-            geo.head_dim,
-            geo.q_heads,
-            geo.kv_heads,
-            len(layers),
-        )
+        params = _count_params(f, family, layers, moe, hidden, vocab)
         _check_total(params)
     except ValueError as exc:
         return ParamReading(vocab=vocab, error=str(exc))
@@ -183,6 +146,11 @@ def _check_total(params: ParamCounts) -> None:
         )
 
 
+# The layer kinds the generic counter describes; a family's entry adds others it knows how to
+# count ("layers").
+_GENERIC_KINDS = frozenset({"full", "sliding", "chunked", "mla", "state"})
+
+
 def _countable(model_type: str, layers: list, geo: Geometry) -> dict[str, Any]:
     """The family's building blocks, or ValueError when the counter does not cover the model."""
     family = _FAMILY.get(model_type)
@@ -190,43 +158,93 @@ def _countable(model_type: str, layers: list, geo: Geometry) -> dict[str, Any]:
         raise ValueError(
             f"parameter counting is not implemented for model_type {_short(model_type or '(none)')}"
         )
-    if geo.per_layer_heads or any(
-        not lay.stores_tokens and not lay.state_elements for lay in layers
-    ):
+    if "refuse" in family:
+        raise ValueError(family["refuse"])
+    allowed = _GENERIC_KINDS | set(family.get("layers", ()))
+    if any(lay.kind not in allowed for lay in layers):
         raise ValueError(
-            "layers differ in shape (per-layer heads, shared or attention-free "
-            "blocks), which the parameter counter does not cover"
+            "layers differ in shape (shared or attention-free blocks), which the parameter "
+            "counter does not cover for this family"
         )
     if any(lay.state_elements and lay.flavor not in ("mamba", "gated_deltanet") for lay in layers):
         raise ValueError("the parameter counter covers Mamba-1 and Gated DeltaNet layers only")
     return family
 
 
+_EXPERTS = ("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
+_TOP_K = (
+    "num_experts_per_tok",
+    "experts_per_token",
+    "num_experts_per_token",
+    "moe_top_k",
+    "top_k",
+    "moe_topk",
+    "moe_k",
+)
+_SHARED = ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts")
+
+
 def _moe(f: Fields, hidden: int, n: int, family: dict) -> MoE | None:
-    e = f.raw("num_local_experts", "n_routed_experts", "num_experts")
+    e = f.raw(*_EXPERTS)
     if e is None or e in (0, 1):
         return None
-    e = f.int("num_local_experts", "n_routed_experts", "num_experts")
-    k = f.int(
-        "num_experts_per_tok", "experts_per_token", "num_experts_per_token", "moe_top_k", "top_k"
-    )
+    e = f.int(*_EXPERTS)
+    k = f.int(*_TOP_K)
     if k > e:
         raise ValueError(
             f"config field 'num_experts_per_tok' ({k}) exceeds the number of experts ({e})"
         )
-    inter = f.int("moe_intermediate_size", "intermediate_size")
+    inter = f.int(*family.get("expert_width", ("moe_intermediate_size", "intermediate_size")))
     per_expert = 3 * hidden * inter
     if family.get("expert_bias"):
         per_expert += 2 * inter + hidden
-    # Which layers are MoE.
+    moe_layers = _moe_layer_count(f, n, family)
+    shared = family.get("shared_count", 0) * 3 * hidden * inter
+    if f.has(*_SHARED):
+        shared = f.int(*_SHARED, minimum=0) * 3 * hidden * inter
+    width_field = family.get("shared_width", "shared_expert_intermediate_size")
+    if f.has(width_field):
+        width = f.int(width_field, minimum=0)
+        if width:
+            # Qwen2-MoE's shared_expert_gate: one weight per hidden channel
+            shared += 3 * hidden * width + (hidden if family.get("shared_expert_gate") else 0)
+    return MoE(
+        num_experts=e,
+        top_k=k,
+        expert_params=per_expert,
+        layers=moe_layers,
+        shared_params_per_layer=shared,
+    )
+
+
+def _moe_layer_count(f: Fields, n: int, family: dict) -> int:  # noqa: C901
+    """How many of the n layers route to experts, by whichever of the layouts the config gives:
+    mlp_layer_types ("dense" / "sparse", transformers' newer field), first_k_dense_replace and
+    moe_layer_freq (DeepSeek's), expert_layer_period and offset (Jamba's), decoder_sparse_step
+    and mlp_only_layers (Qwen-MoE's), or every layer. Where mlp_layer_types and the older
+    fields both appear they must agree (transformers reads the first, vLLM the others); layers
+    past the list (an MTP layer counted on top) follow the older fields.
+
+    Over complexity 15: one branch per layout, read in the order the engines give them."""
+    kinds = f.raw("mlp_layer_types")
+    listed = None
+    if kinds is not None:
+        if (
+            not isinstance(kinds, list)
+            or len(kinds) > MAX_LAYERS
+            or any(k not in ("dense", "sparse") for k in kinds)
+        ):
+            raise ValueError("config field 'mlp_layer_types' must list 'dense' or 'sparse'")
+        listed = [k == "sparse" for k in kinds]
+    older = None
     if f.has("first_k_dense_replace", "moe_layer_freq"):
         first = f.int("first_k_dense_replace", default=0, minimum=0)
         freq = f.int("moe_layer_freq", default=1)
-        moe_layers = sum(1 for i in range(n) if i >= first and i % freq == 0)
+        older = [i >= first and i % freq == 0 for i in range(n)]
     elif f.has("expert_layer_period"):
         period = f.int("expert_layer_period")
         offset = f.int("expert_layer_offset", default=0, minimum=0)
-        moe_layers = sum(1 for i in range(n) if i % period == offset)
+        older = [i % period == offset for i in range(n)]
     elif f.has("decoder_sparse_step", "mlp_only_layers"):
         step = f.int("decoder_sparse_step", default=1)
         only = f.raw("mlp_only_layers", default=[]) or []
@@ -237,66 +255,72 @@ def _moe(f: Fields, hidden: int, n: int, family: dict) -> MoE | None:
         ):
             raise ValueError("config field 'mlp_only_layers' must be a list of layer indices")
         dense = set(only)  # a set: a list membership test in the loop was quadratic
-        moe_layers = sum(1 for i in range(n) if i not in dense and (i + 1) % step == 0)
-    else:
-        moe_layers = n
-    shared = 0
-    if f.has("n_shared_experts"):
-        shared = f.int("n_shared_experts", minimum=0) * 3 * hidden * inter
-    if f.has("shared_expert_intermediate_size"):
-        shared += 3 * hidden * f.int("shared_expert_intermediate_size", minimum=0) + hidden
-    return MoE(
-        num_experts=e,
-        top_k=k,
-        expert_params=per_expert,
-        layers=moe_layers,
-        shared_params_per_layer=shared,
-    )
+        older = [i not in dense and (i + 1) % step == 0 for i in range(n)]
+    elif family.get("moe_layers") == "llama4":
+        # Llama 4: the moe_layers indices, else every interleave_moe_layer_step-th layer
+        # (Llama4TextConfig builds the list from the step when it is absent)
+        step = f.int("interleave_moe_layer_step", default=1)
+        given = f.raw("moe_layers")
+        if given is None:
+            given = list(range(step - 1, n, step))
+        if not isinstance(given, list) or any(not isinstance(i, int) for i in given):
+            raise ValueError("config field 'moe_layers' must be a list of layer indices")
+        chosen = set(given)
+        older = [i in chosen for i in range(n)]
+    elif family.get("moe_layers") == "ernie":
+        start = f.int("moe_layer_start_index", default=0, minimum=0)
+        end = f.int("moe_layer_end_index", default=n - 1, minimum=0)
+        every = f.int("moe_layer_interval", default=1)
+        older = [start <= i <= end and (i - start) % every == 0 for i in range(n)]
+    if listed is None:
+        return sum(older) if older is not None else n
+    if older is not None:
+        if listed != older[: len(listed)]:
+            raise ValueError(
+                "config fields 'mlp_layer_types' and the older MoE layout fields "
+                "(first_k_dense_replace, moe_layer_freq, mlp_only_layers...) give different MoE "
+                "layers: transformers reads the first, vLLM the others"
+            )
+        return sum(older)
+    if len(listed) != n:
+        raise ValueError(
+            f"config field 'mlp_layer_types' must give one entry for each of {n} layers"
+        )
+    return sum(listed)
 
 
 def _count_params(
-    f: Fields,
-    family: dict,
-    layers,
-    moe: MoE | None,
-    hidden: int,
-    vocab: int,
-    head_dim: int,
-    q_heads: int,
-    kv_heads: int,
-    n: int,
+    f: Fields, family: dict, layers: list, moe: MoE | None, hidden: int, vocab: int
 ) -> ParamCounts:
     """Parameters from config fields, layer by layer. Norm weights are counted; rotary tables
     and buffers are not parameters."""
+    n = len(layers)
     tied = _tied(f, family.get("tied_default", True))
     embedding = vocab * hidden
     lm_head = 0 if tied else vocab * hidden
     other = 0
     if family.get("learned_positions"):
-        other += f.int("n_positions", "max_position_embeddings") * hidden
-    bias = family.get("bias", False) or f.raw("bias", default=False) is True
-    norm_w = 2 * hidden if (family.get("norm_bias") or bias) else hidden
+        positions = f.int("n_positions", "max_position_embeddings")
+        other += (positions + family.get("positions_offset", 0)) * hidden
+    if switch(f, family, "head_bias"):
+        other += vocab  # the output head's bias (Phi, GPT-J, CodeGen, CTRL), tied or not
 
     attention = 0
     for layer in layers:
         if layer.kind == "mla":
-            attention += _mla_params(f, hidden, q_heads)
+            attention += mla_params(f, hidden, layer.q_heads)
             if family.get("indexer") and layer.extra is not None:
-                attention += _indexer_params(f, hidden)
+                attention += indexer_params(f, hidden)
         elif layer.kind == "state":
-            attention += _state_params(f, hidden, layer)
+            attention += state_params(f, hidden, layer)
         else:
-            attention += _gqa_params(f, family, hidden, head_dim, q_heads, kv_heads, bias)
+            attention += gqa_params(f, family, hidden, layer)
 
     # Feed-forward: dense layers are those that are not MoE.
     dense_layers = n - (moe.layers if moe else 0)
-    if family.get("mlp") == "plain":
-        inter = f.int("n_inner", "ffn_hidden_size", "intermediate_size", default=4 * hidden)
-        per = 2 * hidden * inter + ((inter + hidden) if bias else 0)
-    else:
-        inter = f.int("intermediate_size", required=dense_layers > 0, default=None)
-        per = 3 * hidden * inter if inter else 0
-    mlp = dense_layers * per
+    dense = family.get("dense_width")
+    mlp_family = family if dense is None else {**family, "mlp_width": dense}
+    mlp = dense_layers * dense_mlp(f, mlp_family, hidden, required=dense_layers > 0)
 
     routed = shared = router = 0
     if moe is not None:
@@ -308,13 +332,21 @@ def _count_params(
         router += moe.layers * moe.num_experts * _score_bias(f, family)
 
     per_layer_norms = family.get("norms_per_layer", 2)
+    if switch(f, family, "post_norms_field"):
+        per_layer_norms += 2  # HyperCLOVA X's post_norm1 and post_norm2 (use_post_norm)
+    if switch(f, family, "parallel_norms_field"):
+        per_layer_norms = 1  # StableLM's parallel residual: one input norm, no second
     if (
-        family.get("mlp") == "plain"
+        family.get("falcon_norms")
         and f.raw("parallel_attn", default=False) is True
         and f.raw("new_decoder_architecture", default=False) is not True
     ):
         per_layer_norms = 1  # Falcon-7B: attention and MLP read the same normed input
-    norms = n * per_layer_norms * norm_w + norm_w
+    width = norm_width(f, family, hidden)
+    norms = n * per_layer_norms * width
+    if moe is not None and family.get("moe_norm"):
+        norms += moe.layers * width  # A.X K1's post_mlp_layernorm inside each MoE block
+    norms += width * (int(family.get("final_norm", True)) + int(family.get("embed_norm", False)))
     return ParamCounts(
         embedding=embedding,
         lm_head=lm_head,
@@ -337,113 +369,20 @@ def _score_bias(f: Fields, family: dict) -> int:
     in transformers; vLLM's deepseek_v2.py makes it only for topk_method "noaux_tc", so another
     method is refused. DeepSeek-V2's router (transformers' DeepseekV2Moe) has none, and vLLM
     none without noaux_tc. MiniMax-M2's router always has one in transformers and in vLLM's
-    minimax_m2.py with use_routing_bias (its real files say true); false is read as vLLM does."""
-    if family.get("score_bias") or family.get("no_score_bias"):
-        method = f.raw("topk_method", default="noaux_tc" if family.get("score_bias") else None)
-        if (method == "noaux_tc") != bool(family.get("score_bias")):
+    minimax_m2.py with use_routing_bias (its real files say true); false is read as vLLM does.
+    ``score_bias: "always"``: a family whose router always has one and names no topk_method."""
+    bias = family.get("score_bias")
+    if bias == "always":
+        return 1
+    if bias or family.get("no_score_bias"):
+        method = f.raw("topk_method", default="noaux_tc" if bias else None)
+        if (method == "noaux_tc") != bool(bias):
             raise ValueError(
                 f"config field 'topk_method' is {_short(method)}: vLLM gives the router a "
                 "score-correction bias for 'noaux_tc' only, transformers' "
-                f"{_short(f.model_type)} {'always' if family.get('score_bias') else 'never'}"
+                f"{_short(f.model_type)} {'always' if bias else 'never'}"
             )
-        return 1 if family.get("score_bias") else 0
+        return 1 if bias else 0
     if family.get("routing_bias"):
         return 1 if f.bool(family["routing_bias"], True) else 0
     return 0
-
-
-def _gqa_params(
-    f: Fields, family: dict, hidden: int, head_dim: int, q_heads: int, kv_heads: int, bias: bool
-) -> int:
-    """One attention layer of query and KV heads: q, k, v, o, their biases, sinks and q/k norms
-    as the family builds them."""
-    q_out = q_heads * head_dim * (2 if family.get("gated_q") else 1)
-    kv_out = kv_heads * head_dim
-    a = hidden * (q_out + 2 * kv_out) + q_heads * head_dim * hidden
-    if family.get("qkv_bias"):
-        # Qwen2's q, k and v biases and no o_proj bias, whatever attention_bias says
-        # (Qwen2Attention in transformers and vLLM never reads it; MiMo's files write
-        # attention_bias: true)
-        f.seen.add("attention_bias")
-        a += q_out + 2 * kv_out
-    elif bias or family.get("attn_bias") or f.raw("attention_bias", default=False) is True:
-        a += q_out + 2 * kv_out + hidden
-    if family.get("sinks"):
-        a += q_heads
-    if family.get("qk_norm"):
-        a += 2 * head_dim
-    if family.get("qk_norm_full"):
-        a += _full_qk_norm(f, q_out + kv_out)
-    return a
-
-
-def _mla_params(f: Fields, hidden: int, heads: int) -> int:
-    nope, rope = f.int("qk_nope_head_dim"), f.int("qk_rope_head_dim")
-    v, kv_rank = f.int("v_head_dim"), f.int("kv_lora_rank")
-    q_dim = heads * (nope + rope)
-    if f.has("q_lora_rank"):
-        q_rank = f.int("q_lora_rank")
-        q = hidden * q_rank + q_rank + q_rank * q_dim  # down, norm, up
-    else:
-        q = hidden * q_dim
-    kv = hidden * (kv_rank + rope) + kv_rank + kv_rank * heads * (nope + v)
-    return q + kv + heads * v * hidden
-
-
-def _full_qk_norm(f: Fields, widths: int) -> int:
-    """MiniMax-M2's q/k RMSNorms span the whole q and k projections (transformers'
-    MiniMaxM2Attention, vLLM's MiniMaxText01RMSNormTP), which qk_norm_type "per_layer" names;
-    another value is not counted."""
-    kind = f.raw("qk_norm_type", default="per_layer")
-    if kind != "per_layer":
-        raise ValueError(
-            f"config field 'qk_norm_type' is {_short(kind)}: the parameter counter knows "
-            "MiniMax-M2's 'per_layer' q/k norms only"
-        )
-    if f.raw("use_qk_norm", default=True) is False:
-        return 0
-    return widths
-
-
-def _indexer_params(f: Fields, hidden: int) -> int:
-    """The DeepSeek-sparse-attention indexer of one layer (transformers 5.24's GlmMoeDsaIndexer
-    and DeepseekV32Indexer): wq_b from the query latent to index_n_heads x index_head_dim, wk
-    from the hidden state to one index_head_dim key, its LayerNorm (weight and bias) and
-    weights_proj to one weight per index head."""
-    heads, dim = f.int("index_n_heads"), f.int("index_head_dim")
-    q_rank = f.int("q_lora_rank")
-    return q_rank * heads * dim + hidden * dim + 2 * dim + hidden * heads
-
-
-def _state_params(f: Fields, hidden: int, layer: RecurrentState) -> int:
-    if layer.flavor == "gated_deltanet":
-        kh, vh = f.int("linear_num_key_heads"), f.int("linear_num_value_heads")
-        kd, vd = f.int("linear_key_head_dim"), f.int("linear_value_head_dim")
-        kernel = f.int("linear_conv_kernel_dim")
-        key_dim, value_dim = kh * kd, vh * vd
-        conv_dim = 2 * key_dim + value_dim
-        return (
-            hidden * (2 * key_dim + 2 * value_dim)  # in_proj_qkvz
-            + hidden * 2 * vh  # in_proj_ba
-            + conv_dim * kernel  # depthwise conv
-            + 2 * vh
-            + vd  # dt_bias, A_log, gated norm
-            + value_dim * hidden
-        )  # out_proj
-    d_state = f.int(*STATE_SIZE)
-    kernel = f.int(*CONV_KERNEL, default=4)
-    d_inner = f.int(*EXPAND, default=2) * hidden
-    dt_rank = f.raw("mamba_dt_rank", "time_step_rank", default="auto")
-    dt_rank = (
-        math.ceil(hidden / 16) if dt_rank == "auto" else f.int("mamba_dt_rank", "time_step_rank")
-    )
-    p = hidden * 2 * d_inner  # in_proj
-    if f.raw("mamba_proj_bias", default=False) is True:
-        p += 2 * d_inner + hidden
-    p += d_inner * kernel + (d_inner if f.raw("mamba_conv_bias", default=True) is True else 0)
-    p += d_inner * (dt_rank + 2 * d_state)  # x_proj
-    p += dt_rank * d_inner + d_inner  # dt_proj with bias
-    p += d_inner * d_state + d_inner  # A_log, D
-    p += d_inner * hidden  # out_proj
-    p += dt_rank + 2 * d_state  # Jamba's dt/B/C layer norms
-    return p

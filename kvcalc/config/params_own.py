@@ -1,33 +1,17 @@
 """The parameter counters of families whose blocks the generic counter of
-``kvcalc.config.params`` does not describe (Granite 4.0-H, Nemotron-H / Nemotron 3, LFM2), one
-function each, and the output head's tie that every counter reads. Each is checked against
-transformers' own model built on the meta device (tests/test_readers_round6.py,
-tests/test_params_round6b.py)."""
+``kvcalc.config.params`` does not describe (Granite 4.0-H, Nemotron-H / Nemotron 3, LFM2,
+Gemma 4, Falcon-H1; more in kvcalc.config.params_more), one function each, gathered in
+``OWN_COUNTERS``. Each is checked against transformers' own model built on the meta device
+(tests/test_readers_round6.py, tests/test_params_round6b.py, tests/test_params_switches.py)."""
 
 from __future__ import annotations
 
 from ..core.model import MoE, ParamCounts, RecurrentState
-from ..core.text import short as _short
 from .fields import Fields, Geometry
+from .params_head import never_tied, tied_head
+from .params_more import MORE_COUNTERS
 
-__all__ = ["OWN_COUNTERS", "tied_head"]
-
-
-def tied_head(f: Fields, default: bool = True) -> bool:
-    """Whether the output head shares the input embedding. A wrapper's (vision-language) model
-    follows its own top-level tie_word_embeddings when it has one, whatever its text config
-    says: checked with transformers 5.24 on the meta device (Qwen3.5's and Qwen3.6's composite
-    models are tied with the top-level field true, with the text config's false or absent)."""
-    if f.top is not f.cfg:
-        top = f.top.get("tie_word_embeddings")
-        if top is not None:
-            f.seen.add("tie_word_embeddings")
-            if not isinstance(top, bool):
-                raise ValueError(
-                    f"config field 'tie_word_embeddings' must be true or false, got {_short(top)}"
-                )
-            return top
-    return f.bool("tie_word_embeddings", default)
+__all__ = ["OWN_COUNTERS"]
 
 
 def _granite_hybrid_params(
@@ -172,7 +156,7 @@ def _nemotron_h_params(
         routed = n_moe * experts * per_expert
         shared = n_moe * per_shared
         router = n_moe * (experts * hidden + experts)
-    tied = f.bool("tie_word_embeddings", False)  # NemotronHConfig's default: untied
+    tied = never_tied(f, "NemotronHForCausalLM")
     return moe, ParamCounts(
         embedding=vocab * hidden,
         lm_head=0 if tied else vocab * hidden,
@@ -344,7 +328,9 @@ def _gemma4_params(
         routed = n * experts * per_expert
         router = n * (hidden + experts + experts * hidden)
         norms += 3 * n * hidden
-    per_layer = f.int("hidden_size_per_layer_input", default=0, minimum=0)
+    # absent: Gemma4TextConfig's 256; null (None in the class): none
+    null = "hidden_size_per_layer_input" in f.cfg and f.cfg["hidden_size_per_layer_input"] is None
+    per_layer = 0 if null else f.int("hidden_size_per_layer_input", default=256, minimum=0)
     if per_layer:
         table = f.int("vocab_size_per_layer_input", default=vocab)
         other = table * n * per_layer + n * per_layer * hidden + per_layer
@@ -423,148 +409,6 @@ def _falcon_h1_params(
     )
 
 
-# Kimi K3's fields (kvcalc.config.family_table, kimi_linear): an MLA output gate, latent MoE,
-# Attention Residuals' projections and norms, a full-rank KDA gate; transformers' KimiLinear
-# builds none of them, so a config that sets one gets no count.
-_KIMI_K3_WEIGHTS = (
-    "mla_use_output_gate",
-    "routed_expert_hidden_size",
-    "latent_moe_use_norm",
-    "attn_res_block_size",
-)
-
-
-def _kimi_linear_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
-    """Kimi-Linear (transformers' KimiLinearForCausalLM, vLLM's kimi_linear.py with
-    layers/kda.py). A KDA layer of H heads x D: q, k, v projections of hidden x H x D, one
-    depthwise conv of conv kernel taps over the 3 x H x D channels (no bias), the forget
-    gate's dt_bias (H x D), A_log (H) and low-rank f_a / f_b projections (rank D), b_proj
-    (hidden x H), the low-rank output gate g_a / g_b, o_norm (D) and o_proj. An MLA layer:
-    q_proj (or q_a / norm / q_b with q_lora_rank), kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj,
-    o_proj. Every layer two RMSNorms and either a SwiGLU MLP of intermediate_size (the first
-    first_k_dense_replace layers, and those off moe_layer_freq) or a MoE: router with its
-    score-correction bias (a weight in vLLM and the checkpoint), experts of
-    moe_intermediate_size, and a shared MLP of num_shared_experts x moe_intermediate_size."""
-    set_k3 = [k for k in _KIMI_K3_WEIGHTS if f.cfg.get(k) not in (None, False)]
-    gate = f.cfg.get("linear_attn_config")
-    if isinstance(gate, dict) and gate.get("use_full_rank_gate"):
-        set_k3.append("linear_attn_config.use_full_rank_gate")
-    if set_k3:
-        raise ValueError(
-            "config fields "
-            + ", ".join(f"'{k}'" for k in set_k3)
-            + " are Kimi K3's (latent MoE, output gates, attention residuals): transformers' "
-            "KimiLinear builds none of them, and the parameter counter knows Kimi-Linear only"
-        )
-    attention = 0
-    for layer in layers:
-        if layer.kind == "mla":
-            attention += _kimi_mla(f, hidden, layer)
-        else:
-            kernel = layer.conv_kernel
-            width = layer.conv_elements // (3 * (kernel - 1))  # H x D
-            d = layer.ssm_elements // width
-            h = width // d
-            attention += 3 * hidden * width + 3 * width * kernel  # q, k, v; conv
-            attention += width + h + hidden * d + d * width  # dt_bias, A_log, f_a, f_b
-            attention += hidden * h + hidden * d + d * width  # b_proj, g_a, g_b
-            attention += d + width * hidden  # o_norm, o_proj
-    n = len(layers)
-    experts = f.int("num_experts", required=False)
-    moe_layers = _kimi_moe_layers(f, n) if experts is not None else 0
-    mlp = (n - moe_layers) * 3 * hidden * f.int("intermediate_size") if moe_layers < n else 0
-    moe = None
-    routed = shared = router = 0
-    if moe_layers:
-        k = f.int("num_experts_per_token", "num_experts_per_tok")
-        if k > experts:
-            raise ValueError(
-                f"config field 'num_experts_per_token' ({k}) exceeds the number of experts "
-                f"({experts})"
-            )
-        inter = f.int("moe_intermediate_size")
-        per_expert = 3 * hidden * inter
-        per_shared = 3 * hidden * inter * f.int("num_shared_experts", default=0, minimum=0)
-        moe = MoE(
-            num_experts=experts,
-            top_k=k,
-            expert_params=per_expert,
-            layers=moe_layers,
-            shared_params_per_layer=per_shared,
-        )
-        routed = moe_layers * experts * per_expert
-        shared = moe_layers * per_shared
-        router = moe_layers * (experts * hidden + experts)
-    tied = tied_head(f, False)  # KimiLinearConfig's default: untied
-    return moe, ParamCounts(
-        embedding=vocab * hidden,
-        lm_head=0 if tied else vocab * hidden,
-        attention=attention,
-        mlp=mlp,
-        routed_experts=routed,
-        shared_experts=shared,
-        router=router,
-        norms=(2 * n + 1) * hidden,
-        tied=tied,
-    )
-
-
-def _kimi_moe_layers(f: Fields, n: int) -> int:
-    """How many layers route to experts. transformers' KimiLinearConfig reads mlp_layer_types
-    ("dense" / "sparse" per layer), built from first_k_dense_replace when absent (default 1),
-    and ignores moe_layer_freq; vLLM's kimi_linear.py reads first_k_dense_replace (default 0)
-    and moe_layer_freq. Where the two would build different layers, the count is refused."""
-    first = f.int("first_k_dense_replace", required=False, minimum=0)
-    freq = f.int("moe_layer_freq", default=1)
-    vllm = None
-    if first is not None:
-        vllm = [i >= first and i % freq == 0 for i in range(n)]
-    kinds = f.raw("mlp_layer_types")
-    if kinds is None:
-        if vllm is None:
-            raise ValueError(
-                "config field 'first_k_dense_replace' is missing: transformers' KimiLinearConfig "
-                "takes 1 dense layer, vLLM's 0"
-            )
-        if freq != 1:
-            raise ValueError(
-                "config field 'moe_layer_freq' is not 1: vLLM routes every moe_layer_freq-th "
-                "layer, transformers' KimiLinear every layer past first_k_dense_replace"
-            )
-        return sum(vllm)
-    if (
-        not isinstance(kinds, list)
-        or len(kinds) != n
-        or any(k not in ("dense", "sparse") for k in kinds)
-    ):
-        raise ValueError(
-            "config field 'mlp_layer_types' must give 'dense' or 'sparse' for each of the "
-            f"{n} layers"
-        )
-    sparse = [k == "sparse" for k in kinds]
-    if vllm is not None and vllm != sparse:
-        raise ValueError(
-            "config fields 'mlp_layer_types' and 'first_k_dense_replace' / 'moe_layer_freq' "
-            "give different MoE layers: transformers reads the first, vLLM the others"
-        )
-    return sum(sparse)
-
-
-def _kimi_mla(f: Fields, hidden: int, layer) -> int:
-    heads, rope, rank = layer.q_heads, layer.qk_rope_head_dim, layer.kv_lora_rank
-    q_dim = heads * layer.qk_head_dim
-    nope = layer.qk_head_dim - rope
-    if f.has("q_lora_rank"):
-        q_rank = f.int("q_lora_rank")
-        q = hidden * q_rank + q_rank + q_rank * q_dim
-    else:
-        q = hidden * q_dim
-    kv = hidden * (rank + rope) + rank + rank * heads * (nope + layer.v_head_dim)
-    return q + kv + heads * layer.v_head_dim * hidden
-
-
 # Families whose blocks the generic counter does not describe, each counted by its own function.
 OWN_COUNTERS = {
     "granitemoehybrid": _granite_hybrid_params,
@@ -572,5 +416,5 @@ OWN_COUNTERS = {
     "lfm2": _lfm2_params,
     "gemma4_text": _gemma4_params,
     "falcon_h1": _falcon_h1_params,
-    "kimi_linear": _kimi_linear_params,
+    **MORE_COUNTERS,
 }
