@@ -526,14 +526,21 @@ def report(r: dict, b: int | None, where: str) -> None:
 
 def _raise_limits(n: int) -> None:
     """--raise-limits: every client is this machine, one source address for HAProxy and the
-    class; raise the shares to fit n students instead of measuring the shipped ones."""
-    for var, default, per in (
-        ("KVLAB_LB_WEBSOCKETS_PER_SOURCE", 150, 2),
-        ("KVLAB_LB_CONN_PER_SOURCE", 500, 4),
-        ("KVLAB_LB_CONN_RATE_PER_SOURCE", 1000, 8),
-        ("KVLAB_CLASS_JOINS_PER_MINUTE", 120, 2),
+    class; raise the shares to fit n students instead of measuring the shipped ones, never
+    below the shipped values (deploy/haproxy.cfg's, the app's Limits)."""
+    import replicas
+
+    from webui.classroom import Limits
+
+    shipped = {k: int(v) for k, v in replicas.class_limits(replicas.CLASS_SIZE).items()}
+    shipped["KVLAB_CLASS_JOINS_PER_MINUTE"] = Limits().joins_per_minute
+    for var, per in (
+        ("KVLAB_LB_WEBSOCKETS_PER_SOURCE", 2),
+        ("KVLAB_LB_CONN_PER_SOURCE", 4),
+        ("KVLAB_LB_CONN_RATE_PER_SOURCE", 8),
+        ("KVLAB_CLASS_JOINS_PER_MINUTE", 2),
     ):
-        os.environ.setdefault(var, str(max(default, per * (n + 2))))
+        os.environ.setdefault(var, str(max(shipped[var], per * (n + 2))))
 
 
 async def main_async(args) -> None:

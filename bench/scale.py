@@ -18,6 +18,13 @@ websocket protocol, each session loading the page over HTTP first and keeping HA
 
 The load generator runs on the same machine as HAProxy and the replicas, and takes its share of
 the cores: the figures are for the whole machine, not for the replicas alone.
+
+Every session comes from this machine: one source address to HAProxy, which holds it to a
+class's share (deploy/haproxy.cfg). The run keeps the shipped limits (4,000 connections, 1,000
+websockets, 4,000 new connections per 10 s: a class of 400, deploy/replicas.py --class-size),
+which the 200 sessions at most admitted here stay under, and prints them. ``--raise-limits``
+raises each to fit the sessions (never below the shipped value); limits set in the environment
+(KVLAB_LB_CONN_PER_SOURCE and the others) are used as they are.
 """
 
 from __future__ import annotations
@@ -44,16 +51,49 @@ def _load_avg() -> str:
         return "?"
 
 
+# Per session, what --raise-limits allows: a session holds a websocket and opens one connection
+# for its page load, twice when it reconnects.
+PER_SESSION = {
+    "KVLAB_LB_WEBSOCKETS_PER_SOURCE": 2,
+    "KVLAB_LB_CONN_PER_SOURCE": 4,
+    "KVLAB_LB_CONN_RATE_PER_SOURCE": 8,
+}
+
+
+def shipped_limits() -> dict[str, int]:
+    """HAProxy's per-source limits as shipped (deploy/haproxy.cfg's defaults, a class of
+    deploy/replicas.py's CLASS_SIZE)."""
+    return {k: int(v) for k, v in replicas.class_limits(replicas.CLASS_SIZE).items()}
+
+
+def limits_for(sessions: int, raise_limits: bool, environ=os.environ) -> dict[str, str]:
+    """The per-source limits HAProxy runs with: those set in ``environ``, else the shipped ones,
+    or with ``raise_limits`` enough for ``sessions`` (never below the shipped). Only the
+    variables to set are returned: an empty dict leaves deploy/haproxy.cfg's defaults."""
+    if not raise_limits:
+        return {}
+    shipped = shipped_limits()
+    return {
+        var: str(max(shipped[var], per * sessions))
+        for var, per in PER_SESSION.items()
+        if var not in environ
+    }
+
+
+def _limits_line(sessions: int) -> str:
+    shipped = shipped_limits()
+    have = {var: int(os.environ.get(var, shipped[var])) for var in PER_SESSION}
+    said = ", ".join(
+        f"{var}={n}" + ("" if n != shipped[var] else " (shipped)") for var, n in have.items()
+    )
+    need = {var: per * sessions for var, per in PER_SESSION.items()}
+    short = [var for var in PER_SESSION if have[var] < need[var]]
+    return f"HAProxy per-source limits: {said}" + (
+        f"; below the worst case of {sessions} sessions for {', '.join(short)}" if short else ""
+    )
+
+
 async def _phase(n_replicas: int, args, kill_at: float | None = None) -> dict:
-    # Every session comes from this machine: one source address to HAProxy, which would hold
-    # it to a class's share (deploy/haproxy.cfg). Raise the shares to fit the sessions (each
-    # holds a websocket and opens one connection for its page load, twice when it reconnects).
-    for var, default, per_session in (
-        ("KVLAB_LB_WEBSOCKETS_PER_SOURCE", 150, 2),
-        ("KVLAB_LB_CONN_PER_SOURCE", 500, 4),
-        ("KVLAB_LB_CONN_RATE_PER_SOURCE", 1000, 8),
-    ):
-        os.environ.setdefault(var, str(max(default, per_session * args.sessions)))
     with replicas.Cluster(replicas=n_replicas, port=0, base_port=0) as c:
         base = c.url
         ws_url = "ws" + base[4:] + "/_stcore/stream"
@@ -102,6 +142,7 @@ async def main_async(args) -> None:
     cmd = (
         f".venv/bin/python bench/scale.py --sessions {args.sessions} --seconds "
         f"{args.seconds:g} --think {args.think:g} --ramp {args.ramp:g}"
+        + (" --raise-limits" if args.raise_limits else "")
     )
     print(
         f"bench/scale.py: {args.sessions} sessions arriving over {args.ramp:g} s, "
@@ -110,6 +151,8 @@ async def main_async(args) -> None:
         f"{_load_avg()}"
     )
     print(f"rerun: {cmd}")
+    os.environ.update(limits_for(args.sessions, args.raise_limits))
+    print(_limits_line(args.sessions) + " (every session from 127.0.0.1: one source address)")
     one = await _phase(1, args)
     print(f"\n[1] 1 replica behind HAProxy (load average now {_load_avg()})")
     load.print_summary(one, behind_lb=True)
@@ -162,6 +205,12 @@ def main() -> None:
         type=float,
         default=3.0,
         help="seconds a user looks at a result before the next change",
+    )
+    ap.add_argument(
+        "--raise-limits",
+        action="store_true",
+        help="raise HAProxy's per-source limits to fit the sessions (default: the shipped "
+        "limits, sized for a class of 400 behind one address)",
     )
     args = ap.parse_args()
     if (
