@@ -208,6 +208,9 @@ def _moe(f: Fields, hidden: int, n: int, family: dict) -> MoE | None:
         if width:
             # Qwen2-MoE's shared_expert_gate: one weight per hidden channel
             shared += 3 * hidden * width + (hidden if family.get("shared_expert_gate") else 0)
+    if shared and switch(f, family, "shared_bias"):
+        width = shared // (3 * hidden)  # the shared experts side by side: one wider MLP
+        shared += 2 * width + hidden
     return MoE(
         num_experts=e,
         top_k=k,

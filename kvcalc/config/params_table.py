@@ -27,9 +27,12 @@ flipped and with every field left out that equals its class default
   and ``mlp_default`` its multiple of hidden when absent), ``mlp_bias`` (True or the field),
   ``dense_width`` (a MoE model's dense layers' width), ``ffn_sub_norm``, ``xielu``;
 - MoE: ``expert_width``, ``expert_bias``, ``shared_width`` (the shared MLP's width field),
-  ``shared_count``, ``shared_expert_gate``, ``moe_layers`` ("ernie", "llama4"), ``score_bias``
-  (True: DeepSeek-V3's rule on topk_method; "always"), ``no_score_bias``, ``routing_bias``;
-- ``layers``: layer kinds beyond the generic ones; ``refuse``: why the family gets no count.
+  ``shared_count``, ``shared_expert_gate``, ``shared_bias`` (True or the field),
+  ``moe_layers`` ("ernie", "llama4"), ``score_bias`` (True: DeepSeek-V3's rule on topk_method;
+  "always"), ``no_score_bias``, ``routing_bias``;
+- ``layers``: layer kinds beyond the generic ones; ``refuse``: why the family gets no count;
+- ``defaults``: the config-class defaults of fields only the count reads, used where a file
+  leaves them out (a switch given as ("field", True) defaults to true likewise).
 """
 
 from __future__ import annotations
@@ -186,3 +189,298 @@ FAMILY_BLOCKS: dict[str, dict[str, Any]] = {
     "mixtral": {"defaults": {"num_local_experts": 8}, **_UNTIED},
     "phi3": {**_UNTIED},
 }
+
+# -- families added with the zoo's parameter check: each against transformers 5.24's modeling
+# file of the same name on the meta device (class defaults, switches, defaults left out) -------
+_LLAMA_LIKE = {"mlp_bias": "mlp_bias", **_UNTIED}
+
+FAMILY_BLOCKS.update(
+    {
+        # Llama's blocks (LlamaForCausalLM or a copy of it): q, k, v, o biases with
+        # attention_bias, the MLP's with mlp_bias
+        "granite": dict(_LLAMA_LIKE),  # muP multipliers are scalars, no weights
+        # Helium: q, k, v biases with attention_bias (no o bias)
+        "helium": {
+            "bias_field": None,
+            "qkv_bias_field": "attention_bias",
+            "mlp_bias": "mlp_bias",
+            **_UNTIED,
+        },
+        "internlm3": dict(_LLAMA_LIKE),
+        "iquestcoder": dict(_LLAMA_LIKE),
+        "exaone": dict(_LLAMA_LIKE),
+        "cwm": dict(_LLAMA_LIKE),
+        "smollm3": {"mlp_bias": "mlp_bias"},  # NoPE layers rotate nothing: no weights
+        "emu3_text_model": {**_UNTIED},
+        "ministral3": {**_UNTIED},
+        "gemma": {},  # tied by default (GemmaConfig)
+        # VaultGemma: two RMSNorms a layer (input, pre-feed-forward)
+        "vaultgemma": {},
+        # Granite SWA: Llama's blocks with attention sinks in every layer, tied by default
+        "granite_swa": {"mlp_bias": "mlp_bias", "sinks": True},
+        # Seed-OSS: q, k, v biases with attention_bias, the o bias with attention_out_bias
+        "seed_oss": {
+            "bias_field": None,
+            "qkv_bias_field": ("attention_bias", True),
+            "o_bias_field": "attention_out_bias",
+            "mlp_bias": "mlp_bias",
+            **_UNTIED,
+        },
+        # HyperCLOVA X: Granite's blocks with two more RMSNorms a layer with use_post_norm
+        "hyperclovax": {
+            "mlp_bias": "mlp_bias",
+            "post_norms_field": "use_post_norm",
+            "defaults": {"use_post_norm": True},
+            **_UNTIED,
+        },
+        # GLM and GLM-4: q, k, v biases with attention_bias (no o bias), gate and up fused;
+        # GLM-4 adds post_self_attn_layernorm and post_mlp_layernorm
+        "glm": {"bias_field": None, "qkv_bias_field": ("attention_bias", True), **_UNTIED},
+        "glm4": {
+            "bias_field": None,
+            "qkv_bias_field": ("attention_bias", True),
+            "norms_per_layer": 4,
+            **_UNTIED,
+        },
+        # ERNIE 4.5: every projection's bias with use_bias, tied by default
+        "ernie4_5": {"bias_field": "use_bias", "mlp_bias": "use_bias"},
+        # OLMo: LayerNorms without weights (OlmoLayerNorm), none at the end either
+        "olmo": {"norm": "none", "final_norm": False, **_UNTIED},
+        # OLMo 2 / 3: q and k RMSNorms over the whole projections, norms after attention and
+        # after the MLP
+        "olmo2": {"qk_norm": "full", **_UNTIED},
+        "olmo3": {"qk_norm": "full", **_UNTIED},
+        # nanochat: weightless RMSNorms, a plain ReLU^2 MLP (fc1, fc2)
+        "nanochat": {
+            "norm": "none",
+            "final_norm": False,
+            "mlp": "plain",
+            "mlp_width": ("intermediate_size",),
+            "mlp_default": None,
+            **_UNTIED,
+        },
+        # Arcee: a plain ReLU^2 MLP (up, down) with mlp_bias
+        "arcee": {
+            "mlp": "plain",
+            "mlp_width": ("intermediate_size",),
+            "mlp_default": None,
+            "mlp_bias": "mlp_bias",
+            **_UNTIED,
+        },
+        # Jais 2: LayerNorms with biases, a plain ReLU^2 MLP with mlp_bias
+        "jais2": {
+            "norm": "ln",
+            "mlp": "plain",
+            "mlp_width": ("intermediate_size",),
+            "mlp_default": None,
+            "mlp_bias": ("mlp_bias", True),
+            "bias_field": ("attention_bias", True),
+            **_UNTIED,
+        },
+        # Apertus: q/k RMSNorms, a plain xIELU MLP (two scalars of its own a layer)
+        "apertus": {
+            "qk_norm": True,
+            "mlp": "plain",
+            "mlp_width": ("intermediate_size",),
+            "mlp_default": None,
+            "xielu": True,
+            **_UNTIED,
+        },
+        "apertus1p5_text": {
+            "qk_norm": True,
+            "mlp": "plain",
+            "mlp_width": ("intermediate_size",),
+            "mlp_default": None,
+            "xielu": True,
+            **_UNTIED,
+        },
+        # BitNet: RMSNorms before o_proj and before down_proj
+        "bitnet": {"attn_sub_norm": True, "ffn_sub_norm": True, **_UNTIED},
+        # DiffLlama: four lambda vectors of head_dim a layer
+        "diffllama": {"diff_lambdas": True, **_UNTIED},
+        # Cohere (Command R): one LayerNorm a layer (weight only), q/k norms over every head's
+        # channels with use_qk_norm, tied by default; Cohere 2 the same without q/k norms
+        "cohere": {"norms_per_layer": 1, "qk_norm": "full", "qk_norm_field": "use_qk_norm"},
+        "cohere2": {"norms_per_layer": 1},
+        # Starcoder2: LayerNorms with biases, a plain MLP, every projection's bias with use_bias
+        "starcoder2": {
+            "norm": "ln",
+            "mlp": "plain",
+            "mlp_width": ("intermediate_size",),
+            "mlp_default": None,
+            "bias_field": ("use_bias", True),
+            "mlp_bias": ("use_bias", True),
+        },
+        # StableLM: LayerNorms with biases, q, k, v biases with use_qkv_bias, per-head q/k
+        # LayerNorms (no bias) with qk_layernorm, one norm a layer with use_parallel_residual
+        "stablelm": {
+            "norm": "ln",
+            "bias_field": None,
+            "qkv_bias_field": "use_qkv_bias",
+            "qk_norm": "full",
+            "qk_norm_field": "qk_layernorm",
+            "parallel_norms_field": "use_parallel_residual",
+            **_UNTIED,
+        },
+        # Phi (1, 1.5, 2): one LayerNorm a layer, biased projections and MLP, the output head's
+        # bias, q/k LayerNorms of head_dim with qk_layernorm
+        "phi": {
+            "norm": "ln",
+            "norms_per_layer": 1,
+            "attn_bias": True,
+            "mlp": "plain",
+            "mlp_width": ("intermediate_size",),
+            "mlp_default": None,
+            "mlp_bias": True,
+            "head_bias": True,
+            "qk_norm": "head_ln",
+            "qk_norm_field": "qk_layernorm",
+            **_UNTIED,
+        },
+        # Persimmon (and Fuyu's language model): as Phi with two LayerNorms a layer, q/k
+        # LayerNorms with qk_layernorm (true by default), no head bias
+        "persimmon": {
+            "norm": "ln",
+            "attn_bias": True,
+            "mlp": "plain",
+            "mlp_width": ("intermediate_size",),
+            "mlp_default": None,
+            "mlp_bias": True,
+            "qk_norm": "head_ln",
+            "qk_norm_field": "qk_layernorm",
+            "defaults": {"qk_layernorm": True},
+            **_UNTIED,
+        },
+        # GPT-NeoX (Pythia): LayerNorms with biases, q, k, v, o biases with attention_bias
+        # (true by default), a plain biased MLP
+        "gpt_neox": {
+            "norm": "ln",
+            "bias_field": ("attention_bias", True),
+            "mlp": "plain",
+            "mlp_width": ("intermediate_size",),
+            "mlp_default": None,
+            "mlp_bias": True,
+            **_UNTIED,
+        },
+        # GPT-J and CodeGen: one LayerNorm a layer, unbiased attention, a plain biased MLP of
+        # n_inner (4 x hidden when null), the output head's bias
+        "gptj": {
+            "norm": "ln",
+            "norms_per_layer": 1,
+            "bias_field": None,
+            "mlp": "plain",
+            "mlp_width": ("n_inner",),
+            "mlp_bias": True,
+            "head_bias": True,
+            **_UNTIED,
+        },
+        "codegen": {
+            "norm": "ln",
+            "norms_per_layer": 1,
+            "bias_field": None,
+            "mlp": "plain",
+            "mlp_width": ("n_inner",),
+            "mlp_bias": True,
+            "head_bias": True,
+            **_UNTIED,
+        },
+        # CTRL: biased attention and MLP (dff wide), LayerNorms with biases, a tied head with
+        # its own bias; sinusoidal positions (a buffer)
+        "ctrl": {
+            "norm": "ln",
+            "attn_bias": True,
+            "mlp": "plain",
+            "mlp_width": ("dff",),
+            "defaults": {"dff": 8192},
+            "mlp_bias": True,
+            "head_bias": True,
+        },
+        # BLOOM: a LayerNorm after the embedding, biased attention and MLP (4 x hidden)
+        "bloom": {
+            "norm": "ln",
+            "embed_norm": True,
+            "attn_bias": True,
+            "mlp": "plain",
+            "mlp_width": ("n_inner",),
+            "mlp_bias": True,
+        },
+        # GPT-BigCode (StarCoder 1): GPT-2's blocks with multi-query attention
+        "gpt_bigcode": {
+            "mlp": "plain",
+            "mlp_width": ("n_inner",),
+            "bias": True,
+            "norm_bias": True,
+            "learned_positions": True,
+        },
+        # BioGPT: learned positions with OPT's offset of 2, biased attention and MLP
+        "biogpt": {
+            "norm": "ln",
+            "attn_bias": True,
+            "mlp": "plain",
+            "mlp_width": ("intermediate_size",),
+            "mlp_default": None,
+            "mlp_bias": True,
+            "learned_positions": True,
+            "positions_offset": 2,
+        },
+        # XGLM: sinusoidal positions (a buffer), biased attention and MLP of ffn_dim
+        "xglm": {
+            "norm": "ln",
+            "attn_bias": True,
+            "mlp": "plain",
+            "mlp_width": ("ffn_dim",),
+            "mlp_default": None,
+            "mlp_bias": True,
+        },
+        # Phi-3.5-MoE: LayerNorms with biases, experts of intermediate_size, the output head's
+        # bias with lm_head_bias
+        "phimoe": {
+            "norm": "ln",
+            "head_bias": "lm_head_bias",
+            "defaults": {"num_local_experts": 16},
+            **_UNTIED,
+        },
+        # OLMoE and FlexOlmo: OLMo 2's q/k norms, experts of intermediate_size
+        "olmoe": {"qk_norm": "full", "defaults": {"num_experts": 64}, **_UNTIED},
+        "flex_olmo": {"qk_norm": "full", "defaults": {"num_experts": 7}, **_UNTIED},
+        # Granite MoE: experts of intermediate_size; GraniteMoeShared and Granite MoE SWA add a
+        # shared MLP of shared_intermediate_size (none at 0), SWA attention sinks
+        "granitemoe": {"defaults": {"num_local_experts": 8}, **_UNTIED},
+        "granitemoeshared": {
+            "shared_width": "shared_intermediate_size",
+            "defaults": {"num_local_experts": 8},
+            **_UNTIED,
+        },
+        "granitemoe_swa": {
+            "sinks": True,
+            "shared_width": "shared_intermediate_size",
+            "defaults": {"num_local_experts": 8},
+            **_UNTIED,
+        },
+        # Aria's language model: experts of intermediate_size, moe_num_shared_experts of it
+        # (biased with mlp_bias, the experts not)
+        "aria_text": {
+            "shared_bias": "mlp_bias",
+            "defaults": {"moe_num_experts": 8, "moe_num_shared_experts": 2},
+            **_UNTIED,
+        },
+        # ERNIE 4.5 MoE: MoE layers from moe_layer_start_index to moe_layer_end_index every
+        # moe_layer_interval, the router's score-correction bias (a parameter, moe_statics);
+        # use_bias also biases the shared experts and the output head
+        "ernie4_5_moe": {
+            "bias_field": "use_bias",
+            "mlp_bias": "use_bias",
+            "moe_layers": "ernie",
+            "expert_width": _MOE_WIDTH,
+            "score_bias": "always",
+            "shared_bias": "use_bias",
+            "head_bias": "use_bias",
+            "defaults": {
+                "moe_num_experts": 64,
+                "moe_intermediate_size": 1536,
+                "moe_num_shared_experts": 2,
+                "moe_layer_start_index": 1,
+            },
+        },
+    }
+)
