@@ -220,64 +220,40 @@ def _moe(f: Fields, hidden: int, n: int, family: dict) -> MoE | None:
     )
 
 
-def _moe_layer_count(f: Fields, n: int, family: dict) -> int:  # noqa: C901
-    """How many of the n layers route to experts, by whichever of the layouts the config gives:
-    mlp_layer_types ("dense" / "sparse", transformers' newer field), first_k_dense_replace and
-    moe_layer_freq (DeepSeek's), expert_layer_period and offset (Jamba's), decoder_sparse_step
-    and mlp_only_layers (Qwen-MoE's), or every layer. Where mlp_layer_types and the older
-    fields both appear they must agree (transformers reads the first, vLLM the others); layers
-    past the list (an MTP layer counted on top) follow the older fields.
+# The fields of the older MoE layouts, one of which _older_layout reads.
+_OLDER_LAYOUT = (
+    "first_k_dense_replace",
+    "moe_layer_freq",
+    "expert_layer_period",
+    "expert_layer_offset",
+    "decoder_sparse_step",
+    "mlp_only_layers",
+    "moe_layer_start_index",
+    "moe_layer_end_index",
+    "moe_layer_interval",
+    "moe_layers",
+    "interleave_moe_layer_step",
+)
 
-    Over complexity 15: one branch per layout, read in the order the engines give them."""
+
+def _moe_layer_count(f: Fields, n: int, family: dict) -> int:
+    """How many of the n layers route to experts, by whichever of the layouts the config gives:
+    mlp_layer_types ("dense" / "sparse", transformers' newer field) or an older one
+    (_older_layout), else every layer. Where the file gives mlp_layer_types and an older field
+    both, they must agree (transformers reads the first, vLLM the others); layers past the list
+    (an MTP layer counted on top) follow the older fields."""
     kinds = f.raw("mlp_layer_types")
-    listed = None
-    if kinds is not None:
-        if (
-            not isinstance(kinds, list)
-            or len(kinds) > MAX_LAYERS
-            or any(k not in ("dense", "sparse") for k in kinds)
-        ):
-            raise ValueError("config field 'mlp_layer_types' must list 'dense' or 'sparse'")
-        listed = [k == "sparse" for k in kinds]
-    older = None
-    if f.has("first_k_dense_replace", "moe_layer_freq"):
-        first = f.int("first_k_dense_replace", default=0, minimum=0)
-        freq = f.int("moe_layer_freq", default=1)
-        older = [i >= first and i % freq == 0 for i in range(n)]
-    elif f.has("expert_layer_period"):
-        period = f.int("expert_layer_period")
-        offset = f.int("expert_layer_offset", default=0, minimum=0)
-        older = [i % period == offset for i in range(n)]
-    elif f.has("decoder_sparse_step", "mlp_only_layers"):
-        step = f.int("decoder_sparse_step", default=1)
-        only = f.raw("mlp_only_layers", default=[]) or []
-        if (
-            not isinstance(only, list)
-            or len(only) > MAX_LAYERS
-            or any(isinstance(i, bool) or not isinstance(i, int) for i in only)
-        ):
-            raise ValueError("config field 'mlp_only_layers' must be a list of layer indices")
-        dense = set(only)  # a set: a list membership test in the loop was quadratic
-        older = [i not in dense and (i + 1) % step == 0 for i in range(n)]
-    elif family.get("moe_layers") == "llama4":
-        # Llama 4: the moe_layers indices, else every interleave_moe_layer_step-th layer
-        # (Llama4TextConfig builds the list from the step when it is absent)
-        step = f.int("interleave_moe_layer_step", default=1)
-        given = f.raw("moe_layers")
-        if given is None:
-            given = list(range(step - 1, n, step))
-        if not isinstance(given, list) or any(not isinstance(i, int) for i in given):
-            raise ValueError("config field 'moe_layers' must be a list of layer indices")
-        chosen = set(given)
-        older = [i in chosen for i in range(n)]
-    elif family.get("moe_layers") == "ernie":
-        start = f.int("moe_layer_start_index", default=0, minimum=0)
-        end = f.int("moe_layer_end_index", default=n - 1, minimum=0)
-        every = f.int("moe_layer_interval", default=1)
-        older = [start <= i <= end and (i - start) % every == 0 for i in range(n)]
-    if listed is None:
+    older = _older_layout(f, n, family)
+    if kinds is None:
         return sum(older) if older is not None else n
-    if older is not None:
+    if (
+        not isinstance(kinds, list)
+        or len(kinds) > MAX_LAYERS
+        or any(k not in ("dense", "sparse") for k in kinds)
+    ):
+        raise ValueError("config field 'mlp_layer_types' must list 'dense' or 'sparse'")
+    listed = [k == "sparse" for k in kinds]
+    if older is not None and any(f.cfg.get(k) is not None for k in _OLDER_LAYOUT):
         if listed != older[: len(listed)]:
             raise ValueError(
                 "config fields 'mlp_layer_types' and the older MoE layout fields "
@@ -287,9 +263,54 @@ def _moe_layer_count(f: Fields, n: int, family: dict) -> int:  # noqa: C901
         return sum(older)
     if len(listed) != n:
         raise ValueError(
-            f"config field 'mlp_layer_types' must give one entry for each of {n} layers"
+            f"config field 'mlp_layer_types' must give one entry for each of the {n} layers"
         )
     return sum(listed)
+
+
+def _older_layout(f: Fields, n: int, family: dict) -> list[bool] | None:  # noqa: C901
+    """Which layers route to experts by the older layouts (the file's fields, else the family's
+    config-class defaults): first_k_dense_replace and moe_layer_freq (DeepSeek's),
+    expert_layer_period and offset (Jamba's), decoder_sparse_step and mlp_only_layers
+    (Qwen-MoE's), Llama 4's moe_layers, ERNIE 4.5's start / end / interval; None for none.
+
+    Over complexity 15: one branch per layout, read in the order the engines give them."""
+    if f.has("first_k_dense_replace", "moe_layer_freq"):
+        first = f.int("first_k_dense_replace", default=0, minimum=0)
+        freq = f.int("moe_layer_freq", default=1)
+        return [i >= first and i % freq == 0 for i in range(n)]
+    if f.has("expert_layer_period"):
+        period = f.int("expert_layer_period")
+        offset = f.int("expert_layer_offset", default=0, minimum=0)
+        return [i % period == offset for i in range(n)]
+    if f.has("decoder_sparse_step", "mlp_only_layers"):
+        step = f.int("decoder_sparse_step", default=1)
+        only = f.raw("mlp_only_layers", default=[]) or []
+        if (
+            not isinstance(only, list)
+            or len(only) > MAX_LAYERS
+            or any(isinstance(i, bool) or not isinstance(i, int) for i in only)
+        ):
+            raise ValueError("config field 'mlp_only_layers' must be a list of layer indices")
+        dense = set(only)  # a set: a list membership test in the loop was quadratic
+        return [i not in dense and (i + 1) % step == 0 for i in range(n)]
+    if family.get("moe_layers") == "llama4":
+        # Llama 4: the moe_layers indices, else every interleave_moe_layer_step-th layer
+        # (Llama4TextConfig builds the list from the step when it is absent)
+        step = f.int("interleave_moe_layer_step", default=1)
+        given = f.raw("moe_layers")
+        if given is None:
+            given = list(range(step - 1, n, step))
+        if not isinstance(given, list) or any(not isinstance(i, int) for i in given):
+            raise ValueError("config field 'moe_layers' must be a list of layer indices")
+        chosen = set(given)
+        return [i in chosen for i in range(n)]
+    if family.get("moe_layers") == "ernie":
+        start = f.int("moe_layer_start_index", default=0, minimum=0)
+        end = f.int("moe_layer_end_index", default=n - 1, minimum=0)
+        every = f.int("moe_layer_interval", default=1)
+        return [start <= i <= end and (i - start) % every == 0 for i in range(n)]
+    return None
 
 
 def _count_params(
@@ -310,7 +331,8 @@ def _count_params(
 
     attention = 0
     for layer in layers:
-        if layer.kind == "mla":
+        # MLA: the latent layer, or one transformers caches per head (MiniCPM3's reading)
+        if layer.kind == "mla" or getattr(layer, "latent_rank", None):
             attention += mla_params(f, hidden, layer.q_heads)
             if family.get("indexer") and layer.extra is not None:
                 attention += indexer_params(f, hidden)

@@ -79,12 +79,25 @@ def gqa_params(f: Fields, family: dict, hidden: int, layer) -> int:
     if family.get("attn_out_gate"):
         a += hidden * q_heads * head_dim + q_heads  # Beam's gate_proj and its per-head gate_bias
     if family.get("head_gate"):
-        a += hidden * q_heads  # one gate per head (Laguna's g_proj)
+        a += hidden * q_heads * _head_gate(f, family["head_gate"], head_dim)
     if family.get("attn_sub_norm"):
         a += o_in  # BitNet's attn_sub_norm before o_proj
     if family.get("diff_lambdas"):
         a += 4 * head_dim  # DiffLlama's lambda_q1, lambda_k1, lambda_q2, lambda_k2
     return a
+
+
+def _head_gate(f: Fields, field: str, head_dim: int) -> int:
+    """Laguna's g_proj outputs per query head: one (gating true or "per-head"; true when
+    absent, LagunaConfig's default); transformers builds one per channel for any other value,
+    which the counter does not vouch for."""
+    value = f.raw(field, default=True)
+    if value is True or value == "per-head":
+        return 1
+    raise ValueError(
+        f"config field '{field}' is {_short(value)}: the parameter counter knows Laguna's "
+        "per-head gate (true or 'per-head') only"
+    )
 
 
 def _qk_norm(f: Fields, family: dict, q_heads: int, kv_heads: int, head_dim: int) -> int:
