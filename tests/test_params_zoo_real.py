@@ -4,11 +4,11 @@ item 2: "a known cache never comes without its weights").
 
 The oracle: the sum of p.numel() over the model's parameters (a tied weight once) plus the
 router's e_score_correction_bias buffers, which the checkpoints and vLLM keep as weights. A
-multimodal file counts its language model (the ``language_model`` submodule) and the output
-head, as kvcalc counts it. The weights' quantisation block is dropped before building (it
-changes bytes, not parameter counts; transformers cannot build quantised kernels on the meta
-device). A file transformers does not ship a class for (remote code) is left out; so is one
-kvcalc refuses to count, which must say why.
+multimodal file counts its language model (the ``language_model`` or ``text_model``
+submodule) and the output head, as kvcalc counts it. The weights' quantisation block is dropped
+before building (it changes bytes, not parameter counts; transformers cannot build quantised
+kernels on the meta device). A file transformers does not ship a class for (remote code) is
+left out; so is one kvcalc refuses to count, which must say why.
 """
 
 from __future__ import annotations
@@ -56,7 +56,12 @@ def transformers_count(cfg: dict) -> int:
     assert model is not None, errors
     head = model.get_output_embeddings()
     language = next(
-        (m for n, m in model.named_modules() if n.rsplit(".", 1)[-1] == "language_model"), None
+        (
+            m
+            for n, m in model.named_modules()
+            if n.rsplit(".", 1)[-1] in ("language_model", "text_model")
+        ),
+        None,
     )
     parts = [model] if language is None else [language, head]
     seen: set[int] = set()

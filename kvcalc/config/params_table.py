@@ -687,3 +687,32 @@ FAMILY_BLOCKS.update(
         },
     }
 )
+
+FAMILY_BLOCKS.update(
+    {
+        # Language models of vision wrappers, read from text_config (the wrapper's
+        # tie_word_embeddings decides the head: kvcalc.config.params_head)
+        "qwen2_vl_text": {"qkv_bias": True, **_UNTIED},
+        "qwen2_5_vl_text": {"qkv_bias": True, **_UNTIED},
+        "qwen3_vl_text": {"qk_norm": True, **_UNTIED},
+        # Qwen3-VL-MoE: experts of moe_intermediate_size in every layer (decoder_sparse_step),
+        # tied in its text config class, untied by its wrapper's default
+        "qwen3_vl_moe_text": {
+            "qk_norm": True,
+            "expert_width": _MOE_WIDTH,
+            "defaults": {"num_local_experts": 60, "moe_intermediate_size": 1408},
+        },
+        # Cosmos 3 Edge: a plain ReLU^2 MLP (fc1, fc2) with mlp_bias
+        "cosmos3_edge_text": {
+            "mlp": "plain",
+            "mlp_width": ("intermediate_size",),
+            "mlp_default": None,
+            "mlp_bias": "mlp_bias",
+            **_UNTIED,
+        },
+        # GLM-OCR: GLM-4's four norms a layer, no attention biases (GlmOcrTextAttention)
+        "glm_ocr_text": {"bias_field": None, "norms_per_layer": 4, **_UNTIED},
+        # Granite Docling: Granite's blocks, tied by default
+        "granite_docling_text": {"mlp_bias": "mlp_bias"},
+    }
+)

@@ -9,9 +9,9 @@ tables) are constants of the architecture and are not counted, by kvcalc or here
 
 What is counted is what kvcalc counts: the causal LM with its output head (tied or not, as the
 config says). A multimodal model counts its language model (the submodule named
-``language_model``) and the output head only; a type whose text model has no causal-LM class
-of its own (Qwen2-VL's text model) is counted through the wrapper's generation class built from
-the wrapper's whole config, and kvcalc reads the same whole config.
+``language_model`` or ``text_model``) and the output head only; a type whose text model has no
+causal-LM class of its own (Qwen2-VL's text model) is counted through the wrapper's generation
+class built from the wrapper's whole config, and kvcalc reads the same whole config.
 
 Each type gets one verdict (``PARAMS_VERDICTS``):
 - ``exact``: kvcalc's total equals transformers';
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ..core.model import ModelSpec
 
 __all__ = [
+    "LANGUAGE_PARTS",
     "PARAMS_VERDICTS",
     "STORED_BUFFERS",
     "count_model",
@@ -47,6 +48,8 @@ PARAMS_VERDICTS = ("exact", "refused", "cannot build", "wrong")
 # (and its descendants') router score-correction bias (DeepseekV3TopkRouter registers it as a
 # buffer; vLLM's DeepseekV2MoE gate makes it a Parameter; the safetensors index lists it).
 STORED_BUFFERS = ("e_score_correction_bias",)
+# What a multimodal model names its language model (LLaVA-style wrappers, Idefics3-style ones).
+LANGUAGE_PARTS = ("language_model", "text_model")
 # The generation classes a multimodal or encoder-decoder wrapper is built through, in order.
 _WRAPPER_MAPPINGS = (
     "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
@@ -70,7 +73,7 @@ def count_model(model) -> tuple[int, int] | str:
             "no causal LM to count"
         )
     language = next(
-        (m for name, m in model.named_modules() if name.rsplit(".", 1)[-1] == "language_model"),
+        (m for name, m in model.named_modules() if name.rsplit(".", 1)[-1] in LANGUAGE_PARTS),
         None,
     )
     parts = [model] if language is None else [language, head]
