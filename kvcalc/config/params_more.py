@@ -1,13 +1,15 @@
 """More parameter counters of families whose blocks the generic counter of
-``kvcalc.config.params`` does not describe (Kimi-Linear, ...), one function each, checked
-against transformers 5.24's own model built on the meta device (tests/test_params_round6b.py,
-tests/test_params_families.py, tests/test_params_switches.py and the zoo)."""
+``kvcalc.config.params`` does not describe (Kimi-Linear, the Mamba families, MPT, OPT,
+GPT-NeoX-Japanese, RWKV), one function each, checked against transformers 5.24's own model
+built on the meta device (tests/test_params_round6b.py, tests/test_params_families.py,
+tests/test_params_switches.py and the zoo)."""
 
 from __future__ import annotations
 
 from ..core.model import MoE, ParamCounts
-from .fields import Fields, Geometry
-from .params_head import never_tied
+from .fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields, Geometry
+from .params_blocks import mamba1_mixer
+from .params_head import never_tied, tied_head
 
 __all__ = ["MORE_COUNTERS"]
 
@@ -170,6 +172,179 @@ def _kimi_mla(f: Fields, hidden: int, layer) -> int:
     return q + kv + heads * layer.v_head_dim * hidden
 
 
+def _counts(
+    hidden: int, vocab: int, tied: bool, *, attention: int, mlp: int, norms: int, other: int = 0
+) -> ParamCounts:
+    return ParamCounts(
+        embedding=vocab * hidden,
+        lm_head=0 if tied else vocab * hidden,
+        attention=attention,
+        mlp=mlp,
+        routed_experts=0,
+        shared_experts=0,
+        router=0,
+        norms=norms,
+        other=other,
+        tied=tied,
+    )
+
+
+def _mamba_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """Mamba and Falcon-Mamba (transformers' MambaForCausalLM, FalconMambaForCausalLM, vLLM's
+    mamba.py): every layer one RMSNorm and a Mamba-1 mixer (in_proj and out_proj biased with
+    use_bias, the conv with use_conv_bias; Falcon-Mamba's B/C/dt norms have no weights), a final
+    norm; tied by default."""
+    n = len(layers)
+    tied = tied_head(f, True)  # MambaConfig's and FalconMambaConfig's default: tied
+    mixer = mamba1_mixer(f, hidden, bias_field="use_bias")
+    return None, _counts(hidden, vocab, tied, attention=n * mixer, mlp=0, norms=(n + 1) * hidden)
+
+
+def _mamba2_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """Mamba-2 (transformers' Mamba2ForCausalLM, vLLM's mamba2.py): every layer one RMSNorm and
+    a Mamba-2 mixer: in_proj to 2 x inner + 2 x n_groups x state_size + num_heads (inner =
+    expand x hidden), the depthwise conv over inner + 2 x n_groups x state_size channels,
+    dt_bias, A_log and D per head, the gated RMSNorm over inner, out_proj; use_bias biases the
+    projections, use_conv_bias the conv. A final norm; untied by default."""
+    n = len(layers)
+    inner = f.int(*EXPAND, default=2) * hidden
+    heads = f.int("num_heads")
+    groups_state = 2 * f.int("n_groups", default=1) * f.int(*STATE_SIZE)
+    conv_dim = inner + groups_state
+    kernel = f.int(*CONV_KERNEL, default=4)
+    mixer = hidden * (2 * inner + groups_state + heads) + conv_dim * kernel + 3 * heads + inner
+    mixer += inner * hidden
+    if f.bool("use_conv_bias", True):
+        mixer += conv_dim
+    if f.bool("use_bias", False):
+        mixer += 2 * inner + groups_state + heads + hidden
+    tied = tied_head(f, False)  # Mamba2Config's default: untied
+    return None, _counts(hidden, vocab, tied, attention=n * mixer, mlp=0, norms=(n + 1) * hidden)
+
+
+def _mpt_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """MPT (transformers' MptForCausalLM): every layer two LayerNorms, Wqkv (3 x d_model) and
+    out_proj, an MLP of expansion_ratio x d_model; ALiBi positions; the head tied to wte. Only
+    the files both engines read alike are counted: no_bias true (transformers builds no linear
+    biases whatever it says, vLLM's mpt.py biases them without it), ALiBi (no learned positions
+    in transformers), no q/k LayerNorms (qk_ln), multi-head attention, tied."""
+    attn = f.obj("attn_config") or {}
+    refused = [
+        name
+        for name, bad in (
+            ("no_bias", not f.bool("no_bias", True)),
+            ("attn_config.alibi", attn.get("alibi", True) is not True),
+            ("attn_config.qk_ln", attn.get("qk_ln", False) is not False),
+            ("tie_word_embeddings", not tied_head(f, True)),
+            ("attn_config.kv_n_heads", any(lay.kv_heads != lay.q_heads for lay in layers)),
+        )
+        if bad
+    ]
+    if refused:
+        raise ValueError(
+            f"config field '{refused[0]}' describes an MPT that transformers' MptForCausalLM "
+            "and vLLM's mpt.py build differently (or transformers not at all): the parameter "
+            "counter does not pick"
+        )
+    n = len(layers)
+    width = f.int("expansion_ratio", default=4) * hidden
+    return None, _counts(
+        hidden,
+        vocab,
+        True,
+        attention=n * 4 * hidden * hidden,
+        mlp=n * 2 * hidden * width,
+        norms=(2 * n + 1) * hidden,
+    )
+
+
+def _opt_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """OPT (transformers' OPTForCausalLM, vLLM's opt.py): embeddings of word_embed_proj_dim
+    with project_in / project_out to hidden where it differs (no biases), learned positions of
+    max_position_embeddings + 2 (OPT's offset), every layer q, k, v, out_proj and an MLP of
+    ffn_dim (biased with enable_bias), two LayerNorms (weight and bias, none without
+    layer_norm_elementwise_affine), a final one with do_layer_norm_before; tied by default."""
+    n = len(layers)
+    proj = f.int("word_embed_proj_dim", default=hidden)
+    bias = f.bool("enable_bias", True)
+    ln = 2 * hidden if f.bool("layer_norm_elementwise_affine", True) else 0
+    final = f.bool("do_layer_norm_before", True) and not f.bool("_remove_final_layer_norm", False)
+    ffn = f.int("ffn_dim")
+    other = (f.int("max_position_embeddings") + 2) * hidden
+    if proj != hidden:
+        other += 2 * proj * hidden  # project_in, project_out
+    tied = tied_head(f, True)  # OPTConfig's default: tied
+    counts = _counts(
+        proj,
+        vocab,
+        tied,
+        attention=n * (4 * hidden * hidden + (4 * hidden if bias else 0)),
+        mlp=n * (2 * hidden * ffn + (ffn + hidden if bias else 0)),
+        norms=(2 * n + int(final)) * ln,
+        other=other,
+    )
+    return None, counts
+
+
+def _gpt_neox_japanese_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """GPT-NeoX-Japanese (transformers' GPTNeoXJapaneseForCausalLM): every layer two LayerNorms
+    (weight and bias), an unbiased query_key_value and dense, an unbiased MLP of
+    intermediate_multiple_size x hidden; the last layer's attention adds one dense_bias; a
+    final LayerNorm; tied by default."""
+    n = len(layers)
+    width = f.int("intermediate_multiple_size", default=4) * hidden
+    tied = tied_head(f, True)  # GPTNeoXJapaneseConfig's default: tied
+    return None, _counts(
+        hidden,
+        vocab,
+        tied,
+        attention=n * 4 * hidden * hidden + hidden,
+        mlp=n * 2 * hidden * width,
+        norms=(2 * n + 1) * 2 * hidden,
+    )
+
+
+def _rwkv_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """RWKV-4 (transformers' RwkvForCausalLM, vLLM serves none): every layer two LayerNorms
+    (weight and bias) and the first a third (pre_ln); time mixing: time_decay and time_first
+    of attention_hidden_size, three time_mix vectors of hidden, key, value, receptance (hidden
+    to attention_hidden_size) and output back; channel mixing: two time_mix vectors, key to
+    intermediate_size, receptance, value back; a final LayerNorm; the head untied by default."""
+    n = len(layers)
+    a = f.int("attention_hidden_size", default=hidden)
+    width = f.int("intermediate_size", default=4 * hidden)
+    time_mix = 2 * a + 3 * hidden + 3 * hidden * a + a * hidden
+    channel_mix = 2 * hidden + 2 * hidden * width + hidden * hidden
+    tied = tied_head(f, False)  # RwkvConfig's default: untied
+    return None, _counts(
+        hidden,
+        vocab,
+        tied,
+        attention=n * time_mix,
+        mlp=n * channel_mix,
+        norms=(2 * n + 2) * 2 * hidden,
+    )
+
+
 MORE_COUNTERS = {
     "kimi_linear": _kimi_linear_params,
+    "mamba": _mamba_params,
+    "falcon_mamba": _mamba_params,
+    "mamba2": _mamba2_params,
+    "mpt": _mpt_params,
+    "opt": _opt_params,
+    "gpt_neox_japanese": _gpt_neox_japanese_params,
+    "rwkv": _rwkv_params,
 }

@@ -716,3 +716,24 @@ FAMILY_BLOCKS.update(
         "granite_docling_text": {"mlp_bias": "mlp_bias"},
     }
 )
+
+# Encoder-decoder families whose decoder the cache reader reads: a checkpoint's weights are the
+# encoder's and the decoder's (cross-attention in every decoder layer), or a decoder-only
+# XForCausalLM's, which the config does not say (transformers' BartForCausalLM keeps the
+# cross-attention weights it never runs): refused by name.
+FAMILY_BLOCKS.update(
+    {
+        t: {"refuse": _SEQ2SEQ}
+        for t in (
+            "bart",
+            "mbart",
+            "blenderbot",
+            "blenderbot-small",
+            "marian",
+            "pegasus",
+            "plbart",
+            "mvp",
+            "trocr",
+        )
+    }
+)
