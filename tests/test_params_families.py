@@ -116,3 +116,47 @@ def test_nemotron_h_reads_transformers_block_names():
     cfg, params, bias = build("nemotron_h")
     assert cfg["layers_block_type"] == ["linear_attention", "moe", "full_attention", "mlp"]
     assert kvcalc_count(cfg) == params + bias
+
+
+# -- MiniMax-M1: transformers ships MiniMax-Text-01's class, not minimax_m1 ----------------------
+
+
+def test_minimax_m1_equals_transformers_minimax_built_from_its_file():
+    # transformers has no minimax_m1 model_type; its MiniMaxForCausalLM is MiniMax-Text-01's
+    # architecture, which M1 shares (vLLM serves both with MiniMaxText01ForCausalLM): the same
+    # file built as model_type "minimax" on the meta device is the oracle. 80 layers: lightning
+    # attention (qkv_proj, out_proj, output_gate, norm) and every 8th softmax attention, 32
+    # experts of 9,216 in every layer, untied.
+    import json
+
+    from conftest import ROOT
+    from transformers import AutoModelForCausalLM, MiniMaxConfig
+
+    cfg = json.loads((ROOT / "tests/data/configs/minimax-m1.json").read_text())
+    assert cfg["model_type"] == "minimax_m1" and cfg["shared_intermediate_size"] == 0
+    # MiniMaxConfig reads layer_types, not the file's attn_type_list (0 lightning, 1 softmax);
+    # without the translation it would build its default alternation instead of every 8th
+    kinds = ["full_attention" if t else "linear_attention" for t in cfg["attn_type_list"]]
+    assert kinds.count("full_attention") == 10
+    fields = {k: v for k, v in cfg.items() if k not in ("model_type", "attn_type_list")}
+    conf = MiniMaxConfig(**fields, layer_types=kinds)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(conf)
+    params = sum(p.numel() for p in model.parameters())
+    assert kvcalc_count(cfg) == params
+    shared = dict(cfg, shared_intermediate_size=1024)  # vLLM builds it, transformers not
+    assert "shared_intermediate_size" in refusal(shared)
+
+
+def test_minimax_lightning_layer_by_hand():
+    # one lightning layer of MiniMax-M1 (hidden 6,144, 64 heads x 128 = 8,192): qkv_proj
+    # 6,144 x 24,576, out_proj 8,192 x 6,144, output_gate 6,144 x 8,192, norm 8,192
+    from kvcalc.config.fields import Fields
+    from kvcalc.config.params_blocks import state_params
+
+    class Lightning:
+        flavor = "lightning"
+
+    f = Fields({"num_attention_heads": 64, "head_dim": 128}, {})
+    by_hand = 6144 * 24576 + 8192 * 6144 + 6144 * 8192 + 8192
+    assert state_params(f, 6144, Lightning()) == by_hand == 251_666_432

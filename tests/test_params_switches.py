@@ -60,7 +60,15 @@ def _oracle(conf) -> int | str:
             model = AutoModelForCausalLM.from_config(conf)
     except Exception as exc:
         return f"transformers cannot build it ({type(exc).__name__})"
-    params = sum(p.numel() for p in model.parameters())
+    # Phi-4-multimodal keeps its image and audio embedders inside its model: left out, as
+    # kvcalc counts the language model
+    encoders = {
+        id(p)
+        for n, m in model.named_modules()
+        if n.endswith("embed_tokens_extend")
+        for p in m.parameters()
+    }
+    params = sum(p.numel() for p in model.parameters() if id(p) not in encoders)
     bias = sum(
         b.numel() for n, b in model.named_buffers() if n.endswith(".e_score_correction_bias")
     )

@@ -15,6 +15,7 @@ from ..core.text import short as _short
 from .fields import Fields, Geometry
 from .limits import MAX_LAYERS, MAX_PARAMS
 from .params_blocks import (
+    cross_params,
     dense_mlp,
     gqa_params,
     indexer_params,
@@ -166,7 +167,8 @@ def _countable(model_type: str, layers: list, geo: Geometry) -> dict[str, Any]:
             "layers differ in shape (shared or attention-free blocks), which the parameter "
             "counter does not cover for this family"
         )
-    if any(lay.state_elements and lay.flavor not in ("mamba", "gated_deltanet") for lay in layers):
+    states = ("mamba", "gated_deltanet", *family.get("states", ()))
+    if any(lay.state_elements and lay.flavor not in states for lay in layers):
         raise ValueError("the parameter counter covers Mamba-1 and Gated DeltaNet layers only")
     return family
 
@@ -319,8 +321,12 @@ def _count_params(
     """Parameters from config fields, layer by layer. Norm weights are counted; rotary tables
     and buffers are not parameters."""
     n = len(layers)
+    for name, why in family.get("must_be_zero", {}).items():
+        if f.raw(name, default=0) not in (0, None):
+            raise ValueError(f"config field '{name}' is not 0: {why}")
     tied = _tied(f, family.get("tied_default", True))
-    embedding = vocab * hidden
+    # Mllama's embedding has 8 more rows than the head (its image-related special tokens)
+    embedding = (vocab + family.get("extra_vocab", 0)) * hidden
     lm_head = 0 if tied else vocab * hidden
     other = 0
     if family.get("learned_positions"):
@@ -329,17 +335,7 @@ def _count_params(
     if switch(f, family, "head_bias"):
         other += vocab  # the output head's bias (Phi, GPT-J, CodeGen, CTRL), tied or not
 
-    attention = 0
-    for layer in layers:
-        # MLA: the latent layer, or one transformers caches per head (MiniCPM3's reading)
-        if layer.kind == "mla" or getattr(layer, "latent_rank", None):
-            attention += mla_params(f, hidden, layer.q_heads)
-            if family.get("indexer") and layer.extra is not None:
-                attention += indexer_params(f, hidden)
-        elif layer.kind == "state":
-            attention += state_params(f, hidden, layer)
-        else:
-            attention += gqa_params(f, family, hidden, layer)
+    attention = sum(_layer_params(f, family, hidden, layer) for layer in layers)
 
     # Feed-forward: dense layers are those that are not MoE.
     dense_layers = n - (moe.layers if moe else 0)
@@ -384,6 +380,21 @@ def _count_params(
         other=other,
         tied=tied,
     )
+
+
+def _layer_params(f: Fields, family: dict, hidden: int, layer) -> int:
+    """One layer's attention (or mixer) block, by its kind."""
+    # MLA: the latent layer, or one transformers caches per head (MiniCPM3's reading)
+    if layer.kind == "mla" or getattr(layer, "latent_rank", None):
+        p = mla_params(f, hidden, layer.q_heads)
+        if family.get("indexer") and layer.extra is not None:
+            p += indexer_params(f, hidden)
+        return p
+    if layer.kind == "state":
+        return state_params(f, hidden, layer)
+    if layer.kind == "cross":
+        return cross_params(f, hidden, layer)
+    return gqa_params(f, family, hidden, layer)
 
 
 def _score_bias(f: Fields, family: dict) -> int:

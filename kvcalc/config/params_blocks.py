@@ -18,6 +18,7 @@ __all__ = [
     "mla_params",
     "indexer_params",
     "state_params",
+    "cross_params",
     "dense_mlp",
 ]
 
@@ -165,7 +166,14 @@ def indexer_params(f: Fields, hidden: int) -> int:
 
 
 def state_params(f: Fields, hidden: int, layer: RecurrentState) -> int:
-    """A Gated DeltaNet layer (Qwen3-Next's) or a Mamba-1 mixer with Jamba's dt/B/C norms."""
+    """A Gated DeltaNet layer (Qwen3-Next's), MiniMax's lightning attention or a Mamba-1 mixer
+    with Jamba's dt/B/C norms."""
+    if layer.flavor == "lightning":
+        # MiniMaxLightningAttention: qkv_proj (3 x heads x head_dim), out_proj, output_gate
+        # and an RMSNorm over heads x head_dim, no biases
+        heads = f.int("num_attention_heads")
+        width = heads * f.int("head_dim", default=hidden // heads)
+        return 5 * hidden * width + width
     if layer.flavor == "gated_deltanet":
         kh, vh = f.int("linear_num_key_heads"), f.int("linear_num_value_heads")
         kd, vd = f.int("linear_key_head_dim"), f.int("linear_value_head_dim")
@@ -212,6 +220,18 @@ def _dt_rank(f: Fields, hidden: int) -> int:
 def _jamba_norms(f: Fields, hidden: int) -> int:
     """Jamba's RMSNorms over dt (rank), B and C (d_state each) in every Mamba layer."""
     return _dt_rank(f, hidden) + 2 * f.int(*STATE_SIZE)
+
+
+def cross_params(f: Fields, hidden: int, layer) -> int:
+    """A cross-attention layer over image states (Mllama's MllamaTextCrossAttention): q, k, v,
+    o projections without biases, q and k RMSNorms of head_dim, and the layer's two scalar
+    gates (cross_attn_attn_gate, cross_attn_mlp_gate)."""
+    q, kv, head_dim = (
+        layer.q_heads * layer.head_dim,
+        layer.kv_heads * layer.head_dim,
+        layer.head_dim,
+    )
+    return hidden * (q + 2 * kv) + q * hidden + 2 * head_dim + 2
 
 
 def dense_mlp(f: Fields, family: dict, hidden: int, required: bool) -> int:

@@ -737,3 +737,34 @@ FAMILY_BLOCKS.update(
         )
     }
 )
+
+FAMILY_BLOCKS.update(
+    {
+        # MiniMax-Text-01 / MiniMax-M1: lightning-attention and softmax-attention layers, every
+        # layer MoE (experts of intermediate_size); transformers' MiniMax builds no shared
+        # expert, vLLM's minimax_text_01.py one of shared_intermediate_size: refused unless 0
+        "minimax": {
+            "states": ("lightning",),
+            "must_be_zero": {
+                "shared_intermediate_size": "vLLM's minimax_text_01.py builds a shared expert of "
+                "that width, transformers' MiniMax none"
+            },
+            "defaults": {"num_local_experts": 8},
+            **_UNTIED,
+        },
+        "minimax_m1": {
+            "states": ("lightning",),
+            "must_be_zero": {
+                "shared_intermediate_size": "vLLM's minimax_text_01.py builds a shared expert of "
+                "that width, transformers' MiniMax none"
+            },
+            **_UNTIED,
+        },
+        # Llama 3.2 Vision's language model: Llama's layers and, at cross_attention_layers,
+        # cross-attention over the image (q/k norms, two gates); 8 more embedding rows
+        "mllama_text_model": {"layers": ("cross",), "extra_vocab": 8, **_UNTIED},
+        # Phi-4-multimodal's language model: Phi-3's blocks (its vision and audio embedders,
+        # kept inside its model, are not counted)
+        "phi4_multimodal": {**_UNTIED},
+    }
+)

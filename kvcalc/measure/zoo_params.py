@@ -50,6 +50,9 @@ PARAMS_VERDICTS = ("exact", "refused", "cannot build", "wrong")
 STORED_BUFFERS = ("e_score_correction_bias",)
 # What a multimodal model names its language model (LLaVA-style wrappers, Idefics3-style ones).
 LANGUAGE_PARTS = ("language_model", "text_model")
+# Encoders a causal LM keeps inside its own model (Phi-4-multimodal's image and audio embedders),
+# left out as a wrapper's are.
+ENCODER_PARTS = ("embed_tokens_extend",)
 # The generation classes a multimodal or encoder-decoder wrapper is built through, in order.
 _WRAPPER_MAPPINGS = (
     "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
@@ -78,6 +81,9 @@ def count_model(model) -> tuple[int, int] | str:
     )
     parts = [model] if language is None else [language, head]
     seen: set[int] = set()
+    for name, m in model.named_modules():
+        if name.rsplit(".", 1)[-1] in ENCODER_PARTS:
+            seen.update(id(p) for p in m.parameters())  # counted as already seen: left out
     params = buffers = 0
     for part in parts:
         for p in part.parameters():
