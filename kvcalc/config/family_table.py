@@ -195,6 +195,40 @@ FAMILIES: dict[str, Family] = {
         for t in ("deepseek_v2", "deepseek_v3", "kimi_k2", "sarvam_mla", "youtu", "axk1")
     },
     "sarvam_moe": _f(groups=("mlp", "moe", "mtp")),
+    # DBRX (DbrxAttention): d_model / n_heads per head, attn_config.kv_n_heads K/V heads (read
+    # by kvcalc.config.layer_readers); ffn_config sizes the experts (DbrxFFNConfig: weights)
+    "dbrx": _f("ffn_config"),
+    # GLM-4.7-Flash (Glm4MoeLiteAttention): DeepSeek-V3's MLA, one kv_lora_rank +
+    # qk_rope_head_dim latent per token and layer; rope_interleave orders the rotary pairs
+    "glm4_moe_lite": _f("rope_interleave", groups=("mlp", "moe", "mla", "mtp")),
+    # GLM-4.1V / GLM-4.5V language models (Glm4vTextAttention, Glm4vMoeTextAttention): GQA of
+    # num_key_value_heads x head_dim; mrope places the rotary sections (the K cached is the same)
+    "glm4v_text": _f(),
+    "glm4v_moe_text": _f(groups=("mlp", "moe", "mtp")),
+    # dots.llm1 (Dots1Attention): Qwen3's attention; sliding layers from layer_types (absent,
+    # the class's own rule by max_window_layers: refused by name, kvcalc.config.layouts)
+    "dots1": _f(),
+    # Command A MoE (Cohere2MoeAttention): Cohere 2's attention, sliding layers by layer_types
+    # (absent: the class's own rule, refused by name); logit_scale scales the logits, the
+    # expert_* and shared_expert_* settings route and combine the experts,
+    # prefix_dense_intermediate_size sizes the dense layers' MLP
+    "cohere2_moe": _f(
+        "logit_scale",
+        "expert_selection_fn",
+        "shared_expert_combination_strategy",
+        "prefix_dense_intermediate_size",
+        "prefix_dense_sliding_window_pattern",
+    ),
+    # AFMoE (Arcee Trinity, AfmoeAttention): GQA with a sigmoid output gate (weights), sliding
+    # layers by layer_types (absent: global_attn_every_n_layers' rule, refused by name where a
+    # window is given); num_dense_layers picks the dense MLP layers, route_scale scales the
+    # router's weights, mup_enabled scales the embeddings
+    "afmoe": _f("num_dense_layers", "route_scale", "mup_enabled", "global_attn_every_n_layers"),
+    # GLM-4.5 / 4.6 / 4.7 (Glm4MoeAttention): standard GQA attention of num_key_value_heads x
+    # head_dim; use_qk_norm places RMSNorm weights on q and k, partial_rotary_factor rotates part
+    # of each head (the whole head is cached), first_k_dense_replace picks the dense MLP layers,
+    # num_nextn_predict_layers the MTP drafter's layers (not in the main model's cache)
+    "glm4_moe": _f(groups=("mlp", "moe", "mtp")),
     # index_n_heads, index_topk and the indexer's rotary and top-k settings change which
     # tokens are attended, not the indexer keys cached (one index_head_dim key per token)
     **{

@@ -13,7 +13,7 @@ from ..core.model import (
     SlidingWindow,
 )
 from ..core.text import short as _short
-from .families import NEVER_CACHE
+from .families import NEVER_CACHE, OFF_VALUES
 from .fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields, Geometry
 from .limits import cap_of
 
@@ -146,7 +146,45 @@ _MPT_ATTN_KEYS = frozenset(
 
 # Complex by design (C901): one branch per KV-head convention (MPT, GPTBigCode, ChatGLM, Falcon),
 # each refusing its own bad values.
+# DbrxAttentionConfig's fields: kv_n_heads (default 1) are DbrxAttention's K/V heads; clip_qkv
+# clamps the projections, rope_theta is the rotary base, attn_pdrop the dropout (no cache shape)
+_DBRX_ATTN_KEYS = frozenset({"kv_n_heads", "clip_qkv", "rope_theta", "attn_pdrop"})
+
+
+def _dbrx_kv_heads(f: Fields, attn_cfg: dict | None) -> int:
+    """DBRX: DbrxAttention caches attn_config.kv_n_heads heads (DbrxConfig copies it into
+    num_key_value_heads, which a saved file may repeat; a disagreement is refused)."""
+    attn_cfg = attn_cfg or {}
+    off = {k for k, v in attn_cfg.items() if k in OFF_VALUES and v == OFF_VALUES[k]}
+    unknown = sorted(set(attn_cfg) - _DBRX_ATTN_KEYS - NEVER_CACHE - off)
+    if unknown:
+        raise ValueError(
+            "config field 'attn_config' has "
+            + ", ".join(_short(u) for u in unknown)
+            + ", which kvcalc does not understand"
+        )
+    value = attn_cfg.get("kv_n_heads", 1)
+    if not (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and 1 <= value <= cap_of("kv_n_heads")
+    ):
+        raise ValueError(
+            f"config field 'attn_config.kv_n_heads' must be a whole number up to "
+            f"{cap_of('kv_n_heads'):,}"
+        )
+    given = f.int("num_key_value_heads", required=False)
+    if given is not None and given != value:
+        raise ValueError(
+            f"config fields 'attn_config.kv_n_heads' ({value}) and 'num_key_value_heads' "
+            f"({given}) disagree; DbrxAttention uses attn_config.kv_n_heads"
+        )
+    return value
+
+
 def kv_heads_of(f: Fields, q_heads: int, attn_cfg: dict | None) -> int:  # noqa: C901
+    if f.model_type == "dbrx":
+        return _dbrx_kv_heads(f, attn_cfg)
     if attn_cfg is not None:  # MPT
         # (a config saved by transformers writes the sub-config whole, base fields included)
         unknown = sorted(set(attn_cfg) - _MPT_ATTN_KEYS - NEVER_CACHE)

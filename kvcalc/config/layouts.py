@@ -22,6 +22,9 @@ from .limits import MAX_LAYERS
 LAYOUT_BY_CLASS_RULE = frozenset(
     {
         "olmo3",
+        "dots1",
+        "cohere2_moe",
+        "afmoe",
         "cwm",
         "vaultgemma",
         "granite_swa",

@@ -1,0 +1,114 @@
+"""Readers for served families the zoo refused only for want of a reader: GLM-4.5/4.6/4.7
+(glm4_moe), GLM-4.7-Flash (glm4_moe_lite), the GLM-4.1V / 4.5V language models (glm4v_text,
+glm4v_moe_text), dots.llm1 (dots1), DBRX (dbrx), Command A MoE (cohere2_moe) and AFMoE (afmoe).
+
+Each expectation is worked by hand from the transformers 5.24 config class's defaults (the
+fields the zoo builds the model from, ``XConfig().to_dict()``): BF16, 2 B an element, one
+sequence; an attention layer keeps 2 (K and V) x kv_heads x head_dim x 2 B per token, a sliding
+layer at most its window; an MLA layer keeps one (kv_lora_rank + qk_rope_head_dim) x 2 B latent.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kvcalc import kv_cache, spec_from_config
+
+transformers = pytest.importorskip("transformers")
+
+N = 8192
+
+
+def defaults(model_type, **changes):
+    cfg = transformers.CONFIG_MAPPING[model_type]().to_dict()
+    cfg.update(changes)
+    return cfg
+
+
+def kv_bytes(cfg, n=N):
+    r = kv_cache(spec_from_config(cfg), n)
+    assert r.state_bytes == 0
+    return r.kv_bytes
+
+
+def test_glm4_moe_defaults_refused_by_head_dim_then_exact_with_it():
+    # Glm4MoeConfig: hidden 4096 / 96 heads is not whole (transformers floors it); the class gives
+    # no head_dim, so the refusal names it. GLM-4.5's published head_dim 128: 46 layers x
+    # 2 x 8 KV heads x 128 x 2 B = 46 x 4,096 = 188,416 B per token.
+    with pytest.raises(ValueError, match="head_dim"):
+        kv_bytes(defaults("glm4_moe"))
+    assert kv_bytes(defaults("glm4_moe", head_dim=128)) == 46 * 2 * 8 * 128 * 2 * N == 188_416 * N
+
+
+def test_glm4v_moe_text_as_glm4_moe():
+    # Glm4vMoeTextConfig has Glm4MoeConfig's 4096 / 96 (no head_dim): refused by name; with
+    # GLM-4.5V's head_dim 128: 46 x 2 x 8 x 128 x 2 = 188,416 B per token.
+    with pytest.raises(ValueError, match="head_dim"):
+        kv_bytes(defaults("glm4v_moe_text"))
+    assert kv_bytes(defaults("glm4v_moe_text", head_dim=128)) == 188_416 * N
+
+
+def test_glm4_moe_lite_mla_latent():
+    # Glm4MoeLiteConfig: 47 MLA layers, kv_lora_rank 512 + qk_rope_head_dim 64 = 576 x 2 B =
+    # 1,152 B per layer; 47 x 1,152 = 54,144 B per token.
+    assert kv_bytes(defaults("glm4_moe_lite")) == 47 * (512 + 64) * 2 * N == 54_144 * N
+
+
+def test_glm4v_text():
+    # Glm4vTextConfig: 40 layers, 2 KV heads, head_dim 4096 / 32 = 128:
+    # 40 x 2 x 2 x 128 x 2 = 40,960 B per token.
+    assert kv_bytes(defaults("glm4v_text")) == 40 * 2 * 2 * 128 * 2 * N == 40_960 * N
+
+
+def test_dots1_all_full():
+    # Dots1Config: 62 layers, 32 KV heads, head_dim 4608 / 32 = 144; layer_types derived with
+    # max_window_layers 62: no layer index >= 62, so all full: 62 x 2 x 32 x 144 x 2 = 1,142,784.
+    assert kv_bytes(defaults("dots1")) == 62 * 2 * 32 * 144 * 2 * N == 1_142_784 * N
+
+
+def test_dots1_without_layer_types_refused_by_name():
+    cfg = defaults("dots1")
+    del cfg["layer_types"]
+    with pytest.raises(ValueError, match="layer_types"):
+        kv_bytes(cfg)
+
+
+def test_dbrx_reads_attn_config_kv_heads():
+    # DbrxConfig: d_model 2048 / n_heads 16 = 128, attn_config.kv_n_heads 1, 24 layers:
+    # 24 x 2 x 1 x 128 x 2 = 12,288 B per token.
+    assert kv_bytes(defaults("dbrx")) == 24 * 2 * 1 * 128 * 2 * N == 12_288 * N
+    # DBRX 132B's attn_config: kv_n_heads 8, d_model 6144 / 48 heads = 128, 40 layers:
+    # 40 x 2 x 8 x 128 x 2 = 163,840 B per token
+    cfg = defaults("dbrx", d_model=6144, n_heads=48, n_layers=40, num_key_value_heads=8)
+    cfg["attn_config"] = {"kv_n_heads": 8, "clip_qkv": 8, "rope_theta": 500000}
+    assert kv_bytes(cfg) == 163_840 * N
+    cfg["num_key_value_heads"] = 4  # disagrees with attn_config.kv_n_heads
+    with pytest.raises(ValueError, match="kv_n_heads"):
+        kv_bytes(cfg)
+    cfg["num_key_value_heads"] = 8
+    cfg["attn_config"]["sliding_window"] = 4096  # no such DBRX field: refused by name
+    with pytest.raises(ValueError, match="sliding_window"):
+        kv_bytes(cfg)
+
+
+def test_cohere2_moe_windows():
+    # Cohere2MoeConfig: 40 layers, 64 KV heads (None -> heads), head_dim 128: 32,768 B per layer;
+    # sliding_window_pattern 4: layers 3, 7, ..., 39 full (10), 30 sliding at 4,096.
+    # At 8,192 tokens: 10 x 32,768 x 8,192 + 30 x 32,768 x 4,096.
+    per = 2 * 64 * 128 * 2
+    assert kv_bytes(defaults("cohere2_moe")) == 10 * per * N + 30 * per * 4096
+
+
+def test_afmoe_windows():
+    # AfmoeConfig: 32 layers, 16 KV heads, head_dim 128: 8,192 B per layer;
+    # global_attn_every_n_layers 4: 8 full, 24 sliding at 1,024.
+    per = 2 * 16 * 128 * 2
+    assert kv_bytes(defaults("afmoe")) == 8 * per * N + 24 * per * 1024
+
+
+@pytest.mark.parametrize("model_type", ["afmoe", "cohere2_moe"])
+def test_class_rule_layouts_without_layer_types_refused_by_name(model_type):
+    cfg = defaults(model_type)
+    del cfg["layer_types"]
+    with pytest.raises(ValueError, match="layer_types"):
+        kv_bytes(cfg)
