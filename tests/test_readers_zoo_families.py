@@ -112,3 +112,25 @@ def test_class_rule_layouts_without_layer_types_refused_by_name(model_type):
     del cfg["layer_types"]
     with pytest.raises(ValueError, match="layer_types"):
         kv_bytes(cfg)
+
+
+def test_bamba_defaults_every_layer_mamba():
+    # BambaConfig: 32 layers, attn_layer_indices None -> every layer a Mamba-2 mixer. hidden 4096,
+    # mamba_expand 2 -> 8,192 wide, 128 heads of 8,192 / 128 = 64, d_state 256, 1 group, conv 4:
+    # conv (8,192 + 2 x 1 x 256) x (4 - 1) = 26,112 and SSM 128 x 64 x 256 = 2,097,152 elements,
+    # x 2 B = 4,246,528 B a layer; x 32 = 135,888,896 B whatever the context, no K/V.
+    r = kv_cache(spec_from_config(defaults("bamba")), N)
+    assert (r.kv_bytes, r.state_bytes) == (0, 32 * (26_112 + 2_097_152) * 2) == (0, 135_888_896)
+
+
+def test_bamba_9b_layout():
+    # Bamba-9B's layout (ibm-ai-platform/Bamba-9B: attn_layer_indices [9, 18, 27], mamba_d_state
+    # 128): 3 attention layers of 8 KV heads x 4096 / 32 = 128: 2 x 8 x 128 x 2 = 4,096 B per token
+    # each; 29 Mamba layers of conv (8,192 + 2 x 128) x 3 = 25,344 and SSM 128 x 64 x 128 =
+    # 1,048,576 elements: 29 x 1,073,920 x 2 B = 62,287,360 B.
+    cfg = defaults("bamba", attn_layer_indices=[9, 18, 27], mamba_d_state=128)
+    r = kv_cache(spec_from_config(cfg), N)
+    assert (r.kv_bytes, r.state_bytes) == (3 * 4096 * N, 62_287_360)
+    cfg["attn_layer_indices"] = [9, 32]  # no layer 32 of 32: refused by name
+    with pytest.raises(ValueError, match="attn_layer_indices"):
+        kv_cache(spec_from_config(cfg), N)

@@ -15,6 +15,7 @@ lfm2, lfm2_moe      ``layer_types`` ("conv") or the older      attention: K/V; s
 falcon_h1           every layer                                K/V and a Mamba-2 state
 granitemoehybrid    ``layer_types`` / ``layers_block_type``    attention: K/V (RoPE or NoPE);
                     ("mamba" / "attention")                    mamba: a Mamba-2 state
+bamba               ``attn_layer_indices`` (0-based)           attention: K/V; others Mamba-2
 kimi_linear         ``linear_attn_config`` (1-based            KDA: conv 3 x H x D x (k - 1) +
                     ``kda_layers``)                            float32 H x D x D; MLA: latent
 mllama (text)       ``cross_attention_layers``                 cross: the image's K/V, per image
@@ -252,7 +253,7 @@ def _granite_hybrid(f: Fields, geo: Geometry, max_layers: int) -> list:
     # RoPE on or off: the attention layers cache the same K and V (GraniteMoeHybridAttention)
     f.seen.add("position_embedding_type")
     layers: list = []
-    state = _granite_mamba_state(f, geo) if "mamba" in kinds else None
+    state = _granite_mamba_state(f, geo, "granitemoehybrid") if "mamba" in kinds else None
     for kind in kinds:
         layers.append(state if kind == "mamba" else _full(geo))
     return layers
@@ -268,7 +269,7 @@ _GRANITE_MAMBA_DEFAULTS = {
 }
 
 
-def _granite_mamba_state(f: Fields, geo: Geometry) -> RecurrentState:
+def _granite_mamba_state(f: Fields, geo: Geometry, family: str) -> RecurrentState:
     """One Granite Mamba-2 layer's state. GraniteMoeHybridConfig derives mamba_d_head ("auto")
     as mamba_expand x hidden_size // mamba_n_heads and refuses a config where mamba_n_heads x
     mamba_d_head differs from mamba_expand x hidden_size (its conv runs over the one width, the
@@ -279,7 +280,7 @@ def _granite_mamba_state(f: Fields, geo: Geometry) -> RecurrentState:
         if f.cfg.get(name) is None:
             geo.assumptions.append(
                 f"'{name}' is not in the config: took {value}, the default of transformers' "
-                "granitemoehybrid config class"
+                f"{family} config class"
             )
     inner = f.int("mamba_expand", default=2) * geo.hidden
     heads = f.int("mamba_n_heads", default=128)
@@ -313,6 +314,30 @@ def _granite_mamba_state(f: Fields, geo: Geometry) -> RecurrentState:
         ssm_dtype=fmt,
         ssm_dtype_field=field,
     )
+
+
+# -- Bamba (bamba) -----------------------------------------------------------------------------
+
+
+def _bamba(f: Fields, geo: Geometry, max_layers: int) -> list:
+    """Bamba: attn_layer_indices (0-based) are GQA attention layers, every other layer a
+    Mamba-2 mixer (transformers' BambaConfig.layers_block_type, vLLM's bamba.py); without the
+    field every layer is Mamba, as in BambaConfig. BambaMixer is Granite 4.0-H's mixer (the same
+    mamba_* fields and defaults, the same conv width mamba_expand x hidden + 2 x mamba_n_groups x
+    mamba_d_state and SSM state mamba_n_heads x mamba_d_head x mamba_d_state), so the state is
+    read by the same function."""
+    n = _layer_count(f, max_layers)
+    if f.cfg.get("attn_layer_indices") is None:
+        f.seen.add("attn_layer_indices")
+        attn: set[int] = set()
+        geo.assumptions.append(
+            "attn_layer_indices is not in the config: every layer is Mamba, the default of "
+            "transformers' bamba config class"
+        )
+    else:
+        attn = _index_list(f, "attn_layer_indices", n)
+    state = _granite_mamba_state(f, geo, "bamba") if len(attn) < n else None
+    return [_full(geo) if i in attn else state for i in range(n)]
 
 
 # -- Llama 3.2 Vision (mllama) ----------------------------------------------------------------
@@ -541,6 +566,7 @@ FAMILY_READERS = {
     "lfm2_moe": _lfm2,
     "falcon_h1": _falcon_h1,
     "granitemoehybrid": _granite_hybrid,
+    "bamba": _bamba,
     "kimi_linear": kimi_linear_layers,
     "mllama_text_model": _mllama,
     "minicpm3": _minicpm3,

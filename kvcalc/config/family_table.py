@@ -394,6 +394,8 @@ FAMILIES: dict[str, Family] = {
         "xdrope_section",
     ),
     "jamba": _f(groups=("mlp", "moe", "mamba")),
+    # Bamba (kvcalc.config.family_readers): z_loss_coefficient is a training loss weight
+    "bamba": _f("z_loss_coefficient", groups=("mlp", "moe", "mamba")),
     # expand: NemotronHMixer sizes its inner width as mamba_num_heads x mamba_head_dim
     "nemotron_h": _f(
         "expand",
