@@ -160,3 +160,35 @@ def test_minimax_lightning_layer_by_hand():
     f = Fields({"num_attention_heads": 64, "head_dim": 128}, {})
     by_hand = 6144 * 24576 + 8192 * 6144 + 6144 * 8192 + 8192
     assert state_params(f, 6144, Lightning()) == by_hand == 251_666_432
+
+
+# -- LFM2-MoE: its class defaults name no layer_types, so transformers cannot build them --------
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"use_expert_bias": False, "conv_bias": True, "num_dense_layers": 0},
+        {"tie_word_embeddings": False, "num_dense_layers": 5},
+    ],
+    ids=["lfm2-8b-a1b-like", "no-expert-bias", "untied"],
+)
+def test_lfm2_moe_equals_transformers_with_its_layers_named(changes):
+    # Lfm2MoeConfig() has layer_types None and cannot build (the zoo: cannot build); with 24
+    # layers of which 6 attention (LFM2-8B-A1B's size) it can. Oracle: its parameters plus the
+    # expert_bias buffers (vLLM's lfm2_moe.py loads them as the router's bias).
+    from transformers import AutoModelForCausalLM, Lfm2MoeConfig
+
+    kinds = ["full_attention" if i in (2, 6, 10, 14, 18, 21) else "conv" for i in range(24)]
+    conf = Lfm2MoeConfig(num_hidden_layers=24, layer_types=kinds, **changes)
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(conf)
+    params = sum(p.numel() for p in model.parameters())
+    bias = sum(b.numel() for n, b in model.named_buffers() if n.endswith(".expert_bias"))
+    cfg = conf.to_dict()
+    cfg["model_type"] = "lfm2_moe"
+    assert kvcalc_count(cfg) == params + bias
+    assert bias == (
+        0 if changes.get("use_expert_bias") is False else 32 * (24 - conf.num_dense_layers)
+    )

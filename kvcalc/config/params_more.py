@@ -338,7 +338,160 @@ def _rwkv_params(
     )
 
 
+def _gemma3n_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """Gemma 3n's language model (transformers' Gemma3nForCausalLM / Gemma3nTextModel): every
+    layer q_proj, q_norm and o_proj, and, unless it reads another layer's cache
+    (num_kv_shared_layers), k_proj, v_proj and k_norm (v_norm has no weight), the projections
+    biased with attention_bias; a GeGLU MLP of
+    its own intermediate_size (a list or one width); four RMSNorms; AltUp (correct_output_scale,
+    correction_coefs of altup_num_inputs^2, prediction_coefs of altup_num_inputs^3, a router
+    of hidden x altup_num_inputs and its norm); LAuReL (two projections of laurel_rank and a
+    norm); the per-layer input gate and projection of hidden_size_per_layer_input and a norm.
+    Beside the layers: the per-layer embeddings (vocab_size_per_layer_input x layers x
+    hidden_size_per_layer_input), their projection from hidden and norm, the AltUp projections
+    and unembedding projections (altup_num_inputs - 1 each), the final norm; tied by default."""
+    n = len(layers)
+    widths = f.raw("intermediate_size")
+    if isinstance(widths, list):
+        if len(widths) != n or any(isinstance(w, bool) or not isinstance(w, int) for w in widths):
+            raise ValueError(
+                f"config field 'intermediate_size' must give a width for each of the {n} layers"
+            )
+    else:
+        widths = [f.int("intermediate_size")] * n
+    inputs = f.int("altup_num_inputs", default=4)
+    rank = f.int("laurel_rank", default=64)
+    per_layer = f.int("hidden_size_per_layer_input", default=256)
+    table = f.int("vocab_size_per_layer_input", default=262144)
+    bias = f.bool("attention_bias", False)  # biases on q, k, v and o_proj
+    attention = 0
+    for layer in layers:
+        shared = layer.kind == "shared"
+        own = layer.reads if shared else layer
+        q = own.q_heads * own.head_dim
+        attention += 2 * hidden * q + own.head_dim  # q_proj, o_proj, q_norm
+        attention += (q + hidden) if bias else 0
+        if not shared:
+            kv = own.kv_heads * own.head_dim
+            attention += 2 * hidden * kv + own.head_dim + (2 * kv if bias else 0)
+    mlp = sum(3 * hidden * w for w in widths)
+    altup = hidden + inputs * inputs + inputs**3 + hidden * inputs + hidden
+    laurel = 2 * hidden * rank + hidden
+    per_layer_blocks = 2 * hidden * per_layer + hidden
+    other = n * (altup + laurel + per_layer_blocks)
+    other += table * n * per_layer + hidden * n * per_layer + per_layer
+    other += 2 * (inputs - 1) * hidden * hidden
+    tied = tied_head(f, True)  # Gemma3nTextConfig's default: tied
+    return None, _counts(
+        hidden,
+        vocab,
+        tied,
+        attention=attention,
+        mlp=mlp,
+        norms=(4 * n + 1) * hidden,
+        other=other,
+    )
+
+
+def _lfm2_moe_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """LFM2-MoE (transformers' Lfm2MoeForCausalLM, vLLM's lfm2_moe.py): LFM2's layers (attention
+    with per-head q/k RMSNorms, or the short convolution: in_proj to 3 x hidden, a depthwise
+    conv of conv_L_cache taps, out_proj, biases with conv_bias), two RMSNorms each, a SwiGLU
+    MLP of intermediate_size (as given) in the first num_dense_layers and a MoE in the rest:
+    a router of num_experts x hidden with, under use_expert_bias, its per-expert bias (a buffer
+    in transformers, the router's score-correction bias in vLLM and the checkpoint), experts of
+    moe_intermediate_size; a final embedding_norm; tied by default (tie_embedding, its older
+    name, read as transformers reads it)."""
+    n = len(layers)
+    kernel = f.int("conv_L_cache", default=3, minimum=2)
+    bias = f.bool("conv_bias", False)
+    attention = 0
+    for layer in layers:
+        if layer.stores_tokens:
+            q, kv = layer.q_heads * layer.head_dim, layer.kv_heads * layer.head_dim
+            attention += 2 * hidden * (q + kv) + 2 * layer.head_dim
+        else:
+            attention += 4 * hidden * hidden + hidden * kernel + (5 * hidden if bias else 0)
+    dense = min(f.int("num_dense_layers", default=2, minimum=0), n)
+    experts = f.int("num_experts", default=32)
+    k = f.int("num_experts_per_tok", default=4)
+    if k > experts:
+        raise ValueError(
+            f"config field 'num_experts_per_tok' ({k}) exceeds the number of experts ({experts})"
+        )
+    per_expert = 3 * hidden * f.int("moe_intermediate_size", default=1792)
+    moe_layers = n - dense
+    moe = MoE(num_experts=experts, top_k=k, expert_params=per_expert, layers=moe_layers)
+    router = moe_layers * experts * (hidden + (1 if f.bool("use_expert_bias", True) else 0))
+    if "tie_word_embeddings" not in f.cfg and isinstance(f.cfg.get("tie_embedding"), bool):
+        f.seen.add("tie_embedding")
+        tied = f.cfg["tie_embedding"]
+    else:
+        tied = tied_head(f, True)  # Lfm2MoeConfig's default: tied
+    return moe, ParamCounts(
+        embedding=vocab * hidden,
+        lm_head=0 if tied else vocab * hidden,
+        attention=attention,
+        mlp=dense * 3 * hidden * f.int("intermediate_size", default=7168),
+        routed_experts=moe_layers * experts * per_expert,
+        shared_experts=0,
+        router=router,
+        norms=(2 * n + 1) * hidden,
+        tied=tied,
+    )
+
+
+def _recurrent_gemma_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """RecurrentGemma (transformers' RecurrentGemmaForCausalLM): every layer two RMSNorms
+    (temporal_pre_norm, channel_pre_norm) and a gated MLP of intermediate_size / 2 with biases;
+    its temporal block is local attention (q, k, v biased with attention_bias, o_proj always)
+    or a recurrent block of lru_width: linear_x, linear_y, linear_out (biased), a depthwise
+    conv of conv1d_width taps with bias, and the RG-LRU (recurrent_param, input and recurrent
+    gates: one lru_width / heads square per head, with biases). A final norm; the head is the
+    embedding (tied)."""
+    n = len(layers)
+    width = f.int("lru_width", default=hidden)
+    heads = f.int("num_attention_heads")
+    if width % heads:
+        raise ValueError("config field 'lru_width' must be a multiple of 'num_attention_heads'")
+    taps = f.int("conv1d_width", default=4)
+    recurrent = 2 * (hidden * width + width) + width * hidden + hidden  # linear_x, _y, _out
+    recurrent += width * taps + width + width  # conv_1d with its bias, recurrent_param
+    recurrent += 2 * (width * width // heads + width)  # input and recurrent gates
+    bias = f.bool("attention_bias", False)
+    attention = 0
+    for layer in layers:
+        if layer.kind == "state":
+            attention += recurrent
+            continue
+        q, kv = layer.q_heads * layer.head_dim, layer.kv_heads * layer.head_dim
+        attention += hidden * (q + 2 * kv) + q * hidden + hidden + ((q + 2 * kv) if bias else 0)
+    mlp_width = f.int("intermediate_size") // 2
+    if not tied_head(f, True):
+        raise ValueError(
+            "config field 'tie_word_embeddings' is false: transformers' "
+            "RecurrentGemmaForCausalLM ties its head whatever it says"
+        )
+    return None, _counts(
+        hidden,
+        vocab,
+        True,
+        attention=attention,
+        mlp=n * (3 * hidden * mlp_width + 2 * mlp_width + hidden),
+        norms=(2 * n + 1) * hidden,
+    )
+
+
 MORE_COUNTERS = {
+    "recurrent_gemma": _recurrent_gemma_params,
+    "lfm2_moe": _lfm2_moe_params,
+    "gemma3n_text": _gemma3n_params,
     "kimi_linear": _kimi_linear_params,
     "mamba": _mamba_params,
     "falcon_mamba": _mamba_params,

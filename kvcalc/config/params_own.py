@@ -316,6 +316,9 @@ def _gemma4_params(
     norms = (4 * n + 1) * hidden
     moe = None
     routed = router = other = 0
+    unified = f.model_type == "gemma4_unified_text"
+    if unified:
+        _unified_without_gemma4_extras(f)
     if f.bool("enable_moe_block", False):
         experts = f.int("num_experts")
         k = f.int("top_k_experts")
@@ -330,7 +333,9 @@ def _gemma4_params(
         norms += 3 * n * hidden
     # absent: Gemma4TextConfig's 256; null (None in the class): none
     null = "hidden_size_per_layer_input" in f.cfg and f.cfg["hidden_size_per_layer_input"] is None
-    per_layer = 0 if null else f.int("hidden_size_per_layer_input", default=256, minimum=0)
+    per_layer = (
+        0 if null or unified else f.int("hidden_size_per_layer_input", default=256, minimum=0)
+    )
     if per_layer:
         table = f.int("vocab_size_per_layer_input", default=vocab)
         other = table * n * per_layer + n * per_layer * hidden + per_layer
@@ -348,6 +353,21 @@ def _gemma4_params(
         other=other,
         tied=tied,
     )
+
+
+def _unified_without_gemma4_extras(f: Fields) -> None:
+    """Gemma 4 Unified's language model (Gemma4UnifiedTextModel) builds neither Gemma 4's MoE
+    block nor its per-layer input embeddings: a file that asks for them is refused."""
+    asked = [
+        name
+        for name in ("enable_moe_block", "hidden_size_per_layer_input")
+        if f.cfg.get(name) not in (None, False, 0)
+    ]
+    if asked:
+        raise ValueError(
+            f"config field '{asked[0]}' is set: transformers' Gemma4UnifiedTextModel builds no "
+            "MoE block or per-layer inputs, and the parameter counter does not pick"
+        )
 
 
 def _falcon_h1_params(
@@ -415,6 +435,9 @@ OWN_COUNTERS = {
     "nemotron_h": _nemotron_h_params,
     "lfm2": _lfm2_params,
     "gemma4_text": _gemma4_params,
+    # Gemma 4 Unified's language model: Gemma 4's blocks, per-layer head sizes from
+    # per_layer_config (the cache reader's layers carry them)
+    "gemma4_unified_text": _gemma4_params,
     "falcon_h1": _falcon_h1_params,
     **MORE_COUNTERS,
 }

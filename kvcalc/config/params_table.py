@@ -768,3 +768,7 @@ FAMILY_BLOCKS.update(
         "phi4_multimodal": {**_UNTIED},
     }
 )
+
+# MiMo-V2 files name model_type "mimo_v2" for the architecture transformers ships as
+# mimo_v2_flash (one reader reads both, kvcalc.config.family_table): counted as it is.
+FAMILY_BLOCKS["mimo_v2"] = FAMILY_BLOCKS["mimo_v2_flash"]

@@ -46,8 +46,9 @@ __all__ = [
 PARAMS_VERDICTS = ("exact", "refused", "cannot build", "wrong")
 # Buffers in transformers that the checkpoints store and vLLM loads as weights: DeepSeek-V3's
 # (and its descendants') router score-correction bias (DeepseekV3TopkRouter registers it as a
-# buffer; vLLM's DeepseekV2MoE gate makes it a Parameter; the safetensors index lists it).
-STORED_BUFFERS = ("e_score_correction_bias",)
+# buffer; vLLM's DeepseekV2MoE gate makes it a Parameter; the safetensors index lists it), and
+# LFM2-MoE's expert_bias (vLLM's lfm2_moe.py loads it as the router's e_score_correction_bias).
+STORED_BUFFERS = ("e_score_correction_bias", "expert_bias")
 # What a multimodal model names its language model (LLaVA-style wrappers, Idefics3-style ones).
 LANGUAGE_PARTS = ("language_model", "text_model")
 # Encoders a causal LM keeps inside its own model (Phi-4-multimodal's image and audio embedders),
