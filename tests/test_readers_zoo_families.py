@@ -134,3 +134,67 @@ def test_bamba_9b_layout():
     cfg["attn_layer_indices"] = [9, 32]  # no layer 32 of 32: refused by name
     with pytest.raises(ValueError, match="attn_layer_indices"):
         kv_cache(spec_from_config(cfg), N)
+
+
+def test_gpt_neo_defaults_local_layers_keep_every_token():
+    # GPTNeoConfig: 24 layers, attention_types [[["global", "local"], 12]], 16 heads (no KV-head
+    # field: multi-head), head_dim 2048 / 16 = 128: 2 x 16 x 128 x 2 = 8,192 B per layer. The 12
+    # local layers mask all but window_size 256 tokens, but GPTNeoModel's DynamicCache has no
+    # sliding layer (no layer_types, no sliding_window) and keeps every token, and vLLM has no
+    # GPT-Neo: 24 x 8,192 = 196,608 B per token, uncapped (the zoo: exact).
+    spec = spec_from_config(defaults("gpt_neo"))
+    assert kv_cache(spec, N).kv_bytes == 24 * 2 * 16 * 128 * 2 * N == 196_608 * N
+    assert any("12 local layers attend to the last 256 tokens" in n for n in spec.notes)
+
+
+# roneneldan/TinyStories-8M's config.json as a training script copies it (tiny_stories_8m_config,
+# found through the code search; torch_dtype as published, bfloat16)
+TINYSTORIES_8M = {
+    "activation_function": "gelu_new",
+    "architectures": ["GPTNeoForCausalLM"],
+    "attention_dropout": 0,
+    "attention_layers": ["global", "local"] * 4,
+    "attention_types": [[["global", "local"], 4]],
+    "bos_token_id": 50256,
+    "embed_dropout": 0,
+    "eos_token_id": 50256,
+    "gradient_checkpointing": False,
+    "hidden_size": 256,
+    "initializer_range": 0.02,
+    "intermediate_size": None,
+    "layer_norm_epsilon": 1e-05,
+    "max_position_embeddings": 2048,
+    "model_type": "gpt_neo",
+    "num_heads": 16,
+    "num_layers": 8,
+    "resid_dropout": 0,
+    "summary_activation": None,
+    "summary_first_dropout": 0.1,
+    "summary_proj_to_labels": True,
+    "summary_type": "cls_index",
+    "summary_use_proj": True,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.28.1",
+    "use_cache": True,
+    "vocab_size": 50257,
+    "window_size": 256,
+}
+
+
+def test_gpt_neo_tinystories_8m():
+    # 8 layers, 16 heads of 256 / 16 = 16: 2 x 16 x 16 x 2 = 1,024 B per layer, 8,192 B per token
+    assert kv_bytes(dict(TINYSTORIES_8M)) == 8 * 2 * 16 * 16 * 2 * N == 8_192 * N
+
+
+@pytest.mark.parametrize(
+    "types",
+    [
+        [[["global", "local"], 3]],  # 6 layers, not 8
+        [[["global", "sparse"], 4]],  # no such layer type
+        [["global", 8]],  # the names not in a list
+    ],
+)
+def test_gpt_neo_attention_types_refused_by_name(types):
+    cfg = dict(TINYSTORIES_8M, attention_types=types)
+    with pytest.raises(ValueError, match="attention_types"):
+        kv_bytes(cfg)

@@ -16,6 +16,8 @@ falcon_h1           every layer                                K/V and a Mamba-2
 granitemoehybrid    ``layer_types`` / ``layers_block_type``    attention: K/V (RoPE or NoPE);
                     ("mamba" / "attention")                    mamba: a Mamba-2 state
 bamba               ``attn_layer_indices`` (0-based)           attention: K/V; others Mamba-2
+gpt_neo             ``attention_types`` (global / local)       K/V of every token (local too:
+                                                               transformers keeps them all)
 kimi_linear         ``linear_attn_config`` (1-based            KDA: conv 3 x H x D x (k - 1) +
                     ``kda_layers``)                            float32 H x D x D; MLA: latent
 mllama (text)       ``cross_attention_layers``                 cross: the image's K/V, per image
@@ -340,6 +342,65 @@ def _bamba(f: Fields, geo: Geometry, max_layers: int) -> list:
     return [_full(geo) if i in attn else state for i in range(n)]
 
 
+# -- GPT-Neo (gpt_neo) ------------------------------------------------------------------------
+
+
+def _gpt_neo(f: Fields, geo: Geometry, max_layers: int) -> list:
+    """GPT-Neo: attention_types ([[["global", "local"], 12]], GPTNeoConfig's default) expands to
+    one type per layer. A local layer masks all but the last window_size tokens
+    (GPTNeoSelfAttention's bias), yet its cache is no window: GPTNeoModel makes
+    DynamicCache(config), and with neither layer_types nor sliding_window every layer is a full
+    DynamicLayer keeping every token. vLLM has no GPT-Neo model, so transformers (and servers
+    that run its modeling code) is the engine: every layer keeps the whole context, said in a
+    note. attention_layers is what transformers derives from attention_types (it overwrites a
+    file's own copy)."""
+    n = f.int("num_hidden_layers", "num_layers", maximum=max_layers)
+    spec = f.raw("attention_types", default=None)
+    f.seen.update({"attention_types", "attention_layers"})
+    if spec is None:
+        spec = [[["global", "local"], 12]]
+        geo.assumptions.append(
+            "attention_types is not in the config: took [[['global', 'local'], 12]], the "
+            "default of transformers' gpt_neo config class"
+        )
+    types: list = []
+    ok = isinstance(spec, list) and bool(spec)
+    for item in spec if ok else ():
+        if not (
+            isinstance(item, (list, tuple))
+            and len(item) == 2
+            and isinstance(item[0], (list, tuple))
+            and item[0]
+            and all(t in ("global", "local") for t in item[0])
+            and isinstance(item[1], int)
+            and not isinstance(item[1], bool)
+            and 0 < item[1] * len(item[0]) <= max_layers - len(types)
+        ):
+            ok = False
+            break
+        types.extend(list(item[0]) * item[1])
+    if not ok:
+        raise ValueError(
+            "config field 'attention_types' must be a list of [['global' or 'local', ...], "
+            "repeats] pairs, as GPTNeoConfig takes it"
+        )
+    if len(types) != n:
+        raise ValueError(
+            f"config field 'attention_types' expands to {len(types)} layers, but "
+            f"'num_layers' is {n} (transformers refuses the same)"
+        )
+    if "local" in types:
+        window = f.int("window_size", default=256)
+        geo.notes.append(
+            f"{types.count('local')} local layers attend to the last {window:,} tokens, but "
+            "transformers' GPT-Neo (vLLM has no GPT-Neo) keeps every token in their cache, "
+            "as in the global layers"
+        )
+    else:
+        f.seen.add("window_size")  # no local layer: the window is used nowhere
+    return [_full(geo) for _ in types]
+
+
 # -- Llama 3.2 Vision (mllama) ----------------------------------------------------------------
 
 # Far above Llama 3.2 Vision's 448-pixel tiles of 14-pixel patches, 4 tiles an image
@@ -567,6 +628,7 @@ FAMILY_READERS = {
     "falcon_h1": _falcon_h1,
     "granitemoehybrid": _granite_hybrid,
     "bamba": _bamba,
+    "gpt_neo": _gpt_neo,
     "kimi_linear": kimi_linear_layers,
     "mllama_text_model": _mllama,
     "minicpm3": _minicpm3,

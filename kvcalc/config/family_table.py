@@ -394,6 +394,18 @@ FAMILIES: dict[str, Family] = {
         "xdrope_section",
     ),
     "jamba": _f(groups=("mlp", "moe", "mamba")),
+    # GPT-Neo (kvcalc.config.family_readers): the MLP and the tied embeddings; the summary_*
+    # settings (GPT-2's sequence-summary head, still written by older GPT-Neo files such as
+    # TinyStories') size a classification head a causal LM does not run; gradient_checkpointing
+    # recomputes activations in training
+    "gpt_neo": _f(
+        "gradient_checkpointing",
+        "summary_type",
+        "summary_use_proj",
+        "summary_activation",
+        "summary_proj_to_labels",
+        "summary_first_dropout",
+    ),
     # Bamba (kvcalc.config.family_readers): z_loss_coefficient is a training loss weight
     "bamba": _f("z_loss_coefficient", groups=("mlp", "moe", "mamba")),
     # expand: NemotronHMixer sizes its inner width as mamba_num_heads x mamba_head_dim
