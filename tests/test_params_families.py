@@ -192,3 +192,25 @@ def test_lfm2_moe_equals_transformers_with_its_layers_named(changes):
     assert bias == (
         0 if changes.get("use_expert_bias") is False else 32 * (24 - conf.num_dense_layers)
     )
+
+
+# -- ChatGLM: transformers ships no chatglm (remote code); the oracle is vLLM's chatglm.py -------
+
+
+def test_chatglm3_6b_params_by_hand():
+    # THUDM/chatglm3-6b (tests/data/configs/chatglm3-6b.json), as vLLM's chatglm.py builds it:
+    # embedding and output_layer of padded_vocab_size 65,024 x 4,096 (untied); every one of 28
+    # GLMBlocks: query_key_value 4,096 x (32 heads + 2 x 2 multi-query groups) x 128 with its
+    # bias (add_qkv_bias), dense 4,096 x 4,096 (add_bias_linear false: no bias), dense_h_to_4h
+    # 4,096 x 2 x 13,696 and dense_4h_to_h 13,696 x 4,096, two RMSNorms; the final RMSNorm
+    # (post_layer_norm). 6,243,584,000: the "6.24B" THUDM publishes.
+    import json
+
+    from conftest import ROOT
+
+    qkv = 4096 * (32 + 2 * 2) * 128 + (32 + 2 * 2) * 128
+    layer = qkv + 4096 * 4096 + 4096 * 2 * 13696 + 13696 * 4096 + 2 * 4096
+    by_hand = 2 * 65024 * 4096 + 28 * layer + 4096
+    assert by_hand == 6_243_584_000
+    cfg = json.loads((ROOT / "tests/data/configs/chatglm3-6b.json").read_text())
+    assert kvcalc_count(cfg) == by_hand

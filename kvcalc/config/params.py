@@ -53,7 +53,8 @@ def count_parameters(f: Fields, model_type: str, layers: list, geo: Geometry) ->
     try:
         family = {} if special else _countable(model_type, layers, geo)
         hidden = f.int("hidden_size", "n_embd", "d_model")
-        vocab = f.int("vocab_size")
+        # ChatGLM's embedding and head are padded_vocab_size wide (vLLM's chatglm.py)
+        vocab = f.int("padded_vocab_size" if model_type == "chatglm" else "vocab_size")
     except ValueError as exc:
         return ParamReading(error=str(exc))
     if family.get("defaults"):

@@ -488,7 +488,36 @@ def _recurrent_gemma_params(
     )
 
 
+def _chatglm_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """ChatGLM 2 / 3 and GLM-4 in its first format (remote code; transformers ships no
+    chatglm, so the oracle is vLLM's chatglm.py, by hand in tests/test_params_families.py):
+    embedding and output_layer of padded_vocab_size, every layer query_key_value for the query
+    heads and the multi-query groups (biased with add_qkv_bias or add_bias_linear), dense and
+    an MLP of ffn_hidden_size with gate and up fused (biased with add_bias_linear), two norms
+    (RMSNorm with rmsnorm, else LayerNorm with bias), a final norm with post_layer_norm; untied
+    unless tie_word_embeddings says so."""
+    n = len(layers)
+    linear_bias = f.bool("add_bias_linear", False)
+    qkv_bias = f.bool("add_qkv_bias", False) or linear_bias
+    norm = hidden if f.bool("rmsnorm", True) else 2 * hidden
+    ffn = f.int("ffn_hidden_size")
+    attention = 0
+    for layer in layers:
+        q, kv = layer.q_heads * layer.head_dim, layer.kv_heads * layer.head_dim
+        attention += hidden * (q + 2 * kv) + q * hidden
+        attention += ((q + 2 * kv) if qkv_bias else 0) + (hidden if linear_bias else 0)
+    mlp = n * (3 * hidden * ffn + ((2 * ffn + hidden) if linear_bias else 0))
+    final = f.bool("post_layer_norm", True)
+    tied = tied_head(f, False)  # vLLM ties output_layer only when the file says so
+    return None, _counts(
+        hidden, vocab, tied, attention=attention, mlp=mlp, norms=(2 * n + int(final)) * norm
+    )
+
+
 MORE_COUNTERS = {
+    "chatglm": _chatglm_params,
     "recurrent_gemma": _recurrent_gemma_params,
     "lfm2_moe": _lfm2_moe_params,
     "gemma3n_text": _gemma3n_params,
