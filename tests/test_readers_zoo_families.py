@@ -198,3 +198,46 @@ def test_gpt_neo_attention_types_refused_by_name(types):
     cfg = dict(TINYSTORIES_8M, attention_types=types)
     with pytest.raises(ValueError, match="attention_types"):
         kv_bytes(cfg)
+
+
+def _small(model_type, **fields):
+    cfg = transformers.CONFIG_MAPPING[model_type](**fields).to_dict()
+    cfg["model_type"] = model_type
+    return cfg
+
+
+# Layouts the class defaults leave unchecked (the zoo: refused by head_dim, transformers cannot
+# build, or every layer alike), checked layer by layer against transformers' own cache on the
+# meta device: head_dim given, the MoE filled in, windows and attention layers placed.
+ORACLE = {
+    "glm4_moe": dict(head_dim=128, num_hidden_layers=3),
+    "glm4v_moe_text": dict(head_dim=128, num_hidden_layers=3),
+    "glm4_moe_lite": dict(num_hidden_layers=3),
+    "dots1": dict(
+        n_routed_experts=8,
+        num_experts_per_tok=2,
+        n_shared_experts=1,
+        num_hidden_layers=4,
+        first_k_dense_replace=1,
+        max_window_layers=2,
+        sliding_window=16,
+    ),
+    "cohere2_moe": dict(
+        num_hidden_layers=6,
+        sliding_window=16,
+        first_k_dense_replace=2,
+        prefix_dense_sliding_window_pattern=2,
+        sliding_window_pattern=3,
+    ),
+    "afmoe": dict(num_hidden_layers=6, sliding_window=16, global_attn_every_n_layers=3),
+    "bamba": dict(attn_layer_indices=[1], num_hidden_layers=3),
+}
+
+
+@pytest.mark.parametrize("model_type", sorted(ORACLE))
+def test_layouts_agree_with_transformers(model_type):
+    from kvcalc.measure.verify import verify
+
+    r = verify(_small(model_type, **ORACLE[model_type]), context=64)
+    assert r.checkable, r.reason
+    assert r.agrees, r.table()
