@@ -207,7 +207,7 @@ def _small(model_type, **fields):
 
 
 # Layouts the class defaults leave unchecked (the zoo: refused by head_dim, transformers cannot
-# build, or every layer alike), checked layer by layer against transformers' own cache on the
+# build or run, or every layer alike), checked layer by layer against transformers' own cache on the
 # meta device: head_dim given, the MoE filled in, windows and attention layers placed.
 ORACLE = {
     "glm4_moe": dict(head_dim=128, num_hidden_layers=3),
@@ -231,6 +231,16 @@ ORACLE = {
     ),
     "afmoe": dict(num_hidden_layers=6, sliding_window=16, global_attn_every_n_layers=3),
     "bamba": dict(attn_layer_indices=[1], num_hidden_layers=3),
+    # the class's rotary leaves the M-RoPE sections out, and the meta forward pass needs them
+    # (16 + 24 + 24 = 64 = half of head_dim 128): a rotary setting, the cache is the same
+    "glm4v_text": dict(
+        num_hidden_layers=3,
+        rope_parameters={
+            "rope_theta": 10000.0,
+            "rope_type": "default",
+            "mrope_section": [16, 24, 24],
+        },
+    ),
 }
 
 
