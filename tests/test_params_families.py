@@ -214,3 +214,65 @@ def test_chatglm3_6b_params_by_hand():
     assert by_hand == 6_243_584_000
     cfg = json.loads((ROOT / "tests/data/configs/chatglm3-6b.json").read_text())
     assert kvcalc_count(cfg) == by_hand
+
+
+# -- families whose class defaults the cache reader or transformers cannot take ----------------
+
+
+def _count_of(conf, model_type: str) -> tuple[dict, int]:
+    from transformers import AutoModelForCausalLM
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(conf)
+    params = sum(p.numel() for p in model.parameters())
+    params += sum(
+        b.numel() for n, b in model.named_buffers() if n.endswith(".e_score_correction_bias")
+    )
+    cfg = conf.to_dict()
+    cfg["model_type"] = model_type
+    return cfg, params
+
+
+@pytest.mark.parametrize("qk_norm", [False, True])
+def test_glm4_moe_with_its_head_dim_given(qk_norm):
+    # Glm4MoeConfig() has 96 heads over hidden 4,096 and no head_dim, which kvcalc's cache
+    # reader refuses; GLM-4.5-Air's geometry (head_dim 128, q/k/v biases, 46 layers, the first
+    # dense, 128 experts + 1 shared of 1,408) reads, and counts as transformers builds it
+    from transformers import Glm4MoeConfig
+
+    conf = Glm4MoeConfig(head_dim=128, attention_bias=True, use_qk_norm=qk_norm)
+    cfg, params = _count_of(conf, "glm4_moe")
+    assert kvcalc_count(cfg) == params
+
+
+def test_dots1_with_its_experts_given():
+    # Dots1Config() names no experts and cannot build; dots.llm1's (128 routed of 1,408, 2
+    # shared, top 6, the first layer dense) can
+    from transformers import Dots1Config
+
+    conf = Dots1Config(
+        n_routed_experts=128, n_shared_experts=2, num_experts_per_tok=6, first_k_dense_replace=1
+    )
+    cfg, params = _count_of(conf, "dots1")
+    assert kvcalc_count(cfg) == params
+
+
+def test_dbrx_with_its_rope_base_given():
+    # DbrxConfig()'s attn_config lacks rope_theta and transformers 5.24 cannot build it; DBRX's
+    # own geometry (6,144 wide, 48 heads, 8 K/V heads, 16 experts of 10,752, top 4) builds
+    from transformers import DbrxConfig
+
+    conf = DbrxConfig(
+        d_model=6144,
+        n_heads=48,
+        n_layers=4,
+        vocab_size=100352,
+        max_seq_len=32768,
+        attn_config={"kv_n_heads": 8, "rope_theta": 500000, "clip_qkv": 8},
+        ffn_config={"ffn_hidden_size": 10752, "moe_num_experts": 16, "moe_top_k": 4},
+    )
+    cfg, params = _count_of(conf, "dbrx")
+    assert kvcalc_count(cfg) == params
+    # DbrxConfig refuses tie_word_embeddings true ("not supported for DBRX models"): so does
+    # the count
+    assert "tie_word_embeddings" in refusal({**cfg, "tie_word_embeddings": True})

@@ -236,6 +236,7 @@ _OLDER_LAYOUT = (
     "moe_layer_interval",
     "moe_layers",
     "interleave_moe_layer_step",
+    "num_dense_layers",
 )
 
 
@@ -278,6 +279,10 @@ def _older_layout(f: Fields, n: int, family: dict) -> list[bool] | None:  # noqa
     (Qwen-MoE's), Llama 4's moe_layers, ERNIE 4.5's start / end / interval; None for none.
 
     Over complexity 15: one branch per layout, read in the order the engines give them."""
+    dense_first = family.get("first_dense_field")
+    if dense_first and f.has(dense_first):
+        first = f.int(dense_first, minimum=0)  # AFMoE's num_dense_layers
+        return [i >= first for i in range(n)]
     if f.has("first_k_dense_replace", "moe_layer_freq"):
         first = f.int("first_k_dense_replace", default=0, minimum=0)
         freq = f.int("moe_layer_freq", default=1)

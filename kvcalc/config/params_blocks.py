@@ -77,6 +77,8 @@ def gqa_params(f: Fields, family: dict, hidden: int, layer) -> int:
     a += _qk_norm(f, family, q_heads, kv_heads, head_dim)
     if family.get("qk_norm_full"):
         a += _full_qk_norm(f, q_out + kv_heads * head_dim)
+    if family.get("out_gate"):
+        a += hidden * q_heads * head_dim  # AFMoE's gate_proj, no bias
     if family.get("attn_out_gate"):
         a += hidden * q_heads * head_dim + q_heads  # Beam's gate_proj and its per-head gate_bias
     if family.get("head_gate"):

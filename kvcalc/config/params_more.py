@@ -1,8 +1,9 @@
 """More parameter counters of families whose blocks the generic counter of
 ``kvcalc.config.params`` does not describe (Kimi-Linear, the Mamba families, MPT, OPT,
-GPT-NeoX-Japanese, RWKV), one function each, checked against transformers 5.24's own model
-built on the meta device (tests/test_params_round6b.py, tests/test_params_families.py,
-tests/test_params_switches.py and the zoo)."""
+GPT-NeoX-Japanese, RWKV, Gemma 3n, LFM2-MoE, RecurrentGemma, ChatGLM, DBRX), one function
+each, checked against transformers 5.24's own model built on the meta device
+(tests/test_params_round6b.py, tests/test_params_families.py, tests/test_params_switches.py
+and the zoo), or by hand from vLLM's model file where transformers ships none (ChatGLM)."""
 
 from __future__ import annotations
 
@@ -516,7 +517,50 @@ def _chatglm_params(
     )
 
 
+def _dbrx_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """DBRX (transformers' DbrxForCausalLM, vLLM's dbrx.py): every block two LayerNorms without
+    bias, Wqkv for the query heads and attn_config.kv_n_heads K/V heads and out_proj (no
+    biases), and a MoE in every layer: a router of moe_num_experts x d_model and experts (w1,
+    v1, w2) of ffn_config.ffn_hidden_size; a final norm; never tied (DbrxConfig refuses
+    tie_word_embeddings true)."""
+    ffn = f.obj("ffn_config") or {}
+
+    def whole(name: str, default: int) -> int:
+        value = ffn.get(name, default)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"config field 'ffn_config.{name}' must be a whole number")
+        return value
+
+    experts, k = whole("moe_num_experts", 4), whole("moe_top_k", 1)
+    if k > experts:
+        raise ValueError(
+            f"config field 'ffn_config.moe_top_k' ({k}) exceeds the number of experts ({experts})"
+        )
+    per_expert = 3 * hidden * whole("ffn_hidden_size", 3584)
+    n = len(layers)
+    attention = sum(
+        hidden * (lay.q_heads + 2 * lay.kv_heads) * lay.head_dim
+        + lay.q_heads * lay.head_dim * hidden
+        for lay in layers
+    )
+    tied = never_tied(f, "DbrxForCausalLM")  # DbrxConfig refuses tie_word_embeddings true
+    return MoE(num_experts=experts, top_k=k, expert_params=per_expert, layers=n), ParamCounts(
+        embedding=vocab * hidden,
+        lm_head=0 if tied else vocab * hidden,
+        attention=attention,
+        mlp=0,
+        routed_experts=n * experts * per_expert,
+        shared_experts=0,
+        router=n * experts * hidden,
+        norms=(2 * n + 1) * hidden,
+        tied=tied,
+    )
+
+
 MORE_COUNTERS = {
+    "dbrx": _dbrx_params,
     "chatglm": _chatglm_params,
     "recurrent_gemma": _recurrent_gemma_params,
     "lfm2_moe": _lfm2_moe_params,

@@ -88,6 +88,38 @@ def _granite_mamba_params(f: Fields, hidden: int, layer: RecurrentState) -> int:
     return p
 
 
+def _bamba_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """Bamba (transformers' BambaForCausalLM, vLLM's bamba.py): every layer GQA attention (at
+    attn_layer_indices; biases with attention_bias) or Granite 4.0-H's Mamba-2 mixer, then a
+    SwiGLU MLP of intermediate_size (biases with mlp_bias) and two RMSNorms; a final norm;
+    untied by default."""
+    n = len(layers)
+    q_out, kv_out = geo.q_heads * geo.head_dim, geo.kv_heads * geo.head_dim
+    attn = hidden * (q_out + 2 * kv_out) + q_out * hidden
+    if f.bool("attention_bias", False):
+        attn += q_out + 2 * kv_out + hidden
+    attention = sum(
+        _granite_mamba_params(f, hidden, layer) if layer.kind == "state" else attn
+        for layer in layers
+    )
+    inter = f.int("intermediate_size")
+    mlp = 3 * hidden * inter + ((2 * inter + hidden) if f.bool("mlp_bias", False) else 0)
+    tied = tied_head(f, False)  # BambaConfig's default: untied
+    return None, ParamCounts(
+        embedding=vocab * hidden,
+        lm_head=0 if tied else vocab * hidden,
+        attention=attention,
+        mlp=n * mlp,
+        routed_experts=0,
+        shared_experts=0,
+        router=0,
+        norms=(2 * n + 1) * hidden,
+        tied=tied,
+    )
+
+
 _NEMOTRON_BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 
 
@@ -432,6 +464,7 @@ def _falcon_h1_params(
 # Families whose blocks the generic counter does not describe, each counted by its own function.
 OWN_COUNTERS = {
     "granitemoehybrid": _granite_hybrid_params,
+    "bamba": _bamba_params,
     "nemotron_h": _nemotron_h_params,
     "lfm2": _lfm2_params,
     "gemma4_text": _gemma4_params,

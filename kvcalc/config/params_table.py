@@ -22,15 +22,20 @@ flipped and with every field left out that equals its class default
 - ``qk_norm``: True / "head" (RMSNorm of head_dim), "head_ln" (LayerNorm of head_dim), "full"
   (every head's channels), "head_l2" (weightless), switched by ``qk_norm_field``;
   ``qk_norm_full`` (MiniMax-M2's), ``sinks`` (True or the layer kind that has them),
-  ``gated_q``, ``head_gate``, ``attn_out_gate``, ``attn_sub_norm``, ``diff_lambdas``, ``indexer``;
+  ``gated_q``, ``head_gate``, ``attn_out_gate`` (Beam's, with a per-head bias), ``out_gate``
+  (AFMoE's, without), ``attn_sub_norm``, ``diff_lambdas``, ``indexer``;
 - the MLP: ``mlp`` "gated" (default) or "plain" (two matrices, ``mlp_width`` naming the width
   and ``mlp_default`` its multiple of hidden when absent), ``mlp_bias`` (True or the field),
   ``dense_width`` (a MoE model's dense layers' width), ``ffn_sub_norm``, ``xielu``;
 - MoE: ``expert_width``, ``expert_bias``, ``shared_width`` (the shared MLP's width field),
   ``shared_count``, ``shared_expert_gate``, ``shared_bias`` (True or the field),
-  ``moe_layers`` ("ernie", "llama4"), ``score_bias`` (True: DeepSeek-V3's rule on topk_method;
-  "always"), ``no_score_bias``, ``routing_bias``;
-- ``layers``: layer kinds beyond the generic ones; ``refuse``: why the family gets no count;
+  ``moe_layers`` ("ernie", "llama4"), ``first_dense_field`` (a field naming how many leading
+  layers are dense), ``score_bias`` (True: DeepSeek-V3's rule on topk_method; "always"),
+  ``no_score_bias``, ``routing_bias``;
+- ``layers``: layer kinds beyond the generic ones ("cross": Mllama's), ``states``: recurrent
+  flavours beyond Mamba-1 and Gated DeltaNet ("lightning": MiniMax's), ``extra_vocab``:
+  embedding rows beyond the head's, ``must_be_zero``: fields the count refuses unless 0 (with
+  why), ``refuse``: why the family gets no count;
 - ``defaults``: the config-class defaults of fields only the count reads, used where a file
   leaves them out (a switch given as ("field", True) defaults to true likewise).
 
@@ -766,6 +771,95 @@ FAMILY_BLOCKS.update(
         # Phi-4-multimodal's language model: Phi-3's blocks (its vision and audio embedders,
         # kept inside its model, are not counted)
         "phi4_multimodal": {**_UNTIED},
+    }
+)
+
+# Families whose readers came with the zoo's families round (kvcalc.config.family_table)
+_GLM4_MOE = {
+    "bias_field": None,
+    "qkv_bias_field": "attention_bias",
+    "qk_norm": True,
+    "qk_norm_field": "use_qk_norm",
+    "expert_width": _MOE_WIDTH,
+    "score_bias": "always",
+    "defaults": {
+        "n_routed_experts": 128,
+        "moe_intermediate_size": 1408,
+        "n_shared_experts": 1,
+        "first_k_dense_replace": 1,
+    },
+    **_UNTIED,
+}
+FAMILY_BLOCKS.update(
+    {
+        # GLM-4.5 / 4.6 / 4.7 (Glm4MoeForCausalLM): q, k, v biases with attention_bias, q/k
+        # RMSNorms with use_qk_norm, experts with n_shared_experts and the score-correction
+        # bias after first_k_dense_replace dense layers (its MTP layer is the drafter's)
+        "glm4_moe": dict(_GLM4_MOE),
+        # GLM-4.5V's language model: GLM-4.5's blocks without q/k norms, q/k/v biased with
+        # attention_bias (true by default)
+        "glm4v_moe_text": {
+            **_GLM4_MOE,
+            "qkv_bias_field": ("attention_bias", True),
+            "qk_norm": None,
+        },
+        # GLM-4.1V's language model: GLM-4's blocks (q, k, v biases always, four norms)
+        "glm4v_text": {"qkv_bias": True, "norms_per_layer": 4, **_UNTIED},
+        # GLM-4.7-Flash (Glm4MoeLiteForCausalLM): DeepSeek-V3's MLA and MoE by mlp_layer_types
+        # with the score-correction bias
+        "glm4_moe_lite": {
+            "expert_width": _MOE_WIDTH,
+            "score_bias": "always",
+            "defaults": {
+                "n_routed_experts": 64,
+                "moe_intermediate_size": 1536,
+                "n_shared_experts": 1,
+                "first_k_dense_replace": 1,
+                "q_lora_rank": 768,
+            },
+            **_UNTIED,
+        },
+        # dots.llm1 (Dots1ForCausalLM): Qwen3's attention, DeepSeek-V3's MoE with the
+        # score-correction bias
+        "dots1": {"qk_norm": True, "expert_width": _MOE_WIDTH, "score_bias": "always", **_UNTIED},
+        # Command A MoE (Cohere2MoeForCausalLM): one LayerNorm a layer (weight only), experts
+        # and num_shared_experts shared ones of intermediate_size, dense layers (mlp_layer_types,
+        # else the first first_k_dense_replace) of prefix_dense_intermediate_size; tied
+        "cohere2_moe": {
+            "norms_per_layer": 1,
+            "expert_width": ("intermediate_size",),
+            "dense_width": ("prefix_dense_intermediate_size",),
+            "defaults": {"num_experts": 8, "first_k_dense_replace": 0},
+        },
+        # AFMoE (Arcee Trinity): an unbiased output gate of q width, q/k RMSNorms, four norms a
+        # layer, experts with num_shared_experts and the expert_bias (a parameter) after the
+        # first num_dense_layers dense layers
+        "afmoe": {
+            "out_gate": True,
+            "qk_norm": True,
+            "norms_per_layer": 4,
+            "expert_width": _MOE_WIDTH,
+            "score_bias": "always",
+            "first_dense_field": "num_dense_layers",
+            "defaults": {
+                "num_experts": 64,
+                "moe_intermediate_size": 1408,
+                "num_shared_experts": 2,
+                "num_dense_layers": 1,
+            },
+            **_UNTIED,
+        },
+        # GPT-Neo: learned positions, LayerNorms with biases, unbiased q, k, v with a biased
+        # out_proj, a plain biased MLP (intermediate_size, 4 x hidden when null); tied
+        "gpt_neo": {
+            "norm": "ln",
+            "bias_field": None,
+            "o_bias_field": True,
+            "mlp": "plain",
+            "mlp_width": ("intermediate_size",),
+            "mlp_bias": True,
+            "learned_positions": True,
+        },
     }
 )
 
