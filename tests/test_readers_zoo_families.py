@@ -251,3 +251,65 @@ def test_layouts_agree_with_transformers(model_type):
     r = verify(_small(model_type, **ORACLE[model_type]), context=64)
     assert r.checkable, r.reason
     assert r.agrees, r.table()
+
+
+# mlx-community/dbrx-instruct-4bit's config.json as a public DBRX test reproduces it (the
+# PretrainedConfig clutter transformers 4.39 wrote into attn_config and ffn_config, abridged
+# there; found through the code search): kv_n_heads 8 under attn_config, d_model 6144, 48 heads
+DBRX_INSTRUCT_4BIT = {
+    "architectures": ["DbrxForCausalLM"],
+    "attn_config": {
+        "return_dict": True,
+        "output_hidden_states": False,
+        "torch_dtype": None,
+        "tie_word_embeddings": True,
+        "max_length": 20,
+        "temperature": 1.0,
+        "top_k": 50,
+        "top_p": 1.0,
+        "id2label": {"0": "LABEL_0", "1": "LABEL_1"},
+        "model_type": "",
+        "attn_pdrop": 0,
+        "clip_qkv": 8,
+        "kv_n_heads": 8,
+        "rope_theta": 500000,
+    },
+    "d_model": 6144,
+    "emb_pdrop": 0.0,
+    "ffn_config": {
+        "return_dict": True,
+        "tie_word_embeddings": True,
+        "temperature": 1.0,
+        "model_type": "",
+        "ffn_act_fn": {"name": "silu"},
+        "ffn_hidden_size": 10752,
+        "moe_num_experts": 16,
+        "moe_top_k": 4,
+        "moe_jitter_eps": 0,
+        "moe_loss_weight": 0.05,
+        "moe_normalize_expert_weights": 1,
+        "uniform_expert_assignment": False,
+    },
+    "initializer_range": 0.02,
+    "max_seq_len": 32768,
+    "model_type": "dbrx",
+    "n_heads": 48,
+    "n_layers": 40,
+    "output_router_logits": False,
+    "quantization": {"group_size": 64, "bits": 4},
+    "resid_pdrop": 0.0,
+    "router_aux_loss_coef": 0.05,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.39.2",
+    "use_cache": True,
+    "vocab_size": 100352,
+}
+
+
+def test_dbrx_instruct_published_fields():
+    # 40 layers x 2 x 8 KV heads x 6144 / 48 = 128 x 2 B = 40 x 4,096 = 163,840 B per token;
+    # the sub-configs' base fields (tie_word_embeddings, generation settings) change nothing
+    import copy
+
+    assert kv_bytes(copy.deepcopy(DBRX_INSTRUCT_4BIT)) == 40 * 2 * 8 * 128 * 2 * N == 163_840 * N

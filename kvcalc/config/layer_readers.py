@@ -147,8 +147,12 @@ _MPT_ATTN_KEYS = frozenset(
 # Complex by design (C901): one branch per KV-head convention (MPT, GPTBigCode, ChatGLM, Falcon),
 # each refusing its own bad values.
 # DbrxAttentionConfig's fields: kv_n_heads (default 1) are DbrxAttention's K/V heads; clip_qkv
-# clamps the projections, rope_theta is the rotary base, attn_pdrop the dropout (no cache shape)
-_DBRX_ATTN_KEYS = frozenset({"kv_n_heads", "clip_qkv", "rope_theta", "attn_pdrop"})
+# clamps the projections, rope_theta is the rotary base, attn_pdrop the dropout (no cache shape).
+# tie_word_embeddings: transformers 4.x wrote every base field into a saved sub-config (the
+# published DBRX files carry it in attn_config); an attention sub-config has no embeddings.
+_DBRX_ATTN_KEYS = frozenset(
+    {"kv_n_heads", "clip_qkv", "rope_theta", "attn_pdrop", "tie_word_embeddings"}
+)
 
 
 def _dbrx_kv_heads(f: Fields, attn_cfg: dict | None) -> int:
