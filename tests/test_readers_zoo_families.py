@@ -106,10 +106,16 @@ def test_afmoe_windows():
     assert kv_bytes(defaults("afmoe")) == 8 * per * N + 24 * per * 1024
 
 
-@pytest.mark.parametrize("model_type", ["afmoe", "cohere2_moe"])
-def test_class_rule_layouts_without_layer_types_refused_by_name(model_type):
+@pytest.mark.parametrize("model_type", ["afmoe", "cohere2_moe", "dots1"])
+@pytest.mark.parametrize("drop_window", [False, True])
+def test_class_rule_layouts_without_layer_types_refused_by_name(model_type, drop_window):
+    # Without layer_types the class places its windows by its own rule; without sliding_window
+    # too, the class's default window (4,096, 4,096, 1,024) still applies: never read as
+    # windowless
     cfg = defaults(model_type)
     del cfg["layer_types"]
+    if drop_window:
+        del cfg["sliding_window"]
     with pytest.raises(ValueError, match="layer_types"):
         kv_bytes(cfg)
 

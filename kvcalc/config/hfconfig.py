@@ -82,6 +82,12 @@ _CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
         "global_head_dim": 512,
     },
     "cohere2": {"sliding_window_pattern": 4},
+    # Their classes give a window by default and place it by a rule of their own when the file
+    # has no layer_types (kvcalc.config.layouts.LAYOUT_BY_CLASS_RULE refuses that by name): a
+    # file without sliding_window is not read as windowless
+    "dots1": {"sliding_window": 4096},
+    "cohere2_moe": {"sliding_window": 4096},
+    "afmoe": {"sliding_window": 1024},
     "falcon": {"tie_word_embeddings": True},
     "gpt2": {"n_positions": 1024, "tie_word_embeddings": True},
     # GPTBigCodeConfig: multi_query defaults to true (one KV head)
