@@ -365,3 +365,24 @@ def _state_layer(f: Fields, hidden: int | None, flavor: str) -> RecurrentState:
         flavor=flavor,
         conv_kernel=kernel,
     )
+
+
+def full_layer(geo: Geometry) -> FullAttention:
+    return FullAttention(
+        kv_heads=geo.kv_heads, head_dim=geo.head_dim, v_head_dim=geo.head_dim, q_heads=geo.q_heads
+    )
+
+
+def index_list(f: Fields, name: str, n: int, base: int = 0) -> set[int]:
+    values = f.raw(name)
+    if not isinstance(values, list) or any(
+        isinstance(v, bool) or not isinstance(v, int) or not base <= v < n + base for v in values
+    ):
+        raise ValueError(
+            f"config field '{name}' must list layer numbers from {base} to {n - 1 + base}"
+        )
+    return {v - base for v in values}
+
+
+def layer_count(f: Fields, maximum: int) -> int:
+    return f.int("num_hidden_layers", maximum=maximum)
