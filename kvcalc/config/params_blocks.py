@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from ..core.model import RecurrentState
+from ..core.model import MoE, RecurrentState
 from ..core.text import short as _short
 from .fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields
 
@@ -258,3 +258,24 @@ def dense_mlp(f: Fields, family: dict, hidden: int, required: bool) -> int:
     if family.get("xielu"):
         per += 2  # Apertus's xIELU activation: alpha_p and alpha_n
     return per
+
+
+def biased_moe(
+    experts: int, top_k: int, per_expert: int, layers: int, per_shared: int, hidden: int
+) -> tuple[MoE, int, int, int]:
+    """A mixture of experts whose router keeps a bias per expert (Nemotron-H, Kimi-Linear: the
+    checkpoint's e_score_correction_bias): the MoE, and its routed, shared and router
+    parameters over ``layers`` MoE layers."""
+    moe = MoE(
+        num_experts=experts,
+        top_k=top_k,
+        expert_params=per_expert,
+        layers=layers,
+        shared_params_per_layer=per_shared,
+    )
+    return (
+        moe,
+        layers * experts * per_expert,
+        layers * per_shared,
+        layers * (experts * hidden + experts),
+    )

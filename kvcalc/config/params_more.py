@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..core.model import MoE, ParamCounts
 from .fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields, Geometry
-from .params_blocks import mamba1_mixer
+from .params_blocks import biased_moe, mamba1_mixer
 from .params_head import never_tied, tied_head
 
 __all__ = ["MORE_COUNTERS"]
@@ -89,16 +89,9 @@ def _kimi_linear_params(
                 "takes 1 shared expert, vLLM's none"
             )
         per_shared = 3 * hidden * inter * f.int("num_shared_experts", minimum=0)
-        moe = MoE(
-            num_experts=experts,
-            top_k=k,
-            expert_params=per_expert,
-            layers=moe_layers,
-            shared_params_per_layer=per_shared,
+        moe, routed, shared, router = biased_moe(
+            experts, k, per_expert, moe_layers, per_shared, hidden
         )
-        routed = moe_layers * experts * per_expert
-        shared = moe_layers * per_shared
-        router = moe_layers * (experts * hidden + experts)
     tied = never_tied(f, "KimiLinearForCausalLM")
     return moe, ParamCounts(
         embedding=vocab * hidden,

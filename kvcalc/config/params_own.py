@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ..core.model import MoE, ParamCounts, RecurrentState
 from .fields import Fields, Geometry
+from .params_blocks import biased_moe
 from .params_head import never_tied, tied_head
 from .params_more import MORE_COUNTERS
 
@@ -178,16 +179,7 @@ def _nemotron_h_params(
         per_shared = 2 * hidden * s_inter + (s_inter + hidden if mlp_bias else 0)
         if f.has("moe_latent_size"):
             per_shared += 2 * hidden * width + (width + hidden if mlp_bias else 0)
-        moe = MoE(
-            num_experts=experts,
-            top_k=k,
-            expert_params=per_expert,
-            layers=n_moe,
-            shared_params_per_layer=per_shared,
-        )
-        routed = n_moe * experts * per_expert
-        shared = n_moe * per_shared
-        router = n_moe * (experts * hidden + experts)
+        moe, routed, shared, router = biased_moe(experts, k, per_expert, n_moe, per_shared, hidden)
     tied = never_tied(f, "NemotronHForCausalLM")
     return moe, ParamCounts(
         embedding=vocab * hidden,
