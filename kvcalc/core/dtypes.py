@@ -37,6 +37,8 @@ _ALL = {
 }
 
 KV_DTYPES = ("fp32", "fp16", "bf16", "fp8", "int8", "int4")
+# The formats a recurrent layer's state may be kept in (conv and SSM states).
+STATE_DTYPES = ("fp32", "fp16", "bf16")
 WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4")
 
 _ALIASES = {

@@ -1,0 +1,163 @@
+"""One deployment: a model and its weights on tp x pp GPUs, with a cache format and an engine's
+settings. Validated once, here; every entry point above takes it instead of a row of keywords.
+
+Split the way vLLM splits its config (vllm/config/: ``CacheConfig``, ``SchedulerConfig``, ...):
+``CacheFormat`` is --kv-cache-dtype and the state formats, ``EngineArgs`` the engine arguments
+that change capacity under vLLM's own names, and ``Deployment`` the model, GPU and parallelism.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ..core.dtypes import KV_DTYPES, STATE_DTYPES, DType, get_dtype
+from ..core.gpu import GPU
+from ..core.model import ModelSpec
+from ..core.units import GiB, check_float, check_int
+from .kv import KVCache, kv_cache
+from .weight_bytes import Weights
+
+__all__ = ["CacheFormat", "EngineArgs", "Deployment", "MAX_GPUS", "DEFAULT_RESERVE_BYTES"]
+
+MAX_GPUS = 4096  # tp or pp: past the largest cluster any engine runs one model on
+# Memory a running engine needs besides weights and KV: the activation peak of a profiling run
+# (about 1 GiB for a 7-8B model at 8K batched tokens), the CUDA context and library workspaces
+# (~0.5 GiB) and CUDA-graph buffers (~0.5 GiB). Stated round defaults; the user can change them.
+DEFAULT_RESERVE_BYTES = 2 * GiB
+MAX_BLOCK_SIZE = 4096
+MAX_BATCHED_TOKENS = 10**8
+MAX_SEQS = 10**6
+
+
+@dataclass(frozen=True, kw_only=True)
+class CacheFormat:
+    """How the cache is stored: the KV format (kvcalc's name or vLLM's --kv-cache-dtype),
+    per-token-head scales, and the recurrent states' formats (--mamba-cache-dtype for the
+    conv state, --mamba-ssm-cache-dtype for the SSM state; 'auto' follows the model)."""
+
+    kv_dtype: str = "bf16"
+    scales: bool = False
+    state_dtype: str = "bf16"  # the model's own format, which 'auto' states take
+    mamba_cache_dtype: str = "auto"
+    mamba_ssm_cache_dtype: str = "auto"
+
+    def __post_init__(self) -> None:
+        get_dtype(self.state_dtype, STATE_DTYPES)  # a clear error names the allowed formats
+
+    @property
+    def state(self) -> DType:
+        return get_dtype(self.state_dtype, STATE_DTYPES)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineArgs:
+    """The engine arguments that change capacity, under vLLM's names (vllm/engine/arg_utils.py
+    ``EngineArgs``); None is the version's own default, resolved by kvcalc.engines.vllm."""
+
+    version: str | None = None  # a vLLM release, "0.18.0"; None: the newest kvcalc knows
+    gpu_memory_utilization: float | None = None
+    block_size: int = 16
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    enable_prefix_caching: bool | None = None
+    enable_chunked_prefill: bool = True
+    mamba_cache_mode: str | None = None
+    usage_context: str = "serve"  # "serve" or "llm" (the LLM class): defaults differ
+    num_draft_layers: int = 0
+    gdn_prefill_checkpoint: bool = False
+
+    def __post_init__(self) -> None:
+        if self.gpu_memory_utilization is not None:
+            util = self.gpu_memory_utilization
+            check_float("gpu_memory_utilization", util, 0.0, 1.0, lo_open=True)
+        check_int("block_size", self.block_size, 1, MAX_BLOCK_SIZE)
+        if self.max_num_batched_tokens is not None:
+            check_int("max_num_batched_tokens", self.max_num_batched_tokens, 1, MAX_BATCHED_TOKENS)
+        if self.max_num_seqs is not None:
+            check_int("max_num_seqs", self.max_num_seqs, 1, MAX_SEQS)
+        check_int("num_draft_layers", self.num_draft_layers, 0, 64)
+        if self.usage_context not in ("serve", "llm"):
+            raise ValueError(f"usage_context is 'serve' or 'llm', not {self.usage_context!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Deployment:
+    """A model on tp x pp GPUs: its weights, the GPU (or a memory size given by hand), the cache
+    format and the engine's arguments. ``memory_bytes`` overrides the GPU's memory (a card
+    given by its size only); ``weights_bytes`` the weights' (given by hand)."""
+
+    spec: ModelSpec
+    gpu: GPU | None = None
+    weights: Weights | None = None
+    tp: int = 1
+    pp: int = 1
+    cache: CacheFormat = field(default_factory=CacheFormat)
+    engine: EngineArgs = field(default_factory=EngineArgs)
+    memory_bytes: int | None = None
+    weights_bytes: int | None = None
+    reserve_bytes: int = DEFAULT_RESERVE_BYTES
+
+    def __post_init__(self) -> None:
+        # the one place tp and pp are checked (whole numbers: 2.0 is taken as 2)
+        object.__setattr__(self, "tp", check_int("tensor parallel size", self.tp, 1, MAX_GPUS))
+        object.__setattr__(self, "pp", check_int("pipeline parallel size", self.pp, 1, MAX_GPUS))
+        get_dtype(self.cache.kv_dtype, KV_DTYPES + ("auto",))
+        if self.memory_bytes is not None:
+            check_int("GPU memory (bytes)", self.memory_bytes, 1, 2**50)
+        if self.weights_bytes is not None:
+            check_int("weight bytes", self.weights_bytes, 0, 2**60)
+        check_int("reserve (bytes)", self.reserve_bytes, 0, 2**50)
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.pp
+
+    @property
+    def total_bytes(self) -> int:
+        """The memory of one GPU an engine sees."""
+        if self.memory_bytes is not None:
+            return self.memory_bytes
+        if self.gpu is None:
+            raise ValueError("no GPU and no memory size: give a GPU or its memory")
+        return self.gpu.memory_bytes
+
+    @property
+    def gpu_name(self) -> str | None:
+        return self.gpu.name if self.gpu else None
+
+    @property
+    def all_weights_bytes(self) -> int:
+        """The whole model's weight bytes (each of the tp x pp GPUs holds a share)."""
+        if self.weights_bytes is not None:
+            return self.weights_bytes
+        if self.weights is None:
+            raise ValueError(f"{self.spec.name}: weight bytes unknown; give them by hand")
+        return self.weights.bytes
+
+    def kv_cache(self, context: int, batch: int = 1) -> KVCache:
+        """KV bytes of ``batch`` sequences of ``context`` tokens on one GPU."""
+        return kv_cache(
+            self.spec,
+            context,
+            batch,
+            self.cache.kv_dtype,
+            scales=self.cache.scales,
+            state_dtype=self.cache.state_dtype,
+            tp=self.tp,
+            pp=self.pp,
+        )
+
+    def but(self, **changes) -> Deployment:
+        """This deployment with some fields changed (``cache``/``engine`` fields by name too:
+        ``dep.but(kv_dtype="fp8", block_size=32)``), validated again."""
+        cache = {k: changes.pop(k) for k in list(changes) if k in _CACHE_FIELDS}
+        engine = {k: changes.pop(k) for k in list(changes) if k in _ENGINE_FIELDS}
+        if cache:
+            changes["cache"] = replace(self.cache, **cache)
+        if engine:
+            changes["engine"] = replace(self.engine, **engine)
+        return replace(self, **changes)
+
+
+_CACHE_FIELDS = frozenset(CacheFormat.__dataclass_fields__)
+_ENGINE_FIELDS = frozenset(EngineArgs.__dataclass_fields__)
