@@ -123,21 +123,9 @@ with st.expander("Engine settings: memory share, reserve, block size, convention
     )
 reserve = round(reserve_gib * GiB)
 
-kw = dict(
-    total_bytes=sel.gpu.memory_bytes,
-    gpu_mem_util=util,
-    reserve_bytes=reserve,
-    block_size=block,
-    kv_dtype=sel.kv_dtype,
-    tp=sel.tp,
-    pp=sel.pp,
-    engine=engine,
-    gpu_name=sel.gpu.name,
-)
+pool = common.pool_deployment(sel, util, reserve, block)
 try:
-    b = cached(budget)(
-        sel.spec, context=context, weights_bytes=sel.weights_bytes, concurrency=concurrency, **kw
-    )
+    b = cached(budget)(pool, context, concurrency, convention=engine)
     per = cached(kv_cache)(sel.spec, context, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
 except ValueError as exc:
     common.stop_on_error(exc)
@@ -261,7 +249,7 @@ for name in compare_names:
     m_ = get_model(KEYS[name])
     w = m_.weights(st.session_state.get("wdtype", "auto"))
     try:
-        ob = cached(budget)(m_.spec, context=context, weights_bytes=w.bytes, **kw)
+        ob = cached(budget)(pool.but(spec=m_.spec, weights=w), context, convention=engine)
         op = cached(kv_cache)(m_.spec, 1, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
     except ValueError as exc:
         st.warning(f"{m_.name}: {exc}")
@@ -278,7 +266,8 @@ def _curve(spec, weights_bytes):
     xs = [c for c in grid if c <= spec.max_context]
     if spec.max_context < hi and spec.max_context not in xs:
         xs.append(spec.max_context)
-    return xs, cached(concurrency_curve)(spec, xs, weights_bytes=weights_bytes, **kw)
+    d = pool.but(spec=spec, weights_bytes=weights_bytes)
+    return xs, cached(concurrency_curve)(d, xs, engine)
 
 
 def _row(name, bud, kv_per_token, limit) -> dict:
@@ -569,13 +558,8 @@ if fits_gpu:
                     sel.spec, Speculation(method=method, tokens=int(ahead or 2))
                 )
                 dw = drafter_weight_bytes(drafted, sel.weights.bytes, sel.weights.total_params)
-                bd = cached(budget)(
-                    drafted,
-                    context=context,
-                    weights_bytes=sel.weights_bytes + (dw or 0),
-                    concurrency=concurrency,
-                    **kw,
-                )
+                with_drafter = pool.but(spec=drafted, weights_bytes=sel.weights_bytes + (dw or 0))
+                bd = cached(budget)(with_drafter, context, concurrency, convention=engine)
                 pd = cached(kv_cache)(drafted, context, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
             except ValueError as exc:
                 st.info(f"No drafter for this model: {common.plain(str(exc))}.")

@@ -2,7 +2,7 @@ import streamlit as st
 
 from kvcalc import budget, kv_cache
 from kvcalc.core.units import fmt_bytes, fmt_gib
-from kvcalc.engines.budget import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, pool_defaults_text
+from kvcalc.engines.budget import pool_defaults_text
 from webui import common
 from webui.figures import cache_picture
 from webui.fit_fix import fitting_setup_button
@@ -49,19 +49,7 @@ if sel is not None:
         fmt_bytes(r.total_bytes),
     )
     try:
-        b = budget(
-            sel.spec,
-            total_bytes=sel.gpu.memory_bytes,
-            context=conv,
-            weights_bytes=sel.weights_bytes,
-            gpu_mem_util=DEFAULT_GPU_MEM_UTIL,
-            reserve_bytes=DEFAULT_RESERVE_BYTES,
-            kv_dtype=sel.kv_dtype,
-            tp=sel.tp,
-            pp=sel.pp,
-            find_max_context=False,
-            gpu_name=sel.gpu.name,
-        )
+        b = budget(common.pool_deployment(sel), conv, find_max_context=False)
         gpus = f"{sel.num_gpus} x {sel.gpu.name}" if sel.num_gpus > 1 else sel.gpu.name
         label = f"{conv:,}-token conversations on {gpus}"
         if b.kv_pool_bytes > 0:

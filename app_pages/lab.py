@@ -71,30 +71,13 @@ if sel.engine:  # an engine profile: its own coefficients, this page's MFU where
 common.require_fit(sel, util, round(reserve * GiB))  # no speed for a model that does not fit
 if prompt > context:
     st.warning("The prompt is longer than the context; the context is what the cache holds.")
+pool = common.pool_deployment(sel, util, round(reserve * GiB), block)
 try:
-    b = cached(budget)(
-        sel.spec,
-        total_bytes=sel.gpu.memory_bytes,
-        context=context,
-        weights_bytes=sel.weights_bytes,
-        gpu_mem_util=util,
-        reserve_bytes=round(reserve * GiB),
-        block_size=block,
-        kv_dtype=sel.kv_dtype,
-        concurrency=batch,
-        tp=sel.tp,
-        pp=sel.pp,
-        gpu_name=sel.gpu.name,
-    )
+    b = cached(budget)(pool, context, batch)
     s = step_time(
-        sel.spec,
-        sel.weights,
+        sel.deployment,
         context=context,
         batch=batch,
-        bandwidth_gbs=sel.bandwidth_gbs,
-        kv_dtype=sel.kv_dtype,
-        tp=sel.tp,
-        pp=sel.pp,
         peak_tflops=sel.gpu.peak_tflops(sel.weights.dtype),
         attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype),
     )
@@ -236,33 +219,18 @@ with left:
 with right:
     x_max = min(max(2 * (s.crossover_context or 0), 2 * context, 8192), 10_000_000)
     xs = [round(x_max * i / 40) for i in range(41)]
-    curve = cached(step_curve)(
-        sel.spec,
-        sel.weights,
-        xs,
-        batch=batch,
-        bandwidth_gbs=sel.bandwidth_gbs,
-        kv_dtype=sel.kv_dtype,
-        tp=sel.tp,
-        pp=sel.pp,
-    )
+    curve = cached(step_curve)(sel.deployment, xs, batch=batch)
     real_curve = [
         e.time_s
         for e in common.real_steps(
             sel,
             [(c, batch) for c in xs],
             speed,
-            bandwidth_gbs=sel.bandwidth_gbs,
-            kv_dtype=sel.kv_dtype,
-            tp=sel.tp,
-            pp=sel.pp,
             peak_tflops=peak,
             attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype),
         )
     ]
-    fits_to = cached(max_context_at)(
-        sel.spec, batch, **common.pool_kwargs(sel, util, round(reserve * GiB), block)
-    )
+    fits_to = cached(max_context_at)(pool, batch)
     st.plotly_chart(
         step_time_figure(
             curve,

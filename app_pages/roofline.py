@@ -63,12 +63,12 @@ if prompt > limit or longest > limit:
             "context."
         )
     )
-pool = common.pool_kwargs(sel)  # what fits: the Decode step time page's check
+pool = common.pool_deployment(sel)  # what fits: the Decode step time page's check
 pool_text = (
-    f"vLLM's arithmetic at gpu_memory_utilization {pool['gpu_mem_util']:g} and a "
-    f"{pool['reserve_bytes'] / GiB:g} GiB reserve, as on the Budget page"
+    f"vLLM's arithmetic at gpu_memory_utilization {pool.engine.gpu_memory_utilization:g} and a "
+    f"{pool.reserve_bytes / GiB:g} GiB reserve, as on the Budget page"
 )
-most = max_batch_at(spec, longest, **pool)
+most = max_batch_at(pool, longest)
 if most == 0:
     common.stop_on_error(
         ValueError(
@@ -92,7 +92,7 @@ try:
     )
     pf = prefill_point(spec, sel.weights, prompt, time_s=ttft.time_s, **kw)
     steps = {
-        b: decode_step(spec, sel.weights, r, batch=b, context=context, queries=queries, **kw)
+        b: decode_step(sel.deployment, r, batch=b, context=context, queries=queries)
         for b in sorted(
             {2**k for k in range(13) if 2**k <= most} | {most} | ({batch} if fits else set())
         )
@@ -100,16 +100,12 @@ try:
     attn = attention_points(spec, kv_dtype=sel.kv_dtype, context=context, queries=queries)
     st_b = (
         step_time(
-            spec,
-            sel.weights,
+            sel.deployment,
             context=context,
             batch=batch,
-            bandwidth_gbs=sel.bandwidth_gbs,
             peak_tflops=r.gemm_tflops,
             attention_tflops=r.attention_tflops,
-            pp=sel.pp,
             find_crossover=False,
-            **kw,
         )
         if fits
         else None

@@ -82,16 +82,13 @@ if st.session_state.get("s_fit"):
     st.rerun(scope="app")
 
 peak = sel.gpu.peak_tflops(sel.weights.dtype)
-kw = dict(bandwidth_gbs=sel.bandwidth_gbs, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
 try:
     s = cached(step_time)(
-        sel.spec,
-        sel.weights,
+        sel.deployment,
         context=context,
         batch=batch,
         peak_tflops=peak,
         attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype),
-        **kw,
     )
 except ValueError as exc:
     common.stop_on_error(exc)
@@ -122,9 +119,9 @@ if x_max == 0:
     x_max = min(max(2 * (cross or 0), 2 * context, 8192), 10_000_000)
 contexts = [round(x_max * i / 80) for i in range(81)]
 # The curves are kept per setup for every visitor (webui.memo): a class asks for the same ones.
-curve = cached(step_curve)(sel.spec, sel.weights, contexts, batch=batch, **kw)
-pool = common.pool_kwargs(sel)  # what fits: vLLM's arithmetic at the lab's pool defaults
-fits_to = cached(max_context_at)(sel.spec, batch, **pool)
+curve = cached(step_curve)(sel.deployment, contexts, batch=batch)
+pool = common.pool_deployment(sel)  # what fits: vLLM's arithmetic at the lab's pool defaults
+fits_to = cached(max_context_at)(pool, batch)
 st.plotly_chart(
     step_time_figure(
         curve, cross, batch, fits_to=fits_to, model_max=sel.spec.max_context, before=before
@@ -152,7 +149,7 @@ st.caption(
 )
 
 # No speed for a setup that cannot run: past the model's limit, or more than the pool holds.
-no_speed = no_speed_reason(sel.spec, context, batch, **pool)
+no_speed = no_speed_reason(sel.spec, context, batch, pool)
 verdict = "past the limit" if context > sel.spec.max_context else "does not fit"
 with top:  # the answer first: on a phone it is on the first screen
     m = st.columns(3)
@@ -251,16 +248,14 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
 with st.expander(f"Step time against batch at {context:,} tokens", icon=":material/bar_chart:"):
     batches = [1, 2, 4, 8, 16, 32, 64, 128, 256]
     bc = cached(batch_curve)(
-        sel.spec,
-        sel.weights,
+        sel.deployment,
         batches,
         context=context,
         peak_tflops=peak,
         attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype),
-        **kw,
     )
     past = context > sel.spec.max_context
-    most = 0 if past else cached(max_batch_at)(sel.spec, context, **pool)
+    most = 0 if past else cached(max_batch_at)(pool, context)
     st.plotly_chart(batch_figure(bc, max_batch=most), width="stretch", key="s_batch_fig")
     read = [x * sel.bandwidth_gbs * GB / 1e9 for x in bc["weight_s"]]
     if sel.spec.moe:

@@ -11,6 +11,7 @@ from kvcalc.engines.budget import (
 )
 from kvcalc.engines.vllm import (
     VERSION_FACTS,
+    Facts,
     available_bytes,
     default_max_num_batched_tokens,
     explain_log,
@@ -102,16 +103,7 @@ if drafter != "none":
         spec = with_speculation(sel.spec, Speculation(method=drafter, tokens=int(ahead)))
     except ValueError as exc:
         common.stop_on_error(exc)
-kw = dict(
-    max_model_len=max_len,
-    block_size=block,
-    tp=sel.tp,
-    pp=sel.pp,
-    kv_dtype=sel.kv_dtype,
-    max_num_batched_tokens=mnbt,
-    vllm_version=version,
-    gpu_name=sel.gpu.name,
-)
+dep = sel.deployment.but(spec=spec, block_size=block, max_num_batched_tokens=mnbt, version=version)
 
 if mode == "predict":
     c = st.columns(4)
@@ -119,7 +111,7 @@ if mode == "predict":
         "gpu_memory_utilization",
         0.05,
         1.0,
-        float(fact("gpu_memory_utilization", version)),
+        float(fact(Facts.gpu_memory_utilization, version)),
         0.01,
         **bound("u_util", "num"),
         help=f"vLLM {version}'s default shown first",
@@ -180,7 +172,7 @@ if mode == "predict":
     )
     avail = max(0, est) if gib == 0 else round(gib * GiB)
     try:
-        p = predict(spec, available_bytes=avail, **kw)
+        p = predict(dep, avail, max_len)
     except ValueError as exc:
         common.stop_on_error(exc)
     with top:  # the answer first: on a phone it is on the first screen

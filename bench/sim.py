@@ -48,26 +48,18 @@ CASE_NAMES = [
 def _cases():
     """(name, function running the case once, returning (requests, steps, what it gave))."""
     from kvcalc import get_gpu, get_model
+    from kvcalc.cache.deployment import CacheFormat, Deployment
     from kvcalc.perf.calibration import CALIBRATED, IDEAL
     from kvcalc.perf.capacity import frontier_users, requests_for, running_capacity
-    from kvcalc.perf.sim import Workload, fixed, lognormal, setup, simulate, uniform
+    from kvcalc.perf.sim import Speed, Workload, fixed, lognormal, setup, simulate, uniform
 
     m = get_model("llama-3.1-8b")
     g = get_gpu("h100-sxm-80gb")
     w = m.weights()
 
-    def on_gpu(longest, **kw):
-        return setup(
-            m.spec,
-            w,
-            total_bytes=g.memory_bytes,
-            bandwidth_gbs=g.bandwidth_gbs,
-            peak_tflops=g.bf16_tflops,
-            max_model_len=longest,
-            gpu_name=g.name,
-            tp_link_gbs=g.tp_link_gbs,
-            **kw,
-        )
+    def on_gpu(longest, speed=None, **kw):
+        dep = Deployment(spec=m.spec, gpu=g, weights=w, **kw)
+        return setup(dep, longest, Speed.of(g, "bf16", speed))
 
     def one(load, kw):
         spec = dict(requests=1000, prompt=fixed(512), output=fixed(256), seed=0)
@@ -117,7 +109,7 @@ def _cases():
 
     loads = [
         (dict(rate=math.inf), {}),
-        (dict(rate=math.inf), {"kv_dtype": "fp8"}),
+        (dict(rate=math.inf), {"cache": CacheFormat(kv_dtype="fp8")}),
         (dict(rate=20.0), {}),
         (dict(users=64), {}),
         (dict(users=1), {}),
@@ -132,7 +124,11 @@ def _cases():
         ),
     ]
     runs = [one(load, kw) for load, kw in loads]
-    runs += [sweep(speed=CALIBRATED), sweep(speed=IDEAL), sweep(speed=CALIBRATED, kv_dtype="fp8")]
+    runs += [
+        sweep(speed=CALIBRATED),
+        sweep(speed=IDEAL),
+        sweep(speed=CALIBRATED, cache=CacheFormat(kv_dtype="fp8")),
+    ]
     return list(zip(CASE_NAMES, runs))
 
 

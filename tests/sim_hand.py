@@ -6,7 +6,8 @@ time they give, and the setup both files simulate on (each file's ``llama`` fixt
 A step is max(FLOPs / (peak x MFU), bytes / bandwidth), the ideal bound at MFU 0.5."""
 
 from kvcalc import get_gpu, get_model
-from kvcalc.perf.sim import setup
+from kvcalc.cache.deployment import Deployment
+from kvcalc.perf.sim import Speed, setup
 
 N = 8_030_261_248  # Llama 3.1 8B parameters, counted by hand
 W = 2 * N  # BF16 weight bytes
@@ -38,18 +39,12 @@ def model_and_gpu():
     return m, g
 
 
-def registry_setup(m, g, **kw):
+def registry_setup(m, g, *, max_model_len, speed=None, kv_pool_bytes=None, **dep):
     """The simulator's setup of registry model ``m`` (its own weights) on registry GPU ``g``
-    (its memory, bandwidth and BF16 peak)."""
-    return setup(
-        m.spec,
-        m.weights(),
-        total_bytes=g.memory_bytes,
-        bandwidth_gbs=g.bandwidth_gbs,
-        peak_tflops=g.bf16_tflops,
-        gpu_name=g.name,
-        **kw,
-    )
+    (its memory, bandwidth and BF16 peak, no link), ``dep`` the Deployment's fields."""
+    d = Deployment(spec=m.spec, weights=m.weights(), gpu=g).but(**dep)
+    clock = Speed(bandwidth_gbs=g.bandwidth_gbs, peak_tflops=g.bf16_tflops, model=speed)
+    return setup(d, max_model_len, clock, kv_pool_bytes=kv_pool_bytes)
 
 
 def hand_setup(llama, wl, **kw):

@@ -11,10 +11,17 @@ from conftest import ROOT, llama_config, metric, open_page  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from kvcalc import budget, get_gpu, get_model, kv_cache, step_time  # noqa: E402
+from kvcalc.cache.deployment import Deployment  # noqa: E402
 from kvcalc.core.units import GiB, fmt_bytes, fmt_gib, fmt_seconds  # noqa: E402
 from webui.pages import path  # noqa: E402
 
 APP = str(ROOT / "app.py")
+
+
+def on(gpu_key: str = "h100-sxm-80gb", model: str = "llama-3.1-8b") -> Deployment:
+    """The sidebar's default deployment: a catalog model in its own weights on one GPU."""
+    m = get_model(model)
+    return Deployment(spec=m.spec, gpu=get_gpu(gpu_key), weights=m.weights())
 
 
 def text(element) -> str:
@@ -53,16 +60,7 @@ def test_home_numbers_are_kvcalc_numbers():
 
 def test_budget_page_matches_kvcalc_and_reacts_to_inputs():
     at = open_page("app_pages/budget.py")
-    m = get_model("llama-3.1-8b")
-    gpu = get_gpu("h100-sxm-80gb")
-    expect = budget(
-        m.spec,
-        total_bytes=gpu.memory_bytes,
-        context=8192,
-        weights_bytes=m.weights().bytes,
-        reserve_bytes=2 * GiB,
-        concurrency=16,
-    )
+    expect = budget(on().but(reserve_bytes=2 * GiB), 8192, 16)
     assert metric(at, "Blocks") == f"{expect.num_blocks:,}"
     assert metric(at, "vLLM logs at 8,192") == f"{expect.max_concurrency:,.2f}x"
     assert metric(at, "Capacity") == f"{expect.kv_capacity_tokens:,}"
@@ -71,14 +69,7 @@ def test_budget_page_matches_kvcalc_and_reacts_to_inputs():
     at.number_input(key="b_ctx").set_value(32768)
     at.number_input(key="b_conc").set_value(64)
     at.run()
-    expect = budget(
-        m.spec,
-        total_bytes=gpu.memory_bytes,
-        context=32768,
-        weights_bytes=m.weights().bytes,
-        reserve_bytes=2 * GiB,
-        concurrency=64,
-    )
+    expect = budget(on().but(reserve_bytes=2 * GiB), 32768, 64)
     assert metric(at, "vLLM logs at 32,768") == f"{expect.max_concurrency:,.2f}x"
     assert not expect.fits
     assert at.error and fmt_gib(expect.overflow_bytes) in text(at.error[0])
@@ -125,12 +116,16 @@ def test_budget_model_and_dtype_switch():
 def test_step_time_page_matches_kvcalc():
     at = open_page("app_pages/step_time.py")
     m = get_model("llama-3.1-8b")
-    s = step_time(m.spec, m.weights(), context=8192, batch=1, bandwidth_gbs=3350)
+    s = step_time(
+        Deployment(spec=m.spec, weights=m.weights()), context=8192, batch=1, bandwidth_gbs=3350
+    )
     assert metric(at, "Crossover context") == f"{s.crossover_context:,}"
     assert metric(at, "Tokens/s") == f"{s.tokens_per_s:,.1f}"
     at.number_input(key="s_batch").set_value(32)
     at.run()
-    s32 = step_time(m.spec, m.weights(), context=8192, batch=32, bandwidth_gbs=3350)
+    s32 = step_time(
+        Deployment(spec=m.spec, weights=m.weights()), context=8192, batch=32, bandwidth_gbs=3350
+    )
     assert metric(at, "Crossover context") == f"{s32.crossover_context:,}"
     fig = figure(at, "s_fig")
     shapes = fig["layout"].get("shapes", [])
@@ -158,20 +153,11 @@ def test_lab_reacts_and_shows_deltas():
 def test_lab_shows_no_speed_for_a_batch_that_does_not_fit():
     # Llama 3.1 8B, 16 sequences of 65,536 tokens: 16 x 65,536 x 131,072 B = 128 GiB of cache,
     # more than the whole 80 GB H100. No step time and no tokens/s; the page says how many fit.
-    from kvcalc import budget, get_gpu, get_model
-
     at = open_page("app_pages/lab.py", l_ctx="65536")
     assert not at.exception
     assert metric(at, "Step time") == "does not fit"
     assert metric(at, "Tokens/s") == "does not fit"
-    m, gpu = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
-    b = budget(
-        m.spec,
-        total_bytes=gpu.memory_bytes,
-        context=65536,
-        weights_bytes=m.weights().bytes,
-        gpu_name=gpu.name,
-    )
+    b = budget(on(), 65536)
     pool_tokens = b.kv_pool_bytes // 131_072  # 60,471,139,042 B: about 461K tokens of pool
     assert int(b.max_concurrency) == pool_tokens // 65536 == 7
     assert any("at most 7 do" in text(w) for w in at.warning)
@@ -338,8 +324,6 @@ def test_every_page_takes_a_hard_real_config(page, config):
 
 
 def test_budget_says_which_vllm_limit_binds_and_when_vllm_would_not_start():
-    from kvcalc import budget, get_gpu, get_model
-
     # Llama 3.1 8B on an H100 at 256 tokens: memory allows thousands of sequences, but vLLM's
     # default max_num_seqs on a GPU of 70 GiB or more is 1,024: the scheduler binds.
     at = open_page("app_pages/budget.py", b_ctx="256")
@@ -349,14 +333,7 @@ def test_budget_says_which_vllm_limit_binds_and_when_vllm_would_not_start():
     # request needs 16 GiB of cache: vLLM refuses to start, with its own message and estimate.
     at = open_page("app_pages/budget.py", gpu="l4", b_ctx="131072")
     errors = " ".join(text(e) for e in at.error)
-    m = get_model("llama-3.1-8b")
-    b = budget(
-        m.spec,
-        total_bytes=get_gpu("l4").memory_bytes,
-        context=131072,
-        weights_bytes=m.weights().bytes,
-        gpu_name=get_gpu("l4").name,
-    )
+    b = budget(on("l4"), 131072)
     assert b.startup_error and "vLLM would refuse to start" in errors
     assert f"estimated maximum model length is {b.max_context_tokens}" in errors
 
@@ -400,18 +377,8 @@ def test_longest_sequence_is_at_most_the_models_limit():
     assert metric(at, "Longest sequence") == "131,072"
     # On an L4 the same model has about 3 GiB of pool (22.5 GiB x 0.9 - 15 GiB - 2 GiB): about
     # 25,000 tokens of 128 KiB, below 131,072: memory binds.
-    from kvcalc import budget, get_gpu, get_model
-
     at = open_page("app_pages/budget.py", gpu="l4")
-    m, gpu = get_model("llama-3.1-8b"), get_gpu("l4")
-    b = budget(
-        m.spec,
-        total_bytes=gpu.memory_bytes,
-        context=8192,
-        weights_bytes=m.weights().bytes,
-        gpu_name=gpu.name,
-        concurrency=16,
-    )
+    b = budget(on("l4"), 8192, 16)
     assert b.max_context_limited_by == "memory" and 20_000 < b.max_context_tokens < 131_072
     assert metric(at, "Longest sequence") == f"{b.max_context_tokens:,}"
 
@@ -439,7 +406,12 @@ def test_the_sidebars_share_and_step_cost_move_the_labs_real_engine_figure_only(
     from kvcalc.perf.calibration import BW_SHARE, STEP_OVERHEAD_S
 
     m, gpu = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
-    s = step_time(m.spec, m.weights(), context=8192, batch=16, bandwidth_gbs=gpu.bandwidth_gbs)
+    s = step_time(
+        Deployment(spec=m.spec, weights=m.weights()),
+        context=8192,
+        batch=16,
+        bandwidth_gbs=gpu.bandwidth_gbs,
+    )
     for share, ms, name in (
         (BW_SHARE, STEP_OVERHEAD_S * 1e3, "calibrated estimate"),
         (0.7, 1.0, "your step model"),
@@ -456,16 +428,7 @@ def test_step_time_page_marks_what_does_not_fit():
     # Llama 3.1 8B on an H100 at vLLM's defaults. The pool in 2 MiB blocks (16 tokens x 128 KiB):
     # 64 sequences fit up to (blocks // 64) x 16 tokens each; at 8,192 tokens (512 blocks each)
     # blocks // 512 sequences fit, so batch 64 and up are hatched.
-    from kvcalc import budget, get_gpu, get_model
-
-    m, gpu = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
-    pool = budget(
-        m.spec,
-        total_bytes=gpu.memory_bytes,
-        context=8192,
-        weights_bytes=m.weights().bytes,
-        gpu_name=gpu.name,
-    ).kv_pool_bytes
+    pool = budget(on(), 8192).kv_pool_bytes
     blocks = pool // (16 * 131_072)
     at = open_page("app_pages/step_time.py", s_batch="64", s_xmax="131072")
     assert not at.exception

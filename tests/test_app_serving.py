@@ -123,22 +123,12 @@ def test_roofline_draws_only_batches_that_fit_and_prefill_at_its_mfu():
     # Issue 23 [10]. Llama 3.1 8B on an H100 at 8,192 tokens: the pool (vLLM's arithmetic at
     # 0.92, vLLM 0.33.0's default, and a 2 GiB reserve) holds kvcalc's max_batch_at sequences;
     # the trajectory stops there.
+    from kvcalc.cache.deployment import Deployment
     from kvcalc.perf.sweeps import max_batch_at
 
     m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
-    most = max_batch_at(
-        m.spec,
-        8192,
-        total_bytes=g.memory_bytes,
-        weights_bytes=m.weights().bytes,
-        gpu_mem_util=0.92,
-        block_size=16,
-        kv_dtype="bf16",
-        tp=1,
-        pp=1,
-        gpu_name=g.name,
-        reserve_bytes=2 * 2**30,
-    )
+    pool = Deployment(spec=m.spec, gpu=g, weights=m.weights(), reserve_bytes=2 * 2**30)
+    most = max_batch_at(pool.but(gpu_memory_utilization=0.92, block_size=16), 8192)
     assert most == 56  # 56.32 GiB // (8,192 x 131,072 B) = 56
     at = open_page("app_pages/roofline.py", r_batch="1024")
     assert not at.exception and not at.error

@@ -158,10 +158,11 @@ def test_classroom_mode_navigation_and_reveal():
 
 def test_vllm_page_predicts_and_explains():
     from kvcalc import GiB
+    from kvcalc.cache.deployment import Deployment
     from kvcalc.engines.vllm import predict
 
     at = open_page("app_pages/vllm_startup.py", u_len="8192", u_gib="55")
-    p = predict(get_model("llama-3.1-8b").spec, available_bytes=55 * GiB, max_model_len=8192)
+    p = predict(Deployment(spec=get_model("llama-3.1-8b").spec), 55 * GiB, 8192)
     assert metric(at, "Blocks") == f"{p.num_blocks:,}" == "28,160"
     assert "450,560 tokens" in at.code[0].value and "55.00x" in at.code[0].value
     at = open_page("app_pages/vllm_startup.py", u_mode="Explain a pasted log")

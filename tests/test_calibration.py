@@ -21,10 +21,11 @@ import pytest
 from conftest import ROOT
 
 from kvcalc import get_gpu, get_model, prefill, step_time
+from kvcalc.cache.deployment import Deployment
 from kvcalc.cache.weight_bytes import weights_at_bits
 from kvcalc.cli import main
 from kvcalc.perf import calibration as cal
-from kvcalc.perf.sim import Workload, fixed, setup, simulate
+from kvcalc.perf.sim import Speed, Workload, fixed, setup, simulate
 
 READ_8B = 16_060_522_496 - 1_050_673_152 + 8_192  # one decode step of Llama 3.1 8B, BF16
 BW = 3350e9
@@ -151,12 +152,10 @@ def test_no_calibrated_step_is_faster_than_the_ideal_byte_time(key, batch):
     m, g = get_model(key), get_gpu("h100-sxm-80gb")
     for tp in (1, 4):
         ideal = step_time(
-            m.spec,
-            m.weights(),
+            Deployment(spec=m.spec, weights=m.weights(), tp=tp),
             context=2048,
             batch=batch,
             bandwidth_gbs=g.bandwidth_gbs,
-            tp=tp,
             peak_tflops=g.bf16_tflops,
         )
         est = cal.estimate_step(m.spec, ideal, cal.CALIBRATED, tp=tp, link_gbs=g.tp_link_gbs)
@@ -167,7 +166,11 @@ def test_no_calibrated_step_is_faster_than_the_ideal_byte_time(key, batch):
 def test_calibrated_step_by_hand():
     m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
     ideal = step_time(
-        m.spec, m.weights(), context=1, batch=1, bandwidth_gbs=3350, peak_tflops=g.bf16_tflops
+        Deployment(spec=m.spec, weights=m.weights()),
+        context=1,
+        batch=1,
+        bandwidth_gbs=3350,
+        peak_tflops=g.bf16_tflops,
     )
     assert ideal.step_time_s == pytest.approx((READ_8B + 131_072) / BW)
     est = cal.estimate_step(m.spec, ideal, cal.CALIBRATED)
@@ -197,18 +200,8 @@ def test_no_calibrated_prefill_is_faster_than_one_read_of_the_weights():
 
 def _setup(speed, **kw):
     m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
-    return setup(
-        m.spec,
-        m.weights(),
-        total_bytes=g.memory_bytes,
-        bandwidth_gbs=g.bandwidth_gbs,
-        peak_tflops=g.bf16_tflops,
-        max_model_len=4096,
-        gpu_name=g.name,
-        speed=speed,
-        tp_link_gbs=g.tp_link_gbs,
-        **kw,
-    )
+    dep = Deployment(spec=m.spec, weights=m.weights(), gpu=g, **kw)
+    return setup(dep, 4096, Speed.of(g, "bf16", speed))
 
 
 def test_a_decode_step_costs_the_ideal_over_the_share_plus_the_overhead():
@@ -234,17 +227,9 @@ def test_a_served_request_waits_the_api_overhead_before_its_first_token():
 
 def test_tensor_parallel_steps_pay_their_allreduces():
     m, g = get_model("llama-3.1-70b"), get_gpu("h100-sxm-80gb")
-    kw = dict(
-        total_bytes=g.memory_bytes,
-        bandwidth_gbs=g.bandwidth_gbs,
-        peak_tflops=g.bf16_tflops,
-        max_model_len=4096,
-        gpu_name=g.name,
-        tp=4,
-        tp_link_gbs=g.tp_link_gbs,
-    )
-    no_ar = setup(m.spec, m.weights(), speed=cal.step_model(allreduce_latency_s=0.0), **kw)
-    s = setup(m.spec, m.weights(), speed=cal.CALIBRATED, **kw)
+    dep = Deployment(spec=m.spec, weights=m.weights(), gpu=g, tp=4)
+    no_ar = setup(dep, 4096, Speed.of(g, "bf16", cal.step_model(allreduce_latency_s=0.0)))
+    s = setup(dep, 4096, Speed.of(g, "bf16", cal.CALIBRATED))
     extra = s.step_seconds(1, 100, 0, decode_pairs=100) - no_ar.step_seconds(
         1, 100, 0, decode_pairs=100
     )
@@ -312,7 +297,7 @@ def test_simulate_takes_length_distributions(capsys):
 
 
 def test_the_sharegpt_preset_has_the_corpus_means():
-    from kvcalc.cli.simulate_flags import SHAREGPT, dist_arg
+    from kvcalc.cli.workload import SHAREGPT, dist_arg
 
     rng = random.Random(1)
     p, o = dist_arg(SHAREGPT["prompt"]), dist_arg(SHAREGPT["output"])
@@ -444,7 +429,7 @@ def test_a_fixed_max_concurrency_runs_as_a_closed_loop_of_that_many_users():
 
 def _sampled_mean(argv, flag, n=100_000):
     """The mean length the simulator's own sampler draws from ``flag``'s distribution."""
-    from kvcalc.cli.simulate_flags import dist_arg
+    from kvcalc.cli.workload import dist_arg
 
     d, rng = dist_arg(argv[argv.index(flag) + 1]), random.Random(7)
     return sum(d.sample(rng) for _ in range(n)) / n
@@ -784,8 +769,7 @@ def test_the_ideal_step_is_never_faster_than_its_arithmetic():
     # 2,048 x 128 x 131,072 B of cache, 14.5 ms at 3,350 GB/s): the bound is the arithmetic.
     m, gpu = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
     s = step_time(
-        m.spec,
-        m.weights(),
+        Deployment(spec=m.spec, weights=m.weights()),
         context=128,
         batch=2048,
         bandwidth_gbs=BW / 1e9,
@@ -795,8 +779,7 @@ def test_the_ideal_step_is_never_faster_than_its_arithmetic():
     assert s.memory_time_s < gemm <= s.compute_time_s == s.step_time_s
     assert s.tokens_per_s == pytest.approx(2048 / s.step_time_s)
     one = step_time(
-        m.spec,
-        m.weights(),
+        Deployment(spec=m.spec, weights=m.weights()),
         context=128,
         batch=1,
         bandwidth_gbs=BW / 1e9,

@@ -16,6 +16,7 @@ import math
 import pytest
 
 from kvcalc import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, budget, get_gpu, get_model
+from kvcalc.cache.deployment import Deployment
 from kvcalc.core.units import GiB
 from kvcalc.engines.budget import (
     DEFAULT_ACTIVATION_BYTES,
@@ -36,6 +37,12 @@ def llama():
     return m.spec, m.weights(), get_gpu("h100-sxm-80gb")
 
 
+def on(gpu_key: str, spec, **kw) -> Deployment:
+    """``spec`` on the catalog's GPU ``gpu_key`` (``kw``: any Deployment, cache or engine field
+    by name)."""
+    return Deployment(spec=spec, gpu=get_gpu(gpu_key)).but(**kw)
+
+
 def test_one_named_pool_default(llama):
     spec, w, gpu = llama
     assert DEFAULT_GPU_MEM_UTIL == 0.92  # vLLM 0.33.0's own default
@@ -51,7 +58,7 @@ def test_one_named_pool_default(llama):
     # - 2,147,483,648 = 60,471,139,042 B = 56.32 GiB; blocks = pool // (16 x 131,072 B) = 28,834.
     requested = math.ceil(H100 * 0.92)
     assert requested == 78_679_145_186
-    b = budget(spec, total_bytes=gpu.memory_bytes, context=8192, weights_bytes=w.bytes)
+    b = budget(Deployment(spec=spec, gpu=gpu, weights=w), 8192)
     assert (b.gpu_mem_util, b.reserve_bytes) == (0.92, 2 * GiB)
     assert b.kv_pool_bytes == requested - W - 2 * GiB == 60_471_139_042
     assert b.num_blocks == 60_471_139_042 // (16 * KV) == 28_834
@@ -67,27 +74,20 @@ def test_one_named_pool_default(llama):
         cuda_graph_bytes=DEFAULT_CUDA_GRAPH_BYTES,
     )
     assert est == b.kv_pool_bytes
-    assert predict(spec, available_bytes=est, max_model_len=8192).num_blocks == 28_834
+    assert predict(Deployment(spec=spec), est, 8192).num_blocks == 28_834
 
 
 def test_an_older_vllm_takes_its_own_default(llama):
     spec, w, gpu = llama
     # v0.19.0: 0.9. ceil(85,520,809,984 x 0.9) = 76,968,728,986; - W - 2 GiB = 58,760,722,842 B
     # = 54.73 GiB; // 2,097,152 = 28,019 blocks (the figure the old Budget page showed).
-    old = budget(
-        spec,
-        total_bytes=gpu.memory_bytes,
-        context=8192,
-        weights_bytes=w.bytes,
-        vllm_version="0.19.0",
-    )
+    h100 = Deployment(spec=spec, gpu=gpu, weights=w)
+    old = budget(h100.but(version="0.19.0"), 8192)
     assert old.gpu_mem_util == 0.9
     assert old.kv_pool_bytes == math.ceil(H100 * 0.9) - W - 2 * GiB == 58_760_722_842
     assert old.num_blocks == 28_019
     # TensorRT-LLM's convention keeps its own 0.9 of the memory free after weights and reserve.
-    trt = budget(
-        spec, total_bytes=gpu.memory_bytes, context=8192, weights_bytes=w.bytes, engine="trtllm"
-    )
+    trt = budget(h100, 8192, convention="trtllm")
     assert trt.gpu_mem_util == 0.9
     assert trt.kv_pool_bytes == math.floor((H100 - W - 2 * GiB) * 0.9)
 
@@ -124,17 +124,9 @@ def _pool(util: float) -> int:
 )
 def test_mla_block_size_on_hopper_by_release(dsv3, version, kv, util, block, blocks):
     assert _pool(0.9) == 49_653_552_039 and _pool(0.92) == 52_668_648_441
-    b = budget(
-        dsv3,
-        total_bytes=H200,
-        context=8192,
-        weights_bytes=DSV3_W,
-        tp=8,
-        kv_dtype=kv,
-        vllm_version=version,
-        gpu_name="NVIDIA H200 SXM 141GB",
-        find_max_context=False,
-    )
+    d = on("h200-141gb", dsv3, weights_bytes=DSV3_W, tp=8, kv_dtype=kv, version=version)
+    assert d.total_bytes == H200
+    b = budget(d, 8192, find_max_context=False)
     per = LATENT if kv == "bf16" else LATENT // 2
     assert b.gpu_mem_util == util and b.kv_pool_bytes == _pool(util)
     assert b.effective_block_size == block
@@ -145,19 +137,15 @@ def test_mla_block_size_on_hopper_by_release(dsv3, version, kv, util, block, blo
 @pytest.mark.parametrize(
     "version, gpu, block",
     [
-        ("0.14.0", "NVIDIA B200 180GB (HGX)", 128),  # CUTLASS MLA forced
-        ("0.17.0", "NVIDIA B200 180GB (HGX)", 64),  # FlashInfer MLA (qk_nope_head_dim 128) forced
-        ("0.33.0", "NVIDIA B200 180GB (HGX)", 32),  # FlashInfer MLA: [32, 64], 16 not taken
-        ("0.17.0", "NVIDIA A100 SXM4 80GB", 16),  # FlashMLA needs Hopper: nothing forced
-        ("0.33.0", "NVIDIA A100 SXM4 80GB", 16),  # TRITON_MLA takes multiples of 16
+        ("0.14.0", "b200", 128),  # CUTLASS MLA forced
+        ("0.17.0", "b200", 64),  # FlashInfer MLA (qk_nope_head_dim 128) forced
+        ("0.33.0", "b200", 32),  # FlashInfer MLA: [32, 64], 16 not taken
+        ("0.17.0", "a100-80gb", 16),  # FlashMLA needs Hopper: nothing forced
+        ("0.33.0", "a100-80gb", 16),  # TRITON_MLA takes multiples of 16
     ],
 )
 def test_mla_block_size_by_gpu_generation(dsv3, version, gpu, block):
-    from kvcalc.engines.vllm import predict
-
-    p = predict(
-        dsv3, available_bytes=40 * GiB, max_model_len=8192, tp=8, vllm_version=version, gpu_name=gpu
-    )
+    p = predict(on(gpu, dsv3, tp=8, version=version), 40 * GiB, 8192)
     assert p.requested_block_size == 16 and p.block_size == block
     assert p.num_blocks == 40 * GiB // (block * LATENT) // 61
     assert p.block_size_line == (
@@ -172,30 +160,14 @@ def test_mla_block_size_by_gpu_generation(dsv3, version, gpu, block):
 
 
 def test_mla_block_size_set_by_hand_or_read_from_a_log(dsv3):
-    from kvcalc.engines.vllm import log_settings, parse_log, predict
+    from kvcalc.engines.vllm import log_settings, parse_log
 
     # v0.18.0 on, a --block-size the user sets is kept (128 on Hopper: FlashAttention MLA).
-    p = predict(
-        dsv3,
-        available_bytes=40 * GiB,
-        max_model_len=8192,
-        tp=8,
-        block_size=128,
-        gpu_name="NVIDIA H100 80GB HBM3",
-    )
+    p = predict(on("h100-sxm-80gb", dsv3, tp=8, block_size=128), 40 * GiB, 8192)
     assert p.block_size == 128
     # Up to v0.17.x FlashMLA takes any multiple of 64, and forces 64 otherwise.
-    assert (
-        predict(
-            dsv3,
-            available_bytes=40 * GiB,
-            max_model_len=8192,
-            tp=8,
-            block_size=32,
-            vllm_version="0.17.0",
-        ).block_size
-        == 64
-    )
+    old = Deployment(spec=dsv3, tp=8).but(block_size=32, version="0.17.0")
+    assert predict(old, 40 * GiB, 8192).block_size == 64
     # A real line of vLLM 0.8.3 serving DeepSeek-V2-Lite at TP 8, quoted from a vLLM issue report
     # ("INFO 04-25 07:45:51 [cuda.py:160] Forcing kv cache block size to 64 for FlashMLA
     # backend."), is read back as the block size used.
@@ -206,32 +178,21 @@ def test_mla_block_size_set_by_hand_or_read_from_a_log(dsv3):
     kw = log_settings(log)
     assert kw["block_size"] == 64 and kw["mla_block_rule"] is False
     # ROCm: not modelled, the block size as given, and said.
-    p = predict(
-        dsv3,
-        available_bytes=40 * GiB,
-        max_model_len=8192,
-        tp=8,
-        gpu_name="AMD Instinct MI300X 192GB",
-    )
+    p = predict(on("mi300x", dsv3, tp=8), 40 * GiB, 8192)
     assert p.block_size == 16 and any("ROCm" in n for n in p.notes)
 
 
 # -- the serving simulator with windows, and logged vs running capacity (findings 13, 14, 19) --
 
 
-def _setup(key, gpu="h100-sxm-80gb", **kw):
-    from kvcalc.perf.sim import setup
+def _setup(key, gpu="h100-sxm-80gb", *, max_model_len, **kw):
+    from kvcalc.cache.deployment import Deployment
+    from kvcalc.perf.sim import Speed, setup
 
     m, g = get_model(key), get_gpu(gpu)
-    return setup(
-        m.spec,
-        m.weights(),
-        total_bytes=g.memory_bytes,
-        bandwidth_gbs=g.bandwidth_gbs,
-        peak_tflops=g.peak_tflops(m.weights().dtype),
-        gpu_name=g.name,
-        **kw,
-    )
+    w = m.weights()
+    speed = Speed(bandwidth_gbs=g.bandwidth_gbs, peak_tflops=g.peak_tflops(w.dtype))
+    return setup(Deployment(spec=m.spec, weights=w, gpu=g, **kw), max_model_len, speed)
 
 
 def test_a_sliding_group_gives_blocks_back_as_vllm_does():

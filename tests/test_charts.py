@@ -7,6 +7,7 @@ import pytest
 pytest.importorskip("plotly")
 
 from kvcalc import GiB, budget, get_model, step_time  # noqa: E402
+from kvcalc.cache.deployment import Deployment  # noqa: E402
 from kvcalc.perf.sweeps import (  # noqa: E402
     batch_curve,
     concurrency_curve,
@@ -23,18 +24,14 @@ from webui.figures import (  # noqa: E402
 )
 
 L8B = get_model("llama-3.1-8b")
+# the hand-worked example: 80 GiB x 0.9 - 15 GiB of weights - 2 GiB of reserve = 55 GiB of pool
+HAND = Deployment(spec=L8B.spec, memory_bytes=80 * GiB, weights_bytes=15 * GiB).but(
+    gpu_memory_utilization=0.9, reserve_bytes=2 * GiB
+)
 
 
 def _budget(concurrency):
-    return budget(
-        L8B.spec,
-        total_bytes=80 * GiB,
-        context=8192,
-        weights_bytes=15 * GiB,
-        gpu_mem_util=0.9,
-        reserve_bytes=2 * GiB,
-        concurrency=concurrency,
-    )
+    return budget(HAND, 8192, concurrency)
 
 
 def test_budget_figure_splits_memory_in_gib():
@@ -58,14 +55,7 @@ def test_budget_figure_turns_red_on_overflow():
 def test_concurrency_figure_series():
     grid = context_grid(256, 131072, points=20, include=(8192,))
     assert 8192 in grid and grid == sorted(grid) and grid[0] == 256 and grid[-1] == 131072
-    values = concurrency_curve(
-        L8B.spec,
-        grid,
-        total_bytes=80 * GiB,
-        weights_bytes=15 * GiB,
-        gpu_mem_util=0.9,
-        reserve_bytes=2 * GiB,
-    )
+    values = concurrency_curve(HAND, grid)
     assert values[grid.index(8192)] == 55.0  # the hand-worked vLLM example
     fig = concurrency_figure([("Llama 3.1 8B", grid, values)], marker=8192)
     assert list(fig.data[0].y) == values and fig.layout.xaxis.type == "log"
@@ -81,8 +71,8 @@ def test_concurrency_figure_series():
 def test_step_time_figure_band_wedge_and_crossover():
     w = L8B.weights("bf16")
     xs = [0, 50_000, 100_000, 150_000, 200_000]
-    curve = step_curve(L8B.spec, w, xs, batch=1, bandwidth_gbs=3350)
-    s = step_time(L8B.spec, w, context=1, batch=1, bandwidth_gbs=3350)
+    curve = step_curve(Deployment(spec=L8B.spec, weights=w), xs, batch=1, bandwidth_gbs=3350)
+    s = step_time(Deployment(spec=L8B.spec, weights=w), context=1, batch=1, bandwidth_gbs=3350)
     fig = step_time_figure(curve, s.crossover_context, batch=1)
     band, wedge = fig.data
     assert len(set(band.y)) == 1  # weights: the same read at every context
@@ -95,7 +85,12 @@ def test_step_time_figure_band_wedge_and_crossover():
 
 
 def test_batch_figure():
-    bc = batch_curve(L8B.spec, L8B.weights(), [1, 8, 64], context=8192, bandwidth_gbs=3350)
+    bc = batch_curve(
+        Deployment(spec=L8B.spec, weights=L8B.weights()),
+        [1, 8, 64],
+        context=8192,
+        bandwidth_gbs=3350,
+    )
     fig = batch_figure(bc)
     assert [t.name for t in fig.data] == [
         "reading weights",
@@ -113,7 +108,9 @@ def test_batch_figure():
 
 def test_step_time_figure_draws_a_real_engines_step_over_the_bound():
     xs = [0, 50_000, 100_000]
-    curve = step_curve(L8B.spec, L8B.weights(), xs, batch=1, bandwidth_gbs=3350)
+    curve = step_curve(
+        Deployment(spec=L8B.spec, weights=L8B.weights()), xs, batch=1, bandwidth_gbs=3350
+    )
     real = [t + 0.0035 for t in curve["step_s"]]
     fig = step_time_figure(curve, None, 1, estimate=real, estimate_name="your step model")
     assert fig.data[2].name == "your step model (a real engine)"
@@ -151,15 +148,14 @@ def test_charts_mark_what_does_not_fit_and_the_models_limit():
     # tokens each; at 8,192 tokens (512 blocks) 28,160 // 512 = 55 sequences fit.
     from kvcalc.perf.sweeps import max_batch_at, max_context_at
 
-    kw = dict(total_bytes=80 * GiB, weights_bytes=15 * GiB, gpu_mem_util=0.9, reserve_bytes=2 * GiB)
-    assert max_context_at(L8B.spec, 32, **kw) == 14_080
-    assert max_context_at(L8B.spec, 1, **kw) == 131_072  # the model's limit binds first
-    assert max_batch_at(L8B.spec, 8192, **kw) == 55
-    assert max_context_at(L8B.spec, 1, total_bytes=16 * GiB, weights_bytes=15 * GiB) == 0
+    assert max_context_at(HAND, 32) == 14_080
+    assert max_context_at(HAND, 1) == 131_072  # the model's limit binds first
+    assert max_batch_at(HAND, 8192) == 55
+    assert max_context_at(HAND.but(memory_bytes=16 * GiB, gpu_memory_utilization=None), 1) == 0
 
     w = L8B.weights("bf16")
     xs = [0, 50_000, 100_000, 150_000, 200_000]
-    curve = step_curve(L8B.spec, w, xs, batch=32, bandwidth_gbs=3350)
+    curve = step_curve(Deployment(spec=L8B.spec, weights=w), xs, batch=32, bandwidth_gbs=3350)
     fig = step_time_figure(curve, None, 32, fits_to=14_080, model_max=131_072)
     assert list(fig.data[0].x) == [0]  # contexts that do not fit are not drawn
     rects = [sh for sh in fig.layout.shapes if sh.type == "rect"]
@@ -168,18 +164,20 @@ def test_charts_mark_what_does_not_fit_and_the_models_limit():
     assert [ln.x0 for ln in lines] == [131_072]
     assert any("do not fit" in a.text for a in fig.layout.annotations)
 
-    bc = batch_curve(L8B.spec, w, [1, 32, 64], context=8192, bandwidth_gbs=3350)
+    bc = batch_curve(
+        Deployment(spec=L8B.spec, weights=w), [1, 32, 64], context=8192, bandwidth_gbs=3350
+    )
     fig = batch_figure(bc, max_batch=55)
     assert list(fig.data[2].y)[:2] == bc["tokens_per_s"][:2] and fig.data[2].y[2] is None
     assert list(fig.data[0].marker.pattern.shape) == ["", "", "/"]
 
     grid = context_grid(256, 262_144, points=10)
-    series = [("L8B", grid, concurrency_curve(L8B.spec, grid, **kw))]
+    series = [("L8B", grid, concurrency_curve(HAND, grid))]
     fig = concurrency_figure(series, marker=8192, model_max=131_072)
     assert 131_072 in [sh.x0 for sh in fig.layout.shapes if sh.type == "line"]
     # The curve drops below one sequence past 28,160 x 16 = 450,560 tokens: not in this grid,
     # so no "below 1" line; with a 1M grid there is one.
     assert not any(sh.y0 == 1 for sh in fig.layout.shapes if sh.type == "line")
     grid = context_grid(256, 1_048_576, points=10)
-    fig = concurrency_figure([("L8B", grid, concurrency_curve(L8B.spec, grid, **kw))])
+    fig = concurrency_figure([("L8B", grid, concurrency_curve(HAND, grid))])
     assert any(sh.y0 == 1 and sh.yref == "y" for sh in fig.layout.shapes)

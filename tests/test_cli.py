@@ -435,7 +435,7 @@ def test_config_fifo_is_refused_without_blocking(tmp_path):
     # Nobody writes to it: an open() for reading would block, so every call runs in a child.
     code = (
         "from kvcalc.config.hfconfig import load_config_file\n"
-        "try:\n    load_config_file(%r)\nexcept ValueError as exc:\n    print(exc)" % str(fifo)
+        f"try:\n    load_config_file({str(fifo)!r})\nexcept ValueError as exc:\n    print(exc)"
     )
     r = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
@@ -1209,3 +1209,51 @@ def test_simulate_number_flags_say_their_unit(capsys):
             main(base + [flag, value])
         assert exc.value.code == 2 and said in capsys.readouterr().err
     assert main(base + ["--allreduce-latency-us", "20000", "--json"]) == 0
+
+
+def test_a_closed_pipe_ends_the_command_quietly():
+    # `python -m kvcalc models | head -1`: the reader is gone before the output is written (its
+    # end of the pipe closed first, so the write fails every time): no BrokenPipeError
+    # traceback, the exit status Python's "Note on SIGPIPE" gives (1).
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        r = subprocess.run(
+            [sys.executable, "-m", "kvcalc", "models"],
+            cwd=ROOT,
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    finally:
+        os.close(write)
+    assert r.returncode == 1 and r.stderr == ""
+
+
+def test_kvcalc_debug_re_raises(capsys, monkeypatch):
+    # One line without it (status 2 for a refusal, 1 for a bug of ours), the exception itself
+    # with KVCALC_DEBUG=1.
+    from kvcalc.cli import commands as cli
+
+    argv = ["kv", "--model", "no-such-model", "--context", "8"]
+    monkeypatch.delenv("KVCALC_DEBUG", raising=False)
+    assert main(argv) == 2 and "no-such-model" in capsys.readouterr().err
+    monkeypatch.setenv("KVCALC_DEBUG", "1")
+    with pytest.raises(ValueError, match="no-such-model"):
+        main(argv)
+
+    def arguments(p):
+        p.add_argument("--json", action="store_true")
+
+    def broken(args):
+        raise ZeroDivisionError("a bug")
+
+    try:
+        cli.command("broken-test", "a test command", arguments)(broken)
+        with pytest.raises(ZeroDivisionError):
+            main(["broken-test"])
+        monkeypatch.setenv("KVCALC_DEBUG", "0")
+        assert main(["broken-test"]) == 1
+        assert "internal error (ZeroDivisionError: a bug)" in capsys.readouterr().err
+    finally:
+        cli.COMMANDS.pop("broken-test", None)

@@ -12,12 +12,13 @@ import sys
 import pytest
 from conftest import ROOT
 
+from kvcalc.cache.deployment import Deployment
 from kvcalc.cache.weight_bytes import weights
 from kvcalc.cli import main
 from kvcalc.config.hfconfig import load_config_file, spec_from_config
 from kvcalc.perf import calibration as cal
 from kvcalc.perf import engines
-from kvcalc.perf.sim import setup
+from kvcalc.perf.sim import Speed, setup
 
 AIC = ROOT / "tests" / "data" / "benchmarks" / "aic"
 
@@ -96,16 +97,10 @@ def test_no_version_takes_the_newest_and_an_unknown_engine_is_refused():
 
 
 def _setup(spec, w, **kw):
+    dep = Deployment(spec=spec, weights=w, memory_bytes=141 * 10**9, **kw)
+    model = engines.resolve("vllm@0.12.0")[0].step_model()
     return setup(
-        spec,
-        w,
-        total_bytes=141 * 10**9,
-        bandwidth_gbs=4800,
-        peak_tflops=1979,
-        max_model_len=4096,
-        speed=engines.resolve("vllm@0.12.0")[0].step_model(),
-        tp_link_gbs=450,
-        **kw,
+        dep, 4096, Speed(bandwidth_gbs=4800, peak_tflops=1979, model=model, tp_link_gbs=450)
     )
 
 

@@ -14,6 +14,7 @@ import pytest
 from conftest import llama_config
 
 from kvcalc import kv_cache, load_config_file, spec_from_config
+from kvcalc.cache.deployment import Deployment
 from kvcalc.cli import main
 from kvcalc.config.hfconfig import UnknownFields
 
@@ -182,7 +183,7 @@ def test_vllm_refuses_mllama_by_name():
     from kvcalc.engines import vllm
 
     with pytest.raises(ValueError, match="mllama"):
-        vllm.predict(spec_from_config(MLLAMA_11B), available_bytes=10 << 30, max_model_len=4096)
+        vllm.predict(Deployment(spec=spec_from_config(MLLAMA_11B)), 10 << 30, 4096)
 
 
 # -- RecurrentGemma (transformers' modeling code: vLLM does not serve it) -------------------------
@@ -296,9 +297,9 @@ def test_vllm_lines_for_kimi_linear_by_hand():
     from kvcalc.engines import vllm
 
     spec = spec_from_config(load_config_file(DATA / "kimi-linear-48b-a3b-instruct.json"))
-    p = vllm.predict(
-        spec, available_bytes=20 * 2**30, max_model_len=32768, enable_prefix_caching=True
-    )
+    # v0.33.0 on an H100 (none given)
+    d = Deployment(spec=spec).but(enable_prefix_caching=True, version="0.33.0")
+    p = vllm.predict(d, 20 * 2**30, 32768)
     assert 20 * 2**30 // (2_211_840 * 7) == 1387
     assert p.num_blocks == 1387 and p.block_size == 1920
     assert round(p.max_concurrency, 2) == 57.79

@@ -11,10 +11,16 @@ import math
 import pytest
 
 from kvcalc import GiB, get_gpu, get_model, registry
+from kvcalc.cache.deployment import Deployment
 from kvcalc.engines.fit import fitting_setup
 
 H100, A100, H200 = (get_gpu(k) for k in ("h100-sxm-80gb", "a100-80gb", "h200-141gb"))
 RESERVE = 2 * GiB
+
+
+def _dep(m, weights_bytes: int) -> Deployment:
+    """The model's weights (by hand) on one H100, the pool settings' defaults."""
+    return Deployment(spec=m.spec, gpu=H100, weights_bytes=weights_bytes)
 
 
 def _pool(total: int, weights: int, tp: int) -> int:
@@ -31,7 +37,7 @@ def test_deepseek_v3_moves_from_one_h100_to_eight_h200():
     assert _pool(H200.memory_bytes, w, 4) < 0
     pool = _pool(H200.memory_bytes, w, 8)
     assert pool == 138_694_434_489 - 83_878_302_400 - 2_147_483_648 == 52_668_648_441
-    s = fitting_setup(m.spec, w, H100, registry().gpus.values(), context=8192)
+    s = fitting_setup(_dep(m, w), registry().gpus.values(), 8192)
     assert s is not None and (s.gpu.key, s.tp) == ("h200-141gb", 8)
     assert s.budget.kv_pool_bytes == pool
     assert s.label == "8 x NVIDIA H200 SXM 141GB"
@@ -45,16 +51,16 @@ def test_a_model_that_needs_two_of_the_same_gpu_keeps_the_gpu():
     w = m.weights().bytes
     assert _pool(H100.memory_bytes, w, 1) < 0
     assert _pool(H100.memory_bytes, w, 2) == 5_977_955_042 > 2 * 80 * 4 * 128 * 2 * 8192
-    s = fitting_setup(m.spec, w, H100, registry().gpus.values(), context=8192)
+    s = fitting_setup(_dep(m, w), registry().gpus.values(), 8192)
     assert s is not None and (s.gpu.key, s.tp) == ("h100-sxm-80gb", 2)
 
 
 def test_a_model_that_fits_is_left_where_it_is_and_none_when_nothing_fits():
     m = get_model("llama-3.1-8b")
-    s = fitting_setup(m.spec, m.weights().bytes, H100, registry().gpus.values(), context=8192)
+    s = fitting_setup(_dep(m, m.weights().bytes), registry().gpus.values(), 8192)
     assert s is not None and (s.gpu.key, s.tp) == ("h100-sxm-80gb", 1)
     # 100 TB of weights: no GPU of the registry holds an eighth of it.
-    assert fitting_setup(m.spec, 10**14, H100, registry().gpus.values(), context=8192) is None
+    assert fitting_setup(_dep(m, 10**14), registry().gpus.values(), 8192) is None
 
 
 def test_the_button_switches_the_sidebar_to_the_fitting_setup():

@@ -11,6 +11,7 @@ import pytest
 from conftest import metric, open_page
 
 from kvcalc import registry
+from kvcalc.cache.deployment import Deployment
 from kvcalc.perf.sweeps import no_speed_reason
 
 
@@ -32,16 +33,10 @@ def test_the_rule_past_the_limit_and_past_the_pool():
     assert "limit of 131,072 tokens" in no_speed_reason(spec, 131_073)
     # A pool of exactly 2 sequences of 1,024 tokens: 2 x 1,024 x 131,072 B (32 layers x 8 KV
     # heads x 128 x 2 (K and V) x 2 B), in blocks of 16 tokens; weights 0, no reserve.
-    pool = dict(
-        total_bytes=2 * 1024 * 131_072,
-        weights_bytes=0,
-        gpu_mem_util=1.0,
-        reserve_bytes=0,
-        block_size=16,
-        kv_dtype="bf16",
-    )
-    assert no_speed_reason(spec, 1024, 2, **pool) is None
-    assert "3 sequences of 1,024 tokens do not fit" in no_speed_reason(spec, 1024, 3, **pool)
+    pool = Deployment(spec=spec, memory_bytes=2 * 1024 * 131_072, weights_bytes=0, reserve_bytes=0)
+    pool = pool.but(gpu_memory_utilization=1.0, block_size=16, kv_dtype="bf16")
+    assert no_speed_reason(spec, 1024, 2, pool) is None
+    assert "3 sequences of 1,024 tokens do not fit" in no_speed_reason(spec, 1024, 3, pool)
 
 
 @pytest.mark.parametrize("page", ["app_pages/step_time.py", "app_pages/lab.py"])

@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from kvcalc import GiB, budget, kv_cache, spec_from_config, step_time, weights
+from kvcalc.cache.deployment import Deployment
 
 settings.register_profile(
     "ci", max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -86,15 +87,9 @@ def test_fp8_is_half_of_bf16_and_int4_a_quarter(cfg, n):
 def test_more_memory_never_lowers_concurrency(cfg, mem_a, mem_b, ctx, bs, util):
     spec = spec_from_config(cfg)
     lo, hi = sorted((mem_a, mem_b))
-    kw = dict(
-        context=ctx,
-        weights_bytes=GiB // 2,
-        reserve_bytes=GiB // 4,
-        block_size=bs,
-        gpu_mem_util=util,
-    )
-    a = budget(spec, total_bytes=lo * GiB, **kw)
-    b = budget(spec, total_bytes=hi * GiB, **kw)
+    d = Deployment(spec=spec, weights_bytes=GiB // 2, reserve_bytes=GiB // 4)
+    d = d.but(block_size=bs, gpu_memory_utilization=util)
+    a, b = (budget(d.but(memory_bytes=m * GiB), ctx) for m in (lo, hi))
     assert b.max_concurrency >= a.max_concurrency
     assert b.num_blocks >= a.num_blocks
     assert (b.max_context_tokens or 0) >= (a.max_context_tokens or 0)
@@ -103,15 +98,10 @@ def test_more_memory_never_lowers_concurrency(cfg, mem_a, mem_b, ctx, bs, util):
 @given(configs(), st.integers(1, 100_000), st.integers(1, 256))
 def test_step_time_grows_with_context_and_batch(cfg, n, b):
     spec = spec_from_config(cfg)
-    w = weights(spec)
-    s = step_time(spec, w, context=n, batch=b, bandwidth_gbs=1000)
-    assert (
-        step_time(spec, w, context=n + 1000, batch=b, bandwidth_gbs=1000).step_time_s
-        > s.step_time_s
-    )
-    assert (
-        step_time(spec, w, context=n, batch=b + 1, bandwidth_gbs=1000).step_time_s > s.step_time_s
-    )
+    dep = Deployment(spec=spec, weights=weights(spec))
+    s = step_time(dep, context=n, batch=b, bandwidth_gbs=1000)
+    assert step_time(dep, context=n + 1000, batch=b, bandwidth_gbs=1000).step_time_s > s.step_time_s
+    assert step_time(dep, context=n, batch=b + 1, bandwidth_gbs=1000).step_time_s > s.step_time_s
 
 
 bad_numbers = st.one_of(
@@ -246,7 +236,7 @@ def test_fuzz_config_parser_only_raises_valueerror(cfg, n):
     try:
         spec = spec_from_config(cfg)
         kv_cache(spec, n)
-        budget(spec, total_bytes=80 * GiB, context=n, weights_bytes=GiB)
+        budget(Deployment(spec=spec, memory_bytes=80 * GiB, weights_bytes=GiB), n)
     except ValueError:
         pass
 
@@ -265,5 +255,5 @@ def test_fuzz_small_integer_configs(cfg, n):
             weights(spec)
         return
     w = weights(spec)
-    s = step_time(spec, w, context=n, batch=1, bandwidth_gbs=100)
+    s = step_time(Deployment(spec=spec, weights=w), context=n, batch=1, bandwidth_gbs=100)
     assert s.step_time_s >= 0

@@ -217,12 +217,15 @@ def test_shared_kv_layers_store_nothing_but_are_read():
     # Gemma 4 E2B: the 20 shared layers add no bytes, but a decode step reads their source's
     # cache again: 16 more reads of layer 13 (sliding) and 4 of layer 14 (full).
     from kvcalc import step_time
+    from kvcalc.cache.deployment import Deployment
     from kvcalc.cache.weight_bytes import weights_given
 
     spec = spec_from_config(load_config_file(DATA / "gemma-4-e2b-it.json"))
     assert sorted(lay.source for lay in spec.layers if lay.kind == "shared") == [13] * 16 + [14] * 4
     n = 4096
-    s = step_time(spec, weights_given(0), context=n, batch=1, bandwidth_gbs=1000)
+    s = step_time(
+        Deployment(spec=spec, weights=weights_given(0)), context=n, batch=1, bandwidth_gbs=1000
+    )
     assert s.kv_read_bytes == (12 + 16) * 1024 * 512 + (3 + 4) * 2048 * n
 
 

@@ -14,12 +14,13 @@ from kvcalc import (
     token_passes,
     weights,
 )
+from kvcalc.cache.deployment import Deployment
 
 
 def test_step_time_is_bytes_over_bandwidth():
     m = get_model("llama-3.1-8b")
     w = m.weights("bf16")
-    s = step_time(m.spec, w, context=8192, batch=4, bandwidth_gbs=3350)
+    s = step_time(Deployment(spec=m.spec, weights=w), context=8192, batch=4, bandwidth_gbs=3350)
     # Every weight but the untied input embedding (128,256 x 4,096 BF16), of which the 4 tokens
     # gather one 4,096-wide row each.
     table, row = 128_256 * 4096 * 2, 4096 * 2
@@ -33,22 +34,23 @@ def test_step_time_is_bytes_over_bandwidth():
 
 def test_crossover_moves_left_with_batch_and_right_with_fp8_and_mla():
     m = get_model("llama-3.1-8b")
-    w = m.weights("bf16")
-    c1 = step_time(m.spec, w, context=1, batch=1, bandwidth_gbs=1000).crossover_context
-    c8 = step_time(m.spec, w, context=1, batch=8, bandwidth_gbs=1000).crossover_context
-    c_fp8 = step_time(
-        m.spec, w, context=1, batch=1, bandwidth_gbs=1000, kv_dtype="fp8"
-    ).crossover_context
+    dep = Deployment(spec=m.spec, weights=m.weights("bf16"))
+    c1 = step_time(dep, context=1, batch=1, bandwidth_gbs=1000).crossover_context
+    c8 = step_time(dep, context=1, batch=8, bandwidth_gbs=1000).crossover_context
+    fp8 = dep.but(kv_dtype="fp8")
+    c_fp8 = step_time(fp8, context=1, batch=1, bandwidth_gbs=1000).crossover_context
     assert c8 == pytest.approx(c1 / 8, abs=1)
     assert c_fp8 == pytest.approx(2 * c1, abs=1)
     # At the crossover the two reads are equal (to within one token).
-    s = step_time(m.spec, w, context=c1, batch=1, bandwidth_gbs=1000)
+    s = step_time(dep, context=c1, batch=1, bandwidth_gbs=1000)
     assert s.kv_read_bytes >= s.weight_read_bytes > s.kv_read_bytes - 131_072
 
 
 def test_sliding_only_model_never_crosses_over():
     spec = spec_from_config(llama_config(sliding_window=64))
-    s = step_time(spec, weights(spec), context=10, batch=1, bandwidth_gbs=100)
+    s = step_time(
+        Deployment(spec=spec, weights=weights(spec)), context=10, batch=1, bandwidth_gbs=100
+    )
     assert s.crossover_context is None
 
 
@@ -58,14 +60,14 @@ def test_moe_reads_only_touched_experts():
     moe = m.spec.moe
     # Batch 1 reads top-2 of 8 experts per layer: E x (1 - (1 - k/E)^1) = k.
     assert moe.experts_touched(1) == pytest.approx(2)
-    s1 = step_time(m.spec, w, context=0, batch=1, bandwidth_gbs=1000)
+    s1 = step_time(Deployment(spec=m.spec, weights=w), context=0, batch=1, bandwidth_gbs=1000)
     # The untied input embedding (32,000 x 4,096 BF16) is gathered, one row per token.
     table, row = 32_000 * 4096 * 2, 4096 * 2
     assert s1.weight_read_bytes == (
         w.dense_bytes - table + row + round(32 * 2 * w.bytes_per_expert)
     )
     # A large batch touches every expert: the read approaches all resident weights.
-    s256 = step_time(m.spec, w, context=0, batch=256, bandwidth_gbs=1000)
+    s256 = step_time(Deployment(spec=m.spec, weights=w), context=0, batch=256, bandwidth_gbs=1000)
     assert s256.weight_read_bytes == pytest.approx(w.bytes - table + 256 * row, rel=1e-6)
     # Expected distinct experts at batch 4: 8 x (1 - (6/8)^4) = 5.46875.
     assert moe.experts_touched(4) == pytest.approx(8 * (1 - 0.75**4))
@@ -73,9 +75,9 @@ def test_moe_reads_only_touched_experts():
 
 def test_tensor_parallel_step_is_per_gpu():
     m = get_model("llama-3.1-70b")
-    w = m.weights("bf16")
-    one = step_time(m.spec, w, context=4096, batch=8, bandwidth_gbs=3350)
-    four = step_time(m.spec, w, context=4096, batch=8, bandwidth_gbs=3350, tp=4)
+    dep = Deployment(spec=m.spec, weights=m.weights("bf16"))
+    one = step_time(dep, context=4096, batch=8, bandwidth_gbs=3350)
+    four = step_time(dep.but(tp=4), context=4096, batch=8, bandwidth_gbs=3350)
     assert four.step_time_s == pytest.approx(one.step_time_s / 4, rel=1e-6)
     assert four.crossover_context == pytest.approx(one.crossover_context, abs=1)
 
@@ -84,8 +86,7 @@ def test_compute_bound_at_huge_batch():
     m = get_model("llama-3.1-8b")
     gpu = get_gpu("h100-sxm-80gb")
     s = step_time(
-        m.spec,
-        m.weights(),
+        Deployment(spec=m.spec, weights=m.weights()),
         context=1,
         batch=4096,
         bandwidth_gbs=gpu.bandwidth_gbs,
@@ -148,10 +149,11 @@ def test_offload_break_even():
 )
 def test_bad_step_inputs(kw):
     m = get_model("llama-3.1-8b")
-    args = dict(context=10, batch=1, bandwidth_gbs=100)
+    args = dict(context=10, batch=1, bandwidth_gbs=100, kv_dtype="bf16")
     args.update(kw)
     with pytest.raises(ValueError):
-        step_time(m.spec, m.weights(), **args)
+        dep = Deployment(spec=m.spec, weights=m.weights()).but(kv_dtype=args.pop("kv_dtype"))
+        step_time(dep, **args)
 
 
 def test_prefill_never_beats_one_read_of_the_weights():

@@ -23,6 +23,7 @@ import math
 import pytest
 
 from kvcalc import get_gpu, get_model, step_time
+from kvcalc.cache.deployment import Deployment
 from kvcalc.perf.intensity import (
     attention_points,
     decode_point,
@@ -32,7 +33,7 @@ from kvcalc.perf.intensity import (
     roofs,
 )
 from kvcalc.perf.roofline import attention_flops
-from kvcalc.perf.sim import setup
+from kvcalc.perf.sim import Speed, setup
 
 # DeepSeek-V3, from its config fields
 LAYERS, HEADS, RANK, ROPE, NOPE, V = 61, 128, 512, 64, 128, 128
@@ -89,12 +90,10 @@ def test_step_time_and_prefill_count_absorbed_attention_under_its_own_roof():
     gemm = 2 * m.spec.active_params * 32 / 8
     attn = 32 * LAYERS * 2 * (HEADS // 8) * (2 * RANK + ROPE) * 8192
     s = step_time(
-        m.spec,
-        w,
+        Deployment(spec=m.spec, weights=w, tp=8),
         context=8192,
         batch=32,
         bandwidth_gbs=g.bandwidth_gbs,
-        tp=8,
         peak_tflops=1978.9,
         attention_tflops=989.4,
         find_crossover=False,
@@ -112,16 +111,8 @@ def test_step_time_and_prefill_count_absorbed_attention_under_its_own_roof():
 def test_simulator_decode_pairs_are_absorbed():
     m = get_model("deepseek-v3")
     g = get_gpu("h200-141gb")
-    s = setup(
-        m.spec,
-        m.weights(),
-        total_bytes=g.memory_bytes,
-        bandwidth_gbs=g.bandwidth_gbs,
-        peak_tflops=1978.9,
-        max_model_len=1024 + 64,
-        tp=8,
-        gpu_name=g.name,
-    )
+    dep = Deployment(spec=m.spec, weights=m.weights(), gpu=g, tp=8)
+    s = setup(dep, 1024 + 64, Speed(bandwidth_gbs=g.bandwidth_gbs, peak_tflops=1978.9))
     assert s.decode_flops_per_pair == LAYERS * 278_528 / 8  # 2,123,776 per GPU
     assert s.attention_flops_per_pair == LAYERS * 81_920 / 8  # prefill chunks: 624,640
     # A decode-only step of 32 tokens at 8,192 each: compute counts the absorbed pairs.
@@ -176,13 +167,17 @@ def test_decode_step_is_the_sum_of_its_parts_each_under_its_roof():
     m = get_model("deepseek-v3")
     h200 = get_gpu("h200-141gb")
     r = roofs(h200, "fp8", "bf16", 4800)
-    d = decode_step(m.spec, m.weights(), r, batch=32, context=8192, tp=8)
+    d = decode_step(Deployment(spec=m.spec, weights=m.weights(), tp=8), r, batch=32, context=8192)
     assert d.gemm.roof == "gemm" and d.attention.roof == "attention"
     # Both parts wait for memory here: the step is the bytes over the bandwidth, exactly the
     # Decode step time page's figure.
     assert d.gemm_bound == d.attention_bound == "memory"
     s = step_time(
-        m.spec, m.weights(), context=8192, batch=32, bandwidth_gbs=4800, tp=8, find_crossover=False
+        Deployment(spec=m.spec, weights=m.weights(), tp=8),
+        context=8192,
+        batch=32,
+        bandwidth_gbs=4800,
+        find_crossover=False,
     )
     assert d.time_s == pytest.approx(s.step_time_s, rel=1e-12)
     assert d.whole.achieved_tflops == pytest.approx(d.whole.flops / d.time_s / 1e12)
@@ -243,7 +238,8 @@ def test_query_tokens_per_step_scale_attention_and_gemm_tokens():
     assert gqa.intensity == pytest.approx(16.0, rel=1e-3)
     # The GEMMs compute batch x q tokens: 2 x 7,504,924,672 x 32 x 4.
     r = roofs(get_gpu("h100-sxm-80gb"), "bf16", "bf16", 3350)
-    d = decode_step(m.spec, m.weights(), r, batch=32, context=c, queries=q)
+    dep = Deployment(spec=m.spec, weights=m.weights())
+    d = decode_step(dep, r, batch=32, context=c, queries=q)
     assert d.gemm.flops == 2 * 7_504_924_672 * 32 * 4
-    one = decode_step(m.spec, m.weights(), r, batch=32, context=c)
+    one = decode_step(dep, r, batch=32, context=c)
     assert d.attention.intensity == pytest.approx(4 * one.attention.intensity, rel=1e-3)

@@ -7,6 +7,7 @@ import pytest
 from conftest import llama_config
 
 from kvcalc import GiB, get_model, kv_cache, spec_from_config, step_time
+from kvcalc.cache.deployment import Deployment
 
 
 def test_llama31_8b_per_token_is_128_kib():
@@ -105,8 +106,8 @@ def test_crossover_llama31_8b():
 
     m = get_model("llama-3.1-8b")
     w = m.weights("bf16")
-    s1 = step_time(m.spec, w, context=1024, batch=1, bandwidth_gbs=3350)
-    s32 = step_time(m.spec, w, context=1024, batch=32, bandwidth_gbs=3350)
+    s1 = step_time(Deployment(spec=m.spec, weights=w), context=1024, batch=1, bandwidth_gbs=3350)
+    s32 = step_time(Deployment(spec=m.spec, weights=w), context=1024, batch=32, bandwidth_gbs=3350)
     assert s1.weight_read_bytes == read(1) == 15_009_857_536
     assert s1.crossover_context == -(-read(1) // kv_per_token) == 114_517
     assert s32.crossover_context == -(-read(32) // (32 * kv_per_token)) == 3_579

@@ -31,14 +31,17 @@ from sim_hand import (
     hand_setup,
     model_and_gpu,
     pairs,
+    registry_setup,
     step_s,
     wread,
 )
 
 from kvcalc import get_gpu, get_model, prefill, step_time
+from kvcalc.cache.deployment import Deployment
 from kvcalc.perf.sim import (
     CLI_KEYS,
     Scheduler,
+    Speed,
     Workload,
     fixed,
     lognormal,
@@ -84,7 +87,12 @@ def test_single_request_ttft_and_decode_time(llama):
     assert r.kv_utilization_peak * r.num_blocks == pytest.approx(-(-(P + OUT - 1) // 16))
     # One decode step alone is the Step time page's figure (memory bound at batch 1).
     m, g = llama
-    st = step_time(m.spec, m.weights(), context=P + 1, batch=1, bandwidth_gbs=g.bandwidth_gbs)
+    st = step_time(
+        Deployment(spec=m.spec, weights=m.weights()),
+        context=P + 1,
+        batch=1,
+        bandwidth_gbs=g.bandwidth_gbs,
+    )
     assert step_s(1, P + 1, P + 1) == pytest.approx(st.step_time_s, rel=1e-12)
     # ...and the prefill is the roofline's time to first token (plus its own cache read,
     # which is below the compute time here).
@@ -106,15 +114,7 @@ def test_decode_only_stretch_and_full_steps_share_one_clock(key):
     P, OUT = 512, 64
     m, g = get_model(key), get_gpu("h100-sxm-80gb")
     wl = Workload(requests=1, prompt=fixed(P), output=fixed(OUT), rate=math.inf)
-    s = setup(
-        m.spec,
-        m.weights(),
-        total_bytes=g.memory_bytes,
-        bandwidth_gbs=g.bandwidth_gbs,
-        peak_tflops=g.bf16_tflops,
-        gpu_name=g.name,
-        max_model_len=wl.longest,
-    )
+    s = registry_setup(m, g, max_model_len=wl.longest)
     sl = 1 if s.slide_groups else 0
     assert sl == (key == "gemma-2-9b") and s.window == (4096 if sl else 0)
     t = s.step_seconds(P, P, pairs(P), sl * P, sl * pairs(P))
@@ -184,7 +184,9 @@ def test_no_preemption_when_the_pool_holds_every_request(llama):
     assert s.num_blocks >= 300 * math.ceil(768 / 16)  # 14,400 blocks hold all of them
     assert r.preemptions == 0 and r.max_batch == 300 and r.binding_limit == "arrivals"
     # A pool that holds 40 whole requests: 300 at once must preempt, and the pool binds.
-    s, r = make(llama, wl, gpu_mem_util=(W + 2 * 2**30 + 41 * 48 * 16 * KV) / (81_559 * 2**20))
+    s, r = make(
+        llama, wl, gpu_memory_utilization=(W + 2 * 2**30 + 41 * 48 * 16 * KV) / (81_559 * 2**20)
+    )
     assert s.num_blocks < 300 * 48
     assert r.preemptions > 0 and r.binding_limit == "kv_pool"
     assert r.max_batch * 32 <= s.num_blocks  # admitted on their prompts' 32 blocks each
@@ -224,7 +226,7 @@ def test_prefix_cache_hits_the_shared_system_prompt(llama):
     _, r = make(llama, wl)
     assert r.prefix_hit_rate == pytest.approx(256 / 1024)
     assert r.ttft_s[1] == pytest.approx(step_s(256, P, pairs(P) - pairs(256)), rel=1e-12)
-    _, off = make(llama, wl, prefix_caching=False)
+    _, off = make(llama, wl, enable_prefix_caching=False)
     assert off.prefix_hit_rate == 0 and off.ttft_s[1] == pytest.approx(off.ttft_s[0])
 
 
@@ -257,15 +259,9 @@ def test_mla_and_tensor_parallel_run(llama):
     m = get_model("deepseek-v3")
     g = get_gpu("h200-141gb")
     wl = Workload(requests=50, prompt=fixed(1024), output=fixed(64), rate=math.inf)
+    dep = Deployment(spec=m.spec, weights=m.weights(), gpu=g, tp=8)
     s = setup(
-        m.spec,
-        m.weights(),
-        total_bytes=g.memory_bytes,
-        bandwidth_gbs=g.bandwidth_gbs,
-        peak_tflops=g.peak_tflops(m.weights().dtype),
-        max_model_len=wl.longest,
-        tp=8,
-        gpu_name=g.name,
+        dep, wl.longest, Speed(bandwidth_gbs=g.bandwidth_gbs, peak_tflops=g.peak_tflops("fp8"))
     )
     r = simulate(s, wl)
     assert r.requests == 50 and r.preemptions == 0
@@ -287,15 +283,7 @@ def test_refusals_name_what_to_change(bad, message):
     g = get_gpu("h100-sxm-80gb")
     prompt = bad.pop("prompt", 512)
     with pytest.raises(ValueError, match=message):
-        setup(
-            m.spec,
-            m.weights(),
-            total_bytes=g.memory_bytes,
-            bandwidth_gbs=g.bandwidth_gbs,
-            peak_tflops=g.bf16_tflops,
-            max_model_len=prompt + 256,
-            **bad,
-        )
+        registry_setup(m, g, max_model_len=prompt + 256, **bad)
 
 
 def test_chunked_local_attention_is_refused_by_name(llama):
@@ -310,14 +298,8 @@ def test_chunked_local_attention_is_refused_by_name(llama):
         for i, lay in enumerate(m.spec.layers)
     ]
     with pytest.raises(ValueError, match="chunked"):
-        setup(
-            m.spec.with_layers(layers),
-            m.weights(),
-            total_bytes=g.memory_bytes,
-            bandwidth_gbs=g.bandwidth_gbs,
-            peak_tflops=g.bf16_tflops,
-            max_model_len=768,
-        )
+        dep = Deployment(spec=m.spec.with_layers(layers), weights=m.weights(), gpu=g)
+        setup(dep, 768, Speed(bandwidth_gbs=g.bandwidth_gbs, peak_tflops=g.bf16_tflops))
 
 
 def test_workload_refusals():

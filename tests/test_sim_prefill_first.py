@@ -57,7 +57,7 @@ def test_a_prompt_runs_in_a_step_of_its_own_and_the_decode_waits(llama):
     v0 = make(
         llama,
         Workload(requests=2, prompt=fixed(P), output=fixed(OUT), rate=1.0),
-        chunked_prefill=False,
+        enable_chunked_prefill=False,
     )
     assert v0.max_num_batched_tokens == 2048  # max(max_model_len 576, 2048)
     # The timeline worked by hand: A's prefill alone, A decoding alone until B has arrived at
@@ -73,9 +73,8 @@ def test_a_prompt_runs_in_a_step_of_its_own_and_the_decode_waits(llama):
     b_first = t + prefill_s(P)
     both = step_s(2, a_ctx + 1 + P + 1, a_ctx + 1 + P + 1)
     sch, r = two_requests(v0, arrival_b)
-    a, b = sch.reqs
-    assert a.first == pytest.approx(a_first, rel=1e-12)
-    assert b.first == pytest.approx(b_first, rel=1e-12)
+    assert sch.first[0] == pytest.approx(a_first, rel=1e-12)
+    assert sch.first[1] == pytest.approx(b_first, rel=1e-12)
     assert r.ttft_s[1] == pytest.approx(b_first - arrival_b, rel=1e-12)
     # A's token after B's prefill comes a whole prefill step plus a step of two decodes after
     # its last one; B's second token one step of two decodes after its first.
@@ -101,7 +100,7 @@ def test_whole_prompts_share_a_prefill_step_up_to_the_token_budget(llama):
     # only then does anyone decode.
     p = 700
     wl = Workload(requests=3, prompt=fixed(p), output=fixed(4), rate=math.inf)
-    v0 = make(llama, wl, chunked_prefill=False)
+    v0 = make(llama, wl, enable_chunked_prefill=False)
     r = simulate(v0, wl)
     two = step_s(2 * p, 2 * p, 2 * (p * (p + 1) // 2))
     assert sorted(r.ttft_s)[:2] == [pytest.approx(two, rel=1e-12)] * 2
@@ -111,12 +110,12 @@ def test_whole_prompts_share_a_prefill_step_up_to_the_token_budget(llama):
 
 def test_v0_token_budget_and_watermark_defaults(llama):
     wl = Workload(requests=1, prompt=fixed(3000), output=fixed(100), rate=1.0)
-    v0 = make(llama, wl, chunked_prefill=False)
+    v0 = make(llama, wl, enable_chunked_prefill=False)
     assert v0.max_num_batched_tokens == 3100  # max(max_model_len, 2048)
     assert v0.watermark_blocks == int(0.01 * v0.pool_blocks)
     assert make(llama, wl).watermark_blocks == 0  # V1 has no watermark
     with pytest.raises(ValueError, match="is smaller than the longest request"):
-        make(llama, wl, chunked_prefill=False, max_num_batched_tokens=2048)
+        make(llama, wl, enable_chunked_prefill=False, max_num_batched_tokens=2048)
 
 
 def test_cli_scheduler_flag(capsys):

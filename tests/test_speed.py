@@ -5,6 +5,7 @@ a page's own inputs rerunning only the page on a real server."""
 import pytest
 
 from kvcalc import get_model
+from kvcalc.cache.deployment import Deployment
 
 L8B = get_model("llama-3.1-8b")
 
@@ -181,11 +182,11 @@ def test_a_builder_returns_the_kept_figure_for_equal_inputs():
     from kvcalc.perf.sweeps import step_curve
     from webui.figures import step_time_figure
 
-    kw = dict(bandwidth_gbs=3350.0, kv_dtype="bf16", tp=1, pp=1)
+    dep = Deployment(spec=L8B.spec, weights=L8B.weights("auto"))  # BF16 KV, tp = pp = 1
     xs = [1024 * i for i in range(9)]
-    a = step_time_figure(step_curve(L8B.spec, L8B.weights("auto"), xs, batch=4, **kw), 8000, 4)
-    b = step_time_figure(step_curve(L8B.spec, L8B.weights("auto"), xs, batch=4, **kw), 8000, 4)
-    c = step_time_figure(step_curve(L8B.spec, L8B.weights("auto"), xs, batch=8, **kw), 8000, 8)
+    a = step_time_figure(step_curve(dep, xs, batch=4, bandwidth_gbs=3350.0), 8000, 4)
+    b = step_time_figure(step_curve(dep, xs, batch=4, bandwidth_gbs=3350.0), 8000, 4)
+    c = step_time_figure(step_curve(dep, xs, batch=8, bandwidth_gbs=3350.0), 8000, 8)
     assert a is b and a is not c
     assert "batch 8" in c.data[1].name and "batch 4" in a.data[1].name
 

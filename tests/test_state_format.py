@@ -24,6 +24,7 @@ import pytest
 from conftest import ROOT
 
 from kvcalc import kv_cache, load_config_file, spec_from_config
+from kvcalc.cache.deployment import Deployment
 from kvcalc.engines.vllm import predict, state_dtypes
 
 CONFIGS = ROOT / "tests/data/configs"
@@ -73,7 +74,7 @@ def test_kv_budget_and_vllm_count_the_declared_fp32_state(name):
     # grows until one layer's page holds a whole state, in steps of 16 tokens (Qwen3.5: 16 x
     # cdiv(2,146,304, 16 x 2,048) = 1,056 tokens; Nemotron: 16 x cdiv(2,134,016, 16 x 1,024) =
     # 2,096), and the state page is padded up to it.
-    p = predict(spec, available_bytes=40 * 2**30, max_model_len=8192, vllm_version="0.29.0")
+    p = predict(Deployment(spec=spec).but(version="0.29.0"), 40 * 2**30, 8192)
     block = 16 * -(-per_layer // (16 * attn_token))
     assert p.block_size == block and p.page_bytes == block * attn_token
     assert p.state_page_padding_pct == pytest.approx(
@@ -84,14 +85,9 @@ def test_kv_budget_and_vllm_count_the_declared_fp32_state(name):
 def test_a_flag_still_overrides_the_declared_format():
     # --mamba-ssm-cache-dtype bfloat16: the recurrent state at 2 B, the same page as a BF16 one.
     spec = spec_from_config(load_config_file(CONFIGS / "qwen3.5-35b-a3b.json"))
-    fp32 = predict(spec, available_bytes=40 * 2**30, max_model_len=8192, vllm_version="0.29.0")
-    bf16 = predict(
-        spec,
-        available_bytes=40 * 2**30,
-        max_model_len=8192,
-        vllm_version="0.29.0",
-        mamba_ssm_cache_dtype="bfloat16",
-    )
+    v29 = Deployment(spec=spec).but(version="0.29.0")
+    fp32 = predict(v29, 40 * 2**30, 8192)
+    bf16 = predict(v29.but(mamba_ssm_cache_dtype="bfloat16"), 40 * 2**30, 8192)
     # The same page rule at 49,152 + 524,288 x 2 = 1,097,728 B: 16 x cdiv(1,097,728, 32,768) = 544.
     assert (fp32.block_size, bf16.block_size) == (1056, 544)
 

@@ -6,11 +6,16 @@ import pytest
 from conftest import ROOT
 
 from kvcalc import GiB, budget, get_model, kv_cache, registry
+from kvcalc.cache.deployment import Deployment
 from kvcalc.config.hfconfig import load_config_file, spec_from_config
 from kvcalc.engines import vllm
 
 POOL = 20 * GiB  # available KV memory: 80 GiB x 0.9 - weights 50 GiB - reserve 2 GiB = 20 GiB
-KW = dict(total_bytes=80 * GiB, weights_bytes=0, reserve_bytes=52 * GiB, gpu_mem_util=0.9)
+
+
+def dep(spec, tp: int = 1) -> Deployment:  # a pool of POOL: the weights are in the reserve
+    d = Deployment(spec=spec, tp=tp, memory_bytes=80 * GiB, weights_bytes=0, reserve_bytes=52 * GiB)
+    return d.but(gpu_memory_utilization=0.9)
 
 
 def _contexts(spec) -> list[int]:
@@ -25,15 +30,15 @@ def _contexts(spec) -> list[int]:
 @pytest.mark.parametrize("tp", [1, 2])
 @pytest.mark.parametrize("key", sorted(registry().models))
 def test_budget_is_vllm_predict(key, tp):
-    spec = get_model(key).spec
-    for n in _contexts(spec):
+    d = dep(get_model(key).spec, tp)
+    for n in _contexts(d.spec):
         try:
-            p = vllm.predict(spec, available_bytes=POOL, max_model_len=n, tp=tp)
+            p = vllm.predict(d, POOL, n)
         except ValueError as exc:  # e.g. TP 2 cannot split 3 KV heads: both refuse alike
             with pytest.raises(ValueError, match=str(exc)[:30]):
-                budget(spec, context=n, tp=tp, **KW)
+                budget(d, n)
             continue
-        b = budget(spec, context=n, tp=tp, **KW)
+        b = budget(d, n)
         assert b.kv_pool_bytes == POOL
         assert b.num_blocks == p.num_blocks
         assert b.blocks_per_request == p.blocks_per_request
@@ -48,7 +53,7 @@ def test_opt_runs_through_vllm():
     # per layer per token 2 x 12 x 64 x 2 B = 3,072 B; page = 16 x 3,072 = 49,152 B;
     # num_blocks = 21,474,836,480 // 49,152 // 12 = 36,408; at 2,048 tokens 128 blocks a request.
     spec = spec_from_config(load_config_file(ROOT / "tests/data/configs/opt-125m.json"))
-    p = vllm.predict(spec, available_bytes=POOL, max_model_len=2048)
+    p = vllm.predict(Deployment(spec=spec), POOL, 2048)
     assert p.num_blocks == 21_474_836_480 // 49_152 // 12 == 36_408
     assert p.blocks_per_request == 128 and p.max_concurrency == 36_408 / 128
 
@@ -56,10 +61,10 @@ def test_opt_runs_through_vllm():
 def test_ideal_is_named_and_never_vllm():
     # Gemma 3 27B at 32K: the ideal convention holds min(n, 1,024) tokens in 52 sliding layers;
     # vLLM reserves a window plus a batch. Both are shown, named apart.
-    spec = get_model("gemma-3-27b").spec
-    ideal = budget(spec, context=32_768, engine="ideal", **KW)
-    real = budget(spec, context=32_768, **KW)
-    kv = kv_cache(spec, 32_768)
+    d = dep(get_model("gemma-3-27b").spec)
+    ideal = budget(d, 32_768, convention="ideal")
+    real = budget(d, 32_768)
+    kv = kv_cache(d.spec, 32_768)
     assert ideal.seq_bytes == kv.kv_bytes + kv.state_bytes
     assert ideal.max_concurrency == POOL / ideal.seq_bytes
     assert real.max_concurrency < ideal.max_concurrency

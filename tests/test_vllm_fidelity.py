@@ -11,6 +11,7 @@ import pytest
 from conftest import ROOT
 
 from kvcalc import GiB, get_model
+from kvcalc.cache.deployment import Deployment
 from kvcalc.cli import main
 from kvcalc.config.hfconfig import load_config_file, spec_from_config
 from kvcalc.core.dtypes import get_dtype
@@ -42,6 +43,12 @@ CONV, SSM = 30_720, 786_432
 
 def _cfg(name):
     return load_config_file(CONFIGS / name)
+
+
+def dep(model=Q27_SPEC, **kw) -> Deployment:
+    """A model (a spec or a catalog key) with no GPU given, ``kw`` any Deployment, cache or
+    engine field by name."""
+    return Deployment(spec=get_model(model).spec if isinstance(model, str) else model).but(**kw)
 
 
 # -- 1. state dtypes --------------------------------------------------------------------------
@@ -89,54 +96,29 @@ def test_qwen36_27b_attention_block_784_as_logged():
     # block = 16 x cdiv(3,207,168, 16 x 4,096) = 16 x 49 = 784; padding
     # (784 x 4,096 - 3,207,168) / 3,207,168 = 4,096 / 3,207,168 = 0.13%.
     conv, ssm, _ = state_dtypes(Q27, vllm_version="0.29.0")
-    p = predict(
-        Q27_SPEC,
-        available_bytes=10 * GiB,
-        max_model_len=8192,
-        vllm_version="0.29.0",
-        mamba_cache_dtype=conv,
-        mamba_ssm_cache_dtype=ssm,
-    )
+    v29 = dep(version="0.29.0")
+    flagged = v29.but(mamba_cache_dtype=conv, mamba_ssm_cache_dtype=ssm)
+    p = predict(flagged, 10 * GiB, 8192)
     assert p.block_size == 784 and p.page_bytes == 784 * ATTN_TOKEN
     assert round(p.state_page_padding_pct, 2) == 0.13
     # One truth (issue 38, item 1): the config's mamba_ssm_dtype is on the layer itself, so
     # predict() with vLLM's 'auto' flags gives the logged 784 without state_dtypes() first, and
     # so does every figure that counts the state (kv, Budget).
-    plain = predict(Q27_SPEC, available_bytes=10 * GiB, max_model_len=8192, vllm_version="0.29.0")
+    plain = predict(v29, 10 * GiB, 8192)
     assert plain.block_size == 784
     # vLLM 0.16.0 did not read it (no Qwen3_5ForConditionalGenerationConfig): the SSM state took
     # the conv state's bf16 there, 16 x cdiv(1,634,304, 65,536) = 16 x 25 = 400.
-    old = predict(Q27_SPEC, available_bytes=10 * GiB, max_model_len=8192, vllm_version="0.16.0")
+    old = predict(dep(version="0.16.0"), 10 * GiB, 8192)
     assert old.block_size == 400
     # Not 400 (both states bf16: 16 x cdiv(1,634,304, 65,536) = 16 x 25) nor 800 (both fp32:
     # 16 x cdiv(3,268,608, 65,536) = 16 x 50): the old single state dtype gave one of those.
-    both16 = predict(
-        Q27_SPEC,
-        available_bytes=10 * GiB,
-        max_model_len=8192,
-        vllm_version="0.29.0",
-        mamba_ssm_cache_dtype="bfloat16",
-    )
-    both32 = predict(
-        Q27_SPEC,
-        available_bytes=10 * GiB,
-        max_model_len=8192,
-        vllm_version="0.29.0",
-        mamba_cache_dtype="float32",
-    )
+    both16 = predict(v29.but(mamba_ssm_cache_dtype="bfloat16"), 10 * GiB, 8192)
+    both32 = predict(v29.but(mamba_cache_dtype="float32"), 10 * GiB, 8192)
     assert (both16.block_size, both32.block_size) == (400, 800)
     # 16 full + 48 state layers: groups of 16, 1 full + 3 state groups. Prefix caching is on
     # by default in v0.29.0 ('align'): cdiv(8,192, 784) = 11 + 3 x 2 = 17 blocks a request.
     assert [g.blocks_per_request for g in p.groups] == [11, 2, 2, 2]
-    off = predict(
-        Q27_SPEC,
-        available_bytes=10 * GiB,
-        max_model_len=8192,
-        vllm_version="0.29.0",
-        mamba_cache_dtype=conv,
-        mamba_ssm_cache_dtype=ssm,
-        enable_prefix_caching=False,
-    )
+    off = predict(flagged.but(enable_prefix_caching=False), 10 * GiB, 8192)
     assert off.blocks_per_request == 11 + 3 * 1
 
 
@@ -150,17 +132,9 @@ def test_real_log_qwen38_27b_tp2_fp8():
     # 16 x 1,568 x 1,024 = 25,690,112 B; 4.99 GiB // that = 208 blocks; a request
     # cdiv(131,072, 1,568) = 84 + 3 x 2 = 90; 208 / 90 = 2.311x; int(2.3111 x 131,072) = 302,921.
     conv, ssm, _ = state_dtypes(Q27)
-    p = predict(
-        Q27_SPEC,
-        available_bytes=round(4.99 * GiB),
-        max_model_len=131072,
-        tp=2,
-        kv_dtype="fp8_e4m3",
-        mamba_cache_dtype=conv,
-        mamba_ssm_cache_dtype=ssm,
-        enable_prefix_caching=True,
-        vllm_version="0.29.0",
-    )
+    logged = dep(tp=2, kv_dtype="fp8_e4m3", mamba_cache_dtype=conv, mamba_ssm_cache_dtype=ssm)
+    logged = logged.but(enable_prefix_caching=True, version="0.29.0")
+    p = predict(logged, round(4.99 * GiB), 131072)
     assert (p.block_size, p.num_blocks, p.blocks_per_request) == (1568, 208, 90)
     assert p.kv_cache_tokens == 302_921 and round(p.max_concurrency, 2) == 2.31
 
@@ -182,19 +156,14 @@ def test_prefix_caching_default_by_version():
     )
     with pytest.raises(ValueError, match="0.15.0"):
         mamba_cache_mode_of("0.14.0", True)
-    spec = get_model("qwen3-next-80b-a3b").spec  # 12 full + 36 state: 3 state groups
-    old = predict(spec, available_bytes=30 * GiB, max_model_len=8192, vllm_version="0.27.1")
-    new = predict(spec, available_bytes=30 * GiB, max_model_len=8192, vllm_version="0.28.0")
+    # Qwen3-Next: 12 full + 36 state layers, 3 state groups
+    old, new = (
+        predict(dep("qwen3-next-80b-a3b", version=v), 30 * GiB, 8192) for v in ("0.27.1", "0.28.0")
+    )
     assert new.blocks_per_request - old.blocks_per_request == 3  # one more block per group
     with pytest.raises(ValueError, match="'all'"):
-        predict(
-            spec,
-            available_bytes=30 * GiB,
-            max_model_len=8192,
-            vllm_version="0.20.0",
-            enable_prefix_caching=True,
-            architecture="NemotronHForCausalLM",
-        )
+        asked = dep("qwen3-next-80b-a3b", version="0.20.0", enable_prefix_caching=True)
+        predict(asked, 30 * GiB, 8192, architecture="NemotronHForCausalLM")
 
 
 def test_v033_gdn_prefill_checkpoint():
@@ -202,17 +171,11 @@ def test_v033_gdn_prefill_checkpoint():
     # a multiple of lcm(16, 64) = 64: 64 x cdiv(3,207,168, 64 x 4,096) = 64 x 13 = 832;
     # a request at 8,192 tokens: cdiv(8,192, 832) = 10 + 3 x 3 = 19 blocks.
     conv, ssm, _ = state_dtypes(Q27)
-    kw = dict(
-        available_bytes=10 * GiB,
-        max_model_len=8192,
-        mamba_cache_dtype=conv,
-        mamba_ssm_cache_dtype=ssm,
-        gdn_prefill_checkpoint=True,
-    )
-    p = predict(Q27_SPEC, **kw)
+    d = dep(mamba_cache_dtype=conv, mamba_ssm_cache_dtype=ssm, gdn_prefill_checkpoint=True)
+    p = predict(d.but(version="0.33.0"), 10 * GiB, 8192)
     assert (p.block_size, p.blocks_per_request) == (832, 19)
     # Absent up to v0.32.0: the flag changes nothing there.
-    assert predict(Q27_SPEC, vllm_version="0.32.0", **kw).block_size == 784
+    assert predict(d.but(version="0.32.0"), 10 * GiB, 8192).block_size == 784
 
 
 # -- 3. default max_num_batched_tokens ------------------------------------------------------------
@@ -304,7 +267,7 @@ def test_ascend_log_exact_bytes(tmp_path):
     # 1,428 x 128 = 182,784 tokens; 1,428 / cdiv(4,096, 128) = 44.625 -> "44.62x".
     log = parse_log((LOGS / "ascend-qwen3-4b.log").read_text())
     assert log["available_bytes"] == 26_954_181_529
-    p, lines = explain_log(get_model("qwen3-8b").spec, log, vllm_version="0.11.0")
+    p, lines = explain_log(get_model("qwen3-8b").spec, log, version="0.11.0")
     assert p.block_size == 128 and p.num_blocks == 1428
     assert all(line.agrees and line.low == line.high for line in lines)
     buf = io.StringIO()
@@ -349,7 +312,7 @@ def test_log_diagnosis_names_prefix_caching():
     p, lines = explain_log(Q27_SPEC, log, **kw)
     assert not any(line.agrees for line in lines[:2])
     assert "prefix caching off" in lines[0].why and "likely" in lines[0].why
-    assert diagnose_log(Q27_SPEC, log, **{**kw, "max_model_len": 8192, "vllm_version": "0.29.0"})[
+    assert diagnose_log(Q27_SPEC, log, **{**kw, "max_model_len": 8192, "version": "0.29.0"})[
         0
     ].startswith("prefix caching off")
 
@@ -413,39 +376,28 @@ def test_every_cache_dtype_of_the_newest_version_is_known():
         "octave_k3v3_compact",
         "ultraquant_4bit",
     ]
-    L8B = get_model("llama-3.1-8b").spec
     for name in refused:
         with pytest.raises(ValueError, match=f"{name} is not modelled"):
-            predict(L8B, available_bytes=GiB, max_model_len=1024, kv_dtype=name)
+            predict(dep("llama-3.1-8b", kv_dtype=name), GiB, 1024)
     with pytest.raises(ValueError, match="vLLM 0.32.0 has no --kv-cache-dtype octave_k3v4"):
-        predict(
-            L8B,
-            available_bytes=GiB,
-            max_model_len=1024,
-            kv_dtype="octave_k3v4",
-            vllm_version="0.32.0",
-        )
+        predict(dep("llama-3.1-8b", kv_dtype="octave_k3v4", version="0.32.0"), GiB, 1024)
 
 
 def test_modelled_cache_dtype_pages():
-    L8B = get_model("llama-3.1-8b").spec
+    def page(kv_dtype: str):
+        return predict(dep("llama-3.1-8b", kv_dtype=kv_dtype), GiB, 1024)
+
     # NVFP4: per KV head (128/2 + 128/16) B for K and again for V = 144 B; 8 heads; block 16.
-    p = predict(L8B, available_bytes=GiB, max_model_len=1024, kv_dtype="nvfp4")
+    p = page("nvfp4")
     assert p.page_bytes == 16 * 8 * 144 and p.kv_cache_dtype == "nvfp4"
-    assert (
-        predict(L8B, available_bytes=GiB, max_model_len=1024, kv_dtype="fp8_e5m2").page_bytes
-        == 16 * 8 * 256
-    )
-    assert (
-        predict(L8B, available_bytes=GiB, max_model_len=1024, kv_dtype="bfloat16").page_bytes
-        == 16 * 8 * 512
-    )
+    assert page("fp8_e5m2").page_bytes == 16 * 8 * 256
+    assert page("bfloat16").page_bytes == 16 * 8 * 512
     with pytest.raises(ValueError, match="MLA"):
-        predict(L8B, available_bytes=GiB, max_model_len=1024, kv_dtype="fp8_ds_mla")
+        page("fp8_ds_mla")
     # DeepSeek-V3.2: fp8_ds_mla 656 B per token and layer + the 132 B indexer keys (Q4, Q8), in
     # blocks of 64 tokens, which sparse MLA takes on every release (Q16).
     ds = spec_from_config(_cfg("deepseek-v3.2.json"))
-    p = predict(ds, available_bytes=30 * GiB, max_model_len=8192, kv_dtype="fp8_ds_mla")
+    p = predict(dep(ds, kv_dtype="fp8_ds_mla"), 30 * GiB, 8192)
     assert p.block_size == 64 and p.page_bytes == 64 * (656 + 132)
 
 

@@ -10,9 +10,10 @@ import pytest
 from conftest import ROOT
 
 from kvcalc import GiB
+from kvcalc.cache.deployment import Deployment
 from kvcalc.config.hfconfig import load_config_file, spec_from_config
 from kvcalc.engines.vllm import explain_log, parse_log, predict, state_dtypes
-from kvcalc.engines.vllm.facts import fact, resolve_version
+from kvcalc.engines.vllm.facts import Facts, fact, resolve_version
 
 LOGS = ROOT / "tests/data/vllm-logs"
 CONFIGS = ROOT / "tests/data/configs"
@@ -20,6 +21,12 @@ CONFIGS = ROOT / "tests/data/configs"
 Q9B = load_config_file(LOGS / "qwen3.5-9b.json")
 Q122B = load_config_file(LOGS / "qwen3.5-122b-a10b.json")
 Q35B = load_config_file(CONFIGS / "qwen3.5-35b-a3b.json")
+
+
+def fp8(config: dict, version: str, **kw) -> Deployment:
+    """The model of ``config`` with an FP8 cache under vLLM ``version`` (``kw``: any
+    Deployment, cache or engine field by name)."""
+    return Deployment(spec=spec_from_config(config)).but(kv_dtype="fp8", version=version, **kw)
 
 
 def _log(name: str) -> tuple[str, dict]:
@@ -98,26 +105,15 @@ def test_memory_line_pins_one_block_count():
     # The memory line is printed to 0.01 GiB: 2.425-2.435 GiB allows 150 or 151 blocks of
     # 17,301,504 B (150.50-151.12); both give 37 x 1,056 = 39,072 tokens, but 151 / 22 = 6.86x:
     # only 150 blocks print all three lines. The 122B's 1.725-1.735 GiB allows 72 blocks only.
-    spec = spec_from_config(Q9B)
-    kw = dict(
-        max_model_len=16384, kv_dtype="fp8", vllm_version="0.16.1", enable_prefix_caching=True
-    )
-    low = predict(spec, available_bytes=int(2.425 * GiB) + 1, **kw)
-    high = predict(spec, available_bytes=int(2.435 * GiB), **kw)
+    d = fp8(Q9B, "0.16.1", enable_prefix_caching=True)
+    low = predict(d, int(2.425 * GiB) + 1, 16384)
+    high = predict(d, int(2.435 * GiB), 16384)
     assert (low.num_blocks, high.num_blocks) == (150, 151)
     assert low.kv_cache_tokens == high.kv_cache_tokens == 39_072
     assert (round(low.max_concurrency, 2), round(high.max_concurrency, 2)) == (6.82, 6.86)
-    big = spec_from_config(Q122B)
-    kw = dict(
-        max_model_len=131072,
-        tp=2,
-        kv_dtype="fp8",
-        vllm_version="0.16.1",
-        enable_prefix_caching=True,
-    )
+    big = fp8(Q122B, "0.16.1", tp=2, enable_prefix_caching=True)
     assert {
-        predict(big, available_bytes=b, **kw).num_blocks
-        for b in (int(1.725 * GiB) + 1, int(1.735 * GiB))
+        predict(big, b, 131072).num_blocks for b in (int(1.725 * GiB) + 1, int(1.735 * GiB))
     } == {72}
 
 
@@ -133,34 +129,15 @@ def test_what_the_bf16_state_predicted():
     # 16 x 34 = 544; a block 8 x 544 x 2,048 = 8,912,896 B -> 292 blocks (292.7); tokens
     # 73 x 544 = 39,712 (1.6% above 39,072); a request cdiv(16,384, 544) = 31 + 6 = 37;
     # 292 / 37 = 7.892 -> the reported "7.89x" against the logged 6.82x.
-    kw = dict(
-        max_model_len=16384, kv_dtype="fp8", vllm_version="0.16.1", enable_prefix_caching=True
-    )
-    p = predict(
-        spec_from_config(Q9B),
-        available_bytes=round(2.43 * GiB),
-        mamba_ssm_cache_dtype="bfloat16",
-        **kw,
-    )
+    bf16 = dict(enable_prefix_caching=True, mamba_ssm_cache_dtype="bfloat16")
+    p = predict(fp8(Q9B, "0.16.1", **bf16), round(2.43 * GiB), 16384)
     assert (p.block_size, p.num_blocks, p.blocks_per_request) == (544, 292, 37)
     assert p.kv_cache_tokens == 39_712 and round(p.max_concurrency, 2) == 7.89
     # 122B per GPU: SSM 32 x 128 x 128 x 2 = 1,048,576 B, page 1,085,440 B; block
     # 16 x cdiv(1,085,440, 8,192) = 16 x 133 = 2,128; a block 12 x 2,128 x 512 = 13,074,432 B
     # -> 142 blocks; tokens 35 x 2,128 = 74,480 (0.9% below 75,168); a request
     # cdiv(131,072, 2,128) = 62 + 6 = 68; 142 / 68 = 2.088 -> the reported "2.09x" (logged 1.89x).
-    kw = dict(
-        max_model_len=131072,
-        tp=2,
-        kv_dtype="fp8",
-        vllm_version="0.16.1",
-        enable_prefix_caching=True,
-    )
-    p = predict(
-        spec_from_config(Q122B),
-        available_bytes=round(1.73 * GiB),
-        mamba_ssm_cache_dtype="bfloat16",
-        **kw,
-    )
+    p = predict(fp8(Q122B, "0.16.1", tp=2, **bf16), round(1.73 * GiB), 131072)
     assert (p.block_size, p.num_blocks, p.blocks_per_request) == (2128, 142, 68)
     assert p.kv_cache_tokens == 74_480 and round(p.max_concurrency, 2) == 2.09
 
@@ -171,27 +148,15 @@ def test_qwen35_ssm_format_by_version():
     # have it (the two logs' 1,056- and 4,176-token blocks need the float32 state), the first
     # release with it is v0.17.0, and v0.16.0 has no Qwen3.5 model at all.
     assert resolve_version("0.16.1rc1.dev111+gafd089f23") == (0, 16, 1)
-    assert not fact("qwen3_5_ssm_from_config", "0.16.0")
-    assert fact("qwen3_5_ssm_from_config", "0.16.1rc1.dev265+gd106bf39f")
-    assert fact("qwen3_5_ssm_from_config", "0.17.0")
+    assert not fact(Facts.qwen3_5_ssm_from_config, "0.16.0")
+    assert fact(Facts.qwen3_5_ssm_from_config, "0.16.1rc1.dev265+gd106bf39f")
+    assert fact(Facts.qwen3_5_ssm_from_config, "0.17.0")
     assert state_dtypes(Q9B, vllm_version="0.16.1rc1.dev265+gd106bf39f")[:2] == ("bf16", "fp32")
     # At 0.16.0 the prediction says why its state format is a guess for such a model.
-    p = predict(
-        spec_from_config(Q9B),
-        available_bytes=round(2.43 * GiB),
-        max_model_len=16384,
-        kv_dtype="fp8",
-        vllm_version="0.16.0",
-    )
+    p = predict(fp8(Q9B, "0.16.0"), round(2.43 * GiB), 16384)
     assert p.block_size == 544
     assert any("PR #34489" in note and "mamba_ssm_cache_dtype" in note for note in p.notes)
-    later = predict(
-        spec_from_config(Q9B),
-        available_bytes=round(2.43 * GiB),
-        max_model_len=16384,
-        kv_dtype="fp8",
-        vllm_version="0.17.0",
-    )
+    later = predict(fp8(Q9B, "0.17.0"), round(2.43 * GiB), 16384)
     assert later.block_size == 1056 and not any("PR #34489" in n for n in later.notes)
 
 
@@ -217,14 +182,7 @@ def test_qwen36_35b_nvfp4_v020_log_align_blocks():
         assert line in text
     # With prefix caching off a state group keeps 1 block: 32 + 3 = 35, 64 / 35 = 1.83x, and
     # the tokens line is the same 33,536: only the concurrency line tells the modes apart.
-    off = predict(
-        spec,
-        available_bytes=round(1.28 * GiB),
-        max_model_len=65536,
-        kv_dtype="fp8",
-        vllm_version="0.20.0",
-        enable_prefix_caching=False,
-    )
+    off = predict(fp8(Q35B, "0.20.0", enable_prefix_caching=False), round(1.28 * GiB), 65536)
     assert off.kv_cache_tokens == 33_536 and off.blocks_per_request == 35
     assert round(off.max_concurrency, 2) == 1.83
 

@@ -17,6 +17,7 @@ import pytest
 from conftest import ROOT
 
 from kvcalc import GiB, get_model, load_config_file, spec_from_config
+from kvcalc.cache.deployment import Deployment
 from kvcalc.core.speculative import Speculation, with_speculation
 from kvcalc.engines.vllm import explain_log, parse_log, predict
 
@@ -24,14 +25,15 @@ LOGS = ROOT / "tests/data/vllm-logs"
 CFG = load_config_file(LOGS / "qwen3.6-27b.json")
 Q27 = spec_from_config(CFG)
 BLOCK_BYTES = 17 * 1_600 * 1_024
-KW = dict(
-    max_model_len=262_144,
-    tp=2,
-    kv_dtype="fp8_e5m2",
-    state_dtype="fp16",
-    mamba_ssm_cache_dtype="float32",
-    enable_prefix_caching=True,
-)
+LEN = 262_144
+
+
+AS_LOGGED = dict(kv_dtype="fp8_e5m2", state_dtype="fp16", mamba_ssm_cache_dtype="float32")
+
+
+def logged(spec, version: str) -> Deployment:
+    """``spec`` as the logs serve it: TP 2, the formats above, prefix caching on."""
+    return Deployment(spec=spec, tp=2).but(**AS_LOGGED, enable_prefix_caching=True, version=version)
 
 
 def _mtp(k=3):
@@ -47,7 +49,7 @@ def _mtp(k=3):
     ],
 )
 def test_three_qwen36_mtp_logs(version, blocks, tokens, conc):
-    p = predict(_mtp(), available_bytes=blocks * BLOCK_BYTES, vllm_version=version, **KW)
+    p = predict(logged(_mtp(), version), blocks * BLOCK_BYTES, LEN)
     assert (p.block_size, p.group_size, p.num_blocks) == (1_600, 17, blocks)
     assert p.blocks_per_request == 164 + 3 * (2 + 3) == 179
     # v0.20.1 on: int(max_concurrency x max_model_len)
@@ -69,10 +71,10 @@ def test_the_log_is_explained_with_its_own_speculative_config():
 def test_each_effect_is_needed():
     """Without any one of the three rules the logged 623,873 tokens are not reproduced (Q7)."""
     avail = 426 * BLOCK_BYTES
-    full = predict(_mtp(), available_bytes=avail, vllm_version="0.24.0", **KW).kv_cache_tokens
+    full = predict(logged(_mtp(), "0.24.0"), avail, LEN).kv_cache_tokens
     no_mtp_layer = with_speculation(Q27, Speculation(method="ngram", tokens=3))
-    without_layer = predict(no_mtp_layer, available_bytes=avail, vllm_version="0.24.0", **KW)
-    plain = predict(Q27, available_bytes=avail, vllm_version="0.24.0", **KW)
+    without_layer = predict(logged(no_mtp_layer, "0.24.0"), avail, LEN)
+    plain = predict(logged(Q27, "0.24.0"), avail, LEN)
     assert full == 623_873
     assert without_layer.group_size == 16 and without_layer.kv_cache_tokens != full
     assert plain.block_size == 16 * 98 == 1_568 and plain.kv_cache_tokens != full
@@ -83,26 +85,27 @@ def test_release_rules():
         load_config_file(ROOT / "tests/data/configs/nemotron-3-nano-30b-a3b.json")
     )
     nemo_mtp = with_speculation(nemo, Speculation(method="eagle", tokens=2))
-    kw = dict(available_bytes=20 * GiB, max_model_len=8_192)
+
+    def at(spec, version: str, **kw):
+        return predict(Deployment(spec=spec).but(version=version, **kw), 20 * GiB, 8_192)
+
     # Mamba-2 hybrids with speculative decoding from 0.17.0 (PR #33726), not before
     with pytest.raises(ValueError, match="from 0.17.0 on"):
-        predict(nemo_mtp, vllm_version="0.16.0", **kw)
-    assert predict(nemo_mtp, vllm_version="0.17.0", **kw).num_blocks > 0
+        at(nemo_mtp, "0.16.0")
+    assert at(nemo_mtp, "0.17.0").num_blocks > 0
     # Qwen3-Next (Gated DeltaNet) from 0.10.2; before 0.15.0 the start-up count charges one
     # state block a request whatever k (PR #30877 added page x (1 + num_speculative_blocks))
     nxt = with_speculation(get_model("qwen3-next-80b-a3b").spec, Speculation(tokens=2))
-    none = dict(enable_prefix_caching=False, **kw)
-    old = predict(nxt, vllm_version="0.14.1", **none)
-    new = predict(nxt, vllm_version="0.15.0", **none)
+    old, new = (at(nxt, v, enable_prefix_caching=False) for v in ("0.14.1", "0.15.0"))
     attn = [g for g in new.groups if g.kind != "state"]
     states = [g for g in new.groups if g.kind == "state"]
     assert all(g.blocks_per_request == 1 for g in old.groups if g.kind == "state")
     assert all(g.blocks_per_request == 1 + 2 for g in states) and attn
     with pytest.raises(ValueError, match="Mamba with speculative|serves no model"):
-        predict(nxt, vllm_version="0.10.1", **none)
+        at(nxt, "0.10.1", enable_prefix_caching=False)
     # a separate draft model from 0.15.0
     llama = get_model("llama-3.1-8b").spec
     drafted = with_speculation(llama, Speculation(method="draft_model", tokens=2, draft=llama))
     with pytest.raises(ValueError, match="draft model"):
-        predict(drafted, vllm_version="0.14.1", **kw)
-    assert predict(drafted, vllm_version="0.15.0", **kw).group_size == 64
+        at(drafted, "0.14.1")
+    assert at(drafted, "0.15.0").group_size == 64

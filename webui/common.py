@@ -34,7 +34,7 @@ from .selection import (  # noqa: F401
     estimate_step,
     estimate_ttft,
     fit_caption,
-    pool_kwargs,
+    pool_deployment,
     real_steps,
     require_fit,
     require_selection,

@@ -31,16 +31,12 @@ def fitting_setup_for(
     """The setup the button offers for ``sel`` (its model, weights and KV cache format), with
     room for one sequence of ``context`` tokens (at most the model's own limit); None when no
     GPU of the registry holds the model on one node."""
-    return cached(fitting_setup)(
-        sel.spec,
-        sel.weights_bytes,
-        sel.gpu,
-        tuple(registry().gpus.values()),
-        context=max(1, min(context, sel.spec.max_context)),
-        kv_dtype=sel.kv_dtype,
-        gpu_mem_util=DEFAULT_GPU_MEM_UTIL if util is None else util,
+    dep = sel.deployment.but(
+        gpu_memory_utilization=DEFAULT_GPU_MEM_UTIL if util is None else util,
         reserve_bytes=DEFAULT_RESERVE_BYTES if reserve_bytes is None else reserve_bytes,
     )
+    gpus = tuple(registry().gpus.values())
+    return cached(fitting_setup)(dep, gpus, max(1, min(context, sel.spec.max_context)))
 
 
 def _apply(gpu: str, tp: int) -> None:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from kvcalc import KV_DTYPES, WEIGHT_DTYPES, registry, spec_from_config
+from kvcalc.cache.deployment import CacheFormat, Deployment
 from kvcalc.cache.weight_bytes import Weights, weights_given, weights_in
 from kvcalc.config.catalog import GPU
 from kvcalc.config.hfconfig import (
@@ -49,20 +50,44 @@ PP_CHOICES = [1, 2, 4, 8]
 
 @dataclass(frozen=True)
 class Selection:
+    """The sidebar's choice: a Deployment (kvcalc.cache.deployment) plus how to name it, and the
+    speed model the Engineer pages estimate with."""
+
     label: str
-    spec: ModelSpec
-    weights: Weights
-    kv_dtype: str
-    gpu: GPU
-    tp: int
-    pp: int
     source: str  # where the model came from, for captions
+    deployment: Deployment
     # What a real engine adds (kvcalc.perf.calibration): the share of the peak bandwidth a decode
     # step achieves and a fixed cost per engine step; the sidebar's defaults are the fit's.
     bw_share: float = BW_SHARE
     step_overhead_s: float = STEP_OVERHEAD_S
     # An engine profile (kvcalc.perf.engines, "vllm@0.18.0"); None: the pooled estimate
     engine: str | None = None
+
+    @property
+    def spec(self) -> ModelSpec:
+        return self.deployment.spec
+
+    @property
+    def weights(self) -> Weights:
+        assert self.deployment.weights is not None  # the sidebar always sets them
+        return self.deployment.weights
+
+    @property
+    def gpu(self) -> GPU:
+        assert self.deployment.gpu is not None  # the sidebar always sets one
+        return self.deployment.gpu
+
+    @property
+    def kv_dtype(self) -> str:
+        return self.deployment.cache.kv_dtype
+
+    @property
+    def tp(self) -> int:
+        return self.deployment.tp
+
+    @property
+    def pp(self) -> int:
+        return self.deployment.pp
 
     @property
     def bandwidth_gbs(self) -> float:
@@ -86,7 +111,7 @@ class Selection:
 
     @property
     def num_gpus(self) -> int:
-        return self.tp * self.pp
+        return self.deployment.num_gpus
 
 
 def sidebar(uses_selection: bool = True, engine_controls: bool = False) -> None:
@@ -564,15 +589,18 @@ def selection() -> Selection:
         )
     else:
         w = weights_in(spec, choice, wd, ed, half=gpu.half)
-    return Selection(
-        label=label,
+    deployment = Deployment(
         spec=spec,
         weights=w,
-        kv_dtype=kv,
         gpu=gpu,
-        tp=int(st.session_state.get("tp", 1)),
-        pp=int(st.session_state.get("pp", 1)),
+        tp=st.session_state.get("tp", 1),
+        pp=st.session_state.get("pp", 1),
+        cache=CacheFormat(kv_dtype=kv),
+    )
+    return Selection(
+        label=label,
         source=source,
+        deployment=deployment,
         bw_share=float(st.session_state.get("bw_share", BW_SHARE)),
         engine=_engine_choice(),
         step_overhead_s=float(st.session_state.get("step_ms", STEP_OVERHEAD_S * 1e3)) / 1e3,
@@ -608,18 +636,8 @@ def require_fit(
     reserve = DEFAULT_RESERVE_BYTES if reserve_bytes is None else reserve_bytes
     util = DEFAULT_GPU_MEM_UTIL if util is None else util
     try:
-        b = budget(
-            sel.spec,
-            total_bytes=sel.gpu.memory_bytes,
-            context=1,
-            weights_bytes=sel.weights_bytes,
-            gpu_mem_util=util,
-            reserve_bytes=reserve,
-            tp=sel.tp,
-            pp=sel.pp,
-            engine="ideal",
-            find_max_context=False,
-        )
+        dep = sel.deployment.but(gpu_memory_utilization=util, reserve_bytes=reserve)
+        b = budget(dep, 1, convention="ideal", find_max_context=False)
     except ValueError as exc:  # a TP that does not fit the KV heads, a PP above the layers
         stop_on_error(exc)
     if b.kv_pool_bytes > 0:
@@ -635,27 +653,21 @@ def require_fit(
     stop()
 
 
-def pool_kwargs(
+def pool_deployment(
     sel: Selection,
     util: float | None = None,
     reserve_bytes: int | None = None,
     block_size: int = DEFAULT_BLOCK_SIZE,
-) -> dict:
-    """Budget arguments for "does it fit": vLLM's arithmetic on the selected GPU(s), at the
-    lab's one default (kvcalc.engines.budget.DEFAULT_GPU_MEM_UTIL, vLLM's own, and the 2 GiB
-    reserve), unless a page has its own inputs. The captions say so (pool_defaults_text)."""
+) -> Deployment:
+    """The selection's deployment for "does it fit": vLLM's arithmetic on the selected GPU(s),
+    at the lab's one default (kvcalc.engines.budget.DEFAULT_GPU_MEM_UTIL, vLLM's own, and the
+    2 GiB reserve), unless a page has its own inputs. The captions say so (pool_defaults_text)."""
     from kvcalc import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES
 
-    return dict(
-        total_bytes=sel.gpu.memory_bytes,
-        weights_bytes=sel.weights_bytes,
-        gpu_mem_util=DEFAULT_GPU_MEM_UTIL if util is None else util,
-        block_size=block_size,
-        kv_dtype=sel.kv_dtype,
-        tp=sel.tp,
-        pp=sel.pp,
-        gpu_name=sel.gpu.name,
+    return sel.deployment.but(
+        gpu_memory_utilization=DEFAULT_GPU_MEM_UTIL if util is None else util,
         reserve_bytes=DEFAULT_RESERVE_BYTES if reserve_bytes is None else reserve_bytes,
+        block_size=block_size,
     )
 
 
@@ -691,30 +703,23 @@ def estimate_step(sel: Selection, ideal):
 
 def real_steps(sel: Selection, points, speed: StepModel | None = None, **step_kw) -> tuple:
     """A real engine's decode step (``estimate_step``) at each (context, batch) of ``points``,
-    from the ideal bound's step there (``kvcalc.step_time`` with ``step_kw``, its ``tp`` the
-    selection's), under ``speed`` (the sidebar's step model when None): a chart's curve."""
-    return _real_steps(
-        sel.spec,
-        sel.weights,
-        speed or sel.speed,
-        tuple(points),
-        link_gbs=sel.gpu.tp_link_gbs,
-        **step_kw,
-    )
+    from the ideal bound's step there (``kvcalc.step_time`` of the selection's deployment with
+    ``step_kw``), under ``speed`` (the sidebar's step model when None): a chart's curve."""
+    return _real_steps(sel.deployment, speed or sel.speed, tuple(points), **step_kw)
 
 
 @memo(64)
-def _real_steps(spec, weights, speed, points, *, link_gbs, **step_kw) -> tuple:
+def _real_steps(dep, speed, points, **step_kw) -> tuple:
     from kvcalc import step_time
     from kvcalc.perf.calibration import estimate_step as _estimate
 
     return tuple(
         _estimate(
-            spec,
-            step_time(spec, weights, context=c, batch=b, find_crossover=False, **step_kw),
+            dep.spec,
+            step_time(dep, context=c, batch=b, find_crossover=False, **step_kw),
             speed,
-            tp=step_kw["tp"],
-            link_gbs=link_gbs,
+            tp=dep.tp,
+            link_gbs=dep.gpu.tp_link_gbs,
         )
         for c, b in points
     )

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvcalc.cache.deployment import Deployment
 from kvcalc.config.catalog import GPU, registry
 from kvcalc.perf.calibration import StepModel
 from kvcalc.perf.capacity import RunningCapacity, frontier_users, requests_for, running_capacity
 from kvcalc.perf.sim import (
     Dist,
     SimResult,
+    Speed,
     Workload,
     estimated_steps,
     fixed,
@@ -94,22 +96,10 @@ def _setup(
 ):
     """The simulator's setup; ``pool`` = (gpu_mem_util, reserve_bytes, block_size) when a page
     has its own (the Budget's inputs), else the lab's defaults."""
-    kw = dict(zip(("gpu_mem_util", "reserve_bytes", "block_size"), pool))
-    return setup(
-        spec,
-        w,
-        total_bytes=gpu.memory_bytes,
-        bandwidth_gbs=gpu.bandwidth_gbs,
-        peak_tflops=gpu.peak_tflops(w.dtype),
-        max_model_len=longest,
-        kv_dtype=kv_dtype,
-        tp=tp,
-        speed=speed,
-        tp_link_gbs=gpu.tp_link_gbs,
-        max_num_seqs=max_num_seqs,
-        gpu_name=gpu.name,
-        **kw,
-    )
+    kw = dict(zip(("gpu_memory_utilization", "reserve_bytes", "block_size"), pool))
+    dep = Deployment(spec=spec, gpu=gpu, weights=w, tp=tp)
+    dep = dep.but(kv_dtype=kv_dtype, max_num_seqs=max_num_seqs, **kw)
+    return setup(dep, longest, Speed.of(gpu, w.dtype, speed))
 
 
 # Results are frozen dataclasses: shared between sessions without a copy (cache_data would

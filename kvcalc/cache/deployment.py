@@ -9,6 +9,7 @@ that change capacity under vLLM's own names, and ``Deployment`` the model, GPU a
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..core.dtypes import KV_DTYPES, STATE_DTYPES, DType, get_dtype
 from ..core.gpu import GPU
@@ -27,6 +28,16 @@ DEFAULT_RESERVE_BYTES = 2 * GiB
 MAX_BLOCK_SIZE = 4096
 MAX_BATCHED_TOKENS = 10**8
 MAX_SEQS = 10**6
+# vLLM's own --kv-cache-dtype names (its CacheDType Literal, vllm/config/cache.py), taken as a
+# KV format too: kvcalc.engines.vllm says which release has each, and refuses by name those it
+# does not model.
+VLLM_KV_CACHE_DTYPES = (
+    *("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla"),
+    *("nvfp4_ds_mla", "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc"),
+    *("turboquant_3bit_nc", "octave_k3v4", "octave_k3v3", "octave_k3v3_compact"),
+    *("ultraquant_4bit", "int4_per_token_head", "int8_per_token_head", "fp8_per_token_head"),
+    *("nvfp4", "nvfp4_4over6"),
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,17 +107,32 @@ class Deployment:
     memory_bytes: int | None = None
     weights_bytes: int | None = None
     reserve_bytes: int = DEFAULT_RESERVE_BYTES
+    # attention data parallel ranks (each tp GPUs, its own requests' caches) and expert
+    # parallel (whole experts per GPU, over at most tp x attention_dp GPUs)
+    attention_dp: int = 1
+    ep: int = 1
 
     def __post_init__(self) -> None:
         # the one place tp and pp are checked (whole numbers: 2.0 is taken as 2)
         object.__setattr__(self, "tp", check_int("tensor parallel size", self.tp, 1, MAX_GPUS))
         object.__setattr__(self, "pp", check_int("pipeline parallel size", self.pp, 1, MAX_GPUS))
-        get_dtype(self.cache.kv_dtype, KV_DTYPES + ("auto",))
+        if str(self.cache.kv_dtype).strip().lower() not in VLLM_KV_CACHE_DTYPES:
+            get_dtype(self.cache.kv_dtype, KV_DTYPES)
         if self.memory_bytes is not None:
             check_int("GPU memory (bytes)", self.memory_bytes, 1, 2**50)
         if self.weights_bytes is not None:
             check_int("weight bytes", self.weights_bytes, 0, 2**60)
         check_int("reserve (bytes)", self.reserve_bytes, 0, 2**50)
+        dp = check_int("attention data parallel size", self.attention_dp, 1, 64)
+        object.__setattr__(self, "attention_dp", dp)
+        object.__setattr__(self, "ep", check_int("expert parallel size", self.ep, 1, 512))
+        if self.ep > 1 and self.spec.moe is None:
+            raise ValueError(f"{self.spec.name} has no experts: expert parallel needs a MoE model")
+        if self.ep > self.tp * self.attention_dp:
+            raise ValueError(
+                f"expert parallel {self.ep} spans more GPUs than the layout's "
+                f"{self.tp * self.attention_dp} (tensor parallel x attention data parallel)"
+            )
 
     @property
     def num_gpus(self) -> int:
@@ -147,7 +173,7 @@ class Deployment:
             pp=self.pp,
         )
 
-    def but(self, **changes) -> Deployment:
+    def but(self, **changes: Any) -> Deployment:
         """This deployment with some fields changed (``cache``/``engine`` fields by name too:
         ``dep.but(kv_dtype="fp8", block_size=32)``), validated again."""
         cache = {k: changes.pop(k) for k in list(changes) if k in _CACHE_FIELDS}

@@ -15,6 +15,7 @@ tensor-parallel GPU. With pp > 1 the stage that holds the most is reported (it b
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..core.dtypes import KV_DTYPES, DType, get_dtype
@@ -166,13 +167,15 @@ class KVCache:
         }
 
 
-def sequence_bytes(layers, n: int, dtype: DType, scales: bool) -> int:
+def sequence_bytes(layers: Iterable[Layer], n: int, dtype: DType, scales: bool) -> int:
     """KV bytes one sequence of ``n`` tokens holds in ``layers`` (per-token and fixed cache,
     no state)."""
     return sum(count * lay.seq_bytes(n, dtype, scales) for lay, count in counted(layers))
 
 
-def _rows(layers, n, batch, dtype, scales, state_dtype) -> tuple[KindRow, ...]:
+def _rows(
+    layers: Iterable[Layer], n: int, batch: int, dtype: DType, scales: bool, state_dtype: DType
+) -> tuple[KindRow, ...]:
     groups: dict[tuple, int] = {}
     for lay, count in counted(layers):
         bpt = lay.bytes_per_token(dtype, scales)
@@ -225,10 +228,10 @@ def kv_cache(
     sdtype = get_dtype(state_dtype, ("fp32", "fp16", "bf16"))
     stages = stage_layers(spec, tp, pp)
 
-    def seq(layers, n):
+    def seq(layers: Iterable[Layer], n: int) -> int:
         return sequence_bytes(layers, n, dtype, scales)
 
-    def state(layers):
+    def state(layers: Iterable[Layer]) -> int:
         return sum(count * lay.state_bytes(sdtype) for lay, count in counted(layers))
 
     # The binding stage: the one that holds the most at this context.

@@ -6,6 +6,7 @@ import argparse
 
 from ..cache.kv import kv_cache
 from ..config.catalog import registry
+from ..core.model import FullAttention
 from ..core.units import GB, GiB, fmt_gib
 from .registry import command
 
@@ -24,6 +25,7 @@ def cmd_table(args):
     for key, label in _TABLE_MODELS:
         spec = registry().model(key).spec
         layer = spec.kv_layers[0]
+        assert isinstance(layer, FullAttention)  # both models: K/V heads in every layer
         text.append(
             f"{label}: {spec.num_layers} layers | {layer.kv_heads} KV heads | "
             f"{layer.head_dim} head dim"
@@ -55,7 +57,8 @@ def _models_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("models", "list the registry's models", _models_arguments)
 def cmd_models(args):
-    out, text = {"models": []}, []
+    out: dict[str, list[dict]] = {"models": []}
+    text: list[str] = []
     for key, m in registry().models.items():
         r = kv_cache(m.spec, 1)
         kinds = ", ".join(f"{n} {k}" for k, n in m.spec.kind_counts().items())
@@ -84,7 +87,8 @@ def _gpus_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("gpus", "list the registry's GPUs and links", _gpus_arguments)
 def cmd_gpus(args):
-    out, text = {"gpus": [], "links": []}, []
+    out: dict[str, list[dict]] = {"gpus": [], "links": []}
+    text: list[str] = []
     for key, g in registry().gpus.items():
         out["gpus"].append(
             {

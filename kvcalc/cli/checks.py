@@ -13,33 +13,26 @@ from ..config.files import read_regular_file
 from ..config.hfconfig import load_config_file, spec_from_config
 from ..core.text import short as _short
 from ..core.units import GiB
-from ..engines.vllm import DEFAULT_BLOCK_SIZE
-from .common import (
+from .common import gpu_of, with_speculative
+from .flags import (
     MAX_GIB,
     MAX_KEY_CHARS,
     MAX_PATH_CHARS,
     count0,
+    deployment_args,
+    deployment_from,
     gib_arg,
-    gib_pos_arg,
-    gpu_of,
     int_arg,
-    key_arg,
     path_arg,
     positive_int,
-    speculative_arg,
     text_arg,
-    with_speculative,
 )
 from .registry import command
 
 
 def _measure_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--model",
-        type=key_arg,
-        required=True,
-        help="registry key (a twin), smollm2-135m (real weights), or a Hub id",
-    )
+    model_help = "registry key (a twin), smollm2-135m (real weights), or a Hub id"
+    deployment_args(p, "model!", model={"help": model_help})
     src = p.add_mutually_exclusive_group()
     src.add_argument(
         "--twin",
@@ -133,7 +126,7 @@ _SOURCES = {
 
 
 def _quality_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", type=key_arg, required=True, help="smollm2-135m (real weights)")
+    deployment_args(p, "model!", model={"help": "smollm2-135m (real weights)"})
     p.add_argument(
         "--tokens",
         type=int_arg(64, 8192),
@@ -254,13 +247,7 @@ def _vllm_kv_choices() -> tuple[str, ...]:
 
 
 def _vllm_arguments(p: argparse.ArgumentParser) -> None:
-    from ..engines import vllm
-
-    src = p.add_mutually_exclusive_group()
-    src.add_argument("--model", type=key_arg, help="registry key")
-    src.add_argument(
-        "--config", metavar="PATH", type=path_arg, help="a Hugging Face config.json file"
-    )
+    deployment_args(p, "model|config", model={"help": "registry key"})
     mem = p.add_mutually_exclusive_group()
     mem.add_argument(
         "--available-kv-gib", type=gib_arg, help="'Available KV cache memory' in GiB (per GPU)"
@@ -273,72 +260,30 @@ def _vllm_arguments(p: argparse.ArgumentParser) -> None:
         help="a vLLM (or vllm-ascend) start-up log to check line by line",
     )
     p.add_argument("--max-model-len", type=positive_int)
-    p.add_argument("--block-size", type=positive_int, default=None)
-    p.add_argument("--tp", type=positive_int, default=None)
-    p.add_argument("--pp", type=positive_int, default=None)
-    p.add_argument(
-        "--kv-dtype",
-        "--kv-cache-dtype",
-        dest="kv_dtype",
-        choices=_vllm_kv_choices(),
-        default=None,
-        help="kvcalc's name or vLLM's --kv-cache-dtype (a format the "
-        "version lacks, or kvcalc does not model, is refused by name)",
+    kv_help = (
+        "kvcalc's name or vLLM's --kv-cache-dtype (a format the "
+        "version lacks, or kvcalc does not model, is refused by name)"
     )
-    p.add_argument(
-        "--mamba-ssm-cache-dtype",
-        choices=vllm.MAMBA_DTYPE_CHOICES,
-        default=None,
-        help="SSM state dtype (default: as vLLM reads the config: auto = the conv "
-        "state's, NemotronH/Qwen3.5 from config.json)",
+    deployment_args(
+        p,
+        *("block_size", "tp", "pp", "kv_dtype", "mamba_ssm_cache_dtype", "mamba_cache_dtype"),
+        *("enable_prefix_caching", "gdn_prefill_checkpoint", "max_num_batched_tokens"),
+        *("usage_context", "gpu|vram_gib", "num_draft_layers", "speculative_config"),
+        *("vllm_version", "json"),
+        tp={"default": None, "help": None},
+        pp={"default": None, "help": None},
+        kv_dtype={
+            "flags": ("--kv-dtype", "--kv-cache-dtype"),
+            "choices": _vllm_kv_choices(),
+            "default": None,
+            "help": kv_help,
+        },
+        max_num_batched_tokens={"help": "default: vLLM's for the version, GPU and usage context"},
+        gpu={"help": "GPU key, for vLLM's batch defaults"},
+        vram_gib={"help": "GPU memory in GiB, for the defaults"},
+        vllm_version={"help": "e.g. 0.10.1 (default: the newest)"},
+        json={"help": None},
     )
-    p.add_argument(
-        "--mamba-cache-dtype",
-        choices=vllm.MAMBA_DTYPE_CHOICES,
-        default=None,
-        help="conv state dtype, and the SSM state's while that is auto (default "
-        "auto: the model's dtype)",
-    )
-    p.add_argument(
-        "--enable-prefix-caching",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="default: the version's (on for hybrid models from "
-        "0.28.0): recurrent groups keep 2 blocks a request",
-    )
-    p.add_argument(
-        "--gdn-prefill-checkpoint",
-        action="store_true",
-        default=None,
-        help="vLLM 0.33.0 on Hopper/Blackwell (FlashInfer Gated DeltaNet prefill): a "
-        "third block per recurrent group, blocks a multiple of 64",
-    )
-    p.add_argument(
-        "--max-num-batched-tokens",
-        type=positive_int,
-        default=None,
-        help="default: vLLM's for the version, GPU and usage context",
-    )
-    p.add_argument(
-        "--usage-context",
-        choices=vllm.USAGE_CONTEXTS,
-        default="serve",
-        help="serve: vllm serve (OpenAI server); llm: the LLM class (larger batch defaults)",
-    )
-    gpu = p.add_mutually_exclusive_group()
-    gpu.add_argument("--gpu", type=key_arg, help="GPU key, for vLLM's batch defaults")
-    gpu.add_argument("--vram-gib", type=gib_pos_arg, help="GPU memory in GiB, for the defaults")
-    p.add_argument(
-        "--num-draft-layers",
-        type=count0,
-        default=0,
-        help="layers of the target's attention a drafter adds (--speculative-config says more)",
-    )
-    speculative_arg(p)
-    p.add_argument(
-        "--vllm-version", type=key_arg, default=None, help="e.g. 0.10.1 (default: the newest)"
-    )
-    p.add_argument("--json", action="store_true")
 
 
 def _vllm_common(args, cfg: dict | None, log: dict | None) -> dict:
@@ -357,17 +302,15 @@ def _vllm_common(args, cfg: dict | None, log: dict | None) -> dict:
         kv_dtype=args.kv_dtype,
         max_num_batched_tokens=args.max_num_batched_tokens,
         num_draft_layers=args.num_draft_layers,
-        vllm_version=args.vllm_version,
+        version=args.vllm_version,
         max_model_len=args.max_model_len,
         mamba_cache_dtype=sd.conv,
         mamba_ssm_cache_dtype=sd.ssm,
         enable_prefix_caching=args.enable_prefix_caching,
         gdn_prefill_checkpoint=args.gdn_prefill_checkpoint,
         usage_context=args.usage_context,
-        gpu_memory_bytes=gpu.memory_bytes
-        if gpu
-        else (round(args.vram_gib * GiB) if args.vram_gib else None),
-        gpu_name=gpu.name if gpu else None,
+        gpu=gpu,
+        memory_bytes=None if gpu or not args.vram_gib else round(args.vram_gib * GiB),
     )
     if cfg:
         archs = cfg.get("architectures")
@@ -438,9 +381,15 @@ def cmd_vllm(args):
     )
     common = _vllm_common(args, cfg, None)
     states_why = common.pop("_states_why")
-    defaults = dict(block_size=DEFAULT_BLOCK_SIZE, tp=1, pp=1, kv_dtype="auto")
-    kw = {**defaults, **{k: v for k, v in common.items() if v is not None}}
-    p = vllm.predict(spec, available_bytes=avail, **kw)
+    dep = deployment_from(
+        args,
+        spec,
+        kv_dtype=args.kv_dtype or "auto",
+        mamba_cache_dtype=common["mamba_cache_dtype"],
+        mamba_ssm_cache_dtype=common["mamba_ssm_cache_dtype"],
+    )
+    model = {k: common[k] for k in ("architecture", "mm_batch_tokens") if k in common}
+    p = vllm.predict(dep, avail, args.max_model_len, **model)
     out = p.to_dict()
     out["model"] = label
     text_out = [
@@ -459,10 +408,7 @@ def cmd_vllm(args):
 
 def _verify_arguments(p: argparse.ArgumentParser) -> None:
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--model", type=key_arg, help="registry key (see `python -m kvcalc models`)")
-    src.add_argument(
-        "--config", metavar="PATH", type=path_arg, help="a Hugging Face config.json file"
-    )
+    deployment_args(src, "model", "config")
     src.add_argument(
         "--zoo",
         action="store_true",

@@ -1,7 +1,8 @@
 """Command line: python -m kvcalc <command> [...] [--json].
 
 With --json every command prints exactly one JSON object. Bad arguments exit with status 2 and
-a one-line message on stderr, never a traceback.
+a one-line message on stderr, never a traceback (KVCALC_DEBUG=1 re-raises it, traceback and
+all); a reader that closes the pipe early (`| head -1`) ends the command quietly.
 
 The commands live in one module per group (sizing, catalog, checks; simulate and tour); this
 module registers them in the order of ``python -m kvcalc --help`` and holds ``main``, the
@@ -11,24 +12,13 @@ dispatch. The registry itself (``command``, ``COMMANDS``, ``build_parser``) is i
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from . import simulate as _cli_sim
 from . import tour as _cli_tour
-from .common import (
-    cut_strings,
-    gpu_of,
-    inert,
-    int_arg,
-    jsonable,
-    key_arg,
-    load_model,
-    model_args,
-    one_line,
-    path_arg,
-    weight_args,
-    weights_of,
-)
+from .common import cut_strings, gpu_of, inert, jsonable, load_model, one_line, weights_of
+from .flags import key_arg, model_args, weight_args
 from .registry import COMMANDS, build_parser, command
 
 # Each group registers its commands as it is imported, so these imports keep --help's order.
@@ -42,11 +32,7 @@ __all__ = ["main", "command", "COMMANDS", "build_parser", "GROUPS"]
 
 
 # The simulator's command lives in its own module; registered here, in --help's order.
-command(
-    "simulate",
-    _cli_sim.HELP,
-    lambda p: _cli_sim.add_arguments(p, key=key_arg, int_arg=int_arg, path=path_arg),
-)(_cli_sim.cmd_simulate)
+command("simulate", _cli_sim.HELP, _cli_sim.add_arguments)(_cli_sim.cmd_simulate)
 command(
     "tour",
     _cli_tour.HELP,
@@ -54,22 +40,33 @@ command(
         p, model_args=model_args, weight_args=weight_args, key=key_arg
     ),
 )(lambda args: _cli_tour.cmd_tour(args, load_model=load_model, weights=weights_of, gpu=gpu_of))
-command(
-    "capacity",
-    _cli_sim.CAPACITY_HELP,
-    lambda p: _cli_sim.add_capacity_arguments(p, key=key_arg, int_arg=int_arg),
-)(_cli_sim.cmd_capacity)
+command("capacity", _cli_sim.CAPACITY_HELP, _cli_sim.add_capacity_arguments)(_cli_sim.cmd_capacity)
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, where a closed pipe can still be caught
+    except BrokenPipeError:
+        # The reader left (`| head -1`): Python's "Note on SIGPIPE" (the signal module's docs)
+        # points stdout at devnull, so the interpreter's own flush at exit fails no more.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         out, text = COMMANDS[args.command].run(args)
-    except ValueError as exc:
-        print(one_line(f"kvcalc: error: {exc}"), file=sys.stderr)
-        return 2
-    except Exception as exc:  # a bug of ours: still one line, never a traceback
+    except Exception as exc:
+        if os.environ.get("KVCALC_DEBUG") == "1":
+            raise  # the traceback, for whoever debugs kvcalc
+        if isinstance(exc, ValueError):
+            print(one_line(f"kvcalc: error: {exc}"), file=sys.stderr)
+            return 2
+        # a bug of ours: still one line, never a traceback
         print(
             one_line(f"kvcalc: internal error ({type(exc).__name__}: {exc}); please report it"),
             file=sys.stderr,

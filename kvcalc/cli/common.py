@@ -1,39 +1,20 @@
-"""What the commands share: the bounds of their arguments and the argument types that enforce
-them, the model / weights / GPU arguments and their reading, and the output's safety (one-line
-errors, inert printed lines, JSON without NaN)."""
+"""What the commands share: the output's safety (one-line errors, inert printed lines, JSON
+without NaN), and the model, weights and GPU of the flags read (their flags: flags.py)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import math
-import re
 
-from ..cache.weight_bytes import (
-    MAX_WEIGHT_BITS,
-    MIN_WEIGHT_BITS,
-    Weights,
-    weights_at_bits,
-    weights_given,
-    weights_in,
-)
+from ..cache.weight_bytes import Weights, weights_at_bits, weights_given, weights_in
 from ..config.catalog import registry
 from ..config.hfconfig import UNMODELLED, checkpoint_format, load_config_file, spec_from_config
-from ..core.dtypes import KV_DTYPES, WEIGHT_DTYPES
 from ..core.model import ModelSpec
 from ..core.speculative import speculation_from, with_speculation
-from ..core.text import short as _short
 from ..core.units import GiB
+from .flags import MAX_PATH_CHARS
 
-# Bounds of the arguments, stated in their errors. Each is far above any real value and keeps
-# the arithmetic finite: budget() and vllm.predict() take at most 2**50 bytes of memory.
-MAX_GIB = 2**20  # 1,048,576 GiB = 1 PiB
-MAX_GBS = 1e7  # GB/s: 10 PB/s, 1,000 x an HBM3e GPU
-MIN_GBS = 1e-3  # GB/s: 1 MB/s; far less makes step times overflow to infinity
-MIN_MFU = 1e-3  # 0.1% of the peak; far less makes the prefill time overflow
-MAX_COUNT = 10**12  # tokens, sequences, sizes; each calculation then names its own limit
-MAX_KEY_CHARS = 200  # a registry key, a Hub id, a version
-MAX_PATH_CHARS = 4096  # PATH_MAX on Linux
 MAX_MESSAGE_CHARS = 600  # an error line, whatever it quotes
 
 
@@ -75,125 +56,6 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, one_line(f"kvcalc: error: {message}") + "\n")
 
 
-def fmt_num(x: float) -> str:
-    return f"{x:,.0f}" if x == int(x) and abs(x) >= 1 else f"{x:g}"
-
-
-def int_arg(lo: int = 1, hi: int = MAX_COUNT):
-    """An argparse type: a whole number in [lo, hi]; 1,000 and 1_000 are read as 1000."""
-
-    def parse(text: str) -> int:
-        t = text.strip().replace(",", "").replace("_", "")
-        if not re.fullmatch(r"[+-]?[0-9]+", t):
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {_short(text)}")
-        digits = t.lstrip("+-").lstrip("0")
-        if len(digits) > len(str(max(abs(lo), abs(hi)))):  # before int(): 5,000 digits raise
-            side = f"at least {lo:,}" if t.startswith("-") else f"at most {hi:,}"
-            raise argparse.ArgumentTypeError(
-                f"must be {side}, got a number of {len(digits):,} digits"
-            )
-        v = int(t)
-        if v < lo:
-            raise argparse.ArgumentTypeError(f"must be at least {lo:,}, got {v:,}")
-        if v > hi:
-            raise argparse.ArgumentTypeError(f"must be at most {hi:,}, got {v:,}")
-        return v
-
-    return parse
-
-
-def float_arg(hi: float, *, lo: float = 0.0, above: bool = False, unit: str = "", name: str = ""):
-    """An argparse type: a finite number in [lo, hi] (in (lo, hi] with ``above``)."""
-    bound = f"{'above' if above else 'at least'} {fmt_num(lo)} and at most {fmt_num(hi)}{unit}"
-    if name:
-        bound += f" ({name})"
-
-    def parse(text: str) -> float:
-        try:
-            v = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {_short(text)}") from None
-        if not math.isfinite(v) or v < lo or v > hi or (above and v == lo):
-            raise argparse.ArgumentTypeError(f"must be a number {bound}, got {_short(text)}")
-        return v
-
-    return parse
-
-
-def text_arg(limit: int, what: str):
-    """An argparse type: a string of at most ``limit`` characters, without NUL bytes."""
-
-    def parse(text: str) -> str:
-        if len(text) > limit:
-            raise argparse.ArgumentTypeError(
-                f"{what} is at most {limit:,} characters, got {len(text):,}"
-            )
-        if "\0" in text:
-            raise argparse.ArgumentTypeError(f"{what} cannot hold a NUL character")
-        return text
-
-    return parse
-
-
-positive_int = int_arg(1)
-count0 = int_arg(0)
-gib_arg = float_arg(MAX_GIB, unit=" GiB")
-gib_pos_arg = float_arg(MAX_GIB, above=True, unit=" GiB")
-gbs_arg = float_arg(MAX_GBS, lo=MIN_GBS, unit=" GB/s")
-mfu_arg = float_arg(1.0, lo=MIN_MFU, name="a fraction of the dense peak")
-mem_util_arg = float_arg(1.0, above=True, name="vLLM's gpu_memory_utilization")
-weight_bits_arg = float_arg(MAX_WEIGHT_BITS, lo=MIN_WEIGHT_BITS, name="bits per weight")
-key_arg = text_arg(MAX_KEY_CHARS, "a key")
-path_arg = text_arg(MAX_PATH_CHARS, "a path")
-
-
-def unverified_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--unverified",
-        action="store_true",
-        help="read a config with fields kvcalc does not understand as a standard "
-        "decoder anyway; every figure is then labelled UNVERIFIED",
-    )
-
-
-def model_args(p: argparse.ArgumentParser, kv=True, parallel=True):
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--model", type=key_arg, help="registry key (see `python -m kvcalc models`)")
-    src.add_argument(
-        "--config", metavar="PATH", type=path_arg, help="a Hugging Face config.json file"
-    )
-    p.add_argument(
-        "--ignore-sliding-window",
-        action="store_true",
-        help="treat sliding-window layers as full attention (as some runtimes do)",
-    )
-    unverified_arg(p)
-    if kv:
-        p.add_argument("--kv-dtype", default="bf16", choices=KV_DTYPES)
-        p.add_argument(
-            "--kv-scales",
-            action="store_true",
-            help="count one fp32 scale per K/V vector for quantized KV (fp8/int8/int4)",
-        )
-    if parallel:
-        p.add_argument("--tp", type=positive_int, default=1, help="tensor parallel size")
-        p.add_argument("--pp", type=positive_int, default=1, help="pipeline parallel size")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-def speculative_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--speculative-config",
-        metavar="JSON",
-        type=text_arg(MAX_PATH_CHARS, "a speculative config"),
-        default=None,
-        help='speculative decoding, as vLLM takes it: {"method": "mtp", '
-        '"num_speculative_tokens": 2} (the model\'s own MTP layers); an EAGLE head or a draft '
-        'model: {"method": "eagle", "model": "head/config.json"} (a config.json path or a '
-        "registry key). Its layers' cache joins the pool",
-    )
-
-
 def with_speculative(args, spec: ModelSpec) -> ModelSpec:
     """``spec`` with the drafter of --speculative-config, when one is given."""
     text = getattr(args, "speculative_config", None)
@@ -218,36 +80,6 @@ def with_speculative(args, spec: ModelSpec) -> ModelSpec:
         else:
             draft = spec_from_config(load_config_file(model), name=model)
     return with_speculation(spec, speculation_from(config, draft))
-
-
-def weight_args(p):
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("--weights-gib", type=gib_arg, help="weights of the whole model, GiB")
-    g.add_argument(
-        "--weight-dtype",
-        choices=("auto",) + WEIGHT_DTYPES,
-        default="auto",
-        help="format of the weights (auto: the checkpoint's own)",
-    )
-    g.add_argument(
-        "--weight-bits",
-        type=weight_bits_arg,
-        default=None,
-        help="bits per weight of a quantised checkpoint, scales included (GGUF "
-        "Q4_K_M: about 4.84); it computes in 16 bits",
-    )
-
-
-def gpu_args(p, memory=True):
-    g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--gpu", type=key_arg, help="GPU key (see `python -m kvcalc gpus`)")
-    if memory:
-        g.add_argument("--vram-gib", type=gib_pos_arg, help="GPU memory in GiB")
-    else:
-        g.add_argument("--bandwidth-gbs", type=gbs_arg, help="memory bandwidth, GB/s (10^9 B/s)")
-
-
-# ---------------------------------------------------------------------------------------------
 
 
 def load_model(args) -> tuple[ModelSpec, str, str | None, str]:

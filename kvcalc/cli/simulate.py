@@ -10,18 +10,27 @@ import argparse
 import math
 from dataclasses import dataclass, replace
 
-from ..cache.weight_bytes import Weights, weights, weights_at_bits, weights_given, weights_in
+from ..cache.weight_bytes import (
+    MAX_WEIGHT_BITS,
+    MIN_WEIGHT_BITS,
+    Weights,
+    weights,
+    weights_at_bits,
+    weights_given,
+    weights_in,
+)
 from ..config.catalog import registry
 from ..config.hfconfig import checkpoint_format, load_config_file, spec_from_config
 from ..core.arith import cdiv
 from ..core.model import ModelSpec
 from ..core.units import GiB, fmt_seconds
 from ..engines.budget import DEFAULT_RESERVE_BYTES, LMDEPLOY_RESERVE_BYTES, free_memory_pool
-from ..perf.calibration import STACK_NAMES, StepModel, error_band_text, step_model
+from ..perf.calibration import StepModel, error_band_text
 from ..perf.engines import engine_band_text
-from ..perf.engines import resolve as resolve_engine
-from ..perf.sim import CLI_KEYS, MAX_TOKENS, Dist, Workload, estimated_steps, fixed, setup, simulate
-from .simulate_flags import LENGTH_PRESETS, add_arguments, add_engine_limits, dist_arg
+from ..perf.sim import CLI_KEYS, MAX_TOKENS, Speed, estimated_steps, setup, simulate
+from .flags import deployment_args, deployment_from, int_arg, number_arg, share_arg
+from .step_model import engine_from_args, speed_arguments, speed_from_args, speed_text
+from .workload import workload_arguments, workload_from
 
 __all__ = [
     "HELP",
@@ -41,6 +50,115 @@ HELP = (
     "serve a workload: continuous batching on the KV pool (TTFT, TPOT, tokens/s, "
     "preemptions, which limit binds)"
 )
+
+
+# simulate's and capacity's own versions of the deployment flags: kvcalc.perf.sim's caps.
+SIM_FLAGS: dict[str, dict] = dict(
+    model={"help": "registry key"},
+    gpu={"help": "GPU key"},
+    kv_dtype={"choices": ("bf16", "fp16", "fp8", "int8")},
+    tp={"type": int_arg(1, 64)},
+    max_num_seqs={"type": int_arg(1, 10**6), "help": "default: vLLM's for the GPU"},
+    max_num_batched_tokens={"type": int_arg(1, 10**7), "help": "default: vLLM's for the GPU"},
+)
+# The simulator's scheduling policies (kvcalc.perf.sim.scheduler), as vLLM's documentation names
+# them: chunked prefill, or the V0 default that "prioritizes prefills".
+SCHEDULERS = ("chunked-prefill", "prefill-first")
+_gib = number_arg("GiB", 0.0, float(2**20), "GiB")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The simulate command's flags, in --help's order: the model, GPU and workload; the
+    engine's formats and limits; the KV pool; the step model."""
+    deployment_args(p, "model|config!", "gpu!", **SIM_FLAGS)
+    workload_arguments(p)
+    deployment_args(p, "kv_dtype", **SIM_FLAGS)
+    w = p.add_mutually_exclusive_group()
+    weights_help = "weights of the whole model, GiB (read whole every step)"
+    deployment_args(
+        w, "weight_dtype", "weights_gib", weights_gib={"type": _gib, "help": weights_help}
+    )
+    deployment_args(p, "expert_weight_dtype")
+    bits = number_arg("bits", MIN_WEIGHT_BITS, MAX_WEIGHT_BITS, "bits per weight")
+    deployment_args(w, "weight_bits", weight_bits={"type": bits})
+    p.add_argument(
+        "--dequant-gemm",
+        nargs="?",
+        const=0,
+        default=None,
+        type=int_arg(1, 10**7),
+        metavar="TOKENS",
+        help="the 4-bit group-quantised weights (AWQ; with --weight-bits or --weight-dtype "
+        "int4) are dequantised inside every matrix multiply, which the calibrated estimate "
+        "times at kvcalc.perf.calibration.DEQUANT_GEMM_MFU of the 16-bit peak (vLLM's "
+        "awq_gemm); with TOKENS, only in steps of fewer tokens, the others dequantising "
+        "once for a 16-bit GEMM (vLLM's AWQ from 0.3: 256)",
+    )
+    limits = ("max_num_seqs", "max_num_batched_tokens", "tp", "attention_dp", "ep")
+    deployment_args(p, *limits, **SIM_FLAGS)
+    p.add_argument(
+        "--scheduler",
+        choices=SCHEDULERS,
+        default="chunked-prefill",
+        help="chunked-prefill: decodes first, prompts in chunks of what is left of "
+        "max_num_batched_tokens (vLLM V1; V0 with --enable-chunked-prefill); prefill-first: "
+        "vLLM V0's default scheduler (0.4-0.6 unless --enable-chunked-prefill), whole prompts in "
+        "steps of their own while the decodes wait (max_num_batched_tokens then defaults to "
+        "max(longest request, 2,048))",
+    )
+    p.add_argument(
+        "--prefix-share",
+        type=float,
+        default=0.0,
+        help="fraction of each prompt shared by every request (0 to 1)",
+    )
+    pool = p.add_argument_group("the KV pool")
+    deployment_args(
+        pool,
+        "block_size",
+        "gpu_mem_util",
+        "reserve_gib",
+        block_size={
+            "type": int_arg(1, 1024),
+            "help": "tokens per KV block (vLLM's --block-size, 16 by default; LMDeploy's "
+            "cache_block_seq_len is 64)",
+        },
+        gpu_mem_util={
+            "flags": ("--gpu-memory-utilization", "--gpu-mem-util"),
+            "dest": "gpu_mem_util",
+            "type": share_arg,
+            "help": "vLLM's share of total memory (default: vLLM's own)",
+        },
+        reserve_gib={
+            "type": _gib,
+            "default": None,
+            "help": "activations, CUDA graphs and non-torch memory (default 2 GiB)",
+        },
+    )
+    pool.add_argument(
+        "--kv-pool-gib",
+        type=_gib,
+        default=None,
+        help="the pool's size per GPU instead of vLLM's arithmetic",
+    )
+    pool.add_argument(
+        "--kv-free-fraction",
+        type=share_arg,
+        default=None,
+        help="TensorRT-LLM's kv_cache_free_gpu_mem_fraction: the pool is this "
+        "share of the memory left after the weights and the reserve",
+    )
+    pool.add_argument(
+        "--cache-max-entry-count",
+        type=share_arg,
+        default=None,
+        help="LMDeploy's cache_max_entry_count (0.8 by default from v0.2.2): the pool is this "
+        "share of the memory free once the weights are loaded (the reserve then defaults to "
+        "0.5 GiB, the CUDA context: LMDeploy allocates its activations after the pool)",
+    )
+    speed_arguments(p)
+    p.add_argument("--seed", type=int_arg(0, 2**31), default=0)
+    deployment_args(p, "json")
 
 
 @dataclass(frozen=True)
@@ -70,97 +188,10 @@ def _model(args):
     return _ConfigModel(spec=spec, name=spec.name, weight_dtype=wd, expert_weight_dtype=ed)
 
 
-def _lengths(args) -> tuple[Dist, Dist]:
-    """The prompt and output distributions from exactly one way of giving each."""
-    if args.lengths:
-        if any(
-            v is not None
-            for v in (args.prompt_tokens, args.output_tokens, args.prompt_dist, args.output_dist)
-        ):
-            raise ValueError(
-                "--lengths sets both the prompt and the output; leave out "
-                "--prompt-tokens, --output-tokens, --prompt-dist and --output-dist"
-            )
-        preset = LENGTH_PRESETS[args.lengths]
-        return (
-            dist_arg(preset["prompt"], "prompt tokens"),
-            dist_arg(preset["output"], "output tokens"),
-        )
-    out = []
-    for what, n, d in (
-        ("prompt", args.prompt_tokens, args.prompt_dist),
-        ("output", args.output_tokens, args.output_dist),
-    ):
-        if (n is None) == (d is None):
-            raise ValueError(
-                f"give the {what} lengths once: --{what}-tokens N or "
-                f"--{what}-dist SPEC (or --lengths sharegpt for both)"
-            )
-        out.append(fixed(n, f"{what} tokens") if d is None else d)
-    return out[0], out[1]
-
-
-def engine_from_args(args):
-    """(profile, note) for --engine (kvcalc.perf.engines), or (None, None) without it."""
-    name = getattr(args, "engine", None)
-    if not name:
-        return None, None
-    if args.ideal:
-        raise ValueError(
-            "--engine times steps with an engine's fitted profile, --ideal with none: "
-            "give one of them"
-        )
-    if getattr(args, "serving_stack", None):
-        raise ValueError("--engine has its own serving stack's overhead: leave out --serving-stack")
-    return resolve_engine(name)
-
-
-def _profile_model(profile, args) -> StepModel:
-    """The profile's step model, with each coefficient the flags give in its place."""
-    m = profile.step_model()
-    given = {
-        "bw_share": args.bw_share,
-        "step_overhead_s": None if args.step_overhead_ms is None else args.step_overhead_ms / 1e3,
-        "mfu": args.mfu,
-        "allreduce_latency_s": (
-            None if args.allreduce_latency_us is None else args.allreduce_latency_us / 1e6
-        ),
-        "api_overhead_s": None if args.api_overhead_ms is None else args.api_overhead_ms / 1e3,
-        "dequant_mfu": getattr(args, "dequant_mfu", None),
-    }
-    changed = {k: v for k, v in given.items() if v is not None}
-    if changed:
-        m = replace(m, name=f"{m.name}, your coefficients", **changed)
-    return m
-
-
-def speed_from_args(args, profile=None) -> StepModel:
-    """The step model the flags ask for: the calibrated estimate unless --ideal (or the engine
-    profile of --engine), with each coefficient given in place of its fitted value."""
-    if profile is not None:
-        return _profile_model(profile, args)
-
-    def ms(v):
-        return None if v is None else v / 1e3
-
-    return step_model(
-        ideal=args.ideal,
-        bw_share=args.bw_share,
-        step_overhead_s=ms(args.step_overhead_ms),
-        mfu=args.mfu,
-        allreduce_latency_s=(
-            None if args.allreduce_latency_us is None else args.allreduce_latency_us / 1e6
-        ),
-        api_overhead_s=ms(args.api_overhead_ms),
-        stack=args.serving_stack,
-        dequant_mfu=args.dequant_mfu,
-    )
-
-
 def cmd_simulate(args):
     m = _model(args)
     gpu = registry().gpu(args.gpu)
-    wl, prompt, output = _workload(args)
+    wl = workload_from(args)
     if args.serving_stack and (args.direct or args.api_overhead_ms is not None):
         raise ValueError(
             f"--serving-stack gives the API overhead; "
@@ -196,7 +227,7 @@ def cmd_simulate(args):
         out["engine"] = profile.key
         out["engine_note"] = engine_note
     out["error_band"] = band
-    text = _report(args, m, gpu, w, s, r, speed=speed, engine=engine, lengths=(prompt, output))
+    text = _report(args, m, gpu, w, s, r, wl, engine)
     if engine_note:
         text.append(f"  engine: {engine_note}")
     if calibration is not None:
@@ -249,33 +280,21 @@ def _run(args, m, gpu, wl, profile):
             args.max_num_seqs = profile.max_num_seqs
         if args.max_num_batched_tokens is None:
             args.max_num_batched_tokens = profile.max_num_batched_tokens
-    pool = _pool(args, m, gpu, w)
+    pool_bytes = _pool_bytes(args, m, gpu, w)
     # --direct: the same step model, but no serving stack between client and engine.
     engine = replace(speed, api_overhead_s=0.0) if args.direct else speed
+    dep = deployment_from(args, m.spec, w, enable_chunked_prefill=args.scheduler != "prefill-first")
     s = setup(
-        m.spec,
-        w,
-        total_bytes=gpu.memory_bytes,
-        bandwidth_gbs=gpu.bandwidth_gbs,
-        peak_tflops=gpu.peak_tflops(w.dtype),
-        max_model_len=wl.longest,
-        kv_dtype=args.kv_dtype,
-        tp=args.tp,
-        max_num_seqs=args.max_num_seqs,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        gpu_name=gpu.name,
-        gpu_mem_util=args.gpu_mem_util,
-        speed=engine,
-        tp_link_gbs=gpu.tp_link_gbs,
-        weights_bytes=(None if args.weights_gib is None else round(args.weights_gib * GiB)),
-        dequant_gemm=args.dequant_gemm is not None,
-        dequant_below=args.dequant_gemm or 0,
-        chunked_prefill=args.scheduler != "prefill-first",
-        attention_dp=args.attention_dp,
-        ep=args.ep,
-        attention_peak_tflops=gpu.attention_tflops(args.kv_dtype),
-        **({} if args.block_size is None else {"block_size": args.block_size}),
-        **pool,
+        dep,
+        wl.longest,
+        Speed.of(
+            gpu,
+            w.dtype,
+            engine,
+            attention_peak_tflops=gpu.attention_tflops(args.kv_dtype),
+            dequant_gemm=args.dequant_gemm,
+        ),
+        kv_pool_bytes=pool_bytes,
     )
     steps = estimated_steps(s, wl)
     if steps > MAX_STEPS:
@@ -306,7 +325,7 @@ def simulate_row(args, profile, row) -> dict[str, float]:
         a.requests = row.requests or max(8, 3 * (row.users or 1))
         if row.users:
             a.requests = max(8, 3 * row.users)
-    wl, _, _ = _workload(a)
+    wl = workload_from(a)
     m = _model(a)
     _, _, _, _, r = _run(a, m, gpu_of(a), wl, profile)
     ttft = r.ttft_mean_steady_s if r.ttft_mean_steady_s is not None else r.ttft_mean_s
@@ -351,31 +370,10 @@ def _check_dequant(args) -> None:
         )
 
 
-def _workload(args) -> tuple[Workload, Dist, Dist]:
-    """The workload of the flags (the shared prefix checked), and its prompt and output
-    distributions."""
-    if not 0.0 <= args.prefix_share <= 1.0 or not math.isfinite(args.prefix_share):
-        raise ValueError(f"--prefix-share must be between 0 and 1, got {args.prefix_share:g}")
-    prompt, output = _lengths(args)
-    wl = Workload(
-        requests=args.requests,
-        prompt=prompt,
-        output=output,
-        rate=args.rate,
-        users=args.users,
-        prefix_share=args.prefix_share,
-        seed=args.seed,
-    )
-    return wl, prompt, output
-
-
-def _pool(args, m, gpu, w: Weights) -> dict:
-    """setup's pool arguments from the flags: the reserve, and at most one of vLLM's share, a
-    pool size, or TensorRT-LLM's or LMDeploy's fraction of free memory (which set
+def _pool_bytes(args, m, gpu, w: Weights) -> int | None:
+    """The pool's size per GPU the flags give (None: vLLM's arithmetic), sized at most one way:
+    vLLM's share, a size, or TensorRT-LLM's or LMDeploy's fraction of free memory (which set
     args.gpu_mem_util to 1)."""
-    pool = {}
-    if args.reserve_gib is not None:
-        pool["reserve_bytes"] = round(args.reserve_gib * GiB)
     given = [
         f
         for f, v in (
@@ -389,7 +387,7 @@ def _pool(args, m, gpu, w: Weights) -> dict:
     if len(given) > 1:
         raise ValueError(f"{' and '.join(given)} each size the pool; give one of them")
     if args.kv_pool_gib is not None:
-        pool["kv_pool_bytes"] = round(args.kv_pool_gib * GiB)
+        return round(args.kv_pool_gib * GiB)
     # TensorRT-LLM and LMDeploy: a fraction of what is free once the weights (and the runtime's
     # own memory, the reserve) are in, not of the total as vLLM takes it.
     for fraction, reserve in (
@@ -399,23 +397,22 @@ def _pool(args, m, gpu, w: Weights) -> dict:
         if fraction is None:
             continue
         wb = w.bytes if args.weights_gib is None else round(args.weights_gib * GiB)
-        kv = free_memory_pool(
-            gpu.memory_bytes, cdiv(wb, args.tp), pool.get("reserve_bytes", reserve), fraction
-        )
+        if args.reserve_gib is not None:
+            reserve = round(args.reserve_gib * GiB)
+        kv = free_memory_pool(gpu.memory_bytes, cdiv(wb, args.tp), reserve, fraction)
         if kv <= 0:
             raise ValueError(
                 f"{m.name}'s weights and the reserve leave no free memory on "
                 f"{gpu.name} at tensor parallel {args.tp}"
             )
-        pool["kv_pool_bytes"] = kv
         args.gpu_mem_util = 1.0  # the reserve is then what is left of the whole memory
-    return pool
+        return kv
+    return None
 
 
-def _report(args, m, gpu, w: Weights, s, r, *, speed, engine, lengths) -> list[str]:
+def _report(args, m, gpu, w: Weights, s, r, wl, speed: StepModel) -> list[str]:
     """The text form: the setup, the workload, the pool, the step model and the metrics (the
     error band and the notes are added by cmd_simulate)."""
-    prompt, output = lengths
     load = (
         f"{args.users:,} users (closed loop)"
         if args.users is not None
@@ -434,8 +431,8 @@ def _report(args, m, gpu, w: Weights, s, r, *, speed, engine, lengths) -> list[s
         f"{m.name} on {gpu.name}"
         + _layout_text(args)
         + f", {wfmt}, KV cache {args.kv_dtype.upper()}",
-        f"  workload:   {args.requests:,} requests of {prompt.describe()} prompt + "
-        f"{output.describe()} output tokens, {load}",
+        f"  workload:   {args.requests:,} requests of {wl.prompt.describe()} prompt + "
+        f"{wl.output.describe()} output tokens, {load}",
         f"  pool:       {s.num_blocks:,} blocks of {s.block_size} tokens "
         f"({s.kv_pool_bytes / GiB:,.2f} GiB per GPU); max_num_seqs {s.max_num_seqs:,}, "
         f"max_num_batched_tokens {s.max_num_batched_tokens:,}",
@@ -448,7 +445,7 @@ def _report(args, m, gpu, w: Weights, s, r, *, speed, engine, lengths) -> list[s
             if not s.chunked_prefill
             else []
         ),
-        f"  speed:      the {speed.name}: {_speed_text(engine, args.tp, s)}"
+        f"  speed:      the {speed.name}: {speed_text(speed, args.tp, s)}"
         + (" (called directly)" if args.direct else ""),
         f"  TTFT:       p50 {fmt_seconds(r.ttft_p50_s)}, mean {fmt_seconds(r.ttft_mean_s)}, "
         f"p99 {fmt_seconds(r.ttft_p99_s)}",
@@ -483,46 +480,18 @@ def _layout_text(args) -> str:
     return f" x {args.tp * dp} ({', '.join(parts)})"
 
 
-def _speed_text(speed: StepModel, tp: int, s=None) -> str:
-    parts = [f"bandwidth share {speed.bw_share:g}", f"MFU {speed.mfu:g}"]
-    if s is not None and s.dequant_mfu:
-        parts.append(
-            f"dequantising GEMMs {s.dequant_mfu:g} of the 16-bit peak"
-            + (f" in steps under {s.dequant_below:,} tokens" if s.dequant_below else "")
-        )
-    if speed.engine:  # an engine profile's own shares
-        parts.append(f"KV reads {speed.kv_share:.3g} of the bandwidth")
-        parts.append(f"attention MFU {speed.attention_mfu:.3g}")
-    parts.append(f"step overhead {speed.step_overhead_s * 1e3:g} ms")
-    if tp > 1:
-        parts.append(
-            f"all-reduce latency {speed.allreduce_latency_s * 1e6:g} us"
-            if speed.allreduce
-            else "no all-reduce time"
-        )
-        if speed.engine and s is not None and s.ep > 1:
-            parts.append(f"expert-parallel all-to-all {speed.ep_latency_s * 1e6:.3g} us")
-    parts.append(
-        f"API overhead {speed.api_overhead_s * 1e3:g} ms"
-        + (f" ({STACK_NAMES[speed.stack]}'s serving stack)" if speed.stack else "")
-    )
-    return ", ".join(parts)
-
-
 CAPACITY_HELP = (
     "logged vs running capacity: vLLM's start-up worst case, what a decoding "
     "request holds, and the users at which the simulated pool starts to bind"
 )
 
 
-def add_capacity_arguments(p, *, key, int_arg) -> None:
-    p.add_argument("--model", type=key, required=True, help="registry key")
-    p.add_argument("--gpu", type=key, required=True, help="GPU key")
+def add_capacity_arguments(p: argparse.ArgumentParser) -> None:
+    deployment_args(p, "model!", "gpu!", **SIM_FLAGS)
     p.add_argument("--prompt-tokens", type=int_arg(1, MAX_TOKENS), required=True)
     p.add_argument("--output-tokens", type=int_arg(1, MAX_TOKENS), required=True)
-    p.add_argument("--kv-dtype", default="bf16", choices=("bf16", "fp16", "fp8", "int8"))
-    add_engine_limits(p, int_arg)
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    limits = ("max_num_seqs", "max_num_batched_tokens", "tp")
+    deployment_args(p, "kv_dtype", *limits, "json", **SIM_FLAGS)
 
 
 def cmd_capacity(args):
@@ -531,19 +500,8 @@ def cmd_capacity(args):
     m = registry().model(args.model)
     gpu = registry().gpu(args.gpu)
     w = m.weights()
-    s = setup(
-        m.spec,
-        w,
-        total_bytes=gpu.memory_bytes,
-        bandwidth_gbs=gpu.bandwidth_gbs,
-        peak_tflops=gpu.peak_tflops(w.dtype),
-        max_model_len=args.prompt_tokens + args.output_tokens,
-        kv_dtype=args.kv_dtype,
-        tp=args.tp,
-        max_num_seqs=args.max_num_seqs,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        gpu_name=gpu.name,
-    )
+    dep = deployment_from(args, m.spec, w)
+    s = setup(dep, args.prompt_tokens + args.output_tokens, Speed.of(gpu, w.dtype))
     c = running_capacity(s, args.prompt_tokens, args.output_tokens, max_steps=MAX_STEPS)
     text = [
         f"{m.name} on {gpu.name}"

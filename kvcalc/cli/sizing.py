@@ -5,16 +5,14 @@ from __future__ import annotations
 import argparse
 from dataclasses import replace
 
-from ..cache.kv import kv_cache
 from ..cache.weight_bytes import (
     weights_in,
 )
 from ..config.catalog import registry
 from ..core.speculative import drafter_weight_bytes
-from ..core.units import GB, GiB, fmt_bytes, fmt_gib, fmt_seconds
+from ..core.units import GB, fmt_bytes, fmt_gib, fmt_seconds
 from ..engines.budget import (
     DEFAULT_GPU_MEM_UTIL,
-    DEFAULT_RESERVE_BYTES,
     ENGINES,
     TRTLLM_FREE_FRACTION,
     budget,
@@ -31,42 +29,33 @@ from ..perf.engines import engine_band_text
 from ..perf.engines import resolve as resolve_engine
 from ..perf.roofline import DEFAULT_MFU, offload_vs_recompute, prefill, step_time, token_passes
 from ..perf.sweeps import no_speed_reason
-from .common import (
+from .common import gpu_of, load_model, spec_said, weights_of, with_speculative
+from .flags import (
     count0,
+    deployment_args,
+    deployment_from,
     float_arg,
-    gib_arg,
-    gpu_args,
-    gpu_of,
     key_arg,
-    load_model,
-    mem_util_arg,
     mfu_arg,
     model_args,
     positive_int,
-    spec_said,
-    speculative_arg,
     weight_args,
-    weights_of,
-    with_speculative,
 )
 from .registry import command
-from .simulate_flags import add_engine_argument
+from .step_model import add_engine_argument
 
 
 def _kv_arguments(p: argparse.ArgumentParser) -> None:
     model_args(p)
     p.add_argument("--context", type=positive_int, required=True)
     p.add_argument("--batch", type=positive_int, default=1)
-    speculative_arg(p)
+    deployment_args(p, "speculative_config")
 
 
 @command("kv", "KV bytes of a batch at a context length", _kv_arguments)
 def cmd_kv(args):
-    spec, *_ = load_model(args)
-    spec = with_speculative(args, spec)
-    r = kv_cache(
-        spec, args.context, args.batch, args.kv_dtype, scales=args.kv_scales, tp=args.tp, pp=args.pp
-    )
+    spec = with_speculative(args, load_model(args)[0])
+    r = deployment_from(args, spec).kv_cache(args.context, args.batch)
     out = r.to_dict()
     said, said_text = spec_said(spec)
     out.update(said)
@@ -110,7 +99,7 @@ def _drafter_lines(r) -> list[str]:
 
 def _budget_arguments(p: argparse.ArgumentParser) -> None:
     model_args(p)
-    gpu_args(p)
+    deployment_args(p, "gpu|vram_gib!")
     weight_args(p)
     p.add_argument("--context", type=positive_int, required=True)
     p.add_argument(
@@ -119,21 +108,19 @@ def _budget_arguments(p: argparse.ArgumentParser) -> None:
         default=1,
         help="sequences you want to run at once (checked against the pool)",
     )
-    p.add_argument(
-        "--gpu-mem-util",
-        type=mem_util_arg,
-        default=None,
-        help="vLLM's gpu_memory_utilization (default: the vLLM version's own, "
+    help_util = (
+        "vLLM's gpu_memory_utilization (default: the vLLM version's own, "
         f"{DEFAULT_GPU_MEM_UTIL:g} in the newest; TensorRT-LLM: the share of memory "
-        f"free after weights, default {TRTLLM_FREE_FRACTION:g})",
+        f"free after weights, default {TRTLLM_FREE_FRACTION:g})"
     )
-    p.add_argument(
-        "--reserve-gib",
-        type=gib_arg,
-        default=DEFAULT_RESERVE_BYTES / GiB,
-        help="activations, CUDA context and graphs, per GPU (default 2 GiB)",
+    deployment_args(
+        p,
+        "gpu_mem_util",
+        "reserve_gib",
+        "block_size",
+        gpu_mem_util={"help": help_util},
+        block_size={"default": DEFAULT_BLOCK_SIZE},
     )
-    p.add_argument("--block-size", type=positive_int, default=DEFAULT_BLOCK_SIZE)
     p.add_argument(
         "--engine",
         choices=ENGINES,
@@ -141,55 +128,29 @@ def _budget_arguments(p: argparse.ArgumentParser) -> None:
         help="vllm: as vLLM allocates (default); ideal: bytes actually held; "
         "trtllm: TensorRT-LLM's share of free memory",
     )
-    p.add_argument(
-        "--vllm-version",
-        type=key_arg,
-        default=None,
-        help="whose rules to apply (default: the newest kvcalc knows)",
+    deployment_args(
+        p,
+        "vllm_version",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "speculative_config",
+        vllm_version={"help": "whose rules to apply (default: the newest kvcalc knows)"},
+        max_num_seqs={"help": "vLLM's scheduler cap (default: vLLM's for the version and GPU)"},
+        max_num_batched_tokens={
+            "help": "vLLM's batch budget (default: vLLM's for the version and GPU)"
+        },
     )
-    p.add_argument(
-        "--max-num-seqs",
-        type=positive_int,
-        default=None,
-        help="vLLM's scheduler cap (default: vLLM's for the version and GPU)",
-    )
-    p.add_argument(
-        "--max-num-batched-tokens",
-        type=positive_int,
-        default=None,
-        help="vLLM's batch budget (default: vLLM's for the version and GPU)",
-    )
-    speculative_arg(p)
 
 
 @command("budget", "GPU memory budget, blocks and max concurrency", _budget_arguments)
 def cmd_budget(args):
     spec, wd, ed, label = load_model(args)
     gpu = gpu_of(args)
-    total = gpu.memory_bytes if gpu else round(args.vram_gib * GiB)
     w, wbytes = weights_of(args, spec, wd, ed)
     spec = with_speculative(args, spec)
     drafter_bytes = drafter_weight_bytes(spec, w.bytes, w.total_params) if spec.drafter else None
-    wbytes += drafter_bytes or 0
-    b = budget(
-        spec,
-        total_bytes=total,
-        context=args.context,
-        weights_bytes=wbytes,
-        gpu_mem_util=args.gpu_mem_util,
-        reserve_bytes=round(args.reserve_gib * GiB),
-        block_size=args.block_size,
-        kv_dtype=args.kv_dtype,
-        scales=args.kv_scales,
-        concurrency=args.concurrency,
-        tp=args.tp,
-        pp=args.pp,
-        engine=args.engine,
-        vllm_version=args.vllm_version,
-        max_num_seqs=args.max_num_seqs,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        gpu_name=gpu.name if gpu else None,
-    )
+    dep = deployment_from(args, spec, w, weights_bytes=wbytes + (drafter_bytes or 0))
+    b = budget(dep, args.context, args.concurrency, convention=args.engine)
     out = b.to_dict()
     out.update(
         drafter=spec.drafter,
@@ -262,7 +223,7 @@ def cmd_budget(args):
 
 def _step_time_arguments(p: argparse.ArgumentParser) -> None:
     model_args(p)
-    gpu_args(p, memory=False)
+    deployment_args(p, "gpu|bandwidth_gbs!")
     weight_args(p)
     p.add_argument("--context", type=positive_int, required=True)
     p.add_argument("--batch", type=positive_int, default=1)
@@ -293,25 +254,19 @@ def cmd_step_time(args):
     spec, wd, ed, label = load_model(args)
     gpu = gpu_of(args)
     bw = gpu.bandwidth_gbs if gpu else args.bandwidth_gbs
-    w, wbytes = weights_of(args, spec, wd, ed)
+    w, _ = weights_of(args, spec, wd, ed)
     peak = gpu.peak_tflops(w.dtype) if gpu else None
     # No speed past the model's limit (kvcalc.perf.sweeps.no_speed_reason, the pages' rule).
     past = no_speed_reason(spec, args.context, args.batch)
     if past:
         raise ValueError(f"no step time: {past}. Lower --context.")
     s = step_time(
-        spec,
-        w,
+        deployment_from(args, spec, w),
         context=args.context,
         batch=args.batch,
         bandwidth_gbs=bw,
-        kv_dtype=args.kv_dtype,
-        scales=args.kv_scales,
-        tp=args.tp,
-        pp=args.pp,
         peak_tflops=peak,
         attention_tflops=gpu.attention_tflops(args.kv_dtype) if gpu else None,
-        weight_read_bytes=wbytes if args.weights_gib is not None else None,
     )
     out = s.to_dict()
     out.update(model=label, gpu=gpu.key if gpu else None, estimate="ideal bound")
@@ -386,7 +341,7 @@ def cmd_step_time(args):
 
 def _prefill_arguments(p: argparse.ArgumentParser) -> None:
     model_args(p, kv=False)
-    p.add_argument("--gpu", type=key_arg, required=True)
+    deployment_args(p, "gpu!", gpu={"help": None})
     p.add_argument("--prompt-tokens", type=positive_int, required=True)
     p.add_argument(
         "--mfu",
@@ -408,12 +363,12 @@ def _prefill_arguments(p: argparse.ArgumentParser) -> None:
 def cmd_prefill(args):
     spec, wd, ed, _ = load_model(args)
     gpu = registry().gpu(args.gpu)
-    peak = gpu.peak_tflops(args.dtype)
+    peak = _peak(gpu, args.dtype)
     past = no_speed_reason(spec, args.prompt_tokens)
     if past:
         raise ValueError(f"no prefill time: {past}. Lower --prompt-tokens.")
     # The floor: a forward pass reads every weight it uses at least once (as the Lab does).
-    floor = {}
+    floor: dict = {}
     if spec.params is not None:
         w = weights_in(spec, "auto", wd, ed)
         floor = dict(
@@ -476,6 +431,14 @@ def cmd_prefill(args):
     return out, text
 
 
+def _peak(gpu, dtype: str) -> float:
+    """The GPU's dense peak for ``dtype``, which prefill and offload time compute at."""
+    peak = gpu.peak_tflops(dtype)
+    if peak is None:
+        raise ValueError(f"{gpu.name}: the registry gives no {dtype} dense peak")
+    return peak
+
+
 def _passes_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--new-tokens", type=positive_int, required=True)
     p.add_argument("--prompt-tokens", type=count0, default=0)
@@ -497,7 +460,7 @@ def cmd_passes(args):
 
 def _offload_arguments(p: argparse.ArgumentParser) -> None:
     model_args(p, parallel=False)
-    p.add_argument("--gpu", type=key_arg, required=True)
+    deployment_args(p, "gpu!", gpu={"help": None})
     p.add_argument("--link", type=key_arg, default="pcie5-x16", help="link key (see `gpus`)")
     p.add_argument("--prefix-tokens", type=positive_int, required=True)
     p.add_argument(
@@ -517,7 +480,7 @@ def cmd_offload(args):
         spec,
         args.prefix_tokens,
         link_gbs=link.gbs,
-        peak_tflops=gpu.peak_tflops("bf16"),
+        peak_tflops=_peak(gpu, "bf16"),
         kv_dtype=args.kv_dtype,
         mfu=args.mfu,
     )

@@ -277,7 +277,7 @@ def state_flavor(f: Fields, model_type: str) -> str:
 # The SSM state's own format where a config declares it (issue 38, item 1): Qwen3.5's
 # mamba_ssm_dtype (in its text config) and NemotronH's mamba_ssm_cache_dtype (transformers'
 # NemotronHConfig: float32 by default). vLLM keeps the state in it while its
-# --mamba-ssm-cache-dtype is 'auto' (MambaStateDtypeCalculator; kvcalc.engines.vllm.formats,
+# --mamba-ssm-cache-dtype is 'auto' (MambaStateDtypeCalculator; kvcalc.engines.vllm.kv_cache,
 # which also applies the flags and the version rules), so every figure counts it so.
 _SSM_FORMATS = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 

@@ -34,8 +34,9 @@ key cache of DeepSeek sparse attention's indexer (``index_topk``) is one.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, ClassVar, Union
+from typing import TYPE_CHECKING, ClassVar, Self, Union, cast
 
 from .arith import UNBOUNDED_CONTEXT, cdiv
 from .dtypes import DType, bytes_for, get_dtype
@@ -65,7 +66,7 @@ __all__ = [
 SCALE_BYTES = 4  # one fp32 scale per vector (vLLM's per-token-head quantized KV modes)
 
 
-def interned(layers) -> tuple:
+def interned(layers: Iterable[Layer]) -> tuple[Layer, ...]:
     """``layers`` with equal layers made one object, so that ``counted`` finds them: a model
     of 1,024 layers has a handful of distinct ones."""
     canon: dict = {}
@@ -75,7 +76,7 @@ def interned(layers) -> tuple:
         return tuple(layers)
 
 
-def counted(layers) -> list[tuple[Layer, int]]:
+def counted(layers: Iterable[Layer]) -> list[tuple[Layer, int]]:
     """Each layer object of ``layers`` once, with how many times it appears, in order of first
     appearance: a per-layer sum is then count x one layer's figure (ints: exactly the same
     sum), once per distinct layer instead of once per layer. Objects are told apart by
@@ -200,19 +201,21 @@ class _Layer:
     kv_heads: int | None = None  # K/V heads it stores; None where it stores no heads (MLA, state)
 
     # -- engines ------------------------------------------------------------------------------
-    def split(self, tp: int):
+    def split(self, tp: int) -> Self:
         return self
 
     def vllm_group_key(self) -> tuple | None:
         """What vLLM groups this layer's cache by (None: no cache of its own)."""
         return None
 
-    def vllm_blocks_per_request(self, max_model_len: int, block_size: int, mnbt: int) -> int:
+    def vllm_blocks_per_request(
+        self, max_model_len: int, block_size: int, max_num_batched_tokens: int
+    ) -> int:
         return 0
 
-    def transformers_view(self):
+    def transformers_view(self) -> Layer:
         """This layer as transformers' cache lays it out (see the conventions named there)."""
-        return self
+        return cast("Layer", self)  # each concrete layer class is one of Layer's
 
     def transformers_note(self) -> str | None:
         """A difference from transformers' cache this layer's own kind names (None: none)."""
@@ -275,7 +278,9 @@ class _PerTokenCache(_Layer):
     def attended_pairs(self, p: int) -> int:
         return p * (p + 1) // 2
 
-    def vllm_blocks_per_request(self, max_model_len: int, block_size: int, mnbt: int) -> int:
+    def vllm_blocks_per_request(
+        self, max_model_len: int, block_size: int, max_num_batched_tokens: int
+    ) -> int:
         return cdiv(max_model_len, block_size)
 
 
@@ -316,7 +321,7 @@ class _Attention(_PerTokenCache):
     def cache_rows(self) -> tuple[str, ...]:
         return ("K", "V")
 
-    def split(self, tp: int):
+    def split(self, tp: int) -> Self:
         """This layer as one of ``tp`` tensor-parallel GPUs holds it.
 
         Each GPU keeps max(1, kv_heads // tp) heads (vLLM): with more GPUs than KV heads the
@@ -340,14 +345,14 @@ class _Attention(_PerTokenCache):
     def _span(self) -> int | None:
         return None
 
-    def as_mha(self):
+    def as_mha(self) -> Self:
         """The same layer with one K/V head per query head."""
         return replace(self, kv_heads=self.q_heads)
 
-    def with_kv_heads(self, kv_heads: int):
+    def with_kv_heads(self, kv_heads: int) -> Self:
         return replace(self, kv_heads=kv_heads)
 
-    def as_latent(self, rank: int, rope: int):
+    def as_latent(self, rank: int, rope: int) -> MLALatent:
         return MLALatent(
             kv_lora_rank=rank,
             qk_rope_head_dim=rope,
@@ -390,13 +395,15 @@ class SlidingWindow(_Attention):
     def _span(self) -> int | None:
         return self.window
 
-    def vllm_blocks_per_request(self, max_model_len: int, block_size: int, mnbt: int) -> int:
+    def vllm_blocks_per_request(
+        self, max_model_len: int, block_size: int, max_num_batched_tokens: int
+    ) -> int:
         # vllm/v1/kv_cache_interface.py SlidingWindowSpec.max_memory_usage_bytes: a chunk of
         # max_num_batched_tokens new tokens plus the window-1 before it, and one block of slack
         # because the window's start need not align with a block.
-        return cdiv(min(self.window - 1 + mnbt, max_model_len), block_size) + 1
+        return cdiv(min(self.window - 1 + max_num_batched_tokens, max_model_len), block_size) + 1
 
-    def transformers_view(self):
+    def transformers_view(self) -> Self:
         # transformers' DynamicSlidingWindowLayer keeps window-1 tokens between steps; the new
         # token makes the window.
         return replace(
@@ -439,11 +446,13 @@ class ChunkedLocal(_Attention):
     def _span(self) -> int | None:
         return self.chunk
 
-    def vllm_blocks_per_request(self, max_model_len: int, block_size: int, mnbt: int) -> int:
+    def vllm_blocks_per_request(
+        self, max_model_len: int, block_size: int, max_num_batched_tokens: int
+    ) -> int:
         # ChunkedLocalAttentionSpec.max_memory_usage_bytes: the chunk plus one batch of tokens.
-        return cdiv(min(self.chunk + mnbt, max_model_len), block_size)
+        return cdiv(min(self.chunk + max_num_batched_tokens, max_model_len), block_size)
 
-    def transformers_view(self):
+    def transformers_view(self) -> Self:
         # transformers keeps a chunked layer in a DynamicSlidingWindowLayer of chunk tokens: a
         # rolling chunk - 1 between steps (the mask, not the cache, makes it chunked).
         return replace(self, chunk=self.chunk - 1)
@@ -501,14 +510,14 @@ class MLALatent(_PerTokenCache):
     def cache_rows(self) -> tuple[str, ...]:
         return ("latent", "RoPE key")
 
-    def split(self, tp: int):
+    def split(self, tp: int) -> Self:
         # vLLM and SGLang keep the whole latent on every tensor-parallel GPU: it is replicated.
         return replace(self, q_heads=max(1, self.q_heads // tp))
 
     def vllm_group_key(self) -> tuple | None:
         return ("mla", None)
 
-    def as_mha(self):
+    def as_mha(self) -> FullAttention:
         return FullAttention(
             kv_heads=self.q_heads,
             head_dim=self.qk_head_dim,
@@ -516,10 +525,10 @@ class MLALatent(_PerTokenCache):
             q_heads=self.q_heads,
         )
 
-    def with_kv_heads(self, kv_heads: int):
+    def with_kv_heads(self, kv_heads: int) -> FullAttention:
         return replace(self.as_mha(), kv_heads=kv_heads)
 
-    def as_latent(self, rank: int, rope: int):
+    def as_latent(self, rank: int, rope: int) -> Self:
         return replace(self, kv_lora_rank=rank, qk_rope_head_dim=rope)
 
 
@@ -556,7 +565,7 @@ class SharedKV(_Layer):
     def pair_flops(self, decode: bool = False) -> float:
         return self.reads.pair_flops(decode)
 
-    def split(self, tp: int):
+    def split(self, tp: int) -> Self:
         return replace(self, reads=self.reads.split(tp))
 
     @property
@@ -566,13 +575,13 @@ class SharedKV(_Layer):
     def formula(self) -> str:
         return f"nothing stored: reads layer {self.source}'s {self.reads.label} cache"
 
-    def as_mha(self):
+    def as_mha(self) -> Self:
         return replace(self, reads=self.reads.as_mha())
 
-    def with_kv_heads(self, kv_heads: int):
+    def with_kv_heads(self, kv_heads: int) -> Self:
         return replace(self, reads=self.reads.with_kv_heads(kv_heads))
 
-    def as_latent(self, rank: int, rope: int):
+    def as_latent(self, rank: int, rope: int) -> Self:
         return replace(self, reads=self.reads.as_latent(rank, rope))
 
 
@@ -623,7 +632,7 @@ class RecurrentState(_Layer):
             f"recurrent{fixed} elements"
         )
 
-    def split(self, tp: int):
+    def split(self, tp: int) -> Self:
         # Heads (and with them both states) are split evenly over the tensor-parallel GPUs.
         # Mamba-2's B and C groups are replicated up to tp when tp does not divide them (vLLM's
         # extra_groups_for_head_shards): each GPU then holds whole groups.
@@ -641,23 +650,25 @@ class RecurrentState(_Layer):
     def vllm_group_key(self) -> tuple | None:
         return ("state", None)
 
-    def vllm_blocks_per_request(self, max_model_len: int, block_size: int, mnbt: int) -> int:
+    def vllm_blocks_per_request(
+        self, max_model_len: int, block_size: int, max_num_batched_tokens: int
+    ) -> int:
         return 1  # one page holds the whole state
 
-    def transformers_view(self):
+    def transformers_view(self) -> Self:
         # transformers keeps the whole convolution kernel; vLLM (and kvcalc) keep kernel - 1.
         if self.conv_kernel <= 1:
             return self
         channels = self.conv_elements // (self.conv_kernel - 1)
         return replace(self, conv_elements=channels * self.conv_kernel)
 
-    def as_mha(self):
+    def as_mha(self) -> Self:
         return self
 
-    def with_kv_heads(self, kv_heads: int):
+    def with_kv_heads(self, kv_heads: int) -> Self:
         return self
 
-    def as_latent(self, rank: int, rope: int):
+    def as_latent(self, rank: int, rope: int) -> Self:
         return self
 
 
@@ -682,10 +693,10 @@ class AttentionWithState(FullAttention):
     def formula(self) -> str:
         return f"{super().formula()} (+ {self.state.formula()} per sequence)"
 
-    def split(self, tp: int):
+    def split(self, tp: int) -> Self:
         return replace(super().split(tp), state=self.state.split(tp))
 
-    def transformers_view(self):
+    def transformers_view(self) -> Self:
         return replace(self, state=self.state.transformers_view())
 
     def recurrent_part(self) -> RecurrentState:
@@ -702,7 +713,7 @@ class LatentInTransformers(FullAttention):
     latent_rope: int
     transformers_note_key: ClassVar[str] = "per-head K/V vs latent"
 
-    def transformers_view(self):
+    def transformers_view(self) -> MLALatent:
         return MLALatent(
             kv_lora_rank=self.latent_rank,
             qk_rope_head_dim=self.latent_rope,
@@ -753,7 +764,7 @@ class CrossAttention(_Layer):
     def attended_pairs(self, p: int) -> int:
         return p * self.image_tokens
 
-    def split(self, tp: int):
+    def split(self, tp: int) -> Self:
         if self.kv_heads >= tp and self.kv_heads % tp or self.kv_heads < tp and tp % self.kv_heads:
             raise ValueError(
                 f"tensor parallel size {tp} does not fit the {self.kv_heads} KV "
@@ -763,7 +774,7 @@ class CrossAttention(_Layer):
             self, kv_heads=max(1, self.kv_heads // tp), q_heads=max(1, self.q_heads // tp)
         )
 
-    def transformers_view(self):
+    def transformers_view(self) -> Self:
         # A text-only forward skips the cross-attention layers: they hold nothing then.
         return replace(self, image_tokens=0)
 
@@ -783,13 +794,13 @@ class CrossAttention(_Layer):
             "tokens, once per image"
         )
 
-    def as_mha(self):
+    def as_mha(self) -> Self:
         return replace(self, kv_heads=self.q_heads)
 
-    def with_kv_heads(self, kv_heads: int):
+    def with_kv_heads(self, kv_heads: int) -> Self:
         return replace(self, kv_heads=kv_heads)
 
-    def as_latent(self, rank: int, rope: int):
+    def as_latent(self, rank: int, rope: int) -> Self:
         return self
 
 
@@ -808,13 +819,13 @@ class NoCache(_Layer):
     def formula(self) -> str:
         return f"nothing stored ({self.why})"
 
-    def as_mha(self):
+    def as_mha(self) -> Self:
         return self
 
-    def with_kv_heads(self, kv_heads: int):
+    def with_kv_heads(self, kv_heads: int) -> Self:
         return self
 
-    def as_latent(self, rank: int, rope: int):
+    def as_latent(self, rank: int, rope: int) -> Self:
         return self
 
 
@@ -924,7 +935,7 @@ class ModelSpec:
     draft_method: str | None = None  # "mtp", "eagle", "draft_model", "ngram"
     drafter_params: int | None = None  # the drafter's own parameters (None: not known)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not self.layers:
             raise ValueError("a model needs at least one layer")
 
@@ -982,5 +993,5 @@ class ModelSpec:
             active += self.moe.layers * self.moe.top_k * self.moe.expert_params
         return active
 
-    def with_layers(self, layers) -> "ModelSpec":
+    def with_layers(self, layers: Iterable[Layer]) -> "ModelSpec":
         return replace(self, layers=tuple(layers))

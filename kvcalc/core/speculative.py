@@ -60,7 +60,7 @@ class Speculation:
     tokens: int = 1
     draft: ModelSpec | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(
                 f"speculative method must be one of {', '.join(METHODS)}, "

@@ -27,7 +27,7 @@ GiB = 2**30
 GB = 10**9
 
 
-def check_int(name: str, value, lo: int, hi: int) -> int:
+def check_int(name: str, value: object, lo: int, hi: int) -> int:
     """``value`` as an int in [lo, hi], or ValueError that names the input."""
     if isinstance(value, bool):
         raise ValueError(f"{name} must be a whole number, got {value!r}")
@@ -42,7 +42,7 @@ def check_int(name: str, value, lo: int, hi: int) -> int:
     return value
 
 
-def check_float(name: str, value, lo: float, hi: float, *, lo_open: bool = False) -> float:
+def check_float(name: str, value: object, lo: float, hi: float, *, lo_open: bool = False) -> float:
     """``value`` as a finite float in [lo, hi] (or (lo, hi] with lo_open), else ValueError."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"{name} must be a number, got {value!r}")

@@ -1,51 +1,42 @@
 """GPU memory budget: how much of a GPU becomes KV cache, and how many sequences it holds.
 
-Three conventions, each named, never mixed, each a class whose behaviour (the pool, the figures,
-the derivation) lives on it: ``VllmBudget``, ``IdealBudget``, ``TrtllmBudget``, all ``Budget``s.
-``budget(engine=...)`` picks the class once (``CONVENTIONS``); nothing after branches on the name.
-Each class's figures are computed in ``budget_figures`` (one function a convention).
-
-``engine="vllm"`` (the default): vLLM's own arithmetic, delegated to
-``kvcalc.engines.vllm.predict``, the one implementation of it in kvcalc (hybrid groups, padding
-layers, the blocks a sliding window reserves, state pages, the raised block size, the version in
-force):
-
-    requested   = ceil(total GPU memory x gpu_memory_utilization)   (a fraction of TOTAL memory)
-    KV pool     = requested - weights - reserve (activation peak, CUDA context, graphs)
-    num_blocks  = pool // page // group_size        (a block: one page in each layer of a group)
-    max concurrency at N tokens = num_blocks / blocks one request of N tokens reserves
-
-which is the "Maximum concurrency for N tokens per request" line vLLM logs, capped in practice by
-``max_num_seqs``. When one request of N tokens does not fit, vLLM refuses to start: the budget
-carries its message and its estimate of the longest max_model_len that fits.
-
-``engine="ideal"``: the bytes one sequence really holds at N tokens (windows and chunks at most
-their length, states once), no block rounding and no window slack. For teaching what the
-allocator costs; never labelled as vLLM's.
-
-``engine="trtllm"``: TensorRT-LLM's pool, kv_cache_free_gpu_mem_fraction (0.9) of the memory
-still free after the weights and the runtime reserve, cut into blocks per layer.
-
-One default for every page, the tour, the interview and the CLI (issue 23, finding 22): vLLM's
-own gpu_memory_utilization in the newest release kvcalc models (``DEFAULT_GPU_MEM_UTIL``, 0.92
-in 0.33.0), and a reserve of 2 GiB named by its parts, the same three figures the vLLM start-up
-page subtracts (``DEFAULT_ACTIVATION_BYTES`` + ``DEFAULT_NON_TORCH_BYTES`` +
-``DEFAULT_CUDA_GRAPH_BYTES``). ``budget(gpu_mem_util=None)`` takes the default of the vLLM version
-in force (0.9 before 0.20.0), or TensorRT-LLM's 0.9 for its convention.
+Three conventions, each named, never mixed, each a Budget subclass that builds itself from a
+Deployment (``from_pool``): ``VllmBudget`` (vLLM's own arithmetic, kvcalc.engines.vllm.predict),
+``IdealBudget`` (the bytes a sequence really holds, for teaching) and ``TrtllmBudget``
+(TensorRT-LLM's share of the free memory, blocks per layer). ``budget(dep, context,
+convention=...)`` picks the class once (``CONVENTIONS``); nothing after branches on the name.
+Each engine's pool, its defaults and the blocks per layer: kvcalc.engines.pool; the
+conventions and the defaults in words: docs/budget-conventions.md.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import ClassVar
+from typing import Any, ClassVar, Self
 
+from ..cache.deployment import DEFAULT_RESERVE_BYTES, Deployment
 from ..cache.kv import stage_layers
 from ..core.dtypes import KV_DTYPES, get_dtype
-from ..core.model import ModelSpec
 from ..core.units import GiB, check_float, check_int, fmt_gib
 from . import vllm as _vllm
-from .budget_figures import ideal_figures, trtllm_figures, vllm_figures
+from .pool import (
+    DEFAULT_ACTIVATION_BYTES,
+    DEFAULT_CUDA_GRAPH_BYTES,
+    DEFAULT_GPU_MEM_UTIL,
+    DEFAULT_NON_TORCH_BYTES,
+    GPU_MEM_UTIL_CHANGED_IN,
+    LMDEPLOY_CACHE_MAX_ENTRY_COUNT,
+    LMDEPLOY_RESERVE_BYTES,
+    PREVIOUS_GPU_MEM_UTIL,
+    TRTLLM_FREE_FRACTION,
+    Pool,
+    binding_stage_blocks,
+    free_memory_pool,
+    max_context,
+    pool_defaults_text,
+    stage_kv_layers,
+)
 
 __all__ = [
     "Budget",
@@ -69,52 +60,6 @@ __all__ = [
     "TrtllmBudget",
     "CONVENTIONS",
 ]
-
-# vLLM's default gpu_memory_utilization in the newest release kvcalc models (0.92 from 0.20.0,
-# PR #38284; 0.9 before): the one default of every page and of the CLI.
-DEFAULT_GPU_MEM_UTIL: float = _vllm.fact("gpu_memory_utilization", _vllm.NEWEST)
-# The default it replaced and the release that changed it (0.9 before 0.20.0), for the texts
-# that say so: both from vLLM's facts table.
-_UTIL_STEPS = _vllm.VERSION_FACTS["gpu_memory_utilization"].steps
-_PREVIOUS = _UTIL_STEPS[-2][1]
-if not isinstance(_PREVIOUS, float):  # the facts table holds values of every kind
-    raise TypeError(f"vLLM's facts table: gpu_memory_utilization {_PREVIOUS!r} is not a float")
-PREVIOUS_GPU_MEM_UTIL: float = _PREVIOUS
-GPU_MEM_UTIL_CHANGED_IN = ".".join(map(str, _UTIL_STEPS[-1][0]))
-# TensorRT-LLM's default share of the memory still free after the weights that becomes KV cache:
-# KvCacheConfig.free_gpu_memory_fraction = 0.9 (tensorrt_llm.llmapi; "How to Change KV Cache
-# Behavior" in its documentation).
-TRTLLM_FREE_FRACTION = 0.9
-# LMDeploy's default share of the memory free once the weights are loaded that becomes KV cache:
-# cache_max_entry_count = 0.8 (lmdeploy/messages.py, TurbomindEngineConfig, v0.4.0: "For lmdeploy
-# versions greater than `v0.2.1`, it defaults to 0.8, signifying the percentage of FREE GPU memory
-# to be reserved for the k/v cache"). TurboMind sizes the pool before it allocates its activation
-# buffers (src/turbomind/models/llama/LlamaBatch.cc, v0.4.0: the SequenceManager is built, then
-# AllocateBuffer): max_block_count = free x ratio / block bytes, free from cudaMemGetInfo
-# (BlockManager::GetBlockCount), so what is taken besides the weights is the CUDA context and the
-# library workspaces alone, DEFAULT_NON_TORCH_BYTES below, not the whole reserve.
-LMDEPLOY_CACHE_MAX_ENTRY_COUNT = 0.8
-# Memory a running engine needs besides weights and KV: the activation peak of a profiling run
-# (about 1 GiB for a 7-8B model at 8K batched tokens), the CUDA context and library workspaces
-# (~0.5 GiB) and CUDA-graph buffers (~0.5 GiB). Stated round defaults; the user can change them.
-DEFAULT_ACTIVATION_BYTES = 1 * GiB
-DEFAULT_NON_TORCH_BYTES = GiB // 2
-DEFAULT_CUDA_GRAPH_BYTES = GiB // 2
-DEFAULT_RESERVE_BYTES = (
-    DEFAULT_ACTIVATION_BYTES + DEFAULT_NON_TORCH_BYTES + DEFAULT_CUDA_GRAPH_BYTES
-)  # 2 GiB
-LMDEPLOY_RESERVE_BYTES = DEFAULT_NON_TORCH_BYTES  # taken when LMDeploy reads the free memory
-
-
-def free_memory_pool(
-    total_bytes: int, weights_bytes: int, reserve_bytes: int, fraction: float
-) -> int:
-    """The pool of the engines that take a share of the memory still free once the weights
-    (and the runtime's own memory, the reserve) are in: floor(fraction x (total - weights -
-    reserve)), TensorRT-LLM's kv_cache_free_gpu_mem_fraction and LMDeploy's
-    cache_max_entry_count; what is free when it is not positive."""
-    free = total_bytes - weights_bytes - reserve_bytes
-    return math.floor(free * fraction) if free > 0 else free
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -251,6 +196,65 @@ class Budget:
     def _block_lines(self, pool: int) -> list[str]:
         raise NotImplementedError  # and how its blocks and concurrency do
 
+    @classmethod
+    def of(cls, dep: Deployment, context: int, concurrency: int, find_max_context: bool) -> Budget:
+        """This convention's budget of ``dep``: its pool, then its figures (``from_pool``)."""
+        util = dep.engine.gpu_memory_utilization
+        if util is None:
+            util = cls.default_gpu_mem_util(dep.engine.version)
+        util = check_float("gpu_memory_utilization", util, 0.0, 1.0, lo_open=True)
+        weights = math.ceil(dep.all_weights_bytes / dep.num_gpus)
+        total, reserve = dep.total_bytes, dep.reserve_bytes
+        requested, kv_pool = cls.pool(total, weights, reserve, util)
+        pool = Pool(
+            total_bytes=total,
+            gpu_mem_util=util,
+            requested_bytes=requested,
+            weights_bytes=weights,
+            reserve_bytes=reserve,
+            kv_pool_bytes=kv_pool,
+        )
+        return cls.from_pool(dep, pool, context, concurrency, find_max_context)
+
+    @staticmethod
+    def default_gpu_mem_util(vllm_version: str | None = None) -> float:
+        raise NotImplementedError
+
+    @staticmethod
+    def pool(total_bytes: int, weights_bytes: int, reserve: int, util: float) -> tuple[int, int]:
+        """(requested, pool) by vLLM's rule: requested_memory = math.ceil(total_memory x
+        gpu_memory_utilization), in floats; the pool is what the weights and the reserve leave."""
+        requested = math.ceil(total_bytes * util)
+        return requested, requested - weights_bytes - reserve
+
+    @classmethod
+    def from_pool(
+        cls, dep: Deployment, pool: Pool, context: int, concurrency: int, find_max_context: bool
+    ) -> Budget:
+        raise NotImplementedError  # each convention computes its figures
+
+    @classmethod
+    def _made(
+        cls, dep: Deployment, pool: Pool, context: int, concurrency: int, **figures: Any
+    ) -> Self:
+        """This convention's Budget: the pool's and the deployment's fields, and ``figures``."""
+        return cls(
+            total_bytes=pool.total_bytes,
+            gpu_mem_util=pool.gpu_mem_util,
+            requested_bytes=pool.requested_bytes,
+            weights_bytes=pool.weights_bytes,
+            reserve_bytes=pool.reserve_bytes,
+            kv_pool_bytes=pool.kv_pool_bytes,
+            unused_bytes=pool.total_bytes - pool.requested_bytes,
+            block_size=dep.engine.block_size,
+            context=context,
+            model_max_context=dep.spec.max_context,
+            concurrency=concurrency,
+            tp=dep.tp,
+            pp=dep.pp,
+            **figures,
+        )
+
     def to_dict(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["usable_context"] = self.usable_context
@@ -264,15 +268,6 @@ class Budget:
 
 def _gib(n: int) -> str:
     return f"{n / GiB:,.2f} GiB"
-
-
-def _vllm_pool(
-    total_bytes: int, weights_bytes: int, reserve_bytes: int, gpu_mem_util: float
-) -> tuple[int, int]:
-    """(requested, pool) by vLLM's rule: requested_memory = math.ceil(total_memory x
-    gpu_memory_utilization), in floats; the pool is what the weights and the reserve leave."""
-    requested = math.ceil(total_bytes * gpu_mem_util)
-    return requested, requested - weights_bytes - reserve_bytes
 
 
 def _vllm_pool_lines(b: Budget) -> list[str]:
@@ -295,11 +290,60 @@ class VllmBudget(Budget):
 
     @staticmethod
     def default_gpu_mem_util(vllm_version: str | None = None) -> float:
-        return float(_vllm.fact("gpu_memory_utilization", vllm_version))
+        return _vllm.fact(_vllm.Facts.gpu_memory_utilization, vllm_version)
 
-    pool = staticmethod(_vllm_pool)
-
-    figures = staticmethod(vllm_figures)
+    @classmethod
+    def from_pool(
+        cls, dep: Deployment, pool: Pool, context: int, concurrency: int, find_max_context: bool
+    ) -> Budget:
+        """vLLM's figures (kvcalc.engines.vllm.predict): blocks, per-request blocks,
+        concurrency, the start-up check and max_num_seqs, exactly as vLLM computes them."""
+        version, total, gpu_name = dep.engine.version, dep.total_bytes, dep.gpu_name
+        kv = get_dtype(dep.cache.kv_dtype, KV_DTYPES).name
+        batched = dep.engine.max_num_batched_tokens
+        batched = batched or _vllm.default_max_num_batched_tokens(version, total, gpu_name)
+        run = dep.but(kv_dtype=kv, max_num_batched_tokens=batched)
+        available = max(pool.kv_pool_bytes, 0)
+        p = _vllm.predict(run, available, context)
+        block_bytes = p.page_bytes * p.group_size
+        usable = p.num_blocks * block_bytes
+        seq = p.blocks_per_request * block_bytes
+        seqs = dep.engine.max_num_seqs
+        if seqs is None:
+            seqs = _vllm.default_max_num_seqs(version, total, gpu_name)
+        error = _vllm.startup_error(run, available, context, p)
+        needed = concurrency * seq
+        kv_layers, state = stage_kv_layers(stage_layers(dep.spec, dep.tp, dep.pp)[p.stage], dep)
+        return cls._made(
+            dep,
+            pool,
+            context,
+            concurrency,
+            kv_layers=kv_layers,
+            state_bytes_per_seq=state,
+            page_bytes=p.page_bytes,
+            block_bytes=block_bytes,
+            num_blocks=p.num_blocks,
+            kv_capacity_tokens=p.kv_cache_tokens,
+            seq_bytes=seq,
+            max_concurrency=p.max_concurrency,
+            max_context_tokens=(
+                _vllm.estimate_max_model_len(run, available) if find_max_context else None
+            ),
+            needed_bytes=needed,
+            fits=pool.kv_pool_bytes > 0 and needed <= usable and error is None,
+            overflow_bytes=max(0, needed - usable),
+            stage=p.stage,
+            blocks_per_request=p.blocks_per_request,
+            group_size=p.group_size,
+            held_blocks_per_request=p.held_blocks(context),
+            num_groups=len(p.groups),
+            effective_block_size=p.block_size,
+            vllm_version=p.vllm_version,
+            max_num_seqs=check_int("max_num_seqs", seqs, 1, 10**7),
+            startup_error=error,
+            notes=p.notes,
+        )
 
     logs_startup_lines = True
     concurrency_note = " (vLLM's logged worst case)"
@@ -370,10 +414,42 @@ class IdealBudget(Budget):
     rounding, no window slack. For teaching what the allocator costs."""
 
     engine: str = field(default="ideal", init=False)
-    default_gpu_mem_util = staticmethod(VllmBudget.default_gpu_mem_util)
-    pool = staticmethod(_vllm_pool)  # the ideal convention counts against vLLM's pool
+    default_gpu_mem_util = staticmethod(VllmBudget.default_gpu_mem_util)  # and vLLM's pool
 
-    figures = staticmethod(ideal_figures)
+    @classmethod
+    def from_pool(
+        cls, dep: Deployment, pool: Pool, context: int, concurrency: int, find_max_context: bool
+    ) -> Budget:
+        """The bytes one sequence really holds (kvcalc.cache.kv), no block rounding and no
+        window slack, against the pool; the layers of the stage that holds the fewest."""
+        stage = binding_stage_blocks(dep, pool.kv_pool_bytes, context, concurrency, False)
+
+        def seq_bytes(n: int) -> int:
+            r = dep.kv_cache(n)
+            return r.kv_bytes + r.state_bytes
+
+        usable = max(pool.kv_pool_bytes, 0)
+        one = seq_bytes(context)
+        needed = concurrency * one
+        return cls._made(
+            dep,
+            pool,
+            context,
+            concurrency,
+            kv_layers=stage.kv_layers,
+            state_bytes_per_seq=stage.state_bytes_per_seq,
+            stage=stage.stage,
+            page_bytes=0,
+            block_bytes=0,
+            num_blocks=0,
+            kv_capacity_tokens=0,
+            seq_bytes=one,
+            max_concurrency=usable / one if one else math.inf,
+            max_context_tokens=max_context(seq_bytes, usable) if find_max_context else None,
+            needed_bytes=needed,
+            fits=pool.kv_pool_bytes > 0 and needed <= usable,
+            overflow_bytes=max(0, needed - usable),
+        )
 
     has_blocks = False
 
@@ -414,14 +490,34 @@ class TrtllmBudget(Budget):
         return TRTLLM_FREE_FRACTION
 
     @staticmethod
-    def pool(
-        total_bytes: int, weights_bytes: int, reserve_bytes: int, gpu_mem_util: float
-    ) -> tuple[int, int]:
-        return total_bytes, free_memory_pool(
-            total_bytes, weights_bytes, reserve_bytes, gpu_mem_util
-        )
+    def pool(total_bytes: int, weights_bytes: int, reserve: int, util: float) -> tuple[int, int]:
+        return total_bytes, free_memory_pool(total_bytes, weights_bytes, reserve, util)
 
-    figures = staticmethod(trtllm_figures)
+    @classmethod
+    def from_pool(
+        cls, dep: Deployment, pool: Pool, context: int, concurrency: int, find_max_context: bool
+    ) -> Budget:
+        """The stage that holds the fewest sequences, by blocks per layer."""
+        st = binding_stage_blocks(dep, pool.kv_pool_bytes, context, concurrency, find_max_context)
+        return cls._made(
+            dep,
+            pool,
+            context,
+            concurrency,
+            kv_layers=st.kv_layers,
+            page_bytes=st.page_bytes,
+            block_bytes=st.block_bytes,
+            num_blocks=st.num_blocks,
+            kv_capacity_tokens=st.kv_capacity_tokens,
+            seq_bytes=st.seq_bytes,
+            max_concurrency=st.max_concurrency,
+            max_context_tokens=st.max_context_tokens,
+            needed_bytes=st.needed_bytes,
+            fits=st.fits,
+            overflow_bytes=st.overflow_bytes,
+            state_bytes_per_seq=st.state_bytes_per_seq,
+            stage=st.stage,
+        )
 
     @property
     def idle_bytes(self) -> int:
@@ -472,98 +568,25 @@ def default_gpu_mem_util(engine: str = "vllm", vllm_version: str | None = None) 
     return CONVENTIONS[engine].default_gpu_mem_util(vllm_version)
 
 
-def pool_defaults_text(
-    gpu_mem_util: float = DEFAULT_GPU_MEM_UTIL, reserve_bytes: int = DEFAULT_RESERVE_BYTES
-) -> str:
-    """The pool's settings in words, for captions and prompts: "vLLM 0.33.0's default
-    gpu_memory_utilization 0.92 and a 2 GiB reserve"."""
-    whose = f"vLLM {_vllm.NEWEST}'s default " if gpu_mem_util == DEFAULT_GPU_MEM_UTIL else ""
-    return (
-        f"{whose}gpu_memory_utilization {gpu_mem_util:g} and a {reserve_bytes / GiB:g} GiB reserve"
-    )
-
-
 def budget(
-    spec: ModelSpec,
-    *,
-    total_bytes: int,
+    dep: Deployment,
     context: int,
-    weights_bytes: int,
-    gpu_mem_util: float | None = None,
-    reserve_bytes: int = DEFAULT_RESERVE_BYTES,
-    block_size: int = _vllm.DEFAULT_BLOCK_SIZE,
-    kv_dtype: str = "bf16",
-    scales: bool = False,
     concurrency: int = 1,
-    tp: int = 1,
-    pp: int = 1,
-    engine: str = "vllm",
-    state_dtype: str = "bf16",
+    *,
+    convention: str = "vllm",
     find_max_context: bool = True,
-    vllm_version: str | None = None,
-    max_num_batched_tokens: int | None = None,
-    max_num_seqs: int | None = None,
-    gpu_name: str | None = None,
 ) -> Budget:
-    """The memory budget of one GPU. ``weights_bytes`` is the whole model's; each of the
-    tp x pp GPUs holds an equal share of it. ``find_max_context=False`` skips the search for
-    the longest single sequence (max_context_tokens is then None), for fast sweeps.
+    """The memory budget of one GPU of ``dep`` for ``concurrency`` sequences of ``context``
+    tokens under ``convention`` (vllm, ideal, trtllm). The whole model's weights are shared by
+    the tp x pp GPUs. ``find_max_context=False`` skips the search for the longest single
+    sequence (max_context_tokens is then None), for fast sweeps.
 
-    vLLM only: ``vllm_version`` (default the newest in kvcalc.engines.vllm's table),
-    ``max_num_batched_tokens`` (a sliding window reserves room for the tokens in flight) and
-    ``max_num_seqs``; None takes vLLM's default for that version and this GPU (its memory and
-    ``gpu_name``: A100s get the smaller defaults). ``gpu_mem_util`` None is the convention's
+    vLLM only: ``dep.engine``'s version (default the newest in kvcalc.engines.vllm's table),
+    max_num_batched_tokens and max_num_seqs; None takes vLLM's default for that version and
+    this GPU (A100s get the smaller defaults). gpu_memory_utilization None is the convention's
     default (``default_gpu_mem_util``)."""
-    if gpu_mem_util is None:
-        gpu_mem_util = default_gpu_mem_util(engine if engine in ENGINES else "vllm", vllm_version)
-    total_bytes = check_int("GPU memory (bytes)", total_bytes, 1, 2**50)
     context = check_int("context", context, 1, 10**9)
-    weights_bytes = check_int("weights (bytes)", weights_bytes, 0, 2**60)
-    reserve_bytes = check_int("reserve (bytes)", reserve_bytes, 0, 2**50)
-    block_size = check_int("block size", block_size, 1, 1 << 20)
     concurrency = check_int("concurrency", concurrency, 1, 10**7)
-    gpu_mem_util = check_float("gpu_memory_utilization", gpu_mem_util, 0.0, 1.0, lo_open=True)
-    if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-    dtype = get_dtype(kv_dtype, KV_DTYPES)
-    sdtype = get_dtype(state_dtype, ("fp32", "fp16", "bf16"))
-    stages = stage_layers(spec, tp, pp)
-    w_gpu = math.ceil(weights_bytes / (tp * pp))
-
-    convention = CONVENTIONS[engine]
-    requested, pool = convention.pool(total_bytes, w_gpu, reserve_bytes, gpu_mem_util)
-    best = convention.figures(
-        spec,
-        stages,
-        pool,
-        context=context,
-        concurrency=concurrency,
-        block_size=block_size,
-        dtype=dtype,
-        scales=scales,
-        sdtype=sdtype,
-        tp=tp,
-        pp=pp,
-        find_max_context=find_max_context,
-        vllm_version=vllm_version,
-        max_num_batched_tokens=max_num_batched_tokens,
-        max_num_seqs=max_num_seqs,
-        total_bytes=total_bytes,
-        gpu_name=gpu_name,
-    )
-    return convention(
-        total_bytes=total_bytes,
-        gpu_mem_util=gpu_mem_util,
-        requested_bytes=requested,
-        weights_bytes=w_gpu,
-        reserve_bytes=reserve_bytes,
-        kv_pool_bytes=pool,
-        unused_bytes=total_bytes - requested,
-        block_size=block_size,
-        context=context,
-        model_max_context=spec.max_context,
-        concurrency=concurrency,
-        tp=tp,
-        pp=pp,
-        **best,
-    )
+    if convention not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {convention!r}")
+    return CONVENTIONS[convention].of(dep, context, concurrency, find_max_context)

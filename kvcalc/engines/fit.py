@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from ..cache.deployment import Deployment
 from ..config.catalog import GPU
-from ..core.model import ModelSpec
-from .budget import DEFAULT_RESERVE_BYTES, Budget, budget
+from .budget import Budget, budget
 
 __all__ = ["FitSetup", "NODE_TP", "fitting_setup"]
 
@@ -50,20 +50,15 @@ def _fits(b: Budget) -> bool:
 
 
 def fitting_setup(
-    spec: ModelSpec,
-    weights_bytes: int,
-    current: GPU,
-    gpus: Iterable[GPU],
-    *,
-    context: int,
-    kv_dtype: str = "bf16",
-    gpu_mem_util: float | None = None,
-    reserve_bytes: int = DEFAULT_RESERVE_BYTES,
-    tps: tuple[int, ...] = NODE_TP,
+    dep: Deployment, gpus: Iterable[GPU], context: int, *, tps: tuple[int, ...] = NODE_TP
 ) -> FitSetup | None:
-    """The first setup, in the module's order, where the model fits with room for one sequence
-    of ``context`` tokens; None when no GPU of ``gpus`` does with up to ``max(tps)`` of them.
+    """The first setup, in the module's order, where ``dep``'s model fits with room for one
+    sequence of ``context`` tokens (its weights, cache format and pool settings kept; the GPU
+    and tp changed, pp 1); None when no GPU of ``gpus`` does with up to ``max(tps)`` of them.
     A tensor-parallel size the model's heads cannot take is skipped."""
+    current = dep.gpu
+    if current is None:
+        raise ValueError("a fitting setup starts from a GPU: give the deployment one")
     larger = sorted(
         (g for g in gpus if g.memory_bytes > current.memory_bytes),
         key=lambda g: (g.memory_bytes, g.key),
@@ -71,18 +66,7 @@ def fitting_setup(
     for gpu in [current, *larger]:
         for tp in tps:
             try:
-                b = budget(
-                    spec,
-                    total_bytes=gpu.memory_bytes,
-                    context=context,
-                    weights_bytes=weights_bytes,
-                    gpu_mem_util=gpu_mem_util,
-                    reserve_bytes=reserve_bytes,
-                    kv_dtype=kv_dtype,
-                    tp=tp,
-                    find_max_context=False,
-                    gpu_name=gpu.name,
-                )
+                b = budget(dep.but(gpu=gpu, tp=tp, pp=1), context, find_max_context=False)
             except ValueError:  # a TP the KV heads cannot split: try the next
                 continue
             if _fits(b):

@@ -1,28 +1,13 @@
-"""A small, deterministic model of how a serving engine manages the KV cache in blocks.
+"""A small, deterministic model of how a serving engine manages the KV cache in blocks, after
+vLLM's design (PagedAttention, the V1 scheduler, automatic prefix caching): a pool of blocks,
+each request's block table, steps that decode then admit, preemption of the newest request
+when the pool runs dry, and prefix caching by chained block hashes (each rule in words:
+docs/paging.md). Pure Python and deterministic: the same inputs give the same steps, so a page
+can rebuild any step from the inputs alone (and a link can name it).
 
-It follows vLLM's design (PagedAttention, V1 scheduler, automatic prefix caching) closely enough
-to teach it, and simply enough to read in one sitting:
-
-* The cache is a pool of ``num_blocks`` blocks of ``block_size`` token slots (one block spans
-  every layer). A request's *block table* lists the blocks that hold its tokens, in order.
-* Each engine step first lets running requests decode one token each (a request whose last block
-  is full takes a new one), then admits waiting requests first-come first-served while their
-  prompt fits in the free blocks; an admitted request writes its whole prompt in that step
-  (prefill).
-* When a running request needs a block and none is free, the most recently admitted running
-  request is preempted: its blocks are freed and it waits again, to be recomputed later from its
-  prompt plus what it had generated.
-* A finished request returns its blocks to the free pool at once.
-* Prefix caching: a full block is named by a hash chained from its parent block's hash and its
-  own token ids, so equal prefixes give equal hashes. A new request reuses the cached blocks of
-  its longest matching prefix (reference counts go up instead of copying). Freed blocks keep
-  their hash and stay reusable until a new allocation evicts them, least recently freed first;
-  a request's blocks are freed tail first, so its shared prefix is evicted last. As in vLLM, the
-  last prompt token is always computed, so at most prompt_len - 1 tokens can come from the cache.
-
-Everything is pure Python and deterministic: the same inputs give the same steps, so a page can
-rebuild any step from the inputs alone (and a link can name it).
-The inputs (requests, their text form, the preset scenarios) are in ``paging_inputs``.
+Its inputs are here too: requests typed as lines of numbers (``parse_requests``) or a preset
+scenario of the Engine view. Token ids are made up: requests with the same shared-prefix
+length start with the same ids (like a common system prompt).
 """
 
 from __future__ import annotations
@@ -31,10 +16,10 @@ import hashlib
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from ..core.arith import cdiv
 from ..core.units import check_int
-from .paging_inputs import SCENARIOS, Request, Scenario, parse_requests, scenario
 
 __all__ = [
     "Request",
@@ -51,6 +36,113 @@ __all__ = [
     "parse_requests",
     "contiguous_capacity",
 ]
+
+
+# -- the inputs: requests and the preset scenarios ---------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Request:
+    rid: str
+    prompt: tuple[int, ...]  # token ids
+    output_len: int
+    arrival: int = 0  # the step at which it arrives
+    group: str = ""  # label of the shared prefix, for display
+
+
+def _tokens(seed: int, n: int) -> tuple[int, ...]:
+    return tuple(seed * 1000 + i for i in range(n))
+
+
+def parse_requests(text: str, *, max_requests: int = 64) -> list[Request]:
+    """Requests from lines ``prompt_tokens output_tokens [shared_prefix_tokens [arrival_step]]``.
+
+    Requests with the same shared-prefix length share that many identical leading tokens (like a
+    common system prompt)."""
+    reqs: list[Request] = []
+    for lineno, line in enumerate((text or "").splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.replace(",", " ").split()
+        if not 2 <= len(parts) <= 4:
+            raise ValueError(
+                f"line {lineno}: write 'prompt output [shared_prefix [arrival]]', "
+                f"e.g. '40 12 32', got {line[:40]!r}"
+            )
+        try:
+            nums = [int(p) for p in parts]
+        except ValueError:
+            raise ValueError(f"line {lineno}: only whole numbers, got {line[:40]!r}") from None
+        prompt, out = nums[0], nums[1]
+        shared = nums[2] if len(nums) > 2 else 0
+        arrival = nums[3] if len(nums) > 3 else 0
+        if not 1 <= prompt <= 4096 or not 1 <= out <= 4096:
+            raise ValueError(f"line {lineno}: prompt and output must be 1 to 4,096 tokens")
+        if not 0 <= shared <= prompt:
+            raise ValueError(f"line {lineno}: the shared prefix must be 0 to the prompt length")
+        if not 0 <= arrival <= 10_000:
+            raise ValueError(f"line {lineno}: the arrival step must be 0 to 10,000")
+        i = len(reqs)
+        prefix = _tokens(7, shared)  # every request with a shared prefix starts the same way
+        reqs.append(
+            Request(
+                rid=f"R{i + 1}",
+                prompt=prefix + _tokens(100 + i, prompt - shared),
+                output_len=out,
+                arrival=arrival,
+                group=f"shared {shared}" if shared else "",
+            )
+        )
+        if len(reqs) > max_requests:
+            raise ValueError(f"at most {max_requests} requests")
+    if not reqs:
+        raise ValueError("give at least one request: 'prompt output [shared_prefix [arrival]]'")
+    return reqs
+
+
+class Scenario(TypedDict):
+    """A preset of the Engine view: its title, its request lines and its pool."""
+
+    title: str
+    text: str  # lines for parse_requests
+    num_blocks: int
+    block_size: int
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "shared-prompt": {
+        "title": "Many users, one system prompt",
+        "text": "# 6 users; each prompt starts with the same 32-token system prompt\n"
+        + "\n".join(f"{40 + 2 * i} 10 32 {i}" for i in range(6)),
+        "num_blocks": 48,
+        "block_size": 8,
+    },
+    "mixed": {
+        "title": "Long and short requests mixed",
+        "text": "# two long documents and a stream of short questions\n"
+        "120 16 0 0\n12 6 0 0\n10 8 0 1\n100 12 0 2\n14 6 0 2\n9 10 0 3\n16 6 0 4\n"
+        "11 7 0 5",
+        "num_blocks": 64,
+        "block_size": 8,
+    },
+    "pressure": {
+        "title": "Memory pressure: preemption",
+        "text": "# long outputs in a small pool: the newest request is preempted\n"
+        "24 40\n24 40\n24 40\n24 40",
+        "num_blocks": 20,
+        "block_size": 8,
+    },
+}
+
+
+def scenario(key: str) -> Scenario:
+    if key not in SCENARIOS:
+        raise ValueError(f"unknown scenario {key!r}; choose one of {', '.join(SCENARIOS)}")
+    return SCENARIOS[key]
+
+
+# -- the engine ---------------------------------------------------------------------------------
 
 
 @dataclass
@@ -422,45 +514,19 @@ class Engine:
 
     def snapshot(self) -> Snapshot:
         bs = self.block_size
+        # (rid, state, tokens, generated, block table): running, waiting, to come, finished
+        rows = [
+            (r.req.rid, "running", len(r.tokens), r.generated, tuple(r.blocks))
+            for r in self.running
+        ]
+        for req, tokens in self.waiting:
+            state = "preempted, waiting" if req.rid in self.preempted_ids else "waiting"
+            rows.append((req.rid, state, len(tokens), len(tokens) - len(req.prompt), ()))
+        rows += [(req.rid, f"arrives at step {req.arrival}", 0, 0, ()) for req in self.pending]
+        rows += [(rid, "finished", len(r.tokens), r.generated, ()) for rid, r in self.done.items()]
         tables = [
-            TableView(
-                rid=run.req.rid,
-                state="running",
-                tokens=len(run.tokens),
-                generated=run.generated,
-                blocks=tuple(run.blocks),
-            )
-            for run in self.running
-        ]
-        tables += [
-            TableView(
-                rid=req.rid,
-                state="preempted, waiting" if req.rid in self.preempted_ids else "waiting",
-                tokens=len(tokens),
-                generated=len(tokens) - len(req.prompt),
-                blocks=(),
-            )
-            for req, tokens in self.waiting
-        ]
-        tables += [
-            TableView(
-                rid=req.rid,
-                state=f"arrives at step {req.arrival}",
-                tokens=0,
-                generated=0,
-                blocks=(),
-            )
-            for req in self.pending
-        ]
-        tables += [
-            TableView(
-                rid=rid,
-                state="finished",
-                tokens=len(run.tokens),
-                generated=run.generated,
-                blocks=(),
-            )
-            for rid, run in self.done.items()
+            TableView(rid=rid, state=state, tokens=n, generated=gen, blocks=table)
+            for rid, state, n, gen, table in rows
         ]
         frag = sum(len(r.blocks) * bs - len(r.tokens) for r in self.running)
         return Snapshot(
@@ -491,12 +557,19 @@ class StepLog:
 
 
 def simulate(
-    requests: list[Request], steps: int, **engine_kwargs
+    requests: list[Request],
+    steps: int,
+    *,
+    num_blocks: int,
+    block_size: int,
+    prefix_caching: bool = True,
 ) -> tuple[Engine, Snapshot, list[StepLog]]:
     """Run ``steps`` engine steps (or until every request finished) from the start: the engine,
     a full snapshot of the last step (the only one drawn), and a light log of every step."""
     steps = check_int("steps", steps, 0, 100_000)
-    eng = Engine(requests, **engine_kwargs)
+    eng = Engine(
+        requests, num_blocks=num_blocks, block_size=block_size, prefix_caching=prefix_caching
+    )
     log = [StepLog(step=0, events=(), running=0)]
     for _ in range(steps):
         if eng.finished:

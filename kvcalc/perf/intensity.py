@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..cache.deployment import CacheFormat, Deployment
 from ..cache.kv import stage_layers
 from ..cache.weight_bytes import Weights
 from ..config.catalog import GPU
@@ -231,24 +232,19 @@ class DecodeStep:
 
 
 def decode_step(
-    spec: ModelSpec,
-    w: Weights,
-    r: Roofs,
-    *,
-    batch: int,
-    context: int,
-    queries: int = 1,
-    kv_dtype: str = "bf16",
-    state_dtype: str = "bf16",
-    tp: int = 1,
+    dep: Deployment, r: Roofs, *, batch: int, context: int, queries: int = 1
 ) -> DecodeStep:
     """A decode step of ``batch`` sequences at ``context`` tokens, each computing ``queries``
-    new tokens (speculative decoding or multi-token prediction when more than 1), per GPU."""
+    new tokens (speculative decoding or multi-token prediction when more than 1), per GPU of
+    ``dep`` (its weights, KV format, state format and tensor parallel size)."""
+    spec, w, tp = dep.spec, dep.weights, dep.tp
+    if w is None:
+        raise ValueError(f"{spec.name}: the decode step's GEMMs need the weights")
     b = check_int("batch", batch, 1, 10**7)
     c = check_int("context", context, 1, 10**9)
     q = check_int("query tokens per step", queries, 1, 1024)
-    dtype = get_dtype(kv_dtype, KV_DTYPES)
-    sdtype = get_dtype(state_dtype, ("fp32", "fp16", "bf16"))
+    dtype = get_dtype(dep.cache.kv_dtype, KV_DTYPES)
+    sdtype = dep.cache.state
     layers = _layers(spec, tp)
     lin = 2.0 * spec.active_params * b * q / tp
     wb = math.ceil(w.read_per_step(spec, b * q) / tp)
@@ -322,9 +318,8 @@ def decode_point(
         attention_tflops=1.0,
         bandwidth_gbs=1.0,
     )  # no time needed here
-    s = decode_step(
-        spec, w, one, batch=batch, context=context, queries=queries, kv_dtype=kv_dtype, tp=tp
-    )
+    dep = Deployment(spec=spec, weights=w, tp=tp, cache=CacheFormat(kv_dtype=kv_dtype))
+    s = decode_step(dep, one, batch=batch, context=context, queries=queries)
     return Point(
         label=s.whole.label, flops=s.whole.flops, bytes=s.whole.bytes, formula=s.whole.formula
     )

@@ -28,8 +28,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+from ..cache.deployment import Deployment
 from ..cache.kv import sequence_bytes, stage_layers
-from ..cache.weight_bytes import Weights
 from ..config.limits import MAX_CONTEXT
 from ..core.arith import UNBOUNDED_CONTEXT, first_true
 from ..core.dtypes import KV_DTYPES, get_dtype
@@ -131,44 +131,45 @@ def crossover_context(
 
 
 def step_time(
-    spec: ModelSpec,
-    w: Weights,
+    dep: Deployment,
     *,
     context: int,
     batch: int,
-    bandwidth_gbs: float,
-    kv_dtype: str = "bf16",
-    scales: bool = False,
-    state_dtype: str = "bf16",
-    tp: int = 1,
-    pp: int = 1,
+    bandwidth_gbs: float | None = None,
     peak_tflops: float | None = None,
     attention_tflops: float | None = None,
-    weight_read_bytes: int | None = None,
     find_crossover: bool = True,
 ) -> StepTime:
-    """One decode step of ``batch`` sequences that each hold ``context`` tokens.
+    """One decode step of ``batch`` sequences that each hold ``context`` tokens, on ``dep``
+    (its model, weights, cache format, tp and pp) at ``bandwidth_gbs`` (its GPU's when None).
 
     ``peak_tflops`` is the GEMMs' dense peak (the weights' format), ``attention_tflops`` the
     attention's (the cache's format; ``peak_tflops`` when not given): the compute time, which
     only says whether the step is compute bound, is the GEMM FLOPs over the one plus the
-    attention FLOPs (absorbed for MLA) over the other.
+    attention FLOPs (absorbed for MLA) over the other; None: no compute time.
 
-    ``weight_read_bytes`` (whole model, per step) replaces the figure computed from ``w``, for a
-    user who knows their checkpoint's size. ``find_crossover=False`` skips the crossover search
-    (crossover_context is then None), for fast sweeps."""
+    Weights given as one number (``dep.weights_bytes``, whole model) are read whole each step,
+    for a user who knows their checkpoint's size. ``find_crossover=False`` skips the crossover
+    search (crossover_context is then None), for fast sweeps."""
+    spec, tp = dep.spec, dep.tp
     context = check_int("context", context, 0, 10**9)
     batch = check_int("batch", batch, 1, 10**7)
+    if bandwidth_gbs is None:
+        if dep.gpu is None:
+            raise ValueError("no GPU and no bandwidth: give a GPU or its bandwidth")
+        bandwidth_gbs = dep.gpu.bandwidth_gbs
     bandwidth_gbs = check_float("bandwidth (GB/s)", bandwidth_gbs, 0.0, 1e7, lo_open=True)
+    kv_dtype, scales = dep.cache.kv_dtype, dep.cache.scales
     dtype = get_dtype(kv_dtype, KV_DTYPES)
-    sdtype = get_dtype(state_dtype, ("fp32", "fp16", "bf16"))
-    stage_layers(spec, tp, pp)  # validates the split
+    sdtype = dep.cache.state
+    stage_layers(spec, tp, dep.pp)  # validates the split
     layers = _per_gpu_layers(spec, tp, 1)  # a token passes every stage in turn
     # Each tensor-parallel GPU reads 1/tp of the weights; the pipeline stages take turns.
-    if weight_read_bytes is None:
-        weight_read_bytes = w.read_per_step(spec, batch)
+    if dep.weights_bytes is not None:
+        weight_read_bytes = dep.weights_bytes
     else:
-        weight_read_bytes = check_int("weight bytes", weight_read_bytes, 0, 2**60)
+        assert dep.weights is not None, "a deployment without weights: give their bytes"
+        weight_read_bytes = dep.weights.read_per_step(spec, batch)
     weight_read = math.ceil(weight_read_bytes / tp)
     kv_read = batch * _read_bytes(layers, context, dtype, scales)
     state_read = batch * sum(count * lay.state_bytes(sdtype) for lay, count in counted(layers))

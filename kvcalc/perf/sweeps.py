@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ..cache.weight_bytes import Weights
+from ..cache.deployment import Deployment
 from ..core.arith import last_true
 from ..core.model import ModelSpec
 from ..core.units import check_int
@@ -34,19 +34,21 @@ def context_grid(lo: int, hi: int, points: int = 60, include: tuple[int, ...] = 
     return sorted(grid)
 
 
-def concurrency_curve(spec: ModelSpec, contexts: list[int], **budget_kwargs) -> list[float]:
-    """Max concurrent sequences at each context (vLLM's definition)."""
+def concurrency_curve(
+    dep: Deployment, contexts: list[int], convention: str = "vllm"
+) -> list[float]:
+    """Max concurrent sequences of ``dep`` at each context (``convention``'s definition)."""
     return [
-        budget(spec, context=c, find_max_context=False, **budget_kwargs).max_concurrency
+        budget(dep, c, convention=convention, find_max_context=False).max_concurrency
         for c in contexts
     ]
 
 
-def step_curve(spec: ModelSpec, w: Weights, contexts: list[int], **step_kwargs) -> dict:
-    """Weight-read and KV-read time (seconds) of one decode step at each context."""
+def step_curve(dep: Deployment, contexts: list[int], **step_kwargs) -> dict:
+    """Weight-read and KV-read time (seconds) of one decode step of ``dep`` at each context."""
     weight_s, kv_s, total = [], [], []
     for c in contexts:
-        s = step_time(spec, w, context=c, find_crossover=False, **step_kwargs)
+        s = step_time(dep, context=c, find_crossover=False, **step_kwargs)
         bw = s.bandwidth_gbs * 1e9
         weight_s.append(s.weight_read_bytes / bw)
         kv_s.append((s.kv_read_bytes + s.state_read_bytes) / bw)
@@ -54,11 +56,11 @@ def step_curve(spec: ModelSpec, w: Weights, contexts: list[int], **step_kwargs) 
     return {"context": list(contexts), "weight_s": weight_s, "kv_s": kv_s, "step_s": total}
 
 
-def batch_curve(spec: ModelSpec, w: Weights, batches: list[int], **step_kwargs) -> dict:
-    """Step time and tokens/s against batch size at a fixed context."""
+def batch_curve(dep: Deployment, batches: list[int], **step_kwargs) -> dict:
+    """Step time and tokens/s of ``dep`` against batch size at a fixed context."""
     steps, tps, weight_s, kv_s = [], [], [], []
     for b in batches:
-        s = step_time(spec, w, batch=b, find_crossover=False, **step_kwargs)
+        s = step_time(dep, batch=b, find_crossover=False, **step_kwargs)
         bw = s.bandwidth_gbs * 1e9
         steps.append(s.step_time_s)
         tps.append(s.tokens_per_s)
@@ -73,22 +75,23 @@ def batch_curve(spec: ModelSpec, w: Weights, batches: list[int], **step_kwargs) 
     }
 
 
-def max_batch_at(spec: ModelSpec, context: int, **budget_kwargs) -> int:
-    """How many sequences of ``context`` tokens the KV pool holds at once: vLLM's maximum
-    concurrency rounded down (a fraction of a sequence does not run). 0 when not even one fits."""
-    b = budget(spec, context=context, find_max_context=False, **budget_kwargs)
+def max_batch_at(pool: Deployment, context: int) -> int:
+    """How many sequences of ``context`` tokens the KV pool of ``pool`` holds at once: vLLM's
+    maximum concurrency rounded down (a fraction of a sequence does not run). 0 when not even
+    one fits."""
+    b = budget(pool, context, find_max_context=False)
     return max(int(math.floor(b.max_concurrency)), 0)
 
 
-def max_context_at(spec: ModelSpec, batch: int, **budget_kwargs) -> int:
+def max_context_at(pool: Deployment, batch: int) -> int:
     """The longest context (tokens per sequence, at most the model's limit) at which ``batch``
-    sequences fit in the KV pool together; 0 when not even one token each fits. A binary search
-    over :func:`max_batch_at`, which never grows with context."""
+    sequences fit in the KV pool of ``pool`` together; 0 when not even one token each fits. A
+    binary search over :func:`max_batch_at`, which never grows with context."""
     batch = check_int("batch", batch, 1, 10**7)
-    hi = spec.max_context
+    hi = pool.spec.max_context
 
     def fits(n: int) -> bool:
-        return max_batch_at(spec, n, **budget_kwargs) >= batch
+        return max_batch_at(pool, n) >= batch
 
     if fits(hi):
         return hi
@@ -97,13 +100,15 @@ def max_context_at(spec: ModelSpec, batch: int, **budget_kwargs) -> int:
     return last_true(fits, 1, hi)
 
 
-def no_speed_reason(spec: ModelSpec, context: int, batch: int = 1, **budget_kwargs) -> str | None:
+def no_speed_reason(
+    spec: ModelSpec, context: int, batch: int = 1, pool: Deployment | None = None
+) -> str | None:
     """Why no decode speed may be stated for ``batch`` sequences of ``context`` tokens each, or
     None when one may: the one rule every page and the CLI apply (issue 23 [16]).
 
     * A context past the model's limit (max_position_embeddings): it was not trained for it,
       and engines refuse it by default.
-    * A batch the KV pool cannot hold at that context, when ``budget_kwargs`` describe a pool
+    * A batch the KV pool of ``pool`` (a deployment of ``spec``) cannot hold at that context
       (``max_batch_at``): those sequences cannot be decoded together.
     """
     limit = spec.max_context
@@ -112,8 +117,8 @@ def no_speed_reason(spec: ModelSpec, context: int, batch: int = 1, **budget_kwar
             f"{context:,} tokens is past this model's limit of {limit:,} tokens "
             "(max_position_embeddings): it was not trained for it and engines refuse it"
         )
-    if budget_kwargs:
-        most = max_batch_at(spec, context, **budget_kwargs)
+    if pool is not None:
+        most = max_batch_at(pool, context)
         if most < batch:
             seqs = f"{batch:,} sequence{'s' if batch != 1 else ''}"
             return (

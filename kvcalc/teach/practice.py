@@ -13,6 +13,7 @@ import json
 import random
 from dataclasses import dataclass
 
+from ..cache.deployment import CacheFormat, Deployment
 from ..config.hfconfig import spec_from_config
 from ..core.units import GB, GiB, KiB, check_int
 from ..engines.budget import budget, pool_defaults_text
@@ -145,15 +146,14 @@ def _concurrency(rng: random.Random, m: _Drawn, qid: str) -> Question:
     ctx = rng.choice([2048, 4096, 8192, 16384])
     spec = spec_from_config(llama_like(layers, m.kv, m.hd, m.q))
     dt = {1: "fp8", 2: "bf16", 4: "fp32"}[m.db]
-    b = budget(
-        spec,
-        total_bytes=gpu_gib * GiB,
-        context=ctx,
+    dep = Deployment(
+        spec=spec,
+        memory_bytes=gpu_gib * GiB,
         weights_bytes=weights_gib * GiB,
         reserve_bytes=2 * GiB,
-        kv_dtype=dt,
-        find_max_context=False,
+        cache=CacheFormat(kv_dtype=dt),
     )
+    b = budget(dep, ctx, find_max_context=False)
     return Question(
         qid=qid,
         level="mid",

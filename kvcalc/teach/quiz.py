@@ -15,6 +15,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from ..cache.deployment import Deployment
 from ..cache.kv import kv_cache
 from ..cache.weight_bytes import Weights
 from ..config.catalog import GPU, get_gpu, get_model, registry
@@ -63,13 +64,8 @@ def interview_questions() -> list[Question]:
     l8b = get_model("llama-3.1-8b")
     h100 = get_gpu("h100-sxm-80gb")
     spec, w = l8b.spec, l8b.weights()
-    b16 = budget(
-        spec,
-        total_bytes=h100.memory_bytes,
-        context=8192,
-        weights_bytes=w.bytes,
-        find_max_context=False,
-    )
+    h100_dep = Deployment(spec=spec, memory_bytes=h100.memory_bytes, weights=w)
+    b16 = budget(h100_dep, 8192, find_max_context=False)
     return [
         _why_kv(spec),
         _per_token(),
@@ -153,16 +149,12 @@ def _why_concurrency(spec: ModelSpec, w: Weights, b16: Budget) -> Question:
 
 def _fp8(spec: ModelSpec, w: Weights, h100: GPU, b16: Budget) -> Question:
     """What an FP8 cache gains (concurrency, the crossover) and what it risks."""
-    b8 = budget(
-        spec,
-        total_bytes=h100.memory_bytes,
-        context=8192,
-        weights_bytes=w.bytes,
-        kv_dtype="fp8",
-        find_max_context=False,
+    h100_dep = Deployment(spec=spec, memory_bytes=h100.memory_bytes, weights=w)
+    b8 = budget(h100_dep.but(kv_dtype="fp8"), 8192, find_max_context=False)
+    s16 = step_time(h100_dep, context=8192, batch=1, bandwidth_gbs=h100.bandwidth_gbs)
+    s8 = step_time(
+        h100_dep.but(kv_dtype="fp8"), context=8192, batch=1, bandwidth_gbs=h100.bandwidth_gbs
     )
-    s16 = step_time(spec, w, context=8192, batch=1, bandwidth_gbs=h100.bandwidth_gbs)
-    s8 = step_time(spec, w, context=8192, batch=1, bandwidth_gbs=h100.bandwidth_gbs, kv_dtype="fp8")
     return Question(
         qid="fp8",
         level="mid",

@@ -38,18 +38,8 @@ def weights_read_text(spec: ModelSpec, w: Weights) -> str:
 def _ideal_step(s: Setup, context: int, weight_read_bytes: int | None = None) -> StepTime:
     """One decode step at batch 1 on the stop's setup, the ideal bound, no crossover search:
     the probes stop 4 reads its givens and slips from."""
-    return step_time(
-        s.spec,
-        s.w,
-        context=context,
-        batch=1,
-        bandwidth_gbs=s.bw,
-        kv_dtype=s.kv_dtype,
-        tp=s.tp,
-        pp=s.pp,
-        weight_read_bytes=weight_read_bytes,
-        find_crossover=False,
-    )
+    dep = s.deployment.but(weights_bytes=weight_read_bytes)
+    return step_time(dep, context=context, batch=1, bandwidth_gbs=s.bw, find_crossover=False)
 
 
 def weight_readings(s: Setup, read: int) -> list[tuple[int, str]]:

@@ -254,7 +254,7 @@ def _pool_slips(s: Setup, b: Budget) -> list[tuple[float | None, str]]:
             "context and graphs).",
         ),
         (
-            ratio_of(lambda: conc_with(gpu_mem_util=1.0), conc),
+            ratio_of(lambda: conc_with(gpu_memory_utilization=1.0), conc),
             f"That uses all of the GPU's memory: vLLM takes gpu_memory_utilization "
             f"({b.gpu_mem_util:g}) of it.",
         ),
@@ -262,7 +262,7 @@ def _pool_slips(s: Setup, b: Budget) -> list[tuple[float | None, str]]:
     if s.gpu.memory_mib_driver:
         slips.append(
             (
-                ratio_of(lambda: conc_with(total_bytes=int(s.gpu.memory_gb * GB)), conc),
+                ratio_of(lambda: conc_with(memory_bytes=int(s.gpu.memory_gb * GB)), conc),
                 f"That starts from the spec sheet's {s.gpu.memory_gb:g} GB: an engine "
                 f"sizes from what the driver reports ({s.gpu.memory_mib_driver:,} MiB).",
             )

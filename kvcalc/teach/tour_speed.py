@@ -33,14 +33,10 @@ def stop4(s: Setup) -> Lesson:
     spec, n = s.spec, s.n
     kv_pool(spec, s.w, s.gpu, n, s.kv_dtype, s.tp, s.pp)  # no speed for what does not fit
     st = step_time(
-        spec,
-        s.w,
+        s.deployment,
         context=n,
         batch=1,
         bandwidth_gbs=s.bw,
-        kv_dtype=s.kv_dtype,
-        tp=s.tp,
-        pp=s.pp,
         peak_tflops=s.gpu.peak_tflops(s.w.dtype),
         attention_tflops=s.gpu.attention_tflops(s.kv_dtype),
     )

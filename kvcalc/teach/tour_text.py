@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..cache.deployment import Deployment
 from ..cache.weight_bytes import Weights
 from ..config.catalog import GPU
 from ..core.dtypes import KV_DTYPES, get_dtype
@@ -403,18 +404,8 @@ def kv_slips(
 def kv_pool(
     spec: ModelSpec, w: Weights, gpu: GPU, context: int, kv_dtype: str, tp: int, pp: int, **kw
 ) -> Budget:
-    b = budget(
-        spec,
-        total_bytes=kw.pop("total_bytes", gpu.memory_bytes),
-        context=context,
-        weights_bytes=kw.pop("weights_bytes", w.bytes),
-        kv_dtype=kv_dtype,
-        tp=tp,
-        pp=pp,
-        find_max_context=False,
-        gpu_name=gpu.name,
-        **kw,
-    )
+    dep = Deployment(spec=spec, gpu=gpu, weights=w, tp=tp, pp=pp).but(kv_dtype=kv_dtype, **kw)
+    b = budget(dep, context, find_max_context=False)
     if b.kv_pool_bytes <= 0:
         raise ValueError(
             f"{spec.name} does not fit on {gpu.name} with these settings, so no "
@@ -481,6 +472,12 @@ class Setup:
     @property
     def kvd(self) -> str:
         return self.kv_dtype.upper()
+
+    @property
+    def deployment(self) -> Deployment:
+        return Deployment(spec=self.spec, weights=self.w, gpu=self.gpu, tp=self.tp, pp=self.pp).but(
+            kv_dtype=self.kv_dtype
+        )
 
     @property
     def n(self) -> int:

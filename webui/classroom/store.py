@@ -1159,11 +1159,9 @@ def _delete_classes(conn, ids: list[int]) -> None:
 
 
 def _insert(conn):
-    if conn.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    return postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
 
 
 def _finite(value: float | None) -> float | None:

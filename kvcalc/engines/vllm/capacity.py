@@ -1,30 +1,34 @@
-"""The capacity lines vLLM prints at start-up, predicted (steps 1-5 of the package docstring).
+"""The capacity lines vLLM prints at start-up, predicted (the steps of docs/vllm-capacity.md),
+and what vLLM decides around them.
 
-predict() checks its arguments, resolves the engine settings, lays the layers out on the GPUs
-and pipeline stages and finds the stage whose grouping binds (each a step in ``steps``), and
-turns that stage's blocks into the two numbers vLLM prints. The longest max_model_len that fits,
-vLLM's refusal to start and its available memory are in ``startup``."""
+predict() checks its arguments, resolves the engine settings (``settings``), lays the layers out
+on the GPUs and pipeline stages, finds the stage whose grouping binds and turns that stage's
+blocks into the two numbers vLLM prints. Around them: the longest max_model_len that fits (its
+estimate_max_model_len), its refusal to start when one request does not, and the memory it
+finds for the cache ("Available KV cache memory")."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import math
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
+from ...cache.deployment import Deployment
+from ...cache.kv import pp_partition
 from ...config.limits import MAX_CONTEXT
-from ...core.arith import cdiv
-from ...core.model import ModelSpec, RecurrentState, counted
-from ...core.units import check_int
-from .defaults import DEFAULT_BLOCK_SIZE
-from .facts import fact, resolve_version
-from .speculative import speculative_view
-from .steps import (
-    Binding,
+from ...core.arith import cdiv, last_true
+from ...core.model import FullAttention, Layer, MLALatent, ModelSpec, RecurrentState, counted
+from ...core.units import GiB, check_int
+from .facts import Facts, fact, resolve_version
+from .kv_cache import KVCacheGrouping, layer_grouping, per_request_blocks, vllm_bytes_per_token
+from .settings import (
+    MAMBA_ALL_MODE,
     EngineSettings,
-    binding_stage,
-    convention_notes,
+    batched_tokens_default,
     engine_settings,
-    layers_on_gpu,
-    pipeline_stages,
+    gpu_memory,
 )
+from .speculative import speculative_view
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,41 +106,24 @@ class VllmPrediction:
             f"Maximum concurrency for {self.max_model_len:,} tokens per request: "
             f"{self.max_concurrency:.2f}x"
         )
-        if fact("log_format", self.vllm_version or None) == "one line":
+        if fact(Facts.log_format, self.vllm_version or None) == "one line":
             return [f"{tokens}, {conc}"]
         return [tokens, conc]
 
 
 def predict(
-    spec: ModelSpec,
-    *,
+    dep: Deployment,
     available_bytes: int,
     max_model_len: int,
-    block_size: int = DEFAULT_BLOCK_SIZE,
-    tp: int = 1,
-    pp: int = 1,
-    kv_dtype: str = "bf16",
-    state_dtype: str = "bf16",
-    max_num_batched_tokens: int | None = None,
-    num_draft_layers: int = 0,
-    vllm_version: str | None = None,
-    scales: bool = False,
-    mamba_cache_dtype: str = "auto",
-    mamba_ssm_cache_dtype: str = "auto",
-    enable_prefix_caching: bool | None = None,
-    mamba_cache_mode: str | None = None,
+    *,
     architecture: str | None = None,
-    gdn_prefill_checkpoint: bool = False,
-    usage_context: str = "serve",
-    gpu_memory_bytes: int | None = None,
-    gpu_name: str | None = None,
     mm_batch_tokens: int | None = None,
     mla_block_rule: bool = True,
 ) -> VllmPrediction:
-    """The capacity lines vLLM prints for ``spec`` given the memory it found for the cache.
+    """The capacity lines vLLM prints for ``dep`` given the memory it found for the cache.
 
-    ``kv_dtype`` is kvcalc's name (bf16, fp8, int8, ...) or vLLM's --kv-cache-dtype; with
-    ``scales`` a quantized kvcalc format is vLLM's per-token-head variant. A format the chosen
+    ``dep.cache.kv_dtype`` is kvcalc's name (bf16, fp8, int8, ...) or vLLM's --kv-cache-dtype;
+    with ``scales`` a quantized kvcalc format is vLLM's per-token-head variant. A format the chosen
     version does not have, or one kvcalc does not model, is refused by name, never replaced by
     another one's numbers.
 
@@ -158,42 +145,24 @@ def predict(
     generation (an H100 when none is given), see mla_block_size; ``mla_block_rule=False``
     keeps ``block_size`` as given (a block size read from a log)."""
     notes: list[str] = []
-    spec = speculative_view(spec, resolve_version(vllm_version), notes)
-    kinds = [lay for lay, _ in counted(spec.layers)]  # each distinct layer once, for the scans
-    _check_servable(spec, kinds)
+    view = speculative_view(dep.spec, resolve_version(dep.engine.version), notes)
+    if view is not dep.spec:
+        dep = replace(dep, spec=view)
+    kinds = [lay for lay, _ in counted(view.layers)]  # each distinct layer once, for the scans
+    _check_servable(view, kinds)
     available_bytes = check_int("available KV cache memory (bytes)", available_bytes, 0, 2**50)
     max_model_len = check_int("max_model_len", max_model_len, 1, MAX_CONTEXT)
-    block_size = check_int("block size", block_size, 1, 4096)
-    tp = check_int("tensor parallel size", tp, 1, 4096)
-    pp = check_int("pipeline parallel size", pp, 1, 4096)
-    num_draft_layers = check_int("draft layers", num_draft_layers, 0, 64)
     settings = engine_settings(
-        spec,
-        kinds,
+        dep,
+        max_model_len,
         notes,
-        max_model_len=max_model_len,
-        pp=pp,
-        block_size=block_size,
-        vllm_version=vllm_version,
-        max_num_batched_tokens=max_num_batched_tokens,
-        kv_dtype=kv_dtype,
-        scales=scales,
-        state_dtype=state_dtype,
-        mamba_cache_dtype=mamba_cache_dtype,
-        mamba_ssm_cache_dtype=mamba_ssm_cache_dtype,
-        enable_prefix_caching=enable_prefix_caching,
-        mamba_cache_mode=mamba_cache_mode,
         architecture=architecture,
-        gdn_prefill_checkpoint=gdn_prefill_checkpoint,
-        usage_context=usage_context,
-        gpu_memory_bytes=gpu_memory_bytes,
-        gpu_name=gpu_name,
         mm_batch_tokens=mm_batch_tokens,
         mla_block_rule=mla_block_rule,
     )
-    _note_qwen3_5_before_hook(kinds, settings.version, mamba_ssm_cache_dtype, notes)
-    layers = layers_on_gpu(spec, num_draft_layers, tp)
-    parts, stages = pipeline_stages(spec, layers, pp)
+    _note_qwen3_5_before_hook(kinds, settings.version, dep.cache.mamba_ssm_cache_dtype, notes)
+    layers = layers_on_gpu(view, dep.engine.num_draft_layers, dep.tp)
+    parts, stages = pipeline_stages(view, layers, dep.pp)
     binding = binding_stage(
         layers,
         stages,
@@ -221,7 +190,7 @@ def _note_qwen3_5_before_hook(
     """Say it where a Qwen3.5 state declares its format (config.json mamba_ssm_dtype) but the
     version asked predates vLLM reading it: the release has no Qwen3.5 model, and main builds
     stamped with its number straddle PR #34489 (tests/data/vllm-facts.md, Q18)."""
-    if fact("qwen3_5_ssm_from_config", version) or ssm_flag not in (None, "auto"):
+    if fact(Facts.qwen3_5_ssm_from_config, version) or ssm_flag not in (None, "auto"):
         return
     declared = sorted(
         {
@@ -257,7 +226,7 @@ def _prediction(
     bind, per_req, num_blocks = binding.grouping, binding.per_request, binding.num_blocks
     per_request = sum(per_req)
     conc = num_blocks / per_request if per_request else 0.0
-    if fact("tokens_line", s.version) == "concurrency":
+    if fact(Facts.tokens_line, s.version) == "concurrency":
         tokens = int(conc * max_model_len)
         formula = "int(max_concurrency x max_model_len)"
     else:
@@ -301,3 +270,286 @@ def _prediction(
         stage_blocks=tuple(binding.stage_blocks),
         notes=tuple(notes),
     )
+
+
+# -- the layers on the GPUs and stages, and the stage that binds ----------------------------------
+
+
+def layers_on_gpu(spec: ModelSpec, num_draft_layers: int, tp: int) -> list[Layer]:
+    """The model's layers (and a draft model's, in the same pool) as one GPU holds them."""
+    layers = list(spec.layers)
+    if num_draft_layers:
+        # A draft model (EAGLE adds one decoder layer) keeps its cache in the same pool, with
+        # the target's geometry and full attention.
+        ref = next((lay for lay in spec.kv_layers if not isinstance(lay, MLALatent)), None)
+        if ref is None:
+            raise ValueError("draft layers need an attention layer to copy the geometry from")
+        draft = FullAttention(
+            kv_heads=ref.kv_heads,
+            head_dim=ref.head_dim,
+            v_head_dim=ref.v_head_dim,
+            q_heads=ref.q_heads,
+        )
+        layers += [draft] * num_draft_layers
+    if tp > 1:  # validates tp against the KV heads; once per distinct layer
+        split: dict = {}
+        layers = [split.get(id(lay)) or split.setdefault(id(lay), lay.split(tp)) for lay in layers]
+    return layers
+
+
+def pipeline_stages(
+    spec: ModelSpec, layers: list[Layer], pp: int
+) -> tuple[list[int], list[list[int]]]:
+    """The layers per pipeline stage, and each stage's layer positions (drafts: the last)."""
+    own = len(spec.target_layers)
+    parts = pp_partition(own, pp)
+    stages, start = [], 0
+    for i, count in enumerate(parts):
+        positions = list(range(start, start + count))
+        if i == pp - 1:
+            positions += list(range(own, len(layers)))  # drafts: the last stage
+        stages.append(positions)
+        start += count
+    return parts, stages
+
+
+@dataclass(frozen=True)
+class Binding:
+    """The stage whose numbers bind: its grouping, its pool's blocks, the blocks one request
+    takes in each of its groups; and every stage's blocks, and the binding stage's index."""
+
+    grouping: KVCacheGrouping
+    num_blocks: int
+    per_request: list[int]
+    stage_blocks: list[int]
+    index: int
+
+
+def binding_stage(
+    layers: list[Layer],
+    stages: list[list[int]],
+    s: EngineSettings,
+    *,
+    available_bytes: int,
+    max_model_len: int,
+    notes: list[str],
+) -> Binding:
+    """The grouping whose numbers bind, its pool's blocks, the blocks a request takes in each
+    of its groups, every stage's blocks, and the binding stage's index."""
+    pp = len(stages)
+    version, in_flight, state_blocks, fmt = s.version, s.in_flight, s.state_blocks, s.fmt
+    rules = s.grouping_rules()
+    if pp > 1 and fact(Facts.pp_grouping, version) == "whole model":
+        # v0.11.0 on: groups from the whole model; each stage's block holds only its own layers
+        # of each group; every stage takes the smallest num_blocks of all.
+        g = layer_grouping(layers, rules)
+        per_req = per_request_blocks(g, max_model_len, in_flight, state_blocks)
+        stage_blocks = []
+        for positions in stages:
+            mine = set(positions)
+            slots = max(len(mine.intersection(group.members)) for group in g.groups)
+            per_block = (
+                g.page_bytes * max(1, slots)
+                if not g.uniform
+                else sum(
+                    g.block_size * vllm_bytes_per_token(layers[i], fmt)
+                    for i in positions
+                    if layers[i].stores_tokens
+                )
+            )
+            stage_blocks.append(available_bytes // max(1, per_block))
+        index = min(range(pp), key=lambda i: stage_blocks[i])
+        notes.append(
+            "pipeline stages share one grouping of the whole model (vLLM 0.11.0 on); "
+            "the stage with the fewest blocks sets the numbers"
+        )
+        return Binding(g, stage_blocks[index], per_req, stage_blocks, index)
+    configs = []
+    for positions in stages:
+        g = layer_grouping([layers[i] for i in positions], rules)
+        configs.append(
+            (
+                g,
+                available_bytes // g.block_bytes,
+                per_request_blocks(g, max_model_len, in_flight, state_blocks),
+            )
+        )
+    stage_blocks = [c[1] for c in configs]
+    index = min(range(len(configs)), key=lambda i: configs[i][1] / max(1, sum(configs[i][2])))
+    bind, num_blocks, per_req = configs[index]
+    return Binding(bind, num_blocks, per_req, stage_blocks, index)
+
+
+def convention_notes(
+    binding: Binding, *, kinds: list, settings: EngineSettings, parts: list[int]
+) -> list[str]:
+    """The engine conventions the numbers rest on: tokens in flight, the state formats and
+    blocks, the pipeline stages."""
+    bind, per_req, s = binding.grouping, binding.per_request, settings
+    version, batches, in_flight, architecture = s.version, s.batches, s.in_flight, s.architecture
+    conv, ssm, mode = s.conv, s.ssm, s.mamba_cache_mode
+    state_blocks, checkpoint = s.state_blocks, s.checkpoint
+    notes = []
+    if batches > 1 and any(
+        r > 0 and g.spec.token_bound() is not None
+        for g, r in zip(bind.groups, per_req, strict=True)
+    ):
+        notes.append(
+            f"each window or chunk reserves room for {batches} x max_num_batched_tokens "
+            f"({in_flight:,} tokens in flight): asynchronous scheduling, vLLM 0.26.0 on"
+        )
+    if any(g.spec.state_elements for g in bind.groups):
+        notes.append(f"recurrent state: conv in {conv.name.upper()}, SSM in {ssm.name.upper()}")
+        if mode == "none":
+            notes.append(
+                "a recurrent state takes one block per request: prefix caching off "
+                "(mamba_cache_mode 'none')"
+            )
+        else:
+            notes.append(
+                f"prefix caching on (mamba_cache_mode 'align'): each recurrent group "
+                f"keeps {state_blocks} blocks per request"
+                + (
+                    " (2 + one prefill checkpoint of FlashInfer's Gated DeltaNet)"
+                    if checkpoint
+                    else ""
+                )
+            )
+            if (
+                fact(Facts.gdn_prefill_checkpoint, version)
+                and not checkpoint
+                and any(getattr(lay, "flavor", "") == "gated_deltanet" for lay in kinds)
+            ):
+                notes.append(
+                    "on Hopper (or Blackwell with CUDA 13) vLLM 0.33.0's FlashInfer "
+                    "Gated DeltaNet prefill keeps a third block and aligns blocks to "
+                    "64 tokens: set gdn_prefill_checkpoint (--gdn-prefill-checkpoint)"
+                )
+            if fact(Facts.mamba_cache_mode, version) == "all or align" and architecture is None:
+                notes.append(
+                    "vLLM 0.15.0-0.27.x uses mamba_cache_mode 'all' instead for "
+                    + ", ".join(MAMBA_ALL_MODE)
+                    + " (not modelled)"
+                )
+    if len(parts) > 1:
+        notes.append(f"pipeline stages hold {', '.join(map(str, parts))} layers")
+    return notes
+
+
+# -- around the capacity lines: the longest max_model_len, the refusal to start, the memory ------
+
+
+def _fixed_batch(
+    dep: Deployment, max_model_len: int | None, mm_batch_tokens: int | None
+) -> Deployment:
+    """``dep`` with its max_num_batched_tokens fixed to vLLM's default where none is given:
+    vLLM's checks use its scheduler's one value."""
+    if dep.engine.max_num_batched_tokens is not None:
+        return dep
+    version = resolve_version(dep.engine.version)
+    tokens = batched_tokens_default(dep, version, max_model_len, mm_batch_tokens)
+    return dep.but(max_num_batched_tokens=tokens)
+
+
+_MEMO: dict[tuple, int | None] = {}
+
+
+def estimate_max_model_len(dep: Deployment, available_bytes: int, **extras: Any) -> int | None:
+    """The longest max_model_len one request of which fits in the pool, as vLLM's
+    estimate_max_model_len finds it by bisection (at most 10^8 tokens); None when a request's
+    blocks stop growing (every layer keeps a bounded number of tokens), 0 when not even one
+    token fits. ``extras``: predict()'s keywords.
+
+    Memoised per model, pool and engine settings: the bisection takes about 28 predictions, and
+    a Budget page whose context does not fit asks for it again at every point of its
+    concurrency curve (42 x 28 predictions of a 1,024-layer model took 8 s)."""
+    dep = _fixed_batch(dep, None, extras.get("mm_batch_tokens"))
+    parts = (dep.spec, dep.tp, dep.pp, dep.cache, dep.engine, gpu_memory(dep))
+    key = (parts, available_bytes, tuple(sorted(extras.items())))
+    try:
+        if key in _MEMO:
+            return _MEMO[key]
+    except TypeError:  # an unhashable argument: no memo
+        return _estimate_max_model_len(dep, available_bytes, extras)
+    if len(_MEMO) >= 16:
+        _MEMO.pop(next(iter(_MEMO)))
+    _MEMO[key] = _estimate_max_model_len(dep, available_bytes, extras)
+    return _MEMO[key]
+
+
+def _estimate_max_model_len(dep: Deployment, available_bytes: int, extras: dict) -> int | None:
+    def blocks(n: int) -> tuple[int, int]:
+        p = predict(dep, available_bytes, n, **extras)
+        return p.blocks_per_request, p.num_blocks
+
+    null = fact(Facts.null_block, dep.engine.version)  # v0.29.0 on: the null block first
+
+    def fits(n: int) -> bool:
+        need, have = blocks(n)
+        return need <= have - null
+
+    hi = MAX_CONTEXT
+    if fits(hi):
+        # Bounded layers only (windows, states): a request never needs more, so nothing ever
+        # fills the pool. Otherwise the answer is at least 10^8 tokens, as far as vLLM goes.
+        return None if blocks(hi)[0] == blocks(hi // 2)[0] else hi
+    if not fits(1):
+        return 0
+    return last_true(fits, 1, hi)
+
+
+def startup_error(
+    dep: Deployment,
+    available_bytes: int,
+    max_model_len: int,
+    prediction: VllmPrediction | None = None,
+    **extras: Any,
+) -> str | None:
+    """vLLM's own refusal to start when one request of max_model_len does not fit (None when it
+    fits), in the wording of the chosen version, with its estimate of the longest max_model_len
+    that would (tests/data/vllm-facts.md, Q7). ``prediction``: predict()'s result for these
+    same arguments, when the caller has it already; ``extras``: predict()'s keywords."""
+    version = dep.engine.version
+    dep = _fixed_batch(dep, max_model_len, extras.get("mm_batch_tokens"))
+    p = prediction or predict(dep, available_bytes, max_model_len, **extras)
+    if p.blocks_per_request <= p.num_blocks - fact(Facts.null_block, version):
+        return None
+    need = p.blocks_per_request * (p.page_bytes * p.group_size if len(p.groups) else p.page_bytes)
+    est = estimate_max_model_len(dep, available_bytes, **extras)
+    who = fact(Facts.error_wording, version)
+    text = (
+        f"To serve at least one request with the {who} max seq len ({max_model_len}), "
+        f"({need / GiB:.2f} GiB KV cache is needed, which is larger than the available KV "
+        f"cache memory ({available_bytes / GiB:.2f} GiB). "
+    )
+    if est:
+        text += f"Based on the available memory, the estimated maximum model length is {est}. "
+    return text + fact(Facts.error_advice, version)
+
+
+def available_bytes(
+    *,
+    total_bytes: int,
+    gpu_mem_util: float,
+    weights_bytes: int,
+    activation_bytes: int,
+    non_torch_bytes: int,
+    cuda_graph_bytes: int = 0,
+) -> int:
+    """vLLM's "Available KV cache memory" on one GPU: ceil(total x util) minus the weights, the
+    peak activation of its profiling run, memory outside torch (CUDA context, NCCL, cuBLAS
+    workspaces) and, in versions that profile it before sizing the cache, CUDA-graph memory."""
+    total_bytes = check_int("GPU memory (bytes)", total_bytes, 1, 2**50)
+    for name, v in (
+        ("weights", weights_bytes),
+        ("activation peak", activation_bytes),
+        ("non-torch memory", non_torch_bytes),
+        ("CUDA-graph memory", cuda_graph_bytes),
+    ):
+        check_int(f"{name} (bytes)", v, 0, 2**50)
+    if not 0 < gpu_mem_util <= 1 or gpu_mem_util != gpu_mem_util:
+        raise ValueError(
+            f"gpu_memory_utilization must be above 0 and at most 1, got {gpu_mem_util}"
+        )
+    requested = math.ceil(total_bytes * gpu_mem_util)
+    return requested - weights_bytes - activation_bytes - non_torch_bytes - cuda_graph_bytes

@@ -1,10 +1,15 @@
 """vLLM's release facts: what changed between versions, each with its source, and the
-version string read as numbers (``fact(name, version)`` is the one way the other modules ask)."""
+version string read as numbers (``fact(Facts.name, version)`` is the one way the other modules
+ask; every release rule of kvcalc.engines.vllm is a fact here)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+Release = tuple[int, int, int]
 
 
 def resolve_version(v: str | None) -> tuple[int, ...]:
@@ -18,12 +23,29 @@ def resolve_version(v: str | None) -> tuple[int, ...]:
     return tuple(int(n) for n in nums[:3]) + (0,) * (3 - min(3, len(nums)))
 
 
+def _growing(
+    *rows: tuple[Release, tuple[str, ...], str],
+) -> tuple[tuple[Release, frozenset[str], str], ...]:
+    """Steps of a set that only grows: each row names what its release added."""
+    have: frozenset[str] = frozenset()
+    out = []
+    for since, added, why in rows:
+        have = have | frozenset(added)
+        out.append((since, have, why))
+    return tuple(out)
+
+
+_DOCS_LINK = (
+    " See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+)
+
+
 # -- facts that changed between vLLM releases ----------------------------------------------------
 # Every rule of vLLM's capacity arithmetic that changed between releases, with the first release
 # that has each value and the change that made it. The releases were read off the Python sources
 # of every vLLM wheel on PyPI from v0.7.0 to v0.33.0, compared release by release (release
 # candidates and dev builds not checked); PR numbers from vLLM's pull-request threads. Details and
-# quotes: tests/data/vllm-facts.md. `predict(..., vllm_version=...)` applies one release's rules;
+# quotes: tests/data/vllm-facts.md. `EngineArgs(version=...)` picks one release's rules;
 # the default is NEWEST. A main-branch build's version ("0.16.1rc1.dev111+gafd089f23") is read
 # as its first three numbers; where a rule reached main between two releases and real logs of
 # such builds show it, its step sits at the builds' stamp (qwen3_5_ssm_from_config: 0.16.1).
@@ -33,11 +55,11 @@ def resolve_version(v: str | None) -> tuple[int, ...]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Fact:
+class Fact(Generic[T]):
     what: str
-    steps: tuple[tuple[tuple[int, int, int], object, str], ...]  # (first release, value, source)
+    steps: tuple[tuple[Release, T, str], ...]  # (first release, value, source)
 
-    def at(self, version: tuple[int, ...]):
+    def at(self, version: tuple[int, ...]) -> T:
         value = self.steps[0][1]
         for since, v, _ in self.steps:
             if version >= since:
@@ -45,8 +67,10 @@ class Fact:
         return value
 
 
-VERSION_FACTS: dict[str, Fact] = {
-    "group_threshold": Fact(
+class Facts:
+    """Every release rule, a typed Fact named for what changed (``fact(Facts.x, version)``)."""
+
+    group_threshold = Fact[float | None](
         what="hybrid grouping: all types get the largest count as group size when max < min x this "
         "(None: always the smallest count)",
         steps=(
@@ -54,8 +78,8 @@ VERSION_FACTS: dict[str, Fact] = {
             ((0, 12, 0), 1.25, "PR #29303 (gpt-oss-20b + EAGLE: 12 sliding + 13 full)"),
             ((0, 18, 0), 1.5, "PR #36684 (speculative drafters add layers to one type)"),
         ),
-    ),
-    "tokens_line": Fact(
+    )
+    tokens_line = Fact[str](
         what='"GPU KV cache size: N tokens"',
         steps=(
             ((0, 8, 0), "blocks", "PR #13596: num_blocks // groups x block_size"),
@@ -65,8 +89,8 @@ VERSION_FACTS: dict[str, Fact] = {
                 "int(max_concurrency x max_model_len); PR not pinned (#41069 or #40694)",
             ),
         ),
-    ),
-    "pp_grouping": Fact(
+    )
+    pp_grouping = Fact[str](
         what="pipeline parallelism: layers grouped per stage, or over the whole model",
         steps=(
             ((0, 0, 0), "per stage", "each worker grouped its own layers"),
@@ -76,27 +100,27 @@ VERSION_FACTS: dict[str, Fact] = {
                 "PR #23974: global groups, then the smallest num_blocks of all workers",
             ),
         ),
-    ),
-    "gpu_memory_utilization": Fact(
+    )
+    gpu_memory_utilization = Fact[float](
         what="default gpu_memory_utilization",
         steps=(
             ((0, 0, 0), 0.9, "long-standing default"),
             ((0, 20, 0), 0.92, "PR #38284 (with CUDA-graph memory profiled first)"),
         ),
-    ),
-    "in_flight_batches": Fact(
+    )
+    in_flight_batches = Fact[int](
         what="batches of max_num_batched_tokens a window or chunk reserves room for (async "
         "scheduling, one pipeline stage)",
         steps=(
             ((0, 0, 0), 1, "max_num_batched_tokens"),
             ((0, 26, 0), 2, "max_in_flight_tokens = 2 x max_num_batched_tokens; PR not pinned"),
         ),
-    ),
-    "null_block": Fact(
+    )
+    null_block = Fact[int](
         what="blocks reserved before checking that one max_model_len request fits",
         steps=(((0, 0, 0), 0, "none"), ((0, 29, 0), 1, "PR #47272: the null block")),
-    ),
-    "log_format": Fact(
+    )
+    log_format = Fact[str](
         what="how the capacity is logged",
         steps=(
             (
@@ -111,12 +135,12 @@ VERSION_FACTS: dict[str, Fact] = {
                 '... per request: X.XXx"; PR not pinned',
             ),
         ),
-    ),
-    "error_wording": Fact(
+    )
+    error_wording = Fact[str](
         what="start-up error wording",
         steps=(((0, 0, 0), "models's", "v0.8.x-v0.21.0"), ((0, 22, 0), "model's", "v0.22.0")),
-    ),
-    "hybrid_prefix_caching": Fact(
+    )
+    hybrid_prefix_caching = Fact[bool](
         what="prefix caching on by default for hybrid (attention + Mamba) models",
         steps=(
             (
@@ -128,8 +152,8 @@ VERSION_FACTS: dict[str, Fact] = {
             ),
             ((0, 28, 0), True, "PR #50991 '[Mamba] enable prefix cache by default'"),
         ),
-    ),
-    "mamba_cache_mode": Fact(
+    )
+    mamba_cache_mode = Fact[str | None](
         what="mamba_cache_mode chosen when prefix caching is on (MambaModelConfig)",
         steps=(
             ((0, 0, 0), None, "before v0.15.0: no mamba_cache_mode (not modelled)"),
@@ -140,8 +164,8 @@ VERSION_FACTS: dict[str, Fact] = {
             ),
             ((0, 28, 0), "align", "PR #50991: 'align' whenever prefix caching is on"),
         ),
-    ),
-    "hybrid_block_alignment": Fact(
+    )
+    hybrid_block_alignment = Fact[str](
         what="attention block size for a hybrid model: a multiple of this many tokens",
         steps=(
             ((0, 0, 0), "16", "HybridAttentionMambaModelConfig: kernel block 16"),
@@ -151,8 +175,8 @@ VERSION_FACTS: dict[str, Fact] = {
                 "Platform._align_hybrid_block_size: max(smallest kernel block, block_size)",
             ),
         ),
-    ),
-    "gdn_prefill_checkpoint": Fact(
+    )
+    gdn_prefill_checkpoint = Fact[bool](
         what="Qwen Gated DeltaNet with FlashInfer prefill in 'align' mode: one more block per "
         "request and blocks a multiple of 64 tokens",
         steps=(
@@ -164,8 +188,8 @@ VERSION_FACTS: dict[str, Fact] = {
                 "FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64",
             ),
         ),
-    ),
-    "nemotron_h_ssm_default": Fact(
+    )
+    nemotron_h_ssm_default = Fact[str](
         what="NemotronH SSM state dtype when neither the flag nor config.json sets one",
         steps=(
             (
@@ -176,8 +200,8 @@ VERSION_FACTS: dict[str, Fact] = {
             ),
             ((0, 20, 0), "fp32", "DEFAULT_MAMBA_SSM_CACHE_DTYPE = 'float32'"),
         ),
-    ),
-    "qwen3_5_ssm_from_config": Fact(
+    )
+    qwen3_5_ssm_from_config = Fact[bool](
         what="Qwen3.5 SSM state dtype read from config.json's mamba_ssm_dtype",
         steps=(
             (
@@ -195,32 +219,32 @@ VERSION_FACTS: dict[str, Fact] = {
                 "release from v0.17.0",
             ),
         ),
-    ),
+    )
     # Speculative decoding (tests/data/vllm-speculative-facts.md, from the wheels v0.10.0 to
     # v0.34.0): the drafter's layers join the pool in every release (Q0); these changed.
-    "spec_draft_model": Fact(
+    spec_draft_model = Fact[bool](
         what="a separate draft model (method 'draft_model') served",
         steps=(
             ((0, 0, 0), False, '"Speculative decoding with draft model is not supported yet"'),
             ((0, 15, 0), True, "PR #24322: vllm/v1/spec_decode/draft_model.py"),
         ),
-    ),
-    "spec_hybrid": Fact(
+    )
+    spec_hybrid = Fact[str](
         what="recurrent-state (Mamba, linear attention) models served with speculative decoding",
         steps=(
             ((0, 0, 0), "none", '"Mamba with speculative decoding is not supported yet"'),
             ((0, 10, 2), "qwen3_next", "only a qwen3_next target (Gated DeltaNet)"),
             ((0, 17, 0), "any", "PR #33726 (Nemotron-H MTP and Mamba speculative decoding)"),
         ),
-    ),
-    "spec_state_blocks": Fact(
+    )
+    spec_state_blocks = Fact[bool](
         what="the start-up count charges a recurrent group num_speculative_tokens more blocks",
         steps=(
             ((0, 0, 0), False, "num_speculative_blocks not in MambaSpec.max_memory_usage_bytes"),
             ((0, 15, 0), True, "PR #30877: page x (1 or 2 + num_speculative_blocks)"),
         ),
-    ),
-    "spec_conv_rows": Fact(
+    )
+    spec_conv_rows = Fact[frozenset[str]](
         what="recurrent flavours whose conv state keeps conv_kernel - 1 + num_speculative_tokens "
         "rows",
         steps=(
@@ -237,19 +261,162 @@ VERSION_FACTS: dict[str, Fact] = {
                 "KDA: conv_kernel_size - 1 + num_spec",
             ),
         ),
-    ),
-    "mm_prefix_lm_batch_floor": Fact(
+    )
+    mm_prefix_lm_batch_floor = Fact[bool](
         what="default max_num_batched_tokens raised to one multimodal item (Gemma 4)",
         steps=(
             ((0, 0, 0), False, "absent in v0.21.0"),
             ((0, 22, 0), True, "EngineArgs._get_min_mm_batched_tokens"),
         ),
-    ),
+    )
+    # Rules of the defaults, the formats and the start-up error (tests/data/vllm-facts.md)
+    kv_cache_dtypes = Fact[frozenset[str]](
+        what="--kv-cache-dtype choices (vLLM's CacheDType Literal, vllm/config/cache.py; Q4)",
+        steps=_growing(
+            ((0, 0, 0), ("auto", "fp8", "fp8_e4m3", "fp8_e5m2"), "auto and fp8 (= fp8_e4m3)"),
+            ((0, 10, 0), ("fp8_inc",), "Intel Gaudi fp8 (float8_e4m3fn)"),
+            ((0, 11, 0), ("bfloat16",), "v0.11.0"),
+            ((0, 11, 1), ("fp8_ds_mla",), "DeepSeek sparse MLA layout (MLAAttentionSpec)"),
+            ((0, 18, 0), ("float16",), "v0.18.0"),
+            (
+                (0, 20, 0),
+                ("int8_per_token_head", "fp8_per_token_head", "nvfp4")
+                + ("turboquant_k8v4", "turboquant_4bit_nc")
+                + ("turboquant_k3v4_nc", "turboquant_3bit_nc"),
+                "PR #38378 (per-token-head), PR #37332 (nvfp4), TurboQuant",
+            ),
+            ((0, 25, 0), ("int4_per_token_head",), "PR #40835"),
+            ((0, 28, 0), ("nvfp4_4over6",), "PR #45187: the nvfp4 layout"),
+            ((0, 30, 0), ("nvfp4_ds_mla",), "flashmla_sparse.py"),
+            ((0, 32, 0), ("ultraquant_4bit",), "packed FP4 + UE8M0 slots"),
+            ((0, 33, 0), ("octave_k3v4", "octave_k3v3", "octave_k3v3_compact"), "ROCm Octave"),
+        ),
+    )
+    kda_ssm_flag = Fact[bool](
+        what="--mamba-ssm-cache-dtype sets Kimi-Linear's KDA recurrent state",
+        steps=(
+            ((0, 0, 0), False, "KDA's recurrent state is float32 (kda_state_dtype)"),
+            ((0, 30, 0), True, "float32 or bfloat16 from the flag (v0.30.0)"),
+        ),
+    )
+    uniform_type_specs = Fact[bool](
+        what="layers of one type whose pages differ share one group (UniformTypeKVCacheSpecs)",
+        steps=(
+            ((0, 0, 0), False, "refused: vLLM cannot allocate them"),
+            ((0, 11, 0), True, "UniformTypeKVCacheSpecs: a block holds a page of every layer"),
+        ),
+    )
+    mla_block_rule = Fact[str](
+        what="how an MLA model's block size is chosen for its attention kernel (Q16)",
+        steps=(
+            (
+                (0, 0, 0),
+                "forced",
+                "CudaPlatformBase.check_and_update_config forces the backend's size",
+            ),
+            (
+                (0, 18, 0),
+                "preferred",
+                "PR #35122: update_block_size_for_backend asks get_preferred_block_size(16); "
+                "a --block-size given is kept",
+            ),
+        ),
+    )
+    blackwell_flashinfer_mla = Fact[bool](
+        what="Blackwell takes FlashInfer MLA (blocks of 64) when qk_nope_head_dim is 128",
+        steps=(
+            ((0, 0, 0), False, "CUTLASS MLA (blocks of 128)"),
+            ((0, 15, 0), True, '"Forcing kv cache block size to 64 for FlashInferMLA backend."'),
+        ),
+    )
+    mla_block_line_plural = Fact[str](
+        what='the MLA block line ends "backend." or "backend(s)."',
+        steps=(((0, 0, 0), "", "one backend"), ((0, 32, 0), "(s)", "every backend asked at once")),
+    )
+    batch_tier_by = Fact[str](
+        what="what puts a GPU in the large row of the batch defaults (get_batch_defaults)",
+        steps=(
+            ((0, 0, 0), "name", "v0.7.x-v0.8.4: H100 or H200 by name (PR #12369)"),
+            ((0, 8, 5), "memory", "70 GiB or more (PRs #16158, #17073, #17885)"),
+        ),
+    )
+    max_num_seqs_by_tier = Fact[bool](
+        what="default max_num_seqs by the GPU's row (256 in the small one), not 1,024 everywhere",
+        steps=(
+            ((0, 0, 0), False, "1,024 on every GPU up to v0.8.3"),
+            ((0, 8, 4), True, "256 on the small row (PR #16158)"),
+        ),
+    )
+    a100_small_tier = Fact[bool](
+        what="an A100 takes the small row of the batch defaults whatever its memory",
+        steps=(((0, 0, 0), False, "by memory"), ((0, 9, 0), True, "v0.9.0: not an A100")),
+    )
+    huge_batch_tier = Fact[bool](
+        what="a row of 16,384 batched tokens for GPUs of 160 GiB or more",
+        steps=(((0, 0, 0), False, "no such row"), ((0, 28, 0), True, "v0.28.0; PR not pinned")),
+    )
+    gb10_small_tier = Fact[bool](
+        what="DGX Spark (GB10, compute capability 12.1) stays in the small row",
+        steps=(((0, 0, 0), False, "by memory"), ((0, 33, 0), True, "v0.33.0")),
+    )
+    error_advice = Fact[str](
+        what="the advice that ends the start-up error (Q7)",
+        steps=(
+            (
+                (0, 0, 0),
+                "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+                "initializing the engine.",
+                "v0.8.x-v0.19.x",
+            ),
+            (
+                (0, 20, 0),
+                "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+                "initializing the engine." + _DOCS_LINK,
+                "v0.20.0: a link to the docs",
+            ),
+            (
+                (0, 22, 0),
+                "Try increasing `gpu_memory_utilization` (which also controls CPU memory on the "
+                "CPU backend) or decreasing `max_model_len` when initializing the engine."
+                + _DOCS_LINK,
+                "v0.22.0: the CPU backend named",
+            ),
+        ),
+    )
+    mamba2_spec_pages_unsized = Fact[bool](
+        what="FalconH1, GraniteMoeHybrid and Zamba2 size their pages without the conv rows "
+        "speculative decoding adds to Mamba-2, and fail at start-up",
+        steps=(
+            ((0, 0, 0), False, "no Mamba-2 with speculative decoding"),
+            ((0, 17, 0), True, "PR #33726 widened the conv state"),
+            ((0, 32, 0), False, "fixed, PR #47635"),
+        ),
+    )
+
+
+VERSION_FACTS: dict[str, Fact[Any]] = {
+    k: v
+    for k, v in vars(Facts).items()
+    if isinstance(v, Fact)  # the table, by name
 }
 NEWEST = "0.33.0"
 
 
-def fact(name: str, version: tuple[int, ...] | str | None = None):
-    """The value of VERSION_FACTS[name] in ``version`` (a tuple, a string, or None: NEWEST)."""
-    v = version if isinstance(version, tuple) else resolve_version(version)
-    return VERSION_FACTS[name].at(v)
+def fact(f: Fact[T], version: tuple[int, ...] | str | None = None) -> T:
+    """The value of fact ``f`` in ``version`` (a tuple, a string, or None: NEWEST)."""
+    return f.at(version if isinstance(version, tuple) else resolve_version(version))
+
+
+def version_choices() -> list[str]:
+    """NEWEST first, then the releases on both sides of every change in VERSION_FACTS."""
+    seen = {NEWEST}
+    out = [NEWEST]
+    changes = {since for f in VERSION_FACTS.values() for since, _, _ in f.steps[1:]}
+    for since in sorted(changes, reverse=True):
+        major, minor, patch = since
+        before = f"{major}.{minor}.{patch - 1}" if patch else f"{major}.{minor - 1}.x"
+        for text in (".".join(map(str, since)), before):
+            if text not in seen:
+                seen.add(text)
+                out.append(text)
+    return out

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from ...cache.deployment import Deployment
 from ...core.model import ModelSpec
 from ...core.speculative import speculation_from, with_speculation
 from ...core.units import GiB
 from .capacity import VllmPrediction, predict
-from .facts import fact, resolve_version
-from .formats import mamba_cache_mode_of
+from .facts import Facts, fact, resolve_version
+from .settings import mamba_cache_mode_of
 
 # -- reading a start-up log ---------------------------------------------------------------------
 
@@ -157,9 +159,14 @@ class LogLine:
 _KV_FROM_LOG = {"auto": "bf16", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
 
 
+# predict()'s keywords besides the Deployment's fields (max_model_len is its argument)
+_EXTRAS = ("architecture", "mm_batch_tokens", "mla_block_rule")
+
+
 def log_settings(log: dict) -> dict:
-    """predict() keywords for the settings a parsed log states (vLLM's defaults otherwise;
-    block size 128 on Ascend, vllm-ascend's refresh_block_size)."""
+    """The settings a parsed log states, by the Deployment's field names (and max_model_len,
+    mla_block_rule): vLLM's defaults otherwise; block size 128 on Ascend, vllm-ascend's
+    refresh_block_size."""
     ascend = "available_bytes" in log and "available_gib" not in log
     kw = dict(
         max_model_len=log.get("max_model_len") or log.get("concurrency_len"),
@@ -170,7 +177,7 @@ def log_settings(log: dict) -> dict:
             log.get("kv_cache_dtype", "auto"), log.get("kv_cache_dtype", "auto")
         ),
         max_num_batched_tokens=log.get("max_num_batched_tokens"),
-        vllm_version=log.get("version"),
+        version=log.get("version"),
     )
     if "mla_block" in log:  # the block vLLM chose for its MLA kernel, as logged
         kw["block_size"] = log["mla_block"]
@@ -197,12 +204,21 @@ def _log_bounds(log: dict) -> tuple[int, int, int]:
     )
 
 
-def _check_log(spec: ModelSpec, log: dict, kw: dict):
-    """(middle prediction, lines) for one set of predict() keywords."""
+def _predictor(spec: ModelSpec, kw: dict[str, Any]) -> Callable[[int], VllmPrediction]:
+    """predict() at a pool size for settings ``kw`` (log_settings' names)."""
+    extras = {k: kw[k] for k in _EXTRAS if k in kw}
+    fields = {k: v for k, v in kw.items() if k not in (*_EXTRAS, "max_model_len") and v is not None}
+    dep = Deployment(spec=spec).but(**fields)
+    return lambda available: predict(dep, available, kw["max_model_len"], **extras)
+
+
+def _check_log(
+    spec: ModelSpec, log: dict[str, Any], kw: dict[str, Any]
+) -> tuple[VllmPrediction, list[LogLine]]:
+    """(middle prediction, lines) for one set of settings (log_settings' names)."""
     mid_b, lo_b, hi_b = _log_bounds(log)
-    mid = predict(spec, available_bytes=mid_b, **kw)
-    lo = predict(spec, available_bytes=lo_b, **kw)
-    hi = predict(spec, available_bytes=hi_b, **kw)
+    at = _predictor(spec, kw)
+    mid, lo, hi = at(mid_b), at(lo_b), at(hi_b)
     exact = lo_b == hi_b
     rounding = (
         "vllm-ascend prints the exact bytes"
@@ -256,15 +272,17 @@ def _check_log(spec: ModelSpec, log: dict, kw: dict):
     return mid, lines
 
 
-def _alternatives(spec: ModelSpec, log: dict, kw: dict):
-    """(description, predict() keywords) for the settings a log most often hides: prefix
+def _alternatives(
+    spec: ModelSpec, log: dict[str, Any], kw: dict[str, Any]
+) -> list[tuple[str, dict[str, Any]]]:
+    """(description, changed settings) for the settings a log most often hides: prefix
     caching ('align' mode), the state dtypes, max_num_batched_tokens, the GDN checkpoint, the
     block size."""
     has_state = any(lay.state_elements for lay in spec.layers)
     windowed = any(lay.token_bound() is not None for lay in spec.layers)
     out: list[tuple[str, dict[str, Any]]] = []
     if has_state:
-        version = resolve_version(kw.get("vllm_version"))
+        version = resolve_version(kw.get("version"))
         pc = kw.get("enable_prefix_caching")
         if pc is None:
             try:
@@ -297,7 +315,7 @@ def _alternatives(spec: ModelSpec, log: dict, kw: dict):
                 ssm,
             ):
                 out.append((text, {"mamba_cache_dtype": conv, "mamba_ssm_cache_dtype": ssm}))
-        if fact("gdn_prefill_checkpoint", version) and not kw.get("gdn_prefill_checkpoint"):
+        if fact(Facts.gdn_prefill_checkpoint, version) and not kw.get("gdn_prefill_checkpoint"):
             out.append(
                 (
                     "the FlashInfer Gated DeltaNet prefill checkpoint (Hopper/Blackwell, "
@@ -320,7 +338,7 @@ def _alternatives(spec: ModelSpec, log: dict, kw: dict):
     return out
 
 
-def diagnose_log(spec: ModelSpec, log: dict, **kw) -> list[str]:
+def diagnose_log(spec: ModelSpec, log: dict[str, Any], **kw: Any) -> list[str]:
     """The single settings, one at a time, under which every capacity line of the log is
     reproduced: the likely real cause of a log that does not agree."""
     found = []
@@ -334,7 +352,9 @@ def diagnose_log(spec: ModelSpec, log: dict, **kw) -> list[str]:
     return found
 
 
-def explain_log(spec: ModelSpec, log: dict, **overrides) -> tuple[VllmPrediction, list[LogLine]]:
+def explain_log(
+    spec: ModelSpec, log: dict[str, Any], **overrides: Any
+) -> tuple[VllmPrediction, list[LogLine]]:
     """Predict from the settings a log states and compare with its capacity lines.
 
     vLLM prints the available memory rounded to 0.01 GiB, so a prediction is made for both ends

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...core.model import ModelSpec, RecurrentState, counted, interned
-from .facts import fact
+from ...core.model import Layer, ModelSpec, RecurrentState, counted, interned
+from .facts import Facts, fact
 
 __all__ = ["speculative_view", "speculative_state_blocks"]
 
@@ -31,7 +31,7 @@ def speculative_view(spec: ModelSpec, version: tuple[int, ...], notes: list[str]
     if not k:
         return spec
     shown = ".".join(map(str, version))
-    if spec.draft_method == "draft_model" and not fact("spec_draft_model", version):
+    if spec.draft_method == "draft_model" and not fact(Facts.spec_draft_model, version):
         raise ValueError(
             f'vLLM {shown} cannot serve a separate draft model ("Speculative decoding with '
             'draft model is not supported yet"): from 0.15.0 on'
@@ -39,7 +39,7 @@ def speculative_view(spec: ModelSpec, version: tuple[int, ...], notes: list[str]
     states = [lay for lay, _ in counted(spec.layers) if isinstance(lay, RecurrentState)]
     if not states:
         return spec
-    allowed = fact("spec_hybrid", version)
+    allowed = fact(Facts.spec_hybrid, version)
     flavors = {lay.flavor for lay in states}
     if allowed == "none" or (allowed == "qwen3_next" and flavors != {"gated_deltanet"}):
         raise ValueError(
@@ -47,22 +47,22 @@ def speculative_view(spec: ModelSpec, version: tuple[int, ...], notes: list[str]
             + (" but Qwen3-Next" if allowed == "qwen3_next" else "")
             + ": any such model from 0.17.0 on (PR #33726)"
         )
-    widened = fact("spec_conv_rows", version)
+    widened = fact(Facts.spec_conv_rows, version)
     # Mamba-1 and lightning attention never widen; KDA before 0.27.0 took num_spec unused
     unknown = flavors - widened - {"mamba", "lightning", "kda"}
-    if unknown and version >= (0, 17, 0):
+    if unknown and allowed == "any":
         raise ValueError(
             f"how vLLM {shown} sizes a {sorted(unknown)[0]} state with speculative decoding is "
             "not modelled"
         )
-    if "mamba2" in flavors and (0, 17, 0) <= version < (0, 32, 0):
+    if "mamba2" in flavors and fact(Facts.mamba2_spec_pages_unsized, version):
         notes.append(
             "speculative decoding widens the Mamba-2 conv state by "
             f"{k} rows; vLLM {shown} sizes the pages of FalconH1, GraniteMoeHybrid and Zamba2 "
             "without them and fails at start-up (fixed in 0.32.0, PR #47635)"
         )
 
-    def view(lay):
+    def view(lay: Layer) -> Layer:
         if not isinstance(lay, RecurrentState) or lay.flavor not in widened:
             return lay
         rows = lay.conv_kernel - 1
@@ -85,4 +85,4 @@ def speculative_view(spec: ModelSpec, version: tuple[int, ...], notes: list[str]
 def speculative_state_blocks(spec: ModelSpec, version: tuple[int, ...]) -> int:
     """The state blocks per request a recurrent group keeps beyond the mode's own
     (num_speculative_blocks), as the start-up count charges them in ``version``."""
-    return spec.speculative_tokens if fact("spec_state_blocks", version) else 0
+    return spec.speculative_tokens if fact(Facts.spec_state_blocks, version) else 0

@@ -74,19 +74,19 @@ The package, one job a module:
 * ``workload``: request lengths and arrivals (``Dist``, ``Workload``);
 * ``engine``: one GPU's pool and its clock (``Setup``, ``setup``: refusals, the pool, the step
   constants); ``Setup.step_seconds`` is the one step clock;
+* ``pool``: what ``setup`` checks and sizes (the inputs, the layers served, the pool);
 * ``scheduler``: the engine steps above as named methods of a ``Scheduler`` (``simulate`` runs
-  one);
-* ``cohort``: the same steps over groups of alike requests, which ``simulate`` runs instead
-  where every request has the same lengths on a model of one group of blocks (the same result,
-  a fraction of the time: tests/test_sim_cohort.py compares the two);
-* ``pool``: the scheduler's bookkeeping (a request's state, the blocks and the shared prefix's
-  chain, the decoding requests as counts);
+  one), over groups of alike requests where every request has the same lengths on a model of
+  one group of blocks (the same result, a fraction of the time: tests/test_sim_groups.py
+  compares the two);
+* ``state``: the scheduler's bookkeeping (a group of requests' state, the blocks and the shared
+  prefix's chain, the decoding requests as counts);
 * ``metrics``: what a run reports (``SimResult``, ``percentile``).
 """
 
 from __future__ import annotations
 
-from .engine import Setup, setup
+from .engine import Setup, Speed, setup
 from .metrics import BINDING_LIMITS, CLI_KEYS, SimResult, percentile
 from .scheduler import Scheduler, estimated_steps, simulate
 from .workload import MAX_REQUESTS, MAX_TOKENS, Dist, Workload, fixed, lognormal, uniform
@@ -98,6 +98,7 @@ __all__ = [
     "lognormal",
     "Workload",
     "Setup",
+    "Speed",
     "setup",
     "simulate",
     "Scheduler",

@@ -1,7 +1,7 @@
 """One GPU's pool and clock for the serving simulator: the ``Setup`` and ``setup``, which refuses
 by name each model the simulator cannot serve, sizes the pool with vLLM's arithmetic
 (``kvcalc.engines.budget``, ``kvcalc.engines.vllm``; the checks and the pool in
-``kvcalc.perf.sim.sizing``) and derives the step-time constants.
+``kvcalc.perf.sim.pool``) and derives the step-time constants.
 
 The one step clock is ``Setup.step_seconds``: max(FLOPs / (peak x MFU), bytes / (bandwidth x
 achieved share)) plus what a real engine adds (``fixed_seconds``), the law of
@@ -10,21 +10,20 @@ achieved share)) plus what a real engine adds (``fixed_seconds``), the law of
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass, field, replace
+from typing import Callable
 
-from ...cache.weight_bytes import Weights
+from ...cache.deployment import Deployment
 from ...core.arith import cdiv
-from ...core.dtypes import KV_DTYPES, DType, get_dtype
-from ...core.model import Layer, ModelSpec
-from ...core.units import GB, check_int
-from ...engines import vllm as _vllm
-from ...engines.budget import DEFAULT_RESERVE_BYTES
+from ...core.dtypes import KV_DTYPES, get_dtype
+from ...core.gpu import GPU
+from ...core.model import Layer
+from ...core.units import GB, check_float, check_int
 from ..calibration import ACTIVATION_BYTES, ALLREDUCES_PER_LAYER, StepModel
 from ..roofline import DEFAULT_MFU
-from .sizing import checked_inputs, pool_fields, served_layers
+from .pool import checked_inputs, served_layers, size_pool
 
-__all__ = ["Setup", "setup"]
+__all__ = ["Setup", "Speed", "setup"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,7 +39,7 @@ class Setup:
     tp: int
     kv_dtype: str
     weight_read_bytes: int  # per GPU, a step of one token (dense; MoE: the experts it touches)
-    kv_read_bytes_per_token: int  # per GPU, every layer
+    kv_read_bytes_per_token: float  # per GPU, every layer
     linear_flops_per_token: float  # 2 x active params / tp
     # 2 x q_heads x (qk_dim + v_dim), all layers, / tp: a pair of a prefill chunk
     attention_flops_per_pair: float
@@ -61,9 +60,9 @@ class Setup:
     slide_groups: int = 0
     window: int = 0
     state_blocks: int = 0
-    slide_read_bytes_per_token: int = 0  # per GPU, the sliding layers (kv_read_...: the rest)
+    slide_read_bytes_per_token: float = 0.0  # per GPU, the sliding layers (kv_read_...: the rest)
     slide_flops_per_pair: float = 0.0
-    state_read_bytes: int = 0  # per GPU, every recurrent state of one request, read each step
+    state_read_bytes: float = 0.0  # per GPU, every recurrent state of one request, read each step
     # vLLM's start-up line for max_model_len: every request at its full length, windows charged
     # window - 1 + the tokens in flight ("Maximum concurrency for N tokens per request")
     logged_concurrency: float = 0.0
@@ -259,174 +258,169 @@ class Setup:
         return seconds
 
 
+@dataclass(frozen=True, kw_only=True)
+class Speed:
+    """How the simulator times a step: the GPU's figures (``of`` takes a GPU's own) and the
+    step model applied to them (kvcalc.perf.calibration: the ideal bound, the calibrated
+    estimate or a user's own coefficients; None: the peaks at MFU 0.5, nothing added).
+
+    ``tp_link_gbs`` is the GPU's link for the all-reduces (GB/s one way);
+    ``attention_peak_tflops`` attention's peak where it is not the GEMMs' (an engine profile
+    only). ``dequant_gemm``: the weights are 4-bit group-quantised and each linear layer's GEMM
+    dequantises them, at the step model's ``dequant_mfu`` of the peak, in steps of fewer than
+    this many tokens (0: every step; the others run the 16-bit GEMM); None: no such GEMM."""
+
+    bandwidth_gbs: float
+    peak_tflops: float
+    model: StepModel | None = None
+    tp_link_gbs: float | None = None
+    attention_peak_tflops: float | None = None
+    dequant_gemm: int | None = None
+
+    def __post_init__(self) -> None:
+        check_float("peak TFLOPS", self.peak_tflops, 0.0, 1e6, lo_open=True)
+        check_float("bandwidth (GB/s)", self.bandwidth_gbs, 0.0, 1e7, lo_open=True)
+        if self.dequant_gemm is not None:
+            check_int("dequantising GEMMs below (tokens)", self.dequant_gemm, 0, 10**7)
+
+    @classmethod
+    def of(cls, gpu: GPU, weight_dtype: str, model: StepModel | None = None, **kw) -> Speed:
+        """``gpu``'s bandwidth, its peak for weights in ``weight_dtype`` and its link."""
+        peak = gpu.peak_tflops(weight_dtype)
+        if peak is None:
+            raise ValueError("the GPU's dense peak (TFLOPS) is needed to time prefill")
+        return cls(
+            bandwidth_gbs=gpu.bandwidth_gbs,
+            peak_tflops=peak,
+            model=model,
+            tp_link_gbs=gpu.tp_link_gbs,
+            **kw,
+        )
+
+
 def setup(
-    spec: ModelSpec,
-    w: Weights,
-    *,
-    total_bytes: int,
-    bandwidth_gbs: float,
-    peak_tflops: float | None,
-    max_model_len: int,
-    kv_dtype: str = "bf16",
-    scales: bool = False,
-    tp: int = 1,
-    pp: int = 1,
-    block_size: int = _vllm.DEFAULT_BLOCK_SIZE,
-    gpu_mem_util: float | None = None,
-    reserve_bytes: int = DEFAULT_RESERVE_BYTES,
-    weights_bytes: int | None = None,
-    max_num_seqs: int | None = None,
-    max_num_batched_tokens: int | None = None,
-    prefix_caching: bool = True,
-    bw_share: float = 1.0,
-    mfu: float = DEFAULT_MFU,
-    vllm_version: str | None = None,
-    gpu_name: str | None = None,
-    speed: StepModel | None = None,
-    tp_link_gbs: float | None = None,
-    kv_pool_bytes: int | None = None,
-    dequant_gemm: bool = False,
-    dequant_below: int = 0,
-    chunked_prefill: bool = True,
-    attention_dp: int = 1,
-    ep: int = 1,
-    attention_peak_tflops: float | None = None,
+    dep: Deployment, max_model_len: int, speed: Speed, *, kv_pool_bytes: int | None = None
 ) -> Setup:
     """The pool (vLLM's arithmetic, ``kvcalc.engines.budget``) and the step-time constants for
-    ``spec`` on one GPU of ``total_bytes``; ValueError naming what to change when it cannot run.
-
-    ``speed`` (kvcalc.perf.calibration: the ideal bound, the calibrated estimate or a user's own
-    coefficients) times the steps; without it ``bw_share`` and ``mfu`` do, and nothing is
-    added (the ideal bound at that share). ``tp_link_gbs`` is the GPU's link for the
-    all-reduces (GB/s one way). ``kv_pool_bytes`` gives the pool's size instead of vLLM's
-    arithmetic (the reserve is then what is left beside the weights). ``dequant_gemm``: the
-    weights are 4-bit group-quantised and every linear layer's GEMM dequantises them, at the step
-    model's ``dequant_mfu`` of the peak (the ideal bound, or no step model: at the MFU); with
-    ``dequant_below``, only the steps of fewer tokens (the others run the 16-bit GEMM).
-    ``chunked_prefill`` False schedules as vLLM V0's default scheduler does
-    (``Setup.chunked_prefill``); its token budget then defaults to V0's max(max_model_len,
-    2,048) and may not be below max_model_len.
+    ``dep`` on one GPU; ValueError naming what to change when it cannot run. ``kv_pool_bytes``
+    gives the pool's size instead of vLLM's arithmetic (the reserve is then what is left beside
+    the weights). ``dep.engine.enable_chunked_prefill`` False schedules as vLLM V0's default
+    scheduler does (``Setup.chunked_prefill``); its token budget then defaults to V0's
+    max(max_model_len, 2,048) and may not be below max_model_len.
 
     In order: the inputs checked, the layers refused or accepted, the pool sized and vLLM's
-    groups read (kvcalc.perf.sim.sizing), the step constants derived (functions below)."""
-    tp, peak_tflops, bandwidth_gbs, bw_share, mfu, max_model_len = checked_inputs(
-        spec,
-        tp=tp,
-        pp=pp,
-        peak_tflops=peak_tflops,
-        bandwidth_gbs=bandwidth_gbs,
-        speed=speed,
-        bw_share=bw_share,
-        mfu=mfu,
-        max_model_len=max_model_len,
-    )
-    dtype = get_dtype(kv_dtype, KV_DTYPES)
-    dp, ep = _layout(spec, tp, attention_dp, ep)
-    layers, windows = served_layers(spec, tp, dtype, scales)
-    wbytes = (
-        w.bytes if weights_bytes is None else check_int("weights (bytes)", weights_bytes, 0, 2**60)
-    )
-    if dp > 1 and weights_bytes is None:  # a rank's attention, 1 / (tp x dp) of the experts
+    groups read (kvcalc.perf.sim.pool), the step constants derived (functions below)."""
+    spec, tp, dp, model = dep.spec, dep.tp, dep.attention_dp, speed.model
+    max_model_len = checked_inputs(dep, max_model_len)
+    dtype = get_dtype(dep.cache.kv_dtype, KV_DTYPES)
+    layers, windows = served_layers(spec, tp, dtype, dep.cache.scales)
+    wbytes = dep.all_weights_bytes
+    if dp > 1 and dep.weights_bytes is None:  # a rank's attention, 1 / (tp x dp) of the experts
+        w = dep.weights
+        assert w is not None  # all_weights_bytes has them
         wbytes = wbytes - w.expert_bytes + cdiv(w.expert_bytes, dp)
-    pool = pool_fields(
-        spec,
-        windows,
-        total_bytes=total_bytes,
-        max_model_len=max_model_len,
-        wbytes=wbytes,
-        gpu_mem_util=gpu_mem_util,
-        reserve_bytes=reserve_bytes,
-        kv_pool_bytes=kv_pool_bytes,
-        block_size=block_size,
-        dtype=dtype,
-        scales=scales,
-        tp=tp,
-        vllm_version=vllm_version,
-        max_num_batched_tokens=max_num_batched_tokens,
-        max_num_seqs=max_num_seqs,
-        gpu_name=gpu_name,
-        chunked_prefill=chunked_prefill,
-    )
-    constants = step_constants(
-        spec,
-        w,
-        layers,
-        dtype=dtype,
-        scales=scales,
-        tp=tp,
-        weights_bytes=weights_bytes,
-        wbytes=wbytes,
-        mnbt=pool["max_num_batched_tokens"],
-    )
-    _spread_over_ranks(pool, constants, dp)
+    one_rank = dep.but(kv_dtype=dtype.name, weights_bytes=wbytes)
+    pool = size_pool(one_rank, max_model_len, windows, kv_pool_bytes)
+    work = step_work(dep, layers, wbytes, pool.max_num_batched_tokens).per_rank(dp)
+    pool, c = pool.over_ranks(dp), engine_costs(dep, speed)
+    dequant_mfu = 0.0
+    if speed.dequant_gemm is not None and model is not None:
+        dequant_mfu = model.dequant_mfu or 0.0
     return Setup(
         model=spec.name,
-        prefix_caching=bool(prefix_caching),
-        chunked_prefill=bool(chunked_prefill),
+        prefix_caching=dep.engine.enable_prefix_caching is not False,
+        chunked_prefill=dep.engine.enable_chunked_prefill,
         tp=tp,
         dp=dp,
-        ep=ep,
+        ep=dep.ep,
         kv_dtype=dtype.name,
         linear_flops_per_token=2.0 * spec.active_params / (tp * dp),
-        bandwidth_gbs=bandwidth_gbs,
-        bw_share=bw_share,
-        peak_tflops=peak_tflops,
-        mfu=mfu,
+        bandwidth_gbs=speed.bandwidth_gbs,
+        bw_share=model.bw_share if model is not None else 1.0,
+        peak_tflops=speed.peak_tflops,
+        mfu=model.mfu if model is not None else DEFAULT_MFU,
         max_model_len=max_model_len,
-        **pool,
-        **constants,
-        **_costs(spec, speed, tp, tp_link_gbs, dp, ep, peak_tflops, attention_peak_tflops),
-        dequant_mfu=(speed.dequant_mfu or 0.0) if dequant_gemm and speed is not None else 0.0,
-        dequant_below=check_int("dequantising GEMMs below (tokens)", dequant_below, 0, 10**7),
+        num_blocks=pool.num_blocks,
+        block_size=pool.block_size,
+        max_num_seqs=pool.max_num_seqs,
+        max_num_batched_tokens=pool.max_num_batched_tokens,
+        kv_pool_bytes=pool.kv_pool_bytes,
+        block_bytes=pool.block_bytes,
+        vllm_version=pool.vllm_version,
+        notes=pool.notes,
+        full_groups=pool.full_groups,
+        slide_groups=pool.slide_groups,
+        window=pool.window,
+        state_blocks=pool.state_blocks,
+        logged_concurrency=pool.logged_concurrency,
+        logged_blocks_per_request=pool.logged_blocks_per_request,
+        pool_blocks=pool.pool_blocks,
+        watermark_blocks=pool.watermark_blocks,
+        weight_read_bytes=work.weight_read_bytes,
+        kv_read_bytes_per_token=work.kv_read_bytes_per_token,
+        slide_read_bytes_per_token=work.slide_read_bytes_per_token,
+        attention_flops_per_pair=work.attention_flops_per_pair,
+        decode_flops_per_pair=work.decode_flops_per_pair,
+        slide_flops_per_pair=work.slide_flops_per_pair,
+        state_read_bytes=work.state_read_bytes,
+        _fixed_read=work.fixed_read,
+        _embed=work.embed,
+        _moe_reads=work.moe_reads,
+        step_overhead_s=c.step_overhead_s,
+        allreduces=c.allreduces,
+        allreduce_latency_s=c.allreduce_latency_s,
+        allreduce_bytes_per_token=c.allreduce_bytes_per_token,
+        tp_link_gbs=c.tp_link_gbs,
+        api_overhead_s=c.api_overhead_s,
+        speed=c.speed,
+        ep_exchanges=c.ep_exchanges,
+        ep_latency_s=c.ep_latency_s,
+        kv_read_factor=c.kv_read_factor,
+        attention_factor=c.attention_factor,
+        dequant_mfu=dequant_mfu,
+        dequant_below=speed.dequant_gemm or 0,
     )
 
 
-def _layout(spec: ModelSpec, tp: int, attention_dp: int, ep: int) -> tuple[int, int]:
-    """Attention data parallel and expert parallel sizes, checked against the model and tp."""
-    dp = check_int("attention data parallel size", attention_dp, 1, 64)
-    ep = check_int("expert parallel size", ep, 1, 512)
-    if ep > 1 and spec.moe is None:
-        raise ValueError(f"{spec.name} has no experts: expert parallel needs a MoE model")
-    if ep > tp * dp:
-        raise ValueError(
-            f"expert parallel {ep} spans more GPUs than the layout's {tp * dp} (tensor "
-            "parallel x attention data parallel)"
+@dataclass(frozen=True, kw_only=True)
+class StepWork:
+    """Setup's per-GPU step constants: KV bytes read per token (sliding layers apart), FLOPs
+    per attended pair in each phase, the recurrent states read, and the weights a step reads:
+    one number when the weights are given as one (read whole), else Weights.read_per_step
+    split into its parts so a step of n tokens costs no call (the non-expert weights less the
+    input embedding, n of its rows, the experts n tokens touch)."""
+
+    kv_read_bytes_per_token: float
+    attention_flops_per_pair: float
+    decode_flops_per_pair: float
+    slide_flops_per_pair: float
+    slide_read_bytes_per_token: float
+    state_read_bytes: float
+    weight_read_bytes: int
+    fixed_read: int = 0
+    embed: tuple[int, int] = (0, 0)
+    moe_reads: tuple[int, ...] = ()
+
+    def per_rank(self, dp: int) -> StepWork:
+        """Attention data parallel: a GPU reads and attends for one rank's share of the batch."""
+        if dp == 1:
+            return self
+        return replace(
+            self,
+            kv_read_bytes_per_token=self.kv_read_bytes_per_token / dp,
+            slide_read_bytes_per_token=self.slide_read_bytes_per_token / dp,
+            attention_flops_per_pair=self.attention_flops_per_pair / dp,
+            decode_flops_per_pair=self.decode_flops_per_pair / dp,
+            slide_flops_per_pair=self.slide_flops_per_pair / dp,
+            state_read_bytes=self.state_read_bytes / dp,
         )
-    return dp, ep
 
 
-def _spread_over_ranks(pool: dict[str, Any], constants: dict[str, Any], dp: int) -> None:
-    """Attention data parallel: the whole engine holds dp ranks' pools, caps and token budgets;
-    a GPU reads and attends for one rank's share of the batch (in place)."""
-    if dp == 1:
-        return
-    for k in ("num_blocks", "pool_blocks", "max_num_seqs", "max_num_batched_tokens"):
-        pool[k] = pool[k] * dp
-    for k in (
-        "kv_read_bytes_per_token",
-        "slide_read_bytes_per_token",
-        "attention_flops_per_pair",
-        "decode_flops_per_pair",
-        "slide_flops_per_pair",
-        "state_read_bytes",
-    ):
-        constants[k] = constants[k] / dp
-
-
-def step_constants(
-    spec: ModelSpec,
-    w: Weights,
-    layers: list[Layer],
-    *,
-    dtype: DType,
-    scales: bool,
-    tp: int,
-    weights_bytes: int | None,
-    wbytes: int,
-    mnbt: int,
-) -> dict[str, Any]:
-    """Setup's per-GPU step constants: KV bytes read per token (sliding layers apart), FLOPs per
-    attended pair in each phase, the recurrent states read, and the weights a step reads."""
+def step_work(dep: Deployment, layers: list[Layer], wbytes: int, mnbt: int) -> StepWork:
+    """The step constants of ``dep``'s ``layers`` (one GPU's), its weights ``wbytes`` (one
+    rank's) read in steps of at most ``mnbt`` tokens."""
+    spec, tp = dep.spec, dep.tp
+    dtype, scales = get_dtype(dep.cache.kv_dtype, KV_DTYPES), dep.cache.scales
     kv_pt = sum(lay.read_bytes(1, dtype, scales) for lay in layers)
     sdtype = get_dtype("bf16")  # the budget's state format (vLLM's 'auto' for a BF16 model)
 
@@ -443,25 +437,18 @@ def step_constants(
         )
 
     slide_pt = sum(lay.read_bytes(1, dtype, scales) for lay in layers if lay.kind == "sliding")
-    return dict(
+    work = StepWork(
         kv_read_bytes_per_token=kv_pt - slide_pt,
         attention_flops_per_pair=pair_flops(False, False),
         decode_flops_per_pair=pair_flops(False, True),
         slide_flops_per_pair=pair_flops(True, False),
         slide_read_bytes_per_token=slide_pt,
         state_read_bytes=sum(lay.state_bytes(sdtype) for lay in layers),
-        **_weight_reads(spec, w, tp=tp, weights_bytes=weights_bytes, wbytes=wbytes, mnbt=mnbt),
+        weight_read_bytes=math.ceil(wbytes / tp),
     )
-
-
-def _weight_reads(
-    spec: ModelSpec, w: Weights, *, tp: int, weights_bytes: int | None, wbytes: int, mnbt: int
-) -> dict[str, Any]:
-    """The weights a step reads: one number when the weights are given as one (read whole),
-    else Weights.read_per_step split into its parts so a step of n tokens costs no call: the
-    non-expert weights less the input embedding, n of its rows, the experts n tokens touch."""
-    if weights_bytes is not None:
-        return dict(weight_read_bytes=math.ceil(wbytes / tp))
+    w = dep.weights
+    if dep.weights_bytes is not None or w is None:
+        return work
     embed = (w.input_embedding_bytes, w.embedding_row_bytes)
     fixed_read = w.dense_bytes - w.input_embedding_bytes
     moe: tuple[int, ...] = ()
@@ -474,33 +461,34 @@ def _weight_reads(
                 break
             n += 1
         moe = tuple(table)
-    return dict(
+    return replace(
+        work,
         weight_read_bytes=cdiv(w.read_per_step(spec, 1), tp),
-        _fixed_read=fixed_read,
-        _embed=embed,
-        _moe_reads=moe,
+        fixed_read=fixed_read,
+        embed=embed,
+        moe_reads=moe,
     )
 
 
-def _costs(spec, speed, tp, tp_link_gbs, dp, ep, peak, attention_peak) -> dict[str, Any]:
-    """engine_costs, with attention's FLOPs at the attention peak where it is not the GEMMs'
-    (FP8 weights beside a 16-bit cache: the GEMMs at the FP8 peak, attention at the 16-bit
-    one). Only with an engine profile, so the pooled estimate's figures stay as they were."""
-    costs = engine_costs(spec, speed, tp=tp, tp_link_gbs=tp_link_gbs, dp=dp, ep=ep)
-    if speed is not None and speed.engine and attention_peak and attention_peak != peak:
-        costs["attention_factor"] = costs["attention_factor"] * peak / attention_peak
-    return costs
+@dataclass(frozen=True, kw_only=True)
+class EngineCosts:
+    """What a real engine adds to each step (kvcalc.perf.calibration; all zero for the ideal
+    bound and without a step model): see ``Setup``'s fields of the same names."""
+
+    step_overhead_s: float = 0.0
+    allreduces: int = 0
+    allreduce_latency_s: float = 0.0
+    allreduce_bytes_per_token: int = 0
+    tp_link_gbs: float | None = None
+    api_overhead_s: float = 0.0
+    speed: str = "ideal bound"
+    ep_exchanges: int = 0
+    ep_latency_s: float = 0.0
+    kv_read_factor: float = 1.0
+    attention_factor: float = 1.0
 
 
-def engine_costs(
-    spec: ModelSpec,
-    speed: StepModel | None,
-    *,
-    tp: int,
-    tp_link_gbs: float | None,
-    dp: int = 1,
-    ep: int = 1,
-) -> dict[str, Any]:
+def engine_costs(dep: Deployment, speed: Speed) -> EngineCosts:
     """What a real engine adds to each step (kvcalc.perf.calibration); nothing without a step
     model. ValueError when the all-reduces need a hidden size the config does not give.
 
@@ -508,36 +496,40 @@ def engine_costs(
     layers exchange tokens instead (a dispatch and a combine, all-to-all, at the profile's
     ``ep_latency_s``) and only attention's all-reduce is left where tp > 1; with attention data
     parallel and no expert parallel, the MoE layers' exchange over every GPU is timed as an
-    all-reduce."""
-    if speed is None:
-        return {}
-    n = tp * dp
+    all-reduce. Attention's FLOPs run at the attention peak where it is not the GEMMs' (FP8
+    weights beside a 16-bit cache: the GEMMs at the FP8 peak, attention at the 16-bit one);
+    only with an engine profile, so the pooled estimate's figures stay as they were."""
+    m, spec, tp, ep = speed.model, dep.spec, dep.tp, dep.ep
+    if m is None:
+        return EngineCosts()
+    n = tp * dep.attention_dp
     moe_layers = spec.moe.layers if spec.moe is not None else 0
-    charge = speed.allreduce and n > 1
+    charge = m.allreduce and n > 1
     if ep > 1:
-        allreduces = spec.num_layers if speed.allreduce and tp > 1 else 0
-        exchanges = 2 * moe_layers if speed.allreduce else 0
+        allreduces = spec.num_layers if m.allreduce and tp > 1 else 0
+        exchanges = 2 * moe_layers if m.allreduce else 0
     else:
         allreduces = ALLREDUCES_PER_LAYER * spec.num_layers if charge else 0
         exchanges = 0
-    factors = dict(
-        kv_read_factor=speed.bw_share / speed.kv_share,
-        attention_factor=speed.mfu / speed.attention_mfu,
-    )
     if charge and not spec.hidden_size:
         raise ValueError(
             f"{spec.name}: the all-reduce time needs the hidden size, which "
             "the config does not give"
         )
-    return dict(
-        step_overhead_s=speed.step_overhead_s,
+    attention_factor = m.mfu / m.attention_mfu
+    peak, attention_peak = speed.peak_tflops, speed.attention_peak_tflops
+    if m.engine and attention_peak and peak and attention_peak != peak:
+        attention_factor = attention_factor * peak / attention_peak
+    return EngineCosts(
+        step_overhead_s=m.step_overhead_s,
         allreduces=allreduces,
         ep_exchanges=exchanges,
-        ep_latency_s=speed.ep_latency_s,
-        **factors,
-        allreduce_latency_s=speed.allreduce_latency_s,
+        ep_latency_s=m.ep_latency_s,
+        kv_read_factor=m.bw_share / m.kv_share,
+        attention_factor=attention_factor,
+        allreduce_latency_s=m.allreduce_latency_s,
         allreduce_bytes_per_token=(spec.hidden_size or 0) * ACTIVATION_BYTES,
-        tp_link_gbs=tp_link_gbs,
-        api_overhead_s=speed.api_overhead_s,
-        speed=speed.name,
+        tp_link_gbs=speed.tp_link_gbs,
+        api_overhead_s=m.api_overhead_s,
+        speed=m.name,
     )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Protocol, Sequence
+from typing import Sequence
 
 from .engine import Setup
 
@@ -21,7 +21,6 @@ __all__ = [
     "SimResult",
     "Tally",
     "summarize",
-    "summarize_columns",
     "BINDING_LIMITS",
     "CLI_KEYS",
 ]
@@ -151,16 +150,6 @@ class SimResult:
         return {k: getattr(self, k) for k in CLI_KEYS}
 
 
-class Finished(Protocol):
-    """What ``summarize`` reads of a request once the run is over (times in seconds)."""
-
-    arrival: float
-    prompt: int
-    output: int
-    first: float
-    finish: float
-
-
 @dataclass(kw_only=True)
 class Tally:
     """What the scheduler counts as it runs: time integrals (blocks used, requests in the system,
@@ -184,6 +173,8 @@ class Tally:
     run_at_first_finish: float = 0.0
     t_last_admit: float = -1.0
     run_at_last_admit: float = 0.0
+    duration: float = 0.0  # the run's, set at its end
+    steps: int = 0
 
     def peak(self, used: int) -> None:
         if used > self.peak_used:
@@ -224,24 +215,6 @@ class Tally:
 
 
 def summarize(
-    s: Setup, reqs: Sequence[Finished], tally: Tally, *, duration: float, steps: int, api: float
-) -> SimResult:
-    """The run's figures; ``api``: the serving stack's time, added back to TTFT and E2EL."""
-    return summarize_columns(
-        s,
-        [r.arrival for r in reqs],
-        [r.first for r in reqs],
-        [r.finish for r in reqs],
-        [r.prompt for r in reqs],
-        [r.output for r in reqs],
-        tally,
-        duration=duration,
-        steps=steps,
-        api=api,
-    )
-
-
-def summarize_columns(
     s: Setup,
     arrival: Sequence[float],
     first: Sequence[float],
@@ -249,13 +222,11 @@ def summarize_columns(
     prompt: Sequence[int],
     output: list[int],
     tally: Tally,
-    *,
-    duration: float,
-    steps: int,
-    api: float,
 ) -> SimResult:
-    """``summarize`` from the requests' times and lengths as columns, in request order."""
+    """The run's figures from the requests' times and lengths, by request id (the serving
+    stack's time added back to TTFT and E2EL)."""
     nreq, total = len(arrival), s.num_blocks
+    duration, steps, api = tally.duration, tally.steps, s.api_overhead_s
     out_tokens = sum(output)
     prompt_tokens = sum(prompt)
     ttft = [f - a + api for a, f in zip(arrival, first)]

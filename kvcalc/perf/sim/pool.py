@@ -1,236 +1,310 @@
-"""The scheduler's bookkeeping: a request's state, the pool of blocks (free ones and the shared
-prefix's chain), and the decoding requests kept as counts by block bucket and by where their
-context is against the window, so that a step's reads and frees are sums, not loops."""
+"""What the serving simulator's ``setup`` checks and sizes before it derives the clock: the
+inputs checked, the layers it serves (others refused by name), and the pool: vLLM's budget
+(``kvcalc.engines.budget``) or a pool of a given size, its batching limits, vLLM's KV-cache groups
+as the blocks a request holds (``kvcalc.engines.vllm.predict``) and the notes a result reports.
+
+Each check raises ValueError naming what to change; ``kvcalc.perf.sim.engine.setup`` calls them in
+order."""
 
 from __future__ import annotations
 
-import heapq
+import math
+from dataclasses import dataclass, replace
 
-from .engine import Setup
+from ...cache.deployment import Deployment
+from ...cache.kv import stage_layers
+from ...config.limits import MAX_CONTEXT
+from ...core.dtypes import DType
+from ...core.model import Layer, ModelSpec, SlidingWindow
+from ...core.units import check_int
+from ...engines import vllm as _vllm
+from ...engines.budget import Budget, budget, default_gpu_mem_util
 
-__all__ = ["Request", "Pool", "Decoding", "window_pairs"]
+__all__ = [
+    "checked_inputs",
+    "served_layers",
+    "PoolSize",
+    "size_pool",
+    "V0_MIN_BATCHED_TOKENS",
+    "V0_WATERMARK",
+]
+
+# vLLM V0 without chunked prefill (vllm/config.py, SchedulerConfig.__init__): "If max_model_len
+# is too short, use 2048 as the default value for higher throughput", max_num_batched_tokens =
+# max(max_model_len, 2048); its block manager (vllm/core/block_manager_v1.py, BlockSpaceManagerV1)
+# admits a prompt only while watermark_blocks = int(watermark * num_gpu_blocks) stay free,
+# watermark 0.01 by default (CacheConfig / EngineArgs).
+V0_MIN_BATCHED_TOKENS = 2048
+V0_WATERMARK = 0.01
 
 
-class Request:
-    __slots__ = (
-        "i",
-        "arrival",
-        "prompt",
-        "output",
-        "shared",
-        "gen",
-        "computed",
-        "target",
-        "held",
-        "seq",
-        "first",
-        "last",
-        "finish",
-        "dbase",
-        "gbase",
-        "done_step",
-        "bucket",
-        "skip",
-        "win",
-        "epoch",
+def checked_inputs(dep: Deployment, max_model_len: int) -> int:
+    """The deployment and the longest request checked against what the simulator serves
+    (ValueError naming the one to change); the longest request, checked."""
+    spec = dep.spec
+    if dep.pp != 1:
+        raise ValueError(
+            "the serving simulator models tensor parallelism only: set pipeline parallel to 1"
+        )
+    max_model_len = check_int("longest request (tokens)", max_model_len, 2, MAX_CONTEXT)
+    if spec.params is None:
+        raise ValueError(
+            f"{spec.name}: kvcalc cannot count this model's parameters "
+            f"({spec.params_error or 'unknown family'}), and prefill's compute "
+            "needs them; pick a registry model"
+        )
+    if max_model_len > spec.max_context:
+        raise ValueError(
+            f"the longest request ({max_model_len:,} tokens: longest prompt + "
+            f"longest output) is beyond {spec.name}'s limit of "
+            f"{spec.max_context:,} tokens; shorten the prompt or the output"
+        )
+    return max_model_len
+
+
+def served_layers(
+    spec: ModelSpec, tp: int, dtype: DType, scales: bool
+) -> tuple[list[Layer], list[int]]:
+    """The layers of one GPU (the TP split validated) and the window sizes, or ValueError naming
+    the layers the simulator does not serve: kinds other than full attention, MLA, sliding
+    windows and recurrent states, more than one window size, pages of more than one size."""
+    layers = [lay for stage in stage_layers(spec, tp, 1) for lay in stage]
+    big = 1_000_003
+    odd = sorted(
+        {
+            lay.label
+            for lay in layers
+            if not (
+                lay.kind in ("full", "mla", "sliding", "state")
+                or not (
+                    lay.stores_tokens or lay.state_elements or lay.read_bytes(big, dtype, scales)
+                )
+            )
+            or lay.fixed_kv_bytes(dtype, scales)
+            or (
+                lay.kind in ("full", "mla")
+                and lay.read_bytes(big, dtype, scales) != big * lay.read_bytes(1, dtype, scales)
+            )
+        }
+    )
+    if odd:
+        raise ValueError(
+            f"{spec.name} has {', '.join(odd)} layers; the serving simulator "
+            "handles full attention, MLA, sliding windows and recurrent states. "
+            "Pick another model"
+        )
+    windows = sorted({lay.window for lay in layers if isinstance(lay, SlidingWindow)})
+    if len(windows) > 1:
+        raise ValueError(
+            f"{spec.name} has sliding windows of {', '.join(map(str, windows))} "
+            "tokens; the serving simulator handles one window size. Pick another "
+            "model"
+        )
+    pages = {lay.bytes_per_token(dtype, scales) for lay in layers if lay.stores_tokens}
+    if len(pages) > 1:
+        raise ValueError(
+            f"{spec.name}'s layers cache different bytes per token "
+            f"({', '.join(f'{b:,}' for b in sorted(pages))} B), so vLLM gives "
+            "its groups blocks of different sizes; the serving simulator handles "
+            "one block size. Pick another model"
+        )
+    return layers, windows
+
+
+def _reserve_beside(dep: Deployment, wbytes: int, kv_pool_bytes: int) -> int:
+    """A pool of a given size: the reserve is what vLLM's requested memory leaves beside the
+    weights (per GPU) and the pool; ValueError when nothing is left."""
+    util = dep.engine.gpu_memory_utilization
+    if util is None:
+        util = default_gpu_mem_util("vllm", dep.engine.version)
+    total_bytes, tp = dep.total_bytes, dep.tp
+    reserve_bytes = math.ceil(total_bytes * util) - math.ceil(wbytes / tp) - kv_pool_bytes
+    if reserve_bytes < 0:
+        raise ValueError(
+            f"a KV pool of {kv_pool_bytes / 2**30:,.2f} GiB does not fit beside "
+            f"the weights ({wbytes / tp / 2**30:,.2f} GiB per GPU) in "
+            f"{util:g} of the GPU's {total_bytes / 2**30:,.2f} GiB; give a "
+            "smaller pool or a larger gpu_memory_utilization"
+        )
+    return reserve_bytes
+
+
+def _budget(dep: Deployment, max_model_len: int) -> Budget:
+    """vLLM's budget for the pool (``dep`` with the simulator's weights and reserve), or
+    ValueError when the weights leave no pool or vLLM would refuse to start."""
+    spec = dep.spec
+    b = budget(dep.but(pp=1), max_model_len, find_max_context=False)  # one stage
+    if b.kv_pool_bytes <= 0:
+        raise ValueError(
+            f"{spec.name} does not fit: its weights and the reserve take more than "
+            "the memory the engine may use; use tensor parallel, smaller weights "
+            "or a larger GPU"
+        )
+    if b.startup_error:
+        raise ValueError(
+            "vLLM would refuse to start: "
+            + b.startup_error.split(". ")[0]
+            + ". Lower the longest prompt + output, or give the cache more memory"
+        )
+    return b
+
+
+def _groups(dep: Deployment, b: Budget, max_model_len: int, mnbt: int) -> tuple[int, int, int]:
+    """vLLM's KV-cache groups (kvcalc.engines.vllm.predict) as the blocks a request holds: (token
+    groups of full attention, sliding groups, state blocks). ValueError without a token group."""
+    spec = dep.spec
+    one_stage = dep.but(pp=1, version=b.vllm_version, max_num_batched_tokens=mnbt)
+    p = _vllm.predict(one_stage, b.kv_pool_bytes, max_model_len)
+    kinds = [g.kind for g in p.groups]
+    full_groups = sum(k in ("full", "mla") for k in kinds)
+    slide_groups = kinds.count("sliding")
+    state_blocks = sum(g.blocks_per_request for g in p.groups if g.kind == "state")
+    if not full_groups + slide_groups:
+        raise ValueError(
+            f"{spec.name} keeps no per-token cache; the serving simulator needs "
+            "an attention layer. Pick another model"
+        )
+    return full_groups, slide_groups, state_blocks
+
+
+def _batching(dep: Deployment, b: Budget, max_model_len: int) -> tuple[str, int, int]:
+    """(vLLM version, max_num_seqs, max_num_batched_tokens) of budget ``b``: the batching
+    limits (vLLM's default for the GPU unless given; without chunked prefill V0's,
+    max(max_model_len, 2,048)). ValueError when the limits contradict each other."""
+    version, mns = b.vllm_version, b.max_num_seqs
+    if version is None or mns is None:  # a vLLM budget states both
+        raise RuntimeError(f"the vLLM budget of {dep.spec.name} has no version or max_num_seqs")
+    chunked_prefill = dep.engine.enable_chunked_prefill
+    if dep.engine.max_num_batched_tokens is not None:
+        mnbt = dep.engine.max_num_batched_tokens
+    elif chunked_prefill:
+        mnbt = _vllm.default_max_num_batched_tokens(version, dep.total_bytes, dep.gpu_name)
+    else:
+        mnbt = max(max_model_len, V0_MIN_BATCHED_TOKENS)
+    return version, mns, mnbt
+
+
+def _checked_batching(mnbt: int, mns: int, max_model_len: int, chunked_prefill: bool) -> int:
+    mnbt = check_int("max_num_batched_tokens", mnbt, 1, 10**7)
+    if not chunked_prefill and mnbt < max_model_len:
+        raise ValueError(
+            f"max_num_batched_tokens ({mnbt:,}) is smaller than the longest request "
+            f"({max_model_len:,} tokens: prompt + output); vLLM V0's scheduler without "
+            'chunked prefill runs a prompt whole in one step and refuses this ("is smaller '
+            'than max_model_len"). Raise --max-num-batched-tokens or shorten the requests'
+        )
+    if mnbt < mns:
+        raise ValueError(
+            f"max_num_batched_tokens ({mnbt:,}) must be at least max_num_seqs "
+            f"({mns:,}), as vLLM requires"
+        )
+    return mnbt
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoolSize:
+    """The pool as the simulator holds it: vLLM's blocks (its null block taken out), the
+    batching limits, vLLM's groups as the blocks a request holds, what vLLM logs at start-up
+    for max_model_len, and the notes a result reports."""
+
+    num_blocks: int
+    block_size: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    kv_pool_bytes: int
+    block_bytes: int
+    vllm_version: str
+    notes: tuple[str, ...]
+    full_groups: int
+    slide_groups: int
+    window: int
+    state_blocks: int
+    logged_concurrency: float
+    logged_blocks_per_request: int
+    pool_blocks: int
+    watermark_blocks: int
+
+    def over_ranks(self, dp: int) -> PoolSize:
+        """The whole engine's: dp attention data parallel ranks' pools, caps and budgets."""
+        if dp == 1:
+            return self
+        return replace(
+            self,
+            num_blocks=self.num_blocks * dp,
+            pool_blocks=self.pool_blocks * dp,
+            max_num_seqs=self.max_num_seqs * dp,
+            max_num_batched_tokens=self.max_num_batched_tokens * dp,
+        )
+
+
+def size_pool(
+    dep: Deployment, max_model_len: int, windows: list[int], kv_pool_bytes: int | None
+) -> PoolSize:
+    """The pool of ``dep`` (its weights the simulator's: ``all_weights_bytes`` one rank's):
+    vLLM's budget (or a pool of ``kv_pool_bytes``, the reserve then what is left), its
+    batching limits, vLLM's groups as the blocks a request holds, what vLLM logs at start-up
+    for ``max_model_len`` and the notes. ValueError naming what to change when vLLM would not
+    start or the limits contradict each other."""
+    if kv_pool_bytes is not None:
+        kv_pool_bytes = check_int("KV pool (bytes)", kv_pool_bytes, 1, 2**50)
+        reserve = _reserve_beside(dep, dep.all_weights_bytes, kv_pool_bytes)
+        dep = dep.but(reserve_bytes=reserve)
+    b = _budget(dep, max_model_len)
+    bs = b.effective_block_size or b.block_size
+    version, mns, mnbt = _batching(dep, b, max_model_len)
+    full_groups, slide_groups, state_blocks = _groups(dep, b, max_model_len, mnbt)
+    chunked_prefill = dep.engine.enable_chunked_prefill
+    mnbt = _checked_batching(mnbt, mns, max_model_len, chunked_prefill)
+    notes = _notes(b, dep.reserve_bytes, kv_pool_bytes, slide_groups, windows, state_blocks)
+    return PoolSize(
+        num_blocks=b.num_blocks - _vllm.fact(_vllm.Facts.null_block, version),
+        block_size=bs,
+        max_num_seqs=mns,
+        max_num_batched_tokens=mnbt,
+        kv_pool_bytes=b.kv_pool_bytes,
+        block_bytes=b.block_bytes,
+        vllm_version=version,
+        notes=tuple(notes),
+        full_groups=full_groups,
+        slide_groups=slide_groups,
+        window=windows[0] if windows else 0,
+        state_blocks=state_blocks,
+        logged_concurrency=b.max_concurrency,
+        logged_blocks_per_request=b.blocks_per_request,
+        pool_blocks=b.num_blocks,
+        watermark_blocks=0 if chunked_prefill else int(V0_WATERMARK * b.num_blocks),
     )
 
-    def __init__(self, i, arrival, prompt, output, shared):
-        self.i = i
-        self.arrival = arrival
-        self.prompt = prompt
-        self.output = output
-        self.shared = shared  # full blocks of the shared system prompt in this prompt
-        self.gen = 0  # output tokens so far (exact while waiting or in prefill)
-        self.computed = 0  # tokens in the cache (exact while in prefill)
-        self.target = prompt  # tokens the current prefill must compute
-        self.held = 0  # leading blocks that belong to the shared chain
-        self.seq = 0  # admission order
-        self.first = -1.0
-        self.last = -1.0
-        self.finish = -1.0
-        self.dbase = 0  # decoding: tokens in cache at the start of step j = dbase + j
-        self.gbase = 0  # decoding: output tokens before step j = gbase + j
-        self.done_step = -1
-        self.bucket = -1
-        self.skip = 0  # blocks of each sliding group freed (they left the window)
-        self.win = 0  # decoding: 0 reads less than the window, 1 a whole window, 2 frees too
-        self.epoch = 0  # decode stints started (stale window events are skipped)
 
-
-class Pool:
-    """The usable blocks: ``free`` ones, and the shared prefix's chain of ``chain_len`` cached
-    blocks (reference counted), of which the first ``chain_hot`` are held by running requests.
-    Cached blocks no one holds are evicted, deepest first, only when nothing else is free."""
-
-    __slots__ = ("total", "free", "chain_ref", "chain_len", "chain_hot")
-
-    def __init__(self, total: int):
-        self.total = total
-        self.free = total
-        self.chain_ref: list[int] = []  # reference count of each shared-prefix block
-        self.chain_len = 0  # shared-prefix blocks resident
-        self.chain_hot = 0  # of which held by a running request (a prefix of the chain)
-
-    def available(self) -> int:
-        return self.free + self.chain_len - self.chain_hot
-
-    def used(self) -> int:
-        return self.total - self.free - (self.chain_len - self.chain_hot)
-
-    def take(self, n: int) -> None:
-        if self.free >= n:
-            self.free -= n
-            return
-        n -= self.free
-        self.free = 0
-        self.chain_len -= n  # evict cached shared blocks, deepest first
-        assert self.chain_len >= self.chain_hot
-
-    def release(self, r: Request, blocks: int) -> None:
-        self.free += blocks - r.held
-        if r.held:
-            for k in range(r.held):
-                self.chain_ref[k] -= 1
-            while self.chain_hot and self.chain_ref[self.chain_hot - 1] == 0:
-                self.chain_hot -= 1
-            r.held = 0
-
-    def share(self, r: Request, hits: int) -> None:
-        """``r`` is admitted on the first ``hits`` blocks of the chain."""
-        for k in range(hits):
-            self.chain_ref[k] += 1
-        if hits > self.chain_hot:
-            self.chain_hot = hits
-        r.held = hits
-
-    def extend(self, r: Request, bs: int) -> None:
-        """The shared-prefix blocks ``r`` has computed so far become cached for later requests
-        (held by ``r``, reference count 1)."""
-        if r.shared > self.chain_len and r.held == self.chain_len:
-            full = min(r.computed // bs, r.shared)
-            if full > self.chain_len:
-                for k in range(self.chain_len, full):
-                    if k < len(self.chain_ref):
-                        self.chain_ref[k] = 1
-                    else:
-                        self.chain_ref.append(1)
-                self.chain_len = full
-                r.held = full
-                self.chain_hot = max(self.chain_hot, full)
-
-
-class Decoding:
-    """The decoding requests, as counts: by bucket (a request needs a block at step k when
-    (dbase + k) % bs == 0), and, with sliding windows, by where their context is (r.win): below
-    the window (how many, sum of dbase), and those past it that free a block, by bucket;
-    ``wheap`` holds when each moves on."""
-
-    __slots__ = (
-        "s",
-        "bs",
-        "gs",
-        "W",
-        "buckets",
-        "n",
-        "base_sum",
-        "n_below",
-        "below_sum",
-        "past_cnt",
-        "wheap",
-        "worder",
-    )
-
-    def __init__(self, s: Setup):
-        self.s, self.bs, self.gs, self.W = s, s.block_size, s.slide_groups, s.window
-        self.buckets: list[dict[Request, None]] = [{} for _ in range(self.bs)]
-        self.n = 0
-        self.base_sum = 0  # sum of dbase over decoding requests
-        self.n_below = 0
-        self.below_sum = 0
-        self.past_cnt = [0] * self.bs
-        self.wheap: list[tuple[int, int, int, Request]] = []  # (step, order, epoch, request)
-        self.worder = 0
-
-    def context(self, j: int) -> int:
-        """Tokens the decoding requests read at step j, each its cache with the new token."""
-        return self.base_sum + self.n * (j + 1)
-
-    def window_context(self, j: int) -> int:
-        """The same in a sliding layer, which reads and attends at most the window."""
-        return self.below_sum + self.n_below * (j + 1) + self.W * (self.n - self.n_below)
-
-    def leaving(self, j: int) -> int:
-        """Blocks that leave the window at step j (one per sliding group and request)."""
-        return self.gs * self.past_cnt[(self.W - 1 - j) % self.bs]
-
-    def stop(self, r: Request) -> None:
-        self.n -= 1
-        self.base_sum -= r.dbase
-        if self.gs:
-            if r.win == 0:
-                self.n_below -= 1
-                self.below_sum -= r.dbase
-            elif r.win == 2:
-                self.past_cnt[r.bucket] -= 1
-            r.epoch += 1  # its pending window events are stale
-        del self.buckets[r.bucket][r]
-        r.bucket = -1
-        r.done_step = -1
-
-    def start(self, r: Request, j: int, pool: Pool) -> None:
-        """``r`` decodes from step j + 1 on, with r.computed tokens in its cache."""
-        r.dbase = r.computed - (j + 1)
-        r.gbase = r.gen - (j + 1)
-        b = r.dbase % self.bs  # needs a block at step k when (dbase + k) % bs == 0
-        r.bucket = b
-        self.buckets[b][r] = None
-        self.n += 1
-        self.base_sum += r.dbase
-        if self.gs:
-            self._enter_window(r, b, pool)
-
-    def _enter_window(self, r: Request, b: int, pool: Pool) -> None:
-        # Blocks that left the window while the prompt was computed go back now (vLLM frees
-        # them at the next step's start); later ones one at a time, by bucket.
-        W = self.W
-        c0 = r.computed
-        freed = self.s.skipped(c0 - 1)
-        pool.free += self.gs * (freed - r.skip)
-        r.skip = freed
-        if c0 >= W:
-            r.win = 2
-            self.past_cnt[b] += 1
-            return
-        r.win = 1 if c0 == W - 1 else 0
-        if r.win == 0:
-            self.n_below += 1
-            self.below_sum += r.dbase
-            self.worder += 1
-            heapq.heappush(self.wheap, (W - 1 - r.dbase, self.worder, r.epoch, r))
-        self.worder += 1
-        heapq.heappush(self.wheap, (W - r.dbase, self.worder, r.epoch, r))
-
-    def window_moves(self, k: int) -> None:
-        """Decoding requests whose context reaches the window (W - 1 tokens: it reads a whole
-        window) or passes it (W: it frees a block every bs tokens) at step k."""
-        wheap = self.wheap
-        while wheap and wheap[0][0] <= k:
-            _, _, epoch, r = heapq.heappop(wheap)
-            if epoch != r.epoch or r.bucket < 0:
-                continue
-            if r.win == 0:
-                r.win = 1
-                self.n_below -= 1
-                self.below_sum -= r.dbase
-            elif r.win == 1:
-                r.win = 2
-                self.past_cnt[r.bucket] += 1
-
-
-def window_pairs(a: int, e: int, w: int) -> int:
-    """(query, key) pairs a sliding layer of window ``w`` attends while tokens a+1..e are
-    computed: each token t attends min(t, w)."""
-    lo = min(e, w)
-    pairs = lo * (lo + 1) // 2 - min(a, w) * (min(a, w) + 1) // 2 if a < w else 0
-    return pairs + w * (e - max(a, w)) if e > w else pairs
+def _notes(
+    b: Budget,
+    reserve_bytes: int,
+    kv_pool_bytes: int | None,
+    slide_groups: int,
+    windows: list[int],
+    state_blocks: int,
+) -> list[str]:
+    """The assumptions a result reports: where the pool came from, the null block, the
+    windows' and states' blocks."""
+    version, bs = b.vllm_version, b.effective_block_size or b.block_size
+    notes = [
+        f"pool: vLLM {version}'s arithmetic at gpu_memory_utilization {b.gpu_mem_util:g}, "
+        f"reserve {reserve_bytes / 2**30:g} GiB, blocks of {bs} tokens"
+        if kv_pool_bytes is None
+        else f"pool: {kv_pool_bytes / 2**30:,.2f} GiB as given, blocks of {bs} tokens"
+    ]
+    if _vllm.fact(_vllm.Facts.null_block, version):
+        notes.append("one block is vLLM's null block and holds no tokens")
+    if slide_groups:
+        notes.append(
+            f"{slide_groups} sliding-window group(s) of {windows[0]:,} tokens: a "
+            "request's blocks that leave the window go back to the pool as it "
+            "decodes (vLLM's remove_skipped_blocks); when a prefill ends, up to one "
+            "step before vLLM frees them"
+        )
+    if state_blocks:
+        notes.append(
+            f"recurrent states: {state_blocks} block(s) per request, taken at "
+            "admission, read once a step"
+        )
+    return notes

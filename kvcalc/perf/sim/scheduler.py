@@ -12,9 +12,12 @@ time, in vLLM's order (the steps are described in ``kvcalc.perf.sim``):
 A stretch of decode-only steps before the next finish or arrival runs lean
 (``decode_stretch``): the same work as a full step with nothing to admit, schedule or free.
 
-``Pool`` holds the blocks (free ones and the shared-prefix chain), ``Decoding`` the decoding
-requests as counts by block bucket and by where their context is against the window, so that a
-step's reads and frees are sums, not loops (both in ``kvcalc.perf.sim.pool``).
+A step's unit is a ``Group`` of requests in one state, its counts times its size: one request,
+or where all are alike (``groups_apply``) those that move together. One set of rules either way,
+so the module is longer than the 600 lines. ``Pool`` holds the blocks (free ones and the
+shared-prefix chain), ``Decoding`` the decoding requests as counts by block bucket and by where
+their context is against the window, so that a step's reads and frees are sums, not loops (both
+in ``kvcalc.perf.sim.state``).
 
 Without chunked prefill (``Setup.chunked_prefill`` False) a step follows vLLM V0's default
 scheduler instead (vllm/core/scheduler.py, ``Scheduler._schedule_default``, vllm-project/vllm
@@ -33,23 +36,36 @@ import heapq
 import math
 import random
 from collections import deque
+from typing import Callable
 
 from ...core.arith import cdiv
-from . import cohort
 from .engine import Setup
 from .metrics import SimResult, Tally, summarize
-from .pool import Decoding, Pool, Request, window_pairs
+from .state import Decoding, Group, Pool, window_pairs
 from .workload import Workload
 
-__all__ = ["Scheduler", "simulate", "estimated_steps"]
+__all__ = ["Scheduler", "simulate", "estimated_steps", "groups_apply"]
 
 
 def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
     """Run ``wl`` on ``s`` to the last request; deterministic for a seed. Where requests come
-    alike (``cohort.applies``) they are simulated in groups, with the same result."""
-    if cohort.applies(s, wl):
-        return cohort.CohortScheduler(s, wl, series=series).run()
-    return Scheduler(s, wl, series=series).run()
+    alike (``groups_apply``) they are simulated in groups, with the same result."""
+    return Scheduler(s, wl, series=series, grouped=groups_apply(s, wl)).run()
+
+
+def groups_apply(s: Setup, wl: Workload) -> bool:
+    """Whether a run of ``wl`` on ``s`` may keep alike requests in groups: fixed lengths,
+    chunked prefill, one group of full-attention blocks, no shared prefix."""
+    shared = int(wl.prefix_share * wl.prompt.lo) // s.block_size if s.prefix_caching else 0
+    return (
+        s.chunked_prefill
+        and wl.prompt.kind == "fixed"
+        and wl.output.kind == "fixed"
+        and s.full_groups == 1
+        and not s.slide_groups
+        and not s.state_blocks
+        and shared == 0
+    )
 
 
 def estimated_steps(s: Setup, wl: Workload) -> int:
@@ -69,9 +85,10 @@ def estimated_steps(s: Setup, wl: Workload) -> int:
 
 class Scheduler:
     """One run of ``wl`` on ``s``: the queues, the pool, the decoding requests and the tally,
-    advanced one engine step at a time by the named steps below (``run``)."""
+    advanced one engine step at a time by the named steps below (``run``). ``grouped``: alike
+    requests kept in groups (``groups_apply`` must hold); else one request a group."""
 
-    def __init__(self, s: Setup, wl: Workload, *, series: bool = True):
+    def __init__(self, s: Setup, wl: Workload, *, series: bool = True, grouped: bool = False):
         if wl.longest > s.max_model_len:
             raise ValueError(
                 f"the workload's longest request ({wl.longest:,} tokens) is longer "
@@ -82,10 +99,12 @@ class Scheduler:
                 "prefix sharing is simulated for models whose every layer keeps "
                 "all tokens; this model has sliding windows or recurrent states"
             )
-        self.s, self.wl, self.series = s, wl, series
+        if grouped and not groups_apply(s, wl):
+            raise ValueError("requests are grouped only where groups_apply holds")
+        self.s, self.wl, self.series, self.grouped = s, wl, series, grouped
         self.rng = random.Random(wl.seed)
         self.bs = s.block_size
-        self.nreq = wl.requests
+        self.nreq = n = wl.requests
         # vLLM's KV-cache groups: gt token groups take a block every bs tokens; gs of them are
         # sliding windows of W tokens, which give one back every bs tokens once past the
         # window; every request also holds st state blocks. One group of full attention:
@@ -103,20 +122,24 @@ class Scheduler:
                     "shorten the requests or give the cache more memory"
                 )
         # A request reaches the engine the serving stack's time after the client sends it
-        # (HTTP, tokenizer, template: s.api_overhead_s, 0 for the ideal bound); r.arrival is
+        # (HTTP, tokenizer, template: s.api_overhead_s, 0 for the ideal bound); its arrival is
         # that engine time, and the client's TTFT and E2EL add the stack's time back.
         self.api = s.api_overhead_s
-        self.reqs: list[Request] = []
-        self.pending: deque[Request] = deque()  # arrivals not yet due, in time order
-        self.waiting: deque[Request] = deque()
-        self.running: dict[Request, None] = {}  # admission order
-        self.prefilling: list[Request] = []
-        self.finish_at: dict[int, list[Request]] = {}
-        self.fin_heap: list[int] = []  # steps at which some request may finish (stale skipped)
+        # each request's lengths and times, by id
+        self.prompt, self.output = [wl.prompt.lo] * n, [wl.output.lo] * n
+        self.arrival, self.first, self.finished_at = [0.0] * n, [-1.0] * n, [-1.0] * n
+        self.pending: deque[Group] = deque()  # arrivals not yet due, in time order
+        self.waiting: deque[Group] = deque()
+        self.running: dict[Group, None] = {}  # admission order
+        self.nrun = 0  # running requests
+        self.prefilling: list[Group] = []
+        self.finish_at: dict[int, list[Group]] = {}
+        self.fin_heap: list[int] = []  # steps at which some group may finish (stale skipped)
         self.pool = Pool(s.num_blocks)
         self.dec = Decoding(s)
         self.tally = Tally()
-        self.seq_counter = 0
+        self.clocks: dict[int | tuple[int, int], Callable[..., float]] = {}
+        self.seq = 0
         self.t = 0.0
         self.step = 0
         self.in_system = 0
@@ -126,23 +149,35 @@ class Scheduler:
         self.budget_left = 0
         self.preempted = False
         self.grown = -1
-        self.chunks: list[tuple[Request, int]] = []
-        # without chunked prefill: prefill-only steps, the requests whose first token came at
-        # the end of one since the last decode step (end time, requests), whether one ran since,
+        self.chunks: list[tuple[Group, int]] = []
+        # without chunked prefill: prefill-only steps, the groups whose first token came at
+        # the end of one since the last decode step (end time, groups), whether one ran since,
         # and the end of the last decode step (a decoding request's previous token)
         self.extra_steps = 0
-        self.joined: list[tuple[float, list[Request]]] = []
+        self.joined: list[tuple[float, list[Group]]] = []
         self.since_decode = False
         self.t_decode = 0.0
         self.sent = self._send_first()
 
-    def _make(self, i: int, t: float) -> Request:
-        p = self.wl.prompt.sample(self.rng)
-        o = self.wl.output.sample(self.rng)
-        shared = int(self.wl.prefix_share * p) // self.bs if self.s.prefix_caching else 0
-        r = Request(i, t, p, o, shared)
-        self.reqs.append(r)
-        return r
+    def _send(self, first: int, k: int, t: float) -> None:
+        """Requests ``first`` to ``first + k - 1``, sent to reach the engine at ``t``: one group
+        when grouped (joining the last one sent at ``t``), else one each, lengths drawn."""
+        wl = self.wl
+        if self.grouped:  # (the lengths are filled in at the start)
+            p, o = wl.prompt.lo, wl.output.lo
+            tail = self.pending[-1] if self.pending else None
+            if tail is not None and tail.arrival == t:
+                tail.ids += range(first, first + k)
+                tail.n += k
+            else:
+                self.pending.append(Group(list(range(first, first + k)), t, p, o, 0))
+            return
+        for i in range(first, first + k):
+            p = wl.prompt.sample(self.rng)
+            o = wl.output.sample(self.rng)
+            shared = int(wl.prefix_share * p) // self.bs if self.s.prefix_caching else 0
+            self.prompt[i], self.output[i] = p, o
+            self.pending.append(Group([i], t, p, o, shared))
 
     def _send_first(self) -> int:
         """The open loop's every arrival, or the closed loop's first request of each user."""
@@ -150,32 +185,33 @@ class Scheduler:
         if wl.rate is not None:
             t = 0.0
             for i in range(self.nreq):
-                self.pending.append(self._make(i, t + api))
+                self._send(i, 1, t + api)
                 if wl.rate != math.inf:
                     t += self.rng.expovariate(wl.rate)
-        elif wl.users is not None:  # a closed loop (Workload gives a rate or users, never both)
-            for i in range(min(wl.users, self.nreq)):
-                self.pending.append(self._make(i, api))
-        return len(self.pending)
+            return self.nreq
+        k = min(wl.users or 0, self.nreq)  # a closed loop (Workload gives a rate or users)
+        self._send(0, k, api)
+        return k
 
     def run(self) -> SimResult:
-        s = self.s
-        while self.done < self.nreq:
+        s, nreq, dec, budget = self.s, self.nreq, self.dec, self.s.max_num_batched_tokens
+        while self.done < nreq:
             if not s.chunked_prefill:
                 self.prefill_first_step()
                 continue
-            if self.dec.n and not self.waiting and not self.prefilling:
+            if dec.n and not self.waiting and not self.prefilling:
                 self.decode_stretch()
-            self.step += 1
-            j = self.step
-            self.arrive()
-            self.budget_left = s.max_num_batched_tokens
+            self.step = j = self.step + 1
+            if self.pending:
+                self.arrive()
+            self.budget_left = budget
             self.preempted = False
             self.grown = -1
             self.chunks = []
             self.decode(j)
-            self.prefill_chunks(j)
-            reason = self.admit()
+            if self.prefilling:
+                self.prefill_chunks(j)
+            reason = self.admit() if self.waiting else "kv_pool" if self.preempted else None
             dt = self.clock(j)
             self.account(dt, reason)
             self.finish(j, self.t + dt)
@@ -187,8 +223,10 @@ class Scheduler:
                 f"internal error: {pool.total - pool.free - pool.chain_len} "
                 "blocks not returned at the end of the run"
             )
-        steps = self.step + self.extra_steps
-        return summarize(s, self.reqs, self.tally, duration=self.t, steps=steps, api=self.api)
+        self.tally.duration, self.tally.steps = self.t, self.step + self.extra_steps
+        return summarize(
+            s, self.arrival, self.first, self.finished_at, self.prompt, self.output, self.tally
+        )
 
     def prefill_first_step(self) -> None:
         """One step of vLLM V0's default scheduler: the waiting prompts it can admit whole run
@@ -225,141 +263,192 @@ class Scheduler:
     # -- the named steps, in a step's order -------------------------------------------------
 
     def arrive(self) -> None:
-        """1. Arrivals due by now join the waiting queue (an idle engine jumps to the next)."""
-        pending = self.pending
-        if not self.running and not self.waiting and pending and pending[0].arrival > self.t:
+        """1. Arrivals due by now join the waiting queue (an idle engine jumps to the next),
+        each adding its wait so far to the time integral, one request at a time."""
+        pending, waiting, tally = self.pending, self.waiting, self.tally
+        if not self.running and not waiting and pending and pending[0].arrival > self.t:
             self.t = pending[0].arrival
-        while pending and pending[0].arrival <= self.t:
-            r = pending.popleft()
-            self.waiting.append(r)
-            self.in_system += 1
-            self.tally.area_in_system += self.t - r.arrival  # in the system since it arrived
+        t, area, arrival = self.t, tally.area_in_system, self.arrival
+        while pending and pending[0].arrival <= t:
+            g = pending.popleft()
+            self.in_system += g.n
+            wait = t - g.arrival
+            for i in g.ids:  # in the system since it arrived
+                arrival[i] = g.arrival
+                area += wait
+            tail = waiting[-1] if waiting else None
+            if self.grouped and tail is not None and tail.gen == 0:  # a new request's state
+                tail.ids += g.ids
+                tail.n += g.n
+            else:
+                waiting.append(g)
+        tally.area_in_system = area
 
     def decode(self, j: int) -> None:
         """2. Every decoding request takes one token; those of this step's bucket need a new
         block (one in each token group); past a window, a sliding group's oldest block is freed
         first. When the pool runs dry, the newest running requests are preempted."""
-        dec, pool, gt = self.dec, self.pool, self.gt
+        dec, pool = self.dec, self.pool
         if self.gs and dec.n:
             dec.window_moves(j)
             pool.free += dec.leaving(j)
-        bucket = dec.buckets[(-j) % self.bs] if dec.n else None
-        if bucket:
-            need = gt * len(bucket)
-            if need <= pool.available():
-                pool.take(need)
-            else:
-                running = self.running
-                for r in sorted(bucket, key=lambda q: q.seq):
-                    if r not in running:
-                        continue
-                    while pool.available() < gt:
+        b = (-j) % self.bs
+        need = self.gt * dec.bcount[b]
+        if need and not pool.take(need):  # in admission order, preempting the newest
+            gt = self.gt
+            for g in sorted(dec.buckets[b], key=lambda x: x.seq):
+                i = 0
+                while i < g.n:
+                    k = min(pool.available() // gt, g.n - i)
+                    if k:
+                        pool.take(gt * k)
+                        i += k
+                    else:
                         self.preempt(j)
-                        if r not in running:
-                            break
-                    if r in running:
-                        pool.take(gt)
-        self.grown = (-j) % self.bs  # decoding requests of this bucket hold one more block
+        self.grown = b  # decoding requests of this bucket hold one more block
         self.budget_left -= dec.n
 
     def prefill_chunks(self, j: int) -> None:
         """3. Running requests still in prefill take chunks of their prompt from what is left of
-        the token budget, in admission order, preempting the newest for blocks."""
-        s, pool, running = self.s, self.pool, self.running
-        for r in list(self.prefilling):
+        the token budget, in admission order, preempting the newest for blocks; a group whose
+        requests get different chunks is split there."""
+        s, pool, bs, gt = self.s, self.pool, self.bs, self.gt
+        for g in list(self.prefilling):
             if self.budget_left <= 0:
                 break
-            if r not in running:
+            if not g.n:  # preempted
                 continue
-            n = min(r.target - r.computed, self.budget_left)
-            need = cdiv(r.computed + n, self.bs) - cdiv(r.computed, self.bs)
-            if self.multi:
-                need *= self.gt
-                if self.gs:  # what left the window with the last chunk goes back first
-                    freed = s.skipped(r.computed)
-                    pool.free += self.gs * (freed - r.skip)
-                    r.skip = freed
-            while need > pool.available() and r in running:
-                self.preempt(j)
-            if r not in running:
-                continue
-            pool.take(need)
-            self.chunks.append((r, n))
-            self.budget_left -= n
+            if self.gs:  # what left the window with the last chunk goes back first
+                freed = s.skipped(g.computed)
+                pool.free += self.gs * (freed - g.skip) * g.n
+                g.skip = freed
+            c0 = g.computed
+            rem = g.target - c0
+            parts: list[tuple[int, int]] = []  # (requests, chunk), in order
+            i = 0
+            while i < g.n and self.budget_left > 0:
+                n = min(rem, self.budget_left)
+                need = (cdiv(c0 + n, bs) - cdiv(c0, bs)) * gt
+                k = min(g.n - i, self.budget_left // rem) if n == rem else 1
+                if not pool.take(need * k):  # one at a time, preempting for blocks
+                    k = 1
+                    while i < g.n and not pool.take(need):
+                        self.preempt(j)
+                    if i >= g.n:
+                        break
+                self.budget_left -= n * k
+                if parts and parts[-1][1] == n:
+                    parts[-1] = (parts[-1][0] + k, n)
+                else:
+                    parts.append((k, n))
+                i += k
+            if len(parts) == 1 and parts[0][0] == g.n:
+                self.chunks.append((g, parts[0][1]))
+            elif parts:
+                self._split(g, parts)
+
+    def _split(self, g: Group, parts: list[tuple[int, int]]) -> None:
+        """``g``'s requests took ``parts`` (how many, what chunk) in order, the rest none: one
+        group per part, in place in the running and prefilling orders."""
+        groups = [g]
+        for k, _ in parts:  # the last split: the requests that took no chunk, if any
+            if groups[-1].n > k:
+                groups.append(groups[-1].split(k))
+        at = self.prefilling.index(g) + 1
+        self.prefilling[at:at] = groups[1:]
+        order = list(self.running)
+        at = order.index(g) + 1
+        order[at:at] = groups[1:]
+        self.running = dict.fromkeys(order)
+        for x, (_, n) in zip(groups, parts):
+            self.chunks.append((x, n))
 
     def admit(self) -> str | None:
         """4. Unless this step preempted, waiting requests are admitted first come first served
         while fewer than max_num_seqs run, tokens are left in the budget and the blocks of
-        their first chunk are free (cached shared-prefix blocks counted as theirs). Returns
-        what stopped the admissions (None: the queue ran empty)."""
-        s, pool, bs = self.s, self.pool, self.bs
+        their first chunk are free (cached shared-prefix blocks counted as theirs): as many of
+        a group at once as all of these allow. Returns what stopped the admissions (None: the
+        queue ran empty)."""
+        s, pool, bs, waiting, tally = self.s, self.pool, self.bs, self.waiting, self.tally
         reason = None
-        while self.waiting:
+        while waiting:
             if self.preempted:
                 reason = "kv_pool"
                 break
-            if len(self.running) >= s.max_num_seqs:
+            if self.nrun >= s.max_num_seqs:
                 reason = "max_num_seqs"
                 break
             if self.budget_left <= 0:
                 reason = "max_num_batched_tokens"
                 break
-            r = self.waiting[0]
-            hits = min(pool.chain_len, r.shared, (r.target - 1) // bs) if s.prefix_caching else 0
+            g = waiting[0]
+            hits = min(pool.chain_len, g.shared, (g.target - 1) // bs) if s.prefix_caching else 0
             start = hits * bs
-            n = min(r.target - start, self.budget_left)
-            if n < r.target - start and not s.chunked_prefill:  # V0 runs a prompt whole
+            n = min(g.target - start, self.budget_left)
+            if n < g.target - start and not s.chunked_prefill:  # V0 runs a prompt whole
                 reason = "max_num_batched_tokens"
                 break
             need = s.blocks_held(start + n) if self.multi else cdiv(start + n, bs) - hits
             free = pool.free + pool.chain_len - max(pool.chain_hot, hits) - s.watermark_blocks
             if need > free:
                 reason = "kv_pool"
-                self.tally.kv_waits += 1
+                tally.kv_waits += 1
                 break
-            self.waiting.popleft()
-            self._admit_one(r, hits, n, need)
+            k = 1
+            if g.n > 1 and n == g.target:  # whole prompts: as many as every limit allows
+                k = min(g.n, s.max_num_seqs - self.nrun, self.budget_left // n, free // need)
+            if k < g.n:
+                g = g.take(k)
+            else:
+                waiting.popleft()
+            if hits:
+                pool.share(g, hits)
+            pool.take(need * k)
+            g.computed = start
+            g.seq = self.seq + 1
+            self.seq += k
+            self.nrun += k
+            self.running[g] = None
+            self.prefilling.append(g)
+            self.chunks.append((g, n))
+            self.budget_left -= n * k
+            tally.hit_tokens += start * k
+            tally.query_tokens += g.target * k
+            tally.t_last_admit, tally.run_at_last_admit = self.t, tally.area_run
         return "kv_pool" if self.preempted else reason
 
-    def _admit_one(self, r: Request, hits: int, n: int, need: int) -> None:
-        tally = self.tally
-        self.pool.share(r, hits)
-        self.pool.take(need)
-        r.computed = hits * self.bs
-        self.seq_counter += 1
-        r.seq = self.seq_counter
-        self.running[r] = None
-        self.prefilling.append(r)
-        self.chunks.append((r, n))
-        self.budget_left -= n
-        tally.hit_tokens += r.computed
-        tally.query_tokens += r.target
-        tally.t_last_admit, tally.run_at_last_admit = self.t, tally.area_run
-
     def preempt(self, j: int) -> None:
-        """The running request admitted last is preempted: its blocks are freed and it waits
-        again at the head of the queue, to recompute its prompt plus what it had generated
-        (vLLM's recompute preemption, newest first)."""
+        """The running request admitted last (the newest group's last) is preempted: its
+        blocks are freed and it waits again at the head of the queue, to recompute its prompt
+        plus what it had generated (vLLM's recompute preemption, newest first)."""
         s, bs = self.s, self.bs
-        victim = next(reversed(self.running))
-        del self.running[victim]
-        blocks = None
-        if victim.bucket >= 0:  # decoding: its state at the start of step j
-            victim.computed = victim.dbase + j
-            victim.gen = victim.gbase + j
-            blocks = cdiv(victim.computed, bs) + (victim.bucket == self.grown)
+        g = next(reversed(self.running))
+        vid = g.ids.pop()
+        if g.bucket >= 0:  # decoding: its state at the start of step j
+            computed = g.dbase + j
+            gen = g.gbase + j
+            blocks = cdiv(computed, bs) + (g.bucket == self.grown)
             if self.multi:  # every group's blocks, less what left the window this step
-                blocks = self.gt * blocks - self.gs * s.skipped(victim.computed) + self.st
-            self.dec.stop(victim)
+                blocks = self.gt * blocks - self.gs * s.skipped(computed) + self.st
+            self.dec.stop(g, 1)
         else:
-            self.prefilling.remove(victim)
-            if self.multi:
-                blocks = s.blocks_held(victim.computed, victim.skip)
-        self.pool.release(victim, cdiv(victim.computed, bs) if blocks is None else blocks)
-        victim.skip = 0
-        victim.computed = 0
-        victim.target = victim.prompt + victim.gen
-        self.waiting.appendleft(victim)
+            computed, gen = g.computed, g.gen
+            blocks = s.blocks_held(computed, g.skip) if self.multi else cdiv(computed, bs)
+            if g.n == 1:
+                self.prefilling.remove(g)
+        g.n -= 1
+        self.nrun -= 1
+        if not g.n:
+            del self.running[g]
+        self.pool.release(g, blocks)  # (g.held is one request's; a larger group has none)
+        head = self.waiting[0] if self.waiting else None
+        if self.grouped and head is not None and head.gen == gen and head.last == g.last:
+            head.ids.insert(0, vid)
+            head.n += 1
+        else:
+            victim = Group([vid], g.arrival, g.prompt, g.output, g.shared)
+            victim.gen, victim.target, victim.last = gen, g.prompt + gen, g.last
+            self.waiting.appendleft(victim)
         self.tally.preemptions += 1
         self.preempted = True
 
@@ -369,35 +458,41 @@ class Scheduler:
         tokens enter the cache, each reading and attending to what is before it."""
         dec, W, gs = self.dec, self.W, self.gs
         tokens = read_tokens = pairs = decode_pairs = slide_read = slide_pairs = 0
-        n_dec = dec.n if decodes else 0
+        n_dec = scheduled = dec.n if decodes else 0
         if n_dec:
-            ctx = dec.context(j)  # each reads its cache with the new token
+            ctx = dec.base_sum + n_dec * (j + 1)  # dec.context(j): each its cache and token
             tokens += n_dec
             read_tokens += ctx
             decode_pairs += ctx
             if gs:  # a sliding layer reads and attends at most the window
                 slide_read = dec.window_context(j)
                 slide_pairs = slide_read
-        for r, n in self.chunks:
-            a, e = r.computed, r.computed + n
-            tokens += n
-            read_tokens += e
-            pairs += e * (e + 1) // 2 - a * (a + 1) // 2
+        for g, n in self.chunks:
+            a, e, k = g.computed, g.computed + n, g.n
+            tokens += n * k
+            read_tokens += e * k
+            pairs += (e * (e + 1) // 2 - a * (a + 1) // 2) * k
             if gs:
-                slide_read += min(e, e - a + W - 1)
-                slide_pairs += window_pairs(a, e, W)
-            r.computed = e
+                slide_read += min(e, e - a + W - 1) * k
+                slide_pairs += window_pairs(a, e, W) * k
+            scheduled += k
+            g.computed = e
         if tokens == 0:
             raise RuntimeError("internal error: a step with no token to compute")
-        return self.s.step_seconds(
-            tokens,
-            read_tokens,
-            pairs,
-            slide_read,
-            slide_pairs,
-            n_dec + len(self.chunks) if self.st else 0,
-            decode_pairs,
-        )
+        seconds = self._clock(tokens, scheduled if self.st else 0)
+        return seconds(read_tokens, pairs, slide_read, slide_pairs, decode_pairs)
+
+    def _clock(self, tokens: int, scheduled: int) -> Callable[..., float]:
+        """``Setup.clock`` for steps of ``tokens`` new tokens and ``scheduled`` requests reading
+        their states, kept per count (up to a few thousand): ``step_seconds`` is
+        ``clock(tokens, scheduled)(...)``, the same floats."""
+        key = tokens if not scheduled else (tokens, scheduled)
+        seconds = self.clocks.get(key)
+        if seconds is None:
+            seconds = self.s.clock(tokens, scheduled)
+            if len(self.clocks) < 4096:
+                self.clocks[key] = seconds
+        return seconds
 
     def account(self, dt: float, reason: str | None, decodes: bool = True) -> None:
         """The step's share of the time integrals, the batch it ran, its decode tokens' gap
@@ -407,7 +502,7 @@ class Scheduler:
         tally.peak(used)
         tally.area_used += used * dt
         tally.area_in_system += self.in_system * dt
-        nrun = len(self.running)
+        nrun = self.nrun
         tally.area_run += nrun * dt
         tally.batch(nrun, reason)
         if self.series:
@@ -423,8 +518,8 @@ class Scheduler:
         those that decoded in it, across every prefill-only step between; since its own first
         token for a request whose prefill step came after."""
         itl, new = self.tally.itl_steps, 0
-        for t_first, rs in self.joined:
-            c = sum(r.bucket >= 0 for r in rs)  # still decoding (not preempted this step)
+        for t_first, gs in self.joined:
+            c = sum(g.n for g in gs if g.bucket >= 0)  # still decoding (not preempted)
             if c:
                 itl.append((t_end - t_first, c))
                 new += c
@@ -434,7 +529,7 @@ class Scheduler:
         self.since_decode = False
         self.t_decode = t_end
 
-    def finish(self, j: int, t_end: float) -> list[Request]:
+    def finish(self, j: int, t_end: float) -> list[Group]:
         """6. Tokens come out at the end of the step: one per decoding request, and the first of
         a request whose prefill completed. A finished request frees its blocks at once (and, in
         a closed loop, its user sends the next)."""
@@ -443,67 +538,70 @@ class Scheduler:
         tally = self.tally
         if finished and tally.t_first_finish < 0:
             tally.t_first_finish, tally.run_at_first_finish = t_end, tally.area_run
-        for r in finished:
-            r.finish = t_end
-            r.last = t_end
-            r.skip = 0
-            self.done += 1
-            self.in_system -= 1
-            if self.wl.users is not None and self.sent < self.nreq:
-                self.pending.append(self._make(self.sent, t_end + self.api))
-                self.sent += 1
+        done, finished_at = 0, self.finished_at
+        for g in finished:
+            for i in g.ids:
+                finished_at[i] = t_end
+            done += g.n
+        self.done += done
+        self.in_system -= done
+        if self.wl.users is not None and done and self.sent < self.nreq:
+            k = min(done, self.nreq - self.sent)
+            self._send(self.sent, k, t_end + self.api)
+            self.sent += k
         self.t = t_end
         return started
 
-    def _finish_decodes(self, j: int) -> list[Request]:
-        """Decoding requests whose last token is this step's, their blocks freed."""
+    def _finish_decodes(self, j: int) -> list[Group]:
+        """Decoding groups whose last token is this step's, their blocks freed."""
         s, finished = self.s, []
-        for r in self.finish_at.pop(j, ()):
-            if r.done_step != j:
+        for g in self.finish_at.pop(j, ()):
+            if g.done_step != j:
                 continue  # preempted since
-            blocks = cdiv(r.dbase + j + 1, self.bs)
+            blocks = cdiv(g.dbase + j + 1, self.bs)
             if self.multi:
-                blocks = self.gt * blocks - self.gs * s.skipped(r.dbase + j) + self.st
-            self.dec.stop(r)
-            del self.running[r]
-            r.gen = r.output
-            self.pool.release(r, blocks)
-            finished.append(r)
+                blocks = self.gt * blocks - self.gs * s.skipped(g.dbase + j) + self.st
+            self.dec.stop(g)
+            del self.running[g]
+            self.nrun -= g.n
+            g.gen = g.output
+            self.pool.release(g, blocks * g.n)
+            finished.append(g)
         return finished
 
-    def _end_prefills(self, j: int, t_end: float, finished: list[Request]) -> list[Request]:
+    def _end_prefills(self, j: int, t_end: float, finished: list[Group]) -> list[Group]:
         """This step's chunks: shared-prefix blocks become cached; a completed prefill gives its
         token and decodes from the next step (or finishes, with one output token). Returns the
-        requests that start decoding."""
-        s, pool = self.s, self.pool
-        started: list[Request] = []
-        for r, _ in self.chunks:
-            pool.extend(r, self.bs)
-            if r.computed < r.target:
+        groups that start decoding."""
+        s, pool, bs = self.s, self.pool, self.bs
+        started: list[Group] = []
+        for g, _ in self.chunks:
+            if g.shared:
+                pool.extend(g, bs)
+            if g.computed < g.target:
                 continue
-            self.prefilling.remove(r)
-            if r.gen == 0:
-                r.first = t_end
+            self.prefilling.remove(g)
+            if g.gen == 0:
+                for i in g.ids:
+                    self.first[i] = t_end
             else:
-                self.tally.itl_extra.append(t_end - r.last)
-            r.gen += 1
-            r.last = t_end
-            if r.gen >= r.output:
-                del self.running[r]
-                pool.release(
-                    r,
-                    s.blocks_held(r.computed, r.skip) if self.multi else cdiv(r.computed, self.bs),
-                )
-                r.skip = 0
-                finished.append(r)
+                self.tally.itl_extra.extend([t_end - g.last] * g.n)
+            g.gen += 1
+            g.last = t_end
+            if g.gen >= g.output:
+                del self.running[g]
+                self.nrun -= g.n
+                blocks = s.blocks_held(g.computed, g.skip) if self.multi else cdiv(g.computed, bs)
+                pool.release(g, blocks * g.n)
+                finished.append(g)
                 continue
-            self.dec.start(r, j, pool)  # decoding from step j + 1
-            r.done_step = r.output - 1 - r.gbase
-            if r.done_step not in self.finish_at:
-                self.finish_at[r.done_step] = []
-                heapq.heappush(self.fin_heap, r.done_step)
-            self.finish_at[r.done_step].append(r)
-            started.append(r)
+            self.dec.start(g, j, pool)  # decoding from step j + 1
+            g.done_step = g.output - 1 - g.gbase
+            if g.done_step not in self.finish_at:
+                self.finish_at[g.done_step] = []
+                heapq.heappush(self.fin_heap, g.done_step)
+            self.finish_at[g.done_step].append(g)
+            started.append(g)
         return started
 
     # -- decode-only stretches ---------------------------------------------------------------
@@ -513,7 +611,7 @@ class Scheduler:
         ``clock`` and ``account`` with nothing to admit, schedule or free, done lean (the
         step's counts in locals). It stops early when a step's new blocks are not free, and
         leaves that step, and any eviction or preemption, to the full step."""
-        s, dec, pool, tally = self.s, self.dec, self.pool, self.tally
+        dec, pool, tally = self.dec, self.pool, self.tally
         while self.fin_heap and self.fin_heap[0] not in self.finish_at:
             heapq.heappop(self.fin_heap)
         next_finish = self.fin_heap[0] if self.fin_heap else self.step + 1
@@ -521,12 +619,12 @@ class Scheduler:
         n_dec = nrun = dec.n
         # the one clock (Setup.step_seconds), its parts that depend on the batch alone worked
         # out once: every step here has n_dec tokens and as many requests reading their states
-        seconds = s.clock(n_dec, n_dec if self.st else 0)
+        seconds = self._clock(n_dec, n_dec if self.st else 0)
         counted = nrun >= tally.max_batch
         if nrun > tally.max_batch:
             tally.max_batch = nrun
             tally.at_max = {}
-        gt, gs, bs, buckets = self.gt, self.gs, self.bs, dec.buckets
+        gt, gs, bs, bcount, base_sum = self.gt, self.gs, self.bs, dec.bcount, dec.base_sum
         free, total, cached = pool.free, pool.total, pool.chain_len - pool.chain_hot
         t, step, in_system, series = self.t, self.step, self.in_system, self.series
         trace, itl_steps = tally.trace, tally.itl_steps
@@ -535,7 +633,7 @@ class Scheduler:
         streak = 0
         while step + 1 < next_finish and arrival > t:
             k = step + 1
-            nb = gt * len(buckets[(-k) % bs])
+            nb = gt * bcount[(-k) % bs]
             if gs:
                 dec.window_moves(k)
                 back = dec.leaving(k)  # blocks that leave the window
@@ -545,7 +643,7 @@ class Scheduler:
             elif nb > free:
                 break  # the full step handles evictions and preemptions
             free -= nb
-            ctx = dec.context(k)
+            ctx = base_sum + n_dec * (k + 1)  # dec.context(k)
             ctx_w = dec.window_context(k) if gs else 0
             dt = seconds(ctx, 0, ctx_w, ctx_w, ctx)
             used = total - free - cached

@@ -1,12 +1,14 @@
-"""The grouped scheduler (kvcalc.perf.sim.cohort) gives Scheduler's results, field for field.
+"""The scheduler in groups of alike requests gives its results request by request, field for
+field.
 
 ``simulate`` runs a workload of fixed lengths on a one-group model in groups of alike requests
-(``cohort.applies``); Scheduler, request by request, is the reference: its rules are checked by
-hand in test_sim.py and test_sim_prefill_first.py. Here both run the same inputs, chosen to take
-every path where groups split or shrink: a prompt cut by the token budget, a waiting request that
-finds too few blocks, preemptions while decoding and while prefilling, one-token outputs,
-max_num_seqs, block size 1, Poisson arrivals, all at once and closed loops. Every field of the
-result is compared, each request's TTFT and E2EL and the utilization series included.
+(``groups_apply``); Scheduler request by request (``grouped=False``) is the reference: its rules
+are checked by hand in test_sim.py and test_sim_prefill_first.py. Here both run the same inputs,
+chosen to take every path where groups split or shrink: a prompt cut by the token budget, a
+waiting request that finds too few blocks, preemptions while decoding and while prefilling,
+one-token outputs, max_num_seqs, block size 1, Poisson arrivals, all at once and closed loops.
+Every field of the result is compared, each request's TTFT and E2EL and the utilization series
+included.
 """
 
 import dataclasses
@@ -19,7 +21,7 @@ from sim_hand import hand_setup, model_and_gpu, registry_setup
 from kvcalc import get_gpu, get_model
 from kvcalc.perf.calibration import CALIBRATED, IDEAL
 from kvcalc.perf.sim import Scheduler, Workload, fixed, lognormal, simulate
-from kvcalc.perf.sim.cohort import CohortScheduler, applies
+from kvcalc.perf.sim.scheduler import groups_apply as applies
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +33,7 @@ def both(s, wl):
     """Scheduler's result and the grouped one's, with the fields that differ (none, if equal)."""
     assert applies(s, wl)
     ref = Scheduler(s, wl).run()
-    got = CohortScheduler(s, wl).run()
+    got = Scheduler(s, wl, grouped=True).run()
     diff = [f.name for f in dataclasses.fields(ref) if getattr(ref, f.name) != getattr(got, f.name)]
     return ref, got, diff
 
@@ -137,7 +139,7 @@ def test_simulate_groups_only_what_it_may(llama):
     wl = Workload(requests=10, prompt=fixed(512), output=fixed(64), users=4)
     s = hand_setup(llama, wl)
     assert applies(s, wl)
-    assert not applies(hand_setup(llama, wl, chunked_prefill=False), wl)
+    assert not applies(hand_setup(llama, wl, enable_chunked_prefill=False), wl)
     spread = Workload(requests=10, prompt=lognormal(512, 0.5, 2048), output=fixed(64), users=4)
     assert not applies(hand_setup(llama, spread), spread)
     shared = Workload(requests=10, prompt=fixed(512), output=fixed(64), users=4, prefix_share=0.5)

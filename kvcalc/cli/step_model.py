@@ -1,0 +1,181 @@
+"""The step model from the flags: an engine profile (--engine NAME@VERSION), the calibrated
+estimate or the ideal bound, and each coefficient a flag gives in place of its fitted value
+(simulate; step-time and prefill take --engine and some of the coefficients)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..perf.calibration import API_OVERHEAD_BY_STACK, STACK_NAMES, StepModel, step_model
+from ..perf.engines import resolve as resolve_engine
+from .flags import number_arg, share_arg
+
+_ms = number_arg("milliseconds", 0.0, 10_000.0, "ms")
+_us = number_arg("microseconds", 0.0, 10_000_000.0, "µs")
+
+
+def add_engine_argument(p) -> None:
+    """--engine NAME@VERSION: an engine profile (kvcalc.perf.engines)."""
+    p.add_argument(
+        "--engine",
+        default=None,
+        metavar="NAME@VERSION",
+        help="time steps with an engine profile fitted on that engine's measured runs "
+        "(vllm@0.18.0, sglang@0.5.6, trtllm@1.0; an unfitted version takes the nearest "
+        "fitted one and says so); the other step-model flags then replace its coefficients",
+    )
+
+
+def speed_arguments(p) -> None:
+    """The step model: the calibrated estimate unless --ideal, each flag one coefficient."""
+    speed = p.add_argument_group(
+        "the step model (default: the calibrated estimate, kvcalc.perf.calibration; each flag "
+        "replaces one fitted coefficient)"
+    )
+    speed.add_argument(
+        "--ideal",
+        action="store_true",
+        help="the ideal bound instead: full bandwidth, the full dense peak (MFU 1), nothing added",
+    )
+    add_engine_argument(speed)
+    speed.add_argument(
+        "--calibrate-from",
+        metavar="FILE",
+        default=None,
+        help="your own benchmark of this setup (rows in aiconfigurator's silicon-sample "
+        "columns, the JSON of `vllm bench serve --save-result`, or `vllm bench latency` "
+        "output): the engine profile's coefficients are fitted to it first, and the result "
+        "says what changed and how far off the fit is on your rows",
+    )
+    speed.add_argument(
+        "--bw-share",
+        type=share_arg,
+        default=None,
+        help="achieved share of peak bandwidth (1.0 = ideal)",
+    )
+    speed.add_argument(
+        "--step-overhead-ms", type=_ms, default=None, help="fixed cost of each engine step, ms"
+    )
+    speed.add_argument(
+        "--mfu",
+        type=share_arg,
+        default=None,
+        help="share of the dense peak the matrix multiplies reach",
+    )
+    speed.add_argument(
+        "--dequant-mfu",
+        type=share_arg,
+        default=None,
+        help="with --dequant-gemm: share of the 16-bit dense peak the dequantising "
+        "matrix multiplies reach",
+    )
+    speed.add_argument(
+        "--allreduce-latency-us",
+        type=_us,
+        default=None,
+        help="latency of one tensor-parallel all-reduce, us (0 to 10,000)",
+    )
+    speed.add_argument(
+        "--api-overhead-ms",
+        type=_ms,
+        default=None,
+        help="a serving stack's time per request before the engine sees it "
+        "(HTTP, tokenizer, template), ms; 0 for a benchmark that calls "
+        "the engine directly",
+    )
+    speed.add_argument(
+        "--serving-stack",
+        choices=sorted(API_OVERHEAD_BY_STACK),
+        default=None,
+        help="the API overhead fitted on that engine's own served runs, in place "
+        "of the pooled one (kvcalc.perf.calibration.API_OVERHEAD_BY_STACK)",
+    )
+    speed.add_argument(
+        "--direct",
+        action="store_true",
+        help="the client calls the engine in its own process (vLLM's LLM class, "
+        "trtllm-bench, a static batch): no serving stack, no API overhead",
+    )
+
+
+def engine_from_args(args):
+    """(profile, note) for --engine (kvcalc.perf.engines), or (None, None) without it."""
+    name = getattr(args, "engine", None)
+    if not name:
+        return None, None
+    if args.ideal:
+        raise ValueError(
+            "--engine times steps with an engine's fitted profile, --ideal with none: "
+            "give one of them"
+        )
+    if getattr(args, "serving_stack", None):
+        raise ValueError("--engine has its own serving stack's overhead: leave out --serving-stack")
+    return resolve_engine(name)
+
+
+def _profile_model(profile, args) -> StepModel:
+    """The profile's step model, with each coefficient the flags give in its place."""
+    m = profile.step_model()
+    given = {
+        "bw_share": args.bw_share,
+        "step_overhead_s": None if args.step_overhead_ms is None else args.step_overhead_ms / 1e3,
+        "mfu": args.mfu,
+        "allreduce_latency_s": (
+            None if args.allreduce_latency_us is None else args.allreduce_latency_us / 1e6
+        ),
+        "api_overhead_s": None if args.api_overhead_ms is None else args.api_overhead_ms / 1e3,
+        "dequant_mfu": getattr(args, "dequant_mfu", None),
+    }
+    changed = {k: v for k, v in given.items() if v is not None}
+    if changed:
+        m = replace(m, name=f"{m.name}, your coefficients", **changed)
+    return m
+
+
+def speed_from_args(args, profile=None) -> StepModel:
+    """The step model the flags ask for: the calibrated estimate unless --ideal (or the engine
+    profile of --engine), with each coefficient given in place of its fitted value."""
+    if profile is not None:
+        return _profile_model(profile, args)
+
+    def ms(v):
+        return None if v is None else v / 1e3
+
+    return step_model(
+        ideal=args.ideal,
+        bw_share=args.bw_share,
+        step_overhead_s=ms(args.step_overhead_ms),
+        mfu=args.mfu,
+        allreduce_latency_s=(
+            None if args.allreduce_latency_us is None else args.allreduce_latency_us / 1e6
+        ),
+        api_overhead_s=ms(args.api_overhead_ms),
+        stack=args.serving_stack,
+        dequant_mfu=args.dequant_mfu,
+    )
+
+
+def speed_text(speed: StepModel, tp: int, s=None) -> str:
+    parts = [f"bandwidth share {speed.bw_share:g}", f"MFU {speed.mfu:g}"]
+    if s is not None and s.dequant_mfu:
+        parts.append(
+            f"dequantising GEMMs {s.dequant_mfu:g} of the 16-bit peak"
+            + (f" in steps under {s.dequant_below:,} tokens" if s.dequant_below else "")
+        )
+    if speed.engine:  # an engine profile's own shares
+        parts.append(f"KV reads {speed.kv_share:.3g} of the bandwidth")
+        parts.append(f"attention MFU {speed.attention_mfu:.3g}")
+    parts.append(f"step overhead {speed.step_overhead_s * 1e3:g} ms")
+    if tp > 1:
+        parts.append(
+            f"all-reduce latency {speed.allreduce_latency_s * 1e6:g} us"
+            if speed.allreduce
+            else "no all-reduce time"
+        )
+        if speed.engine and s is not None and s.ep > 1:
+            parts.append(f"expert-parallel all-to-all {speed.ep_latency_s * 1e6:.3g} us")
+    parts.append(
+        f"API overhead {speed.api_overhead_s * 1e3:g} ms"
+        + (f" ({STACK_NAMES[speed.stack]}'s serving stack)" if speed.stack else "")
+    )
+    return ", ".join(parts)

@@ -1,0 +1,273 @@
+"""The scheduler's bookkeeping: a group of requests' state, the pool of blocks (free ones and
+the shared prefix's chain), and the decoding requests kept as counts by block bucket and by
+where their context is against the window, so that a step's reads and frees are sums, not
+loops."""
+
+from __future__ import annotations
+
+import heapq
+
+from .engine import Setup
+
+__all__ = ["Group", "Pool", "Decoding", "window_pairs"]
+
+
+class Group:
+    """Requests in one state, ``ids`` in admission order (the newest last): one request, or in a
+    grouped run (``kvcalc.perf.sim.scheduler.groups_apply``) alike requests that arrived, were
+    admitted and took the same chunks together. The scheduler's counts are a group's times
+    ``n``; ``held`` (blocks of the shared prefix), which a grouped run never has, is one
+    request's."""
+
+    __slots__ = (
+        "ids",
+        "n",
+        "arrival",
+        "prompt",
+        "output",
+        "shared",
+        "gen",
+        "computed",
+        "target",
+        "held",
+        "seq",
+        "last",
+        "dbase",
+        "gbase",
+        "done_step",
+        "bucket",
+        "skip",
+        "win",
+        "epoch",
+    )
+
+    def __init__(self, ids: list[int], arrival: float, prompt: int, output: int, shared: int):
+        self.ids = ids
+        self.n = len(ids)
+        self.arrival = arrival
+        self.prompt = prompt
+        self.output = output
+        self.shared = shared  # full blocks of the shared system prompt in this prompt
+        self.gen = 0  # output tokens so far (exact while waiting or in prefill)
+        self.computed = 0  # tokens in the cache (exact while in prefill)
+        self.target = prompt  # tokens the current prefill must compute
+        self.held = 0  # leading blocks that belong to the shared chain
+        self.seq = 0  # running: the admission order of its first request
+        self.last = -1.0  # the time of its last token
+        self.dbase = 0  # decoding: tokens in cache at the start of step j = dbase + j
+        self.gbase = 0  # decoding: output tokens before step j = gbase + j
+        self.done_step = -1
+        self.bucket = -1
+        self.skip = 0  # blocks of each sliding group freed (they left the window)
+        self.win = 0  # decoding: 0 reads less than the window, 1 a whole window, 2 frees too
+        self.epoch = 0  # decode stints started (stale window events are skipped)
+
+    def part(self, ids: list[int]) -> Group:
+        """Requests ``ids`` in this group's state, waiting or in prefill."""
+        g = Group(ids, self.arrival, self.prompt, self.output, self.shared)
+        g.gen, g.computed, g.target, g.last = self.gen, self.computed, self.target, self.last
+        g.seq, g.skip = self.seq, self.skip
+        return g
+
+    def take(self, k: int) -> Group:
+        """The first ``k`` requests, as a group of their own; ``self`` keeps the rest."""
+        head = self.part(self.ids[:k])
+        del self.ids[:k]
+        self.n -= k
+        return head
+
+    def split(self, k: int) -> Group:
+        """The requests after the first ``k`` (running), as a group of their own."""
+        rest = self.part(self.ids[k:])
+        rest.seq = self.seq + k
+        del self.ids[k:]
+        self.n = k
+        return rest
+
+
+class Pool:
+    """The usable blocks: ``free`` ones, and the shared prefix's chain of ``chain_len`` cached
+    blocks (reference counted), of which the first ``chain_hot`` are held by running requests.
+    Cached blocks no one holds are evicted, deepest first, only when nothing else is free."""
+
+    __slots__ = ("total", "free", "chain_ref", "chain_len", "chain_hot")
+
+    def __init__(self, total: int):
+        self.total = total
+        self.free = total
+        self.chain_ref: list[int] = []  # reference count of each shared-prefix block
+        self.chain_len = 0  # shared-prefix blocks resident
+        self.chain_hot = 0  # of which held by a running request (a prefix of the chain)
+
+    def available(self) -> int:
+        return self.free + self.chain_len - self.chain_hot
+
+    def used(self) -> int:
+        return self.total - self.free - (self.chain_len - self.chain_hot)
+
+    def take(self, n: int) -> bool:
+        """Takes ``n`` blocks, evicting cached shared blocks (deepest first) once none is free;
+        False, taking none, when fewer are available."""
+        if self.free >= n:
+            self.free -= n
+            return True
+        if n > self.free + self.chain_len - self.chain_hot:
+            return False
+        self.chain_len -= n - self.free
+        self.free = 0
+        return True
+
+    def release(self, r: Group, blocks: int) -> None:
+        self.free += blocks - r.held
+        if r.held:
+            for k in range(r.held):
+                self.chain_ref[k] -= 1
+            while self.chain_hot and self.chain_ref[self.chain_hot - 1] == 0:
+                self.chain_hot -= 1
+            r.held = 0
+
+    def share(self, r: Group, hits: int) -> None:
+        """``r`` is admitted on the first ``hits`` blocks of the chain."""
+        for k in range(hits):
+            self.chain_ref[k] += 1
+        if hits > self.chain_hot:
+            self.chain_hot = hits
+        r.held = hits
+
+    def extend(self, r: Group, bs: int) -> None:
+        """The shared-prefix blocks ``r`` has computed so far become cached for later requests
+        (held by ``r``, reference count 1)."""
+        if r.shared > self.chain_len and r.held == self.chain_len:
+            full = min(r.computed // bs, r.shared)
+            if full > self.chain_len:
+                for k in range(self.chain_len, full):
+                    if k < len(self.chain_ref):
+                        self.chain_ref[k] = 1
+                    else:
+                        self.chain_ref.append(1)
+                self.chain_len = full
+                r.held = full
+                self.chain_hot = max(self.chain_hot, full)
+
+
+class Decoding:
+    """The decoding requests, as counts: by bucket (a request needs a block at step k when
+    (dbase + k) % bs == 0), and, with sliding windows, by where their context is (r.win): below
+    the window (how many, sum of dbase), and those past it that free a block, by bucket;
+    ``wheap`` holds when each group moves on."""
+
+    __slots__ = (
+        "s",
+        "bs",
+        "gs",
+        "W",
+        "buckets",
+        "bcount",
+        "n",
+        "base_sum",
+        "n_below",
+        "below_sum",
+        "past_cnt",
+        "wheap",
+        "worder",
+    )
+
+    def __init__(self, s: Setup):
+        self.s, self.bs, self.gs, self.W = s, s.block_size, s.slide_groups, s.window
+        self.buckets: list[dict[Group, None]] = [{} for _ in range(self.bs)]
+        self.bcount = [0] * self.bs  # decoding requests by bucket
+        self.n = 0
+        self.base_sum = 0  # sum of dbase over decoding requests
+        self.n_below = 0
+        self.below_sum = 0
+        self.past_cnt = [0] * self.bs
+        self.wheap: list[tuple[int, int, int, Group]] = []  # (step, order, epoch, group)
+        self.worder = 0
+
+    def context(self, j: int) -> int:
+        """Tokens the decoding requests read at step j, each its cache with the new token."""
+        return self.base_sum + self.n * (j + 1)
+
+    def window_context(self, j: int) -> int:
+        """The same in a sliding layer, which reads and attends at most the window."""
+        return self.below_sum + self.n_below * (j + 1) + self.W * (self.n - self.n_below)
+
+    def leaving(self, j: int) -> int:
+        """Blocks that leave the window at step j (one per sliding group and request)."""
+        return self.gs * self.past_cnt[(self.W - 1 - j) % self.bs]
+
+    def stop(self, r: Group, k: int | None = None) -> None:
+        """``k`` of ``r``'s requests stop decoding; all of them (None): ``r`` leaves."""
+        k = r.n if k is None else k
+        self.n -= k
+        self.base_sum -= r.dbase * k
+        self.bcount[r.bucket] -= k
+        if self.gs:
+            if r.win == 0:
+                self.n_below -= k
+                self.below_sum -= r.dbase * k
+            elif r.win == 2:
+                self.past_cnt[r.bucket] -= k
+        if k == r.n:
+            r.epoch += 1  # its pending window events are stale
+            del self.buckets[r.bucket][r]
+            r.bucket = -1
+            r.done_step = -1
+
+    def start(self, r: Group, j: int, pool: Pool) -> None:
+        """``r`` decodes from step j + 1 on, with r.computed tokens in each cache."""
+        r.dbase = r.computed - (j + 1)
+        r.gbase = r.gen - (j + 1)
+        b = r.dbase % self.bs  # needs a block at step k when (dbase + k) % bs == 0
+        r.bucket = b
+        self.buckets[b][r] = None
+        self.bcount[b] += r.n
+        self.n += r.n
+        self.base_sum += r.dbase * r.n
+        if self.gs:
+            self._enter_window(r, b, pool)
+
+    def _enter_window(self, r: Group, b: int, pool: Pool) -> None:
+        # Blocks that left the window while the prompt was computed go back now (vLLM frees
+        # them at the next step's start); later ones one at a time, by bucket.
+        W = self.W
+        c0 = r.computed
+        freed = self.s.skipped(c0 - 1)
+        pool.free += self.gs * (freed - r.skip) * r.n
+        r.skip = freed
+        if c0 >= W:
+            r.win = 2
+            self.past_cnt[b] += r.n
+            return
+        r.win = 1 if c0 == W - 1 else 0
+        if r.win == 0:
+            self.n_below += r.n
+            self.below_sum += r.dbase * r.n
+            self.worder += 1
+            heapq.heappush(self.wheap, (W - 1 - r.dbase, self.worder, r.epoch, r))
+        self.worder += 1
+        heapq.heappush(self.wheap, (W - r.dbase, self.worder, r.epoch, r))
+
+    def window_moves(self, k: int) -> None:
+        """Decoding requests whose context reaches the window (W - 1 tokens: it reads a whole
+        window) or passes it (W: it frees a block every bs tokens) at step k."""
+        wheap = self.wheap
+        while wheap and wheap[0][0] <= k:
+            _, _, epoch, r = heapq.heappop(wheap)
+            if epoch != r.epoch or r.bucket < 0:
+                continue
+            if r.win == 0:
+                r.win = 1
+                self.n_below -= r.n
+                self.below_sum -= r.dbase * r.n
+            elif r.win == 1:
+                r.win = 2
+                self.past_cnt[r.bucket] += r.n
+
+
+def window_pairs(a: int, e: int, w: int) -> int:
+    """(query, key) pairs a sliding layer of window ``w`` attends while tokens a+1..e are
+    computed: each token t attends min(t, w)."""
+    lo = min(e, w)
+    pairs = lo * (lo + 1) // 2 - min(a, w) * (min(a, w) + 1) // 2 if a < w else 0
+    return pairs + w * (e - max(a, w)) if e > w else pairs
