@@ -1,13 +1,11 @@
 """A model as the KV cache sees it: a list of layers, each of one kind, plus its parameter counts.
 
-Every architecture is data in this form. ``kvcalc.config.hfconfig`` builds it from Hugging Face
-config.json fields; nothing here looks at a model's name.
-
-Each layer carries its own geometry (KV heads, K dim, V dim, window or chunk), and each kind
-answers for itself, in the manner of vLLM's ``vllm/v1/kv_cache_interface.py``: bytes per token
-for a dtype, tokens kept at context n, state bytes, its tensor-parallel split, the blocks vLLM
-reserves for one request, and its formula text. Callers never branch on the kind. The kinds
-(full, sliding, chunked, mla, shared, state, none), what each stores per token and keeps:
+Every architecture is data in this form, built from config.json fields by
+``kvcalc.config.hfconfig``; nothing here looks at a model's name. Each layer carries its own
+geometry (KV heads, K dim, V dim, window or chunk), and each kind answers for itself, in the
+manner of vLLM's ``vllm/v1/kv_cache_interface.py``: bytes per token for a dtype, tokens kept at
+context n, state bytes, its tensor-parallel split, the blocks vLLM reserves for one request, and
+its formula text. Callers never branch on the kind. The kinds and what each stores and keeps:
 docs/formulas.md#tokens-a-layer-keeps.
 
 This module is longer than the 600 lines the codebase keeps to, on purpose: the layer kinds

@@ -5,11 +5,10 @@ max(compute time, memory time), the law of ``roofline.step_time`` and ``roofline
 A step, in vLLM's order: arrivals join the queue; decodes take a token each (preempting the
 newest request when no block is free); prefills take chunks of the token budget; waiting
 requests are admitted; the step is timed; tokens come out. Metrics follow vLLM's
-benchmark_serving.py (TTFT, TPOT, ITL, E2EL).
-
-The modules: ``workload`` (lengths and arrivals), ``engine`` (one GPU's pool and its clock,
-``Setup``), ``scheduler`` (the steps), ``cohort`` (the same steps over groups of alike
-requests), ``pool`` (the scheduler's bookkeeping), ``metrics`` (``SimResult``).
+benchmark_serving.py (TTFT, TPOT, ITL, E2EL). The modules: ``workload`` (lengths and
+arrivals), ``engine`` (one GPU's pool and its clock, ``Setup``), ``scheduler`` (the steps),
+``cohort`` (the same steps over groups of alike requests), ``pool`` (the scheduler's
+bookkeeping), ``metrics`` (``SimResult``).
 
 The steps in full, prefix sharing, the models supported and vLLM V0's prefill-first scheduler:
 docs/simulator.md.
