@@ -1,37 +1,15 @@
 """GPU memory budget: how much of a GPU becomes KV cache, and how many sequences it holds.
 
 Three conventions, each named, never mixed, each a class whose behaviour (the pool, the figures,
-the derivation) lives on it: ``VllmBudget``, ``IdealBudget``, ``TrtllmBudget``, all ``Budget``s.
+the derivation) lives on it: ``VllmBudget`` (vLLM's own arithmetic, delegated to
+``kvcalc.engines.vllm.predict``), ``IdealBudget`` (the bytes a sequence really holds, no blocks)
+and ``TrtllmBudget`` (a share of the memory free after the weights), all ``Budget``s.
 ``budget(engine=...)`` picks the class once (``CONVENTIONS``); nothing after branches on the name.
 Each class's figures are computed in ``budget_figures`` (one function a convention).
 
-``engine="vllm"`` (the default): vLLM's own arithmetic, delegated to
-``kvcalc.engines.vllm.predict``, the one implementation of it in kvcalc (hybrid groups, padding
-layers, the blocks a sliding window reserves, state pages, the raised block size, the version in
-force):
-
-    requested   = ceil(total GPU memory x gpu_memory_utilization)   (a fraction of TOTAL memory)
-    KV pool     = requested - weights - reserve (activation peak, CUDA context, graphs)
-    num_blocks  = pool // page // group_size        (a block: one page in each layer of a group)
-    max concurrency at N tokens = num_blocks / blocks one request of N tokens reserves
-
-which is the "Maximum concurrency for N tokens per request" line vLLM logs, capped in practice by
-``max_num_seqs``. When one request of N tokens does not fit, vLLM refuses to start: the budget
-carries its message and its estimate of the longest max_model_len that fits.
-
-``engine="ideal"``: the bytes one sequence really holds at N tokens (windows and chunks at most
-their length, states once), no block rounding and no window slack. For teaching what the
-allocator costs; never labelled as vLLM's.
-
-``engine="trtllm"``: TensorRT-LLM's pool, kv_cache_free_gpu_mem_fraction (0.9) of the memory
-still free after the weights and the runtime reserve, cut into blocks per layer.
-
-One default for every page, the tour, the interview and the CLI (issue 23, finding 22): vLLM's
-own gpu_memory_utilization in the newest release kvcalc models (``DEFAULT_GPU_MEM_UTIL``, 0.92
-in 0.33.0), and a reserve of 2 GiB named by its parts, the same three figures the vLLM start-up
-page subtracts (``DEFAULT_ACTIVATION_BYTES`` + ``DEFAULT_NON_TORCH_BYTES`` +
-``DEFAULT_CUDA_GRAPH_BYTES``). ``budget(gpu_mem_util=None)`` takes the default of the vLLM version
-in force (0.9 before 0.20.0), or TensorRT-LLM's 0.9 for its convention.
+One default everywhere: vLLM's own gpu_memory_utilization in the newest release kvcalc models
+(``DEFAULT_GPU_MEM_UTIL``) and a 2 GiB reserve named by its parts. The formulas and why:
+docs/vllm.md#the-gpu-memory-budget.
 """
 
 from __future__ import annotations

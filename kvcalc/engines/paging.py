@@ -1,28 +1,11 @@
 """A small, deterministic model of how a serving engine manages the KV cache in blocks.
 
 It follows vLLM's design (PagedAttention, V1 scheduler, automatic prefix caching) closely enough
-to teach it, and simply enough to read in one sitting:
-
-* The cache is a pool of ``num_blocks`` blocks of ``block_size`` token slots (one block spans
-  every layer). A request's *block table* lists the blocks that hold its tokens, in order.
-* Each engine step first lets running requests decode one token each (a request whose last block
-  is full takes a new one), then admits waiting requests first-come first-served while their
-  prompt fits in the free blocks; an admitted request writes its whole prompt in that step
-  (prefill).
-* When a running request needs a block and none is free, the most recently admitted running
-  request is preempted: its blocks are freed and it waits again, to be recomputed later from its
-  prompt plus what it had generated.
-* A finished request returns its blocks to the free pool at once.
-* Prefix caching: a full block is named by a hash chained from its parent block's hash and its
-  own token ids, so equal prefixes give equal hashes. A new request reuses the cached blocks of
-  its longest matching prefix (reference counts go up instead of copying). Freed blocks keep
-  their hash and stay reusable until a new allocation evicts them, least recently freed first;
-  a request's blocks are freed tail first, so its shared prefix is evicted last. As in vLLM, the
-  last prompt token is always computed, so at most prompt_len - 1 tokens can come from the cache.
-
-Everything is pure Python and deterministic: the same inputs give the same steps, so a page can
-rebuild any step from the inputs alone (and a link can name it).
-The inputs (requests, their text form, the preset scenarios) are in ``paging_inputs``.
+to teach it, and simply enough to read in one sitting: block tables, decode before admission,
+newest-first preemption by recompute, chained block hashes for prefix caching with
+least-recently-freed eviction. The same inputs give the same steps, so a page can rebuild any
+step from its link. The rules in full: docs/simulator.md#the-engine-views-block-pool. The
+inputs (requests, their text form, the preset scenarios) are in ``paging_inputs``.
 """
 
 from __future__ import annotations

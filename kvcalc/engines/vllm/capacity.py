@@ -1,4 +1,5 @@
-"""The capacity lines vLLM prints at start-up, predicted (steps 1-5 of the package docstring).
+"""The capacity lines vLLM prints at start-up, predicted (steps 1-5 of
+docs/vllm.md#the-start-up-lines).
 
 predict() checks its arguments, resolves the engine settings, lays the layers out on the GPUs
 and pipeline stages and finds the stage whose grouping binds (each a step in ``steps``), and

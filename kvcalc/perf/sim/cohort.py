@@ -1,27 +1,11 @@
 """The scheduler of ``kvcalc.perf.sim.scheduler`` with requests kept in groups: the same steps,
 the same order and the same sums, for the runs where many requests are alike at once.
 
-When every request has the same prompt and the same output (fixed lengths), the model keeps one
-group of full-attention (or MLA) blocks, nothing is shared between prompts and prefill is
-chunked, requests that arrive together, are admitted in one step and take the same chunks stay
-alike until one of them is preempted: a ``Group`` holds them (their ids, in admission order),
-and a step's work is done once per group, not once per request. A serving frontier's closed
-loops of hundreds of users admit a dozen requests a step: the page's runs cost a fraction of
-what they cost request by request.
-
-Every rule is ``Scheduler``'s, the counts multiplied by a group's size:
-
-* a group is split where its requests part: the first k of a waiting group admitted (the token
-  budget, max_num_seqs or the pool stops the rest), the first k of a prefilling group given a
-  whole chunk and the next one a partial chunk, the newest request preempted (the last of the
-  newest group: running groups are kept in admission order, and a group's requests too);
-* a sum of floats that ``Scheduler`` adds request by request is added here request by request
-  too (a waiting request's time in the system), so the floats are the same;
-* integers (tokens, blocks, pairs) are multiplied.
-
-``applies`` says when a run may go this way; ``simulate`` (kvcalc.perf.sim.scheduler) then
-does. tests/test_sim_cohort.py runs both schedulers on the same inputs and compares every field
-of the results, every request's times included.
+With fixed lengths on a model of one group of blocks, requests admitted together stay alike
+until one is preempted; a ``Group`` holds them and a step's work is done once per group.
+Integers are multiplied by a group's size; float sums are added request by request, so the
+results are equal. ``applies`` says when a run may go this way. tests/test_sim_cohort.py
+compares both schedulers field by field. The rules: docs/simulator.md#alike-requests-in-groups.
 """
 
 from __future__ import annotations
