@@ -15,7 +15,7 @@ from kvcalc.engines.budget import (
 )
 from kvcalc.engines.vllm import NEWEST
 from kvcalc.perf.sweeps import concurrency_curve, context_grid
-from webui import callbacks, common, serving
+from webui import callbacks, common, pages, serving
 from webui.common import bound, select
 from webui.figures import LIMIT_NAMES, budget_figure, concurrency_figure
 from webui.fit_fix import fitting_setup_button
@@ -449,10 +449,10 @@ if fits_gpu and b.logs_startup_lines and not b.startup_error and context >= 2:
                 st.caption(
                     n[0].upper() + n[1:] + ". The Serving frontier page offers log-normal lengths."
                 )
-            st.page_link(
-                "app_pages/frontier.py",
-                label="The Serving frontier: every user count simulated, with latency",
-                icon=":material/ssid_chart:",
+            pages.link(
+                "frontier",
+                "The Serving frontier: every user count simulated, with latency",
+                ":material/ssid_chart:",
             )
 
 if fits_gpu:

@@ -3,7 +3,7 @@ import streamlit as st
 from kvcalc import get_dtype, kv_cache, registry
 from kvcalc.core.units import fmt_bytes
 from kvcalc.teach.techniques import techniques
-from webui import callbacks, common
+from webui import callbacks, common, pages
 from webui.common import bound, select
 from webui.figures import head_sharing_figure, mla_figure, techniques_figure, window_figure
 from webui.hosted import plain
@@ -152,11 +152,9 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
             else ""
         )
     )
-st.page_link(
-    "app_pages/kv_quality.py",
-    label="What FP8, INT8, INT4, KIVI and a sliding window "
-    "cost in quality, measured on a real model",
-    icon=":material/query_stats:",
+pages.link(
+    "kv_quality",
+    "What FP8, INT8, INT4, KIVI and a sliding window cost in quality, measured on a real model",
 )
 
 

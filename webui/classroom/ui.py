@@ -27,6 +27,7 @@ import streamlit as st
 
 from kvcalc.teach.quiz_choices import LETTERS, Choice, choices_for
 
+from .. import pages
 from ..figures import answers_figure
 from ..hosted import plain
 from ..urlstate import declare
@@ -345,7 +346,7 @@ def teacher_page(code: str, key: str | None) -> None:
             'This screen runs a class only with its teacher link (the one "Show my teacher '
             "link\" gives on the class's screen). Students join with the join code instead."
         )
-        st.page_link(f"app_pages/{PAGE}.py", label="Join or start a class")
+        pages.link(PAGE, "Join or start a class")
         return
     key = t["key"]
     try:
