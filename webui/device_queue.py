@@ -29,8 +29,8 @@ timeout, and cancels its job in a ``finally``: on the live page Streamlit raises
 RerunException in the script thread when the user presses Stop, changes an input or closes the
 tab, so the run on the device ends at its next step.
 
-Pure Python and threading; Streamlit is imported only by ``session_alive`` and ``session_id``,
-so the queue is unit-testable without it.
+Pure Python and threading; Streamlit is imported only by ``session_alive`` and the visitor's
+keys (webui.visitor), so the queue is unit-testable without it.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from collections import deque
 from typing import Any, Callable
 
 from .hosted import hosted
+from .visitor import browser_id, session_id, visitor_id
 
 __all__ = [
     "DeviceQueue",
@@ -49,7 +50,6 @@ __all__ = [
     "QUEUE",
     "limits",
     "session_alive",
-    "session_id",
     "MAX_PER_VISITOR",
     "MAX_PER_ADDRESS",
     "run_here",
@@ -86,14 +86,6 @@ def session_alive(session_id: str) -> bool:
     if not Runtime.exists():
         return True
     return Runtime.instance().get_client(session_id) is not None
-
-
-def session_id() -> str:
-    """The id of the Streamlit session whose script thread calls this."""
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
-    ctx = get_script_run_ctx()
-    return ctx.session_id if ctx is not None else "no-session"
 
 
 class Job:
@@ -411,7 +403,5 @@ QUEUE = DeviceQueue()
 def run_here(fn: Callable[[Callable[[], bool]], Any], **wait_kw) -> Any:
     """Run ``fn(should_stop)`` on ``QUEUE`` for the calling Streamlit session, its browser and
     its address (webui.visitor): what every page uses."""
-    from .visitor import browser_id, visitor_id
-
     sid = session_id()
     return QUEUE.run(sid, fn, visitor=browser_id(), address=visitor_id(sid), **wait_kw)

@@ -42,6 +42,7 @@ import os
 import secrets
 
 __all__ = [
+    "session_id",
     "visitor_id",
     "behind_proxy",
     "address_key",
@@ -92,6 +93,14 @@ def network_of(visitor: str) -> str:
     return str(visitor)[:80]
 
 
+def session_id() -> str:
+    """The id of the Streamlit session whose script thread calls this."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else "no-session"
+
+
 def visitor_id(session: str | None = None) -> str:
     """The visitor of the Streamlit session whose script thread calls this (see the module
     docstring); ``session`` is the fallback key."""
@@ -111,8 +120,6 @@ def visitor_id(session: str | None = None) -> str:
     except Exception:  # noqa: BLE001 - no request context: fall back to the session
         pass
     if session is None:
-        from .device_queue import session_id
-
         session = session_id()
     return "session:" + session
 
@@ -153,6 +160,4 @@ def browser_id() -> str:
             state[_BROWSER_STATE] = "s:" + secrets.token_hex(16)
         return str(state[_BROWSER_STATE])
     except Exception:  # noqa: BLE001 - no Streamlit session (plain Python): the session's id
-        from .device_queue import session_id
-
         return "s:" + session_id()
