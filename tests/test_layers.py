@@ -151,6 +151,8 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def _webui_import(module, target, modules, where, found, graph) -> None:
     """The UI's own rule: webui sits under the pages (app.py <- app_pages <- webui <- kvcalc),
     and no two webui modules import each other, as in kvcalc."""
+    if module.partition(".")[0] != "webui":
+        return
     top = target.split(".")[0]
     if top in ("app", "app_pages") and target in modules | {top}:
         found.append(f"{where}: webui imports {target} (a page): the wrong way ({UI_ORDER})")
@@ -176,8 +178,7 @@ def problems(root: Path) -> list[str]:
             where = f"{rel.as_posix()}:{line}"
             if name is not None and _is_private(name) and target in modules:
                 found.append(f"{where}: imports the private name {name} from {target}")
-            if module.split(".")[0] == "webui":
-                _webui_import(module, target, modules, where, found, graph)
+            _webui_import(module, target, modules, where, found, graph)
             if layer is None:
                 continue
             top = target.split(".")[0]

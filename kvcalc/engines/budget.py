@@ -233,19 +233,15 @@ class Budget:
         return "pool / bytes of one sequence"
 
     def verdict(self, label: str, windowed: bool, quote=str) -> tuple[str, str]:
-        """The headline: (level, sentence), level "success", "warning" or "error", for
-        ``concurrency`` sequences of ``context`` tokens of the model called ``label``.
-        ``windowed``: some layers keep less than every token, so a decoding sequence holds less
-        than the start-up count charges it. ``quote`` writes the text from outside (the label,
-        vLLM's message) into the sentence (the page escapes it for markdown)."""
-        n, ctx, usable = self.concurrency, self.context, self.usable_bytes
-        need = f"{n:,} x {ctx:,} tokens need {fmt_gib(self.needed_bytes)} of cache blocks"
+        """The headline: (success, warning or error; its sentence), ``quote`` for outside text."""
+        n, ctx, gib, pool = self.concurrency, self.context, fmt_gib, fmt_gib(self.usable_bytes)
+        need = f"{n:,} x {ctx:,} tokens need {gib(self.needed_bytes)} of cache blocks"
         if self.kv_pool_bytes <= 0:
             return "error", (
-                f"{quote(label)} does not fit: its weights take {fmt_gib(self.weights_bytes)} "
-                f"per GPU and the reserve {fmt_gib(self.reserve_bytes)}, more than the "
-                f"{fmt_gib(self.requested_bytes)} the engine may use, so there is no room for "
-                "a cache. The cache per token below does not depend on the GPU."
+                f"{quote(label)} does not fit: its weights take {gib(self.weights_bytes)} per GPU "
+                f"and the reserve {gib(self.reserve_bytes)}, more than the "
+                f"{gib(self.requested_bytes)} the engine may use, so there is no room for a "
+                "cache. The cache per token below does not depend on the GPU."
             )
         if self.startup_error:
             return "error", (
@@ -253,23 +249,18 @@ class Budget:
                 f"length does not fit. Its own message: {quote(self.startup_error)}"
             )
         if self.fits:
-            return "success", (
-                f"{need}; the pool holds {fmt_gib(usable)}: it fits, with "
-                f"{fmt_gib(usable - self.needed_bytes)} to spare."
-            )
-        if windowed and n <= self.held_concurrency:
-            return "warning", (
-                f"By vLLM's start-up arithmetic {need}, over the {fmt_gib(usable)} pool by "
-                f"{fmt_gib(self.overflow_bytes)}: it charges every sequence at full length and "
-                f"each window its worst case. Decoding, a sequence of {ctx:,} tokens holds "
-                f"only {fmt_gib(self.held_bytes)}, so all {n:,} fit while they run (see "
-                "'Logged vs running capacity' below); a new prompt needs its whole window "
-                "while its prefill runs."
-            )
-        return "error", (
-            f"{need} but the pool holds {fmt_gib(usable)}: over by "
-            f"{fmt_gib(self.overflow_bytes)}. The engine would queue or preempt the sequences "
-            "that do not fit."
+            spare = gib(self.usable_bytes - self.needed_bytes)
+            return "success", f"{need}; the pool holds {pool}: it fits, with {spare} to spare."
+        held = windowed and n <= self.held_concurrency  # a window holds less than counted
+        return ("warning" if held else "error"), (
+            f"By vLLM's start-up arithmetic {need}, over the {pool} pool by "
+            f"{gib(self.overflow_bytes)}: it charges every sequence at full length and each "
+            f"window its worst case. Decoding, a sequence of {ctx:,} tokens holds only "
+            f"{gib(self.held_bytes)}, so all {n:,} fit while they run (see 'Logged vs running "
+            "capacity' below); a new prompt needs its whole window while its prefill runs."
+            if held
+            else f"{need} but the pool holds {pool}: over by {gib(self.overflow_bytes)}. The "
+            "engine would queue or preempt the sequences that do not fit."
         )
 
     def setup_line(self) -> str:
