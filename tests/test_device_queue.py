@@ -355,7 +355,7 @@ async def open_tab(websockets, port: int):
 E2E_APP = """
 import os, time
 import streamlit as st
-from webui import device_queue
+from webui import device_queue, visitor
 
 who = st.query_params.get("who", "?")
 
@@ -375,7 +375,7 @@ def job(should_stop):
     raise ValueError("stopped")
 
 note = st.empty()
-device_queue.QUEUE.run(device_queue.session_id(), job,
+device_queue.QUEUE.run(visitor.session_id(), job,
                        on_wait=lambda pos: (log("pos", pos), note.write(pos)),
                        checkpoint=lambda: st.session_state.get("x"))
 """
