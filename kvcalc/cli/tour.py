@@ -44,9 +44,8 @@ def cmd_tour(args, *, load_model, weights, gpu) -> tuple[dict, list[str]]:
     kw = dict(kv_dtype=args.kv_dtype, tp=args.tp, pp=args.pp)
     stops, text = [], []
     for stop in STOPS:
-        # The page's script in the app, as this key has always given it (the app's registry,
-        # webui/pages.py, keeps each page at app_pages/<its name>.py).
-        entry = {"number": stop.number, "title": stop.title, "page": f"app_pages/{stop.page}.py"}
+        # The page's key (its URL path in the app, /<key>): the core knows no UI file.
+        entry = {"number": stop.number, "title": stop.title, "page": stop.page}
         try:
             les = lesson(stop.number, spec, w, g, **kw)
         except ValueError as exc:
