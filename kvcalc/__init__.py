@@ -14,7 +14,7 @@ Where things are (imports point one way, down this list; tests/test_layers.py ch
     engines   vLLM's own arithmetic (vllm); the GPU memory budget by convention (budget); a paged
               block pool and scheduler (paging)
     perf      roofline, intensity, calibration, sweeps, the serving simulator (sim), capacity
-    teach     quiz, quiz_choices, tour, techniques, fill
+    teach     quiz, choices, tour, techniques, fill
     cli       python -m kvcalc: the command registry (commands) and its command groups
     measure   torch only, imported lazily; uses core, cache and config: the one torch runtime
               (runtime), twins, live, verify, zoo, quality, microscope, llama_forward, worktime
