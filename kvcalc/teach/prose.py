@@ -1,9 +1,10 @@
 """The teaching prose as data: templates with named numbers, beside the code that fills them.
 
-Each ``<name>.toml`` in this folder holds the sentences of one part of the teaching (``tour``:
-the guided tour's stops; ``interview``, ``practice``, ``choices``, ``techniques``). The code computes every
-number from a core result and fills the templates with ``str.format`` (``{per:,} B``), so no
-computed number is ever written in the text; docs/teaching.md explains the layout.
+Each ``<name>.toml`` in this folder holds the sentences of one part of the teaching: ``tour``
+(the guided tour's stops), ``interview``, ``practice``, ``choices`` (the live class's
+statements) and ``techniques``. The code computes every number from a core result and fills the
+templates with ``str.format`` (``{per:,} B``), so no computed number is written in the text;
+docs/teaching.md explains the layout.
 """
 
 from __future__ import annotations
