@@ -51,19 +51,10 @@ MAX_SCALE = 1e6
 
 # -- grading -----------------------------------------------------------------------------------
 
-_UNITS = {
-    "b": 1,
-    "byte": 1,
-    "bytes": 1,
-    "kb": 1e3,
-    "mb": 1e6,
-    "gb": 1e9,
-    "tb": 1e12,
-    "kib": KiB,
-    "mib": MiB,
-    "gib": GiB,
-    "tib": 2**40,
-}
+# Byte units by name: B, the decimal KB to TB (10^3 steps) and the binary KiB to TiB (2^10 steps).
+_UNITS: dict[str, float] = {"b": 1, "byte": 1, "bytes": 1}
+_UNITS |= {f"{p}b": 10.0 ** (3 * i) for i, p in enumerate("kmgt", 1)}
+_UNITS |= {f"{p}ib": 2 ** (10 * i) for i, p in enumerate("kmgt", 1)}
 # Digits may be grouped by commas, underscores, or spaces (plain, no-break, thin) between groups
 # of three: "163,840", "163 840".
 _GROUP = "[ \u00a0\u2009\u202f]"
