@@ -32,21 +32,17 @@ def weights_read_text(spec: ModelSpec, w: Weights) -> str:
     return text
 
 
-def _ideal_step(s: Setup, context: int, weight_read_bytes: int | None = None) -> StepTime:
-    """One decode step at batch 1 on the stop's setup, the ideal bound, no crossover search:
-    the probes stop 4 reads its givens and slips from."""
-    return step_time(
-        s.spec,
-        s.w,
-        context=context,
-        batch=1,
-        bandwidth_gbs=s.bw,
-        kv_dtype=s.kv_dtype,
-        tp=s.tp,
-        pp=s.pp,
-        weight_read_bytes=weight_read_bytes,
-        find_crossover=False,
-    )
+def _step(s: Setup, context: int, **kw: Any) -> StepTime:
+    """One decode step at batch 1 on the stop's setup, the ideal bound. The tour is on the Learn
+    path: its speed is the chapter's formula (bytes / bandwidth, FLOPs / peak) alone; the
+    calibrated estimate is the Engineer pages' (issue 37)."""
+    setup: dict[str, Any] = dict(bandwidth_gbs=s.bw, kv_dtype=s.kv_dtype, tp=s.tp, pp=s.pp)
+    return step_time(s.spec, s.w, context=context, batch=1, **setup, **kw)
+
+
+def _probe(s: Setup, context: int, weight_read_bytes: int | None = None) -> StepTime:
+    """A step with no crossover search: the probes stop 4 reads its givens and slips from."""
+    return _step(s, context, weight_read_bytes=weight_read_bytes, find_crossover=False)
 
 
 def weight_readings(s: Setup, read: int) -> list[tuple[int, str]]:
@@ -69,20 +65,8 @@ def weight_readings(s: Setup, read: int) -> list[tuple[int, str]]:
 def stop4(s: Setup) -> Lesson:
     spec, n, t = s.spec, s.n, TEXT["stop4"]
     kv_pool(spec, s.w, s.gpu, n, s.kv_dtype, s.tp, s.pp)  # no speed for what does not fit
-    st = step_time(
-        spec,
-        s.w,
-        context=n,
-        batch=1,
-        bandwidth_gbs=s.bw,
-        kv_dtype=s.kv_dtype,
-        tp=s.tp,
-        pp=s.pp,
-        peak_tflops=s.gpu.peak_tflops(s.w.dtype),
-        attention_tflops=s.gpu.attention_tflops(s.kv_dtype),
-    )
-    # The tour is on the Learn path: its speed is the chapter's formula, the ideal bound (bytes /
-    # bandwidth, FLOPs / peak), alone; the calibrated estimate is the Engineer pages' (issue 37).
+    peaks = s.gpu.peak_tflops(s.w.dtype), s.gpu.attention_tflops(s.kv_dtype)
+    st = _step(s, n, peak_tflops=peaks[0], attention_tflops=peaks[1])
     read = s.w.read_per_step(spec, 1)  # the Decode step time page's weights read, whole model
     w_gpu = st.weight_read_bytes  # one GPU's share
     readings = weight_readings(s, read)
@@ -103,8 +87,8 @@ def stop4(s: Setup) -> Lesson:
     cross = st.crossover_context
     value: float
     if cross is not None and cross <= spec.max_context:
-        probe = _ideal_step(s, cross)
-        growth = _ideal_step(s, cross + 1).kv_read_bytes - probe.kv_read_bytes
+        probe = _probe(s, cross)
+        growth = _probe(s, cross + 1).kv_read_bytes - probe.kv_read_bytes
         fixed = probe.kv_read_bytes - growth * cross
         nums.update(cross=cross, growth=growth, fixed=fixed)
         text = {**t, **t["crossover"]}
@@ -132,7 +116,7 @@ def stop4(s: Setup) -> Lesson:
         why_not = "no_crossover" if cross is None else "past_limit"
         nums["why_not"] = text[why_not].format(**nums)
         slips = [
-            (_ideal_step(s, n, weight_read_bytes=wrong).tokens_per_s / tps, why)
+            (_probe(s, n, weight_read_bytes=wrong).tokens_per_s / tps, why)
             for wrong, why in readings
         ]
         slips += [(s.bw * GB / w_gpu / tps, text["slip_cache"]), (GiB / GB, text["slip_gib"])]
