@@ -20,8 +20,8 @@ import math
 from dataclasses import dataclass
 
 from kvcalc.teach import quiz
-from kvcalc.teach.quiz import Question, interview_questions, practice_questions
 from kvcalc.teach.choices import LETTERS, choices_for, grade_choice
+from kvcalc.teach.quiz import Question, interview_questions, practice_questions
 
 __all__ = [
     "PRACTICE_COUNT",
