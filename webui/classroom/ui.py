@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 import streamlit as st
 
-from kvcalc.teach.quiz_choices import LETTERS, Choice, choices_for
+from kvcalc.teach.choices import LETTERS, Choice, choices_for
 
 from .. import pages
 from ..figures import answers_figure
