@@ -8,9 +8,9 @@ Where things are (imports point one way, down this list; tests/test_layers.py ch
     core      units, message text, number formats (dtypes), cdiv and bisection (arith), the
               layer kinds and ModelSpec (model)
     cache     KV bytes per layer, token, sequence, batch, TP/PP split (kv); weight bytes
-    config    config.json fields -> ModelSpec (hfconfig, fields, families, family_readers,
-              limits, params); the one safe file reader (files); the registry in models.yaml
-              (catalog)
+    config    config.json fields -> ModelSpec (hfconfig, fields, families: the family table and
+              the readers, limits, params); the one safe file reader (files); the registry in
+              models.yaml (catalog)
     engines   vLLM's own arithmetic (vllm); the GPU memory budget by convention (budget); a paged
               block pool and scheduler (paging)
     perf      roofline, intensity, calibration, sweeps, the serving simulator (sim), capacity

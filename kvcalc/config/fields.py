@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.text import short as _short
+from .families.understood import Family
 from .limits import cap_of, over_cap
 
 __all__ = ["Fields", "Geometry", "STATE_SIZE", "CONV_KERNEL", "EXPAND"]
@@ -37,6 +38,7 @@ class Fields:
         self.seen: set[str] = set()  # config fields looked at
         self.top: dict = cfg  # the whole config.json (a wrapper's, when cfg is its text_config)
         self.model_type = ""
+        self.family: Family | None = None  # the model_type's record (kvcalc.config.families)
         self._defaults_used: dict[str, Any] = {}
 
     def has(self, *names: str) -> bool:

@@ -41,16 +41,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from ..core.model import ModelSpec, interned
 from ..core.text import SHORT as _SHORT
 from ..core.text import short as _short
-from .families import FAMILIES, understood
+from .families.decoder import read_layers
+from .families.table import FAMILIES, TEXT_FAMILIES, WRAPPERS
+from .families.understood import understood
 from .fields import Fields, Geometry
 from .files import read_regular_file
 from .limits import MAX_CONTEXT, MAX_LAYERS, UPFRONT, over_cap
-from .model_layers import read_layers
 from .mtp import mtp_layers, mtp_parameters
 from .params import count_parameters
 
@@ -61,49 +61,6 @@ MAX_CONFIG_BYTES = 1_000_000  # a real config.json is a few KiB; refuse anything
 # the context cap is vLLM's arithmetic's (kvcalc.engines.vllm.predict); the other sizes have a
 # cap each by field.
 _MAX_CONTEXT = MAX_CONTEXT
-
-
-# Defaults of transformers config classes, by model_type, for fields a config.json may omit.
-_CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
-    "gemma2": {"sliding_window_pattern": 2, "head_dim": 256, "vocab_size": 256000},
-    "gemma3_text": {
-        "sliding_window_pattern": 6,
-        "head_dim": 256,
-        "vocab_size": 262208,
-        "sliding_window": 4096,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 4,
-        "max_position_embeddings": 131072,
-    },
-    "gemma4_text": {
-        "sliding_window_pattern": 6,
-        "last_layer_full": True,
-        "sliding_window": 512,
-        "global_head_dim": 512,
-    },
-    "cohere2": {"sliding_window_pattern": 4},
-    # Their classes give a window by default and place it by a rule of their own when the file
-    # has no layer_types (kvcalc.config.layouts.LAYOUT_BY_CLASS_RULE refuses that by name): a
-    # file without sliding_window is not read as windowless
-    "dots1": {"sliding_window": 4096},
-    "cohere2_moe": {"sliding_window": 4096},
-    "afmoe": {"sliding_window": 1024},
-    "falcon": {"tie_word_embeddings": True},
-    "gpt2": {"n_positions": 1024, "tie_word_embeddings": True},
-    # GPTBigCodeConfig: multi_query defaults to true (one KV head)
-    "gpt_bigcode": {"multi_query": True},
-    # JambaConfig: the Mamba width is mamba_expand (2) x hidden_size, not intermediate_size
-    "jamba": {"mamba_expand": 2},
-    # The new families' config-class defaults, so that a file that leaves them out is read as
-    # transformers reads it and the assumptions say so (transformers 5.24's config classes)
-    "lfm2": {"conv_L_cache": 3},
-    "lfm2_moe": {"conv_L_cache": 3},
-    "falcon_h1": {"mamba_d_conv": 4, "mamba_n_groups": 1, "mamba_expand": 2},
-    "kimi_linear": {"linear_num_heads": 32, "linear_head_dim": 128, "linear_conv_kernel_dim": 4},
-    "recurrent_gemma": {"conv1d_width": 4},
-    # MllamaTextConfig's cross-attention layers when the file leaves them out
-    "mllama_text_model": {"cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38]},
-}
 
 
 def load_config_file(path: str | Path) -> dict:
@@ -227,12 +184,14 @@ def spec_from_config(
     notes: list[str] = []
     cfg, model_type = _language_model(config, notes)
     _check_sizes(cfg)
-    f = Fields(cfg, _CLASS_DEFAULTS.get(model_type, {}))
+    fam = FAMILIES.get(model_type)
+    f = Fields(cfg, dict(fam.defaults) if fam is not None else {})
     f.top = config
     f.model_type = model_type
-    known = model_type in FAMILIES or model_type == ""
-    f.seen.update(understood(model_type or "llama", cfg))
-    layers, geo, max_ctx = _read_cache(f, model_type, honor_sliding_window, known)
+    f.family = fam
+    known = fam is not None or model_type == ""
+    f.seen.update(understood(FAMILIES.get(model_type or "llama"), cfg))
+    layers, geo, max_ctx = _read_cache(f, fam, honor_sliding_window, known)
     notes += geo.notes
     assumptions = list(geo.assumptions)
     assumptions += _engine_conventions(f, layers)
@@ -242,8 +201,8 @@ def spec_from_config(
             f"transformers' {model_type} config class"
         )
     drafts, mtp_field, mtp_error = mtp_layers(f, layers)
-    counted = count_parameters(f, model_type, layers, geo)
-    mtp_params = mtp_parameters(f, model_type, layers, drafts, geo, counted)
+    counted = count_parameters(f, fam, layers, geo)
+    mtp_params = mtp_parameters(f, fam, layers, drafts, geo, counted)
     if counted.error:
         notes.append(
             f"parameters not counted ({counted.error}): weight figures need a weight "
@@ -283,7 +242,7 @@ def spec_from_config(
         assumptions=tuple(assumptions),
         params_error=counted.error,
         unverified=tuple(unread),
-        family_reader=model_type in FAMILIES,
+        family_reader=fam is not None,
         mtp_layers=interned(drafts),
         mtp_field=mtp_field,
         mtp_error=mtp_error,
@@ -308,9 +267,9 @@ def _language_model(config: dict, notes: list[str]) -> tuple[dict, str]:
     model_type = cfg.get("model_type") or top_type or ""
     if not isinstance(model_type, str):
         raise ValueError(f"config field 'model_type' must be a string, got {_short(model_type)}")
-    if isinstance(top_type, str) and top_type in _WRAPPER_TEXT and cfg is config:
-        model_type = _WRAPPER_TEXT[top_type]
-    return cfg, _TEXT_TYPES.get(model_type, model_type)
+    if isinstance(top_type, str) and top_type in WRAPPERS and cfg is config:
+        model_type = WRAPPERS[top_type]
+    return cfg, TEXT_FAMILIES.get(model_type, model_type)
 
 
 # The speculators format (vLLM's speculators library; vllm/transformers_utils/configs/speculators:
@@ -340,16 +299,16 @@ def _speculator_layer(config: dict, notes: list[str]) -> tuple[dict, str]:
         f"{_short(kind)} speculator: its draft layers read from transformer_layer_config "
         "(the fusion layer and vocabulary fields size weights only)"
     )
-    return dict(layer), _TEXT_TYPES.get(model_type, model_type)
+    return dict(layer), TEXT_FAMILIES.get(model_type, model_type)
 
 
 def _read_cache(
-    f: Fields, model_type: str, honor_sliding_window: bool, known: bool
+    f: Fields, fam, honor_sliding_window: bool, known: bool
 ) -> tuple[list, Geometry, int]:
     """The layers, the base geometry and the model's context limit. A family kvcalc has no
     reader for that fails on a field it lacks is refused by the fields it has instead."""
     try:
-        layers, geo = read_layers(f, model_type, honor_sliding_window)
+        layers, geo = read_layers(f, fam, honor_sliding_window)
         max_ctx = f.int(
             "max_position_embeddings",
             "n_positions",
@@ -367,7 +326,7 @@ def _read_cache(
         # (the standard fields the failed reading did not reach are not among them).
         rest = sorted(set(f.unread()) - _STANDARD_FIELDS)
         if not known and rest:
-            raise UnknownFields(model_type, rest, False, why=str(exc)) from None
+            raise UnknownFields(f.model_type, rest, False, why=str(exc)) from None
         raise
     return layers, geo, max_ctx
 
@@ -396,10 +355,6 @@ _STANDARD_FIELDS = frozenset(
     }
 )
 
-# Wrappers whose language model is not under text_config: the whole config is read under the
-# text family's reader.
-_WRAPPER_TEXT: dict[str, str] = {"qwen2_5_vl": "qwen2_5_vl_text", "qwen2_vl": "qwen2_vl_text"}
-
 # Wrappers whose transformers config class reads the language model from text_config only: a
 # file of that model_type without text_config is not read as its text model, because the engines
 # would not read it so. Step3p7Config (transformers 5.24) builds Step3p7TextConfig's defaults
@@ -414,16 +369,6 @@ _TEXT_CONFIG_ONLY = {
         "window), ignoring this file's top-level 'layer_types' and 'sliding_window'; give the "
         "published config.json, whose text_config (model_type step3p5) holds them"
     ),
-}
-
-# model_type of a text config that names the whole multimodal model instead
-_TEXT_TYPES = {
-    "gemma3": "gemma3_text",
-    "gemma3n": "gemma3n_text",
-    "gemma4": "gemma4_text",
-    "llama4": "llama4_text",
-    "qwen3_5": "qwen3_5_text",
-    "qwen3_5_moe": "qwen3_5_moe_text",
 }
 
 

@@ -100,16 +100,16 @@ _ONE_LAYER_MTP = frozenset(
 )
 
 
-def mtp_parameters(f: Fields, model_type: str, layers: list, drafts: list, geo, counted):
+def mtp_parameters(f: Fields, fam, layers: list, drafts: list, geo, counted):
     """The parameters the MTP modules add (what vLLM loads for them), or None where kvcalc
     does not know a family's module: each module's decoder layer, counted as the model's next
     layer (the parameter counter with one more layer, minus without), plus its 2 x hidden x
     hidden projection and three norms of hidden."""
-    if not drafts or counted.params is None or model_type not in _ONE_LAYER_MTP:
+    if not drafts or counted.params is None or f.model_type not in _ONE_LAYER_MTP:
         return None
     from .params import count_parameters  # the counter reads the same fields again
 
-    more = count_parameters(f, model_type, layers + [drafts[0]], geo)
+    more = count_parameters(f, fam, layers + [drafts[0]], geo)
     hidden = geo.hidden
     if more.params is None or not hidden:
         return None

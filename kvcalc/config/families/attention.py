@@ -1,21 +1,23 @@
-"""One layer's cache geometry from a config's fields: an attention layer (heads, dims, window,
-the DeepSeek-sparse indexer keys) and a recurrent state (Mamba, Mamba-2, Gated DeltaNet, ...)."""
+"""One attention layer's cache geometry from a config's fields (heads, dims, window, the
+DeepSeek-sparse indexer keys, the KV-head conventions of MPT, DBRX, GPT-BigCode, ChatGLM and
+Falcon), and the readers of attention families with a structure of their own: GPT-Neo
+(``attention_types``), Llama 3.2 Vision's text model (``cross_attention_layers``), MiniCPM3 (MLA
+projections, per-head K/V in vLLM) and the decoder of an encoder-decoder run as a causal LM."""
 
 from __future__ import annotations
 
-import dataclasses
-
-from ..core.model import (
+from ...core.model import (
     ChunkedLocal,
+    CrossAttention,
     ExtraCache,
     FullAttention,
-    RecurrentState,
+    LatentInTransformers,
     SlidingWindow,
 )
-from ..core.text import short as _short
-from .families import NEVER_CACHE, OFF_VALUES
-from .fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields, Geometry
-from .limits import cap_of
+from ...core.text import short as _short
+from ..fields import Fields, Geometry
+from ..limits import MAX_LAYERS, cap_of
+from .understood import NEVER_CACHE, OFF_VALUES
 
 
 def indexer_caches(f: Fields, n: int, notes: list, assumptions: list) -> list:
@@ -258,115 +260,6 @@ def kv_heads_of(f: Fields, q_heads: int, attn_cfg: dict | None) -> int:  # noqa:
     return q_heads  # no KV-head field at all: multi-head attention
 
 
-def state_flavor(f: Fields, model_type: str) -> str:
-    if f.has("linear_num_value_heads"):
-        return "gated_deltanet"
-    if f.has("attn_type_list") or model_type == "minimax":
-        return "lightning"
-    if f.has("mamba_num_heads", "mamba_n_heads"):
-        return "mamba2"
-    if f.has(*STATE_SIZE):
-        return "mamba"
-    raise ValueError(
-        "the config has non-attention layers but no state sizes: expected "
-        "'linear_num_value_heads' (Gated DeltaNet), 'mamba_num_heads' (Mamba-2) or "
-        "'mamba_d_state' / 'state_size' (Mamba)"
-    )
-
-
-# The SSM state's own format where a config declares it (issue 38, item 1): Qwen3.5's
-# mamba_ssm_dtype (in its text config) and NemotronH's mamba_ssm_cache_dtype (transformers'
-# NemotronHConfig: float32 by default). vLLM keeps the state in it while its
-# --mamba-ssm-cache-dtype is 'auto' (MambaStateDtypeCalculator; kvcalc.engines.vllm.formats,
-# which also applies the flags and the version rules), so every figure counts it so.
-_SSM_FORMATS = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
-
-
-def declared_ssm_dtype(f: Fields) -> tuple[str | None, str | None]:
-    """The recurrent state's format the config declares ('fp32', 'fp16', 'bf16') and the field
-    that declares it, or (None, None) when it declares none ('auto': the state format chosen)."""
-    for name in ("mamba_ssm_dtype", "mamba_ssm_cache_dtype"):
-        asked = f.raw(name)
-        if asked is None or asked == "auto":
-            continue
-        if not isinstance(asked, str) or asked.lower() not in _SSM_FORMATS:
-            raise ValueError(
-                f"config field '{name}' is {asked!r}: expected 'float32', 'float16', "
-                "'bfloat16' or 'auto'"
-            )
-        return _SSM_FORMATS[asked.lower()], name
-    return None, None
-
-
-def state_layer(f: Fields, hidden: int | None, flavor: str) -> RecurrentState:
-    """The fixed per-sequence state of one recurrent layer. The convolution keeps kernel - 1
-    past inputs, as vLLM sizes it (transformers keeps the whole kernel); the SSM state is kept in
-    the format the config declares, if it declares one."""
-    if flavor == "lightning":  # one state, no SSM format of its own (vLLM: --mamba-cache-dtype)
-        return _state_layer(f, hidden, flavor)
-    fmt, field = declared_ssm_dtype(f)
-    return dataclasses.replace(
-        _state_layer(f, hidden, flavor), ssm_dtype=fmt, ssm_dtype_field=field
-    )
-
-
-def _state_layer(f: Fields, hidden: int | None, flavor: str) -> RecurrentState:
-    if flavor == "gated_deltanet":
-        kh, vh = f.int("linear_num_key_heads"), f.int("linear_num_value_heads")
-        kd, vd = f.int("linear_key_head_dim"), f.int("linear_value_head_dim")
-        kernel = f.int("linear_conv_kernel_dim")
-        conv_dim = 2 * kh * kd + vh * vd  # q, k and v all pass the short convolution
-        return RecurrentState(
-            conv_elements=conv_dim * (kernel - 1),
-            ssm_elements=vh * kd * vd,
-            flavor=flavor,
-            conv_kernel=kernel,
-        )
-    if flavor == "lightning":
-        # MiniMax lightning attention: one head_dim x head_dim key-value state per head.
-        heads = f.int("num_attention_heads")
-        d = f.int("head_dim", default=None, required=False) or f.int("hidden_size") // heads
-        return RecurrentState(
-            conv_elements=0, ssm_elements=heads * d * d, flavor=flavor, conv_kernel=1
-        )
-    d_state = f.int(*STATE_SIZE)
-    kernel = f.int(*CONV_KERNEL, default=4)
-    if flavor == "mamba2":
-        # Mamba-2: the convolution runs over x, B and C: intermediate + 2 x n_groups x d_state
-        # channels; the SSM state is heads x head_dim x d_state.
-        heads = f.int("mamba_num_heads", "mamba_n_heads", "num_heads")
-        head = f.int("mamba_head_dim", "mamba_d_head", "head_dim")
-        groups = f.int("n_groups", "mamba_n_groups", default=1)
-        inner = heads * head
-        conv = inner + 2 * groups * d_state
-        return RecurrentState(
-            conv_elements=conv * (kernel - 1),
-            ssm_elements=inner * d_state,
-            flavor=flavor,
-            conv_kernel=kernel,
-            groups=groups,
-            group_conv_elements=2 * d_state * (kernel - 1),
-        )
-    if hidden is None:
-        raise ValueError("config field 'hidden_size' is missing (the Mamba state needs it)")
-    # MambaConfig / FalconMambaConfig / JambaConfig: the width is expand (default 2) x hidden;
-    # MambaConfig writes it as intermediate_size too, which must then agree.
-    d_inner = f.int(*EXPAND, default=2) * hidden
-    if f.model_type in ("mamba", "falcon_mamba") and f.has("intermediate_size"):
-        written = f.int("intermediate_size")
-        if written != d_inner:
-            raise ValueError(
-                f"config field 'intermediate_size' ({written:,}) differs from "
-                f"expand x hidden_size ({d_inner:,}), which transformers uses"
-            )
-    return RecurrentState(
-        conv_elements=d_inner * (kernel - 1),
-        ssm_elements=d_inner * d_state,
-        flavor=flavor,
-        conv_kernel=kernel,
-    )
-
-
 def full_layer(geo: Geometry) -> FullAttention:
     return FullAttention(
         kv_heads=geo.kv_heads, head_dim=geo.head_dim, v_head_dim=geo.head_dim, q_heads=geo.q_heads
@@ -386,3 +279,182 @@ def index_list(f: Fields, name: str, n: int, base: int = 0) -> set[int]:
 
 def layer_count(f: Fields, maximum: int) -> int:
     return f.int("num_hidden_layers", maximum=maximum)
+
+
+def head_dim_is_derived(f: Fields, geo: Geometry, who: str) -> None:
+    """Families whose modeling code takes head_dim as hidden_size // num_attention_heads: a
+    different head_dim in the file would not be the one that runs."""
+    if geo.hidden is None or not geo.q_heads:
+        return
+    derived = geo.hidden // geo.q_heads
+    if geo.head_dim != derived:
+        raise ValueError(
+            f"config field 'head_dim' ({geo.head_dim}) differs from hidden_size // "
+            f"num_attention_heads ({derived}), which {who} uses"
+        )
+
+
+def gpt_neo_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
+    """GPT-Neo: attention_types ([[["global", "local"], 12]], GPTNeoConfig's default) expands to
+    one type per layer. A local layer masks all but the last window_size tokens
+    (GPTNeoSelfAttention's bias), yet its cache is no window: GPTNeoModel makes
+    DynamicCache(config), and with neither layer_types nor sliding_window every layer is a full
+    DynamicLayer keeping every token. vLLM has no GPT-Neo model, so transformers (and servers
+    that run its modeling code) is the engine: every layer keeps the whole context, said in a
+    note. attention_layers is what transformers derives from attention_types (it overwrites a
+    file's own copy)."""
+    n = f.int("num_hidden_layers", "num_layers", maximum=max_layers)
+    spec = f.raw("attention_types", default=None)
+    f.seen.update({"attention_types", "attention_layers"})
+    if spec is None:
+        spec = [[["global", "local"], 12]]
+        geo.assumptions.append(
+            "attention_types is not in the config: took [[['global', 'local'], 12]], the "
+            "default of transformers' gpt_neo config class"
+        )
+    types: list = []
+    ok = isinstance(spec, list) and bool(spec)
+    for item in spec if ok else ():
+        if not (
+            isinstance(item, (list, tuple))
+            and len(item) == 2
+            and isinstance(item[0], (list, tuple))
+            and item[0]
+            and all(t in ("global", "local") for t in item[0])
+            and isinstance(item[1], int)
+            and not isinstance(item[1], bool)
+            and 0 < item[1] * len(item[0]) <= max_layers - len(types)
+        ):
+            ok = False
+            break
+        types.extend(list(item[0]) * item[1])
+    if not ok:
+        raise ValueError(
+            "config field 'attention_types' must be a list of [['global' or 'local', ...], "
+            "repeats] pairs, as GPTNeoConfig takes it"
+        )
+    if len(types) != n:
+        raise ValueError(
+            f"config field 'attention_types' expands to {len(types)} layers, but "
+            f"'num_layers' is {n} (transformers refuses the same)"
+        )
+    if "local" in types:
+        window = f.int("window_size", default=256)
+        geo.notes.append(
+            f"{types.count('local')} local layers attend to the last {window:,} tokens, but "
+            "transformers' GPT-Neo (vLLM has no GPT-Neo) keeps every token in their cache, "
+            "as in the global layers"
+        )
+    else:
+        f.seen.add("window_size")  # no local layer: the window is used nowhere
+    return [full_layer(geo) for _ in types]
+
+
+# Far above Llama 3.2 Vision's 448-pixel tiles of 14-pixel patches, 4 tiles an image
+_VISION_CAPS = {"image_size": 65_536, "patch_size": 65_536, "max_num_tiles": 1024}
+
+
+def mllama_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
+    """mllama's text model: ``cross_attention_layers`` attend to the vision encoder's states.
+    Their K/V are computed once per image: max_num_tiles x ((image_size // patch_size)^2 + 1)
+    states (transformers' MllamaVisionModel), not one per text token."""
+    n = layer_count(f, max_layers)
+    head_dim_is_derived(f, geo, "MllamaTextSelfAttention")
+    cross = index_list(f, "cross_attention_layers", n) if f.has("cross_attention_layers") else set()
+    vision = f.top.get("vision_config") if isinstance(f.top, dict) else None
+    layers: list = []
+    tokens = 0
+    if cross:
+        if not isinstance(vision, dict):
+            raise ValueError(
+                "config field 'vision_config' is missing: the cross-attention "
+                "layers' K/V per image need its image_size, patch_size and "
+                "max_num_tiles (paste the whole config.json, not only text_config)"
+            )
+        vision_config = vision
+
+        def vint(name: str, default: int) -> int:
+            v = vision_config.get(name, default)
+            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= _VISION_CAPS[name]:
+                raise ValueError(
+                    f"config field 'vision_config.{name}' must be a whole number "
+                    f"from 1 to {_VISION_CAPS[name]:,}"
+                )
+            return v
+
+        size, patch = vint("image_size", 448), vint("patch_size", 14)
+        tokens = vint("max_num_tiles", 4) * ((size // patch) ** 2 + 1)
+    for i in range(n):
+        if i in cross:
+            layers.append(
+                CrossAttention(
+                    kv_heads=geo.kv_heads,
+                    head_dim=geo.head_dim,
+                    q_heads=geo.q_heads,
+                    image_tokens=tokens,
+                )
+            )
+        else:
+            layers.append(full_layer(geo))
+    if cross:
+        geo.notes.append(
+            f"{len(cross)} cross-attention layers keep the image's K/V, {tokens:,} "
+            "encoder states per image, once per image and not per token; the "
+            "figures count one image per sequence"
+        )
+    return layers
+
+
+def minicpm3_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
+    """MiniCPM3: MLA-style projections, but vLLM's minicpm3.py caches per-head K and V of
+    qk_nope_head_dim + qk_rope_head_dim each (V padded to the QK head size), one per query
+    head; transformers caches the compressed latent instead (named on each layer)."""
+    n = layer_count(f, max_layers)
+    rope, nope = f.int("qk_rope_head_dim"), f.int("qk_nope_head_dim")
+    rank = f.int("kv_lora_rank")
+    f.seen.update({"num_key_value_heads", "q_lora_rank", "v_head_dim", "head_dim"})
+    layer = LatentInTransformers(
+        kv_heads=geo.q_heads,
+        head_dim=nope + rope,
+        v_head_dim=nope + rope,
+        q_heads=geo.q_heads,
+        latent_rank=rank,
+        latent_rope=rope,
+    )
+    geo.notes.append(
+        "MiniCPM3: vLLM caches K and V per query head (V padded to the QK head "
+        f"size {nope + rope}); transformers caches the {rank} + {rope} latent"
+    )
+    return [layer] * n
+
+
+def seq2seq_layout(f: Fields, hidden: int | None) -> tuple[list, Geometry]:
+    """BART-style decoders run as causal LMs (BartForCausalLM, XGLM): decoder_layers layers of
+    multi-head self-attention, decoder_attention_heads heads of d_model / heads. In
+    encoder-decoder generation each layer also caches the encoder's K/V, per source sequence:
+    said in a note, not counted (the source length is not a config field)."""
+    n = f.int("decoder_layers", "num_layers", maximum=MAX_LAYERS)
+    notes: list[str] = []
+    heads = f.int("decoder_attention_heads", "attention_heads")
+    d_model = f.int("d_model")
+    if d_model % heads:
+        raise ValueError(
+            f"config field 'd_model' ({d_model}) is not divisible by "
+            f"'decoder_attention_heads' ({heads})"
+        )
+    head = d_model // heads
+    if f.raw("use_prompt", default=False) is True:
+        raise ValueError(
+            "config field 'use_prompt' is true: MVP's learned prompt tokens are "
+            "cached in every layer too, which kvcalc does not model"
+        )
+    f.seen.add("prompt_length")  # only used with use_prompt
+    if f.raw("is_encoder_decoder", default=False) is True:
+        notes.append(
+            "the decoder as a causal LM: self-attention only. In encoder-decoder "
+            f"generation each of the {n} layers also caches the encoder's K/V, 2 x "
+            f"{heads} heads x {head} per source token, which is not counted here"
+        )
+    layer = FullAttention(kv_heads=heads, head_dim=head, v_head_dim=head, q_heads=heads)
+    geo = Geometry(hidden=hidden, q_heads=heads, kv_heads=heads, head_dim=head, notes=notes)
+    return [layer] * n, geo
