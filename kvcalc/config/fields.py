@@ -45,7 +45,12 @@ class Fields:
         """True when any of ``names`` is set, by the config or by its class default. A field
         whose presence decides the reading counts as read."""
         self.seen.update(names)
-        return any(self.cfg.get(n) is not None or self.defaults.get(n) is not None for n in names)
+        return any(self.cfg.get(n) is not None or self._default(n) is not None for n in names)
+
+    def _default(self, name: str) -> Any:
+        """The class default of a field the config leaves out. A field written as null is not
+        left out: the class then takes None, which each reader handles as the class does."""
+        return None if name in self.cfg else self.defaults.get(name)
 
     def raw(self, *names: str, default: Any = None) -> Any:
         self.seen.update(names)
@@ -53,7 +58,7 @@ class Fields:
             if self.cfg.get(n) is not None:
                 return self.cfg[n]
         for n in names:
-            if self.defaults.get(n) is not None:
+            if self._default(n) is not None:
                 self._defaults_used[n] = self.defaults[n]
                 return self.defaults[n]
         return default
@@ -100,7 +105,7 @@ class Fields:
                 f"config field '{label}' must be at least {minimum}, got {_short(value)}"
             )
         found = next((n for n in names if self.cfg.get(n) is not None), None) or next(
-            (n for n in names if self.defaults.get(n) is not None), names[0]
+            (n for n in names if self._default(n) is not None), names[0]
         )
         refused = over_cap(found, value, cap_of(found) if maximum is None else maximum)
         if refused:

@@ -95,7 +95,10 @@ def _state_layer(f: Fields, hidden: int | None, flavor: str) -> RecurrentState:
         # Mamba-2: the convolution runs over x, B and C: intermediate + 2 x n_groups x d_state
         # channels; the SSM state is heads x head_dim x d_state.
         heads = f.int("mamba_num_heads", "mamba_n_heads", "num_heads")
-        head = f.int("mamba_head_dim", "mamba_d_head", "head_dim")
+        # head_dim is the Mamba head only where no mamba_* name is given or defaulted (Mamba2Config;
+        # Nemotron-H's head_dim is its attention's, NemotronHConfig.mamba_head_dim defaults to 64)
+        own = ("mamba_head_dim", "mamba_d_head")
+        head = f.int(*own) if f.has(*own) else f.int(*own, "head_dim")
         groups = f.int("n_groups", "mamba_n_groups", default=1)
         return mamba2_state(heads * head, heads * head, groups, d_state, kernel)
     if hidden is None:

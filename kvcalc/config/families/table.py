@@ -128,9 +128,15 @@ FAMILIES: dict[str, Family] = {
     # Llama: q, k, v, o biases with attention_bias, the MLP's with mlp_bias (LlamaAttention,
     # LlamaMLP)
     "llama": F(groups="mlp moe eagle", checks=eagle_head, params=U(mlp_bias="mlp_bias")),
-    "mistral": F(params=U()),
-    "mixtral": F(params=U(defaults=dict(num_local_experts=8))),
-    "qwen2": F(params=U(qkv_bias=True)),
+    "mistral": F(
+        params=U(),
+        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072, sliding_window=4096),
+    ),
+    "mixtral": F(
+        params=U(defaults=dict(num_local_experts=8)),
+        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
+    ),
+    "qwen2": F(params=U(qkv_bias=True), defaults=dict(max_position_embeddings=32768)),
     # Qwen2-MoE: q, k, v biases with qkv_bias (Qwen2MoeConfig's, true by default)
     "qwen2_moe": F(
         params=U(
@@ -142,19 +148,23 @@ FAMILIES: dict[str, Family] = {
             ),
         ),
         layout_by_class_rule=True,
+        defaults=dict(max_position_embeddings=32768),
     ),
-    "qwen3": F(params=U(qk_norm=True)),
+    "qwen3": F(params=U(qk_norm=True), defaults=dict(max_position_embeddings=32768)),
     "qwen3_moe": F(
         params=U(
             qk_norm=True,
             expert_width=_MOE_WIDTH,
             defaults=dict(num_experts=128, moe_intermediate_size=768),
-        )
+        ),
+        defaults=dict(num_key_value_heads=4, max_position_embeddings=32768),
     ),
-    "phi3": F(params=U()),
+    "phi3": F(params=U(), defaults=dict(max_position_embeddings=4096)),
     # PaliGemma's image tokens are prompt tokens
     # tied by default (GemmaConfig)
-    "gemma": F("num_image_tokens", params=dict()),
+    "gemma": F(
+        "num_image_tokens", params=dict(), defaults=dict(head_dim=256, max_position_embeddings=8192)
+    ),
     # OLMo: LayerNorms without weights (OlmoLayerNorm), none at the end either
     "olmo": F(params=U(norm="none", final_norm=False)),
     # OLMo 2 / 3: q and k RMSNorms over the whole projections, norms after attention and
@@ -162,8 +172,14 @@ FAMILIES: dict[str, Family] = {
     "olmo2": F(params=U(qk_norm="full")),
     "olmo3": F(params=U(qk_norm="full"), layout_by_class_rule=True),
     # OLMoE and FlexOlmo: OLMo 2's q/k norms, experts of intermediate_size
-    "olmoe": F(params=U(qk_norm="full", defaults=dict(num_experts=64))),
-    "flex_olmo": F(params=U(qk_norm="full", defaults=dict(num_experts=7))),
+    "olmoe": F(
+        params=U(qk_norm="full", defaults=dict(num_experts=64)),
+        defaults=dict(max_position_embeddings=4096),
+    ),
+    "flex_olmo": F(
+        params=U(qk_norm="full", defaults=dict(num_experts=7)),
+        defaults=dict(max_position_embeddings=4096),
+    ),
     # Llama's blocks (LlamaForCausalLM or a copy of it): q, k, v, o biases with
     # attention_bias, the MLP's with mlp_bias
     # muP multipliers are scalars, no weights
@@ -173,13 +189,17 @@ FAMILIES: dict[str, Family] = {
     "granitemoe": F(params=U(defaults=dict(num_local_experts=8))),
     # Cohere (Command R): one LayerNorm a layer (weight only), q/k norms over every head's
     # channels with use_qk_norm, tied by default; Cohere 2 the same without q/k norms
-    "cohere": F(params=dict(norms_per_layer=1, qk_norm="full", qk_norm_field="use_qk_norm")),
+    "cohere": F(
+        params=dict(norms_per_layer=1, qk_norm="full", qk_norm_field="use_qk_norm"),
+        defaults=dict(max_position_embeddings=8192),
+    ),
     # Starcoder2: LayerNorms with biases, a plain MLP, every projection's bias with use_bias
     "starcoder2": F(
         "use_bias",
         params=dict(
             **_PLAIN_MLP, norm="ln", bias_field=("use_bias", True), mlp_bias=("use_bias", True)
         ),
+        defaults=dict(num_key_value_heads=2, max_position_embeddings=4096),
     ),
     # residual wiring
     # StableLM: LayerNorms with biases, q, k, v biases with use_qkv_bias, per-head q/k
@@ -194,26 +214,56 @@ FAMILIES: dict[str, Family] = {
             qk_norm_field="qk_layernorm",
             parallel_norms_field="use_parallel_residual",
         ),
+        defaults=dict(max_position_embeddings=4096),
     ),
     # Apertus: q/k RMSNorms, a plain xIELU MLP (two scalars of its own a layer)
-    "apertus": F(params=U(**_PLAIN_MLP, qk_norm=True, xielu=True)),
-    "apertus1p5_text": F(params=U(**_PLAIN_MLP, qk_norm=True, xielu=True)),
+    "apertus": F(
+        params=U(**_PLAIN_MLP, qk_norm=True, xielu=True),
+        defaults=dict(max_position_embeddings=65536),
+    ),
+    "apertus1p5_text": F(
+        params=U(**_PLAIN_MLP, qk_norm=True, xielu=True),
+        defaults=dict(max_position_embeddings=65536),
+    ),
     # Arcee: a plain ReLU^2 MLP (up, down) with mlp_bias
-    "arcee": F(params=U(**_PLAIN_MLP, mlp_bias="mlp_bias")),
+    "arcee": F(
+        params=U(**_PLAIN_MLP, mlp_bias="mlp_bias"), defaults=dict(max_position_embeddings=4096)
+    ),
     # BitNet: RMSNorms before o_proj and before down_proj
-    "bitnet": F(params=U(attn_sub_norm=True, ffn_sub_norm=True)),
-    "cwm": F(params=U(mlp_bias="mlp_bias"), layout_by_class_rule=True),
-    "emu3_text_model": F(params=U()),
+    "bitnet": F(
+        params=U(attn_sub_norm=True, ffn_sub_norm=True), defaults=dict(num_key_value_heads=5)
+    ),
+    "cwm": F(
+        params=U(mlp_bias="mlp_bias"),
+        layout_by_class_rule=True,
+        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
+    ),
+    "emu3_text_model": F(
+        params=U(), defaults=dict(num_key_value_heads=8, max_position_embeddings=9216)
+    ),
     # GLM and GLM-4: q, k, v biases with attention_bias (no o bias), gate and up fused;
     # GLM-4 adds post_self_attn_layernorm and post_mlp_layernorm
-    "glm": F(params=U(bias_field=None, qkv_bias_field=("attention_bias", True))),
+    "glm": F(
+        params=U(bias_field=None, qkv_bias_field=("attention_bias", True)),
+        defaults=dict(num_key_value_heads=2, max_position_embeddings=131072),
+    ),
     "glm4": F(
-        params=U(bias_field=None, qkv_bias_field=("attention_bias", True), norms_per_layer=4)
+        params=U(bias_field=None, qkv_bias_field=("attention_bias", True), norms_per_layer=4),
+        defaults=dict(num_key_value_heads=2, max_position_embeddings=131072),
     ),
     # Helium: q, k, v biases with attention_bias (no o bias)
-    "helium": F(params=U(bias_field=None, qkv_bias_field="attention_bias", mlp_bias="mlp_bias")),
-    "internlm3": F(params=U(mlp_bias="mlp_bias")),
-    "iquestcoder": F(params=U(mlp_bias="mlp_bias")),
+    "helium": F(
+        params=U(bias_field=None, qkv_bias_field="attention_bias", mlp_bias="mlp_bias"),
+        defaults=dict(max_position_embeddings=4096),
+    ),
+    "internlm3": F(
+        params=U(mlp_bias="mlp_bias"),
+        defaults=dict(num_key_value_heads=2, max_position_embeddings=32768),
+    ),
+    "iquestcoder": F(
+        params=U(mlp_bias="mlp_bias"),
+        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
+    ),
     # Jais 2: LayerNorms with biases, a plain ReLU^2 MLP with mlp_bias
     "jais2": F(
         params=U(
@@ -221,13 +271,20 @@ FAMILIES: dict[str, Family] = {
             norm="ln",
             mlp_bias=("mlp_bias", True),
             bias_field=("attention_bias", True),
-        )
+        ),
+        defaults=dict(max_position_embeddings=8192),
     ),
-    "ministral3": F(params=U()),
+    "ministral3": F(
+        params=U(), defaults=dict(num_key_value_heads=8, max_position_embeddings=262144)
+    ),
     # nanochat: weightless RMSNorms, a plain ReLU^2 MLP (fc1, fc2)
     "nanochat": F(params=U(**_PLAIN_MLP, norm="none", final_norm=False)),
     # VaultGemma: two RMSNorms a layer (input, pre-feed-forward)
-    "vaultgemma": F(params=dict(), layout_by_class_rule=True),
+    "vaultgemma": F(
+        params=dict(),
+        layout_by_class_rule=True,
+        defaults=dict(num_key_value_heads=4, head_dim=256, max_position_embeddings=8192),
+    ),
     # Kolibri: q/k RMSNorms, four norms a layer, experts (with the score-correction bias)
     # and a shared MLP of shared_expert_intermediate_size (no gate) in every layer
     "kolibri1": F(
@@ -241,7 +298,8 @@ FAMILIES: dict[str, Family] = {
                 moe_intermediate_size=512,
                 shared_expert_intermediate_size=512,
             ),
-        )
+        ),
+        defaults=dict(num_key_value_heads=4, max_position_embeddings=262144),
     ),
     # Lara Mini: Gated DeltaNet and attention layers with q/k RMSNorms, experts and an
     # ungated shared MLP in every layer, tied by default
@@ -252,7 +310,8 @@ FAMILIES: dict[str, Family] = {
             defaults=dict(
                 num_experts=128, moe_intermediate_size=512, shared_expert_intermediate_size=512
             ),
-        )
+        ),
+        defaults=dict(num_key_value_heads=4, max_position_embeddings=131072, head_dim=128),
     ),
     # Solar Open: every layer MoE with n_shared_experts and the score-correction bias
     "solar_open": F(
@@ -262,9 +321,13 @@ FAMILIES: dict[str, Family] = {
             bias_field=None,
             qkv_bias_field="attention_bias",
             defaults=dict(n_routed_experts=128, moe_intermediate_size=1280, n_shared_experts=1),
-        )
+        ),
+        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072, head_dim=128),
     ),
-    "exaone": F(params=U(mlp_bias="mlp_bias")),
+    "exaone": F(
+        params=U(mlp_bias="mlp_bias"),
+        defaults=dict(num_key_value_heads=8, max_position_embeddings=4096),
+    ),
     # EXAONE MoE: q/k RMSNorms, MoE by mlp_layer_types (first_k_dense_replace agreeing)
     "exaone_moe": F(
         params=U(
@@ -282,7 +345,10 @@ FAMILIES: dict[str, Family] = {
     ),
     # Phi-3.5-MoE: LayerNorms with biases, experts of intermediate_size, the output head's
     # bias with lm_head_bias
-    "phimoe": F(params=U(norm="ln", head_bias="lm_head_bias", defaults=dict(num_local_experts=16))),
+    "phimoe": F(
+        params=U(norm="ln", head_bias="lm_head_bias", defaults=dict(num_local_experts=16)),
+        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
+    ),
     # Beam: an output gate of q width with a per-head bias, q/k RMSNorms, four norms a
     # layer, MoE by mlp_layer_types with the score-correction bias
     "beam": F(
@@ -293,7 +359,8 @@ FAMILIES: dict[str, Family] = {
             expert_width=_MOE_WIDTH,
             score_bias="always",
             defaults=dict(num_experts=256, moe_intermediate_size=2560, first_k_dense_replace=3),
-        )
+        ),
+        defaults=dict(num_key_value_heads=8, max_position_embeddings=8192),
     ),
     # Flint: sinks, q/k RMSNorms, experts and an ungated shared MLP, dense mlp_only_layers
     "flint": F(
@@ -307,7 +374,8 @@ FAMILIES: dict[str, Family] = {
                 shared_expert_intermediate_size=1024,
                 mlp_only_layers=[0, 1],
             ),
-        )
+        ),
+        defaults=dict(num_key_value_heads=4, max_position_embeddings=262144, head_dim=128),
     ),
     # Mellum: q/k RMSNorms, MoE by mlp_layer_types
     "mellum": F(
@@ -317,6 +385,7 @@ FAMILIES: dict[str, Family] = {
             defaults=dict(num_local_experts=64, moe_intermediate_size=896),
         ),
         layout_by_class_rule=True,
+        defaults=dict(num_key_value_heads=4, max_position_embeddings=131072, head_dim=128),
     ),
     # BioGPT: learned positions with OPT's offset of 2, biased attention and MLP
     "biogpt": F(
@@ -327,7 +396,8 @@ FAMILIES: dict[str, Family] = {
             mlp_bias=True,
             learned_positions=True,
             positions_offset=2,
-        )
+        ),
+        defaults=dict(max_position_embeddings=1024),
     ),
     # Persimmon (and Fuyu's language model): as Phi with two LayerNorms a layer, q/k
     # LayerNorms with qk_layernorm (true by default), no head bias
@@ -340,7 +410,8 @@ FAMILIES: dict[str, Family] = {
             qk_norm="head_ln",
             qk_norm_field="qk_layernorm",
             defaults=dict(qk_layernorm=True),
-        )
+        ),
+        defaults=dict(max_position_embeddings=16384),
     ),
     # Phi (1, 1.5, 2): one LayerNorm a layer, biased projections and MLP, the output head's
     # bias, q/k LayerNorms of head_dim with qk_layernorm
@@ -379,11 +450,15 @@ FAMILIES: dict[str, Family] = {
                 first_k_dense_replace=1,
             ),
         ),
+        defaults=dict(num_key_value_heads=8, head_dim=128, max_position_embeddings=131072),
     ),
     # per-layer rotary bases
     # Granite SWA: Llama's blocks with attention sinks in every layer, tied by default
     "granite_swa": F(
-        "layer_rope_theta", params=dict(mlp_bias="mlp_bias", sinks=True), layout_by_class_rule=True
+        "layer_rope_theta",
+        params=dict(mlp_bias="mlp_bias", sinks=True),
+        layout_by_class_rule=True,
+        defaults=dict(num_key_value_heads=4, max_position_embeddings=8192),
     ),
     "granitemoe_swa": F(
         "layer_rope_theta shared_intermediate_size",
@@ -413,9 +488,14 @@ FAMILIES: dict[str, Family] = {
             o_bias_field="attention_out_bias",
             mlp_bias="mlp_bias",
         ),
+        defaults=dict(num_key_value_heads=8, max_position_embeddings=524288),
     ),
     # ERNIE 4.5: every projection's bias with use_bias, tied by default
-    "ernie4_5": F("use_bias", params=dict(bias_field="use_bias", mlp_bias="use_bias")),
+    "ernie4_5": F(
+        "use_bias",
+        params=dict(bias_field="use_bias", mlp_bias="use_bias"),
+        defaults=dict(num_key_value_heads=2, max_position_embeddings=131072, head_dim=128),
+    ),
     # which layers route and to how many experts
     # ERNIE 4.5 MoE: MoE layers from moe_layer_start_index to moe_layer_end_index every
     # moe_layer_interval, the router's score-correction bias (a parameter, moe_statics);
@@ -440,6 +520,7 @@ FAMILIES: dict[str, Family] = {
                 moe_layer_start_index=1,
             ),
         ),
+        defaults=dict(num_key_value_heads=4, max_position_embeddings=131072),
     ),
     # Aria's language model: experts of intermediate_size, moe_num_shared_experts of it
     # (biased with mlp_bias, the experts not)
@@ -490,6 +571,7 @@ FAMILIES: dict[str, Family] = {
             mlp_bias=True,
             head_bias=True,
         ),
+        defaults=dict(n_positions=256),
     ),
     # ALiBi numerics
     # BLOOM: a LayerNorm after the embedding, biased attention and MLP (4 x hidden)
@@ -508,7 +590,7 @@ FAMILIES: dict[str, Family] = {
     # GPTBigCodeConfig: multi_query defaults to true (one KV head)
     "gpt_bigcode": F(
         "scale_attn_weights",
-        defaults=dict(multi_query=True),
+        defaults=dict(multi_query=True, n_positions=1024),
         params=dict(
             mlp="plain", mlp_width=("n_inner",), bias=True, norm_bias=True, learned_positions=True
         ),
@@ -519,14 +601,28 @@ FAMILIES: dict[str, Family] = {
     "diffllama": F("lambda_std_dev", params=U(diff_lambdas=True)),
     # NoPE layers skip the rotation, keys cached all the same (given layer_types, which decides)
     # NoPE layers rotate nothing: no weights
-    "smollm3": F("no_rope_layers", params=dict(mlp_bias="mlp_bias"), layout_by_class_rule=True),
+    "smollm3": F(
+        "no_rope_layers",
+        params=dict(mlp_bias="mlp_bias"),
+        layout_by_class_rule=True,
+        defaults=dict(num_key_value_heads=4, max_position_embeddings=32768),
+    ),
     # Cosmos 3 Edge: a plain ReLU^2 MLP (fc1, fc2) with mlp_bias
-    "cosmos3_edge_text": F(params=U(**_PLAIN_MLP, mlp_bias="mlp_bias")),
+    "cosmos3_edge_text": F(
+        params=U(**_PLAIN_MLP, mlp_bias="mlp_bias"),
+        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
+    ),
     # GLM-OCR: GLM-4's four norms a layer, no attention biases (GlmOcrTextAttention)
-    "glm_ocr_text": F(params=U(bias_field=None, norms_per_layer=4)),
+    "glm_ocr_text": F(
+        params=U(bias_field=None, norms_per_layer=4),
+        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
+    ),
     # Granite Docling: Granite's blocks, tied by default
-    "granite_docling_text": F(params=dict(mlp_bias="mlp_bias")),
-    "qwen3_vl_text": F(params=U(qk_norm=True)),
+    "granite_docling_text": F(
+        params=dict(mlp_bias="mlp_bias"),
+        defaults=dict(num_key_value_heads=4, max_position_embeddings=32768),
+    ),
+    "qwen3_vl_text": F(params=U(qk_norm=True), defaults=dict(max_position_embeddings=128000)),
     # Qwen3-VL-MoE: experts of moe_intermediate_size in every layer (decoder_sparse_step),
     # tied in its text config class, untied by its wrapper's default
     "qwen3_vl_moe_text": F(
@@ -534,14 +630,31 @@ FAMILIES: dict[str, Family] = {
             qk_norm=True,
             expert_width=_MOE_WIDTH,
             defaults=dict(num_local_experts=60, moe_intermediate_size=1408),
-        )
+        ),
+        defaults=dict(max_position_embeddings=128000),
     ),
-    "qwen2_5_vl_text": F(groups="mlp moe vision", params=U(qkv_bias=True), wrapper="qwen2_5_vl"),
+    "qwen2_5_vl_text": F(
+        groups="mlp moe vision",
+        params=U(qkv_bias=True),
+        wrapper="qwen2_5_vl",
+        defaults=dict(num_key_value_heads=8, max_position_embeddings=32768),
+    ),
     # Language models of vision wrappers, read from text_config (the wrapper's
     # tie_word_embeddings decides the head: kvcalc.config.params.blocks.tied_head)
-    "qwen2_vl_text": F(groups="mlp moe vision", params=U(qkv_bias=True), wrapper="qwen2_vl"),
+    "qwen2_vl_text": F(
+        groups="mlp moe vision",
+        params=U(qkv_bias=True),
+        wrapper="qwen2_vl",
+        defaults=dict(num_key_value_heads=8, max_position_embeddings=32768),
+    ),
     "gemma2": F(
-        defaults=dict(sliding_window_pattern=2, head_dim=256, vocab_size=256000),
+        defaults=dict(
+            sliding_window_pattern=2,
+            head_dim=256,
+            vocab_size=256000,
+            num_key_value_heads=4,
+            max_position_embeddings=8192,
+        ),
         params=dict(norms_per_layer=4),
     ),
     "gemma3_text": F(
@@ -558,7 +671,10 @@ FAMILIES: dict[str, Family] = {
         params=dict(norms_per_layer=4, qk_norm=True),
         aliases="gemma3",
     ),
-    "cohere2": F(defaults=dict(sliding_window_pattern=4), params=dict(norms_per_layer=1)),
+    "cohere2": F(
+        defaults=dict(sliding_window_pattern=4, max_position_embeddings=8192),
+        params=dict(norms_per_layer=1),
+    ),
     "gpt2": F(
         """
             n_ctx reorder_and_upcast_attn scale_attn_by_inverse_layer_idx scale_attn_weights
@@ -571,7 +687,7 @@ FAMILIES: dict[str, Family] = {
     # Falcon: parallel_attn true by default (FalconConfig): one norm a layer
     "falcon": F(
         "activation alibi bias num_ln_in_parallel_attn parallel_attn",
-        defaults=dict(tie_word_embeddings=True),
+        defaults=dict(tie_word_embeddings=True, multi_query=True),
         params=dict(
             mlp="plain",
             norm_bias=True,
@@ -613,6 +729,7 @@ FAMILIES: dict[str, Family] = {
             expert_bias=True,
             defaults=dict(num_local_experts=128),
         ),
+        defaults=dict(head_dim=64, num_key_value_heads=8, max_position_embeddings=131072),
     ),
     "deepseek_v2": F(
         groups="mlp moe mla mtp",
@@ -641,6 +758,7 @@ FAMILIES: dict[str, Family] = {
                 q_lora_rank=1536,
             ),
         ),
+        defaults=dict(max_position_embeddings=4096),
     ),
     # Kimi K2 / K2.5's language model is DeepSeek-V3's (vLLM serves kimi_k2 with
     # DeepseekV3ForCausalLM; transformers' kimi_k25 builds DeepseekV3 from the text config)
@@ -658,9 +776,14 @@ FAMILIES: dict[str, Family] = {
                 first_k_dense_replace=1,
             ),
         ),
+        defaults=dict(max_position_embeddings=4096),
     ),
     # Youtu and MiniCPM3: MLA with a dense MLP, tied by default
-    "youtu": F(groups="mlp moe mla mtp", params=dict(defaults=dict(q_lora_rank=1536))),
+    "youtu": F(
+        groups="mlp moe mla mtp",
+        params=dict(defaults=dict(q_lora_rank=1536)),
+        defaults=dict(max_position_embeddings=131072),
+    ),
     # A.X K1: DeepSeek-V3's blocks with one more RMSNorm in each MoE block
     "axk1": F(
         groups="mlp moe mla mtp",
@@ -676,6 +799,7 @@ FAMILIES: dict[str, Family] = {
                 q_lora_rank=1536,
             ),
         ),
+        defaults=dict(max_position_embeddings=32768),
     ),
     # Sarvam MoE: GLM-4-MoE's blocks (Glm4MoeForCausalLM): q, k, v biases with
     # attention_bias, q/k RMSNorms with use_qk_norm, the score-correction bias
@@ -696,6 +820,7 @@ FAMILIES: dict[str, Family] = {
                 use_qk_norm=True,
             ),
         ),
+        defaults=dict(num_key_value_heads=4, max_position_embeddings=131072),
     ),
     # DBRX (DbrxAttention): d_model / n_heads per head, attn_config.kv_n_heads K/V heads (read
     # by kvcalc.config.families.attention); ffn_config sizes the experts (DbrxFFNConfig: weights)
@@ -718,11 +843,15 @@ FAMILIES: dict[str, Family] = {
                 q_lora_rank=768,
             ),
         ),
+        defaults=dict(max_position_embeddings=202752),
     ),
     # GLM-4.1V / GLM-4.5V language models (Glm4vTextAttention, Glm4vMoeTextAttention): GQA of
     # num_key_value_heads x head_dim; mrope places the rotary sections (the K cached is the same)
     # GLM-4.1V's language model: GLM-4's blocks (q, k, v biases always, four norms)
-    "glm4v_text": F(params=U(qkv_bias=True, norms_per_layer=4)),
+    "glm4v_text": F(
+        params=U(qkv_bias=True, norms_per_layer=4),
+        defaults=dict(num_key_value_heads=2, max_position_embeddings=32768),
+    ),
     # GLM-4.5V's language model: GLM-4.5's blocks without q/k norms, q/k/v biased with
     # attention_bias (true by default)
     "glm4v_moe_text": F(
@@ -766,7 +895,7 @@ FAMILIES: dict[str, Family] = {
             expert_selection_fn logit_scale prefix_dense_intermediate_size
             prefix_dense_sliding_window_pattern shared_expert_combination_strategy
         """,
-        defaults=dict(sliding_window=4096),
+        defaults=dict(sliding_window=4096, max_position_embeddings=8192),
         params=dict(
             norms_per_layer=1,
             expert_width=("intermediate_size",),
@@ -784,7 +913,7 @@ FAMILIES: dict[str, Family] = {
     # first num_dense_layers dense layers
     "afmoe": F(
         "global_attn_every_n_layers mup_enabled num_dense_layers route_scale",
-        defaults=dict(sliding_window=1024),
+        defaults=dict(sliding_window=1024, max_position_embeddings=16384),
         params=U(
             out_gate=True,
             qk_norm=True,
@@ -842,6 +971,7 @@ FAMILIES: dict[str, Family] = {
                 q_lora_rank=1536,
             ),
         ),
+        defaults=dict(max_position_embeddings=163840),
     ),
     "glm_moe_dsa": F(
         _DSA_OWN,
@@ -858,6 +988,7 @@ FAMILIES: dict[str, Family] = {
                 q_lora_rank=2048,
             ),
         ),
+        defaults=dict(max_position_embeddings=202752),
     ),
     # no_rope_layers: superseded by layer_types when the config has it (as transformers does)
     # Llama 4's language model: MoE layers by moe_layers (or interleave_moe_layer_step),
@@ -874,6 +1005,7 @@ FAMILIES: dict[str, Family] = {
             defaults=dict(num_local_experts=16),
         ),
         aliases="llama4",
+        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
     ),
     "qwen3_next": F(
         groups="mlp moe mtp",
@@ -886,6 +1018,7 @@ FAMILIES: dict[str, Family] = {
                 num_experts=512, moe_intermediate_size=512, shared_expert_intermediate_size=512
             ),
         ),
+        defaults=dict(num_key_value_heads=2, max_position_embeddings=32768, head_dim=256),
     ),
     # EXAONE 4 and EXAONE 4.5's language model (text_config "exaone4_5_text", which transformers
     # 5.24 renames exaone4: Exaone4_5_Config.__post_init__, so both spellings read alike):
@@ -923,6 +1056,7 @@ FAMILIES: dict[str, Family] = {
         params=U(
             qk_norm_full=True, routing_bias="use_routing_bias", defaults=dict(num_local_experts=256)
         ),
+        defaults=dict(num_key_value_heads=8, head_dim=128, max_position_embeddings=196608),
     ),
     # Granite 4.0-H: the muP multipliers scale activations (NEVER_CACHE); the shared MLP sizes
     # weights; normalization_function names the norm and init_method the initialisation;
@@ -947,6 +1081,7 @@ FAMILIES: dict[str, Family] = {
             ),
         ),
         aliases="qwen3_5_moe",
+        defaults=dict(num_key_value_heads=2, max_position_embeddings=32768, head_dim=256),
     ),
     # Qwen3.5: Qwen3-Next's blocks (gated query, q/k norms, Gated DeltaNet, MoE with a shared
     # expert); checked against transformers 5.24 on the meta device (tests/test_params_qwen35.py)
@@ -955,6 +1090,7 @@ FAMILIES: dict[str, Family] = {
         groups="mlp moe mtp",
         params=U(gated_q=True, qk_norm=True, shared_expert_gate=True),
         aliases="qwen3_5",
+        defaults=dict(num_key_value_heads=4, max_position_embeddings=32768),
     ),
     # MiniMax: the post-norm alphas and betas scale the residual stream; rotary_dim is the
     # rotary part of each head (the whole head is cached)
@@ -969,6 +1105,7 @@ FAMILIES: dict[str, Family] = {
             must_be_zero=_MINIMAX_SHARED,
             defaults=dict(num_local_experts=8),
         ),
+        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
     ),
     "minimax_m1": F(
         _MINIMAX_OWN,
@@ -986,10 +1123,16 @@ FAMILIES: dict[str, Family] = {
             linear_dt_max linear_dt_min
         """,
         params=U(qk_norm="full"),
+        defaults=dict(max_position_embeddings=65536),
     ),
     # Phi-4-multimodal's language model: Phi-3's blocks (its vision and audio embedders,
     # kept inside its model, are not counted)
-    "phi4_multimodal": F("audio_config", groups="mlp moe vision", params=U()),
+    "phi4_multimodal": F(
+        "audio_config",
+        groups="mlp moe vision",
+        params=U(),
+        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
+    ),
     # Laguna (poolside; transformers' LagunaConfig, vLLM's laguna.py): layer_types full or
     # sliding, num_attention_heads_per_layer read by the reader (query heads only). gating sizes
     # the softplus output gate g_proj (per head or per element: weights); the moe_* settings
@@ -1021,6 +1164,7 @@ FAMILIES: dict[str, Family] = {
             ),
         ),
         query_heads_per_layer=True,
+        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
     ),
     # Hunyuan (Tencent's remote code, model_type "hunyuan": configuration_hunyuan.py and
     # modeling_hunyuan.py of Tencent-Hunyuan/Hunyuan-A13B; vLLM's hunyuan_v1.py). The switches
@@ -1053,7 +1197,7 @@ FAMILIES: dict[str, Family] = {
     # JambaConfig: the Mamba width is mamba_expand (2) x hidden_size, not intermediate_size
     "jamba": F(
         groups="mlp moe mamba",
-        defaults=dict(mamba_expand=2),
+        defaults=dict(mamba_expand=2, num_key_value_heads=8, max_position_embeddings=262144),
         params=U(defaults=dict(num_experts=16, expert_layer_period=2, expert_layer_offset=1)),
     ),
     # GPT-Neo (kvcalc.config.families.attention): the MLP and the tied embeddings; the summary_*
@@ -1080,9 +1224,17 @@ FAMILIES: dict[str, Family] = {
     ),
     # Bamba (kvcalc.config.families.recurrent): z_loss_coefficient is a training loss weight
     "bamba": F(
-        "z_loss_coefficient", groups="mlp moe mamba", reader=bamba_layers, counter=bamba_params
+        "z_loss_coefficient",
+        groups="mlp moe mamba",
+        reader=bamba_layers,
+        counter=bamba_params,
+        defaults=dict(max_position_embeddings=262144),
     ),
-    # expand: NemotronHMixer sizes its inner width as mamba_num_heads x mamba_head_dim
+    # expand: NemotronHMixer sizes its inner width as mamba_num_heads x mamba_head_dim.
+    # mamba_ssm_cache_dtype is no default here: transformers' NemotronHConfig says float32, but
+    # vLLM builds the config with its own class (vllm/transformers_utils/configs/nemotron_h.py),
+    # which has no such field, so an omitted one keeps the state in --mamba-ssm-cache-dtype
+    # 'auto'; kvcalc follows vLLM where the two differ
     "nemotron_h": F(
         """
             expand moe_latent_size moe_shared_expert_intermediate_size moe_shared_expert_overlap
@@ -1090,13 +1242,29 @@ FAMILIES: dict[str, Family] = {
         """,
         groups="mlp moe mamba mtp",
         counter=nemotron_h_params,
+        defaults=dict(
+            num_key_value_heads=8,
+            max_position_embeddings=4096,
+            mamba_head_dim=64,
+            n_groups=8,
+        ),
     ),
     "nemotron-nas": F(uncountable=_PER_LAYER_MLP),
-    "gemma4_unified_text": F(_GEMMA4_OWN, counter=gemma4_params),
+    "gemma4_unified_text": F(
+        _GEMMA4_OWN,
+        counter=gemma4_params,
+        defaults=dict(num_key_value_heads=4, head_dim=256, max_position_embeddings=262144),
+    ),
     "gemma4_text": F(
         _GEMMA4_OWN,
         defaults=dict(
-            sliding_window_pattern=6, last_layer_full=True, sliding_window=512, global_head_dim=512
+            sliding_window_pattern=6,
+            last_layer_full=True,
+            sliding_window=512,
+            global_head_dim=512,
+            num_key_value_heads=4,
+            head_dim=256,
+            max_position_embeddings=131072,
         ),
         counter=gemma4_params,
         aliases="gemma4",
@@ -1110,6 +1278,9 @@ FAMILIES: dict[str, Family] = {
         """,
         counter=gemma3n_params,
         aliases="gemma3n",
+        defaults=dict(
+            num_key_value_heads=2, max_position_embeddings=32768, num_kv_shared_layers=15
+        ),
     ),
     # MiMo-V2: the sink biases are learned logits and attention_value_scale scales V (no cache
     # shape); vLLM's mimo_v2_flash.py does not use attention_chunk_size
@@ -1143,15 +1314,26 @@ FAMILIES: dict[str, Family] = {
             ),
         ),
         layout_by_class_rule=True,
+        defaults=dict(
+            num_key_value_heads=4, max_position_embeddings=131072, head_dim=192, v_head_dim=128
+        ),
     ),
     # LFM2: block_* size the gated MLP; conv_bias is the short convolution's bias
     # conv_dim_out: the conv block's output projection (weights); use_pos_enc: RoPE
     # on or off (the K/V cached are the same size either way)
     # The new families' config-class defaults, so that a file that leaves them out is read as
     # transformers reads it and the assumptions say so (transformers 5.24's config classes)
-    "lfm2": F(_LFM2_OWN, defaults=dict(conv_L_cache=3), reader=lfm2_layers, counter=lfm2_params),
+    "lfm2": F(
+        _LFM2_OWN,
+        defaults=dict(conv_L_cache=3, num_key_value_heads=8, max_position_embeddings=128000),
+        reader=lfm2_layers,
+        counter=lfm2_params,
+    ),
     "lfm2_moe": F(
-        _LFM2_OWN, defaults=dict(conv_L_cache=3), reader=lfm2_layers, counter=lfm2_moe_params
+        _LFM2_OWN,
+        defaults=dict(conv_L_cache=3, max_position_embeddings=128000, num_key_value_heads=8),
+        reader=lfm2_layers,
+        counter=lfm2_moe_params,
     ),
     # Falcon-H1: the muP multipliers scale activations; the mamba_* kernel settings and biases
     # are weights or numerics (the state shape is read from the other mamba_* fields)
@@ -1162,7 +1344,13 @@ FAMILIES: dict[str, Family] = {
             ssm_out_multiplier
         """,
         groups="mlp moe mamba",
-        defaults=dict(mamba_d_conv=4, mamba_n_groups=1, mamba_expand=2),
+        defaults=dict(
+            mamba_d_conv=4,
+            mamba_n_groups=1,
+            mamba_expand=2,
+            num_key_value_heads=8,
+            max_position_embeddings=8192,
+        ),
         reader=falcon_h1_layers,
         counter=falcon_h1_params,
     ),
@@ -1205,6 +1393,7 @@ FAMILIES: dict[str, Family] = {
         groups="mlp mla",
         reader=minicpm3_layers,
         params=dict(mlp_bias="mlp_bias", defaults=dict(q_lora_rank=768)),
+        defaults=dict(max_position_embeddings=32768),
     ),
     # RecurrentGemma: initialisation variances and the logits' soft cap
     "recurrent_gemma": F(
@@ -1216,19 +1405,66 @@ FAMILIES: dict[str, Family] = {
         reader=recurrent_gemma_layers,
         counter=recurrent_gemma_params,
     ),
-    "rwkv": F(groups="", layout=rwkv_layout, counter=rwkv_params),
+    "rwkv": F(
+        groups="", layout=rwkv_layout, counter=rwkv_params, defaults=dict(context_length=1024)
+    ),
     # The decoder of an encoder-decoder run as a causal LM: the encoder's fields size the
     # encoder, which a causal LM does not run; the rest are the decoder's MLP, positions and
     # generation settings
-    "bart": F(_SEQ2SEQ_OWN, layout=seq2seq_layout, uncountable=_ENCODER_DECODER),
-    "mbart": F(_SEQ2SEQ_OWN, layout=seq2seq_layout, uncountable=_ENCODER_DECODER),
-    "blenderbot": F(_SEQ2SEQ_OWN, layout=seq2seq_layout, uncountable=_ENCODER_DECODER),
-    "blenderbot-small": F(_SEQ2SEQ_OWN, layout=seq2seq_layout, uncountable=_ENCODER_DECODER),
-    "marian": F(_SEQ2SEQ_OWN, layout=seq2seq_layout, uncountable=_ENCODER_DECODER),
-    "pegasus": F(_SEQ2SEQ_OWN, layout=seq2seq_layout, uncountable=_ENCODER_DECODER),
-    "plbart": F(_SEQ2SEQ_OWN, layout=seq2seq_layout, uncountable=_ENCODER_DECODER),
-    "mvp": F(_SEQ2SEQ_OWN, layout=seq2seq_layout, uncountable=_ENCODER_DECODER),
-    "trocr": F(_SEQ2SEQ_OWN, layout=seq2seq_layout, uncountable=_ENCODER_DECODER),
+    "bart": F(
+        _SEQ2SEQ_OWN,
+        layout=seq2seq_layout,
+        uncountable=_ENCODER_DECODER,
+        defaults=dict(max_position_embeddings=1024),
+    ),
+    "mbart": F(
+        _SEQ2SEQ_OWN,
+        layout=seq2seq_layout,
+        uncountable=_ENCODER_DECODER,
+        defaults=dict(max_position_embeddings=1024),
+    ),
+    "blenderbot": F(
+        _SEQ2SEQ_OWN,
+        layout=seq2seq_layout,
+        uncountable=_ENCODER_DECODER,
+        defaults=dict(max_position_embeddings=128),
+    ),
+    "blenderbot-small": F(
+        _SEQ2SEQ_OWN,
+        layout=seq2seq_layout,
+        uncountable=_ENCODER_DECODER,
+        defaults=dict(max_position_embeddings=512),
+    ),
+    "marian": F(
+        _SEQ2SEQ_OWN,
+        layout=seq2seq_layout,
+        uncountable=_ENCODER_DECODER,
+        defaults=dict(max_position_embeddings=1024),
+    ),
+    "pegasus": F(
+        _SEQ2SEQ_OWN,
+        layout=seq2seq_layout,
+        uncountable=_ENCODER_DECODER,
+        defaults=dict(max_position_embeddings=1024),
+    ),
+    "plbart": F(
+        _SEQ2SEQ_OWN,
+        layout=seq2seq_layout,
+        uncountable=_ENCODER_DECODER,
+        defaults=dict(max_position_embeddings=1024),
+    ),
+    "mvp": F(
+        _SEQ2SEQ_OWN,
+        layout=seq2seq_layout,
+        uncountable=_ENCODER_DECODER,
+        defaults=dict(max_position_embeddings=1024),
+    ),
+    "trocr": F(
+        _SEQ2SEQ_OWN,
+        layout=seq2seq_layout,
+        uncountable=_ENCODER_DECODER,
+        defaults=dict(max_position_embeddings=512),
+    ),
     # XGLM: sinusoidal positions (a buffer), biased attention and MLP of ffn_dim
     "xglm": F(
         _SEQ2SEQ_OWN,
@@ -1246,7 +1482,12 @@ FAMILIES: dict[str, Family] = {
     "falcon_mamba": F(
         "mixer_rms_eps", groups="mlp mamba", layout=state_layout("mamba"), counter=mamba_params
     ),
-    "mamba2": F(groups="mlp mamba", layout=state_layout("mamba2"), counter=mamba2_params),
+    "mamba2": F(
+        groups="mlp mamba",
+        layout=state_layout("mamba2"),
+        counter=mamba2_params,
+        defaults=dict(n_groups=8),
+    ),
 }
 
 # The model_type a text config or a wrapper names, read as the family it names.
