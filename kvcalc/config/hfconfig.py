@@ -1,40 +1,12 @@
 """Build a ModelSpec from the fields of a Hugging Face config.json.
 
-Only config fields decide anything. Where a field is absent, the default is the one of the
-transformers config class named by ``model_type`` (the architecture, not the model's name): for
-example Gemma 2 alternates sliding and full layers although its config.json has no pattern field,
-because ``Gemma2Config`` builds ``layer_types`` that way.
-
-The cache comes first: the layers need only attention and state fields. Parameters are counted
-afterwards and apart; when that fails (an unknown family, per-layer shapes) the spec carries
-``params=None`` and a note, and only the weight figures are lost. A layout field that is not
-understood is refused by name; nothing falls back to "every layer full attention".
-
-Layout conventions, each read in one place (model_layers.py picks a config's layout;
-layouts.py: ``layer_kinds``, ``nas_layers``, ``share_kv``; one layer's geometry in
-layer_readers.py):
-- ``layer_types`` / ``layers_block_type`` (names), ``hybrid_override_pattern`` (Nemotron-H:
-  M Mamba-2, * attention, - MLP, E MoE), ``hybrid_layer_pattern`` (MiMo-V2: 0 full, 1 sliding),
-  ``attn_type_list`` (MiniMax: 0 lightning attention, 1 softmax), ``block_configs``
-  (Nemotron-NAS: per-layer no-op / linear / ``n_heads_in_group``)
-- per-type geometry: ``global_head_dim`` / ``num_global_key_value_heads`` with
-  ``attention_k_eq_v`` (Gemma 4 full layers), ``swa_*`` (MiMo-V2 sliding layers),
-  ``v_head_dim`` different from the K dim
-- ``num_kv_shared_layers`` (Gemma 3n / 4): the last layers read an earlier layer's cache
-- ``index_topk`` (DeepSeek sparse attention): an fp8 indexer-key cache beside the MLA latent
-- attention-free models (``mamba``, ``mamba2``): a state per layer and no K/V
-
-Config traps handled here (see docs/engine-facts.md#config-traps):
-- ``head_dim`` explicit (Gemma 2: 256, not 3584/16 = 224; gpt-oss: 64, not 2880/64 = 45)
-- ``num_key_value_heads`` missing -> multi-head attention
-- Falcon: ``multi_query`` (one KV head) or ``num_kv_heads`` with ``new_decoder_architecture``
-- GPT-2 names: ``n_embd``, ``n_head``, ``n_layer``, ``n_positions``, ``n_inner``; MPT's
-  ``n_layers`` / ``n_heads`` / ``d_model`` / ``attn_config``; ChatGLM's ``num_layers``,
-  ``multi_query_group_num``, ``kv_channels``, ``padded_vocab_size``, ``seq_length``
-- multimodal configs: the language model under ``text_config``
-- ``layer_types``; ``sliding_window`` with ``sliding_window_pattern``; ``use_sliding_window: false``
-- MLA (``kv_lora_rank``, ``qk_rope_head_dim``); hybrids (``full_attention_interval``,
-  ``attn_layer_period`` + ``attn_layer_offset``); MoE placement fields
+Only config fields decide anything: the model_type names a family record
+(kvcalc.config.families.table), whose reader turns the fields into layers; a field the file
+leaves out takes the transformers config class's default, reported as an assumption. The cache
+comes first; parameters are counted afterwards and apart (a failure only loses the weight
+figures). A field no reader understands is refused by name (UnknownFields). The rules, the
+layout conventions and the config traps (docs/engine-facts.md#config-traps) are in
+docs/families.md.
 """
 
 from __future__ import annotations
@@ -334,25 +306,11 @@ def _read_cache(
 # The standard decoder's own fields: never "not understood", even where a failed reading did
 # not reach them.
 _STANDARD_FIELDS = frozenset(
-    {
-        "num_hidden_layers",
-        "n_layer",
-        "num_layers",
-        "n_layers",
-        "num_attention_heads",
-        "n_head",
-        "num_heads",
-        "n_heads",
-        "num_key_value_heads",
-        "head_dim",
-        "hidden_size",
-        "n_embd",
-        "d_model",
-        "max_position_embeddings",
-        "n_positions",
-        "sliding_window",
-        "layer_types",
-    }
+    """
+    num_hidden_layers n_layer num_layers n_layers num_attention_heads n_head num_heads n_heads
+    num_key_value_heads head_dim hidden_size n_embd d_model max_position_embeddings n_positions
+    sliding_window layer_types
+    """.split()
 )
 
 # Wrappers whose transformers config class reads the language model from text_config only: a

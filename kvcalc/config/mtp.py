@@ -86,17 +86,10 @@ def mtp_layers(f: Fields, layers: list) -> tuple[list[Layer], str | None, str | 
 # hidden_layernorm, input_proj, final_layernorm), qwen3_next_mtp.py and qwen3_5_mtp.py
 # (pre_fc_norm_embedding, pre_fc_norm_hidden, fc, norm).
 _ONE_LAYER_MTP = frozenset(
-    {
-        "deepseek_v3",
-        "deepseek_v32",
-        "kimi_k2",
-        "glm4_moe",
-        "glm_moe_dsa",
-        "mimo",
-        "qwen3_next",
-        "qwen3_5_text",
-        "qwen3_5_moe_text",
-    }
+    """
+    deepseek_v3 deepseek_v32 kimi_k2 glm4_moe glm_moe_dsa mimo qwen3_next qwen3_5_text
+    qwen3_5_moe_text
+    """.split()
 )
 
 

@@ -6,6 +6,8 @@ projections, per-head K/V in vLLM) and the decoder of an encoder-decoder run as 
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...core.model import (
     ChunkedLocal,
     CrossAttention,
@@ -121,28 +123,11 @@ def window_of(f: Fields) -> int:
 
 # MPT's attn_config: numerics, kernels and the bias; none changes what is cached
 _MPT_ATTN_KEYS = frozenset(
-    {
-        "attn_type",
-        "kv_n_heads",
-        "attn_pdrop",
-        "attn_impl",
-        "qk_ln",
-        "qk_gn",
-        "clip_qkv",
-        "softmax_scale",
-        "prefix_lm",
-        "attn_uses_sequence_id",
-        "alibi",
-        "alibi_bias_max",
-        "rope",
-        "rope_theta",
-        "rope_impl",
-        "rope_dail_config",
-        "rope_hf_config",
-        "fused_qkv",
-        "sliding_window_size",
-        "is_encoder_decoder",
-    }
+    """
+    attn_type kv_n_heads attn_pdrop attn_impl qk_ln qk_gn clip_qkv softmax_scale prefix_lm
+    attn_uses_sequence_id alibi alibi_bias_max rope rope_theta rope_impl rope_dail_config
+    rope_hf_config fused_qkv sliding_window_size is_encoder_decoder
+    """.split()
 )
 
 
@@ -260,10 +245,15 @@ def kv_heads_of(f: Fields, q_heads: int, attn_cfg: dict | None) -> int:  # noqa:
     return q_heads  # no KV-head field at all: multi-head attention
 
 
-def full_layer(geo: Geometry) -> FullAttention:
-    return FullAttention(
+def heads_of(geo: Geometry) -> dict[str, Any]:
+    """The base geometry as a layer's fields: K/V heads, K and V dims, query heads."""
+    return dict(
         kv_heads=geo.kv_heads, head_dim=geo.head_dim, v_head_dim=geo.head_dim, q_heads=geo.q_heads
     )
+
+
+def full_layer(geo: Geometry) -> FullAttention:
+    return FullAttention(**heads_of(geo))
 
 
 def index_list(f: Fields, name: str, n: int, base: int = 0) -> set[int]:

@@ -209,17 +209,11 @@ _HUNYUAN_MLA = frozenset(
 # switches and parallel_draft_step. None changes the head's cache (see the "eagle" group in
 # kvcalc.config.families); any other key is refused by name.
 _EAGLE_CONFIG_KEYS = frozenset(
-    {
-        "eagle_aux_hidden_state_layer_ids",
-        "use_aux_hidden_state",
-        "use_input_layernorm_in_first_layer",
-        "use_last_layernorm",
-        "use_mtp_layernorm",
-        "parallel_draft_step",
-        "has_lm_head",
-        "norm_before_fc",
-        "norm_before_residual",
-    }
+    """
+    eagle_aux_hidden_state_layer_ids use_aux_hidden_state use_input_layernorm_in_first_layer
+    use_last_layernorm use_mtp_layernorm parallel_draft_step has_lm_head norm_before_fc
+    norm_before_residual
+    """.split()
 )
 
 

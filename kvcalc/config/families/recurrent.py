@@ -15,7 +15,7 @@ from ...core.model import AttentionWithState, MLALatent, RecurrentState, Sliding
 from ...core.text import short as _short
 from ..fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields, Geometry
 from ..limits import MAX_LAYERS, over_cap
-from .attention import full_layer, head_dim_is_derived, index_list, layer_count
+from .attention import full_layer, head_dim_is_derived, heads_of, index_list, layer_count
 
 
 def state_flavor(f: Fields, model_type: str) -> str:
@@ -207,15 +207,7 @@ def falcon_h1_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
     d_state = f.int("mamba_d_state")
     kernel = f.int("mamba_d_conv", default=4, minimum=2)
     state = mamba2_state(inner, heads * head, groups, d_state, kernel)
-    base = full_layer(geo)
-    layer = AttentionWithState(
-        kv_heads=base.kv_heads,
-        head_dim=base.head_dim,
-        v_head_dim=base.v_head_dim,
-        q_heads=base.q_heads,
-        state=state,
-    )
-    return [layer] * n
+    return [AttentionWithState(**heads_of(geo), state=state)] * n
 
 
 def recurrent_gemma_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
@@ -257,14 +249,7 @@ def recurrent_gemma_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
         conv_kernel=kernel,
         ssm_dtype="fp32",
     )
-    base = full_layer(geo)
-    local = SlidingWindow(
-        kv_heads=base.kv_heads,
-        head_dim=base.head_dim,
-        v_head_dim=base.v_head_dim,
-        q_heads=base.q_heads,
-        window=window,
-    )
+    local = SlidingWindow(**heads_of(geo), window=window)
     # transformers keeps the whole window and conv1d_width - 1 inputs (its own cache, not a
     # Cache object): the meta-device check cannot read it, so the source is its modeling code.
     return [local if blocks[i % len(blocks)] == "attention" else state for i in range(n)]

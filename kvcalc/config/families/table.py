@@ -64,6 +64,16 @@ def F(own: str = "", *, groups: str = "mlp moe", **record: Any) -> Family:
     return Family(groups=tuple(groups.split()), irrelevant=frozenset(own.split()), **record)
 
 
+def _encoder_decoder(positions: int) -> Family:
+    """An encoder-decoder's decoder run as a causal LM; ``positions``: its class's default."""
+    return F(
+        _SEQ2SEQ_OWN,
+        layout=seq2seq_layout,
+        uncountable=_ENCODER_DECODER,
+        defaults=dict(max_position_embeddings=positions),
+    )
+
+
 def U(**entry: Any) -> dict[str, Any]:
     """A parameter entry whose output head is untied by default (its config class's)."""
     return {**entry, "tied_default": False}
@@ -1411,60 +1421,15 @@ FAMILIES: dict[str, Family] = {
     # The decoder of an encoder-decoder run as a causal LM: the encoder's fields size the
     # encoder, which a causal LM does not run; the rest are the decoder's MLP, positions and
     # generation settings
-    "bart": F(
-        _SEQ2SEQ_OWN,
-        layout=seq2seq_layout,
-        uncountable=_ENCODER_DECODER,
-        defaults=dict(max_position_embeddings=1024),
-    ),
-    "mbart": F(
-        _SEQ2SEQ_OWN,
-        layout=seq2seq_layout,
-        uncountable=_ENCODER_DECODER,
-        defaults=dict(max_position_embeddings=1024),
-    ),
-    "blenderbot": F(
-        _SEQ2SEQ_OWN,
-        layout=seq2seq_layout,
-        uncountable=_ENCODER_DECODER,
-        defaults=dict(max_position_embeddings=128),
-    ),
-    "blenderbot-small": F(
-        _SEQ2SEQ_OWN,
-        layout=seq2seq_layout,
-        uncountable=_ENCODER_DECODER,
-        defaults=dict(max_position_embeddings=512),
-    ),
-    "marian": F(
-        _SEQ2SEQ_OWN,
-        layout=seq2seq_layout,
-        uncountable=_ENCODER_DECODER,
-        defaults=dict(max_position_embeddings=1024),
-    ),
-    "pegasus": F(
-        _SEQ2SEQ_OWN,
-        layout=seq2seq_layout,
-        uncountable=_ENCODER_DECODER,
-        defaults=dict(max_position_embeddings=1024),
-    ),
-    "plbart": F(
-        _SEQ2SEQ_OWN,
-        layout=seq2seq_layout,
-        uncountable=_ENCODER_DECODER,
-        defaults=dict(max_position_embeddings=1024),
-    ),
-    "mvp": F(
-        _SEQ2SEQ_OWN,
-        layout=seq2seq_layout,
-        uncountable=_ENCODER_DECODER,
-        defaults=dict(max_position_embeddings=1024),
-    ),
-    "trocr": F(
-        _SEQ2SEQ_OWN,
-        layout=seq2seq_layout,
-        uncountable=_ENCODER_DECODER,
-        defaults=dict(max_position_embeddings=512),
-    ),
+    "bart": _encoder_decoder(1024),
+    "mbart": _encoder_decoder(1024),
+    "blenderbot": _encoder_decoder(128),
+    "blenderbot-small": _encoder_decoder(512),
+    "marian": _encoder_decoder(1024),
+    "pegasus": _encoder_decoder(1024),
+    "plbart": _encoder_decoder(1024),
+    "mvp": _encoder_decoder(1024),
+    "trocr": _encoder_decoder(512),
     # XGLM: sinusoidal positions (a buffer), biased attention and MLP of ffn_dim
     "xglm": F(
         _SEQ2SEQ_OWN,

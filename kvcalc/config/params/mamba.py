@@ -70,17 +70,25 @@ def granite_hybrid_params(
 
 
 def _granite_mamba_params(f: Fields, hidden: int, layer: RecurrentState) -> int:
-    """GraniteMoeHybridMambaLayer: in_proj to inner + conv channels + heads, the depthwise
-    conv (with its bias when mamba_conv_bias), dt_bias, A_log and D per head, the gated norm
-    over inner, out_proj; mamba_proj_bias adds the two projections' biases."""
+    """GraniteMoeHybridMambaLayer: the Mamba-2 mixer, inner mamba_expand x hidden."""
     inner = f.int("mamba_expand", default=2) * hidden
     heads = f.int("mamba_n_heads", default=128)
+    return _mamba2_mixer(f, hidden, layer, inner, heads, "mamba_conv_bias", "mamba_proj_bias")
+
+
+def _mamba2_mixer(
+    f: Fields, hidden: int, layer: RecurrentState, inner: int, heads: int, conv: str, proj: str
+) -> int:
+    """A Mamba-2 mixer (Granite's, Nemotron-H's, vLLM's MambaMixer2): in_proj to inner + conv
+    channels + heads, the depthwise conv (its bias with the field ``conv``), dt_bias, A_log and
+    D per head, the gated RMSNorm over inner, out_proj; ``proj`` adds the two projections'
+    biases."""
     conv_dim = layer.conv_elements // (layer.conv_kernel - 1)
     p = hidden * (inner + conv_dim + heads) + conv_dim * layer.conv_kernel + 3 * heads + inner
     p += inner * hidden
-    if f.bool("mamba_conv_bias", True):
+    if f.bool(conv, True):
         p += conv_dim
-    if f.bool("mamba_proj_bias", False):
+    if f.bool(proj, False):
         p += inner + conv_dim + heads + hidden
     return p
 
@@ -202,19 +210,10 @@ def _nemotron_blocks(f: Fields, n: int) -> list[str]:
 
 
 def _nemotron_mamba_params(f: Fields, hidden: int, layer: RecurrentState) -> int:
-    """NemotronHMamba2Mixer (vLLM's MambaMixer2): in_proj to inner + conv channels + heads,
-    the depthwise conv (its bias with use_conv_bias), dt_bias, A_log and D per head, the gated
-    RMSNorm over inner, out_proj; use_bias adds the two projections' biases."""
+    """NemotronHMamba2Mixer: the Mamba-2 mixer, inner mamba_num_heads x mamba_head_dim."""
     heads = f.int("mamba_num_heads")
     inner = heads * f.int("mamba_head_dim")
-    conv_dim = layer.conv_elements // (layer.conv_kernel - 1)
-    p = hidden * (inner + conv_dim + heads) + conv_dim * layer.conv_kernel + 3 * heads + inner
-    p += inner * hidden
-    if f.bool("use_conv_bias", True):
-        p += conv_dim
-    if f.bool("use_bias", False):
-        p += inner + conv_dim + heads + hidden
-    return p
+    return _mamba2_mixer(f, hidden, layer, inner, heads, "use_conv_bias", "use_bias")
 
 
 def falcon_h1_params(
