@@ -142,7 +142,20 @@ _DBRX_ATTN_KEYS = frozenset(
 )
 
 
-def _dbrx_kv_heads(f: Fields, attn_cfg: dict | None) -> int:
+def bigcode_kv_heads(f: Fields, q_heads: int, attn_cfg: dict | None) -> int:
+    """GPTBigCodeConfig derives num_key_value_heads from multi_query (default true) and
+    GPTBigCodeAttention uses multi_query alone: a file whose two disagree is refused."""
+    kv = 1 if f.bool("multi_query", True) else q_heads
+    given = f.int("num_key_value_heads", required=False)
+    if given is not None and given != kv:
+        raise ValueError(
+            f"config fields 'multi_query' and 'num_key_value_heads' ({given}) "
+            f"disagree; transformers uses multi_query ({kv} KV heads)"
+        )
+    return kv
+
+
+def dbrx_kv_heads(f: Fields, q_heads: int, attn_cfg: dict | None) -> int:
     """DBRX: DbrxAttention caches attn_config.kv_n_heads heads (DbrxConfig copies it into
     num_key_value_heads, which a saved file may repeat; a disagreement is refused)."""
     attn_cfg = attn_cfg or {}
@@ -174,8 +187,11 @@ def _dbrx_kv_heads(f: Fields, attn_cfg: dict | None) -> int:
 
 
 def kv_heads_of(f: Fields, q_heads: int, attn_cfg: dict | None) -> int:  # noqa: C901
-    if f.model_type == "dbrx":
-        return _dbrx_kv_heads(f, attn_cfg)
+    """The K/V heads: the family's own rule (its record's ``kv_heads``), else by the convention
+    the config uses (MPT's attn_config, ChatGLM's groups, Falcon's multi_query, the standard
+    num_key_value_heads), else multi-head attention."""
+    if f.family is not None and f.family.kv_heads is not None:
+        return f.family.kv_heads(f, q_heads, attn_cfg)
     if attn_cfg is not None:  # MPT
         # (a config saved by transformers writes the sub-config whole, base fields included)
         unknown = sorted(set(attn_cfg) - _MPT_ATTN_KEYS - NEVER_CACHE)
@@ -213,17 +229,6 @@ def kv_heads_of(f: Fields, q_heads: int, attn_cfg: dict | None) -> int:  # noqa:
                 "grouped_query_attention"
             )
         return q_heads
-    if f.model_type == "gpt_bigcode":
-        # GPTBigCodeConfig derives num_key_value_heads from multi_query (default true) and
-        # GPTBigCodeAttention uses multi_query alone: a file whose two disagree is refused.
-        kv = 1 if f.bool("multi_query", True) else q_heads
-        given = f.int("num_key_value_heads", required=False)
-        if given is not None and given != kv:
-            raise ValueError(
-                f"config fields 'multi_query' and 'num_key_value_heads' ({given}) "
-                f"disagree; transformers uses multi_query ({kv} KV heads)"
-            )
-        return kv
     if f.has("multi_query_group_num"):  # ChatGLM: groups used when multi_query_attention is on
         if f.raw("multi_query_attention", default=False) is True:
             return f.int("multi_query_group_num")

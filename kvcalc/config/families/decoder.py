@@ -242,9 +242,8 @@ def _bidirectional(f: Fields) -> None:
     value = f.raw("use_bidirectional_attention")
     if value in (None, False):
         return
-    if value == "vision" and f.model_type in ("gemma4_text", "gemma4_unified_text"):
-        return
-    if value is True and f.model_type in ("gemma", "gemma2"):
+    allowed = f.family.bidirectional if f.family is not None else None
+    if value == allowed and type(value) is type(allowed):
         return
     raise ValueError(
         f"config field 'use_bidirectional_attention' is {_short(value)}: for "

@@ -41,7 +41,14 @@ from ..params.recurrent import (
     recurrent_gemma_params,
     rwkv_params,
 )
-from .attention import gpt_neo_layers, minicpm3_layers, mllama_layers, seq2seq_layout
+from .attention import (
+    bigcode_kv_heads,
+    dbrx_kv_heads,
+    gpt_neo_layers,
+    minicpm3_layers,
+    mllama_layers,
+    seq2seq_layout,
+)
 from .decoder import eagle_head, hunyuan_switches
 from .recurrent import (
     bamba_layers,
@@ -173,7 +180,10 @@ FAMILIES: dict[str, Family] = {
     # PaliGemma's image tokens are prompt tokens
     # tied by default (GemmaConfig)
     "gemma": F(
-        "num_image_tokens", params=dict(), defaults=dict(head_dim=256, max_position_embeddings=8192)
+        "num_image_tokens",
+        params=dict(),
+        defaults=dict(head_dim=256, max_position_embeddings=8192),
+        bidirectional=True,
     ),
     # OLMo: LayerNorms without weights (OlmoLayerNorm), none at the end either
     "olmo": F(params=U(norm="none", final_norm=False)),
@@ -604,6 +614,7 @@ FAMILIES: dict[str, Family] = {
         params=dict(
             mlp="plain", mlp_width=("n_inner",), bias=True, norm_bias=True, learned_positions=True
         ),
+        kv_heads=bigcode_kv_heads,
     ),
     "gpt_neox_japanese": F("intermediate_multiple_size", counter=gpt_neox_japanese_params),
     # initialisation of the differential weights
@@ -666,6 +677,7 @@ FAMILIES: dict[str, Family] = {
             max_position_embeddings=8192,
         ),
         params=dict(norms_per_layer=4),
+        bidirectional=True,
     ),
     "gemma3_text": F(
         "_sliding_window_pattern sliding_window_pattern",
@@ -834,7 +846,7 @@ FAMILIES: dict[str, Family] = {
     ),
     # DBRX (DbrxAttention): d_model / n_heads per head, attn_config.kv_n_heads K/V heads (read
     # by kvcalc.config.families.attention); ffn_config sizes the experts (DbrxFFNConfig: weights)
-    "dbrx": F("ffn_config", counter=dbrx_params),
+    "dbrx": F("ffn_config", counter=dbrx_params, kv_heads=dbrx_kv_heads),
     # GLM-4.7-Flash (Glm4MoeLiteAttention): DeepSeek-V3's MLA, one kv_lora_rank +
     # qk_rope_head_dim latent per token and layer; rope_interleave orders the rotary pairs
     # GLM-4.7-Flash (Glm4MoeLiteForCausalLM): DeepSeek-V3's MLA and MoE by mlp_layer_types
@@ -1264,6 +1276,7 @@ FAMILIES: dict[str, Family] = {
         _GEMMA4_OWN,
         counter=gemma4_params,
         defaults=dict(num_key_value_heads=4, head_dim=256, max_position_embeddings=262144),
+        bidirectional="vision",
     ),
     "gemma4_text": F(
         _GEMMA4_OWN,
@@ -1278,6 +1291,7 @@ FAMILIES: dict[str, Family] = {
         ),
         counter=gemma4_params,
         aliases="gemma4",
+        bidirectional="vision",
     ),
     # AltUp, LAuReL, per-layer inputs and activation sparsity change the MLP and the
     # residual stream (Gemma3nTextDecoderLayer), never the attention K/V it caches.

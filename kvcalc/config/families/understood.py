@@ -33,7 +33,9 @@ class Family:
     - ``defaults``: transformers' config-class defaults of the fields a config.json may omit;
     - ``layout`` (a layout of its own, without the attention geometry), ``reader`` (its layers
       from fields of its own) or neither (the standard decoder); ``checks``: switches checked
-      before the standard decoder; ``layout_by_class_rule``: its class places sliding layers by
+      before the standard decoder; ``kv_heads``: its own K/V-head rule; ``bidirectional``: the
+      use_bidirectional_attention value that keeps a causal decoder's cache;
+      ``layout_by_class_rule``: its class places sliding layers by
       a rule of its own when ``layer_types`` is absent (refused by name);
       ``query_heads_per_layer``: ``num_attention_heads_per_layer`` sets query heads only;
     - the parameter count: ``params`` (the generic counter's entry, kvcalc.config.params),
@@ -48,6 +50,8 @@ class Family:
     layout: Callable | None = None
     reader: Callable | None = None
     checks: Callable | None = None
+    kv_heads: Callable | None = None
+    bidirectional: object = None
     layout_by_class_rule: bool = False
     query_heads_per_layer: bool = False
     params: Mapping[str, Any] | None = None
