@@ -88,6 +88,32 @@ def U(**entry: Any) -> dict[str, Any]:
 
 _MOE_WIDTH = ("moe_intermediate_size",)
 _PLAIN_MLP = {"mlp": "plain", "mlp_width": ("intermediate_size",), "mlp_default": None}
+# DeepSeek-V3's config-class defaults of the fields only the count reads (DeepseekV3Config, and
+# the DeepSeek-V3.2 / GLM-5 classes built on it)
+_DEEPSEEK_V3 = dict(
+    n_routed_experts=256,
+    moe_intermediate_size=2048,
+    n_shared_experts=1,
+    first_k_dense_replace=3,
+    q_lora_rank=1536,
+)
+# GLM-4.5's MoE blocks (Glm4MoeForCausalLM): q, k, v biases with attention_bias, q/k RMSNorms with
+# use_qk_norm, experts with n_shared_experts and the score-correction bias after
+# first_k_dense_replace dense layers
+_GLM4_MOE = dict(
+    bias_field=None,
+    qkv_bias_field="attention_bias",
+    qk_norm=True,
+    qk_norm_field="use_qk_norm",
+    expert_width=_MOE_WIDTH,
+    score_bias="always",
+    defaults=dict(
+        n_routed_experts=128,
+        moe_intermediate_size=1408,
+        n_shared_experts=1,
+        first_k_dense_replace=1,
+    ),
+)
 _ENCODER_DECODER = (
     "an encoder-decoder family: a checkpoint holds the encoder and the decoder (with "
     "cross-attention in every decoder layer) or the decoder alone, which the config does not "
@@ -772,13 +798,7 @@ FAMILIES: dict[str, Family] = {
         params=U(
             score_bias=True,
             expert_width=_MOE_WIDTH,
-            defaults=dict(
-                n_routed_experts=256,
-                moe_intermediate_size=2048,
-                n_shared_experts=1,
-                first_k_dense_replace=3,
-                q_lora_rank=1536,
-            ),
+            defaults=_DEEPSEEK_V3,
         ),
         defaults=dict(max_position_embeddings=4096),
     ),
@@ -878,20 +898,7 @@ FAMILIES: dict[str, Family] = {
     # attention_bias (true by default)
     "glm4v_moe_text": F(
         groups="mlp moe mtp",
-        params=U(
-            bias_field=None,
-            qkv_bias_field=("attention_bias", True),
-            qk_norm=None,
-            qk_norm_field="use_qk_norm",
-            expert_width=_MOE_WIDTH,
-            score_bias="always",
-            defaults=dict(
-                n_routed_experts=128,
-                moe_intermediate_size=1408,
-                n_shared_experts=1,
-                first_k_dense_replace=1,
-            ),
-        ),
+        params=U(**{**_GLM4_MOE, "qkv_bias_field": ("attention_bias", True), "qk_norm": None}),
     ),
     # dots.llm1 (Dots1Attention): Qwen3's attention; sliding layers from layer_types (absent,
     # the class's own rule by max_window_layers: refused by name, Family.layout_by_class_rule)
@@ -958,20 +965,7 @@ FAMILIES: dict[str, Family] = {
     # bias after first_k_dense_replace dense layers (its MTP layer is the drafter's)
     "glm4_moe": F(
         groups="mlp moe mtp",
-        params=U(
-            bias_field=None,
-            qkv_bias_field="attention_bias",
-            qk_norm=True,
-            qk_norm_field="use_qk_norm",
-            expert_width=_MOE_WIDTH,
-            score_bias="always",
-            defaults=dict(
-                n_routed_experts=128,
-                moe_intermediate_size=1408,
-                n_shared_experts=1,
-                first_k_dense_replace=1,
-            ),
-        ),
+        params=U(**_GLM4_MOE),
     ),
     # index_n_heads, index_topk and the indexer's rotary and top-k settings change which
     # tokens are attended, not the indexer keys cached (one index_head_dim key per token)
@@ -985,13 +979,7 @@ FAMILIES: dict[str, Family] = {
             indexer=True,
             score_bias=True,
             expert_width=_MOE_WIDTH,
-            defaults=dict(
-                n_routed_experts=256,
-                moe_intermediate_size=2048,
-                n_shared_experts=1,
-                first_k_dense_replace=3,
-                q_lora_rank=1536,
-            ),
+            defaults=_DEEPSEEK_V3,
         ),
         defaults=dict(max_position_embeddings=163840),
     ),
@@ -1002,13 +990,7 @@ FAMILIES: dict[str, Family] = {
             indexer=True,
             score_bias=True,
             expert_width=_MOE_WIDTH,
-            defaults=dict(
-                n_routed_experts=256,
-                moe_intermediate_size=2048,
-                n_shared_experts=1,
-                first_k_dense_replace=3,
-                q_lora_rank=2048,
-            ),
+            defaults={**_DEEPSEEK_V3, "q_lora_rank": 2048},
         ),
         defaults=dict(max_position_embeddings=202752),
     ),

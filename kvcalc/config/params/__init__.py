@@ -178,14 +178,10 @@ def _countable(model_type: str, fam: Family | None, layers: list, geo: Geometry)
 
 
 _EXPERTS = ("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
-_TOP_K = (
-    "num_experts_per_tok",
-    "experts_per_token",
-    "num_experts_per_token",
-    "moe_top_k",
-    "top_k",
-    "moe_topk",
-    "moe_k",
+_TOP_K = tuple(
+    """
+    num_experts_per_tok experts_per_token num_experts_per_token moe_top_k top_k moe_topk moe_k
+    """.split()
 )
 _SHARED = ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts")
 
@@ -227,19 +223,12 @@ def _moe(f: Fields, hidden: int, n: int, family: dict) -> MoE | None:
 
 
 # The fields of the older MoE layouts, one of which _older_layout reads.
-_OLDER_LAYOUT = (
-    "first_k_dense_replace",
-    "moe_layer_freq",
-    "expert_layer_period",
-    "expert_layer_offset",
-    "decoder_sparse_step",
-    "mlp_only_layers",
-    "moe_layer_start_index",
-    "moe_layer_end_index",
-    "moe_layer_interval",
-    "moe_layers",
-    "interleave_moe_layer_step",
-    "num_dense_layers",
+_OLDER_LAYOUT = tuple(
+    """
+    first_k_dense_replace moe_layer_freq expert_layer_period expert_layer_offset decoder_sparse_step
+    mlp_only_layers moe_layer_start_index moe_layer_end_index moe_layer_interval moe_layers
+    interleave_moe_layer_step num_dense_layers
+    """.split()
 )
 
 

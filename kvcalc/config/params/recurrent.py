@@ -136,11 +136,10 @@ def lfm2_moe_params(
 # Kimi K3's fields (kvcalc.config.families.table, kimi_linear): an MLA output gate, latent MoE,
 # Attention Residuals' projections and norms, a full-rank KDA gate; transformers' KimiLinear
 # builds none of them, so a config that sets one gets no count.
-_KIMI_K3_WEIGHTS = (
-    "mla_use_output_gate",
-    "routed_expert_hidden_size",
-    "latent_moe_use_norm",
-    "attn_res_block_size",
+_KIMI_K3_WEIGHTS = tuple(
+    """
+    mla_use_output_gate routed_expert_hidden_size latent_moe_use_norm attn_res_block_size
+    """.split()
 )
 
 
