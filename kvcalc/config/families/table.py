@@ -6,7 +6,7 @@ if the standard decoder does not read it, its config-class defaults, and its par
 Each record is checked against transformers 5.24: the cache at the class defaults (the zoo,
 docs/zoo.md), the parameter entry against transformers' own model built on the meta device
 (tests/test_params_families.py, tests/test_params_zoo_real.py, tests/test_params_switches.py)
-and the class defaults against the installed config classes (tests/test_families_defaults.py).
+and the class defaults against the installed config classes (tests/test_family_table.py).
 The parameter entry's keys are described in docs/families.md.
 
 Longer than the 600 lines of CONTRIBUTING.md's limit on purpose: it is one table of data, a
