@@ -152,7 +152,7 @@ def test_minimax_lightning_layer_by_hand():
     # one lightning layer of MiniMax-M1 (hidden 6,144, 64 heads x 128 = 8,192): qkv_proj
     # 6,144 x 24,576, out_proj 8,192 x 6,144, output_gate 6,144 x 8,192, norm 8,192
     from kvcalc.config.fields import Fields
-    from kvcalc.config.params_blocks import state_params
+    from kvcalc.config.params.blocks import state_params
 
     class Lightning:
         flavor = "lightning"

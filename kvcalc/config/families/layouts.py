@@ -3,42 +3,11 @@ pattern strings and codes, periods, ``block_configs``), and which layers share a
 
 from __future__ import annotations
 
-from ..core.model import (
-    FullAttention,
-    Layer,
-    NoCache,
-    SharedKV,
-)
-from ..core.text import short as _short
-from .fields import Fields, Geometry
-from .layer_readers import window_of
-from .limits import MAX_LAYERS
-
-# Families whose config class builds the layer layout by a rule of its own when layer_types is
-# absent (olmo3: sliding unless (i + 1) % 4 == 0; cwm and granite_swa: full at i % 4 == 0;
-# vaultgemma: alternating; exaone4: a pattern of 4; qwen2_moe: sliding on odd layers below
-# max_window_layers; smollm3: the NoPE layers; MiMo-V2-Flash: full at 0 and every 6th). kvcalc
-# reads their layout from layer_types (or the family's own pattern field) only.
-LAYOUT_BY_CLASS_RULE = frozenset(
-    {
-        "olmo3",
-        "dots1",
-        "cohere2_moe",
-        "afmoe",
-        "cwm",
-        "vaultgemma",
-        "granite_swa",
-        "granitemoe_swa",
-        "exaone4",
-        "exaone4_5_text",
-        "exaone_moe",
-        "qwen2_moe",
-        "smollm3",
-        "mellum",
-        "mimo_v2_flash",
-    }
-)
-
+from ...core.model import FullAttention, Layer, NoCache, SharedKV
+from ...core.text import short as _short
+from ..fields import Fields, Geometry
+from ..limits import MAX_LAYERS
+from .attention import window_of
 
 # Each layout convention maps its own tokens to a layer kind.
 _LAYER_TYPE_NAMES = {
@@ -60,7 +29,7 @@ _NEMOTRON_PATTERN = {"M": "state", "*": "full", "-": "none", "E": "none"}
 
 # Complex by design (C901): every layout convention in one place, keyed by the field that carries it
 # (the docstring's rule).
-def layer_kinds(f: Fields, model_type: str, honor_sliding: bool, geo: Geometry) -> list[str]:  # noqa: C901
+def layer_kinds(f: Fields, honor_sliding: bool, geo: Geometry) -> list[str]:  # noqa: C901
     """One kind per layer: full, sliding, chunked, state or none (MLA is decided by
     kv_lora_rank). Every convention lives here, keyed by the field that carries it."""
     declared = f.int(
@@ -200,8 +169,14 @@ def _from_codes(f: Fields, name: str, codes: dict) -> list[str]:
 
 def _kinds_from_periods(f: Fields, n: int) -> list[str]:
     window_on = f.raw("use_sliding_window", default=True) is not False
+    # A family whose config class places its sliding layers by a rule of its own when
+    # layer_types is absent (Family.layout_by_class_rule: olmo3 sliding unless (i + 1) % 4 == 0;
+    # cwm and granite_swa full at i % 4 == 0; vaultgemma alternating; exaone4 a pattern of 4;
+    # qwen2_moe sliding on odd layers below max_window_layers; smollm3 the NoPE layers;
+    # MiMo-V2-Flash full at 0 and every 6th): kvcalc reads the layout from layer_types only.
     if (
-        f.model_type in LAYOUT_BY_CLASS_RULE
+        f.family is not None
+        and f.family.layout_by_class_rule
         and window_on
         and f.has("sliding_window", "sliding_window_size")
     ):

@@ -1,26 +1,15 @@
-"""The building blocks the generic parameter counter (kvcalc.config.params) adds up, one layer at
-a time: attention of query and K/V heads, MLA, the Mamba-1 and Gated DeltaNet mixers, the dense
-MLP, and the switches each family's table entry (kvcalc.config.params_table) names. Each
-function reads only the fields its family's entry says the family's modeling code reads."""
+"""The building blocks parameter counters add up, one layer at a time: attention of query and
+K/V heads, MLA, the Mamba-1 and Gated DeltaNet mixers, the dense MLP, the output head's tie, and
+the switches each family's entry names (kvcalc.config.families.table). Each function reads only
+the fields its family's modeling code reads."""
 
 from __future__ import annotations
 
 import math
 
-from ..core.model import MoE, RecurrentState
-from ..core.text import short as _short
-from .fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields
-
-__all__ = [
-    "switch",
-    "norm_width",
-    "gqa_params",
-    "mla_params",
-    "indexer_params",
-    "state_params",
-    "cross_params",
-    "dense_mlp",
-]
+from ...core.model import MoE, ParamCounts, RecurrentState
+from ...core.text import short as _short
+from ..fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields
 
 
 def switch(f: Fields, family: dict, key: str, default: bool | str = False) -> bool:
@@ -278,4 +267,50 @@ def biased_moe(
         layers * experts * per_expert,
         layers * per_shared,
         layers * (experts * hidden + experts),
+    )
+
+
+def tied_head(f: Fields, default: bool = True) -> bool:
+    """Whether the output head shares the input embedding. A wrapper's (vision-language) model
+    follows its own top-level tie_word_embeddings when it has one, whatever its text config
+    says: checked with transformers 5.24 on the meta device (Qwen3.5's and Qwen3.6's composite
+    models are tied with the top-level field true, with the text config's false or absent)."""
+    if f.top is not f.cfg:
+        top = f.top.get("tie_word_embeddings")
+        if top is not None:
+            f.seen.add("tie_word_embeddings")
+            if not isinstance(top, bool):
+                raise ValueError(
+                    f"config field 'tie_word_embeddings' must be true or false, got {_short(top)}"
+                )
+            return top
+    return f.bool("tie_word_embeddings", default)
+
+
+def never_tied(f: Fields, model_class: str) -> bool:
+    """False, for a family whose transformers class never ties its output head (no tied
+    weights, whatever tie_word_embeddings says); true is refused, as vLLM ties the head then."""
+    if tied_head(f, False):
+        raise ValueError(
+            f"config field 'tie_word_embeddings' is true: transformers' {model_class} never ties "
+            "the output head, vLLM ties it, and the parameter counter does not pick"
+        )
+    return False
+
+
+def dense_counts(
+    hidden: int, vocab: int, tied: bool, *, attention: int, mlp: int, norms: int, other: int = 0
+) -> ParamCounts:
+    """The counts of a model without experts."""
+    return ParamCounts(
+        embedding=vocab * hidden,
+        lm_head=0 if tied else vocab * hidden,
+        attention=attention,
+        mlp=mlp,
+        routed_experts=0,
+        shared_experts=0,
+        router=0,
+        norms=norms,
+        other=other,
+        tied=tied,
     )

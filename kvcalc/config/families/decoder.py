@@ -1,10 +1,7 @@
 """The layers of a config and its base attention geometry, from cache fields only
-(kvcalc.config.hfconfig's first step).
-
-One layout a config: a layout of its own (an encoder-decoder's decoder, RWKV, an
-attention-free Mamba model), a family's reader (kvcalc.config.family_readers), Nemotron-NAS's
-``block_configs`` (layouts.nas_layers), or the standard decoder: each layer's kind
-(layouts.layer_kinds), its geometry (layer_readers), MLA latents, ``per_layer_config``
+(kvcalc.config.hfconfig's first step): the family's own layout or reader (its ``Family``
+record), Nemotron-NAS's ``block_configs``, or the standard decoder: each layer's kind
+(layouts.layer_kinds), its geometry (attention, recurrent), MLA latents, ``per_layer_config``
 overrides and layers that share another's cache (layouts.share_kv)."""
 
 from __future__ import annotations
@@ -12,86 +9,30 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ..core.model import Layer, MLALatent, NoCache
-from ..core.text import short as _short
-from .family_readers import FAMILY_READERS, SEQ2SEQ_DECODERS, rwkv_layers, seq2seq_decoder_layers
-from .fields import Fields, Geometry
-from .layer_readers import attention_layer, indexer_caches, kv_heads_of, state_flavor, state_layer
+from ...core.model import Layer, MLALatent, NoCache
+from ...core.text import short as _short
+from ..fields import Fields, Geometry
+from ..limits import MAX_LAYERS, cap_of, over_cap
+from .attention import attention_layer, indexer_caches, kv_heads_of
 from .layouts import layer_kinds, nas_layers, share_kv
-from .limits import MAX_LAYERS, cap_of, over_cap
+from .recurrent import state_flavor, state_layer
+from .understood import Family
 
-_ALL_STATE_TYPES = {"mamba": "mamba", "falcon_mamba": "mamba", "mamba2": "mamba2"}
 
-
-def read_layers(f: Fields, model_type: str, honor_sliding: bool) -> tuple[list, Geometry]:
+def read_layers(f: Fields, fam: Family | None, honor_sliding: bool) -> tuple[list, Geometry]:
     """The layers and the base attention geometry, from cache fields only: a layout of its
     own, then a family's reader, NAS, and the standard decoder."""
     hidden = f.int("hidden_size", "n_embd", "d_model", required=False)
-    own = _own_layout(f, model_type, hidden)
-    if own is not None:
-        return own
+    if fam is not None and fam.layout is not None:
+        return fam.layout(f, hidden)
     geo = _attention_geometry(f, hidden)
-    switch = _SWITCHES.get(model_type)
-    if switch is not None:
-        switch(f, geo)
-    reader = FAMILY_READERS.get(model_type)
-    if reader is not None:
-        return reader(f, geo, MAX_LAYERS), geo
+    if fam is not None and fam.checks is not None:
+        fam.checks(f, geo)
+    if fam is not None and fam.reader is not None:
+        return fam.reader(f, geo, MAX_LAYERS), geo
     if f.has("block_configs"):
         return nas_layers(f, geo), geo
-    return _decoder_layers(f, model_type, honor_sliding, geo), geo
-
-
-def _own_layout(f: Fields, model_type: str, hidden: int | None) -> tuple[list, Geometry] | None:
-    """The layers of a model with a layout of its own and no standard attention geometry (an
-    encoder-decoder's decoder, RWKV, an attention-free model); None for any other."""
-    if model_type in SEQ2SEQ_DECODERS:
-        geo_notes: list[str] = []
-        layers, heads, head = seq2seq_decoder_layers(f, MAX_LAYERS, geo_notes)
-        geo = Geometry(
-            hidden=hidden,
-            q_heads=heads,
-            kv_heads=heads,
-            head_dim=head,
-            notes=geo_notes,
-            assumptions=[],
-        )
-        return layers, geo
-    if model_type == "rwkv":
-        geo = Geometry(
-            hidden=hidden,
-            q_heads=0,
-            kv_heads=0,
-            head_dim=0,
-            notes=["no attention: every layer keeps a fixed RWKV state and no K/V"],
-            assumptions=[],
-        )
-        return rwkv_layers(f, hidden, MAX_LAYERS), geo
-    # Attention-free models: every layer is a recurrent state.
-    if model_type in _ALL_STATE_TYPES:
-        n = f.int("num_hidden_layers", "n_layer", "num_layers", maximum=MAX_LAYERS)
-        state = state_layer(f, hidden, _ALL_STATE_TYPES[model_type])
-        if model_type == "mamba2" and f.has("expand") and hidden is not None:
-            # Mamba2Mixer (transformers and vLLM) sizes the convolution from expand x
-            # hidden_size and the SSM state from num_heads x head_dim; they must agree.
-            inner = f.int("expand") * hidden
-            heads, head = f.int("num_heads"), f.int("head_dim")
-            if inner != heads * head:
-                raise ValueError(
-                    f"config fields 'expand' x 'hidden_size' ({inner:,}) and "
-                    f"'num_heads' x 'head_dim' ({heads * head:,}) disagree on the "
-                    "Mamba-2 inner width"
-                )
-        geo = Geometry(
-            hidden=hidden,
-            q_heads=0,
-            kv_heads=0,
-            head_dim=0,
-            notes=["no attention: every layer keeps a fixed recurrent state and no K/V"],
-            assumptions=[],
-        )
-        return [state] * n, geo
-    return None
+    return _decoder_layers(f, fam, honor_sliding, geo), geo
 
 
 def _attention_geometry(f: Fields, hidden: int | None) -> Geometry:
@@ -138,14 +79,14 @@ def _attention_geometry(f: Fields, hidden: int | None) -> Geometry:
     )
 
 
-def _decoder_layers(f: Fields, model_type: str, honor_sliding: bool, geo: Geometry) -> list:
+def _decoder_layers(f: Fields, fam: Family | None, honor_sliding: bool, geo: Geometry) -> list:
     """The standard decoder's layers: each layer's kind, then its cache (a recurrent state,
     none, an MLA latent or attention), per-layer overrides and shared caches. Notes and
     assumptions go to ``geo``."""
     hidden, q_heads, head_dim = geo.hidden, geo.q_heads, geo.head_dim
     geo_notes, assumptions = geo.notes, geo.assumptions
     _bidirectional(f)
-    kinds = layer_kinds(f, model_type, honor_sliding, geo)
+    kinds = layer_kinds(f, honor_sliding, geo)
     mla = f.has("kv_lora_rank")
     if mla and any(k in ("sliding", "chunked") for k in kinds):
         raise ValueError(
@@ -158,7 +99,7 @@ def _decoder_layers(f: Fields, model_type: str, honor_sliding: bool, geo: Geomet
     for i, kind in enumerate(kinds):
         extra = extras[i]
         if kind == "state":
-            layers.append(state_layer(f, hidden, state_flavor(f, model_type)))
+            layers.append(state_layer(f, hidden, state_flavor(f, f.model_type)))
         elif kind == "none":
             layers.append(NoCache(why="MLP or MoE block only"))
         elif mla:
@@ -183,17 +124,9 @@ def _decoder_layers(f: Fields, model_type: str, honor_sliding: bool, geo: Geomet
     if f.has("per_layer_config"):
         layers = _per_layer_overrides(f, layers)
         geo.per_layer_heads = True
-    if f.model_type in _QUERY_HEADS_PER_LAYER:
+    if fam is not None and fam.query_heads_per_layer:
         layers = _query_heads_per_layer(f, layers, geo)
     return share_kv(f, layers, kinds)
-
-
-# Families whose num_attention_heads_per_layer sets each layer's query heads and nothing else:
-# Laguna (transformers' LagunaAttention(config, layer_idx, num_heads): q_proj and o_proj are
-# num_heads x head_dim, k_proj and v_proj num_key_value_heads x head_dim on every layer; vLLM's
-# laguna.py passes the same num_kv_heads to every layer's Attention). Query heads size only the
-# attention FLOPs (Layer.q_heads).
-_QUERY_HEADS_PER_LAYER = frozenset({"laguna"})
 
 
 def _query_heads_per_layer(f: Fields, layers: list, geo: Geometry) -> list:
@@ -226,7 +159,7 @@ def _query_heads_per_layer(f: Fields, layers: list, geo: Geometry) -> list:
     return out
 
 
-def _hunyuan_switches(f: Fields, geo: Geometry) -> None:
+def hunyuan_switches(f: Fields, geo: Geometry) -> None:
     """Hunyuan (Tencent's remote code, model_type "hunyuan"; Hunyuan-A13B): a standard decoder
     unless a switch turns on a feature that changes the cache.
 
@@ -269,27 +202,22 @@ _HUNYUAN_MLA = frozenset(
     {"kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim"}
 )
 
+
 # eagle_config of an EAGLE draft head (SpecForge's and ModelOpt's exports): which target layers
 # feed the head and how its norms are placed. vLLM's llama_eagle3.py reads use_aux_hidden_state
 # (whether fc fuses the aux hidden states) and the aux layer ids; ModelOpt writes the layernorm
 # switches and parallel_draft_step. None changes the head's cache (see the "eagle" group in
 # kvcalc.config.families); any other key is refused by name.
 _EAGLE_CONFIG_KEYS = frozenset(
-    {
-        "eagle_aux_hidden_state_layer_ids",
-        "use_aux_hidden_state",
-        "use_input_layernorm_in_first_layer",
-        "use_last_layernorm",
-        "use_mtp_layernorm",
-        "parallel_draft_step",
-        "has_lm_head",
-        "norm_before_fc",
-        "norm_before_residual",
-    }
+    """
+    eagle_aux_hidden_state_layer_ids use_aux_hidden_state use_input_layernorm_in_first_layer
+    use_last_layernorm use_mtp_layernorm parallel_draft_step has_lm_head norm_before_fc
+    norm_before_residual
+    """.split()
 )
 
 
-def _eagle_head(f: Fields, geo: Geometry) -> None:
+def eagle_head(f: Fields, geo: Geometry) -> None:
     """An EAGLE draft head's eagle_config, key by key (the head itself is a Llama decoder)."""
     block = f.obj("eagle_config")
     if block is None:
@@ -303,10 +231,6 @@ def _eagle_head(f: Fields, geo: Geometry) -> None:
         )
 
 
-# Families read as the standard decoder once their switches are checked (before the layers).
-_SWITCHES = {"hunyuan": _hunyuan_switches, "llama": _eagle_head}
-
-
 _PER_LAYER_KEYS = {"head_dim", "num_key_value_heads"}
 
 
@@ -318,9 +242,8 @@ def _bidirectional(f: Fields) -> None:
     value = f.raw("use_bidirectional_attention")
     if value in (None, False):
         return
-    if value == "vision" and f.model_type in ("gemma4_text", "gemma4_unified_text"):
-        return
-    if value is True and f.model_type in ("gemma", "gemma2"):
+    allowed = f.family.bidirectional if f.family is not None else None
+    if value == allowed and type(value) is type(allowed):
         return
     raise ValueError(
         f"config field 'use_bidirectional_attention' is {_short(value)}: for "

@@ -1,21 +1,17 @@
-"""The parameter counters of families whose blocks the generic counter of
-``kvcalc.config.params`` does not describe (Granite 4.0-H, Nemotron-H / Nemotron 3, LFM2,
-Gemma 4, Falcon-H1; more in kvcalc.config.params_more), one function each, gathered in
-``OWN_COUNTERS``. Each is checked against transformers' own model built on the meta device
-(tests/test_readers_round6.py, tests/test_params_round6b.py, tests/test_params_switches.py)."""
+"""Parameter counters of the families built on Mamba mixers, which the generic counter
+(kvcalc.config.params) does not describe: Granite 4.0-H, Bamba, Nemotron-H, Falcon-H1, Mamba and
+Mamba-2, one function each, checked against transformers' own model built on the meta device
+(tests/test_readers_round6.py, tests/test_params_round6b.py, tests/test_params_switches.py and
+the zoo)."""
 
 from __future__ import annotations
 
-from ..core.model import MoE, ParamCounts, RecurrentState
-from .fields import Fields, Geometry
-from .params_blocks import biased_moe
-from .params_head import never_tied, tied_head
-from .params_more import MORE_COUNTERS
-
-__all__ = ["OWN_COUNTERS"]
+from ...core.model import MoE, ParamCounts, RecurrentState
+from ..fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields, Geometry
+from .blocks import biased_moe, dense_counts, mamba1_mixer, never_tied, tied_head
 
 
-def _granite_hybrid_params(
+def granite_hybrid_params(
     f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
 ) -> tuple[MoE | None, ParamCounts]:
     """Granite 4.0-H (transformers' GraniteMoeHybridForCausalLM, vLLM's granitemoehybrid.py):
@@ -74,22 +70,30 @@ def _granite_hybrid_params(
 
 
 def _granite_mamba_params(f: Fields, hidden: int, layer: RecurrentState) -> int:
-    """GraniteMoeHybridMambaLayer: in_proj to inner + conv channels + heads, the depthwise
-    conv (with its bias when mamba_conv_bias), dt_bias, A_log and D per head, the gated norm
-    over inner, out_proj; mamba_proj_bias adds the two projections' biases."""
+    """GraniteMoeHybridMambaLayer: the Mamba-2 mixer, inner mamba_expand x hidden."""
     inner = f.int("mamba_expand", default=2) * hidden
     heads = f.int("mamba_n_heads", default=128)
+    return _mamba2_mixer(f, hidden, layer, inner, heads, "mamba_conv_bias", "mamba_proj_bias")
+
+
+def _mamba2_mixer(
+    f: Fields, hidden: int, layer: RecurrentState, inner: int, heads: int, conv: str, proj: str
+) -> int:
+    """A Mamba-2 mixer (Granite's, Nemotron-H's, vLLM's MambaMixer2): in_proj to inner + conv
+    channels + heads, the depthwise conv (its bias with the field ``conv``), dt_bias, A_log and
+    D per head, the gated RMSNorm over inner, out_proj; ``proj`` adds the two projections'
+    biases."""
     conv_dim = layer.conv_elements // (layer.conv_kernel - 1)
     p = hidden * (inner + conv_dim + heads) + conv_dim * layer.conv_kernel + 3 * heads + inner
     p += inner * hidden
-    if f.bool("mamba_conv_bias", True):
+    if f.bool(conv, True):
         p += conv_dim
-    if f.bool("mamba_proj_bias", False):
+    if f.bool(proj, False):
         p += inner + conv_dim + heads + hidden
     return p
 
 
-def _bamba_params(
+def bamba_params(
     f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
 ) -> tuple[MoE | None, ParamCounts]:
     """Bamba (transformers' BambaForCausalLM, vLLM's bamba.py): every layer GQA attention (at
@@ -108,23 +112,15 @@ def _bamba_params(
     inter = f.int("intermediate_size")
     mlp = 3 * hidden * inter + ((2 * inter + hidden) if f.bool("mlp_bias", False) else 0)
     tied = tied_head(f, False)  # BambaConfig's default: untied
-    return None, ParamCounts(
-        embedding=vocab * hidden,
-        lm_head=0 if tied else vocab * hidden,
-        attention=attention,
-        mlp=n * mlp,
-        routed_experts=0,
-        shared_experts=0,
-        router=0,
-        norms=(2 * n + 1) * hidden,
-        tied=tied,
+    return None, dense_counts(
+        hidden, vocab, tied, attention=attention, mlp=n * mlp, norms=(2 * n + 1) * hidden
     )
 
 
 _NEMOTRON_BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 
 
-def _nemotron_h_params(
+def nemotron_h_params(
     f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
 ) -> tuple[MoE | None, ParamCounts]:
     """Nemotron-H and Nemotron 3 (transformers' NemotronHForCausalLM, vLLM's nemotron_h.py): one
@@ -214,187 +210,13 @@ def _nemotron_blocks(f: Fields, n: int) -> list[str]:
 
 
 def _nemotron_mamba_params(f: Fields, hidden: int, layer: RecurrentState) -> int:
-    """NemotronHMamba2Mixer (vLLM's MambaMixer2): in_proj to inner + conv channels + heads,
-    the depthwise conv (its bias with use_conv_bias), dt_bias, A_log and D per head, the gated
-    RMSNorm over inner, out_proj; use_bias adds the two projections' biases."""
+    """NemotronHMamba2Mixer: the Mamba-2 mixer, inner mamba_num_heads x mamba_head_dim."""
     heads = f.int("mamba_num_heads")
     inner = heads * f.int("mamba_head_dim")
-    conv_dim = layer.conv_elements // (layer.conv_kernel - 1)
-    p = hidden * (inner + conv_dim + heads) + conv_dim * layer.conv_kernel + 3 * heads + inner
-    p += inner * hidden
-    if f.bool("use_conv_bias", True):
-        p += conv_dim
-    if f.bool("use_bias", False):
-        p += inner + conv_dim + heads + hidden
-    return p
+    return _mamba2_mixer(f, hidden, layer, inner, heads, "use_conv_bias", "use_bias")
 
 
-def _lfm2_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
-    """LFM2 (transformers' Lfm2ForCausalLM, vLLM's lfm2.py): every layer has two RMSNorms and a
-    SwiGLU MLP (w1, w3, w2) beside either attention (q/k/v/out, no biases, per-head q and k
-    RMSNorms) or a short convolution (in_proj to 3 x hidden, a depthwise conv of conv_L_cache
-    taps, out_proj; biases with conv_bias); a final embedding_norm; tied by default.
-
-    The MLP width: intermediate_size (block_ff_dim, its older name, wins in transformers),
-    with block_auto_adjust_ff_dim taken to int(2/3 x) times block_ffn_dim_multiplier and
-    rounded up to block_multiple_of. vLLM rounds even without a multiplier and transformers
-    only with one, so a width the two would round differently is refused."""
-    width = _lfm2_ff_width(f)
-    if f.int("block_dim", default=hidden) != hidden:
-        raise ValueError(
-            "config field 'block_dim' differs from 'hidden_size': vLLM's LFM2 MLP reads "
-            "block_dim, transformers' hidden_size"
-        )
-    bias = f.bool("conv_bias", False)
-    kernel = f.int("conv_L_cache", default=3, minimum=2)
-    q_out, kv_out = geo.q_heads * geo.head_dim, geo.kv_heads * geo.head_dim
-    attention = conv = 0
-    for layer in layers:
-        if layer.stores_tokens:
-            attention += hidden * (q_out + 2 * kv_out) + q_out * hidden + 2 * geo.head_dim
-        else:
-            conv += 3 * hidden * hidden + hidden * kernel + hidden * hidden
-            if bias:
-                conv += 3 * hidden + hidden + hidden
-    n = len(layers)
-    tied = tied_head(f, True)  # Lfm2Config's default: tied
-    return None, ParamCounts(
-        embedding=vocab * hidden,
-        lm_head=0 if tied else vocab * hidden,
-        attention=attention + conv,
-        mlp=n * 3 * hidden * width,
-        routed_experts=0,
-        shared_experts=0,
-        router=0,
-        norms=(2 * n + 1) * hidden,
-        tied=tied,
-    )
-
-
-def _lfm2_ff_width(f: Fields) -> int:
-    base = f.int("intermediate_size", required=False)
-    older = f.int("block_ff_dim", required=False)
-    if base is not None and older is not None and base != older:
-        raise ValueError(
-            f"config fields 'block_ff_dim' ({older:,}) and 'intermediate_size' ({base:,}) "
-            "differ: transformers reads block_ff_dim, and the parameter counter does not pick"
-        )
-    width = older if older is not None else f.int("intermediate_size", default=12288)
-    if not f.bool("block_auto_adjust_ff_dim", True):
-        return width
-    width = int(2 * width / 3)
-    # null in the file is None in Lfm2Config (absent, its default 1.0)
-    multiplier = f.raw("block_ffn_dim_multiplier", default=1.0)
-    if "block_ffn_dim_multiplier" in f.cfg and f.cfg["block_ffn_dim_multiplier"] is None:
-        multiplier = None
-    step = f.int("block_multiple_of", default=256)
-    rounded = step * ((width + step - 1) // step)
-    if multiplier is None:
-        if rounded != width:
-            raise ValueError(
-                "config field 'block_ffn_dim_multiplier' is null: vLLM rounds the MLP width "
-                f"up to block_multiple_of ({rounded:,}), transformers keeps {width:,}"
-            )
-        return width
-    if isinstance(multiplier, bool) or not isinstance(multiplier, (int, float)):
-        raise ValueError("config field 'block_ffn_dim_multiplier' must be a number")
-    width = int(multiplier * width)
-    return step * ((width + step - 1) // step)
-
-
-def _gemma4_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
-    """Gemma 4's language model as transformers 5.24 builds it (Gemma4TextModel): in every
-    layer q and o projections over the layer's own heads and head size (global_head_dim on the
-    full layers), a q RMSNorm, and, unless the layer reads another's cache
-    (num_kv_shared_layers), k and v projections with a k RMSNorm (no v_proj on full layers with
-    attention_k_eq_v: V is K); four RMSNorms and a GeGLU MLP, twice as wide on the KV-shared
-    layers with use_double_wide_mlp; with enable_moe_block a router (a scale over hidden, one
-    scale per expert, a projection) and experts of moe_intermediate_size beside the dense MLP,
-    with three more RMSNorms; with hidden_size_per_layer_input (Gemma 4 E2B / E4B) the per-layer
-    input embeddings, their projection and norm, and in every layer a gate, a projection and a
-    norm. No biases (attention_bias true is refused)."""
-    if f.bool("attention_bias", False):
-        raise ValueError(
-            "config field 'attention_bias' is true: the parameter counter knows Gemma 4 "
-            "without attention biases only"
-        )
-    inter = f.int("intermediate_size")
-    wide = f.bool("use_double_wide_mlp", False)
-    k_eq_v = f.bool("attention_k_eq_v", False)
-    attention = mlp = 0
-    for layer in layers:
-        shared = layer.kind == "shared"
-        own = layer.reads if shared else layer
-        q = own.q_heads * own.head_dim
-        attention += 2 * hidden * q + own.head_dim  # q_proj, o_proj, q_norm
-        if not shared:
-            attention += hidden * own.kv_heads * own.head_dim + own.head_dim  # k_proj, k_norm
-            if not (k_eq_v and own.kind == "full"):
-                attention += hidden * own.kv_heads * own.v_head_dim
-        mlp += 3 * hidden * inter * (2 if shared and wide else 1)
-    n = len(layers)
-    norms = (4 * n + 1) * hidden
-    moe = None
-    routed = router = other = 0
-    unified = f.model_type == "gemma4_unified_text"
-    if unified:
-        _unified_without_gemma4_extras(f)
-    if f.bool("enable_moe_block", False):
-        experts = f.int("num_experts")
-        k = f.int("top_k_experts")
-        if k > experts:
-            raise ValueError(
-                f"config field 'top_k_experts' ({k}) exceeds the number of experts ({experts})"
-            )
-        per_expert = 3 * hidden * f.int("moe_intermediate_size", "expert_intermediate_size")
-        moe = MoE(num_experts=experts, top_k=k, expert_params=per_expert, layers=n)
-        routed = n * experts * per_expert
-        router = n * (hidden + experts + experts * hidden)
-        norms += 3 * n * hidden
-    # absent: Gemma4TextConfig's 256; null (None in the class): none
-    null = "hidden_size_per_layer_input" in f.cfg and f.cfg["hidden_size_per_layer_input"] is None
-    per_layer = (
-        0 if null or unified else f.int("hidden_size_per_layer_input", default=256, minimum=0)
-    )
-    if per_layer:
-        table = f.int("vocab_size_per_layer_input", default=vocab)
-        other = table * n * per_layer + n * per_layer * hidden + per_layer
-        other += n * (2 * hidden * per_layer + hidden)
-    tied = tied_head(f, True)  # Gemma4TextConfig's default: tied
-    return moe, ParamCounts(
-        embedding=vocab * hidden,
-        lm_head=0 if tied else vocab * hidden,
-        attention=attention,
-        mlp=mlp,
-        routed_experts=routed,
-        shared_experts=0,
-        router=router,
-        norms=norms,
-        other=other,
-        tied=tied,
-    )
-
-
-def _unified_without_gemma4_extras(f: Fields) -> None:
-    """Gemma 4 Unified's language model (Gemma4UnifiedTextModel) builds neither Gemma 4's MoE
-    block nor its per-layer input embeddings: a file that asks for them is refused."""
-    asked = [
-        name
-        for name in ("enable_moe_block", "hidden_size_per_layer_input")
-        if f.cfg.get(name) not in (None, False, 0)
-    ]
-    if asked:
-        raise ValueError(
-            f"config field '{asked[0]}' is set: transformers' Gemma4UnifiedTextModel builds no "
-            "MoE block or per-layer inputs, and the parameter counter does not pick"
-        )
-
-
-def _falcon_h1_params(
+def falcon_h1_params(
     f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
 ) -> tuple[MoE | None, ParamCounts]:
     """Falcon-H1 (transformers' FalconH1ForCausalLM, vLLM's falcon_h1.py): every layer runs
@@ -440,29 +262,47 @@ def _falcon_h1_params(
     n = len(layers)
     mlp = n * (3 * hidden * inter + (2 * inter + hidden if mlp_bias else 0))
     tied = tied_head(f, False)  # FalconH1Config's default: untied
-    return None, ParamCounts(
-        embedding=vocab * hidden,
-        lm_head=0 if tied else vocab * hidden,
-        attention=attention,
-        mlp=mlp,
-        routed_experts=0,
-        shared_experts=0,
-        router=0,
-        norms=(2 * n + 1) * hidden,
-        tied=tied,
+    return None, dense_counts(
+        hidden, vocab, tied, attention=attention, mlp=mlp, norms=(2 * n + 1) * hidden
     )
 
 
-# Families whose blocks the generic counter does not describe, each counted by its own function.
-OWN_COUNTERS = {
-    "granitemoehybrid": _granite_hybrid_params,
-    "bamba": _bamba_params,
-    "nemotron_h": _nemotron_h_params,
-    "lfm2": _lfm2_params,
-    "gemma4_text": _gemma4_params,
-    # Gemma 4 Unified's language model: Gemma 4's blocks, per-layer head sizes from
-    # per_layer_config (the cache reader's layers carry them)
-    "gemma4_unified_text": _gemma4_params,
-    "falcon_h1": _falcon_h1_params,
-    **MORE_COUNTERS,
-}
+def mamba_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """Mamba and Falcon-Mamba (transformers' MambaForCausalLM, FalconMambaForCausalLM, vLLM's
+    mamba.py): every layer one RMSNorm and a Mamba-1 mixer (in_proj and out_proj biased with
+    use_bias, the conv with use_conv_bias; Falcon-Mamba's B/C/dt norms have no weights), a final
+    norm; tied by default."""
+    n = len(layers)
+    tied = tied_head(f, True)  # MambaConfig's and FalconMambaConfig's default: tied
+    mixer = mamba1_mixer(f, hidden, bias_field="use_bias")
+    return None, dense_counts(
+        hidden, vocab, tied, attention=n * mixer, mlp=0, norms=(n + 1) * hidden
+    )
+
+
+def mamba2_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """Mamba-2 (transformers' Mamba2ForCausalLM, vLLM's mamba2.py): every layer one RMSNorm and
+    a Mamba-2 mixer: in_proj to 2 x inner + 2 x n_groups x state_size + num_heads (inner =
+    expand x hidden), the depthwise conv over inner + 2 x n_groups x state_size channels,
+    dt_bias, A_log and D per head, the gated RMSNorm over inner, out_proj; use_bias biases the
+    projections, use_conv_bias the conv. A final norm; untied by default."""
+    n = len(layers)
+    inner = f.int(*EXPAND, default=2) * hidden
+    heads = f.int("num_heads")
+    groups_state = 2 * f.int("n_groups", default=1) * f.int(*STATE_SIZE)
+    conv_dim = inner + groups_state
+    kernel = f.int(*CONV_KERNEL, default=4)
+    mixer = hidden * (2 * inner + groups_state + heads) + conv_dim * kernel + 3 * heads + inner
+    mixer += inner * hidden
+    if f.bool("use_conv_bias", True):
+        mixer += conv_dim
+    if f.bool("use_bias", False):
+        mixer += 2 * inner + groups_state + heads + hidden
+    tied = tied_head(f, False)  # Mamba2Config's default: untied
+    return None, dense_counts(
+        hidden, vocab, tied, attention=n * mixer, mlp=0, norms=(n + 1) * hidden
+    )

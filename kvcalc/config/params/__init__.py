@@ -1,8 +1,9 @@
 """Parameter counts from a config.json, apart from the cache: only weight figures need them.
 
-A config whose family is not listed here, or whose layers differ in shape, gets no count: the
-spec then carries ``params=None`` and a reason, and only the weight figures are refused. The
-cache (kvcalc.config.hfconfig) never depends on this module succeeding.
+A family counts by its record's ``params`` entry (the generic counter here, adding up the
+blocks of ``blocks``) or its own ``counter`` (``decoders``, ``recurrent``); a family without
+either, or whose layers differ in shape, gets no count: the spec then carries ``params=None`` and
+a reason, and only the weight figures are refused. The cache never depends on this succeeding.
 """
 
 from __future__ import annotations
@@ -10,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.model import MoE, ParamCounts
-from ..core.text import short as _short
-from .fields import Fields, Geometry
-from .limits import MAX_LAYERS, MAX_PARAMS
-from .params_blocks import (
+from ...core.model import MoE, ParamCounts
+from ...core.text import short as _short
+from ..families.understood import Family
+from ..fields import Fields, Geometry
+from ..limits import MAX_LAYERS, MAX_PARAMS
+from .blocks import (
     cross_params,
     dense_mlp,
     gqa_params,
@@ -24,9 +26,7 @@ from .params_blocks import (
     state_params,
     switch,
 )
-from .params_head import tied_head as _tied
-from .params_own import OWN_COUNTERS as _OWN_COUNTERS
-from .params_table import FAMILY_BLOCKS as _FAMILY
+from .blocks import tied_head as _tied
 
 __all__ = ["count_parameters", "ParamReading"]
 
@@ -43,15 +43,17 @@ class ParamReading:
     error: str | None = None
 
 
-def count_parameters(f: Fields, model_type: str, layers: list, geo: Geometry) -> ParamReading:
-    """The parameters of the layers read from ``f``; never raises for a config it cannot count
-    (``error`` says why instead), so that only the weight figures are lost."""
-    special = _OWN_COUNTERS.get(model_type)
+def count_parameters(f: Fields, fam: Family | None, layers: list, geo: Geometry) -> ParamReading:
+    """The parameters of the layers read from ``f`` by the family's record ``fam``; never raises
+    for a config it cannot count (``error`` says why instead), so that only the weight figures
+    are lost."""
+    model_type = f.model_type
+    special = fam.counter if fam is not None else None
     mlx = _mlx_quantization(f) or _draft_head(f)
     if mlx:
         return ParamReading(error=mlx)
     try:
-        family = {} if special else _countable(model_type, layers, geo)
+        family = {} if special else _countable(model_type, fam, layers, geo)
         hidden = f.int("hidden_size", "n_embd", "d_model")
         # ChatGLM's embedding and head are padded_vocab_size wide (vLLM's chatglm.py)
         vocab = f.int("padded_vocab_size" if model_type == "chatglm" else "vocab_size")
@@ -153,15 +155,16 @@ def _check_total(params: ParamCounts) -> None:
 _GENERIC_KINDS = frozenset({"full", "sliding", "chunked", "mla", "state"})
 
 
-def _countable(model_type: str, layers: list, geo: Geometry) -> dict[str, Any]:
+def _countable(model_type: str, fam: Family | None, layers: list, geo: Geometry) -> dict[str, Any]:
     """The family's building blocks, or ValueError when the counter does not cover the model."""
-    family = _FAMILY.get(model_type)
+    if fam is not None and fam.uncountable:
+        raise ValueError(fam.uncountable)
+    family = fam.params if fam is not None else None
     if family is None:
         raise ValueError(
             f"parameter counting is not implemented for model_type {_short(model_type or '(none)')}"
         )
-    if "refuse" in family:
-        raise ValueError(family["refuse"])
+    family = dict(family)
     allowed = _GENERIC_KINDS | set(family.get("layers", ()))
     if any(lay.kind not in allowed for lay in layers):
         raise ValueError(
@@ -175,14 +178,10 @@ def _countable(model_type: str, layers: list, geo: Geometry) -> dict[str, Any]:
 
 
 _EXPERTS = ("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
-_TOP_K = (
-    "num_experts_per_tok",
-    "experts_per_token",
-    "num_experts_per_token",
-    "moe_top_k",
-    "top_k",
-    "moe_topk",
-    "moe_k",
+_TOP_K = tuple(
+    """
+    num_experts_per_tok experts_per_token num_experts_per_token moe_top_k top_k moe_topk moe_k
+    """.split()
 )
 _SHARED = ("n_shared_experts", "num_shared_experts", "moe_num_shared_experts")
 
@@ -224,19 +223,12 @@ def _moe(f: Fields, hidden: int, n: int, family: dict) -> MoE | None:
 
 
 # The fields of the older MoE layouts, one of which _older_layout reads.
-_OLDER_LAYOUT = (
-    "first_k_dense_replace",
-    "moe_layer_freq",
-    "expert_layer_period",
-    "expert_layer_offset",
-    "decoder_sparse_step",
-    "mlp_only_layers",
-    "moe_layer_start_index",
-    "moe_layer_end_index",
-    "moe_layer_interval",
-    "moe_layers",
-    "interleave_moe_layer_step",
-    "num_dense_layers",
+_OLDER_LAYOUT = tuple(
+    """
+    first_k_dense_replace moe_layer_freq expert_layer_period expert_layer_offset decoder_sparse_step
+    mlp_only_layers moe_layer_start_index moe_layer_end_index moe_layer_interval moe_layers
+    interleave_moe_layer_step num_dense_layers
+    """.split()
 )
 
 
