@@ -9,7 +9,7 @@ module is first imported, and nothing a client sends replaces it.
 How it works: jobs wait in line and one worker thread runs them, one at a time. A
 job is ``fn(should_stop)``; ``should_stop()`` turns true when the job is cancelled, when it has run
 longer than the cap, or when its session has left, and the job is expected to check it between
-steps (``kvcalc.measure.live.measure(should_stop=...)`` does). Each session has at most one job: a
+steps (``live.measure_cache(should_stop=...)`` does). Each session has at most one job: a
 new one replaces the old (the old one is cancelled). A queued job whose session has left is dropped
 before it starts.
 
