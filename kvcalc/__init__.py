@@ -17,7 +17,8 @@ Where things are (imports point one way, down this list; tests/test_layers.py ch
     teach     quiz, quiz_choices, tour, techniques, fill
     cli       python -m kvcalc: the command registry (commands) and its command groups
     measure   torch only, imported lazily; uses core, cache and config: the one torch runtime
-              (runtime), twins, live, verify, zoo, quality, microscope, llama_forward, worktime
+              (runtime), twins, live, verify, zoo, param_check, quality, kv_variants, microscope,
+              llama_forward
 
 The names below are the public surface: ``from kvcalc import budget, kv_cache, ...``. The
 subpackages export nothing under a module's name, so ``kvcalc.engines.budget`` is always the
