@@ -1,4 +1,4 @@
-"""Parameter counts of the families the zoo's parameter check (kvcalc.measure.zoo_params) found
+"""Parameter counts of the families the zoo's parameter check (kvcalc.measure.param_check) found
 wrong or uncounted (issue 38, item 2: "a known cache never comes without its weights").
 
 The oracle is transformers 5.24's own model built on the meta device (no weights, no download):

@@ -1,28 +1,48 @@
-"""A variant's cache as the quality table (``kvcalc.measure.quality``) runs it: what it stores
-(``Variant``), the number formats it round-trips keys and values through (FP8, per-token INT8 and
-INT4, KIVI's asymmetric groups), which keys each query reads (causal, windows, sinks, KIVI's
-residual, H2O's kept tokens), and one pass of the text through it (``run_variant``).
-
-The formats and the rules, with their sources, are in quality's module docstring. torch comes in
-as an argument or is imported inside the functions: importing this module loads nothing."""
+"""The KV-cache variants the quality table (kvcalc.measure.quality) compares: what each stores
+(``Variant``: a number format, a window, sinks, H2O's kept tokens), its bytes (``kv_bytes``), the
+formats it round-trips keys and values through (FP8, per-token INT8 and INT4, KIVI's asymmetric
+groups), which keys each query reads (causal, windows, sinks, KIVI's residual) and one pass of the
+text through it (``run_variant``). Each variant's source (vLLM, KIVI, StreamingLLM, H2O) is in
+docs/measurement.md. torch comes in as an argument or is imported inside the functions."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
     "Variant",
+    "variant",
+    "VARIANTS",
+    "EXTRA_VARIANTS",
+    "kv_bytes",
     "roundtrip",
     "kivi_roundtrip",
     "attention_allowed",
     "run_variant",
     "KIVI_GROUP",
+    "KIVI_RESIDUAL",
+    "SINKS",
     "FP8_MAX",
 ]
 
 KIVI_GROUP = 32  # KIVI's group size G (its example scripts: GROUP_SIZE = 32)
+KIVI_RESIDUAL = 128  # KIVI's residual length R (RESIDUAL_LENGTH = 128), a multiple of G
+SINKS = 4  # StreamingLLM keeps 4 initial tokens
 FP8_MAX = 448.0  # largest finite e4m3 value (OCP FP8: S.1111.110 = 448)
+
+VARIANTS = (
+    "exact",
+    "fp8",
+    "int8-token",
+    "int4-token",
+    "int4-kivi",
+    "int2-kivi",
+    "window-W",
+    "sink4-window-W",
+)
+EXTRA_VARIANTS = ("fp16", "bf16", "h2o-W")
 
 
 @dataclass(frozen=True)
@@ -40,6 +60,105 @@ class Variant:
     @property
     def quantizes(self) -> bool:
         return self.fmt != "exact"
+
+
+_LABELS = {
+    "exact": "exact cache (fp32, as the model runs here)",
+    "fp16": "FP16 round trip",
+    "bf16": "BF16 round trip",
+    "fp8": "FP8 e4m3, scale 1",
+    "int8-token": "INT8, one fp32 scale per token and KV head",
+    "int4-token": "INT4, one fp32 scale per token and KV head",
+    "int4-kivi": "INT4 KIVI: keys per channel, values per token, 128 newest exact",
+    "int2-kivi": "INT2 KIVI: keys per channel, values per token, 128 newest exact",
+}
+
+
+def variant(name: str, window: int) -> Variant:
+    """The variant called ``name``; window-W / sink4-window-W / h2o-W take ``window``."""
+    if name in ("exact", "fp16", "bf16", "fp8", "int8-token", "int4-token"):
+        return Variant(name=name, fmt=name, label=_LABELS[name])
+    if name in ("int4-kivi", "int2-kivi"):
+        return Variant(name=name, fmt=name, residual=KIVI_RESIDUAL, label=_LABELS[name])
+    m = re.fullmatch(r"(window|sink4-window|h2o)-(W|[0-9]+)", name)
+    if m:
+        w = window if m.group(2) == "W" else int(m.group(2))
+        kind = m.group(1)
+        if kind == "window":
+            return Variant(
+                name=f"window-{w}",
+                window=w,
+                label=f"sliding window: each token reads the last {w:,}",
+            )
+        if kind == "sink4-window":
+            return Variant(
+                name=f"sink4-window-{w}",
+                window=w,
+                sinks=SINKS,
+                label=f"StreamingLLM: {SINKS} sink tokens + the last {w:,}",
+            )
+        return Variant(
+            name=f"h2o-{w}",
+            window=w,
+            h2o=True,
+            label=f"H2O-style: {w // 2:,} newest + {w - w // 2:,} heavy hitters per "
+            "KV head, chosen once per chunk",
+        )
+    raise ValueError(
+        f"unknown variant {name!r}; choose from {', '.join(VARIANTS + EXTRA_VARIANTS)}"
+    )
+
+
+# -- bytes -------------------------------------------------------------------------------------
+
+
+def kv_bytes(
+    v: Variant, tokens: int, *, layers: int, kv_heads: int, head_dim: int, exact_bytes: int = 4
+) -> tuple[int, str]:
+    """(bytes the cache holds after ``tokens`` tokens, derivation). Per layer and token, K and
+    V each have ``kv_heads`` x ``head_dim`` numbers; ``exact_bytes`` is the unquantized
+    element size (4: fp32, as the model runs here)."""
+    e = kv_heads * head_dim  # numbers per token, per layer, for K or for V
+    per_layer = 2 * layers  # K and V, in every layer
+    if v.window is not None:
+        kept = min(tokens, v.window + v.sinks)
+        b = kept * per_layer * e * exact_bytes
+        return b, (
+            f"{kept:,} tokens kept x 2 (K, V) x {layers} layers x {kv_heads} KV heads x "
+            f"{head_dim} x {exact_bytes} B = {b:,} B"
+        )
+    if v.fmt in ("exact", "fp16", "bf16", "fp8"):
+        size = {"exact": exact_bytes, "fp16": 2, "bf16": 2, "fp8": 1}[v.fmt]
+        b = tokens * per_layer * e * size
+        return b, (
+            f"{tokens:,} tokens x 2 (K, V) x {layers} layers x {kv_heads} KV heads x "
+            f"{head_dim} x {size} B = {b:,} B"
+        )
+    if v.fmt in ("int8-token", "int4-token"):
+        bits = 8 if v.fmt == "int8-token" else 4
+        per_vec = head_dim * bits // 8 + 4  # codes + one fp32 scale
+        b = tokens * per_layer * kv_heads * per_vec
+        return b, (
+            f"{tokens:,} tokens x 2 (K, V) x {layers} layers x {kv_heads} KV heads x "
+            f"({head_dim} x {bits} bit + 4 B scale = {per_vec} B) = {b:,} B"
+        )
+    # KIVI: the tokens before the residual are quantized; the residual (1 to R tokens) is not.
+    bits = 4 if v.fmt == "int4-kivi" else 2
+    quant = v.residual * ((tokens - 1) // v.residual) if tokens else 0
+    rest = tokens - quant
+    g = KIVI_GROUP
+    # keys: per channel, groups of g tokens, an fp16 scale + fp16 zero point per group;
+    # values: per token, groups of g channels, the same.
+    k_bytes = layers * kv_heads * (quant * head_dim * bits // 8 + (quant // g) * head_dim * 4)
+    v_bytes = layers * kv_heads * (quant * head_dim * bits // 8 + quant * (head_dim // g) * 4)
+    r_bytes = rest * per_layer * e * exact_bytes
+    b = k_bytes + v_bytes + r_bytes
+    return b, (
+        f"{quant:,} quantized tokens x {layers} layers x {kv_heads} KV heads x "
+        f"[K: {head_dim} x {bits} bit + {head_dim} x 4 B / {g} tokens; "
+        f"V: {head_dim} x {bits} bit + {head_dim // g} x 4 B] + {rest:,} residual tokens "
+        f"x 2 x {layers} x {kv_heads} x {head_dim} x {exact_bytes} B = {b:,} B"
+    )
 
 
 # -- number formats ---------------------------------------------------------------------------

@@ -1,26 +1,12 @@
 """The zoo's parameter check: kvcalc's parameter count against transformers' own model.
 
-In the same child process as the cache check (kvcalc.measure.zoo), the model transformers built
-from the config class's defaults on the meta device is counted: the sum of ``numel`` over its
-parameters (a tied weight once), plus the buffers that checkpoints and vLLM keep as weights
-(``STORED_BUFFERS``: the router's score-correction bias of DeepSeek-V3-style MoE). Other
-persistent buffers (xIELU's beta and eps in Apertus, Gemma 4's layer scalars, MiniMax's decay
-tables) are constants of the architecture and are not counted, by kvcalc or here.
-
-What is counted is what kvcalc counts: the causal LM with its output head (tied or not, as the
-config says). A multimodal model counts its language model (the submodule named
-``language_model`` or ``text_model``) and the output head only; a type whose text model has no
-causal-LM class of its own (Qwen2-VL's text model) is counted through the wrapper's generation
-class built from the wrapper's whole config, and kvcalc reads the same whole config.
-
-Each type gets one verdict (``PARAMS_VERDICTS``):
-- ``exact``: kvcalc's total equals transformers';
-- ``refused``: kvcalc gives no count and says why (the spec's ``params_error``), or the config
-  itself is refused (the cache verdict says why);
-- ``cannot build``: transformers cannot build a model with an output head from it;
-- ``wrong``: kvcalc counted and transformers' model differs: a bug to fix.
-
-torch and transformers are imported only inside the functions that build models.
+In the cache check's child process (kvcalc.measure.zoo), the model transformers built from the
+config class's defaults on the meta device is counted (``count_model``): ``numel`` over its
+parameters (a tied weight once) plus the buffers checkpoints keep as weights (``STORED_BUFFERS``),
+over the causal LM with its output head, or a multimodal model's language model and head. Each
+type gets one of ``PARAMS_VERDICTS`` (exact, refused, cannot build, wrong: a bug to fix). What
+is counted and why: docs/measurement.md. torch and transformers are imported only inside the
+functions that build models.
 """
 
 from __future__ import annotations
@@ -36,6 +22,7 @@ __all__ = [
     "PARAMS_VERDICTS",
     "STORED_BUFFERS",
     "count_model",
+    "exc_line",
     "fields",
     "judge",
     "wrapper_count",
@@ -70,7 +57,7 @@ def count_model(model) -> tuple[int, int] | str:
     try:
         head = model.get_output_embeddings()
     except Exception as exc:  # a class whose head accessor is not implemented
-        return f"transformers' {type(model).__name__} names no output head ({_exc(exc)})"
+        return f"transformers' {type(model).__name__} names no output head ({exc_line(exc)})"
     if head is None or not hasattr(head, "parameters"):
         return (
             f"transformers builds {type(model).__name__}, a model without an output head: "
@@ -173,7 +160,7 @@ def wrapper_count(model_type: str):
             with torch.device("meta"):
                 model = auto.from_config(cfg)
         except Exception as exc:
-            return spec, f"transformers cannot build {names[model_type]} ({_exc(exc)})", None
+            return spec, f"transformers cannot build {names[model_type]} ({exc_line(exc)})", None
         return spec, count_model(model), type(model).__name__
     return spec, "transformers has no generation class for the wrapper either", None
 
@@ -191,8 +178,9 @@ def _auto_for(mapping: str):
     return getattr(transformers, name)
 
 
-def _exc(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+def exc_line(exc: BaseException, limit: int = 200) -> str:
+    """An exception in one line: its class and the first ``limit`` characters of its text."""
+    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:limit]}"
 
 
 def counts(results) -> dict[str, int]:
