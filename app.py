@@ -38,25 +38,6 @@ def page_list() -> dict:
     return made
 
 
-# Pages (by url_path; "" is Home) whose own inputs rerun only the page (a fragment), not the
-# frame and the sidebar around it: nothing outside the page depends on them. Not the live class
-# (its buttons rewrite the link) nor the pages that run a model (they wait on the device queue).
-PAGE_ONLY_RERUNS = {
-    "",
-    "tour",
-    "budget",
-    "step_time",
-    "techniques",
-    "lab",
-    "roofline",
-    "frontier",
-    "vllm_startup",
-    "cache_fill",
-    "engine",
-    "interview",
-}
-
-
 def run_page(page) -> None:
     try:
         page.run()
@@ -71,10 +52,16 @@ def run_page(page) -> None:
 
 @st.fragment
 def run_page_only(page) -> None:
-    """The page as a fragment: a change of one of its own inputs reruns this function alone
-    (about a third of a full run's server time: no frame, no sidebar, no page list). The
-    sidebar's inputs are outside it, so changing one reruns everything as before."""
-    # st.Page.run may be called once per full run; a fragment rerun runs the same page again.
+    """The page as a fragment (``Page.reruns_alone``): a change of one of its own inputs reruns
+    this function alone (no frame, no sidebar, no page list). The sidebar's inputs are outside
+    it, so changing one reruns everything as before."""
+    # The one private attribute: st.Page.run() runs only when st.navigation has just set
+    # _can_be_called (streamlit 1.67 commands/navigation.py:566) and clears it (navigation/
+    # page.py:552-558); a fragment rerun does not rerun st.navigation, and there is no public
+    # setter. The public way round (st.Page around a callable that defines the fragment inside
+    # the page's own run, fragment.py:700 keeping its script hash) registers no script path
+    # (navigation.py:462), so st.page_link("app_pages/...") and AppTest.switch_page, which the
+    # tests use to open every page, would no longer find the pages.
     page._can_be_called = True
     run_page(page)
 
@@ -83,18 +70,15 @@ def run_page_only(page) -> None:
 # sidebar then opens with the model and the GPU (on a phone Streamlit moves the menu into the
 # sidebar's drawer).
 nav = st.navigation(page_list(), position="top")
-if nav.url_path == "live_class":  # the projector's page uses no model: its sidebar starts closed
+here = pages.by_url(nav.url_path)
+if here.name == "live_class":  # the projector's page uses no model: its sidebar starts closed
     st.set_page_config(initial_sidebar_state="collapsed")
-common.sidebar(
-    uses_selection=not pages.own_model(nav.url_path),
-    engine_controls=pages.section_of(nav.url_path) == pages.ENGINEER,
-)
+common.sidebar(uses_selection=not here.own_model, engine_controls=here.section == pages.ENGINEER)
 try:
-    (run_page_only if nav.url_path in PAGE_ONLY_RERUNS else run_page)(nav)
+    (run_page_only if here.reruns_alone else run_page)(nav)
 finally:
     common.url_guard_end(url_note)
 # The Learn path is the chapter, read in order: each of its pages ends with the next one.
-here = pages.page(nav.url_path or "home") if pages.on_learn_path(nav.url_path) else None
-after = pages.next_page(here.name) if here is not None else None
+after = pages.next_page(here.name) if here.section == pages.LEARN else None
 if after is not None:
     st.page_link(after.path, label=f"Next: {after.title}", icon=":material/arrow_forward:")

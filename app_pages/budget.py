@@ -1,6 +1,6 @@
 import streamlit as st
 
-from kvcalc import budget, get_model, kv_cache, registry
+from kvcalc import budget, kv_cache, registry
 from kvcalc.core.speculative import Speculation, drafter_weight_bytes, with_speculation
 from kvcalc.core.units import GiB, fmt_bytes, fmt_gib
 from kvcalc.engines.budget import (
@@ -14,8 +14,7 @@ from kvcalc.engines.budget import (
     TRTLLM_FREE_FRACTION,
 )
 from kvcalc.engines.vllm import NEWEST
-from kvcalc.perf.sweeps import concurrency_curve, context_grid
-from webui import callbacks, common, serving
+from webui import callbacks, common, compare, pages, serving
 from webui.common import bound, select
 from webui.figures import LIMIT_NAMES, budget_figure, concurrency_figure
 from webui.fit_fix import fitting_setup_button
@@ -138,43 +137,10 @@ windowed = any(r.tokens_kept < context or r.state_bytes for r in per.rows)
 past_limit = context > sel.spec.max_context
 
 with answer:  # the answer first: on a phone it is on the first screen
+    level, text = b.verdict(sel.label, windowed, quote=plain)
+    {"success": st.success, "warning": st.warning, "error": st.error}[level](text)
     if not fits_gpu:
-        st.error(
-            f"{plain(sel.label)} does not fit: its weights take {fmt_gib(b.weights_bytes)} per "
-            f"GPU and the reserve {fmt_gib(b.reserve_bytes)}, more than the "
-            f"{fmt_gib(b.requested_bytes)} the engine may use, so there is no room for a "
-            "cache. The cache per token below does not depend on the GPU."
-        )
         fitting_setup_button(sel, key="b_fit", context=context, util=util, reserve_bytes=reserve)
-    elif b.startup_error:
-        st.error(
-            "vLLM would refuse to start with max_model_len = "
-            f"{context:,}: one request of that length does not fit. Its own message: "
-            + common.plain(b.startup_error)
-        )
-    elif b.fits:
-        st.success(
-            f"{concurrency:,} x {context:,} tokens need {fmt_gib(b.needed_bytes)} of cache "
-            f"blocks; the pool holds {fmt_gib(usable)}: it fits, with "
-            f"{fmt_gib(usable - b.needed_bytes)} to spare."
-        )
-    elif windowed and concurrency <= b.held_concurrency:
-        st.warning(
-            f"By vLLM's start-up arithmetic {concurrency:,} x {context:,} tokens need "
-            f"{fmt_gib(b.needed_bytes)} of cache blocks, over the {fmt_gib(usable)} pool by "
-            f"{fmt_gib(b.overflow_bytes)}: it charges every sequence at full length and each "
-            f"window its worst case. Decoding, a sequence of {context:,} tokens holds only "
-            f"{fmt_gib(b.held_bytes)}, so all {concurrency:,} fit while they run (see "
-            "'Logged vs running capacity' below); a new prompt needs its whole window while "
-            "its prefill runs."
-        )
-    else:
-        st.error(
-            f"{concurrency:,} x {context:,} tokens need {fmt_gib(b.needed_bytes)} of cache "
-            f"blocks but the pool holds {fmt_gib(usable)}: over by "
-            f"{fmt_gib(b.overflow_bytes)}. The engine would queue or preempt the sequences "
-            "that do not fit."
-        )
     if past_limit:
         st.warning(
             f"{context:,} tokens is beyond this model's max_position_embeddings of "
@@ -241,115 +207,31 @@ s2.button(
     help="Llama 2 7B (every head keeps K/V), Llama 3.1 8B (8 K/V heads), DeepSeek-V3 (one "
     "latent per token)",
 )
-limits = [sel.spec.max_context]
-others = []
-for name in compare_names:
-    if name == sel.label or name not in KEYS:
-        continue  # the model on the page is drawn already
-    m_ = get_model(KEYS[name])
-    w = m_.weights(st.session_state.get("wdtype", "auto"))
-    try:
-        ob = cached(budget)(pool.but(spec=m_.spec, weights=w), context, convention=engine)
-        op = cached(kv_cache)(m_.spec, 1, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
-    except ValueError as exc:
-        st.warning(f"{m_.name}: {exc}")
-        continue
-    others.append((m_.name, m_.spec, w.bytes, ob, op.kv_bytes_per_token_nominal))
-    limits.append(m_.spec.max_context)
-
-hi = max(context * 4, min(max(limits), 1_048_576), 4096)
-grid = context_grid(256, hi, points=40, include=(context,))
-
-
-def _curve(spec, weights_bytes):
-    """Sequences that fit at each length of the grid, up to the model's own limit (F10)."""
-    xs = [c for c in grid if c <= spec.max_context]
-    if spec.max_context < hi and spec.max_context not in xs:
-        xs.append(spec.max_context)
-    d = pool.but(spec=spec, weights_bytes=weights_bytes)
-    return xs, cached(concurrency_curve)(d, xs, engine)
-
-
-def _row(name, bud, kv_per_token, limit) -> dict:
-    """One model's row: never a negative pool or a zero concurrency (F10)."""
-    ok = bud.kv_pool_bytes > 0
-    seqs = f"{bud.max_concurrency:,.2f}" if ok else "none"
-    if ok and context > limit:
-        seqs += f" (past its limit, {limit:,})"
-    return {
-        "model": name,
-        "KV per token": fmt_bytes(kv_per_token),
-        "weights per GPU": fmt_gib(bud.weights_bytes),
-        "KV pool": fmt_gib(bud.kv_pool_bytes)
-        if ok
-        else f"does not fit (weights {fmt_gib(bud.weights_bytes)})",
-        f"sequences of {context:,} tokens": seqs,
-    }
-
-
-def _why(name, bud, kv_per_token) -> str:
-    """One sentence: the cache ratio per token, and why the sequences that fit differ from it
-    (the weights differ, so the pools do)."""
-    a, s = kv_per_token, per.kv_bytes_per_token_nominal
-    more = a > s
-    r = a / s if more else s / a
-    text = (
-        f"Per token {plain(name)} keeps {fmt_bytes(a)} against {plain(sel.label)}'s "
-        f"{fmt_bytes(s)}: {r:.2f}x {'more' if more else 'less'}."
-    )
-    if not (fits_gpu and bud.kv_pool_bytes > 0):
-        return text
-    rc = (
-        b.max_concurrency / bud.max_concurrency if more else bud.max_concurrency / b.max_concurrency
-    )
-    if abs(rc / r - 1) < 0.005:
-        return text[:-1] + f", and {rc:.2f}x {'fewer' if more else 'more'} sequences fit."
-    cause = (
-        f"the weights differ too ({fmt_gib(bud.weights_bytes)} against "
-        f"{fmt_gib(b.weights_bytes)} per GPU), so the pools do"
-        if bud.weights_bytes != b.weights_bytes
-        else "whole blocks round the two pools differently"
-    )
-    return text + (
-        f" Yet {rc:.2f}x {'fewer' if more else 'more'} sequences of {context:,} tokens fit, "
-        f"not {r:.2f}x: {cause}."
-    )
-
-
-series = []
-if fits_gpu:
-    series.append((sel.label, *_curve(sel.spec, sel.weights_bytes)))
-for name, spec, wb, ob, _ in others:
-    if ob.kv_pool_bytes > 0:
-        series.append((name, *_curve(spec, wb)))
-for name, _, _, ob, kvt in others:
-    st.markdown(_why(name, ob, kvt))
+me = compare.Compared(sel.label, sel.spec, sel.weights_bytes, b, per.kv_bytes_per_token_nominal)
+others, refused = compare.models(
+    compare_names, KEYS, me, st.session_state.get("wdtype", "auto"), pool, engine
+)
+for text in refused:
+    st.warning(text)
+series = compare.curves([me, *others], context, pool, engine)
+for c in others:
+    st.markdown(compare.why(c, me, context))
 if others:  # the cache per token side by side, then the curves
     common.table(
-        [_row(sel.label, b, per.kv_bytes_per_token_nominal, sel.spec.max_context)]
-        + [_row(name, ob, kvt, spec.max_context) for name, spec, _, ob, kvt in others],
-        border="horizontal",
-        hide_index=True,
+        [compare.row(c, context) for c in [me, *others]], border="horizontal", hide_index=True
     )
-drawn = {label for label, _, _ in series}
 if series:  # nothing to draw where no model has a pool: the caption below says why
     st.plotly_chart(
         concurrency_figure(
             series,
             marker=context,
             ceiling=b.max_num_seqs if fits_gpu else None,
-            limits=tuple(
-                spec.max_context
-                for label, spec in [(sel.label, sel.spec)] + [(o[0], o[1]) for o in others]
-                if label in drawn
-            ),
+            limits=tuple(c.spec.max_context for c in [me, *others] if c.fits),
         ),
         width="stretch",
         key="b_curve",
     )
-missing = [n for n, _, _, ob, _ in others if ob.kv_pool_bytes <= 0]
-if not fits_gpu:
-    missing.insert(0, sel.label)
+missing = [c.name for c in [me, *others] if not c.fits]
 no_curve = (
     f"No curve for {plain(', '.join(missing))}: the weights leave no room for a cache on this GPU."
     if missing
@@ -438,10 +320,10 @@ if fits_gpu and b.logs_startup_lines and not b.startup_error and context >= 2:
                 st.caption(
                     n[0].upper() + n[1:] + ". The Serving frontier page offers log-normal lengths."
                 )
-            st.page_link(
-                "app_pages/frontier.py",
-                label="The Serving frontier: every user count simulated, with latency",
-                icon=":material/ssid_chart:",
+            pages.link(
+                "frontier",
+                "The Serving frontier: every user count simulated, with latency",
+                ":material/ssid_chart:",
             )
 
 if fits_gpu:

@@ -51,20 +51,17 @@ except ValueError as exc:
     common.stop_on_error(exc)
 
 b = st.columns([1, 1, 1, 2])
-b[0].button(
-    "Next step",
-    on_click=callbacks.engine_advance,
-    args=(1,),
-    icon=":material/skip_next:",
-    width="stretch",
-)
-b[1].button(
-    "Run 10 steps",
-    on_click=callbacks.engine_advance,
-    args=(10,),
-    icon=":material/fast_forward:",
-    width="stretch",
-)
+for where, label, n, icon in (
+    (b[0], "Next step", 1, "skip_next"),
+    (b[1], "Run 10 steps", 10, "fast_forward"),
+):
+    where.button(
+        label,
+        on_click=callbacks.engine_advance,
+        args=(n,),
+        icon=f":material/{icon}:",
+        width="stretch",
+    )
 b[2].button(
     "Reset", on_click=callbacks.engine_reset, icon=":material/restart_alt:", width="stretch"
 )

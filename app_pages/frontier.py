@@ -2,7 +2,7 @@ import streamlit as st
 
 from kvcalc.core.units import fmt_seconds
 from kvcalc.perf.calibration import IDEAL
-from webui import common, serving
+from webui import common, pages, serving
 from webui.common import bound, select
 from webui.figures import LIMIT_NAMES, frontier_figure, utilization_figure
 
@@ -343,9 +343,10 @@ with st.expander("How the simulation works", icon=":material/function:"):
         "preempted."
     )
     lc = st.columns(3)
-    lc[0].page_link("app_pages/budget.py", label="Budget", icon=":material/memory:")
-    lc[1].page_link("app_pages/step_time.py", label="Decode step time", icon=":material/speed:")
-    lc[2].page_link("app_pages/engine.py", label="Engine view", icon=":material/view_module:")
+    for where, name, label in zip(
+        lc, ("budget", "step_time", "engine"), ("Budget", None, "Engine view")
+    ):
+        pages.link(name, label, where=where)
     st.markdown(
         "Each engine step decodes one token for every running request, gives prompt chunks "
         "the rest of max_num_batched_tokens, and admits waiting requests while blocks are free "

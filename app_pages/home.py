@@ -3,7 +3,7 @@ import streamlit as st
 from kvcalc import budget, kv_cache
 from kvcalc.core.units import fmt_bytes, fmt_gib
 from kvcalc.engines.budget import pool_defaults_text
-from webui import common
+from webui import common, pages
 from webui.figures import cache_picture
 from webui.fit_fix import fitting_setup_button
 
@@ -84,46 +84,17 @@ st.markdown(
     "Six stops, each a few minutes. The sidebar's model and GPU follow you; the glossary "
     "at the bottom of the sidebar spells out every acronym."
 )
-PATH = [
-    (
-        "app_pages/cache_fill.py",
-        "1. Cache fill: watch the cache grow token by token",
-        ":material/grid_on:",
-    ),
-    (
-        "app_pages/budget.py",
-        "2. Budget: how many conversations fit on one GPU",
-        ":material/memory:",
-    ),
-    (
-        "app_pages/step_time.py",
-        "3. Decode step time: when the cache, not the weights, sets the speed",
-        ":material/speed:",
-    ),
-    (
-        "app_pages/engine.py",
-        "4. Engine view: how an engine hands out cache blocks",
-        ":material/view_module:",
-    ),
-    (
-        "app_pages/techniques.py",
-        "5. Shrinking the cache: GQA, MQA, MLA, FP8, windows, offload",
-        ":material/compress:",
-    ),
-    ("app_pages/interview.py", "6. Interview check: test yourself", ":material/school:"),
-]
-for page, label, icon in PATH:
-    st.page_link(page, label=label, icon=icon)
-st.page_link(
-    "app_pages/lab.py",
-    label="Then: the Inference Lab, every knob and every result together",
-    icon=":material/tune:",
-)
-st.page_link(
-    "app_pages/tour.py",
-    label="Or the guided tour: predict a number at each of seven stops before it is revealed",
-    icon=":material/flag:",
-)
+for name, label in (
+    ("cache_fill", "1. Cache fill: watch the cache grow token by token"),
+    ("budget", "2. Budget: how many conversations fit on one GPU"),
+    ("step_time", "3. Decode step time: when the cache, not the weights, sets the speed"),
+    ("engine", "4. Engine view: how an engine hands out cache blocks"),
+    ("techniques", "5. Shrinking the cache: GQA, MQA, MLA, FP8, windows, offload"),
+    ("interview", "6. Interview check: test yourself"),
+    ("lab", "Then: the Inference Lab, every knob and every result together"),
+    ("tour", "Or the guided tour: predict a number at each of seven stops before it is revealed"),
+):
+    pages.link(name, label)
 st.caption(
     "Units: GiB = 2^30 bytes and KiB = 2^10 bytes for memory and the cache; GB = 10^9 "
     "bytes, GB/s and TFLOPS are decimal, as bandwidth and compute are quoted. A GPU's "

@@ -1,7 +1,7 @@
 import streamlit as st
 
 from kvcalc.teach.quiz import answer_label, grade, interview_questions, practice_questions
-from webui import callbacks, common
+from webui import callbacks, common, pages
 from webui.common import bound, select
 
 common.page_header(
@@ -81,10 +81,9 @@ elif mode == "practice":
             answer_box(q, f"{seed}_{q.qid}")
 else:
     deck = questions + practice
-    st.page_link(
-        "app_pages/live_class.py",
-        icon=":material/co_present:",
-        label="Run it as a live class: students answer on their phones, this screen "
+    pages.link(
+        "live_class",
+        "Run it as a live class: students answer on their phones, this screen "
         "counts the answers and names the mistakes",
     )
 

@@ -3,7 +3,7 @@ import threading
 import streamlit as st
 
 from kvcalc.core.units import fmt_bytes
-from kvcalc.measure import quality, quality_results
+from kvcalc.measure import quality
 from webui import common, device_queue, shared
 from webui.common import bound
 from webui.figures import quality_figure
@@ -65,7 +65,7 @@ missing = [v for v in variants if key(v) not in store]
 queue = device_queue.QUEUE
 # A committed run of `python -m kvcalc quality` for these settings (kvcalc/results/): shown
 # while this server has not measured them, so the first table needs no model work.
-committed = quality_results.committed_result(tokens, window)
+committed = quality.committed_result(tokens, window)
 if live_missing is not None:
     st.error(live_missing)
     if committed is None:

@@ -110,18 +110,14 @@ if c[3].button("Run", type="primary", icon=":material/play_arrow:", width="stret
     wait_note = st.empty()
 
     def job(should_stop):
-        return live.measure(
-            model=model,
-            source=source,
+        return live.measure_cache(
+            runtime.RealModel(model, source, dtype, device, local_files_only=hosted()),
             prompt_tokens=prompt_tokens,
             new_tokens=new_tokens,
             batch=batch,
-            dtype=dtype,
-            device=device,
             no_cache_tokens=no_cache,
             prompt_text=prompt_text,
             should_stop=should_stop,
-            local_files_only=hosted(),
         )
 
     def on_wait(pos: int) -> None:

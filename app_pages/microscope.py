@@ -2,7 +2,7 @@ import numpy as np
 import streamlit as st
 
 from kvcalc.measure import microscope
-from webui import common, device_queue
+from webui import common, device_queue, pages
 from webui.common import bound, select
 from webui.figures import attention_row_figure, causal_figure, gqa_figure, kv_figure
 from webui.hosted import hosted, plain
@@ -161,11 +161,7 @@ if n > 2 and sink >= 0.3:
         "with a sliding window and quality falls: the measured page's window and sink rows "
         "show by how much."
     )
-    st.page_link(
-        "app_pages/kv_quality.py",
-        label="Measured: a window with and without 4 sink tokens",
-        icon=":material/query_stats:",
-    )
+    pages.link("kv_quality", "Measured: a window with and without 4 sink tokens")
 
 st.subheader("The query is used once, then dropped")
 qn = m.query_numbers_per_token()

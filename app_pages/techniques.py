@@ -3,7 +3,7 @@ import streamlit as st
 from kvcalc import get_dtype, kv_cache, registry
 from kvcalc.core.units import fmt_bytes
 from kvcalc.teach.techniques import techniques
-from webui import callbacks, common
+from webui import callbacks, common, pages
 from webui.common import bound, select
 from webui.figures import head_sharing_figure, mla_figure, techniques_figure, window_figure
 from webui.hosted import plain
@@ -44,32 +44,14 @@ with st.expander("The techniques' settings: window, offload, MLA", icon=":materi
     rope = c2.number_input("MLA RoPE part", 0, 4096, 64, 16, **bound("t_rope", "num"))
 
 try:
-    rows = cached(techniques)(
-        sel.spec,
-        context,
-        kv_dtype=sel.kv_dtype,
-        window=window,
-        latent=(rank, rope),
-        gpu_tokens=gpu_tokens,
-        link=link,
-        peak_tflops=sel.gpu.peak_tflops("bf16"),
-        tp=sel.tp,
-    )
+    kw = dict(window=window, latent=(rank, rope), gpu_tokens=gpu_tokens, link=link, tp=sel.tp)
+    kw["peak_tflops"] = sel.gpu.peak_tflops("bf16")
+    rows = cached(techniques)(sel.spec, context, kv_dtype=sel.kv_dtype, **kw)
     # The same rows at a 16-bit cache: the reference the measured page's "vs 16-bit" uses.
     rows16 = (
         rows
         if sel.kv_dtype in ("bf16", "fp16")
-        else cached(techniques)(
-            sel.spec,
-            context,
-            kv_dtype="bf16",
-            window=window,
-            latent=(rank, rope),
-            gpu_tokens=gpu_tokens,
-            link=link,
-            peak_tflops=sel.gpu.peak_tflops("bf16"),
-            tp=sel.tp,
-        )
+        else cached(techniques)(sel.spec, context, kv_dtype="bf16", **kw)
     )
 except ValueError as exc:
     common.stop_on_error(exc)
@@ -152,11 +134,9 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
             else ""
         )
     )
-st.page_link(
-    "app_pages/kv_quality.py",
-    label="What FP8, INT8, INT4, KIVI and a sliding window "
-    "cost in quality, measured on a real model",
-    icon=":material/query_stats:",
+pages.link(
+    "kv_quality",
+    "What FP8, INT8, INT4, KIVI and a sliding window cost in quality, measured on a real model",
 )
 
 

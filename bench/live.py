@@ -56,26 +56,15 @@ def run(
     gpu=None,
     repeats=3,
 ):
-    live.measure(
-        model=key,
-        source=source,
-        prompt_tokens=prompt_tokens,
-        new_tokens=4,
-        dtype=dtype,
-        device=device,
-        prompt_text=prompt_text,
+    real = runtime.RealModel(key, source, dtype, device)
+    live.measure_cache(
+        real, prompt_tokens=prompt_tokens, new_tokens=4, prompt_text=prompt_text
     )  # load + warm-up
     loops, gens, last = [], [], None
     for _ in range(repeats):
         t = time.perf_counter()
-        last = live.measure(
-            model=key,
-            source=source,
-            prompt_tokens=prompt_tokens,
-            new_tokens=new_tokens,
-            dtype=dtype,
-            device=device,
-            prompt_text=prompt_text,
+        last = live.measure_cache(
+            real, prompt_tokens=prompt_tokens, new_tokens=new_tokens, prompt_text=prompt_text
         )
         loops.append(time.perf_counter() - t)
         gens.append(

@@ -61,13 +61,14 @@ def cases() -> list[str]:
             " --tp 2 --json",
             f"prefill --model {m} --gpu h100-sxm-80gb --prompt-tokens 2048 --json",
             f"vllm --model {m} --available-kv-gib 20 --max-model-len 8192 --json",
-            f"vllm --model {m} --gpu h100-sxm-80gb --available-kv-gib 12 --max-model-len 8192 --tp 2 "
-            "--vllm-version 0.11.0 --json",
+            f"vllm --model {m} --gpu h100-sxm-80gb --available-kv-gib 12 --max-model-len 8192 "
+            "--tp 2 --vllm-version 0.11.0 --json",
             f"vllm --model {m} --available-kv-gib 30 --max-model-len 8192",
             f"capacity --model {m} --gpu h100-sxm-80gb --prompt-tokens 1000 --output-tokens 200"
             " --json",
             f"offload --model {m} --gpu h100-sxm-80gb --prefix-tokens 4096 --json",
-            f"simulate --model {m} --gpu h100-sxm-80gb --requests 40 --rate 4 --seed 1 {LENS} --json",
+            f"simulate --model {m} --gpu h100-sxm-80gb --requests 40 --rate 4 --seed 1 {LENS}"
+            " --json",
             f"simulate --model {m} --gpu h200-141gb --tp 8 --users 32 --requests 64 --seed 5 "
             "--prompt-dist uniform:200:3000 --output-dist uniform:50:400 --json",
         ]
@@ -75,7 +76,8 @@ def cases() -> list[str]:
         out += [
             f"budget --model llama-3.1-8b --gpu {g} --context 8192 --json",
             f"step-time --model llama-3.1-8b --gpu {g} --context 8192 --batch 16 --json",
-            f"simulate --model llama-3.1-8b --gpu {g} --users 16 --requests 30 --seed 2 {LENS} --json",
+            f"simulate --model llama-3.1-8b --gpu {g} --users 16 --requests 30 --seed 2 {LENS}"
+            " --json",
         ]
     out += [
         "simulate --model llama-3.1-70b --gpu h100-sxm-80gb --tp 4 --requests 60 --rate 8"
@@ -87,7 +89,8 @@ def cases() -> list[str]:
         f"simulate --model llama-3.1-8b --gpu l4 --rate 2 --requests 30 --ideal {LENS} --json",
         "simulate --model llama-3.1-8b --gpu h100-sxm-80gb --rate 20 --requests 200 "
         "--lengths sharegpt --seed 7 --json",
-        f"simulate --model llama-3.1-8b --gpu l4 --rate 2 --requests 30 --kv-pool-gib 4 {LENS} --json",
+        f"simulate --model llama-3.1-8b --gpu l4 --rate 2 --requests 30 --kv-pool-gib 4 {LENS}"
+        " --json",
         "simulate --model deepseek-v3 --gpu h200-141gb --tp 8 --requests 20 --engine"
         f" trtllm@1.0 --rate 1 {LENS} --json",
         "budget --model llama-3.1-8b --vram-gib 24 --context 8192 --weight-bits 4 --json",
@@ -95,10 +98,10 @@ def cases() -> list[str]:
         " --reserve-gib 3 --block-size 32 --max-num-batched-tokens 4096 --json",
         "budget --model qwen3-8b --gpu h100-sxm-80gb --context 8192 --speculative-config"
         ' {"method":"ngram","num_speculative_tokens":4} --json',
-        "vllm --model qwen3-next-80b-a3b --gpu h200-141gb --available-kv-gib 40 --max-model-len 32768 "
-        "--mamba-ssm-cache-dtype float32 --enable-prefix-caching --json",
-        "vllm --model deepseek-v3 --gpu h200-141gb --available-kv-gib 40 --tp 8 --max-model-len 32768 "
-        "--kv-dtype fp8 --num-draft-layers 1 --json",
+        "vllm --model qwen3-next-80b-a3b --gpu h200-141gb --available-kv-gib 40 "
+        "--max-model-len 32768 --mamba-ssm-cache-dtype float32 --enable-prefix-caching --json",
+        "vllm --model deepseek-v3 --gpu h200-141gb --available-kv-gib 40 --tp 8 "
+        "--max-model-len 32768 --kv-dtype fp8 --num-draft-layers 1 --json",
         "passes --new-tokens 100 --prompt-tokens 500 --json",
         "table --json",
         "models --json",

@@ -257,9 +257,9 @@ def bounded_check() -> None:
     import worst_inputs as W
 
     from kvcalc import load_config_file
-    from kvcalc.measure.verify_bounded import verify_bounded
+    from kvcalc.measure.verify import verify_bounded
 
-    print("7. the bounded transformers check (kvcalc/measure/verify_bounded.py), once each")
+    print("7. the bounded transformers check (kvcalc/measure/verify.py), once each")
     llama = load_config_file(ROOT / "tests" / "data" / "configs" / "llama-3.1-8b.json")
     show(
         "600 layers, refused before a process",

@@ -1,5 +1,5 @@
 """The transformers check of the largest configs the caps admit (tests/worst_inputs.py), as the
-app runs it (kvcalc.measure.verify_bounded: a child process with the hosted limits of
+app runs it (kvcalc.measure.verify.verify_bounded: a child process with the hosted limits of
 webui.hosted.verify_caps), and what it leaves in the server: this process's RSS before and
 after, the child's wall time and its verdict.
 
@@ -38,7 +38,7 @@ def main() -> None:
         os.environ["KVLAB_HOSTED"] = "1"
     import worst_inputs as W
 
-    from kvcalc.measure.verify_bounded import verify_bounded
+    from kvcalc.measure.verify import verify_bounded
     from webui.hosted import verify_caps
 
     caps = verify_caps()
@@ -58,7 +58,7 @@ def main() -> None:
     configs["paste_at_max_chars"] = json.loads(W.paste_at_max_chars())
     # The largest the check itself admits: 512 layers (MAX_CHECK_LAYERS), every width at its cap
     # or the most experts; these are built in the child, under its limits.
-    from kvcalc.measure.verify_bounded import MAX_CHECK_LAYERS
+    from kvcalc.measure.verify import MAX_CHECK_LAYERS
 
     configs["dense_512_at_caps"] = {**W.dense_at_caps(), "num_hidden_layers": MAX_CHECK_LAYERS}
     configs["dense_512_fits"] = {**W.dense_fits(), "num_hidden_layers": MAX_CHECK_LAYERS}

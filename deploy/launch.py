@@ -8,7 +8,7 @@ websocket handshake whose Origin is another site (server.enableCORS, the default
 external address is one of the hosts it admits). The answer is cached only when one comes, so
 without a way out each foreign handshake waited up to two 1-second timeouts in the server's
 event loop, and 4 at a time held every other visitor's page load at about 5 s (issue 39, B17).
-A hosted app makes no such call (the README), and a replica behind HAProxy or an Ingress has
+A hosted app makes no such call (docs/deploy.md), and a replica behind HAProxy or an Ingress has
 no use for the address: students reach it by the course's host name.
 
 So before Streamlit starts, its cache (``streamlit.net_util._external_ip``, Streamlit 1.67)

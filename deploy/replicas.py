@@ -130,7 +130,7 @@ def class_limits(students: int) -> dict[str, str]:
 def self_signed_certificate(pem: Path, hosts: list[str], days: int = 30) -> Path:
     """A self-signed certificate for ``hosts`` (names or IP addresses) made by openssl, for a
     trial: ``pem`` holds the certificate and then its key, as HAProxy reads them (readable by
-    this user only). Browsers warn about it; a course needs a real one (the README)."""
+    this user only). Browsers warn about it; a course needs a real one (docs/deploy.md)."""
     if shutil.which("openssl") is None:
         raise StartError("openssl is not installed (Debian: apt-get install openssl).")
     pem = Path(pem)
@@ -141,7 +141,7 @@ def self_signed_certificate(pem: Path, hosts: list[str], days: int = 30) -> Path
     )
     with tempfile.TemporaryDirectory() as tmp:
         key, cert = Path(tmp) / "key.pem", Path(tmp) / "cert.pem"
-        # The openssl command the README gives for compose, with the hosts filled in.
+        # The openssl command docs/deploy.md gives for compose, with the hosts filled in.
         out = subprocess.run(
             [
                 "openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-sha256",

@@ -4,20 +4,9 @@ Pure Python (standard library + PyYAML). Importing it never imports streamlit, p
 or torch; the chart builders live in webui.figures, and the torch measurements (kvcalc.measure)
 are imported only by the pages and commands that need them.
 
-Where things are (imports point one way, down this list; tests/test_layers.py checks it):
-    core      units, message text, number formats (dtypes), cdiv and bisection (arith), the
-              layer kinds and ModelSpec (model)
-    cache     KV bytes per layer, token, sequence, batch, TP/PP split (kv); weight bytes
-    config    config.json fields -> ModelSpec (hfconfig, fields, families, family_readers,
-              limits, params); the one safe file reader (files); the registry in models.yaml
-              (catalog)
-    engines   vLLM's own arithmetic (vllm); the GPU memory budget by convention (budget); a paged
-              block pool and scheduler (paging)
-    perf      roofline, intensity, calibration, sweeps, the serving simulator (sim), capacity
-    teach     quiz, quiz_choices, tour, techniques, fill
-    cli       python -m kvcalc: the command registry (commands) and its command groups
-    measure   torch only, imported lazily; uses core, cache and config: the one torch runtime
-              (runtime), twins, live, verify, zoo, quality, microscope, llama_forward, worktime
+The subpackages are layers, imports pointing down (tests/test_layers.py checks it):
+core <- cache <- config <- engines <- perf <- teach <- cli; measure uses core, cache, config.
+What each holds, and a first path through the code: docs/design.md#the-map.
 
 The names below are the public surface: ``from kvcalc import budget, kv_cache, ...``. The
 subpackages export nothing under a module's name, so ``kvcalc.engines.budget`` is always the

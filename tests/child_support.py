@@ -1,4 +1,4 @@
-"""What the tests of the bounded check (kvcalc.measure.verify_bounded) share: a spy on the child
+"""What the tests of the bounded check (kvcalc.measure.verify) share: a spy on the child
 processes it starts, so that a test asserts how a child ended (killed, reaped) and how many
 times the parent waited on it, instead of how many seconds that took (issue 39, item 9: a
 wall-time bound is a flaky test on a loaded machine; bench/refusals.py prints the seconds)."""

@@ -49,7 +49,7 @@ def test_every_page_renders_with_defaults(page):
 
 
 def test_home_numbers_are_kvcalc_numbers():
-    at = open_page("app_pages/home.py")
+    at = open_page(path("home"))
     spec = get_model("llama-3.1-8b").spec
     r = kv_cache(spec, 8192)
     assert (
@@ -59,7 +59,7 @@ def test_home_numbers_are_kvcalc_numbers():
 
 
 def test_budget_page_matches_kvcalc_and_reacts_to_inputs():
-    at = open_page("app_pages/budget.py")
+    at = open_page(path("budget"))
     expect = budget(on().but(reserve_bytes=2 * GiB), 8192, 16)
     assert metric(at, "Blocks") == f"{expect.num_blocks:,}"
     assert metric(at, "vLLM logs at 8,192") == f"{expect.max_concurrency:,.2f}x"
@@ -83,7 +83,7 @@ def test_budget_compare_mode_adds_curves_and_rows():
     # The compare box takes model names. On one H100, DeepSeek-V3's 624.94 GiB of weights leave
     # no pool: no curve, and its row says so instead of a negative pool (review 4, F10). Llama 2
     # 7B's curve stops at its own limit, 4,096 tokens, and its row at 8,192 is marked past it.
-    at = open_page("app_pages/budget.py")
+    at = open_page(path("budget"))
     at.multiselect(key="b_cmp").set_value(["Llama 2 7B", "DeepSeek-V3"])
     at.run()
     assert not at.exception
@@ -100,7 +100,7 @@ def test_budget_compare_mode_adds_curves_and_rows():
 
 
 def test_budget_model_and_dtype_switch():
-    at = open_page("app_pages/budget.py")
+    at = open_page(path("budget"))
     before = metric(at, "KV per token")
     at.sidebar.selectbox(key="kvdtype").set_value("fp8")
     at.run()
@@ -114,7 +114,7 @@ def test_budget_model_and_dtype_switch():
 
 
 def test_step_time_page_matches_kvcalc():
-    at = open_page("app_pages/step_time.py")
+    at = open_page(path("step_time"))
     m = get_model("llama-3.1-8b")
     s = step_time(
         Deployment(spec=m.spec, weights=m.weights()), context=8192, batch=1, bandwidth_gbs=3350
@@ -133,7 +133,7 @@ def test_step_time_page_matches_kvcalc():
 
 
 def test_techniques_page_rows():
-    at = open_page("app_pages/techniques.py")
+    at = open_page(path("techniques"))
     rows = at.table[0].value
     assert len(rows) == 9
     at.number_input(key="t_window").set_value(1024)
@@ -142,7 +142,7 @@ def test_techniques_page_rows():
 
 
 def test_lab_reacts_and_shows_deltas():
-    at = open_page("app_pages/lab.py")
+    at = open_page(path("lab"))
     assert metric(at, "Step time")
     at.number_input(key="l_ctx").set_value(16384)  # 16 x 16,384 x 128 KiB = 32 GiB: fits
     at.run()
@@ -153,7 +153,7 @@ def test_lab_reacts_and_shows_deltas():
 def test_lab_shows_no_speed_for_a_batch_that_does_not_fit():
     # Llama 3.1 8B, 16 sequences of 65,536 tokens: 16 x 65,536 x 131,072 B = 128 GiB of cache,
     # more than the whole 80 GB H100. No step time and no tokens/s; the page says how many fit.
-    at = open_page("app_pages/lab.py", l_ctx="65536")
+    at = open_page(path("lab"), l_ctx="65536")
     assert not at.exception
     assert metric(at, "Step time") == "does not fit"
     assert metric(at, "Tokens/s") == "does not fit"
@@ -165,7 +165,7 @@ def test_lab_shows_no_speed_for_a_batch_that_does_not_fit():
 
 def test_bad_url_parameters_give_a_note_not_an_error():
     at = open_page(
-        "app_pages/home.py",
+        path("home"),
         model="nope",
         tp="3",
         kvdtype="fp8",
@@ -182,7 +182,7 @@ def test_bad_url_parameters_give_a_note_not_an_error():
 def test_bad_page_parameter_is_reported():
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
-    at.switch_page("app_pages/budget.py")
+    at.switch_page(path("budget"))
     at.run()
     at2 = AppTest.from_file(APP, default_timeout=60)
     at2.query_params["b_ctx"] = "-5"
@@ -191,7 +191,7 @@ def test_bad_page_parameter_is_reported():
 
 
 def test_custom_config_paste():
-    at = open_page("app_pages/budget.py")
+    at = open_page(path("budget"))
     at.sidebar.selectbox(key="model").set_value("my-config")
     at.run()
     assert not at.exception and at.error  # asks for a config, clearly
@@ -214,7 +214,7 @@ def test_hub_id_is_checked_and_offline_is_explained(monkeypatch):
         raise OSError("network is unreachable")
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", offline)
-    at = open_page("app_pages/home.py")
+    at = open_page(path("home"))
     at.sidebar.selectbox(key="model").set_value("hub")
     at.run()
     at.sidebar.text_input(key="hub_id").set_value("../../etc/passwd")
@@ -229,7 +229,7 @@ def test_hub_id_is_checked_and_offline_is_explained(monkeypatch):
 
 
 def test_model_too_big_for_gpu_is_explained():
-    at = open_page("app_pages/budget.py")
+    at = open_page(path("budget"))
     at.sidebar.selectbox(key="model").set_value("deepseek-v3")
     at.run()
     assert not at.exception
@@ -248,7 +248,7 @@ DATA = ROOT / "tests" / "data" / "configs"
 
 
 def test_rejected_config_keeps_the_last_good_model():
-    at = open_page("app_pages/budget.py")
+    at = open_page(path("budget"))
     at.sidebar.selectbox(key="model").set_value("my-config")
     at.run()
     at.sidebar.text_area(key="cfg_text").set_value(json.dumps(llama_config(num_hidden_layers=10)))
@@ -273,7 +273,7 @@ def test_config_without_parameter_count_asks_for_weights_and_shows_assumptions()
 
     cfg = json.loads((DATA / "minimax-m1.json").read_text())
     cfg["shared_intermediate_size"] = 1024
-    at = open_page("app_pages/budget.py")
+    at = open_page(path("budget"))
     at.sidebar.selectbox(key="model").set_value("my-config")
     at.run()
     at.sidebar.text_area(key="cfg_text").set_value(json.dumps(cfg))
@@ -291,7 +291,7 @@ def test_config_without_parameter_count_asks_for_weights_and_shows_assumptions()
 
 def test_user_config_checked_against_transformers():
     pytest.importorskip("torch")
-    at = open_page("app_pages/home.py")
+    at = open_page(path("home"))
     at.sidebar.selectbox(key="model").set_value("my-config")
     at.run()
     at.sidebar.text_area(key="cfg_text").set_value((DATA / "opt-125m.json").read_text())
@@ -312,12 +312,12 @@ ALL_PAGES = PAGES + [path(n) for n in ("cache_fill", "engine", "interview", "tou
 def test_every_page_takes_a_hard_real_config(page, config):
     # A Mamba-2 / attention / MLP hybrid, a model with KV-sharing layers, and one with no
     # attention at all: every page renders, or says what it cannot do, never crashes.
-    at = open_page("app_pages/home.py")
+    at = open_page(path("home"))
     at.sidebar.selectbox(key="model").set_value("my-config")
     at.run()
     at.sidebar.text_area(key="cfg_text").set_value((DATA / config).read_text())
     at.run()
-    if page != "app_pages/home.py":
+    if page != path("home"):
         at.switch_page(page)
         at.run()
     assert not at.exception, [e.value for e in at.exception]
@@ -326,12 +326,12 @@ def test_every_page_takes_a_hard_real_config(page, config):
 def test_budget_says_which_vllm_limit_binds_and_when_vllm_would_not_start():
     # Llama 3.1 8B on an H100 at 256 tokens: memory allows thousands of sequences, but vLLM's
     # default max_num_seqs on a GPU of 70 GiB or more is 1,024: the scheduler binds.
-    at = open_page("app_pages/budget.py", b_ctx="256")
+    at = open_page(path("budget"), b_ctx="256")
     info = " ".join(text(i) for i in at.info)
     assert "max_num_seqs = 1,024" in info and "the scheduler, not memory" in info
     # On an L4 (22.5 GiB as the driver reports it) with 16 GB of BF16 weights, one 131,072-token
     # request needs 16 GiB of cache: vLLM refuses to start, with its own message and estimate.
-    at = open_page("app_pages/budget.py", gpu="l4", b_ctx="131072")
+    at = open_page(path("budget"), gpu="l4", b_ctx="131072")
     errors = " ".join(text(e) for e in at.error)
     b = budget(on("l4"), 131072)
     assert b.startup_error and "vLLM would refuse to start" in errors
@@ -342,7 +342,7 @@ def test_lab_ttft_is_at_least_one_weight_read():
     # Issue 13: "Time to first token (16 tokens) = 485.6 us" next to a 5.11 ms decode step.
     from kvcalc import get_gpu, get_model
 
-    at = open_page("app_pages/lab.py", l_prompt="16")
+    at = open_page(path("lab"), l_prompt="16")
     assert not at.exception
     m, gpu = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
     # Every weight but the untied input table (128,256 x 4,096 BF16), which the 16 tokens only
@@ -356,7 +356,7 @@ def test_lab_ttft_is_at_least_one_weight_read():
     assert shown.endswith(("ms", "µs")) and value >= floor_ms * 0.999
 
 
-@pytest.mark.parametrize("page", ["app_pages/lab.py", "app_pages/step_time.py"])
+@pytest.mark.parametrize("page", [path("lab"), path("step_time")])
 def test_no_speed_for_a_model_that_does_not_fit(page):
     # DeepSeek-V3 on one H100: about 625 GiB of FP8 weights against 80 GB. No step time, no
     # tokens/s: a message that says what does not fit and how to fix it.
@@ -373,11 +373,11 @@ def test_no_speed_for_a_model_that_does_not_fit(page):
 def test_longest_sequence_is_at_most_the_models_limit():
     # Llama 3.1 8B on an H100: memory alone would hold far more than 131,072 tokens for one
     # sequence; the model's max_position_embeddings (131,072) binds and the page says so.
-    at = open_page("app_pages/budget.py")
+    at = open_page(path("budget"))
     assert metric(at, "Longest sequence") == "131,072"
     # On an L4 the same model has about 3 GiB of pool (22.5 GiB x 0.9 - 15 GiB - 2 GiB): about
     # 25,000 tokens of 128 KiB, below 131,072: memory binds.
-    at = open_page("app_pages/budget.py", gpu="l4")
+    at = open_page(path("budget"), gpu="l4")
     b = budget(on("l4"), 8192, 16)
     assert b.max_context_limited_by == "memory" and 20_000 < b.max_context_tokens < 131_072
     assert metric(at, "Longest sequence") == f"{b.max_context_tokens:,}"
@@ -385,12 +385,12 @@ def test_longest_sequence_is_at_most_the_models_limit():
 
 def test_step_time_text_is_linear_and_flags_a_crossover_past_the_model():
     # Llama 3.1 8B, batch 1, BF16: crossover about 114.5K tokens, inside its 131,072.
-    at = open_page("app_pages/step_time.py")
+    at = open_page(path("step_time"))
     body = " ".join(text(m) for m in at.markdown)
     assert "grows in a straight line" in body and "nearly free" not in body
     assert "beyond this model" not in body
     # FP8 KV halves the bytes per token: the crossover doubles to about 229K, past the model.
-    at = open_page("app_pages/step_time.py", kvdtype="fp8")
+    at = open_page(path("step_time"), kvdtype="fp8")
     body = " ".join(text(m) for m in at.markdown)
     assert "beyond this model's max_position_embeddings (131,072 tokens)" in body
     assert any("every byte read once at the GPU's full 3,350 GB/s" in text(c) for c in at.caption)
@@ -416,7 +416,7 @@ def test_the_sidebars_share_and_step_cost_move_the_labs_real_engine_figure_only(
         (BW_SHARE, STEP_OVERHEAD_S * 1e3, "calibrated estimate"),
         (0.7, 1.0, "your step model"),
     ):
-        at = open_page("app_pages/lab.py", bw_share=str(share), step_ms=str(ms))
+        at = open_page(path("lab"), bw_share=str(share), step_ms=str(ms))
         assert not at.exception
         step = [x for x in at.metric if x.label.startswith("Step time")][0]
         assert step.label == f"Step time, {name}"
@@ -430,7 +430,7 @@ def test_step_time_page_marks_what_does_not_fit():
     # blocks // 512 sequences fit, so batch 64 and up are hatched.
     pool = budget(on(), 8192).kv_pool_bytes
     blocks = pool // (16 * 131_072)
-    at = open_page("app_pages/step_time.py", s_batch="64", s_xmax="131072")
+    at = open_page(path("step_time"), s_batch="64", s_xmax="131072")
     assert not at.exception
     caps = " ".join(text(c) for c in at.caption)
     assert f"64 sequences fit in the KV pool up to {blocks // 64 * 16:,} tokens each" in caps
@@ -447,7 +447,7 @@ def test_step_time_page_marks_what_does_not_fit():
 GLOSSARY = ["MHA", "GQA", "MQA", "MLA", "RoPE", "MFU", "TP", "PP", "BF16", "FP8", "TTFT", "GiB"]
 
 
-@pytest.mark.parametrize("page", ALL_PAGES + ["app_pages/live.py"])
+@pytest.mark.parametrize("page", ALL_PAGES + [path("live")])
 def test_glossary_is_reachable_from_every_page(page):
     # Issue 13: MHA, GQA, MQA, MLA, RoPE, MFU, TP, PP, BF16/FP8 spelled out from every page.
     at = open_page(page)
@@ -471,7 +471,7 @@ def test_home_has_the_picture_and_a_path_through_the_pages():
     assert svg.count('class="query"') == 1 and svg.count('class="read"') == 5
     assert "query: used once, then dropped" in svg and ">key</text>" in svg and ">(new)<" in svg
     assert "&lt;b&gt;" in cache_picture(["<b>"], "x")  # token text is escaped
-    at = open_page("app_pages/home.py")
+    at = open_page(path("home"))
     assert len(at.get("image")) == 1
     links = [p.proto.page for p in at.get("page_link")]
     assert links[:6] == ["cache_fill", "budget", "step_time", "engine", "techniques", "interview"]
@@ -480,8 +480,8 @@ def test_home_has_the_picture_and_a_path_through_the_pages():
 def test_url_bindings_are_declared_per_session_and_run():
     # Issue 14: no process-wide table that every session writes. Each run declares the widgets it
     # binds in its own session; another session's page leaves no key behind.
-    budget_page = open_page("app_pages/budget.py")
-    home = open_page("app_pages/home.py")
+    budget_page = open_page(path("budget"))
+    home = open_page(path("home"))
     assert "b_ctx" in budget_page.session_state["_url_bound"]
     assert "b_ctx" not in home.session_state["_url_bound"]
     assert "model" in home.session_state["_url_bound"]
@@ -490,7 +490,7 @@ def test_url_bindings_are_declared_per_session_and_run():
 def test_techniques_headline_is_the_largest_saving():
     # Llama 3.1 8B at 32,768 tokens: 32,768 x 131,072 B = 4 GiB as configured. MQA (1 K/V head
     # instead of 8) and a 4,096-token window both divide it by 8 (512 MiB); MQA comes first.
-    at = open_page("app_pages/techniques.py")
+    at = open_page(path("techniques"))
     assert metric(at, "One sequence of 32,768 tokens, as configured") == "4.00 GiB"
     assert metric(at, "Largest saving on this page") == "8.00x smaller"
     caps = " ".join(text(c) for c in at.caption)
@@ -503,7 +503,7 @@ def test_unknown_fields_refused_then_read_unverified_with_a_banner():
     # A config with a field no reader understands is refused by name in the sidebar; asking for
     # the unverified estimate gives the figures (2 x 4 layers x 2 KV heads x 64 x 2 B per
     # token) under a warning that says they are unverified.
-    at = open_page("app_pages/budget.py")
+    at = open_page(path("budget"))
     at.sidebar.selectbox(key="model").set_value("my-config")
     at.run()
     at.sidebar.text_area(key="cfg_text").set_value(json.dumps(llama_config(prompt_length=32)))
@@ -522,7 +522,7 @@ def test_config_of_a_family_without_a_reader_is_checked_by_itself():
     # it as a standard decoder and, torch being installed, checks it against transformers
     # without a button press.
     pytest.importorskip("torch")
-    at = open_page("app_pages/home.py")
+    at = open_page(path("home"))
     at.sidebar.selectbox(key="model").set_value("my-config")
     at.run()
     cfg = llama_config(model_type="my_own_llama")
@@ -552,7 +552,7 @@ def test_hosted_checks_only_on_a_press_and_refuses_native_code_types(monkeypatch
     started = []
     real = subprocess.Popen
     monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: started.append(a) or real(*a, **k))
-    at = open_page("app_pages/home.py")
+    at = open_page(path("home"))
     at.sidebar.selectbox(key="model").set_value("my-config")
     at.run()
     rwkv = json.loads((DATA / "rwkv-4-430m-pile.json").read_text())
@@ -573,10 +573,10 @@ def test_hosted_checks_only_on_a_press_and_refuses_native_code_types(monkeypatch
 @pytest.mark.parametrize(
     "page",
     [
-        "app_pages/step_time.py",
-        "app_pages/frontier.py",
-        "app_pages/roofline.py",
-        "app_pages/lab.py",
+        path("step_time"),
+        path("frontier"),
+        path("roofline"),
+        path("lab"),
     ],
 )
 def test_tp_that_does_not_divide_the_kv_heads_is_a_message(page):
@@ -596,8 +596,8 @@ def test_tp_that_does_not_divide_the_kv_heads_is_a_message(page):
     [
         # issue 22 B4: Gemma 4's sliding and full pages do not divide each other in INT8 / INT4
         # with per-head scales, and vLLM refuses to start: said on the page, not a generic box.
-        ("app_pages/step_time.py", "int8", "gemma-4-26b-a4b.json"),
-        ("app_pages/step_time.py", "int4", "gemma-4-26b-a4b.json"),
+        (path("step_time"), "int8", "gemma-4-26b-a4b.json"),
+        (path("step_time"), "int4", "gemma-4-26b-a4b.json"),
     ],
 )
 def test_a_setup_vllm_refuses_is_a_sentence_on_the_page(page, kv, config):
@@ -615,7 +615,7 @@ def test_a_setup_vllm_refuses_is_a_sentence_on_the_page(page, kv, config):
 
 def test_a_context_limit_past_the_cap_is_refused_by_name():
     # issue 22 B4: max_position_embeddings above 10^8 was read, then crashed two pages.
-    at = open_page("app_pages/step_time.py")
+    at = open_page(path("step_time"))
     at.sidebar.selectbox(key="model").set_value("my-config")
     at.run()
     at.sidebar.text_area(key="cfg_text").set_value(
@@ -649,7 +649,7 @@ def test_no_step_model_beats_the_ideal_ttft_whatever_its_mfu(mfu):
     # 8,030,261,248 parameters less its input table (128,256 x 4,096, gathered, not multiplied)
     # are 7,504,924,672: a 2,048-token prompt is 2 x that x 2,048 = 3.07e13 FLOPs of linear
     # layers, at least 31.1 ms at the H100's 989.4 TFLOPS (BF16 dense), attention on top.
-    at = open_page("app_pages/lab.py", l_prompt="2048", l_mfu=mfu)
+    at = open_page(path("lab"), l_prompt="2048", l_mfu=mfu)
     assert not at.exception
     ttft = [x for x in at.metric if x.label.startswith("TTFT")][0]
     ideal = re.search(r"full bandwidth\): ([\d.,]+ (?:ms|µs|s))", ttft.help).group(1)
@@ -666,9 +666,9 @@ def _band_sentence(cls: str) -> str:
 @pytest.mark.parametrize(
     ("page", "query", "bands"),
     [
-        ("app_pages/lab.py", {}, ["tpot_itl", "ttft"]),
-        ("app_pages/frontier.py", {}, ["output_tokens_per_s", "tpot_itl", "ttft"]),
-        ("app_pages/roofline.py", {"r_batch": "32"}, ["tpot_itl"]),
+        (path("lab"), {}, ["tpot_itl", "ttft"]),
+        (path("frontier"), {}, ["output_tokens_per_s", "tpot_itl", "ttft"]),
+        (path("roofline"), {"r_batch": "32"}, ["tpot_itl"]),
     ],
 )
 def test_each_page_states_the_band_of_the_quantity_it_shows(page, query, bands):
@@ -689,10 +689,10 @@ def test_the_roofline_and_the_lab_give_one_ideal_ttft():
     # sat under "These are ideal bounds" while the Lab's ideal bound for it was 7.84 ms. One
     # truth per quantity: both at the full dense peak; by hand at least 2 x 7,504,924,672 x 512
     # / 989.4e12 = 7.77 ms (Llama 3.1 8B on an H100, attention on top).
-    lab = open_page("app_pages/lab.py", l_prompt="512")
+    lab = open_page(path("lab"), l_prompt="512")
     ttft = [x for x in lab.metric if x.label.startswith("TTFT")][0]
     ideal = re.search(r"full bandwidth\): ([\d.,]+ (?:ms|µs|s))", ttft.help).group(1)
-    roof = open_page("app_pages/roofline.py", r_prompt="512")
+    roof = open_page(path("roofline"), r_prompt="512")
     assert not roof.exception
     said = " ".join(text(m) for m in roof.main.markdown)
     shown = re.search(r"= \*\*([\d.,]+ (?:ms|µs|s))\*\* at the ideal bound", said).group(1)

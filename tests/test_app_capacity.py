@@ -10,6 +10,8 @@ import pytest
 pytest.importorskip("streamlit")
 from conftest import open_page  # noqa: E402
 
+from webui.pages import path  # noqa: E402
+
 
 def _text(at) -> str:
     parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
@@ -43,16 +45,16 @@ SETUPS = {
 @pytest.mark.parametrize("name", list(SETUPS))
 def test_budget_vllm_page_and_home_show_one_pool(name):
     query, pool, blocks = SETUPS[name]
-    home = open_page("app_pages/home.py", **query)
+    home = open_page(path("home"), **query)
     assert not home.exception
     assert f"KV pool on each GPU: {pool} = {blocks} blocks" in _text(home)
 
-    b = open_page("app_pages/budget.py", **query)
+    b = open_page(path("budget"), **query)
     assert not b.exception and not b.error
     assert _metric(b, "Blocks") == blocks
     assert f"({pool})" in "\n".join(c.value for c in b.code)  # KV pool = ... B (56.32 GiB)
 
-    v = open_page("app_pages/vllm_startup.py", **query)
+    v = open_page(path("vllm_startup"), **query)
     assert not v.exception and not v.error
     assert f"Available KV cache memory: {pool}" in "\n".join(c.value for c in v.code)
     assert _metric(v, "Blocks") == blocks
@@ -60,7 +62,7 @@ def test_budget_vllm_page_and_home_show_one_pool(name):
 
 def test_budget_puts_vllms_worst_case_beside_the_running_server():
     # Gemma 3 27B on an H100, 16 x 8,192 tokens (hand arithmetic: tests/test_capacity.py).
-    at = open_page("app_pages/budget.py", model="gemma-3-27b")
+    at = open_page(path("budget"), model="gemma-3-27b")
     assert not at.exception and not at.error
     # Finding 19: 4.78 is vLLM's logged worst case; decoding a sequence holds 896 blocks of
     # 1.25 MiB = 1.09 GiB, so 17,176 / 896 = 19.17 fit; the simulator binds at 17 users.
@@ -93,7 +95,7 @@ def test_budget_puts_vllms_worst_case_beside_the_running_server():
 
 def test_budget_for_full_attention_has_one_figure():
     # Llama 3.1 8B: every layer keeps every token, so vLLM's line is what a request holds.
-    at = open_page("app_pages/budget.py")
+    at = open_page(path("budget"))
     assert not at.exception and not at.error
     assert _metric(at, "vLLM logs at 8,192") == "56.32x"
     assert not [m for m in at.metric if m.label.startswith("Held decoding")]

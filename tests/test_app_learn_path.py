@@ -64,7 +64,7 @@ def test_the_paths_are_the_chapters_order_then_the_engineers():
     assert [p.name for p in ENGINEER] == ["lab", "roofline", "frontier", "vllm_startup"]
     assert pages.next_page("home").name == "cache_fill"
     assert pages.next_page("live_class") is None  # the last lesson has no "Next"
-    assert pages.on_learn_path("") and not pages.on_learn_path("lab")
+    assert pages.by_url("").section == pages.LEARN and pages.by_url("lab").section != pages.LEARN
 
 
 @pytest.mark.parametrize("page", [p.name for p in LEARN])

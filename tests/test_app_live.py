@@ -8,6 +8,8 @@ pytest.importorskip("torch", reason="torch is not installed (requirements.txt)")
 from conftest import ROOT  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
+from webui.pages import path  # noqa: E402
+
 APP = str(ROOT / "app.py")
 
 
@@ -21,7 +23,7 @@ def open_live(**query):
     for k, v in query.items():
         at.query_params[k] = v
     at.run()
-    at.switch_page("app_pages/live.py")
+    at.switch_page(path("live"))
     at.run()
     assert not at.exception
     return at

@@ -25,6 +25,7 @@ import pytest
 from conftest import ROOT, open_page
 
 from kvcalc.core.units import fmt_bytes
+from webui.pages import path
 
 CONFIGS = ROOT / "tests/data/configs"
 CTX = 8192
@@ -79,7 +80,7 @@ def test_kv_budget_and_tour_state_the_same_bytes(case):
     kv = cli("kv", *_source(case), "--context", str(CTX))
     assert (kv["kv_bytes_per_token_nominal"], kv["state_bytes"]) == (per_token, state)
     # Budget: one sequence, K/V and state together
-    at = _open("app_pages/budget.py", case, b_ctx=str(CTX))
+    at = _open(path("budget"), case, b_ctx=str(CTX))
     shown = {m.label: m.value for m in at.metric}
     one = next(v for k, v in shown.items() if k.startswith(f"One sequence of {CTX:,} tokens"))
     assert one == fmt_bytes(seq), shown
@@ -97,12 +98,12 @@ def test_kv_budget_and_vllm_page_state_the_same_drafter(case):
     kv = cli("kv", *_source(case), "--context", str(CTX), "--speculative-config", MTP)
     assert kv["drafter"]["bytes_per_token"] == drafter
     assert kv["kv_bytes_per_token_nominal"] == per_token + drafter
-    at = _open("app_pages/budget.py", case, b_ctx=str(CTX), b_spec="true")
+    at = _open(path("budget"), case, b_ctx=str(CTX), b_spec="true")
     said = " ".join(m.value for m in at.markdown if "drafter" in m.value)
     assert f"adds **{fmt_bytes(drafter)} per token**" in said, said
     # the vLLM page's lines with the model's MTP layers are the vllm command's
     page = _open(
-        "app_pages/vllm_startup.py",
+        path("vllm_startup"),
         case,
         u_spec="MTP (the model's own layers)",
         u_gib="40",

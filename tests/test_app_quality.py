@@ -14,8 +14,9 @@ from conftest import ROOT, open_page
 
 from kvcalc.measure import quality, runtime
 from webui import shared
+from webui.pages import path
 
-PAGE = "app_pages/kv_quality.py"
+PAGE = path("kv_quality")
 
 
 def committed(tokens: int) -> dict:

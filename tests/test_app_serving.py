@@ -15,6 +15,7 @@ from kvcalc import get_gpu, get_model  # noqa: E402
 from kvcalc.core.units import fmt_seconds  # noqa: E402
 from kvcalc.perf.calibration import CALIBRATED, IDEAL  # noqa: E402
 from webui import serving  # noqa: E402
+from webui.pages import path  # noqa: E402
 
 
 def text(element) -> str:
@@ -49,7 +50,7 @@ def page_text(at) -> str:
 
 
 def test_roofline_page_states_hand_numbers():
-    at = open_page("app_pages/roofline.py")
+    at = open_page(path("roofline"))
     assert not at.exception and not at.error
     assert metric(at, "Ridge point") == "295 FLOP/B"  # 989.4 TFLOPS / 3,350 GB/s
     assert before_lead(at, "Ridge point", "A graphics processing unit")
@@ -76,7 +77,7 @@ def test_roofline_page_states_hand_numbers():
 
 
 def test_roofline_batch_moves_decode_right():
-    at = open_page("app_pages/roofline.py")
+    at = open_page(path("roofline"))
     before = float(metric(at, "Decode at batch").split()[0])
     at.number_input(key="r_batch").set_value(48)  # 54 sequences of 8,192 tokens fit
     at.run()
@@ -94,7 +95,7 @@ def test_roofline_mla_decode_is_absorbed_under_two_roofs():
     # (54,168,605,047 B weights + 18,421,383,168 B latent) = 11.7 FLOP/B (6.3 before); FP8
     # weights have the GEMM roof 1,978.9 TFLOPS / 4,800 GB/s = 412 FLOP/B, the BF16 attention
     # 989.4 / 4,800 = 206 FLOP/B (tests/test_roofline_precision.py works both by hand).
-    at = open_page("app_pages/roofline.py", model="deepseek-v3", gpu="h200-141gb", tp="8")
+    at = open_page(path("roofline"), model="deepseek-v3", gpu="h200-141gb", tp="8")
     assert not at.exception and not at.error
     assert metric(at, "Ridge points: GEMMs / attention") == "412 / 206 FLOP/B"
     assert metric(at, "Decode at batch 32") == "11.7 FLOP/B"
@@ -108,12 +109,12 @@ def test_roofline_mla_decode_is_absorbed_under_two_roofs():
 def test_roofline_fp32_weights_use_the_fp32_peak():
     # Issue 23 [9]: a T4 does 8.1 TFLOPS in FP32 and 65 in FP16 on its tensor cores, at
     # 320 GB/s: FP32 GEMMs have a ridge of 8.1e12 / 320e9 = 25, 16-bit attention 203.
-    at = open_page("app_pages/roofline.py", model="gpt2", gpu="t4", wdtype="fp32")
+    at = open_page(path("roofline"), model="gpt2", gpu="t4", wdtype="fp32")
     assert not at.exception and not at.error
     assert metric(at, "Ridge points: GEMMs / attention") == "25 / 203 FLOP/B"
     # With "auto" vLLM loads GPT-2's FP32 checkpoint in FP16 on a T4 (no BF16 there): half
     # the bytes, the 16-bit roof for both.
-    at = open_page("app_pages/roofline.py", model="gpt2", gpu="t4")
+    at = open_page(path("roofline"), model="gpt2", gpu="t4")
     assert metric(at, "Ridge point") == "203 FLOP/B"
     assert "vLLM loads it in FP16 (dtype auto), so its weights take half" in page_text(at)
     assert any("has no BF16" in c.value for c in at.sidebar.caption)
@@ -130,7 +131,7 @@ def test_roofline_draws_only_batches_that_fit_and_prefill_at_its_mfu():
     pool = Deployment(spec=m.spec, gpu=g, weights=m.weights(), reserve_bytes=2 * 2**30)
     most = max_batch_at(pool.but(gpu_memory_utilization=0.92, block_size=16), 8192)
     assert most == 56  # 56.32 GiB // (8,192 x 131,072 B) = 56
-    at = open_page("app_pages/roofline.py", r_batch="1024")
+    at = open_page(path("roofline"), r_batch="1024")
     assert not at.exception and not at.error
     assert metric(at, "Decode at batch 1,024") == "does not fit"
     spec = chart(at)
@@ -149,7 +150,7 @@ def test_roofline_draws_only_batches_that_fit_and_prefill_at_its_mfu():
 
 def test_roofline_gqa_is_grouped_for_gpt2_and_axes_show_decades():
     # Issue 23 [11] [12]: GPT-2's 12 heads give GQA with 6 KV heads (2.0 FLOP/B), not MQA (12.0).
-    at = open_page("app_pages/roofline.py", model="gpt2")
+    at = open_page(path("roofline"), model="gpt2")
     assert not at.exception and not at.error
     body = page_text(at)
     assert "(GQA) with 6 KV heads lets 2 query heads share each cached key and value" in body
@@ -161,12 +162,12 @@ def test_roofline_gqa_is_grouped_for_gpt2_and_axes_show_decades():
     assert "1,000" in lay["xaxis"]["ticktext"]
     # The defaults stay within GPT-2's 1,024 tokens; past them the page refuses.
     assert metric(at, "Decode at batch 32")
-    at = open_page("app_pages/roofline.py", model="gpt2", r_ctx="2048")
+    at = open_page(path("roofline"), model="gpt2", r_ctx="2048")
     assert any("at most 1,024 tokens" in text(e) for e in at.error)
 
 
 def test_roofline_batch_one_states_each_metric_once():
-    at = open_page("app_pages/roofline.py", r_batch="1")
+    at = open_page(path("roofline"), r_batch="1")
     assert not at.exception
     labels = [m.label for m in at.metric]
     assert len(labels) == len(set(labels)) and "Decode at batch 1" in labels
@@ -179,7 +180,7 @@ def test_roofline_batch_one_states_each_metric_once():
 def test_roofline_query_tokens_scale_attention():
     # 4 query tokens per step (speculative decoding, MTP) read Llama 3.1 8B's 8,195 cached
     # tokens once: 2 x 32 x 256 x (4 x 8,192 + 6) / (8 x 256 x 8,195 x 2 B) = 16.0 FLOP/B.
-    at = open_page("app_pages/roofline.py", r_q="4")
+    at = open_page(path("roofline"), r_q="4")
     assert not at.exception and not at.error
     body = page_text(at)
     assert (
@@ -190,7 +191,7 @@ def test_roofline_query_tokens_scale_attention():
 
 
 def test_frontier_page_shows_the_overlay_and_the_binding_limit():
-    at = open_page("app_pages/frontier.py")
+    at = open_page(path("frontier"))
     assert not at.exception and not at.error
     m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
     # A real server's curve (the calibrated estimate) and the overlay's, over the ideal bound.
@@ -281,7 +282,7 @@ def test_frontier_page_shows_the_overlay_and_the_binding_limit():
 
 
 def test_frontier_offers_log_normal_lengths():
-    at = open_page("app_pages/frontier.py", fr_len="log-normal, sigma 0.5", fr_over="nothing")
+    at = open_page(path("frontier"), fr_len="log-normal, sigma 0.5", fr_over="nothing")
     assert not at.exception and not at.error
     m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
     f = serving.frontier(
@@ -293,17 +294,17 @@ def test_frontier_offers_log_normal_lengths():
 
 
 def test_frontier_overlay_from_the_link_and_bad_setups():
-    at = open_page("app_pages/frontier.py", fr_over="MHA: one K/V head per query head")
+    at = open_page(path("frontier"), fr_over="MHA: one K/V head per query head")
     assert not at.exception
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert spec["data"][1]["name"].startswith("MHA")
     # Sliding windows are simulated now (Gemma 2: window 4,096); a context past the model's
     # limit is refused with a message, not a traceback.
-    at = open_page("app_pages/frontier.py", model="gemma-2-9b", fr_over="nothing")
+    at = open_page(path("frontier"), model="gemma-2-9b", fr_over="nothing")
     assert not at.exception and not at.error
-    at = open_page("app_pages/frontier.py", model="gemma-2-9b", fr_prompt="8000")
+    at = open_page(path("frontier"), model="gemma-2-9b", fr_prompt="8000")
     assert not at.exception and at.error and "beyond" in text(at.error[0])
-    at = open_page("app_pages/frontier.py", pp="2")
+    at = open_page(path("frontier"), pp="2")
     assert not at.exception and at.error and "pipeline parallel to 1" in text(at.error[0])
 
 
@@ -312,7 +313,7 @@ def test_frontier_slo_moves_the_best_run_under_it():
     # headline is the best of those, and no run at all meets 1 ms.
     m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
     base = serving.frontier(m.spec, m.weights(), g, "bf16", 1, CALIBRATED, 512, 256, 0.0, None)
-    at = open_page("app_pages/frontier.py", fr_slo_tpot="20", fr_over="nothing")
+    at = open_page(path("frontier"), fr_slo_tpot="20", fr_over="nothing")
     assert not at.exception
     ok = [
         r
@@ -325,13 +326,13 @@ def test_frontier_slo_moves_the_best_run_under_it():
         metric(at, "Under the objective: tokens/s per GPU")
         == f"{max(r.output_tokens_per_s_per_gpu for r in ok):,.0f}"
     )
-    at = open_page("app_pages/frontier.py", fr_slo_tpot="1", fr_over="nothing")
+    at = open_page(path("frontier"), fr_slo_tpot="1", fr_over="nothing")
     assert metric(at, "Under the objective: tokens/s per GPU") == "no run meets it"
     assert any("No simulated run keeps TPOT p99 within 1 ms" in text(w) for w in at.warning)
 
 
 def test_the_sidebars_step_cost_moves_the_frontier():
-    at = open_page("app_pages/frontier.py", fr_over="nothing", step_ms="20")
+    at = open_page(path("frontier"), fr_over="nothing", step_ms="20")
     spec = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert spec["data"][0]["name"] == "your step model (BF16 KV)"
     m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")

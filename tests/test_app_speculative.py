@@ -12,6 +12,8 @@ import re
 import pytest
 from conftest import open_page
 
+from webui.pages import path
+
 CASES = {
     # model, gpu, tp: (bytes the drafter adds per token, its share, own layers, its weights
     # per GPU as the caption prints them or None)
@@ -34,7 +36,7 @@ def _fold(at):
 def test_toggle_adds_the_drafters_cache(case):
     model, gpu, tp = case
     per_token, share, layers, weights = CASES[case]
-    at = open_page("app_pages/budget.py", model=model, gpu=gpu, tp=tp, b_ctx="32768", b_spec="true")
+    at = open_page(path("budget"), model=model, gpu=gpu, tp=tp, b_ctx="32768", b_spec="true")
     assert not at.exception
     said = " ".join(_fold(at))
     assert f"adds **{per_token} per token**" in said, said
@@ -51,7 +53,7 @@ def test_toggle_adds_the_drafters_cache(case):
 
 
 def test_toggle_off_changes_nothing_and_one_move_turns_it_on():
-    at = open_page("app_pages/budget.py", model="llama-3.1-8b", b_ctx="32768")
+    at = open_page(path("budget"), model="llama-3.1-8b", b_ctx="32768")
     assert not any("adds **" in v for v in _fold(at))
     at.toggle(key="b_spec").set_value(True).run()
     assert any("adds **4.00 KiB per token**" in v for v in _fold(at))
@@ -63,7 +65,7 @@ def test_vllm_page_sizes_the_pool_with_the_drafter():
     42,949,672,960 // 65,536 // 33 = 19,859 blocks; 32,768 tokens take 2,048 blocks:
     19,859 / 2,048 = 9.70x, and int(9.6968... x 32,768) = 317,744 tokens."""
     at = open_page(
-        "app_pages/vllm_startup.py",
+        path("vllm_startup"),
         model="llama-3.1-8b",
         u_spec="EAGLE head (1 layer)",
         u_gib="40",
@@ -75,7 +77,7 @@ def test_vllm_page_sizes_the_pool_with_the_drafter():
     assert "Maximum concurrency for 32,768 tokens per request: 9.70x" in lines
     # MTP on a model that declares none: said, with what to choose instead
     at = open_page(
-        "app_pages/vllm_startup.py", model="llama-3.1-8b", u_spec="MTP (the model's own layers)"
+        path("vllm_startup"), model="llama-3.1-8b", u_spec="MTP (the model's own layers)"
     )
     assert not at.exception
     assert any("declares no MTP layers" in e.value for e in at.error)

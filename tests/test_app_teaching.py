@@ -13,6 +13,7 @@ from kvcalc import get_model  # noqa: E402
 from kvcalc.engines.paging import SCENARIOS, parse_requests, simulate  # noqa: E402
 from kvcalc.teach.fill import fill_timeline  # noqa: E402
 from kvcalc.teach.quiz import interview_questions, practice_questions  # noqa: E402
+from webui.pages import path  # noqa: E402
 
 APP = str(ROOT / "app.py")
 
@@ -38,7 +39,7 @@ def metric(at, label: str) -> str:
 
 
 def test_cache_fill_numbers_and_animation_frames():
-    at = open_page("app_pages/cache_fill.py")
+    at = open_page(path("cache_fill"))
     expect = fill_timeline(get_model("llama-3.1-8b").spec, 12, 20)[-1]
     assert metric(at, "Token passes with a cache") == f"{expect.passes_with_cache:,}"
     assert metric(at, "Token passes without") == f"{expect.passes_without_cache:,}"
@@ -54,7 +55,7 @@ def test_cache_fill_numbers_and_animation_frames():
 
 
 def test_cache_fill_too_long_is_explained():
-    at = open_page("app_pages/cache_fill.py")
+    at = open_page(path("cache_fill"))
     at.number_input(key="f_prompt").set_value(150)
     at.number_input(key="f_new").set_value(50)
     at.run()
@@ -62,7 +63,7 @@ def test_cache_fill_too_long_is_explained():
 
 
 def test_cache_fill_sliding_model_says_layers_stop_growing():
-    at = open_page("app_pages/cache_fill.py", model="gemma-3-27b")
+    at = open_page(path("cache_fill"), model="gemma-3-27b")
     assert any("stop growing at 1,024 tokens" in i.value for i in at.info)
 
 
@@ -73,7 +74,7 @@ def shown_step(at) -> str:
 
 
 def test_engine_step_run_reset():
-    at = open_page("app_pages/engine.py")
+    at = open_page(path("engine"))
     assert shown_step(at) == "0"
     at.button[0].click()  # Next step
     at.run()
@@ -93,7 +94,7 @@ def test_engine_step_run_reset():
 
 
 def test_engine_prefix_caching_toggle_and_link():
-    at = open_page("app_pages/engine.py", e_step="6")
+    at = open_page(path("engine"), e_step="6")
     assert shown_step(at) == "6" and metric(at, "Prefix hit rate") != "0%"
     at.toggle(key="e_cache").set_value(False)
     at.run()
@@ -101,7 +102,7 @@ def test_engine_prefix_caching_toggle_and_link():
 
 
 def test_engine_pressure_and_custom_input():
-    at = open_page("app_pages/engine.py", e_scn="Memory pressure: preemption", e_step="40")
+    at = open_page(path("engine"), e_scn="Memory pressure: preemption", e_step="40")
     assert int(metric(at, "Preemptions")) > 0
     at.selectbox(key="e_scn").set_value("custom")
     at.run()
@@ -117,7 +118,7 @@ def test_engine_pressure_and_custom_input():
 
 
 def test_interview_grades_answers():
-    at = open_page("app_pages/interview.py")
+    at = open_page(path("interview"))
     assert len(at.expander) >= 5
     at.text_input(key="ans_per-token").input("160 KiB")
     at.run()
@@ -130,7 +131,7 @@ def test_interview_grades_answers():
 
 
 def test_practice_set_from_the_link():
-    at = open_page("app_pages/interview.py", i_mode="Practice", i_seed="42")
+    at = open_page(path("interview"), i_mode="Practice", i_seed="42")
     qs = practice_questions(42, 10)
     texts = " ".join(m.value for m in at.markdown)
     assert qs[0].prompt in texts and qs[3].prompt in texts
@@ -141,7 +142,7 @@ def test_practice_set_from_the_link():
 
 
 def test_classroom_mode_navigation_and_reveal():
-    at = open_page("app_pages/interview.py", i_mode="Classroom", i_q="2")
+    at = open_page(path("interview"), i_mode="Classroom", i_q="2")
     first = interview_questions()
     assert any(first[1].prompt in m.value for m in at.markdown)
     at.button[1].click()  # Next
@@ -161,11 +162,11 @@ def test_vllm_page_predicts_and_explains():
     from kvcalc.cache.deployment import Deployment
     from kvcalc.engines.vllm import predict
 
-    at = open_page("app_pages/vllm_startup.py", u_len="8192", u_gib="55")
+    at = open_page(path("vllm_startup"), u_len="8192", u_gib="55")
     p = predict(Deployment(spec=get_model("llama-3.1-8b").spec), 55 * GiB, 8192)
     assert metric(at, "Blocks") == f"{p.num_blocks:,}" == "28,160"
     assert "450,560 tokens" in at.code[0].value and "55.00x" in at.code[0].value
-    at = open_page("app_pages/vllm_startup.py", u_mode="Explain a pasted log")
+    at = open_page(path("vllm_startup"), u_mode="Explain a pasted log")
     at.text_area(key="u_log").set_value(
         "Initializing a V1 LLM engine (v0.10.1) with config: model='meta-llama/Llama-3.1-8B', "
         "max_seq_len=8192\nAvailable KV cache memory: 55.00 GiB\nGPU KV cache size: 450,560 "
@@ -196,7 +197,7 @@ def test_engine_heavy_link_leaves_nothing_behind():
     from kvcalc.engines import paging
 
     t = time.perf_counter()
-    at = open_page("app_pages/engine.py", **HEAVY_ENGINE_LINK)
+    at = open_page(path("engine"), **HEAVY_ENGINE_LINK)
     took = time.perf_counter() - t
     assert not at.exception and shown_step(at) == "2000"
     at.button[0].click()  # Step: already at the cap, the same cached result
@@ -212,7 +213,7 @@ def test_engine_heavy_link_leaves_nothing_behind():
 def test_cache_fill_counts_the_first_token_from_the_prefill():
     # 12-token prompt, 20 decode steps: 12 + 20 = 32 token passes and 21 new tokens (the prefill
     # yields the first); without a cache 12 x 21 + 20 x 21 / 2 = 462 token passes.
-    at = open_page("app_pages/cache_fill.py", f_prompt="12", f_new="20")
+    at = open_page(path("cache_fill"), f_prompt="12", f_new="20")
     body = " ".join(re.sub(r"\\(.)", r"\1", m.value) for m in at.markdown)
     assert "12 + 20 = **32** token passes, and 1 + 20 = 21 new tokens" in body
     assert "**462** token passes" in body
@@ -220,7 +221,7 @@ def test_cache_fill_counts_the_first_token_from_the_prefill():
 
 
 def test_engine_block_table_has_no_bullet_dashes():
-    at = open_page("app_pages/engine.py")
+    at = open_page(path("engine"))
     cells = json.dumps(
         [t.value.to_dict() if hasattr(t.value, "to_dict") else str(t.value) for t in at.table]
     )
@@ -228,7 +229,7 @@ def test_engine_block_table_has_no_bullet_dashes():
 
 
 def test_interview_q2_has_two_graded_boxes():
-    at = open_page("app_pages/interview.py")
+    at = open_page(path("interview"))
     at.text_input(key="ans_per-token").set_value("160 KiB")
     at.text_input(key="ans_per-token_2").set_value("1.25 GiB")
     at.run()
@@ -241,7 +242,7 @@ def test_interview_q2_has_two_graded_boxes():
 def test_engine_baseline_reserves_max_model_len():
     # Shared-prompt scenario: 48 blocks x 8 tokens = 384 slots. A contiguous engine with
     # max_model_len 256 holds 384 // 256 = 1 request; the paged engine ran 6 together.
-    at = open_page("app_pages/engine.py", e_step="12")
+    at = open_page(path("engine"), e_step="12")
     body = " ".join(re.sub(r"\\(.)", r"\1", m.value) for m in at.markdown)
     assert "reserves max_model_len (256 tokens)" in body and "hold **1** request at a time" in body
     assert "PagedAttention" in body

@@ -33,7 +33,7 @@ WAIT_MS = 40_000  # a shared 2-core machine: a rerun can take seconds
 # The first question of the deck is the chapter's "why do we cache K and V but not Q?", asked as
 # a choice. Which letter is right is read from the question's own data (another letter order
 # must not break this test); what the screen makes of it is what is under test.
-from kvcalc.teach.quiz_choices import CHOICES, LETTERS  # noqa: E402
+from kvcalc.teach.choices import CHOICES, LETTERS  # noqa: E402
 
 WHY_KV = CHOICES["why-kv"]
 RIGHT = LETTERS[[c.correct for c in WHY_KV].index(True)]

@@ -34,7 +34,7 @@ PROJECTOR = {"width": 1366, "height": 768}
 WAIT_MS = 40_000  # a shared 2-core machine: a rerun can take seconds
 _KEYLIKE = re.compile(rb"[A-Za-z0-9_-]{43}")  # secrets.token_urlsafe(32)
 
-from kvcalc.teach.quiz_choices import CHOICES, LETTERS  # noqa: E402
+from kvcalc.teach.choices import CHOICES, LETTERS  # noqa: E402
 
 RIGHT = LETTERS[[c.correct for c in CHOICES["why-kv"]].index(True)]
 WRONG = LETTERS[[c.correct for c in CHOICES["why-kv"]].index(False)]

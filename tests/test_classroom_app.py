@@ -11,7 +11,7 @@ from classroom_support import fresh_database  # noqa: E402
 from conftest import ROOT  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from kvcalc.teach.quiz_choices import CHOICES, LETTERS  # noqa: E402
+from kvcalc.teach.choices import CHOICES, LETTERS  # noqa: E402
 from webui.classroom import deck as deckmod  # noqa: E402
 
 pytestmark = pytest.mark.slow

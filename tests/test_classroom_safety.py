@@ -507,7 +507,7 @@ def test_a_database_of_the_first_schema_upgrades_with_its_classes(url):
     from alembic import command
     from alembic.config import Config
 
-    from webui.classroom.store import MIGRATIONS
+    from webui.classroom.database import MIGRATIONS
 
     def _hash(secret: str) -> str:  # as the store keeps keys and tokens: their SHA-256
         return hashlib.sha256(secret.encode()).hexdigest()

@@ -12,8 +12,8 @@ import pytest
 import sqlalchemy as sa
 from classroom_support import fresh_database, postgres_server
 
+from kvcalc.teach.choices import CHOICES, LETTERS, grade_choice
 from kvcalc.teach.quiz import interview_questions, practice_questions
-from kvcalc.teach.quiz_choices import CHOICES, LETTERS, grade_choice
 from webui.classroom import deck as deckmod
 from webui.classroom.store import (
     CODE_ALPHABET,

@@ -1,6 +1,6 @@
 """The device queue of the live page (webui/device_queue.py): one run at a time for the whole
 server, FIFO, one job per session, Stop and leaving cancel, a wall-clock cap, a wait timeout.
-Fake jobs with tiny sleeps; one test runs a tiny twin through kvcalc.measure.live.measure."""
+Fake jobs with tiny sleeps; one test runs a tiny twin through kvcalc.measure.live.measure_cache."""
 
 from __future__ import annotations
 
@@ -310,11 +310,10 @@ def test_measure_stops_between_steps():
         return calls[0] >= 3
 
     with pytest.raises(live.LiveError, match="stopped after 2 of its 11 steps"):
-        live.measure(
-            model="llama-3.1-8b",
+        live.measure_cache(
+            live.RealModel("llama-3.1-8b", device="cpu"),
             prompt_tokens=4,
             new_tokens=6,
-            device="cpu",
             no_cache_tokens=4,
             should_stop=stop_on_third,
         )
@@ -324,11 +323,10 @@ def test_measure_stops_between_steps():
         seen[0] += 1
         return False
 
-    m = live.measure(
-        model="llama-3.1-8b",
+    m = live.measure_cache(
+        live.RealModel("llama-3.1-8b", device="cpu"),
         prompt_tokens=4,
         new_tokens=6,
-        device="cpu",
         no_cache_tokens=4,
         should_stop=never,
     )
@@ -355,7 +353,7 @@ async def open_tab(websockets, port: int):
 E2E_APP = """
 import os, time
 import streamlit as st
-from webui import device_queue
+from webui import device_queue, visitor
 
 who = st.query_params.get("who", "?")
 
@@ -375,7 +373,7 @@ def job(should_stop):
     raise ValueError("stopped")
 
 note = st.empty()
-device_queue.QUEUE.run(device_queue.session_id(), job,
+device_queue.QUEUE.run(visitor.session_id(), job,
                        on_wait=lambda pos: (log("pos", pos), note.write(pos)),
                        checkpoint=lambda: st.session_state.get("x"))
 """

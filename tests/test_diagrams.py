@@ -18,6 +18,7 @@ pytest.importorskip("streamlit")
 from conftest import open_page  # noqa: E402
 
 from webui import figures  # noqa: E402
+from webui.pages import path  # noqa: E402
 
 
 def segments(trace):
@@ -168,9 +169,9 @@ def figure_of(at, key):
 
 def test_techniques_page_draws_the_models_own_heads_and_window():
     # The drawings live in a fold built only when opened; the link opens it (t_how=true).
-    at = open_page("app_pages/techniques.py")
+    at = open_page(path("techniques"))
     assert not any(c.proto.id.endswith("-t_fig_heads") for c in at.get("plotly_chart"))
-    at = open_page("app_pages/techniques.py", t_how="true")
+    at = open_page(path("techniques"), t_how="true")
     assert not at.exception and not at.error
     heads = figure_of(at, "t_fig_heads")
     names = [t["name"] for t in heads["data"]]
@@ -191,12 +192,12 @@ def test_techniques_page_draws_the_models_own_heads_and_window():
 
 
 def test_techniques_page_with_gemma_and_deepseek():
-    at = open_page("app_pages/techniques.py", model="gemma-3-27b", t_how="true")
+    at = open_page(path("techniques"), model="gemma-3-27b", t_how="true")
     assert not at.exception and not at.error
     caps = " ".join(c.value for c in at.caption)
     assert "own window of 1,024 tokens" in caps and "52 of 62 keep a window" in caps
     assert "the 10 full-attention layers keep every token" in caps
-    at = open_page("app_pages/techniques.py", model="deepseek-v3", t_how="true")
+    at = open_page(path("techniques"), model="deepseek-v3", t_how="true")
     assert not at.exception and not at.error
     assert not any(
         c.proto.id.endswith("-t_fig_heads") for c in at.get("plotly_chart")
@@ -206,7 +207,7 @@ def test_techniques_page_with_gemma_and_deepseek():
 
 
 def test_engine_page_names_pagedattention_and_draws_the_tables():
-    at = open_page("app_pages/engine.py", e_step="5")
+    at = open_page(path("engine"), e_step="5")
     assert not at.exception and not at.error
     assert any(s.value.startswith("PagedAttention") for s in at.subheader)
     fig = figure_of(at, "e_paged")
@@ -215,7 +216,7 @@ def test_engine_page_names_pagedattention_and_draws_the_tables():
         if row["blocks"] != "none":
             lines = next(t for t in fig["data"] if t["name"] == f"{row['request']}: block table")
             assert len(lines["x"]) // 3 == len(row["blocks"].split(", "))
-    at = open_page("app_pages/engine.py")  # step 0: nobody holds blocks yet
+    at = open_page(path("engine"))  # step 0: nobody holds blocks yet
     assert not at.exception
     assert any("press Next step to admit some" in c.value for c in at.caption)
 

@@ -225,7 +225,7 @@ def test_a_class_behind_one_address_gets_in(tmp_path, backend):
 
 def test_shipped_limits_are_the_class_arithmetic():
     """deploy/haproxy.cfg's defaults are class_limits(400), the arithmetic its comments and the
-    README state; maxconn leaves room for other sources beside one source at its share."""
+    docs/deploy.md state; maxconn leaves room for other sources beside one source at its share."""
     shipped = {
         name: str(default_limit(name))
         for name in (

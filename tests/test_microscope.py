@@ -211,7 +211,7 @@ def test_quality_page_refuses_a_window_longer_than_the_text():
 
 
 def test_live_page_work_is_not_time_with_a_twin():
-    from kvcalc.measure import worktime
+    from kvcalc.measure import live
 
     at = open_page("app_pages/live.py", v_model="llama-3.1-8b")
     btn = next(b for b in at.button if b.key == "v_work_btn")
@@ -226,7 +226,7 @@ def test_live_page_work_is_not_time_with_a_twin():
     assert found, body
     assert len(at.get("plotly_chart")) == 1
     w = at.session_state["v_work"][1]
-    assert isinstance(w, worktime.WorkTime) and [p.tokens for p in w.points] == [
+    assert isinstance(w, live.WorkTime) and [p.tokens for p in w.points] == [
         8,
         32,
         128,

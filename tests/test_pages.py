@@ -37,5 +37,12 @@ def test_every_tour_stop_links_a_registered_page():
 def test_the_pages_that_run_their_own_model():
     # The sidebar says its model choices do not apply on these three (issue 23 [38]).
     assert [p.name for p in pages.PAGES if p.own_model] == ["live", "microscope", "kv_quality"]
-    assert pages.own_model("live") and not pages.own_model("budget")
-    assert not pages.own_model("")  # the default page's url path
+    assert pages.by_url("live").own_model and not pages.by_url("budget").own_model
+    assert pages.by_url("").name == "home"  # the default page's url path
+
+
+def test_the_pages_that_rerun_whole():
+    # Every page's own inputs rerun it alone (a fragment, app.py), except the live class (its
+    # buttons rewrite the link) and the pages that run a model (they wait on the device queue).
+    whole = [p.name for p in pages.PAGES if not p.reruns_alone]
+    assert whole == ["live_class", "live", "microscope", "kv_quality"]

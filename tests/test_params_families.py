@@ -1,4 +1,4 @@
-"""Parameter counts of the families the zoo's parameter check (kvcalc.measure.zoo_params) found
+"""Parameter counts of the families the zoo's parameter check (kvcalc.measure.param_check) found
 wrong or uncounted (issue 38, item 2: "a known cache never comes without its weights").
 
 The oracle is transformers 5.24's own model built on the meta device (no weights, no download):
@@ -152,7 +152,7 @@ def test_minimax_lightning_layer_by_hand():
     # one lightning layer of MiniMax-M1 (hidden 6,144, 64 heads x 128 = 8,192): qkv_proj
     # 6,144 x 24,576, out_proj 8,192 x 6,144, output_gate 6,144 x 8,192, norm 8,192
     from kvcalc.config.fields import Fields
-    from kvcalc.config.params_blocks import state_params
+    from kvcalc.config.params.blocks import state_params
 
     class Lightning:
         flavor = "lightning"

@@ -20,8 +20,7 @@ from __future__ import annotations
 import pytest
 
 from kvcalc import spec_from_config
-from kvcalc.config.params_own import OWN_COUNTERS
-from kvcalc.config.params_table import FAMILY_BLOCKS
+from kvcalc.config.families.table import FAMILIES
 
 torch = pytest.importorskip("torch", reason="torch is not installed")
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
@@ -48,7 +47,9 @@ def _families() -> list[str]:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES as LM
 
-    known = set(FAMILY_BLOCKS) | set(OWN_COUNTERS)
+    known = {
+        t for t, fam in FAMILIES.items() if fam.params is not None or fam.counter or fam.uncountable
+    }
     return sorted(t for t in known if t in CONFIG_MAPPING and t in LM)
 
 

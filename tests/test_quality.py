@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from kvcalc.measure import quality, quality_cache, quality_results
+from kvcalc.measure import kv_variants, quality
 from kvcalc.measure.quality import kv_bytes, variant
 
 GEOM = dict(layers=30, kv_heads=3, head_dim=64)
@@ -81,8 +81,8 @@ def test_importing_the_new_modules_loads_no_torch():
 
     code = (
         "import sys, kvcalc, kvcalc.measure.quality, kvcalc.measure.microscope, "
-        "kvcalc.measure.worktime, kvcalc.measure.llama_forward, "
-        "kvcalc.measure.quality_results; bad = [m for m in ('torch', "
+        "kvcalc.measure.live, kvcalc.measure.llama_forward, "
+        "kvcalc.measure.kv_variants; bad = [m for m in ('torch', "
         "'transformers', 'streamlit', 'plotly', 'pandas') if m in sys.modules]; print(bad); "
         "sys.exit(1 if bad else 0)"
     )
@@ -100,9 +100,9 @@ torch = pytest.importorskip("torch", reason="torch is not installed (requirement
 def test_per_token_int4_and_int8_by_hand():
     x = torch.tensor([[[7.0, -3.5, 1.0, 0.2]]])
     # amax 7 -> scale 7 / 7 = 1; codes round(x): 7, -4 (half to even), 1, 0
-    assert quality.roundtrip(x, "int4-token").tolist() == [[[7.0, -4.0, 1.0, 0.0]]]
+    assert kv_variants.roundtrip(x, "int4-token").tolist() == [[[7.0, -4.0, 1.0, 0.0]]]
     # INT8: scale 7 / 127; 0.2 / (7/127) = 3.63 -> 4 -> 4 x 7 / 127 = 0.22047...
-    got = quality.roundtrip(x, "int8-token")[0, 0, 3].item()
+    got = kv_variants.roundtrip(x, "int8-token")[0, 0, 3].item()
     assert got == pytest.approx(4 * 7 / 127, rel=1e-6)
 
 
@@ -110,7 +110,7 @@ def test_fp8_e4m3_by_hand():
     # e4m3 has 3 mantissa bits: 0.3 = 1.2 x 2^-2 lies between 1.125 and 1.25 x 2^-2, nearer
     # 1.25 -> 0.3125; 448 is the largest finite value; 500 is clipped to it (scale 1).
     x = torch.tensor([[[0.3, 448.0, 500.0, -1.0]]])
-    assert quality.roundtrip(x, "fp8").tolist() == [[[0.3125, 448.0, 448.0, -1.0]]]
+    assert kv_variants.roundtrip(x, "fp8").tolist() == [[[0.3125, 448.0, 448.0, -1.0]]]
 
 
 def test_kivi_groups_by_hand():
@@ -120,19 +120,19 @@ def test_kivi_groups_by_hand():
     k[0, :, 0] = torch.arange(32.0)
     v = torch.zeros(1, 32, 32)
     v[0, 0, :] = torch.arange(32.0)  # values per token over 32 channels: the same numbers
-    kq, vq = quality.kivi_roundtrip(k, v, 2)
+    kq, vq = kv_variants.kivi_roundtrip(k, v, 2)
     assert kq[0, 0, 0].item() == 0 and kq[0, 31, 0].item() == 31
     assert kq[0, 15, 0].item() == pytest.approx(31 / 3)
     assert vq[0, 0, 15].item() == pytest.approx(31 / 3)
     with pytest.raises(ValueError, match="multiples of 32"):
-        quality.kivi_roundtrip(k, v, 2, start=5)
+        kv_variants.kivi_roundtrip(k, v, 2, start=5)
 
 
 def test_sink_keeps_exactly_the_first_4_and_the_last_w():
     pos = torch.arange(200)
     w = 10
-    sink = quality.attention_allowed(variant("sink4-window-W", w), pos, pos)
-    win = quality.attention_allowed(variant("window-W", w), pos, pos)
+    sink = kv_variants.attention_allowed(variant("sink4-window-W", w), pos, pos)
+    win = kv_variants.attention_allowed(variant("window-W", w), pos, pos)
     for i in (0, 5, 13, 14, 100, 199):
         assert set(torch.nonzero(sink[i]).flatten().tolist()) == (
             {0, 1, 2, 3} & set(range(i + 1))
@@ -143,9 +143,9 @@ def test_sink_keeps_exactly_the_first_4_and_the_last_w():
 def test_kivi_residual_edges():
     # R = 128: queries 0-127 read nothing rounded, 128-255 read 0-127 rounded, and so on.
     v = variant("int4-kivi", 256)
-    assert quality_cache._residual_edges(v, 0, 256) == [(0, 128, 0), (128, 256, 128)]
-    assert quality_cache._residual_edges(v, 256, 300) == [(0, 44, 256)]
-    assert quality_cache._residual_edges(variant("int8-token", 256), 0, 256) is None
+    assert kv_variants._residual_edges(v, 0, 256) == [(0, 128, 0), (128, 256, 128)]
+    assert kv_variants._residual_edges(v, 256, 300) == [(0, 44, 256)]
+    assert kv_variants._residual_edges(variant("int8-token", 256), 0, 256) is None
 
 
 # -- the real model -----------------------------------------------------------------------------
@@ -175,7 +175,8 @@ def _ppl(logits, ids):
 def test_exact_cache_perplexity_equals_the_plain_forward():
     """The chunked evaluation with the exact cache is the model's own forward pass: its
     perplexity equals transformers' plain forward over the same 512 tokens to 1e-5."""
-    t = quality.evaluate(tokens=512, variants=["exact"], cached_exact=False)
+    quality.forget_exact()
+    t = quality.evaluate(tokens=512, variants=["exact"])
     _, _, tok = runtime.load_model("gguf", "smollm2-135m", "fp32", "cpu")
     ids, _ = quality.text_ids(tok, 512)
     assert t.row("exact").perplexity == pytest.approx(_ppl(_hf_logits(ids), ids), rel=1e-5)
@@ -221,7 +222,7 @@ def test_rounding_error_fp16_far_below_int8_below_int4():
         num = den = 0.0
         for layer in cache.layers:
             for x in (layer.keys[0], layer.values[0]):
-                num += float((quality.roundtrip(x, fmt) - x).pow(2).sum())
+                num += float((kv_variants.roundtrip(x, fmt) - x).pow(2).sum())
                 den += float(x.pow(2).sum())
         errs[fmt] = math.sqrt(num / den)
     assert errs["fp16"] * 20 < errs["int8-token"] < errs["int4-token"], errs
@@ -331,12 +332,12 @@ def test_the_table_is_the_same_at_every_run_whatever_torch_would_pick_for_thread
 def test_the_measurement_runs_on_its_threads_and_gives_torch_back_its_own():
     seen = []
     torch.set_num_threads(2)
+    quality.forget_exact()
     try:
         quality.evaluate(
             tokens=64,
             window=16,
             variants=["exact", "fp8"],
-            cached_exact=False,
             progress=lambda *_: seen.append(torch.get_num_threads()),
         )
         assert seen and set(seen) == {quality.THREADS} == {1}
@@ -399,10 +400,10 @@ def test_cli_writes_the_table_with_where_it_came_from(tmp_path, capsys):
     assert doc["text_sha256"] == hashlib.sha256(struct.pack(f"<{len(ids)}q", *ids)).hexdigest()
     assert len(doc["load_average"]) == 2 and doc["seconds"] > 0
     # what the page reads back
-    got = quality_results.committed_results(tmp_path)
+    got = quality.committed_results(tmp_path)
     assert [d["file"] for d in got] == [] and path.name == "r.json"  # only quality-*.json
     path.rename(tmp_path / "quality-r.json")
-    (got,) = quality_results.committed_results(tmp_path)
+    (got,) = quality.committed_results(tmp_path)
     assert [r.perplexity for r in got["table"].rows] == [r["perplexity"] for r in printed["rows"]]
 
 
@@ -473,12 +474,12 @@ def test_the_committed_result_is_what_the_command_gives(path):
         pytest.skip("the 2,048-token result is re-measured with KVLAB_QUALITY_FULL=1")
     got = _cli_quality_json(*args)
     _, _, tok = runtime.load_model("gguf", "smollm2-135m", "fp32", "cpu")
-    if quality_results.text_sha256(quality.text_ids(tok, want["tokens"])[0]) != doc["text_sha256"]:
+    if quality.text_sha256(quality.text_ids(tok, want["tokens"])[0]) != doc["text_sha256"]:
         pytest.skip(
             f"this Python ({sys.version.split()[0]}) tokenizes another text than the "
             f"committed run's (Python {doc['machine']['python']}): nothing to compare"
         )
-    here = quality_results.machine(torch)
+    here = quality.machine(torch)
     same = all(here[k] == doc["machine"][k] for k in SAME_MACHINE_KEYS)
     rows = {r["variant"]: r for r in want["rows"]}
     assert len(got["rows"]) >= 4 and {r["variant"] for r in got["rows"]} <= set(rows)

@@ -10,7 +10,7 @@ from importlib import resources
 
 import pytest
 
-from kvcalc.measure import quality_results
+from kvcalc.measure import quality
 
 # Bytes by hand at 512 and 2,048 tokens, W = 256 (tests/test_quality.py works the 2,048 ones).
 # KIVI at 512 tokens: 128 x floor(511 / 128) = 384 quantized, 128 residual (fp32). K per layer
@@ -66,13 +66,11 @@ def test_each_committed_result_is_whole_and_its_bytes_are_worked_by_hand(path):
 
 
 def test_the_page_finds_every_committed_file():
-    docs = quality_results.committed_results()
+    docs = quality.committed_results()
     assert sorted(d["file"] for d in docs) == sorted(p.rsplit("/", 1)[1] for p in FILES)
-    assert (
-        quality_results.committed_result(512, 256)["file"] == "quality-smollm2-135m-512-w256.json"
-    )
-    assert quality_results.committed_result(2048, 256)["table"].tokens == 2048
-    assert quality_results.committed_result(2048, 128) is None
+    assert quality.committed_result(512, 256)["file"] == "quality-smollm2-135m-512-w256.json"
+    assert quality.committed_result(2048, 256)["table"].tokens == 2048
+    assert quality.committed_result(2048, 128) is None
 
 
 def test_a_broken_or_foreign_file_is_left_out(tmp_path):
@@ -84,5 +82,5 @@ def test_a_broken_or_foreign_file_is_left_out(tmp_path):
     no_machine = {**good, "machine": {"cpu": "x"}}
     (tmp_path / "quality-nomachine.json").write_text(json.dumps(no_machine))
     (tmp_path / "other.json").write_text(json.dumps(good))
-    assert [d["file"] for d in quality_results.committed_results(tmp_path)] == ["quality-good.json"]
-    assert quality_results.committed_results(tmp_path / "absent") == []
+    assert [d["file"] for d in quality.committed_results(tmp_path)] == ["quality-good.json"]
+    assert quality.committed_results(tmp_path / "absent") == []

@@ -364,7 +364,7 @@ def test_f17_q5_recompute_is_the_ideal_bound_at_the_full_peak():
 
 
 def test_f18_the_right_choice_is_not_told_by_its_length():
-    from kvcalc.teach.quiz_choices import CHOICES
+    from kvcalc.teach.choices import CHOICES
 
     longest = 0
     for qid, options in CHOICES.items():

@@ -720,6 +720,10 @@ def test_cli_prints_the_answer_key(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["conversation_tokens"] == 1024 and len(out["stops"]) == 7
     assert out["stops"][0]["value"] == 12 * 2 * 12 * 64 * 2  # 12 layers x 2 x 12 heads x 64 x 2 B
+    # A stop names its page by key (its URL path), not by a file of the app: the core knows no UI
+    # path (issue 40).
+    pages = ["home", "cache_fill", "budget", "step_time", "roofline", "frontier", "techniques"]
+    assert [stop["page"] for stop in out["stops"]] == pages
     assert main(["tour", "--model", "llama-3.1-70b"]) == 0  # one line a stop, four not asked
     assert capsys.readouterr().out.count("not asked: Llama 3.1 70B does not fit") == 4
     assert main(["tour", "--model", "llama-3.1-8b", "--gpu", "nope"]) == 2

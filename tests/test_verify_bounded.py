@@ -1,4 +1,4 @@
-"""The transformers check in a child process with hard limits (kvcalc.measure.verify_bounded).
+"""The transformers check in a child process with hard limits (kvcalc.measure.verify).
 
 How a check ended is asserted (the child killed and reaped, how many times the parent polled it),
 never how many seconds it took: bench/refusals.py prints those."""
@@ -12,7 +12,7 @@ from child_support import spy_children
 pytest.importorskip("torch")
 
 from kvcalc import load_config_file  # noqa: E402
-from kvcalc.measure.verify_bounded import POLL_S, verify_bounded  # noqa: E402
+from kvcalc.measure.verify import POLL_S, verify_bounded  # noqa: E402
 
 pytestmark = pytest.mark.slow
 DATA = Path(__file__).parent / "data" / "configs"
@@ -94,6 +94,6 @@ def test_should_stop_ends_the_check_and_reaps_the_child(monkeypatch):
         for p in set(os.listdir("/proc")) - before
         if p.isdigit()
         and os.path.exists(f"/proc/{p}/cmdline")
-        and b"kvcalc.measure.verify_bounded" in open(f"/proc/{p}/cmdline", "rb").read()
+        and b"kvcalc.measure.verify" in open(f"/proc/{p}/cmdline", "rb").read()
     ]
     assert children == []

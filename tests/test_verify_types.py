@@ -1,4 +1,4 @@
-"""The model types the transformers check may build on a server (kvcalc.measure.verify_types).
+"""The model types the transformers check may build on a server (kvcalc.measure.verify: refusal).
 
 Oracles: transformers' own modeling files (read here for native-code loaders, for every type the
 check may build) and docs/zoo.md (the zoo's list of types, written by a zoo run)."""
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kvcalc.measure.verify_types import NATIVE_CODE, ZOO_TYPES, refusal
+from kvcalc.measure.verify import NATIVE_CODE, ZOO_TYPES, refusal
 
 ROOT = Path(__file__).resolve().parent.parent
 # What transformers' modeling code calls to compile or load native code.

@@ -122,7 +122,7 @@ def test_verify_of_the_worst_input_is_stopped_within_its_limit(monkeypatch):
     pytest.importorskip("torch")
     from child_support import spy_children
 
-    from kvcalc.measure.verify_bounded import POLL_S, verify_bounded
+    from kvcalc.measure.verify import POLL_S, verify_bounded
 
     children = spy_children(monkeypatch)
     r = verify_bounded(json.loads(CORPUS["moe_at_caps"]), timeout_s=3, memory_gib=4)

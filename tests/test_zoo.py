@@ -4,7 +4,7 @@ ships (each from its config class's defaults, on the meta device, in a child pro
 The oracle is transformers' own cache object. A verdict of "wrong" (kvcalc gave numbers that
 transformers' cache contradicts) or "error" (kvcalc crashed instead of refusing) fails the run;
 a refusal that names its cause, or a model transformers itself cannot run on the meta device, is
-allowed. The same run counts each type's parameters (kvcalc.measure.zoo_params): a count that
+allowed. The same run counts each type's parameters (kvcalc.measure.param_check): a count that
 differs from transformers' own model fails. docs/zoo.md, the committed table, must list every
 model_type the run finds."""
 

@@ -147,7 +147,7 @@ def test_a_run_counts_every_verdict_groups_refusals_and_writes_one_row_per_type(
     )
 
 
-# -- the parameter check (kvcalc.measure.zoo_params) ---------------------------------------------
+# -- the parameter check (kvcalc.measure.param_check) ---------------------------------------------
 
 
 class _Spec:
@@ -157,7 +157,7 @@ class _Spec:
 
 
 def test_params_equal_with_stored_buffers_is_exact_and_says_what_was_added():
-    from kvcalc.measure.zoo_params import judge
+    from kvcalc.measure.param_check import judge
 
     assert judge(_Spec(1000), (1000, 0)) == ("exact", "", 1000, 1000)
     verdict, detail, k, t = judge(_Spec(1010), (1000, 10))
@@ -166,7 +166,7 @@ def test_params_equal_with_stored_buffers_is_exact_and_says_what_was_added():
 
 
 def test_params_that_differ_are_wrong_and_a_missing_count_is_refused_by_its_reason():
-    from kvcalc.measure.zoo_params import judge
+    from kvcalc.measure.param_check import judge
 
     verdict, detail, k, t = judge(_Spec(990), (1000, 0))
     assert verdict == "wrong" and (k, t) == (990, 1000)

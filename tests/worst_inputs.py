@@ -33,6 +33,7 @@ from kvcalc.config.limits import (
     MAX_LAYERS,
     MAX_VOCAB,
 )
+from webui import pages
 
 DATA = Path(__file__).resolve().parent / "data" / "configs"
 N = MAX_LAYERS
@@ -341,24 +342,10 @@ def texts() -> dict[str, str]:
 
 # --- what a page must never show -------------------------------------------------------------
 
-# Every page. The Attention microscope is left out: it reads no sidebar choice (it runs its own
-# SmolLM2), and opening it starts a real model run (about 45 s on a CPU).
-PAGES = [
-    "home",
-    "budget",
-    "step_time",
-    "techniques",
-    "lab",
-    "roofline",
-    "frontier",
-    "vllm_startup",
-    "cache_fill",
-    "engine",
-    "interview",
-    "live",
-    "kv_quality",
-    "tour",
-]
+# Every page of the registry (a new page gets its worst links too), but the Attention
+# microscope: it reads no sidebar choice (it runs its own SmolLM2), and opening it starts a real
+# model run (about 45 s on a CPU).
+PAGES = [p.name for p in pages.PAGES if p.name != "microscope"]
 # Pages about speed compute a curve of step times for every point they draw; the others have
 # the 0.5 s per rerun budget of issue 11 even for the largest config the caps admit.
 SPEED_PAGES = ("step_time", "lab", "roofline", "frontier")
@@ -403,7 +390,7 @@ def open_with(text: str | None, page: str, **state):
     for k, v in state.items():
         at.session_state[k] = v
     if page != "home":
-        at.switch_page(f"app_pages/{page}.py")
+        at.switch_page(pages.path(page))
     at.run()
     return at
 

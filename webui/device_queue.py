@@ -1,36 +1,14 @@
 """The device queue: one live run on the device at a time, for every session of this server.
 
-Why a plain module global and not ``st.cache_resource``: any client can send Streamlit's
-``clear_cache`` message without authentication, and a cleared ``cache_resource`` makes a new
-object on the next call, so a lock kept there can be replaced while a run holds the old one (the
-hosted app was seen running three at once that way). ``QUEUE`` below is created once, when this
-module is first imported, and nothing a client sends replaces it.
+Jobs wait in line and one worker thread runs them; a job is ``fn(should_stop)`` and checks
+``should_stop()`` between steps (cancelled, past its cap, or its session gone). Each session has
+at most one job; a browser at most ``MAX_PER_VISITOR``, an address ``MAX_PER_ADDRESS``; the next
+job is the oldest one of the visitor served longest ago. ``QUEUE`` is a plain module global, not
+``st.cache_resource``, so a client's ``clear_cache`` cannot replace it while a run holds it.
 
-How it works: jobs wait in line and one worker thread runs them, one at a time. A
-job is ``fn(should_stop)``; ``should_stop()`` turns true when the job is cancelled, when it has run
-longer than the cap, or when its session has left, and the job is expected to check it between
-steps (``kvcalc.measure.live.measure(should_stop=...)`` does). Each session has at most one job: a
-new one replaces the old (the old one is cancelled). A queued job whose session has left is dropped
-before it starts.
-
-Fair shares (issue 22 B5, issue 39 B12): a visitor is one browser (``webui.visitor.browser_id``:
-however many tabs it opens) and has at most ``MAX_PER_VISITOR`` jobs queued or running; one more
-is refused with a message. A source address (``webui.visitor.visitor_id``: a school's NAT is one,
-with a whole class of browsers behind it) has a ceiling of ``MAX_PER_ADDRESS`` jobs, three
-quarters of the line, so one address cannot hold the whole line however many browsers it
-claims to be, and a class behind one address still has every place but the four kept for
-others. The next job to run is the oldest one of the visitor served longest ago (never served
-first), so a browser with several tabs takes turns with everyone else instead of running all of
-them in a row, and the students behind one school address take turns with each other and with
-everyone else: order is FIFO among visitors who have not run yet.
-
-The waiting side (``DeviceQueue.wait``) reports the position in line, gives up after a wait
-timeout, and cancels its job in a ``finally``: on the live page Streamlit raises StopException or
-RerunException in the script thread when the user presses Stop, changes an input or closes the
-tab, so the run on the device ends at its next step.
-
-Pure Python and threading; Streamlit is imported only by ``session_alive`` and ``session_id``,
-so the queue is unit-testable without it.
+Pure Python and threading; Streamlit is imported only by ``session_alive`` and the visitor's
+keys (webui.visitor), so the queue is unit-testable without it. docs/device-queue.md tells why
+and how in full.
 """
 
 from __future__ import annotations
@@ -41,6 +19,7 @@ from collections import deque
 from typing import Any, Callable
 
 from .hosted import hosted
+from .visitor import browser_id, session_id, visitor_id
 
 __all__ = [
     "DeviceQueue",
@@ -49,7 +28,6 @@ __all__ = [
     "QUEUE",
     "limits",
     "session_alive",
-    "session_id",
     "MAX_PER_VISITOR",
     "MAX_PER_ADDRESS",
     "run_here",
@@ -86,14 +64,6 @@ def session_alive(session_id: str) -> bool:
     if not Runtime.exists():
         return True
     return Runtime.instance().get_client(session_id) is not None
-
-
-def session_id() -> str:
-    """The id of the Streamlit session whose script thread calls this."""
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
-    ctx = get_script_run_ctx()
-    return ctx.session_id if ctx is not None else "no-session"
 
 
 class Job:
@@ -411,7 +381,5 @@ QUEUE = DeviceQueue()
 def run_here(fn: Callable[[Callable[[], bool]], Any], **wait_kw) -> Any:
     """Run ``fn(should_stop)`` on ``QUEUE`` for the calling Streamlit session, its browser and
     its address (webui.visitor): what every page uses."""
-    from .visitor import browser_id, visitor_id
-
     sid = session_id()
     return QUEUE.run(sid, fn, visitor=browser_id(), address=visitor_id(sid), **wait_kw)

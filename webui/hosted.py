@@ -31,7 +31,7 @@ def hub_allowlist() -> tuple[str, ...] | None:
 
 
 def verify_caps() -> dict:
-    """Limits of the transformers check (kvcalc.measure.verify_bounded): hosted, tighter."""
+    """Limits of the transformers check (kvcalc.measure.verify): hosted, tighter."""
     if hosted():
         return {"timeout_s": 30.0, "memory_gib": 2.0}
     return {"timeout_s": 120.0, "memory_gib": 8.0}

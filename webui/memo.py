@@ -1,24 +1,10 @@
 """Results kept per input, for every visitor: the same figure or sweep is computed once.
 
-A class works through the same pages with the same few inputs (the defaults, the values the
-teacher names), so a rerun usually asks for a curve or a figure that some session has already
-built. ``memo(n)`` keeps the last ``n`` results of a pure function (kvcalc's sweeps, webui's
-figure builders), keyed by its arguments, in a module global:
-
-* bounded three times: at most ``n`` entries per function (each caller states its ``n`` from
-  the size of one result), no entry over ``MEMO_ENTRY_BYTES``, and at most ``MEMO_BYTES`` for
-  all of them together, each entry's key and
-  value measured once when it is stored (``size_of``); past either bound the least recently used
-  goes first. The byte bound keeps what a room of visitors leaves behind small whatever they
-  ask for (issue 22's kept-memory target, bench/memory.py): a worst-case link's sweep or a pasted
-  1,024-layer config can weigh megabytes where a default one weighs kilobytes;
-* out of reach of Streamlit's ``clear_cache`` message, as webui/shared.py explains;
-* shared, so never mutated: a cached result is the same object for every caller. Figures go
-  to ``st.plotly_chart``, which only reads them; pages build their own lists from the curves.
-
-Arguments become the key by value: lists, tuples and dicts by their items, dataclasses by their
-fields, anything else as it hashes. A function whose arguments cannot be keyed (an object with
-neither) is simply run.
+``memo(n)`` keeps the last ``n`` results of a pure function (kvcalc's sweeps, webui's figure
+builders), keyed by its arguments by value, in a module global out of reach of Streamlit's
+``clear_cache``. Bounded three times: ``n`` entries per function, ``MEMO_ENTRY_BYTES`` an entry,
+``MEMO_BYTES`` in all (least recently used first out). Shared, so never mutated. A function
+whose arguments cannot be keyed is simply run. docs/server-memory.md tells why.
 """
 
 from __future__ import annotations

@@ -1,28 +1,11 @@
 """Memory given back when sessions leave (issue 22: 36 heavy sessions kept +394 MiB).
 
-What held it, measured with bench/memory.py (36 heavy sessions, one server: +132 and +182
-MiB kept in two runs before, +11 and +13 MiB with what follows): not Python objects.
-tracemalloc saw live objects grow by 17 MiB (15 of them the bounded st.cache_data entries); the
-rest was allocator memory the process kept after the objects were freed:
-
-- Python's small-object allocator (pymalloc) returns a 1 MiB arena to the system only when
-  every object in it is gone. 36 concurrent script runs filled about 120 more arenas; after
-  the sessions left about 100 MiB of them were empty pools, each arena pinned by a few
-  long-lived objects (cache entries, lazily built module data) made among the temporaries.
-  glibc's malloc, which CPython uses instead under ``PYTHONMALLOC=malloc``, can give back any
-  free page of its heaps (``malloc_trim``), so the same load leaves a few MiB instead.
-- glibc makes up to 8 heaps per core for a threaded program (Streamlit runs each session's
-  script in its own thread; a pod sees every core of its node). ``MALLOC_ARENA_MAX=2`` keeps
-  two; the interpreter lock lets one thread run Python at a time anyway.
-- A left session's objects are partly in reference cycles: with ``runner.postScriptGC`` off
-  (.streamlit/config.toml) and an idle server allocating nothing, no collection runs to free
-  them. Streamlit keeps a disconnected session ``server.disconnectedSessionTTL`` seconds for a
-  reconnecting tab and then forgets it only when its session store is next written (the next
-  session that leaves).
-
-So the server runs with ``SERVER_ENV`` (the Dockerfile, deploy/replicas.py), and ``start()``
-(called by app.py) runs a thread that, when the number of sessions drops, drops the expired
-ones, collects garbage and trims the heaps. Nothing a visitor sees changes.
+Not Python objects held it but the allocators' kept memory (pymalloc's pinned arenas, glibc's
+per-thread heaps) and left sessions' reference cycles that no collection ran to free. So the
+server runs with ``SERVER_ENV`` (glibc's malloc, two arenas; the Dockerfile, deploy/replicas.py),
+and ``start()`` (called by app.py) runs a thread that, when the number of sessions drops, drops
+the expired ones, collects garbage and trims the heaps. Nothing a visitor sees changes.
+docs/server-memory.md has the measurements (bench/memory.py).
 """
 
 from __future__ import annotations

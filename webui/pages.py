@@ -18,11 +18,10 @@ __all__ = [
     "MEASURE",
     "path",
     "page",
-    "own_model",
-    "section_of",
-    "on_learn_path",
+    "by_url",
     "next_page",
     "navigation",
+    "link",
 ]
 
 FOLDER = "app_pages"
@@ -38,6 +37,11 @@ class Page:
     # Runs its own model (SmolLM2 or a twin) or needs none: the sidebar says that its choices
     # do not apply there (issue 23 [38]).
     own_model: bool = False
+    # Its own inputs rerun only the page (a fragment), not the frame and the sidebar around
+    # it: nothing outside the page depends on them (about a third of a full run's server
+    # time). Not the live class (its buttons rewrite the link) nor the pages that run a model
+    # (they wait on the device queue).
+    reruns_alone: bool = True
 
     @property
     def path(self) -> str:
@@ -58,19 +62,18 @@ PAGES = (
     Page("engine", "Engine view: blocks", ":material/view_module:", LEARN),
     Page("interview", "Interview check", ":material/school:", LEARN),
     Page("tour", "Guided tour", ":material/flag:", LEARN),
-    Page("live_class", "Live class", ":material/co_present:", LEARN),
+    Page("live_class", "Live class", ":material/co_present:", LEARN, reruns_alone=False),
     Page("lab", "Inference Lab", ":material/tune:", ENGINEER),
     Page("roofline", "Roofline", ":material/roofing:", ENGINEER),
     Page("frontier", "Serving frontier", ":material/show_chart:", ENGINEER),
     Page("vllm_startup", "vLLM start-up lines", ":material/terminal:", ENGINEER),
-    Page("live", "Live: a real model", ":material/science:", MEASURE, own_model=True),
-    Page("microscope", "Attention microscope", ":material/biotech:", MEASURE, own_model=True),
-    Page(
-        "kv_quality",
-        "Measured cost of shrinking",
-        ":material/query_stats:",
-        MEASURE,
-        own_model=True,
+    *(
+        Page(name, title, icon, MEASURE, own_model=True, reruns_alone=False)
+        for name, title, icon in (
+            ("live", "Live: a real model", ":material/science:"),
+            ("microscope", "Attention microscope", ":material/biotech:"),
+            ("kv_quality", "Measured cost of shrinking", ":material/query_stats:"),
+        )
     ),
 )
 _BY_NAME = {p.name: p for p in PAGES}
@@ -89,23 +92,9 @@ def path(name: str) -> str:
     return page(name).path
 
 
-def own_model(url_path: str) -> bool:
-    """Whether the page at ``url_path`` (st.navigation's, "" for the default) runs its own
-    model, so that the sidebar's model choices do not apply there."""
-    p = _BY_NAME.get(url_path)
-    return p is not None and p.own_model
-
-
-def section_of(url_path: str) -> str | None:
-    """The section of the page at ``url_path`` (st.navigation's, "" for the default)."""
-    p = _BY_NAME.get(url_path or "home")
-    return p.section if p is not None else None
-
-
-def on_learn_path(url_path: str) -> bool:
-    """Whether the page at ``url_path`` is on the Learn path, where speed is the chapter's
-    formula alone: no engine-aware estimate, no error band (issue 37)."""
-    return section_of(url_path) == LEARN
+def by_url(url_path: str) -> Page:
+    """The page at ``url_path`` (st.navigation's, "" for the default)."""
+    return page(url_path or "home")
 
 
 def next_page(name: str) -> Page | None:
@@ -129,3 +118,12 @@ def navigation() -> dict[str, list]:
         ]
         for section in SECTIONS
     }
+
+
+def link(name: str, label: str | None = None, icon: str | None = None, where=None) -> None:
+    """A link to the page called ``name`` (in ``where``, a column, or the page): its title
+    and icon unless given, so a renamed page fails here, at test time, not in a browser."""
+    import streamlit as st
+
+    p = page(name)
+    (where or st).page_link(p.path, label=label or p.title, icon=icon or p.icon)

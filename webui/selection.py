@@ -516,7 +516,7 @@ def _torch_available() -> bool:
 def _verify_text(text: str) -> tuple[bool, str]:
     """(agrees, one line) for a config text; the line names what differs or why it cannot be
     checked."""
-    from kvcalc.measure.verify_bounded import precheck, verify_bounded
+    from kvcalc.measure.verify import precheck, verify_bounded
 
     from .device_queue import run_here
 

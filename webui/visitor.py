@@ -1,37 +1,14 @@
 """Who is asking: the keys of the per-visitor limits (the live class, the device queue, the Hub
 fetch).
 
-Three keys, from the widest to the narrowest:
+* ``network_of(visitor)``: the visitor's network, an IPv4 /24 or an IPv6 /48 (issue 39 B16);
+* ``visitor_id()``: the source address, an IPv4 address or an IPv6 /64, as HAProxy counts it;
+  behind the course's HAProxy its X-Forwarded-For, trusted only with ``KVLAB_BEHIND_PROXY=1``;
+* ``browser_id()``: one browser, however many tabs: Streamlit's XSRF cookie, hashed, else an id
+  kept in the Streamlit session; what the limits a person should feel are keyed on;
+* ``session_id()``: the Streamlit session itself, the fallback key without a request.
 
-* ``network_of(visitor)``: the network a visitor's address belongs to, an IPv4 /24 or an IPv6
-  /48 (one site's usual allocation). The live class keeps a reserve with it, so one network
-  cannot take every class slot of the server (issue 39 B16).
-* ``visitor_id()``: the source address, an IPv4 address or an IPv6 /64. One IPv6 host can
-  change its address within its /64 at will (privacy addresses; 2^64 of them), and HAProxy
-  counts a /64 as one source, so the app does too: 101 addresses of one /64 are one visitor
-  (issue 39 B16). A school behind one NAT address is one visitor: the limits keyed on it are
-  ceilings against abuse, sized so that a whole class behind one address does not reach them.
-* ``browser_id()``: one browser (a phone, a laptop's browser), however many tabs: what the
-  limits a person should feel are keyed on (joins, the device queue's fair share, Hub fetches),
-  and what holds a student's place in a class (issue 39 B12, B13, B15). It is Streamlit's XSRF
-  cookie (``_streamlit_xsrf``: 16 random bytes the server sets on the first page load and keeps
-  for the browser's session; its mask changes at every page load, the bytes do not), hashed;
-  without the cookie (XSRF protection off, a client that sends none, AppTest) a random id kept
-  in the Streamlit session, so the session is its own browser. A client can send any cookie it
-  likes: a script can be many browsers, which is why every browser limit has an address-wide
-  ceiling beside it.
-
-Where the address comes from:
-
-* Behind the course's HAProxy (deploy/haproxy.cfg), the replica sees HAProxy's address; HAProxy
-  drops any X-Forwarded-For the client sent and sets its own, so the header's last entry is the
-  real source. It is trusted only when the deployment says so (``KVLAB_BEHIND_PROXY=1``): a
-  server reached directly would otherwise let a client name itself anything.
-* Otherwise Streamlit's own view of the websocket's peer (``st.context.ip_address``); Streamlit
-  gives None for a loopback peer, and every loopback tab is then one visitor, "local". (Streamlit
-  1.67 serves through uvicorn, which itself takes X-Forwarded-For from a loopback peer only,
-  FORWARDED_ALLOW_IPS: HAProxy on the same machine is seen through without any setting.)
-* Without a Streamlit request at all (plain Python), the session is its own visitor.
+docs/visitors.md tells where each comes from and why.
 """
 
 from __future__ import annotations
@@ -42,6 +19,7 @@ import os
 import secrets
 
 __all__ = [
+    "session_id",
     "visitor_id",
     "behind_proxy",
     "address_key",
@@ -92,6 +70,14 @@ def network_of(visitor: str) -> str:
     return str(visitor)[:80]
 
 
+def session_id() -> str:
+    """The id of the Streamlit session whose script thread calls this."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return ctx.session_id if ctx is not None else "no-session"
+
+
 def visitor_id(session: str | None = None) -> str:
     """The visitor of the Streamlit session whose script thread calls this (see the module
     docstring); ``session`` is the fallback key."""
@@ -111,8 +97,6 @@ def visitor_id(session: str | None = None) -> str:
     except Exception:  # noqa: BLE001 - no request context: fall back to the session
         pass
     if session is None:
-        from .device_queue import session_id
-
         session = session_id()
     return "session:" + session
 
@@ -153,6 +137,4 @@ def browser_id() -> str:
             state[_BROWSER_STATE] = "s:" + secrets.token_hex(16)
         return str(state[_BROWSER_STATE])
     except Exception:  # noqa: BLE001 - no Streamlit session (plain Python): the session's id
-        from .device_queue import session_id
-
         return "s:" + session_id()

@@ -1,12 +1,12 @@
 """The live page's "work is not time" section: recompute n tokens against one cached step,
-both timed on this server's device (kvcalc.measure.worktime), through the same device queue."""
+both timed on this server's device (kvcalc.measure.live), through the same device queue."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from kvcalc.core.units import GB, fmt_bytes
-from kvcalc.measure import worktime
+from kvcalc.measure import live, runtime
 from webui.figures import work_time_figure
 
 from . import common, device_queue
@@ -27,14 +27,10 @@ def section(model: str, source: str, dtype: str, device: str) -> None:
         try:
             with st.spinner("Timing..."):
                 got = device_queue.run_here(
-                    lambda should_stop: worktime.measure(
-                        model=model,
-                        source=source,
+                    lambda should_stop: live.measure_work_time(
+                        runtime.RealModel(model, source, dtype, device, hosted()),
                         ns=ns,
-                        dtype=dtype,
-                        device=device,
                         should_stop=should_stop,
-                        local_files_only=hosted(),
                     ),
                     checkpoint=lambda: st.session_state.get("v_work"),
                 )

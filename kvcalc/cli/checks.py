@@ -84,14 +84,11 @@ def cmd_measure(args):
         raise ValueError("--gguf runs SmolLM2-135M: use --model smollm2-135m")
     if args.no_cache_tokens < 0:
         raise ValueError("--no-cache-tokens must be 0 or more")
-    m = live.measure(
-        model=args.model,
-        source=source,
+    m = live.measure_cache(
+        runtime.RealModel(args.model, source, args.dtype, args.device),
         prompt_tokens=args.prompt_tokens,
         new_tokens=args.new_tokens,
         batch=args.batch,
-        dtype=args.dtype,
-        device=args.device,
         no_cache_tokens=args.no_cache_tokens,
     )
     a, b = m.fit()
@@ -164,11 +161,11 @@ def _quality_arguments(p: argparse.ArgumentParser) -> None:
     _quality_arguments,
 )
 def cmd_quality(args):
-    from ..measure import quality, quality_results  # imports torch and transformers only now
+    from ..measure import quality  # imports torch and transformers only now
 
     names = [n.strip() for n in args.variants.split(",") if n.strip()] if args.variants else None
     if args.write_result:  # before minutes of measuring, not after
-        quality_results.check_result_path(args.write_result)
+        quality.check_result_path(args.write_result)
     load_before, started = os.getloadavg()[0], time.perf_counter()
     t = quality.evaluate(model=args.model, tokens=args.tokens, window=args.window, variants=names)
     if args.write_result:
@@ -195,7 +192,7 @@ def cmd_quality(args):
 
 def _write_quality_result(args, t, seconds: float, load_before: float) -> None:
     """``quality --write-result``: the table and its provenance (result_document)."""
-    from ..measure import quality, quality_results, runtime
+    from ..measure import quality, runtime
 
     torch = runtime.import_torch()
     _, _, tok = runtime.load_model("gguf", quality.MODEL_KEY, "fp32", t.device)
@@ -203,15 +200,15 @@ def _write_quality_result(args, t, seconds: float, load_before: float) -> None:
     command = f"python -m kvcalc quality --model {t.model} --tokens {t.tokens} --window {t.window}"
     if args.variants:
         command += f" --variants {','.join(r.variant for r in t.rows)}"
-    doc = quality_results.result_document(
+    doc = quality.result_document(
         t,
         command=command,
         seconds=seconds,
         load_average=(load_before, os.getloadavg()[0]),
-        text_sha256=quality_results.text_sha256(ids),
+        text_sha256=quality.text_sha256(ids),
         torch=torch,
     )
-    quality_results.write_result(args.write_result, doc)
+    quality.write_result(args.write_result, doc)
 
 
 def _vllm_spec(args, log: dict | None):

@@ -44,9 +44,8 @@ def cmd_tour(args, *, load_model, weights, gpu) -> tuple[dict, list[str]]:
     kw = dict(kv_dtype=args.kv_dtype, tp=args.tp, pp=args.pp)
     stops, text = [], []
     for stop in STOPS:
-        # The page's script in the app, as this key has always given it (the app's registry,
-        # webui/pages.py, keeps each page at app_pages/<its name>.py).
-        entry = {"number": stop.number, "title": stop.title, "page": f"app_pages/{stop.page}.py"}
+        # The page's key (its URL path in the app, /<key>): the core knows no UI file.
+        entry = {"number": stop.number, "title": stop.title, "page": stop.page}
         try:
             les = lesson(stop.number, spec, w, g, **kw)
         except ValueError as exc:
@@ -55,20 +54,11 @@ def cmd_tour(args, *, load_model, weights, gpu) -> tuple[dict, list[str]]:
             stops.append(entry)
             continue
         q = les.question
-        entry.update(
-            asked=True,
-            prompt=q.prompt,
-            value=q.value,
-            unit=q.unit,
-            ask_unit=q.ask_unit,
-            answer=q.answer,
-            solution=q.solution,
-            givens=[list(pair) for pair in les.givens],
-            slips=[{"ratio": r, "message": m} for r, m in q.mistakes],
-            figure=list(les.figure),
-            recap=list(les.recap),
-            discuss=les.discuss,
-        )
+        entry["asked"] = True
+        entry |= {k: getattr(q, k) for k in ("prompt", "value", "unit", "ask_unit", "answer")}
+        entry.update(solution=q.solution, givens=[list(pair) for pair in les.givens])
+        entry.update(slips=[{"ratio": r, "message": m} for r, m in q.mistakes])
+        entry.update(figure=list(les.figure), recap=list(les.recap), discuss=les.discuss)
         stops.append(entry)
         text.append(f"  stop {stop.number} ({stop.title}): {q.answer.replace('**', '')}")
     out = {

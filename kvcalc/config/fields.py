@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.text import short as _short
+from .families.understood import Family
 from .limits import cap_of, over_cap
 
 __all__ = ["Fields", "Geometry", "STATE_SIZE", "CONV_KERNEL", "EXPAND"]
@@ -37,13 +38,19 @@ class Fields:
         self.seen: set[str] = set()  # config fields looked at
         self.top: dict = cfg  # the whole config.json (a wrapper's, when cfg is its text_config)
         self.model_type = ""
+        self.family: Family | None = None  # the model_type's record (kvcalc.config.families)
         self._defaults_used: dict[str, Any] = {}
 
     def has(self, *names: str) -> bool:
         """True when any of ``names`` is set, by the config or by its class default. A field
         whose presence decides the reading counts as read."""
         self.seen.update(names)
-        return any(self.cfg.get(n) is not None or self.defaults.get(n) is not None for n in names)
+        return any(self.cfg.get(n) is not None or self._default(n) is not None for n in names)
+
+    def _default(self, name: str) -> Any:
+        """The class default of a field the config leaves out. A field written as null is not
+        left out: the class then takes None, which each reader handles as the class does."""
+        return None if name in self.cfg else self.defaults.get(name)
 
     def raw(self, *names: str, default: Any = None) -> Any:
         self.seen.update(names)
@@ -51,7 +58,7 @@ class Fields:
             if self.cfg.get(n) is not None:
                 return self.cfg[n]
         for n in names:
-            if self.defaults.get(n) is not None:
+            if self._default(n) is not None:
                 self._defaults_used[n] = self.defaults[n]
                 return self.defaults[n]
         return default
@@ -98,7 +105,7 @@ class Fields:
                 f"config field '{label}' must be at least {minimum}, got {_short(value)}"
             )
         found = next((n for n in names if self.cfg.get(n) is not None), None) or next(
-            (n for n in names if self.defaults.get(n) is not None), names[0]
+            (n for n in names if self._default(n) is not None), names[0]
         )
         refused = over_cap(found, value, cap_of(found) if maximum is None else maximum)
         if refused:

@@ -1,56 +1,28 @@
 """Build a ModelSpec from the fields of a Hugging Face config.json.
 
-Only config fields decide anything. Where a field is absent, the default is the one of the
-transformers config class named by ``model_type`` (the architecture, not the model's name): for
-example Gemma 2 alternates sliding and full layers although its config.json has no pattern field,
-because ``Gemma2Config`` builds ``layer_types`` that way.
-
-The cache comes first: the layers need only attention and state fields. Parameters are counted
-afterwards and apart; when that fails (an unknown family, per-layer shapes) the spec carries
-``params=None`` and a note, and only the weight figures are lost. A layout field that is not
-understood is refused by name; nothing falls back to "every layer full attention".
-
-Layout conventions, each read in one place (model_layers.py picks a config's layout;
-layouts.py: ``layer_kinds``, ``nas_layers``, ``share_kv``; one layer's geometry in
-layer_readers.py):
-- ``layer_types`` / ``layers_block_type`` (names), ``hybrid_override_pattern`` (Nemotron-H:
-  M Mamba-2, * attention, - MLP, E MoE), ``hybrid_layer_pattern`` (MiMo-V2: 0 full, 1 sliding),
-  ``attn_type_list`` (MiniMax: 0 lightning attention, 1 softmax), ``block_configs``
-  (Nemotron-NAS: per-layer no-op / linear / ``n_heads_in_group``)
-- per-type geometry: ``global_head_dim`` / ``num_global_key_value_heads`` with
-  ``attention_k_eq_v`` (Gemma 4 full layers), ``swa_*`` (MiMo-V2 sliding layers),
-  ``v_head_dim`` different from the K dim
-- ``num_kv_shared_layers`` (Gemma 3n / 4): the last layers read an earlier layer's cache
-- ``index_topk`` (DeepSeek sparse attention): an fp8 indexer-key cache beside the MLA latent
-- attention-free models (``mamba``, ``mamba2``): a state per layer and no K/V
-
-Config traps handled here (see docs/engine-facts.md#config-traps):
-- ``head_dim`` explicit (Gemma 2: 256, not 3584/16 = 224; gpt-oss: 64, not 2880/64 = 45)
-- ``num_key_value_heads`` missing -> multi-head attention
-- Falcon: ``multi_query`` (one KV head) or ``num_kv_heads`` with ``new_decoder_architecture``
-- GPT-2 names: ``n_embd``, ``n_head``, ``n_layer``, ``n_positions``, ``n_inner``; MPT's
-  ``n_layers`` / ``n_heads`` / ``d_model`` / ``attn_config``; ChatGLM's ``num_layers``,
-  ``multi_query_group_num``, ``kv_channels``, ``padded_vocab_size``, ``seq_length``
-- multimodal configs: the language model under ``text_config``
-- ``layer_types``; ``sliding_window`` with ``sliding_window_pattern``; ``use_sliding_window: false``
-- MLA (``kv_lora_rank``, ``qk_rope_head_dim``); hybrids (``full_attention_interval``,
-  ``attn_layer_period`` + ``attn_layer_offset``); MoE placement fields
+Only config fields decide anything: the model_type names a family record
+(kvcalc.config.families.table), whose reader turns the fields into layers; a field the file
+leaves out takes the transformers config class's default, reported as an assumption. The cache
+comes first; parameters are counted afterwards and apart (a failure only loses the weight
+figures). A field no reader understands is refused by name (UnknownFields). The rules, the
+layout conventions and the config traps (docs/engine-facts.md#config-traps) are in
+docs/families.md.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from ..core.model import ModelSpec, interned
 from ..core.text import SHORT as _SHORT
 from ..core.text import short as _short
-from .families import FAMILIES, understood
+from .families.decoder import read_layers
+from .families.table import FAMILIES, TEXT_FAMILIES, WRAPPERS
+from .families.understood import understood
 from .fields import Fields, Geometry
 from .files import read_regular_file
 from .limits import MAX_CONTEXT, MAX_LAYERS, UPFRONT, over_cap
-from .model_layers import read_layers
 from .mtp import mtp_layers, mtp_parameters
 from .params import count_parameters
 
@@ -61,49 +33,6 @@ MAX_CONFIG_BYTES = 1_000_000  # a real config.json is a few KiB; refuse anything
 # the context cap is vLLM's arithmetic's (kvcalc.engines.vllm.predict); the other sizes have a
 # cap each by field.
 _MAX_CONTEXT = MAX_CONTEXT
-
-
-# Defaults of transformers config classes, by model_type, for fields a config.json may omit.
-_CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
-    "gemma2": {"sliding_window_pattern": 2, "head_dim": 256, "vocab_size": 256000},
-    "gemma3_text": {
-        "sliding_window_pattern": 6,
-        "head_dim": 256,
-        "vocab_size": 262208,
-        "sliding_window": 4096,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 4,
-        "max_position_embeddings": 131072,
-    },
-    "gemma4_text": {
-        "sliding_window_pattern": 6,
-        "last_layer_full": True,
-        "sliding_window": 512,
-        "global_head_dim": 512,
-    },
-    "cohere2": {"sliding_window_pattern": 4},
-    # Their classes give a window by default and place it by a rule of their own when the file
-    # has no layer_types (kvcalc.config.layouts.LAYOUT_BY_CLASS_RULE refuses that by name): a
-    # file without sliding_window is not read as windowless
-    "dots1": {"sliding_window": 4096},
-    "cohere2_moe": {"sliding_window": 4096},
-    "afmoe": {"sliding_window": 1024},
-    "falcon": {"tie_word_embeddings": True},
-    "gpt2": {"n_positions": 1024, "tie_word_embeddings": True},
-    # GPTBigCodeConfig: multi_query defaults to true (one KV head)
-    "gpt_bigcode": {"multi_query": True},
-    # JambaConfig: the Mamba width is mamba_expand (2) x hidden_size, not intermediate_size
-    "jamba": {"mamba_expand": 2},
-    # The new families' config-class defaults, so that a file that leaves them out is read as
-    # transformers reads it and the assumptions say so (transformers 5.24's config classes)
-    "lfm2": {"conv_L_cache": 3},
-    "lfm2_moe": {"conv_L_cache": 3},
-    "falcon_h1": {"mamba_d_conv": 4, "mamba_n_groups": 1, "mamba_expand": 2},
-    "kimi_linear": {"linear_num_heads": 32, "linear_head_dim": 128, "linear_conv_kernel_dim": 4},
-    "recurrent_gemma": {"conv1d_width": 4},
-    # MllamaTextConfig's cross-attention layers when the file leaves them out
-    "mllama_text_model": {"cross_attention_layers": [3, 8, 13, 18, 23, 28, 33, 38]},
-}
 
 
 def load_config_file(path: str | Path) -> dict:
@@ -227,12 +156,14 @@ def spec_from_config(
     notes: list[str] = []
     cfg, model_type = _language_model(config, notes)
     _check_sizes(cfg)
-    f = Fields(cfg, _CLASS_DEFAULTS.get(model_type, {}))
+    fam = FAMILIES.get(model_type)
+    f = Fields(cfg, dict(fam.defaults) if fam is not None else {})
     f.top = config
     f.model_type = model_type
-    known = model_type in FAMILIES or model_type == ""
-    f.seen.update(understood(model_type or "llama", cfg))
-    layers, geo, max_ctx = _read_cache(f, model_type, honor_sliding_window, known)
+    f.family = fam
+    known = fam is not None or model_type == ""
+    f.seen.update(understood(FAMILIES.get(model_type or "llama"), cfg))
+    layers, geo, max_ctx = _read_cache(f, fam, honor_sliding_window, known)
     notes += geo.notes
     assumptions = list(geo.assumptions)
     assumptions += _engine_conventions(f, layers)
@@ -242,8 +173,8 @@ def spec_from_config(
             f"transformers' {model_type} config class"
         )
     drafts, mtp_field, mtp_error = mtp_layers(f, layers)
-    counted = count_parameters(f, model_type, layers, geo)
-    mtp_params = mtp_parameters(f, model_type, layers, drafts, geo, counted)
+    counted = count_parameters(f, fam, layers, geo)
+    mtp_params = mtp_parameters(f, fam, layers, drafts, geo, counted)
     if counted.error:
         notes.append(
             f"parameters not counted ({counted.error}): weight figures need a weight "
@@ -283,7 +214,7 @@ def spec_from_config(
         assumptions=tuple(assumptions),
         params_error=counted.error,
         unverified=tuple(unread),
-        family_reader=model_type in FAMILIES,
+        family_reader=fam is not None,
         mtp_layers=interned(drafts),
         mtp_field=mtp_field,
         mtp_error=mtp_error,
@@ -308,9 +239,9 @@ def _language_model(config: dict, notes: list[str]) -> tuple[dict, str]:
     model_type = cfg.get("model_type") or top_type or ""
     if not isinstance(model_type, str):
         raise ValueError(f"config field 'model_type' must be a string, got {_short(model_type)}")
-    if isinstance(top_type, str) and top_type in _WRAPPER_TEXT and cfg is config:
-        model_type = _WRAPPER_TEXT[top_type]
-    return cfg, _TEXT_TYPES.get(model_type, model_type)
+    if isinstance(top_type, str) and top_type in WRAPPERS and cfg is config:
+        model_type = WRAPPERS[top_type]
+    return cfg, TEXT_FAMILIES.get(model_type, model_type)
 
 
 # The speculators format (vLLM's speculators library; vllm/transformers_utils/configs/speculators:
@@ -340,16 +271,16 @@ def _speculator_layer(config: dict, notes: list[str]) -> tuple[dict, str]:
         f"{_short(kind)} speculator: its draft layers read from transformer_layer_config "
         "(the fusion layer and vocabulary fields size weights only)"
     )
-    return dict(layer), _TEXT_TYPES.get(model_type, model_type)
+    return dict(layer), TEXT_FAMILIES.get(model_type, model_type)
 
 
 def _read_cache(
-    f: Fields, model_type: str, honor_sliding_window: bool, known: bool
+    f: Fields, fam, honor_sliding_window: bool, known: bool
 ) -> tuple[list, Geometry, int]:
     """The layers, the base geometry and the model's context limit. A family kvcalc has no
     reader for that fails on a field it lacks is refused by the fields it has instead."""
     try:
-        layers, geo = read_layers(f, model_type, honor_sliding_window)
+        layers, geo = read_layers(f, fam, honor_sliding_window)
         max_ctx = f.int(
             "max_position_embeddings",
             "n_positions",
@@ -367,7 +298,7 @@ def _read_cache(
         # (the standard fields the failed reading did not reach are not among them).
         rest = sorted(set(f.unread()) - _STANDARD_FIELDS)
         if not known and rest:
-            raise UnknownFields(model_type, rest, False, why=str(exc)) from None
+            raise UnknownFields(f.model_type, rest, False, why=str(exc)) from None
         raise
     return layers, geo, max_ctx
 
@@ -375,30 +306,12 @@ def _read_cache(
 # The standard decoder's own fields: never "not understood", even where a failed reading did
 # not reach them.
 _STANDARD_FIELDS = frozenset(
-    {
-        "num_hidden_layers",
-        "n_layer",
-        "num_layers",
-        "n_layers",
-        "num_attention_heads",
-        "n_head",
-        "num_heads",
-        "n_heads",
-        "num_key_value_heads",
-        "head_dim",
-        "hidden_size",
-        "n_embd",
-        "d_model",
-        "max_position_embeddings",
-        "n_positions",
-        "sliding_window",
-        "layer_types",
-    }
+    """
+    num_hidden_layers n_layer num_layers n_layers num_attention_heads n_head num_heads n_heads
+    num_key_value_heads head_dim hidden_size n_embd d_model max_position_embeddings n_positions
+    sliding_window layer_types
+    """.split()
 )
-
-# Wrappers whose language model is not under text_config: the whole config is read under the
-# text family's reader.
-_WRAPPER_TEXT: dict[str, str] = {"qwen2_5_vl": "qwen2_5_vl_text", "qwen2_vl": "qwen2_vl_text"}
 
 # Wrappers whose transformers config class reads the language model from text_config only: a
 # file of that model_type without text_config is not read as its text model, because the engines
@@ -414,16 +327,6 @@ _TEXT_CONFIG_ONLY = {
         "window), ignoring this file's top-level 'layer_types' and 'sliding_window'; give the "
         "published config.json, whose text_config (model_type step3p5) holds them"
     ),
-}
-
-# model_type of a text config that names the whole multimodal model instead
-_TEXT_TYPES = {
-    "gemma3": "gemma3_text",
-    "gemma3n": "gemma3n_text",
-    "gemma4": "gemma4_text",
-    "llama4": "llama4_text",
-    "qwen3_5": "qwen3_5_text",
-    "qwen3_5_moe": "qwen3_5_moe_text",
 }
 
 

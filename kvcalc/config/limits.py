@@ -3,34 +3,7 @@
 A config.json is user input: a pasted 10,000,000-wide hidden size or a 199,000-entry layer
 pattern must be refused by name, with the cap in the message, before any per-layer work, not
 turned into a slow computation or a plausible-looking huge number (issue 22). Every cap is far
-above the largest published model of its kind, so no real config comes near one:
-
-===============  ============  ===============================================================
-size             cap           the largest published value (and so the margin)
-===============  ============  ===============================================================
-layers           1,024         162 (Nemotron-NAS Ultra 253B): 6x; it bounds every per-layer
-                               loop, list and table
-hidden size      1,048,576     20,480 (Megatron-Turing NLG 530B), 16,384 (Llama 3.1 405B): 51x
-heads            16,384        128 query heads (Llama 3.1 405B, DeepSeek-V3), 256 Mamba-2
-                               heads (Nemotron-H 56B): 64x; query, K/V, state and group counts
-head size        65,536        512 (Gemma 4's global heads, MLA's kv_lora_rank), 2,048
-                               (q_lora_rank of GLM-5): 32x; head dims, latent ranks, state
-                               sizes, time-step ranks
-vocabulary       16,777,216    262,144 (Gemma 3 / 4), about 1M in the largest tokenizers: 16x
-intermediate     4,194,304     73,728 (Nemotron-4 340B), 53,248 (Llama 3.1 405B): 57x; dense,
-                               expert and shared-expert MLP widths, Mamba inner widths
-experts          65,536        384 (Kimi K2), 512 (Qwen3-Next): 128x; routed, active, shared
-conv kernel      1,024         4 (Mamba, Gated DeltaNet, Falcon-H1): 256x
-expansion        1,024         2 (Mamba's expand): 512x
-context, window  100,000,000   10,485,760 (Llama 4 Scout's max_position_embeddings): 9.5x;
-                               vLLM's arithmetic here takes at most 10^8 (kvcalc.engines.vllm)
-parameters       2^56          about 2 x 10^12 (the largest published MoE): 36,000x. The field
-                 (7.2 x 10^16) caps alone admit about 10^21 (65,536 experts of 2^20 x 2^22 in
-                               each of 1,024 layers), whose weights no figure can hold (the
-                               budget takes at most 2^60 B); above this the parameters are not
-                               counted, and the weights are asked for, as for any config whose
-                               parameters kvcalc cannot count
-===============  ============  ===============================================================
+above the largest published model of its kind (the table with the margins: docs/families.md).
 """
 
 from __future__ import annotations
@@ -90,103 +63,40 @@ _KINDS = {
 }
 
 _NAMES = {
-    "layers": ("num_hidden_layers", "n_layer", "num_layers", "n_layers", "decoder_layers"),
-    "hidden": (
-        "hidden_size",
-        "n_embd",
-        "d_model",
-        "attention_hidden_size",
-        "lru_width",
-        "conv_dim",
-    ),
-    "heads": (
-        "num_attention_heads",
-        "n_head",
-        "num_heads",
-        "n_heads",
-        "num_key_value_heads",
-        "num_kv_heads",
-        "n_head_kv",
-        "multi_query_group_num",
-        "num_global_key_value_heads",
-        "swa_num_key_value_heads",
-        "swa_num_attention_heads",
-        "mamba_num_heads",
-        "mamba_n_heads",
-        "linear_num_key_heads",
-        "linear_num_value_heads",
-        "linear_num_heads",
-        "decoder_attention_heads",
-        "attention_heads",
-        "n_groups",
-        "mamba_n_groups",
-        "kv_n_heads",
-    ),
-    "head_dim": (
-        "head_dim",
-        "kv_channels",
-        "attention_head_dim",
-        "v_head_dim",
-        "global_head_dim",
-        "swa_head_dim",
-        "swa_v_head_dim",
-        "qk_rope_head_dim",
-        "qk_nope_head_dim",
-        "mamba_head_dim",
-        "mamba_d_head",
-        "linear_key_head_dim",
-        "linear_value_head_dim",
-        "linear_head_dim",
-        "index_head_dim",
-        "kv_lora_rank",
-        "q_lora_rank",
-        "ssm_state_size",
-        "mamba_d_state",
-        "state_size",
-        "mamba_dt_rank",
-        "time_step_rank",
-    ),
-    "vocab": ("vocab_size", "padded_vocab_size"),
-    "intermediate": (
-        "intermediate_size",
-        "moe_intermediate_size",
-        "shared_expert_intermediate_size",
-        "ffn_hidden_size",
-        "n_inner",
-        "mamba_d_ssm",
-    ),
-    "experts": (
-        "num_local_experts",
-        "n_routed_experts",
-        "num_experts",
-        "num_experts_per_tok",
-        "experts_per_token",
-        "num_experts_per_token",
-        "moe_top_k",
-        "n_shared_experts",
-    ),
-    "kernel": (
-        "conv_kernel",
-        "mamba_d_conv",
-        "d_conv",
-        "conv_L_cache",
-        "conv1d_width",
-        "linear_conv_kernel_dim",
-        "short_conv_kernel_size",
-    ),
-    "expand": ("mamba_expand", "expand"),
-    "context": (
-        "max_position_embeddings",
-        "n_positions",
-        "max_seq_len",
-        "seq_length",
-        "context_length",
-        "model_max_length",
-        "sliding_window",
-        "sliding_window_size",
-        "attention_window_size",
-        "attention_chunk_size",
-    ),
+    "layers": "num_hidden_layers n_layer num_layers n_layers decoder_layers".split(),
+    "hidden": "hidden_size n_embd d_model attention_hidden_size lru_width conv_dim".split(),
+    "heads": """
+        num_attention_heads n_head num_heads n_heads num_key_value_heads num_kv_heads n_head_kv
+        multi_query_group_num num_global_key_value_heads swa_num_key_value_heads
+        swa_num_attention_heads mamba_num_heads mamba_n_heads linear_num_key_heads
+        linear_num_value_heads linear_num_heads decoder_attention_heads attention_heads n_groups
+        mamba_n_groups kv_n_heads
+    """.split(),
+    "head_dim": """
+        head_dim kv_channels attention_head_dim v_head_dim global_head_dim swa_head_dim
+        swa_v_head_dim qk_rope_head_dim qk_nope_head_dim mamba_head_dim mamba_d_head
+        linear_key_head_dim linear_value_head_dim linear_head_dim index_head_dim kv_lora_rank
+        q_lora_rank ssm_state_size mamba_d_state state_size mamba_dt_rank time_step_rank
+    """.split(),
+    "vocab": "vocab_size padded_vocab_size".split(),
+    "intermediate": """
+        intermediate_size moe_intermediate_size shared_expert_intermediate_size ffn_hidden_size
+        n_inner mamba_d_ssm
+    """.split(),
+    "experts": """
+        num_local_experts n_routed_experts num_experts num_experts_per_tok experts_per_token
+        num_experts_per_token moe_top_k n_shared_experts
+    """.split(),
+    "kernel": """
+        conv_kernel mamba_d_conv d_conv conv_L_cache conv1d_width linear_conv_kernel_dim
+        short_conv_kernel_size
+    """.split(),
+    "expand": "mamba_expand expand".split(),
+    "context": """
+        max_position_embeddings n_positions max_seq_len seq_length context_length
+        model_max_length sliding_window sliding_window_size attention_window_size
+        attention_chunk_size
+    """.split(),
 }
 
 # field name -> (cap, what it sizes)

@@ -86,30 +86,23 @@ def mtp_layers(f: Fields, layers: list) -> tuple[list[Layer], str | None, str | 
 # hidden_layernorm, input_proj, final_layernorm), qwen3_next_mtp.py and qwen3_5_mtp.py
 # (pre_fc_norm_embedding, pre_fc_norm_hidden, fc, norm).
 _ONE_LAYER_MTP = frozenset(
-    {
-        "deepseek_v3",
-        "deepseek_v32",
-        "kimi_k2",
-        "glm4_moe",
-        "glm_moe_dsa",
-        "mimo",
-        "qwen3_next",
-        "qwen3_5_text",
-        "qwen3_5_moe_text",
-    }
+    """
+    deepseek_v3 deepseek_v32 kimi_k2 glm4_moe glm_moe_dsa mimo qwen3_next qwen3_5_text
+    qwen3_5_moe_text
+    """.split()
 )
 
 
-def mtp_parameters(f: Fields, model_type: str, layers: list, drafts: list, geo, counted):
+def mtp_parameters(f: Fields, fam, layers: list, drafts: list, geo, counted):
     """The parameters the MTP modules add (what vLLM loads for them), or None where kvcalc
     does not know a family's module: each module's decoder layer, counted as the model's next
     layer (the parameter counter with one more layer, minus without), plus its 2 x hidden x
     hidden projection and three norms of hidden."""
-    if not drafts or counted.params is None or model_type not in _ONE_LAYER_MTP:
+    if not drafts or counted.params is None or f.model_type not in _ONE_LAYER_MTP:
         return None
     from .params import count_parameters  # the counter reads the same fields again
 
-    more = count_parameters(f, model_type, layers + [drafts[0]], geo)
+    more = count_parameters(f, fam, layers + [drafts[0]], geo)
     hidden = geo.hidden
     if more.params is None or not hidden:
         return None

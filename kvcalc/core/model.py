@@ -1,34 +1,17 @@
 """A model as the KV cache sees it: a list of layers, each of one kind, plus its parameter counts.
 
-Every architecture is data in this form. ``kvcalc.config.hfconfig`` builds it from Hugging Face
-config.json fields; nothing here looks at a model's name.
-
-Each layer carries its own geometry (KV heads, K dim, V dim, window or chunk), and each kind
-answers for itself, in the manner of vLLM's ``vllm/v1/kv_cache_interface.py``: bytes per token
-for a dtype, tokens kept at context n, state bytes, its tensor-parallel split, the blocks vLLM
-reserves for one request, and its formula text. Callers never branch on the kind.
+Every architecture is data in this form, built from config.json fields by
+``kvcalc.config.hfconfig``; nothing here looks at a model's name. Each layer carries its own
+geometry (KV heads, K dim, V dim, window or chunk), and each kind answers for itself, in the
+manner of vLLM's ``vllm/v1/kv_cache_interface.py``: bytes per token for a dtype, tokens kept at
+context n, state bytes, its tensor-parallel split, the blocks vLLM reserves for one request, and
+its formula text. Callers never branch on the kind. The kinds and what each stores and keeps:
+docs/formulas.md#tokens-a-layer-keeps.
 
 This module is longer than the 600 lines the codebase keeps to, on purpose: the layer kinds
 are read side by side (one table of rules, one class each, their shared per-token base), as
 vLLM keeps its cache specs in one file; split, the rules one kind shares with another would be
 read in two places.
-
-==============  ==========================================  =====================================
-kind            stored per token                            tokens kept at context n
-==============  ==========================================  =====================================
-full            K and V: kv_heads x (k_dim + v_dim)          n
-sliding         same as full                                min(n, window)
-chunked         same as full                                min(n, chunk) (the most held at once)
-mla             one latent: kv_lora_rank + qk_rope_head_dim  n  (DeepSeek-V2/V3, no factor 2)
-shared          nothing: reads the cache of an earlier      0  (Gemma 3n / Gemma 4
-                layer (``num_kv_shared_layers``)               ``num_kv_shared_layers``)
-state           nothing per token; a fixed per-sequence      0  (Mamba, Mamba-2, Gated DeltaNet,
-                recurrent state                                linear attention)
-none            nothing (an MLP/MoE-only or no-op block)     0
-==============  ==========================================  =====================================
-
-An attention or MLA layer may also keep an ``ExtraCache`` per token, in its own format: the
-key cache of DeepSeek sparse attention's indexer (``index_topk``) is one.
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
 """Speculative decoding's cache: the layers a drafter adds to the target model's pool.
 
-A drafter proposes ``tokens`` tokens a step and the target model checks them all in one pass.
-The drafter's attention layers keep a cache of their own, in the same pool as the target's:
-vLLM gives each drafter layer a cache spec beside the target's layers and sizes one pool for
-all of them (vllm/v1/spec_decode/eagle.py loads the drafter before the KV cache is planned;
-tests/data/vllm-speculative-facts.md). Three kinds of drafter:
-
-- **MTP**: the model's own multi-token-prediction layers (``ModelSpec.mtp_layers``, read from
-  ``num_nextn_predict_layers``, ``mtp_num_hidden_layers`` and the like): each is one more
-  decoder layer with the model's attention, so one more layer's cache per token.
-- **EAGLE**: a small head of its own config.json (EAGLE-1 and EAGLE-3 heads of Llama are one
-  decoder layer with the target's attention geometry, which is what is taken when no head
-  config is given).
-- **draft model**: a smaller model of the same tokenizer; all of its layers keep a cache.
-
-The bytes per token the drafter adds do not depend on ``tokens``; what an engine adds per
-drafted token (lookahead slots, recurrent state copies) is the engine's rule
-(kvcalc.engines.vllm)."""
+A drafter proposes ``tokens`` tokens a step and the target checks them in one pass. Its
+attention layers keep a cache of their own in the same pool as the target's (vLLM sizes one
+pool for all of them; tests/data/vllm-speculative-facts.md). Three kinds of drafter: the
+model's own MTP layers (``ModelSpec.mtp_layers``), an EAGLE head (its own config.json, or one
+decoder layer of the target's geometry), or a draft model (all of its layers). What an
+engine adds per drafted token is the engine's rule (kvcalc.engines.vllm):
+docs/vllm.md#speculative-decoding.
+"""
 
 from __future__ import annotations
 

@@ -6,12 +6,14 @@ Deployment (``from_pool``): ``VllmBudget`` (vLLM's own arithmetic, kvcalc.engine
 (TensorRT-LLM's share of the free memory, blocks per layer). ``budget(dep, context,
 convention=...)`` picks the class once (``CONVENTIONS``); nothing after branches on the name.
 Each engine's pool, its defaults and the blocks per layer: kvcalc.engines.pool; the
-conventions and the defaults in words: docs/budget-conventions.md.
+conventions and the defaults in words: docs/vllm.md#the-gpu-memory-budget. Longer than the
+600 lines: the Budget, its verdict and help texts, and the three conventions are one idea.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Self
 
@@ -176,6 +178,39 @@ class Budget:
 
     def concurrency_help(self, windowed: bool) -> str:
         return "pool / bytes of one sequence"
+
+    def verdict(
+        self, label: str, windowed: bool, quote: Callable[[str], str] = str
+    ) -> tuple[str, str]:
+        """The headline: (success, warning or error; its sentence), ``quote`` for outside text."""
+        n, ctx, gib, pool = self.concurrency, self.context, fmt_gib, fmt_gib(self.usable_bytes)
+        need = f"{n:,} x {ctx:,} tokens need {gib(self.needed_bytes)} of cache blocks"
+        if self.kv_pool_bytes <= 0:
+            return "error", (
+                f"{quote(label)} does not fit: its weights take {gib(self.weights_bytes)} per GPU "
+                f"and the reserve {gib(self.reserve_bytes)}, more than the "
+                f"{gib(self.requested_bytes)} the engine may use, so there is no room for a "
+                "cache. The cache per token below does not depend on the GPU."
+            )
+        if self.startup_error:
+            return "error", (
+                f"vLLM would refuse to start with max_model_len = {ctx:,}: one request of that "
+                f"length does not fit. Its own message: {quote(self.startup_error)}"
+            )
+        if self.fits:
+            spare = gib(self.usable_bytes - self.needed_bytes)
+            return "success", f"{need}; the pool holds {pool}: it fits, with {spare} to spare."
+        held = windowed and n <= self.held_concurrency  # a window holds less than counted
+        return ("warning" if held else "error"), (
+            f"By vLLM's start-up arithmetic {need}, over the {pool} pool by "
+            f"{gib(self.overflow_bytes)}: it charges every sequence at full length and each "
+            f"window its worst case. Decoding, a sequence of {ctx:,} tokens holds only "
+            f"{gib(self.held_bytes)}, so all {n:,} fit while they run (see 'Logged vs running "
+            "capacity' below); a new prompt needs its whole window while its prefill runs."
+            if held
+            else f"{need} but the pool holds {pool}: over by {gib(self.overflow_bytes)}. The "
+            "engine would queue or preempt the sequences that do not fit."
+        )
 
     def setup_line(self) -> str:
         """The CLI's line on how the engine takes its memory."""

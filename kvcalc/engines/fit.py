@@ -1,18 +1,11 @@
 """The smallest change of hardware that lets a model run: a setup of the registry's GPUs that
 holds the weights and leaves room in the KV pool for one sequence.
 
-A page that finds the weights do not fit (DeepSeek-V3's 624.94 GiB of FP8 weights on one H100's
-73.28 GiB) offers this setup as one move instead of a dead end. The rule, in the order a person
-would try it:
-
-1. the same GPU, split over more of them by tensor parallelism (1, 2, 4, 8: one node);
-2. else the next larger GPU of the registry (by memory as the driver reports it), and so on up,
-   each with the fewest GPUs that fit.
-
-"Fits" is vLLM's arithmetic (``kvcalc.engines.budget.budget``) at the given pool settings: a
-positive KV pool that holds at least one whole sequence of ``context`` tokens, and no start-up
-refusal. The weights of a model are the same bytes on every GPU (a 16-bit format is 2 bytes in
-BF16 and in FP16), so one ``weights_bytes`` serves every candidate.
+A page that finds the weights do not fit offers this setup as one move instead of a dead end:
+first the same GPU split by tensor parallelism (1, 2, 4, 8), else the next larger GPU of the
+registry, each with the fewest GPUs that fit. "Fits" is vLLM's arithmetic
+(``kvcalc.engines.budget.budget``): a KV pool that holds one whole sequence of ``context``
+tokens and no start-up refusal. The rule: docs/vllm.md#the-smallest-setup-that-fits.
 """
 
 from __future__ import annotations

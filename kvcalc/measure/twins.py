@@ -3,8 +3,8 @@
 A twin is a registry model rebuilt small: its attention geometry (KV heads, head_dim, layer
 kinds, window, MLA ranks) and one period of its layer pattern, with a small hidden size,
 vocabulary and MLP, so each attention layer's cache is byte for byte the real model's.
-kvcalc.measure.live runs them with torch; building their configs and predicting their caches needs
-neither torch nor transformers, so it is tested without them.
+kvcalc.measure.live runs them with torch; their configs and predicted caches need neither torch
+nor transformers.
 """
 
 from __future__ import annotations

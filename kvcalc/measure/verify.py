@@ -2,24 +2,15 @@
 
     python -m kvcalc verify --config path/to/config.json [--context N]
 
-The model is built on PyTorch's meta device (``with torch.device("meta")``): tensors have shapes
-but no storage, so even a 671B model costs no memory and a few seconds. One forward pass of
-``context`` tokens with ``use_cache=True`` returns the real cache object; its layers are read one
-by one (class, K and V shapes, indexer keys, convolution and recurrent states) and compared with
-kvcalc's layers as transformers lays them out (``Layer.transformers_view``).
-
-Where transformers and vLLM (kvcalc's default) legitimately differ, the row names the
-difference instead of calling it a mismatch:
-- a sliding layer keeps window - 1 tokens between steps (vLLM reserves window - 1 + one batch);
-- a chunked layer is kept as a rolling window of chunk - 1 tokens (vLLM keeps the current chunk);
-- a recurrent layer keeps the whole convolution kernel (vLLM keeps kernel - 1);
-- the MLA latent is cached as "keys" (kv_lora_rank) and "values" (the RoPE key);
-- the sparse-attention indexer keys stay in the model dtype (vLLM: fp8 plus scales);
-- MLP/MoE-only and KV-sharing layers hold a DummyLayer (nothing stored).
-
-torch and transformers are imported inside ``verify``; ``import kvcalc`` never loads them.
-Remote code is never run: a model_type transformers does not ship cannot be checked, and the
-report says so.
+``verify`` builds the model on PyTorch's meta device (shapes, no storage: a 671B model costs no
+memory), runs one forward pass of ``context`` tokens and compares the cache transformers returns,
+layer by layer, with kvcalc's layers in transformers' layout (``Layer.transformers_view``); a
+legitimate difference from vLLM is named, not called a mismatch. ``verify_bounded`` runs it on a
+server: in a child process (``python -m kvcalc.measure.verify``) with memory and time limits,
+for a model type on the allow-list (``ZOO_TYPES`` less ``NATIVE_CODE``) and at most
+``MAX_CHECK_LAYERS`` layers (``precheck``). Remote code is never run. Design, the named
+differences and the allow-list: docs/measurement.md. torch and transformers are imported inside
+the functions; ``import kvcalc`` never loads them.
 """
 
 from __future__ import annotations
@@ -31,7 +22,20 @@ from typing import Any
 from ..config.hfconfig import spec_from_config
 from ..core.units import check_int
 
-__all__ = ["verify", "VerifyReport", "VerifyRow"]
+__all__ = [
+    "verify",
+    "VerifyReport",
+    "VerifyRow",
+    "BoundedVerdict",
+    "verify_bounded",
+    "precheck",
+    "refusal",
+    "ZOO_TYPES",
+    "NATIVE_CODE",
+    "DEFAULT_TIMEOUT_S",
+    "DEFAULT_MEMORY_GIB",
+    "MAX_CHECK_LAYERS",
+]
 
 MAX_VERIFY_CONTEXT = 1 << 17
 
@@ -45,9 +49,6 @@ class VerifyRow:
     found: dict  # elements read off transformers' tensors
     verdict: str  # "agrees", "agrees (named difference)" or "differs"
     why: str = ""
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -85,12 +86,11 @@ def _expected(layer, n: int) -> dict:
     """Elements one sequence holds in this layer at context n, in transformers' layout."""
     view = layer.transformers_view()
     kept = view.tokens_kept(n)
-    out = {
+    return {
         "kv": view.elements_per_token * kept if view.stores_tokens else 0,
         "indexer": view.extra.elements * kept if view.extra else 0,
         "state": view.state_elements,
     }
-    return out
 
 
 def _numel(t) -> int:
@@ -353,3 +353,237 @@ def _report(
         differences=tuple(named),
         unverified=spec.unverified,
     )
+
+
+# -- where the check may run: the allow-list and the bounded child ---------------------------
+# A pasted model_type must never make a server load or compile native code. RWKV runs ninja (and
+# on a GPU compiles a CUDA kernel), MRA and YOSO compile theirs, SAM3 video loads a hub kernel:
+# found by reading transformers' modeling files for ninja, cpp_extension, load_cuda_kernels,
+# lazy_load_kernel and get_kernel; tests/test_verify_types.py reads them again for every type.
+NATIVE_CODE = frozenset({"rwkv", "mra", "yoso", "sam3_video"})
+# The zoo's types (docs/zoo.md): regenerate after a zoo run with a new transformers.
+ZOO_TYPES = frozenset(
+    """
+afmoe apertus apertus1p5 apertus1p5_text arcee aria aria_text audioflamingo3 axk1 axk2
+aya_vision bailing_hybrid bamba bart beam bert bert-generation big_bird bigbird_pegasus biogpt
+bitnet blenderbot blenderbot-small blip-2 bloom blt camembert clip codegen cohere cohere2
+cohere2_moe cohere2_vision cohere_compass cohere_compass_text colmodernvbert colpali colqwen2
+cosmos3_edge cosmos3_omni cpmant ctrl cwm data2vec-text dbrx deepseek_v2 deepseek_v3
+deepseek_v32 deepseek_v4 deepseek_vl deepseek_vl_hybrid diffllama doge dory dots1 dots3_note
+dots3_note_text electra embedding_gemma2 emu3 encoder-decoder ernie ernie4_5 ernie4_5_moe
+exaone exaone4 exaone4_5 exaone_moe falcon falcon_h1 falcon_mamba fast_vlm flex_olmo flint
+florence2 fun_asr_nano fuyu gemma gemma2 gemma3 gemma3_text gemma3n gemma3n_text gemma4
+gemma4_assistant gemma4_text gemma4_unified gemma4_unified_assistant gemma4_unified_text git
+glm glm4 glm46v glm4_moe glm4_moe_lite glm4v glm4v_moe glm5_next glm_image glm_moe_dsa glm_ocr
+glmasr glmga got_ocr2 gpt-sw3 gpt2 gpt_bigcode gpt_neo gpt_neox gpt_neox_japanese gpt_oss gptj
+granite granite_docling granite_speech granite_speech_plus granite_swa granitemoe
+granitemoe_swa granitemoehybrid granitemoeshared grounding-dino helium hrm_text
+hunyuan_v1_dense hunyuan_v1_moe hunyuan_vl hy_v3 hy_v4 hy_v4_vl hyperclovax
+hyperclovax_vision_v2 idefics2 idefics3 inkling2 inkling2_loop inkling2_loop_text inkling2_text
+inkling_mm_model inkling_text instructblip instructblipvideo internlm3 internvl iquestcoder
+jais2 jamba janus jetmoe jev kimi_k25 kimi_linear kolibri1 laguna lara_mini lfm2 lfm2_moe
+lfm2_vl lfm3 lfm3_vl lighton_ocr llama llama4 llama4_text llava llava_next llava_next_video
+llava_onevision longcat_flash mamba mamba2 marian mbart megatron-bert mellum mimo_v2_flash
+minicpm3 minicpm_ocr minicpmv4_6 minicpmv4_7 minimax minimax_m2 minimax_m3_vl
+minimax_m3_vl_text ministral ministral3 mistral mistral3 mistral_large4 mixtral mllama
+mm-grounding-dino modernbert-decoder modernvbert molmo2 moshi moss_transcribe_diarize mpt
+muse_glimmer muse_spark musicflamingo musicgen musicgen_melody mvp nanochat nemo_speechlm
+nemotron nemotron_h nemotron_h_omni olmo olmo2 olmo3 olmo_hybrid olmoe omdet-turbo omniasr
+openai-gpt opt ovis2 paligemma pe_audio pe_audio_video pe_video pegasus perception_lm persimmon
+phi phi3 phi4_multimodal phimoe plbart pp_chart2table prophetnet qianfan_ocr qwen2 qwen2_5_vl
+qwen2_audio qwen2_moe qwen2_vl qwen3 qwen3_5 qwen3_5_moe qwen3_5_moe_text qwen3_5_text
+qwen3_asr qwen3_moe qwen3_next qwen3_vl qwen3_vl_moe qwen4_exp qwen4_exp_text rag
+recurrent_gemma reformer rembert roberta roberta-prelayernorm roc_bert roformer rwkv sam3
+sam3_lite_text sarvam_mla sarvam_moe seed_oss shieldgemma2 smollm3 smolvlm solar_open
+speech-encoder-decoder stablelm starcoder2 tipsv2 trocr ultravbert vaultgemma vibevoice
+vibevoice_asr video_llama_3 video_llava vipllava vision-encoder-decoder
+vision-text-dual-encoder voxtral voxtral_realtime whisper xglm xlm xlm-roberta xlm-roberta-xl
+xlnet xlstm xmod youtu zamba zamba2 zaya
+    """.split()
+)
+
+
+def refusal(model_type: object) -> str | None:
+    """Why the check will not build ``model_type`` here, or None when it may."""
+    if not isinstance(model_type, str) or not model_type:
+        return "not checked: the config has no model_type, so transformers has no class to build"
+    shown = model_type[:60].encode("unicode_escape").decode("ascii")
+    if model_type in NATIVE_CODE:
+        return (
+            f"not checked here: transformers' {shown} model loads or compiles native code "
+            "when it is built, which this server never does (run `python -m kvcalc verify` "
+            "on your own machine)"
+        )
+    if model_type not in ZOO_TYPES:
+        return (
+            f"not checked: model_type '{shown}' is not one of the {len(ZOO_TYPES)} "
+            "decoder types transformers ships that this check builds (docs/zoo.md)"
+        )
+    return None
+
+
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_MEMORY_GIB = 4.0  # torch alone maps about 1 GiB of address space
+# The deepest real decoders have 126 (Llama 3.1 405B) to about 160 layers; building 512 on the
+# meta device takes about a second per hundred layers and well under the memory limit.
+MAX_CHECK_LAYERS = 512
+POLL_S = 0.1
+
+
+@dataclass(frozen=True)
+class BoundedVerdict:
+    agrees: bool | None  # None: could not be checked (refused, not buildable, out of limits)
+    line: str  # one sentence: the verdict, what differs, or why it was not checked
+    report: dict | None = None  # VerifyReport.to_dict() when the check ran
+
+
+def _limit(memory_gib: float):
+    def apply() -> None:  # runs in the child, before it executes Python
+        import resource
+
+        limit = int(memory_gib * 2**30)
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return apply
+
+
+def precheck(config: object) -> str | None:
+    """Why ``config`` will not be built by the check, in one line, or None when it may be.
+    Milliseconds: the reader's caps, the model-type allow-list and the depth limit."""
+    if not isinstance(config, dict):
+        return "not checked: a config.json is a JSON object"
+    why = refusal(config.get("model_type"))
+    if why:
+        return why
+    try:
+        spec = spec_from_config(config, unverified=True)
+    except ValueError as exc:
+        return f"not checked: {str(exc)[:400]}"
+    if spec.num_layers > MAX_CHECK_LAYERS:
+        return (
+            f"not checked: {spec.num_layers:,} layers is more than the {MAX_CHECK_LAYERS} "
+            "this check builds within its limits"
+        )
+    return None
+
+
+def verify_bounded(
+    config: dict,
+    *,
+    context: int | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    memory_gib: float = DEFAULT_MEMORY_GIB,
+    should_stop: Callable[[], bool] | None = None,
+) -> BoundedVerdict:
+    """The meta-device check of ``config`` in a child process (``python -m
+    kvcalc.measure.verify``): at most ``timeout_s`` seconds and ``memory_gib`` GiB of
+    address space, refused before it starts when ``precheck`` says so; when the time is up or
+    ``should_stop()`` turns true the child's whole process group is killed, and it is always
+    reaped."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    why = precheck(config)
+    if why:
+        return BoundedVerdict(None, why)
+    payload = json.dumps({"config": config, "context": context}, allow_nan=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kvcalc.measure.verify"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=_limit(memory_gib),
+        start_new_session=True,
+        text=True,
+    )
+    deadline = time.monotonic() + timeout_s
+    stopped = None
+    send: str | None = payload
+    try:
+        while True:
+            try:
+                out, _ = proc.communicate(send, timeout=POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                send = None  # the input went on the first call
+            if time.monotonic() > deadline:
+                stopped = f"the check took longer than {timeout_s:g} s and was stopped"
+            elif should_stop is not None and should_stop():
+                stopped = "the check was stopped before it finished"
+            if stopped:
+                break
+    finally:
+        if proc.returncode is None:  # stopped, or an exception in should_stop: kill and reap
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.communicate()
+    if stopped:
+        return BoundedVerdict(None, f"not checked: {stopped}")
+    try:
+        got = json.loads(out.strip().splitlines()[-1]) if out.strip() else None
+    except ValueError:
+        got = None
+    if not isinstance(got, dict):
+        if proc.returncode and proc.returncode < 0:
+            why = f"the check's process died (signal {-proc.returncode})"
+        else:
+            why = (
+                f"the check's process ended (status {proc.returncode}) without a result, "
+                f"probably over its {memory_gib:g} GiB limit"
+            )
+        return BoundedVerdict(None, f"not checked: {why}")
+    return BoundedVerdict(
+        agrees=got.get("agrees"), line=str(got.get("line", "")), report=got.get("report")
+    )
+
+
+def _main() -> None:
+    """The child: a JSON request on stdin, one JSON line on stdout, nothing else printed."""
+    import json
+    import os
+    import sys
+    import warnings
+
+    request = json.loads(sys.stdin.read())
+    real_stdout = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # transformers and torch print; only the result goes to stdout
+    warnings.simplefilter("ignore")
+    try:
+        try:
+            import torch  # noqa: F401  (first: under a tight limit this is what fails)
+        except ImportError as exc:
+            raise ValueError(
+                f"not checked: torch could not be loaded in the check's process "
+                f"(not installed, or its memory limit is too small: {exc})"[:300]
+            )
+        from transformers.utils import logging
+
+        logging.set_verbosity_error()
+        r = verify(request["config"], context=request.get("context"))
+        line = r.verdict
+        if r.differences:
+            line += " (named differences: " + "; ".join(r.differences) + ")"
+        out = {"agrees": r.agrees if r.checkable else None, "line": line, "report": r.to_dict()}
+    except MemoryError:
+        out = {
+            "agrees": None,
+            "line": "not checked: building the model needs more address "
+            "space than the check is given",
+        }
+    except ValueError as exc:
+        out = {"agrees": None, "line": str(exc)}
+    except Exception as exc:  # transformers failing inside: still one line, never a traceback
+        out = {"agrees": None, "line": f"not checked: {type(exc).__name__}: {str(exc)[:200]}"}
+    with os.fdopen(real_stdout, "w") as fh:
+        fh.write(json.dumps(out, default=str) + "\n")
+
+
+if __name__ == "__main__":
+    _main()

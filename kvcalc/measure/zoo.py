@@ -2,32 +2,14 @@
 
     python -m kvcalc verify --zoo [--markdown | --json] [--only TYPE[,TYPE]]
 
-Every ``model_type`` in transformers' ``CONFIG_MAPPING`` that has a causal-LM class
-(``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``) is built from its config class's defaults
-(``CONFIG_MAPPING[model_type]()``, full size: the meta device costs no memory), turned into a plain
-config.json dict and checked with ``kvcalc.measure.verify.verify``. A multimodal or encoder-decoder
-type without a causal-LM class of its own is checked through its text sub-config
-(``get_text_config()``) when that has one; the row says so.
-
-Each type gets one verdict:
-- ``exact``: kvcalc's layers agree with transformers' cache on every layer, nothing to name;
-- ``named difference``: they agree once the named, legitimate differences are taken into account
-  (window vs window - 1, the MLA latent layout, the conv kernel vs kernel - 1, ...);
-- ``refused``: kvcalc refuses the config (``spec_from_config`` raised ValueError, naming why);
-- ``cannot build``: transformers cannot build or run it on the meta device (or it timed out);
-- ``wrong``: kvcalc gave numbers and transformers' cache differs: a bug to fix;
-- ``error``: kvcalc raised something other than ValueError: a bug to fix as well.
-
-The same child counts the parameters of the model transformers built and compares kvcalc's
-count of the same config (kvcalc.measure.zoo_params: exact / refused / cannot build / wrong).
-
-Each type runs in a child process of its own, forked from a server that has already imported
-torch and transformers (multiprocessing's forkserver), with a wall-time limit and an
-address-space limit (``resource.setrlimit``), so one type that hangs or explodes cannot take the
-run down. The children's warnings and log lines are captured, counted and kept out of the output.
-
-torch and transformers are imported only inside the functions that run the zoo; ``import kvcalc``
-never loads them, and ``classify`` (the verdict logic) needs neither.
+Every ``model_type`` with a causal-LM class (or a text sub-config that has one) is built from its
+config class's defaults on the meta device and checked with ``kvcalc.measure.verify.verify``;
+the same child counts the model's parameters against kvcalc's (kvcalc.measure.param_check). Each
+type gets one of ``VERDICTS``: exact, named difference, refused (kvcalc says why), cannot build
+(transformers cannot), wrong or error (a bug to fix). Each type runs in a child process of its
+own (multiprocessing's forkserver, with torch preloaded) with time and address-space limits; its
+output is captured and counted. The verdicts in full: docs/measurement.md. torch and transformers
+are imported only inside the functions that run the zoo; ``classify`` needs neither.
 """
 
 from __future__ import annotations
@@ -37,7 +19,7 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-from .zoo_params import PARAMS_VERDICTS, markdown_lines, summary_lines
+from .param_check import PARAMS_VERDICTS, exc_line, markdown_lines, summary_lines
 
 __all__ = [
     "PARAMS_VERDICTS",
@@ -74,6 +56,7 @@ PRELOAD = (
     "kvcalc.config.hfconfig",
     "kvcalc.measure.runtime",
     "kvcalc.measure.zoo",
+    "kvcalc.measure.param_check",
     "kvcalc.measure.verify",
 )
 
@@ -112,14 +95,25 @@ class ZooResult:
     layers: int | None = None
     seconds: float = 0.0
     noise: int = 0  # warning and log lines the child printed (captured, not shown)
-    # the parameter check (kvcalc.measure.zoo_params): its verdict, what it says, both totals
+    # the parameter check (kvcalc.measure.param_check): its verdict, what it says, both totals
     params: str = ""
     params_detail: str = ""
     params_kvcalc: int | None = None
     params_transformers: int | None = None
 
-    def to_dict(self) -> dict:
-        return asdict(self)
+    @classmethod
+    def failed(cls, entry: ZooEntry, why: str, **kw) -> ZooResult:
+        """``entry`` could not be built: both checks say ``why``."""
+        return cls(
+            model_type=entry.model_type,
+            model_class=entry.model_class,
+            via_text=entry.via_text,
+            verdict="cannot build",
+            detail=why,
+            params="cannot build",
+            params_detail=why,
+            **kw,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -139,7 +133,7 @@ class ZooRun:
         return {v: c.get(v, 0) for v in VERDICTS}
 
     def params_counts(self) -> dict[str, int]:
-        from .zoo_params import counts
+        from .param_check import counts
 
         return counts(self.results)
 
@@ -162,7 +156,7 @@ class ZooRun:
             "params_counts": self.params_counts(),
             "refusals_by_cause": self.refusals_by_cause(),
             "cannot_build_by_cause": self.failures_by_cause(),
-            "results": [r.to_dict() for r in self.results],
+            "results": [asdict(r) for r in self.results],
         }
 
     def summary(self) -> list[str]:
@@ -358,11 +352,11 @@ class _quiet:
 
 def _check(entry: ZooEntry) -> ZooResult:
     """One type, in the current process: build its default config, read it, verify its cache
-    and count its parameters (kvcalc.measure.zoo_params) on the model verify built."""
+    and count its parameters (kvcalc.measure.param_check) on the model verify built."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     from ..config.hfconfig import spec_from_config
-    from . import zoo_params
+    from . import param_check
     from .verify import verify
 
     t0 = time.perf_counter()
@@ -378,6 +372,9 @@ def _check(entry: ZooEntry) -> ZooResult:
             **kw,
         )
 
+    def failed(why: str) -> ZooResult:
+        return ZooResult.failed(entry, why, seconds=round(time.perf_counter() - t0, 2))
+
     unread = {"params": "refused", "params_detail": "the config is refused (see its cache verdict)"}
     try:
         cfg = CONFIG_MAPPING[entry.model_type]()
@@ -386,8 +383,7 @@ def _check(entry: ZooEntry) -> ZooResult:
         config = cfg.to_dict()
         config["model_type"] = cfg.model_type
     except Exception as exc:
-        why = f"the config class's defaults fail: {_exc(exc)}"
-        return result("cannot build", why, params="cannot build", params_detail=why)
+        return failed(f"the config class's defaults fail: {_exc(exc)}")
     try:
         spec = spec_from_config(config, name=entry.model_type)
     except ValueError as exc:
@@ -399,18 +395,17 @@ def _check(entry: ZooEntry) -> ZooResult:
         report = verify(
             config,
             name=entry.model_type,
-            on_model=lambda m: counted.append(zoo_params.count_model(m)),
+            on_model=lambda m: counted.append(param_check.count_model(m)),
         )
     except ValueError as exc:  # verify re-reads the config; a refusal there is still a refusal
         return result("refused", str(exc), **unread)
     except MemoryError:
-        why = "out of memory (the child's address-space limit)"
-        return result("cannot build", why, params="cannot build", params_detail=why)
+        return failed(_OUT_OF_MEMORY)
     except Exception as exc:
         return result(
             "error",
             f"verify raised {_exc(exc)}",
-            **zoo_params.fields(spec, counted, entry.model_type, entry.via_text),
+            **param_check.fields(spec, counted, entry.model_type, entry.via_text),
         )
     verdict, detail, named = classify(report)
     if not counted:
@@ -421,12 +416,15 @@ def _check(entry: ZooEntry) -> ZooResult:
         differences=named,
         context=report.context,
         layers=spec.num_layers,
-        **zoo_params.fields(spec, counted, entry.model_type, entry.via_text),
+        **param_check.fields(spec, counted, entry.model_type, entry.via_text),
     )
 
 
 def _exc(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())[:240]}"
+    return exc_line(exc, 240)
+
+
+_OUT_OF_MEMORY = "out of memory (the child's address-space limit)"
 
 
 def _child(entry: ZooEntry, memory_gib: float, conn) -> None:
@@ -448,15 +446,7 @@ def _child(entry: ZooEntry, memory_gib: float, conn) -> None:
         try:
             res = _check(entry)
         except MemoryError:
-            res = ZooResult(
-                model_type=entry.model_type,
-                model_class=entry.model_class,
-                via_text=entry.via_text,
-                verdict="cannot build",
-                detail="out of memory (the child's address-space limit)",
-                params="cannot build",
-                params_detail="out of memory (the child's address-space limit)",
-            )
+            res = ZooResult.failed(entry, _OUT_OF_MEMORY)
         noise += len(caught)
     try:
         log.seek(0)
@@ -495,16 +485,7 @@ def _run_one(ctx, entry: ZooEntry, timeout_s: float, memory_gib: float) -> ZooRe
                 if code and code < 0
                 else f"the child process exited with status {code} and no result"
             )
-        res = ZooResult(
-            model_type=entry.model_type,
-            model_class=entry.model_class,
-            via_text=entry.via_text,
-            verdict="cannot build",
-            detail=why,
-            seconds=round(time.perf_counter() - t0, 2),
-            params="cannot build",
-            params_detail=why,
-        )
+        res = ZooResult.failed(entry, why, seconds=round(time.perf_counter() - t0, 2))
     else:
         proc.join(10)
         if proc.is_alive():

@@ -1,26 +1,13 @@
 """Calibrate an engine profile from the user's own benchmark (issue 41, item 3).
 
 ``simulate --engine vllm@0.18.0 --calibrate-from FILE`` reads the user's measured runs of the
-setup the other flags describe (model, GPU, layout, formats) and fits the engine-level
-coefficients of the profile (``kvcalc.perf.engines``) to them before it simulates. Three
-formats are read (``read_benchmark``):
-
-* rows in aiconfigurator's silicon-sample columns (CSV: ``isl``, ``osl``, ``batch_size`` and
-  ``silicon_ttft_ms`` / ``silicon_tpot_ms``; other columns are ignored);
-* the JSON ``vllm bench serve --save-result`` writes (one object, a list, or one per line:
-  ``max_concurrency`` or ``request_rate``, ``total_input_tokens`` / ``total_output_tokens`` over
-  ``completed`` for the lengths, ``mean_ttft_ms``, ``mean_tpot_ms``);
-* the output of ``vllm bench latency`` (its printed arguments' ``input_len``, ``output_len``,
-  ``batch_size`` and its "Avg latency: X seconds" line, or its ``--output-json`` with
-  ``avg_latency`` beside those three).
-
-The fit (``calibrate``) is a few Gauss-Newton steps on log(predicted / measured), each
-measurement a residual, the coefficients in log scale, with a ridge toward the profile's fitted
-values: one row moves the coefficients that explain it most cheaply (the bandwidth shares and
-the step overhead for TPOT, the API overhead and the GEMM share for TTFT); more rows move more.
-``Calibration.report`` says what changed, the residual on the rows given, and the band the
-rest of a sweep carries (``SWEEP_BAND``: measured by ``bench/calibration.py --aic`` calibrating
-from the lowest-concurrency row of each training setup and predicting its other rows).
+setup the other flags describe and fits the profile's engine-level coefficients
+(``kvcalc.perf.engines``) to them before it simulates. ``read_benchmark`` reads aiconfigurator's
+silicon-sample CSV, ``vllm bench serve --save-result`` JSON and ``vllm bench latency`` output;
+``calibrate`` takes a few Gauss-Newton steps on log(predicted / measured) with a ridge toward
+the fitted profile; ``Calibration.report`` says what changed and the band a sweep carries
+(``SWEEP_BAND``). The formats' fields and the fit:
+docs/calibration.md#calibrating-from-your-own-benchmark.
 """
 
 from __future__ import annotations

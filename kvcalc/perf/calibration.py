@@ -1,49 +1,17 @@
 """The calibrated step model: what a real serving engine adds to the ideal bound.
 
-The ideal bound (``roofline.step_time``, the seed's formula) reads every byte at the GPU's
-nominal bandwidth and does nothing else. Real engines measured in published benchmarks
-(tests/data/benchmarks/, 284 runs from 24 files) are slower in six ways, each one named
-coefficient here:
+Each addition is one named coefficient, fitted by ``bench/calibration.py --fit`` on published
+measurements (tests/data/benchmarks/): ``BW_SHARE`` (the reads' share of the bandwidth),
+``STEP_OVERHEAD_S`` (a fixed cost per step), ``MFU`` (the matrix multiplies' share of the peak),
+``DEQUANT_GEMM_MFU`` (the same for on-the-fly 4-bit dequantising kernels),
+``ALLREDUCE_LATENCY_S`` (two all-reduces per layer under TP) and ``API_OVERHEAD_S`` (a serving
+stack's time before the first token; per stack in ``API_OVERHEAD_BY_STACK``). A step is
 
-* ``BW_SHARE``: the share of the nominal bandwidth a decode step's reads achieve;
-* ``STEP_OVERHEAD_S``: a fixed cost per engine step (kernel launches, sampling, scheduling,
-  even with CUDA graphs);
-* ``MFU``: the share of the dense peak (of the format they compute in) the matrix multiplies
-  reach, in prefill and in decode at large batch;
-* ``ALLREDUCE_LATENCY_S``: under tensor parallelism every layer ends in two all-reduces of the
-  step's activations (Megatron-LM's split: one after attention, one after the MLP), each
-  costing a latency plus its bytes over the GPU's link (``tp_link`` in models.yaml, a
-  datasheet figure): ``ALLREDUCES_PER_LAYER x layers x (latency + 2 (tp - 1) / tp x tokens x
-  hidden x ACTIVATION_BYTES / link bandwidth)`` (a ring all-reduce moves 2 (tp - 1) / tp of
-  the message through each GPU's link);
-* ``DEQUANT_GEMM_MFU``: the share of the 16-bit dense peak a matrix multiply reaches when it
-  dequantises 4-bit group-quantised weights (AWQ, GPTQ, MLC's q4f16) on the fly, as vLLM's
-  awq_gemm kernel does (``simulate --dequant-gemm``): such kernels are memory-light but slow at
-  batch > 1 (vLLM's AutoAWQ page of early 2024: "Please note that AWQ support in vLLM is
-  under-optimized at the moment. [...] vLLM's AWQ implementation have lower throughput than
-  unquantized version"); the linear layers' FLOPs of a step with such weights run at this share
-  in place of ``MFU``, attention's at ``MFU``;
-* ``API_OVERHEAD_S``: a serving stack's time before the engine sees a request and after it
-  ends (HTTP, tokenizer, chat template), added to every time to first token of a served
-  request; benchmarks that call the engine directly (static batches, vLLM's latency script,
-  trtllm-bench, llama-bench) have none. Fitted once on every engine's served runs, and again on
-  each engine family's alone (``API_OVERHEAD_BY_STACK``: vLLM's stack adds the most).
+    max(FLOPs / (peak x MFU), bytes / (bandwidth x BW_SHARE)) + STEP_OVERHEAD_S + all-reduces
 
-One calibrated engine step of ``tokens`` new tokens is then
-
-    step = max(FLOPs / (peak x MFU), bytes / (bandwidth x BW_SHARE))
-           + STEP_OVERHEAD_S + all-reduce(tokens)
-
-which is never faster than the ideal byte time (BW_SHARE <= 1, the additions >= 0).
-
-The coefficients were fitted by ``bench/calibration.py --fit`` on the training part of the
-corpus (``TRAINING``: every source but the held-back ones, ``HELD_BACK``, the later
-``HELD_BACK_LATER`` and the fresh ``HELD_BACK_FRESH``), in stages, each a
-least-squares fit of the relative error on the points that isolate it (the 15 closed-loop runs
-of 2025 engines enter no stage unless ``--closed-loop`` is given; they are compared, not
-fitted); the values below are what that script printed, and tests/test_calibration.py re-runs
-the fit and checks it reproduces them. ``ERROR_BAND`` is what ``bench/calibration.py`` measured
-on every held-back source through the command line.
+never faster than the ideal byte time. The held-back sets (``HELD_BACK``, ``HELD_BACK_LATER``,
+``HELD_BACK_FRESH``) are never fitted; ``ERROR_BAND`` is measured on them. The fit, its stages
+and the error it leaves: docs/calibration.md.
 """
 
 from __future__ import annotations

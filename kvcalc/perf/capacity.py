@@ -1,28 +1,11 @@
 """Logged vs running capacity: what vLLM prints at start-up against what a running server holds.
 
-vLLM's start-up line "Maximum concurrency for N tokens per request: C x" is a worst case: every
-request at its full max_model_len at once, and each sliding-window group charged min(window - 1 +
-the tokens in flight, N) (kvcalc.engines.vllm.predict). A running server holds less:
-
-- a request that is still decoding holds the blocks of the tokens it has so far, not of N;
-- vLLM frees a sliding group's blocks once they leave the window (the v1 KV-cache manager's
-  remove_skipped_blocks: SlidingWindowManager.get_num_skipped_tokens = computed - window + 1,
-  in whole blocks), so a decoding sequence keeps about a window per sliding group;
-- a recurrent state holds its blocks whatever the length.
-
-So a running server sustains a larger batch than the line says, and preemption starts above it.
-``running_capacity`` gives the three figures side by side for one setup and one workload:
-
-    logged      = vLLM's line at max_model_len (Setup.logged_concurrency)
-    held at N   = blocks one request holds decoding at its full length, and pool / that
-    sustained   = the simulator's batch (kvcalc.perf.sim), time-averaged from the first finish to
-                  the last admission, once the pool binds
-    onset       = the fewest users (a closed loop) at which the simulator preempts or a waiting
-                  request finds too few free blocks: where the pool starts to bind
-
-The onset is found by doubling the users until a run is pool-bound, then bisecting between the
-last run that is not and the first that is (pool-boundness grows with the users). Every run is
-kept, so a frontier can draw them, densest where the pool starts to bind (``frontier_users``).
+vLLM's "Maximum concurrency" line is a worst case (every request at max_model_len, every window
+charged window - 1 + the tokens in flight). A decoding request holds only its tokens so far,
+and vLLM frees a window's blocks as they leave it (remove_skipped_blocks), so a running server
+sustains more. ``running_capacity`` gives the logged figure, the blocks held at full length,
+the simulator's sustained batch and the onset (the fewest users at which the pool binds, found
+by doubling then bisecting). Why and how: docs/simulator.md#logged-and-running-capacity.
 """
 
 from __future__ import annotations

@@ -1,39 +1,14 @@
 """Engine profiles (issue 41): the step model's coefficients per serving engine and version
 family, fitted on measured end-to-end runs.
 
-The pooled calibrated estimate (``kvcalc.perf.calibration.CALIBRATED``) takes one set of
-coefficients for every engine and era; the engine, its version and its build move a step as much
-as the hardware does. A profile holds, for one engine (vLLM, SGLang, TensorRT-LLM) and one
-version family, each coefficient of the step (``kvcalc.perf.sim.engine.Setup.step_seconds``):
-
-* ``bw_share``: the share of the nominal bandwidth the weights' reads reach;
-* ``kv_bw_share``: the share a decode's paged KV reads reach (attention at decode);
-* ``step_overhead_s``: a fixed cost per engine step (launches, sampling, scheduling);
-* ``mfu``: the share of the dense peak (of the weights' format: FP8 GEMMs at the FP8 peak) the
-  matrix multiplies reach;
-* ``attn_mfu``: the share of the attention peak prefill's attention reaches;
-* ``allreduce_latency_s``: one tensor-parallel all-reduce's fixed cost (plus its bytes over the
-  link, ``tp_link`` in models.yaml);
-* ``ep_latency_s``: one expert-parallel all-to-all (dispatch or combine) of a MoE layer;
-* ``api_overhead_s``: the serving stack's time before the engine sees a request (HTTP,
-  tokenizer, template), added to a served request's TTFT;
-
-and the scheduler's batching rules the engine applies by default (``max_num_batched_tokens``:
-the chunked-prefill token budget; ``max_num_seqs``), each with the line of its source.
-
-What is *not* a coefficient is physics, the same for every engine: which experts a step reads
-(uniform routing over the routed experts), MLA's absorbed decode attention, the GEMM peak of the
-weights' format on the GPU's generation (FP8 on Hopper, FP4 on Blackwell), expert parallelism's
-split of the experts and attention data parallelism's split of the batch and the caches. A new
-model on a fitted engine predicts without refitting.
-
-The values below were printed by ``bench/calibration.py --aic --fit`` (the Gauss-Newton fit of
-``bench/aic.py`` on the 992 training rows of aiconfigurator's silicon sample,
-tests/data/benchmarks/aic/); tests/test_engine_profiles.py checks that the fit reproduces them.
-``BAND`` is what the same script measured leaving one model, and one GPU, out of each fit.
-
-``--engine vllm@0.18.0`` (``simulate``, ``step-time``, ``prefill``) takes the profile of that
-engine's nearest fitted version and says so when it is not the one asked for.
+A profile holds, for one engine (vLLM, SGLang, TensorRT-LLM) and one version family, each
+coefficient of the step (bandwidth shares for weights and KV reads, a step's fixed cost, GEMM
+and attention MFU, all-reduce and expert-parallel latency, the serving stack's time) and the
+scheduler's default batching rules, each with its source. What is physics (experts touched,
+MLA's absorbed decode, a format's peak) is not a coefficient. The values were printed by
+``bench/calibration.py --aic --fit`` on aiconfigurator's silicon sample
+(tests/data/benchmarks/aic/); tests/test_engine_profiles.py checks the fit reproduces them.
+``BAND`` is the leave-one-out error. Details: docs/calibration.md#engine-profiles-issue-41.
 """
 
 from __future__ import annotations

@@ -1,36 +1,12 @@
 """Arithmetic intensity (FLOPs per byte) of prefill, decode and attention alone: the roofline.
 
-A kernel that does F FLOPs while moving B bytes runs at min(peak, (F / B) x bandwidth). The
-ridge point peak / bandwidth is where the two limits meet (H100 SXM, dense BF16:
-989.4 TFLOPS / 3,350 GB/s = 295 FLOP/B). Below it the memory limits, above it the compute.
-(Williams, Waterman and Patterson, "Roofline", CACM 2009.)
-
-A step has two kinds of work, and each has its own roof (``Roofs``):
-    the GEMMs (the weights' matrix multiplies) run in the weights' format: FP8 weights on FP8
-        tensor cores, FP32 weights on the FP32 units (``GPU.gemm_format``);
-    attention runs in the format its kernels compute in over the cache: 16 bits for a 16-bit
-        cache and for an INT8/INT4 or (off Hopper) FP8 one, which is dequantised as it is read;
-        FP8 on Hopper, where vLLM's FlashAttention 3 and FlashMLA kernels compute in FP8
-        (``GPU.attention_format``).
-
-    prefill of P tokens:  F = 2 x active params x P + attention(P),  B = weights + KV(P)
-    decode at batch b, q query tokens per sequence (q > 1: speculative decoding or multi-token
-    prediction verifying q tokens at once), context c:
-        GEMMs:      F = 2 x active params x b x q,   B = weights read for b x q tokens
-        attention:  F = b x attention(q tokens at c), B = b x (KV(c + q - 1) + state)
-    attention alone, one decode token at context c, one layer (e = bytes per cached number):
-        MHA/GQA/MQA: F = 2 x h x (d_k + d_v) x c,  B = kv_heads x (d_k + d_v) x c x e
-                     -> F / B = 2 x (h / kv_heads) / e: the group size, in BF16
-        MLA absorbed (DeepSeek-V2): queries are multiplied into the latent space, so each of
-        the h heads scores against the (r + r_rope)-wide cached latent and sums r-wide values:
-                     F = 2 x h x (2r + r_rope) x c,  B = (r + r_rope) x c x e
-    Attention FLOPs come from ``roofline.attention_flops`` (each layer kind's own count, MLA
-    absorbed at decode), the same count the Decode step time page and the simulator use.
-
-Attention's intensity does not depend on the batch (each sequence reads its own cache) nor on
-the context (both grow with c), which is why a large batch cannot make long-context decode
-compute bound; q query tokens per step multiply it by about q. The ideal time of a decode step
-is the sum over its two parts of max(FLOPs / peak, bytes / bandwidth), each under its own roof.
+A kernel that does F FLOPs while moving B bytes runs at min(peak, (F / B) x bandwidth); the
+ridge point peak / bandwidth is where the two limits meet (Williams, Waterman and Patterson,
+"Roofline", CACM 2009). A step's two kinds of work each have their own roof (``Roofs``): the
+GEMMs in the weights' format (``GPU.gemm_format``), attention in the format its kernels compute
+in over the cache (``GPU.attention_format``). Attention FLOPs come from
+``roofline.attention_flops``, MLA absorbed at decode. The F and B of each case, and why a large
+batch cannot make long-context decode compute bound: docs/formulas.md#arithmetic-intensity.
 """
 
 from __future__ import annotations

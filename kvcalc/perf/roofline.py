@@ -1,26 +1,14 @@
 """Decode step time, the crossover context, prefill time, and cache-versus-recompute arithmetic.
 
 Decode is memory-bandwidth bound: each step reads every (touched) weight once and the whole
-cache of every sequence in the batch.
-
-    step time      ~= (weight bytes read + batch x KV bytes at context N + batch x state)
-                      / bandwidth
-    crossover C*   =  the context where batch x KV bytes(C*) = weight bytes read
-                   =  weight bytes / (batch x KV bytes per token)     (full attention)
-
-Prefill is compute bound: about 2 x active params FLOPs per prompt token, plus attention
-(2 x q_heads x (qk_dim + v_dim) FLOPs for each attended pair of tokens), at a stated fraction
-(MFU) of the GPU's dense peak.
+cache of every sequence in the batch (docs/formulas.md#decode-step-and-the-crossover). Prefill
+is compute bound: about 2 x active params FLOPs per prompt token plus attention, at a stated
+MFU of the GPU's dense peak (docs/formulas.md#prefill-and-work-without-a-cache).
 
 Attention FLOPs have one source, ``attention_flops``, which every page, the roofline and the
-serving simulator use: each layer kind says what one (query, cached token) pair costs. MLA
-differs by phase: prefill up-projects the latent into per-head K/V (2 x h x (qk_head_dim +
-v_head_dim) per pair), decode is absorbed and works on the latent itself (2 x h x
-(2 x kv_lora_rank + qk_rope_head_dim)), as vLLM's MLA backends do.
-
-With tensor parallelism each GPU reads its share of the weights and cache at the same time, so
-step time is per GPU; pipeline stages run one after another for a token, so they do not shorten a
-step (they spread memory).
+serving simulator use: each layer kind says what one (query, cached token) pair costs, MLA
+absorbed at decode as vLLM's MLA backends compute it. Times are per GPU under tensor
+parallelism; pipeline stages do not shorten a step.
 """
 
 from __future__ import annotations

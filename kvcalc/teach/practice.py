@@ -4,7 +4,8 @@ A seeded generator draws a model's geometry (layers, KV heads, head dimension, q
 its KV format, then one question of each kind in turn: bytes per token, bytes per token read off
 a config.json, a batch's cache, conversations that fit (vLLM's arithmetic), the batch-1
 crossover, and the saving of GQA, FP8 or MLA. A class that shares the seed shares the same set.
-``kvcalc.teach.quiz`` re-exports ``practice_questions``.
+The wording is data (kvcalc/teach/practice.toml); ``kvcalc.teach.quiz`` re-exports
+``practice_questions``.
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass
+from typing import Any
 
 from ..cache.deployment import CacheFormat, Deployment
 from ..config.hfconfig import spec_from_config
 from ..core.units import GB, GiB, KiB, check_int
 from ..engines.budget import budget, pool_defaults_text
+from .prose import prose
 from .question import Question
 
 __all__ = ["practice_questions", "llama_like"]
@@ -39,6 +42,8 @@ def llama_like(layers: int, kv_heads: int, head_dim: int, q_heads: int | None = 
 
 _DTYPES = [("BF16", 2), ("FP16", 2), ("FP8", 1), ("FP32", 4)]
 _KINDS = ("per_token", "config", "sequence", "concurrency", "crossover", "saving")
+RESERVE_GIB = 2  # the reserve of a concurrency question
+LATENT = (512, 64)  # an MLA latent: kv_lora_rank + qk_rope_head_dim (DeepSeek-V2/V3)
 
 
 def practice_questions(seed: int, count: int = 8) -> list[Question]:
@@ -46,15 +51,7 @@ def practice_questions(seed: int, count: int = 8) -> list[Question]:
     seed = check_int("seed", seed, 0, 2**31)
     count = check_int("count", count, 1, 50)
     rng = random.Random(seed)
-    return [_make(rng, _KINDS[i % len(_KINDS)], i + 1) for i in range(count)]
-
-
-def _geometry(rng: random.Random) -> tuple[int, int, int, int]:
-    layers = rng.choice([24, 28, 32, 36, 40, 48, 60, 64, 80])
-    kv = rng.choice([1, 2, 4, 8, 8, 16])
-    head_dim = rng.choice([64, 128, 128, 256])
-    q = kv * rng.choice([1, 2, 4, 8])
-    return layers, kv, head_dim, q
+    return [_make(rng, _KINDS[i % len(_KINDS)], f"p{i + 1}") for i in range(count)]
 
 
 def _plural(n: int, word: str) -> str:
@@ -84,176 +81,106 @@ class _Drawn:
         """KV bytes per token: 2 (K and V) x layers x KV heads x head dim x bytes."""
         return 2 * self.layers * self.kv * self.hd * self.db
 
-    @property
-    def text(self) -> str:
-        """The model as a prompt names it."""
-        return (
-            f"{self.layers} layers, {_plural(self.kv, 'KV head')} of dimension {self.hd}, "
-            f"KV cache in {self.dname}"
-        )
+    def numbers(self) -> dict[str, Any]:
+        """The drawn model's named numbers, with the model as a prompt names it ("text")."""
+        heads = _plural(self.kv, "KV head")
+        text = f"{self.layers} layers, {heads} of dimension {self.hd}, KV cache in {self.dname}"
+        return dict(vars(self), per=self.per, heads=heads, text=text)
 
 
-def _make(rng: random.Random, kind: str, n: int) -> Question:
-    layers, kv, hd, q = _geometry(rng)
+def _make(rng: random.Random, kind: str, qid: str) -> Question:
+    layers = rng.choice([24, 28, 32, 36, 40, 48, 60, 64, 80])
+    kv = rng.choice([1, 2, 4, 8, 8, 16])
+    hd = rng.choice([64, 128, 128, 256])
+    q = kv * rng.choice([1, 2, 4, 8])
     dname, db = rng.choice(_DTYPES)
     m = _Drawn(layers=layers, kv=kv, hd=hd, q=q, dname=dname, db=db)
-    qid = f"p{n}"
-    if kind == "config":
-        return _from_config(rng, qid)
-    return _MAKERS[kind](rng, m, qid)
+    key, nums, fields = _from_config(rng) if kind == "config" else _MAKERS[kind](rng, m)
+    t = prose("practice")[key]
+    text: dict[str, Any] = {k: v.format(**nums) for k, v in t.items() if isinstance(v, str)}
+    mistakes = tuple((nums[r], why.format(**nums)) for r, why in t.get("mistakes", ()))
+    return Question(qid=qid, **text, **fields, mistakes=mistakes)
 
 
-def _per_token(rng: random.Random, m: _Drawn, qid: str) -> Question:
-    per = m.per
-    return Question(
-        qid=qid,
-        level="core",
-        prompt=f"A model has {m.text}. How many bytes does one token add to its KV cache?",
-        answer=f"{per:,} B ({per / KiB:g} KiB)",
-        value=per,
-        unit="B",
-        ask_unit="B",
-        solution=f"2 x {m.layers} layers x {m.kv} heads x {m.hd} x {m.db} B = {per:,} B",
-    )
+_Made = tuple[str, dict[str, Any], dict[str, Any]]  # (its prose's key, numbers, Question fields)
 
 
-def _sequence(rng: random.Random, m: _Drawn, qid: str) -> Question:
-    per = m.per
+def _per_token(rng: random.Random, m: _Drawn) -> _Made:
+    nums = dict(m.numbers(), per_kib=m.per / KiB)
+    return "per_token", nums, dict(value=m.per, unit="B", ask_unit="B")
+
+
+def _sequence(rng: random.Random, m: _Drawn) -> _Made:
     ctx = rng.choice([2048, 4096, 8192, 16384, 32768, 131072])
     batch = rng.choice([1, 4, 8, 16, 32])
-    total = per * ctx * batch
-    return Question(
-        qid=qid,
-        level="core",
-        prompt=f"A model has {m.text}. How much KV cache "
-        f"{'does' if batch == 1 else 'do'} {_plural(batch, 'sequence')} "
-        f"of {ctx:,} tokens need, in GiB?",
-        answer=f"{total / GiB:,.3f} GiB",
-        value=total,
-        unit="B",
-        ask_unit="GiB",
-        solution=f"{per:,} B/token x {ctx:,} tokens x {batch} = {total:,} B = "
-        f"{total / GiB:,.3f} GiB",
-    )
+    total = m.per * ctx * batch
+    nums = dict(m.numbers(), ctx=ctx, batch=batch, total=total, total_gib=total / GiB)
+    nums.update(does="does" if batch == 1 else "do", seqs=_plural(batch, "sequence"))
+    return "sequence", nums, dict(value=total, unit="B", ask_unit="GiB")
 
 
-def _concurrency(rng: random.Random, m: _Drawn, qid: str) -> Question:
-    per, layers = m.per, m.layers
+def _concurrency(rng: random.Random, m: _Drawn) -> _Made:
     gpu_gib = rng.choice([24, 40, 48, 80, 141])
     weights_gib = rng.choice([2, 4, 8, 14, 16])
     if weights_gib > gpu_gib * 0.6:
         weights_gib = 4
     ctx = rng.choice([2048, 4096, 8192, 16384])
-    spec = spec_from_config(llama_like(layers, m.kv, m.hd, m.q))
-    dt = {1: "fp8", 2: "bf16", 4: "fp32"}[m.db]
+    spec = spec_from_config(llama_like(m.layers, m.kv, m.hd, m.q))
     dep = Deployment(
         spec=spec,
         memory_bytes=gpu_gib * GiB,
         weights_bytes=weights_gib * GiB,
-        reserve_bytes=2 * GiB,
-        cache=CacheFormat(kv_dtype=dt),
+        reserve_bytes=RESERVE_GIB * GiB,
+        cache=CacheFormat(kv_dtype={1: "fp8", 2: "bf16", 4: "fp32"}[m.db]),
     )
     b = budget(dep, ctx, find_max_context=False)
-    return Question(
-        qid=qid,
-        level="mid",
-        prompt=(
-            f"A model with {m.text} and {weights_gib} GiB of weights runs in vLLM on "
-            f"{_a(gpu_gib)} {gpu_gib} GiB GPU ({pool_defaults_text()}, blocks of "
-            f"16 tokens). How many {ctx:,}-token sequences can run at once?"
-        ),
-        answer=f"{b.max_concurrency:,.2f} sequences (so {int(b.max_concurrency):,} whole ones)",
-        value=b.max_concurrency,
-        unit="sequences",
-        ask_unit="sequences",
-        floor_ok=True,
-        solution=(
-            f"pool = ceil({gpu_gib} GiB x {b.gpu_mem_util:g}) - {weights_gib} GiB "
-            "- 2 GiB = "
-            f"{b.kv_pool_bytes / GiB:,.2f} GiB; page = 16 x {per // layers:,} B; "
-            f"blocks = pool // page // {layers} = {b.num_blocks:,}; concurrency = "
-            f"{b.num_blocks:,} / ({ctx:,} / 16) = {b.max_concurrency:,.2f}"
-        ),
+    nums = dict(
+        m.numbers(),
+        gpu_gib=gpu_gib,
+        a=_a(gpu_gib),
+        weights_gib=weights_gib,
+        reserve_gib=RESERVE_GIB,
+        ctx=ctx,
+        defaults=pool_defaults_text(),
+        conc=b.max_concurrency,
+        whole=int(b.max_concurrency),
+        util=b.gpu_mem_util,
+        pool_gib=b.kv_pool_bytes / GiB,
+        per_layer=m.per // m.layers,
+        blocks=b.num_blocks,
+        block=b.effective_block_size,
     )
+    fields = dict(value=b.max_concurrency, unit="sequences", ask_unit="sequences", floor_ok=True)
+    return "concurrency", nums, fields
 
 
-def _crossover(rng: random.Random, m: _Drawn, qid: str) -> Question:
-    per = m.per
+def _crossover(rng: random.Random, m: _Drawn) -> _Made:
     weights_gb = rng.choice([2, 4, 8, 16, 30, 70, 140])
     batch = rng.choice([1, 2, 4, 8, 16, 32, 64])
-    cross = weights_gb * GB / (batch * per)
-    return Question(
-        qid=qid,
-        level="mid",
-        prompt=(
-            f"A model has {m.text} and {weights_gb} GB of weights. At batch {batch}, from "
-            "what context length (tokens per sequence) does a decode step read more KV "
-            "cache than weights?"
-        ),
-        answer=f"{cross:,.0f} tokens",
-        value=cross,
-        unit="tokens",
-        ask_unit="tokens",
-        solution=(
-            f"{batch} x context x {per:,} B = {weights_gb} x 10^9 B -> context = "
-            f"{weights_gb * GB:,} / ({batch} x {per:,}) = {cross:,.0f} tokens"
-        ),
-    )
+    cross = weights_gb * GB / (batch * m.per)
+    nums = dict(m.numbers(), weights_gb=weights_gb, weights_b=weights_gb * GB, batch=batch)
+    return "crossover", dict(nums, cross=cross), dict(value=cross, unit="tokens", ask_unit="tokens")
 
 
-def _saving(rng: random.Random, m: _Drawn, qid: str) -> Question:
+def _saving(rng: random.Random, m: _Drawn) -> _Made:
     kv, hd, db = m.kv, m.hd, m.db
+    rank, rope = LATENT
     which = rng.choice(["gqa", "fp8", "mla"])
     if which == "fp8" and db == 1:
         which = "gqa"  # an FP8 cache does not shrink with FP8: no question with a false premise
-    if which == "mla" and 2 * kv * hd <= 512 + 64:
+    if which == "mla" and 2 * kv * hd <= rank + rope:
         which = "gqa"  # a latent of 576 would not shrink a layer that stores fewer numbers
+    nums = m.numbers()
     if which == "gqa":
         mha_heads = kv * rng.choice([2, 4, 8])
-        return Question(
-            qid=qid,
-            level="core",
-            prompt=(
-                f"A model with {mha_heads} attention heads switches from multi-head attention "
-                f"to grouped-query attention with {_plural(kv, 'KV head')}. How many times "
-                "smaller is its KV cache?"
-            ),
-            answer=f"{mha_heads / kv:g}x",
-            value=mha_heads / kv,
-            unit="x",
-            ask_unit="x",
-            solution=f"K/V heads go from {mha_heads} to {kv}: {mha_heads} / {kv} = "
-            f"{mha_heads / kv:g}x",
-        )
-    if which == "fp8":
-        return Question(
-            qid=qid,
-            level="core",
-            prompt=f"A model has {m.text}. By what factor does an FP8 KV cache shrink it?",
-            answer=f"{db / 1:g}x",
-            value=db / 1,
-            unit="x",
-            ask_unit="x",
-            solution=f"{db} bytes per number -> 1 byte: {db}x",
-        )
-    rank, rope = 512, 64
-    ratio = 2 * kv * hd / (rank + rope)
-    return Question(
-        qid=qid,
-        level="senior",
-        prompt=(
-            f"A layer with {_plural(kv, 'KV head')} of dimension {hd} is replaced by an MLA "
-            f"layer that "
-            f"caches one latent of {rank} plus a {rope}-dimensional RoPE key per token. By what "
-            "factor does its cache shrink (same number format)?"
-        ),
-        answer=f"{ratio:,.2f}x",
-        value=ratio,
-        unit="x",
-        ask_unit="x",
-        solution=f"2 x {kv} x {hd} = {2 * kv * hd} numbers per token -> {rank} + {rope} = "
-        f"{rank + rope}: {2 * kv * hd} / {rank + rope} = {ratio:,.2f}x",
-    )
+        nums.update(mha_heads=mha_heads, ratio=mha_heads / kv)
+    elif which == "fp8":
+        nums.update(ratio=db / 1)
+    else:
+        numbers = 2 * kv * hd
+        nums.update(rank=rank, rope=rope, numbers=numbers, latent=rank + rope)
+        nums.update(ratio=numbers / (rank + rope))
+    return f"saving_{which}", nums, dict(value=nums["ratio"], unit="x", ask_unit="x")
 
 
 _MAKERS = {
@@ -265,15 +192,15 @@ _MAKERS = {
 }
 
 
-def _from_config(rng: random.Random, qid: str) -> Question:
+def _from_config(rng: random.Random) -> _Made:
     """Per-token KV bytes read off a config.json snippet that gives query heads and KV heads but
     no head_dim (it is hidden_size / num_attention_heads), as real Llama-family configs do."""
     layers = rng.choice([16, 22, 24, 28, 32, 36, 40, 48, 64, 80])
-    head_dim = rng.choice([64, 128, 128])
+    hd = rng.choice([64, 128, 128])
     kv = rng.choice([1, 2, 4, 8, 8])
     q = kv * rng.choice([3, 4, 4, 5, 6, 7])  # not 2 or 8: those ratios have their own hints
     dname, db = rng.choice([("bfloat16", 2), ("float16", 2), ("float32", 4)])
-    hidden = q * head_dim
+    hidden = q * hd
     cfg = {
         "model_type": "llama",
         "hidden_size": hidden,
@@ -284,31 +211,7 @@ def _from_config(rng: random.Random, qid: str) -> Question:
         "torch_dtype": dname,
         "vocab_size": 32000,
     }
-    per = 2 * layers * kv * head_dim * db
-    text = json.dumps(cfg, indent=2)
-    return Question(
-        qid=qid,
-        level="core",
-        prompt=(
-            "Here is part of a model's config.json, and its KV cache is kept in the "
-            "checkpoint's own number format (torch_dtype). How many bytes does one token "
-            "add to the cache?"
-        ),
-        config=text,
-        answer=f"{per:,} B ({per / KiB:g} KiB)",
-        value=per,
-        unit="B",
-        ask_unit="B",
-        solution=(
-            f"head_dim = hidden_size / num_attention_heads = {hidden} / {q} = {head_dim}; "
-            f"2 (K and V) x {layers} layers x {kv} KV heads x {head_dim} x {db} B = "
-            f"{per:,} B"
-        ),
-        mistakes=(
-            (
-                q / kv,
-                f"That counts the {q} query heads (num_attention_heads). K and V are "
-                f"stored once per KV head: num_key_value_heads = {kv}.",
-            ),
-        ),
-    )
+    per = 2 * layers * kv * hd * db
+    nums = dict(layers=layers, hd=hd, kv=kv, q=q, db=db, hidden=hidden, per=per, per_kib=per / KiB)
+    fields = dict(value=per, unit="B", ask_unit="B", config=json.dumps(cfg, indent=2))
+    return "config", dict(nums, q_ratio=q / kv), fields

@@ -1,12 +1,9 @@
-"""Interview questions, generated practice questions, and a grader, all computed by kvcalc.
+"""The grader of every teaching question, and the quiz's public interface.
 
-The five questions follow the seed chapter's interview check; the answers are written for this
-project and every number in them is computed here. Practice questions draw realistic parameters
-from a seeded generator, so a class that shares the seed shares the same set.
-
-This module is the quiz's public interface: the interview questions and the grader live here,
-the ``Question`` every teaching module builds in ``question``, and the practice generator in
-``practice``; both are re-exported.
+``grade`` reads a typed answer in any unit (B, KiB, GB, tokens, K, x...) and grades it against
+the number kvcalc computed, naming the likeliest slip. This module re-exports the ``Question``
+every teaching module builds (``question``), the interview check (``interview``) and the seeded
+practice generator (``practice``), so a page imports the quiz from here.
 """
 
 from __future__ import annotations
@@ -15,16 +12,9 @@ import math
 import re
 from dataclasses import dataclass
 
-from ..cache.deployment import Deployment
-from ..cache.kv import kv_cache
-from ..cache.weight_bytes import Weights
-from ..config.catalog import GPU, get_gpu, get_model, registry
-from ..config.hfconfig import spec_from_config
-from ..core.model import ModelSpec
-from ..core.units import GiB, KiB, MiB, fmt_bytes, fmt_seconds
-from ..engines.budget import Budget, budget
-from ..perf.roofline import offload_vs_recompute, prefill, step_time
-from .practice import llama_like, practice_questions
+from ..core.units import GiB, KiB, MiB, fmt_bytes
+from .interview import interview_questions
+from .practice import practice_questions
 from .question import Question
 
 __all__ = [
@@ -59,203 +49,12 @@ _EXACT = 0.005
 MAX_SCALE = 1e6
 
 
-def interview_questions() -> list[Question]:
-    """The chapter's five questions, answered with numbers computed by kvcalc."""
-    l8b = get_model("llama-3.1-8b")
-    h100 = get_gpu("h100-sxm-80gb")
-    spec, w = l8b.spec, l8b.weights()
-    h100_dep = Deployment(spec=spec, memory_bytes=h100.memory_bytes, weights=w)
-    b16 = budget(h100_dep, 8192, find_max_context=False)
-    return [
-        _why_kv(spec),
-        _per_token(),
-        _why_concurrency(spec, w, b16),
-        _fp8(spec, w, h100, b16),
-        _offload(spec, w, h100),
-    ]
-
-
-def _why_kv(spec: ModelSpec) -> Question:
-    """Why K and V are cached and Q is not, with what Q would cost Llama 3.1 8B per token."""
-    layer = spec.kv_layers[0]
-    q_bytes = spec.num_layers * layer.q_heads * layer.qk_dim * 2
-    kv_tok = kv_cache(spec, 1).kv_bytes_per_token_nominal
-    return Question(
-        qid="why-kv",
-        level="core",
-        prompt="Why do we cache K and V but not Q?",
-        answer=(
-            "A token's query is used once: at the step that processes that token it is "
-            "compared with the keys of every earlier token, and then it is never needed "
-            "again. Keys and values are the opposite: every later token reads them. "
-            "Caching them saves recomputing them at every step; caching queries would "
-            "cost memory and save nothing. For Llama 3.1 8B, keeping Q as well would add "
-            f"{fmt_bytes(q_bytes)} per token on top of the {fmt_bytes(kv_tok)} of K and V "
-            "(32 layers x 32 query heads x 128 x 2 B), for no speed-up."
-        ),
-    )
-
-
-def _per_token() -> Question:
-    """The chapter's 40-layer model: KV bytes per token and per 8,192-token sequence."""
-    forty = spec_from_config(llama_like(40, 8, 128, 32))
-    per = kv_cache(forty, 1, kv_dtype="fp16").kv_bytes_per_token_nominal
-    seq = kv_cache(forty, 8192, kv_dtype="fp16").kv_bytes
-    return Question(
-        qid="per-token",
-        level="core",
-        prompt=(
-            "Compute the KV cache per token for a 40-layer model with 8 KV heads, "
-            "head dimension 128, in FP16. How much does an 8,192-token sequence "
-            "need?"
-        ),
-        answer=(
-            f"2 (K and V) x 40 layers x 8 heads x 128 x 2 bytes = **{per:,} B = "
-            f"{per // KiB} KiB per token**. An 8,192-token sequence needs 8,192 x "
-            f"{per // KiB} KiB = {seq:,} B = **{seq / GiB:g} GiB**."
-        ),
-        value=per,
-        unit="B",
-        ask_unit="B",
-        value2=seq,
-        unit2="B",
-        ask_unit2="GiB",
-        solution=f"2 x 40 x 8 x 128 x 2 B = {per:,} B; x 8,192 tokens = {seq:,} B = "
-        f"{seq / GiB:g} GiB",
-    )
-
-
-def _why_concurrency(spec: ModelSpec, w: Weights, b16: Budget) -> Question:
-    """Why the cache, not the weights, limits concurrency: Llama 3.1 8B's pool on an H100."""
-    return Question(
-        qid="why-concurrency",
-        level="mid",
-        prompt="Why does the KV cache, rather than the weights, usually limit how many "
-        "users a GPU serves at once?",
-        answer=(
-            "The weights are loaded once and every request shares them. The cache is per "
-            "request and grows with every token. So after the weights are in, what is "
-            "left divided by (KV per token x context) is the number of sequences in "
-            f"flight. Llama 3.1 8B on an H100: {w.bytes / GiB:.1f} GiB of weights, a "
-            f"{b16.kv_pool_bytes / GiB:.1f} GiB pool left (vLLM's arithmetic at "
-            f"gpu_memory_utilization {b16.gpu_mem_util:g} and a "
-            f"{b16.reserve_bytes / GiB:g} GiB reserve, as on the Budget page), and each "
-            f"8,192-token conversation takes {kv_cache(spec, 8192).kv_bytes / GiB:g} "
-            f"GiB: **{b16.max_concurrency:.1f} conversations** at most. Doubling the "
-            "context halves that; the weights never change."
-        ),
-    )
-
-
-def _fp8(spec: ModelSpec, w: Weights, h100: GPU, b16: Budget) -> Question:
-    """What an FP8 cache gains (concurrency, the crossover) and what it risks."""
-    h100_dep = Deployment(spec=spec, memory_bytes=h100.memory_bytes, weights=w)
-    b8 = budget(h100_dep.but(kv_dtype="fp8"), 8192, find_max_context=False)
-    s16 = step_time(h100_dep, context=8192, batch=1, bandwidth_gbs=h100.bandwidth_gbs)
-    s8 = step_time(
-        h100_dep.but(kv_dtype="fp8"), context=8192, batch=1, bandwidth_gbs=h100.bandwidth_gbs
-    )
-    return Question(
-        qid="fp8",
-        level="mid",
-        prompt="FP8 KV cache: what do you gain, and what can go wrong?",
-        answer=(
-            "Each cached number takes 1 byte instead of 2, so the cache halves. On an "
-            "H100 with Llama 3.1 8B at 8,192 tokens, max concurrency goes from "
-            f"{b16.max_concurrency:.1f} to **{b8.max_concurrency:.1f}**, and each "
-            "decode step reads half the cache bytes: at batch 1 the crossover where "
-            f"the cache outweighs the weights moves {_crossover_move(s16, s8, spec)}. "
-            "The risk is accuracy: "
-            "rounding keys and values can hurt long-context retrieval (finding one fact "
-            "in a long document) more than short chats. Measure on your own evaluations "
-            "before turning it on."
-        ),
-    )
-
-
-def _offload(spec: ModelSpec, w: Weights, h100: GPU) -> Question:
-    """When offloading to CPU memory beats recomputing: reload and prefill times compared."""
-    link = registry().links["pcie5-x16"].gbs  # one direction
-    peak = h100.bf16_tflops
-    if peak is None:
-        raise ValueError(
-            "models.yaml: gpu 'h100-sxm-80gb' needs its bf16_tflops for the interview questions"
-        )
-    # The Learn path's one convention for a recompute (issue 37, F17): the ideal bound, every
-    # FLOP at the full dense peak (MFU 1), as the chapter's formula FLOPs / peak.
-    ideal = 1.0
-    off = offload_vs_recompute(spec, 8192, link_gbs=link, peak_tflops=peak, mfu=ideal)
-    off_fixed = offload_vs_recompute(
-        spec, 8192, link_gbs=link, peak_tflops=peak, mfu=ideal, fixed_s=1e-3
-    )
-    short = prefill(spec, 32, peak, mfu=ideal)  # the marginal cost inside a running batch
-    alone = prefill(
-        spec,
-        32,
-        peak,
-        mfu=ideal,
-        weight_read_bytes=w.read_per_step(spec, 32),
-        bandwidth_gbs=h100.bandwidth_gbs,
-    )  # on an idle GPU: one weight read at least
-    return Question(
-        qid="offload",
-        level="senior",
-        prompt="When is offloading KV blocks to CPU memory a win?",
-        answer=(
-            "When bringing the blocks back over the link is faster than recomputing them "
-            "with a prefill. For a long prefix that is reused (a multi-turn chat, a "
-            "shared document) it usually is: for Llama 3.1 8B an 8,192-token prefix is "
-            f"{fmt_bytes(off.kv_bytes)}, **{fmt_seconds(off.reload_s)}** over PCIe 5.0 "
-            f"({link:g} GB/s) against **{fmt_seconds(off.recompute_s)}** to recompute on "
-            f"an H100 (the ideal bound: its FLOPs at the full dense peak of {peak:,.1f} "
-            "TFLOPS; a real server is slower). A reload also has a fixed cost (finding the "
-            "blocks, issuing and waiting for the copy). Counted as extra work inside a "
-            "batch that is running anyway (its weights are read for the other requests "
-            "regardless), recomputing is only FLOPs: at 1 ms per reload, any prefix "
-            f"shorter than **{off_fixed.break_even_tokens:,} tokens** is faster to "
-            f"recompute (a 32-token prefix in {fmt_seconds(short.time_s)}). On an idle "
-            "GPU a prefill reads every weight at least once, so the same 32 tokens "
-            f"take at least {fmt_seconds(alone.time_s)}. Short prefixes in a busy "
-            "server: recompute. Long, reused ones: offload."
-        ),
-    )
-
-
-def _crossover_at(s, spec) -> str:
-    """A crossover as a sentence may quote it: never past the model's limit."""
-    if s.crossover_context is None or s.crossover_context > spec.max_context:
-        return (
-            f"beyond the model's limit of {spec.max_context:,} tokens (it does not occur "
-            "within the limit)"
-        )
-    return f"**{s.crossover_context:,} tokens**"
-
-
-def _crossover_move(before, after, spec) -> str:
-    """'from 114,517 tokens to past the model's limit ...': where a crossover moves."""
-    if before.crossover_context is None or before.crossover_context > spec.max_context:
-        return (
-            "nowhere within the model's limit of "
-            f"{spec.max_context:,} tokens: it lay past it already"
-        )
-    return f"from {before.crossover_context:,} tokens to {_crossover_at(after, spec)}"
-
-
 # -- grading -----------------------------------------------------------------------------------
 
-_UNITS = {
-    "b": 1,
-    "byte": 1,
-    "bytes": 1,
-    "kb": 1e3,
-    "mb": 1e6,
-    "gb": 1e9,
-    "tb": 1e12,
-    "kib": KiB,
-    "mib": MiB,
-    "gib": GiB,
-    "tib": 2**40,
-}
+# Byte units by name: B, the decimal KB to TB (10^3 steps) and the binary KiB to TiB (2^10 steps).
+_UNITS: dict[str, float] = {"b": 1, "byte": 1, "bytes": 1}
+_UNITS |= {f"{p}b": 10.0 ** (3 * i) for i, p in enumerate("kmgt", 1)}
+_UNITS |= {f"{p}ib": 2 ** (10 * i) for i, p in enumerate("kmgt", 1)}
 # Digits may be grouped by commas, underscores, or spaces (plain, no-break, thin) between groups
 # of three: "163,840", "163 840".
 _GROUP = "[ \u00a0\u2009\u202f]"

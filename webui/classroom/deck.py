@@ -4,10 +4,10 @@ A class runs the Interview check's deck: the five interview questions, then the 
 of the class's seed (10 questions), as the Classroom mode of the Interview check shows them. A
 question that asks for two numbers (the per-token question: per token, then per sequence) has
 two parts, each graded alone. The four open interview questions are asked as a choice of four
-statements (kvcalc.teach.quiz_choices), since a phone cannot send prose a projector can count.
+statements (kvcalc.teach.choices), since a phone cannot send prose a projector can count.
 
 Grading is kvcalc's: ``kvcalc.teach.quiz.grade`` for numbers and
-``kvcalc.teach.quiz_choices.grade_choice`` for choices. The named slip a teacher's screen counts is
+``kvcalc.teach.choices.grade_choice`` for choices. The named slip a teacher's screen counts is
 the grader's own diagnosis of the answer (the sentence it appends to "Not quite": bits vs bytes, the
 factor 2, GiB vs GB, query heads counted as KV heads, an inverted ratio), never a second grader's
 guess.
@@ -20,8 +20,8 @@ import math
 from dataclasses import dataclass
 
 from kvcalc.teach import quiz
+from kvcalc.teach.choices import LETTERS, choices_for, grade_choice
 from kvcalc.teach.quiz import Question, interview_questions, practice_questions
-from kvcalc.teach.quiz_choices import LETTERS, choices_for, grade_choice
 
 __all__ = [
     "PRACTICE_COUNT",

@@ -1,60 +1,38 @@
 """The live class's store: every class, student and answer in one database that every replica
-shares (SQLAlchemy 2.x; the schema made by the Alembic migrations in migrations/).
+shares (SQLAlchemy 2.x; database.py says where, views.py what it hands out, export.py the
+teacher's export, limits.py the bounds).
 
-Where: ``KVLAB_DATABASE_URL`` (``postgresql://user:password@host/db``, driven by psycopg 3) for
-replicas; without it a SQLite file, ``classroom.db`` in ``KVLAB_DATA_DIR`` (default: ``data/``
-in the project's folder), so one machine needs no setup. The schema is brought to the newest
-migration (``alembic upgrade head``) when a process first uses the store; on PostgreSQL under an
-advisory lock, so replicas that start together migrate one at a time.
+Who may do what is checked here on every call, never by the page: the teacher key (256 random
+bits, stored as its SHA-256, compared in constant time) opens the results, moves, reveals,
+exports and ends the class; a student token (128 random bits, stored hashed) answers the
+question on screen and reads that student's own answers, only from the browser that joined; the
+join code gives what the projector shows. A database that is down or slow raises
+``Unavailable``, never a driver's traceback. docs/live-class.md tells the whole design.
 
-Who may do what, checked here on every call, never by the page:
-  * the teacher key (``secrets.token_urlsafe(32)``, 256 random bits) opens the results, moves
-    the class, reveals, exports and ends it; it is stored as its SHA-256 and compared in constant
-    time (``hmac.compare_digest``); it is never part of the join code or link;
-  * a student token (128 random bits, also stored hashed) answers the question on screen and
-    reads that student's own answers, nothing else, and only from the browser that joined
-    (webui.visitor.browser_id): one student per browser per class, a second join from that
-    browser is the same student under a new token;
-  * the join code is public: it gives what the projector shows (the question, revealed or not).
-
-Bounds (environment variables override them; see ``Limits``, which gives their arithmetic):
-students per class and per address in a class, answers per student per minute and in all, joins
-per browser and per address a minute, class starts per address an hour, classes at once per
-address, per network and in all, nickname and answer length; nicknames unique in a class. The
-teacher can close a class to new students and remove students. A class
-expires 12 hours after it starts; expired rows are deleted at most once a minute, by whichever
-call comes next. Each answer is one transaction, an upsert on (class, question, part, student):
-a resubmission replaces the earlier answer, a retry of the same answer changes nothing.
-
-A database that is down or slow raises ``Unavailable`` (a sentence for the page, which names
-neither the database's address nor a file's path: the server's log does), never a driver's
-traceback; for a few seconds after a failure calls fail at once instead of waiting on
-the network again, so a page that polls does not hang.
+Longer than the 600 lines of tests/test_layers.py: one class holds every permission check and
+every transaction of a class, so that who may do what is read in one place.
 """
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import hmac
-import io
-import json
 import logging
-import math
-import os
 import re
 import secrets
 import threading
 import time
 import unicodedata
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
 from ..visitor import network_of
-from .deck import deck, grade_answer, is_choice, parts, value_label
+from . import export
+from .database import database_url, describe_url, make_engine, upgrade
+from .deck import deck, grade_answer, is_choice, parts
+from .limits import Limits
 from .models import (
     ANSWER_TEXT_MAX,
     NICKNAME_MAX,
@@ -65,6 +43,7 @@ from .models import (
     EventRow,
     StudentRow,
 )
+from .views import ClassView, NewClass, Results, Roster, Student, summarize, view_of
 
 __all__ = [
     "Store",
@@ -87,8 +66,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-ROOT = Path(__file__).resolve().parents[2]
-MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no I, O, 0, 1: read off a projector
 CODE_LENGTH = 6  # 32^6 = 1.07e9 codes; guesses are limited by the joins per visitor
 PURGE_EVERY_S = 60.0
@@ -107,102 +84,6 @@ class Refused(ValueError):
 
 class NotAllowed(Exception):
     """The key or token does not open this class (or none was given)."""
-
-
-def _env_num(name: str, default: float, lo: float, hi: float) -> float:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a number, not {raw[:20]!r}") from None
-    return min(max(value, lo), hi)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """The bounds of the live class (issue 39: sized for a class of 400 behind one address).
-
-    Who is counted (webui.visitor): a browser (a phone), an address (an IPv4 address or an IPv6
-    /64: a school's NAT is one address for its whole class) and a network (an IPv4 /24, an IPv6
-    /48). A person meets the per-browser limits; the per-address ones are ceilings against a
-    script that claims to be many browsers, sized so that a class of 400 behind one address does
-    not reach them:
-
-    * joins_per_minute, per address: 400 students, each join tried twice in the worst minute (a
-      mistyped code, a retry after a dropped network) is 800, plus a quarter for a second class
-      behind the same address or the teacher's own test joins: 1,000. Wrong codes count too, so
-      it also bounds guessing: at 1,000 guesses a minute against 32^6 = 1.07e9 codes with at
-      most 1,000 classes live, one address finds a class about once in 1,000 minutes, and a
-      found code opens only a student's place;
-    * joins_per_browser, per browser a minute: 10 (a student joins once; typos and reloads);
-    * students_per_address, per class: 400 of the class's 500 places, so 100 stay for
-      students on other addresses whatever one address does;
-    * classes_per_hour and live_classes, per address: 10 class starts an hour, 20 classes at
-      once (a school's teachers behind one NAT);
-    * network_share of max_classes, per network: a tenth (100 of 1,000), so one network
-      cannot take every class slot of the server (issue 39 B16: one IPv6 /64 took all 1,000).
-    """
-
-    max_students: int = 500  # per class (a lecture hall)
-    answers_per_minute: int = 30  # per student: a question has at most 2 parts
-    max_submissions: int = 400  # per student per class, everything counted
-    joins_per_minute: int = 1000  # per address (see above)
-    joins_per_browser: int = 10  # per browser per minute
-    students_per_address: int = 400  # per class
-    classes_per_hour: int = 10  # class starts per address
-    live_classes: int = 20  # classes at once per address
-    network_share: float = 0.1  # of max_classes, per network
-    max_classes: int = 1000  # classes at once, every visitor together
-    class_hours: float = 12.0
-
-    @property
-    def classes_per_network(self) -> int:
-        return max(1, int(self.max_classes * self.network_share))
-
-    @classmethod
-    def from_env(cls) -> "Limits":
-        d = cls()
-
-        def num(name: str, default: float, lo: float, hi: float) -> int:
-            return int(_env_num(name, default, lo, hi))
-
-        return cls(
-            max_students=num("KVLAB_CLASS_MAX_STUDENTS", d.max_students, 1, 5000),
-            answers_per_minute=num("KVLAB_CLASS_ANSWERS_PER_MINUTE", d.answers_per_minute, 1, 1000),
-            max_submissions=d.max_submissions,
-            joins_per_minute=num("KVLAB_CLASS_JOINS_PER_MINUTE", d.joins_per_minute, 1, 100_000),
-            joins_per_browser=num("KVLAB_CLASS_JOINS_PER_BROWSER", d.joins_per_browser, 1, 1000),
-            students_per_address=num(
-                "KVLAB_CLASS_STUDENTS_PER_ADDRESS", d.students_per_address, 1, 5000
-            ),
-            classes_per_hour=num("KVLAB_CLASS_STARTS_PER_HOUR", d.classes_per_hour, 1, 1000),
-            live_classes=num("KVLAB_CLASS_LIVE_PER_ADDRESS", d.live_classes, 1, 100_000),
-            network_share=_env_num("KVLAB_CLASS_NETWORK_SHARE", d.network_share, 0.001, 1.0),
-            max_classes=num("KVLAB_CLASS_MAX_CLASSES", d.max_classes, 1, 100_000),
-            class_hours=_env_num("KVLAB_CLASS_HOURS", d.class_hours, 0.01, 48),
-        )
-
-
-def database_url() -> str:
-    """KVLAB_DATABASE_URL, or the SQLite file in KVLAB_DATA_DIR (default: data/)."""
-    url = os.environ.get("KVLAB_DATABASE_URL", "").strip()
-    if url:
-        return url
-    data = Path(os.environ.get("KVLAB_DATA_DIR", "").strip() or ROOT / "data")
-    return f"sqlite:///{data / 'classroom.db'}"
-
-
-def describe_url(url: str) -> str:
-    """The database for a message: its kind and place, never a password."""
-    try:
-        u = sa.engine.make_url(url)
-    except sa_exc.ArgumentError:
-        return "an unreadable KVLAB_DATABASE_URL"
-    if u.get_backend_name() == "sqlite":
-        return f"SQLite ({u.database})"
-    return f"PostgreSQL ({u.host or 'localhost'}:{u.port or 5432}/{u.database or ''})"
 
 
 def _hash(secret: str) -> str:
@@ -242,60 +123,6 @@ def clean_nickname(raw: str | None) -> str | None:
     return text
 
 
-@dataclass(frozen=True)
-class NewClass:
-    code: str
-    key: str  # the teacher key: shown once, to the teacher only
-
-
-@dataclass(frozen=True)
-class ClassView:
-    """What the projector and every student may see: no results, no key."""
-
-    code: str
-    seed: int
-    position: int  # the question on screen, from 0
-    revealed: bool
-    version: int
-    expires_at: float
-    count: int  # questions in the deck
-
-
-@dataclass
-class PartResult:
-    part: int
-    answered: int = 0
-    correct: int = 0
-    first_correct: int = 0
-    bars: list[tuple[str, int, bool]] = field(default_factory=list)  # (label, count, correct)
-    slips: list[tuple[str, int]] = field(default_factory=list)  # named mistakes, most first
-
-
-@dataclass
-class Results:
-    view: ClassView
-    joined: int
-    question: int
-    answered: int  # students with an answer to every part of the question
-    parts: list[PartResult]
-    joining: bool = True  # new students may join
-
-
-@dataclass(frozen=True)
-class Student:
-    """A student as the teacher's roster lists them (never on the projector)."""
-
-    number: int  # in the order they joined, from 1, as the export numbers them
-    nickname: str
-    answers: int
-
-
-@dataclass(frozen=True)
-class Roster:
-    joining: bool  # new students may join
-    students: list[Student]
-
-
 # What a page says when the database is down: never the database's host and port nor the SQLite
 # file's path on the server (issue 39, item 8: a student saw both); the server's log names them.
 UNAVAILABLE = (
@@ -311,7 +138,7 @@ class Store:
         self.url = url or database_url()
         self.limits = limits or Limits.from_env()
         self.clock = clock
-        self.engine = _make_engine(self.url)
+        self.engine = make_engine(self.url)
         self._write = self.engine.execution_options(kvlab_write=True)
         self._ready = False
         self._lock = threading.Lock()
@@ -452,7 +279,7 @@ class Store:
     def check_teacher(self, code: str, key: str) -> ClassView:
         def _check():
             with self.engine.connect() as conn:
-                return _view(self._teacher_class(conn, code, key))
+                return view_of(self._teacher_class(conn, code, key))
 
         return self._call(_check)
 
@@ -589,7 +416,7 @@ class Store:
         def _results():
             with self.engine.connect() as conn:
                 row = self._teacher_class(conn, code, key)
-                view = _view(row)
+                view = view_of(row)
                 qi = view.position if question is None else int(question)
                 if not 0 <= qi < view.count:
                     raise Refused(f"There is no question {qi + 1} in this class.")
@@ -608,7 +435,7 @@ class Store:
                         AnswerRow.slip,
                     ).where(AnswerRow.class_id == row.id, AnswerRow.question == qi)
                 ).all()
-            r = _summarize(view, joined, qi, rows)
+            r = summarize(view, joined, qi, rows)
             r.joining = bool(row.joining)
             return r
 
@@ -632,89 +459,16 @@ class Store:
                     .where(AnswerRow.class_id == row.id)
                     .order_by(AnswerRow.question, AnswerRow.part, AnswerRow.student_id)
                 ).all()
-            number = {s.id: i + 1 for i, s in enumerate(students)}
-            nick = {s.id: s.nickname or "" for s in students}
-            qs = deck(row.seed)
-            out = []
-            for a in answers:
-                q = qs[a.question]
-                r = {
-                    "question": a.question + 1,
-                    "qid": q.qid,
-                    "part": a.part,
-                    "student": number.get(a.student_id, 0),
-                }
-                if names:
-                    r["nickname"] = nick.get(a.student_id, "")
-                r.update(
-                    {
-                        "answer": a.text,
-                        "value": _finite(a.value),
-                        "value_label": value_label(q, a.part, a.value),
-                        "correct": bool(a.correct),
-                        "first_correct": bool(a.first_correct),
-                        "attempts": a.attempts,
-                        "slip": a.slip,
-                        "answered_at": round(a.answered_at, 3),
-                    }
-                )
-                out.append(r)
-            return out
+            return export.answer_rows(deck(row.seed), students, answers, names)
 
         return self._call(_export)
 
     def export_csv(self, code: str, key: str, names: bool = False) -> str:
-        rows = self.export(code, key, names)
-        cols = (
-            ["question", "qid", "part", "student"]
-            + (["nickname"] if names else [])
-            + [
-                "answer",
-                "value",
-                "value_label",
-                "correct",
-                "first_correct",
-                "attempts",
-                "slip",
-                "answered_at",
-            ]
-        )
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: _cell(v) for k, v in r.items()})
-        return buf.getvalue()
+        return export.to_csv(self.export(code, key, names), names)
 
     def export_json(self, code: str, key: str, names: bool = False) -> str:
         rows = self.export(code, key, names)
-        view = self.check_teacher(code, key)
-        qs = deck(view.seed)
-        questions = []
-        for i, q in enumerate(qs):
-            ps = []
-            for p in parts(q):
-                right = None if is_choice(q) else _finite(q.part(p).value)
-                ps.append(
-                    {
-                        "part": p,
-                        "right_value": right,
-                        "answers": [r for r in rows if r["question"] == i + 1 and r["part"] == p],
-                    }
-                )
-            questions.append(
-                {"number": i + 1, "qid": q.qid, "level": q.level, "prompt": q.prompt, "parts": ps}
-            )
-        doc = {
-            "class": view.code,
-            "practice_set": view.seed,
-            "exported_at": round(self.clock(), 3),
-            "nicknames": bool(names),
-            "questions": questions,
-        }
-        # Strict JSON (issue 39 B14: an infinity was written as Infinity, which strict parsers
-        # refuse): every number is finite (_finite), and allow_nan=False makes sure of it.
-        return json.dumps(doc, indent=1, allow_nan=False)
+        return export.to_json(self.check_teacher(code, key), rows, self.clock(), names)
 
     # -- everyone ---------------------------------------------------------------------------
     def class_view(self, code: str) -> ClassView:
@@ -737,7 +491,7 @@ class Store:
                 "There is no class with this code now (a class ends 12 hours after "
                 "it starts, or when its teacher ends it)."
             )
-        view = _view(row)
+        view = view_of(row)
         if len(self._views) > 4096:
             self._views.clear()
         self._views[code] = (time.monotonic(), view)
@@ -1071,48 +825,6 @@ class Store:
 # -- helpers ----------------------------------------------------------------------------------
 
 
-def _view(row) -> ClassView:
-    return ClassView(
-        code=row.code,
-        seed=row.seed,
-        position=row.position,
-        revealed=bool(row.revealed),
-        version=row.version,
-        expires_at=row.expires_at,
-        count=len(deck(row.seed)),
-    )
-
-
-def _summarize(view: ClassView, joined: int, qi: int, rows) -> Results:
-    q = deck(view.seed)[qi]
-    out = []
-    by_student: dict[int, set[int]] = {}
-    for p in parts(q):
-        pr = PartResult(part=p)
-        bars: dict[str, list] = {}
-        slips: dict[str, int] = {}
-        for r in rows:
-            if r.part != p:
-                continue
-            by_student.setdefault(r.student_id, set()).add(p)
-            pr.answered += 1
-            pr.correct += bool(r.correct)
-            pr.first_correct += bool(r.first_correct)
-            label = value_label(q, p, r.value)
-            bar = bars.setdefault(label, [0, False, r.value if r.value is not None else 0.0])
-            bar[0] += 1
-            bar[1] = bar[1] or bool(r.correct)
-            if not r.correct and r.slip:
-                slips[r.slip] = slips.get(r.slip, 0) + 1
-        order = sorted(bars.items(), key=lambda kv: kv[1][2])
-        pr.bars = [(label, b[0], b[1]) for label, b in order]
-        pr.slips = sorted(slips.items(), key=lambda kv: (-kv[1], kv[0]))
-        out.append(pr)
-    need = set(parts(q))
-    answered = sum(1 for got in by_student.values() if got >= need)
-    return Results(view=view, joined=joined, question=qi, answered=answered, parts=out)
-
-
 def _same_browser(held: str, asking: str) -> bool:
     """Whether ``asking`` may act for a place ``held`` by a browser. A place a browser took
     with its cookie (``b:``) is that browser's alone, whatever the request sends or leaves out.
@@ -1164,91 +876,6 @@ def _insert(conn):
     return postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
 
 
-def _finite(value: float | None) -> float | None:
-    """A stored number for an export: None where it is not a finite number (a row stored before
-    the grader refused such answers), so the export stays strict JSON."""
-    if value is None:
-        return None
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
-
-
-def _cell(value):
-    """A CSV cell that a spreadsheet will not run: text starting with = + - @ (not a number)
-    gets a leading apostrophe."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        try:
-            float(value.replace(",", ""))
-        except ValueError:
-            return "'" + value
-    return value
-
-
-def _make_engine(url: str):
-    try:
-        u = sa.engine.make_url(url)
-    except sa_exc.ArgumentError:
-        raise ValueError(
-            "KVLAB_DATABASE_URL is not a database URL: give e.g. "
-            "postgresql://user:password@host:5432/kvlab"
-        ) from None
-    backend = u.get_backend_name()
-    if backend in ("postgresql", "postgres"):
-        if u.drivername in ("postgresql", "postgres"):
-            u = u.set(drivername="postgresql+psycopg")
-        return sa.create_engine(
-            u,
-            pool_size=5,
-            max_overflow=10,
-            pool_timeout=5,
-            pool_pre_ping=True,
-            pool_recycle=300,
-            connect_args={
-                "connect_timeout": 3,
-                "application_name": "kvcache-lab",
-                "options": "-c statement_timeout=5000 -c lock_timeout=3000 "
-                "-c idle_in_transaction_session_timeout=15000",
-            },
-        )
-    if backend != "sqlite":
-        raise ValueError(f"The live class keeps its data in PostgreSQL or SQLite, not {backend!r}.")
-    engine = sa.create_engine(u, connect_args={"timeout": 5, "check_same_thread": False})
-
-    @sa.event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn, record):  # SQLAlchemy's recipe: we issue BEGIN ourselves
-        dbapi_conn.isolation_level = None
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA busy_timeout = 5000")
-        cur.execute("PRAGMA journal_mode = WAL")  # readers never wait for the writer
-        cur.execute("PRAGMA synchronous = NORMAL")
-        cur.execute("PRAGMA foreign_keys = ON")
-        cur.close()
-
-    @sa.event.listens_for(engine, "begin")
-    def _on_begin(conn):
-        # A transaction that writes takes the write lock at BEGIN, so two writers queue on the
-        # busy timeout instead of one failing when it upgrades from reading to writing.
-        write = conn.get_execution_options().get("kvlab_write")
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
-
-    return engine
-
-
-def upgrade(engine) -> None:
-    """``alembic upgrade head`` on this engine's database."""
-    from alembic import command
-    from alembic.config import Config
-
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS))
-    with engine.execution_options(kvlab_write=True).begin() as conn:
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "head")
-
-
 _STORES: dict[str, Store] = {}
 _STORES_LOCK = threading.Lock()
 
@@ -1261,13 +888,3 @@ def get_store() -> Store:
         if s is None:
             s = _STORES[url] = Store(url)
         return s
-
-
-def results_dict(r: Results) -> dict:
-    return {
-        "joined": r.joined,
-        "question": r.question,
-        "answered": r.answered,
-        "view": asdict(r.view),
-        "parts": [asdict(p) for p in r.parts],
-    }

@@ -25,8 +25,9 @@ from urllib.parse import urlsplit
 
 import streamlit as st
 
-from kvcalc.teach.quiz_choices import LETTERS, Choice, choices_for
+from kvcalc.teach.choices import LETTERS, Choice, choices_for
 
+from .. import pages
 from ..figures import answers_figure
 from ..hosted import plain
 from ..urlstate import declare
@@ -345,7 +346,7 @@ def teacher_page(code: str, key: str | None) -> None:
             'This screen runs a class only with its teacher link (the one "Show my teacher '
             "link\" gives on the class's screen). Students join with the join code instead."
         )
-        st.page_link(f"app_pages/{PAGE}.py", label="Join or start a class")
+        pages.link(PAGE, "Join or start a class")
         return
     key = t["key"]
     try:
@@ -366,24 +367,16 @@ def teacher_page(code: str, key: str | None) -> None:
         )
         _students(code, key, names)
         d = st.columns(2)
-        d[0].download_button(
-            "Results as CSV",
-            data=_Export(code, key, names, "csv"),
-            file_name=f"live-class-{code}.csv",
-            mime="text/csv",
-            on_click="ignore",
-            key="lc_csv",
-            icon=":material/download:",
-        )
-        d[1].download_button(
-            "Results as JSON",
-            data=_Export(code, key, names, "json"),
-            file_name=f"live-class-{code}.json",
-            mime="application/json",
-            on_click="ignore",
-            key="lc_json",
-            icon=":material/download:",
-        )
+        for where, kind, mime in ((d[0], "csv", "text/csv"), (d[1], "json", "application/json")):
+            where.download_button(
+                f"Results as {kind.upper()}",
+                data=_Export(code, key, names, kind),
+                file_name=f"live-class-{code}.{kind}",
+                mime=mime,
+                on_click="ignore",
+                key=f"lc_{kind}",
+                icon=":material/download:",
+            )
         # Ending asks first: nothing can bring a class back.
         st.checkbox("I have what I need: delete this class and its answers", key="lc_sure")
         st.button(

@@ -1,7 +1,5 @@
-"""The app's figure builders: pure functions from kvcalc results to Plotly figures.
-
-One builder, one module per subject; pages import the builders from here
-(``from webui.figures import budget_figure``):
+"""The app's figure builders: pure functions from kvcalc results to Plotly figures, one module
+per subject; pages import them from here (``from webui.figures import ...``):
 
 - base: the one layout, the Figure class, the parts builder, the shared helpers
 - budget: the GPU's memory split, concurrency against context
@@ -15,8 +13,7 @@ One builder, one module per subject; pages import the builders from here
 - measured: the microscope's attention and cache maps, quality against bytes, work against time
 - classroom: the live class's histogram of answers
 
-Only the app's pages import this package (it imports plotly); ``import kvcalc`` does not.
-Every axis says its unit (GiB = 2^30 B; milliseconds; tokens).
+Only the app's pages import this package (it imports plotly). Every axis says its unit.
 """
 
 from .base import COLORS, Figure, owner_color

@@ -27,39 +27,21 @@ def budget_figure(b: Budget) -> go.Figure:
     unused = b.idle_bytes / GiB
     gpu_row, ask_row = "GPU memory", "Requested KV"
     fig = Parts()
-    fig.add_bar(
-        y=[gpu_row],
-        x=[weights],
-        name="Weights",
-        orientation="h",
-        marker_color=COLORS["weights"],
-        hovertemplate="Weights: %{x:.2f} GiB<extra></extra>",
-    )
-    fig.add_bar(
-        y=[gpu_row],
-        x=[reserve],
-        name="Reserve (activations, runtime)",
-        orientation="h",
-        marker_color=COLORS["reserve"],
-        hovertemplate="Reserve: %{x:.2f} GiB<extra></extra>",
-    )
-    fig.add_bar(
-        y=[gpu_row],
-        x=[pool],
-        name="KV pool",
-        showlegend=pool > 0,  # no pool, no legend entry for one
-        orientation="h",
-        marker_color=COLORS["kv"],
-        hovertemplate="KV pool: %{x:.2f} GiB<extra></extra>",
-    )
-    fig.add_bar(
-        y=[gpu_row],
-        x=[unused],
-        name="Left unused (utilization)",
-        orientation="h",
-        marker_color=COLORS["unused"],
-        hovertemplate="Unused: %{x:.2f} GiB<extra></extra>",
-    )
+    for x, name, color, hover in (
+        (weights, "Weights", "weights", "Weights"),
+        (reserve, "Reserve (activations, runtime)", "reserve", "Reserve"),
+        (pool, "KV pool", "kv", "KV pool"),
+        (unused, "Left unused (utilization)", "unused", "Unused"),
+    ):
+        fig.add_bar(
+            y=[gpu_row],
+            x=[x],
+            name=name,
+            showlegend=None if color != "kv" else pool > 0,  # no pool, no legend entry for one
+            orientation="h",
+            marker_color=COLORS[color],
+            hovertemplate=f"{hover}: %{{x:.2f}} GiB<extra></extra>",
+        )
     fig.update_layout(barmode="stack", xaxis_title="GiB (2^30 bytes)", **layout(IN_ORDER))
     if b.kv_pool_bytes <= 0:
         # No pool, so no request to draw against it and no pool line (review 4, F20): the line

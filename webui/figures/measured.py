@@ -53,6 +53,20 @@ def _figure(
     )
 
 
+def _weights(matrix, x: list, y: list, hover: str) -> dict:
+    """A heatmap of attention weights (0 to 1, green), ``hover`` naming the cell."""
+    return dict(
+        type="heatmap",
+        z=_z(matrix),
+        x=x,
+        y=y,
+        colorscale="Greens",
+        zmin=0,
+        colorbar=dict(title="weight"),
+        hovertemplate=hover + ": %{z:.4f}<extra></extra>",
+    )
+
+
 def attention_row_figure(
     weights: list[float], labels: list[str], written: range, title: str
 ) -> go.Figure:
@@ -81,16 +95,7 @@ def gqa_figure(
     """Attention weights of the query heads that share one KV head (rows) over the same
     cached keys (columns)."""
     return _figure(
-        dict(
-            type="heatmap",
-            z=_z(rows),
-            x=tick_labels(labels),
-            y=[f"query head {h}" for h in heads],
-            colorscale="Greens",
-            zmin=0,
-            colorbar=dict(title="weight"),
-            hovertemplate="%{y}, %{x}: %{z:.4f}<extra></extra>",
-        ),
+        _weights(rows, tick_labels(labels), [f"query head {h}" for h in heads], "%{y}, %{x}"),
         dict(
             title=f"Query heads {heads[0]}-{heads[-1]} read the same keys of KV head {kv_head}",
             height=260,
@@ -104,16 +109,7 @@ def causal_figure(matrix: list[list[float]], labels: list[str], head: int) -> go
     diagonal, where the causal mask hides later tokens."""
     ticks = tick_labels(labels)
     return _figure(
-        dict(
-            type="heatmap",
-            z=_z(matrix),
-            x=ticks,
-            y=ticks,
-            colorscale="Greens",
-            zmin=0,
-            colorbar=dict(title="weight"),
-            hovertemplate="query %{y} reads %{x}: %{z:.4f}<extra></extra>",
-        ),
+        _weights(matrix, ticks, ticks, "query %{y} reads %{x}"),
         dict(
             title=f"Prefill, query head {head}: each row reads only itself and earlier tokens",
             height=460,

@@ -39,24 +39,19 @@ def step_time_figure(
     keep = [i for i, c in enumerate(x) if fits_to is None or c <= fits_to]
     xs = [x[i] for i in keep]
     fig = Parts()
-    fig.add_scatter(
-        x=xs,
-        y=[curve["weight_s"][i] * 1e3 for i in keep],
-        name="reading weights",
-        mode="lines",
-        stackgroup="step",
-        line_color=COLORS["weights"],
-        hovertemplate="%{x:,} tokens: weights %{y:.2f} ms<extra></extra>",
-    )
-    fig.add_scatter(
-        x=xs,
-        y=[curve["kv_s"][i] * 1e3 for i in keep],
-        name=f"reading the KV cache (batch {batch})",
-        mode="lines",
-        stackgroup="step",
-        line_color=COLORS["kv"],
-        hovertemplate="%{x:,} tokens: KV %{y:.2f} ms<extra></extra>",
-    )
+    for key, name, color, what in (
+        ("weight_s", "reading weights", "weights", "weights"),
+        ("kv_s", f"reading the KV cache (batch {batch})", "kv", "KV"),
+    ):
+        fig.add_scatter(
+            x=xs,
+            y=[curve[key][i] * 1e3 for i in keep],
+            name=name,
+            mode="lines",
+            stackgroup="step",
+            line_color=COLORS[color],
+            hovertemplate=f"%{{x:,}} tokens: {what} %{{y:.2f}} ms<extra></extra>",
+        )
     if estimate is not None:
         fig.add_scatter(
             x=xs,
@@ -183,20 +178,17 @@ def batch_figure(
     fits = [max_batch is None or b <= max_batch for b in x]
     pattern = dict(shape=["" if f else "/" for f in fits])
     fig = Parts()
-    fig.add_bar(
-        x=x,
-        y=[s * 1e3 for s in curve["weight_s"]],
-        name="reading weights",
-        marker_color=COLORS["weights"],
-        marker_pattern=pattern,
-    )
-    fig.add_bar(
-        x=x,
-        y=[s * 1e3 for s in curve["kv_s"]],
-        name="reading the KV cache",
-        marker_color=COLORS["kv"],
-        marker_pattern=pattern,
-    )
+    for key, name, color in (
+        ("weight_s", "reading weights", "weights"),
+        ("kv_s", "reading the KV cache", "kv"),
+    ):
+        fig.add_bar(
+            x=x,
+            y=[s * 1e3 for s in curve[key]],
+            name=name,
+            marker_color=COLORS[color],
+            marker_pattern=pattern,
+        )
     fig.add_scatter(
         x=x,
         y=[t if f else None for t, f in zip(curve["tokens_per_s"], fits)],

@@ -1,7 +1,7 @@
 """vLLM's start-up capacity lines ("GPU KV cache size: T tokens", "Maximum concurrency for N
 tokens per request: C x"), predicted exactly as vLLM V1 computes them (vllm/v1/core/
-kv_cache_utils.py; the five steps in words: docs/vllm-capacity.md), and a reader for a pasted
-start-up log. One module a concept, each importing only those before it:
+kv_cache_utils.py; the five steps in words: docs/vllm.md#the-start-up-lines), and a reader
+for a pasted start-up log. One module a concept, each importing only those before it:
 
 - ``facts``: the versioned table of release facts and ``fact(name, version)``;
 - ``kv_cache``: the cache's formats (--kv-cache-dtype by release, the recurrent states'), one

@@ -1,5 +1,5 @@
-"""The capacity lines vLLM prints at start-up, predicted (the steps of docs/vllm-capacity.md),
-and what vLLM decides around them.
+"""The capacity lines vLLM prints at start-up, predicted (steps 1-5 of
+docs/vllm.md#the-start-up-lines), and what vLLM decides around them.
 
 predict() checks its arguments, resolves the engine settings (``settings``), lays the layers out
 on the GPUs and pipeline stages, finds the stage whose grouping binds and turns that stage's

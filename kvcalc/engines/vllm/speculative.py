@@ -1,18 +1,11 @@
 """Speculative decoding as vLLM sizes it (tests/data/vllm-speculative-facts.md).
 
-The drafter's own layers are in the spec already (kvcalc.core.speculative.with_speculation):
-vLLM gives them a cache in the same pool in every release. What vLLM adds, by release:
-
-- a recurrent layer's conv state keeps ``conv_kernel - 1 + k`` rows instead of ``conv_kernel -
-  1`` (k = num_speculative_tokens; Gated DeltaNet from v0.10.2, Mamba-2 from v0.17.0, KDA from
-  v0.27.0; Mamba-1 and lightning attention never), which can raise a hybrid's attention block;
-- each recurrent group keeps k more state blocks per request, which the start-up count charges
-  from v0.15.0 (``speculative_state_blocks``);
-- which models it serves so at all (hybrids: only Qwen3-Next from v0.10.2, any from v0.17.0; a
-  separate draft model from v0.15.0).
-
-The lookahead slots the scheduler reserves are capped at max_model_len and never enter the
-start-up lines (Q5)."""
+The drafter's own layers are in the spec already (kvcalc.core.speculative.with_speculation).
+What vLLM adds, by release: a recurrent layer's conv state keeps ``conv_kernel - 1 + k`` rows
+(k = num_speculative_tokens), each recurrent group keeps k more state blocks per request
+(``speculative_state_blocks``), and which models it serves so at all. The releases of each
+rule: docs/vllm.md#speculative-decoding. The lookahead slots never enter the start-up lines (Q5).
+"""
 
 from __future__ import annotations
 

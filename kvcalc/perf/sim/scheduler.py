@@ -1,34 +1,16 @@
 """The scheduler: continuous batching with chunked prefill on a paged pool, one engine step at a
-time, in vLLM's order (the steps are described in ``kvcalc.perf.sim``):
-
-* ``arrive``: requests due by the step's start join the waiting queue;
-* ``decode``: every decoding request takes one token, and a new block when its last is full;
-  ``preempt`` frees the newest running request when none is free;
-* ``prefill_chunks``: running prefills take chunks of what is left of the token budget;
-* ``admit``: waiting requests join first come first served while the caps and the pool allow;
-* ``clock``: the step's time, ``Setup.step_seconds`` (the one clock);
-* ``finish``: tokens come out, finished requests free their blocks.
+time, in vLLM's order: ``arrive``, ``decode`` (``preempt`` when no block is free),
+``prefill_chunks``, ``admit``, ``clock`` (``Setup.step_seconds``, the one clock), ``finish``.
 
 A stretch of decode-only steps before the next finish or arrival runs lean
-(``decode_stretch``): the same work as a full step with nothing to admit, schedule or free.
-
-A step's unit is a ``Group`` of requests in one state, its counts times its size: one request,
-or where all are alike (``groups_apply``) those that move together. One set of rules either way,
-so the module is longer than the 600 lines. ``Pool`` holds the blocks (free ones and the
-shared-prefix chain), ``Decoding`` the decoding requests as counts by block bucket and by where
-their context is against the window, so that a step's reads and frees are sums, not loops (both
-in ``kvcalc.perf.sim.state``).
-
-Without chunked prefill (``Setup.chunked_prefill`` False) a step follows vLLM V0's default
-scheduler instead (vllm/core/scheduler.py, ``Scheduler._schedule_default``, vllm-project/vllm
-@0054e1fa, the 0.4 series: "Don't schedule decodes if prefills are scheduled"; the 0.4-0.6
-docs, docs/source/models/performance.rst: "By default, vLLM scheduler prioritizes prefills and
-doesn't batch prefill and decode to the same batch"): waiting prompts are admitted whole, first
-come first served, while max_num_seqs, the token budget and the pool (less V0's watermark)
-allow; a step that admits any runs those prefills alone and the decoding requests wait, their
-token gap taking the whole prefill step; a step that admits none decodes every running request
-(``prefill_first_step``). Such a prefill-only step does not advance the decode clock
-(``self.step``, the index the decode bookkeeping counts in); ``extra_steps`` counts them."""
+(``decode_stretch``). A step's unit is a ``Group`` of requests in one state, its counts times its
+size: one request, or where all are alike (``groups_apply``) those that move together; one set of
+rules either way, so the module is longer than the 600 lines. Without chunked prefill
+(``Setup.chunked_prefill`` False) a step follows vLLM V0's default scheduler instead
+(``prefill_first_step``; vllm/core/scheduler.py, ``Scheduler._schedule_default``,
+vllm-project/vllm@0054e1fa). The rules and their sources:
+docs/simulator.md#one-engine-step and docs/simulator.md#vllm-v0s-prefill-first-scheduler.
+"""
 
 from __future__ import annotations
 

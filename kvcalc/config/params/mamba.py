@@ -1,0 +1,308 @@
+"""Parameter counters of the families built on Mamba mixers, which the generic counter
+(kvcalc.config.params) does not describe: Granite 4.0-H, Bamba, Nemotron-H, Falcon-H1, Mamba and
+Mamba-2, one function each, checked against transformers' own model built on the meta device
+(tests/test_readers_round6.py, tests/test_params_round6b.py, tests/test_params_switches.py and
+the zoo)."""
+
+from __future__ import annotations
+
+from ...core.model import MoE, ParamCounts, RecurrentState
+from ..fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields, Geometry
+from .blocks import biased_moe, dense_counts, mamba1_mixer, never_tied, tied_head
+
+
+def granite_hybrid_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """Granite 4.0-H (transformers' GraniteMoeHybridForCausalLM, vLLM's granitemoehybrid.py):
+    every layer has two RMSNorms, a shared MLP of shared_intermediate_size (gate and up in one
+    input_linear, then output_linear) and, when num_local_experts > 0, a router and experts of
+    intermediate_size; beside them GQA attention or a Mamba-2 mixer. A dense model (0 experts)
+    reads intermediate_size nowhere."""
+    n = len(layers)
+    shared_width = f.int("shared_intermediate_size", default=1024)
+    shared = 3 * hidden * shared_width
+    experts = f.int("num_local_experts", default=8, minimum=0)
+    moe = None
+    routed = router = 0
+    if experts:
+        inter = f.int("intermediate_size")
+        k = f.int("num_experts_per_tok", default=2)
+        if k > experts:
+            raise ValueError(
+                f"config field 'num_experts_per_tok' ({k}) exceeds the number of experts "
+                f"({experts})"
+            )
+        moe = MoE(
+            num_experts=experts,
+            top_k=k,
+            expert_params=3 * hidden * inter,
+            layers=n,
+            shared_params_per_layer=shared,
+        )
+        routed = n * experts * 3 * hidden * inter
+        router = n * experts * hidden
+    else:
+        f.seen.update({"intermediate_size", "num_experts_per_tok"})  # unused without experts
+    bias = f.bool("attention_bias", False)
+    q_out, kv_out = geo.q_heads * geo.head_dim, geo.kv_heads * geo.head_dim
+    attn = hidden * (q_out + 2 * kv_out) + q_out * hidden
+    if bias:
+        attn += q_out + 2 * kv_out + hidden
+    attention = 0
+    for layer in layers:
+        if layer.kind == "state":
+            attention += _granite_mamba_params(f, hidden, layer)
+        else:
+            attention += attn
+    tied = f.bool("tie_word_embeddings", False)  # GraniteMoeHybridConfig's default: untied
+    return moe, ParamCounts(
+        embedding=vocab * hidden,
+        lm_head=0 if tied else vocab * hidden,
+        attention=attention,
+        mlp=0 if experts else n * shared,
+        routed_experts=routed,
+        shared_experts=n * shared if experts else 0,
+        router=router,
+        norms=(2 * n + 1) * hidden,
+        tied=tied,
+    )
+
+
+def _granite_mamba_params(f: Fields, hidden: int, layer: RecurrentState) -> int:
+    """GraniteMoeHybridMambaLayer: the Mamba-2 mixer, inner mamba_expand x hidden."""
+    inner = f.int("mamba_expand", default=2) * hidden
+    heads = f.int("mamba_n_heads", default=128)
+    return _mamba2_mixer(f, hidden, layer, inner, heads, "mamba_conv_bias", "mamba_proj_bias")
+
+
+def _mamba2_mixer(
+    f: Fields, hidden: int, layer: RecurrentState, inner: int, heads: int, conv: str, proj: str
+) -> int:
+    """A Mamba-2 mixer (Granite's, Nemotron-H's, vLLM's MambaMixer2): in_proj to inner + conv
+    channels + heads, the depthwise conv (its bias with the field ``conv``), dt_bias, A_log and
+    D per head, the gated RMSNorm over inner, out_proj; ``proj`` adds the two projections'
+    biases."""
+    conv_dim = layer.conv_elements // (layer.conv_kernel - 1)
+    p = hidden * (inner + conv_dim + heads) + conv_dim * layer.conv_kernel + 3 * heads + inner
+    p += inner * hidden
+    if f.bool(conv, True):
+        p += conv_dim
+    if f.bool(proj, False):
+        p += inner + conv_dim + heads + hidden
+    return p
+
+
+def bamba_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """Bamba (transformers' BambaForCausalLM, vLLM's bamba.py): every layer GQA attention (at
+    attn_layer_indices; biases with attention_bias) or Granite 4.0-H's Mamba-2 mixer, then a
+    SwiGLU MLP of intermediate_size (biases with mlp_bias) and two RMSNorms; a final norm;
+    untied by default."""
+    n = len(layers)
+    q_out, kv_out = geo.q_heads * geo.head_dim, geo.kv_heads * geo.head_dim
+    attn = hidden * (q_out + 2 * kv_out) + q_out * hidden
+    if f.bool("attention_bias", False):
+        attn += q_out + 2 * kv_out + hidden
+    attention = sum(
+        _granite_mamba_params(f, hidden, layer) if layer.kind == "state" else attn
+        for layer in layers
+    )
+    inter = f.int("intermediate_size")
+    mlp = 3 * hidden * inter + ((2 * inter + hidden) if f.bool("mlp_bias", False) else 0)
+    tied = tied_head(f, False)  # BambaConfig's default: untied
+    return None, dense_counts(
+        hidden, vocab, tied, attention=attention, mlp=n * mlp, norms=(2 * n + 1) * hidden
+    )
+
+
+_NEMOTRON_BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
+
+
+def nemotron_h_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """Nemotron-H and Nemotron 3 (transformers' NemotronHForCausalLM, vLLM's nemotron_h.py): one
+    block per layer, each one RMSNorm and one mixer: a Mamba-2 mixer (M), attention (*), an
+    MLP of up and down projections (-, squared ReLU, no gate) or a MoE (E): a router of
+    n_routed_experts x hidden (with its score-correction bias, a weight in the checkpoint and in
+    vLLM), experts of up and down projections over moe_latent_size when set (Nemotron 3
+    Super / Ultra, with fc1_latent_proj and fc2_latent_proj between hidden and the latent
+    width; counted with the shared expert, as both run for every token), else over hidden, and
+    one shared expert of moe_shared_expert_intermediate_size. Attention has no biases
+    (NemotronHAttention builds none)."""
+    blocks = _nemotron_blocks(f, len(layers))
+    mlp_bias = f.bool("mlp_bias", False)
+    if f.bool("attention_bias", False):
+        raise ValueError(
+            "config field 'attention_bias' is true: NemotronHAttention builds no biases, and "
+            "the parameter counter does not pick one reading"
+        )
+    q_out, kv_out = geo.q_heads * geo.head_dim, geo.kv_heads * geo.head_dim
+    attention = mamba = 0
+    for block, layer in zip(blocks, layers):
+        if block == "mamba":
+            mamba += _nemotron_mamba_params(f, hidden, layer)
+        elif block == "attention":
+            attention += hidden * (q_out + 2 * kv_out) + q_out * hidden
+    n_mlp = blocks.count("mlp")
+    mlp = 0
+    if n_mlp:
+        inter = f.int("intermediate_size")
+        mlp = n_mlp * (2 * hidden * inter + (inter + hidden if mlp_bias else 0))
+    moe = None
+    routed = shared = router = 0
+    n_moe = blocks.count("moe")
+    if n_moe:
+        experts = f.int("n_routed_experts", "num_local_experts")
+        k = f.int("num_experts_per_tok")
+        if k > experts:
+            raise ValueError(
+                f"config field 'num_experts_per_tok' ({k}) exceeds the number of experts "
+                f"({experts})"
+            )
+        if f.int("n_shared_experts", default=1, minimum=0) != 1:
+            raise ValueError(
+                "config field 'n_shared_experts' is not 1: vLLM's NemotronHMoE builds a shared "
+                "expert of n_shared_experts x moe_shared_expert_intermediate_size (none at 0), "
+                "transformers' one of moe_shared_expert_intermediate_size whatever it says"
+            )
+        inter = f.int("moe_intermediate_size")
+        width = f.int("moe_latent_size", default=hidden)
+        per_expert = 2 * width * inter
+        s_inter = f.int("moe_shared_expert_intermediate_size")
+        per_shared = 2 * hidden * s_inter + (s_inter + hidden if mlp_bias else 0)
+        if f.has("moe_latent_size"):
+            per_shared += 2 * hidden * width + (width + hidden if mlp_bias else 0)
+        moe, routed, shared, router = biased_moe(experts, k, per_expert, n_moe, per_shared, hidden)
+    tied = never_tied(f, "NemotronHForCausalLM")
+    return moe, ParamCounts(
+        embedding=vocab * hidden,
+        lm_head=0 if tied else vocab * hidden,
+        attention=attention + mamba,
+        mlp=mlp,
+        routed_experts=routed,
+        shared_experts=shared,
+        router=router,
+        norms=(len(layers) + 1) * hidden,
+        tied=tied,
+    )
+
+
+def _nemotron_blocks(f: Fields, n: int) -> list[str]:
+    """Each layer's block, from the field the cache reader read its layout from."""
+    pattern = f.raw("hybrid_override_pattern")
+    if isinstance(pattern, str):
+        blocks = [_NEMOTRON_BLOCKS.get(c, "?") for c in pattern]
+    else:
+        names = f.raw("layers_block_type")
+        # transformers 5.24's NemotronHConfig writes Mamba and attention blocks as
+        # "linear_attention" and "full_attention" (its _pattern_to_list mapping)
+        renamed = {"linear_attention": "mamba", "full_attention": "attention"}
+        blocks = [str(renamed.get(b, b)) for b in names] if isinstance(names, list) else []
+    if len(blocks) != n or any(b not in _NEMOTRON_BLOCKS.values() for b in blocks):
+        raise ValueError(
+            "the layer pattern does not give one Mamba, attention, MLP or MoE block for each "
+            "layer, which the parameter counter needs"
+        )
+    return blocks
+
+
+def _nemotron_mamba_params(f: Fields, hidden: int, layer: RecurrentState) -> int:
+    """NemotronHMamba2Mixer: the Mamba-2 mixer, inner mamba_num_heads x mamba_head_dim."""
+    heads = f.int("mamba_num_heads")
+    inner = heads * f.int("mamba_head_dim")
+    return _mamba2_mixer(f, hidden, layer, inner, heads, "use_conv_bias", "use_bias")
+
+
+def falcon_h1_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """Falcon-H1 (transformers' FalconH1ForCausalLM, vLLM's falcon_h1.py): every layer runs
+    attention and a Mamba-2 mixer side by side, then a SwiGLU MLP, with two RMSNorms; a final
+    norm; untied by default. The mixer: in_proj to inner + conv channels + heads (its bias with
+    mamba_proj_bias), the depthwise conv (mamba_conv_bias), dt_bias, A_log and D per head, a
+    gated RMSNorm over inner only with mamba_rms_norm, out_proj (its bias with projectors_bias,
+    in transformers; vLLM's MambaMixer2 gives both projections mamba_proj_bias, so the two must
+    agree). Attention and MLP biases with attention_bias and mlp_bias."""
+    if f.raw("mamba_use_mlp", default=True) is not True:
+        raise ValueError(
+            "config field 'mamba_use_mlp' is not true: transformers' FalconH1DecoderLayer "
+            "builds the MLP in every layer whatever it says"
+        )
+    proj_bias = f.bool("mamba_proj_bias", False)
+    if f.bool("projectors_bias", False) != proj_bias:
+        raise ValueError(
+            "config fields 'projectors_bias' and 'mamba_proj_bias' differ: transformers gives "
+            "the Mamba out_proj one and vLLM the other"
+        )
+    attn_bias = f.bool("attention_bias", False)
+    mlp_bias = f.bool("mlp_bias", False)
+    inter = f.int("intermediate_size")
+    heads = f.int("mamba_n_heads")
+    q_out, kv_out = geo.q_heads * geo.head_dim, geo.kv_heads * geo.head_dim
+    per_attention = hidden * (q_out + 2 * kv_out) + q_out * hidden
+    if attn_bias:
+        per_attention += q_out + 2 * kv_out + hidden
+    attention = 0
+    for layer in layers:
+        state = layer.state
+        conv_dim = state.conv_elements // (state.conv_kernel - 1)
+        inner = state.ssm_elements // f.int("mamba_d_state")
+        mixer = hidden * (inner + conv_dim + heads) + conv_dim * state.conv_kernel + 3 * heads
+        mixer += inner * hidden
+        if f.bool("mamba_conv_bias", True):
+            mixer += conv_dim
+        if f.bool("mamba_rms_norm", False):
+            mixer += inner
+        if proj_bias:
+            mixer += inner + conv_dim + heads + hidden
+        attention += per_attention + mixer
+    n = len(layers)
+    mlp = n * (3 * hidden * inter + (2 * inter + hidden if mlp_bias else 0))
+    tied = tied_head(f, False)  # FalconH1Config's default: untied
+    return None, dense_counts(
+        hidden, vocab, tied, attention=attention, mlp=mlp, norms=(2 * n + 1) * hidden
+    )
+
+
+def mamba_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """Mamba and Falcon-Mamba (transformers' MambaForCausalLM, FalconMambaForCausalLM, vLLM's
+    mamba.py): every layer one RMSNorm and a Mamba-1 mixer (in_proj and out_proj biased with
+    use_bias, the conv with use_conv_bias; Falcon-Mamba's B/C/dt norms have no weights), a final
+    norm; tied by default."""
+    n = len(layers)
+    tied = tied_head(f, True)  # MambaConfig's and FalconMambaConfig's default: tied
+    mixer = mamba1_mixer(f, hidden, bias_field="use_bias")
+    return None, dense_counts(
+        hidden, vocab, tied, attention=n * mixer, mlp=0, norms=(n + 1) * hidden
+    )
+
+
+def mamba2_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """Mamba-2 (transformers' Mamba2ForCausalLM, vLLM's mamba2.py): every layer one RMSNorm and
+    a Mamba-2 mixer: in_proj to 2 x inner + 2 x n_groups x state_size + num_heads (inner =
+    expand x hidden), the depthwise conv over inner + 2 x n_groups x state_size channels,
+    dt_bias, A_log and D per head, the gated RMSNorm over inner, out_proj; use_bias biases the
+    projections, use_conv_bias the conv. A final norm; untied by default."""
+    n = len(layers)
+    inner = f.int(*EXPAND, default=2) * hidden
+    heads = f.int("num_heads")
+    groups_state = 2 * f.int("n_groups", default=1) * f.int(*STATE_SIZE)
+    conv_dim = inner + groups_state
+    kernel = f.int(*CONV_KERNEL, default=4)
+    mixer = hidden * (2 * inner + groups_state + heads) + conv_dim * kernel + 3 * heads + inner
+    mixer += inner * hidden
+    if f.bool("use_conv_bias", True):
+        mixer += conv_dim
+    if f.bool("use_bias", False):
+        mixer += 2 * inner + groups_state + heads + hidden
+    tied = tied_head(f, False)  # Mamba2Config's default: untied
+    return None, dense_counts(
+        hidden, vocab, tied, attention=n * mixer, mlp=0, norms=(n + 1) * hidden
+    )

@@ -1,0 +1,350 @@
+"""Parameter counters of the other families with a recurrent state, which the generic counter
+(kvcalc.config.params) does not describe: LFM2 and LFM2-MoE (short convolutions), Kimi-Linear
+(KDA), RWKV and RecurrentGemma (RG-LRU), one function each, checked against transformers' own
+model built on the meta device (tests/test_params_round6b.py, tests/test_params_switches.py and
+the zoo)."""
+
+from __future__ import annotations
+
+from ...core.model import MoE, ParamCounts
+from ..fields import Fields, Geometry
+from .blocks import biased_moe, dense_counts, never_tied, tied_head
+
+
+def lfm2_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """LFM2 (transformers' Lfm2ForCausalLM, vLLM's lfm2.py): every layer has two RMSNorms and a
+    SwiGLU MLP (w1, w3, w2) beside either attention (q/k/v/out, no biases, per-head q and k
+    RMSNorms) or a short convolution (in_proj to 3 x hidden, a depthwise conv of conv_L_cache
+    taps, out_proj; biases with conv_bias); a final embedding_norm; tied by default.
+
+    The MLP width: intermediate_size (block_ff_dim, its older name, wins in transformers),
+    with block_auto_adjust_ff_dim taken to int(2/3 x) times block_ffn_dim_multiplier and
+    rounded up to block_multiple_of. vLLM rounds even without a multiplier and transformers
+    only with one, so a width the two would round differently is refused."""
+    width = _lfm2_ff_width(f)
+    if f.int("block_dim", default=hidden) != hidden:
+        raise ValueError(
+            "config field 'block_dim' differs from 'hidden_size': vLLM's LFM2 MLP reads "
+            "block_dim, transformers' hidden_size"
+        )
+    bias = f.bool("conv_bias", False)
+    kernel = f.int("conv_L_cache", default=3, minimum=2)
+    q_out, kv_out = geo.q_heads * geo.head_dim, geo.kv_heads * geo.head_dim
+    attention = conv = 0
+    for layer in layers:
+        if layer.stores_tokens:
+            attention += hidden * (q_out + 2 * kv_out) + q_out * hidden + 2 * geo.head_dim
+        else:
+            conv += 3 * hidden * hidden + hidden * kernel + hidden * hidden
+            if bias:
+                conv += 3 * hidden + hidden + hidden
+    n = len(layers)
+    tied = tied_head(f, True)  # Lfm2Config's default: tied
+    return None, dense_counts(
+        hidden,
+        vocab,
+        tied,
+        attention=attention + conv,
+        mlp=n * 3 * hidden * width,
+        norms=(2 * n + 1) * hidden,
+    )
+
+
+def _lfm2_ff_width(f: Fields) -> int:
+    base = f.int("intermediate_size", required=False)
+    older = f.int("block_ff_dim", required=False)
+    if base is not None and older is not None and base != older:
+        raise ValueError(
+            f"config fields 'block_ff_dim' ({older:,}) and 'intermediate_size' ({base:,}) "
+            "differ: transformers reads block_ff_dim, and the parameter counter does not pick"
+        )
+    width = older if older is not None else f.int("intermediate_size", default=12288)
+    if not f.bool("block_auto_adjust_ff_dim", True):
+        return width
+    width = int(2 * width / 3)
+    # null in the file is None in Lfm2Config (absent, its default 1.0)
+    multiplier = f.raw("block_ffn_dim_multiplier", default=1.0)
+    if "block_ffn_dim_multiplier" in f.cfg and f.cfg["block_ffn_dim_multiplier"] is None:
+        multiplier = None
+    step = f.int("block_multiple_of", default=256)
+    rounded = step * ((width + step - 1) // step)
+    if multiplier is None:
+        if rounded != width:
+            raise ValueError(
+                "config field 'block_ffn_dim_multiplier' is null: vLLM rounds the MLP width "
+                f"up to block_multiple_of ({rounded:,}), transformers keeps {width:,}"
+            )
+        return width
+    if isinstance(multiplier, bool) or not isinstance(multiplier, (int, float)):
+        raise ValueError("config field 'block_ffn_dim_multiplier' must be a number")
+    width = int(multiplier * width)
+    return step * ((width + step - 1) // step)
+
+
+def lfm2_moe_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """LFM2-MoE (transformers' Lfm2MoeForCausalLM, vLLM's lfm2_moe.py): LFM2's layers (attention
+    with per-head q/k RMSNorms, or the short convolution: in_proj to 3 x hidden, a depthwise
+    conv of conv_L_cache taps, out_proj, biases with conv_bias), two RMSNorms each, a SwiGLU
+    MLP of intermediate_size (as given) in the first num_dense_layers and a MoE in the rest:
+    a router of num_experts x hidden with, under use_expert_bias, its per-expert bias (a buffer
+    in transformers, the router's score-correction bias in vLLM and the checkpoint), experts of
+    moe_intermediate_size; a final embedding_norm; tied by default (tie_embedding, its older
+    name, read as transformers reads it)."""
+    n = len(layers)
+    kernel = f.int("conv_L_cache", default=3, minimum=2)
+    bias = f.bool("conv_bias", False)
+    attention = 0
+    for layer in layers:
+        if layer.stores_tokens:
+            q, kv = layer.q_heads * layer.head_dim, layer.kv_heads * layer.head_dim
+            attention += 2 * hidden * (q + kv) + 2 * layer.head_dim
+        else:
+            attention += 4 * hidden * hidden + hidden * kernel + (5 * hidden if bias else 0)
+    dense = min(f.int("num_dense_layers", default=2, minimum=0), n)
+    experts = f.int("num_experts", default=32)
+    k = f.int("num_experts_per_tok", default=4)
+    if k > experts:
+        raise ValueError(
+            f"config field 'num_experts_per_tok' ({k}) exceeds the number of experts ({experts})"
+        )
+    per_expert = 3 * hidden * f.int("moe_intermediate_size", default=1792)
+    moe_layers = n - dense
+    moe = MoE(num_experts=experts, top_k=k, expert_params=per_expert, layers=moe_layers)
+    router = moe_layers * experts * (hidden + (1 if f.bool("use_expert_bias", True) else 0))
+    if "tie_word_embeddings" not in f.cfg and isinstance(f.cfg.get("tie_embedding"), bool):
+        f.seen.add("tie_embedding")
+        tied = f.cfg["tie_embedding"]
+    else:
+        tied = tied_head(f, True)  # Lfm2MoeConfig's default: tied
+    return moe, ParamCounts(
+        embedding=vocab * hidden,
+        lm_head=0 if tied else vocab * hidden,
+        attention=attention,
+        mlp=dense * 3 * hidden * f.int("intermediate_size", default=7168),
+        routed_experts=moe_layers * experts * per_expert,
+        shared_experts=0,
+        router=router,
+        norms=(2 * n + 1) * hidden,
+        tied=tied,
+    )
+
+
+# Kimi K3's fields (kvcalc.config.families.table, kimi_linear): an MLA output gate, latent MoE,
+# Attention Residuals' projections and norms, a full-rank KDA gate; transformers' KimiLinear
+# builds none of them, so a config that sets one gets no count.
+_KIMI_K3_WEIGHTS = tuple(
+    """
+    mla_use_output_gate routed_expert_hidden_size latent_moe_use_norm attn_res_block_size
+    """.split()
+)
+
+
+def kimi_linear_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """Kimi-Linear (transformers' KimiLinearForCausalLM, vLLM's kimi_linear.py with
+    layers/kda.py). A KDA layer of H heads x D: q, k, v projections of hidden x H x D, one
+    depthwise conv of conv kernel taps over the 3 x H x D channels (no bias), the forget
+    gate's dt_bias (H x D), A_log (H) and low-rank f_a / f_b projections (rank D), b_proj
+    (hidden x H), the low-rank output gate g_a / g_b, o_norm (D) and o_proj. An MLA layer:
+    q_proj (or q_a / norm / q_b with q_lora_rank), kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj,
+    o_proj. Every layer two RMSNorms and either a SwiGLU MLP of intermediate_size (the first
+    first_k_dense_replace layers, and those off moe_layer_freq) or a MoE: router with its
+    score-correction bias (a weight in vLLM and the checkpoint), experts of
+    moe_intermediate_size, and a shared MLP of num_shared_experts x moe_intermediate_size."""
+    set_k3 = [k for k in _KIMI_K3_WEIGHTS if f.cfg.get(k) not in (None, False)]
+    gate = f.cfg.get("linear_attn_config")
+    if isinstance(gate, dict) and gate.get("use_full_rank_gate"):
+        set_k3.append("linear_attn_config.use_full_rank_gate")
+    if set_k3:
+        raise ValueError(
+            "config fields "
+            + ", ".join(f"'{k}'" for k in set_k3)
+            + " are Kimi K3's (latent MoE, output gates, attention residuals): transformers' "
+            "KimiLinear builds none of them, and the parameter counter knows Kimi-Linear only"
+        )
+    attention = 0
+    for layer in layers:
+        if layer.kind == "mla":
+            attention += _kimi_mla(f, hidden, layer)
+        else:
+            kernel = layer.conv_kernel
+            width = layer.conv_elements // (3 * (kernel - 1))  # H x D
+            d = layer.ssm_elements // width
+            h = width // d
+            attention += 3 * hidden * width + 3 * width * kernel  # q, k, v; conv
+            attention += width + h + hidden * d + d * width  # dt_bias, A_log, f_a, f_b
+            attention += hidden * h + hidden * d + d * width  # b_proj, g_a, g_b
+            attention += d + width * hidden  # o_norm, o_proj
+    n = len(layers)
+    experts = f.int("num_experts", required=False)
+    if experts is None and "num_experts" not in f.cfg:
+        raise ValueError(
+            "config field 'num_experts' is missing: transformers' KimiLinearConfig takes 256 "
+            "experts, vLLM's none"
+        )
+    moe_layers = _kimi_moe_layers(f, n) if experts is not None else 0
+    mlp = (n - moe_layers) * 3 * hidden * f.int("intermediate_size") if moe_layers < n else 0
+    moe = None
+    routed = shared = router = 0
+    if moe_layers:
+        k = f.int("num_experts_per_token", "num_experts_per_tok")
+        if k > experts:
+            raise ValueError(
+                f"config field 'num_experts_per_token' ({k}) exceeds the number of experts "
+                f"({experts})"
+            )
+        inter = f.int("moe_intermediate_size")
+        per_expert = 3 * hidden * inter
+        if f.raw("num_shared_experts") is None:
+            raise ValueError(
+                "config field 'num_shared_experts' is missing: transformers' KimiLinearConfig "
+                "takes 1 shared expert, vLLM's none"
+            )
+        per_shared = 3 * hidden * inter * f.int("num_shared_experts", minimum=0)
+        moe, routed, shared, router = biased_moe(
+            experts, k, per_expert, moe_layers, per_shared, hidden
+        )
+    tied = never_tied(f, "KimiLinearForCausalLM")
+    return moe, ParamCounts(
+        embedding=vocab * hidden,
+        lm_head=0 if tied else vocab * hidden,
+        attention=attention,
+        mlp=mlp,
+        routed_experts=routed,
+        shared_experts=shared,
+        router=router,
+        norms=(2 * n + 1) * hidden,
+        tied=tied,
+    )
+
+
+def _kimi_moe_layers(f: Fields, n: int) -> int:
+    """How many layers route to experts. transformers' KimiLinearConfig reads mlp_layer_types
+    ("dense" / "sparse" per layer), built from first_k_dense_replace when absent (default 1),
+    and ignores moe_layer_freq; vLLM's kimi_linear.py reads first_k_dense_replace (default 0)
+    and moe_layer_freq. Where the two would build different layers, the count is refused."""
+    first = f.int("first_k_dense_replace", required=False, minimum=0)
+    freq = f.int("moe_layer_freq", default=1)
+    vllm = None
+    if first is not None:
+        vllm = [i >= first and i % freq == 0 for i in range(n)]
+    kinds = f.raw("mlp_layer_types")
+    if kinds is None:
+        if vllm is None:
+            raise ValueError(
+                "config field 'first_k_dense_replace' is missing: transformers' KimiLinearConfig "
+                "takes 1 dense layer, vLLM's 0"
+            )
+        if freq != 1:
+            raise ValueError(
+                "config field 'moe_layer_freq' is not 1: vLLM routes every moe_layer_freq-th "
+                "layer, transformers' KimiLinear every layer past first_k_dense_replace"
+            )
+        return sum(vllm)
+    if (
+        not isinstance(kinds, list)
+        or len(kinds) != n
+        or any(k not in ("dense", "sparse") for k in kinds)
+    ):
+        raise ValueError(
+            "config field 'mlp_layer_types' must give 'dense' or 'sparse' for each of the "
+            f"{n} layers"
+        )
+    sparse = [k == "sparse" for k in kinds]
+    if vllm is not None and vllm != sparse:
+        raise ValueError(
+            "config fields 'mlp_layer_types' and 'first_k_dense_replace' / 'moe_layer_freq' "
+            "give different MoE layers: transformers reads the first, vLLM the others"
+        )
+    return sum(sparse)
+
+
+def _kimi_mla(f: Fields, hidden: int, layer) -> int:
+    if f.bool("attention_bias", False):
+        raise ValueError(
+            "config field 'attention_bias' is true: transformers gives Kimi-Linear's MLA "
+            "projections biases, vLLM's kimi_linear.py none, and the parameter counter does "
+            "not pick"
+        )
+    heads, rope, rank = layer.q_heads, layer.qk_rope_head_dim, layer.kv_lora_rank
+    q_dim = heads * layer.qk_head_dim
+    nope = layer.qk_head_dim - rope
+    if f.has("q_lora_rank"):
+        q_rank = f.int("q_lora_rank")
+        q = hidden * q_rank + q_rank + q_rank * q_dim
+    else:
+        q = hidden * q_dim
+    kv = hidden * (rank + rope) + rank + rank * heads * (nope + layer.v_head_dim)
+    return q + kv + heads * layer.v_head_dim * hidden
+
+
+def rwkv_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """RWKV-4 (transformers' RwkvForCausalLM, vLLM serves none): every layer two LayerNorms
+    (weight and bias) and the first a third (pre_ln); time mixing: time_decay and time_first
+    of attention_hidden_size, three time_mix vectors of hidden, key, value, receptance (hidden
+    to attention_hidden_size) and output back; channel mixing: two time_mix vectors, key to
+    intermediate_size, receptance, value back; a final LayerNorm; the head untied by default."""
+    n = len(layers)
+    a = f.int("attention_hidden_size", default=hidden)
+    width = f.int("intermediate_size", default=4 * hidden)
+    time_mix = 2 * a + 3 * hidden + 3 * hidden * a + a * hidden
+    channel_mix = 2 * hidden + 2 * hidden * width + hidden * hidden
+    tied = tied_head(f, False)  # RwkvConfig's default: untied
+    return None, dense_counts(
+        hidden,
+        vocab,
+        tied,
+        attention=n * time_mix,
+        mlp=n * channel_mix,
+        norms=(2 * n + 2) * 2 * hidden,
+    )
+
+
+def recurrent_gemma_params(
+    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
+) -> tuple[MoE | None, ParamCounts]:
+    """RecurrentGemma (transformers' RecurrentGemmaForCausalLM): every layer two RMSNorms
+    (temporal_pre_norm, channel_pre_norm) and a gated MLP of intermediate_size / 2 with biases;
+    its temporal block is local attention (q, k, v biased with attention_bias, o_proj always)
+    or a recurrent block of lru_width: linear_x, linear_y, linear_out (biased), a depthwise
+    conv of conv1d_width taps with bias, and the RG-LRU (recurrent_param, input and recurrent
+    gates: one lru_width / heads square per head, with biases). A final norm; the head is the
+    embedding (tied)."""
+    n = len(layers)
+    width = f.int("lru_width", default=hidden)
+    heads = f.int("num_attention_heads")
+    if width % heads:
+        raise ValueError("config field 'lru_width' must be a multiple of 'num_attention_heads'")
+    taps = f.int("conv1d_width", default=4)
+    recurrent = 2 * (hidden * width + width) + width * hidden + hidden  # linear_x, _y, _out
+    recurrent += width * taps + width + width  # conv_1d with its bias, recurrent_param
+    recurrent += 2 * (width * width // heads + width)  # input and recurrent gates
+    bias = f.bool("attention_bias", False)
+    attention = 0
+    for layer in layers:
+        if layer.kind == "state":
+            attention += recurrent
+            continue
+        q, kv = layer.q_heads * layer.head_dim, layer.kv_heads * layer.head_dim
+        attention += hidden * (q + 2 * kv) + q * hidden + hidden + ((q + 2 * kv) if bias else 0)
+    mlp_width = f.int("intermediate_size") // 2
+    if not tied_head(f, True):
+        raise ValueError(
+            "config field 'tie_word_embeddings' is false: transformers' "
+            "RecurrentGemmaForCausalLM ties its head whatever it says"
+        )
+    return None, dense_counts(
+        hidden,
+        vocab,
+        True,
+        attention=attention,
+        mlp=n * (3 * hidden * mlp_width + 2 * mlp_width + hidden),
+        norms=(2 * n + 1) * hidden,
+    )

@@ -1,0 +1,174 @@
+"""The guided tour: seven stops, each a short lesson computed for the chosen model and GPU.
+
+Stops follow the path Home -> Cache fill -> Budget -> Decode step time -> Roofline -> Serving
+frontier -> Shrinking the cache. Each stop is a ``Lesson``: the givens its prediction needs, one
+``Question`` that ``quiz.grade`` grades (with the likely slips named), the figure its page
+shows, a two-line recap and a question for the class. ``answer_key`` writes the seven lessons as
+Markdown, for a teacher to print. A stop that cannot be asked for a setup (a model that does not
+fit, a GPU without a known peak) raises ValueError saying why.
+
+The modules: ``lesson`` (the Stop, the Lesson, the setup every stop uses), ``words`` (the
+model's layers in words), ``slips``, and one per lesson idea: ``cache`` (stops 1-2), ``pool``
+(3 and 6), ``decode`` (4-5), ``fp8`` (7). Their prose is data, in kvcalc/teach/tour.toml; see
+docs/teaching.md for how the questions are worded.
+"""
+
+from __future__ import annotations
+
+from ...cache.weight_bytes import Weights
+from ...config.catalog import GPU
+from ...core.model import ModelSpec
+from ...core.units import check_int
+from ..quiz import TOLERANCE, Question
+from .cache import stop1, stop2
+from .decode import stop4, stop5
+from .fp8 import stop7
+from .lesson import (
+    CONVERSATION,
+    OUTPUT,
+    PROMPT,
+    TEXT,
+    Lesson,
+    Setup,
+    Stop,
+    conversation_tokens,
+    request_tokens,
+)
+from .pool import stop3, stop6
+from .words import where_text
+
+__all__ = [
+    "STOPS",
+    "Stop",
+    "Lesson",
+    "lesson",
+    "stop_question",
+    "answer_key",
+    "conversation_tokens",
+    "request_tokens",
+    "CONVERSATION",
+    "PROMPT",
+    "OUTPUT",
+]
+
+STOPS = tuple(Stop(**row) for row in TEXT["stops"])
+_BUILD = (stop1, stop2, stop3, stop4, stop5, stop6, stop7)
+
+
+def lesson(
+    number: int,
+    spec: ModelSpec,
+    w: Weights,
+    gpu: GPU,
+    *,
+    kv_dtype: str = "bf16",
+    bandwidth_gbs: float | None = None,
+    tp: int = 1,
+    pp: int = 1,
+    name: str | None = None,
+) -> Lesson:
+    """The lesson at stop ``number`` (1 to 7) for this setup. ``name`` is how the model is
+    called in the text (its spec's name when not given)."""
+    n = check_int("tour stop", number, 1, len(STOPS))
+    bw = gpu.bandwidth_gbs if bandwidth_gbs is None else bandwidth_gbs
+    name = spec.name if name is None else name
+    if n in (1, 2) and not spec.kv_layers:
+        raise ValueError(TEXT["errors"]["no_kv"].format(name=name))
+    setup = Setup(
+        spec=spec,
+        w=w,
+        gpu=gpu,
+        kv_dtype=kv_dtype,
+        bw=bw,
+        tp=tp,
+        pp=pp,
+        name=name,
+        stop=STOPS[n - 1],
+    )
+    return _BUILD[n - 1](setup)
+
+
+def stop_question(
+    number: int,
+    spec: ModelSpec,
+    w: Weights,
+    gpu: GPU,
+    *,
+    kv_dtype: str = "bf16",
+    bandwidth_gbs: float | None = None,
+    tp: int = 1,
+    pp: int = 1,
+) -> Question:
+    """The prediction asked at stop ``number`` (1 to 7) for this setup."""
+    return lesson(
+        number, spec, w, gpu, kv_dtype=kv_dtype, bandwidth_gbs=bandwidth_gbs, tp=tp, pp=pp
+    ).question
+
+
+def answer_key(
+    spec: ModelSpec,
+    w: Weights,
+    gpu: GPU,
+    *,
+    kv_dtype: str = "bf16",
+    bandwidth_gbs: float | None = None,
+    tp: int = 1,
+    pp: int = 1,
+    name: str | None = None,
+) -> str:
+    """The seven lessons for this setup as one Markdown document: for each stop the givens, the
+    question, the answer and its working, the slips the grader names, the page's figure, the
+    recap and the discussion question. A stop that cannot be asked says why."""
+    name = spec.name if name is None else name
+    bw = gpu.bandwidth_gbs if bandwidth_gbs is None else bandwidth_gbs
+    experts = f" (experts {w.expert_dtype.upper()})" if w.expert_dtype != w.dtype else ""
+    key = TEXT["answer_key"]
+    head = dict(
+        name=name,
+        where=where_text(gpu, tp, pp),
+        bw=bw,
+        kvd=kv_dtype.upper(),
+        wd=w.dtype.upper() + experts,
+        n=conversation_tokens(spec),
+        limit=spec.max_context,
+        tolerance=TOLERANCE,
+    )
+    lines = key["head"].format(**head).split("\n")
+    for stop in STOPS:
+        lines += [f"## Stop {stop.number}: {stop.title}", "", f"*{stop.teaches}*", ""]
+        try:
+            les = lesson(
+                stop.number,
+                spec,
+                w,
+                gpu,
+                kv_dtype=kv_dtype,
+                bandwidth_gbs=bw,
+                tp=tp,
+                pp=pp,
+                name=name,
+            )
+        except ValueError as exc:
+            lines += [f"Not asked for this setup: {exc}.", ""]
+            continue
+        q = les.question
+        lines += ["| Given | Value |", "|---|---|"]
+        lines += [f"| {_cell(k)} | {_cell(v)} |" for k, v in les.givens]
+        lines += ["", f"**Predict (in {q.ask_unit or q.unit}).** {q.prompt}", ""]
+        lines += [f"**Answer.** {q.answer}", "", "```", q.solution, "```", ""]
+        if q.mistakes:
+            lines += ["**Slips the grader names:**", *(f"- {why}" for _, why in q.mistakes), ""]
+        label, value = les.figure
+        lines += [f"**On the page.** {label}: {value}.", ""]
+        lines += [
+            f"**Recap.** {les.recap[0]}  ",
+            les.recap[1],
+            "",
+            f"**Discuss.** {les.discuss}",
+            "",
+        ]
+    return "\n".join(lines)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
