@@ -20,6 +20,9 @@ from webui.figures import LIMIT_NAMES, budget_figure, concurrency_figure
 from webui.fit_fix import fitting_setup_button
 from webui.hosted import plain
 from webui.memo import cached
+from webui.prose import prose
+
+T = prose("budget")
 
 # The chapter's "try it yourself" contexts, one move each (4K ... 128K tokens, K = 1,024).
 PRESETS = [4096, 8192, 32768, 131072]
@@ -55,13 +58,7 @@ def _upgrade_cmp_link() -> None:
 
 
 sel = common.require_selection()
-top = common.page_header(
-    "Budget: weights vs KV cache",
-    sel,
-    "An engine such as vLLM takes a share of the GPU, loads the weights, keeps a reserve for "
-    "activations and the runtime, and cuts the rest into cache blocks: the blocks decide how "
-    "many conversations of a given length run at once.",
-)
+top = common.page_header("Budget: weights vs KV cache", sel, T("lead"))
 # The first screen, in this order: the answer (a box, the fix when nothing fits), three
 # metrics, the inputs, the memory bar (the lesson seen without reading a number). On a phone,
 # where columns stack, the answer comes before the inputs.
@@ -92,10 +89,13 @@ with st.expander("Engine settings: memory share, reserve, block size, convention
         DEFAULT_GPU_MEM_UTIL,
         0.01,
         **bound("b_util", "num"),
-        help=f"vLLM {NEWEST}'s default shown first ({PREVIOUS_GPU_MEM_UTIL:g} before "
-        f"{GPU_MEM_UTIL_CHANGED_IN}); for the "
-        "TensorRT-LLM convention, the share of memory free after the weights "
-        f"(its own default {TRTLLM_FREE_FRACTION:g})",
+        help=T(
+            "util_help",
+            NEWEST=NEWEST,
+            PREVIOUS_GPU_MEM_UTIL=PREVIOUS_GPU_MEM_UTIL,
+            GPU_MEM_UTIL_CHANGED_IN=GPU_MEM_UTIL_CHANGED_IN,
+            TRTLLM_FREE_FRACTION=TRTLLM_FREE_FRACTION,
+        ),
     )
     reserve_gib = e2.number_input(
         "Reserve for activations and runtime (GiB)",
@@ -154,11 +154,7 @@ with answer:  # the answer first: on a phone it is on the first screen
     if not fits_gpu:
         fitting_setup_button(sel, key="b_fit", context=context, util=util, reserve_bytes=reserve)
     if past_limit:
-        st.warning(
-            f"{context:,} tokens is beyond this model's max_position_embeddings of "
-            f"{sel.spec.max_context:,}: the memory figures hold, but the model was not trained "
-            "for such lengths."
-        )
+        st.warning(T("past_limit", context=context, sel=sel))
 
 with headline:  # three metrics, each number once
     m = st.columns(3)
@@ -194,11 +190,7 @@ with bar:
     st.plotly_chart(budget_figure(b), width="stretch", key="b_fig")
 
 if b.max_num_seqs is not None and fits_gpu and b.limited_by == "max_num_seqs":
-    st.info(
-        f"Memory allows more sequences of {context:,} tokens than vLLM {b.vllm_version} runs "
-        f"at once: max_num_seqs = {b.max_num_seqs:,} (its default on this GPU): the "
-        "scheduler, not memory, is the limit here."
-    )
+    st.info(T("max_num_seqs", context=context, b=b))
 
 # --- side by side: the chapter's comparison ------------------------------------------------
 
@@ -206,10 +198,7 @@ st.subheader("Side by side: sequences that fit against context")
 _upgrade_cmp_link()
 s1, s2 = st.columns([3, 1], vertical_alignment="bottom")
 compare_names = s1.multiselect(
-    "Compare with (up to 3 models)",
-    list(KEYS),
-    max_selections=3,
-    **bound("b_cmp", "list"),
+    "Compare with (up to 3 models)", list(KEYS), max_selections=3, **bound("b_cmp", "list")
 )
 s2.button(
     "The chapter's three",
@@ -375,14 +364,7 @@ if fits_gpu:
                 if mc is None
                 else f"memory alone would let it reach {mc:,} tokens"
             )
-            st.caption(
-                f"Three figures, three questions. Capacity ({b.kv_capacity_tokens:,} tokens) "
-                "is what vLLM prints as its cache size: its logged worst-case concurrency "
-                f"above x {context:,} tokens. One sequence alone can grow much longer, "
-                f"because its windows stay short: {longest}, and the model allows "
-                f"{b.model_max_context:,}, so the longest is {b.usable_context:,}. The table "
-                "below splits one sequence's bytes by layer kind."
-            )
+            st.caption(T("three_figures", b=b, context=context, longest=longest))
         if windowed:
             common.table(
                 [
@@ -473,13 +455,7 @@ if fits_gpu:
                     f"{bd.max_concurrency:,.2f} with it**."
                 )
                 if bd.max_concurrency > b.max_concurrency and bd.num_groups != b.num_groups:
-                    st.markdown(
-                        "More, not fewer: vLLM cuts the layers into groups of equal size "
-                        f"({b.num_groups} of {b.group_size} without the drafter, "
-                        f"{bd.num_groups} of {bd.group_size} with it), and its start-up count "
-                        "charges every group of windowed layers a whole window. The drafter's "
-                        "layer evens the groups out: fewer groups, fewer blocks a request."
-                    )
+                    st.markdown(T("more_not_fewer", b=b, bd=bd))
                 st.caption(
                     (
                         f"The drafter's own weights, {fmt_gib(dw / sel.num_gpus)}"
@@ -487,15 +463,9 @@ if fits_gpu:
                         + ", load before the engine measures its pool: they are subtracted."
                     )
                     if dw is not None
-                    else "The drafter's own weights load before the engine measures its "
-                    "pool, so a real pool is smaller still; an EAGLE head's vary (its own "
-                    "output head, its fusion layer) and are not subtracted here."
+                    else T("drafter_weights_unknown")
                 )
 
 with st.expander("How these numbers are computed", icon=":material/function:"):
     common.formula(f"KV per token      = {per.per_token_formula()}\n" + b.derivation())
-    st.caption(
-        "GiB = 2^30 bytes. With tensor parallelism each GPU keeps max(1, KV heads / TP) "
-        "heads; an MLA latent is kept whole on every GPU. Weights are split evenly over "
-        "all TP x PP GPUs."
-    )
+    st.caption(T("units"))

@@ -6,15 +6,12 @@ from webui import common
 from webui.common import bound, select
 from webui.figures import FILL_COLORS, fill_chart
 from webui.memo import cached
+from webui.prose import prose
+
+T = prose("cache_fill")
 
 sel = common.require_selection()
-common.page_header(
-    "Cache fill: prefill writes, decode appends",
-    sel,
-    "Each column is one token; each pair of rows is the key (K) and value (V) that one layer keeps "
-    "for it. Press Play: the prefill writes the whole prompt in one pass, then every decode step "
-    "adds one column. Switch to **No cache** to see every step recompute all earlier columns.",
-)
+common.page_header("Cache fill: prefill writes, decode appends", sel, T("lead"))
 
 c = st.columns(4)
 prompt = c[0].number_input(
@@ -105,12 +102,7 @@ st.markdown(
     f"**{last.passes_without_cache:,}** token passes, a count that grows with the square of "
     "the length."
 )
-st.caption(
-    "Token passes count work, not time. With a cache, attention still reads every earlier "
-    "key and value at each step, so a step still gets slower as the context grows (see "
-    "Decode step time); and on a GPU a short recomputation costs about one read of the "
-    "weights, like a cached step. The difference shows for long contexts."
-)
+st.caption(T("passes"))
 
 st.subheader(f"What the cache holds for {sel.label}")
 rows = []

@@ -6,15 +6,11 @@ from kvcalc.engines.paging import SCENARIOS, contiguous_capacity, parse_requests
 from webui import callbacks, common
 from webui.common import bound, select
 from webui.figures import blocks_figure, paged_figure
+from webui.prose import prose
 
-common.page_header(
-    "Engine view: paged blocks",
-    None,
-    "A serving engine cuts the cache into fixed-size blocks. Requests are admitted only when "
-    "their prompt fits in free blocks, take one more block whenever their last one fills up, are "
-    "preempted when memory runs out, and give their blocks back the moment they finish. Equal "
-    "prompt prefixes share blocks instead of copying them.",
-)
+T = prose("engine")
+
+common.page_header("Engine view: paged blocks", None, T("lead"))
 
 options = list(SCENARIOS) + ["custom"]
 c = st.columns([2, 1, 1, 1])
@@ -87,11 +83,7 @@ m[1].metric(
     help="Prompt tokens found in cached blocks / prompt tokens admitted",
 )
 m[2].metric("Preemptions", snap.preemptions)
-st.caption(
-    f"At step {snap.step}: {snap.free_blocks} blocks free ({snap.cached_free_blocks} of them "
-    f"still hold a cached prefix); {snap.fragmentation_slots} empty token slots in the used "
-    "blocks (internal fragmentation: slots not yet written)."
-)
+st.caption(T("free", snap=snap))
 
 st.plotly_chart(blocks_figure(snap.blocks, block_size), width="stretch", key="e_fig")
 try:
@@ -109,28 +101,15 @@ try:
     )
 except ValueError:
     pass
-st.caption(
-    "Each square is one block of the pool, colored by the request that owns it. "
-    "x2, x3: a block shared by that many requests (same prefix, stored once). c: a free "
-    "block that still holds a cached prefix, reusable until it is evicted. White: free."
-)
+st.caption(T("pool_legend"))
 
 st.subheader("PagedAttention: from a request's blocks to the pool")
 running = [t for t in snap.tables if t.blocks]
 if running:
     st.plotly_chart(
-        paged_figure(list(snap.tables), block_size, num_blocks),
-        width="stretch",
-        key="e_paged",
+        paged_figure(list(snap.tables), block_size, num_blocks), width="stretch", key="e_paged"
     )
-    st.caption(
-        f"Each running request sees its cache as logical blocks 0, 1, 2 ... in token "
-        f"order, {block_size} tokens each; its block table (in brackets) says which "
-        "physical block of the pool holds each one. PagedAttention, vLLM's attention "
-        "kernel, follows the table while it reads keys and values, so a request's blocks "
-        "can lie anywhere in the pool, and two requests with the same prefix point at the "
-        "same physical block."
-    )
+    st.caption(T("logical", block_size=block_size))
 else:
     st.caption(
         "No request holds blocks at this step: press Next step to admit some, and their block "

@@ -5,16 +5,12 @@ from kvcalc.perf.calibration import IDEAL
 from webui import common, pages, serving
 from webui.common import bound, select
 from webui.figures import LIMIT_NAMES, frontier_figure, utilization_figure
+from webui.prose import prose
+
+T = prose("frontier")
 
 sel = common.require_selection()
-top = common.page_header(
-    "Throughput and latency: the serving frontier",
-    sel,
-    "A serving engine runs many requests in one batch. A larger batch gives more tokens per "
-    "second per graphics processing unit (GPU) but makes each user wait longer for each token. "
-    "Each point below is one simulated run of continuous batching with a given number of "
-    "users; the curve is the frontier of what this setup can trade.",
-)
+top = common.page_header("Throughput and latency: the serving frontier", sel, T("lead"))
 common.require_fit(sel)
 
 c = st.columns(4)
@@ -47,9 +43,7 @@ kind = select(
     list(serving.LENGTHS),
     "fr_len",
     serving.lengths_label,
-    help="Log-normal lengths have the prompt and output above as their median and "
-    f"are cut at {serving.CLIP} x it: requests then finish at different times "
-    "instead of in waves",
+    help=T("lengths_help", serving=serving),
 )
 overlay = select(
     c[1].selectbox,
@@ -179,16 +173,7 @@ st.caption(
 if note:
     st.info(note)
 with st.expander("Reading the chart", icon=":material/help:"):
-    st.markdown(
-        "Numbers on the points: users (powers of two, and where the pool starts to bind), "
-        "each sending its next request as soon as the last one ends (a closed loop); every "
-        "point's count is in its tooltip. Markers: circle, every request runs (the users "
-        "limit the batch); square, max_num_seqs; large x, the KV pool (a request was "
-        "preempted or waited for blocks); diamond, max_num_batched_tokens. Each point "
-        "simulates about four requests per user. TPOT: time per output token; TTFT: time to "
-        "first token. The ideal bound reads every byte at the full bandwidth and does every "
-        "FLOP at the full dense peak, with no fixed cost and no all-reduce."
-    )
+    st.markdown(T("reading"))
 
 
 def best(f):
@@ -264,12 +249,7 @@ with top:  # the answer first: on a phone it is on the first screen
         said.append(headline(curves[1][0], other))
     st.markdown(" ".join(said))
     if slo_best is None:
-        st.warning(
-            f"No simulated run keeps TPOT p99 within {slo_tpot:,} ms and TTFT p99 "
-            f"within {slo_ttft:,} ms on this setup: loosen the objective, or use a "
-            "faster setup (FP8, more GPUs, a smaller model).",
-            icon=":material/timer:",
-        )
+        st.warning(T("no_run", slo_tpot=slo_tpot, slo_ttft=slo_ttft), icon=":material/timer:")
     with st.expander("What limits the batch: vLLM's line and the simulated pool"):
         st.markdown(limits(curves[0][0], curve))
         if other is not None:
@@ -336,27 +316,13 @@ st.plotly_chart(
     key="fr_util",
 )
 with st.expander("How the simulation works", icon=":material/function:"):
-    st.markdown(
-        "This page is where the Budget, the Decode step time and the Engine view meet: the "
-        "Budget's key-value (KV) pool caps how many requests fit, the step time says how long "
-        "each step of that batch takes, and the Engine's blocks decide who waits and who is "
-        "preempted."
-    )
+    st.markdown(T("how"))
     lc = st.columns(3)
     for where, name, label in zip(
         lc, ("budget", "step_time", "engine"), ("Budget", None, "Engine view")
     ):
         pages.link(name, label, where=where)
-    st.markdown(
-        "Each engine step decodes one token for every running request, gives prompt chunks "
-        "the rest of max_num_batched_tokens, and admits waiting requests while blocks are free "
-        "and fewer than max_num_seqs run. A request that needs a block when none is free "
-        "preempts the newest running request, which recomputes later. A sliding-window layer "
-        "gives a block back once it leaves the window, as vLLM does; a recurrent state holds "
-        "its blocks for the request's life. A run is pool-bound once anything is preempted or "
-        "waits for blocks. A step costs max(compute time, memory time), the same law as the "
-        "Decode step time page:"
-    )
+    st.markdown(T("how_step"))
     common.formula(
         "step time = max( (2 x active params x tokens + attention FLOPs) / "
         "(peak x MFU),\n"
@@ -371,9 +337,4 @@ with st.expander("How the simulation works", icon=":material/function:"):
         "ideal bound: share 1, MFU 1 (the full dense peak), nothing added"
     )
     common.formula(cap.derivation())
-    st.caption(
-        "FLOPs: floating-point operations. MFU: the share of the GPU's dense peak a real "
-        "kernel reaches. Metrics follow vLLM's benchmark definitions. The calibrated "
-        "coefficients were fitted on published benchmark runs (kvcalc.perf.calibration, "
-        "bench/calibration.py)."
-    )
+    st.caption(T("how_terms"))

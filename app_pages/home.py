@@ -6,27 +6,14 @@ from kvcalc.engines.budget import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, p
 from webui import common, pages
 from webui.figures import cache_picture
 from webui.fit_fix import fitting_setup_button
+from webui.prose import prose
+
+T = prose("home")
 
 st.title("KV Cache Lab")
-st.markdown(
-    """
-To write each new token, a transformer looks back at every token before it. In every layer it
-needs a **key** and a **value** vector for each earlier token. Those vectors never change once
-they are computed, so serving engines keep them in GPU memory: the **KV cache**. Without it, every
-step would recompute the whole sequence.
-
-The cache grows with every token of every conversation. The weights are loaded once and shared by
-all requests, so on a real server it is the cache, not the model, that decides how many users fit
-and, at long contexts, how fast each token comes out.
-"""
-)
+st.markdown(T("lead"))
 st.image(cache_picture(["The", "cache", "keeps", "every"], "key"))  # an SVG of ours
-st.caption(
-    "One layer, one head, one decode step. The new token's query is compared with the key "
-    "of every token so far; the scores weight their values. Its own K and V are written "
-    "once, now, and read by every later step. The query is never needed again, so it is "
-    "not cached."
-)
+st.caption(T("one_step"))
 
 try:
     sel = common.selection()
@@ -107,10 +94,4 @@ for name, label in (
     ("tour", "Or the guided tour: predict a number at each of seven stops before it is revealed"),
 ):
     pages.link(name, label)
-st.caption(
-    "Units: GiB = 2^30 bytes and KiB = 2^10 bytes for memory and the cache; GB = 10^9 "
-    "bytes, GB/s and TFLOPS are decimal, as bandwidth and compute are quoted. A GPU's "
-    'memory on its spec sheet ("80 GB") is a nominal size: engines size the cache from '
-    "what the driver reports, which the sidebar shows in GiB. Every input is kept in the "
-    "page link, so you can share exactly what you see."
-)
+st.caption(T("units"))

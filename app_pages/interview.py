@@ -3,14 +3,11 @@ import streamlit as st
 from kvcalc.teach.quiz import answer_label, grade, interview_questions, practice_questions
 from webui import callbacks, common, pages
 from webui.common import bound, select
+from webui.prose import prose
 
-common.page_header(
-    "Interview check",
-    None,
-    "Five questions every engineer who serves large language models (LLMs) should answer, then as "
-    "many practice questions as you like. Try each one before you reveal the answer; every number "
-    "in the answers is computed by this app.",
-)
+T = prose("interview")
+
+common.page_header("Interview check", None, T("lead"))
 
 mode = (
     select(

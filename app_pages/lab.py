@@ -18,15 +18,12 @@ from webui import common
 from webui.common import bound, select
 from webui.figures import budget_figure, step_time_figure
 from webui.memo import cached
+from webui.prose import prose
+
+T = prose("lab")
 
 sel = common.require_selection()
-top = common.page_header(
-    "Inference Lab",
-    sel,
-    "Every knob and every result on one page. Change one thing (the model, the GPU, a format, the "
-    "context) and watch what it does to memory, concurrency and speed; the small arrows compare "
-    "with what you saw just before.",
-)
+top = common.page_header("Inference Lab", sel, T("lead"))
 
 c = st.columns(4)
 context = c[0].number_input(
@@ -178,11 +175,7 @@ with top:  # the answer first: on a phone it is on the first screen
         most = max(int(b.max_concurrency), 0)
         m[0].metric(f"Step time{real}", "does not fit")
         m[1].metric(f"Tokens/s{real}", "does not fit")
-        st.warning(
-            f"{batch:,} sequences of {context:,} tokens do not fit in this KV pool: at most "
-            f"{most:,} do. A step time for a batch that cannot run would mislead, so none is "
-            "shown. Lower the batch or the context, use an FP8 KV cache, or add GPUs."
-        )
+        st.warning(T("no_fit", batch=batch, context=context, most=most))
     if prompt > sel.spec.max_context:
         m[2].metric(
             f"TTFT{real}",
@@ -276,11 +269,7 @@ with right:
         width="stretch",
         key="l_step",
     )
-    st.caption(
-        f"Dash-dot: the model's maximum context ({sel.spec.max_context:,} tokens) when "
-        f"the chart reaches it. Shaded red: lengths at which {batch:,} sequences do not "
-        "fit in this KV pool."
-    )
+    st.caption(T("chart_caption", sel=sel, batch=batch))
 
 with st.expander("How these numbers are computed", icon=":material/function:"):
     common.formula(
@@ -319,9 +308,4 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
             + f" + {fmt_seconds(ep.api_s)} of API = {fmt_seconds(ep.time_s)}"
         )
     )
-    st.caption(
-        "Prefill FLOPs = 2 x active parameters x prompt tokens + attention over every "
-        "earlier token. MFU is the share of the GPU's dense peak the matrix multiplies "
-        "reach: the ideal bound takes the full peak (MFU 1), a real engine less (the "
-        "calibrated estimate uses the fit's)."
-    )
+    st.caption(T("prefill_terms"))

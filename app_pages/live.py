@@ -7,14 +7,11 @@ from webui import common, device_queue, work_time
 from webui.common import bound, select
 from webui.figures import live_bytes_figure, live_time_figure
 from webui.hosted import hosted, live_caps
+from webui.prose import prose
 
-common.page_header(
-    "Live: measure a real model",
-    None,
-    "Run a small Hugging Face model here, on the GPU when there is one and on the CPU otherwise. "
-    "After every step the page reads the bytes held in the model's own cache tensors and puts "
-    "them next to what kvcalc predicts, and times the step.",
-)
+T = prose("live")
+
+common.page_header("Live: measure a real model", None, T("lead"))
 
 common.require_live()
 
@@ -35,12 +32,7 @@ if source == "twin":
         "v_model",
         index=keys.index(default) if default in keys else 0,
     )
-    st.caption(
-        "The twin keeps this model's attention geometry (KV heads, head size, layer "
-        "kinds, window, MLA ranks) for one period of its layer pattern, with random "
-        "weights and a small hidden size. **Its text is noise; its cache and timing are "
-        "real**: every attention layer holds exactly the bytes the real model's does."
-    )
+    st.caption(T("twin"))
 elif source == "gguf":
     model = "smollm2-135m"
     if (missing := common.smollm2_missing()) is not None:
@@ -53,11 +45,7 @@ elif source == "gguf":
 else:
     model = select(st.selectbox, "Hub model", list(runtime.HUB_ALLOWLIST), "v_hub")
     if hosted():
-        st.caption(
-            "Loaded from this server's Hugging Face cache only: it never downloads "
-            "weights. To add a model, run `hf download <id>` on the server, or point "
-            "HF_HOME at a cache that holds it. Safetensors only, never remote code."
-        )
+        st.caption(T("cache_only"))
     else:
         st.caption(
             "Loaded from the local Hugging Face cache, or the Hub when this machine can "
@@ -243,18 +231,10 @@ if on_gpu:
         + ". A tiny model cannot saturate it: per-step overheads dominate."
     )
 else:
-    st.caption(
-        "On a CPU the time per cached token mixes memory reads with attention "
-        "arithmetic and per-step overhead, so no bandwidth is derived from it here; on a "
-        "GPU the slope approaches the memory system's."
-    )
+    st.caption(T("cpu_note"))
 if result.no_cache_steps:
     same = "the same" if result.tokens_match_no_cache else "different"
-    st.markdown(
-        f"Without a cache each step reruns the whole sequence, so its time grows with "
-        f"length and the total grows with its square; the greedy tokens were **{same}** "
-        "as with the cache."
-    )
+    st.markdown(T("no_cache_note", same=same))
 if result.text:
     st.markdown("**Generated text**")
     st.code(result.text, language=None, wrap_lines=True)

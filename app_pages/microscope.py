@@ -6,16 +6,11 @@ from webui import common, device_queue, pages
 from webui.common import bound, select
 from webui.figures import attention_row_figure, causal_figure, gqa_figure, kv_figure
 from webui.hosted import hosted, plain
+from webui.prose import prose
 
-common.page_header(
-    "Attention microscope: inside a real cache",
-    None,
-    "SmolLM2-135M, with its real weights, reads your prompt and then writes one token per step. "
-    "Pick a step, a layer and a head to see what the key-value (KV) cache holds and how the "
-    "newest token reads it. Every number comes from the model's own tensors, on this server's "
-    "CPU (central processing unit) or GPU (graphics processing unit); the check that matters "
-    "most, below, recomputes the whole sequence without a cache and compares.",
-)
+T = prose("microscope")
+
+common.page_header("Attention microscope: inside a real cache", None, T("lead"))
 
 common.require_live()
 if (missing := common.smollm2_missing()) is not None:
@@ -194,14 +189,7 @@ mat = m.attn[0][layer, head]
 upper = float(np.triu(mat, 1).max())
 everywhere = m.causal_upper_max
 st.plotly_chart(causal_figure(mat, m.labels[:P], head), width="stretch", key="m_causal")
-st.markdown(
-    f"While reading the prompt, each of its {P} tokens attends only to itself and the tokens "
-    f"before it. Largest weight above the diagonal here: **{upper:g}**; in all {m.n_layers} "
-    f"layers and {m.n_heads} heads: **{everywhere:g}**, as it must be: the model applies the "
-    "mask, so this confirms the run rather than tests the model. It is why the cache works: a "
-    "token's key and value depend only on the tokens up to it, so they can be computed once and "
-    "kept."
-)
+st.markdown(T("prompt_reading", P=P, upper=upper, m=m, everywhere=everywhere))
 
 st.subheader("Earlier tokens' keys and values never change")
 worst = max(m.unchanged_max_diff) if m.unchanged_max_diff else 0.0
@@ -230,9 +218,4 @@ with c[1]:
         width="stretch",
         key="m_values",
     )
-st.caption(
-    f"Layer {layer}, KV head {kv_head}: one row of {m.head_dim} numbers per cached "
-    "position. Keys are stored after the rotary position embedding (RoPE) is applied, as "
-    f"transformers stores them. The first run took {m.seconds:.2f} s; every view since "
-    "comes from the stored result."
-)
+st.caption(T("head_rows", layer=layer, kv_head=kv_head, m=m))

@@ -8,16 +8,13 @@ from kvcalc.perf.sweeps import max_batch_at
 from webui import common
 from webui.common import bound
 from webui.figures import head_sharing_figure, roofline_figure
+from webui.prose import prose
+
+T = prose("roofline")
 
 sel = common.require_selection()
 top = common.page_header(
-    "Roofline: why prefill computes and decode waits for memory",
-    sel,
-    "A graphics processing unit (GPU) can do a fixed number of floating-point operations "
-    "(FLOPs) per second and move a fixed number of bytes per second. Work that does few FLOPs "
-    "per byte it reads waits for memory; work that does many waits for the arithmetic units. "
-    "The ridge point, peak FLOPs / bandwidth, separates the two; the peak depends on the number "
-    "format the arithmetic runs in.",
+    "Roofline: why prefill computes and decode waits for memory", sel, T("lead")
 )
 common.require_fit(sel)
 if sel.spec.params is None:
@@ -39,15 +36,7 @@ context = c[2].number_input(
     "Decode context (tokens)", 1, 1_000_000, min(8192, limit), 1024, **bound("r_ctx", "num")
 )
 queries = c[3].number_input(
-    "Query tokens per step",
-    1,
-    16,
-    1,
-    1,
-    **bound("r_q", "num"),
-    help="1 = plain decode, one new token per sequence per step. More = speculative decoding "
-    "or multi-token prediction: each sequence checks this many tokens in one step, "
-    "against one read of its cache.",
+    "Query tokens per step", 1, 16, 1, 1, **bound("r_q", "num"), help=T("queries_help")
 )
 longest = context + queries - 1  # the cache the step reads, its new tokens included
 if prompt > limit or longest > limit:
@@ -56,13 +45,7 @@ if prompt > limit or longest > limit:
         if prompt > limit
         else f"a decode step at {longest:,} tokens"
     )
-    common.stop_on_error(
-        ValueError(
-            f"{spec.name} was trained for at most {limit:,} tokens (max_position_embeddings), so "
-            f"{what} is past its limit and no figure is shown for it; lower the prompt or the "
-            "context."
-        )
-    )
+    common.stop_on_error(ValueError(T("past_limit", spec=spec, limit=limit, what=what)))
 pool = common.pool_kwargs(sel)  # what fits: the Decode step time page's check
 pool_text = (
     f"vLLM's arithmetic at gpu_memory_utilization {pool['gpu_mem_util']:g} and a "
@@ -122,14 +105,7 @@ db = steps.get(batch)
 traj = [s.whole for s in steps.values()]
 points = [pf] + ([db.gemm, db.attention, db.whole] if db else []) + attn
 st.plotly_chart(roofline_figure(r, points, traj), width="stretch", key="r_fig")
-st.caption(
-    f"Per GPU, the ideal bound: peaks are dense (no sparsity) and {sel.bandwidth_gbs:,.0f} GB/s "
-    "(GB = 10^9 bytes) is the full peak bandwidth. Squares are GEMMs (the weights' "
-    "matrix multiplies) and diamonds attention, each on its own roof; circles are whole steps "
-    "at their FLOPs over the time stated below, both at the ideal bound. The dotted line "
-    f"is decode at batch 1 to {most:,}, the most sequences of "
-    f"{longest:,} tokens that fit in the KV pool."
-)
+st.caption(T("chart_caption", sel=sel, most=most, longest=longest))
 
 
 def fi(x: float) -> str:
@@ -164,18 +140,9 @@ if sel.weights.checkpoint_dtype:
         "run on the 16-bit tensor cores."
     )
 if r.one_roof:
-    roof_text = (
-        f"GEMMs and attention both compute in {g_name} here: {r.gemm_tflops:,.1f} "
-        f"TFLOPS over {sel.bandwidth_gbs:,.0f} GB/s, a ridge of "
-        f"{r.gemm_ridge:,.0f} FLOP/B."
-    )
+    roof_text = T("one_roof", g_name=g_name, r=r, sel=sel)
 else:
-    roof_text = (
-        f"The GEMMs compute in {g_name}: {r.gemm_tflops:,.1f} TFLOPS, a ridge of "
-        f"{r.gemm_ridge:,.0f} FLOP/B. Attention computes in {a_name}: "
-        f"{r.attention_tflops:,.1f} TFLOPS, a ridge of {r.attention_ridge:,.0f} "
-        "FLOP/B. Each part of a step is judged against its own roof."
-    )
+    roof_text = T("two_roofs", g_name=g_name, r=r, a_name=a_name)
 roofs = f"**Two kinds of work.** {roof_text}{served} Assumed: " + "; ".join(r.assumptions) + "."
 
 side = "above" if pf.intensity > r.gemm_ridge else "below"
@@ -317,10 +284,4 @@ with st.expander("The formulas, with this model's numbers", icon=":material/func
             f"{fmt_seconds(db.gemm_time_s)} + {fmt_seconds(db.attention_time_s)}",
         ]
     common.formula("\n".join(lines + [p.formula for p in attn]))
-    st.caption(
-        "Attention FLOPs count 2 per multiply-add: scores (q . k) and the weighted sum "
-        "of values. MLA at decode is absorbed, as vLLM's MLA kernels compute it: every "
-        "head works on the cached latent, 2 x heads x (2 x 512 + 64) FLOPs per cached "
-        "token with DeepSeek-V3's latent of 512 plus a 64-wide RoPE key; prefill "
-        "expands the latent into per-head keys and values. KV: key-value."
-    )
+    st.caption(T("attention_terms"))

@@ -21,6 +21,9 @@ from webui.figures import batch_figure, step_time_figure
 from webui.fit_fix import fitting_setup_button
 from webui.memo import cached
 from webui.pages import path
+from webui.prose import prose
+
+T = prose("step_time")
 
 # The chart's end, fixed whatever the batch, KV format or model (issue 37, F1): 131,072 tokens
 # (128K) holds the chapter's crossovers on one linear axis (Llama 3.1 8B on an H100: 114,517 at
@@ -39,9 +42,7 @@ top = common.page_header(
         if sel.spec.moe
         else "Each decode step reads every weight once (the rose band) "
     )
-    + "and the whole KV cache of every sequence in the batch (the green wedge, which grows "
-    "with context). Past the crossover, the cache sets the speed. **Try it:** batch 16 moves "
-    "the crossover left; an FP8 KV cache (sidebar) moves it right.",
+    + T("lead_tail"),
 )
 
 c1, c2, c3 = st.columns(3)
@@ -200,11 +201,7 @@ else:
         else f" Your last change{f' ({changed})' if changed else ''} moved it "
         f"{'left' if cross < before else 'right'}, from {before:,} tokens."
     )
-    st.markdown(
-        f"At batch {batch:,}, reading the cache costs as much as reading the weights once each "
-        f"sequence holds **{cross:,} tokens**.{moved}{beyond} Step time grows in a straight "
-        "line with context: every extra token of every sequence adds the same bytes to read."
-    )
+    st.markdown(T("crossover", batch=batch, cross=cross, moved=moved, beyond=beyond))
 if s.bound == "compute":
     st.warning(
         f"At this batch the arithmetic ({fmt_seconds(s.compute_time_s)} at the GPU's dense "
@@ -238,9 +235,7 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
         + f"crossover      = smallest N with {batch} x KV(N) >= {s.weight_read_bytes:,} B"
     )
     st.caption(
-        "GB/s = 10^9 bytes per second. At small batches a decode step is bound by memory "
-        "bandwidth: the GPU spends it streaming weights and cache, not computing; at large "
-        "batches the arithmetic can take longer. "
+        T("terms")
         + common.embedding_note(sel)
         + f" What fits is vLLM's arithmetic at {pool_defaults_text()}, as on the Budget page. "
         "The chart keeps its x axis while batch, KV format or model change, so a move of the "
@@ -286,7 +281,5 @@ with st.expander(f"Step time against batch at {context:,} tokens", icon=":materi
     st.caption(f"{shared} {holds}.")
 
 st.page_link(
-    path("lab"),
-    label="What a real engine adds (Inference Lab)",
-    icon=":material/arrow_forward:",
+    path("lab"), label="What a real engine adds (Inference Lab)", icon=":material/arrow_forward:"
 )

@@ -8,16 +8,13 @@ from webui.common import bound, select
 from webui.figures import head_sharing_figure, mla_figure, techniques_figure, window_figure
 from webui.hosted import plain
 from webui.memo import cached
+from webui.prose import prose
 from webui.urlstate import declare
 
+T = prose("techniques")
+
 sel = common.require_selection()
-top = common.page_header(
-    "Shrinking the cache",
-    sel,
-    "Every way to shrink the cache attacks one term of the same product: layers x K/V heads x "
-    "head size x bytes per number x tokens kept. Here each technique is applied to the chosen "
-    "model and its saving is computed, not quoted.",
-)
+top = common.page_header("Shrinking the cache", sel, T("lead"))
 
 links = registry().links
 context = st.number_input(
@@ -120,20 +117,7 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
         f"on the GPU\n"
         f"saving                   = bytes as configured / bytes with the technique"
     )
-    st.markdown(
-        "Per token: one token in every K/V layer. One sequence: what the GPU holds at the "
-        "context above. KiB, MiB and GiB are powers of 2. 'Saving' compares with this model "
-        "as configured; 'vs a 16-bit cache' with the same model holding a BF16 cache, the "
-        "reference of the measured page. A recompute time is the ideal bound: the prefill's "
-        "FLOPs at the GPU's full dense peak."
-        + (
-            f" Under tensor parallelism ({sel.tp} GPUs) every figure is one GPU's share: K/V "
-            "heads are divided among the GPUs, but a single K/V head (MQA) or an MLA latent "
-            "is kept whole on every GPU, so those rows save less per GPU than on one."
-            if sel.tp > 1
-            else ""
-        )
-    )
+    st.markdown(T("columns") + (T("tp_note", sel=sel) if sel.tp > 1 else ""))
 pages.link(
     "kv_quality",
     "What FP8, INT8, INT4, KIVI and a sliding window cost in quality, measured on a real model",
@@ -146,12 +130,7 @@ def drawings() -> None:
     latent = next((lay for lay in sel.spec.kv_layers if lay.kind == "mla"), None)
     elem = get_dtype(sel.kv_dtype).bytes_per_element
     if attn is not None and attn.q_heads % attn.kv_heads == 0:
-        st.markdown(
-            "**Sharing K/V heads (MHA, GQA, MQA).** Each query head of a layer reads one "
-            "K/V head. Multi-head attention (MHA) gives every query head its own; "
-            "grouped-query attention (GQA) lets a group share one; multi-query attention "
-            "(MQA) lets all of them share a single one. The cache stores only the K/V heads."
-        )
+        st.markdown(T("sharing"))
         st.plotly_chart(
             head_sharing_figure(attn.q_heads, attn.kv_heads, attn.head_dim, attn.v_head_dim, elem),
             width="stretch",
@@ -162,13 +141,7 @@ def drawings() -> None:
             f"{plain(sel.label)}; below: the K/V heads they read. Bytes at "
             f"{sel.kv_dtype.upper()}, {elem:g} B per number."
         )
-    st.markdown(
-        "**Multi-head latent attention (MLA).** The cache keeps one compressed latent per "
-        "token instead of a key and a value per head; at decode the key up-projection is "
-        "absorbed into each query head, so the heads score the cached latents directly and "
-        "nothing is expanded per token. Beside the latent it keeps a small key that carries RoPE "
-        "(rotary position embedding)."
-    )
+    st.markdown(T("mla"))
     if latent is not None:
         st.plotly_chart(
             mla_figure(
@@ -219,11 +192,7 @@ def drawings() -> None:
     slid = next((lay for lay in sel.spec.layers if lay.kind == "sliding"), None)
     own_window = slid.window if slid is not None else window
     kinds = [lay.kind for lay in sel.spec.layers]
-    st.markdown(
-        "**Sliding window.** A layer with a window attends to the last tokens only, so it "
-        "keeps only them: a band along the diagonal of the attention matrix instead of the "
-        "whole lower triangle."
-    )
+    st.markdown(T("sliding"))
     st.plotly_chart(
         window_figure(own_window, context, kinds if slid is not None else []),
         width="stretch",

@@ -4,17 +4,12 @@ from kvcalc.teach.quiz import answer_label, grade
 from kvcalc.teach.tour import STOPS, answer_key, lesson
 from webui import callbacks, common, pages
 from webui.common import bound, select
+from webui.prose import prose
+
+T = prose("tour")
 
 sel = common.require_selection()
-top = common.page_header(
-    "Start here: a guided tour",
-    sel,
-    "Seven stops, from one token's key-value (KV) cache to a serving engine's throughput. At "
-    "each stop, read what is given, predict a number for the model and graphics processing unit "
-    "(GPU) in the sidebar, then reveal the answer; the app grades your guess and names the "
-    "likeliest slip. The link in your address bar keeps the stop and whether the answer is "
-    "shown, so a teacher can hand out a link to any stop.",
-)
+top = common.page_header("Start here: a guided tour", sel, T("lead"))
 
 numbers = [s.number for s in STOPS]
 n = select(
@@ -104,7 +99,5 @@ with st.expander("For teachers", icon=":material/school:"):  # not beside a stud
         on_click="ignore",
         icon=":material/download:",
         key="tour_key",
-        help="All seven stops with what is given, the answers, the worked solutions, "
-        "the slips the grader names, the recaps and the discussion questions: "
-        "for a teacher to print.",
+        help=T("all_stops"),
     )

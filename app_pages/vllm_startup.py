@@ -21,15 +21,12 @@ from kvcalc.engines.vllm import (
 )
 from webui import common
 from webui.common import bound, select
+from webui.prose import prose
+
+T = prose("vllm_startup")
 
 sel = common.require_selection()
-top = common.page_header(
-    "vLLM start-up: the capacity lines",
-    sel,
-    "vLLM prints how much memory it found for the cache and what that buys: the cache size in "
-    "tokens and how many requests of max_model_len fit at once. Predict those lines before you "
-    "launch, or paste a start-up log and see each line explained.",
-)
+top = common.page_header("vLLM start-up: the capacity lines", sel, T("lead"))
 
 mode = (
     select(
@@ -75,11 +72,7 @@ mnbt = c[2].number_input(
     help="vLLM's default for this version and GPU (its API server) shown "
     "first; newer versions reserve two batches in flight per window",
 )
-DRAFTERS = {
-    "none": "None",
-    "mtp": "MTP (the model's own layers)",
-    "eagle": "EAGLE head (1 layer)",
-}
+DRAFTERS = {"none": "None", "mtp": "MTP (the model's own layers)", "eagle": "EAGLE head (1 layer)"}
 drafter = (
     select(
         c[3].selectbox,
@@ -87,9 +80,7 @@ drafter = (
         list(DRAFTERS),
         "u_spec",
         DRAFTERS.get,
-        help="vLLM's --speculative-config method: the drafter's attention layers keep their "
-        "cache in the same pool (MTP: the layers the config declares; EAGLE: one decoder layer "
-        "shaped like the model's attention)",
+        help=T("spec_help"),
     )
     or "none"
 )

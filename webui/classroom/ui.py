@@ -32,15 +32,7 @@ from ..figures import answers_figure
 from ..hosted import plain
 from ..urlstate import declare
 from ..visitor import browser_id, visitor_id
-from .deck import (
-    MAX_SEED,
-    answer_label,
-    deck,
-    is_choice,
-    parts,
-    position_label,
-    value_label,
-)
+from .deck import MAX_SEED, answer_label, deck, is_choice, parts, position_label, value_label
 from .qr import qr_png
 from .store import NotAllowed, Refused, Unavailable, get_store
 
