@@ -104,11 +104,12 @@ with st.expander("Engine settings: memory share, reserve, block size, convention
         DEFAULT_RESERVE_BYTES / GiB,
         0.5,
         **bound("b_reserve", "num"),
-        help="activation peak + CUDA context and libraries + CUDA graphs: "
-        f"{DEFAULT_ACTIVATION_BYTES / GiB:g} + "
-        f"{DEFAULT_NON_TORCH_BYTES / GiB:g} + "
-        f"{DEFAULT_CUDA_GRAPH_BYTES / GiB:g} GiB by default, the "
-        "same figures as on the vLLM start-up page",
+        help=T(
+            "reserve_help",
+            activation=DEFAULT_ACTIVATION_BYTES / GiB,
+            non_torch=DEFAULT_NON_TORCH_BYTES / GiB,
+            cuda_graphs=DEFAULT_CUDA_GRAPH_BYTES / GiB,
+        ),
     )
     block = select(
         e1.selectbox, "Block size (tokens)", [1, 8, 16, 32, 64, 128, 256], "b_block", index=2
@@ -164,9 +165,7 @@ with headline:  # three metrics, each number once
         help=(
             f"what one more token adds at {context:,} tokens, on any GPU. "
             + (
-                f"Up to a window every K/V layer grows: "
-                f"{fmt_bytes(per.kv_bytes_per_token_nominal)} per token; past it only "
-                "the layers that keep every token do"
+                T("window_growth", nominal=fmt_bytes(per.kv_bytes_per_token_nominal))
                 if per.kv_bytes_per_token != per.kv_bytes_per_token_nominal
                 else f"{per.kv_bytes_per_token_nominal:,} bytes, one token in every K/V layer"
             )
@@ -251,12 +250,7 @@ if fits_gpu and b.logs_startup_lines and not b.startup_error and context >= 2:
     # vLLM's logged worst case beside what a running server sustains (issue 23, item 3): the
     # one place the page explains the pair.
     with st.expander("Logged vs running capacity", icon=":material/compare_arrows:"):
-        st.markdown(
-            f"The figure above ({b.concurrency_label(context)}) is vLLM's start-up line, its "
-            "worst case: every request at its full length at once. A running server's "
-            "requests are at different points of their lengths, and a sliding window keeps "
-            "only its last tokens, so it can run more."
-        )
+        st.markdown(T("logged", label=b.concurrency_label(context)))
         out_in = st.number_input(
             "Of the context, output tokens (the rest is the prompt)",
             1,
@@ -291,10 +285,7 @@ if fits_gpu and b.logs_startup_lines and not b.startup_error and context >= 2:
                 m[0].metric(
                     f"Held decoding at {context:,}",
                     f"{b.held_concurrency:,.2f}",
-                    help=f"one sequence decoding at {context:,} tokens holds "
-                    f"{b.held_blocks_per_request:,} blocks ({fmt_gib(b.held_bytes)}): the "
-                    "layers that keep every token all of them, a sliding layer its last "
-                    "window (vLLM frees the blocks that leave it), a state its own",
+                    help=T("held_help", context=context, b=b, held=fmt_gib(b.held_bytes)),
                 )
             m[1].metric(
                 "A running server sustains",
@@ -312,10 +303,13 @@ if fits_gpu and b.logs_startup_lines and not b.startup_error and context >= 2:
                 )
             else:
                 st.markdown(
-                    f"Simulated with {context - out:,} + {out:,} tokens per request, the pool "
-                    f"binds from {cap.onset_users:,} users ({cap.last_free_users or 0:,} run "
-                    f"with no preemption and no wait); with {cap.sustained_users:,} users the "
-                    "server sustains the batch beside."
+                    T(
+                        "simulated",
+                        prompt_len=context - out,
+                        out=out,
+                        cap=cap,
+                        free_users=cap.last_free_users or 0,
+                    )
                 )
             for n in cap.notes:
                 st.caption(
@@ -350,10 +344,7 @@ if fits_gpu:
             ),
         )
         if b.max_num_seqs is not None and b.limited_by == "memory":
-            st.caption(
-                f"Memory is the limit, not vLLM {b.vllm_version}'s max_num_seqs = "
-                f"{b.max_num_seqs:,}."
-            )
+            st.caption(T("memory_limits", b=b))
         if b.logs_startup_lines and (
             windowed
             or b.kv_capacity_tokens != b.num_blocks * (b.effective_block_size or b.block_size)

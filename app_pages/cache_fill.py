@@ -93,15 +93,7 @@ m[1].metric("Token passes without one", f"{last.passes_without_cache:,}")
 m[2].metric(
     "Extra work without a cache", f"{last.passes_without_cache / last.passes_with_cache:,.1f}x"
 )
-st.markdown(
-    f"With a cache, the prompt's {prompt} tokens go through the model once (the prefill, which "
-    f"already yields the first new token) and each of the {new} decode steps feeds the latest "
-    f"token back in: {prompt} + {new} = **{last.passes_with_cache:,}** token passes, and "
-    f"1 + {new} = {new + 1} new tokens. Without a cache, step *i* runs all {prompt} + *i* "
-    "tokens again: "
-    f"**{last.passes_without_cache:,}** token passes, a count that grows with the square of "
-    "the length."
-)
+st.markdown(T("with_cache", prompt=prompt, new=new, last=last, reads=new + 1))
 st.caption(T("passes"))
 
 st.subheader(f"What the cache holds for {sel.label}")
@@ -139,7 +131,4 @@ if "shared" in kinds:
     )
 for n in notes:
     st.info(n)
-st.caption(
-    "Bytes for the chosen model and KV format (KiB/MiB/GiB are powers of 2). The grid shows "
-    "positions, not sizes: each cell stands for that layer's K or V vector of one token."
-)
+st.caption(T("bytes_note"))

@@ -111,10 +111,7 @@ if running:
     )
     st.caption(T("logical", block_size=block_size))
 else:
-    st.caption(
-        "No request holds blocks at this step: press Next step to admit some, and their block "
-        "tables appear here."
-    )
+    st.caption(T("no_blocks"))
 
 left, right = st.columns([3, 2])
 with left:

@@ -73,10 +73,8 @@ base = dict(
 )
 if sel.pp != 1:
     common.stop_on_error(
-        ValueError(
-            "The serving simulator models tensor parallelism only: set "
-            "pipeline parallel to 1 in the sidebar."
-        )
+        "The serving simulator models tensor parallelism only: set "
+        "pipeline parallel to 1 in the sidebar."
     )
 changed, note = None, ""
 if overlay == "fp8":
@@ -196,19 +194,15 @@ def limits(name, f) -> str:
         f"of {cap.max_model_len:,} tokens (its worst case: every request at full length). "
     )
     if cap.onset_users is None:
-        text += (
-            f"The KV pool never binds up to {cap.users_cap:,} users: "
-            f"{LIMIT_NAMES[cap.top_limit]} holds the batch; the largest is "
-            f"{max(r.max_batch for r in f.results):,}."
+        text += T(
+            "never_binds",
+            cap=cap,
+            limit=LIMIT_NAMES[cap.top_limit],
+            max_batch=max(r.max_batch for r in f.results),
         )
     else:
         r = cap.result(cap.sustained_users)
-        text += (
-            f"In the simulation the pool starts to bind at {cap.onset_users:,} users "
-            f"({cap.last_free_users or 0:,} run with no preemption and no wait for "
-            f"blocks); with {cap.sustained_users:,} users it sustains a batch of "
-            f"{cap.sustained_batch:,.1f} requests ({r.preemptions:,} preemptions)."
-        )
+        text += T("binds", cap=cap, free_users=cap.last_free_users or 0, r=r)
     return text
 
 
@@ -293,23 +287,14 @@ common.table(
 )
 if warm:
     st.caption(
-        f"TTFT leaves out the warm-up: the {r.warmup_requests:,} requests sent before "
-        "the first one finished (each user's first, all sent at t = 0), which wait for "
-        f"the whole first wave. With them: p50 {fmt_seconds(r.ttft_p50_s)}, p99 "
-        f"{fmt_seconds(r.ttft_p99_s)}."
+        T("warmup", r=r, ttft_p50=fmt_seconds(r.ttft_p50_s), ttft_p99=fmt_seconds(r.ttft_p99_s))
     )
 steady = (
     ""
     if r.steady_batch is None
     else f" (on average {r.steady_batch:,.1f} between the first finish and the last admission)"
 )
-st.markdown(
-    f"With {users:,} users the batch reached its largest{steady}, limited "
-    f"by {LIMIT_NAMES[r.binding_limit]}; the pool holds {r.num_blocks:,} blocks "
-    f"of {r.block_size} tokens ({r.kv_utilization_mean:.0%} in use on average; "
-    f"{r.kv_wait_steps:,} steps had a request waiting for blocks), max_num_seqs is "
-    f"{r.max_num_seqs:,} and max_num_batched_tokens {r.max_num_batched_tokens:,}."
-)
+st.markdown(T("one_run", users=users, steady=steady, limit=LIMIT_NAMES[r.binding_limit], r=r))
 st.plotly_chart(
     utilization_figure(r.utilization_series, r.batch_series, r.num_blocks),
     width="stretch",

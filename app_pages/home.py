@@ -58,19 +58,17 @@ if sel is not None:
                 help=f"vLLM's arithmetic at {pool_defaults_text()}, blocks of "
                 f"{b.effective_block_size} tokens: its start-up line",
             )
-            st.caption(
-                f"vLLM's KV pool on each GPU: {fmt_gib(b.kv_pool_bytes)} = "
-                f"{b.num_blocks:,} blocks of {b.effective_block_size} tokens "
-                f"({pool_defaults_text()}), as on the Budget and vLLM start-up pages."
-            )
+            st.caption(T("pool", pool=fmt_gib(b.kv_pool_bytes), b=b, defaults=pool_defaults_text()))
         else:
             # No pool: say why, and offer the one move to a setup that fits (review 4, F22).
             c3.metric(label, "does not fit", help=f"vLLM's arithmetic at {pool_defaults_text()}")
             st.warning(
-                f"Does not fit: the weights alone take {fmt_gib(b.weights_bytes)} per GPU, "
-                f"and an engine may use {fmt_gib(b.requested_bytes)} of this one, "
-                f"{fmt_gib(b.reserve_bytes)} of it for activations and the runtime. The "
-                "cache figures beside do not depend on the GPU.",
+                T(
+                    "no_fit",
+                    weights=fmt_gib(b.weights_bytes),
+                    requested=fmt_gib(b.requested_bytes),
+                    reserve=fmt_gib(b.reserve_bytes),
+                ),
                 icon=":material/block:",
             )
             fitting_setup_button(sel, key="home_fit", context=conv)
@@ -79,10 +77,7 @@ if sel is not None:
     common.formula(r.per_token_formula())
 
 st.subheader("A suggested path")
-st.markdown(
-    "Six stops, each a few minutes. The sidebar's model and GPU follow you; the glossary "
-    "at the bottom of the sidebar spells out every acronym."
-)
+st.markdown(T("stops"))
 for name, label in (
     ("cache_fill", "1. Cache fill: watch the cache grow token by token"),
     ("budget", "2. Budget: how many conversations fit on one GPU"),

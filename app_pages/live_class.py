@@ -2,6 +2,9 @@ import streamlit as st
 
 from webui import common
 from webui.classroom import get_store, ui
+from webui.prose import prose
+
+T = prose("live_class")
 
 # Who opened the page: the intro speaks to them. A running class's screens (the projector, a
 # student's phone once joined) have none, so the question fits the first screen; the projector
@@ -41,7 +44,4 @@ elif join:
 else:
     ui.landing()
 kind = "PostgreSQL" if store.engine.dialect.name == "postgresql" else "SQLite"
-st.caption(
-    f"Answers are kept in this server's database ({kind}); a class and its answers are "
-    "deleted 12 hours after it starts, or when its teacher ends it."
-)
+st.caption(T("storage", kind=kind))

@@ -81,11 +81,7 @@ if st.button(
         common.stop_on_error(exc)
 done = st.session_state.get("_m_result")
 if not done or done[0] != asked:
-    st.info(
-        "Press **Run SmolLM2 on this prompt**: the model reads the prompt, writes "
-        f"{int(steps)} token{'s' if int(steps) > 1 else ''}, and every view below comes from "
-        "that one run."
-    )
+    st.info(T("press", n_steps=int(steps), s="s" if int(steps) > 1 else ""))
     common.stop()
 m = done[1]
 
@@ -114,11 +110,7 @@ st.markdown(
 
 st.subheader("What this step writes, and what it reads")
 if step == 0:
-    what = (
-        f"The prefill reads the whole prompt at once: it **writes** the keys and values of "
-        f"all {m.prompt_tokens} prompt tokens (positions 0 to {m.prompt_tokens - 1}) into "
-        "the cache, in every layer."
-    )
+    what = T("prefill", m=m, last=m.prompt_tokens - 1)
 else:
     what = (
         f"Decode step {step} feeds in token {qpos} ({plain(repr(m.labels[qpos]))}): it "
@@ -148,27 +140,12 @@ st.caption(
     + "."
 )
 if n > 2 and sink >= 0.3:
-    st.markdown(
-        f"**An attention sink.** This head puts **{sink:.2f}** of its attention on position 0 "
-        f"({plain(repr(m.labels[0]))}), a token that says little about what comes next. Many "
-        "heads park attention on the first tokens when nothing else deserves it; StreamingLLM "
-        "calls them attention sinks and keeps 4 of them when it drops old tokens. Drop them "
-        "with a sliding window and quality falls: the measured page's window and sink rows "
-        "show by how much."
-    )
+    st.markdown(T("sink", sink=sink, first=plain(repr(m.labels[0]))))
     pages.link("kv_quality", "Measured: a window with and without 4 sink tokens")
 
 st.subheader("The query is used once, then dropped")
 qn = m.query_numbers_per_token()
-st.markdown(
-    f"To read the cache, token {qpos} computes a query: {m.head_dim} numbers per head, "
-    f"{m.n_layers} layers x {m.n_heads} heads x {m.head_dim} = {qn:,} numbers in all. It "
-    "scores them against the cached keys, mixes the cached values with the resulting weights, "
-    f"and is then discarded: the cache stores **0 bytes** of queries. It keeps only keys and "
-    f"values: 2 x {m.n_layers} layers x {m.n_kv} KV heads x {m.head_dim} x "
-    f"{m.bytes_per_element} B (32-bit floating point, FP32) = **{m.kv_bytes_per_token():,} B per "
-    "token**. A later token never needs this query again; it needs this token's key and value."
-)
+st.markdown(T("query", qpos=qpos, m=m, qn=qn, per_token=m.kv_bytes_per_token()))
 
 st.subheader("Grouped-query attention (GQA): three query heads, one cached KV head")
 heads = m.heads_of(kv_head)
@@ -176,11 +153,13 @@ rows = [m.row(step, layer, h) for h in heads]
 st.plotly_chart(gqa_figure(rows, heads, labels, kv_head), width="stretch", key="m_gqa")
 peaks = [max(range(n), key=lambda j, r=r: float(r[j])) for r in rows]
 st.markdown(
-    f"SmolLM2 has {m.n_heads} query heads but stores only {m.n_kv} KV heads per layer: query "
-    f"heads {', '.join(map(str, heads))} share KV head {kv_head}, so they read **the same "
-    f"cached keys and values** (stored once, not {m.group} times). Each has its own query, so "
-    "each weighs them differently: their largest weights fall on positions "
-    f"{', '.join(map(str, peaks))}."
+    T(
+        "gqa",
+        m=m,
+        head_list=", ".join(map(str, heads)),
+        kv_head=kv_head,
+        peak_list=", ".join(map(str, peaks)),
+    )
 )
 
 st.subheader("The causal mask")
@@ -193,17 +172,7 @@ st.markdown(T("prompt_reading", P=P, upper=upper, m=m, everywhere=everywhere))
 
 st.subheader("Earlier tokens' keys and values never change")
 worst = max(m.unchanged_max_diff) if m.unchanged_max_diff else 0.0
-st.markdown(
-    f"The test that matters: recomputed from scratch, with no cache and all "
-    f"{m.positions(m.steps)} tokens in one forward pass, the keys and values agree with the "
-    f"ones the cache wrote step by step to **{m.recompute_max_diff:.1e}**. Not zero, because "
-    "matrix products of a different shape add in a different order, which changes the last "
-    "bits of a 32-bit number; but nothing a cached step computes differs from what a full "
-    f"recompute would. Also checked, and true by construction (a step only appends): after each "
-    f"of the {m.steps} decode steps the earlier positions' cached keys and values were "
-    f"compared with a copy taken before the step, and the largest change, over every layer, "
-    f"head and number, is **{worst:g}**."
-)
+st.markdown(T("test", positions=m.positions(m.steps), m=m, worst=worst))
 
 c = st.columns(2)
 with c[0]:

@@ -19,10 +19,8 @@ top = common.page_header(
 common.require_fit(sel)
 if sel.spec.params is None:
     common.stop_on_error(
-        ValueError(
-            "The roofline needs the model's parameter count; pick a "
-            "registry model or a config kvcalc can count."
-        )
+        "The roofline needs the model's parameter count; pick a "
+        "registry model or a config kvcalc can count."
     )
 
 spec, limit = sel.spec, sel.spec.max_context
@@ -45,7 +43,7 @@ if prompt > limit or longest > limit:
         if prompt > limit
         else f"a decode step at {longest:,} tokens"
     )
-    common.stop_on_error(ValueError(T("past_limit", spec=spec, limit=limit, what=what)))
+    common.stop_on_error(T("past_limit", spec=spec, limit=limit, what=what))
 pool = common.pool_kwargs(sel)  # what fits: the Decode step time page's check
 pool_text = (
     f"vLLM's arithmetic at gpu_memory_utilization {pool['gpu_mem_util']:g} and a "
@@ -54,10 +52,8 @@ pool_text = (
 most = max_batch_at(spec, longest, **pool)
 if most == 0:
     common.stop_on_error(
-        ValueError(
-            f"Not even one sequence of {longest:,} tokens fits in the KV pool ({pool_text}); lower "
-            "the context or give the cache more memory."
-        )
+        f"Not even one sequence of {longest:,} tokens fits in the KV pool ({pool_text}); lower "
+        "the context or give the cache more memory."
     )
 fits = batch <= most
 kw = dict(kv_dtype=sel.kv_dtype, tp=sel.tp)
@@ -173,9 +169,7 @@ else:
     when = (
         " (the Decode step time page's figure)"
         if same
-        else f" (the Decode step time page, which takes the larger of all the step's bytes "
-        f"and all its FLOPs rather than their sum per part, gives "
-        f"{fmt_seconds(st_b.step_time_s)} for one query token)"
+        else T("other_page", step=fmt_seconds(st_b.step_time_s))
     )
     st.markdown(
         f"**Decode** at batch {batch:,} and {context:,} tokens{q_text} does "
@@ -210,11 +204,7 @@ h = layer.q_heads
 if gqa_key:
     gqa = by[gqa_key]
     kvh = int(gqa_key.split()[1])
-    gqa_text = (
-        f"Grouped-query attention (GQA) with {kvh} KV heads lets {h // kvh} query heads "
-        f"share each cached key and value, so the same bytes feed {h // kvh} times the "
-        f"work: {gqa.intensity:,.1f} FLOP/B"
-    )
+    gqa_text = T("gqa", kvh=kvh, group=h // kvh, gqa=gqa)
     ref, ref_name = gqa, "GQA's"
 else:
     gqa_text = (
@@ -257,10 +247,7 @@ if kv_layer is not None and kv_layer.q_heads % kv_layer.kv_heads == 0:
             width="stretch",
             key="r_heads",
         )
-        st.caption(
-            "Each line is one query head reading one K/V head: the more lines meet at a "
-            "K/V head, the more FLOPs each cached byte feeds."
-        )
+        st.caption(T("head_lines"))
 with st.expander("The formulas, with this model's numbers", icon=":material/function:"):
     st.markdown(roofs)
     lines = [

@@ -15,12 +15,11 @@ from kvcalc.perf.sweeps import (
     no_speed_reason,
     step_curve,
 )
-from webui import callbacks, common
+from webui import callbacks, common, pages
 from webui.common import bound, select
 from webui.figures import batch_figure, step_time_figure
 from webui.fit_fix import fitting_setup_button
 from webui.memo import cached
-from webui.pages import path
 from webui.prose import prose
 
 T = prose("step_time")
@@ -184,10 +183,7 @@ if no_speed:
         icon=":material/block:",
     )
 if cross is None:
-    st.info(
-        "This model's cache stops growing (every layer keeps a bounded window or a fixed "
-        "state), so reading it never costs as much as reading the weights."
-    )
+    st.info(T("no_crossover"))
 else:
     beyond = (
         f" That is beyond this model's max_position_embeddings ({sel.spec.max_context:,} "
@@ -204,9 +200,11 @@ else:
     st.markdown(T("crossover", batch=batch, cross=cross, moved=moved, beyond=beyond))
 if s.bound == "compute":
     st.warning(
-        f"At this batch the arithmetic ({fmt_seconds(s.compute_time_s)} at the GPU's dense "
-        f"peak) takes longer than the memory reads ({fmt_seconds(s.memory_time_s)}): the "
-        "step is compute bound, and the ideal bound above is the arithmetic's time."
+        T(
+            "compute_bound",
+            compute=fmt_seconds(s.compute_time_s),
+            memory=fmt_seconds(s.memory_time_s),
+        )
     )
 
 with st.expander("How these numbers are computed", icon=":material/function:"):
@@ -259,19 +257,15 @@ with st.expander(f"Step time against batch at {context:,} tokens", icon=":materi
     st.plotly_chart(batch_figure(bc, max_batch=most), width="stretch", key="s_batch_fig")
     read = [x * sel.bandwidth_gbs * GB / 1e9 for x in bc["weight_s"]]
     if sel.spec.moe:
-        shared = (
-            f"Weights read per step: {read[0]:,.2f} GB at batch 1, {read[-1]:,.2f} GB at batch "
-            f"{batches[-1]} of {sel.weights.bytes / GB:,.2f} GB in all: each extra sequence "
-            "routes its token to experts the others may not use, so the weight read grows "
-            "with batch until every expert is read; tokens/s still rises, more slowly than "
-            "for a dense model."
+        shared = T(
+            "moe_reads",
+            first=read[0],
+            last=read[-1],
+            most=batches[-1],
+            total=sel.weights.bytes / GB,
         )
     else:
-        shared = (
-            f"Weights are read once per step however many sequences share it, so tokens/s "
-            f"rises with batch until the caches dominate. Weights read per step: "
-            f"{read[0]:,.2f} GB at any batch."
-        )
+        shared = T("dense_reads", first=read[0])
     holds = (
         f"{context:,} tokens is past the model's limit, so no batch gets tokens/s"
         if past
@@ -280,6 +274,4 @@ with st.expander(f"Step time against batch at {context:,} tokens", icon=":materi
     )
     st.caption(f"{shared} {holds}.")
 
-st.page_link(
-    path("lab"), label="What a real engine adds (Inference Lab)", icon=":material/arrow_forward:"
-)
+pages.link("lab", "What a real engine adds (Inference Lab)", ":material/arrow_forward:")

@@ -98,10 +98,7 @@ for r in rows:
         }
     )
 common.table(table, border="horizontal", hide_index=True)
-st.caption(
-    "Techniques combine: FP8 on top of GQA halves the GQA figure again. The formulas, units "
-    "and the reference of each column are in the fold below."
-)
+st.caption(T("combine"))
 with st.expander("How these numbers are computed", icon=":material/function:"):
     r = kv_cache(sel.spec, context, kv_dtype=sel.kv_dtype)
     common.formula(
@@ -137,9 +134,13 @@ def drawings() -> None:
             key="t_fig_heads",
         )
         st.caption(
-            f"Squares on top: the {attn.q_heads:,} query heads of one layer of "
-            f"{plain(sel.label)}; below: the K/V heads they read. Bytes at "
-            f"{sel.kv_dtype.upper()}, {elem:g} B per number."
+            T(
+                "squares",
+                attn=attn,
+                label=plain(sel.label),
+                kv_dtype=sel.kv_dtype.upper(),
+                elem=elem,
+            )
         )
     st.markdown(T("mla"))
     if latent is not None:
@@ -156,11 +157,7 @@ def drawings() -> None:
             width="stretch",
             key="t_fig_mla",
         )
-        st.caption(
-            f"{plain(sel.label)}'s own MLA layer (kv_lora_rank, qk_rope_head_dim, "
-            "qk_nope_head_dim, v_head_dim from its config.json). Box heights grow with the "
-            "square root of the numbers they hold."
-        )
+        st.caption(T("own_mla", label=plain(sel.label)))
     elif attn is not None:
         # The RoPE part must leave some of the key without it: for keys of 64 or less (GPT-2,
         # SmolLM2) the drawing takes half the key as the RoPE part, and says so.
@@ -184,11 +181,7 @@ def drawings() -> None:
             else f"RoPE part drawn as {drawn_rope:,} of each {attn.head_dim}-wide key (this "
             f"page's {rope:,} would leave nothing without it)"
         )
-        st.caption(
-            f"{plain(sel.label)} has no MLA layer: this is one of its layers made MLA with "
-            f"this page's latent rank ({rank:,}) and {rope_said}. Box heights grow with the "
-            "square root of the numbers they hold."
-        )
+        st.caption(T("no_mla", label=plain(sel.label), rank=rank, rope_said=rope_said))
     slid = next((lay for lay in sel.spec.layers if lay.kind == "sliding"), None)
     own_window = slid.window if slid is not None else window
     kinds = [lay.kind for lay in sel.spec.layers]

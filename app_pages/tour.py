@@ -70,26 +70,18 @@ if les is not None:
         st.metric(label, value)
         st.markdown(f"**Recap.** {les.recap[0]}  \n{les.recap[1]}")
         st.caption(f"For discussion: {les.discuss}")
-st.page_link(
-    pages.path(stop.page), label=f"Open the full page: {stop.title}", icon=":material/open_in_new:"
-)
-b = st.columns(2)
-b[0].button(
-    "Previous stop",
-    on_click=callbacks.tour_go,
-    args=(-1, len(STOPS)),
-    disabled=n == 1,
-    icon=":material/arrow_back:",
-    width="stretch",
-)
-b[1].button(
-    "Next stop",
-    on_click=callbacks.tour_go,
-    args=(1, len(STOPS)),
-    disabled=n == len(STOPS),
-    icon=":material/arrow_forward:",
-    width="stretch",
-)
+pages.link(stop.page, f"Open the full page: {stop.title}", ":material/open_in_new:")
+for col, label, delta, icon in zip(
+    st.columns(2), ("Previous stop", "Next stop"), (-1, 1), ("arrow_back", "arrow_forward")
+):
+    col.button(
+        label,
+        on_click=callbacks.tour_go,
+        args=(delta, len(STOPS)),
+        disabled=n == (1 if delta < 0 else len(STOPS)),
+        icon=f":material/{icon}:",
+        width="stretch",
+    )
 with st.expander("For teachers", icon=":material/school:"):  # not beside a student's guess
     st.download_button(
         "Answer key for this model and GPU (Markdown)",
