@@ -15,7 +15,7 @@ from kvcalc.engines.budget import (
 )
 from kvcalc.engines.vllm import NEWEST
 from webui import callbacks, common, compare, pages, serving
-from webui.common import bound, select
+from webui.common import bound, number, select, slider
 from webui.figures import LIMIT_NAMES, budget_figure, concurrency_figure
 from webui.fit_fix import fitting_setup_button
 from webui.hosted import plain
@@ -65,9 +65,7 @@ top = common.page_header("Budget: weights vs KV cache", sel, T("lead"))
 answer = top.container()
 headline = top.container()
 c1, c2, c3 = top.columns([1, 1.3, 1])
-context = c1.number_input(
-    "Context per sequence (tokens)", 1, 10_000_000, 8192, 1024, **bound("b_ctx", "num")
-)
+context = number(c1, "Context per sequence (tokens)", 1, 10_000_000, 8192, 1024, "b_ctx")
 st.session_state["b_ctx_pick"] = context if context in PRESETS else None
 c2.segmented_control(
     "Or in one move",
@@ -77,39 +75,35 @@ c2.segmented_control(
     on_change=_pick,
     help="4K, 8K, 32K, 128K tokens (K = 1,024): the exact number is in the box beside",
 )
-concurrency = c3.number_input("Concurrent sequences", 1, 1_000_000, 16, 1, **bound("b_conc", "num"))
+concurrency = number(c3, "Concurrent sequences", 1, 1_000_000, 16, 1, "b_conc")
 bar = top.container()
 
 with st.expander("Engine settings: memory share, reserve, block size, convention"):
     e1, e2 = st.columns(2)
-    util = e1.slider(
+    util = slider(
+        e1,
         "gpu_memory_utilization",
         0.05,
         1.0,
         DEFAULT_GPU_MEM_UTIL,
         0.01,
-        **bound("b_util", "num"),
-        help=T(
-            "util_help",
-            NEWEST=NEWEST,
-            PREVIOUS_GPU_MEM_UTIL=PREVIOUS_GPU_MEM_UTIL,
-            GPU_MEM_UTIL_CHANGED_IN=GPU_MEM_UTIL_CHANGED_IN,
-            TRTLLM_FREE_FRACTION=TRTLLM_FREE_FRACTION,
-        ),
+        "b_util",
+        help=f"vLLM {NEWEST}'s default shown first ({PREVIOUS_GPU_MEM_UTIL:g} before "
+        f"{GPU_MEM_UTIL_CHANGED_IN}); for the TensorRT-LLM convention, the share of memory free "
+        f"after the weights (its own default {TRTLLM_FREE_FRACTION:g})",
     )
-    reserve_gib = e2.number_input(
+    reserve_gib = number(
+        e2,
         "Reserve for activations and runtime (GiB)",
         0.0,
         1024.0,
         DEFAULT_RESERVE_BYTES / GiB,
         0.5,
-        **bound("b_reserve", "num"),
-        help=T(
-            "reserve_help",
-            activation=DEFAULT_ACTIVATION_BYTES / GiB,
-            non_torch=DEFAULT_NON_TORCH_BYTES / GiB,
-            cuda_graphs=DEFAULT_CUDA_GRAPH_BYTES / GiB,
-        ),
+        "b_reserve",
+        help="activation peak + CUDA context and libraries + CUDA graphs: "
+        f"{DEFAULT_ACTIVATION_BYTES / GiB:g} + {DEFAULT_NON_TORCH_BYTES / GiB:g} + "
+        f"{DEFAULT_CUDA_GRAPH_BYTES / GiB:g} GiB by default, the same figures as on the vLLM "
+        "start-up page",
     )
     block = select(
         e1.selectbox, "Block size (tokens)", [1, 8, 16, 32, 64, 128, 256], "b_block", index=2
@@ -251,15 +245,15 @@ if fits_gpu and b.logs_startup_lines and not b.startup_error and context >= 2:
     # one place the page explains the pair.
     with st.expander("Logged vs running capacity", icon=":material/compare_arrows:"):
         st.markdown(T("logged", label=b.concurrency_label(context)))
-        out_in = st.number_input(
+        out_in = number(
+            st,
             "Of the context, output tokens (the rest is the prompt)",
             1,
             1_000_000,
             256,
             64,
-            **bound("b_out", "num"),
-            help="Simulated users each send a prompt and wait for this many "
-            "output tokens, then send the next request",
+            "b_out",
+            help=T("out"),
         )
         out = min(int(out_in), context - 1)
         try:
@@ -275,10 +269,7 @@ if fits_gpu and b.logs_startup_lines and not b.startup_error and context >= 2:
                 pool=(util, reserve, block),
             )
         except ValueError as exc:
-            st.info(
-                "The serving simulator cannot run this setup, so only vLLM's line is shown: "
-                f"{common.plain(str(exc))}."
-            )
+            st.info(T("serving_simulator_cannot", why=common.plain(str(exc))))
         else:
             m = st.columns(2)
             if windowed:
@@ -303,13 +294,10 @@ if fits_gpu and b.logs_startup_lines and not b.startup_error and context >= 2:
                 )
             else:
                 st.markdown(
-                    T(
-                        "simulated",
-                        prompt_len=context - out,
-                        out=out,
-                        cap=cap,
-                        free_users=cap.last_free_users or 0,
-                    )
+                    f"Simulated with {context - out:,} + {out:,} tokens per request, the pool "
+                    f"binds from {cap.onset_users:,} users ({cap.last_free_users or 0:,} run with "
+                    f"no preemption and no wait); with {cap.sustained_users:,} users the server "
+                    "sustains the batch beside."
                 )
             for n in cap.notes:
                 st.caption(

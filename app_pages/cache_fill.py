@@ -3,7 +3,7 @@ import streamlit as st
 from kvcalc.core.units import fmt_bytes
 from kvcalc.teach.fill import MAX_TOKENS, fill_timeline, shown_layers
 from webui import common
-from webui.common import bound, select
+from webui.common import number, select
 from webui.figures import FILL_COLORS, fill_chart
 from webui.memo import cached
 from webui.prose import prose
@@ -14,20 +14,9 @@ sel = common.require_selection()
 common.page_header("Cache fill: prefill writes, decode appends", sel, T("lead"))
 
 c = st.columns(4)
-prompt = c[0].number_input(
-    "Prompt length (tokens)", 1, MAX_TOKENS, 12, 1, **bound("f_prompt", "num")
-)
-new = c[1].number_input(
-    "Decode steps",
-    0,
-    MAX_TOKENS,
-    20,
-    1,
-    help="Steps after the prefill. The prefill already yields the first new token; each "
-    "decode step adds one more.",
-    **bound("f_new", "num"),
-)
-layers = c[2].number_input("Layers shown", 1, 16, 4, 1, **bound("f_layers", "num"))
+prompt = number(c[0], "Prompt length (tokens)", 1, MAX_TOKENS, 12, 1, "f_prompt")
+new = number(c[1], "Decode steps", 0, MAX_TOKENS, 20, 1, "f_new", help=T("new"))
+layers = number(c[2], "Layers shown", 1, 16, 4, 1, "f_layers")
 mode = select(
     c[3].radio,
     "Mode",
@@ -47,10 +36,7 @@ for i in idx:
     else:  # a layer with no per-token cache of its own: one empty row that says why
         labels.append(f"layer {i + 1}: {layer.formula()}")
 if len(idx) < sel.spec.num_layers:
-    st.caption(
-        f"Showing {len(idx)} of {sel.spec.num_layers} layers; every layer of this kind fills "
-        "the same way."
-    )
+    st.caption(T("showing_layers_every", n_layers=len(idx), sel=sel))
 
 # Work budget: the animation ships every frame to the browser. At the largest inputs (160 tokens,
 # 16 layers, 160 steps) that was about 2 MB per rerun; past MAX_CELLS grid cells in all frames,
@@ -71,10 +57,7 @@ except ValueError as exc:
     common.stop_on_error(exc)
 shown = [s for s in steps if s.grid]
 if stride > 1:
-    st.caption(
-        f"Showing every {stride}th step as a frame ({len(shown)} of {len(steps)}) to "
-        "keep the page light; the table below lists every step."
-    )
+    st.caption(T("showing_every_th", stride=stride, n_shown=len(shown), n_steps=len(steps)))
 st.plotly_chart(fill_chart(tuple(shown), tuple(labels)), width="stretch", key="f_fig")
 legend = " · ".join(
     f"<span style='color:{c}'>■</span> {name}"
@@ -121,10 +104,7 @@ notes = [
     for (label, most), count in bounded.items()
 ]
 if "state" in kinds:
-    notes.append(
-        f"{kinds['state']} recurrent layers keep a fixed state instead of K/V; it does "
-        "not grow at all."
-    )
+    notes.append(T("recurrent_layers_keep", kinds=kinds["state"]))
 if "shared" in kinds:
     notes.append(
         f"{kinds['shared']} layers store nothing: they read the cache an earlier layer wrote."

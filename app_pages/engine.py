@@ -4,7 +4,7 @@ from kvcalc import kv_cache
 from kvcalc.core.units import fmt_bytes
 from kvcalc.engines.paging import SCENARIOS, contiguous_capacity, parse_requests
 from webui import callbacks, common
-from webui.common import bound, select
+from webui.common import bound, number, select
 from webui.figures import blocks_figure, paged_figure
 from webui.prose import prose
 
@@ -23,9 +23,7 @@ block_size = select(
     "e_bs",
     index=[4, 8, 16, 32].index(preset["block_size"]),
 )
-num_blocks = c[2].number_input(
-    "Blocks in the pool", 4, 512, preset["num_blocks"], 1, **bound("e_blocks", "num")
-)
+num_blocks = number(c[2], "Blocks in the pool", 4, 512, preset["num_blocks"], 1, "e_blocks")
 caching = c[3].toggle("Prefix caching", True, **bound("e_cache", "bool"))
 
 if key == "custom":
@@ -138,15 +136,15 @@ with right:
     st.code("\n".join(log[-24:]) or "press Next step to start", language=None, wrap_lines=True)
 
 longest = max(len(r.prompt) + r.output_len for r in requests)
-max_len = st.number_input(
+max_len = number(
+    st,
     "max_model_len of the engine without paging (tokens)",
     longest,
     65_536,
     max(256, longest),
     64,
-    **bound("e_maxlen", "num"),
-    help="An engine that allocates contiguously must reserve the longest length it serves for "
-    "every request, whatever that request turns out to need.",
+    "e_maxlen",
+    help=T("maxlen"),
 )
 contiguous = contiguous_capacity(num_blocks, block_size, max_len)
 peak = max(h.running for h in history)

@@ -3,7 +3,7 @@ import streamlit as st
 from kvcalc.core.units import fmt_seconds
 from kvcalc.perf.calibration import IDEAL
 from webui import common, pages, serving
-from webui.common import bound, select
+from webui.common import number, select
 from webui.figures import LIMIT_NAMES, frontier_figure, utilization_figure
 from webui.prose import prose
 
@@ -14,27 +14,13 @@ top = common.page_header("Throughput and latency: the serving frontier", sel, T(
 common.require_fit(sel)
 
 c = st.columns(4)
-prompt = c[0].number_input("Prompt (tokens)", 1, 32_768, 512, 64, **bound("fr_prompt", "num"))
-output = c[1].number_input("Output (tokens)", 2, 8192, 256, 32, **bound("fr_output", "num"))
-slo_tpot = c[2].number_input(
-    "Objective: TPOT p99 at most (ms)",
-    1,
-    10_000,
-    100,
-    10,
-    **bound("fr_slo_tpot", "num"),
-    help="Service-level objective. Time per output token: 99 of 100 requests must stream at "
-    "least this fast",
+prompt = number(c[0], "Prompt (tokens)", 1, 32_768, 512, 64, "fr_prompt")
+output = number(c[1], "Output (tokens)", 2, 8192, 256, 32, "fr_output")
+slo_tpot = number(
+    c[2], "Objective: TPOT p99 at most (ms)", 1, 10_000, 100, 10, "fr_slo_tpot", help=T("tpot")
 )
-slo_ttft = c[3].number_input(
-    "...and TTFT p99 at most (ms)",
-    1,
-    600_000,
-    2000,
-    100,
-    **bound("fr_slo_ttft", "num"),
-    help="Time to first token, after the warm-up (the first wave of "
-    "requests, sent together, is left out)",
+slo_ttft = number(
+    c[3], "...and TTFT p99 at most (ms)", 1, 600_000, 2000, 100, "fr_slo_ttft", help=T("ttft")
 )
 c = st.columns(3)
 kind = select(
@@ -53,9 +39,7 @@ overlay = select(
     serving.overlay_label,
     index=1,
 )
-mns = c[2].number_input(
-    "max_num_seqs (0 = vLLM's default)", 0, 4096, 0, 64, **bound("fr_mns", "num")
-)
+mns = number(c[2], "max_num_seqs (0 = vLLM's default)", 0, 4096, 0, 64, "fr_mns")
 
 speed = sel.speed  # a real server: the calibrated estimate, or the sidebar's own coefficients
 base = dict(
@@ -72,10 +56,7 @@ base = dict(
     kind=kind,
 )
 if sel.pp != 1:
-    common.stop_on_error(
-        "The serving simulator models tensor parallelism only: set "
-        "pipeline parallel to 1 in the sidebar."
-    )
+    common.stop_on_error(T("serving_simulator_models"))
 changed, note = None, ""
 if overlay == "fp8":
     if sel.kv_dtype == "fp8":
@@ -88,10 +69,7 @@ elif overlay == "mha":
         note = "This model already has one K/V head per query head."
     else:
         changed = {**base, "spec": spec}
-        note = (
-            "MHA (multi-head attention) keeps the same weights here and stores one K/V head "
-            "per query head, instead of the model's grouped-query attention (GQA)."
-        )
+        note = T("mha_multi_head")
 elif overlay == "prefix":
     changed = {**base, "share": 0.5}
 elif overlay == "tp2":
@@ -181,24 +159,17 @@ def best(f):
 
 def headline(name, f) -> str:
     u, b = best(f)
-    return (
-        f"**{name}**: at most {b.output_tokens_per_s_per_gpu:,.0f} output tokens/s per GPU "
-        f"(at {u:,} users, {b.output_tokens_per_s_per_user:,.1f} tokens/s per user)."
-    )
+    return T("most_output_tokens", name=name, b=b, u=u)
 
 
 def limits(name, f) -> str:
     cap = f.capacity
-    text = (
-        f"**{name}**: at start-up vLLM logs room for {cap.logged_concurrency:,.2f} requests "
-        f"of {cap.max_model_len:,} tokens (its worst case: every request at full length). "
-    )
+    text = T("start_up_vllm", name=name, cap=cap)
     if cap.onset_users is None:
-        text += T(
-            "never_binds",
-            cap=cap,
-            limit=LIMIT_NAMES[cap.top_limit],
-            max_batch=max(r.max_batch for r in f.results),
+        text += (
+            f"The KV pool never binds up to {cap.users_cap:,} users: "
+            f"{LIMIT_NAMES[cap.top_limit]} holds the batch; the largest is "
+            f"{max((r.max_batch for r in f.results)):,}."
         )
     else:
         r = cap.result(cap.sustained_users)
@@ -233,10 +204,7 @@ with top:  # the answer first: on a phone it is on the first screen
     )
     u_top, top_run = best(curve)
     if slo_best is not None and slo_best[0] == u_top:  # the same figure as the first metric
-        said = [
-            f"**{curves[0][0]}**: its highest point, {u_top:,} users at "
-            f"{top_run.output_tokens_per_s_per_user:,.1f} tokens/s each, meets the objective."
-        ]
+        said = [T("highest_point_users", curves=curves[0][0], u_top=u_top, top_run=top_run)]
     else:
         said = [headline(curves[0][0], curve)]
     if other is not None:
@@ -252,7 +220,7 @@ with top:  # the answer first: on a phone it is on the first screen
             st.caption(n[0].upper() + n[1:] + ".")
 
 st.subheader("One run in detail")
-users = st.number_input("Users", 1, 5000, 256, 1, **bound("fr_users", "num"))
+users = number(st, "Users", 1, 5000, 256, 1, "fr_users")
 try:
     r = serving.one_run(**base, users=int(users))
 except ValueError as exc:

@@ -63,12 +63,10 @@ if sel is not None:
             # No pool: say why, and offer the one move to a setup that fits (review 4, F22).
             c3.metric(label, "does not fit", help=f"vLLM's arithmetic at {pool_defaults_text()}")
             st.warning(
-                T(
-                    "no_fit",
-                    weights=fmt_gib(b.weights_bytes),
-                    requested=fmt_gib(b.requested_bytes),
-                    reserve=fmt_gib(b.reserve_bytes),
-                ),
+                f"Does not fit: the weights alone take {fmt_gib(b.weights_bytes)} per GPU, and an "
+                f"engine may use {fmt_gib(b.requested_bytes)} of this one, "
+                f"{fmt_gib(b.reserve_bytes)} of it for activations and the runtime. The cache "
+                "figures beside do not depend on the GPU.",
                 icon=":material/block:",
             )
             fitting_setup_button(sel, key="home_fit", context=conv)

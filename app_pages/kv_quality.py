@@ -5,7 +5,7 @@ import streamlit as st
 from kvcalc.core.units import fmt_bytes
 from kvcalc.measure import quality, quality_results
 from webui import common, device_queue, shared
-from webui.common import bound
+from webui.common import bound, number
 from webui.figures import quality_figure
 from webui.hosted import hosted
 from webui.prose import prose
@@ -20,22 +20,18 @@ live_missing = common.live_missing() or common.smollm2_missing()
 
 CAPS = {"tokens": 1024, "default": 512} if hosted() else {"tokens": 4096, "default": 2048}
 c = st.columns(3)
-tokens = c[0].number_input(
+tokens = number(
+    c[0],
     "Tokens of text",
     quality.MIN_TOKENS,
     CAPS["tokens"],
     CAPS["default"],
     256,
+    "q_tokens",
     help="Python's own documentation (pydoc_data.topics), tokenized by SmolLM2's tokenizer",
-    **bound("q_tokens", "num"),
 )
-window = c[1].number_input(
-    "Window W (tokens)",
-    1,
-    CAPS["tokens"],
-    min(256, CAPS["default"] // 2),
-    64,
-    **bound("q_window", "num"),
+window = number(
+    c[1], "Window W (tokens)", 1, CAPS["tokens"], min(256, CAPS["default"] // 2), 64, "q_window"
 )
 extra = c[2].multiselect(
     "Also measure",
@@ -149,10 +145,7 @@ if missing and committed is not None:
         icon=":material/history:",
     )
     if n_here:
-        st.caption(
-            f"Measured on this server so far: {n_here} of {len(variants)} variants; "
-            "the table shows them once all are."
-        )
+        st.caption(T("measured_server_so", n_here=n_here, n_variants=len(variants)))
 elif not rows or "exact" not in [r.variant for r in rows]:
     st.info(f"Press Measure to run the {len(variants)} variants on {tokens:,} tokens.")
     rows = []
@@ -202,10 +195,7 @@ if rows:
         )
     i8, i2 = by.get("int8-token"), by.get("int2-kivi")
     if i8:
-        findings.append(
-            f"INT8 with one scale per token moves the next token in "
-            f"{1 - i8.next_token_agreement:.1%} of positions; "
-        )
+        findings.append(T("int_one_scale", disagree=1 - i8.next_token_agreement))
         if i2:
             findings[-1] += (
                 f"INT2 (KIVI) in {1 - i2.next_token_agreement:.1%}, with "

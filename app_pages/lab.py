@@ -15,7 +15,7 @@ from kvcalc.perf.calibration import (
 )
 from kvcalc.perf.sweeps import max_context_at, no_speed_reason, step_curve
 from webui import common
-from webui.common import bound, select
+from webui.common import number, select, slider
 from webui.figures import budget_figure, step_time_figure
 from webui.memo import cached
 from webui.prose import prose
@@ -26,39 +26,32 @@ sel = common.require_selection()
 top = common.page_header("Inference Lab", sel, T("lead"))
 
 c = st.columns(4)
-context = c[0].number_input(
-    "Context per sequence (tokens)", 1, 10_000_000, 8192, 1024, **bound("l_ctx", "num")
-)
-batch = c[1].number_input(
-    "Batch / concurrent sequences", 1, 100_000, 16, 1, **bound("l_batch", "num")
-)
-prompt = c[2].number_input(
-    "Prompt length (tokens)", 1, 10_000_000, 2048, 256, **bound("l_prompt", "num")
-)
-util = c[3].slider(
+context = number(c[0], "Context per sequence (tokens)", 1, 10_000_000, 8192, 1024, "l_ctx")
+batch = number(c[1], "Batch / concurrent sequences", 1, 100_000, 16, 1, "l_batch")
+prompt = number(c[2], "Prompt length (tokens)", 1, 10_000_000, 2048, 256, "l_prompt")
+util = slider(
+    c[3],
     "gpu_memory_utilization",
     0.05,
     1.0,
     DEFAULT_GPU_MEM_UTIL,
     0.01,
-    **bound("l_util", "num"),
+    "l_util",
     help=f"vLLM {NEWEST}'s default shown first",
 )
 c = st.columns(4)
-reserve = c[0].number_input(
-    "Reserve (GiB)", 0.0, 1024.0, DEFAULT_RESERVE_BYTES / GiB, 0.5, **bound("l_reserve", "num")
-)
+reserve = number(c[0], "Reserve (GiB)", 0.0, 1024.0, DEFAULT_RESERVE_BYTES / GiB, 0.5, "l_reserve")
 block = select(c[1].selectbox, "Block size (tokens)", [8, 16, 32, 64, 128], "l_block", index=1)
-mfu = c[2].slider(
+mfu = slider(
+    c[2],
     "A real engine's MFU (matrix multiplies)",
     0.05,
     1.0,
     MFU,
     0.001,
+    "l_mfu",
     format="%.3f",
-    **bound("l_mfu", "num"),
-    help=f"The share of the dense peak its matrix multiplies reach; fitted on "
-    f"published runs: {MFU:g}",
+    help=T("mfu", MFU=MFU),
 )
 # The real-engine estimate: the sidebar's share and step cost, this page's MFU.
 speed = step_model(bw_share=sel.bw_share, step_overhead_s=sel.step_overhead_s, mfu=mfu)

@@ -9,20 +9,14 @@ T = prose("live_class")
 # Who opened the page: the intro speaks to them. A running class's screens (the projector, a
 # student's phone once joined) have none, so the question fits the first screen; the projector
 # draws its own title (none once students have joined: the join line heads it).
-STUDENT_INTRO = (
-    "Your teacher shows one question at a time at the front. Answer it here, on your phone: "
-    "you see at once if you got it right, and the worked solution when the teacher reveals it."
-)
+STUDENT_INTRO = T("your_teacher_shows")
 teacher = "class" in st.query_params
 if teacher or "student" in st.query_params:
     lead = ""
 elif "join" in st.query_params:
     lead = STUDENT_INTRO
 else:
-    lead = (
-        f"**Joining a class?** Type the code on the teacher's screen. {STUDENT_INTRO} "
-        "**Teaching?** Run a class: your screen goes on the projector."
-    )
+    lead = T("joining_class_type", intro=STUDENT_INTRO)
 if not teacher:
     common.page_header("Live class", None, lead)
 

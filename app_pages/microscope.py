@@ -3,7 +3,7 @@ import streamlit as st
 
 from kvcalc.measure import microscope
 from webui import common, device_queue, pages
-from webui.common import bound, select
+from webui.common import bound, number, select
 from webui.figures import attention_row_figure, causal_figure, gqa_figure, kv_figure
 from webui.hosted import hosted, plain
 from webui.prose import prose
@@ -32,13 +32,8 @@ example = select(
     "m_example",
     lambda k: EXAMPLES[k].replace("\n", " "),
 )
-steps = c[1].number_input(
-    "Tokens to generate (decode steps)",
-    1,
-    cap["steps"],
-    min(8, cap["steps"]),
-    1,
-    **bound("m_steps", "num"),
+steps = number(
+    c[1], "Tokens to generate (decode steps)", 1, cap["steps"], min(8, cap["steps"]), 1, "m_steps"
 )
 prompt = st.text_area(
     "...or type your own prompt (it replaces the example)",
@@ -103,19 +98,19 @@ labels = m.labels[:n]
 written = m.written(step)
 qpos = m.query_position(step)
 
-st.markdown(
-    f"**Prompt**: {m.prompt_tokens} tokens. **Generated** (greedy, {m.steps} steps): "
-    f"{plain(m.generated_text)}"
-)
+st.markdown(T("prompt_tokens_generated", m=m, generated_text=plain(m.generated_text)))
 
 st.subheader("What this step writes, and what it reads")
 if step == 0:
     what = T("prefill", m=m, last=m.prompt_tokens - 1)
 else:
-    what = (
-        f"Decode step {step} feeds in token {qpos} ({plain(repr(m.labels[qpos]))}): it "
-        f"**writes** one new key and value per layer (position {qpos}) and **reads** all "
-        f"{n} cached positions, the {n - 1} earlier ones only read."
+    what = T(
+        "decode_step_feeds",
+        step=step,
+        qpos=qpos,
+        labels=plain(repr(m.labels[qpos])),
+        n=n,
+        earlier=n - 1,
     )
 st.markdown(what)
 st.plotly_chart(
@@ -153,13 +148,11 @@ rows = [m.row(step, layer, h) for h in heads]
 st.plotly_chart(gqa_figure(rows, heads, labels, kv_head), width="stretch", key="m_gqa")
 peaks = [max(range(n), key=lambda j, r=r: float(r[j])) for r in rows]
 st.markdown(
-    T(
-        "gqa",
-        m=m,
-        head_list=", ".join(map(str, heads)),
-        kv_head=kv_head,
-        peak_list=", ".join(map(str, peaks)),
-    )
+    f"SmolLM2 has {m.n_heads} query heads but stores only {m.n_kv} KV heads per layer: query "
+    f"heads {', '.join(map(str, heads))} share KV head {kv_head}, so they read **the same cached "
+    f"keys and values** (stored once, not {m.group} times). Each has its own query, so each "
+    "weighs them differently: their largest weights fall on positions "
+    f"{', '.join(map(str, peaks))}."
 )
 
 st.subheader("The causal mask")

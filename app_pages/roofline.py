@@ -6,7 +6,7 @@ from kvcalc.perf.calibration import IDEAL, band_for_batch, error_band_text
 from kvcalc.perf.intensity import attention_points, decode_step, prefill_point, roofs
 from kvcalc.perf.sweeps import max_batch_at
 from webui import common
-from webui.common import bound
+from webui.common import number
 from webui.figures import head_sharing_figure, roofline_figure
 from webui.prose import prose
 
@@ -18,24 +18,15 @@ top = common.page_header(
 )
 common.require_fit(sel)
 if sel.spec.params is None:
-    common.stop_on_error(
-        "The roofline needs the model's parameter count; pick a "
-        "registry model or a config kvcalc can count."
-    )
+    common.stop_on_error(T("roofline_needs_model"))
 
 spec, limit = sel.spec, sel.spec.max_context
 c = st.columns(4)
 # Defaults within the model's limit (GPT-2 is trained for 1,024 tokens).
-prompt = c[0].number_input(
-    "Prompt (tokens)", 1, 1_000_000, min(512, limit), 64, **bound("r_prompt", "num")
-)
-batch = c[1].number_input("Decode batch (sequences)", 1, 4096, 32, 1, **bound("r_batch", "num"))
-context = c[2].number_input(
-    "Decode context (tokens)", 1, 1_000_000, min(8192, limit), 1024, **bound("r_ctx", "num")
-)
-queries = c[3].number_input(
-    "Query tokens per step", 1, 16, 1, 1, **bound("r_q", "num"), help=T("queries_help")
-)
+prompt = number(c[0], "Prompt (tokens)", 1, 1_000_000, min(512, limit), 64, "r_prompt")
+batch = number(c[1], "Decode batch (sequences)", 1, 4096, 32, 1, "r_batch")
+context = number(c[2], "Decode context (tokens)", 1, 1_000_000, min(8192, limit), 1024, "r_ctx")
+queries = number(c[3], "Query tokens per step", 1, 16, 1, 1, "r_q", help=T("queries_help"))
 longest = context + queries - 1  # the cache the step reads, its new tokens included
 if prompt > limit or longest > limit:
     what = (
@@ -45,16 +36,10 @@ if prompt > limit or longest > limit:
     )
     common.stop_on_error(T("past_limit", spec=spec, limit=limit, what=what))
 pool = common.pool_kwargs(sel)  # what fits: the Decode step time page's check
-pool_text = (
-    f"vLLM's arithmetic at gpu_memory_utilization {pool['gpu_mem_util']:g} and a "
-    f"{pool['reserve_bytes'] / GiB:g} GiB reserve, as on the Budget page"
-)
+pool_text = T("vllm_s_arithmetic", util=pool["gpu_mem_util"], reserve=pool["reserve_bytes"] / GiB)
 most = max_batch_at(spec, longest, **pool)
 if most == 0:
-    common.stop_on_error(
-        f"Not even one sequence of {longest:,} tokens fits in the KV pool ({pool_text}); lower "
-        "the context or give the cache more memory."
-    )
+    common.stop_on_error(T("not_even_one", longest=longest, pool_text=pool_text))
 fits = batch <= most
 kw = dict(kv_dtype=sel.kv_dtype, tp=sel.tp)
 try:
@@ -207,17 +192,9 @@ if gqa_key:
     gqa_text = T("gqa", kvh=kvh, group=h // kvh, gqa=gqa)
     ref, ref_name = gqa, "GQA's"
 else:
-    gqa_text = (
-        f"Grouped-query attention (GQA) has no variant here: {h} query heads cannot be "
-        "split into equal groups sharing 2 to 8 KV heads"
-    )
+    gqa_text = T("grouped_query_attention", h=h)
     ref, ref_name = mqa, "MQA's"
-q_note = (
-    f" With {queries} query tokens per step, every cached byte feeds {queries} queries, "
-    f"so each figure is about {queries} times that of one token."
-    if queries > 1
-    else ""
-)
+q_note = T("query_tokens_per", queries=queries) if queries > 1 else ""
 mla_side = "above" if mla.intensity > r.attention_ridge else "below"
 attention_fold = st.expander(
     "Attention alone: why MLA computes more per cached byte than GQA", icon=":material/hub:"
@@ -257,8 +234,7 @@ with st.expander("The formulas, with this model's numbers", icon=":material/func
     if not r.one_roof:
         lines.append(
             f"attention ridge = {r.attention_tflops:,.1f} x 10^12 FLOP/s / "
-            f"{sel.bandwidth_gbs:,.0f} x 10^9 B/s = {r.attention_ridge:,.1f} FLOP/B "
-            f"({a_name})"
+            f"{sel.bandwidth_gbs:,.0f} x 10^9 B/s = {r.attention_ridge:,.1f} FLOP/B ({a_name})"
         )
     lines += [pf.formula]
     if db:

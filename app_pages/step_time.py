@@ -16,7 +16,7 @@ from kvcalc.perf.sweeps import (
     step_curve,
 )
 from webui import callbacks, common, pages
-from webui.common import bound, select
+from webui.common import number, select
 from webui.figures import batch_figure, step_time_figure
 from webui.fit_fix import fitting_setup_button
 from webui.memo import cached
@@ -45,12 +45,8 @@ top = common.page_header(
 )
 
 c1, c2, c3 = st.columns(3)
-batch = c1.number_input(
-    "Batch (sequences decoded together)", 1, 4096, 1, 1, **bound("s_batch", "num")
-)
-context = c2.number_input(
-    "Context to read off (tokens)", 1, 10_000_000, 8192, 1024, **bound("s_ctx", "num")
-)
+batch = number(c1, "Batch (sequences decoded together)", 1, 4096, 1, 1, "s_batch")
+context = number(c2, "Context to read off (tokens)", 1, 10_000_000, 8192, 1024, "s_ctx")
 x_max = select(
     c3.selectbox,
     "Chart up to (tokens)",
@@ -177,20 +173,11 @@ with top:  # the answer first: on a phone it is on the first screen
     )
 
 if no_speed:
-    st.warning(
-        f"No step time or tokens/s here: {no_speed}. Lower the context or the batch "
-        "(the chart shows where they fit).",
-        icon=":material/block:",
-    )
+    st.warning(T("no_step_time", no_speed=no_speed), icon=":material/block:")
 if cross is None:
     st.info(T("no_crossover"))
 else:
-    beyond = (
-        f" That is beyond this model's max_position_embeddings ({sel.spec.max_context:,} "
-        "tokens): at the lengths it was trained for, reading the weights stays the larger part."
-        if cross > sel.spec.max_context
-        else ""
-    )
+    beyond = T("that_beyond_model", sel=sel) if cross > sel.spec.max_context else ""
     moved = (
         ""
         if before is None
@@ -200,11 +187,9 @@ else:
     st.markdown(T("crossover", batch=batch, cross=cross, moved=moved, beyond=beyond))
 if s.bound == "compute":
     st.warning(
-        T(
-            "compute_bound",
-            compute=fmt_seconds(s.compute_time_s),
-            memory=fmt_seconds(s.memory_time_s),
-        )
+        f"At this batch the arithmetic ({fmt_seconds(s.compute_time_s)} at the GPU's dense peak) "
+        f"takes longer than the memory reads ({fmt_seconds(s.memory_time_s)}): the step is "
+        "compute bound, and the ideal bound above is the arithmetic's time."
     )
 
 with st.expander("How these numbers are computed", icon=":material/function:"):
@@ -233,12 +218,7 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
         + f"crossover      = smallest N with {batch} x KV(N) >= {s.weight_read_bytes:,} B"
     )
     st.caption(
-        T("terms")
-        + common.embedding_note(sel)
-        + f" What fits is vLLM's arithmetic at {pool_defaults_text()}, as on the Budget page. "
-        "The chart keeps its x axis while batch, KV format or model change, so a move of the "
-        "crossover is seen; 'auto' fits it to the crossover instead. The ideal bound is a "
-        "floor: a real engine adds launches, scheduling and sampling to every step."
+        T("terms") + common.embedding_note(sel) + T("what_fits_vllm", defaults=pool_defaults_text())
     )
 
 with st.expander(f"Step time against batch at {context:,} tokens", icon=":material/bar_chart:"):
@@ -257,12 +237,12 @@ with st.expander(f"Step time against batch at {context:,} tokens", icon=":materi
     st.plotly_chart(batch_figure(bc, max_batch=most), width="stretch", key="s_batch_fig")
     read = [x * sel.bandwidth_gbs * GB / 1e9 for x in bc["weight_s"]]
     if sel.spec.moe:
-        shared = T(
-            "moe_reads",
-            first=read[0],
-            last=read[-1],
-            most=batches[-1],
-            total=sel.weights.bytes / GB,
+        shared = (
+            f"Weights read per step: {read[0]:,.2f} GB at batch 1, {read[-1]:,.2f} GB at "
+            f"batch {batches[-1]} of {sel.weights.bytes / GB:,.2f} GB in all: each extra "
+            "sequence routes its token to experts the others may not use, so the weight "
+            "read grows with batch until every expert is read; tokens/s still rises, more "
+            "slowly than for a dense model."
         )
     else:
         shared = T("dense_reads", first=read[0])

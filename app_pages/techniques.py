@@ -4,7 +4,7 @@ from kvcalc import get_dtype, kv_cache, registry
 from kvcalc.core.units import fmt_bytes
 from kvcalc.teach.techniques import techniques
 from webui import callbacks, common, pages
-from webui.common import bound, select
+from webui.common import number, select
 from webui.figures import head_sharing_figure, mla_figure, techniques_figure, window_figure
 from webui.hosted import plain
 from webui.memo import cached
@@ -17,16 +17,12 @@ sel = common.require_selection()
 top = common.page_header("Shrinking the cache", sel, T("lead"))
 
 links = registry().links
-context = st.number_input(
-    "Context per sequence (tokens)", 1, 10_000_000, 32768, 1024, **bound("t_ctx", "num")
-)
+context = number(st, "Context per sequence (tokens)", 1, 10_000_000, 32768, 1024, "t_ctx")
 with st.expander("The techniques' settings: window, offload, MLA", icon=":material/tune:"):
     c1, c2, c3 = st.columns(3)
-    window = c1.number_input(
-        "Sliding window (tokens)", 1, 10_000_000, 4096, 256, **bound("t_window", "num")
-    )
-    gpu_tokens = c2.number_input(
-        "Offload: tokens kept on the GPU", 1, 10_000_000, 4096, 256, **bound("t_gpu_tokens", "num")
+    window = number(c1, "Sliding window (tokens)", 1, 10_000_000, 4096, 256, "t_window")
+    gpu_tokens = number(
+        c2, "Offload: tokens kept on the GPU", 1, 10_000_000, 4096, 256, "t_gpu_tokens"
     )
     link = select(
         c3.selectbox,
@@ -37,8 +33,8 @@ with st.expander("The techniques' settings: window, offload, MLA", icon=":materi
         index=list(links).index("pcie5-x16") if "pcie5-x16" in links else 0,
     )
     c1, c2, _ = st.columns(3)
-    rank = c1.number_input("MLA latent rank", 1, 65536, 512, 64, **bound("t_rank", "num"))
-    rope = c2.number_input("MLA RoPE part", 0, 4096, 64, 16, **bound("t_rope", "num"))
+    rank = number(c1, "MLA latent rank", 1, 65536, 512, 64, "t_rank")
+    rope = number(c2, "MLA RoPE part", 0, 4096, 64, 16, "t_rope")
 
 try:
     kw = dict(window=window, latent=(rank, rope), gpu_tokens=gpu_tokens, link=link, tp=sel.tp)
@@ -134,13 +130,9 @@ def drawings() -> None:
             key="t_fig_heads",
         )
         st.caption(
-            T(
-                "squares",
-                attn=attn,
-                label=plain(sel.label),
-                kv_dtype=sel.kv_dtype.upper(),
-                elem=elem,
-            )
+            f"Squares on top: the {attn.q_heads:,} query heads of one layer of {plain(sel.label)}; "
+            f"below: the K/V heads they read. Bytes at {sel.kv_dtype.upper()}, {elem:g} B per "
+            "number."
         )
     st.markdown(T("mla"))
     if latent is not None:
@@ -193,21 +185,13 @@ def drawings() -> None:
     )
     n_slid = kinds.count("sliding")
     if slid is None:
-        st.caption(
-            f"{plain(sel.label)} has no sliding-window layer: drawn with this page's window "
-            f"of {window:,} tokens, at {context:,} tokens of context."
-        )
+        st.caption(T("has_no_sliding", label=plain(sel.label), window=window, context=context))
     elif n_slid < len(kinds):
         n_full = kinds.count("full")
         st.caption(
             f"{plain(sel.label)}'s own window of {own_window:,} tokens at {context:,} tokens "
             f"of context. Its layers interleave: {n_slid:,} of {len(kinds):,} keep a window"
-            + (
-                f"; the {n_full:,} full-attention layers keep every token, so the cache still "
-                "grows with the context."
-                if n_full
-                else "."
-            )
+            + (T("full_attention_layers", n_full=n_full) if n_full else ".")
         )
     else:
         st.caption(

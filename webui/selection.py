@@ -34,7 +34,7 @@ from .hosted import MAX_PASTE_CHARS, hosted, plain, verify_caps
 from .memo import memo
 from .prose import prose
 from .render import show_error, stop, stop_on_error
-from .urlstate import bound, select
+from .urlstate import bound, number, select, slider
 from .visitor import visitor_id
 
 T = prose("sidebar")
@@ -138,7 +138,7 @@ def sidebar(uses_selection: bool = True, engine_controls: bool = False) -> None:
                 ("Memory bandwidth (GB/s)", 100_000.0, base.bandwidth_gbs, 50.0, "gpu_gbs"),
                 ("Dense 16-bit TFLOPS", 100_000.0, base.bf16_tflops, 10.0, "gpu_tflops"),
             ):
-                st.number_input(label, 1.0, top, float(value), step, **bound(k, "num"))
+                number(st, label, 1.0, top, float(value), step, k)
         else:
             g = reg.gpus[gpu]
             st.caption(
@@ -218,25 +218,27 @@ def _engine_inputs() -> None:
         index=_index(options, kept),
         help=T("profile_help"),
     )
-    st.slider(
+    slider(
+        st,
         "Achieved share of peak bandwidth",
         0.3,
         1.0,
         _kept("bw_share", BW_SHARE),
         0.001,
+        "bw_share",
         format="%.3f",
         help=T("share_help", BW_SHARE=BW_SHARE),
-        **bound("bw_share", "num"),
     )
-    st.number_input(
+    number(
+        st,
         "Fixed cost per engine step (ms)",
         0.0,
         50.0,
         _kept("step_ms", round(STEP_OVERHEAD_S * 1e3, 3)),
         0.5,
+        "step_ms",
         help="Kernel launches, sampling and scheduling: what a measured step "
         f"takes beyond its bytes. Fitted: {STEP_OVERHEAD_S * 1e3:g} ms.",
-        **bound("step_ms", "num"),
     )
     st.caption(T("defaults", band=error_band_text("tpot_itl")))
 
@@ -412,12 +414,14 @@ def _model_summary(key: str) -> None:
     )
     fmt = _model_from_selection()[2][0]
     if spec.params is None or fmt == UNMODELLED:
-        st.number_input(
+        number(
+            st,
             "Weights of the whole model (GiB)",
             0.0,
             100_000.0,
             16.0,
             1.0,
+            "wgib",
             help=(
                 "kvcalc cannot count this model's parameters (see below)"
                 if spec.params is None
@@ -425,7 +429,6 @@ def _model_summary(key: str) -> None:
                 "derive: give the size of its weight files, or choose a weight format"
             )
             + "; the cache figures do not need them, the memory budget does.",
-            **bound("wgib", "num"),
         )
     said = list(spec.notes) + list(spec.assumptions)
     if said:
@@ -439,11 +442,7 @@ def _model_summary(key: str) -> None:
         # way in a child process with a time and memory limit, one at a time per server
         # through the device queue, once per config text.
         auto = (spec.unverified or not spec.family_reader) and not hosted()
-        if auto or st.button(
-            "Check against transformers",
-            key="verify_btn",
-            help=T("verify_help"),
-        ):
+        if auto or st.button("Check against transformers", key="verify_btn", help=T("verify_help")):
             try:
                 st.session_state["_verified"] = (text, _verify_text(text))
             except ValueError as exc:  # the queue is full, or this visitor's share is used

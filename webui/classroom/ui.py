@@ -333,10 +333,7 @@ def teacher_page(code: str, key: str | None) -> None:
         return
     if not t or t.get("code") != code:
         st.title("Live class")
-        st.error(
-            'This screen runs a class only with its teacher link (the one "Show my teacher '
-            "link\" gives on the class's screen). Students join with the join code instead."
-        )
+        st.error(T("screen_runs_class"))
         pages.link(PAGE, "Join or start a class")
         return
     key = t["key"]
@@ -345,11 +342,7 @@ def teacher_page(code: str, key: str | None) -> None:
     # closed and stays closed unless the teacher opens it: it is on the projector's screen.
     with st.expander("Your teacher link, the results, the students, ending the class"):
         _link_button(code, key)
-        names = st.checkbox(
-            "Show and export the nicknames students chose to give (default: "
-            "anonymous, students numbered in the order they joined)",
-            key="lc_names",
-        )
+        names = st.checkbox(T("show_export_nicknames"), key="lc_names")
         _students(code, key, names)
         d = st.columns(2)
         for where, kind, mime in ((d[0], "csv", "text/csv"), (d[1], "json", "application/json")):
@@ -433,10 +426,7 @@ def _teacher_header(code: str, compact: bool) -> None:
         host = urlsplit(link).hostname or ""
         if host in ("localhost", "127.0.0.1", "::1"):
             st.caption(T("localhost"))
-        st.caption(
-            "To reopen this screen later you need your teacher link: it is in the fold "
-            "under the question, shown only when you ask for it."
-        )
+        st.caption(T("reopen_screen_later"))
     top[1].image(qr_png(link), caption="Scan to join", width=260)
 
 
@@ -635,12 +625,7 @@ def _metrics(r, hold: bool) -> None:
         share = f"{pr.correct / pr.answered:.0%}" if pr.answered and not hold else "-"
         label = "Right" + (f" ({_head(pr, len(r.parts))[:-2].lower()})" if len(r.parts) > 1 else "")
         m[2 + i].metric(
-            label,
-            share,
-            help="Held until Reveal."
-            if hold
-            else f"{pr.correct} of {pr.answered} answers; "
-            f"{pr.first_correct} right at their first answer",
+            label, share, help="Held until Reveal." if hold else T("answers_right_their", pr=pr)
         )
     st.progress(min(1.0, r.answered / max(1, r.joined)))
 
@@ -706,10 +691,7 @@ def teacher_panel(code: str) -> None:
             if q.solution:
                 st.code(q.solution, language=None)
     elif not is_choice(q):
-        st.caption(
-            "The right answer, its worked solution and the bar that holds it show when "
-            "you press Reveal."
-        )
+        st.caption(T("right_answer_worked"))
 
 
 __all__ = [
