@@ -15,11 +15,14 @@ from kvcalc.engines.budget import (
 )
 from kvcalc.engines.vllm import NEWEST
 from webui import callbacks, common, compare, pages, serving
-from webui.common import bound, select
+from webui.common import bound, number, select, slider
 from webui.figures import LIMIT_NAMES, budget_figure, concurrency_figure
 from webui.fit_fix import fitting_setup_button
 from webui.hosted import plain
 from webui.memo import cached
+from webui.prose import prose
+
+T = prose("budget")
 
 # The chapter's "try it yourself" contexts, one move each (4K ... 128K tokens, K = 1,024).
 PRESETS = [4096, 8192, 32768, 131072]
@@ -55,22 +58,14 @@ def _upgrade_cmp_link() -> None:
 
 
 sel = common.require_selection()
-top = common.page_header(
-    "Budget: weights vs KV cache",
-    sel,
-    "An engine such as vLLM takes a share of the GPU, loads the weights, keeps a reserve for "
-    "activations and the runtime, and cuts the rest into cache blocks: the blocks decide how "
-    "many conversations of a given length run at once.",
-)
+top = common.page_header("Budget: weights vs KV cache", sel, T("lead"))
 # The first screen, in this order: the answer (a box, the fix when nothing fits), three
 # metrics, the inputs, the memory bar (the lesson seen without reading a number). On a phone,
 # where columns stack, the answer comes before the inputs.
 answer = top.container()
 headline = top.container()
 c1, c2, c3 = top.columns([1, 1.3, 1])
-context = c1.number_input(
-    "Context per sequence (tokens)", 1, 10_000_000, 8192, 1024, **bound("b_ctx", "num")
-)
+context = number(c1, "Context per sequence (tokens)", 1, 10_000_000, 8192, 1024, "b_ctx")
 st.session_state["b_ctx_pick"] = context if context in PRESETS else None
 c2.segmented_control(
     "Or in one move",
@@ -80,35 +75,35 @@ c2.segmented_control(
     on_change=_pick,
     help="4K, 8K, 32K, 128K tokens (K = 1,024): the exact number is in the box beside",
 )
-concurrency = c3.number_input("Concurrent sequences", 1, 1_000_000, 16, 1, **bound("b_conc", "num"))
+concurrency = number(c3, "Concurrent sequences", 1, 1_000_000, 16, 1, "b_conc")
 bar = top.container()
 
 with st.expander("Engine settings: memory share, reserve, block size, convention"):
     e1, e2 = st.columns(2)
-    util = e1.slider(
+    util = slider(
+        e1,
         "gpu_memory_utilization",
         0.05,
         1.0,
         DEFAULT_GPU_MEM_UTIL,
         0.01,
-        **bound("b_util", "num"),
+        "b_util",
         help=f"vLLM {NEWEST}'s default shown first ({PREVIOUS_GPU_MEM_UTIL:g} before "
-        f"{GPU_MEM_UTIL_CHANGED_IN}); for the "
-        "TensorRT-LLM convention, the share of memory free after the weights "
-        f"(its own default {TRTLLM_FREE_FRACTION:g})",
+        f"{GPU_MEM_UTIL_CHANGED_IN}); for the TensorRT-LLM convention, the share of memory free "
+        f"after the weights (its own default {TRTLLM_FREE_FRACTION:g})",
     )
-    reserve_gib = e2.number_input(
+    reserve_gib = number(
+        e2,
         "Reserve for activations and runtime (GiB)",
         0.0,
         1024.0,
         DEFAULT_RESERVE_BYTES / GiB,
         0.5,
-        **bound("b_reserve", "num"),
+        "b_reserve",
         help="activation peak + CUDA context and libraries + CUDA graphs: "
-        f"{DEFAULT_ACTIVATION_BYTES / GiB:g} + "
-        f"{DEFAULT_NON_TORCH_BYTES / GiB:g} + "
-        f"{DEFAULT_CUDA_GRAPH_BYTES / GiB:g} GiB by default, the "
-        "same figures as on the vLLM start-up page",
+        f"{DEFAULT_ACTIVATION_BYTES / GiB:g} + {DEFAULT_NON_TORCH_BYTES / GiB:g} + "
+        f"{DEFAULT_CUDA_GRAPH_BYTES / GiB:g} GiB by default, the same figures as on the vLLM "
+        "start-up page",
     )
     block = select(
         e1.selectbox, "Block size (tokens)", [1, 8, 16, 32, 64, 128, 256], "b_block", index=2
@@ -142,11 +137,7 @@ with answer:  # the answer first: on a phone it is on the first screen
     if not fits_gpu:
         fitting_setup_button(sel, key="b_fit", context=context, util=util, reserve_bytes=reserve)
     if past_limit:
-        st.warning(
-            f"{context:,} tokens is beyond this model's max_position_embeddings of "
-            f"{sel.spec.max_context:,}: the memory figures hold, but the model was not trained "
-            "for such lengths."
-        )
+        st.warning(T("past_limit", context=context, sel=sel))
 
 with headline:  # three metrics, each number once
     m = st.columns(3)
@@ -156,9 +147,7 @@ with headline:  # three metrics, each number once
         help=(
             f"what one more token adds at {context:,} tokens, on any GPU. "
             + (
-                f"Up to a window every K/V layer grows: "
-                f"{fmt_bytes(per.kv_bytes_per_token_nominal)} per token; past it only "
-                "the layers that keep every token do"
+                T("window_growth", nominal=fmt_bytes(per.kv_bytes_per_token_nominal))
                 if per.kv_bytes_per_token != per.kv_bytes_per_token_nominal
                 else f"{per.kv_bytes_per_token_nominal:,} bytes, one token in every K/V layer"
             )
@@ -182,11 +171,7 @@ with bar:
     st.plotly_chart(budget_figure(b), width="stretch", key="b_fig")
 
 if b.max_num_seqs is not None and fits_gpu and b.limited_by == "max_num_seqs":
-    st.info(
-        f"Memory allows more sequences of {context:,} tokens than vLLM {b.vllm_version} runs "
-        f"at once: max_num_seqs = {b.max_num_seqs:,} (its default on this GPU): the "
-        "scheduler, not memory, is the limit here."
-    )
+    st.info(T("max_num_seqs", context=context, b=b))
 
 # --- side by side: the chapter's comparison ------------------------------------------------
 
@@ -194,10 +179,7 @@ st.subheader("Side by side: sequences that fit against context")
 _upgrade_cmp_link()
 s1, s2 = st.columns([3, 1], vertical_alignment="bottom")
 compare_names = s1.multiselect(
-    "Compare with (up to 3 models)",
-    list(KEYS),
-    max_selections=3,
-    **bound("b_cmp", "list"),
+    "Compare with (up to 3 models)", list(KEYS), max_selections=3, **bound("b_cmp", "list")
 )
 s2.button(
     "The chapter's three",
@@ -250,21 +232,16 @@ if fits_gpu and b.logs_startup_lines and not b.startup_error and context >= 2:
     # vLLM's logged worst case beside what a running server sustains (issue 23, item 3): the
     # one place the page explains the pair.
     with st.expander("Logged vs running capacity", icon=":material/compare_arrows:"):
-        st.markdown(
-            f"The figure above ({b.concurrency_label(context)}) is vLLM's start-up line, its "
-            "worst case: every request at its full length at once. A running server's "
-            "requests are at different points of their lengths, and a sliding window keeps "
-            "only its last tokens, so it can run more."
-        )
-        out_in = st.number_input(
+        st.markdown(T("logged", label=b.concurrency_label(context)))
+        out_in = number(
+            st,
             "Of the context, output tokens (the rest is the prompt)",
             1,
             1_000_000,
             256,
             64,
-            **bound("b_out", "num"),
-            help="Simulated users each send a prompt and wait for this many "
-            "output tokens, then send the next request",
+            "b_out",
+            help=T("out"),
         )
         out = min(int(out_in), context - 1)
         try:
@@ -280,20 +257,14 @@ if fits_gpu and b.logs_startup_lines and not b.startup_error and context >= 2:
                 pool=(util, reserve, block),
             )
         except ValueError as exc:
-            st.info(
-                "The serving simulator cannot run this setup, so only vLLM's line is shown: "
-                f"{common.plain(str(exc))}."
-            )
+            st.info(T("serving_simulator_cannot", why=common.plain(str(exc))))
         else:
             m = st.columns(2)
             if windowed:
                 m[0].metric(
                     f"Held decoding at {context:,}",
                     f"{b.held_concurrency:,.2f}",
-                    help=f"one sequence decoding at {context:,} tokens holds "
-                    f"{b.held_blocks_per_request:,} blocks ({fmt_gib(b.held_bytes)}): the "
-                    "layers that keep every token all of them, a sliding layer its last "
-                    "window (vLLM frees the blocks that leave it), a state its own",
+                    help=T("held_help", context=context, b=b, held=fmt_gib(b.held_bytes)),
                 )
             m[1].metric(
                 "A running server sustains",
@@ -312,9 +283,9 @@ if fits_gpu and b.logs_startup_lines and not b.startup_error and context >= 2:
             else:
                 st.markdown(
                     f"Simulated with {context - out:,} + {out:,} tokens per request, the pool "
-                    f"binds from {cap.onset_users:,} users ({cap.last_free_users or 0:,} run "
-                    f"with no preemption and no wait); with {cap.sustained_users:,} users the "
-                    "server sustains the batch beside."
+                    f"binds from {cap.onset_users:,} users ({cap.last_free_users or 0:,} run with "
+                    f"no preemption and no wait); with {cap.sustained_users:,} users the server "
+                    "sustains the batch beside."
                 )
             for n in cap.notes:
                 st.caption(
@@ -349,10 +320,7 @@ if fits_gpu:
             ),
         )
         if b.max_num_seqs is not None and b.limited_by == "memory":
-            st.caption(
-                f"Memory is the limit, not vLLM {b.vllm_version}'s max_num_seqs = "
-                f"{b.max_num_seqs:,}."
-            )
+            st.caption(T("memory_limits", b=b))
         if b.logs_startup_lines and (
             windowed
             or b.kv_capacity_tokens != b.num_blocks * (b.effective_block_size or b.block_size)
@@ -363,14 +331,7 @@ if fits_gpu:
                 if mc is None
                 else f"memory alone would let it reach {mc:,} tokens"
             )
-            st.caption(
-                f"Three figures, three questions. Capacity ({b.kv_capacity_tokens:,} tokens) "
-                "is what vLLM prints as its cache size: its logged worst-case concurrency "
-                f"above x {context:,} tokens. One sequence alone can grow much longer, "
-                f"because its windows stay short: {longest}, and the model allows "
-                f"{b.model_max_context:,}, so the longest is {b.usable_context:,}. The table "
-                "below splits one sequence's bytes by layer kind."
-            )
+            st.caption(T("three_figures", b=b, context=context, longest=longest))
         if windowed:
             common.table(
                 [
@@ -456,13 +417,7 @@ if fits_gpu:
                     f"{bd.max_concurrency:,.2f} with it**."
                 )
                 if bd.max_concurrency > b.max_concurrency and bd.num_groups != b.num_groups:
-                    st.markdown(
-                        "More, not fewer: vLLM cuts the layers into groups of equal size "
-                        f"({b.num_groups} of {b.group_size} without the drafter, "
-                        f"{bd.num_groups} of {bd.group_size} with it), and its start-up count "
-                        "charges every group of windowed layers a whole window. The drafter's "
-                        "layer evens the groups out: fewer groups, fewer blocks a request."
-                    )
+                    st.markdown(T("more_not_fewer", b=b, bd=bd))
                 st.caption(
                     (
                         f"The drafter's own weights, {fmt_gib(dw / sel.num_gpus)}"
@@ -470,15 +425,9 @@ if fits_gpu:
                         + ", load before the engine measures its pool: they are subtracted."
                     )
                     if dw is not None
-                    else "The drafter's own weights load before the engine measures its "
-                    "pool, so a real pool is smaller still; an EAGLE head's vary (its own "
-                    "output head, its fusion layer) and are not subtracted here."
+                    else T("drafter_weights_unknown")
                 )
 
 with st.expander("How these numbers are computed", icon=":material/function:"):
     common.formula(f"KV per token      = {per.per_token_formula()}\n" + b.derivation())
-    st.caption(
-        "GiB = 2^30 bytes. With tensor parallelism each GPU keeps max(1, KV heads / TP) "
-        "heads; an MLA latent is kept whole on every GPU. Weights are split evenly over "
-        "all TP x PP GPUs."
-    )
+    st.caption(T("units"))

@@ -3,34 +3,20 @@ import streamlit as st
 from kvcalc.core.units import fmt_bytes
 from kvcalc.teach.fill import MAX_TOKENS, fill_timeline, shown_layers
 from webui import common
-from webui.common import bound, select
+from webui.common import number, select
 from webui.figures import FILL_COLORS, fill_chart
 from webui.memo import cached
+from webui.prose import prose
+
+T = prose("cache_fill")
 
 sel = common.require_selection()
-common.page_header(
-    "Cache fill: prefill writes, decode appends",
-    sel,
-    "Each column is one token; each pair of rows is the key (K) and value (V) that one layer keeps "
-    "for it. Press Play: the prefill writes the whole prompt in one pass, then every decode step "
-    "adds one column. Switch to **No cache** to see every step recompute all earlier columns.",
-)
+common.page_header("Cache fill: prefill writes, decode appends", sel, T("lead"))
 
 c = st.columns(4)
-prompt = c[0].number_input(
-    "Prompt length (tokens)", 1, MAX_TOKENS, 12, 1, **bound("f_prompt", "num")
-)
-new = c[1].number_input(
-    "Decode steps",
-    0,
-    MAX_TOKENS,
-    20,
-    1,
-    help="Steps after the prefill. The prefill already yields the first new token; each "
-    "decode step adds one more.",
-    **bound("f_new", "num"),
-)
-layers = c[2].number_input("Layers shown", 1, 16, 4, 1, **bound("f_layers", "num"))
+prompt = number(c[0], "Prompt length (tokens)", 1, MAX_TOKENS, 12, 1, "f_prompt")
+new = number(c[1], "Decode steps", 0, MAX_TOKENS, 20, 1, "f_new", help=T("new"))
+layers = number(c[2], "Layers shown", 1, 16, 4, 1, "f_layers")
 mode = select(
     c[3].radio,
     "Mode",
@@ -50,10 +36,7 @@ for i in idx:
     else:  # a layer with no per-token cache of its own: one empty row that says why
         labels.append(f"layer {i + 1}: {layer.formula()}")
 if len(idx) < sel.spec.num_layers:
-    st.caption(
-        f"Showing {len(idx)} of {sel.spec.num_layers} layers; every layer of this kind fills "
-        "the same way."
-    )
+    st.caption(T("showing_layers_every", n_layers=len(idx), sel=sel))
 
 # Work budget: the animation ships every frame to the browser. At the largest inputs (160 tokens,
 # 16 layers, 160 steps) that was about 2 MB per rerun; past MAX_CELLS grid cells in all frames,
@@ -74,10 +57,7 @@ except ValueError as exc:
     common.stop_on_error(exc)
 shown = [s for s in steps if s.grid]
 if stride > 1:
-    st.caption(
-        f"Showing every {stride}th step as a frame ({len(shown)} of {len(steps)}) to "
-        "keep the page light; the table below lists every step."
-    )
+    st.caption(T("showing_every_th", stride=stride, n_shown=len(shown), n_steps=len(steps)))
 st.plotly_chart(fill_chart(tuple(shown), tuple(labels)), width="stretch", key="f_fig")
 legend = " · ".join(
     f"<span style='color:{c}'>■</span> {name}"
@@ -96,21 +76,8 @@ m[1].metric("Token passes without one", f"{last.passes_without_cache:,}")
 m[2].metric(
     "Extra work without a cache", f"{last.passes_without_cache / last.passes_with_cache:,.1f}x"
 )
-st.markdown(
-    f"With a cache, the prompt's {prompt} tokens go through the model once (the prefill, which "
-    f"already yields the first new token) and each of the {new} decode steps feeds the latest "
-    f"token back in: {prompt} + {new} = **{last.passes_with_cache:,}** token passes, and "
-    f"1 + {new} = {new + 1} new tokens. Without a cache, step *i* runs all {prompt} + *i* "
-    "tokens again: "
-    f"**{last.passes_without_cache:,}** token passes, a count that grows with the square of "
-    "the length."
-)
-st.caption(
-    "Token passes count work, not time. With a cache, attention still reads every earlier "
-    "key and value at each step, so a step still gets slower as the context grows (see "
-    "Decode step time); and on a GPU a short recomputation costs about one read of the "
-    "weights, like a cached step. The difference shows for long contexts."
-)
+st.markdown(T("with_cache", prompt=prompt, new=new, last=last, reads=new + 1))
+st.caption(T("passes"))
 
 st.subheader(f"What the cache holds for {sel.label}")
 rows = []
@@ -137,17 +104,11 @@ notes = [
     for (label, most), count in bounded.items()
 ]
 if "state" in kinds:
-    notes.append(
-        f"{kinds['state']} recurrent layers keep a fixed state instead of K/V; it does "
-        "not grow at all."
-    )
+    notes.append(T("recurrent_layers_keep", kinds=kinds["state"]))
 if "shared" in kinds:
     notes.append(
         f"{kinds['shared']} layers store nothing: they read the cache an earlier layer wrote."
     )
 for n in notes:
     st.info(n)
-st.caption(
-    "Bytes for the chosen model and KV format (KiB/MiB/GiB are powers of 2). The grid shows "
-    "positions, not sizes: each cell stands for that layer's K or V vector of one token."
-)
+st.caption(T("bytes_note"))

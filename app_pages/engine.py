@@ -4,17 +4,13 @@ from kvcalc import kv_cache
 from kvcalc.core.units import fmt_bytes
 from kvcalc.engines.paging import SCENARIOS, contiguous_capacity, parse_requests
 from webui import callbacks, common
-from webui.common import bound, select
+from webui.common import bound, number, select
 from webui.figures import blocks_figure, paged_figure
+from webui.prose import prose
 
-common.page_header(
-    "Engine view: paged blocks",
-    None,
-    "A serving engine cuts the cache into fixed-size blocks. Requests are admitted only when "
-    "their prompt fits in free blocks, take one more block whenever their last one fills up, are "
-    "preempted when memory runs out, and give their blocks back the moment they finish. Equal "
-    "prompt prefixes share blocks instead of copying them.",
-)
+T = prose("engine")
+
+common.page_header("Engine view: paged blocks", None, T("lead"))
 
 options = list(SCENARIOS) + ["custom"]
 c = st.columns([2, 1, 1, 1])
@@ -27,9 +23,7 @@ block_size = select(
     "e_bs",
     index=[4, 8, 16, 32].index(preset["block_size"]),
 )
-num_blocks = c[2].number_input(
-    "Blocks in the pool", 4, 512, preset["num_blocks"], 1, **bound("e_blocks", "num")
-)
+num_blocks = number(c[2], "Blocks in the pool", 4, 512, preset["num_blocks"], 1, "e_blocks")
 caching = c[3].toggle("Prefix caching", True, **bound("e_cache", "bool"))
 
 if key == "custom":
@@ -87,11 +81,7 @@ m[1].metric(
     help="Prompt tokens found in cached blocks / prompt tokens admitted",
 )
 m[2].metric("Preemptions", snap.preemptions)
-st.caption(
-    f"At step {snap.step}: {snap.free_blocks} blocks free ({snap.cached_free_blocks} of them "
-    f"still hold a cached prefix); {snap.fragmentation_slots} empty token slots in the used "
-    "blocks (internal fragmentation: slots not yet written)."
-)
+st.caption(T("free", snap=snap))
 
 st.plotly_chart(blocks_figure(snap.blocks, block_size), width="stretch", key="e_fig")
 try:
@@ -109,33 +99,17 @@ try:
     )
 except ValueError:
     pass
-st.caption(
-    "Each square is one block of the pool, colored by the request that owns it. "
-    "x2, x3: a block shared by that many requests (same prefix, stored once). c: a free "
-    "block that still holds a cached prefix, reusable until it is evicted. White: free."
-)
+st.caption(T("pool_legend"))
 
 st.subheader("PagedAttention: from a request's blocks to the pool")
 running = [t for t in snap.tables if t.blocks]
 if running:
     st.plotly_chart(
-        paged_figure(list(snap.tables), block_size, num_blocks),
-        width="stretch",
-        key="e_paged",
+        paged_figure(list(snap.tables), block_size, num_blocks), width="stretch", key="e_paged"
     )
-    st.caption(
-        f"Each running request sees its cache as logical blocks 0, 1, 2 ... in token "
-        f"order, {block_size} tokens each; its block table (in brackets) says which "
-        "physical block of the pool holds each one. PagedAttention, vLLM's attention "
-        "kernel, follows the table while it reads keys and values, so a request's blocks "
-        "can lie anywhere in the pool, and two requests with the same prefix point at the "
-        "same physical block."
-    )
+    st.caption(T("logical", block_size=block_size))
 else:
-    st.caption(
-        "No request holds blocks at this step: press Next step to admit some, and their block "
-        "tables appear here."
-    )
+    st.caption(T("no_blocks"))
 
 left, right = st.columns([3, 2])
 with left:
@@ -162,15 +136,15 @@ with right:
     st.code("\n".join(log[-24:]) or "press Next step to start", language=None, wrap_lines=True)
 
 longest = max(len(r.prompt) + r.output_len for r in requests)
-max_len = st.number_input(
+max_len = number(
+    st,
     "max_model_len of the engine without paging (tokens)",
     longest,
     65_536,
     max(256, longest),
     64,
-    **bound("e_maxlen", "num"),
-    help="An engine that allocates contiguously must reserve the longest length it serves for "
-    "every request, whatever that request turns out to need.",
+    "e_maxlen",
+    help=T("maxlen"),
 )
 contiguous = contiguous_capacity(num_blocks, block_size, max_len)
 peak = max(h.running for h in history)

@@ -3,42 +3,24 @@ import streamlit as st
 from kvcalc.core.units import fmt_seconds
 from kvcalc.perf.calibration import IDEAL
 from webui import common, pages, serving
-from webui.common import bound, select
+from webui.common import number, select
 from webui.figures import LIMIT_NAMES, frontier_figure, utilization_figure
+from webui.prose import prose
+
+T = prose("frontier")
 
 sel = common.require_selection()
-top = common.page_header(
-    "Throughput and latency: the serving frontier",
-    sel,
-    "A serving engine runs many requests in one batch. A larger batch gives more tokens per "
-    "second per graphics processing unit (GPU) but makes each user wait longer for each token. "
-    "Each point below is one simulated run of continuous batching with a given number of "
-    "users; the curve is the frontier of what this setup can trade.",
-)
+top = common.page_header("Throughput and latency: the serving frontier", sel, T("lead"))
 common.require_fit(sel)
 
 c = st.columns(4)
-prompt = c[0].number_input("Prompt (tokens)", 1, 32_768, 512, 64, **bound("fr_prompt", "num"))
-output = c[1].number_input("Output (tokens)", 2, 8192, 256, 32, **bound("fr_output", "num"))
-slo_tpot = c[2].number_input(
-    "Objective: TPOT p99 at most (ms)",
-    1,
-    10_000,
-    100,
-    10,
-    **bound("fr_slo_tpot", "num"),
-    help="Service-level objective. Time per output token: 99 of 100 requests must stream at "
-    "least this fast",
+prompt = number(c[0], "Prompt (tokens)", 1, 32_768, 512, 64, "fr_prompt")
+output = number(c[1], "Output (tokens)", 2, 8192, 256, 32, "fr_output")
+slo_tpot = number(
+    c[2], "Objective: TPOT p99 at most (ms)", 1, 10_000, 100, 10, "fr_slo_tpot", help=T("tpot")
 )
-slo_ttft = c[3].number_input(
-    "...and TTFT p99 at most (ms)",
-    1,
-    600_000,
-    2000,
-    100,
-    **bound("fr_slo_ttft", "num"),
-    help="Time to first token, after the warm-up (the first wave of "
-    "requests, sent together, is left out)",
+slo_ttft = number(
+    c[3], "...and TTFT p99 at most (ms)", 1, 600_000, 2000, 100, "fr_slo_ttft", help=T("ttft")
 )
 c = st.columns(3)
 kind = select(
@@ -47,9 +29,7 @@ kind = select(
     list(serving.LENGTHS),
     "fr_len",
     serving.lengths_label,
-    help="Log-normal lengths have the prompt and output above as their median and "
-    f"are cut at {serving.CLIP} x it: requests then finish at different times "
-    "instead of in waves",
+    help=T("lengths_help", serving=serving),
 )
 overlay = select(
     c[1].selectbox,
@@ -59,9 +39,7 @@ overlay = select(
     serving.overlay_label,
     index=1,
 )
-mns = c[2].number_input(
-    "max_num_seqs (0 = vLLM's default)", 0, 4096, 0, 64, **bound("fr_mns", "num")
-)
+mns = number(c[2], "max_num_seqs (0 = vLLM's default)", 0, 4096, 0, 64, "fr_mns")
 
 speed = sel.speed  # a real server: the calibrated estimate, or the sidebar's own coefficients
 base = dict(
@@ -78,12 +56,7 @@ base = dict(
     kind=kind,
 )
 if sel.pp != 1:
-    common.stop_on_error(
-        ValueError(
-            "The serving simulator models tensor parallelism only: set "
-            "pipeline parallel to 1 in the sidebar."
-        )
-    )
+    common.stop_on_error(T("serving_simulator_models"))
 changed, note = None, ""
 if overlay == "fp8":
     if sel.kv_dtype == "fp8":
@@ -96,10 +69,7 @@ elif overlay == "mha":
         note = "This model already has one K/V head per query head."
     else:
         changed = {**base, "spec": spec}
-        note = (
-            "MHA (multi-head attention) keeps the same weights here and stores one K/V head "
-            "per query head, instead of the model's grouped-query attention (GQA)."
-        )
+        note = T("mha_multi_head")
 elif overlay == "prefix":
     changed = {**base, "share": 0.5}
 elif overlay == "tp2":
@@ -179,16 +149,7 @@ st.caption(
 if note:
     st.info(note)
 with st.expander("Reading the chart", icon=":material/help:"):
-    st.markdown(
-        "Numbers on the points: users (powers of two, and where the pool starts to bind), "
-        "each sending its next request as soon as the last one ends (a closed loop); every "
-        "point's count is in its tooltip. Markers: circle, every request runs (the users "
-        "limit the batch); square, max_num_seqs; large x, the KV pool (a request was "
-        "preempted or waited for blocks); diamond, max_num_batched_tokens. Each point "
-        "simulates about four requests per user. TPOT: time per output token; TTFT: time to "
-        "first token. The ideal bound reads every byte at the full bandwidth and does every "
-        "FLOP at the full dense peak, with no fixed cost and no all-reduce."
-    )
+    st.markdown(T("reading"))
 
 
 def best(f):
@@ -198,18 +159,12 @@ def best(f):
 
 def headline(name, f) -> str:
     u, b = best(f)
-    return (
-        f"**{name}**: at most {b.output_tokens_per_s_per_gpu:,.0f} output tokens/s per GPU "
-        f"(at {u:,} users, {b.output_tokens_per_s_per_user:,.1f} tokens/s per user)."
-    )
+    return T("most_output_tokens", name=name, b=b, u=u)
 
 
 def limits(name, f) -> str:
     cap = f.capacity
-    text = (
-        f"**{name}**: at start-up vLLM logs room for {cap.logged_concurrency:,.2f} requests "
-        f"of {cap.max_model_len:,} tokens (its worst case: every request at full length). "
-    )
+    text = T("start_up_vllm", name=name, cap=cap)
     if cap.onset_users is None:
         text += (
             f"The KV pool never binds up to {cap.users_cap:,} users: "
@@ -218,12 +173,7 @@ def limits(name, f) -> str:
         )
     else:
         r = cap.result(cap.sustained_users)
-        text += (
-            f"In the simulation the pool starts to bind at {cap.onset_users:,} users "
-            f"({cap.last_free_users or 0:,} run with no preemption and no wait for "
-            f"blocks); with {cap.sustained_users:,} users it sustains a batch of "
-            f"{cap.sustained_batch:,.1f} requests ({r.preemptions:,} preemptions)."
-        )
+        text += T("binds", cap=cap, free_users=cap.last_free_users or 0, r=r)
     return text
 
 
@@ -254,22 +204,14 @@ with top:  # the answer first: on a phone it is on the first screen
     )
     u_top, top_run = best(curve)
     if slo_best is not None and slo_best[0] == u_top:  # the same figure as the first metric
-        said = [
-            f"**{curves[0][0]}**: its highest point, {u_top:,} users at "
-            f"{top_run.output_tokens_per_s_per_user:,.1f} tokens/s each, meets the objective."
-        ]
+        said = [T("highest_point_users", curves=curves[0][0], u_top=u_top, top_run=top_run)]
     else:
         said = [headline(curves[0][0], curve)]
     if other is not None:
         said.append(headline(curves[1][0], other))
     st.markdown(" ".join(said))
     if slo_best is None:
-        st.warning(
-            f"No simulated run keeps TPOT p99 within {slo_tpot:,} ms and TTFT p99 "
-            f"within {slo_ttft:,} ms on this setup: loosen the objective, or use a "
-            "faster setup (FP8, more GPUs, a smaller model).",
-            icon=":material/timer:",
-        )
+        st.warning(T("no_run", slo_tpot=slo_tpot, slo_ttft=slo_ttft), icon=":material/timer:")
     with st.expander("What limits the batch: vLLM's line and the simulated pool"):
         st.markdown(limits(curves[0][0], curve))
         if other is not None:
@@ -278,7 +220,7 @@ with top:  # the answer first: on a phone it is on the first screen
             st.caption(n[0].upper() + n[1:] + ".")
 
 st.subheader("One run in detail")
-users = st.number_input("Users", 1, 5000, 256, 1, **bound("fr_users", "num"))
+users = number(st, "Users", 1, 5000, 256, 1, "fr_users")
 try:
     r = serving.one_run(**base, users=int(users))
 except ValueError as exc:
@@ -313,50 +255,27 @@ common.table(
 )
 if warm:
     st.caption(
-        f"TTFT leaves out the warm-up: the {r.warmup_requests:,} requests sent before "
-        "the first one finished (each user's first, all sent at t = 0), which wait for "
-        f"the whole first wave. With them: p50 {fmt_seconds(r.ttft_p50_s)}, p99 "
-        f"{fmt_seconds(r.ttft_p99_s)}."
+        T("warmup", r=r, ttft_p50=fmt_seconds(r.ttft_p50_s), ttft_p99=fmt_seconds(r.ttft_p99_s))
     )
 steady = (
     ""
     if r.steady_batch is None
     else f" (on average {r.steady_batch:,.1f} between the first finish and the last admission)"
 )
-st.markdown(
-    f"With {users:,} users the batch reached its largest{steady}, limited "
-    f"by {LIMIT_NAMES[r.binding_limit]}; the pool holds {r.num_blocks:,} blocks "
-    f"of {r.block_size} tokens ({r.kv_utilization_mean:.0%} in use on average; "
-    f"{r.kv_wait_steps:,} steps had a request waiting for blocks), max_num_seqs is "
-    f"{r.max_num_seqs:,} and max_num_batched_tokens {r.max_num_batched_tokens:,}."
-)
+st.markdown(T("one_run", users=users, steady=steady, limit=LIMIT_NAMES[r.binding_limit], r=r))
 st.plotly_chart(
     utilization_figure(r.utilization_series, r.batch_series, r.num_blocks),
     width="stretch",
     key="fr_util",
 )
 with st.expander("How the simulation works", icon=":material/function:"):
-    st.markdown(
-        "This page is where the Budget, the Decode step time and the Engine view meet: the "
-        "Budget's key-value (KV) pool caps how many requests fit, the step time says how long "
-        "each step of that batch takes, and the Engine's blocks decide who waits and who is "
-        "preempted."
-    )
+    st.markdown(T("how"))
     lc = st.columns(3)
     for where, name, label in zip(
         lc, ("budget", "step_time", "engine"), ("Budget", None, "Engine view")
     ):
         pages.link(name, label, where=where)
-    st.markdown(
-        "Each engine step decodes one token for every running request, gives prompt chunks "
-        "the rest of max_num_batched_tokens, and admits waiting requests while blocks are free "
-        "and fewer than max_num_seqs run. A request that needs a block when none is free "
-        "preempts the newest running request, which recomputes later. A sliding-window layer "
-        "gives a block back once it leaves the window, as vLLM does; a recurrent state holds "
-        "its blocks for the request's life. A run is pool-bound once anything is preempted or "
-        "waits for blocks. A step costs max(compute time, memory time), the same law as the "
-        "Decode step time page:"
-    )
+    st.markdown(T("how_step"))
     common.formula(
         "step time = max( (2 x active params x tokens + attention FLOPs) / "
         "(peak x MFU),\n"
@@ -371,9 +290,4 @@ with st.expander("How the simulation works", icon=":material/function:"):
         "ideal bound: share 1, MFU 1 (the full dense peak), nothing added"
     )
     common.formula(cap.derivation())
-    st.caption(
-        "FLOPs: floating-point operations. MFU: the share of the GPU's dense peak a real "
-        "kernel reaches. Metrics follow vLLM's benchmark definitions. The calibrated "
-        "coefficients were fitted on published benchmark runs (kvcalc.perf.calibration, "
-        "bench/calibration.py)."
-    )
+    st.caption(T("how_terms"))

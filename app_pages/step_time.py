@@ -15,12 +15,14 @@ from kvcalc.perf.sweeps import (
     no_speed_reason,
     step_curve,
 )
-from webui import callbacks, common
-from webui.common import bound, select
+from webui import callbacks, common, pages
+from webui.common import number, select
 from webui.figures import batch_figure, step_time_figure
 from webui.fit_fix import fitting_setup_button
 from webui.memo import cached
-from webui.pages import path
+from webui.prose import prose
+
+T = prose("step_time")
 
 # The chart's end, fixed whatever the batch, KV format or model (issue 37, F1): 131,072 tokens
 # (128K) holds the chapter's crossovers on one linear axis (Llama 3.1 8B on an H100: 114,517 at
@@ -39,18 +41,12 @@ top = common.page_header(
         if sel.spec.moe
         else "Each decode step reads every weight once (the rose band) "
     )
-    + "and the whole KV cache of every sequence in the batch (the green wedge, which grows "
-    "with context). Past the crossover, the cache sets the speed. **Try it:** batch 16 moves "
-    "the crossover left; an FP8 KV cache (sidebar) moves it right.",
+    + T("lead_tail"),
 )
 
 c1, c2, c3 = st.columns(3)
-batch = c1.number_input(
-    "Batch (sequences decoded together)", 1, 4096, 1, 1, **bound("s_batch", "num")
-)
-context = c2.number_input(
-    "Context to read off (tokens)", 1, 10_000_000, 8192, 1024, **bound("s_ctx", "num")
-)
+batch = number(c1, "Batch (sequences decoded together)", 1, 4096, 1, 1, "s_batch")
+context = number(c2, "Context to read off (tokens)", 1, 10_000_000, 8192, 1024, "s_ctx")
 x_max = select(
     c3.selectbox,
     "Chart up to (tokens)",
@@ -174,39 +170,23 @@ with top:  # the answer first: on a phone it is on the first screen
     )
 
 if no_speed:
-    st.warning(
-        f"No step time or tokens/s here: {no_speed}. Lower the context or the batch "
-        "(the chart shows where they fit).",
-        icon=":material/block:",
-    )
+    st.warning(T("no_step_time", no_speed=no_speed), icon=":material/block:")
 if cross is None:
-    st.info(
-        "This model's cache stops growing (every layer keeps a bounded window or a fixed "
-        "state), so reading it never costs as much as reading the weights."
-    )
+    st.info(T("no_crossover"))
 else:
-    beyond = (
-        f" That is beyond this model's max_position_embeddings ({sel.spec.max_context:,} "
-        "tokens): at the lengths it was trained for, reading the weights stays the larger part."
-        if cross > sel.spec.max_context
-        else ""
-    )
+    beyond = T("that_beyond_model", sel=sel) if cross > sel.spec.max_context else ""
     moved = (
         ""
         if before is None
         else f" Your last change{f' ({changed})' if changed else ''} moved it "
         f"{'left' if cross < before else 'right'}, from {before:,} tokens."
     )
-    st.markdown(
-        f"At batch {batch:,}, reading the cache costs as much as reading the weights once each "
-        f"sequence holds **{cross:,} tokens**.{moved}{beyond} Step time grows in a straight "
-        "line with context: every extra token of every sequence adds the same bytes to read."
-    )
+    st.markdown(T("crossover", batch=batch, cross=cross, moved=moved, beyond=beyond))
 if s.bound == "compute":
     st.warning(
-        f"At this batch the arithmetic ({fmt_seconds(s.compute_time_s)} at the GPU's dense "
-        f"peak) takes longer than the memory reads ({fmt_seconds(s.memory_time_s)}): the "
-        "step is compute bound, and the ideal bound above is the arithmetic's time."
+        f"At this batch the arithmetic ({fmt_seconds(s.compute_time_s)} at the GPU's dense peak) "
+        f"takes longer than the memory reads ({fmt_seconds(s.memory_time_s)}): the step is "
+        "compute bound, and the ideal bound above is the arithmetic's time."
     )
 
 with st.expander("How these numbers are computed", icon=":material/function:"):
@@ -235,14 +215,7 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
         + f"crossover      = smallest N with {batch} x KV(N) >= {s.weight_read_bytes:,} B"
     )
     st.caption(
-        "GB/s = 10^9 bytes per second. At small batches a decode step is bound by memory "
-        "bandwidth: the GPU spends it streaming weights and cache, not computing; at large "
-        "batches the arithmetic can take longer. "
-        + common.embedding_note(sel)
-        + f" What fits is vLLM's arithmetic at {pool_defaults_text()}, as on the Budget page. "
-        "The chart keeps its x axis while batch, KV format or model change, so a move of the "
-        "crossover is seen; 'auto' fits it to the crossover instead. The ideal bound is a "
-        "floor: a real engine adds launches, scheduling and sampling to every step."
+        T("terms") + common.embedding_note(sel) + T("what_fits_vllm", defaults=pool_defaults_text())
     )
 
 with st.expander(f"Step time against batch at {context:,} tokens", icon=":material/bar_chart:"):
@@ -260,18 +233,14 @@ with st.expander(f"Step time against batch at {context:,} tokens", icon=":materi
     read = [x * sel.bandwidth_gbs * GB / 1e9 for x in bc["weight_s"]]
     if sel.spec.moe:
         shared = (
-            f"Weights read per step: {read[0]:,.2f} GB at batch 1, {read[-1]:,.2f} GB at batch "
-            f"{batches[-1]} of {sel.weights.bytes / GB:,.2f} GB in all: each extra sequence "
-            "routes its token to experts the others may not use, so the weight read grows "
-            "with batch until every expert is read; tokens/s still rises, more slowly than "
-            "for a dense model."
+            f"Weights read per step: {read[0]:,.2f} GB at batch 1, {read[-1]:,.2f} GB at "
+            f"batch {batches[-1]} of {sel.weights.bytes / GB:,.2f} GB in all: each extra "
+            "sequence routes its token to experts the others may not use, so the weight "
+            "read grows with batch until every expert is read; tokens/s still rises, more "
+            "slowly than for a dense model."
         )
     else:
-        shared = (
-            f"Weights are read once per step however many sequences share it, so tokens/s "
-            f"rises with batch until the caches dominate. Weights read per step: "
-            f"{read[0]:,.2f} GB at any batch."
-        )
+        shared = T("dense_reads", first=read[0])
     holds = (
         f"{context:,} tokens is past the model's limit, so no batch gets tokens/s"
         if past
@@ -280,8 +249,4 @@ with st.expander(f"Step time against batch at {context:,} tokens", icon=":materi
     )
     st.caption(f"{shared} {holds}.")
 
-st.page_link(
-    path("lab"),
-    label="What a real engine adds (Inference Lab)",
-    icon=":material/arrow_forward:",
-)
+pages.link("lab", "What a real engine adds (Inference Lab)", ":material/arrow_forward:")

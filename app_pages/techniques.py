@@ -4,32 +4,25 @@ from kvcalc import get_dtype, kv_cache, registry
 from kvcalc.core.units import fmt_bytes
 from kvcalc.teach.techniques import techniques
 from webui import callbacks, common, pages
-from webui.common import bound, select
+from webui.common import number, select
 from webui.figures import head_sharing_figure, mla_figure, techniques_figure, window_figure
 from webui.hosted import plain
 from webui.memo import cached
+from webui.prose import prose
 from webui.urlstate import declare
 
+T = prose("techniques")
+
 sel = common.require_selection()
-top = common.page_header(
-    "Shrinking the cache",
-    sel,
-    "Every way to shrink the cache attacks one term of the same product: layers x K/V heads x "
-    "head size x bytes per number x tokens kept. Here each technique is applied to the chosen "
-    "model and its saving is computed, not quoted.",
-)
+top = common.page_header("Shrinking the cache", sel, T("lead"))
 
 links = registry().links
-context = st.number_input(
-    "Context per sequence (tokens)", 1, 10_000_000, 32768, 1024, **bound("t_ctx", "num")
-)
+context = number(st, "Context per sequence (tokens)", 1, 10_000_000, 32768, 1024, "t_ctx")
 with st.expander("The techniques' settings: window, offload, MLA", icon=":material/tune:"):
     c1, c2, c3 = st.columns(3)
-    window = c1.number_input(
-        "Sliding window (tokens)", 1, 10_000_000, 4096, 256, **bound("t_window", "num")
-    )
-    gpu_tokens = c2.number_input(
-        "Offload: tokens kept on the GPU", 1, 10_000_000, 4096, 256, **bound("t_gpu_tokens", "num")
+    window = number(c1, "Sliding window (tokens)", 1, 10_000_000, 4096, 256, "t_window")
+    gpu_tokens = number(
+        c2, "Offload: tokens kept on the GPU", 1, 10_000_000, 4096, 256, "t_gpu_tokens"
     )
     link = select(
         c3.selectbox,
@@ -40,8 +33,8 @@ with st.expander("The techniques' settings: window, offload, MLA", icon=":materi
         index=list(links).index("pcie5-x16") if "pcie5-x16" in links else 0,
     )
     c1, c2, _ = st.columns(3)
-    rank = c1.number_input("MLA latent rank", 1, 65536, 512, 64, **bound("t_rank", "num"))
-    rope = c2.number_input("MLA RoPE part", 0, 4096, 64, 16, **bound("t_rope", "num"))
+    rank = number(c1, "MLA latent rank", 1, 65536, 512, 64, "t_rank")
+    rope = number(c2, "MLA RoPE part", 0, 4096, 64, 16, "t_rope")
 
 try:
     kw = dict(window=window, latent=(rank, rope), gpu_tokens=gpu_tokens, link=link, tp=sel.tp)
@@ -101,10 +94,7 @@ for r in rows:
         }
     )
 common.table(table, border="horizontal", hide_index=True)
-st.caption(
-    "Techniques combine: FP8 on top of GQA halves the GQA figure again. The formulas, units "
-    "and the reference of each column are in the fold below."
-)
+st.caption(T("combine"))
 with st.expander("How these numbers are computed", icon=":material/function:"):
     r = kv_cache(sel.spec, context, kv_dtype=sel.kv_dtype)
     common.formula(
@@ -120,20 +110,7 @@ with st.expander("How these numbers are computed", icon=":material/function:"):
         f"on the GPU\n"
         f"saving                   = bytes as configured / bytes with the technique"
     )
-    st.markdown(
-        "Per token: one token in every K/V layer. One sequence: what the GPU holds at the "
-        "context above. KiB, MiB and GiB are powers of 2. 'Saving' compares with this model "
-        "as configured; 'vs a 16-bit cache' with the same model holding a BF16 cache, the "
-        "reference of the measured page. A recompute time is the ideal bound: the prefill's "
-        "FLOPs at the GPU's full dense peak."
-        + (
-            f" Under tensor parallelism ({sel.tp} GPUs) every figure is one GPU's share: K/V "
-            "heads are divided among the GPUs, but a single K/V head (MQA) or an MLA latent "
-            "is kept whole on every GPU, so those rows save less per GPU than on one."
-            if sel.tp > 1
-            else ""
-        )
-    )
+    st.markdown(T("columns") + (T("tp_note", sel=sel) if sel.tp > 1 else ""))
 pages.link(
     "kv_quality",
     "What FP8, INT8, INT4, KIVI and a sliding window cost in quality, measured on a real model",
@@ -146,29 +123,18 @@ def drawings() -> None:
     latent = next((lay for lay in sel.spec.kv_layers if lay.kind == "mla"), None)
     elem = get_dtype(sel.kv_dtype).bytes_per_element
     if attn is not None and attn.q_heads % attn.kv_heads == 0:
-        st.markdown(
-            "**Sharing K/V heads (MHA, GQA, MQA).** Each query head of a layer reads one "
-            "K/V head. Multi-head attention (MHA) gives every query head its own; "
-            "grouped-query attention (GQA) lets a group share one; multi-query attention "
-            "(MQA) lets all of them share a single one. The cache stores only the K/V heads."
-        )
+        st.markdown(T("sharing"))
         st.plotly_chart(
             head_sharing_figure(attn.q_heads, attn.kv_heads, attn.head_dim, attn.v_head_dim, elem),
             width="stretch",
             key="t_fig_heads",
         )
         st.caption(
-            f"Squares on top: the {attn.q_heads:,} query heads of one layer of "
-            f"{plain(sel.label)}; below: the K/V heads they read. Bytes at "
-            f"{sel.kv_dtype.upper()}, {elem:g} B per number."
+            f"Squares on top: the {attn.q_heads:,} query heads of one layer of {plain(sel.label)}; "
+            f"below: the K/V heads they read. Bytes at {sel.kv_dtype.upper()}, {elem:g} B per "
+            "number."
         )
-    st.markdown(
-        "**Multi-head latent attention (MLA).** The cache keeps one compressed latent per "
-        "token instead of a key and a value per head; at decode the key up-projection is "
-        "absorbed into each query head, so the heads score the cached latents directly and "
-        "nothing is expanded per token. Beside the latent it keeps a small key that carries RoPE "
-        "(rotary position embedding)."
-    )
+    st.markdown(T("mla"))
     if latent is not None:
         st.plotly_chart(
             mla_figure(
@@ -183,11 +149,7 @@ def drawings() -> None:
             width="stretch",
             key="t_fig_mla",
         )
-        st.caption(
-            f"{plain(sel.label)}'s own MLA layer (kv_lora_rank, qk_rope_head_dim, "
-            "qk_nope_head_dim, v_head_dim from its config.json). Box heights grow with the "
-            "square root of the numbers they hold."
-        )
+        st.caption(T("own_mla", label=plain(sel.label)))
     elif attn is not None:
         # The RoPE part must leave some of the key without it: for keys of 64 or less (GPT-2,
         # SmolLM2) the drawing takes half the key as the RoPE part, and says so.
@@ -211,19 +173,11 @@ def drawings() -> None:
             else f"RoPE part drawn as {drawn_rope:,} of each {attn.head_dim}-wide key (this "
             f"page's {rope:,} would leave nothing without it)"
         )
-        st.caption(
-            f"{plain(sel.label)} has no MLA layer: this is one of its layers made MLA with "
-            f"this page's latent rank ({rank:,}) and {rope_said}. Box heights grow with the "
-            "square root of the numbers they hold."
-        )
+        st.caption(T("no_mla", label=plain(sel.label), rank=rank, rope_said=rope_said))
     slid = next((lay for lay in sel.spec.layers if lay.kind == "sliding"), None)
     own_window = slid.window if slid is not None else window
     kinds = [lay.kind for lay in sel.spec.layers]
-    st.markdown(
-        "**Sliding window.** A layer with a window attends to the last tokens only, so it "
-        "keeps only them: a band along the diagonal of the attention matrix instead of the "
-        "whole lower triangle."
-    )
+    st.markdown(T("sliding"))
     st.plotly_chart(
         window_figure(own_window, context, kinds if slid is not None else []),
         width="stretch",
@@ -231,21 +185,13 @@ def drawings() -> None:
     )
     n_slid = kinds.count("sliding")
     if slid is None:
-        st.caption(
-            f"{plain(sel.label)} has no sliding-window layer: drawn with this page's window "
-            f"of {window:,} tokens, at {context:,} tokens of context."
-        )
+        st.caption(T("has_no_sliding", label=plain(sel.label), window=window, context=context))
     elif n_slid < len(kinds):
         n_full = kinds.count("full")
         st.caption(
             f"{plain(sel.label)}'s own window of {own_window:,} tokens at {context:,} tokens "
             f"of context. Its layers interleave: {n_slid:,} of {len(kinds):,} keep a window"
-            + (
-                f"; the {n_full:,} full-attention layers keep every token, so the cache still "
-                "grows with the context."
-                if n_full
-                else "."
-            )
+            + (T("full_attention_layers", n_full=n_full) if n_full else ".")
         )
     else:
         st.caption(

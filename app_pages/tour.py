@@ -4,17 +4,12 @@ from kvcalc.teach.quiz import answer_label, grade
 from kvcalc.teach.tour import STOPS, answer_key, lesson
 from webui import callbacks, common, pages
 from webui.common import bound, select
+from webui.prose import prose
+
+T = prose("tour")
 
 sel = common.require_selection()
-top = common.page_header(
-    "Start here: a guided tour",
-    sel,
-    "Seven stops, from one token's key-value (KV) cache to a serving engine's throughput. At "
-    "each stop, read what is given, predict a number for the model and graphics processing unit "
-    "(GPU) in the sidebar, then reveal the answer; the app grades your guess and names the "
-    "likeliest slip. The link in your address bar keeps the stop and whether the answer is "
-    "shown, so a teacher can hand out a link to any stop.",
-)
+top = common.page_header("Start here: a guided tour", sel, T("lead"))
 
 numbers = [s.number for s in STOPS]
 n = select(
@@ -75,26 +70,18 @@ if les is not None:
         st.metric(label, value)
         st.markdown(f"**Recap.** {les.recap[0]}  \n{les.recap[1]}")
         st.caption(f"For discussion: {les.discuss}")
-st.page_link(
-    pages.path(stop.page), label=f"Open the full page: {stop.title}", icon=":material/open_in_new:"
-)
-b = st.columns(2)
-b[0].button(
-    "Previous stop",
-    on_click=callbacks.tour_go,
-    args=(-1, len(STOPS)),
-    disabled=n == 1,
-    icon=":material/arrow_back:",
-    width="stretch",
-)
-b[1].button(
-    "Next stop",
-    on_click=callbacks.tour_go,
-    args=(1, len(STOPS)),
-    disabled=n == len(STOPS),
-    icon=":material/arrow_forward:",
-    width="stretch",
-)
+pages.link(stop.page, f"Open the full page: {stop.title}", ":material/open_in_new:")
+for col, label, delta, icon in zip(
+    st.columns(2), ("Previous stop", "Next stop"), (-1, 1), ("arrow_back", "arrow_forward")
+):
+    col.button(
+        label,
+        on_click=callbacks.tour_go,
+        args=(delta, len(STOPS)),
+        disabled=n == (1 if delta < 0 else len(STOPS)),
+        icon=f":material/{icon}:",
+        width="stretch",
+    )
 with st.expander("For teachers", icon=":material/school:"):  # not beside a student's guess
     st.download_button(
         "Answer key for this model and GPU (Markdown)",
@@ -104,7 +91,5 @@ with st.expander("For teachers", icon=":material/school:"):  # not beside a stud
         on_click="ignore",
         icon=":material/download:",
         key="tour_key",
-        help="All seven stops with what is given, the answers, the worked solutions, "
-        "the slips the grader names, the recaps and the discussion questions: "
-        "for a teacher to print.",
+        help=T("all_stops"),
     )

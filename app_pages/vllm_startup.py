@@ -21,16 +21,13 @@ from kvcalc.engines.vllm import (
     version_choices,
 )
 from webui import common
-from webui.common import bound, select
+from webui.common import number, select, slider
+from webui.prose import prose
+
+T = prose("vllm_startup")
 
 sel = common.require_selection()
-top = common.page_header(
-    "vLLM start-up: the capacity lines",
-    sel,
-    "vLLM prints how much memory it found for the cache and what that buys: the cache size in "
-    "tokens and how many requests of max_model_len fit at once. Predict those lines before you "
-    "launch, or paste a start-up log and see each line explained.",
-)
+top = common.page_header("vLLM start-up: the capacity lines", sel, T("lead"))
 
 mode = (
     select(
@@ -57,30 +54,21 @@ version = select(
     ),
 )
 c = st.columns(4)
-max_len = c[0].number_input(
-    "max_model_len (tokens)",
-    1,
-    10_000_000,
-    min(sel.spec.max_context, 32768),
-    1024,
-    **bound("u_len", "num"),
+max_len = number(
+    c[0], "max_model_len (tokens)", 1, 10_000_000, min(sel.spec.max_context, 32768), 1024, "u_len"
 )
 block = select(c[1].selectbox, "block_size", [8, 16, 32, 64, 128], "u_block", index=1)
-mnbt = c[2].number_input(
+mnbt = number(
+    c[2],
     "max_num_batched_tokens",
     1,
     1_000_000,
     default_max_num_batched_tokens(version, sel.gpu.memory_bytes, sel.gpu.name),
     1024,
-    **bound("u_mnbt", "num"),
-    help="vLLM's default for this version and GPU (its API server) shown "
-    "first; newer versions reserve two batches in flight per window",
+    "u_mnbt",
+    help=T("mnbt"),
 )
-DRAFTERS = {
-    "none": "None",
-    "mtp": "MTP (the model's own layers)",
-    "eagle": "EAGLE head (1 layer)",
-}
+DRAFTERS = {"none": "None", "mtp": "MTP (the model's own layers)", "eagle": "EAGLE head (1 layer)"}
 drafter = (
     select(
         c[3].selectbox,
@@ -88,17 +76,13 @@ drafter = (
         list(DRAFTERS),
         "u_spec",
         DRAFTERS.get,
-        help="vLLM's --speculative-config method: the drafter's attention layers keep their "
-        "cache in the same pool (MTP: the layers the config declares; EAGLE: one decoder layer "
-        "shaped like the model's attention)",
+        help=T("spec_help"),
     )
     or "none"
 )
 spec = sel.spec
 if drafter != "none":
-    ahead = c[3].number_input(
-        "num_speculative_tokens", 1, MAX_SPECULATIVE_TOKENS, 2, 1, **bound("u_spec_k", "num")
-    )
+    ahead = number(c[3], "num_speculative_tokens", 1, MAX_SPECULATIVE_TOKENS, 2, 1, "u_spec_k")
     try:
         spec = with_speculation(sel.spec, Speculation(method=drafter, tokens=int(ahead)))
     except ValueError as exc:
@@ -107,40 +91,44 @@ dep = sel.deployment.but(spec=spec, block_size=block, max_num_batched_tokens=mnb
 
 if mode == "predict":
     c = st.columns(4)
-    util = c[0].slider(
+    util = slider(
+        c[0],
         "gpu_memory_utilization",
         0.05,
         1.0,
         float(fact(Facts.gpu_memory_utilization, version)),
         0.01,
-        **bound("u_util", "num"),
+        "u_util",
         help=f"vLLM {version}'s default shown first",
     )
-    act = c[1].number_input(
+    act = number(
+        c[1],
         "Activation peak (GiB)",
         0.0,
         512.0,
         DEFAULT_ACTIVATION_BYTES / GiB,
         0.25,
-        **bound("u_act", "num"),
+        "u_act",
         help="peak of vLLM's profiling run",
     )
-    non_torch = c[2].number_input(
+    non_torch = number(
+        c[2],
         "Non-torch memory (GiB)",
         0.0,
         64.0,
         DEFAULT_NON_TORCH_BYTES / GiB,
         0.25,
-        **bound("u_nontorch", "num"),
+        "u_nontorch",
         help="CUDA context, NCCL, cuBLAS workspaces",
     )
-    graphs = c[3].number_input(
+    graphs = number(
+        c[3],
         "CUDA-graph memory (GiB)",
         0.0,
         64.0,
         DEFAULT_CUDA_GRAPH_BYTES / GiB,
         0.25,
-        **bound("u_graphs", "num"),
+        "u_graphs",
         help="subtracted by versions that profile it before sizing",
     )
     try:
@@ -160,15 +148,15 @@ if mode == "predict":
         f"non-torch {non_torch:g} - graphs {graphs:g} = {est / GiB:.2f} GiB. Type the "
         "figure from your own log below to use it instead."
     )
-    gib = st.number_input(
+    gib = number(
+        st,
         "Available KV cache memory per GPU (GiB; 0 = the estimate above)",
         0.0,
         4096.0,
         0.0,
         0.5,
-        **bound("u_gib", "num"),
-        help="What vLLM's 'Available KV cache memory' line says, if you have "
-        "a log; otherwise the estimate is used to the byte",
+        "u_gib",
+        help=T("gib"),
     )
     avail = max(0, est) if gib == 0 else round(gib * GiB)
     try:
@@ -223,13 +211,7 @@ if mode == "predict":
             hide_index=True,
         )
 else:
-    text = st.text_area(
-        "Paste vLLM's start-up log (the lines with the config, 'Available KV cache "
-        "memory', 'GPU KV cache size' and 'Maximum concurrency')",
-        height=180,
-        max_chars=200_000,
-        key="u_log",
-    )
+    text = st.text_area(T("paste_vllm_s"), height=180, max_chars=200_000, key="u_log")
     if not text.strip():
         st.info("Paste a log to check it against the prediction for the model in the sidebar.")
         common.stop()
@@ -244,8 +226,5 @@ else:
             f"model, {common.plain(sel.label)}: pick the matching one there."
         )
     for line in lines:
-        msg = (
-            f"**{line.name}**: logged {line.logged:,g}, predicted {line.predicted:,g} "
-            f"(range {line.low:,g} to {line.high:,g}). {line.why}."
-        )
+        msg = T("logged_predicted_range", line=line)
         (st.success if line.agrees else st.error)(msg)

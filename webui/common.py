@@ -43,4 +43,11 @@ from .selection import (  # noqa: F401
     speed_caption,
     upgrade_link,
 )
-from .urlstate import bound, select, url_guard_begin, url_guard_end  # noqa: F401
+from .urlstate import (  # noqa: F401
+    bound,
+    number,
+    select,
+    slider,
+    url_guard_begin,
+    url_guard_end,
+)

@@ -23,10 +23,7 @@ __all__ = ["fitting_setup_button", "fitting_setup_for"]
 
 
 def fitting_setup_for(
-    sel: Selection,
-    context: int = 8192,
-    util: float | None = None,
-    reserve_bytes: int | None = None,
+    sel: Selection, context: int = 8192, util: float | None = None, reserve_bytes: int | None = None
 ) -> FitSetup | None:
     """The setup the button offers for ``sel`` (its model, weights and KV cache format), with
     room for one sequence of ``context`` tokens (at most the model's own limit); None when no

@@ -90,27 +90,17 @@ def _take_fetch_slot(
         _prune(_fetches, now)
         mine = _window(_by_visitor, visitor, now)
         ours = _window(_by_address, address, now)
-        if mine is not None and len(mine) >= RATE_PER_VISITOR:
-            wait = RATE_WINDOW_S - (now - mine[0])
-            raise ValueError(
-                f"You have fetched {RATE_PER_VISITOR} configs from the Hub in the "
-                f"last minute; try again in {max(1, round(wait))} s, or paste the "
-                "config.json."
-            )
-        if ours is not None and len(ours) >= RATE_PER_ADDRESS:
-            wait = RATE_WINDOW_S - (now - ours[0])
-            raise ValueError(
-                f"Your network has fetched {RATE_PER_ADDRESS} configs from the Hub in the "
-                f"last minute; try again in {max(1, round(wait))} s, or paste the "
-                "config.json."
-            )
-        if len(_fetches) >= RATE_LIMIT:
-            wait = RATE_WINDOW_S - (now - _fetches[0])
-            raise ValueError(
-                f"This server has fetched {RATE_LIMIT} configs from the Hub in the "
-                f"last minute; try again in {max(1, round(wait))} s, or paste the "
-                "config.json."
-            )
+        for used, cap, who in (
+            (mine, RATE_PER_VISITOR, "You have"),
+            (ours, RATE_PER_ADDRESS, "Your network has"),
+            (_fetches, RATE_LIMIT, "This server has"),
+        ):
+            if used is not None and len(used) >= cap:
+                wait = RATE_WINDOW_S - (now - used[0])
+                raise ValueError(
+                    f"{who} fetched {cap} configs from the Hub in the last minute; try again "
+                    f"in {max(1, round(wait))} s, or paste the config.json."
+                )
         _track(_by_visitor, visitor, now).append(now)
         _track(_by_address, address, now).append(now)
         _fetches.append(now)

@@ -37,7 +37,7 @@ def stop() -> NoReturn:
     raise PageStop
 
 
-def stop_on_error(exc: ValueError) -> NoReturn:
+def stop_on_error(exc: ValueError | str) -> NoReturn:
     show_error(exc)
     stop()
 

@@ -33,10 +33,12 @@ from kvcalc.perf.calibration import (
 from . import hub
 from .hosted import MAX_PASTE_CHARS, hosted, plain, verify_caps
 from .memo import memo
+from .prose import prose
 from .render import show_error, stop, stop_on_error
-from .urlstate import bound, select
+from .urlstate import bound, number, select, slider
 from .visitor import visitor_id
 
+T = prose("sidebar")
 CUSTOM = "my-config"  # "my own config.json" (upload or paste)
 HUB = "hub"  # a Hugging Face Hub model id
 CUSTOM_GPU = "custom"
@@ -150,46 +152,32 @@ def sidebar(uses_selection: bool = True, engine_controls: bool = False) -> None:
         gpus = [DEFAULT_GPU, *(k for k in reg.gpus if k != DEFAULT_GPU), CUSTOM_GPU]
         gpu = select(st.selectbox, "GPU", gpus, "gpu", _gpu_label, index=_index(gpus, DEFAULT_GPU))
         if gpu == CUSTOM_GPU:
-            st.number_input("GPU memory (GiB)", 1.0, 4096.0, 80.0, 1.0, **bound("gpu_gib", "num"))
             base = reg.gpus[DEFAULT_GPU]  # the defaults start from the default GPU's figures
             if base.bf16_tflops is None:
                 raise ValueError(
                     f"models.yaml: the default GPU '{DEFAULT_GPU}' needs its "
                     "bf16_tflops (the custom GPU starts from it)"
                 )
-            st.number_input(
-                "Memory bandwidth (GB/s)",
-                1.0,
-                100_000.0,
-                float(base.bandwidth_gbs),
-                50.0,
-                **bound("gpu_gbs", "num"),
-            )
-            st.number_input(
-                "Dense 16-bit TFLOPS",
-                1.0,
-                100_000.0,
-                float(base.bf16_tflops),
-                10.0,
-                **bound("gpu_tflops", "num"),
-            )
+            for label, top, value, step, k in (
+                ("GPU memory (GiB)", 4096.0, 80.0, 1.0, "gpu_gib"),
+                ("Memory bandwidth (GB/s)", 100_000.0, base.bandwidth_gbs, 50.0, "gpu_gbs"),
+                ("Dense 16-bit TFLOPS", 100_000.0, base.bf16_tflops, 10.0, "gpu_tflops"),
+            ):
+                number(st, label, 1.0, top, float(value), step, k)
         else:
             g = reg.gpus[gpu]
             st.caption(
                 f"{g.memory_gb:g} GB sold, {g.memory_bytes / GiB:,.2f} GiB as the driver "
                 f"reports it · {g.bandwidth_gbs:,.0f} GB/s"
             )
-        c1, c2 = st.columns(2)
-        select(
-            c1.selectbox,
-            "Tensor parallel",
-            TP_CHOICES,
-            "tp",
-            help="GPUs that split each layer's heads",
-        )
-        select(
-            c2.selectbox, "Pipeline parallel", PP_CHOICES, "pp", help="GPUs that split the layers"
-        )
+        for col, label, choices, k, says in zip(
+            st.columns(2),
+            ("Tensor parallel", "Pipeline parallel"),
+            (TP_CHOICES, PP_CHOICES),
+            ("tp", "pp"),
+            ("GPUs that split each layer's heads", "GPUs that split the layers"),
+        ):
+            select(col.selectbox, label, choices, k, help=says)
         c1, c2 = st.columns(2)
         select(
             c1.selectbox,
@@ -253,39 +241,31 @@ def _engine_inputs() -> None:
         "engine_profile",
         fmt=_engine_label,
         index=_index(options, kept),
-        help="An engine profile: the step's coefficients fitted on that engine's measured "
-        "runs (aiconfigurator's silicon sample: vLLM, SGLang, TensorRT-LLM on H100 and "
-        "H200); its band is measured on models left out of the fit. The pooled estimate "
-        "takes one fit for every engine, and the two inputs below.",
+        help=T("profile_help"),
     )
-    st.slider(
+    slider(
+        st,
         "Achieved share of peak bandwidth",
         0.3,
         1.0,
         _kept("bw_share", BW_SHARE),
         0.001,
+        "bw_share",
         format="%.3f",
-        help=f"Fitted on published measurements: {BW_SHARE:g}. Enter your own "
-        "measured share to see every real-engine figure move; 1.0 with no "
-        "overhead reads as fast as the ideal bound (its matrix multiplies still at "
-        "the fitted MFU, a served request still with its serving stack's time).",
-        **bound("bw_share", "num"),
+        help=T("share_help", BW_SHARE=BW_SHARE),
     )
-    st.number_input(
+    number(
+        st,
         "Fixed cost per engine step (ms)",
         0.0,
         50.0,
         _kept("step_ms", round(STEP_OVERHEAD_S * 1e3, 3)),
         0.5,
+        "step_ms",
         help="Kernel launches, sampling and scheduling: what a measured step "
         f"takes beyond its bytes. Fitted: {STEP_OVERHEAD_S * 1e3:g} ms.",
-        **bound("step_ms", "num"),
     )
-    st.caption(
-        f"Defaults: the fit on published runs ({error_band_text('tpot_itl')}). "
-        "The ideal bound always reads every byte at the full bandwidth, computes at "
-        "the full dense peak and adds nothing; each figure says which it shows."
-    )
+    st.caption(T("defaults", band=error_band_text("tpot_itl")))
 
 
 def _index(options: list, value) -> int:
@@ -459,12 +439,14 @@ def _model_summary(key: str) -> None:
     )
     fmt = _model_from_selection()[2][0]
     if spec.params is None or fmt == UNMODELLED:
-        st.number_input(
+        number(
+            st,
             "Weights of the whole model (GiB)",
             0.0,
             100_000.0,
             16.0,
             1.0,
+            "wgib",
             help=(
                 "kvcalc cannot count this model's parameters (see below)"
                 if spec.params is None
@@ -472,7 +454,6 @@ def _model_summary(key: str) -> None:
                 "derive: give the size of its weight files, or choose a weight format"
             )
             + "; the cache figures do not need them, the memory budget does.",
-            **bound("wgib", "num"),
         )
     said = list(spec.notes) + list(spec.assumptions)
     if said:
@@ -486,13 +467,7 @@ def _model_summary(key: str) -> None:
         # way in a child process with a time and memory limit, one at a time per server
         # through the device queue, once per config text.
         auto = (spec.unverified or not spec.family_reader) and not hosted()
-        if auto or st.button(
-            "Check against transformers",
-            key="verify_btn",
-            help="Builds the model on PyTorch's meta device (no weights, no "
-            "memory) and compares the cache transformers allocates with "
-            "kvcalc's layers.",
-        ):
+        if auto or st.button("Check against transformers", key="verify_btn", help=T("verify_help")):
             try:
                 st.session_state["_verified"] = (text, _verify_text(text))
             except ValueError as exc:  # the queue is full, or this visitor's share is used
@@ -775,11 +750,7 @@ def embedding_note(sel: Selection) -> str:
 
     w = sel.weights
     if sel.spec.moe:
-        every = (
-            "Each step reads the shared weights once and each expert that some token of the "
-            "batch is routed to once (the expected number of distinct experts, so the read "
-            "grows with batch until every expert is touched)"
-        )
+        every = T("moe_reads")
     else:
         every = "Every weight is read once per step"
     if not w.input_embedding_bytes:

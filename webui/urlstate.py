@@ -13,7 +13,7 @@ import streamlit as st
 
 from .hosted import plain
 
-__all__ = ["bound", "declare", "select", "url_guard_begin", "url_guard_end"]
+__all__ = ["bound", "declare", "number", "select", "slider", "url_guard_begin", "url_guard_end"]
 
 # Every widget bound to the URL registers here, with how to compare a URL value to what the
 # widget accepted: "num", "str", "bool", "list", or a function giving the label that a choice
@@ -39,6 +39,16 @@ def select(widget, label: str, options: list, key: str, fmt=str, **kwargs):
     link carries ``fmt(option)``, the label the user sees."""
     declare(key, fmt)
     return widget(label, options, format_func=fmt, key=key, bind="query-params", **kwargs)
+
+
+def number(where, label: str, low, high, value, step, key: str, **kwargs):
+    """A number input in ``where`` (st, a column) bound to the URL under ``key``."""
+    return where.number_input(label, low, high, value, step, **bound(key, "num"), **kwargs)
+
+
+def slider(where, label: str, low, high, value, step, key: str, **kwargs):
+    """A slider in ``where`` (st, a column) bound to the URL under ``key``."""
+    return where.slider(label, low, high, value, step, **bound(key, "num"), **kwargs)
 
 
 # --- URL parameters ---------------------------------------------------------------------------

@@ -30,20 +30,14 @@ from kvcalc.teach.choices import LETTERS, Choice, choices_for
 from .. import pages
 from ..figures import answers_figure
 from ..hosted import plain
+from ..prose import prose
 from ..urlstate import declare
 from ..visitor import browser_id, visitor_id
-from .deck import (
-    MAX_SEED,
-    answer_label,
-    deck,
-    is_choice,
-    parts,
-    position_label,
-    value_label,
-)
+from .deck import MAX_SEED, answer_label, deck, is_choice, parts, position_label, value_label
 from .qr import qr_png
 from .store import NotAllowed, Refused, Unavailable, get_store
 
+T = prose("live_class")
 TEACHER_POLL_S = 1.5  # the projector's figures refresh this often
 STUDENT_POLL_S = 3.0  # a phone checks this often whether the teacher moved or revealed
 PAGE = "live_class"  # the page's url path (app.py: the file's name)
@@ -171,11 +165,7 @@ def landing() -> None:
         st.button("Join", on_click=join_class, type="primary", key="lc_join_btn")
     with right.container(border=True):
         st.subheader("Run a class")
-        st.markdown(
-            "The chapter's five interview questions, then a practice set of ten, one at a time on "
-            "every student's phone. Your screen (the projector) shows how many answered, "
-            "the share right, every answer and the mistakes named."
-        )
+        st.markdown(T("run_a_class"))
         st.number_input(
             "Practice set (the same number gives the same questions)",
             0,
@@ -330,41 +320,29 @@ def teacher_page(code: str, key: str | None) -> None:
     one fragment that refreshes itself), then a fold with the teacher link, export and end."""
     store = get_store()
     t = st.session_state.get(_TEACHER)
-    if key:  # the key arrived in the link: keep it in the session, out of the address bar
-        try:
-            store.check_teacher(code, key)
-        except (NotAllowed, Refused, Unavailable) as e:
-            st.title("Live class")
-            st.error(plain(str(e)))
-            return
-        t = {"code": code, "key": key}
-        st.session_state[_TEACHER] = t
-        st.query_params.pop("teacher", None)
-    if not t or t.get("code") != code:
-        st.title("Live class")
-        st.error(
-            'This screen runs a class only with its teacher link (the one "Show my teacher '
-            "link\" gives on the class's screen). Students join with the join code instead."
-        )
-        pages.link(PAGE, "Join or start a class")
-        return
-    key = t["key"]
     try:
-        store.check_teacher(code, key)
+        if key:  # the key arrived in the link: keep it in the session, out of the address bar
+            store.check_teacher(code, key)
+            t = st.session_state[_TEACHER] = {"code": code, "key": key}
+            st.query_params.pop("teacher", None)
+        if t and t.get("code") == code:
+            store.check_teacher(code, t["key"])
     except (NotAllowed, Refused, Unavailable) as e:
         st.title("Live class")
         st.error(plain(str(e)))
         return
+    if not t or t.get("code") != code:
+        st.title("Live class")
+        st.error(T("screen_runs_class"))
+        pages.link(PAGE, "Join or start a class")
+        return
+    key = t["key"]
     teacher_panel(code)
     # Outside the fragment, so its dialog stays open while the figures refresh. The fold starts
     # closed and stays closed unless the teacher opens it: it is on the projector's screen.
     with st.expander("Your teacher link, the results, the students, ending the class"):
         _link_button(code, key)
-        names = st.checkbox(
-            "Show and export the nicknames students chose to give (default: "
-            "anonymous, students numbered in the order they joined)",
-            key="lc_names",
-        )
+        names = st.checkbox(T("show_export_nicknames"), key="lc_names")
         _students(code, key, names)
         d = st.columns(2)
         for where, kind, mime in ((d[0], "csv", "text/csv"), (d[1], "json", "application/json")):
@@ -447,15 +425,8 @@ def _teacher_header(code: str, compact: bool) -> None:
         _big_code(code, link)
         host = urlsplit(link).hostname or ""
         if host in ("localhost", "127.0.0.1", "::1"):
-            st.caption(
-                "Phones cannot open localhost: run the app with --server.address "
-                "0.0.0.0 and open this page by this machine's address, or set "
-                "KVLAB_PUBLIC_URL to the address students reach."
-            )
-        st.caption(
-            "To reopen this screen later you need your teacher link: it is in the fold "
-            "under the question, shown only when you ask for it."
-        )
+            st.caption(T("localhost"))
+        st.caption(T("reopen_screen_later"))
     top[1].image(qr_png(link), caption="Scan to join", width=260)
 
 
@@ -490,35 +461,25 @@ def _link_button(code: str, key: str) -> None:
 def _teacher_link_dialog(code: str, key: str) -> None:
     st.warning("Anyone with this link runs the class: keep it off the projector.")
     st.code(teacher_link(code, key), language=None)
-    st.caption(
-        "Open it to come back to this screen: in another tab, on another device, after a "
-        "reload. It is not in the students' link nor in this page's address bar, and this page "
-        "shows it only when you press the button. The class ends by itself 12 hours after it "
-        "started."
-    )
+    st.caption(T("reopen"))
 
 
 def _teacher_controls(view) -> None:
     """Previous, Next, Reveal and the hold, under the join line, above the question."""
     c = st.columns([1, 1, 1, 2.4], vertical_alignment="center")
-    c[0].button(
-        "Previous",
-        on_click=teacher_move,
-        args=(-1,),
-        icon=":material/arrow_back:",
-        width="stretch",
-        disabled=view.position == 0,
-        key="lc_prev",
-    )
-    c[1].button(
-        "Next",
-        on_click=teacher_move,
-        args=(1,),
-        icon=":material/arrow_forward:",
-        width="stretch",
-        disabled=view.position >= view.count - 1,
-        key="lc_next",
-    )
+    for col, label, delta, icon, key in (
+        (c[0], "Previous", -1, "arrow_back", "lc_prev"),
+        (c[1], "Next", 1, "arrow_forward", "lc_next"),
+    ):
+        col.button(
+            label,
+            on_click=teacher_move,
+            args=(delta,),
+            icon=f":material/{icon}:",
+            width="stretch",
+            disabled=not 0 <= view.position + delta < view.count,
+            key=key,
+        )
     c[2].button(
         "Hide the answer" if view.revealed else "Reveal",
         on_click=teacher_reveal,
@@ -619,9 +580,13 @@ def count_axis(top: int) -> dict:
     }
 
 
+def _head(pr, parts: int) -> str:
+    return "" if parts == 1 else ("Per token: " if pr.part == 1 else "Per sequence: ")
+
+
 def _part_chart(q, pr, parts: int, *, revealed: bool) -> None:
     """One part's answers as a histogram (a choice question: a bar for every letter)."""
-    head = "" if parts == 1 else ("Per token: " if pr.part == 1 else "Per sequence: ")
+    head = _head(pr, parts)
     bars = pr.bars
     if is_choice(q):
         have = {b[0]: b for b in bars}
@@ -639,7 +604,7 @@ def _part_chart(q, pr, parts: int, *, revealed: bool) -> None:
 
 def _part_mistakes(pr, parts: int, *, hold: bool) -> None:
     """One part's named mistakes, most first (none while held)."""
-    head = "" if parts == 1 else ("Per token: " if pr.part == 1 else "Per sequence: ")
+    head = _head(pr, parts)
     if hold:
         st.caption(f"{head}named mistakes held until Reveal.")
         return
@@ -658,18 +623,9 @@ def _metrics(r, hold: bool) -> None:
     m[1].metric("Answered", f"{r.answered}", help="students who answered every part")
     for i, pr in enumerate(r.parts[:2]):
         share = f"{pr.correct / pr.answered:.0%}" if pr.answered and not hold else "-"
-        label = (
-            "Right"
-            if len(r.parts) == 1
-            else ("Right (per token)" if pr.part == 1 else "Right (per sequence)")
-        )
+        label = "Right" + (f" ({_head(pr, len(r.parts))[:-2].lower()})" if len(r.parts) > 1 else "")
         m[2 + i].metric(
-            label,
-            share,
-            help="Held until Reveal."
-            if hold
-            else f"{pr.correct} of {pr.answered} answers; "
-            f"{pr.first_correct} right at their first answer",
+            label, share, help="Held until Reveal." if hold else T("answers_right_their", pr=pr)
         )
     st.progress(min(1.0, r.answered / max(1, r.joined)))
 
@@ -735,10 +691,7 @@ def teacher_panel(code: str) -> None:
             if q.solution:
                 st.code(q.solution, language=None)
     elif not is_choice(q):
-        st.caption(
-            "The right answer, its worked solution and the bar that holds it show when "
-            "you press Reveal."
-        )
+        st.caption(T("right_answer_worked"))
 
 
 __all__ = [

@@ -105,6 +105,23 @@ def _marker(fig: Parts, x: float, text: str, y: float = 1.0) -> None:
     )
 
 
+def _hline(fig: Parts, y, label_y, text: str, dash: str, color: str, yanchor="top") -> None:
+    """A line across the plot at ``y``, labelled at its right end (at ``label_y``)."""
+    line = dict(dash=dash, color=color, width=1.5)
+    fig.add_shape(type="line", x0=0, x1=1, xref="paper", y0=y, y1=y, yref="y", line=line)
+    fig.add_annotation(
+        x=1,
+        xref="paper",
+        y=label_y,
+        yref="y",
+        showarrow=False,
+        text=text,
+        xanchor="right",
+        yanchor=yanchor,
+        font=dict(size=11, color=color),
+    )
+
+
 @memo(32)
 def concurrency_figure(
     series: list[tuple[str, list[int], list[float]]],
@@ -164,49 +181,10 @@ def concurrency_figure(
         )
         limit_region(fig, model_max, x_hi, "past the model's limit", COLORS["reserve"], log_x=True)
     if ys and min(ys) < 1:
-        fig.add_shape(
-            type="line",
-            x0=0,
-            x1=1,
-            xref="paper",
-            y0=1,
-            y1=1,
-            yref="y",
-            line=dict(dash="dot", color=COLORS["over"], width=1.5),
-        )
-        fig.add_annotation(
-            x=1,
-            xref="paper",
-            y=0,
-            yref="y",
-            showarrow=False,
-            text="below 1: not one sequence of this length fits",
-            xanchor="right",
-            yanchor="top",
-            font=dict(size=11, color=COLORS["over"]),
-        )
-    if ceiling:
-        fig.add_shape(
-            type="line",
-            x0=0,
-            x1=1,
-            xref="paper",
-            y0=ceiling,
-            y1=ceiling,
-            yref="y",
-            line=dict(dash="dash", color="#b03a2e", width=1.5),
-        )
-        fig.add_annotation(
-            x=1,  # at the right, where the curves are low: clear of them
-            xref="paper",
-            y=math.log10(ceiling),
-            yref="y",
-            showarrow=False,
-            text=f"max_num_seqs = {ceiling:,}: the scheduler runs no more",
-            xanchor="right",
-            yanchor="bottom",
-            font=dict(size=11, color="#b03a2e"),
-        )
+        _hline(fig, 1, 0, "below 1: not one sequence of this length fits", "dot", COLORS["over"])
+    if ceiling:  # labelled at the right, where the curves are low: clear of them
+        text = f"max_num_seqs = {ceiling:,}: the scheduler runs no more"
+        _hline(fig, ceiling, math.log10(ceiling), text, "dash", "#b03a2e", yanchor="bottom")
         ys.append(ceiling)
     xaxis: dict = dict(type="log", title="context per sequence (tokens)")
     yaxis: dict = dict(type="log", title="max concurrent sequences")

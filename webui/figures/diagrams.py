@@ -76,45 +76,36 @@ def head_sharing_figure(
         for i in qs:
             lx += [i * scale, center[i // group], None]
             ly += [top, bottom, None]
-        fig.add_trace(
-            dict(
-                type="scatter",
-                x=lx,
-                y=ly,
-                mode="lines",
-                name=f"{name}: sharing",
-                line=dict(color=_LINE_COLOR, width=1),
-                hoverinfo="skip",
-            )
+        fig.add_scatter(
+            x=lx,
+            y=ly,
+            mode="lines",
+            name=f"{name}: sharing",
+            line=dict(color=_LINE_COLOR, width=1),
+            hoverinfo="skip",
         )
-        fig.add_trace(
-            dict(
-                type="scatter",
-                x=[i * scale for i in qs],
-                y=[top] * len(qs),
-                mode="markers",
-                name=f"{name}: query heads",
-                marker=dict(symbol="square", size=size, color=_Q_COLOR),
-                customdata=qs,
-                hovertemplate="query head %{customdata}<extra></extra>",
-            )
+        fig.add_scatter(
+            x=[i * scale for i in qs],
+            y=[top] * len(qs),
+            mode="markers",
+            name=f"{name}: query heads",
+            marker=dict(symbol="square", size=size, color=_Q_COLOR),
+            customdata=qs,
+            hovertemplate="query head %{customdata}<extra></extra>",
         )
-        fig.add_trace(
-            dict(
-                type="scatter",
-                x=[center[g] for g in drawn_kv],
-                y=[bottom] * len(drawn_kv),
-                mode="markers",
-                name=f"{name}: K/V heads",
-                marker=dict(
-                    symbol="square",
-                    size=size * 1.4,
-                    color=_KV_COLOR,
-                    line=dict(color="#1d5e42", width=2 if own else 0),
-                ),
-                customdata=drawn_kv,
-                hovertemplate="K/V head %{customdata}<extra></extra>",
-            )
+        fig.add_scatter(
+            x=[center[g] for g in drawn_kv],
+            y=[bottom] * len(drawn_kv),
+            mode="markers",
+            name=f"{name}: K/V heads",
+            marker=dict(
+                symbol="square",
+                size=size * 1.4,
+                color=_KV_COLOR,
+                line=dict(color="#1d5e42", width=2 if own else 0),
+            ),
+            customdata=drawn_kv,
+            hovertemplate="K/V head %{customdata}<extra></extra>",
         )
         per_token = kv * (head_dim + v_dim)
         share = "1 query head per K/V head" if group == 1 else f"{group:,} query heads per K/V head"
@@ -159,18 +150,15 @@ def _mla_boxes(fig: Parts, boxes: list[tuple]) -> None:
             opacity=0.85,
             layer="below",
         )
-        fig.add_trace(
-            dict(
-                type="scatter",
-                x=[x],
-                y=[y],
-                mode="text",
-                text=[label],
-                name=name,
-                customdata=[n],
-                textfont=dict(size=11, color="#111"),
-                hovertemplate=f"{name}: %{{customdata:,}} numbers<extra></extra>",
-            )
+        fig.add_scatter(
+            x=[x],
+            y=[y],
+            mode="text",
+            text=[label],
+            name=name,
+            customdata=[n],
+            textfont=dict(size=11, color="#111"),
+            hovertemplate=f"{name}: %{{customdata:,}} numbers<extra></extra>",
         )
 
 
@@ -306,27 +294,23 @@ def mla_figure(
 def _layer_strip(fig: Parts, kinds: list[str], sliding: int, full: int) -> None:
     """A strip above the matrix, one square per layer in model order: sliding green, full
     dark, anything else light."""
-    fig.add_trace(
-        dict(
-            type="scatter",
-            x=list(range(len(kinds))),
-            y=[0] * len(kinds),
-            mode="markers",
-            name="layers",
-            xaxis="x2",
-            yaxis="y2",
-            showlegend=False,
-            marker=dict(
-                symbol="square",
-                size=max(4, min(12, 600 / len(kinds))),
-                color=[
-                    _KV_COLOR if k == "sliding" else "#555" if k == "full" else "#ddd"
-                    for k in kinds
-                ],
-            ),
-            customdata=kinds,
-            hovertemplate="layer %{x}: %{customdata}<extra></extra>",
-        )
+    fig.add_scatter(
+        x=list(range(len(kinds))),
+        y=[0] * len(kinds),
+        mode="markers",
+        name="layers",
+        xaxis="x2",
+        yaxis="y2",
+        showlegend=False,
+        marker=dict(
+            symbol="square",
+            size=max(4, min(12, 600 / len(kinds))),
+            color=[
+                _KV_COLOR if k == "sliding" else "#555" if k == "full" else "#ddd" for k in kinds
+            ],
+        ),
+        customdata=kinds,
+        hovertemplate="layer %{x}: %{customdata}<extra></extra>",
     )
     fig.update_layout(
         xaxis2=dict(domain=[0, 1], anchor="y2", visible=False, range=[-1, len(kinds)]),
@@ -365,44 +349,35 @@ def window_figure(window: int, context: int, kinds: list[str]) -> go.Figure:
     full = sum(1 for k in kinds if k == "full")
     mixed = sliding > 0 and full > 0
     fig = Parts()
-    fig.add_trace(
-        dict(
-            type="scatter",
-            x=[0, n, 0, 0],
-            y=[0, n, n, 0],
-            fill="toself",
-            mode="lines",
-            name="full attention: every earlier key",
-            fillcolor="rgba(160,170,180,0.35)",
-            line=dict(color="#888"),
-            hoverinfo="name",
-        )
+    fig.add_scatter(
+        x=[0, n, 0, 0],
+        y=[0, n, n, 0],
+        fill="toself",
+        mode="lines",
+        name="full attention: every earlier key",
+        fillcolor="rgba(160,170,180,0.35)",
+        line=dict(color="#888"),
+        hoverinfo="name",
     )
     # The band between key = query (the diagonal) and key = query - window + 1.
-    fig.add_trace(
-        dict(
-            type="scatter",
-            x=[0, n, n - drawn, 0, 0],
-            y=[0, n, n, drawn, 0],
-            fill="toself",
-            mode="lines",
-            name=f"sliding window: the last {w:,} keys"
-            + (" (drawn wider to be seen)" if widened else ""),
-            fillcolor="rgba(47,158,110,0.55)",
-            line=dict(color=_KV_COLOR),
-            hoverinfo="name",
-        )
+    fig.add_scatter(
+        x=[0, n, n - drawn, 0, 0],
+        y=[0, n, n, drawn, 0],
+        fill="toself",
+        mode="lines",
+        name=f"sliding window: the last {w:,} keys"
+        + (" (drawn wider to be seen)" if widened else ""),
+        fillcolor="rgba(47,158,110,0.55)",
+        line=dict(color=_KV_COLOR),
+        hoverinfo="name",
     )
-    fig.add_trace(
-        dict(
-            type="scatter",
-            x=[n - drawn, n],
-            y=[n, n],
-            mode="lines",
-            name="kept in the cache now",
-            line=dict(color="#1d5e42", width=6),
-            hoverinfo="name",
-        )
+    fig.add_scatter(
+        x=[n - drawn, n],
+        y=[n, n],
+        mode="lines",
+        name="kept in the cache now",
+        line=dict(color="#1d5e42", width=6),
+        hoverinfo="name",
     )
     fig.add_annotation(
         x=n - drawn / 2,

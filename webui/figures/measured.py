@@ -169,21 +169,17 @@ def quality_figure(rows: list, exact_bytes: int) -> go.Figure:
     for i, r in enumerate(rows):
         saved = exact_bytes / r.kv_bytes
         lost = 100 * (r.perplexity / base - 1)
-        fig.add_trace(
-            go.Scatter(
-                x=[saved],
-                y=[lost],
-                mode="markers+text",
-                text=[r.variant],
-                textposition=where[i],
-                name=r.variant,
-                marker=dict(size=11),
-                hovertemplate=(
-                    f"{r.variant}<br>{saved:.2f}x smaller<br>perplexity "
-                    f"{r.perplexity:.3f} ({lost:+.2f}%)<br>agreement "
-                    f"{r.next_token_agreement:.1%}<extra></extra>"
-                ),
-            )
+        fig.add_scatter(
+            x=[saved],
+            y=[lost],
+            mode="markers+text",
+            text=[r.variant],
+            textposition=where[i],
+            name=r.variant,
+            marker=dict(size=11),
+            hovertemplate=f"{r.variant}<br>{saved:.2f}x smaller<br>perplexity "
+            f"{r.perplexity:.3f} ({lost:+.2f}%)<br>agreement "
+            f"{r.next_token_agreement:.1%}<extra></extra>",
         )
     fig.update_layout(
         **layout(_HEIGHT),
@@ -202,33 +198,27 @@ def work_time_figure(points: list, weight_floor_s: float | None = None) -> go.Fi
     tokens in the cache, against n; both measured."""
     ns = [p.tokens for p in points]
     fig = go.Figure()
-    fig.add_trace(
-        go.Scatter(
-            x=ns,
-            y=[p.recompute_s * 1e3 for p in points],
-            mode="lines+markers",
-            name="recompute n tokens (no cache): n token passes",
-            line=dict(color=COLORS["weights"]),
-        )
+    fig.add_scatter(
+        x=ns,
+        y=[p.recompute_s * 1e3 for p in points],
+        mode="lines+markers",
+        name="recompute n tokens (no cache): n token passes",
+        line=dict(color=COLORS["weights"]),
     )
-    fig.add_trace(
-        go.Scatter(
-            x=ns,
-            y=[p.cached_step_s * 1e3 for p in points],
-            mode="lines+markers",
-            name="one cached step: 1 token pass",
-            line=dict(color=COLORS["kv"]),
-        )
+    fig.add_scatter(
+        x=ns,
+        y=[p.cached_step_s * 1e3 for p in points],
+        mode="lines+markers",
+        name="one cached step: 1 token pass",
+        line=dict(color=COLORS["kv"]),
     )
     if weight_floor_s:
-        fig.add_trace(
-            go.Scatter(
-                x=[ns[0], ns[-1]],
-                y=[weight_floor_s * 1e3] * 2,
-                mode="lines",
-                name="one read of the weights at nominal bandwidth",
-                line=dict(color="#444", dash="dot"),
-            )
+        fig.add_scatter(
+            x=[ns[0], ns[-1]],
+            y=[weight_floor_s * 1e3] * 2,
+            mode="lines",
+            name="one read of the weights at nominal bandwidth",
+            line=dict(color="#444", dash="dot"),
         )
     fig.update_layout(
         **layout(_HEIGHT),

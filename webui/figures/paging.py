@@ -77,24 +77,19 @@ def _logical_rows(fig: Parts, running: list, block_size: int) -> None:
         k = len(t.blocks)
         last = t.tokens - (k - 1) * block_size  # slots written in the last logical block
         fills = [block_size] * (k - 1) + [last]
-        fig.add_trace(
-            dict(
-                type="scatter",
-                x=list(range(k)),
-                y=[r] * k,
-                mode="markers+text",
-                name=f"{t.rid}: logical blocks",
-                text=[str(i) for i in range(k)],
-                textfont=dict(size=9, color="#fff"),
-                marker=dict(symbol="square", size=20, color=owner_color(t.rid)),
-                customdata=[[b, f] for b, f in zip(t.blocks, fills)],
-                hovertemplate=(
-                    f"{t.rid}, logical block %{{text}} -> physical block "
-                    "%{customdata[0]} (%{customdata[1]}/"
-                    f"{block_size} slots written)"
-                    "<extra></extra>"
-                ),
-            )
+        fig.add_scatter(
+            x=list(range(k)),
+            y=[r] * k,
+            mode="markers+text",
+            name=f"{t.rid}: logical blocks",
+            text=[str(i) for i in range(k)],
+            textfont=dict(size=9, color="#fff"),
+            marker=dict(symbol="square", size=20, color=owner_color(t.rid)),
+            customdata=[[b, f] for b, f in zip(t.blocks, fills)],
+            hovertemplate=f"{t.rid}, logical block %{{text}} -> physical block "
+            "%{customdata[0]} (%{customdata[1]}/"
+            f"{block_size} slots written)"
+            "<extra></extra>",
         )
         fig.add_annotation(
             x=-0.7,
@@ -126,17 +121,14 @@ def paged_figure(tables: tuple, block_size: int, num_blocks: int, per_row: int =
             px, py = pool_xy(bid)
             lx += [i, px, None]
             ly += [r, py, None]
-        fig.add_trace(
-            dict(
-                type="scatter",
-                x=lx,
-                y=ly,
-                mode="lines",
-                name=f"{t.rid}: block table",
-                line=dict(color=owner_color(t.rid), width=1.2),
-                opacity=0.7,
-                hoverinfo="skip",
-            )
+        fig.add_scatter(
+            x=lx,
+            y=ly,
+            mode="lines",
+            name=f"{t.rid}: block table",
+            line=dict(color=owner_color(t.rid), width=1.2),
+            opacity=0.7,
+            hoverinfo="skip",
         )
     _logical_rows(fig, running, block_size)
     owner: dict[int, str] = {}
@@ -144,25 +136,20 @@ def paged_figure(tables: tuple, block_size: int, num_blocks: int, per_row: int =
         for b in t.blocks:
             owner.setdefault(b, t.rid)
     xs, ys = zip(*(pool_xy(b) for b in range(num_blocks))) if num_blocks else ((), ())
-    fig.add_trace(
-        dict(
-            type="scatter",
-            x=list(xs),
-            y=list(ys),
-            mode="markers+text",
-            name="physical blocks",
-            text=[str(b) for b in range(num_blocks)],
-            textfont=dict(size=8),
-            marker=dict(
-                symbol="square",
-                size=20,
-                line=dict(color="#555", width=0.5),
-                color=[
-                    owner_color(owner[b]) if b in owner else "#eef1f4" for b in range(num_blocks)
-                ],
-            ),
-            hovertemplate="physical block %{text}<extra></extra>",
-        )
+    fig.add_scatter(
+        x=list(xs),
+        y=list(ys),
+        mode="markers+text",
+        name="physical blocks",
+        text=[str(b) for b in range(num_blocks)],
+        textfont=dict(size=8),
+        marker=dict(
+            symbol="square",
+            size=20,
+            line=dict(color="#555", width=0.5),
+            color=[owner_color(owner[b]) if b in owner else "#eef1f4" for b in range(num_blocks)],
+        ),
+        hovertemplate="physical block %{text}<extra></extra>",
     )
     fig.add_annotation(
         x=-0.5,

@@ -116,32 +116,26 @@ def roofline_figure(roofs, points: list, trajectory: list | None = None) -> go.F
             if which == "gemm"
             else f"attention roof ({roofs.name('attention')} math)"
         )
-        fig.add_trace(
-            dict(
-                type="scatter",
-                x=[lo, ridge, hi],
-                y=[lo * bw / 1e3, peak, peak],
-                mode="lines",
-                name=name,
-                line=dict(
-                    color="#444" if which == "gemm" else "#b04a62",
-                    dash="solid" if which == "gemm" else "dash",
-                ),
-            )
+        fig.add_scatter(
+            x=[lo, ridge, hi],
+            y=[lo * bw / 1e3, peak, peak],
+            mode="lines",
+            name=name,
+            line=dict(
+                color="#444" if which == "gemm" else "#b04a62",
+                dash="solid" if which == "gemm" else "dash",
+            ),
         )
     if trajectory:
-        fig.add_trace(
-            dict(
-                type="scatter",
-                x=[p.intensity for p in trajectory],
-                y=[y_of(p) for p in trajectory],
-                mode="lines+markers",
-                name="decode steps, batch 1 to the largest that fits",
-                line=dict(color="#2f9e6e", dash="dot"),
-                marker=dict(size=6),
-                text=[p.label for p in trajectory],
-                hovertemplate="%{text}: %{x:,.1f} FLOP/B, %{y:,.1f} TFLOP/s<extra></extra>",
-            )
+        fig.add_scatter(
+            x=[p.intensity for p in trajectory],
+            y=[y_of(p) for p in trajectory],
+            mode="lines+markers",
+            name="decode steps, batch 1 to the largest that fits",
+            line=dict(color="#2f9e6e", dash="dot"),
+            marker=dict(size=6),
+            text=[p.label for p in trajectory],
+            hovertemplate="%{text}: %{x:,.1f} FLOP/B, %{y:,.1f} TFLOP/s<extra></extra>",
         )
     _point_traces(fig, points, y_of)
     _ridge_lines(fig, roofs, ridges)

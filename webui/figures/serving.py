@@ -39,16 +39,13 @@ def _slo(fig: Parts, slo: dict) -> list[float]:
     of them pointed at, the TPOT target as a vertical line; returns that line's x (or none),
     which the x axis's ticks must reach."""
     if slo.get("meets"):
-        fig.add_trace(
-            dict(
-                type="scatter",
-                x=[x for x, _ in slo["meets"]],
-                y=[y for _, y in slo["meets"]],
-                mode="markers",
-                name="meets the service-level objective",
-                marker=dict(size=18, symbol="circle-open", color="#2f9e6e", line=dict(width=2)),
-                hoverinfo="skip",
-            )
+        fig.add_scatter(
+            x=[x for x, _ in slo["meets"]],
+            y=[y for _, y in slo["meets"]],
+            mode="markers",
+            name="meets the service-level objective",
+            marker=dict(size=18, symbol="circle-open", color="#2f9e6e", line=dict(width=2)),
+            hoverinfo="skip",
         )
     if slo.get("best"):
         x, y, label = slo["best"]
@@ -121,31 +118,28 @@ def frontier_figure(curves: list[tuple], slo: dict | None = None) -> go.Figure:
                 r.output_tokens_per_s_per_user, r.output_tokens_per_s_per_gpu
             ):
                 labels[k] = f"{u:,}"
-        fig.add_trace(
-            dict(
-                type="scatter",
-                x=[r.output_tokens_per_s_per_user for r in results],
-                y=[r.output_tokens_per_s_per_gpu for r in results],
-                mode="lines+markers+text",
-                name=name,
-                line=dict(color=color, dash=dash),
-                marker=dict(
-                    size=[13 if r.binding_limit == "kv_pool" else 9 for r in results],
-                    symbol=[LIMIT_SYMBOLS[r.binding_limit] for r in results],
-                    color=color,
-                ),
-                text=labels,
-                textposition="top right" if i else "top center",
-                textfont=dict(size=11),
-                cliponaxis=False,
-                customdata=[
-                    [u, LIMIT_NAMES[r.binding_limit], r.preemptions, r.max_batch]
-                    for u, r in zip(users, results)
-                ],
-                hovertemplate="%{customdata[0]:,} users: %{y:,.0f} tokens/s per GPU, %{x:,.1f} "
-                "tokens/s per user<br>batch up to %{customdata[3]:,}, limited by "
-                "%{customdata[1]}, %{customdata[2]:,} preemptions<extra></extra>",
-            )
+        fig.add_scatter(
+            x=[r.output_tokens_per_s_per_user for r in results],
+            y=[r.output_tokens_per_s_per_gpu for r in results],
+            mode="lines+markers+text",
+            name=name,
+            line=dict(color=color, dash=dash),
+            marker=dict(
+                size=[13 if r.binding_limit == "kv_pool" else 9 for r in results],
+                symbol=[LIMIT_SYMBOLS[r.binding_limit] for r in results],
+                color=color,
+            ),
+            text=labels,
+            textposition="top right" if i else "top center",
+            textfont=dict(size=11),
+            cliponaxis=False,
+            customdata=[
+                [u, LIMIT_NAMES[r.binding_limit], r.preemptions, r.max_batch]
+                for u, r in zip(users, results)
+            ],
+            hovertemplate="%{customdata[0]:,} users: %{y:,.0f} tokens/s per GPU, %{x:,.1f} "
+            "tokens/s per user<br>batch up to %{customdata[3]:,}, limited by "
+            "%{customdata[1]}, %{customdata[2]:,} preemptions<extra></extra>",
         )
     if slo:
         xs += _slo(fig, slo)
@@ -170,24 +164,18 @@ def frontier_figure(curves: list[tuple], slo: dict | None = None) -> go.Figure:
 def utilization_figure(series: tuple, batch: tuple, num_blocks: int) -> go.Figure:
     """KV blocks in use (share of the pool) and running requests over time."""
     fig = Parts()
-    fig.add_trace(
-        dict(
-            type="scatter",
-            x=[t for t, _ in series],
-            y=[100 * u for _, u in series],
-            name="KV blocks in use (% of the pool)",
-            line=dict(color="#2f9e6e", shape="hv"),
-        )
+    fig.add_scatter(
+        x=[t for t, _ in series],
+        y=[100 * u for _, u in series],
+        name="KV blocks in use (% of the pool)",
+        line=dict(color="#2f9e6e", shape="hv"),
     )
-    fig.add_trace(
-        dict(
-            type="scatter",
-            x=[t for t, _ in batch],
-            y=[n for _, n in batch],
-            name="running requests",
-            yaxis="y2",
-            line=dict(color="#444", shape="hv", dash="dot"),
-        )
+    fig.add_scatter(
+        x=[t for t, _ in batch],
+        y=[n for _, n in batch],
+        name="running requests",
+        yaxis="y2",
+        line=dict(color="#444", shape="hv", dash="dot"),
     )
     most = max((n for _, n in batch), default=1)
     step = nice_step(max(1, most))
