@@ -272,7 +272,7 @@ with st.expander("How the simulation works", icon=":material/function:"):
     st.markdown(T("how"))
     lc = st.columns(3)
     for where, name, label in zip(
-        lc, ("budget", "step_time", "engine"), ("Budget", None, "Engine view")
+        lc, ("budget", "step_time", "engine"), ("Budget", None, "Engine view"), strict=False
     ):
         pages.link(name, label, where=where)
     st.markdown(T("how_step"))

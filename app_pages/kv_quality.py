@@ -98,7 +98,7 @@ if (
         st.session_state.get("q_extra")  # where Streamlit raises Stop or Rerun
 
     try:
-        for i, v in enumerate(missing):
+        for i, v in enumerate(missing):  # noqa: B007 (i is read by the progress callback above)
             state.update(done=0, total=1, what=v.name)
 
             def job(should_stop, v=v):

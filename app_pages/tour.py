@@ -72,7 +72,11 @@ if les is not None:
         st.caption(f"For discussion: {les.discuss}")
 pages.link(stop.page, f"Open the full page: {stop.title}", ":material/open_in_new:")
 for col, label, delta, icon in zip(
-    st.columns(2), ("Previous stop", "Next stop"), (-1, 1), ("arrow_back", "arrow_forward")
+    st.columns(2),
+    ("Previous stop", "Next stop"),
+    (-1, 1),
+    ("arrow_back", "arrow_forward"),
+    strict=False,
 ):
     col.button(
         label,

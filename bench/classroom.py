@@ -241,7 +241,7 @@ async def reconnect(c: Client, deadline_s: float = RECONNECT_GIVE_UP_S) -> float
             await c.connect()
             await c.run()
             return time.perf_counter() - t0
-        except (Closed, OSError, asyncio.TimeoutError, Exception):  # noqa: BLE001
+        except (TimeoutError, Closed, OSError, Exception):  # noqa: BLE001
             await asyncio.sleep(0.3)
     raise RuntimeError(f"{c.name}: no reconnect within {deadline_s:.0f} s")
 
@@ -361,7 +361,7 @@ class Student:
         while time.time() < until and not self.acked:
             try:
                 await self.send()
-            except (Closed, asyncio.TimeoutError):
+            except (TimeoutError, Closed):
                 # The replica died under the tab: reconnect (same cookie, same link) and look
                 # at the reloaded page: an answer shown as stored is not sent again.
                 self.reconnect_s.append(await reconnect(self.c))

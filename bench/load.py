@@ -59,7 +59,7 @@ async def _read(ws, seconds: float) -> None:
     closes meanwhile (then reconnect before the next change)."""
     try:
         await asyncio.wait_for(asyncio.shield(ws.wait_closed()), timeout=seconds)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return
     raise _Closed
 
@@ -288,7 +288,7 @@ class Session:
                         wid, kind, _ = self.widgets[label]
                         await self._run(ws, self.pages[path], (wid, kind, value), self.query)
                         actions += 1
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     self.errors.append("no answer within 60 s")
                     return
                 except (websockets.exceptions.WebSocketException, OSError, _Closed) as e:
@@ -315,7 +315,7 @@ class Session:
                 ws = await self.connect()
                 self.widgets.clear()
                 await self._run(ws, page_hash, query=query)
-            except (websockets.exceptions.WebSocketException, OSError, asyncio.TimeoutError):
+            except (TimeoutError, websockets.exceptions.WebSocketException, OSError):
                 await asyncio.sleep(0.2)  # the frontend, too, retries after a short wait
                 continue
             self.reconnects.append(time.perf_counter() - t0)
@@ -491,7 +491,7 @@ async def compare(args) -> None:
         f"{'CPU ms/inter.':>14}{'KiB/inter.':>11}"
     )
     for name, fs in got.items():
-        med = lambda key: statistics.median(f[key] for f in fs)  # noqa: E731
+        med = lambda key, fs=fs: statistics.median(f[key] for f in fs)  # noqa: E731
         rate = statistics.median(f["interactions"] / f["elapsed_s"] for f in fs)
         cpu = statistics.median(f["cpu_s"] / max(1, f["interactions"]) for f in fs)
         print(

@@ -30,6 +30,7 @@ The figures depend on the machine and its load, printed with them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -214,10 +215,8 @@ def store() -> None:
         s = Store("postgresql://kvlab@127.0.0.1:1/none", limits=Limits())
         for took in (first, second):
             t = time.perf_counter()
-            try:
+            with contextlib.suppress(Unavailable):
                 s.class_view("AB3K7M")
-            except Unavailable:
-                pass
             took.append(time.perf_counter() - t)
         s.dispose()
     show("a database that refuses connections: first call", statistics.median(first))
@@ -238,10 +237,8 @@ def store() -> None:
             conn.exec_driver_sql("BEGIN")
             conn.exec_driver_sql("LOCK TABLE classroom_classes IN ACCESS EXCLUSIVE MODE")
             t = time.perf_counter()
-            try:
+            with contextlib.suppress(Unavailable):
                 s.results(c.code, c.key)
-            except Unavailable:
-                pass
             show("a read behind another session's lock (lock timeout 3 s)", time.perf_counter() - t)
             conn.exec_driver_sql("ROLLBACK")
         blocker.dispose()

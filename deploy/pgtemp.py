@@ -111,7 +111,7 @@ class TempPostgres:
         return f"postgresql+psycopg://kvlab@127.0.0.1:{self.port}/postgres"
 
     # -- life -------------------------------------------------------------------------------
-    def init(self) -> "TempPostgres":
+    def init(self) -> TempPostgres:
         self.dir = Path(tempfile.mkdtemp(prefix="kvlab-pg-"))
         if os.geteuid() == 0:
             try:
@@ -120,7 +120,7 @@ class TempPostgres:
                 raise PostgresMissing(
                     "running as root and there is no 'postgres' user to run "
                     "PostgreSQL as (Debian's postgresql package creates it)"
-                )
+                ) from None
             self.user = "postgres"
             os.chown(self.dir, pw.pw_uid, pw.pw_gid)
         out = self._run(
@@ -139,7 +139,7 @@ class TempPostgres:
             raise RuntimeError(f"initdb failed:\n{out.stdout[-2000:]}")
         return self
 
-    def start(self, tries: int = 3) -> "TempPostgres":
+    def start(self, tries: int = 3) -> TempPostgres:
         if self.dir is None:
             self.init()
         for _ in range(tries):
@@ -198,7 +198,7 @@ class TempPostgres:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
 
-    def __enter__(self) -> "TempPostgres":
+    def __enter__(self) -> TempPostgres:
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -52,6 +52,7 @@ Linux only (the /proc check and the parent-death signal).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import http.client
 import json
@@ -198,7 +199,7 @@ class Cluster:
     socket_path: Path | None = None
 
     # -- start ------------------------------------------------------------------------------
-    def start(self, out=sys.stderr) -> "Cluster":
+    def start(self, out=sys.stderr) -> Cluster:
         if not 1 <= self.replicas <= MAX_REPLICAS:
             raise ValueError(f"--replicas must be 1 to {MAX_REPLICAS}, not {self.replicas}.")
         if shutil.which("haproxy") is None:
@@ -417,7 +418,7 @@ class Cluster:
             if p is not None:
                 _stop_proc(p)
 
-    def __enter__(self) -> "Cluster":
+    def __enter__(self) -> Cluster:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -535,10 +536,8 @@ def _listens(pid: int, address: str) -> bool:
 
 def _die_with_parent() -> None:
     """In the child: get SIGTERM when this script dies, however it dies (Linux prctl)."""
-    try:
+    with contextlib.suppress(OSError):
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 def _stop_proc(p: subprocess.Popen) -> None:

@@ -27,7 +27,7 @@ def require_postgres() -> bool:
     return os.environ.get("KVLAB_REQUIRE_POSTGRES", "").strip() in ("1", "true", "yes")
 
 
-def postgres_server() -> "pgtemp.TempPostgres":
+def postgres_server() -> pgtemp.TempPostgres:
     """The run's PostgreSQL server, started on first use and stopped at exit; skips (or fails,
     under KVLAB_REQUIRE_POSTGRES=1) where PostgreSQL is not installed."""
     global _PG

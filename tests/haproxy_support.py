@@ -362,7 +362,7 @@ async def open_websocket(port: int, source: str, timeout: float = HANG_S, header
         )
         writer.write(upgrade_request(headers))
         line = await asyncio.wait_for(reader.readline(), timeout - (time.perf_counter() - t0))
-    except (asyncio.TimeoutError, TimeoutError):
+    except TimeoutError:
         if writer:
             writer.close()
         return "hung", time.perf_counter() - t0

@@ -504,7 +504,7 @@ def test_the_later_sources_run_with_the_settings_their_own_logs_print():
     assert short[short.index("--max-num-seqs") + 1] == "2048"
     # the logged pool is the logged tokens at Llama 3.1 70B's FP8 bytes per token per GPU:
     # 80 layers x 8 KV heads x 128 x 2 (K and V) x 1 B / 8 GPUs = 20,480 B
-    assert 2730752 * (80 * 8 * 128 * 2 // 8) / 2**30 == pytest.approx(52.08, abs=0.005)
+    assert pytest.approx(52.08, abs=0.005) == 2730752 * (80 * 8 * 128 * 2 // 8) / 2**30
     # MLC LLM: "max batch size is 48"; q4f16_1 is 4 bits in groups of 32 with a 16-bit scale,
     # 4 + 16 / 32 = 4.5 bits ("Parameters: 4308.13 MB" for 8.03 B weights); its own
     # "--gpu-memory-utilization 0.90" is passed on from the server command line.
@@ -512,7 +512,7 @@ def test_the_later_sources_run_with_the_settings_their_own_logs_print():
     assert mlc[mlc.index("--weight-bits") + 1] == "4.5"
     assert mlc[mlc.index("--max-num-seqs") + 1] == "48"
     assert mlc[mlc.index("--gpu-memory-utilization") + 1] == "0.90"
-    assert 8.03e9 * 4.5 / 8 / 2**20 == pytest.approx(4308.13, rel=0.002)
+    assert pytest.approx(4308.13, rel=0.002) == 8.03e9 * 4.5 / 8 / 2**20
     # AWQ: 4 bits in groups of 128 with a 16-bit scale, 4 + 16 / 128 = 4.125 bits.
     jan = _entry("trtllm071-jan-rtx3090-mistral-7b-v02-int4-awq-bs1-2048-512").runs[0].argv
     assert jan[0] == "step-time" and jan[jan.index("--weight-bits") + 1] == "4.125"
@@ -535,7 +535,7 @@ def test_runs_without_chunked_prefill_take_vllm_v0s_default_scheduler():
     # Each source's own words say chunked prefill was off (bench/calibration.py PREFILL_FIRST):
     # found in that corpus file, and its vLLM runs, and no other, on --scheduler prefill-first.
     b = bench()
-    for (file, eng), words in b.PREFILL_FIRST.items():
+    for (file, _eng), words in b.PREFILL_FIRST.items():
         text = " ".join((b.CORPUS / file).read_text(encoding="utf-8").split())
         assert words in text, (file, words)
     for pt in b.all_points():

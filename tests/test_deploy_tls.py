@@ -241,9 +241,11 @@ def test_tls_1_2_and_1_3_only(tmp_path, backend, cert):
         if ciphers:
             ctx.set_ciphers(ciphers)
         ctx.minimum_version, ctx.maximum_version = lowest, highest
-        with socket.create_connection(("127.0.0.1", lb.port), timeout=10) as raw:
-            with ctx.wrap_socket(raw) as s:
-                return s.version()
+        with (
+            socket.create_connection(("127.0.0.1", lb.port), timeout=10) as raw,
+            ctx.wrap_socket(raw) as s,
+        ):
+            return s.version()
 
     v = ssl.TLSVersion
     with haproxy_lb(tmp_path, backend, cert=cert) as lb:

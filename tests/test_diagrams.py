@@ -116,12 +116,21 @@ def test_window_band_has_the_windows_width():
     band = trace(fig, "sliding window: the last 1,024 keys")
     # Key j is kept for query i when i - 1024 < j <= i: the band between the diagonal and the
     # line shifted by the window.
-    assert list(zip(band.x, band.y)) == [(0, 0), (4096, 4096), (3072, 4096), (0, 1024), (0, 0)]
+    assert list(zip(band.x, band.y)) == [
+        (0, 0),
+        (4096, 4096),
+        (3072, 4096),
+        (0, 1024),
+        (0, 0),
+    ]
     kept = trace(fig, "kept in the cache now")
     assert kept.x[1] - kept.x[0] == 1024
     assert not any(t.name == "layers" for t in fig.data)  # nothing interleaves
     short = trace(figures.window_figure(4096, 1000, []), "sliding window: the last 1,000 keys")
-    assert list(zip(short.x, short.y))[2] == (0, 1000)  # shorter than the window: all of it
+    assert list(zip(short.x, short.y))[2] == (
+        0,
+        1000,
+    )  # shorter than the window: all of it
 
 
 def test_window_marks_interleaved_layers_of_gemma_3():

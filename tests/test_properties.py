@@ -173,11 +173,10 @@ def test_bad_config_sizes_are_valueerror(field, value):
     except ValueError:
         return
     kv_cache(spec, 100)
-    if field in ("vocab_size", "intermediate_size"):
-        # Only the parameter count reads these: a bad value loses the weights, not the cache.
-        if spec.params is None:
-            assert field in spec.params_error
-            return
+    # Only the parameter count reads these: a bad value loses the weights, not the cache.
+    if field in ("vocab_size", "intermediate_size") and spec.params is None:
+        assert field in spec.params_error
+        return
     # Accepted only if the value was a usable size (None means "absent": a default applies).
     assert value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
 

@@ -14,6 +14,7 @@ that answered."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -46,8 +47,8 @@ def _start(tmp: Path, *args: str, wait_ready: bool = True, timeout: float = 90):
     proc = subprocess.Popen(
         [sys.executable, str(SCRIPT), "--run-dir", str(tmp / "run"), *args],
         cwd=ROOT,
-        stdout=open(out, "wb"),
-        stderr=open(err, "wb"),
+        stdout=open(out, "wb"),  # noqa: SIM115 (the child's, for its whole life)
+        stderr=open(err, "wb"),  # noqa: SIM115
         stdin=subprocess.DEVNULL,
         start_new_session=True,
     )
@@ -69,14 +70,10 @@ def _stop(proc) -> None:
     """SIGTERM (the script stops HAProxy and its replicas), then SIGKILL to the whole group."""
     if proc.poll() is None:
         proc.terminate()
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(20)
-        except subprocess.TimeoutExpired:
-            pass
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)  # anything left in the group, whatever happened
-    except ProcessLookupError:
-        pass
     proc.wait(10)
 
 
@@ -291,7 +288,7 @@ def test_killed_replica_sessions_reload_their_link_on_the_survivor(cluster):
                 break
             except (OSError, Exception) as e:  # noqa: BLE001 (refused while HAProxy retries)
                 if time.time() > deadline:
-                    raise AssertionError(f"no reconnect within 20 s: {e!r}")
+                    raise AssertionError(f"no reconnect within 20 s: {e!r}") from e
                 time.sleep(0.2)
         try:
             assert again.served_by == survivor

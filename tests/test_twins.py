@@ -1,6 +1,7 @@
 """Twin configs, the transformers view and the step-time fit: pure Python, no torch needed."""
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -48,7 +49,7 @@ def test_fit_line():
 def test_catalog_lists_are_checked():
     r = registry()
     assert "openai-community/gpt2" in r.hub_run and set(r.hub_run) <= set(r.hub_fetch)
-    base = open(r.path).read()
+    base = Path(r.path).read_text()
     with pytest.raises(ValueError, match="twins names models that are not in the registry: nope"):
         load_registry(text=base.replace("twins: [llama-3.1-8b,", "twins: [nope,"))
     with pytest.raises(ValueError, match="hub.fetch must be a list of names"):

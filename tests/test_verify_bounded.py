@@ -94,6 +94,6 @@ def test_should_stop_ends_the_check_and_reaps_the_child(monkeypatch):
         for p in set(os.listdir("/proc")) - before
         if p.isdigit()
         and os.path.exists(f"/proc/{p}/cmdline")
-        and b"kvcalc.measure.verify" in open(f"/proc/{p}/cmdline", "rb").read()
+        and b"kvcalc.measure.verify" in Path(f"/proc/{p}/cmdline").read_bytes()
     ]
     assert children == []

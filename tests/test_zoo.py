@@ -103,6 +103,7 @@ def test_a_child_imports_only_its_own_model_the_server_imported_the_rest():
             zip(
                 types := ["llama", "qwen3_next", "deepseek_v3"],
                 pool.map(_imported_by_a_check, types, chunksize=1),
+                strict=False,
             )
         )
     leftover = {

@@ -13,10 +13,12 @@ and how in full.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .hosted import hosted
 from .visitor import browser_id, session_id, visitor_id
@@ -321,10 +323,8 @@ class DeviceQueue:
 
     def _drop(self, job: Job, error: BaseException) -> None:
         """Take a queued job out of the line and finish it with ``error`` (lock held)."""
-        try:
+        with contextlib.suppress(ValueError):
             self._queued.remove(job)
-        except ValueError:
-            pass
         job._finish(error=error)
         self._cond.notify_all()
 

@@ -15,7 +15,8 @@ import sys
 import threading
 import weakref
 from collections import OrderedDict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = [
     "memo",
@@ -30,7 +31,7 @@ __all__ = [
     "LARGE_MEMO_BYTES",
 ]
 
-_ALL: list["_Memo"] = []
+_ALL: list[_Memo] = []
 
 # All the memos together keep at most this many bytes (as size_of counts them). 24 MiB holds
 # every default page's figures and curves many times over (a figure is 10-200 KiB, a sweep a
@@ -116,7 +117,7 @@ def kept_bytes() -> int:
     return _KEPT[0] + sum(m._bytes for m in _ALL)
 
 
-def _forget(m: "_Memo", key: Any) -> None:
+def _forget(m: _Memo, key: Any) -> None:
     """Drop one entry from its memo and from the shared order (the lock held)."""
     m._items.pop(key, None)
     if m.own_bytes is None:

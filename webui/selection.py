@@ -176,6 +176,7 @@ def sidebar(uses_selection: bool = True, engine_controls: bool = False) -> None:
             (TP_CHOICES, PP_CHOICES),
             ("tp", "pp"),
             ("GPUs that split each layer's heads", "GPUs that split the layers"),
+            strict=False,
         ):
             select(col.selectbox, label, choices, k, help=says)
         c1, c2 = st.columns(2)
@@ -749,10 +750,7 @@ def embedding_note(sel: Selection) -> str:
     from kvcalc.core.units import fmt_gib
 
     w = sel.weights
-    if sel.spec.moe:
-        every = T("moe_reads")
-    else:
-        every = "Every weight is read once per step"
+    every = T("moe_reads") if sel.spec.moe else "Every weight is read once per step"
     if not w.input_embedding_bytes:
         return f"{every} (a tied embedding is read whole, as the output head)."
     return (

@@ -95,9 +95,7 @@ def _check_sizes(cfg: dict) -> None:
             if refused:
                 raise ValueError(refused)
         size = None
-        if isinstance(value, list):
-            size = len(value)
-        elif isinstance(value, str) and name in _PATTERN_STRINGS:
+        if isinstance(value, list) or isinstance(value, str) and name in _PATTERN_STRINGS:
             size = len(value)
         elif isinstance(value, dict) and name in ("per_layer_config", "linear_attn_config"):
             size = max([len(value)] + [len(v) for v in value.values() if isinstance(v, list)])

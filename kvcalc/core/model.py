@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, ClassVar, Self, Union, cast
+from typing import TYPE_CHECKING, ClassVar, Self, cast
 
 from .arith import UNBOUNDED_CONTEXT, cdiv
 from .dtypes import DType, bytes_for, get_dtype
@@ -521,7 +521,7 @@ class SharedKV(_Layer):
     ``num_kv_shared_layers``): it writes nothing, but a decode step reads that cache again."""
 
     source: int  # index of the layer whose cache it reads
-    reads: Union["FullAttention", "SlidingWindow", "ChunkedLocal", "MLALatent"]
+    reads: FullAttention | SlidingWindow | ChunkedLocal | MLALatent
     kind: ClassVar[str] = "shared"
 
     @property
@@ -812,22 +812,27 @@ class NoCache(_Layer):
         return self
 
 
-Layer = Union[
-    FullAttention,
-    SlidingWindow,
-    ChunkedLocal,
-    MLALatent,
-    SharedKV,
-    RecurrentState,
-    NoCache,
-    AttentionWithState,
-    LatentInTransformers,
-    CrossAttention,
-]
+Layer = (
+    FullAttention
+    | SlidingWindow
+    | ChunkedLocal
+    | MLALatent
+    | SharedKV
+    | RecurrentState
+    | NoCache
+    | AttentionWithState
+    | LatentInTransformers
+    | CrossAttention
+)
 # The kinds that keep a per-token cache of their own (``stores_tokens``): per-head K/V or a latent.
-KVLayer = Union[
-    FullAttention, SlidingWindow, ChunkedLocal, MLALatent, AttentionWithState, LatentInTransformers
-]
+KVLayer = (
+    FullAttention
+    | SlidingWindow
+    | ChunkedLocal
+    | MLALatent
+    | AttentionWithState
+    | LatentInTransformers
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -976,5 +981,5 @@ class ModelSpec:
             active += self.moe.layers * self.moe.top_k * self.moe.expert_params
         return active
 
-    def with_layers(self, layers: Iterable[Layer]) -> "ModelSpec":
+    def with_layers(self, layers: Iterable[Layer]) -> ModelSpec:
         return replace(self, layers=tuple(layers))

@@ -10,8 +10,8 @@ tokens and no start-up refusal. The rule: docs/vllm.md#the-smallest-setup-that-f
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from ..cache.deployment import Deployment
 from ..config.catalog import GPU

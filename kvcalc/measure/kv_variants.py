@@ -349,7 +349,7 @@ def run_variant(net, ids, v: Variant, chunk: int, stop_check, tick, torch):
             if clipped
             else "no value reached e4m3's ±448 limit: scale 1 clipped nothing"
         )
-    if v.residual and T <= v.residual:
+    if v.residual and v.residual >= T:
         notes.append(
             f"the text is no longer than KIVI's {v.residual}-token residual, so "
             "nothing was quantized: read it with a longer text"

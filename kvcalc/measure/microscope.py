@@ -117,7 +117,7 @@ def run(
     P = int(ids.numel())
     if P == 0:
         raise ValueError("The prompt has no tokens: type a few words.")
-    if P > cap["prompt_tokens"]:
+    if cap["prompt_tokens"] < P:
         raise ValueError(
             f"The prompt is {P:,} tokens long; this page takes at most "
             f"{cap['prompt_tokens']:,} tokens. Shorten it."

@@ -20,7 +20,7 @@ import platform
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
@@ -266,7 +266,7 @@ def _evaluate(torch, tokens, window, chunk, vs, dev, should_stop, progress) -> Q
             if progress is not None:
                 progress(done, total, what)
 
-        def stop_check():
+        def stop_check(v: Variant = v) -> None:
             if should_stop is not None and should_stop():
                 raise runtime.LiveError(f"The run was stopped at variant {v.name}.")
 
@@ -404,10 +404,8 @@ def write_result(path: str, doc: dict) -> None:
             fh.write("\n")
         os.replace(tmp, path)
     except OSError as exc:
-        try:
+        with suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         raise ValueError(
             f"cannot write the result to {path[:200]!r}: "
             f"{exc.strerror or exc}; give a path in a folder you can write"
@@ -450,8 +448,8 @@ def committed_results(folder=None) -> list[dict]:
             doc = json.loads(entry.read_text(encoding="utf-8"))
             if (
                 doc.get("format") != RESULT_FORMAT
-                or not _RESULT_KEYS <= set(doc)
-                or not _MACHINE_KEYS <= set(doc["machine"])
+                or not set(doc) >= _RESULT_KEYS
+                or not set(doc["machine"]) >= _MACHINE_KEYS
             ):
                 continue
             doc["table"] = QualityTable.from_dict(doc["table"])

@@ -15,6 +15,7 @@ the functions; ``import kvcalc`` never loads them.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -518,10 +519,8 @@ def verify_bounded(
                 break
     finally:
         if proc.returncode is None:  # stopped, or an exception in should_stop: kill and reap
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             proc.communicate()
     if stopped:
         return BoundedVerdict(None, f"not checked: {stopped}")
@@ -562,7 +561,7 @@ def _main() -> None:
             raise ValueError(
                 f"not checked: torch could not be loaded in the check's process "
                 f"(not installed, or its memory limit is too small: {exc})"[:300]
-            )
+            ) from exc
         from transformers.utils import logging
 
         logging.set_verbosity_error()

@@ -301,7 +301,7 @@ def entries(only: list[str] | None = None) -> list[ZooEntry]:
         if unknown:
             raise ValueError(f"transformers has no model_type {', '.join(unknown)}")
     out = []
-    for mt in CONFIG_MAPPING.keys():
+    for mt in CONFIG_MAPPING:
         if wanted is not None and mt not in wanted:
             continue
         if mt in LM:
@@ -437,7 +437,7 @@ def _child(entry: ZooEntry, memory_gib: float, conn) -> None:
     if memory_gib:
         limit = int(memory_gib * 2**30)
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    log = tempfile.TemporaryFile()
+    log = tempfile.TemporaryFile()  # noqa: SIM115 (open for the child's life: fds 1 and 2)
     os.dup2(log.fileno(), 1)  # C-level and Python output both land in the log
     os.dup2(log.fileno(), 2)
     noise = 0

@@ -341,7 +341,7 @@ def calibrate(base: EngineProfile, rows: list[BenchRow], predict) -> Calibration
     last = run(theta)
     fitted = at(theta)
     fit = []
-    for i, r in enumerate(rows):
+    for i in range(len(rows)):
         fit.append(
             {
                 q: (float(meas[n]), float(first[n]), float(last[n]))

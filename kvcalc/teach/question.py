@@ -37,7 +37,7 @@ class Question:
     # factor 2) turns them off. The unit hints (KiB vs KB, GiB vs GB) always apply.
     kv_hints: bool = True
 
-    def part(self, n: int) -> "Question":
+    def part(self, n: int) -> Question:
         """The question as graded for its part ``n`` (1 or 2)."""
         if n == 1:
             return self

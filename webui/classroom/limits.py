@@ -61,7 +61,7 @@ class Limits:
         return max(1, int(self.max_classes * self.network_share))
 
     @classmethod
-    def from_env(cls) -> "Limits":
+    def from_env(cls) -> Limits:
         d = cls()
 
         def num(name: str, default: float, lo: float, hi: float) -> int:

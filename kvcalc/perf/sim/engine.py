@@ -10,8 +10,8 @@ achieved share)) plus what a real engine adds (``fixed_seconds``), the law of
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 from ...cache.deployment import Deployment
 from ...core.arith import cdiv

@@ -18,7 +18,7 @@ import heapq
 import math
 import random
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from ...core.arith import cdiv
 from .engine import Setup
