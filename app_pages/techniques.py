@@ -37,14 +37,14 @@ with st.expander("The techniques' settings: window, offload, MLA", icon=":materi
     rope = number(c2, "MLA RoPE part", 0, 4096, 64, 16, "t_rope")
 
 try:
-    kw = dict(window=window, latent=(rank, rope), gpu_tokens=gpu_tokens, link=link, tp=sel.tp)
+    kw = dict(window=window, latent=(rank, rope), gpu_tokens=gpu_tokens, link=link)
     kw["peak_tflops"] = sel.gpu.peak_tflops("bf16")
-    rows = cached(techniques)(sel.spec, context, kv_dtype=sel.kv_dtype, **kw)
+    rows = cached(techniques)(sel.deployment, context, **kw)
     # The same rows at a 16-bit cache: the reference the measured page's "vs 16-bit" uses.
     rows16 = (
         rows
         if sel.kv_dtype in ("bf16", "fp16")
-        else cached(techniques)(sel.spec, context, kv_dtype="bf16", **kw)
+        else cached(techniques)(sel.deployment.but(kv_dtype="bf16"), context, **kw)
     )
 except ValueError as exc:
     common.stop_on_error(exc)

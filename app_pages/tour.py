@@ -31,15 +31,9 @@ if asked and not st.session_state.get("_tour_moved") and asked != [str(n)]:
         icon=":material/link_off:",
     )
 st.progress(n / len(STOPS), text=f"Stop {n} of {len(STOPS)}: {stop.title}")
-setup = dict(
-    kv_dtype=sel.kv_dtype,
-    bandwidth_gbs=sel.bandwidth_gbs,
-    tp=sel.tp,
-    pp=sel.pp,
-    name=common.plain(sel.spec.name),
-)  # the name may come from a user's config
+setup = dict(bandwidth_gbs=sel.bandwidth_gbs, name=common.plain(sel.spec.name))  # a user's name
 try:
-    les = lesson(n, sel.spec, sel.weights, sel.gpu, **setup)
+    les = lesson(n, sel.deployment, **setup)
 except ValueError as exc:
     les = None
     common.show_error(exc)
@@ -89,7 +83,7 @@ for col, label, delta, icon in zip(
 with st.expander("For teachers", icon=":material/school:"):  # not beside a student's guess
     st.download_button(
         "Answer key for this model and GPU (Markdown)",
-        data=answer_key(sel.spec, sel.weights, sel.gpu, **setup),
+        data=answer_key(sel.deployment, **setup),
         file_name="kv-cache-lab-tour-answer-key.md",
         mime="text/markdown",
         on_click="ignore",

@@ -118,7 +118,7 @@ def test_step_time_figure_draws_a_real_engines_step_over_the_bound():
 
 
 def test_techniques_figure():
-    rows = techniques(L8B.spec, 32768)
+    rows = techniques(Deployment(spec=L8B.spec), 32768)
     fig = techniques_figure(rows, "GiB")
     assert list(fig.data[0].y) == [r.name for r in rows]
     own = [r.name for r in rows].index(next(r.name for r in rows if r.key == "own"))

@@ -4,11 +4,17 @@ import pytest
 from conftest import llama_config
 
 from kvcalc import get_model, spec_from_config
+from kvcalc.cache.deployment import Deployment
 from kvcalc.teach.techniques import techniques
 
 
+def tech(spec, n, kv_dtype="bf16", tp=1, **kw):
+    """techniques() on ``spec`` alone (no GPU), its cache in ``kv_dtype`` over ``tp`` GPUs."""
+    return techniques(Deployment(spec=spec, tp=tp).but(kv_dtype=kv_dtype), n, **kw)
+
+
 def by_key(spec, n, **kw):
-    return {r.key: r for r in techniques(spec, n, **kw)}
+    return {r.key: r for r in tech(spec, n, **kw)}
 
 
 def test_llama31_8b_savings():
@@ -54,14 +60,14 @@ def test_hybrid_only_counts_attention_layers():
 def test_pure_recurrent_model_is_explained():
     spec = spec_from_config(llama_config(layer_types=["mamba"] * 4, mamba_d_state=16))
     with pytest.raises(ValueError, match="no K/V"):
-        techniques(spec, 100)
+        tech(spec, 100)
 
 
 def test_bad_technique_inputs():
     spec = get_model("llama-3.1-8b").spec
     for kw in (dict(window=0), dict(gpu_tokens=-1), dict(latent=(0, 64)), dict(kv_dtype="x")):
         with pytest.raises(ValueError):
-            techniques(spec, 100, **kw)
+            tech(spec, 100, **kw)
 
 
 def test_mha_models_get_a_gqa_row():

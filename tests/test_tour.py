@@ -33,6 +33,7 @@ import re
 import pytest
 
 from kvcalc import get_gpu, get_model
+from kvcalc.cache.deployment import Deployment
 from kvcalc.teach.quiz import answer_label, grade
 from kvcalc.teach.tour import STOPS, answer_key, lesson, stop_question
 
@@ -45,6 +46,11 @@ TOL = 0.03
 UTIL, RESERVE = 0.92, 2 * GiB
 H100 = dict(key="h100-sxm-80gb", mib=81_559, gbs=3350.0, bf16=989.4)
 H200 = dict(key="h200-141gb", mib=143_771, gbs=4800.0, fp8=1978.9)
+
+
+def on(spec, w, gpu, **kw) -> Deployment:
+    """The tour's setup as a Deployment: a model's weights on a GPU."""
+    return Deployment(spec=spec, weights=w, gpu=gpu, **kw)
 
 
 def cdiv(a, b):
@@ -272,7 +278,7 @@ def hand(request):
 
 
 def les(h, n):
-    return lesson(n, h.spec, h.w, h.gpu, tp=h.tp)
+    return lesson(n, on(h.spec, h.w, h.gpu, tp=h.tp))
 
 
 def ok(q, text):
@@ -584,7 +590,7 @@ def test_questions_are_worded_by_layer_kind(hand):
 
 
 def test_answer_key_has_every_stop(hand):
-    key = answer_key(hand.spec, hand.w, hand.gpu, tp=hand.tp)
+    key = answer_key(on(hand.spec, hand.w, hand.gpu, tp=hand.tp))
     for s in STOPS:
         assert f"## Stop {s.number}: {s.title}" in key
     assert key.count("**Discuss.**") == 7 and key.count("| Given | Value |") == 7
@@ -599,13 +605,13 @@ def test_a_stop_that_cannot_be_asked_says_why():
     spec, w = m.spec, m.weights()
     for n in (3, 4, 6, 7):  # 131 GiB of weights on one 80 GB GPU: no pool, so no number
         with pytest.raises(ValueError, match="does not fit on NVIDIA H100"):
-            stop_question(n, spec, w, get_gpu("h100-sxm-80gb"))
-    q5 = stop_question(5, spec, w, get_gpu("h100-sxm-80gb"))  # the GPU's ridge, no decode
+            stop_question(n, on(spec, w, get_gpu("h100-sxm-80gb")))
+    q5 = stop_question(5, on(spec, w, get_gpu("h100-sxm-80gb")))  # the GPU's ridge, no decode
     assert "Decode" not in q5.answer
-    key = answer_key(spec, w, get_gpu("h100-sxm-80gb"))
+    key = answer_key(on(spec, w, get_gpu("h100-sxm-80gb")))
     assert key.count("Not asked for this setup") == 4
     with pytest.raises(ValueError, match="tour stop"):
-        stop_question(8, spec, w, get_gpu("h100-sxm-80gb"))
+        stop_question(8, on(spec, w, get_gpu("h100-sxm-80gb")))
 
 
 st_ = pytest.importorskip("streamlit")
@@ -694,14 +700,14 @@ def test_every_stop_of_a_hard_real_config_asks_or_says_why(config):
     w = weights_given(16 * GIB) if spec.params is None else weights(spec)
     for n in range(1, 8):
         try:
-            les_ = lesson(n, spec, w, get_gpu("h100-sxm-80gb"))
+            les_ = lesson(n, on(spec, w, get_gpu("h100-sxm-80gb")))
         except ValueError as exc:
             assert str(exc)
             continue
         q = les_.question
         assert q.value is not None and math.isfinite(q.value), (n, q.value)
         assert grade(q, f"{q.value:.6g} B" if q.unit == "B" else f"{q.value:.6g}").correct
-    assert "## Stop 7" in answer_key(spec, w, get_gpu("h100-sxm-80gb"))
+    assert "## Stop 7" in answer_key(on(spec, w, get_gpu("h100-sxm-80gb")))
 
 
 # -- the command line --------------------------------------------------------------------------
@@ -739,4 +745,4 @@ def test_stops_that_count_conversations_are_not_asked_when_none_fits(number):
 
     m = get_model("llama-3.1-70b")
     with pytest.raises(ValueError, match="does not fit on NVIDIA L4|not even one conversation"):
-        lesson(number, m.spec, m.weights(), get_gpu("l4"))
+        lesson(number, on(m.spec, m.weights(), get_gpu("l4")))

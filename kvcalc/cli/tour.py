@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..cache.deployment import Deployment
 from ..cache.weight_bytes import weights_given
 from ..teach.tour import STOPS, answer_key, conversation_tokens, lesson
 
@@ -41,13 +42,15 @@ def cmd_tour(args, *, load_model, weights, gpu) -> tuple[dict, list[str]]:
     if resident != w.bytes:  # --weights-gib: a size known only as a whole, all of it read
         w = weights_given(resident, w.dtype)
     g = gpu(args)
-    kw = dict(kv_dtype=args.kv_dtype, tp=args.tp, pp=args.pp)
+    dep = Deployment(spec=spec, weights=w, gpu=g, tp=args.tp, pp=args.pp).but(
+        kv_dtype=args.kv_dtype
+    )
     stops, text = [], []
     for stop in STOPS:
         # The page's key (its URL path in the app, /<key>): the core knows no UI file.
         entry = {"number": stop.number, "title": stop.title, "page": stop.page}
         try:
-            les = lesson(stop.number, spec, w, g, **kw)
+            les = lesson(stop.number, dep)
         except ValueError as exc:
             entry.update(asked=False, error=str(exc))
             text.append(f"  stop {stop.number} ({stop.title}): not asked: {exc}")
@@ -71,7 +74,7 @@ def cmd_tour(args, *, load_model, weights, gpu) -> tuple[dict, list[str]]:
         "stops": stops,
     }
     if args.markdown:
-        return out, [answer_key(spec, w, g, **kw)]
+        return out, [answer_key(dep)]
     head = (
         f"{label}: the guided tour on {g.name}"
         + (f" x {args.tp * args.pp}" if args.tp * args.pp > 1 else "")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from ..cache.deployment import Deployment
 from ..config.catalog import Link, registry
 from ..core.dtypes import KV_DTYPES, DType, get_dtype
 from ..core.model import ModelSpec
@@ -171,18 +172,17 @@ def _head_rows(t: _Rows, spec: ModelSpec, own_pt: int, rank: int, rope: int) -> 
 
 
 def techniques(
-    spec: ModelSpec,
+    dep: Deployment,
     context: int,
     *,
-    kv_dtype: str = "bf16",
     window: int = 4096,
     latent: tuple[int, int] = DEFAULT_LATENT,
     gpu_tokens: int = 4096,
     link: str = "pcie5-x16",
     peak_tflops: float | None = None,
-    tp: int = 1,
 ) -> list[Technique]:
-    """Every technique applied to ``spec`` at ``context`` tokens, with its saving computed.
+    """Every technique applied to ``dep``'s model at ``context`` tokens in its cache format,
+    with its saving computed.
     ``link`` is a link of the catalog (models.yaml), over which an offloaded cache comes back;
     ``peak_tflops`` the GPU's dense peak for the recompute time (None: not stated).
 
@@ -201,8 +201,7 @@ def techniques(
     gpu_tokens = check_int("tokens kept on the GPU", gpu_tokens, 1, 10**9)
     rank = check_int("latent rank", latent[0], 1, 1 << 20)
     rope = check_int("RoPE dimension", latent[1], 0, 1 << 20)
-    dtype = get_dtype(kv_dtype, KV_DTYPES)
-    tp = check_int("tensor parallel size", tp, 1, 4096)
+    spec, dtype, tp = dep.spec, get_dtype(dep.cache.kv_dtype, KV_DTYPES), dep.tp
 
     own_layers = _per_gpu(spec.layers, tp)  # a TP that does not fit the model raises here
     own_pt, own_seq = _bytes(own_layers, n, dtype)

@@ -6,13 +6,10 @@ page script (see webui/callbacks.py on why). Text a student sent (an answer, a n
 never rendered as markup: answers go through ``plain``; nicknames are not shown at all, except
 to the student who chose one and in an export that asks for them.
 
-The link's parameters:
-  join=CODE               a student's join link (what the QR code holds)
-  student=TOKEN           set after joining: the student's place, so a reload or a reconnect
-                          to another replica keeps it (it opens only that student's answers)
-  class=CODE&teacher=KEY  the teacher link; the key is taken into the session and removed
-                          from the address bar at once, so a projected address bar shows only
-                          the class code
+The link's parameters: ``join=CODE`` (a student's join link, what the QR code holds);
+``student=TOKEN`` (set after joining, so a reload or a reconnect to another replica keeps the
+student's place); ``class=CODE&teacher=KEY`` (the teacher link: the key is taken into the
+session and removed from the address bar at once, so a projector shows only the class code).
 """
 
 from __future__ import annotations

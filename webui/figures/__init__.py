@@ -12,9 +12,7 @@ per subject; pages import them from here (``from webui.figures import ...``):
 - diagrams: head sharing, MLA, the sliding window
 - measured: the microscope's attention and cache maps, quality against bytes, work against time
 - classroom: the live class's histogram of answers
-
-Only the app's pages import this package (it imports plotly). Every axis says its unit.
-"""
+Only the app's pages import this package (it imports plotly). Every axis says its unit."""
 
 from .base import COLORS, Figure, owner_color
 from .budget import budget_figure, concurrency_figure

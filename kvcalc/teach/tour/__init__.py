@@ -15,9 +15,7 @@ docs/teaching.md for how the questions are worded.
 
 from __future__ import annotations
 
-from ...cache.weight_bytes import Weights
-from ...config.catalog import GPU
-from ...core.model import ModelSpec
+from ...cache.deployment import Deployment
 from ...core.units import check_int
 from ..quiz import TOLERANCE, Question
 from .cache import stop1, stop2
@@ -56,20 +54,14 @@ _BUILD = (stop1, stop2, stop3, stop4, stop5, stop6, stop7)
 
 
 def lesson(
-    number: int,
-    spec: ModelSpec,
-    w: Weights,
-    gpu: GPU,
-    *,
-    kv_dtype: str = "bf16",
-    bandwidth_gbs: float | None = None,
-    tp: int = 1,
-    pp: int = 1,
-    name: str | None = None,
+    number: int, dep: Deployment, *, bandwidth_gbs: float | None = None, name: str | None = None
 ) -> Lesson:
-    """The lesson at stop ``number`` (1 to 7) for this setup. ``name`` is how the model is
-    called in the text (its spec's name when not given)."""
+    """The lesson at stop ``number`` (1 to 7) for this deployment (its weights and GPU given).
+    ``name`` is how the model is called in the text (its spec's name when not given)."""
     n = check_int("tour stop", number, 1, len(STOPS))
+    spec, w, gpu = dep.spec, dep.weights, dep.gpu
+    if w is None or gpu is None:
+        raise ValueError("the tour needs the model's weights and a GPU")
     bw = gpu.bandwidth_gbs if bandwidth_gbs is None else bandwidth_gbs
     name = spec.name if name is None else name
     if n in (1, 2) and not spec.kv_layers:
@@ -78,47 +70,31 @@ def lesson(
         spec=spec,
         w=w,
         gpu=gpu,
-        kv_dtype=kv_dtype,
+        kv_dtype=dep.cache.kv_dtype,
         bw=bw,
-        tp=tp,
-        pp=pp,
+        tp=dep.tp,
+        pp=dep.pp,
         name=name,
         stop=STOPS[n - 1],
     )
     return _BUILD[n - 1](setup)
 
 
-def stop_question(
-    number: int,
-    spec: ModelSpec,
-    w: Weights,
-    gpu: GPU,
-    *,
-    kv_dtype: str = "bf16",
-    bandwidth_gbs: float | None = None,
-    tp: int = 1,
-    pp: int = 1,
-) -> Question:
-    """The prediction asked at stop ``number`` (1 to 7) for this setup."""
-    return lesson(
-        number, spec, w, gpu, kv_dtype=kv_dtype, bandwidth_gbs=bandwidth_gbs, tp=tp, pp=pp
-    ).question
+def stop_question(number: int, dep: Deployment, bandwidth_gbs: float | None = None) -> Question:
+    """The prediction asked at stop ``number`` (1 to 7) for this deployment."""
+    return lesson(number, dep, bandwidth_gbs=bandwidth_gbs).question
 
 
 def answer_key(
-    spec: ModelSpec,
-    w: Weights,
-    gpu: GPU,
-    *,
-    kv_dtype: str = "bf16",
-    bandwidth_gbs: float | None = None,
-    tp: int = 1,
-    pp: int = 1,
-    name: str | None = None,
+    dep: Deployment, *, bandwidth_gbs: float | None = None, name: str | None = None
 ) -> str:
     """The seven lessons for this setup as one Markdown document: for each stop the givens, the
     question, the answer and its working, the slips the grader names, the page's figure, the
     recap and the discussion question. A stop that cannot be asked says why."""
+    spec, w, gpu, tp, pp = dep.spec, dep.weights, dep.gpu, dep.tp, dep.pp
+    kv_dtype = dep.cache.kv_dtype
+    if w is None or gpu is None:
+        raise ValueError("the tour needs the model's weights and a GPU")
     name = spec.name if name is None else name
     bw = gpu.bandwidth_gbs if bandwidth_gbs is None else bandwidth_gbs
     experts = f" (experts {w.expert_dtype.upper()})" if w.expert_dtype != w.dtype else ""
@@ -137,17 +113,7 @@ def answer_key(
     for stop in STOPS:
         lines += [f"## Stop {stop.number}: {stop.title}", "", f"*{stop.teaches}*", ""]
         try:
-            les = lesson(
-                stop.number,
-                spec,
-                w,
-                gpu,
-                kv_dtype=kv_dtype,
-                bandwidth_gbs=bw,
-                tp=tp,
-                pp=pp,
-                name=name,
-            )
+            les = lesson(stop.number, dep, bandwidth_gbs=bw, name=name)
         except ValueError as exc:
             lines += [f"Not asked for this setup: {exc}.", ""]
             continue

@@ -22,7 +22,7 @@ def stop7(s: Setup) -> Lesson:
     state = k16.state_bytes
     blocks_differ = b16.effective_block_size != b8.effective_block_size
     # The FP8 row of the Shrinking the cache page, one conversation's K/V: the stop's figure.
-    fp8 = next(r for r in techniques(spec, n, kv_dtype="bf16", tp=s.tp) if r.key == "fp8")
+    fp8 = next(r for r in techniques(s.deployment.but(kv_dtype="bf16"), n) if r.key == "fp8")
     nums = dict(
         what="latent" if kinds_of(spec) == {"mla"} else "K/V",
         k16=k16.kv_bytes_per_token_nominal,
