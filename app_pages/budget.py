@@ -1,6 +1,7 @@
 import streamlit as st
 
-from kvcalc import budget, kv_cache, registry
+from kvcalc import budget, registry
+from kvcalc.cache.kv import kv_cache
 from kvcalc.core.speculative import Speculation, drafter_weight_bytes, with_speculation
 from kvcalc.core.units import GiB, fmt_bytes, fmt_gib
 from kvcalc.engines.budget import (

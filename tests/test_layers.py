@@ -491,3 +491,31 @@ def test_a_long_module_is_reported_unless_its_docstring_says_why(tmp_path):
     ]
     justified = '"""Longer than the 600 lines, on purpose."""\n' + body
     assert size_problems(_sized_tree(tmp_path / "justified", justified)) == []
+
+
+# -- the path a reader follows from the Budget page to the per-token formula (issue 40) ----------
+
+
+def test_the_budget_page_reaches_the_formula_in_four_files():
+    # app_pages/budget.py -> kvcalc/cache/kv.py -> kvcalc/core/model.py -> kvcalc/core/dtypes.py:
+    # the page takes kv_cache from its own module (no facade to look through), and that module
+    # computes a token's bytes from the layer kinds and the formats alone.
+    page = ast.parse((ROOT / "app_pages" / "budget.py").read_text())
+    source = {
+        alias.name: node.module
+        for node in page.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert source["kv_cache"] == "kvcalc.cache.kv"
+    kv = ast.parse((ROOT / "kvcalc" / "cache" / "kv.py").read_text())
+    imported = {
+        node.module
+        for node in kv.body
+        if isinstance(node, ast.ImportFrom) and node.module and node.module != "__future__"
+    }
+    assert imported - {"collections.abc", "dataclasses"} == {
+        "core.dtypes",
+        "core.model",
+        "core.units",
+    }

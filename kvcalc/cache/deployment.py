@@ -14,13 +14,12 @@ from typing import Any
 from ..core.dtypes import KV_DTYPES, STATE_DTYPES, DType, get_dtype
 from ..core.gpu import GPU
 from ..core.model import ModelSpec
-from ..core.units import GiB, check_float, check_int
+from ..core.units import MAX_GPUS, GiB, check_float, check_int, check_parallel
 from .kv import KVCache, kv_cache
 from .weight_bytes import Weights
 
 __all__ = ["CacheFormat", "EngineArgs", "Deployment", "MAX_GPUS", "DEFAULT_RESERVE_BYTES"]
 
-MAX_GPUS = 4096  # tp or pp: past the largest cluster any engine runs one model on
 # Memory a running engine needs besides weights and KV: the activation peak of a profiling run
 # (about 1 GiB for a 7-8B model at 8K batched tokens), the CUDA context and library workspaces
 # (~0.5 GiB) and CUDA-graph buffers (~0.5 GiB). Stated round defaults; the user can change them.
@@ -113,9 +112,9 @@ class Deployment:
     ep: int = 1
 
     def __post_init__(self) -> None:
-        # the one place tp and pp are checked (whole numbers: 2.0 is taken as 2)
-        object.__setattr__(self, "tp", check_int("tensor parallel size", self.tp, 1, MAX_GPUS))
-        object.__setattr__(self, "pp", check_int("pipeline parallel size", self.pp, 1, MAX_GPUS))
+        tp, pp = check_parallel(self.tp, self.pp)  # whole numbers: 2.0 is taken as 2
+        object.__setattr__(self, "tp", tp)
+        object.__setattr__(self, "pp", pp)
         if str(self.cache.kv_dtype).strip().lower() not in VLLM_KV_CACHE_DTYPES:
             get_dtype(self.cache.kv_dtype, KV_DTYPES)
         if self.memory_bytes is not None:

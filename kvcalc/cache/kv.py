@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ..core.dtypes import KV_DTYPES, DType, get_dtype
 from ..core.model import SCALE_BYTES, Layer, ModelSpec, counted
-from ..core.units import check_int
+from ..core.units import check_int, check_parallel
 
 __all__ = [
     "layer_bytes_per_token",
@@ -57,8 +57,7 @@ def pp_partition(num_layers: int, pp: int) -> list[int]:
 def stage_layers(spec: ModelSpec, tp: int = 1, pp: int = 1) -> list[tuple[Layer, ...]]:
     """The layers each pipeline stage holds, as one of its ``tp`` GPUs sees them; a speculative
     drafter's layers sit on the last stage (vLLM runs the drafter on the last rank)."""
-    tp = check_int("tensor parallel size", tp, 1, 4096)
-    pp = check_int("pipeline parallel size", pp, 1, 4096)
+    tp, pp = check_parallel(tp, pp)
     layers = list(spec.layers)
     if tp > 1:
         split: dict[int, Layer] = {}  # once per distinct layer, so equal layers stay one object

@@ -77,3 +77,15 @@ def fmt_seconds(s: float) -> str:
     if s < 1:
         return f"{s * 1e3:,.2f} ms"
     return f"{s:,.2f} s"
+
+
+MAX_GPUS = 4096  # tp or pp: past the largest cluster any engine runs one model on
+
+
+def check_parallel(tp: object, pp: object = 1) -> tuple[int, int]:
+    """Tensor and pipeline parallel sizes as whole numbers in [1, MAX_GPUS] (2.0 is taken as 2),
+    or ValueError that names the input: the one rule for tp and pp, wherever they come in."""
+    return (
+        check_int("tensor parallel size", tp, 1, MAX_GPUS),
+        check_int("pipeline parallel size", pp, 1, MAX_GPUS),
+    )

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 
 from ..core.model import ModelSpec
-from ..core.units import GB, check_float, check_int
+from ..core.units import GB, check_float, check_int, check_parallel
 from .roofline import Prefill, StepTime
 
 __all__ = [
@@ -280,7 +280,7 @@ def allreduce_seconds(
     """Time of one step's all-reduces at tensor parallel ``tp`` for ``tokens`` new tokens: two
     per layer, each a latency plus a ring's 2 (tp - 1) / tp of the message over the link. Zero
     at tp 1; a GPU with no stated link (``link_gbs`` None) pays the latency only."""
-    tp = check_int("tensor parallel size", tp, 1, 4096)
+    tp, _ = check_parallel(tp)
     tokens = check_int("tokens", tokens, 0, 10**9)
     if tp == 1 or tokens == 0:
         return 0.0

@@ -22,7 +22,7 @@ from ..config.limits import MAX_CONTEXT
 from ..core.arith import UNBOUNDED_CONTEXT, first_true
 from ..core.dtypes import KV_DTYPES, get_dtype
 from ..core.model import ModelSpec, counted
-from ..core.units import GB, check_float, check_int
+from ..core.units import GB, check_float, check_int, check_parallel
 
 __all__ = [
     "StepTime",
@@ -244,7 +244,7 @@ def prefill(
         else check_float("attention peak TFLOPS", attention_tflops, 0.0, 1e6, lo_open=True)
     )
     mfu = check_float("MFU", mfu, 0.0, 1.0, lo_open=True)
-    tp = check_int("tensor parallel size", tp, 1, 4096)
+    tp, _ = check_parallel(tp)
     linear = 2.0 * spec.active_params * p
     attn = attention_flops(spec, 0, p, decode=False)
     flops = linear + attn
