@@ -519,3 +519,31 @@ def test_the_budget_page_reaches_the_formula_in_four_files():
         "core.model",
         "core.units",
     }
+
+
+# -- no wide signatures: a deployment travels as one value (issue 40) ---------------------------
+MAX_PARAMETERS = 8
+
+
+def wide_functions(root: Path) -> list[str]:
+    """Public functions and methods in kvcalc/ with more than MAX_PARAMETERS parameters
+    (positional and keyword-only, not self/cls, not *args/**kwargs)."""
+    found = []
+    for path in sorted((root / "kvcalc").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            a = node.args
+            names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+            n = len([x for x in names if x not in ("self", "cls")])
+            if n > MAX_PARAMETERS and not node.name.startswith("_"):
+                found.append(f"{path.relative_to(root)}:{node.lineno} {node.name}: {n}")
+    return found
+
+
+def test_no_public_function_takes_more_than_eight_parameters(tmp_path):
+    assert wide_functions(ROOT) == []
+    wide = ", ".join(f"a{i}" for i in range(9))
+    (tmp_path / "kvcalc").mkdir()
+    (tmp_path / "kvcalc" / "m.py").write_text(f"def f({wide}): pass\ndef _g({wide}): pass\n")
+    assert wide_functions(tmp_path) == ["kvcalc/m.py:1 f: 9"]
