@@ -688,15 +688,7 @@ class Store:
                         AnswerRow.attempts,
                     ).where(AnswerRow.student_id == st.id)
                 ).all()
-            view = ClassView(
-                code=st.code,
-                seed=st.seed,
-                position=st.position,
-                revealed=bool(st.revealed),
-                version=st.version,
-                expires_at=st.expires_at,
-                count=len(deck(st.seed)),
-            )
+            view = view_of(st)
             mine = {
                 (r.question, r.part): {
                     "text": r.text,
