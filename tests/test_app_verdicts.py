@@ -6,22 +6,20 @@ per token x tokens x sequences; Llama 3.1 8B keeps 32 layers x 8 K/V heads x 128
 import pytest
 
 from kvcalc import budget, get_model, kv_cache, registry
+from kvcalc.cache.deployment import Deployment
 from webui import compare
 
 H100 = registry().gpus["h100-sxm-80gb"].memory_bytes
 
 
-def _budget(key, context, concurrency, tp=1):
+def _on_h100(key, tp=1):
+    """``key``'s checkpoint on one H100's memory (as its driver reports it), over ``tp`` GPUs."""
     m = get_model(key)
-    return budget(
-        m.spec,
-        total_bytes=H100,
-        context=context,
-        weights_bytes=m.weights("auto").bytes,
-        concurrency=concurrency,
-        tp=tp,
-        find_max_context=False,
-    )
+    return Deployment(spec=m.spec, weights=m.weights("auto"), memory_bytes=H100, tp=tp)
+
+
+def _budget(key, context, concurrency, tp=1):
+    return budget(_on_h100(key, tp), context, concurrency, find_max_context=False)
 
 
 def quote(text: str) -> str:
@@ -82,8 +80,9 @@ def _me(key, context=8192):
 def test_the_comparison_leaves_out_the_page_model_and_says_what_it_refuses():
     me = _me("llama-3.1-8b")
     keys = {"Llama 3.1 8B": "llama-3.1-8b", "Llama 2 7B": "llama-2-7b"}
-    pool = dict(total_bytes=H100, kv_dtype="bf16", tp=1, pp=1, concurrency=1)
-    others, refused = compare.models(["Llama 3.1 8B", "Llama 2 7B", "nope"], keys, me, "auto", pool)
+    pool = _on_h100("llama-3.1-8b")
+    names = ["Llama 3.1 8B", "Llama 2 7B", "nope"]
+    others, refused = compare.models(names, keys, me, "auto", pool, "vllm")
     assert [c.name for c in others] == ["Llama 2 7B"] and refused == []
     # Llama 2 7B: 32 layers x 32 heads x 128 x 2 x 2 B = 512 KiB a token, 4x Llama 3.1 8B's
     assert others[0].kv_per_token == 4 * me.kv_per_token == 512 * 1024
@@ -93,7 +92,7 @@ def test_the_comparison_leaves_out_the_page_model_and_says_what_it_refuses():
     row = compare.row(others[0], 8192)
     assert row["KV per token"] == "512.00 KiB" and row["model"] == "Llama 2 7B"
     # Each curve stops at its own model's limit: 4,096 for Llama 2, 131,072 for Llama 3.1.
-    curves = compare.curves([me, *others], 8192, pool)
+    curves = compare.curves([me, *others], 8192, pool, "vllm")
     assert [(name, max(xs)) for name, xs, _ in curves] == [
         ("Llama 3.1 8B", 131_072),
         ("Llama 2 7B", 4096),
@@ -104,9 +103,9 @@ def test_the_comparison_leaves_out_the_page_model_and_says_what_it_refuses():
 def test_a_model_over_the_gpu_is_compared_without_a_curve(tp):
     me = _me("llama-3.1-8b")
     keys = {"Llama 3.1 70B": "llama-3.1-70b"}
-    pool = dict(total_bytes=H100, kv_dtype="bf16", tp=tp, pp=1, concurrency=1)
-    others, _ = compare.models(["Llama 3.1 70B"], keys, me, "auto", pool)
+    pool = _on_h100("llama-3.1-8b", tp)
+    others, _ = compare.models(["Llama 3.1 70B"], keys, me, "auto", pool, "vllm")
     assert others[0].fits == (tp == 2)
     assert compare.row(others[0], 8192)["KV pool"].startswith("does not fit") == (tp == 1)
-    names = [name for name, _, _ in compare.curves([me, *others], 8192, pool)]
+    names = [name for name, _, _ in compare.curves([me, *others], 8192, pool, "vllm")]
     assert names == (["Llama 3.1 8B"] if tp == 1 else ["Llama 3.1 8B", "Llama 3.1 70B"])
