@@ -12,13 +12,15 @@ from .registry import command
 
 _TABLE_MODELS = (("llama-2-7b", "Llama 2 7B (MHA)"), ("llama-3.1-8b", "Llama 3 8B (GQA)"))
 _TABLE_POINTS = ((1, 2048), (16, 8192), (32, 16384))
+_GPU_FIELDS: tuple[str, ...] = ("name", "memory_gb", "memory_bytes", "bandwidth_gbs")
+_GPU_FIELDS += ("bf16_tflops", "fp8_tflops", "fp16_tflops", "fp32_tflops")
 
 
-def _table_arguments(p: argparse.ArgumentParser) -> None:
+def _json_only(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
 
 
-@command("table", "the seed blog's MHA vs GQA table (FP16)", _table_arguments)
+@command("table", "the seed blog's MHA vs GQA table (FP16)", _json_only)
 def cmd_table(args):
     rows = []
     text = ["KV cache in FP16 (the seed blog's table; its 'GB' are GiB = 2^30 bytes)"]
@@ -51,11 +53,7 @@ def cmd_table(args):
     return {"kv_dtype": "fp16", "rows": rows}, text
 
 
-def _models_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true")
-
-
-@command("models", "list the registry's models", _models_arguments)
+@command("models", "list the registry's models", _json_only)
 def cmd_models(args):
     out: dict[str, list[dict]] = {"models": []}
     text: list[str] = []
@@ -81,28 +79,12 @@ def cmd_models(args):
     return out, text
 
 
-def _gpus_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--json", action="store_true")
-
-
-@command("gpus", "list the registry's GPUs and links", _gpus_arguments)
+@command("gpus", "list the registry's GPUs and links", _json_only)
 def cmd_gpus(args):
     out: dict[str, list[dict]] = {"gpus": [], "links": []}
     text: list[str] = []
     for key, g in registry().gpus.items():
-        out["gpus"].append(
-            {
-                "key": key,
-                "name": g.name,
-                "memory_gb": g.memory_gb,
-                "memory_bytes": g.memory_bytes,
-                "bandwidth_gbs": g.bandwidth_gbs,
-                "bf16_tflops": g.bf16_tflops,
-                "fp8_tflops": g.fp8_tflops,
-                "fp16_tflops": g.fp16_tflops,
-                "fp32_tflops": g.fp32_tflops,
-            }
-        )
+        out["gpus"].append({"key": key, **{f: getattr(g, f) for f in _GPU_FIELDS}})
         text.append(
             f"{key:<15} {g.memory_gb:>5g} GB sold = {fmt_gib(g.memory_bytes)} usable  "
             f"{g.bandwidth_gbs:>6,.0f} GB/s  {g.peak_tflops() or 0:>7,.1f} TFLOPS 16-bit"

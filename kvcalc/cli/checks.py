@@ -330,15 +330,22 @@ def cmd_vllm(args):
 
     if args.num_draft_layers < 0:
         raise ValueError("--num-draft-layers must be 0 or more")
+    log = None
     if args.log:
         data = read_regular_file(
             args.log, limit=vllm.MAX_LOG_BYTES, what="log", give="give the path of a saved log"
         )
         log = vllm.parse_log(data.decode("utf-8", errors="replace"))
-        spec, label, cfg = _vllm_spec(args, log)
-        spec = with_speculative(args, spec)
-        common = _vllm_common(args, cfg, log)
-        states_why = common.pop("_states_why")
+    elif args.available_kv_gib is None and args.available_kv_bytes is None:
+        raise ValueError("give --available-kv-gib or --available-kv-bytes (or --log FILE)")
+    elif not args.max_model_len:
+        raise ValueError("give --max-model-len")
+    spec, label, cfg = _vllm_spec(args, log)
+    spec = with_speculative(args, spec)
+    common = _vllm_common(args, cfg, log)
+    states_why = common.pop("_states_why")
+    has_states = any(lay.state_elements for lay in spec.layers)
+    if log is not None:
         p, lines = vllm.explain_log(spec, log, **common)
         out = {
             "model": label,
@@ -362,44 +369,35 @@ def cmd_vllm(args):
                 f"  {lay.name}: logged {lay.logged:,g}, predicted {lay.predicted:,g} "
                 f"(range {lay.low:,g} to {lay.high:,g}): {mark}; {lay.why}"
             )
-        if any(lay.state_elements for lay in spec.layers):
-            text_out.append(f"  states: {states_why}")
-        return out, text_out
-    if args.available_kv_gib is None and args.available_kv_bytes is None:
-        raise ValueError("give --available-kv-gib or --available-kv-bytes (or --log FILE)")
-    if not args.max_model_len:
-        raise ValueError("give --max-model-len")
-    spec, label, cfg = _vllm_spec(args, None)
-    spec = with_speculative(args, spec)
-    avail = (
-        args.available_kv_bytes
-        if args.available_kv_bytes is not None
-        else round(args.available_kv_gib * GiB)
-    )
-    common = _vllm_common(args, cfg, None)
-    states_why = common.pop("_states_why")
-    dep = deployment_from(
-        args,
-        spec,
-        kv_dtype=args.kv_dtype or "auto",
-        mamba_cache_dtype=common["mamba_cache_dtype"],
-        mamba_ssm_cache_dtype=common["mamba_ssm_cache_dtype"],
-    )
-    model = {k: common[k] for k in ("architecture", "mm_batch_tokens") if k in common}
-    p = vllm.predict(dep, avail, args.max_model_len, **model)
-    out = p.to_dict()
-    out["model"] = label
-    text_out = [
-        f"{label}: what vLLM prints with {avail / GiB:.2f} GiB available",
-        *(f"  {line}" for line in p.capacity_lines()),
-        f"  ({p.num_blocks:,} blocks of {p.block_size} tokens, {len(p.groups)} group(s) "
-        f"of {p.group_size} layers, {p.blocks_per_request:,} blocks per request; tokens "
-        f"line = {p.tokens_formula})",
-    ]
-    text_out += [f"  note: {n}" for n in p.notes]
-    if any(lay.state_elements for lay in spec.layers):
+    else:
+        avail = (
+            args.available_kv_bytes
+            if args.available_kv_bytes is not None
+            else round(args.available_kv_gib * GiB)
+        )
+        dep = deployment_from(
+            args,
+            spec,
+            kv_dtype=args.kv_dtype or "auto",
+            mamba_cache_dtype=common["mamba_cache_dtype"],
+            mamba_ssm_cache_dtype=common["mamba_ssm_cache_dtype"],
+        )
+        model = {k: common[k] for k in ("architecture", "mm_batch_tokens") if k in common}
+        p = vllm.predict(dep, avail, args.max_model_len, **model)
+        out = p.to_dict()
+        out["model"] = label
+        text_out = [
+            f"{label}: what vLLM prints with {avail / GiB:.2f} GiB available",
+            *(f"  {line}" for line in p.capacity_lines()),
+            f"  ({p.num_blocks:,} blocks of {p.block_size} tokens, {len(p.groups)} group(s) "
+            f"of {p.group_size} layers, {p.blocks_per_request:,} blocks per request; tokens "
+            f"line = {p.tokens_formula})",
+        ]
+        text_out += [f"  note: {n}" for n in p.notes]
+        if has_states:
+            out["state_dtypes"] = states_why
+    if has_states:
         text_out.append(f"  states: {states_why}")
-        out["state_dtypes"] = states_why
     return out, text_out
 
 

@@ -17,8 +17,7 @@ import sys
 
 from . import simulate as _cli_sim
 from . import tour as _cli_tour
-from .common import cut_strings, gpu_of, inert, jsonable, load_model, one_line, weights_of
-from .flags import key_arg, model_args, weight_args
+from .common import cut_strings, inert, jsonable, one_line
 from .registry import COMMANDS, build_parser, command
 
 # Each group registers its commands as it is imported, so these imports keep --help's order.
@@ -33,13 +32,7 @@ __all__ = ["main", "command", "COMMANDS", "build_parser", "GROUPS"]
 
 # The simulator's command lives in its own module; registered here, in --help's order.
 command("simulate", _cli_sim.HELP, _cli_sim.add_arguments)(_cli_sim.cmd_simulate)
-command(
-    "tour",
-    _cli_tour.HELP,
-    lambda p: _cli_tour.add_arguments(
-        p, model_args=model_args, weight_args=weight_args, key=key_arg
-    ),
-)(lambda args: _cli_tour.cmd_tour(args, load_model=load_model, weights=weights_of, gpu=gpu_of))
+command("tour", _cli_tour.HELP, _cli_tour.add_arguments)(_cli_tour.cmd_tour)
 command("capacity", _cli_sim.CAPACITY_HELP, _cli_sim.add_capacity_arguments)(_cli_sim.cmd_capacity)
 
 

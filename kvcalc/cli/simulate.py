@@ -28,6 +28,7 @@ from ..engines.budget import DEFAULT_RESERVE_BYTES, LMDEPLOY_RESERVE_BYTES, free
 from ..perf.calibration import StepModel, error_band_text
 from ..perf.engines import engine_band_text
 from ..perf.sim import CLI_KEYS, MAX_TOKENS, Speed, estimated_steps, setup, simulate
+from .common import gpu_of
 from .flags import deployment_args, deployment_from, int_arg, number_arg, share_arg
 from .step_model import engine_from_args, speed_arguments, speed_from_args, speed_text
 from .workload import workload_arguments, workload_from
@@ -322,18 +323,12 @@ def simulate_row(args, profile, row) -> dict[str, float]:
         a.direct = True
     else:
         a.users, a.rate = row.users, (None if row.users else row.rate)
-        a.requests = row.requests or max(8, 3 * (row.users or 1))
-        if row.users:
-            a.requests = max(8, 3 * row.users)
+        a.requests = max(8, 3 * row.users) if row.users else row.requests or 8
     wl = workload_from(a)
     m = _model(a)
     _, _, _, _, r = _run(a, m, gpu_of(a), wl, profile)
     ttft = r.ttft_mean_steady_s if r.ttft_mean_steady_s is not None else r.ttft_mean_s
     return {"TTFT": ttft, "TPOT": r.tpot_mean_s, "latency": r.e2el_mean_s}
-
-
-def gpu_of(args):
-    return registry().gpu(args.gpu)
 
 
 def _calibrate(args, m, gpu, profile):

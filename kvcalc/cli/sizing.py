@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 
-from ..cache.weight_bytes import (
-    weights_in,
-)
+from ..cache.weight_bytes import weights_in
 from ..config.catalog import registry
 from ..core.speculative import drafter_weight_bytes
 from ..core.units import GB, fmt_bytes, fmt_gib, fmt_seconds
@@ -23,7 +20,6 @@ from ..perf.calibration import (
     error_band_text,
     estimate_step,
     estimate_ttft,
-    step_model,
 )
 from ..perf.engines import engine_band_text
 from ..perf.engines import resolve as resolve_engine
@@ -42,7 +38,7 @@ from .flags import (
     weight_args,
 )
 from .registry import command
-from .step_model import add_engine_argument
+from .step_model import add_engine_argument, speed_from_args
 
 
 def _kv_arguments(p: argparse.ArgumentParser) -> None:
@@ -275,18 +271,7 @@ def cmd_step_time(args):
     if profile is not None or (
         args.calibrated or args.bw_share is not None or args.step_overhead_ms is not None
     ):
-        overhead = None if args.step_overhead_ms is None else args.step_overhead_ms / 1e3
-        if profile is not None:
-            sm = profile.step_model()
-            given = {
-                k: v
-                for k, v in (("bw_share", args.bw_share), ("step_overhead_s", overhead))
-                if v is not None
-            }
-            if given:
-                sm = replace(sm, name=f"{sm.name}, your coefficients", **given)
-        else:
-            sm = step_model(bw_share=args.bw_share, step_overhead_s=overhead)
+        sm = speed_from_args(args, profile)
         est = estimate_step(spec, s, sm, tp=args.tp, link_gbs=gpu.tp_link_gbs if gpu else None)
         band = error_band_text(band_for_batch(args.batch)) if sm.is_calibrated else None
         if profile is not None:

@@ -113,46 +113,34 @@ def engine_from_args(args):
     return resolve_engine(name)
 
 
-def _profile_model(profile, args) -> StepModel:
-    """The profile's step model, with each coefficient the flags give in its place."""
-    m = profile.step_model()
-    given = {
-        "bw_share": args.bw_share,
-        "step_overhead_s": None if args.step_overhead_ms is None else args.step_overhead_ms / 1e3,
-        "mfu": args.mfu,
-        "allreduce_latency_s": (
-            None if args.allreduce_latency_us is None else args.allreduce_latency_us / 1e6
-        ),
-        "api_overhead_s": None if args.api_overhead_ms is None else args.api_overhead_ms / 1e3,
-        "dequant_mfu": getattr(args, "dequant_mfu", None),
+def _coefficients(args) -> dict:
+    """The step-model coefficients the flags give, in the model's units (None: not given; a
+    command lacking a flag gives None for it)."""
+
+    def given(flag: str, scale: float = 1.0):
+        v = getattr(args, flag, None)
+        return None if v is None else v / scale
+
+    return {
+        "bw_share": given("bw_share"),
+        "step_overhead_s": given("step_overhead_ms", 1e3),
+        "mfu": given("mfu"),
+        "allreduce_latency_s": given("allreduce_latency_us", 1e6),
+        "api_overhead_s": given("api_overhead_ms", 1e3),
+        "dequant_mfu": given("dequant_mfu"),
     }
-    changed = {k: v for k, v in given.items() if v is not None}
-    if changed:
-        m = replace(m, name=f"{m.name}, your coefficients", **changed)
-    return m
 
 
 def speed_from_args(args, profile=None) -> StepModel:
     """The step model the flags ask for: the calibrated estimate unless --ideal (or the engine
     profile of --engine), with each coefficient given in place of its fitted value."""
-    if profile is not None:
-        return _profile_model(profile, args)
-
-    def ms(v):
-        return None if v is None else v / 1e3
-
-    return step_model(
-        ideal=args.ideal,
-        bw_share=args.bw_share,
-        step_overhead_s=ms(args.step_overhead_ms),
-        mfu=args.mfu,
-        allreduce_latency_s=(
-            None if args.allreduce_latency_us is None else args.allreduce_latency_us / 1e6
-        ),
-        api_overhead_s=ms(args.api_overhead_ms),
-        stack=args.serving_stack,
-        dequant_mfu=args.dequant_mfu,
-    )
+    given = _coefficients(args)
+    if profile is None:
+        ideal, stack = getattr(args, "ideal", False), getattr(args, "serving_stack", None)
+        return step_model(ideal=ideal, stack=stack, **given)
+    m = profile.step_model()
+    changed = {k: v for k, v in given.items() if v is not None}
+    return replace(m, name=f"{m.name}, your coefficients", **changed) if changed else m
 
 
 def speed_text(speed: StepModel, tp: int, s=None) -> str:

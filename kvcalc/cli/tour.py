@@ -13,6 +13,8 @@ import argparse
 from ..cache.deployment import Deployment
 from ..cache.weight_bytes import weights_given
 from ..teach.tour import STOPS, answer_key, conversation_tokens, lesson
+from .common import gpu_of, load_model, weights_of
+from .flags import deployment_args, model_args, weight_args
 
 __all__ = ["HELP", "add_arguments", "cmd_tour"]
 
@@ -20,15 +22,11 @@ HELP = "the guided tour's questions and answers for a model and GPU (a printable
 DEFAULT_GPU = "h100-sxm-80gb"  # the app's default
 
 
-def add_arguments(p: argparse.ArgumentParser, *, model_args, weight_args, key) -> None:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     model_args(p)
     weight_args(p)
-    p.add_argument(
-        "--gpu",
-        type=key,
-        default=DEFAULT_GPU,
-        help=f"GPU key (see `python -m kvcalc gpus`; default {DEFAULT_GPU})",
-    )
+    gpu_help = f"GPU key (see `python -m kvcalc gpus`; default {DEFAULT_GPU})"
+    deployment_args(p, "gpu", gpu={"default": DEFAULT_GPU, "help": gpu_help})
     p.add_argument(
         "--markdown",
         action="store_true",
@@ -36,12 +34,12 @@ def add_arguments(p: argparse.ArgumentParser, *, model_args, weight_args, key) -
     )
 
 
-def cmd_tour(args, *, load_model, weights, gpu) -> tuple[dict, list[str]]:
+def cmd_tour(args) -> tuple[dict, list[str]]:
     spec, wd, ed, label = load_model(args)
-    w, resident = weights(args, spec, wd, ed)
+    w, resident = weights_of(args, spec, wd, ed)
     if resident != w.bytes:  # --weights-gib: a size known only as a whole, all of it read
         w = weights_given(resident, w.dtype)
-    g = gpu(args)
+    g = gpu_of(args)
     dep = Deployment(spec=spec, weights=w, gpu=g, tp=args.tp, pp=args.pp).but(
         kv_dtype=args.kv_dtype
     )
