@@ -558,7 +558,7 @@ def profiles_block(thetas: dict[str, np.ndarray], rows) -> list[str]:
     for key in sorted(thetas, key=lambda k: (k.split("@")[0], eng.version_key(k.split("@")[1]))):
         engine, version = key.split("@")
         c = coefs_of(thetas[key])
-        args = ", ".join(f"{k}={v!r}" for k, v in c.items())
+        args = ", ".join(repr(v) for v in c.values())
         lines.append(f'        _p("{engine}", "{version}", {counts.get(key, 0)}, {args}),')
     return lines
 

@@ -110,19 +110,8 @@ class EngineProfile:
         return f"{ENGINE_NAMES[self.engine]} {self.version}"
 
     def step_model(self) -> StepModel:
-        return StepModel(
-            name=f"{self.label} profile",
-            bw_share=self.bw_share,
-            kv_bw_share=self.kv_bw_share,
-            step_overhead_s=self.step_overhead_s,
-            mfu=self.mfu,
-            attn_mfu=self.attn_mfu,
-            allreduce_latency_s=self.allreduce_latency_s,
-            ep_latency_s=self.ep_latency_s,
-            api_overhead_s=self.api_overhead_s,
-            allreduce=True,
-            engine=self.key,
-        )
+        coefs: dict[str, Any] = self.coefficients()
+        return StepModel(name=f"{self.label} profile", allreduce=True, engine=self.key, **coefs)
 
     def with_coefficients(self, **coefs: Any) -> EngineProfile:
         return replace(self, **coefs)
@@ -154,7 +143,8 @@ SCHEDULER_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
-def _p(engine: str, version: str, rows: int, **coefs: Any) -> EngineProfile:
+def _p(engine: str, version: str, rows: int, *values: float) -> EngineProfile:
+    coefs: dict[str, Any] = dict(zip(COEFFICIENTS, values, strict=True))
     return EngineProfile(
         engine=engine, version=version, fitted_rows=rows, **SCHEDULER_DEFAULTS[engine], **coefs
     )
@@ -162,126 +152,19 @@ def _p(engine: str, version: str, rows: int, **coefs: Any) -> EngineProfile:
 
 # -- the fitted profiles (bench/calibration.py --aic --fit printed these) ----------------------
 # FITTED-PROFILES-BEGIN
+# each row: engine, version, training rows, then the COEFFICIENTS in their order
 PROFILES: dict[str, EngineProfile] = {
     p.key: p
     for p in (
-        _p(
-            "sglang",
-            "0.5.1",
-            78,
-            bw_share=0.912,
-            kv_bw_share=0.931,
-            step_overhead_s=0.00136,
-            mfu=0.266,
-            attn_mfu=0.1,
-            allreduce_latency_s=4.31e-05,
-            ep_latency_s=4.9e-05,
-            api_overhead_s=0.0156,
-        ),
-        _p(
-            "sglang",
-            "0.5.6",
-            70,
-            bw_share=0.84,
-            kv_bw_share=0.931,
-            step_overhead_s=0.00162,
-            mfu=0.184,
-            attn_mfu=0.101,
-            allreduce_latency_s=5.79e-05,
-            ep_latency_s=4.9e-05,
-            api_overhead_s=0.0155,
-        ),
-        _p(
-            "sglang",
-            "0.5.8",
-            6,
-            bw_share=0.87,
-            kv_bw_share=0.931,
-            step_overhead_s=0.00153,
-            mfu=0.185,
-            attn_mfu=0.0977,
-            allreduce_latency_s=5.49e-05,
-            ep_latency_s=4.9e-05,
-            api_overhead_s=0.0156,
-        ),
-        _p(
-            "sglang",
-            "0.5.9",
-            30,
-            bw_share=0.698,
-            kv_bw_share=0.931,
-            step_overhead_s=0.00165,
-            mfu=0.203,
-            attn_mfu=0.0922,
-            allreduce_latency_s=6.63e-05,
-            ep_latency_s=4.9e-05,
-            api_overhead_s=0.0158,
-        ),
-        _p(
-            "trtllm",
-            "1.0.0",
-            479,
-            bw_share=0.931,
-            kv_bw_share=0.64,
-            step_overhead_s=0.00285,
-            mfu=0.619,
-            attn_mfu=0.159,
-            allreduce_latency_s=4.54e-05,
-            ep_latency_s=2.69e-05,
-            api_overhead_s=0.0134,
-        ),
-        _p(
-            "trtllm",
-            "1.2.0",
-            5,
-            bw_share=0.931,
-            kv_bw_share=0.703,
-            step_overhead_s=0.0028,
-            mfu=0.623,
-            attn_mfu=0.16,
-            allreduce_latency_s=4.44e-05,
-            ep_latency_s=2.68e-05,
-            api_overhead_s=0.0134,
-        ),
-        _p(
-            "vllm",
-            "0.12.0",
-            165,
-            bw_share=0.602,
-            kv_bw_share=0.931,
-            step_overhead_s=0.00188,
-            mfu=0.932,
-            attn_mfu=0.0936,
-            allreduce_latency_s=6.52e-05,
-            ep_latency_s=7.7e-05,
-            api_overhead_s=0.0177,
-        ),
-        _p(
-            "vllm",
-            "0.16.0",
-            75,
-            bw_share=0.655,
-            kv_bw_share=0.931,
-            step_overhead_s=0.00185,
-            mfu=0.672,
-            attn_mfu=0.0826,
-            allreduce_latency_s=5.97e-05,
-            ep_latency_s=7.52e-05,
-            api_overhead_s=0.0182,
-        ),
-        _p(
-            "vllm",
-            "0.18.0",
-            84,
-            bw_share=0.776,
-            kv_bw_share=0.931,
-            step_overhead_s=0.00184,
-            mfu=0.565,
-            attn_mfu=0.0765,
-            allreduce_latency_s=5.73e-05,
-            ep_latency_s=7.38e-05,
-            api_overhead_s=0.0183,
-        ),
+        _p("sglang", "0.5.1", 78, 0.912, 0.931, 0.00136, 0.266, 0.1, 4.31e-05, 4.9e-05, 0.0156),
+        _p("sglang", "0.5.6", 70, 0.84, 0.931, 0.00162, 0.184, 0.101, 5.79e-05, 4.9e-05, 0.0155),
+        _p("sglang", "0.5.8", 6, 0.87, 0.931, 0.00153, 0.185, 0.0977, 5.49e-05, 4.9e-05, 0.0156),
+        _p("sglang", "0.5.9", 30, 0.698, 0.931, 0.00165, 0.203, 0.0922, 6.63e-05, 4.9e-05, 0.0158),
+        _p("trtllm", "1.0.0", 479, 0.931, 0.64, 0.00285, 0.619, 0.159, 4.54e-05, 2.69e-05, 0.0134),
+        _p("trtllm", "1.2.0", 5, 0.931, 0.703, 0.0028, 0.623, 0.16, 4.44e-05, 2.68e-05, 0.0134),
+        _p("vllm", "0.12.0", 165, 0.602, 0.931, 0.00188, 0.932, 0.0936, 6.52e-05, 7.7e-05, 0.0177),
+        _p("vllm", "0.16.0", 75, 0.655, 0.931, 0.00185, 0.672, 0.0826, 5.97e-05, 7.52e-05, 0.0182),
+        _p("vllm", "0.18.0", 84, 0.776, 0.931, 0.00184, 0.565, 0.0765, 5.73e-05, 7.38e-05, 0.0183),
     )
 }
 # FITTED-PROFILES-END

@@ -231,23 +231,20 @@ def decode_step(
         + sum(lay.state_bytes(sdtype) for lay in layers)
     )
     tag = f"b={b:,}" + (f", {q} query tokens" if q > 1 else "")
-    gemm = Point(
-        label=f"decode GEMMs, batch {b:,}",
-        flops=lin,
-        bytes=wb,
-        roof="gemm",
-        formula=(
-            f"decode GEMMs {tag}: {lin:.3e} FLOPs / {wb:,} B weights = {lin / wb:,.1f} FLOP/B"
-        ),
-    )
-    at = Point(
-        label=f"decode attention, batch {b:,}",
-        flops=attn,
-        bytes=kv,
-        roof="attention",
-        formula=(
-            f"decode attention {tag}: {attn:.3e} FLOPs / {kv:,} B KV = {attn / kv:,.1f} FLOP/B"
-        ),
+
+    def part(what: str, flops: float, nbytes: int, roof: str, read: str) -> Point:
+        return Point(
+            label=f"decode {what}, batch {b:,}",
+            flops=flops,
+            bytes=nbytes,
+            roof=roof,
+            formula=f"decode {what} {tag}: {flops:.3e} FLOPs / {nbytes:,} B {read} = "
+            f"{flops / nbytes:,.1f} FLOP/B",
+        )
+
+    gemm, at = (
+        part("GEMMs", lin, wb, "gemm", "weights"),
+        part("attention", attn, kv, "attention", "KV"),
     )
     tg, ta = r.time(lin, wb, "gemm"), r.time(attn, kv, "attention")
     bps = r.bandwidth_gbs * GB

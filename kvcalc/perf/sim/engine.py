@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from ...cache.deployment import Deployment
 from ...core.arith import cdiv
@@ -340,22 +340,6 @@ def setup(
         peak_tflops=speed.peak_tflops,
         mfu=model.mfu if model is not None else DEFAULT_MFU,
         max_model_len=max_model_len,
-        num_blocks=pool.num_blocks,
-        block_size=pool.block_size,
-        max_num_seqs=pool.max_num_seqs,
-        max_num_batched_tokens=pool.max_num_batched_tokens,
-        kv_pool_bytes=pool.kv_pool_bytes,
-        block_bytes=pool.block_bytes,
-        vllm_version=pool.vllm_version,
-        notes=pool.notes,
-        full_groups=pool.full_groups,
-        slide_groups=pool.slide_groups,
-        window=pool.window,
-        state_blocks=pool.state_blocks,
-        logged_concurrency=pool.logged_concurrency,
-        logged_blocks_per_request=pool.logged_blocks_per_request,
-        pool_blocks=pool.pool_blocks,
-        watermark_blocks=pool.watermark_blocks,
         weight_read_bytes=work.weight_read_bytes,
         kv_read_bytes_per_token=work.kv_read_bytes_per_token,
         slide_read_bytes_per_token=work.slide_read_bytes_per_token,
@@ -366,19 +350,10 @@ def setup(
         _fixed_read=work.fixed_read,
         _embed=work.embed,
         _moe_reads=work.moe_reads,
-        step_overhead_s=c.step_overhead_s,
-        allreduces=c.allreduces,
-        allreduce_latency_s=c.allreduce_latency_s,
-        allreduce_bytes_per_token=c.allreduce_bytes_per_token,
-        tp_link_gbs=c.tp_link_gbs,
-        api_overhead_s=c.api_overhead_s,
-        speed=c.speed,
-        ep_exchanges=c.ep_exchanges,
-        ep_latency_s=c.ep_latency_s,
-        kv_read_factor=c.kv_read_factor,
-        attention_factor=c.attention_factor,
         dequant_mfu=dequant_mfu,
         dequant_below=speed.dequant_gemm or 0,
+        **asdict(pool),  # PoolSize's and EngineCosts' fields are Setup's, by the same names
+        **asdict(c),
     )
 
 
