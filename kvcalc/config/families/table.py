@@ -87,6 +87,10 @@ def U(**entry: Any) -> dict[str, Any]:
 
 
 _MOE_WIDTH = ("moe_intermediate_size",)
+# Experts of moe_intermediate_size and the router's score-correction bias: in every MoE layer
+# ("always") or DeepSeek-V3's (True; params._score_bias says when)
+_SCORED_EXPERTS = dict(expert_width=_MOE_WIDTH, score_bias="always")
+_V3_EXPERTS = dict(score_bias=True, expert_width=_MOE_WIDTH)
 
 
 def _routed(
@@ -126,8 +130,7 @@ _GLM4_MOE = dict(
     qkv_bias_field="attention_bias",
     qk_norm=True,
     qk_norm_field="use_qk_norm",
-    expert_width=_MOE_WIDTH,
-    score_bias="always",
+    **_SCORED_EXPERTS,
     defaults=_routed(128, 1408),
 )
 _ENCODER_DECODER = (
@@ -378,8 +381,7 @@ FAMILIES: dict[str, Family] = {
         params=U(
             qk_norm=True,
             norms_per_layer=4,
-            expert_width=_MOE_WIDTH,
-            score_bias="always",
+            **_SCORED_EXPERTS,
             defaults=dict(
                 num_local_experts=384,
                 moe_intermediate_size=512,
@@ -401,8 +403,7 @@ FAMILIES: dict[str, Family] = {
     # Solar Open: every layer MoE with n_shared_experts and the score-correction bias
     "solar_open": F(
         params=U(
-            expert_width=_MOE_WIDTH,
-            score_bias="always",
+            **_SCORED_EXPERTS,
             bias_field=None,
             qkv_bias_field="attention_bias",
             defaults=_routed(128, 1280, dense=None),
@@ -417,8 +418,7 @@ FAMILIES: dict[str, Family] = {
     "exaone_moe": F(
         params=U(
             qk_norm=True,
-            expert_width=_MOE_WIDTH,
-            score_bias="always",
+            **_SCORED_EXPERTS,
             defaults=dict(
                 num_experts=64,
                 moe_intermediate_size=1024,
@@ -441,8 +441,7 @@ FAMILIES: dict[str, Family] = {
             attn_out_gate=True,
             qk_norm=True,
             norms_per_layer=4,
-            expert_width=_MOE_WIDTH,
-            score_bias="always",
+            **_SCORED_EXPERTS,
             defaults=dict(num_experts=256, moe_intermediate_size=2560, first_k_dense_replace=3),
         ),
         defaults=dict(num_key_value_heads=8, max_position_embeddings=8192),
@@ -526,8 +525,7 @@ FAMILIES: dict[str, Family] = {
             qk_norm=True,
             mlp_bias="mlp_bias",
             shared_bias="mlp_bias",
-            expert_width=_MOE_WIDTH,
-            score_bias="always",
+            **_SCORED_EXPERTS,
             defaults=dict(
                 num_experts=192,
                 moe_intermediate_size=1536,
@@ -594,8 +592,7 @@ FAMILIES: dict[str, Family] = {
             bias_field="use_bias",
             mlp_bias="use_bias",
             moe_layers="ernie",
-            expert_width=_MOE_WIDTH,
-            score_bias="always",
+            **_SCORED_EXPERTS,
             shared_bias="use_bias",
             head_bias="use_bias",
             defaults=dict(
@@ -813,8 +810,7 @@ FAMILIES: dict[str, Family] = {
     "deepseek_v3": F(
         groups="mlp moe mla mtp",
         params=U(
-            score_bias=True,
-            expert_width=_MOE_WIDTH,
+            **_V3_EXPERTS,
             defaults=_DEEPSEEK_V3,
         ),
         defaults=dict(max_position_embeddings=4096),
@@ -826,8 +822,7 @@ FAMILIES: dict[str, Family] = {
     "sarvam_mla": F(
         groups="mlp moe mla mtp",
         params=U(
-            score_bias=True,
-            expert_width=_MOE_WIDTH,
+            **_V3_EXPERTS,
             defaults=_routed(128, 2048),
         ),
         defaults=dict(max_position_embeddings=4096),
@@ -867,8 +862,7 @@ FAMILIES: dict[str, Family] = {
         "rope_interleave",
         groups="mlp moe mla mtp",
         params=U(
-            expert_width=_MOE_WIDTH,
-            score_bias="always",
+            **_SCORED_EXPERTS,
             defaults=_routed(64, 1536, q_lora_rank=768),
         ),
         defaults=dict(max_position_embeddings=202752),
@@ -933,8 +927,7 @@ FAMILIES: dict[str, Family] = {
             out_gate=True,
             qk_norm=True,
             norms_per_layer=4,
-            expert_width=_MOE_WIDTH,
-            score_bias="always",
+            **_SCORED_EXPERTS,
             first_dense_field="num_dense_layers",
             defaults=dict(
                 num_experts=64, moe_intermediate_size=1408, num_shared_experts=2, num_dense_layers=1
@@ -963,8 +956,7 @@ FAMILIES: dict[str, Family] = {
         groups="mlp moe mla mtp",
         params=U(
             indexer=True,
-            score_bias=True,
-            expert_width=_MOE_WIDTH,
+            **_V3_EXPERTS,
             defaults=_DEEPSEEK_V3,
         ),
         defaults=dict(max_position_embeddings=163840),
@@ -974,8 +966,7 @@ FAMILIES: dict[str, Family] = {
         groups="mlp moe mla mtp",
         params=U(
             indexer=True,
-            score_bias=True,
-            expert_width=_MOE_WIDTH,
+            **_V3_EXPERTS,
             defaults={**_DEEPSEEK_V3, "q_lora_rank": 2048},
         ),
         defaults=dict(max_position_embeddings=202752),
@@ -1119,8 +1110,7 @@ FAMILIES: dict[str, Family] = {
         params=U(
             head_gate="gating",
             qk_norm=True,
-            expert_width=_MOE_WIDTH,
-            score_bias="always",
+            **_SCORED_EXPERTS,
             defaults=dict(
                 num_experts=256,
                 moe_intermediate_size=512,
