@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ...core.model import MoE, ParamCounts
 from ..fields import Fields, Geometry
-from .blocks import biased_moe, dense_counts, never_tied, tied_head
+from .blocks import biased_moe, dense_counts, never_tied, qkvo, tied_head
 
 
 def lfm2_params(
@@ -31,11 +31,10 @@ def lfm2_params(
         )
     bias = f.bool("conv_bias", False)
     kernel = f.int("conv_L_cache", default=3, minimum=2)
-    q_out, kv_out = geo.q_heads * geo.head_dim, geo.kv_heads * geo.head_dim
     attention = conv = 0
     for layer in layers:
         if layer.stores_tokens:
-            attention += hidden * (q_out + 2 * kv_out) + q_out * hidden + 2 * geo.head_dim
+            attention += qkvo(hidden, geo) + 2 * geo.head_dim
         else:
             conv += 3 * hidden * hidden + hidden * kernel + hidden * hidden
             if bias:
@@ -332,8 +331,7 @@ def recurrent_gemma_params(
         if layer.kind == "state":
             attention += recurrent
             continue
-        q, kv = layer.q_heads * layer.head_dim, layer.kv_heads * layer.head_dim
-        attention += hidden * (q + 2 * kv) + q * hidden + hidden + ((q + 2 * kv) if bias else 0)
+        attention += qkvo(hidden, layer, bias, o_bias=True)
     mlp_width = f.int("intermediate_size") // 2
     if not tied_head(f, True):
         raise ValueError(
