@@ -7,7 +7,7 @@ the zoo)."""
 from __future__ import annotations
 
 from ...core.model import MoE, ParamCounts
-from ..fields import Fields, Geometry
+from ..fields import Fields, Geometry, per_layer
 from .blocks import biased_moe, dense_counts, never_tied, qkvo, tied_head
 
 
@@ -245,15 +245,9 @@ def _kimi_moe_layers(f: Fields, n: int) -> int:
                 "layer, transformers' KimiLinear every layer past first_k_dense_replace"
             )
         return sum(vllm)
-    if (
-        not isinstance(kinds, list)
-        or len(kinds) != n
-        or any(k not in ("dense", "sparse") for k in kinds)
-    ):
-        raise ValueError(
-            "config field 'mlp_layer_types' must give 'dense' or 'sparse' for each of the "
-            f"{n} layers"
-        )
+    kinds = per_layer(
+        "mlp_layer_types", kinds, n, ("dense", "sparse"), "'dense' or 'sparse'", "give"
+    )
     sparse = [k == "sparse" for k in kinds]
     if vllm is not None and vllm != sparse:
         raise ValueError(
