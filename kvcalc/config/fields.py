@@ -119,6 +119,18 @@ class Fields:
         return value
 
 
+def per_layer(name: str, value: Any, n: int, allowed, said: str, verb: str = "list") -> list:
+    """``value`` (config field ``name``): a list of one of ``allowed`` for each of ``n`` layers,
+    else a ValueError that names the field and ``said``, the allowed values in words."""
+    if (
+        not isinstance(value, list)
+        or len(value) != n
+        or any(not isinstance(v, str) or v not in allowed for v in value)
+    ):
+        raise ValueError(f"config field '{name}' must {verb} {said} for each of the {n} layers")
+    return value
+
+
 @dataclass
 class Geometry:
     hidden: int | None

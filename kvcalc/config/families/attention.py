@@ -17,7 +17,7 @@ from ...core.model import (
     SlidingWindow,
 )
 from ...core.text import short as _short
-from ..fields import Fields, Geometry
+from ..fields import Fields, Geometry, per_layer
 from ..limits import MAX_LAYERS, cap_of
 from .understood import NEVER_CACHE, OFF_VALUES
 
@@ -44,15 +44,8 @@ def indexer_caches(f: Fields, n: int, notes: list, assumptions: list) -> list:
                 )
         flags = [True] * n
     else:
-        if (
-            not isinstance(types, list)
-            or len(types) != n
-            or any(t not in ("full", "shared") for t in types)
-        ):
-            raise ValueError(
-                f"config field 'indexer_types' must list 'full' or 'shared' for "
-                f"each of the {n} layers"
-            )
+        allowed = ("full", "shared")
+        types = per_layer("indexer_types", types, n, allowed, "'full' or 'shared'")
         flags = [t == "full" for t in types]
         assumptions.append(
             "layers whose indexer_types entry is 'shared' keep no indexer keys "

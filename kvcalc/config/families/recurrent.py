@@ -13,7 +13,7 @@ from typing import Any
 
 from ...core.model import AttentionWithState, MLALatent, RecurrentState, SlidingWindow
 from ...core.text import short as _short
-from ..fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields, Geometry
+from ..fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields, Geometry, per_layer
 from ..limits import MAX_LAYERS, over_cap
 from .attention import full_layer, head_dim_is_derived, heads_of, index_list, layer_count
 
@@ -340,14 +340,7 @@ def granite_hybrid_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
             "the default of transformers' granitemoehybrid config class"
         )
     else:
-        if (
-            not isinstance(types, list)
-            or len(types) != n
-            or any(not isinstance(t, str) or t not in _GRANITE_TYPES for t in types)
-        ):
-            raise ValueError(
-                f"config field '{name}' must list 'mamba' or 'attention' for each of the {n} layers"
-            )
+        types = per_layer(name, types, n, _GRANITE_TYPES, "'mamba' or 'attention'")
         kinds = [_GRANITE_TYPES[t] for t in types]
         other = "layers_block_type" if name == "layer_types" else "layer_types"
         if f.cfg.get(other) is not None and f.cfg.get(other) != types:
@@ -535,15 +528,9 @@ def _kimi_linear_saved(f: Fields, geo: Geometry, n: int) -> list:
             "from layer 4"
         )
     else:
-        if (
-            not isinstance(types, list)
-            or len(types) != n
-            or any(t not in ("linear_attention", "full_attention") for t in types)
-        ):
-            raise ValueError(
-                f"config field 'layer_types' must list 'linear_attention' or "
-                f"'full_attention' for each of the {n} layers"
-            )
+        allowed = ("linear_attention", "full_attention")
+        said = "'linear_attention' or 'full_attention'"
+        types = per_layer("layer_types", types, n, allowed, said)
         kda = {i for i, t in enumerate(types) if t == "linear_attention"}
     return _kimi_layers(
         f,

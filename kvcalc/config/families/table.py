@@ -87,16 +87,41 @@ def U(**entry: Any) -> dict[str, Any]:
 
 
 _MOE_WIDTH = ("moe_intermediate_size",)
+# Experts of moe_intermediate_size and the router's score-correction bias: in every MoE layer
+# ("always") or DeepSeek-V3's (True; params._score_bias says when)
+_SCORED_EXPERTS = dict(expert_width=_MOE_WIDTH, score_bias="always")
+_V3_EXPERTS = dict(score_bias=True, expert_width=_MOE_WIDTH)
+
+
+def _routed(
+    experts: int, width: int, shared: int | None = 1, dense: int | None = 1, **more: Any
+) -> dict[str, Any]:
+    """Config-class defaults of DeepSeek's MoE fields: ``experts`` n_routed_experts of
+    moe_intermediate_size ``width``, n_shared_experts, first_k_dense_replace (None: no default),
+    then ``more``."""
+    named = dict(
+        n_routed_experts=experts,
+        moe_intermediate_size=width,
+        n_shared_experts=shared,
+        first_k_dense_replace=dense,
+    )
+    return {k: v for k, v in {**named, **more}.items() if v is not None}
+
+
+def _shared_expert(experts: int, width: int, shared: int) -> dict[str, Any]:
+    """Config-class defaults of Qwen2-MoE's fields: ``experts`` num_experts of
+    moe_intermediate_size ``width``, a shared expert of shared_expert_intermediate_size."""
+    return dict(
+        num_experts=experts, moe_intermediate_size=width, shared_expert_intermediate_size=shared
+    )
+
+
+# Qwen3-Next's blocks (Qwen3.5's too): a gated query, q/k norms, a gated shared expert
+_QWEN3_NEXT = dict(gated_q=True, qk_norm=True, shared_expert_gate=True)
 _PLAIN_MLP = {"mlp": "plain", "mlp_width": ("intermediate_size",), "mlp_default": None}
 # DeepSeek-V3's config-class defaults of the fields only the count reads (DeepseekV3Config, and
 # the DeepSeek-V3.2 / GLM-5 classes built on it)
-_DEEPSEEK_V3 = dict(
-    n_routed_experts=256,
-    moe_intermediate_size=2048,
-    n_shared_experts=1,
-    first_k_dense_replace=3,
-    q_lora_rank=1536,
-)
+_DEEPSEEK_V3 = _routed(256, 2048, dense=3, q_lora_rank=1536)
 # GLM-4.5's MoE blocks (Glm4MoeForCausalLM): q, k, v biases with attention_bias, q/k RMSNorms with
 # use_qk_norm, experts with n_shared_experts and the score-correction bias after
 # first_k_dense_replace dense layers
@@ -105,14 +130,8 @@ _GLM4_MOE = dict(
     qkv_bias_field="attention_bias",
     qk_norm=True,
     qk_norm_field="use_qk_norm",
-    expert_width=_MOE_WIDTH,
-    score_bias="always",
-    defaults=dict(
-        n_routed_experts=128,
-        moe_intermediate_size=1408,
-        n_shared_experts=1,
-        first_k_dense_replace=1,
-    ),
+    **_SCORED_EXPERTS,
+    defaults=_routed(128, 1408),
 )
 _ENCODER_DECODER = (
     "an encoder-decoder family: a checkpoint holds the encoder and the decoder (with "
@@ -138,6 +157,7 @@ _DSA_OWN = """
     index_n_heads index_share_for_mtp_iteration index_skip_topk_offset index_topk
     indexer_rope_interleave moe_router_dtype
 """
+_MINIMAX = dict(states=("lightning",), must_be_zero=_MINIMAX_SHARED)
 _MINIMAX_OWN = """
     block_size full_attn_alpha_factor full_attn_beta_factor layernorm_eps
     layernorm_full_attention_alpha layernorm_full_attention_beta layernorm_linear_attention_alpha
@@ -153,6 +173,27 @@ _MIMO_V2_OWN = """
     add_full_attention_sink_bias add_swa_attention_sink_bias attention_chunk_size
     attention_value_scale swa_attention_sink_bias swa_rope_theta
 """
+# MiMo-V2's blocks (MiMo-V2-Flash's too): sinks on the sliding layers, q, k, v biases with
+# attention_bias, MoE with the score-correction bias after one dense layer
+_MIMO_V2 = U(
+    sinks="sliding",
+    bias_field=None,
+    qkv_bias_field="attention_bias",
+    expert_width=_MOE_WIDTH,
+    score_bias=True,
+    defaults=_routed(256, 2048, shared=None),
+)
+# GPT-J and CodeGen: one LayerNorm a layer, unbiased attention, a plain biased MLP of n_inner
+# (4 x hidden when null), the output head's bias
+_GPTJ = U(
+    norm="ln",
+    norms_per_layer=1,
+    bias_field=None,
+    mlp="plain",
+    mlp_width=("n_inner",),
+    mlp_bias=True,
+    head_bias=True,
+)
 _LFM2_OWN = """
     block_auto_adjust_ff_dim block_dim block_ff_dim block_ffn_dim_multiplier block_mlp_init_scale
     block_multiple_of block_norm_eps block_out_init_scale block_use_swiglu block_use_xavier_init
@@ -165,6 +206,18 @@ _SEQ2SEQ_OWN = """
     layernorm_embedding normalize_before normalize_embedding num_hidden_layers prompt_mid_dim
     share_encoder_decoder_embeddings static_position_embeddings use_learned_position_embeddings
 """
+
+# Apertus (and Apertus 1.5): q/k RMSNorms, a plain xIELU MLP (two scalars of its own a layer)
+_APERTUS = F(
+    params=U(**_PLAIN_MLP, qk_norm=True, xielu=True), defaults=dict(max_position_embeddings=65536)
+)
+# EXAONE 4 and EXAONE 4.5's language model (the record's comment in FAMILIES)
+_EXAONE4 = F(
+    "reorder_qk_norm",
+    groups="mlp moe vision mtp",
+    params=U(qk_norm=True),
+    layout_by_class_rule=True,
+)
 
 FAMILIES: dict[str, Family] = {
     # Llama, and the EAGLE draft heads written as Llama configs (the "eagle" group)
@@ -186,9 +239,7 @@ FAMILIES: dict[str, Family] = {
             qkv_bias=("qkv_bias", True),
             shared_expert_gate=True,
             expert_width=_MOE_WIDTH,
-            defaults=dict(
-                num_experts=60, moe_intermediate_size=1408, shared_expert_intermediate_size=5632
-            ),
+            defaults=_shared_expert(60, 1408, 5632),
         ),
         layout_by_class_rule=True,
         defaults=dict(max_position_embeddings=32768),
@@ -262,15 +313,8 @@ FAMILIES: dict[str, Family] = {
         ),
         defaults=dict(max_position_embeddings=4096),
     ),
-    # Apertus: q/k RMSNorms, a plain xIELU MLP (two scalars of its own a layer)
-    "apertus": F(
-        params=U(**_PLAIN_MLP, qk_norm=True, xielu=True),
-        defaults=dict(max_position_embeddings=65536),
-    ),
-    "apertus1p5_text": F(
-        params=U(**_PLAIN_MLP, qk_norm=True, xielu=True),
-        defaults=dict(max_position_embeddings=65536),
-    ),
+    "apertus": _APERTUS,
+    "apertus1p5_text": _APERTUS,
     # Arcee: a plain ReLU^2 MLP (up, down) with mlp_bias
     "arcee": F(
         params=U(**_PLAIN_MLP, mlp_bias="mlp_bias"), defaults=dict(max_position_embeddings=4096)
@@ -337,8 +381,7 @@ FAMILIES: dict[str, Family] = {
         params=U(
             qk_norm=True,
             norms_per_layer=4,
-            expert_width=_MOE_WIDTH,
-            score_bias="always",
+            **_SCORED_EXPERTS,
             defaults=dict(
                 num_local_experts=384,
                 moe_intermediate_size=512,
@@ -353,20 +396,17 @@ FAMILIES: dict[str, Family] = {
         params=dict(
             qk_norm=True,
             expert_width=_MOE_WIDTH,
-            defaults=dict(
-                num_experts=128, moe_intermediate_size=512, shared_expert_intermediate_size=512
-            ),
+            defaults=_shared_expert(128, 512, 512),
         ),
         defaults=dict(num_key_value_heads=4, max_position_embeddings=131072, head_dim=128),
     ),
     # Solar Open: every layer MoE with n_shared_experts and the score-correction bias
     "solar_open": F(
         params=U(
-            expert_width=_MOE_WIDTH,
-            score_bias="always",
+            **_SCORED_EXPERTS,
             bias_field=None,
             qkv_bias_field="attention_bias",
-            defaults=dict(n_routed_experts=128, moe_intermediate_size=1280, n_shared_experts=1),
+            defaults=_routed(128, 1280, dense=None),
         ),
         defaults=dict(num_key_value_heads=8, max_position_embeddings=131072, head_dim=128),
     ),
@@ -378,8 +418,7 @@ FAMILIES: dict[str, Family] = {
     "exaone_moe": F(
         params=U(
             qk_norm=True,
-            expert_width=_MOE_WIDTH,
-            score_bias="always",
+            **_SCORED_EXPERTS,
             defaults=dict(
                 num_experts=64,
                 moe_intermediate_size=1024,
@@ -402,8 +441,7 @@ FAMILIES: dict[str, Family] = {
             attn_out_gate=True,
             qk_norm=True,
             norms_per_layer=4,
-            expert_width=_MOE_WIDTH,
-            score_bias="always",
+            **_SCORED_EXPERTS,
             defaults=dict(num_experts=256, moe_intermediate_size=2560, first_k_dense_replace=3),
         ),
         defaults=dict(num_key_value_heads=8, max_position_embeddings=8192),
@@ -487,8 +525,7 @@ FAMILIES: dict[str, Family] = {
             qk_norm=True,
             mlp_bias="mlp_bias",
             shared_bias="mlp_bias",
-            expert_width=_MOE_WIDTH,
-            score_bias="always",
+            **_SCORED_EXPERTS,
             defaults=dict(
                 num_experts=192,
                 moe_intermediate_size=1536,
@@ -555,8 +592,7 @@ FAMILIES: dict[str, Family] = {
             bias_field="use_bias",
             mlp_bias="use_bias",
             moe_layers="ernie",
-            expert_width=_MOE_WIDTH,
-            score_bias="always",
+            **_SCORED_EXPERTS,
             shared_bias="use_bias",
             head_bias="use_bias",
             defaults=dict(
@@ -576,32 +612,15 @@ FAMILIES: dict[str, Family] = {
             shared_bias="mlp_bias", defaults=dict(moe_num_experts=8, moe_num_shared_experts=2)
         ),
     ),
-    # GPT-J and CodeGen: one LayerNorm a layer, unbiased attention, a plain biased MLP of
-    # n_inner (4 x hidden when null), the output head's bias
+    # GPT-J and CodeGen: _GPTJ's blocks
     "gptj": F(
         "rotary_dim",
-        params=U(
-            norm="ln",
-            norms_per_layer=1,
-            bias_field=None,
-            mlp="plain",
-            mlp_width=("n_inner",),
-            mlp_bias=True,
-            head_bias=True,
-        ),
+        params=_GPTJ,
     ),
     # rotary part of each head
     "codegen": F(
         "n_ctx rotary_dim",
-        params=U(
-            norm="ln",
-            norms_per_layer=1,
-            bias_field=None,
-            mlp="plain",
-            mlp_width=("n_inner",),
-            mlp_bias=True,
-            head_bias=True,
-        ),
+        params=_GPTJ,
     ),
     # the MLP width
     # CTRL: biased attention and MLP (dff wide), LayerNorms with biases, a tied head with
@@ -784,20 +803,14 @@ FAMILIES: dict[str, Family] = {
         params=U(
             no_score_bias=True,
             expert_width=_MOE_WIDTH,
-            defaults=dict(
-                n_routed_experts=64,
-                moe_intermediate_size=1407,
-                n_shared_experts=2,
-                q_lora_rank=1536,
-            ),
+            defaults=_routed(64, 1407, shared=2, dense=None, q_lora_rank=1536),
         ),
     ),
     # score_bias: the router's e_score_correction_bias (params._score_bias says when)
     "deepseek_v3": F(
         groups="mlp moe mla mtp",
         params=U(
-            score_bias=True,
-            expert_width=_MOE_WIDTH,
+            **_V3_EXPERTS,
             defaults=_DEEPSEEK_V3,
         ),
         defaults=dict(max_position_embeddings=4096),
@@ -809,14 +822,8 @@ FAMILIES: dict[str, Family] = {
     "sarvam_mla": F(
         groups="mlp moe mla mtp",
         params=U(
-            score_bias=True,
-            expert_width=_MOE_WIDTH,
-            defaults=dict(
-                n_routed_experts=128,
-                moe_intermediate_size=2048,
-                n_shared_experts=1,
-                first_k_dense_replace=1,
-            ),
+            **_V3_EXPERTS,
+            defaults=_routed(128, 2048),
         ),
         defaults=dict(max_position_embeddings=4096),
     ),
@@ -833,13 +840,7 @@ FAMILIES: dict[str, Family] = {
             score_bias=True,
             moe_norm=True,
             expert_width=_MOE_WIDTH,
-            defaults=dict(
-                n_routed_experts=192,
-                moe_intermediate_size=2048,
-                n_shared_experts=1,
-                first_k_dense_replace=1,
-                q_lora_rank=1536,
-            ),
+            defaults=_routed(192, 2048, q_lora_rank=1536),
         ),
         defaults=dict(max_position_embeddings=32768),
     ),
@@ -847,21 +848,7 @@ FAMILIES: dict[str, Family] = {
     # attention_bias, q/k RMSNorms with use_qk_norm, the score-correction bias
     "sarvam_moe": F(
         groups="mlp moe mtp",
-        params=U(
-            bias_field=None,
-            qkv_bias_field="attention_bias",
-            qk_norm=True,
-            qk_norm_field="use_qk_norm",
-            expert_width=_MOE_WIDTH,
-            score_bias="always",
-            defaults=dict(
-                n_routed_experts=128,
-                moe_intermediate_size=1024,
-                n_shared_experts=1,
-                first_k_dense_replace=1,
-                use_qk_norm=True,
-            ),
-        ),
+        params=U(**{**_GLM4_MOE, "defaults": _routed(128, 1024, use_qk_norm=True)}),
         defaults=dict(num_key_value_heads=4, max_position_embeddings=131072),
     ),
     # DBRX (DbrxAttention): d_model / n_heads per head, attn_config.kv_n_heads K/V heads (read
@@ -875,15 +862,8 @@ FAMILIES: dict[str, Family] = {
         "rope_interleave",
         groups="mlp moe mla mtp",
         params=U(
-            expert_width=_MOE_WIDTH,
-            score_bias="always",
-            defaults=dict(
-                n_routed_experts=64,
-                moe_intermediate_size=1536,
-                n_shared_experts=1,
-                first_k_dense_replace=1,
-                q_lora_rank=768,
-            ),
+            **_SCORED_EXPERTS,
+            defaults=_routed(64, 1536, q_lora_rank=768),
         ),
         defaults=dict(max_position_embeddings=202752),
     ),
@@ -947,8 +927,7 @@ FAMILIES: dict[str, Family] = {
             out_gate=True,
             qk_norm=True,
             norms_per_layer=4,
-            expert_width=_MOE_WIDTH,
-            score_bias="always",
+            **_SCORED_EXPERTS,
             first_dense_field="num_dense_layers",
             defaults=dict(
                 num_experts=64, moe_intermediate_size=1408, num_shared_experts=2, num_dense_layers=1
@@ -977,8 +956,7 @@ FAMILIES: dict[str, Family] = {
         groups="mlp moe mla mtp",
         params=U(
             indexer=True,
-            score_bias=True,
-            expert_width=_MOE_WIDTH,
+            **_V3_EXPERTS,
             defaults=_DEEPSEEK_V3,
         ),
         defaults=dict(max_position_embeddings=163840),
@@ -988,8 +966,7 @@ FAMILIES: dict[str, Family] = {
         groups="mlp moe mla mtp",
         params=U(
             indexer=True,
-            score_bias=True,
-            expert_width=_MOE_WIDTH,
+            **_V3_EXPERTS,
             defaults={**_DEEPSEEK_V3, "q_lora_rank": 2048},
         ),
         defaults=dict(max_position_embeddings=202752),
@@ -1014,13 +991,9 @@ FAMILIES: dict[str, Family] = {
     "qwen3_next": F(
         groups="mlp moe mtp",
         params=U(
-            gated_q=True,
-            qk_norm=True,
-            shared_expert_gate=True,
+            **_QWEN3_NEXT,
             expert_width=_MOE_WIDTH,
-            defaults=dict(
-                num_experts=512, moe_intermediate_size=512, shared_expert_intermediate_size=512
-            ),
+            defaults=_shared_expert(512, 512, 512),
         ),
         defaults=dict(num_key_value_heads=2, max_position_embeddings=32768, head_dim=256),
     ),
@@ -1031,18 +1004,8 @@ FAMILIES: dict[str, Family] = {
     # places the norms (weights)
     # EXAONE 4 and EXAONE 4.5's language model: per-head q/k RMSNorms, and the two norms after
     # attention and after the MLP (Exaone4DecoderLayer)
-    "exaone4": F(
-        "reorder_qk_norm",
-        groups="mlp moe vision mtp",
-        params=U(qk_norm=True),
-        layout_by_class_rule=True,
-    ),
-    "exaone4_5_text": F(
-        "reorder_qk_norm",
-        groups="mlp moe vision mtp",
-        params=U(qk_norm=True),
-        layout_by_class_rule=True,
-    ),
+    "exaone4": _EXAONE4,
+    "exaone4_5_text": _EXAONE4,
     # MiMo (XiaomiMiMo/MiMo-7B): Qwen2's decoder (vLLM's mimo.py builds MiMoModel on Qwen2Model)
     # with num_nextn_predict_layers MTP layers that the main model neither runs nor caches
     # (vLLM's mimo_mtp.py runs them as the drafter); use_mrope false is plain RoPE
@@ -1076,13 +1039,9 @@ FAMILIES: dict[str, Family] = {
         "attn_output_gate output_gate_type",
         groups="mlp moe mtp",
         params=U(
-            gated_q=True,
-            qk_norm=True,
-            shared_expert_gate=True,
+            **_QWEN3_NEXT,
             expert_width=_MOE_WIDTH,
-            defaults=dict(
-                num_experts=256, moe_intermediate_size=512, shared_expert_intermediate_size=512
-            ),
+            defaults=_shared_expert(256, 512, 512),
         ),
         aliases="qwen3_5_moe",
         defaults=dict(num_key_value_heads=2, max_position_embeddings=32768, head_dim=256),
@@ -1092,7 +1051,7 @@ FAMILIES: dict[str, Family] = {
     "qwen3_5_text": F(
         "attn_output_gate output_gate_type",
         groups="mlp moe mtp",
-        params=U(gated_q=True, qk_norm=True, shared_expert_gate=True),
+        params=U(**_QWEN3_NEXT),
         aliases="qwen3_5",
         defaults=dict(num_key_value_heads=4, max_position_embeddings=32768),
     ),
@@ -1104,19 +1063,12 @@ FAMILIES: dict[str, Family] = {
     # expert, vLLM's minimax_text_01.py one of shared_intermediate_size: refused unless 0
     "minimax": F(
         _MINIMAX_OWN,
-        params=U(
-            states=("lightning",),
-            must_be_zero=_MINIMAX_SHARED,
-            defaults=dict(num_local_experts=8),
-        ),
+        params=U(**_MINIMAX, defaults=dict(num_local_experts=8)),
         defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
     ),
     "minimax_m1": F(
         _MINIMAX_OWN,
-        params=U(
-            states=("lightning",),
-            must_be_zero=_MINIMAX_SHARED,
-        ),
+        params=U(**_MINIMAX),
     ),
     # OLMo hybrid: Gated DeltaNet's gate and step-size ranges (numerics of the recurrence)
     # OLMo Hybrid: OLMo 3's attention layers and Gated DeltaNet layers (q, k, v, a, b, g
@@ -1158,8 +1110,7 @@ FAMILIES: dict[str, Family] = {
         params=U(
             head_gate="gating",
             qk_norm=True,
-            expert_width=_MOE_WIDTH,
-            score_bias="always",
+            **_SCORED_EXPERTS,
             defaults=dict(
                 num_experts=256,
                 moe_intermediate_size=512,
@@ -1294,31 +1245,13 @@ FAMILIES: dict[str, Family] = {
     # mimo_v2_flash (one reader reads both): counted as it is
     "mimo_v2": F(
         _MIMO_V2_OWN,
-        params=U(
-            sinks="sliding",
-            bias_field=None,
-            qkv_bias_field="attention_bias",
-            expert_width=_MOE_WIDTH,
-            score_bias=True,
-            defaults=dict(
-                n_routed_experts=256, moe_intermediate_size=2048, first_k_dense_replace=1
-            ),
-        ),
+        params=_MIMO_V2,
     ),
     # MiMo-V2-Flash: sinks on the sliding layers, per-layer K/V heads, V narrower than K,
     # MoE by mlp_layer_types with the score-correction bias
     "mimo_v2_flash": F(
         _MIMO_V2_OWN,
-        params=U(
-            sinks="sliding",
-            bias_field=None,
-            qkv_bias_field="attention_bias",
-            expert_width=_MOE_WIDTH,
-            score_bias=True,
-            defaults=dict(
-                n_routed_experts=256, moe_intermediate_size=2048, first_k_dense_replace=1
-            ),
-        ),
+        params=_MIMO_V2,
         layout_by_class_rule=True,
         defaults=dict(
             num_key_value_heads=4, max_position_embeddings=131072, head_dim=192, v_head_dim=128

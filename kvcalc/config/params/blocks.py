@@ -36,6 +36,14 @@ def norm_width(f: Fields, family: dict, hidden: int) -> int:
     return hidden
 
 
+def qkvo(hidden: int, heads, qkv_bias: bool = False, o_bias: bool = False) -> int:
+    """The q, k, v and o projections of ``heads`` (a layer or a Geometry: q_heads and kv_heads
+    of head_dim), with the q, k, v biases and the o bias where asked."""
+    q, kv = heads.q_heads * heads.head_dim, heads.kv_heads * heads.head_dim
+    bias = (q + 2 * kv if qkv_bias else 0) + (hidden if o_bias else 0)
+    return hidden * (q + 2 * kv) + q * hidden + bias
+
+
 def gqa_params(f: Fields, family: dict, hidden: int, layer) -> int:
     """One attention layer of query and K/V heads (the layer's own counts): q, k, v, o, the
     biases, sinks, q/k norms, gates and the extras the family's entry names."""
@@ -217,12 +225,7 @@ def cross_params(f: Fields, hidden: int, layer) -> int:
     """A cross-attention layer over image states (Mllama's MllamaTextCrossAttention): q, k, v,
     o projections without biases, q and k RMSNorms of head_dim, and the layer's two scalar
     gates (cross_attn_attn_gate, cross_attn_mlp_gate)."""
-    q, kv, head_dim = (
-        layer.q_heads * layer.head_dim,
-        layer.kv_heads * layer.head_dim,
-        layer.head_dim,
-    )
-    return hidden * (q + 2 * kv) + q * hidden + 2 * head_dim + 2
+    return qkvo(hidden, layer) + 2 * layer.head_dim + 2
 
 
 def dense_mlp(f: Fields, family: dict, hidden: int, required: bool) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ...core.model import MoE, ParamCounts
 from ..fields import Fields, Geometry
-from .blocks import dense_counts, never_tied, tied_head
+from .blocks import dense_counts, never_tied, qkvo, tied_head
 
 
 def gemma4_params(
@@ -262,9 +262,7 @@ def chatglm_params(
     ffn = f.int("ffn_hidden_size")
     attention = 0
     for layer in layers:
-        q, kv = layer.q_heads * layer.head_dim, layer.kv_heads * layer.head_dim
-        attention += hidden * (q + 2 * kv) + q * hidden
-        attention += ((q + 2 * kv) if qkv_bias else 0) + (hidden if linear_bias else 0)
+        attention += qkvo(hidden, layer, qkv_bias, linear_bias)
     mlp = n * (3 * hidden * ffn + ((2 * ffn + hidden) if linear_bias else 0))
     final = f.bool("post_layer_norm", True)
     tied = tied_head(f, False)  # vLLM ties output_layer only when the file says so
@@ -296,11 +294,7 @@ def dbrx_params(
         )
     per_expert = 3 * hidden * whole("ffn_hidden_size", 3584)
     n = len(layers)
-    attention = sum(
-        hidden * (lay.q_heads + 2 * lay.kv_heads) * lay.head_dim
-        + lay.q_heads * lay.head_dim * hidden
-        for lay in layers
-    )
+    attention = sum(qkvo(hidden, lay) for lay in layers)
     tied = never_tied(f, "DbrxForCausalLM")  # DbrxConfig refuses tie_word_embeddings true
     return MoE(num_experts=experts, top_k=k, expert_params=per_expert, layers=n), ParamCounts(
         embedding=vocab * hidden,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ...core.model import MoE, ParamCounts, RecurrentState
 from ..fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields, Geometry
-from .blocks import biased_moe, dense_counts, mamba1_mixer, never_tied, tied_head
+from .blocks import biased_moe, dense_counts, mamba1_mixer, never_tied, qkvo, tied_head
 
 
 def granite_hybrid_params(
@@ -45,10 +45,7 @@ def granite_hybrid_params(
     else:
         f.seen.update({"intermediate_size", "num_experts_per_tok"})  # unused without experts
     bias = f.bool("attention_bias", False)
-    q_out, kv_out = geo.q_heads * geo.head_dim, geo.kv_heads * geo.head_dim
-    attn = hidden * (q_out + 2 * kv_out) + q_out * hidden
-    if bias:
-        attn += q_out + 2 * kv_out + hidden
+    attn = qkvo(hidden, geo, bias, bias)
     attention = 0
     for layer in layers:
         if layer.kind == "state":
@@ -101,10 +98,8 @@ def bamba_params(
     SwiGLU MLP of intermediate_size (biases with mlp_bias) and two RMSNorms; a final norm;
     untied by default."""
     n = len(layers)
-    q_out, kv_out = geo.q_heads * geo.head_dim, geo.kv_heads * geo.head_dim
-    attn = hidden * (q_out + 2 * kv_out) + q_out * hidden
-    if f.bool("attention_bias", False):
-        attn += q_out + 2 * kv_out + hidden
+    bias = f.bool("attention_bias", False)
+    attn = qkvo(hidden, geo, bias, bias)
     attention = sum(
         _granite_mamba_params(f, hidden, layer) if layer.kind == "state" else attn
         for layer in layers
@@ -139,13 +134,12 @@ def nemotron_h_params(
             "config field 'attention_bias' is true: NemotronHAttention builds no biases, and "
             "the parameter counter does not pick one reading"
         )
-    q_out, kv_out = geo.q_heads * geo.head_dim, geo.kv_heads * geo.head_dim
     attention = mamba = 0
     for block, layer in zip(blocks, layers):
         if block == "mamba":
             mamba += _nemotron_mamba_params(f, hidden, layer)
         elif block == "attention":
-            attention += hidden * (q_out + 2 * kv_out) + q_out * hidden
+            attention += qkvo(hidden, geo)
     n_mlp = blocks.count("mlp")
     mlp = 0
     if n_mlp:
@@ -241,10 +235,7 @@ def falcon_h1_params(
     mlp_bias = f.bool("mlp_bias", False)
     inter = f.int("intermediate_size")
     heads = f.int("mamba_n_heads")
-    q_out, kv_out = geo.q_heads * geo.head_dim, geo.kv_heads * geo.head_dim
-    per_attention = hidden * (q_out + 2 * kv_out) + q_out * hidden
-    if attn_bias:
-        per_attention += q_out + 2 * kv_out + hidden
+    per_attention = qkvo(hidden, geo, attn_bias, attn_bias)
     attention = 0
     for layer in layers:
         state = layer.state

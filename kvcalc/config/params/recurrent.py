@@ -7,8 +7,8 @@ the zoo)."""
 from __future__ import annotations
 
 from ...core.model import MoE, ParamCounts
-from ..fields import Fields, Geometry
-from .blocks import biased_moe, dense_counts, never_tied, tied_head
+from ..fields import Fields, Geometry, per_layer
+from .blocks import biased_moe, dense_counts, never_tied, qkvo, tied_head
 
 
 def lfm2_params(
@@ -31,11 +31,10 @@ def lfm2_params(
         )
     bias = f.bool("conv_bias", False)
     kernel = f.int("conv_L_cache", default=3, minimum=2)
-    q_out, kv_out = geo.q_heads * geo.head_dim, geo.kv_heads * geo.head_dim
     attention = conv = 0
     for layer in layers:
         if layer.stores_tokens:
-            attention += hidden * (q_out + 2 * kv_out) + q_out * hidden + 2 * geo.head_dim
+            attention += qkvo(hidden, geo) + 2 * geo.head_dim
         else:
             conv += 3 * hidden * hidden + hidden * kernel + hidden * hidden
             if bias:
@@ -246,15 +245,9 @@ def _kimi_moe_layers(f: Fields, n: int) -> int:
                 "layer, transformers' KimiLinear every layer past first_k_dense_replace"
             )
         return sum(vllm)
-    if (
-        not isinstance(kinds, list)
-        or len(kinds) != n
-        or any(k not in ("dense", "sparse") for k in kinds)
-    ):
-        raise ValueError(
-            "config field 'mlp_layer_types' must give 'dense' or 'sparse' for each of the "
-            f"{n} layers"
-        )
+    kinds = per_layer(
+        "mlp_layer_types", kinds, n, ("dense", "sparse"), "'dense' or 'sparse'", "give"
+    )
     sparse = [k == "sparse" for k in kinds]
     if vllm is not None and vllm != sparse:
         raise ValueError(
@@ -332,8 +325,7 @@ def recurrent_gemma_params(
         if layer.kind == "state":
             attention += recurrent
             continue
-        q, kv = layer.q_heads * layer.head_dim, layer.kv_heads * layer.head_dim
-        attention += hidden * (q + 2 * kv) + q * hidden + hidden + ((q + 2 * kv) if bias else 0)
+        attention += qkvo(hidden, layer, bias, o_bias=True)
     mlp_width = f.int("intermediate_size") // 2
     if not tied_head(f, True):
         raise ValueError(
