@@ -38,34 +38,6 @@ def page_list() -> dict:
     return made
 
 
-def run_page(page) -> None:
-    try:
-        page.run()
-    except common.PageStop:
-        pass  # the page said what it needed and ended early
-    except ValueError as exc:
-        # kvcalc refuses what it cannot compute with a ValueError that says what to change (a
-        # TP that does not fit the heads, page sizes vLLM cannot unify, a context past a cap):
-        # the page shows that sentence, never a generic error box or a traceback.
-        common.show_error(f"This page cannot show this setup: {exc}")
-
-
-@st.fragment
-def run_page_only(page) -> None:
-    """The page as a fragment (``Page.reruns_alone``): a change of one of its own inputs reruns
-    this function alone (no frame, no sidebar, no page list). The sidebar's inputs are outside
-    it, so changing one reruns everything as before."""
-    # The one private attribute: st.Page.run() runs only when st.navigation has just set
-    # _can_be_called (streamlit 1.67 commands/navigation.py:566) and clears it (navigation/
-    # page.py:552-558); a fragment rerun does not rerun st.navigation, and there is no public
-    # setter. The public way round (st.Page around a callable that defines the fragment inside
-    # the page's own run, fragment.py:700 keeping its script hash) registers no script path
-    # (navigation.py:462), so st.page_link("app_pages/...") and AppTest.switch_page, which the
-    # tests use to open every page, would no longer find the pages.
-    page._can_be_called = True
-    run_page(page)
-
-
 # The two paths (Learn, Engineer) and Measure, from the one registry, in the header: the
 # sidebar then opens with the model and the GPU (on a phone Streamlit moves the menu into the
 # sidebar's drawer).
@@ -75,7 +47,8 @@ if here.name == "live_class":  # the projector's page uses no model: its sidebar
     st.set_page_config(initial_sidebar_state="collapsed")
 common.sidebar(uses_selection=not here.own_model, engine_controls=here.section == pages.ENGINEER)
 try:
-    (run_page_only if here.reruns_alone else run_page)(nav)
+    # A page whose own inputs rerun it alone wraps its body in common.page_body (a fragment).
+    common.guarded(nav.run)
 finally:
     common.url_guard_end(url_note)
 # The Learn path is the chapter, read in order: each of its pages ends with the next one.

@@ -11,7 +11,9 @@ from .hosted import plain  # noqa: F401
 from .render import (  # noqa: F401
     PageStop,
     formula,
+    guarded,
     live_missing,
+    page_body,
     page_header,
     require_live,
     show_error,

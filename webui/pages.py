@@ -37,11 +37,6 @@ class Page:
     # Runs its own model (SmolLM2 or a twin) or needs none: the sidebar says that its choices
     # do not apply there (issue 23 [38]).
     own_model: bool = False
-    # Its own inputs rerun only the page (a fragment), not the frame and the sidebar around
-    # it: nothing outside the page depends on them (about a third of a full run's server
-    # time). Not the live class (its buttons rewrite the link) nor the pages that run a model
-    # (they wait on the device queue).
-    reruns_alone: bool = True
 
     @property
     def path(self) -> str:
@@ -62,13 +57,13 @@ PAGES = (
     Page("engine", "Engine view: blocks", ":material/view_module:", LEARN),
     Page("interview", "Interview check", ":material/school:", LEARN),
     Page("tour", "Guided tour", ":material/flag:", LEARN),
-    Page("live_class", "Live class", ":material/co_present:", LEARN, reruns_alone=False),
+    Page("live_class", "Live class", ":material/co_present:", LEARN),
     Page("lab", "Inference Lab", ":material/tune:", ENGINEER),
     Page("roofline", "Roofline", ":material/roofing:", ENGINEER),
     Page("frontier", "Serving frontier", ":material/show_chart:", ENGINEER),
     Page("vllm_startup", "vLLM start-up lines", ":material/terminal:", ENGINEER),
     *(
-        Page(name, title, icon, MEASURE, own_model=True, reruns_alone=False)
+        Page(name, title, icon, MEASURE, own_model=True)
         for name, title, icon in (
             ("live", "Live: a real model", ":material/science:"),
             ("microscope", "Attention microscope", ":material/biotech:"),

@@ -3,6 +3,8 @@ derivation blocks."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
 from typing import NoReturn
 
 import streamlit as st
@@ -14,6 +16,8 @@ __all__ = [
     "PageStop",
     "stop",
     "stop_on_error",
+    "guarded",
+    "page_body",
     "page_header",
     "formula",
     "table",
@@ -40,6 +44,32 @@ def stop() -> NoReturn:
 def stop_on_error(exc: ValueError | str) -> NoReturn:
     show_error(exc)
     stop()
+
+
+def guarded(body: Callable[[], None]) -> None:
+    """Runs a page's body as app.py runs every page: a PageStop ends it quietly; a ValueError
+    (kvcalc refusing what it cannot compute, in a sentence that says what to change) is shown
+    as that sentence, never as a traceback."""
+    try:
+        body()
+    except PageStop:
+        pass
+    except ValueError as exc:
+        show_error(f"This page cannot show this setup: {exc}")
+
+
+def page_body(body: Callable[[], None]) -> Callable[[], None]:
+    """A page's body as a fragment (st.fragment): a change of one of the page's own inputs
+    reruns this function alone, not the frame, the sidebar and the page list around it (about a
+    third of a full run's server time); a sidebar input reruns everything. Not for the live
+    class (its buttons rewrite the link) nor the pages that run a model (the device queue)."""
+
+    @st.fragment
+    @wraps(body)
+    def run() -> None:
+        guarded(body)
+
+    return run
 
 
 def page_header(title: str, sel, lead: str):
