@@ -27,6 +27,13 @@ from webui.prose import prose
 T = prose("vllm_startup")
 
 
+def _said(value) -> str:
+    """A fact's value in words: a set sorted (its printed order changes from run to run)."""
+    if isinstance(value, frozenset):
+        return "{" + ", ".join(sorted(value)) + "}"
+    return str(value)
+
+
 @common.page_body
 def page() -> None:
     sel = common.require_selection()
@@ -52,7 +59,7 @@ def page() -> None:
         help="The rules that changed between releases, on both sides of each change: "
         + "; ".join(
             f"{f.what}: "
-            + ", ".join(f"{v} from {'.'.join(map(str, since))}" for since, v, _ in f.steps)
+            + ", ".join(f"{_said(v)} from {'.'.join(map(str, since))}" for since, v, _ in f.steps)
             for f in VERSION_FACTS.values()
         ),
     )

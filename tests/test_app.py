@@ -697,3 +697,15 @@ def test_the_roofline_and_the_lab_give_one_ideal_ttft():
     said = " ".join(text(m) for m in roof.main.markdown)
     shown = re.search(r"= \*\*([\d.,]+ (?:ms|µs|s))\*\* at the ideal bound", said).group(1)
     assert shown == ideal and _ms(ideal) >= 2 * 7_504_924_672 * 512 / 989.4e12 * 1e3
+
+
+def test_the_version_rules_read_as_words_with_sets_sorted():
+    # The version box's help lists every release rule (engines/vllm/facts.py). A rule whose value
+    # is a set of layer kinds (vLLM's MambaStateShapeCalculator rows: Gated DeltaNet from 0.10.2,
+    # Mamba-2 from 0.17.0, KDA from 0.27.0) reads as the names in order, the same on every run,
+    # never as Python's frozenset({...}) in the order of that process's string hashes.
+    at = open_page(path("vllm_startup"))
+    box = next(s for s in at.selectbox if s.label == "vLLM version")
+    assert "frozenset" not in box.help
+    assert "{gated_deltanet, kda, mamba2} from 0.27.0" in box.help
+    assert "{} from 0.0.0" in box.help  # no such rows before vLLM counted them
