@@ -22,18 +22,6 @@ from ..core.gpu import GPU
 from ..core.model import ModelSpec
 from .hfconfig import spec_from_config
 
-__all__ = [
-    "RegistryModel",
-    "GPU",
-    "Link",
-    "Registry",
-    "load_registry",
-    "registry",
-    "get_model",
-    "get_gpu",
-    "DEFAULT_PATH",
-]
-
 DEFAULT_PATH = Path(__file__).resolve().parent / "models.yaml"
 MAX_REGISTRY_BYTES = 5_000_000
 

@@ -18,8 +18,6 @@ from ..core.text import short as _short
 from .families.understood import Family
 from .limits import cap_of, over_cap
 
-__all__ = ["Fields", "Geometry", "STATE_SIZE", "CONV_KERNEL", "EXPAND"]
-
 # The names one recurrent-state field goes by across the Mamba families (MambaConfig,
 # Mamba2Config, JambaConfig, FalconH1Config, NemotronHConfig...), in the order they are read:
 # the first one set wins, the same for the cache (hfconfig) and the parameter count (params).

@@ -26,8 +26,6 @@ from .limits import MAX_CONTEXT, MAX_LAYERS, UPFRONT, over_cap
 from .mtp import mtp_layers, mtp_parameters
 from .params import count_parameters
 
-__all__ = ["spec_from_config", "load_config_file", "MAX_CONFIG_BYTES", "UnknownFields"]
-
 MAX_CONFIG_BYTES = 1_000_000  # a real config.json is a few KiB; refuse anything far larger
 # One bound on model size (kvcalc.config.limits): the layer cap bounds all per-layer work;
 # the context cap is vLLM's arithmetic's (kvcalc.engines.vllm.predict); the other sizes have a

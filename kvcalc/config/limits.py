@@ -14,24 +14,6 @@ from typing import Any
 from ..core.text import SHORT as _SHORT
 from ..core.text import short as _short
 
-__all__ = [
-    "MAX_LAYERS",
-    "MAX_HIDDEN",
-    "MAX_HEADS",
-    "MAX_HEAD_DIM",
-    "MAX_VOCAB",
-    "MAX_INTERMEDIATE",
-    "MAX_EXPERTS",
-    "MAX_KERNEL",
-    "MAX_EXPAND",
-    "MAX_CONTEXT",
-    "MAX_PARAMS",
-    "MAX_OTHER",
-    "FIELD_CAPS",
-    "cap_of",
-    "over_cap",
-]
-
 MAX_LAYERS = 1024
 MAX_HIDDEN = 2**20
 MAX_HEADS = 2**14

@@ -62,8 +62,6 @@ from .recurrent import (
 )
 from .understood import Family
 
-__all__ = ["FAMILIES", "TEXT_FAMILIES", "WRAPPERS"]
-
 
 def F(own: str = "", *, groups: str = "mlp moe", **record: Any) -> Family:
     """A record: ``own`` and ``groups`` as space-separated names."""
@@ -393,11 +391,7 @@ FAMILIES: dict[str, Family] = {
     # Lara Mini: Gated DeltaNet and attention layers with q/k RMSNorms, experts and an
     # ungated shared MLP in every layer, tied by default
     "lara_mini": F(
-        params=dict(
-            qk_norm=True,
-            expert_width=_MOE_WIDTH,
-            defaults=_shared_expert(128, 512, 512),
-        ),
+        params=dict(qk_norm=True, expert_width=_MOE_WIDTH, defaults=_shared_expert(128, 512, 512)),
         defaults=dict(num_key_value_heads=4, max_position_embeddings=131072, head_dim=128),
     ),
     # Solar Open: every layer MoE with n_shared_experts and the score-correction bias
@@ -613,15 +607,9 @@ FAMILIES: dict[str, Family] = {
         ),
     ),
     # GPT-J and CodeGen: _GPTJ's blocks
-    "gptj": F(
-        "rotary_dim",
-        params=_GPTJ,
-    ),
+    "gptj": F("rotary_dim", params=_GPTJ),
     # rotary part of each head
-    "codegen": F(
-        "n_ctx rotary_dim",
-        params=_GPTJ,
-    ),
+    "codegen": F("n_ctx rotary_dim", params=_GPTJ),
     # the MLP width
     # CTRL: biased attention and MLP (dff wide), LayerNorms with biases, a tied head with
     # its own bias; sinusoidal positions (a buffer)
@@ -809,10 +797,7 @@ FAMILIES: dict[str, Family] = {
     # score_bias: the router's e_score_correction_bias (params._score_bias says when)
     "deepseek_v3": F(
         groups="mlp moe mla mtp",
-        params=U(
-            **_V3_EXPERTS,
-            defaults=_DEEPSEEK_V3,
-        ),
+        params=U(**_V3_EXPERTS, defaults=_DEEPSEEK_V3),
         defaults=dict(max_position_embeddings=4096),
     ),
     # Kimi K2 / K2.5's language model is DeepSeek-V3's (vLLM serves kimi_k2 with
@@ -821,10 +806,7 @@ FAMILIES: dict[str, Family] = {
     # Sarvam-M (MLA): DeepSeek-V3's blocks (transformers builds DeepseekV3ForCausalLM)
     "sarvam_mla": F(
         groups="mlp moe mla mtp",
-        params=U(
-            **_V3_EXPERTS,
-            defaults=_routed(128, 2048),
-        ),
+        params=U(**_V3_EXPERTS, defaults=_routed(128, 2048)),
         defaults=dict(max_position_embeddings=4096),
     ),
     # Youtu and MiniCPM3: MLA with a dense MLP, tied by default
@@ -861,10 +843,7 @@ FAMILIES: dict[str, Family] = {
     "glm4_moe_lite": F(
         "rope_interleave",
         groups="mlp moe mla mtp",
-        params=U(
-            **_SCORED_EXPERTS,
-            defaults=_routed(64, 1536, q_lora_rank=768),
-        ),
+        params=U(**_SCORED_EXPERTS, defaults=_routed(64, 1536, q_lora_rank=768)),
         defaults=dict(max_position_embeddings=202752),
     ),
     # GLM-4.1V / GLM-4.5V language models (Glm4vTextAttention, Glm4vMoeTextAttention): GQA of
@@ -942,10 +921,7 @@ FAMILIES: dict[str, Family] = {
     # GLM-4.5 / 4.6 / 4.7 (Glm4MoeForCausalLM): q, k, v biases with attention_bias, q/k
     # RMSNorms with use_qk_norm, experts with n_shared_experts and the score-correction
     # bias after first_k_dense_replace dense layers (its MTP layer is the drafter's)
-    "glm4_moe": F(
-        groups="mlp moe mtp",
-        params=U(**_GLM4_MOE),
-    ),
+    "glm4_moe": F(groups="mlp moe mtp", params=U(**_GLM4_MOE)),
     # index_n_heads, index_topk and the indexer's rotary and top-k settings change which
     # tokens are attended, not the indexer keys cached (one index_head_dim key per token)
     # DeepSeek sparse attention: DeepSeek-V3's blocks plus the indexer's projections in every
@@ -954,21 +930,13 @@ FAMILIES: dict[str, Family] = {
     "deepseek_v32": F(
         _DSA_OWN,
         groups="mlp moe mla mtp",
-        params=U(
-            indexer=True,
-            **_V3_EXPERTS,
-            defaults=_DEEPSEEK_V3,
-        ),
+        params=U(indexer=True, **_V3_EXPERTS, defaults=_DEEPSEEK_V3),
         defaults=dict(max_position_embeddings=163840),
     ),
     "glm_moe_dsa": F(
         _DSA_OWN,
         groups="mlp moe mla mtp",
-        params=U(
-            indexer=True,
-            **_V3_EXPERTS,
-            defaults={**_DEEPSEEK_V3, "q_lora_rank": 2048},
-        ),
+        params=U(indexer=True, **_V3_EXPERTS, defaults={**_DEEPSEEK_V3, "q_lora_rank": 2048}),
         defaults=dict(max_position_embeddings=202752),
     ),
     # no_rope_layers: superseded by layer_types when the config has it (as transformers does)
@@ -990,11 +958,7 @@ FAMILIES: dict[str, Family] = {
     ),
     "qwen3_next": F(
         groups="mlp moe mtp",
-        params=U(
-            **_QWEN3_NEXT,
-            expert_width=_MOE_WIDTH,
-            defaults=_shared_expert(512, 512, 512),
-        ),
+        params=U(**_QWEN3_NEXT, expert_width=_MOE_WIDTH, defaults=_shared_expert(512, 512, 512)),
         defaults=dict(num_key_value_heads=2, max_position_embeddings=32768, head_dim=256),
     ),
     # EXAONE 4 and EXAONE 4.5's language model (text_config "exaone4_5_text", which transformers
@@ -1038,11 +1002,7 @@ FAMILIES: dict[str, Family] = {
     "qwen3_5_moe_text": F(
         "attn_output_gate output_gate_type",
         groups="mlp moe mtp",
-        params=U(
-            **_QWEN3_NEXT,
-            expert_width=_MOE_WIDTH,
-            defaults=_shared_expert(256, 512, 512),
-        ),
+        params=U(**_QWEN3_NEXT, expert_width=_MOE_WIDTH, defaults=_shared_expert(256, 512, 512)),
         aliases="qwen3_5_moe",
         defaults=dict(num_key_value_heads=2, max_position_embeddings=32768, head_dim=256),
     ),
@@ -1066,10 +1026,7 @@ FAMILIES: dict[str, Family] = {
         params=U(**_MINIMAX, defaults=dict(num_local_experts=8)),
         defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
     ),
-    "minimax_m1": F(
-        _MINIMAX_OWN,
-        params=U(**_MINIMAX),
-    ),
+    "minimax_m1": F(_MINIMAX_OWN, params=U(**_MINIMAX)),
     # OLMo hybrid: Gated DeltaNet's gate and step-size ranges (numerics of the recurrence)
     # OLMo Hybrid: OLMo 3's attention layers and Gated DeltaNet layers (q, k, v, a, b, g
     # projections apart: Qwen3-Next's counts)
@@ -1198,10 +1155,7 @@ FAMILIES: dict[str, Family] = {
         groups="mlp moe mamba mtp",
         counter=nemotron_h_params,
         defaults=dict(
-            num_key_value_heads=8,
-            max_position_embeddings=4096,
-            mamba_head_dim=64,
-            n_groups=8,
+            num_key_value_heads=8, max_position_embeddings=4096, mamba_head_dim=64, n_groups=8
         ),
     ),
     "nemotron-nas": F(uncountable=_PER_LAYER_MLP),
@@ -1243,10 +1197,7 @@ FAMILIES: dict[str, Family] = {
     # shape); vLLM's mimo_v2_flash.py does not use attention_chunk_size
     # MiMo-V2 files name model_type mimo_v2 for the architecture transformers ships as
     # mimo_v2_flash (one reader reads both): counted as it is
-    "mimo_v2": F(
-        _MIMO_V2_OWN,
-        params=_MIMO_V2,
-    ),
+    "mimo_v2": F(_MIMO_V2_OWN, params=_MIMO_V2),
     # MiMo-V2-Flash: sinks on the sliding layers, per-layer K/V heads, V narrower than K,
     # MoE by mlp_layer_types with the score-correction bias
     "mimo_v2_flash": F(

@@ -16,8 +16,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["GENERATION_SETTINGS", "NEVER_CACHE", "GROUPS", "OFF_VALUES", "Family", "understood"]
-
 
 def _names(text: str) -> frozenset[str]:
     """Field names separated by white space; ``#`` starts a comment to the end of its line."""
