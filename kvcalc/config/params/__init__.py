@@ -25,6 +25,7 @@ from .blocks import (
     norm_width,
     state_params,
     switch,
+    top_k,
 )
 from .blocks import tied_head as _tied
 
@@ -191,11 +192,7 @@ def _moe(f: Fields, hidden: int, n: int, family: dict) -> MoE | None:
     if e is None or e in (0, 1):
         return None
     e = f.int(*_EXPERTS)
-    k = f.int(*_TOP_K)
-    if k > e:
-        raise ValueError(
-            f"config field 'num_experts_per_tok' ({k}) exceeds the number of experts ({e})"
-        )
+    k = top_k(f.int(*_TOP_K), e)
     inter = f.int(*family.get("expert_width", ("moe_intermediate_size", "intermediate_size")))
     per_expert = 3 * hidden * inter
     if family.get("expert_bias"):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ...core.model import MoE, ParamCounts
 from ..fields import Fields, Geometry
-from .blocks import dense_counts, never_tied, qkvo, tied_head
+from .blocks import counts, never_tied, qkvo, tied_head, top_k
 
 
 def gemma4_params(
@@ -51,11 +51,7 @@ def gemma4_params(
         _unified_without_gemma4_extras(f)
     if f.bool("enable_moe_block", False):
         experts = f.int("num_experts")
-        k = f.int("top_k_experts")
-        if k > experts:
-            raise ValueError(
-                f"config field 'top_k_experts' ({k}) exceeds the number of experts ({experts})"
-            )
+        k = top_k(f.int("top_k_experts"), experts, "top_k_experts")
         per_expert = 3 * hidden * f.int("moe_intermediate_size", "expert_intermediate_size")
         moe = MoE(num_experts=experts, top_k=k, expert_params=per_expert, layers=n)
         routed = n * experts * per_expert
@@ -71,17 +67,15 @@ def gemma4_params(
         other = table * n * per_layer + n * per_layer * hidden + per_layer
         other += n * (2 * hidden * per_layer + hidden)
     tied = tied_head(f, True)  # Gemma4TextConfig's default: tied
-    return moe, ParamCounts(
-        embedding=vocab * hidden,
-        lm_head=0 if tied else vocab * hidden,
+    return moe, counts(
+        hidden,
+        vocab,
+        tied,
         attention=attention,
         mlp=mlp,
-        routed_experts=routed,
-        shared_experts=0,
-        router=router,
         norms=norms,
         other=other,
-        tied=tied,
+        experts=(routed, 0, router),
     )
 
 
@@ -146,7 +140,7 @@ def gemma3n_params(
     other += table * n * per_layer + hidden * n * per_layer + per_layer
     other += 2 * (inputs - 1) * hidden * hidden
     tied = tied_head(f, True)  # Gemma3nTextConfig's default: tied
-    return None, dense_counts(
+    return None, counts(
         hidden,
         vocab,
         tied,
@@ -185,7 +179,7 @@ def mpt_params(
         )
     n = len(layers)
     width = f.int("expansion_ratio", default=4) * hidden
-    return None, dense_counts(
+    return None, counts(
         hidden,
         vocab,
         True,
@@ -213,7 +207,7 @@ def opt_params(
     if proj != hidden:
         other += 2 * proj * hidden  # project_in, project_out
     tied = tied_head(f, True)  # OPTConfig's default: tied
-    counts = dense_counts(
+    return None, counts(
         proj,
         vocab,
         tied,
@@ -222,7 +216,6 @@ def opt_params(
         norms=(2 * n + int(final)) * ln,
         other=other,
     )
-    return None, counts
 
 
 def gpt_neox_japanese_params(
@@ -235,7 +228,7 @@ def gpt_neox_japanese_params(
     n = len(layers)
     width = f.int("intermediate_multiple_size", default=4) * hidden
     tied = tied_head(f, True)  # GPTNeoXJapaneseConfig's default: tied
-    return None, dense_counts(
+    return None, counts(
         hidden,
         vocab,
         tied,
@@ -266,7 +259,7 @@ def chatglm_params(
     mlp = n * (3 * hidden * ffn + ((2 * ffn + hidden) if linear_bias else 0))
     final = f.bool("post_layer_norm", True)
     tied = tied_head(f, False)  # vLLM ties output_layer only when the file says so
-    return None, dense_counts(
+    return None, counts(
         hidden, vocab, tied, attention=attention, mlp=mlp, norms=(2 * n + int(final)) * norm
     )
 
@@ -287,23 +280,18 @@ def dbrx_params(
             raise ValueError(f"config field 'ffn_config.{name}' must be a whole number")
         return value
 
-    experts, k = whole("moe_num_experts", 4), whole("moe_top_k", 1)
-    if k > experts:
-        raise ValueError(
-            f"config field 'ffn_config.moe_top_k' ({k}) exceeds the number of experts ({experts})"
-        )
+    experts = whole("moe_num_experts", 4)
+    k = top_k(whole("moe_top_k", 1), experts, "ffn_config.moe_top_k")
     per_expert = 3 * hidden * whole("ffn_hidden_size", 3584)
     n = len(layers)
     attention = sum(qkvo(hidden, lay) for lay in layers)
     tied = never_tied(f, "DbrxForCausalLM")  # DbrxConfig refuses tie_word_embeddings true
-    return MoE(num_experts=experts, top_k=k, expert_params=per_expert, layers=n), ParamCounts(
-        embedding=vocab * hidden,
-        lm_head=0 if tied else vocab * hidden,
+    return MoE(num_experts=experts, top_k=k, expert_params=per_expert, layers=n), counts(
+        hidden,
+        vocab,
+        tied,
         attention=attention,
         mlp=0,
-        routed_experts=n * experts * per_expert,
-        shared_experts=0,
-        router=n * experts * hidden,
         norms=(2 * n + 1) * hidden,
-        tied=tied,
+        experts=(n * experts * per_expert, 0, n * experts * hidden),
     )

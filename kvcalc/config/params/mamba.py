@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ...core.model import MoE, ParamCounts, RecurrentState
 from ..fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields, Geometry
-from .blocks import biased_moe, dense_counts, mamba1_mixer, never_tied, qkvo, tied_head
+from .blocks import biased_moe, counts, mamba1_mixer, never_tied, qkvo, tied_head, top_k
 
 
 def granite_hybrid_params(
@@ -27,12 +27,7 @@ def granite_hybrid_params(
     routed = router = 0
     if experts:
         inter = f.int("intermediate_size")
-        k = f.int("num_experts_per_tok", default=2)
-        if k > experts:
-            raise ValueError(
-                f"config field 'num_experts_per_tok' ({k}) exceeds the number of experts "
-                f"({experts})"
-            )
+        k = top_k(f.int("num_experts_per_tok", default=2), experts)
         moe = MoE(
             num_experts=experts,
             top_k=k,
@@ -53,16 +48,14 @@ def granite_hybrid_params(
         else:
             attention += attn
     tied = f.bool("tie_word_embeddings", False)  # GraniteMoeHybridConfig's default: untied
-    return moe, ParamCounts(
-        embedding=vocab * hidden,
-        lm_head=0 if tied else vocab * hidden,
+    return moe, counts(
+        hidden,
+        vocab,
+        tied,
         attention=attention,
         mlp=0 if experts else n * shared,
-        routed_experts=routed,
-        shared_experts=n * shared if experts else 0,
-        router=router,
         norms=(2 * n + 1) * hidden,
-        tied=tied,
+        experts=(routed, n * shared if experts else 0, router),
     )
 
 
@@ -107,7 +100,7 @@ def bamba_params(
     inter = f.int("intermediate_size")
     mlp = 3 * hidden * inter + ((2 * inter + hidden) if f.bool("mlp_bias", False) else 0)
     tied = tied_head(f, False)  # BambaConfig's default: untied
-    return None, dense_counts(
+    return None, counts(
         hidden, vocab, tied, attention=attention, mlp=n * mlp, norms=(2 * n + 1) * hidden
     )
 
@@ -145,17 +138,11 @@ def nemotron_h_params(
     if n_mlp:
         inter = f.int("intermediate_size")
         mlp = n_mlp * (2 * hidden * inter + (inter + hidden if mlp_bias else 0))
-    moe = None
-    routed = shared = router = 0
+    moe, parts = None, (0, 0, 0)
     n_moe = blocks.count("moe")
     if n_moe:
         experts = f.int("n_routed_experts", "num_local_experts")
-        k = f.int("num_experts_per_tok")
-        if k > experts:
-            raise ValueError(
-                f"config field 'num_experts_per_tok' ({k}) exceeds the number of experts "
-                f"({experts})"
-            )
+        k = top_k(f.int("num_experts_per_tok"), experts)
         if f.int("n_shared_experts", default=1, minimum=0) != 1:
             raise ValueError(
                 "config field 'n_shared_experts' is not 1: vLLM's NemotronHMoE builds a shared "
@@ -169,18 +156,16 @@ def nemotron_h_params(
         per_shared = 2 * hidden * s_inter + (s_inter + hidden if mlp_bias else 0)
         if f.has("moe_latent_size"):
             per_shared += 2 * hidden * width + (width + hidden if mlp_bias else 0)
-        moe, routed, shared, router = biased_moe(experts, k, per_expert, n_moe, per_shared, hidden)
+        moe, parts = biased_moe(experts, k, per_expert, n_moe, per_shared, hidden)
     tied = never_tied(f, "NemotronHForCausalLM")
-    return moe, ParamCounts(
-        embedding=vocab * hidden,
-        lm_head=0 if tied else vocab * hidden,
+    return moe, counts(
+        hidden,
+        vocab,
+        tied,
         attention=attention + mamba,
         mlp=mlp,
-        routed_experts=routed,
-        shared_experts=shared,
-        router=router,
         norms=(len(layers) + 1) * hidden,
-        tied=tied,
+        experts=parts,
     )
 
 
@@ -253,7 +238,7 @@ def falcon_h1_params(
     n = len(layers)
     mlp = n * (3 * hidden * inter + (2 * inter + hidden if mlp_bias else 0))
     tied = tied_head(f, False)  # FalconH1Config's default: untied
-    return None, dense_counts(
+    return None, counts(
         hidden, vocab, tied, attention=attention, mlp=mlp, norms=(2 * n + 1) * hidden
     )
 
@@ -268,9 +253,7 @@ def mamba_params(
     n = len(layers)
     tied = tied_head(f, True)  # MambaConfig's and FalconMambaConfig's default: tied
     mixer = mamba1_mixer(f, hidden, bias_field="use_bias")
-    return None, dense_counts(
-        hidden, vocab, tied, attention=n * mixer, mlp=0, norms=(n + 1) * hidden
-    )
+    return None, counts(hidden, vocab, tied, attention=n * mixer, mlp=0, norms=(n + 1) * hidden)
 
 
 def mamba2_params(
@@ -294,6 +277,4 @@ def mamba2_params(
     if f.bool("use_bias", False):
         mixer += 2 * inner + groups_state + heads + hidden
     tied = tied_head(f, False)  # Mamba2Config's default: untied
-    return None, dense_counts(
-        hidden, vocab, tied, attention=n * mixer, mlp=0, norms=(n + 1) * hidden
-    )
+    return None, counts(hidden, vocab, tied, attention=n * mixer, mlp=0, norms=(n + 1) * hidden)

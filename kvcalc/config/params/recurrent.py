@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ...core.model import MoE, ParamCounts
 from ..fields import Fields, Geometry, per_layer
-from .blocks import biased_moe, dense_counts, never_tied, qkvo, tied_head
+from .blocks import biased_moe, counts, never_tied, qkvo, tied_head, top_k
 
 
 def lfm2_params(
@@ -41,7 +41,7 @@ def lfm2_params(
                 conv += 3 * hidden + hidden + hidden
     n = len(layers)
     tied = tied_head(f, True)  # Lfm2Config's default: tied
-    return None, dense_counts(
+    return None, counts(
         hidden,
         vocab,
         tied,
@@ -105,11 +105,7 @@ def lfm2_moe_params(
             attention += 4 * hidden * hidden + hidden * kernel + (5 * hidden if bias else 0)
     dense = min(f.int("num_dense_layers", default=2, minimum=0), n)
     experts = f.int("num_experts", default=32)
-    k = f.int("num_experts_per_tok", default=4)
-    if k > experts:
-        raise ValueError(
-            f"config field 'num_experts_per_tok' ({k}) exceeds the number of experts ({experts})"
-        )
+    k = top_k(f.int("num_experts_per_tok", default=4), experts)
     per_expert = 3 * hidden * f.int("moe_intermediate_size", default=1792)
     moe_layers = n - dense
     moe = MoE(num_experts=experts, top_k=k, expert_params=per_expert, layers=moe_layers)
@@ -119,16 +115,14 @@ def lfm2_moe_params(
         tied = f.cfg["tie_embedding"]
     else:
         tied = tied_head(f, True)  # Lfm2MoeConfig's default: tied
-    return moe, ParamCounts(
-        embedding=vocab * hidden,
-        lm_head=0 if tied else vocab * hidden,
+    return moe, counts(
+        hidden,
+        vocab,
+        tied,
         attention=attention,
         mlp=dense * 3 * hidden * f.int("intermediate_size", default=7168),
-        routed_experts=moe_layers * experts * per_expert,
-        shared_experts=0,
-        router=router,
         norms=(2 * n + 1) * hidden,
-        tied=tied,
+        experts=(moe_layers * experts * per_expert, 0, router),
     )
 
 
@@ -188,15 +182,11 @@ def kimi_linear_params(
         )
     moe_layers = _kimi_moe_layers(f, n) if experts is not None else 0
     mlp = (n - moe_layers) * 3 * hidden * f.int("intermediate_size") if moe_layers < n else 0
-    moe = None
-    routed = shared = router = 0
+    moe, parts = None, (0, 0, 0)
     if moe_layers:
-        k = f.int("num_experts_per_token", "num_experts_per_tok")
-        if k > experts:
-            raise ValueError(
-                f"config field 'num_experts_per_token' ({k}) exceeds the number of experts "
-                f"({experts})"
-            )
+        k = top_k(
+            f.int("num_experts_per_token", "num_experts_per_tok"), experts, "num_experts_per_token"
+        )
         inter = f.int("moe_intermediate_size")
         per_expert = 3 * hidden * inter
         if f.raw("num_shared_experts") is None:
@@ -205,20 +195,16 @@ def kimi_linear_params(
                 "takes 1 shared expert, vLLM's none"
             )
         per_shared = 3 * hidden * inter * f.int("num_shared_experts", minimum=0)
-        moe, routed, shared, router = biased_moe(
-            experts, k, per_expert, moe_layers, per_shared, hidden
-        )
+        moe, parts = biased_moe(experts, k, per_expert, moe_layers, per_shared, hidden)
     tied = never_tied(f, "KimiLinearForCausalLM")
-    return moe, ParamCounts(
-        embedding=vocab * hidden,
-        lm_head=0 if tied else vocab * hidden,
+    return moe, counts(
+        hidden,
+        vocab,
+        tied,
         attention=attention,
         mlp=mlp,
-        routed_experts=routed,
-        shared_experts=shared,
-        router=router,
         norms=(2 * n + 1) * hidden,
-        tied=tied,
+        experts=parts,
     )
 
 
@@ -290,7 +276,7 @@ def rwkv_params(
     time_mix = 2 * a + 3 * hidden + 3 * hidden * a + a * hidden
     channel_mix = 2 * hidden + 2 * hidden * width + hidden * hidden
     tied = tied_head(f, False)  # RwkvConfig's default: untied
-    return None, dense_counts(
+    return None, counts(
         hidden,
         vocab,
         tied,
@@ -332,7 +318,7 @@ def recurrent_gemma_params(
             "config field 'tie_word_embeddings' is false: transformers' "
             "RecurrentGemmaForCausalLM ties its head whatever it says"
         )
-    return None, dense_counts(
+    return None, counts(
         hidden,
         vocab,
         True,
