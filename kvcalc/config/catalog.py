@@ -189,19 +189,13 @@ def _gpu(key: str, entry) -> GPU:
         fp32_tflops=_num(entry, where, "fp32_tflops", required=False),
         fp8_attention=_flag(entry, where, "fp8_attention"),
         sources=_sources(entry, where, ("specs",)),
-        tp_link=_opt_str(entry, where, "tp_link"),
+        tp_link=None if entry.get("tp_link") is None else _str(entry, where, "tp_link"),
     )
     if gpu.bf16_tflops is None and gpu.fp16_tflops is None:
         raise ValueError(f"{where}: give 'bf16_tflops' or 'fp16_tflops'")
     if gpu.fp8_attention and not str(gpu.sources.get("fp8_attention", "")).startswith("http"):
         raise ValueError(f"{where}: field 'sources.fp8_attention' must be a link (http...)")
     return gpu
-
-
-def _opt_str(entry: dict, where: str, name: str) -> str | None:
-    if entry.get(name) is None:
-        return None
-    return _str(entry, where, name)
 
 
 def _flag(entry: dict, where: str, name: str) -> bool:

@@ -129,6 +129,23 @@ def per_layer(name: str, value: Any, n: int, allowed, said: str, verb: str = "li
     return value
 
 
+def refuse_unknown(name: str, unknown: list[str]) -> None:
+    """The keys of sub-object ``name`` that kvcalc does not understand, refused by name."""
+    if unknown:
+        raise ValueError(
+            f"config field '{name}' has "
+            + ", ".join(_short(u) for u in unknown)
+            + ", which kvcalc does not understand"
+        )
+
+
+def whole(value: Any, label: str, cap: int) -> int:
+    """``value`` (config field ``label``) when it is a whole number from 1 to ``cap``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= cap:
+        raise ValueError(f"config field '{label}' must be a whole number from 1 to {cap:,}")
+    return value
+
+
 @dataclass
 class Geometry:
     hidden: int | None

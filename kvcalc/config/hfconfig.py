@@ -27,10 +27,6 @@ from .mtp import mtp_layers, mtp_parameters
 from .params import count_parameters
 
 MAX_CONFIG_BYTES = 1_000_000  # a real config.json is a few KiB; refuse anything far larger
-# One bound on model size (kvcalc.config.limits): the layer cap bounds all per-layer work;
-# the context cap is vLLM's arithmetic's (kvcalc.engines.vllm.predict); the other sizes have a
-# cap each by field.
-_MAX_CONTEXT = MAX_CONTEXT
 
 
 def load_config_file(path: str | Path) -> dict:
@@ -285,7 +281,7 @@ def _read_cache(
             "context_length",
             "model_max_length",
             default=2048,
-            maximum=_MAX_CONTEXT,
+            maximum=MAX_CONTEXT,
         )
     except UnknownFields:
         raise

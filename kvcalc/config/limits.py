@@ -23,7 +23,7 @@ MAX_INTERMEDIATE = 2**22
 MAX_EXPERTS = 2**16
 MAX_KERNEL = 1024
 MAX_EXPAND = 1024
-MAX_CONTEXT = 10**8
+MAX_CONTEXT = 10**8  # within vLLM's arithmetic (kvcalc.engines.vllm.predict)
 MAX_PARAMS = 2**56  # so that even FP32 weights (2^58 B) stay under the budget's 2^60 B
 MAX_OTHER = 10_000_000  # any other whole-number field kvcalc reads (periods, offsets)
 

@@ -7,11 +7,10 @@ overrides and layers that share another's cache (layouts.share_kv)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
 from ...core.model import Layer, MLALatent, NoCache
 from ...core.text import short as _short
-from ..fields import Fields, Geometry
+from ..fields import Fields, Geometry, whole
 from ..limits import MAX_LAYERS, cap_of, over_cap
 from .attention import attention_layer, indexer_caches, kv_heads_of
 from .layouts import layer_kinds, nas_layers, share_kv
@@ -286,18 +285,13 @@ def _per_layer_overrides(f: Fields, layers: list) -> list:
             )
         changes: dict[str, int] = {}
         if "head_dim" in over:
-            d = _plain_int(over["head_dim"], f"per_layer_config[{key}].head_dim")
+            d = whole(over["head_dim"], f"per_layer_config[{key}].head_dim", cap_of("head_dim"))
             changes.update(head_dim=d, v_head_dim=d)
         if "num_key_value_heads" in over:
-            changes["kv_heads"] = _plain_int(
-                over["num_key_value_heads"], f"per_layer_config[{key}].num_key_value_heads"
+            label, cap = (
+                f"per_layer_config[{key}].num_key_value_heads",
+                cap_of("num_key_value_heads"),
             )
+            changes["kv_heads"] = whole(over["num_key_value_heads"], label, cap)
         out[i] = replace(lay, **changes)
     return out
-
-
-def _plain_int(value: Any, label: str) -> int:
-    cap = cap_of(label.rsplit(".", 1)[-1])
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= cap:
-        raise ValueError(f"config field '{label}' must be a whole number from 1 to {cap:,}")
-    return value

@@ -12,8 +12,7 @@ import dataclasses
 from typing import Any
 
 from ...core.model import AttentionWithState, MLALatent, RecurrentState, SlidingWindow
-from ...core.text import short as _short
-from ..fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields, Geometry, per_layer
+from ..fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields, Geometry, per_layer, refuse_unknown
 from ..limits import MAX_LAYERS, over_cap
 from .attention import full_layer, head_dim_is_derived, heads_of, index_list, layer_count
 
@@ -164,7 +163,9 @@ def lfm2_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
         n = len(types)
     else:
         n = layer_count(f, max_layers)
-        attn = index_list(f, "full_attn_idxs", n) if f.has("full_attn_idxs") else set(range(n))
+        attn = set(range(n))
+        if f.has("full_attn_idxs"):
+            attn = index_list("full_attn_idxs", f.raw("full_attn_idxs"), n)
     width = _equal_to_hidden(
         f,
         geo.hidden,
@@ -441,7 +442,7 @@ def bamba_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
             "transformers' bamba config class"
         )
     else:
-        attn = index_list(f, "attn_layer_indices", n)
+        attn = index_list("attn_layer_indices", f.raw("attn_layer_indices"), n)
     state = _granite_mamba_state(f, geo, "bamba") if len(attn) < n else None
     return [full_layer(geo) if i in attn else state for i in range(n)]
 
@@ -467,24 +468,10 @@ def kimi_linear_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
         return _kimi_linear_saved(f, geo, n)
     known = {*"kda_layers full_attn_layers num_heads head_dim short_conv_kernel_size".split()}
     known |= {"head_k_dim", "head_v_dim"} | _KDA_NUMERICS
-    unknown = sorted(set(cfg) - known)
-    if unknown:
-        raise ValueError(
-            "config field 'linear_attn_config' has "
-            + ", ".join(_short(u) for u in unknown)
-            + ", which kvcalc does not "
-            "understand"
-        )
+    refuse_unknown("linear_attn_config", sorted(set(cfg) - known))
 
     def ints(name: str) -> set[int]:
-        values = cfg.get(name)
-        if not isinstance(values, list) or any(
-            isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= n for v in values
-        ):
-            raise ValueError(
-                f"config field 'linear_attn_config.{name}' must list layer numbers from 1 to {n}"
-            )
-        return {v - 1 for v in values}
+        return index_list(f"linear_attn_config.{name}", cfg.get(name), n, 1)
 
     kda = ints("kda_layers")
     if cfg.get("full_attn_layers") is not None:
