@@ -238,10 +238,6 @@ def index_list(name: str, values: Any, n: int, base: int = 0) -> set[int]:
     return {v - base for v in values}
 
 
-def layer_count(f: Fields, maximum: int) -> int:
-    return f.int("num_hidden_layers", maximum=maximum)
-
-
 def head_dim_is_derived(f: Fields, geo: Geometry, who: str) -> None:
     """Families whose modeling code takes head_dim as hidden_size // num_attention_heads: a
     different head_dim in the file would not be the one that runs."""
@@ -319,7 +315,7 @@ def mllama_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
     """mllama's text model: ``cross_attention_layers`` attend to the vision encoder's states.
     Their K/V are computed once per image: max_num_tiles x ((image_size // patch_size)^2 + 1)
     states (transformers' MllamaVisionModel), not one per text token."""
-    n = layer_count(f, max_layers)
+    n = f.int("num_hidden_layers", maximum=max_layers)
     head_dim_is_derived(f, geo, "MllamaTextSelfAttention")
     cross = set()
     if f.has("cross_attention_layers"):
@@ -368,7 +364,7 @@ def minicpm3_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
     """MiniCPM3: MLA-style projections, but vLLM's minicpm3.py caches per-head K and V of
     qk_nope_head_dim + qk_rope_head_dim each (V padded to the QK head size), one per query
     head; transformers caches the compressed latent instead (named on each layer)."""
-    n = layer_count(f, max_layers)
+    n = f.int("num_hidden_layers", maximum=max_layers)
     rope, nope = f.int("qk_rope_head_dim"), f.int("qk_nope_head_dim")
     rank = f.int("kv_lora_rank")
     f.seen.update({"num_key_value_heads", "q_lora_rank", "v_head_dim", "head_dim"})

@@ -14,7 +14,7 @@ from typing import Any
 from ...core.model import AttentionWithState, MLALatent, RecurrentState, SlidingWindow
 from ..fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields, Geometry, per_layer, refuse_unknown
 from ..limits import MAX_LAYERS, over_cap
-from .attention import full_layer, head_dim_is_derived, heads_of, index_list, layer_count
+from .attention import full_layer, head_dim_is_derived, heads_of, index_list
 
 
 def state_flavor(f: Fields, model_type: str) -> str:
@@ -162,7 +162,7 @@ def lfm2_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
         attn = {i for i, t in enumerate(types) if t == "full_attention"}
         n = len(types)
     else:
-        n = layer_count(f, max_layers)
+        n = f.int("num_hidden_layers", maximum=max_layers)
         attn = set(range(n))
         if f.has("full_attn_idxs"):
             attn = index_list("full_attn_idxs", f.raw("full_attn_idxs"), n)
@@ -186,7 +186,7 @@ def falcon_h1_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
     K/V per token and a Mamba-2 state (transformers' FalconH1Mixer, vLLM's falcon_h1.py):
     inner width mamba_d_ssm (or mamba_expand x hidden), conv over inner + 2 x groups x d_state
     channels, SSM heads x d_head x d_state."""
-    n = layer_count(f, max_layers)
+    n = f.int("num_hidden_layers", maximum=max_layers)
     hidden = geo.hidden
     if "mamba_d_ssm" in f.cfg and f.cfg["mamba_d_ssm"] is None:
         # FalconH1Config: an explicit null means mamba_expand x hidden_size
@@ -216,7 +216,7 @@ def recurrent_gemma_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
     local attention over attention_window_size tokens, recurrent blocks keep an RG-LRU state
     of lru_width in float32 and a conv state of conv1d_width - 1 inputs (transformers'
     RecurrentGemmaRecurrentBlock; vLLM does not serve this family)."""
-    n = layer_count(f, max_layers)
+    n = f.int("num_hidden_layers", maximum=max_layers)
     # transformers reads block_types (default recurrent, recurrent, attention) and keeps a
     # published file's _block_types as an unused extra: where the two differ, refuse.
     blocks = f.raw("block_types", default=["recurrent", "recurrent", "attention"])
@@ -330,7 +330,7 @@ def granite_hybrid_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
     mamba_n_groups x mamba_d_state channels (kernel - 1 past inputs, as vLLM sizes it) and an SSM
     state of mamba_n_heads x mamba_d_head x mamba_d_state; without layer_types every layer is
     Mamba (GraniteMoeHybridConfig's default)."""
-    n = layer_count(f, max_layers)
+    n = f.int("num_hidden_layers", maximum=max_layers)
     name = "layer_types" if f.cfg.get("layer_types") is not None else "layers_block_type"
     f.seen.update({"layer_types", "layers_block_type"})
     types = f.cfg.get(name)
@@ -433,7 +433,7 @@ def bamba_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
     mamba_* fields and defaults, the same conv width mamba_expand x hidden + 2 x mamba_n_groups x
     mamba_d_state and SSM state mamba_n_heads x mamba_d_head x mamba_d_state), so the state is
     read by the same function."""
-    n = layer_count(f, max_layers)
+    n = f.int("num_hidden_layers", maximum=max_layers)
     if f.cfg.get("attn_layer_indices") is None:
         f.seen.add("attn_layer_indices")
         attn: set[int] = set()

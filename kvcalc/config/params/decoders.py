@@ -141,13 +141,7 @@ def gemma3n_params(
     other += 2 * (inputs - 1) * hidden * hidden
     tied = tied_head(f, True)  # Gemma3nTextConfig's default: tied
     return None, counts(
-        hidden,
-        vocab,
-        tied,
-        attention=attention,
-        mlp=mlp,
-        norms=(4 * n + 1) * hidden,
-        other=other,
+        hidden, vocab, tied, attention=attention, mlp=mlp, norms=(4 * n + 1) * hidden, other=other
     )
 
 

@@ -198,13 +198,7 @@ def kimi_linear_params(
         moe, parts = biased_moe(experts, k, per_expert, moe_layers, per_shared, hidden)
     tied = never_tied(f, "KimiLinearForCausalLM")
     return moe, counts(
-        hidden,
-        vocab,
-        tied,
-        attention=attention,
-        mlp=mlp,
-        norms=(2 * n + 1) * hidden,
-        experts=parts,
+        hidden, vocab, tied, attention=attention, mlp=mlp, norms=(2 * n + 1) * hidden, experts=parts
     )
 
 
