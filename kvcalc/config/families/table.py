@@ -218,9 +218,8 @@ _EXAONE4 = F(
 )
 
 FAMILIES: dict[str, Family] = {
-    # Llama, and the EAGLE draft heads written as Llama configs (the "eagle" group)
-    # Llama: q, k, v, o biases with attention_bias, the MLP's with mlp_bias (LlamaAttention,
-    # LlamaMLP)
+    # Llama (and EAGLE draft heads written as Llama configs): q, k, v, o biases with
+    # attention_bias, the MLP's with mlp_bias (LlamaAttention, LlamaMLP)
     "llama": F(groups="mlp moe eagle", checks=eagle_head, params=U(mlp_bias="mlp_bias")),
     "mistral": F(
         params=U(),
@@ -275,9 +274,8 @@ FAMILIES: dict[str, Family] = {
         params=U(qk_norm="full", defaults=dict(num_experts=7)),
         defaults=dict(max_position_embeddings=4096),
     ),
-    # Llama's blocks (LlamaForCausalLM or a copy of it): q, k, v, o biases with
-    # attention_bias, the MLP's with mlp_bias
-    # muP multipliers are scalars, no weights
+    # Llama's blocks (LlamaForCausalLM or a copy): q, k, v, o biases with attention_bias, the
+    # MLP's with mlp_bias; muP multipliers are scalars, no weights
     "granite": F(params=U(mlp_bias="mlp_bias")),
     # Granite MoE: experts of intermediate_size; GraniteMoeShared and Granite MoE SWA add a
     # shared MLP of shared_intermediate_size (none at 0), SWA attention sinks
@@ -296,9 +294,9 @@ FAMILIES: dict[str, Family] = {
         ),
         defaults=dict(num_key_value_heads=2, max_position_embeddings=4096),
     ),
-    # residual wiring
-    # StableLM: LayerNorms with biases, q, k, v biases with use_qkv_bias, per-head q/k
-    # LayerNorms (no bias) with qk_layernorm, one norm a layer with use_parallel_residual
+    # StableLM (use_parallel_residual: residual wiring): LayerNorms with biases, q, k, v biases
+    # with use_qkv_bias, per-head q/k LayerNorms with qk_layernorm, one norm a layer with
+    # use_parallel_residual
     "stablelm": F(
         "use_parallel_residual",
         params=U(
@@ -573,10 +571,9 @@ FAMILIES: dict[str, Family] = {
         params=dict(bias_field="use_bias", mlp_bias="use_bias"),
         defaults=dict(num_key_value_heads=2, max_position_embeddings=131072, head_dim=128),
     ),
-    # which layers route and to how many experts
-    # ERNIE 4.5 MoE: MoE layers from moe_layer_start_index to moe_layer_end_index every
-    # moe_layer_interval, the router's score-correction bias (a parameter, moe_statics);
-    # use_bias also biases the shared experts and the output head
+    # ERNIE 4.5 MoE (the moe_* fields: which layers route, to how many experts): MoE layers
+    # from moe_layer_start_index to moe_layer_end_index every moe_layer_interval, the router's
+    # score-correction bias (moe_statics); use_bias also biases the shared experts and head
     "ernie4_5_moe": F(
         """
             moe_k moe_layer_end_index moe_layer_interval moe_layer_start_index moe_norm_min
@@ -610,9 +607,8 @@ FAMILIES: dict[str, Family] = {
     "gptj": F("rotary_dim", params=_GPTJ),
     # rotary part of each head
     "codegen": F("n_ctx rotary_dim", params=_GPTJ),
-    # the MLP width
-    # CTRL: biased attention and MLP (dff wide), LayerNorms with biases, a tied head with
-    # its own bias; sinusoidal positions (a buffer)
+    # CTRL (dff: the MLP width): biased attention and MLP, LayerNorms with biases, a tied head
+    # with its own bias; sinusoidal positions (a buffer)
     "ctrl": F(
         "dff",
         params=dict(
@@ -836,19 +832,17 @@ FAMILIES: dict[str, Family] = {
     # DBRX (DbrxAttention): d_model / n_heads per head, attn_config.kv_n_heads K/V heads (read
     # by kvcalc.config.families.attention); ffn_config sizes the experts (DbrxFFNConfig: weights)
     "dbrx": F("ffn_config", counter=dbrx_params, kv_heads=dbrx_kv_heads),
-    # GLM-4.7-Flash (Glm4MoeLiteAttention): DeepSeek-V3's MLA, one kv_lora_rank +
-    # qk_rope_head_dim latent per token and layer; rope_interleave orders the rotary pairs
-    # GLM-4.7-Flash (Glm4MoeLiteForCausalLM): DeepSeek-V3's MLA and MoE by mlp_layer_types
-    # with the score-correction bias
+    # GLM-4.7-Flash (Glm4MoeLiteAttention, Glm4MoeLiteForCausalLM): DeepSeek-V3's MLA (one
+    # kv_lora_rank + qk_rope_head_dim latent per token and layer; rope_interleave orders the
+    # rotary pairs) and MoE by mlp_layer_types with the score-correction bias
     "glm4_moe_lite": F(
         "rope_interleave",
         groups="mlp moe mla mtp",
         params=U(**_SCORED_EXPERTS, defaults=_routed(64, 1536, q_lora_rank=768)),
         defaults=dict(max_position_embeddings=202752),
     ),
-    # GLM-4.1V / GLM-4.5V language models (Glm4vTextAttention, Glm4vMoeTextAttention): GQA of
-    # num_key_value_heads x head_dim; mrope places the rotary sections (the K cached is the same)
-    # GLM-4.1V's language model: GLM-4's blocks (q, k, v biases always, four norms)
+    # GLM-4.1V's language model (Glm4vTextAttention): GQA of num_key_value_heads x head_dim
+    # (mrope places the rotary sections); GLM-4's blocks (q, k, v biases always, four norms)
     "glm4v_text": F(
         params=U(qkv_bias=True, norms_per_layer=4),
         defaults=dict(num_key_value_heads=2, max_position_embeddings=32768),
@@ -859,25 +853,21 @@ FAMILIES: dict[str, Family] = {
         groups="mlp moe mtp",
         params=U(**{**_GLM4_MOE, "qkv_bias_field": ("attention_bias", True), "qk_norm": None}),
     ),
-    # dots.llm1 (Dots1Attention): Qwen3's attention; sliding layers from layer_types (absent,
-    # the class's own rule by max_window_layers: refused by name, Family.layout_by_class_rule)
-    # dots.llm1 (Dots1ForCausalLM): Qwen3's attention, DeepSeek-V3's MoE with the
-    # score-correction bias
-    # Their classes give a window by default and place it by a rule of their own when the file
-    # has no layer_types (layout_by_class_rule refuses that by name): a
-    # file without sliding_window is not read as windowless
+    # dots.llm1 (Dots1Attention, Dots1ForCausalLM): Qwen3's attention, DeepSeek-V3's MoE with
+    # the score-correction bias. Its class gives a window by default and places it by a rule of
+    # its own (max_window_layers) without layer_types, refused by name (layout_by_class_rule):
+    # a file without sliding_window is not read as windowless
     "dots1": F(
         defaults=dict(sliding_window=4096),
         params=U(qk_norm=True, expert_width=_MOE_WIDTH, score_bias="always"),
         layout_by_class_rule=True,
     ),
-    # Command A MoE (Cohere2MoeAttention): Cohere 2's attention, sliding layers by layer_types
-    # (absent: the class's own rule, refused by name); logit_scale scales the logits, the
-    # expert_* and shared_expert_* settings route and combine the experts,
-    # prefix_dense_intermediate_size sizes the dense layers' MLP
-    # Command A MoE (Cohere2MoeForCausalLM): one LayerNorm a layer (weight only), experts
-    # and num_shared_experts shared ones of intermediate_size, dense layers (mlp_layer_types,
-    # else the first first_k_dense_replace) of prefix_dense_intermediate_size; tied
+    # Command A MoE (Cohere2MoeAttention, Cohere2MoeForCausalLM): Cohere 2's attention, sliding
+    # layers by layer_types (absent: the class's rule, refused by name); one LayerNorm a layer
+    # (weight only), experts and num_shared_experts shared ones of intermediate_size, dense
+    # layers (mlp_layer_types, else the first first_k_dense_replace) of
+    # prefix_dense_intermediate_size; tied. logit_scale scales the logits, the expert_* and
+    # shared_expert_* settings route and combine the experts
     "cohere2_moe": F(
         """
             expert_selection_fn logit_scale prefix_dense_intermediate_size
@@ -892,13 +882,11 @@ FAMILIES: dict[str, Family] = {
         ),
         layout_by_class_rule=True,
     ),
-    # AFMoE (Arcee Trinity, AfmoeAttention): GQA with a sigmoid output gate (weights), sliding
-    # layers by layer_types (absent: global_attn_every_n_layers' rule, refused by name where a
-    # window is given); num_dense_layers picks the dense MLP layers, route_scale scales the
-    # router's weights, mup_enabled scales the embeddings
-    # AFMoE (Arcee Trinity): an unbiased output gate of q width, q/k RMSNorms, four norms a
-    # layer, experts with num_shared_experts and the expert_bias (a parameter) after the
-    # first num_dense_layers dense layers
+    # AFMoE (Arcee Trinity, AfmoeAttention): GQA with an unbiased sigmoid output gate of q
+    # width, q/k RMSNorms, four norms a layer, sliding layers by layer_types (absent:
+    # global_attn_every_n_layers' rule, refused by name where a window is given), experts with
+    # num_shared_experts and the expert_bias (a parameter) after the first num_dense_layers
+    # dense layers; route_scale scales the router's weights, mup_enabled the embeddings
     "afmoe": F(
         "global_attn_every_n_layers mup_enabled num_dense_layers route_scale",
         defaults=dict(sliding_window=1024, max_position_embeddings=16384),
@@ -914,19 +902,16 @@ FAMILIES: dict[str, Family] = {
         ),
         layout_by_class_rule=True,
     ),
-    # GLM-4.5 / 4.6 / 4.7 (Glm4MoeAttention): standard GQA attention of num_key_value_heads x
-    # head_dim; use_qk_norm places RMSNorm weights on q and k, partial_rotary_factor rotates part
-    # of each head (the whole head is cached), first_k_dense_replace picks the dense MLP layers,
-    # num_nextn_predict_layers the MTP drafter's layers (not in the main model's cache)
-    # GLM-4.5 / 4.6 / 4.7 (Glm4MoeForCausalLM): q, k, v biases with attention_bias, q/k
-    # RMSNorms with use_qk_norm, experts with n_shared_experts and the score-correction
-    # bias after first_k_dense_replace dense layers (its MTP layer is the drafter's)
+    # GLM-4.5 / 4.6 / 4.7 (Glm4MoeAttention, Glm4MoeForCausalLM): GQA of num_key_value_heads x
+    # head_dim, q, k, v biases with attention_bias, q/k RMSNorms with use_qk_norm,
+    # partial_rotary_factor rotating part of each head (the whole head is cached), experts
+    # with n_shared_experts and the score-correction bias after first_k_dense_replace dense
+    # layers; num_nextn_predict_layers MTP layers are the drafter's (not in the cache)
     "glm4_moe": F(groups="mlp moe mtp", params=U(**_GLM4_MOE)),
-    # index_n_heads, index_topk and the indexer's rotary and top-k settings change which
-    # tokens are attended, not the indexer keys cached (one index_head_dim key per token)
     # DeepSeek sparse attention: DeepSeek-V3's blocks plus the indexer's projections in every
     # layer (transformers' GlmMoeDsaIndexer and DeepseekV32Indexer: wq_b, wk, k_norm,
-    # weights_proj)
+    # weights_proj); index_n_heads, index_topk and the indexer's rotary and top-k settings
+    # change which tokens are attended, not the one index_head_dim key cached per token
     "deepseek_v32": F(
         _DSA_OWN,
         groups="mlp moe mla mtp",
@@ -939,10 +924,9 @@ FAMILIES: dict[str, Family] = {
         params=U(indexer=True, **_V3_EXPERTS, defaults={**_DEEPSEEK_V3, "q_lora_rank": 2048}),
         defaults=dict(max_position_embeddings=202752),
     ),
-    # no_rope_layers: superseded by layer_types when the config has it (as transformers does)
-    # Llama 4's language model: MoE layers by moe_layers (or interleave_moe_layer_step),
-    # experts of intermediate_size with one shared expert, dense layers of
-    # intermediate_size_mlp, weightless L2 q/k norms
+    # Llama 4's language model: MoE layers by moe_layers (or interleave_moe_layer_step), experts
+    # of intermediate_size with one shared expert, dense layers of intermediate_size_mlp,
+    # weightless L2 q/k norms; no_rope_layers superseded by layer_types (as in transformers)
     "llama4_text": F(
         "for_llm_compressor intermediate_size_mlp moe_layers no_rope_layer_interval use_qk_norm",
         params=U(
@@ -962,25 +946,21 @@ FAMILIES: dict[str, Family] = {
         defaults=dict(num_key_value_heads=2, max_position_embeddings=32768, head_dim=256),
     ),
     # EXAONE 4 and EXAONE 4.5's language model (text_config "exaone4_5_text", which transformers
-    # 5.24 renames exaone4: Exaone4_5_Config.__post_init__, so both spellings read alike):
-    # EXAONE 4's layers plus the MTP layer vLLM's exaone4_5_mtp.py runs as the drafter, and the
-    # wrapper's image and video token ids where a text config repeats them; reorder_qk_norm
-    # places the norms (weights)
-    # EXAONE 4 and EXAONE 4.5's language model: per-head q/k RMSNorms, and the two norms after
-    # attention and after the MLP (Exaone4DecoderLayer)
+    # 5.24 renames exaone4: Exaone4_5_Config.__post_init__): EXAONE 4's layers (per-head q/k
+    # RMSNorms, two norms after attention and the MLP: Exaone4DecoderLayer; reorder_qk_norm
+    # places them) plus the MTP layer vLLM's exaone4_5_mtp.py runs as the drafter, and the
+    # wrapper's image and video token ids where a text config repeats them
     "exaone4": _EXAONE4,
     "exaone4_5_text": _EXAONE4,
-    # MiMo (XiaomiMiMo/MiMo-7B): Qwen2's decoder (vLLM's mimo.py builds MiMoModel on Qwen2Model)
-    # with num_nextn_predict_layers MTP layers that the main model neither runs nor caches
+    # MiMo (XiaomiMiMo/MiMo-7B): Qwen2's blocks (vLLM's mimo.py builds MiMoModel on Qwen2Model)
+    # with num_nextn_predict_layers MTP layers the main model neither runs, caches nor counts
     # (vLLM's mimo_mtp.py runs them as the drafter); use_mrope false is plain RoPE
-    # MiMo (7B): Qwen2's blocks (vLLM's mimo.py); its MTP layers are the drafter's, not counted
     "mimo": F("use_mrope", groups="mlp moe mtp", params=U(qkv_bias=True)),
-    # MiniMax-M2 / M2.5: standard GQA attention and MoE (vLLM's minimax_m2.py). rotary_dim is the
-    # rotary part of each head; qk_norm_type places the q/k RMSNorm (weights); use_routing_bias
-    # adds the router's score-correction bias; shared_intermediate_size 0 is no shared expert;
-    # the MTP modules (num_mtp_modules of mtp_transformer_layers layers) are the drafter's
-    # MiniMax-M2: q/k RMSNorm over the whole projection (qk_norm_type "per_layer"), every layer
-    # MoE, and the router's score-correction bias where use_routing_bias (vLLM's minimax_m2.py)
+    # MiniMax-M2 / M2.5 (vLLM's minimax_m2.py): GQA, every layer MoE; rotary_dim is the rotary
+    # part of each head; qk_norm_type "per_layer" puts q/k RMSNorms over the whole projection;
+    # use_routing_bias adds the router's score-correction bias; shared_intermediate_size 0 is
+    # no shared expert; the MTP modules (num_mtp_modules x mtp_transformer_layers) are the
+    # drafter's
     "minimax_m2": F(
         "qk_norm_type rotary_dim shared_intermediate_size use_routing_bias",
         groups="mlp moe mtp",
@@ -1015,21 +995,19 @@ FAMILIES: dict[str, Family] = {
         aliases="qwen3_5",
         defaults=dict(num_key_value_heads=4, max_position_embeddings=32768),
     ),
-    # MiniMax: the post-norm alphas and betas scale the residual stream; rotary_dim is the
-    # rotary part of each head (the whole head is cached)
-    # lightning attention's compute block and the residual scalings
     # MiniMax-Text-01 / MiniMax-M1: lightning-attention and softmax-attention layers, every
-    # layer MoE (experts of intermediate_size); transformers' MiniMax builds no shared
-    # expert, vLLM's minimax_text_01.py one of shared_intermediate_size: refused unless 0
+    # layer MoE (experts of intermediate_size); transformers' MiniMax builds no shared expert,
+    # vLLM's minimax_text_01.py one of shared_intermediate_size: refused unless 0. The
+    # post-norm alphas and betas scale the residual stream, block_size is lightning
+    # attention's compute block, rotary_dim the rotary part of each head
     "minimax": F(
         _MINIMAX_OWN,
         params=U(**_MINIMAX, defaults=dict(num_local_experts=8)),
         defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
     ),
     "minimax_m1": F(_MINIMAX_OWN, params=U(**_MINIMAX)),
-    # OLMo hybrid: Gated DeltaNet's gate and step-size ranges (numerics of the recurrence)
     # OLMo Hybrid: OLMo 3's attention layers and Gated DeltaNet layers (q, k, v, a, b, g
-    # projections apart: Qwen3-Next's counts)
+    # projections apart: Qwen3-Next's counts); linear_*: the gate and step-size ranges
     "olmo_hybrid": F(
         """
             linear_a_log_max linear_a_log_min linear_allow_neg_eigval linear_dt_init_floor
@@ -1047,18 +1025,12 @@ FAMILIES: dict[str, Family] = {
         defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
     ),
     # Laguna (poolside; transformers' LagunaConfig, vLLM's laguna.py): layer_types full or
-    # sliding, num_attention_heads_per_layer read by the reader (query heads only). gating sizes
-    # the softplus output gate g_proj (per head or per element: weights); the moe_* settings
-    # scale, soft-cap and score the router, or move its weights onto the input (numbers of the
-    # forward pass); swa_rope_parameters is the older spelling of the sliding layers' rotary
-    # Laguna: a gate per query head with gating (true by default), q/k RMSNorms, per-layer
-    # query heads, MoE by mlp_layer_types with an ungated shared MLP and the
-    # score-correction bias (a parameter)
-    # num_attention_heads_per_layer sets each layer's query heads and nothing else
-    # (transformers' LagunaAttention(config, layer_idx, num_heads): q_proj and o_proj are
-    # num_heads x head_dim, k_proj and v_proj num_key_value_heads x head_dim on every layer;
-    # vLLM's laguna.py passes the same num_kv_heads to every layer's Attention). Query heads size
-    # only the attention FLOPs (Layer.q_heads).
+    # sliding; a gate per query head with gating (true by default; per element: weights),
+    # q/k RMSNorms, MoE by mlp_layer_types with an ungated shared MLP and the score-correction
+    # bias. num_attention_heads_per_layer sets each layer's query heads only (LagunaAttention:
+    # k_proj and v_proj are num_key_value_heads x head_dim on every layer, as vLLM's
+    # Attention): they size only the attention FLOPs (Layer.q_heads). The moe_* settings are
+    # numbers of the router; swa_rope_parameters is the sliding layers' older rotary spelling
     "laguna": F(
         """
             gating moe_apply_router_weight_on_input moe_routed_scaling_factor
@@ -1078,20 +1050,12 @@ FAMILIES: dict[str, Family] = {
         query_heads_per_layer=True,
         defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
     ),
-    # Hunyuan (Tencent's remote code, model_type "hunyuan": configuration_hunyuan.py and
-    # modeling_hunyuan.py of Tencent-Hunyuan/Hunyuan-A13B; vLLM's hunyuan_v1.py). The switches
-    # use_cla and use_mla are read by the reader (kvcalc.config.families.decoder). The rest:
-    # - MoE in its own names, per-layer lists or numbers: num_shared_expert, use_mixed_mlp_moe
-    # (a shared MLP beside the experts), moe_drop_tokens, moe_random_routing_dropped_token
-    # (training-time capacity), moe_layer_num_skipped, group_limited_greedy (routing)
-    # - the vision tower and its tokens (vit_*, anyres_*, num_media_embeds: image tokens are
-    # prompt tokens, cached as any other), the special token ids, org_vocab_size (the
-    # vocabulary before padding)
-    # - the sequence-classification head (add_classification_head, class_num, pool_type,
-    # dense_list) that a causal LM does not run
-    # - rotary settings: use_rotary_pos_emb, position_embedding_xdrope, xdrope_section (which
-    # dimensions rotate; the K cached is the same size)
-    # parameters: Tencent's remote code (no transformers class to check a count against)
+    # Hunyuan (Tencent's remote code: configuration_hunyuan.py and modeling_hunyuan.py of
+    # Tencent-Hunyuan/Hunyuan-A13B; vLLM's hunyuan_v1.py): use_cla and use_mla are read by
+    # hunyuan_switches; its own MoE names (num_shared_expert, use_mixed_mlp_moe, the training
+    # capacity and routing settings), the vision tower and its tokens (image tokens are prompt
+    # tokens), special token ids, org_vocab_size, the classification head and the rotary
+    # settings change no cache. No transformers class to check a parameter count against
     "hunyuan": F(
         """
             add_classification_head anyres_pooling_size anyres_vit_max_image_size
@@ -1112,12 +1076,10 @@ FAMILIES: dict[str, Family] = {
         defaults=dict(mamba_expand=2, num_key_value_heads=8, max_position_embeddings=262144),
         params=U(defaults=dict(num_experts=16, expert_layer_period=2, expert_layer_offset=1)),
     ),
-    # GPT-Neo (kvcalc.config.families.attention): the MLP and the tied embeddings; the summary_*
-    # settings (GPT-2's sequence-summary head, still written by older GPT-Neo files such as
-    # TinyStories') size a classification head a causal LM does not run; gradient_checkpointing
-    # recomputes activations in training
-    # GPT-Neo: learned positions, LayerNorms with biases, unbiased q, k, v with a biased
-    # out_proj, a plain biased MLP (intermediate_size, 4 x hidden when null); tied
+    # GPT-Neo (kvcalc.config.families.attention): learned positions, LayerNorms with biases,
+    # unbiased q, k, v with a biased out_proj, a plain biased MLP (intermediate_size, 4 x
+    # hidden when null); tied. summary_* (GPT-2's sequence-summary head, in older files such
+    # as TinyStories') and gradient_checkpointing: no cache
     "gpt_neo": F(
         """
             gradient_checkpointing summary_activation summary_first_dropout summary_proj_to_labels
@@ -1193,10 +1155,8 @@ FAMILIES: dict[str, Family] = {
             num_key_value_heads=2, max_position_embeddings=32768, num_kv_shared_layers=15
         ),
     ),
-    # MiMo-V2: the sink biases are learned logits and attention_value_scale scales V (no cache
-    # shape); vLLM's mimo_v2_flash.py does not use attention_chunk_size
-    # MiMo-V2 files name model_type mimo_v2 for the architecture transformers ships as
-    # mimo_v2_flash (one reader reads both): counted as it is
+    # MiMo-V2 (mimo_v2 files, transformers' mimo_v2_flash: one reader): the sink biases are
+    # learned logits, attention_value_scale scales V; vLLM ignores attention_chunk_size
     "mimo_v2": F(_MIMO_V2_OWN, params=_MIMO_V2),
     # MiMo-V2-Flash: sinks on the sliding layers, per-layer K/V heads, V narrower than K,
     # MoE by mlp_layer_types with the score-correction bias
@@ -1208,11 +1168,9 @@ FAMILIES: dict[str, Family] = {
             num_key_value_heads=4, max_position_embeddings=131072, head_dim=192, v_head_dim=128
         ),
     ),
-    # LFM2: block_* size the gated MLP; conv_bias is the short convolution's bias
-    # conv_dim_out: the conv block's output projection (weights); use_pos_enc: RoPE
-    # on or off (the K/V cached are the same size either way)
-    # The new families' config-class defaults, so that a file that leaves them out is read as
-    # transformers reads it and the assumptions say so (transformers 5.24's config classes)
+    # LFM2 (transformers 5.24's config-class defaults): block_* size the gated MLP, conv_bias
+    # and conv_dim_out are the short convolution's weights, use_pos_enc turns RoPE on or off
+    # (the K/V cached are the same size either way)
     "lfm2": F(
         _LFM2_OWN,
         defaults=dict(conv_L_cache=3, num_key_value_heads=8, max_position_embeddings=128000),
@@ -1244,18 +1202,12 @@ FAMILIES: dict[str, Family] = {
         reader=falcon_h1_layers,
         counter=falcon_h1_params,
     ),
-    # Kimi-Linear: expert grouping and routing (MoE), its own names for them
-    # mla_use_nope: the MLA layers skip RoPE, yet vLLM (kimi_linear.py) and transformers still
-    # cache the kv_lora_rank latent and the qk_rope_head_dim key part
-    # Kimi K3 (its text config is kimi_linear; vLLM's kimi_linear.py as served for K3):
-    # mla_use_output_gate adds a sigmoid g_proj (hidden -> heads x v_head_dim) on the MLA
-    # output, weights only (MLAModules g_proj); routed_expert_hidden_size and
-    # latent_moe_use_norm are the latent MoE (routed experts run in a down-projected width,
-    # routed_expert_down_proj / routed_expert_norm / routed_expert_up_proj); activation_situ_*
-    # are the SiTU activation's constants (SituAndMul); attn_res_block_size is Attention
-    # Residuals: each layer mixes the block summaries of earlier layers of the same token, a
-    # buffer of tokens x blocks x hidden allocated per forward pass (KimiLinearModel.forward's
-    # block_residual) that no request keeps between steps, so no cache
+    # Kimi-Linear and Kimi K3 (vLLM's kimi_linear.py): its own MoE grouping and routing names;
+    # mla_use_nope MLA layers skip RoPE yet cache the kv_lora_rank latent and the rope key;
+    # mla_use_output_gate adds a sigmoid g_proj on the MLA output and
+    # routed_expert_hidden_size / latent_moe_use_norm a latent MoE (weights only);
+    # activation_situ_* are SiTU's constants; attn_res_block_size (Attention Residuals) mixes
+    # block summaries in a per-forward-pass buffer no request keeps (KimiLinearModel.forward)
     "kimi_linear": F(
         """
             activation_situ_beta activation_situ_linear_beta attn_res_block_size kda_lower_bound
@@ -1268,9 +1220,9 @@ FAMILIES: dict[str, Family] = {
         reader=kimi_linear_layers,
         counter=kimi_linear_params,
     ),
-    # Llama 3.2 Vision's language model: Llama's layers and, at cross_attention_layers,
-    # cross-attention over the image (q/k norms, two gates); 8 more embedding rows
-    # MllamaTextConfig's cross-attention layers when the file leaves them out
+    # Llama 3.2 Vision's language model: Llama's layers and, at cross_attention_layers
+    # (MllamaTextConfig's default), cross-attention over the image (q/k norms, two gates);
+    # 8 more embedding rows
     "mllama_text_model": F(
         groups="mlp vision",
         defaults=dict(cross_attention_layers=[3, 8, 13, 18, 23, 28, 33, 38]),
