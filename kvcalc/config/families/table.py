@@ -63,20 +63,26 @@ from .recurrent import (
 from .understood import Family
 
 
-def F(own: str = "", *, groups: str = "mlp moe", **record: Any) -> Family:
-    """A record: ``own`` and ``groups`` as space-separated names."""
+def F(
+    own: str = "",
+    *,
+    groups: str = "mlp moe",
+    kv: int | None = None,
+    context: int | None = None,
+    **record: Any,
+) -> Family:
+    """A record: ``own`` and ``groups`` as space-separated names; ``kv`` and ``context``: the
+    class defaults of num_key_value_heads and max_position_embeddings, beside ``defaults``."""
+    named = dict(num_key_value_heads=kv, max_position_embeddings=context)
+    defaults = {k: v for k, v in named.items() if v is not None}
+    record["defaults"] = defaults | record.get("defaults", {})
     record["aliases"] = tuple(record.get("aliases", "").split())
     return Family(groups=tuple(groups.split()), irrelevant=frozenset(own.split()), **record)
 
 
 def _encoder_decoder(positions: int) -> Family:
     """An encoder-decoder's decoder run as a causal LM; ``positions``: its class's default."""
-    return F(
-        _SEQ2SEQ_OWN,
-        layout=seq2seq_layout,
-        uncountable=_ENCODER_DECODER,
-        defaults=dict(max_position_embeddings=positions),
-    )
+    return F(_SEQ2SEQ_OWN, layout=seq2seq_layout, uncountable=_ENCODER_DECODER, context=positions)
 
 
 def U(**entry: Any) -> dict[str, Any]:
@@ -221,14 +227,8 @@ FAMILIES: dict[str, Family] = {
     # Llama (and EAGLE draft heads written as Llama configs): q, k, v, o biases with
     # attention_bias, the MLP's with mlp_bias (LlamaAttention, LlamaMLP)
     "llama": F(groups="mlp moe eagle", checks=eagle_head, params=U(mlp_bias="mlp_bias")),
-    "mistral": F(
-        params=U(),
-        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072, sliding_window=4096),
-    ),
-    "mixtral": F(
-        params=U(defaults=dict(num_local_experts=8)),
-        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
-    ),
+    "mistral": F(params=U(), kv=8, context=131072, defaults=dict(sliding_window=4096)),
+    "mixtral": F(params=U(defaults=dict(num_local_experts=8)), kv=8, context=131072),
     "qwen2": F(params=U(qkv_bias=True), defaults=dict(max_position_embeddings=32768)),
     # Qwen2-MoE: q, k, v biases with qkv_bias (Qwen2MoeConfig's, true by default)
     "qwen2_moe": F(
@@ -239,7 +239,7 @@ FAMILIES: dict[str, Family] = {
             defaults=_shared_expert(60, 1408, 5632),
         ),
         layout_by_class_rule=True,
-        defaults=dict(max_position_embeddings=32768),
+        context=32768,
     ),
     "qwen3": F(params=U(qk_norm=True), defaults=dict(max_position_embeddings=32768)),
     "qwen3_moe": F(
@@ -266,14 +266,8 @@ FAMILIES: dict[str, Family] = {
     "olmo2": F(params=U(qk_norm="full")),
     "olmo3": F(params=U(qk_norm="full"), layout_by_class_rule=True),
     # OLMoE and FlexOlmo: OLMo 2's q/k norms, experts of intermediate_size
-    "olmoe": F(
-        params=U(qk_norm="full", defaults=dict(num_experts=64)),
-        defaults=dict(max_position_embeddings=4096),
-    ),
-    "flex_olmo": F(
-        params=U(qk_norm="full", defaults=dict(num_experts=7)),
-        defaults=dict(max_position_embeddings=4096),
-    ),
+    "olmoe": F(params=U(qk_norm="full", defaults=dict(num_experts=64)), context=4096),
+    "flex_olmo": F(params=U(qk_norm="full", defaults=dict(num_experts=7)), context=4096),
     # Llama's blocks (LlamaForCausalLM or a copy): q, k, v, o biases with attention_bias, the
     # MLP's with mlp_bias; muP multipliers are scalars, no weights
     "granite": F(params=U(mlp_bias="mlp_bias")),
@@ -283,8 +277,7 @@ FAMILIES: dict[str, Family] = {
     # Cohere (Command R): one LayerNorm a layer (weight only), q/k norms over every head's
     # channels with use_qk_norm, tied by default; Cohere 2 the same without q/k norms
     "cohere": F(
-        params=dict(norms_per_layer=1, qk_norm="full", qk_norm_field="use_qk_norm"),
-        defaults=dict(max_position_embeddings=8192),
+        params=dict(norms_per_layer=1, qk_norm="full", qk_norm_field="use_qk_norm"), context=8192
     ),
     # Starcoder2: LayerNorms with biases, a plain MLP, every projection's bias with use_bias
     "starcoder2": F(
@@ -307,7 +300,7 @@ FAMILIES: dict[str, Family] = {
             qk_norm_field="qk_layernorm",
             parallel_norms_field="use_parallel_residual",
         ),
-        defaults=dict(max_position_embeddings=4096),
+        context=4096,
     ),
     "apertus": _APERTUS,
     "apertus1p5_text": _APERTUS,
@@ -319,19 +312,14 @@ FAMILIES: dict[str, Family] = {
     "bitnet": F(
         params=U(attn_sub_norm=True, ffn_sub_norm=True), defaults=dict(num_key_value_heads=5)
     ),
-    "cwm": F(
-        params=U(mlp_bias="mlp_bias"),
-        layout_by_class_rule=True,
-        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
-    ),
+    "cwm": F(params=U(mlp_bias="mlp_bias"), layout_by_class_rule=True, kv=8, context=131072),
     "emu3_text_model": F(
         params=U(), defaults=dict(num_key_value_heads=8, max_position_embeddings=9216)
     ),
     # GLM and GLM-4: q, k, v biases with attention_bias (no o bias), gate and up fused;
     # GLM-4 adds post_self_attn_layernorm and post_mlp_layernorm
     "glm": F(
-        params=U(bias_field=None, qkv_bias_field=("attention_bias", True)),
-        defaults=dict(num_key_value_heads=2, max_position_embeddings=131072),
+        params=U(bias_field=None, qkv_bias_field=("attention_bias", True)), kv=2, context=131072
     ),
     "glm4": F(
         params=U(bias_field=None, qkv_bias_field=("attention_bias", True), norms_per_layer=4),
@@ -340,16 +328,10 @@ FAMILIES: dict[str, Family] = {
     # Helium: q, k, v biases with attention_bias (no o bias)
     "helium": F(
         params=U(bias_field=None, qkv_bias_field="attention_bias", mlp_bias="mlp_bias"),
-        defaults=dict(max_position_embeddings=4096),
+        context=4096,
     ),
-    "internlm3": F(
-        params=U(mlp_bias="mlp_bias"),
-        defaults=dict(num_key_value_heads=2, max_position_embeddings=32768),
-    ),
-    "iquestcoder": F(
-        params=U(mlp_bias="mlp_bias"),
-        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
-    ),
+    "internlm3": F(params=U(mlp_bias="mlp_bias"), kv=2, context=32768),
+    "iquestcoder": F(params=U(mlp_bias="mlp_bias"), kv=8, context=131072),
     # Jais 2: LayerNorms with biases, a plain ReLU^2 MLP with mlp_bias
     "jais2": F(
         params=U(
@@ -358,7 +340,7 @@ FAMILIES: dict[str, Family] = {
             mlp_bias=("mlp_bias", True),
             bias_field=("attention_bias", True),
         ),
-        defaults=dict(max_position_embeddings=8192),
+        context=8192,
     ),
     "ministral3": F(
         params=U(), defaults=dict(num_key_value_heads=8, max_position_embeddings=262144)
@@ -367,9 +349,7 @@ FAMILIES: dict[str, Family] = {
     "nanochat": F(params=U(**_PLAIN_MLP, norm="none", final_norm=False)),
     # VaultGemma: two RMSNorms a layer (input, pre-feed-forward)
     "vaultgemma": F(
-        params=dict(),
-        layout_by_class_rule=True,
-        defaults=dict(num_key_value_heads=4, head_dim=256, max_position_embeddings=8192),
+        params=dict(), layout_by_class_rule=True, kv=4, context=8192, defaults=dict(head_dim=256)
     ),
     # Kolibri: q/k RMSNorms, four norms a layer, experts (with the score-correction bias)
     # and a shared MLP of shared_expert_intermediate_size (no gate) in every layer
@@ -402,10 +382,7 @@ FAMILIES: dict[str, Family] = {
         ),
         defaults=dict(num_key_value_heads=8, max_position_embeddings=131072, head_dim=128),
     ),
-    "exaone": F(
-        params=U(mlp_bias="mlp_bias"),
-        defaults=dict(num_key_value_heads=8, max_position_embeddings=4096),
-    ),
+    "exaone": F(params=U(mlp_bias="mlp_bias"), kv=8, context=4096),
     # EXAONE MoE: q/k RMSNorms, MoE by mlp_layer_types (first_k_dense_replace agreeing)
     "exaone_moe": F(
         params=U(
@@ -473,7 +450,7 @@ FAMILIES: dict[str, Family] = {
             learned_positions=True,
             positions_offset=2,
         ),
-        defaults=dict(max_position_embeddings=1024),
+        context=1024,
     ),
     # Persimmon (and Fuyu's language model): as Phi with two LayerNorms a layer, q/k
     # LayerNorms with qk_layernorm (true by default), no head bias
@@ -487,7 +464,7 @@ FAMILIES: dict[str, Family] = {
             qk_norm_field="qk_layernorm",
             defaults=dict(qk_layernorm=True),
         ),
-        defaults=dict(max_position_embeddings=16384),
+        context=16384,
     ),
     # Phi (1, 1.5, 2): one LayerNorm a layer, biased projections and MLP, the output head's
     # bias, q/k LayerNorms of head_dim with qk_layernorm
@@ -658,20 +635,11 @@ FAMILIES: dict[str, Family] = {
         defaults=dict(num_key_value_heads=4, max_position_embeddings=32768),
     ),
     # Cosmos 3 Edge: a plain ReLU^2 MLP (fc1, fc2) with mlp_bias
-    "cosmos3_edge_text": F(
-        params=U(**_PLAIN_MLP, mlp_bias="mlp_bias"),
-        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
-    ),
+    "cosmos3_edge_text": F(params=U(**_PLAIN_MLP, mlp_bias="mlp_bias"), kv=8, context=131072),
     # GLM-OCR: GLM-4's four norms a layer, no attention biases (GlmOcrTextAttention)
-    "glm_ocr_text": F(
-        params=U(bias_field=None, norms_per_layer=4),
-        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
-    ),
+    "glm_ocr_text": F(params=U(bias_field=None, norms_per_layer=4), kv=8, context=131072),
     # Granite Docling: Granite's blocks, tied by default
-    "granite_docling_text": F(
-        params=dict(mlp_bias="mlp_bias"),
-        defaults=dict(num_key_value_heads=4, max_position_embeddings=32768),
-    ),
+    "granite_docling_text": F(params=dict(mlp_bias="mlp_bias"), kv=4, context=32768),
     "qwen3_vl_text": F(params=U(qk_norm=True), defaults=dict(max_position_embeddings=128000)),
     # Qwen3-VL-MoE: experts of moe_intermediate_size in every layer (decoder_sparse_step),
     # tied in its text config class, untied by its wrapper's default
@@ -681,50 +649,39 @@ FAMILIES: dict[str, Family] = {
             expert_width=_MOE_WIDTH,
             defaults=dict(num_local_experts=60, moe_intermediate_size=1408),
         ),
-        defaults=dict(max_position_embeddings=128000),
+        context=128000,
     ),
     "qwen2_5_vl_text": F(
-        groups="mlp moe vision",
-        params=U(qkv_bias=True),
-        wrapper="qwen2_5_vl",
-        defaults=dict(num_key_value_heads=8, max_position_embeddings=32768),
+        groups="mlp moe vision", params=U(qkv_bias=True), wrapper="qwen2_5_vl", kv=8, context=32768
     ),
     # Language models of vision wrappers, read from text_config (the wrapper's
     # tie_word_embeddings decides the head: kvcalc.config.params.blocks.tied_head)
     "qwen2_vl_text": F(
-        groups="mlp moe vision",
-        params=U(qkv_bias=True),
-        wrapper="qwen2_vl",
-        defaults=dict(num_key_value_heads=8, max_position_embeddings=32768),
+        groups="mlp moe vision", params=U(qkv_bias=True), wrapper="qwen2_vl", kv=8, context=32768
     ),
     "gemma2": F(
-        defaults=dict(
-            sliding_window_pattern=2,
-            head_dim=256,
-            vocab_size=256000,
-            num_key_value_heads=4,
-            max_position_embeddings=8192,
-        ),
+        kv=4,
+        context=8192,
+        defaults=dict(sliding_window_pattern=2, head_dim=256, vocab_size=256000),
         params=dict(norms_per_layer=4),
         bidirectional=True,
     ),
     "gemma3_text": F(
         "_sliding_window_pattern sliding_window_pattern",
+        kv=4,
+        context=131072,
         defaults=dict(
             sliding_window_pattern=6,
             head_dim=256,
             vocab_size=262208,
             sliding_window=4096,
             num_attention_heads=8,
-            num_key_value_heads=4,
-            max_position_embeddings=131072,
         ),
         params=dict(norms_per_layer=4, qk_norm=True),
         aliases="gemma3",
     ),
     "cohere2": F(
-        defaults=dict(sliding_window_pattern=4, max_position_embeddings=8192),
-        params=dict(norms_per_layer=1),
+        context=8192, defaults=dict(sliding_window_pattern=4), params=dict(norms_per_layer=1)
     ),
     "gpt2": F(
         """
@@ -792,24 +749,18 @@ FAMILIES: dict[str, Family] = {
     ),
     # score_bias: the router's e_score_correction_bias (params._score_bias says when)
     "deepseek_v3": F(
-        groups="mlp moe mla mtp",
-        params=U(**_V3_EXPERTS, defaults=_DEEPSEEK_V3),
-        defaults=dict(max_position_embeddings=4096),
+        groups="mlp moe mla mtp", params=U(**_V3_EXPERTS, defaults=_DEEPSEEK_V3), context=4096
     ),
     # Kimi K2 / K2.5's language model is DeepSeek-V3's (vLLM serves kimi_k2 with
     # DeepseekV3ForCausalLM; transformers' kimi_k25 builds DeepseekV3 from the text config)
     "kimi_k2": F(groups="mlp moe mla mtp", params=U(score_bias=True, expert_width=_MOE_WIDTH)),
     # Sarvam-M (MLA): DeepSeek-V3's blocks (transformers builds DeepseekV3ForCausalLM)
     "sarvam_mla": F(
-        groups="mlp moe mla mtp",
-        params=U(**_V3_EXPERTS, defaults=_routed(128, 2048)),
-        defaults=dict(max_position_embeddings=4096),
+        groups="mlp moe mla mtp", params=U(**_V3_EXPERTS, defaults=_routed(128, 2048)), context=4096
     ),
     # Youtu and MiniCPM3: MLA with a dense MLP, tied by default
     "youtu": F(
-        groups="mlp moe mla mtp",
-        params=dict(defaults=dict(q_lora_rank=1536)),
-        defaults=dict(max_position_embeddings=131072),
+        groups="mlp moe mla mtp", params=dict(defaults=dict(q_lora_rank=1536)), context=131072
     ),
     # A.X K1: DeepSeek-V3's blocks with one more RMSNorm in each MoE block
     "axk1": F(
@@ -820,7 +771,7 @@ FAMILIES: dict[str, Family] = {
             expert_width=_MOE_WIDTH,
             defaults=_routed(192, 2048, q_lora_rank=1536),
         ),
-        defaults=dict(max_position_embeddings=32768),
+        context=32768,
     ),
     # Sarvam MoE: GLM-4-MoE's blocks (Glm4MoeForCausalLM): q, k, v biases with
     # attention_bias, q/k RMSNorms with use_qk_norm, the score-correction bias
@@ -839,14 +790,11 @@ FAMILIES: dict[str, Family] = {
         "rope_interleave",
         groups="mlp moe mla mtp",
         params=U(**_SCORED_EXPERTS, defaults=_routed(64, 1536, q_lora_rank=768)),
-        defaults=dict(max_position_embeddings=202752),
+        context=202752,
     ),
     # GLM-4.1V's language model (Glm4vTextAttention): GQA of num_key_value_heads x head_dim
     # (mrope places the rotary sections); GLM-4's blocks (q, k, v biases always, four norms)
-    "glm4v_text": F(
-        params=U(qkv_bias=True, norms_per_layer=4),
-        defaults=dict(num_key_value_heads=2, max_position_embeddings=32768),
-    ),
+    "glm4v_text": F(params=U(qkv_bias=True, norms_per_layer=4), kv=2, context=32768),
     # GLM-4.5V's language model: GLM-4.5's blocks without q/k norms, q/k/v biased with
     # attention_bias (true by default)
     "glm4v_moe_text": F(
@@ -916,13 +864,13 @@ FAMILIES: dict[str, Family] = {
         _DSA_OWN,
         groups="mlp moe mla mtp",
         params=U(indexer=True, **_V3_EXPERTS, defaults=_DEEPSEEK_V3),
-        defaults=dict(max_position_embeddings=163840),
+        context=163840,
     ),
     "glm_moe_dsa": F(
         _DSA_OWN,
         groups="mlp moe mla mtp",
         params=U(indexer=True, **_V3_EXPERTS, defaults={**_DEEPSEEK_V3, "q_lora_rank": 2048}),
-        defaults=dict(max_position_embeddings=202752),
+        context=202752,
     ),
     # Llama 4's language model: MoE layers by moe_layers (or interleave_moe_layer_step), experts
     # of intermediate_size with one shared expert, dense layers of intermediate_size_mlp,
@@ -1001,9 +949,7 @@ FAMILIES: dict[str, Family] = {
     # post-norm alphas and betas scale the residual stream, block_size is lightning
     # attention's compute block, rotary_dim the rotary part of each head
     "minimax": F(
-        _MINIMAX_OWN,
-        params=U(**_MINIMAX, defaults=dict(num_local_experts=8)),
-        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
+        _MINIMAX_OWN, params=U(**_MINIMAX, defaults=dict(num_local_experts=8)), kv=8, context=131072
     ),
     "minimax_m1": F(_MINIMAX_OWN, params=U(**_MINIMAX)),
     # OLMo Hybrid: OLMo 3's attention layers and Gated DeltaNet layers (q, k, v, a, b, g
@@ -1014,16 +960,11 @@ FAMILIES: dict[str, Family] = {
             linear_dt_max linear_dt_min
         """,
         params=U(qk_norm="full"),
-        defaults=dict(max_position_embeddings=65536),
+        context=65536,
     ),
     # Phi-4-multimodal's language model: Phi-3's blocks (its vision and audio embedders,
     # kept inside its model, are not counted)
-    "phi4_multimodal": F(
-        "audio_config",
-        groups="mlp moe vision",
-        params=U(),
-        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
-    ),
+    "phi4_multimodal": F("audio_config", groups="mlp moe vision", params=U(), kv=8, context=131072),
     # Laguna (poolside; transformers' LagunaConfig, vLLM's laguna.py): layer_types full or
     # sliding; a gate per query head with gating (true by default; per element: weights),
     # q/k RMSNorms, MoE by mlp_layer_types with an ungated shared MLP and the score-correction
@@ -1102,7 +1043,7 @@ FAMILIES: dict[str, Family] = {
         groups="mlp moe mamba",
         reader=bamba_layers,
         counter=bamba_params,
-        defaults=dict(max_position_embeddings=262144),
+        context=262144,
     ),
     # expand: NemotronHMixer sizes its inner width as mamba_num_heads x mamba_head_dim.
     # mamba_ssm_cache_dtype is no default here: transformers' NemotronHConfig says float32, but
@@ -1116,9 +1057,9 @@ FAMILIES: dict[str, Family] = {
         """,
         groups="mlp moe mamba mtp",
         counter=nemotron_h_params,
-        defaults=dict(
-            num_key_value_heads=8, max_position_embeddings=4096, mamba_head_dim=64, n_groups=8
-        ),
+        kv=8,
+        context=4096,
+        defaults=dict(mamba_head_dim=64, n_groups=8),
     ),
     "nemotron-nas": F(uncountable=_PER_LAYER_MLP),
     "gemma4_unified_text": F(
@@ -1129,14 +1070,14 @@ FAMILIES: dict[str, Family] = {
     ),
     "gemma4_text": F(
         _GEMMA4_OWN,
+        kv=4,
+        context=131072,
         defaults=dict(
             sliding_window_pattern=6,
             last_layer_full=True,
             sliding_window=512,
             global_head_dim=512,
-            num_key_value_heads=4,
             head_dim=256,
-            max_position_embeddings=131072,
         ),
         counter=gemma4_params,
         aliases="gemma4",
@@ -1151,9 +1092,9 @@ FAMILIES: dict[str, Family] = {
         """,
         counter=gemma3n_params,
         aliases="gemma3n",
-        defaults=dict(
-            num_key_value_heads=2, max_position_embeddings=32768, num_kv_shared_layers=15
-        ),
+        kv=2,
+        context=32768,
+        defaults=dict(num_kv_shared_layers=15),
     ),
     # MiMo-V2 (mimo_v2 files, transformers' mimo_v2_flash: one reader): the sink biases are
     # learned logits, attention_value_scale scales V; vLLM ignores attention_chunk_size
@@ -1164,9 +1105,9 @@ FAMILIES: dict[str, Family] = {
         _MIMO_V2_OWN,
         params=_MIMO_V2,
         layout_by_class_rule=True,
-        defaults=dict(
-            num_key_value_heads=4, max_position_embeddings=131072, head_dim=192, v_head_dim=128
-        ),
+        kv=4,
+        context=131072,
+        defaults=dict(head_dim=192, v_head_dim=128),
     ),
     # LFM2 (transformers 5.24's config-class defaults): block_* size the gated MLP, conv_bias
     # and conv_dim_out are the short convolution's weights, use_pos_enc turns RoPE on or off
@@ -1192,13 +1133,9 @@ FAMILIES: dict[str, Family] = {
             ssm_out_multiplier
         """,
         groups="mlp moe mamba",
-        defaults=dict(
-            mamba_d_conv=4,
-            mamba_n_groups=1,
-            mamba_expand=2,
-            num_key_value_heads=8,
-            max_position_embeddings=8192,
-        ),
+        kv=8,
+        context=8192,
+        defaults=dict(mamba_d_conv=4, mamba_n_groups=1, mamba_expand=2),
         reader=falcon_h1_layers,
         counter=falcon_h1_params,
     ),
@@ -1235,7 +1172,7 @@ FAMILIES: dict[str, Family] = {
         groups="mlp mla",
         reader=minicpm3_layers,
         params=dict(mlp_bias="mlp_bias", defaults=dict(q_lora_rank=768)),
-        defaults=dict(max_position_embeddings=32768),
+        context=32768,
     ),
     # RecurrentGemma: initialisation variances and the logits' soft cap
     "recurrent_gemma": F(
