@@ -75,19 +75,12 @@ def _state_layer(f: Fields, hidden: int | None, flavor: str) -> RecurrentState:
         kd, vd = f.int("linear_key_head_dim"), f.int("linear_value_head_dim")
         kernel = f.int("linear_conv_kernel_dim")
         conv_dim = 2 * kh * kd + vh * vd  # q, k and v all pass the short convolution
-        return RecurrentState(
-            conv_elements=conv_dim * (kernel - 1),
-            ssm_elements=vh * kd * vd,
-            flavor=flavor,
-            conv_kernel=kernel,
-        )
+        return conv_state(conv_dim, kernel, vh * kd * vd, flavor)
     if flavor == "lightning":
         # MiniMax lightning attention: one head_dim x head_dim key-value state per head.
         heads = f.int("num_attention_heads")
         d = f.int("head_dim", default=None, required=False) or f.int("hidden_size") // heads
-        return RecurrentState(
-            conv_elements=0, ssm_elements=heads * d * d, flavor=flavor, conv_kernel=1
-        )
+        return conv_state(0, 1, heads * d * d, flavor)
     d_state = f.int(*STATE_SIZE)
     kernel = f.int(*CONV_KERNEL, default=4)
     if flavor == "mamba2":
@@ -112,11 +105,15 @@ def _state_layer(f: Fields, hidden: int | None, flavor: str) -> RecurrentState:
                 f"config field 'intermediate_size' ({written:,}) differs from "
                 f"expand x hidden_size ({d_inner:,}), which transformers uses"
             )
+    return conv_state(d_inner, kernel, d_inner * d_state, flavor)
+
+
+def conv_state(channels: int, kernel: int, ssm: int, flavor: str, **more: Any) -> RecurrentState:
+    """A recurrent state: kernel - 1 past inputs of ``channels`` (as vLLM keeps them) and ``ssm``
+    elements of the recurrence."""
+    conv = channels * (kernel - 1)
     return RecurrentState(
-        conv_elements=d_inner * (kernel - 1),
-        ssm_elements=d_inner * d_state,
-        flavor=flavor,
-        conv_kernel=kernel,
+        conv_elements=conv, ssm_elements=ssm, flavor=flavor, conv_kernel=kernel, **more
     )
 
 
@@ -175,9 +172,7 @@ def lfm2_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
         "hidden_size, and kvcalc does not pick one",
     )
     kernel = f.int("conv_L_cache", default=3, minimum=2)
-    conv = RecurrentState(
-        conv_elements=width * (kernel - 1), ssm_elements=0, flavor="short conv", conv_kernel=kernel
-    )
+    conv = conv_state(width, kernel, 0, "short conv")
     return [full_layer(geo) if i in attn else conv for i in range(n)]
 
 
@@ -243,13 +238,7 @@ def recurrent_gemma_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
     kernel = f.int("conv1d_width", default=4, minimum=2)
     window = f.int("attention_window_size")
     f.seen.add("sliding_window")  # transformers' alias of attention_window_size
-    state = RecurrentState(
-        conv_elements=width * (kernel - 1),
-        ssm_elements=width,
-        flavor="rg-lru",
-        conv_kernel=kernel,
-        ssm_dtype="fp32",
-    )
+    state = conv_state(width, kernel, width, "rg-lru", ssm_dtype="fp32")
     local = SlidingWindow(**heads_of(geo), window=window)
     # transformers keeps the whole window and conv1d_width - 1 inputs (its own cache, not a
     # Cache object): the meta-device check cannot read it, so the source is its modeling code.
@@ -533,13 +522,7 @@ def _kimi_linear_saved(f: Fields, geo: Geometry, n: int) -> list:
 def _kimi_layers(
     f: Fields, geo: Geometry, n: int, kda: set[int], heads: int, d: int, kernel: int
 ) -> list:
-    state = RecurrentState(
-        conv_elements=3 * heads * d * (kernel - 1),
-        ssm_elements=heads * d * d,
-        flavor="kda",
-        conv_kernel=kernel,
-        ssm_dtype="fp32",
-    )
+    state = conv_state(3 * heads * d, kernel, heads * d * d, "kda", ssm_dtype="fp32")
     rope = f.int("qk_rope_head_dim")
     mla = MLALatent(
         kv_lora_rank=f.int("kv_lora_rank"),

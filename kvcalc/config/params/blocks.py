@@ -11,6 +11,9 @@ from ...core.model import MoE, ParamCounts, RecurrentState
 from ...core.text import short as _short
 from ..fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields
 
+# What a family's own parameter counter returns: its MoE (None without experts) and counts
+Counted = tuple[MoE | None, ParamCounts]
+
 
 def switch(f: Fields, family: dict, key: str, default: bool | str = False) -> bool:
     """A family's switch: True or False as the entry says, or the value of the config field it

@@ -5,14 +5,12 @@ device, or by hand from vLLM's model file where transformers ships none (ChatGLM
 
 from __future__ import annotations
 
-from ...core.model import MoE, ParamCounts
+from ...core.model import MoE
 from ..fields import Fields, Geometry
-from .blocks import counts, never_tied, qkvo, tied_head, top_k
+from .blocks import Counted, counts, never_tied, qkvo, tied_head, top_k
 
 
-def gemma4_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
+def gemma4_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
     """Gemma 4's language model as transformers 5.24 builds it (Gemma4TextModel): in every
     layer q and o projections over the layer's own heads and head size (global_head_dim on the
     full layers), a q RMSNorm, and, unless the layer reads another's cache
@@ -94,9 +92,7 @@ def _unified_without_gemma4_extras(f: Fields) -> None:
         )
 
 
-def gemma3n_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
+def gemma3n_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
     """Gemma 3n's language model (transformers' Gemma3nForCausalLM / Gemma3nTextModel): every
     layer q_proj, q_norm and o_proj, and, unless it reads another layer's cache
     (num_kv_shared_layers), k_proj, v_proj and k_norm (v_norm has no weight), the projections
@@ -145,9 +141,7 @@ def gemma3n_params(
     )
 
 
-def mpt_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
+def mpt_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
     """MPT (transformers' MptForCausalLM): every layer two LayerNorms, Wqkv (3 x d_model) and
     out_proj, an MLP of expansion_ratio x d_model; ALiBi positions; the head tied to wte. Only
     the files both engines read alike are counted: no_bias true (transformers builds no linear
@@ -183,9 +177,7 @@ def mpt_params(
     )
 
 
-def opt_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
+def opt_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
     """OPT (transformers' OPTForCausalLM, vLLM's opt.py): embeddings of word_embed_proj_dim
     with project_in / project_out to hidden where it differs (no biases), learned positions of
     max_position_embeddings + 2 (OPT's offset), every layer q, k, v, out_proj and an MLP of
@@ -214,7 +206,7 @@ def opt_params(
 
 def gpt_neox_japanese_params(
     f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
+) -> Counted:
     """GPT-NeoX-Japanese (transformers' GPTNeoXJapaneseForCausalLM): every layer two LayerNorms
     (weight and bias), an unbiased query_key_value and dense, an unbiased MLP of
     intermediate_multiple_size x hidden; the last layer's attention adds one dense_bias; a
@@ -232,9 +224,7 @@ def gpt_neox_japanese_params(
     )
 
 
-def chatglm_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
+def chatglm_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
     """ChatGLM 2 / 3 and GLM-4 in its first format (remote code; transformers ships no
     chatglm, so the oracle is vLLM's chatglm.py, by hand in tests/test_params_families.py):
     embedding and output_layer of padded_vocab_size, every layer query_key_value for the query
@@ -258,9 +248,7 @@ def chatglm_params(
     )
 
 
-def dbrx_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
+def dbrx_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
     """DBRX (transformers' DbrxForCausalLM, vLLM's dbrx.py): every block two LayerNorms without
     bias, Wqkv for the query heads and attn_config.kv_n_heads K/V heads and out_proj (no
     biases), and a MoE in every layer: a router of moe_num_experts x d_model and experts (w1,

@@ -6,14 +6,14 @@ the zoo)."""
 
 from __future__ import annotations
 
-from ...core.model import MoE, ParamCounts, RecurrentState
+from ...core.model import MoE, RecurrentState
 from ..fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields, Geometry
-from .blocks import biased_moe, counts, mamba1_mixer, never_tied, qkvo, tied_head, top_k
+from .blocks import Counted, biased_moe, counts, mamba1_mixer, never_tied, qkvo, tied_head, top_k
 
 
 def granite_hybrid_params(
     f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
+) -> Counted:
     """Granite 4.0-H (transformers' GraniteMoeHybridForCausalLM, vLLM's granitemoehybrid.py):
     every layer has two RMSNorms, a shared MLP of shared_intermediate_size (gate and up in one
     input_linear, then output_linear) and, when num_local_experts > 0, a router and experts of
@@ -83,9 +83,7 @@ def _mamba2_mixer(
     return p
 
 
-def bamba_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
+def bamba_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
     """Bamba (transformers' BambaForCausalLM, vLLM's bamba.py): every layer GQA attention (at
     attn_layer_indices; biases with attention_bias) or Granite 4.0-H's Mamba-2 mixer, then a
     SwiGLU MLP of intermediate_size (biases with mlp_bias) and two RMSNorms; a final norm;
@@ -108,9 +106,7 @@ def bamba_params(
 _NEMOTRON_BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 
 
-def nemotron_h_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
+def nemotron_h_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
     """Nemotron-H and Nemotron 3 (transformers' NemotronHForCausalLM, vLLM's nemotron_h.py): one
     block per layer, each one RMSNorm and one mixer: a Mamba-2 mixer (M), attention (*), an
     MLP of up and down projections (-, squared ReLU, no gate) or a MoE (E): a router of
@@ -195,9 +191,7 @@ def _nemotron_mamba_params(f: Fields, hidden: int, layer: RecurrentState) -> int
     return _mamba2_mixer(f, hidden, layer, inner, heads, "use_conv_bias", "use_bias")
 
 
-def falcon_h1_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
+def falcon_h1_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
     """Falcon-H1 (transformers' FalconH1ForCausalLM, vLLM's falcon_h1.py): every layer runs
     attention and a Mamba-2 mixer side by side, then a SwiGLU MLP, with two RMSNorms; a final
     norm; untied by default. The mixer: in_proj to inner + conv channels + heads (its bias with
@@ -243,9 +237,7 @@ def falcon_h1_params(
     )
 
 
-def mamba_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
+def mamba_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
     """Mamba and Falcon-Mamba (transformers' MambaForCausalLM, FalconMambaForCausalLM, vLLM's
     mamba.py): every layer one RMSNorm and a Mamba-1 mixer (in_proj and out_proj biased with
     use_bias, the conv with use_conv_bias; Falcon-Mamba's B/C/dt norms have no weights), a final
@@ -256,9 +248,7 @@ def mamba_params(
     return None, counts(hidden, vocab, tied, attention=n * mixer, mlp=0, norms=(n + 1) * hidden)
 
 
-def mamba2_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
+def mamba2_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
     """Mamba-2 (transformers' Mamba2ForCausalLM, vLLM's mamba2.py): every layer one RMSNorm and
     a Mamba-2 mixer: in_proj to 2 x inner + 2 x n_groups x state_size + num_heads (inner =
     expand x hidden), the depthwise conv over inner + 2 x n_groups x state_size channels,

@@ -6,14 +6,12 @@ the zoo)."""
 
 from __future__ import annotations
 
-from ...core.model import MoE, ParamCounts
+from ...core.model import MoE
 from ..fields import Fields, Geometry, per_layer
-from .blocks import biased_moe, counts, never_tied, qkvo, tied_head, top_k
+from .blocks import Counted, biased_moe, counts, never_tied, qkvo, tied_head, top_k
 
 
-def lfm2_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
+def lfm2_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
     """LFM2 (transformers' Lfm2ForCausalLM, vLLM's lfm2.py): every layer has two RMSNorms and a
     SwiGLU MLP (w1, w3, w2) beside either attention (q/k/v/out, no biases, per-head q and k
     RMSNorms) or a short convolution (in_proj to 3 x hidden, a depthwise conv of conv_L_cache
@@ -82,9 +80,7 @@ def _lfm2_ff_width(f: Fields) -> int:
     return step * ((width + step - 1) // step)
 
 
-def lfm2_moe_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
+def lfm2_moe_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
     """LFM2-MoE (transformers' Lfm2MoeForCausalLM, vLLM's lfm2_moe.py): LFM2's layers (attention
     with per-head q/k RMSNorms, or the short convolution: in_proj to 3 x hidden, a depthwise
     conv of conv_L_cache taps, out_proj, biases with conv_bias), two RMSNorms each, a SwiGLU
@@ -136,9 +132,7 @@ _KIMI_K3_WEIGHTS = tuple(
 )
 
 
-def kimi_linear_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
+def kimi_linear_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
     """Kimi-Linear (transformers' KimiLinearForCausalLM, vLLM's kimi_linear.py with
     layers/kda.py). A KDA layer of H heads x D: q, k, v projections of hidden x H x D, one
     depthwise conv of conv kernel taps over the 3 x H x D channels (no bias), the forget
@@ -256,9 +250,7 @@ def _kimi_mla(f: Fields, hidden: int, layer) -> int:
     return q + kv + heads * layer.v_head_dim * hidden
 
 
-def rwkv_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
+def rwkv_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
     """RWKV-4 (transformers' RwkvForCausalLM, vLLM serves none): every layer two LayerNorms
     (weight and bias) and the first a third (pre_ln); time mixing: time_decay and time_first
     of attention_hidden_size, three time_mix vectors of hidden, key, value, receptance (hidden
@@ -282,7 +274,7 @@ def rwkv_params(
 
 def recurrent_gemma_params(
     f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
+) -> Counted:
     """RecurrentGemma (transformers' RecurrentGemmaForCausalLM): every layer two RMSNorms
     (temporal_pre_norm, channel_pre_norm) and a gated MLP of intermediate_size / 2 with biases;
     its temporal block is local attention (q, k, v biased with attention_bias, o_proj always)
