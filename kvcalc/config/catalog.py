@@ -141,10 +141,7 @@ def _sources(entry: dict, where: str, needed: tuple[str, ...]) -> dict:
     return dict(src)
 
 
-def _model(key: str, entry) -> RegistryModel:
-    where = f"models.yaml: model '{key}'"
-    if not isinstance(entry, dict):
-        raise ValueError(f"{where}: entry must be a mapping of fields")
+def _model(key: str, entry: dict, where: str) -> RegistryModel:
     config = entry.get("config")
     if not isinstance(config, dict):
         raise ValueError(f"{where}: field 'config' must be a mapping of config.json fields")
@@ -173,10 +170,7 @@ def _model(key: str, entry) -> RegistryModel:
     )
 
 
-def _gpu(key: str, entry) -> GPU:
-    where = f"models.yaml: gpu '{key}'"
-    if not isinstance(entry, dict):
-        raise ValueError(f"{where}: entry must be a mapping of fields")
+def _gpu(key: str, entry: dict, where: str) -> GPU:
     gpu = GPU(
         key=key,
         name=_str(entry, where, "name"),
@@ -205,10 +199,7 @@ def _flag(entry: dict, where: str, name: str) -> bool:
     return value
 
 
-def _link(key: str, entry) -> Link:
-    where = f"models.yaml: link '{key}'"
-    if not isinstance(entry, dict):
-        raise ValueError(f"{where}: entry must be a mapping of fields")
+def _link(key: str, entry: dict, where: str) -> Link:
     return Link(
         key=key,
         name=_str(entry, where, "name"),
@@ -221,15 +212,22 @@ _Entry = TypeVar("_Entry")
 
 
 def _section(
-    data: dict, name: str, build: Callable[[str, Any], _Entry], fname: str, *, required: bool = True
+    data: dict, name: str, build: Callable[[str, Any, str], _Entry], fname: str, *, required=True
 ) -> dict[str, _Entry]:
-    """Section ``name`` of the registry file, each entry built (and checked) by ``build``."""
+    """Section ``name`` of the registry file, each entry (a mapping of fields) built and checked
+    by ``build``, with where it is for messages ("models.yaml: gpu 'h100'")."""
     section = data.get(name)
     if section is None and not required:
         section = {}
     if not isinstance(section, dict):
         raise ValueError(f"{fname}: section '{name}' must be a mapping of entries")
-    return {str(k): build(str(k), v) for k, v in section.items()}
+    built = {}
+    for key, entry in section.items():
+        where = f"models.yaml: {name[:-1]} '{key}'"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where}: entry must be a mapping of fields")
+        built[str(key)] = build(str(key), entry, where)
+    return built
 
 
 def load_registry(path: str | Path | None = None, text: str | None = None) -> Registry:

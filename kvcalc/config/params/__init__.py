@@ -60,31 +60,20 @@ def count_parameters(f: Fields, fam: Family | None, layers: list, geo: Geometry)
         vocab = f.int("padded_vocab_size" if model_type == "chatglm" else "vocab_size")
     except ValueError as exc:
         return ParamReading(error=str(exc))
-    if family.get("defaults"):
-        # the family's config-class defaults of the fields only the count reads, for this count
-        cache_defaults = f.defaults
-        f.defaults = {**family["defaults"], **cache_defaults}
-        try:
-            return _generic(f, family, layers, hidden, vocab)
-        finally:
-            f.defaults = cache_defaults
+    # the family's config-class defaults of the fields only the count reads, for this count
+    cache_defaults = f.defaults
+    f.defaults = {**family.get("defaults", {}), **cache_defaults}
     try:
         if special:
             moe, params = special(f, layers, geo, hidden, vocab)
-            _check_total(params)
-            return ParamReading(moe=moe, params=params, vocab=vocab)
-    except ValueError as exc:
-        return ParamReading(vocab=vocab, error=str(exc))
-    return _generic(f, family, layers, hidden, vocab)
-
-
-def _generic(f: Fields, family: dict, layers: list, hidden: int, vocab: int) -> ParamReading:
-    try:
-        moe = _moe(f, hidden, len(layers), family)
-        params = _count_params(f, family, layers, moe, hidden, vocab)
+        else:
+            moe = _moe(f, hidden, len(layers), family)
+            params = _count_params(f, family, layers, moe, hidden, vocab)
         _check_total(params)
     except ValueError as exc:
         return ParamReading(vocab=vocab, error=str(exc))
+    finally:
+        f.defaults = cache_defaults
     return ParamReading(moe=moe, params=params, vocab=vocab)
 
 
