@@ -265,7 +265,6 @@ FAMILIES: dict[str, Family] = {
     # after the MLP
     "olmo2": F(params=U(qk_norm="full")),
     "olmo3": F(params=U(qk_norm="full"), layout_by_class_rule=True),
-    # OLMoE and FlexOlmo: OLMo 2's q/k norms, experts of intermediate_size
     "olmoe": F(params=U(qk_norm="full", defaults=dict(num_experts=64)), context=4096),
     "flex_olmo": F(params=U(qk_norm="full", defaults=dict(num_experts=7)), context=4096),
     # Llama's blocks (LlamaForCausalLM or a copy): q, k, v, o biases with attention_bias, the
@@ -279,7 +278,6 @@ FAMILIES: dict[str, Family] = {
     "cohere": F(
         params=dict(norms_per_layer=1, qk_norm="full", qk_norm_field="use_qk_norm"), context=8192
     ),
-    # Starcoder2: LayerNorms with biases, a plain MLP, every projection's bias with use_bias
     "starcoder2": F(
         "use_bias",
         params=dict(
@@ -308,7 +306,6 @@ FAMILIES: dict[str, Family] = {
     "arcee": F(
         params=U(**_PLAIN_MLP, mlp_bias="mlp_bias"), defaults=dict(max_position_embeddings=4096)
     ),
-    # BitNet: RMSNorms before o_proj and before down_proj
     "bitnet": F(
         params=U(attn_sub_norm=True, ffn_sub_norm=True), defaults=dict(num_key_value_heads=5)
     ),
@@ -325,7 +322,6 @@ FAMILIES: dict[str, Family] = {
         params=U(bias_field=None, qkv_bias_field=("attention_bias", True), norms_per_layer=4),
         defaults=dict(num_key_value_heads=2, max_position_embeddings=131072),
     ),
-    # Helium: q, k, v biases with attention_bias (no o bias)
     "helium": F(
         params=U(bias_field=None, qkv_bias_field="attention_bias", mlp_bias="mlp_bias"),
         context=4096,
@@ -372,7 +368,6 @@ FAMILIES: dict[str, Family] = {
         params=dict(qk_norm=True, expert_width=_MOE_WIDTH, defaults=_shared_expert(128, 512, 512)),
         defaults=dict(num_key_value_heads=4, max_position_embeddings=131072, head_dim=128),
     ),
-    # Solar Open: every layer MoE with n_shared_experts and the score-correction bias
     "solar_open": F(
         params=U(
             **_SCORED_EXPERTS,
@@ -415,7 +410,6 @@ FAMILIES: dict[str, Family] = {
         ),
         defaults=dict(num_key_value_heads=8, max_position_embeddings=8192),
     ),
-    # Flint: sinks, q/k RMSNorms, experts and an ungated shared MLP, dense mlp_only_layers
     "flint": F(
         params=U(
             sinks=True,
@@ -430,7 +424,6 @@ FAMILIES: dict[str, Family] = {
         ),
         defaults=dict(num_key_value_heads=4, max_position_embeddings=262144, head_dim=128),
     ),
-    # Mellum: q/k RMSNorms, MoE by mlp_layer_types
     "mellum": F(
         params=U(
             qk_norm=True,
@@ -486,8 +479,6 @@ FAMILIES: dict[str, Family] = {
         "use_parallel_residual",
         params=U(**_PLAIN_MLP, norm="ln", bias_field=("attention_bias", True), mlp_bias=True),
     ),
-    # Hunyuan 3 (hy_v3): q/k RMSNorms, MoE by mlp_layer_types with num_shared_experts and
-    # the score-correction bias
     "hy_v3": F(
         "enable_moe_fp32_combine router_scaling_factor",
         params=U(
@@ -531,7 +522,6 @@ FAMILIES: dict[str, Family] = {
             mlp_bias="mlp_bias", post_norms_field="use_post_norm", defaults=dict(use_post_norm=True)
         ),
     ),
-    # Seed-OSS: q, k, v biases with attention_bias, the o bias with attention_out_bias
     "seed_oss": F(
         "attention_out_bias",
         params=U(
@@ -542,7 +532,6 @@ FAMILIES: dict[str, Family] = {
         ),
         defaults=dict(num_key_value_heads=8, max_position_embeddings=524288),
     ),
-    # ERNIE 4.5: every projection's bias with use_bias, tied by default
     "ernie4_5": F(
         "use_bias",
         params=dict(bias_field="use_bias", mlp_bias="use_bias"),
@@ -580,7 +569,6 @@ FAMILIES: dict[str, Family] = {
             shared_bias="mlp_bias", defaults=dict(moe_num_experts=8, moe_num_shared_experts=2)
         ),
     ),
-    # GPT-J and CodeGen: _GPTJ's blocks
     "gptj": F("rotary_dim", params=_GPTJ),
     # rotary part of each head
     "codegen": F("n_ctx rotary_dim", params=_GPTJ),
@@ -638,7 +626,6 @@ FAMILIES: dict[str, Family] = {
     "cosmos3_edge_text": F(params=U(**_PLAIN_MLP, mlp_bias="mlp_bias"), kv=8, context=131072),
     # GLM-OCR: GLM-4's four norms a layer, no attention biases (GlmOcrTextAttention)
     "glm_ocr_text": F(params=U(bias_field=None, norms_per_layer=4), kv=8, context=131072),
-    # Granite Docling: Granite's blocks, tied by default
     "granite_docling_text": F(params=dict(mlp_bias="mlp_bias"), kv=4, context=32768),
     "qwen3_vl_text": F(params=U(qk_norm=True), defaults=dict(max_position_embeddings=128000)),
     # Qwen3-VL-MoE: experts of moe_intermediate_size in every layer (decoder_sparse_step),

@@ -1,8 +1,8 @@
 """Parameter counters of the families built on Mamba mixers, which the generic counter
 (kvcalc.config.params) does not describe: Granite 4.0-H, Bamba, Nemotron-H, Falcon-H1, Mamba and
 Mamba-2, one function each, checked against transformers' own model built on the meta device
-(tests/test_readers_round6.py, tests/test_params_round6b.py, tests/test_params_switches.py and
-the zoo)."""
+(tests/test_readers_round6.py, tests/test_params_round6b.py, tests/test_params_switches.py and the
+zoo). What each counts, term by term: docs/families.md."""
 
 from __future__ import annotations
 
@@ -14,11 +14,7 @@ from .blocks import Counted, biased_moe, counts, mamba1_mixer, never_tied, qkvo,
 def granite_hybrid_params(
     f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
 ) -> Counted:
-    """Granite 4.0-H (transformers' GraniteMoeHybridForCausalLM, vLLM's granitemoehybrid.py):
-    every layer has two RMSNorms, a shared MLP of shared_intermediate_size (gate and up in one
-    input_linear, then output_linear) and, when num_local_experts > 0, a router and experts of
-    intermediate_size; beside them GQA attention or a Mamba-2 mixer. A dense model (0 experts)
-    reads intermediate_size nowhere."""
+    """Granite 4.0-H (transformers' GraniteMoeHybridForCausalLM, vLLM's granitemoehybrid.py)."""
     n = len(layers)
     shared_width = f.int("shared_intermediate_size", default=1024)
     shared = 3 * hidden * shared_width
@@ -84,10 +80,7 @@ def _mamba2_mixer(
 
 
 def bamba_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
-    """Bamba (transformers' BambaForCausalLM, vLLM's bamba.py): every layer GQA attention (at
-    attn_layer_indices; biases with attention_bias) or Granite 4.0-H's Mamba-2 mixer, then a
-    SwiGLU MLP of intermediate_size (biases with mlp_bias) and two RMSNorms; a final norm;
-    untied by default."""
+    """Bamba (transformers' BambaForCausalLM, vLLM's bamba.py)."""
     n = len(layers)
     bias = f.bool("attention_bias", False)
     attn = qkvo(hidden, geo, bias, bias)
@@ -107,15 +100,7 @@ _NEMOTRON_BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 
 
 def nemotron_h_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
-    """Nemotron-H and Nemotron 3 (transformers' NemotronHForCausalLM, vLLM's nemotron_h.py): one
-    block per layer, each one RMSNorm and one mixer: a Mamba-2 mixer (M), attention (*), an
-    MLP of up and down projections (-, squared ReLU, no gate) or a MoE (E): a router of
-    n_routed_experts x hidden (with its score-correction bias, a weight in the checkpoint and in
-    vLLM), experts of up and down projections over moe_latent_size when set (Nemotron 3
-    Super / Ultra, with fc1_latent_proj and fc2_latent_proj between hidden and the latent
-    width; counted with the shared expert, as both run for every token), else over hidden, and
-    one shared expert of moe_shared_expert_intermediate_size. Attention has no biases
-    (NemotronHAttention builds none)."""
+    """Nemotron-H and Nemotron 3 (transformers' NemotronHForCausalLM, vLLM's nemotron_h.py)."""
     blocks = _nemotron_blocks(f, len(layers))
     mlp_bias = f.bool("mlp_bias", False)
     if f.bool("attention_bias", False):
@@ -192,13 +177,7 @@ def _nemotron_mamba_params(f: Fields, hidden: int, layer: RecurrentState) -> int
 
 
 def falcon_h1_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
-    """Falcon-H1 (transformers' FalconH1ForCausalLM, vLLM's falcon_h1.py): every layer runs
-    attention and a Mamba-2 mixer side by side, then a SwiGLU MLP, with two RMSNorms; a final
-    norm; untied by default. The mixer: in_proj to inner + conv channels + heads (its bias with
-    mamba_proj_bias), the depthwise conv (mamba_conv_bias), dt_bias, A_log and D per head, a
-    gated RMSNorm over inner only with mamba_rms_norm, out_proj (its bias with projectors_bias,
-    in transformers; vLLM's MambaMixer2 gives both projections mamba_proj_bias, so the two must
-    agree). Attention and MLP biases with attention_bias and mlp_bias."""
+    """Falcon-H1 (transformers' FalconH1ForCausalLM, vLLM's falcon_h1.py)."""
     if f.raw("mamba_use_mlp", default=True) is not True:
         raise ValueError(
             "config field 'mamba_use_mlp' is not true: transformers' FalconH1DecoderLayer "
@@ -239,9 +218,7 @@ def falcon_h1_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab:
 
 def mamba_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
     """Mamba and Falcon-Mamba (transformers' MambaForCausalLM, FalconMambaForCausalLM, vLLM's
-    mamba.py): every layer one RMSNorm and a Mamba-1 mixer (in_proj and out_proj biased with
-    use_bias, the conv with use_conv_bias; Falcon-Mamba's B/C/dt norms have no weights), a final
-    norm; tied by default."""
+    mamba.py)."""
     n = len(layers)
     tied = tied_head(f, True)  # MambaConfig's and FalconMambaConfig's default: tied
     mixer = mamba1_mixer(f, hidden, bias_field="use_bias")
@@ -249,11 +226,7 @@ def mamba_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
 
 
 def mamba2_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
-    """Mamba-2 (transformers' Mamba2ForCausalLM, vLLM's mamba2.py): every layer one RMSNorm and
-    a Mamba-2 mixer: in_proj to 2 x inner + 2 x n_groups x state_size + num_heads (inner =
-    expand x hidden), the depthwise conv over inner + 2 x n_groups x state_size channels,
-    dt_bias, A_log and D per head, the gated RMSNorm over inner, out_proj; use_bias biases the
-    projections, use_conv_bias the conv. A final norm; untied by default."""
+    """Mamba-2 (transformers' Mamba2ForCausalLM, vLLM's mamba2.py)."""
     n = len(layers)
     inner = f.int(*EXPAND, default=2) * hidden
     heads = f.int("num_heads")

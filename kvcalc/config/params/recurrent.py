@@ -1,8 +1,8 @@
 """Parameter counters of the other families with a recurrent state, which the generic counter
 (kvcalc.config.params) does not describe: LFM2 and LFM2-MoE (short convolutions), Kimi-Linear
-(KDA), RWKV and RecurrentGemma (RG-LRU), one function each, checked against transformers' own
-model built on the meta device (tests/test_params_round6b.py, tests/test_params_switches.py and
-the zoo)."""
+(KDA), RWKV and RecurrentGemma (RG-LRU), one function each, checked against transformers' own model
+built on the meta device (tests/test_params_round6b.py, tests/test_params_switches.py and the zoo).
+What each counts, term by term: docs/families.md."""
 
 from __future__ import annotations
 
@@ -12,15 +12,7 @@ from .blocks import Counted, biased_moe, counts, never_tied, qkvo, tied_head, to
 
 
 def lfm2_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
-    """LFM2 (transformers' Lfm2ForCausalLM, vLLM's lfm2.py): every layer has two RMSNorms and a
-    SwiGLU MLP (w1, w3, w2) beside either attention (q/k/v/out, no biases, per-head q and k
-    RMSNorms) or a short convolution (in_proj to 3 x hidden, a depthwise conv of conv_L_cache
-    taps, out_proj; biases with conv_bias); a final embedding_norm; tied by default.
-
-    The MLP width: intermediate_size (block_ff_dim, its older name, wins in transformers),
-    with block_auto_adjust_ff_dim taken to int(2/3 x) times block_ffn_dim_multiplier and
-    rounded up to block_multiple_of. vLLM rounds even without a multiplier and transformers
-    only with one, so a width the two would round differently is refused."""
+    """LFM2 (transformers' Lfm2ForCausalLM, vLLM's lfm2.py)."""
     width = _lfm2_ff_width(f)
     if f.int("block_dim", default=hidden) != hidden:
         raise ValueError(
@@ -81,14 +73,7 @@ def _lfm2_ff_width(f: Fields) -> int:
 
 
 def lfm2_moe_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
-    """LFM2-MoE (transformers' Lfm2MoeForCausalLM, vLLM's lfm2_moe.py): LFM2's layers (attention
-    with per-head q/k RMSNorms, or the short convolution: in_proj to 3 x hidden, a depthwise
-    conv of conv_L_cache taps, out_proj, biases with conv_bias), two RMSNorms each, a SwiGLU
-    MLP of intermediate_size (as given) in the first num_dense_layers and a MoE in the rest:
-    a router of num_experts x hidden with, under use_expert_bias, its per-expert bias (a buffer
-    in transformers, the router's score-correction bias in vLLM and the checkpoint), experts of
-    moe_intermediate_size; a final embedding_norm; tied by default (tie_embedding, its older
-    name, read as transformers reads it)."""
+    """LFM2-MoE (transformers' Lfm2MoeForCausalLM, vLLM's lfm2_moe.py)."""
     n = len(layers)
     kernel = f.int("conv_L_cache", default=3, minimum=2)
     bias = f.bool("conv_bias", False)
@@ -133,16 +118,8 @@ _KIMI_K3_WEIGHTS = tuple(
 
 
 def kimi_linear_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
-    """Kimi-Linear (transformers' KimiLinearForCausalLM, vLLM's kimi_linear.py with
-    layers/kda.py). A KDA layer of H heads x D: q, k, v projections of hidden x H x D, one
-    depthwise conv of conv kernel taps over the 3 x H x D channels (no bias), the forget
-    gate's dt_bias (H x D), A_log (H) and low-rank f_a / f_b projections (rank D), b_proj
-    (hidden x H), the low-rank output gate g_a / g_b, o_norm (D) and o_proj. An MLA layer:
-    q_proj (or q_a / norm / q_b with q_lora_rank), kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj,
-    o_proj. Every layer two RMSNorms and either a SwiGLU MLP of intermediate_size (the first
-    first_k_dense_replace layers, and those off moe_layer_freq) or a MoE: router with its
-    score-correction bias (a weight in vLLM and the checkpoint), experts of
-    moe_intermediate_size, and a shared MLP of num_shared_experts x moe_intermediate_size."""
+    """Kimi-Linear (transformers' KimiLinearForCausalLM, vLLM's kimi_linear.py,
+    layers/kda.py)."""
     set_k3 = [k for k in _KIMI_K3_WEIGHTS if f.cfg.get(k) not in (None, False)]
     gate = f.cfg.get("linear_attn_config")
     if isinstance(gate, dict) and gate.get("use_full_rank_gate"):
@@ -251,11 +228,7 @@ def _kimi_mla(f: Fields, hidden: int, layer) -> int:
 
 
 def rwkv_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
-    """RWKV-4 (transformers' RwkvForCausalLM, vLLM serves none): every layer two LayerNorms
-    (weight and bias) and the first a third (pre_ln); time mixing: time_decay and time_first
-    of attention_hidden_size, three time_mix vectors of hidden, key, value, receptance (hidden
-    to attention_hidden_size) and output back; channel mixing: two time_mix vectors, key to
-    intermediate_size, receptance, value back; a final LayerNorm; the head untied by default."""
+    """RWKV-4 (transformers' RwkvForCausalLM; vLLM serves none)."""
     n = len(layers)
     a = f.int("attention_hidden_size", default=hidden)
     width = f.int("intermediate_size", default=4 * hidden)
@@ -275,13 +248,7 @@ def rwkv_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int)
 def recurrent_gemma_params(
     f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
 ) -> Counted:
-    """RecurrentGemma (transformers' RecurrentGemmaForCausalLM): every layer two RMSNorms
-    (temporal_pre_norm, channel_pre_norm) and a gated MLP of intermediate_size / 2 with biases;
-    its temporal block is local attention (q, k, v biased with attention_bias, o_proj always)
-    or a recurrent block of lru_width: linear_x, linear_y, linear_out (biased), a depthwise
-    conv of conv1d_width taps with bias, and the RG-LRU (recurrent_param, input and recurrent
-    gates: one lru_width / heads square per head, with biases). A final norm; the head is the
-    embedding (tied)."""
+    """RecurrentGemma (transformers' RecurrentGemmaForCausalLM)."""
     n = len(layers)
     width = f.int("lru_width", default=hidden)
     heads = f.int("num_attention_heads")
