@@ -339,18 +339,11 @@ def mllama_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
 
         size, patch = vint("image_size", 448), vint("patch_size", 14)
         tokens = vint("max_num_tiles", 4) * ((size // patch) ** 2 + 1)
+    heads = dict(kv_heads=geo.kv_heads, head_dim=geo.head_dim, q_heads=geo.q_heads)
     for i in range(n):
-        if i in cross:
-            layers.append(
-                CrossAttention(
-                    kv_heads=geo.kv_heads,
-                    head_dim=geo.head_dim,
-                    q_heads=geo.q_heads,
-                    image_tokens=tokens,
-                )
-            )
-        else:
-            layers.append(full_layer(geo))
+        layers.append(
+            CrossAttention(**heads, image_tokens=tokens) if i in cross else full_layer(geo)
+        )
     if cross:
         geo.notes.append(
             f"{len(cross)} cross-attention layers keep the image's K/V, {tokens:,} "

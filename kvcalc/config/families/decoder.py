@@ -68,14 +68,7 @@ def _attention_geometry(f: Fields, hidden: int | None) -> Geometry:
                 f"({q_heads}); the config must give 'head_dim'"
             )
         head_dim = hidden // q_heads
-    return Geometry(
-        hidden=hidden,
-        q_heads=q_heads,
-        kv_heads=kv_heads,
-        head_dim=head_dim,
-        notes=[],
-        assumptions=[],
-    )
+    return Geometry(hidden=hidden, q_heads=q_heads, kv_heads=kv_heads, head_dim=head_dim)
 
 
 def _decoder_layers(f: Fields, fam: Family | None, honor_sliding: bool, geo: Geometry) -> list:

@@ -7,7 +7,7 @@ from ...core.model import FullAttention, Layer, NoCache, SharedKV
 from ...core.text import short as _short
 from ..fields import Fields, Geometry
 from ..limits import MAX_LAYERS
-from .attention import window_of
+from .attention import heads_of, window_of
 
 # Each layout convention maps its own tokens to a layer kind.
 _LAYER_TYPE_NAMES = {
@@ -295,12 +295,7 @@ def nas_layers(f: Fields, geo: Geometry) -> list:
                 f"config field 'block_configs[{i}].attention.n_heads_in_group' must "
                 f"be a whole number that divides {geo.q_heads}, got {_short(group)}"
             )
-        kv = geo.q_heads // group
-        layers.append(
-            FullAttention(
-                kv_heads=kv, head_dim=geo.head_dim, v_head_dim=geo.head_dim, q_heads=geo.q_heads
-            )
-        )
+        layers.append(FullAttention(**{**heads_of(geo), "kv_heads": geo.q_heads // group}))
     declared = f.int("num_hidden_layers", required=False, maximum=MAX_LAYERS)
     if declared is not None and declared != len(layers):
         raise ValueError(
