@@ -14,6 +14,7 @@ from ...core.model import (
     ExtraCache,
     FullAttention,
     LatentInTransformers,
+    MLALatent,
     SlidingWindow,
 )
 from ...core.text import short as _short
@@ -220,6 +221,19 @@ def heads_of(geo: Geometry) -> dict[str, Any]:
     """The base geometry as a layer's fields: K/V heads, K and V dims, query heads."""
     return dict(
         kv_heads=geo.kv_heads, head_dim=geo.head_dim, v_head_dim=geo.head_dim, q_heads=geo.q_heads
+    )
+
+
+def mla_latent(f: Fields, q_heads: int, extra: ExtraCache | None = None) -> MLALatent:
+    """An MLA layer's cache: one latent of kv_lora_rank + qk_rope_head_dim per token."""
+    rope = f.int("qk_rope_head_dim")
+    return MLALatent(
+        kv_lora_rank=f.int("kv_lora_rank"),
+        qk_rope_head_dim=rope,
+        q_heads=q_heads,
+        qk_head_dim=f.int("qk_nope_head_dim") + rope,
+        v_head_dim=f.int("v_head_dim"),
+        extra=extra,
     )
 
 

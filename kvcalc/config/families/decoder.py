@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...core.model import Layer, MLALatent, NoCache
+from ...core.model import Layer, NoCache
 from ...core.text import short as _short
 from ..fields import Fields, Geometry, whole
 from ..limits import MAX_LAYERS, cap_of, over_cap
-from .attention import attention_layer, indexer_caches, kv_heads_of
+from .attention import attention_layer, indexer_caches, kv_heads_of, mla_latent
 from .layouts import layer_kinds, nas_layers, share_kv
 from .recurrent import state_flavor, state_layer
 from .understood import Family
@@ -95,17 +95,7 @@ def _decoder_layers(f: Fields, fam: Family | None, honor_sliding: bool, geo: Geo
         elif kind == "none":
             layers.append(NoCache(why="MLP or MoE block only"))
         elif mla:
-            rope = f.int("qk_rope_head_dim")
-            layers.append(
-                MLALatent(
-                    kv_lora_rank=f.int("kv_lora_rank"),
-                    qk_rope_head_dim=rope,
-                    q_heads=q_heads,
-                    qk_head_dim=f.int("qk_nope_head_dim") + rope,
-                    v_head_dim=f.int("v_head_dim"),
-                    extra=extra,
-                )
-            )
+            layers.append(mla_latent(f, q_heads, extra))
         else:
             layers.append(attention_layer(f, kind, geo, v_dim, extra))
     if mla:

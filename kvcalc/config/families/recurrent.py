@@ -11,10 +11,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ...core.model import AttentionWithState, MLALatent, RecurrentState, SlidingWindow
+from ...core.model import AttentionWithState, RecurrentState, SlidingWindow
 from ..fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields, Geometry, per_layer, refuse_unknown
 from ..limits import MAX_LAYERS, over_cap
-from .attention import full_layer, head_dim_is_derived, heads_of, index_list
+from .attention import full_layer, head_dim_is_derived, heads_of, index_list, mla_latent
 
 
 def state_flavor(f: Fields, model_type: str) -> str:
@@ -523,14 +523,7 @@ def _kimi_layers(
     f: Fields, geo: Geometry, n: int, kda: set[int], heads: int, d: int, kernel: int
 ) -> list:
     state = conv_state(3 * heads * d, kernel, heads * d * d, "kda", ssm_dtype="fp32")
-    rope = f.int("qk_rope_head_dim")
-    mla = MLALatent(
-        kv_lora_rank=f.int("kv_lora_rank"),
-        qk_rope_head_dim=rope,
-        q_heads=geo.q_heads,
-        qk_head_dim=f.int("qk_nope_head_dim") + rope,
-        v_head_dim=f.int("v_head_dim"),
-    )
+    mla = mla_latent(f, geo.q_heads)
     # MLA: num_key_value_heads and head_dim are not the cache's (q_lora_rank sizes weights)
     f.seen.update({"num_key_value_heads", "head_dim", "q_lora_rank", "qk_head_dim"})
     geo.notes.append(
