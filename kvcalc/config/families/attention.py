@@ -266,14 +266,8 @@ def head_dim_is_derived(f: Fields, geo: Geometry, who: str) -> None:
 
 
 def gpt_neo_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
-    """GPT-Neo: attention_types ([[["global", "local"], 12]], GPTNeoConfig's default) expands to
-    one type per layer. A local layer masks all but the last window_size tokens
-    (GPTNeoSelfAttention's bias), yet its cache is no window: GPTNeoModel makes
-    DynamicCache(config), and with neither layer_types nor sliding_window every layer is a full
-    DynamicLayer keeping every token. vLLM has no GPT-Neo model, so transformers (and servers
-    that run its modeling code) is the engine: every layer keeps the whole context, said in a
-    note. attention_layers is what transformers derives from attention_types (it overwrites a
-    file's own copy)."""
+    """GPT-Neo: attention_types expands to one type per layer; every layer keeps every token in
+    transformers (vLLM has no GPT-Neo)."""
     n = f.int("num_hidden_layers", "num_layers", maximum=max_layers)
     spec = f.raw("attention_types", default=None)
     f.seen.update({"attention_types", "attention_layers"})

@@ -142,18 +142,8 @@ def _query_heads_per_layer(f: Fields, layers: list, geo: Geometry) -> list:
 
 
 def hunyuan_switches(f: Fields, geo: Geometry) -> None:
-    """Hunyuan (Tencent's remote code, model_type "hunyuan"; Hunyuan-A13B): a standard decoder
-    unless a switch turns on a feature that changes the cache.
-
-    - use_cla: cross-layer attention. With it, layer i reuses the K/V of the last layer whose
-      index is a multiple of cla_share_factor (modeling_hunyuan.py: HunYuanAttention's
-      attention_type 'cross', HunYuanModel.forward's prev_kv_states); the remote code still
-      writes every layer's K/V into its cache, and vLLM's hunyuan_v1.py gives the sharing layers
-      an Attention of their own (HunYuanCrossAttention): the engines differ, so kvcalc refuses
-      it by name. Off, cla_share_factor is never read (vLLM's _get_cla_factor is 1).
-    - use_mla: the remote code's HunYuanAttention never builds MLA; on, it is refused.
-    - the head size: the remote code takes hidden_size // num_attention_heads, vLLM
-      attention_head_dim (or head_dim); the two must agree."""
+    """Hunyuan (Tencent's remote code; Hunyuan-A13B): a standard decoder unless use_cla or
+    use_mla is on (refused), with the head size both engines agree on."""
     if f.bool("use_cla", False):
         raise ValueError(
             "config field 'use_cla' is true: Hunyuan's cross-layer attention shares each "

@@ -131,10 +131,7 @@ def _equal_to_hidden(f: Fields, hidden: int | None, name: str, needs: str, why: 
 
 
 def lfm2_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
-    """LFM2: attention layers and short-convolution layers. vLLM keeps conv_L_cache - 1 past
-    inputs of conv_dim channels per conv layer, in the model dtype (short_conv_state_shape);
-    transformers derives ``layer_types`` from ``full_attn_idxs`` when it is absent (and makes
-    every layer attention when both are)."""
+    """LFM2: attention layers and short-convolution layers (vLLM's short_conv_state_shape)."""
     types = f.raw("layer_types")
     if types is not None:
         if (
@@ -177,10 +174,8 @@ def lfm2_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
 
 
 def falcon_h1_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
-    """Falcon-H1: every layer runs attention and a Mamba-2 mixer in parallel, so each keeps
-    K/V per token and a Mamba-2 state (transformers' FalconH1Mixer, vLLM's falcon_h1.py):
-    inner width mamba_d_ssm (or mamba_expand x hidden), conv over inner + 2 x groups x d_state
-    channels, SSM heads x d_head x d_state."""
+    """Falcon-H1: attention and a Mamba-2 mixer in every layer (FalconH1Mixer, vLLM's
+    falcon_h1.py)."""
     n = f.int("num_hidden_layers", maximum=max_layers)
     hidden = geo.hidden
     if "mamba_d_ssm" in f.cfg and f.cfg["mamba_d_ssm"] is None:
@@ -207,10 +202,8 @@ def falcon_h1_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
 
 
 def recurrent_gemma_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
-    """RecurrentGemma (Griffin): ``block_types`` repeats over the layers; attention blocks use
-    local attention over attention_window_size tokens, recurrent blocks keep an RG-LRU state
-    of lru_width in float32 and a conv state of conv1d_width - 1 inputs (transformers'
-    RecurrentGemmaRecurrentBlock; vLLM does not serve this family)."""
+    """RecurrentGemma (Griffin): block_types repeats over the layers
+    (RecurrentGemmaRecurrentBlock)."""
     n = f.int("num_hidden_layers", maximum=max_layers)
     # transformers reads block_types (default recurrent, recurrent, attention) and keeps a
     # published file's _block_types as an unused extra: where the two differ, refuse.
@@ -311,14 +304,8 @@ _GRANITE_TYPES = {
 
 
 def granite_hybrid_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
-    """Granite 4.0-H: each layer is either GQA attention or a Mamba-2 mixer (transformers'
-    GraniteMoeHybridDecoderLayer, vLLM's granitemoehybrid.py); the MoE, the shared MLP and the
-    muP multipliers sit beside it and keep nothing. Attention layers keep K/V whether they rotate
-    (position_embedding_type "rope") or not (NoPE, the published models): the same tensors are
-    cached either way. A Mamba layer keeps a conv state over mamba_expand x hidden + 2 x
-    mamba_n_groups x mamba_d_state channels (kernel - 1 past inputs, as vLLM sizes it) and an SSM
-    state of mamba_n_heads x mamba_d_head x mamba_d_state; without layer_types every layer is
-    Mamba (GraniteMoeHybridConfig's default)."""
+    """Granite 4.0-H: each layer GQA attention or a Mamba-2 mixer (GraniteMoeHybridDecoderLayer,
+    vLLM's granitemoehybrid.py)."""
     n = f.int("num_hidden_layers", maximum=max_layers)
     name = "layer_types" if f.cfg.get("layer_types") is not None else "layers_block_type"
     f.seen.update({"layer_types", "layers_block_type"})
@@ -354,10 +341,7 @@ _GRANITE_MAMBA_DEFAULTS = dict(
 
 
 def _granite_mamba_state(f: Fields, geo: Geometry, family: str) -> RecurrentState:
-    """One Granite Mamba-2 layer's state. GraniteMoeHybridConfig derives mamba_d_head ("auto")
-    as mamba_expand x hidden_size // mamba_n_heads and refuses a config where mamba_n_heads x
-    mamba_d_head differs from mamba_expand x hidden_size (its conv runs over the one width, the
-    SSM state over the other), so kvcalc does too."""
+    """One Granite Mamba-2 layer's state, checked as GraniteMoeHybridConfig checks it."""
     if geo.hidden is None:
         raise ValueError("config field 'hidden_size' is missing (the Mamba width needs it)")
     for name, value in _GRANITE_MAMBA_DEFAULTS.items():
@@ -416,12 +400,8 @@ def _mamba_head(f: Fields, inner: int, heads: int, width: str, why: str = "") ->
 
 
 def bamba_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
-    """Bamba: attn_layer_indices (0-based) are GQA attention layers, every other layer a
-    Mamba-2 mixer (transformers' BambaConfig.layers_block_type, vLLM's bamba.py); without the
-    field every layer is Mamba, as in BambaConfig. BambaMixer is Granite 4.0-H's mixer (the same
-    mamba_* fields and defaults, the same conv width mamba_expand x hidden + 2 x mamba_n_groups x
-    mamba_d_state and SSM state mamba_n_heads x mamba_d_head x mamba_d_state), so the state is
-    read by the same function."""
+    """Bamba: attn_layer_indices (0-based) are GQA attention layers, the others Granite 4.0-H's
+    Mamba-2 mixer (BambaConfig, vLLM's bamba.py)."""
     n = f.int("num_hidden_layers", maximum=max_layers)
     if f.cfg.get("attn_layer_indices") is None:
         f.seen.add("attn_layer_indices")
@@ -446,11 +426,8 @@ _KDA_NUMERICS = frozenset({"gate_lower_bound", "use_full_rank_gate"})
 
 
 def kimi_linear_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
-    """Kimi-Linear: ``linear_attn_config`` names the Kimi Delta Attention (KDA) layers,
-    1-based; every other layer is MLA (vLLM's KimiLinearConfig.is_kda_layer). A KDA layer
-    keeps one conv state over q, k and v (3 x heads x head_dim channels, kernel - 1 inputs) in
-    the model dtype and a float32 recurrent state of heads x head_dim x head_dim
-    (MambaStateDtypeCalculator.kda_state_dtype)."""
+    """Kimi-Linear: linear_attn_config's 1-based KDA layers, the others MLA (vLLM's
+    KimiLinearConfig.is_kda_layer)."""
     n = f.int("num_hidden_layers", maximum=max_layers)
     cfg = f.obj("linear_attn_config")
     if cfg is None:
