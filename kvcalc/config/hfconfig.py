@@ -133,16 +133,11 @@ def spec_from_config(
     honor_sliding_window: bool = True,
     unverified: bool = False,
 ) -> ModelSpec:
-    """Turn a config.json dict into a ModelSpec: the cache first, then, separately, the
-    parameters (whose failure only loses the weight figures, with a note saying why).
-
-    Every field must be understood, by the family's reader or as one that cannot change the
-    cache (kvcalc.config.families); otherwise UnknownFields (a ValueError) names them. With
-    ``unverified=True`` the generic reading is returned instead, and the spec's
-    ``unverified`` lists the fields it did not understand.
-
-    ``honor_sliding_window=False`` treats every sliding layer as full attention, as runtimes do
-    that ignore a config's window (several do for Mistral-7B-v0.1 and Phi-3)."""
+    """A config.json dict as a ModelSpec (the module docstring says how). A field no reader
+    understands raises UnknownFields (a ValueError), unless ``unverified=True``: then the generic
+    reading, its spec's ``unverified`` listing those fields. ``honor_sliding_window=False`` treats
+    every sliding layer as full attention, as runtimes do that ignore a config's window (several
+    do for Mistral-7B-v0.1 and Phi-3)."""
     if not isinstance(config, dict):
         raise ValueError(f"a config must be a JSON object, got {type(config).__name__}")
     notes: list[str] = []

@@ -185,17 +185,12 @@ GROUPS: dict[str, frozenset[str]] = {
         _num_mtp_layers mtp_share_layers
         """
     ),
-    # An EAGLE-1 / EAGLE-3 draft head written as a Llama config (architectures
-    # LlamaForCausalLMEagle3, Eagle3LlamaForCausalLM, ...; num_hidden_layers 1): fields that size
-    # the head's fusion layer and vocabulary, never its cache. vLLM's llama_eagle3.py caches
-    # num_hidden_layers LlamaAttention layers of num_key_value_heads x head_dim (its
-    # LlamaDecoderLayer) whatever they say: draft_vocab_size / truncated_vocab_size size the
-    # lm_head and draft_id_to_target_id; target_hidden_size, num_aux_hidden_states and the aux
-    # layer ids size the fc over the target's hidden states (fc_input_size); norm_before_fc,
-    # norm_before_residual, fc_norm, norm_output and the layernorm switches place RMSNorms;
-    # eagle_fc_bias is the fc's bias; has_lm_head whether the head has its own lm_head;
-    # parallel_draft_step how many tokens one draft step proposes (each still one K/V per token
-    # and layer). eagle_config is read apart, key by key (kvcalc.config.families.decoder).
+    # An EAGLE-1 / EAGLE-3 draft head written as a Llama config (LlamaForCausalLMEagle3, ...):
+    # vLLM's llama_eagle3.py caches num_hidden_layers LlamaAttention layers of
+    # num_key_value_heads x head_dim whatever these say; they size the lm_head and
+    # draft_id_to_target_id, the fc over the target's hidden states (fc_input_size), its bias and
+    # RMSNorms, or say how many tokens one draft step proposes (each one K/V per token and layer).
+    # eagle_config is read apart, key by key (kvcalc.config.families.decoder).
     "eagle": _names(
         """
         draft_vocab_size truncated_vocab_size target_hidden_size num_aux_hidden_states
