@@ -27,19 +27,17 @@ class Family:
     """What kvcalc knows about one ``model_type`` (one record in ``table.FAMILIES``).
 
     - ``groups`` / ``irrelevant``: the shared field groups its reader understands, and its own
-      fields that cannot change its cache (each with the reason where the record is declared);
-    - ``defaults``: transformers' config-class defaults of the fields a config.json may omit;
-    - ``layout`` (a layout of its own, without the attention geometry), ``reader`` (its layers
-      from fields of its own) or neither (the standard decoder); ``checks``: switches checked
-      before the standard decoder; ``kv_heads``: its own K/V-head rule; ``bidirectional``: the
-      use_bidirectional_attention value that keeps a causal decoder's cache;
-      ``layout_by_class_rule``: its class places sliding layers by
-      a rule of its own when ``layer_types`` is absent (refused by name);
-      ``query_heads_per_layer``: ``num_attention_heads_per_layer`` sets query heads only;
-    - the parameter count: ``params`` (the generic counter's entry, kvcalc.config.params),
-      ``counter`` (a function of its own) or ``uncountable`` (why there is none);
-    - ``aliases``: the ``model_type`` names of a text config read as this family;
-      ``wrapper``: a wrapper whose whole config (no text_config) is this family's.
+      fields that cannot change its cache; ``defaults``: its config class's defaults;
+    - ``layout`` (without the attention geometry), ``reader`` or neither (the standard decoder);
+      ``checks``: switches checked before it; ``kv_heads``: its own K/V-head rule;
+      ``bidirectional``: the use_bidirectional_attention value that keeps a causal cache;
+      ``layout_by_class_rule``: without ``layer_types`` its class places sliding layers by a rule
+      of its own (refused by name); ``query_heads_per_layer``: ``num_attention_heads_per_layer``
+      sets query heads only;
+    - the parameter count: ``params`` (the generic counter's entry), ``counter`` (a function of
+      its own) or ``uncountable`` (why there is none);
+    - ``aliases``: text-config ``model_type`` names read as this family; ``wrapper``: a wrapper
+      whose whole config (no text_config) is this family's.
     """
 
     groups: tuple[str, ...] = ("mlp", "moe")
