@@ -230,7 +230,6 @@ FAMILIES: dict[str, Family] = {
     "mistral": F(params=U(), kv=8, context=131072, defaults=dict(sliding_window=4096)),
     "mixtral": F(params=U(defaults=dict(num_local_experts=8)), kv=8, context=131072),
     "qwen2": F(params=U(qkv_bias=True), defaults=dict(max_position_embeddings=32768)),
-    # Qwen2-MoE: q, k, v biases with qkv_bias (Qwen2MoeConfig's, true by default)
     "qwen2_moe": F(
         params=U(
             qkv_bias=("qkv_bias", True),
@@ -347,8 +346,6 @@ FAMILIES: dict[str, Family] = {
     "vaultgemma": F(
         params=dict(), layout_by_class_rule=True, kv=4, context=8192, defaults=dict(head_dim=256)
     ),
-    # Kolibri: q/k RMSNorms, four norms a layer, experts (with the score-correction bias)
-    # and a shared MLP of shared_expert_intermediate_size (no gate) in every layer
     "kolibri1": F(
         params=U(
             qk_norm=True,
@@ -392,14 +389,10 @@ FAMILIES: dict[str, Family] = {
         ),
         layout_by_class_rule=True,
     ),
-    # Phi-3.5-MoE: LayerNorms with biases, experts of intermediate_size, the output head's
-    # bias with lm_head_bias
     "phimoe": F(
         params=U(norm="ln", head_bias="lm_head_bias", defaults=dict(num_local_experts=16)),
         defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
     ),
-    # Beam: an output gate of q width with a per-head bias, q/k RMSNorms, four norms a
-    # layer, MoE by mlp_layer_types with the score-correction bias
     "beam": F(
         params=U(
             attn_out_gate=True,
@@ -433,7 +426,6 @@ FAMILIES: dict[str, Family] = {
         layout_by_class_rule=True,
         defaults=dict(num_key_value_heads=4, max_position_embeddings=131072, head_dim=128),
     ),
-    # BioGPT: learned positions with OPT's offset of 2, biased attention and MLP
     "biogpt": F(
         params=dict(
             **_PLAIN_MLP,
@@ -473,8 +465,7 @@ FAMILIES: dict[str, Family] = {
             qk_norm_field="qk_layernorm",
         )
     ),
-    # GPT-NeoX (Pythia): LayerNorms with biases, q, k, v, o biases with attention_bias
-    # (true by default), a plain biased MLP
+    # GPT-NeoX (Pythia)
     "gpt_neox": F(
         "use_parallel_residual",
         params=U(**_PLAIN_MLP, norm="ln", bias_field=("attention_bias", True), mlp_bias=True),
@@ -496,7 +487,6 @@ FAMILIES: dict[str, Family] = {
         defaults=dict(num_key_value_heads=8, head_dim=128, max_position_embeddings=131072),
     ),
     # per-layer rotary bases
-    # Granite SWA: Llama's blocks with attention sinks in every layer, tied by default
     "granite_swa": F(
         "layer_rope_theta",
         params=dict(mlp_bias="mlp_bias", sinks=True),
@@ -515,7 +505,6 @@ FAMILIES: dict[str, Family] = {
         params=U(shared_width="shared_intermediate_size", defaults=dict(num_local_experts=8)),
     ),
     # norm placement
-    # HyperCLOVA X: Granite's blocks with two more RMSNorms a layer with use_post_norm
     "hyperclovax": F(
         "use_post_norm",
         params=U(
@@ -561,8 +550,6 @@ FAMILIES: dict[str, Family] = {
         ),
         defaults=dict(num_key_value_heads=4, max_position_embeddings=131072),
     ),
-    # Aria's language model: experts of intermediate_size, moe_num_shared_experts of it
-    # (biased with mlp_bias, the experts not)
     "aria_text": F(
         "moe_num_experts moe_num_shared_experts moe_topk",
         params=U(
@@ -679,7 +666,6 @@ FAMILIES: dict[str, Family] = {
         defaults=dict(n_positions=1024, tie_word_embeddings=True),
         params=dict(mlp="plain", bias=True, norm_bias=True, learned_positions=True),
     ),
-    # Falcon: parallel_attn true by default (FalconConfig): one norm a layer
     "falcon": F(
         "activation alibi bias num_ln_in_parallel_attn parallel_attn",
         defaults=dict(tie_word_embeddings=True, multi_query=True),
@@ -715,7 +701,6 @@ FAMILIES: dict[str, Family] = {
         counter=opt_params,
     ),
     # initial_context_length: the context before YaRN scaling (a rotary setting)
-    # gpt-oss: q, k, v, o biases with attention_bias (GptOssConfig's, true by default)
     "gpt_oss": F(
         "experts_per_token initial_context_length swiglu_alpha swiglu_limit",
         params=U(
@@ -760,8 +745,7 @@ FAMILIES: dict[str, Family] = {
         ),
         context=32768,
     ),
-    # Sarvam MoE: GLM-4-MoE's blocks (Glm4MoeForCausalLM): q, k, v biases with
-    # attention_bias, q/k RMSNorms with use_qk_norm, the score-correction bias
+    # Sarvam MoE: GLM-4-MoE's blocks (Glm4MoeForCausalLM)
     "sarvam_moe": F(
         groups="mlp moe mtp",
         params=U(**{**_GLM4_MOE, "defaults": _routed(128, 1024, use_qk_norm=True)}),
@@ -782,8 +766,7 @@ FAMILIES: dict[str, Family] = {
     # GLM-4.1V's language model (Glm4vTextAttention): GQA of num_key_value_heads x head_dim
     # (mrope places the rotary sections); GLM-4's blocks (q, k, v biases always, four norms)
     "glm4v_text": F(params=U(qkv_bias=True, norms_per_layer=4), kv=2, context=32768),
-    # GLM-4.5V's language model: GLM-4.5's blocks without q/k norms, q/k/v biased with
-    # attention_bias (true by default)
+    # GLM-4.5V's language model: GLM-4.5's blocks
     "glm4v_moe_text": F(
         groups="mlp moe mtp",
         params=U(**{**_GLM4_MOE, "qkv_bias_field": ("attention_bias", True), "qk_norm": None}),
@@ -1086,8 +1069,6 @@ FAMILIES: dict[str, Family] = {
     # MiMo-V2 (mimo_v2 files, transformers' mimo_v2_flash: one reader): the sink biases are
     # learned logits, attention_value_scale scales V; vLLM ignores attention_chunk_size
     "mimo_v2": F(_MIMO_V2_OWN, params=_MIMO_V2),
-    # MiMo-V2-Flash: sinks on the sliding layers, per-layer K/V heads, V narrower than K,
-    # MoE by mlp_layer_types with the score-correction bias
     "mimo_v2_flash": F(
         _MIMO_V2_OWN,
         params=_MIMO_V2,
