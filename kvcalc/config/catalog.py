@@ -22,18 +22,6 @@ from ..core.gpu import GPU
 from ..core.model import ModelSpec
 from .hfconfig import spec_from_config
 
-__all__ = [
-    "RegistryModel",
-    "GPU",
-    "Link",
-    "Registry",
-    "load_registry",
-    "registry",
-    "get_model",
-    "get_gpu",
-    "DEFAULT_PATH",
-]
-
 DEFAULT_PATH = Path(__file__).resolve().parent / "models.yaml"
 MAX_REGISTRY_BYTES = 5_000_000
 
@@ -153,10 +141,7 @@ def _sources(entry: dict, where: str, needed: tuple[str, ...]) -> dict:
     return dict(src)
 
 
-def _model(key: str, entry) -> RegistryModel:
-    where = f"models.yaml: model '{key}'"
-    if not isinstance(entry, dict):
-        raise ValueError(f"{where}: entry must be a mapping of fields")
+def _model(key: str, entry: dict, where: str) -> RegistryModel:
     config = entry.get("config")
     if not isinstance(config, dict):
         raise ValueError(f"{where}: field 'config' must be a mapping of config.json fields")
@@ -185,10 +170,7 @@ def _model(key: str, entry) -> RegistryModel:
     )
 
 
-def _gpu(key: str, entry) -> GPU:
-    where = f"models.yaml: gpu '{key}'"
-    if not isinstance(entry, dict):
-        raise ValueError(f"{where}: entry must be a mapping of fields")
+def _gpu(key: str, entry: dict, where: str) -> GPU:
     gpu = GPU(
         key=key,
         name=_str(entry, where, "name"),
@@ -201,19 +183,13 @@ def _gpu(key: str, entry) -> GPU:
         fp32_tflops=_num(entry, where, "fp32_tflops", required=False),
         fp8_attention=_flag(entry, where, "fp8_attention"),
         sources=_sources(entry, where, ("specs",)),
-        tp_link=_opt_str(entry, where, "tp_link"),
+        tp_link=None if entry.get("tp_link") is None else _str(entry, where, "tp_link"),
     )
     if gpu.bf16_tflops is None and gpu.fp16_tflops is None:
         raise ValueError(f"{where}: give 'bf16_tflops' or 'fp16_tflops'")
     if gpu.fp8_attention and not str(gpu.sources.get("fp8_attention", "")).startswith("http"):
         raise ValueError(f"{where}: field 'sources.fp8_attention' must be a link (http...)")
     return gpu
-
-
-def _opt_str(entry: dict, where: str, name: str) -> str | None:
-    if entry.get(name) is None:
-        return None
-    return _str(entry, where, name)
 
 
 def _flag(entry: dict, where: str, name: str) -> bool:
@@ -223,10 +199,7 @@ def _flag(entry: dict, where: str, name: str) -> bool:
     return value
 
 
-def _link(key: str, entry) -> Link:
-    where = f"models.yaml: link '{key}'"
-    if not isinstance(entry, dict):
-        raise ValueError(f"{where}: entry must be a mapping of fields")
+def _link(key: str, entry: dict, where: str) -> Link:
     return Link(
         key=key,
         name=_str(entry, where, "name"),
@@ -239,15 +212,22 @@ _Entry = TypeVar("_Entry")
 
 
 def _section(
-    data: dict, name: str, build: Callable[[str, Any], _Entry], fname: str, *, required: bool = True
+    data: dict, name: str, build: Callable[[str, Any, str], _Entry], fname: str, *, required=True
 ) -> dict[str, _Entry]:
-    """Section ``name`` of the registry file, each entry built (and checked) by ``build``."""
+    """Section ``name`` of the registry file, each entry (a mapping of fields) built and checked
+    by ``build``, with where it is for messages ("models.yaml: gpu 'h100'")."""
     section = data.get(name)
     if section is None and not required:
         section = {}
     if not isinstance(section, dict):
         raise ValueError(f"{fname}: section '{name}' must be a mapping of entries")
-    return {str(k): build(str(k), v) for k, v in section.items()}
+    built = {}
+    for key, entry in section.items():
+        where = f"models.yaml: {name[:-1]} '{key}'"
+        if not isinstance(entry, dict):
+            raise ValueError(f"{where}: entry must be a mapping of fields")
+        built[str(key)] = build(str(key), entry, where)
+    return built
 
 
 def load_registry(path: str | Path | None = None, text: str | None = None) -> Registry:

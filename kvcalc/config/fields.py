@@ -18,8 +18,6 @@ from ..core.text import short as _short
 from .families.understood import Family
 from .limits import cap_of, over_cap
 
-__all__ = ["Fields", "Geometry", "STATE_SIZE", "CONV_KERNEL", "EXPAND"]
-
 # The names one recurrent-state field goes by across the Mamba families (MambaConfig,
 # Mamba2Config, JambaConfig, FalconH1Config, NemotronHConfig...), in the order they are read:
 # the first one set wins, the same for the cache (hfconfig) and the parameter count (params).
@@ -128,6 +126,23 @@ def per_layer(name: str, value: Any, n: int, allowed, said: str, verb: str = "li
         or any(not isinstance(v, str) or v not in allowed for v in value)
     ):
         raise ValueError(f"config field '{name}' must {verb} {said} for each of the {n} layers")
+    return value
+
+
+def refuse_unknown(name: str, unknown: list[str]) -> None:
+    """The keys of sub-object ``name`` that kvcalc does not understand, refused by name."""
+    if unknown:
+        raise ValueError(
+            f"config field '{name}' has "
+            + ", ".join(_short(u) for u in unknown)
+            + ", which kvcalc does not understand"
+        )
+
+
+def whole(value: Any, label: str, cap: int) -> int:
+    """``value`` (config field ``label``) when it is a whole number from 1 to ``cap``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= cap:
+        raise ValueError(f"config field '{label}' must be a whole number from 1 to {cap:,}")
     return value
 
 

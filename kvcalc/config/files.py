@@ -16,8 +16,6 @@ from pathlib import Path
 
 from ..core.text import short as _short
 
-__all__ = ["read_regular_file"]
-
 _FILE_KINDS = (
     (stat.S_ISDIR, "a directory"),
     (stat.S_ISFIFO, "a FIFO (named pipe)"),

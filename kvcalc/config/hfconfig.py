@@ -26,13 +26,7 @@ from .limits import MAX_CONTEXT, MAX_LAYERS, UPFRONT, over_cap
 from .mtp import mtp_layers, mtp_parameters
 from .params import count_parameters
 
-__all__ = ["spec_from_config", "load_config_file", "MAX_CONFIG_BYTES", "UnknownFields"]
-
 MAX_CONFIG_BYTES = 1_000_000  # a real config.json is a few KiB; refuse anything far larger
-# One bound on model size (kvcalc.config.limits): the layer cap bounds all per-layer work;
-# the context cap is vLLM's arithmetic's (kvcalc.engines.vllm.predict); the other sizes have a
-# cap each by field.
-_MAX_CONTEXT = MAX_CONTEXT
 
 
 def load_config_file(path: str | Path) -> dict:
@@ -139,16 +133,11 @@ def spec_from_config(
     honor_sliding_window: bool = True,
     unverified: bool = False,
 ) -> ModelSpec:
-    """Turn a config.json dict into a ModelSpec: the cache first, then, separately, the
-    parameters (whose failure only loses the weight figures, with a note saying why).
-
-    Every field must be understood, by the family's reader or as one that cannot change the
-    cache (kvcalc.config.families); otherwise UnknownFields (a ValueError) names them. With
-    ``unverified=True`` the generic reading is returned instead, and the spec's
-    ``unverified`` lists the fields it did not understand.
-
-    ``honor_sliding_window=False`` treats every sliding layer as full attention, as runtimes do
-    that ignore a config's window (several do for Mistral-7B-v0.1 and Phi-3)."""
+    """A config.json dict as a ModelSpec (the module docstring says how). A field no reader
+    understands raises UnknownFields (a ValueError), unless ``unverified=True``: then the generic
+    reading, its spec's ``unverified`` listing those fields. ``honor_sliding_window=False`` treats
+    every sliding layer as full attention, as runtimes do that ignore a config's window (several
+    do for Mistral-7B-v0.1 and Phi-3)."""
     if not isinstance(config, dict):
         raise ValueError(f"a config must be a JSON object, got {type(config).__name__}")
     notes: list[str] = []
@@ -287,7 +276,7 @@ def _read_cache(
             "context_length",
             "model_max_length",
             default=2048,
-            maximum=_MAX_CONTEXT,
+            maximum=MAX_CONTEXT,
         )
     except UnknownFields:
         raise

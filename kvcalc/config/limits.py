@@ -14,24 +14,6 @@ from typing import Any
 from ..core.text import SHORT as _SHORT
 from ..core.text import short as _short
 
-__all__ = [
-    "MAX_LAYERS",
-    "MAX_HIDDEN",
-    "MAX_HEADS",
-    "MAX_HEAD_DIM",
-    "MAX_VOCAB",
-    "MAX_INTERMEDIATE",
-    "MAX_EXPERTS",
-    "MAX_KERNEL",
-    "MAX_EXPAND",
-    "MAX_CONTEXT",
-    "MAX_PARAMS",
-    "MAX_OTHER",
-    "FIELD_CAPS",
-    "cap_of",
-    "over_cap",
-]
-
 MAX_LAYERS = 1024
 MAX_HIDDEN = 2**20
 MAX_HEADS = 2**14
@@ -41,7 +23,7 @@ MAX_INTERMEDIATE = 2**22
 MAX_EXPERTS = 2**16
 MAX_KERNEL = 1024
 MAX_EXPAND = 1024
-MAX_CONTEXT = 10**8
+MAX_CONTEXT = 10**8  # within vLLM's arithmetic (kvcalc.engines.vllm.predict)
 MAX_PARAMS = 2**56  # so that even FP32 weights (2^58 B) stay under the budget's 2^60 B
 MAX_OTHER = 10_000_000  # any other whole-number field kvcalc reads (periods, offsets)
 

@@ -14,10 +14,11 @@ from ...core.model import (
     ExtraCache,
     FullAttention,
     LatentInTransformers,
+    MLALatent,
     SlidingWindow,
 )
 from ...core.text import short as _short
-from ..fields import Fields, Geometry, per_layer
+from ..fields import Fields, Geometry, per_layer, refuse_unknown, whole
 from ..limits import MAX_LAYERS, cap_of
 from .understood import NEVER_CACHE, OFF_VALUES
 
@@ -71,12 +72,13 @@ def attention_layer(f: Fields, kind: str, geo: Geometry, v_dim: int, extra):
             # both K and V are cached).
             kv = f.int("num_global_key_value_heads")
         geo.per_layer_heads = True
-    if kind == "sliding" and f.model_type == "mimo_v2_flash":
+    mimo = kind == "sliding" and f.model_type == "mimo_v2_flash"
+    if mimo or kind == "sliding" and f.has("swa_num_key_value_heads", "swa_head_dim"):
         # MiMoV2FlashAttention (transformers) gives sliding layers 2 x num_key_value_heads;
         # vLLM's mimo_v2_flash.py reads swa_num_key_value_heads. Published files agree.
-        doubled = 2 * kv
+        doubled = 2 * kv if mimo else kv
         kv = f.int("swa_num_key_value_heads", default=doubled)
-        if kv != doubled:
+        if mimo and kv != doubled:
             raise ValueError(
                 f"config field 'swa_num_key_value_heads' ({kv}) is not twice "
                 f"'num_key_value_heads' ({doubled // 2}): vLLM would cache {kv} "
@@ -86,14 +88,8 @@ def attention_layer(f: Fields, kind: str, geo: Geometry, v_dim: int, extra):
         k_dim = f.int("swa_head_dim", default=k_dim)
         v = f.int("swa_v_head_dim", default=v)
         geo.per_layer_heads = True
-    elif kind == "sliding" and f.has("swa_num_key_value_heads", "swa_head_dim"):
-        kv = f.int("swa_num_key_value_heads", default=kv)
-        q = f.int("swa_num_attention_heads", default=q)
-        k_dim = f.int("swa_head_dim", default=k_dim)
-        v = f.int("swa_v_head_dim", default=v)
-        geo.per_layer_heads = True
     common = dict(kv_heads=kv, head_dim=k_dim, v_head_dim=v, q_heads=q, extra=extra)
-    if kind == "sliding" and f.model_type == "mimo_v2_flash" and f.has("sliding_window_size"):
+    if mimo and f.has("sliding_window_size"):
         # vLLM attends within sliding_window_size tokens (per_layer_sliding_window); transformers'
         # MiMoV2FlashConfig within sliding_window_size + 1.
         size = f.int("sliding_window_size")
@@ -153,28 +149,23 @@ def dbrx_kv_heads(f: Fields, q_heads: int, attn_cfg: dict | None) -> int:
     num_key_value_heads, which a saved file may repeat; a disagreement is refused)."""
     attn_cfg = attn_cfg or {}
     off = {k for k, v in attn_cfg.items() if k in OFF_VALUES and v == OFF_VALUES[k]}
-    unknown = sorted(set(attn_cfg) - _DBRX_ATTN_KEYS - NEVER_CACHE - off)
-    if unknown:
-        raise ValueError(
-            "config field 'attn_config' has "
-            + ", ".join(_short(u) for u in unknown)
-            + ", which kvcalc does not understand"
-        )
-    value = attn_cfg.get("kv_n_heads", 1)
-    if not (
-        isinstance(value, int)
-        and not isinstance(value, bool)
-        and 1 <= value <= cap_of("kv_n_heads")
-    ):
-        raise ValueError(
-            f"config field 'attn_config.kv_n_heads' must be a whole number up to "
-            f"{cap_of('kv_n_heads'):,}"
-        )
+    refuse_unknown("attn_config", sorted(set(attn_cfg) - _DBRX_ATTN_KEYS - NEVER_CACHE - off))
+    value = _kv_n_heads(attn_cfg.get("kv_n_heads", 1))
     given = f.int("num_key_value_heads", required=False)
     if given is not None and given != value:
         raise ValueError(
             f"config fields 'attn_config.kv_n_heads' ({value}) and 'num_key_value_heads' "
             f"({given}) disagree; DbrxAttention uses attn_config.kv_n_heads"
+        )
+    return value
+
+
+def _kv_n_heads(value: Any, why: str = "") -> int:
+    """attn_config.kv_n_heads (MPT's, DBRX's) when it is a whole number up to its cap."""
+    cap = cap_of("kv_n_heads")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= cap:
+        raise ValueError(
+            f"config field 'attn_config.kv_n_heads' must be a whole number up to {cap:,}{why}"
         )
     return value
 
@@ -187,13 +178,7 @@ def kv_heads_of(f: Fields, q_heads: int, attn_cfg: dict | None) -> int:  # noqa:
         return f.family.kv_heads(f, q_heads, attn_cfg)
     if attn_cfg is not None:  # MPT
         # (a config saved by transformers writes the sub-config whole, base fields included)
-        unknown = sorted(set(attn_cfg) - _MPT_ATTN_KEYS - NEVER_CACHE)
-        if unknown:
-            raise ValueError(
-                "config field 'attn_config' has "
-                + ", ".join(_short(u) for u in unknown)
-                + ", which kvcalc does not understand"
-            )
+        refuse_unknown("attn_config", sorted(set(attn_cfg) - _MPT_ATTN_KEYS - NEVER_CACHE))
         if attn_cfg.get("sliding_window_size", -1) not in (-1, None):
             raise ValueError(
                 "config field 'attn_config.sliding_window_size' sets a window, "
@@ -203,18 +188,7 @@ def kv_heads_of(f: Fields, q_heads: int, attn_cfg: dict | None) -> int:  # noqa:
         if kind == "multiquery_attention":
             return 1
         if kind == "grouped_query_attention":
-            value = attn_cfg.get("kv_n_heads")
-            if (
-                isinstance(value, int)
-                and not isinstance(value, bool)
-                and 1 <= value <= cap_of("kv_n_heads")
-            ):
-                return value
-            raise ValueError(
-                f"config field 'attn_config.kv_n_heads' must be a whole number up "
-                f"to {cap_of('kv_n_heads'):,} for "
-                "grouped-query attention"
-            )
+            return _kv_n_heads(attn_cfg.get("kv_n_heads"), " for grouped-query attention")
         if kind != "multihead_attention":
             raise ValueError(
                 f"config field 'attn_config.attn_type' = {_short(kind)} is not understood; "
@@ -250,12 +224,25 @@ def heads_of(geo: Geometry) -> dict[str, Any]:
     )
 
 
+def mla_latent(f: Fields, q_heads: int, extra: ExtraCache | None = None) -> MLALatent:
+    """An MLA layer's cache: one latent of kv_lora_rank + qk_rope_head_dim per token."""
+    rope = f.int("qk_rope_head_dim")
+    return MLALatent(
+        kv_lora_rank=f.int("kv_lora_rank"),
+        qk_rope_head_dim=rope,
+        q_heads=q_heads,
+        qk_head_dim=f.int("qk_nope_head_dim") + rope,
+        v_head_dim=f.int("v_head_dim"),
+        extra=extra,
+    )
+
+
 def full_layer(geo: Geometry) -> FullAttention:
     return FullAttention(**heads_of(geo))
 
 
-def index_list(f: Fields, name: str, n: int, base: int = 0) -> set[int]:
-    values = f.raw(name)
+def index_list(name: str, values: Any, n: int, base: int = 0) -> set[int]:
+    """Config field ``name``'s layer numbers (counted from ``base``), from 0."""
     if not isinstance(values, list) or any(
         isinstance(v, bool) or not isinstance(v, int) or not base <= v < n + base for v in values
     ):
@@ -263,10 +250,6 @@ def index_list(f: Fields, name: str, n: int, base: int = 0) -> set[int]:
             f"config field '{name}' must list layer numbers from {base} to {n - 1 + base}"
         )
     return {v - base for v in values}
-
-
-def layer_count(f: Fields, maximum: int) -> int:
-    return f.int("num_hidden_layers", maximum=maximum)
 
 
 def head_dim_is_derived(f: Fields, geo: Geometry, who: str) -> None:
@@ -283,14 +266,8 @@ def head_dim_is_derived(f: Fields, geo: Geometry, who: str) -> None:
 
 
 def gpt_neo_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
-    """GPT-Neo: attention_types ([[["global", "local"], 12]], GPTNeoConfig's default) expands to
-    one type per layer. A local layer masks all but the last window_size tokens
-    (GPTNeoSelfAttention's bias), yet its cache is no window: GPTNeoModel makes
-    DynamicCache(config), and with neither layer_types nor sliding_window every layer is a full
-    DynamicLayer keeping every token. vLLM has no GPT-Neo model, so transformers (and servers
-    that run its modeling code) is the engine: every layer keeps the whole context, said in a
-    note. attention_layers is what transformers derives from attention_types (it overwrites a
-    file's own copy)."""
+    """GPT-Neo: attention_types expands to one type per layer; every layer keeps every token in
+    transformers (vLLM has no GPT-Neo)."""
     n = f.int("num_hidden_layers", "num_layers", maximum=max_layers)
     spec = f.raw("attention_types", default=None)
     f.seen.update({"attention_types", "attention_layers"})
@@ -346,9 +323,11 @@ def mllama_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
     """mllama's text model: ``cross_attention_layers`` attend to the vision encoder's states.
     Their K/V are computed once per image: max_num_tiles x ((image_size // patch_size)^2 + 1)
     states (transformers' MllamaVisionModel), not one per text token."""
-    n = layer_count(f, max_layers)
+    n = f.int("num_hidden_layers", maximum=max_layers)
     head_dim_is_derived(f, geo, "MllamaTextSelfAttention")
-    cross = index_list(f, "cross_attention_layers", n) if f.has("cross_attention_layers") else set()
+    cross = set()
+    if f.has("cross_attention_layers"):
+        cross = index_list("cross_attention_layers", f.raw("cross_attention_layers"), n)
     vision = f.top.get("vision_config") if isinstance(f.top, dict) else None
     layers: list = []
     tokens = 0
@@ -362,28 +341,17 @@ def mllama_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
         vision_config = vision
 
         def vint(name: str, default: int) -> int:
-            v = vision_config.get(name, default)
-            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= _VISION_CAPS[name]:
-                raise ValueError(
-                    f"config field 'vision_config.{name}' must be a whole number "
-                    f"from 1 to {_VISION_CAPS[name]:,}"
-                )
-            return v
+            return whole(
+                vision_config.get(name, default), f"vision_config.{name}", _VISION_CAPS[name]
+            )
 
         size, patch = vint("image_size", 448), vint("patch_size", 14)
         tokens = vint("max_num_tiles", 4) * ((size // patch) ** 2 + 1)
+    heads = dict(kv_heads=geo.kv_heads, head_dim=geo.head_dim, q_heads=geo.q_heads)
     for i in range(n):
-        if i in cross:
-            layers.append(
-                CrossAttention(
-                    kv_heads=geo.kv_heads,
-                    head_dim=geo.head_dim,
-                    q_heads=geo.q_heads,
-                    image_tokens=tokens,
-                )
-            )
-        else:
-            layers.append(full_layer(geo))
+        layers.append(
+            CrossAttention(**heads, image_tokens=tokens) if i in cross else full_layer(geo)
+        )
     if cross:
         geo.notes.append(
             f"{len(cross)} cross-attention layers keep the image's K/V, {tokens:,} "
@@ -397,7 +365,7 @@ def minicpm3_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
     """MiniCPM3: MLA-style projections, but vLLM's minicpm3.py caches per-head K and V of
     qk_nope_head_dim + qk_rope_head_dim each (V padded to the QK head size), one per query
     head; transformers caches the compressed latent instead (named on each layer)."""
-    n = layer_count(f, max_layers)
+    n = f.int("num_hidden_layers", maximum=max_layers)
     rope, nope = f.int("qk_rope_head_dim"), f.int("qk_nope_head_dim")
     rank = f.int("kv_lora_rank")
     f.seen.update({"num_key_value_heads", "q_lora_rank", "v_head_dim", "head_dim"})

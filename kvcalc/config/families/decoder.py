@@ -7,13 +7,12 @@ overrides and layers that share another's cache (layouts.share_kv)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
-from ...core.model import Layer, MLALatent, NoCache
+from ...core.model import Layer, NoCache
 from ...core.text import short as _short
-from ..fields import Fields, Geometry
+from ..fields import Fields, Geometry, whole
 from ..limits import MAX_LAYERS, cap_of, over_cap
-from .attention import attention_layer, indexer_caches, kv_heads_of
+from .attention import attention_layer, indexer_caches, kv_heads_of, mla_latent
 from .layouts import layer_kinds, nas_layers, share_kv
 from .recurrent import state_flavor, state_layer
 from .understood import Family
@@ -69,14 +68,7 @@ def _attention_geometry(f: Fields, hidden: int | None) -> Geometry:
                 f"({q_heads}); the config must give 'head_dim'"
             )
         head_dim = hidden // q_heads
-    return Geometry(
-        hidden=hidden,
-        q_heads=q_heads,
-        kv_heads=kv_heads,
-        head_dim=head_dim,
-        notes=[],
-        assumptions=[],
-    )
+    return Geometry(hidden=hidden, q_heads=q_heads, kv_heads=kv_heads, head_dim=head_dim)
 
 
 def _decoder_layers(f: Fields, fam: Family | None, honor_sliding: bool, geo: Geometry) -> list:
@@ -103,17 +95,7 @@ def _decoder_layers(f: Fields, fam: Family | None, honor_sliding: bool, geo: Geo
         elif kind == "none":
             layers.append(NoCache(why="MLP or MoE block only"))
         elif mla:
-            rope = f.int("qk_rope_head_dim")
-            layers.append(
-                MLALatent(
-                    kv_lora_rank=f.int("kv_lora_rank"),
-                    qk_rope_head_dim=rope,
-                    q_heads=q_heads,
-                    qk_head_dim=f.int("qk_nope_head_dim") + rope,
-                    v_head_dim=f.int("v_head_dim"),
-                    extra=extra,
-                )
-            )
+            layers.append(mla_latent(f, q_heads, extra))
         else:
             layers.append(attention_layer(f, kind, geo, v_dim, extra))
     if mla:
@@ -160,18 +142,8 @@ def _query_heads_per_layer(f: Fields, layers: list, geo: Geometry) -> list:
 
 
 def hunyuan_switches(f: Fields, geo: Geometry) -> None:
-    """Hunyuan (Tencent's remote code, model_type "hunyuan"; Hunyuan-A13B): a standard decoder
-    unless a switch turns on a feature that changes the cache.
-
-    - use_cla: cross-layer attention. With it, layer i reuses the K/V of the last layer whose
-      index is a multiple of cla_share_factor (modeling_hunyuan.py: HunYuanAttention's
-      attention_type 'cross', HunYuanModel.forward's prev_kv_states); the remote code still
-      writes every layer's K/V into its cache, and vLLM's hunyuan_v1.py gives the sharing layers
-      an Attention of their own (HunYuanCrossAttention): the engines differ, so kvcalc refuses
-      it by name. Off, cla_share_factor is never read (vLLM's _get_cla_factor is 1).
-    - use_mla: the remote code's HunYuanAttention never builds MLA; on, it is refused.
-    - the head size: the remote code takes hidden_size // num_attention_heads, vLLM
-      attention_head_dim (or head_dim); the two must agree."""
+    """Hunyuan (Tencent's remote code; Hunyuan-A13B): a standard decoder unless use_cla or
+    use_mla is on (refused), with the head size both engines agree on."""
     if f.bool("use_cla", False):
         raise ValueError(
             "config field 'use_cla' is true: Hunyuan's cross-layer attention shares each "
@@ -286,18 +258,13 @@ def _per_layer_overrides(f: Fields, layers: list) -> list:
             )
         changes: dict[str, int] = {}
         if "head_dim" in over:
-            d = _plain_int(over["head_dim"], f"per_layer_config[{key}].head_dim")
+            d = whole(over["head_dim"], f"per_layer_config[{key}].head_dim", cap_of("head_dim"))
             changes.update(head_dim=d, v_head_dim=d)
         if "num_key_value_heads" in over:
-            changes["kv_heads"] = _plain_int(
-                over["num_key_value_heads"], f"per_layer_config[{key}].num_key_value_heads"
+            label, cap = (
+                f"per_layer_config[{key}].num_key_value_heads",
+                cap_of("num_key_value_heads"),
             )
+            changes["kv_heads"] = whole(over["num_key_value_heads"], label, cap)
         out[i] = replace(lay, **changes)
     return out
-
-
-def _plain_int(value: Any, label: str) -> int:
-    cap = cap_of(label.rsplit(".", 1)[-1])
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= cap:
-        raise ValueError(f"config field '{label}' must be a whole number from 1 to {cap:,}")
-    return value

@@ -7,7 +7,7 @@ from ...core.model import FullAttention, Layer, NoCache, SharedKV
 from ...core.text import short as _short
 from ..fields import Fields, Geometry
 from ..limits import MAX_LAYERS
-from .attention import window_of
+from .attention import heads_of, window_of
 
 # Each layout convention maps its own tokens to a layer kind.
 _LAYER_TYPE_NAMES = {
@@ -68,14 +68,9 @@ def layer_kinds(f: Fields, honor_sliding: bool, geo: Geometry) -> list[str]:  # 
         kinds = _from_names(f, source)
         # transformers derives layer_types from these when it is absent; given, it decides
         f.seen.update(
-            {
-                "use_sliding_window",
-                "max_window_layers",
-                "sliding_window_pattern",
-                "_sliding_window_pattern",
-            }
+            "use_sliding_window max_window_layers sliding_window_pattern _sliding_window_pattern "
+            "no_rope_layer_interval".split()
         )
-        f.seen.add("no_rope_layer_interval")
         if f.raw("use_sliding_window") is False and "sliding" in kinds:
             # Qwen2/Qwen3/SmolLM3: use_sliding_window false sets sliding_window to None, so the
             # layers listed as sliding attend to everything (transformers and vLLM alike)
@@ -249,6 +244,14 @@ def share_kv(f: Fields, layers: list, kinds: list[str]) -> list:
     return out
 
 
+_NAS_ATTENTION_KEYS = frozenset(
+    """
+    no_op replace_with_linear n_heads_in_group sparsify num_sink_tokens
+    use_prefill_window_in_sink_attention unshifted_sink window_length llama4
+    """.split()
+)
+
+
 def nas_layers(f: Fields, geo: Geometry) -> list:
     """Nemotron-NAS (``block_configs``): per layer, attention may be a no-op, replaced by a
     linear layer, or grouped-query attention with its own ``n_heads_in_group``."""
@@ -261,17 +264,7 @@ def nas_layers(f: Fields, geo: Geometry) -> list:
         attn = block.get("attention") if isinstance(block, dict) else None
         if not isinstance(attn, dict):
             raise ValueError(f"config field 'block_configs[{i}].attention' must be an object")
-        unknown = set(attn) - {
-            "no_op",
-            "replace_with_linear",
-            "n_heads_in_group",
-            "sparsify",
-            "num_sink_tokens",
-            "use_prefill_window_in_sink_attention",
-            "unshifted_sink",
-            "window_length",
-            "llama4",
-        }
+        unknown = set(attn) - _NAS_ATTENTION_KEYS
         if unknown:
             raise ValueError(
                 f"config field 'block_configs[{i}].attention' has "
@@ -283,11 +276,9 @@ def nas_layers(f: Fields, geo: Geometry) -> list:
         if attn.get("replace_with_linear") is True:
             layers.append(NoCache(why="attention replaced by a linear layer"))
             continue
-        if (
-            attn.get("window_length") not in (None,)
-            or attn.get("num_sink_tokens") not in (None,)
-            or attn.get("llama4") not in (None,)
-            or attn.get("sparsify") not in (None,)
+        if any(
+            attn.get(k) is not None
+            for k in ("window_length", "num_sink_tokens", "llama4", "sparsify")
         ):
             raise ValueError(
                 f"config field 'block_configs[{i}].attention' uses a window, sink "
@@ -304,12 +295,7 @@ def nas_layers(f: Fields, geo: Geometry) -> list:
                 f"config field 'block_configs[{i}].attention.n_heads_in_group' must "
                 f"be a whole number that divides {geo.q_heads}, got {_short(group)}"
             )
-        kv = geo.q_heads // group
-        layers.append(
-            FullAttention(
-                kv_heads=kv, head_dim=geo.head_dim, v_head_dim=geo.head_dim, q_heads=geo.q_heads
-            )
-        )
+        layers.append(FullAttention(**{**heads_of(geo), "kv_heads": geo.q_heads // group}))
     declared = f.int("num_hidden_layers", required=False, maximum=MAX_LAYERS)
     if declared is not None and declared != len(layers):
         raise ValueError(

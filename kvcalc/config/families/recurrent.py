@@ -11,11 +11,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ...core.model import AttentionWithState, MLALatent, RecurrentState, SlidingWindow
-from ...core.text import short as _short
-from ..fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields, Geometry, per_layer
+from ...core.model import AttentionWithState, RecurrentState, SlidingWindow
+from ..fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields, Geometry, per_layer, refuse_unknown
 from ..limits import MAX_LAYERS, over_cap
-from .attention import full_layer, head_dim_is_derived, heads_of, index_list, layer_count
+from .attention import full_layer, head_dim_is_derived, heads_of, index_list, mla_latent
 
 
 def state_flavor(f: Fields, model_type: str) -> str:
@@ -76,19 +75,12 @@ def _state_layer(f: Fields, hidden: int | None, flavor: str) -> RecurrentState:
         kd, vd = f.int("linear_key_head_dim"), f.int("linear_value_head_dim")
         kernel = f.int("linear_conv_kernel_dim")
         conv_dim = 2 * kh * kd + vh * vd  # q, k and v all pass the short convolution
-        return RecurrentState(
-            conv_elements=conv_dim * (kernel - 1),
-            ssm_elements=vh * kd * vd,
-            flavor=flavor,
-            conv_kernel=kernel,
-        )
+        return conv_state(conv_dim, kernel, vh * kd * vd, flavor)
     if flavor == "lightning":
         # MiniMax lightning attention: one head_dim x head_dim key-value state per head.
         heads = f.int("num_attention_heads")
         d = f.int("head_dim", default=None, required=False) or f.int("hidden_size") // heads
-        return RecurrentState(
-            conv_elements=0, ssm_elements=heads * d * d, flavor=flavor, conv_kernel=1
-        )
+        return conv_state(0, 1, heads * d * d, flavor)
     d_state = f.int(*STATE_SIZE)
     kernel = f.int(*CONV_KERNEL, default=4)
     if flavor == "mamba2":
@@ -113,11 +105,15 @@ def _state_layer(f: Fields, hidden: int | None, flavor: str) -> RecurrentState:
                 f"config field 'intermediate_size' ({written:,}) differs from "
                 f"expand x hidden_size ({d_inner:,}), which transformers uses"
             )
+    return conv_state(d_inner, kernel, d_inner * d_state, flavor)
+
+
+def conv_state(channels: int, kernel: int, ssm: int, flavor: str, **more: Any) -> RecurrentState:
+    """A recurrent state: kernel - 1 past inputs of ``channels`` (as vLLM keeps them) and ``ssm``
+    elements of the recurrence."""
+    conv = channels * (kernel - 1)
     return RecurrentState(
-        conv_elements=d_inner * (kernel - 1),
-        ssm_elements=d_inner * d_state,
-        flavor=flavor,
-        conv_kernel=kernel,
+        conv_elements=conv, ssm_elements=ssm, flavor=flavor, conv_kernel=kernel, **more
     )
 
 
@@ -135,10 +131,7 @@ def _equal_to_hidden(f: Fields, hidden: int | None, name: str, needs: str, why: 
 
 
 def lfm2_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
-    """LFM2: attention layers and short-convolution layers. vLLM keeps conv_L_cache - 1 past
-    inputs of conv_dim channels per conv layer, in the model dtype (short_conv_state_shape);
-    transformers derives ``layer_types`` from ``full_attn_idxs`` when it is absent (and makes
-    every layer attention when both are)."""
+    """LFM2: attention layers and short-convolution layers (vLLM's short_conv_state_shape)."""
     types = f.raw("layer_types")
     if types is not None:
         if (
@@ -163,8 +156,10 @@ def lfm2_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
         attn = {i for i, t in enumerate(types) if t == "full_attention"}
         n = len(types)
     else:
-        n = layer_count(f, max_layers)
-        attn = index_list(f, "full_attn_idxs", n) if f.has("full_attn_idxs") else set(range(n))
+        n = f.int("num_hidden_layers", maximum=max_layers)
+        attn = set(range(n))
+        if f.has("full_attn_idxs"):
+            attn = index_list("full_attn_idxs", f.raw("full_attn_idxs"), n)
     width = _equal_to_hidden(
         f,
         geo.hidden,
@@ -174,18 +169,14 @@ def lfm2_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
         "hidden_size, and kvcalc does not pick one",
     )
     kernel = f.int("conv_L_cache", default=3, minimum=2)
-    conv = RecurrentState(
-        conv_elements=width * (kernel - 1), ssm_elements=0, flavor="short conv", conv_kernel=kernel
-    )
+    conv = conv_state(width, kernel, 0, "short conv")
     return [full_layer(geo) if i in attn else conv for i in range(n)]
 
 
 def falcon_h1_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
-    """Falcon-H1: every layer runs attention and a Mamba-2 mixer in parallel, so each keeps
-    K/V per token and a Mamba-2 state (transformers' FalconH1Mixer, vLLM's falcon_h1.py):
-    inner width mamba_d_ssm (or mamba_expand x hidden), conv over inner + 2 x groups x d_state
-    channels, SSM heads x d_head x d_state."""
-    n = layer_count(f, max_layers)
+    """Falcon-H1: attention and a Mamba-2 mixer in every layer (FalconH1Mixer, vLLM's
+    falcon_h1.py)."""
+    n = f.int("num_hidden_layers", maximum=max_layers)
     hidden = geo.hidden
     if "mamba_d_ssm" in f.cfg and f.cfg["mamba_d_ssm"] is None:
         # FalconH1Config: an explicit null means mamba_expand x hidden_size
@@ -211,11 +202,9 @@ def falcon_h1_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
 
 
 def recurrent_gemma_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
-    """RecurrentGemma (Griffin): ``block_types`` repeats over the layers; attention blocks use
-    local attention over attention_window_size tokens, recurrent blocks keep an RG-LRU state
-    of lru_width in float32 and a conv state of conv1d_width - 1 inputs (transformers'
-    RecurrentGemmaRecurrentBlock; vLLM does not serve this family)."""
-    n = layer_count(f, max_layers)
+    """RecurrentGemma (Griffin): block_types repeats over the layers
+    (RecurrentGemmaRecurrentBlock)."""
+    n = f.int("num_hidden_layers", maximum=max_layers)
     # transformers reads block_types (default recurrent, recurrent, attention) and keeps a
     # published file's _block_types as an unused extra: where the two differ, refuse.
     blocks = f.raw("block_types", default=["recurrent", "recurrent", "attention"])
@@ -242,13 +231,7 @@ def recurrent_gemma_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
     kernel = f.int("conv1d_width", default=4, minimum=2)
     window = f.int("attention_window_size")
     f.seen.add("sliding_window")  # transformers' alias of attention_window_size
-    state = RecurrentState(
-        conv_elements=width * (kernel - 1),
-        ssm_elements=width,
-        flavor="rg-lru",
-        conv_kernel=kernel,
-        ssm_dtype="fp32",
-    )
+    state = conv_state(width, kernel, width, "rg-lru", ssm_dtype="fp32")
     local = SlidingWindow(**heads_of(geo), window=window)
     # transformers keeps the whole window and conv1d_width - 1 inputs (its own cache, not a
     # Cache object): the meta-device check cannot read it, so the source is its modeling code.
@@ -321,15 +304,9 @@ _GRANITE_TYPES = {
 
 
 def granite_hybrid_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
-    """Granite 4.0-H: each layer is either GQA attention or a Mamba-2 mixer (transformers'
-    GraniteMoeHybridDecoderLayer, vLLM's granitemoehybrid.py); the MoE, the shared MLP and the
-    muP multipliers sit beside it and keep nothing. Attention layers keep K/V whether they rotate
-    (position_embedding_type "rope") or not (NoPE, the published models): the same tensors are
-    cached either way. A Mamba layer keeps a conv state over mamba_expand x hidden + 2 x
-    mamba_n_groups x mamba_d_state channels (kernel - 1 past inputs, as vLLM sizes it) and an SSM
-    state of mamba_n_heads x mamba_d_head x mamba_d_state; without layer_types every layer is
-    Mamba (GraniteMoeHybridConfig's default)."""
-    n = layer_count(f, max_layers)
+    """Granite 4.0-H: each layer GQA attention or a Mamba-2 mixer (GraniteMoeHybridDecoderLayer,
+    vLLM's granitemoehybrid.py)."""
+    n = f.int("num_hidden_layers", maximum=max_layers)
     name = "layer_types" if f.cfg.get("layer_types") is not None else "layers_block_type"
     f.seen.update({"layer_types", "layers_block_type"})
     types = f.cfg.get(name)
@@ -364,10 +341,7 @@ _GRANITE_MAMBA_DEFAULTS = dict(
 
 
 def _granite_mamba_state(f: Fields, geo: Geometry, family: str) -> RecurrentState:
-    """One Granite Mamba-2 layer's state. GraniteMoeHybridConfig derives mamba_d_head ("auto")
-    as mamba_expand x hidden_size // mamba_n_heads and refuses a config where mamba_n_heads x
-    mamba_d_head differs from mamba_expand x hidden_size (its conv runs over the one width, the
-    SSM state over the other), so kvcalc does too."""
+    """One Granite Mamba-2 layer's state, checked as GraniteMoeHybridConfig checks it."""
     if geo.hidden is None:
         raise ValueError("config field 'hidden_size' is missing (the Mamba width needs it)")
     for name, value in _GRANITE_MAMBA_DEFAULTS.items():
@@ -426,13 +400,9 @@ def _mamba_head(f: Fields, inner: int, heads: int, width: str, why: str = "") ->
 
 
 def bamba_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
-    """Bamba: attn_layer_indices (0-based) are GQA attention layers, every other layer a
-    Mamba-2 mixer (transformers' BambaConfig.layers_block_type, vLLM's bamba.py); without the
-    field every layer is Mamba, as in BambaConfig. BambaMixer is Granite 4.0-H's mixer (the same
-    mamba_* fields and defaults, the same conv width mamba_expand x hidden + 2 x mamba_n_groups x
-    mamba_d_state and SSM state mamba_n_heads x mamba_d_head x mamba_d_state), so the state is
-    read by the same function."""
-    n = layer_count(f, max_layers)
+    """Bamba: attn_layer_indices (0-based) are GQA attention layers, the others Granite 4.0-H's
+    Mamba-2 mixer (BambaConfig, vLLM's bamba.py)."""
+    n = f.int("num_hidden_layers", maximum=max_layers)
     if f.cfg.get("attn_layer_indices") is None:
         f.seen.add("attn_layer_indices")
         attn: set[int] = set()
@@ -441,7 +411,7 @@ def bamba_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
             "transformers' bamba config class"
         )
     else:
-        attn = index_list(f, "attn_layer_indices", n)
+        attn = index_list("attn_layer_indices", f.raw("attn_layer_indices"), n)
     state = _granite_mamba_state(f, geo, "bamba") if len(attn) < n else None
     return [full_layer(geo) if i in attn else state for i in range(n)]
 
@@ -456,35 +426,18 @@ _KDA_NUMERICS = frozenset({"gate_lower_bound", "use_full_rank_gate"})
 
 
 def kimi_linear_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
-    """Kimi-Linear: ``linear_attn_config`` names the Kimi Delta Attention (KDA) layers,
-    1-based; every other layer is MLA (vLLM's KimiLinearConfig.is_kda_layer). A KDA layer
-    keeps one conv state over q, k and v (3 x heads x head_dim channels, kernel - 1 inputs) in
-    the model dtype and a float32 recurrent state of heads x head_dim x head_dim
-    (MambaStateDtypeCalculator.kda_state_dtype)."""
+    """Kimi-Linear: linear_attn_config's 1-based KDA layers, the others MLA (vLLM's
+    KimiLinearConfig.is_kda_layer)."""
     n = f.int("num_hidden_layers", maximum=max_layers)
     cfg = f.obj("linear_attn_config")
     if cfg is None:
         return _kimi_linear_saved(f, geo, n)
     known = {*"kda_layers full_attn_layers num_heads head_dim short_conv_kernel_size".split()}
     known |= {"head_k_dim", "head_v_dim"} | _KDA_NUMERICS
-    unknown = sorted(set(cfg) - known)
-    if unknown:
-        raise ValueError(
-            "config field 'linear_attn_config' has "
-            + ", ".join(_short(u) for u in unknown)
-            + ", which kvcalc does not "
-            "understand"
-        )
+    refuse_unknown("linear_attn_config", sorted(set(cfg) - known))
 
     def ints(name: str) -> set[int]:
-        values = cfg.get(name)
-        if not isinstance(values, list) or any(
-            isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= n for v in values
-        ):
-            raise ValueError(
-                f"config field 'linear_attn_config.{name}' must list layer numbers from 1 to {n}"
-            )
-        return {v - 1 for v in values}
+        return index_list(f"linear_attn_config.{name}", cfg.get(name), n, 1)
 
     kda = ints("kda_layers")
     if cfg.get("full_attn_layers") is not None:
@@ -546,21 +499,8 @@ def _kimi_linear_saved(f: Fields, geo: Geometry, n: int) -> list:
 def _kimi_layers(
     f: Fields, geo: Geometry, n: int, kda: set[int], heads: int, d: int, kernel: int
 ) -> list:
-    state = RecurrentState(
-        conv_elements=3 * heads * d * (kernel - 1),
-        ssm_elements=heads * d * d,
-        flavor="kda",
-        conv_kernel=kernel,
-        ssm_dtype="fp32",
-    )
-    rope = f.int("qk_rope_head_dim")
-    mla = MLALatent(
-        kv_lora_rank=f.int("kv_lora_rank"),
-        qk_rope_head_dim=rope,
-        q_heads=geo.q_heads,
-        qk_head_dim=f.int("qk_nope_head_dim") + rope,
-        v_head_dim=f.int("v_head_dim"),
-    )
+    state = conv_state(3 * heads * d, kernel, heads * d * d, "kda", ssm_dtype="fp32")
+    mla = mla_latent(f, geo.q_heads)
     # MLA: num_key_value_heads and head_dim are not the cache's (q_lora_rank sizes weights)
     f.seen.update({"num_key_value_heads", "head_dim", "q_lora_rank", "qk_head_dim"})
     geo.notes.append(

@@ -62,23 +62,27 @@ from .recurrent import (
 )
 from .understood import Family
 
-__all__ = ["FAMILIES", "TEXT_FAMILIES", "WRAPPERS"]
 
-
-def F(own: str = "", *, groups: str = "mlp moe", **record: Any) -> Family:
-    """A record: ``own`` and ``groups`` as space-separated names."""
+def F(
+    own: str = "",
+    *,
+    groups: str = "mlp moe",
+    kv: int | None = None,
+    context: int | None = None,
+    **record: Any,
+) -> Family:
+    """A record: ``own`` and ``groups`` as space-separated names; ``kv`` and ``context``: the
+    class defaults of num_key_value_heads and max_position_embeddings, beside ``defaults``."""
+    named = dict(num_key_value_heads=kv, max_position_embeddings=context)
+    defaults = {k: v for k, v in named.items() if v is not None}
+    record["defaults"] = defaults | record.get("defaults", {})
     record["aliases"] = tuple(record.get("aliases", "").split())
     return Family(groups=tuple(groups.split()), irrelevant=frozenset(own.split()), **record)
 
 
 def _encoder_decoder(positions: int) -> Family:
     """An encoder-decoder's decoder run as a causal LM; ``positions``: its class's default."""
-    return F(
-        _SEQ2SEQ_OWN,
-        layout=seq2seq_layout,
-        uncountable=_ENCODER_DECODER,
-        defaults=dict(max_position_embeddings=positions),
-    )
+    return F(_SEQ2SEQ_OWN, layout=seq2seq_layout, uncountable=_ENCODER_DECODER, context=positions)
 
 
 def U(**entry: Any) -> dict[str, Any]:
@@ -220,20 +224,12 @@ _EXAONE4 = F(
 )
 
 FAMILIES: dict[str, Family] = {
-    # Llama, and the EAGLE draft heads written as Llama configs (the "eagle" group)
-    # Llama: q, k, v, o biases with attention_bias, the MLP's with mlp_bias (LlamaAttention,
-    # LlamaMLP)
+    # Llama (and EAGLE draft heads written as Llama configs): q, k, v, o biases with
+    # attention_bias, the MLP's with mlp_bias (LlamaAttention, LlamaMLP)
     "llama": F(groups="mlp moe eagle", checks=eagle_head, params=U(mlp_bias="mlp_bias")),
-    "mistral": F(
-        params=U(),
-        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072, sliding_window=4096),
-    ),
-    "mixtral": F(
-        params=U(defaults=dict(num_local_experts=8)),
-        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
-    ),
+    "mistral": F(params=U(), kv=8, context=131072, defaults=dict(sliding_window=4096)),
+    "mixtral": F(params=U(defaults=dict(num_local_experts=8)), kv=8, context=131072),
     "qwen2": F(params=U(qkv_bias=True), defaults=dict(max_position_embeddings=32768)),
-    # Qwen2-MoE: q, k, v biases with qkv_bias (Qwen2MoeConfig's, true by default)
     "qwen2_moe": F(
         params=U(
             qkv_bias=("qkv_bias", True),
@@ -242,7 +238,7 @@ FAMILIES: dict[str, Family] = {
             defaults=_shared_expert(60, 1408, 5632),
         ),
         layout_by_class_rule=True,
-        defaults=dict(max_position_embeddings=32768),
+        context=32768,
     ),
     "qwen3": F(params=U(qk_norm=True), defaults=dict(max_position_embeddings=32768)),
     "qwen3_moe": F(
@@ -268,18 +264,10 @@ FAMILIES: dict[str, Family] = {
     # after the MLP
     "olmo2": F(params=U(qk_norm="full")),
     "olmo3": F(params=U(qk_norm="full"), layout_by_class_rule=True),
-    # OLMoE and FlexOlmo: OLMo 2's q/k norms, experts of intermediate_size
-    "olmoe": F(
-        params=U(qk_norm="full", defaults=dict(num_experts=64)),
-        defaults=dict(max_position_embeddings=4096),
-    ),
-    "flex_olmo": F(
-        params=U(qk_norm="full", defaults=dict(num_experts=7)),
-        defaults=dict(max_position_embeddings=4096),
-    ),
-    # Llama's blocks (LlamaForCausalLM or a copy of it): q, k, v, o biases with
-    # attention_bias, the MLP's with mlp_bias
-    # muP multipliers are scalars, no weights
+    "olmoe": F(params=U(qk_norm="full", defaults=dict(num_experts=64)), context=4096),
+    "flex_olmo": F(params=U(qk_norm="full", defaults=dict(num_experts=7)), context=4096),
+    # Llama's blocks (LlamaForCausalLM or a copy): q, k, v, o biases with attention_bias, the
+    # MLP's with mlp_bias; muP multipliers are scalars, no weights
     "granite": F(params=U(mlp_bias="mlp_bias")),
     # Granite MoE: experts of intermediate_size; GraniteMoeShared and Granite MoE SWA add a
     # shared MLP of shared_intermediate_size (none at 0), SWA attention sinks
@@ -287,10 +275,8 @@ FAMILIES: dict[str, Family] = {
     # Cohere (Command R): one LayerNorm a layer (weight only), q/k norms over every head's
     # channels with use_qk_norm, tied by default; Cohere 2 the same without q/k norms
     "cohere": F(
-        params=dict(norms_per_layer=1, qk_norm="full", qk_norm_field="use_qk_norm"),
-        defaults=dict(max_position_embeddings=8192),
+        params=dict(norms_per_layer=1, qk_norm="full", qk_norm_field="use_qk_norm"), context=8192
     ),
-    # Starcoder2: LayerNorms with biases, a plain MLP, every projection's bias with use_bias
     "starcoder2": F(
         "use_bias",
         params=dict(
@@ -298,9 +284,9 @@ FAMILIES: dict[str, Family] = {
         ),
         defaults=dict(num_key_value_heads=2, max_position_embeddings=4096),
     ),
-    # residual wiring
-    # StableLM: LayerNorms with biases, q, k, v biases with use_qkv_bias, per-head q/k
-    # LayerNorms (no bias) with qk_layernorm, one norm a layer with use_parallel_residual
+    # StableLM (use_parallel_residual: residual wiring): LayerNorms with biases, q, k, v biases
+    # with use_qkv_bias, per-head q/k LayerNorms with qk_layernorm, one norm a layer with
+    # use_parallel_residual
     "stablelm": F(
         "use_parallel_residual",
         params=U(
@@ -311,7 +297,7 @@ FAMILIES: dict[str, Family] = {
             qk_norm_field="qk_layernorm",
             parallel_norms_field="use_parallel_residual",
         ),
-        defaults=dict(max_position_embeddings=4096),
+        context=4096,
     ),
     "apertus": _APERTUS,
     "apertus1p5_text": _APERTUS,
@@ -319,41 +305,28 @@ FAMILIES: dict[str, Family] = {
     "arcee": F(
         params=U(**_PLAIN_MLP, mlp_bias="mlp_bias"), defaults=dict(max_position_embeddings=4096)
     ),
-    # BitNet: RMSNorms before o_proj and before down_proj
     "bitnet": F(
         params=U(attn_sub_norm=True, ffn_sub_norm=True), defaults=dict(num_key_value_heads=5)
     ),
-    "cwm": F(
-        params=U(mlp_bias="mlp_bias"),
-        layout_by_class_rule=True,
-        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
-    ),
+    "cwm": F(params=U(mlp_bias="mlp_bias"), layout_by_class_rule=True, kv=8, context=131072),
     "emu3_text_model": F(
         params=U(), defaults=dict(num_key_value_heads=8, max_position_embeddings=9216)
     ),
     # GLM and GLM-4: q, k, v biases with attention_bias (no o bias), gate and up fused;
     # GLM-4 adds post_self_attn_layernorm and post_mlp_layernorm
     "glm": F(
-        params=U(bias_field=None, qkv_bias_field=("attention_bias", True)),
-        defaults=dict(num_key_value_heads=2, max_position_embeddings=131072),
+        params=U(bias_field=None, qkv_bias_field=("attention_bias", True)), kv=2, context=131072
     ),
     "glm4": F(
         params=U(bias_field=None, qkv_bias_field=("attention_bias", True), norms_per_layer=4),
         defaults=dict(num_key_value_heads=2, max_position_embeddings=131072),
     ),
-    # Helium: q, k, v biases with attention_bias (no o bias)
     "helium": F(
         params=U(bias_field=None, qkv_bias_field="attention_bias", mlp_bias="mlp_bias"),
-        defaults=dict(max_position_embeddings=4096),
+        context=4096,
     ),
-    "internlm3": F(
-        params=U(mlp_bias="mlp_bias"),
-        defaults=dict(num_key_value_heads=2, max_position_embeddings=32768),
-    ),
-    "iquestcoder": F(
-        params=U(mlp_bias="mlp_bias"),
-        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
-    ),
+    "internlm3": F(params=U(mlp_bias="mlp_bias"), kv=2, context=32768),
+    "iquestcoder": F(params=U(mlp_bias="mlp_bias"), kv=8, context=131072),
     # Jais 2: LayerNorms with biases, a plain ReLU^2 MLP with mlp_bias
     "jais2": F(
         params=U(
@@ -362,7 +335,7 @@ FAMILIES: dict[str, Family] = {
             mlp_bias=("mlp_bias", True),
             bias_field=("attention_bias", True),
         ),
-        defaults=dict(max_position_embeddings=8192),
+        context=8192,
     ),
     "ministral3": F(
         params=U(), defaults=dict(num_key_value_heads=8, max_position_embeddings=262144)
@@ -371,12 +344,8 @@ FAMILIES: dict[str, Family] = {
     "nanochat": F(params=U(**_PLAIN_MLP, norm="none", final_norm=False)),
     # VaultGemma: two RMSNorms a layer (input, pre-feed-forward)
     "vaultgemma": F(
-        params=dict(),
-        layout_by_class_rule=True,
-        defaults=dict(num_key_value_heads=4, head_dim=256, max_position_embeddings=8192),
+        params=dict(), layout_by_class_rule=True, kv=4, context=8192, defaults=dict(head_dim=256)
     ),
-    # Kolibri: q/k RMSNorms, four norms a layer, experts (with the score-correction bias)
-    # and a shared MLP of shared_expert_intermediate_size (no gate) in every layer
     "kolibri1": F(
         params=U(
             qk_norm=True,
@@ -393,14 +362,9 @@ FAMILIES: dict[str, Family] = {
     # Lara Mini: Gated DeltaNet and attention layers with q/k RMSNorms, experts and an
     # ungated shared MLP in every layer, tied by default
     "lara_mini": F(
-        params=dict(
-            qk_norm=True,
-            expert_width=_MOE_WIDTH,
-            defaults=_shared_expert(128, 512, 512),
-        ),
+        params=dict(qk_norm=True, expert_width=_MOE_WIDTH, defaults=_shared_expert(128, 512, 512)),
         defaults=dict(num_key_value_heads=4, max_position_embeddings=131072, head_dim=128),
     ),
-    # Solar Open: every layer MoE with n_shared_experts and the score-correction bias
     "solar_open": F(
         params=U(
             **_SCORED_EXPERTS,
@@ -410,10 +374,7 @@ FAMILIES: dict[str, Family] = {
         ),
         defaults=dict(num_key_value_heads=8, max_position_embeddings=131072, head_dim=128),
     ),
-    "exaone": F(
-        params=U(mlp_bias="mlp_bias"),
-        defaults=dict(num_key_value_heads=8, max_position_embeddings=4096),
-    ),
+    "exaone": F(params=U(mlp_bias="mlp_bias"), kv=8, context=4096),
     # EXAONE MoE: q/k RMSNorms, MoE by mlp_layer_types (first_k_dense_replace agreeing)
     "exaone_moe": F(
         params=U(
@@ -428,14 +389,10 @@ FAMILIES: dict[str, Family] = {
         ),
         layout_by_class_rule=True,
     ),
-    # Phi-3.5-MoE: LayerNorms with biases, experts of intermediate_size, the output head's
-    # bias with lm_head_bias
     "phimoe": F(
         params=U(norm="ln", head_bias="lm_head_bias", defaults=dict(num_local_experts=16)),
         defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
     ),
-    # Beam: an output gate of q width with a per-head bias, q/k RMSNorms, four norms a
-    # layer, MoE by mlp_layer_types with the score-correction bias
     "beam": F(
         params=U(
             attn_out_gate=True,
@@ -446,7 +403,6 @@ FAMILIES: dict[str, Family] = {
         ),
         defaults=dict(num_key_value_heads=8, max_position_embeddings=8192),
     ),
-    # Flint: sinks, q/k RMSNorms, experts and an ungated shared MLP, dense mlp_only_layers
     "flint": F(
         params=U(
             sinks=True,
@@ -461,7 +417,6 @@ FAMILIES: dict[str, Family] = {
         ),
         defaults=dict(num_key_value_heads=4, max_position_embeddings=262144, head_dim=128),
     ),
-    # Mellum: q/k RMSNorms, MoE by mlp_layer_types
     "mellum": F(
         params=U(
             qk_norm=True,
@@ -471,7 +426,6 @@ FAMILIES: dict[str, Family] = {
         layout_by_class_rule=True,
         defaults=dict(num_key_value_heads=4, max_position_embeddings=131072, head_dim=128),
     ),
-    # BioGPT: learned positions with OPT's offset of 2, biased attention and MLP
     "biogpt": F(
         params=dict(
             **_PLAIN_MLP,
@@ -481,7 +435,7 @@ FAMILIES: dict[str, Family] = {
             learned_positions=True,
             positions_offset=2,
         ),
-        defaults=dict(max_position_embeddings=1024),
+        context=1024,
     ),
     # Persimmon (and Fuyu's language model): as Phi with two LayerNorms a layer, q/k
     # LayerNorms with qk_layernorm (true by default), no head bias
@@ -495,7 +449,7 @@ FAMILIES: dict[str, Family] = {
             qk_norm_field="qk_layernorm",
             defaults=dict(qk_layernorm=True),
         ),
-        defaults=dict(max_position_embeddings=16384),
+        context=16384,
     ),
     # Phi (1, 1.5, 2): one LayerNorm a layer, biased projections and MLP, the output head's
     # bias, q/k LayerNorms of head_dim with qk_layernorm
@@ -511,14 +465,11 @@ FAMILIES: dict[str, Family] = {
             qk_norm_field="qk_layernorm",
         )
     ),
-    # GPT-NeoX (Pythia): LayerNorms with biases, q, k, v, o biases with attention_bias
-    # (true by default), a plain biased MLP
+    # GPT-NeoX (Pythia)
     "gpt_neox": F(
         "use_parallel_residual",
         params=U(**_PLAIN_MLP, norm="ln", bias_field=("attention_bias", True), mlp_bias=True),
     ),
-    # Hunyuan 3 (hy_v3): q/k RMSNorms, MoE by mlp_layer_types with num_shared_experts and
-    # the score-correction bias
     "hy_v3": F(
         "enable_moe_fp32_combine router_scaling_factor",
         params=U(
@@ -536,7 +487,6 @@ FAMILIES: dict[str, Family] = {
         defaults=dict(num_key_value_heads=8, head_dim=128, max_position_embeddings=131072),
     ),
     # per-layer rotary bases
-    # Granite SWA: Llama's blocks with attention sinks in every layer, tied by default
     "granite_swa": F(
         "layer_rope_theta",
         params=dict(mlp_bias="mlp_bias", sinks=True),
@@ -555,14 +505,12 @@ FAMILIES: dict[str, Family] = {
         params=U(shared_width="shared_intermediate_size", defaults=dict(num_local_experts=8)),
     ),
     # norm placement
-    # HyperCLOVA X: Granite's blocks with two more RMSNorms a layer with use_post_norm
     "hyperclovax": F(
         "use_post_norm",
         params=U(
             mlp_bias="mlp_bias", post_norms_field="use_post_norm", defaults=dict(use_post_norm=True)
         ),
     ),
-    # Seed-OSS: q, k, v biases with attention_bias, the o bias with attention_out_bias
     "seed_oss": F(
         "attention_out_bias",
         params=U(
@@ -573,16 +521,14 @@ FAMILIES: dict[str, Family] = {
         ),
         defaults=dict(num_key_value_heads=8, max_position_embeddings=524288),
     ),
-    # ERNIE 4.5: every projection's bias with use_bias, tied by default
     "ernie4_5": F(
         "use_bias",
         params=dict(bias_field="use_bias", mlp_bias="use_bias"),
         defaults=dict(num_key_value_heads=2, max_position_embeddings=131072, head_dim=128),
     ),
-    # which layers route and to how many experts
-    # ERNIE 4.5 MoE: MoE layers from moe_layer_start_index to moe_layer_end_index every
-    # moe_layer_interval, the router's score-correction bias (a parameter, moe_statics);
-    # use_bias also biases the shared experts and the output head
+    # ERNIE 4.5 MoE (the moe_* fields: which layers route, to how many experts): MoE layers
+    # from moe_layer_start_index to moe_layer_end_index every moe_layer_interval, the router's
+    # score-correction bias (moe_statics); use_bias also biases the shared experts and head
     "ernie4_5_moe": F(
         """
             moe_k moe_layer_end_index moe_layer_interval moe_layer_start_index moe_norm_min
@@ -604,27 +550,17 @@ FAMILIES: dict[str, Family] = {
         ),
         defaults=dict(num_key_value_heads=4, max_position_embeddings=131072),
     ),
-    # Aria's language model: experts of intermediate_size, moe_num_shared_experts of it
-    # (biased with mlp_bias, the experts not)
     "aria_text": F(
         "moe_num_experts moe_num_shared_experts moe_topk",
         params=U(
             shared_bias="mlp_bias", defaults=dict(moe_num_experts=8, moe_num_shared_experts=2)
         ),
     ),
-    # GPT-J and CodeGen: _GPTJ's blocks
-    "gptj": F(
-        "rotary_dim",
-        params=_GPTJ,
-    ),
+    "gptj": F("rotary_dim", params=_GPTJ),
     # rotary part of each head
-    "codegen": F(
-        "n_ctx rotary_dim",
-        params=_GPTJ,
-    ),
-    # the MLP width
-    # CTRL: biased attention and MLP (dff wide), LayerNorms with biases, a tied head with
-    # its own bias; sinusoidal positions (a buffer)
+    "codegen": F("n_ctx rotary_dim", params=_GPTJ),
+    # CTRL (dff: the MLP width): biased attention and MLP, LayerNorms with biases, a tied head
+    # with its own bias; sinusoidal positions (a buffer)
     "ctrl": F(
         "dff",
         params=dict(
@@ -674,20 +610,10 @@ FAMILIES: dict[str, Family] = {
         defaults=dict(num_key_value_heads=4, max_position_embeddings=32768),
     ),
     # Cosmos 3 Edge: a plain ReLU^2 MLP (fc1, fc2) with mlp_bias
-    "cosmos3_edge_text": F(
-        params=U(**_PLAIN_MLP, mlp_bias="mlp_bias"),
-        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
-    ),
+    "cosmos3_edge_text": F(params=U(**_PLAIN_MLP, mlp_bias="mlp_bias"), kv=8, context=131072),
     # GLM-OCR: GLM-4's four norms a layer, no attention biases (GlmOcrTextAttention)
-    "glm_ocr_text": F(
-        params=U(bias_field=None, norms_per_layer=4),
-        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
-    ),
-    # Granite Docling: Granite's blocks, tied by default
-    "granite_docling_text": F(
-        params=dict(mlp_bias="mlp_bias"),
-        defaults=dict(num_key_value_heads=4, max_position_embeddings=32768),
-    ),
+    "glm_ocr_text": F(params=U(bias_field=None, norms_per_layer=4), kv=8, context=131072),
+    "granite_docling_text": F(params=dict(mlp_bias="mlp_bias"), kv=4, context=32768),
     "qwen3_vl_text": F(params=U(qk_norm=True), defaults=dict(max_position_embeddings=128000)),
     # Qwen3-VL-MoE: experts of moe_intermediate_size in every layer (decoder_sparse_step),
     # tied in its text config class, untied by its wrapper's default
@@ -697,50 +623,39 @@ FAMILIES: dict[str, Family] = {
             expert_width=_MOE_WIDTH,
             defaults=dict(num_local_experts=60, moe_intermediate_size=1408),
         ),
-        defaults=dict(max_position_embeddings=128000),
+        context=128000,
     ),
     "qwen2_5_vl_text": F(
-        groups="mlp moe vision",
-        params=U(qkv_bias=True),
-        wrapper="qwen2_5_vl",
-        defaults=dict(num_key_value_heads=8, max_position_embeddings=32768),
+        groups="mlp moe vision", params=U(qkv_bias=True), wrapper="qwen2_5_vl", kv=8, context=32768
     ),
     # Language models of vision wrappers, read from text_config (the wrapper's
     # tie_word_embeddings decides the head: kvcalc.config.params.blocks.tied_head)
     "qwen2_vl_text": F(
-        groups="mlp moe vision",
-        params=U(qkv_bias=True),
-        wrapper="qwen2_vl",
-        defaults=dict(num_key_value_heads=8, max_position_embeddings=32768),
+        groups="mlp moe vision", params=U(qkv_bias=True), wrapper="qwen2_vl", kv=8, context=32768
     ),
     "gemma2": F(
-        defaults=dict(
-            sliding_window_pattern=2,
-            head_dim=256,
-            vocab_size=256000,
-            num_key_value_heads=4,
-            max_position_embeddings=8192,
-        ),
+        kv=4,
+        context=8192,
+        defaults=dict(sliding_window_pattern=2, head_dim=256, vocab_size=256000),
         params=dict(norms_per_layer=4),
         bidirectional=True,
     ),
     "gemma3_text": F(
         "_sliding_window_pattern sliding_window_pattern",
+        kv=4,
+        context=131072,
         defaults=dict(
             sliding_window_pattern=6,
             head_dim=256,
             vocab_size=262208,
             sliding_window=4096,
             num_attention_heads=8,
-            num_key_value_heads=4,
-            max_position_embeddings=131072,
         ),
         params=dict(norms_per_layer=4, qk_norm=True),
         aliases="gemma3",
     ),
     "cohere2": F(
-        defaults=dict(sliding_window_pattern=4, max_position_embeddings=8192),
-        params=dict(norms_per_layer=1),
+        context=8192, defaults=dict(sliding_window_pattern=4), params=dict(norms_per_layer=1)
     ),
     "gpt2": F(
         """
@@ -751,7 +666,6 @@ FAMILIES: dict[str, Family] = {
         defaults=dict(n_positions=1024, tie_word_embeddings=True),
         params=dict(mlp="plain", bias=True, norm_bias=True, learned_positions=True),
     ),
-    # Falcon: parallel_attn true by default (FalconConfig): one norm a layer
     "falcon": F(
         "activation alibi bias num_ln_in_parallel_attn parallel_attn",
         defaults=dict(tie_word_embeddings=True, multi_query=True),
@@ -787,7 +701,6 @@ FAMILIES: dict[str, Family] = {
         counter=opt_params,
     ),
     # initial_context_length: the context before YaRN scaling (a rotary setting)
-    # gpt-oss: q, k, v, o biases with attention_bias (GptOssConfig's, true by default)
     "gpt_oss": F(
         "experts_per_token initial_context_length swiglu_alpha swiglu_limit",
         params=U(
@@ -808,30 +721,18 @@ FAMILIES: dict[str, Family] = {
     ),
     # score_bias: the router's e_score_correction_bias (params._score_bias says when)
     "deepseek_v3": F(
-        groups="mlp moe mla mtp",
-        params=U(
-            **_V3_EXPERTS,
-            defaults=_DEEPSEEK_V3,
-        ),
-        defaults=dict(max_position_embeddings=4096),
+        groups="mlp moe mla mtp", params=U(**_V3_EXPERTS, defaults=_DEEPSEEK_V3), context=4096
     ),
     # Kimi K2 / K2.5's language model is DeepSeek-V3's (vLLM serves kimi_k2 with
     # DeepseekV3ForCausalLM; transformers' kimi_k25 builds DeepseekV3 from the text config)
     "kimi_k2": F(groups="mlp moe mla mtp", params=U(score_bias=True, expert_width=_MOE_WIDTH)),
     # Sarvam-M (MLA): DeepSeek-V3's blocks (transformers builds DeepseekV3ForCausalLM)
     "sarvam_mla": F(
-        groups="mlp moe mla mtp",
-        params=U(
-            **_V3_EXPERTS,
-            defaults=_routed(128, 2048),
-        ),
-        defaults=dict(max_position_embeddings=4096),
+        groups="mlp moe mla mtp", params=U(**_V3_EXPERTS, defaults=_routed(128, 2048)), context=4096
     ),
     # Youtu and MiniCPM3: MLA with a dense MLP, tied by default
     "youtu": F(
-        groups="mlp moe mla mtp",
-        params=dict(defaults=dict(q_lora_rank=1536)),
-        defaults=dict(max_position_embeddings=131072),
+        groups="mlp moe mla mtp", params=dict(defaults=dict(q_lora_rank=1536)), context=131072
     ),
     # A.X K1: DeepSeek-V3's blocks with one more RMSNorm in each MoE block
     "axk1": F(
@@ -842,10 +743,9 @@ FAMILIES: dict[str, Family] = {
             expert_width=_MOE_WIDTH,
             defaults=_routed(192, 2048, q_lora_rank=1536),
         ),
-        defaults=dict(max_position_embeddings=32768),
+        context=32768,
     ),
-    # Sarvam MoE: GLM-4-MoE's blocks (Glm4MoeForCausalLM): q, k, v biases with
-    # attention_bias, q/k RMSNorms with use_qk_norm, the score-correction bias
+    # Sarvam MoE: GLM-4-MoE's blocks (Glm4MoeForCausalLM)
     "sarvam_moe": F(
         groups="mlp moe mtp",
         params=U(**{**_GLM4_MOE, "defaults": _routed(128, 1024, use_qk_norm=True)}),
@@ -854,51 +754,38 @@ FAMILIES: dict[str, Family] = {
     # DBRX (DbrxAttention): d_model / n_heads per head, attn_config.kv_n_heads K/V heads (read
     # by kvcalc.config.families.attention); ffn_config sizes the experts (DbrxFFNConfig: weights)
     "dbrx": F("ffn_config", counter=dbrx_params, kv_heads=dbrx_kv_heads),
-    # GLM-4.7-Flash (Glm4MoeLiteAttention): DeepSeek-V3's MLA, one kv_lora_rank +
-    # qk_rope_head_dim latent per token and layer; rope_interleave orders the rotary pairs
-    # GLM-4.7-Flash (Glm4MoeLiteForCausalLM): DeepSeek-V3's MLA and MoE by mlp_layer_types
-    # with the score-correction bias
+    # GLM-4.7-Flash (Glm4MoeLiteAttention, Glm4MoeLiteForCausalLM): DeepSeek-V3's MLA (one
+    # kv_lora_rank + qk_rope_head_dim latent per token and layer; rope_interleave orders the
+    # rotary pairs) and MoE by mlp_layer_types with the score-correction bias
     "glm4_moe_lite": F(
         "rope_interleave",
         groups="mlp moe mla mtp",
-        params=U(
-            **_SCORED_EXPERTS,
-            defaults=_routed(64, 1536, q_lora_rank=768),
-        ),
-        defaults=dict(max_position_embeddings=202752),
+        params=U(**_SCORED_EXPERTS, defaults=_routed(64, 1536, q_lora_rank=768)),
+        context=202752,
     ),
-    # GLM-4.1V / GLM-4.5V language models (Glm4vTextAttention, Glm4vMoeTextAttention): GQA of
-    # num_key_value_heads x head_dim; mrope places the rotary sections (the K cached is the same)
-    # GLM-4.1V's language model: GLM-4's blocks (q, k, v biases always, four norms)
-    "glm4v_text": F(
-        params=U(qkv_bias=True, norms_per_layer=4),
-        defaults=dict(num_key_value_heads=2, max_position_embeddings=32768),
-    ),
-    # GLM-4.5V's language model: GLM-4.5's blocks without q/k norms, q/k/v biased with
-    # attention_bias (true by default)
+    # GLM-4.1V's language model (Glm4vTextAttention): GQA of num_key_value_heads x head_dim
+    # (mrope places the rotary sections); GLM-4's blocks (q, k, v biases always, four norms)
+    "glm4v_text": F(params=U(qkv_bias=True, norms_per_layer=4), kv=2, context=32768),
+    # GLM-4.5V's language model: GLM-4.5's blocks
     "glm4v_moe_text": F(
         groups="mlp moe mtp",
         params=U(**{**_GLM4_MOE, "qkv_bias_field": ("attention_bias", True), "qk_norm": None}),
     ),
-    # dots.llm1 (Dots1Attention): Qwen3's attention; sliding layers from layer_types (absent,
-    # the class's own rule by max_window_layers: refused by name, Family.layout_by_class_rule)
-    # dots.llm1 (Dots1ForCausalLM): Qwen3's attention, DeepSeek-V3's MoE with the
-    # score-correction bias
-    # Their classes give a window by default and place it by a rule of their own when the file
-    # has no layer_types (layout_by_class_rule refuses that by name): a
-    # file without sliding_window is not read as windowless
+    # dots.llm1 (Dots1Attention, Dots1ForCausalLM): Qwen3's attention, DeepSeek-V3's MoE with
+    # the score-correction bias. Its class gives a window by default and places it by a rule of
+    # its own (max_window_layers) without layer_types, refused by name (layout_by_class_rule):
+    # a file without sliding_window is not read as windowless
     "dots1": F(
         defaults=dict(sliding_window=4096),
         params=U(qk_norm=True, expert_width=_MOE_WIDTH, score_bias="always"),
         layout_by_class_rule=True,
     ),
-    # Command A MoE (Cohere2MoeAttention): Cohere 2's attention, sliding layers by layer_types
-    # (absent: the class's own rule, refused by name); logit_scale scales the logits, the
-    # expert_* and shared_expert_* settings route and combine the experts,
-    # prefix_dense_intermediate_size sizes the dense layers' MLP
-    # Command A MoE (Cohere2MoeForCausalLM): one LayerNorm a layer (weight only), experts
-    # and num_shared_experts shared ones of intermediate_size, dense layers (mlp_layer_types,
-    # else the first first_k_dense_replace) of prefix_dense_intermediate_size; tied
+    # Command A MoE (Cohere2MoeAttention, Cohere2MoeForCausalLM): Cohere 2's attention, sliding
+    # layers by layer_types (absent: the class's rule, refused by name); one LayerNorm a layer
+    # (weight only), experts and num_shared_experts shared ones of intermediate_size, dense
+    # layers (mlp_layer_types, else the first first_k_dense_replace) of
+    # prefix_dense_intermediate_size; tied. logit_scale scales the logits, the expert_* and
+    # shared_expert_* settings route and combine the experts
     "cohere2_moe": F(
         """
             expert_selection_fn logit_scale prefix_dense_intermediate_size
@@ -913,13 +800,11 @@ FAMILIES: dict[str, Family] = {
         ),
         layout_by_class_rule=True,
     ),
-    # AFMoE (Arcee Trinity, AfmoeAttention): GQA with a sigmoid output gate (weights), sliding
-    # layers by layer_types (absent: global_attn_every_n_layers' rule, refused by name where a
-    # window is given); num_dense_layers picks the dense MLP layers, route_scale scales the
-    # router's weights, mup_enabled scales the embeddings
-    # AFMoE (Arcee Trinity): an unbiased output gate of q width, q/k RMSNorms, four norms a
-    # layer, experts with num_shared_experts and the expert_bias (a parameter) after the
-    # first num_dense_layers dense layers
+    # AFMoE (Arcee Trinity, AfmoeAttention): GQA with an unbiased sigmoid output gate of q
+    # width, q/k RMSNorms, four norms a layer, sliding layers by layer_types (absent:
+    # global_attn_every_n_layers' rule, refused by name where a window is given), experts with
+    # num_shared_experts and the expert_bias (a parameter) after the first num_dense_layers
+    # dense layers; route_scale scales the router's weights, mup_enabled the embeddings
     "afmoe": F(
         "global_attn_every_n_layers mup_enabled num_dense_layers route_scale",
         defaults=dict(sliding_window=1024, max_position_embeddings=16384),
@@ -935,46 +820,31 @@ FAMILIES: dict[str, Family] = {
         ),
         layout_by_class_rule=True,
     ),
-    # GLM-4.5 / 4.6 / 4.7 (Glm4MoeAttention): standard GQA attention of num_key_value_heads x
-    # head_dim; use_qk_norm places RMSNorm weights on q and k, partial_rotary_factor rotates part
-    # of each head (the whole head is cached), first_k_dense_replace picks the dense MLP layers,
-    # num_nextn_predict_layers the MTP drafter's layers (not in the main model's cache)
-    # GLM-4.5 / 4.6 / 4.7 (Glm4MoeForCausalLM): q, k, v biases with attention_bias, q/k
-    # RMSNorms with use_qk_norm, experts with n_shared_experts and the score-correction
-    # bias after first_k_dense_replace dense layers (its MTP layer is the drafter's)
-    "glm4_moe": F(
-        groups="mlp moe mtp",
-        params=U(**_GLM4_MOE),
-    ),
-    # index_n_heads, index_topk and the indexer's rotary and top-k settings change which
-    # tokens are attended, not the indexer keys cached (one index_head_dim key per token)
+    # GLM-4.5 / 4.6 / 4.7 (Glm4MoeAttention, Glm4MoeForCausalLM): GQA of num_key_value_heads x
+    # head_dim, q, k, v biases with attention_bias, q/k RMSNorms with use_qk_norm,
+    # partial_rotary_factor rotating part of each head (the whole head is cached), experts
+    # with n_shared_experts and the score-correction bias after first_k_dense_replace dense
+    # layers; num_nextn_predict_layers MTP layers are the drafter's (not in the cache)
+    "glm4_moe": F(groups="mlp moe mtp", params=U(**_GLM4_MOE)),
     # DeepSeek sparse attention: DeepSeek-V3's blocks plus the indexer's projections in every
     # layer (transformers' GlmMoeDsaIndexer and DeepseekV32Indexer: wq_b, wk, k_norm,
-    # weights_proj)
+    # weights_proj); index_n_heads, index_topk and the indexer's rotary and top-k settings
+    # change which tokens are attended, not the one index_head_dim key cached per token
     "deepseek_v32": F(
         _DSA_OWN,
         groups="mlp moe mla mtp",
-        params=U(
-            indexer=True,
-            **_V3_EXPERTS,
-            defaults=_DEEPSEEK_V3,
-        ),
-        defaults=dict(max_position_embeddings=163840),
+        params=U(indexer=True, **_V3_EXPERTS, defaults=_DEEPSEEK_V3),
+        context=163840,
     ),
     "glm_moe_dsa": F(
         _DSA_OWN,
         groups="mlp moe mla mtp",
-        params=U(
-            indexer=True,
-            **_V3_EXPERTS,
-            defaults={**_DEEPSEEK_V3, "q_lora_rank": 2048},
-        ),
-        defaults=dict(max_position_embeddings=202752),
+        params=U(indexer=True, **_V3_EXPERTS, defaults={**_DEEPSEEK_V3, "q_lora_rank": 2048}),
+        context=202752,
     ),
-    # no_rope_layers: superseded by layer_types when the config has it (as transformers does)
-    # Llama 4's language model: MoE layers by moe_layers (or interleave_moe_layer_step),
-    # experts of intermediate_size with one shared expert, dense layers of
-    # intermediate_size_mlp, weightless L2 q/k norms
+    # Llama 4's language model: MoE layers by moe_layers (or interleave_moe_layer_step), experts
+    # of intermediate_size with one shared expert, dense layers of intermediate_size_mlp,
+    # weightless L2 q/k norms; no_rope_layers superseded by layer_types (as in transformers)
     "llama4_text": F(
         "for_llm_compressor intermediate_size_mlp moe_layers no_rope_layer_interval use_qk_norm",
         params=U(
@@ -990,33 +860,25 @@ FAMILIES: dict[str, Family] = {
     ),
     "qwen3_next": F(
         groups="mlp moe mtp",
-        params=U(
-            **_QWEN3_NEXT,
-            expert_width=_MOE_WIDTH,
-            defaults=_shared_expert(512, 512, 512),
-        ),
+        params=U(**_QWEN3_NEXT, expert_width=_MOE_WIDTH, defaults=_shared_expert(512, 512, 512)),
         defaults=dict(num_key_value_heads=2, max_position_embeddings=32768, head_dim=256),
     ),
     # EXAONE 4 and EXAONE 4.5's language model (text_config "exaone4_5_text", which transformers
-    # 5.24 renames exaone4: Exaone4_5_Config.__post_init__, so both spellings read alike):
-    # EXAONE 4's layers plus the MTP layer vLLM's exaone4_5_mtp.py runs as the drafter, and the
-    # wrapper's image and video token ids where a text config repeats them; reorder_qk_norm
-    # places the norms (weights)
-    # EXAONE 4 and EXAONE 4.5's language model: per-head q/k RMSNorms, and the two norms after
-    # attention and after the MLP (Exaone4DecoderLayer)
+    # 5.24 renames exaone4: Exaone4_5_Config.__post_init__): EXAONE 4's layers (per-head q/k
+    # RMSNorms, two norms after attention and the MLP: Exaone4DecoderLayer; reorder_qk_norm
+    # places them) plus the MTP layer vLLM's exaone4_5_mtp.py runs as the drafter, and the
+    # wrapper's image and video token ids where a text config repeats them
     "exaone4": _EXAONE4,
     "exaone4_5_text": _EXAONE4,
-    # MiMo (XiaomiMiMo/MiMo-7B): Qwen2's decoder (vLLM's mimo.py builds MiMoModel on Qwen2Model)
-    # with num_nextn_predict_layers MTP layers that the main model neither runs nor caches
+    # MiMo (XiaomiMiMo/MiMo-7B): Qwen2's blocks (vLLM's mimo.py builds MiMoModel on Qwen2Model)
+    # with num_nextn_predict_layers MTP layers the main model neither runs, caches nor counts
     # (vLLM's mimo_mtp.py runs them as the drafter); use_mrope false is plain RoPE
-    # MiMo (7B): Qwen2's blocks (vLLM's mimo.py); its MTP layers are the drafter's, not counted
     "mimo": F("use_mrope", groups="mlp moe mtp", params=U(qkv_bias=True)),
-    # MiniMax-M2 / M2.5: standard GQA attention and MoE (vLLM's minimax_m2.py). rotary_dim is the
-    # rotary part of each head; qk_norm_type places the q/k RMSNorm (weights); use_routing_bias
-    # adds the router's score-correction bias; shared_intermediate_size 0 is no shared expert;
-    # the MTP modules (num_mtp_modules of mtp_transformer_layers layers) are the drafter's
-    # MiniMax-M2: q/k RMSNorm over the whole projection (qk_norm_type "per_layer"), every layer
-    # MoE, and the router's score-correction bias where use_routing_bias (vLLM's minimax_m2.py)
+    # MiniMax-M2 / M2.5 (vLLM's minimax_m2.py): GQA, every layer MoE; rotary_dim is the rotary
+    # part of each head; qk_norm_type "per_layer" puts q/k RMSNorms over the whole projection;
+    # use_routing_bias adds the router's score-correction bias; shared_intermediate_size 0 is
+    # no shared expert; the MTP modules (num_mtp_modules x mtp_transformer_layers) are the
+    # drafter's
     "minimax_m2": F(
         "qk_norm_type rotary_dim shared_intermediate_size use_routing_bias",
         groups="mlp moe mtp",
@@ -1038,11 +900,7 @@ FAMILIES: dict[str, Family] = {
     "qwen3_5_moe_text": F(
         "attn_output_gate output_gate_type",
         groups="mlp moe mtp",
-        params=U(
-            **_QWEN3_NEXT,
-            expert_width=_MOE_WIDTH,
-            defaults=_shared_expert(256, 512, 512),
-        ),
+        params=U(**_QWEN3_NEXT, expert_width=_MOE_WIDTH, defaults=_shared_expert(256, 512, 512)),
         aliases="qwen3_5_moe",
         defaults=dict(num_key_value_heads=2, max_position_embeddings=32768, head_dim=256),
     ),
@@ -1055,53 +913,35 @@ FAMILIES: dict[str, Family] = {
         aliases="qwen3_5",
         defaults=dict(num_key_value_heads=4, max_position_embeddings=32768),
     ),
-    # MiniMax: the post-norm alphas and betas scale the residual stream; rotary_dim is the
-    # rotary part of each head (the whole head is cached)
-    # lightning attention's compute block and the residual scalings
     # MiniMax-Text-01 / MiniMax-M1: lightning-attention and softmax-attention layers, every
-    # layer MoE (experts of intermediate_size); transformers' MiniMax builds no shared
-    # expert, vLLM's minimax_text_01.py one of shared_intermediate_size: refused unless 0
+    # layer MoE (experts of intermediate_size); transformers' MiniMax builds no shared expert,
+    # vLLM's minimax_text_01.py one of shared_intermediate_size: refused unless 0. The
+    # post-norm alphas and betas scale the residual stream, block_size is lightning
+    # attention's compute block, rotary_dim the rotary part of each head
     "minimax": F(
-        _MINIMAX_OWN,
-        params=U(**_MINIMAX, defaults=dict(num_local_experts=8)),
-        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
+        _MINIMAX_OWN, params=U(**_MINIMAX, defaults=dict(num_local_experts=8)), kv=8, context=131072
     ),
-    "minimax_m1": F(
-        _MINIMAX_OWN,
-        params=U(**_MINIMAX),
-    ),
-    # OLMo hybrid: Gated DeltaNet's gate and step-size ranges (numerics of the recurrence)
+    "minimax_m1": F(_MINIMAX_OWN, params=U(**_MINIMAX)),
     # OLMo Hybrid: OLMo 3's attention layers and Gated DeltaNet layers (q, k, v, a, b, g
-    # projections apart: Qwen3-Next's counts)
+    # projections apart: Qwen3-Next's counts); linear_*: the gate and step-size ranges
     "olmo_hybrid": F(
         """
             linear_a_log_max linear_a_log_min linear_allow_neg_eigval linear_dt_init_floor
             linear_dt_max linear_dt_min
         """,
         params=U(qk_norm="full"),
-        defaults=dict(max_position_embeddings=65536),
+        context=65536,
     ),
     # Phi-4-multimodal's language model: Phi-3's blocks (its vision and audio embedders,
     # kept inside its model, are not counted)
-    "phi4_multimodal": F(
-        "audio_config",
-        groups="mlp moe vision",
-        params=U(),
-        defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
-    ),
+    "phi4_multimodal": F("audio_config", groups="mlp moe vision", params=U(), kv=8, context=131072),
     # Laguna (poolside; transformers' LagunaConfig, vLLM's laguna.py): layer_types full or
-    # sliding, num_attention_heads_per_layer read by the reader (query heads only). gating sizes
-    # the softplus output gate g_proj (per head or per element: weights); the moe_* settings
-    # scale, soft-cap and score the router, or move its weights onto the input (numbers of the
-    # forward pass); swa_rope_parameters is the older spelling of the sliding layers' rotary
-    # Laguna: a gate per query head with gating (true by default), q/k RMSNorms, per-layer
-    # query heads, MoE by mlp_layer_types with an ungated shared MLP and the
-    # score-correction bias (a parameter)
-    # num_attention_heads_per_layer sets each layer's query heads and nothing else
-    # (transformers' LagunaAttention(config, layer_idx, num_heads): q_proj and o_proj are
-    # num_heads x head_dim, k_proj and v_proj num_key_value_heads x head_dim on every layer;
-    # vLLM's laguna.py passes the same num_kv_heads to every layer's Attention). Query heads size
-    # only the attention FLOPs (Layer.q_heads).
+    # sliding; a gate per query head with gating (true by default; per element: weights),
+    # q/k RMSNorms, MoE by mlp_layer_types with an ungated shared MLP and the score-correction
+    # bias. num_attention_heads_per_layer sets each layer's query heads only (LagunaAttention:
+    # k_proj and v_proj are num_key_value_heads x head_dim on every layer, as vLLM's
+    # Attention): they size only the attention FLOPs (Layer.q_heads). The moe_* settings are
+    # numbers of the router; swa_rope_parameters is the sliding layers' older rotary spelling
     "laguna": F(
         """
             gating moe_apply_router_weight_on_input moe_routed_scaling_factor
@@ -1121,20 +961,12 @@ FAMILIES: dict[str, Family] = {
         query_heads_per_layer=True,
         defaults=dict(num_key_value_heads=8, max_position_embeddings=131072),
     ),
-    # Hunyuan (Tencent's remote code, model_type "hunyuan": configuration_hunyuan.py and
-    # modeling_hunyuan.py of Tencent-Hunyuan/Hunyuan-A13B; vLLM's hunyuan_v1.py). The switches
-    # use_cla and use_mla are read by the reader (kvcalc.config.families.decoder). The rest:
-    # - MoE in its own names, per-layer lists or numbers: num_shared_expert, use_mixed_mlp_moe
-    # (a shared MLP beside the experts), moe_drop_tokens, moe_random_routing_dropped_token
-    # (training-time capacity), moe_layer_num_skipped, group_limited_greedy (routing)
-    # - the vision tower and its tokens (vit_*, anyres_*, num_media_embeds: image tokens are
-    # prompt tokens, cached as any other), the special token ids, org_vocab_size (the
-    # vocabulary before padding)
-    # - the sequence-classification head (add_classification_head, class_num, pool_type,
-    # dense_list) that a causal LM does not run
-    # - rotary settings: use_rotary_pos_emb, position_embedding_xdrope, xdrope_section (which
-    # dimensions rotate; the K cached is the same size)
-    # parameters: Tencent's remote code (no transformers class to check a count against)
+    # Hunyuan (Tencent's remote code: configuration_hunyuan.py and modeling_hunyuan.py of
+    # Tencent-Hunyuan/Hunyuan-A13B; vLLM's hunyuan_v1.py): use_cla and use_mla are read by
+    # hunyuan_switches; its own MoE names (num_shared_expert, use_mixed_mlp_moe, the training
+    # capacity and routing settings), the vision tower and its tokens (image tokens are prompt
+    # tokens), special token ids, org_vocab_size, the classification head and the rotary
+    # settings change no cache. No transformers class to check a parameter count against
     "hunyuan": F(
         """
             add_classification_head anyres_pooling_size anyres_vit_max_image_size
@@ -1155,12 +987,10 @@ FAMILIES: dict[str, Family] = {
         defaults=dict(mamba_expand=2, num_key_value_heads=8, max_position_embeddings=262144),
         params=U(defaults=dict(num_experts=16, expert_layer_period=2, expert_layer_offset=1)),
     ),
-    # GPT-Neo (kvcalc.config.families.attention): the MLP and the tied embeddings; the summary_*
-    # settings (GPT-2's sequence-summary head, still written by older GPT-Neo files such as
-    # TinyStories') size a classification head a causal LM does not run; gradient_checkpointing
-    # recomputes activations in training
-    # GPT-Neo: learned positions, LayerNorms with biases, unbiased q, k, v with a biased
-    # out_proj, a plain biased MLP (intermediate_size, 4 x hidden when null); tied
+    # GPT-Neo (kvcalc.config.families.attention): learned positions, LayerNorms with biases,
+    # unbiased q, k, v with a biased out_proj, a plain biased MLP (intermediate_size, 4 x
+    # hidden when null); tied. summary_* (GPT-2's sequence-summary head, in older files such
+    # as TinyStories') and gradient_checkpointing: no cache
     "gpt_neo": F(
         """
             gradient_checkpointing summary_activation summary_first_dropout summary_proj_to_labels
@@ -1183,7 +1013,7 @@ FAMILIES: dict[str, Family] = {
         groups="mlp moe mamba",
         reader=bamba_layers,
         counter=bamba_params,
-        defaults=dict(max_position_embeddings=262144),
+        context=262144,
     ),
     # expand: NemotronHMixer sizes its inner width as mamba_num_heads x mamba_head_dim.
     # mamba_ssm_cache_dtype is no default here: transformers' NemotronHConfig says float32, but
@@ -1197,12 +1027,9 @@ FAMILIES: dict[str, Family] = {
         """,
         groups="mlp moe mamba mtp",
         counter=nemotron_h_params,
-        defaults=dict(
-            num_key_value_heads=8,
-            max_position_embeddings=4096,
-            mamba_head_dim=64,
-            n_groups=8,
-        ),
+        kv=8,
+        context=4096,
+        defaults=dict(mamba_head_dim=64, n_groups=8),
     ),
     "nemotron-nas": F(uncountable=_PER_LAYER_MLP),
     "gemma4_unified_text": F(
@@ -1213,14 +1040,14 @@ FAMILIES: dict[str, Family] = {
     ),
     "gemma4_text": F(
         _GEMMA4_OWN,
+        kv=4,
+        context=131072,
         defaults=dict(
             sliding_window_pattern=6,
             last_layer_full=True,
             sliding_window=512,
             global_head_dim=512,
-            num_key_value_heads=4,
             head_dim=256,
-            max_position_embeddings=131072,
         ),
         counter=gemma4_params,
         aliases="gemma4",
@@ -1235,33 +1062,24 @@ FAMILIES: dict[str, Family] = {
         """,
         counter=gemma3n_params,
         aliases="gemma3n",
-        defaults=dict(
-            num_key_value_heads=2, max_position_embeddings=32768, num_kv_shared_layers=15
-        ),
+        kv=2,
+        context=32768,
+        defaults=dict(num_kv_shared_layers=15),
     ),
-    # MiMo-V2: the sink biases are learned logits and attention_value_scale scales V (no cache
-    # shape); vLLM's mimo_v2_flash.py does not use attention_chunk_size
-    # MiMo-V2 files name model_type mimo_v2 for the architecture transformers ships as
-    # mimo_v2_flash (one reader reads both): counted as it is
-    "mimo_v2": F(
-        _MIMO_V2_OWN,
-        params=_MIMO_V2,
-    ),
-    # MiMo-V2-Flash: sinks on the sliding layers, per-layer K/V heads, V narrower than K,
-    # MoE by mlp_layer_types with the score-correction bias
+    # MiMo-V2 (mimo_v2 files, transformers' mimo_v2_flash: one reader): the sink biases are
+    # learned logits, attention_value_scale scales V; vLLM ignores attention_chunk_size
+    "mimo_v2": F(_MIMO_V2_OWN, params=_MIMO_V2),
     "mimo_v2_flash": F(
         _MIMO_V2_OWN,
         params=_MIMO_V2,
         layout_by_class_rule=True,
-        defaults=dict(
-            num_key_value_heads=4, max_position_embeddings=131072, head_dim=192, v_head_dim=128
-        ),
+        kv=4,
+        context=131072,
+        defaults=dict(head_dim=192, v_head_dim=128),
     ),
-    # LFM2: block_* size the gated MLP; conv_bias is the short convolution's bias
-    # conv_dim_out: the conv block's output projection (weights); use_pos_enc: RoPE
-    # on or off (the K/V cached are the same size either way)
-    # The new families' config-class defaults, so that a file that leaves them out is read as
-    # transformers reads it and the assumptions say so (transformers 5.24's config classes)
+    # LFM2 (transformers 5.24's config-class defaults): block_* size the gated MLP, conv_bias
+    # and conv_dim_out are the short convolution's weights, use_pos_enc turns RoPE on or off
+    # (the K/V cached are the same size either way)
     "lfm2": F(
         _LFM2_OWN,
         defaults=dict(conv_L_cache=3, num_key_value_heads=8, max_position_embeddings=128000),
@@ -1283,28 +1101,18 @@ FAMILIES: dict[str, Family] = {
             ssm_out_multiplier
         """,
         groups="mlp moe mamba",
-        defaults=dict(
-            mamba_d_conv=4,
-            mamba_n_groups=1,
-            mamba_expand=2,
-            num_key_value_heads=8,
-            max_position_embeddings=8192,
-        ),
+        kv=8,
+        context=8192,
+        defaults=dict(mamba_d_conv=4, mamba_n_groups=1, mamba_expand=2),
         reader=falcon_h1_layers,
         counter=falcon_h1_params,
     ),
-    # Kimi-Linear: expert grouping and routing (MoE), its own names for them
-    # mla_use_nope: the MLA layers skip RoPE, yet vLLM (kimi_linear.py) and transformers still
-    # cache the kv_lora_rank latent and the qk_rope_head_dim key part
-    # Kimi K3 (its text config is kimi_linear; vLLM's kimi_linear.py as served for K3):
-    # mla_use_output_gate adds a sigmoid g_proj (hidden -> heads x v_head_dim) on the MLA
-    # output, weights only (MLAModules g_proj); routed_expert_hidden_size and
-    # latent_moe_use_norm are the latent MoE (routed experts run in a down-projected width,
-    # routed_expert_down_proj / routed_expert_norm / routed_expert_up_proj); activation_situ_*
-    # are the SiTU activation's constants (SituAndMul); attn_res_block_size is Attention
-    # Residuals: each layer mixes the block summaries of earlier layers of the same token, a
-    # buffer of tokens x blocks x hidden allocated per forward pass (KimiLinearModel.forward's
-    # block_residual) that no request keeps between steps, so no cache
+    # Kimi-Linear and Kimi K3 (vLLM's kimi_linear.py): its own MoE grouping and routing names;
+    # mla_use_nope MLA layers skip RoPE yet cache the kv_lora_rank latent and the rope key;
+    # mla_use_output_gate adds a sigmoid g_proj on the MLA output and
+    # routed_expert_hidden_size / latent_moe_use_norm a latent MoE (weights only);
+    # activation_situ_* are SiTU's constants; attn_res_block_size (Attention Residuals) mixes
+    # block summaries in a per-forward-pass buffer no request keeps (KimiLinearModel.forward)
     "kimi_linear": F(
         """
             activation_situ_beta activation_situ_linear_beta attn_res_block_size kda_lower_bound
@@ -1317,9 +1125,9 @@ FAMILIES: dict[str, Family] = {
         reader=kimi_linear_layers,
         counter=kimi_linear_params,
     ),
-    # Llama 3.2 Vision's language model: Llama's layers and, at cross_attention_layers,
-    # cross-attention over the image (q/k norms, two gates); 8 more embedding rows
-    # MllamaTextConfig's cross-attention layers when the file leaves them out
+    # Llama 3.2 Vision's language model: Llama's layers and, at cross_attention_layers
+    # (MllamaTextConfig's default), cross-attention over the image (q/k norms, two gates);
+    # 8 more embedding rows
     "mllama_text_model": F(
         groups="mlp vision",
         defaults=dict(cross_attention_layers=[3, 8, 13, 18, 23, 28, 33, 38]),
@@ -1332,7 +1140,7 @@ FAMILIES: dict[str, Family] = {
         groups="mlp mla",
         reader=minicpm3_layers,
         params=dict(mlp_bias="mlp_bias", defaults=dict(q_lora_rank=768)),
-        defaults=dict(max_position_embeddings=32768),
+        context=32768,
     ),
     # RecurrentGemma: initialisation variances and the logits' soft cap
     "recurrent_gemma": F(

@@ -16,8 +16,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["GENERATION_SETTINGS", "NEVER_CACHE", "GROUPS", "OFF_VALUES", "Family", "understood"]
-
 
 def _names(text: str) -> frozenset[str]:
     """Field names separated by white space; ``#`` starts a comment to the end of its line."""
@@ -29,19 +27,17 @@ class Family:
     """What kvcalc knows about one ``model_type`` (one record in ``table.FAMILIES``).
 
     - ``groups`` / ``irrelevant``: the shared field groups its reader understands, and its own
-      fields that cannot change its cache (each with the reason where the record is declared);
-    - ``defaults``: transformers' config-class defaults of the fields a config.json may omit;
-    - ``layout`` (a layout of its own, without the attention geometry), ``reader`` (its layers
-      from fields of its own) or neither (the standard decoder); ``checks``: switches checked
-      before the standard decoder; ``kv_heads``: its own K/V-head rule; ``bidirectional``: the
-      use_bidirectional_attention value that keeps a causal decoder's cache;
-      ``layout_by_class_rule``: its class places sliding layers by
-      a rule of its own when ``layer_types`` is absent (refused by name);
-      ``query_heads_per_layer``: ``num_attention_heads_per_layer`` sets query heads only;
-    - the parameter count: ``params`` (the generic counter's entry, kvcalc.config.params),
-      ``counter`` (a function of its own) or ``uncountable`` (why there is none);
-    - ``aliases``: the ``model_type`` names of a text config read as this family;
-      ``wrapper``: a wrapper whose whole config (no text_config) is this family's.
+      fields that cannot change its cache; ``defaults``: its config class's defaults;
+    - ``layout`` (without the attention geometry), ``reader`` or neither (the standard decoder);
+      ``checks``: switches checked before it; ``kv_heads``: its own K/V-head rule;
+      ``bidirectional``: the use_bidirectional_attention value that keeps a causal cache;
+      ``layout_by_class_rule``: without ``layer_types`` its class places sliding layers by a rule
+      of its own (refused by name); ``query_heads_per_layer``: ``num_attention_heads_per_layer``
+      sets query heads only;
+    - the parameter count: ``params`` (the generic counter's entry), ``counter`` (a function of
+      its own) or ``uncountable`` (why there is none);
+    - ``aliases``: text-config ``model_type`` names read as this family; ``wrapper``: a wrapper
+      whose whole config (no text_config) is this family's.
     """
 
     groups: tuple[str, ...] = ("mlp", "moe")
@@ -187,17 +183,12 @@ GROUPS: dict[str, frozenset[str]] = {
         _num_mtp_layers mtp_share_layers
         """
     ),
-    # An EAGLE-1 / EAGLE-3 draft head written as a Llama config (architectures
-    # LlamaForCausalLMEagle3, Eagle3LlamaForCausalLM, ...; num_hidden_layers 1): fields that size
-    # the head's fusion layer and vocabulary, never its cache. vLLM's llama_eagle3.py caches
-    # num_hidden_layers LlamaAttention layers of num_key_value_heads x head_dim (its
-    # LlamaDecoderLayer) whatever they say: draft_vocab_size / truncated_vocab_size size the
-    # lm_head and draft_id_to_target_id; target_hidden_size, num_aux_hidden_states and the aux
-    # layer ids size the fc over the target's hidden states (fc_input_size); norm_before_fc,
-    # norm_before_residual, fc_norm, norm_output and the layernorm switches place RMSNorms;
-    # eagle_fc_bias is the fc's bias; has_lm_head whether the head has its own lm_head;
-    # parallel_draft_step how many tokens one draft step proposes (each still one K/V per token
-    # and layer). eagle_config is read apart, key by key (kvcalc.config.families.decoder).
+    # An EAGLE-1 / EAGLE-3 draft head written as a Llama config (LlamaForCausalLMEagle3, ...):
+    # vLLM's llama_eagle3.py caches num_hidden_layers LlamaAttention layers of
+    # num_key_value_heads x head_dim whatever these say; they size the lm_head and
+    # draft_id_to_target_id, the fc over the target's hidden states (fc_input_size), its bias and
+    # RMSNorms, or say how many tokens one draft step proposes (each one K/V per token and layer).
+    # eagle_config is read apart, key by key (kvcalc.config.families.decoder).
     "eagle": _names(
         """
         draft_vocab_size truncated_vocab_size target_hidden_size num_aux_hidden_states

@@ -25,6 +25,7 @@ from .blocks import (
     norm_width,
     state_params,
     switch,
+    top_k,
 )
 from .blocks import tied_head as _tied
 
@@ -59,31 +60,20 @@ def count_parameters(f: Fields, fam: Family | None, layers: list, geo: Geometry)
         vocab = f.int("padded_vocab_size" if model_type == "chatglm" else "vocab_size")
     except ValueError as exc:
         return ParamReading(error=str(exc))
-    if family.get("defaults"):
-        # the family's config-class defaults of the fields only the count reads, for this count
-        cache_defaults = f.defaults
-        f.defaults = {**family["defaults"], **cache_defaults}
-        try:
-            return _generic(f, family, layers, hidden, vocab)
-        finally:
-            f.defaults = cache_defaults
+    # the family's config-class defaults of the fields only the count reads, for this count
+    cache_defaults = f.defaults
+    f.defaults = {**family.get("defaults", {}), **cache_defaults}
     try:
         if special:
             moe, params = special(f, layers, geo, hidden, vocab)
-            _check_total(params)
-            return ParamReading(moe=moe, params=params, vocab=vocab)
-    except ValueError as exc:
-        return ParamReading(vocab=vocab, error=str(exc))
-    return _generic(f, family, layers, hidden, vocab)
-
-
-def _generic(f: Fields, family: dict, layers: list, hidden: int, vocab: int) -> ParamReading:
-    try:
-        moe = _moe(f, hidden, len(layers), family)
-        params = _count_params(f, family, layers, moe, hidden, vocab)
+        else:
+            moe = _moe(f, hidden, len(layers), family)
+            params = _count_params(f, family, layers, moe, hidden, vocab)
         _check_total(params)
     except ValueError as exc:
         return ParamReading(vocab=vocab, error=str(exc))
+    finally:
+        f.defaults = cache_defaults
     return ParamReading(moe=moe, params=params, vocab=vocab)
 
 
@@ -191,11 +181,7 @@ def _moe(f: Fields, hidden: int, n: int, family: dict) -> MoE | None:
     if e is None or e in (0, 1):
         return None
     e = f.int(*_EXPERTS)
-    k = f.int(*_TOP_K)
-    if k > e:
-        raise ValueError(
-            f"config field 'num_experts_per_tok' ({k}) exceeds the number of experts ({e})"
-        )
+    k = top_k(f.int(*_TOP_K), e)
     inter = f.int(*family.get("expert_width", ("moe_intermediate_size", "intermediate_size")))
     per_expert = 3 * hidden * inter
     if family.get("expert_bias"):

@@ -11,6 +11,9 @@ from ...core.model import MoE, ParamCounts, RecurrentState
 from ...core.text import short as _short
 from ..fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields
 
+# What a family's own parameter counter returns: its MoE (None without experts) and counts
+Counted = tuple[MoE | None, ParamCounts]
+
 
 def switch(f: Fields, family: dict, key: str, default: bool | str = False) -> bool:
     """A family's switch: True or False as the entry says, or the value of the config field it
@@ -253,20 +256,19 @@ def dense_mlp(f: Fields, family: dict, hidden: int, required: bool) -> int:
 
 
 def biased_moe(
-    experts: int, top_k: int, per_expert: int, layers: int, per_shared: int, hidden: int
-) -> tuple[MoE, int, int, int]:
+    experts: int, k: int, per_expert: int, layers: int, per_shared: int, hidden: int
+) -> tuple[MoE, tuple[int, int, int]]:
     """A mixture of experts whose router keeps a bias per expert (Nemotron-H, Kimi-Linear: the
     checkpoint's e_score_correction_bias): the MoE, and its routed, shared and router
     parameters over ``layers`` MoE layers."""
     moe = MoE(
         num_experts=experts,
-        top_k=top_k,
+        top_k=k,
         expert_params=per_expert,
         layers=layers,
         shared_params_per_layer=per_shared,
     )
-    return (
-        moe,
+    return moe, (
         layers * experts * per_expert,
         layers * per_shared,
         layers * (experts * hidden + experts),
@@ -301,19 +303,36 @@ def never_tied(f: Fields, model_class: str) -> bool:
     return False
 
 
-def dense_counts(
-    hidden: int, vocab: int, tied: bool, *, attention: int, mlp: int, norms: int, other: int = 0
+def counts(
+    hidden: int,
+    vocab: int,
+    tied: bool,
+    *,
+    attention: int,
+    mlp: int,
+    norms: int,
+    other: int = 0,
+    experts: tuple[int, int, int] = (0, 0, 0),
 ) -> ParamCounts:
-    """The counts of a model without experts."""
+    """The counts of a model whose embedding and (untied) head are vocab x hidden; ``experts``:
+    its routed experts, shared experts and router."""
+    routed, shared, router = experts
     return ParamCounts(
         embedding=vocab * hidden,
         lm_head=0 if tied else vocab * hidden,
         attention=attention,
         mlp=mlp,
-        routed_experts=0,
-        shared_experts=0,
-        router=0,
+        routed_experts=routed,
+        shared_experts=shared,
+        router=router,
         norms=norms,
         other=other,
         tied=tied,
     )
+
+
+def top_k(k: int, experts: int, field: str = "num_experts_per_tok") -> int:
+    """``k`` experts per token, refused when over the ``experts`` there are."""
+    if k > experts:
+        raise ValueError(f"config field '{field}' ({k}) exceeds the number of experts ({experts})")
+    return k

@@ -1,28 +1,18 @@
 """Parameter counters of the attention-only families whose blocks the generic counter
-(kvcalc.config.params) does not describe: Gemma 4, Gemma 3n, MPT, OPT, GPT-NeoX-Japanese,
-ChatGLM and DBRX, one function each, checked against transformers 5.24's own model on the meta
-device, or by hand from vLLM's model file where transformers ships none (ChatGLM)."""
+(kvcalc.config.params) does not describe: Gemma 4, Gemma 3n, MPT, OPT, GPT-NeoX-Japanese, ChatGLM
+and DBRX, one function each, checked against transformers 5.24's own model on the meta device, or
+by hand from vLLM's model file where transformers ships none (ChatGLM). What each counts, term by
+term: docs/families.md."""
 
 from __future__ import annotations
 
-from ...core.model import MoE, ParamCounts
+from ...core.model import MoE
 from ..fields import Fields, Geometry
-from .blocks import dense_counts, never_tied, qkvo, tied_head
+from .blocks import Counted, counts, never_tied, qkvo, tied_head, top_k
 
 
-def gemma4_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
-    """Gemma 4's language model as transformers 5.24 builds it (Gemma4TextModel): in every
-    layer q and o projections over the layer's own heads and head size (global_head_dim on the
-    full layers), a q RMSNorm, and, unless the layer reads another's cache
-    (num_kv_shared_layers), k and v projections with a k RMSNorm (no v_proj on full layers with
-    attention_k_eq_v: V is K); four RMSNorms and a GeGLU MLP, twice as wide on the KV-shared
-    layers with use_double_wide_mlp; with enable_moe_block a router (a scale over hidden, one
-    scale per expert, a projection) and experts of moe_intermediate_size beside the dense MLP,
-    with three more RMSNorms; with hidden_size_per_layer_input (Gemma 4 E2B / E4B) the per-layer
-    input embeddings, their projection and norm, and in every layer a gate, a projection and a
-    norm. No biases (attention_bias true is refused)."""
+def gemma4_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
+    """Gemma 4's language model as transformers 5.24 builds it (Gemma4TextModel)."""
     if f.bool("attention_bias", False):
         raise ValueError(
             "config field 'attention_bias' is true: the parameter counter knows Gemma 4 "
@@ -51,11 +41,7 @@ def gemma4_params(
         _unified_without_gemma4_extras(f)
     if f.bool("enable_moe_block", False):
         experts = f.int("num_experts")
-        k = f.int("top_k_experts")
-        if k > experts:
-            raise ValueError(
-                f"config field 'top_k_experts' ({k}) exceeds the number of experts ({experts})"
-            )
+        k = top_k(f.int("top_k_experts"), experts, "top_k_experts")
         per_expert = 3 * hidden * f.int("moe_intermediate_size", "expert_intermediate_size")
         moe = MoE(num_experts=experts, top_k=k, expert_params=per_expert, layers=n)
         routed = n * experts * per_expert
@@ -71,17 +57,15 @@ def gemma4_params(
         other = table * n * per_layer + n * per_layer * hidden + per_layer
         other += n * (2 * hidden * per_layer + hidden)
     tied = tied_head(f, True)  # Gemma4TextConfig's default: tied
-    return moe, ParamCounts(
-        embedding=vocab * hidden,
-        lm_head=0 if tied else vocab * hidden,
+    return moe, counts(
+        hidden,
+        vocab,
+        tied,
         attention=attention,
         mlp=mlp,
-        routed_experts=routed,
-        shared_experts=0,
-        router=router,
         norms=norms,
         other=other,
-        tied=tied,
+        experts=(routed, 0, router),
     )
 
 
@@ -100,20 +84,8 @@ def _unified_without_gemma4_extras(f: Fields) -> None:
         )
 
 
-def gemma3n_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
-    """Gemma 3n's language model (transformers' Gemma3nForCausalLM / Gemma3nTextModel): every
-    layer q_proj, q_norm and o_proj, and, unless it reads another layer's cache
-    (num_kv_shared_layers), k_proj, v_proj and k_norm (v_norm has no weight), the projections
-    biased with attention_bias; a GeGLU MLP of
-    its own intermediate_size (a list or one width); four RMSNorms; AltUp (correct_output_scale,
-    correction_coefs of altup_num_inputs^2, prediction_coefs of altup_num_inputs^3, a router
-    of hidden x altup_num_inputs and its norm); LAuReL (two projections of laurel_rank and a
-    norm); the per-layer input gate and projection of hidden_size_per_layer_input and a norm.
-    Beside the layers: the per-layer embeddings (vocab_size_per_layer_input x layers x
-    hidden_size_per_layer_input), their projection from hidden and norm, the AltUp projections
-    and unembedding projections (altup_num_inputs - 1 each), the final norm; tied by default."""
+def gemma3n_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
+    """Gemma 3n's language model (transformers' Gemma3nForCausalLM / Gemma3nTextModel)."""
     n = len(layers)
     widths = f.raw("intermediate_size")
     if isinstance(widths, list):
@@ -146,25 +118,13 @@ def gemma3n_params(
     other += table * n * per_layer + hidden * n * per_layer + per_layer
     other += 2 * (inputs - 1) * hidden * hidden
     tied = tied_head(f, True)  # Gemma3nTextConfig's default: tied
-    return None, dense_counts(
-        hidden,
-        vocab,
-        tied,
-        attention=attention,
-        mlp=mlp,
-        norms=(4 * n + 1) * hidden,
-        other=other,
+    return None, counts(
+        hidden, vocab, tied, attention=attention, mlp=mlp, norms=(4 * n + 1) * hidden, other=other
     )
 
 
-def mpt_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
-    """MPT (transformers' MptForCausalLM): every layer two LayerNorms, Wqkv (3 x d_model) and
-    out_proj, an MLP of expansion_ratio x d_model; ALiBi positions; the head tied to wte. Only
-    the files both engines read alike are counted: no_bias true (transformers builds no linear
-    biases whatever it says, vLLM's mpt.py biases them without it), ALiBi (no learned positions
-    in transformers), no q/k LayerNorms (qk_ln), multi-head attention, tied."""
+def mpt_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
+    """MPT (transformers' MptForCausalLM), where both engines read the file alike."""
     attn = f.obj("attn_config") or {}
     refused = [
         name
@@ -185,7 +145,7 @@ def mpt_params(
         )
     n = len(layers)
     width = f.int("expansion_ratio", default=4) * hidden
-    return None, dense_counts(
+    return None, counts(
         hidden,
         vocab,
         True,
@@ -195,14 +155,8 @@ def mpt_params(
     )
 
 
-def opt_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
-    """OPT (transformers' OPTForCausalLM, vLLM's opt.py): embeddings of word_embed_proj_dim
-    with project_in / project_out to hidden where it differs (no biases), learned positions of
-    max_position_embeddings + 2 (OPT's offset), every layer q, k, v, out_proj and an MLP of
-    ffn_dim (biased with enable_bias), two LayerNorms (weight and bias, none without
-    layer_norm_elementwise_affine), a final one with do_layer_norm_before; tied by default."""
+def opt_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
+    """OPT (transformers' OPTForCausalLM, vLLM's opt.py)."""
     n = len(layers)
     proj = f.int("word_embed_proj_dim", default=hidden)
     bias = f.bool("enable_bias", True)
@@ -213,7 +167,7 @@ def opt_params(
     if proj != hidden:
         other += 2 * proj * hidden  # project_in, project_out
     tied = tied_head(f, True)  # OPTConfig's default: tied
-    counts = dense_counts(
+    return None, counts(
         proj,
         vocab,
         tied,
@@ -222,20 +176,16 @@ def opt_params(
         norms=(2 * n + int(final)) * ln,
         other=other,
     )
-    return None, counts
 
 
 def gpt_neox_japanese_params(
     f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
-    """GPT-NeoX-Japanese (transformers' GPTNeoXJapaneseForCausalLM): every layer two LayerNorms
-    (weight and bias), an unbiased query_key_value and dense, an unbiased MLP of
-    intermediate_multiple_size x hidden; the last layer's attention adds one dense_bias; a
-    final LayerNorm; tied by default."""
+) -> Counted:
+    """GPT-NeoX-Japanese (transformers' GPTNeoXJapaneseForCausalLM)."""
     n = len(layers)
     width = f.int("intermediate_multiple_size", default=4) * hidden
     tied = tied_head(f, True)  # GPTNeoXJapaneseConfig's default: tied
-    return None, dense_counts(
+    return None, counts(
         hidden,
         vocab,
         tied,
@@ -245,16 +195,9 @@ def gpt_neox_japanese_params(
     )
 
 
-def chatglm_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
-    """ChatGLM 2 / 3 and GLM-4 in its first format (remote code; transformers ships no
-    chatglm, so the oracle is vLLM's chatglm.py, by hand in tests/test_params_families.py):
-    embedding and output_layer of padded_vocab_size, every layer query_key_value for the query
-    heads and the multi-query groups (biased with add_qkv_bias or add_bias_linear), dense and
-    an MLP of ffn_hidden_size with gate and up fused (biased with add_bias_linear), two norms
-    (RMSNorm with rmsnorm, else LayerNorm with bias), a final norm with post_layer_norm; untied
-    unless tie_word_embeddings says so."""
+def chatglm_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
+    """ChatGLM 2 / 3 and GLM-4 in its first format (remote code: vLLM's chatglm.py is the
+    oracle)."""
     n = len(layers)
     linear_bias = f.bool("add_bias_linear", False)
     qkv_bias = f.bool("add_qkv_bias", False) or linear_bias
@@ -266,19 +209,13 @@ def chatglm_params(
     mlp = n * (3 * hidden * ffn + ((2 * ffn + hidden) if linear_bias else 0))
     final = f.bool("post_layer_norm", True)
     tied = tied_head(f, False)  # vLLM ties output_layer only when the file says so
-    return None, dense_counts(
+    return None, counts(
         hidden, vocab, tied, attention=attention, mlp=mlp, norms=(2 * n + int(final)) * norm
     )
 
 
-def dbrx_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
-    """DBRX (transformers' DbrxForCausalLM, vLLM's dbrx.py): every block two LayerNorms without
-    bias, Wqkv for the query heads and attn_config.kv_n_heads K/V heads and out_proj (no
-    biases), and a MoE in every layer: a router of moe_num_experts x d_model and experts (w1,
-    v1, w2) of ffn_config.ffn_hidden_size; a final norm; never tied (DbrxConfig refuses
-    tie_word_embeddings true)."""
+def dbrx_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
+    """DBRX (transformers' DbrxForCausalLM, vLLM's dbrx.py)."""
     ffn = f.obj("ffn_config") or {}
 
     def whole(name: str, default: int) -> int:
@@ -287,23 +224,18 @@ def dbrx_params(
             raise ValueError(f"config field 'ffn_config.{name}' must be a whole number")
         return value
 
-    experts, k = whole("moe_num_experts", 4), whole("moe_top_k", 1)
-    if k > experts:
-        raise ValueError(
-            f"config field 'ffn_config.moe_top_k' ({k}) exceeds the number of experts ({experts})"
-        )
+    experts = whole("moe_num_experts", 4)
+    k = top_k(whole("moe_top_k", 1), experts, "ffn_config.moe_top_k")
     per_expert = 3 * hidden * whole("ffn_hidden_size", 3584)
     n = len(layers)
     attention = sum(qkvo(hidden, lay) for lay in layers)
     tied = never_tied(f, "DbrxForCausalLM")  # DbrxConfig refuses tie_word_embeddings true
-    return MoE(num_experts=experts, top_k=k, expert_params=per_expert, layers=n), ParamCounts(
-        embedding=vocab * hidden,
-        lm_head=0 if tied else vocab * hidden,
+    return MoE(num_experts=experts, top_k=k, expert_params=per_expert, layers=n), counts(
+        hidden,
+        vocab,
+        tied,
         attention=attention,
         mlp=0,
-        routed_experts=n * experts * per_expert,
-        shared_experts=0,
-        router=n * experts * hidden,
         norms=(2 * n + 1) * hidden,
-        tied=tied,
+        experts=(n * experts * per_expert, 0, n * experts * hidden),
     )

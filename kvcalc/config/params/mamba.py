@@ -1,24 +1,20 @@
 """Parameter counters of the families built on Mamba mixers, which the generic counter
 (kvcalc.config.params) does not describe: Granite 4.0-H, Bamba, Nemotron-H, Falcon-H1, Mamba and
 Mamba-2, one function each, checked against transformers' own model built on the meta device
-(tests/test_readers_round6.py, tests/test_params_round6b.py, tests/test_params_switches.py and
-the zoo)."""
+(tests/test_readers_round6.py, tests/test_params_round6b.py, tests/test_params_switches.py and the
+zoo). What each counts, term by term: docs/families.md."""
 
 from __future__ import annotations
 
-from ...core.model import MoE, ParamCounts, RecurrentState
+from ...core.model import MoE, RecurrentState
 from ..fields import CONV_KERNEL, EXPAND, STATE_SIZE, Fields, Geometry
-from .blocks import biased_moe, dense_counts, mamba1_mixer, never_tied, qkvo, tied_head
+from .blocks import Counted, biased_moe, counts, mamba1_mixer, never_tied, qkvo, tied_head, top_k
 
 
 def granite_hybrid_params(
     f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
-    """Granite 4.0-H (transformers' GraniteMoeHybridForCausalLM, vLLM's granitemoehybrid.py):
-    every layer has two RMSNorms, a shared MLP of shared_intermediate_size (gate and up in one
-    input_linear, then output_linear) and, when num_local_experts > 0, a router and experts of
-    intermediate_size; beside them GQA attention or a Mamba-2 mixer. A dense model (0 experts)
-    reads intermediate_size nowhere."""
+) -> Counted:
+    """Granite 4.0-H (transformers' GraniteMoeHybridForCausalLM, vLLM's granitemoehybrid.py)."""
     n = len(layers)
     shared_width = f.int("shared_intermediate_size", default=1024)
     shared = 3 * hidden * shared_width
@@ -27,12 +23,7 @@ def granite_hybrid_params(
     routed = router = 0
     if experts:
         inter = f.int("intermediate_size")
-        k = f.int("num_experts_per_tok", default=2)
-        if k > experts:
-            raise ValueError(
-                f"config field 'num_experts_per_tok' ({k}) exceeds the number of experts "
-                f"({experts})"
-            )
+        k = top_k(f.int("num_experts_per_tok", default=2), experts)
         moe = MoE(
             num_experts=experts,
             top_k=k,
@@ -53,16 +44,14 @@ def granite_hybrid_params(
         else:
             attention += attn
     tied = f.bool("tie_word_embeddings", False)  # GraniteMoeHybridConfig's default: untied
-    return moe, ParamCounts(
-        embedding=vocab * hidden,
-        lm_head=0 if tied else vocab * hidden,
+    return moe, counts(
+        hidden,
+        vocab,
+        tied,
         attention=attention,
         mlp=0 if experts else n * shared,
-        routed_experts=routed,
-        shared_experts=n * shared if experts else 0,
-        router=router,
         norms=(2 * n + 1) * hidden,
-        tied=tied,
+        experts=(routed, n * shared if experts else 0, router),
     )
 
 
@@ -90,13 +79,8 @@ def _mamba2_mixer(
     return p
 
 
-def bamba_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
-    """Bamba (transformers' BambaForCausalLM, vLLM's bamba.py): every layer GQA attention (at
-    attn_layer_indices; biases with attention_bias) or Granite 4.0-H's Mamba-2 mixer, then a
-    SwiGLU MLP of intermediate_size (biases with mlp_bias) and two RMSNorms; a final norm;
-    untied by default."""
+def bamba_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
+    """Bamba (transformers' BambaForCausalLM, vLLM's bamba.py)."""
     n = len(layers)
     bias = f.bool("attention_bias", False)
     attn = qkvo(hidden, geo, bias, bias)
@@ -107,7 +91,7 @@ def bamba_params(
     inter = f.int("intermediate_size")
     mlp = 3 * hidden * inter + ((2 * inter + hidden) if f.bool("mlp_bias", False) else 0)
     tied = tied_head(f, False)  # BambaConfig's default: untied
-    return None, dense_counts(
+    return None, counts(
         hidden, vocab, tied, attention=attention, mlp=n * mlp, norms=(2 * n + 1) * hidden
     )
 
@@ -115,18 +99,8 @@ def bamba_params(
 _NEMOTRON_BLOCKS = {"M": "mamba", "*": "attention", "-": "mlp", "E": "moe"}
 
 
-def nemotron_h_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
-    """Nemotron-H and Nemotron 3 (transformers' NemotronHForCausalLM, vLLM's nemotron_h.py): one
-    block per layer, each one RMSNorm and one mixer: a Mamba-2 mixer (M), attention (*), an
-    MLP of up and down projections (-, squared ReLU, no gate) or a MoE (E): a router of
-    n_routed_experts x hidden (with its score-correction bias, a weight in the checkpoint and in
-    vLLM), experts of up and down projections over moe_latent_size when set (Nemotron 3
-    Super / Ultra, with fc1_latent_proj and fc2_latent_proj between hidden and the latent
-    width; counted with the shared expert, as both run for every token), else over hidden, and
-    one shared expert of moe_shared_expert_intermediate_size. Attention has no biases
-    (NemotronHAttention builds none)."""
+def nemotron_h_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
+    """Nemotron-H and Nemotron 3 (transformers' NemotronHForCausalLM, vLLM's nemotron_h.py)."""
     blocks = _nemotron_blocks(f, len(layers))
     mlp_bias = f.bool("mlp_bias", False)
     if f.bool("attention_bias", False):
@@ -145,17 +119,11 @@ def nemotron_h_params(
     if n_mlp:
         inter = f.int("intermediate_size")
         mlp = n_mlp * (2 * hidden * inter + (inter + hidden if mlp_bias else 0))
-    moe = None
-    routed = shared = router = 0
+    moe, parts = None, (0, 0, 0)
     n_moe = blocks.count("moe")
     if n_moe:
         experts = f.int("n_routed_experts", "num_local_experts")
-        k = f.int("num_experts_per_tok")
-        if k > experts:
-            raise ValueError(
-                f"config field 'num_experts_per_tok' ({k}) exceeds the number of experts "
-                f"({experts})"
-            )
+        k = top_k(f.int("num_experts_per_tok"), experts)
         if f.int("n_shared_experts", default=1, minimum=0) != 1:
             raise ValueError(
                 "config field 'n_shared_experts' is not 1: vLLM's NemotronHMoE builds a shared "
@@ -169,18 +137,16 @@ def nemotron_h_params(
         per_shared = 2 * hidden * s_inter + (s_inter + hidden if mlp_bias else 0)
         if f.has("moe_latent_size"):
             per_shared += 2 * hidden * width + (width + hidden if mlp_bias else 0)
-        moe, routed, shared, router = biased_moe(experts, k, per_expert, n_moe, per_shared, hidden)
+        moe, parts = biased_moe(experts, k, per_expert, n_moe, per_shared, hidden)
     tied = never_tied(f, "NemotronHForCausalLM")
-    return moe, ParamCounts(
-        embedding=vocab * hidden,
-        lm_head=0 if tied else vocab * hidden,
+    return moe, counts(
+        hidden,
+        vocab,
+        tied,
         attention=attention + mamba,
         mlp=mlp,
-        routed_experts=routed,
-        shared_experts=shared,
-        router=router,
         norms=(len(layers) + 1) * hidden,
-        tied=tied,
+        experts=parts,
     )
 
 
@@ -210,16 +176,8 @@ def _nemotron_mamba_params(f: Fields, hidden: int, layer: RecurrentState) -> int
     return _mamba2_mixer(f, hidden, layer, inner, heads, "use_conv_bias", "use_bias")
 
 
-def falcon_h1_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
-    """Falcon-H1 (transformers' FalconH1ForCausalLM, vLLM's falcon_h1.py): every layer runs
-    attention and a Mamba-2 mixer side by side, then a SwiGLU MLP, with two RMSNorms; a final
-    norm; untied by default. The mixer: in_proj to inner + conv channels + heads (its bias with
-    mamba_proj_bias), the depthwise conv (mamba_conv_bias), dt_bias, A_log and D per head, a
-    gated RMSNorm over inner only with mamba_rms_norm, out_proj (its bias with projectors_bias,
-    in transformers; vLLM's MambaMixer2 gives both projections mamba_proj_bias, so the two must
-    agree). Attention and MLP biases with attention_bias and mlp_bias."""
+def falcon_h1_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
+    """Falcon-H1 (transformers' FalconH1ForCausalLM, vLLM's falcon_h1.py)."""
     if f.raw("mamba_use_mlp", default=True) is not True:
         raise ValueError(
             "config field 'mamba_use_mlp' is not true: transformers' FalconH1DecoderLayer "
@@ -253,34 +211,22 @@ def falcon_h1_params(
     n = len(layers)
     mlp = n * (3 * hidden * inter + (2 * inter + hidden if mlp_bias else 0))
     tied = tied_head(f, False)  # FalconH1Config's default: untied
-    return None, dense_counts(
+    return None, counts(
         hidden, vocab, tied, attention=attention, mlp=mlp, norms=(2 * n + 1) * hidden
     )
 
 
-def mamba_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
+def mamba_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
     """Mamba and Falcon-Mamba (transformers' MambaForCausalLM, FalconMambaForCausalLM, vLLM's
-    mamba.py): every layer one RMSNorm and a Mamba-1 mixer (in_proj and out_proj biased with
-    use_bias, the conv with use_conv_bias; Falcon-Mamba's B/C/dt norms have no weights), a final
-    norm; tied by default."""
+    mamba.py)."""
     n = len(layers)
     tied = tied_head(f, True)  # MambaConfig's and FalconMambaConfig's default: tied
     mixer = mamba1_mixer(f, hidden, bias_field="use_bias")
-    return None, dense_counts(
-        hidden, vocab, tied, attention=n * mixer, mlp=0, norms=(n + 1) * hidden
-    )
+    return None, counts(hidden, vocab, tied, attention=n * mixer, mlp=0, norms=(n + 1) * hidden)
 
 
-def mamba2_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
-    """Mamba-2 (transformers' Mamba2ForCausalLM, vLLM's mamba2.py): every layer one RMSNorm and
-    a Mamba-2 mixer: in_proj to 2 x inner + 2 x n_groups x state_size + num_heads (inner =
-    expand x hidden), the depthwise conv over inner + 2 x n_groups x state_size channels,
-    dt_bias, A_log and D per head, the gated RMSNorm over inner, out_proj; use_bias biases the
-    projections, use_conv_bias the conv. A final norm; untied by default."""
+def mamba2_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
+    """Mamba-2 (transformers' Mamba2ForCausalLM, vLLM's mamba2.py)."""
     n = len(layers)
     inner = f.int(*EXPAND, default=2) * hidden
     heads = f.int("num_heads")
@@ -294,6 +240,4 @@ def mamba2_params(
     if f.bool("use_bias", False):
         mixer += 2 * inner + groups_state + heads + hidden
     tied = tied_head(f, False)  # Mamba2Config's default: untied
-    return None, dense_counts(
-        hidden, vocab, tied, attention=n * mixer, mlp=0, norms=(n + 1) * hidden
-    )
+    return None, counts(hidden, vocab, tied, attention=n * mixer, mlp=0, norms=(n + 1) * hidden)

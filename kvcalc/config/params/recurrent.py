@@ -1,28 +1,18 @@
 """Parameter counters of the other families with a recurrent state, which the generic counter
 (kvcalc.config.params) does not describe: LFM2 and LFM2-MoE (short convolutions), Kimi-Linear
-(KDA), RWKV and RecurrentGemma (RG-LRU), one function each, checked against transformers' own
-model built on the meta device (tests/test_params_round6b.py, tests/test_params_switches.py and
-the zoo)."""
+(KDA), RWKV and RecurrentGemma (RG-LRU), one function each, checked against transformers' own model
+built on the meta device (tests/test_params_round6b.py, tests/test_params_switches.py and the zoo).
+What each counts, term by term: docs/families.md."""
 
 from __future__ import annotations
 
-from ...core.model import MoE, ParamCounts
+from ...core.model import MoE
 from ..fields import Fields, Geometry, per_layer
-from .blocks import biased_moe, dense_counts, never_tied, qkvo, tied_head
+from .blocks import Counted, biased_moe, counts, never_tied, qkvo, tied_head, top_k
 
 
-def lfm2_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
-    """LFM2 (transformers' Lfm2ForCausalLM, vLLM's lfm2.py): every layer has two RMSNorms and a
-    SwiGLU MLP (w1, w3, w2) beside either attention (q/k/v/out, no biases, per-head q and k
-    RMSNorms) or a short convolution (in_proj to 3 x hidden, a depthwise conv of conv_L_cache
-    taps, out_proj; biases with conv_bias); a final embedding_norm; tied by default.
-
-    The MLP width: intermediate_size (block_ff_dim, its older name, wins in transformers),
-    with block_auto_adjust_ff_dim taken to int(2/3 x) times block_ffn_dim_multiplier and
-    rounded up to block_multiple_of. vLLM rounds even without a multiplier and transformers
-    only with one, so a width the two would round differently is refused."""
+def lfm2_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
+    """LFM2 (transformers' Lfm2ForCausalLM, vLLM's lfm2.py)."""
     width = _lfm2_ff_width(f)
     if f.int("block_dim", default=hidden) != hidden:
         raise ValueError(
@@ -41,7 +31,7 @@ def lfm2_params(
                 conv += 3 * hidden + hidden + hidden
     n = len(layers)
     tied = tied_head(f, True)  # Lfm2Config's default: tied
-    return None, dense_counts(
+    return None, counts(
         hidden,
         vocab,
         tied,
@@ -82,17 +72,8 @@ def _lfm2_ff_width(f: Fields) -> int:
     return step * ((width + step - 1) // step)
 
 
-def lfm2_moe_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
-    """LFM2-MoE (transformers' Lfm2MoeForCausalLM, vLLM's lfm2_moe.py): LFM2's layers (attention
-    with per-head q/k RMSNorms, or the short convolution: in_proj to 3 x hidden, a depthwise
-    conv of conv_L_cache taps, out_proj, biases with conv_bias), two RMSNorms each, a SwiGLU
-    MLP of intermediate_size (as given) in the first num_dense_layers and a MoE in the rest:
-    a router of num_experts x hidden with, under use_expert_bias, its per-expert bias (a buffer
-    in transformers, the router's score-correction bias in vLLM and the checkpoint), experts of
-    moe_intermediate_size; a final embedding_norm; tied by default (tie_embedding, its older
-    name, read as transformers reads it)."""
+def lfm2_moe_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
+    """LFM2-MoE (transformers' Lfm2MoeForCausalLM, vLLM's lfm2_moe.py)."""
     n = len(layers)
     kernel = f.int("conv_L_cache", default=3, minimum=2)
     bias = f.bool("conv_bias", False)
@@ -105,11 +86,7 @@ def lfm2_moe_params(
             attention += 4 * hidden * hidden + hidden * kernel + (5 * hidden if bias else 0)
     dense = min(f.int("num_dense_layers", default=2, minimum=0), n)
     experts = f.int("num_experts", default=32)
-    k = f.int("num_experts_per_tok", default=4)
-    if k > experts:
-        raise ValueError(
-            f"config field 'num_experts_per_tok' ({k}) exceeds the number of experts ({experts})"
-        )
+    k = top_k(f.int("num_experts_per_tok", default=4), experts)
     per_expert = 3 * hidden * f.int("moe_intermediate_size", default=1792)
     moe_layers = n - dense
     moe = MoE(num_experts=experts, top_k=k, expert_params=per_expert, layers=moe_layers)
@@ -119,16 +96,14 @@ def lfm2_moe_params(
         tied = f.cfg["tie_embedding"]
     else:
         tied = tied_head(f, True)  # Lfm2MoeConfig's default: tied
-    return moe, ParamCounts(
-        embedding=vocab * hidden,
-        lm_head=0 if tied else vocab * hidden,
+    return moe, counts(
+        hidden,
+        vocab,
+        tied,
         attention=attention,
         mlp=dense * 3 * hidden * f.int("intermediate_size", default=7168),
-        routed_experts=moe_layers * experts * per_expert,
-        shared_experts=0,
-        router=router,
         norms=(2 * n + 1) * hidden,
-        tied=tied,
+        experts=(moe_layers * experts * per_expert, 0, router),
     )
 
 
@@ -142,19 +117,9 @@ _KIMI_K3_WEIGHTS = tuple(
 )
 
 
-def kimi_linear_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
-    """Kimi-Linear (transformers' KimiLinearForCausalLM, vLLM's kimi_linear.py with
-    layers/kda.py). A KDA layer of H heads x D: q, k, v projections of hidden x H x D, one
-    depthwise conv of conv kernel taps over the 3 x H x D channels (no bias), the forget
-    gate's dt_bias (H x D), A_log (H) and low-rank f_a / f_b projections (rank D), b_proj
-    (hidden x H), the low-rank output gate g_a / g_b, o_norm (D) and o_proj. An MLA layer:
-    q_proj (or q_a / norm / q_b with q_lora_rank), kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj,
-    o_proj. Every layer two RMSNorms and either a SwiGLU MLP of intermediate_size (the first
-    first_k_dense_replace layers, and those off moe_layer_freq) or a MoE: router with its
-    score-correction bias (a weight in vLLM and the checkpoint), experts of
-    moe_intermediate_size, and a shared MLP of num_shared_experts x moe_intermediate_size."""
+def kimi_linear_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
+    """Kimi-Linear (transformers' KimiLinearForCausalLM, vLLM's kimi_linear.py,
+    layers/kda.py)."""
     set_k3 = [k for k in _KIMI_K3_WEIGHTS if f.cfg.get(k) not in (None, False)]
     gate = f.cfg.get("linear_attn_config")
     if isinstance(gate, dict) and gate.get("use_full_rank_gate"):
@@ -188,15 +153,11 @@ def kimi_linear_params(
         )
     moe_layers = _kimi_moe_layers(f, n) if experts is not None else 0
     mlp = (n - moe_layers) * 3 * hidden * f.int("intermediate_size") if moe_layers < n else 0
-    moe = None
-    routed = shared = router = 0
+    moe, parts = None, (0, 0, 0)
     if moe_layers:
-        k = f.int("num_experts_per_token", "num_experts_per_tok")
-        if k > experts:
-            raise ValueError(
-                f"config field 'num_experts_per_token' ({k}) exceeds the number of experts "
-                f"({experts})"
-            )
+        k = top_k(
+            f.int("num_experts_per_token", "num_experts_per_tok"), experts, "num_experts_per_token"
+        )
         inter = f.int("moe_intermediate_size")
         per_expert = 3 * hidden * inter
         if f.raw("num_shared_experts") is None:
@@ -205,20 +166,10 @@ def kimi_linear_params(
                 "takes 1 shared expert, vLLM's none"
             )
         per_shared = 3 * hidden * inter * f.int("num_shared_experts", minimum=0)
-        moe, routed, shared, router = biased_moe(
-            experts, k, per_expert, moe_layers, per_shared, hidden
-        )
+        moe, parts = biased_moe(experts, k, per_expert, moe_layers, per_shared, hidden)
     tied = never_tied(f, "KimiLinearForCausalLM")
-    return moe, ParamCounts(
-        embedding=vocab * hidden,
-        lm_head=0 if tied else vocab * hidden,
-        attention=attention,
-        mlp=mlp,
-        routed_experts=routed,
-        shared_experts=shared,
-        router=router,
-        norms=(2 * n + 1) * hidden,
-        tied=tied,
+    return moe, counts(
+        hidden, vocab, tied, attention=attention, mlp=mlp, norms=(2 * n + 1) * hidden, experts=parts
     )
 
 
@@ -276,21 +227,15 @@ def _kimi_mla(f: Fields, hidden: int, layer) -> int:
     return q + kv + heads * layer.v_head_dim * hidden
 
 
-def rwkv_params(
-    f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
-    """RWKV-4 (transformers' RwkvForCausalLM, vLLM serves none): every layer two LayerNorms
-    (weight and bias) and the first a third (pre_ln); time mixing: time_decay and time_first
-    of attention_hidden_size, three time_mix vectors of hidden, key, value, receptance (hidden
-    to attention_hidden_size) and output back; channel mixing: two time_mix vectors, key to
-    intermediate_size, receptance, value back; a final LayerNorm; the head untied by default."""
+def rwkv_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
+    """RWKV-4 (transformers' RwkvForCausalLM; vLLM serves none)."""
     n = len(layers)
     a = f.int("attention_hidden_size", default=hidden)
     width = f.int("intermediate_size", default=4 * hidden)
     time_mix = 2 * a + 3 * hidden + 3 * hidden * a + a * hidden
     channel_mix = 2 * hidden + 2 * hidden * width + hidden * hidden
     tied = tied_head(f, False)  # RwkvConfig's default: untied
-    return None, dense_counts(
+    return None, counts(
         hidden,
         vocab,
         tied,
@@ -302,14 +247,8 @@ def rwkv_params(
 
 def recurrent_gemma_params(
     f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int
-) -> tuple[MoE | None, ParamCounts]:
-    """RecurrentGemma (transformers' RecurrentGemmaForCausalLM): every layer two RMSNorms
-    (temporal_pre_norm, channel_pre_norm) and a gated MLP of intermediate_size / 2 with biases;
-    its temporal block is local attention (q, k, v biased with attention_bias, o_proj always)
-    or a recurrent block of lru_width: linear_x, linear_y, linear_out (biased), a depthwise
-    conv of conv1d_width taps with bias, and the RG-LRU (recurrent_param, input and recurrent
-    gates: one lru_width / heads square per head, with biases). A final norm; the head is the
-    embedding (tied)."""
+) -> Counted:
+    """RecurrentGemma (transformers' RecurrentGemmaForCausalLM)."""
     n = len(layers)
     width = f.int("lru_width", default=hidden)
     heads = f.int("num_attention_heads")
@@ -332,7 +271,7 @@ def recurrent_gemma_params(
             "config field 'tie_word_embeddings' is false: transformers' "
             "RecurrentGemmaForCausalLM ties its head whatever it says"
         )
-    return None, dense_counts(
+    return None, counts(
         hidden,
         vocab,
         True,
