@@ -19,19 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..core.dtypes import KV_DTYPES, DType, get_dtype
-from ..core.model import SCALE_BYTES, Layer, ModelSpec, counted
+from ..core.model import Layer, ModelSpec, counted
 from ..core.units import check_int, check_parallel
-
-__all__ = [
-    "layer_bytes_per_token",
-    "KVCache",
-    "kv_cache",
-    "KindRow",
-    "pp_partition",
-    "stage_layers",
-    "sequence_bytes",
-    "SCALE_BYTES",
-]
 
 
 def layer_bytes_per_token(layer: Layer, dtype: DType, scales: bool = False) -> int:

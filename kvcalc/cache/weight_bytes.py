@@ -13,17 +13,6 @@ from ..core.dtypes import WEIGHT_DTYPES, bytes_for, get_dtype
 from ..core.model import ModelSpec
 from ..core.units import check_int
 
-__all__ = [
-    "Weights",
-    "weights",
-    "weights_given",
-    "weights_in",
-    "served_format",
-    "weights_at_bits",
-    "MIN_WEIGHT_BITS",
-    "MAX_WEIGHT_BITS",
-]
-
 
 @dataclass(frozen=True, kw_only=True)
 class Weights:

@@ -5,7 +5,7 @@ Deployment (``from_pool``): ``VllmBudget`` (vLLM's own arithmetic, kvcalc.engine
 ``IdealBudget`` (the bytes a sequence really holds, for teaching) and ``TrtllmBudget``
 (TensorRT-LLM's share of the free memory, blocks per layer). ``budget(dep, context,
 convention=...)`` picks the class once (``CONVENTIONS``); nothing after branches on the name.
-Each engine's pool, its defaults and the blocks per layer: kvcalc.engines.pool; the
+Each engine's pool defaults are here, the blocks per layer in kvcalc.engines.pool; the
 conventions and the defaults in words: docs/vllm.md#the-gpu-memory-budget. Longer than the
 600 lines: the Budget, its verdict and help texts, and the three conventions are one idea.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Self
 
 from ..cache.deployment import DEFAULT_RESERVE_BYTES, Deployment
@@ -22,46 +22,59 @@ from ..cache.kv import stage_layers
 from ..core.dtypes import KV_DTYPES, get_dtype
 from ..core.units import GiB, check_float, check_int, fmt_gib
 from . import vllm as _vllm
-from .pool import (
-    DEFAULT_ACTIVATION_BYTES,
-    DEFAULT_CUDA_GRAPH_BYTES,
-    DEFAULT_GPU_MEM_UTIL,
-    DEFAULT_NON_TORCH_BYTES,
-    GPU_MEM_UTIL_CHANGED_IN,
-    LMDEPLOY_CACHE_MAX_ENTRY_COUNT,
-    LMDEPLOY_RESERVE_BYTES,
-    PREVIOUS_GPU_MEM_UTIL,
-    TRTLLM_FREE_FRACTION,
-    Pool,
-    binding_stage_blocks,
-    free_memory_pool,
-    max_context,
-    pool_defaults_text,
-    stage_kv_layers,
-)
+from .pool import Pool, binding_stage_blocks, max_context, stage_kv_layers
 
-__all__ = [
-    "Budget",
-    "budget",
-    "DEFAULT_RESERVE_BYTES",
-    "DEFAULT_GPU_MEM_UTIL",
-    "DEFAULT_ACTIVATION_BYTES",
-    "DEFAULT_NON_TORCH_BYTES",
-    "DEFAULT_CUDA_GRAPH_BYTES",
-    "TRTLLM_FREE_FRACTION",
-    "LMDEPLOY_CACHE_MAX_ENTRY_COUNT",
-    "LMDEPLOY_RESERVE_BYTES",
-    "free_memory_pool",
-    "PREVIOUS_GPU_MEM_UTIL",
-    "GPU_MEM_UTIL_CHANGED_IN",
-    "ENGINES",
-    "default_gpu_mem_util",
-    "pool_defaults_text",
-    "VllmBudget",
-    "IdealBudget",
-    "TrtllmBudget",
-    "CONVENTIONS",
-]
+# vLLM's default gpu_memory_utilization in the newest release kvcalc models (0.92 from 0.20.0,
+# PR #38284; 0.9 before): the one default of every page and of the CLI.
+DEFAULT_GPU_MEM_UTIL: float = _vllm.fact(_vllm.Facts.gpu_memory_utilization, _vllm.NEWEST)
+# The default it replaced and the release that changed it (0.9 before 0.20.0), for the texts
+# that say so: both from vLLM's facts table.
+_UTIL_STEPS = _vllm.Facts.gpu_memory_utilization.steps
+PREVIOUS_GPU_MEM_UTIL: float = _UTIL_STEPS[-2][1]
+GPU_MEM_UTIL_CHANGED_IN = ".".join(map(str, _UTIL_STEPS[-1][0]))
+# TensorRT-LLM's default share of the memory still free after the weights that becomes KV cache:
+# KvCacheConfig.free_gpu_memory_fraction = 0.9 (tensorrt_llm.llmapi; "How to Change KV Cache
+# Behavior" in its documentation).
+TRTLLM_FREE_FRACTION = 0.9
+# LMDeploy's default share of the memory free once the weights are loaded that becomes KV cache:
+# cache_max_entry_count = 0.8 (lmdeploy/messages.py, TurbomindEngineConfig, v0.4.0: "For lmdeploy
+# versions greater than `v0.2.1`, it defaults to 0.8, signifying the percentage of FREE GPU memory
+# to be reserved for the k/v cache"). TurboMind sizes the pool before it allocates its activation
+# buffers (src/turbomind/models/llama/LlamaBatch.cc, v0.4.0: the SequenceManager is built, then
+# AllocateBuffer): max_block_count = free x ratio / block bytes, free from cudaMemGetInfo
+# (BlockManager::GetBlockCount), so what is taken besides the weights is the CUDA context and the
+# library workspaces alone, DEFAULT_NON_TORCH_BYTES below, not the whole reserve.
+LMDEPLOY_CACHE_MAX_ENTRY_COUNT = 0.8
+# Memory a running engine needs besides weights and KV: the activation peak of a profiling run
+# (about 1 GiB for a 7-8B model at 8K batched tokens), the CUDA context and library workspaces
+# (~0.5 GiB) and CUDA-graph buffers (~0.5 GiB). Stated round defaults; the user can change them.
+DEFAULT_ACTIVATION_BYTES = 1 * GiB
+DEFAULT_NON_TORCH_BYTES = GiB // 2
+DEFAULT_CUDA_GRAPH_BYTES = GiB // 2
+# DEFAULT_RESERVE_BYTES (kvcalc.cache.deployment) is their sum, 2 GiB
+LMDEPLOY_RESERVE_BYTES = DEFAULT_NON_TORCH_BYTES  # taken when LMDeploy reads the free memory
+
+
+def free_memory_pool(
+    total_bytes: int, weights_bytes: int, reserve_bytes: int, fraction: float
+) -> int:
+    """The pool of the engines that take a share of the memory still free once the weights
+    (and the runtime's own memory, the reserve) are in: floor(fraction x (total - weights -
+    reserve)), TensorRT-LLM's kv_cache_free_gpu_mem_fraction and LMDeploy's
+    cache_max_entry_count; what is free when it is not positive."""
+    free = total_bytes - weights_bytes - reserve_bytes
+    return math.floor(free * fraction) if free > 0 else free
+
+
+def pool_defaults_text(
+    gpu_mem_util: float = DEFAULT_GPU_MEM_UTIL, reserve_bytes: int = DEFAULT_RESERVE_BYTES
+) -> str:
+    """The pool's settings in words, for captions and prompts: "vLLM 0.33.0's default
+    gpu_memory_utilization 0.92 and a 2 GiB reserve"."""
+    whose = f"vLLM {_vllm.NEWEST}'s default " if gpu_mem_util == DEFAULT_GPU_MEM_UTIL else ""
+    return (
+        f"{whose}gpu_memory_utilization {gpu_mem_util:g} and a {reserve_bytes / GiB:g} GiB reserve"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -226,7 +239,14 @@ class Budget:
         return "\n".join(self._pool_lines() + self._block_lines(max(self.kv_pool_bytes, 0)))
 
     def _pool_lines(self) -> list[str]:
-        raise NotImplementedError  # each convention says how its pool follows
+        """The requested memory and the pool in vLLM's order (vLLM and the ideal convention)."""
+        return [
+            f"requested         = ceil({self.total_bytes:,} B x {self.gpu_mem_util:g}) "
+            f"= {self.requested_bytes:,} B ({_gib(self.requested_bytes)})",
+            f"KV pool           = {self.requested_bytes:,} - {self.weights_bytes:,} "
+            f"weights - {self.reserve_bytes:,} reserve = {self.kv_pool_bytes:,} B "
+            f"({_gib(self.kv_pool_bytes)})",
+        ]
 
     def _block_lines(self, pool: int) -> list[str]:
         raise NotImplementedError  # and how its blocks and concurrency do
@@ -253,7 +273,7 @@ class Budget:
 
     @staticmethod
     def default_gpu_mem_util(vllm_version: str | None = None) -> float:
-        raise NotImplementedError
+        return _vllm.fact(_vllm.Facts.gpu_memory_utilization, vllm_version)  # vLLM's pool
 
     @staticmethod
     def pool(total_bytes: int, weights_bytes: int, reserve: int, util: float) -> tuple[int, int]:
@@ -274,12 +294,7 @@ class Budget:
     ) -> Self:
         """This convention's Budget: the pool's and the deployment's fields, and ``figures``."""
         return cls(
-            total_bytes=pool.total_bytes,
-            gpu_mem_util=pool.gpu_mem_util,
-            requested_bytes=pool.requested_bytes,
-            weights_bytes=pool.weights_bytes,
-            reserve_bytes=pool.reserve_bytes,
-            kv_pool_bytes=pool.kv_pool_bytes,
+            **asdict(pool),
             unused_bytes=pool.total_bytes - pool.requested_bytes,
             block_size=dep.engine.block_size,
             context=context,
@@ -305,27 +320,12 @@ def _gib(n: int) -> str:
     return f"{n / GiB:,.2f} GiB"
 
 
-def _vllm_pool_lines(b: Budget) -> list[str]:
-    """The requested memory and the pool in vLLM's order (vLLM and the ideal convention)."""
-    return [
-        f"requested         = ceil({b.total_bytes:,} B x {b.gpu_mem_util:g}) "
-        f"= {b.requested_bytes:,} B ({_gib(b.requested_bytes)})",
-        f"KV pool           = {b.requested_bytes:,} - {b.weights_bytes:,} "
-        f"weights - {b.reserve_bytes:,} reserve = {b.kv_pool_bytes:,} B "
-        f"({_gib(b.kv_pool_bytes)})",
-    ]
-
-
 @dataclass(frozen=True, kw_only=True)
 class VllmBudget(Budget):
     """vLLM's own arithmetic (kvcalc.engines.vllm.predict): a fraction of TOTAL memory, blocks
     shared by groups of layers, its start-up check and max_num_seqs."""
 
     engine: str = field(default="vllm", init=False)
-
-    @staticmethod
-    def default_gpu_mem_util(vllm_version: str | None = None) -> float:
-        return _vllm.fact(_vllm.Facts.gpu_memory_utilization, vllm_version)
 
     @classmethod
     def from_pool(
@@ -427,9 +427,6 @@ class VllmBudget(Budget):
             lines.append(f"  vLLM would refuse to start: {self.startup_error}")
         return lines
 
-    def _pool_lines(self) -> list[str]:
-        return _vllm_pool_lines(self)
-
     def _block_lines(self, pool: int) -> list[str]:
         return [
             f"page (one layer)  = {self.effective_block_size} tokens x per-layer bytes = "
@@ -449,7 +446,6 @@ class IdealBudget(Budget):
     rounding, no window slack. For teaching what the allocator costs."""
 
     engine: str = field(default="ideal", init=False)
-    default_gpu_mem_util = staticmethod(VllmBudget.default_gpu_mem_util)  # and vLLM's pool
 
     @classmethod
     def from_pool(
@@ -502,9 +498,6 @@ class IdealBudget(Budget):
     def usable_bytes(self) -> int:
         return max(self.kv_pool_bytes, 0)
 
-    def _pool_lines(self) -> list[str]:
-        return _vllm_pool_lines(self)
-
     def _block_lines(self, pool: int) -> list[str]:
         return [
             f"one sequence      = {self.seq_bytes:,} B actually held at {self.context:,} tokens "
@@ -534,25 +527,7 @@ class TrtllmBudget(Budget):
     ) -> Budget:
         """The stage that holds the fewest sequences, by blocks per layer."""
         st = binding_stage_blocks(dep, pool.kv_pool_bytes, context, concurrency, find_max_context)
-        return cls._made(
-            dep,
-            pool,
-            context,
-            concurrency,
-            kv_layers=st.kv_layers,
-            page_bytes=st.page_bytes,
-            block_bytes=st.block_bytes,
-            num_blocks=st.num_blocks,
-            kv_capacity_tokens=st.kv_capacity_tokens,
-            seq_bytes=st.seq_bytes,
-            max_concurrency=st.max_concurrency,
-            max_context_tokens=st.max_context_tokens,
-            needed_bytes=st.needed_bytes,
-            fits=st.fits,
-            overflow_bytes=st.overflow_bytes,
-            state_bytes_per_seq=st.state_bytes_per_seq,
-            stage=st.stage,
-        )
+        return cls._made(dep, pool, context, concurrency, **asdict(st))
 
     @property
     def idle_bytes(self) -> int:

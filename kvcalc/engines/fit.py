@@ -17,8 +17,6 @@ from ..cache.deployment import Deployment
 from ..config.catalog import GPU
 from .budget import Budget, budget
 
-__all__ = ["FitSetup", "NODE_TP", "fitting_setup"]
-
 # Tensor-parallel sizes tried on one GPU kind: one node of up to 8 GPUs, as the chapter's
 # DeepSeek-V3 example (8 x H200) and vLLM's usual single-node deployments.
 NODE_TP = (1, 2, 4, 8)

@@ -22,23 +22,6 @@ from typing import TypedDict
 from ..core.arith import cdiv
 from ..core.units import check_int
 
-__all__ = [
-    "Request",
-    "Block",
-    "BlockPool",
-    "BlockView",
-    "TableView",
-    "Engine",
-    "Snapshot",
-    "simulate",
-    "Scenario",
-    "SCENARIOS",
-    "scenario",
-    "parse_requests",
-    "contiguous_capacity",
-]
-
-
 # -- the inputs: requests and the preset scenarios ---------------------------------------------
 
 
@@ -162,7 +145,6 @@ class _Running:
     generated: int
     blocks: list[int]
     admitted_at: int
-    cached_tokens: int = 0
     sealed: int = 0  # leading full blocks already named by their hash
 
 
@@ -418,7 +400,6 @@ class Engine:
             generated=len(tokens) - len(req.prompt),
             blocks=blocks,
             admitted_at=self.step_no,
-            cached_tokens=len(hits) * bs,
         )
         pool.fill(run)
         self.running.append(run)

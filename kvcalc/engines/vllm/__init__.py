@@ -15,29 +15,12 @@ Callers import from ``kvcalc.engines.vllm``: this module names the public interf
 
 from __future__ import annotations
 
-from .capacity import (
-    Group,
-    VllmPrediction,
-    available_bytes,
-    estimate_max_model_len,
-    predict,
-    startup_error,
-)
+from .capacity import available_bytes, estimate_max_model_len, predict, startup_error
 from .facts import NEWEST, VERSION_FACTS, Facts, fact, resolve_version, version_choices
-from .kv_cache import (
-    MAMBA_DTYPE_CHOICES,
-    KVCacheGrouping,
-    KVCacheGroupSpec,
-    StateDtypes,
-    kv_cache_dtype_modelled,
-    kv_cache_dtypes,
-    model_dtype_of,
-    state_dtypes,
-)
-from .log import MAX_LOG_BYTES, LogLine, diagnose_log, explain_log, log_settings, parse_log
+from .kv_cache import MAMBA_DTYPE_CHOICES, kv_cache_dtype_modelled, kv_cache_dtypes, state_dtypes
+from .log import MAX_LOG_BYTES, diagnose_log, explain_log, log_settings, parse_log
 from .settings import (
     DEFAULT_BLOCK_SIZE,
-    DEFAULT_MAX_NUM_BATCHED_TOKENS,
     USAGE_CONTEXTS,
     default_max_num_batched_tokens,
     default_max_num_seqs,
@@ -46,13 +29,10 @@ from .settings import (
 )
 
 __all__ = [
-    "VllmPrediction",
     "predict",
     "available_bytes",
     "parse_log",
     "explain_log",
-    "LogLine",
-    "DEFAULT_MAX_NUM_BATCHED_TOKENS",
     "VERSION_FACTS",
     "NEWEST",
     "fact",
@@ -63,19 +43,14 @@ __all__ = [
     "kv_cache_dtypes",
     "default_max_num_batched_tokens",
     "state_dtypes",
-    "StateDtypes",
     "mamba_cache_mode_of",
     "mm_batch_floor",
     "diagnose_log",
     "log_settings",
     "kv_cache_dtype_modelled",
-    "model_dtype_of",
     "MAMBA_DTYPE_CHOICES",
     "USAGE_CONTEXTS",
     "DEFAULT_BLOCK_SIZE",
-    "KVCacheGroupSpec",
-    "KVCacheGrouping",
-    "Group",
     "resolve_version",
     "version_choices",
     "MAX_LOG_BYTES",

@@ -18,7 +18,6 @@ from .facts import Facts, fact, resolve_version
 from .kv_cache import GroupingRules, KVFormat, cache_format, layer_state_formats
 from .speculative import speculative_state_blocks
 
-DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 # Tokens per block when --block-size is not given: vLLM's CacheConfig.DEFAULT_BLOCK_SIZE.
 DEFAULT_BLOCK_SIZE = 16
 ASSUMED_GPU = (80 * GiB, "NVIDIA H100 80GB HBM3")  # for vLLM's batch defaults when none given
@@ -37,7 +36,6 @@ USAGE_CONTEXTS = ("serve", "llm")  # vllm serve (UsageContext.OPENAI_API_SERVER)
 #   (fp8, blocks of 64); Blackwell FLASHINFER_MLA (32 or 64: 32) or CUTLASS_MLA (128); other
 #   NVIDIA GPUs TRITON_MLA (multiples of 16). A block size the user sets is kept from v0.18.0.
 # - DeepSeek sparse attention (an indexer on the MLA layers) takes blocks of 64 everywhere.
-GPU_GENERATIONS = ("hopper", "blackwell", "other", "rocm")
 
 
 def gpu_generation(gpu_name: str | None) -> str:

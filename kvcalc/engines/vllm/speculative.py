@@ -14,8 +14,6 @@ from dataclasses import replace
 from ...core.model import Layer, ModelSpec, RecurrentState, counted, interned
 from .facts import Facts, fact
 
-__all__ = ["speculative_view", "speculative_state_blocks"]
-
 
 def speculative_view(spec: ModelSpec, version: tuple[int, ...], notes: list[str]) -> ModelSpec:
     """``spec`` as vLLM ``version`` holds it with its speculative setup: refused (ValueError)
