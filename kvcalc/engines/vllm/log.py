@@ -142,7 +142,7 @@ def parse_log(text: str) -> dict:
     return out
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class LogLine:
     name: str
     logged: float
@@ -226,49 +226,23 @@ def _check_log(
         else "the GiB line is rounded to 0.01 GiB, so the prediction is a range"
     )
     lines = []
+
+    def line(name: str, key: str, values: tuple[float, ...], slack: float, why: str) -> None:
+        """The logged ``key`` against (predicted, low, high), agreeing within ``slack``."""
+        low, high = values[1:]
+        agrees = low - slack <= log[key] <= high + slack
+        lines.append(LogLine(name, log[key], values[0], low, high, agrees, why))
+
     if "tokens" in log:
-        ok = lo.kv_cache_tokens <= log["tokens"] <= hi.kv_cache_tokens
-        lines.append(
-            LogLine(
-                name="GPU KV cache size (tokens)",
-                logged=log["tokens"],
-                predicted=mid.kv_cache_tokens,
-                low=lo.kv_cache_tokens,
-                high=hi.kv_cache_tokens,
-                agrees=ok,
-                why=rounding,
-            )
-        )
+        tokens = (mid.kv_cache_tokens, lo.kv_cache_tokens, hi.kv_cache_tokens)
+        line("GPU KV cache size (tokens)", "tokens", tokens, 0, rounding)
     if "concurrency" in log:
-        ok = (
-            round(lo.max_concurrency, 2) - 0.005
-            <= log["concurrency"]
-            <= round(hi.max_concurrency, 2) + 0.005
-        )
-        lines.append(
-            LogLine(
-                name=f"Maximum concurrency for {kw['max_model_len']:,} tokens",
-                logged=log["concurrency"],
-                predicted=round(mid.max_concurrency, 2),
-                low=round(lo.max_concurrency, 2),
-                high=round(hi.max_concurrency, 2),
-                agrees=ok,
-                why=rounding,
-            )
-        )
+        conc = tuple(round(p.max_concurrency, 2) for p in (mid, lo, hi))
+        name = f"Maximum concurrency for {kw['max_model_len']:,} tokens"
+        line(name, "concurrency", conc, 0.005, rounding)
     if "raised_block" in log:
-        ok = log["raised_block"] == mid.block_size
-        lines.append(
-            LogLine(
-                name="attention block size",
-                logged=log["raised_block"],
-                predicted=mid.block_size,
-                low=mid.block_size,
-                high=mid.block_size,
-                agrees=ok,
-                why="raised so an attention page holds a state page",
-            )
-        )
+        why = "raised so an attention page holds a state page"
+        line("attention block size", "raised_block", (mid.block_size,) * 3, 0, why)
     return mid, lines
 
 
@@ -281,6 +255,10 @@ def _alternatives(
     has_state = any(lay.state_elements for lay in spec.layers)
     windowed = any(lay.token_bound() is not None for lay in spec.layers)
     out: list[tuple[str, dict[str, Any]]] = []
+
+    def add(text: str, **change: Any) -> None:
+        out.append((text, change))
+
     if has_state:
         version = resolve_version(kw.get("version"))
         pc = kw.get("enable_prefix_caching")
@@ -289,52 +267,34 @@ def _alternatives(
                 pc = mamba_cache_mode_of(version, None) != "none"
             except ValueError:
                 pc = False
-        out.append(
-            (
-                f"prefix caching {'off' if pc else 'on'} (recurrent groups keep "
-                f"{'1 block' if pc else '2 blocks'} a request)",
-                {"enable_prefix_caching": not pc, "mamba_cache_mode": None},
-            )
-        )
+        blocks = "1 block" if pc else "2 blocks"
+        text = f"prefix caching {'off' if pc else 'on'} (recurrent groups keep {blocks} a request)"
+        add(text, enable_prefix_caching=not pc, mamba_cache_mode=None)
+        states = (kw.get("mamba_cache_dtype", "auto"), kw.get("mamba_ssm_cache_dtype", "auto"))
         for conv, ssm, text in (
-            (
-                "auto",
-                "float32",
-                "SSM state float32, conv state in the "
-                "model's dtype (--mamba-ssm-cache-dtype float32)",
-            ),
-            ("float32", "auto", "both states float32 (--mamba-cache-dtype float32)"),
-            (
-                "auto",
-                "bfloat16",
-                "SSM state in the model's dtype (--mamba-ssm-cache-dtype bfloat16)",
-            ),
+            ("auto", "float32", "SSM state float32, conv state in the model's dtype"),
+            ("float32", "auto", "both states float32"),
+            ("auto", "bfloat16", "SSM state in the model's dtype"),
         ):
-            if (kw.get("mamba_cache_dtype", "auto"), kw.get("mamba_ssm_cache_dtype", "auto")) != (
-                conv,
-                ssm,
-            ):
-                out.append((text, {"mamba_cache_dtype": conv, "mamba_ssm_cache_dtype": ssm}))
+            if states != (conv, ssm):
+                flag = "--mamba-cache-dtype" if ssm == "auto" else "--mamba-ssm-cache-dtype"
+                add(
+                    f"{text} ({flag} {conv if ssm == 'auto' else ssm})",
+                    mamba_cache_dtype=conv,
+                    mamba_ssm_cache_dtype=ssm,
+                )
         if fact(Facts.gdn_prefill_checkpoint, version) and not kw.get("gdn_prefill_checkpoint"):
-            out.append(
-                (
-                    "the FlashInfer Gated DeltaNet prefill checkpoint (Hopper/Blackwell, "
-                    "--gdn-prefill-checkpoint)",
-                    {"gdn_prefill_checkpoint": True},
-                )
+            text = "the FlashInfer Gated DeltaNet prefill checkpoint (Hopper/Blackwell, "
+            add(text + "--gdn-prefill-checkpoint)", gdn_prefill_checkpoint=True)
+    for mnbt in (2048, 2496, 8192, 16384) if windowed else ():
+        if mnbt != kw.get("max_num_batched_tokens"):
+            add(
+                f"max_num_batched_tokens {mnbt:,} (--max-num-batched-tokens)",
+                max_num_batched_tokens=mnbt,
             )
-    if windowed:
-        for mnbt in (2048, 2496, 8192, 16384):
-            if mnbt != kw.get("max_num_batched_tokens"):
-                out.append(
-                    (
-                        f"max_num_batched_tokens {mnbt:,} (--max-num-batched-tokens)",
-                        {"max_num_batched_tokens": mnbt},
-                    )
-                )
     for bs in (16, 128):
         if bs != kw.get("block_size") and not has_state:
-            out.append((f"block size {bs} (--block-size)", {"block_size": bs}))
+            add(f"block size {bs} (--block-size)", block_size=bs)
     return out
 
 
