@@ -36,15 +36,6 @@ GPU_MEM_UTIL_CHANGED_IN = ".".join(map(str, _UTIL_STEPS[-1][0]))
 # KvCacheConfig.free_gpu_memory_fraction = 0.9 (tensorrt_llm.llmapi; "How to Change KV Cache
 # Behavior" in its documentation).
 TRTLLM_FREE_FRACTION = 0.9
-# LMDeploy's default share of the memory free once the weights are loaded that becomes KV cache:
-# cache_max_entry_count = 0.8 (lmdeploy/messages.py, TurbomindEngineConfig, v0.4.0: "For lmdeploy
-# versions greater than `v0.2.1`, it defaults to 0.8, signifying the percentage of FREE GPU memory
-# to be reserved for the k/v cache"). TurboMind sizes the pool before it allocates its activation
-# buffers (src/turbomind/models/llama/LlamaBatch.cc, v0.4.0: the SequenceManager is built, then
-# AllocateBuffer): max_block_count = free x ratio / block bytes, free from cudaMemGetInfo
-# (BlockManager::GetBlockCount), so what is taken besides the weights is the CUDA context and the
-# library workspaces alone, DEFAULT_NON_TORCH_BYTES below, not the whole reserve.
-LMDEPLOY_CACHE_MAX_ENTRY_COUNT = 0.8
 # Memory a running engine needs besides weights and KV: the activation peak of a profiling run
 # (about 1 GiB for a 7-8B model at 8K batched tokens), the CUDA context and library workspaces
 # (~0.5 GiB) and CUDA-graph buffers (~0.5 GiB). Stated round defaults; the user can change them.
@@ -52,7 +43,12 @@ DEFAULT_ACTIVATION_BYTES = 1 * GiB
 DEFAULT_NON_TORCH_BYTES = GiB // 2
 DEFAULT_CUDA_GRAPH_BYTES = GiB // 2
 # DEFAULT_RESERVE_BYTES (kvcalc.cache.deployment) is their sum, 2 GiB
-LMDEPLOY_RESERVE_BYTES = DEFAULT_NON_TORCH_BYTES  # taken when LMDeploy reads the free memory
+# LMDeploy's TurboMind sizes its pool before it allocates its activation buffers (v0.4.0,
+# src/turbomind/models/llama/LlamaBatch.cc: the SequenceManager, then AllocateBuffer):
+# free x cache_max_entry_count (0.8 by default, lmdeploy/messages.py) / block bytes, free from
+# cudaMemGetInfo (BlockManager::GetBlockCount): besides the weights only the CUDA context and
+# the library workspaces are taken.
+LMDEPLOY_RESERVE_BYTES = DEFAULT_NON_TORCH_BYTES
 
 
 def free_memory_pool(
@@ -259,16 +255,7 @@ class Budget:
             util = cls.default_gpu_mem_util(dep.engine.version)
         util = check_float("gpu_memory_utilization", util, 0.0, 1.0, lo_open=True)
         weights = math.ceil(dep.all_weights_bytes / dep.num_gpus)
-        total, reserve = dep.total_bytes, dep.reserve_bytes
-        requested, kv_pool = cls.pool(total, weights, reserve, util)
-        pool = Pool(
-            total_bytes=total,
-            gpu_mem_util=util,
-            requested_bytes=requested,
-            weights_bytes=weights,
-            reserve_bytes=reserve,
-            kv_pool_bytes=kv_pool,
-        )
+        pool = cls.pool(dep.total_bytes, weights, dep.reserve_bytes, util)
         return cls.from_pool(dep, pool, context, concurrency, find_max_context)
 
     @staticmethod
@@ -276,11 +263,12 @@ class Budget:
         return _vllm.fact(_vllm.Facts.gpu_memory_utilization, vllm_version)  # vLLM's pool
 
     @staticmethod
-    def pool(total_bytes: int, weights_bytes: int, reserve: int, util: float) -> tuple[int, int]:
-        """(requested, pool) by vLLM's rule: requested_memory = math.ceil(total_memory x
-        gpu_memory_utilization), in floats; the pool is what the weights and the reserve leave."""
+    def pool(total_bytes: int, weights_bytes: int, reserve: int, util: float) -> Pool:
+        """vLLM's rule: requested_memory = math.ceil(total_memory x gpu_memory_utilization), in
+        floats; the pool is what the weights and the reserve leave of it."""
         requested = math.ceil(total_bytes * util)
-        return requested, requested - weights_bytes - reserve
+        kv_pool = requested - weights_bytes - reserve
+        return Pool(total_bytes, util, requested, weights_bytes, reserve, kv_pool)
 
     @classmethod
     def from_pool(
@@ -518,8 +506,9 @@ class TrtllmBudget(Budget):
         return TRTLLM_FREE_FRACTION
 
     @staticmethod
-    def pool(total_bytes: int, weights_bytes: int, reserve: int, util: float) -> tuple[int, int]:
-        return total_bytes, free_memory_pool(total_bytes, weights_bytes, reserve, util)
+    def pool(total_bytes: int, weights_bytes: int, reserve: int, util: float) -> Pool:
+        kv_pool = free_memory_pool(total_bytes, weights_bytes, reserve, util)
+        return Pool(total_bytes, util, total_bytes, weights_bytes, reserve, kv_pool)
 
     @classmethod
     def from_pool(

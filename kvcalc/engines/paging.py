@@ -160,7 +160,7 @@ class BlockView:
     state: str  # "used", "cached" (free, hash kept) or "free"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class TableView:
     """One request's block table and where it stands."""
 
@@ -496,7 +496,7 @@ class Engine:
 
     def snapshot(self) -> Snapshot:
         bs = self.block_size
-        # (rid, state, tokens, generated, block table): running, waiting, to come, finished
+        # TableView rows (rid, state, tokens, generated, blocks): running, waiting, coming, done
         rows = [
             (r.req.rid, "running", len(r.tokens), r.generated, tuple(r.blocks))
             for r in self.running
@@ -506,15 +506,11 @@ class Engine:
             rows.append((req.rid, state, len(tokens), len(tokens) - len(req.prompt), ()))
         rows += [(req.rid, f"arrives at step {req.arrival}", 0, 0, ()) for req in self.pending]
         rows += [(rid, "finished", len(r.tokens), r.generated, ()) for rid, r in self.done.items()]
-        tables = [
-            TableView(rid=rid, state=state, tokens=n, generated=gen, blocks=table)
-            for rid, state, n, gen, table in rows
-        ]
         frag = sum(len(r.blocks) * bs - len(r.tokens) for r in self.running)
         return Snapshot(
             step=self.step_no,
             blocks=self.pool.views(),
-            tables=tuple(tables),
+            tables=tuple(TableView(*row) for row in rows),
             events=tuple(self.events),
             used_blocks=self.pool.used,
             free_blocks=len(self.pool.free),

@@ -16,7 +16,7 @@ from ..core.dtypes import KV_DTYPES, DType, get_dtype
 from ..core.model import Layer, counted
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class Pool:
     """The memory one GPU gives the cache under a convention."""
 

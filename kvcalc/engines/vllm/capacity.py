@@ -247,18 +247,14 @@ def _prediction(
         )
         for g, r in zip(bind.groups, per_req, strict=True)
     )
+    same = ("block_size", "page_bytes", "group_size", "padding_layers", "padding_waste_pct")
     return VllmPrediction(
+        **{k: getattr(bind, k) for k in (*same, "state_page_padding_pct")},
         available_bytes=available_bytes,
         max_model_len=max_model_len,
-        block_size=bind.block_size,
         requested_block_size=s.requested_block_size,
         block_size_line=s.block_size_line,
-        page_bytes=bind.page_bytes,
-        group_size=bind.group_size,
         groups=groups,
-        padding_layers=bind.padding_layers,
-        padding_waste_pct=bind.padding_waste_pct,
-        state_page_padding_pct=bind.state_page_padding_pct,
         num_blocks=num_blocks,
         blocks_per_request=per_request,
         max_concurrency=conc,
