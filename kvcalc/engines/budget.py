@@ -1,14 +1,9 @@
-"""GPU memory budget: how much of a GPU becomes KV cache, and how many sequences it holds.
-
-Three conventions, each named, never mixed, each a Budget subclass that builds itself from a
-Deployment (``from_pool``): ``VllmBudget`` (vLLM's own arithmetic, kvcalc.engines.vllm.predict),
-``IdealBudget`` (the bytes a sequence really holds, for teaching) and ``TrtllmBudget``
-(TensorRT-LLM's share of the free memory, blocks per layer). ``budget(dep, context,
-convention=...)`` picks the class once (``CONVENTIONS``); nothing after branches on the name.
-Each engine's pool defaults are here, the blocks per layer in kvcalc.engines.pool; the
-conventions and the defaults in words: docs/vllm.md#the-gpu-memory-budget. Longer than the
-600 lines: the Budget, its verdict and help texts, and the three conventions are one idea.
-"""
+"""GPU memory budget: how much of a GPU becomes KV cache, and how many sequences it holds, under
+three named conventions, each a Budget subclass built from a Deployment (``from_pool``):
+``VllmBudget`` (vLLM's own arithmetic), ``IdealBudget`` (the bytes a sequence really holds, for
+teaching) and ``TrtllmBudget`` (TensorRT-LLM's share of the free memory, blocks per layer);
+``budget(dep, context, convention=...)`` picks the class once. The engines' pool defaults are
+here, the blocks per layer in kvcalc.engines.pool; in words: docs/vllm.md#the-gpu-memory-budget."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""The smallest change of hardware that lets a model run: a setup of the registry's GPUs that
-holds the weights and leaves room in the KV pool for one sequence.
-
-A page that finds the weights do not fit offers this setup as one move instead of a dead end:
-first the same GPU split by tensor parallelism (1, 2, 4, 8), else the next larger GPU of the
-registry, each with the fewest GPUs that fit. "Fits" is vLLM's arithmetic
-(``kvcalc.engines.budget.budget``): a KV pool that holds one whole sequence of ``context``
-tokens and no start-up refusal. The rule: docs/vllm.md#the-smallest-setup-that-fits.
-"""
+"""The smallest change of hardware that lets a model run, offered where its weights do not fit:
+the same GPU split by tensor parallelism (1, 2, 4, 8), else the next larger GPU of the registry,
+each with the fewest GPUs whose KV pool holds one sequence by vLLM's arithmetic
+(``kvcalc.engines.budget.budget``). The rule: docs/vllm.md#the-smallest-setup-that-fits."""
 
 from __future__ import annotations
 

@@ -1,15 +1,8 @@
 """A small, deterministic model of how a serving engine manages the KV cache in blocks, after
-vLLM's design (PagedAttention, the V1 scheduler, automatic prefix caching): a pool of blocks,
-each request's block table, steps that decode then admit, preemption of the newest request
-when the pool runs dry, and prefix caching by chained block hashes (each rule in words:
-docs/simulator.md#the-engine-views-block-pool). Pure Python and deterministic: the same inputs
-give the same steps, so a page can rebuild any step from the inputs alone (and a link can name
-it).
-
-Its inputs are here too: requests typed as lines of numbers (``parse_requests``) or a preset
-scenario of the Engine view. Token ids are made up: requests with the same shared-prefix
-length start with the same ids (like a common system prompt).
-"""
+vLLM's design (PagedAttention, the V1 scheduler, automatic prefix caching); each rule, and why
+it is deterministic: docs/simulator.md#the-engine-views-block-pool. Its inputs are here too:
+requests typed as lines of numbers (``parse_requests``) or a preset scenario of the Engine view.
+Token ids are made up: requests with the same shared-prefix length start with the same ids."""
 
 from __future__ import annotations
 

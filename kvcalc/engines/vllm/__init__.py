@@ -1,16 +1,6 @@
 """vLLM's start-up capacity lines ("GPU KV cache size: T tokens", "Maximum concurrency for N
-tokens per request: C x"), predicted exactly as vLLM V1 computes them (vllm/v1/core/
-kv_cache_utils.py; the five steps in words: docs/vllm.md#the-start-up-lines), and a reader
-for a pasted start-up log. One module a concept, each importing only those before it:
-
-- ``facts``: the versioned table of release facts and ``fact(Facts.x, version)``;
-- ``kv_cache``: the cache's formats (--kv-cache-dtype by release, the recurrent states'), one
-  token's bytes in one layer, and the KV-cache groups (KVCacheGroupSpec, KVCacheGrouping);
-- ``speculative``: what speculative decoding changes, by release;
-- ``settings``: vLLM's defaults (block sizes, max_num_seqs, max_num_batched_tokens, the Mamba
-  cache mode) and the engine settings a Deployment resolves to;
-- ``capacity``: predict() and its result, estimate_max_model_len, startup_error, available_bytes;
-- ``log``: a pasted start-up log, read and checked line by line.
+tokens per request: C x"), predicted exactly as vLLM V1 computes them, and a reader for a pasted
+start-up log. The steps and the package's modules, in import order: docs/vllm.md#the-start-up-lines.
 Callers import from ``kvcalc.engines.vllm``: this module names the public interface."""
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
 """The capacity lines vLLM prints at start-up, predicted (steps 1-5 of
-docs/vllm.md#the-start-up-lines), and what vLLM decides around them.
-
-predict() checks its arguments, resolves the engine settings (``settings``), lays the layers out
-on the GPUs and pipeline stages, finds the stage whose grouping binds and turns that stage's
-blocks into the two numbers vLLM prints. Around them: the longest max_model_len that fits (its
-estimate_max_model_len), its refusal to start when one request does not, and the memory it
-finds for the cache ("Available KV cache memory")."""
+docs/vllm.md#the-start-up-lines), and around them its estimate_max_model_len, its refusal to
+start when one request does not fit, and the memory it finds for the cache."""
 
 from __future__ import annotations
 
@@ -120,30 +115,11 @@ def predict(
     mm_batch_tokens: int | None = None,
     mla_block_rule: bool = True,
 ) -> VllmPrediction:
-    """The capacity lines vLLM prints for ``dep`` given the memory it found for the cache.
-
-    ``dep.cache.kv_dtype`` is kvcalc's name (bf16, fp8, int8, ...) or vLLM's --kv-cache-dtype;
-    with ``scales`` a quantized kvcalc format is vLLM's per-token-head variant. A format the chosen
-    version does not have, or one kvcalc does not model, is refused by name, never replaced by
-    another one's numbers.
-
-    Recurrent states: ``state_dtype`` is what vLLM's 'auto' means for them (the model's dtype);
-    ``mamba_cache_dtype`` sets the conv state (and the SSM state while that is 'auto'),
-    ``mamba_ssm_cache_dtype`` the SSM state alone, as vLLM's flags do (resolve a config's own
-    choice with state_dtypes()). ``enable_prefix_caching`` None is the version's default;
-    with it on a recurrent group keeps 2 blocks a request ('align'), 3 with
-    ``gdn_prefill_checkpoint`` (v0.33.0 Gated DeltaNet on FlashInfer prefill: Hopper, or
-    Blackwell with CUDA 13). ``architecture`` (config.json's) picks 'all' mode in
-    v0.15.0-v0.27.x, which kvcalc does not model.
-
-    ``max_num_batched_tokens`` None is the version's default for ``usage_context`` ('serve':
-    ``vllm serve``, 'llm': the LLM class) on the GPU given (an 80 GiB H100 when none is, said
-    in the notes), raised to ``mm_batch_tokens`` (mm_batch_floor(config)) and capped at
-    max_num_seqs x max_model_len, as EngineArgs does.
-
-    MLA models: the block size is the one vLLM picks for its MLA kernel on ``gpu_name``'s
-    generation (an H100 when none is given), see mla_block_size; ``mla_block_rule=False``
-    keeps ``block_size`` as given (a block size read from a log)."""
+    """The capacity lines vLLM prints for ``dep`` given the memory it found for the cache. A
+    format the version does not have, or one kvcalc does not model, is refused by name. How each
+    setting is read (formats, recurrent states, prefix caching, max_num_batched_tokens None,
+    ``architecture``, ``mm_batch_tokens``, an MLA model's block size and ``mla_block_rule``):
+    docs/vllm.md#the-settings-predict-reads."""
     notes: list[str] = []
     view = speculative_view(dep.spec, resolve_version(dep.engine.version), notes)
     if view is not dep.spec:

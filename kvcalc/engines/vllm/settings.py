@@ -164,13 +164,15 @@ def default_max_num_batched_tokens(
     config: dict | None = None,
     max_model_len: int | None = None,
     max_num_seqs: int | None = None,
+    mm_batch_tokens: int | None = None,
 ) -> int:
     """vLLM's default max_num_batched_tokens (EngineArgs._set_default_args /
     _set_default_max_num_seqs_and_batched_tokens_args; tests/data/vllm-facts.md, Q6):
 
     - ``vllm serve``: 16,384 on a GPU of 160 GiB or more (v0.28.0), 8,192 on one of 70 GiB or
       more (not an A100 from v0.9.0), else 2,048; the ``LLM`` class: 16,384 / 16,384 / 8,192;
-    - raised for a multimodal prefix-LM model (Gemma 4) to its costliest item (v0.22.0);
+    - raised for a multimodal prefix-LM model (Gemma 4) to its costliest item (v0.22.0), read
+      from ``config`` or given as ``mm_batch_tokens`` (mm_batch_floor's);
     - then at most max_num_seqs x max_model_len (when both are given)."""
     if usage_context not in USAGE_CONTEXTS:
         raise ValueError(
@@ -181,8 +183,8 @@ def default_max_num_batched_tokens(
     llm, serve = _BATCH_TOKENS[_batch_tier(v, total_bytes, gpu_name)]
     tokens = serve if usage_context == "serve" else llm
     floor = mm_batch_floor(config, version)
-    if floor and floor[0] > tokens:
-        tokens = floor[0]
+    if fact(Facts.mm_prefix_lm_batch_floor, v):
+        tokens = max(tokens, floor[0] if floor else 0, mm_batch_tokens or 0)
     if max_model_len:
         seqs = max_num_seqs or default_max_num_seqs(version, total_bytes, gpu_name)
         tokens = min(tokens, seqs * max_model_len)
@@ -285,20 +287,14 @@ def batched_tokens_default(
     gpu_bytes, gname = gpu_memory(dep)
     if gpu_bytes is None:
         gpu_bytes, gname = ASSUMED_GPU
-    shown = ".".join(map(str, version))
-    usage = dep.engine.usage_context
-    tokens = default_max_num_batched_tokens(
-        shown, gpu_bytes, gname, usage_context=usage, max_model_len=max_model_len
+    return default_max_num_batched_tokens(
+        ".".join(map(str, version)),
+        gpu_bytes,
+        gname,
+        usage_context=dep.engine.usage_context,
+        max_model_len=max_model_len,
+        mm_batch_tokens=mm_batch_tokens,
     )
-    if (
-        mm_batch_tokens
-        and mm_batch_tokens > tokens
-        and fact(Facts.mm_prefix_lm_batch_floor, version)
-    ):
-        tokens = mm_batch_tokens
-        if max_model_len:
-            tokens = min(tokens, default_max_num_seqs(shown, gpu_bytes, gname) * max_model_len)
-    return tokens
 
 
 def engine_settings(
