@@ -41,16 +41,8 @@ _DOCS_LINK = (
 
 # -- facts that changed between vLLM releases ----------------------------------------------------
 # Every rule of vLLM's capacity arithmetic that changed between releases, with the first release
-# that has each value and the change that made it. The releases were read off the Python sources
-# of every vLLM wheel on PyPI from v0.7.0 to v0.33.0, compared release by release (release
-# candidates and dev builds not checked); PR numbers from vLLM's pull-request threads. Details and
-# quotes: tests/data/vllm-facts.md. `EngineArgs(version=...)` picks one release's rules;
-# the default is NEWEST. A main-branch build's version ("0.16.1rc1.dev111+gafd089f23") is read
-# as its first three numbers; where a rule reached main between two releases and real logs of
-# such builds show it, its step sits at the builds' stamp (qwen3_5_ssm_from_config: 0.16.1).
-#
-# Not pinned down: the PR behind the v0.20.1 tokens line (#41069 or #40694's idea), and the PRs
-# of the >= 160 GiB batch tier (v0.28.0) and of the in-flight tokens (v0.26.0).
+# that has each value and the change that made it, read off every wheel from v0.7.0 to v0.33.0
+# (how, and what is not pinned down: docs/vllm.md; quotes: tests/data/vllm-facts.md).
 
 
 class Fact(Generic[T]):

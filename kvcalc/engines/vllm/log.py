@@ -51,10 +51,13 @@ _PATTERNS = {
     "mla_block": re.compile(r"(?:Forcing|Setting) kv cache block size to\s+([0-9]+)\s+for"),
 }
 MAX_LOG_BYTES = 5_000_000
-# Bounds of the numbers a real start-up log prints; past them a pasted log is refused by line.
-_LOG_MAX_GIB = 2**20  # 1 PiB: predict() takes at most 2**50 bytes
-_LOG_MAX_INT = 10**12  # tokens, lengths, sizes: far above any real engine's
-_LOG_MAX_CONCURRENCY = 1e12
+# Bounds of the numbers a real start-up log prints, (whole, at most); past them a pasted log is
+# refused by line. Tokens, lengths, sizes: at most 10**12, far above any real engine's.
+_LOG_BOUNDS = {
+    "available_gib": (False, 2**20),  # 1 PiB: predict() takes at most 2**50 bytes
+    "available_bytes": (True, 2**50),
+    "concurrency": (False, 1e12),
+}
 _LOG_LINES = {
     "available_gib": "Available KV cache memory",
     "tokens": "GPU KV cache size",
@@ -74,9 +77,10 @@ _LOG_TEXT = (
 )
 
 
-def _log_number(key: str, text: str, *, whole: bool, maximum: float) -> int | float:
+def _log_number(key: str, text: str) -> int | float:
     """One number of the log, or ValueError naming the line: a pasted log may hold '1.2.3', a
     400-digit value (float() gives inf) or more digits than int() converts."""
+    whole, maximum = _LOG_BOUNDS.get(key, (True, 10**12))
     name = _LOG_LINES.get(key, key)
     shown = text if len(text) <= 40 else text[:40] + "..."
     try:
@@ -112,27 +116,17 @@ def parse_log(text: str) -> dict:
             continue
         val = found[-1]
         if key == "concurrency":
-            out["concurrency_len"] = _log_number(
-                "concurrency_len", val[0], whole=True, maximum=_LOG_MAX_INT
-            )
-            out["concurrency"] = _log_number(key, val[1], whole=False, maximum=_LOG_MAX_CONCURRENCY)
+            out["concurrency_len"] = _log_number("concurrency_len", val[0])
+            out["concurrency"] = _log_number(key, val[1])
         elif key in _LOG_TEXT:
             out[key] = val
         elif key == "enable_prefix_caching":
             out[key] = val == "True"
-        elif key == "available_gib":
-            # one line per rank with TP/PP
-            out["available_gib_all"] = [
-                _log_number(key, v, whole=False, maximum=_LOG_MAX_GIB) for v in found
-            ]
-            out[key] = out["available_gib_all"][-1]
-        elif key == "available_bytes":
-            out["available_bytes_all"] = [
-                _log_number(key, v, whole=True, maximum=2**50) for v in found
-            ]
-            out[key] = out["available_bytes_all"][-1]
+        elif key in ("available_gib", "available_bytes"):  # one line per rank with TP/PP
+            out[f"{key}_all"] = [_log_number(key, v) for v in found]
+            out[key] = out[f"{key}_all"][-1]
         else:
-            out[key] = _log_number(key, val, whole=True, maximum=_LOG_MAX_INT)
+            out[key] = _log_number(key, val)
     if "available_gib" not in out and "available_bytes" not in out:
         raise ValueError(
             "no 'Available KV cache memory: X GiB' line (nor vllm-ascend's "

@@ -26,16 +26,7 @@ ASSUMED_GPU = (80 * GiB, "NVIDIA H100 80GB HBM3")  # for vLLM's batch defaults w
 USAGE_CONTEXTS = ("serve", "llm")  # vllm serve (UsageContext.OPENAI_API_SERVER), the LLM class
 
 # -- the MLA block size, by release and GPU generation ---------------------------------------------
-# vLLM picks an MLA model's block size for its attention kernel (tests/data/vllm-facts.md, Q16):
-# - up to v0.17.x, CudaPlatformBase.check_and_update_config forces it ("Forcing kv cache block
-#   size to 64 for FlashMLA backend." on Hopper; "... to 128 for CUTLASS_MLA backend." on
-#   Blackwell; from v0.15.0 Blackwell takes FlashInfer MLA when qk_nope_head_dim is 128: 64);
-# - from v0.18.0 (PR #35122) Platform.update_block_size_for_backend asks the chosen backend's
-#   get_preferred_block_size(16): 16 when the kernel takes it, else its smallest size. The
-#   default backends: Hopper FLASH_ATTN_MLA (16-bit caches, any multiple of 16) or FLASHMLA
-#   (fp8, blocks of 64); Blackwell FLASHINFER_MLA (32 or 64: 32) or CUTLASS_MLA (128); other
-#   NVIDIA GPUs TRITON_MLA (multiples of 16). A block size the user sets is kept from v0.18.0.
-# - DeepSeek sparse attention (an indexer on the MLA layers) takes blocks of 64 everywhere.
+# The rules by release and GPU generation: docs/engine-facts.md#mla-block-size (vllm-facts Q16).
 
 
 def gpu_generation(gpu_name: str | None) -> str:
