@@ -18,13 +18,13 @@ from ..core.units import check_int
 class Weights:
     dtype: str
     expert_dtype: str
-    total_params: int | None  # None when only the byte size is known (given by hand)
-    active_params: int | None
-    expert_params: int  # routed experts, all layers
+    total_params: int | None = None  # None when only the byte size is known (given by hand)
+    active_params: int | None = None
+    expert_params: int = 0  # routed experts, all layers
     bytes: int  # everything resident
-    expert_bytes: int
+    expert_bytes: int = 0
     dense_bytes: int  # everything but the routed experts
-    bytes_per_expert: int  # one expert of one layer
+    bytes_per_expert: int = 0  # one expert of one layer
     # An untied input embedding: a forward pass gathers one row per token instead of reading the
     # table (a tied one is read whole by the output head). 0 when tied or unknown.
     input_embedding_bytes: int = 0
@@ -80,17 +80,7 @@ def weights_given(total_bytes: int, dtype: str = "bf16") -> Weights:
     of them resident and all of them read by every decode step (no expert routing assumed)."""
     total_bytes = check_int("weights (bytes)", total_bytes, 0, 2**60)
     d = get_dtype(dtype, WEIGHT_DTYPES)
-    return Weights(
-        dtype=d.name,
-        expert_dtype=d.name,
-        total_params=None,
-        active_params=None,
-        expert_params=0,
-        bytes=total_bytes,
-        expert_bytes=0,
-        dense_bytes=total_bytes,
-        bytes_per_expert=0,
-    )
+    return Weights(dtype=d.name, expert_dtype=d.name, bytes=total_bytes, dense_bytes=total_bytes)
 
 
 def served_format(checkpoint: str, half: str = "bf16") -> str:

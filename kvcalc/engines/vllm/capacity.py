@@ -51,9 +51,6 @@ class Group:
             return alloc - (n - 1) // self.span * self.span // bs
         return alloc
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 @dataclass(frozen=True, kw_only=True)
 class VllmPrediction:
@@ -81,7 +78,7 @@ class VllmPrediction:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d["groups"] = [g.to_dict() for g in self.groups]
+        d["groups"] = list(d["groups"])
         d["num_groups"] = len(self.groups)
         d["capacity_lines"] = self.capacity_lines()
         return d
@@ -209,9 +206,7 @@ def _prediction(
         tokens = num_blocks // len(bind.groups) * bind.block_size
         formula = "num_blocks // groups x block_size"
     # Say the engine conventions these numbers rest on.
-    notes = (
-        list(bind.notes) + notes + convention_notes(binding, kinds=kinds, settings=s, parts=parts)
-    )
+    notes = list(bind.notes) + notes + convention_notes(binding, kinds=kinds, s=s, parts=parts)
     groups = tuple(
         Group(
             kind=g.kind,
@@ -353,26 +348,23 @@ def binding_stage(
 
 
 def convention_notes(
-    binding: Binding, *, kinds: list, settings: EngineSettings, parts: list[int]
+    binding: Binding, *, kinds: list, s: EngineSettings, parts: list[int]
 ) -> list[str]:
     """The engine conventions the numbers rest on: tokens in flight, the state formats and
     blocks, the pipeline stages."""
-    bind, per_req, s = binding.grouping, binding.per_request, settings
-    version, batches, in_flight, architecture = s.version, s.batches, s.in_flight, s.architecture
-    conv, ssm, mode = s.conv, s.ssm, s.mamba_cache_mode
-    state_blocks, checkpoint = s.state_blocks, s.checkpoint
+    bind, per_req = binding.grouping, binding.per_request
     notes = []
-    if batches > 1 and any(
+    if s.batches > 1 and any(
         r > 0 and g.spec.token_bound() is not None
         for g, r in zip(bind.groups, per_req, strict=True)
     ):
         notes.append(
-            f"each window or chunk reserves room for {batches} x max_num_batched_tokens "
-            f"({in_flight:,} tokens in flight): asynchronous scheduling, vLLM 0.26.0 on"
+            f"each window or chunk reserves room for {s.batches} x max_num_batched_tokens "
+            f"({s.in_flight:,} tokens in flight): asynchronous scheduling, vLLM 0.26.0 on"
         )
     if any(g.spec.state_elements for g in bind.groups):
-        notes.append(f"recurrent state: conv in {conv.name.upper()}, SSM in {ssm.name.upper()}")
-        if mode == "none":
+        notes.append(f"recurrent state: conv in {s.conv.name.upper()}, SSM in {s.ssm.name.upper()}")
+        if s.mamba_cache_mode == "none":
             notes.append(
                 "a recurrent state takes one block per request: prefix caching off "
                 "(mamba_cache_mode 'none')"
@@ -380,16 +372,16 @@ def convention_notes(
         else:
             notes.append(
                 f"prefix caching on (mamba_cache_mode 'align'): each recurrent group "
-                f"keeps {state_blocks} blocks per request"
+                f"keeps {s.state_blocks} blocks per request"
                 + (
                     " (2 + one prefill checkpoint of FlashInfer's Gated DeltaNet)"
-                    if checkpoint
+                    if s.checkpoint
                     else ""
                 )
             )
             if (
-                fact(Facts.gdn_prefill_checkpoint, version)
-                and not checkpoint
+                fact(Facts.gdn_prefill_checkpoint, s.version)
+                and not s.checkpoint
                 and any(getattr(lay, "flavor", "") == "gated_deltanet" for lay in kinds)
             ):
                 notes.append(
@@ -397,7 +389,7 @@ def convention_notes(
                     "Gated DeltaNet prefill keeps a third block and aligns blocks to "
                     "64 tokens: set gdn_prefill_checkpoint (--gdn-prefill-checkpoint)"
                 )
-            if fact(Facts.mamba_cache_mode, version) == "all or align" and architecture is None:
+            if fact(Facts.mamba_cache_mode, s.version) == "all or align" and s.architecture is None:
                 notes.append(
                     "vLLM 0.15.0-0.27.x uses mamba_cache_mode 'all' instead for "
                     + ", ".join(MAMBA_ALL_MODE)
