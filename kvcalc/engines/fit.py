@@ -31,10 +31,6 @@ class FitSetup:
         return f"{self.tp} x {self.gpu.name}" if self.tp > 1 else self.gpu.name
 
 
-def _fits(b: Budget) -> bool:
-    return b.kv_pool_bytes > 0 and b.max_concurrency >= 1 and not b.startup_error
-
-
 def fitting_setup(
     dep: Deployment, gpus: Iterable[GPU], context: int, *, tps: tuple[int, ...] = NODE_TP
 ) -> FitSetup | None:
@@ -55,6 +51,6 @@ def fitting_setup(
                 b = budget(dep.but(gpu=gpu, tp=tp, pp=1), context, find_max_context=False)
             except ValueError:  # a TP the KV heads cannot split: try the next
                 continue
-            if _fits(b):
+            if b.kv_pool_bytes > 0 and b.max_concurrency >= 1 and not b.startup_error:
                 return FitSetup(gpu=gpu, tp=tp, budget=b)
     return None

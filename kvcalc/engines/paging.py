@@ -51,9 +51,7 @@ def parse_requests(text: str, *, max_requests: int = 64) -> list[Request]:
             nums = [int(p) for p in parts]
         except ValueError:
             raise ValueError(f"line {lineno}: only whole numbers, got {line[:40]!r}") from None
-        prompt, out = nums[0], nums[1]
-        shared = nums[2] if len(nums) > 2 else 0
-        arrival = nums[3] if len(nums) > 3 else 0
+        prompt, out, shared, arrival = nums + [0] * (4 - len(nums))
         if not 1 <= prompt <= 4096 or not 1 <= out <= 4096:
             raise ValueError(f"line {lineno}: prompt and output must be 1 to 4,096 tokens")
         if not 0 <= shared <= prompt:

@@ -252,17 +252,9 @@ def state_formats(
     family: str = "",
 ) -> StateDtypes:
     """The formats vLLM gives a recurrent layer's conv state and SSM state (kvcalc names), the
-    one rule behind state_dtypes (a config.json) and layer_state_formats (a model's layers):
-    MambaStateDtypeCalculator, config/cache.py, model_executor/models/config.py;
-    tests/data/vllm-facts.md, Q10.
-
-    - conv state: --mamba-cache-dtype, 'auto' = ``model_dtype``;
-    - SSM state: --mamba-ssm-cache-dtype; 'auto' = the one format the model ``declared`` ((format,
-      config field) pairs; a field None: the model fixes it) where this version honours the
-      field (Qwen3.5's mamba_ssm_dtype from v0.17.0), NemotronH's default (float16, float32
-      from v0.20.0) when it declares none, else the conv state's format;
-    - ``family`` "kda" (Kimi-Linear): float32, the flag taking float32 or bfloat16 from v0.30.0;
-      "lightning" (MiniMax): one linear-attention state, in --mamba-cache-dtype."""
+    one rule behind state_dtypes (a config.json) and layer_state_formats (a model's layers);
+    ``declared``: (format, config field) pairs, a field None where the model fixes it. The rule
+    and its sources: docs/engine-facts.md#state-dtypes-and-mamba-modes."""
     conv_set = mamba_dtype(conv_flag, "--mamba-cache-dtype")
     ssm_set = mamba_dtype(ssm_flag, "--mamba-ssm-cache-dtype")
     conv = conv_set or model_dtype

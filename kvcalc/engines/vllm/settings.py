@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ...cache.deployment import Deployment, EngineArgs
 from ...config.limits import MAX_CONTEXT
 from ...core.dtypes import DType
-from ...core.model import Layer, MLALatent, ModelSpec, counted
+from ...core.model import Layer, MLALatent, counted
 from ...core.units import GiB, check_int
 from .facts import Facts, fact, resolve_version
 from .kv_cache import GroupingRules, KVFormat, cache_format, layer_state_formats
@@ -310,12 +310,9 @@ def engine_settings(
     batched = check_int("max_num_batched_tokens", batched, 1, MAX_CONTEXT)
     fmt = cache_format(cache.kv_dtype, cache.scales, version)
     conv, ssm = layer_state_formats(kinds, cache, version)
-    block_size = engine.block_size
-    block_line = ""
+    block_size, block_line = engine.block_size, ""
     if not any(lay.state_elements for lay in kinds) and mla_block_rule:
-        block_size, block_line = _mla_block(
-            spec, kinds, block_size, version, dep.gpu_name, fmt, notes
-        )
+        block_size, block_line = _mla_block(dep, kinds, version, fmt, notes)
     mode, checkpoint, state_blocks, alignment = _state_mode(
         kinds, version, block_size, engine, architecture, notes
     )
@@ -324,8 +321,7 @@ def engine_settings(
     # A window (or chunk) reserves room for the tokens in flight: one batch, or two under the
     # asynchronous scheduling of newer releases (with pipeline stages: one per stage).
     batches = fact(Facts.in_flight_batches, version)
-    pp = dep.pp
-    in_flight = batched * (batches if pp == 1 else max(pp, 1) if batches > 1 else 1)
+    in_flight = batched * (batches if dep.pp == 1 else max(dep.pp, 1) if batches > 1 else 1)
     return EngineSettings(
         version=version,
         max_num_batched_tokens=batched,
@@ -362,17 +358,14 @@ def _batched_tokens_note(dep: Deployment, version: tuple[int, ...], tokens: int)
 
 
 def _mla_block(
-    spec: ModelSpec,
-    kinds: list,
-    block_size: int,
-    version: tuple[int, ...],
-    gpu_name: str | None,
-    fmt: KVFormat,
-    notes: list[str],
+    dep: Deployment, kinds: list, version: tuple[int, ...], fmt: KVFormat, notes: list[str]
 ) -> tuple[int, str]:
     """The block size vLLM picks for an MLA model's attention kernel (mla_block_size), and the
     line it logs; said in the notes."""
-    block_size, block_line = mla_block_size(spec.layers, block_size, version, gpu_name, fmt)
+    gpu_name = dep.gpu_name
+    block_size, block_line = mla_block_size(
+        dep.spec.layers, dep.engine.block_size, version, gpu_name, fmt
+    )
     on = gpu_name or ASSUMED_GPU[1] + " (no GPU given)"
     mla = any(lay.kind == "mla" for lay in kinds)
     if block_line:
