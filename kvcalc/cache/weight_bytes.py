@@ -34,12 +34,9 @@ class Weights:
     checkpoint_dtype: str | None = None
 
     def read_per_step(self, spec: ModelSpec, batch: int) -> int:
-        """Weight bytes one decode step of ``batch`` sequences reads: every non-expert weight,
-        plus in each MoE layer the experts the batch touches under uniform routing.
-
-        Tokens looked up in an untied input embedding read only their rows, not the table, so
-        the table counts ``batch`` rows (at most the whole table). ``batch`` is the number of
-        tokens the pass processes: the batch for a decode step, the prompt for a prefill."""
+        """Weight bytes one pass over ``batch`` tokens reads (a decode step's batch, a prefill's
+        prompt): every non-expert weight, in each MoE layer the experts the batch touches under
+        uniform routing, and of an untied input embedding only the ``batch`` rows looked up."""
         batch = check_int("batch", batch, 1, 10**9)
         gathered = min(self.input_embedding_bytes, batch * self.embedding_row_bytes)
         dense = self.dense_bytes - self.input_embedding_bytes + gathered

@@ -118,18 +118,15 @@ class Budget:
     @property
     def max_running_seqs(self) -> float:
         """Sequences that can run together: the memory figure, capped by max_num_seqs."""
-        if self.max_num_seqs is None:
-            return self.max_concurrency
-        return min(self.max_concurrency, self.max_num_seqs)
+        return min(self.max_concurrency, self.max_num_seqs or math.inf)
 
     @property
     def held_concurrency(self) -> float:
         """Requests decoding at `context` tokens that the pool holds at once, each holding only
         what vLLM keeps for it (vLLM's logged max_concurrency charges every window its worst
         case). Equal to max_concurrency when every layer keeps every token."""
-        if not self.held_blocks_per_request:
-            return self.max_concurrency
-        return self.num_blocks / self.held_blocks_per_request
+        held = self.held_blocks_per_request
+        return self.num_blocks / held if held else self.max_concurrency
 
     @property
     def held_bytes(self) -> int:
@@ -138,21 +135,16 @@ class Budget:
     @property
     def limited_by(self) -> str:
         """What caps the running sequences: "memory" or "max_num_seqs"."""
-        if self.max_num_seqs is not None and self.max_num_seqs < self.max_concurrency:
-            return "max_num_seqs"
-        return "memory"
+        return "max_num_seqs" if self.max_running_seqs < self.max_concurrency else "memory"
 
     @property
     def usable_context(self) -> int:
-        if self.max_context_tokens is None:
-            return self.model_max_context
-        return min(self.max_context_tokens, self.model_max_context)
+        cap = self.max_context_tokens
+        return self.model_max_context if cap is None else min(cap, self.model_max_context)
 
     @property
     def max_context_limited_by(self) -> str:
-        if self.max_context_tokens is not None and self.max_context_tokens < self.model_max_context:
-            return "memory"
-        return "model"
+        return "memory" if self.usable_context < self.model_max_context else "model"
 
     @property
     def usable_bytes(self) -> int:
@@ -571,14 +563,10 @@ def budget(
     find_max_context: bool = True,
 ) -> Budget:
     """The memory budget of one GPU of ``dep`` for ``concurrency`` sequences of ``context``
-    tokens under ``convention`` (vllm, ideal, trtllm). The whole model's weights are shared by
-    the tp x pp GPUs. ``find_max_context=False`` skips the search for the longest single
-    sequence (max_context_tokens is then None), for fast sweeps.
-
-    vLLM only: ``dep.engine``'s version (default the newest in kvcalc.engines.vllm's table),
-    max_num_batched_tokens and max_num_seqs; None takes vLLM's default for that version and
-    this GPU (A100s get the smaller defaults). gpu_memory_utilization None is the convention's
-    default (``default_gpu_mem_util``)."""
+    tokens under ``convention`` (vllm, ideal, trtllm); ``find_max_context=False`` skips the
+    search for the longest single sequence (max_context_tokens None), for fast sweeps. Engine
+    settings None take vLLM's defaults for the version (None: the newest) and GPU,
+    gpu_memory_utilization None the convention's (``default_gpu_mem_util``)."""
     context = check_int("context", context, 1, 10**9)
     concurrency = check_int("concurrency", concurrency, 1, 10**7)
     if convention not in ENGINES:

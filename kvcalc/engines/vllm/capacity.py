@@ -421,12 +421,9 @@ _MEMO: dict[tuple, int | None] = {}
 def estimate_max_model_len(dep: Deployment, available_bytes: int, **extras: Any) -> int | None:
     """The longest max_model_len one request of which fits in the pool, as vLLM's
     estimate_max_model_len finds it by bisection (at most 10^8 tokens); None when a request's
-    blocks stop growing (every layer keeps a bounded number of tokens), 0 when not even one
-    token fits. ``extras``: predict()'s keywords.
-
-    Memoised per model, pool and engine settings: the bisection takes about 28 predictions, and
-    a Budget page whose context does not fit asks for it again at every point of its
-    concurrency curve (42 x 28 predictions of a 1,024-layer model took 8 s)."""
+    blocks stop growing, 0 when not even one token fits. ``extras``: predict()'s keywords.
+    Memoised: a Budget page asks again at every point of its concurrency curve (42 x 28
+    predictions of a 1,024-layer model took 8 s)."""
     dep = _fixed_batch(dep, None, extras.get("mm_batch_tokens"))
     parts = (dep.spec, dep.tp, dep.pp, dep.cache, dep.engine, gpu_memory(dep))
     key = (parts, available_bytes, tuple(sorted(extras.items())))

@@ -397,12 +397,10 @@ def layer_grouping(layers: Iterable[Layer], rules: GroupingRules) -> KVCacheGrou
 
 @functools.lru_cache(maxsize=512)
 def _grouping_of(layers: tuple[Layer, ...], rules: GroupingRules) -> KVCacheGrouping:
-    """vLLM's KV-cache groups for ``layers`` (already split for tensor parallelism):
-    the effective block size, the page, the group size and each group's member positions.
-
-    Equal page sizes (after raising a recurrent model's block size) form vLLM's hybrid groups;
-    layers of one type whose pages differ (an indexer cache on some MLA layers only) form one
-    group whose block holds a page of every layer (UniformTypeKVCacheSpecs, v0.11.0)."""
+    """vLLM's KV-cache groups for ``layers`` (already split for tensor parallelism): equal page
+    sizes (after raising a recurrent model's block size) form vLLM's hybrid groups; layers of
+    one type whose pages differ (an indexer cache on some MLA layers only) one group whose block
+    holds a page of every layer (UniformTypeKVCacheSpecs, v0.11.0)."""
     attn = [(i, lay) for i, lay in enumerate(layers) if lay.stores_tokens]
     states = [(i, lay) for i, lay in enumerate(layers) if lay.state_elements]
     notes: list[str] = []

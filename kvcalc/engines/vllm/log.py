@@ -309,12 +309,10 @@ def diagnose_log(spec: ModelSpec, log: dict[str, Any], **kw: Any) -> list[str]:
 def explain_log(
     spec: ModelSpec, log: dict[str, Any], **overrides: Any
 ) -> tuple[VllmPrediction, list[LogLine]]:
-    """Predict from the settings a log states and compare with its capacity lines.
-
-    vLLM prints the available memory rounded to 0.01 GiB, so a prediction is made for both ends
-    of that interval: a logged value inside the range agrees (vllm-ascend prints exact bytes).
-    A line that does not agree names the setting that would reproduce the log, found by trying
-    prefix caching on/off, the state dtypes, max_num_batched_tokens and the block size."""
+    """Predict from the settings a log states and compare with its capacity lines: a logged
+    value agrees inside the range the memory line's rounding to 0.01 GiB allows (vllm-ascend
+    prints exact bytes); a line that does not names the one setting that would reproduce the
+    log (``diagnose_log``)."""
     kw = log_settings(log)
     kw.update({k: v for k, v in overrides.items() if v is not None})
     if not kw["max_model_len"]:

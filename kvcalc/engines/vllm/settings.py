@@ -118,7 +118,8 @@ def default_max_num_seqs(version: str | None, total_bytes: int, gpu_name: str | 
     return 256 if _batch_tier(v, total_bytes, gpu_name) == "small" else 1024
 
 
-# max_num_batched_tokens by tier: (LLM class, vllm serve), EngineArgs.get_batch_defaults.
+# max_num_batched_tokens by tier: (LLM class, vllm serve), EngineArgs.get_batch_defaults: huge
+# 160 GiB or more (v0.28.0), big 70 GiB or more (not an A100 from v0.9.0), else small.
 _BATCH_TOKENS = {"huge": (16384, 16384), "big": (16384, 8192), "small": (8192, 2048)}
 # Gemma 4 (v0.22.0 on): with use_bidirectional_attention "vision" it is a multimodal prefix-LM,
 # and one item of its costliest modality must fit one batch: a video of 32 frames x (70 soft
@@ -158,13 +159,10 @@ def default_max_num_batched_tokens(
     mm_batch_tokens: int | None = None,
 ) -> int:
     """vLLM's default max_num_batched_tokens (EngineArgs._set_default_args /
-    _set_default_max_num_seqs_and_batched_tokens_args; tests/data/vllm-facts.md, Q6):
-
-    - ``vllm serve``: 16,384 on a GPU of 160 GiB or more (v0.28.0), 8,192 on one of 70 GiB or
-      more (not an A100 from v0.9.0), else 2,048; the ``LLM`` class: 16,384 / 16,384 / 8,192;
-    - raised for a multimodal prefix-LM model (Gemma 4) to its costliest item (v0.22.0), read
-      from ``config`` or given as ``mm_batch_tokens`` (mm_batch_floor's);
-    - then at most max_num_seqs x max_model_len (when both are given)."""
+    _set_default_max_num_seqs_and_batched_tokens_args; tests/data/vllm-facts.md, Q6): the GPU's
+    row of _BATCH_TOKENS, raised for a multimodal prefix-LM model (Gemma 4, v0.22.0) to its
+    costliest item (``config``'s, or ``mm_batch_tokens``), then at most max_num_seqs x
+    max_model_len (when both are given)."""
     if usage_context not in USAGE_CONTEXTS:
         raise ValueError(
             f"usage context must be one of {', '.join(USAGE_CONTEXTS)}, got "
