@@ -101,10 +101,6 @@ class KVCache:
     drafter: dict | None = None
 
     @property
-    def per_sequence_bytes(self) -> int:
-        return self.kv_bytes // self.batch if self.batch else 0
-
-    @property
     def total_bytes(self) -> int:
         return self.kv_bytes + self.state_bytes
 
@@ -131,7 +127,7 @@ class KVCache:
         rows, drafter = d.pop("rows"), d.pop("drafter")
         return d | {
             "total_bytes": self.total_bytes,
-            "per_sequence_kv_bytes": self.per_sequence_bytes,
+            "per_sequence_kv_bytes": self.kv_bytes // self.batch if self.batch else 0,
             "breakdown": [r.to_dict() for r in rows],
             "per_token_formula": self.per_token_formula(),
             "drafter": drafter,

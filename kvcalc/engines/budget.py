@@ -318,11 +318,10 @@ class VllmBudget(Budget):
         block_bytes = p.page_bytes * p.group_size
         usable = p.num_blocks * block_bytes
         seq = p.blocks_per_request * block_bytes
-        seqs = dep.engine.max_num_seqs
-        if seqs is None:
-            seqs = _vllm.default_max_num_seqs(version, total, gpu_name)
+        seqs = dep.engine.max_num_seqs or _vllm.default_max_num_seqs(version, total, gpu_name)
         error = _vllm.startup_error(run, available, context, p)
         needed = concurrency * seq
+        longest = _vllm.estimate_max_model_len(run, available) if find_max_context else None
         kv_layers, state = stage_kv_layers(stage_layers(dep.spec, dep.tp, dep.pp)[p.stage], dep)
         return cls._made(
             dep,
@@ -337,9 +336,7 @@ class VllmBudget(Budget):
             kv_capacity_tokens=p.kv_cache_tokens,
             seq_bytes=seq,
             max_concurrency=p.max_concurrency,
-            max_context_tokens=(
-                _vllm.estimate_max_model_len(run, available) if find_max_context else None
-            ),
+            max_context_tokens=longest,
             needed_bytes=needed,
             fits=pool.kv_pool_bytes > 0 and needed <= usable and error is None,
             overflow_bytes=max(0, needed - usable),

@@ -111,12 +111,6 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
-def scenario(key: str) -> Scenario:
-    if key not in SCENARIOS:
-        raise ValueError(f"unknown scenario {key!r}; choose one of {', '.join(SCENARIOS)}")
-    return SCENARIOS[key]
-
-
 # -- the engine ---------------------------------------------------------------------------------
 
 
@@ -189,10 +183,8 @@ class Snapshot:
 
 
 def _hash(parent: str | None, tokens: tuple[int, ...]) -> str:
-    h = hashlib.sha256()
-    h.update((parent or "root").encode())
-    h.update(",".join(map(str, tokens)).encode())
-    return h.hexdigest()[:16]
+    text = (parent or "root") + ",".join(map(str, tokens))  # the parent's hash, then the tokens
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 class BlockPool:
@@ -324,14 +316,6 @@ class BlockPool:
             )
             for b in self.blocks
         )
-
-    @property
-    def used(self) -> int:
-        return sum(1 for b in self.blocks if b.ref_count > 0)
-
-    @property
-    def cached_free(self) -> int:
-        return sum(1 for bid in self.free if self.blocks[bid].block_hash)
 
 
 class Engine:
@@ -486,7 +470,7 @@ class Engine:
         return not (self.pending or self.waiting or self.running)
 
     def snapshot(self) -> Snapshot:
-        bs = self.block_size
+        bs, pool = self.block_size, self.pool
         # TableView rows (rid, state, tokens, generated, blocks): running, waiting, coming, done
         rows = [
             (r.req.rid, "running", len(r.tokens), r.generated, tuple(r.blocks))
@@ -500,12 +484,12 @@ class Engine:
         frag = sum(len(r.blocks) * bs - len(r.tokens) for r in self.running)
         return Snapshot(
             step=self.step_no,
-            blocks=self.pool.views(),
+            blocks=pool.views(),
             tables=tuple(TableView(*row) for row in rows),
             events=tuple(self.events),
-            used_blocks=self.pool.used,
-            free_blocks=len(self.pool.free),
-            cached_free_blocks=self.pool.cached_free,
+            used_blocks=sum(1 for b in pool.blocks if b.ref_count > 0),
+            free_blocks=len(pool.free),
+            cached_free_blocks=sum(1 for bid in pool.free if pool.blocks[bid].block_hash),
             fragmentation_slots=frag,
             prefix_hit_tokens=self.hit_tokens,
             prefix_query_tokens=self.query_tokens,

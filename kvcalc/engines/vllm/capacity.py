@@ -122,7 +122,12 @@ def predict(
     if view is not dep.spec:
         dep = replace(dep, spec=view)
     kinds = [lay for lay, _ in counted(view.layers)]  # each distinct layer once, for the scans
-    _check_servable(view, kinds)
+    unsupported = next((lay.vllm_unsupported for lay in kinds if lay.vllm_unsupported), None)
+    if unsupported:  # refused by name
+        raise ValueError(
+            f"vLLM cannot serve {view.name}: {unsupported} (the encoder-decoder "
+            "models, mllama among them, were removed after v0.10.2, PR #24907)"
+        )
     available_bytes = check_int("available KV cache memory (bytes)", available_bytes, 0, 2**50)
     max_model_len = check_int("max_model_len", max_model_len, 1, MAX_CONTEXT)
     settings = engine_settings(
@@ -145,16 +150,6 @@ def predict(
         notes=notes,
     )
     return _prediction(binding, settings, kinds, parts, available_bytes, max_model_len, notes)
-
-
-def _check_servable(spec: ModelSpec, kinds: list) -> None:
-    """Refuse a model vLLM cannot serve, by name."""
-    unsupported = next((lay.vllm_unsupported for lay in kinds if lay.vllm_unsupported), None)
-    if unsupported:
-        raise ValueError(
-            f"vLLM cannot serve {spec.name}: {unsupported} (the encoder-decoder "
-            "models, mllama among them, were removed after v0.10.2, PR #24907)"
-        )
 
 
 def _note_qwen3_5_before_hook(

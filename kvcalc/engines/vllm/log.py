@@ -162,14 +162,13 @@ def log_settings(log: dict) -> dict:
     mla_block_rule): vLLM's defaults otherwise; block size 128 on Ascend, vllm-ascend's
     refresh_block_size."""
     ascend = "available_bytes" in log and "available_gib" not in log
+    kv = log.get("kv_cache_dtype", "auto")
     kw = dict(
         max_model_len=log.get("max_model_len") or log.get("concurrency_len"),
         tp=log.get("tp", 1),
         pp=log.get("pp", 1),
         block_size=log.get("block_size", 128 if ascend else 16),
-        kv_dtype=_KV_FROM_LOG.get(
-            log.get("kv_cache_dtype", "auto"), log.get("kv_cache_dtype", "auto")
-        ),
+        kv_dtype=_KV_FROM_LOG.get(kv, kv),
         max_num_batched_tokens=log.get("max_num_batched_tokens"),
         version=log.get("version"),
     )
