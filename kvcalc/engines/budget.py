@@ -70,10 +70,9 @@ def pool_defaults_text(
 
 @dataclass(frozen=True, kw_only=True)
 class Budget:
-    """One GPU's budget under one convention: the figures every convention has. A convention
-    is a subclass (VllmBudget, IdealBudget, TrtllmBudget) that says how its pool follows
-    (``pool``), computes its figures (``figures``) and writes its derivation; ``engine`` names
-    it (the --json key and the page's choice)."""
+    """One GPU's budget under one convention: the figures every convention has. A convention's
+    subclass says how its pool follows (``pool``), computes its figures (``from_pool``) and
+    writes its derivation; ``engine`` names it (the --json key and the page's choice)."""
 
     engine: str
     total_bytes: int  # one GPU's memory as the driver reports it
@@ -428,8 +427,7 @@ class IdealBudget(Budget):
         stage = binding_stage_blocks(dep, pool.kv_pool_bytes, context, concurrency, False)
 
         def seq_bytes(n: int) -> int:
-            r = dep.kv_cache(n)
-            return r.kv_bytes + r.state_bytes
+            return dep.kv_cache(n).total_bytes
 
         usable = max(pool.kv_pool_bytes, 0)
         one = seq_bytes(context)

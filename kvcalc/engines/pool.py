@@ -1,7 +1,5 @@
-"""The KV pool of one GPU: how much memory each engine takes for its cache (vLLM's
-gpu_memory_utilization of the total, TensorRT-LLM's and LMDeploy's share of the memory still
-free after the weights), the defaults of each, and the pool cut into blocks per layer, stage
-by stage (TensorRT-LLM's allocator; the Budget's conventions in kvcalc.engines.budget)."""
+"""The KV pool of one GPU (``Pool``; the conventions and their defaults: kvcalc.engines.budget)
+cut into blocks per layer, stage by stage: TensorRT-LLM's allocator."""
 
 from __future__ import annotations
 

@@ -296,29 +296,23 @@ def binding_stage(
     max_model_len: int,
     notes: list[str],
 ) -> Binding:
-    """The grouping whose numbers bind, its pool's blocks, the blocks a request takes in each
-    of its groups, every stage's blocks, and the binding stage's index."""
+    """The stage whose numbers bind (``Binding``)."""
     pp = len(stages)
     version, in_flight, state_blocks, fmt = s.version, s.in_flight, s.state_blocks, s.fmt
-    rules = s.grouping_rules()
     if pp > 1 and fact(Facts.pp_grouping, version) == "whole model":
         # v0.11.0 on: groups from the whole model; each stage's block holds only its own layers
         # of each group; every stage takes the smallest num_blocks of all.
-        g = layer_grouping(layers, rules)
+        g = layer_grouping(layers, s)
         per_req = per_request_blocks(g, max_model_len, in_flight, state_blocks)
         stage_blocks = []
         for positions in stages:
             mine = set(positions)
             slots = max(len(mine.intersection(group.members)) for group in g.groups)
-            per_block = (
-                g.page_bytes * max(1, slots)
-                if not g.uniform
-                else sum(
-                    g.block_size * vllm_bytes_per_token(layers[i], fmt)
-                    for i in positions
-                    if layers[i].stores_tokens
+            per_block = g.page_bytes * max(1, slots)
+            if g.uniform:  # a page of every layer of the stage
+                per_block = g.block_size * sum(
+                    vllm_bytes_per_token(layers[i], fmt) for i in positions
                 )
-            )
             stage_blocks.append(available_bytes // max(1, per_block))
         index = min(range(pp), key=lambda i: stage_blocks[i])
         notes.append(
@@ -328,7 +322,7 @@ def binding_stage(
         return Binding(g, stage_blocks[index], per_req, stage_blocks, index)
     configs = []
     for positions in stages:
-        g = layer_grouping([layers[i] for i in positions], rules)
+        g = layer_grouping([layers[i] for i in positions], s)
         configs.append(
             (
                 g,
@@ -358,7 +352,8 @@ def convention_notes(
             f"({s.in_flight:,} tokens in flight): asynchronous scheduling, vLLM 0.26.0 on"
         )
     if any(g.spec.state_elements for g in bind.groups):
-        notes.append(f"recurrent state: conv in {s.conv.name.upper()}, SSM in {s.ssm.name.upper()}")
+        conv, ssm = s.state_dtypes
+        notes.append(f"recurrent state: conv in {conv.name.upper()}, SSM in {ssm.name.upper()}")
         if s.mamba_cache_mode == "none":
             notes.append(
                 "a recurrent state takes one block per request: prefix caching off "

@@ -1,9 +1,6 @@
 """vLLM's KV cache laid out (vllm/v1/kv_cache_interface.py, vllm/v1/core/kv_cache_utils.py):
-the formats a token and a recurrent state are kept in (--kv-cache-dtype by release; the conv
-and SSM state formats as MambaStateDtypeCalculator resolves them, ``state_formats`` the one
-rule), one token's bytes in one layer, and the KV-cache groups (KVCacheGroupSpec,
-KVCacheGrouping) a model's layers form on one GPU or pipeline stage: the effective block size,
-the page, the group size and the members."""
+the formats a token and a recurrent state are kept in, one token's bytes in one layer, and the
+KV-cache groups a model's layers form on one GPU or pipeline stage."""
 
 from __future__ import annotations
 
@@ -376,7 +373,7 @@ class KVCacheGrouping:
         return self.page_bytes if self.uniform else self.page_bytes * self.group_size
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GroupingRules:
     """What the groups depend on besides the layers: the engine settings' part of them."""
 

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 
 from ...cache.deployment import Deployment, EngineArgs
 from ...config.limits import MAX_CONTEXT
-from ...core.dtypes import DType
 from ...core.model import Layer, MLALatent, counted
 from ...core.units import GiB, check_int
 from .facts import Facts, fact, resolve_version
@@ -226,35 +225,19 @@ def mamba_cache_mode_of(
 
 
 @dataclass(frozen=True, kw_only=True)
-class EngineSettings:
-    """What predict()'s arguments resolve to on one vLLM version and GPU."""
+class EngineSettings(GroupingRules):
+    """What predict()'s arguments resolve to on one vLLM version and GPU: the rules of its
+    grouping, and the rest."""
 
-    version: tuple[int, ...]
     max_num_batched_tokens: int
-    fmt: KVFormat  # the KV cache format (--kv-cache-dtype)
-    conv: DType  # the conv state's format
-    ssm: DType  # the SSM state's format
-    block_size: int  # after an MLA kernel's choice, before a hybrid model's raise
     requested_block_size: int
     block_size_line: str  # what vLLM logs when it sets an MLA model's block size
     mamba_cache_mode: str
     checkpoint: bool  # a Gated DeltaNet prefill checkpoint is kept
     state_blocks: int  # blocks a recurrent group keeps per request
-    alignment: int  # a hybrid model's attention block is a multiple of it
     batches: int  # batches of max_num_batched_tokens a window reserves room for
     in_flight: int  # the tokens in flight
     architecture: str | None
-
-    def grouping_rules(self) -> GroupingRules:
-        """What layer_grouping takes from these settings."""
-        return GroupingRules(
-            block_size=self.block_size,
-            fmt=self.fmt,
-            state_dtypes=(self.conv, self.ssm),
-            alignment=self.alignment,
-            threshold=fact(Facts.group_threshold, self.version),
-            version=self.version,
-        )
 
 
 def gpu_memory(dep: Deployment) -> tuple[int | None, str | None]:
@@ -307,7 +290,6 @@ def engine_settings(
             notes.append(_batched_tokens_note(dep, version, batched))
     batched = check_int("max_num_batched_tokens", batched, 1, MAX_CONTEXT)
     fmt = cache_format(cache.kv_dtype, cache.scales, version)
-    conv, ssm = layer_state_formats(kinds, cache, version)
     block_size, block_line = engine.block_size, ""
     if not any(lay.state_elements for lay in kinds) and mla_block_rule:
         block_size, block_line = _mla_block(dep, kinds, version, fmt, notes)
@@ -324,8 +306,8 @@ def engine_settings(
         version=version,
         max_num_batched_tokens=batched,
         fmt=fmt,
-        conv=conv,
-        ssm=ssm,
+        state_dtypes=layer_state_formats(kinds, cache, version),
+        threshold=fact(Facts.group_threshold, version),
         block_size=block_size,
         requested_block_size=engine.block_size,
         block_size_line=block_line,
