@@ -1,10 +1,6 @@
-"""One deployment: a model and its weights on tp x pp GPUs, with a cache format and an engine's
-settings. Validated once, here; every entry point above takes it instead of a row of keywords.
-
-Split the way vLLM splits its config (vllm/config/: ``CacheConfig``, ``SchedulerConfig``, ...):
-``CacheFormat`` is --kv-cache-dtype and the state formats, ``EngineArgs`` the engine arguments
-that change capacity under vLLM's own names, and ``Deployment`` the model, GPU and parallelism.
-"""
+"""One deployment, validated once here and taken by every entry point above: ``Deployment`` (a
+model and its weights on tp x pp GPUs), its ``CacheFormat`` (--kv-cache-dtype and the state
+formats) and ``EngineArgs`` (the engine arguments that change capacity, under vLLM's names)."""
 
 from __future__ import annotations
 

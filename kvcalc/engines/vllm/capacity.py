@@ -200,7 +200,6 @@ def _prediction(
     else:
         tokens = num_blocks // len(bind.groups) * bind.block_size
         formula = "num_blocks // groups x block_size"
-    # Say the engine conventions these numbers rest on.
     notes = list(bind.notes) + notes + convention_notes(binding, kinds=kinds, s=s, parts=parts)
     groups = tuple(
         Group(
@@ -320,20 +319,11 @@ def binding_stage(
             "the stage with the fewest blocks sets the numbers"
         )
         return Binding(g, stage_blocks[index], per_req, stage_blocks, index)
-    configs = []
-    for positions in stages:
-        g = layer_grouping([layers[i] for i in positions], s)
-        configs.append(
-            (
-                g,
-                available_bytes // g.block_bytes,
-                per_request_blocks(g, max_model_len, in_flight, state_blocks),
-            )
-        )
-    stage_blocks = [c[1] for c in configs]
-    index = min(range(len(configs)), key=lambda i: configs[i][1] / max(1, sum(configs[i][2])))
-    bind, num_blocks, per_req = configs[index]
-    return Binding(bind, num_blocks, per_req, stage_blocks, index)
+    groupings = [layer_grouping([layers[i] for i in positions], s) for positions in stages]
+    stage_blocks = [available_bytes // g.block_bytes for g in groupings]
+    per_reqs = [per_request_blocks(g, max_model_len, in_flight, state_blocks) for g in groupings]
+    index = min(range(pp), key=lambda i: stage_blocks[i] / max(1, sum(per_reqs[i])))
+    return Binding(groupings[index], stage_blocks[index], per_reqs[index], stage_blocks, index)
 
 
 def convention_notes(

@@ -153,16 +153,8 @@ def vllm_bytes_per_token(layer: Layer, fmt: KVFormat) -> int:
                 f"--kv-cache-dtype {fmt.name} has no MLA layout in vLLM; use "
                 "nvfp4_ds_mla or fp8_ds_mla for an MLA model"
             )
-        return (
-            layer.kv_heads
-            * (
-                layer.head_dim // 2
-                + layer.head_dim // 16
-                + layer.v_head_dim // 2
-                + layer.v_head_dim // 16
-            )
-            + extra
-        )
+        k, v = layer.head_dim, layer.v_head_dim  # d/2 bytes of values, d/16 of scales, each
+        return layer.kv_heads * (k // 2 + k // 16 + v // 2 + v // 16) + extra
     # ds_mla: the DeepSeek sparse layouts of a 512 latent + 64 RoPE
     latent = (layer.kv_lora_rank, layer.qk_rope_head_dim) if isinstance(layer, MLALatent) else None
     if latent != (512, 64):

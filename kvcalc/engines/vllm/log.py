@@ -212,10 +212,9 @@ def _check_log(
     mid_b, lo_b, hi_b = _log_bounds(log)
     at = _predictor(spec, kw)
     mid, lo, hi = at(mid_b), at(lo_b), at(hi_b)
-    exact = lo_b == hi_b
     rounding = (
         "vllm-ascend prints the exact bytes"
-        if exact
+        if lo_b == hi_b
         else "the GiB line is rounded to 0.01 GiB, so the prediction is a range"
     )
     lines = []
