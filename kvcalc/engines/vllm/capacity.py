@@ -160,15 +160,9 @@ def _note_qwen3_5_before_hook(
     stamped with its number straddle PR #34489 (tests/data/vllm-facts.md, Q18)."""
     if fact(Facts.qwen3_5_ssm_from_config, version) or ssm_flag not in (None, "auto"):
         return
-    declared = sorted(
-        {
-            lay.ssm_dtype
-            for lay in kinds
-            if isinstance(lay, RecurrentState)
-            and lay.ssm_dtype
-            and lay.ssm_dtype_field == "mamba_ssm_dtype"
-        }
-    )
+    states = [lay for lay in kinds if isinstance(lay, RecurrentState)]
+    by_field = {x.ssm_dtype for x in states if x.ssm_dtype_field == "mamba_ssm_dtype"}
+    declared = sorted(d for d in by_field if d)
     if declared:
         shown = ".".join(map(str, version))
         notes.append(

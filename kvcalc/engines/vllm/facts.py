@@ -340,11 +340,7 @@ class Facts:
     )
 
 
-VERSION_FACTS: dict[str, Fact[Any]] = {
-    k: v
-    for k, v in vars(Facts).items()
-    if isinstance(v, Fact)  # the table, by name
-}
+VERSION_FACTS: dict[str, Fact[Any]] = {k: v for k, v in vars(Facts).items() if isinstance(v, Fact)}
 NEWEST = "0.33.0"
 
 

@@ -61,11 +61,8 @@ def mla_block_size(
     qk_nope = mla[0].qk_head_dim - mla[0].qk_rope_head_dim
     if fact(Facts.mla_block_rule, version) == "forced":
         if sparse:
-            return (
-                (64, "Forcing kv cache block size to 64 for FlashMLASparse backend.")
-                if block_size != 64
-                else (block_size, "")
-            )
+            line = "Forcing kv cache block size to 64 for FlashMLASparse backend."
+            return (64, line) if block_size != 64 else (block_size, "")
         if gen == "hopper" and block_size % 64:
             return 64, "Forcing kv cache block size to 64 for FlashMLA backend."
         if gen == "blackwell":
