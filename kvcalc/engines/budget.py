@@ -503,10 +503,8 @@ class TrtllmBudget(Budget):
     @property
     def idle_bytes(self) -> int:
         """The free memory's share it does not take (1 - kv_cache_free_gpu_mem_fraction)."""
-        return max(
-            self.total_bytes - self.weights_bytes - self.reserve_bytes - max(self.kv_pool_bytes, 0),
-            0,
-        )
+        free = self.total_bytes - self.weights_bytes - self.reserve_bytes
+        return max(free - max(self.kv_pool_bytes, 0), 0)
 
     def setup_line(self) -> str:
         return f"  engine:       TensorRT-LLM, {self.gpu_mem_util:g} of memory free after weights"

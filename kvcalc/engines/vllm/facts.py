@@ -34,6 +34,7 @@ def _growing(
     return tuple(out)
 
 
+_ADVICE = "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing"
 _DOCS_LINK = (
     " See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
 )
@@ -312,18 +313,8 @@ class Facts:
     )
     error_advice = Fact[str](
         "the advice that ends the start-up error (Q7)",
-        (
-            (0, 0, 0),
-            "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
-            "initializing the engine.",
-            "v0.8.x-v0.19.x",
-        ),
-        (
-            (0, 20, 0),
-            "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
-            "initializing the engine." + _DOCS_LINK,
-            "v0.20.0: a link to the docs",
-        ),
+        ((0, 0, 0), _ADVICE + " the engine.", "v0.8.x-v0.19.x"),
+        ((0, 20, 0), _ADVICE + " the engine." + _DOCS_LINK, "v0.20.0: a link to the docs"),
         (
             (0, 22, 0),
             "Try increasing `gpu_memory_utilization` (which also controls CPU memory on the "

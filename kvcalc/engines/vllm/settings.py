@@ -323,8 +323,7 @@ def _batched_tokens_note(dep: Deployment, version: tuple[int, ...], tokens: int)
     gpu_bytes, gname = gpu_memory(dep)
     usage = dep.engine.usage_context
     return (
-        f"max_num_batched_tokens {tokens:,}: vLLM {'.'.join(map(str, version))}'s "
-        f"default for "
+        f"max_num_batched_tokens {tokens:,}: vLLM {'.'.join(map(str, version))}'s default for "
         f"{'vllm serve' if usage == 'serve' else 'the LLM class'}"
         + (
             " on an 80 GiB H100 (no GPU given)"
