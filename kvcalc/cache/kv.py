@@ -24,10 +24,8 @@ from ..core.units import check_int, check_parallel
 
 
 def layer_bytes_per_token(layer: Layer, dtype: DType, scales: bool = False) -> int:
-    """Bytes one token adds to one layer's cache (0 for a layer that keeps no per-token cache).
-
-    With ``scales`` a quantized format (fp8, int8, int4) also stores one fp32 scale per
-    vector: 2 per KV head (K and V), or 1 per MLA latent."""
+    """Bytes one token adds to one layer's cache (0 where it keeps none); with ``scales`` a
+    quantized format also stores one fp32 scale per vector: 2 per KV head, 1 per MLA latent."""
     return layer.bytes_per_token(dtype, scales)
 
 

@@ -100,9 +100,8 @@ def weights_in(
     half: str = "bf16",
 ) -> Weights:
     """The one place a weight-format choice is resolved: "auto" (or None) is the checkpoint as
-    vLLM loads it (``served_format``: an FP32 checkpoint in 16 bits, ``half`` being the GPU's
-    16-bit format), with its expert format (gpt-oss: MXFP4 experts); anything else is that
-    format for every weight."""
+    vLLM loads it on a GPU whose 16-bit format is ``half`` (``served_format``), with its expert
+    format (gpt-oss: MXFP4 experts); anything else is that format for every weight."""
     if choice in (None, "auto"):
         if checkpoint == "unmodelled":
             raise ValueError(

@@ -37,7 +37,6 @@ TRTLLM_FREE_FRACTION = 0.9
 DEFAULT_ACTIVATION_BYTES = 1 * GiB
 DEFAULT_NON_TORCH_BYTES = GiB // 2
 DEFAULT_CUDA_GRAPH_BYTES = GiB // 2
-# DEFAULT_RESERVE_BYTES (kvcalc.cache.deployment) is their sum, 2 GiB
 # LMDeploy's TurboMind sizes its pool before it allocates its activation buffers (v0.4.0,
 # src/turbomind/models/llama/LlamaBatch.cc: the SequenceManager, then AllocateBuffer):
 # free x cache_max_entry_count (0.8 by default, lmdeploy/messages.py) / block bytes, free from
@@ -49,10 +48,9 @@ LMDEPLOY_RESERVE_BYTES = DEFAULT_NON_TORCH_BYTES
 def free_memory_pool(
     total_bytes: int, weights_bytes: int, reserve_bytes: int, fraction: float
 ) -> int:
-    """The pool of the engines that take a share of the memory still free once the weights
-    (and the runtime's own memory, the reserve) are in: floor(fraction x (total - weights -
-    reserve)), TensorRT-LLM's kv_cache_free_gpu_mem_fraction and LMDeploy's
-    cache_max_entry_count; what is free when it is not positive."""
+    """floor(fraction x (total - weights - reserve)), the pool of TensorRT-LLM's
+    kv_cache_free_gpu_mem_fraction and LMDeploy's cache_max_entry_count; what is free when it is
+    not positive."""
     free = total_bytes - weights_bytes - reserve_bytes
     return math.floor(free * fraction) if free > 0 else free
 
@@ -151,8 +149,7 @@ class Budget:
         convention)."""
         return self.num_blocks * self.block_bytes
 
-    # -- what differs by convention, in words (the Budget page and `kvcalc budget` print these;
-    #    neither asks which convention it has) --------------------------------------------------
+    # -- what differs by convention, in words (printed by pages and CLI without asking which) -
     has_blocks: ClassVar[bool] = True  # the pool is cut into blocks
     logs_startup_lines: ClassVar[bool] = False  # the engine logs capacity lines at start-up
     concurrency_note: ClassVar[str] = ""  # after the CLI's max concurrency figure

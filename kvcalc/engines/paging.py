@@ -32,10 +32,8 @@ def _tokens(seed: int, n: int) -> tuple[int, ...]:
 
 
 def parse_requests(text: str, *, max_requests: int = 64) -> list[Request]:
-    """Requests from lines ``prompt_tokens output_tokens [shared_prefix_tokens [arrival_step]]``.
-
-    Requests with the same shared-prefix length share that many identical leading tokens (like a
-    common system prompt)."""
+    """Requests from lines ``prompt_tokens output_tokens [shared_prefix_tokens [arrival_step]]``;
+    those with the same shared-prefix length share that many leading tokens."""
     reqs: list[Request] = []
     for lineno, line in enumerate((text or "").splitlines(), 1):
         line = line.split("#", 1)[0].strip()
@@ -308,11 +306,7 @@ class BlockPool:
                 owners=tuple(b.owners),
                 hash=b.block_hash,
                 tokens=b.tokens if b.ref_count else 0,
-                state="used"
-                if b.ref_count > 0
-                else "cached"
-                if b.block_hash is not None
-                else "free",
+                state="used" if b.ref_count > 0 else "free" if b.block_hash is None else "cached",
             )
             for b in self.blocks
         )

@@ -36,11 +36,9 @@ class Group:
     block_size: int = 0  # tokens per block in this group
 
     def held_blocks(self, n: int) -> int:
-        """Blocks one running request holds in this group while it computes its n-th token:
-        the blocks of its n tokens, less those vLLM has freed (the v1 KV-cache manager's
-        remove_skipped_blocks with n - 1 tokens computed: a sliding window frees the blocks
-        wholly before computed - window + 1, a chunk those before the current chunk); a state
-        its blocks whatever n."""
+        """Blocks one running request holds in this group at its n-th token: its n tokens' less
+        those vLLM freed (remove_skipped_blocks, n - 1 computed: a window the blocks wholly before
+        computed - window + 1, a chunk those before the current one); a state its blocks."""
         if self.kind == "state":
             return self.blocks_per_request
         bs = self.block_size
@@ -85,8 +83,7 @@ class VllmPrediction:
 
     def held_blocks(self, n: int | None = None) -> int:
         """Blocks one running request holds at n tokens (default max_model_len), every group
-        summed (Group.held_blocks): what a decoding request really keeps, against the worst
-        case blocks_per_request that the start-up line divides by."""
+        summed: what it really keeps, against the worst case the start-up line divides by."""
         n = self.max_model_len if n is None else n
         return sum(g.held_blocks(n) for g in self.groups)
 

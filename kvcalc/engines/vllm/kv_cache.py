@@ -136,10 +136,8 @@ def cache_format(kv_dtype: str, scales: bool, version: tuple[int, ...]) -> KVFor
 
 
 def vllm_bytes_per_token(layer: Layer, fmt: KVFormat) -> int:
-    """One token's bytes in one layer as vLLM lays the page out (vllm-facts.md, Q4):
-    plain formats one value each; per-token-head modes 8 B more per KV head (an fp32 scale for
-    K and one for V) and 8 B per MLA latent; NVFP4 head_dim/2 + head_dim/16 bytes for K and for
-    V per head; the DeepSeek sparse layouts a fixed size per latent. Indexer keys on top."""
+    """One token's bytes in one layer as vLLM lays the page out (vllm-facts.md, Q4), each
+    format's rule below; an indexer's keys on top."""
     if not layer.stores_tokens:
         return 0
     extra = layer.extra.bytes_per_token if layer.extra is not None else 0

@@ -241,9 +241,7 @@ def _check_log(
 def _alternatives(
     spec: ModelSpec, log: dict[str, Any], kw: dict[str, Any]
 ) -> list[tuple[str, dict[str, Any]]]:
-    """(description, changed settings) for the settings a log most often hides: prefix
-    caching ('align' mode), the state dtypes, max_num_batched_tokens, the GDN checkpoint, the
-    block size."""
+    """(description, changed settings) for each setting a log most often hides."""
     has_state = any(lay.state_elements for lay in spec.layers)
     windowed = any(lay.token_bound() is not None for lay in spec.layers)
     out: list[tuple[str, dict[str, Any]]] = []

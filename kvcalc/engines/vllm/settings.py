@@ -381,19 +381,13 @@ def _state_mode(
     recurrent group keeps per request, and the alignment of a hybrid model's block size."""
     has_state = any(lay.state_elements for lay in kinds)
     hybrid = has_state and any(lay.stores_tokens for lay in kinds)
-    mamba_cache_mode, prefix_caching = engine.mamba_cache_mode, engine.enable_prefix_caching
-    if mamba_cache_mode is None:
-        mode = (
-            mamba_cache_mode_of(version, prefix_caching, hybrid, architecture)
-            if has_state
-            else "none"
-        )
-    elif mamba_cache_mode in ("none", "align", "all"):
-        mode = mamba_cache_mode
-    else:
-        raise ValueError(
-            f"mamba_cache_mode must be none, align or all, got {str(mamba_cache_mode)[:20]!r}"
-        )
+    mode = engine.mamba_cache_mode
+    if mode is None and has_state:
+        mode = mamba_cache_mode_of(version, engine.enable_prefix_caching, hybrid, architecture)
+    elif mode is None:
+        mode = "none"
+    elif mode not in ("none", "align", "all"):
+        raise ValueError(f"mamba_cache_mode must be none, align or all, got {str(mode)[:20]!r}")
     if mode == "all" and has_state:
         raise ValueError(
             "mamba_cache_mode 'all' (prefix caching on a model with Mamba "
