@@ -221,10 +221,10 @@ class Budget:
         """The requested memory and the pool in vLLM's order (vLLM and the ideal convention)."""
         return [
             f"requested         = ceil({self.total_bytes:,} B x {self.gpu_mem_util:g}) "
-            f"= {self.requested_bytes:,} B ({_gib(self.requested_bytes)})",
+            f"= {self.requested_bytes:,} B ({fmt_gib(self.requested_bytes)})",
             f"KV pool           = {self.requested_bytes:,} - {self.weights_bytes:,} "
             f"weights - {self.reserve_bytes:,} reserve = {self.kv_pool_bytes:,} B "
-            f"({_gib(self.kv_pool_bytes)})",
+            f"({fmt_gib(self.kv_pool_bytes)})",
         ]
 
     def _block_lines(self, pool: int) -> list[str]:
@@ -285,10 +285,6 @@ class Budget:
         d["limited_by"] = self.limited_by
         d["notes"] = list(self.notes)
         return d
-
-
-def _gib(n: int) -> str:
-    return f"{n / GiB:,.2f} GiB"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -510,7 +506,7 @@ class TrtllmBudget(Budget):
         return [
             f"KV pool           = floor({self.gpu_mem_util:g} x ({self.total_bytes:,} "
             f"- {self.weights_bytes:,} weights - {self.reserve_bytes:,} reserve)) = "
-            f"{self.kv_pool_bytes:,} B ({_gib(self.kv_pool_bytes)})"
+            f"{self.kv_pool_bytes:,} B ({fmt_gib(self.kv_pool_bytes)})"
         ]
 
     def _block_lines(self, pool: int) -> list[str]:

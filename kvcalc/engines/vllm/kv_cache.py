@@ -172,16 +172,10 @@ _QWEN3_5 = (
     "Qwen3_5ForCausalLM",
     "Qwen3_5MoeForCausalLM",
 )
-_MAMBA_DTYPES = {
-    "auto": None,
-    "float32": "fp32",
-    "float16": "fp16",
-    "bfloat16": "bf16",
-    "fp32": "fp32",
-    "fp16": "fp16",
-    "bf16": "bf16",
-}
 MAMBA_DTYPE_CHOICES = ("auto", "float32", "float16", "bfloat16")  # vLLM's MambaDType
+# each by kvcalc's name ('auto': None), and kvcalc's names as themselves
+_MAMBA_DTYPES = dict(zip(MAMBA_DTYPE_CHOICES, (None, "fp32", "fp16", "bf16"), strict=True))
+_MAMBA_DTYPES |= {n: n for n in ("fp32", "fp16", "bf16")}
 
 
 class StateDtypes(NamedTuple):
