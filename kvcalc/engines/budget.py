@@ -19,11 +19,10 @@ from ..core.units import GiB, check_float, check_int, fmt_gib
 from . import vllm as _vllm
 from .pool import Pool, binding_stage_blocks, max_context, stage_kv_layers
 
-# vLLM's default gpu_memory_utilization in the newest release kvcalc models (0.92 from 0.20.0,
-# PR #38284; 0.9 before): the one default of every page and of the CLI.
+# vLLM's default gpu_memory_utilization in the newest release kvcalc models (the one default of
+# every page and of the CLI), the one it replaced and the release that changed it, for the texts
+# that say so: Facts.gpu_memory_utilization (0.92 from 0.20.0, PR #38284; 0.9 before).
 DEFAULT_GPU_MEM_UTIL: float = _vllm.fact(_vllm.Facts.gpu_memory_utilization, _vllm.NEWEST)
-# The default it replaced and the release that changed it (0.9 before 0.20.0), for the texts
-# that say so: both from vLLM's facts table.
 _UTIL_STEPS = _vllm.Facts.gpu_memory_utilization.steps
 PREVIOUS_GPU_MEM_UTIL: float = _UTIL_STEPS[-2][1]
 GPU_MEM_UTIL_CHANGED_IN = ".".join(map(str, _UTIL_STEPS[-1][0]))
