@@ -1,10 +1,6 @@
-"""One deployment: a model and its weights on tp x pp GPUs, with a cache format and an engine's
-settings. Validated once, here; every entry point above takes it instead of a row of keywords.
-
-Split the way vLLM splits its config (vllm/config/: ``CacheConfig``, ``SchedulerConfig``, ...):
-``CacheFormat`` is --kv-cache-dtype and the state formats, ``EngineArgs`` the engine arguments
-that change capacity under vLLM's own names, and ``Deployment`` the model, GPU and parallelism.
-"""
+"""One deployment, validated once here and taken by every entry point above: ``Deployment`` (a
+model and its weights on tp x pp GPUs), its ``CacheFormat`` (--kv-cache-dtype and the state
+formats) and ``EngineArgs`` (the engine arguments that change capacity, under vLLM's names)."""
 
 from __future__ import annotations
 
@@ -14,15 +10,12 @@ from typing import Any
 from ..core.dtypes import KV_DTYPES, STATE_DTYPES, DType, get_dtype
 from ..core.gpu import GPU
 from ..core.model import ModelSpec
-from ..core.units import MAX_GPUS, GiB, check_float, check_int, check_parallel
+from ..core.units import GiB, check_float, check_int, check_parallel
 from .kv import KVCache, kv_cache
 from .weight_bytes import Weights
 
-__all__ = ["CacheFormat", "EngineArgs", "Deployment", "MAX_GPUS", "DEFAULT_RESERVE_BYTES"]
-
-# Memory a running engine needs besides weights and KV: the activation peak of a profiling run
-# (about 1 GiB for a 7-8B model at 8K batched tokens), the CUDA context and library workspaces
-# (~0.5 GiB) and CUDA-graph buffers (~0.5 GiB). Stated round defaults; the user can change them.
+# Memory a running engine needs besides weights and KV: kvcalc.engines.budget's activation,
+# non-torch and CUDA-graph defaults (1 + 0.5 + 0.5 GiB), summed.
 DEFAULT_RESERVE_BYTES = 2 * GiB
 MAX_BLOCK_SIZE = 4096
 MAX_BATCHED_TOKENS = 10**8

@@ -16,29 +16,16 @@ tensor-parallel GPU. With pp > 1 the stage that holds the most is reported (it b
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields, replace
 
 from ..core.dtypes import KV_DTYPES, DType, get_dtype
-from ..core.model import SCALE_BYTES, Layer, ModelSpec, counted
+from ..core.model import Layer, ModelSpec, counted
 from ..core.units import check_int, check_parallel
-
-__all__ = [
-    "layer_bytes_per_token",
-    "KVCache",
-    "kv_cache",
-    "KindRow",
-    "pp_partition",
-    "stage_layers",
-    "sequence_bytes",
-    "SCALE_BYTES",
-]
 
 
 def layer_bytes_per_token(layer: Layer, dtype: DType, scales: bool = False) -> int:
-    """Bytes one token adds to one layer's cache (0 for a layer that keeps no per-token cache).
-
-    With ``scales`` a quantized format (fp8, int8, int4) also stores one fp32 scale per
-    vector: 2 per KV head (K and V), or 1 per MLA latent."""
+    """Bytes one token adds to one layer's cache (0 where it keeps none); with ``scales`` a
+    quantized format also stores one fp32 scale per vector: 2 per KV head, 1 per MLA latent."""
     return layer.bytes_per_token(dtype, scales)
 
 
@@ -87,17 +74,9 @@ class KindRow:
     stores_tokens: bool = True
 
     def to_dict(self) -> dict:
-        return {
-            "kind": self.kind,
-            "label": self.label,
-            "layers": self.layers,
-            "bytes_per_token_per_layer": self.bytes_per_token_per_layer,
-            "tokens_kept": self.tokens_kept,
-            "bytes": self.bytes,
-            "formula": self.formula,
-            "state_bytes_per_layer": self.state_bytes,
-            "scale_bytes": self.scale_bytes,
-        }
+        d = asdict(self)
+        del d["stores_tokens"]
+        return {"state_bytes_per_layer" if k == "state_bytes" else k: v for k, v in d.items()}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,10 +97,6 @@ class KVCache:
     # and in all that its layers add on this GPU (included in the figures above), and its share
     # of the cache. None without a drafter.
     drafter: dict | None = None
-
-    @property
-    def per_sequence_bytes(self) -> int:
-        return self.kv_bytes // self.batch if self.batch else 0
 
     @property
     def total_bytes(self) -> int:
@@ -146,23 +121,14 @@ class KVCache:
         return " + ".join(parts) + f" = {self.kv_bytes_per_token_nominal:,} B"
 
     def to_dict(self) -> dict:
-        return {
-            "model": self.model,
-            "context": self.context,
-            "batch": self.batch,
-            "kv_dtype": self.kv_dtype,
-            "scales": self.scales,
-            "tp": self.tp,
-            "pp": self.pp,
-            "kv_bytes": self.kv_bytes,
-            "kv_bytes_per_token": self.kv_bytes_per_token,
-            "kv_bytes_per_token_nominal": self.kv_bytes_per_token_nominal,
-            "state_bytes": self.state_bytes,
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        rows, drafter = d.pop("rows"), d.pop("drafter")
+        return d | {
             "total_bytes": self.total_bytes,
-            "per_sequence_kv_bytes": self.per_sequence_bytes,
-            "breakdown": [r.to_dict() for r in self.rows],
+            "per_sequence_kv_bytes": self.kv_bytes // self.batch if self.batch else 0,
+            "breakdown": [r.to_dict() for r in rows],
             "per_token_formula": self.per_token_formula(),
-            "drafter": self.drafter,
+            "drafter": drafter,
         }
 
 
@@ -175,38 +141,23 @@ def sequence_bytes(layers: Iterable[Layer], n: int, dtype: DType, scales: bool) 
 def _rows(
     layers: Iterable[Layer], n: int, batch: int, dtype: DType, scales: bool, state_dtype: DType
 ) -> tuple[KindRow, ...]:
-    groups: dict[tuple, int] = {}
+    rows: dict[KindRow, int] = {}
     for lay, count in counted(layers):
-        bpt = lay.bytes_per_token(dtype, scales)
-        key = (
-            lay.kind,
-            lay.label,
-            bpt,
-            lay.tokens_kept(n),
-            lay.formula(),
-            lay.state_bytes(state_dtype),
-            bpt - lay.bytes_per_token(dtype, False),
-            lay.stores_tokens,
-            lay.fixed_kv_bytes(dtype, scales) if n else 0,
+        bpt, kept = lay.bytes_per_token(dtype, scales), lay.tokens_kept(n)
+        row = KindRow(
+            kind=lay.kind,
+            label=lay.label,
+            layers=0,
+            bytes_per_token_per_layer=bpt,
+            tokens_kept=kept,
+            bytes=bpt * kept + (lay.fixed_kv_bytes(dtype, scales) if n else 0),  # a layer's
+            formula=lay.formula(),
+            state_bytes=lay.state_bytes(state_dtype),
+            scale_bytes=bpt - lay.bytes_per_token(dtype, False),
+            stores_tokens=lay.stores_tokens,
         )
-        groups[key] = groups.get(key, 0) + count
-    rows = []
-    for (kind, label, bpt, kept, formula, state, scale, stores, fixed), count in groups.items():
-        rows.append(
-            KindRow(
-                kind=kind,
-                label=label,
-                layers=count,
-                bytes_per_token_per_layer=bpt,
-                tokens_kept=kept,
-                bytes=count * (bpt * kept + fixed) * batch,
-                formula=formula,
-                state_bytes=state,
-                scale_bytes=scale,
-                stores_tokens=stores,
-            )
-        )
-    return tuple(rows)
+        rows[row] = rows.get(row, 0) + count
+    return tuple(replace(r, layers=c, bytes=c * r.bytes * batch) for r, c in rows.items())
 
 
 def kv_cache(

@@ -13,29 +13,18 @@ from ..core.dtypes import WEIGHT_DTYPES, bytes_for, get_dtype
 from ..core.model import ModelSpec
 from ..core.units import check_int
 
-__all__ = [
-    "Weights",
-    "weights",
-    "weights_given",
-    "weights_in",
-    "served_format",
-    "weights_at_bits",
-    "MIN_WEIGHT_BITS",
-    "MAX_WEIGHT_BITS",
-]
-
 
 @dataclass(frozen=True, kw_only=True)
 class Weights:
     dtype: str
     expert_dtype: str
-    total_params: int | None  # None when only the byte size is known (given by hand)
-    active_params: int | None
-    expert_params: int  # routed experts, all layers
+    total_params: int | None = None  # None when only the byte size is known (given by hand)
+    active_params: int | None = None
+    expert_params: int = 0  # routed experts, all layers
     bytes: int  # everything resident
-    expert_bytes: int
+    expert_bytes: int = 0
     dense_bytes: int  # everything but the routed experts
-    bytes_per_expert: int  # one expert of one layer
+    bytes_per_expert: int = 0  # one expert of one layer
     # An untied input embedding: a forward pass gathers one row per token instead of reading the
     # table (a tied one is read whole by the output head). 0 when tied or unknown.
     input_embedding_bytes: int = 0
@@ -45,12 +34,9 @@ class Weights:
     checkpoint_dtype: str | None = None
 
     def read_per_step(self, spec: ModelSpec, batch: int) -> int:
-        """Weight bytes one decode step of ``batch`` sequences reads: every non-expert weight,
-        plus in each MoE layer the experts the batch touches under uniform routing.
-
-        Tokens looked up in an untied input embedding read only their rows, not the table, so
-        the table counts ``batch`` rows (at most the whole table). ``batch`` is the number of
-        tokens the pass processes: the batch for a decode step, the prompt for a prefill."""
+        """Weight bytes one pass over ``batch`` tokens reads (a decode step's batch, a prefill's
+        prompt): every non-expert weight, in each MoE layer the experts the batch touches under
+        uniform routing, and of an untied input embedding only the ``batch`` rows looked up."""
         batch = check_int("batch", batch, 1, 10**9)
         gathered = min(self.input_embedding_bytes, batch * self.embedding_row_bytes)
         dense = self.dense_bytes - self.input_embedding_bytes + gathered
@@ -91,17 +77,7 @@ def weights_given(total_bytes: int, dtype: str = "bf16") -> Weights:
     of them resident and all of them read by every decode step (no expert routing assumed)."""
     total_bytes = check_int("weights (bytes)", total_bytes, 0, 2**60)
     d = get_dtype(dtype, WEIGHT_DTYPES)
-    return Weights(
-        dtype=d.name,
-        expert_dtype=d.name,
-        total_params=None,
-        active_params=None,
-        expert_params=0,
-        bytes=total_bytes,
-        expert_bytes=0,
-        dense_bytes=total_bytes,
-        bytes_per_expert=0,
-    )
+    return Weights(dtype=d.name, expert_dtype=d.name, bytes=total_bytes, dense_bytes=total_bytes)
 
 
 def served_format(checkpoint: str, half: str = "bf16") -> str:
@@ -124,9 +100,8 @@ def weights_in(
     half: str = "bf16",
 ) -> Weights:
     """The one place a weight-format choice is resolved: "auto" (or None) is the checkpoint as
-    vLLM loads it (``served_format``: an FP32 checkpoint in 16 bits, ``half`` being the GPU's
-    16-bit format), with its expert format (gpt-oss: MXFP4 experts); anything else is that
-    format for every weight."""
+    vLLM loads it on a GPU whose 16-bit format is ``half`` (``served_format``), with its expert
+    format (gpt-oss: MXFP4 experts); anything else is that format for every weight."""
     if choice in (None, "auto"):
         if checkpoint == "unmodelled":
             raise ValueError(

@@ -1,20 +1,15 @@
-"""GPU memory budget: how much of a GPU becomes KV cache, and how many sequences it holds.
-
-Three conventions, each named, never mixed, each a Budget subclass that builds itself from a
-Deployment (``from_pool``): ``VllmBudget`` (vLLM's own arithmetic, kvcalc.engines.vllm.predict),
-``IdealBudget`` (the bytes a sequence really holds, for teaching) and ``TrtllmBudget``
-(TensorRT-LLM's share of the free memory, blocks per layer). ``budget(dep, context,
-convention=...)`` picks the class once (``CONVENTIONS``); nothing after branches on the name.
-Each engine's pool, its defaults and the blocks per layer: kvcalc.engines.pool; the
-conventions and the defaults in words: docs/vllm.md#the-gpu-memory-budget. Longer than the
-600 lines: the Budget, its verdict and help texts, and the three conventions are one idea.
-"""
+"""GPU memory budget: how much of a GPU becomes KV cache, and how many sequences it holds, under
+three named conventions, each a Budget subclass built from a Deployment (``from_pool``):
+``VllmBudget`` (vLLM's own arithmetic), ``IdealBudget`` (the bytes a sequence really holds, for
+teaching) and ``TrtllmBudget`` (TensorRT-LLM's share of the free memory, blocks per layer);
+``budget(dep, context, convention=...)`` picks the class once. The engines' pool defaults are
+here, the blocks per layer in kvcalc.engines.pool; in words: docs/vllm.md#the-gpu-memory-budget."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, ClassVar, Self
 
 from ..cache.deployment import DEFAULT_RESERVE_BYTES, Deployment
@@ -22,54 +17,59 @@ from ..cache.kv import stage_layers
 from ..core.dtypes import KV_DTYPES, get_dtype
 from ..core.units import GiB, check_float, check_int, fmt_gib
 from . import vllm as _vllm
-from .pool import (
-    DEFAULT_ACTIVATION_BYTES,
-    DEFAULT_CUDA_GRAPH_BYTES,
-    DEFAULT_GPU_MEM_UTIL,
-    DEFAULT_NON_TORCH_BYTES,
-    GPU_MEM_UTIL_CHANGED_IN,
-    LMDEPLOY_CACHE_MAX_ENTRY_COUNT,
-    LMDEPLOY_RESERVE_BYTES,
-    PREVIOUS_GPU_MEM_UTIL,
-    TRTLLM_FREE_FRACTION,
-    Pool,
-    binding_stage_blocks,
-    free_memory_pool,
-    max_context,
-    pool_defaults_text,
-    stage_kv_layers,
-)
+from .pool import Pool, binding_stage_blocks, max_context, stage_kv_layers
 
-__all__ = [
-    "Budget",
-    "budget",
-    "DEFAULT_RESERVE_BYTES",
-    "DEFAULT_GPU_MEM_UTIL",
-    "DEFAULT_ACTIVATION_BYTES",
-    "DEFAULT_NON_TORCH_BYTES",
-    "DEFAULT_CUDA_GRAPH_BYTES",
-    "TRTLLM_FREE_FRACTION",
-    "LMDEPLOY_CACHE_MAX_ENTRY_COUNT",
-    "LMDEPLOY_RESERVE_BYTES",
-    "free_memory_pool",
-    "PREVIOUS_GPU_MEM_UTIL",
-    "GPU_MEM_UTIL_CHANGED_IN",
-    "ENGINES",
-    "default_gpu_mem_util",
-    "pool_defaults_text",
-    "VllmBudget",
-    "IdealBudget",
-    "TrtllmBudget",
-    "CONVENTIONS",
-]
+# vLLM's default gpu_memory_utilization in the newest release kvcalc models (the one default of
+# every page and of the CLI), the one it replaced and the release that changed it, for the texts
+# that say so: Facts.gpu_memory_utilization (0.92 from 0.20.0, PR #38284; 0.9 before).
+DEFAULT_GPU_MEM_UTIL: float = _vllm.fact(_vllm.Facts.gpu_memory_utilization, _vllm.NEWEST)
+_UTIL_STEPS = _vllm.Facts.gpu_memory_utilization.steps
+PREVIOUS_GPU_MEM_UTIL: float = _UTIL_STEPS[-2][1]
+GPU_MEM_UTIL_CHANGED_IN = ".".join(map(str, _UTIL_STEPS[-1][0]))
+# TensorRT-LLM's default share of the memory still free after the weights that becomes KV cache:
+# KvCacheConfig.free_gpu_memory_fraction = 0.9 (tensorrt_llm.llmapi; "How to Change KV Cache
+# Behavior" in its documentation).
+TRTLLM_FREE_FRACTION = 0.9
+# Memory a running engine needs besides weights and KV: the activation peak of a profiling run
+# (about 1 GiB for a 7-8B model at 8K batched tokens), the CUDA context and library workspaces
+# (~0.5 GiB) and CUDA-graph buffers (~0.5 GiB). Stated round defaults; the user can change them.
+DEFAULT_ACTIVATION_BYTES = 1 * GiB
+DEFAULT_NON_TORCH_BYTES = GiB // 2
+DEFAULT_CUDA_GRAPH_BYTES = GiB // 2
+# LMDeploy's TurboMind sizes its pool before it allocates its activation buffers (v0.4.0,
+# src/turbomind/models/llama/LlamaBatch.cc: the SequenceManager, then AllocateBuffer):
+# free x cache_max_entry_count (0.8 by default, lmdeploy/messages.py) / block bytes, free from
+# cudaMemGetInfo (BlockManager::GetBlockCount): besides the weights only the CUDA context and
+# the library workspaces are taken.
+LMDEPLOY_RESERVE_BYTES = DEFAULT_NON_TORCH_BYTES
+
+
+def free_memory_pool(
+    total_bytes: int, weights_bytes: int, reserve_bytes: int, fraction: float
+) -> int:
+    """floor(fraction x (total - weights - reserve)), the pool of TensorRT-LLM's
+    kv_cache_free_gpu_mem_fraction and LMDeploy's cache_max_entry_count; what is free when it is
+    not positive."""
+    free = total_bytes - weights_bytes - reserve_bytes
+    return math.floor(free * fraction) if free > 0 else free
+
+
+def pool_defaults_text(
+    gpu_mem_util: float = DEFAULT_GPU_MEM_UTIL, reserve_bytes: int = DEFAULT_RESERVE_BYTES
+) -> str:
+    """The pool's settings in words, for captions and prompts: "vLLM 0.33.0's default
+    gpu_memory_utilization 0.92 and a 2 GiB reserve"."""
+    whose = f"vLLM {_vllm.NEWEST}'s default " if gpu_mem_util == DEFAULT_GPU_MEM_UTIL else ""
+    return (
+        f"{whose}gpu_memory_utilization {gpu_mem_util:g} and a {reserve_bytes / GiB:g} GiB reserve"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
 class Budget:
-    """One GPU's budget under one convention: the figures every convention has. A convention
-    is a subclass (VllmBudget, IdealBudget, TrtllmBudget) that says how its pool follows
-    (``pool``), computes its figures (``figures``) and writes its derivation; ``engine`` names
-    it (the --json key and the page's choice)."""
+    """One GPU's budget under one convention: the figures every convention has. A convention's
+    subclass says how its pool follows (``pool``), computes its figures (``from_pool``) and
+    writes its derivation; ``engine`` names it (the --json key and the page's choice)."""
 
     engine: str
     total_bytes: int  # one GPU's memory as the driver reports it
@@ -114,18 +114,15 @@ class Budget:
     @property
     def max_running_seqs(self) -> float:
         """Sequences that can run together: the memory figure, capped by max_num_seqs."""
-        if self.max_num_seqs is None:
-            return self.max_concurrency
-        return min(self.max_concurrency, self.max_num_seqs)
+        return min(self.max_concurrency, self.max_num_seqs or math.inf)
 
     @property
     def held_concurrency(self) -> float:
         """Requests decoding at `context` tokens that the pool holds at once, each holding only
         what vLLM keeps for it (vLLM's logged max_concurrency charges every window its worst
         case). Equal to max_concurrency when every layer keeps every token."""
-        if not self.held_blocks_per_request:
-            return self.max_concurrency
-        return self.num_blocks / self.held_blocks_per_request
+        held = self.held_blocks_per_request
+        return self.num_blocks / held if held else self.max_concurrency
 
     @property
     def held_bytes(self) -> int:
@@ -134,21 +131,16 @@ class Budget:
     @property
     def limited_by(self) -> str:
         """What caps the running sequences: "memory" or "max_num_seqs"."""
-        if self.max_num_seqs is not None and self.max_num_seqs < self.max_concurrency:
-            return "max_num_seqs"
-        return "memory"
+        return "max_num_seqs" if self.max_running_seqs < self.max_concurrency else "memory"
 
     @property
     def usable_context(self) -> int:
-        if self.max_context_tokens is None:
-            return self.model_max_context
-        return min(self.max_context_tokens, self.model_max_context)
+        cap = self.max_context_tokens
+        return self.model_max_context if cap is None else min(cap, self.model_max_context)
 
     @property
     def max_context_limited_by(self) -> str:
-        if self.max_context_tokens is not None and self.max_context_tokens < self.model_max_context:
-            return "memory"
-        return "model"
+        return "memory" if self.usable_context < self.model_max_context else "model"
 
     @property
     def usable_bytes(self) -> int:
@@ -156,8 +148,7 @@ class Budget:
         convention)."""
         return self.num_blocks * self.block_bytes
 
-    # -- what differs by convention, in words (the Budget page and `kvcalc budget` print these;
-    #    neither asks which convention it has) --------------------------------------------------
+    # -- what differs by convention, in words (printed by pages and CLI without asking which) -
     has_blocks: ClassVar[bool] = True  # the pool is cut into blocks
     logs_startup_lines: ClassVar[bool] = False  # the engine logs capacity lines at start-up
     concurrency_note: ClassVar[str] = ""  # after the CLI's max concurrency figure
@@ -226,7 +217,14 @@ class Budget:
         return "\n".join(self._pool_lines() + self._block_lines(max(self.kv_pool_bytes, 0)))
 
     def _pool_lines(self) -> list[str]:
-        raise NotImplementedError  # each convention says how its pool follows
+        """The requested memory and the pool in vLLM's order (vLLM and the ideal convention)."""
+        return [
+            f"requested         = ceil({self.total_bytes:,} B x {self.gpu_mem_util:g}) "
+            f"= {self.requested_bytes:,} B ({fmt_gib(self.requested_bytes)})",
+            f"KV pool           = {self.requested_bytes:,} - {self.weights_bytes:,} "
+            f"weights - {self.reserve_bytes:,} reserve = {self.kv_pool_bytes:,} B "
+            f"({fmt_gib(self.kv_pool_bytes)})",
+        ]
 
     def _block_lines(self, pool: int) -> list[str]:
         raise NotImplementedError  # and how its blocks and concurrency do
@@ -239,28 +237,20 @@ class Budget:
             util = cls.default_gpu_mem_util(dep.engine.version)
         util = check_float("gpu_memory_utilization", util, 0.0, 1.0, lo_open=True)
         weights = math.ceil(dep.all_weights_bytes / dep.num_gpus)
-        total, reserve = dep.total_bytes, dep.reserve_bytes
-        requested, kv_pool = cls.pool(total, weights, reserve, util)
-        pool = Pool(
-            total_bytes=total,
-            gpu_mem_util=util,
-            requested_bytes=requested,
-            weights_bytes=weights,
-            reserve_bytes=reserve,
-            kv_pool_bytes=kv_pool,
-        )
+        pool = cls.pool(dep.total_bytes, weights, dep.reserve_bytes, util)
         return cls.from_pool(dep, pool, context, concurrency, find_max_context)
 
     @staticmethod
     def default_gpu_mem_util(vllm_version: str | None = None) -> float:
-        raise NotImplementedError
+        return _vllm.fact(_vllm.Facts.gpu_memory_utilization, vllm_version)  # vLLM's pool
 
     @staticmethod
-    def pool(total_bytes: int, weights_bytes: int, reserve: int, util: float) -> tuple[int, int]:
-        """(requested, pool) by vLLM's rule: requested_memory = math.ceil(total_memory x
-        gpu_memory_utilization), in floats; the pool is what the weights and the reserve leave."""
+    def pool(total_bytes: int, weights_bytes: int, reserve: int, util: float) -> Pool:
+        """vLLM's rule: requested_memory = math.ceil(total_memory x gpu_memory_utilization), in
+        floats; the pool is what the weights and the reserve leave of it."""
         requested = math.ceil(total_bytes * util)
-        return requested, requested - weights_bytes - reserve
+        kv_pool = requested - weights_bytes - reserve
+        return Pool(total_bytes, util, requested, weights_bytes, reserve, kv_pool)
 
     @classmethod
     def from_pool(
@@ -274,12 +264,7 @@ class Budget:
     ) -> Self:
         """This convention's Budget: the pool's and the deployment's fields, and ``figures``."""
         return cls(
-            total_bytes=pool.total_bytes,
-            gpu_mem_util=pool.gpu_mem_util,
-            requested_bytes=pool.requested_bytes,
-            weights_bytes=pool.weights_bytes,
-            reserve_bytes=pool.reserve_bytes,
-            kv_pool_bytes=pool.kv_pool_bytes,
+            **asdict(pool),
             unused_bytes=pool.total_bytes - pool.requested_bytes,
             block_size=dep.engine.block_size,
             context=context,
@@ -301,31 +286,12 @@ class Budget:
         return d
 
 
-def _gib(n: int) -> str:
-    return f"{n / GiB:,.2f} GiB"
-
-
-def _vllm_pool_lines(b: Budget) -> list[str]:
-    """The requested memory and the pool in vLLM's order (vLLM and the ideal convention)."""
-    return [
-        f"requested         = ceil({b.total_bytes:,} B x {b.gpu_mem_util:g}) "
-        f"= {b.requested_bytes:,} B ({_gib(b.requested_bytes)})",
-        f"KV pool           = {b.requested_bytes:,} - {b.weights_bytes:,} "
-        f"weights - {b.reserve_bytes:,} reserve = {b.kv_pool_bytes:,} B "
-        f"({_gib(b.kv_pool_bytes)})",
-    ]
-
-
 @dataclass(frozen=True, kw_only=True)
 class VllmBudget(Budget):
     """vLLM's own arithmetic (kvcalc.engines.vllm.predict): a fraction of TOTAL memory, blocks
     shared by groups of layers, its start-up check and max_num_seqs."""
 
     engine: str = field(default="vllm", init=False)
-
-    @staticmethod
-    def default_gpu_mem_util(vllm_version: str | None = None) -> float:
-        return _vllm.fact(_vllm.Facts.gpu_memory_utilization, vllm_version)
 
     @classmethod
     def from_pool(
@@ -343,11 +309,10 @@ class VllmBudget(Budget):
         block_bytes = p.page_bytes * p.group_size
         usable = p.num_blocks * block_bytes
         seq = p.blocks_per_request * block_bytes
-        seqs = dep.engine.max_num_seqs
-        if seqs is None:
-            seqs = _vllm.default_max_num_seqs(version, total, gpu_name)
+        seqs = dep.engine.max_num_seqs or _vllm.default_max_num_seqs(version, total, gpu_name)
         error = _vllm.startup_error(run, available, context, p)
         needed = concurrency * seq
+        longest = _vllm.estimate_max_model_len(run, available) if find_max_context else None
         kv_layers, state = stage_kv_layers(stage_layers(dep.spec, dep.tp, dep.pp)[p.stage], dep)
         return cls._made(
             dep,
@@ -362,9 +327,7 @@ class VllmBudget(Budget):
             kv_capacity_tokens=p.kv_cache_tokens,
             seq_bytes=seq,
             max_concurrency=p.max_concurrency,
-            max_context_tokens=(
-                _vllm.estimate_max_model_len(run, available) if find_max_context else None
-            ),
+            max_context_tokens=longest,
             needed_bytes=needed,
             fits=pool.kv_pool_bytes > 0 and needed <= usable and error is None,
             overflow_bytes=max(0, needed - usable),
@@ -427,9 +390,6 @@ class VllmBudget(Budget):
             lines.append(f"  vLLM would refuse to start: {self.startup_error}")
         return lines
 
-    def _pool_lines(self) -> list[str]:
-        return _vllm_pool_lines(self)
-
     def _block_lines(self, pool: int) -> list[str]:
         return [
             f"page (one layer)  = {self.effective_block_size} tokens x per-layer bytes = "
@@ -449,7 +409,6 @@ class IdealBudget(Budget):
     rounding, no window slack. For teaching what the allocator costs."""
 
     engine: str = field(default="ideal", init=False)
-    default_gpu_mem_util = staticmethod(VllmBudget.default_gpu_mem_util)  # and vLLM's pool
 
     @classmethod
     def from_pool(
@@ -460,8 +419,7 @@ class IdealBudget(Budget):
         stage = binding_stage_blocks(dep, pool.kv_pool_bytes, context, concurrency, False)
 
         def seq_bytes(n: int) -> int:
-            r = dep.kv_cache(n)
-            return r.kv_bytes + r.state_bytes
+            return dep.kv_cache(n).total_bytes
 
         usable = max(pool.kv_pool_bytes, 0)
         one = seq_bytes(context)
@@ -502,9 +460,6 @@ class IdealBudget(Budget):
     def usable_bytes(self) -> int:
         return max(self.kv_pool_bytes, 0)
 
-    def _pool_lines(self) -> list[str]:
-        return _vllm_pool_lines(self)
-
     def _block_lines(self, pool: int) -> list[str]:
         return [
             f"one sequence      = {self.seq_bytes:,} B actually held at {self.context:,} tokens "
@@ -525,8 +480,9 @@ class TrtllmBudget(Budget):
         return TRTLLM_FREE_FRACTION
 
     @staticmethod
-    def pool(total_bytes: int, weights_bytes: int, reserve: int, util: float) -> tuple[int, int]:
-        return total_bytes, free_memory_pool(total_bytes, weights_bytes, reserve, util)
+    def pool(total_bytes: int, weights_bytes: int, reserve: int, util: float) -> Pool:
+        kv_pool = free_memory_pool(total_bytes, weights_bytes, reserve, util)
+        return Pool(total_bytes, util, total_bytes, weights_bytes, reserve, kv_pool)
 
     @classmethod
     def from_pool(
@@ -534,33 +490,13 @@ class TrtllmBudget(Budget):
     ) -> Budget:
         """The stage that holds the fewest sequences, by blocks per layer."""
         st = binding_stage_blocks(dep, pool.kv_pool_bytes, context, concurrency, find_max_context)
-        return cls._made(
-            dep,
-            pool,
-            context,
-            concurrency,
-            kv_layers=st.kv_layers,
-            page_bytes=st.page_bytes,
-            block_bytes=st.block_bytes,
-            num_blocks=st.num_blocks,
-            kv_capacity_tokens=st.kv_capacity_tokens,
-            seq_bytes=st.seq_bytes,
-            max_concurrency=st.max_concurrency,
-            max_context_tokens=st.max_context_tokens,
-            needed_bytes=st.needed_bytes,
-            fits=st.fits,
-            overflow_bytes=st.overflow_bytes,
-            state_bytes_per_seq=st.state_bytes_per_seq,
-            stage=st.stage,
-        )
+        return cls._made(dep, pool, context, concurrency, **asdict(st))
 
     @property
     def idle_bytes(self) -> int:
         """The free memory's share it does not take (1 - kv_cache_free_gpu_mem_fraction)."""
-        return max(
-            self.total_bytes - self.weights_bytes - self.reserve_bytes - max(self.kv_pool_bytes, 0),
-            0,
-        )
+        free = self.total_bytes - self.weights_bytes - self.reserve_bytes
+        return max(free - max(self.kv_pool_bytes, 0), 0)
 
     def setup_line(self) -> str:
         return f"  engine:       TensorRT-LLM, {self.gpu_mem_util:g} of memory free after weights"
@@ -569,7 +505,7 @@ class TrtllmBudget(Budget):
         return [
             f"KV pool           = floor({self.gpu_mem_util:g} x ({self.total_bytes:,} "
             f"- {self.weights_bytes:,} weights - {self.reserve_bytes:,} reserve)) = "
-            f"{self.kv_pool_bytes:,} B ({_gib(self.kv_pool_bytes)})"
+            f"{self.kv_pool_bytes:,} B ({fmt_gib(self.kv_pool_bytes)})"
         ]
 
     def _block_lines(self, pool: int) -> list[str]:
@@ -612,14 +548,10 @@ def budget(
     find_max_context: bool = True,
 ) -> Budget:
     """The memory budget of one GPU of ``dep`` for ``concurrency`` sequences of ``context``
-    tokens under ``convention`` (vllm, ideal, trtllm). The whole model's weights are shared by
-    the tp x pp GPUs. ``find_max_context=False`` skips the search for the longest single
-    sequence (max_context_tokens is then None), for fast sweeps.
-
-    vLLM only: ``dep.engine``'s version (default the newest in kvcalc.engines.vllm's table),
-    max_num_batched_tokens and max_num_seqs; None takes vLLM's default for that version and
-    this GPU (A100s get the smaller defaults). gpu_memory_utilization None is the convention's
-    default (``default_gpu_mem_util``)."""
+    tokens under ``convention`` (vllm, ideal, trtllm); ``find_max_context=False`` skips the
+    search for the longest single sequence (max_context_tokens None), for fast sweeps. Engine
+    settings None take vLLM's defaults for the version (None: the newest) and GPU,
+    gpu_memory_utilization None the convention's (``default_gpu_mem_util``)."""
     context = check_int("context", context, 1, 10**9)
     concurrency = check_int("concurrency", concurrency, 1, 10**7)
     if convention not in ENGINES:

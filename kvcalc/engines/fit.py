@@ -1,12 +1,7 @@
-"""The smallest change of hardware that lets a model run: a setup of the registry's GPUs that
-holds the weights and leaves room in the KV pool for one sequence.
-
-A page that finds the weights do not fit offers this setup as one move instead of a dead end:
-first the same GPU split by tensor parallelism (1, 2, 4, 8), else the next larger GPU of the
-registry, each with the fewest GPUs that fit. "Fits" is vLLM's arithmetic
-(``kvcalc.engines.budget.budget``): a KV pool that holds one whole sequence of ``context``
-tokens and no start-up refusal. The rule: docs/vllm.md#the-smallest-setup-that-fits.
-"""
+"""The smallest change of hardware that lets a model run, offered where its weights do not fit:
+the same GPU split by tensor parallelism (1, 2, 4, 8), else the next larger GPU of the registry,
+each with the fewest GPUs whose KV pool holds one sequence by vLLM's arithmetic
+(``kvcalc.engines.budget.budget``). The rule: docs/vllm.md#the-smallest-setup-that-fits."""
 
 from __future__ import annotations
 
@@ -16,8 +11,6 @@ from dataclasses import dataclass
 from ..cache.deployment import Deployment
 from ..config.catalog import GPU
 from .budget import Budget, budget
-
-__all__ = ["FitSetup", "NODE_TP", "fitting_setup"]
 
 # Tensor-parallel sizes tried on one GPU kind: one node of up to 8 GPUs, as the chapter's
 # DeepSeek-V3 example (8 x H200) and vLLM's usual single-node deployments.
@@ -36,10 +29,6 @@ class FitSetup:
     @property
     def label(self) -> str:
         return f"{self.tp} x {self.gpu.name}" if self.tp > 1 else self.gpu.name
-
-
-def _fits(b: Budget) -> bool:
-    return b.kv_pool_bytes > 0 and b.max_concurrency >= 1 and not b.startup_error
 
 
 def fitting_setup(
@@ -62,6 +51,6 @@ def fitting_setup(
                 b = budget(dep.but(gpu=gpu, tp=tp, pp=1), context, find_max_context=False)
             except ValueError:  # a TP the KV heads cannot split: try the next
                 continue
-            if _fits(b):
+            if b.kv_pool_bytes > 0 and b.max_concurrency >= 1 and not b.startup_error:
                 return FitSetup(gpu=gpu, tp=tp, budget=b)
     return None

@@ -1,15 +1,8 @@
 """A small, deterministic model of how a serving engine manages the KV cache in blocks, after
-vLLM's design (PagedAttention, the V1 scheduler, automatic prefix caching): a pool of blocks,
-each request's block table, steps that decode then admit, preemption of the newest request
-when the pool runs dry, and prefix caching by chained block hashes (each rule in words:
-docs/simulator.md#the-engine-views-block-pool). Pure Python and deterministic: the same inputs
-give the same steps, so a page can rebuild any step from the inputs alone (and a link can name
-it).
-
-Its inputs are here too: requests typed as lines of numbers (``parse_requests``) or a preset
-scenario of the Engine view. Token ids are made up: requests with the same shared-prefix
-length start with the same ids (like a common system prompt).
-"""
+vLLM's design (PagedAttention, the V1 scheduler, automatic prefix caching); each rule, and why
+it is deterministic: docs/simulator.md#the-engine-views-block-pool. Its inputs are here too:
+requests typed as lines of numbers (``parse_requests``) or a preset scenario of the Engine view.
+Token ids are made up: requests with the same shared-prefix length start with the same ids."""
 
 from __future__ import annotations
 
@@ -21,23 +14,6 @@ from typing import TypedDict
 
 from ..core.arith import cdiv
 from ..core.units import check_int
-
-__all__ = [
-    "Request",
-    "Block",
-    "BlockPool",
-    "BlockView",
-    "TableView",
-    "Engine",
-    "Snapshot",
-    "simulate",
-    "Scenario",
-    "SCENARIOS",
-    "scenario",
-    "parse_requests",
-    "contiguous_capacity",
-]
-
 
 # -- the inputs: requests and the preset scenarios ---------------------------------------------
 
@@ -56,10 +32,8 @@ def _tokens(seed: int, n: int) -> tuple[int, ...]:
 
 
 def parse_requests(text: str, *, max_requests: int = 64) -> list[Request]:
-    """Requests from lines ``prompt_tokens output_tokens [shared_prefix_tokens [arrival_step]]``.
-
-    Requests with the same shared-prefix length share that many identical leading tokens (like a
-    common system prompt)."""
+    """Requests from lines ``prompt_tokens output_tokens [shared_prefix_tokens [arrival_step]]``;
+    those with the same shared-prefix length share that many leading tokens."""
     reqs: list[Request] = []
     for lineno, line in enumerate((text or "").splitlines(), 1):
         line = line.split("#", 1)[0].strip()
@@ -75,9 +49,7 @@ def parse_requests(text: str, *, max_requests: int = 64) -> list[Request]:
             nums = [int(p) for p in parts]
         except ValueError:
             raise ValueError(f"line {lineno}: only whole numbers, got {line[:40]!r}") from None
-        prompt, out = nums[0], nums[1]
-        shared = nums[2] if len(nums) > 2 else 0
-        arrival = nums[3] if len(nums) > 3 else 0
+        prompt, out, shared, arrival = nums + [0] * (4 - len(nums))
         if not 1 <= prompt <= 4096 or not 1 <= out <= 4096:
             raise ValueError(f"line {lineno}: prompt and output must be 1 to 4,096 tokens")
         if not 0 <= shared <= prompt:
@@ -137,12 +109,6 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
-def scenario(key: str) -> Scenario:
-    if key not in SCENARIOS:
-        raise ValueError(f"unknown scenario {key!r}; choose one of {', '.join(SCENARIOS)}")
-    return SCENARIOS[key]
-
-
 # -- the engine ---------------------------------------------------------------------------------
 
 
@@ -162,7 +128,6 @@ class _Running:
     generated: int
     blocks: list[int]
     admitted_at: int
-    cached_tokens: int = 0
     sealed: int = 0  # leading full blocks already named by their hash
 
 
@@ -178,7 +143,7 @@ class BlockView:
     state: str  # "used", "cached" (free, hash kept) or "free"
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class TableView:
     """One request's block table and where it stands."""
 
@@ -216,10 +181,8 @@ class Snapshot:
 
 
 def _hash(parent: str | None, tokens: tuple[int, ...]) -> str:
-    h = hashlib.sha256()
-    h.update((parent or "root").encode())
-    h.update(",".join(map(str, tokens)).encode())
-    return h.hexdigest()[:16]
+    text = (parent or "root") + ",".join(map(str, tokens))  # the parent's hash, then the tokens
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 class BlockPool:
@@ -343,22 +306,10 @@ class BlockPool:
                 owners=tuple(b.owners),
                 hash=b.block_hash,
                 tokens=b.tokens if b.ref_count else 0,
-                state="used"
-                if b.ref_count > 0
-                else "cached"
-                if b.block_hash is not None
-                else "free",
+                state="used" if b.ref_count > 0 else "free" if b.block_hash is None else "cached",
             )
             for b in self.blocks
         )
-
-    @property
-    def used(self) -> int:
-        return sum(1 for b in self.blocks if b.ref_count > 0)
-
-    @property
-    def cached_free(self) -> int:
-        return sum(1 for bid in self.free if self.blocks[bid].block_hash)
 
 
 class Engine:
@@ -418,7 +369,6 @@ class Engine:
             generated=len(tokens) - len(req.prompt),
             blocks=blocks,
             admitted_at=self.step_no,
-            cached_tokens=len(hits) * bs,
         )
         pool.fill(run)
         self.running.append(run)
@@ -514,8 +464,8 @@ class Engine:
         return not (self.pending or self.waiting or self.running)
 
     def snapshot(self) -> Snapshot:
-        bs = self.block_size
-        # (rid, state, tokens, generated, block table): running, waiting, to come, finished
+        bs, pool = self.block_size, self.pool
+        # TableView rows (rid, state, tokens, generated, blocks): running, waiting, coming, done
         rows = [
             (r.req.rid, "running", len(r.tokens), r.generated, tuple(r.blocks))
             for r in self.running
@@ -525,19 +475,15 @@ class Engine:
             rows.append((req.rid, state, len(tokens), len(tokens) - len(req.prompt), ()))
         rows += [(req.rid, f"arrives at step {req.arrival}", 0, 0, ()) for req in self.pending]
         rows += [(rid, "finished", len(r.tokens), r.generated, ()) for rid, r in self.done.items()]
-        tables = [
-            TableView(rid=rid, state=state, tokens=n, generated=gen, blocks=table)
-            for rid, state, n, gen, table in rows
-        ]
         frag = sum(len(r.blocks) * bs - len(r.tokens) for r in self.running)
         return Snapshot(
             step=self.step_no,
-            blocks=self.pool.views(),
-            tables=tuple(tables),
+            blocks=pool.views(),
+            tables=tuple(TableView(*row) for row in rows),
             events=tuple(self.events),
-            used_blocks=self.pool.used,
-            free_blocks=len(self.pool.free),
-            cached_free_blocks=self.pool.cached_free,
+            used_blocks=sum(1 for b in pool.blocks if b.ref_count > 0),
+            free_blocks=len(pool.free),
+            cached_free_blocks=sum(1 for bid in pool.free if pool.blocks[bid].block_hash),
             fragmentation_slots=frag,
             prefix_hit_tokens=self.hit_tokens,
             prefix_query_tokens=self.query_tokens,

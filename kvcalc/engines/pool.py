@@ -1,7 +1,5 @@
-"""The KV pool of one GPU: how much memory each engine takes for its cache (vLLM's
-gpu_memory_utilization of the total, TensorRT-LLM's and LMDeploy's share of the memory still
-free after the weights), the defaults of each, and the pool cut into blocks per layer, stage
-by stage (TensorRT-LLM's allocator; the Budget's conventions in kvcalc.engines.budget)."""
+"""The KV pool of one GPU (``Pool``; the conventions and their defaults: kvcalc.engines.budget)
+cut into blocks per layer, stage by stage: TensorRT-LLM's allocator."""
 
 from __future__ import annotations
 
@@ -9,57 +7,14 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from ..cache.deployment import DEFAULT_RESERVE_BYTES, Deployment
+from ..cache.deployment import Deployment
 from ..cache.kv import stage_layers
 from ..core.arith import UNBOUNDED_CONTEXT, cdiv, last_true
 from ..core.dtypes import KV_DTYPES, DType, get_dtype
 from ..core.model import Layer, counted
-from ..core.units import GiB
-from .vllm import NEWEST, Facts, fact
-
-# vLLM's default gpu_memory_utilization in the newest release kvcalc models (0.92 from 0.20.0,
-# PR #38284; 0.9 before): the one default of every page and of the CLI.
-DEFAULT_GPU_MEM_UTIL: float = fact(Facts.gpu_memory_utilization, NEWEST)
-# The default it replaced and the release that changed it (0.9 before 0.20.0), for the texts
-# that say so: both from vLLM's facts table.
-_UTIL_STEPS = Facts.gpu_memory_utilization.steps
-PREVIOUS_GPU_MEM_UTIL: float = _UTIL_STEPS[-2][1]
-GPU_MEM_UTIL_CHANGED_IN = ".".join(map(str, _UTIL_STEPS[-1][0]))
-# TensorRT-LLM's default share of the memory still free after the weights that becomes KV cache:
-# KvCacheConfig.free_gpu_memory_fraction = 0.9 (tensorrt_llm.llmapi; "How to Change KV Cache
-# Behavior" in its documentation).
-TRTLLM_FREE_FRACTION = 0.9
-# LMDeploy's default share of the memory free once the weights are loaded that becomes KV cache:
-# cache_max_entry_count = 0.8 (lmdeploy/messages.py, TurbomindEngineConfig, v0.4.0: "For lmdeploy
-# versions greater than `v0.2.1`, it defaults to 0.8, signifying the percentage of FREE GPU memory
-# to be reserved for the k/v cache"). TurboMind sizes the pool before it allocates its activation
-# buffers (src/turbomind/models/llama/LlamaBatch.cc, v0.4.0: the SequenceManager is built, then
-# AllocateBuffer): max_block_count = free x ratio / block bytes, free from cudaMemGetInfo
-# (BlockManager::GetBlockCount), so what is taken besides the weights is the CUDA context and the
-# library workspaces alone, DEFAULT_NON_TORCH_BYTES below, not the whole reserve.
-LMDEPLOY_CACHE_MAX_ENTRY_COUNT = 0.8
-# Memory a running engine needs besides weights and KV: the activation peak of a profiling run
-# (about 1 GiB for a 7-8B model at 8K batched tokens), the CUDA context and library workspaces
-# (~0.5 GiB) and CUDA-graph buffers (~0.5 GiB). Stated round defaults; the user can change them.
-DEFAULT_ACTIVATION_BYTES = 1 * GiB
-DEFAULT_NON_TORCH_BYTES = GiB // 2
-DEFAULT_CUDA_GRAPH_BYTES = GiB // 2
-# DEFAULT_RESERVE_BYTES (kvcalc.cache.deployment) is their sum, 2 GiB
-LMDEPLOY_RESERVE_BYTES = DEFAULT_NON_TORCH_BYTES  # taken when LMDeploy reads the free memory
 
 
-def free_memory_pool(
-    total_bytes: int, weights_bytes: int, reserve_bytes: int, fraction: float
-) -> int:
-    """The pool of the engines that take a share of the memory still free once the weights
-    (and the runtime's own memory, the reserve) are in: floor(fraction x (total - weights -
-    reserve)), TensorRT-LLM's kv_cache_free_gpu_mem_fraction and LMDeploy's
-    cache_max_entry_count; what is free when it is not positive."""
-    free = total_bytes - weights_bytes - reserve_bytes
-    return math.floor(free * fraction) if free > 0 else free
-
-
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class Pool:
     """The memory one GPU gives the cache under a convention."""
 
@@ -69,17 +24,6 @@ class Pool:
     weights_bytes: int  # on this GPU
     reserve_bytes: int
     kv_pool_bytes: int  # may be negative: the weights and reserve do not fit
-
-
-def pool_defaults_text(
-    gpu_mem_util: float = DEFAULT_GPU_MEM_UTIL, reserve_bytes: int = DEFAULT_RESERVE_BYTES
-) -> str:
-    """The pool's settings in words, for captions and prompts: "vLLM 0.33.0's default
-    gpu_memory_utilization 0.92 and a 2 GiB reserve"."""
-    whose = f"vLLM {NEWEST}'s default " if gpu_mem_util == DEFAULT_GPU_MEM_UTIL else ""
-    return (
-        f"{whose}gpu_memory_utilization {gpu_mem_util:g} and a {reserve_bytes / GiB:g} GiB reserve"
-    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,43 +1,16 @@
 """vLLM's start-up capacity lines ("GPU KV cache size: T tokens", "Maximum concurrency for N
-tokens per request: C x"), predicted exactly as vLLM V1 computes them (vllm/v1/core/
-kv_cache_utils.py; the five steps in words: docs/vllm.md#the-start-up-lines), and a reader
-for a pasted start-up log. One module a concept, each importing only those before it:
-
-- ``facts``: the versioned table of release facts and ``fact(Facts.x, version)``;
-- ``kv_cache``: the cache's formats (--kv-cache-dtype by release, the recurrent states'), one
-  token's bytes in one layer, and the KV-cache groups (KVCacheGroupSpec, KVCacheGrouping);
-- ``speculative``: what speculative decoding changes, by release;
-- ``settings``: vLLM's defaults (block sizes, max_num_seqs, max_num_batched_tokens, the Mamba
-  cache mode) and the engine settings a Deployment resolves to;
-- ``capacity``: predict() and its result, estimate_max_model_len, startup_error, available_bytes;
-- ``log``: a pasted start-up log, read and checked line by line.
+tokens per request: C x"), predicted exactly as vLLM V1 computes them, and a reader for a pasted
+start-up log. The steps and the package's modules, in import order: docs/vllm.md#the-start-up-lines.
 Callers import from ``kvcalc.engines.vllm``: this module names the public interface."""
 
 from __future__ import annotations
 
-from .capacity import (
-    Group,
-    VllmPrediction,
-    available_bytes,
-    estimate_max_model_len,
-    predict,
-    startup_error,
-)
+from .capacity import available_bytes, estimate_max_model_len, predict, startup_error
 from .facts import NEWEST, VERSION_FACTS, Facts, fact, resolve_version, version_choices
-from .kv_cache import (
-    MAMBA_DTYPE_CHOICES,
-    KVCacheGrouping,
-    KVCacheGroupSpec,
-    StateDtypes,
-    kv_cache_dtype_modelled,
-    kv_cache_dtypes,
-    model_dtype_of,
-    state_dtypes,
-)
-from .log import MAX_LOG_BYTES, LogLine, diagnose_log, explain_log, log_settings, parse_log
+from .kv_cache import MAMBA_DTYPE_CHOICES, kv_cache_dtype_modelled, kv_cache_dtypes, state_dtypes
+from .log import MAX_LOG_BYTES, diagnose_log, explain_log, log_settings, parse_log
 from .settings import (
     DEFAULT_BLOCK_SIZE,
-    DEFAULT_MAX_NUM_BATCHED_TOKENS,
     USAGE_CONTEXTS,
     default_max_num_batched_tokens,
     default_max_num_seqs,
@@ -46,13 +19,10 @@ from .settings import (
 )
 
 __all__ = [
-    "VllmPrediction",
     "predict",
     "available_bytes",
     "parse_log",
     "explain_log",
-    "LogLine",
-    "DEFAULT_MAX_NUM_BATCHED_TOKENS",
     "VERSION_FACTS",
     "NEWEST",
     "fact",
@@ -63,19 +33,14 @@ __all__ = [
     "kv_cache_dtypes",
     "default_max_num_batched_tokens",
     "state_dtypes",
-    "StateDtypes",
     "mamba_cache_mode_of",
     "mm_batch_floor",
     "diagnose_log",
     "log_settings",
     "kv_cache_dtype_modelled",
-    "model_dtype_of",
     "MAMBA_DTYPE_CHOICES",
     "USAGE_CONTEXTS",
     "DEFAULT_BLOCK_SIZE",
-    "KVCacheGroupSpec",
-    "KVCacheGrouping",
-    "Group",
     "resolve_version",
     "version_choices",
     "MAX_LOG_BYTES",

@@ -1,11 +1,6 @@
 """The capacity lines vLLM prints at start-up, predicted (steps 1-5 of
-docs/vllm.md#the-start-up-lines), and what vLLM decides around them.
-
-predict() checks its arguments, resolves the engine settings (``settings``), lays the layers out
-on the GPUs and pipeline stages, finds the stage whose grouping binds and turns that stage's
-blocks into the two numbers vLLM prints. Around them: the longest max_model_len that fits (its
-estimate_max_model_len), its refusal to start when one request does not, and the memory it
-finds for the cache ("Available KV cache memory")."""
+docs/vllm.md#the-start-up-lines), and around them its estimate_max_model_len, its refusal to
+start when one request does not fit, and the memory it finds for the cache."""
 
 from __future__ import annotations
 
@@ -41,11 +36,9 @@ class Group:
     block_size: int = 0  # tokens per block in this group
 
     def held_blocks(self, n: int) -> int:
-        """Blocks one running request holds in this group while it computes its n-th token:
-        the blocks of its n tokens, less those vLLM has freed (the v1 KV-cache manager's
-        remove_skipped_blocks with n - 1 tokens computed: a sliding window frees the blocks
-        wholly before computed - window + 1, a chunk those before the current chunk); a state
-        its blocks whatever n."""
+        """Blocks one running request holds in this group at its n-th token: its n tokens' less
+        those vLLM freed (remove_skipped_blocks, n - 1 computed: a window the blocks wholly before
+        computed - window + 1, a chunk those before the current one); a state its blocks."""
         if self.kind == "state":
             return self.blocks_per_request
         bs = self.block_size
@@ -55,9 +48,6 @@ class Group:
         if self.kind == "chunked" and self.span:
             return alloc - (n - 1) // self.span * self.span // bs
         return alloc
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,15 +76,14 @@ class VllmPrediction:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d["groups"] = [g.to_dict() for g in self.groups]
+        d["groups"] = list(d["groups"])
         d["num_groups"] = len(self.groups)
         d["capacity_lines"] = self.capacity_lines()
         return d
 
     def held_blocks(self, n: int | None = None) -> int:
         """Blocks one running request holds at n tokens (default max_model_len), every group
-        summed (Group.held_blocks): what a decoding request really keeps, against the worst
-        case blocks_per_request that the start-up line divides by."""
+        summed: what it really keeps, against the worst case the start-up line divides by."""
         n = self.max_model_len if n is None else n
         return sum(g.held_blocks(n) for g in self.groups)
 
@@ -120,36 +109,22 @@ def predict(
     mm_batch_tokens: int | None = None,
     mla_block_rule: bool = True,
 ) -> VllmPrediction:
-    """The capacity lines vLLM prints for ``dep`` given the memory it found for the cache.
-
-    ``dep.cache.kv_dtype`` is kvcalc's name (bf16, fp8, int8, ...) or vLLM's --kv-cache-dtype;
-    with ``scales`` a quantized kvcalc format is vLLM's per-token-head variant. A format the chosen
-    version does not have, or one kvcalc does not model, is refused by name, never replaced by
-    another one's numbers.
-
-    Recurrent states: ``state_dtype`` is what vLLM's 'auto' means for them (the model's dtype);
-    ``mamba_cache_dtype`` sets the conv state (and the SSM state while that is 'auto'),
-    ``mamba_ssm_cache_dtype`` the SSM state alone, as vLLM's flags do (resolve a config's own
-    choice with state_dtypes()). ``enable_prefix_caching`` None is the version's default;
-    with it on a recurrent group keeps 2 blocks a request ('align'), 3 with
-    ``gdn_prefill_checkpoint`` (v0.33.0 Gated DeltaNet on FlashInfer prefill: Hopper, or
-    Blackwell with CUDA 13). ``architecture`` (config.json's) picks 'all' mode in
-    v0.15.0-v0.27.x, which kvcalc does not model.
-
-    ``max_num_batched_tokens`` None is the version's default for ``usage_context`` ('serve':
-    ``vllm serve``, 'llm': the LLM class) on the GPU given (an 80 GiB H100 when none is, said
-    in the notes), raised to ``mm_batch_tokens`` (mm_batch_floor(config)) and capped at
-    max_num_seqs x max_model_len, as EngineArgs does.
-
-    MLA models: the block size is the one vLLM picks for its MLA kernel on ``gpu_name``'s
-    generation (an H100 when none is given), see mla_block_size; ``mla_block_rule=False``
-    keeps ``block_size`` as given (a block size read from a log)."""
+    """The capacity lines vLLM prints for ``dep`` given the memory it found for the cache. A
+    format the version does not have, or one kvcalc does not model, is refused by name. How each
+    setting is read (formats, recurrent states, prefix caching, max_num_batched_tokens None,
+    ``architecture``, ``mm_batch_tokens``, an MLA model's block size and ``mla_block_rule``):
+    docs/vllm.md#the-settings-predict-reads."""
     notes: list[str] = []
     view = speculative_view(dep.spec, resolve_version(dep.engine.version), notes)
     if view is not dep.spec:
         dep = replace(dep, spec=view)
     kinds = [lay for lay, _ in counted(view.layers)]  # each distinct layer once, for the scans
-    _check_servable(view, kinds)
+    unsupported = next((lay.vllm_unsupported for lay in kinds if lay.vllm_unsupported), None)
+    if unsupported:  # refused by name
+        raise ValueError(
+            f"vLLM cannot serve {view.name}: {unsupported} (the encoder-decoder "
+            "models, mllama among them, were removed after v0.10.2, PR #24907)"
+        )
     available_bytes = check_int("available KV cache memory (bytes)", available_bytes, 0, 2**50)
     max_model_len = check_int("max_model_len", max_model_len, 1, MAX_CONTEXT)
     settings = engine_settings(
@@ -174,16 +149,6 @@ def predict(
     return _prediction(binding, settings, kinds, parts, available_bytes, max_model_len, notes)
 
 
-def _check_servable(spec: ModelSpec, kinds: list) -> None:
-    """Refuse a model vLLM cannot serve, by name."""
-    unsupported = next((lay.vllm_unsupported for lay in kinds if lay.vllm_unsupported), None)
-    if unsupported:
-        raise ValueError(
-            f"vLLM cannot serve {spec.name}: {unsupported} (the encoder-decoder "
-            "models, mllama among them, were removed after v0.10.2, PR #24907)"
-        )
-
-
 def _note_qwen3_5_before_hook(
     kinds: list, version: tuple[int, ...], ssm_flag: str | None, notes: list[str]
 ) -> None:
@@ -192,15 +157,9 @@ def _note_qwen3_5_before_hook(
     stamped with its number straddle PR #34489 (tests/data/vllm-facts.md, Q18)."""
     if fact(Facts.qwen3_5_ssm_from_config, version) or ssm_flag not in (None, "auto"):
         return
-    declared = sorted(
-        {
-            lay.ssm_dtype
-            for lay in kinds
-            if isinstance(lay, RecurrentState)
-            and lay.ssm_dtype
-            and lay.ssm_dtype_field == "mamba_ssm_dtype"
-        }
-    )
+    states = [lay for lay in kinds if isinstance(lay, RecurrentState)]
+    by_field = {x.ssm_dtype for x in states if x.ssm_dtype_field == "mamba_ssm_dtype"}
+    declared = sorted(d for d in by_field if d)
     if declared:
         shown = ".".join(map(str, version))
         notes.append(
@@ -232,10 +191,7 @@ def _prediction(
     else:
         tokens = num_blocks // len(bind.groups) * bind.block_size
         formula = "num_blocks // groups x block_size"
-    # Say the engine conventions these numbers rest on.
-    notes = (
-        list(bind.notes) + notes + convention_notes(binding, kinds=kinds, settings=s, parts=parts)
-    )
+    notes = list(bind.notes) + notes + convention_notes(binding, kinds=kinds, s=s, parts=parts)
     groups = tuple(
         Group(
             kind=g.kind,
@@ -247,18 +203,14 @@ def _prediction(
         )
         for g, r in zip(bind.groups, per_req, strict=True)
     )
+    same = ("block_size", "page_bytes", "group_size", "padding_layers", "padding_waste_pct")
     return VllmPrediction(
+        **{k: getattr(bind, k) for k in (*same, "state_page_padding_pct")},
         available_bytes=available_bytes,
         max_model_len=max_model_len,
-        block_size=bind.block_size,
         requested_block_size=s.requested_block_size,
         block_size_line=s.block_size_line,
-        page_bytes=bind.page_bytes,
-        group_size=bind.group_size,
         groups=groups,
-        padding_layers=bind.padding_layers,
-        padding_waste_pct=bind.padding_waste_pct,
-        state_page_padding_pct=bind.state_page_padding_pct,
         num_blocks=num_blocks,
         blocks_per_request=per_request,
         max_concurrency=conc,
@@ -334,29 +286,23 @@ def binding_stage(
     max_model_len: int,
     notes: list[str],
 ) -> Binding:
-    """The grouping whose numbers bind, its pool's blocks, the blocks a request takes in each
-    of its groups, every stage's blocks, and the binding stage's index."""
+    """The stage whose numbers bind (``Binding``)."""
     pp = len(stages)
     version, in_flight, state_blocks, fmt = s.version, s.in_flight, s.state_blocks, s.fmt
-    rules = s.grouping_rules()
     if pp > 1 and fact(Facts.pp_grouping, version) == "whole model":
         # v0.11.0 on: groups from the whole model; each stage's block holds only its own layers
         # of each group; every stage takes the smallest num_blocks of all.
-        g = layer_grouping(layers, rules)
+        g = layer_grouping(layers, s)
         per_req = per_request_blocks(g, max_model_len, in_flight, state_blocks)
         stage_blocks = []
         for positions in stages:
             mine = set(positions)
             slots = max(len(mine.intersection(group.members)) for group in g.groups)
-            per_block = (
-                g.page_bytes * max(1, slots)
-                if not g.uniform
-                else sum(
-                    g.block_size * vllm_bytes_per_token(layers[i], fmt)
-                    for i in positions
-                    if layers[i].stores_tokens
+            per_block = g.page_bytes * max(1, slots)
+            if g.uniform:  # a page of every layer of the stage
+                per_block = g.block_size * sum(
+                    vllm_bytes_per_token(layers[i], fmt) for i in positions
                 )
-            )
             stage_blocks.append(available_bytes // max(1, per_block))
         index = min(range(pp), key=lambda i: stage_blocks[i])
         notes.append(
@@ -364,43 +310,32 @@ def binding_stage(
             "the stage with the fewest blocks sets the numbers"
         )
         return Binding(g, stage_blocks[index], per_req, stage_blocks, index)
-    configs = []
-    for positions in stages:
-        g = layer_grouping([layers[i] for i in positions], rules)
-        configs.append(
-            (
-                g,
-                available_bytes // g.block_bytes,
-                per_request_blocks(g, max_model_len, in_flight, state_blocks),
-            )
-        )
-    stage_blocks = [c[1] for c in configs]
-    index = min(range(len(configs)), key=lambda i: configs[i][1] / max(1, sum(configs[i][2])))
-    bind, num_blocks, per_req = configs[index]
-    return Binding(bind, num_blocks, per_req, stage_blocks, index)
+    groupings = [layer_grouping([layers[i] for i in positions], s) for positions in stages]
+    stage_blocks = [available_bytes // g.block_bytes for g in groupings]
+    per_reqs = [per_request_blocks(g, max_model_len, in_flight, state_blocks) for g in groupings]
+    index = min(range(pp), key=lambda i: stage_blocks[i] / max(1, sum(per_reqs[i])))
+    return Binding(groupings[index], stage_blocks[index], per_reqs[index], stage_blocks, index)
 
 
 def convention_notes(
-    binding: Binding, *, kinds: list, settings: EngineSettings, parts: list[int]
+    binding: Binding, *, kinds: list, s: EngineSettings, parts: list[int]
 ) -> list[str]:
     """The engine conventions the numbers rest on: tokens in flight, the state formats and
     blocks, the pipeline stages."""
-    bind, per_req, s = binding.grouping, binding.per_request, settings
-    version, batches, in_flight, architecture = s.version, s.batches, s.in_flight, s.architecture
-    conv, ssm, mode = s.conv, s.ssm, s.mamba_cache_mode
-    state_blocks, checkpoint = s.state_blocks, s.checkpoint
+    bind, per_req = binding.grouping, binding.per_request
     notes = []
-    if batches > 1 and any(
+    if s.batches > 1 and any(
         r > 0 and g.spec.token_bound() is not None
         for g, r in zip(bind.groups, per_req, strict=True)
     ):
         notes.append(
-            f"each window or chunk reserves room for {batches} x max_num_batched_tokens "
-            f"({in_flight:,} tokens in flight): asynchronous scheduling, vLLM 0.26.0 on"
+            f"each window or chunk reserves room for {s.batches} x max_num_batched_tokens "
+            f"({s.in_flight:,} tokens in flight): asynchronous scheduling, vLLM 0.26.0 on"
         )
     if any(g.spec.state_elements for g in bind.groups):
+        conv, ssm = s.state_dtypes
         notes.append(f"recurrent state: conv in {conv.name.upper()}, SSM in {ssm.name.upper()}")
-        if mode == "none":
+        if s.mamba_cache_mode == "none":
             notes.append(
                 "a recurrent state takes one block per request: prefix caching off "
                 "(mamba_cache_mode 'none')"
@@ -408,16 +343,16 @@ def convention_notes(
         else:
             notes.append(
                 f"prefix caching on (mamba_cache_mode 'align'): each recurrent group "
-                f"keeps {state_blocks} blocks per request"
+                f"keeps {s.state_blocks} blocks per request"
                 + (
                     " (2 + one prefill checkpoint of FlashInfer's Gated DeltaNet)"
-                    if checkpoint
+                    if s.checkpoint
                     else ""
                 )
             )
             if (
-                fact(Facts.gdn_prefill_checkpoint, version)
-                and not checkpoint
+                fact(Facts.gdn_prefill_checkpoint, s.version)
+                and not s.checkpoint
                 and any(getattr(lay, "flavor", "") == "gated_deltanet" for lay in kinds)
             ):
                 notes.append(
@@ -425,7 +360,7 @@ def convention_notes(
                     "Gated DeltaNet prefill keeps a third block and aligns blocks to "
                     "64 tokens: set gdn_prefill_checkpoint (--gdn-prefill-checkpoint)"
                 )
-            if fact(Facts.mamba_cache_mode, version) == "all or align" and architecture is None:
+            if fact(Facts.mamba_cache_mode, s.version) == "all or align" and s.architecture is None:
                 notes.append(
                     "vLLM 0.15.0-0.27.x uses mamba_cache_mode 'all' instead for "
                     + ", ".join(MAMBA_ALL_MODE)
@@ -457,12 +392,9 @@ _MEMO: dict[tuple, int | None] = {}
 def estimate_max_model_len(dep: Deployment, available_bytes: int, **extras: Any) -> int | None:
     """The longest max_model_len one request of which fits in the pool, as vLLM's
     estimate_max_model_len finds it by bisection (at most 10^8 tokens); None when a request's
-    blocks stop growing (every layer keeps a bounded number of tokens), 0 when not even one
-    token fits. ``extras``: predict()'s keywords.
-
-    Memoised per model, pool and engine settings: the bisection takes about 28 predictions, and
-    a Budget page whose context does not fit asks for it again at every point of its
-    concurrency curve (42 x 28 predictions of a 1,024-layer model took 8 s)."""
+    blocks stop growing, 0 when not even one token fits. ``extras``: predict()'s keywords.
+    Memoised: a Budget page asks again at every point of its concurrency curve (42 x 28
+    predictions of a 1,024-layer model took 8 s)."""
     dep = _fixed_batch(dep, None, extras.get("mm_batch_tokens"))
     parts = (dep.spec, dep.tp, dep.pp, dep.cache, dep.engine, gpu_memory(dep))
     key = (parts, available_bytes, tuple(sorted(extras.items())))

@@ -5,7 +5,6 @@ ask; every release rule of kvcalc.engines.vllm is a fact here)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -35,6 +34,7 @@ def _growing(
     return tuple(out)
 
 
+_ADVICE = "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing"
 _DOCS_LINK = (
     " See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
 )
@@ -42,22 +42,15 @@ _DOCS_LINK = (
 
 # -- facts that changed between vLLM releases ----------------------------------------------------
 # Every rule of vLLM's capacity arithmetic that changed between releases, with the first release
-# that has each value and the change that made it. The releases were read off the Python sources
-# of every vLLM wheel on PyPI from v0.7.0 to v0.33.0, compared release by release (release
-# candidates and dev builds not checked); PR numbers from vLLM's pull-request threads. Details and
-# quotes: tests/data/vllm-facts.md. `EngineArgs(version=...)` picks one release's rules;
-# the default is NEWEST. A main-branch build's version ("0.16.1rc1.dev111+gafd089f23") is read
-# as its first three numbers; where a rule reached main between two releases and real logs of
-# such builds show it, its step sits at the builds' stamp (qwen3_5_ssm_from_config: 0.16.1).
-#
-# Not pinned down: the PR behind the v0.20.1 tokens line (#41069 or #40694's idea), and the PRs
-# of the >= 160 GiB batch tier (v0.28.0) and of the in-flight tokens (v0.26.0).
+# that has each value and the change that made it, read off every wheel from v0.7.0 to v0.33.0
+# (how, and what is not pinned down: docs/vllm.md; quotes: tests/data/vllm-facts.md).
 
 
-@dataclass(frozen=True, kw_only=True)
 class Fact(Generic[T]):
-    what: str
-    steps: tuple[tuple[Release, T, str], ...]  # (first release, value, source)
+    """What changed, and its steps: (first release, value, source) each."""
+
+    def __init__(self, what: str, *steps: tuple[Release, T, str]) -> None:
+        self.what, self.steps = what, steps
 
     def at(self, version: tuple[int, ...]) -> T:
         value = self.steps[0][1]
@@ -71,208 +64,175 @@ class Facts:
     """Every release rule, a typed Fact named for what changed (``fact(Facts.x, version)``)."""
 
     group_threshold = Fact[float | None](
-        what="hybrid grouping: all types get the largest count as group size when max < min x this "
+        "hybrid grouping: all types get the largest count as group size when max < min x this "
         "(None: always the smallest count)",
-        steps=(
-            ((0, 9, 1), None, "hybrid grouping first appears"),
-            ((0, 12, 0), 1.25, "PR #29303 (gpt-oss-20b + EAGLE: 12 sliding + 13 full)"),
-            ((0, 18, 0), 1.5, "PR #36684 (speculative drafters add layers to one type)"),
-        ),
+        ((0, 9, 1), None, "hybrid grouping first appears"),
+        ((0, 12, 0), 1.25, "PR #29303 (gpt-oss-20b + EAGLE: 12 sliding + 13 full)"),
+        ((0, 18, 0), 1.5, "PR #36684 (speculative drafters add layers to one type)"),
     )
     tokens_line = Fact[str](
-        what='"GPU KV cache size: N tokens"',
-        steps=(
-            ((0, 8, 0), "blocks", "PR #13596: num_blocks // groups x block_size"),
-            (
-                (0, 20, 1),
-                "concurrency",
-                "int(max_concurrency x max_model_len); PR not pinned (#41069 or #40694)",
-            ),
+        '"GPU KV cache size: N tokens"',
+        ((0, 8, 0), "blocks", "PR #13596: num_blocks // groups x block_size"),
+        (
+            (0, 20, 1),
+            "concurrency",
+            "int(max_concurrency x max_model_len); PR not pinned (#41069 or #40694)",
         ),
     )
     pp_grouping = Fact[str](
-        what="pipeline parallelism: layers grouped per stage, or over the whole model",
-        steps=(
-            ((0, 0, 0), "per stage", "each worker grouped its own layers"),
-            (
-                (0, 11, 0),
-                "whole model",
-                "PR #23974: global groups, then the smallest num_blocks of all workers",
-            ),
+        "pipeline parallelism: layers grouped per stage, or over the whole model",
+        ((0, 0, 0), "per stage", "each worker grouped its own layers"),
+        (
+            (0, 11, 0),
+            "whole model",
+            "PR #23974: global groups, then the smallest num_blocks of all workers",
         ),
     )
     gpu_memory_utilization = Fact[float](
-        what="default gpu_memory_utilization",
-        steps=(
-            ((0, 0, 0), 0.9, "long-standing default"),
-            ((0, 20, 0), 0.92, "PR #38284 (with CUDA-graph memory profiled first)"),
-        ),
+        "default gpu_memory_utilization",
+        ((0, 0, 0), 0.9, "long-standing default"),
+        ((0, 20, 0), 0.92, "PR #38284 (with CUDA-graph memory profiled first)"),
     )
     in_flight_batches = Fact[int](
-        what="batches of max_num_batched_tokens a window or chunk reserves room for (async "
+        "batches of max_num_batched_tokens a window or chunk reserves room for (async "
         "scheduling, one pipeline stage)",
-        steps=(
-            ((0, 0, 0), 1, "max_num_batched_tokens"),
-            ((0, 26, 0), 2, "max_in_flight_tokens = 2 x max_num_batched_tokens; PR not pinned"),
-        ),
+        ((0, 0, 0), 1, "max_num_batched_tokens"),
+        ((0, 26, 0), 2, "max_in_flight_tokens = 2 x max_num_batched_tokens; PR not pinned"),
     )
     null_block = Fact[int](
-        what="blocks reserved before checking that one max_model_len request fits",
-        steps=(((0, 0, 0), 0, "none"), ((0, 29, 0), 1, "PR #47272: the null block")),
+        "blocks reserved before checking that one max_model_len request fits",
+        ((0, 0, 0), 0, "none"),
+        ((0, 29, 0), 1, "PR #47272: the null block"),
     )
     log_format = Fact[str](
-        what="how the capacity is logged",
-        steps=(
-            (
-                (0, 8, 0),
-                "two lines",
-                'PR #13596: "GPU KV cache size: N tokens", then "Maximum concurrency for ..."',
-            ),
-            (
-                (0, 28, 0),
-                "one line",
-                '"GPU KV cache size: N tokens, Maximum concurrency for '
-                '... per request: X.XXx"; PR not pinned',
-            ),
+        "how the capacity is logged",
+        (
+            (0, 8, 0),
+            "two lines",
+            'PR #13596: "GPU KV cache size: N tokens", then "Maximum concurrency for ..."',
+        ),
+        (
+            (0, 28, 0),
+            "one line",
+            '"GPU KV cache size: N tokens, Maximum concurrency for '
+            '... per request: X.XXx"; PR not pinned',
         ),
     )
     error_wording = Fact[str](
-        what="start-up error wording",
-        steps=(((0, 0, 0), "models's", "v0.8.x-v0.21.0"), ((0, 22, 0), "model's", "v0.22.0")),
+        "start-up error wording",
+        ((0, 0, 0), "models's", "v0.8.x-v0.21.0"),
+        ((0, 22, 0), "model's", "v0.22.0"),
     )
     hybrid_prefix_caching = Fact[bool](
-        what="prefix caching on by default for hybrid (attention + Mamba) models",
-        steps=(
-            (
-                (0, 0, 0),
-                False,
-                "ModelConfig.is_prefix_caching_supported: hybrid models "
-                "not (v0.15.0-v0.20.0); v0.27.1 arg_utils: 'and not "
-                "model_config.is_hybrid'",
-            ),
-            ((0, 28, 0), True, "PR #50991 '[Mamba] enable prefix cache by default'"),
+        "prefix caching on by default for hybrid (attention + Mamba) models",
+        (
+            (0, 0, 0),
+            False,
+            "ModelConfig.is_prefix_caching_supported: hybrid models "
+            "not (v0.15.0-v0.20.0); v0.27.1 arg_utils: 'and not "
+            "model_config.is_hybrid'",
         ),
+        ((0, 28, 0), True, "PR #50991 '[Mamba] enable prefix cache by default'"),
     )
     mamba_cache_mode = Fact[str | None](
-        what="mamba_cache_mode chosen when prefix caching is on (MambaModelConfig)",
-        steps=(
-            ((0, 0, 0), None, "before v0.15.0: no mamba_cache_mode (not modelled)"),
-            (
-                (0, 15, 0),
-                "all or align",
-                "'all' for models with SupportsMambaPrefixCaching, else 'align'",
-            ),
-            ((0, 28, 0), "align", "PR #50991: 'align' whenever prefix caching is on"),
+        "mamba_cache_mode chosen when prefix caching is on (MambaModelConfig)",
+        ((0, 0, 0), None, "before v0.15.0: no mamba_cache_mode (not modelled)"),
+        (
+            (0, 15, 0),
+            "all or align",
+            "'all' for models with SupportsMambaPrefixCaching, else 'align'",
         ),
+        ((0, 28, 0), "align", "PR #50991: 'align' whenever prefix caching is on"),
     )
     hybrid_block_alignment = Fact[str](
-        what="attention block size for a hybrid model: a multiple of this many tokens",
-        steps=(
-            ((0, 0, 0), "16", "HybridAttentionMambaModelConfig: kernel block 16"),
-            (
-                (0, 20, 0),
-                "max(16, block_size)",
-                "Platform._align_hybrid_block_size: max(smallest kernel block, block_size)",
-            ),
+        "attention block size for a hybrid model: a multiple of this many tokens",
+        ((0, 0, 0), "16", "HybridAttentionMambaModelConfig: kernel block 16"),
+        (
+            (0, 20, 0),
+            "max(16, block_size)",
+            "Platform._align_hybrid_block_size: max(smallest kernel block, block_size)",
         ),
     )
     gdn_prefill_checkpoint = Fact[bool](
-        what="Qwen Gated DeltaNet with FlashInfer prefill in 'align' mode: one more block per "
+        "Qwen Gated DeltaNet with FlashInfer prefill in 'align' mode: one more block per "
         "request and blocks a multiple of 64 tokens",
-        steps=(
-            ((0, 0, 0), False, "absent up to v0.32.0"),
-            (
-                (0, 33, 0),
-                True,
-                "qwen_gdn_linear_attn.py: num_prefill_checkpoint_blocks=1, "
-                "FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64",
-            ),
+        ((0, 0, 0), False, "absent up to v0.32.0"),
+        (
+            (0, 33, 0),
+            True,
+            "qwen_gdn_linear_attn.py: num_prefill_checkpoint_blocks=1, "
+            "FLASHINFER_GDN_CHECKPOINT_ALIGNMENT = 64",
         ),
     )
     nemotron_h_ssm_default = Fact[str](
-        what="NemotronH SSM state dtype when neither the flag nor config.json sets one",
-        steps=(
-            (
-                (0, 0, 0),
-                "fp16",
-                "NemotronHForCausalLMConfig: getattr(hf_config, "
-                "'mamba_ssm_cache_dtype', 'float16') (seen in v0.14.0)",
-            ),
-            ((0, 20, 0), "fp32", "DEFAULT_MAMBA_SSM_CACHE_DTYPE = 'float32'"),
+        "NemotronH SSM state dtype when neither the flag nor config.json sets one",
+        (
+            (0, 0, 0),
+            "fp16",
+            "NemotronHForCausalLMConfig: getattr(hf_config, "
+            "'mamba_ssm_cache_dtype', 'float16') (seen in v0.14.0)",
         ),
+        ((0, 20, 0), "fp32", "DEFAULT_MAMBA_SSM_CACHE_DTYPE = 'float32'"),
     )
     qwen3_5_ssm_from_config = Fact[bool](
-        what="Qwen3.5 SSM state dtype read from config.json's mamba_ssm_dtype",
-        steps=(
-            (
-                (0, 0, 0),
-                False,
-                "v0.16.0 has no Qwen3.5 model; main builds before PR #34489 kept the SSM "
-                "state in the conv state's dtype",
-            ),
-            (
-                (0, 16, 1),
-                True,
-                "PR #34489 (2026-02-13), Qwen3_5ForConditionalGenerationConfig."
-                "verify_and_update_config: in the main builds stamped 0.16.1rc1.devN (logs "
-                "of 2026-03-01 and 03-09 raise the block to the float32 state) and in every "
-                "release from v0.17.0",
-            ),
+        "Qwen3.5 SSM state dtype read from config.json's mamba_ssm_dtype",
+        (
+            (0, 0, 0),
+            False,
+            "v0.16.0 has no Qwen3.5 model; main builds before PR #34489 kept the SSM "
+            "state in the conv state's dtype",
+        ),
+        (
+            (0, 16, 1),
+            True,
+            "PR #34489 (2026-02-13), Qwen3_5ForConditionalGenerationConfig."
+            "verify_and_update_config: in the main builds stamped 0.16.1rc1.devN (logs "
+            "of 2026-03-01 and 03-09 raise the block to the float32 state) and in every "
+            "release from v0.17.0",
         ),
     )
     # Speculative decoding (tests/data/vllm-speculative-facts.md, from the wheels v0.10.0 to
     # v0.34.0): the drafter's layers join the pool in every release (Q0); these changed.
     spec_draft_model = Fact[bool](
-        what="a separate draft model (method 'draft_model') served",
-        steps=(
-            ((0, 0, 0), False, '"Speculative decoding with draft model is not supported yet"'),
-            ((0, 15, 0), True, "PR #24322: vllm/v1/spec_decode/draft_model.py"),
-        ),
+        "a separate draft model (method 'draft_model') served",
+        ((0, 0, 0), False, '"Speculative decoding with draft model is not supported yet"'),
+        ((0, 15, 0), True, "PR #24322: vllm/v1/spec_decode/draft_model.py"),
     )
     spec_hybrid = Fact[str](
-        what="recurrent-state (Mamba, linear attention) models served with speculative decoding",
-        steps=(
-            ((0, 0, 0), "none", '"Mamba with speculative decoding is not supported yet"'),
-            ((0, 10, 2), "qwen3_next", "only a qwen3_next target (Gated DeltaNet)"),
-            ((0, 17, 0), "any", "PR #33726 (Nemotron-H MTP and Mamba speculative decoding)"),
-        ),
+        "recurrent-state (Mamba, linear attention) models served with speculative decoding",
+        ((0, 0, 0), "none", '"Mamba with speculative decoding is not supported yet"'),
+        ((0, 10, 2), "qwen3_next", "only a qwen3_next target (Gated DeltaNet)"),
+        ((0, 17, 0), "any", "PR #33726 (Nemotron-H MTP and Mamba speculative decoding)"),
     )
     spec_state_blocks = Fact[bool](
-        what="the start-up count charges a recurrent group num_speculative_tokens more blocks",
-        steps=(
-            ((0, 0, 0), False, "num_speculative_blocks not in MambaSpec.max_memory_usage_bytes"),
-            ((0, 15, 0), True, "PR #30877: page x (1 or 2 + num_speculative_blocks)"),
-        ),
+        "the start-up count charges a recurrent group num_speculative_tokens more blocks",
+        ((0, 0, 0), False, "num_speculative_blocks not in MambaSpec.max_memory_usage_bytes"),
+        ((0, 15, 0), True, "PR #30877: page x (1 or 2 + num_speculative_blocks)"),
     )
     spec_conv_rows = Fact[frozenset[str]](
-        what="recurrent flavours whose conv state keeps conv_kernel - 1 + num_speculative_tokens "
-        "rows",
-        steps=(
-            ((0, 0, 0), frozenset(), "no num_spec in MambaStateShapeCalculator"),
-            ((0, 10, 2), frozenset({"gated_deltanet"}), "gated_delta_net_state_shape(num_spec)"),
-            (
-                (0, 17, 0),
-                frozenset({"gated_deltanet", "mamba2"}),
-                "PR #33726: MambaMixer2 num_spec",
-            ),
-            (
-                (0, 27, 0),
-                frozenset({"gated_deltanet", "mamba2", "kda"}),
-                "KDA: conv_kernel_size - 1 + num_spec",
-            ),
+        "recurrent flavours whose conv state keeps conv_kernel - 1 + num_speculative_tokens rows",
+        ((0, 0, 0), frozenset(), "no num_spec in MambaStateShapeCalculator"),
+        ((0, 10, 2), frozenset({"gated_deltanet"}), "gated_delta_net_state_shape(num_spec)"),
+        (
+            (0, 17, 0),
+            frozenset({"gated_deltanet", "mamba2"}),
+            "PR #33726: MambaMixer2 num_spec",
+        ),
+        (
+            (0, 27, 0),
+            frozenset({"gated_deltanet", "mamba2", "kda"}),
+            "KDA: conv_kernel_size - 1 + num_spec",
         ),
     )
     mm_prefix_lm_batch_floor = Fact[bool](
-        what="default max_num_batched_tokens raised to one multimodal item (Gemma 4)",
-        steps=(
-            ((0, 0, 0), False, "absent in v0.21.0"),
-            ((0, 22, 0), True, "EngineArgs._get_min_mm_batched_tokens"),
-        ),
+        "default max_num_batched_tokens raised to one multimodal item (Gemma 4)",
+        ((0, 0, 0), False, "absent in v0.21.0"),
+        ((0, 22, 0), True, "EngineArgs._get_min_mm_batched_tokens"),
     )
     # Rules of the defaults, the formats and the start-up error (tests/data/vllm-facts.md)
     kv_cache_dtypes = Fact[frozenset[str]](
-        what="--kv-cache-dtype choices (vLLM's CacheDType Literal, vllm/config/cache.py; Q4)",
-        steps=_growing(
+        "--kv-cache-dtype choices (vLLM's CacheDType Literal, vllm/config/cache.py; Q4)",
+        *_growing(
             ((0, 0, 0), ("auto", "fp8", "fp8_e4m3", "fp8_e5m2"), "auto and fp8 (= fp8_e4m3)"),
             ((0, 10, 0), ("fp8_inc",), "Intel Gaudi fp8 (float8_e4m3fn)"),
             ((0, 11, 0), ("bfloat16",), "v0.11.0"),
@@ -293,112 +253,85 @@ class Facts:
         ),
     )
     kda_ssm_flag = Fact[bool](
-        what="--mamba-ssm-cache-dtype sets Kimi-Linear's KDA recurrent state",
-        steps=(
-            ((0, 0, 0), False, "KDA's recurrent state is float32 (kda_state_dtype)"),
-            ((0, 30, 0), True, "float32 or bfloat16 from the flag (v0.30.0)"),
-        ),
+        "--mamba-ssm-cache-dtype sets Kimi-Linear's KDA recurrent state",
+        ((0, 0, 0), False, "KDA's recurrent state is float32 (kda_state_dtype)"),
+        ((0, 30, 0), True, "float32 or bfloat16 from the flag (v0.30.0)"),
     )
     uniform_type_specs = Fact[bool](
-        what="layers of one type whose pages differ share one group (UniformTypeKVCacheSpecs)",
-        steps=(
-            ((0, 0, 0), False, "refused: vLLM cannot allocate them"),
-            ((0, 11, 0), True, "UniformTypeKVCacheSpecs: a block holds a page of every layer"),
-        ),
+        "layers of one type whose pages differ share one group (UniformTypeKVCacheSpecs)",
+        ((0, 0, 0), False, "refused: vLLM cannot allocate them"),
+        ((0, 11, 0), True, "UniformTypeKVCacheSpecs: a block holds a page of every layer"),
     )
     mla_block_rule = Fact[str](
-        what="how an MLA model's block size is chosen for its attention kernel (Q16)",
-        steps=(
-            (
-                (0, 0, 0),
-                "forced",
-                "CudaPlatformBase.check_and_update_config forces the backend's size",
-            ),
-            (
-                (0, 18, 0),
-                "preferred",
-                "PR #35122: update_block_size_for_backend asks get_preferred_block_size(16); "
-                "a --block-size given is kept",
-            ),
+        "how an MLA model's block size is chosen for its attention kernel (Q16)",
+        (
+            (0, 0, 0),
+            "forced",
+            "CudaPlatformBase.check_and_update_config forces the backend's size",
+        ),
+        (
+            (0, 18, 0),
+            "preferred",
+            "PR #35122: update_block_size_for_backend asks get_preferred_block_size(16); "
+            "a --block-size given is kept",
         ),
     )
     blackwell_flashinfer_mla = Fact[bool](
-        what="Blackwell takes FlashInfer MLA (blocks of 64) when qk_nope_head_dim is 128",
-        steps=(
-            ((0, 0, 0), False, "CUTLASS MLA (blocks of 128)"),
-            ((0, 15, 0), True, '"Forcing kv cache block size to 64 for FlashInferMLA backend."'),
-        ),
+        "Blackwell takes FlashInfer MLA (blocks of 64) when qk_nope_head_dim is 128",
+        ((0, 0, 0), False, "CUTLASS MLA (blocks of 128)"),
+        ((0, 15, 0), True, '"Forcing kv cache block size to 64 for FlashInferMLA backend."'),
     )
     mla_block_line_plural = Fact[str](
-        what='the MLA block line ends "backend." or "backend(s)."',
-        steps=(((0, 0, 0), "", "one backend"), ((0, 32, 0), "(s)", "every backend asked at once")),
+        'the MLA block line ends "backend." or "backend(s)."',
+        ((0, 0, 0), "", "one backend"),
+        ((0, 32, 0), "(s)", "every backend asked at once"),
     )
     batch_tier_by = Fact[str](
-        what="what puts a GPU in the large row of the batch defaults (get_batch_defaults)",
-        steps=(
-            ((0, 0, 0), "name", "v0.7.x-v0.8.4: H100 or H200 by name (PR #12369)"),
-            ((0, 8, 5), "memory", "70 GiB or more (PRs #16158, #17073, #17885)"),
-        ),
+        "what puts a GPU in the large row of the batch defaults (get_batch_defaults)",
+        ((0, 0, 0), "name", "v0.7.x-v0.8.4: H100 or H200 by name (PR #12369)"),
+        ((0, 8, 5), "memory", "70 GiB or more (PRs #16158, #17073, #17885)"),
     )
     max_num_seqs_by_tier = Fact[bool](
-        what="default max_num_seqs by the GPU's row (256 in the small one), not 1,024 everywhere",
-        steps=(
-            ((0, 0, 0), False, "1,024 on every GPU up to v0.8.3"),
-            ((0, 8, 4), True, "256 on the small row (PR #16158)"),
-        ),
+        "default max_num_seqs by the GPU's row (256 in the small one), not 1,024 everywhere",
+        ((0, 0, 0), False, "1,024 on every GPU up to v0.8.3"),
+        ((0, 8, 4), True, "256 on the small row (PR #16158)"),
     )
     a100_small_tier = Fact[bool](
-        what="an A100 takes the small row of the batch defaults whatever its memory",
-        steps=(((0, 0, 0), False, "by memory"), ((0, 9, 0), True, "v0.9.0: not an A100")),
+        "an A100 takes the small row of the batch defaults whatever its memory",
+        ((0, 0, 0), False, "by memory"),
+        ((0, 9, 0), True, "v0.9.0: not an A100"),
     )
     huge_batch_tier = Fact[bool](
-        what="a row of 16,384 batched tokens for GPUs of 160 GiB or more",
-        steps=(((0, 0, 0), False, "no such row"), ((0, 28, 0), True, "v0.28.0; PR not pinned")),
+        "a row of 16,384 batched tokens for GPUs of 160 GiB or more",
+        ((0, 0, 0), False, "no such row"),
+        ((0, 28, 0), True, "v0.28.0; PR not pinned"),
     )
     gb10_small_tier = Fact[bool](
-        what="DGX Spark (GB10, compute capability 12.1) stays in the small row",
-        steps=(((0, 0, 0), False, "by memory"), ((0, 33, 0), True, "v0.33.0")),
+        "DGX Spark (GB10, compute capability 12.1) stays in the small row",
+        ((0, 0, 0), False, "by memory"),
+        ((0, 33, 0), True, "v0.33.0"),
     )
     error_advice = Fact[str](
-        what="the advice that ends the start-up error (Q7)",
-        steps=(
-            (
-                (0, 0, 0),
-                "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
-                "initializing the engine.",
-                "v0.8.x-v0.19.x",
-            ),
-            (
-                (0, 20, 0),
-                "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
-                "initializing the engine." + _DOCS_LINK,
-                "v0.20.0: a link to the docs",
-            ),
-            (
-                (0, 22, 0),
-                "Try increasing `gpu_memory_utilization` (which also controls CPU memory on the "
-                "CPU backend) or decreasing `max_model_len` when initializing the engine."
-                + _DOCS_LINK,
-                "v0.22.0: the CPU backend named",
-            ),
+        "the advice that ends the start-up error (Q7)",
+        ((0, 0, 0), _ADVICE + " the engine.", "v0.8.x-v0.19.x"),
+        ((0, 20, 0), _ADVICE + " the engine." + _DOCS_LINK, "v0.20.0: a link to the docs"),
+        (
+            (0, 22, 0),
+            "Try increasing `gpu_memory_utilization` (which also controls CPU memory on the "
+            "CPU backend) or decreasing `max_model_len` when initializing the engine." + _DOCS_LINK,
+            "v0.22.0: the CPU backend named",
         ),
     )
     mamba2_spec_pages_unsized = Fact[bool](
-        what="FalconH1, GraniteMoeHybrid and Zamba2 size their pages without the conv rows "
+        "FalconH1, GraniteMoeHybrid and Zamba2 size their pages without the conv rows "
         "speculative decoding adds to Mamba-2, and fail at start-up",
-        steps=(
-            ((0, 0, 0), False, "no Mamba-2 with speculative decoding"),
-            ((0, 17, 0), True, "PR #33726 widened the conv state"),
-            ((0, 32, 0), False, "fixed, PR #47635"),
-        ),
+        ((0, 0, 0), False, "no Mamba-2 with speculative decoding"),
+        ((0, 17, 0), True, "PR #33726 widened the conv state"),
+        ((0, 32, 0), False, "fixed, PR #47635"),
     )
 
 
-VERSION_FACTS: dict[str, Fact[Any]] = {
-    k: v
-    for k, v in vars(Facts).items()
-    if isinstance(v, Fact)  # the table, by name
-}
+VERSION_FACTS: dict[str, Fact[Any]] = {k: v for k, v in vars(Facts).items() if isinstance(v, Fact)}
 NEWEST = "0.33.0"
 
 

@@ -1,9 +1,6 @@
 """vLLM's KV cache laid out (vllm/v1/kv_cache_interface.py, vllm/v1/core/kv_cache_utils.py):
-the formats a token and a recurrent state are kept in (--kv-cache-dtype by release; the conv
-and SSM state formats as MambaStateDtypeCalculator resolves them, ``state_formats`` the one
-rule), one token's bytes in one layer, and the KV-cache groups (KVCacheGroupSpec,
-KVCacheGrouping) a model's layers form on one GPU or pipeline stage: the effective block size,
-the page, the group size and the members."""
+the formats a token and a recurrent state are kept in, one token's bytes in one layer, and the
+KV-cache groups a model's layers form on one GPU or pipeline stage."""
 
 from __future__ import annotations
 
@@ -139,10 +136,8 @@ def cache_format(kv_dtype: str, scales: bool, version: tuple[int, ...]) -> KVFor
 
 
 def vllm_bytes_per_token(layer: Layer, fmt: KVFormat) -> int:
-    """One token's bytes in one layer as vLLM lays the page out (vllm-facts.md, Q4):
-    plain formats one value each; per-token-head modes 8 B more per KV head (an fp32 scale for
-    K and one for V) and 8 B per MLA latent; NVFP4 head_dim/2 + head_dim/16 bytes for K and for
-    V per head; the DeepSeek sparse layouts a fixed size per latent. Indexer keys on top."""
+    """One token's bytes in one layer as vLLM lays the page out (vllm-facts.md, Q4), each
+    format's rule below; an indexer's keys on top."""
     if not layer.stores_tokens:
         return 0
     extra = layer.extra.bytes_per_token if layer.extra is not None else 0
@@ -156,16 +151,8 @@ def vllm_bytes_per_token(layer: Layer, fmt: KVFormat) -> int:
                 f"--kv-cache-dtype {fmt.name} has no MLA layout in vLLM; use "
                 "nvfp4_ds_mla or fp8_ds_mla for an MLA model"
             )
-        return (
-            layer.kv_heads
-            * (
-                layer.head_dim // 2
-                + layer.head_dim // 16
-                + layer.v_head_dim // 2
-                + layer.v_head_dim // 16
-            )
-            + extra
-        )
+        k, v = layer.head_dim, layer.v_head_dim  # d/2 bytes of values, d/16 of scales, each
+        return layer.kv_heads * (k // 2 + k // 16 + v // 2 + v // 16) + extra
     # ds_mla: the DeepSeek sparse layouts of a 512 latent + 64 RoPE
     latent = (layer.kv_lora_rank, layer.qk_rope_head_dim) if isinstance(layer, MLALatent) else None
     if latent != (512, 64):
@@ -185,16 +172,10 @@ _QWEN3_5 = (
     "Qwen3_5ForCausalLM",
     "Qwen3_5MoeForCausalLM",
 )
-_MAMBA_DTYPES = {
-    "auto": None,
-    "float32": "fp32",
-    "float16": "fp16",
-    "bfloat16": "bf16",
-    "fp32": "fp32",
-    "fp16": "fp16",
-    "bf16": "bf16",
-}
 MAMBA_DTYPE_CHOICES = ("auto", "float32", "float16", "bfloat16")  # vLLM's MambaDType
+# each by kvcalc's name ('auto': None), and kvcalc's names as themselves
+_MAMBA_DTYPES = dict(zip(MAMBA_DTYPE_CHOICES, (None, "fp32", "fp16", "bf16"), strict=True))
+_MAMBA_DTYPES |= {n: n for n in ("fp32", "fp16", "bf16")}
 
 
 class StateDtypes(NamedTuple):
@@ -252,17 +233,9 @@ def state_formats(
     family: str = "",
 ) -> StateDtypes:
     """The formats vLLM gives a recurrent layer's conv state and SSM state (kvcalc names), the
-    one rule behind state_dtypes (a config.json) and layer_state_formats (a model's layers):
-    MambaStateDtypeCalculator, config/cache.py, model_executor/models/config.py;
-    tests/data/vllm-facts.md, Q10.
-
-    - conv state: --mamba-cache-dtype, 'auto' = ``model_dtype``;
-    - SSM state: --mamba-ssm-cache-dtype; 'auto' = the one format the model ``declared`` ((format,
-      config field) pairs; a field None: the model fixes it) where this version honours the
-      field (Qwen3.5's mamba_ssm_dtype from v0.17.0), NemotronH's default (float16, float32
-      from v0.20.0) when it declares none, else the conv state's format;
-    - ``family`` "kda" (Kimi-Linear): float32, the flag taking float32 or bfloat16 from v0.30.0;
-      "lightning" (MiniMax): one linear-attention state, in --mamba-cache-dtype."""
+    one rule behind state_dtypes (a config.json) and layer_state_formats (a model's layers);
+    ``declared``: (format, config field) pairs, a field None where the model fixes it. The rule
+    and its sources: docs/engine-facts.md#state-dtypes-and-mamba-modes."""
     conv_set = mamba_dtype(conv_flag, "--mamba-cache-dtype")
     ssm_set = mamba_dtype(ssm_flag, "--mamba-ssm-cache-dtype")
     conv = conv_set or model_dtype
@@ -384,7 +357,7 @@ class KVCacheGrouping:
         return self.page_bytes if self.uniform else self.page_bytes * self.group_size
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class GroupingRules:
     """What the groups depend on besides the layers: the engine settings' part of them."""
 
@@ -405,12 +378,10 @@ def layer_grouping(layers: Iterable[Layer], rules: GroupingRules) -> KVCacheGrou
 
 @functools.lru_cache(maxsize=512)
 def _grouping_of(layers: tuple[Layer, ...], rules: GroupingRules) -> KVCacheGrouping:
-    """vLLM's KV-cache groups for ``layers`` (already split for tensor parallelism):
-    the effective block size, the page, the group size and each group's member positions.
-
-    Equal page sizes (after raising a recurrent model's block size) form vLLM's hybrid groups;
-    layers of one type whose pages differ (an indexer cache on some MLA layers only) form one
-    group whose block holds a page of every layer (UniformTypeKVCacheSpecs, v0.11.0)."""
+    """vLLM's KV-cache groups for ``layers`` (already split for tensor parallelism): equal page
+    sizes (after raising a recurrent model's block size) form vLLM's hybrid groups; layers of
+    one type whose pages differ (an indexer cache on some MLA layers only) one group whose block
+    holds a page of every layer (UniformTypeKVCacheSpecs, v0.11.0)."""
     attn = [(i, lay) for i, lay in enumerate(layers) if lay.stores_tokens]
     states = [(i, lay) for i, lay in enumerate(layers) if lay.state_elements]
     notes: list[str] = []

@@ -51,10 +51,13 @@ _PATTERNS = {
     "mla_block": re.compile(r"(?:Forcing|Setting) kv cache block size to\s+([0-9]+)\s+for"),
 }
 MAX_LOG_BYTES = 5_000_000
-# Bounds of the numbers a real start-up log prints; past them a pasted log is refused by line.
-_LOG_MAX_GIB = 2**20  # 1 PiB: predict() takes at most 2**50 bytes
-_LOG_MAX_INT = 10**12  # tokens, lengths, sizes: far above any real engine's
-_LOG_MAX_CONCURRENCY = 1e12
+# Bounds of the numbers a real start-up log prints, (whole, at most); past them a pasted log is
+# refused by line. Tokens, lengths, sizes: at most 10**12, far above any real engine's.
+_LOG_BOUNDS = {
+    "available_gib": (False, 2**20),  # 1 PiB: predict() takes at most 2**50 bytes
+    "available_bytes": (True, 2**50),
+    "concurrency": (False, 1e12),
+}
 _LOG_LINES = {
     "available_gib": "Available KV cache memory",
     "tokens": "GPU KV cache size",
@@ -74,9 +77,10 @@ _LOG_TEXT = (
 )
 
 
-def _log_number(key: str, text: str, *, whole: bool, maximum: float) -> int | float:
+def _log_number(key: str, text: str) -> int | float:
     """One number of the log, or ValueError naming the line: a pasted log may hold '1.2.3', a
     400-digit value (float() gives inf) or more digits than int() converts."""
+    whole, maximum = _LOG_BOUNDS.get(key, (True, 10**12))
     name = _LOG_LINES.get(key, key)
     shown = text if len(text) <= 40 else text[:40] + "..."
     try:
@@ -112,27 +116,17 @@ def parse_log(text: str) -> dict:
             continue
         val = found[-1]
         if key == "concurrency":
-            out["concurrency_len"] = _log_number(
-                "concurrency_len", val[0], whole=True, maximum=_LOG_MAX_INT
-            )
-            out["concurrency"] = _log_number(key, val[1], whole=False, maximum=_LOG_MAX_CONCURRENCY)
+            out["concurrency_len"] = _log_number("concurrency_len", val[0])
+            out["concurrency"] = _log_number(key, val[1])
         elif key in _LOG_TEXT:
             out[key] = val
         elif key == "enable_prefix_caching":
             out[key] = val == "True"
-        elif key == "available_gib":
-            # one line per rank with TP/PP
-            out["available_gib_all"] = [
-                _log_number(key, v, whole=False, maximum=_LOG_MAX_GIB) for v in found
-            ]
-            out[key] = out["available_gib_all"][-1]
-        elif key == "available_bytes":
-            out["available_bytes_all"] = [
-                _log_number(key, v, whole=True, maximum=2**50) for v in found
-            ]
-            out[key] = out["available_bytes_all"][-1]
+        elif key in ("available_gib", "available_bytes"):  # one line per rank with TP/PP
+            out[f"{key}_all"] = [_log_number(key, v) for v in found]
+            out[key] = out[f"{key}_all"][-1]
         else:
-            out[key] = _log_number(key, val, whole=True, maximum=_LOG_MAX_INT)
+            out[key] = _log_number(key, val)
     if "available_gib" not in out and "available_bytes" not in out:
         raise ValueError(
             "no 'Available KV cache memory: X GiB' line (nor vllm-ascend's "
@@ -142,7 +136,7 @@ def parse_log(text: str) -> dict:
     return out
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True)
 class LogLine:
     name: str
     logged: float
@@ -168,14 +162,13 @@ def log_settings(log: dict) -> dict:
     mla_block_rule): vLLM's defaults otherwise; block size 128 on Ascend, vllm-ascend's
     refresh_block_size."""
     ascend = "available_bytes" in log and "available_gib" not in log
+    kv = log.get("kv_cache_dtype", "auto")
     kw = dict(
         max_model_len=log.get("max_model_len") or log.get("concurrency_len"),
         tp=log.get("tp", 1),
         pp=log.get("pp", 1),
         block_size=log.get("block_size", 128 if ascend else 16),
-        kv_dtype=_KV_FROM_LOG.get(
-            log.get("kv_cache_dtype", "auto"), log.get("kv_cache_dtype", "auto")
-        ),
+        kv_dtype=_KV_FROM_LOG.get(kv, kv),
         max_num_batched_tokens=log.get("max_num_batched_tokens"),
         version=log.get("version"),
     )
@@ -219,68 +212,43 @@ def _check_log(
     mid_b, lo_b, hi_b = _log_bounds(log)
     at = _predictor(spec, kw)
     mid, lo, hi = at(mid_b), at(lo_b), at(hi_b)
-    exact = lo_b == hi_b
     rounding = (
         "vllm-ascend prints the exact bytes"
-        if exact
+        if lo_b == hi_b
         else "the GiB line is rounded to 0.01 GiB, so the prediction is a range"
     )
     lines = []
+
+    def line(name: str, key: str, values: tuple[float, ...], slack: float, why: str) -> None:
+        """The logged ``key`` against (predicted, low, high), agreeing within ``slack``."""
+        low, high = values[1:]
+        agrees = low - slack <= log[key] <= high + slack
+        lines.append(LogLine(name, log[key], values[0], low, high, agrees, why))
+
     if "tokens" in log:
-        ok = lo.kv_cache_tokens <= log["tokens"] <= hi.kv_cache_tokens
-        lines.append(
-            LogLine(
-                name="GPU KV cache size (tokens)",
-                logged=log["tokens"],
-                predicted=mid.kv_cache_tokens,
-                low=lo.kv_cache_tokens,
-                high=hi.kv_cache_tokens,
-                agrees=ok,
-                why=rounding,
-            )
-        )
+        tokens = (mid.kv_cache_tokens, lo.kv_cache_tokens, hi.kv_cache_tokens)
+        line("GPU KV cache size (tokens)", "tokens", tokens, 0, rounding)
     if "concurrency" in log:
-        ok = (
-            round(lo.max_concurrency, 2) - 0.005
-            <= log["concurrency"]
-            <= round(hi.max_concurrency, 2) + 0.005
-        )
-        lines.append(
-            LogLine(
-                name=f"Maximum concurrency for {kw['max_model_len']:,} tokens",
-                logged=log["concurrency"],
-                predicted=round(mid.max_concurrency, 2),
-                low=round(lo.max_concurrency, 2),
-                high=round(hi.max_concurrency, 2),
-                agrees=ok,
-                why=rounding,
-            )
-        )
+        conc = tuple(round(p.max_concurrency, 2) for p in (mid, lo, hi))
+        name = f"Maximum concurrency for {kw['max_model_len']:,} tokens"
+        line(name, "concurrency", conc, 0.005, rounding)
     if "raised_block" in log:
-        ok = log["raised_block"] == mid.block_size
-        lines.append(
-            LogLine(
-                name="attention block size",
-                logged=log["raised_block"],
-                predicted=mid.block_size,
-                low=mid.block_size,
-                high=mid.block_size,
-                agrees=ok,
-                why="raised so an attention page holds a state page",
-            )
-        )
+        why = "raised so an attention page holds a state page"
+        line("attention block size", "raised_block", (mid.block_size,) * 3, 0, why)
     return mid, lines
 
 
 def _alternatives(
     spec: ModelSpec, log: dict[str, Any], kw: dict[str, Any]
 ) -> list[tuple[str, dict[str, Any]]]:
-    """(description, changed settings) for the settings a log most often hides: prefix
-    caching ('align' mode), the state dtypes, max_num_batched_tokens, the GDN checkpoint, the
-    block size."""
+    """(description, changed settings) for each setting a log most often hides."""
     has_state = any(lay.state_elements for lay in spec.layers)
     windowed = any(lay.token_bound() is not None for lay in spec.layers)
     out: list[tuple[str, dict[str, Any]]] = []
+
+    def add(text: str, **change: Any) -> None:
+        out.append((text, change))
+
     if has_state:
         version = resolve_version(kw.get("version"))
         pc = kw.get("enable_prefix_caching")
@@ -289,52 +257,34 @@ def _alternatives(
                 pc = mamba_cache_mode_of(version, None) != "none"
             except ValueError:
                 pc = False
-        out.append(
-            (
-                f"prefix caching {'off' if pc else 'on'} (recurrent groups keep "
-                f"{'1 block' if pc else '2 blocks'} a request)",
-                {"enable_prefix_caching": not pc, "mamba_cache_mode": None},
-            )
-        )
+        blocks = "1 block" if pc else "2 blocks"
+        text = f"prefix caching {'off' if pc else 'on'} (recurrent groups keep {blocks} a request)"
+        add(text, enable_prefix_caching=not pc, mamba_cache_mode=None)
+        states = (kw.get("mamba_cache_dtype", "auto"), kw.get("mamba_ssm_cache_dtype", "auto"))
         for conv, ssm, text in (
-            (
-                "auto",
-                "float32",
-                "SSM state float32, conv state in the "
-                "model's dtype (--mamba-ssm-cache-dtype float32)",
-            ),
-            ("float32", "auto", "both states float32 (--mamba-cache-dtype float32)"),
-            (
-                "auto",
-                "bfloat16",
-                "SSM state in the model's dtype (--mamba-ssm-cache-dtype bfloat16)",
-            ),
+            ("auto", "float32", "SSM state float32, conv state in the model's dtype"),
+            ("float32", "auto", "both states float32"),
+            ("auto", "bfloat16", "SSM state in the model's dtype"),
         ):
-            if (kw.get("mamba_cache_dtype", "auto"), kw.get("mamba_ssm_cache_dtype", "auto")) != (
-                conv,
-                ssm,
-            ):
-                out.append((text, {"mamba_cache_dtype": conv, "mamba_ssm_cache_dtype": ssm}))
+            if states != (conv, ssm):
+                flag = "--mamba-cache-dtype" if ssm == "auto" else "--mamba-ssm-cache-dtype"
+                add(
+                    f"{text} ({flag} {conv if ssm == 'auto' else ssm})",
+                    mamba_cache_dtype=conv,
+                    mamba_ssm_cache_dtype=ssm,
+                )
         if fact(Facts.gdn_prefill_checkpoint, version) and not kw.get("gdn_prefill_checkpoint"):
-            out.append(
-                (
-                    "the FlashInfer Gated DeltaNet prefill checkpoint (Hopper/Blackwell, "
-                    "--gdn-prefill-checkpoint)",
-                    {"gdn_prefill_checkpoint": True},
-                )
+            text = "the FlashInfer Gated DeltaNet prefill checkpoint (Hopper/Blackwell, "
+            add(text + "--gdn-prefill-checkpoint)", gdn_prefill_checkpoint=True)
+    for mnbt in (2048, 2496, 8192, 16384) if windowed else ():
+        if mnbt != kw.get("max_num_batched_tokens"):
+            add(
+                f"max_num_batched_tokens {mnbt:,} (--max-num-batched-tokens)",
+                max_num_batched_tokens=mnbt,
             )
-    if windowed:
-        for mnbt in (2048, 2496, 8192, 16384):
-            if mnbt != kw.get("max_num_batched_tokens"):
-                out.append(
-                    (
-                        f"max_num_batched_tokens {mnbt:,} (--max-num-batched-tokens)",
-                        {"max_num_batched_tokens": mnbt},
-                    )
-                )
     for bs in (16, 128):
         if bs != kw.get("block_size") and not has_state:
-            out.append((f"block size {bs} (--block-size)", {"block_size": bs}))
+            add(f"block size {bs} (--block-size)", block_size=bs)
     return out
 
 
@@ -355,12 +305,10 @@ def diagnose_log(spec: ModelSpec, log: dict[str, Any], **kw: Any) -> list[str]:
 def explain_log(
     spec: ModelSpec, log: dict[str, Any], **overrides: Any
 ) -> tuple[VllmPrediction, list[LogLine]]:
-    """Predict from the settings a log states and compare with its capacity lines.
-
-    vLLM prints the available memory rounded to 0.01 GiB, so a prediction is made for both ends
-    of that interval: a logged value inside the range agrees (vllm-ascend prints exact bytes).
-    A line that does not agree names the setting that would reproduce the log, found by trying
-    prefix caching on/off, the state dtypes, max_num_batched_tokens and the block size."""
+    """Predict from the settings a log states and compare with its capacity lines: a logged
+    value agrees inside the range the memory line's rounding to 0.01 GiB allows (vllm-ascend
+    prints exact bytes); a line that does not names the one setting that would reproduce the
+    log (``diagnose_log``)."""
     kw = log_settings(log)
     kw.update({k: v for k, v in overrides.items() if v is not None})
     if not kw["max_model_len"]:

@@ -11,14 +11,12 @@ from dataclasses import dataclass
 
 from ...cache.deployment import Deployment, EngineArgs
 from ...config.limits import MAX_CONTEXT
-from ...core.dtypes import DType
-from ...core.model import Layer, MLALatent, ModelSpec, counted
+from ...core.model import Layer, MLALatent, counted
 from ...core.units import GiB, check_int
 from .facts import Facts, fact, resolve_version
 from .kv_cache import GroupingRules, KVFormat, cache_format, layer_state_formats
 from .speculative import speculative_state_blocks
 
-DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 # Tokens per block when --block-size is not given: vLLM's CacheConfig.DEFAULT_BLOCK_SIZE.
 DEFAULT_BLOCK_SIZE = 16
 ASSUMED_GPU = (80 * GiB, "NVIDIA H100 80GB HBM3")  # for vLLM's batch defaults when none given
@@ -27,17 +25,7 @@ ASSUMED_GPU = (80 * GiB, "NVIDIA H100 80GB HBM3")  # for vLLM's batch defaults w
 USAGE_CONTEXTS = ("serve", "llm")  # vllm serve (UsageContext.OPENAI_API_SERVER), the LLM class
 
 # -- the MLA block size, by release and GPU generation ---------------------------------------------
-# vLLM picks an MLA model's block size for its attention kernel (tests/data/vllm-facts.md, Q16):
-# - up to v0.17.x, CudaPlatformBase.check_and_update_config forces it ("Forcing kv cache block
-#   size to 64 for FlashMLA backend." on Hopper; "... to 128 for CUTLASS_MLA backend." on
-#   Blackwell; from v0.15.0 Blackwell takes FlashInfer MLA when qk_nope_head_dim is 128: 64);
-# - from v0.18.0 (PR #35122) Platform.update_block_size_for_backend asks the chosen backend's
-#   get_preferred_block_size(16): 16 when the kernel takes it, else its smallest size. The
-#   default backends: Hopper FLASH_ATTN_MLA (16-bit caches, any multiple of 16) or FLASHMLA
-#   (fp8, blocks of 64); Blackwell FLASHINFER_MLA (32 or 64: 32) or CUTLASS_MLA (128); other
-#   NVIDIA GPUs TRITON_MLA (multiples of 16). A block size the user sets is kept from v0.18.0.
-# - DeepSeek sparse attention (an indexer on the MLA layers) takes blocks of 64 everywhere.
-GPU_GENERATIONS = ("hopper", "blackwell", "other", "rocm")
+# The rules by release and GPU generation: docs/engine-facts.md#mla-block-size (vllm-facts Q16).
 
 
 def gpu_generation(gpu_name: str | None) -> str:
@@ -73,11 +61,8 @@ def mla_block_size(
     qk_nope = mla[0].qk_head_dim - mla[0].qk_rope_head_dim
     if fact(Facts.mla_block_rule, version) == "forced":
         if sparse:
-            return (
-                (64, "Forcing kv cache block size to 64 for FlashMLASparse backend.")
-                if block_size != 64
-                else (block_size, "")
-            )
+            line = "Forcing kv cache block size to 64 for FlashMLASparse backend."
+            return (64, line) if block_size != 64 else (block_size, "")
         if gen == "hopper" and block_size % 64:
             return 64, "Forcing kv cache block size to 64 for FlashMLA backend."
         if gen == "blackwell":
@@ -129,7 +114,8 @@ def default_max_num_seqs(version: str | None, total_bytes: int, gpu_name: str | 
     return 256 if _batch_tier(v, total_bytes, gpu_name) == "small" else 1024
 
 
-# max_num_batched_tokens by tier: (LLM class, vllm serve), EngineArgs.get_batch_defaults.
+# max_num_batched_tokens by tier: (LLM class, vllm serve), EngineArgs.get_batch_defaults: huge
+# 160 GiB or more (v0.28.0), big 70 GiB or more (not an A100 from v0.9.0), else small.
 _BATCH_TOKENS = {"huge": (16384, 16384), "big": (16384, 8192), "small": (8192, 2048)}
 # Gemma 4 (v0.22.0 on): with use_bidirectional_attention "vision" it is a multimodal prefix-LM,
 # and one item of its costliest modality must fit one batch: a video of 32 frames x (70 soft
@@ -166,14 +152,13 @@ def default_max_num_batched_tokens(
     config: dict | None = None,
     max_model_len: int | None = None,
     max_num_seqs: int | None = None,
+    mm_batch_tokens: int | None = None,
 ) -> int:
     """vLLM's default max_num_batched_tokens (EngineArgs._set_default_args /
-    _set_default_max_num_seqs_and_batched_tokens_args; tests/data/vllm-facts.md, Q6):
-
-    - ``vllm serve``: 16,384 on a GPU of 160 GiB or more (v0.28.0), 8,192 on one of 70 GiB or
-      more (not an A100 from v0.9.0), else 2,048; the ``LLM`` class: 16,384 / 16,384 / 8,192;
-    - raised for a multimodal prefix-LM model (Gemma 4) to its costliest item (v0.22.0);
-    - then at most max_num_seqs x max_model_len (when both are given)."""
+    _set_default_max_num_seqs_and_batched_tokens_args; tests/data/vllm-facts.md, Q6): the GPU's
+    row of _BATCH_TOKENS, raised for a multimodal prefix-LM model (Gemma 4, v0.22.0) to its
+    costliest item (``config``'s, or ``mm_batch_tokens``), then at most max_num_seqs x
+    max_model_len (when both are given)."""
     if usage_context not in USAGE_CONTEXTS:
         raise ValueError(
             f"usage context must be one of {', '.join(USAGE_CONTEXTS)}, got "
@@ -183,8 +168,8 @@ def default_max_num_batched_tokens(
     llm, serve = _BATCH_TOKENS[_batch_tier(v, total_bytes, gpu_name)]
     tokens = serve if usage_context == "serve" else llm
     floor = mm_batch_floor(config, version)
-    if floor and floor[0] > tokens:
-        tokens = floor[0]
+    if fact(Facts.mm_prefix_lm_batch_floor, v):
+        tokens = max(tokens, floor[0] if floor else 0, mm_batch_tokens or 0)
     if max_model_len:
         seqs = max_num_seqs or default_max_num_seqs(version, total_bytes, gpu_name)
         tokens = min(tokens, seqs * max_model_len)
@@ -237,35 +222,19 @@ def mamba_cache_mode_of(
 
 
 @dataclass(frozen=True, kw_only=True)
-class EngineSettings:
-    """What predict()'s arguments resolve to on one vLLM version and GPU."""
+class EngineSettings(GroupingRules):
+    """What predict()'s arguments resolve to on one vLLM version and GPU: the rules of its
+    grouping, and the rest."""
 
-    version: tuple[int, ...]
     max_num_batched_tokens: int
-    fmt: KVFormat  # the KV cache format (--kv-cache-dtype)
-    conv: DType  # the conv state's format
-    ssm: DType  # the SSM state's format
-    block_size: int  # after an MLA kernel's choice, before a hybrid model's raise
     requested_block_size: int
     block_size_line: str  # what vLLM logs when it sets an MLA model's block size
     mamba_cache_mode: str
     checkpoint: bool  # a Gated DeltaNet prefill checkpoint is kept
     state_blocks: int  # blocks a recurrent group keeps per request
-    alignment: int  # a hybrid model's attention block is a multiple of it
     batches: int  # batches of max_num_batched_tokens a window reserves room for
     in_flight: int  # the tokens in flight
     architecture: str | None
-
-    def grouping_rules(self) -> GroupingRules:
-        """What layer_grouping takes from these settings."""
-        return GroupingRules(
-            block_size=self.block_size,
-            fmt=self.fmt,
-            state_dtypes=(self.conv, self.ssm),
-            alignment=self.alignment,
-            threshold=fact(Facts.group_threshold, self.version),
-            version=self.version,
-        )
 
 
 def gpu_memory(dep: Deployment) -> tuple[int | None, str | None]:
@@ -287,20 +256,14 @@ def batched_tokens_default(
     gpu_bytes, gname = gpu_memory(dep)
     if gpu_bytes is None:
         gpu_bytes, gname = ASSUMED_GPU
-    shown = ".".join(map(str, version))
-    usage = dep.engine.usage_context
-    tokens = default_max_num_batched_tokens(
-        shown, gpu_bytes, gname, usage_context=usage, max_model_len=max_model_len
+    return default_max_num_batched_tokens(
+        ".".join(map(str, version)),
+        gpu_bytes,
+        gname,
+        usage_context=dep.engine.usage_context,
+        max_model_len=max_model_len,
+        mm_batch_tokens=mm_batch_tokens,
     )
-    if (
-        mm_batch_tokens
-        and mm_batch_tokens > tokens
-        and fact(Facts.mm_prefix_lm_batch_floor, version)
-    ):
-        tokens = mm_batch_tokens
-        if max_model_len:
-            tokens = min(tokens, default_max_num_seqs(shown, gpu_bytes, gname) * max_model_len)
-    return tokens
 
 
 def engine_settings(
@@ -324,13 +287,9 @@ def engine_settings(
             notes.append(_batched_tokens_note(dep, version, batched))
     batched = check_int("max_num_batched_tokens", batched, 1, MAX_CONTEXT)
     fmt = cache_format(cache.kv_dtype, cache.scales, version)
-    conv, ssm = layer_state_formats(kinds, cache, version)
-    block_size = engine.block_size
-    block_line = ""
+    block_size, block_line = engine.block_size, ""
     if not any(lay.state_elements for lay in kinds) and mla_block_rule:
-        block_size, block_line = _mla_block(
-            spec, kinds, block_size, version, dep.gpu_name, fmt, notes
-        )
+        block_size, block_line = _mla_block(dep, kinds, version, fmt, notes)
     mode, checkpoint, state_blocks, alignment = _state_mode(
         kinds, version, block_size, engine, architecture, notes
     )
@@ -339,14 +298,13 @@ def engine_settings(
     # A window (or chunk) reserves room for the tokens in flight: one batch, or two under the
     # asynchronous scheduling of newer releases (with pipeline stages: one per stage).
     batches = fact(Facts.in_flight_batches, version)
-    pp = dep.pp
-    in_flight = batched * (batches if pp == 1 else max(pp, 1) if batches > 1 else 1)
+    in_flight = batched * (batches if dep.pp == 1 else max(dep.pp, 1) if batches > 1 else 1)
     return EngineSettings(
         version=version,
         max_num_batched_tokens=batched,
         fmt=fmt,
-        conv=conv,
-        ssm=ssm,
+        state_dtypes=layer_state_formats(kinds, cache, version),
+        threshold=fact(Facts.group_threshold, version),
         block_size=block_size,
         requested_block_size=engine.block_size,
         block_size_line=block_line,
@@ -365,8 +323,7 @@ def _batched_tokens_note(dep: Deployment, version: tuple[int, ...], tokens: int)
     gpu_bytes, gname = gpu_memory(dep)
     usage = dep.engine.usage_context
     return (
-        f"max_num_batched_tokens {tokens:,}: vLLM {'.'.join(map(str, version))}'s "
-        f"default for "
+        f"max_num_batched_tokens {tokens:,}: vLLM {'.'.join(map(str, version))}'s default for "
         f"{'vllm serve' if usage == 'serve' else 'the LLM class'}"
         + (
             " on an 80 GiB H100 (no GPU given)"
@@ -377,17 +334,14 @@ def _batched_tokens_note(dep: Deployment, version: tuple[int, ...], tokens: int)
 
 
 def _mla_block(
-    spec: ModelSpec,
-    kinds: list,
-    block_size: int,
-    version: tuple[int, ...],
-    gpu_name: str | None,
-    fmt: KVFormat,
-    notes: list[str],
+    dep: Deployment, kinds: list, version: tuple[int, ...], fmt: KVFormat, notes: list[str]
 ) -> tuple[int, str]:
     """The block size vLLM picks for an MLA model's attention kernel (mla_block_size), and the
     line it logs; said in the notes."""
-    block_size, block_line = mla_block_size(spec.layers, block_size, version, gpu_name, fmt)
+    gpu_name = dep.gpu_name
+    block_size, block_line = mla_block_size(
+        dep.spec.layers, dep.engine.block_size, version, gpu_name, fmt
+    )
     on = gpu_name or ASSUMED_GPU[1] + " (no GPU given)"
     mla = any(lay.kind == "mla" for lay in kinds)
     if block_line:
@@ -427,19 +381,13 @@ def _state_mode(
     recurrent group keeps per request, and the alignment of a hybrid model's block size."""
     has_state = any(lay.state_elements for lay in kinds)
     hybrid = has_state and any(lay.stores_tokens for lay in kinds)
-    mamba_cache_mode, prefix_caching = engine.mamba_cache_mode, engine.enable_prefix_caching
-    if mamba_cache_mode is None:
-        mode = (
-            mamba_cache_mode_of(version, prefix_caching, hybrid, architecture)
-            if has_state
-            else "none"
-        )
-    elif mamba_cache_mode in ("none", "align", "all"):
-        mode = mamba_cache_mode
-    else:
-        raise ValueError(
-            f"mamba_cache_mode must be none, align or all, got {str(mamba_cache_mode)[:20]!r}"
-        )
+    mode = engine.mamba_cache_mode
+    if mode is None and has_state:
+        mode = mamba_cache_mode_of(version, engine.enable_prefix_caching, hybrid, architecture)
+    elif mode is None:
+        mode = "none"
+    elif mode not in ("none", "align", "all"):
+        raise ValueError(f"mamba_cache_mode must be none, align or all, got {str(mode)[:20]!r}")
     if mode == "all" and has_state:
         raise ValueError(
             "mamba_cache_mode 'all' (prefix caching on a model with Mamba "

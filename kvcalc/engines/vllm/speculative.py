@@ -1,11 +1,7 @@
-"""Speculative decoding as vLLM sizes it (tests/data/vllm-speculative-facts.md).
-
-The drafter's own layers are in the spec already (kvcalc.core.speculative.with_speculation).
-What vLLM adds, by release: a recurrent layer's conv state keeps ``conv_kernel - 1 + k`` rows
-(k = num_speculative_tokens), each recurrent group keeps k more state blocks per request
-(``speculative_state_blocks``), and which models it serves so at all. The releases of each
-rule: docs/vllm.md#speculative-decoding. The lookahead slots never enter the start-up lines (Q5).
-"""
+"""Speculative decoding as vLLM sizes it beyond the drafter's own layers (already in the spec):
+wider conv states, more state blocks per request, and which models it serves so at all, by
+release (docs/vllm.md#speculative-decoding; tests/data/vllm-speculative-facts.md). The
+lookahead slots never enter the start-up lines (Q5)."""
 
 from __future__ import annotations
 
@@ -13,8 +9,6 @@ from dataclasses import replace
 
 from ...core.model import Layer, ModelSpec, RecurrentState, counted, interned
 from .facts import Facts, fact
-
-__all__ = ["speculative_view", "speculative_state_blocks"]
 
 
 def speculative_view(spec: ModelSpec, version: tuple[int, ...], notes: list[str]) -> ModelSpec:
