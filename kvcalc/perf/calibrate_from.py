@@ -21,15 +21,6 @@ from dataclasses import dataclass, field
 
 from .engines import COEFFICIENTS, EngineProfile
 
-__all__ = [
-    "BenchRow",
-    "read_benchmark",
-    "Calibration",
-    "calibrate",
-    "RIDGE",
-    "SWEEP_BAND",
-]
-
 # Ridge toward the profile, per coefficient (log scale; a measurement weighs 1): the cheap ones
 # move first.
 RIDGE = {

@@ -22,33 +22,6 @@ from ..core.model import ModelSpec
 from ..core.units import GB, check_float, check_int, check_parallel
 from .roofline import Prefill, StepTime
 
-__all__ = [
-    "BW_SHARE",
-    "STEP_OVERHEAD_S",
-    "MFU",
-    "DEQUANT_GEMM_MFU",
-    "ALLREDUCE_LATENCY_S",
-    "API_OVERHEAD_S",
-    "API_OVERHEAD_BY_STACK",
-    "STACK_NAMES",
-    "ALLREDUCES_PER_LAYER",
-    "ACTIVATION_BYTES",
-    "HELD_BACK",
-    "HELD_BACK_LATER",
-    "HELD_BACK_FRESH",
-    "ERROR_BAND",
-    "StepModel",
-    "IDEAL",
-    "CALIBRATED",
-    "step_model",
-    "allreduce_seconds",
-    "error_band_text",
-    "band_for_batch",
-    "Estimate",
-    "estimate_step",
-    "estimate_ttft",
-]
-
 # -- the fitted coefficients (bench/calibration.py --fit printed these) ------------------------
 BW_SHARE = 0.931  # share of nominal bandwidth a decode step's reads reach
 STEP_OVERHEAD_S = 0.0035  # fixed cost of one engine step, seconds

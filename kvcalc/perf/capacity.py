@@ -16,15 +16,6 @@ from ..core.arith import first_true
 from ..core.units import GiB, check_int
 from .sim import Dist, Setup, SimResult, Workload, estimated_steps, fixed, simulate
 
-__all__ = [
-    "RunningCapacity",
-    "running_capacity",
-    "requests_for",
-    "pool_bound",
-    "frontier_users",
-    "MAX_CAPACITY_STEPS",
-]
-
 MAX_CAPACITY_STEPS = 400_000  # engine steps one search may simulate (a few seconds)
 
 

@@ -19,18 +19,6 @@ from typing import Any
 
 from .calibration import StepModel
 
-__all__ = [
-    "ENGINE_NAMES",
-    "COEFFICIENTS",
-    "EngineProfile",
-    "PROFILES",
-    "BAND",
-    "resolve",
-    "parse_engine",
-    "version_key",
-    "band_text",
-]
-
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 _ALIASES = {"tensorrt-llm": "trtllm", "tensorrt_llm": "trtllm", "trt-llm": "trtllm"}
 

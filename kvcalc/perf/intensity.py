@@ -24,19 +24,6 @@ from ..core.model import ModelSpec
 from ..core.units import GB, check_float, check_int
 from .roofline import attention_flops, decode_span
 
-__all__ = [
-    "Point",
-    "Roofs",
-    "roofs",
-    "ridge_point",
-    "prefill_point",
-    "decode_point",
-    "DecodeStep",
-    "decode_step",
-    "attention_points",
-    "gqa_heads",
-]
-
 
 @dataclass(frozen=True, kw_only=True)
 class Point:

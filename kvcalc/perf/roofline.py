@@ -24,20 +24,6 @@ from ..core.dtypes import KV_DTYPES, get_dtype
 from ..core.model import ModelSpec, counted
 from ..core.units import GB, check_float, check_int, check_parallel
 
-__all__ = [
-    "StepTime",
-    "step_time",
-    "crossover_context",
-    "prefill",
-    "Prefill",
-    "token_passes",
-    "offload_vs_recompute",
-    "Offload",
-    "DEFAULT_MFU",
-    "attention_flops",
-    "decode_span",
-]
-
 DEFAULT_MFU = 0.5  # a well-tuned prefill reaches roughly half of dense peak; a stated assumption
 
 

@@ -11,16 +11,6 @@ from ..core.units import check_int
 from ..engines.budget import budget
 from .roofline import step_time
 
-__all__ = [
-    "context_grid",
-    "concurrency_curve",
-    "step_curve",
-    "batch_curve",
-    "max_batch_at",
-    "max_context_at",
-    "no_speed_reason",
-]
-
 
 def context_grid(lo: int, hi: int, points: int = 60, include: tuple[int, ...] = ()) -> list[int]:
     """About ``points`` contexts spaced evenly on a log scale from lo to hi, plus ``include``."""

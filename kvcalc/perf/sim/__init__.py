@@ -17,7 +17,7 @@ docs/simulator.md.
 from __future__ import annotations
 
 from .engine import Setup, Speed, setup
-from .metrics import BINDING_LIMITS, CLI_KEYS, SimResult, percentile
+from .metrics import CLI_KEYS, SimResult, percentile
 from .scheduler import Scheduler, estimated_steps, simulate
 from .workload import MAX_REQUESTS, MAX_TOKENS, Dist, Workload, fixed, lognormal, uniform
 
@@ -37,6 +37,5 @@ __all__ = [
     "estimated_steps",
     "MAX_REQUESTS",
     "MAX_TOKENS",
-    "BINDING_LIMITS",
     "CLI_KEYS",
 ]

@@ -23,8 +23,6 @@ from ..calibration import ACTIVATION_BYTES, ALLREDUCES_PER_LAYER, StepModel
 from ..roofline import DEFAULT_MFU
 from .pool import checked_inputs, served_layers, size_pool
 
-__all__ = ["Setup", "Speed", "setup"]
-
 
 @dataclass(frozen=True, kw_only=True)
 class Setup:

@@ -16,15 +16,6 @@ from dataclasses import asdict, dataclass, field
 
 from .engine import Setup
 
-__all__ = [
-    "percentile",
-    "SimResult",
-    "Tally",
-    "summarize",
-    "BINDING_LIMITS",
-    "CLI_KEYS",
-]
-
 BINDING_LIMITS = ("kv_pool", "max_num_seqs", "max_num_batched_tokens", "arrivals")
 # ``simulate --json``: the first keys as vLLM's benchmark names its metrics (in seconds), then
 # the simulator's own.

@@ -20,15 +20,6 @@ from ...core.units import check_int
 from ...engines import vllm as _vllm
 from ...engines.budget import Budget, budget, default_gpu_mem_util
 
-__all__ = [
-    "checked_inputs",
-    "served_layers",
-    "PoolSize",
-    "size_pool",
-    "V0_MIN_BATCHED_TOKENS",
-    "V0_WATERMARK",
-]
-
 # vLLM V0 without chunked prefill (vllm/config.py, SchedulerConfig.__init__): "If max_model_len
 # is too short, use 2048 as the default value for higher throughput", max_num_batched_tokens =
 # max(max_model_len, 2048); its block manager (vllm/core/block_manager_v1.py, BlockSpaceManagerV1)

@@ -26,8 +26,6 @@ from .metrics import SimResult, Tally, summarize
 from .state import Decoding, Group, Pool, window_pairs
 from .workload import Workload
 
-__all__ = ["Scheduler", "simulate", "estimated_steps", "groups_apply"]
-
 
 def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
     """Run ``wl`` on ``s`` to the last request; deterministic for a seed. Where requests come

@@ -9,8 +9,6 @@ import heapq
 
 from .engine import Setup
 
-__all__ = ["Group", "Pool", "Decoding", "window_pairs"]
-
 
 class Group:
     """Requests in one state, ``ids`` in admission order (the newest last): one request, or in a
