@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from ...cache.deployment import Deployment
 from ...core.arith import cdiv
@@ -21,55 +21,49 @@ from ...core.model import Layer
 from ...core.units import GB, check_float, check_int
 from ..calibration import ACTIVATION_BYTES, ALLREDUCES_PER_LAYER, StepModel
 from ..roofline import DEFAULT_MFU
-from .pool import checked_inputs, served_layers, size_pool
+from .pool import PoolSize, checked_inputs, served_layers, size_pool
 
 
 @dataclass(frozen=True, kw_only=True)
-class Setup:
-    """One GPU's pool and clock (per GPU at tensor parallel ``tp``)."""
+class StepWork:
+    """Setup's per-GPU step constants: KV bytes read per token (sliding layers apart), FLOPs
+    per attended pair in each phase, the recurrent states read, and the weights a step reads:
+    one number when the weights are given as one (read whole), else Weights.read_per_step
+    split into its parts so a step of n tokens costs no call (the non-expert weights less the
+    input embedding, n of its rows, the experts n tokens touch)."""
 
-    model: str
-    num_blocks: int  # usable blocks (vLLM's null block taken out)
-    block_size: int
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    prefix_caching: bool
-    tp: int
-    kv_dtype: str
-    weight_read_bytes: int  # per GPU, a step of one token (dense; MoE: the experts it touches)
-    kv_read_bytes_per_token: float  # per GPU, every layer
-    linear_flops_per_token: float  # 2 x active params / tp
+    kv_read_bytes_per_token: float  # per GPU, every layer but the sliding ones
     # 2 x q_heads x (qk_dim + v_dim), all layers, / tp: a pair of a prefill chunk
     attention_flops_per_pair: float
     decode_flops_per_pair: float  # a decode token's pair: the same, MLA's absorbed, / tp
-    bandwidth_gbs: float  # peak
-    bw_share: float
-    peak_tflops: float
-    mfu: float
-    kv_pool_bytes: int
-    block_bytes: int
-    vllm_version: str
-    max_model_len: int
-    notes: tuple[str, ...] = ()
-    # vLLM's KV-cache groups, as blocks a request holds (every group draws on one pool):
-    # full_groups keep every token; slide_groups a window of `window` tokens (vLLM frees the
-    # blocks that leave it); state_blocks are a recurrent state's, taken at admission.
-    full_groups: int = 1
-    slide_groups: int = 0
-    window: int = 0
-    state_blocks: int = 0
-    slide_read_bytes_per_token: float = 0.0  # per GPU, the sliding layers (kv_read_...: the rest)
-    slide_flops_per_pair: float = 0.0
-    state_read_bytes: float = 0.0  # per GPU, every recurrent state of one request, read each step
-    # vLLM's start-up line for max_model_len: every request at its full length, windows charged
-    # window - 1 + the tokens in flight ("Maximum concurrency for N tokens per request")
-    logged_concurrency: float = 0.0
-    logged_blocks_per_request: int = 0
-    pool_blocks: int = 0  # the pool's blocks as vLLM counts them (num_blocks: the null block in)
-    # What a real engine adds (kvcalc.perf.calibration; all zero for the ideal bound): a fixed cost
-    # per step, tensor parallelism's all-reduces (``allreduces`` per step, each a latency plus
-    # 2 (tp - 1) / tp x tokens x ``allreduce_bytes_per_token`` over ``tp_link_gbs``), and a
-    # serving stack's time before the engine sees a request (added to its TTFT and E2EL).
+    slide_flops_per_pair: float
+    slide_read_bytes_per_token: float  # per GPU, the sliding layers
+    state_read_bytes: float  # per GPU, every recurrent state of one request, read each step
+    weight_read_bytes: int  # per GPU, a step of one token (dense; MoE: the experts it touches)
+    # Weights a step of n tokens reads (whole model, before the TP split): every weight but the
+    # input embedding and the routed experts, plus n gathered embedding rows (at most the table),
+    # plus the experts n tokens touch (table indexed by n, its last entry for more).
+    _fixed_read: int = field(default=0, repr=False)
+    _embed: tuple[int, int] = field(default=(0, 0), repr=False)  # (table, row bytes); 0: none
+    _moe_reads: tuple[int, ...] = field(default=(), repr=False)
+
+    def per_rank(self, dp: int) -> StepWork:
+        """Attention data parallel: a GPU reads and attends for one rank's share of the batch."""
+        if dp == 1:
+            return self
+        weights = ("weight_read_bytes", "_fixed_read", "_embed", "_moe_reads")  # setup splits them
+        per_rank = [f.name for f in fields(StepWork) if f.name not in weights]
+        return replace(self, **{k: getattr(self, k) / dp for k in per_rank})
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineCosts:
+    """What a real engine adds to each step (kvcalc.perf.calibration; all zero for the ideal
+    bound and without a step model): a fixed cost per step, tensor parallelism's all-reduces
+    (``allreduces`` per step, each a latency plus 2 (tp - 1) / tp x tokens x
+    ``allreduce_bytes_per_token`` over ``tp_link_gbs``), expert parallelism's all-to-alls, and a
+    serving stack's time before the engine sees a request (added to its TTFT and E2EL)."""
+
     step_overhead_s: float = 0.0
     allreduces: int = 0
     allreduce_latency_s: float = 0.0
@@ -77,6 +71,29 @@ class Setup:
     tp_link_gbs: float | None = None
     api_overhead_s: float = 0.0
     speed: str = "ideal bound"  # the step model's name (kvcalc.perf.calibration.StepModel.name)
+    ep_exchanges: int = 0  # all-to-alls per step (2 per MoE layer with ep > 1)
+    ep_latency_s: float = 0.0
+    # An engine profile's KV reads and attention FLOPs at their own shares (kvcalc.perf.engines):
+    # bw_share / kv share and mfu / attention MFU (1: as the weights and the GEMMs)
+    kv_read_factor: float = 1.0
+    attention_factor: float = 1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Setup(PoolSize, StepWork, EngineCosts):
+    """One GPU's pool and clock (per GPU at tensor parallel ``tp``): the pool (``PoolSize``), the
+    step's work (``StepWork``), what a real engine adds (``EngineCosts``) and the GPU's figures."""
+
+    model: str
+    prefix_caching: bool
+    tp: int
+    kv_dtype: str
+    linear_flops_per_token: float  # 2 x active params / tp
+    bandwidth_gbs: float  # peak
+    bw_share: float
+    peak_tflops: float
+    mfu: float
+    max_model_len: int
     # The linear layers' share of the peak when every GEMM dequantises 4-bit group-quantised
     # weights (kvcalc.perf.calibration.DEQUANT_GEMM_MFU); 0: they run at ``mfu`` like attention.
     dequant_mfu: float = 0.0
@@ -86,29 +103,15 @@ class Setup:
     # The scheduling policy (kvcalc.perf.sim.scheduler): True, decodes first and prefill chunks
     # in what is left of the token budget (vLLM V1; V0 with --enable-chunked-prefill); False,
     # vLLM V0's default scheduler (Scheduler._schedule_default): whole prompts in a step of
-    # their own while any can be admitted, the decodes waiting; ``watermark_blocks`` are the
-    # blocks V0's block manager keeps free when it admits a prompt (1% of the pool).
+    # their own while any can be admitted, the decodes waiting (``watermark_blocks`` free).
     chunked_prefill: bool = True
-    watermark_blocks: int = 0
     # Attention data parallelism (``dp`` ranks, each ``tp`` GPUs holding the attention weights
     # and the caches of its own requests) and expert parallelism (``ep``: whole experts per
     # GPU, tokens exchanged with an all-to-all before and after each MoE layer). The pool,
-    # the caps and the token budget above are the whole engine's (dp ranks); the step's
-    # per-GPU work is one rank's share, the batch spread evenly over the ranks.
+    # the caps and the token budget are the whole engine's (dp ranks); the step's per-GPU
+    # work is one rank's share, the batch spread evenly over the ranks.
     dp: int = 1
     ep: int = 1
-    ep_exchanges: int = 0  # all-to-alls per step (2 per MoE layer with ep > 1)
-    ep_latency_s: float = 0.0
-    # An engine profile's KV reads and attention FLOPs at their own shares (kvcalc.perf.engines):
-    # bw_share / kv share and mfu / attention MFU (1: as the weights and the GEMMs)
-    kv_read_factor: float = 1.0
-    attention_factor: float = 1.0
-    # Weights a step of n tokens reads (whole model, before the TP split): every weight but the
-    # input embedding and the routed experts, plus n gathered embedding rows (at most the table),
-    # plus the experts n tokens touch (table indexed by n, its last entry for more).
-    _fixed_read: int = field(default=0, repr=False)
-    _embed: tuple = field(default=(0, 0), repr=False)  # (table bytes, row bytes); 0: not gathered
-    _moe_reads: tuple = field(default=(), repr=False)
 
     @property
     def bytes_per_s(self) -> float:
@@ -117,10 +120,6 @@ class Setup:
     @property
     def flops_per_s(self) -> float:
         return self.peak_tflops * 1e12 * self.mfu
-
-    @property
-    def ridge_flops_per_byte(self) -> float:
-        return self.flops_per_s / self.bytes_per_s
 
     def weights_read(self, tokens: int) -> int:
         """Weight bytes one GPU reads in a step of ``tokens`` new tokens (the whole engine's:
@@ -141,30 +140,17 @@ class Setup:
     def fixed_seconds(self, tokens: int) -> float:
         """What a step of ``tokens`` new tokens costs beyond max(compute, memory): the fixed
         overhead and the all-reduces (kvcalc.perf.calibration.allreduce_seconds)."""
-        t = self.step_overhead_s
+        link, t = self.tp_link_gbs, self.step_overhead_s
+
+        def wire(share: float, tokens: int) -> float:  # share x tokens' activations on the link
+            return share * tokens * self.allreduce_bytes_per_token / (link * GB) if link else 0.0
+
         if self.allreduces and tokens:
-            wire = 0.0
-            if self.tp_link_gbs:
-                wire = (
-                    2
-                    * (self.tp - 1)
-                    / self.tp
-                    * tokens
-                    * self.allreduce_bytes_per_token
-                    / (self.tp_link_gbs * GB)
-                )
-            t += self.allreduces * (self.allreduce_latency_s + wire)
-        if self.ep_exchanges and tokens:
-            wire = 0.0
-            if self.tp_link_gbs:  # each GPU sends (ep - 1) / ep of its tokens' activations
-                wire = (
-                    (self.ep - 1)
-                    / self.ep
-                    * cdiv(tokens, self.dp)
-                    * self.allreduce_bytes_per_token
-                    / (self.tp_link_gbs * GB)
-                )
-            t += self.ep_exchanges * (self.ep_latency_s + wire)
+            ring = 2 * (self.tp - 1) / self.tp
+            t += self.allreduces * (self.allreduce_latency_s + wire(ring, tokens))
+        if self.ep_exchanges and tokens:  # each GPU sends (ep - 1) / ep of its tokens'
+            sent = (self.ep - 1) / self.ep
+            t += self.ep_exchanges * (self.ep_latency_s + wire(sent, cdiv(tokens, self.dp)))
         return t
 
     @property
@@ -225,22 +211,12 @@ class Setup:
         states = self.state_read_bytes * scheduled
         fixed = self.fixed_seconds(tokens)
         fps, bps = self.flops_per_s, self.bytes_per_s
-        att: float
-        dec: float
-        slide: float
-        kv: float
-        slide_kv: float
-        att, dec, slide = (
-            self.attention_flops_per_pair,
-            self.decode_flops_per_pair,
-            self.slide_flops_per_pair,
-        )
-        kv, slide_kv = self.kv_read_bytes_per_token, self.slide_read_bytes_per_token
-        if self.kv_read_factor != 1.0:  # the KV reads at their own share of the bandwidth
-            kv, slide_kv = kv * self.kv_read_factor, slide_kv * self.kv_read_factor
-        if self.attention_factor != 1.0:  # attention at its own share of the peak
-            af = self.attention_factor
-            att, dec, slide = att * af, dec * af, slide * af
+        # the KV reads and attention at their own shares of the bandwidth and the peak (x 1.0
+        # where they are the weights' and the GEMMs': exact)
+        kf, af = self.kv_read_factor, self.attention_factor
+        kv, slide_kv = self.kv_read_bytes_per_token * kf, self.slide_read_bytes_per_token * kf
+        att, dec = self.attention_flops_per_pair * af, self.decode_flops_per_pair * af
+        slide = self.slide_flops_per_pair * af
 
         def seconds(
             read_tokens: int,
@@ -338,55 +314,12 @@ def setup(
         peak_tflops=speed.peak_tflops,
         mfu=model.mfu if model is not None else DEFAULT_MFU,
         max_model_len=max_model_len,
-        weight_read_bytes=work.weight_read_bytes,
-        kv_read_bytes_per_token=work.kv_read_bytes_per_token,
-        slide_read_bytes_per_token=work.slide_read_bytes_per_token,
-        attention_flops_per_pair=work.attention_flops_per_pair,
-        decode_flops_per_pair=work.decode_flops_per_pair,
-        slide_flops_per_pair=work.slide_flops_per_pair,
-        state_read_bytes=work.state_read_bytes,
-        _fixed_read=work.fixed_read,
-        _embed=work.embed,
-        _moe_reads=work.moe_reads,
         dequant_mfu=dequant_mfu,
         dequant_below=speed.dequant_gemm or 0,
-        **asdict(pool),  # PoolSize's and EngineCosts' fields are Setup's, by the same names
+        **asdict(pool),  # Setup's parts
+        **asdict(work),
         **asdict(c),
     )
-
-
-@dataclass(frozen=True, kw_only=True)
-class StepWork:
-    """Setup's per-GPU step constants: KV bytes read per token (sliding layers apart), FLOPs
-    per attended pair in each phase, the recurrent states read, and the weights a step reads:
-    one number when the weights are given as one (read whole), else Weights.read_per_step
-    split into its parts so a step of n tokens costs no call (the non-expert weights less the
-    input embedding, n of its rows, the experts n tokens touch)."""
-
-    kv_read_bytes_per_token: float
-    attention_flops_per_pair: float
-    decode_flops_per_pair: float
-    slide_flops_per_pair: float
-    slide_read_bytes_per_token: float
-    state_read_bytes: float
-    weight_read_bytes: int
-    fixed_read: int = 0
-    embed: tuple[int, int] = (0, 0)
-    moe_reads: tuple[int, ...] = ()
-
-    def per_rank(self, dp: int) -> StepWork:
-        """Attention data parallel: a GPU reads and attends for one rank's share of the batch."""
-        if dp == 1:
-            return self
-        return replace(
-            self,
-            kv_read_bytes_per_token=self.kv_read_bytes_per_token / dp,
-            slide_read_bytes_per_token=self.slide_read_bytes_per_token / dp,
-            attention_flops_per_pair=self.attention_flops_per_pair / dp,
-            decode_flops_per_pair=self.decode_flops_per_pair / dp,
-            slide_flops_per_pair=self.slide_flops_per_pair / dp,
-            state_read_bytes=self.state_read_bytes / dp,
-        )
 
 
 def step_work(dep: Deployment, layers: list[Layer], wbytes: int, mnbt: int) -> StepWork:
@@ -437,28 +370,10 @@ def step_work(dep: Deployment, layers: list[Layer], wbytes: int, mnbt: int) -> S
     return replace(
         work,
         weight_read_bytes=cdiv(w.read_per_step(spec, 1), tp),
-        fixed_read=fixed_read,
-        embed=embed,
-        moe_reads=moe,
+        _fixed_read=fixed_read,
+        _embed=embed,
+        _moe_reads=moe,
     )
-
-
-@dataclass(frozen=True, kw_only=True)
-class EngineCosts:
-    """What a real engine adds to each step (kvcalc.perf.calibration; all zero for the ideal
-    bound and without a step model): see ``Setup``'s fields of the same names."""
-
-    step_overhead_s: float = 0.0
-    allreduces: int = 0
-    allreduce_latency_s: float = 0.0
-    allreduce_bytes_per_token: int = 0
-    tp_link_gbs: float | None = None
-    api_overhead_s: float = 0.0
-    speed: str = "ideal bound"
-    ep_exchanges: int = 0
-    ep_latency_s: float = 0.0
-    kv_read_factor: float = 1.0
-    attention_factor: float = 1.0
 
 
 def engine_costs(dep: Deployment, speed: Speed) -> EngineCosts:

@@ -206,13 +206,20 @@ class PoolSize:
     block_bytes: int
     vllm_version: str
     notes: tuple[str, ...]
+    # vLLM's KV-cache groups, as blocks a request holds (every group draws on one pool):
+    # full_groups keep every token; slide_groups a window of `window` tokens (vLLM frees the
+    # blocks that leave it); state_blocks are a recurrent state's, taken at admission.
     full_groups: int
     slide_groups: int
     window: int
     state_blocks: int
+    # vLLM's start-up line for max_model_len: every request at its full length, windows charged
+    # window - 1 + the tokens in flight ("Maximum concurrency for N tokens per request")
     logged_concurrency: float
     logged_blocks_per_request: int
-    pool_blocks: int
+    pool_blocks: int  # the pool's blocks as vLLM counts them (num_blocks: the null block in)
+    # blocks V0's block manager keeps free when it admits a prompt (1% of the pool; 0 with
+    # chunked prefill)
     watermark_blocks: int
 
     def over_ranks(self, dp: int) -> PoolSize:
