@@ -17,6 +17,7 @@ and the error it leaves: docs/calibration.md.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from ..core.model import ModelSpec
 from ..core.units import GB, check_float, check_int, check_parallel
@@ -74,29 +75,8 @@ HELD_BACK_FRESH = (
 # -- what bench/calibration.py measured on every held-back source (HELD_BACK, HELD_BACK_LATER and
 #    HELD_BACK_FRESH, 411 judged metrics never fitted): median |pred/meas - 1|, worst
 #    max(pred/meas, meas/pred), number of metrics, per metric class; the pages show this band.
-#    The clean measurement is HELD_BACK_FRESH alone, the frozen model's first runs on sources
-#    nobody here had looked at: output tokens/s (1.877, 6.66, 41), TPOT/ITL (0.625, 7.16, 123),
-#    TTFT (0.910, 446.68, 69), single stream (0.276, 4.07, 28). It misses issue 24's 15% in every
-#    class. Per source:
-#    - dstack's DeepSeek-R1 runs (vLLM 0.7 on H200, vLLM and SGLang on ROCm on MI300X, early
-#      2025, 3,200-token prompts at 4-128 users): 3.3x too fast on output tokens/s, TPOT at 0.37x,
-#      TTFT at 0.06x (the engines queued for minutes at 128 users where the estimate's pool and
-#      steps do not): engines new to the model ran it at a third of what its bytes allow;
-#    - TensorRT-LLM 0.16's tuning guide (Llama 3.3 70B, 4 x H100): output tokens/s 23%, TTFT 17%,
-#      ITL 1.46x too slow: build flags alone take a batch-1 step from 31.3 to 14.4 ms, and the
-#      fitted overhead and all-reduces (3.5 ms + 160 x 49 us) exceed what the tuned builds spend;
-#    - MLC's llm-perf-bench (batch 1, Llama 2 7B-70B, TP 1-8 over PCIe): 28% (vLLM of October
-#      2023 over PCIe 1.7-4.1x slower than estimated, MLC LLM within 0.90-1.23x); llama.cpp's
-#      gpt-oss guide: 0.70x (faster than estimated);
-#    - vLLM PR #6883's baseline at 10 requests/s: TPOT 0.14x, TTFT 0.09x, its API server
-#      CPU-bound, the bottleneck the PR removed.
-#    HELD_BACK and HELD_BACK_LATER alone: output tokens/s (0.202, 1.95, 92), TPOT/ITL (0.183,
-#    3.76, 25), TTFT (0.348, 49.99, 25), single stream (0.209, 1.91, 8); on HELD_BACK alone:
-#    (0.171, 1.95, 10), (0.241, 1.45, 6), (0.183, 1.34, 6), (0.072, 1.08, 2). Those two sets had
-#    been looked at when DEQUANT_GEMM_MFU, trtllm-bench's logged pool and Guaranteed No Evict,
-#    vLLM V0's prefill-first scheduler, LMDeploy's pool, blocks and caps, and ShareGPT runs at
-#    their own published mean lengths were added (before them: output tokens/s (0.19, 1.93,
-#    92), TPOT/ITL (0.295, 5.63, 25), TTFT (0.343, 137.08, 25)). -------------------------------
+#    Per set (HELD_BACK_FRESH alone is the clean measurement) and per source, and why it misses
+#    issue 24's 15% in every class: docs/calibration.md#calibrated-to-published-measurements.
 ERROR_BAND: dict[str, tuple[float, float, int]] = {
     "output_tokens_per_s": (0.259, 6.66, 133),
     "tpot_itl": (0.614, 7.16, 148),
@@ -135,12 +115,13 @@ class StepModel:
         check_float("MFU", self.mfu, 0.0, 1.0, lo_open=True)
         check_float("all-reduce latency (s)", self.allreduce_latency_s, 0.0, 1.0)
         check_float("API overhead (s)", self.api_overhead_s, 0.0, 60.0)
-        if self.dequant_mfu is not None:
-            check_float("dequantising GEMM MFU", self.dequant_mfu, 0.0, 1.0, lo_open=True)
-        if self.kv_bw_share is not None:
-            check_float("KV reads' share of bandwidth", self.kv_bw_share, 0.0, 1.0, lo_open=True)
-        if self.attn_mfu is not None:
-            check_float("attention MFU", self.attn_mfu, 0.0, 1.0, lo_open=True)
+        for what, share in (
+            ("dequantising GEMM MFU", self.dequant_mfu),
+            ("KV reads' share of bandwidth", self.kv_bw_share),
+            ("attention MFU", self.attn_mfu),
+        ):
+            if share is not None:
+                check_float(what, share, 0.0, 1.0, lo_open=True)
         check_float("expert-parallel exchange latency (s)", self.ep_latency_s, 0.0, 1.0)
 
     @property
@@ -230,18 +211,15 @@ def step_model(
             )
         base = replace(CALIBRATED, api_overhead_s=API_OVERHEAD_BY_STACK[stack], stack=stack)
 
-    def given(value: float | None, fitted: float) -> float:
-        return fitted if value is None else value
-
-    m = replace(
-        base,
-        bw_share=given(bw_share, base.bw_share),
-        step_overhead_s=given(step_overhead_s, base.step_overhead_s),
-        mfu=given(mfu, base.mfu),
-        allreduce_latency_s=given(allreduce_latency_s, base.allreduce_latency_s),
-        api_overhead_s=given(api_overhead_s, base.api_overhead_s),
-        dequant_mfu=base.dequant_mfu if dequant_mfu is None else dequant_mfu,
+    given: dict[str, Any] = dict(
+        bw_share=bw_share,
+        step_overhead_s=step_overhead_s,
+        mfu=mfu,
+        allreduce_latency_s=allreduce_latency_s,
+        api_overhead_s=api_overhead_s,
+        dequant_mfu=dequant_mfu,
     )
+    m = replace(base, **{k: v for k, v in given.items() if v is not None})
     if m != base:
         m = replace(m, name="your step model")
     return m

@@ -10,8 +10,9 @@ it, the ITL gaps); ``summarize`` turns it and the requests into a ``SimResult``.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from .engine import Setup
@@ -43,40 +44,31 @@ CLI_KEYS = (
 SERIES_POINTS = 400  # utilization-over-time samples kept for a chart
 
 
-def percentile_sorted(xs: Sequence[float], p: float) -> float:
-    """``percentile(xs, p)`` of values already sorted ascending (several percentiles of one
-    list sort it once)."""
-    n = len(xs)
+def _interpolated(n: int, p: float, at: Callable[[int], float]) -> float:
+    """numpy.percentile's default (linear interpolation between closest ranks) of ``n`` values,
+    ``at(k)`` the k-th smallest (0-based)."""
     if n == 0:
         return 0.0
     pos = (n - 1) * p / 100.0
     i = int(math.floor(pos))
-    if i + 1 >= n:
-        return xs[-1]
-    return xs[i] + (xs[i + 1] - xs[i]) * (pos - i)
-
-
-def percentile(values: list[float], p: float, weights: list[int] | None = None) -> float:
-    """numpy.percentile's default (linear interpolation between closest ranks). With
-    ``weights``, each value counts that many times (values sorted ascending)."""
-    if weights is None:
-        return percentile_sorted(sorted(values), p)
-    n = sum(weights)
-    if n == 0:
-        return 0.0
-    pos = (n - 1) * p / 100.0
-    i = int(math.floor(pos))
-    cum, below = [], 0
-    for c in weights:
-        below += c
-        cum.append(below)
-
-    def at(k):  # the k-th smallest (0-based)
-        return values[bisect.bisect_right(cum, k)]
-
     if i + 1 >= n:
         return at(n - 1)
     return at(i) + (at(i + 1) - at(i)) * (pos - i)
+
+
+def percentile_sorted(xs: Sequence[float], p: float) -> float:
+    """``percentile(xs, p)`` of values already sorted ascending (several percentiles of one
+    list sort it once)."""
+    return _interpolated(len(xs), p, xs.__getitem__)
+
+
+def percentile(values: list[float], p: float, weights: list[int] | None = None) -> float:
+    """numpy.percentile's default. With ``weights``, each value counts that many times (values
+    sorted ascending)."""
+    if weights is None:
+        return percentile_sorted(sorted(values), p)
+    cum = list(itertools.accumulate(weights))
+    return _interpolated(sum(weights), p, lambda k: values[bisect.bisect_right(cum, k)])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,10 +127,6 @@ class SimResult:
             d.pop(k)
         d["notes"] = list(self.notes)
         return d
-
-    def cli_dict(self) -> dict:
-        """The keys of ``python -m kvcalc simulate --json``."""
-        return {k: getattr(self, k) for k in CLI_KEYS}
 
 
 @dataclass(kw_only=True)

@@ -6,10 +6,12 @@ loops."""
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass, field
 
 from .engine import Setup
 
 
+@dataclass(slots=True, eq=False)  # eq=False: a group is a key by identity
 class Group:
     """Requests in one state, ``ids`` in admission order (the newest last): one request, or in a
     grouped run (``kvcalc.perf.sim.scheduler.groups_apply``) alike requests that arrived, were
@@ -17,48 +19,29 @@ class Group:
     ``n``; ``held`` (blocks of the shared prefix), which a grouped run never has, is one
     request's."""
 
-    __slots__ = (
-        "ids",
-        "n",
-        "arrival",
-        "prompt",
-        "output",
-        "shared",
-        "gen",
-        "computed",
-        "target",
-        "held",
-        "seq",
-        "last",
-        "dbase",
-        "gbase",
-        "done_step",
-        "bucket",
-        "skip",
-        "win",
-        "epoch",
-    )
+    ids: list[int]
+    arrival: float
+    prompt: int
+    output: int
+    shared: int  # full blocks of the shared system prompt in this prompt
+    n: int = field(init=False)  # len(ids)
+    gen: int = 0  # output tokens so far (exact while waiting or in prefill)
+    computed: int = 0  # tokens in the cache (exact while in prefill)
+    target: int = field(init=False)  # tokens the current prefill must compute (the prompt)
+    held: int = 0  # leading blocks that belong to the shared chain
+    seq: int = 0  # running: the admission order of its first request
+    last: float = -1.0  # the time of its last token
+    dbase: int = 0  # decoding: tokens in cache at the start of step j = dbase + j
+    gbase: int = 0  # decoding: output tokens before step j = gbase + j
+    done_step: int = -1
+    bucket: int = -1
+    skip: int = 0  # blocks of each sliding group freed (they left the window)
+    win: int = 0  # decoding: 0 reads less than the window, 1 a whole window, 2 frees too
+    epoch: int = 0  # decode stints started (stale window events are skipped)
 
-    def __init__(self, ids: list[int], arrival: float, prompt: int, output: int, shared: int):
-        self.ids = ids
-        self.n = len(ids)
-        self.arrival = arrival
-        self.prompt = prompt
-        self.output = output
-        self.shared = shared  # full blocks of the shared system prompt in this prompt
-        self.gen = 0  # output tokens so far (exact while waiting or in prefill)
-        self.computed = 0  # tokens in the cache (exact while in prefill)
-        self.target = prompt  # tokens the current prefill must compute
-        self.held = 0  # leading blocks that belong to the shared chain
-        self.seq = 0  # running: the admission order of its first request
-        self.last = -1.0  # the time of its last token
-        self.dbase = 0  # decoding: tokens in cache at the start of step j = dbase + j
-        self.gbase = 0  # decoding: output tokens before step j = gbase + j
-        self.done_step = -1
-        self.bucket = -1
-        self.skip = 0  # blocks of each sliding group freed (they left the window)
-        self.win = 0  # decoding: 0 reads less than the window, 1 a whole window, 2 frees too
-        self.epoch = 0  # decode stints started (stale window events are skipped)
+    def __post_init__(self) -> None:
+        self.n = len(self.ids)
+        self.target = self.prompt
 
     def part(self, ids: list[int]) -> Group:
         """Requests ``ids`` in this group's state, waiting or in prefill."""
@@ -153,22 +136,6 @@ class Decoding:
     (dbase + k) % bs == 0), and, with sliding windows, by where their context is (r.win): below
     the window (how many, sum of dbase), and those past it that free a block, by bucket;
     ``wheap`` holds when each group moves on."""
-
-    __slots__ = (
-        "s",
-        "bs",
-        "gs",
-        "W",
-        "buckets",
-        "bcount",
-        "n",
-        "base_sum",
-        "n_below",
-        "below_sum",
-        "past_cnt",
-        "wheap",
-        "worder",
-    )
 
     def __init__(self, s: Setup):
         self.s, self.bs, self.gs, self.W = s, s.block_size, s.slide_groups, s.window
