@@ -17,7 +17,8 @@ import io
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from .engines import COEFFICIENTS, EngineProfile
 
@@ -84,11 +85,15 @@ class BenchRow:
         return f"{self.isl:,} + {self.osl:,} tokens, {load}"
 
 
-def _pos_int(v, what: str) -> int:
+def _number(v, what: str) -> float:
     try:
-        x = int(round(float(v)))
+        return float(v)
     except (TypeError, ValueError):
         raise ValueError(f"{what}: expected a number, got {str(v)[:30]!r}") from None
+
+
+def _pos_int(v, what: str) -> int:
+    x = int(round(_number(v, what)))
     if x < 1:
         raise ValueError(f"{what}: must be at least 1, got {x}")
     return x
@@ -97,10 +102,7 @@ def _pos_int(v, what: str) -> int:
 def _pos_float(v, what: str) -> float | None:
     if v in (None, ""):
         return None
-    try:
-        x = float(v)
-    except (TypeError, ValueError):
-        raise ValueError(f"{what}: expected a number, got {str(v)[:30]!r}") from None
+    x = _number(v, what)
     if not math.isfinite(x) or x <= 0:
         raise ValueError(f"{what}: must be above 0, got {v!r}")
     return x
@@ -160,7 +162,7 @@ def _from_latency_text(text: str) -> list[BenchRow]:
     if not m:
         raise ValueError("no 'Avg latency: X seconds' line")
     found = {}
-    for k in ("input_len", "output_len", "batch_size"):
+    for k in _LATENCY_ARGS:
         a = re.search(_ARG.format(k), text)
         if not a:
             raise ValueError(
@@ -195,9 +197,7 @@ def read_benchmark(text: str) -> list[BenchRow]:
             o = objs[0]
             rows = _from_latency_text(
                 f"Avg latency: {o['avg_latency']} seconds "
-                + " ".join(
-                    f"{k}={o[k]}" for k in ("input_len", "output_len", "batch_size") if k in o
-                )
+                + " ".join(f"{k}={o[k]}" for k in _LATENCY_ARGS if k in o)
             )
         else:
             rows = _from_serve_json(objs)
@@ -296,9 +296,8 @@ def calibrate(base: EngineProfile, rows: list[BenchRow], predict) -> Calibration
     theta0 = np.log([getattr(base, c) for c in COEFFICIENTS])
 
     def at(theta) -> EngineProfile:
-        return base.with_coefficients(
-            **{c: float(math.exp(t)) for c, t in zip(COEFFICIENTS, theta)}
-        )
+        coefs: dict[str, Any] = {c: float(math.exp(t)) for c, t in zip(COEFFICIENTS, theta)}
+        return replace(base, **coefs)
 
     def run(theta) -> np.ndarray:
         p = at(theta)
@@ -331,13 +330,12 @@ def calibrate(base: EngineProfile, rows: list[BenchRow], predict) -> Calibration
                 theta[j] = min(theta[j], 0.0)
     last = run(theta)
     fitted = at(theta)
-    fit = []
-    for i in range(len(rows)):
-        fit.append(
-            {
-                q: (float(meas[n]), float(first[n]), float(last[n]))
-                for n, (k, q) in enumerate(keys)
-                if k == i
-            }
-        )
-    return Calibration(base=base, profile=fitted, rows=tuple(rows), fit=tuple(fit))
+    fit = tuple(
+        {
+            q: (float(meas[n]), float(first[n]), float(last[n]))
+            for n, (k, q) in enumerate(keys)
+            if k == i
+        }
+        for i in range(len(rows))
+    )
+    return Calibration(base=base, profile=fitted, rows=tuple(rows), fit=fit)

@@ -14,7 +14,7 @@ MLA's absorbed decode, a format's peak) is not a coefficient. The values were pr
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from .calibration import StepModel
@@ -100,9 +100,6 @@ class EngineProfile:
     def step_model(self) -> StepModel:
         coefs: dict[str, Any] = self.coefficients()
         return StepModel(name=f"{self.label} profile", allreduce=True, engine=self.key, **coefs)
-
-    def with_coefficients(self, **coefs: Any) -> EngineProfile:
-        return replace(self, **coefs)
 
     def coefficients(self) -> dict[str, float]:
         return {k: getattr(self, k) for k in COEFFICIENTS}

@@ -34,35 +34,30 @@ def concurrency_curve(
     ]
 
 
+def _curve(dep: Deployment, what: str, values: list[int], step_kwargs: dict) -> dict:
+    """One decode step of ``dep`` at each of ``values`` of ``what`` (context or batch): its time,
+    tokens/s and the weights' and the caches' reading times (seconds)."""
+    names = ("step_s", "tokens_per_s", "weight_s", "kv_s")
+    out: dict[str, list] = {what: list(values), **{k: [] for k in names}}
+    for v in values:
+        s = step_time(dep, find_crossover=False, **{what: v}, **step_kwargs)
+        bw = s.bandwidth_gbs * 1e9
+        out["step_s"].append(s.step_time_s)
+        out["tokens_per_s"].append(s.tokens_per_s)
+        out["weight_s"].append(s.weight_read_bytes / bw)
+        out["kv_s"].append((s.kv_read_bytes + s.state_read_bytes) / bw)
+    return out
+
+
 def step_curve(dep: Deployment, contexts: list[int], **step_kwargs) -> dict:
     """Weight-read and KV-read time (seconds) of one decode step of ``dep`` at each context."""
-    weight_s, kv_s, total = [], [], []
-    for c in contexts:
-        s = step_time(dep, context=c, find_crossover=False, **step_kwargs)
-        bw = s.bandwidth_gbs * 1e9
-        weight_s.append(s.weight_read_bytes / bw)
-        kv_s.append((s.kv_read_bytes + s.state_read_bytes) / bw)
-        total.append(s.step_time_s)
-    return {"context": list(contexts), "weight_s": weight_s, "kv_s": kv_s, "step_s": total}
+    c = _curve(dep, "context", contexts, step_kwargs)
+    return {k: c[k] for k in ("context", "weight_s", "kv_s", "step_s")}
 
 
 def batch_curve(dep: Deployment, batches: list[int], **step_kwargs) -> dict:
     """Step time and tokens/s of ``dep`` against batch size at a fixed context."""
-    steps, tps, weight_s, kv_s = [], [], [], []
-    for b in batches:
-        s = step_time(dep, batch=b, find_crossover=False, **step_kwargs)
-        bw = s.bandwidth_gbs * 1e9
-        steps.append(s.step_time_s)
-        tps.append(s.tokens_per_s)
-        weight_s.append(s.weight_read_bytes / bw)
-        kv_s.append((s.kv_read_bytes + s.state_read_bytes) / bw)
-    return {
-        "batch": list(batches),
-        "step_s": steps,
-        "tokens_per_s": tps,
-        "weight_s": weight_s,
-        "kv_s": kv_s,
-    }
+    return _curve(dep, "batch", batches, step_kwargs)
 
 
 def max_batch_at(pool: Deployment, context: int) -> int:
