@@ -15,14 +15,13 @@ import math
 from dataclasses import dataclass
 
 from ..cache.deployment import CacheFormat, Deployment
-from ..cache.kv import stage_layers
 from ..cache.weight_bytes import Weights
 from ..config.catalog import GPU
 from ..config.limits import MAX_CONTEXT
 from ..core.dtypes import KV_DTYPES, get_dtype
 from ..core.model import ModelSpec
 from ..core.units import GB, check_float, check_int
-from .roofline import attention_flops, decode_span
+from .roofline import attention_flops, decode_span, per_gpu_layers
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,14 +134,6 @@ def ridge_point(peak_tflops: float, bandwidth_gbs: float) -> float:
     return peak_tflops * 1e12 / (bandwidth_gbs * 1e9)
 
 
-def _layers(spec: ModelSpec, tp: int):
-    return [lay for stage in stage_layers(spec, tp, 1) for lay in stage]
-
-
-def _kv(spec, n, dtype, tp) -> int:
-    return sum(lay.read_bytes(n, dtype) for lay in _layers(spec, tp))
-
-
 def prefill_point(
     spec: ModelSpec,
     w: Weights,
@@ -159,7 +150,7 @@ def prefill_point(
     lin = 2.0 * spec.active_params * p / tp
     attn = attention_flops(spec, 0, p, decode=False, tp=tp)
     wb = w.read_per_step(spec, p) / tp
-    kv = _kv(spec, p, dtype, tp)
+    kv = sum(lay.read_bytes(p, dtype) for lay in per_gpu_layers(spec, tp))
     return Point(
         label=f"prefill {p:,} tokens",
         flops=lin + attn,
@@ -208,7 +199,7 @@ def decode_step(
     q = check_int("query tokens per step", queries, 1, 1024)
     dtype = get_dtype(dep.cache.kv_dtype, KV_DTYPES)
     sdtype = dep.cache.state
-    layers = _layers(spec, tp)
+    layers = per_gpu_layers(spec, tp)
     lin = 2.0 * spec.active_params * b * q / tp
     wb = math.ceil(w.read_per_step(spec, b * q) / tp)
     start, end = decode_span(c, q)
@@ -327,35 +318,21 @@ def attention_points(
     )
     qx = f"{q} x " if q > 1 else ""
     out = []
-    for name, heads in variants:
-        v = mha.with_kv_heads(heads)
-        f = v.attention_flops(start, end, decode=True)
-        b = v.read_bytes(n, dtype)
+    for name, heads in variants + [("MLA (absorbed)", 0)]:
+        v = mha.with_kv_heads(heads) if heads else layer.as_latent(rank, rope)
+        f, b = v.attention_flops(start, end, decode=True), v.read_bytes(n, dtype)
+        formula = (
+            f"{name}: {qx}2 x {h} x ({dk} + {dv}) x c / ({heads} x ({dk} + {dv}) x c x {e:g} B)"
+            if heads
+            else f"MLA: {qx}2 x {h} x (2 x {rank} + {rope}) x c / (({rank} + {rope}) x c x {e:g} B)"
+        )
         out.append(
             Point(
                 label=f"attention {name}",
                 flops=f,
                 bytes=b,
                 roof="attention",
-                formula=(
-                    f"{name}: {qx}2 x {h} x ({dk} + {dv}) x c / ({heads} x ({dk} "
-                    f"+ {dv}) x c x {e:g} B) = {f / b:,.1f} FLOP/B"
-                ),
+                formula=f"{formula} = {f / b:,.1f} FLOP/B",
             )
         )
-    mla = layer.as_latent(rank, rope)
-    f = mla.attention_flops(start, end, decode=True)
-    b = mla.read_bytes(n, dtype)
-    out.append(
-        Point(
-            label="attention MLA (absorbed)",
-            flops=f,
-            bytes=b,
-            roof="attention",
-            formula=(
-                f"MLA: {qx}2 x {h} x (2 x {rank} + {rope}) x c / (({rank} + "
-                f"{rope}) x c x {e:g} B) = {f / b:,.1f} FLOP/B"
-            ),
-        )
-    )
     return out

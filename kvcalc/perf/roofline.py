@@ -21,7 +21,7 @@ from ..cache.kv import sequence_bytes, stage_layers
 from ..config.limits import MAX_CONTEXT
 from ..core.arith import UNBOUNDED_CONTEXT, first_true
 from ..core.dtypes import KV_DTYPES, get_dtype
-from ..core.model import ModelSpec, counted
+from ..core.model import Layer, ModelSpec, counted
 from ..core.units import GB, check_float, check_int, check_parallel
 
 DEFAULT_MFU = 0.5  # a well-tuned prefill reaches roughly half of dense peak; a stated assumption
@@ -67,8 +67,9 @@ def attention_flops(spec: ModelSpec, start: int, end: int, *, decode: bool, tp: 
     return sum(lay.attention_flops(start, end, decode) for lay in spec.layers) / tp
 
 
-def _per_gpu_layers(spec: ModelSpec, tp: int, pp: int):
-    return [lay for stage in stage_layers(spec, tp, pp) for lay in stage]
+def per_gpu_layers(spec: ModelSpec, tp: int) -> list[Layer]:
+    """The layers one GPU at tensor parallel ``tp`` computes, every stage's in turn."""
+    return [lay for stage in stage_layers(spec, tp, 1) for lay in stage]
 
 
 def _read_bytes(layers, n: int, dtype, scales: bool) -> int:
@@ -91,7 +92,7 @@ def crossover_context(
     (every layer keeps a bounded number of tokens). With ``tp`` both sides are one GPU's share."""
     batch = check_int("batch", batch, 1, 10**9)
     dtype = get_dtype(kv_dtype, KV_DTYPES)
-    layers = _per_gpu_layers(spec, tp, 1)
+    layers = per_gpu_layers(spec, tp)
     target = math.ceil(weight_read_bytes / tp)
 
     def kv(n):
@@ -137,7 +138,7 @@ def step_time(
     dtype = get_dtype(kv_dtype, KV_DTYPES)
     sdtype = dep.cache.state
     stage_layers(spec, tp, dep.pp)  # validates the split
-    layers = _per_gpu_layers(spec, tp, 1)  # a token passes every stage in turn
+    layers = per_gpu_layers(spec, tp)  # a token passes every stage in turn
     # Each tensor-parallel GPU reads 1/tp of the weights; the pipeline stages take turns.
     if dep.weights_bytes is not None:
         weight_read_bytes = dep.weights_bytes
@@ -304,7 +305,7 @@ def offload_vs_recompute(
     link_gbs = check_float("link bandwidth (GB/s)", link_gbs, 0.0, 1e6, lo_open=True)
     fixed_s = check_float("fixed reload cost (s)", fixed_s, 0.0, 3600.0)
     dtype = get_dtype(kv_dtype, KV_DTYPES)
-    layers = _per_gpu_layers(spec, tp, 1)
+    layers = per_gpu_layers(spec, tp)
 
     def reload(n):
         return fixed_s + sequence_bytes(layers, n, dtype, False) / (link_gbs * GB)

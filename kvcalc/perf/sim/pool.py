@@ -12,13 +12,13 @@ import math
 from dataclasses import dataclass, replace
 
 from ...cache.deployment import Deployment
-from ...cache.kv import stage_layers
 from ...config.limits import MAX_CONTEXT
 from ...core.dtypes import DType
 from ...core.model import Layer, ModelSpec, SlidingWindow
 from ...core.units import check_int
 from ...engines import vllm as _vllm
 from ...engines.budget import Budget, budget, default_gpu_mem_util
+from ..roofline import per_gpu_layers
 
 # vLLM V0 without chunked prefill (vllm/config.py, SchedulerConfig.__init__): "If max_model_len
 # is too short, use 2048 as the default value for higher throughput", max_num_batched_tokens =
@@ -59,7 +59,7 @@ def served_layers(
     """The layers of one GPU (the TP split validated) and the window sizes, or ValueError naming
     the layers the simulator does not serve: kinds other than full attention, MLA, sliding
     windows and recurrent states, more than one window size, pages of more than one size."""
-    layers = [lay for stage in stage_layers(spec, tp, 1) for lay in stage]
+    layers = per_gpu_layers(spec, tp)
     big = 1_000_003
     odd = sorted(
         {
