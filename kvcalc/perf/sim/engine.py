@@ -1,11 +1,7 @@
-"""One GPU's pool and clock for the serving simulator: the ``Setup`` and ``setup``, which refuses
-by name each model the simulator cannot serve, sizes the pool with vLLM's arithmetic
-(``kvcalc.engines.budget``, ``kvcalc.engines.vllm``; the checks and the pool in
-``kvcalc.perf.sim.pool``) and derives the step-time constants.
-
-The one step clock is ``Setup.step_seconds``: max(FLOPs / (peak x MFU), bytes / (bandwidth x
-achieved share)) plus what a real engine adds (``fixed_seconds``), the law of
-``roofline.step_time`` and ``roofline.prefill``."""
+"""One GPU's pool and clock for the serving simulator: ``setup`` checks the model and sizes the
+pool with vLLM's arithmetic (``kvcalc.perf.sim.pool``) and derives ``Setup``'s step constants. The
+one step clock, ``Setup.step_seconds``, is max(FLOPs / (peak x MFU), bytes / (bandwidth x achieved
+share)) plus what a real engine adds, the law of ``roofline.step_time`` and ``roofline.prefill``."""
 
 from __future__ import annotations
 
@@ -192,8 +188,7 @@ class Setup(PoolSize, StepWork, EngineCosts):
         all and attend to ``pairs`` (query, key) pairs of prefill chunks and ``decode_pairs``
         of decode tokens in the full-attention layers (an MLA decode pair is absorbed), and
         ``slide_read`` / ``slide_pairs`` in the sliding ones, ``scheduled`` requests reading
-        their recurrent states: max(compute, memory), plus ``fixed_seconds``. The clock of
-        every step (``clock`` computes it)."""
+        their recurrent states: max(compute, memory), plus ``fixed_seconds``."""
         return self.clock(tokens, scheduled)(
             read_tokens, pairs, slide_read, slide_pairs, decode_pairs
         )
@@ -280,10 +275,7 @@ def setup(
     gives the pool's size instead of vLLM's arithmetic (the reserve is then what is left beside
     the weights). ``dep.engine.enable_chunked_prefill`` False schedules as vLLM V0's default
     scheduler does (``Setup.chunked_prefill``); its token budget then defaults to V0's
-    max(max_model_len, 2,048) and may not be below max_model_len.
-
-    In order: the inputs checked, the layers refused or accepted, the pool sized and vLLM's
-    groups read (kvcalc.perf.sim.pool), the step constants derived (functions below)."""
+    max(max_model_len, 2,048) and may not be below max_model_len."""
     spec, tp, dp, model = dep.spec, dep.tp, dep.attention_dp, speed.model
     max_model_len = checked_inputs(dep, max_model_len)
     dtype = get_dtype(dep.cache.kv_dtype, KV_DTYPES)

@@ -1,15 +1,10 @@
 """The scheduler: continuous batching with chunked prefill on a paged pool, one engine step at a
 time, in vLLM's order: ``arrive``, ``decode`` (``preempt`` when no block is free),
-``prefill_chunks``, ``admit``, ``clock`` (``Setup.step_seconds``, the one clock), ``finish``.
-
-A stretch of decode-only steps before the next finish or arrival runs lean
-(``decode_stretch``). A step's unit is a ``Group`` of requests in one state, its counts times its
-size: one request, or where all are alike (``groups_apply``) those that move together; one set of
-rules either way, so the module is longer than the 600 lines. Without chunked prefill
-(``Setup.chunked_prefill`` False) a step follows vLLM V0's default scheduler instead
+``prefill_chunks``, ``admit``, ``clock`` (``Setup.step_seconds``, the one clock), ``finish``;
+decode-only stretches run lean (``decode_stretch``), alike requests as one ``Group``
+(``groups_apply``). Without chunked prefill a step follows vLLM V0's default scheduler
 (``prefill_first_step``; vllm/core/scheduler.py, ``Scheduler._schedule_default``,
-vllm-project/vllm@0054e1fa). The rules and their sources:
-docs/simulator.md#one-engine-step and docs/simulator.md#vllm-v0s-prefill-first-scheduler.
+vllm-project/vllm@0054e1fa). The rules and their sources: docs/simulator.md.
 """
 
 from __future__ import annotations
@@ -85,10 +80,8 @@ class Scheduler:
         self.rng = random.Random(wl.seed)
         self.bs = s.block_size
         self.nreq = n = wl.requests
-        # vLLM's KV-cache groups: gt token groups take a block every bs tokens; gs of them are
-        # sliding windows of W tokens, which give one back every bs tokens once past the
-        # window; every request also holds st state blocks. One group of full attention:
-        # gt = 1, gs = st = 0.
+        # vLLM's KV-cache groups (Setup's): gt token groups take a block every bs tokens, gs of
+        # them windows of W tokens; st state blocks a request. Full attention: gt 1, gs = st = 0.
         self.gt = s.full_groups + s.slide_groups
         self.gs, self.st, self.W = s.slide_groups, s.state_blocks, s.window
         self.multi = self.gt > 1 or self.gs > 0 or self.st > 0
@@ -119,17 +112,9 @@ class Scheduler:
         self.dec = Decoding(s)
         self.tally = Tally()
         self.clocks: dict[int | tuple[int, int], Callable[..., float]] = {}
-        self.seq = 0
+        self.seq = self.step = self.in_system = self.done = 0
         self.t = 0.0
-        self.step = 0
-        self.in_system = 0
-        self.done = 0
-        # this step's: token budget left, whether it preempted, the bucket whose decoding
-        # requests hold their new block (-1: none yet), the prefill chunks scheduled
-        self.budget_left = 0
-        self.preempted = False
-        self.grown = -1
-        self.chunks: list[tuple[Group, int]] = []
+        self._new_step()
         # without chunked prefill: prefill-only steps, the groups whose first token came at
         # the end of one since the last decode step (end time, groups), whether one ran since,
         # and the end of the last decode step (a decoding request's previous token)
@@ -174,7 +159,7 @@ class Scheduler:
         return k
 
     def run(self) -> SimResult:
-        s, nreq, dec, budget = self.s, self.nreq, self.dec, self.s.max_num_batched_tokens
+        s, nreq, dec = self.s, self.nreq, self.dec
         while self.done < nreq:
             if not s.chunked_prefill:
                 self.prefill_first_step()
@@ -184,10 +169,7 @@ class Scheduler:
             self.step = j = self.step + 1
             if self.pending:
                 self.arrive()
-            self.budget_left = budget
-            self.preempted = False
-            self.grown = -1
-            self.chunks = []
+            self._new_step()
             self.decode(j)
             if self.prefilling:
                 self.prefill_chunks(j)
@@ -208,19 +190,23 @@ class Scheduler:
             s, self.arrival, self.first, self.finished_at, self.prompt, self.output, self.tally
         )
 
+    def _new_step(self) -> None:
+        """This step's: token budget left, whether it preempted, the bucket whose decoding
+        requests hold their new block (-1: none yet), the prefill chunks scheduled."""
+        self.budget_left = self.s.max_num_batched_tokens
+        self.preempted = False
+        self.grown = -1
+        self.chunks: list[tuple[Group, int]] = []
+
     def prefill_first_step(self) -> None:
         """One step of vLLM V0's default scheduler: the waiting prompts it can admit whole run
         as a step of their own (the decode clock does not move), else every decoding request
         takes a token (preempting the newest when the pool runs dry)."""
-        s = self.s
         if self.dec.n and not self.waiting and not self.since_decode:
             self.decode_stretch()
             self.t_decode = self.t
         self.arrive()
-        self.budget_left = s.max_num_batched_tokens
-        self.preempted = False
-        self.grown = -1
-        self.chunks = []
+        self._new_step()
         reason = self.admit() if self.waiting else None
         if self.chunks:
             j = self.step  # the decode clock's last step: what ends here decodes from j + 1
@@ -233,8 +219,7 @@ class Scheduler:
                 self.joined.append((t_end, started))
             self.since_decode = True
             return
-        self.step += 1
-        j = self.step
+        self.step = j = self.step + 1
         self.decode(j)
         dt = self.clock(j)
         self.account(dt, "kv_pool" if self.preempted else reason)
@@ -440,7 +425,7 @@ class Scheduler:
         tokens = read_tokens = pairs = decode_pairs = slide_read = slide_pairs = 0
         n_dec = scheduled = dec.n if decodes else 0
         if n_dec:
-            ctx = dec.base_sum + n_dec * (j + 1)  # dec.context(j): each its cache and token
+            ctx = dec.base_sum + n_dec * (j + 1)  # each its cache and the new token
             tokens += n_dec
             read_tokens += ctx
             decode_pairs += ctx
@@ -623,7 +608,7 @@ class Scheduler:
             elif nb > free:
                 break  # the full step handles evictions and preemptions
             free -= nb
-            ctx = base_sum + n_dec * (k + 1)  # dec.context(k)
+            ctx = base_sum + n_dec * (k + 1)
             ctx_w = dec.window_context(k) if gs else 0
             dt = seconds(ctx, 0, ctx_w, ctx_w, ctx)
             used = total - free - cached

@@ -149,12 +149,9 @@ class Decoding:
         self.wheap: list[tuple[int, int, int, Group]] = []  # (step, order, epoch, group)
         self.worder = 0
 
-    def context(self, j: int) -> int:
-        """Tokens the decoding requests read at step j, each its cache with the new token."""
-        return self.base_sum + self.n * (j + 1)
-
     def window_context(self, j: int) -> int:
-        """The same in a sliding layer, which reads and attends at most the window."""
+        """Tokens the decoding requests read at step j (each its cache with the new token) in a
+        sliding layer, which reads and attends at most the window."""
         return self.below_sum + self.n_below * (j + 1) + self.W * (self.n - self.n_below)
 
     def leaving(self, j: int) -> int:
