@@ -56,6 +56,9 @@ class RunningCapacity:
     def held_bytes(self) -> int:
         return self.held_blocks * self.block_bytes
 
+    def result(self, users: int) -> SimResult:
+        return dict(self.runs)[users]
+
     def derivation(self) -> str:
         gib = lambda n: f"{n / GiB:,.2f} GiB"  # noqa: E731
         lines = [
