@@ -301,13 +301,8 @@ def calibrate(base: EngineProfile, rows: list[BenchRow], predict) -> Calibration
 
     def run(theta) -> np.ndarray:
         p = at(theta)
-        out = []
-        cache: dict[int, dict] = {}
-        for i, q in keys:
-            if i not in cache:
-                cache[i] = predict(p, rows[i])
-            out.append(cache[i][q])
-        return np.array(out)
+        pred = {i: predict(p, rows[i]) for i in dict.fromkeys(i for i, _ in keys)}
+        return np.array([pred[i][q] for i, q in keys])
 
     first = run(theta0)
     theta = theta0.copy()

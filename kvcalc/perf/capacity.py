@@ -175,10 +175,8 @@ def running_capacity(
             top = 2 * hi  # well past the onset, where the pool holds the batch
             run(top)
         r = runs[top]
-        sustained, sustained_users = (
-            (r.steady_batch if r.steady_batch is not None else r.mean_batch),
-            top,
-        )
+        sustained = r.steady_batch if r.steady_batch is not None else r.mean_batch
+        sustained_users = top
     notes = []
     if p.kind == "fixed" and o.kind == "fixed":
         notes.append(

@@ -182,11 +182,9 @@ def resolve(text: str) -> tuple[EngineProfile, str | None]:
         p = fitted[-1]
         return p, f"no version given: {p.label}, the newest fitted {ENGINE_NAMES[name]} profile"
     want = version_key(version)
-    for p in fitted:
-        if release_distance(version_key(p.version), want)[1] == 0:
-            return p, None
-
     p = min(fitted, key=lambda q: release_distance(version_key(q.version), want))
+    if release_distance(version_key(p.version), want)[1] == 0:  # the release itself
+        return p, None
     return p, (
         f"{ENGINE_NAMES[name]} {version} has no fitted profile: using {p.label}'s, the "
         f"nearest fitted release ({', '.join(q.version for q in fitted)} are fitted)"

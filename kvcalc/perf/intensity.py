@@ -220,10 +220,8 @@ def decode_step(
             f"{flops / nbytes:,.1f} FLOP/B",
         )
 
-    gemm, at = (
-        part("GEMMs", lin, wb, "gemm", "weights"),
-        part("attention", attn, kv, "attention", "KV"),
-    )
+    gemm = part("GEMMs", lin, wb, "gemm", "weights")
+    at = part("attention", attn, kv, "attention", "KV")
     tg, ta = r.time(lin, wb, "gemm"), r.time(attn, kv, "attention")
     bps = r.bandwidth_gbs * GB
     whole = Point(

@@ -124,14 +124,11 @@ class Setup(PoolSize, StepWork, EngineCosts):
         if not self._fixed_read:
             return self.weight_read_bytes  # weights given as one number: read whole
         table, row = self._embed
+        moe = self._moe_reads[min(tokens, len(self._moe_reads) - 1)] if self._moe_reads else 0
         if self.dp > 1:
             dense = self._fixed_read + min(table, cdiv(tokens, self.dp) * row)
-            moe = self._moe_reads[min(tokens, len(self._moe_reads) - 1)] if self._moe_reads else 0
             return cdiv(dense, self.tp) + cdiv(moe, self.tp * self.dp)
-        total = self._fixed_read + min(table, tokens * row)
-        if self._moe_reads:
-            total += self._moe_reads[min(tokens, len(self._moe_reads) - 1)]
-        return cdiv(total, self.tp)
+        return cdiv(self._fixed_read + min(table, tokens * row) + moe, self.tp)
 
     def fixed_seconds(self, tokens: int) -> float:
         """What a step of ``tokens`` new tokens costs beyond max(compute, memory): the fixed

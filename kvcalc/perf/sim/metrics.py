@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -184,11 +185,9 @@ class Tally:
     def itl(self) -> tuple[list[float], list[int]]:
         """Every decode token's gap is its step's time; tokens after a preemption add theirs:
         the distinct gaps, ascending, and how many tokens had each."""
-        itl: dict[float, int] = {}
+        itl = Counter(self.itl_extra)
         for dt, n in self.itl_steps:
-            itl[dt] = itl.get(dt, 0) + n
-        for g in self.itl_extra:
-            itl[g] = itl.get(g, 0) + 1
+            itl[dt] += n
         ivals = sorted(itl)
         return ivals, [itl[v] for v in ivals]
 
