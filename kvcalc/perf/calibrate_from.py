@@ -1,12 +1,8 @@
-"""Calibrate an engine profile from the user's own benchmark (issue 41, item 3).
-
-``simulate --engine vllm@0.18.0 --calibrate-from FILE`` reads the user's measured runs of the
-setup the other flags describe and fits the profile's engine-level coefficients
-(``kvcalc.perf.engines``) to them before it simulates. ``read_benchmark`` reads aiconfigurator's
-silicon-sample CSV, ``vllm bench serve --save-result`` JSON and ``vllm bench latency`` output;
-``calibrate`` takes a few Gauss-Newton steps on log(predicted / measured) with a ridge toward
-the fitted profile; ``Calibration.report`` says what changed and the band a sweep carries
-(``SWEEP_BAND``). The formats' fields and the fit:
+"""Calibrate an engine profile from the user's own benchmark (issue 41, item 3:
+``simulate --engine vllm@0.18.0 --calibrate-from FILE``): ``read_benchmark`` reads the measured
+runs (aiconfigurator's silicon-sample CSV, ``vllm bench serve --save-result`` JSON, ``vllm bench
+latency`` output), ``calibrate`` fits the profile's coefficients to them (Gauss-Newton on
+log(predicted / measured), a ridge toward the profile). The formats' fields and the fit:
 docs/calibration.md#calibrating-from-your-own-benchmark.
 """
 
@@ -39,10 +35,8 @@ FD_STEP = 0.05
 ITERATIONS = 4
 MAX_ROWS = 64
 # Calibrated from the lowest-concurrency row of each training setup, its other rows predicted:
-# median |pred/meas - 1|, p90 and rows, per quantity (bench/calibration.py --aic printed these).
-# 40 of the 49 setups have two rows or more; 943 rows predicted. Issue 41 asks 5% on TPOT: not
-# met (the one-row fit itself is left 5.9% off at the median on its own row, 131% at worst:
-# four damped steps do not always converge where TTFT and TPOT pull the same coefficients apart).
+# median |pred/meas - 1|, p90 and rows, per quantity (bench/calibration.py --aic printed these;
+# why they miss issue 41's goal: docs/calibration.md#calibrating-from-your-own-benchmark).
 SWEEP_BAND: dict[str, tuple[float, float, int]] = {
     "TTFT": (0.383, 0.97, 943),
     "TPOT": (0.161, 0.40, 943),

@@ -62,7 +62,7 @@ HELD_BACK_LATER = (
 # A third held-back set: sources collected on 2026-12-02 by helpers told not to run any kvcalc
 # prediction, each file's selection rule in its header, committed (5ce17c2) before the model
 # below, frozen, was first run on them. The first two sets had been looked at while mechanisms
-# were added (see ERROR_BAND's note), so this is the one clean measurement of the frozen model.
+# were added (docs/calibration.md), so this is the one clean measurement of the frozen model.
 HELD_BACK_FRESH = (
     "mlc-llm-perf-bench-llama2.yaml",
     "vllm-pr6883-zmq-frontend-h100.yaml",

@@ -1,11 +1,8 @@
-"""Logged vs running capacity: what vLLM prints at start-up against what a running server holds.
-
-vLLM's "Maximum concurrency" line is a worst case (every request at max_model_len, every window
-charged window - 1 + the tokens in flight). A decoding request holds only its tokens so far,
-and vLLM frees a window's blocks as they leave it (remove_skipped_blocks), so a running server
-sustains more. ``running_capacity`` gives the logged figure, the blocks held at full length,
-the simulator's sustained batch and the onset (the fewest users at which the pool binds, found
-by doubling then bisecting). Why and how: docs/simulator.md#logged-and-running-capacity.
+"""Logged vs running capacity: vLLM's start-up "Maximum concurrency" line (every request at
+max_model_len, every window charged window - 1 + the tokens in flight) against what a running
+server sustains (requests hold their tokens so far; windows' blocks are freed as they leave).
+``running_capacity`` gives both and the onset, the fewest users at which the pool binds
+(doubling, then bisecting). Why and how: docs/simulator.md#logged-and-running-capacity.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""Engine profiles (issue 41): the step model's coefficients per serving engine and version
-family, fitted on measured end-to-end runs.
-
-A profile holds, for one engine (vLLM, SGLang, TensorRT-LLM) and one version family, each
-coefficient of the step (bandwidth shares for weights and KV reads, a step's fixed cost, GEMM
-and attention MFU, all-reduce and expert-parallel latency, the serving stack's time) and the
-scheduler's default batching rules, each with its source. What is physics (experts touched,
-MLA's absorbed decode, a format's peak) is not a coefficient. The values were printed by
-``bench/calibration.py --aic --fit`` on aiconfigurator's silicon sample
-(tests/data/benchmarks/aic/); tests/test_engine_profiles.py checks the fit reproduces them.
+"""Engine profiles (issue 41): the step model's coefficients (``COEFFICIENTS``) and the
+scheduler's default batching rules per serving engine and version family, each with its source,
+as ``bench/calibration.py --aic --fit`` printed them from aiconfigurator's silicon sample
+(tests/data/benchmarks/aic/; tests/test_engine_profiles.py checks the fit reproduces them).
+What is physics (experts touched, MLA's absorbed decode, a format's peak) is not a coefficient.
 ``BAND`` is the leave-one-out error. Details: docs/calibration.md#engine-profiles-issue-41.
 """
 
@@ -154,14 +149,9 @@ PROFILES: dict[str, EngineProfile] = {
 }
 # FITTED-PROFILES-END
 
-# -- leave-one-out bands: median |pred/meas - 1|, p90, worst ratio, rows; per engine and
-#    quantity (bench/calibration.py --aic printed these) -------------------------------------
-#    Leave one model out (each engine's rows of a model predicted by profiles refitted without
-#    that model: one Gauss-Newton step from the full fit on the others' linearisation, a release
-#    whose rows are all held out taking its nearest fitted release). Far from issue 41's goal
-#    (TPOT within 10%): the profiles trade the GEMM and attention shares against TTFT, and the
-#    closed-loop harness's prefill interleaving does not match the engines' (SGLang's Qwen3-32B
-#    on H100: TPOT 1.65x at the median; vLLM 0.12's Llama 3.1 8B FP8 on H200: 2.09x).
+# -- leave-one-model-out bands: median |pred/meas - 1|, p90, worst ratio, rows; per engine and
+#    quantity (bench/calibration.py --aic printed these; how, and why they miss issue 41's goal:
+#    docs/calibration.md#engine-profiles-issue-41) ---------------------------------------------
 BAND: dict[str, dict[str, tuple[float, float, float, int]]] = {
     "vllm": {"TTFT": (0.338, 0.944, 240.54, 324), "TPOT": (0.259, 0.884, 3.75, 324)},
     "sglang": {"TTFT": (0.449, 0.928, 35.56, 184), "TPOT": (0.541, 1.876, 4.23, 184)},

@@ -1,12 +1,8 @@
-"""Arithmetic intensity (FLOPs per byte) of prefill, decode and attention alone: the roofline.
-
-A kernel that does F FLOPs while moving B bytes runs at min(peak, (F / B) x bandwidth); the
-ridge point peak / bandwidth is where the two limits meet (Williams, Waterman and Patterson,
-"Roofline", CACM 2009). A step's two kinds of work each have their own roof (``Roofs``): the
-GEMMs in the weights' format (``GPU.gemm_format``), attention in the format its kernels compute
-in over the cache (``GPU.attention_format``). Attention FLOPs come from
-``roofline.attention_flops``, MLA absorbed at decode. The F and B of each case, and why a large
-batch cannot make long-context decode compute bound: docs/formulas.md#arithmetic-intensity.
+"""Arithmetic intensity (FLOPs per byte) of prefill, decode and attention alone: the roofline
+(Williams, Waterman and Patterson, "Roofline", CACM 2009): F FLOPs moving B bytes run at
+min(peak, (F / B) x bandwidth). A step's GEMMs and its attention each have their own roof
+(``Roofs``: the weights' format, the format attention computes in over the cache). The F and B of
+each case: docs/formulas.md#arithmetic-intensity.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
-"""Decode step time, the crossover context, prefill time, and cache-versus-recompute arithmetic.
-
-Decode is memory-bandwidth bound: each step reads every (touched) weight once and the whole
-cache of every sequence in the batch (docs/formulas.md#decode-step-and-the-crossover). Prefill
-is compute bound: about 2 x active params FLOPs per prompt token plus attention, at a stated
-MFU of the GPU's dense peak (docs/formulas.md#prefill-and-work-without-a-cache).
-
-Attention FLOPs have one source, ``attention_flops``, which every page, the roofline and the
-serving simulator use: each layer kind says what one (query, cached token) pair costs, MLA
-absorbed at decode as vLLM's MLA backends compute it. Times are per GPU under tensor
-parallelism; pipeline stages do not shorten a step.
+"""Decode step time, the crossover context, prefill time, and cache-versus-recompute arithmetic,
+per GPU under tensor parallelism (pipeline stages do not shorten a step). Decode is bandwidth
+bound: each step reads every (touched) weight once and the whole cache of every sequence
+(docs/formulas.md#decode-step-and-the-crossover); prefill is compute bound: 2 x active params
+FLOPs per prompt token plus attention, at a stated MFU of the dense peak
+(docs/formulas.md#prefill-and-work-without-a-cache). ``attention_flops`` is the one count of
+attention FLOPs every page and the simulator use, MLA absorbed at decode as vLLM computes it.
 """
 
 from __future__ import annotations
@@ -123,9 +119,8 @@ def step_time(
     only says whether the step is compute bound, is the GEMM FLOPs over the one plus the
     attention FLOPs (absorbed for MLA) over the other; None: no compute time.
 
-    Weights given as one number (``dep.weights_bytes``, whole model) are read whole each step,
-    for a user who knows their checkpoint's size. ``find_crossover=False`` skips the crossover
-    search (crossover_context is then None), for fast sweeps."""
+    Weights given as one number (``dep.weights_bytes``, whole model) are read whole each step.
+    ``find_crossover=False`` skips the crossover search (crossover_context None)."""
     spec, tp = dep.spec, dep.tp
     context = check_int("context", context, 0, 10**9)
     batch = check_int("batch", batch, 1, 10**7)

@@ -88,14 +88,9 @@ def max_context_at(pool: Deployment, batch: int) -> int:
 def no_speed_reason(
     spec: ModelSpec, context: int, batch: int = 1, pool: Deployment | None = None
 ) -> str | None:
-    """Why no decode speed may be stated for ``batch`` sequences of ``context`` tokens each, or
-    None when one may: the one rule every page and the CLI apply (issue 23 [16]).
-
-    * A context past the model's limit (max_position_embeddings): it was not trained for it,
-      and engines refuse it by default.
-    * A batch the KV pool of ``pool`` (a deployment of ``spec``) cannot hold at that context
-      (``max_batch_at``): those sequences cannot be decoded together.
-    """
+    """Why no decode speed may be stated for ``batch`` sequences of ``context`` tokens each (past
+    the model's limit, or more than the KV pool of ``pool`` holds), or None when one may: the one
+    rule every page and the CLI apply (issue 23 [16])."""
     limit = spec.max_context
     if context > limit:
         return (

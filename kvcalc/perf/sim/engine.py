@@ -22,11 +22,9 @@ from .pool import PoolSize, checked_inputs, served_layers, size_pool
 
 @dataclass(frozen=True, kw_only=True)
 class StepWork:
-    """Setup's per-GPU step constants: KV bytes read per token (sliding layers apart), FLOPs
-    per attended pair in each phase, the recurrent states read, and the weights a step reads:
-    one number when the weights are given as one (read whole), else Weights.read_per_step
-    split into its parts so a step of n tokens costs no call (the non-expert weights less the
-    input embedding, n of its rows, the experts n tokens touch)."""
+    """Setup's per-GPU step constants: what a step reads and computes per token, pair or state,
+    and the weights it reads (Weights.read_per_step split into its parts, so that a step of n
+    tokens costs no call)."""
 
     kv_read_bytes_per_token: float  # per GPU, every layer but the sliding ones
     # 2 x q_heads x (qk_dim + v_dim), all layers, / tp: a pair of a prefill chunk
@@ -181,11 +179,10 @@ class Setup(PoolSize, StepWork, EngineCosts):
         scheduled: int = 0,
         decode_pairs: int = 0,
     ) -> float:
-        """One step of ``tokens`` new tokens whose requests read ``read_tokens`` cached tokens in
-        all and attend to ``pairs`` (query, key) pairs of prefill chunks and ``decode_pairs``
-        of decode tokens in the full-attention layers (an MLA decode pair is absorbed), and
-        ``slide_read`` / ``slide_pairs`` in the sliding ones, ``scheduled`` requests reading
-        their recurrent states: max(compute, memory), plus ``fixed_seconds``."""
+        """One step of ``tokens`` new tokens whose requests read ``read_tokens`` cached tokens and
+        attend to ``pairs`` (query, key) pairs of prefill chunks and ``decode_pairs`` of decode
+        tokens (MLA's absorbed), ``slide_read`` / ``slide_pairs`` in the sliding layers, and
+        ``scheduled`` requests read their states: max(compute, memory) + ``fixed_seconds``."""
         return self.clock(tokens, scheduled)(
             read_tokens, pairs, slide_read, slide_pairs, decode_pairs
         )
@@ -366,16 +363,9 @@ def step_work(dep: Deployment, layers: list[Layer], wbytes: int, mnbt: int) -> S
 
 
 def engine_costs(dep: Deployment, speed: Speed) -> EngineCosts:
-    """What a real engine adds to each step (kvcalc.perf.calibration); nothing without a step
-    model. ValueError when the all-reduces need a hidden size the config does not give.
-
-    Tensor parallelism's two all-reduces a layer (Megatron-LM); with expert parallel, the MoE
-    layers exchange tokens instead (a dispatch and a combine, all-to-all, at the profile's
-    ``ep_latency_s``) and only attention's all-reduce is left where tp > 1; with attention data
-    parallel and no expert parallel, the MoE layers' exchange over every GPU is timed as an
-    all-reduce. Attention's FLOPs run at the attention peak where it is not the GEMMs' (FP8
-    weights beside a 16-bit cache: the GEMMs at the FP8 peak, attention at the 16-bit one);
-    only with an engine profile, so the pooled estimate's figures stay as they were."""
+    """What a real engine adds to each step (kvcalc.perf.calibration; the rules:
+    docs/calibration.md#what-a-profile-holds); nothing without a step model. ValueError when the
+    all-reduces need a hidden size the config does not give."""
     m, spec, tp, ep = speed.model, dep.spec, dep.tp, dep.ep
     if m is None:
         return EngineCosts()

@@ -1,10 +1,7 @@
-"""What the serving simulator's ``setup`` checks and sizes before it derives the clock: the
-inputs checked, the layers it serves (others refused by name), and the pool: vLLM's budget
-(``kvcalc.engines.budget``) or a pool of a given size, its batching limits, vLLM's KV-cache groups
-as the blocks a request holds (``kvcalc.engines.vllm.predict``) and the notes a result reports.
-
-Each check raises ValueError naming what to change; ``kvcalc.perf.sim.engine.setup`` calls them in
-order."""
+"""What the serving simulator's ``setup`` checks and sizes before it derives the clock, in order,
+each check a ValueError naming what to change: the inputs, the layers it serves, and the pool
+(vLLM's budget or a given size, its batching limits, vLLM's KV-cache groups as the blocks a
+request holds, the notes a result reports)."""
 
 from __future__ import annotations
 
@@ -238,11 +235,8 @@ class PoolSize:
 def size_pool(
     dep: Deployment, max_model_len: int, windows: list[int], kv_pool_bytes: int | None
 ) -> PoolSize:
-    """The pool of ``dep`` (its weights the simulator's: ``all_weights_bytes`` one rank's):
-    vLLM's budget (or a pool of ``kv_pool_bytes``, the reserve then what is left), its
-    batching limits, vLLM's groups as the blocks a request holds, what vLLM logs at start-up
-    for ``max_model_len`` and the notes. ValueError naming what to change when vLLM would not
-    start or the limits contradict each other."""
+    """The ``PoolSize`` of ``dep`` (its weights the simulator's: ``all_weights_bytes`` one
+    rank's): vLLM's budget, or a pool of ``kv_pool_bytes`` (the reserve then what is left)."""
     if kv_pool_bytes is not None:
         kv_pool_bytes = check_int("KV pool (bytes)", kv_pool_bytes, 1, 2**50)
         reserve = _reserve_beside(dep, dep.all_weights_bytes, kv_pool_bytes)

@@ -94,9 +94,8 @@ class Scheduler:
                     f"into ({s.num_blocks:,} less its watermark of {s.watermark_blocks:,}); "
                     "shorten the requests or give the cache more memory"
                 )
-        # A request reaches the engine the serving stack's time after the client sends it
-        # (HTTP, tokenizer, template: s.api_overhead_s, 0 for the ideal bound); its arrival is
-        # that engine time, and the client's TTFT and E2EL add the stack's time back.
+        # A request reaches the engine the serving stack's time (s.api_overhead_s) after the
+        # client sends it: its arrival is that time; the client's TTFT and E2EL add it back.
         self.api = s.api_overhead_s
         # each request's lengths and times, by id
         self.prompt, self.output = [wl.prompt.lo] * n, [wl.output.lo] * n
@@ -250,9 +249,8 @@ class Scheduler:
         tally.area_in_system = area
 
     def decode(self, j: int) -> None:
-        """2. Every decoding request takes one token; those of this step's bucket need a new
-        block (one in each token group); past a window, a sliding group's oldest block is freed
-        first. When the pool runs dry, the newest running requests are preempted."""
+        """2. Every decoding request takes one token, a new block (in each token group) at its
+        bucket's step, a window's oldest freed first; the newest are preempted for blocks."""
         dec, pool = self.dec, self.pool
         if self.gs and dec.n:
             dec.window_moves(j)
@@ -329,11 +327,9 @@ class Scheduler:
             self.chunks.append((x, n))
 
     def admit(self) -> str | None:
-        """4. Unless this step preempted, waiting requests are admitted first come first served
-        while fewer than max_num_seqs run, tokens are left in the budget and the blocks of
-        their first chunk are free (cached shared-prefix blocks counted as theirs): as many of
-        a group at once as all of these allow. Returns what stopped the admissions (None: the
-        queue ran empty)."""
+        """4. Waiting requests are admitted (docs/simulator.md#one-engine-step; cached shared-prefix
+        blocks counted as theirs), as many of a group at once as every limit allows. Returns what
+        stopped the admissions (None: the queue ran empty)."""
         s, pool, bs, waiting, tally = self.s, self.pool, self.bs, self.waiting, self.tally
         reason = None
         while waiting:
@@ -383,9 +379,8 @@ class Scheduler:
         return "kv_pool" if self.preempted else reason
 
     def preempt(self, j: int) -> None:
-        """The running request admitted last (the newest group's last) is preempted: its
-        blocks are freed and it waits again at the head of the queue, to recompute its prompt
-        plus what it had generated (vLLM's recompute preemption, newest first)."""
+        """The running request admitted last (the newest group's last) is preempted, to recompute
+        its prompt and its output from the head of the queue (vLLM's recompute preemption)."""
         s, bs = self.s, self.bs
         g = next(reversed(self.running))
         vid = g.ids.pop()
@@ -449,8 +444,7 @@ class Scheduler:
 
     def _clock(self, tokens: int, scheduled: int) -> Callable[..., float]:
         """``Setup.clock`` for steps of ``tokens`` new tokens and ``scheduled`` requests reading
-        their states, kept per count (up to a few thousand): ``step_seconds`` is
-        ``clock(tokens, scheduled)(...)``, the same floats."""
+        their states, kept per count (up to a few thousand)."""
         key = tokens if not scheduled else (tokens, scheduled)
         seconds = self.clocks.get(key)
         if seconds is None:
@@ -495,9 +489,8 @@ class Scheduler:
         self.t_decode = t_end
 
     def finish(self, j: int, t_end: float) -> list[Group]:
-        """6. Tokens come out at the end of the step: one per decoding request, and the first of
-        a request whose prefill completed. A finished request frees its blocks at once (and, in
-        a closed loop, its user sends the next)."""
+        """6. Tokens come out at the end of the step; a finished request frees its blocks at once
+        (and, in a closed loop, its user sends the next)."""
         finished = self._finish_decodes(j)
         started = self._end_prefills(j, t_end, finished)
         tally = self.tally

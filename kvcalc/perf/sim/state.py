@@ -1,7 +1,5 @@
-"""The scheduler's bookkeeping: a group of requests' state, the pool of blocks (free ones and
-the shared prefix's chain), and the decoding requests kept as counts by block bucket and by
-where their context is against the window, so that a step's reads and frees are sums, not
-loops."""
+"""The scheduler's bookkeeping: groups of requests, the pool of blocks and the decoding requests
+as counts, so that a step's reads and frees are sums, not loops."""
 
 from __future__ import annotations
 
