@@ -50,19 +50,16 @@ ACTIVATION_BYTES = 2  # the all-reduced activations are 16-bit
 #    before any fit: no publication, harness or run shared with the training part, one GPU the
 #    training part never sees (MI300X), and every judged metric class present -----------------
 HELD_BACK = ("sglang-h200-datacrunch.yaml", "vllm-rocm-mi300x.yaml", "llamacpp-pr4766-rtx4090.yaml")
-# A second held-back set: sources added on 2026-12-01, after the fit, never fitted (TRAINING
-# excludes them too) and never seen before that day; each file's header states the rule that
-# chose its runs, written before any prediction. ERROR_BAND is measured on both sets.
+# A second held-back set: sources added on 2026-12-01, after the fit, never fitted; each file's
+# header states the rule that chose its runs, written before any prediction.
 HELD_BACK_LATER = (
     "trtllm-bench-h100x8-llama31-70b-fp8.yaml",
     "jan-trtllm-llamacpp-rtx.yaml",
     "zhjunqin-rtx3090-llama3-8b-engines.yaml",
     "vllm-pr2542-mixtral-h100-tp8.yaml",
 )
-# A third held-back set: sources collected on 2026-12-02 by helpers told not to run any kvcalc
-# prediction, each file's selection rule in its header, committed (5ce17c2) before the model
-# below, frozen, was first run on them. The first two sets had been looked at while mechanisms
-# were added (docs/calibration.md), so this is the one clean measurement of the frozen model.
+# A third, fresh set: collected on 2026-12-02 by helpers who ran no prediction, committed
+# (5ce17c2) before the frozen model first ran on them: its one clean measurement.
 HELD_BACK_FRESH = (
     "mlc-llm-perf-bench-llama2.yaml",
     "vllm-pr6883-zmq-frontend-h100.yaml",

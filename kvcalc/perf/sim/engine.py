@@ -94,16 +94,14 @@ class Setup(PoolSize, StepWork, EngineCosts):
     # only steps of fewer tokens dequantise in the GEMM (0: every step); larger ones dequantise
     # the weights once and run the 16-bit GEMM at ``mfu`` (vLLM's AWQ from 0.3: 256)
     dequant_below: int = 0
-    # The scheduling policy (kvcalc.perf.sim.scheduler): True, decodes first and prefill chunks
-    # in what is left of the token budget (vLLM V1; V0 with --enable-chunked-prefill); False,
-    # vLLM V0's default scheduler (Scheduler._schedule_default): whole prompts in a step of
-    # their own while any can be admitted, the decodes waiting (``watermark_blocks`` free).
+    # The scheduling policy: True, decodes first and prefill chunks in what is left of the token
+    # budget (vLLM V1; V0 with --enable-chunked-prefill); False, vLLM V0's default scheduler
+    # (Scheduler._schedule_default: whole prompts in steps of their own, the decodes waiting).
     chunked_prefill: bool = True
-    # Attention data parallelism (``dp`` ranks, each ``tp`` GPUs holding the attention weights
-    # and the caches of its own requests) and expert parallelism (``ep``: whole experts per
-    # GPU, tokens exchanged with an all-to-all before and after each MoE layer). The pool,
-    # the caps and the token budget are the whole engine's (dp ranks); the step's per-GPU
-    # work is one rank's share, the batch spread evenly over the ranks.
+    # Attention data parallelism (``dp`` ranks of ``tp`` GPUs, each with its own requests'
+    # caches) and expert parallelism (``ep``: whole experts per GPU, tokens exchanged all-to-all
+    # around each MoE layer). The pool and caps are the whole engine's; a step's work per GPU
+    # one rank's share, the batch spread evenly over the ranks.
     dp: int = 1
     ep: int = 1
 
@@ -189,10 +187,8 @@ class Setup(PoolSize, StepWork, EngineCosts):
 
     def clock(self, tokens: int, scheduled: int = 0) -> Callable[..., float]:
         """``step_seconds`` for steps of ``tokens`` new tokens and ``scheduled`` requests reading
-        their states, as a function of the rest (read_tokens, pairs, slide_read, slide_pairs,
-        decode_pairs): what depends on the token count alone (the weights read, the linear
-        FLOPs, the fixed costs) is worked out once, so a run of decode-only steps of one batch
-        costs one call a step. The same sums in the same order, so the same floats."""
+        their states, as a function of the rest: what depends on the token count alone is worked
+        out once. The same sums in the same order, so the same floats."""
         linear = self.linear_flops_per_token * tokens
         if self.dequant_mfu and (not self.dequant_below or tokens < self.dequant_below):
             linear = linear * self.mfu / self.dequant_mfu  # at their own share of the peak
@@ -223,15 +219,11 @@ class Setup(PoolSize, StepWork, EngineCosts):
 
 @dataclass(frozen=True, kw_only=True)
 class Speed:
-    """How the simulator times a step: the GPU's figures (``of`` takes a GPU's own) and the
-    step model applied to them (kvcalc.perf.calibration: the ideal bound, the calibrated
-    estimate or a user's own coefficients; None: the peaks at MFU 0.5, nothing added).
-
-    ``tp_link_gbs`` is the GPU's link for the all-reduces (GB/s one way);
-    ``attention_peak_tflops`` attention's peak where it is not the GEMMs' (an engine profile
-    only). ``dequant_gemm``: the weights are 4-bit group-quantised and each linear layer's GEMM
-    dequantises them, at the step model's ``dequant_mfu`` of the peak, in steps of fewer than
-    this many tokens (0: every step; the others run the 16-bit GEMM); None: no such GEMM."""
+    """How the simulator times a step: the GPU's figures (``of`` takes a GPU's own: its link
+    for the all-reduces, GB/s one way) and the step model applied to them (None: the peaks at
+    MFU 0.5, nothing added); attention's peak where it is not the GEMMs' (an engine profile
+    only). ``dequant_gemm``: each linear layer's GEMM dequantises 4-bit weights, at the step
+    model's ``dequant_mfu``, in steps of fewer than this many tokens (0: every step)."""
 
     bandwidth_gbs: float
     peak_tflops: float

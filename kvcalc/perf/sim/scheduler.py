@@ -114,9 +114,8 @@ class Scheduler:
         self.seq = self.step = self.in_system = self.done = 0
         self.t = 0.0
         self._new_step()
-        # without chunked prefill: prefill-only steps, the groups whose first token came at
-        # the end of one since the last decode step (end time, groups), whether one ran since,
-        # and the end of the last decode step (a decoding request's previous token)
+        # without chunked prefill: prefill-only steps, the groups whose first token came since
+        # the last decode step (end time, groups), whether one ran since, that step's end
         self.extra_steps = 0
         self.joined: list[tuple[float, list[Group]]] = []
         self.since_decode = False
@@ -565,10 +564,8 @@ class Scheduler:
     # -- decode-only stretches ---------------------------------------------------------------
 
     def decode_stretch(self) -> None:
-        """Decode-only steps up to the next finish or arrival: the work of ``decode``,
-        ``clock`` and ``account`` with nothing to admit, schedule or free, done lean (the
-        step's counts in locals). It stops early when a step's new blocks are not free, and
-        leaves that step, and any eviction or preemption, to the full step."""
+        """Decode-only steps up to the next finish or arrival, done lean (the step's counts in
+        locals); a step whose new blocks are not free is left to the full step."""
         dec, pool, tally = self.dec, self.pool, self.tally
         while self.fin_heap and self.fin_heap[0] not in self.finish_at:
             heapq.heappop(self.fin_heap)

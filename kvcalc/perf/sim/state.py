@@ -12,10 +12,8 @@ from .engine import Setup
 @dataclass(slots=True, eq=False)  # eq=False: a group is a key by identity
 class Group:
     """Requests in one state, ``ids`` in admission order (the newest last): one request, or in a
-    grouped run (``kvcalc.perf.sim.scheduler.groups_apply``) alike requests that arrived, were
-    admitted and took the same chunks together. The scheduler's counts are a group's times
-    ``n``; ``held`` (blocks of the shared prefix), which a grouped run never has, is one
-    request's."""
+    grouped run (``groups_apply``) alike requests that moved together; the scheduler's counts are
+    a group's times ``n`` (``held``, never in a grouped run, is one request's)."""
 
     ids: list[int]
     arrival: float
@@ -119,11 +117,7 @@ class Pool:
         if r.shared > self.chain_len and r.held == self.chain_len:
             full = min(r.computed // bs, r.shared)
             if full > self.chain_len:
-                for k in range(self.chain_len, full):
-                    if k < len(self.chain_ref):
-                        self.chain_ref[k] = 1
-                    else:
-                        self.chain_ref.append(1)
+                self.chain_ref[self.chain_len : full] = [1] * (full - self.chain_len)
                 self.chain_len = full
                 r.held = full
                 self.chain_hot = max(self.chain_hot, full)
