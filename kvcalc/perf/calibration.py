@@ -313,9 +313,8 @@ def estimate_step(
     link_gbs: float | None = None,
 ) -> Estimate:
     """A decode step under ``model`` from its ideal bound ``ideal`` (``roofline.step_time`` at
-    the GPU's full bandwidth, with its peaks so that the compute time is known): the reads at
-    the achieved share, the GEMMs at the MFU, whichever is longer, plus the step's fixed
-    overhead and (``model.allreduce``, tp > 1) its all-reduces."""
+    the GPU's full bandwidth, with its peaks): max(the reads at the achieved share, the GEMMs at
+    the MFU) plus the step's fixed overhead and its all-reduces."""
     memory = ideal.memory_time_s / model.bw_share
     if model.kv_bw_share is not None:  # an engine profile: the KV reads at their own share
         total = ideal.weight_read_bytes + ideal.kv_read_bytes + ideal.state_read_bytes
@@ -351,9 +350,8 @@ def estimate_ttft(
 ) -> Estimate:
     """One request's time to first token on an idle engine under ``model``, from the ideal
     prefill ``ideal`` (``roofline.prefill`` at MFU 1 and full bandwidth, with the weights'
-    bytes for its floor): the FLOPs at the MFU or one read of the weights at the achieved
-    share, whichever is longer, plus one step's overhead, the prompt's all-reduces and (for a
-    ``served`` request, through an HTTP stack) the API overhead."""
+    bytes): max(the FLOPs at the MFU, one read of the weights at the achieved share) plus one
+    step's overhead, the prompt's all-reduces and (``served``) the API overhead."""
     compute = ideal.compute_time_s * ideal.mfu / model.mfu
     memory = ideal.memory_time_s / model.bw_share
     ar = (

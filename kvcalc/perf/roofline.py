@@ -57,9 +57,8 @@ def decode_span(context: int, queries: int = 1) -> tuple[int, int]:
 
 def attention_flops(spec: ModelSpec, start: int, end: int, *, decode: bool, tp: int = 1) -> float:
     """Attention FLOPs of one sequence's tokens at positions start + 1 .. end, over every layer,
-    per GPU at tensor parallel ``tp`` (the query heads are split). ``decode`` says which way an
-    engine computes them: prefill (a prompt, or a chunk of one) or a decode step; only MLA
-    differs (absorbed at decode). The one count every page and the simulator use."""
+    per GPU at tensor parallel ``tp``, computed as prefill does or as a decode step does
+    (``decode``; only MLA differs, absorbed at decode)."""
     return sum(lay.attention_flops(start, end, decode) for lay in spec.layers) / tp
 
 
@@ -211,13 +210,10 @@ def prefill(
     bandwidth_gbs: float | None = None,
     attention_tflops: float | None = None,
 ) -> Prefill:
-    """Time to first token of one request on an idle GPU. A forward pass reads every weight it
-    uses at least once, so with ``weight_read_bytes`` (whole model) and ``bandwidth_gbs`` the
-    time is max(FLOPs / (peak x MFU), weight bytes / bandwidth): a short prompt is never faster
-    than reading the weights, which is what a decode step costs too.
-
-    ``peak_tflops`` is the GEMMs' dense peak (the weights' format); ``attention_tflops`` the
-    attention's (the cache's format), ``peak_tflops`` when not given. Both at the same MFU."""
+    """Time to first token of one request on an idle GPU: max(FLOPs / (peak x MFU), weight bytes
+    / bandwidth) with ``weight_read_bytes`` (whole model) and ``bandwidth_gbs`` (a forward pass
+    reads every weight it uses), else the FLOPs alone. ``peak_tflops`` is the GEMMs' dense peak,
+    ``attention_tflops`` attention's (``peak_tflops`` when not given), both at the same MFU."""
     p = check_int("prompt tokens", prompt_tokens, 1, MAX_CONTEXT)
     peak_tflops = check_float("peak TFLOPS", peak_tflops, 0.0, 1e6, lo_open=True)
     attention_tflops = (
@@ -294,9 +290,7 @@ def offload_vs_recompute(
     fixed_s: float = 0.0,
 ) -> Offload:
     """Is reloading a cached prefix over a link (PCIe, NVLink-C2C) faster than recomputing it?
-
-    ``fixed_s`` is a fixed cost per reload (finding the blocks, issuing and waiting for the
-    copy), zero by default: bandwidth alone."""
+    ``fixed_s``: a fixed cost per reload (finding the blocks, issuing and waiting for the copy)."""
     link_gbs = check_float("link bandwidth (GB/s)", link_gbs, 0.0, 1e6, lo_open=True)
     fixed_s = check_float("fixed reload cost (s)", fixed_s, 0.0, 3600.0)
     dtype = get_dtype(kv_dtype, KV_DTYPES)

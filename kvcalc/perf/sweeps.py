@@ -62,8 +62,7 @@ def batch_curve(dep: Deployment, batches: list[int], **step_kwargs) -> dict:
 
 def max_batch_at(pool: Deployment, context: int) -> int:
     """How many sequences of ``context`` tokens the KV pool of ``pool`` holds at once: vLLM's
-    maximum concurrency rounded down (a fraction of a sequence does not run). 0 when not even
-    one fits."""
+    maximum concurrency rounded down (a fraction of a sequence does not run)."""
     b = budget(pool, context, find_max_context=False)
     return max(int(math.floor(b.max_concurrency)), 0)
 

@@ -149,8 +149,7 @@ class Setup(PoolSize, StepWork, EngineCosts):
 
     def blocks_held(self, allocated: int, skipped: int = 0) -> int:
         """Blocks a request holds with ``allocated`` tokens given slots and ``skipped`` blocks
-        of each sliding group freed: cdiv(allocated, block) in every token group, less the
-        freed ones, plus its states."""
+        of each sliding group freed."""
         if not allocated:
             return 0
         n = cdiv(allocated, self.block_size)

@@ -156,9 +156,8 @@ def _groups(dep: Deployment, b: Budget, max_model_len: int, mnbt: int) -> tuple[
 
 
 def _batching(dep: Deployment, b: Budget, max_model_len: int) -> tuple[str, int, int]:
-    """(vLLM version, max_num_seqs, max_num_batched_tokens) of budget ``b``: the batching
-    limits (vLLM's default for the GPU unless given; without chunked prefill V0's,
-    max(max_model_len, 2,048)). ValueError when the limits contradict each other."""
+    """(vLLM version, max_num_seqs, max_num_batched_tokens) of budget ``b`` (vLLM's default for
+    the GPU unless given; without chunked prefill V0's); ValueError when they contradict."""
     version, mns = b.vllm_version, b.max_num_seqs
     if version is None or mns is None:  # a vLLM budget states both
         raise RuntimeError(f"the vLLM budget of {dep.spec.name} has no version or max_num_seqs")
@@ -169,10 +168,6 @@ def _batching(dep: Deployment, b: Budget, max_model_len: int) -> tuple[str, int,
         mnbt = _vllm.default_max_num_batched_tokens(version, dep.total_bytes, dep.gpu_name)
     else:
         mnbt = max(max_model_len, V0_MIN_BATCHED_TOKENS)
-    return version, mns, mnbt
-
-
-def _checked_batching(mnbt: int, mns: int, max_model_len: int, chunked_prefill: bool) -> int:
     mnbt = check_int("max_num_batched_tokens", mnbt, 1, 10**7)
     if not chunked_prefill and mnbt < max_model_len:
         raise ValueError(
@@ -186,7 +181,7 @@ def _checked_batching(mnbt: int, mns: int, max_model_len: int, chunked_prefill: 
             f"max_num_batched_tokens ({mnbt:,}) must be at least max_num_seqs "
             f"({mns:,}), as vLLM requires"
         )
-    return mnbt
+    return version, mns, mnbt
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -245,8 +240,6 @@ def size_pool(
     bs = b.effective_block_size or b.block_size
     version, mns, mnbt = _batching(dep, b, max_model_len)
     full_groups, slide_groups, state_blocks = _groups(dep, b, max_model_len, mnbt)
-    chunked_prefill = dep.engine.enable_chunked_prefill
-    mnbt = _checked_batching(mnbt, mns, max_model_len, chunked_prefill)
     notes = _notes(b, dep.reserve_bytes, kv_pool_bytes, slide_groups, windows, state_blocks)
     return PoolSize(
         num_blocks=b.num_blocks - _vllm.fact(_vllm.Facts.null_block, version),
@@ -264,7 +257,9 @@ def size_pool(
         logged_concurrency=b.max_concurrency,
         logged_blocks_per_request=b.blocks_per_request,
         pool_blocks=b.num_blocks,
-        watermark_blocks=0 if chunked_prefill else int(V0_WATERMARK * b.num_blocks),
+        watermark_blocks=0
+        if dep.engine.enable_chunked_prefill
+        else int(V0_WATERMARK * b.num_blocks),
     )
 
 

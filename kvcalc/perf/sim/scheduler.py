@@ -271,9 +271,8 @@ class Scheduler:
         self.budget_left -= dec.n
 
     def prefill_chunks(self, j: int) -> None:
-        """3. Running requests still in prefill take chunks of their prompt from what is left of
-        the token budget, in admission order, preempting the newest for blocks; a group whose
-        requests get different chunks is split there."""
+        """3. Requests in prefill take chunks of what is left of the token budget, preempting
+        the newest for blocks; a group whose requests get different chunks is split there."""
         s, pool, bs, gt = self.s, self.pool, self.bs, self.gt
         for g in list(self.prefilling):
             if self.budget_left <= 0:
@@ -528,8 +527,7 @@ class Scheduler:
 
     def _end_prefills(self, j: int, t_end: float, finished: list[Group]) -> list[Group]:
         """This step's chunks: shared-prefix blocks become cached; a completed prefill gives its
-        token and decodes from the next step (or finishes, with one output token). Returns the
-        groups that start decoding."""
+        token and decodes from the next step (or finishes). Returns the groups that decode."""
         s, pool, bs = self.s, self.pool, self.bs
         started: list[Group] = []
         for g, _ in self.chunks:
