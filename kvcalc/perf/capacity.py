@@ -162,11 +162,10 @@ def running_capacity(
             hi = cap
         else:
             lo = cap
+    sustained = sustained_users = None
     if hi is not None:
         hi = first_true(lambda n: pool_bound(run(n)), lo, hi)
         lo = hi - 1
-    sustained = sustained_users = None
-    if hi is not None:
         top = max(u for u, r in runs.items() if pool_bound(r))
         if top < 2 * hi and 2 * hi <= cap:
             top = 2 * hi  # well past the onset, where the pool holds the batch

@@ -200,10 +200,7 @@ def decode_step(
     wb = math.ceil(w.read_per_step(spec, b * q) / tp)
     start, end = decode_span(c, q)
     attn = b * attention_flops(spec, start, end, decode=True, tp=tp)
-    kv = b * (
-        sum(lay.read_bytes(c + q - 1, dtype) for lay in layers)
-        + sum(lay.state_bytes(sdtype) for lay in layers)
-    )
+    kv = b * sum(lay.read_bytes(c + q - 1, dtype) + lay.state_bytes(sdtype) for lay in layers)
     tag = f"b={b:,}" + (f", {q} query tokens" if q > 1 else "")
 
     def part(what: str, flops: float, nbytes: int, roof: str, read: str) -> Point:

@@ -154,11 +154,9 @@ def step_time(
             else check_float("attention peak TFLOPS", attention_tflops, 0.0, 1e6, lo_open=True)
         )
         start, end = decode_span(context)
-        compute = 2 * batch * spec.active_params / tp / (
-            peak_tflops * 1e12
-        ) + batch * attention_flops(spec, start, end, decode=True, tp=tp) / (
-            attention_tflops * 1e12
-        )
+        linear = 2 * batch * spec.active_params / tp
+        attn = batch * attention_flops(spec, start, end, decode=True, tp=tp)
+        compute = linear / (peak_tflops * 1e12) + attn / (attention_tflops * 1e12)
         if compute > t:
             bound = "compute"
     return StepTime(

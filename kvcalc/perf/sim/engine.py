@@ -310,14 +310,8 @@ def step_work(dep: Deployment, layers: list[Layer], wbytes: int, mnbt: int) -> S
     # One pair's FLOPs in each phase (roofline.attention_flops per layer: MLA absorbed at
     # decode), the sliding layers apart: they read and attend at most a window.
     def pair_flops(sliding: bool, decode: bool) -> float:
-        return (
-            sum(
-                lay.attention_flops(0, 1, decode)
-                for lay in spec.layers
-                if (lay.kind == "sliding") == sliding
-            )
-            / tp
-        )
+        kind = [lay for lay in spec.layers if (lay.kind == "sliding") == sliding]
+        return sum(lay.attention_flops(0, 1, decode) for lay in kind) / tp
 
     slide_pt = sum(lay.read_bytes(1, dtype, scales) for lay in layers if lay.kind == "sliding")
     work = StepWork(

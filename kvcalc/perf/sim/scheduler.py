@@ -2,9 +2,10 @@
 time, in vLLM's order: ``arrive``, ``decode`` (``preempt`` when no block is free),
 ``prefill_chunks``, ``admit``, ``clock`` (``Setup.step_seconds``, the one clock), ``finish``;
 decode-only stretches run lean (``decode_stretch``), alike requests as one ``Group``
-(``groups_apply``). Without chunked prefill a step follows vLLM V0's default scheduler
-(``prefill_first_step``; vllm/core/scheduler.py, ``Scheduler._schedule_default``,
-vllm-project/vllm@0054e1fa). The rules and their sources: docs/simulator.md.
+(``groups_apply``): one set of rules either way, so the module is longer than the 600 lines.
+Without chunked prefill a step follows vLLM V0's default scheduler (``prefill_first_step``;
+vllm/core/scheduler.py, ``Scheduler._schedule_default``, vllm-project/vllm@0054e1fa). The rules
+and their sources: docs/simulator.md.
 """
 
 from __future__ import annotations
