@@ -255,9 +255,8 @@ BAND_NAMES = {
 
 def error_band_text(metric: str | tuple[str, ...] | None = None) -> str:
     """How far the calibrated estimate was from held-back published measurements, for a metric
-    class (or several, or every class the band was measured on): "time per output token: within
-    ±X% of the measured value on half of N held-back published measurements, Yx off at
-    worst" (a run that publishes a median and a mean of a metric counts twice)."""
+    class (or several, or every class; a run that publishes a median and a mean of a metric
+    counts twice)."""
     if not ERROR_BAND:
         return "not yet measured"
     if metric is None:
@@ -321,12 +320,8 @@ def estimate_step(
         if total:
             kv = ideal.memory_time_s * ideal.kv_read_bytes / total
             memory = (ideal.memory_time_s - kv) / model.bw_share + kv / model.kv_bw_share
-    compute = (ideal.compute_time_s or 0.0) / model.mfu
-    ar = (
-        allreduce_seconds(spec, ideal.batch, tp, link_gbs, model.allreduce_latency_s)
-        if model.allreduce
-        else 0.0
-    )
+    compute, latency = (ideal.compute_time_s or 0.0) / model.mfu, model.allreduce_latency_s
+    ar = allreduce_seconds(spec, ideal.batch, tp, link_gbs, latency) if model.allreduce else 0.0
     return Estimate(
         model=model.name,
         time_s=max(memory, compute) + model.step_overhead_s + ar,
@@ -353,12 +348,9 @@ def estimate_ttft(
     bytes): max(the FLOPs at the MFU, one read of the weights at the achieved share) plus one
     step's overhead, the prompt's all-reduces and (``served``) the API overhead."""
     compute = ideal.compute_time_s * ideal.mfu / model.mfu
-    memory = ideal.memory_time_s / model.bw_share
-    ar = (
-        allreduce_seconds(spec, ideal.prompt_tokens, tp, link_gbs, model.allreduce_latency_s)
-        if model.allreduce
-        else 0.0
-    )
+    memory, latency = ideal.memory_time_s / model.bw_share, model.allreduce_latency_s
+    prompt = ideal.prompt_tokens
+    ar = allreduce_seconds(spec, prompt, tp, link_gbs, latency) if model.allreduce else 0.0
     api = model.api_overhead_s if served else 0.0
     return Estimate(
         model=model.name,

@@ -206,9 +206,8 @@ def running_capacity(
 def frontier_users(
     cap: RunningCapacity, base: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 ) -> tuple[int, ...]:
-    """User counts for a frontier: powers of two, and densely around where the pool starts to
-    bind (the last free run, the onset, and 5-25% on either side). Past 4 x the
-    onset the batch no longer grows: powers of two stop there (at 64 users at the least)."""
+    """User counts for a frontier: powers of two up to 4 x the onset (at least 64: past it the
+    batch no longer grows), and densely around the onset (the last free run, -20% to +50%)."""
     onset = cap.onset_users
     top = base[-1] if not onset else min(base[-1], max(64, 4 * onset))
     users = {u for u in base if u <= top}

@@ -8,7 +8,7 @@ each case: docs/formulas.md#arithmetic-intensity.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..cache.deployment import CacheFormat, Deployment
 from ..cache.weight_bytes import Weights
@@ -262,9 +262,7 @@ def decode_point(
     )  # no time needed here
     dep = Deployment(spec=spec, weights=w, tp=tp, cache=CacheFormat(kv_dtype=kv_dtype))
     s = decode_step(dep, one, batch=batch, context=context, queries=queries)
-    return Point(
-        label=s.whole.label, flops=s.whole.flops, bytes=s.whole.bytes, formula=s.whole.formula
-    )
+    return replace(s.whole, time_s=None)
 
 
 def gqa_heads(q_heads: int, kv_heads: int | None) -> int | None:

@@ -113,10 +113,9 @@ def step_time(
     """One decode step of ``batch`` sequences that each hold ``context`` tokens, on ``dep``
     (its model, weights, cache format, tp and pp) at ``bandwidth_gbs`` (its GPU's when None).
 
-    ``peak_tflops`` is the GEMMs' dense peak (the weights' format), ``attention_tflops`` the
-    attention's (the cache's format; ``peak_tflops`` when not given): the compute time, which
-    only says whether the step is compute bound, is the GEMM FLOPs over the one plus the
-    attention FLOPs (absorbed for MLA) over the other; None: no compute time.
+    ``peak_tflops`` is the GEMMs' dense peak, ``attention_tflops`` attention's (``peak_tflops``
+    when not given): the compute time, which only says whether the step is compute bound, is
+    the FLOPs of each over its peak; None: no compute time.
 
     Weights given as one number (``dep.weights_bytes``, whole model) are read whole each step.
     ``find_crossover=False`` skips the crossover search (crossover_context None)."""

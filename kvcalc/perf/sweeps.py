@@ -68,9 +68,8 @@ def max_batch_at(pool: Deployment, context: int) -> int:
 
 
 def max_context_at(pool: Deployment, batch: int) -> int:
-    """The longest context (tokens per sequence, at most the model's limit) at which ``batch``
-    sequences fit in the KV pool of ``pool`` together; 0 when not even one token each fits. A
-    binary search over :func:`max_batch_at`, which never grows with context."""
+    """The longest context (at most the model's limit) at which ``batch`` sequences fit in the
+    KV pool of ``pool`` together (0: not one token each), by bisecting ``max_batch_at``."""
     batch = check_int("batch", batch, 1, 10**7)
     hi = pool.spec.max_context
 

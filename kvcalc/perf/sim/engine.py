@@ -52,11 +52,9 @@ class StepWork:
 
 @dataclass(frozen=True, kw_only=True)
 class EngineCosts:
-    """What a real engine adds to each step (kvcalc.perf.calibration; all zero for the ideal
-    bound and without a step model): a fixed cost per step, tensor parallelism's all-reduces
-    (``allreduces`` per step, each a latency plus 2 (tp - 1) / tp x tokens x
-    ``allreduce_bytes_per_token`` over ``tp_link_gbs``), expert parallelism's all-to-alls, and a
-    serving stack's time before the engine sees a request (added to its TTFT and E2EL)."""
+    """What a real engine adds to each step (all zero for the ideal bound and without a step
+    model): a fixed cost, tensor parallelism's all-reduces and expert parallelism's all-to-alls
+    (``fixed_seconds``), a serving stack's time before the engine sees a request."""
 
     step_overhead_s: float = 0.0
     allreduces: int = 0

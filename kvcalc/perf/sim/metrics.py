@@ -3,9 +3,7 @@ TTFT = first token - arrival; TPOT = (last token - first token) / (output tokens
 with more than one output token; ITL = every gap between two successive tokens of a request;
 E2EL = last token - arrival; output tokens/s = all output tokens / (last finish - first arrival);
 percentiles with linear interpolation (numpy's default). Tokens/s per user = 1 / median TPOT.
-
-``Tally`` is what the scheduler counts as it runs (time integrals, the peak batch and what held
-it, the ITL gaps); ``summarize`` turns it and the requests into a ``SimResult``."""
+``summarize`` makes the ``SimResult`` of a run from its requests and its ``Tally``."""
 
 from __future__ import annotations
 
