@@ -50,14 +50,9 @@ class BenchRow:
     latency_s: float | None = None  # a batch's end-to-end time
 
     def measured(self) -> dict[str, float]:
-        out = {}
-        if self.ttft_ms:
-            out["TTFT"] = self.ttft_ms / 1e3
-        if self.tpot_ms:
-            out["TPOT"] = self.tpot_ms / 1e3
-        if self.latency_s:
-            out["latency"] = self.latency_s
-        return out
+        ms = {"TTFT": self.ttft_ms, "TPOT": self.tpot_ms}
+        out = {q: v / 1e3 for q, v in ms.items() if v}
+        return out | ({"latency": self.latency_s} if self.latency_s else {})
 
     def describe(self) -> str:
         load = (
@@ -101,15 +96,8 @@ def _from_csv(text: str) -> list[BenchRow]:
         tpot = _pos_float(r.get("silicon_tpot_ms"), f"{where} silicon_tpot_ms")
         if ttft is None and tpot is None:
             raise ValueError(f"{where}: no silicon_ttft_ms or silicon_tpot_ms")
-        rows.append(
-            BenchRow(
-                isl=_pos_int(r.get("isl"), f"{where} isl"),
-                osl=_pos_int(r.get("osl"), f"{where} osl"),
-                users=_pos_int(r.get("batch_size"), f"{where} batch_size"),
-                ttft_ms=ttft,
-                tpot_ms=tpot,
-            )
-        )
+        isl, osl, users = (_pos_int(r.get(k), f"{where} {k}") for k in ("isl", "osl", "batch_size"))
+        rows.append(BenchRow(isl=isl, osl=osl, users=users, ttft_ms=ttft, tpot_ms=tpot))
     return rows
 
 
@@ -155,13 +143,9 @@ def _from_latency_text(text: str) -> list[BenchRow]:
                 "Namespace(...) line)"
             )
         found[k] = int(a.group(1))
+    isl, osl, batch = (_pos_int(found[k], k) for k in _LATENCY_ARGS)
     return [
-        BenchRow(
-            isl=_pos_int(found["input_len"], "input_len"),
-            osl=_pos_int(found["output_len"], "output_len"),
-            batch=_pos_int(found["batch_size"], "batch_size"),
-            latency_s=_pos_float(m.group(1), "Avg latency"),
-        )
+        BenchRow(isl=isl, osl=osl, batch=batch, latency_s=_pos_float(m.group(1), "Avg latency"))
     ]
 
 

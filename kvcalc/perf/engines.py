@@ -9,7 +9,7 @@ What is physics (experts touched, MLA's absorbed decode, a format's peak) is not
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .calibration import StepModel
@@ -17,17 +17,22 @@ from .calibration import StepModel
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 _ALIASES = {"tensorrt-llm": "trtllm", "tensorrt_llm": "trtllm", "trt-llm": "trtllm"}
 
-# The coefficients a profile fits, as StepModel names them, in the fit's order.
-COEFFICIENTS = (
-    "bw_share",
-    "kv_bw_share",
-    "step_overhead_s",
-    "mfu",
-    "attn_mfu",
-    "allreduce_latency_s",
-    "ep_latency_s",
-    "api_overhead_s",
-)
+
+@dataclass(frozen=True, kw_only=True)
+class Coefficients:
+    """The coefficients a profile fits, as StepModel names them, in the fit's order."""
+
+    bw_share: float
+    kv_bw_share: float
+    step_overhead_s: float
+    mfu: float
+    attn_mfu: float
+    allreduce_latency_s: float
+    ep_latency_s: float
+    api_overhead_s: float
+
+
+COEFFICIENTS = tuple(f.name for f in fields(Coefficients))
 
 # Builds named by a tag, not a release: the release they were cut from (the image's date).
 # lmsysorg/sglang:glm5-hopper, measured 2026-03-19 in AIC's sample: SGLang's 0.5.9 line.
@@ -64,19 +69,11 @@ def parse_engine(text: str) -> tuple[str, str | None]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class EngineProfile:
+class EngineProfile(Coefficients):
     """One engine's version family: its fitted coefficients and its batching defaults."""
 
     engine: str  # vllm, sglang, trtllm
     version: str  # the family's fitted release, e.g. 0.18.0
-    bw_share: float
-    kv_bw_share: float
-    step_overhead_s: float
-    mfu: float
-    attn_mfu: float
-    allreduce_latency_s: float
-    ep_latency_s: float
-    api_overhead_s: float
     # the scheduler's defaults (sources in SCHEDULER_SOURCES)
     max_num_batched_tokens: int
     max_num_seqs: int
