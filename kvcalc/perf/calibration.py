@@ -99,8 +99,7 @@ class StepModel:
     # (``simulate --dequant-gemm``); None: the MFU, as for any other matrix multiply
     dequant_mfu: float | None = None
     # Engine profiles (kvcalc.perf.engines, issue 41) time three more things apart; None / 0:
-    # as the pooled estimate does (the KV reads at ``bw_share``, attention at ``mfu``, no
-    # expert-parallel exchange).
+    # as the pooled estimate does (KV reads at ``bw_share``, attention at ``mfu``, no exchange).
     kv_bw_share: float | None = None  # share of the bandwidth a decode's paged KV reads reach
     attn_mfu: float | None = None  # share of the attention peak prefill's attention reaches
     ep_latency_s: float = 0.0  # one expert-parallel dispatch or combine (all-to-all), seconds
@@ -191,9 +190,8 @@ def step_model(
     dequant_mfu: float | None = None,
 ) -> StepModel:
     """The calibrated estimate (or, with ``ideal``, the ideal bound) with any coefficient the
-    user gave in place of its fitted value; named "your step model" when one differs.
-    ``stack`` (a key of API_OVERHEAD_BY_STACK) takes that serving stack's fitted API overhead
-    in place of the pooled one."""
+    user gave in place of its fitted value ("your step model" when one differs); ``stack`` takes
+    that serving stack's API overhead (API_OVERHEAD_BY_STACK) in place of the pooled one."""
     base = IDEAL if ideal else CALIBRATED
     if stack is not None:
         if stack not in API_OVERHEAD_BY_STACK:

@@ -106,10 +106,10 @@ def running_capacity(
     prefix_share: float = 0.0,
     max_steps: int = MAX_CAPACITY_STEPS,
 ) -> RunningCapacity:
-    """vLLM's logged worst case, what one request holds at its longest, and the simulator's
-    onset and sustained batch for a closed loop of users sending ``prompt`` + ``output`` tokens
-    on ``s``. ``users_cap`` (default: twice what memory could ever hold, at most 5,000) bounds
-    the search; ValueError when the runs would take more than ``max_steps`` engine steps."""
+    """vLLM's logged worst case, one request's blocks at its longest, and the simulator's onset
+    and sustained batch for closed loops of users sending ``prompt`` + ``output`` tokens on ``s``
+    up to ``users_cap`` (default: twice what memory holds, at most 5,000; ValueError past
+    ``max_steps`` engine steps)."""
     p = prompt if isinstance(prompt, Dist) else fixed(prompt, "prompt tokens")
     o = output if isinstance(output, Dist) else fixed(output, "output tokens")
     longest = p.hi + o.hi

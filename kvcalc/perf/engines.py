@@ -206,8 +206,7 @@ def band_text(profile: EngineProfile, quantity: str) -> str | None:
 
 def engine_band_text(profile: EngineProfile, calibration=None) -> str:
     """The band a result of ``profile`` carries: the user's own residual where it was calibrated
-    from their benchmark, else the leave-one-model-out band of its engine, named with the
-    engine and version."""
+    from their benchmark, else the leave-one-model-out band of its engine."""
     if calibration is not None:
         return calibration.band_text()
     parts = [t for q in ("TTFT", "TPOT") if (t := band_text(profile, q))]

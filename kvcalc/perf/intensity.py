@@ -267,9 +267,8 @@ def decode_point(
 
 def gqa_heads(q_heads: int, kv_heads: int | None) -> int | None:
     """The KV heads of the grouped-query variant the page compares: the model's own when it is
-    grouped (1 < kv_heads < q_heads), else the most KV heads, at most 8, that divide the query
-    heads into equal groups (12 heads: 6 KV heads of 2); None when no such number exists (a
-    prime head count such as Falcon-7B's 71)."""
+    grouped (1 < kv_heads < q_heads), else the most, at most 8, that divide the query heads
+    evenly (12 heads: 6); None when none does (a prime head count such as Falcon-7B's 71)."""
     if kv_heads and 1 < kv_heads < q_heads:
         return kv_heads
     fits = [d for d in range(2, min(q_heads, 9)) if q_heads % d == 0]
@@ -288,8 +287,7 @@ def attention_points(
     """Attention alone for one sequence's decode step at ``context`` (``queries`` query tokens),
     in one layer shaped like the model's first attention layer (h query heads of d_k, d_v):
     MHA, GQA (``gqa_heads``; left out when h has no divisor to group by), MQA, and MLA absorbed
-    with a latent of ``rank`` + ``rope`` (DeepSeek-V3's 512 + 64). Each point is labelled by
-    what it is ("attention GQA, 4 KV heads")."""
+    with a latent of ``rank`` + ``rope`` (DeepSeek-V3's 512 + 64), each labelled by what it is."""
     c = check_int("context", context, 1, 10**9)
     q = check_int("query tokens per step", queries, 1, 1024)
     dtype = get_dtype(kv_dtype, KV_DTYPES)

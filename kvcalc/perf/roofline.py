@@ -48,9 +48,8 @@ class StepTime:
 
 def decode_span(context: int, queries: int = 1) -> tuple[int, int]:
     """The positions a decode step computes, as (start, end) for ``attention_flops``: the
-    ``queries`` new tokens of a sequence whose first new token is its ``context``-th (it attends
-    to ``context`` tokens, its own included). More than one query token per step is
-    speculative decoding or multi-token prediction verifying its drafts."""
+    ``queries`` new tokens (more than one: speculative decoding or multi-token prediction) of a
+    sequence whose first new token is its ``context``-th (attending to ``context`` tokens)."""
     start = max(context - 1, 0)
     return start, start + queries
 

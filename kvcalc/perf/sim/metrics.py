@@ -19,26 +19,12 @@ from .engine import Setup
 BINDING_LIMITS = ("kv_pool", "max_num_seqs", "max_num_batched_tokens", "arrivals")
 # ``simulate --json``: the first keys as vLLM's benchmark names its metrics (in seconds), then
 # the simulator's own.
-CLI_KEYS = (
-    "ttft_p50_s",
-    "ttft_mean_s",
-    "ttft_p99_s",
-    "tpot_p50_s",
-    "tpot_mean_s",
-    "tpot_p99_s",
-    "itl_p50_s",
-    "itl_mean_s",
-    "itl_p99_s",
-    "e2el_p50_s",
-    "e2el_mean_s",
-    "duration_s",
-    "request_throughput",
-    "output_tokens_per_s",
-    "total_tokens_per_s",
-    "preemptions",
-    "kv_utilization_mean",
-    "max_batch",
-    "binding_limit",
+CLI_KEYS = tuple(
+    """
+    ttft_p50_s ttft_mean_s ttft_p99_s tpot_p50_s tpot_mean_s tpot_p99_s itl_p50_s itl_mean_s
+    itl_p99_s e2el_p50_s e2el_mean_s duration_s request_throughput output_tokens_per_s
+    total_tokens_per_s preemptions kv_utilization_mean max_batch binding_limit
+    """.split()
 )
 SERIES_POINTS = 400  # utilization-over-time samples kept for a chart
 
@@ -130,9 +116,8 @@ class SimResult:
 
 @dataclass(kw_only=True)
 class Tally:
-    """What the scheduler counts as it runs: time integrals (blocks used, requests in the system,
-    the running batch), the peak of each, the steps at the peak batch by what held it, the ITL
-    gaps, and the marks of the warm-up (first finish) and of the last admission."""
+    """What the scheduler counts as it runs: time integrals and peaks, the steps at the peak batch
+    by what held it, the ITL gaps, the warm-up's end (first finish) and the last admission."""
 
     area_used: float = 0.0
     area_in_system: float = 0.0
@@ -169,8 +154,7 @@ class Tally:
 
     def binding(self) -> str:
         """Pool-bound once anything was preempted or waited for blocks (issue 23, finding 13: a
-        run labelled by its peak alone hid hundreds of preemptions); else what held the peak
-        batch."""
+        label from the peak alone hid hundreds of preemptions); else what held the peak batch."""
         if self.preemptions or self.kv_waits:
             return "kv_pool"
         at_max = self.at_max

@@ -187,8 +187,7 @@ def _batching(dep: Deployment, b: Budget, max_model_len: int) -> tuple[str, int,
 @dataclass(frozen=True, kw_only=True)
 class PoolSize:
     """The pool as the simulator holds it: vLLM's blocks (its null block taken out), the
-    batching limits, vLLM's groups as the blocks a request holds, what vLLM logs at start-up
-    for max_model_len, and the notes a result reports."""
+    batching limits, the groups, what vLLM logs at start-up, the notes a result reports."""
 
     num_blocks: int
     block_size: int

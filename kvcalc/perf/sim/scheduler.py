@@ -46,8 +46,7 @@ def groups_apply(s: Setup, wl: Workload) -> bool:
 
 def estimated_steps(s: Setup, wl: Workload) -> int:
     """About how many engine steps ``simulate(s, wl)`` runs (to refuse a run that would keep a
-    server busy for seconds): output tokens over the batch the pool and the caps allow, plus
-    the prefill chunks."""
+    server busy for seconds): output tokens over the batch that fits, plus the prefill chunks."""
     longest = wl.prompt.hi + wl.output.hi
     per_request = (
         s.blocks_held(longest, s.skipped(longest)) if s.multi_group else cdiv(longest, s.block_size)
@@ -60,9 +59,8 @@ def estimated_steps(s: Setup, wl: Workload) -> int:
 
 
 class Scheduler:
-    """One run of ``wl`` on ``s``: the queues, the pool, the decoding requests and the tally,
-    advanced one engine step at a time by the named steps below (``run``). ``grouped``: alike
-    requests kept in groups (``groups_apply`` must hold); else one request a group."""
+    """One run of ``wl`` on ``s``, one engine step at a time (``run``). ``grouped``: alike requests
+    kept in groups (``groups_apply`` must hold); else one request a group."""
 
     def __init__(self, s: Setup, wl: Workload, *, series: bool = True, grouped: bool = False):
         if wl.longest > s.max_model_len:
@@ -198,9 +196,8 @@ class Scheduler:
         self.chunks: list[tuple[Group, int]] = []
 
     def prefill_first_step(self) -> None:
-        """One step of vLLM V0's default scheduler: the waiting prompts it can admit whole run
-        as a step of their own (the decode clock does not move), else every decoding request
-        takes a token (preempting the newest when the pool runs dry)."""
+        """One step of vLLM V0's default scheduler: the prompts it can admit whole, in a step of
+        their own (the decode clock does not move), else a decode step."""
         if self.dec.n and not self.waiting and not self.since_decode:
             self.decode_stretch()
             self.t_decode = self.t
@@ -571,8 +568,7 @@ class Scheduler:
         next_finish = self.fin_heap[0] if self.fin_heap else self.step + 1
         arrival = self.pending[0].arrival if self.pending else math.inf
         n_dec = nrun = dec.n
-        # the one clock (Setup.step_seconds), its parts that depend on the batch alone worked
-        # out once: every step here has n_dec tokens and as many requests reading their states
+        # the one clock, worked out once: every step here has n_dec tokens and as many states
         seconds = self._clock(n_dec, n_dec if self.st else 0)
         counted = nrun >= tally.max_batch
         if nrun > tally.max_batch:

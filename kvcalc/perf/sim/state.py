@@ -124,10 +124,8 @@ class Pool:
 
 
 class Decoding:
-    """The decoding requests, as counts: by bucket (a request needs a block at step k when
-    (dbase + k) % bs == 0), and, with sliding windows, by where their context is (r.win): below
-    the window (how many, sum of dbase), and those past it that free a block, by bucket;
-    ``wheap`` holds when each group moves on."""
+    """The decoding requests, as counts: by bucket (a block needed at step k when (dbase + k) %
+    bs == 0) and, with windows, by where their context is (r.win; ``wheap``: when each moves on)."""
 
     def __init__(self, s: Setup):
         self.s, self.bs, self.gs, self.W = s, s.block_size, s.slide_groups, s.window
