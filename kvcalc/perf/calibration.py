@@ -17,37 +17,11 @@ and the error it leaves: docs/calibration.md.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from ..core.model import ModelSpec
 from ..core.units import GB, check_float, check_int, check_parallel
 from .roofline import Prefill, StepTime
-
-__all__ = [
-    "BW_SHARE",
-    "STEP_OVERHEAD_S",
-    "MFU",
-    "DEQUANT_GEMM_MFU",
-    "ALLREDUCE_LATENCY_S",
-    "API_OVERHEAD_S",
-    "API_OVERHEAD_BY_STACK",
-    "STACK_NAMES",
-    "ALLREDUCES_PER_LAYER",
-    "ACTIVATION_BYTES",
-    "HELD_BACK",
-    "HELD_BACK_LATER",
-    "HELD_BACK_FRESH",
-    "ERROR_BAND",
-    "StepModel",
-    "IDEAL",
-    "CALIBRATED",
-    "step_model",
-    "allreduce_seconds",
-    "error_band_text",
-    "band_for_batch",
-    "Estimate",
-    "estimate_step",
-    "estimate_ttft",
-]
 
 # -- the fitted coefficients (bench/calibration.py --fit printed these) ------------------------
 BW_SHARE = 0.931  # share of nominal bandwidth a decode step's reads reach
@@ -76,19 +50,16 @@ ACTIVATION_BYTES = 2  # the all-reduced activations are 16-bit
 #    before any fit: no publication, harness or run shared with the training part, one GPU the
 #    training part never sees (MI300X), and every judged metric class present -----------------
 HELD_BACK = ("sglang-h200-datacrunch.yaml", "vllm-rocm-mi300x.yaml", "llamacpp-pr4766-rtx4090.yaml")
-# A second held-back set: sources added on 2026-12-01, after the fit, never fitted (TRAINING
-# excludes them too) and never seen before that day; each file's header states the rule that
-# chose its runs, written before any prediction. ERROR_BAND is measured on both sets.
+# A second held-back set: sources added on 2026-12-01, after the fit, never fitted; each file's
+# header states the rule that chose its runs, written before any prediction.
 HELD_BACK_LATER = (
     "trtllm-bench-h100x8-llama31-70b-fp8.yaml",
     "jan-trtllm-llamacpp-rtx.yaml",
     "zhjunqin-rtx3090-llama3-8b-engines.yaml",
     "vllm-pr2542-mixtral-h100-tp8.yaml",
 )
-# A third held-back set: sources collected on 2026-12-02 by helpers told not to run any kvcalc
-# prediction, each file's selection rule in its header, committed (5ce17c2) before the model
-# below, frozen, was first run on them. The first two sets had been looked at while mechanisms
-# were added (see ERROR_BAND's note), so this is the one clean measurement of the frozen model.
+# A third, fresh set: collected on 2026-12-02 by helpers who ran no prediction, committed
+# (5ce17c2) before the frozen model first ran on them: its one clean measurement.
 HELD_BACK_FRESH = (
     "mlc-llm-perf-bench-llama2.yaml",
     "vllm-pr6883-zmq-frontend-h100.yaml",
@@ -101,29 +72,8 @@ HELD_BACK_FRESH = (
 # -- what bench/calibration.py measured on every held-back source (HELD_BACK, HELD_BACK_LATER and
 #    HELD_BACK_FRESH, 411 judged metrics never fitted): median |pred/meas - 1|, worst
 #    max(pred/meas, meas/pred), number of metrics, per metric class; the pages show this band.
-#    The clean measurement is HELD_BACK_FRESH alone, the frozen model's first runs on sources
-#    nobody here had looked at: output tokens/s (1.877, 6.66, 41), TPOT/ITL (0.625, 7.16, 123),
-#    TTFT (0.910, 446.68, 69), single stream (0.276, 4.07, 28). It misses issue 24's 15% in every
-#    class. Per source:
-#    - dstack's DeepSeek-R1 runs (vLLM 0.7 on H200, vLLM and SGLang on ROCm on MI300X, early
-#      2025, 3,200-token prompts at 4-128 users): 3.3x too fast on output tokens/s, TPOT at 0.37x,
-#      TTFT at 0.06x (the engines queued for minutes at 128 users where the estimate's pool and
-#      steps do not): engines new to the model ran it at a third of what its bytes allow;
-#    - TensorRT-LLM 0.16's tuning guide (Llama 3.3 70B, 4 x H100): output tokens/s 23%, TTFT 17%,
-#      ITL 1.46x too slow: build flags alone take a batch-1 step from 31.3 to 14.4 ms, and the
-#      fitted overhead and all-reduces (3.5 ms + 160 x 49 us) exceed what the tuned builds spend;
-#    - MLC's llm-perf-bench (batch 1, Llama 2 7B-70B, TP 1-8 over PCIe): 28% (vLLM of October
-#      2023 over PCIe 1.7-4.1x slower than estimated, MLC LLM within 0.90-1.23x); llama.cpp's
-#      gpt-oss guide: 0.70x (faster than estimated);
-#    - vLLM PR #6883's baseline at 10 requests/s: TPOT 0.14x, TTFT 0.09x, its API server
-#      CPU-bound, the bottleneck the PR removed.
-#    HELD_BACK and HELD_BACK_LATER alone: output tokens/s (0.202, 1.95, 92), TPOT/ITL (0.183,
-#    3.76, 25), TTFT (0.348, 49.99, 25), single stream (0.209, 1.91, 8); on HELD_BACK alone:
-#    (0.171, 1.95, 10), (0.241, 1.45, 6), (0.183, 1.34, 6), (0.072, 1.08, 2). Those two sets had
-#    been looked at when DEQUANT_GEMM_MFU, trtllm-bench's logged pool and Guaranteed No Evict,
-#    vLLM V0's prefill-first scheduler, LMDeploy's pool, blocks and caps, and ShareGPT runs at
-#    their own published mean lengths were added (before them: output tokens/s (0.19, 1.93,
-#    92), TPOT/ITL (0.295, 5.63, 25), TTFT (0.343, 137.08, 25)). -------------------------------
+#    Per set (HELD_BACK_FRESH alone is the clean measurement) and per source, and why it misses
+#    issue 24's 15% in every class: docs/calibration.md#calibrated-to-published-measurements.
 ERROR_BAND: dict[str, tuple[float, float, int]] = {
     "output_tokens_per_s": (0.259, 6.66, 133),
     "tpot_itl": (0.614, 7.16, 148),
@@ -149,8 +99,7 @@ class StepModel:
     # (``simulate --dequant-gemm``); None: the MFU, as for any other matrix multiply
     dequant_mfu: float | None = None
     # Engine profiles (kvcalc.perf.engines, issue 41) time three more things apart; None / 0:
-    # as the pooled estimate does (the KV reads at ``bw_share``, attention at ``mfu``, no
-    # expert-parallel exchange).
+    # as the pooled estimate does (KV reads at ``bw_share``, attention at ``mfu``, no exchange).
     kv_bw_share: float | None = None  # share of the bandwidth a decode's paged KV reads reach
     attn_mfu: float | None = None  # share of the attention peak prefill's attention reaches
     ep_latency_s: float = 0.0  # one expert-parallel dispatch or combine (all-to-all), seconds
@@ -162,12 +111,13 @@ class StepModel:
         check_float("MFU", self.mfu, 0.0, 1.0, lo_open=True)
         check_float("all-reduce latency (s)", self.allreduce_latency_s, 0.0, 1.0)
         check_float("API overhead (s)", self.api_overhead_s, 0.0, 60.0)
-        if self.dequant_mfu is not None:
-            check_float("dequantising GEMM MFU", self.dequant_mfu, 0.0, 1.0, lo_open=True)
-        if self.kv_bw_share is not None:
-            check_float("KV reads' share of bandwidth", self.kv_bw_share, 0.0, 1.0, lo_open=True)
-        if self.attn_mfu is not None:
-            check_float("attention MFU", self.attn_mfu, 0.0, 1.0, lo_open=True)
+        for what, share in (
+            ("dequantising GEMM MFU", self.dequant_mfu),
+            ("KV reads' share of bandwidth", self.kv_bw_share),
+            ("attention MFU", self.attn_mfu),
+        ):
+            if share is not None:
+                check_float(what, share, 0.0, 1.0, lo_open=True)
         check_float("expert-parallel exchange latency (s)", self.ep_latency_s, 0.0, 1.0)
 
     @property
@@ -240,9 +190,8 @@ def step_model(
     dequant_mfu: float | None = None,
 ) -> StepModel:
     """The calibrated estimate (or, with ``ideal``, the ideal bound) with any coefficient the
-    user gave in place of its fitted value; named "your step model" when one differs.
-    ``stack`` (a key of API_OVERHEAD_BY_STACK) takes that serving stack's fitted API overhead
-    in place of the pooled one."""
+    user gave in place of its fitted value ("your step model" when one differs); ``stack`` takes
+    that serving stack's API overhead (API_OVERHEAD_BY_STACK) in place of the pooled one."""
     base = IDEAL if ideal else CALIBRATED
     if stack is not None:
         if stack not in API_OVERHEAD_BY_STACK:
@@ -257,18 +206,15 @@ def step_model(
             )
         base = replace(CALIBRATED, api_overhead_s=API_OVERHEAD_BY_STACK[stack], stack=stack)
 
-    def given(value: float | None, fitted: float) -> float:
-        return fitted if value is None else value
-
-    m = replace(
-        base,
-        bw_share=given(bw_share, base.bw_share),
-        step_overhead_s=given(step_overhead_s, base.step_overhead_s),
-        mfu=given(mfu, base.mfu),
-        allreduce_latency_s=given(allreduce_latency_s, base.allreduce_latency_s),
-        api_overhead_s=given(api_overhead_s, base.api_overhead_s),
-        dequant_mfu=base.dequant_mfu if dequant_mfu is None else dequant_mfu,
+    given: dict[str, Any] = dict(
+        bw_share=bw_share,
+        step_overhead_s=step_overhead_s,
+        mfu=mfu,
+        allreduce_latency_s=allreduce_latency_s,
+        api_overhead_s=api_overhead_s,
+        dequant_mfu=dequant_mfu,
     )
+    m = replace(base, **{k: v for k, v in given.items() if v is not None})
     if m != base:
         m = replace(m, name="your step model")
     return m
@@ -307,9 +253,8 @@ BAND_NAMES = {
 
 def error_band_text(metric: str | tuple[str, ...] | None = None) -> str:
     """How far the calibrated estimate was from held-back published measurements, for a metric
-    class (or several, or every class the band was measured on): "time per output token: within
-    ±X% of the measured value on half of N held-back published measurements, Yx off at
-    worst" (a run that publishes a median and a mean of a metric counts twice)."""
+    class (or several, or every class; a run that publishes a median and a mean of a metric
+    counts twice)."""
     if not ERROR_BAND:
         return "not yet measured"
     if metric is None:
@@ -365,21 +310,16 @@ def estimate_step(
     link_gbs: float | None = None,
 ) -> Estimate:
     """A decode step under ``model`` from its ideal bound ``ideal`` (``roofline.step_time`` at
-    the GPU's full bandwidth, with its peaks so that the compute time is known): the reads at
-    the achieved share, the GEMMs at the MFU, whichever is longer, plus the step's fixed
-    overhead and (``model.allreduce``, tp > 1) its all-reduces."""
+    the GPU's full bandwidth, with its peaks): max(the reads at the achieved share, the GEMMs at
+    the MFU) plus the step's fixed overhead and its all-reduces."""
     memory = ideal.memory_time_s / model.bw_share
     if model.kv_bw_share is not None:  # an engine profile: the KV reads at their own share
         total = ideal.weight_read_bytes + ideal.kv_read_bytes + ideal.state_read_bytes
         if total:
             kv = ideal.memory_time_s * ideal.kv_read_bytes / total
             memory = (ideal.memory_time_s - kv) / model.bw_share + kv / model.kv_bw_share
-    compute = (ideal.compute_time_s or 0.0) / model.mfu
-    ar = (
-        allreduce_seconds(spec, ideal.batch, tp, link_gbs, model.allreduce_latency_s)
-        if model.allreduce
-        else 0.0
-    )
+    compute, latency = (ideal.compute_time_s or 0.0) / model.mfu, model.allreduce_latency_s
+    ar = allreduce_seconds(spec, ideal.batch, tp, link_gbs, latency) if model.allreduce else 0.0
     return Estimate(
         model=model.name,
         time_s=max(memory, compute) + model.step_overhead_s + ar,
@@ -403,16 +343,12 @@ def estimate_ttft(
 ) -> Estimate:
     """One request's time to first token on an idle engine under ``model``, from the ideal
     prefill ``ideal`` (``roofline.prefill`` at MFU 1 and full bandwidth, with the weights'
-    bytes for its floor): the FLOPs at the MFU or one read of the weights at the achieved
-    share, whichever is longer, plus one step's overhead, the prompt's all-reduces and (for a
-    ``served`` request, through an HTTP stack) the API overhead."""
+    bytes): max(the FLOPs at the MFU, one read of the weights at the achieved share) plus one
+    step's overhead, the prompt's all-reduces and (``served``) the API overhead."""
     compute = ideal.compute_time_s * ideal.mfu / model.mfu
-    memory = ideal.memory_time_s / model.bw_share
-    ar = (
-        allreduce_seconds(spec, ideal.prompt_tokens, tp, link_gbs, model.allreduce_latency_s)
-        if model.allreduce
-        else 0.0
-    )
+    memory, latency = ideal.memory_time_s / model.bw_share, model.allreduce_latency_s
+    prompt = ideal.prompt_tokens
+    ar = allreduce_seconds(spec, prompt, tp, link_gbs, latency) if model.allreduce else 0.0
     api = model.api_overhead_s if served else 0.0
     return Estimate(
         model=model.name,

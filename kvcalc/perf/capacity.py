@@ -1,11 +1,8 @@
-"""Logged vs running capacity: what vLLM prints at start-up against what a running server holds.
-
-vLLM's "Maximum concurrency" line is a worst case (every request at max_model_len, every window
-charged window - 1 + the tokens in flight). A decoding request holds only its tokens so far,
-and vLLM frees a window's blocks as they leave it (remove_skipped_blocks), so a running server
-sustains more. ``running_capacity`` gives the logged figure, the blocks held at full length,
-the simulator's sustained batch and the onset (the fewest users at which the pool binds, found
-by doubling then bisecting). Why and how: docs/simulator.md#logged-and-running-capacity.
+"""Logged vs running capacity: vLLM's start-up "Maximum concurrency" line (every request at
+max_model_len, every window charged window - 1 + the tokens in flight) against what a running
+server sustains (requests hold their tokens so far; windows' blocks are freed as they leave).
+``running_capacity`` gives both and the onset, the fewest users at which the pool binds
+(doubling, then bisecting). Why and how: docs/simulator.md#logged-and-running-capacity.
 """
 
 from __future__ import annotations
@@ -15,15 +12,6 @@ from dataclasses import dataclass
 from ..core.arith import first_true
 from ..core.units import GiB, check_int
 from .sim import Dist, Setup, SimResult, Workload, estimated_steps, fixed, simulate
-
-__all__ = [
-    "RunningCapacity",
-    "running_capacity",
-    "requests_for",
-    "pool_bound",
-    "frontier_users",
-    "MAX_CAPACITY_STEPS",
-]
 
 MAX_CAPACITY_STEPS = 400_000  # engine steps one search may simulate (a few seconds)
 
@@ -64,10 +52,6 @@ class RunningCapacity:
     @property
     def held_bytes(self) -> int:
         return self.held_blocks * self.block_bytes
-
-    @property
-    def logged_bytes(self) -> int:
-        return self.logged_blocks_per_request * self.block_bytes
 
     def result(self, users: int) -> SimResult:
         return dict(self.runs)[users]
@@ -122,10 +106,10 @@ def running_capacity(
     prefix_share: float = 0.0,
     max_steps: int = MAX_CAPACITY_STEPS,
 ) -> RunningCapacity:
-    """vLLM's logged worst case, what one request holds at its longest, and the simulator's
-    onset and sustained batch for a closed loop of users sending ``prompt`` + ``output`` tokens
-    on ``s``. ``users_cap`` (default: twice what memory could ever hold, at most 5,000) bounds
-    the search; ValueError when the runs would take more than ``max_steps`` engine steps."""
+    """vLLM's logged worst case, one request's blocks at its longest, and the simulator's onset
+    and sustained batch for closed loops of users sending ``prompt`` + ``output`` tokens on ``s``
+    up to ``users_cap`` (default: twice what memory holds, at most 5,000; ValueError past
+    ``max_steps`` engine steps)."""
     p = prompt if isinstance(prompt, Dist) else fixed(prompt, "prompt tokens")
     o = output if isinstance(output, Dist) else fixed(output, "output tokens")
     longest = p.hi + o.hi
@@ -178,20 +162,17 @@ def running_capacity(
             hi = cap
         else:
             lo = cap
+    sustained = sustained_users = None
     if hi is not None:
         hi = first_true(lambda n: pool_bound(run(n)), lo, hi)
         lo = hi - 1
-    sustained = sustained_users = None
-    if hi is not None:
         top = max(u for u, r in runs.items() if pool_bound(r))
         if top < 2 * hi and 2 * hi <= cap:
             top = 2 * hi  # well past the onset, where the pool holds the batch
             run(top)
         r = runs[top]
-        sustained, sustained_users = (
-            (r.steady_batch if r.steady_batch is not None else r.mean_batch),
-            top,
-        )
+        sustained = r.steady_batch if r.steady_batch is not None else r.mean_batch
+        sustained_users = top
     notes = []
     if p.kind == "fixed" and o.kind == "fixed":
         notes.append(
@@ -225,9 +206,8 @@ def running_capacity(
 def frontier_users(
     cap: RunningCapacity, base: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 ) -> tuple[int, ...]:
-    """User counts for a frontier: powers of two, and densely around where the pool starts to
-    bind (the last free run, the onset, and 5-25% on either side). Past 4 x the
-    onset the batch no longer grows: powers of two stop there (at 64 users at the least)."""
+    """User counts for a frontier: powers of two up to 4 x the onset (at least 64: past it the
+    batch no longer grows), and densely around the onset (the last free run, -20% to +50%)."""
     onset = cap.onset_users
     top = base[-1] if not onset else min(base[-1], max(64, 4 * onset))
     users = {u for u in base if u <= top}

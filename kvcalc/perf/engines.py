@@ -1,50 +1,38 @@
-"""Engine profiles (issue 41): the step model's coefficients per serving engine and version
-family, fitted on measured end-to-end runs.
-
-A profile holds, for one engine (vLLM, SGLang, TensorRT-LLM) and one version family, each
-coefficient of the step (bandwidth shares for weights and KV reads, a step's fixed cost, GEMM
-and attention MFU, all-reduce and expert-parallel latency, the serving stack's time) and the
-scheduler's default batching rules, each with its source. What is physics (experts touched,
-MLA's absorbed decode, a format's peak) is not a coefficient. The values were printed by
-``bench/calibration.py --aic --fit`` on aiconfigurator's silicon sample
-(tests/data/benchmarks/aic/); tests/test_engine_profiles.py checks the fit reproduces them.
+"""Engine profiles (issue 41): the step model's coefficients (``COEFFICIENTS``) and the
+scheduler's default batching rules per serving engine and version family, each with its source,
+as ``bench/calibration.py --aic --fit`` printed them from aiconfigurator's silicon sample
+(tests/data/benchmarks/aic/; tests/test_engine_profiles.py checks the fit reproduces them).
+What is physics (experts touched, MLA's absorbed decode, a format's peak) is not a coefficient.
 ``BAND`` is the leave-one-out error. Details: docs/calibration.md#engine-profiles-issue-41.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .calibration import StepModel
 
-__all__ = [
-    "ENGINE_NAMES",
-    "COEFFICIENTS",
-    "EngineProfile",
-    "PROFILES",
-    "BAND",
-    "resolve",
-    "parse_engine",
-    "version_key",
-    "band_text",
-]
-
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 _ALIASES = {"tensorrt-llm": "trtllm", "tensorrt_llm": "trtllm", "trt-llm": "trtllm"}
 
-# The coefficients a profile fits, as StepModel names them, in the fit's order.
-COEFFICIENTS = (
-    "bw_share",
-    "kv_bw_share",
-    "step_overhead_s",
-    "mfu",
-    "attn_mfu",
-    "allreduce_latency_s",
-    "ep_latency_s",
-    "api_overhead_s",
-)
+
+@dataclass(frozen=True, kw_only=True)
+class Coefficients:
+    """The coefficients a profile fits, as StepModel names them, in the fit's order."""
+
+    bw_share: float
+    kv_bw_share: float
+    step_overhead_s: float
+    mfu: float
+    attn_mfu: float
+    allreduce_latency_s: float
+    ep_latency_s: float
+    api_overhead_s: float
+
+
+COEFFICIENTS = tuple(f.name for f in fields(Coefficients))
 
 # Builds named by a tag, not a release: the release they were cut from (the image's date).
 # lmsysorg/sglang:glm5-hopper, measured 2026-03-19 in AIC's sample: SGLang's 0.5.9 line.
@@ -81,19 +69,11 @@ def parse_engine(text: str) -> tuple[str, str | None]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class EngineProfile:
+class EngineProfile(Coefficients):
     """One engine's version family: its fitted coefficients and its batching defaults."""
 
     engine: str  # vllm, sglang, trtllm
     version: str  # the family's fitted release, e.g. 0.18.0
-    bw_share: float
-    kv_bw_share: float
-    step_overhead_s: float
-    mfu: float
-    attn_mfu: float
-    allreduce_latency_s: float
-    ep_latency_s: float
-    api_overhead_s: float
     # the scheduler's defaults (sources in SCHEDULER_SOURCES)
     max_num_batched_tokens: int
     max_num_seqs: int
@@ -112,9 +92,6 @@ class EngineProfile:
     def step_model(self) -> StepModel:
         coefs: dict[str, Any] = self.coefficients()
         return StepModel(name=f"{self.label} profile", allreduce=True, engine=self.key, **coefs)
-
-    def with_coefficients(self, **coefs: Any) -> EngineProfile:
-        return replace(self, **coefs)
 
     def coefficients(self) -> dict[str, float]:
         return {k: getattr(self, k) for k in COEFFICIENTS}
@@ -169,14 +146,9 @@ PROFILES: dict[str, EngineProfile] = {
 }
 # FITTED-PROFILES-END
 
-# -- leave-one-out bands: median |pred/meas - 1|, p90, worst ratio, rows; per engine and
-#    quantity (bench/calibration.py --aic printed these) -------------------------------------
-#    Leave one model out (each engine's rows of a model predicted by profiles refitted without
-#    that model: one Gauss-Newton step from the full fit on the others' linearisation, a release
-#    whose rows are all held out taking its nearest fitted release). Far from issue 41's goal
-#    (TPOT within 10%): the profiles trade the GEMM and attention shares against TTFT, and the
-#    closed-loop harness's prefill interleaving does not match the engines' (SGLang's Qwen3-32B
-#    on H100: TPOT 1.65x at the median; vLLM 0.12's Llama 3.1 8B FP8 on H200: 2.09x).
+# -- leave-one-model-out bands: median |pred/meas - 1|, p90, worst ratio, rows; per engine and
+#    quantity (bench/calibration.py --aic printed these; how, and why they miss issue 41's goal:
+#    docs/calibration.md#engine-profiles-issue-41) ---------------------------------------------
 BAND: dict[str, dict[str, tuple[float, float, float, int]]] = {
     "vllm": {"TTFT": (0.338, 0.944, 240.54, 324), "TPOT": (0.259, 0.884, 3.75, 324)},
     "sglang": {"TTFT": (0.449, 0.928, 35.56, 184), "TPOT": (0.541, 1.876, 4.23, 184)},
@@ -197,11 +169,9 @@ def resolve(text: str) -> tuple[EngineProfile, str | None]:
         p = fitted[-1]
         return p, f"no version given: {p.label}, the newest fitted {ENGINE_NAMES[name]} profile"
     want = version_key(version)
-    for p in fitted:
-        if release_distance(version_key(p.version), want)[1] == 0:
-            return p, None
-
     p = min(fitted, key=lambda q: release_distance(version_key(q.version), want))
+    if release_distance(version_key(p.version), want)[1] == 0:  # the release itself
+        return p, None
     return p, (
         f"{ENGINE_NAMES[name]} {version} has no fitted profile: using {p.label}'s, the "
         f"nearest fitted release ({', '.join(q.version for q in fitted)} are fitted)"
@@ -236,8 +206,7 @@ def band_text(profile: EngineProfile, quantity: str) -> str | None:
 
 def engine_band_text(profile: EngineProfile, calibration=None) -> str:
     """The band a result of ``profile`` carries: the user's own residual where it was calibrated
-    from their benchmark, else the leave-one-model-out band of its engine, named with the
-    engine and version."""
+    from their benchmark, else the leave-one-model-out band of its engine."""
     if calibration is not None:
         return calibration.band_text()
     parts = [t for q in ("TTFT", "TPOT") if (t := band_text(profile, q))]

@@ -1,41 +1,23 @@
-"""Arithmetic intensity (FLOPs per byte) of prefill, decode and attention alone: the roofline.
-
-A kernel that does F FLOPs while moving B bytes runs at min(peak, (F / B) x bandwidth); the
-ridge point peak / bandwidth is where the two limits meet (Williams, Waterman and Patterson,
-"Roofline", CACM 2009). A step's two kinds of work each have their own roof (``Roofs``): the
-GEMMs in the weights' format (``GPU.gemm_format``), attention in the format its kernels compute
-in over the cache (``GPU.attention_format``). Attention FLOPs come from
-``roofline.attention_flops``, MLA absorbed at decode. The F and B of each case, and why a large
-batch cannot make long-context decode compute bound: docs/formulas.md#arithmetic-intensity.
+"""Arithmetic intensity (FLOPs per byte) of prefill, decode and attention alone: the roofline
+(Williams, Waterman and Patterson, "Roofline", CACM 2009): F FLOPs moving B bytes run at
+min(peak, (F / B) x bandwidth). A step's GEMMs and its attention each have their own roof
+(``Roofs``: the weights' format, the format attention computes in over the cache). The F and B of
+each case: docs/formulas.md#arithmetic-intensity.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..cache.deployment import CacheFormat, Deployment
-from ..cache.kv import stage_layers
 from ..cache.weight_bytes import Weights
 from ..config.catalog import GPU
 from ..config.limits import MAX_CONTEXT
 from ..core.dtypes import KV_DTYPES, get_dtype
 from ..core.model import ModelSpec
 from ..core.units import GB, check_float, check_int
-from .roofline import attention_flops, decode_span
-
-__all__ = [
-    "Point",
-    "Roofs",
-    "roofs",
-    "ridge_point",
-    "prefill_point",
-    "decode_point",
-    "DecodeStep",
-    "decode_step",
-    "attention_points",
-    "gqa_heads",
-]
+from .roofline import attention_flops, decode_span, per_gpu_layers
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,14 +130,6 @@ def ridge_point(peak_tflops: float, bandwidth_gbs: float) -> float:
     return peak_tflops * 1e12 / (bandwidth_gbs * 1e9)
 
 
-def _layers(spec: ModelSpec, tp: int):
-    return [lay for stage in stage_layers(spec, tp, 1) for lay in stage]
-
-
-def _kv(spec, n, dtype, tp) -> int:
-    return sum(lay.read_bytes(n, dtype) for lay in _layers(spec, tp))
-
-
 def prefill_point(
     spec: ModelSpec,
     w: Weights,
@@ -172,7 +146,7 @@ def prefill_point(
     lin = 2.0 * spec.active_params * p / tp
     attn = attention_flops(spec, 0, p, decode=False, tp=tp)
     wb = w.read_per_step(spec, p) / tp
-    kv = _kv(spec, p, dtype, tp)
+    kv = sum(lay.read_bytes(p, dtype) for lay in per_gpu_layers(spec, tp))
     return Point(
         label=f"prefill {p:,} tokens",
         flops=lin + attn,
@@ -221,15 +195,12 @@ def decode_step(
     q = check_int("query tokens per step", queries, 1, 1024)
     dtype = get_dtype(dep.cache.kv_dtype, KV_DTYPES)
     sdtype = dep.cache.state
-    layers = _layers(spec, tp)
+    layers = per_gpu_layers(spec, tp)
     lin = 2.0 * spec.active_params * b * q / tp
     wb = math.ceil(w.read_per_step(spec, b * q) / tp)
     start, end = decode_span(c, q)
     attn = b * attention_flops(spec, start, end, decode=True, tp=tp)
-    kv = b * (
-        sum(lay.read_bytes(c + q - 1, dtype) for lay in layers)
-        + sum(lay.state_bytes(sdtype) for lay in layers)
-    )
+    kv = b * sum(lay.read_bytes(c + q - 1, dtype) + lay.state_bytes(sdtype) for lay in layers)
     tag = f"b={b:,}" + (f", {q} query tokens" if q > 1 else "")
 
     def part(what: str, flops: float, nbytes: int, roof: str, read: str) -> Point:
@@ -242,10 +213,8 @@ def decode_step(
             f"{flops / nbytes:,.1f} FLOP/B",
         )
 
-    gemm, at = (
-        part("GEMMs", lin, wb, "gemm", "weights"),
-        part("attention", attn, kv, "attention", "KV"),
-    )
+    gemm = part("GEMMs", lin, wb, "gemm", "weights")
+    at = part("attention", attn, kv, "attention", "KV")
     tg, ta = r.time(lin, wb, "gemm"), r.time(attn, kv, "attention")
     bps = r.bandwidth_gbs * GB
     whole = Point(
@@ -293,16 +262,13 @@ def decode_point(
     )  # no time needed here
     dep = Deployment(spec=spec, weights=w, tp=tp, cache=CacheFormat(kv_dtype=kv_dtype))
     s = decode_step(dep, one, batch=batch, context=context, queries=queries)
-    return Point(
-        label=s.whole.label, flops=s.whole.flops, bytes=s.whole.bytes, formula=s.whole.formula
-    )
+    return replace(s.whole, time_s=None)
 
 
 def gqa_heads(q_heads: int, kv_heads: int | None) -> int | None:
     """The KV heads of the grouped-query variant the page compares: the model's own when it is
-    grouped (1 < kv_heads < q_heads), else the most KV heads, at most 8, that divide the query
-    heads into equal groups (12 heads: 6 KV heads of 2); None when no such number exists (a
-    prime head count such as Falcon-7B's 71)."""
+    grouped (1 < kv_heads < q_heads), else the most, at most 8, that divide the query heads
+    evenly (12 heads: 6); None when none does (a prime head count such as Falcon-7B's 71)."""
     if kv_heads and 1 < kv_heads < q_heads:
         return kv_heads
     fits = [d for d in range(2, min(q_heads, 9)) if q_heads % d == 0]
@@ -321,8 +287,7 @@ def attention_points(
     """Attention alone for one sequence's decode step at ``context`` (``queries`` query tokens),
     in one layer shaped like the model's first attention layer (h query heads of d_k, d_v):
     MHA, GQA (``gqa_heads``; left out when h has no divisor to group by), MQA, and MLA absorbed
-    with a latent of ``rank`` + ``rope`` (DeepSeek-V3's 512 + 64). Each point is labelled by
-    what it is ("attention GQA, 4 KV heads")."""
+    with a latent of ``rank`` + ``rope`` (DeepSeek-V3's 512 + 64), each labelled by what it is."""
     c = check_int("context", context, 1, 10**9)
     q = check_int("query tokens per step", queries, 1, 1024)
     dtype = get_dtype(kv_dtype, KV_DTYPES)
@@ -340,35 +305,21 @@ def attention_points(
     )
     qx = f"{q} x " if q > 1 else ""
     out = []
-    for name, heads in variants:
-        v = mha.with_kv_heads(heads)
-        f = v.attention_flops(start, end, decode=True)
-        b = v.read_bytes(n, dtype)
+    for name, heads in variants + [("MLA (absorbed)", 0)]:
+        v = mha.with_kv_heads(heads) if heads else layer.as_latent(rank, rope)
+        f, b = v.attention_flops(start, end, decode=True), v.read_bytes(n, dtype)
+        formula = (
+            f"{name}: {qx}2 x {h} x ({dk} + {dv}) x c / ({heads} x ({dk} + {dv}) x c x {e:g} B)"
+            if heads
+            else f"MLA: {qx}2 x {h} x (2 x {rank} + {rope}) x c / (({rank} + {rope}) x c x {e:g} B)"
+        )
         out.append(
             Point(
                 label=f"attention {name}",
                 flops=f,
                 bytes=b,
                 roof="attention",
-                formula=(
-                    f"{name}: {qx}2 x {h} x ({dk} + {dv}) x c / ({heads} x ({dk} "
-                    f"+ {dv}) x c x {e:g} B) = {f / b:,.1f} FLOP/B"
-                ),
+                formula=f"{formula} = {f / b:,.1f} FLOP/B",
             )
         )
-    mla = layer.as_latent(rank, rope)
-    f = mla.attention_flops(start, end, decode=True)
-    b = mla.read_bytes(n, dtype)
-    out.append(
-        Point(
-            label="attention MLA (absorbed)",
-            flops=f,
-            bytes=b,
-            roof="attention",
-            formula=(
-                f"MLA: {qx}2 x {h} x (2 x {rank} + {rope}) x c / (({rank} + "
-                f"{rope}) x c x {e:g} B) = {f / b:,.1f} FLOP/B"
-            ),
-        )
-    )
     return out

@@ -1,14 +1,10 @@
-"""Decode step time, the crossover context, prefill time, and cache-versus-recompute arithmetic.
-
-Decode is memory-bandwidth bound: each step reads every (touched) weight once and the whole
-cache of every sequence in the batch (docs/formulas.md#decode-step-and-the-crossover). Prefill
-is compute bound: about 2 x active params FLOPs per prompt token plus attention, at a stated
-MFU of the GPU's dense peak (docs/formulas.md#prefill-and-work-without-a-cache).
-
-Attention FLOPs have one source, ``attention_flops``, which every page, the roofline and the
-serving simulator use: each layer kind says what one (query, cached token) pair costs, MLA
-absorbed at decode as vLLM's MLA backends compute it. Times are per GPU under tensor
-parallelism; pipeline stages do not shorten a step.
+"""Decode step time, the crossover context, prefill time, and cache-versus-recompute arithmetic,
+per GPU under tensor parallelism (pipeline stages do not shorten a step). Decode is bandwidth
+bound: each step reads every (touched) weight once and the whole cache of every sequence
+(docs/formulas.md#decode-step-and-the-crossover); prefill is compute bound: 2 x active params
+FLOPs per prompt token plus attention, at a stated MFU of the dense peak
+(docs/formulas.md#prefill-and-work-without-a-cache). ``attention_flops`` is the one count of
+attention FLOPs every page and the simulator use, MLA absorbed at decode as vLLM computes it.
 """
 
 from __future__ import annotations
@@ -21,22 +17,8 @@ from ..cache.kv import sequence_bytes, stage_layers
 from ..config.limits import MAX_CONTEXT
 from ..core.arith import UNBOUNDED_CONTEXT, first_true
 from ..core.dtypes import KV_DTYPES, get_dtype
-from ..core.model import ModelSpec, counted
+from ..core.model import Layer, ModelSpec, counted
 from ..core.units import GB, check_float, check_int, check_parallel
-
-__all__ = [
-    "StepTime",
-    "step_time",
-    "crossover_context",
-    "prefill",
-    "Prefill",
-    "token_passes",
-    "offload_vs_recompute",
-    "Offload",
-    "DEFAULT_MFU",
-    "attention_flops",
-    "decode_span",
-]
 
 DEFAULT_MFU = 0.5  # a well-tuned prefill reaches roughly half of dense peak; a stated assumption
 
@@ -66,23 +48,22 @@ class StepTime:
 
 def decode_span(context: int, queries: int = 1) -> tuple[int, int]:
     """The positions a decode step computes, as (start, end) for ``attention_flops``: the
-    ``queries`` new tokens of a sequence whose first new token is its ``context``-th (it attends
-    to ``context`` tokens, its own included). More than one query token per step is
-    speculative decoding or multi-token prediction verifying its drafts."""
+    ``queries`` new tokens (more than one: speculative decoding or multi-token prediction) of a
+    sequence whose first new token is its ``context``-th (attending to ``context`` tokens)."""
     start = max(context - 1, 0)
     return start, start + queries
 
 
 def attention_flops(spec: ModelSpec, start: int, end: int, *, decode: bool, tp: int = 1) -> float:
     """Attention FLOPs of one sequence's tokens at positions start + 1 .. end, over every layer,
-    per GPU at tensor parallel ``tp`` (the query heads are split). ``decode`` says which way an
-    engine computes them: prefill (a prompt, or a chunk of one) or a decode step; only MLA
-    differs (absorbed at decode). The one count every page and the simulator use."""
+    per GPU at tensor parallel ``tp``, computed as prefill does or as a decode step does
+    (``decode``; only MLA differs, absorbed at decode)."""
     return sum(lay.attention_flops(start, end, decode) for lay in spec.layers) / tp
 
 
-def _per_gpu_layers(spec: ModelSpec, tp: int, pp: int):
-    return [lay for stage in stage_layers(spec, tp, pp) for lay in stage]
+def per_gpu_layers(spec: ModelSpec, tp: int) -> list[Layer]:
+    """The layers one GPU at tensor parallel ``tp`` computes, every stage's in turn."""
+    return [lay for stage in stage_layers(spec, tp, 1) for lay in stage]
 
 
 def _read_bytes(layers, n: int, dtype, scales: bool) -> int:
@@ -105,7 +86,7 @@ def crossover_context(
     (every layer keeps a bounded number of tokens). With ``tp`` both sides are one GPU's share."""
     batch = check_int("batch", batch, 1, 10**9)
     dtype = get_dtype(kv_dtype, KV_DTYPES)
-    layers = _per_gpu_layers(spec, tp, 1)
+    layers = per_gpu_layers(spec, tp)
     target = math.ceil(weight_read_bytes / tp)
 
     def kv(n):
@@ -131,14 +112,12 @@ def step_time(
     """One decode step of ``batch`` sequences that each hold ``context`` tokens, on ``dep``
     (its model, weights, cache format, tp and pp) at ``bandwidth_gbs`` (its GPU's when None).
 
-    ``peak_tflops`` is the GEMMs' dense peak (the weights' format), ``attention_tflops`` the
-    attention's (the cache's format; ``peak_tflops`` when not given): the compute time, which
-    only says whether the step is compute bound, is the GEMM FLOPs over the one plus the
-    attention FLOPs (absorbed for MLA) over the other; None: no compute time.
+    ``peak_tflops`` is the GEMMs' dense peak, ``attention_tflops`` attention's (``peak_tflops``
+    when not given): the compute time, which only says whether the step is compute bound, is
+    the FLOPs of each over its peak; None: no compute time.
 
-    Weights given as one number (``dep.weights_bytes``, whole model) are read whole each step,
-    for a user who knows their checkpoint's size. ``find_crossover=False`` skips the crossover
-    search (crossover_context is then None), for fast sweeps."""
+    Weights given as one number (``dep.weights_bytes``, whole model) are read whole each step.
+    ``find_crossover=False`` skips the crossover search (crossover_context None)."""
     spec, tp = dep.spec, dep.tp
     context = check_int("context", context, 0, 10**9)
     batch = check_int("batch", batch, 1, 10**7)
@@ -151,7 +130,7 @@ def step_time(
     dtype = get_dtype(kv_dtype, KV_DTYPES)
     sdtype = dep.cache.state
     stage_layers(spec, tp, dep.pp)  # validates the split
-    layers = _per_gpu_layers(spec, tp, 1)  # a token passes every stage in turn
+    layers = per_gpu_layers(spec, tp)  # a token passes every stage in turn
     # Each tensor-parallel GPU reads 1/tp of the weights; the pipeline stages take turns.
     if dep.weights_bytes is not None:
         weight_read_bytes = dep.weights_bytes
@@ -173,11 +152,9 @@ def step_time(
             else check_float("attention peak TFLOPS", attention_tflops, 0.0, 1e6, lo_open=True)
         )
         start, end = decode_span(context)
-        compute = 2 * batch * spec.active_params / tp / (
-            peak_tflops * 1e12
-        ) + batch * attention_flops(spec, start, end, decode=True, tp=tp) / (
-            attention_tflops * 1e12
-        )
+        linear = 2 * batch * spec.active_params / tp
+        attn = batch * attention_flops(spec, start, end, decode=True, tp=tp)
+        compute = linear / (peak_tflops * 1e12) + attn / (attention_tflops * 1e12)
         if compute > t:
             bound = "compute"
     return StepTime(
@@ -229,13 +206,10 @@ def prefill(
     bandwidth_gbs: float | None = None,
     attention_tflops: float | None = None,
 ) -> Prefill:
-    """Time to first token of one request on an idle GPU. A forward pass reads every weight it
-    uses at least once, so with ``weight_read_bytes`` (whole model) and ``bandwidth_gbs`` the
-    time is max(FLOPs / (peak x MFU), weight bytes / bandwidth): a short prompt is never faster
-    than reading the weights, which is what a decode step costs too.
-
-    ``peak_tflops`` is the GEMMs' dense peak (the weights' format); ``attention_tflops`` the
-    attention's (the cache's format), ``peak_tflops`` when not given. Both at the same MFU."""
+    """Time to first token of one request on an idle GPU: max(FLOPs / (peak x MFU), weight bytes
+    / bandwidth) with ``weight_read_bytes`` (whole model) and ``bandwidth_gbs`` (a forward pass
+    reads every weight it uses), else the FLOPs alone. ``peak_tflops`` is the GEMMs' dense peak,
+    ``attention_tflops`` attention's (``peak_tflops`` when not given), both at the same MFU."""
     p = check_int("prompt tokens", prompt_tokens, 1, MAX_CONTEXT)
     peak_tflops = check_float("peak TFLOPS", peak_tflops, 0.0, 1e6, lo_open=True)
     attention_tflops = (
@@ -312,13 +286,11 @@ def offload_vs_recompute(
     fixed_s: float = 0.0,
 ) -> Offload:
     """Is reloading a cached prefix over a link (PCIe, NVLink-C2C) faster than recomputing it?
-
-    ``fixed_s`` is a fixed cost per reload (finding the blocks, issuing and waiting for the
-    copy), zero by default: bandwidth alone."""
+    ``fixed_s``: a fixed cost per reload (finding the blocks, issuing and waiting for the copy)."""
     link_gbs = check_float("link bandwidth (GB/s)", link_gbs, 0.0, 1e6, lo_open=True)
     fixed_s = check_float("fixed reload cost (s)", fixed_s, 0.0, 3600.0)
     dtype = get_dtype(kv_dtype, KV_DTYPES)
-    layers = _per_gpu_layers(spec, tp, 1)
+    layers = per_gpu_layers(spec, tp)
 
     def reload(n):
         return fixed_s + sequence_bytes(layers, n, dtype, False) / (link_gbs * GB)

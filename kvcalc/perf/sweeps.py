@@ -11,16 +11,6 @@ from ..core.units import check_int
 from ..engines.budget import budget
 from .roofline import step_time
 
-__all__ = [
-    "context_grid",
-    "concurrency_curve",
-    "step_curve",
-    "batch_curve",
-    "max_batch_at",
-    "max_context_at",
-    "no_speed_reason",
-]
-
 
 def context_grid(lo: int, hi: int, points: int = 60, include: tuple[int, ...] = ()) -> list[int]:
     """About ``points`` contexts spaced evenly on a log scale from lo to hi, plus ``include``."""
@@ -44,49 +34,42 @@ def concurrency_curve(
     ]
 
 
+def _curve(dep: Deployment, what: str, values: list[int], step_kwargs: dict) -> dict:
+    """One decode step of ``dep`` at each of ``values`` of ``what`` (context or batch): its time,
+    tokens/s and the weights' and the caches' reading times (seconds)."""
+    names = ("step_s", "tokens_per_s", "weight_s", "kv_s")
+    out: dict[str, list] = {what: list(values), **{k: [] for k in names}}
+    for v in values:
+        s = step_time(dep, find_crossover=False, **{what: v}, **step_kwargs)
+        bw = s.bandwidth_gbs * 1e9
+        out["step_s"].append(s.step_time_s)
+        out["tokens_per_s"].append(s.tokens_per_s)
+        out["weight_s"].append(s.weight_read_bytes / bw)
+        out["kv_s"].append((s.kv_read_bytes + s.state_read_bytes) / bw)
+    return out
+
+
 def step_curve(dep: Deployment, contexts: list[int], **step_kwargs) -> dict:
     """Weight-read and KV-read time (seconds) of one decode step of ``dep`` at each context."""
-    weight_s, kv_s, total = [], [], []
-    for c in contexts:
-        s = step_time(dep, context=c, find_crossover=False, **step_kwargs)
-        bw = s.bandwidth_gbs * 1e9
-        weight_s.append(s.weight_read_bytes / bw)
-        kv_s.append((s.kv_read_bytes + s.state_read_bytes) / bw)
-        total.append(s.step_time_s)
-    return {"context": list(contexts), "weight_s": weight_s, "kv_s": kv_s, "step_s": total}
+    c = _curve(dep, "context", contexts, step_kwargs)
+    return {k: c[k] for k in ("context", "weight_s", "kv_s", "step_s")}
 
 
 def batch_curve(dep: Deployment, batches: list[int], **step_kwargs) -> dict:
     """Step time and tokens/s of ``dep`` against batch size at a fixed context."""
-    steps, tps, weight_s, kv_s = [], [], [], []
-    for b in batches:
-        s = step_time(dep, batch=b, find_crossover=False, **step_kwargs)
-        bw = s.bandwidth_gbs * 1e9
-        steps.append(s.step_time_s)
-        tps.append(s.tokens_per_s)
-        weight_s.append(s.weight_read_bytes / bw)
-        kv_s.append((s.kv_read_bytes + s.state_read_bytes) / bw)
-    return {
-        "batch": list(batches),
-        "step_s": steps,
-        "tokens_per_s": tps,
-        "weight_s": weight_s,
-        "kv_s": kv_s,
-    }
+    return _curve(dep, "batch", batches, step_kwargs)
 
 
 def max_batch_at(pool: Deployment, context: int) -> int:
     """How many sequences of ``context`` tokens the KV pool of ``pool`` holds at once: vLLM's
-    maximum concurrency rounded down (a fraction of a sequence does not run). 0 when not even
-    one fits."""
+    maximum concurrency rounded down (a fraction of a sequence does not run)."""
     b = budget(pool, context, find_max_context=False)
     return max(int(math.floor(b.max_concurrency)), 0)
 
 
 def max_context_at(pool: Deployment, batch: int) -> int:
-    """The longest context (tokens per sequence, at most the model's limit) at which ``batch``
-    sequences fit in the KV pool of ``pool`` together; 0 when not even one token each fits. A
-    binary search over :func:`max_batch_at`, which never grows with context."""
+    """The longest context (at most the model's limit) at which ``batch`` sequences fit in the
+    KV pool of ``pool`` together (0: not one token each), by bisecting ``max_batch_at``."""
     batch = check_int("batch", batch, 1, 10**7)
     hi = pool.spec.max_context
 
@@ -103,14 +86,9 @@ def max_context_at(pool: Deployment, batch: int) -> int:
 def no_speed_reason(
     spec: ModelSpec, context: int, batch: int = 1, pool: Deployment | None = None
 ) -> str | None:
-    """Why no decode speed may be stated for ``batch`` sequences of ``context`` tokens each, or
-    None when one may: the one rule every page and the CLI apply (issue 23 [16]).
-
-    * A context past the model's limit (max_position_embeddings): it was not trained for it,
-      and engines refuse it by default.
-    * A batch the KV pool of ``pool`` (a deployment of ``spec``) cannot hold at that context
-      (``max_batch_at``): those sequences cannot be decoded together.
-    """
+    """Why no decode speed may be stated for ``batch`` sequences of ``context`` tokens each (past
+    the model's limit, or more than the KV pool of ``pool`` holds), or None when one may: the one
+    rule every page and the CLI apply (issue 23 [16])."""
     limit = spec.max_context
     if context > limit:
         return (

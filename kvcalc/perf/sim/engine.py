@@ -1,17 +1,13 @@
-"""One GPU's pool and clock for the serving simulator: the ``Setup`` and ``setup``, which refuses
-by name each model the simulator cannot serve, sizes the pool with vLLM's arithmetic
-(``kvcalc.engines.budget``, ``kvcalc.engines.vllm``; the checks and the pool in
-``kvcalc.perf.sim.pool``) and derives the step-time constants.
-
-The one step clock is ``Setup.step_seconds``: max(FLOPs / (peak x MFU), bytes / (bandwidth x
-achieved share)) plus what a real engine adds (``fixed_seconds``), the law of
-``roofline.step_time`` and ``roofline.prefill``."""
+"""One GPU's pool and clock for the serving simulator: ``setup`` checks the model and sizes the
+pool with vLLM's arithmetic (``kvcalc.perf.sim.pool``) and derives ``Setup``'s step constants. The
+one step clock, ``Setup.step_seconds``, is max(FLOPs / (peak x MFU), bytes / (bandwidth x achieved
+share)) plus what a real engine adds, the law of ``roofline.step_time`` and ``roofline.prefill``."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 
 from ...cache.deployment import Deployment
 from ...core.arith import cdiv
@@ -21,57 +17,45 @@ from ...core.model import Layer
 from ...core.units import GB, check_float, check_int
 from ..calibration import ACTIVATION_BYTES, ALLREDUCES_PER_LAYER, StepModel
 from ..roofline import DEFAULT_MFU
-from .pool import checked_inputs, served_layers, size_pool
-
-__all__ = ["Setup", "Speed", "setup"]
+from .pool import PoolSize, checked_inputs, served_layers, size_pool
 
 
 @dataclass(frozen=True, kw_only=True)
-class Setup:
-    """One GPU's pool and clock (per GPU at tensor parallel ``tp``)."""
+class StepWork:
+    """Setup's per-GPU step constants: what a step reads and computes per token, pair or state,
+    and the weights it reads (Weights.read_per_step split into its parts, so that a step of n
+    tokens costs no call)."""
 
-    model: str
-    num_blocks: int  # usable blocks (vLLM's null block taken out)
-    block_size: int
-    max_num_seqs: int
-    max_num_batched_tokens: int
-    prefix_caching: bool
-    tp: int
-    kv_dtype: str
-    weight_read_bytes: int  # per GPU, a step of one token (dense; MoE: the experts it touches)
-    kv_read_bytes_per_token: float  # per GPU, every layer
-    linear_flops_per_token: float  # 2 x active params / tp
+    kv_read_bytes_per_token: float  # per GPU, every layer but the sliding ones
     # 2 x q_heads x (qk_dim + v_dim), all layers, / tp: a pair of a prefill chunk
     attention_flops_per_pair: float
     decode_flops_per_pair: float  # a decode token's pair: the same, MLA's absorbed, / tp
-    bandwidth_gbs: float  # peak
-    bw_share: float
-    peak_tflops: float
-    mfu: float
-    kv_pool_bytes: int
-    block_bytes: int
-    vllm_version: str
-    max_model_len: int
-    notes: tuple[str, ...] = ()
-    # vLLM's KV-cache groups, as blocks a request holds (every group draws on one pool):
-    # full_groups keep every token; slide_groups a window of `window` tokens (vLLM frees the
-    # blocks that leave it); state_blocks are a recurrent state's, taken at admission.
-    full_groups: int = 1
-    slide_groups: int = 0
-    window: int = 0
-    state_blocks: int = 0
-    slide_read_bytes_per_token: float = 0.0  # per GPU, the sliding layers (kv_read_...: the rest)
-    slide_flops_per_pair: float = 0.0
-    state_read_bytes: float = 0.0  # per GPU, every recurrent state of one request, read each step
-    # vLLM's start-up line for max_model_len: every request at its full length, windows charged
-    # window - 1 + the tokens in flight ("Maximum concurrency for N tokens per request")
-    logged_concurrency: float = 0.0
-    logged_blocks_per_request: int = 0
-    pool_blocks: int = 0  # the pool's blocks as vLLM counts them (num_blocks: the null block in)
-    # What a real engine adds (kvcalc.perf.calibration; all zero for the ideal bound): a fixed cost
-    # per step, tensor parallelism's all-reduces (``allreduces`` per step, each a latency plus
-    # 2 (tp - 1) / tp x tokens x ``allreduce_bytes_per_token`` over ``tp_link_gbs``), and a
-    # serving stack's time before the engine sees a request (added to its TTFT and E2EL).
+    slide_flops_per_pair: float
+    slide_read_bytes_per_token: float  # per GPU, the sliding layers
+    state_read_bytes: float  # per GPU, every recurrent state of one request, read each step
+    weight_read_bytes: int  # per GPU, a step of one token (dense; MoE: the experts it touches)
+    # Weights a step of n tokens reads (whole model, before the TP split): every weight but the
+    # input embedding and the routed experts, plus n gathered embedding rows (at most the table),
+    # plus the experts n tokens touch (table indexed by n, its last entry for more).
+    _fixed_read: int = field(default=0, repr=False)
+    _embed: tuple[int, int] = field(default=(0, 0), repr=False)  # (table, row bytes); 0: none
+    _moe_reads: tuple[int, ...] = field(default=(), repr=False)
+
+    def per_rank(self, dp: int) -> StepWork:
+        """Attention data parallel: a GPU reads and attends for one rank's share of the batch."""
+        if dp == 1:
+            return self
+        weights = ("weight_read_bytes", "_fixed_read", "_embed", "_moe_reads")  # setup splits them
+        per_rank = [f.name for f in fields(StepWork) if f.name not in weights]
+        return replace(self, **{k: getattr(self, k) / dp for k in per_rank})
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineCosts:
+    """What a real engine adds to each step (all zero for the ideal bound and without a step
+    model): a fixed cost, tensor parallelism's all-reduces and expert parallelism's all-to-alls
+    (``fixed_seconds``), a serving stack's time before the engine sees a request."""
+
     step_overhead_s: float = 0.0
     allreduces: int = 0
     allreduce_latency_s: float = 0.0
@@ -79,38 +63,45 @@ class Setup:
     tp_link_gbs: float | None = None
     api_overhead_s: float = 0.0
     speed: str = "ideal bound"  # the step model's name (kvcalc.perf.calibration.StepModel.name)
-    # The linear layers' share of the peak when every GEMM dequantises 4-bit group-quantised
-    # weights (kvcalc.perf.calibration.DEQUANT_GEMM_MFU); 0: they run at ``mfu`` like attention.
-    dequant_mfu: float = 0.0
-    # only steps of fewer tokens dequantise in the GEMM (0: every step); larger ones dequantise
-    # the weights once and run the 16-bit GEMM at ``mfu`` (vLLM's AWQ from 0.3: 256)
-    dequant_below: int = 0
-    # The scheduling policy (kvcalc.perf.sim.scheduler): True, decodes first and prefill chunks
-    # in what is left of the token budget (vLLM V1; V0 with --enable-chunked-prefill); False,
-    # vLLM V0's default scheduler (Scheduler._schedule_default): whole prompts in a step of
-    # their own while any can be admitted, the decodes waiting; ``watermark_blocks`` are the
-    # blocks V0's block manager keeps free when it admits a prompt (1% of the pool).
-    chunked_prefill: bool = True
-    watermark_blocks: int = 0
-    # Attention data parallelism (``dp`` ranks, each ``tp`` GPUs holding the attention weights
-    # and the caches of its own requests) and expert parallelism (``ep``: whole experts per
-    # GPU, tokens exchanged with an all-to-all before and after each MoE layer). The pool,
-    # the caps and the token budget above are the whole engine's (dp ranks); the step's
-    # per-GPU work is one rank's share, the batch spread evenly over the ranks.
-    dp: int = 1
-    ep: int = 1
     ep_exchanges: int = 0  # all-to-alls per step (2 per MoE layer with ep > 1)
     ep_latency_s: float = 0.0
     # An engine profile's KV reads and attention FLOPs at their own shares (kvcalc.perf.engines):
     # bw_share / kv share and mfu / attention MFU (1: as the weights and the GEMMs)
     kv_read_factor: float = 1.0
     attention_factor: float = 1.0
-    # Weights a step of n tokens reads (whole model, before the TP split): every weight but the
-    # input embedding and the routed experts, plus n gathered embedding rows (at most the table),
-    # plus the experts n tokens touch (table indexed by n, its last entry for more).
-    _fixed_read: int = field(default=0, repr=False)
-    _embed: tuple = field(default=(0, 0), repr=False)  # (table bytes, row bytes); 0: not gathered
-    _moe_reads: tuple = field(default=(), repr=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Setup(PoolSize, StepWork, EngineCosts):
+    """One GPU's pool and clock (per GPU at tensor parallel ``tp``): the pool (``PoolSize``), the
+    step's work (``StepWork``), what a real engine adds (``EngineCosts``) and the GPU's figures."""
+
+    model: str
+    prefix_caching: bool
+    tp: int
+    kv_dtype: str
+    linear_flops_per_token: float  # 2 x active params / tp
+    bandwidth_gbs: float  # peak
+    bw_share: float
+    peak_tflops: float
+    mfu: float
+    max_model_len: int
+    # The linear layers' share of the peak when every GEMM dequantises 4-bit group-quantised
+    # weights (kvcalc.perf.calibration.DEQUANT_GEMM_MFU); 0: they run at ``mfu`` like attention.
+    dequant_mfu: float = 0.0
+    # only steps of fewer tokens dequantise in the GEMM (0: every step); larger ones dequantise
+    # the weights once and run the 16-bit GEMM at ``mfu`` (vLLM's AWQ from 0.3: 256)
+    dequant_below: int = 0
+    # The scheduling policy: True, decodes first and prefill chunks in what is left of the token
+    # budget (vLLM V1; V0 with --enable-chunked-prefill); False, vLLM V0's default scheduler
+    # (Scheduler._schedule_default: whole prompts in steps of their own, the decodes waiting).
+    chunked_prefill: bool = True
+    # Attention data parallelism (``dp`` ranks of ``tp`` GPUs, each with its own requests'
+    # caches) and expert parallelism (``ep``: whole experts per GPU, tokens exchanged all-to-all
+    # around each MoE layer). The pool and caps are the whole engine's; a step's work per GPU
+    # one rank's share, the batch spread evenly over the ranks.
+    dp: int = 1
+    ep: int = 1
 
     @property
     def bytes_per_s(self) -> float:
@@ -120,10 +111,6 @@ class Setup:
     def flops_per_s(self) -> float:
         return self.peak_tflops * 1e12 * self.mfu
 
-    @property
-    def ridge_flops_per_byte(self) -> float:
-        return self.flops_per_s / self.bytes_per_s
-
     def weights_read(self, tokens: int) -> int:
         """Weight bytes one GPU reads in a step of ``tokens`` new tokens (the whole engine's:
         with attention data parallel ranks each rank's attention weights read for its share,
@@ -131,42 +118,26 @@ class Setup:
         if not self._fixed_read:
             return self.weight_read_bytes  # weights given as one number: read whole
         table, row = self._embed
+        moe = self._moe_reads[min(tokens, len(self._moe_reads) - 1)] if self._moe_reads else 0
         if self.dp > 1:
             dense = self._fixed_read + min(table, cdiv(tokens, self.dp) * row)
-            moe = self._moe_reads[min(tokens, len(self._moe_reads) - 1)] if self._moe_reads else 0
             return cdiv(dense, self.tp) + cdiv(moe, self.tp * self.dp)
-        total = self._fixed_read + min(table, tokens * row)
-        if self._moe_reads:
-            total += self._moe_reads[min(tokens, len(self._moe_reads) - 1)]
-        return cdiv(total, self.tp)
+        return cdiv(self._fixed_read + min(table, tokens * row) + moe, self.tp)
 
     def fixed_seconds(self, tokens: int) -> float:
         """What a step of ``tokens`` new tokens costs beyond max(compute, memory): the fixed
         overhead and the all-reduces (kvcalc.perf.calibration.allreduce_seconds)."""
-        t = self.step_overhead_s
+        link, t = self.tp_link_gbs, self.step_overhead_s
+
+        def wire(share: float, tokens: int) -> float:  # share x tokens' activations on the link
+            return share * tokens * self.allreduce_bytes_per_token / (link * GB) if link else 0.0
+
         if self.allreduces and tokens:
-            wire = 0.0
-            if self.tp_link_gbs:
-                wire = (
-                    2
-                    * (self.tp - 1)
-                    / self.tp
-                    * tokens
-                    * self.allreduce_bytes_per_token
-                    / (self.tp_link_gbs * GB)
-                )
-            t += self.allreduces * (self.allreduce_latency_s + wire)
-        if self.ep_exchanges and tokens:
-            wire = 0.0
-            if self.tp_link_gbs:  # each GPU sends (ep - 1) / ep of its tokens' activations
-                wire = (
-                    (self.ep - 1)
-                    / self.ep
-                    * cdiv(tokens, self.dp)
-                    * self.allreduce_bytes_per_token
-                    / (self.tp_link_gbs * GB)
-                )
-            t += self.ep_exchanges * (self.ep_latency_s + wire)
+            ring = 2 * (self.tp - 1) / self.tp
+            t += self.allreduces * (self.allreduce_latency_s + wire(ring, tokens))
+        if self.ep_exchanges and tokens:  # each GPU sends (ep - 1) / ep of its tokens'
+            sent = (self.ep - 1) / self.ep
+            t += self.ep_exchanges * (self.ep_latency_s + wire(sent, cdiv(tokens, self.dp)))
         return t
 
     @property
@@ -176,8 +147,7 @@ class Setup:
 
     def blocks_held(self, allocated: int, skipped: int = 0) -> int:
         """Blocks a request holds with ``allocated`` tokens given slots and ``skipped`` blocks
-        of each sliding group freed: cdiv(allocated, block) in every token group, less the
-        freed ones, plus its states."""
+        of each sliding group freed."""
         if not allocated:
             return 0
         n = cdiv(allocated, self.block_size)
@@ -204,22 +174,18 @@ class Setup:
         scheduled: int = 0,
         decode_pairs: int = 0,
     ) -> float:
-        """One step of ``tokens`` new tokens whose requests read ``read_tokens`` cached tokens in
-        all and attend to ``pairs`` (query, key) pairs of prefill chunks and ``decode_pairs``
-        of decode tokens in the full-attention layers (an MLA decode pair is absorbed), and
-        ``slide_read`` / ``slide_pairs`` in the sliding ones, ``scheduled`` requests reading
-        their recurrent states: max(compute, memory), plus ``fixed_seconds``. The clock of
-        every step (``clock`` computes it)."""
+        """One step of ``tokens`` new tokens whose requests read ``read_tokens`` cached tokens and
+        attend to ``pairs`` (query, key) pairs of prefill chunks and ``decode_pairs`` of decode
+        tokens (MLA's absorbed), ``slide_read`` / ``slide_pairs`` in the sliding layers, and
+        ``scheduled`` requests read their states: max(compute, memory) + ``fixed_seconds``."""
         return self.clock(tokens, scheduled)(
             read_tokens, pairs, slide_read, slide_pairs, decode_pairs
         )
 
     def clock(self, tokens: int, scheduled: int = 0) -> Callable[..., float]:
         """``step_seconds`` for steps of ``tokens`` new tokens and ``scheduled`` requests reading
-        their states, as a function of the rest (read_tokens, pairs, slide_read, slide_pairs,
-        decode_pairs): what depends on the token count alone (the weights read, the linear
-        FLOPs, the fixed costs) is worked out once, so a run of decode-only steps of one batch
-        costs one call a step. The same sums in the same order, so the same floats."""
+        their states, as a function of the rest: what depends on the token count alone is worked
+        out once. The same sums in the same order, so the same floats."""
         linear = self.linear_flops_per_token * tokens
         if self.dequant_mfu and (not self.dequant_below or tokens < self.dequant_below):
             linear = linear * self.mfu / self.dequant_mfu  # at their own share of the peak
@@ -227,22 +193,12 @@ class Setup:
         states = self.state_read_bytes * scheduled
         fixed = self.fixed_seconds(tokens)
         fps, bps = self.flops_per_s, self.bytes_per_s
-        att: float
-        dec: float
-        slide: float
-        kv: float
-        slide_kv: float
-        att, dec, slide = (
-            self.attention_flops_per_pair,
-            self.decode_flops_per_pair,
-            self.slide_flops_per_pair,
-        )
-        kv, slide_kv = self.kv_read_bytes_per_token, self.slide_read_bytes_per_token
-        if self.kv_read_factor != 1.0:  # the KV reads at their own share of the bandwidth
-            kv, slide_kv = kv * self.kv_read_factor, slide_kv * self.kv_read_factor
-        if self.attention_factor != 1.0:  # attention at its own share of the peak
-            af = self.attention_factor
-            att, dec, slide = att * af, dec * af, slide * af
+        # the KV reads and attention at their own shares of the bandwidth and the peak (x 1.0
+        # where they are the weights' and the GEMMs': exact)
+        kf, af = self.kv_read_factor, self.attention_factor
+        kv, slide_kv = self.kv_read_bytes_per_token * kf, self.slide_read_bytes_per_token * kf
+        att, dec = self.attention_flops_per_pair * af, self.decode_flops_per_pair * af
+        slide = self.slide_flops_per_pair * af
 
         def seconds(
             read_tokens: int,
@@ -260,15 +216,11 @@ class Setup:
 
 @dataclass(frozen=True, kw_only=True)
 class Speed:
-    """How the simulator times a step: the GPU's figures (``of`` takes a GPU's own) and the
-    step model applied to them (kvcalc.perf.calibration: the ideal bound, the calibrated
-    estimate or a user's own coefficients; None: the peaks at MFU 0.5, nothing added).
-
-    ``tp_link_gbs`` is the GPU's link for the all-reduces (GB/s one way);
-    ``attention_peak_tflops`` attention's peak where it is not the GEMMs' (an engine profile
-    only). ``dequant_gemm``: the weights are 4-bit group-quantised and each linear layer's GEMM
-    dequantises them, at the step model's ``dequant_mfu`` of the peak, in steps of fewer than
-    this many tokens (0: every step; the others run the 16-bit GEMM); None: no such GEMM."""
+    """How the simulator times a step: the GPU's figures (``of`` takes a GPU's own: its link
+    for the all-reduces, GB/s one way) and the step model applied to them (None: the peaks at
+    MFU 0.5, nothing added); attention's peak where it is not the GEMMs' (an engine profile
+    only). ``dequant_gemm``: each linear layer's GEMM dequantises 4-bit weights, at the step
+    model's ``dequant_mfu``, in steps of fewer than this many tokens (0: every step)."""
 
     bandwidth_gbs: float
     peak_tflops: float
@@ -306,10 +258,7 @@ def setup(
     gives the pool's size instead of vLLM's arithmetic (the reserve is then what is left beside
     the weights). ``dep.engine.enable_chunked_prefill`` False schedules as vLLM V0's default
     scheduler does (``Setup.chunked_prefill``); its token budget then defaults to V0's
-    max(max_model_len, 2,048) and may not be below max_model_len.
-
-    In order: the inputs checked, the layers refused or accepted, the pool sized and vLLM's
-    groups read (kvcalc.perf.sim.pool), the step constants derived (functions below)."""
+    max(max_model_len, 2,048) and may not be below max_model_len."""
     spec, tp, dp, model = dep.spec, dep.tp, dep.attention_dp, speed.model
     max_model_len = checked_inputs(dep, max_model_len)
     dtype = get_dtype(dep.cache.kv_dtype, KV_DTYPES)
@@ -340,55 +289,12 @@ def setup(
         peak_tflops=speed.peak_tflops,
         mfu=model.mfu if model is not None else DEFAULT_MFU,
         max_model_len=max_model_len,
-        weight_read_bytes=work.weight_read_bytes,
-        kv_read_bytes_per_token=work.kv_read_bytes_per_token,
-        slide_read_bytes_per_token=work.slide_read_bytes_per_token,
-        attention_flops_per_pair=work.attention_flops_per_pair,
-        decode_flops_per_pair=work.decode_flops_per_pair,
-        slide_flops_per_pair=work.slide_flops_per_pair,
-        state_read_bytes=work.state_read_bytes,
-        _fixed_read=work.fixed_read,
-        _embed=work.embed,
-        _moe_reads=work.moe_reads,
         dequant_mfu=dequant_mfu,
         dequant_below=speed.dequant_gemm or 0,
-        **asdict(pool),  # PoolSize's and EngineCosts' fields are Setup's, by the same names
+        **asdict(pool),  # Setup's parts
+        **asdict(work),
         **asdict(c),
     )
-
-
-@dataclass(frozen=True, kw_only=True)
-class StepWork:
-    """Setup's per-GPU step constants: KV bytes read per token (sliding layers apart), FLOPs
-    per attended pair in each phase, the recurrent states read, and the weights a step reads:
-    one number when the weights are given as one (read whole), else Weights.read_per_step
-    split into its parts so a step of n tokens costs no call (the non-expert weights less the
-    input embedding, n of its rows, the experts n tokens touch)."""
-
-    kv_read_bytes_per_token: float
-    attention_flops_per_pair: float
-    decode_flops_per_pair: float
-    slide_flops_per_pair: float
-    slide_read_bytes_per_token: float
-    state_read_bytes: float
-    weight_read_bytes: int
-    fixed_read: int = 0
-    embed: tuple[int, int] = (0, 0)
-    moe_reads: tuple[int, ...] = ()
-
-    def per_rank(self, dp: int) -> StepWork:
-        """Attention data parallel: a GPU reads and attends for one rank's share of the batch."""
-        if dp == 1:
-            return self
-        return replace(
-            self,
-            kv_read_bytes_per_token=self.kv_read_bytes_per_token / dp,
-            slide_read_bytes_per_token=self.slide_read_bytes_per_token / dp,
-            attention_flops_per_pair=self.attention_flops_per_pair / dp,
-            decode_flops_per_pair=self.decode_flops_per_pair / dp,
-            slide_flops_per_pair=self.slide_flops_per_pair / dp,
-            state_read_bytes=self.state_read_bytes / dp,
-        )
 
 
 def step_work(dep: Deployment, layers: list[Layer], wbytes: int, mnbt: int) -> StepWork:
@@ -402,14 +308,8 @@ def step_work(dep: Deployment, layers: list[Layer], wbytes: int, mnbt: int) -> S
     # One pair's FLOPs in each phase (roofline.attention_flops per layer: MLA absorbed at
     # decode), the sliding layers apart: they read and attend at most a window.
     def pair_flops(sliding: bool, decode: bool) -> float:
-        return (
-            sum(
-                lay.attention_flops(0, 1, decode)
-                for lay in spec.layers
-                if (lay.kind == "sliding") == sliding
-            )
-            / tp
-        )
+        kind = [lay for lay in spec.layers if (lay.kind == "sliding") == sliding]
+        return sum(lay.attention_flops(0, 1, decode) for lay in kind) / tp
 
     slide_pt = sum(lay.read_bytes(1, dtype, scales) for lay in layers if lay.kind == "sliding")
     work = StepWork(
@@ -439,41 +339,16 @@ def step_work(dep: Deployment, layers: list[Layer], wbytes: int, mnbt: int) -> S
     return replace(
         work,
         weight_read_bytes=cdiv(w.read_per_step(spec, 1), tp),
-        fixed_read=fixed_read,
-        embed=embed,
-        moe_reads=moe,
+        _fixed_read=fixed_read,
+        _embed=embed,
+        _moe_reads=moe,
     )
 
 
-@dataclass(frozen=True, kw_only=True)
-class EngineCosts:
-    """What a real engine adds to each step (kvcalc.perf.calibration; all zero for the ideal
-    bound and without a step model): see ``Setup``'s fields of the same names."""
-
-    step_overhead_s: float = 0.0
-    allreduces: int = 0
-    allreduce_latency_s: float = 0.0
-    allreduce_bytes_per_token: int = 0
-    tp_link_gbs: float | None = None
-    api_overhead_s: float = 0.0
-    speed: str = "ideal bound"
-    ep_exchanges: int = 0
-    ep_latency_s: float = 0.0
-    kv_read_factor: float = 1.0
-    attention_factor: float = 1.0
-
-
 def engine_costs(dep: Deployment, speed: Speed) -> EngineCosts:
-    """What a real engine adds to each step (kvcalc.perf.calibration); nothing without a step
-    model. ValueError when the all-reduces need a hidden size the config does not give.
-
-    Tensor parallelism's two all-reduces a layer (Megatron-LM); with expert parallel, the MoE
-    layers exchange tokens instead (a dispatch and a combine, all-to-all, at the profile's
-    ``ep_latency_s``) and only attention's all-reduce is left where tp > 1; with attention data
-    parallel and no expert parallel, the MoE layers' exchange over every GPU is timed as an
-    all-reduce. Attention's FLOPs run at the attention peak where it is not the GEMMs' (FP8
-    weights beside a 16-bit cache: the GEMMs at the FP8 peak, attention at the 16-bit one);
-    only with an engine profile, so the pooled estimate's figures stay as they were."""
+    """What a real engine adds to each step (kvcalc.perf.calibration; the rules:
+    docs/calibration.md#what-a-profile-holds); nothing without a step model. ValueError when the
+    all-reduces need a hidden size the config does not give."""
     m, spec, tp, ep = speed.model, dep.spec, dep.tp, dep.ep
     if m is None:
         return EngineCosts()

@@ -3,89 +3,57 @@ TTFT = first token - arrival; TPOT = (last token - first token) / (output tokens
 with more than one output token; ITL = every gap between two successive tokens of a request;
 E2EL = last token - arrival; output tokens/s = all output tokens / (last finish - first arrival);
 percentiles with linear interpolation (numpy's default). Tokens/s per user = 1 / median TPOT.
-
-``Tally`` is what the scheduler counts as it runs (time integrals, the peak batch and what held
-it, the ITL gaps); ``summarize`` turns it and the requests into a ``SimResult``."""
+``summarize`` makes the ``SimResult`` of a run from its requests and its ``Tally``."""
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 from .engine import Setup
 
-__all__ = [
-    "percentile",
-    "SimResult",
-    "Tally",
-    "summarize",
-    "BINDING_LIMITS",
-    "CLI_KEYS",
-]
-
 BINDING_LIMITS = ("kv_pool", "max_num_seqs", "max_num_batched_tokens", "arrivals")
 # ``simulate --json``: the first keys as vLLM's benchmark names its metrics (in seconds), then
 # the simulator's own.
-CLI_KEYS = (
-    "ttft_p50_s",
-    "ttft_mean_s",
-    "ttft_p99_s",
-    "tpot_p50_s",
-    "tpot_mean_s",
-    "tpot_p99_s",
-    "itl_p50_s",
-    "itl_mean_s",
-    "itl_p99_s",
-    "e2el_p50_s",
-    "e2el_mean_s",
-    "duration_s",
-    "request_throughput",
-    "output_tokens_per_s",
-    "total_tokens_per_s",
-    "preemptions",
-    "kv_utilization_mean",
-    "max_batch",
-    "binding_limit",
+CLI_KEYS = tuple(
+    """
+    ttft_p50_s ttft_mean_s ttft_p99_s tpot_p50_s tpot_mean_s tpot_p99_s itl_p50_s itl_mean_s
+    itl_p99_s e2el_p50_s e2el_mean_s duration_s request_throughput output_tokens_per_s
+    total_tokens_per_s preemptions kv_utilization_mean max_batch binding_limit
+    """.split()
 )
 SERIES_POINTS = 400  # utilization-over-time samples kept for a chart
+
+
+def _interpolated(n: int, p: float, at: Callable[[int], float]) -> float:
+    """numpy.percentile's default (linear interpolation between closest ranks) of ``n`` values,
+    ``at(k)`` the k-th smallest (0-based)."""
+    if n == 0:
+        return 0.0
+    pos = (n - 1) * p / 100.0
+    i = int(math.floor(pos))
+    if i + 1 >= n:
+        return at(n - 1)
+    return at(i) + (at(i + 1) - at(i)) * (pos - i)
 
 
 def percentile_sorted(xs: Sequence[float], p: float) -> float:
     """``percentile(xs, p)`` of values already sorted ascending (several percentiles of one
     list sort it once)."""
-    n = len(xs)
-    if n == 0:
-        return 0.0
-    pos = (n - 1) * p / 100.0
-    i = int(math.floor(pos))
-    if i + 1 >= n:
-        return xs[-1]
-    return xs[i] + (xs[i + 1] - xs[i]) * (pos - i)
+    return _interpolated(len(xs), p, xs.__getitem__)
 
 
 def percentile(values: list[float], p: float, weights: list[int] | None = None) -> float:
-    """numpy.percentile's default (linear interpolation between closest ranks). With
-    ``weights``, each value counts that many times (values sorted ascending)."""
+    """numpy.percentile's default. With ``weights``, each value counts that many times (values
+    sorted ascending)."""
     if weights is None:
         return percentile_sorted(sorted(values), p)
-    n = sum(weights)
-    if n == 0:
-        return 0.0
-    pos = (n - 1) * p / 100.0
-    i = int(math.floor(pos))
-    cum, below = [], 0
-    for c in weights:
-        below += c
-        cum.append(below)
-
-    def at(k):  # the k-th smallest (0-based)
-        return values[bisect.bisect_right(cum, k)]
-
-    if i + 1 >= n:
-        return at(n - 1)
-    return at(i) + (at(i + 1) - at(i)) * (pos - i)
+    cum = list(itertools.accumulate(weights))
+    return _interpolated(sum(weights), p, lambda k: values[bisect.bisect_right(cum, k)])
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,16 +113,11 @@ class SimResult:
         d["notes"] = list(self.notes)
         return d
 
-    def cli_dict(self) -> dict:
-        """The keys of ``python -m kvcalc simulate --json``."""
-        return {k: getattr(self, k) for k in CLI_KEYS}
-
 
 @dataclass(kw_only=True)
 class Tally:
-    """What the scheduler counts as it runs: time integrals (blocks used, requests in the system,
-    the running batch), the peak of each, the steps at the peak batch by what held it, the ITL
-    gaps, and the marks of the warm-up (first finish) and of the last admission."""
+    """What the scheduler counts as it runs: time integrals and peaks, the steps at the peak batch
+    by what held it, the ITL gaps, the warm-up's end (first finish) and the last admission."""
 
     area_used: float = 0.0
     area_in_system: float = 0.0
@@ -191,8 +154,7 @@ class Tally:
 
     def binding(self) -> str:
         """Pool-bound once anything was preempted or waited for blocks (issue 23, finding 13: a
-        run labelled by its peak alone hid hundreds of preemptions); else what held the peak
-        batch."""
+        label from the peak alone hid hundreds of preemptions); else what held the peak batch."""
         if self.preemptions or self.kv_waits:
             return "kv_pool"
         at_max = self.at_max
@@ -205,11 +167,9 @@ class Tally:
     def itl(self) -> tuple[list[float], list[int]]:
         """Every decode token's gap is its step's time; tokens after a preemption add theirs:
         the distinct gaps, ascending, and how many tokens had each."""
-        itl: dict[float, int] = {}
+        itl = Counter(self.itl_extra)
         for dt, n in self.itl_steps:
-            itl[dt] = itl.get(dt, 0) + n
-        for g in self.itl_extra:
-            itl[g] = itl.get(g, 0) + 1
+            itl[dt] += n
         ivals = sorted(itl)
         return ivals, [itl[v] for v in ivals]
 

@@ -1,10 +1,7 @@
-"""What the serving simulator's ``setup`` checks and sizes before it derives the clock: the
-inputs checked, the layers it serves (others refused by name), and the pool: vLLM's budget
-(``kvcalc.engines.budget``) or a pool of a given size, its batching limits, vLLM's KV-cache groups
-as the blocks a request holds (``kvcalc.engines.vllm.predict``) and the notes a result reports.
-
-Each check raises ValueError naming what to change; ``kvcalc.perf.sim.engine.setup`` calls them in
-order."""
+"""What the serving simulator's ``setup`` checks and sizes before it derives the clock, in order,
+each check a ValueError naming what to change: the inputs, the layers it serves, and the pool
+(vLLM's budget or a given size, its batching limits, vLLM's KV-cache groups as the blocks a
+request holds, the notes a result reports)."""
 
 from __future__ import annotations
 
@@ -12,22 +9,13 @@ import math
 from dataclasses import dataclass, replace
 
 from ...cache.deployment import Deployment
-from ...cache.kv import stage_layers
 from ...config.limits import MAX_CONTEXT
 from ...core.dtypes import DType
 from ...core.model import Layer, ModelSpec, SlidingWindow
 from ...core.units import check_int
 from ...engines import vllm as _vllm
 from ...engines.budget import Budget, budget, default_gpu_mem_util
-
-__all__ = [
-    "checked_inputs",
-    "served_layers",
-    "PoolSize",
-    "size_pool",
-    "V0_MIN_BATCHED_TOKENS",
-    "V0_WATERMARK",
-]
+from ..roofline import per_gpu_layers
 
 # vLLM V0 without chunked prefill (vllm/config.py, SchedulerConfig.__init__): "If max_model_len
 # is too short, use 2048 as the default value for higher throughput", max_num_batched_tokens =
@@ -68,7 +56,7 @@ def served_layers(
     """The layers of one GPU (the TP split validated) and the window sizes, or ValueError naming
     the layers the simulator does not serve: kinds other than full attention, MLA, sliding
     windows and recurrent states, more than one window size, pages of more than one size."""
-    layers = [lay for stage in stage_layers(spec, tp, 1) for lay in stage]
+    layers = per_gpu_layers(spec, tp)
     big = 1_000_003
     odd = sorted(
         {
@@ -168,9 +156,8 @@ def _groups(dep: Deployment, b: Budget, max_model_len: int, mnbt: int) -> tuple[
 
 
 def _batching(dep: Deployment, b: Budget, max_model_len: int) -> tuple[str, int, int]:
-    """(vLLM version, max_num_seqs, max_num_batched_tokens) of budget ``b``: the batching
-    limits (vLLM's default for the GPU unless given; without chunked prefill V0's,
-    max(max_model_len, 2,048)). ValueError when the limits contradict each other."""
+    """(vLLM version, max_num_seqs, max_num_batched_tokens) of budget ``b`` (vLLM's default for
+    the GPU unless given; without chunked prefill V0's); ValueError when they contradict."""
     version, mns = b.vllm_version, b.max_num_seqs
     if version is None or mns is None:  # a vLLM budget states both
         raise RuntimeError(f"the vLLM budget of {dep.spec.name} has no version or max_num_seqs")
@@ -181,10 +168,6 @@ def _batching(dep: Deployment, b: Budget, max_model_len: int) -> tuple[str, int,
         mnbt = _vllm.default_max_num_batched_tokens(version, dep.total_bytes, dep.gpu_name)
     else:
         mnbt = max(max_model_len, V0_MIN_BATCHED_TOKENS)
-    return version, mns, mnbt
-
-
-def _checked_batching(mnbt: int, mns: int, max_model_len: int, chunked_prefill: bool) -> int:
     mnbt = check_int("max_num_batched_tokens", mnbt, 1, 10**7)
     if not chunked_prefill and mnbt < max_model_len:
         raise ValueError(
@@ -198,14 +181,13 @@ def _checked_batching(mnbt: int, mns: int, max_model_len: int, chunked_prefill: 
             f"max_num_batched_tokens ({mnbt:,}) must be at least max_num_seqs "
             f"({mns:,}), as vLLM requires"
         )
-    return mnbt
+    return version, mns, mnbt
 
 
 @dataclass(frozen=True, kw_only=True)
 class PoolSize:
     """The pool as the simulator holds it: vLLM's blocks (its null block taken out), the
-    batching limits, vLLM's groups as the blocks a request holds, what vLLM logs at start-up
-    for max_model_len, and the notes a result reports."""
+    batching limits, the groups, what vLLM logs at start-up, the notes a result reports."""
 
     num_blocks: int
     block_size: int
@@ -215,13 +197,20 @@ class PoolSize:
     block_bytes: int
     vllm_version: str
     notes: tuple[str, ...]
+    # vLLM's KV-cache groups, as blocks a request holds (every group draws on one pool):
+    # full_groups keep every token; slide_groups a window of `window` tokens (vLLM frees the
+    # blocks that leave it); state_blocks are a recurrent state's, taken at admission.
     full_groups: int
     slide_groups: int
     window: int
     state_blocks: int
+    # vLLM's start-up line for max_model_len: every request at its full length, windows charged
+    # window - 1 + the tokens in flight ("Maximum concurrency for N tokens per request")
     logged_concurrency: float
     logged_blocks_per_request: int
-    pool_blocks: int
+    pool_blocks: int  # the pool's blocks as vLLM counts them (num_blocks: the null block in)
+    # blocks V0's block manager keeps free when it admits a prompt (1% of the pool; 0 with
+    # chunked prefill)
     watermark_blocks: int
 
     def over_ranks(self, dp: int) -> PoolSize:
@@ -240,11 +229,8 @@ class PoolSize:
 def size_pool(
     dep: Deployment, max_model_len: int, windows: list[int], kv_pool_bytes: int | None
 ) -> PoolSize:
-    """The pool of ``dep`` (its weights the simulator's: ``all_weights_bytes`` one rank's):
-    vLLM's budget (or a pool of ``kv_pool_bytes``, the reserve then what is left), its
-    batching limits, vLLM's groups as the blocks a request holds, what vLLM logs at start-up
-    for ``max_model_len`` and the notes. ValueError naming what to change when vLLM would not
-    start or the limits contradict each other."""
+    """The ``PoolSize`` of ``dep`` (its weights the simulator's: ``all_weights_bytes`` one
+    rank's): vLLM's budget, or a pool of ``kv_pool_bytes`` (the reserve then what is left)."""
     if kv_pool_bytes is not None:
         kv_pool_bytes = check_int("KV pool (bytes)", kv_pool_bytes, 1, 2**50)
         reserve = _reserve_beside(dep, dep.all_weights_bytes, kv_pool_bytes)
@@ -253,8 +239,6 @@ def size_pool(
     bs = b.effective_block_size or b.block_size
     version, mns, mnbt = _batching(dep, b, max_model_len)
     full_groups, slide_groups, state_blocks = _groups(dep, b, max_model_len, mnbt)
-    chunked_prefill = dep.engine.enable_chunked_prefill
-    mnbt = _checked_batching(mnbt, mns, max_model_len, chunked_prefill)
     notes = _notes(b, dep.reserve_bytes, kv_pool_bytes, slide_groups, windows, state_blocks)
     return PoolSize(
         num_blocks=b.num_blocks - _vllm.fact(_vllm.Facts.null_block, version),
@@ -272,7 +256,9 @@ def size_pool(
         logged_concurrency=b.max_concurrency,
         logged_blocks_per_request=b.blocks_per_request,
         pool_blocks=b.num_blocks,
-        watermark_blocks=0 if chunked_prefill else int(V0_WATERMARK * b.num_blocks),
+        watermark_blocks=0
+        if dep.engine.enable_chunked_prefill
+        else int(V0_WATERMARK * b.num_blocks),
     )
 
 

@@ -1,15 +1,11 @@
 """The scheduler: continuous batching with chunked prefill on a paged pool, one engine step at a
 time, in vLLM's order: ``arrive``, ``decode`` (``preempt`` when no block is free),
-``prefill_chunks``, ``admit``, ``clock`` (``Setup.step_seconds``, the one clock), ``finish``.
-
-A stretch of decode-only steps before the next finish or arrival runs lean
-(``decode_stretch``). A step's unit is a ``Group`` of requests in one state, its counts times its
-size: one request, or where all are alike (``groups_apply``) those that move together; one set of
-rules either way, so the module is longer than the 600 lines. Without chunked prefill
-(``Setup.chunked_prefill`` False) a step follows vLLM V0's default scheduler instead
-(``prefill_first_step``; vllm/core/scheduler.py, ``Scheduler._schedule_default``,
-vllm-project/vllm@0054e1fa). The rules and their sources:
-docs/simulator.md#one-engine-step and docs/simulator.md#vllm-v0s-prefill-first-scheduler.
+``prefill_chunks``, ``admit``, ``clock`` (``Setup.step_seconds``, the one clock), ``finish``;
+decode-only stretches run lean (``decode_stretch``), alike requests as one ``Group``
+(``groups_apply``): one set of rules either way, so the module is longer than the 600 lines.
+Without chunked prefill a step follows vLLM V0's default scheduler (``prefill_first_step``;
+vllm/core/scheduler.py, ``Scheduler._schedule_default``, vllm-project/vllm@0054e1fa). The rules
+and their sources: docs/simulator.md.
 """
 
 from __future__ import annotations
@@ -25,8 +21,6 @@ from .engine import Setup
 from .metrics import SimResult, Tally, summarize
 from .state import Decoding, Group, Pool, window_pairs
 from .workload import Workload
-
-__all__ = ["Scheduler", "simulate", "estimated_steps", "groups_apply"]
 
 
 def simulate(s: Setup, wl: Workload, *, series: bool = True) -> SimResult:
@@ -52,8 +46,7 @@ def groups_apply(s: Setup, wl: Workload) -> bool:
 
 def estimated_steps(s: Setup, wl: Workload) -> int:
     """About how many engine steps ``simulate(s, wl)`` runs (to refuse a run that would keep a
-    server busy for seconds): output tokens over the batch the pool and the caps allow, plus
-    the prefill chunks."""
+    server busy for seconds): output tokens over the batch that fits, plus the prefill chunks."""
     longest = wl.prompt.hi + wl.output.hi
     per_request = (
         s.blocks_held(longest, s.skipped(longest)) if s.multi_group else cdiv(longest, s.block_size)
@@ -66,9 +59,8 @@ def estimated_steps(s: Setup, wl: Workload) -> int:
 
 
 class Scheduler:
-    """One run of ``wl`` on ``s``: the queues, the pool, the decoding requests and the tally,
-    advanced one engine step at a time by the named steps below (``run``). ``grouped``: alike
-    requests kept in groups (``groups_apply`` must hold); else one request a group."""
+    """One run of ``wl`` on ``s``, one engine step at a time (``run``). ``grouped``: alike requests
+    kept in groups (``groups_apply`` must hold); else one request a group."""
 
     def __init__(self, s: Setup, wl: Workload, *, series: bool = True, grouped: bool = False):
         if wl.longest > s.max_model_len:
@@ -87,10 +79,8 @@ class Scheduler:
         self.rng = random.Random(wl.seed)
         self.bs = s.block_size
         self.nreq = n = wl.requests
-        # vLLM's KV-cache groups: gt token groups take a block every bs tokens; gs of them are
-        # sliding windows of W tokens, which give one back every bs tokens once past the
-        # window; every request also holds st state blocks. One group of full attention:
-        # gt = 1, gs = st = 0.
+        # vLLM's KV-cache groups (Setup's): gt token groups take a block every bs tokens, gs of
+        # them windows of W tokens; st state blocks a request. Full attention: gt 1, gs = st = 0.
         self.gt = s.full_groups + s.slide_groups
         self.gs, self.st, self.W = s.slide_groups, s.state_blocks, s.window
         self.multi = self.gt > 1 or self.gs > 0 or self.st > 0
@@ -103,9 +93,8 @@ class Scheduler:
                     f"into ({s.num_blocks:,} less its watermark of {s.watermark_blocks:,}); "
                     "shorten the requests or give the cache more memory"
                 )
-        # A request reaches the engine the serving stack's time after the client sends it
-        # (HTTP, tokenizer, template: s.api_overhead_s, 0 for the ideal bound); its arrival is
-        # that engine time, and the client's TTFT and E2EL add the stack's time back.
+        # A request reaches the engine the serving stack's time (s.api_overhead_s) after the
+        # client sends it: its arrival is that time; the client's TTFT and E2EL add it back.
         self.api = s.api_overhead_s
         # each request's lengths and times, by id
         self.prompt, self.output = [wl.prompt.lo] * n, [wl.output.lo] * n
@@ -121,20 +110,11 @@ class Scheduler:
         self.dec = Decoding(s)
         self.tally = Tally()
         self.clocks: dict[int | tuple[int, int], Callable[..., float]] = {}
-        self.seq = 0
+        self.seq = self.step = self.in_system = self.done = 0
         self.t = 0.0
-        self.step = 0
-        self.in_system = 0
-        self.done = 0
-        # this step's: token budget left, whether it preempted, the bucket whose decoding
-        # requests hold their new block (-1: none yet), the prefill chunks scheduled
-        self.budget_left = 0
-        self.preempted = False
-        self.grown = -1
-        self.chunks: list[tuple[Group, int]] = []
-        # without chunked prefill: prefill-only steps, the groups whose first token came at
-        # the end of one since the last decode step (end time, groups), whether one ran since,
-        # and the end of the last decode step (a decoding request's previous token)
+        self._new_step()
+        # without chunked prefill: prefill-only steps, the groups whose first token came since
+        # the last decode step (end time, groups), whether one ran since, that step's end
         self.extra_steps = 0
         self.joined: list[tuple[float, list[Group]]] = []
         self.since_decode = False
@@ -176,7 +156,7 @@ class Scheduler:
         return k
 
     def run(self) -> SimResult:
-        s, nreq, dec, budget = self.s, self.nreq, self.dec, self.s.max_num_batched_tokens
+        s, nreq, dec = self.s, self.nreq, self.dec
         while self.done < nreq:
             if not s.chunked_prefill:
                 self.prefill_first_step()
@@ -186,10 +166,7 @@ class Scheduler:
             self.step = j = self.step + 1
             if self.pending:
                 self.arrive()
-            self.budget_left = budget
-            self.preempted = False
-            self.grown = -1
-            self.chunks = []
+            self._new_step()
             self.decode(j)
             if self.prefilling:
                 self.prefill_chunks(j)
@@ -210,19 +187,22 @@ class Scheduler:
             s, self.arrival, self.first, self.finished_at, self.prompt, self.output, self.tally
         )
 
+    def _new_step(self) -> None:
+        """This step's: token budget left, whether it preempted, the bucket whose decoding
+        requests hold their new block (-1: none yet), the prefill chunks scheduled."""
+        self.budget_left = self.s.max_num_batched_tokens
+        self.preempted = False
+        self.grown = -1
+        self.chunks: list[tuple[Group, int]] = []
+
     def prefill_first_step(self) -> None:
-        """One step of vLLM V0's default scheduler: the waiting prompts it can admit whole run
-        as a step of their own (the decode clock does not move), else every decoding request
-        takes a token (preempting the newest when the pool runs dry)."""
-        s = self.s
+        """One step of vLLM V0's default scheduler: the prompts it can admit whole, in a step of
+        their own (the decode clock does not move), else a decode step."""
         if self.dec.n and not self.waiting and not self.since_decode:
             self.decode_stretch()
             self.t_decode = self.t
         self.arrive()
-        self.budget_left = s.max_num_batched_tokens
-        self.preempted = False
-        self.grown = -1
-        self.chunks = []
+        self._new_step()
         reason = self.admit() if self.waiting else None
         if self.chunks:
             j = self.step  # the decode clock's last step: what ends here decodes from j + 1
@@ -235,8 +215,7 @@ class Scheduler:
                 self.joined.append((t_end, started))
             self.since_decode = True
             return
-        self.step += 1
-        j = self.step
+        self.step = j = self.step + 1
         self.decode(j)
         dt = self.clock(j)
         self.account(dt, "kv_pool" if self.preempted else reason)
@@ -267,9 +246,8 @@ class Scheduler:
         tally.area_in_system = area
 
     def decode(self, j: int) -> None:
-        """2. Every decoding request takes one token; those of this step's bucket need a new
-        block (one in each token group); past a window, a sliding group's oldest block is freed
-        first. When the pool runs dry, the newest running requests are preempted."""
+        """2. Every decoding request takes one token, a new block (in each token group) at its
+        bucket's step, a window's oldest freed first; the newest are preempted for blocks."""
         dec, pool = self.dec, self.pool
         if self.gs and dec.n:
             dec.window_moves(j)
@@ -291,9 +269,8 @@ class Scheduler:
         self.budget_left -= dec.n
 
     def prefill_chunks(self, j: int) -> None:
-        """3. Running requests still in prefill take chunks of their prompt from what is left of
-        the token budget, in admission order, preempting the newest for blocks; a group whose
-        requests get different chunks is split there."""
+        """3. Requests in prefill take chunks of what is left of the token budget, preempting
+        the newest for blocks; a group whose requests get different chunks is split there."""
         s, pool, bs, gt = self.s, self.pool, self.bs, self.gt
         for g in list(self.prefilling):
             if self.budget_left <= 0:
@@ -346,11 +323,9 @@ class Scheduler:
             self.chunks.append((x, n))
 
     def admit(self) -> str | None:
-        """4. Unless this step preempted, waiting requests are admitted first come first served
-        while fewer than max_num_seqs run, tokens are left in the budget and the blocks of
-        their first chunk are free (cached shared-prefix blocks counted as theirs): as many of
-        a group at once as all of these allow. Returns what stopped the admissions (None: the
-        queue ran empty)."""
+        """4. Waiting requests are admitted (docs/simulator.md#one-engine-step; cached shared-prefix
+        blocks counted as theirs), as many of a group at once as every limit allows. Returns what
+        stopped the admissions (None: the queue ran empty)."""
         s, pool, bs, waiting, tally = self.s, self.pool, self.bs, self.waiting, self.tally
         reason = None
         while waiting:
@@ -400,9 +375,8 @@ class Scheduler:
         return "kv_pool" if self.preempted else reason
 
     def preempt(self, j: int) -> None:
-        """The running request admitted last (the newest group's last) is preempted: its
-        blocks are freed and it waits again at the head of the queue, to recompute its prompt
-        plus what it had generated (vLLM's recompute preemption, newest first)."""
+        """The running request admitted last (the newest group's last) is preempted, to recompute
+        its prompt and its output from the head of the queue (vLLM's recompute preemption)."""
         s, bs = self.s, self.bs
         g = next(reversed(self.running))
         vid = g.ids.pop()
@@ -442,7 +416,7 @@ class Scheduler:
         tokens = read_tokens = pairs = decode_pairs = slide_read = slide_pairs = 0
         n_dec = scheduled = dec.n if decodes else 0
         if n_dec:
-            ctx = dec.base_sum + n_dec * (j + 1)  # dec.context(j): each its cache and token
+            ctx = dec.base_sum + n_dec * (j + 1)  # each its cache and the new token
             tokens += n_dec
             read_tokens += ctx
             decode_pairs += ctx
@@ -466,8 +440,7 @@ class Scheduler:
 
     def _clock(self, tokens: int, scheduled: int) -> Callable[..., float]:
         """``Setup.clock`` for steps of ``tokens`` new tokens and ``scheduled`` requests reading
-        their states, kept per count (up to a few thousand): ``step_seconds`` is
-        ``clock(tokens, scheduled)(...)``, the same floats."""
+        their states, kept per count (up to a few thousand)."""
         key = tokens if not scheduled else (tokens, scheduled)
         seconds = self.clocks.get(key)
         if seconds is None:
@@ -512,9 +485,8 @@ class Scheduler:
         self.t_decode = t_end
 
     def finish(self, j: int, t_end: float) -> list[Group]:
-        """6. Tokens come out at the end of the step: one per decoding request, and the first of
-        a request whose prefill completed. A finished request frees its blocks at once (and, in
-        a closed loop, its user sends the next)."""
+        """6. Tokens come out at the end of the step; a finished request frees its blocks at once
+        (and, in a closed loop, its user sends the next)."""
         finished = self._finish_decodes(j)
         started = self._end_prefills(j, t_end, finished)
         tally = self.tally
@@ -553,8 +525,7 @@ class Scheduler:
 
     def _end_prefills(self, j: int, t_end: float, finished: list[Group]) -> list[Group]:
         """This step's chunks: shared-prefix blocks become cached; a completed prefill gives its
-        token and decodes from the next step (or finishes, with one output token). Returns the
-        groups that start decoding."""
+        token and decodes from the next step (or finishes). Returns the groups that decode."""
         s, pool, bs = self.s, self.pool, self.bs
         started: list[Group] = []
         for g, _ in self.chunks:
@@ -589,18 +560,15 @@ class Scheduler:
     # -- decode-only stretches ---------------------------------------------------------------
 
     def decode_stretch(self) -> None:
-        """Decode-only steps up to the next finish or arrival: the work of ``decode``,
-        ``clock`` and ``account`` with nothing to admit, schedule or free, done lean (the
-        step's counts in locals). It stops early when a step's new blocks are not free, and
-        leaves that step, and any eviction or preemption, to the full step."""
+        """Decode-only steps up to the next finish or arrival, done lean (the step's counts in
+        locals); a step whose new blocks are not free is left to the full step."""
         dec, pool, tally = self.dec, self.pool, self.tally
         while self.fin_heap and self.fin_heap[0] not in self.finish_at:
             heapq.heappop(self.fin_heap)
         next_finish = self.fin_heap[0] if self.fin_heap else self.step + 1
         arrival = self.pending[0].arrival if self.pending else math.inf
         n_dec = nrun = dec.n
-        # the one clock (Setup.step_seconds), its parts that depend on the batch alone worked
-        # out once: every step here has n_dec tokens and as many requests reading their states
+        # the one clock, worked out once: every step here has n_dec tokens and as many states
         seconds = self._clock(n_dec, n_dec if self.st else 0)
         counted = nrun >= tally.max_batch
         if nrun > tally.max_batch:
@@ -625,7 +593,7 @@ class Scheduler:
             elif nb > free:
                 break  # the full step handles evictions and preemptions
             free -= nb
-            ctx = base_sum + n_dec * (k + 1)  # dec.context(k)
+            ctx = base_sum + n_dec * (k + 1)
             ctx_w = dec.window_context(k) if gs else 0
             dt = seconds(ctx, 0, ctx_w, ctx_w, ctx)
             used = total - free - cached

@@ -1,66 +1,43 @@
-"""The scheduler's bookkeeping: a group of requests' state, the pool of blocks (free ones and
-the shared prefix's chain), and the decoding requests kept as counts by block bucket and by
-where their context is against the window, so that a step's reads and frees are sums, not
-loops."""
+"""The scheduler's bookkeeping: groups of requests, the pool of blocks and the decoding requests
+as counts, so that a step's reads and frees are sums, not loops."""
 
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass, field
 
 from .engine import Setup
 
-__all__ = ["Group", "Pool", "Decoding", "window_pairs"]
 
-
+@dataclass(slots=True, eq=False)  # eq=False: a group is a key by identity
 class Group:
     """Requests in one state, ``ids`` in admission order (the newest last): one request, or in a
-    grouped run (``kvcalc.perf.sim.scheduler.groups_apply``) alike requests that arrived, were
-    admitted and took the same chunks together. The scheduler's counts are a group's times
-    ``n``; ``held`` (blocks of the shared prefix), which a grouped run never has, is one
-    request's."""
+    grouped run (``groups_apply``) alike requests that moved together; the scheduler's counts are
+    a group's times ``n`` (``held``, never in a grouped run, is one request's)."""
 
-    __slots__ = (
-        "ids",
-        "n",
-        "arrival",
-        "prompt",
-        "output",
-        "shared",
-        "gen",
-        "computed",
-        "target",
-        "held",
-        "seq",
-        "last",
-        "dbase",
-        "gbase",
-        "done_step",
-        "bucket",
-        "skip",
-        "win",
-        "epoch",
-    )
+    ids: list[int]
+    arrival: float
+    prompt: int
+    output: int
+    shared: int  # full blocks of the shared system prompt in this prompt
+    n: int = field(init=False)  # len(ids)
+    gen: int = 0  # output tokens so far (exact while waiting or in prefill)
+    computed: int = 0  # tokens in the cache (exact while in prefill)
+    target: int = field(init=False)  # tokens the current prefill must compute (the prompt)
+    held: int = 0  # leading blocks that belong to the shared chain
+    seq: int = 0  # running: the admission order of its first request
+    last: float = -1.0  # the time of its last token
+    dbase: int = 0  # decoding: tokens in cache at the start of step j = dbase + j
+    gbase: int = 0  # decoding: output tokens before step j = gbase + j
+    done_step: int = -1
+    bucket: int = -1
+    skip: int = 0  # blocks of each sliding group freed (they left the window)
+    win: int = 0  # decoding: 0 reads less than the window, 1 a whole window, 2 frees too
+    epoch: int = 0  # decode stints started (stale window events are skipped)
 
-    def __init__(self, ids: list[int], arrival: float, prompt: int, output: int, shared: int):
-        self.ids = ids
-        self.n = len(ids)
-        self.arrival = arrival
-        self.prompt = prompt
-        self.output = output
-        self.shared = shared  # full blocks of the shared system prompt in this prompt
-        self.gen = 0  # output tokens so far (exact while waiting or in prefill)
-        self.computed = 0  # tokens in the cache (exact while in prefill)
-        self.target = prompt  # tokens the current prefill must compute
-        self.held = 0  # leading blocks that belong to the shared chain
-        self.seq = 0  # running: the admission order of its first request
-        self.last = -1.0  # the time of its last token
-        self.dbase = 0  # decoding: tokens in cache at the start of step j = dbase + j
-        self.gbase = 0  # decoding: output tokens before step j = gbase + j
-        self.done_step = -1
-        self.bucket = -1
-        self.skip = 0  # blocks of each sliding group freed (they left the window)
-        self.win = 0  # decoding: 0 reads less than the window, 1 a whole window, 2 frees too
-        self.epoch = 0  # decode stints started (stale window events are skipped)
+    def __post_init__(self) -> None:
+        self.n = len(self.ids)
+        self.target = self.prompt
 
     def part(self, ids: list[int]) -> Group:
         """Requests ``ids`` in this group's state, waiting or in prefill."""
@@ -140,37 +117,15 @@ class Pool:
         if r.shared > self.chain_len and r.held == self.chain_len:
             full = min(r.computed // bs, r.shared)
             if full > self.chain_len:
-                for k in range(self.chain_len, full):
-                    if k < len(self.chain_ref):
-                        self.chain_ref[k] = 1
-                    else:
-                        self.chain_ref.append(1)
+                self.chain_ref[self.chain_len : full] = [1] * (full - self.chain_len)
                 self.chain_len = full
                 r.held = full
                 self.chain_hot = max(self.chain_hot, full)
 
 
 class Decoding:
-    """The decoding requests, as counts: by bucket (a request needs a block at step k when
-    (dbase + k) % bs == 0), and, with sliding windows, by where their context is (r.win): below
-    the window (how many, sum of dbase), and those past it that free a block, by bucket;
-    ``wheap`` holds when each group moves on."""
-
-    __slots__ = (
-        "s",
-        "bs",
-        "gs",
-        "W",
-        "buckets",
-        "bcount",
-        "n",
-        "base_sum",
-        "n_below",
-        "below_sum",
-        "past_cnt",
-        "wheap",
-        "worder",
-    )
+    """The decoding requests, as counts: by bucket (a block needed at step k when (dbase + k) %
+    bs == 0) and, with windows, by where their context is (r.win; ``wheap``: when each moves on)."""
 
     def __init__(self, s: Setup):
         self.s, self.bs, self.gs, self.W = s, s.block_size, s.slide_groups, s.window
@@ -184,12 +139,9 @@ class Decoding:
         self.wheap: list[tuple[int, int, int, Group]] = []  # (step, order, epoch, group)
         self.worder = 0
 
-    def context(self, j: int) -> int:
-        """Tokens the decoding requests read at step j, each its cache with the new token."""
-        return self.base_sum + self.n * (j + 1)
-
     def window_context(self, j: int) -> int:
-        """The same in a sliding layer, which reads and attends at most the window."""
+        """Tokens the decoding requests read at step j (each its cache with the new token) in a
+        sliding layer, which reads and attends at most the window."""
         return self.below_sum + self.n_below * (j + 1) + self.W * (self.n - self.n_below)
 
     def leaving(self, j: int) -> int:

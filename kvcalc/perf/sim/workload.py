@@ -9,8 +9,6 @@ from dataclasses import dataclass
 
 from ...core.units import check_float, check_int
 
-__all__ = ["Dist", "fixed", "uniform", "lognormal", "Workload", "MAX_REQUESTS", "MAX_TOKENS"]
-
 MAX_REQUESTS = 20_000  # about 10 s of simulation at most on one core
 MAX_TOKENS = 1_000_000  # one request's prompt or output
 
