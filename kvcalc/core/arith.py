@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["cdiv", "last_true", "first_true", "UNBOUNDED_CONTEXT"]
-
 # Tokens past every window or chunk a config can give (config fields are capped at 10^8 tokens,
 # kvcalc.config.limits.MAX_CONTEXT) and past the longest context any search here goes to: at
 # this context a layer that still keeps fewer tokens than that keeps a bounded number of them.

@@ -24,28 +24,6 @@ from typing import TYPE_CHECKING, ClassVar, Self, cast
 from .arith import UNBOUNDED_CONTEXT, cdiv
 from .dtypes import DType, bytes_for, get_dtype
 
-__all__ = [
-    "FullAttention",
-    "SlidingWindow",
-    "ChunkedLocal",
-    "MLALatent",
-    "RecurrentState",
-    "SharedKV",
-    "NoCache",
-    "ExtraCache",
-    "Layer",
-    "KVLayer",
-    "AttentionWithState",
-    "LatentInTransformers",
-    "CrossAttention",
-    "MoE",
-    "ParamCounts",
-    "ModelSpec",
-    "SCALE_BYTES",
-    "interned",
-    "counted",
-]
-
 SCALE_BYTES = 4  # one fp32 scale per vector (vLLM's per-token-head quantized KV modes)
 
 

@@ -8,19 +8,6 @@ from __future__ import annotations
 
 import math
 
-__all__ = [
-    "KiB",
-    "MiB",
-    "GiB",
-    "GB",
-    "check_int",
-    "check_float",
-    "fmt_bytes",
-    "fmt_gib",
-    "fmt_gb",
-    "fmt_seconds",
-]
-
 KiB = 2**10
 MiB = 2**20
 GiB = 2**30

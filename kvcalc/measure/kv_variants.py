@@ -11,22 +11,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = [
-    "Variant",
-    "variant",
-    "VARIANTS",
-    "EXTRA_VARIANTS",
-    "kv_bytes",
-    "roundtrip",
-    "kivi_roundtrip",
-    "attention_allowed",
-    "run_variant",
-    "KIVI_GROUP",
-    "KIVI_RESIDUAL",
-    "SINKS",
-    "FP8_MAX",
-]
-
 KIVI_GROUP = 32  # KIVI's group size G (its example scripts: GROUP_SIZE = 32)
 KIVI_RESIDUAL = 128  # KIVI's residual length R (RESIDUAL_LENGTH = 128), a multiple of G
 SINKS = 4  # StreamingLLM keeps 4 initial tokens

@@ -21,22 +21,6 @@ from ..core.units import check_int
 from .runtime import LiveError, RealModel, import_torch, load_model, resolve_device
 from .twins import TWIN_VOCAB, fit_line, predicted_bytes, runtime_spec
 
-__all__ = [
-    "Measurement",
-    "Step",
-    "measure_cache",
-    "WorkPoint",
-    "WorkTime",
-    "measure_work_time",
-    "LiveError",
-    "RealModel",
-    "MAX_NEW_TOKENS",
-    "MAX_PROMPT_TOKENS",
-    "MAX_BATCH",
-    "DEFAULT_NS",
-    "cache_bytes",
-]
-
 MAX_NEW_TOKENS = 512
 # Twin prompts up to 32K tokens, so that a 4,096-token window (Gemma 2) can be passed; the
 # hosted page keeps its own, smaller caps (webui.hosted.live_caps).

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["Net"]
-
 
 class Net:
     """The pieces of a loaded Llama-family ``LlamaForCausalLM`` that a step needs, batch 1."""

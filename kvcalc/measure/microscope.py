@@ -17,8 +17,6 @@ from typing import Any
 
 from ..core.units import check_int
 
-__all__ = ["Microscope", "run", "MAX_PROMPT_CHARS", "caps"]
-
 MAX_PROMPT_CHARS = 1000
 
 

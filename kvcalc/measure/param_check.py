@@ -17,19 +17,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..core.model import ModelSpec
 
-__all__ = [
-    "LANGUAGE_PARTS",
-    "PARAMS_VERDICTS",
-    "STORED_BUFFERS",
-    "count_model",
-    "exc_line",
-    "fields",
-    "judge",
-    "wrapper_count",
-    "markdown_lines",
-    "summary_lines",
-]
-
 PARAMS_VERDICTS = ("exact", "refused", "cannot build", "wrong")
 # Buffers in transformers that the checkpoints store and vLLM loads as weights: DeepSeek-V3's
 # (and its descendants') router score-correction bias (DeepseekV3TopkRouter registers it as a

@@ -26,7 +26,6 @@ from pathlib import Path
 
 from ..core.units import check_int
 from .kv_variants import (
-    EXTRA_VARIANTS,
     KIVI_GROUP,
     SINKS,
     VARIANTS,
@@ -35,32 +34,6 @@ from .kv_variants import (
     run_variant,
     variant,
 )
-
-__all__ = [
-    "VARIANTS",
-    "EXTRA_VARIANTS",
-    "variant",
-    "QualityRow",
-    "QualityTable",
-    "evaluate",
-    "forget_exact",
-    "text_ids",
-    "TEXT_SOURCE",
-    "MAX_TOKENS",
-    "MIN_TOKENS",
-    "MODEL_KEY",
-    "CHUNK",
-    "check_inputs",
-    "THREADS",
-    "RESULT_FORMAT",
-    "machine",
-    "result_document",
-    "check_result_path",
-    "write_result",
-    "text_sha256",
-    "committed_results",
-    "committed_result",
-]
 
 MODEL_KEY = "smollm2-135m"
 MIN_TOKENS = 64

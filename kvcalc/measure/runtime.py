@@ -18,23 +18,6 @@ from dataclasses import dataclass
 from ..config.catalog import registry
 from .twins import TWIN_KEYS, twin_config
 
-__all__ = [
-    "LiveError",
-    "RealModel",
-    "LIVE_INSTALL",
-    "SMOLLM2_INSTALL",
-    "HUB_ALLOWLIST",
-    "DTYPE_NAMES",
-    "import_torch",
-    "resolve_device",
-    "load_model",
-    "smollm2_path",
-    "weights_cache_root",
-    "WEIGHTS_CACHE_ENV",
-    "device_name",
-    "same_gpu",
-]
-
 HUB_ALLOWLIST = registry().hub_run  # kvcalc/config/models.yaml's hub.run
 # How to install what the live measurement needs, said the same way everywhere. torch,
 # transformers, accelerate and gguf are the [live] extra (pins in pyproject.toml); the wheel that

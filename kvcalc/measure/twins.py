@@ -17,8 +17,6 @@ from ..config.catalog import get_model, registry
 from ..config.hfconfig import spec_from_config
 from ..core.model import MLALatent, ModelSpec
 
-__all__ = ["TWIN_KEYS", "TWIN_VOCAB", "twin_config", "runtime_spec", "predicted_bytes", "fit_line"]
-
 TWIN_KEYS = registry().twins  # kvcalc/config/models.yaml's twins
 TWIN_VOCAB = 512  # a twin's vocabulary: small, the cache does not depend on it
 

@@ -23,21 +23,6 @@ from typing import Any
 from ..config.hfconfig import spec_from_config
 from ..core.units import check_int
 
-__all__ = [
-    "verify",
-    "VerifyReport",
-    "VerifyRow",
-    "BoundedVerdict",
-    "verify_bounded",
-    "precheck",
-    "refusal",
-    "ZOO_TYPES",
-    "NATIVE_CODE",
-    "DEFAULT_TIMEOUT_S",
-    "DEFAULT_MEMORY_GIB",
-    "MAX_CHECK_LAYERS",
-]
-
 MAX_VERIFY_CONTEXT = 1 << 17
 
 

@@ -19,18 +19,7 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
-from .param_check import PARAMS_VERDICTS, exc_line, markdown_lines, summary_lines
-
-__all__ = [
-    "PARAMS_VERDICTS",
-    "VERDICTS",
-    "ZooEntry",
-    "ZooResult",
-    "ZooRun",
-    "classify",
-    "entries",
-    "run_zoo",
-]
+from .param_check import exc_line, markdown_lines, summary_lines
 
 VERDICTS = ("exact", "named difference", "refused", "cannot build", "wrong", "error")
 DEFAULT_TIMEOUT_S = 60.0
