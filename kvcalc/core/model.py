@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, ClassVar, Self, cast
 
 from .arith import UNBOUNDED_CONTEXT, cdiv
@@ -197,6 +197,19 @@ class _Layer:
     def cache_rows(self) -> tuple[str, ...]:
         """Names of what one token writes into this layer, for the cache-fill picture."""
         return ()
+
+
+class _Unshaped:
+    """The what-ifs (kvcalc.teach.techniques) leave a kind without attention heads as it is."""
+
+    def as_mha(self) -> Self:
+        return self
+
+    def with_kv_heads(self, kv_heads: int) -> Self:
+        return self
+
+    def as_latent(self, rank: int, rope: int) -> Self:
+        return self
 
 
 class _PerTokenCache(_Layer):
@@ -547,7 +560,7 @@ class SharedKV(_Layer):
 
 
 @dataclass(frozen=True, kw_only=True)
-class RecurrentState(_Layer):
+class RecurrentState(_Unshaped, _Layer):
     """A linear-attention or state-space layer (Mamba, Mamba-2, Gated DeltaNet, lightning
     attention): no per-token K/V, a fixed per-sequence state = convolution window + recurrent
     (SSM) state."""
@@ -623,15 +636,6 @@ class RecurrentState(_Layer):
         channels = self.conv_elements // (self.conv_kernel - 1)
         return replace(self, conv_elements=channels * self.conv_kernel)
 
-    def as_mha(self) -> Self:
-        return self
-
-    def with_kv_heads(self, kv_heads: int) -> Self:
-        return self
-
-    def as_latent(self, rank: int, rope: int) -> Self:
-        return self
-
 
 @dataclass(frozen=True, kw_only=True)
 class AttentionWithState(FullAttention):
@@ -659,9 +663,6 @@ class AttentionWithState(FullAttention):
 
     def transformers_view(self) -> Self:
         return replace(self, state=self.state.transformers_view())
-
-    def recurrent_part(self) -> RecurrentState:
-        return self.state
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -691,7 +692,7 @@ class LatentInTransformers(FullAttention):
 
 
 @dataclass(frozen=True, kw_only=True)
-class CrossAttention(_Layer):
+class CrossAttention(_Unshaped, _Layer):
     """Cross-attention to an image encoder's states (Llama 3.2 Vision, ``mllama``): its K/V
     are computed once per image, ``image_tokens`` of them, and do not grow with the text."""
 
@@ -761,12 +762,9 @@ class CrossAttention(_Layer):
     def with_kv_heads(self, kv_heads: int) -> Self:
         return replace(self, kv_heads=kv_heads)
 
-    def as_latent(self, rank: int, rope: int) -> Self:
-        return self
-
 
 @dataclass(frozen=True, kw_only=True)
-class NoCache(_Layer):
+class NoCache(_Unshaped, _Layer):
     """A block with no attention of its own: an MLP- or MoE-only layer (Nemotron-H's ``-`` and
     ``E``), or an attention no-op / linear replacement (Nemotron-NAS ``block_configs``)."""
 
@@ -779,15 +777,6 @@ class NoCache(_Layer):
 
     def formula(self) -> str:
         return f"nothing stored ({self.why})"
-
-    def as_mha(self) -> Self:
-        return self
-
-    def with_kv_heads(self, kv_heads: int) -> Self:
-        return self
-
-    def as_latent(self, rank: int, rope: int) -> Self:
-        return self
 
 
 Layer = (
@@ -851,17 +840,7 @@ class ParamCounts:
 
     @property
     def total(self) -> int:
-        return (
-            self.embedding
-            + self.lm_head
-            + self.attention
-            + self.mlp
-            + self.routed_experts
-            + self.shared_experts
-            + self.router
-            + self.norms
-            + self.other
-        )
+        return sum(getattr(self, f.name) for f in fields(self) if f.name != "tied")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -927,10 +906,7 @@ class ModelSpec:
         return tuple(lay for lay in self.layers if lay.state_elements)
 
     def kind_counts(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for layer in self.layers:
-            counts[layer.kind] = counts.get(layer.kind, 0) + 1
-        return counts
+        return dict(Counter(layer.kind for layer in self.layers))
 
     def require_params(self) -> ParamCounts:
         if self.params is None:
