@@ -104,19 +104,13 @@ def kv_bytes(
     element size (4: fp32, as the model runs here)."""
     e = kv_heads * head_dim  # numbers per token, per layer, for K or for V
     per_layer = 2 * layers  # K and V, in every layer
-    if v.window is not None:
-        kept = min(tokens, v.window + v.sinks)
-        b = kept * per_layer * e * exact_bytes
-        return b, (
-            f"{kept:,} tokens kept x 2 (K, V) x {layers} layers x {kv_heads} KV heads x "
-            f"{head_dim} x {exact_bytes} B = {b:,} B"
-        )
-    if v.fmt in ("exact", "fp16", "bf16", "fp8"):
+    if v.fmt in ("exact", "fp16", "bf16", "fp8"):  # a window keeps its tokens exact
+        kept = tokens if v.window is None else min(tokens, v.window + v.sinks)
         size = {"exact": exact_bytes, "fp16": 2, "bf16": 2, "fp8": 1}[v.fmt]
-        b = tokens * per_layer * e * size
+        b = kept * per_layer * e * size
         return b, (
-            f"{tokens:,} tokens x 2 (K, V) x {layers} layers x {kv_heads} KV heads x "
-            f"{head_dim} x {size} B = {b:,} B"
+            f"{kept:,} tokens{'' if v.window is None else ' kept'} x 2 (K, V) x {layers} layers "
+            f"x {kv_heads} KV heads x {head_dim} x {size} B = {b:,} B"
         )
     if v.fmt in ("int8-token", "int4-token"):
         bits = 8 if v.fmt == "int8-token" else 4

@@ -99,8 +99,8 @@ class QualityTable:
     window: int
     chunk: int
     device: str
-    rows: list[QualityRow] = field(default_factory=list)
     load_seconds: float = 0.0
+    rows: list[QualityRow] = field(default_factory=list)
 
     def row(self, name: str) -> QualityRow:
         return next(r for r in self.rows if r.variant == name)
@@ -110,28 +110,15 @@ class QualityTable:
         """The table ``to_dict`` wrote (a committed result's ``table``)."""
         names = {f.name for f in fields(QualityRow)}
         rows = [QualityRow(**{k: v for k, v in r.items() if k in names}) for r in d["rows"]]
-        return cls(
-            model=d["model"],
-            tokens=d["tokens"],
-            text_source=d["text_source"],
-            window=d["window"],
-            chunk=d["chunk_tokens"],
-            device=d["device"],
-            rows=rows,
-            load_seconds=d.get("load_seconds", 0.0),
-        )
+        kw = {f.name: d[_KEYS.get(f.name, f.name)] for f in fields(cls)[:6]}
+        return cls(**kw, load_seconds=d.get("load_seconds", 0.0), rows=rows)
 
     def to_dict(self) -> dict:
-        return {
-            "model": self.model,
-            "tokens": self.tokens,
-            "text_source": self.text_source,
-            "window": self.window,
-            "chunk_tokens": self.chunk,
-            "device": self.device,
-            "load_seconds": self.load_seconds,
-            "rows": [asdict(r) for r in self.rows],
-        }
+        """The fields in order, ``chunk`` written as ``chunk_tokens``."""
+        return {_KEYS.get(k, k): v for k, v in asdict(self).items()}
+
+
+_KEYS = {"chunk": "chunk_tokens"}  # a QualityTable field -> its key in a written table
 
 
 # -- running ----------------------------------------------------------------------------------
