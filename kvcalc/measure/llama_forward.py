@@ -32,7 +32,6 @@ class Net:
         self.head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // self.n_heads)
         self.group = self.n_heads // self.n_kv  # query heads per KV head
         self.scale = 1.0 / math.sqrt(self.head_dim)
-        self.max_positions = int(getattr(cfg, "max_position_embeddings", 0) or 0)
         self._layers = model.model.layers
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 

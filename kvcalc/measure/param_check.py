@@ -28,13 +28,14 @@ LANGUAGE_PARTS = ("language_model", "text_model")
 # Encoders a causal LM keeps inside its own model (Phi-4-multimodal's image and audio embedders),
 # left out as a wrapper's are.
 ENCODER_PARTS = ("embed_tokens_extend",)
-# The generation classes a multimodal or encoder-decoder wrapper is built through, in order.
+# The generation classes a multimodal or encoder-decoder wrapper is built through, in order:
+# (transformers' name mapping, the auto class that builds from it).
 _WRAPPER_MAPPINGS = (
-    "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
-    "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES",
-    "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
-    "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
-    "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES",
+    ("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", "AutoModelForImageTextToText"),
+    ("MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES", "AutoModelForMultimodalLM"),
+    ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "AutoModelForCausalLM"),
+    ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", "AutoModelForSeq2SeqLM"),
+    ("MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES", "AutoModelForSpeechSeq2Seq"),
 )
 
 
@@ -125,6 +126,7 @@ def wrapper_count(model_type: str):
     config or the ValueError it raised, transformers' count of the wrapper's language model and
     head or why not, the class built)."""
     import torch
+    import transformers
     from transformers.models.auto import modeling_auto
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
@@ -138,31 +140,18 @@ def wrapper_count(model_type: str):
         spec = spec_from_config(config, name=model_type)
     except ValueError as exc:
         spec = exc
-    for mapping in _WRAPPER_MAPPINGS:
+    for mapping, auto in _WRAPPER_MAPPINGS:
         names = getattr(modeling_auto, mapping, {})
         if model_type not in names:
             continue
-        auto = _auto_for(mapping)
+        build = getattr(transformers, auto).from_config
         try:
             with torch.device("meta"):
-                model = auto.from_config(cfg)
+                model = build(cfg)
         except Exception as exc:
             return spec, f"transformers cannot build {names[model_type]} ({exc_line(exc)})", None
         return spec, count_model(model), type(model).__name__
     return spec, "transformers has no generation class for the wrapper either", None
-
-
-def _auto_for(mapping: str):
-    import transformers
-
-    name = {
-        "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES": "AutoModelForImageTextToText",
-        "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES": "AutoModelForMultimodalLM",
-        "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES": "AutoModelForCausalLM",
-        "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES": "AutoModelForSeq2SeqLM",
-        "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES": "AutoModelForSpeechSeq2Seq",
-    }[mapping]
-    return getattr(transformers, name)
 
 
 def exc_line(exc: BaseException, limit: int = 200) -> str:

@@ -60,10 +60,7 @@ def twin_config(key: str) -> dict:
         hidden_size=hidden,
         intermediate_size=2 * hidden,
         num_hidden_layers=layers,
-        vocab_size=TWIN_VOCAB,
-        bos_token_id=0,
-        eos_token_id=0,
-        pad_token_id=0,
+        **tokens,
     )
     if attn is not None and not isinstance(attn, MLALatent):
         cfg["head_dim"] = attn.head_dim  # keep the real head size although hidden shrank

@@ -372,13 +372,13 @@ def _check(entry: ZooEntry) -> ZooResult:
         config = cfg.to_dict()
         config["model_type"] = cfg.model_type
     except Exception as exc:
-        return failed(f"the config class's defaults fail: {_exc(exc)}")
+        return failed(f"the config class's defaults fail: {exc_line(exc, 240)}")
     try:
         spec = spec_from_config(config, name=entry.model_type)
     except ValueError as exc:
         return result("refused", str(exc), **unread)
     except Exception as exc:
-        return result("error", f"spec_from_config raised {_exc(exc)}", **unread)
+        return result("error", f"spec_from_config raised {exc_line(exc, 240)}", **unread)
     counted: list = []
     try:
         report = verify(
@@ -393,7 +393,7 @@ def _check(entry: ZooEntry) -> ZooResult:
     except Exception as exc:
         return result(
             "error",
-            f"verify raised {_exc(exc)}",
+            f"verify raised {exc_line(exc, 240)}",
             **param_check.fields(spec, counted, entry.model_type, entry.via_text),
         )
     verdict, detail, named = classify(report)
@@ -407,10 +407,6 @@ def _check(entry: ZooEntry) -> ZooResult:
         layers=spec.num_layers,
         **param_check.fields(spec, counted, entry.model_type, entry.via_text),
     )
-
-
-def _exc(exc: BaseException) -> str:
-    return exc_line(exc, 240)
 
 
 _OUT_OF_MEMORY = "out of memory (the child's address-space limit)"
@@ -495,7 +491,7 @@ def run_zoo(
     ``progress(done, total, result)`` is called as results arrive."""
     import datetime
     import multiprocessing
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from .runtime import import_torch
 
@@ -512,8 +508,6 @@ def run_zoo(
         futures = {
             pool.submit(_run_one, ctx, e, timeout_s, memory_gib): i for i, e in enumerate(todo)
         }
-        from concurrent.futures import as_completed
-
         for fut in as_completed(futures):
             i = futures[fut]
             results[i] = fut.result()
