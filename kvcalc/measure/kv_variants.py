@@ -1,9 +1,6 @@
-"""The KV-cache variants the quality table (kvcalc.measure.quality) compares: what each stores
-(``Variant``: a number format, a window, sinks, H2O's kept tokens), its bytes (``kv_bytes``), the
-formats it round-trips keys and values through (FP8, per-token INT8 and INT4, KIVI's asymmetric
-groups), which keys each query reads (causal, windows, sinks, KIVI's residual) and one pass of the
-text through it (``run_variant``). Each variant's source (vLLM, KIVI, StreamingLLM, H2O) is in
-docs/measurement.md. torch comes in as an argument or is imported inside the functions."""
+"""The KV-cache variants the quality table (kvcalc.measure.quality) compares: what each stores,
+its bytes, its number formats, which keys each query reads, and one pass of the text through it
+(``run_variant``). Sources (vLLM, KIVI, StreamingLLM, H2O): docs/measurement.md."""
 
 from __future__ import annotations
 

@@ -1,14 +1,8 @@
 """Run a real Hugging Face model and measure its KV cache and step time against kvcalc.
 
-``measure_cache``: prefill, then decode one token at a time; after each step the cache's own bytes
-against kvcalc's prediction, and the step's time. ``measure_work_time``: recomputing an n-token
-prefix against one cached decode step, timed at several n (work is not time). Both run a
-``RealModel`` (kvcalc.measure.runtime: an architecture twin, SmolLM2-135M's real weights, or an
-allow-listed Hub model) and check ``should_stop()`` before every step: when it returns true the run
-ends with a LiveError ("The run was stopped ..."), nothing partial returned (the app's device
-queue, webui/device_queue.py, uses it for Stop, left sessions and its time limit). The prediction
-follows transformers' conventions (a sliding layer keeps window - 1 tokens between steps); more in
-docs/measurement.md. torch and transformers are imported inside the functions only.
+``measure_cache``: cache bytes against kvcalc's prediction (in transformers' conventions) and the
+time of each step; ``measure_work_time``: recomputing n tokens against one cached step. Both check
+``should_stop()`` before every step (a LiveError ends the run). docs/measurement.md.
 """
 
 from __future__ import annotations

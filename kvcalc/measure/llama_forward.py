@@ -1,13 +1,9 @@
 """A Llama-family forward pass written out, with its KV cache in plain sight.
 
-The attention microscope and the quality measurements need what ``model(input_ids)`` hides: each
-layer's queries, keys and values, the attention weights, and a cache they control (quantized, or
-with tokens evicted). ``Net`` runs the real model's own modules (embeddings, RMSNorms,
-projections, rotary embedding, MLPs, head) and writes out only the attention between them:
+``Net`` runs the model's own modules and writes out only the attention between them:
 q, k, v = W_q x, W_k x, W_v x; q, k rotated (keys cached after RoPE, as transformers does);
 p = softmax(q k^T / sqrt(head_dim) + mask); out = p v. Query head h reads KV head
-h // (heads / kv_heads), transformers' ``repeat_kv`` convention. tests/test_quality.py checks it
-against transformers' own logits. torch is imported by the callers (runtime.import_torch).
+h // (heads / kv_heads) (transformers' ``repeat_kv``). docs/measurement.md.
 """
 
 from __future__ import annotations

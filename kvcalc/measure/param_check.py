@@ -1,12 +1,6 @@
-"""The zoo's parameter check: kvcalc's parameter count against transformers' own model.
-
-In the cache check's child process (kvcalc.measure.zoo), the model transformers built from the
-config class's defaults on the meta device is counted (``count_model``): ``numel`` over its
-parameters (a tied weight once) plus the buffers checkpoints keep as weights (``STORED_BUFFERS``),
-over the causal LM with its output head, or a multimodal model's language model and head. Each
-type gets one of ``PARAMS_VERDICTS`` (exact, refused, cannot build, wrong: a bug to fix). What
-is counted and why: docs/measurement.md. torch and transformers are imported only inside the
-functions that build models.
+"""The zoo's parameter check: kvcalc's parameter count against transformers' own model (built on
+the meta device in the zoo's child), one of ``PARAMS_VERDICTS`` per type. What is counted and
+why: docs/measurement.md. torch and transformers are imported inside the functions.
 """
 
 from __future__ import annotations

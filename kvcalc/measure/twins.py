@@ -1,10 +1,5 @@
-"""Architecture twins and the transformers view of a spec: pure Python, no torch.
-
-A twin is a registry model rebuilt small: its attention geometry (KV heads, head_dim, layer
-kinds, window, MLA ranks) and one period of its layer pattern, with a small hidden size,
-vocabulary and MLP, so each attention layer's cache is byte for byte the real model's.
-kvcalc.measure.live runs them with torch; their configs and predicted caches need neither torch
-nor transformers.
+"""Architecture twins (a registry model rebuilt small, each attention layer's cache byte for byte
+the real model's) and the transformers view of a spec: pure Python, no torch. docs/measurement.md.
 """
 
 from __future__ import annotations

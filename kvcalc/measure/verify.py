@@ -1,16 +1,10 @@
-"""An independent check of kvcalc's layers against the cache transformers itself allocates.
+"""kvcalc's layers checked against the cache transformers itself allocates, on the meta device.
 
     python -m kvcalc verify --config path/to/config.json [--context N]
 
-``verify`` builds the model on PyTorch's meta device (shapes, no storage: a 671B model costs no
-memory), runs one forward pass of ``context`` tokens and compares the cache transformers returns,
-layer by layer, with kvcalc's layers in transformers' layout (``Layer.transformers_view``); a
-legitimate difference from vLLM is named, not called a mismatch. ``verify_bounded`` runs it on a
-server: in a child process (``python -m kvcalc.measure.verify``) with memory and time limits,
-for a model type on the allow-list (``ZOO_TYPES`` less ``NATIVE_CODE``) and at most
-``MAX_CHECK_LAYERS`` layers (``precheck``). Remote code is never run. Design, the named
-differences and the allow-list: docs/measurement.md. torch and transformers are imported inside
-the functions; ``import kvcalc`` never loads them.
+``verify`` compares layer by layer, a legitimate difference from vLLM named; ``verify_bounded``
+runs it in a limited child process for an allowed model type (``precheck``). Design, the named
+differences and the allow-list: docs/measurement.md. torch is imported inside the functions.
 """
 
 from __future__ import annotations

@@ -2,14 +2,9 @@
 
     python -m kvcalc verify --zoo [--markdown | --json] [--only TYPE[,TYPE]]
 
-Every ``model_type`` with a causal-LM class (or a text sub-config that has one) is built from its
-config class's defaults on the meta device and checked with ``kvcalc.measure.verify.verify``;
-the same child counts the model's parameters against kvcalc's (kvcalc.measure.param_check). Each
-type gets one of ``VERDICTS``: exact, named difference, refused (kvcalc says why), cannot build
-(transformers cannot), wrong or error (a bug to fix). Each type runs in a child process of its
-own (multiprocessing's forkserver, with torch preloaded) with time and address-space limits; its
-output is captured and counted. The verdicts in full: docs/measurement.md. torch and transformers
-are imported only inside the functions that run the zoo; ``classify`` needs neither.
+Each ``model_type`` is built from its config class's defaults in a child process of its own and
+gets one of ``VERDICTS``, cache and parameters (kvcalc.measure.param_check) alike. The verdicts
+and the child processes: docs/measurement.md. ``classify`` needs no torch.
 """
 
 from __future__ import annotations
@@ -25,13 +20,7 @@ VERDICTS = ("exact", "named difference", "refused", "cannot build", "wrong", "er
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MEMORY_GIB = 8  # address space of one child; torch alone maps about 1 GiB
 DEFAULT_WORKERS = 2
-# What the forkserver imports once, before it forks a child per type: a fresh, isolated process
-# that starts in milliseconds instead of the 4 s torch takes to import. Past torch, transformers
-# and the auto classes, every type's check imports the same modeling machinery (model base
-# class, decoder layers, cache, masks, generation, the config validators that pull in the
-# processors) and kvcalc's readers and runtime: about 3 s a type on 2 cores when each child
-# imported them itself (transformers 5.24), most of a child's time. Only the type's own
-# configuration and modeling modules are left to import in the child.
+# What the forkserver imports once, before it forks a child per type (docs/measurement.md).
 PRELOAD = (
     "torch",
     "transformers",
