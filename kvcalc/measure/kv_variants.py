@@ -53,6 +53,11 @@ _LABELS = {
     "int4-kivi": "INT4 KIVI: keys per channel, values per token, 128 newest exact",
     "int2-kivi": "INT2 KIVI: keys per channel, values per token, 128 newest exact",
 }
+_WINDOW_LABELS = {
+    "window": "sliding window: each token reads the last {w:,}",
+    "sink4-window": "StreamingLLM: {sinks} sink tokens + the last {w:,}",
+    "h2o": "H2O-style: {new:,} newest + {heavy:,} heavy hitters per KV head, chosen once per chunk",
+}
 
 
 def variant(name: str, window: int) -> Variant:
@@ -63,28 +68,10 @@ def variant(name: str, window: int) -> Variant:
         return Variant(name=name, fmt=name, residual=KIVI_RESIDUAL, label=_LABELS[name])
     m = re.fullmatch(r"(window|sink4-window|h2o)-(W|[0-9]+)", name)
     if m:
-        w = window if m.group(2) == "W" else int(m.group(2))
-        kind = m.group(1)
-        if kind == "window":
-            return Variant(
-                name=f"window-{w}",
-                window=w,
-                label=f"sliding window: each token reads the last {w:,}",
-            )
-        if kind == "sink4-window":
-            return Variant(
-                name=f"sink4-window-{w}",
-                window=w,
-                sinks=SINKS,
-                label=f"StreamingLLM: {SINKS} sink tokens + the last {w:,}",
-            )
-        return Variant(
-            name=f"h2o-{w}",
-            window=w,
-            h2o=True,
-            label=f"H2O-style: {w // 2:,} newest + {w - w // 2:,} heavy hitters per "
-            "KV head, chosen once per chunk",
-        )
+        kind, w = m.group(1), window if m.group(2) == "W" else int(m.group(2))
+        label = _WINDOW_LABELS[kind].format(w=w, sinks=SINKS, new=w // 2, heavy=w - w // 2)
+        sinks = SINKS if kind == "sink4-window" else 0
+        return Variant(name=f"{kind}-{w}", window=w, sinks=sinks, h2o=kind == "h2o", label=label)
     raise ValueError(
         f"unknown variant {name!r}; choose from {', '.join(VARIANTS + EXTRA_VARIANTS)}"
     )
