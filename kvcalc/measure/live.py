@@ -247,14 +247,11 @@ class _Run:
         self.sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
         self.should_stop = should_stop
 
-    def check_stop(self, done: int) -> None:
+    def check_stop(self, done: int | None = None) -> None:
+        """LiveError when ``should_stop()``, saying how many steps ran (None: not counted)."""
         if self.should_stop is not None and self.should_stop():
-            raise LiveError(f"The run was stopped after {done} of its {self.total} steps.")
-
-    def stop(self) -> None:
-        """The stop check of a run that does not count its steps."""
-        if self.should_stop is not None and self.should_stop():
-            raise LiveError("The run was stopped.")
+            where = "" if done is None else f" after {done} of its {self.total} steps"
+            raise LiveError(f"The run was stopped{where}.")
 
     def step(self, **kwargs):
         """One forward pass, timed: (output, greedy next token [batch, 1], seconds)."""
@@ -373,7 +370,7 @@ def measure_work_time(
     )
 
     def timed(**kwargs):
-        run.stop()
+        run.check_stop()
         run.sync()
         t = time.perf_counter()
         got = net(**kwargs)
@@ -384,7 +381,7 @@ def measure_work_time(
         net(input_ids=ids[:, :8], use_cache=False)  # warm-up
         for n in ns:
             rec = [timed(input_ids=ids[:, :n], use_cache=False)[1] for _ in range(repeats)]
-            run.stop()
+            run.check_stop()
             cache = DynamicCache(config=net.config)
             cache = net(input_ids=ids[:, :n], cache=cache, use_cache=True).cache
             step = []

@@ -164,15 +164,11 @@ def verify(
     import transformers
 
     version = transformers.__version__
+    head = {"model": spec.name, "context": n, "transformers_version": version}
 
     def refused(reason: str) -> VerifyReport:
         return VerifyReport(
-            model=spec.name,
-            context=n,
-            transformers_version=version,
-            checkable=False,
-            verdict=f"cannot be checked: {reason}",
-            reason=reason,
+            **head, checkable=False, verdict=f"cannot be checked: {reason}", reason=reason
         )
 
     try:
@@ -199,7 +195,7 @@ def verify(
         return refused("the forward pass returned no cache")
     named: list[str] = []
     rows = [_row(i, layer, n, cache, named) for i, layer in enumerate(spec.layers)]
-    return _report(spec, n, version, rows, named, cache)
+    return _report(head, spec, rows, named, cache)
 
 
 def _build(torch, cfg, errors: list[str]):
@@ -297,9 +293,7 @@ def _row(i: int, layer, n: int, cache, named: list[str]) -> VerifyRow:
     )
 
 
-def _report(
-    spec, n: int, version: str, rows: list[VerifyRow], named: list[str], cache
-) -> VerifyReport:
+def _report(head: dict, spec, rows: list[VerifyRow], named: list[str], cache) -> VerifyReport:
     """The checked report: the first differing layer, or agreement with the cache's extra
     (multi-token-prediction) layers named; a reading that left fields out says so."""
     extra_layers = len(getattr(cache, "layers", [])) - spec.num_layers
@@ -310,7 +304,9 @@ def _report(
             f"{differs[0].layer}, {differs[0].why})"
         )
     else:
-        verdict = f"checked against transformers {version}: layer geometry agrees"
+        verdict = (
+            f"checked against transformers {head['transformers_version']}: layer geometry agrees"
+        )
         if extra_layers > 0:
             named.append(
                 f"transformers' cache has {extra_layers} more layer(s) than the config "
@@ -324,9 +320,7 @@ def _report(
             f"{verdict[1:]}"
         )
     return VerifyReport(
-        model=spec.name,
-        context=n,
-        transformers_version=version,
+        **head,
         checkable=True,
         verdict=verdict,
         rows=tuple(rows),

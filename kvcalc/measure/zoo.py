@@ -80,18 +80,19 @@ class ZooResult:
     params_transformers: int | None = None
 
     @classmethod
-    def failed(cls, entry: ZooEntry, why: str, **kw) -> ZooResult:
-        """``entry`` could not be built: both checks say ``why``."""
+    def of(cls, entry: ZooEntry, **kw) -> ZooResult:
         return cls(
             model_type=entry.model_type,
             model_class=entry.model_class,
             via_text=entry.via_text,
-            verdict="cannot build",
-            detail=why,
-            params="cannot build",
-            params_detail=why,
             **kw,
         )
+
+    @classmethod
+    def failed(cls, entry: ZooEntry, why: str, **kw) -> ZooResult:
+        """``entry`` could not be built: both checks say ``why``."""
+        kw |= {"detail": why, "params": "cannot build", "params_detail": why}
+        return cls.of(entry, verdict="cannot build", **kw)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -340,15 +341,8 @@ def _check(entry: ZooEntry) -> ZooResult:
     t0 = time.perf_counter()
 
     def result(verdict: str, detail: str = "", **kw) -> ZooResult:
-        return ZooResult(
-            model_type=entry.model_type,
-            model_class=entry.model_class,
-            via_text=entry.via_text,
-            verdict=verdict,
-            detail=detail,
-            seconds=round(time.perf_counter() - t0, 2),
-            **kw,
-        )
+        seconds = round(time.perf_counter() - t0, 2)
+        return ZooResult.of(entry, verdict=verdict, detail=detail, seconds=seconds, **kw)
 
     def failed(why: str) -> ZooResult:
         return ZooResult.failed(entry, why, seconds=round(time.perf_counter() - t0, 2))
