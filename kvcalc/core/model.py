@@ -676,13 +676,7 @@ class LatentInTransformers(FullAttention):
     transformers_note_key: ClassVar[str] = "per-head K/V vs latent"
 
     def transformers_view(self) -> MLALatent:
-        return MLALatent(
-            kv_lora_rank=self.latent_rank,
-            qk_rope_head_dim=self.latent_rope,
-            q_heads=self.q_heads,
-            qk_head_dim=self.head_dim,
-            v_head_dim=self.v_head_dim,
-        )
+        return self.as_latent(self.latent_rank, self.latent_rope)
 
     def transformers_note(self) -> str | None:
         return (

@@ -94,14 +94,9 @@ class WorkTime:
 
 
 def cache_bytes(cache) -> tuple[int, int]:
-    """(tensor bytes, storage bytes) of the floating-point tensors the cache object holds.
-
-    Tensor bytes: each tensor's own elements, each tensor counted once; this is what the cache
-    logically holds and what kvcalc predicts. Storage bytes: the memory those tensors keep
-    alive, each storage once. They differ when a tensor is a slice of a larger one, as
-    transformers' sliding-window layers are: the window is cut as a view of the concatenation,
-    so up to one window plus the newest tokens (the whole prompt, right after a long prefill)
-    stays allocated until the next step."""
+    """(tensor bytes, storage bytes) of the floating-point tensors the cache object holds: what
+    the cache logically holds (kvcalc's prediction), and the memory those tensors keep alive,
+    each storage once (why they differ: docs/measurement.md)."""
     import torch
 
     views: dict[tuple, int] = {}
@@ -171,10 +166,7 @@ def measure_cache(
 ) -> Measurement:
     """Prefill, then decode one token at a time; after each step compare the cache's own
     bytes with kvcalc's prediction and time the step. ``no_cache_tokens`` > 0 also runs that
-    many steps without a cache (recomputing the whole sequence) for comparison.
-
-    In order: the inputs checked, the model loaded, the prompt (``_prompt``), the decode with
-    a cache (``_decode``), the steps without one (``_no_cache``), the notes."""
+    many steps without a cache (recomputing the whole sequence) for comparison."""
     import_torch()
     prompt_tokens = check_int("prompt tokens", prompt_tokens, 1, MAX_PROMPT_TOKENS)
     new_tokens = check_int("new tokens", new_tokens, 1, MAX_NEW_TOKENS)

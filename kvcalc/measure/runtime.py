@@ -26,10 +26,8 @@ class LiveError(ValueError):
 
 @dataclass(frozen=True)
 class RealModel:
-    """A model a live measurement runs (``load_model``'s inputs): ``key`` a registry key (a twin,
-    ``source="twin"``), smollm2-135m (``"gguf"``) or an allow-listed Hub id (``"hub"``), in
-    ``dtype`` (DTYPE_NAMES) on ``device`` (auto, cpu or cuda); ``local_files_only``: a Hub model
-    from the local Hugging Face cache only, with no network call."""
+    """A model a live measurement runs: ``load_model``'s inputs (see there), ``device`` auto, cpu
+    or cuda."""
 
     key: str
     source: str = "twin"
@@ -61,19 +59,14 @@ def resolve_device(torch, device: str, dtype: str | None = None) -> str:
     at a usable speed there (no FP16 on a CPU)."""
     if dtype is not None and dtype not in DTYPE_NAMES:
         raise LiveError(f"dtype must be fp32, bf16 or fp16, got {dtype!r}")
-    dev = _device(torch, device)
-    if dtype == "fp16" and dev == "cpu":
-        raise LiveError("FP16 matrix multiplication is slow or missing on CPUs: use fp32 or bf16.")
-    return dev
-
-
-def _device(torch, device: str) -> str:
     if device not in ("auto", "cpu", "cuda"):
         raise LiveError(f"device must be auto, cpu or cuda, got {device!r}")
     if device == "cuda" and not torch.cuda.is_available():
         raise LiveError("No CUDA GPU is visible here: choose the CPU.")
     if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if dtype == "fp16" and device == "cpu":
+        raise LiveError("FP16 matrix multiplication is slow or missing on CPUs: use fp32 or bf16.")
     return device
 
 

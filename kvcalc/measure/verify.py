@@ -147,10 +147,7 @@ def verify(
     """Build ``config`` on the meta device, run one forward of ``context`` tokens and compare the
     cache transformers allocates with kvcalc's layers, layer by layer. ``on_model`` is called
     with the model once it is built, before the forward pass (the zoo counts its parameters).
-
-    In order: kvcalc's reading, transformers' config, the model built (``_build``), one forward
-    pass (``_forward``), then a row per layer (``_row``) and the verdict (``_report``); each way
-    transformers can fail is a report that says why the config cannot be checked."""
+    Each way transformers can fail is a report that says why the config cannot be checked."""
     # The generic reading of a config kvcalc refuses is what a user asks this check about:
     # compare it too, and say that it is unverified.
     spec = spec_from_config(config, name=name, unverified=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 from .param_check import exc_line, markdown_lines, summary_lines
@@ -314,19 +315,17 @@ def entries(only: list[str] | None = None) -> list[ZooEntry]:
     return out
 
 
-class _quiet:
+@contextmanager
+def _quiet():
     """Silence transformers' logger in this process (the listing instantiates config classes)."""
+    from transformers.utils import logging
 
-    def __enter__(self):
-        from transformers.utils import logging
-
-        self._level = logging.get_verbosity()
-        logging.set_verbosity_error()
-
-    def __exit__(self, *exc):
-        from transformers.utils import logging
-
-        logging.set_verbosity(self._level)
+    level = logging.get_verbosity()
+    logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(level)
 
 
 def _check(entry: ZooEntry) -> ZooResult:
