@@ -1,8 +1,7 @@
 """kvcalc: exact KV-cache arithmetic for large language models.
 
-Pure Python (standard library + PyYAML). Importing it never imports streamlit, plotly, pandas
-or torch; the chart builders live in webui.figures, and the torch measurements (kvcalc.measure)
-are imported only by the pages and commands that need them.
+Pure Python (standard library + PyYAML): importing it never imports streamlit, plotly, pandas
+or torch (webui.figures and kvcalc.measure hold those, imported only where needed).
 
 The subpackages are layers, imports pointing down (tests/test_layers.py checks it):
 core <- cache <- config <- engines <- perf <- teach <- cli; measure uses core, cache, config.

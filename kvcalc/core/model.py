@@ -317,7 +317,13 @@ class _Attention(_PerTokenCache):
         return (self.kind, self._span())
 
     def _span(self) -> int | None:
+        """The window or chunk (None: every token)."""
         return None
+
+    @property
+    def label(self) -> str:
+        span = self._span()
+        return self.kind if span is None else f"{self.kind} {span:,}"
 
     def as_mha(self) -> Self:
         """The same layer with one K/V head per query head."""
@@ -361,10 +367,6 @@ class SlidingWindow(_Attention):
         if w >= p:
             return p * (p + 1) // 2
         return w * (w + 1) // 2 + (p - w) * w  # grows to w, then stays at w
-
-    @property
-    def label(self) -> str:
-        return f"sliding {self.window:,}"
 
     def _span(self) -> int | None:
         return self.window
@@ -412,10 +414,6 @@ class ChunkedLocal(_Attention):
     def attended_pairs(self, p: int) -> int:
         full, rest = divmod(p, self.chunk)  # a triangle per whole chunk, then the partial one
         return full * (self.chunk * (self.chunk + 1) // 2) + rest * (rest + 1) // 2
-
-    @property
-    def label(self) -> str:
-        return f"chunked {self.chunk:,}"
 
     def _span(self) -> int | None:
         return self.chunk
