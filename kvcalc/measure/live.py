@@ -245,12 +245,12 @@ class _Run:
             where = "" if done is None else f" after {done} of its {self.total} steps"
             raise LiveError(f"The run was stopped{where}.")
 
-    def step(self, **kwargs):
-        """One forward pass, timed: (output, greedy next token [batch, 1], seconds)."""
+    def step(self, greedy: bool = True, **kwargs):
+        """One forward pass, timed: (output, greedy next token [batch, 1] or None, seconds)."""
         self.sync()
         t0 = time.perf_counter()
         out = self.net(**kwargs)
-        nxt = out.logits[:, -1, :].argmax(-1, keepdim=True)
+        nxt = out.logits[:, -1, :].argmax(-1, keepdim=True) if greedy else None
         self.sync()
         return out, nxt, time.perf_counter() - t0
 
@@ -363,22 +363,18 @@ def measure_work_time(
 
     def timed(**kwargs):
         run.check_stop()
-        run.sync()
-        t = time.perf_counter()
-        got = net(**kwargs)
-        run.sync()
-        return got, time.perf_counter() - t
+        return run.step(greedy=False, **kwargs)
 
     with torch.inference_mode():
         net(input_ids=ids[:, :8], use_cache=False)  # warm-up
         for n in ns:
-            rec = [timed(input_ids=ids[:, :n], use_cache=False)[1] for _ in range(repeats)]
+            rec = [timed(input_ids=ids[:, :n], use_cache=False)[2] for _ in range(repeats)]
             run.check_stop()
             cache = DynamicCache(config=net.config)
             cache = net(input_ids=ids[:, :n], cache=cache, use_cache=True).cache
             step = []
             for r in range(repeats):
-                got, dt = timed(input_ids=ids[:, n + r : n + r + 1], cache=cache, use_cache=True)
+                got, _, dt = timed(input_ids=ids[:, n + r : n + r + 1], cache=cache, use_cache=True)
                 cache = got.cache
                 step.append(dt)
             out.points.append(
