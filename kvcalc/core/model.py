@@ -268,7 +268,6 @@ class _Attention(_PerTokenCache):
 
     @property
     def elements_per_token(self) -> int:
-        """K and V elements this layer stores for one token: kv_heads x (head_dim + v_head_dim)."""
         return self.kv_heads * (self.head_dim + self.v_head_dim)
 
     @property
@@ -281,7 +280,6 @@ class _Attention(_PerTokenCache):
 
     @property
     def scale_vectors(self) -> int:
-        """K and V: two vectors per KV head."""
         return 2 * self.kv_heads
 
     def formula(self) -> str:
@@ -317,7 +315,6 @@ class _Attention(_PerTokenCache):
         return (self.kind, self._span())
 
     def _span(self) -> int | None:
-        """The window or chunk (None: every token)."""
         return None
 
     @property

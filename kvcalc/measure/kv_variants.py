@@ -135,10 +135,8 @@ def roundtrip(x, fmt: str, start: int = 0):
 
     if fmt == "exact":
         return x
-    if fmt == "fp16":
-        return x.to(torch.float16).float()
-    if fmt == "bf16":
-        return x.to(torch.bfloat16).float()
+    if fmt in ("fp16", "bf16"):
+        return x.to(torch.float16 if fmt == "fp16" else torch.bfloat16).float()
     if fmt == "fp8":
         return x.clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).float()
     if fmt in ("int8-token", "int4-token"):

@@ -141,6 +141,11 @@ def _memory(torch, device: str) -> int:
     return 0
 
 
+def _about(model: RealModel, dev: str) -> dict:
+    """What a Measurement and a WorkTime say about the run: model, source, device, dtype."""
+    return {"model": model.key, "source": model.source, "device": dev, "dtype": model.dtype}
+
+
 def _load(model: RealModel):
     """(torch, device, model, config dict, tokenizer, its context or None) of ``model``."""
     torch = import_torch()
@@ -181,13 +186,7 @@ def measure_cache(
             f"{prompt_tokens + new_tokens} tokens exceed this model's {max_pos}-token context"
         )
     result = Measurement(
-        model=model.key,
-        source=model.source,
-        device=dev,
-        dtype=model.dtype,
-        batch=batch,
-        prompt_tokens=prompt_tokens,
-        new_tokens=new_tokens,
+        **_about(model, dev), batch=batch, prompt_tokens=prompt_tokens, new_tokens=new_tokens
     )
     total = new_tokens + 1 + min(no_cache_tokens, new_tokens)
     run = _Run(torch, net, dev, total=total, should_stop=should_stop)
@@ -353,13 +352,7 @@ def measure_work_time(
     gen = torch.Generator().manual_seed(7)
     ids = torch.randint(0, vocab, (1, ns[-1] + repeats + 1), generator=gen).to(dev)
     weight_bytes = sum(p.numel() * p.element_size() for p in net.parameters())
-    out = WorkTime(
-        model=model.key,
-        source=model.source,
-        device=dev,
-        dtype=model.dtype,
-        weight_bytes=int(weight_bytes),
-    )
+    out = WorkTime(**_about(model, dev), weight_bytes=int(weight_bytes))
 
     def timed(**kwargs):
         run.check_stop()
