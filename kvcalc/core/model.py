@@ -268,6 +268,7 @@ class _Attention(_PerTokenCache):
 
     @property
     def elements_per_token(self) -> int:
+        """K and V elements this layer stores for one token: kv_heads x (head_dim + v_head_dim)."""
         return self.kv_heads * (self.head_dim + self.v_head_dim)
 
     @property
