@@ -161,10 +161,8 @@ def counts(results) -> dict[str, int]:
 def summary_lines(results) -> list[str]:
     c = counts(results)
     lines = ["  parameters: " + ", ".join(f"{v}: {c[v]}" for v in PARAMS_VERDICTS)]
-    for r in results:
-        if r.params == "wrong":
-            lines.append(f"  PARAMS WRONG: {r.model_type}: {r.params_detail}")
-    return lines
+    wrong = [r for r in results if r.params == "wrong"]
+    return lines + [f"  PARAMS WRONG: {r.model_type}: {r.params_detail}" for r in wrong]
 
 
 def markdown_lines(results, cell) -> list[str]:

@@ -327,10 +327,8 @@ def _report(head: dict, spec, rows: list[VerifyRow], named: list[str], cache) ->
 
 
 # -- where the check may run: the allow-list and the bounded child ---------------------------
-# A pasted model_type must never make a server load or compile native code. RWKV runs ninja (and
-# on a GPU compiles a CUDA kernel), MRA and YOSO compile theirs, SAM3 video loads a hub kernel:
-# found by reading transformers' modeling files for ninja, cpp_extension, load_cuda_kernels,
-# lazy_load_kernel and get_kernel; tests/test_verify_types.py reads them again for every type.
+# Types whose transformers code loads or compiles native code, never built on a server: how they
+# were found, docs/measurement.md; tests/test_verify_types.py reads them again for every type.
 NATIVE_CODE = frozenset({"rwkv", "mra", "yoso", "sam3_video"})
 # The zoo's types (docs/zoo.md): regenerate after a zoo run with a new transformers.
 ZOO_TYPES = frozenset(

@@ -148,8 +148,7 @@ class ZooRun:
             "  " + ", ".join(f"{v}: {c[v]}" for v in VERDICTS),
         ]
         bad = [r for r in self.results if r.verdict in ("wrong", "error")]
-        for r in bad:
-            lines.append(f"  {r.verdict.upper()}: {_label(r)}: {r.detail}")
+        lines += [f"  {r.verdict.upper()}: {_label(r)}: {r.detail}" for r in bad]
         lines += summary_lines(self.results)
         named = Counter(d for r in self.results for d in r.differences)
         if named:
