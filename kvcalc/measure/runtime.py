@@ -113,10 +113,7 @@ def load_model(source: str, key: str, dtype: str, device: str, local_files_only:
                 f"no architecture twin for {key!r}; choose one of {', '.join(TWIN_KEYS)}"
             )
         cfg_dict = twin_config(key)
-        mt = cfg_dict["model_type"]
-        config = AutoConfig.for_model(
-            mt, **{k: v for k, v in cfg_dict.items() if k != "model_type"}
-        )
+        config = AutoConfig.for_model(**cfg_dict)  # model_type is its first parameter
         torch.manual_seed(0)
         model = AutoModelForCausalLM.from_config(config, dtype=tdtype)
     elif source == "gguf":
