@@ -3,7 +3,7 @@ import threading
 import streamlit as st
 
 from kvcalc.core.units import fmt_bytes
-from kvcalc.measure import quality
+from kvcalc.measure import kv_variants, quality
 from webui import common, device_queue, shared
 from webui.common import bound, number
 from webui.figures import quality_figure
@@ -35,7 +35,7 @@ window = number(
 )
 extra = c[2].multiselect(
     "Also measure",
-    list(quality.EXTRA_VARIANTS),
+    list(kv_variants.EXTRA_VARIANTS),
     [],
     help="fp16 / bf16: 16-bit round trips; h2o-W: heavy-hitter eviction with the same budget W",
     **bound("q_extra", "list"),

@@ -1,8 +1,7 @@
 """kvcalc: exact KV-cache arithmetic for large language models.
 
-Pure Python (standard library + PyYAML). Importing it never imports streamlit, plotly, pandas
-or torch; the chart builders live in webui.figures, and the torch measurements (kvcalc.measure)
-are imported only by the pages and commands that need them.
+Pure Python (standard library + PyYAML): importing it never imports streamlit, plotly, pandas
+or torch (webui.figures and kvcalc.measure hold those, imported only where needed).
 
 The subpackages are layers, imports pointing down (tests/test_layers.py checks it):
 core <- cache <- config <- engines <- perf <- teach <- cli; measure uses core, cache, config.
@@ -13,18 +12,16 @@ subpackages export nothing under a module's name, so ``kvcalc.engines.budget`` i
 module and ``kvcalc.budget`` the function.
 """
 
-from .cache.kv import KVCache, kv_cache, layer_bytes_per_token, pp_partition
-from .cache.weight_bytes import Weights, weights
-from .config.catalog import GPU, RegistryModel, get_gpu, get_model, load_registry, registry
+from .cache.kv import kv_cache, pp_partition
+from .cache.weight_bytes import weights
+from .config.catalog import get_gpu, get_model, load_registry, registry
 from .config.hfconfig import load_config_file, parse_config_text, spec_from_config
 from .core.dtypes import KV_DTYPES, WEIGHT_DTYPES, get_dtype
-from .core.model import ModelSpec
-from .core.units import GB, GiB, KiB, MiB
-from .engines.budget import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, Budget, budget
-from .perf.roofline import crossover_context, offload_vs_recompute, prefill, step_time, token_passes
+from .core.units import GB, GiB
+from .engines.budget import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, budget
+from .perf.roofline import offload_vs_recompute, prefill, step_time, token_passes
 
 __all__ = [
-    "Budget",
     "budget",
     "DEFAULT_RESERVE_BYTES",
     "DEFAULT_GPU_MEM_UTIL",
@@ -34,26 +31,17 @@ __all__ = [
     "load_config_file",
     "parse_config_text",
     "spec_from_config",
-    "KVCache",
     "kv_cache",
-    "layer_bytes_per_token",
     "pp_partition",
-    "ModelSpec",
-    "GPU",
-    "RegistryModel",
     "get_gpu",
     "get_model",
     "load_registry",
     "registry",
-    "crossover_context",
     "offload_vs_recompute",
     "prefill",
     "step_time",
     "token_passes",
     "GB",
     "GiB",
-    "KiB",
-    "MiB",
-    "Weights",
     "weights",
 ]

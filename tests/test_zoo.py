@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("torch", reason="the zoo needs torch (pip install -r requirements.txt)")
 pytest.importorskip("transformers", reason="the zoo needs transformers")
 
-from kvcalc.measure import zoo  # noqa: E402
+from kvcalc.measure import param_check, zoo  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "docs" / "zoo.md"
@@ -49,7 +49,7 @@ def test_no_parameter_count_is_wrong(run):
     plus the score-correction bias buffers checkpoints store), or is refused by name."""
     bad = [f"{r.model_type}: {r.params_detail}" for r in run.results if r.params == "wrong"]
     assert not bad, "\n".join(bad)
-    assert all(r.params in zoo.PARAMS_VERDICTS for r in run.results)
+    assert all(r.params in param_check.PARAMS_VERDICTS for r in run.results)
     for r in run.results:
         if r.params in ("refused", "cannot build"):
             assert len(r.params_detail) > 10, r

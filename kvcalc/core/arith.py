@@ -1,22 +1,11 @@
-"""Small integer arithmetic every layer uses: ceiling division and bisection.
-
-Written once here, so that a block count or a search reads the same everywhere:
-
-* ``cdiv(a, b)``: ceil(a / b) for ints, exactly (vLLM's own ``cdiv``: blocks for ``a`` tokens
-  of ``b`` per block), with no float in between;
-* ``last_true(ok, lo, hi)`` / ``first_true(ok, lo, hi)``: the edge of a predicate that holds up
-  to some n and fails after it (or the reverse), by bisection: about log2(hi - lo) calls, for
-  "the longest context that fits", "the fewest users that fill the pool", "the shortest prefix
-  that reloading wins";
-* ``UNBOUNDED_CONTEXT``: a context longer than any window or chunk, to tell a layer that keeps
-  a bounded number of tokens from one that keeps them all (``Layer.token_bound``).
+"""Small integer arithmetic every layer uses, written once so that a block count or a search
+reads the same everywhere: ceiling division (vLLM's ``cdiv``: blocks for a tokens of b per
+block) and bisection ("the longest context that fits", "the fewest users that fill the pool").
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-
-__all__ = ["cdiv", "last_true", "first_true", "UNBOUNDED_CONTEXT"]
 
 # Tokens past every window or chunk a config can give (config fields are capped at 10^8 tokens,
 # kvcalc.config.limits.MAX_CONTEXT) and past the longest context any search here goes to: at
@@ -25,7 +14,7 @@ UNBOUNDED_CONTEXT = 10**12
 
 
 def cdiv(a: int, b: int) -> int:
-    """ceil(a / b) for ints (b > 0), without rounding through a float."""
+    """ceil(a / b) for ints (b > 0), exactly, without rounding through a float."""
     return -(-a // b)
 
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["DType", "KV_DTYPES", "WEIGHT_DTYPES", "get_dtype", "bytes_for"]
-
 
 @dataclass(frozen=True, kw_only=True)
 class DType:

@@ -1,6 +1,4 @@
-"""A GPU: its memory, bandwidth and dense peaks per math format (datasheet figures, no sparsity),
-and which peak a piece of work gets. The registry (kvcalc.config.catalog) loads them from
-models.yaml."""
+"""A GPU and which of its peaks a piece of work gets; kvcalc.config.catalog loads models.yaml."""
 
 from __future__ import annotations
 
@@ -67,26 +65,21 @@ class GPU:
         INT8 weights with 8-bit activations where the GPU has FP8 tensor cores (W8A8), else
         dequantised to 16 bits; 4-bit weights (INT4, MXFP4) are dequantised to 16 bits
         (W4A16, as vLLM's Marlin kernels do); 16-bit weights in 16 bits."""
-        if weight_dtype == "fp32":
-            return "fp32"
-        if weight_dtype in ("fp8", "int8") and self.fp8_tflops:
-            return "fp8"
-        if weight_dtype == "fp16":
-            return "fp16"
-        return self.half
+        return self._math(weight_dtype, weight_dtype in ("fp8", "int8"))
 
     def attention_format(self, kv_dtype: str = "bf16") -> str:
         """The format attention's arithmetic runs in with a cache stored in ``kv_dtype``: FP32
         for an FP32 cache; FP8 for an FP8 cache where vLLM's kernels compute in FP8
         (``fp8_attention``: Hopper); otherwise the 16-bit model format, the cache dequantised
         as it is read."""
-        if kv_dtype == "fp32":
-            return "fp32"
-        if kv_dtype == "fp8" and self.fp8_attention and self.fp8_tflops:
-            return "fp8"
-        if kv_dtype == "fp16":
-            return "fp16"
-        return self.half
+        return self._math(kv_dtype, kv_dtype == "fp8" and self.fp8_attention)
+
+    def _math(self, dtype: str, fp8: bool) -> str:
+        """FP32 and FP16 as stored; FP8 where ``fp8`` and the GPU has FP8 tensor cores; else the
+        16-bit format."""
+        if dtype in ("fp32", "fp16"):
+            return dtype
+        return "fp8" if fp8 and self.fp8_tflops else self.half
 
     def peak_tflops(self, dtype: str = "bf16") -> float | None:
         """Dense peak for the GEMMs of weights stored in ``dtype`` (see ``gemm_format``)."""

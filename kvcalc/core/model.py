@@ -18,33 +18,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, ClassVar, Self, cast
 
 from .arith import UNBOUNDED_CONTEXT, cdiv
 from .dtypes import DType, bytes_for, get_dtype
-
-__all__ = [
-    "FullAttention",
-    "SlidingWindow",
-    "ChunkedLocal",
-    "MLALatent",
-    "RecurrentState",
-    "SharedKV",
-    "NoCache",
-    "ExtraCache",
-    "Layer",
-    "KVLayer",
-    "AttentionWithState",
-    "LatentInTransformers",
-    "CrossAttention",
-    "MoE",
-    "ParamCounts",
-    "ModelSpec",
-    "SCALE_BYTES",
-    "interned",
-    "counted",
-]
 
 SCALE_BYTES = 4  # one fp32 scale per vector (vLLM's per-token-head quantized KV modes)
 
@@ -221,6 +199,19 @@ class _Layer:
         return ()
 
 
+class _Unshaped:
+    """The what-ifs (kvcalc.teach.techniques) leave a kind without attention heads as it is."""
+
+    def as_mha(self) -> Self:
+        return self
+
+    def with_kv_heads(self, kv_heads: int) -> Self:
+        return self
+
+    def as_latent(self, rank: int, rope: int) -> Self:
+        return self
+
+
 class _PerTokenCache(_Layer):
     """What the kinds that write a cache entry for every token share (per-head K/V and MLA's
     latent alike): the bytes of one entry, every token kept and attended to (a window or a
@@ -290,7 +281,6 @@ class _Attention(_PerTokenCache):
 
     @property
     def scale_vectors(self) -> int:
-        """K and V: two vectors per KV head."""
         return 2 * self.kv_heads
 
     def formula(self) -> str:
@@ -327,6 +317,11 @@ class _Attention(_PerTokenCache):
 
     def _span(self) -> int | None:
         return None
+
+    @property
+    def label(self) -> str:
+        span = self._span()
+        return self.kind if span is None else f"{self.kind} {span:,}"
 
     def as_mha(self) -> Self:
         """The same layer with one K/V head per query head."""
@@ -370,10 +365,6 @@ class SlidingWindow(_Attention):
         if w >= p:
             return p * (p + 1) // 2
         return w * (w + 1) // 2 + (p - w) * w  # grows to w, then stays at w
-
-    @property
-    def label(self) -> str:
-        return f"sliding {self.window:,}"
 
     def _span(self) -> int | None:
         return self.window
@@ -421,10 +412,6 @@ class ChunkedLocal(_Attention):
     def attended_pairs(self, p: int) -> int:
         full, rest = divmod(p, self.chunk)  # a triangle per whole chunk, then the partial one
         return full * (self.chunk * (self.chunk + 1) // 2) + rest * (rest + 1) // 2
-
-    @property
-    def label(self) -> str:
-        return f"chunked {self.chunk:,}"
 
     def _span(self) -> int | None:
         return self.chunk
@@ -569,7 +556,7 @@ class SharedKV(_Layer):
 
 
 @dataclass(frozen=True, kw_only=True)
-class RecurrentState(_Layer):
+class RecurrentState(_Unshaped, _Layer):
     """A linear-attention or state-space layer (Mamba, Mamba-2, Gated DeltaNet, lightning
     attention): no per-token K/V, a fixed per-sequence state = convolution window + recurrent
     (SSM) state."""
@@ -645,15 +632,6 @@ class RecurrentState(_Layer):
         channels = self.conv_elements // (self.conv_kernel - 1)
         return replace(self, conv_elements=channels * self.conv_kernel)
 
-    def as_mha(self) -> Self:
-        return self
-
-    def with_kv_heads(self, kv_heads: int) -> Self:
-        return self
-
-    def as_latent(self, rank: int, rope: int) -> Self:
-        return self
-
 
 @dataclass(frozen=True, kw_only=True)
 class AttentionWithState(FullAttention):
@@ -682,9 +660,6 @@ class AttentionWithState(FullAttention):
     def transformers_view(self) -> Self:
         return replace(self, state=self.state.transformers_view())
 
-    def recurrent_part(self) -> RecurrentState:
-        return self.state
-
 
 @dataclass(frozen=True, kw_only=True)
 class LatentInTransformers(FullAttention):
@@ -697,13 +672,7 @@ class LatentInTransformers(FullAttention):
     transformers_note_key: ClassVar[str] = "per-head K/V vs latent"
 
     def transformers_view(self) -> MLALatent:
-        return MLALatent(
-            kv_lora_rank=self.latent_rank,
-            qk_rope_head_dim=self.latent_rope,
-            q_heads=self.q_heads,
-            qk_head_dim=self.head_dim,
-            v_head_dim=self.v_head_dim,
-        )
+        return self.as_latent(self.latent_rank, self.latent_rope)
 
     def transformers_note(self) -> str | None:
         return (
@@ -713,7 +682,7 @@ class LatentInTransformers(FullAttention):
 
 
 @dataclass(frozen=True, kw_only=True)
-class CrossAttention(_Layer):
+class CrossAttention(_Unshaped, _Layer):
     """Cross-attention to an image encoder's states (Llama 3.2 Vision, ``mllama``): its K/V
     are computed once per image, ``image_tokens`` of them, and do not grow with the text."""
 
@@ -783,12 +752,9 @@ class CrossAttention(_Layer):
     def with_kv_heads(self, kv_heads: int) -> Self:
         return replace(self, kv_heads=kv_heads)
 
-    def as_latent(self, rank: int, rope: int) -> Self:
-        return self
-
 
 @dataclass(frozen=True, kw_only=True)
-class NoCache(_Layer):
+class NoCache(_Unshaped, _Layer):
     """A block with no attention of its own: an MLP- or MoE-only layer (Nemotron-H's ``-`` and
     ``E``), or an attention no-op / linear replacement (Nemotron-NAS ``block_configs``)."""
 
@@ -801,15 +767,6 @@ class NoCache(_Layer):
 
     def formula(self) -> str:
         return f"nothing stored ({self.why})"
-
-    def as_mha(self) -> Self:
-        return self
-
-    def with_kv_heads(self, kv_heads: int) -> Self:
-        return self
-
-    def as_latent(self, rank: int, rope: int) -> Self:
-        return self
 
 
 Layer = (
@@ -873,17 +830,7 @@ class ParamCounts:
 
     @property
     def total(self) -> int:
-        return (
-            self.embedding
-            + self.lm_head
-            + self.attention
-            + self.mlp
-            + self.routed_experts
-            + self.shared_experts
-            + self.router
-            + self.norms
-            + self.other
-        )
+        return sum(getattr(self, f.name) for f in fields(self) if f.name != "tied")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -949,10 +896,7 @@ class ModelSpec:
         return tuple(lay for lay in self.layers if lay.state_elements)
 
     def kind_counts(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for layer in self.layers:
-            counts[layer.kind] = counts.get(layer.kind, 0) + 1
-        return counts
+        return dict(Counter(layer.kind for layer in self.layers))
 
     def require_params(self) -> ParamCounts:
         if self.params is None:

@@ -1,12 +1,8 @@
 """Speculative decoding's cache: the layers a drafter adds to the target model's pool.
 
-A drafter proposes ``tokens`` tokens a step and the target checks them in one pass. Its
-attention layers keep a cache of their own in the same pool as the target's (vLLM sizes one
-pool for all of them; tests/data/vllm-speculative-facts.md). Three kinds of drafter: the
-model's own MTP layers (``ModelSpec.mtp_layers``), an EAGLE head (its own config.json, or one
-decoder layer of the target's geometry), or a draft model (all of its layers). What an
-engine adds per drafted token is the engine's rule (kvcalc.engines.vllm):
-docs/vllm.md#speculative-decoding.
+A drafter's attention layers (MTP, an EAGLE head, a draft model) keep a cache of their own in
+the target's pool (vLLM sizes one pool for all of them; tests/data/vllm-speculative-facts.md).
+What an engine adds per drafted token: kvcalc.engines.vllm, docs/vllm.md#speculative-decoding.
 """
 
 from __future__ import annotations

@@ -8,19 +8,6 @@ from __future__ import annotations
 
 import math
 
-__all__ = [
-    "KiB",
-    "MiB",
-    "GiB",
-    "GB",
-    "check_int",
-    "check_float",
-    "fmt_bytes",
-    "fmt_gib",
-    "fmt_gb",
-    "fmt_seconds",
-]
-
 KiB = 2**10
 MiB = 2**20
 GiB = 2**30
@@ -29,13 +16,9 @@ GB = 10**9
 
 def check_int(name: str, value: object, lo: int, hi: int) -> int:
     """``value`` as an int in [lo, hi], or ValueError that names the input."""
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be a whole number, got {value!r}")
-    if isinstance(value, float):
-        if not math.isfinite(value) or value != int(value):
-            raise ValueError(f"{name} must be a whole number, got {value!r}")
+    if isinstance(value, float) and math.isfinite(value) and value == int(value):
         value = int(value)
-    if not isinstance(value, int):
+    if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"{name} must be a whole number, got {value!r}")
     if value < lo or value > hi:
         raise ValueError(f"{name} must be between {lo:,} and {hi:,}, got {value:,}")

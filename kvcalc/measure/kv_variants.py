@@ -1,31 +1,12 @@
-"""The KV-cache variants the quality table (kvcalc.measure.quality) compares: what each stores
-(``Variant``: a number format, a window, sinks, H2O's kept tokens), its bytes (``kv_bytes``), the
-formats it round-trips keys and values through (FP8, per-token INT8 and INT4, KIVI's asymmetric
-groups), which keys each query reads (causal, windows, sinks, KIVI's residual) and one pass of the
-text through it (``run_variant``). Each variant's source (vLLM, KIVI, StreamingLLM, H2O) is in
-docs/measurement.md. torch comes in as an argument or is imported inside the functions."""
+"""The KV-cache variants the quality table (kvcalc.measure.quality) compares: what each stores,
+its bytes, its number formats, which keys each query reads, and one pass of the text through it
+(``run_variant``). Sources (vLLM, KIVI, StreamingLLM, H2O): docs/measurement.md."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from typing import Any
-
-__all__ = [
-    "Variant",
-    "variant",
-    "VARIANTS",
-    "EXTRA_VARIANTS",
-    "kv_bytes",
-    "roundtrip",
-    "kivi_roundtrip",
-    "attention_allowed",
-    "run_variant",
-    "KIVI_GROUP",
-    "KIVI_RESIDUAL",
-    "SINKS",
-    "FP8_MAX",
-]
 
 KIVI_GROUP = 32  # KIVI's group size G (its example scripts: GROUP_SIZE = 32)
 KIVI_RESIDUAL = 128  # KIVI's residual length R (RESIDUAL_LENGTH = 128), a multiple of G
@@ -72,6 +53,11 @@ _LABELS = {
     "int4-kivi": "INT4 KIVI: keys per channel, values per token, 128 newest exact",
     "int2-kivi": "INT2 KIVI: keys per channel, values per token, 128 newest exact",
 }
+_WINDOW_LABELS = {
+    "window": "sliding window: each token reads the last {w:,}",
+    "sink4-window": "StreamingLLM: {sinks} sink tokens + the last {w:,}",
+    "h2o": "H2O-style: {new:,} newest + {heavy:,} heavy hitters per KV head, chosen once per chunk",
+}
 
 
 def variant(name: str, window: int) -> Variant:
@@ -82,28 +68,10 @@ def variant(name: str, window: int) -> Variant:
         return Variant(name=name, fmt=name, residual=KIVI_RESIDUAL, label=_LABELS[name])
     m = re.fullmatch(r"(window|sink4-window|h2o)-(W|[0-9]+)", name)
     if m:
-        w = window if m.group(2) == "W" else int(m.group(2))
-        kind = m.group(1)
-        if kind == "window":
-            return Variant(
-                name=f"window-{w}",
-                window=w,
-                label=f"sliding window: each token reads the last {w:,}",
-            )
-        if kind == "sink4-window":
-            return Variant(
-                name=f"sink4-window-{w}",
-                window=w,
-                sinks=SINKS,
-                label=f"StreamingLLM: {SINKS} sink tokens + the last {w:,}",
-            )
-        return Variant(
-            name=f"h2o-{w}",
-            window=w,
-            h2o=True,
-            label=f"H2O-style: {w // 2:,} newest + {w - w // 2:,} heavy hitters per "
-            "KV head, chosen once per chunk",
-        )
+        kind, w = m.group(1), window if m.group(2) == "W" else int(m.group(2))
+        label = _WINDOW_LABELS[kind].format(w=w, sinks=SINKS, new=w // 2, heavy=w - w // 2)
+        sinks = SINKS if kind == "sink4-window" else 0
+        return Variant(name=f"{kind}-{w}", window=w, sinks=sinks, h2o=kind == "h2o", label=label)
     raise ValueError(
         f"unknown variant {name!r}; choose from {', '.join(VARIANTS + EXTRA_VARIANTS)}"
     )
@@ -120,19 +88,13 @@ def kv_bytes(
     element size (4: fp32, as the model runs here)."""
     e = kv_heads * head_dim  # numbers per token, per layer, for K or for V
     per_layer = 2 * layers  # K and V, in every layer
-    if v.window is not None:
-        kept = min(tokens, v.window + v.sinks)
-        b = kept * per_layer * e * exact_bytes
-        return b, (
-            f"{kept:,} tokens kept x 2 (K, V) x {layers} layers x {kv_heads} KV heads x "
-            f"{head_dim} x {exact_bytes} B = {b:,} B"
-        )
-    if v.fmt in ("exact", "fp16", "bf16", "fp8"):
+    if v.fmt in ("exact", "fp16", "bf16", "fp8"):  # a window keeps its tokens exact
+        kept = tokens if v.window is None else min(tokens, v.window + v.sinks)
         size = {"exact": exact_bytes, "fp16": 2, "bf16": 2, "fp8": 1}[v.fmt]
-        b = tokens * per_layer * e * size
+        b = kept * per_layer * e * size
         return b, (
-            f"{tokens:,} tokens x 2 (K, V) x {layers} layers x {kv_heads} KV heads x "
-            f"{head_dim} x {size} B = {b:,} B"
+            f"{kept:,} tokens{'' if v.window is None else ' kept'} x 2 (K, V) x {layers} layers "
+            f"x {kv_heads} KV heads x {head_dim} x {size} B = {b:,} B"
         )
     if v.fmt in ("int8-token", "int4-token"):
         bits = 8 if v.fmt == "int8-token" else 4
@@ -173,10 +135,8 @@ def roundtrip(x, fmt: str, start: int = 0):
 
     if fmt == "exact":
         return x
-    if fmt == "fp16":
-        return x.to(torch.float16).float()
-    if fmt == "bf16":
-        return x.to(torch.bfloat16).float()
+    if fmt in ("fp16", "bf16"):
+        return x.to(torch.float16 if fmt == "fp16" else torch.bfloat16).float()
     if fmt == "fp8":
         return x.clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn).float()
     if fmt in ("int8-token", "int4-token"):

@@ -1,14 +1,8 @@
 """Run a real Hugging Face model and measure its KV cache and step time against kvcalc.
 
-``measure_cache``: prefill, then decode one token at a time; after each step the cache's own bytes
-against kvcalc's prediction, and the step's time. ``measure_work_time``: recomputing an n-token
-prefix against one cached decode step, timed at several n (work is not time). Both run a
-``RealModel`` (kvcalc.measure.runtime: an architecture twin, SmolLM2-135M's real weights, or an
-allow-listed Hub model) and check ``should_stop()`` before every step: when it returns true the run
-ends with a LiveError ("The run was stopped ..."), nothing partial returned (the app's device
-queue, webui/device_queue.py, uses it for Stop, left sessions and its time limit). The prediction
-follows transformers' conventions (a sliding layer keeps window - 1 tokens between steps); more in
-docs/measurement.md. torch and transformers are imported inside the functions only.
+``measure_cache``: cache bytes against kvcalc's prediction (in transformers' conventions) and the
+time of each step; ``measure_work_time``: recomputing n tokens against one cached step. Both check
+``should_stop()`` before every step (a LiveError ends the run). docs/measurement.md.
 """
 
 from __future__ import annotations
@@ -20,22 +14,6 @@ from dataclasses import asdict, dataclass, field
 from ..core.units import check_int
 from .runtime import LiveError, RealModel, import_torch, load_model, resolve_device
 from .twins import TWIN_VOCAB, fit_line, predicted_bytes, runtime_spec
-
-__all__ = [
-    "Measurement",
-    "Step",
-    "measure_cache",
-    "WorkPoint",
-    "WorkTime",
-    "measure_work_time",
-    "LiveError",
-    "RealModel",
-    "MAX_NEW_TOKENS",
-    "MAX_PROMPT_TOKENS",
-    "MAX_BATCH",
-    "DEFAULT_NS",
-    "cache_bytes",
-]
 
 MAX_NEW_TOKENS = 512
 # Twin prompts up to 32K tokens, so that a 4,096-token window (Gemma 2) can be passed; the
@@ -116,14 +94,9 @@ class WorkTime:
 
 
 def cache_bytes(cache) -> tuple[int, int]:
-    """(tensor bytes, storage bytes) of the floating-point tensors the cache object holds.
-
-    Tensor bytes: each tensor's own elements, each tensor counted once; this is what the cache
-    logically holds and what kvcalc predicts. Storage bytes: the memory those tensors keep
-    alive, each storage once. They differ when a tensor is a slice of a larger one, as
-    transformers' sliding-window layers are: the window is cut as a view of the concatenation,
-    so up to one window plus the newest tokens (the whole prompt, right after a long prefill)
-    stays allocated until the next step."""
+    """(tensor bytes, storage bytes) of the floating-point tensors the cache object holds: what
+    the cache logically holds (kvcalc's prediction), and the memory those tensors keep alive,
+    each storage once (why they differ: docs/measurement.md)."""
     import torch
 
     views: dict[tuple, int] = {}
@@ -168,6 +141,11 @@ def _memory(torch, device: str) -> int:
     return 0
 
 
+def _about(model: RealModel, dev: str) -> dict:
+    """What a Measurement and a WorkTime say about the run: model, source, device, dtype."""
+    return {"model": model.key, "source": model.source, "device": dev, "dtype": model.dtype}
+
+
 def _load(model: RealModel):
     """(torch, device, model, config dict, tokenizer, its context or None) of ``model``."""
     torch = import_torch()
@@ -193,10 +171,7 @@ def measure_cache(
 ) -> Measurement:
     """Prefill, then decode one token at a time; after each step compare the cache's own
     bytes with kvcalc's prediction and time the step. ``no_cache_tokens`` > 0 also runs that
-    many steps without a cache (recomputing the whole sequence) for comparison.
-
-    In order: the inputs checked, the model loaded, the prompt (``_prompt``), the decode with
-    a cache (``_decode``), the steps without one (``_no_cache``), the notes."""
+    many steps without a cache (recomputing the whole sequence) for comparison."""
     import_torch()
     prompt_tokens = check_int("prompt tokens", prompt_tokens, 1, MAX_PROMPT_TOKENS)
     new_tokens = check_int("new tokens", new_tokens, 1, MAX_NEW_TOKENS)
@@ -211,13 +186,7 @@ def measure_cache(
             f"{prompt_tokens + new_tokens} tokens exceed this model's {max_pos}-token context"
         )
     result = Measurement(
-        model=model.key,
-        source=model.source,
-        device=dev,
-        dtype=model.dtype,
-        batch=batch,
-        prompt_tokens=prompt_tokens,
-        new_tokens=new_tokens,
+        **_about(model, dev), batch=batch, prompt_tokens=prompt_tokens, new_tokens=new_tokens
     )
     total = new_tokens + 1 + min(no_cache_tokens, new_tokens)
     run = _Run(torch, net, dev, total=total, should_stop=should_stop)
@@ -269,21 +238,18 @@ class _Run:
         self.sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
         self.should_stop = should_stop
 
-    def check_stop(self, done: int) -> None:
+    def check_stop(self, done: int | None = None) -> None:
+        """LiveError when ``should_stop()``, saying how many steps ran (None: not counted)."""
         if self.should_stop is not None and self.should_stop():
-            raise LiveError(f"The run was stopped after {done} of its {self.total} steps.")
+            where = "" if done is None else f" after {done} of its {self.total} steps"
+            raise LiveError(f"The run was stopped{where}.")
 
-    def stop(self) -> None:
-        """The stop check of a run that does not count its steps."""
-        if self.should_stop is not None and self.should_stop():
-            raise LiveError("The run was stopped.")
-
-    def step(self, **kwargs):
-        """One forward pass, timed: (output, greedy next token [batch, 1], seconds)."""
+    def step(self, greedy: bool = True, **kwargs):
+        """One forward pass, timed: (output, greedy next token [batch, 1] or None, seconds)."""
         self.sync()
         t0 = time.perf_counter()
         out = self.net(**kwargs)
-        nxt = out.logits[:, -1, :].argmax(-1, keepdim=True)
+        nxt = out.logits[:, -1, :].argmax(-1, keepdim=True) if greedy else None
         self.sync()
         return out, nxt, time.perf_counter() - t0
 
@@ -386,32 +352,22 @@ def measure_work_time(
     gen = torch.Generator().manual_seed(7)
     ids = torch.randint(0, vocab, (1, ns[-1] + repeats + 1), generator=gen).to(dev)
     weight_bytes = sum(p.numel() * p.element_size() for p in net.parameters())
-    out = WorkTime(
-        model=model.key,
-        source=model.source,
-        device=dev,
-        dtype=model.dtype,
-        weight_bytes=int(weight_bytes),
-    )
+    out = WorkTime(**_about(model, dev), weight_bytes=int(weight_bytes))
 
     def timed(**kwargs):
-        run.stop()
-        run.sync()
-        t = time.perf_counter()
-        got = net(**kwargs)
-        run.sync()
-        return got, time.perf_counter() - t
+        run.check_stop()
+        return run.step(greedy=False, **kwargs)
 
     with torch.inference_mode():
         net(input_ids=ids[:, :8], use_cache=False)  # warm-up
         for n in ns:
-            rec = [timed(input_ids=ids[:, :n], use_cache=False)[1] for _ in range(repeats)]
-            run.stop()
+            rec = [timed(input_ids=ids[:, :n], use_cache=False)[2] for _ in range(repeats)]
+            run.check_stop()
             cache = DynamicCache(config=net.config)
             cache = net(input_ids=ids[:, :n], cache=cache, use_cache=True).cache
             step = []
             for r in range(repeats):
-                got, dt = timed(input_ids=ids[:, n + r : n + r + 1], cache=cache, use_cache=True)
+                got, _, dt = timed(input_ids=ids[:, n + r : n + r + 1], cache=cache, use_cache=True)
                 cache = got.cache
                 step.append(dt)
             out.points.append(

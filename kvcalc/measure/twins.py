@@ -1,10 +1,5 @@
-"""Architecture twins and the transformers view of a spec: pure Python, no torch.
-
-A twin is a registry model rebuilt small: its attention geometry (KV heads, head_dim, layer
-kinds, window, MLA ranks) and one period of its layer pattern, with a small hidden size,
-vocabulary and MLP, so each attention layer's cache is byte for byte the real model's.
-kvcalc.measure.live runs them with torch; their configs and predicted caches need neither torch
-nor transformers.
+"""Architecture twins (a registry model rebuilt small, each attention layer's cache byte for byte
+the real model's) and the transformers view of a spec: pure Python, no torch. docs/measurement.md.
 """
 
 from __future__ import annotations
@@ -16,8 +11,6 @@ from ..cache.kv import kv_cache
 from ..config.catalog import get_model, registry
 from ..config.hfconfig import spec_from_config
 from ..core.model import MLALatent, ModelSpec
-
-__all__ = ["TWIN_KEYS", "TWIN_VOCAB", "twin_config", "runtime_spec", "predicted_bytes", "fit_line"]
 
 TWIN_KEYS = registry().twins  # kvcalc/config/models.yaml's twins
 TWIN_VOCAB = 512  # a twin's vocabulary: small, the cache does not depend on it
@@ -62,10 +55,7 @@ def twin_config(key: str) -> dict:
         hidden_size=hidden,
         intermediate_size=2 * hidden,
         num_hidden_layers=layers,
-        vocab_size=TWIN_VOCAB,
-        bos_token_id=0,
-        eos_token_id=0,
-        pad_token_id=0,
+        **tokens,
     )
     if attn is not None and not isinstance(attn, MLALatent):
         cfg["head_dim"] = attn.head_dim  # keep the real head size although hidden shrank

@@ -1,16 +1,10 @@
-"""An independent check of kvcalc's layers against the cache transformers itself allocates.
+"""kvcalc's layers checked against the cache transformers itself allocates, on the meta device.
 
     python -m kvcalc verify --config path/to/config.json [--context N]
 
-``verify`` builds the model on PyTorch's meta device (shapes, no storage: a 671B model costs no
-memory), runs one forward pass of ``context`` tokens and compares the cache transformers returns,
-layer by layer, with kvcalc's layers in transformers' layout (``Layer.transformers_view``); a
-legitimate difference from vLLM is named, not called a mismatch. ``verify_bounded`` runs it on a
-server: in a child process (``python -m kvcalc.measure.verify``) with memory and time limits,
-for a model type on the allow-list (``ZOO_TYPES`` less ``NATIVE_CODE``) and at most
-``MAX_CHECK_LAYERS`` layers (``precheck``). Remote code is never run. Design, the named
-differences and the allow-list: docs/measurement.md. torch and transformers are imported inside
-the functions; ``import kvcalc`` never loads them.
+``verify`` compares layer by layer, a legitimate difference from vLLM named; ``verify_bounded``
+runs it in a limited child process for an allowed model type (``precheck``). Design, the named
+differences and the allow-list: docs/measurement.md. torch is imported inside the functions.
 """
 
 from __future__ import annotations
@@ -22,21 +16,6 @@ from typing import Any
 
 from ..config.hfconfig import spec_from_config
 from ..core.units import check_int
-
-__all__ = [
-    "verify",
-    "VerifyReport",
-    "VerifyRow",
-    "BoundedVerdict",
-    "verify_bounded",
-    "precheck",
-    "refusal",
-    "ZOO_TYPES",
-    "NATIVE_CODE",
-    "DEFAULT_TIMEOUT_S",
-    "DEFAULT_MEMORY_GIB",
-    "MAX_CHECK_LAYERS",
-]
 
 MAX_VERIFY_CONTEXT = 1 << 17
 
@@ -168,10 +147,7 @@ def verify(
     """Build ``config`` on the meta device, run one forward of ``context`` tokens and compare the
     cache transformers allocates with kvcalc's layers, layer by layer. ``on_model`` is called
     with the model once it is built, before the forward pass (the zoo counts its parameters).
-
-    In order: kvcalc's reading, transformers' config, the model built (``_build``), one forward
-    pass (``_forward``), then a row per layer (``_row``) and the verdict (``_report``); each way
-    transformers can fail is a report that says why the config cannot be checked."""
+    Each way transformers can fail is a report that says why the config cannot be checked."""
     # The generic reading of a config kvcalc refuses is what a user asks this check about:
     # compare it too, and say that it is unverified.
     spec = spec_from_config(config, name=name, unverified=True)
@@ -185,15 +161,11 @@ def verify(
     import transformers
 
     version = transformers.__version__
+    head = {"model": spec.name, "context": n, "transformers_version": version}
 
     def refused(reason: str) -> VerifyReport:
         return VerifyReport(
-            model=spec.name,
-            context=n,
-            transformers_version=version,
-            checkable=False,
-            verdict=f"cannot be checked: {reason}",
-            reason=reason,
+            **head, checkable=False, verdict=f"cannot be checked: {reason}", reason=reason
         )
 
     try:
@@ -220,7 +192,7 @@ def verify(
         return refused("the forward pass returned no cache")
     named: list[str] = []
     rows = [_row(i, layer, n, cache, named) for i, layer in enumerate(spec.layers)]
-    return _report(spec, n, version, rows, named, cache)
+    return _report(head, spec, rows, named, cache)
 
 
 def _build(torch, cfg, errors: list[str]):
@@ -318,9 +290,7 @@ def _row(i: int, layer, n: int, cache, named: list[str]) -> VerifyRow:
     )
 
 
-def _report(
-    spec, n: int, version: str, rows: list[VerifyRow], named: list[str], cache
-) -> VerifyReport:
+def _report(head: dict, spec, rows: list[VerifyRow], named: list[str], cache) -> VerifyReport:
     """The checked report: the first differing layer, or agreement with the cache's extra
     (multi-token-prediction) layers named; a reading that left fields out says so."""
     extra_layers = len(getattr(cache, "layers", [])) - spec.num_layers
@@ -331,7 +301,9 @@ def _report(
             f"{differs[0].layer}, {differs[0].why})"
         )
     else:
-        verdict = f"checked against transformers {version}: layer geometry agrees"
+        verdict = (
+            f"checked against transformers {head['transformers_version']}: layer geometry agrees"
+        )
         if extra_layers > 0:
             named.append(
                 f"transformers' cache has {extra_layers} more layer(s) than the config "
@@ -345,9 +317,7 @@ def _report(
             f"{verdict[1:]}"
         )
     return VerifyReport(
-        model=spec.name,
-        context=n,
-        transformers_version=version,
+        **head,
         checkable=True,
         verdict=verdict,
         rows=tuple(rows),
@@ -357,10 +327,8 @@ def _report(
 
 
 # -- where the check may run: the allow-list and the bounded child ---------------------------
-# A pasted model_type must never make a server load or compile native code. RWKV runs ninja (and
-# on a GPU compiles a CUDA kernel), MRA and YOSO compile theirs, SAM3 video loads a hub kernel:
-# found by reading transformers' modeling files for ninja, cpp_extension, load_cuda_kernels,
-# lazy_load_kernel and get_kernel; tests/test_verify_types.py reads them again for every type.
+# Types whose transformers code loads or compiles native code, never built on a server: how they
+# were found, docs/measurement.md; tests/test_verify_types.py reads them again for every type.
 NATIVE_CODE = frozenset({"rwkv", "mra", "yoso", "sam3_video"})
 # The zoo's types (docs/zoo.md): regenerate after a zoo run with a new transformers.
 ZOO_TYPES = frozenset(

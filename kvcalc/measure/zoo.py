@@ -2,14 +2,9 @@
 
     python -m kvcalc verify --zoo [--markdown | --json] [--only TYPE[,TYPE]]
 
-Every ``model_type`` with a causal-LM class (or a text sub-config that has one) is built from its
-config class's defaults on the meta device and checked with ``kvcalc.measure.verify.verify``;
-the same child counts the model's parameters against kvcalc's (kvcalc.measure.param_check). Each
-type gets one of ``VERDICTS``: exact, named difference, refused (kvcalc says why), cannot build
-(transformers cannot), wrong or error (a bug to fix). Each type runs in a child process of its
-own (multiprocessing's forkserver, with torch preloaded) with time and address-space limits; its
-output is captured and counted. The verdicts in full: docs/measurement.md. torch and transformers
-are imported only inside the functions that run the zoo; ``classify`` needs neither.
+Each ``model_type`` is built from its config class's defaults in a child process of its own and
+gets one of ``VERDICTS``, cache and parameters (kvcalc.measure.param_check) alike. The verdicts
+and the child processes: docs/measurement.md. ``classify`` needs no torch.
 """
 
 from __future__ import annotations
@@ -17,32 +12,16 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
-from .param_check import PARAMS_VERDICTS, exc_line, markdown_lines, summary_lines
-
-__all__ = [
-    "PARAMS_VERDICTS",
-    "VERDICTS",
-    "ZooEntry",
-    "ZooResult",
-    "ZooRun",
-    "classify",
-    "entries",
-    "run_zoo",
-]
+from .param_check import exc_line, markdown_lines, summary_lines
 
 VERDICTS = ("exact", "named difference", "refused", "cannot build", "wrong", "error")
 DEFAULT_TIMEOUT_S = 60.0
 DEFAULT_MEMORY_GIB = 8  # address space of one child; torch alone maps about 1 GiB
 DEFAULT_WORKERS = 2
-# What the forkserver imports once, before it forks a child per type: a fresh, isolated process
-# that starts in milliseconds instead of the 4 s torch takes to import. Past torch, transformers
-# and the auto classes, every type's check imports the same modeling machinery (model base
-# class, decoder layers, cache, masks, generation, the config validators that pull in the
-# processors) and kvcalc's readers and runtime: about 3 s a type on 2 cores when each child
-# imported them itself (transformers 5.24), most of a child's time. Only the type's own
-# configuration and modeling modules are left to import in the child.
+# What the forkserver imports once, before it forks a child per type (docs/measurement.md).
 PRELOAD = (
     "torch",
     "transformers",
@@ -102,18 +81,19 @@ class ZooResult:
     params_transformers: int | None = None
 
     @classmethod
-    def failed(cls, entry: ZooEntry, why: str, **kw) -> ZooResult:
-        """``entry`` could not be built: both checks say ``why``."""
+    def of(cls, entry: ZooEntry, **kw) -> ZooResult:
         return cls(
             model_type=entry.model_type,
             model_class=entry.model_class,
             via_text=entry.via_text,
-            verdict="cannot build",
-            detail=why,
-            params="cannot build",
-            params_detail=why,
             **kw,
         )
+
+    @classmethod
+    def failed(cls, entry: ZooEntry, why: str, **kw) -> ZooResult:
+        """``entry`` could not be built: both checks say ``why``."""
+        kw |= {"detail": why, "params": "cannot build", "params_detail": why}
+        return cls.of(entry, verdict="cannot build", **kw)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -168,8 +148,7 @@ class ZooRun:
             "  " + ", ".join(f"{v}: {c[v]}" for v in VERDICTS),
         ]
         bad = [r for r in self.results if r.verdict in ("wrong", "error")]
-        for r in bad:
-            lines.append(f"  {r.verdict.upper()}: {_label(r)}: {r.detail}")
+        lines += [f"  {r.verdict.upper()}: {_label(r)}: {r.detail}" for r in bad]
         lines += summary_lines(self.results)
         named = Counter(d for r in self.results for d in r.differences)
         if named:
@@ -335,19 +314,17 @@ def entries(only: list[str] | None = None) -> list[ZooEntry]:
     return out
 
 
-class _quiet:
+@contextmanager
+def _quiet():
     """Silence transformers' logger in this process (the listing instantiates config classes)."""
+    from transformers.utils import logging
 
-    def __enter__(self):
-        from transformers.utils import logging
-
-        self._level = logging.get_verbosity()
-        logging.set_verbosity_error()
-
-    def __exit__(self, *exc):
-        from transformers.utils import logging
-
-        logging.set_verbosity(self._level)
+    level = logging.get_verbosity()
+    logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(level)
 
 
 def _check(entry: ZooEntry) -> ZooResult:
@@ -362,15 +339,8 @@ def _check(entry: ZooEntry) -> ZooResult:
     t0 = time.perf_counter()
 
     def result(verdict: str, detail: str = "", **kw) -> ZooResult:
-        return ZooResult(
-            model_type=entry.model_type,
-            model_class=entry.model_class,
-            via_text=entry.via_text,
-            verdict=verdict,
-            detail=detail,
-            seconds=round(time.perf_counter() - t0, 2),
-            **kw,
-        )
+        seconds = round(time.perf_counter() - t0, 2)
+        return ZooResult.of(entry, verdict=verdict, detail=detail, seconds=seconds, **kw)
 
     def failed(why: str) -> ZooResult:
         return ZooResult.failed(entry, why, seconds=round(time.perf_counter() - t0, 2))
@@ -383,13 +353,13 @@ def _check(entry: ZooEntry) -> ZooResult:
         config = cfg.to_dict()
         config["model_type"] = cfg.model_type
     except Exception as exc:
-        return failed(f"the config class's defaults fail: {_exc(exc)}")
+        return failed(f"the config class's defaults fail: {exc_line(exc, 240)}")
     try:
         spec = spec_from_config(config, name=entry.model_type)
     except ValueError as exc:
         return result("refused", str(exc), **unread)
     except Exception as exc:
-        return result("error", f"spec_from_config raised {_exc(exc)}", **unread)
+        return result("error", f"spec_from_config raised {exc_line(exc, 240)}", **unread)
     counted: list = []
     try:
         report = verify(
@@ -404,7 +374,7 @@ def _check(entry: ZooEntry) -> ZooResult:
     except Exception as exc:
         return result(
             "error",
-            f"verify raised {_exc(exc)}",
+            f"verify raised {exc_line(exc, 240)}",
             **param_check.fields(spec, counted, entry.model_type, entry.via_text),
         )
     verdict, detail, named = classify(report)
@@ -418,10 +388,6 @@ def _check(entry: ZooEntry) -> ZooResult:
         layers=spec.num_layers,
         **param_check.fields(spec, counted, entry.model_type, entry.via_text),
     )
-
-
-def _exc(exc: BaseException) -> str:
-    return exc_line(exc, 240)
 
 
 _OUT_OF_MEMORY = "out of memory (the child's address-space limit)"
@@ -506,7 +472,7 @@ def run_zoo(
     ``progress(done, total, result)`` is called as results arrive."""
     import datetime
     import multiprocessing
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor, as_completed
 
     from .runtime import import_torch
 
@@ -523,8 +489,6 @@ def run_zoo(
         futures = {
             pool.submit(_run_one, ctx, e, timeout_s, memory_gib): i for i, e in enumerate(todo)
         }
-        from concurrent.futures import as_completed
-
         for fut in as_completed(futures):
             i = futures[fut]
             results[i] = fut.result()
