@@ -27,8 +27,6 @@ from . import checks  # isort: skip  (measure, quality, vllm, verify)
 
 GROUPS = (sizing, catalog, checks)
 
-__all__ = ["main", "command", "COMMANDS", "build_parser", "GROUPS"]
-
 
 # The simulator's command lives in its own module; registered here, in --help's order.
 command("simulate", _cli_sim.HELP, _cli_sim.add_arguments)(_cli_sim.cmd_simulate)

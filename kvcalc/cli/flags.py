@@ -272,6 +272,16 @@ def weight_args(p: argparse.ArgumentParser) -> None:
     deployment_args(p, "weights_gib|weight_dtype|weight_bits")
 
 
+# The Deployment fields a flag gives as it is (in GiB: memory, weights and reserve, below), and
+# the flags named otherwise than their field.
+_FIELDS = (
+    "tp pp attention_dp ep kv_dtype scales mamba_cache_dtype mamba_ssm_cache_dtype version "
+    "gpu_memory_utilization block_size max_num_seqs max_num_batched_tokens enable_prefix_caching "
+    "gdn_prefill_checkpoint usage_context num_draft_layers"
+).split()
+_FLAG_OF = dict(scales="kv_scales", version="vllm_version", gpu_memory_utilization="gpu_mem_util")
+
+
 def deployment_from(
     args: argparse.Namespace,
     spec: ModelSpec,
@@ -284,27 +294,11 @@ def deployment_from(
     ``changes`` are the command's own (``Deployment.but``; None: the default)."""
     a = vars(args)
     gpu = registry().gpu(a["gpu"]) if a.get("gpu") else None
-    given = {
-        "tp": a.get("tp"),
-        "pp": a.get("pp"),
-        "attention_dp": a.get("attention_dp"),
-        "ep": a.get("ep"),
+    given = {field: a.get(_FLAG_OF.get(field, field)) for field in _FIELDS}
+    given |= {
         "memory_bytes": _bytes(a.get("vram_gib")) if gpu is None else None,
         "weights_bytes": _bytes(a.get("weights_gib")),
         "reserve_bytes": _bytes(a.get("reserve_gib")),
-        "kv_dtype": a.get("kv_dtype"),
-        "scales": a.get("kv_scales"),
-        "mamba_cache_dtype": a.get("mamba_cache_dtype"),
-        "mamba_ssm_cache_dtype": a.get("mamba_ssm_cache_dtype"),
-        "version": a.get("vllm_version"),
-        "gpu_memory_utilization": a.get("gpu_mem_util"),
-        "block_size": a.get("block_size"),
-        "max_num_seqs": a.get("max_num_seqs"),
-        "max_num_batched_tokens": a.get("max_num_batched_tokens"),
-        "enable_prefix_caching": a.get("enable_prefix_caching"),
-        "gdn_prefill_checkpoint": a.get("gdn_prefill_checkpoint"),
-        "usage_context": a.get("usage_context"),
-        "num_draft_layers": a.get("num_draft_layers"),
     }
     dep = Deployment(spec=spec, gpu=gpu, weights=weights)
     return dep.but(**{k: v for k, v in (given | changes).items() if v is not None})

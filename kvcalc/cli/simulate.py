@@ -33,16 +33,6 @@ from .flags import deployment_args, deployment_from, int_arg, number_arg, share_
 from .step_model import engine_from_args, speed_arguments, speed_from_args, speed_text
 from .workload import workload_arguments, workload_from
 
-__all__ = [
-    "HELP",
-    "add_arguments",
-    "cmd_simulate",
-    "CAPACITY_HELP",
-    "add_capacity_arguments",
-    "cmd_capacity",
-]
-
-
 # A run the CLI takes: at about 6 us an estimated step (measured: 225,970 in 1.3 s), about half
 # a minute at most (one command of 2.6e9 steps ran 85 minutes before this cap, issue 22 B9).
 MAX_STEPS = 5_000_000

@@ -47,42 +47,29 @@ def speed_arguments(p) -> None:
         "output): the engine profile's coefficients are fitted to it first, and the result "
         "says what changed and how far off the fit is on your rows",
     )
-    speed.add_argument(
-        "--bw-share",
-        type=share_arg,
-        default=None,
-        help="achieved share of peak bandwidth (1.0 = ideal)",
-    )
-    speed.add_argument(
-        "--step-overhead-ms", type=_ms, default=None, help="fixed cost of each engine step, ms"
-    )
-    speed.add_argument(
-        "--mfu",
-        type=share_arg,
-        default=None,
-        help="share of the dense peak the matrix multiplies reach",
-    )
-    speed.add_argument(
-        "--dequant-mfu",
-        type=share_arg,
-        default=None,
-        help="with --dequant-gemm: share of the 16-bit dense peak the dequantising "
-        "matrix multiplies reach",
-    )
-    speed.add_argument(
-        "--allreduce-latency-us",
-        type=_us,
-        default=None,
-        help="latency of one tensor-parallel all-reduce, us (0 to 10,000)",
-    )
-    speed.add_argument(
-        "--api-overhead-ms",
-        type=_ms,
-        default=None,
-        help="a serving stack's time per request before the engine sees it "
-        "(HTTP, tokenizer, template), ms; 0 for a benchmark that calls "
-        "the engine directly",
-    )
+    for flag, kind, text in (
+        ("--bw-share", share_arg, "achieved share of peak bandwidth (1.0 = ideal)"),
+        ("--step-overhead-ms", _ms, "fixed cost of each engine step, ms"),
+        ("--mfu", share_arg, "share of the dense peak the matrix multiplies reach"),
+        (
+            "--dequant-mfu",
+            share_arg,
+            "with --dequant-gemm: share of the 16-bit dense peak the "
+            "dequantising matrix multiplies reach",
+        ),
+        (
+            "--allreduce-latency-us",
+            _us,
+            "latency of one tensor-parallel all-reduce, us (0 to 10,000)",
+        ),
+        (
+            "--api-overhead-ms",
+            _ms,
+            "a serving stack's time per request before the engine sees "
+            "it (HTTP, tokenizer, template), ms; 0 for a benchmark that calls the engine directly",
+        ),
+    ):
+        speed.add_argument(flag, type=kind, default=None, help=text)
     speed.add_argument(
         "--serving-stack",
         choices=sorted(API_OVERHEAD_BY_STACK),

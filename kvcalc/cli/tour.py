@@ -16,8 +16,6 @@ from ..teach.tour import STOPS, answer_key, conversation_tokens, lesson
 from .common import gpu_of, load_model, weights_of
 from .flags import deployment_args, model_args, weight_args
 
-__all__ = ["HELP", "add_arguments", "cmd_tour"]
-
 HELP = "the guided tour's questions and answers for a model and GPU (a printable answer key)"
 DEFAULT_GPU = "h100-sxm-80gb"  # the app's default
 

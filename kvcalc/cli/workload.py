@@ -10,9 +10,6 @@ import math
 from ..perf.sim import MAX_REQUESTS, MAX_TOKENS, Dist, Workload, fixed, lognormal, uniform
 from .flags import int_arg
 
-__all__ = ["workload_arguments", "workload_from", "dist_arg", "SHAREGPT", "LENGTH_PRESETS"]
-
-
 # ShareGPT as vLLM's and SGLang's benchmarks sample it (prompts of 4 to 1,024 tokens, outputs of
 # at least 4): log-normal, sigma 1 each (a heavy tail: the published mean end-to-end latency is
 # 1.6x the median), medians set so that the clipped means are the corpus's own, 224 prompt and

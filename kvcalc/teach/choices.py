@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from .prose import prose
 from .quiz import Grade
 
-__all__ = ["Choice", "CHOICES", "choices_for", "grade_choice", "LETTERS"]
-
 LETTERS = "ABCD"
 
 

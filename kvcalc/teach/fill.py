@@ -15,8 +15,6 @@ from ..core.model import ModelSpec
 from ..core.units import check_int
 from ..perf.roofline import token_passes
 
-__all__ = ["EMPTY", "CACHED", "NEW", "RECOMPUTED", "FillStep", "fill_timeline", "shown_layers"]
-
 EMPTY, CACHED, NEW, RECOMPUTED = 0, 1, 2, 3
 MAX_TOKENS = 160  # columns the picture can show legibly
 

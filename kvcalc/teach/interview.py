@@ -17,8 +17,6 @@ from .practice import llama_like
 from .prose import prose
 from .question import Question
 
-__all__ = ["interview_questions"]
-
 CTX = 8192  # the chapter's conversation
 FORTY = dict(layers=40, kv=8, hd=128)  # the chapter's 40-layer model, in FP16
 SHORT = 32  # a short prefix, recomputed inside a running batch

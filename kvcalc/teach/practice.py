@@ -22,8 +22,6 @@ from ..engines.budget import budget, pool_defaults_text
 from .prose import prose
 from .question import Question
 
-__all__ = ["practice_questions", "llama_like"]
-
 
 def llama_like(layers: int, kv_heads: int, head_dim: int, q_heads: int | None = None) -> dict:
     """A Llama config.json with this geometry (query heads 4x the KV heads unless given)."""

@@ -14,8 +14,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-__all__ = ["prose"]
-
 
 @lru_cache(maxsize=8)  # one entry a file: tour, interview, practice, choices, techniques
 def prose(name: str) -> dict[str, Any]:

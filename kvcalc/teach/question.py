@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-__all__ = ["Question"]
-
 
 @dataclass(frozen=True, kw_only=True)
 class Question:

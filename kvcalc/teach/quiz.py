@@ -13,20 +13,9 @@ import re
 from dataclasses import dataclass
 
 from ..core.units import GiB, KiB, MiB, fmt_bytes
-from .interview import interview_questions
-from .practice import practice_questions
-from .question import Question
-
-__all__ = [
-    "Question",
-    "interview_questions",
-    "practice_questions",
-    "grade",
-    "parse_answer",
-    "answer_label",
-    "Grade",
-    "TOLERANCE",
-]
+from .interview import interview_questions as interview_questions
+from .practice import practice_questions as practice_questions
+from .question import Question as Question
 
 # One band on the value, whatever unit it is typed in: "160 KB" and "0.16 MB" are both
 # 160,000 B, so for 163,840 B they grade alike. Why 3%: an answer worked to three significant

@@ -9,7 +9,7 @@ the saving against the model as configured. The variants change one term of the 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from ..cache.deployment import Deployment
 from ..config.catalog import Link, registry
@@ -18,8 +18,6 @@ from ..core.model import ModelSpec
 from ..core.units import check_int, fmt_seconds
 from ..perf.roofline import offload_vs_recompute
 from .prose import prose
-
-__all__ = ["Technique", "techniques", "DEFAULT_LATENT"]
 
 DEFAULT_LATENT = (512, 64)  # DeepSeek-V2/V3: kv_lora_rank 512 + qk_rope_head_dim 64
 
@@ -35,9 +33,6 @@ class Technique:
     tradeoff: str
     applies: bool = True  # False where the model already does this
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 def _bytes(layers, n: int, dtype, cap: int | None = None) -> tuple[int, int]:
     """(bytes per token in every K/V layer, bytes of one sequence at n tokens), each layer keeping
@@ -45,9 +40,7 @@ def _bytes(layers, n: int, dtype, cap: int | None = None) -> tuple[int, int]:
     per_token = seq = 0
     for layer in layers:
         b = layer.bytes_per_token(dtype)
-        kept = layer.tokens_kept(n)
-        if cap is not None:
-            kept = min(kept, cap)
+        kept = layer.tokens_kept(n) if cap is None else min(layer.tokens_kept(n), cap)
         per_token += b
         seq += b * kept
     return per_token, seq
@@ -58,20 +51,12 @@ GQA_HEADS = 8  # the GQA row of an MHA model: Llama 3's, Mistral's and Qwen's K/
 
 
 def _offload_line(
-    spec: ModelSpec,
-    n: int,
-    dtype: DType,
-    *,
-    gpu_tokens: int,
-    moved: int,
-    link: Link,
-    peak_tflops: float | None,
-    tp: int,
+    rows: _Rows, spec: ModelSpec, gpu_tokens: int, moved: int, link: Link, peak: float | None
 ) -> str:
     """The trade-off text of CPU offload: what reloading the ``moved`` bytes of the tokens
     beyond the newest ``gpu_tokens`` costs over the link, against recomputing them when the
-    parameter count and the GPU's peak are known."""
-    t = TEXT["offload"]
+    parameter count and the GPU's ``peak`` are known."""
+    t, n, tp = TEXT["offload"], rows.n, rows.tp
     if not moved:
         return t["nothing"].format(gpu_tokens=gpu_tokens)
     cold = n - min(n, gpu_tokens)
@@ -84,7 +69,7 @@ def _offload_line(
         idle=t["idle"], cold=cold, moved=moved, link=link.name, reload=fmt_seconds(reload_s)
     )
     nums["per"] = " per GPU" if tp > 1 else ""
-    if spec.params is None or not peak_tflops:
+    if spec.params is None or not peak:
         # Recomputing needs the parameter count and the GPU's peak (prefill FLOPs / peak);
         # reloading needs only bytes.
         nums["missing"] = t["no_params" if spec.params is None else "no_peak"]
@@ -92,7 +77,7 @@ def _offload_line(
     # The chapter's convention on the Learn path (issue 37, F17): the ideal bound, the
     # prefill's FLOPs at the full dense peak (MFU 1), as the interview and the tour state it.
     off = offload_vs_recompute(
-        spec, cold, link_gbs=link.gbs, peak_tflops=peak_tflops, mfu=1.0, kv_dtype=dtype.name, tp=tp
+        spec, cold, link_gbs=link.gbs, peak_tflops=peak, mfu=1.0, kv_dtype=rows.dtype.name, tp=tp
     )
     nums["recompute"] = fmt_seconds(off.recompute_s)
     nums["verdict"] = (
@@ -218,8 +203,6 @@ def techniques(
     t.add("window", _bytes(own_layers, n, dtype, cap=window), n > window, window=window)
     kept = _bytes(own_layers, n, dtype, cap=gpu_tokens)
     moved = own_seq - kept[1]
-    line = _offload_line(
-        spec, n, dtype, gpu_tokens=gpu_tokens, moved=moved, link=lk, peak_tflops=peak_tflops, tp=tp
-    )
+    line = _offload_line(t, spec, gpu_tokens, moved, lk, peak_tflops)
     t.add("offload", kept, moved > 0, gpu_tokens=gpu_tokens, line=line)
     return t.rows

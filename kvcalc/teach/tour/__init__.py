@@ -21,33 +21,11 @@ from ..quiz import TOLERANCE, Question
 from .cache import stop1, stop2
 from .decode import stop4, stop5
 from .fp8 import stop7
-from .lesson import (
-    CONVERSATION,
-    OUTPUT,
-    PROMPT,
-    TEXT,
-    Lesson,
-    Setup,
-    Stop,
-    conversation_tokens,
-    request_tokens,
-)
+from .lesson import TEXT, Lesson, Setup, Stop, conversation_tokens
 from .pool import stop3, stop6
 from .words import where_text
 
-__all__ = [
-    "STOPS",
-    "Stop",
-    "Lesson",
-    "lesson",
-    "stop_question",
-    "answer_key",
-    "conversation_tokens",
-    "request_tokens",
-    "CONVERSATION",
-    "PROMPT",
-    "OUTPUT",
-]
+__all__ = ["STOPS", "lesson", "stop_question", "answer_key", "conversation_tokens"]
 
 STOPS = tuple(Stop(**row) for row in TEXT["stops"])
 _BUILD = (stop1, stop2, stop3, stop4, stop5, stop6, stop7)

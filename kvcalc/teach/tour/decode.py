@@ -14,7 +14,7 @@ from ...core.model import ModelSpec
 from ...core.units import GB, GiB, fmt_gb, fmt_seconds
 from ...perf.intensity import decode_point, ridge_point
 from ...perf.roofline import StepTime, crossover_context, step_time
-from .lesson import TEXT, Lesson, Setup, fill, kv_pool
+from .lesson import TEXT, Lesson, Setup, fill
 from .slips import Slip
 from .words import where_text
 
@@ -64,7 +64,7 @@ def weight_readings(s: Setup, read: int) -> list[tuple[int, str]]:
 
 def stop4(s: Setup) -> Lesson:
     spec, n, t = s.spec, s.n, TEXT["stop4"]
-    kv_pool(spec, s.w, s.gpu, n, s.kv_dtype, s.tp, s.pp)  # no speed for what does not fit
+    s.pool(n)  # no speed for what does not fit
     peaks = s.gpu.peak_tflops(s.w.dtype), s.gpu.attention_tflops(s.kv_dtype)
     st = _step(s, n, peak_tflops=peaks[0], attention_tflops=peaks[1])
     read = s.w.read_per_step(spec, 1)  # the Decode step time page's weights read, whole model
@@ -131,7 +131,7 @@ def stop4(s: Setup) -> Lesson:
 
 def _fits(s: Setup) -> bool:
     try:
-        kv_pool(s.spec, s.w, s.gpu, s.n, s.kv_dtype, s.tp, s.pp)
+        s.pool(s.n)
     except ValueError:
         return False
     return True

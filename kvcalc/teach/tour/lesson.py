@@ -55,25 +55,6 @@ def request_tokens(spec: ModelSpec) -> tuple[int, int]:
     return prompt, max(1, spec.max_context - prompt)
 
 
-def kv_pool(
-    spec: ModelSpec, w: Weights, gpu: GPU, context: int, kv_dtype: str, tp: int, pp: int, **kw
-) -> Budget:
-    dep = Deployment(spec=spec, gpu=gpu, weights=w, tp=tp, pp=pp).but(kv_dtype=kv_dtype, **kw)
-    b = budget(dep, context, find_max_context=False)
-    if b.kv_pool_bytes <= 0:
-        raise ValueError(TEXT["errors"]["no_fit"].format(name=spec.name, gpu=gpu.name))
-    return b
-
-
-def logged_capacity(
-    spec: ModelSpec, w: Weights, gpu: GPU, context: int, kv_dtype: str, tp: int, pp: int
-) -> Budget:
-    """vLLM's logged "Maximum concurrency for N tokens per request": its start-up worst case,
-    every request at its full length. The one call the tour makes for capacity, so that a
-    running-capacity figure (the batch a running server sustains) can take its place here."""
-    return kv_pool(spec, w, gpu, context, kv_dtype, tp, pp)
-
-
 def ratio_of(fn, right: float) -> float | None:
     """fn() / right, or None when fn cannot be computed (a slip that makes the model not fit)."""
     try:
@@ -147,6 +128,15 @@ class Setup:
     @property
     def gpus(self) -> int:
         return self.tp * self.pp
+
+    def pool(self, context: int, **changes: Any) -> Budget:
+        """vLLM's KV pool at ``context`` tokens, the deployment changed by ``changes``
+        (``Deployment.but``); ValueError where the model leaves it no memory."""
+        dep = self.deployment.but(**changes)
+        b = budget(dep, context, find_max_context=False)
+        if b.kv_pool_bytes <= 0:
+            raise ValueError(TEXT["errors"]["no_fit"].format(name=dep.spec.name, gpu=self.gpu.name))
+        return b
 
     def tokens_given(self) -> tuple[str, str]:
         n = self.n

@@ -16,8 +16,6 @@ from .lesson import (
     Lesson,
     Setup,
     fill,
-    kv_pool,
-    logged_capacity,
     none_fits,
     pool_numbers,
     ratio_of,
@@ -33,7 +31,7 @@ def _pool_slips(s: Setup, b: Budget, t: dict[str, Any], nums: dict[str, Any]) ->
     spec, n, conc, g = s.spec, s.n, b.max_concurrency, s.gpus
 
     def conc_with(**kw: Any) -> float:
-        return kv_pool(spec, s.w, s.gpu, n, s.kv_dtype, s.tp, s.pp, **kw).max_concurrency
+        return s.pool(n, **kw).max_concurrency
 
     slips: list[Slip] = [
         (b.requested_bytes / b.seq_bytes / conc if b.seq_bytes else None, t["slip_all"]),
@@ -54,10 +52,7 @@ def _pool_slips(s: Setup, b: Budget, t: dict[str, Any], nums: dict[str, Any]) ->
     slips = [(r, why.format(**nums)) for r, why in slips]
     slips += kv_slips(spec, s.kv_dtype, n, s.tp, count=True)
     if as_full(spec) != spec:
-        full = ratio_of(
-            lambda: kv_pool(as_full(spec), s.w, s.gpu, n, s.kv_dtype, s.tp, s.pp).max_concurrency,
-            conc,
-        )
+        full = ratio_of(lambda: conc_with(spec=as_full(spec)), conc)
         if full is not None and full < 1:  # else the windows are charged the whole conversation
             slips.append((full, t["slip_window"]))
     return slips
@@ -92,7 +87,7 @@ def _running(s: Setup, b: Budget, t: dict[str, Any]) -> tuple[str, tuple[tuple[f
 
 def stop3(s: Setup) -> Lesson:
     spec, n, g, t = s.spec, s.n, s.gpus, TEXT["stop3"]
-    b = kv_pool(spec, s.w, s.gpu, n, s.kv_dtype, s.tp, s.pp)
+    b = s.pool(n)
     none_fits(b, n, s.gpu)
     uniform = b.num_groups <= 1
     mib = s.gpu.memory_mib_driver
@@ -133,12 +128,12 @@ def stop6(s: Setup) -> Lesson:
     spec, t = s.spec, TEXT["stop6"]
     prompt, output = request_tokens(spec)
     ctx = prompt + output
-    b = logged_capacity(spec, s.w, s.gpu, ctx, s.kv_dtype, s.tp, s.pp)
+    b = s.pool(ctx)
     none_fits(b, ctx, s.gpu)
     conc = b.max_concurrency
 
     def conc_at(tokens: int) -> float:
-        return logged_capacity(spec, s.w, s.gpu, tokens, s.kv_dtype, s.tp, s.pp).max_concurrency
+        return s.pool(tokens).max_concurrency
 
     nums = dict(pool_numbers(b), prompt=prompt, output=output, ctx=ctx, tokens=b.kv_capacity_tokens)
     slips = [
