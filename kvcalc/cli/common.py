@@ -19,8 +19,7 @@ MAX_MESSAGE_CHARS = 600  # an error line, whatever it quotes
 
 
 def one_line(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
-    """An error message as one printable line of at most ``limit`` characters: values a user
-    typed may hold newlines, escape sequences or 100,000 characters."""
+    """An error message as one printable line of at most ``limit`` characters."""
     message = message[: 4 * limit]
     message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
     if len(message) > limit:
@@ -32,16 +31,14 @@ MAX_LINE_CHARS = 4000  # one printed line; a user's string can be far longer
 
 
 def inert(line: str, limit: int = MAX_LINE_CHARS) -> str:
-    """One output line with every control character shown as an escape (``\x1b``), so that a
-    config's field names or a log's lines cannot retitle, clear or recolour a terminal; cut to
-    ``limit`` characters."""
+    """One output line, control characters shown as escapes (no retitled or cleared terminal),
+    cut to ``limit`` characters."""
     line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line[: 2 * limit])
     return line if len(line) <= limit else line[: limit - 4] + " ..."
 
 
 def cut_strings(obj, limit: int = 10 * MAX_LINE_CHARS):
-    """JSON output with every string cut to ``limit`` characters (json.dumps escapes control
-    characters itself)."""
+    """JSON output with every string cut to ``limit`` characters."""
     if isinstance(obj, str):
         return obj if len(obj) <= limit else obj[:limit] + " ..."
     if isinstance(obj, dict):

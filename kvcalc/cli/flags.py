@@ -1,10 +1,6 @@
-"""The flags: the argument types that bound them (each refusal says what to type), and the
-deployment flags, declared once in ``FLAGS`` and read once into a Deployment.
-
-A command names the deployment flags it takes, in its --help order (``deployment_args``);
-where a command's flag differs from the table's (a cap, a help text), the difference is given
-at the call. ``deployment_from`` builds the Deployment of the flags a command parsed.
-"""
+"""The flags: argument types that bound them (each refusal says what to type), and the
+deployment flags, declared once in ``FLAGS`` (``deployment_args``: a command's, with its own
+changes) and read once into a Deployment (``deployment_from``)."""
 
 from __future__ import annotations
 
@@ -245,10 +241,8 @@ FLAGS: dict[str, dict[str, Any]] = {
 
 
 def deployment_args(p, *names: str, **changes: dict) -> None:
-    """Declare the flags ``names`` of ``FLAGS`` on ``p`` (a parser or an argument group) in
-    --help's order: "a|b" is a mutually exclusive group, a trailing "!" a flag (or group)
-    that must be given. ``changes`` replace a flag's keywords for this command (``flags``: its
-    names), e.g. ``tp={"type": int_arg(1, 64)}``."""
+    """Declare ``FLAGS[name]`` on ``p`` for each name, in --help's order: "a|b" a mutually
+    exclusive group, a trailing "!" required; ``changes`` replace a flag's keywords here."""
     for name in names:
         required, keys = name.endswith("!"), name.rstrip("!").split("|")
         into = p.add_mutually_exclusive_group(required=required) if len(keys) > 1 else p
@@ -260,8 +254,6 @@ def deployment_args(p, *names: str, **changes: dict) -> None:
 
 
 def model_args(p: argparse.ArgumentParser, kv: bool = True, parallel: bool = True) -> None:
-    """The model, how to read it, the cache format and tp x pp, and --json (the sizing
-    commands' and the tour's first flags)."""
     kv_flags = ("kv_dtype", "kv_scales") if kv else ()
     split = ("tp", "pp") if parallel else ()
     model = ("model|config!", "ignore_sliding_window", "unverified")
@@ -288,10 +280,8 @@ def deployment_from(
     weights: Weights | None = None,
     **changes: Any,
 ) -> Deployment:
-    """The Deployment of the flags ``args`` holds, for ``spec`` with ``weights``: the GPU (or
-    --vram-gib), --weights-gib, the parallel layout, the cache format and the engine's
-    arguments; a flag the command lacks, or left at None, takes the Deployment's default.
-    ``changes`` are the command's own (``Deployment.but``; None: the default)."""
+    """The Deployment of the flags in ``args`` for ``spec`` with ``weights``; a flag missing or
+    None takes the default; ``changes`` are the command's own (``Deployment.but``)."""
     a = vars(args)
     gpu = registry().gpu(a["gpu"]) if a.get("gpu") else None
     given = {field: a.get(_FLAG_OF.get(field, field)) for field in _FIELDS}

@@ -1,14 +1,12 @@
-"""``python -m kvcalc simulate``: the serving simulator (kvcalc.perf.sim) from the command line.
-
-With --json it prints exactly the keys of ``kvcalc.perf.sim.CLI_KEYS``; the text form adds the
-setup and the other metrics. Kept apart from commands.py so that file only registers it.
-"""
+"""``simulate`` (kvcalc.perf.sim; --json: the keys of ``CLI_KEYS`` and the setup's) and
+``capacity``."""
 
 from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import NamedTuple
 
 from ..cache.weight_bytes import (
     MAX_WEIGHT_BITS,
@@ -20,7 +18,6 @@ from ..cache.weight_bytes import (
     weights_in,
 )
 from ..config.catalog import registry
-from ..config.hfconfig import checkpoint_format, load_config_file, spec_from_config
 from ..core.arith import cdiv
 from ..core.model import ModelSpec
 from ..core.units import GiB, fmt_seconds
@@ -28,7 +25,7 @@ from ..engines.budget import DEFAULT_RESERVE_BYTES, LMDEPLOY_RESERVE_BYTES, free
 from ..perf.calibration import StepModel, error_band_text
 from ..perf.engines import engine_band_text
 from ..perf.sim import CLI_KEYS, MAX_TOKENS, Speed, estimated_steps, setup, simulate
-from .common import gpu_of
+from .common import gpu_of, load_model
 from .flags import deployment_args, deployment_from, int_arg, number_arg, share_arg
 from .step_model import engine_from_args, speed_arguments, speed_from_args, speed_text
 from .workload import workload_arguments, workload_from
@@ -59,8 +56,6 @@ _gib = number_arg("GiB", 0.0, float(2**20), "GiB")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The simulate command's flags, in --help's order: the model, GPU and workload; the
-    engine's formats and limits; the KV pool; the step model."""
     deployment_args(p, "model|config!", "gpu!", **SIM_FLAGS)
     workload_arguments(p)
     deployment_args(p, "kv_dtype", **SIM_FLAGS)
@@ -126,61 +121,41 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             "help": "activations, CUDA graphs and non-torch memory (default 2 GiB)",
         },
     )
-    pool.add_argument(
-        "--kv-pool-gib",
-        type=_gib,
-        default=None,
-        help="the pool's size per GPU instead of vLLM's arithmetic",
-    )
-    pool.add_argument(
-        "--kv-free-fraction",
-        type=share_arg,
-        default=None,
-        help="TensorRT-LLM's kv_cache_free_gpu_mem_fraction: the pool is this "
-        "share of the memory left after the weights and the reserve",
-    )
-    pool.add_argument(
-        "--cache-max-entry-count",
-        type=share_arg,
-        default=None,
-        help="LMDeploy's cache_max_entry_count (0.8 by default from v0.2.2): the pool is this "
-        "share of the memory free once the weights are loaded (the reserve then defaults to "
-        "0.5 GiB, the CUDA context: LMDeploy allocates its activations after the pool)",
-    )
+    for flag, kind, text in (
+        ("--kv-pool-gib", _gib, "the pool's size per GPU instead of vLLM's arithmetic"),
+        (
+            "--kv-free-fraction",
+            share_arg,
+            "TensorRT-LLM's kv_cache_free_gpu_mem_fraction: the "
+            "pool is this share of the memory left after the weights and the reserve",
+        ),
+        (
+            "--cache-max-entry-count",
+            share_arg,
+            "LMDeploy's cache_max_entry_count (0.8 by default "
+            "from v0.2.2): the pool is this share of the memory free once the weights are loaded "
+            "(the reserve then defaults to 0.5 GiB, the CUDA context: LMDeploy allocates its "
+            "activations after the pool)",
+        ),
+    ):
+        pool.add_argument(flag, type=kind, default=None, help=text)
     speed_arguments(p)
     p.add_argument("--seed", type=int_arg(0, 2**31), default=0)
     deployment_args(p, "json")
 
 
-@dataclass(frozen=True)
-class _ConfigModel:
-    """A config.json given with --config, answering what cmd_simulate asks of a registry
-    model: its spec, name and weights in a format. The simulator times prefill from the
-    parameters, so a config kvcalc cannot count gets weights of 0 B and setup() says why."""
+class _Model(NamedTuple):
+    """The model of --model or --config (common.load_model): its spec, its checkpoint's
+    weight formats and its name."""
 
     spec: ModelSpec
-    name: str
     weight_dtype: str
     expert_weight_dtype: str | None
-
-    def weights(self, dtype: str | None = None, *, half: str = "bf16") -> Weights:
-        if self.spec.params is None:
-            return weights_given(0, "bf16")
-        return weights_in(self.spec, dtype, self.weight_dtype, self.expert_weight_dtype, half=half)
-
-
-def _model(args):
-    """The registry model of --model, or the config.json of --config."""
-    if args.model:
-        return registry().model(args.model)
-    cfg = load_config_file(args.config)
-    spec = spec_from_config(cfg, name=args.config)
-    wd, ed = checkpoint_format(cfg)
-    return _ConfigModel(spec=spec, name=spec.name, weight_dtype=wd, expert_weight_dtype=ed)
+    name: str
 
 
 def cmd_simulate(args):
-    m = _model(args)
+    m = _Model(*load_model(args))
     gpu = registry().gpu(args.gpu)
     wl = workload_from(args)
     if args.serving_stack and (args.direct or args.api_overhead_ms is not None):
@@ -249,7 +224,7 @@ def _weights(args, m, gpu) -> Weights:
             raise ValueError(f"{m.name} has no routed experts: leave out --expert-weight-dtype")
         base = args.weight_dtype
         if base in (None, "auto"):
-            base = getattr(m, "weight_dtype", None) or "bf16"
+            base = m.weight_dtype or "bf16"
             if base == "unmodelled":
                 raise ValueError(
                     "--expert-weight-dtype needs the other weights' format too: add "
@@ -258,12 +233,15 @@ def _weights(args, m, gpu) -> Weights:
         return weights(m.spec, base, expert)
     if args.weight_bits is not None:
         return weights_at_bits(m.spec, args.weight_bits, half=gpu.half)
-    return m.weights(args.weight_dtype, half=gpu.half)
+    if m.spec.params is None:  # parameters not counted: 0 B of weights, and setup() says why
+        return weights_given(0, "bf16")
+    return weights_in(
+        m.spec, args.weight_dtype, m.weight_dtype, m.expert_weight_dtype, half=gpu.half
+    )
 
 
 def _run(args, m, gpu, wl, profile):
-    """The setup of the flags and the simulated run of ``wl``: (step model, the engine's own,
-    weights, setup, result)."""
+    """(step model, the engine's, weights, setup, result) of ``wl`` simulated."""
     speed = speed_from_args(args, profile)
     w = _weights(args, m, gpu)
     if profile is not None:  # the engine's own batching defaults, where not given
@@ -300,10 +278,8 @@ def _run(args, m, gpu, wl, profile):
 
 
 def simulate_row(args, profile, row) -> dict[str, float]:
-    """One measured row of a user's benchmark (kvcalc.perf.calibrate_from.BenchRow) simulated
-    in the setup of ``args`` under ``profile``: its TTFT and TPOT (a served run's mean, the
-    warm-up's prompts left out of TTFT where a steady part exists) or a static batch's
-    end-to-end latency, in seconds."""
+    """A benchmark row (calibrate_from.BenchRow) simulated in ``args``'s setup under
+    ``profile``: mean TTFT (steady part) and TPOT, or a static batch's latency, in seconds."""
     a = argparse.Namespace(**vars(args))
     a.prompt_tokens, a.output_tokens = row.isl, row.osl
     a.prompt_dist = a.output_dist = a.lengths = None
@@ -315,15 +291,14 @@ def simulate_row(args, profile, row) -> dict[str, float]:
         a.users, a.rate = row.users, (None if row.users else row.rate)
         a.requests = max(8, 3 * row.users) if row.users else row.requests or 8
     wl = workload_from(a)
-    m = _model(a)
+    m = _Model(*load_model(a))
     _, _, _, _, r = _run(a, m, gpu_of(a), wl, profile)
     ttft = r.ttft_mean_steady_s if r.ttft_mean_steady_s is not None else r.ttft_mean_s
     return {"TTFT": ttft, "TPOT": r.tpot_mean_s, "latency": r.e2el_mean_s}
 
 
 def _calibrate(args, m, gpu, profile):
-    """``--calibrate-from FILE``: the file's rows fitted in this setup (each simulated with the
-    other flags and its own lengths and load)."""
+    """``--calibrate-from FILE``: its rows fitted, each simulated in this setup."""
     from pathlib import Path
 
     from ..perf.calibrate_from import calibrate, read_benchmark
@@ -356,9 +331,8 @@ def _check_dequant(args) -> None:
 
 
 def _pool_bytes(args, m, gpu, w: Weights) -> int | None:
-    """The pool's size per GPU the flags give (None: vLLM's arithmetic), sized at most one way:
-    vLLM's share, a size, or TensorRT-LLM's or LMDeploy's fraction of free memory (which set
-    args.gpu_mem_util to 1)."""
+    """The pool per GPU of at most one sizing flag (None: vLLM's arithmetic); a fraction of
+    free memory sets args.gpu_mem_util to 1."""
     given = [
         f
         for f, v in (
@@ -396,8 +370,6 @@ def _pool_bytes(args, m, gpu, w: Weights) -> int | None:
 
 
 def _report(args, m, gpu, w: Weights, s, r, wl, speed: StepModel) -> list[str]:
-    """The text form: the setup, the workload, the pool, the step model and the metrics (the
-    error band and the notes are added by cmd_simulate)."""
     load = (
         f"{args.users:,} users (closed loop)"
         if args.users is not None

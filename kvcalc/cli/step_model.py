@@ -27,7 +27,6 @@ def add_engine_argument(p) -> None:
 
 
 def speed_arguments(p) -> None:
-    """The step model: the calibrated estimate unless --ideal, each flag one coefficient."""
     speed = p.add_argument_group(
         "the step model (default: the calibrated estimate, kvcalc.perf.calibration; each flag "
         "replaces one fitted coefficient)"
@@ -101,8 +100,7 @@ def engine_from_args(args):
 
 
 def _coefficients(args) -> dict:
-    """The step-model coefficients the flags give, in the model's units (None: not given; a
-    command lacking a flag gives None for it)."""
+    """The coefficients the flags give, in the model's units (None: not given)."""
 
     def given(flag: str, scale: float = 1.0):
         v = getattr(args, flag, None)
@@ -119,8 +117,8 @@ def _coefficients(args) -> dict:
 
 
 def speed_from_args(args, profile=None) -> StepModel:
-    """The step model the flags ask for: the calibrated estimate unless --ideal (or the engine
-    profile of --engine), with each coefficient given in place of its fitted value."""
+    """The calibrated estimate, the ideal (--ideal) or --engine's profile, with the flags'
+    coefficients in place of the fitted ones."""
     given = _coefficients(args)
     if profile is None:
         ideal, stack = getattr(args, "ideal", False), getattr(args, "serving_stack", None)

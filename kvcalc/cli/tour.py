@@ -1,10 +1,5 @@
-"""``python -m kvcalc tour``: the guided tour's answer key (kvcalc.teach.tour) from the
-command line.
-
-``--markdown`` prints the printable key (the givens, questions, answers, worked solutions,
-slips, recaps and discussion questions of the seven stops); the text form is one line per stop;
-``--json`` one object with every stop. Kept apart from commands.py so that file only registers it.
-"""
+"""``python -m kvcalc tour``: the guided tour's answers (kvcalc.teach.tour), one line a
+stop; --markdown the printable answer key, --json every stop."""
 
 from __future__ import annotations
 

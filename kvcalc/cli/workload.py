@@ -1,6 +1,4 @@
-"""The workload flags of ``simulate``: how many requests, how they arrive (a Poisson rate or a
-closed loop of users), their lengths (fixed, a distribution or a preset), the shared prefix
-and the seed; each refusing a bad value with a message that says what to type."""
+"""``simulate``'s workload flags: requests, arrivals (Poisson or closed loop), lengths."""
 
 from __future__ import annotations
 
@@ -62,8 +60,6 @@ def _rate(text: str) -> float:
 
 
 def workload_arguments(p: argparse.ArgumentParser) -> None:
-    """The requests, how they arrive and their lengths (simulate adds --prefix-share and
-    --seed where its --help has them)."""
     p.add_argument("--requests", type=int_arg(1, MAX_REQUESTS), required=True)
     load = p.add_mutually_exclusive_group(required=True)
     load.add_argument(

@@ -1,12 +1,5 @@
-"""Multiple-choice versions of the interview check's four open questions, for a live class.
-
-The interview check (kvcalc/teach/quiz.py) has five questions; one asks for numbers and is graded
-by ``kvcalc.teach.quiz.grade``, the other four ask "why" and "when", answered in prose. A room of
-phones cannot send prose that a projector can count, so a live class asks those four as a choice
-among four statements (kvcalc/teach/choices.toml): one right, three wrong, each wrong one naming
-the misconception it stands for (the way the grader names a numeric slip). The revealed answer is
-still the question's own prose from ``interview_questions()``. No statement gives a number.
-"""
+"""The interview check's four prose questions as multiple choice, for a live class: four
+statements each (choices.toml), one right, each wrong one naming its misconception."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Prefill fills the cache, decode appends to it: the step-by-step picture, as data.
-
-Step 0 is the prefill: every prompt token's K and V are written in one pass. Each decode step
-then writes one new column. Without a cache, every step recomputes K and V for every token so
-far. The grid shows, for a few layers, one K row and one V row per layer and one column per
-token; each cell is one of the states below.
-"""
+"""Prefill fills the cache, decode appends to it: the picture step by step, as data (a K and
+a V row per shown layer, a column per token; step 0 is the prefill)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,5 @@
-"""Practice questions with realistic random parameters, every number computed here.
-
-A seeded generator draws a model's geometry (layers, KV heads, head dimension, query heads) and
-its KV format, then one question of each kind in turn: bytes per token, bytes per token read off
-a config.json, a batch's cache, conversations that fit (vLLM's arithmetic), the batch-1
-crossover, and the saving of GQA, FP8 or MLA. A class that shares the seed shares the same set.
-The wording is data (kvcalc/teach/practice.toml); ``kvcalc.teach.quiz`` re-exports
-``practice_questions``.
-"""
+"""Practice questions from a seeded draw of a model's geometry and KV format, one of each kind
+in turn (``_KINDS``), every number computed; the wording is practice.toml."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""The question every teaching module asks and ``quiz.grade`` grades: a prompt, the revealed
-answer, the number to give and the unit a bare number is read in, a worked solution, and the
-mistakes particular to it. The interview check, the practice generator, the tour and the live
-class all build these; ``kvcalc.teach.quiz`` re-exports it as the teaching's public interface.
-"""
+"""The question every teaching module asks and ``quiz.grade`` grades."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""The grader of every teaching question, and the quiz's public interface.
-
-``grade`` reads a typed answer in any unit (B, KiB, GB, tokens, K, x...) and grades it against
-the number kvcalc computed, naming the likeliest slip. This module re-exports the ``Question``
-every teaching module builds (``question``), the interview check (``interview``) and the seeded
-practice generator (``practice``), so a page imports the quiz from here.
-"""
+"""The grader of every teaching question (``grade``: an answer in any unit, the likeliest slip
+named), and the quiz's public interface (Question, the interview and practice questions)."""
 
 from __future__ import annotations
 
@@ -12,7 +7,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from ..core.units import GiB, KiB, MiB, fmt_bytes
+from ..core.units import GiB, fmt_bytes
 from .interview import interview_questions as interview_questions
 from .practice import practice_questions as practice_questions
 from .question import Question as Question
@@ -36,9 +31,6 @@ _EXACT = 0.005
 # number is a typo or a joke ("1e308 GiB"), and a grade of it would store and draw a number
 # nobody meant (issue 39 B14). The slips of arithmetic are far inside it (bits for bytes is 8).
 MAX_SCALE = 1e6
-
-
-# -- grading -----------------------------------------------------------------------------------
 
 # Byte units by name: B, the decimal KB to TB (10^3 steps) and the binary KiB to TiB (2^10 steps).
 _UNITS: dict[str, float] = {"b": 1, "byte": 1, "bytes": 1}
@@ -81,10 +73,8 @@ class _Reading:
 
 
 def parse_answer(text: str, question: Question) -> float:
-    """A number from ``text`` in the question's unit. Bytes may carry B, KB, KiB, MB, MiB, GB,
-    GiB (a bare number is read in the unit the question asks for, except that a bare number of
-    a million or more in a GiB box is bytes); tokens may carry K or M; ratios may end in x.
-    Digits may be grouped: 163,840 or 163 840."""
+    """A number from ``text`` in the question's unit (bytes with B to GiB, tokens with K or M,
+    ratios with x; a bare one in the unit asked, or bytes when a million or more in GiB)."""
     return _read(text, question).value
 
 
@@ -128,8 +118,7 @@ def _read(text: str, question: Question) -> _Reading:
 
 
 def answer_label(question: Question, part: int = 1) -> str:
-    """The label of a question's answer box: the unit a bare number is read in, and the units
-    it may carry, so that what the label says is how the box reads a number."""
+    """The label of an answer box: how it reads a bare number, and the units it takes."""
     q = question.part(part)
     if q.unit == "B":
         bare = q.ask_unit or "B"
@@ -146,12 +135,9 @@ def answer_label(question: Question, part: int = 1) -> str:
 
 
 def grade(question: Question, text: str, tolerance: float = TOLERANCE, part: int = 1) -> Grade:
-    """The one grading rule of the interview, the tour, practice and the live class: the value
-    is right within ``tolerance`` (relative) of the one kvcalc computed, whatever unit it is
-    typed in; then a unit slip is named as a note, even on a right answer. For "how many fit" a
-    whole number is right only as the whole number below. A question may accept another figure
-    (``Question.also``: what a running server holds, beside what vLLM logs), with the note that
-    says what it is. A wrong answer gets the likeliest mistake named."""
+    """The one grading rule: right within ``tolerance`` (relative) of kvcalc's value in any
+    unit (a unit slip named as a note), or of a ``Question.also`` figure; "how many fit" takes
+    the whole number below; a wrong answer gets the likeliest mistake named."""
     question = question.part(part)
     if question.value is None:
         raise ValueError("this question has no single number to grade")
@@ -200,8 +186,7 @@ def grade(question: Question, text: str, tolerance: float = TOLERANCE, part: int
 
 
 def _out_of_scale(text: str, given: float, target: float, q: Question) -> str:
-    """Why ``given`` is not graded (not a finite number once its unit is applied, or more
-    than MAX_SCALE off the answer's scale), or "" when it is graded."""
+    """Why ``given`` is not graded (not finite, or MAX_SCALE off the answer), or ""."""
     typed = " ".join((text or "").split())[:40]
     check = "the number and its unit (B, KiB, MiB, GiB)" if q.unit == "B" else "the number"
     if not math.isfinite(given):
@@ -214,8 +199,7 @@ def _out_of_scale(text: str, given: float, target: float, q: Question) -> str:
 
 
 def _matches(given: float, value: float, q: Question, tolerance: float) -> bool:
-    """``given`` is ``value``: within ``tolerance`` of it, or, for a count of whole ones typed
-    as a whole number, the whole number below it (and no other)."""
+    """``given`` is ``value`` within ``tolerance``, or (a count) the whole number below it."""
     if q.floor_ok and given.is_integer() and given != value:
         return given == math.floor(value)
     return abs(given - value) <= tolerance * abs(value)
@@ -223,14 +207,12 @@ def _matches(given: float, value: float, q: Question, tolerance: float) -> bool:
 
 _TWINS = {"kb": "kib", "mb": "mib", "gb": "gib", "tb": "tib"}
 _TWINS.update({v: k for k, v in _TWINS.items()})
-_NAMES = {"kb": "KB", "mb": "MB", "gb": "GB", "tb": "TB", "kib": "KiB", "mib": "MiB"}
-_NAMES.update({"gib": "GiB", "tib": "TiB"})
+_NAMES = {u: u[0].upper() + u[1:-1] + "B" for u in _TWINS}  # "kib": "KiB", "kb": "KB"
 
 
 def _unit_note(r: _Reading, target: float, q: Question, tolerance: float) -> str:
-    """What the reply adds about the unit: a large bare number read in bytes; or, on a right
-    answer, a number typed in KB that is the answer exactly in KiB (and so on). A wrong answer
-    gets that slip from ``_diagnose`` instead."""
+    """A large bare number read in bytes, or a number typed in KB that is the answer exactly
+    in KiB (and so on), said in the reply."""
     if r.as_bytes:
         return (
             f" Read in bytes: a bare number this large cannot be GiB here, so it is "
@@ -264,9 +246,8 @@ def _ordinal(n: int) -> str:
 
 
 def _diagnose(text: str, given: float, target: float, q: Question) -> str:
-    """The common mistake this answer looks like, if any: of the slips that fit the question
-    (its own first), the one whose value is nearest the answer, within the grading band (so GB
-    for GiB, 7.4%, is not taken for MB for MiB, 4.9%)."""
+    """The slip nearest this answer within the grading band (so GB for GiB, 7.4%, is not taken
+    for MB for MiB, 4.9%), or ""."""
     if not target or not given:
         return ""
     ratio = given / target
@@ -276,13 +257,11 @@ def _diagnose(text: str, given: float, target: float, q: Question) -> str:
         # A unit slip in the unit typed (KB or KiB: the kilo), or for a bare number in the unit
         # the box reads (any, for a box that reads bytes).
         typed = (m.group(2) if m else "") or (q.ask_unit.lower() if q.ask_unit != "B" else "")
-        for name, f, power in (
-            ("KiB vs KB", KiB / 1e3, "1 KiB = 2^10 = 1,024 B"),
-            ("MiB vs MB", MiB / 1e6, "1 MiB = 2^20 = 1,048,576 B"),
-            ("GiB vs GB", GiB / 1e9, "1 GiB = 2^30 = 1,073,741,824 B"),
-        ):
-            if typed in ("", "b", "byte", "bytes") or typed[0] == name[0].lower():
-                why = f" Close: check {name} ({power}, not a power of 10)."
+        for unit in ("KiB", "MiB", "GiB"):
+            if typed in ("", "b", "byte", "bytes") or typed[0] == unit[0].lower():
+                f = _UNITS[unit.lower()] / _UNITS[unit[0].lower() + "b"]
+                power = _POWERS[unit].split(";")[0]
+                why = f" Close: check {unit} vs {unit[0]}B ({power}, not a power of 10)."
                 slips += [(f, why), (1 / f, why)]
         if m and not m.group(2) and q.ask_unit == "GiB":
             slips.append(

@@ -35,8 +35,7 @@ class Technique:
 
 
 def _bytes(layers, n: int, dtype, cap: int | None = None) -> tuple[int, int]:
-    """(bytes per token in every K/V layer, bytes of one sequence at n tokens), each layer keeping
-    at most ``cap`` tokens when a cap is given."""
+    """(bytes per token in every K/V layer, of one sequence at n tokens, at most ``cap`` kept)."""
     per_token = seq = 0
     for layer in layers:
         b = layer.bytes_per_token(dtype)
@@ -87,15 +86,14 @@ def _offload_line(
 
 
 def _per_gpu(layers, tp: int) -> list:
-    """The layers as one GPU holds them at tensor parallel ``tp`` (ValueError where they do not
-    split)."""
+    """The layers as one GPU holds them at tensor parallel ``tp`` (else ValueError)."""
     return [lay.split(tp) for lay in layers] if tp > 1 else list(layers)
 
 
 @dataclass(frozen=True, kw_only=True)
 class _Rows:
-    """The table as it is built: the context, format and TP every row is sized at, one
-    sequence's bytes as configured (the reference of every saving), and the rows so far."""
+    """The rows so far, sized at one context, format and TP; ``own_seq`` (as configured) is
+    the reference of every saving."""
 
     n: int
     dtype: DType
@@ -104,8 +102,7 @@ class _Rows:
     rows: list[Technique] = field(default_factory=list)
 
     def variant(self, layers, cap: int | None = None):
-        """(bytes per token, bytes of one sequence) with ``layers`` per GPU, or None where the
-        variant cannot be split over the GPUs."""
+        """(bytes per token, of one sequence) of ``layers`` per GPU, or None (no split)."""
         try:
             split = _per_gpu(layers, self.tp)
         except ValueError:
@@ -113,9 +110,7 @@ class _Rows:
         return _bytes(split, self.n, self.dtype, cap=cap)
 
     def add(self, key: str, pt_seq, applies: bool = True, **nums) -> None:
-        """The row ``key`` (its name, term and trade-off from techniques.toml, filled with
-        ``nums``) with (bytes per token, bytes of one sequence) ``pt_seq``; none when that is
-        None (the variant cannot be split over the GPUs)."""
+        """The row ``key`` (techniques.toml's, filled with ``nums``) of ``pt_seq``, unless None."""
         if pt_seq is None:
             return
         pt, seq = pt_seq
@@ -129,8 +124,7 @@ class _Rows:
 
 
 def _head_rows(t: _Rows, spec: ModelSpec, own_pt: int, rank: int, rope: int) -> None:
-    """The rows that change the heads' term: MHA, GQA (for an MHA model), the model as
-    configured, MQA and an MLA latent."""
+    """The heads' rows: MHA, GQA (for an MHA model), as configured, MQA, an MLA latent."""
     q_heads = spec.kv_layers[0].q_heads
     # KV heads per layer as stored (an MLA latent has none: it counts as neither MHA nor MQA).
     own_heads = {lay.kv_heads for lay in spec.kv_layers}
@@ -166,15 +160,10 @@ def techniques(
     link: str = "pcie5-x16",
     peak_tflops: float | None = None,
 ) -> list[Technique]:
-    """Every technique applied to ``dep``'s model at ``context`` tokens in its cache format,
-    with its saving computed.
-    ``link`` is a link of the catalog (models.yaml), over which an offloaded cache comes back;
-    ``peak_tflops`` the GPU's dense peak for the recompute time (None: not stated).
-
-    Bytes are per GPU under tensor parallelism ``tp`` (issue 23 [23]): each variant's layers
-    are split as vLLM splits them, so K/V heads are divided among the GPUs and a single head
-    (MQA) or an MLA latent is replicated on every one. A variant that cannot be split over
-    ``tp`` GPUs (8 K/V heads over 3) is left out."""
+    """Every technique applied to ``dep``'s model at ``context`` tokens, its saving computed;
+    ``link`` (models.yaml) brings an offloaded cache back, ``peak_tflops`` times a recompute.
+    Bytes are per GPU, each variant split as vLLM splits it (issue 23 [23]: an MQA head or an
+    MLA latent on every GPU); a variant that cannot be split (8 K/V heads over 3) is left out."""
     try:
         lk = registry().links[link]
     except KeyError:

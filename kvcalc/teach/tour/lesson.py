@@ -1,5 +1,4 @@
-"""What every stop of the guided tour is made of: the Stop and the Lesson, the conversation and
-the request it asks about, the setup a stop is computed for, and the pool it sizes."""
+"""What every stop is made of: the Stop, the Lesson, the Setup it is computed for."""
 
 from __future__ import annotations
 
@@ -47,8 +46,7 @@ def conversation_tokens(spec: ModelSpec) -> int:
 
 
 def request_tokens(spec: ModelSpec) -> tuple[int, int]:
-    """(prompt, output) tokens of the serving request: 512 + 256, or two thirds and one third
-    of the model's limit when that is shorter."""
+    """(prompt, output) of the serving request: 512 + 256, or 2/3 and 1/3 of a shorter limit."""
     if spec.max_context >= PROMPT + OUTPUT:
         return PROMPT, OUTPUT
     prompt = max(1, spec.max_context * 2 // 3)
@@ -56,7 +54,7 @@ def request_tokens(spec: ModelSpec) -> tuple[int, int]:
 
 
 def ratio_of(fn, right: float) -> float | None:
-    """fn() / right, or None when fn cannot be computed (a slip that makes the model not fit)."""
+    """fn() / right, or None where fn raises ValueError (a slip that does not fit)."""
     try:
         value = fn()
     except ValueError:
@@ -71,8 +69,7 @@ def none_fits(b: Budget, n: int, gpu: GPU) -> None:
 
 
 def fill(template: Any, nums: dict[str, Any]) -> Any:
-    """A template (a string, or a list of them at any depth, filled as tuples) with the named
-    numbers ``nums`` in it."""
+    """A template (a string, or nested lists of them, filled as tuples) with ``nums`` in it."""
     if isinstance(template, str):
         return template.format(**nums)
     return tuple(fill(t, nums) for t in template)
@@ -174,8 +171,7 @@ class Setup:
         kv_hints: bool = False,
         **question: Any,
     ) -> Lesson:
-        """The lesson whose prose is the templates in ``text`` (prompt, answer, solution,
-        figure, recap, discuss), filled with the named numbers ``nums``; ``question`` gives the
+        """The lesson of the templates ``text`` filled with ``nums``; ``question``: the
         Question's value, unit and the rest."""
         nums = {"name": self.name, "n": self.n, **nums}
 

@@ -1,5 +1,4 @@
-"""The words the tour uses for a model's layers: their kinds and sizes, what each kind stores,
-the config fields its per-token bytes come from, and how vLLM's groups of them reserve blocks."""
+"""The tour's words for a model's layers: kinds, sizes, what they store, their config fields."""
 
 from __future__ import annotations
 
