@@ -13,13 +13,9 @@ from . import tour as _cli_tour
 from .common import cut_strings, inert, jsonable, one_line
 from .registry import COMMANDS, build_parser, command
 
-# Each group registers its commands as it is imported, so these imports keep --help's order.
-from . import sizing  # isort: skip  (kv, budget, step-time, prefill, passes, offload)
-from . import catalog  # isort: skip  (table, models, gpus)
-from . import checks  # isort: skip  (measure, quality, vllm, verify)
-
-GROUPS = (sizing, catalog, checks)
-
+# Each group registers its commands as it is imported, in --help's order: sizing (kv ...
+# offload), catalog (table, models, gpus), checks (measure, quality, vllm, verify).
+from . import sizing, catalog, checks  # noqa: F401  # isort: skip
 
 # The simulator's command lives in its own module; registered here, in --help's order.
 command("simulate", _cli_sim.HELP, _cli_sim.add_arguments)(_cli_sim.cmd_simulate)

@@ -179,19 +179,15 @@ def cmd_simulate(args):
     out = {k: getattr(r, k) for k in CLI_KEYS}
     # the pool the run had, per GPU: its blocks as an engine's log counts them, and those a
     # request can hold (vLLM's null block taken out)
-    out["kv_pool_blocks"] = s.pool_blocks
-    out["usable_blocks"] = s.num_blocks
-    out["block_size"] = s.block_size
-    out["estimate"] = speed.name
-    out["step_model"] = speed.to_dict()
+    out.update(kv_pool_blocks=s.pool_blocks, usable_blocks=s.num_blocks, block_size=s.block_size)
+    out.update(estimate=speed.name, step_model=speed.to_dict())
     if args.dequant_gemm is not None:  # the linear layers' share, named only where used
         out["step_model"]["dequant_mfu"] = s.dequant_mfu or s.mfu
     out["ttft_mean_steady_s"] = r.ttft_mean_steady_s
     band = error_band_text() if speed.is_calibrated else None
     if profile is not None:
         band = engine_band_text(profile, calibration)
-        out["engine"] = profile.key
-        out["engine_note"] = engine_note
+        out.update(engine=profile.key, engine_note=engine_note)
     out["error_band"] = band
     text = _report(args, m, gpu, w, s, r, wl, engine)
     if engine_note:
@@ -461,10 +457,8 @@ def cmd_capacity(args):
     s = setup(dep, args.prompt_tokens + args.output_tokens, Speed.of(gpu, w.dtype))
     c = running_capacity(s, args.prompt_tokens, args.output_tokens, max_steps=MAX_STEPS)
     text = [
-        f"{m.name} on {gpu.name}"
-        + (f" x {args.tp} (TP)" if args.tp > 1 else "")
-        + f", KV cache {args.kv_dtype.upper()}, requests of {args.prompt_tokens:,} + "
-        f"{args.output_tokens:,} tokens"
+        f"{m.name} on {gpu.name}{_layout_text(args)}, KV cache {args.kv_dtype.upper()}, requests "
+        f"of {args.prompt_tokens:,} + {args.output_tokens:,} tokens"
     ]
     text += [f"  {line}" for line in c.derivation().splitlines()]
     return c.to_dict(), text + [f"  note: {n}" for n in c.notes + s.notes]

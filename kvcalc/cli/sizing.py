@@ -78,19 +78,13 @@ def cmd_kv(args):
             )
     if r.state_bytes:
         text.append(f"  state:      {r.state_bytes:,} B = {fmt_gib(r.state_bytes, 3)} (fixed)")
-    if spec.drafter:
-        text += _drafter_lines(r)
+    if spec.drafter and (d := r.drafter) is not None:
+        text += [
+            f"  drafter:    {d['drafter']}",
+            f"  drafter adds {d['bytes_per_token']:,} B per token "
+            f"({d['share_pct']:.1f}% of the total), {d['bytes']:,} B here",
+        ]
     return out, text + said_text
-
-
-def _drafter_lines(r) -> list[str]:
-    """What the speculative drafter adds, per token and in all."""
-    d = r.drafter
-    return [
-        f"  drafter:    {d['drafter']}",
-        f"  drafter adds {d['bytes_per_token']:,} B per token "
-        f"({d['share_pct']:.1f}% of the total), {d['bytes']:,} B here",
-    ]
 
 
 def _budget_arguments(p: argparse.ArgumentParser) -> None:
@@ -161,9 +155,13 @@ def cmd_budget(args):
         if b.max_context_tokens is None
         else f"{b.max_context_tokens:,} tokens"
     )
+    gpus, per_gpu = args.tp * args.pp, " per GPU" if args.tp * args.pp > 1 else ""
+    its = "not known, not counted"
+    if drafter_bytes is not None:
+        its = f"{fmt_gib(drafter_bytes / gpus)}{per_gpu} (in the weights above)"
     text = [
         f"{label} on {gpu.name if gpu else f'{args.vram_gib:g} GiB'}"
-        + (f" (per GPU, TP={args.tp} PP={args.pp})" if args.tp * args.pp > 1 else ""),
+        + (f" (per GPU, TP={args.tp} PP={args.pp})" if gpus > 1 else ""),
         f"  GPU memory:   {fmt_gib(b.total_bytes)}",
         b.setup_line(),
         f"  weights:      {fmt_gib(b.weights_bytes)}"
@@ -173,20 +171,7 @@ def cmd_budget(args):
             if w.checkpoint_dtype
             else ""
         ),
-        *(
-            [
-                f"  drafter:      {spec.drafter}; its weights "
-                + (
-                    f"{fmt_gib(drafter_bytes / (args.tp * args.pp))}"
-                    + (" per GPU" if args.tp * args.pp > 1 else "")
-                    + " (in the weights above)"
-                    if drafter_bytes is not None
-                    else "not known, not counted"
-                )
-            ]
-            if spec.drafter
-            else []
-        ),
+        *([f"  drafter:      {spec.drafter}; its weights {its}"] if spec.drafter else []),
         f"  reserve:      {fmt_gib(b.reserve_bytes)}",
         f"  KV pool:      {fmt_gib(b.kv_pool_bytes)}",
         (

@@ -45,7 +45,7 @@ def practice_questions(seed: int, count: int = 8) -> list[Question]:
     return [_make(rng, _KINDS[i % len(_KINDS)], f"p{i + 1}") for i in range(count)]
 
 
-def _plural(n: int, word: str) -> str:
+def plural(n: int, word: str) -> str:
     return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
@@ -74,7 +74,7 @@ class _Drawn:
 
     def numbers(self) -> dict[str, Any]:
         """The drawn model's named numbers, with the model as a prompt names it ("text")."""
-        heads = _plural(self.kv, "KV head")
+        heads = plural(self.kv, "KV head")
         text = f"{self.layers} layers, {heads} of dimension {self.hd}, KV cache in {self.dname}"
         return dict(vars(self), per=self.per, heads=heads, text=text)
 
@@ -106,7 +106,7 @@ def _sequence(rng: random.Random, m: _Drawn) -> _Made:
     batch = rng.choice([1, 4, 8, 16, 32])
     total = m.per * ctx * batch
     nums = dict(m.numbers(), ctx=ctx, batch=batch, total=total, total_gib=total / GiB)
-    nums.update(does="does" if batch == 1 else "do", seqs=_plural(batch, "sequence"))
+    nums.update(does="does" if batch == 1 else "do", seqs=plural(batch, "sequence"))
     return "sequence", nums, dict(value=total, unit="B", ask_unit="GiB")
 
 

@@ -264,27 +264,18 @@ def _diagnose(text: str, given: float, target: float, q: Question) -> str:
                 why = f" Close: check {unit} vs {unit[0]}B ({power}, not a power of 10)."
                 slips += [(f, why), (1 / f, why)]
         if m and not m.group(2) and q.ask_unit == "GiB":
-            slips.append(
-                (
-                    GiB,
-                    " That looks like the answer in bytes: a bare number here is read in GiB; "
-                    f"add the unit (e.g. '{(text or '').strip()} B').",
-                )
-            )
+            why = " That looks like the answer in bytes: a bare number here is read in GiB; "
+            slips.append((GiB, why + f"add the unit (e.g. '{(text or '').strip()} B')."))
         if q.kv_hints:
+            bits = " Off by 8: bits vs bytes? A BF16 number is 2 bytes, FP8 1 byte."
             slips += [
                 (0.5, " Half the answer: did you forget the factor 2 for K and V?"),
-                (8, " Off by 8: bits vs bytes? A BF16 number is 2 bytes, FP8 1 byte."),
-                (1 / 8, " Off by 8: bits vs bytes? A BF16 number is 2 bytes, FP8 1 byte."),
+                *((8, bits), (1 / 8, bits)),
                 (2, " Twice the answer: count K and V once each, and check the bytes per number."),
             ]
     if q.unit == "x":
-        slips.append(
-            (
-                1 / target**2,
-                " That is the inverse: the question asks how many times smaller (old / new).",
-            )
-        )
+        why = " That is the inverse: the question asks how many times smaller (old / new)."
+        slips.append((1 / target**2, why))
     band = math.log1p(TOLERANCE)
     near = [(abs(math.log(ratio / f)), why) for f, why in slips if f > 0 and ratio > 0]
     best = min(near, key=lambda d: d[0], default=(math.inf, ""))

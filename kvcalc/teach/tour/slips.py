@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import fields
 
 from ...core.dtypes import KV_DTYPES, get_dtype
 from ...core.model import FullAttention, ModelSpec
@@ -49,13 +50,7 @@ def as_full(spec: ModelSpec) -> ModelSpec:
 
     def full(layer):
         if layer.kind in ("sliding", "chunked"):
-            return FullAttention(
-                kv_heads=layer.kv_heads,
-                head_dim=layer.head_dim,
-                v_head_dim=layer.v_head_dim,
-                q_heads=layer.q_heads,
-                extra=layer.extra,
-            )
+            return FullAttention(**{f.name: getattr(layer, f.name) for f in fields(FullAttention)})
         return layer
 
     return spec.with_layers(full(layer) for layer in spec.layers)
