@@ -10,6 +10,7 @@ from ..core.model import FullAttention
 from ..core.units import GB, GiB, fmt_gib
 from .registry import command
 
+# The seed blog's "Llama 3 8B" has Llama 3.1 8B's cache geometry (32 layers, 8 KV heads, 128).
 _TABLE_MODELS = (("llama-2-7b", "Llama 2 7B (MHA)"), ("llama-3.1-8b", "Llama 3 8B (GQA)"))
 _TABLE_POINTS = ((1, 2048), (16, 8192), (32, 16384))
 _GPU_FIELDS: tuple[str, ...] = ("name", "memory_gb", "memory_bytes", "bandwidth_gbs")

@@ -10,7 +10,7 @@ import sys
 
 from . import simulate as _cli_sim
 from . import tour as _cli_tour
-from .common import cut_strings, inert, jsonable, one_line
+from .common import inert, jsonable, one_line
 from .registry import COMMANDS, build_parser, command
 
 # Each group registers its commands as it is imported, in --help's order: sizing (kv ...
@@ -56,7 +56,7 @@ def _main(argv: list[str] | None) -> int:
     if getattr(args, "json", False):
         if unverified and isinstance(out, dict):
             out = {"unverified": unverified, **out}
-        print(json.dumps(cut_strings(jsonable(out)), allow_nan=False))
+        print(json.dumps(jsonable(out), allow_nan=False))
     else:
         if unverified:
             text = [

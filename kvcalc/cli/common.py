@@ -37,17 +37,6 @@ def inert(line: str, limit: int = MAX_LINE_CHARS) -> str:
     return line if len(line) <= limit else line[: limit - 4] + " ..."
 
 
-def cut_strings(obj, limit: int = 10 * MAX_LINE_CHARS):
-    """JSON output with every string cut to ``limit`` characters."""
-    if isinstance(obj, str):
-        return obj if len(obj) <= limit else obj[:limit] + " ..."
-    if isinstance(obj, dict):
-        return {cut_strings(k, limit): cut_strings(v, limit) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [cut_strings(v, limit) for v in obj]
-    return obj
-
-
 class Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, status 2
         self.exit(2, one_line(f"kvcalc: error: {message}") + "\n")
@@ -134,11 +123,15 @@ def spec_said(spec: ModelSpec) -> tuple[dict, list[str]]:
     return out, text
 
 
-def jsonable(obj):
+def jsonable(obj, limit: int = 10 * MAX_LINE_CHARS):
+    """``obj`` as --json prints it: a non-finite number as null, "inf" or "-inf", and every
+    string (a key too) cut to ``limit`` characters."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    if isinstance(obj, str):
+        return obj if len(obj) <= limit else obj[:limit] + " ..."
     if isinstance(obj, dict):
-        return {k: jsonable(v) for k, v in obj.items()}
+        return {jsonable(k, limit): jsonable(v, limit) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
+        return [jsonable(v, limit) for v in obj]
     return obj

@@ -57,43 +57,36 @@ def int_arg(lo: int = 1, hi: int = MAX_COUNT):
     return parse
 
 
-def float_arg(hi: float, *, lo: float = 0.0, above: bool = False, unit: str = "", name: str = ""):
-    """An argparse type: a finite number in [lo, hi] (in (lo, hi] with ``above``)."""
-    bound = f"{'above' if above else 'at least'} {fmt_num(lo)} and at most {fmt_num(hi)}{unit}"
-    if name:
-        bound += f" ({name})"
+def _number(lo: float, hi: float, above: bool, expected: str, shown, lead="", tail=""):
+    """An argparse type: a finite number in [lo, hi] (in (lo, hi] with ``above``); a refusal
+    says what to type, and the text typed as ``shown`` gives it."""
+    side = "above" if above else "at least"
+    bound = f"{lead}{side} {fmt_num(lo)} and at most {fmt_num(hi)}{tail}"
 
     def parse(text: str) -> float:
         try:
             v = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {_short(text)}") from None
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {shown(text)}") from None
         if not math.isfinite(v) or v < lo or v > hi or (above and v == lo):
-            raise argparse.ArgumentTypeError(f"must be a number {bound}, got {_short(text)}")
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {shown(text)}")
         return v
 
     return parse
+
+
+def float_arg(hi: float, *, lo: float = 0.0, above: bool = False, unit: str = "", name: str = ""):
+    """A finite number in [lo, hi] (in (lo, hi] with ``above``)."""
+    tail = unit + (f" ({name})" if name else "")
+    return _number(lo, hi, above, "a number", _short, "a number ", tail)
 
 
 def number_arg(what: str, lo: float, hi: float, unit: str = "", *, lo_open: bool = False):
-    """An argparse type: a finite number in [lo, hi] (above lo with ``lo_open``), in ``unit``;
-    the message says what to type (simulate's and capacity's wording)."""
-
-    def parse(text: str) -> float:
-        try:
-            v = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected a number{' of ' + what if what else ''}, got {text[:40]!r}"
-            ) from None
-        if not math.isfinite(v) or not (lo < v if lo_open else lo <= v) or v > hi:
-            raise argparse.ArgumentTypeError(
-                f"must be {'above' if lo_open else 'at least'} {fmt_num(lo)} and at most "
-                f"{fmt_num(hi)}{' ' + unit if unit else ''}, got {text[:40]!r}"
-            )
-        return v
-
-    return parse
+    """A finite number in [lo, hi] (above lo with ``lo_open``), in ``unit``, in simulate's and
+    capacity's wording."""
+    expected = "a number" + (f" of {what}" if what else "")
+    tail = f" {unit}" if unit else ""
+    return _number(lo, hi, lo_open, expected, lambda text: repr(text[:40]), tail=tail)
 
 
 def text_arg(limit: int, what: str):

@@ -469,7 +469,3 @@ def cmd_offload(args):
         f"  here {'reloading' if r.offload_wins else 'recomputing'} wins; {be}",
     ]
     return out, text
-
-
-# The seed blog compares these two architectures in FP16. Its "Llama 3 8B" has the same cache
-# geometry as Llama 3.1 8B (32 layers, 8 KV heads, head_dim 128).

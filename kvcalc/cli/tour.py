@@ -45,25 +45,17 @@ def cmd_tour(args) -> tuple[dict, list[str]]:
         except ValueError as exc:
             entry.update(asked=False, error=str(exc))
             text.append(f"  stop {stop.number} ({stop.title}): not asked: {exc}")
-            stops.append(entry)
-            continue
-        q = les.question
-        entry["asked"] = True
-        entry |= {k: getattr(q, k) for k in ("prompt", "value", "unit", "ask_unit", "answer")}
-        entry.update(solution=q.solution, givens=[list(pair) for pair in les.givens])
-        entry.update(slips=[{"ratio": r, "message": m} for r, m in q.mistakes])
-        entry.update(figure=list(les.figure), recap=list(les.recap), discuss=les.discuss)
+        else:
+            q = les.question
+            entry["asked"] = True
+            entry |= {k: getattr(q, k) for k in ("prompt", "value", "unit", "ask_unit", "answer")}
+            entry.update(solution=q.solution, givens=[list(pair) for pair in les.givens])
+            entry.update(slips=[{"ratio": r, "message": m} for r, m in q.mistakes])
+            entry.update(figure=list(les.figure), recap=list(les.recap), discuss=les.discuss)
+            text.append(f"  stop {stop.number} ({stop.title}): {q.answer.replace('**', '')}")
         stops.append(entry)
-        text.append(f"  stop {stop.number} ({stop.title}): {q.answer.replace('**', '')}")
-    out = {
-        "model": spec.name,
-        "gpu": g.name,
-        "kv_dtype": args.kv_dtype,
-        "tp": args.tp,
-        "pp": args.pp,
-        "conversation_tokens": conversation_tokens(spec),
-        "stops": stops,
-    }
+    out = dict(model=spec.name, gpu=g.name, kv_dtype=args.kv_dtype, tp=args.tp, pp=args.pp)
+    out.update(conversation_tokens=conversation_tokens(spec), stops=stops)
     if args.markdown:
         return out, [answer_key(dep)]
     head = (

@@ -91,9 +91,7 @@ def interview_questions() -> list[Question]:
 def _question(qid: str, q: dict[str, Any], nums: dict[str, Any]) -> Question:
     """One question of interview.toml, its templates filled with ``nums``."""
     text: dict[str, Any] = {k: v.format(**nums) for k, v in q.items() if isinstance(v, str)}
-    values: dict[str, Any] = {
-        k: nums[v] for k, v in q.get("values", {}).items()
-    }  # value, value2: named numbers
+    values = {k: nums[v] for k, v in q.get("values", {}).items()}  # value, value2: named numbers
     return Question(qid=qid, **text, **values, **q.get("units", {}))
 
 
