@@ -79,8 +79,6 @@ def cmd_measure(args):
             )
     if source == "gguf" and args.model not in ("smollm2-135m", "smollm2"):
         raise ValueError("--gguf runs SmolLM2-135M: use --model smollm2-135m")
-    if args.no_cache_tokens < 0:
-        raise ValueError("--no-cache-tokens must be 0 or more")
     m = live.measure_cache(
         runtime.RealModel(args.model, source, args.dtype, args.device),
         prompt_tokens=args.prompt_tokens,
@@ -320,8 +318,6 @@ def _vllm_common(args, cfg: dict | None, log: dict | None) -> dict:
 def cmd_vllm(args):
     from ..engines import vllm
 
-    if args.num_draft_layers < 0:
-        raise ValueError("--num-draft-layers must be 0 or more")
     log = None
     if args.log:
         data = read_regular_file(
@@ -404,7 +400,6 @@ def _verify_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--context",
         type=positive_int,
-        default=None,
         help="tokens in the forward pass (default: past the longest window)",
     )
     zoo = p.add_argument_group("the zoo (with --zoo)")
@@ -421,7 +416,6 @@ def _verify_arguments(p: argparse.ArgumentParser) -> None:
     zoo.add_argument(
         "--timeout",
         type=int_arg(1, 3600),
-        default=None,
         help="seconds one type may take (default 60)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -133,7 +133,6 @@ FLAGS: dict[str, dict[str, Any]] = {
     "speculative_config": dict(
         metavar="JSON",
         type=text_arg(MAX_PATH_CHARS, "a speculative config"),
-        default=None,
         help='speculative decoding, as vLLM takes it: {"method": "mtp", '
         '"num_speculative_tokens": 2} (the model\'s own MTP layers); an EAGLE head or a '
         'draft model: {"method": "eagle", "model": "head/config.json"} (a config.json path '
@@ -148,13 +147,11 @@ FLAGS: dict[str, dict[str, Any]] = {
     ),
     "weight_bits": dict(
         type=weight_bits_arg,
-        default=None,
         help="bits per weight of a quantised checkpoint, scales included (GGUF "
         "Q4_K_M: about 4.84); it computes in 16 bits",
     ),
     "expert_weight_dtype": dict(
         choices=WEIGHT_DTYPES,
-        default=None,
         help="format of the routed experts when it is not the other weights' (Kimi-K2.5's "
         "INT4 weight-only experts beside 16-bit attention: --weight-dtype bf16 "
         "--expert-weight-dtype int4)",
@@ -186,13 +183,11 @@ FLAGS: dict[str, dict[str, Any]] = {
     ),
     "mamba_ssm_cache_dtype": dict(
         choices=vllm.MAMBA_DTYPE_CHOICES,
-        default=None,
         help="SSM state dtype (default: as vLLM reads the config: auto = the conv "
         "state's, NemotronH/Qwen3.5 from config.json)",
     ),
     "mamba_cache_dtype": dict(
         choices=vllm.MAMBA_DTYPE_CHOICES,
-        default=None,
         help="conv state dtype, and the SSM state's while that is auto (default "
         "auto: the model's dtype)",
     ),
@@ -209,7 +204,6 @@ FLAGS: dict[str, dict[str, Any]] = {
     "vllm_version": dict(type=key_arg, default=None),
     "enable_prefix_caching": dict(
         action=argparse.BooleanOptionalAction,
-        default=None,
         help="default: the version's (on for hybrid models from "
         "0.28.0): recurrent groups keep 2 blocks a request",
     ),

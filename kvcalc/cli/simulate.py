@@ -71,7 +71,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--dequant-gemm",
         nargs="?",
         const=0,
-        default=None,
         type=int_arg(1, 10**7),
         metavar="TOKENS",
         help="the 4-bit group-quantised weights (AWQ; with --weight-bits or --weight-dtype "

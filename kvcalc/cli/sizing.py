@@ -219,13 +219,11 @@ def _step_time_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--bw-share",
         type=float_arg(1.0, above=True, name="a share of the peak"),
-        default=None,
         help="achieved share of peak bandwidth (your measurement)",
     )
     g.add_argument(
         "--step-overhead-ms",
         type=float_arg(10_000.0, unit=" ms"),
-        default=None,
         help="fixed cost of each engine step, ms (your measurement)",
     )
 
@@ -417,8 +415,6 @@ def _passes_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("passes", "token passes with and without a KV cache", _passes_arguments)
 def cmd_passes(args):
-    if args.prompt_tokens < 0:
-        raise ValueError("--prompt-tokens must be 0 or more")
     r = token_passes(args.new_tokens, args.prompt_tokens)
     text = [
         f"{args.new_tokens:,} new tokens after a {args.prompt_tokens:,}-token prompt:",

@@ -18,7 +18,6 @@ def add_engine_argument(p) -> None:
     """--engine NAME@VERSION: an engine profile (kvcalc.perf.engines)."""
     p.add_argument(
         "--engine",
-        default=None,
         metavar="NAME@VERSION",
         help="time steps with an engine profile fitted on that engine's measured runs "
         "(vllm@0.18.0, sglang@0.5.6, trtllm@1.0; an unfitted version takes the nearest "
@@ -40,7 +39,6 @@ def speed_arguments(p) -> None:
     speed.add_argument(
         "--calibrate-from",
         metavar="FILE",
-        default=None,
         help="your own benchmark of this setup (rows in aiconfigurator's silicon-sample "
         "columns, the JSON of `vllm bench serve --save-result`, or `vllm bench latency` "
         "output): the engine profile's coefficients are fitted to it first, and the result "
@@ -72,7 +70,6 @@ def speed_arguments(p) -> None:
     speed.add_argument(
         "--serving-stack",
         choices=sorted(API_OVERHEAD_BY_STACK),
-        default=None,
         help="the API overhead fitted on that engine's own served runs, in place "
         "of the pooled one (kvcalc.perf.calibration.API_OVERHEAD_BY_STACK)",
     )

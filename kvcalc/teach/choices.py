@@ -34,20 +34,13 @@ def grade_choice(qid: str, letter: str) -> Grade:
     options = choices_for(qid)
     if not options:
         raise ValueError(f"question {qid!r} has no choices")
-    text = (letter or "").strip().upper()
-    if len(text) != 1 or text not in LETTERS[: len(options)]:
-        return Grade(
-            correct=False,
-            given=None,
-            message=f"Choose one of {', '.join(LETTERS[: len(options)])}.",
-        )
+    text, letters = (letter or "").strip().upper(), LETTERS[: len(options)]
+    if len(text) != 1 or text not in letters:
+        return Grade(correct=False, given=None, message=f"Choose one of {', '.join(letters)}.")
     index = LETTERS.index(text)
     choice = options[index]
     if choice.correct:
         return Grade(correct=True, given=float(index), message=f"Correct: {text}.")
     right = next(LETTERS[i] for i, c in enumerate(options) if c.correct)
-    return Grade(
-        correct=False,
-        given=float(index),
-        message=f"Not quite: you chose {text}; the answer is {right}. {choice.slip}",
-    )
+    why = f"Not quite: you chose {text}; the answer is {right}. {choice.slip}"
+    return Grade(correct=False, given=float(index), message=why)

@@ -48,11 +48,9 @@ def interview_questions() -> list[Question]:
     ideal: dict[str, Any] = dict(peak_tflops=peak, mfu=1.0)
     off = offload_vs_recompute(spec, CTX, link_gbs=link, **ideal)
     off_fixed = offload_vs_recompute(spec, CTX, link_gbs=link, fixed_s=RELOAD_S, **ideal)
-    short = prefill(spec, SHORT, peak, mfu=1.0)  # the marginal cost inside a running batch
-    # on an idle GPU: one weight read at least
-    alone = prefill(
-        spec, SHORT, peak, mfu=1.0, weight_read_bytes=w.read_per_step(spec, SHORT), bandwidth_gbs=bw
-    )
+    short = prefill(spec, SHORT, **ideal)  # the marginal cost inside a running batch
+    read = w.read_per_step(spec, SHORT)  # on an idle GPU: one weight read at least
+    alone = prefill(spec, SHORT, weight_read_bytes=read, bandwidth_gbs=bw, **ideal)
     limit = spec.max_context
     nums: dict[str, Any] = dict(
         FORTY,
