@@ -335,13 +335,8 @@ def cmd_vllm(args):
     has_states = any(lay.state_elements for lay in spec.layers)
     if log is not None:
         p, lines = vllm.explain_log(spec, log, **common)
-        out = {
-            "model": label,
-            "prediction": p.to_dict(),
-            "log": log,
-            "lines": [lay.to_dict() for lay in lines],
-            "all_agree": all(lay.agrees for lay in lines),
-        }
+        out = dict(model=label, prediction=p.to_dict(), log=log)
+        out.update(lines=[lay.to_dict() for lay in lines], all_agree=all(x.agrees for x in lines))
         shown = (
             f"{log['available_gib']:g} GiB"
             if "available_gib" in log
@@ -414,9 +409,7 @@ def _verify_arguments(p: argparse.ArgumentParser) -> None:
         "--workers", type=int_arg(1, 64), default=None, help="child processes at a time (default 2)"
     )
     zoo.add_argument(
-        "--timeout",
-        type=int_arg(1, 3600),
-        help="seconds one type may take (default 60)",
+        "--timeout", type=int_arg(1, 3600), help="seconds one type may take (default 60)"
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
 

@@ -28,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
         code = _main(argv)
         sys.stdout.flush()  # here, where a closed pipe can still be caught
     except BrokenPipeError:
-        # The reader left (`| head -1`): Python's "Note on SIGPIPE" (the signal module's docs)
-        # points stdout at devnull, so the interpreter's own flush at exit fails no more.
+        # The reader left (`| head -1`): stdout to devnull, as the signal module's docs' "Note on
+        # SIGPIPE" says, so the interpreter's flush at exit fails no more.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     return code

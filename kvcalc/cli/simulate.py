@@ -176,8 +176,7 @@ def cmd_simulate(args):
         profile = calibration.profile
     speed, engine, w, s, r = _run(args, m, gpu, wl, profile)
     out = {k: getattr(r, k) for k in CLI_KEYS}
-    # the pool the run had, per GPU: its blocks as an engine's log counts them, and those a
-    # request can hold (vLLM's null block taken out)
+    # the pool per GPU: its blocks as a log counts them, and those a request can hold (no null)
     out.update(kv_pool_blocks=s.pool_blocks, usable_blocks=s.num_blocks, block_size=s.block_size)
     out.update(estimate=speed.name, step_model=speed.to_dict())
     if args.dequant_gemm is not None:  # the linear layers' share, named only where used
@@ -342,8 +341,7 @@ def _pool_bytes(args, m, gpu, w: Weights) -> int | None:
         raise ValueError(f"{' and '.join(given)} each size the pool; give one of them")
     if args.kv_pool_gib is not None:
         return round(args.kv_pool_gib * GiB)
-    # TensorRT-LLM and LMDeploy: a fraction of what is free once the weights (and the runtime's
-    # own memory, the reserve) are in, not of the total as vLLM takes it.
+    # TensorRT-LLM and LMDeploy: a fraction of what the weights and reserve leave, not the total.
     for fraction, reserve in (
         (args.kv_free_fraction, DEFAULT_RESERVE_BYTES),
         (args.cache_max_entry_count, LMDEPLOY_RESERVE_BYTES),

@@ -260,14 +260,9 @@ def cmd_step_time(args):
         if profile is not None:
             band = engine_band_text(profile)
             out.update(engine=profile.key, engine_note=note)
-        out.update(
-            estimate=sm.name,
-            estimated_step_time_s=est.time_s,
-            estimated_tokens_per_s=est.tokens_per_s,
-            step_model=sm.to_dict(),
-            estimate_parts=est.to_dict(),
-            error_band=band,
-        )
+        out.update(estimate=sm.name, estimated_step_time_s=est.time_s)
+        out.update(estimated_tokens_per_s=est.tokens_per_s, step_model=sm.to_dict())
+        out.update(estimate_parts=est.to_dict(), error_band=band)
     cross = (
         "never (the cache stops growing)"
         if s.crossover_context is None
@@ -373,15 +368,9 @@ def cmd_prefill(args):
             spec, ideal, sm, tp=args.tp, link_gbs=gpu.tp_link_gbs, served=not args.direct
         )
         band = engine_band_text(profile)
-        out.update(
-            engine=profile.key,
-            engine_note=note,
-            estimate=sm.name,
-            estimated_ttft_s=est.time_s,
-            estimate_parts=est.to_dict(),
-            step_model=sm.to_dict(),
-            error_band=band,
-        )
+        out.update(engine=profile.key, engine_note=note, estimate=sm.name)
+        out.update(estimated_ttft_s=est.time_s, estimate_parts=est.to_dict())
+        out.update(step_model=sm.to_dict(), error_band=band)
         text.append(
             f"  {sm.name}: {fmt_seconds(est.time_s)} = max(compute at MFU {sm.mfu:.3g} "
             f"{fmt_seconds(est.compute_s)}, reads {fmt_seconds(est.memory_s)}) + overhead "

@@ -43,8 +43,7 @@ def interview_questions() -> list[Question]:
         raise ValueError(
             "models.yaml: gpu 'h100-sxm-80gb' needs its bf16_tflops for the interview questions"
         )
-    # The Learn path's one convention for a recompute (issue 37, F17): the ideal bound, every
-    # FLOP at the full dense peak (MFU 1), as the chapter's formula FLOPs / peak.
+    # The Learn path's convention for a recompute (issue 37, F17): FLOPs at the full peak (MFU 1).
     ideal: dict[str, Any] = dict(peak_tflops=peak, mfu=1.0)
     off = offload_vs_recompute(spec, CTX, link_gbs=link, **ideal)
     off_fixed = offload_vs_recompute(spec, CTX, link_gbs=link, fixed_s=RELOAD_S, **ideal)

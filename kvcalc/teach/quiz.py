@@ -12,13 +12,9 @@ from .interview import interview_questions as interview_questions
 from .practice import practice_questions as practice_questions
 from .question import Question as Question
 
-# One band on the value, whatever unit it is typed in: "160 KB" and "0.16 MB" are both
-# 160,000 B, so for 163,840 B they grade alike. Why 3%: an answer worked to three significant
-# digits, even through a few rounded steps, lies within about 1% of the exact value; a value
-# typed in KB for KiB (1,000 vs 1,024 B, 2.4% apart) is the same answer at that precision, so
-# it passes and the unit is named as a note. The slips that move an answer further are graded
-# wrong and named: MB for MiB (4.9%), GB for GiB (7.4%), a 2 GiB reserve left out of a 60 GiB
-# pool (3.5%).
+# One band on the value in any unit ("160 KB" and "0.16 MB" grade alike). 3%: three significant
+# digits lie within about 1%, and KB typed for KiB (2.4%) passes, the unit named as a note;
+# MB for MiB (4.9%), GB for GiB (7.4%), a 2 GiB reserve left out of 60 GiB (3.5%) are named slips.
 TOLERANCE = 0.03
 # A bare number at least this large in a box that reads GiB is bytes (no cache here is a million
 # GiB): 1342177280 typed for 1.25 GiB is read as 1,342,177,280 B, and the reply says so.
@@ -26,10 +22,8 @@ BYTES_BARE = 10**6
 # Within this of the answer, a number typed in the other kind of unit (KiB for KB, GB for GiB)
 # is the answer exactly: the unit, not the arithmetic, differs (named as a note).
 _EXACT = 0.005
-# An answer more than this factor off the answer's scale, either way, is not graded unless it is
-# a slip the grader names (bytes typed bare in a GiB box, 2^30 = 1.07e9 off, is one): such a
-# number is a typo or a joke ("1e308 GiB"), and a grade of it would store and draw a number
-# nobody meant (issue 39 B14). The slips of arithmetic are far inside it (bits for bytes is 8).
+# An answer this factor off the answer's scale is a typo or a joke ("1e308 GiB"), not graded
+# (issue 39 B14) unless it is a named slip (bytes typed bare in a GiB box, 2^30 off).
 MAX_SCALE = 1e6
 
 # Byte units by name: B, the decimal KB to TB (10^3 steps) and the binary KiB to TiB (2^10 steps).
@@ -59,8 +53,7 @@ class Grade:
     given: float | None
     message: str
     slip: str = ""  # the named mistake a wrong answer looks like (in the message too), or ""
-    # What a right answer's reply adds (in the message too), or "": a unit slip named, a large
-    # bare number read in bytes, the other figure an accepted answer is.
+    # What a right answer's reply adds (in the message too): a unit slip, bytes read, ...
     note: str = ""
 
 
@@ -163,8 +156,7 @@ def grade(question: Question, text: str, tolerance: float = TOLERANCE, part: int
             note = f" {why}{note}"
             return Grade(correct=True, given=given, message=f"Correct.{note}", note=note.strip())
     if question.floor_ok and given == whole + 1:
-        # A count of whole ones is exact: 54 fit when 54.72 do, and 55 do not (the 55th has no
-        # blocks), however close 55 is.
+        # A count of whole ones is exact: 54 fit when 54.72 do, and 55 do not, however close.
         why = (
             f" A count of whole ones rounds down: {_fmt(target, question)} means {whole:,} "
             f"fit and a {_ordinal(whole + 1)} does not."
@@ -254,8 +246,7 @@ def _diagnose(text: str, given: float, target: float, q: Question) -> str:
     slips = [(factor, f" {why}") for factor, why in q.mistakes if factor != 1]
     m = _NUM.match((text or "").strip().lower())
     if q.unit == "B":
-        # A unit slip in the unit typed (KB or KiB: the kilo), or for a bare number in the unit
-        # the box reads (any, for a box that reads bytes).
+        # A unit slip of the unit typed (KB or KiB: the kilo), or for a bare number the box's.
         typed = (m.group(2) if m else "") or (q.ask_unit.lower() if q.ask_unit != "B" else "")
         for unit in ("KiB", "MiB", "GiB"):
             if typed in ("", "b", "byte", "bytes") or typed[0] == unit[0].lower():

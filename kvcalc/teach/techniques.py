@@ -59,22 +59,18 @@ def _offload_line(
     if not moved:
         return t["nothing"].format(gpu_tokens=gpu_tokens)
     cold = n - min(n, gpu_tokens)
-    # What comes back when the user returns: each layer's tokens it needs (min(window, n) for a
-    # sliding layer) less the newest gpu_tokens it kept on the GPU. A sliding layer whose window
-    # fits in what stayed reloads nothing (issue 23 [24]: they were counted twice). Per GPU,
-    # each over its own link.
+    # What comes back: each layer's tokens (min(window, n) if sliding) less the newest gpu_tokens
+    # kept; a window that fits in what stayed reloads nothing (issue 23 [24]). Per GPU and link.
     reload_s = moved / (link.gbs * 1e9)
     nums = dict(
         idle=t["idle"], cold=cold, moved=moved, link=link.name, reload=fmt_seconds(reload_s)
     )
     nums["per"] = " per GPU" if tp > 1 else ""
     if spec.params is None or not peak:
-        # Recomputing needs the parameter count and the GPU's peak (prefill FLOPs / peak);
-        # reloading needs only bytes.
+        # Recomputing needs the parameter count and the GPU's peak; reloading only bytes.
         nums["missing"] = t["no_params" if spec.params is None else "no_peak"]
         return t["untimed"].format(**nums)
-    # The chapter's convention on the Learn path (issue 37, F17): the ideal bound, the
-    # prefill's FLOPs at the full dense peak (MFU 1), as the interview and the tour state it.
+    # The Learn path's convention (issue 37, F17): the prefill's FLOPs at the full peak (MFU 1).
     off = offload_vs_recompute(
         spec, cold, link_gbs=link.gbs, peak_tflops=peak, mfu=1.0, kv_dtype=rows.dtype.name, tp=tp
     )
