@@ -104,10 +104,7 @@ def cmd_measure(args):
     if m.text:
         text.append(f"  text: {m.text!r}")
     text += [f"  note: {n}" for n in m.notes + said]
-    out = m.to_dict()
-    out["source_detail"] = ran
-    out["notes"] = list(m.notes) + said
-    return out, text
+    return m.to_dict() | {"source_detail": ran, "notes": list(m.notes) + said}, text
 
 
 _SOURCES = {

@@ -31,8 +31,7 @@ MAX_LINE_CHARS = 4000  # one printed line; a user's string can be far longer
 
 
 def inert(line: str, limit: int = MAX_LINE_CHARS) -> str:
-    """One output line, control characters shown as escapes (no retitled or cleared terminal),
-    cut to ``limit`` characters."""
+    """One output line with its control characters escaped, cut to ``limit`` characters."""
     line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line[: 2 * limit])
     return line if len(line) <= limit else line[: limit - 4] + " ..."
 
@@ -124,8 +123,7 @@ def spec_said(spec: ModelSpec) -> tuple[dict, list[str]]:
 
 
 def jsonable(obj, limit: int = 10 * MAX_LINE_CHARS):
-    """``obj`` as --json prints it: a non-finite number as null, "inf" or "-inf", and every
-    string (a key too) cut to ``limit`` characters."""
+    """``obj`` for --json: non-finite numbers as null, "inf", "-inf"; strings cut to ``limit``."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
     if isinstance(obj, str):

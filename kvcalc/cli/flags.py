@@ -82,8 +82,7 @@ def float_arg(hi: float, *, lo: float = 0.0, above: bool = False, unit: str = ""
 
 
 def number_arg(what: str, lo: float, hi: float, unit: str = "", *, lo_open: bool = False):
-    """A finite number in [lo, hi] (above lo with ``lo_open``), in ``unit``, in simulate's and
-    capacity's wording."""
+    """A finite number in [lo, hi] (above lo with ``lo_open``) in ``unit``: simulate's wording."""
     expected = "a number" + (f" of {what}" if what else "")
     tail = f" {unit}" if unit else ""
     return _number(lo, hi, lo_open, expected, lambda text: repr(text[:40]), tail=tail)

@@ -144,8 +144,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 class _Model(NamedTuple):
-    """The model of --model or --config (common.load_model): its spec, its checkpoint's
-    weight formats and its name."""
+    """The model of --model or --config (common.load_model)."""
 
     spec: ModelSpec
     weight_dtype: str
@@ -205,8 +204,7 @@ def cmd_simulate(args):
 
 
 def _weights(args, m, gpu) -> Weights:
-    """The weights the flags give: a format (the experts' own with --expert-weight-dtype), bits
-    per weight, or the checkpoint's."""
+    """The weights of --weight-dtype (--expert-weight-dtype), --weight-bits or the checkpoint."""
     expert = getattr(args, "expert_weight_dtype", None)
     if expert is not None:
         if args.weight_bits is not None or args.weights_gib is not None:
@@ -386,15 +384,6 @@ def _report(args, m, gpu, w: Weights, s, r, wl, speed: StepModel) -> list[str]:
         f"  pool:       {s.num_blocks:,} blocks of {s.block_size} tokens "
         f"({s.kv_pool_bytes / GiB:,.2f} GiB per GPU); max_num_seqs {s.max_num_seqs:,}, "
         f"max_num_batched_tokens {s.max_num_batched_tokens:,}",
-        *(
-            [
-                "  scheduler:  prefill-first (vLLM V0's default): whole prompts in steps of "
-                f"their own, the decodes waiting; a prompt is admitted while "
-                f"{s.watermark_blocks:,} blocks stay free"
-            ]
-            if not s.chunked_prefill
-            else []
-        ),
         f"  speed:      the {speed.name}: {speed_text(speed, args.tp, s)}"
         + (" (called directly)" if args.direct else ""),
         f"  TTFT:       p50 {fmt_seconds(r.ttft_p50_s)}, mean {fmt_seconds(r.ttft_mean_s)}, "
@@ -411,6 +400,13 @@ def _report(args, m, gpu, w: Weights, s, r, wl, speed: StepModel) -> list[str]:
         f"{r.kv_wait_steps:,} steps with a request waiting for blocks; prefix hit rate "
         f"{r.prefix_hit_rate:.0%}",
     ]
+    if not s.chunked_prefill:
+        text.insert(
+            3,
+            "  scheduler:  prefill-first (vLLM V0's default): whole prompts in steps of their "
+            f"own, the decodes waiting; a prompt is admitted while {s.watermark_blocks:,} "
+            "blocks stay free",
+        )
     if r.ttft_p50_steady_s is not None:
         text.append(
             f"  TTFT after the warm-up ({r.warmup_requests:,} "

@@ -114,8 +114,7 @@ def _coefficients(args) -> dict:
 
 
 def speed_from_args(args, profile=None) -> StepModel:
-    """The calibrated estimate, the ideal (--ideal) or --engine's profile, with the flags'
-    coefficients in place of the fitted ones."""
+    """The calibrated, ideal or --engine's step model, with the flags' coefficients."""
     given = _coefficients(args)
     if profile is None:
         ideal, stack = getattr(args, "ideal", False), getattr(args, "serving_stack", None)

@@ -67,18 +67,13 @@ def fill_timeline(
         drawn = step % grid_every == 0 or step == new_tokens
         for layer in shown if drawn else ():
             kept = layer.kept_positions(n)  # empty for a layer that stores no per-token cache
-            line = []
-            for t in range(total):
-                if t not in kept:
-                    line.append(EMPTY)  # not yet written, slid out of a window or chunk, or never
-                elif step == 0:
-                    line.append(NEW)
-                elif not use_cache:
-                    line.append(RECOMPUTED if t < n - 1 else NEW)
-                else:
-                    line.append(NEW if t == n - 1 else CACHED)
-            for _ in range(max(1, len(layer.cache_rows))):  # K and V, or latent and RoPE key
-                grid.append(tuple(line))
+            # EMPTY: not yet written, slid out of a window or chunk, or never
+            old = CACHED if use_cache else RECOMPUTED  # a token written before this step
+            line = tuple(
+                (NEW if step == 0 or t == n - 1 else old) if t in kept else EMPTY
+                for t in range(total)
+            )
+            grid += [line] * max(1, len(layer.cache_rows))  # K and V, or latent and RoPE key
         kv = kv_cache(spec, n, kv_dtype=kv_dtype)
         steps.append(
             FillStep(

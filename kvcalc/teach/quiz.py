@@ -203,8 +203,7 @@ _NAMES = {u: u[0].upper() + u[1:-1] + "B" for u in _TWINS}  # "kib": "KiB", "kb"
 
 
 def _unit_note(r: _Reading, target: float, q: Question, tolerance: float) -> str:
-    """A large bare number read in bytes, or a number typed in KB that is the answer exactly
-    in KiB (and so on), said in the reply."""
+    """A large bare number read in bytes, or KB typed for an exact KiB answer (and so on)."""
     if r.as_bytes:
         return (
             f" Read in bytes: a bare number this large cannot be GiB here, so it is "

@@ -88,8 +88,7 @@ def _per_gpu(layers, tp: int) -> list:
 
 @dataclass(frozen=True, kw_only=True)
 class _Rows:
-    """The rows so far, sized at one context, format and TP; ``own_seq`` (as configured) is
-    the reference of every saving."""
+    """The rows so far; ``own_seq`` (as configured) is every saving's reference."""
 
     n: int
     dtype: DType

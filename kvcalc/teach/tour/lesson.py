@@ -127,8 +127,7 @@ class Setup:
         return self.tp * self.pp
 
     def pool(self, context: int, **changes: Any) -> Budget:
-        """vLLM's KV pool at ``context`` tokens, the deployment changed by ``changes``
-        (``Deployment.but``); ValueError where the model leaves it no memory."""
+        """vLLM's KV pool at ``context`` tokens, ``changes`` made (else ValueError: no memory)."""
         dep = self.deployment.but(**changes)
         b = budget(dep, context, find_max_context=False)
         if b.kv_pool_bytes <= 0:
@@ -171,8 +170,7 @@ class Setup:
         kv_hints: bool = False,
         **question: Any,
     ) -> Lesson:
-        """The lesson of the templates ``text`` filled with ``nums``; ``question``: the
-        Question's value, unit and the rest."""
+        """The lesson of the templates ``text`` filled with ``nums``; ``question``: its fields."""
         nums = {"name": self.name, "n": self.n, **nums}
 
         def filled(key: str) -> Any:
