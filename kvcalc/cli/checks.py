@@ -350,18 +350,11 @@ def cmd_vllm(args):
                 f"(range {lay.low:,g} to {lay.high:,g}): {mark}; {lay.why}"
             )
     else:
-        avail = (
-            args.available_kv_bytes
-            if args.available_kv_bytes is not None
-            else round(args.available_kv_gib * GiB)
-        )
-        dep = deployment_from(
-            args,
-            spec,
-            kv_dtype=args.kv_dtype or "auto",
-            mamba_cache_dtype=common["mamba_cache_dtype"],
-            mamba_ssm_cache_dtype=common["mamba_ssm_cache_dtype"],
-        )
+        avail = args.available_kv_bytes
+        if avail is None:
+            avail = round(args.available_kv_gib * GiB)
+        states = {k: common[k] for k in ("mamba_cache_dtype", "mamba_ssm_cache_dtype")}
+        dep = deployment_from(args, spec, kv_dtype=args.kv_dtype or "auto", **states)
         model = {k: common[k] for k in ("architecture", "mm_batch_tokens") if k in common}
         p = vllm.predict(dep, avail, args.max_model_len, **model)
         out = p.to_dict()

@@ -96,15 +96,12 @@ def weights_of(args, spec, wd, ed) -> tuple[Weights, int]:
         w = weights_given(round(given * GiB), "bf16" if wd == UNMODELLED else wd)
         return w, w.bytes
     gpu = gpu_of(args)  # "auto": the checkpoint as vLLM loads it on this GPU (FP32 in 16 bits)
+    half = gpu.half if gpu else "bf16"
     if getattr(args, "weight_bits", None) is not None:
-        w = weights_at_bits(spec, args.weight_bits, half=gpu.half if gpu else "bf16")
+        w = weights_at_bits(spec, args.weight_bits, half=half)
         return w, w.bytes
-    w = weights_in(
-        spec, getattr(args, "weight_dtype", "auto"), wd, ed, half=gpu.half if gpu else "bf16"
-    )
-    if given is not None:
-        return w, round(given * GiB)
-    return w, w.bytes
+    w = weights_in(spec, getattr(args, "weight_dtype", "auto"), wd, ed, half=half)
+    return w, w.bytes if given is None else round(given * GiB)
 
 
 def gpu_of(args):

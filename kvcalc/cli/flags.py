@@ -1,6 +1,5 @@
 """The flags: argument types that bound them (each refusal says what to type), and the
-deployment flags, declared once in ``FLAGS`` (``deployment_args``: a command's, with its own
-changes) and read once into a Deployment (``deployment_from``)."""
+deployment flags, declared once (``FLAGS``) and read once into a Deployment."""
 
 from __future__ import annotations
 
@@ -244,10 +243,6 @@ def model_args(p: argparse.ArgumentParser, kv: bool = True, parallel: bool = Tru
     split = ("tp", "pp") if parallel else ()
     model = ("model|config!", "ignore_sliding_window", "unverified")
     deployment_args(p, *model, *kv_flags, *split, "json")
-
-
-def weight_args(p: argparse.ArgumentParser) -> None:
-    deployment_args(p, "weights_gib|weight_dtype|weight_bits")
 
 
 # The Deployment fields a flag gives as it is (in GiB: memory, weights and reserve, below), and

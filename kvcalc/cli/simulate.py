@@ -325,16 +325,9 @@ def _check_dequant(args) -> None:
 def _pool_bytes(args, m, gpu, w: Weights) -> int | None:
     """The pool per GPU of at most one sizing flag (None: vLLM's arithmetic); a fraction of
     free memory sets args.gpu_mem_util to 1."""
-    given = [
-        f
-        for f, v in (
-            ("--gpu-memory-utilization", args.gpu_mem_util),
-            ("--kv-pool-gib", args.kv_pool_gib),
-            ("--kv-free-fraction", args.kv_free_fraction),
-            ("--cache-max-entry-count", args.cache_max_entry_count),
-        )
-        if v is not None
-    ]
+    sizes = (args.gpu_mem_util, args.kv_pool_gib, args.kv_free_fraction, args.cache_max_entry_count)
+    flags = "--gpu-memory-utilization --kv-pool-gib --kv-free-fraction --cache-max-entry-count"
+    given = [f for f, v in zip(flags.split(), sizes) if v is not None]
     if len(given) > 1:
         raise ValueError(f"{' and '.join(given)} each size the pool; give one of them")
     if args.kv_pool_gib is not None:

@@ -35,7 +35,6 @@ from .flags import (
     mfu_arg,
     model_args,
     positive_int,
-    weight_args,
 )
 from .registry import command
 from .step_model import add_engine_argument, speed_from_args
@@ -65,17 +64,12 @@ def cmd_kv(args):
     ]
     for row in r.rows:
         if row.state_bytes:
-            text.append(
-                f"  {row.layers} {row.label} layers: {row.state_bytes:,} B state each "
-                f"per sequence (does not grow; {row.formula})"
-            )
+            what = f": {row.state_bytes:,} B state each per sequence (does not grow; {row.formula})"
         elif not row.stores_tokens:
-            text.append(f"  {row.layers} {row.label} layers: {row.formula}")
+            what = f": {row.formula}"
         else:
-            text.append(
-                f"  {row.layers} {row.label} layers keep {row.tokens_kept:,} tokens: "
-                f"{row.bytes:,} B"
-            )
+            what = f" keep {row.tokens_kept:,} tokens: {row.bytes:,} B"
+        text.append(f"  {row.layers} {row.label} layers{what}")
     if r.state_bytes:
         text.append(f"  state:      {r.state_bytes:,} B = {fmt_gib(r.state_bytes, 3)} (fixed)")
     if spec.drafter and (d := r.drafter) is not None:
@@ -90,7 +84,7 @@ def cmd_kv(args):
 def _budget_arguments(p: argparse.ArgumentParser) -> None:
     model_args(p)
     deployment_args(p, "gpu|vram_gib!")
-    weight_args(p)
+    deployment_args(p, "weights_gib|weight_dtype|weight_bits")
     p.add_argument("--context", type=positive_int, required=True)
     p.add_argument(
         "--concurrency",
@@ -205,7 +199,7 @@ def cmd_budget(args):
 def _step_time_arguments(p: argparse.ArgumentParser) -> None:
     model_args(p)
     deployment_args(p, "gpu|bandwidth_gbs!")
-    weight_args(p)
+    deployment_args(p, "weights_gib|weight_dtype|weight_bits")
     p.add_argument("--context", type=positive_int, required=True)
     p.add_argument("--batch", type=positive_int, default=1)
     g = p.add_argument_group(

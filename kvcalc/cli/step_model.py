@@ -1,6 +1,5 @@
-"""The step model from the flags: an engine profile (--engine NAME@VERSION), the calibrated
-estimate or the ideal bound, and each coefficient a flag gives in place of its fitted value
-(simulate; step-time and prefill take --engine and some of the coefficients)."""
+"""The step model of the flags: an engine profile (--engine), the calibrated estimate or the
+ideal bound, each coefficient a flag gives in place of its fitted value."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from ..cache.deployment import Deployment
 from ..cache.weight_bytes import weights_given
 from ..teach.tour import STOPS, answer_key, conversation_tokens, lesson
 from .common import gpu_of, load_model, weights_of
-from .flags import deployment_args, model_args, weight_args
+from .flags import deployment_args, model_args
 
 HELP = "the guided tour's questions and answers for a model and GPU (a printable answer key)"
 DEFAULT_GPU = "h100-sxm-80gb"  # the app's default
@@ -17,7 +17,7 @@ DEFAULT_GPU = "h100-sxm-80gb"  # the app's default
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     model_args(p)
-    weight_args(p)
+    deployment_args(p, "weights_gib|weight_dtype|weight_bits")
     gpu_help = f"GPU key (see `python -m kvcalc gpus`; default {DEFAULT_GPU})"
     deployment_args(p, "gpu", gpu={"default": DEFAULT_GPU, "help": gpu_help})
     p.add_argument(

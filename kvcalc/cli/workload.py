@@ -132,12 +132,5 @@ def workload_from(args: argparse.Namespace) -> Workload:
     if not 0.0 <= args.prefix_share <= 1.0 or not math.isfinite(args.prefix_share):
         raise ValueError(f"--prefix-share must be between 0 and 1, got {args.prefix_share:g}")
     prompt, output = _lengths(args)
-    return Workload(
-        requests=args.requests,
-        prompt=prompt,
-        output=output,
-        rate=args.rate,
-        users=args.users,
-        prefix_share=args.prefix_share,
-        seed=args.seed,
-    )
+    flags = {k: getattr(args, k) for k in ("requests", "rate", "users", "prefix_share", "seed")}
+    return Workload(prompt=prompt, output=output, **flags)

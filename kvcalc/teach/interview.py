@@ -1,6 +1,5 @@
-"""The interview check: the seed chapter's five questions, answered for this project with every
-number computed by kvcalc (Llama 3.1 8B on an H100 at 8,192 tokens; the chapter's 40-layer model).
-Their prose is data, in kvcalc/teach/interview.toml; ``kvcalc.teach.quiz`` re-exports them."""
+"""The interview check: the seed chapter's five questions (interview.toml), every number computed
+(Llama 3.1 8B on an H100 at 8,192 tokens; the chapter's 40-layer model)."""
 
 from __future__ import annotations
 

@@ -86,9 +86,8 @@ def geometry_givens(spec: ModelSpec) -> list[tuple[str, str]]:
         if isinstance(layer, ChunkedLocal):
             out.append(("Attention chunk (attention_chunk_size)", f"{layer.chunk:,} tokens"))
         if layer.extra is not None:
-            out.append(
-                (f"{word.capitalize()} layers also keep", layer.extra.formula() + " per token")
-            )
+            also = layer.extra.formula() + " per token"
+            out.append((f"{word.capitalize()} layers also keep", also))
     return [(label[0].upper() + label[1:], value) for label, value in out]
 
 
