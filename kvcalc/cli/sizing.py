@@ -300,13 +300,7 @@ def _prefill_arguments(p: argparse.ArgumentParser) -> None:
     model_args(p, kv=False)
     deployment_args(p, "gpu!", gpu={"help": None})
     p.add_argument("--prompt-tokens", type=positive_int, required=True)
-    p.add_argument(
-        "--mfu",
-        type=mfu_arg,
-        default=DEFAULT_MFU,
-        help=f"fraction of dense peak reached (default {DEFAULT_MFU}, a stated assumption; "
-        "1 is the ideal bound)",
-    )
+    _mfu_argument(p, ", a stated assumption; 1 is the ideal bound")
     p.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16", help="compute format")
     add_engine_argument(p)
     p.add_argument(
@@ -382,6 +376,12 @@ def cmd_prefill(args):
     return out, text
 
 
+def _mfu_argument(p: argparse.ArgumentParser, more: str = "") -> None:
+    """--mfu of prefill and offload (``more``: what prefill's help adds)."""
+    text = f"fraction of dense peak reached (default {DEFAULT_MFU}{more})"
+    p.add_argument("--mfu", type=mfu_arg, default=DEFAULT_MFU, help=text)
+
+
 def _peak(gpu, dtype: str) -> float:
     """The GPU's dense peak for ``dtype``, which prefill and offload time compute at."""
     peak = gpu.peak_tflops(dtype)
@@ -412,12 +412,7 @@ def _offload_arguments(p: argparse.ArgumentParser) -> None:
     deployment_args(p, "gpu!", gpu={"help": None})
     p.add_argument("--link", type=key_arg, default="pcie5-x16", help="link key (see `gpus`)")
     p.add_argument("--prefix-tokens", type=positive_int, required=True)
-    p.add_argument(
-        "--mfu",
-        type=mfu_arg,
-        default=DEFAULT_MFU,
-        help=f"fraction of dense peak reached (default {DEFAULT_MFU})",
-    )
+    _mfu_argument(p)
 
 
 @command("offload", "reload a cached prefix over a link, or recompute it?", _offload_arguments)
