@@ -1,7 +1,4 @@
-"""``python -m kvcalc``: the command registry (``commands``) and the commands it holds.
-
-``main`` is the console script's entry point (``kvcalc.cli:main`` in pyproject.toml).
-"""
+"""``python -m kvcalc``; ``main`` is the console script's entry point (pyproject.toml)."""
 
 from .commands import main
 

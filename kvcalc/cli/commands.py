@@ -1,13 +1,6 @@
-"""Command line: python -m kvcalc <command> [...] [--json].
-
-With --json every command prints exactly one JSON object. Bad arguments exit with status 2 and
-a one-line message on stderr, never a traceback (KVCALC_DEBUG=1 re-raises it, traceback and
-all); a reader that closes the pipe early (`| head -1`) ends the command quietly.
-
-The commands live in one module per group (sizing, catalog, checks; simulate and tour); this
-module registers them in the order of ``python -m kvcalc --help`` and holds ``main``, the
-dispatch. The registry itself (``command``, ``COMMANDS``, ``build_parser``) is in registry.py.
-"""
+"""python -m kvcalc <command> [...] [--json]: ``main``, the dispatch, and the commands'
+registration in --help's order. --json prints one JSON object; bad arguments exit 2 with one
+line on stderr, never a traceback (KVCALC_DEBUG=1 re-raises); a closed pipe ends quietly."""
 
 from __future__ import annotations
 
@@ -17,18 +10,12 @@ import sys
 
 from . import simulate as _cli_sim
 from . import tour as _cli_tour
-from .common import cut_strings, inert, jsonable, one_line
+from .common import inert, jsonable, one_line
 from .registry import COMMANDS, build_parser, command
 
-# Each group registers its commands as it is imported, so these imports keep --help's order.
-from . import sizing  # isort: skip  (kv, budget, step-time, prefill, passes, offload)
-from . import catalog  # isort: skip  (table, models, gpus)
-from . import checks  # isort: skip  (measure, quality, vllm, verify)
-
-GROUPS = (sizing, catalog, checks)
-
-__all__ = ["main", "command", "COMMANDS", "build_parser", "GROUPS"]
-
+# Each group registers its commands as it is imported, in --help's order: sizing (kv ...
+# offload), catalog (table, models, gpus), checks (measure, quality, vllm, verify).
+from . import sizing, catalog, checks  # noqa: F401  # isort: skip
 
 # The simulator's command lives in its own module; registered here, in --help's order.
 command("simulate", _cli_sim.HELP, _cli_sim.add_arguments)(_cli_sim.cmd_simulate)
@@ -41,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
         code = _main(argv)
         sys.stdout.flush()  # here, where a closed pipe can still be caught
     except BrokenPipeError:
-        # The reader left (`| head -1`): Python's "Note on SIGPIPE" (the signal module's docs)
-        # points stdout at devnull, so the interpreter's own flush at exit fails no more.
+        # The reader left (`| head -1`): stdout to devnull, as the signal module's docs' "Note on
+        # SIGPIPE" says, so the interpreter's flush at exit fails no more.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     return code
@@ -69,7 +56,7 @@ def _main(argv: list[str] | None) -> int:
     if getattr(args, "json", False):
         if unverified and isinstance(out, dict):
             out = {"unverified": unverified, **out}
-        print(json.dumps(cut_strings(jsonable(out)), allow_nan=False))
+        print(json.dumps(jsonable(out), allow_nan=False))
     else:
         if unverified:
             text = [

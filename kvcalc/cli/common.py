@@ -19,8 +19,7 @@ MAX_MESSAGE_CHARS = 600  # an error line, whatever it quotes
 
 
 def one_line(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
-    """An error message as one printable line of at most ``limit`` characters: values a user
-    typed may hold newlines, escape sequences or 100,000 characters."""
+    """An error message as one printable line of at most ``limit`` characters."""
     message = message[: 4 * limit]
     message = "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
     if len(message) > limit:
@@ -32,23 +31,9 @@ MAX_LINE_CHARS = 4000  # one printed line; a user's string can be far longer
 
 
 def inert(line: str, limit: int = MAX_LINE_CHARS) -> str:
-    """One output line with every control character shown as an escape (``\x1b``), so that a
-    config's field names or a log's lines cannot retitle, clear or recolour a terminal; cut to
-    ``limit`` characters."""
+    """One output line with its control characters escaped, cut to ``limit`` characters."""
     line = "".join(c if c.isprintable() else repr(c)[1:-1] for c in line[: 2 * limit])
     return line if len(line) <= limit else line[: limit - 4] + " ..."
-
-
-def cut_strings(obj, limit: int = 10 * MAX_LINE_CHARS):
-    """JSON output with every string cut to ``limit`` characters (json.dumps escapes control
-    characters itself)."""
-    if isinstance(obj, str):
-        return obj if len(obj) <= limit else obj[:limit] + " ..."
-    if isinstance(obj, dict):
-        return {cut_strings(k, limit): cut_strings(v, limit) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [cut_strings(v, limit) for v in obj]
-    return obj
 
 
 class Parser(argparse.ArgumentParser):
@@ -111,15 +96,12 @@ def weights_of(args, spec, wd, ed) -> tuple[Weights, int]:
         w = weights_given(round(given * GiB), "bf16" if wd == UNMODELLED else wd)
         return w, w.bytes
     gpu = gpu_of(args)  # "auto": the checkpoint as vLLM loads it on this GPU (FP32 in 16 bits)
+    half = gpu.half if gpu else "bf16"
     if getattr(args, "weight_bits", None) is not None:
-        w = weights_at_bits(spec, args.weight_bits, half=gpu.half if gpu else "bf16")
+        w = weights_at_bits(spec, args.weight_bits, half=half)
         return w, w.bytes
-    w = weights_in(
-        spec, getattr(args, "weight_dtype", "auto"), wd, ed, half=gpu.half if gpu else "bf16"
-    )
-    if given is not None:
-        return w, round(given * GiB)
-    return w, w.bytes
+    w = weights_in(spec, getattr(args, "weight_dtype", "auto"), wd, ed, half=half)
+    return w, w.bytes if given is None else round(given * GiB)
 
 
 def gpu_of(args):
@@ -137,11 +119,14 @@ def spec_said(spec: ModelSpec) -> tuple[dict, list[str]]:
     return out, text
 
 
-def jsonable(obj):
+def jsonable(obj, limit: int = 10 * MAX_LINE_CHARS):
+    """``obj`` for --json: non-finite numbers as null, "inf", "-inf"; strings cut to ``limit``."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    if isinstance(obj, str):
+        return obj if len(obj) <= limit else obj[:limit] + " ..."
     if isinstance(obj, dict):
-        return {k: jsonable(v) for k, v in obj.items()}
+        return {jsonable(k, limit): jsonable(v, limit) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
+        return [jsonable(v, limit) for v in obj]
     return obj

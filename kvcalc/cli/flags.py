@@ -1,10 +1,5 @@
-"""The flags: the argument types that bound them (each refusal says what to type), and the
-deployment flags, declared once in ``FLAGS`` and read once into a Deployment.
-
-A command names the deployment flags it takes, in its --help order (``deployment_args``);
-where a command's flag differs from the table's (a cap, a help text), the difference is given
-at the call. ``deployment_from`` builds the Deployment of the flags a command parsed.
-"""
+"""The flags: argument types that bound them (each refusal says what to type), and the
+deployment flags, declared once (``FLAGS``) and read once into a Deployment."""
 
 from __future__ import annotations
 
@@ -61,43 +56,35 @@ def int_arg(lo: int = 1, hi: int = MAX_COUNT):
     return parse
 
 
-def float_arg(hi: float, *, lo: float = 0.0, above: bool = False, unit: str = "", name: str = ""):
-    """An argparse type: a finite number in [lo, hi] (in (lo, hi] with ``above``)."""
-    bound = f"{'above' if above else 'at least'} {fmt_num(lo)} and at most {fmt_num(hi)}{unit}"
-    if name:
-        bound += f" ({name})"
+def _number(lo: float, hi: float, above: bool, expected: str, shown, lead="", tail=""):
+    """An argparse type: a finite number in [lo, hi] (in (lo, hi] with ``above``); a refusal
+    says what to type, and the text typed as ``shown`` gives it."""
+    side = "above" if above else "at least"
+    bound = f"{lead}{side} {fmt_num(lo)} and at most {fmt_num(hi)}{tail}"
 
     def parse(text: str) -> float:
         try:
             v = float(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {_short(text)}") from None
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {shown(text)}") from None
         if not math.isfinite(v) or v < lo or v > hi or (above and v == lo):
-            raise argparse.ArgumentTypeError(f"must be a number {bound}, got {_short(text)}")
+            raise argparse.ArgumentTypeError(f"must be {bound}, got {shown(text)}")
         return v
 
     return parse
+
+
+def float_arg(hi: float, *, lo: float = 0.0, above: bool = False, unit: str = "", name: str = ""):
+    """A finite number in [lo, hi] (in (lo, hi] with ``above``)."""
+    tail = unit + (f" ({name})" if name else "")
+    return _number(lo, hi, above, "a number", _short, "a number ", tail)
 
 
 def number_arg(what: str, lo: float, hi: float, unit: str = "", *, lo_open: bool = False):
-    """An argparse type: a finite number in [lo, hi] (above lo with ``lo_open``), in ``unit``;
-    the message says what to type (simulate's and capacity's wording)."""
-
-    def parse(text: str) -> float:
-        try:
-            v = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected a number{' of ' + what if what else ''}, got {text[:40]!r}"
-            ) from None
-        if not math.isfinite(v) or not (lo < v if lo_open else lo <= v) or v > hi:
-            raise argparse.ArgumentTypeError(
-                f"must be {'above' if lo_open else 'at least'} {fmt_num(lo)} and at most "
-                f"{fmt_num(hi)}{' ' + unit if unit else ''}, got {text[:40]!r}"
-            )
-        return v
-
-    return parse
+    """A finite number in [lo, hi] (above lo with ``lo_open``) in ``unit``: simulate's wording."""
+    expected = "a number" + (f" of {what}" if what else "")
+    tail = f" {unit}" if unit else ""
+    return _number(lo, hi, lo_open, expected, lambda text: repr(text[:40]), tail=tail)
 
 
 def text_arg(limit: int, what: str):
@@ -144,7 +131,6 @@ FLAGS: dict[str, dict[str, Any]] = {
     "speculative_config": dict(
         metavar="JSON",
         type=text_arg(MAX_PATH_CHARS, "a speculative config"),
-        default=None,
         help='speculative decoding, as vLLM takes it: {"method": "mtp", '
         '"num_speculative_tokens": 2} (the model\'s own MTP layers); an EAGLE head or a '
         'draft model: {"method": "eagle", "model": "head/config.json"} (a config.json path '
@@ -159,13 +145,11 @@ FLAGS: dict[str, dict[str, Any]] = {
     ),
     "weight_bits": dict(
         type=weight_bits_arg,
-        default=None,
         help="bits per weight of a quantised checkpoint, scales included (GGUF "
         "Q4_K_M: about 4.84); it computes in 16 bits",
     ),
     "expert_weight_dtype": dict(
         choices=WEIGHT_DTYPES,
-        default=None,
         help="format of the routed experts when it is not the other weights' (Kimi-K2.5's "
         "INT4 weight-only experts beside 16-bit attention: --weight-dtype bf16 "
         "--expert-weight-dtype int4)",
@@ -197,13 +181,11 @@ FLAGS: dict[str, dict[str, Any]] = {
     ),
     "mamba_ssm_cache_dtype": dict(
         choices=vllm.MAMBA_DTYPE_CHOICES,
-        default=None,
         help="SSM state dtype (default: as vLLM reads the config: auto = the conv "
         "state's, NemotronH/Qwen3.5 from config.json)",
     ),
     "mamba_cache_dtype": dict(
         choices=vllm.MAMBA_DTYPE_CHOICES,
-        default=None,
         help="conv state dtype, and the SSM state's while that is auto (default "
         "auto: the model's dtype)",
     ),
@@ -220,7 +202,6 @@ FLAGS: dict[str, dict[str, Any]] = {
     "vllm_version": dict(type=key_arg, default=None),
     "enable_prefix_caching": dict(
         action=argparse.BooleanOptionalAction,
-        default=None,
         help="default: the version's (on for hybrid models from "
         "0.28.0): recurrent groups keep 2 blocks a request",
     ),
@@ -245,10 +226,8 @@ FLAGS: dict[str, dict[str, Any]] = {
 
 
 def deployment_args(p, *names: str, **changes: dict) -> None:
-    """Declare the flags ``names`` of ``FLAGS`` on ``p`` (a parser or an argument group) in
-    --help's order: "a|b" is a mutually exclusive group, a trailing "!" a flag (or group)
-    that must be given. ``changes`` replace a flag's keywords for this command (``flags``: its
-    names), e.g. ``tp={"type": int_arg(1, 64)}``."""
+    """Declare ``FLAGS[name]`` on ``p`` for each name, in --help's order: "a|b" a mutually
+    exclusive group, a trailing "!" required; ``changes`` replace a flag's keywords here."""
     for name in names:
         required, keys = name.endswith("!"), name.rstrip("!").split("|")
         into = p.add_mutually_exclusive_group(required=required) if len(keys) > 1 else p
@@ -260,16 +239,20 @@ def deployment_args(p, *names: str, **changes: dict) -> None:
 
 
 def model_args(p: argparse.ArgumentParser, kv: bool = True, parallel: bool = True) -> None:
-    """The model, how to read it, the cache format and tp x pp, and --json (the sizing
-    commands' and the tour's first flags)."""
     kv_flags = ("kv_dtype", "kv_scales") if kv else ()
     split = ("tp", "pp") if parallel else ()
     model = ("model|config!", "ignore_sliding_window", "unverified")
     deployment_args(p, *model, *kv_flags, *split, "json")
 
 
-def weight_args(p: argparse.ArgumentParser) -> None:
-    deployment_args(p, "weights_gib|weight_dtype|weight_bits")
+# The Deployment fields a flag gives as it is (in GiB: memory, weights and reserve, below), and
+# the flags named otherwise than their field.
+_FIELDS = (
+    "tp pp attention_dp ep kv_dtype scales mamba_cache_dtype mamba_ssm_cache_dtype version "
+    "gpu_memory_utilization block_size max_num_seqs max_num_batched_tokens enable_prefix_caching "
+    "gdn_prefill_checkpoint usage_context num_draft_layers"
+).split()
+_FLAG_OF = dict(scales="kv_scales", version="vllm_version", gpu_memory_utilization="gpu_mem_util")
 
 
 def deployment_from(
@@ -278,33 +261,15 @@ def deployment_from(
     weights: Weights | None = None,
     **changes: Any,
 ) -> Deployment:
-    """The Deployment of the flags ``args`` holds, for ``spec`` with ``weights``: the GPU (or
-    --vram-gib), --weights-gib, the parallel layout, the cache format and the engine's
-    arguments; a flag the command lacks, or left at None, takes the Deployment's default.
-    ``changes`` are the command's own (``Deployment.but``; None: the default)."""
+    """The Deployment of the flags in ``args`` for ``spec`` with ``weights``; a flag missing or
+    None takes the default; ``changes`` are the command's own (``Deployment.but``)."""
     a = vars(args)
     gpu = registry().gpu(a["gpu"]) if a.get("gpu") else None
-    given = {
-        "tp": a.get("tp"),
-        "pp": a.get("pp"),
-        "attention_dp": a.get("attention_dp"),
-        "ep": a.get("ep"),
+    given = {field: a.get(_FLAG_OF.get(field, field)) for field in _FIELDS}
+    given |= {
         "memory_bytes": _bytes(a.get("vram_gib")) if gpu is None else None,
         "weights_bytes": _bytes(a.get("weights_gib")),
         "reserve_bytes": _bytes(a.get("reserve_gib")),
-        "kv_dtype": a.get("kv_dtype"),
-        "scales": a.get("kv_scales"),
-        "mamba_cache_dtype": a.get("mamba_cache_dtype"),
-        "mamba_ssm_cache_dtype": a.get("mamba_ssm_cache_dtype"),
-        "version": a.get("vllm_version"),
-        "gpu_memory_utilization": a.get("gpu_mem_util"),
-        "block_size": a.get("block_size"),
-        "max_num_seqs": a.get("max_num_seqs"),
-        "max_num_batched_tokens": a.get("max_num_batched_tokens"),
-        "enable_prefix_caching": a.get("enable_prefix_caching"),
-        "gdn_prefill_checkpoint": a.get("gdn_prefill_checkpoint"),
-        "usage_context": a.get("usage_context"),
-        "num_draft_layers": a.get("num_draft_layers"),
     }
     dep = Deployment(spec=spec, gpu=gpu, weights=weights)
     return dep.but(**{k: v for k, v in (given | changes).items() if v is not None})

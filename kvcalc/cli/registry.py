@@ -22,9 +22,6 @@ COMMANDS: dict[str, Command] = {}  # in the order of `python -m kvcalc --help`
 
 
 def command(name: str, help: str, arguments: Callable[[argparse.ArgumentParser], None]):
-    """Register a command: its name, its one-line help, a function that adds its arguments,
-    and (decorated) the function that runs it. A new command is written in one place."""
-
     def register(run):
         COMMANDS[name] = Command(name=name, help=help, arguments=arguments, run=run)
         return run

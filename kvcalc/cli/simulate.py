@@ -1,14 +1,12 @@
-"""``python -m kvcalc simulate``: the serving simulator (kvcalc.perf.sim) from the command line.
-
-With --json it prints exactly the keys of ``kvcalc.perf.sim.CLI_KEYS``; the text form adds the
-setup and the other metrics. Kept apart from commands.py so that file only registers it.
-"""
+"""``simulate`` (kvcalc.perf.sim; --json: the keys of ``CLI_KEYS`` and the setup's) and
+``capacity``."""
 
 from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import NamedTuple
 
 from ..cache.weight_bytes import (
     MAX_WEIGHT_BITS,
@@ -20,7 +18,6 @@ from ..cache.weight_bytes import (
     weights_in,
 )
 from ..config.catalog import registry
-from ..config.hfconfig import checkpoint_format, load_config_file, spec_from_config
 from ..core.arith import cdiv
 from ..core.model import ModelSpec
 from ..core.units import GiB, fmt_seconds
@@ -28,20 +25,10 @@ from ..engines.budget import DEFAULT_RESERVE_BYTES, LMDEPLOY_RESERVE_BYTES, free
 from ..perf.calibration import StepModel, error_band_text
 from ..perf.engines import engine_band_text
 from ..perf.sim import CLI_KEYS, MAX_TOKENS, Speed, estimated_steps, setup, simulate
-from .common import gpu_of
+from .common import gpu_of, load_model
 from .flags import deployment_args, deployment_from, int_arg, number_arg, share_arg
 from .step_model import engine_from_args, speed_arguments, speed_from_args, speed_text
 from .workload import workload_arguments, workload_from
-
-__all__ = [
-    "HELP",
-    "add_arguments",
-    "cmd_simulate",
-    "CAPACITY_HELP",
-    "add_capacity_arguments",
-    "cmd_capacity",
-]
-
 
 # A run the CLI takes: at about 6 us an estimated step (measured: 225,970 in 1.3 s), about half
 # a minute at most (one command of 2.6e9 steps ran 85 minutes before this cap, issue 22 B9).
@@ -69,8 +56,6 @@ _gib = number_arg("GiB", 0.0, float(2**20), "GiB")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The simulate command's flags, in --help's order: the model, GPU and workload; the
-    engine's formats and limits; the KV pool; the step model."""
     deployment_args(p, "model|config!", "gpu!", **SIM_FLAGS)
     workload_arguments(p)
     deployment_args(p, "kv_dtype", **SIM_FLAGS)
@@ -86,7 +71,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--dequant-gemm",
         nargs="?",
         const=0,
-        default=None,
         type=int_arg(1, 10**7),
         metavar="TOKENS",
         help="the 4-bit group-quantised weights (AWQ; with --weight-bits or --weight-dtype "
@@ -136,61 +120,40 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             "help": "activations, CUDA graphs and non-torch memory (default 2 GiB)",
         },
     )
-    pool.add_argument(
-        "--kv-pool-gib",
-        type=_gib,
-        default=None,
-        help="the pool's size per GPU instead of vLLM's arithmetic",
-    )
-    pool.add_argument(
-        "--kv-free-fraction",
-        type=share_arg,
-        default=None,
-        help="TensorRT-LLM's kv_cache_free_gpu_mem_fraction: the pool is this "
-        "share of the memory left after the weights and the reserve",
-    )
-    pool.add_argument(
-        "--cache-max-entry-count",
-        type=share_arg,
-        default=None,
-        help="LMDeploy's cache_max_entry_count (0.8 by default from v0.2.2): the pool is this "
-        "share of the memory free once the weights are loaded (the reserve then defaults to "
-        "0.5 GiB, the CUDA context: LMDeploy allocates its activations after the pool)",
-    )
+    for flag, kind, text in (
+        ("--kv-pool-gib", _gib, "the pool's size per GPU instead of vLLM's arithmetic"),
+        (
+            "--kv-free-fraction",
+            share_arg,
+            "TensorRT-LLM's kv_cache_free_gpu_mem_fraction: the "
+            "pool is this share of the memory left after the weights and the reserve",
+        ),
+        (
+            "--cache-max-entry-count",
+            share_arg,
+            "LMDeploy's cache_max_entry_count (0.8 by default "
+            "from v0.2.2): the pool is this share of the memory free once the weights are loaded "
+            "(the reserve then defaults to 0.5 GiB, the CUDA context: LMDeploy allocates its "
+            "activations after the pool)",
+        ),
+    ):
+        pool.add_argument(flag, type=kind, default=None, help=text)
     speed_arguments(p)
     p.add_argument("--seed", type=int_arg(0, 2**31), default=0)
     deployment_args(p, "json")
 
 
-@dataclass(frozen=True)
-class _ConfigModel:
-    """A config.json given with --config, answering what cmd_simulate asks of a registry
-    model: its spec, name and weights in a format. The simulator times prefill from the
-    parameters, so a config kvcalc cannot count gets weights of 0 B and setup() says why."""
+class _Model(NamedTuple):
+    """The model of --model or --config (common.load_model)."""
 
     spec: ModelSpec
-    name: str
     weight_dtype: str
     expert_weight_dtype: str | None
-
-    def weights(self, dtype: str | None = None, *, half: str = "bf16") -> Weights:
-        if self.spec.params is None:
-            return weights_given(0, "bf16")
-        return weights_in(self.spec, dtype, self.weight_dtype, self.expert_weight_dtype, half=half)
-
-
-def _model(args):
-    """The registry model of --model, or the config.json of --config."""
-    if args.model:
-        return registry().model(args.model)
-    cfg = load_config_file(args.config)
-    spec = spec_from_config(cfg, name=args.config)
-    wd, ed = checkpoint_format(cfg)
-    return _ConfigModel(spec=spec, name=spec.name, weight_dtype=wd, expert_weight_dtype=ed)
+    name: str
 
 
 def cmd_simulate(args):
-    m = _model(args)
+    m = _Model(*load_model(args))
     gpu = registry().gpu(args.gpu)
     wl = workload_from(args)
     if args.serving_stack and (args.direct or args.api_overhead_ms is not None):
@@ -212,21 +175,16 @@ def cmd_simulate(args):
         profile = calibration.profile
     speed, engine, w, s, r = _run(args, m, gpu, wl, profile)
     out = {k: getattr(r, k) for k in CLI_KEYS}
-    # the pool the run had, per GPU: its blocks as an engine's log counts them, and those a
-    # request can hold (vLLM's null block taken out)
-    out["kv_pool_blocks"] = s.pool_blocks
-    out["usable_blocks"] = s.num_blocks
-    out["block_size"] = s.block_size
-    out["estimate"] = speed.name
-    out["step_model"] = speed.to_dict()
+    # the pool per GPU: its blocks as a log counts them, and those a request can hold (no null)
+    out.update(kv_pool_blocks=s.pool_blocks, usable_blocks=s.num_blocks, block_size=s.block_size)
+    out.update(estimate=speed.name, step_model=speed.to_dict())
     if args.dequant_gemm is not None:  # the linear layers' share, named only where used
         out["step_model"]["dequant_mfu"] = s.dequant_mfu or s.mfu
     out["ttft_mean_steady_s"] = r.ttft_mean_steady_s
     band = error_band_text() if speed.is_calibrated else None
     if profile is not None:
         band = engine_band_text(profile, calibration)
-        out["engine"] = profile.key
-        out["engine_note"] = engine_note
+        out.update(engine=profile.key, engine_note=engine_note)
     out["error_band"] = band
     text = _report(args, m, gpu, w, s, r, wl, engine)
     if engine_note:
@@ -246,8 +204,7 @@ def cmd_simulate(args):
 
 
 def _weights(args, m, gpu) -> Weights:
-    """The weights the flags give: a format (the experts' own with --expert-weight-dtype), bits
-    per weight, or the checkpoint's."""
+    """The weights of --weight-dtype (--expert-weight-dtype), --weight-bits or the checkpoint."""
     expert = getattr(args, "expert_weight_dtype", None)
     if expert is not None:
         if args.weight_bits is not None or args.weights_gib is not None:
@@ -259,7 +216,7 @@ def _weights(args, m, gpu) -> Weights:
             raise ValueError(f"{m.name} has no routed experts: leave out --expert-weight-dtype")
         base = args.weight_dtype
         if base in (None, "auto"):
-            base = getattr(m, "weight_dtype", None) or "bf16"
+            base = m.weight_dtype or "bf16"
             if base == "unmodelled":
                 raise ValueError(
                     "--expert-weight-dtype needs the other weights' format too: add "
@@ -268,12 +225,15 @@ def _weights(args, m, gpu) -> Weights:
         return weights(m.spec, base, expert)
     if args.weight_bits is not None:
         return weights_at_bits(m.spec, args.weight_bits, half=gpu.half)
-    return m.weights(args.weight_dtype, half=gpu.half)
+    if m.spec.params is None:  # parameters not counted: 0 B of weights, and setup() says why
+        return weights_given(0, "bf16")
+    return weights_in(
+        m.spec, args.weight_dtype, m.weight_dtype, m.expert_weight_dtype, half=gpu.half
+    )
 
 
 def _run(args, m, gpu, wl, profile):
-    """The setup of the flags and the simulated run of ``wl``: (step model, the engine's own,
-    weights, setup, result)."""
+    """(step model, the engine's, weights, setup, result) of ``wl`` simulated."""
     speed = speed_from_args(args, profile)
     w = _weights(args, m, gpu)
     if profile is not None:  # the engine's own batching defaults, where not given
@@ -310,10 +270,8 @@ def _run(args, m, gpu, wl, profile):
 
 
 def simulate_row(args, profile, row) -> dict[str, float]:
-    """One measured row of a user's benchmark (kvcalc.perf.calibrate_from.BenchRow) simulated
-    in the setup of ``args`` under ``profile``: its TTFT and TPOT (a served run's mean, the
-    warm-up's prompts left out of TTFT where a steady part exists) or a static batch's
-    end-to-end latency, in seconds."""
+    """A benchmark row (calibrate_from.BenchRow) simulated in ``args``'s setup under
+    ``profile``: mean TTFT (steady part) and TPOT, or a static batch's latency, in seconds."""
     a = argparse.Namespace(**vars(args))
     a.prompt_tokens, a.output_tokens = row.isl, row.osl
     a.prompt_dist = a.output_dist = a.lengths = None
@@ -325,15 +283,14 @@ def simulate_row(args, profile, row) -> dict[str, float]:
         a.users, a.rate = row.users, (None if row.users else row.rate)
         a.requests = max(8, 3 * row.users) if row.users else row.requests or 8
     wl = workload_from(a)
-    m = _model(a)
+    m = _Model(*load_model(a))
     _, _, _, _, r = _run(a, m, gpu_of(a), wl, profile)
     ttft = r.ttft_mean_steady_s if r.ttft_mean_steady_s is not None else r.ttft_mean_s
     return {"TTFT": ttft, "TPOT": r.tpot_mean_s, "latency": r.e2el_mean_s}
 
 
 def _calibrate(args, m, gpu, profile):
-    """``--calibrate-from FILE``: the file's rows fitted in this setup (each simulated with the
-    other flags and its own lengths and load)."""
+    """``--calibrate-from FILE``: its rows fitted, each simulated in this setup."""
     from pathlib import Path
 
     from ..perf.calibrate_from import calibrate, read_benchmark
@@ -366,25 +323,16 @@ def _check_dequant(args) -> None:
 
 
 def _pool_bytes(args, m, gpu, w: Weights) -> int | None:
-    """The pool's size per GPU the flags give (None: vLLM's arithmetic), sized at most one way:
-    vLLM's share, a size, or TensorRT-LLM's or LMDeploy's fraction of free memory (which set
-    args.gpu_mem_util to 1)."""
-    given = [
-        f
-        for f, v in (
-            ("--gpu-memory-utilization", args.gpu_mem_util),
-            ("--kv-pool-gib", args.kv_pool_gib),
-            ("--kv-free-fraction", args.kv_free_fraction),
-            ("--cache-max-entry-count", args.cache_max_entry_count),
-        )
-        if v is not None
-    ]
+    """The pool per GPU of at most one sizing flag (None: vLLM's arithmetic); a fraction of
+    free memory sets args.gpu_mem_util to 1."""
+    sizes = (args.gpu_mem_util, args.kv_pool_gib, args.kv_free_fraction, args.cache_max_entry_count)
+    flags = "--gpu-memory-utilization --kv-pool-gib --kv-free-fraction --cache-max-entry-count"
+    given = [f for f, v in zip(flags.split(), sizes) if v is not None]
     if len(given) > 1:
         raise ValueError(f"{' and '.join(given)} each size the pool; give one of them")
     if args.kv_pool_gib is not None:
         return round(args.kv_pool_gib * GiB)
-    # TensorRT-LLM and LMDeploy: a fraction of what is free once the weights (and the runtime's
-    # own memory, the reserve) are in, not of the total as vLLM takes it.
+    # TensorRT-LLM and LMDeploy: a fraction of what the weights and reserve leave, not the total.
     for fraction, reserve in (
         (args.kv_free_fraction, DEFAULT_RESERVE_BYTES),
         (args.cache_max_entry_count, LMDEPLOY_RESERVE_BYTES),
@@ -406,8 +354,6 @@ def _pool_bytes(args, m, gpu, w: Weights) -> int | None:
 
 
 def _report(args, m, gpu, w: Weights, s, r, wl, speed: StepModel) -> list[str]:
-    """The text form: the setup, the workload, the pool, the step model and the metrics (the
-    error band and the notes are added by cmd_simulate)."""
     load = (
         f"{args.users:,} users (closed loop)"
         if args.users is not None
@@ -431,15 +377,6 @@ def _report(args, m, gpu, w: Weights, s, r, wl, speed: StepModel) -> list[str]:
         f"  pool:       {s.num_blocks:,} blocks of {s.block_size} tokens "
         f"({s.kv_pool_bytes / GiB:,.2f} GiB per GPU); max_num_seqs {s.max_num_seqs:,}, "
         f"max_num_batched_tokens {s.max_num_batched_tokens:,}",
-        *(
-            [
-                "  scheduler:  prefill-first (vLLM V0's default): whole prompts in steps of "
-                f"their own, the decodes waiting; a prompt is admitted while "
-                f"{s.watermark_blocks:,} blocks stay free"
-            ]
-            if not s.chunked_prefill
-            else []
-        ),
         f"  speed:      the {speed.name}: {speed_text(speed, args.tp, s)}"
         + (" (called directly)" if args.direct else ""),
         f"  TTFT:       p50 {fmt_seconds(r.ttft_p50_s)}, mean {fmt_seconds(r.ttft_mean_s)}, "
@@ -456,6 +393,13 @@ def _report(args, m, gpu, w: Weights, s, r, wl, speed: StepModel) -> list[str]:
         f"{r.kv_wait_steps:,} steps with a request waiting for blocks; prefix hit rate "
         f"{r.prefix_hit_rate:.0%}",
     ]
+    if not s.chunked_prefill:
+        text.insert(
+            3,
+            "  scheduler:  prefill-first (vLLM V0's default): whole prompts in steps of their "
+            f"own, the decodes waiting; a prompt is admitted while {s.watermark_blocks:,} "
+            "blocks stay free",
+        )
     if r.ttft_p50_steady_s is not None:
         text.append(
             f"  TTFT after the warm-up ({r.warmup_requests:,} "
@@ -499,10 +443,8 @@ def cmd_capacity(args):
     s = setup(dep, args.prompt_tokens + args.output_tokens, Speed.of(gpu, w.dtype))
     c = running_capacity(s, args.prompt_tokens, args.output_tokens, max_steps=MAX_STEPS)
     text = [
-        f"{m.name} on {gpu.name}"
-        + (f" x {args.tp} (TP)" if args.tp > 1 else "")
-        + f", KV cache {args.kv_dtype.upper()}, requests of {args.prompt_tokens:,} + "
-        f"{args.output_tokens:,} tokens"
+        f"{m.name} on {gpu.name}{_layout_text(args)}, KV cache {args.kv_dtype.upper()}, requests "
+        f"of {args.prompt_tokens:,} + {args.output_tokens:,} tokens"
     ]
     text += [f"  {line}" for line in c.derivation().splitlines()]
     return c.to_dict(), text + [f"  note: {n}" for n in c.notes + s.notes]

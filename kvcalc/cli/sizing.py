@@ -35,7 +35,6 @@ from .flags import (
     mfu_arg,
     model_args,
     positive_int,
-    weight_args,
 )
 from .registry import command
 from .step_model import add_engine_argument, speed_from_args
@@ -65,38 +64,27 @@ def cmd_kv(args):
     ]
     for row in r.rows:
         if row.state_bytes:
-            text.append(
-                f"  {row.layers} {row.label} layers: {row.state_bytes:,} B state each "
-                f"per sequence (does not grow; {row.formula})"
-            )
+            what = f": {row.state_bytes:,} B state each per sequence (does not grow; {row.formula})"
         elif not row.stores_tokens:
-            text.append(f"  {row.layers} {row.label} layers: {row.formula}")
+            what = f": {row.formula}"
         else:
-            text.append(
-                f"  {row.layers} {row.label} layers keep {row.tokens_kept:,} tokens: "
-                f"{row.bytes:,} B"
-            )
+            what = f" keep {row.tokens_kept:,} tokens: {row.bytes:,} B"
+        text.append(f"  {row.layers} {row.label} layers{what}")
     if r.state_bytes:
         text.append(f"  state:      {r.state_bytes:,} B = {fmt_gib(r.state_bytes, 3)} (fixed)")
-    if spec.drafter:
-        text += _drafter_lines(r)
+    if spec.drafter and (d := r.drafter) is not None:
+        text += [
+            f"  drafter:    {d['drafter']}",
+            f"  drafter adds {d['bytes_per_token']:,} B per token "
+            f"({d['share_pct']:.1f}% of the total), {d['bytes']:,} B here",
+        ]
     return out, text + said_text
-
-
-def _drafter_lines(r) -> list[str]:
-    """What the speculative drafter adds, per token and in all."""
-    d = r.drafter
-    return [
-        f"  drafter:    {d['drafter']}",
-        f"  drafter adds {d['bytes_per_token']:,} B per token "
-        f"({d['share_pct']:.1f}% of the total), {d['bytes']:,} B here",
-    ]
 
 
 def _budget_arguments(p: argparse.ArgumentParser) -> None:
     model_args(p)
     deployment_args(p, "gpu|vram_gib!")
-    weight_args(p)
+    deployment_args(p, "weights_gib|weight_dtype|weight_bits")
     p.add_argument("--context", type=positive_int, required=True)
     p.add_argument(
         "--concurrency",
@@ -161,9 +149,13 @@ def cmd_budget(args):
         if b.max_context_tokens is None
         else f"{b.max_context_tokens:,} tokens"
     )
+    gpus, per_gpu = args.tp * args.pp, " per GPU" if args.tp * args.pp > 1 else ""
+    its = "not known, not counted"
+    if drafter_bytes is not None:
+        its = f"{fmt_gib(drafter_bytes / gpus)}{per_gpu} (in the weights above)"
     text = [
         f"{label} on {gpu.name if gpu else f'{args.vram_gib:g} GiB'}"
-        + (f" (per GPU, TP={args.tp} PP={args.pp})" if args.tp * args.pp > 1 else ""),
+        + (f" (per GPU, TP={args.tp} PP={args.pp})" if gpus > 1 else ""),
         f"  GPU memory:   {fmt_gib(b.total_bytes)}",
         b.setup_line(),
         f"  weights:      {fmt_gib(b.weights_bytes)}"
@@ -173,20 +165,7 @@ def cmd_budget(args):
             if w.checkpoint_dtype
             else ""
         ),
-        *(
-            [
-                f"  drafter:      {spec.drafter}; its weights "
-                + (
-                    f"{fmt_gib(drafter_bytes / (args.tp * args.pp))}"
-                    + (" per GPU" if args.tp * args.pp > 1 else "")
-                    + " (in the weights above)"
-                    if drafter_bytes is not None
-                    else "not known, not counted"
-                )
-            ]
-            if spec.drafter
-            else []
-        ),
+        *([f"  drafter:      {spec.drafter}; its weights {its}"] if spec.drafter else []),
         f"  reserve:      {fmt_gib(b.reserve_bytes)}",
         f"  KV pool:      {fmt_gib(b.kv_pool_bytes)}",
         (
@@ -220,7 +199,7 @@ def cmd_budget(args):
 def _step_time_arguments(p: argparse.ArgumentParser) -> None:
     model_args(p)
     deployment_args(p, "gpu|bandwidth_gbs!")
-    weight_args(p)
+    deployment_args(p, "weights_gib|weight_dtype|weight_bits")
     p.add_argument("--context", type=positive_int, required=True)
     p.add_argument("--batch", type=positive_int, default=1)
     g = p.add_argument_group(
@@ -234,13 +213,11 @@ def _step_time_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--bw-share",
         type=float_arg(1.0, above=True, name="a share of the peak"),
-        default=None,
         help="achieved share of peak bandwidth (your measurement)",
     )
     g.add_argument(
         "--step-overhead-ms",
         type=float_arg(10_000.0, unit=" ms"),
-        default=None,
         help="fixed cost of each engine step, ms (your measurement)",
     )
 
@@ -277,14 +254,9 @@ def cmd_step_time(args):
         if profile is not None:
             band = engine_band_text(profile)
             out.update(engine=profile.key, engine_note=note)
-        out.update(
-            estimate=sm.name,
-            estimated_step_time_s=est.time_s,
-            estimated_tokens_per_s=est.tokens_per_s,
-            step_model=sm.to_dict(),
-            estimate_parts=est.to_dict(),
-            error_band=band,
-        )
+        out.update(estimate=sm.name, estimated_step_time_s=est.time_s)
+        out.update(estimated_tokens_per_s=est.tokens_per_s, step_model=sm.to_dict())
+        out.update(estimate_parts=est.to_dict(), error_band=band)
     cross = (
         "never (the cache stops growing)"
         if s.crossover_context is None
@@ -328,13 +300,7 @@ def _prefill_arguments(p: argparse.ArgumentParser) -> None:
     model_args(p, kv=False)
     deployment_args(p, "gpu!", gpu={"help": None})
     p.add_argument("--prompt-tokens", type=positive_int, required=True)
-    p.add_argument(
-        "--mfu",
-        type=mfu_arg,
-        default=DEFAULT_MFU,
-        help=f"fraction of dense peak reached (default {DEFAULT_MFU}, a stated assumption; "
-        "1 is the ideal bound)",
-    )
+    _mfu_argument(p, ", a stated assumption; 1 is the ideal bound")
     p.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16", help="compute format")
     add_engine_argument(p)
     p.add_argument(
@@ -390,15 +356,9 @@ def cmd_prefill(args):
             spec, ideal, sm, tp=args.tp, link_gbs=gpu.tp_link_gbs, served=not args.direct
         )
         band = engine_band_text(profile)
-        out.update(
-            engine=profile.key,
-            engine_note=note,
-            estimate=sm.name,
-            estimated_ttft_s=est.time_s,
-            estimate_parts=est.to_dict(),
-            step_model=sm.to_dict(),
-            error_band=band,
-        )
+        out.update(engine=profile.key, engine_note=note, estimate=sm.name)
+        out.update(estimated_ttft_s=est.time_s, estimate_parts=est.to_dict())
+        out.update(step_model=sm.to_dict(), error_band=band)
         text.append(
             f"  {sm.name}: {fmt_seconds(est.time_s)} = max(compute at MFU {sm.mfu:.3g} "
             f"{fmt_seconds(est.compute_s)}, reads {fmt_seconds(est.memory_s)}) + overhead "
@@ -414,6 +374,12 @@ def cmd_prefill(args):
         "stack's time (simulate gives the calibrated estimate with its error band)"
     )
     return out, text
+
+
+def _mfu_argument(p: argparse.ArgumentParser, more: str = "") -> None:
+    """--mfu of prefill and offload (``more``: what prefill's help adds)."""
+    text = f"fraction of dense peak reached (default {DEFAULT_MFU}{more})"
+    p.add_argument("--mfu", type=mfu_arg, default=DEFAULT_MFU, help=text)
 
 
 def _peak(gpu, dtype: str) -> float:
@@ -432,8 +398,6 @@ def _passes_arguments(p: argparse.ArgumentParser) -> None:
 
 @command("passes", "token passes with and without a KV cache", _passes_arguments)
 def cmd_passes(args):
-    if args.prompt_tokens < 0:
-        raise ValueError("--prompt-tokens must be 0 or more")
     r = token_passes(args.new_tokens, args.prompt_tokens)
     text = [
         f"{args.new_tokens:,} new tokens after a {args.prompt_tokens:,}-token prompt:",
@@ -448,12 +412,7 @@ def _offload_arguments(p: argparse.ArgumentParser) -> None:
     deployment_args(p, "gpu!", gpu={"help": None})
     p.add_argument("--link", type=key_arg, default="pcie5-x16", help="link key (see `gpus`)")
     p.add_argument("--prefix-tokens", type=positive_int, required=True)
-    p.add_argument(
-        "--mfu",
-        type=mfu_arg,
-        default=DEFAULT_MFU,
-        help=f"fraction of dense peak reached (default {DEFAULT_MFU})",
-    )
+    _mfu_argument(p)
 
 
 @command("offload", "reload a cached prefix over a link, or recompute it?", _offload_arguments)
@@ -484,7 +443,3 @@ def cmd_offload(args):
         f"  here {'reloading' if r.offload_wins else 'recomputing'} wins; {be}",
     ]
     return out, text
-
-
-# The seed blog compares these two architectures in FP16. Its "Llama 3 8B" has the same cache
-# geometry as Llama 3.1 8B (32 layers, 8 KV heads, head_dim 128).

@@ -1,6 +1,5 @@
-"""The step model from the flags: an engine profile (--engine NAME@VERSION), the calibrated
-estimate or the ideal bound, and each coefficient a flag gives in place of its fitted value
-(simulate; step-time and prefill take --engine and some of the coefficients)."""
+"""The step model of the flags: an engine profile (--engine), the calibrated estimate or the
+ideal bound, each coefficient a flag gives in place of its fitted value."""
 
 from __future__ import annotations
 
@@ -18,7 +17,6 @@ def add_engine_argument(p) -> None:
     """--engine NAME@VERSION: an engine profile (kvcalc.perf.engines)."""
     p.add_argument(
         "--engine",
-        default=None,
         metavar="NAME@VERSION",
         help="time steps with an engine profile fitted on that engine's measured runs "
         "(vllm@0.18.0, sglang@0.5.6, trtllm@1.0; an unfitted version takes the nearest "
@@ -27,7 +25,6 @@ def add_engine_argument(p) -> None:
 
 
 def speed_arguments(p) -> None:
-    """The step model: the calibrated estimate unless --ideal, each flag one coefficient."""
     speed = p.add_argument_group(
         "the step model (default: the calibrated estimate, kvcalc.perf.calibration; each flag "
         "replaces one fitted coefficient)"
@@ -41,52 +38,37 @@ def speed_arguments(p) -> None:
     speed.add_argument(
         "--calibrate-from",
         metavar="FILE",
-        default=None,
         help="your own benchmark of this setup (rows in aiconfigurator's silicon-sample "
         "columns, the JSON of `vllm bench serve --save-result`, or `vllm bench latency` "
         "output): the engine profile's coefficients are fitted to it first, and the result "
         "says what changed and how far off the fit is on your rows",
     )
-    speed.add_argument(
-        "--bw-share",
-        type=share_arg,
-        default=None,
-        help="achieved share of peak bandwidth (1.0 = ideal)",
-    )
-    speed.add_argument(
-        "--step-overhead-ms", type=_ms, default=None, help="fixed cost of each engine step, ms"
-    )
-    speed.add_argument(
-        "--mfu",
-        type=share_arg,
-        default=None,
-        help="share of the dense peak the matrix multiplies reach",
-    )
-    speed.add_argument(
-        "--dequant-mfu",
-        type=share_arg,
-        default=None,
-        help="with --dequant-gemm: share of the 16-bit dense peak the dequantising "
-        "matrix multiplies reach",
-    )
-    speed.add_argument(
-        "--allreduce-latency-us",
-        type=_us,
-        default=None,
-        help="latency of one tensor-parallel all-reduce, us (0 to 10,000)",
-    )
-    speed.add_argument(
-        "--api-overhead-ms",
-        type=_ms,
-        default=None,
-        help="a serving stack's time per request before the engine sees it "
-        "(HTTP, tokenizer, template), ms; 0 for a benchmark that calls "
-        "the engine directly",
-    )
+    for flag, kind, text in (
+        ("--bw-share", share_arg, "achieved share of peak bandwidth (1.0 = ideal)"),
+        ("--step-overhead-ms", _ms, "fixed cost of each engine step, ms"),
+        ("--mfu", share_arg, "share of the dense peak the matrix multiplies reach"),
+        (
+            "--dequant-mfu",
+            share_arg,
+            "with --dequant-gemm: share of the 16-bit dense peak the "
+            "dequantising matrix multiplies reach",
+        ),
+        (
+            "--allreduce-latency-us",
+            _us,
+            "latency of one tensor-parallel all-reduce, us (0 to 10,000)",
+        ),
+        (
+            "--api-overhead-ms",
+            _ms,
+            "a serving stack's time per request before the engine sees "
+            "it (HTTP, tokenizer, template), ms; 0 for a benchmark that calls the engine directly",
+        ),
+    ):
+        speed.add_argument(flag, type=kind, default=None, help=text)
     speed.add_argument(
         "--serving-stack",
         choices=sorted(API_OVERHEAD_BY_STACK),
-        default=None,
         help="the API overhead fitted on that engine's own served runs, in place "
         "of the pooled one (kvcalc.perf.calibration.API_OVERHEAD_BY_STACK)",
     )
@@ -114,8 +96,7 @@ def engine_from_args(args):
 
 
 def _coefficients(args) -> dict:
-    """The step-model coefficients the flags give, in the model's units (None: not given; a
-    command lacking a flag gives None for it)."""
+    """The coefficients the flags give, in the model's units (None: not given)."""
 
     def given(flag: str, scale: float = 1.0):
         v = getattr(args, flag, None)
@@ -132,8 +113,7 @@ def _coefficients(args) -> dict:
 
 
 def speed_from_args(args, profile=None) -> StepModel:
-    """The step model the flags ask for: the calibrated estimate unless --ideal (or the engine
-    profile of --engine), with each coefficient given in place of its fitted value."""
+    """The calibrated, ideal or --engine's step model, with the flags' coefficients."""
     given = _coefficients(args)
     if profile is None:
         ideal, stack = getattr(args, "ideal", False), getattr(args, "serving_stack", None)

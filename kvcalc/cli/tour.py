@@ -1,10 +1,5 @@
-"""``python -m kvcalc tour``: the guided tour's answer key (kvcalc.teach.tour) from the
-command line.
-
-``--markdown`` prints the printable key (the givens, questions, answers, worked solutions,
-slips, recaps and discussion questions of the seven stops); the text form is one line per stop;
-``--json`` one object with every stop. Kept apart from commands.py so that file only registers it.
-"""
+"""``python -m kvcalc tour``: the guided tour's answers (kvcalc.teach.tour), one line a
+stop; --markdown the printable answer key, --json every stop."""
 
 from __future__ import annotations
 
@@ -14,9 +9,7 @@ from ..cache.deployment import Deployment
 from ..cache.weight_bytes import weights_given
 from ..teach.tour import STOPS, answer_key, conversation_tokens, lesson
 from .common import gpu_of, load_model, weights_of
-from .flags import deployment_args, model_args, weight_args
-
-__all__ = ["HELP", "add_arguments", "cmd_tour"]
+from .flags import deployment_args, model_args
 
 HELP = "the guided tour's questions and answers for a model and GPU (a printable answer key)"
 DEFAULT_GPU = "h100-sxm-80gb"  # the app's default
@@ -24,7 +17,7 @@ DEFAULT_GPU = "h100-sxm-80gb"  # the app's default
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     model_args(p)
-    weight_args(p)
+    deployment_args(p, "weights_gib|weight_dtype|weight_bits")
     gpu_help = f"GPU key (see `python -m kvcalc gpus`; default {DEFAULT_GPU})"
     deployment_args(p, "gpu", gpu={"default": DEFAULT_GPU, "help": gpu_help})
     p.add_argument(
@@ -52,25 +45,17 @@ def cmd_tour(args) -> tuple[dict, list[str]]:
         except ValueError as exc:
             entry.update(asked=False, error=str(exc))
             text.append(f"  stop {stop.number} ({stop.title}): not asked: {exc}")
-            stops.append(entry)
-            continue
-        q = les.question
-        entry["asked"] = True
-        entry |= {k: getattr(q, k) for k in ("prompt", "value", "unit", "ask_unit", "answer")}
-        entry.update(solution=q.solution, givens=[list(pair) for pair in les.givens])
-        entry.update(slips=[{"ratio": r, "message": m} for r, m in q.mistakes])
-        entry.update(figure=list(les.figure), recap=list(les.recap), discuss=les.discuss)
+        else:
+            q = les.question
+            entry["asked"] = True
+            entry |= {k: getattr(q, k) for k in ("prompt", "value", "unit", "ask_unit", "answer")}
+            entry.update(solution=q.solution, givens=[list(pair) for pair in les.givens])
+            entry.update(slips=[{"ratio": r, "message": m} for r, m in q.mistakes])
+            entry.update(figure=list(les.figure), recap=list(les.recap), discuss=les.discuss)
+            text.append(f"  stop {stop.number} ({stop.title}): {q.answer.replace('**', '')}")
         stops.append(entry)
-        text.append(f"  stop {stop.number} ({stop.title}): {q.answer.replace('**', '')}")
-    out = {
-        "model": spec.name,
-        "gpu": g.name,
-        "kv_dtype": args.kv_dtype,
-        "tp": args.tp,
-        "pp": args.pp,
-        "conversation_tokens": conversation_tokens(spec),
-        "stops": stops,
-    }
+    out = dict(model=spec.name, gpu=g.name, kv_dtype=args.kv_dtype, tp=args.tp, pp=args.pp)
+    out.update(conversation_tokens=conversation_tokens(spec), stops=stops)
     if args.markdown:
         return out, [answer_key(dep)]
     head = (

@@ -1,6 +1,4 @@
-"""The workload flags of ``simulate``: how many requests, how they arrive (a Poisson rate or a
-closed loop of users), their lengths (fixed, a distribution or a preset), the shared prefix
-and the seed; each refusing a bad value with a message that says what to type."""
+"""``simulate``'s workload flags: requests, arrivals (Poisson or closed loop), lengths."""
 
 from __future__ import annotations
 
@@ -9,9 +7,6 @@ import math
 
 from ..perf.sim import MAX_REQUESTS, MAX_TOKENS, Dist, Workload, fixed, lognormal, uniform
 from .flags import int_arg
-
-__all__ = ["workload_arguments", "workload_from", "dist_arg", "SHAREGPT", "LENGTH_PRESETS"]
-
 
 # ShareGPT as vLLM's and SGLang's benchmarks sample it (prompts of 4 to 1,024 tokens, outputs of
 # at least 4): log-normal, sigma 1 each (a heavy tail: the published mean end-to-end latency is
@@ -65,8 +60,6 @@ def _rate(text: str) -> float:
 
 
 def workload_arguments(p: argparse.ArgumentParser) -> None:
-    """The requests, how they arrive and their lengths (simulate adds --prefix-share and
-    --seed where its --help has them)."""
     p.add_argument("--requests", type=int_arg(1, MAX_REQUESTS), required=True)
     load = p.add_mutually_exclusive_group(required=True)
     load.add_argument(
@@ -139,12 +132,5 @@ def workload_from(args: argparse.Namespace) -> Workload:
     if not 0.0 <= args.prefix_share <= 1.0 or not math.isfinite(args.prefix_share):
         raise ValueError(f"--prefix-share must be between 0 and 1, got {args.prefix_share:g}")
     prompt, output = _lengths(args)
-    return Workload(
-        requests=args.requests,
-        prompt=prompt,
-        output=output,
-        rate=args.rate,
-        users=args.users,
-        prefix_share=args.prefix_share,
-        seed=args.seed,
-    )
+    flags = {k: getattr(args, k) for k in ("requests", "rate", "users", "prefix_share", "seed")}
+    return Workload(prompt=prompt, output=output, **flags)

@@ -1,12 +1,5 @@
-"""Multiple-choice versions of the interview check's four open questions, for a live class.
-
-The interview check (kvcalc/teach/quiz.py) has five questions; one asks for numbers and is graded
-by ``kvcalc.teach.quiz.grade``, the other four ask "why" and "when", answered in prose. A room of
-phones cannot send prose that a projector can count, so a live class asks those four as a choice
-among four statements (kvcalc/teach/choices.toml): one right, three wrong, each wrong one naming
-the misconception it stands for (the way the grader names a numeric slip). The revealed answer is
-still the question's own prose from ``interview_questions()``. No statement gives a number.
-"""
+"""The interview check's four prose questions as multiple choice, for a live class: four
+statements each (choices.toml), one right, each wrong one naming its misconception."""
 
 from __future__ import annotations
 
@@ -14,8 +7,6 @@ from dataclasses import dataclass
 
 from .prose import prose
 from .quiz import Grade
-
-__all__ = ["Choice", "CHOICES", "choices_for", "grade_choice", "LETTERS"]
 
 LETTERS = "ABCD"
 
@@ -43,20 +34,13 @@ def grade_choice(qid: str, letter: str) -> Grade:
     options = choices_for(qid)
     if not options:
         raise ValueError(f"question {qid!r} has no choices")
-    text = (letter or "").strip().upper()
-    if len(text) != 1 or text not in LETTERS[: len(options)]:
-        return Grade(
-            correct=False,
-            given=None,
-            message=f"Choose one of {', '.join(LETTERS[: len(options)])}.",
-        )
+    text, letters = (letter or "").strip().upper(), LETTERS[: len(options)]
+    if len(text) != 1 or text not in letters:
+        return Grade(correct=False, given=None, message=f"Choose one of {', '.join(letters)}.")
     index = LETTERS.index(text)
     choice = options[index]
     if choice.correct:
         return Grade(correct=True, given=float(index), message=f"Correct: {text}.")
     right = next(LETTERS[i] for i, c in enumerate(options) if c.correct)
-    return Grade(
-        correct=False,
-        given=float(index),
-        message=f"Not quite: you chose {text}; the answer is {right}. {choice.slip}",
-    )
+    why = f"Not quite: you chose {text}; the answer is {right}. {choice.slip}"
+    return Grade(correct=False, given=float(index), message=why)

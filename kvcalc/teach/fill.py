@@ -1,10 +1,5 @@
-"""Prefill fills the cache, decode appends to it: the step-by-step picture, as data.
-
-Step 0 is the prefill: every prompt token's K and V are written in one pass. Each decode step
-then writes one new column. Without a cache, every step recomputes K and V for every token so
-far. The grid shows, for a few layers, one K row and one V row per layer and one column per
-token; each cell is one of the states below.
-"""
+"""Prefill fills the cache, decode appends to it: the picture step by step, as data (a K and
+a V row per shown layer, a column per token; step 0 is the prefill)."""
 
 from __future__ import annotations
 
@@ -14,8 +9,6 @@ from ..cache.kv import kv_cache
 from ..core.model import ModelSpec
 from ..core.units import check_int
 from ..perf.roofline import token_passes
-
-__all__ = ["EMPTY", "CACHED", "NEW", "RECOMPUTED", "FillStep", "fill_timeline", "shown_layers"]
 
 EMPTY, CACHED, NEW, RECOMPUTED = 0, 1, 2, 3
 MAX_TOKENS = 160  # columns the picture can show legibly
@@ -74,18 +67,13 @@ def fill_timeline(
         drawn = step % grid_every == 0 or step == new_tokens
         for layer in shown if drawn else ():
             kept = layer.kept_positions(n)  # empty for a layer that stores no per-token cache
-            line = []
-            for t in range(total):
-                if t not in kept:
-                    line.append(EMPTY)  # not yet written, slid out of a window or chunk, or never
-                elif step == 0:
-                    line.append(NEW)
-                elif not use_cache:
-                    line.append(RECOMPUTED if t < n - 1 else NEW)
-                else:
-                    line.append(NEW if t == n - 1 else CACHED)
-            for _ in range(max(1, len(layer.cache_rows))):  # K and V, or latent and RoPE key
-                grid.append(tuple(line))
+            # EMPTY: not yet written, slid out of a window or chunk, or never
+            old = CACHED if use_cache else RECOMPUTED  # a token written before this step
+            line = tuple(
+                (NEW if step == 0 or t == n - 1 else old) if t in kept else EMPTY
+                for t in range(total)
+            )
+            grid += [line] * max(1, len(layer.cache_rows))  # K and V, or latent and RoPE key
         kv = kv_cache(spec, n, kv_dtype=kv_dtype)
         steps.append(
             FillStep(

@@ -1,6 +1,5 @@
-"""The interview check: the seed chapter's five questions, answered for this project with every
-number computed by kvcalc (Llama 3.1 8B on an H100 at 8,192 tokens; the chapter's 40-layer model).
-Their prose is data, in kvcalc/teach/interview.toml; ``kvcalc.teach.quiz`` re-exports them."""
+"""The interview check: the seed chapter's five questions (interview.toml), every number computed
+(Llama 3.1 8B on an H100 at 8,192 tokens; the chapter's 40-layer model)."""
 
 from __future__ import annotations
 
@@ -16,8 +15,6 @@ from ..perf.roofline import StepTime, offload_vs_recompute, prefill, step_time
 from .practice import llama_like
 from .prose import prose
 from .question import Question
-
-__all__ = ["interview_questions"]
 
 CTX = 8192  # the chapter's conversation
 FORTY = dict(layers=40, kv=8, hd=128)  # the chapter's 40-layer model, in FP16
@@ -45,16 +42,13 @@ def interview_questions() -> list[Question]:
         raise ValueError(
             "models.yaml: gpu 'h100-sxm-80gb' needs its bf16_tflops for the interview questions"
         )
-    # The Learn path's one convention for a recompute (issue 37, F17): the ideal bound, every
-    # FLOP at the full dense peak (MFU 1), as the chapter's formula FLOPs / peak.
+    # The Learn path's convention for a recompute (issue 37, F17): FLOPs at the full peak (MFU 1).
     ideal: dict[str, Any] = dict(peak_tflops=peak, mfu=1.0)
     off = offload_vs_recompute(spec, CTX, link_gbs=link, **ideal)
     off_fixed = offload_vs_recompute(spec, CTX, link_gbs=link, fixed_s=RELOAD_S, **ideal)
-    short = prefill(spec, SHORT, peak, mfu=1.0)  # the marginal cost inside a running batch
-    # on an idle GPU: one weight read at least
-    alone = prefill(
-        spec, SHORT, peak, mfu=1.0, weight_read_bytes=w.read_per_step(spec, SHORT), bandwidth_gbs=bw
-    )
+    short = prefill(spec, SHORT, **ideal)  # the marginal cost inside a running batch
+    read = w.read_per_step(spec, SHORT)  # on an idle GPU: one weight read at least
+    alone = prefill(spec, SHORT, weight_read_bytes=read, bandwidth_gbs=bw, **ideal)
     limit = spec.max_context
     nums: dict[str, Any] = dict(
         FORTY,
@@ -93,9 +87,7 @@ def interview_questions() -> list[Question]:
 def _question(qid: str, q: dict[str, Any], nums: dict[str, Any]) -> Question:
     """One question of interview.toml, its templates filled with ``nums``."""
     text: dict[str, Any] = {k: v.format(**nums) for k, v in q.items() if isinstance(v, str)}
-    values: dict[str, Any] = {
-        k: nums[v] for k, v in q.get("values", {}).items()
-    }  # value, value2: named numbers
+    values = {k: nums[v] for k, v in q.get("values", {}).items()}  # value, value2: named numbers
     return Question(qid=qid, **text, **values, **q.get("units", {}))
 
 

@@ -1,12 +1,5 @@
-"""Practice questions with realistic random parameters, every number computed here.
-
-A seeded generator draws a model's geometry (layers, KV heads, head dimension, query heads) and
-its KV format, then one question of each kind in turn: bytes per token, bytes per token read off
-a config.json, a batch's cache, conversations that fit (vLLM's arithmetic), the batch-1
-crossover, and the saving of GQA, FP8 or MLA. A class that shares the seed shares the same set.
-The wording is data (kvcalc/teach/practice.toml); ``kvcalc.teach.quiz`` re-exports
-``practice_questions``.
-"""
+"""Practice questions from a seeded draw of a model's geometry and KV format, one of each kind
+in turn (``_KINDS``), every number computed; the wording is practice.toml."""
 
 from __future__ import annotations
 
@@ -21,8 +14,6 @@ from ..core.units import GB, GiB, KiB, check_int
 from ..engines.budget import budget, pool_defaults_text
 from .prose import prose
 from .question import Question
-
-__all__ = ["practice_questions", "llama_like"]
 
 
 def llama_like(layers: int, kv_heads: int, head_dim: int, q_heads: int | None = None) -> dict:
@@ -54,7 +45,7 @@ def practice_questions(seed: int, count: int = 8) -> list[Question]:
     return [_make(rng, _KINDS[i % len(_KINDS)], f"p{i + 1}") for i in range(count)]
 
 
-def _plural(n: int, word: str) -> str:
+def plural(n: int, word: str) -> str:
     return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
@@ -83,7 +74,7 @@ class _Drawn:
 
     def numbers(self) -> dict[str, Any]:
         """The drawn model's named numbers, with the model as a prompt names it ("text")."""
-        heads = _plural(self.kv, "KV head")
+        heads = plural(self.kv, "KV head")
         text = f"{self.layers} layers, {heads} of dimension {self.hd}, KV cache in {self.dname}"
         return dict(vars(self), per=self.per, heads=heads, text=text)
 
@@ -115,7 +106,7 @@ def _sequence(rng: random.Random, m: _Drawn) -> _Made:
     batch = rng.choice([1, 4, 8, 16, 32])
     total = m.per * ctx * batch
     nums = dict(m.numbers(), ctx=ctx, batch=batch, total=total, total_gib=total / GiB)
-    nums.update(does="does" if batch == 1 else "do", seqs=_plural(batch, "sequence"))
+    nums.update(does="does" if batch == 1 else "do", seqs=plural(batch, "sequence"))
     return "sequence", nums, dict(value=total, unit="B", ask_unit="GiB")
 
 

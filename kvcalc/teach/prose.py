@@ -1,11 +1,5 @@
-"""The teaching prose as data: templates with named numbers, beside the code that fills them.
-
-Each ``<name>.toml`` in this folder holds the sentences of one part of the teaching: ``tour``
-(the guided tour's stops), ``interview``, ``practice``, ``choices`` (the live class's
-statements) and ``techniques``. The code computes every number from a core result and fills the
-templates with ``str.format`` (``{per:,} B``), so no computed number is written in the text;
-docs/teaching.md explains the layout.
-"""
+"""The teaching prose as data: ``<name>.toml`` templates with named numbers (``{per:,} B``),
+filled by the code that computes them (docs/teaching.md)."""
 
 from __future__ import annotations
 
@@ -13,8 +7,6 @@ import tomllib
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
-
-__all__ = ["prose"]
 
 
 @lru_cache(maxsize=8)  # one entry a file: tour, interview, practice, choices, techniques

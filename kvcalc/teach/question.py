@@ -1,14 +1,8 @@
-"""The question every teaching module asks and ``quiz.grade`` grades: a prompt, the revealed
-answer, the number to give and the unit a bare number is read in, a worked solution, and the
-mistakes particular to it. The interview check, the practice generator, the tour and the live
-class all build these; ``kvcalc.teach.quiz`` re-exports it as the teaching's public interface.
-"""
+"""The question every teaching module asks and ``quiz.grade`` grades."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-
-__all__ = ["Question"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,15 +20,13 @@ class Question:
     unit2: str = ""
     ask_unit2: str = ""
     floor_ok: bool = False  # "how many fit": the whole number below the answer is right too
-    # Other figures that are right too, graded by the same rule, each with the note the reply
-    # gives (what a running server holds, beside the figure vLLM logs at start-up).
+    # Other figures right too, each with the note the reply gives (what a running server holds).
     also: tuple[tuple[float, str], ...] = ()
     config: str = ""  # a config.json snippet the question reads from (JSON text)
     # Mistakes particular to this question: (answer / right answer, what it means).
     mistakes: tuple[tuple[float, str], ...] = ()
-    # The generic K/V hints (half: the factor 2; 8x: bits vs bytes) fit a question about K/V
-    # bytes of attention layers; a question that names its own slips (an MLA latent has no
-    # factor 2) turns them off. The unit hints (KiB vs KB, GiB vs GB) always apply.
+    # The generic K/V hints (the factor 2, bits vs bytes); off for a question naming its own
+    # (an MLA latent has no factor 2). The unit hints (KiB vs KB) always apply.
     kv_hints: bool = True
 
     def part(self, n: int) -> Question:

@@ -1,10 +1,5 @@
-"""The grader of every teaching question, and the quiz's public interface.
-
-``grade`` reads a typed answer in any unit (B, KiB, GB, tokens, K, x...) and grades it against
-the number kvcalc computed, naming the likeliest slip. This module re-exports the ``Question``
-every teaching module builds (``question``), the interview check (``interview``) and the seeded
-practice generator (``practice``), so a page imports the quiz from here.
-"""
+"""The grader of every teaching question (``grade``: an answer in any unit, the likeliest slip
+named), and the quiz's public interface (Question, the interview and practice questions)."""
 
 from __future__ import annotations
 
@@ -12,29 +7,14 @@ import math
 import re
 from dataclasses import dataclass
 
-from ..core.units import GiB, KiB, MiB, fmt_bytes
-from .interview import interview_questions
-from .practice import practice_questions
-from .question import Question
+from ..core.units import GiB, fmt_bytes
+from .interview import interview_questions as interview_questions
+from .practice import practice_questions as practice_questions
+from .question import Question as Question
 
-__all__ = [
-    "Question",
-    "interview_questions",
-    "practice_questions",
-    "grade",
-    "parse_answer",
-    "answer_label",
-    "Grade",
-    "TOLERANCE",
-]
-
-# One band on the value, whatever unit it is typed in: "160 KB" and "0.16 MB" are both
-# 160,000 B, so for 163,840 B they grade alike. Why 3%: an answer worked to three significant
-# digits, even through a few rounded steps, lies within about 1% of the exact value; a value
-# typed in KB for KiB (1,000 vs 1,024 B, 2.4% apart) is the same answer at that precision, so
-# it passes and the unit is named as a note. The slips that move an answer further are graded
-# wrong and named: MB for MiB (4.9%), GB for GiB (7.4%), a 2 GiB reserve left out of a 60 GiB
-# pool (3.5%).
+# One band on the value in any unit ("160 KB" and "0.16 MB" grade alike). 3%: three significant
+# digits lie within about 1%, and KB typed for KiB (2.4%) passes, the unit named as a note;
+# MB for MiB (4.9%), GB for GiB (7.4%), a 2 GiB reserve left out of 60 GiB (3.5%) are named slips.
 TOLERANCE = 0.03
 # A bare number at least this large in a box that reads GiB is bytes (no cache here is a million
 # GiB): 1342177280 typed for 1.25 GiB is read as 1,342,177,280 B, and the reply says so.
@@ -42,14 +22,9 @@ BYTES_BARE = 10**6
 # Within this of the answer, a number typed in the other kind of unit (KiB for KB, GB for GiB)
 # is the answer exactly: the unit, not the arithmetic, differs (named as a note).
 _EXACT = 0.005
-# An answer more than this factor off the answer's scale, either way, is not graded unless it is
-# a slip the grader names (bytes typed bare in a GiB box, 2^30 = 1.07e9 off, is one): such a
-# number is a typo or a joke ("1e308 GiB"), and a grade of it would store and draw a number
-# nobody meant (issue 39 B14). The slips of arithmetic are far inside it (bits for bytes is 8).
+# An answer this factor off the answer's scale is a typo or a joke ("1e308 GiB"), not graded
+# (issue 39 B14) unless it is a named slip (bytes typed bare in a GiB box, 2^30 off).
 MAX_SCALE = 1e6
-
-
-# -- grading -----------------------------------------------------------------------------------
 
 # Byte units by name: B, the decimal KB to TB (10^3 steps) and the binary KiB to TiB (2^10 steps).
 _UNITS: dict[str, float] = {"b": 1, "byte": 1, "bytes": 1}
@@ -78,8 +53,7 @@ class Grade:
     given: float | None
     message: str
     slip: str = ""  # the named mistake a wrong answer looks like (in the message too), or ""
-    # What a right answer's reply adds (in the message too), or "": a unit slip named, a large
-    # bare number read in bytes, the other figure an accepted answer is.
+    # What a right answer's reply adds (in the message too): a unit slip, bytes read, ...
     note: str = ""
 
 
@@ -92,10 +66,8 @@ class _Reading:
 
 
 def parse_answer(text: str, question: Question) -> float:
-    """A number from ``text`` in the question's unit. Bytes may carry B, KB, KiB, MB, MiB, GB,
-    GiB (a bare number is read in the unit the question asks for, except that a bare number of
-    a million or more in a GiB box is bytes); tokens may carry K or M; ratios may end in x.
-    Digits may be grouped: 163,840 or 163 840."""
+    """A number from ``text`` in the question's unit (bytes with B to GiB, tokens with K or M,
+    ratios with x; a bare one in the unit asked, or bytes when a million or more in GiB)."""
     return _read(text, question).value
 
 
@@ -139,8 +111,7 @@ def _read(text: str, question: Question) -> _Reading:
 
 
 def answer_label(question: Question, part: int = 1) -> str:
-    """The label of a question's answer box: the unit a bare number is read in, and the units
-    it may carry, so that what the label says is how the box reads a number."""
+    """The label of an answer box: how it reads a bare number, and the units it takes."""
     q = question.part(part)
     if q.unit == "B":
         bare = q.ask_unit or "B"
@@ -157,12 +128,9 @@ def answer_label(question: Question, part: int = 1) -> str:
 
 
 def grade(question: Question, text: str, tolerance: float = TOLERANCE, part: int = 1) -> Grade:
-    """The one grading rule of the interview, the tour, practice and the live class: the value
-    is right within ``tolerance`` (relative) of the one kvcalc computed, whatever unit it is
-    typed in; then a unit slip is named as a note, even on a right answer. For "how many fit" a
-    whole number is right only as the whole number below. A question may accept another figure
-    (``Question.also``: what a running server holds, beside what vLLM logs), with the note that
-    says what it is. A wrong answer gets the likeliest mistake named."""
+    """The one grading rule: right within ``tolerance`` (relative) of kvcalc's value in any
+    unit (a unit slip named as a note), or of a ``Question.also`` figure; "how many fit" takes
+    the whole number below; a wrong answer gets the likeliest mistake named."""
     question = question.part(part)
     if question.value is None:
         raise ValueError("this question has no single number to grade")
@@ -188,8 +156,7 @@ def grade(question: Question, text: str, tolerance: float = TOLERANCE, part: int
             note = f" {why}{note}"
             return Grade(correct=True, given=given, message=f"Correct.{note}", note=note.strip())
     if question.floor_ok and given == whole + 1:
-        # A count of whole ones is exact: 54 fit when 54.72 do, and 55 do not (the 55th has no
-        # blocks), however close 55 is.
+        # A count of whole ones is exact: 54 fit when 54.72 do, and 55 do not, however close.
         why = (
             f" A count of whole ones rounds down: {_fmt(target, question)} means {whole:,} "
             f"fit and a {_ordinal(whole + 1)} does not."
@@ -211,8 +178,7 @@ def grade(question: Question, text: str, tolerance: float = TOLERANCE, part: int
 
 
 def _out_of_scale(text: str, given: float, target: float, q: Question) -> str:
-    """Why ``given`` is not graded (not a finite number once its unit is applied, or more
-    than MAX_SCALE off the answer's scale), or "" when it is graded."""
+    """Why ``given`` is not graded (not finite, or MAX_SCALE off the answer), or ""."""
     typed = " ".join((text or "").split())[:40]
     check = "the number and its unit (B, KiB, MiB, GiB)" if q.unit == "B" else "the number"
     if not math.isfinite(given):
@@ -225,8 +191,7 @@ def _out_of_scale(text: str, given: float, target: float, q: Question) -> str:
 
 
 def _matches(given: float, value: float, q: Question, tolerance: float) -> bool:
-    """``given`` is ``value``: within ``tolerance`` of it, or, for a count of whole ones typed
-    as a whole number, the whole number below it (and no other)."""
+    """``given`` is ``value`` within ``tolerance``, or (a count) the whole number below it."""
     if q.floor_ok and given.is_integer() and given != value:
         return given == math.floor(value)
     return abs(given - value) <= tolerance * abs(value)
@@ -234,14 +199,11 @@ def _matches(given: float, value: float, q: Question, tolerance: float) -> bool:
 
 _TWINS = {"kb": "kib", "mb": "mib", "gb": "gib", "tb": "tib"}
 _TWINS.update({v: k for k, v in _TWINS.items()})
-_NAMES = {"kb": "KB", "mb": "MB", "gb": "GB", "tb": "TB", "kib": "KiB", "mib": "MiB"}
-_NAMES.update({"gib": "GiB", "tib": "TiB"})
+_NAMES = {u: u[0].upper() + u[1:-1] + "B" for u in _TWINS}  # "kib": "KiB", "kb": "KB"
 
 
 def _unit_note(r: _Reading, target: float, q: Question, tolerance: float) -> str:
-    """What the reply adds about the unit: a large bare number read in bytes; or, on a right
-    answer, a number typed in KB that is the answer exactly in KiB (and so on). A wrong answer
-    gets that slip from ``_diagnose`` instead."""
+    """A large bare number read in bytes, or KB typed for an exact KiB answer (and so on)."""
     if r.as_bytes:
         return (
             f" Read in bytes: a bare number this large cannot be GiB here, so it is "
@@ -275,48 +237,35 @@ def _ordinal(n: int) -> str:
 
 
 def _diagnose(text: str, given: float, target: float, q: Question) -> str:
-    """The common mistake this answer looks like, if any: of the slips that fit the question
-    (its own first), the one whose value is nearest the answer, within the grading band (so GB
-    for GiB, 7.4%, is not taken for MB for MiB, 4.9%)."""
+    """The slip nearest this answer within the grading band (so GB for GiB, 7.4%, is not taken
+    for MB for MiB, 4.9%), or ""."""
     if not target or not given:
         return ""
     ratio = given / target
     slips = [(factor, f" {why}") for factor, why in q.mistakes if factor != 1]
     m = _NUM.match((text or "").strip().lower())
     if q.unit == "B":
-        # A unit slip in the unit typed (KB or KiB: the kilo), or for a bare number in the unit
-        # the box reads (any, for a box that reads bytes).
+        # A unit slip of the unit typed (KB or KiB: the kilo), or for a bare number the box's.
         typed = (m.group(2) if m else "") or (q.ask_unit.lower() if q.ask_unit != "B" else "")
-        for name, f, power in (
-            ("KiB vs KB", KiB / 1e3, "1 KiB = 2^10 = 1,024 B"),
-            ("MiB vs MB", MiB / 1e6, "1 MiB = 2^20 = 1,048,576 B"),
-            ("GiB vs GB", GiB / 1e9, "1 GiB = 2^30 = 1,073,741,824 B"),
-        ):
-            if typed in ("", "b", "byte", "bytes") or typed[0] == name[0].lower():
-                why = f" Close: check {name} ({power}, not a power of 10)."
+        for unit in ("KiB", "MiB", "GiB"):
+            if typed in ("", "b", "byte", "bytes") or typed[0] == unit[0].lower():
+                f = _UNITS[unit.lower()] / _UNITS[unit[0].lower() + "b"]
+                power = _POWERS[unit].split(";")[0]
+                why = f" Close: check {unit} vs {unit[0]}B ({power}, not a power of 10)."
                 slips += [(f, why), (1 / f, why)]
         if m and not m.group(2) and q.ask_unit == "GiB":
-            slips.append(
-                (
-                    GiB,
-                    " That looks like the answer in bytes: a bare number here is read in GiB; "
-                    f"add the unit (e.g. '{(text or '').strip()} B').",
-                )
-            )
+            why = " That looks like the answer in bytes: a bare number here is read in GiB; "
+            slips.append((GiB, why + f"add the unit (e.g. '{(text or '').strip()} B')."))
         if q.kv_hints:
+            bits = " Off by 8: bits vs bytes? A BF16 number is 2 bytes, FP8 1 byte."
             slips += [
                 (0.5, " Half the answer: did you forget the factor 2 for K and V?"),
-                (8, " Off by 8: bits vs bytes? A BF16 number is 2 bytes, FP8 1 byte."),
-                (1 / 8, " Off by 8: bits vs bytes? A BF16 number is 2 bytes, FP8 1 byte."),
+                *((8, bits), (1 / 8, bits)),
                 (2, " Twice the answer: count K and V once each, and check the bytes per number."),
             ]
     if q.unit == "x":
-        slips.append(
-            (
-                1 / target**2,
-                " That is the inverse: the question asks how many times smaller (old / new).",
-            )
-        )
+        why = " That is the inverse: the question asks how many times smaller (old / new)."
+        slips.append((1 / target**2, why))
     band = math.log1p(TOLERANCE)
     near = [(abs(math.log(ratio / f)), why) for f, why in slips if f > 0 and ratio > 0]
     best = min(near, key=lambda d: d[0], default=(math.inf, ""))

@@ -9,7 +9,7 @@ the saving against the model as configured. The variants change one term of the 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from ..cache.deployment import Deployment
 from ..config.catalog import Link, registry
@@ -18,8 +18,6 @@ from ..core.model import ModelSpec
 from ..core.units import check_int, fmt_seconds
 from ..perf.roofline import offload_vs_recompute
 from .prose import prose
-
-__all__ = ["Technique", "techniques", "DEFAULT_LATENT"]
 
 DEFAULT_LATENT = (512, 64)  # DeepSeek-V2/V3: kv_lora_rank 512 + qk_rope_head_dim 64
 
@@ -35,19 +33,13 @@ class Technique:
     tradeoff: str
     applies: bool = True  # False where the model already does this
 
-    def to_dict(self) -> dict:
-        return asdict(self)
-
 
 def _bytes(layers, n: int, dtype, cap: int | None = None) -> tuple[int, int]:
-    """(bytes per token in every K/V layer, bytes of one sequence at n tokens), each layer keeping
-    at most ``cap`` tokens when a cap is given."""
+    """(bytes per token in every K/V layer, of one sequence at n tokens, at most ``cap`` kept)."""
     per_token = seq = 0
     for layer in layers:
         b = layer.bytes_per_token(dtype)
-        kept = layer.tokens_kept(n)
-        if cap is not None:
-            kept = min(kept, cap)
+        kept = layer.tokens_kept(n) if cap is None else min(layer.tokens_kept(n), cap)
         per_token += b
         seq += b * kept
     return per_token, seq
@@ -58,41 +50,29 @@ GQA_HEADS = 8  # the GQA row of an MHA model: Llama 3's, Mistral's and Qwen's K/
 
 
 def _offload_line(
-    spec: ModelSpec,
-    n: int,
-    dtype: DType,
-    *,
-    gpu_tokens: int,
-    moved: int,
-    link: Link,
-    peak_tflops: float | None,
-    tp: int,
+    rows: _Rows, spec: ModelSpec, gpu_tokens: int, moved: int, link: Link, peak: float | None
 ) -> str:
     """The trade-off text of CPU offload: what reloading the ``moved`` bytes of the tokens
     beyond the newest ``gpu_tokens`` costs over the link, against recomputing them when the
-    parameter count and the GPU's peak are known."""
-    t = TEXT["offload"]
+    parameter count and the GPU's ``peak`` are known."""
+    t, n, tp = TEXT["offload"], rows.n, rows.tp
     if not moved:
         return t["nothing"].format(gpu_tokens=gpu_tokens)
     cold = n - min(n, gpu_tokens)
-    # What comes back when the user returns: each layer's tokens it needs (min(window, n) for a
-    # sliding layer) less the newest gpu_tokens it kept on the GPU. A sliding layer whose window
-    # fits in what stayed reloads nothing (issue 23 [24]: they were counted twice). Per GPU,
-    # each over its own link.
+    # What comes back: each layer's tokens (min(window, n) if sliding) less the newest gpu_tokens
+    # kept; a window that fits in what stayed reloads nothing (issue 23 [24]). Per GPU and link.
     reload_s = moved / (link.gbs * 1e9)
     nums = dict(
         idle=t["idle"], cold=cold, moved=moved, link=link.name, reload=fmt_seconds(reload_s)
     )
     nums["per"] = " per GPU" if tp > 1 else ""
-    if spec.params is None or not peak_tflops:
-        # Recomputing needs the parameter count and the GPU's peak (prefill FLOPs / peak);
-        # reloading needs only bytes.
+    if spec.params is None or not peak:
+        # Recomputing needs the parameter count and the GPU's peak; reloading only bytes.
         nums["missing"] = t["no_params" if spec.params is None else "no_peak"]
         return t["untimed"].format(**nums)
-    # The chapter's convention on the Learn path (issue 37, F17): the ideal bound, the
-    # prefill's FLOPs at the full dense peak (MFU 1), as the interview and the tour state it.
+    # The Learn path's convention (issue 37, F17): the prefill's FLOPs at the full peak (MFU 1).
     off = offload_vs_recompute(
-        spec, cold, link_gbs=link.gbs, peak_tflops=peak_tflops, mfu=1.0, kv_dtype=dtype.name, tp=tp
+        spec, cold, link_gbs=link.gbs, peak_tflops=peak, mfu=1.0, kv_dtype=rows.dtype.name, tp=tp
     )
     nums["recompute"] = fmt_seconds(off.recompute_s)
     nums["verdict"] = (
@@ -102,15 +82,13 @@ def _offload_line(
 
 
 def _per_gpu(layers, tp: int) -> list:
-    """The layers as one GPU holds them at tensor parallel ``tp`` (ValueError where they do not
-    split)."""
+    """The layers as one GPU holds them at tensor parallel ``tp`` (else ValueError)."""
     return [lay.split(tp) for lay in layers] if tp > 1 else list(layers)
 
 
 @dataclass(frozen=True, kw_only=True)
 class _Rows:
-    """The table as it is built: the context, format and TP every row is sized at, one
-    sequence's bytes as configured (the reference of every saving), and the rows so far."""
+    """The rows so far; ``own_seq`` (as configured) is every saving's reference."""
 
     n: int
     dtype: DType
@@ -119,8 +97,7 @@ class _Rows:
     rows: list[Technique] = field(default_factory=list)
 
     def variant(self, layers, cap: int | None = None):
-        """(bytes per token, bytes of one sequence) with ``layers`` per GPU, or None where the
-        variant cannot be split over the GPUs."""
+        """(bytes per token, of one sequence) of ``layers`` per GPU, or None (no split)."""
         try:
             split = _per_gpu(layers, self.tp)
         except ValueError:
@@ -128,9 +105,7 @@ class _Rows:
         return _bytes(split, self.n, self.dtype, cap=cap)
 
     def add(self, key: str, pt_seq, applies: bool = True, **nums) -> None:
-        """The row ``key`` (its name, term and trade-off from techniques.toml, filled with
-        ``nums``) with (bytes per token, bytes of one sequence) ``pt_seq``; none when that is
-        None (the variant cannot be split over the GPUs)."""
+        """The row ``key`` (techniques.toml's, filled with ``nums``) of ``pt_seq``, unless None."""
         if pt_seq is None:
             return
         pt, seq = pt_seq
@@ -144,8 +119,7 @@ class _Rows:
 
 
 def _head_rows(t: _Rows, spec: ModelSpec, own_pt: int, rank: int, rope: int) -> None:
-    """The rows that change the heads' term: MHA, GQA (for an MHA model), the model as
-    configured, MQA and an MLA latent."""
+    """The heads' rows: MHA, GQA (for an MHA model), as configured, MQA, an MLA latent."""
     q_heads = spec.kv_layers[0].q_heads
     # KV heads per layer as stored (an MLA latent has none: it counts as neither MHA nor MQA).
     own_heads = {lay.kv_heads for lay in spec.kv_layers}
@@ -181,15 +155,10 @@ def techniques(
     link: str = "pcie5-x16",
     peak_tflops: float | None = None,
 ) -> list[Technique]:
-    """Every technique applied to ``dep``'s model at ``context`` tokens in its cache format,
-    with its saving computed.
-    ``link`` is a link of the catalog (models.yaml), over which an offloaded cache comes back;
-    ``peak_tflops`` the GPU's dense peak for the recompute time (None: not stated).
-
-    Bytes are per GPU under tensor parallelism ``tp`` (issue 23 [23]): each variant's layers
-    are split as vLLM splits them, so K/V heads are divided among the GPUs and a single head
-    (MQA) or an MLA latent is replicated on every one. A variant that cannot be split over
-    ``tp`` GPUs (8 K/V heads over 3) is left out."""
+    """Every technique applied to ``dep``'s model at ``context`` tokens, its saving computed;
+    ``link`` (models.yaml) brings an offloaded cache back, ``peak_tflops`` times a recompute.
+    Bytes are per GPU, each variant split as vLLM splits it (issue 23 [23]: an MQA head or an
+    MLA latent on every GPU); a variant that cannot be split (8 K/V heads over 3) is left out."""
     try:
         lk = registry().links[link]
     except KeyError:
@@ -218,8 +187,6 @@ def techniques(
     t.add("window", _bytes(own_layers, n, dtype, cap=window), n > window, window=window)
     kept = _bytes(own_layers, n, dtype, cap=gpu_tokens)
     moved = own_seq - kept[1]
-    line = _offload_line(
-        spec, n, dtype, gpu_tokens=gpu_tokens, moved=moved, link=lk, peak_tflops=peak_tflops, tp=tp
-    )
+    line = _offload_line(t, spec, gpu_tokens, moved, lk, peak_tflops)
     t.add("offload", kept, moved > 0, gpu_tokens=gpu_tokens, line=line)
     return t.rows

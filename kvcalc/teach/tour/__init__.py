@@ -1,17 +1,6 @@
-"""The guided tour: seven stops, each a short lesson computed for the chosen model and GPU.
-
-Stops follow the path Home -> Cache fill -> Budget -> Decode step time -> Roofline -> Serving
-frontier -> Shrinking the cache. Each stop is a ``Lesson``: the givens its prediction needs, one
-``Question`` that ``quiz.grade`` grades (with the likely slips named), the figure its page
-shows, a two-line recap and a question for the class. ``answer_key`` writes the seven lessons as
-Markdown, for a teacher to print. A stop that cannot be asked for a setup (a model that does not
-fit, a GPU without a known peak) raises ValueError saying why.
-
-The modules: ``lesson`` (the Stop, the Lesson, the setup every stop uses), ``words`` (the
-model's layers in words), ``slips``, and one per lesson idea: ``cache`` (stops 1-2), ``pool``
-(3 and 6), ``decode`` (4-5), ``fp8`` (7). Their prose is data, in kvcalc/teach/tour.toml; see
-docs/teaching.md for how the questions are worded.
-"""
+"""The guided tour: seven stops (Home to Shrinking the cache), each a ``Lesson`` computed for
+the model and GPU (lesson.py), or a ValueError saying why it cannot be asked; ``answer_key``
+prints them. Stops: cache.py 1-2, pool.py 3 and 6, decode.py 4-5, fp8.py 7; prose: tour.toml."""
 
 from __future__ import annotations
 
@@ -21,33 +10,11 @@ from ..quiz import TOLERANCE, Question
 from .cache import stop1, stop2
 from .decode import stop4, stop5
 from .fp8 import stop7
-from .lesson import (
-    CONVERSATION,
-    OUTPUT,
-    PROMPT,
-    TEXT,
-    Lesson,
-    Setup,
-    Stop,
-    conversation_tokens,
-    request_tokens,
-)
+from .lesson import TEXT, Lesson, Setup, Stop, conversation_tokens
 from .pool import stop3, stop6
 from .words import where_text
 
-__all__ = [
-    "STOPS",
-    "Stop",
-    "Lesson",
-    "lesson",
-    "stop_question",
-    "answer_key",
-    "conversation_tokens",
-    "request_tokens",
-    "CONVERSATION",
-    "PROMPT",
-    "OUTPUT",
-]
+__all__ = ["STOPS", "lesson", "stop_question", "answer_key", "conversation_tokens"]
 
 STOPS = tuple(Stop(**row) for row in TEXT["stops"])
 _BUILD = (stop1, stop2, stop3, stop4, stop5, stop6, stop7)
@@ -56,8 +23,8 @@ _BUILD = (stop1, stop2, stop3, stop4, stop5, stop6, stop7)
 def lesson(
     number: int, dep: Deployment, *, bandwidth_gbs: float | None = None, name: str | None = None
 ) -> Lesson:
-    """The lesson at stop ``number`` (1 to 7) for this deployment (its weights and GPU given).
-    ``name`` is how the model is called in the text (its spec's name when not given)."""
+    """The lesson at stop ``number`` (1 to 7) for ``dep`` (with weights and GPU); ``name``:
+    the model's in the text (default its spec's)."""
     n = check_int("tour stop", number, 1, len(STOPS))
     spec, w, gpu = dep.spec, dep.weights, dep.gpu
     if w is None or gpu is None:
@@ -88,9 +55,7 @@ def stop_question(number: int, dep: Deployment, bandwidth_gbs: float | None = No
 def answer_key(
     dep: Deployment, *, bandwidth_gbs: float | None = None, name: str | None = None
 ) -> str:
-    """The seven lessons for this setup as one Markdown document: for each stop the givens, the
-    question, the answer and its working, the slips the grader names, the page's figure, the
-    recap and the discussion question. A stop that cannot be asked says why."""
+    """The seven lessons as one Markdown document, for a teacher to print."""
     spec, w, gpu, tp, pp = dep.spec, dep.weights, dep.gpu, dep.tp, dep.pp
     kv_dtype = dep.cache.kv_dtype
     if w is None or gpu is None:

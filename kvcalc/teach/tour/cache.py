@@ -61,21 +61,14 @@ def stop2(s: Setup) -> Lesson:
     if len(rows) > 1 or any(row.tokens_kept < n for row in rows):
         for row in rows:
             keep = t["keeps_last" if row.tokens_kept < n else "keeps_all"]
-            keep = keep.format(kept=row.tokens_kept)
-            givens.append(
-                (
-                    f"{row.layers:,} {KIND_WORDS.get(row.kind, row.kind)} layers",
-                    t["each"].format(b=row.bytes_per_token_per_layer, keep=keep),
-                )
+            each = t["each"].format(
+                b=row.bytes_per_token_per_layer, keep=keep.format(kept=row.tokens_kept)
             )
+            givens.append((f"{row.layers:,} {KIND_WORDS.get(row.kind, row.kind)} layers", each))
     state_b = fmt_bytes(r.state_bytes)
     if r.state_bytes:
-        givens.append(
-            (
-                "Recurrent state per conversation",
-                t["state_given"].format(state=r.state_bytes, state_b=state_b),
-            )
-        )
+        state = t["state_given"].format(state=r.state_bytes, state_b=state_b)
+        givens.append(("Recurrent state per conversation", state))
     # The slips: the generic ones, a window ignored, the state left out.
     slips: list[Slip] = kv_slips(spec, s.kv_dtype, n)
     full_total = kv_cache(as_full(spec), n, kv_dtype=s.kv_dtype).total_bytes

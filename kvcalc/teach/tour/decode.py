@@ -1,9 +1,5 @@
-"""Stops 4 (Decode step time) and 5 (Roofline): what one decode step reads, and where the GPU's
-arithmetic, not its memory, would limit it.
-
-Stop 4 asks for the crossover context where the cache read overtakes the weight read within the
-model's limit; otherwise for the tokens per second of one sequence. Its slips are the wrong
-weights a student may count: the whole input embedding table, every expert, or both."""
+"""Stops 4 (Decode step time: the crossover context within the limit, else tokens/s) and 5
+(Roofline: where the GPU's arithmetic, not its memory, would limit a step)."""
 
 from __future__ import annotations
 
@@ -14,7 +10,7 @@ from ...core.model import ModelSpec
 from ...core.units import GB, GiB, fmt_gb, fmt_seconds
 from ...perf.intensity import decode_point, ridge_point
 from ...perf.roofline import StepTime, crossover_context, step_time
-from .lesson import TEXT, Lesson, Setup, fill, kv_pool
+from .lesson import TEXT, Lesson, Setup, fill
 from .slips import Slip
 from .words import where_text
 
@@ -33,9 +29,7 @@ def weights_read_text(spec: ModelSpec, w: Weights) -> str:
 
 
 def _step(s: Setup, context: int, **kw: Any) -> StepTime:
-    """One decode step at batch 1 on the stop's setup, the ideal bound. The tour is on the Learn
-    path: its speed is the chapter's formula (bytes / bandwidth, FLOPs / peak) alone; the
-    calibrated estimate is the Engineer pages' (issue 37)."""
+    """One decode step at batch 1, the ideal bound: the Learn path's formula (issue 37)."""
     return step_time(s.deployment, context=context, batch=1, bandwidth_gbs=s.bw, **kw)
 
 
@@ -46,8 +40,7 @@ def _probe(s: Setup, context: int, weight_read_bytes: int | None = None) -> Step
 
 
 def weight_readings(s: Setup, read: int) -> list[tuple[int, str]]:
-    """The wrong weight reads a student may count for one decode step, each with what it means:
-    the whole input embedding table, every expert, or both."""
+    """Wrong weight reads of one step: the whole embedding table, every expert, or both."""
     t = TEXT["stop4"]["readings"]
     table = s.w.input_embedding_bytes - s.w.embedding_row_bytes
     idle = s.w.bytes - read - table  # experts no token of this step is routed to
@@ -64,7 +57,7 @@ def weight_readings(s: Setup, read: int) -> list[tuple[int, str]]:
 
 def stop4(s: Setup) -> Lesson:
     spec, n, t = s.spec, s.n, TEXT["stop4"]
-    kv_pool(spec, s.w, s.gpu, n, s.kv_dtype, s.tp, s.pp)  # no speed for what does not fit
+    s.pool(n)  # no speed for what does not fit
     peaks = s.gpu.peak_tflops(s.w.dtype), s.gpu.attention_tflops(s.kv_dtype)
     st = _step(s, n, peak_tflops=peaks[0], attention_tflops=peaks[1])
     read = s.w.read_per_step(spec, 1)  # the Decode step time page's weights read, whole model
@@ -131,7 +124,7 @@ def stop4(s: Setup) -> Lesson:
 
 def _fits(s: Setup) -> bool:
     try:
-        kv_pool(s.spec, s.w, s.gpu, s.n, s.kv_dtype, s.tp, s.pp)
+        s.pool(s.n)
     except ValueError:
         return False
     return True

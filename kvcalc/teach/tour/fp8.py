@@ -6,15 +6,14 @@ from __future__ import annotations
 from ...cache.kv import kv_cache
 from ...core.units import fmt_bytes
 from ..techniques import techniques
-from .lesson import TEXT, Lesson, Setup, fill, kv_pool, none_fits
+from .lesson import TEXT, Lesson, Setup, fill, none_fits
 from .slips import Slip, is_near
 from .words import bytes_a_number, kinds_of
 
 
 def stop7(s: Setup) -> Lesson:
     spec, n, t = s.spec, s.n, TEXT["stop7"]
-    b16 = kv_pool(spec, s.w, s.gpu, n, "bf16", s.tp, s.pp)
-    b8 = kv_pool(spec, s.w, s.gpu, n, "fp8", s.tp, s.pp)
+    b16, b8 = s.pool(n, kv_dtype="bf16"), s.pool(n, kv_dtype="fp8")
     none_fits(b16, n, s.gpu)
     ratio = b8.max_concurrency / b16.max_concurrency
     k16 = kv_cache(spec, n, kv_dtype="bf16", tp=s.tp, pp=s.pp)

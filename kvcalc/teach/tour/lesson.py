@@ -1,5 +1,4 @@
-"""What every stop of the guided tour is made of: the Stop and the Lesson, the conversation and
-the request it asks about, the setup a stop is computed for, and the pool it sizes."""
+"""What every stop is made of: the Stop, the Lesson, the Setup it is computed for."""
 
 from __future__ import annotations
 
@@ -47,35 +46,15 @@ def conversation_tokens(spec: ModelSpec) -> int:
 
 
 def request_tokens(spec: ModelSpec) -> tuple[int, int]:
-    """(prompt, output) tokens of the serving request: 512 + 256, or two thirds and one third
-    of the model's limit when that is shorter."""
+    """(prompt, output) of the serving request: 512 + 256, or 2/3 and 1/3 of a shorter limit."""
     if spec.max_context >= PROMPT + OUTPUT:
         return PROMPT, OUTPUT
     prompt = max(1, spec.max_context * 2 // 3)
     return prompt, max(1, spec.max_context - prompt)
 
 
-def kv_pool(
-    spec: ModelSpec, w: Weights, gpu: GPU, context: int, kv_dtype: str, tp: int, pp: int, **kw
-) -> Budget:
-    dep = Deployment(spec=spec, gpu=gpu, weights=w, tp=tp, pp=pp).but(kv_dtype=kv_dtype, **kw)
-    b = budget(dep, context, find_max_context=False)
-    if b.kv_pool_bytes <= 0:
-        raise ValueError(TEXT["errors"]["no_fit"].format(name=spec.name, gpu=gpu.name))
-    return b
-
-
-def logged_capacity(
-    spec: ModelSpec, w: Weights, gpu: GPU, context: int, kv_dtype: str, tp: int, pp: int
-) -> Budget:
-    """vLLM's logged "Maximum concurrency for N tokens per request": its start-up worst case,
-    every request at its full length. The one call the tour makes for capacity, so that a
-    running-capacity figure (the batch a running server sustains) can take its place here."""
-    return kv_pool(spec, w, gpu, context, kv_dtype, tp, pp)
-
-
 def ratio_of(fn, right: float) -> float | None:
-    """fn() / right, or None when fn cannot be computed (a slip that makes the model not fit)."""
+    """fn() / right, or None where fn raises ValueError (a slip that does not fit)."""
     try:
         value = fn()
     except ValueError:
@@ -90,8 +69,7 @@ def none_fits(b: Budget, n: int, gpu: GPU) -> None:
 
 
 def fill(template: Any, nums: dict[str, Any]) -> Any:
-    """A template (a string, or a list of them at any depth, filled as tuples) with the named
-    numbers ``nums`` in it."""
+    """A template (a string, or nested lists of them, filled as tuples) with ``nums`` in it."""
     if isinstance(template, str):
         return template.format(**nums)
     return tuple(fill(t, nums) for t in template)
@@ -148,6 +126,14 @@ class Setup:
     def gpus(self) -> int:
         return self.tp * self.pp
 
+    def pool(self, context: int, **changes: Any) -> Budget:
+        """vLLM's KV pool at ``context`` tokens, ``changes`` made (else ValueError: no memory)."""
+        dep = self.deployment.but(**changes)
+        b = budget(dep, context, find_max_context=False)
+        if b.kv_pool_bytes <= 0:
+            raise ValueError(TEXT["errors"]["no_fit"].format(name=dep.spec.name, gpu=self.gpu.name))
+        return b
+
     def tokens_given(self) -> tuple[str, str]:
         n = self.n
         note = TEXT["setup"]["limit"].format(CONVERSATION) if n < CONVERSATION else ""
@@ -184,9 +170,7 @@ class Setup:
         kv_hints: bool = False,
         **question: Any,
     ) -> Lesson:
-        """The lesson whose prose is the templates in ``text`` (prompt, answer, solution,
-        figure, recap, discuss), filled with the named numbers ``nums``; ``question`` gives the
-        Question's value, unit and the rest."""
+        """The lesson of the templates ``text`` filled with ``nums``; ``question``: its fields."""
         nums = {"name": self.name, "n": self.n, **nums}
 
         def filled(key: str) -> Any:

@@ -16,8 +16,6 @@ from .lesson import (
     Lesson,
     Setup,
     fill,
-    kv_pool,
-    logged_capacity,
     none_fits,
     pool_numbers,
     ratio_of,
@@ -28,23 +26,21 @@ from .words import kinds_of, reserve_rule, where_text
 
 
 def _pool_slips(s: Setup, b: Budget, t: dict[str, Any], nums: dict[str, Any]) -> list[Slip]:
-    """The slips stop 3's grader names: each a way to miscount the pool or one conversation,
-    as its answer over the right one."""
+    """Stop 3's slips: ways to miscount the pool or a conversation, as wrong / right."""
     spec, n, conc, g = s.spec, s.n, b.max_concurrency, s.gpus
 
-    def conc_with(**kw: Any) -> float:
-        return kv_pool(spec, s.w, s.gpu, n, s.kv_dtype, s.tp, s.pp, **kw).max_concurrency
+    def wrong(**kw: Any) -> float | None:  # the count with the setup miscounted, over conc
+        return ratio_of(lambda: s.pool(n, **kw).max_concurrency, conc)
 
     slips: list[Slip] = [
         (b.requested_bytes / b.seq_bytes / conc if b.seq_bytes else None, t["slip_all"]),
-        (ratio_of(lambda: conc_with(reserve_bytes=0), conc), t["slip_reserve"]),
-        (ratio_of(lambda: conc_with(gpu_memory_utilization=1.0), conc), t["slip_util"]),
+        (wrong(reserve_bytes=0), t["slip_reserve"]),
+        (wrong(gpu_memory_utilization=1.0), t["slip_util"]),
     ]
     if s.gpu.memory_mib_driver:
-        sheet = ratio_of(lambda: conc_with(memory_bytes=int(s.gpu.memory_gb * GB)), conc)
-        slips.append((sheet, t["slip_sheet"]))
+        slips.append((wrong(memory_bytes=int(s.gpu.memory_gb * GB)), t["slip_sheet"]))
     if g > 1:
-        slips.append((ratio_of(lambda: conc_with(weights_bytes=s.w.bytes * g), conc), t["slip_tp"]))
+        slips.append((wrong(weights_bytes=s.w.bytes * g), t["slip_tp"]))
         whole = kv_cache(spec, n, kv_dtype=s.kv_dtype).total_bytes
         mine = kv_cache(spec, n, kv_dtype=s.kv_dtype, tp=s.tp, pp=s.pp).total_bytes
         if "mla" in kinds_of(spec) and whole == mine * s.pp:
@@ -54,10 +50,7 @@ def _pool_slips(s: Setup, b: Budget, t: dict[str, Any], nums: dict[str, Any]) ->
     slips = [(r, why.format(**nums)) for r, why in slips]
     slips += kv_slips(spec, s.kv_dtype, n, s.tp, count=True)
     if as_full(spec) != spec:
-        full = ratio_of(
-            lambda: kv_pool(as_full(spec), s.w, s.gpu, n, s.kv_dtype, s.tp, s.pp).max_concurrency,
-            conc,
-        )
+        full = wrong(spec=as_full(spec))
         if full is not None and full < 1:  # else the windows are charged the whole conversation
             slips.append((full, t["slip_window"]))
     return slips
@@ -92,7 +85,7 @@ def _running(s: Setup, b: Budget, t: dict[str, Any]) -> tuple[str, tuple[tuple[f
 
 def stop3(s: Setup) -> Lesson:
     spec, n, g, t = s.spec, s.n, s.gpus, TEXT["stop3"]
-    b = kv_pool(spec, s.w, s.gpu, n, s.kv_dtype, s.tp, s.pp)
+    b = s.pool(n)
     none_fits(b, n, s.gpu)
     uniform = b.num_groups <= 1
     mib = s.gpu.memory_mib_driver
@@ -133,12 +126,12 @@ def stop6(s: Setup) -> Lesson:
     spec, t = s.spec, TEXT["stop6"]
     prompt, output = request_tokens(spec)
     ctx = prompt + output
-    b = logged_capacity(spec, s.w, s.gpu, ctx, s.kv_dtype, s.tp, s.pp)
+    b = s.pool(ctx)
     none_fits(b, ctx, s.gpu)
     conc = b.max_concurrency
 
     def conc_at(tokens: int) -> float:
-        return logged_capacity(spec, s.w, s.gpu, tokens, s.kv_dtype, s.tp, s.pp).max_concurrency
+        return s.pool(tokens).max_concurrency
 
     nums = dict(pool_numbers(b), prompt=prompt, output=output, ctx=ctx, tokens=b.kv_capacity_tokens)
     slips = [

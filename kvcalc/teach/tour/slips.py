@@ -1,10 +1,9 @@
-"""The slips the tour's grader names: each a wrong answer as a ratio to the right one, with what
-it means (the factor 2 of K and V, bits for bytes, query heads for KV heads, every layer for
-the ones that store tokens, a window ignored...)."""
+"""The slips the tour's grader names: a wrong answer's ratio to the right one, and its meaning."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import fields
 
 from ...core.dtypes import KV_DTYPES, get_dtype
 from ...core.model import FullAttention, ModelSpec
@@ -21,8 +20,7 @@ def is_near(a: float, b: float, tol: float = TOLERANCE) -> bool:
 
 
 def slips_of(*pairs: Slip) -> tuple[tuple[float, str], ...]:
-    """Named mistakes as (answer / right answer, message): those that would grade as right
-    are dropped, and those that give the same answer are joined into one message."""
+    """Named mistakes as (ratio, message), those graded right dropped, equal ones joined."""
     out: list[list] = []
     for ratio, why in pairs:
         if ratio is None or not math.isfinite(ratio) or ratio <= 0 or is_near(ratio, 1.0):
@@ -52,23 +50,15 @@ def as_full(spec: ModelSpec) -> ModelSpec:
 
     def full(layer):
         if layer.kind in ("sliding", "chunked"):
-            return FullAttention(
-                kv_heads=layer.kv_heads,
-                head_dim=layer.head_dim,
-                v_head_dim=layer.v_head_dim,
-                q_heads=layer.q_heads,
-                extra=layer.extra,
-            )
+            return FullAttention(**{f.name: getattr(layer, f.name) for f in fields(FullAttention)})
         return layer
 
     return spec.with_layers(full(layer) for layer in spec.layers)
 
 
 def kv_parts(spec: ModelSpec, kv_dtype: str, n: int, tp: int = 1) -> dict[str, int]:
-    """Cache bytes of one sequence at ``n`` tokens on one GPU, split by what holds them: "att"
-    (K/V of attention layers), "mla" (latents), "extra" (indexer keys and the like) and
-    "state"; and what two misreadings would make of them: "q" (the attention layers with one
-    K/V head per query head) and "mha" (the MLA layers' K and V rebuilt for every head)."""
+    """One sequence's cache bytes at ``n`` tokens on one GPU by holder ("att", "mla", "extra",
+    "state"), and two misreadings: "q" (a K/V head per query head), "mha" (MLA rebuilt)."""
     d = get_dtype(kv_dtype, KV_DTYPES)
     parts = dict.fromkeys(("att", "mla", "extra", "state", "q", "mha"), 0)
     for layer in spec.layers:
@@ -96,10 +86,8 @@ def kv_slips(
     count: bool = False,
     per_token: bool = False,
 ) -> list[Slip]:
-    """The slips of K/V arithmetic, as ratios of the wrong answer to the right one: for the
-    bytes of one sequence at ``n`` tokens (with its recurrent state), or (``count``) for how
-    many sequences fit, which falls as the bytes rise. ``per_token``: the bytes one token adds
-    (no state), with the slips of counting layers."""
+    """The slips of K/V arithmetic for one sequence's bytes at ``n`` tokens, or (``count``)
+    how many fit, or (``per_token``) one token's bytes, with the slips of counting layers."""
     p = kv_parts(spec, kv_dtype, n, tp)
     if per_token:
         p["state"] = 0

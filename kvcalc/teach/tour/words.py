@@ -1,11 +1,11 @@
-"""The words the tour uses for a model's layers: their kinds and sizes, what each kind stores,
-the config fields its per-token bytes come from, and how vLLM's groups of them reserve blocks."""
+"""The tour's words for a model's layers: kinds, sizes, what they store, their config fields."""
 
 from __future__ import annotations
 
 from ...config.catalog import GPU
 from ...core.dtypes import KV_DTYPES, get_dtype
 from ...core.model import ChunkedLocal, FullAttention, Layer, MLALatent, ModelSpec, SlidingWindow
+from ..practice import plural
 from ..prose import prose
 
 TEXT = prose("tour")
@@ -34,10 +34,6 @@ def layer_groups(spec: ModelSpec) -> list[tuple[str, int, Layer]]:
     return [(word, n, layer) for word, (n, layer) in seen.items()]
 
 
-def plural(n: int, word: str) -> str:
-    return f"{n:,} {word}" + ("" if n == 1 else "s")
-
-
 def layers_phrase(spec: ModelSpec) -> str:
     """ "32 full-attention layers" or "62 layers: 10 full-attention and 52 sliding-window ..."."""
     groups = layer_groups(spec)
@@ -63,44 +59,35 @@ def stores_sentence(spec: ModelSpec) -> str:
 def geometry_givens(spec: ModelSpec) -> list[tuple[str, str]]:
     """The config fields per-token bytes come from, per kind of layer that stores tokens."""
     out: list[tuple[str, str]] = []
-    geos: dict[tuple, list[str]] = {}
+    geos: dict[tuple, list[str]] = {}  # the givens of one geometry: the layers that have it
     for word, _, layer in layer_groups(spec):
-        key: tuple
         if isinstance(layer, (FullAttention, SlidingWindow, ChunkedLocal)):  # ATTENTION_KINDS
-            key = ("att", layer.kv_heads, layer.head_dim, layer.v_head_dim, layer.q_heads)
+            hd, vd = layer.head_dim, layer.v_head_dim
+            key: tuple = (
+                ("KV heads (num_key_value_heads)", f"{layer.kv_heads:,}"),
+                ("query heads (num_attention_heads)", f"{layer.q_heads:,}"),
+                ("head dimension (head_dim)", f"{hd:,}" if hd == vd else f"K {hd:,}, V {vd:,}"),
+            )
         elif isinstance(layer, MLALatent):
-            key = ("mla", layer.kv_lora_rank, layer.qk_rope_head_dim, layer.q_heads)
+            key = (
+                ("latent (kv_lora_rank)", f"{layer.kv_lora_rank:,} numbers"),
+                ("RoPE key (qk_rope_head_dim)", f"{layer.qk_rope_head_dim:,} numbers"),
+                ("query heads (num_attention_heads)", f"{layer.q_heads:,}"),
+            )
         else:
             continue
         geos.setdefault(key, []).append(word.split(" (")[0])
     for key, words in geos.items():
         pre = "" if len(geos) == 1 else f"{' and '.join(words).capitalize()} layers: "
-        if key[0] == "att":
-            _, kv, hd, vd, q = key
-            out += [
-                (f"{pre}KV heads (num_key_value_heads)", f"{kv:,}"),
-                (f"{pre}query heads (num_attention_heads)", f"{q:,}"),
-                (
-                    f"{pre}head dimension (head_dim)",
-                    f"{hd:,}" if hd == vd else f"K {hd:,}, V {vd:,}",
-                ),
-            ]
-        else:
-            _, rank, rope, q = key
-            out += [
-                (f"{pre}latent (kv_lora_rank)", f"{rank:,} numbers"),
-                (f"{pre}RoPE key (qk_rope_head_dim)", f"{rope:,} numbers"),
-                (f"{pre}query heads (num_attention_heads)", f"{q:,}"),
-            ]
+        out += [(pre + label, value) for label, value in key]
     for word, _, layer in layer_groups(spec):
         if isinstance(layer, SlidingWindow):
             out.append(("Sliding window (sliding_window)", f"{layer.window:,} tokens"))
         if isinstance(layer, ChunkedLocal):
             out.append(("Attention chunk (attention_chunk_size)", f"{layer.chunk:,} tokens"))
         if layer.extra is not None:
-            out.append(
-                (f"{word.capitalize()} layers also keep", layer.extra.formula() + " per token")
-            )
+            also = layer.extra.formula() + " per token"
+            out.append((f"{word.capitalize()} layers also keep", also))
     return [(label[0].upper() + label[1:], value) for label, value in out]
 
 
