@@ -14,8 +14,6 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
 
-__all__ = ["database_url", "describe_url", "make_engine", "upgrade", "MIGRATIONS"]
-
 ROOT = Path(__file__).resolve().parents[2]
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 

@@ -23,21 +23,6 @@ from kvcalc.teach import quiz
 from kvcalc.teach.choices import LETTERS, choices_for, grade_choice
 from kvcalc.teach.quiz import Question, interview_questions, practice_questions
 
-__all__ = [
-    "PRACTICE_COUNT",
-    "MAX_SEED",
-    "deck",
-    "chapter_count",
-    "position_label",
-    "parts",
-    "Graded",
-    "grade_answer",
-    "answer_label",
-    "value_label",
-    "NO_SLIP",
-    "LABEL_MAX",
-]
-
 PRACTICE_COUNT = 10  # as the Interview check's Classroom mode
 MAX_SEED = 999_999  # the Interview check's practice-set box
 MAX_ANSWER_CHARS = 40  # the grader reads at most 40 characters (kvcalc.teach.quiz.parse_answer)

@@ -11,8 +11,6 @@ from collections.abc import Sequence
 from .deck import deck, is_choice, parts, value_label
 from .views import ClassView
 
-__all__ = ["answer_rows", "to_csv", "to_json"]
-
 
 def answer_rows(qs: Sequence, students, answers, names: bool) -> list[dict]:
     """One row per answer: question, part, student (anonymous: a number in join order), the

@@ -5,8 +5,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-__all__ = ["Limits"]
-
 
 def _env_num(name: str, default: float, lo: float, hi: float) -> float:
     raw = os.environ.get(name, "").strip()

@@ -1,13 +1,9 @@
 """The live class's store: every class, student and answer in one database that every replica
-shares (SQLAlchemy 2.x; database.py says where, views.py what it hands out, export.py the
-teacher's export, limits.py the bounds).
-
-Who may do what is checked here on every call, never by the page: the teacher key (256 random
-bits, stored as its SHA-256, compared in constant time) opens the results, moves, reveals,
-exports and ends the class; a student token (128 random bits, stored hashed) answers the
-question on screen and reads that student's own answers, only from the browser that joined; the
-join code gives what the projector shows. A database that is down or slow raises
-``Unavailable``, never a driver's traceback. docs/live-class.md tells the whole design.
+shares (SQLAlchemy 2.x). Who may do what is checked here on every call, never by the page: the
+teacher key opens the results, moves, reveals, exports and ends the class; a student token
+answers the question on screen from the browser that joined; the join code gives what the
+projector shows. A database that is down or slow raises ``Unavailable``, never a driver's
+traceback. docs/live-class.md tells the whole design.
 
 Longer than the 600 lines of tests/test_layers.py: one class holds every permission check and
 every transaction of a class, so that who may do what is read in one place.
@@ -44,25 +40,6 @@ from .models import (
     StudentRow,
 )
 from .views import ClassView, NewClass, Results, Roster, Student, summarize, view_of
-
-__all__ = [
-    "Store",
-    "Limits",
-    "Unavailable",
-    "Refused",
-    "NotAllowed",
-    "NewClass",
-    "ClassView",
-    "Results",
-    "Student",
-    "Roster",
-    "database_url",
-    "get_store",
-    "clean_nickname",
-    "clean_code",
-    "CODE_ALPHABET",
-    "CODE_LENGTH",
-]
 
 log = logging.getLogger(__name__)
 
@@ -225,20 +202,12 @@ class Store:
         lim = self.limits
         network = network_of(visitor)
         with self._write.begin() as conn:
-            recent = conn.execute(
-                sa.select(sa.func.count())
-                .select_from(EventRow)
-                .where(
-                    EventRow.kind == "start", EventRow.visitor == visitor, EventRow.at > now - 3600
-                )
-            ).scalar_one()
-            if recent >= lim.classes_per_hour:
+            if not _within(conn, "start", visitor, now, 3600, lim.classes_per_hour):
                 raise Refused(
                     f"At most {lim.classes_per_hour} classes an hour can be started "
                     "from one address; use one you started, or wait."
                 )
             _check_live_classes(conn, now, lim, visitor, network)
-            conn.execute(sa.insert(EventRow).values(kind="start", visitor=visitor, at=now))
             key = secrets.token_urlsafe(32)
             for _ in range(8):
                 code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
@@ -247,14 +216,11 @@ class Store:
                     break
             else:  # pragma: no cover - 8 collisions in a billion codes
                 raise Refused("No free join code was found; try again.")
-            conn.execute(
+            conn.execute(  # position, revealed and version: the model's defaults
                 sa.insert(ClassRow).values(
                     code=code,
                     key_hash=_hash(key),
                     seed=seed,
-                    position=0,
-                    revealed=False,
-                    version=0,
                     creator=visitor,
                     created_at=now,
                     expires_at=now + lim.class_hours * 3600,
@@ -276,91 +242,73 @@ class Store:
             raise Refused("This class has ended (classes expire 12 hours after they start).")
         return row
 
-    def check_teacher(self, code: str, key: str) -> ClassView:
-        def _check():
-            with self.engine.connect() as conn:
-                return view_of(self._teacher_class(conn, code, key))
+    def _as_teacher(self, code: str, key: str, fn, write: bool = False, show: bool = False):
+        """fn(conn, row) on the class whose teacher key this is, in a writing transaction
+        (``write``: the projector's cached view is dropped) or a read; ``show``: then the
+        class's view, read again."""
 
-        return self._call(_check)
+        def _run():
+            with self._write.begin() if write else self.engine.connect() as conn:
+                row = self._teacher_class(conn, code, key)
+                out = fn(conn, row)
+            if write:
+                self._views.pop(row.code, None)
+            return self._class_view(row.code) if show else out
+
+        return self._call(_run)
+
+    def check_teacher(self, code: str, key: str) -> ClassView:
+        return self._as_teacher(code, key, lambda conn, row: view_of(row))
 
     def move(self, code: str, key: str, to: int) -> ClassView:
         """Put question ``to`` (from 0, clamped to the deck) on every screen, answer hidden."""
 
-        def _move():
-            with self._write.begin() as conn:
-                row = self._teacher_class(conn, code, key)
-                pos = min(max(int(to), 0), len(deck(row.seed)) - 1)
-                conn.execute(
-                    sa.update(ClassRow)
-                    .where(ClassRow.id == row.id)
-                    .values(position=pos, revealed=False, version=ClassRow.version + 1)
-                )
-            self._views.pop(row.code, None)
-            return self._class_view(row.code)
+        def _move(conn, row):
+            pos = min(max(int(to), 0), len(deck(row.seed)) - 1)
+            _update_class(conn, row, position=pos, revealed=False, version=ClassRow.version + 1)
 
-        return self._call(_move)
+        return self._as_teacher(code, key, _move, write=True, show=True)
 
     def reveal(self, code: str, key: str, on: bool = True) -> ClassView:
         """Show (or hide again) the worked solution on every student's screen; while it shows,
         answers to the question are closed."""
 
-        def _reveal():
-            with self._write.begin() as conn:
-                row = self._teacher_class(conn, code, key)
-                conn.execute(
-                    sa.update(ClassRow)
-                    .where(ClassRow.id == row.id)
-                    .values(revealed=bool(on), version=ClassRow.version + 1)
-                )
-            self._views.pop(row.code, None)
-            return self._class_view(row.code)
+        def _reveal(conn, row):
+            _update_class(conn, row, revealed=bool(on), version=ClassRow.version + 1)
 
-        return self._call(_reveal)
+        return self._as_teacher(code, key, _reveal, write=True, show=True)
 
     def end(self, code: str, key: str) -> None:
         """Delete the class and every row of it now."""
-
-        def _end():
-            with self._write.begin() as conn:
-                row = self._teacher_class(conn, code, key)
-                _delete_classes(conn, [row.id])
-            self._views.pop(row.code, None)
-
-        self._call(_end)
+        self._as_teacher(code, key, lambda conn, row: _delete_classes(conn, [row.id]), write=True)
 
     def set_joining(self, code: str, key: str, open_: bool) -> None:
         """Let new students join the class, or not (a student who joined comes back all the
         same, from the browser that joined)."""
 
-        def _set():
-            with self._write.begin() as conn:
-                row = self._teacher_class(conn, code, key)
-                conn.execute(
-                    sa.update(ClassRow).where(ClassRow.id == row.id).values(joining=bool(open_))
-                )
+        def _set(conn, row):
+            _update_class(conn, row, joining=bool(open_))
 
-        self._call(_set)
+        self._as_teacher(code, key, _set, write=True)
 
     def roster(self, code: str, key: str) -> Roster:
         """Whether the class takes new students, and its students (not those removed),
         numbered as the export numbers them."""
 
-        def _roster():
-            with self.engine.connect() as conn:
-                row = self._teacher_class(conn, code, key)
-                s, a = StudentRow.__table__, AnswerRow.__table__
-                answers = (
-                    sa.select(a.c.student_id, sa.func.count().label("n"))
-                    .where(a.c.class_id == row.id)
-                    .group_by(a.c.student_id)
-                    .subquery()
-                )
-                rows = conn.execute(
-                    sa.select(s.c.id, s.c.nickname, s.c.removed, answers.c.n)
-                    .outerjoin(answers, answers.c.student_id == s.c.id)
-                    .where(s.c.class_id == row.id)
-                    .order_by(s.c.id)
-                ).all()
+        def _roster(conn, row):
+            s, a = StudentRow.__table__, AnswerRow.__table__
+            answers = (
+                sa.select(a.c.student_id, sa.func.count().label("n"))
+                .where(a.c.class_id == row.id)
+                .group_by(a.c.student_id)
+                .subquery()
+            )
+            rows = conn.execute(
+                sa.select(s.c.id, s.c.nickname, s.c.removed, answers.c.n)
+                .outerjoin(answers, answers.c.student_id == s.c.id)
+                .where(s.c.class_id == row.id)
+                .order_by(s.c.id)
+            ).all()
             students = [
                 Student(number=i + 1, nickname=r.nickname or "", answers=int(r.n or 0))
                 for i, r in enumerate(rows)
@@ -368,7 +316,7 @@ class Store:
             ]
             return Roster(joining=bool(row.joining), students=students)
 
-        return self._call(_roster)
+        return self._as_teacher(code, key, _roster)
 
     def remove_students(self, code: str, key: str, numbers) -> int:
         """Remove students (by their roster numbers) and their answers: their places open no
@@ -376,92 +324,74 @@ class Store:
         how many were removed."""
         wanted = {int(n) for n in numbers}
 
-        def _remove():
-            with self._write.begin() as conn:
-                row = self._teacher_class(conn, code, key)
-                ids = [
-                    sid
-                    for i, (sid,) in enumerate(
-                        conn.execute(
-                            sa.select(StudentRow.id)
-                            .where(StudentRow.class_id == row.id)
-                            .order_by(StudentRow.id)
-                        ).all()
-                    )
-                    if i + 1 in wanted
-                ]
-                if not ids:
-                    return 0
-                conn.execute(sa.delete(AnswerRow).where(AnswerRow.student_id.in_(ids)))
-                done = conn.execute(
-                    sa.update(StudentRow)
-                    .where(StudentRow.id.in_(ids), StudentRow.removed == sa.false())
-                    .values(removed=True, nickname_key=None)
-                ).rowcount
-                # A new version: every phone reads its own place again at its next poll, so
-                # a removed student's screen says so at once.
-                conn.execute(
-                    sa.update(ClassRow)
-                    .where(ClassRow.id == row.id)
-                    .values(version=ClassRow.version + 1)
-                )
-            self._views.pop(row.code, None)
+        def _remove(conn, row) -> int:
+            joined = conn.execute(
+                sa.select(StudentRow.id)
+                .where(StudentRow.class_id == row.id)
+                .order_by(StudentRow.id)
+            ).scalars()
+            ids = [sid for i, sid in enumerate(joined, 1) if i in wanted]
+            if not ids:
+                return 0
+            conn.execute(sa.delete(AnswerRow).where(AnswerRow.student_id.in_(ids)))
+            done = conn.execute(
+                sa.update(StudentRow)
+                .where(StudentRow.id.in_(ids), StudentRow.removed == sa.false())
+                .values(removed=True, nickname_key=None)
+            ).rowcount
+            # A new version: every phone reads its own place again at its next poll, so
+            # a removed student's screen says so at once.
+            _update_class(conn, row, version=ClassRow.version + 1)
             return int(done or 0)
 
-        return self._call(_remove)
+        return self._as_teacher(code, key, _remove, write=True)
 
     def results(self, code: str, key: str, question: int | None = None) -> Results:
         """The class's figures for ``question`` (default: the one on screen)."""
 
-        def _results():
-            with self.engine.connect() as conn:
-                row = self._teacher_class(conn, code, key)
-                view = view_of(row)
-                qi = view.position if question is None else int(question)
-                if not 0 <= qi < view.count:
-                    raise Refused(f"There is no question {qi + 1} in this class.")
-                joined = conn.execute(
-                    sa.select(sa.func.count())
-                    .select_from(StudentRow)
-                    .where(StudentRow.class_id == row.id, StudentRow.removed == sa.false())
-                ).scalar_one()
-                rows = conn.execute(
-                    sa.select(
-                        AnswerRow.student_id,
-                        AnswerRow.part,
-                        AnswerRow.value,
-                        AnswerRow.correct,
-                        AnswerRow.first_correct,
-                        AnswerRow.slip,
-                    ).where(AnswerRow.class_id == row.id, AnswerRow.question == qi)
-                ).all()
+        def _results(conn, row):
+            view = view_of(row)
+            qi = view.position if question is None else int(question)
+            if not 0 <= qi < view.count:
+                raise Refused(f"There is no question {qi + 1} in this class.")
+            joined = _count(
+                conn, StudentRow, StudentRow.class_id == row.id, StudentRow.removed == sa.false()
+            )
+            rows = conn.execute(
+                sa.select(
+                    AnswerRow.student_id,
+                    AnswerRow.part,
+                    AnswerRow.value,
+                    AnswerRow.correct,
+                    AnswerRow.first_correct,
+                    AnswerRow.slip,
+                ).where(AnswerRow.class_id == row.id, AnswerRow.question == qi)
+            ).all()
             r = summarize(view, joined, qi, rows)
             r.joining = bool(row.joining)
             return r
 
-        return self._call(_results)
+        return self._as_teacher(code, key, _results)
 
     def export(self, code: str, key: str, names: bool = False) -> list[dict]:
         """Every answer of the class, one row each: question, part, student (anonymous: a
         number in join order), the answer, correct or not, the named slip; ``names`` adds the
         nicknames students chose to give."""
 
-        def _export():
-            with self.engine.connect() as conn:
-                row = self._teacher_class(conn, code, key)
-                students = conn.execute(
-                    sa.select(StudentRow.id, StudentRow.nickname)
-                    .where(StudentRow.class_id == row.id)
-                    .order_by(StudentRow.id)
-                ).all()
-                answers = conn.execute(
-                    sa.select(AnswerRow.__table__)
-                    .where(AnswerRow.class_id == row.id)
-                    .order_by(AnswerRow.question, AnswerRow.part, AnswerRow.student_id)
-                ).all()
+        def _export(conn, row):
+            students = conn.execute(
+                sa.select(StudentRow.id, StudentRow.nickname)
+                .where(StudentRow.class_id == row.id)
+                .order_by(StudentRow.id)
+            ).all()
+            answers = conn.execute(
+                sa.select(AnswerRow.__table__)
+                .where(AnswerRow.class_id == row.id)
+                .order_by(AnswerRow.question, AnswerRow.part, AnswerRow.student_id)
+            ).all()
             return export.answer_rows(deck(row.seed), students, answers, names)
 
-        return self._call(_export)
+        return self._as_teacher(code, key, _export)
 
     def export_csv(self, code: str, key: str, names: bool = False) -> str:
         return export.to_csv(self.export(code, key, names), names)
@@ -514,10 +444,20 @@ class Store:
 
     def _join(self, raw_code: str, nick: str | None, visitor: str, browser: str | None) -> str:
         now = self.clock()
+        lim = self.limits
         problem = None
         token = secrets.token_urlsafe(16)
         with self._write.begin() as conn:
-            self._count_join(conn, now, visitor, browser)
+            # Every attempt counts, a wrong code too: guessing codes costs the same.
+            for kind, who, most, whose in (
+                ("join-browser", browser, lim.joins_per_browser, "this browser"),
+                ("join", visitor, lim.joins_per_minute, "your network"),
+            ):
+                if who is not None and not _within(conn, kind, who, now, 60, most):
+                    raise Refused(
+                        f"Too many joins from {whose} in a minute (at most {most}); wait a "
+                        "moment and try again."
+                    )
             try:
                 code = clean_code(raw_code)
             except Refused as e:
@@ -535,32 +475,6 @@ class Store:
         if problem is not None:
             raise problem
         return token
-
-    def _count_join(self, conn, now: float, visitor: str, browser: str | None) -> None:
-        """Count a join against the browser's limit and the address's ceiling (Refused when one
-        is used up). Every attempt counts, a wrong code too: guessing codes costs the same."""
-        lim = self.limits
-
-        def recent(kind: str, who: str) -> int:
-            return conn.execute(
-                sa.select(sa.func.count())
-                .select_from(EventRow)
-                .where(EventRow.kind == kind, EventRow.visitor == who, EventRow.at > now - 60)
-            ).scalar_one()
-
-        if browser is not None and recent("join-browser", browser) >= lim.joins_per_browser:
-            raise Refused(
-                f"Too many joins from this browser in a minute (at most "
-                f"{lim.joins_per_browser}); wait a moment and try again."
-            )
-        if recent("join", visitor) >= lim.joins_per_minute:
-            raise Refused(
-                f"Too many joins from your network in a minute (at most "
-                f"{lim.joins_per_minute}); wait a moment and try again."
-            )
-        conn.execute(sa.insert(EventRow).values(kind="join", visitor=visitor, at=now))
-        if browser is not None:
-            conn.execute(sa.insert(EventRow).values(kind="join-browser", visitor=browser, at=now))
 
     def _seat(self, conn, row, token, nick, visitor, browser, now) -> Refused | None:
         """Seat a student in class ``row`` under ``token`` (lock held on the class): this
@@ -597,18 +511,15 @@ class Store:
         if not row.joining:
             return Refused("Your teacher has closed this class to new students.")
         seated = s.c.class_id == row.id, s.c.removed == sa.false()
-        n = conn.execute(sa.select(sa.func.count()).select_from(s).where(*seated)).scalar_one()
-        if n >= lim.max_students:
+        if _count(conn, s, *seated) >= lim.max_students:
             return Refused(f"This class is full ({lim.max_students} students).")
-        here = conn.execute(
-            sa.select(sa.func.count()).select_from(s).where(*seated, s.c.visitor == visitor)
-        ).scalar_one()
+        here = _count(conn, s, *seated, s.c.visitor == visitor)
         if here >= lim.students_per_address:
             return Refused(
                 f"This class has {here} students from your network already, as many as one "
                 "network may bring; ask your teacher."
             )
-        conn.execute(
+        conn.execute(  # not removed, no submissions yet: the model's defaults
             sa.insert(StudentRow).values(
                 class_id=row.id,
                 token_hash=_hash(token),
@@ -616,11 +527,7 @@ class Store:
                 nickname_key=key,
                 visitor=visitor,
                 browser=browser or "anon:" + secrets.token_hex(8),
-                removed=False,
                 joined_at=now,
-                window_start=0.0,
-                window_count=0,
-                submissions=0,
             )
         )
         return None
@@ -634,21 +541,10 @@ class Store:
             raise NotAllowed(
                 "This page does not hold a student's place in a class: join with the code."
             )
-        s = StudentRow.__table__
-        c = ClassRow.__table__
+        s, c = StudentRow.__table__, ClassRow.__table__
+        shown = [c.c[n] for n in ("code", "seed", "position", "revealed", "version", "expires_at")]
         row = conn.execute(
-            sa.select(
-                s,
-                c.c.code,
-                c.c.seed,
-                c.c.position,
-                c.c.revealed,
-                c.c.version,
-                c.c.expires_at,
-                c.c.key_hash,
-                c.c.created_at,
-                c.c.creator,
-            )
+            sa.select(s, *shown)
             .join(c, s.c.class_id == c.c.id)
             .where(s.c.token_hash == _hash(token))
         ).first()
@@ -678,27 +574,17 @@ class Store:
         def _sv():
             with self.engine.connect() as conn:
                 st = self._student(conn, token, browser)
+                a = AnswerRow.__table__
                 rows = conn.execute(
                     sa.select(
-                        AnswerRow.question,
-                        AnswerRow.part,
-                        AnswerRow.text,
-                        AnswerRow.correct,
-                        AnswerRow.slip,
-                        AnswerRow.attempts,
-                    ).where(AnswerRow.student_id == st.id)
+                        a.c.question, a.c.part, a.c.text, a.c.correct, a.c.slip, a.c.attempts
+                    ).where(a.c.student_id == st.id)
                 ).all()
-            view = view_of(st)
             mine = {
-                (r.question, r.part): {
-                    "text": r.text,
-                    "correct": bool(r.correct),
-                    "slip": r.slip,
-                    "attempts": r.attempts,
-                }
-                for r in rows
+                (q, p): {"text": text, "correct": bool(ok), "slip": slip, "attempts": n}
+                for q, p, text, ok, slip, n in rows
             }
-            return view, mine
+            return view_of(st), mine
 
         return self._call(_sv)
 
@@ -764,11 +650,10 @@ class Store:
             stmt = stmt.on_conflict_do_update(
                 index_elements=[a.c.class_id, a.c.question, a.c.part, a.c.student_id],
                 set_={
-                    "text": stmt.excluded.text,
-                    "value": stmt.excluded.value,
-                    "correct": stmt.excluded.correct,
-                    "slip": stmt.excluded.slip,
-                    "answered_at": stmt.excluded.answered_at,
+                    **{
+                        k: stmt.excluded[k]
+                        for k in ("text", "value", "correct", "slip", "answered_at")
+                    },
                     "attempts": sa.case(
                         (a.c.text != stmt.excluded.text, a.c.attempts + 1), else_=a.c.attempts
                     ),
@@ -783,12 +668,9 @@ class Store:
         than an hour; returns the classes deleted."""
         now = self.clock()
         with self._write.begin() as conn:
-            ids = [
-                r[0]
-                for r in conn.execute(
-                    sa.select(ClassRow.id).where(ClassRow.expires_at <= now)
-                ).all()
-            ]
+            ids = list(
+                conn.execute(sa.select(ClassRow.id).where(ClassRow.expires_at <= now)).scalars()
+            )
             _delete_classes(conn, ids)
             conn.execute(sa.delete(EventRow).where(EventRow.at < now - 3600))
         for code, (_, v) in list(self._views.items()):
@@ -801,12 +683,8 @@ class Store:
 
         def _counts():
             with self.engine.connect() as conn:
-                return {
-                    t.__tablename__: conn.execute(
-                        sa.select(sa.func.count()).select_from(t)
-                    ).scalar_one()
-                    for t in (ClassRow, StudentRow, AnswerRow, EventRow)
-                }
+                tables = (ClassRow, StudentRow, AnswerRow, EventRow)
+                return {t.__tablename__: _count(conn, t) for t in tables}
 
         return self._call(_counts)
 
@@ -834,9 +712,7 @@ def _check_live_classes(conn, now: float, lim: Limits, visitor: str, network: st
     live = ClassRow.expires_at > now
 
     def count(*where) -> int:
-        return conn.execute(
-            sa.select(sa.func.count()).select_from(ClassRow).where(live, *where)
-        ).scalar_one()
+        return _count(conn, ClassRow, live, *where)
 
     if count(ClassRow.creator == visitor) >= lim.live_classes:
         raise Refused(
@@ -851,6 +727,25 @@ def _check_live_classes(conn, now: float, lim: Limits, visitor: str, network: st
         )
     if count() >= lim.max_classes:
         raise Refused("This server holds as many classes as it may; try again later.")
+
+
+def _count(conn, table, *where) -> int:
+    return conn.execute(sa.select(sa.func.count()).select_from(table).where(*where)).scalar_one()
+
+
+def _within(conn, kind: str, who: str, now: float, window: float, most: int) -> bool:
+    """Whether ``who`` had fewer than ``most`` events of ``kind`` in the last ``window`` seconds;
+    if so, this one is counted."""
+    n = _count(
+        conn, EventRow, EventRow.kind == kind, EventRow.visitor == who, EventRow.at > now - window
+    )
+    if n < most:
+        conn.execute(sa.insert(EventRow).values(kind=kind, visitor=who, at=now))
+    return n < most
+
+
+def _update_class(conn, row, **values) -> None:
+    conn.execute(sa.update(ClassRow).where(ClassRow.id == row.id).values(**values))
 
 
 def _delete_classes(conn, ids: list[int]) -> None:

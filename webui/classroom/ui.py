@@ -30,7 +30,7 @@ from ..hosted import plain
 from ..prose import prose
 from ..urlstate import declare
 from ..visitor import browser_id, visitor_id
-from .deck import MAX_SEED, answer_label, deck, is_choice, parts, position_label, value_label
+from .deck import MAX_SEED, answer_label, deck, is_choice, parts, position_label
 from .qr import qr_png
 from .store import NotAllowed, Refused, Unavailable, get_store
 
@@ -689,15 +689,3 @@ def teacher_panel(code: str) -> None:
                 st.code(q.solution, language=None)
     elif not is_choice(q):
         st.caption(T("right_answer_worked"))
-
-
-__all__ = [
-    "landing",
-    "student_page",
-    "teacher_page",
-    "take_param",
-    "join_link",
-    "teacher_link",
-    "value_label",
-    "count_axis",
-]

@@ -7,17 +7,6 @@ from dataclasses import dataclass, field
 
 from .deck import deck, parts, value_label
 
-__all__ = [
-    "NewClass",
-    "ClassView",
-    "PartResult",
-    "Results",
-    "Student",
-    "Roster",
-    "view_of",
-    "summarize",
-]
-
 
 @dataclass(frozen=True)
 class NewClass:
