@@ -21,31 +21,15 @@ def _env_num(name: str, default: float, lo: float, hi: float) -> float:
 class Limits:
     """The bounds of the live class (issue 39: sized for a class of 400 behind one address).
 
-    Who is counted (webui.visitor): a browser (a phone), an address (an IPv4 address or an IPv6
-    /64: a school's NAT is one address for its whole class) and a network (an IPv4 /24, an IPv6
-    /48). A person meets the per-browser limits; the per-address ones are ceilings against a
-    script that claims to be many browsers, sized so that a class of 400 behind one address does
-    not reach them:
-
-    * joins_per_minute, per address: 400 students, each join tried twice in the worst minute (a
-      mistyped code, a retry after a dropped network) is 800, plus a quarter for a second class
-      behind the same address or the teacher's own test joins: 1,000. Wrong codes count too, so
-      it also bounds guessing: at 1,000 guesses a minute against 32^6 = 1.07e9 codes with at
-      most 1,000 classes live, one address finds a class about once in 1,000 minutes, and a
-      found code opens only a student's place;
-    * joins_per_browser, per browser a minute: 10 (a student joins once; typos and reloads);
-    * students_per_address, per class: 400 of the class's 500 places, so 100 stay for
-      students on other addresses whatever one address does;
-    * classes_per_hour and live_classes, per address: 10 class starts an hour, 20 classes at
-      once (a school's teachers behind one NAT);
-    * network_share of max_classes, per network: a tenth (100 of 1,000), so one network
-      cannot take every class slot of the server (issue 39 B16: one IPv6 /64 took all 1,000).
+    Per browser (a phone), per address (an IPv4 address or an IPv6 /64: a school's NAT) and per
+    network (an IPv4 /24, an IPv6 /48); docs/live-class.md, "The limits' arithmetic", sizes
+    each one.
     """
 
     max_students: int = 500  # per class (a lecture hall)
     answers_per_minute: int = 30  # per student: a question has at most 2 parts
     max_submissions: int = 400  # per student per class, everything counted
-    joins_per_minute: int = 1000  # per address (see above)
+    joins_per_minute: int = 1000  # per address: 400 students, each join tried twice, + a quarter
     joins_per_browser: int = 10  # per browser per minute
     students_per_address: int = 400  # per class
     classes_per_hour: int = 10  # class starts per address

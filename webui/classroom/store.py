@@ -141,14 +141,7 @@ class Store:
             raise Refused(
                 "That did not go through (another change came at the same moment); try again."
             ) from None
-        except (
-            sa_exc.OperationalError,
-            sa_exc.InterfaceError,
-            sa_exc.TimeoutError,
-            sa_exc.DatabaseError,
-            sa_exc.DisconnectionError,
-            OSError,
-        ) as e:
+        except (sa_exc.DBAPIError, sa_exc.TimeoutError, sa_exc.DisconnectionError, OSError) as e:
             self._down_until = time.monotonic() + DOWN_FOR_S
             log.warning(
                 "classroom database %s error: %s",
@@ -358,14 +351,9 @@ class Store:
                 conn, StudentRow, StudentRow.class_id == row.id, StudentRow.removed == sa.false()
             )
             rows = conn.execute(
-                sa.select(
-                    AnswerRow.student_id,
-                    AnswerRow.part,
-                    AnswerRow.value,
-                    AnswerRow.correct,
-                    AnswerRow.first_correct,
-                    AnswerRow.slip,
-                ).where(AnswerRow.class_id == row.id, AnswerRow.question == qi)
+                sa.select(AnswerRow.__table__).where(
+                    AnswerRow.class_id == row.id, AnswerRow.question == qi
+                )
             ).all()
             r = summarize(view, joined, qi, rows)
             r.joining = bool(row.joining)
