@@ -1,9 +1,6 @@
-"""Where the live class keeps its data: the database's URL, its engine and its schema.
-
-``KVLAB_DATABASE_URL`` (``postgresql://user:password@host/db``, driven by psycopg 3) for
-replicas; without it a SQLite file, ``classroom.db`` in ``KVLAB_DATA_DIR`` (default: ``data/``
-in the project's folder), so one machine needs no setup. The schema is the Alembic migrations'
-in migrations/ (``upgrade``).
+"""Where the live class keeps its data (``KVLAB_DATABASE_URL``, else a SQLite file in
+``KVLAB_DATA_DIR``: docs/live-class.md), its engine, and its schema (the Alembic migrations in
+migrations/, ``upgrade``).
 """
 
 from __future__ import annotations

@@ -21,16 +21,13 @@ def answer_rows(qs: Sequence, students, answers, names: bool) -> list[dict]:
     out = []
     for a in answers:
         q = qs[a.question]
-        r = {
-            "question": a.question + 1,
-            "qid": q.qid,
-            "part": a.part,
-            "student": number.get(a.student_id, 0),
-        }
-        if names:
-            r["nickname"] = nick.get(a.student_id, "")
-        r.update(
+        out.append(
             {
+                "question": a.question + 1,
+                "qid": q.qid,
+                "part": a.part,
+                "student": number.get(a.student_id, 0),
+                **({"nickname": nick.get(a.student_id, "")} if names else {}),
                 "answer": a.text,
                 "value": _finite(a.value),
                 "value_label": value_label(q, a.part, a.value),
@@ -41,7 +38,6 @@ def answer_rows(qs: Sequence, students, answers, names: bool) -> list[dict]:
                 "answered_at": round(a.answered_at, 3),
             }
         )
-        out.append(r)
     return out
 
 

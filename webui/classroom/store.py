@@ -173,14 +173,18 @@ class Store:
         except sa_exc.SQLAlchemyError as e:  # the next call tries again in a minute
             log.warning("classroom purge failed: %s", str(e).splitlines()[0][:200])
 
+    def _in(self, fn, *args, write: bool = False):
+        """fn(conn, *args) in one writing transaction (``write``) or a read, through _call."""
+
+        def _run():
+            with self._write.begin() if write else self.engine.connect() as conn:
+                return fn(conn, *args)
+
+        return self._call(_run)
+
     def ping(self) -> None:
         """Raise Unavailable unless the database answers (and its schema is ready)."""
-
-        def _ping():
-            with self.engine.connect() as conn:
-                conn.execute(sa.text("SELECT 1"))
-
-        self._call(_ping)
+        self._in(lambda conn: conn.execute(sa.text("SELECT 1")))
 
     # -- the teacher ------------------------------------------------------------------------
     def create_class(self, seed: int, visitor: str) -> NewClass:
@@ -188,39 +192,38 @@ class Store:
         if not 0 <= seed <= 999_999:
             raise Refused("The practice set is a number from 0 to 999,999.")
         visitor = str(visitor)[:VISITOR_MAX]
-        return self._call(self._create, seed, visitor)
+        return self._in(self._create, seed, visitor, write=True)
 
-    def _create(self, seed: int, visitor: str) -> NewClass:
+    def _create(self, conn, seed: int, visitor: str) -> NewClass:
         now = self.clock()
         lim = self.limits
         network = network_of(visitor)
-        with self._write.begin() as conn:
-            if not _within(conn, "start", visitor, now, 3600, lim.classes_per_hour):
-                raise Refused(
-                    f"At most {lim.classes_per_hour} classes an hour can be started "
-                    "from one address; use one you started, or wait."
-                )
-            _check_live_classes(conn, now, lim, visitor, network)
-            key = secrets.token_urlsafe(32)
-            for _ in range(8):
-                code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
-                taken = conn.execute(sa.select(ClassRow.id).where(ClassRow.code == code)).first()
-                if taken is None:
-                    break
-            else:  # pragma: no cover - 8 collisions in a billion codes
-                raise Refused("No free join code was found; try again.")
-            conn.execute(  # position, revealed and version: the model's defaults
-                sa.insert(ClassRow).values(
-                    code=code,
-                    key_hash=_hash(key),
-                    seed=seed,
-                    creator=visitor,
-                    created_at=now,
-                    expires_at=now + lim.class_hours * 3600,
-                    network=network,
-                    joining=True,
-                )
+        if not _within(conn, "start", visitor, now, 3600, lim.classes_per_hour):
+            raise Refused(
+                f"At most {lim.classes_per_hour} classes an hour can be started "
+                "from one address; use one you started, or wait."
             )
+        _check_live_classes(conn, now, lim, visitor, network)
+        key = secrets.token_urlsafe(32)
+        for _ in range(8):
+            code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
+            taken = conn.execute(sa.select(ClassRow.id).where(ClassRow.code == code)).first()
+            if taken is None:
+                break
+        else:  # pragma: no cover - 8 collisions in a billion codes
+            raise Refused("No free join code was found; try again.")
+        conn.execute(  # position, revealed and version: the model's defaults
+            sa.insert(ClassRow).values(
+                code=code,
+                key_hash=_hash(key),
+                seed=seed,
+                creator=visitor,
+                created_at=now,
+                expires_at=now + lim.class_hours * 3600,
+                network=network,
+                joining=True,
+            )
+        )
         return NewClass(code=code, key=key)
 
     def _teacher_class(self, conn, code: str, key: str) -> ClassRow:
@@ -318,12 +321,8 @@ class Store:
         wanted = {int(n) for n in numbers}
 
         def _remove(conn, row) -> int:
-            joined = conn.execute(
-                sa.select(StudentRow.id)
-                .where(StudentRow.class_id == row.id)
-                .order_by(StudentRow.id)
-            ).scalars()
-            ids = [sid for i, sid in enumerate(joined, 1) if i in wanted]
+            joined = _students_of(conn, row, StudentRow.id)
+            ids = [r.id for i, r in enumerate(joined, 1) if i in wanted]
             if not ids:
                 return 0
             conn.execute(sa.delete(AnswerRow).where(AnswerRow.student_id.in_(ids)))
@@ -367,11 +366,7 @@ class Store:
         nicknames students chose to give."""
 
         def _export(conn, row):
-            students = conn.execute(
-                sa.select(StudentRow.id, StudentRow.nickname)
-                .where(StudentRow.class_id == row.id)
-                .order_by(StudentRow.id)
-            ).all()
+            students = _students_of(conn, row, StudentRow.id, StudentRow.nickname)
             answers = conn.execute(
                 sa.select(AnswerRow.__table__)
                 .where(AnswerRow.class_id == row.id)
@@ -559,22 +554,21 @@ class Store:
         {(question, part): {"text", "correct", "slip", "attempts"}}; ``browser``: the browser
         that asks (None: not checked, for a caller outside a browser)."""
 
-        def _sv():
-            with self.engine.connect() as conn:
-                st = self._student(conn, token, browser)
-                a = AnswerRow.__table__
-                rows = conn.execute(
-                    sa.select(
-                        a.c.question, a.c.part, a.c.text, a.c.correct, a.c.slip, a.c.attempts
-                    ).where(a.c.student_id == st.id)
-                ).all()
+        def _sv(conn):
+            st = self._student(conn, token, browser)
+            a = AnswerRow.__table__
+            rows = conn.execute(
+                sa.select(
+                    a.c.question, a.c.part, a.c.text, a.c.correct, a.c.slip, a.c.attempts
+                ).where(a.c.student_id == st.id)
+            ).all()
             mine = {
                 (q, p): {"text": text, "correct": bool(ok), "slip": slip, "attempts": n}
                 for q, p, text, ok, slip, n in rows
             }
             return view_of(st), mine
 
-        return self._call(_sv)
+        return self._in(_sv)
 
     def answer(self, token: str, question: int, part: int, text: str, browser: str | None = None):
         """Grade and store a student's answer to the question on screen, in one transaction,
@@ -583,71 +577,61 @@ class Store:
         text = str(text or "")
         if len(text) > ANSWER_TEXT_MAX:
             raise Refused(f"An answer has at most {ANSWER_TEXT_MAX} characters.")
-        return self._call(self._answer, token, int(question), int(part), text, browser)
+        return self._in(self._answer, token, int(question), int(part), text, browser, write=True)
 
-    def _answer(self, token: str, question: int, part: int, text: str, browser: str | None):
+    def _answer(self, conn, token: str, question: int, part: int, text: str, browser: str | None):
         now = self.clock()
         lim = self.limits
-        with self._write.begin() as conn:
-            st = self._student(conn, token, browser)
-            if question != st.position:
-                raise Refused(
-                    f"The class has moved on: the teacher is on question {st.position + 1}."
-                )
-            if st.revealed:
-                raise Refused("The answer has been revealed: answers to this question are closed.")
-            q = deck(st.seed)[question]
-            if part not in parts(q):
-                raise Refused("This question has no such part.")
-            graded = grade_answer(q, part, text)
-            if not graded.readable:
-                return graded, False
-            s = StudentRow.__table__
-            fresh = s.c.window_start < now - 60
-            count = conn.execute(
-                sa.update(StudentRow)
-                .where(s.c.id == st.id)
-                .values(
-                    window_count=sa.case((fresh, 1), else_=s.c.window_count + 1),
-                    window_start=sa.case((fresh, now), else_=s.c.window_start),
-                    submissions=s.c.submissions + 1,
-                )
-                .returning(s.c.window_count, s.c.submissions)
-            ).one()
-            if count.window_count > lim.answers_per_minute:
-                raise Refused(
-                    f"At most {lim.answers_per_minute} answers a minute: wait a few "
-                    "seconds, then send it again."
-                )
-            if count.submissions > lim.max_submissions:
-                raise Refused("You have sent as many answers as one student may in a class.")
-            stmt = _insert(conn)(AnswerRow.__table__).values(
-                class_id=st.class_id,
-                student_id=st.id,
-                question=question,
-                part=part,
-                text=(text.strip().upper() if is_choice(q) else text.strip())[:ANSWER_TEXT_MAX],
-                value=graded.value,
-                correct=graded.correct,
-                first_correct=graded.correct,
-                slip=graded.slip[:SLIP_MAX],
-                attempts=1,
-                answered_at=now,
+        st = self._student(conn, token, browser)
+        if question != st.position:
+            raise Refused(f"The class has moved on: the teacher is on question {st.position + 1}.")
+        if st.revealed:
+            raise Refused("The answer has been revealed: answers to this question are closed.")
+        q = deck(st.seed)[question]
+        if part not in parts(q):
+            raise Refused("This question has no such part.")
+        graded = grade_answer(q, part, text)
+        if not graded.readable:
+            return graded, False
+        s = StudentRow.__table__
+        fresh = s.c.window_start < now - 60
+        count = conn.execute(
+            sa.update(StudentRow)
+            .where(s.c.id == st.id)
+            .values(
+                window_count=sa.case((fresh, 1), else_=s.c.window_count + 1),
+                window_start=sa.case((fresh, now), else_=s.c.window_start),
+                submissions=s.c.submissions + 1,
             )
-            a = AnswerRow.__table__
-            stmt = stmt.on_conflict_do_update(
-                index_elements=[a.c.class_id, a.c.question, a.c.part, a.c.student_id],
-                set_={
-                    **{
-                        k: stmt.excluded[k]
-                        for k in ("text", "value", "correct", "slip", "answered_at")
-                    },
-                    "attempts": sa.case(
-                        (a.c.text != stmt.excluded.text, a.c.attempts + 1), else_=a.c.attempts
-                    ),
-                },
+            .returning(s.c.window_count, s.c.submissions)
+        ).one()
+        if count.window_count > lim.answers_per_minute:
+            raise Refused(
+                f"At most {lim.answers_per_minute} answers a minute: wait a few "
+                "seconds, then send it again."
             )
-            conn.execute(stmt)
+        if count.submissions > lim.max_submissions:
+            raise Refused("You have sent as many answers as one student may in a class.")
+        stmt = _insert(conn)(AnswerRow.__table__).values(
+            class_id=st.class_id,
+            student_id=st.id,
+            question=question,
+            part=part,
+            text=(text.strip().upper() if is_choice(q) else text.strip())[:ANSWER_TEXT_MAX],
+            value=graded.value,
+            correct=graded.correct,
+            first_correct=graded.correct,
+            slip=graded.slip[:SLIP_MAX],
+            attempts=1,
+            answered_at=now,
+        )
+        a, new = AnswerRow.__table__, stmt.excluded
+        again = {k: new[k] for k in ("text", "value", "correct", "slip", "answered_at")}
+        again["attempts"] = sa.case((a.c.text != new.text, a.c.attempts + 1), else_=a.c.attempts)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[a.c.class_id, a.c.question, a.c.part, a.c.student_id], set_=again
+        )
+        conn.execute(stmt)
         return graded, True
 
     # -- housekeeping -----------------------------------------------------------------------
@@ -669,12 +653,8 @@ class Store:
     def counts(self) -> dict[str, int]:
         """Rows per table (for the tests and the bench)."""
 
-        def _counts():
-            with self.engine.connect() as conn:
-                tables = (ClassRow, StudentRow, AnswerRow, EventRow)
-                return {t.__tablename__: _count(conn, t) for t in tables}
-
-        return self._call(_counts)
+        tables = (ClassRow, StudentRow, AnswerRow, EventRow)
+        return self._in(lambda conn: {t.__tablename__: _count(conn, t) for t in tables})
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -730,6 +710,12 @@ def _within(conn, kind: str, who: str, now: float, window: float, most: int) -> 
     if n < most:
         conn.execute(sa.insert(EventRow).values(kind=kind, visitor=who, at=now))
     return n < most
+
+
+def _students_of(conn, row, *columns) -> list:
+    """The class's students in the order they joined (the roster's and the export's numbers)."""
+    where = StudentRow.class_id == row.id
+    return list(conn.execute(sa.select(*columns).where(where).order_by(StudentRow.id)))
 
 
 def _update_class(conn, row, **values) -> None:

@@ -2,14 +2,8 @@
 
 Every action goes through webui.classroom.store, which checks the teacher key or the student
 token itself; nothing here decides who may do what. Callbacks live in this module, not in the
-page script (see webui/callbacks.py on why). Text a student sent (an answer, a nickname) is
-never rendered as markup: answers go through ``plain``; nicknames are not shown at all, except
-to the student who chose one and in an export that asks for them.
-
-The link's parameters: ``join=CODE`` (a student's join link, what the QR code holds);
-``student=TOKEN`` (set after joining, so a reload or a reconnect to another replica keeps the
-student's place); ``class=CODE&teacher=KEY`` (the teacher link: the key is taken into the
-session and removed from the address bar at once, so a projector shows only the class code).
+page script (see webui/callbacks.py on why). Text a student sent is never rendered as markup.
+docs/live-class.md, "The page's link", gives the link's parameters.
 """
 
 from __future__ import annotations
@@ -432,14 +426,11 @@ def _big_code(code: str, link: str) -> None:
     st.code(link, language=None)
 
 
-TEACHER_LINK_LABEL = "Show my teacher link (not on the projector)"
-
-
 def _link_button(code: str, key: str) -> None:
     """The teacher link is drawn only when asked for, in a dialog: never on the projector by
     itself, and never sent again by a later rerun."""
     if st.button(
-        TEACHER_LINK_LABEL,
+        "Show my teacher link (not on the projector)",
         key="lc_link_btn",
         icon=":material/key:",
         type="tertiary",
