@@ -54,19 +54,17 @@ def to_csv(rows: list[dict], names: bool) -> str:
 
 def to_json(view: ClassView, rows: list[dict], exported_at: float, names: bool) -> str:
     questions = []
-    for i, q in enumerate(deck(view.seed)):
-        ps = []
-        for p in parts(q):
-            right = None if is_choice(q) else _finite(q.part(p).value)
-            ps.append(
-                {
-                    "part": p,
-                    "right_value": right,
-                    "answers": [r for r in rows if r["question"] == i + 1 and r["part"] == p],
-                }
-            )
+    for i, q in enumerate(deck(view.seed), 1):
+        ps = [
+            {
+                "part": p,
+                "right_value": None if is_choice(q) else _finite(q.part(p).value),
+                "answers": [r for r in rows if r["question"] == i and r["part"] == p],
+            }
+            for p in parts(q)
+        ]
         questions.append(
-            {"number": i + 1, "qid": q.qid, "level": q.level, "prompt": q.prompt, "parts": ps}
+            {"number": i, "qid": q.qid, "level": q.level, "prompt": q.prompt, "parts": ps}
         )
     doc = {
         "class": view.code,

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 
-def _env_num(name: str, default: float, lo: float, hi: float) -> float:
+def _env_num(name: str, default: float, lo: float, hi: float) -> Any:
+    """The variable's number within [lo, hi], of the default's type (int or float)."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
@@ -14,7 +16,7 @@ def _env_num(name: str, default: float, lo: float, hi: float) -> float:
         value = float(raw)
     except ValueError:
         raise ValueError(f"{name} must be a number, not {raw[:20]!r}") from None
-    return min(max(value, lo), hi)
+    return type(default)(min(max(value, lo), hi))
 
 
 @dataclass(frozen=True)
@@ -45,22 +47,19 @@ class Limits:
     @classmethod
     def from_env(cls) -> Limits:
         d = cls()
+        return cls(**{f: _env_num(var, getattr(d, f), lo, hi) for f, (var, lo, hi) in _ENV.items()})
 
-        def num(name: str, default: float, lo: float, hi: float) -> int:
-            return int(_env_num(name, default, lo, hi))
 
-        return cls(
-            max_students=num("KVLAB_CLASS_MAX_STUDENTS", d.max_students, 1, 5000),
-            answers_per_minute=num("KVLAB_CLASS_ANSWERS_PER_MINUTE", d.answers_per_minute, 1, 1000),
-            max_submissions=d.max_submissions,
-            joins_per_minute=num("KVLAB_CLASS_JOINS_PER_MINUTE", d.joins_per_minute, 1, 100_000),
-            joins_per_browser=num("KVLAB_CLASS_JOINS_PER_BROWSER", d.joins_per_browser, 1, 1000),
-            students_per_address=num(
-                "KVLAB_CLASS_STUDENTS_PER_ADDRESS", d.students_per_address, 1, 5000
-            ),
-            classes_per_hour=num("KVLAB_CLASS_STARTS_PER_HOUR", d.classes_per_hour, 1, 1000),
-            live_classes=num("KVLAB_CLASS_LIVE_PER_ADDRESS", d.live_classes, 1, 100_000),
-            network_share=_env_num("KVLAB_CLASS_NETWORK_SHARE", d.network_share, 0.001, 1.0),
-            max_classes=num("KVLAB_CLASS_MAX_CLASSES", d.max_classes, 1, 100_000),
-            class_hours=_env_num("KVLAB_CLASS_HOURS", d.class_hours, 0.01, 48),
-        )
+# The bounds that an environment variable overrides: (variable, lowest, highest).
+_ENV = {
+    "max_students": ("KVLAB_CLASS_MAX_STUDENTS", 1, 5000),
+    "answers_per_minute": ("KVLAB_CLASS_ANSWERS_PER_MINUTE", 1, 1000),
+    "joins_per_minute": ("KVLAB_CLASS_JOINS_PER_MINUTE", 1, 100_000),
+    "joins_per_browser": ("KVLAB_CLASS_JOINS_PER_BROWSER", 1, 1000),
+    "students_per_address": ("KVLAB_CLASS_STUDENTS_PER_ADDRESS", 1, 5000),
+    "classes_per_hour": ("KVLAB_CLASS_STARTS_PER_HOUR", 1, 1000),
+    "live_classes": ("KVLAB_CLASS_LIVE_PER_ADDRESS", 1, 100_000),
+    "network_share": ("KVLAB_CLASS_NETWORK_SHARE", 0.001, 1.0),
+    "max_classes": ("KVLAB_CLASS_MAX_CLASSES", 1, 100_000),
+    "class_hours": ("KVLAB_CLASS_HOURS", 0.01, 48),
+}

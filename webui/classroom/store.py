@@ -19,6 +19,7 @@ import secrets
 import threading
 import time
 import unicodedata
+from functools import partial
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -269,10 +270,8 @@ class Store:
         """Show (or hide again) the worked solution on every student's screen; while it shows,
         answers to the question are closed."""
 
-        def _reveal(conn, row):
-            _update_class(conn, row, revealed=bool(on), version=ClassRow.version + 1)
-
-        return self._as_teacher(code, key, _reveal, write=True, show=True)
+        bump = partial(_update_class, revealed=bool(on), version=ClassRow.version + 1)
+        return self._as_teacher(code, key, bump, write=True, show=True)
 
     def end(self, code: str, key: str) -> None:
         """Delete the class and every row of it now."""
@@ -282,10 +281,7 @@ class Store:
         """Let new students join the class, or not (a student who joined comes back all the
         same, from the browser that joined)."""
 
-        def _set(conn, row):
-            _update_class(conn, row, joining=bool(open_))
-
-        self._as_teacher(code, key, _set, write=True)
+        self._as_teacher(code, key, partial(_update_class, joining=bool(open_)), write=True)
 
     def roster(self, code: str, key: str) -> Roster:
         """Whether the class takes new students, and its students (not those removed),
@@ -422,62 +418,51 @@ class Store:
         nick = clean_nickname(nickname)
         visitor = str(visitor)[:VISITOR_MAX]
         browser = str(browser)[:VISITOR_MAX] if browser else None
-        raw = str(code or "")
-        return self._call(self._join, raw, nick, visitor, browser)
-
-    def _join(self, raw_code: str, nick: str | None, visitor: str, browser: str | None) -> str:
-        now = self.clock()
-        lim = self.limits
-        problem = None
         token = secrets.token_urlsafe(16)
-        with self._write.begin() as conn:
-            # Every attempt counts, a wrong code too: guessing codes costs the same.
-            for kind, who, most, whose in (
-                ("join-browser", browser, lim.joins_per_browser, "this browser"),
-                ("join", visitor, lim.joins_per_minute, "your network"),
-            ):
-                if who is not None and not _within(conn, kind, who, now, 60, most):
-                    raise Refused(
-                        f"Too many joins from {whose} in a minute (at most {most}); wait a "
-                        "moment and try again."
-                    )
-            try:
-                code = clean_code(raw_code)
-            except Refused as e:
-                problem = e
-            else:
-                row = conn.execute(
-                    sa.select(ClassRow.__table__).where(ClassRow.code == code).with_for_update()
-                ).first()
-                if row is None or row.expires_at <= now:
-                    problem = Refused(
-                        "There is no class with this code now. Check it on the teacher's screen."
-                    )
-                else:
-                    problem = self._seat(conn, row, token, nick, visitor, browser, now)
-        if problem is not None:
+        problem = self._in(self._join, str(code or ""), nick, visitor, browser, token, write=True)
+        if problem is not None:  # raised after the transaction: the join counts all the same
             raise problem
         return token
+
+    def _join(self, conn, raw_code: str, nick, visitor: str, browser, token: str) -> Refused | None:
+        now = self.clock()
+        lim = self.limits
+        # Every attempt counts, a wrong code too: guessing codes costs the same.
+        for kind, who, most, whose in (
+            ("join-browser", browser, lim.joins_per_browser, "this browser"),
+            ("join", visitor, lim.joins_per_minute, "your network"),
+        ):
+            if who is not None and not _within(conn, kind, who, now, 60, most):
+                raise Refused(
+                    f"Too many joins from {whose} in a minute (at most {most}); wait a "
+                    "moment and try again."
+                )
+        try:
+            code = clean_code(raw_code)
+        except Refused as e:
+            return e
+        row = conn.execute(
+            sa.select(ClassRow.__table__).where(ClassRow.code == code).with_for_update()
+        ).first()
+        if row is None or row.expires_at <= now:
+            return Refused(
+                "There is no class with this code now. Check it on the teacher's screen."
+            )
+        return self._seat(conn, row, token, nick, visitor, browser, now)
 
     def _seat(self, conn, row, token, nick, visitor, browser, now) -> Refused | None:
         """Seat a student in class ``row`` under ``token`` (lock held on the class): this
         browser's student again, or a new one within the class's bounds; else the refusal."""
         lim = self.limits
         s = StudentRow.__table__
-        mine = (
-            conn.execute(
-                sa.select(s.c.id, s.c.removed, s.c.nickname_key).where(
-                    s.c.class_id == row.id, s.c.browser == browser
-                )
-            ).first()
-            if browser
-            else None
-        )
+        in_class = s.c.class_id == row.id
+        mine = None
+        if browser:
+            cols = s.c.id, s.c.removed, s.c.nickname_key
+            mine = conn.execute(sa.select(*cols).where(in_class, s.c.browser == browser)).first()
         key = nick.casefold() if nick else None
         if key is not None and (mine is None or mine.nickname_key != key):
-            taken = conn.execute(
-                sa.select(s.c.id).where(s.c.class_id == row.id, s.c.nickname_key == key)
-            ).first()
+            taken = conn.execute(sa.select(s.c.id).where(in_class, s.c.nickname_key == key)).first()
             if taken is not None:
                 return Refused(
                     f"Someone in this class already goes by {nick!r}: choose another nickname "
@@ -493,7 +478,7 @@ class Store:
             return None
         if not row.joining:
             return Refused("Your teacher has closed this class to new students.")
-        seated = s.c.class_id == row.id, s.c.removed == sa.false()
+        seated = in_class, s.c.removed == sa.false()
         if _count(conn, s, *seated) >= lim.max_students:
             return Refused(f"This class is full ({lim.max_students} students).")
         here = _count(conn, s, *seated, s.c.visitor == visitor)
@@ -678,22 +663,18 @@ def _check_live_classes(conn, now: float, lim: Limits, visitor: str, network: st
     """Refused when a new class would pass the classes live at once of the address, of its
     network (a share of the server's, the reserve of issue 39 B16) or of the server."""
     live = ClassRow.expires_at > now
-
-    def count(*where) -> int:
-        return _count(conn, ClassRow, live, *where)
-
-    if count(ClassRow.creator == visitor) >= lim.live_classes:
+    if _count(conn, ClassRow, live, ClassRow.creator == visitor) >= lim.live_classes:
         raise Refused(
             f"{lim.live_classes} classes started from your address are running already (at "
             "most that many at once): end one you no longer need, or use one of them."
         )
-    if count(ClassRow.network == network) >= lim.classes_per_network:
+    if _count(conn, ClassRow, live, ClassRow.network == network) >= lim.classes_per_network:
         raise Refused(
             f"Classes started from your network hold {lim.classes_per_network} of this "
             "server's places, as many as one network may: end one you no longer need, or "
             "try again later."
         )
-    if count() >= lim.max_classes:
+    if _count(conn, ClassRow, live) >= lim.max_classes:
         raise Refused("This server holds as many classes as it may; try again later.")
 
 

@@ -306,24 +306,21 @@ def _student_result(q, qi: int, mine: dict, revealed: bool) -> None:
 def teacher_page(code: str, key: str | None) -> None:
     """The projector: code and QR, the question, live figures, Previous/Next/Reveal (all in
     one fragment that refreshes itself), then a fold with the teacher link, export and end."""
-    store = get_store()
-    t = st.session_state.get(_TEACHER)
-    try:
-        if key:  # the key arrived in the link: keep it in the session, out of the address bar
-            store.check_teacher(code, key)
-            t = st.session_state[_TEACHER] = {"code": code, "key": key}
-            st.query_params.pop("teacher", None)
-        if t and t.get("code") == code:
-            store.check_teacher(code, t["key"])
-    except (NotAllowed, Refused, Unavailable) as e:
-        st.title("Live class")
-        st.error(plain(str(e)))
-        return
+    t = {"code": code, "key": key} if key else st.session_state.get(_TEACHER)
     if not t or t.get("code") != code:
         st.title("Live class")
         st.error(T("screen_runs_class"))
         pages.link(PAGE, "Join or start a class")
         return
+    try:
+        get_store().check_teacher(code, t["key"])
+    except (NotAllowed, Refused, Unavailable) as e:
+        st.title("Live class")
+        st.error(plain(str(e)))
+        return
+    if key:  # the key arrived in the link: keep it in the session, out of the address bar
+        st.session_state[_TEACHER] = t
+        st.query_params.pop("teacher", None)
     key = t["key"]
     teacher_panel(code)
     # Outside the fragment, so its dialog stays open while the figures refresh. The fold starts
