@@ -289,22 +289,12 @@ class Store:
 
         def _roster(conn, row):
             s, a = StudentRow.__table__, AnswerRow.__table__
-            answers = (
-                sa.select(a.c.student_id, sa.func.count().label("n"))
-                .where(a.c.class_id == row.id)
-                .group_by(a.c.student_id)
-                .subquery()
-            )
-            rows = conn.execute(
-                sa.select(s.c.id, s.c.nickname, s.c.removed, answers.c.n)
-                .outerjoin(answers, answers.c.student_id == s.c.id)
-                .where(s.c.class_id == row.id)
-                .order_by(s.c.id)
-            ).all()
+            n = sa.select(sa.func.count()).select_from(a).where(a.c.student_id == s.c.id)
+            rows = _students_of(conn, row, s.c.nickname, s.c.removed, n.scalar_subquery())
             students = [
-                Student(number=i + 1, nickname=r.nickname or "", answers=int(r.n or 0))
-                for i, r in enumerate(rows)
-                if not r.removed
+                Student(number=i + 1, nickname=nick or "", answers=int(got or 0))
+                for i, (nick, removed, got) in enumerate(rows)
+                if not removed
             ]
             return Roster(joining=bool(row.joining), students=students)
 
@@ -654,9 +644,7 @@ def _same_browser(held: str, asking: str) -> bool:
     A place taken without one (``s:``, a session's own id: XSRF protection off, or a client that
     sent no cookie) has only its token to go by, as before: that browser's next page load is a
     new session."""
-    if held.startswith("b:"):
-        return hmac.compare_digest(held, asking)
-    return True
+    return not held.startswith("b:") or hmac.compare_digest(held, asking)
 
 
 def _check_live_classes(conn, now: float, lim: Limits, visitor: str, network: str) -> None:
@@ -685,9 +673,8 @@ def _count(conn, table, *where) -> int:
 def _within(conn, kind: str, who: str, now: float, window: float, most: int) -> bool:
     """Whether ``who`` had fewer than ``most`` events of ``kind`` in the last ``window`` seconds;
     if so, this one is counted."""
-    n = _count(
-        conn, EventRow, EventRow.kind == kind, EventRow.visitor == who, EventRow.at > now - window
-    )
+    e = EventRow
+    n = _count(conn, e, e.kind == kind, e.visitor == who, e.at > now - window)
     if n < most:
         conn.execute(sa.insert(EventRow).values(kind=kind, visitor=who, at=now))
     return n < most
@@ -726,7 +713,6 @@ def get_store() -> Store:
     """This process's store for the configured database (made on first use)."""
     url = database_url()
     with _STORES_LOCK:
-        s = _STORES.get(url)
-        if s is None:
-            s = _STORES[url] = Store(url)
-        return s
+        if url not in _STORES:
+            _STORES[url] = Store(url)
+        return _STORES[url]
