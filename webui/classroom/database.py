@@ -1,9 +1,6 @@
-"""Where the live class keeps its data: the database's URL, its engine and its schema.
-
-``KVLAB_DATABASE_URL`` (``postgresql://user:password@host/db``, driven by psycopg 3) for
-replicas; without it a SQLite file, ``classroom.db`` in ``KVLAB_DATA_DIR`` (default: ``data/``
-in the project's folder), so one machine needs no setup. The schema is the Alembic migrations'
-in migrations/ (``upgrade``).
+"""Where the live class keeps its data (``KVLAB_DATABASE_URL``, else a SQLite file in
+``KVLAB_DATA_DIR``: docs/live-class.md), its engine, and its schema (the Alembic migrations in
+migrations/, ``upgrade``).
 """
 
 from __future__ import annotations
@@ -13,8 +10,6 @@ from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy import exc as sa_exc
-
-__all__ = ["database_url", "describe_url", "make_engine", "upgrade", "MIGRATIONS"]
 
 ROOT = Path(__file__).resolve().parents[2]
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"

@@ -1,16 +1,12 @@
 """What a live class asks and how an answer is graded: kvcalc's own questions and grader.
 
-A class runs the Interview check's deck: the five interview questions, then the practice set
-of the class's seed (10 questions), as the Classroom mode of the Interview check shows them. A
-question that asks for two numbers (the per-token question: per token, then per sequence) has
-two parts, each graded alone. The four open interview questions are asked as a choice of four
-statements (kvcalc.teach.choices), since a phone cannot send prose a projector can count.
-
-Grading is kvcalc's: ``kvcalc.teach.quiz.grade`` for numbers and
-``kvcalc.teach.choices.grade_choice`` for choices. The named slip a teacher's screen counts is
-the grader's own diagnosis of the answer (the sentence it appends to "Not quite": bits vs bytes, the
-factor 2, GiB vs GB, query heads counted as KV heads, an inverted ratio), never a second grader's
-guess.
+A class runs the Interview check's deck: the five interview questions, then the practice set of
+the class's seed (10 questions). A question that asks for two numbers (per token, then per
+sequence) has two parts, each graded alone. The four open interview questions are asked as a
+choice of four statements (kvcalc.teach.choices): a phone cannot send prose a projector can
+count. The named slip is the grader's own diagnosis (``kvcalc.teach.quiz.grade``,
+``kvcalc.teach.choices.grade_choice``: bits vs bytes, the factor 2, GiB vs GB, query heads
+counted as KV heads, an inverted ratio), never a second grader's guess.
 """
 
 from __future__ import annotations
@@ -22,21 +18,6 @@ from dataclasses import dataclass
 from kvcalc.teach import quiz
 from kvcalc.teach.choices import LETTERS, choices_for, grade_choice
 from kvcalc.teach.quiz import Question, interview_questions, practice_questions
-
-__all__ = [
-    "PRACTICE_COUNT",
-    "MAX_SEED",
-    "deck",
-    "chapter_count",
-    "position_label",
-    "parts",
-    "Graded",
-    "grade_answer",
-    "answer_label",
-    "value_label",
-    "NO_SLIP",
-    "LABEL_MAX",
-]
 
 PRACTICE_COUNT = 10  # as the Interview check's Classroom mode
 MAX_SEED = 999_999  # the Interview check's practice-set box
@@ -83,11 +64,11 @@ def is_choice(q: Question) -> bool:
 
 @dataclass(frozen=True, kw_only=True)
 class Graded:
-    readable: bool  # False: not an answer (a typo, an unknown unit): nothing is stored
-    correct: bool
-    value: float | None  # the number read (a choice: its index)
     message: str  # the grader's full message (quotes the right answer: after Reveal only)
-    slip: str  # the named mistake ("" when correct)
+    readable: bool = True  # False: not an answer (a typo, an unknown unit): nothing is stored
+    correct: bool = False
+    value: float | None = None  # the number read (a choice: its index)
+    slip: str = ""  # the named mistake ("" when correct)
     note: str = ""  # what the grader adds to a right answer (a unit slip named, bytes read)
 
     @property
@@ -105,32 +86,23 @@ def grade_answer(q: Question, part: int, text: str) -> Graded:
     """Grade ``text`` as the answer to part ``part`` of ``q`` with kvcalc's grader."""
     text = (text or "").strip()
     if is_choice(q):
-        text = text.upper()
-        g = grade_choice(q.qid, text)
-        if g.given is None:
-            return Graded(readable=False, correct=False, value=None, message=g.message, slip="")
-        slip = "" if g.correct else choices_for(q.qid)[int(g.given)].slip
-        return Graded(readable=True, correct=g.correct, value=g.given, message=g.message, slip=slip)
+        c = grade_choice(q.qid, text.upper())
+        if c.given is None:
+            return Graded(readable=False, message=c.message)
+        slip = "" if c.correct else choices_for(q.qid)[int(c.given)].slip
+        return Graded(correct=c.correct, value=c.given, message=c.message, slip=slip)
     if part not in parts(q):
         raise ValueError(f"question {q.qid!r} has no part {part}")
     if len(text) > MAX_ANSWER_CHARS:
-        return Graded(
-            readable=False,
-            correct=False,
-            value=None,
-            slip="",
-            message=f"That is too long to be a number (at most {MAX_ANSWER_CHARS} characters).",
-        )
+        too_long = f"That is too long to be a number (at most {MAX_ANSWER_CHARS} characters)."
+        return Graded(readable=False, message=too_long)
     g = quiz.grade(q, text, part=part)
     if g.given is None:
-        return Graded(readable=False, correct=False, value=None, message=g.message, slip="")
+        return Graded(readable=False, message=g.message)
     if g.correct:
-        return Graded(
-            readable=True, correct=True, value=g.given, message=g.message, slip="", note=g.note
-        )
+        return Graded(correct=True, value=g.given, message=g.message, note=g.note)
     # The grader's own diagnosis, the sentence it appended to its message.
-    slip = g.slip or NO_SLIP
-    return Graded(readable=True, correct=False, value=g.given, message=g.message, slip=slip)
+    return Graded(value=g.given, message=g.message, slip=g.slip or NO_SLIP)
 
 
 def answer_label(q: Question, part: int) -> str:

@@ -11,8 +11,6 @@ from collections.abc import Sequence
 from .deck import deck, is_choice, parts, value_label
 from .views import ClassView
 
-__all__ = ["answer_rows", "to_csv", "to_json"]
-
 
 def answer_rows(qs: Sequence, students, answers, names: bool) -> list[dict]:
     """One row per answer: question, part, student (anonymous: a number in join order), the
@@ -23,16 +21,13 @@ def answer_rows(qs: Sequence, students, answers, names: bool) -> list[dict]:
     out = []
     for a in answers:
         q = qs[a.question]
-        r = {
-            "question": a.question + 1,
-            "qid": q.qid,
-            "part": a.part,
-            "student": number.get(a.student_id, 0),
-        }
-        if names:
-            r["nickname"] = nick.get(a.student_id, "")
-        r.update(
+        out.append(
             {
+                "question": a.question + 1,
+                "qid": q.qid,
+                "part": a.part,
+                "student": number.get(a.student_id, 0),
+                **({"nickname": nick.get(a.student_id, "")} if names else {}),
                 "answer": a.text,
                 "value": _finite(a.value),
                 "value_label": value_label(q, a.part, a.value),
@@ -43,7 +38,6 @@ def answer_rows(qs: Sequence, students, answers, names: bool) -> list[dict]:
                 "answered_at": round(a.answered_at, 3),
             }
         )
-        out.append(r)
     return out
 
 
@@ -60,19 +54,17 @@ def to_csv(rows: list[dict], names: bool) -> str:
 
 def to_json(view: ClassView, rows: list[dict], exported_at: float, names: bool) -> str:
     questions = []
-    for i, q in enumerate(deck(view.seed)):
-        ps = []
-        for p in parts(q):
-            right = None if is_choice(q) else _finite(q.part(p).value)
-            ps.append(
-                {
-                    "part": p,
-                    "right_value": right,
-                    "answers": [r for r in rows if r["question"] == i + 1 and r["part"] == p],
-                }
-            )
+    for i, q in enumerate(deck(view.seed), 1):
+        ps = [
+            {
+                "part": p,
+                "right_value": None if is_choice(q) else _finite(q.part(p).value),
+                "answers": [r for r in rows if r["question"] == i and r["part"] == p],
+            }
+            for p in parts(q)
+        ]
         questions.append(
-            {"number": i + 1, "qid": q.qid, "level": q.level, "prompt": q.prompt, "parts": ps}
+            {"number": i, "qid": q.qid, "level": q.level, "prompt": q.prompt, "parts": ps}
         )
     doc = {
         "class": view.code,

@@ -1,14 +1,12 @@
 """The live class's tables (SQLAlchemy 2.x declarative models; the schema itself is made by the
 Alembic migrations beside this file, never by ``create_all``).
 
-Times are seconds since the epoch (a float): the same in SQLite and PostgreSQL, compared with
-the clock of whichever replica asks. Secrets are stored hashed (SHA-256 of a 256-bit random
-teacher key, of a 128-bit random student token): a copy of the database opens no class.
-
-Who: ``creator`` and a student's ``visitor`` are source addresses (an IPv4 address or an IPv6
-/64), ``network`` the IPv4 /24 or IPv6 /48 around a class's creator, a student's ``browser``
-the hashed key of the browser that joined (webui.visitor): one student per browser per class,
-and only that browser answers for the student.
+Times are seconds since the epoch (a float, the same in SQLite and PostgreSQL), compared with
+the asking replica's clock. Secrets are stored hashed (SHA-256 of a 256-bit teacher key, of a
+128-bit student token): a copy of the database opens no class. ``creator`` and a student's
+``visitor`` are source addresses (an IPv4 address or an IPv6 /64), ``network`` the IPv4 /24 or
+IPv6 /48 around a class's creator, a student's ``browser`` the hashed key of the browser that
+joined (webui.visitor): only that browser answers for the student.
 """
 
 from __future__ import annotations

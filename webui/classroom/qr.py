@@ -6,8 +6,6 @@ import io
 
 import segno
 
-__all__ = ["qr_png", "qr_matrix"]
-
 
 def _make(link: str):
     if not link or len(link) > 400:

@@ -1,13 +1,9 @@
 """The live class's store: every class, student and answer in one database that every replica
-shares (SQLAlchemy 2.x; database.py says where, views.py what it hands out, export.py the
-teacher's export, limits.py the bounds).
-
-Who may do what is checked here on every call, never by the page: the teacher key (256 random
-bits, stored as its SHA-256, compared in constant time) opens the results, moves, reveals,
-exports and ends the class; a student token (128 random bits, stored hashed) answers the
-question on screen and reads that student's own answers, only from the browser that joined; the
-join code gives what the projector shows. A database that is down or slow raises
-``Unavailable``, never a driver's traceback. docs/live-class.md tells the whole design.
+shares (SQLAlchemy 2.x). Who may do what is checked here on every call, never by the page: the
+teacher key opens the results, moves, reveals, exports and ends the class; a student token
+answers the question on screen from the browser that joined; the join code gives what the
+projector shows. A database that is down or slow raises ``Unavailable``, never a driver's
+traceback. docs/live-class.md tells the whole design.
 
 Longer than the 600 lines of tests/test_layers.py: one class holds every permission check and
 every transaction of a class, so that who may do what is read in one place.
@@ -23,6 +19,7 @@ import secrets
 import threading
 import time
 import unicodedata
+from functools import partial
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -44,25 +41,6 @@ from .models import (
     StudentRow,
 )
 from .views import ClassView, NewClass, Results, Roster, Student, summarize, view_of
-
-__all__ = [
-    "Store",
-    "Limits",
-    "Unavailable",
-    "Refused",
-    "NotAllowed",
-    "NewClass",
-    "ClassView",
-    "Results",
-    "Student",
-    "Roster",
-    "database_url",
-    "get_store",
-    "clean_nickname",
-    "clean_code",
-    "CODE_ALPHABET",
-    "CODE_LENGTH",
-]
 
 log = logging.getLogger(__name__)
 
@@ -164,14 +142,7 @@ class Store:
             raise Refused(
                 "That did not go through (another change came at the same moment); try again."
             ) from None
-        except (
-            sa_exc.OperationalError,
-            sa_exc.InterfaceError,
-            sa_exc.TimeoutError,
-            sa_exc.DatabaseError,
-            sa_exc.DisconnectionError,
-            OSError,
-        ) as e:
+        except (sa_exc.DBAPIError, sa_exc.TimeoutError, sa_exc.DisconnectionError, OSError) as e:
             self._down_until = time.monotonic() + DOWN_FOR_S
             log.warning(
                 "classroom database %s error: %s",
@@ -203,14 +174,18 @@ class Store:
         except sa_exc.SQLAlchemyError as e:  # the next call tries again in a minute
             log.warning("classroom purge failed: %s", str(e).splitlines()[0][:200])
 
+    def _in(self, fn, *args, write: bool = False):
+        """fn(conn, *args) in one writing transaction (``write``) or a read, through _call."""
+
+        def _run():
+            with self._write.begin() if write else self.engine.connect() as conn:
+                return fn(conn, *args)
+
+        return self._call(_run)
+
     def ping(self) -> None:
         """Raise Unavailable unless the database answers (and its schema is ready)."""
-
-        def _ping():
-            with self.engine.connect() as conn:
-                conn.execute(sa.text("SELECT 1"))
-
-        self._call(_ping)
+        self._in(lambda conn: conn.execute(sa.text("SELECT 1")))
 
     # -- the teacher ------------------------------------------------------------------------
     def create_class(self, seed: int, visitor: str) -> NewClass:
@@ -218,50 +193,38 @@ class Store:
         if not 0 <= seed <= 999_999:
             raise Refused("The practice set is a number from 0 to 999,999.")
         visitor = str(visitor)[:VISITOR_MAX]
-        return self._call(self._create, seed, visitor)
+        return self._in(self._create, seed, visitor, write=True)
 
-    def _create(self, seed: int, visitor: str) -> NewClass:
+    def _create(self, conn, seed: int, visitor: str) -> NewClass:
         now = self.clock()
         lim = self.limits
         network = network_of(visitor)
-        with self._write.begin() as conn:
-            recent = conn.execute(
-                sa.select(sa.func.count())
-                .select_from(EventRow)
-                .where(
-                    EventRow.kind == "start", EventRow.visitor == visitor, EventRow.at > now - 3600
-                )
-            ).scalar_one()
-            if recent >= lim.classes_per_hour:
-                raise Refused(
-                    f"At most {lim.classes_per_hour} classes an hour can be started "
-                    "from one address; use one you started, or wait."
-                )
-            _check_live_classes(conn, now, lim, visitor, network)
-            conn.execute(sa.insert(EventRow).values(kind="start", visitor=visitor, at=now))
-            key = secrets.token_urlsafe(32)
-            for _ in range(8):
-                code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
-                taken = conn.execute(sa.select(ClassRow.id).where(ClassRow.code == code)).first()
-                if taken is None:
-                    break
-            else:  # pragma: no cover - 8 collisions in a billion codes
-                raise Refused("No free join code was found; try again.")
-            conn.execute(
-                sa.insert(ClassRow).values(
-                    code=code,
-                    key_hash=_hash(key),
-                    seed=seed,
-                    position=0,
-                    revealed=False,
-                    version=0,
-                    creator=visitor,
-                    created_at=now,
-                    expires_at=now + lim.class_hours * 3600,
-                    network=network,
-                    joining=True,
-                )
+        if not _within(conn, "start", visitor, now, 3600, lim.classes_per_hour):
+            raise Refused(
+                f"At most {lim.classes_per_hour} classes an hour can be started "
+                "from one address; use one you started, or wait."
             )
+        _check_live_classes(conn, now, lim, visitor, network)
+        key = secrets.token_urlsafe(32)
+        for _ in range(8):
+            code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
+            taken = conn.execute(sa.select(ClassRow.id).where(ClassRow.code == code)).first()
+            if taken is None:
+                break
+        else:  # pragma: no cover - 8 collisions in a billion codes
+            raise Refused("No free join code was found; try again.")
+        conn.execute(  # position, revealed and version: the model's defaults
+            sa.insert(ClassRow).values(
+                code=code,
+                key_hash=_hash(key),
+                seed=seed,
+                creator=visitor,
+                created_at=now,
+                expires_at=now + lim.class_hours * 3600,
+                network=network,
+                joining=True,
+            )
+        )
         return NewClass(code=code, key=key)
 
     def _teacher_class(self, conn, code: str, key: str) -> ClassRow:
@@ -276,99 +239,66 @@ class Store:
             raise Refused("This class has ended (classes expire 12 hours after they start).")
         return row
 
-    def check_teacher(self, code: str, key: str) -> ClassView:
-        def _check():
-            with self.engine.connect() as conn:
-                return view_of(self._teacher_class(conn, code, key))
+    def _as_teacher(self, code: str, key: str, fn, write: bool = False, show: bool = False):
+        """fn(conn, row) on the class whose teacher key this is, in a writing transaction
+        (``write``: the projector's cached view is dropped) or a read; ``show``: then the
+        class's view, read again."""
 
-        return self._call(_check)
+        def _run():
+            with self._write.begin() if write else self.engine.connect() as conn:
+                row = self._teacher_class(conn, code, key)
+                out = fn(conn, row)
+            if write:
+                self._views.pop(row.code, None)
+            return self._class_view(row.code) if show else out
+
+        return self._call(_run)
+
+    def check_teacher(self, code: str, key: str) -> ClassView:
+        return self._as_teacher(code, key, lambda conn, row: view_of(row))
 
     def move(self, code: str, key: str, to: int) -> ClassView:
         """Put question ``to`` (from 0, clamped to the deck) on every screen, answer hidden."""
 
-        def _move():
-            with self._write.begin() as conn:
-                row = self._teacher_class(conn, code, key)
-                pos = min(max(int(to), 0), len(deck(row.seed)) - 1)
-                conn.execute(
-                    sa.update(ClassRow)
-                    .where(ClassRow.id == row.id)
-                    .values(position=pos, revealed=False, version=ClassRow.version + 1)
-                )
-            self._views.pop(row.code, None)
-            return self._class_view(row.code)
+        def _move(conn, row):
+            pos = min(max(int(to), 0), len(deck(row.seed)) - 1)
+            _update_class(conn, row, position=pos, revealed=False, version=ClassRow.version + 1)
 
-        return self._call(_move)
+        return self._as_teacher(code, key, _move, write=True, show=True)
 
     def reveal(self, code: str, key: str, on: bool = True) -> ClassView:
         """Show (or hide again) the worked solution on every student's screen; while it shows,
         answers to the question are closed."""
 
-        def _reveal():
-            with self._write.begin() as conn:
-                row = self._teacher_class(conn, code, key)
-                conn.execute(
-                    sa.update(ClassRow)
-                    .where(ClassRow.id == row.id)
-                    .values(revealed=bool(on), version=ClassRow.version + 1)
-                )
-            self._views.pop(row.code, None)
-            return self._class_view(row.code)
-
-        return self._call(_reveal)
+        bump = partial(_update_class, revealed=bool(on), version=ClassRow.version + 1)
+        return self._as_teacher(code, key, bump, write=True, show=True)
 
     def end(self, code: str, key: str) -> None:
         """Delete the class and every row of it now."""
-
-        def _end():
-            with self._write.begin() as conn:
-                row = self._teacher_class(conn, code, key)
-                _delete_classes(conn, [row.id])
-            self._views.pop(row.code, None)
-
-        self._call(_end)
+        self._as_teacher(code, key, lambda conn, row: _delete_classes(conn, [row.id]), write=True)
 
     def set_joining(self, code: str, key: str, open_: bool) -> None:
         """Let new students join the class, or not (a student who joined comes back all the
         same, from the browser that joined)."""
 
-        def _set():
-            with self._write.begin() as conn:
-                row = self._teacher_class(conn, code, key)
-                conn.execute(
-                    sa.update(ClassRow).where(ClassRow.id == row.id).values(joining=bool(open_))
-                )
-
-        self._call(_set)
+        self._as_teacher(code, key, partial(_update_class, joining=bool(open_)), write=True)
 
     def roster(self, code: str, key: str) -> Roster:
         """Whether the class takes new students, and its students (not those removed),
         numbered as the export numbers them."""
 
-        def _roster():
-            with self.engine.connect() as conn:
-                row = self._teacher_class(conn, code, key)
-                s, a = StudentRow.__table__, AnswerRow.__table__
-                answers = (
-                    sa.select(a.c.student_id, sa.func.count().label("n"))
-                    .where(a.c.class_id == row.id)
-                    .group_by(a.c.student_id)
-                    .subquery()
-                )
-                rows = conn.execute(
-                    sa.select(s.c.id, s.c.nickname, s.c.removed, answers.c.n)
-                    .outerjoin(answers, answers.c.student_id == s.c.id)
-                    .where(s.c.class_id == row.id)
-                    .order_by(s.c.id)
-                ).all()
+        def _roster(conn, row):
+            s, a = StudentRow.__table__, AnswerRow.__table__
+            n = sa.select(sa.func.count()).select_from(a).where(a.c.student_id == s.c.id)
+            rows = _students_of(conn, row, s.c.nickname, s.c.removed, n.scalar_subquery())
             students = [
-                Student(number=i + 1, nickname=r.nickname or "", answers=int(r.n or 0))
-                for i, r in enumerate(rows)
-                if not r.removed
+                Student(number=i + 1, nickname=nick or "", answers=int(got or 0))
+                for i, (nick, removed, got) in enumerate(rows)
+                if not removed
             ]
             return Roster(joining=bool(row.joining), students=students)
 
-        return self._call(_roster)
+        return self._as_teacher(code, key, _roster)
 
     def remove_students(self, code: str, key: str, numbers) -> int:
         """Remove students (by their roster numbers) and their answers: their places open no
@@ -376,92 +306,61 @@ class Store:
         how many were removed."""
         wanted = {int(n) for n in numbers}
 
-        def _remove():
-            with self._write.begin() as conn:
-                row = self._teacher_class(conn, code, key)
-                ids = [
-                    sid
-                    for i, (sid,) in enumerate(
-                        conn.execute(
-                            sa.select(StudentRow.id)
-                            .where(StudentRow.class_id == row.id)
-                            .order_by(StudentRow.id)
-                        ).all()
-                    )
-                    if i + 1 in wanted
-                ]
-                if not ids:
-                    return 0
-                conn.execute(sa.delete(AnswerRow).where(AnswerRow.student_id.in_(ids)))
-                done = conn.execute(
-                    sa.update(StudentRow)
-                    .where(StudentRow.id.in_(ids), StudentRow.removed == sa.false())
-                    .values(removed=True, nickname_key=None)
-                ).rowcount
-                # A new version: every phone reads its own place again at its next poll, so
-                # a removed student's screen says so at once.
-                conn.execute(
-                    sa.update(ClassRow)
-                    .where(ClassRow.id == row.id)
-                    .values(version=ClassRow.version + 1)
-                )
-            self._views.pop(row.code, None)
+        def _remove(conn, row) -> int:
+            joined = _students_of(conn, row, StudentRow.id)
+            ids = [r.id for i, r in enumerate(joined, 1) if i in wanted]
+            if not ids:
+                return 0
+            conn.execute(sa.delete(AnswerRow).where(AnswerRow.student_id.in_(ids)))
+            done = conn.execute(
+                sa.update(StudentRow)
+                .where(StudentRow.id.in_(ids), StudentRow.removed == sa.false())
+                .values(removed=True, nickname_key=None)
+            ).rowcount
+            # A new version: every phone reads its own place again at its next poll, so
+            # a removed student's screen says so at once.
+            _update_class(conn, row, version=ClassRow.version + 1)
             return int(done or 0)
 
-        return self._call(_remove)
+        return self._as_teacher(code, key, _remove, write=True)
 
     def results(self, code: str, key: str, question: int | None = None) -> Results:
         """The class's figures for ``question`` (default: the one on screen)."""
 
-        def _results():
-            with self.engine.connect() as conn:
-                row = self._teacher_class(conn, code, key)
-                view = view_of(row)
-                qi = view.position if question is None else int(question)
-                if not 0 <= qi < view.count:
-                    raise Refused(f"There is no question {qi + 1} in this class.")
-                joined = conn.execute(
-                    sa.select(sa.func.count())
-                    .select_from(StudentRow)
-                    .where(StudentRow.class_id == row.id, StudentRow.removed == sa.false())
-                ).scalar_one()
-                rows = conn.execute(
-                    sa.select(
-                        AnswerRow.student_id,
-                        AnswerRow.part,
-                        AnswerRow.value,
-                        AnswerRow.correct,
-                        AnswerRow.first_correct,
-                        AnswerRow.slip,
-                    ).where(AnswerRow.class_id == row.id, AnswerRow.question == qi)
-                ).all()
+        def _results(conn, row):
+            view = view_of(row)
+            qi = view.position if question is None else int(question)
+            if not 0 <= qi < view.count:
+                raise Refused(f"There is no question {qi + 1} in this class.")
+            joined = _count(
+                conn, StudentRow, StudentRow.class_id == row.id, StudentRow.removed == sa.false()
+            )
+            rows = conn.execute(
+                sa.select(AnswerRow.__table__).where(
+                    AnswerRow.class_id == row.id, AnswerRow.question == qi
+                )
+            ).all()
             r = summarize(view, joined, qi, rows)
             r.joining = bool(row.joining)
             return r
 
-        return self._call(_results)
+        return self._as_teacher(code, key, _results)
 
     def export(self, code: str, key: str, names: bool = False) -> list[dict]:
         """Every answer of the class, one row each: question, part, student (anonymous: a
         number in join order), the answer, correct or not, the named slip; ``names`` adds the
         nicknames students chose to give."""
 
-        def _export():
-            with self.engine.connect() as conn:
-                row = self._teacher_class(conn, code, key)
-                students = conn.execute(
-                    sa.select(StudentRow.id, StudentRow.nickname)
-                    .where(StudentRow.class_id == row.id)
-                    .order_by(StudentRow.id)
-                ).all()
-                answers = conn.execute(
-                    sa.select(AnswerRow.__table__)
-                    .where(AnswerRow.class_id == row.id)
-                    .order_by(AnswerRow.question, AnswerRow.part, AnswerRow.student_id)
-                ).all()
+        def _export(conn, row):
+            students = _students_of(conn, row, StudentRow.id, StudentRow.nickname)
+            answers = conn.execute(
+                sa.select(AnswerRow.__table__)
+                .where(AnswerRow.class_id == row.id)
+                .order_by(AnswerRow.question, AnswerRow.part, AnswerRow.student_id)
+            ).all()
             return export.answer_rows(deck(row.seed), students, answers, names)
 
-        return self._call(_export)
+        return self._as_teacher(code, key, _export)
 
     def export_csv(self, code: str, key: str, names: bool = False) -> str:
         return export.to_csv(self.export(code, key, names), names)
@@ -509,78 +408,51 @@ class Store:
         nick = clean_nickname(nickname)
         visitor = str(visitor)[:VISITOR_MAX]
         browser = str(browser)[:VISITOR_MAX] if browser else None
-        raw = str(code or "")
-        return self._call(self._join, raw, nick, visitor, browser)
-
-    def _join(self, raw_code: str, nick: str | None, visitor: str, browser: str | None) -> str:
-        now = self.clock()
-        problem = None
         token = secrets.token_urlsafe(16)
-        with self._write.begin() as conn:
-            self._count_join(conn, now, visitor, browser)
-            try:
-                code = clean_code(raw_code)
-            except Refused as e:
-                problem = e
-            else:
-                row = conn.execute(
-                    sa.select(ClassRow.__table__).where(ClassRow.code == code).with_for_update()
-                ).first()
-                if row is None or row.expires_at <= now:
-                    problem = Refused(
-                        "There is no class with this code now. Check it on the teacher's screen."
-                    )
-                else:
-                    problem = self._seat(conn, row, token, nick, visitor, browser, now)
-        if problem is not None:
+        problem = self._in(self._join, str(code or ""), nick, visitor, browser, token, write=True)
+        if problem is not None:  # raised after the transaction: the join counts all the same
             raise problem
         return token
 
-    def _count_join(self, conn, now: float, visitor: str, browser: str | None) -> None:
-        """Count a join against the browser's limit and the address's ceiling (Refused when one
-        is used up). Every attempt counts, a wrong code too: guessing codes costs the same."""
+    def _join(self, conn, raw_code: str, nick, visitor: str, browser, token: str) -> Refused | None:
+        now = self.clock()
         lim = self.limits
-
-        def recent(kind: str, who: str) -> int:
-            return conn.execute(
-                sa.select(sa.func.count())
-                .select_from(EventRow)
-                .where(EventRow.kind == kind, EventRow.visitor == who, EventRow.at > now - 60)
-            ).scalar_one()
-
-        if browser is not None and recent("join-browser", browser) >= lim.joins_per_browser:
-            raise Refused(
-                f"Too many joins from this browser in a minute (at most "
-                f"{lim.joins_per_browser}); wait a moment and try again."
+        # Every attempt counts, a wrong code too: guessing codes costs the same.
+        for kind, who, most, whose in (
+            ("join-browser", browser, lim.joins_per_browser, "this browser"),
+            ("join", visitor, lim.joins_per_minute, "your network"),
+        ):
+            if who is not None and not _within(conn, kind, who, now, 60, most):
+                raise Refused(
+                    f"Too many joins from {whose} in a minute (at most {most}); wait a "
+                    "moment and try again."
+                )
+        try:
+            code = clean_code(raw_code)
+        except Refused as e:
+            return e
+        row = conn.execute(
+            sa.select(ClassRow.__table__).where(ClassRow.code == code).with_for_update()
+        ).first()
+        if row is None or row.expires_at <= now:
+            return Refused(
+                "There is no class with this code now. Check it on the teacher's screen."
             )
-        if recent("join", visitor) >= lim.joins_per_minute:
-            raise Refused(
-                f"Too many joins from your network in a minute (at most "
-                f"{lim.joins_per_minute}); wait a moment and try again."
-            )
-        conn.execute(sa.insert(EventRow).values(kind="join", visitor=visitor, at=now))
-        if browser is not None:
-            conn.execute(sa.insert(EventRow).values(kind="join-browser", visitor=browser, at=now))
+        return self._seat(conn, row, token, nick, visitor, browser, now)
 
     def _seat(self, conn, row, token, nick, visitor, browser, now) -> Refused | None:
         """Seat a student in class ``row`` under ``token`` (lock held on the class): this
         browser's student again, or a new one within the class's bounds; else the refusal."""
         lim = self.limits
         s = StudentRow.__table__
-        mine = (
-            conn.execute(
-                sa.select(s.c.id, s.c.removed, s.c.nickname_key).where(
-                    s.c.class_id == row.id, s.c.browser == browser
-                )
-            ).first()
-            if browser
-            else None
-        )
+        in_class = s.c.class_id == row.id
+        mine = None
+        if browser:
+            cols = s.c.id, s.c.removed, s.c.nickname_key
+            mine = conn.execute(sa.select(*cols).where(in_class, s.c.browser == browser)).first()
         key = nick.casefold() if nick else None
         if key is not None and (mine is None or mine.nickname_key != key):
-            taken = conn.execute(
-                sa.select(s.c.id).where(s.c.class_id == row.id, s.c.nickname_key == key)
-            ).first()
+            taken = conn.execute(sa.select(s.c.id).where(in_class, s.c.nickname_key == key)).first()
             if taken is not None:
                 return Refused(
                     f"Someone in this class already goes by {nick!r}: choose another nickname "
@@ -596,19 +468,16 @@ class Store:
             return None
         if not row.joining:
             return Refused("Your teacher has closed this class to new students.")
-        seated = s.c.class_id == row.id, s.c.removed == sa.false()
-        n = conn.execute(sa.select(sa.func.count()).select_from(s).where(*seated)).scalar_one()
-        if n >= lim.max_students:
+        seated = in_class, s.c.removed == sa.false()
+        if _count(conn, s, *seated) >= lim.max_students:
             return Refused(f"This class is full ({lim.max_students} students).")
-        here = conn.execute(
-            sa.select(sa.func.count()).select_from(s).where(*seated, s.c.visitor == visitor)
-        ).scalar_one()
+        here = _count(conn, s, *seated, s.c.visitor == visitor)
         if here >= lim.students_per_address:
             return Refused(
                 f"This class has {here} students from your network already, as many as one "
                 "network may bring; ask your teacher."
             )
-        conn.execute(
+        conn.execute(  # not removed, no submissions yet: the model's defaults
             sa.insert(StudentRow).values(
                 class_id=row.id,
                 token_hash=_hash(token),
@@ -616,11 +485,7 @@ class Store:
                 nickname_key=key,
                 visitor=visitor,
                 browser=browser or "anon:" + secrets.token_hex(8),
-                removed=False,
                 joined_at=now,
-                window_start=0.0,
-                window_count=0,
-                submissions=0,
             )
         )
         return None
@@ -634,21 +499,10 @@ class Store:
             raise NotAllowed(
                 "This page does not hold a student's place in a class: join with the code."
             )
-        s = StudentRow.__table__
-        c = ClassRow.__table__
+        s, c = StudentRow.__table__, ClassRow.__table__
+        shown = [c.c[n] for n in ("code", "seed", "position", "revealed", "version", "expires_at")]
         row = conn.execute(
-            sa.select(
-                s,
-                c.c.code,
-                c.c.seed,
-                c.c.position,
-                c.c.revealed,
-                c.c.version,
-                c.c.expires_at,
-                c.c.key_hash,
-                c.c.created_at,
-                c.c.creator,
-            )
+            sa.select(s, *shown)
             .join(c, s.c.class_id == c.c.id)
             .where(s.c.token_hash == _hash(token))
         ).first()
@@ -675,32 +529,21 @@ class Store:
         {(question, part): {"text", "correct", "slip", "attempts"}}; ``browser``: the browser
         that asks (None: not checked, for a caller outside a browser)."""
 
-        def _sv():
-            with self.engine.connect() as conn:
-                st = self._student(conn, token, browser)
-                rows = conn.execute(
-                    sa.select(
-                        AnswerRow.question,
-                        AnswerRow.part,
-                        AnswerRow.text,
-                        AnswerRow.correct,
-                        AnswerRow.slip,
-                        AnswerRow.attempts,
-                    ).where(AnswerRow.student_id == st.id)
-                ).all()
-            view = view_of(st)
+        def _sv(conn):
+            st = self._student(conn, token, browser)
+            a = AnswerRow.__table__
+            rows = conn.execute(
+                sa.select(
+                    a.c.question, a.c.part, a.c.text, a.c.correct, a.c.slip, a.c.attempts
+                ).where(a.c.student_id == st.id)
+            ).all()
             mine = {
-                (r.question, r.part): {
-                    "text": r.text,
-                    "correct": bool(r.correct),
-                    "slip": r.slip,
-                    "attempts": r.attempts,
-                }
-                for r in rows
+                (q, p): {"text": text, "correct": bool(ok), "slip": slip, "attempts": n}
+                for q, p, text, ok, slip, n in rows
             }
-            return view, mine
+            return view_of(st), mine
 
-        return self._call(_sv)
+        return self._in(_sv)
 
     def answer(self, token: str, question: int, part: int, text: str, browser: str | None = None):
         """Grade and store a student's answer to the question on screen, in one transaction,
@@ -709,72 +552,61 @@ class Store:
         text = str(text or "")
         if len(text) > ANSWER_TEXT_MAX:
             raise Refused(f"An answer has at most {ANSWER_TEXT_MAX} characters.")
-        return self._call(self._answer, token, int(question), int(part), text, browser)
+        return self._in(self._answer, token, int(question), int(part), text, browser, write=True)
 
-    def _answer(self, token: str, question: int, part: int, text: str, browser: str | None):
+    def _answer(self, conn, token: str, question: int, part: int, text: str, browser: str | None):
         now = self.clock()
         lim = self.limits
-        with self._write.begin() as conn:
-            st = self._student(conn, token, browser)
-            if question != st.position:
-                raise Refused(
-                    f"The class has moved on: the teacher is on question {st.position + 1}."
-                )
-            if st.revealed:
-                raise Refused("The answer has been revealed: answers to this question are closed.")
-            q = deck(st.seed)[question]
-            if part not in parts(q):
-                raise Refused("This question has no such part.")
-            graded = grade_answer(q, part, text)
-            if not graded.readable:
-                return graded, False
-            s = StudentRow.__table__
-            fresh = s.c.window_start < now - 60
-            count = conn.execute(
-                sa.update(StudentRow)
-                .where(s.c.id == st.id)
-                .values(
-                    window_count=sa.case((fresh, 1), else_=s.c.window_count + 1),
-                    window_start=sa.case((fresh, now), else_=s.c.window_start),
-                    submissions=s.c.submissions + 1,
-                )
-                .returning(s.c.window_count, s.c.submissions)
-            ).one()
-            if count.window_count > lim.answers_per_minute:
-                raise Refused(
-                    f"At most {lim.answers_per_minute} answers a minute: wait a few "
-                    "seconds, then send it again."
-                )
-            if count.submissions > lim.max_submissions:
-                raise Refused("You have sent as many answers as one student may in a class.")
-            stmt = _insert(conn)(AnswerRow.__table__).values(
-                class_id=st.class_id,
-                student_id=st.id,
-                question=question,
-                part=part,
-                text=(text.strip().upper() if is_choice(q) else text.strip())[:ANSWER_TEXT_MAX],
-                value=graded.value,
-                correct=graded.correct,
-                first_correct=graded.correct,
-                slip=graded.slip[:SLIP_MAX],
-                attempts=1,
-                answered_at=now,
+        st = self._student(conn, token, browser)
+        if question != st.position:
+            raise Refused(f"The class has moved on: the teacher is on question {st.position + 1}.")
+        if st.revealed:
+            raise Refused("The answer has been revealed: answers to this question are closed.")
+        q = deck(st.seed)[question]
+        if part not in parts(q):
+            raise Refused("This question has no such part.")
+        graded = grade_answer(q, part, text)
+        if not graded.readable:
+            return graded, False
+        s = StudentRow.__table__
+        fresh = s.c.window_start < now - 60
+        count = conn.execute(
+            sa.update(StudentRow)
+            .where(s.c.id == st.id)
+            .values(
+                window_count=sa.case((fresh, 1), else_=s.c.window_count + 1),
+                window_start=sa.case((fresh, now), else_=s.c.window_start),
+                submissions=s.c.submissions + 1,
             )
-            a = AnswerRow.__table__
-            stmt = stmt.on_conflict_do_update(
-                index_elements=[a.c.class_id, a.c.question, a.c.part, a.c.student_id],
-                set_={
-                    "text": stmt.excluded.text,
-                    "value": stmt.excluded.value,
-                    "correct": stmt.excluded.correct,
-                    "slip": stmt.excluded.slip,
-                    "answered_at": stmt.excluded.answered_at,
-                    "attempts": sa.case(
-                        (a.c.text != stmt.excluded.text, a.c.attempts + 1), else_=a.c.attempts
-                    ),
-                },
+            .returning(s.c.window_count, s.c.submissions)
+        ).one()
+        if count.window_count > lim.answers_per_minute:
+            raise Refused(
+                f"At most {lim.answers_per_minute} answers a minute: wait a few "
+                "seconds, then send it again."
             )
-            conn.execute(stmt)
+        if count.submissions > lim.max_submissions:
+            raise Refused("You have sent as many answers as one student may in a class.")
+        stmt = _insert(conn)(AnswerRow.__table__).values(
+            class_id=st.class_id,
+            student_id=st.id,
+            question=question,
+            part=part,
+            text=(text.strip().upper() if is_choice(q) else text.strip())[:ANSWER_TEXT_MAX],
+            value=graded.value,
+            correct=graded.correct,
+            first_correct=graded.correct,
+            slip=graded.slip[:SLIP_MAX],
+            attempts=1,
+            answered_at=now,
+        )
+        a, new = AnswerRow.__table__, stmt.excluded
+        again = {k: new[k] for k in ("text", "value", "correct", "slip", "answered_at")}
+        again["attempts"] = sa.case((a.c.text != new.text, a.c.attempts + 1), else_=a.c.attempts)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[a.c.class_id, a.c.question, a.c.part, a.c.student_id], set_=again
+        )
+        conn.execute(stmt)
         return graded, True
 
     # -- housekeeping -----------------------------------------------------------------------
@@ -783,12 +615,9 @@ class Store:
         than an hour; returns the classes deleted."""
         now = self.clock()
         with self._write.begin() as conn:
-            ids = [
-                r[0]
-                for r in conn.execute(
-                    sa.select(ClassRow.id).where(ClassRow.expires_at <= now)
-                ).all()
-            ]
+            ids = list(
+                conn.execute(sa.select(ClassRow.id).where(ClassRow.expires_at <= now)).scalars()
+            )
             _delete_classes(conn, ids)
             conn.execute(sa.delete(EventRow).where(EventRow.at < now - 3600))
         for code, (_, v) in list(self._views.items()):
@@ -799,16 +628,8 @@ class Store:
     def counts(self) -> dict[str, int]:
         """Rows per table (for the tests and the bench)."""
 
-        def _counts():
-            with self.engine.connect() as conn:
-                return {
-                    t.__tablename__: conn.execute(
-                        sa.select(sa.func.count()).select_from(t)
-                    ).scalar_one()
-                    for t in (ClassRow, StudentRow, AnswerRow, EventRow)
-                }
-
-        return self._call(_counts)
+        tables = (ClassRow, StudentRow, AnswerRow, EventRow)
+        return self._in(lambda conn: {t.__tablename__: _count(conn, t) for t in tables})
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -823,34 +644,50 @@ def _same_browser(held: str, asking: str) -> bool:
     A place taken without one (``s:``, a session's own id: XSRF protection off, or a client that
     sent no cookie) has only its token to go by, as before: that browser's next page load is a
     new session."""
-    if held.startswith("b:"):
-        return hmac.compare_digest(held, asking)
-    return True
+    return not held.startswith("b:") or hmac.compare_digest(held, asking)
 
 
 def _check_live_classes(conn, now: float, lim: Limits, visitor: str, network: str) -> None:
     """Refused when a new class would pass the classes live at once of the address, of its
     network (a share of the server's, the reserve of issue 39 B16) or of the server."""
     live = ClassRow.expires_at > now
-
-    def count(*where) -> int:
-        return conn.execute(
-            sa.select(sa.func.count()).select_from(ClassRow).where(live, *where)
-        ).scalar_one()
-
-    if count(ClassRow.creator == visitor) >= lim.live_classes:
+    if _count(conn, ClassRow, live, ClassRow.creator == visitor) >= lim.live_classes:
         raise Refused(
             f"{lim.live_classes} classes started from your address are running already (at "
             "most that many at once): end one you no longer need, or use one of them."
         )
-    if count(ClassRow.network == network) >= lim.classes_per_network:
+    if _count(conn, ClassRow, live, ClassRow.network == network) >= lim.classes_per_network:
         raise Refused(
             f"Classes started from your network hold {lim.classes_per_network} of this "
             "server's places, as many as one network may: end one you no longer need, or "
             "try again later."
         )
-    if count() >= lim.max_classes:
+    if _count(conn, ClassRow, live) >= lim.max_classes:
         raise Refused("This server holds as many classes as it may; try again later.")
+
+
+def _count(conn, table, *where) -> int:
+    return conn.execute(sa.select(sa.func.count()).select_from(table).where(*where)).scalar_one()
+
+
+def _within(conn, kind: str, who: str, now: float, window: float, most: int) -> bool:
+    """Whether ``who`` had fewer than ``most`` events of ``kind`` in the last ``window`` seconds;
+    if so, this one is counted."""
+    e = EventRow
+    n = _count(conn, e, e.kind == kind, e.visitor == who, e.at > now - window)
+    if n < most:
+        conn.execute(sa.insert(EventRow).values(kind=kind, visitor=who, at=now))
+    return n < most
+
+
+def _students_of(conn, row, *columns) -> list:
+    """The class's students in the order they joined (the roster's and the export's numbers)."""
+    where = StudentRow.class_id == row.id
+    return list(conn.execute(sa.select(*columns).where(where).order_by(StudentRow.id)))
+
+
+def _update_class(conn, row, **values) -> None:
+    conn.execute(sa.update(ClassRow).where(ClassRow.id == row.id).values(**values))
 
 
 def _delete_classes(conn, ids: list[int]) -> None:
@@ -876,7 +713,6 @@ def get_store() -> Store:
     """This process's store for the configured database (made on first use)."""
     url = database_url()
     with _STORES_LOCK:
-        s = _STORES.get(url)
-        if s is None:
-            s = _STORES[url] = Store(url)
-        return s
+        if url not in _STORES:
+            _STORES[url] = Store(url)
+        return _STORES[url]

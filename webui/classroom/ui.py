@@ -2,14 +2,8 @@
 
 Every action goes through webui.classroom.store, which checks the teacher key or the student
 token itself; nothing here decides who may do what. Callbacks live in this module, not in the
-page script (see webui/callbacks.py on why). Text a student sent (an answer, a nickname) is
-never rendered as markup: answers go through ``plain``; nicknames are not shown at all, except
-to the student who chose one and in an export that asks for them.
-
-The link's parameters: ``join=CODE`` (a student's join link, what the QR code holds);
-``student=TOKEN`` (set after joining, so a reload or a reconnect to another replica keeps the
-student's place); ``class=CODE&teacher=KEY`` (the teacher link: the key is taken into the
-session and removed from the address bar at once, so a projector shows only the class code).
+page script (see webui/callbacks.py on why). Text a student sent is never rendered as markup.
+docs/live-class.md, "The page's link", gives the link's parameters.
 """
 
 from __future__ import annotations
@@ -30,9 +24,9 @@ from ..hosted import plain
 from ..prose import prose
 from ..urlstate import declare
 from ..visitor import browser_id, visitor_id
-from .deck import MAX_SEED, answer_label, deck, is_choice, parts, position_label, value_label
+from .deck import MAX_SEED, answer_label, deck, grade_answer, is_choice, parts, position_label
 from .qr import qr_png
-from .store import NotAllowed, Refused, Unavailable, get_store
+from .store import NotAllowed, Refused, Unavailable, clean_code, get_store
 
 T = prose("live_class")
 TEACHER_POLL_S = 1.5  # the projector's figures refresh this often
@@ -108,12 +102,16 @@ def show_message(keep_s: float = 0.0) -> None:
         )
 
 
-def _guarded(fn, *args):
-    """Run a store call from a callback: a refusal or an outage becomes the page's message."""
+def _guarded(fn, *args, where=None):
+    """Run a store call: a refusal or an outage becomes the page's message (from a callback),
+    or an error shown in ``where`` (st, or a container) now; None then."""
     try:
         return fn(*args)
     except (Unavailable, Refused, NotAllowed) as e:
-        _say("error", str(e))
+        if where is None:
+            _say("error", str(e))
+        else:
+            where.error(plain(str(e)))
     return None
 
 
@@ -136,8 +134,6 @@ def join_class(code: str | None = None) -> None:
     token = _guarded(get_store().join, code, nick, visitor_id(), browser_id())
     if token is None:
         return
-    from .store import clean_code
-
     code = clean_code(code)
     st.session_state[_STUDENT] = {"token": token, "code": code}
     st.session_state["lc_sv"] = None
@@ -184,10 +180,8 @@ def student_page(code: str, token: str | None) -> None:
     store = get_store()
     show_message()
     if not token:
-        try:
-            view = store.class_view(code)
-        except (Refused, Unavailable) as e:
-            st.error(plain(str(e)))
+        view = _guarded(store.class_view, code, where=st)
+        if view is None:
             return
         st.subheader(f"Class {view.code}")
         st.caption(f"{position_label(view.position, view.count)} is on the teacher's screen.")
@@ -272,11 +266,10 @@ def student_panel(code: str, token: str) -> None:
         for p, text in given.items():
             if not text:
                 continue
-            try:
-                graded, stored = store.answer(token, qi, p, text, browser)
-            except (Refused, Unavailable, NotAllowed) as e:
-                result.error(plain(str(e)))
+            done = _guarded(store.answer, token, qi, p, text, browser, where=result)
+            if done is None:
                 continue
+            graded, stored = done
             if stored:
                 mine[(qi, p)] = {
                     "text": text.strip().upper() if is_choice(q) else text.strip(),
@@ -293,8 +286,6 @@ def student_panel(code: str, token: str) -> None:
 def _student_result(q, qi: int, mine: dict, revealed: bool) -> None:
     """The student's own answers to this question, graded: before Reveal right or not and the
     named slip; after it, the grader's whole message (with the right answer)."""
-    from .deck import grade_answer
-
     for p in parts(q):
         a = mine.get((qi, p))
         which = "" if len(parts(q)) == 1 else (" (per token)" if p == 1 else " (per sequence)")
@@ -315,24 +306,21 @@ def _student_result(q, qi: int, mine: dict, revealed: bool) -> None:
 def teacher_page(code: str, key: str | None) -> None:
     """The projector: code and QR, the question, live figures, Previous/Next/Reveal (all in
     one fragment that refreshes itself), then a fold with the teacher link, export and end."""
-    store = get_store()
-    t = st.session_state.get(_TEACHER)
-    try:
-        if key:  # the key arrived in the link: keep it in the session, out of the address bar
-            store.check_teacher(code, key)
-            t = st.session_state[_TEACHER] = {"code": code, "key": key}
-            st.query_params.pop("teacher", None)
-        if t and t.get("code") == code:
-            store.check_teacher(code, t["key"])
-    except (NotAllowed, Refused, Unavailable) as e:
-        st.title("Live class")
-        st.error(plain(str(e)))
-        return
+    t = {"code": code, "key": key} if key else st.session_state.get(_TEACHER)
     if not t or t.get("code") != code:
         st.title("Live class")
         st.error(T("screen_runs_class"))
         pages.link(PAGE, "Join or start a class")
         return
+    try:
+        get_store().check_teacher(code, t["key"])
+    except (NotAllowed, Refused, Unavailable) as e:
+        st.title("Live class")
+        st.error(plain(str(e)))
+        return
+    if key:  # the key arrived in the link: keep it in the session, out of the address bar
+        st.session_state[_TEACHER] = t
+        st.query_params.pop("teacher", None)
     key = t["key"]
     teacher_panel(code)
     # Outside the fragment, so its dialog stays open while the figures refresh. The fold starts
@@ -365,10 +353,8 @@ def teacher_page(code: str, key: str | None) -> None:
 def _students(code: str, key: str, names: bool) -> None:
     """Who may join, and the students: close the class to new students, remove some (issue 39
     B13: one visitor filled a class with made-up students). Nicknames only when asked for."""
-    try:
-        roster = get_store().roster(code, key)
-    except (NotAllowed, Refused, Unavailable) as e:
-        st.error(plain(str(e)))
+    roster = _guarded(get_store().roster, code, key, where=st)
+    if roster is None:
         return
     st.button(
         "Close the class to new students" if roster.joining else "Let new students join again",
@@ -437,14 +423,11 @@ def _big_code(code: str, link: str) -> None:
     st.code(link, language=None)
 
 
-TEACHER_LINK_LABEL = "Show my teacher link (not on the projector)"
-
-
 def _link_button(code: str, key: str) -> None:
     """The teacher link is drawn only when asked for, in a dialog: never on the projector by
     itself, and never sent again by a later rerun."""
     if st.button(
-        TEACHER_LINK_LABEL,
+        "Show my teacher link (not on the projector)",
         key="lc_link_btn",
         icon=":material/key:",
         type="tertiary",
@@ -518,34 +501,30 @@ def _teacher() -> tuple[str, str] | None:
     return (t["code"], t["key"]) if t else None
 
 
-def teacher_move(delta: int) -> None:
+def _as_teacher(fn, *args, where=None):
+    """A teacher's store call with this session's class and key (none: nothing), _guarded."""
     t = _teacher()
-    if t is None:
-        return
+    return None if t is None else _guarded(fn, *t, *args, where=where)
+
+
+def teacher_move(delta: int) -> None:
     store = get_store()
-    view = _guarded(store.check_teacher, *t)
+    view = _as_teacher(store.check_teacher)
     if view is not None:
-        _guarded(store.move, *t, view.position + delta)
+        _as_teacher(store.move, view.position + delta)
 
 
 def teacher_reveal(on: bool) -> None:
-    t = _teacher()
-    if t is not None:
-        _guarded(get_store().reveal, *t, on)
+    _as_teacher(get_store().reveal, on)
 
 
 def teacher_joining(open_: bool) -> None:
-    t = _teacher()
-    if t is not None:
-        _guarded(get_store().set_joining, *t, open_)
+    _as_teacher(get_store().set_joining, open_)
 
 
 def teacher_remove() -> None:
-    t = _teacher()
     numbers = st.session_state.get("lc_remove") or []
-    if t is None or not numbers:
-        return
-    n = _guarded(get_store().remove_students, *t, numbers)
+    n = _as_teacher(get_store().remove_students, numbers) if numbers else None
     if n is not None:
         st.session_state["lc_remove"] = []
         _say("success", f"{n} student{'s' * (n != 1)} removed, with their answers.")
@@ -629,13 +608,8 @@ def _metrics(r, hold: bool) -> None:
 
 @st.fragment(run_every=TEACHER_POLL_S)
 def teacher_panel(code: str) -> None:
-    t = _teacher()
-    if t is None:
-        return
-    try:
-        r = get_store().results(*t)
-    except (NotAllowed, Refused, Unavailable) as e:
-        st.error(plain(str(e)))
+    r = _as_teacher(get_store().results, where=st)
+    if r is None:
         return
     # Until a student joins, the title and the join code large; then one line, so the
     # question, the buttons and the results fit the projector's screen.
@@ -689,15 +663,3 @@ def teacher_panel(code: str) -> None:
                 st.code(q.solution, language=None)
     elif not is_choice(q):
         st.caption(T("right_answer_worked"))
-
-
-__all__ = [
-    "landing",
-    "student_page",
-    "teacher_page",
-    "take_param",
-    "join_link",
-    "teacher_link",
-    "value_label",
-    "count_axis",
-]

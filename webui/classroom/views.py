@@ -3,20 +3,10 @@ results and roster; never a key or a token but the new class's own key, once."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from .deck import deck, parts, value_label
-
-__all__ = [
-    "NewClass",
-    "ClassView",
-    "PartResult",
-    "Results",
-    "Student",
-    "Roster",
-    "view_of",
-    "summarize",
-]
 
 
 @dataclass(frozen=True)
@@ -93,26 +83,21 @@ def summarize(view: ClassView, joined: int, qi: int, rows) -> Results:
     out = []
     by_student: dict[int, set[int]] = {}
     for p in parts(q):
-        pr = PartResult(part=p)
+        got = [r for r in rows if r.part == p]
         bars: dict[str, list] = {}
-        slips: dict[str, int] = {}
-        for r in rows:
-            if r.part != p:
-                continue
+        for r in got:
             by_student.setdefault(r.student_id, set()).add(p)
-            pr.answered += 1
-            pr.correct += bool(r.correct)
-            pr.first_correct += bool(r.first_correct)
-            label = value_label(q, p, r.value)
-            bar = bars.setdefault(label, [0, False, r.value if r.value is not None else 0.0])
+            bar = bars.setdefault(value_label(q, p, r.value), [0, False, r.value or 0.0])
             bar[0] += 1
             bar[1] = bar[1] or bool(r.correct)
-            if not r.correct and r.slip:
-                slips[r.slip] = slips.get(r.slip, 0) + 1
-        order = sorted(bars.items(), key=lambda kv: kv[1][2])
-        pr.bars = [(label, b[0], b[1]) for label, b in order]
+        slips = Counter(r.slip for r in got if not r.correct and r.slip)
+        pr = PartResult(part=p, answered=len(got), correct=sum(bool(r.correct) for r in got))
+        pr.first_correct = sum(bool(r.first_correct) for r in got)
+        pr.bars = [
+            (label, b[0], b[1]) for label, b in sorted(bars.items(), key=lambda kv: kv[1][2])
+        ]
         pr.slips = sorted(slips.items(), key=lambda kv: (-kv[1], kv[0]))
         out.append(pr)
     need = set(parts(q))
-    answered = sum(1 for got in by_student.values() if got >= need)
+    answered = sum(1 for have in by_student.values() if have >= need)
     return Results(view=view, joined=joined, question=qi, answered=answered, parts=out)

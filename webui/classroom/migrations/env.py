@@ -1,8 +1,6 @@
-"""Alembic's environment for the live class's schema, run programmatically by
-webui.classroom.store (``alembic upgrade head`` on a connection it hands over); no alembic.ini.
-
-On PostgreSQL the upgrade holds an advisory lock, so two replicas starting at once migrate one
-after the other, the second finding the schema already at head."""
+"""Alembic's environment for the live class's schema, run by webui.classroom.database.upgrade
+on a connection it hands over (no alembic.ini). On PostgreSQL the upgrade holds an advisory lock:
+replicas starting at once migrate one after the other, the second finding the schema at head."""
 
 from alembic import context
 

@@ -1,8 +1,4 @@
-"""The live class: classes, students, answers, and the events of the per-visitor limits.
-
-Revision ID: 0001
-Revises:
-"""
+"""The live class: classes, students, answers, and the events of the per-visitor limits."""
 
 import sqlalchemy as sa
 from alembic import op

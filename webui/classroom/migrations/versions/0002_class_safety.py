@@ -1,10 +1,6 @@
 """A class safe for a real course (issue 39): who created a class from which network, whether
 it still takes new students; which browser holds each student's place, a nickname key unique
-within a class, and students the teacher removed.
-
-Revision ID: 0002
-Revises: 0001
-"""
+within a class, and students the teacher removed."""
 
 import sqlalchemy as sa
 from alembic import op
