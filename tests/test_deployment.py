@@ -71,3 +71,27 @@ def test_state_format_is_checked_and_tp_as_float_is_normalised():
     with pytest.raises(ValueError, match="int8"):
         CacheFormat(state_dtype="int8")
     assert llama8b(tp=2.0).tp == 2 and isinstance(llama8b(tp=2.0).tp, int)
+
+
+def test_the_package_names_a_deployment_and_what_it_is_made_of():
+    # `import kvcalc` is the library's front door: the one value every entry point takes, its
+    # parts, and the types its results come in, without reaching into the subpackages.
+    import kvcalc
+
+    for name in (
+        "Deployment",
+        "CacheFormat",
+        "EngineArgs",
+        "ModelSpec",
+        "GPU",
+        "Weights",
+        "KVCache",
+        "Budget",
+        "RegistryModel",
+    ):
+        assert isinstance(getattr(kvcalc, name), type), name
+        assert name in kvcalc.__all__
+    m = kvcalc.get_model("llama-3.1-8b")
+    d = kvcalc.Deployment(spec=m.spec, weights=m.weights(), gpu=kvcalc.get_gpu("h100-sxm-80gb"))
+    assert isinstance(kvcalc.budget(d, 8192), kvcalc.Budget)
+    assert d.kv_cache(1).kv_bytes_per_token == 128 * kvcalc.KiB  # 2 x 32 x 8 x 128 x 2 B
