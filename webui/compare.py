@@ -16,8 +16,6 @@ from kvcalc.perf.sweeps import concurrency_curve, context_grid
 from .hosted import plain
 from .memo import cached
 
-__all__ = ["Compared", "models", "curves", "row", "why"]
-
 
 @dataclass(frozen=True)
 class Compared:

@@ -23,18 +23,6 @@ from typing import Any
 from .hosted import hosted
 from .visitor import browser_id, session_id, visitor_id
 
-__all__ = [
-    "DeviceQueue",
-    "Job",
-    "QueueError",
-    "QUEUE",
-    "limits",
-    "session_alive",
-    "MAX_PER_VISITOR",
-    "MAX_PER_ADDRESS",
-    "run_here",
-]
-
 HOSTED_LIMITS = (60.0, 180.0)  # (cap per run, longest wait in line), seconds
 LOCAL_LIMITS = (300.0, 600.0)
 MAX_QUEUED = 16

@@ -19,8 +19,6 @@ from .hosted import plain
 from .memo import cached
 from .selection import Selection
 
-__all__ = ["fitting_setup_button", "fitting_setup_for"]
-
 
 def fitting_setup_for(
     sel: Selection, context: int = 8192, util: float | None = None, reserve_bytes: int | None = None

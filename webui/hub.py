@@ -18,8 +18,6 @@ from kvcalc.config.hfconfig import MAX_CONFIG_BYTES, parse_config_text
 
 from .hosted import hub_allowlist
 
-__all__ = ["fetch_config", "check_repo_id"]
-
 # Before huggingface_hub is first imported here: no telemetry, no agent-registry request.
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 

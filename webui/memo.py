@@ -18,19 +18,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-__all__ = [
-    "memo",
-    "cached",
-    "key_of",
-    "clear_all",
-    "size_of",
-    "kept_bytes",
-    "MEMO_BYTES",
-    "MEMO_ENTRY_BYTES",
-    "LARGE_ENTRY_BYTES",
-    "LARGE_MEMO_BYTES",
-]
-
 _ALL: list[_Memo] = []
 
 # All the memos together keep at most this many bytes (as size_of counts them). 24 MiB holds

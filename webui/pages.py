@@ -9,21 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = [
-    "Page",
-    "PAGES",
-    "SECTIONS",
-    "LEARN",
-    "ENGINEER",
-    "MEASURE",
-    "path",
-    "page",
-    "by_url",
-    "next_page",
-    "navigation",
-    "link",
-]
-
 FOLDER = "app_pages"
 
 

@@ -9,19 +9,6 @@ import streamlit as st
 
 from .hosted import plain
 
-__all__ = [
-    "show_error",
-    "PageStop",
-    "stop",
-    "stop_on_error",
-    "page_header",
-    "formula",
-    "table",
-    "require_live",
-    "live_missing",
-    "smollm2_missing",
-]
-
 
 def show_error(exc: Exception | str) -> None:
     """A message for the user; it may quote their input, so no markup in it is interpreted."""

@@ -19,8 +19,6 @@ from typing import Any
 
 from .hosted import hosted
 
-__all__ = ["SharedStore", "QUALITY_ROWS", "protect_caches"]
-
 
 class SharedStore:
     """A thread-safe mapping with at most ``max_items`` entries (the oldest written goes)."""

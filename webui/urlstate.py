@@ -13,8 +13,6 @@ import streamlit as st
 
 from .hosted import plain
 
-__all__ = ["bound", "declare", "number", "select", "slider", "url_guard_begin", "url_guard_end"]
-
 # Every widget bound to the URL registers here, with how to compare a URL value to what the
 # widget accepted: "num", "str", "bool", "list", or a function giving the label that a choice
 # widget writes into the URL (Streamlit stores a choice's formatted label, not the option).

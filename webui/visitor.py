@@ -18,17 +18,6 @@ import ipaddress
 import os
 import secrets
 
-__all__ = [
-    "session_id",
-    "visitor_id",
-    "behind_proxy",
-    "address_key",
-    "network_of",
-    "browser_id",
-    "browser_key",
-    "XSRF_COOKIE",
-]
-
 XSRF_COOKIE = "_streamlit_xsrf"
 _BROWSER_STATE = "_kvlab_browser"  # the fallback browser id, in the session's state
 

@@ -13,22 +13,6 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-__all__ = [
-    "COLORS",
-    "LAYOUT",
-    "IN_ORDER",
-    "Figure",
-    "Parts",
-    "layout",
-    "vline",
-    "vrule",
-    "limit_region",
-    "diagram_axes",
-    "owner_color",
-    "decades",
-    "nice_step",
-]
-
 COLORS = {
     "weights": "#e0607e",  # rose: the fixed part
     "kv": "#2f9e6e",  # green: the cache

@@ -14,8 +14,6 @@ from webui.memo import memo
 
 from .base import COLORS, IN_ORDER, Parts, decades, layout, limit_region, vline, vrule
 
-__all__ = ["budget_figure", "concurrency_figure"]
-
 
 @memo(32)
 def budget_figure(b: Budget) -> go.Figure:

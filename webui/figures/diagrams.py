@@ -12,14 +12,6 @@ from webui.memo import memo
 
 from .base import Parts, diagram_axes
 
-__all__ = [
-    "head_sharing_rows",
-    "head_sharing_figure",
-    "MAX_DRAWN_HEADS",
-    "mla_figure",
-    "window_figure",
-]
-
 _Q_COLOR, _KV_COLOR, _LINE_COLOR = "#4c78a8", "#2f9e6e", "#9aa5b1"
 
 

@@ -11,15 +11,6 @@ from webui.memo import LARGE_ENTRY_BYTES, memo
 
 from .base import COLORS, IN_ORDER, Figure, Parts, layout
 
-__all__ = [
-    "FILL_COLORS",
-    "fill_figure",
-    "fill_chart",
-    "live_bytes_figure",
-    "live_time_figure",
-    "cache_picture",
-]
-
 FILL_COLORS = ["#eef0f4", "#2f9e6e", "#f2a541", "#d62728"]  # empty, cached, new, recomputed
 
 

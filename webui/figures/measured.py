@@ -12,16 +12,6 @@ import plotly.graph_objects as go
 
 from .base import COLORS, layout
 
-__all__ = [
-    "attention_row_figure",
-    "gqa_figure",
-    "causal_figure",
-    "kv_figure",
-    "quality_figure",
-    "work_time_figure",
-    "tick_labels",
-]
-
 _HEIGHT = dict(height=340)
 WRITTEN = "#e08a1e"  # orange: K/V written this step
 

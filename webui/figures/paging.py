@@ -10,8 +10,6 @@ from webui.memo import memo
 
 from .base import Figure, Parts, diagram_axes, owner_color
 
-__all__ = ["blocks_figure", "paged_figure"]
-
 
 @memo(32)
 def blocks_figure(blocks: tuple, block_size: int, per_row: int = 16) -> go.Figure:

@@ -12,8 +12,6 @@ from webui.memo import memo
 
 from .base import Parts, decades, layout
 
-__all__ = ["roofline_figure"]
-
 _POINT_SYMBOL = {"gemm": "square", "attention": "diamond", None: "circle"}
 
 

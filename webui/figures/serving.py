@@ -13,8 +13,6 @@ from webui.memo import LARGE_ENTRY_BYTES, LARGE_MEMO_BYTES, memo
 
 from .base import Parts, layout, nice_step, vrule
 
-__all__ = ["LIMIT_SYMBOLS", "LIMIT_NAMES", "frontier_figure", "utilization_figure"]
-
 LIMIT_SYMBOLS = {
     "arrivals": "circle",
     "max_num_seqs": "square",

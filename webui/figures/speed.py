@@ -12,8 +12,6 @@ from webui.memo import memo
 
 from .base import COLORS, IN_ORDER, Parts, layout, limit_region, vrule
 
-__all__ = ["step_time_figure", "batch_figure"]
-
 
 @memo(32)
 def step_time_figure(
