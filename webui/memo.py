@@ -191,7 +191,6 @@ class _Memo:
         self._sizes: dict = {}  # key -> bytes, for a memo with its own bound
         self._bytes = 0
         self._items: OrderedDict = OrderedDict()
-        self.hits = self.misses = 0
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args, **kwargs):
@@ -204,7 +203,6 @@ class _Memo:
                 self._items.move_to_end(key)
                 if self.own_bytes is None:
                     _ORDER.move_to_end((self, key))
-                self.hits += 1
                 return self._items[key]
         # Outside the lock: other sessions are not held up.
         if self.spinner and _in_script():
@@ -218,7 +216,6 @@ class _Memo:
             value = self.fn(*args, **kwargs)
         size = size_of(key) + size_of(value)
         with _ORDER_LOCK:
-            self.misses += 1
             entry = MEMO_ENTRY_BYTES if self.entry_bytes is None else self.entry_bytes
             bound = MEMO_BYTES if self.own_bytes is None else self.own_bytes
             if size > min(entry, bound):  # too large to keep: given only

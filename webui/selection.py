@@ -4,6 +4,7 @@ Hub id), GPU, parallelism, formats; and the "does it fit?" checks that come befo
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 
 import streamlit as st
@@ -20,7 +21,6 @@ from kvcalc.config.hfconfig import (
 )
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.units import GiB
-from kvcalc.engines.budget import pool_defaults_text
 from kvcalc.engines.vllm import DEFAULT_BLOCK_SIZE
 from kvcalc.perf.calibration import (
     BW_SHARE,
@@ -34,7 +34,7 @@ from . import hub
 from .hosted import MAX_PASTE_CHARS, hosted, plain, verify_caps
 from .memo import memo
 from .prose import prose
-from .render import show_error, stop, stop_on_error
+from .render import live_missing, show_error, stop, stop_on_error
 from .urlstate import bound, number, select, slider
 from .visitor import visitor_id
 
@@ -432,9 +432,7 @@ def _model_summary(key: str) -> None:
         st.checkbox(
             "Read it anyway as a standard decoder (an unverified estimate)", key="cfg_unverified"
         )
-    counts: dict[str, int] = {}
-    for layer in spec.layers:
-        counts[layer.label] = counts.get(layer.label, 0) + 1
+    counts = Counter(layer.label for layer in spec.layers)
     st.caption(
         f"{spec.num_layers} layers: " + ", ".join(f"{n} {plain(k)}" for k, n in counts.items())
     )
@@ -462,7 +460,7 @@ def _model_summary(key: str) -> None:
             for line in said:
                 st.markdown(f"- {plain(line)}")
     text = _config_text() if key in (CUSTOM, HUB) else None
-    if text and _torch_available():
+    if text and live_missing() is None:
         # No reader of this family read it: locally the transformers check runs by itself; a
         # hosted server runs it only on a press (issue 22 B5: no job without a press). Either
         # way in a child process with a time and memory limit, one at a time per server
@@ -477,15 +475,6 @@ def _model_summary(key: str) -> None:
         if done and done[0] == text:
             st.caption("Checked against transformers' own cache (meta device):")
             (st.success if done[1][0] else st.warning)(plain(done[1][1]))
-
-
-def _torch_available() -> bool:
-    import importlib.util
-
-    return (
-        importlib.util.find_spec("torch") is not None
-        and importlib.util.find_spec("transformers") is not None
-    )
 
 
 @st.cache_data(max_entries=16, show_spinner="Building the model on the meta device...")
@@ -606,13 +595,11 @@ def require_fit(
     """No speed for a setup that does not fit: when one GPU's share of the weights and the
     reserve exceed what the engine may use, say what does not fit and how to fix it, and stop
     the page before any step time or tokens/s is shown."""
-    from kvcalc import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, budget
+    from kvcalc import budget
     from kvcalc.core.units import fmt_gib
 
-    reserve = DEFAULT_RESERVE_BYTES if reserve_bytes is None else reserve_bytes
-    util = DEFAULT_GPU_MEM_UTIL if util is None else util
     try:
-        dep = sel.deployment.but(gpu_memory_utilization=util, reserve_bytes=reserve)
+        dep = pool_deployment(sel, util, reserve_bytes)
         b = budget(dep, 1, convention="ideal", find_max_context=False)
     except ValueError as exc:  # a TP that does not fit the KV heads, a PP above the layers
         stop_on_error(exc)
@@ -647,28 +634,6 @@ def pool_deployment(
     )
 
 
-def fit_caption(sel: Selection, batch: int, fits_to: int) -> None:
-    """One line under a context chart: the model's limit and how far this batch fits."""
-    limit = sel.spec.max_context
-    one = batch == 1
-    seqs = f"{batch:,} sequence{'' if one else 's'}"
-    fit_, not_ = ("fits", "does not fit") if one else ("fit", "do not fit")
-    if fits_to >= limit:
-        fit = f"{seqs} {fit_} in the KV pool at every length up to it"
-    elif fits_to == 0:
-        fit = f"{seqs} {not_} in the KV pool at any length"
-    else:
-        fit = (
-            f"{seqs} {fit_} in the KV pool up to {fits_to:,} tokens"
-            f"{'' if one else ' each'}; longer ones are shaded red and not drawn"
-        )
-    st.caption(
-        f"The dash-dot line is the model's maximum context ({limit:,} tokens, "
-        f"max_position_embeddings) when the chart reaches it. {fit} (vLLM's arithmetic at "
-        f"{pool_defaults_text()}, as on the Budget page)."
-    )
-
-
 def estimate_step(sel: Selection, ideal):
     """A real engine's decode step (kvcalc.perf.calibration.estimate_step) from the ideal bound
     ``ideal`` (``step_time`` at the full peak, with its peaks), under the sidebar's step model."""
@@ -698,16 +663,6 @@ def _real_steps(dep, speed, points, **step_kw) -> tuple:
             link_gbs=dep.gpu.tp_link_gbs,
         )
         for c, b in points
-    )
-
-
-def estimate_ttft(sel: Selection, ideal, served: bool = True):
-    """A real engine's time to first token of one prompt on an idle GPU
-    (kvcalc.perf.calibration.estimate_ttft) from the ideal prefill ``ideal``."""
-    from kvcalc.perf.calibration import estimate_ttft as _estimate
-
-    return _estimate(
-        sel.spec, ideal, sel.speed, tp=sel.tp, link_gbs=sel.gpu.tp_link_gbs, served=served
     )
 
 

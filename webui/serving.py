@@ -80,7 +80,6 @@ class Frontier:
     capacity: RunningCapacity  # vLLM's logged worst case, the onset, the sustained batch
     users: tuple[int, ...]  # one simulated run per count, densest where the pool binds
     results: tuple[SimResult, ...]
-    warmup: int  # requests of the run with the most users sent before the first finished
 
 
 def _setup(
@@ -144,7 +143,7 @@ def frontier(
             "requests."
         )
     results = tuple(known[u] if u in known else simulate(s, loads[u], series=False) for u in users)
-    return Frontier(capacity=cap, users=users, results=results, warmup=results[-1].warmup_requests)
+    return Frontier(capacity=cap, users=users, results=results)
 
 
 @memo(24, spinner=SIMULATING, entry_bytes=LARGE_ENTRY_BYTES, own_bytes=LARGE_MEMO_BYTES)

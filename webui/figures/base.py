@@ -137,17 +137,9 @@ def vline(
     On a log x axis Plotly takes a shape's x0/x1 as data values (8,192) but an annotation's x
     as log10 of the value (3.913): ``log_x`` places both at ``x``."""
     vrule(fig, x, dash=dash)
-    fig.add_annotation(
-        x=math.log10(x) if log_x else x,
-        y=1,
-        yref="paper",
-        xref="x",
-        text=text,
-        showarrow=False,
-        xanchor="left" if position == "right" else "right",
-        yanchor="bottom",
-        font=dict(size=11, color="#444"),
-    )
+    xanchor = "left" if position == "right" else "right"
+    x = math.log10(x) if log_x else x
+    note(fig, x, 1, text, "#444", xref="x", yref="paper", xanchor=xanchor, yanchor="bottom")
 
 
 def limit_region(
@@ -169,17 +161,24 @@ def limit_region(
         line_width=0,
         layer="below",
     )
-    fig.add_annotation(
-        x=math.log10(x0) if log_x else x0,
-        y=0.02,
-        yref="paper",
-        xref="x",
-        text=text,
-        showarrow=False,
-        xanchor="left",
-        yanchor="bottom",
-        font=dict(size=11, color=color),
-    )
+    x = math.log10(x0) if log_x else x0
+    note(fig, x, 0.02, text, color, xref="x", yref="paper", xanchor="left", yanchor="bottom")
+
+
+def note(
+    fig: Parts,
+    x: float,
+    y: float,
+    text: str,
+    color: str | None = None,
+    *,
+    size: int = 11,
+    **kw: Any,
+) -> None:
+    """A label at (x, y) with no arrow, in a ``size`` px font (``color`` when given); ``kw``:
+    the annotation's other settings (xref, yref, xanchor, yanchor, ...)."""
+    font = dict(size=size) if color is None else dict(size=size, color=color)
+    fig.add_annotation(x=x, y=y, text=text, showarrow=False, font=font, **kw)
 
 
 def diagram_axes(fig: Parts, height: float) -> Figure:

@@ -5,6 +5,7 @@ many sequences of each length fit. Every axis says its unit (GiB = 2^30 B; token
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import plotly.graph_objects as go
 
@@ -12,7 +13,7 @@ from kvcalc.core.units import GiB
 from kvcalc.engines.budget import Budget
 from webui.memo import memo
 
-from .base import COLORS, IN_ORDER, Parts, decades, layout, limit_region, vline, vrule
+from .base import COLORS, IN_ORDER, Parts, decades, layout, limit_region, note, vline, vrule
 
 
 @memo(32)
@@ -88,36 +89,16 @@ def _marker(fig: Parts, x: float, text: str, y: float = 1.0) -> None:
     """A dotted vertical line at ``x`` GiB labelled inside the plot, at ``y`` (a share of its
     height: 0.5 is the gap between the two bars), clear of the legend above the plot."""
     vrule(fig, x)
-    fig.add_annotation(
-        x=x,
-        y=y,
-        yref="paper",
-        xref="x",
-        text=text,
-        showarrow=False,
-        xanchor="left",
-        yanchor="middle" if y < 1 else "top",
-        xshift=4,
-        bgcolor="rgba(255,255,255,0.85)",
-        font=dict(size=11, color="#444"),
-    )
+    where: dict[str, Any] = dict(yref="paper", xref="x", xanchor="left")
+    where.update(yanchor="middle" if y < 1 else "top", xshift=4, bgcolor="rgba(255,255,255,0.85)")
+    note(fig, x, y, text, "#444", **where)
 
 
 def _hline(fig: Parts, y, label_y, text: str, dash: str, color: str, yanchor="top") -> None:
     """A line across the plot at ``y``, labelled at its right end (at ``label_y``)."""
     line = dict(dash=dash, color=color, width=1.5)
     fig.add_shape(type="line", x0=0, x1=1, xref="paper", y0=y, y1=y, yref="y", line=line)
-    fig.add_annotation(
-        x=1,
-        xref="paper",
-        y=label_y,
-        yref="y",
-        showarrow=False,
-        text=text,
-        xanchor="right",
-        yanchor=yanchor,
-        font=dict(size=11, color=color),
-    )
+    note(fig, 1, label_y, text, color, xref="paper", yref="y", xanchor="right", yanchor=yanchor)
 
 
 @memo(32)

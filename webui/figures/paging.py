@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from webui.memo import memo
 
-from .base import Figure, Parts, diagram_axes, owner_color
+from .base import Figure, Parts, diagram_axes, note, owner_color
 
 
 @memo(32)
@@ -89,14 +89,7 @@ def _logical_rows(fig: Parts, running: list, block_size: int) -> None:
             f"{block_size} slots written)"
             "<extra></extra>",
         )
-        fig.add_annotation(
-            x=-0.7,
-            y=r,
-            xanchor="right",
-            showarrow=False,
-            font=dict(size=11),
-            text=f"{t.rid}: [{', '.join(map(str, t.blocks))}]",
-        )
+        note(fig, -0.7, r, f"{t.rid}: [{', '.join(map(str, t.blocks))}]", xanchor="right")
 
 
 @memo(32)
@@ -149,22 +142,11 @@ def paged_figure(tables: tuple, block_size: int, num_blocks: int, per_row: int =
         ),
         hovertemplate="physical block %{text}<extra></extra>",
     )
-    fig.add_annotation(
-        x=-0.5,
-        y=-0.75,
-        xanchor="left",
-        showarrow=False,
-        font=dict(size=11),
-        text="<b>logical blocks</b> of each running request, block table in brackets",
-    )
-    fig.add_annotation(
-        x=-0.5,
-        y=pool_y0 - 0.75,
-        xanchor="left",
-        showarrow=False,
-        font=dict(size=11),
-        text="<b>physical blocks</b> of the pool",
-    )
+    for y, text in (
+        (-0.75, "<b>logical blocks</b> of each running request, block table in brackets"),
+        (pool_y0 - 0.75, "<b>physical blocks</b> of the pool"),
+    ):
+        note(fig, -0.5, y, text, xanchor="left")
     longest = max((len(t.blocks) for t in running), default=1)
     rows = -(-num_blocks // per_row)
     fig.update_xaxis(range=[-6, max(per_row, longest) + 0.5])

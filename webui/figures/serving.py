@@ -6,12 +6,13 @@ utilization over time.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import plotly.graph_objects as go
 
 from webui.memo import LARGE_ENTRY_BYTES, LARGE_MEMO_BYTES, memo
 
-from .base import Parts, layout, nice_step, vrule
+from .base import Parts, layout, nice_step, note, vrule
 
 LIMIT_SYMBOLS = {
     "arrivals": "circle",
@@ -60,17 +61,9 @@ def _slo(fig: Parts, slo: dict) -> list[float]:
     if slo.get("tpot_s"):
         x = 1 / slo["tpot_s"]
         vrule(fig, x, color="#2f9e6e")
-        fig.add_annotation(
-            x=math.log10(x),
-            y=1,
-            yref="paper",
-            xref="x",
-            showarrow=False,
-            text=f"TPOT target {slo['tpot_s'] * 1e3:,g} ms",
-            xanchor="left",
-            yanchor="bottom",
-            font=dict(size=11, color="#2f9e6e"),
-        )
+        text = f"TPOT target {slo['tpot_s'] * 1e3:,g} ms"
+        where: dict[str, Any] = dict(yref="paper", xref="x", xanchor="left", yanchor="bottom")
+        note(fig, math.log10(x), 1, text, "#2f9e6e", **where)
         return [x]
     return []
 

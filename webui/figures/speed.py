@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from webui.memo import memo
 
-from .base import COLORS, IN_ORDER, Parts, layout, limit_region, vrule
+from .base import COLORS, IN_ORDER, Parts, layout, limit_region, note, vrule
 
 
 @memo(32)
@@ -101,34 +101,15 @@ def _crossover(fig: Parts, x: int, right: bool) -> None:
     """The crossover: a dashed line named "crossover", labelled inside the plot's top on the
     side with room (above the plot its label ran into the legend)."""
     vrule(fig, x, dash="dash", name="crossover")
-    fig.add_annotation(
-        x=x,
-        y=1,
-        xref="x",
-        yref="paper",
-        text=f"crossover {x:,} tokens",
-        showarrow=False,
-        xanchor="left" if right else "right",
-        xshift=4 if right else -4,
-        yanchor="top",
-        bgcolor="rgba(255,255,255,0.85)",
-        font=dict(size=12, color="#222"),
-    )
+    where = dict(xanchor="left", xshift=4) if right else dict(xanchor="right", xshift=-4)
+    text, paper = f"crossover {x:,} tokens", dict(xref="x", yref="paper", yanchor="top")
+    note(fig, x, 1, text, "#222", size=12, **paper, **where, bgcolor="rgba(255,255,255,0.85)")
 
 
 def _past_the_end(fig: Parts, end: float, text: str, y: float) -> None:
     """An arrow at the chart's right edge: ``text`` lies further right than the chart shows."""
-    fig.add_annotation(
-        x=end,
-        y=y,
-        xref="x",
-        yref="paper",
-        text=f"{text} →",
-        showarrow=False,
-        xanchor="right",
-        yanchor="bottom" if y >= 1 else "middle",
-        font=dict(size=11, color="#444"),
-    )
+    yanchor = "bottom" if y >= 1 else "middle"
+    note(fig, end, y, f"{text} →", "#444", xref="x", yref="paper", xanchor="right", yanchor=yanchor)
 
 
 def _ghost(fig: Parts, before: int, now: int | None, lo: float, hi: float) -> None:
