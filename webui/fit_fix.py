@@ -2,22 +2,20 @@
 the registry that holds the model's weights with room for a cache (kvcalc.engines.fit).
 
 A page that finds the weights do not fit calls ``fitting_setup_button(sel, key="x_fit")`` under
-its message. The button sets the sidebar's own keys (``gpu``, ``tp``, and ``pp`` 1) in its
-callback; those widgets are bound to the page's link (webui/urlstate.py), so the change is in
-the link too. A page that runs as a fragment would rerun only itself, so the click reruns the
-whole app and the sidebar shows the new setup.
+its message; the button sets the sidebar's own keys (``gpu``, ``tp``, and ``pp`` 1), which are
+bound to the link (webui/urlstate.py).
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from kvcalc import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, registry
+from kvcalc import registry
 from kvcalc.engines.fit import NODE_TP, FitSetup, fitting_setup
 
 from .hosted import plain
 from .memo import cached
-from .selection import Selection
+from .selection import Selection, pool_deployment
 
 
 def fitting_setup_for(
@@ -26,10 +24,7 @@ def fitting_setup_for(
     """The setup the button offers for ``sel`` (its model, weights and KV cache format), with
     room for one sequence of ``context`` tokens (at most the model's own limit); None when no
     GPU of the registry holds the model on one node."""
-    dep = sel.deployment.but(
-        gpu_memory_utilization=DEFAULT_GPU_MEM_UTIL if util is None else util,
-        reserve_bytes=DEFAULT_RESERVE_BYTES if reserve_bytes is None else reserve_bytes,
-    )
+    dep = pool_deployment(sel, util, reserve_bytes)
     gpus = tuple(registry().gpus.values())
     return cached(fitting_setup)(dep, gpus, max(1, min(context, sel.spec.max_context)))
 

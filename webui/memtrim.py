@@ -24,7 +24,6 @@ MIN_GAP_S = 30.0  # at most one trim per this many seconds (a full collection ho
 
 _started = False
 _start_lock = threading.Lock()
-trims = 0  # trims done by the thread (read by tests)
 
 
 def _libc_trim():
@@ -94,7 +93,6 @@ class Trigger:
 
 
 def _loop() -> None:
-    global trims
     trigger = Trigger()
     while True:
         time.sleep(POLL_S)
@@ -105,7 +103,6 @@ def _loop() -> None:
             if trigger.due(session_counts(mgr), time.monotonic()):
                 reap_expired(mgr)
                 trim()
-                trims += 1
         except Exception:  # never take the server down over housekeeping
             continue
 

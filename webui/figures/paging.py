@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from webui.memo import memo
 
-from .base import Figure, Parts, diagram_axes, note, owner_color
+from .base import Parts, diagram_axes, note, owner_color
 
 
 @memo(32)
@@ -43,29 +43,20 @@ def blocks_figure(blocks: tuple, block_size: int, per_row: int = 16) -> go.Figur
             lines.append(0.5)
             hovers.append(f"block {b.bid}: free")
     rows = (len(blocks) + per_row - 1) // per_row
-    fig = Figure(
-        go.Scatter(
-            x=xs,
-            y=ys,
-            mode="markers+text",
-            text=texts,
-            hovertext=hovers,
-            hoverinfo="text",
-            textfont=dict(size=10, color="#111"),
-            marker=dict(
-                symbol="square", size=30, color=colors, line=dict(color="#222", width=lines)
-            ),
-        )
+    fig = Parts()
+    fig.add_scatter(
+        x=xs,
+        y=ys,
+        mode="markers+text",
+        text=texts,
+        hovertext=hovers,
+        hoverinfo="text",
+        textfont=dict(size=10, color="#111"),
+        marker=dict(symbol="square", size=30, color=colors, line=dict(color="#222", width=lines)),
     )
-    fig.update_layout(
-        height=60 + 38 * rows,
-        margin=dict(l=10, r=10, t=10, b=10),
-        xaxis=dict(visible=False, range=[-0.7, per_row - 0.3]),
-        yaxis=dict(visible=False, autorange="reversed"),
-        showlegend=False,
-        plot_bgcolor="rgba(0,0,0,0)",
-    )
-    return fig
+    fig.update_xaxis(range=[-0.7, per_row - 0.3])
+    fig.update_yaxis(autorange="reversed")
+    return diagram_axes(fig, 60 + 38 * rows)
 
 
 def _logical_rows(fig: Parts, running: list, block_size: int) -> None:
