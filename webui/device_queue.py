@@ -1,15 +1,6 @@
 """The device queue: one live run on the device at a time, for every session of this server.
-
-Jobs wait in line and one worker thread runs them; a job is ``fn(should_stop)`` and checks
-``should_stop()`` between steps (cancelled, past its cap, or its session gone). Each session has
-at most one job; a browser at most ``MAX_PER_VISITOR``, an address ``MAX_PER_ADDRESS``; the next
-job is the oldest one of the visitor served longest ago. ``QUEUE`` is a plain module global, not
-``st.cache_resource``, so a client's ``clear_cache`` cannot replace it while a run holds it.
-
-Pure Python and threading; Streamlit is imported only by ``session_alive`` and the visitor's
-keys (webui.visitor), so the queue is unit-testable without it. docs/device-queue.md tells why
-and how in full.
-"""
+Jobs are ``fn(should_stop)``, run one at a time by one worker thread, with a fair share per
+browser and per address; docs/device-queue.md tells why and how in full."""
 
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
 """One move out of "does not fit": a button that switches the sidebar to the smallest setup of
-the registry that holds the model's weights with room for a cache (kvcalc.engines.fit).
-
-A page that finds the weights do not fit calls ``fitting_setup_button(sel, key="x_fit")`` under
-its message; the button sets the sidebar's own keys (``gpu``, ``tp``, and ``pp`` 1), which are
-bound to the link (webui/urlstate.py).
-"""
+the registry that holds the model's weights with room for a cache (kvcalc.engines.fit); it sets
+the sidebar's own keys (``gpu``, ``tp``, and ``pp`` 1), which are bound to the link."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""Memory given back when sessions leave (issue 22: 36 heavy sessions kept +394 MiB).
-
-Not Python objects held it but the allocators' kept memory (pymalloc's pinned arenas, glibc's
-per-thread heaps) and left sessions' reference cycles that no collection ran to free. So the
-server runs with ``SERVER_ENV`` (glibc's malloc, two arenas; the Dockerfile, deploy/replicas.py),
-and ``start()`` (called by app.py) runs a thread that, when the number of sessions drops, drops
-the expired ones, collects garbage and trims the heaps. Nothing a visitor sees changes.
-docs/server-memory.md has the measurements (bench/memory.py).
-"""
+"""Memory given back when sessions leave (issue 22: 36 heavy sessions kept +394 MiB): the server
+runs with ``SERVER_ENV`` (glibc's malloc, two arenas), and ``start()`` runs a thread that, when
+the number of sessions drops, drops the expired ones, collects garbage and trims the heaps.
+docs/server-memory.md has why and the measurements (bench/memory.py)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,6 @@
 """The app's figure builders: pure functions from kvcalc results to Plotly figures, one module
-per subject; pages import them from here (``from webui.figures import ...``):
-
-- base: the one layout, the Figure class, the parts builder, the shared helpers
-- budget: the GPU's memory split, concurrency against context
-- speed: decode step time against context and against batch
-- techniques: K/V bytes of one sequence under each shrinking technique
-- fill: the cache-fill animation, the live page's bytes and times, the cache picture (SVG)
-- paging: the Engine view's block pool and PagedAttention's block tables
-- serving: the throughput frontier, the pool's utilization over time
-- roofline: attainable TFLOP/s against arithmetic intensity
-- diagrams: head sharing, MLA, the sliding window
-- measured: the microscope's attention and cache maps, quality against bytes, work against time
-- classroom: the live class's histogram of answers
-Only the app's pages import this package (it imports plotly). Every axis says its unit."""
+per subject (each says what it draws). Only the app's pages import this package (it imports
+plotly). Every axis says its unit."""
 
 from .base import Figure
 from .budget import budget_figure, concurrency_figure
