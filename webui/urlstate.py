@@ -101,11 +101,11 @@ def _ignored(initial: dict) -> list[tuple[str, str]]:
     for key, values in initial.items():
         raw = values[0] if len(values) == 1 else values
         kind = st.session_state.get(_BOUND_KEY, {}).get(key)
-        if kind is None or key not in st.session_state:
-            out.append((key, raw))
-            continue
-        value = st.session_state[key]
-        if not _same(kind, values, value):
+        if (
+            kind is None
+            or key not in st.session_state
+            or not _same(kind, values, st.session_state[key])
+        ):
             out.append((key, raw))
     return out
 
