@@ -188,20 +188,12 @@ def work_time_figure(points: list, weight_floor_s: float | None = None) -> go.Fi
     tokens in the cache, against n; both measured."""
     ns = [p.tokens for p in points]
     fig = go.Figure()
-    fig.add_scatter(
-        x=ns,
-        y=[p.recompute_s * 1e3 for p in points],
-        mode="lines+markers",
-        name="recompute n tokens (no cache): n token passes",
-        line=dict(color=COLORS["weights"]),
-    )
-    fig.add_scatter(
-        x=ns,
-        y=[p.cached_step_s * 1e3 for p in points],
-        mode="lines+markers",
-        name="one cached step: 1 token pass",
-        line=dict(color=COLORS["kv"]),
-    )
+    for what, name, color in (
+        ("recompute_s", "recompute n tokens (no cache): n token passes", "weights"),
+        ("cached_step_s", "one cached step: 1 token pass", "kv"),
+    ):
+        y = [getattr(p, what) * 1e3 for p in points]
+        fig.add_scatter(x=ns, y=y, mode="lines+markers", name=name, line=dict(color=COLORS[color]))
     if weight_floor_s:
         fig.add_scatter(
             x=[ns[0], ns[-1]],

@@ -168,23 +168,14 @@ def batch_figure(
             marker_color=COLORS[color],
             marker_pattern=pattern,
         )
-    fig.add_scatter(
-        x=x,
-        y=[t if f else None for t, f in zip(curve["tokens_per_s"], fits)],
-        name="tokens/s, ideal bound (right axis)",
-        yaxis="y2",
-        mode="lines+markers",
-        line_color="#333",
-    )
-    if estimate_tps is not None:
-        fig.add_scatter(
-            x=x,
-            y=[t if f else None for t, f in zip(estimate_tps, fits)],
-            name=f"tokens/s, {estimate_name} (right axis)",
-            yaxis="y2",
-            mode="lines+markers",
-            line=dict(color="#333", dash="dash"),
-        )
+    for tps, name, line in (
+        (curve["tokens_per_s"], "ideal bound", dict(color="#333")),
+        (estimate_tps, estimate_name, dict(color="#333", dash="dash")),
+    ):
+        if tps is not None:
+            y = [t if f else None for t, f in zip(tps, fits)]
+            name = f"tokens/s, {name} (right axis)"
+            fig.add_scatter(x=x, y=y, name=name, yaxis="y2", mode="lines+markers", line=line)
     if not all(fits):
         fig.add_annotation(
             x=fits.index(False) - 0.5,  # a category axis places a number by its serial index
