@@ -124,10 +124,8 @@ class Job:
 
 
 class DeviceQueue:
-    """FIFO line of jobs run one at a time by a single worker thread (see the module docstring).
-
-    ``cap_s`` and ``wait_timeout_s``: None reads ``limits()`` (hosted or local) at each submit.
-    ``is_alive(session_id)``: whether a session is still there (default ``session_alive``)."""
+    """FIFO line of jobs run one at a time by a single worker thread. ``cap_s`` and
+    ``wait_timeout_s``: None reads ``limits()`` at each submit."""
 
     def __init__(
         self,
@@ -152,15 +150,11 @@ class DeviceQueue:
         self._turn = 0
         self._worker: threading.Thread | None = None
 
-    # -- limits ---------------------------------------------------------------------------
-
     def run_cap_s(self) -> float:
         return self.cap_s if self.cap_s is not None else limits()[0]
 
     def max_wait_s(self) -> float:
         return self.wait_timeout_s if self.wait_timeout_s is not None else limits()[1]
-
-    # -- submitting and waiting -----------------------------------------------------------
 
     def submit(
         self,
@@ -232,14 +226,10 @@ class DeviceQueue:
         checkpoint: Callable[[], Any] | None = None,
         poll_s: float = 0.1,
     ) -> Any:
-        """Wait for ``job`` and return its result (or raise its error).
-
-        ``on_wait(position)`` is called whenever the position changes (1: running now).
-        ``checkpoint()`` is called every ``poll_s`` seconds: on the live page it touches
-        st.session_state, where Streamlit raises StopException/RerunException when the user
-        presses Stop, changes an input or leaves. Whatever ends the wait (the result, an error, the
-        wait timeout, such an exception), the ``finally`` cancels the job if it is still queued or
-        running, so the device is freed at the job's next step."""
+        """Wait for ``job`` and return its result (or raise its error). ``on_wait(position)`` is
+        called whenever the position changes (1: running now), ``checkpoint()`` every ``poll_s``
+        seconds (the live page's touches st.session_state, where Streamlit raises on Stop);
+        whatever ends the wait, the job is cancelled if it is still queued or running."""
         last = None
         try:
             while True:
@@ -275,8 +265,6 @@ class DeviceQueue:
     ) -> Any:
         """``submit`` then ``wait``."""
         return self.wait(self.submit(session, fn, visitor, address), **wait_kw)
-
-    # -- inside ---------------------------------------------------------------------------
 
     def _alive(self, session: str) -> bool:
         try:
@@ -348,13 +336,10 @@ class DeviceQueue:
                 self._running = None
                 job._finish(result, error)
                 self._cond.notify_all()
-            # The waiter holds the job now; the worker keeps nothing of it (its function
-            # belongs to a page run) while it waits for the next one.
-            del job, result, error
+            del job, result, error  # nothing of a page's run kept while the worker waits
 
 
-# The one queue of this server process (see the module docstring for why it lives here).
-QUEUE = DeviceQueue()
+QUEUE = DeviceQueue()  # the one queue of this server process (docs/device-queue.md: why here)
 
 
 def run_here(fn: Callable[[Callable[[], bool]], Any], **wait_kw) -> Any:

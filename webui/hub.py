@@ -23,17 +23,12 @@ os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 TIMEOUT_S = 8
-# The server fetches for everyone, so three limits in any RATE_WINDOW_S seconds (issue 22 B10:
-# one server-wide limit let one tab lock every other visitor out; issue 39 B12: a limit per
-# address made a class behind one school address share six fetches):
-#   RATE_PER_VISITOR for one browser (webui.visitor.browser_id, however many tabs);
-#   RATE_PER_ADDRESS for one source address (webui.visitor.visitor_id), the ceiling against a
-#     script that claims to be many browsers: two thirds of the server's RATE_LIMIT, so 20
-#     fetches a minute stay for every other address. A class behind one address does not reach
-#     it: a config fetched in the last RECENT_S is served again without counting, so a class
-#     asking for the models on the teacher's slide makes one fetch per model; 40 different
-#     models a minute from one classroom is more than any exercise asks;
-#   RATE_LIMIT for the whole server.
+# Three limits in any RATE_WINDOW_S seconds (issue 22 B10: one server-wide limit let one tab
+# lock every other visitor out; issue 39 B12: a limit per address made a class behind one school
+# address share six fetches): per browser (however many tabs), per source address (against a
+# script that claims to be many browsers: two thirds of the server's, so 20 a minute stay for
+# every other address; a class asking for the same models fetches each once, see RECENT_S),
+# and for the whole server.
 RATE_LIMIT = 60
 RATE_PER_ADDRESS = 40
 RATE_PER_VISITOR = 6
@@ -123,13 +118,11 @@ def check_repo_id(repo_id: str) -> str:
 
 
 def fetch_config(repo_id: str, visitor: str = "", browser: str | None = None) -> dict:
-    """The config.json of ``repo_id`` from the Hub (or the local HF cache), for ``browser`` at
-    the address ``visitor`` (webui.visitor; ``browser`` defaults to the calling Streamlit
-    session's browser, or to the address outside a session).
-
-    One request to the Hub for the file and nothing else: huggingface_hub's telemetry (which
-    also fetches ``/api/agent-harnesses`` to name the caller in its user agent) is switched off
-    before it is imported, and again on its constants if something imported it first."""
+    """The config.json of ``repo_id`` from the Hub (or the local HF cache), for ``browser``
+    (default: the calling session's) at the address ``visitor``. One request for the file and
+    nothing else: huggingface_hub's telemetry (which also fetches ``/api/agent-harnesses``) is
+    switched off before it is imported, and again on its constants if something imported it
+    first."""
     repo_id = check_repo_id(repo_id)
     with _rate_lock:
         got = _recent.get(repo_id)

@@ -1,11 +1,5 @@
-"""Results kept per input, for every visitor: the same figure or sweep is computed once.
-
-``memo(n)`` keeps the last ``n`` results of a pure function (kvcalc's sweeps, webui's figure
-builders), keyed by its arguments by value, in a module global out of reach of Streamlit's
-``clear_cache``. Bounded three times: ``n`` entries per function, ``MEMO_ENTRY_BYTES`` an entry,
-``MEMO_BYTES`` in all (least recently used first out). Shared, so never mutated. A function
-whose arguments cannot be keyed is simply run. docs/server-memory.md tells why.
-"""
+"""Results kept per input, for every visitor: ``memo(n)`` keeps the last ``n`` results of a pure
+function, keyed by its arguments by value, bounded in entries and bytes (docs/server-memory.md)."""
 
 from __future__ import annotations
 

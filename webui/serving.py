@@ -82,28 +82,19 @@ class Frontier:
     results: tuple[SimResult, ...]
 
 
-def _setup(
-    spec,
-    w,
-    gpu: GPU,
-    kv_dtype: str,
-    tp: int,
-    speed: StepModel,
-    longest: int,
-    max_num_seqs: int | None,
-    pool: tuple = (),
-):
-    """The simulator's setup; ``pool`` = (gpu_mem_util, reserve_bytes, block_size) when a page
-    has its own (the Budget's inputs), else the lab's defaults."""
+def _setup(inputs: tuple, longest: int, max_num_seqs: int | None, pool: tuple = ()):
+    """The simulator's setup for ``inputs`` = (spec, weights, gpu, kv_dtype, tp, speed);
+    ``pool`` = (gpu_mem_util, reserve_bytes, block_size) when a page has its own (the Budget's
+    inputs), else the lab's defaults."""
+    spec, w, gpu, kv_dtype, tp, speed = inputs
     kw = dict(zip(("gpu_memory_utilization", "reserve_bytes", "block_size"), pool))
     dep = Deployment(spec=spec, gpu=gpu, weights=w, tp=tp)
     dep = dep.but(kv_dtype=kv_dtype, max_num_seqs=max_num_seqs, **kw)
     return setup(dep, longest, Speed.of(gpu, w.dtype, speed))
 
 
-# Results are frozen dataclasses: shared between sessions without a copy (cache_data would
-# unpickle every run on every rerun), and kept by webui.memo, whose keys cost microseconds
-# (st.cache_resource hashed the whole model spec on every call: a fifth of a Budget rerun).
+# Kept by webui.memo, not cache_data (which would unpickle every run on every rerun) nor
+# cache_resource (which hashed the whole model spec on every call: a fifth of a Budget rerun).
 SIMULATING = "Simulating the serving engine..."
 
 
@@ -124,7 +115,7 @@ def frontier(
     """Where the pool starts to bind (kvcalc.perf.capacity.running_capacity), then one closed-loop
     run per user count of frontier_users: powers of two and densely around the onset."""
     p, o = lengths(kind, prompt, output)
-    s = _setup(spec, w, gpu, kv_dtype, tp, speed, p.hi + o.hi, max_num_seqs)
+    s = _setup((spec, w, gpu, kv_dtype, tp, speed), p.hi + o.hi, max_num_seqs)
     cap = running_capacity(s, p, o, prefix_share=share, max_steps=MAX_STEPS)
     users = frontier_users(cap)
     loads = {
@@ -163,7 +154,7 @@ def one_run(
 ) -> SimResult:
     """One closed loop of ``users``, with its utilization and batch over time."""
     p, o = lengths(kind, prompt, output)
-    s = _setup(spec, w, gpu, kv_dtype, tp, speed, p.hi + o.hi, max_num_seqs)
+    s = _setup((spec, w, gpu, kv_dtype, tp, speed), p.hi + o.hi, max_num_seqs)
     wl = Workload(
         requests=requests_for(users), prompt=p, output=o, users=users, prefix_share=share, seed=0
     )
@@ -189,5 +180,5 @@ def capacity(
 ) -> RunningCapacity:
     """Logged vs running capacity for requests of ``prompt`` + ``output`` tokens on the
     Budget's pool (kvcalc.perf.capacity.running_capacity)."""
-    s = _setup(spec, w, gpu, kv_dtype, tp, speed, prompt + output, None, pool)
+    s = _setup((spec, w, gpu, kv_dtype, tp, speed), prompt + output, None, pool)
     return running_capacity(s, prompt, output, max_steps=MAX_STEPS)

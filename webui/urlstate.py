@@ -13,11 +13,9 @@ import streamlit as st
 
 from .hosted import plain
 
-# Every widget bound to the URL registers here, with how to compare a URL value to what the
-# widget accepted: "num", "str", "bool", "list", or a function giving the label that a choice
-# widget writes into the URL (Streamlit stores a choice's formatted label, not the option).
-# The table lives in the session, for the widgets of the run in progress: a page declares its
-# own bindings as it draws them, and no session writes into another's (nothing process-wide).
+# The session's table of this run's widgets bound to the URL, each with how to compare a URL
+# value to what it accepted: "num", "str", "bool", "list", or the function giving the label a
+# choice widget writes into the URL (Streamlit stores the formatted label, not the option).
 _BOUND_KEY = "_url_bound"
 
 

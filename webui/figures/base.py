@@ -1,10 +1,6 @@
 """What every figure builder shares: the one layout, the one Figure class, the one parts
-builder, and the small helpers (a vertical marker, a shaded limit, owner colours, log-axis
-ticks at decades, whole 1-2-5 steps).
-
-Only the app's pages import webui.figures (it imports plotly); ``import kvcalc`` does not.
-No template: st.plotly_chart applies the app theme, and resolving a template costs ~10 ms.
-"""
+builder, and the small helpers. No template: st.plotly_chart applies the app theme, and
+resolving a template costs ~10 ms."""
 
 from __future__ import annotations
 

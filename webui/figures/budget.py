@@ -1,6 +1,5 @@
-"""The GPU budget and concurrency: where the memory goes (weights, reserve, KV pool) and how
-many sequences of each length fit. Every axis says its unit (GiB = 2^30 B; tokens).
-"""
+"""The GPU budget and concurrency: where the memory goes and how many sequences of each length
+fit."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The serving simulator's figures: the throughput frontier (tokens/s per GPU against tokens/s
-per user, one point per concurrency, marked by the limit that bound it) and the pool's
-utilization over time.
-"""
+"""The serving simulator's figures: the throughput frontier and the pool's utilization over
+time."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Decode speed: the step time against context (the weight-read band and the KV-read wedge,
-the crossover and, when given, a ghost of the crossover before the last change) and against
-batch size: the ideal bound, with a calibrated estimate drawn over it when given (the Lab).
-Every axis says its unit (milliseconds; tokens; tokens/s).
-"""
+"""Decode speed: the step time against context and against batch size, the ideal bound with a
+real engine's estimate over it when given (the Lab)."""
 
 from __future__ import annotations
 
