@@ -65,8 +65,7 @@ def engine_run(text: str, step: int, num_blocks: int, block_size: int, caching: 
 # -- the guided tour ---------------------------------------------------------------------------
 
 
-def tour_label(n: int) -> str:
-    return str(n)
+tour_label = str  # a stop's number as the link carries it
 
 
 def tour_short(values: list[str]) -> str:

@@ -310,11 +310,8 @@ class DeviceQueue:
                 if not self._alive(job.session_id):  # the tab closed while it waited
                     job.stop_reason = "session left"
                     job._cancel.set()
-                    job._finish(
-                        error=QueueError(
-                            "The browser tab that asked for this run has left; the run was dropped."
-                        )
-                    )
+                    left = "The browser tab that asked for this run has left; the run was dropped."
+                    self._drop(job, QueueError(left))
                     continue
                 job.state = "running"
                 job.started_at = time.monotonic()

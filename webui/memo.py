@@ -186,6 +186,7 @@ class _Memo:
         self._bytes = 0
         self._items: OrderedDict = OrderedDict()
         functools.update_wrapper(self, fn)
+        _ALL.append(self)
 
     def __call__(self, *args, **kwargs):
         try:
@@ -261,13 +262,7 @@ def memo(
     ``own_bytes``: a byte bound of its own, apart from MEMO_BYTES (for such large results)."""
     if max_items < 1:
         raise ValueError("a memo keeps at least one result")
-
-    def wrap(fn: Callable) -> _Memo:
-        m = _Memo(fn, max_items, spinner, entry_bytes, own_bytes)
-        _ALL.append(m)
-        return m
-
-    return wrap
+    return lambda fn: _Memo(fn, max_items, spinner, entry_bytes, own_bytes)
 
 
 _WRAPPED: dict[Callable, _Memo] = {}

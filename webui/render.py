@@ -36,15 +36,11 @@ def page_header(title: str, sel, lead: str):
     st.title(title)
     if sel is not None:
         par = f" · {sel.tp} x TP, {sel.pp} x PP: figures per GPU" if sel.num_gpus > 1 else ""
+        w = sel.weights
+        experts = f" (experts {w.expert_dtype.upper()})" if w.expert_dtype != w.dtype else ""
         st.caption(
-            f"**{plain(sel.label)}** on **{plain(sel.gpu.name)}** · weights "
-            f"{sel.weights.dtype.upper()}"
-            + (
-                f" (experts {sel.weights.expert_dtype.upper()})"
-                if sel.weights.expert_dtype != sel.weights.dtype
-                else ""
-            )
-            + f" · KV cache {sel.kv_dtype.upper()}{par}"
+            f"**{plain(sel.label)}** on **{plain(sel.gpu.name)}** · weights {w.dtype.upper()}"
+            f"{experts} · KV cache {sel.kv_dtype.upper()}{par}"
         )
     top = st.container()
     st.markdown(lead)

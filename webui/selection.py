@@ -673,6 +673,7 @@ def speed_caption(sel: Selection, speed=None, bands=("tpot_itl",)) -> str:
     from kvcalc.perf.calibration import error_band_text
 
     speed = speed or sel.speed
+    all_reduces = f", two all-reduces a layer across the {sel.tp} GPUs" if sel.tp > 1 else ""
     if speed.engine:
         from kvcalc.perf.engines import PROFILES, engine_band_text
 
@@ -681,13 +682,11 @@ def speed_caption(sel: Selection, speed=None, bands=("tpot_itl",)) -> str:
             f"The {p.label} profile (fitted on {p.fitted_rows} measured runs of that engine): "
             f"weights read at {p.bw_share:.3g} and the cache at {p.kv_bw_share:.3g} of the "
             f"peak bandwidth, GEMMs at MFU {p.mfu:.3g}, {p.step_overhead_s * 1e3:.3g} ms a step"
-            + (f", two all-reduces a layer across the {sel.tp} GPUs" if sel.tp > 1 else "")
-            + f". Its error: {engine_band_text(p)}."
+            f"{all_reduces}. Its error: {engine_band_text(p)}."
         )
     adds = (
         f"{speed.bw_share:g} of the peak bandwidth, MFU {speed.mfu:g}, "
-        f"{speed.step_overhead_s * 1e3:g} ms a step"
-        + (f", two all-reduces a layer across the {sel.tp} GPUs" if sel.tp > 1 else "")
+        f"{speed.step_overhead_s * 1e3:g} ms a step{all_reduces}"
     )
     if speed.is_calibrated:
         return (

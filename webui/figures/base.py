@@ -35,11 +35,13 @@ def layout(*overs: dict, **over: Any) -> dict[str, Any]:
     out = {k: dict(v) if isinstance(v, dict) else v for k, v in LAYOUT.items()}
     for extra in (*overs, over):
         for key, value in extra.items():
-            old = out.get(key)
-            out[key] = (
-                {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value
-            )
+            out[key] = _merged(out.get(key), value)
     return out
+
+
+def _merged(old: Any, value: Any) -> Any:
+    """``value``, merged into ``old`` where both are dicts."""
+    return {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value
 
 
 class Figure(go.Figure):
@@ -86,10 +88,7 @@ class Parts:
         for key, value in kw.items():
             if key in ("xaxis_title", "yaxis_title"):
                 key, value = key[:5], {"title": value}
-            old = self.layout.get(key)
-            self.layout[key] = (
-                {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value
-            )
+            self.layout[key] = _merged(self.layout.get(key), value)
 
     def update_xaxis(self, **kw) -> None:
         self.update_layout(xaxis=kw)

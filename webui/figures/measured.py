@@ -113,20 +113,10 @@ def kv_figure(matrix: list[list[float]], labels: list[str], what: str, written: 
     """One KV head's cached keys or values: a row per position, a column per dimension."""
     ticks = tick_labels(labels)
     z = _z(matrix)
-    shapes = (
-        [
-            dict(
-                type="rect",
-                x0=-0.5,
-                x1=z.shape[1] - 0.5,
-                y0=written[0] - 0.5,
-                y1=written[-1] + 0.5,
-                line=dict(color=WRITTEN, width=2),
-            )
-        ]
-        if len(written)
-        else []
-    )
+    shapes = []
+    if len(written):
+        box = dict(x0=-0.5, x1=z.shape[1] - 0.5, y0=written[0] - 0.5, y1=written[-1] + 0.5)
+        shapes.append(dict(type="rect", **box, line=dict(color=WRITTEN, width=2)))
     return _figure(
         dict(
             type="heatmap",
