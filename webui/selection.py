@@ -138,7 +138,6 @@ def sidebar(uses_selection: bool = True, engine_controls: bool = False) -> None:
             options,
             "model",
             _model_label,
-            index=_index(options, DEFAULT_MODEL),
             help="From the registry (models.yaml), your own config.json, or a Hugging Face Hub id.",
         )
         if key == CUSTOM:
@@ -150,7 +149,7 @@ def sidebar(uses_selection: bool = True, engine_controls: bool = False) -> None:
             st.caption(f"[{m.hf_id}]({m.sources['config']})")
         _model_summary(key)
         gpus = [DEFAULT_GPU, *(k for k in reg.gpus if k != DEFAULT_GPU), CUSTOM_GPU]
-        gpu = select(st.selectbox, "GPU", gpus, "gpu", _gpu_label, index=_index(gpus, DEFAULT_GPU))
+        gpu = select(st.selectbox, "GPU", gpus, "gpu", _gpu_label)
         if gpu == CUSTOM_GPU:
             base = reg.gpus[DEFAULT_GPU]  # the defaults start from the default GPU's figures
             if base.bf16_tflops is None:
@@ -241,7 +240,7 @@ def _engine_inputs() -> None:
         options,
         "engine_profile",
         fmt=_engine_label,
-        index=_index(options, kept),
+        index=options.index(kept) if kept in options else 0,
         help=T("profile_help"),
     )
     slider(
@@ -269,25 +268,17 @@ def _engine_inputs() -> None:
     st.caption(T("defaults", band=error_band_text("tpot_itl")))
 
 
-def _index(options: list, value) -> int:
-    return options.index(value) if value in options else 0
-
-
 def _model_label(key: str) -> str:
     """The name people read ("Llama 3.1 8B"), which is also what the link carries."""
-    if key == CUSTOM:
-        return "my own config.json"
-    if key == HUB:
-        return "a Hugging Face Hub id"
     m = registry().models.get(key)
-    return m.name if m is not None else key
+    return {CUSTOM: "my own config.json", HUB: "a Hugging Face Hub id"}.get(
+        key, m.name if m else key
+    )
 
 
 def _gpu_label(key: str) -> str:
-    if key == CUSTOM_GPU:
-        return "custom GPU"
     g = registry().gpus.get(key)
-    return g.name if g is not None else key
+    return "custom GPU" if key == CUSTOM_GPU else g.name if g else key
 
 
 def upgrade_link() -> None:
