@@ -62,9 +62,6 @@ def engine_run(text: str, step: int, num_blocks: int, block_size: int, caching: 
     return snap, log
 
 
-# -- the guided tour ---------------------------------------------------------------------------
-
-
 tour_label = str  # a stop's number as the link carries it
 
 

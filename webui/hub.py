@@ -38,9 +38,7 @@ _fetches: deque[float] = deque()
 _by_visitor: dict[str, deque[float]] = {}
 _by_address: dict[str, deque[float]] = {}
 _rate_lock = threading.Lock()
-# A config fetched in the last RECENT_S seconds is served again without a request and without
-# counting against any limit: a class behind one school address asking for the same model
-# makes one request, not sixty.
+# A config fetched in the last RECENT_S seconds is served again, uncounted (a class: one request).
 RECENT_S = 600.0
 RECENT_MAX = 256
 _recent: OrderedDict[str, tuple[float, dict]] = OrderedDict()

@@ -22,10 +22,8 @@ class Page:
     # Runs its own model (SmolLM2 or a twin) or needs none: the sidebar says that its choices
     # do not apply there (issue 23 [38]).
     own_model: bool = False
-    # Its own inputs rerun only the page (a fragment), not the frame and the sidebar around
-    # it: nothing outside the page depends on them (about a third of a full run's server
-    # time). Not the live class (its buttons rewrite the link) nor the pages that run a model
-    # (they wait on the device queue).
+    # Its inputs rerun only the page (a fragment; a third of a full run's server time saved):
+    # not the live class (its buttons rewrite the link) nor the pages that wait on the device.
     reruns_alone: bool = True
 
     @property

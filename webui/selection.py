@@ -47,8 +47,6 @@ DEFAULT_GPU = "h100-sxm-80gb"
 TP_CHOICES = [1, 2, 4, 8, 16, 32]
 PP_CHOICES = [1, 2, 4, 8]
 
-# --- the selection shared by every page -------------------------------------------------------
-
 
 @dataclass(frozen=True)
 class Selection:
@@ -294,9 +292,7 @@ def upgrade_link() -> None:
     for key, table in (("model", reg.models), ("gpu", reg.gpus)):
         values = initial.get(key)
         if values and len(values) == 1 and values[0] in table:
-            # Streamlit seeds a bound widget from the link as the page opened, so the value goes
-            # in through the session state (the link's old form is then dropped by Streamlit and
-            # the widget writes its name back).
+            # Through the session state: Streamlit seeds a bound widget from the opening link.
             st.session_state[key] = values[0]
             initial[key] = [table[values[0]].name]
 
@@ -452,10 +448,8 @@ def _model_summary(key: str) -> None:
                 st.markdown(f"- {plain(line)}")
     text = _config_text() if key in (CUSTOM, HUB) else None
     if text and live_missing() is None:
-        # No reader of this family read it: locally the transformers check runs by itself; a
-        # hosted server runs it only on a press (issue 22 B5: no job without a press). Either
-        # way in a child process with a time and memory limit, one at a time per server
-        # through the device queue, once per config text.
+        # Run by itself locally when no reader of this family read it; hosted, only on a press
+        # (issue 22 B5). In a bounded child process, through the device queue, once per text.
         auto = (spec.unverified or not spec.family_reader) and not hosted()
         if auto or st.button("Check against transformers", key="verify_btn", help=T("verify_help")):
             try:

@@ -53,15 +53,8 @@ def lengths_label(key: str) -> str:
 
 def larger_gpu(gpu: GPU) -> GPU:
     """The registry GPU with the next larger memory (the largest one stays itself)."""
-    bigger = sorted(
-        (
-            g
-            for g in registry().gpus.values()
-            if g.memory_bytes > gpu.memory_bytes and g.bf16_tflops
-        ),
-        key=lambda g: g.memory_bytes,
-    )
-    return bigger[0] if bigger else gpu
+    bigger = [g for g in registry().gpus.values() if g.memory_bytes > gpu.memory_bytes]
+    return min((g for g in bigger if g.bf16_tflops), key=lambda g: g.memory_bytes, default=gpu)
 
 
 def lengths(kind: str, prompt: int, output: int) -> tuple[Dist, Dist]:

@@ -40,10 +40,6 @@ class SharedStore:
             while len(self._items) > self.max_items:
                 self._items.popitem(last=False)
 
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._items)
-
 
 # The measured quality rows, per (tokens, window, variant), and the text each was measured on.
 QUALITY_ROWS = SharedStore(max_items=512)

@@ -47,9 +47,6 @@ def slider(where, label: str, low, high, value, step, key: str, **kwargs):
     return where.slider(label, low, high, value, step, **bound(key, "num"), **kwargs)
 
 
-# --- URL parameters ---------------------------------------------------------------------------
-
-
 def url_guard_begin() -> None:
     """Remember the URL parameters a session opened with (first run only), and drop the ones
     no widget can take safely: a non-finite number such as 1e999 or nan makes Streamlit 1.67's

@@ -93,9 +93,7 @@ def frontier_figure(curves: list[tuple], slo: dict | None = None) -> go.Figure:
         return True
 
     for i, curve in enumerate(curves):
-        name, users, results = curve[:3]
-        onset = curve[3] if len(curve) > 3 else None
-        dash = curve[4] if len(curve) > 4 else None
+        name, users, results, onset, dash = (*curve, None, None)[:5]
         color = _CURVE_COLORS[i % len(_CURVE_COLORS)]
         # The onset first, then powers of two from the most users down: where points bunch up
         # (few users all get the same speed) only the first of them keeps its label.
