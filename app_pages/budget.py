@@ -190,7 +190,7 @@ s2.button(
     help="Llama 2 7B (every head keeps K/V), Llama 3.1 8B (8 K/V heads), DeepSeek-V3 (one "
     "latent per token)",
 )
-me = compare.Compared(sel.label, sel.spec, sel.weights_bytes, b, per.kv_bytes_per_token_nominal)
+me = compare.Compared(sel.label, sel.spec, sel.weights.bytes, b, per.kv_bytes_per_token_nominal)
 others, refused = compare.models(
     compare_names, KEYS, me, st.session_state.get("wdtype", "auto"), pool, engine
 )
@@ -402,7 +402,7 @@ if fits_gpu:
                     sel.spec, Speculation(method=method, tokens=int(ahead or 2))
                 )
                 dw = drafter_weight_bytes(drafted, sel.weights.bytes, sel.weights.total_params)
-                with_drafter = pool.but(spec=drafted, weights_bytes=sel.weights_bytes + (dw or 0))
+                with_drafter = pool.but(spec=drafted, weights_bytes=sel.weights.bytes + (dw or 0))
                 bd = cached(budget)(with_drafter, context, concurrency, convention=engine)
                 pd = cached(kv_cache)(drafted, context, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
             except ValueError as exc:

@@ -14,17 +14,6 @@ from .memo import cached
 from .selection import Selection, pool_deployment
 
 
-def fitting_setup_for(
-    sel: Selection, context: int = 8192, util: float | None = None, reserve_bytes: int | None = None
-) -> FitSetup | None:
-    """The setup the button offers for ``sel`` (its model, weights and KV cache format), with
-    room for one sequence of ``context`` tokens (at most the model's own limit); None when no
-    GPU of the registry holds the model on one node."""
-    dep = pool_deployment(sel, util, reserve_bytes)
-    gpus = tuple(registry().gpus.values())
-    return cached(fitting_setup)(dep, gpus, max(1, min(context, sel.spec.max_context)))
-
-
 def _apply(gpu: str, tp: int) -> None:
     st.session_state["gpu"] = gpu
     st.session_state["tp"] = tp
@@ -43,8 +32,12 @@ def fitting_setup_button(
     reserve_bytes: int | None = None,
 ) -> FitSetup | None:
     """A button "Switch to 8 x NVIDIA H200 SXM 141GB (tensor parallel 8)" that sets the sidebar
-    to ``fitting_setup_for``'s setup; a caption instead when there is none. Returns the setup."""
-    setup = fitting_setup_for(sel, context, util, reserve_bytes)
+    to the smallest setup that holds ``sel`` (its model, weights and KV cache format) with room
+    for one sequence of ``context`` tokens (at most the model's own limit); a caption instead
+    when no GPU of the registry holds the model on one node. Returns the setup."""
+    dep = pool_deployment(sel, util, reserve_bytes)
+    gpus = tuple(registry().gpus.values())
+    setup = cached(fitting_setup)(dep, gpus, max(1, min(context, sel.spec.max_context)))
     if setup is None:
         st.caption(
             f"No GPU of the registry holds {plain(sel.label)} on one node of up to "

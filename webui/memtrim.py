@@ -60,11 +60,6 @@ def reap_expired(mgr) -> None:
         len(cache)
 
 
-def session_counts(mgr) -> tuple[int, int]:
-    """(sessions with a websocket, all sessions kept: connected and waiting to reconnect)."""
-    return mgr.num_active_sessions(), mgr.num_sessions()
-
-
 class Trigger:
     """When to trim: after the number of connected sessions, or of all kept sessions, drops
     (a tab closed; a disconnected session's TTL passed), at most once per ``min_gap_s``; a drop
@@ -95,7 +90,9 @@ def _loop() -> None:
             mgr = _session_manager()
             if mgr is None:
                 continue
-            if trigger.due(session_counts(mgr), time.monotonic()):
+            # sessions with a websocket, and all kept (connected or waiting to reconnect)
+            counts = (mgr.num_active_sessions(), mgr.num_sessions())
+            if trigger.due(counts, time.monotonic()):
                 reap_expired(mgr)
                 trim()
         except Exception:  # never take the server down over housekeeping

@@ -106,10 +106,6 @@ class Selection:
         return step_model(bw_share=self.bw_share, step_overhead_s=self.step_overhead_s)
 
     @property
-    def weights_bytes(self) -> int:
-        return self.weights.bytes
-
-    @property
     def num_gpus(self) -> int:
         return self.deployment.num_gpus
 
