@@ -34,10 +34,8 @@ class QueueError(ValueError):
 
 
 def session_alive(session_id: str) -> bool:
-    """Whether the Streamlit session ``session_id`` still has a connected browser tab.
-
-    Uses ``Runtime.get_client`` (thread-safe, None once the tab has closed or disconnected).
-    Without a Streamlit runtime (plain Python, tests) every session counts as alive."""
+    """Whether the Streamlit session ``session_id`` still has a connected browser tab
+    (``Runtime.get_client``, thread-safe); without a Streamlit runtime, always."""
     try:
         from streamlit.runtime import Runtime
     except ImportError:

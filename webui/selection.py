@@ -501,10 +501,8 @@ def _gpu_from_selection() -> GPU:
 
 
 def selection() -> Selection:
-    """The model, GPU and formats chosen in the sidebar (ValueError with a message to act on).
-
-    A config the user gave that cannot be used keeps the last good model on the page, with the
-    reason shown."""
+    """The model, GPU and formats chosen in the sidebar (ValueError with a message to act on); a
+    config the user gave that cannot be used keeps the last good model, with the reason shown."""
     try:
         spec, label, (wd, ed), source = _model_from_selection()
         st.session_state["_last_good_model"] = (spec, label, (wd, ed), source)

@@ -45,11 +45,9 @@ def _merged(old: Any, value: Any) -> Any:
 
 
 class Figure(go.Figure):
-    """A go.Figure that is built once and then only read: the builders' figures are kept in
-    webui.memo and shared by every session. st.plotly_chart asks for the figure's dict on every
-    rerun, and go.Figure.to_dict deep-copies the whole figure each time (most of the chart's
-    server time once the figure itself is kept); this one makes its dict once. Nothing may
-    change the figure after it is built."""
+    """A go.Figure built once and then only read (kept in webui.memo, shared by every session),
+    which makes its dict once: st.plotly_chart asks for it on every rerun, and go.Figure.to_dict
+    deep-copies the whole figure each time (most of a kept chart's server time)."""
 
     def to_dict(self) -> dict:
         once = self.__dict__.get("_dict_once")

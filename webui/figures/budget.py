@@ -108,15 +108,12 @@ def concurrency_figure(
     model_max: int | None = None,
     limits: tuple[int, ...] | None = None,
 ) -> go.Figure:
-    """Max concurrent sequences against context length, one line per model (log-log), with the
-    scheduler's ceiling (vLLM's max_num_seqs) as a horizontal line when given, and a line at one
-    sequence: below it not even one sequence of that length fits.
-
-    ``limits`` (one per series, its model's max_position_embeddings): a curve that stops there
-    ends in a marker labelled with the limit, so each model's curve stops at its own limit
-    (review 4, F10). ``model_max``: one model's limit as a vertical line, the lengths past it
-    shaded. A series with no positive value (the weights leave no pool) is not drawn. Both axes
-    are ticked at the powers of ten only: no minor digits that read as values (F21)."""
+    """Max concurrent sequences against context length, one line per model (log-log), with
+    vLLM's max_num_seqs as a horizontal line when given, and a line at one sequence. ``limits``
+    (each series' max_position_embeddings): a curve that stops there ends in a marker labelled
+    with it (review 4, F10). ``model_max``: one model's limit as a vertical line, the lengths
+    past it shaded. A series with no positive value is not drawn. Both axes are ticked at the
+    powers of ten only (F21)."""
     fig = Parts()
     x_lo, x_hi = math.inf, 0
     ys: list[float] = []

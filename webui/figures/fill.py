@@ -98,11 +98,10 @@ def _fill_layout(steps: list, row_labels: list[str], cols: int, frame_ms: int) -
 
 
 def fill_figure(steps: list, row_labels: list[str], frame_ms: int = 450) -> dict:
-    """The cache-fill grid animated step by step on the client (Plotly frames), with the total
-    work so far (token passes) with and without a cache in a bar below.
-
-    Returned as a plain figure dict, which st.plotly_chart takes as it is: with one frame per
-    step, building validated go.Figure objects would cost over 100 ms per rerun."""
+    """The cache-fill grid animated step by step on the client (Plotly frames), with the total work
+    so far (token passes) with and without a cache in a bar below. Returned as a plain dict, which
+    st.plotly_chart takes as it is: with one frame per step, building validated go.Figure objects
+    would cost over 100 ms per rerun."""
     scale = []
     for i, c in enumerate(FILL_COLORS):  # a discrete scale for the values 0..3
         scale += [[i / 4, c], [(i + 1) / 4, c]]

@@ -69,13 +69,12 @@ def _slo(fig: Parts, slo: dict) -> list[float]:
 @memo(32, entry_bytes=LARGE_ENTRY_BYTES, own_bytes=LARGE_MEMO_BYTES)
 def frontier_figure(curves: list[tuple], slo: dict | None = None) -> go.Figure:
     """Output tokens/s per GPU against tokens/s per user, one curve per setup: (name, users,
-    results[, onset users[, dash]]); each point is a concurrency (users), its marker the limit
-    that bound the batch. Only powers of two and the onset carry a label (the others are dense
-    near the onset and would pile up); every point says its count in the tooltip.
-
-    ``slo`` draws a service-level objective: ``tpot_s`` (the p99 time per output token a run
-    must stay under: a vertical line at 1 / it), ``meets`` (the (x, y) of runs that meet every
-    target, ringed) and ``best`` ((x, y, label): the most throughput among them)."""
+    results[, onset users[, dash]]); each point is a concurrency (users), its marker the limit that
+    bound the batch. Only powers of two and the onset carry a label (the others are dense near the
+    onset and would pile up); every point says its count in the tooltip. ``slo`` draws a
+    service-level objective: ``tpot_s`` (the p99 time per output token a run must stay under: a
+    vertical line at 1 / it), ``meets`` (the (x, y) of runs that meet every target, ringed) and
+    ``best`` ((x, y, label): the most throughput among them)."""
     fig = Parts()
     xs = [r.output_tokens_per_s_per_user for c in curves for r in c[2]]
     ys = [r.output_tokens_per_s_per_gpu for c in curves for r in c[2]]

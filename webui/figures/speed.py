@@ -25,11 +25,9 @@ def step_time_figure(
     bound; ``estimate`` (seconds at each context) draws a real engine's step over it, dashed.
     Contexts at which ``batch`` sequences do not fit in memory (past ``fits_to``) are shaded red
     and not drawn; the model's maximum context is a vertical line, with the lengths past it
-    shaded. The x axis spans the curve's contexts, so a caller that keeps them fixed keeps the
-    axis still; ``before``, the crossover before the last change, is a faint dotted "before"
-    line with an arrow to the crossover, so a move left or right is seen. The crossover's line
-    is the shape named "crossover", the ghost's "crossover before"; a crossover past the
-    chart's end is an arrow at its right edge."""
+    shaded. The x axis spans the curve's contexts (fixed contexts, a still axis); ``before``,
+    the crossover before the last change, is a faint "before" line with an arrow to the
+    crossover (the shape named "crossover"); one past the chart's end is an arrow at its edge."""
     x = curve["context"]
     keep = [i for i, c in enumerate(x) if fits_to is None or c <= fits_to]
     xs = [x[i] for i in keep]
