@@ -154,15 +154,7 @@ def _calling_browser(visitor: str) -> str:
 
 def _download(repo_id: str, browser: str, address: str) -> dict:
     try:
-        from huggingface_hub import constants, hf_hub_download
-        from huggingface_hub.errors import (
-            GatedRepoError,
-            HfHubHTTPError,
-            HFValidationError,
-            LocalEntryNotFoundError,
-            RemoteEntryNotFoundError,
-            RepositoryNotFoundError,
-        )
+        from huggingface_hub import constants, errors, hf_hub_download
     except ImportError:
         raise ValueError(
             "Fetching from the Hub needs the huggingface_hub package "
@@ -172,29 +164,29 @@ def _download(repo_id: str, browser: str, address: str) -> dict:
     _take_fetch_slot(browser, address=address)
     try:
         path = hf_hub_download(repo_id, "config.json", etag_timeout=TIMEOUT_S)
-    except HFValidationError:
+    except errors.HFValidationError:
         raise ValueError(
             f"'{repo_id}' is not a valid Hub model id (the Hub's own rules, e.g. no "
             "'--' and no trailing '.'); check it, or paste the config.json."
         ) from None
-    except GatedRepoError:
+    except errors.GatedRepoError:
         raise ValueError(
             f"'{repo_id}' is gated on the Hub: accept its licence there, or paste "
             "its config.json instead."
         ) from None
-    except RepositoryNotFoundError:
+    except errors.RepositoryNotFoundError:
         raise ValueError(
             f"No public Hub model named '{repo_id}'. Check the spelling, or paste the config.json."
         ) from None
-    except RemoteEntryNotFoundError:
+    except errors.RemoteEntryNotFoundError:
         raise ValueError(f"'{repo_id}' has no config.json.") from None
-    except LocalEntryNotFoundError:  # no connection and not in the local cache
+    except errors.LocalEntryNotFoundError:  # no connection and not in the local cache
         raise ValueError(
             "Could not reach the Hugging Face Hub, and this config is not in the "
             "local cache. This machine may be offline: pick a model from the list, "
             "or paste the config.json."
         ) from None
-    except HfHubHTTPError as exc:  # the Hub answered, with an error: not an offline machine
+    except errors.HfHubHTTPError as exc:  # the Hub answered, with an error: not an offline machine
         status = getattr(getattr(exc, "response", None), "status_code", None)
         raise ValueError(
             f"The Hub refused the request for '{repo_id}'"

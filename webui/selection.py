@@ -13,12 +13,7 @@ from kvcalc import KV_DTYPES, WEIGHT_DTYPES, registry, spec_from_config
 from kvcalc.cache.deployment import CacheFormat, Deployment
 from kvcalc.cache.weight_bytes import Weights, weights_given, weights_in
 from kvcalc.config.catalog import GPU
-from kvcalc.config.hfconfig import (
-    UNMODELLED,
-    UnknownFields,
-    checkpoint_format,
-    parse_config_text,
-)
+from kvcalc.config.hfconfig import UNMODELLED, UnknownFields, checkpoint_format, parse_config_text
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.units import GiB
 from kvcalc.engines.vllm import DEFAULT_BLOCK_SIZE

@@ -195,15 +195,9 @@ def mla_figure(
     output projection). Box heights grow with the square root of the numbers they hold."""
     cached = rank + rope
     full = q_heads * ((qk_nope + rope) + v_head_dim)
+    hidden_label = f"hidden state<br>{hidden:,}" if hidden else "hidden state"
     boxes = [  # (lane, x, label, numbers, color, name)
-        (
-            0,
-            0,
-            f"hidden state<br>{hidden:,}" if hidden else "hidden state",
-            hidden or rank,
-            "#bbb",
-            "hidden",
-        ),
+        (0, 0, hidden_label, hidden or rank, "#bbb", "hidden"),
         (0, 2, f"latent c_KV<br>{rank:,}", rank, _KV_COLOR, "latent"),
         (0, 3.1, f"RoPE key<br>{rope:,}", rope, _KV_COLOR, "rope"),
         (1, 0, f"query head i<br>{qk_nope} + {rope} RoPE", qk_nope + rope, _Q_COLOR, "query"),
@@ -215,23 +209,14 @@ def mla_figure(
     fig = Parts()
     _mla_boxes(fig, boxes)
     _mla_arrows(fig)
-    note(
-        fig,
-        2.55,
-        -1.25,
-        f"<b>cached per token and layer: {rank:,} + {rope} = {cached:,} numbers</b>, read by "
-        f"all {q_heads:,} heads",
-        size=12,
-    )
-    note(
-        fig,
-        4,
-        1.45,
+    cached_text = f"<b>cached per token and layer: {rank:,} + {rope} = {cached:,} numbers</b>"
+    note(fig, 2.55, -1.25, f"{cached_text}, read by all {q_heads:,} heads", size=12)
+    mha = (
         f"{'This model' if own else 'An MLA layer here'} without the latent (MHA): {q_heads:,} "
         f"heads x ({qk_nope + rope} K + {v_head_dim} V)<br>= {full:,} numbers per token and "
-        f"layer, {full / cached:,.1f}x more",
-        size=12,
+        f"layer, {full / cached:,.1f}x more"
     )
+    note(fig, 4, 1.45, mha, size=12)
     fig.update_xaxis(range=[-0.7, 8.7])
     fig.update_yaxis(range=[-3.2, 1.9])
     return diagram_axes(fig, 380)
