@@ -1,9 +1,6 @@
-"""Optional: fetch a config.json from the Hugging Face Hub.
-
-The only network call the app makes, and only when the user asks. Ids are checked before any
-network access; only config.json is downloaded (never weights, never remote code). Offline or
-missing, the user gets a message that says what to do instead.
-"""
+"""Optional: fetch a config.json from the Hugging Face Hub, the app's only network call, only when
+the user asks. Ids are checked before any network access; only config.json is downloaded (never
+weights, never remote code); offline or missing, the message says what to do instead."""
 
 from __future__ import annotations
 

@@ -102,8 +102,6 @@ def _loop() -> None:
 def start() -> bool:
     """Start the trimming thread once per process; True if this call started it."""
     global _started
-    if _started:
-        return False
     with _start_lock:
         if _started:
             return False

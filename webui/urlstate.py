@@ -1,8 +1,5 @@
-"""Widgets bound to the page's link, and the check of the values a link opened with.
-
-Every input of every page lives in the URL, so a shared link opens exactly the same view; a
-link value no widget took is reported, never silently dropped.
-"""
+"""Widgets bound to the page's link (every input lives in the URL, so a shared link opens the
+same view), and the check that reports a link value no widget took."""
 
 from __future__ import annotations
 

@@ -125,10 +125,9 @@ def vrule(
 def vline(
     fig: Parts, x: float, text: str, dash: str = "dot", position: str = "right", log_x: bool = False
 ) -> None:
-    """A vertical marker across the plot with a label at its top.
-
-    On a log x axis Plotly takes a shape's x0/x1 as data values (8,192) but an annotation's x
-    as log10 of the value (3.913): ``log_x`` places both at ``x``."""
+    """A vertical marker across the plot with a label at its top. On a log x axis Plotly takes a
+    shape's x0/x1 as data values (8,192) but an annotation's x as log10 of the value (3.913):
+    ``log_x`` places both at ``x``."""
     vrule(fig, x, dash=dash)
     xanchor = "left" if position == "right" else "right"
     x = math.log10(x) if log_x else x

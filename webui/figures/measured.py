@@ -162,14 +162,13 @@ def quality_figure(rows: list, exact_bytes: int) -> go.Figure:
             f"{r.next_token_agreement:.1%}<extra></extra>",
         )
     fig.update_layout(
-        **layout(_HEIGHT),
+        **layout(height=420),
         title="Quality lost against bytes saved (measured)",
         xaxis_title="cache bytes saved (x smaller than the exact fp32 cache)",
         yaxis_title="perplexity increase over exact (%)",
         showlegend=False,
     )
     fig.update_xaxes(type="log")
-    fig.update_layout(height=420)
     return fig
 
 
