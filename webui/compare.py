@@ -1,6 +1,5 @@
-"""The Budget page's side by side: the models a reader compares with the one on the page, each
-budgeted on the same GPU, pool and context, and the rows, sentences and curves that compare them.
-"""
+"""The Budget page's side by side: the models compared with the one on the page, each budgeted on
+the same GPU, pool and context, and the rows, sentences and curves that compare them."""
 
 from __future__ import annotations
 

@@ -86,8 +86,7 @@ class Selection:
 
     @property
     def bandwidth_gbs(self) -> float:
-        """The ideal bound's bandwidth: the GPU's peak (the real engine's share is in
-        ``speed``)."""
+        """The ideal bound's bandwidth, the GPU's peak (a real engine's share is in ``speed``)."""
         return self.gpu.bandwidth_gbs
 
     @property

@@ -1,7 +1,5 @@
-"""Plotly figures of the measured pages: the attention microscope, the quality table, and the
-work-is-not-time timing. Pure functions from results to go.Figure. Bar heights are plain lists,
-so a test reads them back as numbers; heatmaps take one float array (checked by Plotly at once,
-not number by number)."""
+"""Plotly figures of the measured pages: the attention microscope, the quality table, the
+work-is-not-time timing. Bar heights are plain lists (a test reads them back as numbers)."""
 
 from __future__ import annotations
 
