@@ -194,7 +194,7 @@ def page() -> None:
         help="Llama 2 7B (every head keeps K/V), Llama 3.1 8B (8 K/V heads), DeepSeek-V3 (one "
         "latent per token)",
     )
-    me = compare.Compared(sel.label, sel.spec, sel.weights_bytes, b, per.kv_bytes_per_token_nominal)
+    me = compare.Compared(sel.label, sel.spec, sel.weights.bytes, b, per.kv_bytes_per_token_nominal)
     others, refused = compare.models(
         compare_names, KEYS, me, st.session_state.get("wdtype", "auto"), pool, engine
     )
@@ -416,7 +416,7 @@ def page() -> None:
                     )
                     dw = drafter_weight_bytes(drafted, sel.weights.bytes, sel.weights.total_params)
                     with_drafter = pool.but(
-                        spec=drafted, weights_bytes=sel.weights_bytes + (dw or 0)
+                        spec=drafted, weights_bytes=sel.weights.bytes + (dw or 0)
                     )
                     bd = cached(budget)(with_drafter, context, concurrency, convention=engine)
                     pd = cached(kv_cache)(

@@ -157,7 +157,7 @@ def page() -> None:
             est = available_bytes(
                 total_bytes=sel.gpu.memory_bytes,
                 gpu_mem_util=util,
-                weights_bytes=math.ceil(sel.weights_bytes / sel.num_gpus),
+                weights_bytes=math.ceil(sel.weights.bytes / sel.num_gpus),
                 activation_bytes=round(act * GiB),
                 non_torch_bytes=round(non_torch * GiB),
                 cuda_graph_bytes=round(graphs * GiB),
@@ -166,7 +166,7 @@ def page() -> None:
             common.stop_on_error(exc)
         st.caption(
             f"Estimate: ceil({sel.gpu.memory_bytes / GiB:.2f} GiB x {util:g}) - weights "
-            f"{sel.weights_bytes / sel.num_gpus / GiB:.2f} GiB - activations {act:g} - "
+            f"{sel.weights.bytes / sel.num_gpus / GiB:.2f} GiB - activations {act:g} - "
             f"non-torch {non_torch:g} - graphs {graphs:g} = {est / GiB:.2f} GiB. Type the "
             "figure from your own log below to use it instead."
         )

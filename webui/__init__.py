@@ -7,12 +7,10 @@ _warmed = False
 
 
 def warm_up() -> None:
-    """Import the heavy libraries once, in one thread, before sessions run concurrently.
-
-    Plotly validates figures with optional pandas support that it imports lazily; when twenty
-    sessions of a freshly started server trigger that first import in parallel threads, pandas
-    can be seen half-initialized ("partially initialized module 'pandas' has no attribute
-    'Series'"). Doing it under a lock, once, removes the race."""
+    """Import the heavy libraries once, in one thread, before sessions run concurrently: Plotly
+    imports pandas lazily, and twenty sessions of a fresh server doing that first import in
+    parallel saw it half-initialized ("partially initialized module 'pandas' has no attribute
+    'Series'")."""
     global _warmed
     from .shared import protect_caches
 

@@ -1,11 +1,6 @@
-"""Widget callbacks, label functions and cached computations, kept out of the page scripts.
-
-A function defined in a page script keeps that script's globals alive for as long as something
-holds the function: a button's on_click or the URL binding's table of label functions (both
-per session, in st.session_state). The Engine view's globals once held thousands of
-simulation snapshots that way, long after the session closed. Functions here belong to this
-module, so no page's globals outlive its run.
-"""
+"""Widget callbacks, label functions and cached computations, kept out of the page scripts: a
+function defined in a page script (an on_click, a URL binding's label function, both held in
+st.session_state) keeps that script's globals alive after the session closed."""
 
 from __future__ import annotations
 
@@ -67,11 +62,7 @@ def engine_run(text: str, step: int, num_blocks: int, block_size: int, caching: 
     return snap, log
 
 
-# -- the guided tour ---------------------------------------------------------------------------
-
-
-def tour_label(n: int) -> str:
-    return str(n)
+tour_label = str  # a stop's number as the link carries it
 
 
 def tour_short(values: list[str]) -> str:

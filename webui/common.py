@@ -1,11 +1,5 @@
-"""What every page shares, in one import: ``from webui import common``.
-
-The parts live in their own modules:
-    urlstate    widgets bound to the link, and the check of a link's values
-    selection   the shared sidebar, the model/GPU/format selection, "does it fit?"
-    render      the page header (with its headline slot), errors, stops, derivations
-Pages stay thin: read inputs -> call kvcalc -> build a figure -> render.
-"""
+"""What every page shares, in one import (``from webui import common``): the link-bound widgets
+(urlstate), the sidebar and its selection (selection), the header, errors and stops (render)."""
 
 from .hosted import plain  # noqa: F401
 from .render import (  # noqa: F401
@@ -23,19 +17,8 @@ from .render import (  # noqa: F401
     table,
 )
 from .selection import (  # noqa: F401
-    CUSTOM,
-    CUSTOM_GPU,
-    DEFAULT_GPU,
-    DEFAULT_MODEL,
-    HUB,
-    PP_CHOICES,
-    TP_CHOICES,
-    ConfigRejected,
-    Selection,
     embedding_note,
     estimate_step,
-    estimate_ttft,
-    fit_caption,
     pool_deployment,
     real_steps,
     require_fit,

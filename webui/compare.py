@@ -1,6 +1,5 @@
-"""The Budget page's side by side: the models a reader compares with the one on the page, each
-budgeted on the same GPU, pool and context, and the rows, sentences and curves that compare them.
-"""
+"""The Budget page's side by side: the models compared with the one on the page, each budgeted on
+the same GPU, pool and context, and the rows, sentences and curves that compare them."""
 
 from __future__ import annotations
 
@@ -15,8 +14,6 @@ from kvcalc.perf.sweeps import concurrency_curve, context_grid
 
 from .hosted import plain
 from .memo import cached
-
-__all__ = ["Compared", "models", "curves", "row", "why"]
 
 
 @dataclass(frozen=True)

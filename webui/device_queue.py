@@ -1,15 +1,6 @@
 """The device queue: one live run on the device at a time, for every session of this server.
-
-Jobs wait in line and one worker thread runs them; a job is ``fn(should_stop)`` and checks
-``should_stop()`` between steps (cancelled, past its cap, or its session gone). Each session has
-at most one job; a browser at most ``MAX_PER_VISITOR``, an address ``MAX_PER_ADDRESS``; the next
-job is the oldest one of the visitor served longest ago. ``QUEUE`` is a plain module global, not
-``st.cache_resource``, so a client's ``clear_cache`` cannot replace it while a run holds it.
-
-Pure Python and threading; Streamlit is imported only by ``session_alive`` and the visitor's
-keys (webui.visitor), so the queue is unit-testable without it. docs/device-queue.md tells why
-and how in full.
-"""
+Jobs are ``fn(should_stop)``, run one at a time by one worker thread, with a fair share per
+browser and per address; docs/device-queue.md tells why and how in full."""
 
 from __future__ import annotations
 
@@ -22,18 +13,6 @@ from typing import Any
 
 from .hosted import hosted
 from .visitor import browser_id, session_id, visitor_id
-
-__all__ = [
-    "DeviceQueue",
-    "Job",
-    "QueueError",
-    "QUEUE",
-    "limits",
-    "session_alive",
-    "MAX_PER_VISITOR",
-    "MAX_PER_ADDRESS",
-    "run_here",
-]
 
 HOSTED_LIMITS = (60.0, 180.0)  # (cap per run, longest wait in line), seconds
 LOCAL_LIMITS = (300.0, 600.0)
@@ -55,10 +34,8 @@ class QueueError(ValueError):
 
 
 def session_alive(session_id: str) -> bool:
-    """Whether the Streamlit session ``session_id`` still has a connected browser tab.
-
-    Uses ``Runtime.get_client`` (thread-safe, None once the tab has closed or disconnected).
-    Without a Streamlit runtime (plain Python, tests) every session counts as alive."""
+    """Whether the Streamlit session ``session_id`` still has a connected browser tab
+    (``Runtime.get_client``, thread-safe); without a Streamlit runtime, always."""
     try:
         from streamlit.runtime import Runtime
     except ImportError:
@@ -145,10 +122,8 @@ class Job:
 
 
 class DeviceQueue:
-    """FIFO line of jobs run one at a time by a single worker thread (see the module docstring).
-
-    ``cap_s`` and ``wait_timeout_s``: None reads ``limits()`` (hosted or local) at each submit.
-    ``is_alive(session_id)``: whether a session is still there (default ``session_alive``)."""
+    """FIFO line of jobs run one at a time by a single worker thread. ``cap_s`` and
+    ``wait_timeout_s``: None reads ``limits()`` at each submit."""
 
     def __init__(
         self,
@@ -173,15 +148,11 @@ class DeviceQueue:
         self._turn = 0
         self._worker: threading.Thread | None = None
 
-    # -- limits ---------------------------------------------------------------------------
-
     def run_cap_s(self) -> float:
         return self.cap_s if self.cap_s is not None else limits()[0]
 
     def max_wait_s(self) -> float:
         return self.wait_timeout_s if self.wait_timeout_s is not None else limits()[1]
-
-    # -- submitting and waiting -----------------------------------------------------------
 
     def submit(
         self,
@@ -253,14 +224,10 @@ class DeviceQueue:
         checkpoint: Callable[[], Any] | None = None,
         poll_s: float = 0.1,
     ) -> Any:
-        """Wait for ``job`` and return its result (or raise its error).
-
-        ``on_wait(position)`` is called whenever the position changes (1: running now).
-        ``checkpoint()`` is called every ``poll_s`` seconds: on the live page it touches
-        st.session_state, where Streamlit raises StopException/RerunException when the user
-        presses Stop, changes an input or leaves. Whatever ends the wait (the result, an error, the
-        wait timeout, such an exception), the ``finally`` cancels the job if it is still queued or
-        running, so the device is freed at the job's next step."""
+        """Wait for ``job`` and return its result (or raise its error). ``on_wait(position)`` is
+        called whenever the position changes (1: running now), ``checkpoint()`` every ``poll_s``
+        seconds (the live page's touches st.session_state, where Streamlit raises on Stop);
+        whatever ends the wait, the job is cancelled if it is still queued or running."""
         last = None
         try:
             while True:
@@ -296,8 +263,6 @@ class DeviceQueue:
     ) -> Any:
         """``submit`` then ``wait``."""
         return self.wait(self.submit(session, fn, visitor, address), **wait_kw)
-
-    # -- inside ---------------------------------------------------------------------------
 
     def _alive(self, session: str) -> bool:
         try:
@@ -343,11 +308,8 @@ class DeviceQueue:
                 if not self._alive(job.session_id):  # the tab closed while it waited
                     job.stop_reason = "session left"
                     job._cancel.set()
-                    job._finish(
-                        error=QueueError(
-                            "The browser tab that asked for this run has left; the run was dropped."
-                        )
-                    )
+                    left = "The browser tab that asked for this run has left; the run was dropped."
+                    self._drop(job, QueueError(left))
                     continue
                 job.state = "running"
                 job.started_at = time.monotonic()
@@ -369,13 +331,10 @@ class DeviceQueue:
                 self._running = None
                 job._finish(result, error)
                 self._cond.notify_all()
-            # The waiter holds the job now; the worker keeps nothing of it (its function
-            # belongs to a page run) while it waits for the next one.
-            del job, result, error
+            del job, result, error  # nothing of a page's run kept while the worker waits
 
 
-# The one queue of this server process (see the module docstring for why it lives here).
-QUEUE = DeviceQueue()
+QUEUE = DeviceQueue()  # the one queue of this server process (docs/device-queue.md: why here)
 
 
 def run_here(fn: Callable[[Callable[[], bool]], Any], **wait_kw) -> Any:

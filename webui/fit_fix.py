@@ -1,39 +1,17 @@
 """One move out of "does not fit": a button that switches the sidebar to the smallest setup of
-the registry that holds the model's weights with room for a cache (kvcalc.engines.fit).
-
-A page that finds the weights do not fit calls ``fitting_setup_button(sel, key="x_fit")`` under
-its message. The button sets the sidebar's own keys (``gpu``, ``tp``, and ``pp`` 1) in its
-callback; those widgets are bound to the page's link (webui/urlstate.py), so the change is in
-the link too. A page that runs as a fragment would rerun only itself, so the click reruns the
-whole app and the sidebar shows the new setup.
-"""
+the registry that holds the model's weights with room for a cache (kvcalc.engines.fit); it sets
+the sidebar's own keys (``gpu``, ``tp``, and ``pp`` 1), which are bound to the link."""
 
 from __future__ import annotations
 
 import streamlit as st
 
-from kvcalc import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, registry
+from kvcalc import registry
 from kvcalc.engines.fit import NODE_TP, FitSetup, fitting_setup
 
 from .hosted import plain
 from .memo import cached
-from .selection import Selection
-
-__all__ = ["fitting_setup_button", "fitting_setup_for"]
-
-
-def fitting_setup_for(
-    sel: Selection, context: int = 8192, util: float | None = None, reserve_bytes: int | None = None
-) -> FitSetup | None:
-    """The setup the button offers for ``sel`` (its model, weights and KV cache format), with
-    room for one sequence of ``context`` tokens (at most the model's own limit); None when no
-    GPU of the registry holds the model on one node."""
-    dep = sel.deployment.but(
-        gpu_memory_utilization=DEFAULT_GPU_MEM_UTIL if util is None else util,
-        reserve_bytes=DEFAULT_RESERVE_BYTES if reserve_bytes is None else reserve_bytes,
-    )
-    gpus = tuple(registry().gpus.values())
-    return cached(fitting_setup)(dep, gpus, max(1, min(context, sel.spec.max_context)))
+from .selection import Selection, pool_deployment
 
 
 def _apply(gpu: str, tp: int) -> None:
@@ -54,8 +32,12 @@ def fitting_setup_button(
     reserve_bytes: int | None = None,
 ) -> FitSetup | None:
     """A button "Switch to 8 x NVIDIA H200 SXM 141GB (tensor parallel 8)" that sets the sidebar
-    to ``fitting_setup_for``'s setup; a caption instead when there is none. Returns the setup."""
-    setup = fitting_setup_for(sel, context, util, reserve_bytes)
+    to the smallest setup that holds ``sel`` (its model, weights and KV cache format) with room
+    for one sequence of ``context`` tokens (at most the model's own limit); a caption instead
+    when no GPU of the registry holds the model on one node. Returns the setup."""
+    dep = pool_deployment(sel, util, reserve_bytes)
+    gpus = tuple(registry().gpus.values())
+    setup = cached(fitting_setup)(dep, gpus, max(1, min(context, sel.spec.max_context)))
     if setup is None:
         st.caption(
             f"No GPU of the registry holds {plain(sel.label)} on one node of up to "

@@ -37,11 +37,9 @@ TERMS: dict[str, str] = {
     "MFU": "Model FLOPs utilization: the share of the GPU's peak arithmetic a prefill achieves.",
     "Ideal bound": "The chapter's speed: every byte read at the GPU's full bandwidth and every "
     "FLOP done at its full dense peak, nothing else. No real engine is faster.",
-    "Calibrated estimate": "The Engineer pages' second speed. It adds what published "
-    "benchmarks of real engines show: a share of the "
-    "bandwidth, a fixed cost per step, the matrix "
-    "multiplies' MFU, tensor-parallel all-reduces and the "
-    "serving stack's time per request.",
+    "Calibrated estimate": "The Engineer pages' second speed. It adds what published benchmarks "
+    "of real engines show: a share of the bandwidth, a fixed cost per step, the matrix multiplies' "
+    "MFU, tensor-parallel all-reduces and the serving stack's time per request.",
     "SLO": "Service-level objective: the latency a deployment promises, here a p99 TTFT and a "
     "p99 TPOT that every run must stay within.",
     "All-reduce": "Under tensor parallelism every GPU holds part of each layer's result; an "
@@ -58,8 +56,8 @@ TERMS: dict[str, str] = {
     "FP32": "32-bit floating point: 4 bytes per number. GPUs compute it on their general units, "
     "many times slower than 16-bit on their tensor cores.",
     "Speculative decoding / MTP": "A draft (a small model, or multi-token prediction heads) "
-    "proposes several tokens; one step of the model checks them "
-    "all against a single read of the cache.",
+    "proposes several tokens; one step of the model checks them all against a single read of the "
+    "cache.",
     "FP8": "8-bit floating point: 1 byte per number, half of BF16.",
     "INT8 / INT4": "8- and 4-bit integer codes, decoded with scales that are stored beside them.",
     "GiB vs GB": "GiB = 2^30 bytes (memory and cache sizes); GB = 10^9 bytes (bandwidth in GB/s, "

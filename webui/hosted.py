@@ -1,12 +1,6 @@
-"""Hosted mode: one environment variable (KVLAB_HOSTED=1) makes the app safe to share.
-
-* Hub ids are limited to an allow-list (KVLAB_HUB_ALLOWLIST, comma separated, or the default
-  below), checked before any network call.
-* The live page is capped: fewer tokens and a smaller batch; one device job at a time always.
-* Pasted configs are capped; uploads are capped by .streamlit/config.toml (server.maxUploadSize).
-* Error details are hidden (client.showErrorDetails = "none" in .streamlit/config.toml), and
-  nothing a user types is rendered as HTML or as markdown (see ``plain``).
-"""
+"""Hosted mode: one environment variable (KVLAB_HOSTED=1) makes the app safe to share: Hub ids
+allow-listed, the live page and pasted configs capped, and nothing a user types rendered as HTML
+or markdown (``plain``); docs/deploy.md lists it all, with .streamlit/config.toml's part."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Optional: fetch a config.json from the Hugging Face Hub.
-
-The only network call the app makes, and only when the user asks. Ids are checked before any
-network access; only config.json is downloaded (never weights, never remote code). Offline or
-missing, the user gets a message that says what to do instead.
-"""
+"""Optional: fetch a config.json from the Hugging Face Hub, the app's only network call, only when
+the user asks. Ids are checked before any network access; only config.json is downloaded (never
+weights, never remote code); offline or missing, the message says what to do instead."""
 
 from __future__ import annotations
 
@@ -18,24 +15,17 @@ from kvcalc.config.hfconfig import MAX_CONFIG_BYTES, parse_config_text
 
 from .hosted import hub_allowlist
 
-__all__ = ["fetch_config", "check_repo_id"]
-
 # Before huggingface_hub is first imported here: no telemetry, no agent-registry request.
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 TIMEOUT_S = 8
-# The server fetches for everyone, so three limits in any RATE_WINDOW_S seconds (issue 22 B10:
-# one server-wide limit let one tab lock every other visitor out; issue 39 B12: a limit per
-# address made a class behind one school address share six fetches):
-#   RATE_PER_VISITOR for one browser (webui.visitor.browser_id, however many tabs);
-#   RATE_PER_ADDRESS for one source address (webui.visitor.visitor_id), the ceiling against a
-#     script that claims to be many browsers: two thirds of the server's RATE_LIMIT, so 20
-#     fetches a minute stay for every other address. A class behind one address does not reach
-#     it: a config fetched in the last RECENT_S is served again without counting, so a class
-#     asking for the models on the teacher's slide makes one fetch per model; 40 different
-#     models a minute from one classroom is more than any exercise asks;
-#   RATE_LIMIT for the whole server.
+# Three limits in any RATE_WINDOW_S seconds (issue 22 B10: one server-wide limit let one tab
+# lock every other visitor out; issue 39 B12: a limit per address made a class behind one school
+# address share six fetches): per browser (however many tabs), per source address (against a
+# script that claims to be many browsers: two thirds of the server's, so 20 a minute stay for
+# every other address; a class asking for the same models fetches each once, see RECENT_S),
+# and for the whole server.
 RATE_LIMIT = 60
 RATE_PER_ADDRESS = 40
 RATE_PER_VISITOR = 6
@@ -45,9 +35,7 @@ _fetches: deque[float] = deque()
 _by_visitor: dict[str, deque[float]] = {}
 _by_address: dict[str, deque[float]] = {}
 _rate_lock = threading.Lock()
-# A config fetched in the last RECENT_S seconds is served again without a request and without
-# counting against any limit: a class behind one school address asking for the same model
-# makes one request, not sixty.
+# A config fetched in the last RECENT_S seconds is served again, uncounted (a class: one request).
 RECENT_S = 600.0
 RECENT_MAX = 256
 _recent: OrderedDict[str, tuple[float, dict]] = OrderedDict()
@@ -125,13 +113,11 @@ def check_repo_id(repo_id: str) -> str:
 
 
 def fetch_config(repo_id: str, visitor: str = "", browser: str | None = None) -> dict:
-    """The config.json of ``repo_id`` from the Hub (or the local HF cache), for ``browser`` at
-    the address ``visitor`` (webui.visitor; ``browser`` defaults to the calling Streamlit
-    session's browser, or to the address outside a session).
-
-    One request to the Hub for the file and nothing else: huggingface_hub's telemetry (which
-    also fetches ``/api/agent-harnesses`` to name the caller in its user agent) is switched off
-    before it is imported, and again on its constants if something imported it first."""
+    """The config.json of ``repo_id`` from the Hub (or the local HF cache), for ``browser``
+    (default: the calling session's) at the address ``visitor``. One request for the file and
+    nothing else: huggingface_hub's telemetry (which also fetches ``/api/agent-harnesses``) is
+    switched off before it is imported, and again on its constants if something imported it
+    first."""
     repo_id = check_repo_id(repo_id)
     with _rate_lock:
         got = _recent.get(repo_id)
@@ -165,15 +151,7 @@ def _calling_browser(visitor: str) -> str:
 
 def _download(repo_id: str, browser: str, address: str) -> dict:
     try:
-        from huggingface_hub import constants, hf_hub_download
-        from huggingface_hub.errors import (
-            GatedRepoError,
-            HfHubHTTPError,
-            HFValidationError,
-            LocalEntryNotFoundError,
-            RemoteEntryNotFoundError,
-            RepositoryNotFoundError,
-        )
+        from huggingface_hub import constants, errors, hf_hub_download
     except ImportError:
         raise ValueError(
             "Fetching from the Hub needs the huggingface_hub package "
@@ -183,29 +161,29 @@ def _download(repo_id: str, browser: str, address: str) -> dict:
     _take_fetch_slot(browser, address=address)
     try:
         path = hf_hub_download(repo_id, "config.json", etag_timeout=TIMEOUT_S)
-    except HFValidationError:
+    except errors.HFValidationError:
         raise ValueError(
             f"'{repo_id}' is not a valid Hub model id (the Hub's own rules, e.g. no "
             "'--' and no trailing '.'); check it, or paste the config.json."
         ) from None
-    except GatedRepoError:
+    except errors.GatedRepoError:
         raise ValueError(
             f"'{repo_id}' is gated on the Hub: accept its licence there, or paste "
             "its config.json instead."
         ) from None
-    except RepositoryNotFoundError:
+    except errors.RepositoryNotFoundError:
         raise ValueError(
             f"No public Hub model named '{repo_id}'. Check the spelling, or paste the config.json."
         ) from None
-    except RemoteEntryNotFoundError:
+    except errors.RemoteEntryNotFoundError:
         raise ValueError(f"'{repo_id}' has no config.json.") from None
-    except LocalEntryNotFoundError:  # no connection and not in the local cache
+    except errors.LocalEntryNotFoundError:  # no connection and not in the local cache
         raise ValueError(
             "Could not reach the Hugging Face Hub, and this config is not in the "
             "local cache. This machine may be offline: pick a model from the list, "
             "or paste the config.json."
         ) from None
-    except HfHubHTTPError as exc:  # the Hub answered, with an error: not an offline machine
+    except errors.HfHubHTTPError as exc:  # the Hub answered, with an error: not an offline machine
         status = getattr(getattr(exc, "response", None), "status_code", None)
         raise ValueError(
             f"The Hub refused the request for '{repo_id}'"

@@ -1,11 +1,5 @@
-"""Results kept per input, for every visitor: the same figure or sweep is computed once.
-
-``memo(n)`` keeps the last ``n`` results of a pure function (kvcalc's sweeps, webui's figure
-builders), keyed by its arguments by value, in a module global out of reach of Streamlit's
-``clear_cache``. Bounded three times: ``n`` entries per function, ``MEMO_ENTRY_BYTES`` an entry,
-``MEMO_BYTES`` in all (least recently used first out). Shared, so never mutated. A function
-whose arguments cannot be keyed is simply run. docs/server-memory.md tells why.
-"""
+"""Results kept per input, for every visitor: ``memo(n)`` keeps the last ``n`` results of a pure
+function, keyed by its arguments by value, bounded in entries and bytes (docs/server-memory.md)."""
 
 from __future__ import annotations
 
@@ -17,19 +11,6 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
-
-__all__ = [
-    "memo",
-    "cached",
-    "key_of",
-    "clear_all",
-    "size_of",
-    "kept_bytes",
-    "MEMO_BYTES",
-    "MEMO_ENTRY_BYTES",
-    "LARGE_ENTRY_BYTES",
-    "LARGE_MEMO_BYTES",
-]
 
 _ALL: list[_Memo] = []
 
@@ -204,8 +185,8 @@ class _Memo:
         self._sizes: dict = {}  # key -> bytes, for a memo with its own bound
         self._bytes = 0
         self._items: OrderedDict = OrderedDict()
-        self.hits = self.misses = 0
         functools.update_wrapper(self, fn)
+        _ALL.append(self)
 
     def __call__(self, *args, **kwargs):
         try:
@@ -217,7 +198,6 @@ class _Memo:
                 self._items.move_to_end(key)
                 if self.own_bytes is None:
                     _ORDER.move_to_end((self, key))
-                self.hits += 1
                 return self._items[key]
         # Outside the lock: other sessions are not held up.
         if self.spinner and _in_script():
@@ -231,7 +211,6 @@ class _Memo:
             value = self.fn(*args, **kwargs)
         size = size_of(key) + size_of(value)
         with _ORDER_LOCK:
-            self.misses += 1
             entry = MEMO_ENTRY_BYTES if self.entry_bytes is None else self.entry_bytes
             bound = MEMO_BYTES if self.own_bytes is None else self.own_bytes
             if size > min(entry, bound):  # too large to keep: given only
@@ -283,13 +262,7 @@ def memo(
     ``own_bytes``: a byte bound of its own, apart from MEMO_BYTES (for such large results)."""
     if max_items < 1:
         raise ValueError("a memo keeps at least one result")
-
-    def wrap(fn: Callable) -> _Memo:
-        m = _Memo(fn, max_items, spinner, entry_bytes, own_bytes)
-        _ALL.append(m)
-        return m
-
-    return wrap
+    return lambda fn: _Memo(fn, max_items, spinner, entry_bytes, own_bytes)
 
 
 _WRAPPED: dict[Callable, _Memo] = {}

@@ -1,12 +1,7 @@
-"""Memory given back when sessions leave (issue 22: 36 heavy sessions kept +394 MiB).
-
-Not Python objects held it but the allocators' kept memory (pymalloc's pinned arenas, glibc's
-per-thread heaps) and left sessions' reference cycles that no collection ran to free. So the
-server runs with ``SERVER_ENV`` (glibc's malloc, two arenas; the Dockerfile, deploy/replicas.py),
-and ``start()`` (called by app.py) runs a thread that, when the number of sessions drops, drops
-the expired ones, collects garbage and trims the heaps. Nothing a visitor sees changes.
-docs/server-memory.md has the measurements (bench/memory.py).
-"""
+"""Memory given back when sessions leave (issue 22: 36 heavy sessions kept +394 MiB): the server
+runs with ``SERVER_ENV`` (glibc's malloc, two arenas), and ``start()`` runs a thread that, when
+the number of sessions drops, drops the expired ones, collects garbage and trims the heaps.
+docs/server-memory.md has why and the measurements (bench/memory.py)."""
 
 from __future__ import annotations
 
@@ -24,7 +19,6 @@ MIN_GAP_S = 30.0  # at most one trim per this many seconds (a full collection ho
 
 _started = False
 _start_lock = threading.Lock()
-trims = 0  # trims done by the thread (read by tests)
 
 
 def _libc_trim():
@@ -66,11 +60,6 @@ def reap_expired(mgr) -> None:
         len(cache)
 
 
-def session_counts(mgr) -> tuple[int, int]:
-    """(sessions with a websocket, all sessions kept: connected and waiting to reconnect)."""
-    return mgr.num_active_sessions(), mgr.num_sessions()
-
-
 class Trigger:
     """When to trim: after the number of connected sessions, or of all kept sessions, drops
     (a tab closed; a disconnected session's TTL passed), at most once per ``min_gap_s``; a drop
@@ -94,7 +83,6 @@ class Trigger:
 
 
 def _loop() -> None:
-    global trims
     trigger = Trigger()
     while True:
         time.sleep(POLL_S)
@@ -102,10 +90,11 @@ def _loop() -> None:
             mgr = _session_manager()
             if mgr is None:
                 continue
-            if trigger.due(session_counts(mgr), time.monotonic()):
+            # sessions with a websocket, and all kept (connected or waiting to reconnect)
+            counts = (mgr.num_active_sessions(), mgr.num_sessions())
+            if trigger.due(counts, time.monotonic()):
                 reap_expired(mgr)
                 trim()
-                trims += 1
         except Exception:  # never take the server down over housekeeping
             continue
 
@@ -113,8 +102,6 @@ def _loop() -> None:
 def start() -> bool:
     """Start the trimming thread once per process; True if this call started it."""
     global _started
-    if _started:
-        return False
     with _start_lock:
         if _started:
             return False

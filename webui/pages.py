@@ -1,28 +1,10 @@
-"""The page registry: every page of the app once, with its section, title and icon.
-
-app.py builds st.navigation from it, the tour links its stops through it (a stop names its page,
-``kvcalc.teach.tour.Stop.page``; ``path`` finds the script), and the tests open pages through it.
-A page's name is its script's file name in app_pages/ and so its URL path (``/budget``).
-"""
+"""The page registry: every page of the app once, with its section, title and icon, for
+st.navigation (app.py), the tour's links and the tests. A page's name is its script's file name
+in app_pages/ and so its URL path (``/budget``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-__all__ = [
-    "Page",
-    "PAGES",
-    "SECTIONS",
-    "LEARN",
-    "ENGINEER",
-    "MEASURE",
-    "path",
-    "page",
-    "by_url",
-    "next_page",
-    "navigation",
-    "link",
-]
 
 FOLDER = "app_pages"
 

@@ -8,8 +8,6 @@ import tomllib
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["prose"]
-
 
 class Prose(dict):
     def __call__(self, key: str, **values: object) -> str:

@@ -11,21 +11,6 @@ import streamlit as st
 
 from .hosted import plain
 
-__all__ = [
-    "show_error",
-    "PageStop",
-    "stop",
-    "stop_on_error",
-    "guarded",
-    "page_body",
-    "page_header",
-    "formula",
-    "table",
-    "require_live",
-    "live_missing",
-    "smollm2_missing",
-]
-
 
 def show_error(exc: Exception | str) -> None:
     """A message for the user; it may quote their input, so no markup in it is interpreted."""
@@ -79,15 +64,11 @@ def page_header(title: str, sel, lead: str):
     st.title(title)
     if sel is not None:
         par = f" · {sel.tp} x TP, {sel.pp} x PP: figures per GPU" if sel.num_gpus > 1 else ""
+        w = sel.weights
+        experts = f" (experts {w.expert_dtype.upper()})" if w.expert_dtype != w.dtype else ""
         st.caption(
-            f"**{plain(sel.label)}** on **{plain(sel.gpu.name)}** · weights "
-            f"{sel.weights.dtype.upper()}"
-            + (
-                f" (experts {sel.weights.expert_dtype.upper()})"
-                if sel.weights.expert_dtype != sel.weights.dtype
-                else ""
-            )
-            + f" · KV cache {sel.kv_dtype.upper()}{par}"
+            f"**{plain(sel.label)}** on **{plain(sel.gpu.name)}** · weights {w.dtype.upper()}"
+            f"{experts} · KV cache {sel.kv_dtype.upper()}{par}"
         )
     top = st.container()
     st.markdown(lead)

@@ -4,6 +4,7 @@ Hub id), GPU, parallelism, formats; and the "does it fit?" checks that come befo
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 
 import streamlit as st
@@ -12,15 +13,9 @@ from kvcalc import KV_DTYPES, WEIGHT_DTYPES, registry, spec_from_config
 from kvcalc.cache.deployment import CacheFormat, Deployment
 from kvcalc.cache.weight_bytes import Weights, weights_given, weights_in
 from kvcalc.config.catalog import GPU
-from kvcalc.config.hfconfig import (
-    UNMODELLED,
-    UnknownFields,
-    checkpoint_format,
-    parse_config_text,
-)
+from kvcalc.config.hfconfig import UNMODELLED, UnknownFields, checkpoint_format, parse_config_text
 from kvcalc.core.model import ModelSpec
 from kvcalc.core.units import GiB
-from kvcalc.engines.budget import pool_defaults_text
 from kvcalc.engines.vllm import DEFAULT_BLOCK_SIZE
 from kvcalc.perf.calibration import (
     BW_SHARE,
@@ -34,7 +29,7 @@ from . import hub
 from .hosted import MAX_PASTE_CHARS, hosted, plain, verify_caps
 from .memo import memo
 from .prose import prose
-from .render import show_error, stop, stop_on_error
+from .render import live_missing, show_error, stop, stop_on_error
 from .urlstate import bound, number, select, slider
 from .visitor import visitor_id
 
@@ -46,8 +41,6 @@ DEFAULT_MODEL = "llama-3.1-8b"
 DEFAULT_GPU = "h100-sxm-80gb"
 TP_CHOICES = [1, 2, 4, 8, 16, 32]
 PP_CHOICES = [1, 2, 4, 8]
-
-# --- the selection shared by every page -------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -93,8 +86,7 @@ class Selection:
 
     @property
     def bandwidth_gbs(self) -> float:
-        """The ideal bound's bandwidth: the GPU's peak (the real engine's share is in
-        ``speed``)."""
+        """The ideal bound's bandwidth, the GPU's peak (a real engine's share is in ``speed``)."""
         return self.gpu.bandwidth_gbs
 
     @property
@@ -106,10 +98,6 @@ class Selection:
 
             return PROFILES[self.engine].step_model()
         return step_model(bw_share=self.bw_share, step_overhead_s=self.step_overhead_s)
-
-    @property
-    def weights_bytes(self) -> int:
-        return self.weights.bytes
 
     @property
     def num_gpus(self) -> int:
@@ -138,7 +126,6 @@ def sidebar(uses_selection: bool = True, engine_controls: bool = False) -> None:
             options,
             "model",
             _model_label,
-            index=_index(options, DEFAULT_MODEL),
             help="From the registry (models.yaml), your own config.json, or a Hugging Face Hub id.",
         )
         if key == CUSTOM:
@@ -150,7 +137,7 @@ def sidebar(uses_selection: bool = True, engine_controls: bool = False) -> None:
             st.caption(f"[{m.hf_id}]({m.sources['config']})")
         _model_summary(key)
         gpus = [DEFAULT_GPU, *(k for k in reg.gpus if k != DEFAULT_GPU), CUSTOM_GPU]
-        gpu = select(st.selectbox, "GPU", gpus, "gpu", _gpu_label, index=_index(gpus, DEFAULT_GPU))
+        gpu = select(st.selectbox, "GPU", gpus, "gpu", _gpu_label)
         if gpu == CUSTOM_GPU:
             base = reg.gpus[DEFAULT_GPU]  # the defaults start from the default GPU's figures
             if base.bf16_tflops is None:
@@ -241,7 +228,7 @@ def _engine_inputs() -> None:
         options,
         "engine_profile",
         fmt=_engine_label,
-        index=_index(options, kept),
+        index=options.index(kept) if kept in options else 0,
         help=T("profile_help"),
     )
     slider(
@@ -269,25 +256,17 @@ def _engine_inputs() -> None:
     st.caption(T("defaults", band=error_band_text("tpot_itl")))
 
 
-def _index(options: list, value) -> int:
-    return options.index(value) if value in options else 0
-
-
 def _model_label(key: str) -> str:
     """The name people read ("Llama 3.1 8B"), which is also what the link carries."""
-    if key == CUSTOM:
-        return "my own config.json"
-    if key == HUB:
-        return "a Hugging Face Hub id"
     m = registry().models.get(key)
-    return m.name if m is not None else key
+    return {CUSTOM: "my own config.json", HUB: "a Hugging Face Hub id"}.get(
+        key, m.name if m else key
+    )
 
 
 def _gpu_label(key: str) -> str:
-    if key == CUSTOM_GPU:
-        return "custom GPU"
     g = registry().gpus.get(key)
-    return g.name if g is not None else key
+    return "custom GPU" if key == CUSTOM_GPU else g.name if g else key
 
 
 def upgrade_link() -> None:
@@ -303,9 +282,7 @@ def upgrade_link() -> None:
     for key, table in (("model", reg.models), ("gpu", reg.gpus)):
         values = initial.get(key)
         if values and len(values) == 1 and values[0] in table:
-            # Streamlit seeds a bound widget from the link as the page opened, so the value goes
-            # in through the session state (the link's old form is then dropped by Streamlit and
-            # the widget writes its name back).
+            # Through the session state: Streamlit seeds a bound widget from the opening link.
             st.session_state[key] = values[0]
             initial[key] = [table[values[0]].name]
 
@@ -432,9 +409,7 @@ def _model_summary(key: str) -> None:
         st.checkbox(
             "Read it anyway as a standard decoder (an unverified estimate)", key="cfg_unverified"
         )
-    counts: dict[str, int] = {}
-    for layer in spec.layers:
-        counts[layer.label] = counts.get(layer.label, 0) + 1
+    counts = Counter(layer.label for layer in spec.layers)
     st.caption(
         f"{spec.num_layers} layers: " + ", ".join(f"{n} {plain(k)}" for k, n in counts.items())
     )
@@ -462,11 +437,9 @@ def _model_summary(key: str) -> None:
             for line in said:
                 st.markdown(f"- {plain(line)}")
     text = _config_text() if key in (CUSTOM, HUB) else None
-    if text and _torch_available():
-        # No reader of this family read it: locally the transformers check runs by itself; a
-        # hosted server runs it only on a press (issue 22 B5: no job without a press). Either
-        # way in a child process with a time and memory limit, one at a time per server
-        # through the device queue, once per config text.
+    if text and live_missing() is None:
+        # Run by itself locally when no reader of this family read it; hosted, only on a press
+        # (issue 22 B5). In a bounded child process, through the device queue, once per text.
         auto = (spec.unverified or not spec.family_reader) and not hosted()
         if auto or st.button("Check against transformers", key="verify_btn", help=T("verify_help")):
             try:
@@ -477,15 +450,6 @@ def _model_summary(key: str) -> None:
         if done and done[0] == text:
             st.caption("Checked against transformers' own cache (meta device):")
             (st.success if done[1][0] else st.warning)(plain(done[1][1]))
-
-
-def _torch_available() -> bool:
-    import importlib.util
-
-    return (
-        importlib.util.find_spec("torch") is not None
-        and importlib.util.find_spec("transformers") is not None
-    )
 
 
 @st.cache_data(max_entries=16, show_spinner="Building the model on the meta device...")
@@ -531,10 +495,8 @@ def _gpu_from_selection() -> GPU:
 
 
 def selection() -> Selection:
-    """The model, GPU and formats chosen in the sidebar (ValueError with a message to act on).
-
-    A config the user gave that cannot be used keeps the last good model on the page, with the
-    reason shown."""
+    """The model, GPU and formats chosen in the sidebar (ValueError with a message to act on); a
+    config the user gave that cannot be used keeps the last good model, with the reason shown."""
     try:
         spec, label, (wd, ed), source = _model_from_selection()
         st.session_state["_last_good_model"] = (spec, label, (wd, ed), source)
@@ -606,13 +568,11 @@ def require_fit(
     """No speed for a setup that does not fit: when one GPU's share of the weights and the
     reserve exceed what the engine may use, say what does not fit and how to fix it, and stop
     the page before any step time or tokens/s is shown."""
-    from kvcalc import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, budget
+    from kvcalc import budget
     from kvcalc.core.units import fmt_gib
 
-    reserve = DEFAULT_RESERVE_BYTES if reserve_bytes is None else reserve_bytes
-    util = DEFAULT_GPU_MEM_UTIL if util is None else util
     try:
-        dep = sel.deployment.but(gpu_memory_utilization=util, reserve_bytes=reserve)
+        dep = pool_deployment(sel, util, reserve_bytes)
         b = budget(dep, 1, convention="ideal", find_max_context=False)
     except ValueError as exc:  # a TP that does not fit the KV heads, a PP above the layers
         stop_on_error(exc)
@@ -644,28 +604,6 @@ def pool_deployment(
         gpu_memory_utilization=DEFAULT_GPU_MEM_UTIL if util is None else util,
         reserve_bytes=DEFAULT_RESERVE_BYTES if reserve_bytes is None else reserve_bytes,
         block_size=block_size,
-    )
-
-
-def fit_caption(sel: Selection, batch: int, fits_to: int) -> None:
-    """One line under a context chart: the model's limit and how far this batch fits."""
-    limit = sel.spec.max_context
-    one = batch == 1
-    seqs = f"{batch:,} sequence{'' if one else 's'}"
-    fit_, not_ = ("fits", "does not fit") if one else ("fit", "do not fit")
-    if fits_to >= limit:
-        fit = f"{seqs} {fit_} in the KV pool at every length up to it"
-    elif fits_to == 0:
-        fit = f"{seqs} {not_} in the KV pool at any length"
-    else:
-        fit = (
-            f"{seqs} {fit_} in the KV pool up to {fits_to:,} tokens"
-            f"{'' if one else ' each'}; longer ones are shaded red and not drawn"
-        )
-    st.caption(
-        f"The dash-dot line is the model's maximum context ({limit:,} tokens, "
-        f"max_position_embeddings) when the chart reaches it. {fit} (vLLM's arithmetic at "
-        f"{pool_defaults_text()}, as on the Budget page)."
     )
 
 
@@ -701,16 +639,6 @@ def _real_steps(dep, speed, points, **step_kw) -> tuple:
     )
 
 
-def estimate_ttft(sel: Selection, ideal, served: bool = True):
-    """A real engine's time to first token of one prompt on an idle GPU
-    (kvcalc.perf.calibration.estimate_ttft) from the ideal prefill ``ideal``."""
-    from kvcalc.perf.calibration import estimate_ttft as _estimate
-
-    return _estimate(
-        sel.spec, ideal, sel.speed, tp=sel.tp, link_gbs=sel.gpu.tp_link_gbs, served=served
-    )
-
-
 def speed_caption(sel: Selection, speed=None, bands=("tpot_itl",)) -> str:
     """One sentence: which real-engine estimate the page shows (``speed``, the sidebar's when
     None), and its measured error for the quantities the figure states (``bands``: metric
@@ -718,6 +646,7 @@ def speed_caption(sel: Selection, speed=None, bands=("tpot_itl",)) -> str:
     from kvcalc.perf.calibration import error_band_text
 
     speed = speed or sel.speed
+    all_reduces = f", two all-reduces a layer across the {sel.tp} GPUs" if sel.tp > 1 else ""
     if speed.engine:
         from kvcalc.perf.engines import PROFILES, engine_band_text
 
@@ -726,13 +655,11 @@ def speed_caption(sel: Selection, speed=None, bands=("tpot_itl",)) -> str:
             f"The {p.label} profile (fitted on {p.fitted_rows} measured runs of that engine): "
             f"weights read at {p.bw_share:.3g} and the cache at {p.kv_bw_share:.3g} of the "
             f"peak bandwidth, GEMMs at MFU {p.mfu:.3g}, {p.step_overhead_s * 1e3:.3g} ms a step"
-            + (f", two all-reduces a layer across the {sel.tp} GPUs" if sel.tp > 1 else "")
-            + f". Its error: {engine_band_text(p)}."
+            f"{all_reduces}. Its error: {engine_band_text(p)}."
         )
     adds = (
         f"{speed.bw_share:g} of the peak bandwidth, MFU {speed.mfu:g}, "
-        f"{speed.step_overhead_s * 1e3:g} ms a step"
-        + (f", two all-reduces a layer across the {sel.tp} GPUs" if sel.tp > 1 else "")
+        f"{speed.step_overhead_s * 1e3:g} ms a step{all_reduces}"
     )
     if speed.is_calibrated:
         return (

@@ -53,15 +53,8 @@ def lengths_label(key: str) -> str:
 
 def larger_gpu(gpu: GPU) -> GPU:
     """The registry GPU with the next larger memory (the largest one stays itself)."""
-    bigger = sorted(
-        (
-            g
-            for g in registry().gpus.values()
-            if g.memory_bytes > gpu.memory_bytes and g.bf16_tflops
-        ),
-        key=lambda g: g.memory_bytes,
-    )
-    return bigger[0] if bigger else gpu
+    bigger = [g for g in registry().gpus.values() if g.memory_bytes > gpu.memory_bytes]
+    return min((g for g in bigger if g.bf16_tflops), key=lambda g: g.memory_bytes, default=gpu)
 
 
 def lengths(kind: str, prompt: int, output: int) -> tuple[Dist, Dist]:
@@ -80,31 +73,21 @@ class Frontier:
     capacity: RunningCapacity  # vLLM's logged worst case, the onset, the sustained batch
     users: tuple[int, ...]  # one simulated run per count, densest where the pool binds
     results: tuple[SimResult, ...]
-    warmup: int  # requests of the run with the most users sent before the first finished
 
 
-def _setup(
-    spec,
-    w,
-    gpu: GPU,
-    kv_dtype: str,
-    tp: int,
-    speed: StepModel,
-    longest: int,
-    max_num_seqs: int | None,
-    pool: tuple = (),
-):
-    """The simulator's setup; ``pool`` = (gpu_mem_util, reserve_bytes, block_size) when a page
-    has its own (the Budget's inputs), else the lab's defaults."""
+def _setup(inputs: tuple, longest: int, max_num_seqs: int | None, pool: tuple = ()):
+    """The simulator's setup for ``inputs`` = (spec, weights, gpu, kv_dtype, tp, speed);
+    ``pool`` = (gpu_mem_util, reserve_bytes, block_size) when a page has its own (the Budget's
+    inputs), else the lab's defaults."""
+    spec, w, gpu, kv_dtype, tp, speed = inputs
     kw = dict(zip(("gpu_memory_utilization", "reserve_bytes", "block_size"), pool))
     dep = Deployment(spec=spec, gpu=gpu, weights=w, tp=tp)
     dep = dep.but(kv_dtype=kv_dtype, max_num_seqs=max_num_seqs, **kw)
     return setup(dep, longest, Speed.of(gpu, w.dtype, speed))
 
 
-# Results are frozen dataclasses: shared between sessions without a copy (cache_data would
-# unpickle every run on every rerun), and kept by webui.memo, whose keys cost microseconds
-# (st.cache_resource hashed the whole model spec on every call: a fifth of a Budget rerun).
+# Kept by webui.memo, not cache_data (which would unpickle every run on every rerun) nor
+# cache_resource (which hashed the whole model spec on every call: a fifth of a Budget rerun).
 SIMULATING = "Simulating the serving engine..."
 
 
@@ -125,7 +108,7 @@ def frontier(
     """Where the pool starts to bind (kvcalc.perf.capacity.running_capacity), then one closed-loop
     run per user count of frontier_users: powers of two and densely around the onset."""
     p, o = lengths(kind, prompt, output)
-    s = _setup(spec, w, gpu, kv_dtype, tp, speed, p.hi + o.hi, max_num_seqs)
+    s = _setup((spec, w, gpu, kv_dtype, tp, speed), p.hi + o.hi, max_num_seqs)
     cap = running_capacity(s, p, o, prefix_share=share, max_steps=MAX_STEPS)
     users = frontier_users(cap)
     loads = {
@@ -144,7 +127,7 @@ def frontier(
             "requests."
         )
     results = tuple(known[u] if u in known else simulate(s, loads[u], series=False) for u in users)
-    return Frontier(capacity=cap, users=users, results=results, warmup=results[-1].warmup_requests)
+    return Frontier(capacity=cap, users=users, results=results)
 
 
 @memo(24, spinner=SIMULATING, entry_bytes=LARGE_ENTRY_BYTES, own_bytes=LARGE_MEMO_BYTES)
@@ -164,7 +147,7 @@ def one_run(
 ) -> SimResult:
     """One closed loop of ``users``, with its utilization and batch over time."""
     p, o = lengths(kind, prompt, output)
-    s = _setup(spec, w, gpu, kv_dtype, tp, speed, p.hi + o.hi, max_num_seqs)
+    s = _setup((spec, w, gpu, kv_dtype, tp, speed), p.hi + o.hi, max_num_seqs)
     wl = Workload(
         requests=requests_for(users), prompt=p, output=o, users=users, prefix_share=share, seed=0
     )
@@ -190,5 +173,5 @@ def capacity(
 ) -> RunningCapacity:
     """Logged vs running capacity for requests of ``prompt`` + ``output`` tokens on the
     Budget's pool (kvcalc.perf.capacity.running_capacity)."""
-    s = _setup(spec, w, gpu, kv_dtype, tp, speed, prompt + output, None, pool)
+    s = _setup((spec, w, gpu, kv_dtype, tp, speed), prompt + output, None, pool)
     return running_capacity(s, prompt, output, max_steps=MAX_STEPS)

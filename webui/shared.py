@@ -1,15 +1,8 @@
-"""What this server keeps for every visitor, out of reach of Streamlit's ``clear_cache``.
-
-Streamlit answers a ``clear_cache`` message from any client, unauthenticated, by emptying every
-``st.cache_data`` and ``st.cache_resource`` of the process, for all sessions (issue 22 B6: one
-message wiped the measured quality table, minutes of device time to rebuild). Two defences:
-
-* Results that cost device time and are shared by everyone live here, in module globals that
-  nothing a client sends can reach (``QUALITY_ROWS``), bounded in size.
-* In hosted mode ``protect_caches()`` makes the server ignore ``clear_cache`` for the shared
-  caches: the message still clears the sender's own session state (its own to lose), never
-  what other visitors use. Locally, the developer menu's "Clear cache" works as Streamlit's.
-"""
+"""What this server keeps for every visitor, out of reach of Streamlit's ``clear_cache``, which
+any client may send, unauthenticated, to empty every st.cache_* of the process (issue 22 B6: one
+message wiped the measured quality table): shared results live in module globals here
+(``QUALITY_ROWS``), and in hosted mode ``protect_caches()`` makes the message clear only the
+sender's own session state."""
 
 from __future__ import annotations
 
@@ -18,8 +11,6 @@ from collections import OrderedDict
 from typing import Any
 
 from .hosted import hosted
-
-__all__ = ["SharedStore", "QUALITY_ROWS", "protect_caches"]
 
 
 class SharedStore:
@@ -48,10 +39,6 @@ class SharedStore:
             self._items.move_to_end(key)
             while len(self._items) > self.max_items:
                 self._items.popitem(last=False)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._items)
 
 
 # The measured quality rows, per (tokens, window, variant), and the text each was measured on.

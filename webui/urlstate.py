@@ -1,8 +1,5 @@
-"""Widgets bound to the page's link, and the check of the values a link opened with.
-
-Every input of every page lives in the URL, so a shared link opens exactly the same view; a
-link value no widget took is reported, never silently dropped.
-"""
+"""Widgets bound to the page's link (every input lives in the URL, so a shared link opens the
+same view), and the check that reports a link value no widget took."""
 
 from __future__ import annotations
 
@@ -13,13 +10,9 @@ import streamlit as st
 
 from .hosted import plain
 
-__all__ = ["bound", "declare", "number", "select", "slider", "url_guard_begin", "url_guard_end"]
-
-# Every widget bound to the URL registers here, with how to compare a URL value to what the
-# widget accepted: "num", "str", "bool", "list", or a function giving the label that a choice
-# widget writes into the URL (Streamlit stores a choice's formatted label, not the option).
-# The table lives in the session, for the widgets of the run in progress: a page declares its
-# own bindings as it draws them, and no session writes into another's (nothing process-wide).
+# The session's table of this run's widgets bound to the URL, each with how to compare a URL
+# value to what it accepted: "num", "str", "bool", "list", or the function giving the label a
+# choice widget writes into the URL (Streamlit stores the formatted label, not the option).
 _BOUND_KEY = "_url_bound"
 
 
@@ -49,9 +42,6 @@ def number(where, label: str, low, high, value, step, key: str, **kwargs):
 def slider(where, label: str, low, high, value, step, key: str, **kwargs):
     """A slider in ``where`` (st, a column) bound to the URL under ``key``."""
     return where.slider(label, low, high, value, step, **bound(key, "num"), **kwargs)
-
-
-# --- URL parameters ---------------------------------------------------------------------------
 
 
 def url_guard_begin() -> None:
@@ -103,11 +93,11 @@ def _ignored(initial: dict) -> list[tuple[str, str]]:
     for key, values in initial.items():
         raw = values[0] if len(values) == 1 else values
         kind = st.session_state.get(_BOUND_KEY, {}).get(key)
-        if kind is None or key not in st.session_state:
-            out.append((key, raw))
-            continue
-        value = st.session_state[key]
-        if not _same(kind, values, value):
+        if (
+            kind is None
+            or key not in st.session_state
+            or not _same(kind, values, st.session_state[key])
+        ):
             out.append((key, raw))
     return out
 

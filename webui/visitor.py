@@ -1,15 +1,7 @@
-"""Who is asking: the keys of the per-visitor limits (the live class, the device queue, the Hub
-fetch).
-
-* ``network_of(visitor)``: the visitor's network, an IPv4 /24 or an IPv6 /48 (issue 39 B16);
-* ``visitor_id()``: the source address, an IPv4 address or an IPv6 /64, as HAProxy counts it;
-  behind the course's HAProxy its X-Forwarded-For, trusted only with ``KVLAB_BEHIND_PROXY=1``;
-* ``browser_id()``: one browser, however many tabs: Streamlit's XSRF cookie, hashed, else an id
-  kept in the Streamlit session; what the limits a person should feel are keyed on;
-* ``session_id()``: the Streamlit session itself, the fallback key without a request.
-
-docs/visitors.md tells where each comes from and why.
-"""
+"""Who is asking, the keys of the per-visitor limits (the live class, the device queue, the Hub
+fetch): ``network_of`` (an IPv4 /24, an IPv6 /48), ``visitor_id`` (the source address: IPv4, or
+an IPv6 /64), ``browser_id`` (one browser however many tabs), ``session_id``. docs/visitors.md
+tells where each comes from and why."""
 
 from __future__ import annotations
 
@@ -17,17 +9,6 @@ import hashlib
 import ipaddress
 import os
 import secrets
-
-__all__ = [
-    "session_id",
-    "visitor_id",
-    "behind_proxy",
-    "address_key",
-    "network_of",
-    "browser_id",
-    "browser_key",
-    "XSRF_COOKIE",
-]
 
 XSRF_COOKIE = "_streamlit_xsrf"
 _BROWSER_STATE = "_kvlab_browser"  # the fallback browser id, in the session's state

@@ -1,29 +1,11 @@
 """The app's figure builders: pure functions from kvcalc results to Plotly figures, one module
-per subject; pages import them from here (``from webui.figures import ...``):
+per subject (each says what it draws). Only the app's pages import this package (it imports
+plotly). Every axis says its unit."""
 
-- base: the one layout, the Figure class, the parts builder, the shared helpers
-- budget: the GPU's memory split, concurrency against context
-- speed: decode step time against context and against batch
-- techniques: K/V bytes of one sequence under each shrinking technique
-- fill: the cache-fill animation, the live page's bytes and times, the cache picture (SVG)
-- paging: the Engine view's block pool and PagedAttention's block tables
-- serving: the throughput frontier, the pool's utilization over time
-- roofline: attainable TFLOP/s against arithmetic intensity
-- diagrams: head sharing, MLA, the sliding window
-- measured: the microscope's attention and cache maps, quality against bytes, work against time
-- classroom: the live class's histogram of answers
-Only the app's pages import this package (it imports plotly). Every axis says its unit."""
-
-from .base import COLORS, Figure, owner_color
+from .base import Figure
 from .budget import budget_figure, concurrency_figure
 from .classroom import answers_figure
-from .diagrams import (
-    MAX_DRAWN_HEADS,
-    head_sharing_figure,
-    head_sharing_rows,
-    mla_figure,
-    window_figure,
-)
+from .diagrams import MAX_DRAWN_HEADS, head_sharing_figure, mla_figure, window_figure
 from .fill import (
     FILL_COLORS,
     cache_picture,
@@ -38,21 +20,18 @@ from .measured import (
     gqa_figure,
     kv_figure,
     quality_figure,
-    tick_labels,
     work_time_figure,
 )
 from .paging import blocks_figure, paged_figure
 from .roofline import roofline_figure
-from .serving import LIMIT_NAMES, LIMIT_SYMBOLS, frontier_figure, utilization_figure
+from .serving import LIMIT_NAMES, frontier_figure, utilization_figure
 from .speed import batch_figure, step_time_figure
 from .techniques import techniques_figure
 
 __all__ = [
-    "COLORS",
     "FILL_COLORS",
     "Figure",
     "LIMIT_NAMES",
-    "LIMIT_SYMBOLS",
     "MAX_DRAWN_HEADS",
     "answers_figure",
     "attention_row_figure",
@@ -67,18 +46,15 @@ __all__ = [
     "frontier_figure",
     "gqa_figure",
     "head_sharing_figure",
-    "head_sharing_rows",
     "kv_figure",
     "live_bytes_figure",
     "live_time_figure",
     "mla_figure",
-    "owner_color",
     "paged_figure",
     "quality_figure",
     "roofline_figure",
     "step_time_figure",
     "techniques_figure",
-    "tick_labels",
     "utilization_figure",
     "window_figure",
     "work_time_figure",

@@ -1,10 +1,6 @@
 """What every figure builder shares: the one layout, the one Figure class, the one parts
-builder, and the small helpers (a vertical marker, a shaded limit, owner colours, log-axis
-ticks at decades, whole 1-2-5 steps).
-
-Only the app's pages import webui.figures (it imports plotly); ``import kvcalc`` does not.
-No template: st.plotly_chart applies the app theme, and resolving a template costs ~10 ms.
-"""
+builder, and the small helpers. No template: st.plotly_chart applies the app theme, and
+resolving a template costs ~10 ms."""
 
 from __future__ import annotations
 
@@ -12,22 +8,6 @@ import math
 from typing import Any
 
 import plotly.graph_objects as go
-
-__all__ = [
-    "COLORS",
-    "LAYOUT",
-    "IN_ORDER",
-    "Figure",
-    "Parts",
-    "layout",
-    "vline",
-    "vrule",
-    "limit_region",
-    "diagram_axes",
-    "owner_color",
-    "decades",
-    "nice_step",
-]
 
 COLORS = {
     "weights": "#e0607e",  # rose: the fixed part
@@ -55,19 +35,19 @@ def layout(*overs: dict, **over: Any) -> dict[str, Any]:
     out = {k: dict(v) if isinstance(v, dict) else v for k, v in LAYOUT.items()}
     for extra in (*overs, over):
         for key, value in extra.items():
-            old = out.get(key)
-            out[key] = (
-                {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value
-            )
+            out[key] = _merged(out.get(key), value)
     return out
 
 
+def _merged(old: Any, value: Any) -> Any:
+    """``value``, merged into ``old`` where both are dicts."""
+    return {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value
+
+
 class Figure(go.Figure):
-    """A go.Figure that is built once and then only read: the builders' figures are kept in
-    webui.memo and shared by every session. st.plotly_chart asks for the figure's dict on every
-    rerun, and go.Figure.to_dict deep-copies the whole figure each time (most of the chart's
-    server time once the figure itself is kept); this one makes its dict once. Nothing may
-    change the figure after it is built."""
+    """A go.Figure built once and then only read (kept in webui.memo, shared by every session),
+    which makes its dict once: st.plotly_chart asks for it on every rerun, and go.Figure.to_dict
+    deep-copies the whole figure each time (most of a kept chart's server time)."""
 
     def to_dict(self) -> dict:
         once = self.__dict__.get("_dict_once")
@@ -106,10 +86,7 @@ class Parts:
         for key, value in kw.items():
             if key in ("xaxis_title", "yaxis_title"):
                 key, value = key[:5], {"title": value}
-            old = self.layout.get(key)
-            self.layout[key] = (
-                {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value
-            )
+            self.layout[key] = _merged(self.layout.get(key), value)
 
     def update_xaxis(self, **kw) -> None:
         self.update_layout(xaxis=kw)
@@ -148,22 +125,13 @@ def vrule(
 def vline(
     fig: Parts, x: float, text: str, dash: str = "dot", position: str = "right", log_x: bool = False
 ) -> None:
-    """A vertical marker across the plot with a label at its top.
-
-    On a log x axis Plotly takes a shape's x0/x1 as data values (8,192) but an annotation's x
-    as log10 of the value (3.913): ``log_x`` places both at ``x``."""
+    """A vertical marker across the plot with a label at its top. On a log x axis Plotly takes a
+    shape's x0/x1 as data values (8,192) but an annotation's x as log10 of the value (3.913):
+    ``log_x`` places both at ``x``."""
     vrule(fig, x, dash=dash)
-    fig.add_annotation(
-        x=math.log10(x) if log_x else x,
-        y=1,
-        yref="paper",
-        xref="x",
-        text=text,
-        showarrow=False,
-        xanchor="left" if position == "right" else "right",
-        yanchor="bottom",
-        font=dict(size=11, color="#444"),
-    )
+    xanchor = "left" if position == "right" else "right"
+    x = math.log10(x) if log_x else x
+    note(fig, x, 1, text, "#444", xref="x", yref="paper", xanchor=xanchor, yanchor="bottom")
 
 
 def limit_region(
@@ -185,17 +153,24 @@ def limit_region(
         line_width=0,
         layer="below",
     )
-    fig.add_annotation(
-        x=math.log10(x0) if log_x else x0,
-        y=0.02,
-        yref="paper",
-        xref="x",
-        text=text,
-        showarrow=False,
-        xanchor="left",
-        yanchor="bottom",
-        font=dict(size=11, color=color),
-    )
+    x = math.log10(x0) if log_x else x0
+    note(fig, x, 0.02, text, color, xref="x", yref="paper", xanchor="left", yanchor="bottom")
+
+
+def note(
+    fig: Parts,
+    x: float,
+    y: float,
+    text: str,
+    color: str | None = None,
+    *,
+    size: int = 11,
+    **kw: Any,
+) -> None:
+    """A label at (x, y) with no arrow, in a ``size`` px font (``color`` when given); ``kw``:
+    the annotation's other settings (xref, yref, xanchor, yanchor, ...)."""
+    font = dict(size=size) if color is None else dict(size=size, color=color)
+    fig.add_annotation(x=x, y=y, text=text, showarrow=False, font=font, **kw)
 
 
 def diagram_axes(fig: Parts, height: float) -> Figure:

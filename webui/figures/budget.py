@@ -1,10 +1,10 @@
-"""The GPU budget and concurrency: where the memory goes (weights, reserve, KV pool) and how
-many sequences of each length fit. Every axis says its unit (GiB = 2^30 B; tokens).
-"""
+"""The GPU budget and concurrency: where the memory goes and how many sequences of each length
+fit."""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import plotly.graph_objects as go
 
@@ -12,9 +12,7 @@ from kvcalc.core.units import GiB
 from kvcalc.engines.budget import Budget
 from webui.memo import memo
 
-from .base import COLORS, IN_ORDER, Parts, decades, layout, limit_region, vline, vrule
-
-__all__ = ["budget_figure", "concurrency_figure"]
+from .base import COLORS, IN_ORDER, Parts, decades, layout, limit_region, note, vline, vrule
 
 
 @memo(32)
@@ -90,36 +88,16 @@ def _marker(fig: Parts, x: float, text: str, y: float = 1.0) -> None:
     """A dotted vertical line at ``x`` GiB labelled inside the plot, at ``y`` (a share of its
     height: 0.5 is the gap between the two bars), clear of the legend above the plot."""
     vrule(fig, x)
-    fig.add_annotation(
-        x=x,
-        y=y,
-        yref="paper",
-        xref="x",
-        text=text,
-        showarrow=False,
-        xanchor="left",
-        yanchor="middle" if y < 1 else "top",
-        xshift=4,
-        bgcolor="rgba(255,255,255,0.85)",
-        font=dict(size=11, color="#444"),
-    )
+    where: dict[str, Any] = dict(yref="paper", xref="x", xanchor="left")
+    where.update(yanchor="middle" if y < 1 else "top", xshift=4, bgcolor="rgba(255,255,255,0.85)")
+    note(fig, x, y, text, "#444", **where)
 
 
 def _hline(fig: Parts, y, label_y, text: str, dash: str, color: str, yanchor="top") -> None:
     """A line across the plot at ``y``, labelled at its right end (at ``label_y``)."""
     line = dict(dash=dash, color=color, width=1.5)
     fig.add_shape(type="line", x0=0, x1=1, xref="paper", y0=y, y1=y, yref="y", line=line)
-    fig.add_annotation(
-        x=1,
-        xref="paper",
-        y=label_y,
-        yref="y",
-        showarrow=False,
-        text=text,
-        xanchor="right",
-        yanchor=yanchor,
-        font=dict(size=11, color=color),
-    )
+    note(fig, 1, label_y, text, color, xref="paper", yref="y", xanchor="right", yanchor=yanchor)
 
 
 @memo(32)
@@ -130,15 +108,12 @@ def concurrency_figure(
     model_max: int | None = None,
     limits: tuple[int, ...] | None = None,
 ) -> go.Figure:
-    """Max concurrent sequences against context length, one line per model (log-log), with the
-    scheduler's ceiling (vLLM's max_num_seqs) as a horizontal line when given, and a line at one
-    sequence: below it not even one sequence of that length fits.
-
-    ``limits`` (one per series, its model's max_position_embeddings): a curve that stops there
-    ends in a marker labelled with the limit, so each model's curve stops at its own limit
-    (review 4, F10). ``model_max``: one model's limit as a vertical line, the lengths past it
-    shaded. A series with no positive value (the weights leave no pool) is not drawn. Both axes
-    are ticked at the powers of ten only: no minor digits that read as values (F21)."""
+    """Max concurrent sequences against context length, one line per model (log-log), with
+    vLLM's max_num_seqs as a horizontal line when given, and a line at one sequence. ``limits``
+    (each series' max_position_embeddings): a curve that stops there ends in a marker labelled
+    with it (review 4, F10). ``model_max``: one model's limit as a vertical line, the lengths
+    past it shaded. A series with no positive value is not drawn. Both axes are ticked at the
+    powers of ten only (F21)."""
     fig = Parts()
     x_lo, x_hi = math.inf, 0
     ys: list[float] = []

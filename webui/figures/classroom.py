@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-__all__ = ["answers_figure"]
-
 CORRECT, OTHER = "#2f9e6e", "#8a9bb0"
 
 

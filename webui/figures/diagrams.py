@@ -10,15 +10,7 @@ import plotly.graph_objects as go
 
 from webui.memo import memo
 
-from .base import Parts, diagram_axes
-
-__all__ = [
-    "head_sharing_rows",
-    "head_sharing_figure",
-    "MAX_DRAWN_HEADS",
-    "mla_figure",
-    "window_figure",
-]
+from .base import Parts, diagram_axes, note
 
 _Q_COLOR, _KV_COLOR, _LINE_COLOR = "#4c78a8", "#2f9e6e", "#9aa5b1"
 
@@ -114,20 +106,13 @@ def head_sharing_figure(
             if shown == q_heads
             else f" ({len(qs):,} of the {q_heads:,} query heads drawn, evenly spread)"
         )
-        fig.add_annotation(
-            x=-0.5,
-            y=top + 0.55,
-            xanchor="left",
-            yanchor="bottom",
-            showarrow=False,
-            font=dict(size=12),
-            text=(
-                f"<b>{name}</b>{' (this model)' if own else ''}: {q_heads:,} query heads, "
-                f"{kv:,} K/V head{'s' if kv != 1 else ''}, {share}; one token stores "
-                f"{kv:,} x ({head_dim} + {v_dim}) = {per_token:,} numbers per layer "
-                f"({per_token * bytes_per_element:,.0f} B){sample}"
-            ),
+        text = (
+            f"<b>{name}</b>{' (this model)' if own else ''}: {q_heads:,} query heads, "
+            f"{kv:,} K/V head{'s' if kv != 1 else ''}, {share}; one token stores "
+            f"{kv:,} x ({head_dim} + {v_dim}) = {per_token:,} numbers per layer "
+            f"({per_token * bytes_per_element:,.0f} B){sample}"
         )
+        note(fig, -0.5, top + 0.55, text, size=12, xanchor="left", yanchor="bottom")
     fig.update_xaxis(range=[-1, q_heads * scale])
     return diagram_axes(fig, 90 + 115 * len(rows))
 
@@ -166,14 +151,7 @@ def _mla_arrows(fig: Parts) -> None:
     """The two lanes' names, the arrows between their boxes with what each step does, and the
     arrow that joins the lanes: every head's scores read the cached latents and RoPE keys."""
     for lane, text in ((0, "<b>Store</b>, every token:"), (1, "<b>Decode</b>, each query head i:")):
-        fig.add_annotation(
-            x=-0.6,
-            y=-2.2 * lane + 0.75,
-            xanchor="left",
-            showarrow=False,
-            text=text,
-            font=dict(size=11),
-        )
+        note(fig, -0.6, -2.2 * lane + 0.75, text, xanchor="left")
     arrows = [
         (0, 0, 2, "x W_DKV<br>(compress)"),
         (1, 0, 2, "x W_UK,i<br>(absorbed)"),
@@ -183,45 +161,18 @@ def _mla_arrows(fig: Parts) -> None:
     ]
     for lane, x0, x1, text in arrows:
         y = -2.2 * lane
-        fig.add_annotation(
-            x=x1 - 0.47,
-            y=y,
-            ax=x0 + 0.47,
-            ay=y,
-            xref="x",
-            yref="y",
-            axref="x",
-            ayref="y",
-            showarrow=True,
-            arrowhead=2,
-            text="",
-        )
-        fig.add_annotation(
-            x=(x0 + x1) / 2,
-            y=y - 0.1,
-            yanchor="top",
-            showarrow=False,
-            text=text,
-            font=dict(size=10, color="#444"),
-        )
-    fig.add_annotation(
-        x=3.1, y=-0.75, showarrow=False, font=dict(size=10, color="#444"), text="RoPE key: x W_KR"
-    )
+        _arrow(fig, x0 + 0.47, y, x1 - 0.47, y)
+        note(fig, (x0 + x1) / 2, y - 0.1, text, "#444", size=10, yanchor="top")
+    note(fig, 3.1, -0.75, "RoPE key: x W_KR", "#444", size=10)
     # What joins the lanes: every head's scores read the cached latents and RoPE keys.
+    _arrow(fig, 2.6, -0.62, 4, -2.2 + 0.62, arrowcolor=_KV_COLOR, arrowwidth=1.5)
+
+
+def _arrow(fig: Parts, x0: float, y0: float, x1: float, y1: float, **kw) -> None:
+    """An arrow in data units from (x0, y0) to (x1, y1)."""
+    where = dict(xref="x", yref="y", axref="x", ayref="y")
     fig.add_annotation(
-        x=4,
-        y=-2.2 + 0.62,
-        ax=2.6,
-        ay=-0.62,
-        xref="x",
-        yref="y",
-        axref="x",
-        ayref="y",
-        showarrow=True,
-        arrowhead=2,
-        arrowcolor=_KV_COLOR,
-        arrowwidth=1.5,
-        text="",
+        x=x1, y=y1, ax=x0, ay=y0, **where, showarrow=True, arrowhead=2, text="", **kw
     )
 
 
@@ -244,15 +195,9 @@ def mla_figure(
     output projection). Box heights grow with the square root of the numbers they hold."""
     cached = rank + rope
     full = q_heads * ((qk_nope + rope) + v_head_dim)
+    hidden_label = f"hidden state<br>{hidden:,}" if hidden else "hidden state"
     boxes = [  # (lane, x, label, numbers, color, name)
-        (
-            0,
-            0,
-            f"hidden state<br>{hidden:,}" if hidden else "hidden state",
-            hidden or rank,
-            "#bbb",
-            "hidden",
-        ),
+        (0, 0, hidden_label, hidden or rank, "#bbb", "hidden"),
         (0, 2, f"latent c_KV<br>{rank:,}", rank, _KV_COLOR, "latent"),
         (0, 3.1, f"RoPE key<br>{rope:,}", rope, _KV_COLOR, "rope"),
         (1, 0, f"query head i<br>{qk_nope} + {rope} RoPE", qk_nope + rope, _Q_COLOR, "query"),
@@ -264,28 +209,14 @@ def mla_figure(
     fig = Parts()
     _mla_boxes(fig, boxes)
     _mla_arrows(fig)
-    fig.add_annotation(
-        x=2.55,
-        y=-1.25,
-        showarrow=False,
-        font=dict(size=12),
-        text=(
-            f"<b>cached per token and layer: {rank:,} + {rope} = {cached:,} "
-            f"numbers</b>, read by all {q_heads:,} heads"
-        ),
+    cached_text = f"<b>cached per token and layer: {rank:,} + {rope} = {cached:,} numbers</b>"
+    note(fig, 2.55, -1.25, f"{cached_text}, read by all {q_heads:,} heads", size=12)
+    mha = (
+        f"{'This model' if own else 'An MLA layer here'} without the latent (MHA): {q_heads:,} "
+        f"heads x ({qk_nope + rope} K + {v_head_dim} V)<br>= {full:,} numbers per token and "
+        f"layer, {full / cached:,.1f}x more"
     )
-    fig.add_annotation(
-        x=4,
-        y=1.45,
-        showarrow=False,
-        font=dict(size=12),
-        text=(
-            f"{'This model' if own else 'An MLA layer here'} "
-            f"without the latent (MHA): {q_heads:,} heads x ({qk_nope + rope} K + "
-            f"{v_head_dim} V)<br>= {full:,} numbers per token and layer, "
-            f"{full / cached:,.1f}x more"
-        ),
-    )
+    note(fig, 4, 1.45, mha, size=12)
     fig.update_xaxis(range=[-0.7, 8.7])
     fig.update_yaxis(range=[-3.2, 1.9])
     return diagram_axes(fig, 380)
@@ -316,19 +247,8 @@ def _layer_strip(fig: Parts, kinds: list[str], sliding: int, full: int) -> None:
         xaxis2=dict(domain=[0, 1], anchor="y2", visible=False, range=[-1, len(kinds)]),
         yaxis2=dict(domain=[0.86, 1], anchor="x2", visible=False),
     )
-    fig.add_annotation(
-        x=0,
-        y=1.0,
-        xref="paper",
-        yref="paper",
-        showarrow=False,
-        xanchor="left",
-        yanchor="bottom",
-        font=dict(size=11),
-        text=(
-            f"layers interleave: {sliding:,} sliding (green), {full:,} full (dark), in model order"
-        ),
-    )
+    text = f"layers interleave: {sliding:,} sliding (green), {full:,} full (dark), in model order"
+    note(fig, 0, 1.0, text, xref="paper", yref="paper", xanchor="left", yanchor="bottom")
 
 
 @memo(32)
@@ -379,15 +299,8 @@ def window_figure(window: int, context: int, kinds: list[str]) -> go.Figure:
         line=dict(color="#1d5e42", width=6),
         hoverinfo="name",
     )
-    fig.add_annotation(
-        x=n - drawn / 2,
-        y=n,
-        yshift=12,
-        showarrow=False,
-        font=dict(size=11),
-        xanchor="right" if drawn < 0.3 * n else "center",
-        text=f"cached for the next token: {w:,}",
-    )
+    xanchor = "right" if drawn < 0.3 * n else "center"
+    note(fig, n - drawn / 2, n, f"cached for the next token: {w:,}", yshift=12, xanchor=xanchor)
     fig.update_layout(
         xaxis=dict(title="key position (tokens)", range=[0, n], domain=[0, 1]),
         yaxis=dict(title="query position (tokens)", range=[n, 0], domain=[0, 0.78 if mixed else 1]),

@@ -11,15 +11,6 @@ from webui.memo import LARGE_ENTRY_BYTES, memo
 
 from .base import COLORS, IN_ORDER, Figure, Parts, layout
 
-__all__ = [
-    "FILL_COLORS",
-    "fill_figure",
-    "fill_chart",
-    "live_bytes_figure",
-    "live_time_figure",
-    "cache_picture",
-]
-
 FILL_COLORS = ["#eef0f4", "#2f9e6e", "#f2a541", "#d62728"]  # empty, cached, new, recomputed
 
 
@@ -107,71 +98,52 @@ def _fill_layout(steps: list, row_labels: list[str], cols: int, frame_ms: int) -
 
 
 def fill_figure(steps: list, row_labels: list[str], frame_ms: int = 450) -> dict:
-    """The cache-fill grid animated step by step on the client (Plotly frames), with the total
-    work so far (token passes) with and without a cache in a bar below.
-
-    Returned as a plain figure dict, which st.plotly_chart takes as it is: with one frame per
-    step, building validated go.Figure objects would cost over 100 ms per rerun."""
+    """The cache-fill grid animated step by step on the client (Plotly frames), with the total work
+    so far (token passes) with and without a cache in a bar below. Returned as a plain dict, which
+    st.plotly_chart takes as it is: with one frame per step, building validated go.Figure objects
+    would cost over 100 ms per rerun."""
     scale = []
     for i, c in enumerate(FILL_COLORS):  # a discrete scale for the values 0..3
         scale += [[i / 4, c], [(i + 1) / 4, c]]
     cols = len(steps[0].grid[0]) if steps and steps[0].grid else 0
-    x = list(range(1, cols + 1))
 
-    def heat(s):
-        return {
-            "type": "heatmap",
-            "z": [list(r) for r in s.grid],
-            "x": x,
-            "y": row_labels,
-            "zmin": -0.5,
-            "zmax": 3.5,
-            "colorscale": scale,
-            "showscale": False,
-            "xgap": 1,
-            "ygap": 1,
-            "xaxis": "x",
-            "yaxis": "y",
-            "hovertemplate": "token %{x}, %{y}<extra></extra>",
-        }
+    def moving(s):
+        """What a frame carries: the grid and the two bars' lengths and labels. Plotly keeps
+        every other attribute of the traces it animates."""
+        passes = [s.passes_without_cache, s.passes_with_cache]
+        return [
+            {"type": "heatmap", "z": [list(r) for r in s.grid]},
+            {"type": "bar", "x": passes, "text": [f"{p:,}" for p in passes]},
+        ]
 
-    def bars(s):
-        return {
-            "type": "bar",
-            "orientation": "h",
-            "xaxis": "x2",
-            "yaxis": "y2",
-            "y": ["without a cache", "with a cache"],
-            "x": [s.passes_without_cache, s.passes_with_cache],
-            "marker": {"color": [FILL_COLORS[3], FILL_COLORS[1]]},
-            "text": [f"{s.passes_without_cache:,}", f"{s.passes_with_cache:,}"],
-            "textposition": "auto",
-            "hovertemplate": "%{y}: %{x:,} token passes<extra></extra>",
-        }
-
-    layout = _fill_layout(steps, row_labels, cols, frame_ms)
-    first = steps[0]
-    # A frame carries what changes (the grid, the two bars' lengths and labels); Plotly keeps
-    # every other attribute of the traces it animates, so repeating them in each frame only
-    # made the message larger (and slower to build and send) for the same picture.
+    grid, bars = moving(steps[0])
+    grid |= {
+        "x": list(range(1, cols + 1)),
+        "y": row_labels,
+        "zmin": -0.5,
+        "zmax": 3.5,
+        "colorscale": scale,
+        "showscale": False,
+        "xgap": 1,
+        "ygap": 1,
+        "xaxis": "x",
+        "yaxis": "y",
+        "hovertemplate": "token %{x}, %{y}<extra></extra>",
+    }
+    bars |= {
+        "orientation": "h",
+        "xaxis": "x2",
+        "yaxis": "y2",
+        "y": ["without a cache", "with a cache"],
+        "marker": {"color": [FILL_COLORS[3], FILL_COLORS[1]]},
+        "textposition": "auto",
+        "hovertemplate": "%{y}: %{x:,} token passes<extra></extra>",
+    }
+    frames = [{"name": str(s.step), "traces": [0, 1], "data": moving(s)} for s in steps]
     return {
-        "data": [heat(first), bars(first)],
-        "layout": layout,
-        "frames": [
-            {
-                "name": str(s.step),
-                "traces": [0, 1],
-                "data": [
-                    {"type": "heatmap", "z": [list(r) for r in s.grid]},
-                    {
-                        "type": "bar",
-                        "x": [s.passes_without_cache, s.passes_with_cache],
-                        "text": [f"{s.passes_without_cache:,}", f"{s.passes_with_cache:,}"],
-                    },
-                ],
-            }
-            for s in steps
-        ],
+        "data": [grid, bars],
+        "layout": _fill_layout(steps, row_labels, cols, frame_ms),
+        "frames": frames,
     }
 
 

@@ -1,7 +1,5 @@
-"""Plotly figures of the measured pages: the attention microscope, the quality table, and the
-work-is-not-time timing. Pure functions from results to go.Figure. Bar heights are plain lists,
-so a test reads them back as numbers; heatmaps take one float array (checked by Plotly at once,
-not number by number)."""
+"""Plotly figures of the measured pages: the attention microscope, the quality table, the
+work-is-not-time timing. Bar heights are plain lists (a test reads them back as numbers)."""
 
 from __future__ import annotations
 
@@ -11,16 +9,6 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .base import COLORS, layout
-
-__all__ = [
-    "attention_row_figure",
-    "gqa_figure",
-    "causal_figure",
-    "kv_figure",
-    "quality_figure",
-    "work_time_figure",
-    "tick_labels",
-]
 
 _HEIGHT = dict(height=340)
 WRITTEN = "#e08a1e"  # orange: K/V written this step
@@ -123,20 +111,10 @@ def kv_figure(matrix: list[list[float]], labels: list[str], what: str, written: 
     """One KV head's cached keys or values: a row per position, a column per dimension."""
     ticks = tick_labels(labels)
     z = _z(matrix)
-    shapes = (
-        [
-            dict(
-                type="rect",
-                x0=-0.5,
-                x1=z.shape[1] - 0.5,
-                y0=written[0] - 0.5,
-                y1=written[-1] + 0.5,
-                line=dict(color=WRITTEN, width=2),
-            )
-        ]
-        if len(written)
-        else []
-    )
+    shapes = []
+    if len(written):
+        box = dict(x0=-0.5, x1=z.shape[1] - 0.5, y0=written[0] - 0.5, y1=written[-1] + 0.5)
+        shapes.append(dict(type="rect", **box, line=dict(color=WRITTEN, width=2)))
     return _figure(
         dict(
             type="heatmap",
@@ -182,14 +160,13 @@ def quality_figure(rows: list, exact_bytes: int) -> go.Figure:
             f"{r.next_token_agreement:.1%}<extra></extra>",
         )
     fig.update_layout(
-        **layout(_HEIGHT),
+        **layout(height=420),
         title="Quality lost against bytes saved (measured)",
         xaxis_title="cache bytes saved (x smaller than the exact fp32 cache)",
         yaxis_title="perplexity increase over exact (%)",
         showlegend=False,
     )
     fig.update_xaxes(type="log")
-    fig.update_layout(height=420)
     return fig
 
 
@@ -198,20 +175,12 @@ def work_time_figure(points: list, weight_floor_s: float | None = None) -> go.Fi
     tokens in the cache, against n; both measured."""
     ns = [p.tokens for p in points]
     fig = go.Figure()
-    fig.add_scatter(
-        x=ns,
-        y=[p.recompute_s * 1e3 for p in points],
-        mode="lines+markers",
-        name="recompute n tokens (no cache): n token passes",
-        line=dict(color=COLORS["weights"]),
-    )
-    fig.add_scatter(
-        x=ns,
-        y=[p.cached_step_s * 1e3 for p in points],
-        mode="lines+markers",
-        name="one cached step: 1 token pass",
-        line=dict(color=COLORS["kv"]),
-    )
+    for what, name, color in (
+        ("recompute_s", "recompute n tokens (no cache): n token passes", "weights"),
+        ("cached_step_s", "one cached step: 1 token pass", "kv"),
+    ):
+        y = [getattr(p, what) * 1e3 for p in points]
+        fig.add_scatter(x=ns, y=y, mode="lines+markers", name=name, line=dict(color=COLORS[color]))
     if weight_floor_s:
         fig.add_scatter(
             x=[ns[0], ns[-1]],

@@ -8,9 +8,7 @@ import plotly.graph_objects as go
 
 from webui.memo import memo
 
-from .base import Figure, Parts, diagram_axes, owner_color
-
-__all__ = ["blocks_figure", "paged_figure"]
+from .base import Parts, diagram_axes, note, owner_color
 
 
 @memo(32)
@@ -45,29 +43,20 @@ def blocks_figure(blocks: tuple, block_size: int, per_row: int = 16) -> go.Figur
             lines.append(0.5)
             hovers.append(f"block {b.bid}: free")
     rows = (len(blocks) + per_row - 1) // per_row
-    fig = Figure(
-        go.Scatter(
-            x=xs,
-            y=ys,
-            mode="markers+text",
-            text=texts,
-            hovertext=hovers,
-            hoverinfo="text",
-            textfont=dict(size=10, color="#111"),
-            marker=dict(
-                symbol="square", size=30, color=colors, line=dict(color="#222", width=lines)
-            ),
-        )
+    fig = Parts()
+    fig.add_scatter(
+        x=xs,
+        y=ys,
+        mode="markers+text",
+        text=texts,
+        hovertext=hovers,
+        hoverinfo="text",
+        textfont=dict(size=10, color="#111"),
+        marker=dict(symbol="square", size=30, color=colors, line=dict(color="#222", width=lines)),
     )
-    fig.update_layout(
-        height=60 + 38 * rows,
-        margin=dict(l=10, r=10, t=10, b=10),
-        xaxis=dict(visible=False, range=[-0.7, per_row - 0.3]),
-        yaxis=dict(visible=False, autorange="reversed"),
-        showlegend=False,
-        plot_bgcolor="rgba(0,0,0,0)",
-    )
-    return fig
+    fig.update_xaxis(range=[-0.7, per_row - 0.3])
+    fig.update_yaxis(autorange="reversed")
+    return diagram_axes(fig, 60 + 38 * rows)
 
 
 def _logical_rows(fig: Parts, running: list, block_size: int) -> None:
@@ -91,14 +80,7 @@ def _logical_rows(fig: Parts, running: list, block_size: int) -> None:
             f"{block_size} slots written)"
             "<extra></extra>",
         )
-        fig.add_annotation(
-            x=-0.7,
-            y=r,
-            xanchor="right",
-            showarrow=False,
-            font=dict(size=11),
-            text=f"{t.rid}: [{', '.join(map(str, t.blocks))}]",
-        )
+        note(fig, -0.7, r, f"{t.rid}: [{', '.join(map(str, t.blocks))}]", xanchor="right")
 
 
 @memo(32)
@@ -151,22 +133,11 @@ def paged_figure(tables: tuple, block_size: int, num_blocks: int, per_row: int =
         ),
         hovertemplate="physical block %{text}<extra></extra>",
     )
-    fig.add_annotation(
-        x=-0.5,
-        y=-0.75,
-        xanchor="left",
-        showarrow=False,
-        font=dict(size=11),
-        text="<b>logical blocks</b> of each running request, block table in brackets",
-    )
-    fig.add_annotation(
-        x=-0.5,
-        y=pool_y0 - 0.75,
-        xanchor="left",
-        showarrow=False,
-        font=dict(size=11),
-        text="<b>physical blocks</b> of the pool",
-    )
+    for y, text in (
+        (-0.75, "<b>logical blocks</b> of each running request, block table in brackets"),
+        (pool_y0 - 0.75, "<b>physical blocks</b> of the pool"),
+    ):
+        note(fig, -0.5, y, text, xanchor="left")
     longest = max((len(t.blocks) for t in running), default=1)
     rows = -(-num_blocks // per_row)
     fig.update_xaxis(range=[-6, max(per_row, longest) + 0.5])

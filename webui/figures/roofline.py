@@ -12,8 +12,6 @@ from webui.memo import memo
 
 from .base import Parts, decades, layout
 
-__all__ = ["roofline_figure"]
-
 _POINT_SYMBOL = {"gemm": "square", "attention": "diamond", None: "circle"}
 
 
@@ -99,15 +97,11 @@ def roofline_figure(roofs, points: list, trajectory: list | None = None) -> go.F
     ridges = [("gemm", roofs.gemm_tflops, roofs.gemm_ridge)]
     if not roofs.one_roof:
         ridges.append(("attention", roofs.attention_tflops, roofs.attention_ridge))
-    xs = (
-        [p.intensity for p in points]
-        + [p.intensity for p in trajectory or []]
-        + [r for *_, r in ridges]
-    )
+    drawn = points + list(trajectory or [])
+    xs = [p.intensity for p in drawn] + [r for *_, r in ridges]
     lo = 10 ** math.floor(math.log10(max(min(xs) / 2, 1e-3)))
     hi = 10 ** math.ceil(math.log10(max(xs) * 5))  # room for the ridge labels
-    ys = [y_of(p) for p in points + list(trajectory or [])] + [lo * bw / 1e3]
-    ys += [peak for _, peak, _ in ridges]
+    ys = [y_of(p) for p in drawn] + [lo * bw / 1e3] + [peak for _, peak, _ in ridges]
     fig = Parts()
     for which, peak, ridge in ridges:
         name = (
@@ -122,10 +116,9 @@ def roofline_figure(roofs, points: list, trajectory: list | None = None) -> go.F
             y=[lo * bw / 1e3, peak, peak],
             mode="lines",
             name=name,
-            line=dict(
-                color="#444" if which == "gemm" else "#b04a62",
-                dash="solid" if which == "gemm" else "dash",
-            ),
+            line=dict(color="#444", dash="solid")
+            if which == "gemm"
+            else dict(color="#b04a62", dash="dash"),
         )
     if trajectory:
         fig.add_scatter(

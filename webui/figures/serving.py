@@ -1,19 +1,16 @@
-"""The serving simulator's figures: the throughput frontier (tokens/s per GPU against tokens/s
-per user, one point per concurrency, marked by the limit that bound it) and the pool's
-utilization over time.
-"""
+"""The serving simulator's figures: the throughput frontier and the pool's utilization over
+time."""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import plotly.graph_objects as go
 
 from webui.memo import LARGE_ENTRY_BYTES, LARGE_MEMO_BYTES, memo
 
-from .base import Parts, layout, nice_step, vrule
-
-__all__ = ["LIMIT_SYMBOLS", "LIMIT_NAMES", "frontier_figure", "utilization_figure"]
+from .base import Parts, layout, nice_step, note, vrule
 
 LIMIT_SYMBOLS = {
     "arrivals": "circle",
@@ -62,17 +59,9 @@ def _slo(fig: Parts, slo: dict) -> list[float]:
     if slo.get("tpot_s"):
         x = 1 / slo["tpot_s"]
         vrule(fig, x, color="#2f9e6e")
-        fig.add_annotation(
-            x=math.log10(x),
-            y=1,
-            yref="paper",
-            xref="x",
-            showarrow=False,
-            text=f"TPOT target {slo['tpot_s'] * 1e3:,g} ms",
-            xanchor="left",
-            yanchor="bottom",
-            font=dict(size=11, color="#2f9e6e"),
-        )
+        text = f"TPOT target {slo['tpot_s'] * 1e3:,g} ms"
+        where: dict[str, Any] = dict(yref="paper", xref="x", xanchor="left", yanchor="bottom")
+        note(fig, math.log10(x), 1, text, "#2f9e6e", **where)
         return [x]
     return []
 
@@ -80,13 +69,12 @@ def _slo(fig: Parts, slo: dict) -> list[float]:
 @memo(32, entry_bytes=LARGE_ENTRY_BYTES, own_bytes=LARGE_MEMO_BYTES)
 def frontier_figure(curves: list[tuple], slo: dict | None = None) -> go.Figure:
     """Output tokens/s per GPU against tokens/s per user, one curve per setup: (name, users,
-    results[, onset users[, dash]]); each point is a concurrency (users), its marker the limit
-    that bound the batch. Only powers of two and the onset carry a label (the others are dense
-    near the onset and would pile up); every point says its count in the tooltip.
-
-    ``slo`` draws a service-level objective: ``tpot_s`` (the p99 time per output token a run
-    must stay under: a vertical line at 1 / it), ``meets`` (the (x, y) of runs that meet every
-    target, ringed) and ``best`` ((x, y, label): the most throughput among them)."""
+    results[, onset users[, dash]]); each point is a concurrency (users), its marker the limit that
+    bound the batch. Only powers of two and the onset carry a label (the others are dense near the
+    onset and would pile up); every point says its count in the tooltip. ``slo`` draws a
+    service-level objective: ``tpot_s`` (the p99 time per output token a run must stay under: a
+    vertical line at 1 / it), ``meets`` (the (x, y) of runs that meet every target, ringed) and
+    ``best`` ((x, y, label): the most throughput among them)."""
     fig = Parts()
     xs = [r.output_tokens_per_s_per_user for c in curves for r in c[2]]
     ys = [r.output_tokens_per_s_per_gpu for c in curves for r in c[2]]
@@ -104,9 +92,7 @@ def frontier_figure(curves: list[tuple], slo: dict | None = None) -> go.Figure:
         return True
 
     for i, curve in enumerate(curves):
-        name, users, results = curve[:3]
-        onset = curve[3] if len(curve) > 3 else None
-        dash = curve[4] if len(curve) > 4 else None
+        name, users, results, onset, dash = (*curve, None, None)[:5]
         color = _CURVE_COLORS[i % len(_CURVE_COLORS)]
         # The onset first, then powers of two from the most users down: where points bunch up
         # (few users all get the same speed) only the first of them keeps its label.

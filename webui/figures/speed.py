@@ -1,8 +1,5 @@
-"""Decode speed: the step time against context (the weight-read band and the KV-read wedge,
-the crossover and, when given, a ghost of the crossover before the last change) and against
-batch size: the ideal bound, with a calibrated estimate drawn over it when given (the Lab).
-Every axis says its unit (milliseconds; tokens; tokens/s).
-"""
+"""Decode speed: the step time against context and against batch size, the ideal bound with a
+real engine's estimate over it when given (the Lab)."""
 
 from __future__ import annotations
 
@@ -10,9 +7,7 @@ import plotly.graph_objects as go
 
 from webui.memo import memo
 
-from .base import COLORS, IN_ORDER, Parts, layout, limit_region, vrule
-
-__all__ = ["step_time_figure", "batch_figure"]
+from .base import COLORS, IN_ORDER, Parts, layout, limit_region, note, vrule
 
 
 @memo(32)
@@ -30,11 +25,9 @@ def step_time_figure(
     bound; ``estimate`` (seconds at each context) draws a real engine's step over it, dashed.
     Contexts at which ``batch`` sequences do not fit in memory (past ``fits_to``) are shaded red
     and not drawn; the model's maximum context is a vertical line, with the lengths past it
-    shaded. The x axis spans the curve's contexts, so a caller that keeps them fixed keeps the
-    axis still; ``before``, the crossover before the last change, is a faint dotted "before"
-    line with an arrow to the crossover, so a move left or right is seen. The crossover's line
-    is the shape named "crossover", the ghost's "crossover before"; a crossover past the
-    chart's end is an arrow at its right edge."""
+    shaded. The x axis spans the curve's contexts (fixed contexts, a still axis); ``before``,
+    the crossover before the last change, is a faint "before" line with an arrow to the
+    crossover (the shape named "crossover"); one past the chart's end is an arrow at its edge."""
     x = curve["context"]
     keep = [i for i, c in enumerate(x) if fits_to is None or c <= fits_to]
     xs = [x[i] for i in keep]
@@ -103,34 +96,15 @@ def _crossover(fig: Parts, x: int, right: bool) -> None:
     """The crossover: a dashed line named "crossover", labelled inside the plot's top on the
     side with room (above the plot its label ran into the legend)."""
     vrule(fig, x, dash="dash", name="crossover")
-    fig.add_annotation(
-        x=x,
-        y=1,
-        xref="x",
-        yref="paper",
-        text=f"crossover {x:,} tokens",
-        showarrow=False,
-        xanchor="left" if right else "right",
-        xshift=4 if right else -4,
-        yanchor="top",
-        bgcolor="rgba(255,255,255,0.85)",
-        font=dict(size=12, color="#222"),
-    )
+    where = dict(xanchor="left", xshift=4) if right else dict(xanchor="right", xshift=-4)
+    text, paper = f"crossover {x:,} tokens", dict(xref="x", yref="paper", yanchor="top")
+    note(fig, x, 1, text, "#222", size=12, **paper, **where, bgcolor="rgba(255,255,255,0.85)")
 
 
 def _past_the_end(fig: Parts, end: float, text: str, y: float) -> None:
     """An arrow at the chart's right edge: ``text`` lies further right than the chart shows."""
-    fig.add_annotation(
-        x=end,
-        y=y,
-        xref="x",
-        yref="paper",
-        text=f"{text} →",
-        showarrow=False,
-        xanchor="right",
-        yanchor="bottom" if y >= 1 else "middle",
-        font=dict(size=11, color="#444"),
-    )
+    yanchor = "bottom" if y >= 1 else "middle"
+    note(fig, end, y, f"{text} →", "#444", xref="x", yref="paper", xanchor="right", yanchor=yanchor)
 
 
 def _ghost(fig: Parts, before: int, now: int | None, lo: float, hi: float) -> None:
@@ -189,23 +163,14 @@ def batch_figure(
             marker_color=COLORS[color],
             marker_pattern=pattern,
         )
-    fig.add_scatter(
-        x=x,
-        y=[t if f else None for t, f in zip(curve["tokens_per_s"], fits)],
-        name="tokens/s, ideal bound (right axis)",
-        yaxis="y2",
-        mode="lines+markers",
-        line_color="#333",
-    )
-    if estimate_tps is not None:
-        fig.add_scatter(
-            x=x,
-            y=[t if f else None for t, f in zip(estimate_tps, fits)],
-            name=f"tokens/s, {estimate_name} (right axis)",
-            yaxis="y2",
-            mode="lines+markers",
-            line=dict(color="#333", dash="dash"),
-        )
+    for tps, name, line in (
+        (curve["tokens_per_s"], "ideal bound", dict(color="#333")),
+        (estimate_tps, estimate_name, dict(color="#333", dash="dash")),
+    ):
+        if tps is not None:
+            y = [t if f else None for t, f in zip(tps, fits)]
+            name = f"tokens/s, {name} (right axis)"
+            fig.add_scatter(x=x, y=y, name=name, yaxis="y2", mode="lines+markers", line=line)
     if not all(fits):
         fig.add_annotation(
             x=fits.index(False) - 0.5,  # a category axis places a number by its serial index

@@ -9,8 +9,6 @@ from webui.memo import memo
 
 from .base import COLORS, IN_ORDER, Figure, layout
 
-__all__ = ["techniques_figure"]
-
 
 @memo(32)
 def techniques_figure(rows: list, unit: str = "KiB") -> go.Figure:
