@@ -39,7 +39,10 @@ def _elements(node, out: list) -> None:
 
     proto = getattr(node, "proto", None)
     if proto is not None and not hasattr(node, "children"):
-        out.append(MessageToDict(proto))
+        element = MessageToDict(proto)
+        if isinstance(element.get("spec"), str):  # a chart: its JSON, keys in one order
+            element["spec"] = json.loads(element["spec"])
+        out.append(element)
     for child in getattr(node, "children", {}).values():
         _elements(child, out)
 
