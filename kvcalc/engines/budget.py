@@ -262,9 +262,16 @@ class Budget:
     def _made(
         cls, dep: Deployment, pool: Pool, context: int, concurrency: int, **figures: Any
     ) -> Self:
-        """This convention's Budget: the pool's and the deployment's fields, and ``figures``."""
+        """This convention's Budget: the pool's and the deployment's fields, ``figures``, and
+        whether ``concurrency`` sequences fit in what the pool's blocks (or bytes) hold."""
+        blocks = figures["num_blocks"] * figures["block_bytes"]
+        usable = blocks if figures["block_bytes"] else max(pool.kv_pool_bytes, 0)
+        needed = concurrency * figures["seq_bytes"]
         return cls(
             **asdict(pool),
+            needed_bytes=needed,
+            fits=pool.kv_pool_bytes > 0 and needed <= usable and not figures.get("startup_error"),
+            overflow_bytes=max(0, needed - usable),
             unused_bytes=pool.total_bytes - pool.requested_bytes,
             block_size=dep.engine.block_size,
             context=context,
@@ -307,11 +314,9 @@ class VllmBudget(Budget):
         available = max(pool.kv_pool_bytes, 0)
         p = _vllm.predict(run, available, context)
         block_bytes = p.page_bytes * p.group_size
-        usable = p.num_blocks * block_bytes
         seq = p.blocks_per_request * block_bytes
         seqs = dep.engine.max_num_seqs or _vllm.default_max_num_seqs(version, total, gpu_name)
         error = _vllm.startup_error(run, available, context, p)
-        needed = concurrency * seq
         longest = _vllm.estimate_max_model_len(run, available) if find_max_context else None
         kv_layers, state = stage_kv_layers(stage_layers(dep.spec, dep.tp, dep.pp)[p.stage], dep)
         return cls._made(
@@ -328,9 +333,6 @@ class VllmBudget(Budget):
             seq_bytes=seq,
             max_concurrency=p.max_concurrency,
             max_context_tokens=longest,
-            needed_bytes=needed,
-            fits=pool.kv_pool_bytes > 0 and needed <= usable and error is None,
-            overflow_bytes=max(0, needed - usable),
             stage=p.stage,
             blocks_per_request=p.blocks_per_request,
             group_size=p.group_size,
@@ -416,14 +418,13 @@ class IdealBudget(Budget):
     ) -> Budget:
         """The bytes one sequence really holds (kvcalc.cache.kv), no block rounding and no
         window slack, against the pool; the layers of the stage that holds the fewest."""
-        stage = binding_stage_blocks(dep, pool.kv_pool_bytes, context, concurrency, False)
+        stage = binding_stage_blocks(dep, pool.kv_pool_bytes, context, False)
 
         def seq_bytes(n: int) -> int:
             return dep.kv_cache(n).total_bytes
 
         usable = max(pool.kv_pool_bytes, 0)
         one = seq_bytes(context)
-        needed = concurrency * one
         return cls._made(
             dep,
             pool,
@@ -439,9 +440,6 @@ class IdealBudget(Budget):
             seq_bytes=one,
             max_concurrency=usable / one if one else math.inf,
             max_context_tokens=max_context(seq_bytes, usable) if find_max_context else None,
-            needed_bytes=needed,
-            fits=pool.kv_pool_bytes > 0 and needed <= usable,
-            overflow_bytes=max(0, needed - usable),
         )
 
     has_blocks = False
@@ -489,7 +487,7 @@ class TrtllmBudget(Budget):
         cls, dep: Deployment, pool: Pool, context: int, concurrency: int, find_max_context: bool
     ) -> Budget:
         """The stage that holds the fewest sequences, by blocks per layer."""
-        st = binding_stage_blocks(dep, pool.kv_pool_bytes, context, concurrency, find_max_context)
+        st = binding_stage_blocks(dep, pool.kv_pool_bytes, context, find_max_context)
         return cls._made(dep, pool, context, concurrency, **asdict(st))
 
     @property

@@ -39,9 +39,6 @@ class StageBlocks:
     seq_bytes: int
     max_concurrency: float
     max_context_tokens: int | None
-    needed_bytes: int
-    fits: bool
-    overflow_bytes: int
     state_bytes_per_seq: int
 
 
@@ -53,14 +50,14 @@ def stage_kv_layers(layers: Iterable[Layer], dep: Deployment) -> tuple[int, int]
 
 
 def binding_stage_blocks(
-    dep: Deployment, pool: int, context: int, concurrency: int, find_max_context: bool
+    dep: Deployment, pool: int, context: int, find_max_context: bool
 ) -> StageBlocks:
     """The figures of the stage that holds the fewest sequences (the first of equals)."""
     dtype = get_dtype(dep.cache.kv_dtype, KV_DTYPES)
     stages = stage_layers(dep.spec, dep.tp, dep.pp)
     return min(
         (
-            _stage(layers, index, pool, dep, dtype, context, concurrency, find_max_context)
+            _stage(layers, index, pool, dep, dtype, context, find_max_context)
             for index, layers in enumerate(stages)
         ),
         key=lambda st: st.max_concurrency,
@@ -74,7 +71,6 @@ def _stage(
     dep: Deployment,
     dtype: DType,
     context: int,
-    concurrency: int,
     find_max_context: bool,
 ) -> StageBlocks:
     bs, scales = dep.engine.block_size, dep.cache.scales
@@ -104,7 +100,6 @@ def _stage(
         )
 
     need_one = seq_bytes(context)
-    needed = concurrency * need_one
     return StageBlocks(
         stage=index,
         kv_layers=n_kv,
@@ -115,9 +110,6 @@ def _stage(
         seq_bytes=need_one,
         max_concurrency=usable / need_one if need_one else math.inf,
         max_context_tokens=max_context(seq_bytes, usable) if find_max_context else None,
-        needed_bytes=needed,
-        fits=pool > 0 and needed <= usable,
-        overflow_bytes=max(0, needed - usable),
         state_bytes_per_seq=state,
     )
 

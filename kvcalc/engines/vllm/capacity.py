@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
+from itertools import accumulate
 from typing import Any
 
 from ...cache.deployment import Deployment
-from ...cache.kv import pp_partition
+from ...cache.kv import pp_partition, stage_layers
 from ...config.limits import MAX_CONTEXT
 from ...core.arith import cdiv, last_true
-from ...core.model import FullAttention, Layer, MLALatent, ModelSpec, RecurrentState, counted
+from ...core.model import FullAttention, Layer, MLALatent, RecurrentState, counted
 from ...core.units import GiB, check_int
 from .facts import Facts, fact, resolve_version
 from .kv_cache import KVCacheGrouping, layer_grouping, per_request_blocks, vllm_bytes_per_token
@@ -136,8 +137,8 @@ def predict(
         mla_block_rule=mla_block_rule,
     )
     _note_qwen3_5_before_hook(kinds, settings.version, dep.cache.mamba_ssm_cache_dtype, notes)
-    layers = layers_on_gpu(view, dep.engine.num_draft_layers, dep.tp)
-    parts, stages = pipeline_stages(view, layers, dep.pp)
+    layers, stages = gpu_stages(dep)
+    parts = pp_partition(len(view.target_layers), dep.pp)
     binding = binding_stage(
         layers,
         stages,
@@ -227,13 +228,14 @@ def _prediction(
 # -- the layers on the GPUs and stages, and the stage that binds ----------------------------------
 
 
-def layers_on_gpu(spec: ModelSpec, num_draft_layers: int, tp: int) -> list[Layer]:
-    """The model's layers (and a draft model's, in the same pool) as one GPU holds them."""
-    layers = list(spec.layers)
-    if num_draft_layers:
+def gpu_stages(dep: Deployment) -> tuple[list[Layer], list[list[int]]]:
+    """The layers one GPU holds, stage after stage (kvcalc.cache.kv.stage_layers; a draft
+    model's on the last), and each pipeline stage's layer positions."""
+    stages = [list(stage) for stage in stage_layers(dep.spec, dep.tp, dep.pp)]
+    if dep.engine.num_draft_layers:
         # A draft model (EAGLE adds one decoder layer) keeps its cache in the same pool, with
         # the target's geometry and full attention.
-        ref = next((lay for lay in spec.kv_layers if not isinstance(lay, MLALatent)), None)
+        ref = next((lay for lay in dep.spec.kv_layers if not isinstance(lay, MLALatent)), None)
         if ref is None:
             raise ValueError("draft layers need an attention layer to copy the geometry from")
         draft = FullAttention(
@@ -242,27 +244,10 @@ def layers_on_gpu(spec: ModelSpec, num_draft_layers: int, tp: int) -> list[Layer
             v_head_dim=ref.v_head_dim,
             q_heads=ref.q_heads,
         )
-        layers += [draft] * num_draft_layers
-    if tp > 1:  # validates tp against the KV heads; once per distinct layer
-        split: dict = {}
-        layers = [split.get(id(lay)) or split.setdefault(id(lay), lay.split(tp)) for lay in layers]
-    return layers
-
-
-def pipeline_stages(
-    spec: ModelSpec, layers: list[Layer], pp: int
-) -> tuple[list[int], list[list[int]]]:
-    """The layers per pipeline stage, and each stage's layer positions (drafts: the last)."""
-    own = len(spec.target_layers)
-    parts = pp_partition(own, pp)
-    stages, start = [], 0
-    for i, count in enumerate(parts):
-        positions = list(range(start, start + count))
-        if i == pp - 1:
-            positions += list(range(own, len(layers)))  # drafts: the last stage
-        stages.append(positions)
-        start += count
-    return parts, stages
+        stages[-1] += [draft.split(dep.tp) if dep.tp > 1 else draft] * dep.engine.num_draft_layers
+    ends = list(accumulate(map(len, stages)))
+    positions = [list(range(end - len(stage), end)) for stage, end in zip(stages, ends)]
+    return [lay for stage in stages for lay in stage], positions
 
 
 @dataclass(frozen=True)
