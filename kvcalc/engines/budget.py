@@ -430,9 +430,7 @@ class IdealBudget(Budget):
             pool,
             context,
             concurrency,
-            kv_layers=stage.kv_layers,
-            state_bytes_per_seq=stage.state_bytes_per_seq,
-            stage=stage.stage,
+            **{k: stage[k] for k in ("kv_layers", "state_bytes_per_seq", "stage")},
             page_bytes=0,
             block_bytes=0,
             num_blocks=0,
@@ -488,7 +486,7 @@ class TrtllmBudget(Budget):
     ) -> Budget:
         """The stage that holds the fewest sequences, by blocks per layer."""
         st = binding_stage_blocks(dep, pool.kv_pool_bytes, context, find_max_context)
-        return cls._made(dep, pool, context, concurrency, **asdict(st))
+        return cls._made(dep, pool, context, concurrency, **st)
 
     @property
     def idle_bytes(self) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from ..cache.deployment import Deployment
 from ..cache.kv import stage_layers
@@ -26,22 +27,6 @@ class Pool:
     kv_pool_bytes: int  # may be negative: the weights and reserve do not fit
 
 
-@dataclass(frozen=True, kw_only=True)
-class StageBlocks:
-    """One pipeline stage's figures by blocks per layer (TensorRT-LLM's convention)."""
-
-    stage: int
-    kv_layers: int
-    page_bytes: int
-    block_bytes: int
-    num_blocks: int
-    kv_capacity_tokens: int
-    seq_bytes: int
-    max_concurrency: float
-    max_context_tokens: int | None
-    state_bytes_per_seq: int
-
-
 def stage_kv_layers(layers: Iterable[Layer], dep: Deployment) -> tuple[int, int]:
     """(K/V layers, state bytes of one sequence) of one stage's layers."""
     distinct = counted(layers)
@@ -51,8 +36,9 @@ def stage_kv_layers(layers: Iterable[Layer], dep: Deployment) -> tuple[int, int]
 
 def binding_stage_blocks(
     dep: Deployment, pool: int, context: int, find_max_context: bool
-) -> StageBlocks:
-    """The figures of the stage that holds the fewest sequences (the first of equals)."""
+) -> dict[str, Any]:
+    """The figures (by Budget's field names) of the stage that holds the fewest sequences (the
+    first of equals), by blocks per layer (TensorRT-LLM's convention)."""
     dtype = get_dtype(dep.cache.kv_dtype, KV_DTYPES)
     stages = stage_layers(dep.spec, dep.tp, dep.pp)
     return min(
@@ -60,7 +46,7 @@ def binding_stage_blocks(
             _stage(layers, index, pool, dep, dtype, context, find_max_context)
             for index, layers in enumerate(stages)
         ),
-        key=lambda st: st.max_concurrency,
+        key=lambda st: st["max_concurrency"],
     )
 
 
@@ -72,7 +58,7 @@ def _stage(
     dtype: DType,
     context: int,
     find_max_context: bool,
-) -> StageBlocks:
+) -> dict[str, Any]:
     bs, scales = dep.engine.block_size, dep.cache.scales
     # Each distinct layer once, with its count (a 1,024-layer model has a handful)
     kv_layers = [
@@ -100,7 +86,7 @@ def _stage(
         )
 
     need_one = seq_bytes(context)
-    return StageBlocks(
+    return dict(
         stage=index,
         kv_layers=n_kv,
         page_bytes=bs * max((b for _, _, b in kv_layers), default=0),

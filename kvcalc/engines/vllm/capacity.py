@@ -277,7 +277,7 @@ def binding_stage(
     if pp > 1 and fact(Facts.pp_grouping, version) == "whole model":
         # v0.11.0 on: groups from the whole model; each stage's block holds only its own layers
         # of each group; every stage takes the smallest num_blocks of all.
-        g = layer_grouping(layers, s)
+        g = layer_grouping(tuple(layers), s)
         per_req = per_request_blocks(g, max_model_len, in_flight, state_blocks)
         stage_blocks = []
         for positions in stages:
@@ -295,7 +295,7 @@ def binding_stage(
             "the stage with the fewest blocks sets the numbers"
         )
         return Binding(g, stage_blocks[index], per_req, stage_blocks, index)
-    groupings = [layer_grouping([layers[i] for i in positions], s) for positions in stages]
+    groupings = [layer_grouping(tuple(layers[i] for i in positions), s) for positions in stages]
     stage_blocks = [available_bytes // g.block_bytes for g in groupings]
     per_reqs = [per_request_blocks(g, max_model_len, in_flight, state_blocks) for g in groupings]
     index = min(range(pp), key=lambda i: stage_blocks[i] / max(1, sum(per_reqs[i])))

@@ -369,19 +369,14 @@ class GroupingRules:
     version: tuple[int, ...]
 
 
-def layer_grouping(layers: Iterable[Layer], rules: GroupingRules) -> KVCacheGrouping:
-    """``_grouping_of`` for a list of layers, memoised: the groups do not depend on
-    max_model_len, and estimate_max_model_len and the Budget's sweeps ask for the same
-    grouping dozens of times."""
-    return _grouping_of(tuple(layers), rules)
-
-
 @functools.lru_cache(maxsize=512)
-def _grouping_of(layers: tuple[Layer, ...], rules: GroupingRules) -> KVCacheGrouping:
+def layer_grouping(layers: tuple[Layer, ...], rules: GroupingRules) -> KVCacheGrouping:
     """vLLM's KV-cache groups for ``layers`` (already split for tensor parallelism): equal page
     sizes (after raising a recurrent model's block size) form vLLM's hybrid groups; layers of
     one type whose pages differ (an indexer cache on some MLA layers only) one group whose block
-    holds a page of every layer (UniformTypeKVCacheSpecs, v0.11.0)."""
+    holds a page of every layer (UniformTypeKVCacheSpecs, v0.11.0). Memoised: the groups do not
+    depend on max_model_len, and estimate_max_model_len and the Budget's sweeps ask for the same
+    grouping dozens of times."""
     attn = [(i, lay) for i, lay in enumerate(layers) if lay.stores_tokens]
     states = [(i, lay) for i, lay in enumerate(layers) if lay.state_elements]
     notes: list[str] = []
