@@ -7,7 +7,7 @@ different format from the rest (gpt-oss: MXFP4 experts, BF16 elsewhere): ``exper
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from ..core.dtypes import WEIGHT_DTYPES, bytes_for, get_dtype
 from ..core.model import ModelSpec
@@ -135,16 +135,5 @@ def weights_at_bits(spec: ModelSpec, bits: float, *, half: str = "bf16") -> Weig
         )
     w = weights(spec, half)  # 16 bits a weight: scale every byte count by bits / 16
     f = bits / 16
-
-    def s(n: int) -> int:
-        return round(n * f)
-
-    return replace(
-        w,
-        bytes=s(w.dense_bytes) + s(w.expert_bytes),
-        expert_bytes=s(w.expert_bytes),
-        dense_bytes=s(w.dense_bytes),
-        bytes_per_expert=s(w.bytes_per_expert),
-        input_embedding_bytes=s(w.input_embedding_bytes),
-        embedding_row_bytes=s(w.embedding_row_bytes),
-    )
+    scaled = {k.name: round(getattr(w, k.name) * f) for k in fields(w) if "bytes" in k.name}
+    return replace(w, **scaled | {"bytes": scaled["dense_bytes"] + scaled["expert_bytes"]})

@@ -66,18 +66,12 @@ def pool_defaults_text(
 
 
 @dataclass(frozen=True, kw_only=True)
-class Budget:
-    """One GPU's budget under one convention: the figures every convention has. A convention's
+class Budget(Pool):
+    """One GPU's budget under one convention: its pool and the figures every convention has. A
     subclass says how its pool follows (``pool``), computes its figures (``from_pool``) and
-    writes its derivation; ``engine`` names it (the --json key and the page's choice)."""
+    writes its derivation; ``engine`` (--json's first key, the page's choice) names it."""
 
     engine: str
-    total_bytes: int  # one GPU's memory as the driver reports it
-    gpu_mem_util: float
-    requested_bytes: int
-    weights_bytes: int  # on this GPU
-    reserve_bytes: int
-    kv_pool_bytes: int  # may be negative: the weights and reserve do not fit
     unused_bytes: int  # total - requested (vLLM leaves it to other processes)
     block_size: int
     kv_layers: int  # on the binding stage's GPU
@@ -283,7 +277,7 @@ class Budget:
         )
 
     def to_dict(self) -> dict:
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d = {"engine": self.engine} | {f.name: getattr(self, f.name) for f in fields(self)}
         d["usable_context"] = self.usable_context
         d["max_context_limited_by"] = self.max_context_limited_by
         d["max_running_seqs"] = self.max_running_seqs

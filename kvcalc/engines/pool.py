@@ -19,7 +19,7 @@ from ..core.model import Layer, counted
 class Pool:
     """The memory one GPU gives the cache under a convention."""
 
-    total_bytes: int
+    total_bytes: int  # one GPU's memory as the driver reports it
     gpu_mem_util: float  # vLLM's gpu_memory_utilization, or the free fraction
     requested_bytes: int
     weights_bytes: int  # on this GPU

@@ -343,21 +343,20 @@ def _mla_block(
         dep.spec.layers, dep.engine.block_size, version, gpu_name, fmt
     )
     on = gpu_name or ASSUMED_GPU[1] + " (no GPU given)"
-    mla = any(lay.kind == "mla" for lay in kinds)
+    mla_gen = any(lay.kind == "mla" for lay in kinds) and gpu_generation(gpu_name)
     if block_line:
         notes.append(
             f"MLA block size {block_size} tokens on {on}, as vLLM "
             f"{'.'.join(map(str, version))} picks it for its attention kernel "
             f'(it logs "{block_line}")'
         )
-    elif mla and gpu_generation(gpu_name) == "rocm":
+    elif mla_gen == "rocm":
         notes.append(
             "the block size ROCm's MLA kernels take is not modelled: blocks of "
             f"{block_size} tokens as given"
         )
     elif (
-        mla
-        and gpu_generation(gpu_name) == "hopper"
+        mla_gen == "hopper"
         and fact(Facts.mla_block_rule, version) == "preferred"
         and block_size == DEFAULT_BLOCK_SIZE
     ):
