@@ -226,9 +226,8 @@ class Budget(Pool):
     @classmethod
     def of(cls, dep: Deployment, context: int, concurrency: int, find_max_context: bool) -> Budget:
         """This convention's budget of ``dep``: its pool, then its figures (``from_pool``)."""
-        util = dep.engine.gpu_memory_utilization
-        if util is None:
-            util = cls.default_gpu_mem_util(dep.engine.version)
+        # EngineArgs refuses a utilisation of 0: None is the only false value
+        util = dep.engine.gpu_memory_utilization or cls.default_gpu_mem_util(dep.engine.version)
         util = check_float("gpu_memory_utilization", util, 0.0, 1.0, lo_open=True)
         weights = math.ceil(dep.all_weights_bytes / dep.num_gpus)
         pool = cls.pool(dep.total_bytes, weights, dep.reserve_bytes, util)

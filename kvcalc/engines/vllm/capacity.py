@@ -426,14 +426,13 @@ def startup_error(
     fits), in the wording of the chosen version, with its estimate of the longest max_model_len
     that would (tests/data/vllm-facts.md, Q7). ``prediction``: predict()'s result for these
     same arguments, when the caller has it already; ``extras``: predict()'s keywords."""
-    version = dep.engine.version
     dep = _fixed_batch(dep, max_model_len, extras.get("mm_batch_tokens"))
     p = prediction or predict(dep, available_bytes, max_model_len, **extras)
-    if p.blocks_per_request <= p.num_blocks - fact(Facts.null_block, version):
+    if p.blocks_per_request <= p.num_blocks - fact(Facts.null_block, dep.engine.version):
         return None
     need = p.blocks_per_request * (p.page_bytes * p.group_size if len(p.groups) else p.page_bytes)
     est = estimate_max_model_len(dep, available_bytes, **extras)
-    who = fact(Facts.error_wording, version)
+    who = fact(Facts.error_wording, dep.engine.version)
     text = (
         f"To serve at least one request with the {who} max seq len ({max_model_len}), "
         f"({need / GiB:.2f} GiB KV cache is needed, which is larger than the available KV "
@@ -441,7 +440,7 @@ def startup_error(
     )
     if est:
         text += f"Based on the available memory, the estimated maximum model length is {est}. "
-    return text + fact(Facts.error_advice, version)
+    return text + fact(Facts.error_advice, dep.engine.version)
 
 
 def available_bytes(

@@ -96,8 +96,7 @@ def kv_cache_dtypes(version: str | None = None, *, vllm_names: bool = False) -> 
 
 def kv_cache_dtype_modelled(name: str) -> bool:
     """Whether kvcalc sizes vLLM's --kv-cache-dtype ``name`` (False: refused by name)."""
-    entry = _VLLM_FORMATS.get(name)
-    return entry is not None and entry[0] is not None
+    return _VLLM_FORMATS.get(name, (None, ""))[0] is not None
 
 
 def cache_format(kv_dtype: str, scales: bool, version: tuple[int, ...]) -> KVFormat:
@@ -475,7 +474,6 @@ def _uniform_type(
 ) -> KVCacheGrouping:
     """Layers of one type whose pages differ: one group whose block holds a page of every
     layer (vLLM's UniformTypeKVCacheSpecs, v0.11.0 on; refused before)."""
-    fmt = rules.fmt
     if not fact(Facts.uniform_type_specs, rules.version):
         raise ValueError(
             "layers of one type with different page sizes: vLLM before 0.11.0 cannot allocate them"
@@ -489,7 +487,7 @@ def _uniform_type(
     )
     return KVCacheGrouping(
         block_size=bs,
-        page_bytes=sum(bs * vllm_bytes_per_token(layers[i], fmt) for i in members),
+        page_bytes=sum(bs * vllm_bytes_per_token(layers[i], rules.fmt) for i in members),
         group_size=1,
         groups=(
             KVCacheGroupSpec(
