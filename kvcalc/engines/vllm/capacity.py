@@ -82,10 +82,9 @@ class VllmPrediction:
         d["capacity_lines"] = self.capacity_lines()
         return d
 
-    def held_blocks(self, n: int | None = None) -> int:
-        """Blocks one running request holds at n tokens (default max_model_len), every group
-        summed: what it really keeps, against the worst case the start-up line divides by."""
-        n = self.max_model_len if n is None else n
+    def held_blocks(self, n: int) -> int:
+        """Blocks one running request holds at n tokens, every group summed: what it really
+        keeps, against the worst case the start-up line divides by."""
         return sum(g.held_blocks(n) for g in self.groups)
 
     def capacity_lines(self) -> list[str]:

@@ -192,7 +192,8 @@ def mamba_dtype(value: object, what: str) -> str | None:
     return _MAMBA_DTYPES[key]
 
 
-def _config_parts(config: object) -> tuple[dict[str, Any], dict[str, Any], str]:
+def config_parts(config: object) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """(config.json, its text_config, its first architecture); {} or "" where absent."""
     cfg = config if isinstance(config, dict) else {}
     text = cfg.get("text_config")
     text = text if isinstance(text, dict) else {}
@@ -205,7 +206,7 @@ def model_dtype_of(config: object) -> str:
     """The dtype vLLM's --dtype auto gives the model (kvcalc name): the config's torch_dtype /
     dtype, float32 checkpoints downcast to bf16 (ModelConfig._resolve_auto_dtype); bf16 when
     the config says nothing."""
-    cfg, text, _ = _config_parts(config)
+    cfg, text, _ = config_parts(config)
     name = (
         cfg.get("torch_dtype") or cfg.get("dtype") or text.get("torch_dtype") or text.get("dtype")
     )
@@ -278,7 +279,7 @@ def state_dtypes(
     dtype from the config (or ``model_dtype``), the SSM format NemotronH's
     mamba_ssm_cache_dtype or Qwen3.5's text_config.mamba_ssm_dtype declares, the family by
     its architecture or model_type."""
-    cfg, text, arch = _config_parts(config)
+    cfg, text, arch = config_parts(config)
     base = mamba_dtype(model_dtype, "model dtype") or model_dtype_of(cfg)
     model_type = str(cfg.get("model_type", ""))
     declared: list[tuple[str, str | None]] = []
@@ -478,7 +479,6 @@ def _uniform_type(
         raise ValueError(
             "layers of one type with different page sizes: vLLM before 0.11.0 cannot allocate them"
         )
-    # One group; a block holds one page of every layer (their sizes summed).
     members = sorted(i for ms in buckets.values() for i in ms)
     rep = layers[members[0]]
     notes.append(

@@ -14,7 +14,7 @@ from ...config.limits import MAX_CONTEXT
 from ...core.model import Layer, MLALatent, counted
 from ...core.units import GiB, check_int
 from .facts import Facts, fact, resolve_version
-from .kv_cache import GroupingRules, KVFormat, cache_format, layer_state_formats
+from .kv_cache import GroupingRules, KVFormat, cache_format, config_parts, layer_state_formats
 from .speculative import speculative_state_blocks
 
 # Tokens per block when --block-size is not given: vLLM's CacheConfig.DEFAULT_BLOCK_SIZE.
@@ -130,8 +130,7 @@ def mm_batch_floor(config: dict | None, version: str | None = None) -> tuple[int
     vision_config.default_output_length, audio (not sized here), video 2,496."""
     if not isinstance(config, dict) or not fact(Facts.mm_prefix_lm_batch_floor, version):
         return None
-    text = config.get("text_config")
-    text = text if isinstance(text, dict) else {}
+    _, text, _ = config_parts(config)
     if not str(config.get("model_type", "")).startswith("gemma4"):
         return None
     if text.get("use_bidirectional_attention") != "vision" or "vision_config" not in config:
