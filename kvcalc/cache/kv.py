@@ -5,12 +5,9 @@
                           = (kv_lora_rank + qk_rope_head_dim) x bytes   (MLA latent)
     bytes of one sequence = sum over layers of per-layer bytes/token x tokens that layer keeps
 
-Recurrent layers (Mamba, Gated DeltaNet) keep a fixed state per sequence instead; it is reported
-apart as ``state_bytes`` because it does not grow with context.
-
-Tensor and pipeline parallelism (``tp``, ``pp``) give the figures of one GPU: each GPU holds
-max(1, kv_heads // tp) heads of its pipeline stage's layers; an MLA latent is replicated on every
-tensor-parallel GPU. With pp > 1 the stage that holds the most is reported (it binds first).
+Recurrent layers (Mamba, Gated DeltaNet) keep a fixed state per sequence instead, reported apart
+as ``state_bytes``. With ``tp``/``pp`` the figures are one GPU's (max(1, kv_heads // tp) heads of
+its stage's layers, an MLA latent whole: docs/vllm.md); with pp > 1, the stage that holds most.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Weight bytes: what the parameters occupy, and what one decode step reads of them.
-
-All experts of a mixture-of-experts model stay resident, so memory counts every parameter; a
-decode step reads only the experts its batch routes to. Some checkpoints store experts in a
-different format from the rest (gpt-oss: MXFP4 experts, BF16 elsewhere): ``expert_dtype``.
-"""
+"""Weight bytes: what the parameters occupy (every expert resident), and what one decode step
+reads of them (only the experts its batch routes to: docs/formulas.md); ``expert_dtype`` where a
+checkpoint stores its experts in another format (gpt-oss: MXFP4 experts, BF16 elsewhere)."""
 
 from __future__ import annotations
 

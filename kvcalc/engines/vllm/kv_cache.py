@@ -380,12 +380,11 @@ def layer_grouping(layers: tuple[Layer, ...], rules: GroupingRules) -> KVCacheGr
     attn = [(i, lay) for i, lay in enumerate(layers) if lay.stores_tokens]
     states = [(i, lay) for i, lay in enumerate(layers) if lay.state_elements]
     notes: list[str] = []
-    fmt, threshold = rules.fmt, rules.threshold
     bs, state_page, state_pad_pct = _hybrid_block(attn, states, rules, notes)
     buckets: dict[tuple, list] = {}
     pages = {}
     for i, lay in attn:
-        page = bs * vllm_bytes_per_token(lay, fmt)
+        page = bs * vllm_bytes_per_token(lay, rules.fmt)
         key = (*(lay.vllm_group_key() or ()), page)
         buckets.setdefault(key, []).append(i)
         pages[key] = page
@@ -415,7 +414,7 @@ def layer_grouping(layers: tuple[Layer, ...], rules: GroupingRules) -> KVCacheGr
     group_size = min(counts)
     if len(buckets) == 1:
         group_size = counts[0]
-    elif threshold is not None and max(counts) < min(counts) * threshold:
+    elif rules.threshold is not None and max(counts) < min(counts) * rules.threshold:
         group_size = max(counts)
     groups, padding_total, waste = _dealt_groups(
         layers, buckets, pages, bs, page, group_size, notes
@@ -442,7 +441,6 @@ def _hybrid_block(
     states: beside attention layers the block is raised until an attention page holds a state
     page, which is padded to it. Without states: the block size as given."""
     bs = block_size = rules.block_size
-    alignment = rules.alignment
     state_pad_pct = 0.0
     state_page = 0
     if states:
@@ -452,7 +450,7 @@ def _hybrid_block(
             # The smallest multiple of ``alignment`` tokens whose attention page holds a state
             # page (Platform._align_hybrid_block_size); a larger block asked for is kept.
             one_token = vllm_bytes_per_token(attn[0][1], rules.fmt)
-            bs = max(alignment * cdiv(state_page, alignment * one_token), block_size)
+            bs = max(rules.alignment * cdiv(state_page, rules.alignment * one_token), block_size)
             attn_page = bs * one_token
             state_pad_pct = (attn_page - state_page) / state_page * 100
             if bs != block_size:
