@@ -48,10 +48,9 @@ def weights(spec: ModelSpec, dtype: str = "bf16", expert_dtype: str | None = Non
     e = get_dtype(expert_dtype, WEIGHT_DTYPES) if expert_dtype else d
     params = spec.require_params()  # ValueError naming what is missing when they are unknown
     experts = params.routed_experts
-    dense = params.total - experts
     per_expert = bytes_for(spec.moe.expert_params, e) if spec.moe else 0
     expert_bytes = per_expert * spec.moe.num_experts * spec.moe.layers if spec.moe else 0
-    dense_bytes = bytes_for(dense, d)
+    dense_bytes = bytes_for(params.total - experts, d)
     untied = params.embedding if params.lm_head and not params.tied else 0
     rows = spec.vocab_size if spec.vocab_size else 0
     return Weights(

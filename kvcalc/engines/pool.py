@@ -40,14 +40,11 @@ def binding_stage_blocks(
     """The figures (by Budget's field names) of the stage that holds the fewest sequences (the
     first of equals), by blocks per layer (TensorRT-LLM's convention)."""
     dtype = get_dtype(dep.cache.kv_dtype, KV_DTYPES)
-    stages = stage_layers(dep.spec, dep.tp, dep.pp)
-    return min(
-        (
-            _stage(layers, index, pool, dep, dtype, context, find_max_context)
-            for index, layers in enumerate(stages)
-        ),
-        key=lambda st: st["max_concurrency"],
-    )
+    stages = enumerate(stage_layers(dep.spec, dep.tp, dep.pp))
+    figures = [
+        _stage(layers, i, pool, dep, dtype, context, find_max_context) for i, layers in stages
+    ]
+    return min(figures, key=lambda st: st["max_concurrency"])
 
 
 def _stage(

@@ -320,10 +320,9 @@ def engine_settings(
 def _batched_tokens_note(dep: Deployment, version: tuple[int, ...], tokens: int) -> str:
     """The default max_num_batched_tokens taken, said where a window or chunk depends on it."""
     gpu_bytes, gname = gpu_memory(dep)
-    usage = dep.engine.usage_context
     return (
         f"max_num_batched_tokens {tokens:,}: vLLM {'.'.join(map(str, version))}'s default for "
-        f"{'vllm serve' if usage == 'serve' else 'the LLM class'}"
+        f"{'vllm serve' if dep.engine.usage_context == 'serve' else 'the LLM class'}"
         + (
             " on an 80 GiB H100 (no GPU given)"
             if gpu_bytes is None
