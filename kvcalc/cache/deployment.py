@@ -71,8 +71,7 @@ class EngineArgs:
 
     def __post_init__(self) -> None:
         if self.gpu_memory_utilization is not None:
-            util = self.gpu_memory_utilization
-            check_float("gpu_memory_utilization", util, 0.0, 1.0, lo_open=True)
+            check_float("gpu_memory_utilization", self.gpu_memory_utilization, 0, 1, lo_open=True)
         check_int("block_size", self.block_size, 1, MAX_BLOCK_SIZE)
         if self.max_num_batched_tokens is not None:
             check_int("max_num_batched_tokens", self.max_num_batched_tokens, 1, MAX_BATCHED_TOKENS)
@@ -168,14 +167,9 @@ class Deployment:
     def but(self, **changes: Any) -> Deployment:
         """This deployment with some fields changed (``cache``/``engine`` fields by name too:
         ``dep.but(kv_dtype="fp8", block_size=32)``), validated again."""
-        cache = {k: changes.pop(k) for k in list(changes) if k in _CACHE_FIELDS}
-        engine = {k: changes.pop(k) for k in list(changes) if k in _ENGINE_FIELDS}
-        if cache:
-            changes["cache"] = replace(self.cache, **cache)
-        if engine:
-            changes["engine"] = replace(self.engine, **engine)
+        parts: tuple[tuple[str, Any], ...] = (("cache", self.cache), ("engine", self.engine))
+        for name, part in parts:
+            mine = {k: changes.pop(k) for k in list(changes) if k in part.__dataclass_fields__}
+            if mine:
+                changes[name] = replace(part, **mine)
         return replace(self, **changes)
-
-
-_CACHE_FIELDS = frozenset(CacheFormat.__dataclass_fields__)
-_ENGINE_FIELDS = frozenset(EngineArgs.__dataclass_fields__)

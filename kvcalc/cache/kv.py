@@ -5,12 +5,9 @@
                           = (kv_lora_rank + qk_rope_head_dim) x bytes   (MLA latent)
     bytes of one sequence = sum over layers of per-layer bytes/token x tokens that layer keeps
 
-Recurrent layers (Mamba, Gated DeltaNet) keep a fixed state per sequence instead; it is reported
-apart as ``state_bytes`` because it does not grow with context.
-
-Tensor and pipeline parallelism (``tp``, ``pp``) give the figures of one GPU: each GPU holds
-max(1, kv_heads // tp) heads of its pipeline stage's layers; an MLA latent is replicated on every
-tensor-parallel GPU. With pp > 1 the stage that holds the most is reported (it binds first).
+Recurrent layers (Mamba, Gated DeltaNet) keep a fixed state per sequence instead, reported apart
+as ``state_bytes``. With ``tp``/``pp`` the figures are one GPU's (max(1, kv_heads // tp) heads of
+its stage's layers, an MLA latent whole: docs/vllm.md); with pp > 1, the stage that holds most.
 """
 
 from __future__ import annotations
@@ -105,17 +102,13 @@ class KVCache:
     def per_token_formula(self) -> str:
         """The nominal per-token bytes with the values substituted, e.g.
         "32 full layers x 2 x 8 KV heads x 128 x 2 B = 131,072 B"."""
-        el = get_dtype(self.kv_dtype).bytes_per_element
-        el_s = f"{el:g} B"
-        parts = []
-        for r in self.rows:
-            if not r.stores_tokens:
-                continue
-            scale = f" + {r.scale_bytes} B scales" if r.scale_bytes else ""
-            parts.append(
-                f"{r.layers} {r.label} layer{'s' if r.layers != 1 else ''} x "
-                f"({r.formula} x {el_s}{scale})"
-            )
+        el = f"{get_dtype(self.kv_dtype).bytes_per_element:g} B"
+        parts = [
+            f"{r.layers} {r.label} layer{'s' if r.layers != 1 else ''} x ({r.formula} x {el}"
+            + (f" + {r.scale_bytes} B scales)" if r.scale_bytes else ")")
+            for r in self.rows
+            if r.stores_tokens
+        ]
         if not parts:
             return "no layer keeps K/V: 0 B"
         return " + ".join(parts) + f" = {self.kv_bytes_per_token_nominal:,} B"
@@ -212,9 +205,7 @@ def kv_cache(
         # one token in every layer that keeps tokens (a cross-attention layer's image K/V are
         # per image, not per token: in kv_bytes, not here)
         kv_bytes_per_token_nominal=sum(
-            count * lay.bytes_per_token(dtype, scales)
-            for lay, count in counted(layers)
-            if lay.stores_tokens
+            count * lay.bytes_per_token(dtype, scales) for lay, count in counted(layers)
         ),
         state_bytes=state(layers) * batch,
         rows=_rows(layers, context, batch, dtype, scales, sdtype),

@@ -1,13 +1,10 @@
-"""Weight bytes: what the parameters occupy, and what one decode step reads of them.
-
-All experts of a mixture-of-experts model stay resident, so memory counts every parameter; a
-decode step reads only the experts its batch routes to. Some checkpoints store experts in a
-different format from the rest (gpt-oss: MXFP4 experts, BF16 elsewhere): ``expert_dtype``.
-"""
+"""Weight bytes: what the parameters occupy (every expert resident), and what one decode step
+reads of them (only the experts its batch routes to: docs/formulas.md); ``expert_dtype`` where a
+checkpoint stores its experts in another format (gpt-oss: MXFP4 experts, BF16 elsewhere)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from ..core.dtypes import WEIGHT_DTYPES, bytes_for, get_dtype
 from ..core.model import ModelSpec
@@ -51,10 +48,9 @@ def weights(spec: ModelSpec, dtype: str = "bf16", expert_dtype: str | None = Non
     e = get_dtype(expert_dtype, WEIGHT_DTYPES) if expert_dtype else d
     params = spec.require_params()  # ValueError naming what is missing when they are unknown
     experts = params.routed_experts
-    dense = params.total - experts
     per_expert = bytes_for(spec.moe.expert_params, e) if spec.moe else 0
     expert_bytes = per_expert * spec.moe.num_experts * spec.moe.layers if spec.moe else 0
-    dense_bytes = bytes_for(dense, d)
+    dense_bytes = bytes_for(params.total - experts, d)
     untied = params.embedding if params.lm_head and not params.tied else 0
     rows = spec.vocab_size if spec.vocab_size else 0
     return Weights(
@@ -135,16 +131,5 @@ def weights_at_bits(spec: ModelSpec, bits: float, *, half: str = "bf16") -> Weig
         )
     w = weights(spec, half)  # 16 bits a weight: scale every byte count by bits / 16
     f = bits / 16
-
-    def s(n: int) -> int:
-        return round(n * f)
-
-    return replace(
-        w,
-        bytes=s(w.dense_bytes) + s(w.expert_bytes),
-        expert_bytes=s(w.expert_bytes),
-        dense_bytes=s(w.dense_bytes),
-        bytes_per_expert=s(w.bytes_per_expert),
-        input_embedding_bytes=s(w.input_embedding_bytes),
-        embedding_row_bytes=s(w.embedding_row_bytes),
-    )
+    scaled = {k.name: round(getattr(w, k.name) * f) for k in fields(w) if "bytes" in k.name}
+    return replace(w, **scaled | {"bytes": scaled["dense_bytes"] + scaled["expert_bytes"]})

@@ -66,18 +66,12 @@ def pool_defaults_text(
 
 
 @dataclass(frozen=True, kw_only=True)
-class Budget:
-    """One GPU's budget under one convention: the figures every convention has. A convention's
+class Budget(Pool):
+    """One GPU's budget under one convention: its pool and the figures every convention has. A
     subclass says how its pool follows (``pool``), computes its figures (``from_pool``) and
-    writes its derivation; ``engine`` names it (the --json key and the page's choice)."""
+    writes its derivation; ``engine`` (--json's first key, the page's choice) names it."""
 
     engine: str
-    total_bytes: int  # one GPU's memory as the driver reports it
-    gpu_mem_util: float
-    requested_bytes: int
-    weights_bytes: int  # on this GPU
-    reserve_bytes: int
-    kv_pool_bytes: int  # may be negative: the weights and reserve do not fit
     unused_bytes: int  # total - requested (vLLM leaves it to other processes)
     block_size: int
     kv_layers: int  # on the binding stage's GPU
@@ -232,9 +226,8 @@ class Budget:
     @classmethod
     def of(cls, dep: Deployment, context: int, concurrency: int, find_max_context: bool) -> Budget:
         """This convention's budget of ``dep``: its pool, then its figures (``from_pool``)."""
-        util = dep.engine.gpu_memory_utilization
-        if util is None:
-            util = cls.default_gpu_mem_util(dep.engine.version)
+        # EngineArgs refuses a utilisation of 0: None is the only false value
+        util = dep.engine.gpu_memory_utilization or cls.default_gpu_mem_util(dep.engine.version)
         util = check_float("gpu_memory_utilization", util, 0.0, 1.0, lo_open=True)
         weights = math.ceil(dep.all_weights_bytes / dep.num_gpus)
         pool = cls.pool(dep.total_bytes, weights, dep.reserve_bytes, util)
@@ -262,9 +255,16 @@ class Budget:
     def _made(
         cls, dep: Deployment, pool: Pool, context: int, concurrency: int, **figures: Any
     ) -> Self:
-        """This convention's Budget: the pool's and the deployment's fields, and ``figures``."""
+        """This convention's Budget: the pool's and the deployment's fields, ``figures``, and
+        whether ``concurrency`` sequences fit in what the pool's blocks (or bytes) hold."""
+        blocks = figures["num_blocks"] * figures["block_bytes"]
+        usable = blocks if figures["block_bytes"] else max(pool.kv_pool_bytes, 0)
+        needed = concurrency * figures["seq_bytes"]
         return cls(
             **asdict(pool),
+            needed_bytes=needed,
+            fits=pool.kv_pool_bytes > 0 and needed <= usable and not figures.get("startup_error"),
+            overflow_bytes=max(0, needed - usable),
             unused_bytes=pool.total_bytes - pool.requested_bytes,
             block_size=dep.engine.block_size,
             context=context,
@@ -276,7 +276,7 @@ class Budget:
         )
 
     def to_dict(self) -> dict:
-        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d = {"engine": self.engine} | {f.name: getattr(self, f.name) for f in fields(self)}
         d["usable_context"] = self.usable_context
         d["max_context_limited_by"] = self.max_context_limited_by
         d["max_running_seqs"] = self.max_running_seqs
@@ -307,11 +307,9 @@ class VllmBudget(Budget):
         available = max(pool.kv_pool_bytes, 0)
         p = _vllm.predict(run, available, context)
         block_bytes = p.page_bytes * p.group_size
-        usable = p.num_blocks * block_bytes
         seq = p.blocks_per_request * block_bytes
         seqs = dep.engine.max_num_seqs or _vllm.default_max_num_seqs(version, total, gpu_name)
         error = _vllm.startup_error(run, available, context, p)
-        needed = concurrency * seq
         longest = _vllm.estimate_max_model_len(run, available) if find_max_context else None
         kv_layers, state = stage_kv_layers(stage_layers(dep.spec, dep.tp, dep.pp)[p.stage], dep)
         return cls._made(
@@ -328,9 +326,6 @@ class VllmBudget(Budget):
             seq_bytes=seq,
             max_concurrency=p.max_concurrency,
             max_context_tokens=longest,
-            needed_bytes=needed,
-            fits=pool.kv_pool_bytes > 0 and needed <= usable and error is None,
-            overflow_bytes=max(0, needed - usable),
             stage=p.stage,
             blocks_per_request=p.blocks_per_request,
             group_size=p.group_size,
@@ -416,22 +411,19 @@ class IdealBudget(Budget):
     ) -> Budget:
         """The bytes one sequence really holds (kvcalc.cache.kv), no block rounding and no
         window slack, against the pool; the layers of the stage that holds the fewest."""
-        stage = binding_stage_blocks(dep, pool.kv_pool_bytes, context, concurrency, False)
+        stage = binding_stage_blocks(dep, pool.kv_pool_bytes, context, False)
 
         def seq_bytes(n: int) -> int:
             return dep.kv_cache(n).total_bytes
 
         usable = max(pool.kv_pool_bytes, 0)
         one = seq_bytes(context)
-        needed = concurrency * one
         return cls._made(
             dep,
             pool,
             context,
             concurrency,
-            kv_layers=stage.kv_layers,
-            state_bytes_per_seq=stage.state_bytes_per_seq,
-            stage=stage.stage,
+            **{k: stage[k] for k in ("kv_layers", "state_bytes_per_seq", "stage")},
             page_bytes=0,
             block_bytes=0,
             num_blocks=0,
@@ -439,9 +431,6 @@ class IdealBudget(Budget):
             seq_bytes=one,
             max_concurrency=usable / one if one else math.inf,
             max_context_tokens=max_context(seq_bytes, usable) if find_max_context else None,
-            needed_bytes=needed,
-            fits=pool.kv_pool_bytes > 0 and needed <= usable,
-            overflow_bytes=max(0, needed - usable),
         )
 
     has_blocks = False
@@ -489,8 +478,8 @@ class TrtllmBudget(Budget):
         cls, dep: Deployment, pool: Pool, context: int, concurrency: int, find_max_context: bool
     ) -> Budget:
         """The stage that holds the fewest sequences, by blocks per layer."""
-        st = binding_stage_blocks(dep, pool.kv_pool_bytes, context, concurrency, find_max_context)
-        return cls._made(dep, pool, context, concurrency, **asdict(st))
+        st = binding_stage_blocks(dep, pool.kv_pool_bytes, context, find_max_context)
+        return cls._made(dep, pool, context, concurrency, **st)
 
     @property
     def idle_bytes(self) -> int:

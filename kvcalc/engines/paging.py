@@ -200,17 +200,14 @@ class BlockPool:
         self._chains: dict[str, tuple[int, list[str]]] = {}  # rid -> (tokens hashed, hashes)
         self.events: list[str] = []  # the scheduler hands in each step's list
 
-    def take(self) -> int | None:
-        """A free block (evicting its cached hash, least recently freed first), or None."""
-        return self._take_free() if self.free else None
-
     def take_many(self, n: int) -> list[int]:
         """``n`` free blocks, for a caller that has counted them free (admission)."""
         if n > len(self.free):
             raise RuntimeError(f"{n} blocks asked for with {len(self.free)} free")
-        return [self._take_free() for _ in range(n)]
+        return [self.take() for _ in range(n)]
 
-    def _take_free(self) -> int:
+    def take(self) -> int:
+        """A free block (evicting its cached hash, least recently freed first)."""
         bid, _ = self.free.popitem(last=False)
         b = self.blocks[bid]
         if b.block_hash is not None:
@@ -382,7 +379,7 @@ class Engine:
         pool.seal(run)
         return True
 
-    def _preempt_newest(self) -> _Running:
+    def _preempt_newest(self) -> None:
         victim = max(self.running, key=lambda r: (r.admitted_at, self.running.index(r)))
         self.running.remove(victim)
         self.pool.release(victim)
@@ -394,7 +391,6 @@ class Engine:
             f"preempt {victim.req.rid}: no free block; its "
             f"{len(victim.tokens)} tokens will be recomputed"
         )
-        return victim
 
     def _decode(self) -> None:
         pool, bs = self.pool, self.block_size
@@ -403,16 +399,11 @@ class Engine:
             if run.admitted_at == self.step_no or run not in self.running:
                 continue  # admitted this step (prefill) or preempted meanwhile
             if len(run.tokens) % bs == 0:  # last block full: take a new one
-                while True:
-                    bid = pool.take()
-                    if bid is not None:
-                        run.blocks.append(bid)
-                        break
-                    victim = self._preempt_newest()
-                    if victim is run:
-                        break
+                while not pool.free and run in self.running:
+                    self._preempt_newest()  # the newest (perhaps run itself) frees its blocks
                 if run not in self.running:
                     continue
+                run.blocks.append(pool.take())
             # A made-up but deterministic next token (str hash() is salted per process).
             token = 50_000 + zlib.crc32(f"{run.req.rid}:{run.generated}".encode()) % 10_000
             run.tokens.append(token)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from ..cache.deployment import Deployment
 from ..cache.kv import stage_layers
@@ -18,31 +19,12 @@ from ..core.model import Layer, counted
 class Pool:
     """The memory one GPU gives the cache under a convention."""
 
-    total_bytes: int
+    total_bytes: int  # one GPU's memory as the driver reports it
     gpu_mem_util: float  # vLLM's gpu_memory_utilization, or the free fraction
     requested_bytes: int
     weights_bytes: int  # on this GPU
     reserve_bytes: int
     kv_pool_bytes: int  # may be negative: the weights and reserve do not fit
-
-
-@dataclass(frozen=True, kw_only=True)
-class StageBlocks:
-    """One pipeline stage's figures by blocks per layer (TensorRT-LLM's convention)."""
-
-    stage: int
-    kv_layers: int
-    page_bytes: int
-    block_bytes: int
-    num_blocks: int
-    kv_capacity_tokens: int
-    seq_bytes: int
-    max_concurrency: float
-    max_context_tokens: int | None
-    needed_bytes: int
-    fits: bool
-    overflow_bytes: int
-    state_bytes_per_seq: int
 
 
 def stage_kv_layers(layers: Iterable[Layer], dep: Deployment) -> tuple[int, int]:
@@ -53,18 +35,16 @@ def stage_kv_layers(layers: Iterable[Layer], dep: Deployment) -> tuple[int, int]
 
 
 def binding_stage_blocks(
-    dep: Deployment, pool: int, context: int, concurrency: int, find_max_context: bool
-) -> StageBlocks:
-    """The figures of the stage that holds the fewest sequences (the first of equals)."""
+    dep: Deployment, pool: int, context: int, find_max_context: bool
+) -> dict[str, Any]:
+    """The figures (by Budget's field names) of the stage that holds the fewest sequences (the
+    first of equals), by blocks per layer (TensorRT-LLM's convention)."""
     dtype = get_dtype(dep.cache.kv_dtype, KV_DTYPES)
-    stages = stage_layers(dep.spec, dep.tp, dep.pp)
-    return min(
-        (
-            _stage(layers, index, pool, dep, dtype, context, concurrency, find_max_context)
-            for index, layers in enumerate(stages)
-        ),
-        key=lambda st: st.max_concurrency,
-    )
+    stages = enumerate(stage_layers(dep.spec, dep.tp, dep.pp))
+    figures = [
+        _stage(layers, i, pool, dep, dtype, context, find_max_context) for i, layers in stages
+    ]
+    return min(figures, key=lambda st: st["max_concurrency"])
 
 
 def _stage(
@@ -74,9 +54,8 @@ def _stage(
     dep: Deployment,
     dtype: DType,
     context: int,
-    concurrency: int,
     find_max_context: bool,
-) -> StageBlocks:
+) -> dict[str, Any]:
     bs, scales = dep.engine.block_size, dep.cache.scales
     # Each distinct layer once, with its count (a 1,024-layer model has a handful)
     kv_layers = [
@@ -104,8 +83,7 @@ def _stage(
         )
 
     need_one = seq_bytes(context)
-    needed = concurrency * need_one
-    return StageBlocks(
+    return dict(
         stage=index,
         kv_layers=n_kv,
         page_bytes=bs * max((b for _, _, b in kv_layers), default=0),
@@ -115,9 +93,6 @@ def _stage(
         seq_bytes=need_one,
         max_concurrency=usable / need_one if need_one else math.inf,
         max_context_tokens=max_context(seq_bytes, usable) if find_max_context else None,
-        needed_bytes=needed,
-        fits=pool > 0 and needed <= usable,
-        overflow_bytes=max(0, needed - usable),
         state_bytes_per_seq=state,
     )
 

@@ -6,7 +6,7 @@ Callers import from ``kvcalc.engines.vllm``: this module names the public interf
 from __future__ import annotations
 
 from .capacity import available_bytes, estimate_max_model_len, predict, startup_error
-from .facts import NEWEST, VERSION_FACTS, Facts, fact, resolve_version, version_choices
+from .facts import NEWEST, VERSION_FACTS, Facts, fact, version_choices
 from .kv_cache import MAMBA_DTYPE_CHOICES, kv_cache_dtype_modelled, kv_cache_dtypes, state_dtypes
 from .log import MAX_LOG_BYTES, diagnose_log, explain_log, log_settings, parse_log
 from .settings import (
@@ -41,7 +41,6 @@ __all__ = [
     "MAMBA_DTYPE_CHOICES",
     "USAGE_CONTEXTS",
     "DEFAULT_BLOCK_SIZE",
-    "resolve_version",
     "version_choices",
     "MAX_LOG_BYTES",
 ]

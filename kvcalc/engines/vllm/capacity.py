@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field, replace
+from itertools import accumulate
 from typing import Any
 
 from ...cache.deployment import Deployment
-from ...cache.kv import pp_partition
+from ...cache.kv import pp_partition, stage_layers
 from ...config.limits import MAX_CONTEXT
 from ...core.arith import cdiv, last_true
-from ...core.model import FullAttention, Layer, MLALatent, ModelSpec, RecurrentState, counted
+from ...core.model import FullAttention, Layer, MLALatent, RecurrentState, counted
 from ...core.units import GiB, check_int
 from .facts import Facts, fact, resolve_version
 from .kv_cache import KVCacheGrouping, layer_grouping, per_request_blocks, vllm_bytes_per_token
@@ -81,10 +82,9 @@ class VllmPrediction:
         d["capacity_lines"] = self.capacity_lines()
         return d
 
-    def held_blocks(self, n: int | None = None) -> int:
-        """Blocks one running request holds at n tokens (default max_model_len), every group
-        summed: what it really keeps, against the worst case the start-up line divides by."""
-        n = self.max_model_len if n is None else n
+    def held_blocks(self, n: int) -> int:
+        """Blocks one running request holds at n tokens, every group summed: what it really
+        keeps, against the worst case the start-up line divides by."""
         return sum(g.held_blocks(n) for g in self.groups)
 
     def capacity_lines(self) -> list[str]:
@@ -136,8 +136,8 @@ def predict(
         mla_block_rule=mla_block_rule,
     )
     _note_qwen3_5_before_hook(kinds, settings.version, dep.cache.mamba_ssm_cache_dtype, notes)
-    layers = layers_on_gpu(view, dep.engine.num_draft_layers, dep.tp)
-    parts, stages = pipeline_stages(view, layers, dep.pp)
+    layers, stages = gpu_stages(dep)
+    parts = pp_partition(len(view.target_layers), dep.pp)
     binding = binding_stage(
         layers,
         stages,
@@ -227,13 +227,14 @@ def _prediction(
 # -- the layers on the GPUs and stages, and the stage that binds ----------------------------------
 
 
-def layers_on_gpu(spec: ModelSpec, num_draft_layers: int, tp: int) -> list[Layer]:
-    """The model's layers (and a draft model's, in the same pool) as one GPU holds them."""
-    layers = list(spec.layers)
-    if num_draft_layers:
+def gpu_stages(dep: Deployment) -> tuple[list[Layer], list[list[int]]]:
+    """The layers one GPU holds, stage after stage (kvcalc.cache.kv.stage_layers; a draft
+    model's on the last), and each pipeline stage's layer positions."""
+    stages = [list(stage) for stage in stage_layers(dep.spec, dep.tp, dep.pp)]
+    if dep.engine.num_draft_layers:
         # A draft model (EAGLE adds one decoder layer) keeps its cache in the same pool, with
         # the target's geometry and full attention.
-        ref = next((lay for lay in spec.kv_layers if not isinstance(lay, MLALatent)), None)
+        ref = next((lay for lay in dep.spec.kv_layers if not isinstance(lay, MLALatent)), None)
         if ref is None:
             raise ValueError("draft layers need an attention layer to copy the geometry from")
         draft = FullAttention(
@@ -242,27 +243,10 @@ def layers_on_gpu(spec: ModelSpec, num_draft_layers: int, tp: int) -> list[Layer
             v_head_dim=ref.v_head_dim,
             q_heads=ref.q_heads,
         )
-        layers += [draft] * num_draft_layers
-    if tp > 1:  # validates tp against the KV heads; once per distinct layer
-        split: dict = {}
-        layers = [split.get(id(lay)) or split.setdefault(id(lay), lay.split(tp)) for lay in layers]
-    return layers
-
-
-def pipeline_stages(
-    spec: ModelSpec, layers: list[Layer], pp: int
-) -> tuple[list[int], list[list[int]]]:
-    """The layers per pipeline stage, and each stage's layer positions (drafts: the last)."""
-    own = len(spec.target_layers)
-    parts = pp_partition(own, pp)
-    stages, start = [], 0
-    for i, count in enumerate(parts):
-        positions = list(range(start, start + count))
-        if i == pp - 1:
-            positions += list(range(own, len(layers)))  # drafts: the last stage
-        stages.append(positions)
-        start += count
-    return parts, stages
+        stages[-1] += [draft.split(dep.tp) if dep.tp > 1 else draft] * dep.engine.num_draft_layers
+    ends = list(accumulate(map(len, stages)))
+    positions = [list(range(end - len(stage), end)) for stage, end in zip(stages, ends)]
+    return [lay for stage in stages for lay in stage], positions
 
 
 @dataclass(frozen=True)
@@ -292,7 +276,7 @@ def binding_stage(
     if pp > 1 and fact(Facts.pp_grouping, version) == "whole model":
         # v0.11.0 on: groups from the whole model; each stage's block holds only its own layers
         # of each group; every stage takes the smallest num_blocks of all.
-        g = layer_grouping(layers, s)
+        g = layer_grouping(tuple(layers), s)
         per_req = per_request_blocks(g, max_model_len, in_flight, state_blocks)
         stage_blocks = []
         for positions in stages:
@@ -310,7 +294,7 @@ def binding_stage(
             "the stage with the fewest blocks sets the numbers"
         )
         return Binding(g, stage_blocks[index], per_req, stage_blocks, index)
-    groupings = [layer_grouping([layers[i] for i in positions], s) for positions in stages]
+    groupings = [layer_grouping(tuple(layers[i] for i in positions), s) for positions in stages]
     stage_blocks = [available_bytes // g.block_bytes for g in groupings]
     per_reqs = [per_request_blocks(g, max_model_len, in_flight, state_blocks) for g in groupings]
     index = min(range(pp), key=lambda i: stage_blocks[i] / max(1, sum(per_reqs[i])))
@@ -441,14 +425,13 @@ def startup_error(
     fits), in the wording of the chosen version, with its estimate of the longest max_model_len
     that would (tests/data/vllm-facts.md, Q7). ``prediction``: predict()'s result for these
     same arguments, when the caller has it already; ``extras``: predict()'s keywords."""
-    version = dep.engine.version
     dep = _fixed_batch(dep, max_model_len, extras.get("mm_batch_tokens"))
     p = prediction or predict(dep, available_bytes, max_model_len, **extras)
-    if p.blocks_per_request <= p.num_blocks - fact(Facts.null_block, version):
+    if p.blocks_per_request <= p.num_blocks - fact(Facts.null_block, dep.engine.version):
         return None
     need = p.blocks_per_request * (p.page_bytes * p.group_size if len(p.groups) else p.page_bytes)
     est = estimate_max_model_len(dep, available_bytes, **extras)
-    who = fact(Facts.error_wording, version)
+    who = fact(Facts.error_wording, dep.engine.version)
     text = (
         f"To serve at least one request with the {who} max seq len ({max_model_len}), "
         f"({need / GiB:.2f} GiB KV cache is needed, which is larger than the available KV "
@@ -456,7 +439,7 @@ def startup_error(
     )
     if est:
         text += f"Based on the available memory, the estimated maximum model length is {est}. "
-    return text + fact(Facts.error_advice, version)
+    return text + fact(Facts.error_advice, dep.engine.version)
 
 
 def available_bytes(

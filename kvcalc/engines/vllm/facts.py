@@ -342,14 +342,10 @@ def fact(f: Fact[T], version: tuple[int, ...] | str | None = None) -> T:
 
 def version_choices() -> list[str]:
     """NEWEST first, then the releases on both sides of every change in VERSION_FACTS."""
-    seen = {NEWEST}
-    out = [NEWEST]
+    out = dict.fromkeys([NEWEST])  # a dict keeps the first place of each text
     changes = {since for f in VERSION_FACTS.values() for since, _, _ in f.steps[1:]}
     for since in sorted(changes, reverse=True):
         major, minor, patch = since
         before = f"{major}.{minor}.{patch - 1}" if patch else f"{major}.{minor - 1}.x"
-        for text in (".".join(map(str, since)), before):
-            if text not in seen:
-                seen.add(text)
-                out.append(text)
-    return out
+        out |= dict.fromkeys((".".join(map(str, since)), before))
+    return list(out)

@@ -96,8 +96,7 @@ def kv_cache_dtypes(version: str | None = None, *, vllm_names: bool = False) -> 
 
 def kv_cache_dtype_modelled(name: str) -> bool:
     """Whether kvcalc sizes vLLM's --kv-cache-dtype ``name`` (False: refused by name)."""
-    entry = _VLLM_FORMATS.get(name)
-    return entry is not None and entry[0] is not None
+    return _VLLM_FORMATS.get(name, (None, ""))[0] is not None
 
 
 def cache_format(kv_dtype: str, scales: bool, version: tuple[int, ...]) -> KVFormat:
@@ -193,7 +192,8 @@ def mamba_dtype(value: object, what: str) -> str | None:
     return _MAMBA_DTYPES[key]
 
 
-def _config_parts(config: object) -> tuple[dict[str, Any], dict[str, Any], str]:
+def config_parts(config: object) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """(config.json, its text_config, its first architecture); {} or "" where absent."""
     cfg = config if isinstance(config, dict) else {}
     text = cfg.get("text_config")
     text = text if isinstance(text, dict) else {}
@@ -206,7 +206,7 @@ def model_dtype_of(config: object) -> str:
     """The dtype vLLM's --dtype auto gives the model (kvcalc name): the config's torch_dtype /
     dtype, float32 checkpoints downcast to bf16 (ModelConfig._resolve_auto_dtype); bf16 when
     the config says nothing."""
-    cfg, text, _ = _config_parts(config)
+    cfg, text, _ = config_parts(config)
     name = (
         cfg.get("torch_dtype") or cfg.get("dtype") or text.get("torch_dtype") or text.get("dtype")
     )
@@ -279,7 +279,7 @@ def state_dtypes(
     dtype from the config (or ``model_dtype``), the SSM format NemotronH's
     mamba_ssm_cache_dtype or Qwen3.5's text_config.mamba_ssm_dtype declares, the family by
     its architecture or model_type."""
-    cfg, text, arch = _config_parts(config)
+    cfg, text, arch = config_parts(config)
     base = mamba_dtype(model_dtype, "model dtype") or model_dtype_of(cfg)
     model_type = str(cfg.get("model_type", ""))
     declared: list[tuple[str, str | None]] = []
@@ -369,28 +369,22 @@ class GroupingRules:
     version: tuple[int, ...]
 
 
-def layer_grouping(layers: Iterable[Layer], rules: GroupingRules) -> KVCacheGrouping:
-    """``_grouping_of`` for a list of layers, memoised: the groups do not depend on
-    max_model_len, and estimate_max_model_len and the Budget's sweeps ask for the same
-    grouping dozens of times."""
-    return _grouping_of(tuple(layers), rules)
-
-
 @functools.lru_cache(maxsize=512)
-def _grouping_of(layers: tuple[Layer, ...], rules: GroupingRules) -> KVCacheGrouping:
+def layer_grouping(layers: tuple[Layer, ...], rules: GroupingRules) -> KVCacheGrouping:
     """vLLM's KV-cache groups for ``layers`` (already split for tensor parallelism): equal page
     sizes (after raising a recurrent model's block size) form vLLM's hybrid groups; layers of
     one type whose pages differ (an indexer cache on some MLA layers only) one group whose block
-    holds a page of every layer (UniformTypeKVCacheSpecs, v0.11.0)."""
+    holds a page of every layer (UniformTypeKVCacheSpecs, v0.11.0). Memoised: the groups do not
+    depend on max_model_len, and estimate_max_model_len and the Budget's sweeps ask for the same
+    grouping dozens of times."""
     attn = [(i, lay) for i, lay in enumerate(layers) if lay.stores_tokens]
     states = [(i, lay) for i, lay in enumerate(layers) if lay.state_elements]
     notes: list[str] = []
-    fmt, threshold = rules.fmt, rules.threshold
     bs, state_page, state_pad_pct = _hybrid_block(attn, states, rules, notes)
     buckets: dict[tuple, list] = {}
     pages = {}
     for i, lay in attn:
-        page = bs * vllm_bytes_per_token(lay, fmt)
+        page = bs * vllm_bytes_per_token(lay, rules.fmt)
         key = (*(lay.vllm_group_key() or ()), page)
         buckets.setdefault(key, []).append(i)
         pages[key] = page
@@ -420,7 +414,7 @@ def _grouping_of(layers: tuple[Layer, ...], rules: GroupingRules) -> KVCacheGrou
     group_size = min(counts)
     if len(buckets) == 1:
         group_size = counts[0]
-    elif threshold is not None and max(counts) < min(counts) * threshold:
+    elif rules.threshold is not None and max(counts) < min(counts) * rules.threshold:
         group_size = max(counts)
     groups, padding_total, waste = _dealt_groups(
         layers, buckets, pages, bs, page, group_size, notes
@@ -447,7 +441,6 @@ def _hybrid_block(
     states: beside attention layers the block is raised until an attention page holds a state
     page, which is padded to it. Without states: the block size as given."""
     bs = block_size = rules.block_size
-    alignment = rules.alignment
     state_pad_pct = 0.0
     state_page = 0
     if states:
@@ -457,7 +450,7 @@ def _hybrid_block(
             # The smallest multiple of ``alignment`` tokens whose attention page holds a state
             # page (Platform._align_hybrid_block_size); a larger block asked for is kept.
             one_token = vllm_bytes_per_token(attn[0][1], rules.fmt)
-            bs = max(alignment * cdiv(state_page, alignment * one_token), block_size)
+            bs = max(rules.alignment * cdiv(state_page, rules.alignment * one_token), block_size)
             attn_page = bs * one_token
             state_pad_pct = (attn_page - state_page) / state_page * 100
             if bs != block_size:
@@ -480,12 +473,10 @@ def _uniform_type(
 ) -> KVCacheGrouping:
     """Layers of one type whose pages differ: one group whose block holds a page of every
     layer (vLLM's UniformTypeKVCacheSpecs, v0.11.0 on; refused before)."""
-    fmt = rules.fmt
     if not fact(Facts.uniform_type_specs, rules.version):
         raise ValueError(
             "layers of one type with different page sizes: vLLM before 0.11.0 cannot allocate them"
         )
-    # One group; a block holds one page of every layer (their sizes summed).
     members = sorted(i for ms in buckets.values() for i in ms)
     rep = layers[members[0]]
     notes.append(
@@ -494,7 +485,7 @@ def _uniform_type(
     )
     return KVCacheGrouping(
         block_size=bs,
-        page_bytes=sum(bs * vllm_bytes_per_token(layers[i], fmt) for i in members),
+        page_bytes=sum(bs * vllm_bytes_per_token(layers[i], rules.fmt) for i in members),
         group_size=1,
         groups=(
             KVCacheGroupSpec(

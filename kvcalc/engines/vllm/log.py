@@ -210,8 +210,7 @@ def _check_log(
 ) -> tuple[VllmPrediction, list[LogLine]]:
     """(middle prediction, lines) for one set of settings (log_settings' names)."""
     mid_b, lo_b, hi_b = _log_bounds(log)
-    at = _predictor(spec, kw)
-    mid, lo, hi = at(mid_b), at(lo_b), at(hi_b)
+    mid, lo, hi = map(_predictor(spec, kw), (mid_b, lo_b, hi_b))
     rounding = (
         "vllm-ascend prints the exact bytes"
         if lo_b == hi_b

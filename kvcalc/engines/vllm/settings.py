@@ -14,7 +14,7 @@ from ...config.limits import MAX_CONTEXT
 from ...core.model import Layer, MLALatent, counted
 from ...core.units import GiB, check_int
 from .facts import Facts, fact, resolve_version
-from .kv_cache import GroupingRules, KVFormat, cache_format, layer_state_formats
+from .kv_cache import GroupingRules, KVFormat, cache_format, config_parts, layer_state_formats
 from .speculative import speculative_state_blocks
 
 # Tokens per block when --block-size is not given: vLLM's CacheConfig.DEFAULT_BLOCK_SIZE.
@@ -130,8 +130,7 @@ def mm_batch_floor(config: dict | None, version: str | None = None) -> tuple[int
     vision_config.default_output_length, audio (not sized here), video 2,496."""
     if not isinstance(config, dict) or not fact(Facts.mm_prefix_lm_batch_floor, version):
         return None
-    text = config.get("text_config")
-    text = text if isinstance(text, dict) else {}
+    _, text, _ = config_parts(config)
     if not str(config.get("model_type", "")).startswith("gemma4"):
         return None
     if text.get("use_bidirectional_attention") != "vision" or "vision_config" not in config:
@@ -321,10 +320,9 @@ def engine_settings(
 def _batched_tokens_note(dep: Deployment, version: tuple[int, ...], tokens: int) -> str:
     """The default max_num_batched_tokens taken, said where a window or chunk depends on it."""
     gpu_bytes, gname = gpu_memory(dep)
-    usage = dep.engine.usage_context
     return (
         f"max_num_batched_tokens {tokens:,}: vLLM {'.'.join(map(str, version))}'s default for "
-        f"{'vllm serve' if usage == 'serve' else 'the LLM class'}"
+        f"{'vllm serve' if dep.engine.usage_context == 'serve' else 'the LLM class'}"
         + (
             " on an 80 GiB H100 (no GPU given)"
             if gpu_bytes is None
@@ -343,21 +341,20 @@ def _mla_block(
         dep.spec.layers, dep.engine.block_size, version, gpu_name, fmt
     )
     on = gpu_name or ASSUMED_GPU[1] + " (no GPU given)"
-    mla = any(lay.kind == "mla" for lay in kinds)
+    mla_gen = any(lay.kind == "mla" for lay in kinds) and gpu_generation(gpu_name)
     if block_line:
         notes.append(
             f"MLA block size {block_size} tokens on {on}, as vLLM "
             f"{'.'.join(map(str, version))} picks it for its attention kernel "
             f'(it logs "{block_line}")'
         )
-    elif mla and gpu_generation(gpu_name) == "rocm":
+    elif mla_gen == "rocm":
         notes.append(
             "the block size ROCm's MLA kernels take is not modelled: blocks of "
             f"{block_size} tokens as given"
         )
     elif (
-        mla
-        and gpu_generation(gpu_name) == "hopper"
+        mla_gen == "hopper"
         and fact(Facts.mla_block_rule, version) == "preferred"
         and block_size == DEFAULT_BLOCK_SIZE
     ):
