@@ -154,4 +154,3 @@ class Geometry:
     head_dim: int
     notes: list = field(default_factory=list)
     assumptions: list = field(default_factory=list)
-    per_layer_heads: bool = False  # heads differ by layer (parameter counting refuses these)

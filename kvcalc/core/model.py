@@ -212,6 +212,41 @@ class _Unshaped:
         return self
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Heads(_Layer):
+    """What the kinds with K/V heads of their own share (per-token attention, cross-attention):
+    the query-key width, the tensor-parallel split and the what-ifs that change the heads."""
+
+    kv_heads: int
+    head_dim: int  # K dim
+
+    @property
+    def qk_dim(self) -> int:
+        return self.head_dim
+
+    def split(self, tp: int) -> Self:
+        """This layer as one of ``tp`` tensor-parallel GPUs holds it.
+
+        Each GPU keeps max(1, kv_heads // tp) heads (vLLM): with more GPUs than KV heads the
+        heads are replicated, never split below one."""
+        kv = self.kv_heads
+        if kv >= tp and kv % tp or kv < tp and tp % kv:
+            raise ValueError(self._tp_refusal(tp))
+        # q_heads is a field of each subclass (its place in their fields differs)
+        heads = {"kv_heads": max(1, kv // tp), "q_heads": max(1, self.q_heads // tp)}
+        return replace(self, **heads)
+
+    def _tp_refusal(self, tp: int) -> str:
+        raise NotImplementedError
+
+    def as_mha(self) -> Self:
+        """The same layer with one K/V head per query head."""
+        return replace(self, kv_heads=self.q_heads)
+
+    def with_kv_heads(self, kv_heads: int) -> Self:
+        return replace(self, kv_heads=kv_heads)
+
+
 class _PerTokenCache(_Layer):
     """What the kinds that write a cache entry for every token share (per-head K/V and MLA's
     latent alike): the bytes of one entry, every token kept and attended to (a window or a
@@ -259,9 +294,7 @@ class _PerTokenCache(_Layer):
 
 
 @dataclass(frozen=True, kw_only=True)
-class _Attention(_PerTokenCache):
-    kv_heads: int
-    head_dim: int  # K dim
+class _Attention(_Heads, _PerTokenCache):
     v_head_dim: int
     q_heads: int  # query heads, for attention FLOPs only
     extra: ExtraCache | None = None
@@ -270,10 +303,6 @@ class _Attention(_PerTokenCache):
     def elements_per_token(self) -> int:
         """K and V elements this layer stores for one token: kv_heads x (head_dim + v_head_dim)."""
         return self.kv_heads * (self.head_dim + self.v_head_dim)
-
-    @property
-    def qk_dim(self) -> int:
-        return self.head_dim
 
     @property
     def av_dim(self) -> int:
@@ -294,22 +323,12 @@ class _Attention(_PerTokenCache):
     def cache_rows(self) -> tuple[str, ...]:
         return ("K", "V")
 
-    def split(self, tp: int) -> Self:
-        """This layer as one of ``tp`` tensor-parallel GPUs holds it.
-
-        Each GPU keeps max(1, kv_heads // tp) heads (vLLM): with more GPUs than KV heads the
-        heads are replicated, never split below one."""
-        if self.kv_heads >= tp and self.kv_heads % tp:
-            raise ValueError(
-                f"tensor parallel size {tp} does not divide the {self.kv_heads} KV heads; "
-                f"choose a TP that divides {self.kv_heads} or is a multiple of it"
-            )
-        if self.kv_heads < tp and tp % self.kv_heads:
-            raise ValueError(
-                f"tensor parallel size {tp} is not a multiple of the {self.kv_heads} KV heads"
-            )
-        return replace(
-            self, kv_heads=max(1, self.kv_heads // tp), q_heads=max(1, self.q_heads // tp)
+    def _tp_refusal(self, tp: int) -> str:
+        if self.kv_heads < tp:
+            return f"tensor parallel size {tp} is not a multiple of the {self.kv_heads} KV heads"
+        return (
+            f"tensor parallel size {tp} does not divide the {self.kv_heads} KV heads; "
+            f"choose a TP that divides {self.kv_heads} or is a multiple of it"
         )
 
     def vllm_group_key(self) -> tuple | None:
@@ -322,13 +341,6 @@ class _Attention(_PerTokenCache):
     def label(self) -> str:
         span = self._span()
         return self.kind if span is None else f"{self.kind} {span:,}"
-
-    def as_mha(self) -> Self:
-        """The same layer with one K/V head per query head."""
-        return replace(self, kv_heads=self.q_heads)
-
-    def with_kv_heads(self, kv_heads: int) -> Self:
-        return replace(self, kv_heads=kv_heads)
 
     def as_latent(self, rank: int, rope: int) -> MLALatent:
         return MLALatent(
@@ -682,12 +694,10 @@ class LatentInTransformers(FullAttention):
 
 
 @dataclass(frozen=True, kw_only=True)
-class CrossAttention(_Unshaped, _Layer):
+class CrossAttention(_Heads, _Unshaped):
     """Cross-attention to an image encoder's states (Llama 3.2 Vision, ``mllama``): its K/V
     are computed once per image, ``image_tokens`` of them, and do not grow with the text."""
 
-    kv_heads: int
-    head_dim: int
     q_heads: int
     image_tokens: int  # encoder states per image (tiles x patches per tile)
     kind: ClassVar[str] = "cross"
@@ -695,10 +705,6 @@ class CrossAttention(_Unshaped, _Layer):
     vllm_unsupported: ClassVar[str | None] = (
         "cross-attention to image states (mllama) has no KV-cache spec in vLLM's V1 engine"
     )
-
-    @property
-    def qk_dim(self) -> int:
-        return self.head_dim
 
     @property
     def av_dim(self) -> int:
@@ -716,14 +722,10 @@ class CrossAttention(_Unshaped, _Layer):
     def attended_pairs(self, p: int) -> int:
         return p * self.image_tokens
 
-    def split(self, tp: int) -> Self:
-        if self.kv_heads >= tp and self.kv_heads % tp or self.kv_heads < tp and tp % self.kv_heads:
-            raise ValueError(
-                f"tensor parallel size {tp} does not fit the {self.kv_heads} KV "
-                "heads of the cross-attention layers"
-            )
-        return replace(
-            self, kv_heads=max(1, self.kv_heads // tp), q_heads=max(1, self.q_heads // tp)
+    def _tp_refusal(self, tp: int) -> str:
+        return (
+            f"tensor parallel size {tp} does not fit the {self.kv_heads} KV "
+            "heads of the cross-attention layers"
         )
 
     def transformers_view(self) -> Self:
@@ -745,12 +747,6 @@ class CrossAttention(_Unshaped, _Layer):
             f"2 x {self.kv_heads} KV heads x {self.head_dim} x {self.image_tokens:,} image "
             "tokens, once per image"
         )
-
-    def as_mha(self) -> Self:
-        return replace(self, kv_heads=self.q_heads)
-
-    def with_kv_heads(self, kv_heads: int) -> Self:
-        return replace(self, kv_heads=kv_heads)
 
 
 @dataclass(frozen=True, kw_only=True)

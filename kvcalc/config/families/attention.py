@@ -71,7 +71,6 @@ def attention_layer(f: Fields, kind: str, geo: Geometry, v_dim: int, extra):
             # models that declare attention_k_eq_v (V is computed from the K projection, but
             # both K and V are cached).
             kv = f.int("num_global_key_value_heads")
-        geo.per_layer_heads = True
     mimo = kind == "sliding" and f.model_type == "mimo_v2_flash"
     if mimo or kind == "sliding" and f.has("swa_num_key_value_heads", "swa_head_dim"):
         # MiMoV2FlashAttention (transformers) gives sliding layers 2 x num_key_value_heads;
@@ -87,7 +86,6 @@ def attention_layer(f: Fields, kind: str, geo: Geometry, v_dim: int, extra):
         q = f.int("swa_num_attention_heads", default=q)
         k_dim = f.int("swa_head_dim", default=k_dim)
         v = f.int("swa_v_head_dim", default=v)
-        geo.per_layer_heads = True
     common = dict(kv_heads=kv, head_dim=k_dim, v_head_dim=v, q_heads=q, extra=extra)
     if mimo and f.has("sliding_window_size"):
         # vLLM attends within sliding_window_size tokens (per_layer_sliding_window); transformers'
@@ -329,7 +327,6 @@ def mllama_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
     if f.has("cross_attention_layers"):
         cross = index_list("cross_attention_layers", f.raw("cross_attention_layers"), n)
     vision = f.top.get("vision_config") if isinstance(f.top, dict) else None
-    layers: list = []
     tokens = 0
     if cross:
         if not isinstance(vision, dict):
@@ -338,20 +335,16 @@ def mllama_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
                 "layers' K/V per image need its image_size, patch_size and "
                 "max_num_tiles (paste the whole config.json, not only text_config)"
             )
-        vision_config = vision
-
-        def vint(name: str, default: int) -> int:
-            return whole(
-                vision_config.get(name, default), f"vision_config.{name}", _VISION_CAPS[name]
-            )
-
-        size, patch = vint("image_size", 448), vint("patch_size", 14)
-        tokens = vint("max_num_tiles", 4) * ((size // patch) ** 2 + 1)
-    heads = dict(kv_heads=geo.kv_heads, head_dim=geo.head_dim, q_heads=geo.q_heads)
-    for i in range(n):
-        layers.append(
-            CrossAttention(**heads, image_tokens=tokens) if i in cross else full_layer(geo)
+        size, patch, tiles = (
+            whole(vision.get(name, default), f"vision_config.{name}", _VISION_CAPS[name])
+            for name, default in (("image_size", 448), ("patch_size", 14), ("max_num_tiles", 4))
         )
+        tokens = tiles * ((size // patch) ** 2 + 1)
+    heads = dict(kv_heads=geo.kv_heads, head_dim=geo.head_dim, q_heads=geo.q_heads)
+    layers = [
+        CrossAttention(**heads, image_tokens=tokens) if i in cross else full_layer(geo)
+        for i in range(n)
+    ]
     if cross:
         geo.notes.append(
             f"{len(cross)} cross-attention layers keep the image's K/V, {tokens:,} "

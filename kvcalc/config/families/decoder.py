@@ -105,7 +105,6 @@ def _decoder_layers(f: Fields, fam: Family | None, honor_sliding: bool, geo: Geo
         )
     if f.has("per_layer_config"):
         layers = _per_layer_overrides(f, layers)
-        geo.per_layer_heads = True
     if fam is not None and fam.query_heads_per_layer:
         layers = _query_heads_per_layer(f, layers, geo)
     return share_kv(f, layers, kinds)
@@ -137,7 +136,6 @@ def _query_heads_per_layer(f: Fields, layers: list, geo: Geometry) -> list:
                 f"'num_key_value_heads' ({geo.kv_heads})"
             )
         out.append(replace(lay, q_heads=q) if lay.stores_tokens and lay.kind != "mla" else lay)
-    geo.per_layer_heads = True
     return out
 
 

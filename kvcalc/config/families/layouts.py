@@ -259,7 +259,6 @@ def nas_layers(f: Fields, geo: Geometry) -> list:
     if not isinstance(blocks, list) or not blocks:
         raise ValueError("config field 'block_configs' must be a list with one entry per layer")
     layers: list[Layer] = []
-    geo.per_layer_heads = True
     for i, block in enumerate(blocks):
         attn = block.get("attention") if isinstance(block, dict) else None
         if not isinstance(attn, dict):

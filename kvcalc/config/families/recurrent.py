@@ -327,11 +327,8 @@ def granite_hybrid_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
             )
     # RoPE on or off: the attention layers cache the same K and V (GraniteMoeHybridAttention)
     f.seen.add("position_embedding_type")
-    layers: list = []
     state = _granite_mamba_state(f, geo, "granitemoehybrid") if "mamba" in kinds else None
-    for kind in kinds:
-        layers.append(state if kind == "mamba" else full_layer(geo))
-    return layers
+    return [state if kind == "mamba" else full_layer(geo) for kind in kinds]
 
 
 # GraniteMoeHybridConfig's defaults (transformers 5.24) for the fields that size the state
