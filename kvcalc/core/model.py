@@ -254,7 +254,6 @@ class _PerTokenCache(_Layer):
     says what one entry holds: ``elements_per_token`` and its ``scale_vectors``."""
 
     stores_tokens: ClassVar[bool] = True
-    extra: ExtraCache | None = None
 
     @property
     def elements_per_token(self) -> int:
@@ -291,6 +290,12 @@ class _PerTokenCache(_Layer):
         self, max_model_len: int, block_size: int, max_num_batched_tokens: int
     ) -> int:
         return cdiv(max_model_len, block_size)
+
+    def vllm_group_key(self) -> tuple | None:
+        return (self.kind, self._span())
+
+    def _span(self) -> int | None:
+        return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -330,12 +335,6 @@ class _Attention(_Heads, _PerTokenCache):
             f"tensor parallel size {tp} does not divide the {self.kv_heads} KV heads; "
             f"choose a TP that divides {self.kv_heads} or is a multiple of it"
         )
-
-    def vllm_group_key(self) -> tuple | None:
-        return (self.kind, self._span())
-
-    def _span(self) -> int | None:
-        return None
 
     @property
     def label(self) -> str:
@@ -495,9 +494,6 @@ class MLALatent(_PerTokenCache):
     def split(self, tp: int) -> Self:
         # vLLM and SGLang keep the whole latent on every tensor-parallel GPU: it is replicated.
         return replace(self, q_heads=max(1, self.q_heads // tp))
-
-    def vllm_group_key(self) -> tuple | None:
-        return ("mla", None)
 
     def as_mha(self) -> FullAttention:
         return FullAttention(

@@ -203,9 +203,7 @@ def chatglm_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: i
     qkv_bias = f.bool("add_qkv_bias", False) or linear_bias
     norm = hidden if f.bool("rmsnorm", True) else 2 * hidden
     ffn = f.int("ffn_hidden_size")
-    attention = 0
-    for layer in layers:
-        attention += qkvo(hidden, layer, qkv_bias, linear_bias)
+    attention = sum(qkvo(hidden, layer, qkv_bias, linear_bias) for layer in layers)
     mlp = n * (3 * hidden * ffn + ((2 * ffn + hidden) if linear_bias else 0))
     final = f.bool("post_layer_norm", True)
     tied = tied_head(f, False)  # vLLM ties output_layer only when the file says so

@@ -37,12 +37,9 @@ def granite_hybrid_params(
         f.seen.update({"intermediate_size", "num_experts_per_tok"})  # unused without experts
     bias = f.bool("attention_bias", False)
     attn = qkvo(hidden, geo, bias, bias)
-    attention = 0
-    for layer in layers:
-        if layer.kind == "state":
-            attention += _granite_mamba_params(f, hidden, layer)
-        else:
-            attention += attn
+    attention = sum(
+        _granite_mamba_params(f, hidden, lay) if lay.kind == "state" else attn for lay in layers
+    )
     tied = f.bool("tie_word_embeddings", False)  # GraniteMoeHybridConfig's default: untied
     return moe, counts(
         hidden,

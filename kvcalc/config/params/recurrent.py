@@ -19,25 +19,30 @@ def lfm2_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int)
             "config field 'block_dim' differs from 'hidden_size': vLLM's LFM2 MLP reads "
             "block_dim, transformers' hidden_size"
         )
-    bias = f.bool("conv_bias", False)
-    kernel = f.int("conv_L_cache", default=3, minimum=2)
-    attention = conv = 0
-    for layer in layers:
-        if layer.stores_tokens:
-            attention += qkvo(hidden, geo) + 2 * geo.head_dim
-        else:
-            conv += 3 * hidden * hidden + hidden * kernel + hidden * hidden
-            if bias:
-                conv += 3 * hidden + hidden + hidden
+    attention = _lfm2_blocks(f, layers, hidden)
     n = len(layers)
     tied = tied_head(f, True)  # Lfm2Config's default: tied
     return None, counts(
         hidden,
         vocab,
         tied,
-        attention=attention + conv,
+        attention=attention,
         mlp=n * 3 * hidden * width,
         norms=(2 * n + 1) * hidden,
+    )
+
+
+def _lfm2_blocks(f: Fields, layers: list, hidden: int) -> int:
+    """LFM2's and LFM2-MoE's mixers: attention (q, k, v, o and the q/k norms of head_dim), or
+    the short convolution (in_proj of 3 x hidden, the conv kernel, out_proj; their biases with
+    conv_bias)."""
+    kernel = f.int("conv_L_cache", default=3, minimum=2)
+    bias = f.bool("conv_bias", False)
+    return sum(
+        qkvo(hidden, lay) + 2 * lay.head_dim
+        if lay.stores_tokens
+        else 4 * hidden * hidden + hidden * kernel + (5 * hidden if bias else 0)
+        for lay in layers
     )
 
 
@@ -75,15 +80,7 @@ def _lfm2_ff_width(f: Fields) -> int:
 def lfm2_moe_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
     """LFM2-MoE (transformers' Lfm2MoeForCausalLM, vLLM's lfm2_moe.py)."""
     n = len(layers)
-    kernel = f.int("conv_L_cache", default=3, minimum=2)
-    bias = f.bool("conv_bias", False)
-    attention = 0
-    for layer in layers:
-        if layer.stores_tokens:
-            q, kv = layer.q_heads * layer.head_dim, layer.kv_heads * layer.head_dim
-            attention += 2 * hidden * (q + kv) + 2 * layer.head_dim
-        else:
-            attention += 4 * hidden * hidden + hidden * kernel + (5 * hidden if bias else 0)
+    attention = _lfm2_blocks(f, layers, hidden)
     dense = min(f.int("num_dense_layers", default=2, minimum=0), n)
     experts = f.int("num_experts", default=32)
     k = top_k(f.int("num_experts_per_tok", default=4), experts)
@@ -259,12 +256,9 @@ def recurrent_gemma_params(
     recurrent += width * taps + width + width  # conv_1d with its bias, recurrent_param
     recurrent += 2 * (width * width // heads + width)  # input and recurrent gates
     bias = f.bool("attention_bias", False)
-    attention = 0
-    for layer in layers:
-        if layer.kind == "state":
-            attention += recurrent
-            continue
-        attention += qkvo(hidden, layer, bias, o_bias=True)
+    attention = sum(
+        recurrent if lay.kind == "state" else qkvo(hidden, lay, bias, o_bias=True) for lay in layers
+    )
     mlp_width = f.int("intermediate_size") // 2
     if not tied_head(f, True):
         raise ValueError(
