@@ -1,11 +1,6 @@
-"""The field reader of config.json and the base attention geometry its readers share.
-
-``Fields`` reads a field by any of its names (the config's value, else the transformers config
-class default, which is then reported as assumed), validates it with a message naming the field
-a user has to fix, and records every field it looked at: a field nobody looked at is refused by
-name (kvcalc.config.hfconfig). ``Geometry`` is what the attention fields say before the layers
-are read: the hidden size, query and K/V heads, head size, and the notes and assumptions so far.
-Both are used by hfconfig, the family readers and the parameter counter.
+"""The field reader of config.json (``Fields``: a field by any of its names, else its class
+default, reported as assumed; every field looked at is recorded, the rest refused by hfconfig)
+and ``Geometry``, what the attention fields say before the layers are read.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""Build a ModelSpec from the fields of a Hugging Face config.json.
-
-Only config fields decide anything: the model_type names a family record
-(kvcalc.config.families.table), whose reader turns the fields into layers; a field the file
-leaves out takes the transformers config class's default, reported as an assumption. The cache
-comes first; parameters are counted afterwards and apart (a failure only loses the weight
-figures). A field no reader understands is refused by name (UnknownFields). The rules, the
-layout conventions and the config traps (docs/engine-facts.md#config-traps) are in
-docs/families.md.
+"""Build a ModelSpec from the fields of a Hugging Face config.json: the model_type's family
+record (kvcalc.config.families.table) reads the layers, the parameters are counted apart, and a
+field no reader understands is refused by name (UnknownFields). The rules: docs/families.md.
 """
 
 from __future__ import annotations
@@ -30,10 +24,8 @@ MAX_CONFIG_BYTES = 1_000_000  # a real config.json is a few KiB; refuse anything
 
 
 def load_config_file(path: str | Path) -> dict:
-    """Read a config.json file into a dict, with clear errors for the usual mistakes.
-
-    Only a regular file is read, and at most MAX_CONFIG_BYTES + 1 bytes of it
-    (kvcalc.config.files: a FIFO or /dev/stdin would block, /dev/zero would never end)."""
+    """Read a config.json file into a dict, with clear errors for the usual mistakes (only a
+    regular file, at most MAX_CONFIG_BYTES + 1 bytes of it: kvcalc.config.files)."""
     data = read_regular_file(
         path,
         limit=MAX_CONFIG_BYTES,

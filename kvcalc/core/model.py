@@ -6,12 +6,7 @@ geometry (KV heads, K dim, V dim, window or chunk), and each kind answers for it
 manner of vLLM's ``vllm/v1/kv_cache_interface.py``: bytes per token for a dtype, tokens kept at
 context n, state bytes, its tensor-parallel split, the blocks vLLM reserves for one request, and
 its formula text. Callers never branch on the kind. The kinds and what each stores and keeps:
-docs/formulas.md#tokens-a-layer-keeps.
-
-This module is longer than the 600 lines the codebase keeps to, on purpose: the layer kinds
-are read side by side (one table of rules, one class each, their shared per-token base), as
-vLLM keeps its cache specs in one file; split, the rules one kind shares with another would be
-read in two places.
+docs/formulas.md#tokens-a-layer-keeps. One file, past 600 lines, as vLLM keeps its cache specs.
 """
 
 from __future__ import annotations
@@ -38,10 +33,8 @@ def interned(layers: Iterable[Layer]) -> tuple[Layer, ...]:
 
 
 def counted(layers: Iterable[Layer]) -> list[tuple[Layer, int]]:
-    """Each layer object of ``layers`` once, with how many times it appears, in order of first
-    appearance: a per-layer sum is then count x one layer's figure (ints: exactly the same
-    sum), once per distinct layer instead of once per layer. Objects are told apart by
-    identity, which is cheap; ``interned`` makes equal layers one object."""
+    """Each layer object of ``layers`` (by identity; ``interned`` makes equal layers one) once,
+    with how many times it appears, in order of first appearance."""
     layers = layers if isinstance(layers, (list, tuple)) else list(layers)
     by_id = dict(zip(map(id, layers), layers))  # C loops: a 1,024-layer list in microseconds
     return [(by_id[i], count) for i, count in Counter(map(id, layers)).items()]
@@ -138,10 +131,7 @@ class _Layer:
         to ``attended`` tokens (its own included): pair_flops x the pairs between them."""
         return self.pair_flops(decode) * (self.attended_pairs(end) - self.attended_pairs(start))
 
-    # Query heads, for attention FLOPs: read-only to every reader (a dataclass field of the
-    # kinds that attend, a property of SharedKV, 0 for a kind that attends to nothing). A
-    # property here would have no setter for the subclasses' dataclass fields to fill at run
-    # time, so the checker is told the read-only contract and the interpreter gets the 0.
+    # Query heads, for attention FLOPs (0: attends to nothing); a subclass's field or property.
     if TYPE_CHECKING:
 
         @property

@@ -118,8 +118,6 @@ _MPT_ATTN_KEYS = frozenset(
 )
 
 
-# Complex by design (C901): one branch per KV-head convention (MPT, GPTBigCode, ChatGLM, Falcon),
-# each refusing its own bad values.
 # DbrxAttentionConfig's fields: kv_n_heads (default 1) are DbrxAttention's K/V heads; clip_qkv
 # clamps the projections, rope_theta is the rotary base, attn_pdrop the dropout (no cache shape).
 # tie_word_embeddings: transformers 4.x wrote every base field into a saved sub-config (the
@@ -171,7 +169,7 @@ def _kv_n_heads(value: Any, why: str = "") -> int:
 def kv_heads_of(f: Fields, q_heads: int, attn_cfg: dict | None) -> int:  # noqa: C901
     """The K/V heads: the family's own rule (its record's ``kv_heads``), else by the convention
     the config uses (MPT's attn_config, ChatGLM's groups, Falcon's multi_query, the standard
-    num_key_value_heads), else multi-head attention."""
+    num_key_value_heads; one branch each, C901), else multi-head attention."""
     if f.family is not None and f.family.kv_heads is not None:
         return f.family.kv_heads(f, q_heads, attn_cfg)
     if attn_cfg is not None:  # MPT

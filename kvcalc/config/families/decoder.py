@@ -255,14 +255,12 @@ def _per_layer_overrides(f: Fields, layers: list) -> list:
                 f"attention geometry on layer {i}, which is {lay.label}"
             )
         changes: dict[str, int] = {}
-        if "head_dim" in over:
-            d = whole(over["head_dim"], f"per_layer_config[{key}].head_dim", cap_of("head_dim"))
-            changes.update(head_dim=d, v_head_dim=d)
-        if "num_key_value_heads" in over:
-            label, cap = (
-                f"per_layer_config[{key}].num_key_value_heads",
-                cap_of("num_key_value_heads"),
-            )
-            changes["kv_heads"] = whole(over["num_key_value_heads"], label, cap)
+        for name, to in (
+            ("head_dim", ("head_dim", "v_head_dim")),
+            ("num_key_value_heads", ("kv_heads",)),
+        ):
+            if name in over:
+                value = whole(over[name], f"per_layer_config[{key}].{name}", cap_of(name))
+                changes.update(dict.fromkeys(to, value))
         out[i] = replace(lay, **changes)
     return out

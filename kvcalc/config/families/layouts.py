@@ -27,8 +27,6 @@ _LAYER_TYPE_NAMES = {
 _NEMOTRON_PATTERN = {"M": "state", "*": "full", "-": "none", "E": "none"}
 
 
-# Complex by design (C901): every layout convention in one place, keyed by the field that carries it
-# (the docstring's rule).
 def layer_kinds(f: Fields, honor_sliding: bool, geo: Geometry) -> list[str]:  # noqa: C901
     """One kind per layer: full, sliding, chunked, state or none (MLA is decided by
     kv_lora_rank). Every convention lives here, keyed by the field that carries it."""

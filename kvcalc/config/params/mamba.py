@@ -193,18 +193,13 @@ def falcon_h1_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab:
     per_attention = qkvo(hidden, geo, attn_bias, attn_bias)
     attention = 0
     for layer in layers:
-        state = layer.state
-        conv_dim = state.conv_elements // (state.conv_kernel - 1)
-        inner = state.ssm_elements // f.int("mamba_d_state")
-        mixer = hidden * (inner + conv_dim + heads) + conv_dim * state.conv_kernel + 3 * heads
-        mixer += inner * hidden
-        if f.bool("mamba_conv_bias", True):
-            mixer += conv_dim
-        if f.bool("mamba_rms_norm", False):
-            mixer += inner
-        if proj_bias:
-            mixer += inner + conv_dim + heads + hidden
-        attention += per_attention + mixer
+        inner = layer.state.ssm_elements // f.int("mamba_d_state")
+        mixer = _mamba2_mixer(
+            f, hidden, layer.state, inner, heads, "mamba_conv_bias", "mamba_proj_bias"
+        )
+        # _mamba2_mixer counts a gated RMSNorm over inner: Falcon-H1's is there with mamba_rms_norm
+        norm = inner if f.bool("mamba_rms_norm", False) else 0
+        attention += per_attention + mixer - inner + norm
     n = len(layers)
     mlp = n * (3 * hidden * inter + (2 * inter + hidden if mlp_bias else 0))
     tied = tied_head(f, False)  # FalconH1Config's default: untied
