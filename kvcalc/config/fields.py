@@ -85,14 +85,10 @@ class Fields:
             if required:
                 raise ValueError(f"config field '{names[0]}' is missing (looked for {label})")
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        integral = isinstance(value, float) and math.isfinite(value) and value == int(value)
+        if isinstance(value, bool) or not (isinstance(value, int) or integral):
             raise ValueError(f"config field '{label}' must be a whole number, got {_short(value)}")
-        if isinstance(value, float):
-            if not math.isfinite(value) or value != int(value):
-                raise ValueError(
-                    f"config field '{label}' must be a whole number, got {_short(value)}"
-                )
-            value = int(value)
+        value = int(value)
         if value < minimum:
             raise ValueError(
                 f"config field '{label}' must be at least {minimum}, got {_short(value)}"

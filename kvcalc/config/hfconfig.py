@@ -273,9 +273,7 @@ def _read_cache(
     except UnknownFields:
         raise
     except ValueError as exc:
-        # A family kvcalc has no reader for fails on a field it lacks: name what it has instead
-        # (the standard fields the failed reading did not reach are not among them).
-        rest = sorted(set(f.unread()) - _STANDARD_FIELDS)
+        rest = sorted(set(f.unread()) - _STANDARD_FIELDS)  # the standard ones are never named
         if not known and rest:
             raise UnknownFields(f.model_type, rest, False, why=str(exc)) from None
         raise

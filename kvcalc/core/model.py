@@ -267,11 +267,10 @@ class _PerTokenCache(_Layer):
     def tokens_kept(self, n: int) -> int:
         return n
 
+    attended = tokens_kept  # every token kept is attended to
+
     def kept_positions(self, n: int) -> range:
         return range(n - self.tokens_kept(n), n)
-
-    def attended(self, n: int) -> int:
-        return n
 
     def attended_pairs(self, p: int) -> int:
         return p * (p + 1) // 2
@@ -358,8 +357,7 @@ class SlidingWindow(_Attention):
         # A token attends to itself and the window-1 before it, so at most `window` are needed.
         return min(n, self.window)
 
-    def attended(self, n: int) -> int:
-        return min(n, self.window)
+    attended = tokens_kept
 
     def attended_pairs(self, p: int) -> int:
         w = self.window

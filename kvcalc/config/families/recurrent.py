@@ -58,9 +58,8 @@ def declared_ssm_dtype(f: Fields) -> tuple[str | None, str | None]:
 
 
 def state_layer(f: Fields, hidden: int | None, flavor: str) -> RecurrentState:
-    """The fixed per-sequence state of one recurrent layer. The convolution keeps kernel - 1
-    past inputs, as vLLM sizes it (transformers keeps the whole kernel); the SSM state is kept in
-    the format the config declares, if it declares one."""
+    """The fixed per-sequence state of one recurrent layer (its SSM state in the format the
+    config declares, if it declares one)."""
     if flavor == "lightning":  # one state, no SSM format of its own (vLLM: --mamba-cache-dtype)
         return _state_layer(f, hidden, flavor)
     fmt, field = declared_ssm_dtype(f)
