@@ -275,9 +275,7 @@ def _older_layout(f: Fields, n: int, family: dict) -> list[bool] | None:  # noqa
         # Llama 4: the moe_layers indices, else every interleave_moe_layer_step-th layer
         # (Llama4TextConfig builds the list from the step when it is absent)
         step = f.int("interleave_moe_layer_step", default=1)
-        given = f.raw("moe_layers")
-        if given is None:
-            given = list(range(step - 1, n, step))
+        given = f.raw("moe_layers", default=list(range(step - 1, n, step)))
         if not isinstance(given, list) or any(not isinstance(i, int) for i in given):
             raise ValueError("config field 'moe_layers' must be a list of layer indices")
         chosen = set(given)

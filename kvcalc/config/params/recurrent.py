@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ...core.model import MoE
 from ..fields import Fields, Geometry, per_layer
-from .blocks import Counted, biased_moe, counts, never_tied, qkvo, tied_head, top_k
+from .blocks import Counted, biased_moe, counts, mla_params, never_tied, qkvo, tied_head, top_k
 
 
 def lfm2_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
@@ -212,16 +212,7 @@ def _kimi_mla(f: Fields, hidden: int, layer) -> int:
             "projections biases, vLLM's kimi_linear.py none, and the parameter counter does "
             "not pick"
         )
-    heads, rope, rank = layer.q_heads, layer.qk_rope_head_dim, layer.kv_lora_rank
-    q_dim = heads * layer.qk_head_dim
-    nope = layer.qk_head_dim - rope
-    if f.has("q_lora_rank"):
-        q_rank = f.int("q_lora_rank")
-        q = hidden * q_rank + q_rank + q_rank * q_dim
-    else:
-        q = hidden * q_dim
-    kv = hidden * (rank + rope) + rank + rank * heads * (nope + layer.v_head_dim)
-    return q + kv + heads * layer.v_head_dim * hidden
+    return mla_params(f, hidden, layer.q_heads)  # DeepSeek's MLA, from the fields it was read from
 
 
 def rwkv_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
