@@ -22,8 +22,7 @@ EXPAND = ("mamba_expand", "expand")
 
 
 class Fields:
-    """Reads config fields by their possible names and validates them with messages that name
-    the field a user has to fix."""
+    """Config fields by any of their names, validated with messages that name the field."""
 
     def __init__(self, cfg: dict, defaults: dict):
         self.cfg = cfg

@@ -1,8 +1,5 @@
 """The layers of a config and its base attention geometry, from cache fields only
-(kvcalc.config.hfconfig's first step): the family's own layout or reader (its ``Family``
-record), Nemotron-NAS's ``block_configs``, or the standard decoder: each layer's kind
-(layouts.layer_kinds), its geometry (attention, recurrent), MLA latents, ``per_layer_config``
-overrides and layers that share another's cache (layouts.share_kv)."""
+(kvcalc.config.hfconfig's first step; the order of the readers: read_layers)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Parameter counters of the attention-only families whose blocks the generic counter
-(kvcalc.config.params) does not describe: Gemma 4, Gemma 3n, MPT, OPT, GPT-NeoX-Japanese, ChatGLM
-and DBRX, one function each, checked against transformers 5.24's own model on the meta device, or
-by hand from vLLM's model file where transformers ships none (ChatGLM). What each counts, term by
-term: docs/families.md."""
+"""Parameter counters of the attention-only families the generic counter does not describe,
+checked against transformers 5.24's model on the meta device, or by hand from vLLM's model file
+where transformers ships none (ChatGLM). What each counts: docs/families.md."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Parameter counters of the families built on Mamba mixers, which the generic counter
-(kvcalc.config.params) does not describe: Granite 4.0-H, Bamba, Nemotron-H, Falcon-H1, Mamba and
-Mamba-2, one function each, checked against transformers' own model built on the meta device
-(tests/test_readers_round6.py, tests/test_params_round6b.py, tests/test_params_switches.py and the
-zoo). What each counts, term by term: docs/families.md."""
+"""Parameter counters of the families built on Mamba mixers, checked against transformers' model
+on the meta device (tests/test_readers_round6.py, tests/test_params_round6b.py,
+tests/test_params_switches.py, the zoo). What each counts: docs/families.md."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""Parameter counters of the other families with a recurrent state, which the generic counter
-(kvcalc.config.params) does not describe: LFM2 and LFM2-MoE (short convolutions), Kimi-Linear
-(KDA), RWKV and RecurrentGemma (RG-LRU), one function each, checked against transformers' own model
-built on the meta device (tests/test_params_round6b.py, tests/test_params_switches.py and the zoo).
-What each counts, term by term: docs/families.md."""
+"""Parameter counters of the other families with a recurrent state (LFM2's short convolutions,
+KDA, RWKV, RG-LRU), checked against transformers' model on the meta device
+(tests/test_params_round6b.py, tests/test_params_switches.py, the zoo). What each counts:
+docs/families.md."""
 
 from __future__ import annotations
 
