@@ -397,8 +397,7 @@ def _float8_weights(q: dict) -> bool:
     groups = q.get("config_groups")
     if not isinstance(groups, dict) or not groups:
         return False
-    for g in groups.values():
-        w = g.get("weights") if isinstance(g, dict) else None
-        if not isinstance(w, dict) or w.get("num_bits") != 8 or w.get("type") != "float":
-            return False
-    return True
+    weights = [g.get("weights") if isinstance(g, dict) else None for g in groups.values()]
+    return all(
+        isinstance(w, dict) and w.get("num_bits") == 8 and w.get("type") == "float" for w in weights
+    )

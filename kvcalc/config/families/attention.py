@@ -1,8 +1,6 @@
 """One attention layer's cache geometry from a config's fields (heads, dims, window, the
-DeepSeek-sparse indexer keys, the KV-head conventions of MPT, DBRX, GPT-BigCode, ChatGLM and
-Falcon), and the readers of attention families with a structure of their own: GPT-Neo
-(``attention_types``), Llama 3.2 Vision's text model (``cross_attention_layers``), MiniCPM3 (MLA
-projections, per-head K/V in vLLM) and the decoder of an encoder-decoder run as a causal LM."""
+DeepSeek-sparse indexer keys, the KV-head conventions), and the readers of attention families
+with a structure of their own (GPT-Neo, Llama 3.2 Vision's text model, MiniCPM3, seq2seq)."""
 
 from __future__ import annotations
 
@@ -381,7 +379,6 @@ def seq2seq_layout(f: Fields, hidden: int | None) -> tuple[list, Geometry]:
     encoder-decoder generation each layer also caches the encoder's K/V, per source sequence:
     said in a note, not counted (the source length is not a config field)."""
     n = f.int("decoder_layers", "num_layers", maximum=MAX_LAYERS)
-    notes: list[str] = []
     heads = f.int("decoder_attention_heads", "attention_heads")
     d_model = f.int("d_model")
     if d_model % heads:
@@ -390,6 +387,7 @@ def seq2seq_layout(f: Fields, hidden: int | None) -> tuple[list, Geometry]:
             f"'decoder_attention_heads' ({heads})"
         )
     head = d_model // heads
+    geo = Geometry(hidden=hidden, q_heads=heads, kv_heads=heads, head_dim=head)
     if f.raw("use_prompt", default=False) is True:
         raise ValueError(
             "config field 'use_prompt' is true: MVP's learned prompt tokens are "
@@ -397,11 +395,9 @@ def seq2seq_layout(f: Fields, hidden: int | None) -> tuple[list, Geometry]:
         )
     f.seen.add("prompt_length")  # only used with use_prompt
     if f.raw("is_encoder_decoder", default=False) is True:
-        notes.append(
+        geo.notes.append(
             "the decoder as a causal LM: self-attention only. In encoder-decoder "
             f"generation each of the {n} layers also caches the encoder's K/V, 2 x "
             f"{heads} heads x {head} per source token, which is not counted here"
         )
-    layer = FullAttention(kv_heads=heads, head_dim=head, v_head_dim=head, q_heads=heads)
-    geo = Geometry(hidden=hidden, q_heads=heads, kv_heads=heads, head_dim=head, notes=notes)
-    return [layer] * n, geo
+    return [full_layer(geo)] * n, geo

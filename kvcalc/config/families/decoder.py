@@ -85,8 +85,7 @@ def _decoder_layers(f: Fields, fam: Family | None, honor_sliding: bool, geo: Geo
     extras = indexer_caches(f, len(kinds), geo_notes, assumptions)
     v_dim = f.int("v_head_dim", default=head_dim) if not mla else head_dim
     layers: list[Layer] = []
-    for i, kind in enumerate(kinds):
-        extra = extras[i]
+    for kind, extra in zip(kinds, extras):
         if kind == "state":
             layers.append(state_layer(f, hidden, state_flavor(f, f.model_type)))
         elif kind == "none":

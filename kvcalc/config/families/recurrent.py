@@ -1,9 +1,7 @@
-"""Layers that keep a recurrent state: one state layer's size from a config's fields (Mamba,
-Mamba-2, Gated DeltaNet, lightning attention), the attention-free layouts (Mamba, Mamba-2,
-RWKV), and the readers of the families that mix attention with a state in fields of their own:
-LFM2, Falcon-H1, Granite 4.0-H, Bamba, Kimi-Linear and RecurrentGemma (docs/families.md has
-the table of their structure fields). The convolution keeps kernel - 1 past inputs, as vLLM
-sizes it (vllm/model_executor/layers/mamba/mamba_utils.py); transformers keeps the whole kernel.
+"""Layers that keep a recurrent state: one state layer's size from a config's fields, the
+attention-free layouts, and the readers of the hybrid families (docs/families.md has their
+structure fields). The convolution keeps kernel - 1 past inputs, as vLLM sizes it
+(vllm/model_executor/layers/mamba/mamba_utils.py); transformers keeps the whole kernel.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ A family counts by its record's ``params`` entry (the generic counter here, addi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ...core.model import MoE, ParamCounts
@@ -14,6 +14,7 @@ from ..families.understood import Family
 from ..fields import Fields, Geometry
 from ..limits import MAX_LAYERS, MAX_PARAMS
 from .blocks import (
+    counts,
     cross_params,
     dense_mlp,
     gqa_params,
@@ -298,9 +299,6 @@ def _count_params(
         if f.raw(name, default=0) not in (0, None):
             raise ValueError(f"config field '{name}' is not 0: {why}")
     tied = _tied(f, family.get("tied_default", True))
-    # Mllama's embedding has 8 more rows than the head (its image-related special tokens)
-    embedding = (vocab + family.get("extra_vocab", 0)) * hidden
-    lm_head = 0 if tied else vocab * hidden
     other = 0
     if family.get("learned_positions"):
         positions = f.int("n_positions", "max_position_embeddings")
@@ -320,10 +318,8 @@ def _count_params(
     if moe is not None:
         routed = moe.layers * moe.num_experts * moe.expert_params
         shared = moe.layers * moe.shared_params_per_layer
-        router = moe.layers * moe.num_experts * hidden
-        if family.get("expert_bias"):
-            router += moe.layers * moe.num_experts
-        router += moe.layers * moe.num_experts * _score_bias(f, family)
+        bias = (1 if family.get("expert_bias") else 0) + _score_bias(f, family)
+        router = moe.layers * moe.num_experts * (hidden + bias)
 
     per_layer_norms = family.get("norms_per_layer", 2)
     if switch(f, family, "post_norms_field"):
@@ -341,18 +337,18 @@ def _count_params(
     if moe is not None and family.get("moe_norm"):
         norms += moe.layers * width  # A.X K1's post_mlp_layernorm inside each MoE block
     norms += width * (int(family.get("final_norm", True)) + int(family.get("embed_norm", False)))
-    return ParamCounts(
-        embedding=embedding,
-        lm_head=lm_head,
+    counted = counts(
+        hidden,
+        vocab,
+        tied,
         attention=attention,
         mlp=mlp,
-        routed_experts=routed,
-        shared_experts=shared,
-        router=router,
         norms=norms,
         other=other,
-        tied=tied,
+        experts=(routed, shared, router),
     )
+    # Mllama's embedding has 8 more rows than the head (its image-related special tokens)
+    return replace(counted, embedding=(vocab + family.get("extra_vocab", 0)) * hidden)
 
 
 def _layer_params(f: Fields, family: dict, hidden: int, layer) -> int:
