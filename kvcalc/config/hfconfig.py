@@ -71,10 +71,8 @@ def parse_config_text(text: str, source: str = "config") -> dict:
 
 
 def _check_sizes(cfg: dict) -> None:
-    """One bound on model size, before any per-layer work (kvcalc.config.limits): no per-layer list,
-    pattern string or per-layer table may describe more than MAX_LAYERS layers, whichever
-    field carries it, and no size field (hidden size, heads, head size, vocabulary, MLP width,
-    experts, ranks) may be over its cap."""
+    """Before any per-layer work (kvcalc.config.limits): every size field under its cap, and no
+    per-layer list, pattern string or table over MAX_LAYERS layers, whichever field carries it."""
     for name, value in cfg.items():
         if name in UPFRONT:
             refused = over_cap(name, value)

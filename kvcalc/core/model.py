@@ -69,7 +69,6 @@ class _Layer:
     stores_tokens: ClassVar[bool] = False  # keeps a per-token cache of its own
     extra: ExtraCache | None = None
 
-    # -- memory -------------------------------------------------------------------------------
     def bytes_per_token(self, dtype: DType, scales: bool = False) -> int:
         """Bytes one token adds to this layer's own cache."""
         return 0
@@ -106,7 +105,6 @@ class _Layer:
     def state_bytes(self, dtype: DType, ssm_dtype: DType | None = None) -> int:
         return bytes_for(self.state_elements, dtype) if self.state_elements else 0
 
-    # -- one decode step ----------------------------------------------------------------------
     def read_bytes(self, n: int, dtype: DType, scales: bool = False) -> int:
         """Cache bytes one decode step reads for one sequence at context n (a shared layer reads
         its source's cache again)."""
@@ -151,7 +149,6 @@ class _Layer:
 
     kv_heads: int | None = None  # K/V heads it stores; None where it stores no heads (MLA, state)
 
-    # -- engines ------------------------------------------------------------------------------
     def split(self, tp: int) -> Self:
         return self
 
@@ -175,7 +172,6 @@ class _Layer:
     # Why vLLM cannot serve a model with this layer (None: it can).
     vllm_unsupported: ClassVar[str | None] = None
 
-    # -- text ---------------------------------------------------------------------------------
     @property
     def label(self) -> str:
         return self.kind
@@ -239,9 +235,7 @@ class _Heads(_Layer):
 
 class _PerTokenCache(_Layer):
     """What the kinds that write a cache entry for every token share (per-head K/V and MLA's
-    latent alike): the bytes of one entry, every token kept and attended to (a window or a
-    chunk narrows both), and the blocks vLLM reserves for a full-length request. Each kind
-    says what one entry holds: ``elements_per_token`` and its ``scale_vectors``."""
+    latent alike); each says what one entry holds: ``elements_per_token``, ``scale_vectors``."""
 
     stores_tokens: ClassVar[bool] = True
 
@@ -360,9 +354,7 @@ class SlidingWindow(_Attention):
     attended = tokens_kept
 
     def attended_pairs(self, p: int) -> int:
-        w = self.window
-        if w >= p:
-            return p * (p + 1) // 2
+        w = min(self.window, p)
         return w * (w + 1) // 2 + (p - w) * w  # grows to w, then stays at w
 
     def _span(self) -> int | None:
