@@ -1,11 +1,6 @@
-"""The field reader of config.json and the base attention geometry its readers share.
-
-``Fields`` reads a field by any of its names (the config's value, else the transformers config
-class default, which is then reported as assumed), validates it with a message naming the field
-a user has to fix, and records every field it looked at: a field nobody looked at is refused by
-name (kvcalc.config.hfconfig). ``Geometry`` is what the attention fields say before the layers
-are read: the hidden size, query and K/V heads, head size, and the notes and assumptions so far.
-Both are used by hfconfig, the family readers and the parameter counter.
+"""The field reader of config.json (``Fields``: a field by any of its names, else its class
+default, reported as assumed; every field looked at is recorded, the rest refused by hfconfig)
+and ``Geometry``, what the attention fields say before the layers are read.
 """
 
 from __future__ import annotations
@@ -27,8 +22,7 @@ EXPAND = ("mamba_expand", "expand")
 
 
 class Fields:
-    """Reads config fields by their possible names and validates them with messages that name
-    the field a user has to fix."""
+    """Config fields by any of their names, validated with messages that name the field."""
 
     def __init__(self, cfg: dict, defaults: dict):
         self.cfg = cfg
@@ -90,14 +84,10 @@ class Fields:
             if required:
                 raise ValueError(f"config field '{names[0]}' is missing (looked for {label})")
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        integral = isinstance(value, float) and math.isfinite(value) and value == int(value)
+        if isinstance(value, bool) or not (isinstance(value, int) or integral):
             raise ValueError(f"config field '{label}' must be a whole number, got {_short(value)}")
-        if isinstance(value, float):
-            if not math.isfinite(value) or value != int(value):
-                raise ValueError(
-                    f"config field '{label}' must be a whole number, got {_short(value)}"
-                )
-            value = int(value)
+        value = int(value)
         if value < minimum:
             raise ValueError(
                 f"config field '{label}' must be at least {minimum}, got {_short(value)}"
@@ -154,4 +144,3 @@ class Geometry:
     head_dim: int
     notes: list = field(default_factory=list)
     assumptions: list = field(default_factory=list)
-    per_layer_heads: bool = False  # heads differ by layer (parameter counting refuses these)

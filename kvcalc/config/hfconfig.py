@@ -1,12 +1,6 @@
-"""Build a ModelSpec from the fields of a Hugging Face config.json.
-
-Only config fields decide anything: the model_type names a family record
-(kvcalc.config.families.table), whose reader turns the fields into layers; a field the file
-leaves out takes the transformers config class's default, reported as an assumption. The cache
-comes first; parameters are counted afterwards and apart (a failure only loses the weight
-figures). A field no reader understands is refused by name (UnknownFields). The rules, the
-layout conventions and the config traps (docs/engine-facts.md#config-traps) are in
-docs/families.md.
+"""Build a ModelSpec from the fields of a Hugging Face config.json: the model_type's family
+record (kvcalc.config.families.table) reads the layers, the parameters are counted apart, and a
+field no reader understands is refused by name (UnknownFields). The rules: docs/families.md.
 """
 
 from __future__ import annotations
@@ -30,10 +24,8 @@ MAX_CONFIG_BYTES = 1_000_000  # a real config.json is a few KiB; refuse anything
 
 
 def load_config_file(path: str | Path) -> dict:
-    """Read a config.json file into a dict, with clear errors for the usual mistakes.
-
-    Only a regular file is read, and at most MAX_CONFIG_BYTES + 1 bytes of it
-    (kvcalc.config.files: a FIFO or /dev/stdin would block, /dev/zero would never end)."""
+    """Read a config.json file into a dict, with clear errors for the usual mistakes (only a
+    regular file, at most MAX_CONFIG_BYTES + 1 bytes of it: kvcalc.config.files)."""
     data = read_regular_file(
         path,
         limit=MAX_CONFIG_BYTES,
@@ -79,10 +71,8 @@ def parse_config_text(text: str, source: str = "config") -> dict:
 
 
 def _check_sizes(cfg: dict) -> None:
-    """One bound on model size, before any per-layer work (kvcalc.config.limits): no per-layer list,
-    pattern string or per-layer table may describe more than MAX_LAYERS layers, whichever
-    field carries it, and no size field (hidden size, heads, head size, vocabulary, MLP width,
-    experts, ranks) may be over its cap."""
+    """Before any per-layer work (kvcalc.config.limits): every size field under its cap, and no
+    per-layer list, pattern string or table over MAX_LAYERS layers, whichever field carries it."""
     for name, value in cfg.items():
         if name in UPFRONT:
             refused = over_cap(name, value)
@@ -281,9 +271,7 @@ def _read_cache(
     except UnknownFields:
         raise
     except ValueError as exc:
-        # A family kvcalc has no reader for fails on a field it lacks: name what it has instead
-        # (the standard fields the failed reading did not reach are not among them).
-        rest = sorted(set(f.unread()) - _STANDARD_FIELDS)
+        rest = sorted(set(f.unread()) - _STANDARD_FIELDS)  # the standard ones are never named
         if not known and rest:
             raise UnknownFields(f.model_type, rest, False, why=str(exc)) from None
         raise
@@ -407,8 +395,7 @@ def _float8_weights(q: dict) -> bool:
     groups = q.get("config_groups")
     if not isinstance(groups, dict) or not groups:
         return False
-    for g in groups.values():
-        w = g.get("weights") if isinstance(g, dict) else None
-        if not isinstance(w, dict) or w.get("num_bits") != 8 or w.get("type") != "float":
-            return False
-    return True
+    weights = [g.get("weights") if isinstance(g, dict) else None for g in groups.values()]
+    return all(
+        isinstance(w, dict) and w.get("num_bits") == 8 and w.get("type") == "float" for w in weights
+    )

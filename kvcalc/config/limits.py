@@ -102,8 +102,7 @@ def over_cap(name: str, value: Any, cap: int | None = None) -> str | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     limit, what = FIELD_CAPS.get(name, (MAX_OTHER, "a size"))
-    if cap is not None:
-        limit = cap
+    limit = limit if cap is None else cap
     if isinstance(value, float) and not math.isfinite(value):
         return None  # not a whole number: the reader says so
     if value <= limit:

@@ -6,12 +6,7 @@ geometry (KV heads, K dim, V dim, window or chunk), and each kind answers for it
 manner of vLLM's ``vllm/v1/kv_cache_interface.py``: bytes per token for a dtype, tokens kept at
 context n, state bytes, its tensor-parallel split, the blocks vLLM reserves for one request, and
 its formula text. Callers never branch on the kind. The kinds and what each stores and keeps:
-docs/formulas.md#tokens-a-layer-keeps.
-
-This module is longer than the 600 lines the codebase keeps to, on purpose: the layer kinds
-are read side by side (one table of rules, one class each, their shared per-token base), as
-vLLM keeps its cache specs in one file; split, the rules one kind shares with another would be
-read in two places.
+docs/formulas.md#tokens-a-layer-keeps. One file, past 600 lines, as vLLM keeps its cache specs.
 """
 
 from __future__ import annotations
@@ -38,10 +33,8 @@ def interned(layers: Iterable[Layer]) -> tuple[Layer, ...]:
 
 
 def counted(layers: Iterable[Layer]) -> list[tuple[Layer, int]]:
-    """Each layer object of ``layers`` once, with how many times it appears, in order of first
-    appearance: a per-layer sum is then count x one layer's figure (ints: exactly the same
-    sum), once per distinct layer instead of once per layer. Objects are told apart by
-    identity, which is cheap; ``interned`` makes equal layers one object."""
+    """Each layer object of ``layers`` (by identity; ``interned`` makes equal layers one) once,
+    with how many times it appears, in order of first appearance."""
     layers = layers if isinstance(layers, (list, tuple)) else list(layers)
     by_id = dict(zip(map(id, layers), layers))  # C loops: a 1,024-layer list in microseconds
     return [(by_id[i], count) for i, count in Counter(map(id, layers)).items()]
@@ -76,7 +69,6 @@ class _Layer:
     stores_tokens: ClassVar[bool] = False  # keeps a per-token cache of its own
     extra: ExtraCache | None = None
 
-    # -- memory -------------------------------------------------------------------------------
     def bytes_per_token(self, dtype: DType, scales: bool = False) -> int:
         """Bytes one token adds to this layer's own cache."""
         return 0
@@ -113,7 +105,6 @@ class _Layer:
     def state_bytes(self, dtype: DType, ssm_dtype: DType | None = None) -> int:
         return bytes_for(self.state_elements, dtype) if self.state_elements else 0
 
-    # -- one decode step ----------------------------------------------------------------------
     def read_bytes(self, n: int, dtype: DType, scales: bool = False) -> int:
         """Cache bytes one decode step reads for one sequence at context n (a shared layer reads
         its source's cache again)."""
@@ -138,10 +129,7 @@ class _Layer:
         to ``attended`` tokens (its own included): pair_flops x the pairs between them."""
         return self.pair_flops(decode) * (self.attended_pairs(end) - self.attended_pairs(start))
 
-    # Query heads, for attention FLOPs: read-only to every reader (a dataclass field of the
-    # kinds that attend, a property of SharedKV, 0 for a kind that attends to nothing). A
-    # property here would have no setter for the subclasses' dataclass fields to fill at run
-    # time, so the checker is told the read-only contract and the interpreter gets the 0.
+    # Query heads, for attention FLOPs (0: attends to nothing); a subclass's field or property.
     if TYPE_CHECKING:
 
         @property
@@ -161,7 +149,6 @@ class _Layer:
 
     kv_heads: int | None = None  # K/V heads it stores; None where it stores no heads (MLA, state)
 
-    # -- engines ------------------------------------------------------------------------------
     def split(self, tp: int) -> Self:
         return self
 
@@ -185,7 +172,6 @@ class _Layer:
     # Why vLLM cannot serve a model with this layer (None: it can).
     vllm_unsupported: ClassVar[str | None] = None
 
-    # -- text ---------------------------------------------------------------------------------
     @property
     def label(self) -> str:
         return self.kind
@@ -212,14 +198,46 @@ class _Unshaped:
         return self
 
 
+@dataclass(frozen=True, kw_only=True)
+class _Heads(_Layer):
+    """What the kinds with K/V heads of their own share (per-token attention, cross-attention):
+    the query-key width, the tensor-parallel split and the what-ifs that change the heads."""
+
+    kv_heads: int
+    head_dim: int  # K dim
+
+    @property
+    def qk_dim(self) -> int:
+        return self.head_dim
+
+    def split(self, tp: int) -> Self:
+        """This layer as one of ``tp`` tensor-parallel GPUs holds it.
+
+        Each GPU keeps max(1, kv_heads // tp) heads (vLLM): with more GPUs than KV heads the
+        heads are replicated, never split below one."""
+        kv = self.kv_heads
+        if kv >= tp and kv % tp or kv < tp and tp % kv:
+            raise ValueError(self._tp_refusal(tp))
+        # q_heads is a field of each subclass (its place in their fields differs)
+        heads = {"kv_heads": max(1, kv // tp), "q_heads": max(1, self.q_heads // tp)}
+        return replace(self, **heads)
+
+    def _tp_refusal(self, tp: int) -> str:
+        raise NotImplementedError
+
+    def as_mha(self) -> Self:
+        """The same layer with one K/V head per query head."""
+        return replace(self, kv_heads=self.q_heads)
+
+    def with_kv_heads(self, kv_heads: int) -> Self:
+        return replace(self, kv_heads=kv_heads)
+
+
 class _PerTokenCache(_Layer):
     """What the kinds that write a cache entry for every token share (per-head K/V and MLA's
-    latent alike): the bytes of one entry, every token kept and attended to (a window or a
-    chunk narrows both), and the blocks vLLM reserves for a full-length request. Each kind
-    says what one entry holds: ``elements_per_token`` and its ``scale_vectors``."""
+    latent alike); each says what one entry holds: ``elements_per_token``, ``scale_vectors``."""
 
     stores_tokens: ClassVar[bool] = True
-    extra: ExtraCache | None = None
 
     @property
     def elements_per_token(self) -> int:
@@ -243,11 +261,10 @@ class _PerTokenCache(_Layer):
     def tokens_kept(self, n: int) -> int:
         return n
 
+    attended = tokens_kept  # every token kept is attended to
+
     def kept_positions(self, n: int) -> range:
         return range(n - self.tokens_kept(n), n)
-
-    def attended(self, n: int) -> int:
-        return n
 
     def attended_pairs(self, p: int) -> int:
         return p * (p + 1) // 2
@@ -257,11 +274,15 @@ class _PerTokenCache(_Layer):
     ) -> int:
         return cdiv(max_model_len, block_size)
 
+    def vllm_group_key(self) -> tuple | None:
+        return (self.kind, self._span())
+
+    def _span(self) -> int | None:
+        return None
+
 
 @dataclass(frozen=True, kw_only=True)
-class _Attention(_PerTokenCache):
-    kv_heads: int
-    head_dim: int  # K dim
+class _Attention(_Heads, _PerTokenCache):
     v_head_dim: int
     q_heads: int  # query heads, for attention FLOPs only
     extra: ExtraCache | None = None
@@ -270,10 +291,6 @@ class _Attention(_PerTokenCache):
     def elements_per_token(self) -> int:
         """K and V elements this layer stores for one token: kv_heads x (head_dim + v_head_dim)."""
         return self.kv_heads * (self.head_dim + self.v_head_dim)
-
-    @property
-    def qk_dim(self) -> int:
-        return self.head_dim
 
     @property
     def av_dim(self) -> int:
@@ -294,41 +311,18 @@ class _Attention(_PerTokenCache):
     def cache_rows(self) -> tuple[str, ...]:
         return ("K", "V")
 
-    def split(self, tp: int) -> Self:
-        """This layer as one of ``tp`` tensor-parallel GPUs holds it.
-
-        Each GPU keeps max(1, kv_heads // tp) heads (vLLM): with more GPUs than KV heads the
-        heads are replicated, never split below one."""
-        if self.kv_heads >= tp and self.kv_heads % tp:
-            raise ValueError(
-                f"tensor parallel size {tp} does not divide the {self.kv_heads} KV heads; "
-                f"choose a TP that divides {self.kv_heads} or is a multiple of it"
-            )
-        if self.kv_heads < tp and tp % self.kv_heads:
-            raise ValueError(
-                f"tensor parallel size {tp} is not a multiple of the {self.kv_heads} KV heads"
-            )
-        return replace(
-            self, kv_heads=max(1, self.kv_heads // tp), q_heads=max(1, self.q_heads // tp)
+    def _tp_refusal(self, tp: int) -> str:
+        if self.kv_heads < tp:
+            return f"tensor parallel size {tp} is not a multiple of the {self.kv_heads} KV heads"
+        return (
+            f"tensor parallel size {tp} does not divide the {self.kv_heads} KV heads; "
+            f"choose a TP that divides {self.kv_heads} or is a multiple of it"
         )
-
-    def vllm_group_key(self) -> tuple | None:
-        return (self.kind, self._span())
-
-    def _span(self) -> int | None:
-        return None
 
     @property
     def label(self) -> str:
         span = self._span()
         return self.kind if span is None else f"{self.kind} {span:,}"
-
-    def as_mha(self) -> Self:
-        """The same layer with one K/V head per query head."""
-        return replace(self, kv_heads=self.q_heads)
-
-    def with_kv_heads(self, kv_heads: int) -> Self:
-        return replace(self, kv_heads=kv_heads)
 
     def as_latent(self, rank: int, rope: int) -> MLALatent:
         return MLALatent(
@@ -357,13 +351,10 @@ class SlidingWindow(_Attention):
         # A token attends to itself and the window-1 before it, so at most `window` are needed.
         return min(n, self.window)
 
-    def attended(self, n: int) -> int:
-        return min(n, self.window)
+    attended = tokens_kept
 
     def attended_pairs(self, p: int) -> int:
-        w = self.window
-        if w >= p:
-            return p * (p + 1) // 2
+        w = min(self.window, p)
         return w * (w + 1) // 2 + (p - w) * w  # grows to w, then stays at w
 
     def _span(self) -> int | None:
@@ -483,9 +474,6 @@ class MLALatent(_PerTokenCache):
     def split(self, tp: int) -> Self:
         # vLLM and SGLang keep the whole latent on every tensor-parallel GPU: it is replicated.
         return replace(self, q_heads=max(1, self.q_heads // tp))
-
-    def vllm_group_key(self) -> tuple | None:
-        return ("mla", None)
 
     def as_mha(self) -> FullAttention:
         return FullAttention(
@@ -682,12 +670,10 @@ class LatentInTransformers(FullAttention):
 
 
 @dataclass(frozen=True, kw_only=True)
-class CrossAttention(_Unshaped, _Layer):
+class CrossAttention(_Heads, _Unshaped):
     """Cross-attention to an image encoder's states (Llama 3.2 Vision, ``mllama``): its K/V
     are computed once per image, ``image_tokens`` of them, and do not grow with the text."""
 
-    kv_heads: int
-    head_dim: int
     q_heads: int
     image_tokens: int  # encoder states per image (tiles x patches per tile)
     kind: ClassVar[str] = "cross"
@@ -695,10 +681,6 @@ class CrossAttention(_Unshaped, _Layer):
     vllm_unsupported: ClassVar[str | None] = (
         "cross-attention to image states (mllama) has no KV-cache spec in vLLM's V1 engine"
     )
-
-    @property
-    def qk_dim(self) -> int:
-        return self.head_dim
 
     @property
     def av_dim(self) -> int:
@@ -716,14 +698,10 @@ class CrossAttention(_Unshaped, _Layer):
     def attended_pairs(self, p: int) -> int:
         return p * self.image_tokens
 
-    def split(self, tp: int) -> Self:
-        if self.kv_heads >= tp and self.kv_heads % tp or self.kv_heads < tp and tp % self.kv_heads:
-            raise ValueError(
-                f"tensor parallel size {tp} does not fit the {self.kv_heads} KV "
-                "heads of the cross-attention layers"
-            )
-        return replace(
-            self, kv_heads=max(1, self.kv_heads // tp), q_heads=max(1, self.q_heads // tp)
+    def _tp_refusal(self, tp: int) -> str:
+        return (
+            f"tensor parallel size {tp} does not fit the {self.kv_heads} KV "
+            "heads of the cross-attention layers"
         )
 
     def transformers_view(self) -> Self:
@@ -745,12 +723,6 @@ class CrossAttention(_Unshaped, _Layer):
             f"2 x {self.kv_heads} KV heads x {self.head_dim} x {self.image_tokens:,} image "
             "tokens, once per image"
         )
-
-    def as_mha(self) -> Self:
-        return replace(self, kv_heads=self.q_heads)
-
-    def with_kv_heads(self, kv_heads: int) -> Self:
-        return replace(self, kv_heads=kv_heads)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,8 +1,6 @@
 """One attention layer's cache geometry from a config's fields (heads, dims, window, the
-DeepSeek-sparse indexer keys, the KV-head conventions of MPT, DBRX, GPT-BigCode, ChatGLM and
-Falcon), and the readers of attention families with a structure of their own: GPT-Neo
-(``attention_types``), Llama 3.2 Vision's text model (``cross_attention_layers``), MiniCPM3 (MLA
-projections, per-head K/V in vLLM) and the decoder of an encoder-decoder run as a causal LM."""
+DeepSeek-sparse indexer keys, the KV-head conventions), and the readers of attention families
+with a structure of their own (GPT-Neo, Llama 3.2 Vision's text model, MiniCPM3, seq2seq)."""
 
 from __future__ import annotations
 
@@ -71,7 +69,6 @@ def attention_layer(f: Fields, kind: str, geo: Geometry, v_dim: int, extra):
             # models that declare attention_k_eq_v (V is computed from the K projection, but
             # both K and V are cached).
             kv = f.int("num_global_key_value_heads")
-        geo.per_layer_heads = True
     mimo = kind == "sliding" and f.model_type == "mimo_v2_flash"
     if mimo or kind == "sliding" and f.has("swa_num_key_value_heads", "swa_head_dim"):
         # MiMoV2FlashAttention (transformers) gives sliding layers 2 x num_key_value_heads;
@@ -87,7 +84,6 @@ def attention_layer(f: Fields, kind: str, geo: Geometry, v_dim: int, extra):
         q = f.int("swa_num_attention_heads", default=q)
         k_dim = f.int("swa_head_dim", default=k_dim)
         v = f.int("swa_v_head_dim", default=v)
-        geo.per_layer_heads = True
     common = dict(kv_heads=kv, head_dim=k_dim, v_head_dim=v, q_heads=q, extra=extra)
     if mimo and f.has("sliding_window_size"):
         # vLLM attends within sliding_window_size tokens (per_layer_sliding_window); transformers'
@@ -120,8 +116,6 @@ _MPT_ATTN_KEYS = frozenset(
 )
 
 
-# Complex by design (C901): one branch per KV-head convention (MPT, GPTBigCode, ChatGLM, Falcon),
-# each refusing its own bad values.
 # DbrxAttentionConfig's fields: kv_n_heads (default 1) are DbrxAttention's K/V heads; clip_qkv
 # clamps the projections, rope_theta is the rotary base, attn_pdrop the dropout (no cache shape).
 # tie_word_embeddings: transformers 4.x wrote every base field into a saved sub-config (the
@@ -173,7 +167,7 @@ def _kv_n_heads(value: Any, why: str = "") -> int:
 def kv_heads_of(f: Fields, q_heads: int, attn_cfg: dict | None) -> int:  # noqa: C901
     """The K/V heads: the family's own rule (its record's ``kv_heads``), else by the convention
     the config uses (MPT's attn_config, ChatGLM's groups, Falcon's multi_query, the standard
-    num_key_value_heads), else multi-head attention."""
+    num_key_value_heads; one branch each, C901), else multi-head attention."""
     if f.family is not None and f.family.kv_heads is not None:
         return f.family.kv_heads(f, q_heads, attn_cfg)
     if attn_cfg is not None:  # MPT
@@ -329,7 +323,6 @@ def mllama_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
     if f.has("cross_attention_layers"):
         cross = index_list("cross_attention_layers", f.raw("cross_attention_layers"), n)
     vision = f.top.get("vision_config") if isinstance(f.top, dict) else None
-    layers: list = []
     tokens = 0
     if cross:
         if not isinstance(vision, dict):
@@ -338,20 +331,16 @@ def mllama_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
                 "layers' K/V per image need its image_size, patch_size and "
                 "max_num_tiles (paste the whole config.json, not only text_config)"
             )
-        vision_config = vision
-
-        def vint(name: str, default: int) -> int:
-            return whole(
-                vision_config.get(name, default), f"vision_config.{name}", _VISION_CAPS[name]
-            )
-
-        size, patch = vint("image_size", 448), vint("patch_size", 14)
-        tokens = vint("max_num_tiles", 4) * ((size // patch) ** 2 + 1)
-    heads = dict(kv_heads=geo.kv_heads, head_dim=geo.head_dim, q_heads=geo.q_heads)
-    for i in range(n):
-        layers.append(
-            CrossAttention(**heads, image_tokens=tokens) if i in cross else full_layer(geo)
+        size, patch, tiles = (
+            whole(vision.get(name, default), f"vision_config.{name}", _VISION_CAPS[name])
+            for name, default in (("image_size", 448), ("patch_size", 14), ("max_num_tiles", 4))
         )
+        tokens = tiles * ((size // patch) ** 2 + 1)
+    heads = dict(kv_heads=geo.kv_heads, head_dim=geo.head_dim, q_heads=geo.q_heads)
+    layers = [
+        CrossAttention(**heads, image_tokens=tokens) if i in cross else full_layer(geo)
+        for i in range(n)
+    ]
     if cross:
         geo.notes.append(
             f"{len(cross)} cross-attention layers keep the image's K/V, {tokens:,} "
@@ -390,7 +379,6 @@ def seq2seq_layout(f: Fields, hidden: int | None) -> tuple[list, Geometry]:
     encoder-decoder generation each layer also caches the encoder's K/V, per source sequence:
     said in a note, not counted (the source length is not a config field)."""
     n = f.int("decoder_layers", "num_layers", maximum=MAX_LAYERS)
-    notes: list[str] = []
     heads = f.int("decoder_attention_heads", "attention_heads")
     d_model = f.int("d_model")
     if d_model % heads:
@@ -399,6 +387,7 @@ def seq2seq_layout(f: Fields, hidden: int | None) -> tuple[list, Geometry]:
             f"'decoder_attention_heads' ({heads})"
         )
     head = d_model // heads
+    geo = Geometry(hidden=hidden, q_heads=heads, kv_heads=heads, head_dim=head)
     if f.raw("use_prompt", default=False) is True:
         raise ValueError(
             "config field 'use_prompt' is true: MVP's learned prompt tokens are "
@@ -406,11 +395,9 @@ def seq2seq_layout(f: Fields, hidden: int | None) -> tuple[list, Geometry]:
         )
     f.seen.add("prompt_length")  # only used with use_prompt
     if f.raw("is_encoder_decoder", default=False) is True:
-        notes.append(
+        geo.notes.append(
             "the decoder as a causal LM: self-attention only. In encoder-decoder "
             f"generation each of the {n} layers also caches the encoder's K/V, 2 x "
             f"{heads} heads x {head} per source token, which is not counted here"
         )
-    layer = FullAttention(kv_heads=heads, head_dim=head, v_head_dim=head, q_heads=heads)
-    geo = Geometry(hidden=hidden, q_heads=heads, kv_heads=heads, head_dim=head, notes=notes)
-    return [layer] * n, geo
+    return [full_layer(geo)] * n, geo

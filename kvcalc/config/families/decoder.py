@@ -1,8 +1,5 @@
 """The layers of a config and its base attention geometry, from cache fields only
-(kvcalc.config.hfconfig's first step): the family's own layout or reader (its ``Family``
-record), Nemotron-NAS's ``block_configs``, or the standard decoder: each layer's kind
-(layouts.layer_kinds), its geometry (attention, recurrent), MLA latents, ``per_layer_config``
-overrides and layers that share another's cache (layouts.share_kv)."""
+(kvcalc.config.hfconfig's first step; the order of the readers: read_layers)."""
 
 from __future__ import annotations
 
@@ -88,8 +85,7 @@ def _decoder_layers(f: Fields, fam: Family | None, honor_sliding: bool, geo: Geo
     extras = indexer_caches(f, len(kinds), geo_notes, assumptions)
     v_dim = f.int("v_head_dim", default=head_dim) if not mla else head_dim
     layers: list[Layer] = []
-    for i, kind in enumerate(kinds):
-        extra = extras[i]
+    for kind, extra in zip(kinds, extras):
         if kind == "state":
             layers.append(state_layer(f, hidden, state_flavor(f, f.model_type)))
         elif kind == "none":
@@ -105,7 +101,6 @@ def _decoder_layers(f: Fields, fam: Family | None, honor_sliding: bool, geo: Geo
         )
     if f.has("per_layer_config"):
         layers = _per_layer_overrides(f, layers)
-        geo.per_layer_heads = True
     if fam is not None and fam.query_heads_per_layer:
         layers = _query_heads_per_layer(f, layers, geo)
     return share_kv(f, layers, kinds)
@@ -137,7 +132,6 @@ def _query_heads_per_layer(f: Fields, layers: list, geo: Geometry) -> list:
                 f"'num_key_value_heads' ({geo.kv_heads})"
             )
         out.append(replace(lay, q_heads=q) if lay.stores_tokens and lay.kind != "mla" else lay)
-    geo.per_layer_heads = True
     return out
 
 
@@ -257,14 +251,12 @@ def _per_layer_overrides(f: Fields, layers: list) -> list:
                 f"attention geometry on layer {i}, which is {lay.label}"
             )
         changes: dict[str, int] = {}
-        if "head_dim" in over:
-            d = whole(over["head_dim"], f"per_layer_config[{key}].head_dim", cap_of("head_dim"))
-            changes.update(head_dim=d, v_head_dim=d)
-        if "num_key_value_heads" in over:
-            label, cap = (
-                f"per_layer_config[{key}].num_key_value_heads",
-                cap_of("num_key_value_heads"),
-            )
-            changes["kv_heads"] = whole(over["num_key_value_heads"], label, cap)
+        for name, to in (
+            ("head_dim", ("head_dim", "v_head_dim")),
+            ("num_key_value_heads", ("kv_heads",)),
+        ):
+            if name in over:
+                value = whole(over[name], f"per_layer_config[{key}].{name}", cap_of(name))
+                changes.update(dict.fromkeys(to, value))
         out[i] = replace(lay, **changes)
     return out

@@ -27,8 +27,6 @@ _LAYER_TYPE_NAMES = {
 _NEMOTRON_PATTERN = {"M": "state", "*": "full", "-": "none", "E": "none"}
 
 
-# Complex by design (C901): every layout convention in one place, keyed by the field that carries it
-# (the docstring's rule).
 def layer_kinds(f: Fields, honor_sliding: bool, geo: Geometry) -> list[str]:  # noqa: C901
     """One kind per layer: full, sliding, chunked, state or none (MLA is decided by
     kv_lora_rank). Every convention lives here, keyed by the field that carries it."""
@@ -259,7 +257,6 @@ def nas_layers(f: Fields, geo: Geometry) -> list:
     if not isinstance(blocks, list) or not blocks:
         raise ValueError("config field 'block_configs' must be a list with one entry per layer")
     layers: list[Layer] = []
-    geo.per_layer_heads = True
     for i, block in enumerate(blocks):
         attn = block.get("attention") if isinstance(block, dict) else None
         if not isinstance(attn, dict):

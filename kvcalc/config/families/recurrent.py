@@ -1,9 +1,7 @@
-"""Layers that keep a recurrent state: one state layer's size from a config's fields (Mamba,
-Mamba-2, Gated DeltaNet, lightning attention), the attention-free layouts (Mamba, Mamba-2,
-RWKV), and the readers of the families that mix attention with a state in fields of their own:
-LFM2, Falcon-H1, Granite 4.0-H, Bamba, Kimi-Linear and RecurrentGemma (docs/families.md has
-the table of their structure fields). The convolution keeps kernel - 1 past inputs, as vLLM
-sizes it (vllm/model_executor/layers/mamba/mamba_utils.py); transformers keeps the whole kernel.
+"""Layers that keep a recurrent state: one state layer's size from a config's fields, the
+attention-free layouts, and the readers of the hybrid families (docs/families.md has their
+structure fields). The convolution keeps kernel - 1 past inputs, as vLLM sizes it
+(vllm/model_executor/layers/mamba/mamba_utils.py); transformers keeps the whole kernel.
 """
 
 from __future__ import annotations
@@ -58,9 +56,8 @@ def declared_ssm_dtype(f: Fields) -> tuple[str | None, str | None]:
 
 
 def state_layer(f: Fields, hidden: int | None, flavor: str) -> RecurrentState:
-    """The fixed per-sequence state of one recurrent layer. The convolution keeps kernel - 1
-    past inputs, as vLLM sizes it (transformers keeps the whole kernel); the SSM state is kept in
-    the format the config declares, if it declares one."""
+    """The fixed per-sequence state of one recurrent layer (its SSM state in the format the
+    config declares, if it declares one)."""
     if flavor == "lightning":  # one state, no SSM format of its own (vLLM: --mamba-cache-dtype)
         return _state_layer(f, hidden, flavor)
     fmt, field = declared_ssm_dtype(f)
@@ -327,11 +324,8 @@ def granite_hybrid_layers(f: Fields, geo: Geometry, max_layers: int) -> list:
             )
     # RoPE on or off: the attention layers cache the same K and V (GraniteMoeHybridAttention)
     f.seen.add("position_embedding_type")
-    layers: list = []
     state = _granite_mamba_state(f, geo, "granitemoehybrid") if "mamba" in kinds else None
-    for kind in kinds:
-        layers.append(state if kind == "mamba" else full_layer(geo))
-    return layers
+    return [state if kind == "mamba" else full_layer(geo) for kind in kinds]
 
 
 # GraniteMoeHybridConfig's defaults (transformers 5.24) for the fields that size the state

@@ -212,9 +212,7 @@ _SEQ2SEQ_OWN = """
 """
 
 # Apertus (and Apertus 1.5): q/k RMSNorms, a plain xIELU MLP (two scalars of its own a layer)
-_APERTUS = F(
-    params=U(**_PLAIN_MLP, qk_norm=True, xielu=True), defaults=dict(max_position_embeddings=65536)
-)
+_APERTUS = F(params=U(**_PLAIN_MLP, qk_norm=True, xielu=True), context=65536)
 # EXAONE 4 and EXAONE 4.5's language model (the record's comment in FAMILIES)
 _EXAONE4 = F(
     "reorder_qk_norm",
@@ -302,16 +300,10 @@ FAMILIES: dict[str, Family] = {
     "apertus": _APERTUS,
     "apertus1p5_text": _APERTUS,
     # Arcee: a plain ReLU^2 MLP (up, down) with mlp_bias
-    "arcee": F(
-        params=U(**_PLAIN_MLP, mlp_bias="mlp_bias"), defaults=dict(max_position_embeddings=4096)
-    ),
-    "bitnet": F(
-        params=U(attn_sub_norm=True, ffn_sub_norm=True), defaults=dict(num_key_value_heads=5)
-    ),
+    "arcee": F(params=U(**_PLAIN_MLP, mlp_bias="mlp_bias"), context=4096),
+    "bitnet": F(params=U(attn_sub_norm=True, ffn_sub_norm=True), kv=5),
     "cwm": F(params=U(mlp_bias="mlp_bias"), layout_by_class_rule=True, kv=8, context=131072),
-    "emu3_text_model": F(
-        params=U(), defaults=dict(num_key_value_heads=8, max_position_embeddings=9216)
-    ),
+    "emu3_text_model": F(params=U(), kv=8, context=9216),
     # GLM and GLM-4: q, k, v biases with attention_bias (no o bias), gate and up fused;
     # GLM-4 adds post_self_attn_layernorm and post_mlp_layernorm
     "glm": F(
@@ -337,9 +329,7 @@ FAMILIES: dict[str, Family] = {
         ),
         context=8192,
     ),
-    "ministral3": F(
-        params=U(), defaults=dict(num_key_value_heads=8, max_position_embeddings=262144)
-    ),
+    "ministral3": F(params=U(), kv=8, context=262144),
     # nanochat: weightless RMSNorms, a plain ReLU^2 MLP (fc1, fc2)
     "nanochat": F(params=U(**_PLAIN_MLP, norm="none", final_norm=False)),
     # VaultGemma: two RMSNorms a layer (input, pre-feed-forward)

@@ -1,13 +1,6 @@
-"""Which config fields a family's reader understands, and the record of one family.
-
-A field is understood when a reader reads it (``Fields`` records every field looked at), or
-when it cannot change the cache: ``NEVER_CACHE`` (any family: token ids, dropout, rotary
-frequencies, dtypes, epsilons, scalar constants of the forward pass), ``GROUPS`` (fields with one
-meaning in the families that opt in: an unknown family reusing ``intermediate_size`` for a
-recurrent width, as Mamba does, must not be read as an MLP), a family's own ``irrelevant``
-fields, and ``OFF_VALUES`` at the value that turns their feature off. Everything else is refused
-by name (``UnknownFields``); ``unverified=True`` reads it as a standard decoder anyway, labelled.
-``Family`` is everything kvcalc knows about one ``model_type``; the records are in ``table``.
+"""Which config fields a family's reader understands (``NEVER_CACHE``, ``GROUPS``, a record's
+``irrelevant``, ``OFF_VALUES``: docs/families.md, Only fields decide), and ``Family``, the record
+of one ``model_type`` (the records are in ``table``).
 """
 
 from __future__ import annotations

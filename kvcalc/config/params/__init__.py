@@ -1,14 +1,11 @@
 """Parameter counts from a config.json, apart from the cache: only weight figures need them.
-
-A family counts by its record's ``params`` entry (the generic counter here, adding up the
-blocks of ``blocks``) or its own ``counter`` (``decoders``, ``recurrent``); a family without
-either, or whose layers differ in shape, gets no count: the spec then carries ``params=None`` and
-a reason, and only the weight figures are refused. The cache never depends on this succeeding.
+A family counts by its record's ``params`` entry (the generic counter here, adding up
+``blocks``) or its own ``counter``; without either it gets ``params=None`` and a reason.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ...core.model import MoE, ParamCounts
@@ -17,6 +14,7 @@ from ..families.understood import Family
 from ..fields import Fields, Geometry
 from ..limits import MAX_LAYERS, MAX_PARAMS
 from .blocks import (
+    counts,
     cross_params,
     dense_mlp,
     gqa_params,
@@ -78,15 +76,9 @@ def count_parameters(f: Fields, fam: Family | None, layers: list, geo: Geometry)
 
 
 def _mlx_quantization(f: Fields) -> str | None:
-    """Why the weight figures are not derived for a checkpoint mlx-lm quantized, or None.
-
-    mlx-lm writes its block as ``quantization`` (and again as ``quantization_config``, with no
-    quant_method): ``bits`` and ``group_size`` (and ``mode``) for every Linear and Embedding
-    whose input width the group divides, each group with its own scale and, in the default
-    affine mode, bias in the model's 16-bit type (mlx-lm's ``nn.quantize`` /
-    ``mx.quantize``), and per-tensor entries that override them. Weight bytes therefore depend
-    on which tensors were quantized at which width, which the config alone does not settle;
-    the cache does not depend on it at all."""
+    """Why the weight figures are not derived for a checkpoint mlx-lm quantized (its block:
+    ``quantization``, or ``quantization_config`` without quant_method), or None; why:
+    docs/families.md (Two rules of the parameter count)."""
     for where in (f.top, f.cfg):
         block = where.get("quantization") if isinstance(where, dict) else None
         if not isinstance(block, dict):
@@ -256,7 +248,7 @@ def _older_layout(f: Fields, n: int, family: dict) -> list[bool] | None:  # noqa
     expert_layer_period and offset (Jamba's), decoder_sparse_step and mlp_only_layers
     (Qwen-MoE's), Llama 4's moe_layers, ERNIE 4.5's start / end / interval; None for none.
 
-    Over complexity 15: one branch per layout, read in the order the engines give them."""
+    One branch per layout (C901), read in the order the engines give them."""
     dense_first = family.get("first_dense_field")
     if dense_first and f.has(dense_first):
         first = f.int(dense_first, minimum=0)  # AFMoE's num_dense_layers
@@ -284,9 +276,7 @@ def _older_layout(f: Fields, n: int, family: dict) -> list[bool] | None:  # noqa
         # Llama 4: the moe_layers indices, else every interleave_moe_layer_step-th layer
         # (Llama4TextConfig builds the list from the step when it is absent)
         step = f.int("interleave_moe_layer_step", default=1)
-        given = f.raw("moe_layers")
-        if given is None:
-            given = list(range(step - 1, n, step))
+        given = f.raw("moe_layers", default=list(range(step - 1, n, step)))
         if not isinstance(given, list) or any(not isinstance(i, int) for i in given):
             raise ValueError("config field 'moe_layers' must be a list of layer indices")
         chosen = set(given)
@@ -309,9 +299,6 @@ def _count_params(
         if f.raw(name, default=0) not in (0, None):
             raise ValueError(f"config field '{name}' is not 0: {why}")
     tied = _tied(f, family.get("tied_default", True))
-    # Mllama's embedding has 8 more rows than the head (its image-related special tokens)
-    embedding = (vocab + family.get("extra_vocab", 0)) * hidden
-    lm_head = 0 if tied else vocab * hidden
     other = 0
     if family.get("learned_positions"):
         positions = f.int("n_positions", "max_position_embeddings")
@@ -331,10 +318,8 @@ def _count_params(
     if moe is not None:
         routed = moe.layers * moe.num_experts * moe.expert_params
         shared = moe.layers * moe.shared_params_per_layer
-        router = moe.layers * moe.num_experts * hidden
-        if family.get("expert_bias"):
-            router += moe.layers * moe.num_experts
-        router += moe.layers * moe.num_experts * _score_bias(f, family)
+        bias = (1 if family.get("expert_bias") else 0) + _score_bias(f, family)
+        router = moe.layers * moe.num_experts * (hidden + bias)
 
     per_layer_norms = family.get("norms_per_layer", 2)
     if switch(f, family, "post_norms_field"):
@@ -352,18 +337,18 @@ def _count_params(
     if moe is not None and family.get("moe_norm"):
         norms += moe.layers * width  # A.X K1's post_mlp_layernorm inside each MoE block
     norms += width * (int(family.get("final_norm", True)) + int(family.get("embed_norm", False)))
-    return ParamCounts(
-        embedding=embedding,
-        lm_head=lm_head,
+    counted = counts(
+        hidden,
+        vocab,
+        tied,
         attention=attention,
         mlp=mlp,
-        routed_experts=routed,
-        shared_experts=shared,
-        router=router,
         norms=norms,
         other=other,
-        tied=tied,
+        experts=(routed, shared, router),
     )
+    # Mllama's embedding has 8 more rows than the head (its image-related special tokens)
+    return replace(counted, embedding=(vocab + family.get("extra_vocab", 0)) * hidden)
 
 
 def _layer_params(f: Fields, family: dict, hidden: int, layer) -> int:
@@ -382,15 +367,10 @@ def _layer_params(f: Fields, family: dict, hidden: int, layer) -> int:
 
 
 def _score_bias(f: Fields, family: dict) -> int:
-    """1 when the router has a score-correction bias per expert (a buffer in transformers, a
-    weight in vLLM and the checkpoint), else 0.
-
-    DeepSeek-V3's router (DeepseekV3TopkRouter, and the families built on it) always has one
-    in transformers; vLLM's deepseek_v2.py makes it only for topk_method "noaux_tc", so another
-    method is refused. DeepSeek-V2's router (transformers' DeepseekV2Moe) has none, and vLLM
-    none without noaux_tc. MiniMax-M2's router always has one in transformers and in vLLM's
-    minimax_m2.py with use_routing_bias (its real files say true); false is read as vLLM does.
-    ``score_bias: "always"``: a family whose router always has one and names no topk_method."""
+    """1 when the router has a score-correction bias per expert, else 0: the family's
+    ``score_bias`` / ``no_score_bias`` / ``routing_bias`` rule (DeepSeek-V3, DeepSeek-V2,
+    MiniMax-M2; the rules and their sources: docs/families.md, Two rules of the parameter
+    count)."""
     bias = family.get("score_bias")
     if bias == "always":
         return 1

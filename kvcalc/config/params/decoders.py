@@ -1,8 +1,6 @@
-"""Parameter counters of the attention-only families whose blocks the generic counter
-(kvcalc.config.params) does not describe: Gemma 4, Gemma 3n, MPT, OPT, GPT-NeoX-Japanese, ChatGLM
-and DBRX, one function each, checked against transformers 5.24's own model on the meta device, or
-by hand from vLLM's model file where transformers ships none (ChatGLM). What each counts, term by
-term: docs/families.md."""
+"""Parameter counters of the attention-only families the generic counter does not describe,
+checked against transformers 5.24's model on the meta device, or by hand from vLLM's model file
+where transformers ships none (ChatGLM). What each counts: docs/families.md."""
 
 from __future__ import annotations
 
@@ -203,9 +201,7 @@ def chatglm_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: i
     qkv_bias = f.bool("add_qkv_bias", False) or linear_bias
     norm = hidden if f.bool("rmsnorm", True) else 2 * hidden
     ffn = f.int("ffn_hidden_size")
-    attention = 0
-    for layer in layers:
-        attention += qkvo(hidden, layer, qkv_bias, linear_bias)
+    attention = sum(qkvo(hidden, layer, qkv_bias, linear_bias) for layer in layers)
     mlp = n * (3 * hidden * ffn + ((2 * ffn + hidden) if linear_bias else 0))
     final = f.bool("post_layer_norm", True)
     tied = tied_head(f, False)  # vLLM ties output_layer only when the file says so

@@ -1,8 +1,6 @@
-"""Parameter counters of the families built on Mamba mixers, which the generic counter
-(kvcalc.config.params) does not describe: Granite 4.0-H, Bamba, Nemotron-H, Falcon-H1, Mamba and
-Mamba-2, one function each, checked against transformers' own model built on the meta device
-(tests/test_readers_round6.py, tests/test_params_round6b.py, tests/test_params_switches.py and the
-zoo). What each counts, term by term: docs/families.md."""
+"""Parameter counters of the families built on Mamba mixers, checked against transformers' model
+on the meta device (tests/test_readers_round6.py, tests/test_params_round6b.py,
+tests/test_params_switches.py, the zoo). What each counts: docs/families.md."""
 
 from __future__ import annotations
 
@@ -37,12 +35,9 @@ def granite_hybrid_params(
         f.seen.update({"intermediate_size", "num_experts_per_tok"})  # unused without experts
     bias = f.bool("attention_bias", False)
     attn = qkvo(hidden, geo, bias, bias)
-    attention = 0
-    for layer in layers:
-        if layer.kind == "state":
-            attention += _granite_mamba_params(f, hidden, layer)
-        else:
-            attention += attn
+    attention = sum(
+        _granite_mamba_params(f, hidden, lay) if lay.kind == "state" else attn for lay in layers
+    )
     tied = f.bool("tie_word_embeddings", False)  # GraniteMoeHybridConfig's default: untied
     return moe, counts(
         hidden,
@@ -196,18 +191,13 @@ def falcon_h1_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab:
     per_attention = qkvo(hidden, geo, attn_bias, attn_bias)
     attention = 0
     for layer in layers:
-        state = layer.state
-        conv_dim = state.conv_elements // (state.conv_kernel - 1)
-        inner = state.ssm_elements // f.int("mamba_d_state")
-        mixer = hidden * (inner + conv_dim + heads) + conv_dim * state.conv_kernel + 3 * heads
-        mixer += inner * hidden
-        if f.bool("mamba_conv_bias", True):
-            mixer += conv_dim
-        if f.bool("mamba_rms_norm", False):
-            mixer += inner
-        if proj_bias:
-            mixer += inner + conv_dim + heads + hidden
-        attention += per_attention + mixer
+        inner = layer.state.ssm_elements // f.int("mamba_d_state")
+        mixer = _mamba2_mixer(
+            f, hidden, layer.state, inner, heads, "mamba_conv_bias", "mamba_proj_bias"
+        )
+        # _mamba2_mixer counts a gated RMSNorm over inner: Falcon-H1's is there with mamba_rms_norm
+        norm = inner if f.bool("mamba_rms_norm", False) else 0
+        attention += per_attention + mixer - inner + norm
     n = len(layers)
     mlp = n * (3 * hidden * inter + (2 * inter + hidden if mlp_bias else 0))
     tied = tied_head(f, False)  # FalconH1Config's default: untied

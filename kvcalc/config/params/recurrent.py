@@ -1,14 +1,13 @@
-"""Parameter counters of the other families with a recurrent state, which the generic counter
-(kvcalc.config.params) does not describe: LFM2 and LFM2-MoE (short convolutions), Kimi-Linear
-(KDA), RWKV and RecurrentGemma (RG-LRU), one function each, checked against transformers' own model
-built on the meta device (tests/test_params_round6b.py, tests/test_params_switches.py and the zoo).
-What each counts, term by term: docs/families.md."""
+"""Parameter counters of the other families with a recurrent state (LFM2's short convolutions,
+KDA, RWKV, RG-LRU), checked against transformers' model on the meta device
+(tests/test_params_round6b.py, tests/test_params_switches.py, the zoo). What each counts:
+docs/families.md."""
 
 from __future__ import annotations
 
 from ...core.model import MoE
 from ..fields import Fields, Geometry, per_layer
-from .blocks import Counted, biased_moe, counts, never_tied, qkvo, tied_head, top_k
+from .blocks import Counted, biased_moe, counts, mla_params, never_tied, qkvo, tied_head, top_k
 
 
 def lfm2_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
@@ -19,25 +18,30 @@ def lfm2_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int)
             "config field 'block_dim' differs from 'hidden_size': vLLM's LFM2 MLP reads "
             "block_dim, transformers' hidden_size"
         )
-    bias = f.bool("conv_bias", False)
-    kernel = f.int("conv_L_cache", default=3, minimum=2)
-    attention = conv = 0
-    for layer in layers:
-        if layer.stores_tokens:
-            attention += qkvo(hidden, geo) + 2 * geo.head_dim
-        else:
-            conv += 3 * hidden * hidden + hidden * kernel + hidden * hidden
-            if bias:
-                conv += 3 * hidden + hidden + hidden
+    attention = _lfm2_blocks(f, layers, hidden)
     n = len(layers)
     tied = tied_head(f, True)  # Lfm2Config's default: tied
     return None, counts(
         hidden,
         vocab,
         tied,
-        attention=attention + conv,
+        attention=attention,
         mlp=n * 3 * hidden * width,
         norms=(2 * n + 1) * hidden,
+    )
+
+
+def _lfm2_blocks(f: Fields, layers: list, hidden: int) -> int:
+    """LFM2's and LFM2-MoE's mixers: attention (q, k, v, o and the q/k norms of head_dim), or
+    the short convolution (in_proj of 3 x hidden, the conv kernel, out_proj; their biases with
+    conv_bias)."""
+    kernel = f.int("conv_L_cache", default=3, minimum=2)
+    bias = f.bool("conv_bias", False)
+    return sum(
+        qkvo(hidden, lay) + 2 * lay.head_dim
+        if lay.stores_tokens
+        else 4 * hidden * hidden + hidden * kernel + (5 * hidden if bias else 0)
+        for lay in layers
     )
 
 
@@ -75,15 +79,7 @@ def _lfm2_ff_width(f: Fields) -> int:
 def lfm2_moe_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
     """LFM2-MoE (transformers' Lfm2MoeForCausalLM, vLLM's lfm2_moe.py)."""
     n = len(layers)
-    kernel = f.int("conv_L_cache", default=3, minimum=2)
-    bias = f.bool("conv_bias", False)
-    attention = 0
-    for layer in layers:
-        if layer.stores_tokens:
-            q, kv = layer.q_heads * layer.head_dim, layer.kv_heads * layer.head_dim
-            attention += 2 * hidden * (q + kv) + 2 * layer.head_dim
-        else:
-            attention += 4 * hidden * hidden + hidden * kernel + (5 * hidden if bias else 0)
+    attention = _lfm2_blocks(f, layers, hidden)
     dense = min(f.int("num_dense_layers", default=2, minimum=0), n)
     experts = f.int("num_experts", default=32)
     k = top_k(f.int("num_experts_per_tok", default=4), experts)
@@ -215,16 +211,7 @@ def _kimi_mla(f: Fields, hidden: int, layer) -> int:
             "projections biases, vLLM's kimi_linear.py none, and the parameter counter does "
             "not pick"
         )
-    heads, rope, rank = layer.q_heads, layer.qk_rope_head_dim, layer.kv_lora_rank
-    q_dim = heads * layer.qk_head_dim
-    nope = layer.qk_head_dim - rope
-    if f.has("q_lora_rank"):
-        q_rank = f.int("q_lora_rank")
-        q = hidden * q_rank + q_rank + q_rank * q_dim
-    else:
-        q = hidden * q_dim
-    kv = hidden * (rank + rope) + rank + rank * heads * (nope + layer.v_head_dim)
-    return q + kv + heads * layer.v_head_dim * hidden
+    return mla_params(f, hidden, layer.q_heads)  # DeepSeek's MLA, from the fields it was read from
 
 
 def rwkv_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
@@ -259,12 +246,9 @@ def recurrent_gemma_params(
     recurrent += width * taps + width + width  # conv_1d with its bias, recurrent_param
     recurrent += 2 * (width * width // heads + width)  # input and recurrent gates
     bias = f.bool("attention_bias", False)
-    attention = 0
-    for layer in layers:
-        if layer.kind == "state":
-            attention += recurrent
-            continue
-        attention += qkvo(hidden, layer, bias, o_bias=True)
+    attention = sum(
+        recurrent if lay.kind == "state" else qkvo(hidden, lay, bias, o_bias=True) for lay in layers
+    )
     mlp_width = f.int("intermediate_size") // 2
     if not tied_head(f, True):
         raise ValueError(
