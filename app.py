@@ -27,21 +27,15 @@ common.upgrade_link()  # old links' registry keys become the names the sidebar s
 url_note = st.empty()  # filled at the end of the run if the link carried values we ignored
 
 
-def page_list() -> dict:
-    """The st.Page objects of the registry (webui/pages.py), made once per session: st.Page
-    resolves its file on the disk (16 paths, a few system calls each, on every full run
-    otherwise). One session's runs come one at a time: st.navigation marks the page to run and
-    its run unmarks it."""
-    made = st.session_state.get("_pages")
-    if made is None:
-        made = st.session_state["_pages"] = pages.navigation()
-    return made
-
-
+# The st.Page objects of the registry (webui/pages.py), made once per session: st.Page resolves
+# its file on the disk (16 paths, a few system calls each, on every full run otherwise). One
+# session's runs come one at a time: st.navigation marks the page to run and its run unmarks it.
+if "_pages" not in st.session_state:
+    st.session_state["_pages"] = pages.navigation()
 # The two paths (Learn, Engineer) and Measure, from the one registry, in the header: the
 # sidebar then opens with the model and the GPU (on a phone Streamlit moves the menu into the
 # sidebar's drawer).
-nav = st.navigation(page_list(), position="top")
+nav = st.navigation(st.session_state["_pages"], position="top")
 here = pages.by_url(nav.url_path)
 if here.name == "live_class":  # the projector's page uses no model: its sidebar starts closed
     st.set_page_config(initial_sidebar_state="collapsed")

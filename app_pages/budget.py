@@ -4,22 +4,12 @@ from kvcalc import budget, registry
 from kvcalc.cache.kv import kv_cache
 from kvcalc.core.speculative import Speculation, drafter_weight_bytes, with_speculation
 from kvcalc.core.units import GiB, fmt_bytes, fmt_gib
-from kvcalc.engines.budget import (
-    DEFAULT_ACTIVATION_BYTES,
-    DEFAULT_CUDA_GRAPH_BYTES,
-    DEFAULT_GPU_MEM_UTIL,
-    DEFAULT_NON_TORCH_BYTES,
-    DEFAULT_RESERVE_BYTES,
-    GPU_MEM_UTIL_CHANGED_IN,
-    PREVIOUS_GPU_MEM_UTIL,
-    TRTLLM_FREE_FRACTION,
-)
+from kvcalc.engines import budget as defaults
 from kvcalc.engines.vllm import NEWEST
 from webui import callbacks, common, compare, pages, serving
-from webui.common import bound, number, select, slider
+from webui.common import bound, number, plain, select, slider
 from webui.figures import LIMIT_NAMES, budget_figure, concurrency_figure
 from webui.fit_fix import fitting_setup_button
-from webui.hosted import plain
 from webui.memo import cached
 from webui.prose import prose
 
@@ -88,26 +78,27 @@ def page() -> None:
             "gpu_memory_utilization",
             0.05,
             1.0,
-            DEFAULT_GPU_MEM_UTIL,
+            defaults.DEFAULT_GPU_MEM_UTIL,
             0.01,
             "b_util",
-            help=f"vLLM {NEWEST}'s default shown first ({PREVIOUS_GPU_MEM_UTIL:g} before "
-            f"{GPU_MEM_UTIL_CHANGED_IN}); for the TensorRT-LLM convention, the share of memory "
-            "free "
-            f"after the weights (its own default {TRTLLM_FREE_FRACTION:g})",
+            help=f"vLLM {NEWEST}'s default shown first ({defaults.PREVIOUS_GPU_MEM_UTIL:g} "
+            f"before {defaults.GPU_MEM_UTIL_CHANGED_IN}); for the TensorRT-LLM convention, the "
+            "share of memory free after the weights (its own default "
+            f"{defaults.TRTLLM_FREE_FRACTION:g})",
         )
         reserve_gib = number(
             e2,
             "Reserve for activations and runtime (GiB)",
             0.0,
             1024.0,
-            DEFAULT_RESERVE_BYTES / GiB,
+            defaults.DEFAULT_RESERVE_BYTES / GiB,
             0.5,
             "b_reserve",
             help="activation peak + CUDA context and libraries + CUDA graphs: "
-            f"{DEFAULT_ACTIVATION_BYTES / GiB:g} + {DEFAULT_NON_TORCH_BYTES / GiB:g} + "
-            f"{DEFAULT_CUDA_GRAPH_BYTES / GiB:g} GiB by default, the same figures as on the vLLM "
-            "start-up page",
+            f"{defaults.DEFAULT_ACTIVATION_BYTES / GiB:g} + "
+            f"{defaults.DEFAULT_NON_TORCH_BYTES / GiB:g} + "
+            f"{defaults.DEFAULT_CUDA_GRAPH_BYTES / GiB:g} GiB by default, the same figures as on "
+            "the vLLM start-up page",
         )
         block = select(
             e1.selectbox, "Block size (tokens)", [1, 8, 16, 32, 64, 128, 256], "b_block", index=2
@@ -149,13 +140,11 @@ def page() -> None:
         m[0].metric(
             f"KV per token at {context:,}",
             fmt_bytes(per.kv_bytes_per_token),
-            help=(
-                f"what one more token adds at {context:,} tokens, on any GPU. "
-                + (
-                    T("window_growth", nominal=fmt_bytes(per.kv_bytes_per_token_nominal))
-                    if per.kv_bytes_per_token != per.kv_bytes_per_token_nominal
-                    else f"{per.kv_bytes_per_token_nominal:,} bytes, one token in every K/V layer"
-                )
+            help=f"what one more token adds at {context:,} tokens, on any GPU. "
+            + (
+                T("window_growth", nominal=fmt_bytes(per.kv_bytes_per_token_nominal))
+                if per.kv_bytes_per_token != per.kv_bytes_per_token_nominal
+                else f"{per.kv_bytes_per_token_nominal:,} bytes, one token in every K/V layer"
             ),
         )
         m[1].metric(
@@ -220,8 +209,8 @@ def page() -> None:
         )
     missing = [c.name for c in [me, *others] if not c.fits]
     no_curve = (
-        f"No curve for {plain(', '.join(missing))}: the weights leave no room for a cache on this "
-        "GPU."
+        f"No curve for {plain(', '.join(missing))}: the weights leave no room for a cache on "
+        "this GPU."
         if missing
         else ""
     )
@@ -263,7 +252,7 @@ def page() -> None:
                     pool=(util, reserve, block),
                 )
             except ValueError as exc:
-                st.info(T("serving_simulator_cannot", why=common.plain(str(exc))))
+                st.info(T("serving_simulator_cannot", why=plain(str(exc))))
             else:
                 m = st.columns(2)
                 if windowed:
@@ -290,10 +279,8 @@ def page() -> None:
                     st.markdown(
                         f"Simulated with {context - out:,} + {out:,} tokens per request, the pool "
                         f"binds from {cap.onset_users:,} users ({cap.last_free_users or 0:,} run "
-                        "with "
-                        f"no preemption and no wait); with {cap.sustained_users:,} users the "
-                        "server "
-                        "sustains the batch beside."
+                        f"with no preemption and no wait); with {cap.sustained_users:,} users the "
+                        "server sustains the batch beside."
                     )
                 for n in cap.notes:
                     st.caption(
@@ -345,33 +332,21 @@ def page() -> None:
                 )
                 st.caption(T("three_figures", b=b, context=context, longest=longest))
             if windowed:
+                kept = [
+                    (
+                        f"{r.layers} x {r.label}",
+                        fmt_bytes(r.bytes_per_token_per_layer)
+                        if r.stores_tokens
+                        else "a fixed state",
+                        f"{r.tokens_kept:,}" if r.stores_tokens else "",
+                        fmt_bytes(r.bytes),
+                    )
+                    for r in per.rows
+                    if r.stores_tokens or r.state_bytes
+                ] + [("one sequence", "", "", fmt_bytes(per.kv_bytes))]
+                cols = ("layers", "per token, per layer", f"tokens kept at {context:,}", "bytes")
                 common.table(
-                    [
-                        {
-                            "layers": f"{r.layers} x {r.label}",
-                            "per token, per layer": (
-                                fmt_bytes(r.bytes_per_token_per_layer)
-                                if r.stores_tokens
-                                else "a fixed state"
-                            ),
-                            f"tokens kept at {context:,}": (
-                                f"{r.tokens_kept:,}" if r.stores_tokens else ""
-                            ),
-                            "bytes": fmt_bytes(r.bytes),
-                        }
-                        for r in per.rows
-                        if r.stores_tokens or r.state_bytes
-                    ]
-                    + [
-                        {
-                            "layers": "one sequence",
-                            "per token, per layer": "",
-                            f"tokens kept at {context:,}": "",
-                            "bytes": fmt_bytes(per.kv_bytes),
-                        }
-                    ],
-                    border="horizontal",
-                    hide_index=True,
+                    [dict(zip(cols, row)) for row in kept], border="horizontal", hide_index=True
                 )
                 st.caption(
                     f"What one sequence of {context:,} tokens keeps, by layer kind (exact bytes, "
@@ -385,7 +360,6 @@ def page() -> None:
                     )
                 )
 
-    if fits_gpu:
         with st.expander(
             "Speculative decoding: the drafter's cache", icon=":material/fast_forward:"
         ):
@@ -411,9 +385,8 @@ def page() -> None:
             if drafting:
                 method = "mtp" if sel.spec.mtp_layers else "eagle"
                 try:
-                    drafted = with_speculation(
-                        sel.spec, Speculation(method=method, tokens=int(ahead or 2))
-                    )
+                    drafter = Speculation(method=method, tokens=int(ahead or 2))
+                    drafted = with_speculation(sel.spec, drafter)
                     dw = drafter_weight_bytes(drafted, sel.weights.bytes, sel.weights.total_params)
                     with_drafter = pool.but(
                         spec=drafted, weights_bytes=sel.weights.bytes + (dw or 0)
@@ -423,7 +396,7 @@ def page() -> None:
                         drafted, context, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp
                     )
                 except ValueError as exc:
-                    st.info(f"No drafter for this model: {common.plain(str(exc))}.")
+                    st.info(f"No drafter for this model: {plain(str(exc))}.")
                 else:
                     extra = pd.drafter
                     st.markdown(

@@ -1,3 +1,5 @@
+from collections import Counter
+
 import streamlit as st
 
 from kvcalc.core.units import fmt_bytes
@@ -9,6 +11,7 @@ from webui.memo import cached
 from webui.prose import prose
 
 T = prose("cache_fill")
+MODES = {"cache": "KV cache", "no-cache": "No cache"}
 
 
 @common.page_body
@@ -20,31 +23,20 @@ def page() -> None:
     prompt = number(c[0], "Prompt length (tokens)", 1, MAX_TOKENS, 12, 1, "f_prompt")
     new = number(c[1], "Decode steps", 0, MAX_TOKENS, 20, 1, "f_new", help=T("new"))
     layers = number(c[2], "Layers shown", 1, 16, 4, 1, "f_layers")
-    mode = select(
-        c[3].radio,
-        "Mode",
-        ["cache", "no-cache"],
-        "f_mode",
-        {"cache": "KV cache", "no-cache": "No cache"}.get,
-        horizontal=True,
-    )
+    mode = select(c[3].radio, "Mode", list(MODES), "f_mode", MODES.get, horizontal=True)
 
     idx = shown_layers(sel.spec, layers)
     labels = []
     for i in idx:
         layer = sel.spec.layers[i]
-        rows_ = layer.cache_rows
-        if rows_:
-            labels += [f"layer {i + 1} ({layer.label}) {r}" for r in rows_]
-        else:  # a layer with no per-token cache of its own: one empty row that says why
-            labels.append(f"layer {i + 1}: {layer.formula()}")
+        named = [f"layer {i + 1} ({layer.label}) {r}" for r in layer.cache_rows]
+        labels += named or [f"layer {i + 1}: {layer.formula()}"]  # no cache: a row says why
     if len(idx) < sel.spec.num_layers:
         st.caption(T("showing_layers_every", n_layers=len(idx), sel=sel))
 
     # Work budget: the animation ships every frame to the browser. At the largest inputs (160
-    # tokens,
-    # 16 layers, 160 steps) that was about 2 MB per rerun; past MAX_CELLS grid cells in all frames,
-    # only every k-th step (and the last) becomes a frame, and the page says so.
+    # tokens, 16 layers, 160 steps) that was about 2 MB per rerun; past MAX_CELLS grid cells in
+    # all frames, only every k-th step (and the last) becomes a frame, and the page says so.
     MAX_CELLS = 50_000
     stride = -(-len(labels) * (prompt + new) * (new + 1) // MAX_CELLS)
     try:
@@ -84,28 +76,25 @@ def page() -> None:
     st.caption(T("passes"))
 
     st.subheader(f"What the cache holds for {sel.label}")
-    rows = []
-    for s in steps:
-        rows.append(
-            {
-                "step": "prefill" if s.step == 0 else str(s.step),
-                "tokens": f"{s.tokens:,}",
-                "K/V bytes (all layers)": fmt_bytes(s.cache_bytes),
-                **({"fixed state": fmt_bytes(s.state_bytes)} if s.state_bytes else {}),
-            }
-        )
+    rows = [
+        {
+            "step": "prefill" if s.step == 0 else str(s.step),
+            "tokens": f"{s.tokens:,}",
+            "K/V bytes (all layers)": fmt_bytes(s.cache_bytes),
+            **({"fixed state": fmt_bytes(s.state_bytes)} if s.state_bytes else {}),
+        }
+        for s in steps
+    ]
     show = rows if len(rows) <= 12 else rows[:6] + [{k: "..." for k in rows[0]}] + rows[-5:]
     common.table(show, border="horizontal", hide_index=True)
     kinds = sel.spec.kind_counts()
-    bounded: dict[tuple[str, int], int] = {}  # (label, most tokens kept) -> layers
-    for layer in sel.spec.layers:
-        if layer.token_bound() is not None:
-            key = (layer.label, layer.token_bound())
-            bounded[key] = bounded.get(key, 0) + 1
+    # (label, most tokens kept) -> layers
+    bounded = Counter((lay.label, lay.token_bound()) for lay in sel.spec.layers)
     notes = [
         f"{count} {label} layers stop growing at {most:,} tokens: past that, old tokens leave "
         "the cache."
         for (label, most), count in bounded.items()
+        if most is not None
     ]
     if "state" in kinds:
         notes.append(T("recurrent_layers_keep", kinds=kinds["state"]))

@@ -1,6 +1,5 @@
 import streamlit as st
 
-from kvcalc import kv_cache
 from kvcalc.core.units import fmt_bytes
 from kvcalc.engines.paging import SCENARIOS, contiguous_capacity, parse_requests
 from webui import callbacks, common
@@ -48,20 +47,12 @@ def page() -> None:
         common.stop_on_error(exc)
 
     b = st.columns([1, 1, 1, 2])
-    for where, label, n, icon in (
-        (b[0], "Next step", 1, "skip_next"),
-        (b[1], "Run 10 steps", 10, "fast_forward"),
+    for where, label, click, args, icon in (
+        (b[0], "Next step", callbacks.engine_advance, (1,), "skip_next"),
+        (b[1], "Run 10 steps", callbacks.engine_advance, (10,), "fast_forward"),
+        (b[2], "Reset", callbacks.engine_reset, (), "restart_alt"),
     ):
-        where.button(
-            label,
-            on_click=callbacks.engine_advance,
-            args=(n,),
-            icon=f":material/{icon}:",
-            width="stretch",
-        )
-    b[2].button(
-        "Reset", on_click=callbacks.engine_reset, icon=":material/restart_alt:", width="stretch"
-    )
+        where.button(label, on_click=click, args=args, icon=f":material/{icon}:", width="stretch")
     st.session_state.setdefault("e_step", 0)  # the buttons above change it through session state
     step = b[3].number_input(
         "Go to step",
@@ -92,12 +83,7 @@ def page() -> None:
     st.plotly_chart(blocks_figure(snap.blocks, block_size), width="stretch", key="e_fig")
     try:
         sel = common.selection()
-        per_block = (
-            block_size
-            * kv_cache(
-                sel.spec, 1, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp
-            ).kv_bytes_per_token_nominal
-        )
+        per_block = block_size * sel.deployment.kv_cache(1).kv_bytes_per_token_nominal
         st.caption(
             f"For {sel.label} in {sel.kv_dtype.upper()}, one block of {block_size} tokens "
             f"across all layers is {fmt_bytes(per_block)}; this pool would be "
@@ -136,9 +122,7 @@ def page() -> None:
         )
     with right:
         st.markdown("**Event log**")
-        log = []
-        for h in history[max(1, len(history) - 6) :]:
-            log += [f"step {h.step}: {e}" for e in h.events]
+        log = [f"step {h.step}: {e}" for h in history[max(1, len(history) - 6) :] for e in h.events]
         st.code("\n".join(log[-24:]) or "press Next step to start", language=None, wrap_lines=True)
 
     longest = max(len(r.prompt) + r.output_len for r in requests)
@@ -156,13 +140,12 @@ def page() -> None:
     peak = max(h.running for h in history)
     st.markdown(
         f"**Without paging**, an engine reserves max_model_len ({max_len:,} tokens) for each "
-        "request "
-        f"up front, in one contiguous piece: the same {num_blocks * block_size:,} slots hold "
-        f"**{contiguous}** request{'s' if contiguous != 1 else ''} at a time. With blocks, up to "
-        f"**{peak}** ran together so far, because a request only holds what it has written, "
-        "rounded "
-        f"up to a block of {block_size}. PagedAttention, the attention kernel of vLLM, reads each "
-        "request's keys and values through its block table, so the blocks need not be contiguous."
+        f"request up front, in one contiguous piece: the same {num_blocks * block_size:,} slots "
+        f"hold **{contiguous}** request{'s' if contiguous != 1 else ''} at a time. With blocks, up "
+        f"to **{peak}** ran together so far, because a request only holds what it has written, "
+        f"rounded up to a block of {block_size}. PagedAttention, the attention kernel of vLLM, "
+        "reads each request's keys and values through its block table, so the blocks need not be "
+        "contiguous."
     )
 
 

@@ -109,18 +109,11 @@ def page() -> None:
         ttft = r.ttft_p99_steady_s if r.ttft_p99_steady_s is not None else r.ttft_p99_s
         return r.tpot_p99_s <= slo_tpot / 1e3 and ttft <= slo_ttft / 1e3
 
-    def best_under_slo(f):
-        ok = [(u, r) for u, r in zip(f.users, f.results) if meets(r)]
-        return max(ok, key=lambda ur: ur[1].output_tokens_per_s_per_gpu) if ok else None
-
-    slo_best = best_under_slo(curve)
+    ok = [(u, r) for u, r in zip(curve.users, curve.results) if meets(r)]
+    slo_best = max(ok, key=lambda ur: ur[1].output_tokens_per_s_per_gpu, default=None)
     slo = dict(
         tpot_s=slo_tpot / 1e3,
-        meets=[
-            (r.output_tokens_per_s_per_user, r.output_tokens_per_s_per_gpu)
-            for r in curve.results
-            if meets(r)
-        ],
+        meets=[(r.output_tokens_per_s_per_user, r.output_tokens_per_s_per_gpu) for _, r in ok],
         best=None
         if slo_best is None
         else (
@@ -130,16 +123,10 @@ def page() -> None:
             f"tokens/s per GPU ({slo_best[0]:,} users)",
         ),
     )
-    drawn = [(n, f.users, f.results, f.capacity.onset_users) for n, f in curves]
-    drawn.append(
-        (
-            "ideal bound (full bandwidth, nothing added)",
-            bound_curve.users,
-            bound_curve.results,
-            bound_curve.capacity.onset_users,
-            "dot",
-        )
-    )
+    drawn = [  # the ideal bound dotted
+        (n, f.users, f.results, f.capacity.onset_users, "dot" if f is bound_curve else None)
+        for n, f in [*curves, ("ideal bound (full bandwidth, nothing added)", bound_curve)]
+    ]
     st.plotly_chart(frontier_figure(drawn, slo=slo), width="stretch", key="fr_fig")
     st.caption(
         f"Each point is one simulated run with that many users. Solid: the {speed.name}; "
@@ -152,8 +139,7 @@ def page() -> None:
         st.markdown(T("reading"))
 
     def best(f):
-        i = max(range(len(f.results)), key=lambda k: f.results[k].output_tokens_per_s_per_gpu)
-        return f.users[i], f.results[i]
+        return max(zip(f.users, f.results), key=lambda ur: ur[1].output_tokens_per_s_per_gpu)
 
     def headline(name, f) -> str:
         u, b = best(f)
@@ -199,19 +185,15 @@ def page() -> None:
             help="The fewest users whose run preempts a request or makes one wait for blocks",
         )
         u_top, top_run = best(curve)
+        said = [headline(name, f) for name, f in curves]
         if slo_best is not None and slo_best[0] == u_top:  # the same figure as the first metric
-            said = [T("highest_point_users", curves=curves[0][0], u_top=u_top, top_run=top_run)]
-        else:
-            said = [headline(curves[0][0], curve)]
-        if other is not None:
-            said.append(headline(curves[1][0], other))
+            said[0] = T("highest_point_users", curves=curves[0][0], u_top=u_top, top_run=top_run)
         st.markdown(" ".join(said))
         if slo_best is None:
             st.warning(T("no_run", slo_tpot=slo_tpot, slo_ttft=slo_ttft), icon=":material/timer:")
         with st.expander("What limits the batch: vLLM's line and the simulated pool"):
-            st.markdown(limits(curves[0][0], curve))
-            if other is not None:
-                st.markdown(limits(curves[1][0], other))
+            for name, f in curves:
+                st.markdown(limits(name, f))
             for n in cap.notes:
                 st.caption(n[0].upper() + n[1:] + ".")
 
@@ -229,24 +211,13 @@ def page() -> None:
     m[1].metric("Largest batch", f"{r.max_batch:,}")
     m[2].metric("Preemptions", f"{r.preemptions:,}")
     # The latencies, p50 and p99, in one small table rather than nine more metrics.
+    latencies = (
+        ("TTFT: time to first token" + (", after the warm-up" if warm else ""), ttft50, ttft99),
+        ("TPOT: time per output token, (last - first) / (tokens - 1)", r.tpot_p50_s, r.tpot_p99_s),
+        ("ITL: every gap between two tokens of a request", r.itl_p50_s, r.itl_p99_s),
+    )
     common.table(
-        [
-            {
-                "latency": "TTFT: time to first token" + (", after the warm-up" if warm else ""),
-                "p50": fmt_seconds(ttft50),
-                "p99": fmt_seconds(ttft99),
-            },
-            {
-                "latency": "TPOT: time per output token, (last - first) / (tokens - 1)",
-                "p50": fmt_seconds(r.tpot_p50_s),
-                "p99": fmt_seconds(r.tpot_p99_s),
-            },
-            {
-                "latency": "ITL: every gap between two tokens of a request",
-                "p50": fmt_seconds(r.itl_p50_s),
-                "p99": fmt_seconds(r.itl_p99_s),
-            },
-        ],
+        [{"latency": n, "p50": fmt_seconds(a), "p99": fmt_seconds(b)} for n, a, b in latencies],
         hide_index=True,
     )
     if warm:
@@ -273,12 +244,10 @@ def page() -> None:
             pages.link(name, label, where=where)
         st.markdown(T("how_step"))
         common.formula(
-            "step time = max( (2 x active params x tokens + attention FLOPs) / "
-            "(peak x MFU),\n"
+            "step time = max( (2 x active params x tokens + attention FLOPs) / (peak x MFU),\n"
             "                 (weight bytes + KV bytes per token x tokens read) / "
             "(bandwidth x achieved share) )\n"
-            "            + fixed cost per step + 2 x layers x all-reduce (tensor "
-            "parallel)\n"
+            "            + fixed cost per step + 2 x layers x all-reduce (tensor parallel)\n"
             f"{speed.name}: share {speed.bw_share:g}, MFU {speed.mfu:g}, "
             f"{speed.step_overhead_s * 1e3:g} ms a step, all-reduce "
             f"{speed.allreduce_latency_s * 1e6:g} µs + bytes over the link, "

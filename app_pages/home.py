@@ -1,6 +1,6 @@
 import streamlit as st
 
-from kvcalc import budget, kv_cache
+from kvcalc import budget
 from kvcalc.core.units import fmt_bytes, fmt_gib
 from kvcalc.engines.budget import pool_defaults_text
 from webui import common, pages
@@ -21,7 +21,7 @@ def page() -> None:
     try:
         sel = common.selection()
         conv = min(8192, sel.spec.max_context)  # never a conversation past the model's limit
-        r = kv_cache(sel.spec, conv, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
+        r = sel.deployment.kv_cache(conv)
     except ValueError as exc:  # e.g. a tensor-parallel size the model's KV heads cannot split
         common.show_error(exc)
         sel = None
@@ -59,8 +59,7 @@ def page() -> None:
                 )
                 st.warning(
                     f"Does not fit: the weights alone take {fmt_gib(b.weights_bytes)} per GPU, "
-                    "and an "
-                    f"engine may use {fmt_gib(b.requested_bytes)} of this one, "
+                    f"and an engine may use {fmt_gib(b.requested_bytes)} of this one, "
                     f"{fmt_gib(b.reserve_bytes)} of it for activations and the runtime. The cache "
                     "figures beside do not depend on the GPU.",
                     icon=":material/block:",

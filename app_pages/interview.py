@@ -6,6 +6,7 @@ from webui.common import bound, number, select
 from webui.prose import prose
 
 T = prose("interview")
+MODES = ["interview", "practice", "classroom"]
 
 
 @common.page_body
@@ -13,14 +14,7 @@ def page() -> None:
     common.page_header("Interview check", None, T("lead"))
 
     mode = (
-        select(
-            st.segmented_control,
-            "Mode",
-            ["interview", "practice", "classroom"],
-            "i_mode",
-            str.capitalize,
-            default="interview",
-        )
+        select(st.segmented_control, "Mode", MODES, "i_mode", str.capitalize, default="interview")
         or "interview"
     )
     seed = (
@@ -39,15 +33,14 @@ def page() -> None:
             c1, c2 = st.columns([3, 1])
             which = "" if len(parts) == 1 else "per token, " if part == 1 else "per sequence, "
             how = answer_label(q, part)  # the unit first; how a bare number is read in the help
+            suffix = "" if part == 1 else f"_{part}"
             given = c1.text_input(
                 f"Your answer ({which}{how.split(':')[0]})",
                 help=how[0].upper() + how[1:] + ".",
-                key=f"ans_{key}" + ("" if part == 1 else f"_{part}"),
+                key=f"ans_{key}{suffix}",
                 placeholder="a number, with its unit if it has one",
             )
-            c2.button(
-                "Check", key=f"chk_{key}" + ("" if part == 1 else f"_{part}"), width="stretch"
-            )  # Enter in the box does the same
+            c2.button("Check", key=f"chk_{key}{suffix}", width="stretch")  # Enter does the same
             if given:
                 g = grade(q, given, part=part)  # the message may quote what was typed: no markup
                 (st.success if g.correct else st.warning)(common.plain(g.message))
@@ -75,20 +68,17 @@ def page() -> None:
         pages.link("live_class", T("run_live_class"))
 
         c = st.columns([1, 1, 4, 2])
-        c[0].button(
-            "Previous",
-            on_click=callbacks.interview_go,
-            args=(-1, len(deck)),
-            icon=":material/arrow_back:",
-            width="stretch",
-        )
-        c[1].button(
-            "Next",
-            on_click=callbacks.interview_go,
-            args=(1, len(deck)),
-            icon=":material/arrow_forward:",
-            width="stretch",
-        )
+        for where, label, step, icon in (
+            (c[0], "Previous", -1, "back"),
+            (c[1], "Next", 1, "forward"),
+        ):
+            where.button(
+                label,
+                on_click=callbacks.interview_go,
+                args=(step, len(deck)),
+                icon=f":material/arrow_{icon}:",
+                width="stretch",
+            )
         st.session_state.setdefault("i_q", 1)  # Previous/Next change these through session state
         st.session_state.setdefault("i_reveal", False)
         at = c[2].number_input(

@@ -112,7 +112,7 @@ if (
 
             table = device_queue.run_here(job, checkpoint=show)
             for r in table.rows:
-                store[(tokens, window, r.variant if r.variant != "exact" else "exact")] = r
+                store[(tokens, window, r.variant)] = r
             store[("source", tokens)] = table.text_source
     except ValueError as exc:
         common.stop_on_error(exc)

@@ -5,14 +5,7 @@ import streamlit as st
 from kvcalc import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, budget, prefill, step_time
 from kvcalc.core.units import GiB, fmt_gib, fmt_seconds
 from kvcalc.engines.vllm import NEWEST
-from kvcalc.perf.calibration import (
-    IDEAL,
-    MFU,
-    band_for_batch,
-    estimate_step,
-    estimate_ttft,
-    step_model,
-)
+from kvcalc.perf import calibration
 from kvcalc.perf.sweeps import max_context_at, no_speed_reason, step_curve
 from webui import common
 from webui.common import number, select, slider
@@ -52,53 +45,52 @@ def page() -> None:
         "A real engine's MFU (matrix multiplies)",
         0.05,
         1.0,
-        MFU,
+        calibration.MFU,
         0.001,
         "l_mfu",
         format="%.3f",
-        help=T("mfu", MFU=MFU),
+        help=T("mfu", MFU=calibration.MFU),
     )
     # The real-engine estimate: the sidebar's share and step cost, this page's MFU.
-    speed = step_model(bw_share=sel.bw_share, step_overhead_s=sel.step_overhead_s, mfu=mfu)
+    speed = calibration.step_model(
+        bw_share=sel.bw_share, step_overhead_s=sel.step_overhead_s, mfu=mfu
+    )
     if sel.engine:  # an engine profile: its own coefficients, this page's MFU where moved
-        speed = sel.speed if mfu == MFU else replace(sel.speed, mfu=mfu)
+        speed = sel.speed if mfu == calibration.MFU else replace(sel.speed, mfu=mfu)
 
-    common.require_fit(sel, util, round(reserve * GiB))  # no speed for a model that does not fit
+    reserve_bytes = round(reserve * GiB)
+    common.require_fit(sel, util, reserve_bytes)  # no speed for a model that does not fit
     if prompt > context:
         st.warning("The prompt is longer than the context; the context is what the cache holds.")
-    pool = common.pool_deployment(sel, util, round(reserve * GiB), block)
+    pool = common.pool_deployment(sel, util, reserve_bytes, block)
+    peak = sel.gpu.peak_tflops(sel.weights.dtype)
+    peaks = dict(peak_tflops=peak, attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype))
     try:
         b = cached(budget)(pool, context, batch)
-        s = step_time(
-            sel.deployment,
-            context=context,
-            batch=batch,
-            peak_tflops=sel.gpu.peak_tflops(sel.weights.dtype),
-            attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype),
-        )
+        s = step_time(sel.deployment, context=context, batch=batch, **peaks)
         # Prefill FLOPs need the parameter count; a config kvcalc cannot count goes without them.
         # A forward pass reads every weight it uses at least once: TTFT has that floor.
-        peak = sel.gpu.peak_tflops(sel.weights.dtype)
         p = (
             None
             if sel.spec.params is None or not peak
             else prefill(
                 sel.spec,
                 prompt,
-                peak,
-                mfu=IDEAL.mfu,  # the bound: every FLOP at the full dense peak
+                mfu=calibration.IDEAL.mfu,  # the bound: every FLOP at the full dense peak
                 tp=sel.tp,
                 weight_read_bytes=sel.weights.read_per_step(sel.spec, prompt),
                 bandwidth_gbs=sel.bandwidth_gbs,
-                attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype),
+                **peaks,
             )
         )
         link = dict(tp=sel.tp, link_gbs=sel.gpu.tp_link_gbs)
-        es = estimate_step(sel.spec, s, speed, **link)  # what a real engine takes for the step
-        ep = None if p is None else estimate_ttft(sel.spec, p, speed, **link)
+        es = calibration.estimate_step(sel.spec, s, speed, **link)  # a real engine's step
+        ep = None if p is None else calibration.estimate_ttft(sel.spec, p, speed, **link)
     except ValueError as exc:
         common.stop_on_error(exc)
 
+    past_prompt = prompt > sel.spec.max_context
+    ttft_shown = p is not None and not past_prompt
     now = {
         "pool": b.kv_pool_bytes / GiB,
         "conc": b.max_concurrency,
@@ -146,29 +138,23 @@ def page() -> None:
                 delta("tps", "{:+,.0f}"),
                 help=f"The ideal bound: {s.tokens_per_s:,.0f} tokens/s",
             )
-        elif past:
-            m[0].metric(f"Step time{real}", "past the limit")
-            m[1].metric(f"Tokens/s{real}", "past the limit")
-            st.warning(f"No step time or tokens/s: {past}. Lower the context.")
-        else:  # no speed for a batch that cannot run
-            most = max(int(b.max_concurrency), 0)
-            m[0].metric(f"Step time{real}", "does not fit")
-            m[1].metric(f"Tokens/s{real}", "does not fit")
-            st.warning(T("no_fit", batch=batch, context=context, most=most))
-        if prompt > sel.spec.max_context:
-            m[2].metric(
-                f"TTFT{real}",
-                "past the limit",
-                help=f"Time to first token (TTFT) of one {prompt:,}-token prompt: "
-                + no_speed_reason(sel.spec, prompt),
+        else:  # no speed past the model's limit or for a batch that cannot run
+            for where, what in zip(m, ("Step time", "Tokens/s")):
+                where.metric(f"{what}{real}", "past the limit" if past else "does not fit")
+            st.warning(
+                f"No step time or tokens/s: {past}. Lower the context."
+                if past
+                else T("no_fit", batch=batch, context=context, most=max(int(b.max_concurrency), 0))
             )
-        elif p is None:
+        if not ttft_shown:
             m[2].metric(
                 f"TTFT{real}",
-                "unknown",
+                "past the limit" if past_prompt else "unknown",
                 help=f"Time to first token (TTFT) of one {prompt:,}-token prompt: "
                 + (
-                    "prefill FLOPs need the parameter count, which kvcalc could not take "
+                    no_speed_reason(sel.spec, prompt)
+                    if past_prompt
+                    else "prefill FLOPs need the parameter count, which kvcalc could not take "
                     "from this config (see the sidebar)."
                     if sel.spec.params is None
                     else "the prefill time needs the GPU's peak TFLOPS, which is not stated."
@@ -186,13 +172,11 @@ def page() -> None:
             st.caption(
                 f"Ideal bound: a step of {fmt_seconds(s.step_time_s)} "
                 f"({s.tokens_per_s:,.0f} tokens/s)"
-                + (
-                    ""
-                    if p is None or prompt > sel.spec.max_context
-                    else f", time to first token {fmt_seconds(p.time_s)}"
-                )
+                + (f", time to first token {fmt_seconds(p.time_s)}" if ttft_shown else "")
                 + ". "
-                + common.speed_caption(sel, speed, bands=(band_for_batch(batch), "ttft"))
+                + common.speed_caption(
+                    sel, speed, bands=(calibration.band_for_batch(batch), "ttft")
+                )
             )
         m[3].metric(
             "Crossover context (tokens)",
@@ -208,14 +192,7 @@ def page() -> None:
         xs = [round(x_max * i / 40) for i in range(41)]
         curve = cached(step_curve)(sel.deployment, xs, batch=batch)
         real_curve = [
-            e.time_s
-            for e in common.real_steps(
-                sel,
-                [(c, batch) for c in xs],
-                speed,
-                peak_tflops=peak,
-                attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype),
-            )
+            e.time_s for e in common.real_steps(sel, [(c, batch) for c in xs], speed, **peaks)
         ]
         fits_to = cached(max_context_at)(pool, batch)
         st.plotly_chart(
@@ -240,8 +217,7 @@ def page() -> None:
             f"concurrency = {b.num_blocks:,} blocks x {b.block_bytes:,} B / {b.seq_bytes:,} B per "
             f"sequence = {b.max_concurrency:,.2f}\n"
             f"decode step = ({s.weight_read_bytes:,} + {s.kv_read_bytes + s.state_read_bytes:,}) "
-            "B / "
-            f"{sel.bandwidth_gbs:,.0f} GB/s = "
+            f"B / {sel.bandwidth_gbs:,.0f} GB/s = "
             + (
                 fmt_seconds(s.memory_time_s)
                 + (
@@ -260,7 +236,7 @@ def page() -> None:
             )
             + (
                 ""
-                if p is None or prompt > sel.spec.max_context
+                if not ttft_shown
                 else f"\nTTFT        = max({p.flops:.3e} FLOPs / "
                 f"({p.peak_tflops:g} TFLOPS x {p.mfu:g}"
                 + (f" x {sel.tp} GPUs" if sel.tp > 1 else "")

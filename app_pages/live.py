@@ -41,10 +41,7 @@ elif source == "gguf":
         st.caption(T("smollm2"))
 else:
     model = select(st.selectbox, "Hub model", list(runtime.HUB_ALLOWLIST), "v_hub")
-    if hosted():
-        st.caption(T("cache_only"))
-    else:
-        st.caption(T("local_cache"))
+    st.caption(T("cache_only") if hosted() else T("local_cache"))
 
 caps = live_caps()
 c = st.columns(4)
@@ -174,15 +171,13 @@ if decode:
 m[1].metric("Time per cached token", f"{b * 1e6:,.2f} µs", help="slope of the fitted line")
 on_gpu = result.device == "cuda"
 if not on_gpu:
-    m[2].metric("Effective bandwidth", "not on a CPU", help=T("cpu_slope_mixes"))
+    bandwidth, why = "not on a CPU", T("cpu_slope_mixes")
 elif b > 0 and grow > 0:
-    m[2].metric(
-        "Effective bandwidth",
-        f"{grow / b / GB:,.2f} GB/s",
-        help="extra bytes read per cached token / extra time per cached token",
-    )
+    bandwidth = f"{grow / b / GB:,.2f} GB/s"
+    why = "extra bytes read per cached token / extra time per cached token"
 else:
-    m[2].metric("Effective bandwidth", "not measurable", help=T("step_time_did"))
+    bandwidth, why = "not measurable", T("step_time_did")
+m[2].metric("Effective bandwidth", bandwidth, help=why)
 ran_on = runtime.device_name() if on_gpu else "this machine's CPU"
 nominal = common.selection().gpu if on_gpu else None
 if nominal is not None and not runtime.same_gpu(ran_on, nominal.name):

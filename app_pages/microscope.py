@@ -3,9 +3,9 @@ import streamlit as st
 
 from kvcalc.measure import microscope
 from webui import common, device_queue, pages
-from webui.common import bound, number, select
+from webui.common import bound, number, plain, select
 from webui.figures import attention_row_figure, causal_figure, gqa_figure, kv_figure
-from webui.hosted import hosted, plain
+from webui.hosted import hosted
 from webui.prose import prose
 
 T = prose("microscope")
@@ -102,20 +102,14 @@ st.markdown(T("prompt_tokens_generated", m=m, generated_text=plain(m.generated_t
 
 st.subheader("What this step writes, and what it reads")
 if step == 0:
-    what = T("prefill", m=m, last=m.prompt_tokens - 1)
+    st.markdown(T("prefill", m=m, last=m.prompt_tokens - 1))
 else:
-    what = T(
-        "decode_step_feeds",
-        step=step,
-        qpos=qpos,
-        labels=plain(repr(m.labels[qpos])),
-        n=n,
-        earlier=n - 1,
-    )
-st.markdown(what)
+    fed = plain(repr(m.labels[qpos]))
+    st.markdown(T("decode_step_feeds", step=step, qpos=qpos, labels=fed, n=n, earlier=n - 1))
+row = m.row(step, layer, head)
 st.plotly_chart(
     attention_row_figure(
-        m.row(step, layer, head),
+        row,
         labels,
         written,
         f"Step {step}, layer {layer}, query head {head}: how "
@@ -124,14 +118,11 @@ st.plotly_chart(
     width="stretch",
     key="m_row",
 )
-top = sorted(range(n), key=lambda j: -float(m.row(step, layer, head)[j]))[:3]
-sink = float(m.row(step, layer, head)[0])
+top = sorted(range(n), key=lambda j: -float(row[j]))[:3]
+sink = float(row[0])
 st.caption(
     "Orange: K/V written this step; green: only read. The three largest weights: "
-    + ", ".join(
-        f"position {j} {plain(repr(m.labels[j]))} ({float(m.row(step, layer, head)[j]):.3f})"
-        for j in top
-    )
+    + ", ".join(f"position {j} {plain(repr(m.labels[j]))} ({float(row[j]):.3f})" for j in top)
     + "."
 )
 if n > 2 and sink >= 0.3:
@@ -167,17 +158,7 @@ st.subheader("Earlier tokens' keys and values never change")
 worst = max(m.unchanged_max_diff) if m.unchanged_max_diff else 0.0
 st.markdown(T("test", positions=m.positions(m.steps), m=m, worst=worst))
 
-c = st.columns(2)
-with c[0]:
-    st.plotly_chart(
-        kv_figure(m.keys[layer, kv_head, :n], labels, "Keys", written),
-        width="stretch",
-        key="m_keys",
-    )
-with c[1]:
-    st.plotly_chart(
-        kv_figure(m.values[layer, kv_head, :n], labels, "Values", written),
-        width="stretch",
-        key="m_values",
-    )
+for where, name, kv in zip(st.columns(2), ("Keys", "Values"), (m.keys, m.values), strict=True):
+    fig = kv_figure(kv[layer, kv_head, :n], labels, name, written)
+    where.plotly_chart(fig, width="stretch", key=f"m_{name.lower()}")
 st.caption(T("head_rows", layer=layer, kv_head=kv_head, m=m))

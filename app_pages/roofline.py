@@ -48,12 +48,12 @@ def page() -> None:
     kw = dict(kv_dtype=sel.kv_dtype, tp=sel.tp)
     try:
         r = roofs(sel.gpu, sel.weights.dtype, sel.kv_dtype, sel.bandwidth_gbs)
+        peaks = dict(peak_tflops=r.gemm_tflops, attention_tflops=r.attention_tflops)
         ttft = prefill(
             spec,
             prompt,
-            r.gemm_tflops,
             mfu=IDEAL.mfu,  # the ideal bound, as every figure on this page
-            attention_tflops=r.attention_tflops,
+            **peaks,
             tp=sel.tp,
             weight_read_bytes=sel.weights.read_per_step(spec, prompt),
             bandwidth_gbs=sel.bandwidth_gbs,
@@ -67,14 +67,7 @@ def page() -> None:
         }
         attn = attention_points(spec, kv_dtype=sel.kv_dtype, context=context, queries=queries)
         st_b = (
-            step_time(
-                sel.deployment,
-                context=context,
-                batch=batch,
-                peak_tflops=r.gemm_tflops,
-                attention_tflops=r.attention_tflops,
-                find_crossover=False,
-            )
+            step_time(sel.deployment, context=context, batch=batch, find_crossover=False, **peaks)
             if fits
             else None
         )
@@ -94,13 +87,10 @@ def page() -> None:
 
     with top:  # the answer first: on a phone it is on the first screen
         m = st.columns(3)
-        if r.one_roof:
-            m[0].metric("Ridge point", f"{r.gemm_ridge:,.0f} FLOP/B")
-        else:
-            m[0].metric(
-                "Ridge points: GEMMs / attention",
-                f"{r.gemm_ridge:,.0f} / {r.attention_ridge:,.0f} FLOP/B",
-            )
+        m[0].metric(
+            "Ridge point" if r.one_roof else "Ridge points: GEMMs / attention",
+            f"{r.gemm_ridge:,.0f}{'' if r.one_roof else f' / {r.attention_ridge:,.0f}'} FLOP/B",
+        )
         m[1].metric(f"Prefill of {prompt:,} tokens", f"{pf.intensity:,.1f} FLOP/B")
         m[2].metric(
             f"Decode at batch {batch:,}",
@@ -116,16 +106,14 @@ def page() -> None:
             f" The checkpoint is stored in {sel.weights.checkpoint_dtype.upper()}; vLLM loads "
             f"it in {sel.weights.dtype.upper()} (dtype auto), so its weights take "
             + ("half" if share == 0.5 else f"{share:g} x")
-            + " the checkpoint's bytes and "
-            "run on the 16-bit tensor cores."
+            + " the checkpoint's bytes and run on the 16-bit tensor cores."
         )
-    if r.one_roof:
-        roof_text = T("one_roof", g_name=g_name, r=r, sel=sel)
-    else:
-        roof_text = T("two_roofs", g_name=g_name, r=r, a_name=a_name)
-    roofs_text = (
-        f"**Two kinds of work.** {roof_text}{served} Assumed: " + "; ".join(r.assumptions) + "."
+    roof_text = (
+        T("one_roof", g_name=g_name, r=r, sel=sel)
+        if r.one_roof
+        else T("two_roofs", g_name=g_name, r=r, a_name=a_name)
     )
+    roofs_text = f"**Two kinds of work.** {roof_text}{served} Assumed: {'; '.join(r.assumptions)}."
 
     side = "above" if pf.intensity > r.gemm_ridge else "below"
     st.markdown(
@@ -147,10 +135,6 @@ def page() -> None:
             f"{fi(dm.whole.intensity)} FLOPs per byte."
         )
     else:
-        words = {
-            "memory": ("are memory bound", "is memory bound"),
-            "compute": ("are compute bound", "is compute bound"),
-        }
         same = queries == 1 and abs(db.time_s - st_b.step_time_s) <= 1e-9 * st_b.step_time_s
         when = (
             " (the Decode step time page's figure)"
@@ -161,9 +145,9 @@ def page() -> None:
             f"**Decode** at batch {batch:,} and {context:,} tokens{q_text} does "
             f"{fi(db.whole.intensity)} FLOPs per byte in all. Its GEMMs do "
             f"{db.gemm.intensity:,.1f} FLOP/B against the GEMM ridge of {r.gemm_ridge:,.0f} and "
-            f"{words[db.gemm_bound][0]}; its attention does {db.attention.intensity:,.1f} FLOP/B "
+            f"are {db.gemm_bound} bound; its attention does {db.attention.intensity:,.1f} FLOP/B "
             f"against the attention ridge of {r.attention_ridge:,.0f} and "
-            f"{words[db.attention_bound][1]}. A step takes the sum of the two parts' times, "
+            f"is {db.attention_bound} bound. A step takes the sum of the two parts' times, "
             f"**{fmt_seconds(db.time_s)}**{when}. A larger batch shares one weight read among more "
             f"tokens and moves decode right (at batch 1 it does {fi(d1.whole.intensity)} FLOP/B), "
             f"but each sequence still reads its own cache: at "
@@ -188,10 +172,9 @@ def page() -> None:
     layer = next(lay for lay in spec.layers if lay.q_heads and lay.stores_tokens)
     h = layer.q_heads
     if gqa_key:
-        gqa = by[gqa_key]
         kvh = int(gqa_key.split()[1])
-        gqa_text = T("gqa", kvh=kvh, group=h // kvh, gqa=gqa)
-        ref, ref_name = gqa, "GQA's"
+        ref, ref_name = by[gqa_key], "GQA's"
+        gqa_text = T("gqa", kvh=kvh, group=h // kvh, gqa=ref)
     else:
         gqa_text = T("grouped_query_attention", h=h)
         ref, ref_name = mqa, "MQA's"
@@ -228,16 +211,14 @@ def page() -> None:
             st.caption(T("head_lines"))
     with st.expander("The formulas, with this model's numbers", icon=":material/function:"):
         st.markdown(roofs_text)
-        lines = [
-            f"GEMM ridge      = {r.gemm_tflops:,.1f} x 10^12 FLOP/s / "
-            f"{sel.bandwidth_gbs:,.0f} x 10^9 B/s = {r.gemm_ridge:,.1f} FLOP/B ({g_name})"
-        ]
+        ridges = [("GEMM", r.gemm_tflops, r.gemm_ridge, g_name)]
         if not r.one_roof:
-            lines.append(
-                f"attention ridge = {r.attention_tflops:,.1f} x 10^12 FLOP/s / "
-                f"{sel.bandwidth_gbs:,.0f} x 10^9 B/s = {r.attention_ridge:,.1f} FLOP/B ({a_name})"
-            )
-        lines += [pf.formula]
+            ridges.append(("attention", r.attention_tflops, r.attention_ridge, a_name))
+        lines = [
+            f"{what + ' ridge':<15} = {tflops:,.1f} x 10^12 FLOP/s / {sel.bandwidth_gbs:,.0f} x "
+            f"10^9 B/s = {ridge:,.1f} FLOP/B ({name})"
+            for what, tflops, ridge, name in ridges
+        ] + [pf.formula]
         if db:
             lines += [
                 db.gemm.formula,

@@ -5,16 +5,10 @@ left; FP8 KV or MLA and it moves right" is seen. What a real engine adds is the 
 
 import streamlit as st
 
-from kvcalc import kv_cache, step_time
+from kvcalc import step_time
 from kvcalc.core.units import GB, fmt_bytes, fmt_seconds
 from kvcalc.engines.budget import pool_defaults_text
-from kvcalc.perf.sweeps import (
-    batch_curve,
-    max_batch_at,
-    max_context_at,
-    no_speed_reason,
-    step_curve,
-)
+from kvcalc.perf import sweeps
 from webui import callbacks, common, pages
 from webui.common import number, select
 from webui.figures import batch_figure, step_time_figure
@@ -64,11 +58,10 @@ def page() -> None:
     try:
         common.require_fit(sel)
     except common.PageStop:
-        per_token = kv_cache(sel.spec, 1, kv_dtype=sel.kv_dtype, tp=sel.tp, pp=sel.pp)
         with top:
             st.metric(
                 "KV cache per token",
-                fmt_bytes(per_token.kv_bytes_per_token_nominal),
+                fmt_bytes(sel.deployment.kv_cache(1).kv_bytes_per_token_nominal),
                 help="One token's keys and values in every layer: set by the model and the KV "
                 "format alone, whatever the GPU",
             )
@@ -80,15 +73,12 @@ def page() -> None:
         # app once, so the sidebar shows the GPU and TP the page now uses.
         st.rerun(scope="app")
 
-    peak = sel.gpu.peak_tflops(sel.weights.dtype)
+    peaks = dict(
+        peak_tflops=sel.gpu.peak_tflops(sel.weights.dtype),
+        attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype),
+    )
     try:
-        s = cached(step_time)(
-            sel.deployment,
-            context=context,
-            batch=batch,
-            peak_tflops=peak,
-            attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype),
-        )
+        s = cached(step_time)(sel.deployment, context=context, batch=batch, **peaks)
     except ValueError as exc:
         common.stop_on_error(exc)
 
@@ -118,9 +108,9 @@ def page() -> None:
         x_max = min(max(2 * (cross or 0), 2 * context, 8192), 10_000_000)
     contexts = [round(x_max * i / 80) for i in range(81)]
     # The curves are kept per setup for every visitor (webui.memo): a class asks for the same ones.
-    curve = cached(step_curve)(sel.deployment, contexts, batch=batch)
+    curve = cached(sweeps.step_curve)(sel.deployment, contexts, batch=batch)
     pool = common.pool_deployment(sel)  # what fits: vLLM's arithmetic at the lab's pool defaults
-    fits_to = cached(max_context_at)(pool, batch)
+    fits_to = cached(sweeps.max_context_at)(pool, batch)
     st.plotly_chart(
         step_time_figure(
             curve, cross, batch, fits_to=fits_to, model_max=sel.spec.max_context, before=before
@@ -148,7 +138,7 @@ def page() -> None:
     )
 
     # No speed for a setup that cannot run: past the model's limit, or more than the pool holds.
-    no_speed = no_speed_reason(sel.spec, context, batch, pool)
+    no_speed = sweeps.no_speed_reason(sel.spec, context, batch, pool)
     verdict = "past the limit" if context > sel.spec.max_context else "does not fit"
     with top:  # the answer first: on a phone it is on the first screen
         m = st.columns(3)
@@ -189,9 +179,8 @@ def page() -> None:
     if s.bound == "compute":
         st.warning(
             f"At this batch the arithmetic ({fmt_seconds(s.compute_time_s)} at the GPU's dense "
-            "peak) "
-            f"takes longer than the memory reads ({fmt_seconds(s.memory_time_s)}): the step is "
-            "compute bound, and the ideal bound above is the arithmetic's time."
+            f"peak) takes longer than the memory reads ({fmt_seconds(s.memory_time_s)}): the step "
+            "is compute bound, and the ideal bound above is the arithmetic's time."
         )
 
     with st.expander("How these numbers are computed", icon=":material/function:"):
@@ -203,8 +192,7 @@ def page() -> None:
             f"{s.kv_read_bytes:,} B ({s.kv_share:.0%} of the bytes)\n"
             + (f"state read     = {s.state_read_bytes:,} B\n" if s.state_read_bytes else "")
             + f"reads          = {s.weight_read_bytes + s.kv_read_bytes + s.state_read_bytes:,} B "
-            "/ "
-            f"{sel.bandwidth_gbs:,.0f} GB/s = {fmt_seconds(s.memory_time_s)}\n"
+            f"/ {sel.bandwidth_gbs:,.0f} GB/s = {fmt_seconds(s.memory_time_s)}\n"
             + (
                 f"compute        = FLOPs / the dense peak = {fmt_seconds(s.compute_time_s)}\n"
                 if s.compute_time_s is not None
@@ -228,15 +216,9 @@ def page() -> None:
 
     with st.expander(f"Step time against batch at {context:,} tokens", icon=":material/bar_chart:"):
         batches = [1, 2, 4, 8, 16, 32, 64, 128, 256]
-        bc = cached(batch_curve)(
-            sel.deployment,
-            batches,
-            context=context,
-            peak_tflops=peak,
-            attention_tflops=sel.gpu.attention_tflops(sel.kv_dtype),
-        )
+        bc = cached(sweeps.batch_curve)(sel.deployment, batches, context=context, **peaks)
         past = context > sel.spec.max_context
-        most = 0 if past else cached(max_batch_at)(pool, context)
+        most = 0 if past else cached(sweeps.max_batch_at)(pool, context)
         st.plotly_chart(batch_figure(bc, max_batch=most), width="stretch", key="s_batch_fig")
         read = [x * sel.bandwidth_gbs * GB / 1e9 for x in bc["weight_s"]]
         if sel.spec.moe:

@@ -4,9 +4,8 @@ from kvcalc import get_dtype, kv_cache, registry
 from kvcalc.core.units import fmt_bytes
 from kvcalc.teach.techniques import techniques
 from webui import callbacks, common, pages
-from webui.common import number, select
+from webui.common import number, plain, select
 from webui.figures import head_sharing_figure, mla_figure, techniques_figure, window_figure
-from webui.hosted import plain
 from webui.memo import cached
 from webui.prose import prose
 from webui.urlstate import declare
@@ -79,25 +78,19 @@ def page() -> None:
             return "same"
         return f"{ratio:,.2f}x smaller" if ratio > 1 else f"{1 / ratio:,.2f}x larger"
 
-    table = []
-    for r in rows:
-        saving = "reference" if r.key == "own" else factor(r.saving)
-        table.append(
-            {
-                "technique": r.name,
-                "shrinks": r.term,
-                "per token": fmt_bytes(r.bytes_per_token),
-                f"one sequence of {context:,}{per_gpu}": fmt_bytes(r.seq_bytes),
-                "saving": saving,
-                "vs a 16-bit cache": factor(ref16 / r.seq_bytes),
-                "trade-off": r.tradeoff
-                + (
-                    ""
-                    if r.applies
-                    else " (this model already does this, or it changes nothing here)"
-                ),
-            }
-        )
+    table = [
+        {
+            "technique": r.name,
+            "shrinks": r.term,
+            "per token": fmt_bytes(r.bytes_per_token),
+            f"one sequence of {context:,}{per_gpu}": fmt_bytes(r.seq_bytes),
+            "saving": "reference" if r.key == "own" else factor(r.saving),
+            "vs a 16-bit cache": factor(ref16 / r.seq_bytes),
+            "trade-off": r.tradeoff
+            + ("" if r.applies else " (this model already does this, or it changes nothing here)"),
+        }
+        for r in rows
+    ]
     common.table(table, border="horizontal", hide_index=True)
     st.caption(T("combine"))
     with st.expander("How these numbers are computed", icon=":material/function:"):
@@ -113,8 +106,7 @@ def page() -> None:
             f"FP8, INT8 / INT4         = 1 / 0.5 byte per element instead of "
             f"{get_dtype(sel.kv_dtype).bytes_per_element:g}\n"
             f"sliding window, offload  = each layer keeps at most {window:,} / {gpu_tokens:,} "
-            "tokens "
-            f"on the GPU\n"
+            "tokens on the GPU\n"
             f"saving                   = bytes as configured / bytes with the technique"
         )
         st.markdown(T("columns") + (T("tp_note", sel=sel) if sel.tp > 1 else ""))
@@ -139,9 +131,8 @@ def page() -> None:
             )
             st.caption(
                 f"Squares on top: the {attn.q_heads:,} query heads of one layer of "
-                f"{plain(sel.label)}; "
-                f"below: the K/V heads they read. Bytes at {sel.kv_dtype.upper()}, {elem:g} B per "
-                "number."
+                f"{plain(sel.label)}; below: the K/V heads they read. Bytes at "
+                f"{sel.kv_dtype.upper()}, {elem:g} B per number."
             )
         st.markdown(T("mla"))
         if latent is not None:
@@ -192,20 +183,18 @@ def page() -> None:
             width="stretch",
             key="t_fig_window",
         )
-        n_slid = kinds.count("sliding")
+        n_slid, n_full = kinds.count("sliding"), kinds.count("full")
         if slid is None:
             st.caption(T("has_no_sliding", label=plain(sel.label), window=window, context=context))
-        elif n_slid < len(kinds):
-            n_full = kinds.count("full")
-            st.caption(
-                f"{plain(sel.label)}'s own window of {own_window:,} tokens at {context:,} tokens "
-                f"of context. Its layers interleave: {n_slid:,} of {len(kinds):,} keep a window"
-                + (T("full_attention_layers", n_full=n_full) if n_full else ".")
-            )
         else:
             st.caption(
                 f"{plain(sel.label)}'s own window of {own_window:,} tokens at {context:,} tokens "
-                f"of context, in all {len(kinds):,} layers."
+                + (
+                    f"of context. Its layers interleave: {n_slid:,} of {len(kinds):,} keep a window"
+                    + (T("full_attention_layers", n_full=n_full) if n_full else ".")
+                    if n_slid < len(kinds)
+                    else f"of context, in all {len(kinds):,} layers."
+                )
             )
 
     # A fold built only when opened (its state in the link, so a shared link opens it too): three

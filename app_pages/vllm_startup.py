@@ -4,27 +4,14 @@ import streamlit as st
 
 from kvcalc.core.speculative import MAX_SPECULATIVE_TOKENS, Speculation, with_speculation
 from kvcalc.core.units import GiB
-from kvcalc.engines.budget import (
-    DEFAULT_ACTIVATION_BYTES,
-    DEFAULT_CUDA_GRAPH_BYTES,
-    DEFAULT_NON_TORCH_BYTES,
-)
-from kvcalc.engines.vllm import (
-    VERSION_FACTS,
-    Facts,
-    available_bytes,
-    default_max_num_batched_tokens,
-    explain_log,
-    fact,
-    parse_log,
-    predict,
-    version_choices,
-)
+from kvcalc.engines import budget as defaults
+from kvcalc.engines import vllm
 from webui import common
 from webui.common import number, select, slider
 from webui.prose import prose
 
 T = prose("vllm_startup")
+MODES = {"predict": "Predict the lines", "explain": "Explain a pasted log"}
 
 
 def _said(value) -> str:
@@ -40,27 +27,20 @@ def page() -> None:
     top = common.page_header("vLLM start-up: the capacity lines", sel, T("lead"))
 
     mode = (
-        select(
-            st.segmented_control,
-            "Mode",
-            ["predict", "explain"],
-            "u_mode",
-            {"predict": "Predict the lines", "explain": "Explain a pasted log"}.get,
-            default="predict",
-        )
+        select(st.segmented_control, "Mode", list(MODES), "u_mode", MODES.get, default="predict")
         or "predict"
     )
 
     version = select(
         st.selectbox,
         "vLLM version",
-        version_choices(),
+        vllm.version_choices(),
         "u_ver",
         help="The rules that changed between releases, on both sides of each change: "
         + "; ".join(
             f"{f.what}: "
             + ", ".join(f"{_said(v)} from {'.'.join(map(str, since))}" for since, v, _ in f.steps)
-            for f in VERSION_FACTS.values()
+            for f in vllm.VERSION_FACTS.values()
         ),
     )
     c = st.columns(4)
@@ -79,7 +59,7 @@ def page() -> None:
         "max_num_batched_tokens",
         1,
         1_000_000,
-        default_max_num_batched_tokens(version, sel.gpu.memory_bytes, sel.gpu.name),
+        vllm.default_max_num_batched_tokens(version, sel.gpu.memory_bytes, sel.gpu.name),
         1024,
         "u_mnbt",
         help=T("mnbt"),
@@ -118,7 +98,7 @@ def page() -> None:
             "gpu_memory_utilization",
             0.05,
             1.0,
-            float(fact(Facts.gpu_memory_utilization, version)),
+            float(vllm.fact(vllm.Facts.gpu_memory_utilization, version)),
             0.01,
             "u_util",
             help=f"vLLM {version}'s default shown first",
@@ -128,7 +108,7 @@ def page() -> None:
             "Activation peak (GiB)",
             0.0,
             512.0,
-            DEFAULT_ACTIVATION_BYTES / GiB,
+            defaults.DEFAULT_ACTIVATION_BYTES / GiB,
             0.25,
             "u_act",
             help="peak of vLLM's profiling run",
@@ -138,7 +118,7 @@ def page() -> None:
             "Non-torch memory (GiB)",
             0.0,
             64.0,
-            DEFAULT_NON_TORCH_BYTES / GiB,
+            defaults.DEFAULT_NON_TORCH_BYTES / GiB,
             0.25,
             "u_nontorch",
             help="CUDA context, NCCL, cuBLAS workspaces",
@@ -148,13 +128,13 @@ def page() -> None:
             "CUDA-graph memory (GiB)",
             0.0,
             64.0,
-            DEFAULT_CUDA_GRAPH_BYTES / GiB,
+            defaults.DEFAULT_CUDA_GRAPH_BYTES / GiB,
             0.25,
             "u_graphs",
             help="subtracted by versions that profile it before sizing",
         )
         try:
-            est = available_bytes(
+            est = vllm.available_bytes(
                 total_bytes=sel.gpu.memory_bytes,
                 gpu_mem_util=util,
                 weights_bytes=math.ceil(sel.weights.bytes / sel.num_gpus),
@@ -182,7 +162,7 @@ def page() -> None:
         )
         avail = max(0, est) if gib == 0 else round(gib * GiB)
         try:
-            p = predict(dep, avail, max_len)
+            p = vllm.predict(dep, avail, max_len)
         except ValueError as exc:
             common.stop_on_error(exc)
         with top:  # the answer first: on a phone it is on the first screen
@@ -238,8 +218,8 @@ def page() -> None:
             st.info("Paste a log to check it against the prediction for the model in the sidebar.")
             common.stop()
         try:
-            log = parse_log(text)
-            p, lines = explain_log(spec, log)
+            log = vllm.parse_log(text)
+            p, lines = vllm.explain_log(spec, log)
         except ValueError as exc:
             common.stop_on_error(exc)
         if log.get("model"):
@@ -248,8 +228,7 @@ def page() -> None:
                 f"model, {common.plain(sel.label)}: pick the matching one there."
             )
         for line in lines:
-            msg = T("logged_predicted_range", line=line)
-            (st.success if line.agrees else st.error)(msg)
+            (st.success if line.agrees else st.error)(T("logged_predicted_range", line=line))
 
 
 page()
