@@ -135,7 +135,7 @@ def test_a_run_counts_every_verdict_groups_refusals_and_writes_one_row_per_type(
         "error": 0,
     }
     assert list(run.counts()) == list(VERDICTS)
-    assert run.refusals_by_cause() == {"field 'x'": ["b", "c"]}
+    assert run.by_cause("refused") == {"field 'x'": ["b", "c"]}
     md = run.markdown()
     assert "transformers 9.9" in md[0] and "2026-12-01" in md[0]
     assert "| `d` | XForCausalLM | wrong | layer 0 \\| differs |" in md

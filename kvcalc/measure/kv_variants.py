@@ -62,10 +62,9 @@ _WINDOW_LABELS = {
 
 def variant(name: str, window: int) -> Variant:
     """The variant called ``name``; window-W / sink4-window-W / h2o-W take ``window``."""
-    if name in ("exact", "fp16", "bf16", "fp8", "int8-token", "int4-token"):
-        return Variant(name=name, fmt=name, label=_LABELS[name])
-    if name in ("int4-kivi", "int2-kivi"):
-        return Variant(name=name, fmt=name, residual=KIVI_RESIDUAL, label=_LABELS[name])
+    if name in _LABELS:  # a number format: KIVI's keep a residual
+        residual = KIVI_RESIDUAL if name.endswith("-kivi") else 0
+        return Variant(name=name, fmt=name, residual=residual, label=_LABELS[name])
     m = re.fullmatch(r"(window|sink4-window|h2o)-(W|[0-9]+)", name)
     if m:
         kind, w = m.group(1), window if m.group(2) == "W" else int(m.group(2))
@@ -75,9 +74,6 @@ def variant(name: str, window: int) -> Variant:
     raise ValueError(
         f"unknown variant {name!r}; choose from {', '.join(VARIANTS + EXTRA_VARIANTS)}"
     )
-
-
-# -- bytes -------------------------------------------------------------------------------------
 
 
 def kv_bytes(
@@ -121,9 +117,6 @@ def kv_bytes(
         f"V: {head_dim} x {bits} bit + {head_dim // g} x 4 B] + {rest:,} residual tokens "
         f"x 2 x {layers} x {kv_heads} x {head_dim} x {exact_bytes} B = {b:,} B"
     )
-
-
-# -- number formats ---------------------------------------------------------------------------
 
 
 def roundtrip(x, fmt: str, start: int = 0):
@@ -186,9 +179,6 @@ def kivi_roundtrip(k, v, bits: int, start: int = 0):
     return kq, vq
 
 
-# -- which keys a query reads -----------------------------------------------------------------
-
-
 def attention_allowed(v: Variant, q_pos, k_pos):
     """[n_q, n_k] mask: True where a query at q_pos reads the key at k_pos (causal, then the
     window and sinks). H2O's kept set is applied separately, per KV head."""
@@ -225,18 +215,14 @@ def _bias(allowed, torch):
     )
 
 
-# -- one pass of the text --------------------------------------------------------------------
-
-
 def run_variant(net, ids, v: Variant, chunk: int, stop_check, tick, torch):
     """(mean NLL, greedy next tokens [T], mean attention TV distance, notes) for variant v."""
     T = ids.numel()
     L = net.n_layers
-    # Per layer a tensor (torch comes in untyped) once the first chunk has run, None before.
-    Kx: list[Any] = [None] * L  # this run's keys as computed (exact)
-    Vx: list[Any] = [None] * L  # ... and values
-    Kq: list[Any] = [None] * L  # the same, as the cache stores them (round-tripped)
-    Vq: list[Any] = [None] * L
+    # Per layer this run's keys and values as computed (Kx, Vx) and as the cache stores them
+    # (Kq, Vq, round-tripped): a tensor once the first chunk has run, None before.
+    empty: list[Any] = [None] * L  # torch comes in untyped
+    Kx, Vx, Kq, Vq = (list(empty) for _ in range(4))
     keep = [None] * L  # H2O: per layer, [kv_heads, n_past] bool of past tokens kept
     score = [None] * L  # H2O: accumulated attention per layer, [kv_heads, n_past]
     nll_sum, tv_sum, tv_n = 0.0, 0.0, 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from contextlib import suppress
 from dataclasses import asdict, dataclass, field
 
 from ..core.units import check_int
@@ -54,8 +55,7 @@ class Measurement:
 
     def fit(self) -> tuple[float, float]:
         """step = a + b x cached tokens over the decode steps (robust line fit)."""
-        pts = [(s.tokens, s.step_time_s) for s in self.steps[1:]]
-        return fit_line(pts)
+        return fit_line([(s.tokens, s.step_time_s) for s in self.steps[1:]])
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -88,9 +88,6 @@ class WorkTime:
     dtype: str
     weight_bytes: int  # bytes of the model's parameters (what one forward reads at least)
     points: list[WorkPoint] = field(default_factory=list)
-
-
-# -- running ----------------------------------------------------------------------------------
 
 
 def cache_bytes(cache) -> tuple[int, int]:
@@ -131,18 +128,15 @@ def cache_bytes(cache) -> tuple[int, int]:
 def _memory(torch, device: str) -> int:
     if device == "cuda":
         return int(torch.cuda.max_memory_allocated())
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
+    with suppress(OSError), open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
     return 0
 
 
 def _about(model: RealModel, dev: str) -> dict:
-    """What a Measurement and a WorkTime say about the run: model, source, device, dtype."""
+    """What a Measurement and a WorkTime say about the run."""
     return {"model": model.key, "source": model.source, "device": dev, "dtype": model.dtype}
 
 
@@ -212,7 +206,8 @@ def measure_cache(
         ) from None
     if tok is not None and generated:
         result.text = tok.decode(torch.cat(generated, dim=1)[0], skip_special_tokens=True)
-    result.notes += _notes(spec)
+    kinds = {lay.kind for lay in spec.layers}
+    result.notes += [note for kind, note in _NOTES.items() if kind in kinds]
     return result
 
 
@@ -308,27 +303,17 @@ def _no_cache(run: _Run, ids, generated, steps: int, result: Measurement, done: 
     return same
 
 
-def _notes(spec) -> list[str]:
-    """What the measurement follows of transformers' conventions, for the layers it has."""
-    notes = []
-    if any(lay.kind == "sliding" for lay in spec.layers):
-        notes.append(
-            "transformers keeps window - 1 tokens in a sliding layer between "
-            "steps (the next token makes the window); the prediction does too. "
-            "It cuts them as a view of a larger tensor, so the memory it keeps "
-            "allocated (storage bytes) can be up to a window, or the whole prompt "
-            "right after a long prefill"
-        )
-    if any(lay.kind == "state" for lay in spec.layers):
-        notes.append(
-            "transformers keeps the whole convolution kernel in a recurrent "
-            "layer's state (vLLM keeps kernel - 1 inputs); the prediction here "
-            "follows transformers"
-        )
-    return notes
-
-
-# -- work is not time -------------------------------------------------------------------------
+# What the measurement follows of transformers' conventions, for each kind of layer it has.
+_NOTES = {
+    "sliding": "transformers keeps window - 1 tokens in a sliding layer between "
+    "steps (the next token makes the window); the prediction does too. "
+    "It cuts them as a view of a larger tensor, so the memory it keeps "
+    "allocated (storage bytes) can be up to a window, or the whole prompt "
+    "right after a long prefill",
+    "state": "transformers keeps the whole convolution kernel in a recurrent "
+    "layer's state (vLLM keeps kernel - 1 inputs); the prediction here "
+    "follows transformers",
+}
 
 
 def measure_work_time(

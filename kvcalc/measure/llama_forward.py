@@ -33,8 +33,6 @@ class Net:
 
         self._rotary = apply_rotary_pos_emb
 
-    # -- the model's own modules ------------------------------------------------------------
-
     def embed(self, ids):
         """ids: [n] token ids -> hidden states [1, n, hidden]."""
         return self.model.model.embed_tokens(ids.view(1, -1))
@@ -71,8 +69,6 @@ class Net:
     def logits(self, x):
         """Final norm and the language-model head: [n, vocab]."""
         return self.model.lm_head(self.model.model.norm(x))[0]
-
-    # -- the attention, written out ---------------------------------------------------------
 
     def scores(self, q, k):
         """Scaled scores [heads, n_q, n_k] of queries q [heads, n_q, d] against keys

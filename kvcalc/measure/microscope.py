@@ -29,8 +29,6 @@ def caps(hosted: bool) -> dict:
 class Microscope:
     model: str
     prompt: str
-    token_ids: list[int]  # every position the cache holds at the end, then the last new token
-    labels: list[str]  # each token as text
     prompt_tokens: int
     steps: int  # decode steps after the prefill
     n_layers: int
@@ -38,6 +36,9 @@ class Microscope:
     n_kv: int
     head_dim: int
     bytes_per_element: int
+    # every position the cache holds at the end, then the last new token; each as text
+    token_ids: list[int] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
     attn: list = field(default_factory=list)  # per step: [layers, heads, n_q, n_k] float32
     queries: list = field(default_factory=list)  # per step: [layers, heads, head_dim]
     keys: object = None  # [layers, kv_heads, positions, head_dim] at the end
@@ -124,8 +125,6 @@ def run(
     m = Microscope(
         model="smollm2-135m",
         prompt=prompt,
-        token_ids=[],
-        labels=[],
         prompt_tokens=P,
         steps=steps,
         n_layers=L,
@@ -141,7 +140,7 @@ def run(
             if should_stop is not None and should_stop():
                 raise runtime.LiveError(f"The run was stopped after {step} of {steps + 1} steps.")
             start = seq.numel() - x_ids.numel()
-            before = [(k, v) for k, v in zip(K, V)] if step else None
+            before = K + V  # each layer's keys, then values, before this step
             x = net.embed(x_ids)
             cos, sin = net.rope(x, start)
             n = start + x_ids.numel()
@@ -157,15 +156,9 @@ def run(
                 attn.append(p)
                 qs.append(q[:, -1])
                 x = net.finish(i, x, out)
-            if before is not None:  # did the step touch any earlier token's K/V?
-                diff = max(
-                    max(
-                        float((K[i][:, :start] - before[i][0]).abs().max()),
-                        float((V[i][:, :start] - before[i][1]).abs().max()),
-                    )
-                    for i in range(L)
-                )
-                m.unchanged_max_diff.append(diff)
+            if step:  # did the step touch any earlier token's K/V?
+                now = torch.stack(K + V)[:, :, :start]
+                m.unchanged_max_diff.append(float((now - torch.stack(before)).abs().max()))
             if step == 0:
                 m.causal_upper_max = float(torch.triu(torch.stack(attn), diagonal=1).max())
             m.attn.append(torch.stack(attn).cpu().numpy())

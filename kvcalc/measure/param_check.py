@@ -127,8 +127,7 @@ def wrapper_count(model_type: str):
     from ..config.hfconfig import spec_from_config
 
     cfg = CONFIG_MAPPING[model_type]()
-    config = cfg.to_dict()
-    config["model_type"] = model_type
+    config = cfg.to_dict() | {"model_type": model_type}
     spec: ModelSpec | ValueError
     try:
         spec = spec_from_config(config, name=model_type)

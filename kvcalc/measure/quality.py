@@ -45,8 +45,6 @@ RESULT_FORMAT = 1  # the layout of a written result (write_result)
 PACKAGE = Path(__file__).resolve().parents[1]  # kvcalc/: what a result's commit must match
 
 
-# -- the text ---------------------------------------------------------------------------------
-
 _TEXT_CACHE: dict[tuple, object] = {}
 _EXACT: dict[tuple, tuple] = {}  # (tokens, chunk, device) -> (exact row, its greedy tokens)
 
@@ -69,9 +67,6 @@ def text_ids(tok, tokens: int):
         _TEXT_CACHE[key] = ids[:tokens].clone()
     version = ".".join(map(str, sys.version_info[:3]))
     return _TEXT_CACHE[key], TEXT_SOURCE.format(version=version, tokens=tokens)
-
-
-# -- results ----------------------------------------------------------------------------------
 
 
 @dataclass
@@ -110,14 +105,10 @@ class QualityTable:
         return cls(**kw, load_seconds=d.get("load_seconds", 0.0), rows=rows)
 
     def to_dict(self) -> dict:
-        """The fields in order, ``chunk`` written as ``chunk_tokens``."""
         return {_KEYS.get(k, k): v for k, v in asdict(self).items()}
 
 
 _KEYS = {"chunk": "chunk_tokens"}  # a QualityTable field -> its key in a written table
-
-
-# -- running ----------------------------------------------------------------------------------
 
 
 def check_inputs(model: str, tokens, window, chunk, names) -> tuple[int, int, int, list[Variant]]:
@@ -163,6 +154,7 @@ def evaluate(
     per process and reused (``forget_exact`` drops it); the exact row is always part of the
     table."""
     from . import runtime
+    from .llama_forward import Net
 
     tokens, window, chunk, vs = check_inputs(
         model, tokens, window, chunk, list(variants) if variants else list(VARIANTS)
@@ -170,7 +162,68 @@ def evaluate(
     torch = runtime.import_torch()
     dev = runtime.resolve_device(torch, device)
     with _threads(torch, THREADS):
-        return _evaluate(torch, tokens, window, chunk, vs, dev, should_stop, progress)
+        t0 = time.perf_counter()
+        net_model, _, tok = runtime.load_model("gguf", MODEL_KEY, "fp32", dev)
+        net = Net(net_model)
+        ids, source = text_ids(tok, tokens)
+        ids = ids.to(dev)
+        table = QualityTable(
+            model=MODEL_KEY,
+            tokens=tokens,
+            text_source=source,
+            window=window,
+            chunk=chunk,
+            device=dev,
+            load_seconds=time.perf_counter() - t0,
+        )
+        n_chunks = math.ceil(tokens / chunk)
+        total = n_chunks * len(vs)
+        done = 0
+        ref_argmax = None
+        for v in vs:
+            t1 = time.perf_counter()
+
+            def tick(what):
+                nonlocal done
+                done += 1
+                if progress is not None:
+                    progress(done, total, what)
+
+            def stop_check(v: Variant = v) -> None:
+                if should_stop is not None and should_stop():
+                    raise runtime.LiveError(f"The run was stopped at variant {v.name}.")
+
+            key = (tokens, chunk, dev)
+            if v.name == "exact" and key in _EXACT:  # the reference, measured once per process
+                row, ref_argmax = _EXACT[key]
+                table.rows.append(row)
+                for _ in range(n_chunks):
+                    tick(v.name)
+                continue
+            nll, argmax, tv, notes = run_variant(net, ids, v, chunk, stop_check, tick, torch)
+            if v.name == "exact":
+                ref_argmax = argmax
+            agree = float((argmax == ref_argmax).double().mean())
+            b, deriv = kv_bytes(
+                v, tokens, layers=net.n_layers, kv_heads=net.n_kv, head_dim=net.head_dim
+            )
+            table.rows.append(
+                QualityRow(
+                    variant=v.name,
+                    label=v.label,
+                    kv_bytes=b,
+                    kv_bytes_derivation=deriv,
+                    perplexity=math.exp(nll),
+                    next_token_agreement=agree,
+                    attention_error=tv,
+                    seconds=time.perf_counter() - t1,
+                    notes=notes,
+                )
+            )
+            if v.name == "exact":
+                _EXACT.clear()  # keep one text length's reference: a few kilobytes
+                _EXACT[key] = (table.rows[-1], ref_argmax)
+        return table
 
 
 def forget_exact() -> None:
@@ -190,96 +243,19 @@ def _threads(torch, n: int):
         torch.set_num_threads(before)
 
 
-def _evaluate(torch, tokens, window, chunk, vs, dev, should_stop, progress) -> QualityTable:
-    from . import runtime
-
-    t0 = time.perf_counter()
-    net_model, _, tok = runtime.load_model("gguf", MODEL_KEY, "fp32", dev)
-    from .llama_forward import Net
-
-    net = Net(net_model)
-    ids, source = text_ids(tok, tokens)
-    ids = ids.to(dev)
-    table = QualityTable(
-        model=MODEL_KEY,
-        tokens=tokens,
-        text_source=source,
-        window=window,
-        chunk=chunk,
-        device=dev,
-        load_seconds=time.perf_counter() - t0,
-    )
-    n_chunks = math.ceil(tokens / chunk)
-    total = n_chunks * len(vs)
-    done = 0
-    ref_argmax = None
-    for v in vs:
-        t1 = time.perf_counter()
-
-        def tick(what):
-            nonlocal done
-            done += 1
-            if progress is not None:
-                progress(done, total, what)
-
-        def stop_check(v: Variant = v) -> None:
-            if should_stop is not None and should_stop():
-                raise runtime.LiveError(f"The run was stopped at variant {v.name}.")
-
-        key = (tokens, chunk, dev)
-        if v.name == "exact" and key in _EXACT:  # the reference, measured once per process
-            row, ref_argmax = _EXACT[key]
-            table.rows.append(row)
-            for _ in range(n_chunks):
-                tick(v.name)
-            continue
-        nll, argmax, tv, notes = run_variant(net, ids, v, chunk, stop_check, tick, torch)
-        if v.name == "exact":
-            ref_argmax = argmax
-        agree = float((argmax == ref_argmax).double().mean())
-        b, deriv = kv_bytes(
-            v, tokens, layers=net.n_layers, kv_heads=net.n_kv, head_dim=net.head_dim
-        )
-        table.rows.append(
-            QualityRow(
-                variant=v.name,
-                label=v.label,
-                kv_bytes=b,
-                kv_bytes_derivation=deriv,
-                perplexity=math.exp(nll),
-                next_token_agreement=agree,
-                attention_error=tv,
-                seconds=time.perf_counter() - t1,
-                notes=notes,
-            )
-        )
-        if v.name == "exact":
-            _EXACT.clear()  # keep one text length's reference: a few kilobytes
-            _EXACT[key] = (table.rows[-1], ref_argmax)
-    return table
-
-
-# -- committed results ----------------------------------------------------------------------
-
-
 def machine(torch, device: str = "cpu") -> dict:
     """What sets the table's last bits besides the code (see the module docstring)."""
     import transformers
 
     cpu, isa = platform.processor() or platform.machine(), []
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            info = dict(
-                ln.split(":", 1) for ln in fh.read().split("\n\n")[0].splitlines() if ":" in ln
-            )
-        info = {k.strip(): v.strip() for k, v in info.items()}
+    with suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as fh:
+        lines = fh.read().split("\n\n")[0].splitlines()
+        info = {k.strip(): v.strip() for k, v in (ln.split(":", 1) for ln in lines if ":" in ln)}
         cpu = info.get("model name", cpu)
         # the vector instructions the kernels choose between (a model name can hide them)
         isa = sorted(
             f for f in info.get("flags", "").split() if f.startswith(("avx", "amx", "fma", "f16c"))
         )
-    except OSError:
-        pass
     return {
         "cpu": cpu,
         "cores": os.cpu_count(),
@@ -419,11 +395,7 @@ def committed_results(folder=None) -> list[dict]:
 def committed_result(tokens: int, window: int) -> dict | None:
     """The committed result measured on ``tokens`` tokens with window ``window`` (its
     ``table`` a QualityTable), or None."""
-    return next(
-        (
-            d
-            for d in committed_results()
-            if d["table"].tokens == tokens and d["table"].window == window
-        ),
-        None,
-    )
+    for d in committed_results():
+        if (d["table"].tokens, d["table"].window) == (tokens, window):
+            return d
+    return None

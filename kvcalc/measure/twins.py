@@ -5,6 +5,7 @@ the real model's) and the transformers view of a spec: pure Python, no torch. do
 from __future__ import annotations
 
 import copy
+import statistics
 from collections.abc import Sequence
 
 from ..cache.kv import kv_cache
@@ -109,11 +110,5 @@ def fit_line(points: Sequence[tuple[float, float]]) -> tuple[float, float]:
         for x2, y2 in points[i + 1 :]
         if x2 != x1
     )
-    b = _median(slopes) if slopes else 0.0
-    return _median([y - b * x for x, y in points]), b
-
-
-def _median(values: list[float]) -> float:
-    v = sorted(values)
-    n = len(v)
-    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+    b = statistics.median(slopes) if slopes else 0.0
+    return statistics.median([y - b * x for x, y in points]), b

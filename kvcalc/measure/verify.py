@@ -10,6 +10,13 @@ differences and the allow-list: docs/measurement.md. torch is imported inside th
 from __future__ import annotations
 
 import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -53,13 +60,11 @@ class VerifyReport:
         return d
 
     def table(self) -> list[str]:
-        lines = [f"{'layer':>5}  {'kvcalc':<34} {'transformers':<28} verdict"]
-        for r in self.rows:
-            lines.append(
-                f"{r.layer:>5}  {r.kvcalc[:34]:<34} {r.transformers[:28]:<28} "
-                f"{r.verdict}{': ' + r.why if r.why else ''}"
-            )
-        return lines
+        return [f"{'layer':>5}  {'kvcalc':<34} {'transformers':<28} verdict"] + [
+            f"{r.layer:>5}  {r.kvcalc[:34]:<34} {r.transformers[:28]:<28} "
+            f"{r.verdict}{': ' + r.why if r.why else ''}"
+            for r in self.rows
+        ]
 
 
 def _expected(layer, n: int) -> dict:
@@ -74,10 +79,8 @@ def _expected(layer, n: int) -> dict:
 
 
 def _numel(t) -> int:
-    if t is None:
-        return 0
     if isinstance(t, dict):
-        return sum(_numel(v) for v in t.values())
+        t = list(t.values())
     if isinstance(t, (list, tuple)):
         return sum(_numel(v) for v in t)
     return int(t.numel()) if hasattr(t, "numel") else 0
@@ -87,10 +90,8 @@ def _found(cache, i: int) -> tuple[str, dict]:
     layers = getattr(cache, "layers", [])
     layer = layers[i] if i < len(layers) else None
     name = type(layer).__name__ if layer is not None else "(none)"
-    kv = _numel(getattr(layer, "keys", None)) + _numel(getattr(layer, "values", None))
-    state = _numel(getattr(layer, "conv_states", None)) + _numel(
-        getattr(layer, "recurrent_states", None)
-    )
+    kv = _numel([getattr(layer, "keys", None), getattr(layer, "values", None)])
+    state = _numel([getattr(layer, n, None) for n in ("conv_states", "recurrent_states")])
     linear = getattr(cache, "linear_cache", None)  # MiniMax keeps its states beside the layers
     if linear is not None and i < len(linear) and _numel(linear[i]):
         state += _numel(linear[i])
@@ -195,6 +196,17 @@ def verify(
     return _report(head, spec, rows, named, cache)
 
 
+def _first(call: Callable[..., Any], attempts, errors: list[str]):
+    """``call(*args)`` for the first of ``attempts`` that does not raise, or None (each failure
+    appended to ``errors``)."""
+    for args in attempts:
+        try:
+            return call(*args)
+        except Exception as exc:  # this way does not work for this config: try the next
+            errors.append(f"{type(exc).__name__}: {str(exc)[:160]}")
+    return None
+
+
 def _build(torch, cfg, errors: list[str]):
     """The model of ``cfg`` on the meta device, or None (each failure appended to ``errors``).
 
@@ -203,20 +215,13 @@ def _build(torch, cfg, errors: list[str]):
     because some MoE kernels (gpt-oss) accept nothing else. Shapes do not depend on it."""
     from transformers import AutoModel, AutoModelForCausalLM
 
+    def build(auto, candidate):
+        with torch.device("meta"):
+            return auto.from_config(candidate, attn_implementation="eager", dtype=torch.bfloat16)
+
     text = getattr(cfg, "get_text_config", lambda: cfg)()
-    for auto, candidate in (
-        (AutoModelForCausalLM, cfg),
-        (AutoModelForCausalLM, text),
-        (AutoModel, cfg),
-    ):
-        try:
-            with torch.device("meta"):
-                return auto.from_config(
-                    candidate, attn_implementation="eager", dtype=torch.bfloat16
-                )
-        except Exception as exc:  # no such class for this config: try the next
-            errors.append(f"{type(exc).__name__}: {str(exc)[:160]}")
-    return None
+    tries = ((AutoModelForCausalLM, cfg), (AutoModelForCausalLM, text), (AutoModel, cfg))
+    return _first(build, tries, errors)
 
 
 def _forward(torch, model, n: int, errors: list[str]):
@@ -225,25 +230,19 @@ def _forward(torch, model, n: int, errors: list[str]):
     (.item()) off meta tensors; without them some models (Gemma 4) cannot run on the meta
     device, so they are tried first."""
     ids = torch.zeros((1, n), dtype=torch.long, device="meta")
-    attempts: tuple[dict[str, Any], ...] = (
-        {
-            "attention_mask": torch.ones((1, n), dtype=torch.long, device="meta"),
-            "position_ids": torch.arange(n, device="meta")[None],
-        },
-        {},
-    )
-    for extra in attempts:
-        try:
-            with torch.no_grad():
-                return model(input_ids=ids, use_cache=True, **extra)
-        except Exception as exc:
-            errors.append(f"{type(exc).__name__}: {str(exc)[:160]}")
-    return None
+    mask = torch.ones((1, n), dtype=torch.long, device="meta")
+
+    def forward(extra: dict[str, Any]):
+        with torch.no_grad():
+            return model(input_ids=ids, use_cache=True, **extra)
+
+    explicit = {"attention_mask": mask, "position_ids": torch.arange(n, device="meta")[None]}
+    return _first(forward, ((explicit,), ({},)), errors)
 
 
 def _row(i: int, layer, n: int, cache, named: list[str]) -> VerifyRow:
     """Layer ``i``'s row: kvcalc's elements against transformers' at context ``n``; an agreement
-    lists the named differences that apply (each added once to ``named``)."""
+    lists the named differences that apply (each added to ``named``)."""
     expected = _expected(layer, n)
     cls, found = _found(cache, i)
     why = []
@@ -263,13 +262,11 @@ def _row(i: int, layer, n: int, cache, named: list[str]) -> VerifyRow:
         ):
             if applies:
                 why.append(key)
-                if _DIFFERENCES[key] not in named:
-                    named.append(_DIFFERENCES[key])
+                named.append(_DIFFERENCES[key])
         own = layer.transformers_note()
         if own:
             why.append(getattr(layer, "transformers_note_key", layer.kind))
-            if own not in named:
-                named.append(own)
+            named.append(own)
         if why:
             verdict = "agrees (named difference)"
     else:
@@ -321,7 +318,7 @@ def _report(head: dict, spec, rows: list[VerifyRow], named: list[str], cache) ->
         checkable=True,
         verdict=verdict,
         rows=tuple(rows),
-        differences=tuple(named),
+        differences=tuple(dict.fromkeys(named)),
         unverified=spec.unverified,
     )
 
@@ -406,7 +403,7 @@ class BoundedVerdict:
     report: dict | None = None  # VerifyReport.to_dict() when the check ran
 
 
-def _limit(memory_gib: float):
+def limit_memory(memory_gib: float):
     def apply() -> None:  # runs in the child, before it executes Python
         import resource
 
@@ -449,13 +446,6 @@ def verify_bounded(
     address space, refused before it starts when ``precheck`` says so; when the time is up or
     ``should_stop()`` turns true the child's whole process group is killed, and it is always
     reaped."""
-    import json
-    import os
-    import signal
-    import subprocess
-    import sys
-    import time
-
     why = precheck(config)
     if why:
         return BoundedVerdict(None, why)
@@ -465,7 +455,7 @@ def verify_bounded(
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        preexec_fn=_limit(memory_gib),
+        preexec_fn=limit_memory(memory_gib),
         start_new_session=True,
         text=True,
     )
@@ -473,7 +463,7 @@ def verify_bounded(
     stopped = None
     send: str | None = payload
     try:
-        while True:
+        while not stopped:
             try:
                 out, _ = proc.communicate(send, timeout=POLL_S)
                 break
@@ -483,8 +473,6 @@ def verify_bounded(
                 stopped = f"the check took longer than {timeout_s:g} s and was stopped"
             elif should_stop is not None and should_stop():
                 stopped = "the check was stopped before it finished"
-            if stopped:
-                break
     finally:
         if proc.returncode is None:  # stopped, or an exception in should_stop: kill and reap
             with contextlib.suppress(ProcessLookupError):
@@ -512,11 +500,6 @@ def verify_bounded(
 
 def _main() -> None:
     """The child: a JSON request on stdin, one JSON line on stdout, nothing else printed."""
-    import json
-    import os
-    import sys
-    import warnings
-
     request = json.loads(sys.stdin.read())
     real_stdout = os.dup(1)
     devnull = os.open(os.devnull, os.O_WRONLY)

@@ -12,10 +12,11 @@ from __future__ import annotations
 import re
 import time
 from collections import Counter
-from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from contextlib import contextmanager, suppress
+from dataclasses import asdict, dataclass, field, fields
 
-from .param_check import exc_line, markdown_lines, summary_lines
+from .param_check import counts, exc_line, markdown_lines, summary_lines
+from .verify import limit_memory
 
 VERDICTS = ("exact", "named difference", "refused", "cannot build", "wrong", "error")
 DEFAULT_TIMEOUT_S = 60.0
@@ -101,8 +102,8 @@ class ZooRun:
     results: tuple[ZooResult, ...]
     transformers_version: str
     torch_version: str
-    seconds: float  # wall time of the whole run
     date: str
+    seconds: float  # wall time of the whole run
     workers: int
     timeout_s: float
     memory_gib: float
@@ -113,29 +114,21 @@ class ZooRun:
         return {v: c.get(v, 0) for v in VERDICTS}
 
     def params_counts(self) -> dict[str, int]:
-        from .param_check import counts
-
         return counts(self.results)
 
-    def refusals_by_cause(self) -> dict[str, list[str]]:
-        return group_by_cause(r for r in self.results if r.verdict == "refused")
-
-    def failures_by_cause(self) -> dict[str, list[str]]:
-        return group_by_cause(r for r in self.results if r.verdict == "cannot build")
+    def by_cause(self, verdict: str) -> dict[str, list[str]]:
+        """The model types of ``verdict`` (refused, cannot build), grouped by cause_of."""
+        return group_by_cause(r for r in self.results if r.verdict == verdict)
 
     def to_dict(self) -> dict:
-        return {
-            "transformers_version": self.transformers_version,
-            "torch_version": self.torch_version,
-            "date": self.date,
+        """The run's fields but ``results`` and ``found``, then what is counted and the results."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)[1:-1]}
+        return d | {
             "seconds": round(self.seconds, 1),
-            "workers": self.workers,
-            "timeout_s": self.timeout_s,
-            "memory_gib": self.memory_gib,
             "counts": self.counts(),
             "params_counts": self.params_counts(),
-            "refusals_by_cause": self.refusals_by_cause(),
-            "cannot_build_by_cause": self.failures_by_cause(),
+            "refusals_by_cause": self.by_cause("refused"),
+            "cannot_build_by_cause": self.by_cause("cannot build"),
             "results": [asdict(r) for r in self.results],
         }
 
@@ -155,10 +148,8 @@ class ZooRun:
             lines.append(
                 "  named differences: " + ", ".join(f"{k} ({n})" for k, n in named.most_common())
             )
-        for title, groups in (
-            ("refused", self.refusals_by_cause()),
-            ("cannot build", self.failures_by_cause()),
-        ):
+        for title in ("refused", "cannot build"):
+            groups = self.by_cause(title)
             if groups:
                 lines.append(f"  {title}, by cause:")
                 for cause, types in groups.items():
@@ -186,13 +177,11 @@ class ZooRun:
             "|---|---:|",
         ]
         lines += [f"| {v} | {c[v]} |" for v in VERDICTS]
-        for title, groups in (
-            ("Refused by kvcalc, by cause", self.refusals_by_cause()),
-            (
-                "Not buildable by transformers on the meta device, by cause",
-                self.failures_by_cause(),
-            ),
+        for verdict, title in (
+            ("refused", "Refused by kvcalc, by cause"),
+            ("cannot build", "Not buildable by transformers on the meta device, by cause"),
         ):
+            groups = self.by_cause(verdict)
             if groups:
                 lines += ["", f"## {title}", ""]
                 lines += [
@@ -252,13 +241,9 @@ def classify(report) -> tuple[str, str, tuple[str, ...]]:
             f"({d.kvcalc} / {d.transformers}): {d.why}",
             (),
         )
-    named: list[str] = []
-    for r in rows:
-        if r.verdict == "agrees (named difference)":
-            for key in (k.strip() for k in r.why.split(",")):
-                short = _SHORT.get(key, key)
-                if key and short not in named:
-                    named.append(short)
+    agreed = [r.why for r in rows if r.verdict == "agrees (named difference)"]
+    keys = (k.strip() for why in agreed for k in why.split(","))
+    named = list(dict.fromkeys(_SHORT.get(k, k) for k in keys if k))
     if any("more layer" in d for d in report.differences):
         named.append(_EXTRA_LAYERS)
     if named or report.differences:
@@ -297,20 +282,16 @@ def entries(only: list[str] | None = None) -> list[ZooEntry]:
         if text is cfg or not isinstance(tt, str):
             continue
         if tt in LM:
-            out.append(ZooEntry(model_type=mt, model_class=LM[tt], via_text=tt))
+            cls = LM[tt]
         elif tt in BASE and tt in CONFIG_MAPPING:
             # a text model with no causal-LM class of its own (Mistral Large 4): verify builds
             # its base model, which runs the same decoder and returns the same cache. A type
             # with several base classes (funnel) names them in a tuple; the auto classes build
             # the first.
-            base = BASE[tt]
-            out.append(
-                ZooEntry(
-                    model_type=mt,
-                    model_class=base if isinstance(base, str) else base[0],
-                    via_text=tt,
-                )
-            )
+            cls = BASE[tt] if isinstance(BASE[tt], str) else BASE[tt][0]
+        else:
+            continue
+        out.append(ZooEntry(model_type=mt, model_class=cls, via_text=tt))
     return out
 
 
@@ -350,8 +331,7 @@ def _check(entry: ZooEntry) -> ZooResult:
         cfg = CONFIG_MAPPING[entry.model_type]()
         if entry.via_text:
             cfg = cfg.get_text_config()
-        config = cfg.to_dict()
-        config["model_type"] = cfg.model_type
+        config = cfg.to_dict() | {"model_type": cfg.model_type}
     except Exception as exc:
         return failed(f"the config class's defaults fail: {exc_line(exc, 240)}")
     try:
@@ -396,29 +376,24 @@ _OUT_OF_MEMORY = "out of memory (the child's address-space limit)"
 def _child(entry: ZooEntry, memory_gib: float, conn) -> None:
     """The body of one child process: limits, captured output, one check, the result sent."""
     import os
-    import resource
     import tempfile
     import warnings
 
     if memory_gib:
-        limit = int(memory_gib * 2**30)
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        limit_memory(memory_gib)()
     log = tempfile.TemporaryFile()  # noqa: SIM115 (open for the child's life: fds 1 and 2)
     os.dup2(log.fileno(), 1)  # C-level and Python output both land in the log
     os.dup2(log.fileno(), 2)
-    noise = 0
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             res = _check(entry)
         except MemoryError:
             res = ZooResult.failed(entry, _OUT_OF_MEMORY)
-        noise += len(caught)
-    try:
+        noise = len(caught)
+    with suppress(Exception):
         log.seek(0)
         noise += sum(1 for line in log.read().splitlines() if line.strip())
-    except Exception:
-        pass
     conn.send(ZooResult(**{**asdict(res), "noise": noise}))
     conn.close()
 
@@ -434,30 +409,25 @@ def _run_one(ctx, entry: ZooEntry, timeout_s: float, memory_gib: float) -> ZooRe
         if receive.poll(timeout_s):
             res = receive.recv()
     except (EOFError, OSError):  # the child died before it sent anything
-        res = None
+        pass
     finally:
         receive.close()
-    if res is None:
-        alive = proc.is_alive()
-        if alive:
-            proc.kill()
-        proc.join(10)
-        if alive:
-            why = f"timeout: no result in {timeout_s:g} s"
-        else:
-            code = proc.exitcode
-            why = (
-                f"the child process died (signal {-code})"
-                if code and code < 0
-                else f"the child process exited with status {code} and no result"
-            )
-        res = ZooResult.failed(entry, why, seconds=round(time.perf_counter() - t0, 2))
+    if res is not None:
+        proc.join(10)  # a child that sent its result ends by itself
+    alive = proc.is_alive()
+    if alive:
+        proc.kill()
+    proc.join(10)
+    if res is not None:
+        return res
+    code = proc.exitcode
+    if alive:
+        why = f"timeout: no result in {timeout_s:g} s"
+    elif code and code < 0:
+        why = f"the child process died (signal {-code})"
     else:
-        proc.join(10)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(5)
-    return res
+        why = f"the child process exited with status {code} and no result"
+    return ZooResult.failed(entry, why, seconds=round(time.perf_counter() - t0, 2))
 
 
 def run_zoo(
@@ -484,15 +454,13 @@ def run_zoo(
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(list(PRELOAD))
     results: list[ZooResult | None] = [None] * len(todo)
-    done = 0
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         futures = {
             pool.submit(_run_one, ctx, e, timeout_s, memory_gib): i for i, e in enumerate(todo)
         }
-        for fut in as_completed(futures):
+        for done, fut in enumerate(as_completed(futures), 1):
             i = futures[fut]
             results[i] = fut.result()
-            done += 1
             if progress:
                 progress(done, len(todo), results[i])
     return ZooRun(
