@@ -1,7 +1,11 @@
 """The calibrated step model: what a real serving engine adds to the ideal bound.
 
-Each addition is one named coefficient (below, each with what it is), fitted by
-``bench/calibration.py --fit`` on published measurements (tests/data/benchmarks/). A step is
+Each addition is one named coefficient, fitted by ``bench/calibration.py --fit`` on published
+measurements (tests/data/benchmarks/): ``BW_SHARE`` (the reads' share of the bandwidth),
+``STEP_OVERHEAD_S`` (a fixed cost per step), ``MFU`` (the matrix multiplies' share of the peak),
+``DEQUANT_GEMM_MFU`` (the same for on-the-fly 4-bit dequantising kernels),
+``ALLREDUCE_LATENCY_S`` (two all-reduces per layer under TP) and ``API_OVERHEAD_S`` (a serving
+stack's time before the first token; per stack in ``API_OVERHEAD_BY_STACK``). A step is
 
     max(FLOPs / (peak x MFU), bytes / (bandwidth x BW_SHARE)) + STEP_OVERHEAD_S + all-reduces
 
