@@ -13,6 +13,7 @@ from ..config.files import read_regular_file
 from ..config.hfconfig import load_config_file, spec_from_config
 from ..core.text import short as _short
 from ..core.units import GiB
+from ..engines import vllm
 from .common import gpu_of, with_speculative
 from .flags import (
     MAX_GIB,
@@ -226,15 +227,6 @@ def _vllm_spec(args, log: dict | None):
     return m.spec, m.name, m.config if isinstance(m.config, dict) else None
 
 
-def _vllm_kv_choices() -> tuple[str, ...]:
-    from ..engines import vllm
-
-    kvcalc_names = ("auto", "bf16", "fp16", "fp8", "int8", "int4")
-    return kvcalc_names + tuple(
-        n for n in vllm.kv_cache_dtypes(vllm.NEWEST, vllm_names=True) if n not in kvcalc_names
-    )
-
-
 def _vllm_arguments(p: argparse.ArgumentParser) -> None:
     deployment_args(p, "model|config", model={"help": "registry key"})
     mem = p.add_mutually_exclusive_group()
@@ -249,6 +241,10 @@ def _vllm_arguments(p: argparse.ArgumentParser) -> None:
         help="a vLLM (or vllm-ascend) start-up log to check line by line",
     )
     p.add_argument("--max-model-len", type=positive_int)
+    kv_names: tuple[str, ...] = ("auto", "bf16", "fp16", "fp8", "int8", "int4")  # then vLLM's
+    kv_names += tuple(
+        n for n in vllm.kv_cache_dtypes(vllm.NEWEST, vllm_names=True) if n not in kv_names
+    )
     kv_help = (
         "kvcalc's name or vLLM's --kv-cache-dtype (a format the "
         "version lacks, or kvcalc does not model, is refused by name)"
@@ -263,7 +259,7 @@ def _vllm_arguments(p: argparse.ArgumentParser) -> None:
         pp={"default": None, "help": None},
         kv_dtype={
             "flags": ("--kv-dtype", "--kv-cache-dtype"),
-            "choices": _vllm_kv_choices(),
+            "choices": kv_names,
             "default": None,
             "help": kv_help,
         },
@@ -284,8 +280,6 @@ _PREDICT_FLAGS = (
 
 def _vllm_common(args, cfg: dict | None, log: dict | None) -> dict:
     """predict() keywords from the flags, the config and (where flags are silent) the log."""
-    from ..engines import vllm
-
     version = args.vllm_version or (log or {}).get("version")
     ssm = args.mamba_ssm_cache_dtype or (log or {}).get("mamba_ssm_cache_dtype")
     conv = args.mamba_cache_dtype or (log or {}).get("mamba_cache_dtype")
@@ -313,8 +307,6 @@ def _vllm_common(args, cfg: dict | None, log: dict | None) -> dict:
     _vllm_arguments,
 )
 def cmd_vllm(args):
-    from ..engines import vllm
-
     log = None
     if args.log:
         data = read_regular_file(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from typing import NamedTuple
 
 from ..cache.weight_bytes import Weights, weights_at_bits, weights_given, weights_in
 from ..config.catalog import registry
@@ -67,15 +68,22 @@ def with_speculative(args, spec: ModelSpec) -> ModelSpec:
     return with_speculation(spec, speculation_from(config, draft))
 
 
-def load_model(args) -> tuple[ModelSpec, str, str | None, str]:
-    """(spec, weight dtype, expert dtype, label) from --model or --config."""
+class Model(NamedTuple):
+    spec: ModelSpec
+    weight_dtype: str
+    expert_weight_dtype: str | None
+    name: str  # the label the text gives it
+
+
+def load_model(args) -> Model:
+    """The model of --model or --config."""
     honor = not getattr(args, "ignore_sliding_window", False)
     if args.model:
         m = registry().model(args.model)
         spec = (
             m.spec if honor else spec_from_config(m.config, name=m.name, honor_sliding_window=False)
         )
-        return spec, m.weight_dtype, m.expert_weight_dtype, m.name
+        return Model(spec, m.weight_dtype, m.expert_weight_dtype, m.name)
     cfg = load_config_file(args.config)
     spec = spec_from_config(
         cfg,
@@ -85,7 +93,7 @@ def load_model(args) -> tuple[ModelSpec, str, str | None, str]:
     )
     wd, ed = checkpoint_format(cfg)
     args._unverified_fields = spec.unverified
-    return spec, wd, ed, args.config
+    return Model(spec, wd, ed, args.config)
 
 
 def weights_of(args, spec, wd, ed) -> tuple[Weights, int]:

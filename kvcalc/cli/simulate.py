@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import replace
-from typing import NamedTuple
 
 from ..cache.weight_bytes import (
     MAX_WEIGHT_BITS,
@@ -19,7 +18,6 @@ from ..cache.weight_bytes import (
 )
 from ..config.catalog import registry
 from ..core.arith import cdiv
-from ..core.model import ModelSpec
 from ..core.units import GiB, fmt_seconds
 from ..engines.budget import DEFAULT_RESERVE_BYTES, LMDEPLOY_RESERVE_BYTES, free_memory_pool
 from ..perf.calibration import StepModel, error_band_text
@@ -143,17 +141,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     deployment_args(p, "json")
 
 
-class _Model(NamedTuple):
-    """The model of --model or --config (common.load_model)."""
-
-    spec: ModelSpec
-    weight_dtype: str
-    expert_weight_dtype: str | None
-    name: str
-
-
 def cmd_simulate(args):
-    m = _Model(*load_model(args))
+    m = load_model(args)
     gpu = registry().gpu(args.gpu)
     wl = workload_from(args)
     if args.serving_stack and (args.direct or args.api_overhead_ms is not None):
@@ -283,7 +272,7 @@ def simulate_row(args, profile, row) -> dict[str, float]:
         a.users, a.rate = row.users, (None if row.users else row.rate)
         a.requests = max(8, 3 * row.users) if row.users else row.requests or 8
     wl = workload_from(a)
-    m = _Model(*load_model(a))
+    m = load_model(a)
     _, _, _, _, r = _run(a, m, gpu_of(a), wl, profile)
     ttft = r.ttft_mean_steady_s if r.ttft_mean_steady_s is not None else r.ttft_mean_s
     return {"TTFT": ttft, "TPOT": r.tpot_mean_s, "latency": r.e2el_mean_s}

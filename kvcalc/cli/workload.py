@@ -23,10 +23,8 @@ def dist_arg(text: str, what: str = "length") -> Dist:
     parts = text.strip().lower().split(":")
     kind, nums = parts[0], parts[1:]
     try:
-        if len(parts) == 1:
-            return fixed(int(parts[0]), what)
-        if kind == "fixed" and len(nums) == 1:
-            return fixed(int(nums[0]), what)
+        if len(parts) == 1 or (kind == "fixed" and len(nums) == 1):
+            return fixed(int(parts[-1]), what)
         if kind == "uniform" and len(nums) == 2:
             return uniform(int(nums[0]), int(nums[1]), what)
         if kind == "lognormal" and len(nums) in (3, 4):
@@ -99,20 +97,16 @@ def workload_arguments(p: argparse.ArgumentParser) -> None:
 
 def _lengths(args: argparse.Namespace) -> tuple[Dist, Dist]:
     """The prompt and output distributions from exactly one way of giving each."""
+    flags = (args.prompt_tokens, args.output_tokens, args.prompt_dist, args.output_dist)
     if args.lengths:
-        if any(
-            v is not None
-            for v in (args.prompt_tokens, args.output_tokens, args.prompt_dist, args.output_dist)
-        ):
+        if any(v is not None for v in flags):
             raise ValueError(
                 "--lengths sets both the prompt and the output; leave out "
                 "--prompt-tokens, --output-tokens, --prompt-dist and --output-dist"
             )
-        preset = LENGTH_PRESETS[args.lengths]
-        return (
-            dist_arg(preset["prompt"], "prompt tokens"),
-            dist_arg(preset["output"], "output tokens"),
-        )
+        preset = LENGTH_PRESETS[args.lengths].items()
+        prompt, output = (dist_arg(spec, f"{k} tokens") for k, spec in preset)
+        return prompt, output
     out = []
     for what, n, d in (
         ("prompt", args.prompt_tokens, args.prompt_dist),

@@ -14,6 +14,10 @@ from ..core.units import GiB, check_int
 from .sim import Dist, Setup, SimResult, Workload, estimated_steps, fixed, simulate
 
 MAX_CAPACITY_STEPS = 400_000  # engine steps one search may simulate (a few seconds)
+# each run's figures in to_dict
+_RUN_KEYS = (
+    "max_batch steady_batch preemptions kv_wait_steps binding_limit output_tokens_per_s_per_gpu"
+).split()
 
 
 def requests_for(users: int) -> int:
@@ -80,18 +84,7 @@ class RunningCapacity:
 
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "runs"}
-        d["runs"] = [
-            {
-                "users": u,
-                "max_batch": r.max_batch,
-                "steady_batch": r.steady_batch,
-                "preemptions": r.preemptions,
-                "kv_wait_steps": r.kv_wait_steps,
-                "binding_limit": r.binding_limit,
-                "output_tokens_per_s_per_gpu": r.output_tokens_per_s_per_gpu,
-            }
-            for u, r in self.runs
-        ]
+        d["runs"] = [{"users": u} | {k: getattr(r, k) for k in _RUN_KEYS} for u, r in self.runs]
         d["notes"] = list(self.notes)
         return d
 

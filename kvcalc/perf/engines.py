@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, fields
+from itertools import takewhile
 from typing import Any
 
 from .calibration import StepModel
@@ -41,15 +42,11 @@ BUILD_TAGS = {("sglang", "glm5-hopper"): "0.5.9"}
 
 def version_key(version: str) -> tuple[int, ...]:
     """'0.5.6.post2' -> (0, 5, 6); '1.0.0rc3' -> (1, 0, 0): the release's numbers."""
-    nums = []
-    for part in version.strip().lstrip("v").split("."):
-        m = re.match(r"\d+", part)
-        if not m:
-            break
-        nums.append(int(m.group()))
+    parts = [re.match(r"\d+", part) for part in version.strip().lstrip("v").split(".")]
+    nums = tuple(int(m.group()) for m in takewhile(bool, parts) if m)
     if not nums:
         raise ValueError(f"version {version!r}: expected numbers such as 0.18.0")
-    return tuple(nums)
+    return nums
 
 
 def parse_engine(text: str) -> tuple[str, str | None]:

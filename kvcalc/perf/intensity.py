@@ -147,13 +147,18 @@ def prefill_point(
     attn = attention_flops(spec, 0, p, decode=False, tp=tp)
     wb = w.read_per_step(spec, p) / tp
     kv = sum(lay.read_bytes(p, dtype) for lay in per_gpu_layers(spec, tp))
+    return _both(f"prefill {p:,} tokens", "prefill", lin, attn, wb, kv, time_s)
+
+
+def _both(label: str, what: str, lin: float, attn: float, wb: float, kv: int, time_s) -> Point:
+    """A step's GEMMs and attention as one point."""
     return Point(
-        label=f"prefill {p:,} tokens",
+        label=label,
         flops=lin + attn,
         bytes=wb + kv,
         time_s=time_s,
         formula=(
-            f"prefill: ({lin:.3e} + {attn:.3e} attention) FLOPs / "
+            f"{what}: ({lin:.3e} + {attn:.3e} attention) FLOPs / "
             f"({wb:,.0f} B weights + {kv:,} B KV) = "
             f"{(lin + attn) / (wb + kv):,.1f} FLOP/B"
         ),
@@ -217,17 +222,7 @@ def decode_step(
     at = part("attention", attn, kv, "attention", "KV")
     tg, ta = r.time(lin, wb, "gemm"), r.time(attn, kv, "attention")
     bps = r.bandwidth_gbs * GB
-    whole = Point(
-        label=f"decode, batch {b:,}",
-        flops=lin + attn,
-        bytes=wb + kv,
-        time_s=tg + ta,
-        formula=(
-            f"decode {tag}: ({lin:.3e} + {attn:.3e} attention) FLOPs / "
-            f"({wb:,} B weights + {kv:,} B KV) = "
-            f"{(lin + attn) / (wb + kv):,.1f} FLOP/B"
-        ),
-    )
+    whole = _both(f"decode, batch {b:,}", f"decode {tag}", lin, attn, wb, kv, tg + ta)
     return DecodeStep(
         batch=b,
         context=c,

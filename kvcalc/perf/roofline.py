@@ -99,6 +99,14 @@ def crossover_context(
     return first_true(lambda n: kv(n) >= target, 0, UNBOUNDED_CONTEXT)
 
 
+def _peaks(peak: float, attention: float | None) -> tuple[float, float]:
+    """The GEMMs' dense peak and attention's (the GEMMs' when not given), checked."""
+    peak = check_float("peak TFLOPS", peak, 0.0, 1e6, lo_open=True)
+    if attention is None:
+        return peak, peak
+    return peak, check_float("attention peak TFLOPS", attention, 0.0, 1e6, lo_open=True)
+
+
 def step_time(
     dep: Deployment,
     *,
@@ -145,12 +153,7 @@ def step_time(
     compute = None
     bound = "memory"
     if peak_tflops and spec.params is not None:  # compute needs the parameter count
-        peak_tflops = check_float("peak TFLOPS", peak_tflops, 0.0, 1e6, lo_open=True)
-        attention_tflops = (
-            peak_tflops
-            if attention_tflops is None
-            else check_float("attention peak TFLOPS", attention_tflops, 0.0, 1e6, lo_open=True)
-        )
+        peak_tflops, attention_tflops = _peaks(peak_tflops, attention_tflops)
         start, end = decode_span(context)
         linear = 2 * batch * spec.active_params / tp
         attn = batch * attention_flops(spec, start, end, decode=True, tp=tp)
@@ -211,12 +214,7 @@ def prefill(
     reads every weight it uses), else the FLOPs alone. ``peak_tflops`` is the GEMMs' dense peak,
     ``attention_tflops`` attention's (``peak_tflops`` when not given), both at the same MFU."""
     p = check_int("prompt tokens", prompt_tokens, 1, MAX_CONTEXT)
-    peak_tflops = check_float("peak TFLOPS", peak_tflops, 0.0, 1e6, lo_open=True)
-    attention_tflops = (
-        peak_tflops
-        if attention_tflops is None
-        else check_float("attention peak TFLOPS", attention_tflops, 0.0, 1e6, lo_open=True)
-    )
+    peak_tflops, attention_tflops = _peaks(peak_tflops, attention_tflops)
     mfu = check_float("MFU", mfu, 0.0, 1.0, lo_open=True)
     tp, _ = check_parallel(tp)
     linear = 2.0 * spec.active_params * p

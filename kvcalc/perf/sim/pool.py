@@ -217,13 +217,8 @@ class PoolSize:
         """The whole engine's: dp attention data parallel ranks' pools, caps and budgets."""
         if dp == 1:
             return self
-        return replace(
-            self,
-            num_blocks=self.num_blocks * dp,
-            pool_blocks=self.pool_blocks * dp,
-            max_num_seqs=self.max_num_seqs * dp,
-            max_num_batched_tokens=self.max_num_batched_tokens * dp,
-        )
+        caps = ("num_blocks", "pool_blocks", "max_num_seqs", "max_num_batched_tokens")
+        return replace(self, **{k: getattr(self, k) * dp for k in caps})
 
 
 def size_pool(
