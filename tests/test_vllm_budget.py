@@ -69,3 +69,28 @@ def test_ideal_is_named_and_never_vllm():
     assert ideal.max_concurrency == POOL / ideal.seq_bytes
     assert real.max_concurrency < ideal.max_concurrency
     assert ideal.engine == "ideal" and real.engine == "vllm"
+
+
+def test_budget_is_vllm_predict_for_the_llm_class_too():
+    # vLLM's default max_num_batched_tokens depends on how it runs: 16,384 for the LLM class and
+    # 8,192 for `vllm serve` on an H100-class GPU (vllm/engine/arg_utils.py, the usage-context
+    # table). A sliding window reserves blocks for a batch beyond its window, so Gemma 3 27B's
+    # request takes more blocks under the LLM class. The Budget once took the server's default
+    # whatever the usage context (2.00 sequences of 32,768 tokens where vLLM's LLM class has 1.20).
+    from kvcalc import EngineArgs, get_gpu
+
+    m = get_model("gemma-3-27b")
+    llm = Deployment(
+        spec=m.spec,
+        weights=m.weights(),
+        gpu=get_gpu("h100-sxm-80gb"),
+        engine=EngineArgs(usage_context="llm"),
+    )
+    b = budget(llm, 32768)
+    p = vllm.predict(llm, b.kv_pool_bytes, 32768)
+    assert (b.blocks_per_request, b.max_concurrency) == (p.blocks_per_request, p.max_concurrency)
+    served = budget(llm.but(usage_context="serve"), 32768)
+    assert served.blocks_per_request < b.blocks_per_request
+    # The same as the server told to batch 16,384 tokens: the usage context changes nothing else.
+    told = budget(llm.but(usage_context="serve", max_num_batched_tokens=16384), 32768)
+    assert (told.blocks_per_request, told.num_blocks) == (b.blocks_per_request, b.num_blocks)

@@ -301,9 +301,9 @@ class VllmBudget(Budget):
         concurrency, the start-up check and max_num_seqs, exactly as vLLM computes them."""
         version, total, gpu_name = dep.engine.version, dep.total_bytes, dep.gpu_name
         kv = get_dtype(dep.cache.kv_dtype, KV_DTYPES).name
-        batched = dep.engine.max_num_batched_tokens
-        batched = batched or _vllm.default_max_num_batched_tokens(version, total, gpu_name)
-        run = dep.but(kv_dtype=kv, max_num_batched_tokens=batched)
+        # vLLM's one max_num_batched_tokens, as predict() fixes it: the usage context's default
+        # (LLM class or server), capped at max_num_seqs x max_model_len
+        run = _vllm.capacity.fixed_batch(dep.but(kv_dtype=kv), context, None)
         available = max(pool.kv_pool_bytes, 0)
         p = _vllm.predict(run, available, context)
         block_bytes = p.page_bytes * p.group_size

@@ -358,7 +358,7 @@ def convention_notes(
 # -- around the capacity lines: the longest max_model_len, the refusal to start, the memory ------
 
 
-def _fixed_batch(
+def fixed_batch(
     dep: Deployment, max_model_len: int | None, mm_batch_tokens: int | None
 ) -> Deployment:
     """``dep`` with its max_num_batched_tokens fixed to vLLM's default where none is given:
@@ -379,7 +379,7 @@ def estimate_max_model_len(dep: Deployment, available_bytes: int, **extras: Any)
     blocks stop growing, 0 when not even one token fits. ``extras``: predict()'s keywords.
     Memoised: a Budget page asks again at every point of its concurrency curve (42 x 28
     predictions of a 1,024-layer model took 8 s)."""
-    dep = _fixed_batch(dep, None, extras.get("mm_batch_tokens"))
+    dep = fixed_batch(dep, None, extras.get("mm_batch_tokens"))
     parts = (dep.spec, dep.tp, dep.pp, dep.cache, dep.engine, gpu_memory(dep))
     key = (parts, available_bytes, tuple(sorted(extras.items())))
     try:
@@ -425,7 +425,7 @@ def startup_error(
     fits), in the wording of the chosen version, with its estimate of the longest max_model_len
     that would (tests/data/vllm-facts.md, Q7). ``prediction``: predict()'s result for these
     same arguments, when the caller has it already; ``extras``: predict()'s keywords."""
-    dep = _fixed_batch(dep, max_model_len, extras.get("mm_batch_tokens"))
+    dep = fixed_batch(dep, max_model_len, extras.get("mm_batch_tokens"))
     p = prediction or predict(dep, available_bytes, max_model_len, **extras)
     if p.blocks_per_request <= p.num_blocks - fact(Facts.null_block, dep.engine.version):
         return None
