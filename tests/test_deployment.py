@@ -95,3 +95,13 @@ def test_the_package_names_a_deployment_and_what_it_is_made_of():
     d = kvcalc.Deployment(spec=m.spec, weights=m.weights(), gpu=kvcalc.get_gpu("h100-sxm-80gb"))
     assert isinstance(kvcalc.budget(d, 8192), kvcalc.Budget)
     assert d.kv_cache(1).kv_bytes_per_token == 128 * kvcalc.KiB  # 2 x 32 x 8 x 128 x 2 B
+
+
+def test_the_deployment_accepts_every_vllm_cache_format_the_engine_models():
+    # The cache layer cannot import the engines (tests/test_layers.py), so the --kv-cache-dtype
+    # names a Deployment accepts are listed twice: here they must stay the same list, in order.
+    from kvcalc.cache.deployment import VLLM_KV_CACHE_DTYPES
+    from kvcalc.engines.vllm.kv_cache import _VLLM_FORMATS
+
+    assert list(VLLM_KV_CACHE_DTYPES) == list(_VLLM_FORMATS)
+    assert {"auto", "fp8", "fp8_e4m3", "fp8_e5m2"} <= set(VLLM_KV_CACHE_DTYPES)
