@@ -99,9 +99,12 @@ def test_the_package_names_a_deployment_and_what_it_is_made_of():
 
 def test_the_deployment_accepts_every_vllm_cache_format_the_engine_models():
     # The cache layer cannot import the engines (tests/test_layers.py), so the --kv-cache-dtype
-    # names a Deployment accepts are listed twice: here they must stay the same list, in order.
+    # names a Deployment accepts are listed apart from the engine's table: they must be every
+    # name some vLLM release offers (its CacheDType choices, the facts table), and no other.
     from kvcalc.cache.deployment import VLLM_KV_CACHE_DTYPES
-    from kvcalc.engines.vllm.kv_cache import _VLLM_FORMATS
+    from kvcalc.engines.vllm import version_choices
+    from kvcalc.engines.vllm.kv_cache import kv_cache_dtypes
 
-    assert list(VLLM_KV_CACHE_DTYPES) == list(_VLLM_FORMATS)
-    assert {"auto", "fp8", "fp8_e4m3", "fp8_e5m2"} <= set(VLLM_KV_CACHE_DTYPES)
+    offered = {n for v in version_choices() for n in kv_cache_dtypes(v, vllm_names=True)}
+    assert set(VLLM_KV_CACHE_DTYPES) == offered
+    assert {"auto", "fp8", "fp8_e4m3", "fp8_e5m2"} <= offered
