@@ -14,7 +14,7 @@ from .registry import command
 _TABLE_MODELS = (("llama-2-7b", "Llama 2 7B (MHA)"), ("llama-3.1-8b", "Llama 3 8B (GQA)"))
 _TABLE_POINTS = ((1, 2048), (16, 8192), (32, 16384))
 _GPU_FIELDS: tuple[str, ...] = ("name", "memory_gb", "memory_bytes", "bandwidth_gbs")
-_GPU_FIELDS += ("bf16_tflops", "fp8_tflops", "fp16_tflops", "fp32_tflops")
+_GPU_FIELDS += ("bf16_tflops", "fp8_tflops", "fp4_tflops", "fp16_tflops", "fp32_tflops")
 
 
 def _json_only(p: argparse.ArgumentParser) -> None:

@@ -16,6 +16,7 @@ from .registry import COMMANDS, build_parser, command
 # Each group registers its commands as it is imported, in --help's order: sizing (kv ...
 # offload), catalog (table, models, gpus), checks (measure, quality, vllm, verify).
 from . import sizing, catalog, checks  # noqa: F401  # isort: skip
+from . import beyond  # noqa: F401  # isort: skip
 
 # The simulator's command lives in its own module; registered here, in --help's order.
 command("simulate", _cli_sim.HELP, _cli_sim.add_arguments)(_cli_sim.cmd_simulate)

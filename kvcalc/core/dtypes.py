@@ -32,12 +32,15 @@ _ALL = {
     # MXFP4 (OCP microscaling): 32 four-bit values share one 8-bit scale -> 4 + 8/32 = 4.25 bits.
     # gpt-oss ships its MoE expert weights in this format.
     "mxfp4": DType(name="mxfp4", bits=4.25, quantized=True, label="MXFP4 (4.25 bit)"),
+    # NVFP4 (NVIDIA): 16 four-bit values share one FP8 (E4M3) scale -> 4 + 8/16 = 4.5 bits
+    # (plus one FP32 scale per tensor, left out). NVIDIA's ModelOpt checkpoints ship it.
+    "nvfp4": DType(name="nvfp4", bits=4.5, quantized=True, label="NVFP4 (4.5 bit)"),
 }
 
 KV_DTYPES = ("fp32", "fp16", "bf16", "fp8", "int8", "int4")
 # The formats a recurrent layer's state may be kept in (conv and SSM states).
 STATE_DTYPES = ("fp32", "fp16", "bf16")
-WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4")
+WEIGHT_DTYPES = ("fp32", "bf16", "fp16", "fp8", "int8", "int4", "mxfp4", "nvfp4")
 
 _ALIASES = {
     "float32": "fp32",

@@ -22,6 +22,9 @@ class GPU:
     fp8_tflops: float | None  # dense FP8 tensor-core peak; None: no FP8 tensor cores
     fp16_tflops: float | None  # for GPUs without BF16 (Turing)
     fp32_tflops: float | None = None  # FP32 on the CUDA cores, not the tensor cores
+    # dense FP4 tensor-core peak (Blackwell's NVFP4 / MXFP4 GEMMs); None: no FP4 tensor cores
+    # (Hopper and older run 4-bit weights dequantised to 16 bits)
+    fp4_tflops: float | None = None
     # vLLM computes attention in FP8 when the cache is FP8 (FlashAttention 3 and FlashMLA on
     # Hopper quantise the queries too); elsewhere an FP8 cache is dequantised to 16 bits.
     fp8_attention: bool = False
@@ -55,6 +58,8 @@ class GPU:
             return self.fp32_tflops
         if math == "fp8":
             return self.fp8_tflops
+        if math == "fp4":
+            return self.fp4_tflops
         if math == "fp16":
             return self.fp16_tflops or self.bf16_tflops
         return self.bf16_tflops or self.fp16_tflops
@@ -63,8 +68,12 @@ class GPU:
         """The format the matrix multiplies of weights stored in ``weight_dtype`` run in:
         FP32 weights in FP32 (PyTorch leaves TF32 off for matrix multiplies by default); FP8 and
         INT8 weights with 8-bit activations where the GPU has FP8 tensor cores (W8A8), else
-        dequantised to 16 bits; 4-bit weights (INT4, MXFP4) are dequantised to 16 bits
-        (W4A16, as vLLM's Marlin kernels do); 16-bit weights in 16 bits."""
+        dequantised to 16 bits; NVFP4 weights with 4-bit activations where the GPU has FP4
+        tensor cores (Blackwell's W4A4 GEMMs), else dequantised; other 4-bit weights (INT4,
+        MXFP4) are dequantised to 16 bits (W4A16, as vLLM's Marlin kernels do, and vLLM's
+        default MXFP4 x BF16 MoE on Blackwell); 16-bit weights in 16 bits."""
+        if weight_dtype == "nvfp4" and self.fp4_tflops:
+            return "fp4"
         return self._math(weight_dtype, weight_dtype in ("fp8", "int8"))
 
     def attention_format(self, kv_dtype: str = "bf16") -> str:
