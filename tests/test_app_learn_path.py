@@ -61,7 +61,13 @@ def test_the_paths_are_the_chapters_order_then_the_engineers():
         "tour",
         "live_class",
     ]
-    assert [p.name for p in ENGINEER] == ["lab", "roofline", "frontier", "vllm_startup"]
+    assert [p.name for p in ENGINEER] == [
+        "lab",
+        "roofline",
+        "frontier",
+        "vllm_startup",
+        "disagg",
+    ]
     assert pages.next_page("home").name == "cache_fill"
     assert pages.next_page("live_class") is None  # the last lesson has no "Next"
     assert pages.by_url("").section == pages.LEARN and pages.by_url("lab").section != pages.LEARN

@@ -270,6 +270,7 @@ PHONE = [
     ("vllm_startup", "GPU KV cache size"),
     ("roofline", "Ridge point"),
     ("frontier", "Under the objective: tokens/s per GPU"),
+    ("disagg", "The cache of a prompt"),
 ]
 
 

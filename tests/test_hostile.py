@@ -22,6 +22,7 @@ PAGES = [
     "app_pages/roofline.py",
     "app_pages/frontier.py",
     "app_pages/tour.py",
+    "app_pages/disagg.py",
 ]
 GARBAGE = [
     "abc",

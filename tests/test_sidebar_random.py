@@ -40,6 +40,7 @@ PAGE_INPUTS = {
     "roofline": [("r_prompt", 1, 1_000_000), ("r_batch", 1, 4096), ("r_ctx", 1, 1_000_000)],
     "frontier": [("fr_prompt", 1, 32_768), ("fr_output", 2, 8192)],
     "vllm_startup": [("u_len", 1, 10_000_000)],
+    "disagg": [("dg_prompt", 1, 1_000_000)],
     "cache_fill": [("f_prompt", 1, 96), ("f_new", 0, 159)],
 }
 

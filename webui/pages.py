@@ -44,6 +44,7 @@ PAGES = (
     Page("roofline", "Roofline", ":material/roofing:", ENGINEER),
     Page("frontier", "Serving frontier", ":material/show_chart:", ENGINEER),
     Page("vllm_startup", "vLLM start-up lines", ":material/terminal:", ENGINEER),
+    Page("disagg", "Disaggregated serving", ":material/swap_horiz:", ENGINEER),
     *(
         Page(name, title, icon, MEASURE, own_model=True)
         for name, title, icon in (

@@ -6,6 +6,7 @@ from .base import Figure
 from .budget import budget_figure, concurrency_figure
 from .classroom import answers_figure
 from .diagrams import MAX_DRAWN_HEADS, head_sharing_figure, mla_figure, window_figure
+from .disagg import transfer_figure
 from .fill import (
     FILL_COLORS,
     cache_picture,
@@ -34,6 +35,7 @@ __all__ = [
     "LIMIT_NAMES",
     "MAX_DRAWN_HEADS",
     "answers_figure",
+    "transfer_figure",
     "attention_row_figure",
     "batch_figure",
     "blocks_figure",

@@ -1,0 +1,50 @@
+"""One request in a disaggregated deployment, on one time line: the prefill GPUs compute its
+prompt, the link carries its cache to the decode GPUs, the decode GPUs take their first step."""
+
+from __future__ import annotations
+
+from webui.memo import memo
+
+from .base import COLORS, Figure, Parts, layout
+
+LANES = ("prefill GPUs", "the link", "decode GPUs")
+
+
+@memo(16)
+def transfer_figure(
+    prefill_s: float, transfer_s: float, step_s: float, moved: str, link: str
+) -> Figure:
+    """Three lanes (prefill GPUs, the link, decode GPUs) and three bars end to end: the
+    prefill, the cache's move (``moved`` over ``link``), the first decode step."""
+    fig = Parts()
+    bars = (
+        ("prefill GPUs", 0.0, prefill_s, "prefill: the prompt computed", COLORS["weights"]),
+        ("the link", prefill_s, transfer_s, f"the cache moves: {moved} over {link}", COLORS["kv"]),
+        (
+            "decode GPUs",
+            prefill_s + transfer_s,
+            step_s,
+            "first decode step",
+            COLORS["state"],
+        ),
+    )
+    for lane, start, length, name, color in bars:
+        fig.add_bar(
+            y=[lane],
+            x=[length * 1e3],
+            base=[start * 1e3],
+            orientation="h",
+            name=name,
+            marker=dict(color=color),
+            hovertemplate=f"{name}: %{{x:,.2f}} ms<extra></extra>",
+        )
+    fig.update_layout(
+        **layout(
+            height=260,
+            barmode="overlay",
+            yaxis=dict(categoryorder="array", categoryarray=list(reversed(LANES))),
+            xaxis=dict(title="time since the prompt reached the prefill GPUs (ms)"),
+            legend=dict(traceorder="normal"),
+        )
+    )
+    return fig.done()
