@@ -40,9 +40,7 @@ def page() -> None:
         if peak is None:
             raise ValueError(f"{gpu.name}: the registry gives no dense peak to time the prefill")
         pf = prefill(spec, n, peak, mfu=1.0, tp=ptp)
-        step = step_time(
-            sel.deployment.but(tp=dtp), context=n + 1, batch=1, find_crossover=False
-        )
+        step = step_time(sel.deployment.but(tp=dtp), context=n + 1, batch=1, find_crossover=False)
     except ValueError as exc:
         common.stop_on_error(exc)
     move = t.seconds or 0.0
