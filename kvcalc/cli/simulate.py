@@ -24,7 +24,7 @@ from ..perf.calibration import StepModel, error_band_text
 from ..perf.engines import engine_band_text
 from ..perf.sim import CLI_KEYS, MAX_TOKENS, Speed, estimated_steps, setup, simulate
 from .common import gpu_of, load_model
-from .flags import deployment_args, deployment_from, int_arg, number_arg, share_arg
+from .flags import deployment_args, deployment_from, float_arg, int_arg, number_arg, share_arg
 from .step_model import engine_from_args, speed_arguments, speed_from_args, speed_text
 from .workload import workload_arguments, workload_from
 
@@ -138,6 +138,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         pool.add_argument(flag, type=kind, default=None, help=text)
     speed_arguments(p)
     p.add_argument("--seed", type=int_arg(0, 2**31), default=0)
+    p.add_argument(
+        "--price-per-gpu-hour",
+        type=float_arg(10_000.0, unit=" $"),
+        default=None,
+        metavar="DOLLARS",
+        help="your price of one GPU for an hour: adds dollars and energy per million output "
+        "tokens at the simulated throughput",
+    )
     deployment_args(p, "json")
 
 
@@ -187,9 +195,32 @@ def cmd_simulate(args):
             f"memory free once the weights and the reserve are in, in blocks of {s.block_size} "
             "tokens (LMDeploy's own hold 64: --block-size 64)"
         )
+    if args.price_per_gpu_hour is not None:
+        text += _cost(out, r, s, gpu, args.price_per_gpu_hour)
     if band:
         text.append(f"  error band: {band}")
     return out, text + [f"  note: {n}" for n in s.notes]
+
+
+def _cost(out: dict, r, s, gpu, price: float) -> list[str]:
+    """--price-per-gpu-hour: dollars and energy per million output tokens at the run's
+    throughput, on every GPU the deployment takes."""
+    from ..perf.cost import cost_per_million
+
+    c = cost_per_million(r.output_tokens_per_s, s.tp * s.dp, price, gpu.power_w)
+    out["cost"] = c.to_dict()
+    energy = (
+        f", {c.kwh_per_million:.3g} kWh at {gpu.power_w:g} W a GPU (its maximum board power)"
+        if c.kwh_per_million is not None
+        else ""
+    )
+    d = c.dollars_per_million
+    dollars = f"{d:,.2f}" if d >= 1 else f"{d:.3g}"
+    return [
+        f"  cost: ${dollars} per million output tokens on {c.gpus} GPU"
+        f"{'s' if c.gpus > 1 else ''} at ${price:g} an hour each{energy}; as uncertain as the "
+        "throughput"
+    ]
 
 
 def _weights(args, m, gpu) -> Weights:

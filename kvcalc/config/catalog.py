@@ -182,6 +182,7 @@ def _gpu(key: str, entry: dict, where: str) -> GPU:
         fp16_tflops=_num(entry, where, "fp16_tflops", required=False),
         fp32_tflops=_num(entry, where, "fp32_tflops", required=False),
         fp4_tflops=_num(entry, where, "fp4_tflops", required=False),
+        power_w=_num(entry, where, "power_w", required=False),
         fp8_attention=_flag(entry, where, "fp8_attention"),
         sources=_sources(entry, where, ("specs",)),
         tp_link=None if entry.get("tp_link") is None else _str(entry, where, "tp_link"),

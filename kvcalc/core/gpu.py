@@ -25,6 +25,7 @@ class GPU:
     # dense FP4 tensor-core peak (Blackwell's NVFP4 / MXFP4 GEMMs); None: no FP4 tensor cores
     # (Hopper and older run 4-bit weights dequantised to 16 bits)
     fp4_tflops: float | None = None
+    power_w: float | None = None  # board power at full load (the datasheet's max TDP)
     # vLLM computes attention in FP8 when the cache is FP8 (FlashAttention 3 and FlashMLA on
     # Hopper quantise the queries too); elsewhere an FP8 cache is dequantised to 16 bits.
     fp8_attention: bool = False
