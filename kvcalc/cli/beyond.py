@@ -72,3 +72,94 @@ def cmd_transfer(args):
             "layer by layer"
         )
     return out, text
+
+
+# A PCIe 4.0 NVMe drive's sequential read (7 GB/s: Samsung 990 Pro, Micron 7450 datasheets);
+# the user gives theirs with --nvme-gbs.
+NVME_GBS = 7.0
+
+
+def _tiers_arguments(p: argparse.ArgumentParser) -> None:
+    model_args(p)
+    deployment_args(p, "gpu!", "weight_dtype")
+    p.add_argument("--prefix-tokens", type=positive_int, required=True, help="one prefix")
+    p.add_argument(
+        "--active", type=positive_int, required=True, help="conversations whose prompts return"
+    )
+    p.add_argument("--cpu-gib", type=float, default=0.0, help="CPU memory for the cache, per GPU")
+    p.add_argument("--cpu-link", type=key_arg, default="pcie5-x16")
+    p.add_argument("--nvme-gib", type=float, default=0.0, help="local NVMe for the cache, per GPU")
+    p.add_argument("--nvme-gbs", type=float, default=NVME_GBS, help="its read rate, GB/s")
+    p.add_argument("--remote-gib", type=float, default=0.0, help="a remote store, per GPU")
+    p.add_argument("--remote-link", type=key_arg, default="ib-ndr-400")
+
+
+@command(
+    "tiers",
+    "offload tiers: how many returning prefixes GPU, CPU, NVMe and a remote store hold, "
+    "and the time to first token a hit saves",
+    _tiers_arguments,
+)
+def cmd_tiers(args):
+    from ..cache.tiers import TierSpec, tiers
+    from ..core.units import GiB
+    from ..engines.budget import budget
+    from .common import weights_of
+
+    spec, wd, ed, _ = load_model(args)
+    gpu = registry().gpu(args.gpu)
+    for flag in ("cpu_gib", "nvme_gib", "remote_gib"):
+        v = getattr(args, flag)
+        if not 0 <= v <= 1e6:
+            raise ValueError(f"--{flag.replace('_', '-')}: give 0 to 1,000,000 GiB, got {v:g}")
+    if not 0 < args.nvme_gbs <= 1e4:
+        raise ValueError(f"--nvme-gbs: give a read rate above 0 GB/s, got {args.nvme_gbs:g}")
+    from ..cache.deployment import Deployment
+    from ..cache.kv import kv_cache
+
+    w, _ = weights_of(args, spec, wd, ed)
+    dep = Deployment(spec=spec, gpu=gpu, weights=w, tp=args.tp).but(kv_dtype=args.kv_dtype)
+    pool = max(0, budget(dep, args.prefix_tokens, find_max_context=False).kv_pool_bytes)
+    size = kv_cache(spec, args.prefix_tokens, 1, args.kv_dtype, tp=args.tp).total_bytes
+    peak = gpu.peak_tflops(w.dtype)
+    if peak is None:
+        raise ValueError(f"{gpu.name}: the registry gives no dense peak to time the recompute")
+    redo = prefill(spec, args.prefix_tokens, peak, mfu=DEFAULT_MFU, tp=args.tp).time_s
+    cpu, remote = registry().link(args.cpu_link), registry().link(args.remote_link)
+    specs = [
+        TierSpec(name="GPU memory", capacity_bytes=pool, link_gbs=None),
+        TierSpec(
+            name=f"CPU memory ({cpu.name})",
+            capacity_bytes=int(args.cpu_gib * GiB),
+            link_gbs=cpu.gbs,
+        ),  # fmt: skip
+        TierSpec(
+            name="local NVMe", capacity_bytes=int(args.nvme_gib * GiB), link_gbs=args.nvme_gbs
+        ),  # fmt: skip
+        TierSpec(
+            name=f"remote store ({remote.name})",
+            capacity_bytes=int(args.remote_gib * GiB),
+            link_gbs=remote.gbs,
+        ),  # fmt: skip
+    ]
+    r = tiers(args.prefix_tokens, size, args.active, redo, specs)
+    out = r.to_dict() | {"gpu": gpu.key, "tp": args.tp}
+    text = [
+        f"{spec.name} on {gpu.name}: {args.active:,} conversations return with a prefix of "
+        f"{args.prefix_tokens:,} tokens ({fmt_bytes(size)} of cache per GPU); recomputing one "
+        f"takes {fmt_seconds(redo)} (MFU {DEFAULT_MFU:g})"
+    ]
+    for t in r.tiers:
+        if not t.capacity_bytes:
+            continue
+        how = "already on the GPU" if not t.reload_s else f"reload {fmt_seconds(t.reload_s)}"
+        text.append(
+            f"  {t.name}: {fmt_bytes(t.capacity_bytes)} holds {t.prefixes:,} prefixes; "
+            f"{t.hit_share:.0%} of returning prompts find theirs here ({how}, saves "
+            f"{fmt_seconds(t.saved_s)} each)"
+        )
+    text.append(
+        f"  hit rate {r.hit_rate:.0%}; time to first token saved {fmt_seconds(r.mean_saved_s)} "
+        "on average over returning prompts (the GPU's pool counted whole: no request running)"
+    )
+    return out, text
