@@ -163,3 +163,52 @@ def cmd_tiers(args):
         "on average over returning prompts (the GPU's pool counted whole: no request running)"
     )
     return out, text
+
+
+def _routing_arguments(p: argparse.ArgumentParser) -> None:
+    model_args(p)
+    deployment_args(p, "gpu!", "weight_dtype")
+    p.add_argument("--prefix-tokens", type=positive_int, required=True, help="one prefix")
+    p.add_argument("--prefixes", type=positive_int, required=True, help="distinct prefixes")
+    p.add_argument("--replicas", type=positive_int, required=True)
+    p.add_argument("--zipf", type=float, default=0.0, help="popularity ~ 1 / rank^s (0: all alike)")
+    p.add_argument("--target", type=float, default=0.9, help="hit rate to size the pool for")
+
+
+@command(
+    "routing",
+    "prefix reuse across replicas: random vs prefix-aware routing, hit rate and pool",
+    _routing_arguments,
+)
+def cmd_routing(args):
+    from ..cache.deployment import Deployment
+    from ..cache.kv import kv_cache
+    from ..cache.routing import routing
+    from ..engines.budget import budget
+    from .common import weights_of
+
+    spec, wd, ed, _ = load_model(args)
+    gpu = registry().gpu(args.gpu)
+    w, _ = weights_of(args, spec, wd, ed)
+    dep = Deployment(spec=spec, gpu=gpu, weights=w, tp=args.tp).but(kv_dtype=args.kv_dtype)
+    pool = max(0, budget(dep, args.prefix_tokens, find_max_context=False).kv_pool_bytes)
+    size = kv_cache(spec, args.prefix_tokens, 1, args.kv_dtype, tp=args.tp).total_bytes
+    r = routing(args.prefixes, args.replicas, pool // size, args.zipf, args.target)
+    out = r.to_dict() | {"prefix_bytes": size, "pool_bytes": pool}
+
+    def need(n: int | None) -> str:
+        if n is None:
+            return "never (more than every prefix)"
+        return f"{n:,} prefixes ({fmt_bytes(n * size)} per GPU)"
+
+    text = [
+        f"{spec.name} on {gpu.name} x {args.replicas} replicas: {args.prefixes:,} prefixes of "
+        f"{args.prefix_tokens:,} tokens ({fmt_bytes(size)} each per GPU), popularity "
+        + ("all alike" if not args.zipf else f"Zipf {args.zipf:g}"),
+        f"  each replica's pool ({fmt_bytes(pool)}) keeps {r.kept_per_replica:,} of them",
+        f"  random routing: hit rate {r.random_hit_rate:.1%} (every replica keeps the same ones)",
+        f"  prefix-aware routing: hit rate {r.aware_hit_rate:.1%} (the replicas split them)",
+        f"  for {r.target:.0%}: a replica keeps {need(r.random_needs)} under random routing, "
+        f"{need(r.aware_needs)} under prefix-aware routing",
+    ]
+    return out, text
