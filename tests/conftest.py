@@ -112,6 +112,21 @@ def browser():
     yield from chromium()
 
 
+def bench_module(name: str):
+    """bench/<name>.py imported once, as ``bench_<name>`` (dataclasses look their module up by
+    name, so it is registered in sys.modules before it runs)."""
+    import importlib.util
+    import sys
+
+    key = f"bench_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, ROOT / "bench" / f"{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[key] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[key]
+
+
 def open_page(page: str, **query):
     """An AppTest of the app opened with ``query`` as its link, switched to ``page``."""
     from streamlit.testing.v1 import AppTest

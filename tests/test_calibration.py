@@ -11,14 +11,12 @@ Hand facts used below (none produced by kvcalc.perf.calibration):
   269,081 / 1,200 = 224.2 prompt and 226,901 / 1,200 = 189.1 output tokens.
 """
 
-import importlib.util
 import json
 import math
 import random
-import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, bench_module
 
 from kvcalc import get_gpu, get_model, prefill, step_time
 from kvcalc.cache.deployment import Deployment
@@ -33,14 +31,7 @@ BW = 3350e9
 
 def bench():
     """bench/calibration.py, imported once (the fit and the command lines live there)."""
-    if "bench_calibration" not in sys.modules:
-        spec = importlib.util.spec_from_file_location(
-            "bench_calibration", ROOT / "bench" / "calibration.py"
-        )
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["bench_calibration"] = mod  # dataclasses look their module up by name
-        spec.loader.exec_module(mod)
-    return sys.modules["bench_calibration"]
+    return bench_module("calibration")
 
 
 def run(argv, capsys):

@@ -4,13 +4,11 @@ INT4 experts). Expected numbers are worked by hand from config fields and datash
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, bench_module
 
 from kvcalc.cache.deployment import Deployment
 from kvcalc.cache.weight_bytes import weights
@@ -24,12 +22,7 @@ AIC = ROOT / "tests" / "data" / "benchmarks" / "aic"
 
 
 def aic():
-    if "bench_aic" not in sys.modules:
-        spec = importlib.util.spec_from_file_location("bench_aic", ROOT / "bench" / "aic.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["bench_aic"] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules["bench_aic"]
+    return bench_module("aic")
 
 
 def cfg(name: str):
@@ -173,6 +166,71 @@ def test_int4_experts_and_the_layout_from_the_command_line(capsys):
     assert "vLLM 0.16.0 profile" in out and "error band: vLLM 0.16.0 profile" in out
     assert main(argv[:2] + [str(AIC / "configs" / "Qwen--Qwen3-32B.json")] + argv[3:]) != 0
     assert "no routed experts" in capsys.readouterr().err
+
+
+def _bare(spec, w, model, **kw):
+    """A setup at a round GPU (1,000 GB/s, 1,000 TFLOPS, no link) for hand arithmetic."""
+    dep = Deployment(spec=spec, weights=w, memory_bytes=141 * 10**9, **kw)
+    return setup(dep, 4096, Speed(bandwidth_gbs=1000, peak_tflops=1000, model=model))
+
+
+def _model(**coefs):
+    base = dict(
+        bw_share=1.0,
+        kv_bw_share=1.0,
+        step_overhead_s=0.0,
+        mfu=1.0,
+        attn_mfu=1.0,
+        allreduce_latency_s=0.0,
+        ep_latency_s=0.0,
+        api_overhead_s=0.0,
+        seq_overhead_s=0.0,
+        request_overhead_s=0.0,
+        layer_overhead_s=0.0,
+        expert_bw_share=1.0,
+    )
+    return cal.StepModel(name="test", allreduce=True, engine="vllm@0.18.0", **(base | coefs))
+
+
+def test_host_time_per_request_and_per_new_prefill_add_to_a_step():
+    spec = cfg("Qwen--Qwen3-32B.json")
+    w = weights(spec, "bf16")
+    s = _bare(spec, w, _model(seq_overhead_s=1e-4, request_overhead_s=1e-3))
+    base = s.step_seconds(8, 8 * 1000, 0)  # 8 decodes, no host counts given
+    # 8 requests in the step, 2 of them starting their prefill: 8 x 0.1 ms + 2 x 1 ms
+    assert s.step_seconds(8, 8 * 1000, 0, host=(8, 2)) - base == pytest.approx(8e-4 + 2e-3)
+
+
+def test_a_fixed_cost_per_layer_is_the_same_at_any_tensor_parallel_size():
+    spec = cfg("Qwen--Qwen3-32B.json")  # 64 layers
+    w = weights(spec, "bf16")
+    m = _model(layer_overhead_s=5e-5, allreduce_latency_s=0.0)
+    one, eight = _bare(spec, w, m), _bare(spec, w, m, tp=8)
+    assert one.step_overhead_s == eight.step_overhead_s == pytest.approx(64 * 5e-5)
+
+
+def test_the_routed_experts_are_read_at_their_own_share_of_the_bandwidth():
+    spec = cfg("Qwen--Qwen3-235B-A22B-FP8.json")
+    w = weights(spec, "fp8")
+    full = _bare(spec, w, _model(), tp=4)
+    half = _bare(spec, w, _model(expert_bw_share=0.5), tp=4)
+    # one decode token touches 8 of 128 experts in each of 94 layers, 3 x 4,096 x 1,536 FP8
+    # bytes each, split over 4 GPUs: read at half the bandwidth they take twice the time
+    touched = 94 * 8 * 3 * 4096 * 1536 / 4
+    extra = half.step_seconds(1, 0, 0) - full.step_seconds(1, 0, 0)
+    assert extra == pytest.approx(touched / 1000e9, rel=1e-6)
+    # a dense model has no experts: the share changes nothing
+    dense = cfg("Qwen--Qwen3-32B.json")
+    a = _bare(dense, weights(dense, "bf16"), _model())
+    b = _bare(dense, weights(dense, "bf16"), _model(expert_bw_share=0.5))
+    assert a.step_seconds(1, 0, 0) == b.step_seconds(1, 0, 0)
+
+
+def test_a_share_is_bounded_to_what_kernels_reach():
+    for share, (lo, hi) in engines.SHARE_BOUNDS.items():
+        assert 0 < lo < hi <= 1, share
+        for p in engines.PROFILES.values():
+            assert lo - 1e-9 <= getattr(p, share) <= hi + 1e-9, (p.key, share)
 
 
 # -- the command line ---------------------------------------------------------------------------

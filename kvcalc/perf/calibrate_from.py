@@ -16,21 +16,28 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .engines import COEFFICIENTS, EngineProfile
+from .engines import COEFFICIENTS, SHARE_BOUNDS, EngineProfile
 
 # Ridge toward the profile, per coefficient in COEFFICIENTS' order (log scale; a measurement
 # weighs 1): the cheap ones move first.
-RIDGE = dict(zip(COEFFICIENTS, (0.02, 0.05, 0.02, 0.05, 0.1, 0.1, 0.1, 0.02), strict=True))
-SHARES = ("bw_share", "kv_bw_share", "mfu", "attn_mfu")
+RIDGE = dict(
+    zip(
+        COEFFICIENTS,
+        (0.02, 0.05, 0.02, 0.05, 0.1, 0.1, 0.1, 0.02, 0.05, 0.1, 0.05, 0.05, 0.1),
+        strict=True,
+    )
+)
+SHARES = ("bw_share", "kv_bw_share", "mfu", "attn_mfu", "expert_bw_share", "host_overlap")
 FD_STEP = 0.05
-ITERATIONS = 4
+ITERATIONS = 8  # at most; it stops once every residual is within CONVERGED
+CONVERGED = 0.005  # |log(predicted / measured)|
 MAX_ROWS = 64
 # Calibrated from the lowest-concurrency row of each training setup, its other rows predicted:
 # median |pred/meas - 1|, p90 and rows, per quantity (bench/calibration.py --aic printed these;
 # why they miss issue 41's goal: docs/calibration.md#calibrating-from-your-own-benchmark).
 SWEEP_BAND: dict[str, tuple[float, float, int]] = {
-    "TTFT": (0.383, 0.97, 943),
-    "TPOT": (0.161, 0.40, 943),
+    "TTFT": (0.367, 0.94, 943),
+    "TPOT": (0.105, 0.37, 943),
 }
 
 
@@ -255,6 +262,33 @@ class Calibration:
         )
 
 
+def _bounded_step(J, r, ridge, theta, theta0, np):
+    """One damped Gauss-Newton step (a ridge toward ``theta0``), a share at its bound that
+    the step would push past it held there and the step solved again without it."""
+    held: set[int] = set()
+    bounds = [SHARE_BOUNDS.get(c) for c in COEFFICIENTS]
+    while True:
+        Jm = J.copy()
+        Jm[:, sorted(held)] = 0.0
+        A = np.vstack([Jm, np.diag(ridge)])
+        b = np.concatenate([-r, -ridge * (theta - theta0)])
+        step = np.clip(np.linalg.lstsq(A, b, rcond=None)[0], -1.0, 1.0)
+        step[sorted(held)] = 0.0
+        out = {
+            j
+            for j, bd in enumerate(bounds)
+            if bd is not None
+            and j not in held
+            and (
+                (theta[j] >= math.log(bd[1]) - 1e-12 and step[j] > 0)
+                or (theta[j] <= math.log(bd[0]) + 1e-12 and step[j] < 0)
+            )
+        }
+        if not out:
+            return step
+        held |= out
+
+
 def calibrate(base: EngineProfile, rows: list[BenchRow], predict) -> Calibration:
     """Fit ``base``'s coefficients to ``rows``. ``predict(profile, row)`` returns the predicted
     quantities of ``row.measured()`` (seconds) under a profile, or raises ValueError."""
@@ -276,22 +310,27 @@ def calibrate(base: EngineProfile, rows: list[BenchRow], predict) -> Calibration
     first = run(theta0)
     theta = theta0.copy()
     ridge = np.array([RIDGE[c] for c in COEFFICIENTS])
-    for _ in range(ITERATIONS):
-        pred = run(theta) if _ else first
+    moving = list(range(len(COEFFICIENTS)))  # the coefficients the rows depend on
+    for it in range(ITERATIONS):
+        pred = run(theta) if it else first
         r = np.log(pred / meas)
+        if np.max(np.abs(r)) < CONVERGED:
+            break
         J = np.zeros((len(keys), len(COEFFICIENTS)))
-        for j, c in enumerate(COEFFICIENTS):
+        for j in moving:
+            c = COEFFICIENTS[j]
             th = theta.copy()
             h = -FD_STEP if c in SHARES and th[j] + FD_STEP > 0 else FD_STEP  # a share <= 1
             th[j] += h
             J[:, j] = (np.log(run(th) / meas) - r) / h
-        A = np.vstack([J, np.diag(ridge)])
-        b = np.concatenate([-r, -ridge * (theta - theta0)])
-        step = np.clip(np.linalg.lstsq(A, b, rcond=None)[0], -1.0, 1.0)
+        if not it:  # a coefficient these rows do not depend on is not worked out again
+            moving = [j for j in moving if np.any(np.abs(J[:, j]) > 1e-9)]
+        step = _bounded_step(J, r, ridge, theta, theta0, np)
         theta = theta + step
-        for j, c in enumerate(COEFFICIENTS):
-            if c in SHARES:
-                theta[j] = min(theta[j], 0.0)
+        for j, c in enumerate(COEFFICIENTS):  # a share within its physical range
+            if c in SHARE_BOUNDS:
+                lo, hi = SHARE_BOUNDS[c]
+                theta[j] = min(max(theta[j], math.log(lo)), math.log(hi))
     last = run(theta)
     fitted = at(theta)
     fit = tuple(
@@ -303,3 +342,46 @@ def calibrate(base: EngineProfile, rows: list[BenchRow], predict) -> Calibration
         for i in range(len(rows))
     )
     return Calibration(base=base, profile=fitted, rows=tuple(rows), fit=fit)
+
+
+def bench_row_workload(row: BenchRow):
+    """The simulator's workload for one measured row: a closed loop of its users (three waves
+    of requests, at least 8), its Poisson rate, or its static batch all at once."""
+    from .sim import Workload, fixed
+
+    p, o = fixed(row.isl, "prompt tokens"), fixed(row.osl, "output tokens")
+    if row.batch:
+        return Workload(requests=row.batch, prompt=p, output=o, rate=math.inf)
+    if row.users:
+        return Workload(requests=max(8, 3 * row.users), prompt=p, output=o, users=row.users)
+    return Workload(requests=row.requests or 8, prompt=p, output=o, rate=row.rate)
+
+
+def predict_row(dep, profile: EngineProfile, row: BenchRow, max_steps: int) -> dict[str, float]:
+    """One measured row simulated on ``dep`` (a Deployment with its GPU and weights) under
+    ``profile``: mean TTFT (the steady part) and TPOT, or a static batch's latency (no serving
+    stack before it), in seconds. ValueError when it would take more than ``max_steps`` steps."""
+    from dataclasses import replace as _replace
+
+    from .sim import Speed, estimated_steps, setup, simulate
+
+    model = profile.step_model()
+    if row.batch:  # vllm bench latency calls the engine directly
+        model = _replace(model, api_overhead_s=0.0)
+    wl = bench_row_workload(row)
+    dep = dep.but(
+        max_num_seqs=profile.max_num_seqs, max_num_batched_tokens=profile.max_num_batched_tokens
+    )
+    gpu, w = dep.gpu, dep.weights
+    speed = Speed.of(
+        gpu, w.dtype, model, attention_peak_tflops=gpu.attention_tflops(dep.cache.kv_dtype)
+    )
+    s = setup(dep, wl.longest, speed)
+    if estimated_steps(s, wl) > max_steps:
+        raise ValueError(
+            f"{row.describe()} would take more than {max_steps:,} engine steps to simulate; "
+            "give shorter runs or fewer users"
+        )
+    r = simulate(s, wl, series=False)
+    ttft = r.ttft_mean_steady_s if r.ttft_mean_steady_s is not None else r.ttft_mean_s
+    return {"TTFT": ttft, "TPOT": r.tpot_mean_s, "latency": r.e2el_mean_s}

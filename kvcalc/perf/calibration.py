@@ -104,6 +104,16 @@ class StepModel:
     attn_mfu: float | None = None  # share of the attention peak prefill's attention reaches
     ep_latency_s: float = 0.0  # one expert-parallel dispatch or combine (all-to-all), seconds
     engine: str | None = None  # the profile's "engine@version" (None: no engine profile)
+    # host-side time in the engine's loop: per request in a step, per request starting prefill
+    seq_overhead_s: float = 0.0
+    request_overhead_s: float = 0.0
+    # a fixed cost per layer per step, at any parallel size: the floor of each layer's kernels
+    layer_overhead_s: float = 0.0
+    # the share of the bandwidth the routed experts' reads reach (a fused MoE kernel's grouped
+    # GEMMs at small batches); None: the weights' share
+    expert_bw_share: float | None = None
+    # the share of the host time (seq_overhead_s, request_overhead_s) hidden behind the GPU's
+    host_overlap: float = 0.0
 
     def __post_init__(self):
         check_float("achieved share of peak bandwidth", self.bw_share, 0.0, 1.0, lo_open=True)
@@ -115,10 +125,15 @@ class StepModel:
             ("dequantising GEMM MFU", self.dequant_mfu),
             ("KV reads' share of bandwidth", self.kv_bw_share),
             ("attention MFU", self.attn_mfu),
+            ("experts' share of bandwidth", self.expert_bw_share),
         ):
             if share is not None:
                 check_float(what, share, 0.0, 1.0, lo_open=True)
         check_float("expert-parallel exchange latency (s)", self.ep_latency_s, 0.0, 1.0)
+        check_float("host time per request per step (s)", self.seq_overhead_s, 0.0, 1.0)
+        check_float("host time per new request (s)", self.request_overhead_s, 0.0, 1.0)
+        check_float("fixed time per layer per step (s)", self.layer_overhead_s, 0.0, 1.0)
+        check_float("host time hidden behind the GPU's", self.host_overlap, 0.0, 1.0)
 
     @property
     def is_ideal(self) -> bool:
@@ -139,14 +154,35 @@ class StepModel:
         d = asdict(self)
         del d["dequant_mfu"]
         if self.engine is None:  # an engine profile's own coefficients, named only with one
-            for k in ("kv_bw_share", "attn_mfu", "ep_latency_s", "engine"):
+            for k in (
+                "kv_bw_share",
+                "attn_mfu",
+                "ep_latency_s",
+                "engine",
+                "seq_overhead_s",
+                "request_overhead_s",
+                "layer_overhead_s",
+                "expert_bw_share",
+                "host_overlap",
+            ):
                 del d[k]
         return d
+
+    def fixed_step_s(self, spec: ModelSpec) -> float:
+        """A step's fixed cost for ``spec``: the step overhead and, for an engine profile,
+        its cost per layer."""
+        return self.step_overhead_s + self.layer_overhead_s * spec.num_layers
 
     @property
     def kv_share(self) -> float:
         """The share of the bandwidth the KV reads reach (``bw_share`` unless a profile says)."""
         return self.bw_share if self.kv_bw_share is None else self.kv_bw_share
+
+    @property
+    def expert_share(self) -> float:
+        """The share of the bandwidth the routed experts' reads reach (``bw_share`` unless a
+        profile says)."""
+        return self.bw_share if self.expert_bw_share is None else self.expert_bw_share
 
     @property
     def attention_mfu(self) -> float:
@@ -320,12 +356,19 @@ def estimate_step(
             memory = (ideal.memory_time_s - kv) / model.bw_share + kv / model.kv_bw_share
     compute, latency = (ideal.compute_time_s or 0.0) / model.mfu, model.allreduce_latency_s
     ar = allreduce_seconds(spec, ideal.batch, tp, link_gbs, latency) if model.allreduce else 0.0
+    fixed = model.fixed_step_s(spec)
+    gpu = max(memory, compute) + fixed + ar
+    host = model.seq_overhead_s * ideal.batch  # an engine profile's host time, partly hidden
+    time, overhead = gpu, fixed
+    if host:
+        shown = host - model.host_overlap * min(gpu, host)
+        time, overhead = gpu + shown, fixed + shown
     return Estimate(
         model=model.name,
-        time_s=max(memory, compute) + model.step_overhead_s + ar,
+        time_s=time,
         memory_s=memory,
         compute_s=compute,
-        overhead_s=model.step_overhead_s,
+        overhead_s=overhead,
         allreduce_s=ar,
         ideal_s=ideal.step_time_s,
         tokens=ideal.batch,
@@ -350,12 +393,13 @@ def estimate_ttft(
     prompt = ideal.prompt_tokens
     ar = allreduce_seconds(spec, prompt, tp, link_gbs, latency) if model.allreduce else 0.0
     api = model.api_overhead_s if served else 0.0
+    overhead = model.fixed_step_s(spec) + model.seq_overhead_s + model.request_overhead_s
     return Estimate(
         model=model.name,
-        time_s=max(compute, memory) + model.step_overhead_s + ar + api,
+        time_s=max(compute, memory) + overhead + ar + api,
         memory_s=memory,
         compute_s=compute,
-        overhead_s=model.step_overhead_s,
+        overhead_s=overhead,
         allreduce_s=ar,
         api_s=api,
         ideal_s=ideal.time_s,

@@ -69,6 +69,15 @@ class EngineCosts:
     # bw_share / kv share and mfu / attention MFU (1: as the weights and the GEMMs)
     kv_read_factor: float = 1.0
     attention_factor: float = 1.0
+    # ... and the routed experts' reads at theirs (bw_share / expert share; 1: as the weights)
+    expert_read_factor: float = 1.0
+    # An engine profile's host-side costs in the engine's loop: per request scheduled in a step
+    # (its metadata, sampling and streaming) and per request whose prefill starts in it
+    seq_overhead_s: float = 0.0
+    request_overhead_s: float = 0.0
+    # the share of that host time hidden behind the GPU's work (an engine that schedules the
+    # next step while the GPU runs this one): 0, added; 1, the step takes the longer of the two
+    host_overlap: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,14 +124,21 @@ class Setup(PoolSize, StepWork, EngineCosts):
         """Weight bytes one GPU reads in a step of ``tokens`` new tokens (the whole engine's:
         with attention data parallel ranks each rank's attention weights read for its share,
         the experts the whole step touches split over every GPU)."""
+        return sum(self.weights_read_parts(tokens))
+
+    def weights_read_parts(self, tokens: int) -> tuple[int, int]:
+        """``weights_read`` in two parts: every weight but the routed experts, and the
+        experts the step touches."""
         if not self._fixed_read:
-            return self.weight_read_bytes  # weights given as one number: read whole
+            return self.weight_read_bytes, 0  # weights given as one number: read whole
         table, row = self._embed
         moe = self._moe_reads[min(tokens, len(self._moe_reads) - 1)] if self._moe_reads else 0
         if self.dp > 1:
             dense = self._fixed_read + min(table, cdiv(tokens, self.dp) * row)
-            return cdiv(dense, self.tp) + cdiv(moe, self.tp * self.dp)
-        return cdiv(self._fixed_read + min(table, tokens * row) + moe, self.tp)
+            return cdiv(dense, self.tp), cdiv(moe, self.tp * self.dp)
+        if self.expert_read_factor == 1.0:  # one sum, as before experts had a share of their own
+            return cdiv(self._fixed_read + min(table, tokens * row) + moe, self.tp), 0
+        return cdiv(self._fixed_read + min(table, tokens * row), self.tp), cdiv(moe, self.tp)
 
     def fixed_seconds(self, tokens: int) -> float:
         """What a step of ``tokens`` new tokens costs beyond max(compute, memory): the fixed
@@ -173,25 +189,36 @@ class Setup(PoolSize, StepWork, EngineCosts):
         slide_pairs: int = 0,
         scheduled: int = 0,
         decode_pairs: int = 0,
+        host: tuple[int, int] = (0, 0),
     ) -> float:
         """One step of ``tokens`` new tokens whose requests read ``read_tokens`` cached tokens and
         attend to ``pairs`` (query, key) pairs of prefill chunks and ``decode_pairs`` of decode
         tokens (MLA's absorbed), ``slide_read`` / ``slide_pairs`` in the sliding layers, and
-        ``scheduled`` requests read their states: max(compute, memory) + ``fixed_seconds``."""
-        return self.clock(tokens, scheduled)(
+        ``scheduled`` requests read their states: max(compute, memory) + ``fixed_seconds``, plus
+        an engine profile's host costs for ``host`` = (requests in the step, those of them
+        starting their prefill)."""
+        return self.clock(tokens, scheduled, *host)(
             read_tokens, pairs, slide_read, slide_pairs, decode_pairs
         )
 
-    def clock(self, tokens: int, scheduled: int = 0) -> Callable[..., float]:
-        """``step_seconds`` for steps of ``tokens`` new tokens and ``scheduled`` requests reading
-        their states, as a function of the rest: what depends on the token count alone is worked
-        out once. The same sums in the same order, so the same floats."""
+    def clock(
+        self, tokens: int, scheduled: int = 0, seqs: int = 0, new: int = 0
+    ) -> Callable[..., float]:
+        """``step_seconds`` for steps of ``tokens`` new tokens, ``scheduled`` requests reading
+        their states and ``seqs`` requests (``new`` starting) in the step, as a function of the
+        rest: what depends on the counts alone is worked out once. The same sums in the same
+        order, so the same floats."""
         linear = self.linear_flops_per_token * tokens
         if self.dequant_mfu and (not self.dequant_below or tokens < self.dequant_below):
             linear = linear * self.mfu / self.dequant_mfu  # at their own share of the peak
-        weights = self.weights_read(tokens)
+        dense, experts = self.weights_read_parts(tokens)
+        weights = dense + experts * self.expert_read_factor if experts else dense
         states = self.state_read_bytes * scheduled
         fixed = self.fixed_seconds(tokens)
+        host = 0.0
+        if seqs and (self.seq_overhead_s or self.request_overhead_s):
+            host = self.seq_overhead_s * seqs + self.request_overhead_s * new
+        hidden = self.host_overlap
         fps, bps = self.flops_per_s, self.bytes_per_s
         # the KV reads and attention at their own shares of the bandwidth and the peak (x 1.0
         # where they are the weights' and the GEMMs': exact)
@@ -209,7 +236,11 @@ class Setup(PoolSize, StepWork, EngineCosts):
         ) -> float:
             compute = (linear + att * pairs + dec * decode_pairs + slide * slide_pairs) / fps
             memory = (weights + kv * read_tokens + slide_kv * slide_read + states) / bps
-            return (compute if compute > memory else memory) + fixed
+            gpu = (compute if compute > memory else memory) + fixed
+            if not host:
+                return gpu
+            # the host's work, the share ``hidden`` of it behind the GPU's (overlap scheduling)
+            return gpu + host - hidden * (gpu if gpu < host else host)
 
         return seconds
 
@@ -371,15 +402,19 @@ def engine_costs(dep: Deployment, speed: Speed) -> EngineCosts:
     if m.engine and attention_peak and peak and attention_peak != peak:
         attention_factor = attention_factor * peak / attention_peak
     return EngineCosts(
-        step_overhead_s=m.step_overhead_s,
+        step_overhead_s=m.fixed_step_s(spec),
         allreduces=allreduces,
         ep_exchanges=exchanges,
         ep_latency_s=m.ep_latency_s,
         kv_read_factor=m.bw_share / m.kv_share,
+        expert_read_factor=m.bw_share / m.expert_share,
         attention_factor=attention_factor,
         allreduce_latency_s=m.allreduce_latency_s,
         allreduce_bytes_per_token=(spec.hidden_size or 0) * ACTIVATION_BYTES,
         tp_link_gbs=speed.tp_link_gbs,
         api_overhead_s=m.api_overhead_s,
         speed=m.name,
+        seq_overhead_s=m.seq_overhead_s,
+        request_overhead_s=m.request_overhead_s,
+        host_overlap=m.host_overlap,
     )

@@ -84,6 +84,7 @@ class Scheduler:
         self.gt = s.full_groups + s.slide_groups
         self.gs, self.st, self.W = s.slide_groups, s.state_blocks, s.window
         self.multi = self.gt > 1 or self.gs > 0 or self.st > 0
+        self.host = bool(s.seq_overhead_s or s.request_overhead_s)
         if not s.chunked_prefill:  # V0 ignores a prompt that can never be allocated
             need = s.blocks_held(wl.longest) if self.multi else cdiv(wl.longest, s.block_size)
             if need > s.num_blocks - s.watermark_blocks:
@@ -109,7 +110,7 @@ class Scheduler:
         self.pool = Pool(s.num_blocks)
         self.dec = Decoding(s)
         self.tally = Tally()
-        self.clocks: dict[int | tuple[int, int], Callable[..., float]] = {}
+        self.clocks: dict[tuple[int, int, int, int], Callable[..., float]] = {}
         self.seq = self.step = self.in_system = self.done = 0
         self.t = 0.0
         self._new_step()
@@ -423,8 +424,10 @@ class Scheduler:
             if gs:  # a sliding layer reads and attends at most the window
                 slide_read = dec.window_context(j)
                 slide_pairs = slide_read
+        new = 0
         for g, n in self.chunks:
             a, e, k = g.computed, g.computed + n, g.n
+            new += k if not a else 0
             tokens += n * k
             read_tokens += e * k
             pairs += (e * (e + 1) // 2 - a * (a + 1) // 2) * k
@@ -435,16 +438,19 @@ class Scheduler:
             g.computed = e
         if tokens == 0:
             raise RuntimeError("internal error: a step with no token to compute")
-        seconds = self._clock(tokens, scheduled if self.st else 0)
+        seconds = self._clock(tokens, scheduled if self.st else 0, scheduled, new)
         return seconds(read_tokens, pairs, slide_read, slide_pairs, decode_pairs)
 
-    def _clock(self, tokens: int, scheduled: int) -> Callable[..., float]:
-        """``Setup.clock`` for steps of ``tokens`` new tokens and ``scheduled`` requests reading
-        their states, kept per count (up to a few thousand)."""
-        key = tokens if not scheduled else (tokens, scheduled)
+    def _clock(self, tokens: int, scheduled: int, seqs: int, new: int = 0) -> Callable[..., float]:
+        """``Setup.clock`` for steps of ``tokens`` new tokens, ``scheduled`` requests reading
+        their states and ``seqs`` requests (``new`` starting their prefill), kept per count (up
+        to a few thousand)."""
+        if not self.host:  # no host cost per request: the count does not change the clock
+            seqs = new = 0
+        key = (tokens, scheduled, seqs, new)
         seconds = self.clocks.get(key)
         if seconds is None:
-            seconds = self.s.clock(tokens, scheduled)
+            seconds = self.s.clock(tokens, scheduled, seqs, new)
             if len(self.clocks) < 4096:
                 self.clocks[key] = seconds
         return seconds
@@ -569,7 +575,7 @@ class Scheduler:
         arrival = self.pending[0].arrival if self.pending else math.inf
         n_dec = nrun = dec.n
         # the one clock, worked out once: every step here has n_dec tokens and as many states
-        seconds = self._clock(n_dec, n_dec if self.st else 0)
+        seconds = self._clock(n_dec, n_dec if self.st else 0, n_dec)
         counted = nrun >= tally.max_batch
         if nrun > tally.max_batch:
             tally.max_batch = nrun

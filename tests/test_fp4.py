@@ -1,0 +1,132 @@
+"""4-bit floating-point weights and Blackwell's FP4 tensor cores (issue 41, item 4). Expected
+figures from the formats' definitions and NVIDIA's datasheet, worked by hand:
+
+- NVFP4: 16 E2M1 values share one E4M3 scale: 4 + 8 / 16 = 4.5 bits a weight (NVIDIA's
+  "Introducing NVFP4" blog, 2025; the per-tensor FP32 scale is left out).
+- MXFP4 (OCP Microscaling 1.0): 32 values share one E8M0 scale: 4 + 8 / 32 = 4.25 bits.
+- HGX B200 datasheet, 8 GPUs: FP4 tensor core 144 PFLOPS and FP8 72 PFLOPS with sparsity, so
+  dense per GPU 144 / 8 / 2 = 9 PFLOPS FP4 and 4.5 PFLOPS FP8; 8 TB/s HBM3e; 180 GB.
+- Hopper has no FP4 tensor cores: vLLM runs NVFP4 weights there through its Marlin W4A16 path
+  (dequantised to 16 bits).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import bench_module
+
+from kvcalc import registry
+from kvcalc.cache.weight_bytes import weights
+from kvcalc.cli import main
+from kvcalc.core.dtypes import get_dtype
+
+
+def test_nvfp4_and_mxfp4_carry_their_block_scales():
+    assert get_dtype("nvfp4").bits == 4 + 8 / 16
+    assert get_dtype("mxfp4").bits == 4 + 8 / 32
+
+
+def test_b200_has_fp4_tensor_cores_and_hopper_does_not():
+    b200, h100 = registry().gpu("b200"), registry().gpu("h100-sxm-80gb")
+    assert b200.fp4_tflops == 144_000 / 8 / 2
+    assert b200.fp8_tflops == 72_000 / 8 / 2
+    assert b200.bandwidth_gbs == 8000 and b200.memory_gb == 180
+    assert b200.gemm_format("nvfp4") == "fp4"
+    assert b200.peak_tflops("nvfp4") == 9000
+    assert h100.fp4_tflops is None
+    assert h100.gemm_format("nvfp4") == "bf16"  # dequantised (Marlin W4A16)
+    assert h100.peak_tflops("nvfp4") == h100.bf16_tflops
+    # MXFP4 weights run as vLLM's default MXFP4 x BF16 MoE, on either
+    assert b200.gemm_format("mxfp4") == "bf16" and h100.gemm_format("mxfp4") == "bf16"
+
+
+def test_nvfp4_weights_of_llama_3_1_8b_are_4_5_bits_a_parameter():
+    spec = registry().model("llama-3.1-8b").spec
+    w = weights(spec, "nvfp4")
+    params = spec.require_params().total
+    # bytes_for rounds up to whole bytes per tensor group: within a few bytes of params x 4.5 / 8
+    assert w.bytes == pytest.approx(params * 4.5 / 8, abs=1024)
+
+
+def test_simulate_runs_nvfp4_on_a_b200_with_an_engine_profile(capsys):
+    code = main(
+        [
+            "simulate",
+            "--model",
+            "llama-3.1-8b",
+            "--gpu",
+            "b200",
+            "--weight-dtype",
+            "nvfp4",
+            "--users",
+            "4",
+            "--requests",
+            "8",
+            "--prompt-tokens",
+            "512",
+            "--output-tokens",
+            "32",
+            "--engine",
+            "trtllm@1.0",
+            "--json",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    j = json.loads(out)
+    assert j["tpot_mean_s"] > 0 and j["ttft_mean_s"] > 0
+    # no faster than reading the 4.5-bit weights once per step at the full 8 TB/s
+    spec = registry().model("llama-3.1-8b").spec
+    assert j["tpot_mean_s"] > spec.require_params().total * 4.5 / 8 / 8e12
+
+
+def _aic():
+    return bench_module("aic")
+
+
+@pytest.mark.parametrize(
+    "precision, gemm, moe, model, flags",
+    [
+        ("fp8", "fp8_block", "fp8_block", "Qwen/Qwen3-32B", ["--weight-dtype", "fp8"]),
+        ("nvfp4", "nvfp4", "nvfp4", "Qwen/Qwen3-32B", ["--weight-dtype", "nvfp4"]),
+        ("bf16", "", "", "meta-llama/Llama-3.1-8B-Instruct", ["--weight-dtype", "bf16"]),
+        (
+            "fp8",
+            "fp8",
+            "nvfp4",
+            "MiniMaxAI/MiniMax-M2.5",
+            ["--weight-dtype", "fp8", "--expert-weight-dtype", "nvfp4"],
+        ),
+        (
+            "bf16",
+            "float16",
+            "w4a16_mxfp4",
+            "Qwen/Qwen3-235B-A22B-FP8",
+            ["--weight-dtype", "bf16", "--expert-weight-dtype", "mxfp4"],
+        ),
+        (
+            "int4",
+            "int4_wo",
+            "int4_wo",
+            "moonshotai/Kimi-K2.5",
+            ["--weight-dtype", "bf16", "--expert-weight-dtype", "int4"],
+        ),
+        # a dense model has no experts to give a format of their own
+        ("fp8", "fp8", "nvfp4", "Qwen/Qwen3-32B", ["--weight-dtype", "fp8"]),
+    ],
+)
+def test_an_aic_row_states_its_dense_and_expert_formats(precision, gemm, moe, model, flags):
+    a = _aic()
+    r = a.load_rows()[0]
+    from dataclasses import replace
+
+    row = replace(r, precision=precision, gemm=gemm, moe=moe, model=model)
+    assert a.weight_flags(row) == flags
+
+
+def test_an_unknown_aic_quant_mode_is_refused_by_name():
+    a = _aic()
+    with pytest.raises(ValueError, match="quant mode 'int3_magic'"):
+        a.quant_format("int3_magic")
