@@ -2,7 +2,7 @@ import streamlit as st
 
 from kvcalc.core.units import fmt_seconds
 from kvcalc.perf.calibration import IDEAL
-from webui import common, pages, serving
+from webui import common, own_benchmark, pages, serving
 from webui.common import number, select
 from webui.figures import LIMIT_NAMES, frontier_figure, utilization_figure
 from webui.prose import prose
@@ -15,6 +15,7 @@ def page() -> None:
     sel = common.require_selection()
     top = common.page_header("Throughput and latency: the serving frontier", sel, T("lead"))
     common.require_fit(sel)
+    sel = own_benchmark.panel(sel)
 
     c = st.columns(4)
     prompt = number(c[0], "Prompt (tokens)", 1, 32_768, 512, 64, "fr_prompt")

@@ -7,7 +7,7 @@ from kvcalc.core.units import GiB, fmt_gib, fmt_seconds
 from kvcalc.engines.vllm import NEWEST
 from kvcalc.perf import calibration
 from kvcalc.perf.sweeps import max_context_at, no_speed_reason, step_curve
-from webui import common
+from webui import common, own_benchmark
 from webui.common import number, select, slider
 from webui.figures import budget_figure, step_time_figure
 from webui.memo import cached
@@ -20,6 +20,7 @@ T = prose("lab")
 def page() -> None:
     sel = common.require_selection()
     top = common.page_header("Inference Lab", sel, T("lead"))
+    sel = own_benchmark.panel(sel)
 
     c = st.columns(4)
     context = number(c[0], "Context per sequence (tokens)", 1, 10_000_000, 8192, 1024, "l_ctx")

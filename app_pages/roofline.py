@@ -5,7 +5,7 @@ from kvcalc.core.units import GiB, fmt_seconds
 from kvcalc.perf.calibration import IDEAL, band_for_batch, error_band_text
 from kvcalc.perf.intensity import attention_points, decode_step, prefill_point, roofs
 from kvcalc.perf.sweeps import max_batch_at
-from webui import common
+from webui import common, own_benchmark
 from webui.common import number
 from webui.figures import head_sharing_figure, roofline_figure
 from webui.prose import prose
@@ -20,6 +20,7 @@ def page() -> None:
         "Roofline: why prefill computes and decode waits for memory", sel, T("lead")
     )
     common.require_fit(sel)
+    sel = own_benchmark.panel(sel)
     if sel.spec.params is None:
         common.stop_on_error(T("roofline_needs_model"))
 

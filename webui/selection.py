@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 import streamlit as st
 
@@ -57,6 +58,18 @@ class Selection:
     step_overhead_s: float = STEP_OVERHEAD_S
     # An engine profile (kvcalc.perf.engines, "vllm@0.18.0"); None: the pooled estimate
     engine: str | None = None
+    # that profile calibrated from the user's own benchmark (webui.own_benchmark); None: as fitted
+    calibrated: Any = None
+
+    @property
+    def profile(self):
+        """The chosen engine profile (calibrated from the user's benchmark where they gave
+        one), or None for the pooled estimate."""
+        if not self.engine:
+            return None
+        from kvcalc.perf.engines import PROFILES
+
+        return self.calibrated or PROFILES[self.engine]
 
     @property
     def spec(self) -> ModelSpec:
@@ -94,9 +107,7 @@ class Selection:
         """The real-engine estimate: the calibrated one, or the user's own share and overhead
         ("your step model"), or the chosen engine profile's."""
         if self.engine:
-            from kvcalc.perf.engines import PROFILES
-
-            return PROFILES[self.engine].step_model()
+            return self.profile.step_model()
         return step_model(bw_share=self.bw_share, step_overhead_s=self.step_overhead_s)
 
     @property
@@ -650,7 +661,15 @@ def speed_caption(sel: Selection, speed=None, bands=("tpot_itl",)) -> str:
     if speed.engine:
         from kvcalc.perf.engines import PROFILES, engine_band_text
 
-        p = PROFILES[speed.engine]
+        p = sel.profile if sel.engine == speed.engine else PROFILES[speed.engine]
+        if p is not PROFILES[speed.engine]:
+            return (
+                f"The {p.label} profile calibrated on your own benchmark: weights read at "
+                f"{p.bw_share:.3g} and the cache at {p.kv_bw_share:.3g} of the peak bandwidth, "
+                f"GEMMs at MFU {p.mfu:.3g}, {p.step_overhead_s * 1e3:.3g} ms a step"
+                f"{all_reduces}. Its error on runs it was not fitted on: as the fitted "
+                f"profile's at best ({engine_band_text(PROFILES[speed.engine])})."
+            )
         return (
             f"The {p.label} profile (fitted on {p.fitted_rows} measured runs of that engine): "
             f"weights read at {p.bw_share:.3g} and the cache at {p.kv_bw_share:.3g} of the "
