@@ -666,14 +666,14 @@ def speed_caption(sel: Selection, speed=None, bands=("tpot_itl",)) -> str:
             return (
                 f"The {p.label} profile calibrated on your own benchmark: weights read at "
                 f"{p.bw_share:.3g} and the cache at {p.kv_bw_share:.3g} of the peak bandwidth, "
-                f"GEMMs at MFU {p.mfu:.3g}, {p.step_overhead_s * 1e3:.3g} ms a step"
+                f"GEMMs at MFU {p.mfu:.3g}, {_fixed_costs(p)}"
                 f"{all_reduces}. Its error on runs it was not fitted on: as the fitted "
                 f"profile's at best ({engine_band_text(PROFILES[speed.engine])})."
             )
         return (
             f"The {p.label} profile (fitted on {p.fitted_rows} measured runs of that engine): "
             f"weights read at {p.bw_share:.3g} and the cache at {p.kv_bw_share:.3g} of the "
-            f"peak bandwidth, GEMMs at MFU {p.mfu:.3g}, {p.step_overhead_s * 1e3:.3g} ms a step"
+            f"peak bandwidth, GEMMs at MFU {p.mfu:.3g}, {_fixed_costs(p)}"
             f"{all_reduces}. Its error: {engine_band_text(p)}."
         )
     adds = (
@@ -688,6 +688,15 @@ def speed_caption(sel: Selection, speed=None, bands=("tpot_itl",)) -> str:
     return (
         f"Your step model: {adds}, as entered; the measured error band belongs to the "
         "calibrated defaults."
+    )
+
+
+def _fixed_costs(p) -> str:
+    """An engine profile's fixed costs in words: a step's, a layer's, a request's."""
+    return (
+        f"{p.step_overhead_s * 1e3:.3g} ms a step, {p.layer_overhead_s * 1e6:.3g} µs a layer "
+        f"and {p.seq_overhead_s * 1e6:.3g} µs of host time a request in it "
+        f"({p.host_overlap:.0%} of that hidden behind the GPU's work)"
     )
 
 
