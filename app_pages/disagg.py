@@ -45,6 +45,10 @@ def page() -> None:
         common.stop_on_error(exc)
     move = t.seconds or 0.0
     share = move / pf.time_s
+    m = top.columns(3)
+    m[0].metric("Cache per decode GPU", fmt_bytes(t.bytes_per_decode_gpu))
+    m[1].metric("The move", fmt_seconds(move), help=f"over {link.name} at {link.gbs:g} GB/s")
+    m[2].metric("Beside the prefill", f"{share:.0%}", help="the move's time / the prefill's")
     top.markdown(
         T(
             "headline",

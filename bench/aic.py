@@ -118,6 +118,7 @@ class Row:
     moe_ep: int
     ttft_ms: float
     tpot_ms: float
+    pp: int = 1  # pipeline stages (simulate has none: such a row is refused by name)
 
     @property
     def gpus(self) -> int:
@@ -172,6 +173,7 @@ def load_rows(path: Path = CSV) -> list[Row]:
                     attention_dp=adp,
                     moe_tp=moe_tp,
                     moe_ep=moe_ep,
+                    pp=_int(r.get("pp_size", "")),
                     ttft_ms=float(r["silicon_ttft_ms"]),
                     tpot_ms=float(r["silicon_tpot_ms"]),
                 )
@@ -235,6 +237,11 @@ def weight_flags(r: Row, *, before: bool = False) -> list[str]:
 def row_argv(r: Row, *, layout: bool = True) -> list[str]:
     """``simulate`` for the row, from its own columns only. ``layout`` False: every GPU as
     tensor parallel (what kvcalc could state before issue 41)."""
+    if r.pp > 1:
+        raise ValueError(
+            f"pipeline parallel {r.pp}: simulate times one pipeline stage's GPUs only, so a "
+            "row over several stages is refused rather than timed as one"
+        )
     argv = [
         "simulate",
         "--config",

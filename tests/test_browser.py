@@ -270,7 +270,7 @@ PHONE = [
     ("vllm_startup", "GPU KV cache size"),
     ("roofline", "Ridge point"),
     ("frontier", "Under the objective: tokens/s per GPU"),
-    ("disagg", "The cache of a prompt"),
+    ("disagg", "Cache per decode GPU"),
 ]
 
 

@@ -130,3 +130,13 @@ def test_an_unknown_aic_quant_mode_is_refused_by_name():
     a = _aic()
     with pytest.raises(ValueError, match="quant mode 'int3_magic'"):
         a.quant_format("int3_magic")
+
+
+def test_a_pipeline_parallel_aic_row_is_refused_by_name_not_timed_as_one_stage():
+    from dataclasses import replace
+
+    a = _aic()
+    r = a.load_rows()[0]
+    assert all(row.pp == 1 for row in a.load_rows())  # the training rows: one stage each
+    said = a.predict(replace(r, pp=2), [])
+    assert isinstance(said, str) and "pipeline parallel 2" in said
