@@ -132,15 +132,17 @@ def cmd_tiers(args):
             name=f"CPU memory ({cpu.name})",
             capacity_bytes=int(args.cpu_gib * GiB),
             link_gbs=cpu.gbs,
-        ),  # fmt: skip
+        ),
         TierSpec(
-            name="local NVMe", capacity_bytes=int(args.nvme_gib * GiB), link_gbs=args.nvme_gbs
-        ),  # fmt: skip
+            name=f"local NVMe ({args.nvme_gbs:g} GB/s)",
+            capacity_bytes=int(args.nvme_gib * GiB),
+            link_gbs=args.nvme_gbs,
+        ),
         TierSpec(
             name=f"remote store ({remote.name})",
             capacity_bytes=int(args.remote_gib * GiB),
             link_gbs=remote.gbs,
-        ),  # fmt: skip
+        ),
     ]
     r = tiers(args.prefix_tokens, size, args.active, redo, specs)
     out = r.to_dict() | {"gpu": gpu.key, "tp": args.tp}

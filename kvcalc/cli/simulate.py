@@ -212,7 +212,7 @@ def _cost(out: dict, r, s, gpu, price: float) -> list[str]:
     energy = (
         f", {c.kwh_per_million:.3g} kWh at {gpu.power_w:g} W a GPU (its maximum board power)"
         if c.kwh_per_million is not None
-        else ""
+        else f" (no energy: the registry gives no board power for {gpu.name})"
     )
     d = c.dollars_per_million
     dollars = f"{d:,.2f}" if d >= 1 else f"{d:.3g}"
