@@ -68,3 +68,35 @@ def test_bad_sizes_are_refused_by_name(capsys):
     argv += ["--prefix-tokens", "100", "--active", "5", "--cpu-gib", "-3"]
     assert main(argv) == 2
     assert "--cpu-gib" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "key,tp,mb",
+    [
+        ("llama-3.1-8b", 1, 2.0),
+        ("mistral-7b-v0.1", 1, 2.0),  # the blog's Mistral-7B-Instruct-v0.2: the same geometry
+        ("qwen2.5-7b", 1, 0.87),
+        ("llama-3.1-70b", 4, 1.25),  # the table gives no TP for it; 1.25 is a quarter of 5 MiB
+    ],
+)
+def test_offloaded_block_is_vllm_blogs_physical_block(key, tp, mb):
+    # vLLM's offloading connector moves one physical block (16 tokens of every layer's K and V,
+    # one GPU's heads) per copy; IBM's table of "New block size" (vllm-project.github.io,
+    # _posts/2026-01-08-kv-offloading-connector.md) in MB that are MiB: Llama 3.1 8B 16 x
+    # 131,072 B = 2 MiB. (Its Qwen3-8B row, 1.97 MB, is not 16 x 144 KiB = 2.25 MiB, which
+    # Mooncake's measured moves confirm: tests/test_transfer.py.)
+    from kvcalc import registry
+    from kvcalc.cache.kv import kv_cache
+
+    block = kv_cache(registry().model(key).spec, 16, 1, tp=tp).total_bytes
+    assert block / 2**20 == pytest.approx(mb, abs=0.006)  # printed to two decimals
+
+
+def test_pcie5_reload_rate_the_blog_measured_is_below_line_rate():
+    # the same blog: "for single-direction both can get up to about 50GB/s" (an H100 on PCIe 5.0
+    # x16); the registry's line rate is 63 GB/s one way, so a reload takes at least bytes / 63
+    # and about bytes / 50 in practice
+    from kvcalc import registry
+
+    line = registry().link("pcie5-x16").gbs
+    assert line == pytest.approx(63, abs=1) and 50 / line == pytest.approx(0.79, abs=0.01)

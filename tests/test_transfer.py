@@ -132,3 +132,68 @@ def test_bad_input_is_one_line_naming_what_to_fix(argv, says, capsys):
         code = exc.code
     err = capsys.readouterr().err
     assert code == 2 and says in err and "Traceback" not in err
+
+
+# Mooncake's measured moves (kvcache-ai/Mooncake, docs/source/performance/vllm/
+# vllm-v1-pd-performance.md): vLLM's Mooncake connector, 1P1D, Qwen3-8B at TP 8 on each side, H800s,
+# 8 x ConnectX-7 RoCE ("theoretical maximum bandwidth of approximately 200 GB/s": 25 GB/s a GPU),
+# `vllm bench serve --random-input-len N --max-concurrency 1`. (prompt tokens asked, KV size in
+# MiB as published, the move in ms)
+MOONCAKE_VLLM = [
+    (128, 20, 0.54),
+    (256, 38, 0.61),
+    (512, 74, 0.92),
+    (1024, 146, 1.50),
+    (2048, 290, 2.51),
+    (4096, 578, 4.75),
+    (8192, 1.13 * 1024, 8.84),
+    (16384, 2.25 * 1024, 16.43),
+    (32768, 4.50 * 1024, 31.65),
+]
+# The same team's SGLang runs (docs/source/performance/sglang/sglang-benchmark-results-v1.md):
+# Qwen3-235B-A22B (BF16), TP 8 a side on H20s, four 400 GbE links a node (200 GB/s: 25 GB/s a GPU).
+# (prompt tokens, bytes moved as published in GB, the move in ms)
+MOONCAKE_SGLANG = [(1024, 0.394, 3.96), (8192, 3.15, 20.31), (32768, 12.62, 76.78)]
+MiB = 2**20
+
+
+def test_mooncake_vllm_bytes_per_token_are_qwen3_8b_cache():
+    # Between two published rows the KV size grows by exactly the cache of the added tokens:
+    # Qwen3-8B keeps 36 layers x 2 x 8 heads x 128 x 2 B = 147,456 B (144 KiB) a token, and with
+    # TP 8 on both sides (one head a GPU) the wire carries the whole cache once.
+    per_token = transfer(spec("qwen3-8b"), 1, prefill_tp=8, decode_tp=8).bytes_moved
+    assert per_token == 36 * 2 * 8 * 128 * 2 == 147_456
+    for (n0, mib0, _), (n1, mib1, _) in zip(MOONCAKE_VLLM[3:], MOONCAKE_VLLM[4:]):
+        assert (mib1 - mib0) * MiB / (n1 - n0) == pytest.approx(per_token, rel=0.01)
+    # each row's size is the prompt plus the chat template's few tokens (vLLM's chat endpoint):
+    # 14 more reproduce all nine as printed
+    for n, mib, _ in MOONCAKE_VLLM:
+        moved = transfer(spec("qwen3-8b"), n + 14, prefill_tp=8, decode_tp=8).bytes_moved / MiB
+        assert moved == pytest.approx(mib, abs=0.5 if mib < 1024 else 0.006 * 1024)
+
+
+def test_mooncake_sglang_bytes_count_each_replicated_head_twice():
+    # Qwen3-235B-A22B: 94 layers, 4 KV heads of 128. At TP 8 each head sits on two GPUs and each
+    # decode GPU receives its own: 8 x 94 x 2 x 1 x 128 x 2 B = 385,024 B a token cross the wire,
+    # twice the 192,512 B cache. Mooncake's published sizes are the doubled ones.
+    for n, gb, _ in MOONCAKE_SGLANG:
+        t = transfer(spec("qwen3-235b-a22b"), n, prefill_tp=8, decode_tp=8)
+        assert t.bytes_moved == n * 385_024
+        assert t.bytes_moved / GB == pytest.approx(gb, abs=0.006)
+
+
+def test_move_estimate_against_mooncake_measured_moves():
+    from kvcalc.cache.transfer import LINK_SHARE, MOVE_LATENCY_S
+
+    # the fit (0.35 ms, 72% of line rate) on the vLLM table: within 8.2% of each row
+    for n, _, ms in MOONCAKE_VLLM:
+        t = transfer(spec("qwen3-8b"), n + 14, prefill_tp=8, decode_tp=8, link_gbs=25)
+        assert t.seconds == pytest.approx(t.bytes_per_decode_gpu / 25e9)  # line rate: a floor
+        assert t.seconds < ms / 1e3
+        assert t.estimate_s == pytest.approx(MOVE_LATENCY_S + t.seconds / LINK_SHARE)
+        assert t.estimate_s * 1e3 == pytest.approx(ms, rel=0.085)
+    # the SGLang table took no part in the fit: within 23% (its shortest move is 22% under)
+    for n, _, ms in MOONCAKE_SGLANG:
+        t = transfer(spec("qwen3-235b-a22b"), n, prefill_tp=8, decode_tp=8, link_gbs=25)
+        assert t.seconds < ms / 1e3
+        assert t.estimate_s * 1e3 == pytest.approx(ms, rel=0.23)

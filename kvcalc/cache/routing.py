@@ -9,6 +9,8 @@ top K and the hit rate is the popularity mass of the top K. Under prefix-aware r
 prefix always to the same replica: a hash of the prefix, as llm-d's and Dynamo's KV-aware
 routers do) the replicas split the prefixes between them, together holding the top R x K: the
 mass of the top R x K. The pool a replica needs for a target hit rate follows the same way.
+Over a run of N requests (``requests``), each kept prefix also misses the first time each
+replica that keeps it sees it: a cold miss, with probability 1 - (1 - its share of requests)^N.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ class Routing:
     target: float | None
     random_needs: int | None
     aware_needs: int | None
+    # over a run of ``requests`` requests, cold misses counted (None: the steady state only)
+    requests: int | None = None
+    random_hit_rate_run: float | None = None
+    aware_hit_rate_run: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -55,6 +61,7 @@ def routing(
     kept_per_replica: int,
     zipf_s: float = 0.0,
     target: float | None = None,
+    requests: int | None = None,
 ) -> Routing:
     """Hit rates under random and prefix-aware routing, and the prefixes a replica must keep
     for ``target`` (a share of requests) under each."""
@@ -68,6 +75,20 @@ def routing(
         target = check_float("target hit rate", target, 0.0, 1.0, lo_open=True)
         need = next(i for i, m in enumerate(mass) if m >= target - 1e-12)
         random_needs, aware_needs = need, -(-need // r)
+    run: dict = {}
+    if requests is not None:
+        n = check_int("requests", requests, 1, 10**9)
+        q = [b - a for a, b in zip(mass, mass[1:])]  # each prefix's share of requests
+
+        def cold(kept: int, seen_by: int) -> float:
+            # kept prefixes, each kept by ``seen_by`` replicas that each get 1/seen_by of it
+            return sum(seen_by * (1 - (1 - qi / seen_by) ** n) for qi in q[:kept]) / n
+
+        run = dict(
+            requests=n,
+            random_hit_rate_run=max(0.0, mass[min(k, p)] - cold(min(k, p), r)),
+            aware_hit_rate_run=max(0.0, mass[min(r * k, p)] - cold(min(r * k, p), 1)),
+        )
     return Routing(
         prefixes=p,
         zipf_s=s,
@@ -78,4 +99,5 @@ def routing(
         target=target,
         random_needs=random_needs,
         aware_needs=aware_needs,
+        **run,
     )

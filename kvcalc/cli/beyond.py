@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..cache.transfer import transfer
+from ..cache.transfer import LINK_SHARE, MOVE_LATENCY_S, transfer
 from ..config.catalog import registry
 from ..core.units import fmt_bytes, fmt_seconds
 from ..perf.roofline import DEFAULT_MFU, prefill
@@ -55,7 +55,9 @@ def cmd_transfer(args):
         f"  each decode GPU receives {fmt_bytes(t.bytes_per_decode_gpu)}; "
         f"{fmt_bytes(t.bytes_moved)} cross the network in all",
         f"  over {link.name} ({link.gbs:g} GB/s a GPU): {fmt_seconds(t.seconds or 0.0)} at line "
-        "rate",
+        f"rate; about {fmt_seconds(t.estimate_s or 0.0)} as RDMA moves it in practice "
+        f"({MOVE_LATENCY_S * 1e3:g} ms to start, then {LINK_SHARE:.0%} of line rate: Mooncake's "
+        "measured moves)",
     ]
     if args.gpu:
         gpu = registry().gpu(args.gpu)
@@ -175,6 +177,12 @@ def _routing_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--replicas", type=positive_int, required=True)
     p.add_argument("--zipf", type=float, default=0.0, help="popularity ~ 1 / rank^s (0: all alike)")
     p.add_argument("--target", type=float, default=0.9, help="hit rate to size the pool for")
+    p.add_argument(
+        "--requests",
+        type=positive_int,
+        default=None,
+        help="a run of this many requests: count each replica's first miss of each prefix",
+    )
 
 
 @command(
@@ -195,7 +203,7 @@ def cmd_routing(args):
     dep = Deployment(spec=spec, gpu=gpu, weights=w, tp=args.tp).but(kv_dtype=args.kv_dtype)
     pool = max(0, budget(dep, args.prefix_tokens, find_max_context=False).kv_pool_bytes)
     size = kv_cache(spec, args.prefix_tokens, 1, args.kv_dtype, tp=args.tp).total_bytes
-    r = routing(args.prefixes, args.replicas, pool // size, args.zipf, args.target)
+    r = routing(args.prefixes, args.replicas, pool // size, args.zipf, args.target, args.requests)
     out = r.to_dict() | {"prefix_bytes": size, "pool_bytes": pool}
 
     def need(n: int | None) -> str:
@@ -213,4 +221,10 @@ def cmd_routing(args):
         f"  for {r.target:.0%}: a replica keeps {need(r.random_needs)} under random routing, "
         f"{need(r.aware_needs)} under prefix-aware routing",
     ]
+    if r.requests is not None:
+        text.append(
+            f"  over a run of {r.requests:,} requests, with each replica's first miss of each "
+            f"prefix: random {r.random_hit_rate_run:.1%}, prefix-aware {r.aware_hit_rate_run:.1%} "
+            "(requests that arrive together miss together: a burst does worse)"
+        )
     return out, text
