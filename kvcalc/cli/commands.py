@@ -20,6 +20,8 @@ from . import beyond  # noqa: F401  # isort: skip
 
 # The simulator's command lives in its own module; registered here, in --help's order.
 command("simulate", _cli_sim.HELP, _cli_sim.add_arguments)(_cli_sim.cmd_simulate)
+from . import disagg  # noqa: E402, F401  # isort: skip
+
 command("tour", _cli_tour.HELP, _cli_tour.add_arguments)(_cli_tour.cmd_tour)
 command("capacity", _cli_sim.CAPACITY_HELP, _cli_sim.add_capacity_arguments)(_cli_sim.cmd_capacity)
 

@@ -254,6 +254,21 @@ def _weights(args, m, gpu) -> Weights:
 
 def _run(args, m, gpu, wl, profile):
     """(step model, the engine's, weights, setup, result) of ``wl`` simulated."""
+    speed, engine, w, s = engine_setup(args, m, gpu, wl, profile)
+    steps = estimated_steps(s, wl)
+    if steps > MAX_STEPS:
+        raise ValueError(
+            f"this run would simulate about {steps:,} engine steps, more than the "
+            f"{MAX_STEPS:,} one command may take (about half a minute of work); "
+            "send fewer requests or shorter outputs, or pick a setup whose pool "
+            "holds more requests at once"
+        )
+    r = simulate(s, wl, series=False)
+    return speed, engine, w, s, r
+
+
+def engine_setup(args, m, gpu, wl, profile):
+    """(step model, the engine's, weights, setup) of one engine for ``wl`` (``args.tp``)."""
     speed = speed_from_args(args, profile)
     w = _weights(args, m, gpu)
     if profile is not None:  # the engine's own batching defaults, where not given
@@ -277,16 +292,7 @@ def _run(args, m, gpu, wl, profile):
         ),
         kv_pool_bytes=pool_bytes,
     )
-    steps = estimated_steps(s, wl)
-    if steps > MAX_STEPS:
-        raise ValueError(
-            f"this run would simulate about {steps:,} engine steps, more than the "
-            f"{MAX_STEPS:,} one command may take (about half a minute of work); "
-            "send fewer requests or shorter outputs, or pick a setup whose pool "
-            "holds more requests at once"
-        )
-    r = simulate(s, wl, series=False)
-    return speed, engine, w, s, r
+    return speed, engine, w, s
 
 
 def simulate_row(args, profile, row) -> dict[str, float]:

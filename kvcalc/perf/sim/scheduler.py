@@ -14,7 +14,7 @@ import heapq
 import math
 import random
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from ...core.arith import cdiv
 from .engine import Setup
@@ -60,14 +60,34 @@ def estimated_steps(s: Setup, wl: Workload) -> int:
 
 class Scheduler:
     """One run of ``wl`` on ``s``, one engine step at a time (``run``). ``grouped``: alike requests
-    kept in groups (``groups_apply`` must hold); else one request a group."""
+    kept in groups (``groups_apply`` must hold); else one request a group. ``arrivals``: the
+    requests given instead of drawn, (time it reaches the engine, prompt, output) in time order
+    (one engine of several, ``kvcalc.perf.sim.fleet``). ``remote_prefill``: a decode engine of a
+    disaggregated deployment, whose requests arrive with all but their last prompt token in the
+    cache (``admit``)."""
 
-    def __init__(self, s: Setup, wl: Workload, *, series: bool = True, grouped: bool = False):
-        if wl.longest > s.max_model_len:
+    def __init__(
+        self,
+        s: Setup,
+        wl: Workload,
+        *,
+        series: bool = True,
+        grouped: bool = False,
+        arrivals: Sequence[tuple[float, int, int]] | None = None,
+        remote_prefill: bool = False,
+    ):
+        longest = (
+            wl.longest if arrivals is None else max((p + o for _, p, o in arrivals), default=0)
+        )
+        if longest > s.max_model_len:
             raise ValueError(
-                f"the workload's longest request ({wl.longest:,} tokens) is longer "
+                f"the workload's longest request ({longest:,} tokens) is longer "
                 f"than the setup's max_model_len ({s.max_model_len:,})"
             )
+        if arrivals is not None and (
+            grouped or any(a[0] > b[0] for a, b in zip(arrivals, arrivals[1:]))
+        ):
+            raise ValueError("internal error: given arrivals must be in time order, ungrouped")
         if wl.prefix_share and s.multi_group:
             raise ValueError(
                 "prefix sharing is simulated for models whose every layer keeps "
@@ -76,9 +96,10 @@ class Scheduler:
         if grouped and not groups_apply(s, wl):
             raise ValueError("requests are grouped only where groups_apply holds")
         self.s, self.wl, self.series, self.grouped = s, wl, series, grouped
+        self.given, self.remote = arrivals, remote_prefill
         self.rng = random.Random(wl.seed)
         self.bs = s.block_size
-        self.nreq = n = wl.requests
+        self.nreq = n = wl.requests if arrivals is None else len(arrivals)
         # vLLM's KV-cache groups (Setup's): gt token groups take a block every bs tokens, gs of
         # them windows of W tokens; st state blocks a request. Full attention: gt 1, gs = st = 0.
         self.gt = s.full_groups + s.slide_groups
@@ -86,10 +107,10 @@ class Scheduler:
         self.multi = self.gt > 1 or self.gs > 0 or self.st > 0
         self.host = bool(s.seq_overhead_s or s.request_overhead_s)
         if not s.chunked_prefill:  # V0 ignores a prompt that can never be allocated
-            need = s.blocks_held(wl.longest) if self.multi else cdiv(wl.longest, s.block_size)
+            need = s.blocks_held(longest) if self.multi else cdiv(longest, s.block_size)
             if need > s.num_blocks - s.watermark_blocks:
                 raise ValueError(
-                    f"the longest request ({wl.longest:,} tokens) needs {need:,} blocks, more "
+                    f"the longest request ({longest:,} tokens) needs {need:,} blocks, more "
                     f"than the {s.num_blocks - s.watermark_blocks:,} vLLM V0 admits a prompt "
                     f"into ({s.num_blocks:,} less its watermark of {s.watermark_blocks:,}); "
                     "shorten the requests or give the cache more memory"
@@ -143,8 +164,15 @@ class Scheduler:
             self.pending.append(Group([i], t, p, o, shared))
 
     def _send_first(self) -> int:
-        """The open loop's every arrival, or the closed loop's first request of each user."""
+        """The open loop's every arrival, or the closed loop's first request of each user (or
+        the arrivals given, at the times given)."""
         wl, api = self.wl, self.api
+        if self.given is not None:
+            for i, (t, p, o) in enumerate(self.given):
+                shared = int(wl.prefix_share * p) // self.bs if self.s.prefix_caching else 0
+                self.prompt[i], self.output[i] = p, o
+                self.pending.append(Group([i], t, p, o, shared))
+            return self.nreq
         if wl.rate is not None:
             t = 0.0
             for i in range(self.nreq):
@@ -340,20 +368,31 @@ class Scheduler:
                 reason = "max_num_batched_tokens"
                 break
             g = waiting[0]
-            hits = min(pool.chain_len, g.shared, (g.target - 1) // bs) if s.prefix_caching else 0
-            start = hits * bs
+            # A decode engine's new request: its prompt's cache came from the prefill engine
+            # but for the last token, computed here for its logits (vLLM's rule for a prompt
+            # whose every token is cached: KVCacheManager.get_computed_blocks).
+            remote = self.remote and g.gen == 0
+            hits = 0
+            if s.prefix_caching and not remote:
+                hits = min(pool.chain_len, g.shared, (g.target - 1) // bs)
+            start = g.target - 1 if remote else hits * bs
             n = min(g.target - start, self.budget_left)
             if n < g.target - start and not s.chunked_prefill:  # V0 runs a prompt whole
                 reason = "max_num_batched_tokens"
                 break
-            need = s.blocks_held(start + n) if self.multi else cdiv(start + n, bs) - hits
+            if remote:  # every block of the prompt (a window's within it)
+                need = (
+                    s.blocks_held(g.target, s.skipped(start)) if self.multi else cdiv(g.target, bs)
+                )
+            else:
+                need = s.blocks_held(start + n) if self.multi else cdiv(start + n, bs) - hits
             free = pool.free + pool.chain_len - max(pool.chain_hot, hits) - s.watermark_blocks
             if need > free:
                 reason = "kv_pool"
                 tally.kv_waits += 1
                 break
             k = 1
-            if g.n > 1 and n == g.target:  # whole prompts: as many as every limit allows
+            if g.n > 1 and n == g.target - start:  # whole prompts: as many as every limit allows
                 k = min(g.n, s.max_num_seqs - self.nrun, self.budget_left // n, free // need)
             if k < g.n:
                 g = g.take(k)
@@ -363,6 +402,8 @@ class Scheduler:
                 pool.share(g, hits)
             pool.take(need * k)
             g.computed = start
+            if remote and self.gs:
+                g.skip = s.skipped(start)
             g.seq = self.seq + 1
             self.seq += k
             self.nrun += k
@@ -370,7 +411,7 @@ class Scheduler:
             self.prefilling.append(g)
             self.chunks.append((g, n))
             self.budget_left -= n * k
-            tally.hit_tokens += start * k
+            tally.hit_tokens += hits * bs * k
             tally.query_tokens += g.target * k
             tally.t_last_admit, tally.run_at_last_admit = self.t, tally.area_run
         return "kv_pool" if self.preempted else reason

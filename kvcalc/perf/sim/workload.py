@@ -109,3 +109,21 @@ class Workload:
     @property
     def longest(self) -> int:
         return self.prompt.hi + self.output.hi
+
+    def draw(self) -> list[tuple[float, int, int]]:
+        """An open loop's requests as the scheduler draws them for this seed: (the time it is
+        sent, prompt tokens, output tokens), in order (each request's lengths, then the gap to
+        the next). ValueError for a closed loop, whose sends depend on the finishes."""
+        if self.rate is None:
+            raise ValueError(
+                "this run needs its requests drawn in advance: give an arrival rate "
+                "(requests/s, or inf for all at once) instead of a number of users"
+            )
+        rng = random.Random(self.seed)
+        out, t = [], 0.0
+        for _ in range(self.requests):
+            p = self.prompt.sample(rng)
+            out.append((t, p, self.output.sample(rng)))
+            if self.rate != math.inf:
+                t += rng.expovariate(self.rate)
+        return out

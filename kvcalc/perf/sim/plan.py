@@ -1,0 +1,94 @@
+"""Aggregated or disaggregated for one workload (issue 43, item 2): the engines of a
+``Deployment`` under an engine's profile, and the fewest GPUs each layout needs for a TTFT and a
+TPOT target (``kvcalc.perf.sim.fleet``), with which layout wins and what one engine fewer misses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...cache.deployment import Deployment
+from ...cache.transfer import transfer
+from ..engines import EngineProfile
+from .engine import Setup, Speed, setup
+from .fleet import Choice, StepBudget, Targets, fewest_disagg, fewest_replicas
+from .workload import Workload
+
+
+def engine_setup(dep: Deployment, wl: Workload, profile: EngineProfile, tp: int) -> Setup:
+    """One engine of ``dep`` at tensor parallel ``tp``, with ``profile``'s step model and its
+    batching defaults, sized for ``wl``'s longest request."""
+    gpu, w = dep.gpu, dep.weights
+    if gpu is None or w is None:
+        raise ValueError("a fleet needs the GPU and the weights of the deployment")
+    one = dep.but(
+        tp=tp,
+        max_num_seqs=profile.max_num_seqs,
+        max_num_batched_tokens=profile.max_num_batched_tokens,
+    )
+    speed = Speed.of(
+        gpu,
+        w.dtype,
+        profile.step_model(),
+        attention_peak_tflops=gpu.attention_tflops(dep.cache.kv_dtype),
+    )
+    return setup(one, wl.longest, speed)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    targets: Targets
+    aggregated: Choice
+    disaggregated: Choice
+
+    @property
+    def winner(self) -> str | None:
+        """ "aggregated", "disaggregated", "tie" (as many GPUs) or None (neither meets it)."""
+        a, d = self.aggregated.best, self.disaggregated.best
+        if a is None and d is None:
+            return None
+        if a is None:
+            return "disaggregated"
+        if d is None:
+            return "aggregated"
+        if a.gpus == d.gpus:
+            return "tie"
+        return "aggregated" if a.gpus < d.gpus else "disaggregated"
+
+
+def plan(
+    dep: Deployment,
+    wl: Workload,
+    targets: Targets,
+    profile: EngineProfile,
+    link_gbs: float,
+    tps: tuple[int, int, int],
+    max_steps: int | None = None,
+) -> Plan:
+    """The fewest GPUs for ``targets`` aggregated (TP ``tps[0]``) and disaggregated (prefill TP
+    ``tps[1]``, decode TP ``tps[2]``), each move as RDMA makes it over ``link_gbs`` a GPU;
+    ValueError once the runs pass ``max_steps`` engine steps between them."""
+    budget = StepBudget(max_steps) if max_steps else None
+    agg_tp, p_tp, d_tp = tps
+    memo: dict[int, float] = {}
+
+    def move_s(n: int) -> float:
+        if n not in memo:
+            t = transfer(
+                dep.spec,
+                n,
+                kv_dtype=dep.cache.kv_dtype,
+                prefill_tp=p_tp,
+                decode_tp=d_tp,
+                link_gbs=link_gbs,
+                scales=dep.cache.scales,
+            )
+            memo[n] = t.estimate_s or 0.0
+        return memo[n]
+
+    s_agg, s_pre, s_dec = (engine_setup(dep, wl, profile, tp) for tp in tps)
+    return Plan(
+        targets=targets,
+        aggregated=fewest_replicas(s_agg, wl, targets, budget=budget),
+        disaggregated=fewest_disagg(s_pre, s_dec, wl, targets, move_s, budget=budget),
+    )
