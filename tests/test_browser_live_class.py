@@ -171,7 +171,7 @@ def test_a_class_on_a_projector_and_two_phones(server, browser):  # noqa: C901 -
     sctx = [_join(browser, server, code) for _ in range(2)]
     ann, ben = (p for _, p in sctx)
     for phone in (ann, ben):
-        assert "Chapter question 1 of 5" in phone.inner_text("[data-testid=stMain]")
+        assert "Interview question 1 of 6" in phone.inner_text("[data-testid=stMain]")
     _send_choice(ann, RIGHT)
     _send_choice(ben, WRONG)
     assert "Correct." in _phone_grade(ann, "Success", "phone-ann-q1.png")
@@ -186,7 +186,7 @@ def test_a_class_on_a_projector_and_two_phones(server, browser):  # noqa: C901 -
     _to_top(teacher)
     teacher.screenshot(path=str(SHOTS / "projector-q1.png"))
     body = teacher.inner_text("body")
-    assert "Chapter question 1 of 5" in body, body
+    assert "Interview question 1 of 6" in body, body
     assert "teacher=" not in teacher.content()
     # Held by default: no share right, no named mistake before Reveal.
     hold = teacher.get_by_label(re.compile("^Hold the share right"))
@@ -224,9 +224,9 @@ def test_a_class_on_a_projector_and_two_phones(server, browser):  # noqa: C901 -
     # Question 2 asks two numbers: 2 (K and V) x 40 layers x 8 heads x 128 x 2 B (FP16)
     # = 163,840 B per token; x 8,192 tokens = 1,342,177,280 B = 1.25 GiB per sequence.
     teacher.get_by_role("button", name="Next", exact=True).click()
-    expect(teacher.get_by_text("Chapter question 2 of 5").first).to_be_visible(timeout=WAIT_MS)
+    expect(teacher.get_by_text("Interview question 2 of 6").first).to_be_visible(timeout=WAIT_MS)
     for phone in (ann, ben):
-        expect(phone.get_by_text("Chapter question 2 of 5").first).to_be_visible(timeout=WAIT_MS)
+        expect(phone.get_by_text("Interview question 2 of 6").first).to_be_visible(timeout=WAIT_MS)
     _send_numbers(ann, "163840", "1.25 GiB")
     _send_numbers(ben, "81920", "0.625 GiB")  # the factor 2 for K and V forgotten
     _phone_grade(ann, "Success", "phone-ann-q2.png")
@@ -274,7 +274,7 @@ def test_a_class_on_a_projector_and_two_phones(server, browser):  # noqa: C901 -
     teacher.keyboard.press("Escape")
     expect(dialog).to_have_count(0, timeout=WAIT_MS)
     teacher.get_by_role("button", name="Next", exact=True).click()
-    expect(teacher.get_by_text("Chapter question 3 of 5").first).to_be_visible(timeout=WAIT_MS)
+    expect(teacher.get_by_text("Interview question 3 of 6").first).to_be_visible(timeout=WAIT_MS)
     _ready(teacher)
     assert key not in teacher.content() and "teacher=" not in teacher.content()
     _no_exception(teacher)

@@ -202,7 +202,7 @@ def test_without_this_class_key_there_is_no_teacher_screen(which):
     assert key not in text
     # ... and nothing moved.
     s.run()
-    assert "Chapter question 1 of 5" in screen(s)
+    assert "Interview question 1 of 6" in screen(s)
 
 
 def test_a_student_screen_never_shows_the_key_or_anyone_elses_answer():

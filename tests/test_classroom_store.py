@@ -405,7 +405,7 @@ def test_the_export_is_anonymous_unless_nicknames_are_asked_for(store):
     import json
 
     doc = json.loads(store.export_json(c.code, c.key))
-    assert doc["class"] == c.code and len(doc["questions"]) == 15
+    assert doc["class"] == c.code and len(doc["questions"]) == 16
     (a,) = doc["questions"][0]["parts"][0]["answers"]
     assert a["student"] == 1 and a["answer"] == "A" and a["slip"] and "nickname" not in a
 
@@ -572,8 +572,8 @@ def test_every_open_interview_question_has_one_right_choice_and_named_slips():
 @pytest.mark.parametrize("seed", [1, 42, 999_999])
 def test_the_deck_is_the_interview_then_the_practice_set_and_every_part_grades(seed):
     qs = deckmod.deck(seed)
-    assert [q.qid for q in qs[:5]] == [q.qid for q in interview_questions()]
-    assert list(qs[5:]) == practice_questions(seed, 10)
+    assert [q.qid for q in qs[:6]] == [q.qid for q in interview_questions()]
+    assert list(qs[6:]) == practice_questions(seed, 10)
     for q in qs:
         for p in deckmod.parts(q):
             if deckmod.is_choice(q):
@@ -586,13 +586,14 @@ def test_the_deck_is_the_interview_then_the_practice_set_and_every_part_grades(s
             assert not wrong.correct and wrong.slip
 
 
-def test_a_class_counts_the_chapters_five_questions_then_the_practice_set():
-    # A deck of 15: the chapter's five interview questions, then a practice set of ten.
-    labels = [deckmod.position_label(i, 15) for i in range(15)]
-    assert labels[0] == "Chapter question 1 of 5"
-    assert labels[4] == "Chapter question 5 of 5"
-    assert labels[5] == "Practice question 1 of 10"
-    assert labels[14] == "Practice question 10 of 10"
+def test_a_class_counts_the_six_interview_questions_then_the_practice_set():
+    # A deck of 16: the six interview questions (the chapter's five and the disaggregated one),
+    # then a practice set of ten.
+    labels = [deckmod.position_label(i, 16) for i in range(16)]
+    assert labels[0] == "Interview question 1 of 6"
+    assert labels[5] == "Interview question 6 of 6"
+    assert labels[6] == "Practice question 1 of 10"
+    assert labels[15] == "Practice question 10 of 10"
 
 
 @pytest.mark.parametrize(

@@ -15,9 +15,9 @@ from kvcalc.teach.quiz import (
 )
 
 
-def test_five_interview_questions_with_computed_numbers():
+def test_six_interview_questions_with_computed_numbers():
     qs = interview_questions()
-    assert [q.level for q in qs] == ["core", "core", "mid", "mid", "senior"]
+    assert [q.level for q in qs] == ["core", "core", "mid", "mid", "senior", "senior"]
     per_token = next(q for q in qs if q.qid == "per-token")
     # Chapter: 2 x 40 x 8 x 128 x 2 = 163,840 B = 160 KiB; 8,192 tokens = 1.25 GiB.
     assert per_token.value == 163_840
@@ -27,6 +27,20 @@ def test_five_interview_questions_with_computed_numbers():
     # default): 28,834 blocks / 512 = 56.32; FP8 57,668 / 512 = 112.63
     assert "112.6" in fp8.answer
     assert all(len(q.answer) > 100 for q in qs)
+
+
+def test_the_disaggregated_question_is_llama_70b_cache_over_400_gbps():
+    # worked by hand: Llama 3.1 70B keeps 2 x 80 layers x 8 KV heads x 128 x 2 B = 327,680 B a
+    # token; 8,192 tokens = 2,684,354,560 B = 2.50 GiB; 400 Gb/s = 50 GB/s: 53.69 ms
+    q = next(q for q in interview_questions() if q.qid == "disagg")
+    assert q.value == 8192 * 327_680 == 2_684_354_560
+    assert q.value2 == pytest.approx(2_684_354_560 / 50e9 * 1e3)
+    assert "**2.50 GiB**" in q.answer and "**53.7 ms**" in q.answer
+    assert "13.4 ms" in q.answer  # a quarter each over 4 ports
+    assert grade(q, "2.5 GiB").correct and grade(q, "2684354560").correct
+    assert grade(q.part(2), "53.7").correct and grade(q.part(2), "54 ms").correct
+    assert not grade(q.part(2), "5.4").correct  # bits for bytes, 10x off
+    assert not grade(q, "1.25 GiB").correct  # K or V alone
 
 
 def test_practice_is_seeded():

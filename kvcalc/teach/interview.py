@@ -1,5 +1,6 @@
-"""The interview check: the seed chapter's five questions (interview.toml), every number computed
-(Llama 3.1 8B on an H100 at 8,192 tokens; the chapter's 40-layer model)."""
+"""The interview check: the seed chapter's five questions and one beyond it, on disaggregated
+serving (interview.toml), every number computed (Llama 3.1 8B on an H100 at 8,192 tokens; the
+chapter's 40-layer model; Llama 3.1 70B's cache on the move)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from typing import Any
 
 from ..cache.deployment import Deployment
 from ..cache.kv import kv_cache
+from ..cache.transfer import LINK_SHARE, transfer
 from ..config.catalog import get_gpu, get_model, registry
 from ..config.hfconfig import spec_from_config
+from ..core.model import FullAttention
 from ..core.units import GiB, KiB, fmt_bytes, fmt_seconds
 from ..engines.budget import budget
 from ..perf.roofline import StepTime, offload_vs_recompute, prefill, step_time
@@ -23,7 +26,8 @@ RELOAD_S = 1e-3  # the fixed cost of one reload from CPU memory
 
 
 def interview_questions() -> list[Question]:
-    """The chapter's five questions, answered with numbers computed by kvcalc."""
+    """The chapter's five questions and the disaggregated one, answered with numbers computed by
+    kvcalc."""
     t = prose("interview")
     spec, w = (l8b := get_model("llama-3.1-8b")).spec, l8b.weights()
     h100 = get_gpu("h100-sxm-80gb")
@@ -80,8 +84,40 @@ def interview_questions() -> list[Question]:
         break_even=off_fixed.break_even_tokens,
         short=fmt_seconds(short.time_s),
         alone=fmt_seconds(alone.time_s),
+        **_disagg_numbers(peak),
     )
     return [_question(qid, q, nums) for qid, q in t["questions"].items()]
+
+
+def _disagg_numbers(peak: float) -> dict[str, Any]:
+    """The disaggregated-serving question: Llama 3.1 70B's cache of an 8,192-token prompt over
+    one 400 Gb/s link (kvcalc.cache.transfer), and the prefill beside it on four H100s."""
+    spec = get_model("llama-3.1-70b").spec
+    layer = spec.kv_layers[0]
+    assert isinstance(layer, FullAttention)  # Llama: every layer full attention
+    link = registry().link("ib-ndr-400")
+    one = transfer(spec, CTX, link_gbs=link.gbs)
+    four = transfer(spec, CTX, prefill_tp=4, decode_tp=4, link_gbs=link.gbs)
+    assert one.seconds is not None and one.estimate_s is not None and four.seconds is not None
+    pf = prefill(spec, CTX, peak_tflops=peak, mfu=1.0, tp=4)
+    return dict(
+        d_ctx=CTX,
+        d_kvname="BF16",
+        d_gbit=link.gbs * 8,
+        d_gbs=link.gbs,
+        d_layers=spec.num_layers,
+        d_kv=layer.kv_heads,
+        d_hd=layer.head_dim,
+        d_per=kv_cache(spec, 1).kv_bytes_per_token_nominal,
+        d_bytes=one.bytes_moved,
+        d_gib=one.bytes_moved / GiB,
+        d_ms=one.seconds * 1e3,
+        d_share=LINK_SHARE,
+        d_est_ms=one.estimate_s * 1e3,
+        d_tp=4,
+        d_ms_tp=four.seconds * 1e3,
+        d_pf=fmt_seconds(pf.time_s),
+    )
 
 
 def _question(qid: str, q: dict[str, Any], nums: dict[str, Any]) -> Question:

@@ -1,6 +1,7 @@
 """What a live class asks and how an answer is graded: kvcalc's own questions and grader.
 
-A class runs the Interview check's deck: the five interview questions, then the practice set of
+A class runs the Interview check's deck: the six interview questions (the chapter's five, then one
+on disaggregated serving), then the practice set of
 the class's seed (10 questions). A question that asks for two numbers (per token, then per
 sequence) has two parts, each graded alone. The four open interview questions are asked as a
 choice of four statements (kvcalc.teach.choices): a phone cannot send prose a projector can
@@ -30,22 +31,22 @@ LABEL_MAX = 24
 
 @functools.lru_cache(maxsize=64)
 def deck(seed: int) -> tuple[Question, ...]:
-    """The class's questions: the five interview questions, then practice set ``seed``."""
+    """The class's questions: the six interview questions, then practice set ``seed``."""
     return tuple(interview_questions()) + tuple(practice_questions(int(seed), PRACTICE_COUNT))
 
 
 @functools.lru_cache(maxsize=1)
 def chapter_count() -> int:
-    """How many of a deck's questions are the chapter's (its interview questions, first)."""
+    """How many of a deck's questions are interview questions (first)."""
     return len(interview_questions())
 
 
 def position_label(position: int, count: int) -> str:
     """Where question ``position`` (from 0) of a ``count``-question deck sits, counted in its own
-    set: "Chapter question 2 of 5", or "Practice question 1 of 10" after the chapter's."""
+    set: "Interview question 2 of 6", or "Practice question 1 of 10" after the interview's."""
     n = min(chapter_count(), count)
     if position < n:
-        return f"Chapter question {position + 1} of {n}"
+        return f"Interview question {position + 1} of {n}"
     return f"Practice question {position - n + 1} of {count - n}"
 
 
