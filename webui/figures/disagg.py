@@ -53,7 +53,8 @@ def transfer_figure(
             base=[start * 1e3],
             orientation="h",
             name=name,
-            marker=dict(color=color),
+            # the next turn's reload: the cache again, hatched (another time, not this request's)
+            marker=dict(color=color, pattern=dict(shape="/" if lane == LANES[3] else "")),
             hovertemplate=f"{name}: %{{x:,.2f}} ms<extra></extra>",
         )
     fig.update_layout(
