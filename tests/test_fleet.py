@@ -207,3 +207,22 @@ def test_cli_disagg_target_search_says_which_needs_fewer(capsys):
     assert "fewest GPUs" in text
     assert main([*args[:-2]]) == 2
     assert "both --ttft-ms and --tpot-ms" in capsys.readouterr().err
+
+
+def test_cli_disagg_costs_both_layouts_side_by_side(capsys):
+    # dollars per million output tokens = GPUs x price / (tokens/s x 3,600 / 10^6), by hand from
+    # each layout's simulated throughput; kWh the same with the H100's 700 W
+    args = [
+        "disagg", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--requests", "60",
+        "--rate", "10", "--prompt-tokens", "2000", "--output-tokens", "100",
+        "--price-per-gpu-hour", "2.5", "--json",
+    ]  # fmt: skip
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    for name in ("aggregated", "disaggregated"):
+        r = out[name]
+        per_hour = r["output_tokens_per_s"] * 3600 / 1e6
+        assert r["cost"]["dollars_per_million"] == pytest.approx(r["gpus"] * 2.5 / per_hour)
+        assert r["cost"]["kwh_per_million"] == pytest.approx(r["gpus"] * 0.7 / per_hour)
+    assert main(args[:-1]) == 0
+    assert "cost per million output tokens at $2.5 a GPU-hour" in capsys.readouterr().out

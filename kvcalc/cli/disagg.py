@@ -10,6 +10,7 @@ import math
 from ..cache.transfer import transfer
 from ..config.catalog import registry
 from ..core.units import fmt_seconds
+from ..perf.cost import cost_per_million
 from ..perf.engines import engine_band_text
 from ..perf.sim.fleet import (
     MAX_ENGINES,
@@ -108,6 +109,27 @@ def _verdict(agg: Choice, dis: Choice, targets: Targets) -> list[str]:
     return text
 
 
+def _costs(out: dict, price: float, power_w: float | None) -> list[str]:
+    """--price-per-gpu-hour: each layout's dollars (and energy) per million output tokens at
+    the workload's throughput, side by side."""
+    parts = []
+    for name in ("aggregated", "disaggregated"):
+        r = out.get(name)
+        if not r:
+            continue
+        c = cost_per_million(r["output_tokens_per_s"], r["gpus"], price, power_w)
+        r["cost"] = c.to_dict()
+        energy = f", {c.kwh_per_million:.3g} kWh" if c.kwh_per_million is not None else ""
+        parts.append(f"{name} ${c.dollars_per_million:,.2f}{energy} ({c.gpus} GPUs)")
+    if not parts:
+        return []
+    return [
+        f"  cost per million output tokens at ${price:g} a GPU-hour, serving this load: "
+        + "; ".join(parts)
+        + (" (energy at each GPU's maximum board power)" if power_w else "")
+    ]
+
+
 @command("disagg", HELP, _arguments)
 def cmd_disagg(args):
     m = load_model(args)
@@ -197,6 +219,8 @@ def cmd_disagg(args):
             a = simulate_replicas(s_agg, wl, replicas)
             out["aggregated"] = a.to_dict()
             text.append(_row(a, args.percentile))
+    if args.price_per_gpu_hour is not None:
+        text += _costs(out, args.price_per_gpu_hour, gpu.power_w)
     if engine_note:
         text.append(f"  engine: {engine_note}")
     if out.get("error_band"):
