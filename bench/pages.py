@@ -653,8 +653,17 @@ def main() -> None:
         got = browser_first_render(
             pages, roots, repeat=args.repeat, warm_server=not args.cold_server, floor=floor
         )
+    _print_renders(got, pages, roots, floor)
+
+
+def _print_renders(got: dict, pages: list[str], roots: dict, floor: dict) -> None:
+    """The first-render table: each page's medians, and its cold drawn time over the one-chart
+    app's where --floor ran it (issue 42's ratio)."""
     head = f"{'cold idle':>10}{'drawn':>7}{'warm idle':>10}{'drawn':>7}{'click 1':>9}{'click 2':>9}"
-    print(f"{'page':<14}" + head * len(roots))
+    chart = got.get("st-one-chart", {}).get("home")
+    base = statistics.median(x[1] for x in chart["cold"]) if chart else None
+    ratio_head = f"{'x chart':>9}" if base else ""  # cold drawn / the one-chart app's (issue 42)
+    print(f"{'page':<14}" + (head + ratio_head) * len(roots))
     for path in pages:
         row = ""
         for name in roots:
@@ -664,8 +673,10 @@ def main() -> None:
             row += f"{cold[0]:>10.0f}{cold[1]:>7.0f}{warm[0]:>10.0f}{warm[1]:>7.0f}" + "".join(
                 f"{c * 1e3:>9.0f}" for c in r["click"]
             )
+            if base:
+                row += f"{cold[1] / (base * 1e3):>8.2f}x"
         print(f"{path or 'home':<14}{row}")
-    if args.compare:
+    if len(roots) > 1:
         print("(left: this checkout; right: the other)")
     for name in floor:
         r = got[name]["home"]

@@ -200,3 +200,17 @@ def pytest_collection_modifyitems(config, items):
         )
         if mark:
             item.add_marker(getattr(pytest.mark, mark))
+
+
+def formulas(at) -> list[str]:
+    """The text of a page's derivation blocks (webui.render.formula: fixed-width HTML), in
+    order, as a reader sees it."""
+    import html
+    import re
+
+    out = []
+    for h in at.get("html"):
+        m = re.fullmatch(r'<pre class="kv-formula"[^>]*>(.*)</pre>', h.proto.body, re.S)
+        if m:
+            out.append(html.unescape(m.group(1)))
+    return out

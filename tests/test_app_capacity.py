@@ -8,14 +8,19 @@ import re
 import pytest
 
 pytest.importorskip("streamlit")
-from conftest import open_page  # noqa: E402
+from conftest import formulas, open_page  # noqa: E402
 
 from webui.pages import path  # noqa: E402
 
 
 def _text(at) -> str:
     parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
-    parts += [c.value for c in at.code] + [m.value for m in at.info] + [m.value for m in at.success]
+    parts += (
+        [c.value for c in at.code]
+        + formulas(at)
+        + [m.value for m in at.info]
+        + [m.value for m in at.success]
+    )
     parts += [f"{m.label}: {m.value}" for m in at.metric]
     return re.sub(r"\\(.)", r"\1", "\n".join(parts))
 
@@ -52,11 +57,11 @@ def test_budget_vllm_page_and_home_show_one_pool(name):
     b = open_page(path("budget"), **query)
     assert not b.exception and not b.error
     assert _metric(b, "Blocks") == blocks
-    assert f"({pool})" in "\n".join(c.value for c in b.code)  # KV pool = ... B (56.32 GiB)
+    assert f"({pool})" in "\n".join(formulas(b))  # KV pool = ... B (56.32 GiB)
 
     v = open_page(path("vllm_startup"), **query)
     assert not v.exception and not v.error
-    assert f"Available KV cache memory: {pool}" in "\n".join(c.value for c in v.code)
+    assert f"Available KV cache memory: {pool}" in "\n".join(formulas(v))
     assert _metric(v, "Blocks") == blocks
 
 

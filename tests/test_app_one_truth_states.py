@@ -22,7 +22,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, open_page
+from conftest import ROOT, formulas, open_page
 
 from kvcalc.core.units import fmt_bytes
 from webui.pages import path
@@ -109,7 +109,7 @@ def test_kv_budget_and_vllm_page_state_the_same_drafter(case):
         u_gib="40",
         u_len=str(CTX),
     )
-    lines = page.code[0].value
+    lines = formulas(page)[0]
     predicted = cli(
         "vllm",
         *_source(case),

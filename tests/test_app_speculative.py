@@ -10,7 +10,7 @@ layer kind shares its blocks over all layers, so the sequences that fit scale by
 import re
 
 import pytest
-from conftest import open_page
+from conftest import formulas, open_page
 
 from webui.pages import path
 
@@ -72,7 +72,7 @@ def test_vllm_page_sizes_the_pool_with_the_drafter():
         u_len="32768",
     )
     assert not at.exception
-    lines = at.code[0].value
+    lines = formulas(at)[0]
     assert "GPU KV cache size: 317,744 tokens" in lines
     assert "Maximum concurrency for 32,768 tokens per request: 9.70x" in lines
     # MTP on a model that declares none: said, with what to choose instead

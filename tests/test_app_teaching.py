@@ -6,7 +6,7 @@ import re
 import pytest
 
 pytest.importorskip("streamlit")
-from conftest import ROOT  # noqa: E402
+from conftest import ROOT, formulas  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from kvcalc import get_model  # noqa: E402
@@ -165,7 +165,7 @@ def test_vllm_page_predicts_and_explains():
     at = open_page(path("vllm_startup"), u_len="8192", u_gib="55")
     p = predict(Deployment(spec=get_model("llama-3.1-8b").spec), 55 * GiB, 8192)
     assert metric(at, "Blocks") == f"{p.num_blocks:,}" == "28,160"
-    assert "450,560 tokens" in at.code[0].value and "55.00x" in at.code[0].value
+    assert "450,560 tokens" in formulas(at)[0] and "55.00x" in formulas(at)[0]
     at = open_page(path("vllm_startup"), u_mode="Explain a pasted log")
     at.text_area(key="u_log").set_value(
         "Initializing a V1 LLM engine (v0.10.1) with config: model='meta-llama/Llama-3.1-8B', "

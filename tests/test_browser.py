@@ -286,7 +286,7 @@ def test_phone_first_screen_shows_the_answer(server, browser):
         wait_ready(page)
         _no_exception(page)
         element = page.locator(
-            "[data-testid=stMetric], [data-testid=stCode]", has_text=headline
+            "[data-testid=stMetric], [data-testid=stCode], pre.kv-formula", has_text=headline
         ).first
         element.wait_for(timeout=30_000)
         box = element.bounding_box()

@@ -3,6 +3,7 @@ derivation blocks."""
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 from functools import wraps
 from typing import NoReturn
@@ -75,9 +76,20 @@ def page_header(title: str, sel, lead: str):
     return top
 
 
+# A derivation's block: fixed width, as st.code draws it, but plain HTML. st.code (and a fenced
+# block in Markdown) loads Streamlit's syntax highlighter on first use: 1.5 MiB of JavaScript
+# that a cold tab compiles for about half a second (bench/profile_pages.py --browser), for text
+# that has nothing to highlight.
+FORMULA_HTML = (
+    '<pre class="kv-formula" style="font-family: monospace; font-size: 0.85rem; '
+    "background: rgba(128, 128, 128, 0.08); border-radius: 0.5rem; padding: 0.75rem 1rem; "
+    'overflow-x: auto; white-space: pre; margin: 0 0 1rem 0;">{}</pre>'
+)
+
+
 def formula(text: str) -> None:
     """A derivation with the values substituted, in a fixed-width block."""
-    st.code(text, language=None)
+    st.html(FORMULA_HTML.format(html.escape(text)))
 
 
 def table(rows: list[dict], **kwargs) -> None:
