@@ -15,6 +15,7 @@ from webui.figures import batch_figure, step_time_figure
 from webui.fit_fix import fitting_setup_button
 from webui.memo import cached
 from webui.prose import prose
+from webui.urlstate import declare
 
 T = prose("step_time")
 
@@ -214,32 +215,48 @@ def page() -> None:
             + T("what_fits_vllm", defaults=pool_defaults_text())
         )
 
-    with st.expander(f"Step time against batch at {context:,} tokens", icon=":material/bar_chart:"):
-        batches = [1, 2, 4, 8, 16, 32, 64, 128, 256]
-        bc = cached(sweeps.batch_curve)(sel.deployment, batches, context=context, **peaks)
-        past = context > sel.spec.max_context
-        most = 0 if past else cached(sweeps.max_batch_at)(pool, context)
-        st.plotly_chart(batch_figure(bc, max_batch=most), width="stretch", key="s_batch_fig")
-        read = [x * sel.bandwidth_gbs * GB / 1e9 for x in bc["weight_s"]]
-        if sel.spec.moe:
-            shared = (
-                f"Weights read per step: {read[0]:,.2f} GB at batch 1, {read[-1]:,.2f} GB at "
-                f"batch {batches[-1]} of {sel.weights.bytes / GB:,.2f} GB in all: each extra "
-                "sequence routes its token to experts the others may not use, so the weight "
-                "read grows with batch until every expert is read; tokens/s still rises, more "
-                "slowly than for a dense model."
-            )
-        else:
-            shared = T("dense_reads", first=read[0])
-        holds = (
-            f"{context:,} tokens is past the model's limit, so no batch gets tokens/s"
-            if past
-            else f"At {context:,} tokens the KV pool holds {most:,} "
-            f"sequence{'s' if most != 1 else ''}; larger batches are hatched and get no tokens/s"
-        )
-        st.caption(f"{shared} {holds}.")
+    # A fold built only when opened (issue 42; its state in the link): its chart costs a first
+    # render and a rerun nothing while it is closed.
+    declare("s_batch_open", "bool")
+    fold = st.expander(
+        f"Step time against batch at {context:,} tokens",
+        icon=":material/bar_chart:",
+        key="s_batch_open",
+        bind="query-params",
+    )
+    with fold:
+        if fold.open:
+            _batch_fold(sel, context, peaks, pool)
 
     pages.link("lab", "What a real engine adds (Inference Lab)", ":material/arrow_forward:")
+
+
+def _batch_fold(sel, context: int, peaks: dict, pool) -> None:
+    """Step time and tokens/s against batch at ``context``, larger batches than the pool holds
+    hatched."""
+    batches = [1, 2, 4, 8, 16, 32, 64, 128, 256]
+    bc = cached(sweeps.batch_curve)(sel.deployment, batches, context=context, **peaks)
+    past = context > sel.spec.max_context
+    most = 0 if past else cached(sweeps.max_batch_at)(pool, context)
+    st.plotly_chart(batch_figure(bc, max_batch=most), width="stretch", key="s_batch_fig")
+    read = [x * sel.bandwidth_gbs * GB / 1e9 for x in bc["weight_s"]]
+    if sel.spec.moe:
+        shared = (
+            f"Weights read per step: {read[0]:,.2f} GB at batch 1, {read[-1]:,.2f} GB at "
+            f"batch {batches[-1]} of {sel.weights.bytes / GB:,.2f} GB in all: each extra "
+            "sequence routes its token to experts the others may not use, so the weight "
+            "read grows with batch until every expert is read; tokens/s still rises, more "
+            "slowly than for a dense model."
+        )
+    else:
+        shared = T("dense_reads", first=read[0])
+    holds = (
+        f"{context:,} tokens is past the model's limit, so no batch gets tokens/s"
+        if past
+        else f"At {context:,} tokens the KV pool holds {most:,} "
+        f"sequence{'s' if most != 1 else ''}; larger batches are hatched and get no tokens/s"
+    )
+    st.caption(f"{shared} {holds}.")
 
 
 page()

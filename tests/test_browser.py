@@ -190,6 +190,19 @@ def test_interview_answer_is_graded_in_the_browser(server, browser):
     page.close()
 
 
+def test_the_glossary_is_built_when_opened(server, browser):
+    # issue 42: the sidebar's glossary is not sent until its fold opens; a click opens it with
+    # its terms
+    page = browser.new_page()
+    page.goto(f"{server}/budget")
+    wait_ready(page)
+    assert "Multi-head latent attention" not in page.inner_text("[data-testid=stSidebar]")
+    page.get_by_text("Glossary: MHA").click()
+    page.get_by_text("Multi-head latent attention").wait_for(timeout=30_000)
+    assert "Grouped-query attention" in page.inner_text("[data-testid=stSidebar]")
+    page.close()
+
+
 def test_live_page_runs_a_twin(server, browser):
     pytest.importorskip("torch", reason="torch is not installed")
     page, errors = _open_from_menu(browser, server, "Live: a real model")

@@ -198,8 +198,20 @@ def sidebar(uses_selection: bool = True, engine_controls: bool = False) -> None:
             _keep_engine_inputs()
         from webui import glossary
 
-        with st.expander("Glossary: MHA, GQA, MLA, TP, FP8 ...", icon=":material/menu_book:"):
-            st.markdown(glossary.markdown(learn=not engine_controls))
+        # Built only when opened (issue 42): forty terms of Markdown on every page's every rerun
+        # and first render otherwise, for a fold most visits never open.
+        fold = st.expander(
+            "Glossary: MHA, GQA, MLA, TP, FP8 ...",
+            icon=":material/menu_book:",
+            key=GLOSSARY_KEY,
+            on_change="rerun",
+        )
+        with fold:
+            if fold.open:
+                st.markdown(glossary.markdown(learn=not engine_controls))
+
+
+GLOSSARY_KEY = "glossary_open"  # the sidebar's glossary fold, open or not
 
 
 # The engine-aware estimate's two inputs, drawn on the Engineer pages only: the Learn pages
