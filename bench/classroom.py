@@ -66,7 +66,16 @@ from serve import start_app  # noqa: E402
 
 RECONNECT_GIVE_UP_S = 40.0
 JOIN_WITHIN_S = 60.0  # issue 39: every student of 300 joins within this, from one address
-QUESTION = 5  # the first practice question: "how many bytes does one token add" (one number)
+
+
+def first_practice() -> int:
+    """The deck's first practice question ("how many bytes does one token add": one number),
+    right after the interview's questions."""
+    from webui.classroom.deck import chapter_count
+
+    return chapter_count()
+
+
 SEED = 1
 
 
@@ -274,7 +283,7 @@ class Teacher:
         self.key = parse_qs(link.split("?", 1)[-1]).get("teacher", [""])[0]
         if not (self.code and self.key):
             raise RuntimeError(f"the class did not start: {c.alerts} {c.errors}")
-        for _ in range(QUESTION):
+        for _ in range(first_practice()):
             await c.run([(c.buttons["Next"], "trigger", True)])
 
     async def watch(self, until: float) -> None:
@@ -382,7 +391,7 @@ class Student:
 async def run_class(ws_url: str, http_base: str | None, args, kill=None) -> dict:
     from webui.classroom.deck import deck
 
-    value = deck(SEED)[QUESTION].value
+    value = deck(SEED)[first_practice()].value
     teacher = Teacher(ws_url, http_base)
     await teacher.start()
     students = [Student(ws_url, http_base, i, teacher.code, value) for i in range(args.students)]
@@ -460,7 +469,7 @@ def stored(database_url: str, code: str, key: str) -> int:
 
     s = Store(database_url, limits=Limits())
     try:
-        return s.results(code, key, QUESTION).answered
+        return s.results(code, key, first_practice()).answered
     finally:
         s.dispose()
 

@@ -290,7 +290,7 @@ def test_a_page_input_reruns_only_the_page_and_a_sidebar_input_everything():
         ) as ws:
             pages = (await run(ws))["pages"]
             full = await run(ws, pages["budget"])
-            assert full["sidebar"] > 10 and not full["errors"]
+            assert full["sidebar"] > 5 and not full["errors"]  # its inputs, captions, folds
             wid, fragment = full["inputs"]["Context per sequence (tokens)"]
             assert fragment  # the page's widgets are drawn in a fragment
             page_only = await run(ws, pages["budget"], "b_ctx=32768", (wid, 32768), fragment)
@@ -300,7 +300,7 @@ def test_a_page_input_reruns_only_the_page_and_a_sidebar_input_everything():
             kv_id, kv_fragment = full["inputs"]["KV cache"]
             assert kv_fragment == ""  # the sidebar is outside it
             again = await run(ws, pages["budget"], "b_ctx=32768", (kv_id, "fp8"))
-            assert not again["errors"] and again["sidebar"] > 10
+            assert not again["errors"] and again["sidebar"] > 5
             assert again["metrics"]["KV per token at 32,768"] == "64.00 KiB"  # 1 B a number
 
     try:
