@@ -39,7 +39,7 @@ def page() -> None:
     else:
         text = preset["text"]
         with st.expander("The requests of this scenario"):
-            st.code(text, language=None)
+            common.formula(text)
 
     try:
         requests = parse_requests(text)
@@ -123,7 +123,7 @@ def page() -> None:
     with right:
         st.markdown("**Event log**")
         log = [f"step {h.step}: {e}" for h in history[max(1, len(history) - 6) :] for e in h.events]
-        st.code("\n".join(log[-24:]) or "press Next step to start", language=None, wrap_lines=True)
+        common.formula("\n".join(log[-24:]) or "press Next step to start", wrap=True)
 
     longest = max(len(r.prompt) + r.output_len for r in requests)
     max_len = number(

@@ -83,13 +83,14 @@ def page_header(title: str, sel, lead: str):
 FORMULA_HTML = (
     '<pre class="kv-formula" style="font-family: monospace; font-size: 0.85rem; '
     "background: rgba(128, 128, 128, 0.08); border-radius: 0.5rem; padding: 0.75rem 1rem; "
-    'overflow-x: auto; white-space: pre; margin: 0 0 1rem 0;">{}</pre>'
+    'overflow-x: auto; white-space: {}; margin: 0 0 1rem 0;">{}</pre>'
 )
 
 
-def formula(text: str) -> None:
-    """A derivation with the values substituted, in a fixed-width block."""
-    st.html(FORMULA_HTML.format(html.escape(text)))
+def formula(text: str, wrap: bool = False) -> None:
+    """A derivation with the values substituted (or any plain text: a log, a list of requests),
+    in a fixed-width block; ``wrap`` folds long lines instead of scrolling them."""
+    st.html(FORMULA_HTML.format("pre-wrap" if wrap else "pre", html.escape(text)))
 
 
 def table(rows: list[dict], **kwargs) -> None:
