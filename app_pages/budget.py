@@ -193,9 +193,7 @@ def page() -> None:
     for c in others:
         st.markdown(compare.why(c, me, context))
     if others:  # the cache per token side by side, then the curves
-        common.table(
-            [compare.row(c, context) for c in [me, *others]], border="horizontal", hide_index=True
-        )
+        common.text_table([compare.row(c, context) for c in [me, *others]])
     if series:  # nothing to draw where no model has a pool: the caption below says why
         st.plotly_chart(
             concurrency_figure(
@@ -345,9 +343,7 @@ def page() -> None:
                     if r.stores_tokens or r.state_bytes
                 ] + [("one sequence", "", "", fmt_bytes(per.kv_bytes))]
                 cols = ("layers", "per token, per layer", f"tokens kept at {context:,}", "bytes")
-                common.table(
-                    [dict(zip(cols, row)) for row in kept], border="horizontal", hide_index=True
-                )
+                common.text_table([dict(zip(cols, row)) for row in kept])
                 st.caption(
                     f"What one sequence of {context:,} tokens keeps, by layer kind (exact bytes, "
                     "no blocks). vLLM keeps them in blocks"

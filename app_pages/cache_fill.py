@@ -86,7 +86,7 @@ def page() -> None:
         for s in steps
     ]
     show = rows if len(rows) <= 12 else rows[:6] + [{k: "..." for k in rows[0]}] + rows[-5:]
-    common.table(show, border="horizontal", hide_index=True)
+    common.text_table(show)
     kinds = sel.spec.kind_counts()
     # (label, most tokens kept) -> layers
     bounded = Counter((lay.label, lay.token_bound()) for lay in sel.spec.layers)

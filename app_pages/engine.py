@@ -106,7 +106,7 @@ def page() -> None:
     left, right = st.columns([3, 2])
     with left:
         st.markdown("**Block tables**")
-        common.table(
+        common.text_table(
             [
                 {
                     "request": t.rid,
@@ -116,9 +116,7 @@ def page() -> None:
                     "blocks": ", ".join(map(str, t.blocks)) or "none",
                 }
                 for t in snap.tables
-            ],
-            border="horizontal",
-            hide_index=True,
+            ]
         )
     with right:
         st.markdown("**Event log**")

@@ -91,7 +91,7 @@ def page() -> None:
         }
         for r in rows
     ]
-    common.table(table, border="horizontal", hide_index=True)
+    common.text_table(table)
     st.caption(T("combine"))
     with st.expander("How these numbers are computed", icon=":material/function:"):
         r = kv_cache(sel.spec, context, kv_dtype=sel.kv_dtype)

@@ -214,3 +214,22 @@ def formulas(at) -> list[str]:
         if m:
             out.append(html.unescape(m.group(1)))
     return out
+
+
+def tables(at):
+    """A page's Markdown tables (webui.render.text_table), in order, as pandas DataFrames of
+    the text a reader sees."""
+    import re
+
+    import pandas as pd
+
+    def cells(line: str) -> list[str]:
+        parts = re.split(r"(?<!\\)\|", line.strip())[1:-1]
+        return [re.sub(r"\\(.)", r"\1", p.strip()) for p in parts]
+
+    out = []
+    for m in at.markdown:
+        lines = m.value.split("\n")
+        if len(lines) >= 2 and lines[0].startswith("| ") and lines[1].startswith("| ---"):
+            out.append(pd.DataFrame([cells(x) for x in lines[2:]], columns=cells(lines[0])))
+    return out

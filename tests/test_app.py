@@ -7,7 +7,7 @@ import re
 import pytest
 
 pytest.importorskip("streamlit")
-from conftest import ROOT, llama_config, metric, open_page  # noqa: E402
+from conftest import ROOT, llama_config, metric, open_page, tables  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from kvcalc import budget, get_gpu, get_model, kv_cache, step_time  # noqa: E402
@@ -91,7 +91,7 @@ def test_budget_compare_mode_adds_curves_and_rows():
     lines = {t["name"]: t["x"] for t in spec["data"] if t.get("mode") == "lines"}
     assert set(lines) == {"Llama 3.1 8B", "Llama 2 7B"}
     assert max(lines["Llama 2 7B"]) == 4096 and max(lines["Llama 3.1 8B"]) == 131_072
-    table = at.table[0].value
+    table = tables(at)[0]
     assert list(table["model"]) == ["Llama 3.1 8B", "Llama 2 7B", "DeepSeek-V3"]
     pools = list(table["KV pool"])
     assert pools[2] == "does not fit (weights 624.94 GiB)" and not any("-" in p for p in pools)
@@ -134,11 +134,11 @@ def test_step_time_page_matches_kvcalc():
 
 def test_techniques_page_rows():
     at = open_page(path("techniques"))
-    rows = at.table[0].value
+    rows = tables(at)[0]
     assert len(rows) == 9
     at.number_input(key="t_window").set_value(1024)
     at.run()
-    assert any("1,024" in str(v) for v in at.table[0].value.iloc[:, 0])
+    assert any("1,024" in str(v) for v in tables(at)[0].iloc[:, 0])
 
 
 def test_lab_reacts_and_shows_deltas():

@@ -8,7 +8,7 @@ import re
 import pytest
 
 pytest.importorskip("streamlit")
-from conftest import formulas, open_page  # noqa: E402
+from conftest import formulas, open_page, tables  # noqa: E402
 
 from webui.pages import path  # noqa: E402
 
@@ -87,7 +87,7 @@ def test_budget_puts_vllms_worst_case_beside_the_running_server():
     # Finding 20: per token 80 KiB at 8,192 (the 10 full layers: 10 x 8 KiB); 496 KiB only up to
     # the window; one sequence = 52 x 1,024 x 8 KiB + 10 x 8,192 x 8 KiB = 416 + 640 MiB.
     assert _metric(at, "KV per token at 8,192") == "80.00 KiB"
-    rows = at.table[0].value
+    rows = tables(at)[0]
     assert list(rows["bytes"]) == ["416.00 MiB", "640.00 MiB", "1.03 GiB"]
     assert list(rows["tokens kept at 8,192"])[:2] == ["1,024", "8,192"]
     # The three token figures in one sentence: vLLM's size line, memory alone, the model's limit.
@@ -104,4 +104,4 @@ def test_budget_for_full_attention_has_one_figure():
     assert not at.exception and not at.error
     assert _metric(at, "vLLM logs at 8,192") == "56.32x"
     assert not [m for m in at.metric if m.label.startswith("Held decoding")]
-    assert not at.table or "tokens kept at 8,192" not in at.table[0].value
+    assert not any("tokens kept at 8,192" in t.columns for t in tables(at))

@@ -6,7 +6,7 @@ import re
 import pytest
 
 pytest.importorskip("streamlit")
-from conftest import ROOT, formulas  # noqa: E402
+from conftest import ROOT, formulas, tables  # noqa: E402
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from kvcalc import get_model  # noqa: E402
@@ -222,10 +222,8 @@ def test_cache_fill_counts_the_first_token_from_the_prefill():
 
 def test_engine_block_table_has_no_bullet_dashes():
     at = open_page(path("engine"))
-    cells = json.dumps(
-        [t.value.to_dict() if hasattr(t.value, "to_dict") else str(t.value) for t in at.table]
-    )
-    assert '"-"' not in cells and "none" in cells
+    cells = json.dumps([t.to_dict() for t in tables(at)])
+    assert tables(at) and '"-"' not in cells and "none" in cells
 
 
 def test_interview_q2_has_two_graded_boxes():

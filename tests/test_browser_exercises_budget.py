@@ -169,7 +169,7 @@ def test_deepseek_v3_shows_its_cache_per_token_and_one_move_makes_it_fit(server,
 def test_llama_2_7b_beside_llama_3_1_8b_in_one_move(server, browser):
     page, errors = _open(browser, server, "/budget")
     page.get_by_role("button", name="The chapter's three").click()
-    table = page.locator("[data-testid=stTable]").first
+    table = page.locator("[data-testid=stMarkdownContainer] table").first
     table.wait_for(timeout=60_000)
     wait_ready(page)
     cells = table.evaluate(

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("plotly")
 pytest.importorskip("streamlit")
 
-from conftest import open_page  # noqa: E402
+from conftest import open_page, tables  # noqa: E402
 
 from webui import figures  # noqa: E402
 from webui.pages import path  # noqa: E402
@@ -220,7 +220,7 @@ def test_engine_page_names_pagedattention_and_draws_the_tables():
     assert not at.exception and not at.error
     assert any(s.value.startswith("PagedAttention") for s in at.subheader)
     fig = figure_of(at, "e_paged")
-    table = at.table[0].value  # the page's own block tables
+    table = tables(at)[0]  # the page's own block tables
     for _, row in table.iterrows():
         if row["blocks"] != "none":
             lines = next(t for t in fig["data"] if t["name"] == f"{row['request']}: block table")

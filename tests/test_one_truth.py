@@ -8,7 +8,7 @@ import json
 import re
 
 import pytest
-from conftest import metric, open_page
+from conftest import metric, open_page, tables
 
 from kvcalc import registry
 from kvcalc.cache.deployment import Deployment
@@ -95,7 +95,7 @@ def test_shrinking_is_per_gpu_under_tp_and_keeps_its_three_drawings():
     assert (
         metric(at, "One sequence of 32,768 tokens, as configured on each of 8 GPUs") == "1.25 GiB"
     )
-    table = at.table[0].value
+    table = tables(at)[0]
     mqa = table[table["technique"].str.startswith("MQA")].iloc[0]
     assert mqa["saving"] == "same"  # a factor of exactly 1 in words (issue 37, F23)
     at = open_page("app_pages/techniques.py", model="gpt2", t_how="true")

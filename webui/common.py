@@ -15,6 +15,7 @@ from .render import (  # noqa: F401
     stop,
     stop_on_error,
     table,
+    text_table,
 )
 from .selection import (  # noqa: F401
     embedding_note,
