@@ -9,7 +9,7 @@ from kvcalc.perf.engines import resolve
 from kvcalc.perf.sim import Workload, fixed
 from kvcalc.perf.sim.fleet import FleetResult, Targets, fleet_steps
 from kvcalc.perf.sim.plan import Plan, engine_setup, plan
-from kvcalc.perf.sim.published import SOURCE, mooncake_check
+from kvcalc.perf.sim.published import MOONCAKE_ENGINE, SOURCE, mooncake_check
 from webui import common
 from webui.common import number, select
 from webui.figures import transfer_figure
@@ -190,13 +190,15 @@ def _show_plan(p: Plan, link: str) -> None:
                 worst=max((r.error for r in rows), key=abs),
                 worst_at=max(rows, key=lambda r: abs(r.error)).prompt_tokens,
                 link=link,
+                profile=p.profile,
+                check=resolve(MOONCAKE_ENGINE)[0].label,
             )
         )
 
 
 @st.cache_data(max_entries=1, show_spinner=False)
 def _check():
-    return mooncake_check()
+    return mooncake_check(MOONCAKE_ENGINE)
 
 
 def _layout(r: FleetResult | None) -> str:

@@ -94,6 +94,8 @@ def test_a_fleet_plan_runs_on_submit_and_says_how_well_it_matches_mooncake():
         abs(r.simulated_ttft_s * 1e3 / t - 1) for r, (_, t, _) in zip(rows, MOONCAKE_VLLM_1P1D)
     )
     assert f"{len(MOONCAKE_VLLM_1P1D)} published prompt lengths" in how
+    # the plan's profile and the check's own, each named (the check is always vLLM's)
+    assert "under the vLLM 0.18.0 profile" in how and "under the vLLM 0.12.0 profile" in how
     assert f"within {errs[4]:.0%} on half" in how
     worst = min(r.error for r in rows)  # the simulator runs low on long prompts
     assert f"{worst:+.0%} at worst" in how and worst < 0

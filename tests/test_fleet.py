@@ -188,9 +188,14 @@ def test_cli_disagg_compares_layouts(capsys):
     assert out["disaggregated"]["transfer_mean_s"] == pytest.approx(
         0.35e-3 + 4000 * 131_072 / 50e9 / 0.72
     )
+    # the speed model is named, the one `simulate` names for the same flags
+    simulate = ["simulate", *args[1:13], "--json"]
+    assert main(simulate) == 0
+    assert out["estimate"] == json.loads(capsys.readouterr().out)["estimate"]
     assert main(args) == 0
     text = capsys.readouterr().out
     assert "1P1D on 2 GPUs" in text and "2 replicas of TP 1 on 2 GPUs" in text
+    assert f"speed: the {out['estimate']} on every engine" in text
     assert main([*args[:7], "--users", "4", *args[9:]]) == 2
     assert "--rate" in capsys.readouterr().err
 

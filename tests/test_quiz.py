@@ -37,6 +37,8 @@ def test_the_disaggregated_question_is_llama_70b_cache_over_400_gbps():
     assert q.value2 == pytest.approx(2_684_354_560 / 50e9 * 1e3)
     assert "**2.50 GiB**" in q.answer and "**53.7 ms**" in q.answer
     assert "13.4 ms" in q.answer  # a quarter each over 4 ports
+    # as RDMA moves it (Mooncake's fit): 0.35 ms + 53.69 ms / 0.72 = 74.9 ms
+    assert "72% of line rate: about 75 ms" in q.answer
     assert grade(q, "2.5 GiB").correct and grade(q, "2684354560").correct
     assert grade(q.part(2), "53.7").correct and grade(q.part(2), "54 ms").correct
     assert not grade(q.part(2), "5.4").correct  # bits for bytes, 10x off

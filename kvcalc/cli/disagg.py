@@ -147,7 +147,7 @@ def cmd_disagg(args):
     p_tp = args.prefill_tp or args.tp or 1
     d_tp = args.decode_tp or args.tp or 1
     agg_tp = args.tp or 1
-    _, _, _, s_pre = engine_setup(_side(args, p_tp), m, gpu, wl, profile)
+    speed, _, _, s_pre = engine_setup(_side(args, p_tp), m, gpu, wl, profile)
     _, _, _, s_dec = engine_setup(_side(args, d_tp), m, gpu, wl, profile)
     _, _, _, s_agg = engine_setup(_side(args, agg_tp), m, gpu, wl, profile)
     search = args.ttft_ms is not None or args.tpot_ms is not None
@@ -180,14 +180,14 @@ def cmd_disagg(args):
             memo[n] = t.estimate_s or 0.0
         return memo[n]
 
-    out: dict = {"model": m.name, "gpu": gpu.key, "link": link.key, "estimate": None}
+    out: dict = {"model": m.name, "gpu": gpu.key, "link": link.key, "estimate": speed.name}
     head = (
         f"{m.name} on {gpu.name}, {wl.requests:,} requests "
         f"({'all at once' if wl.rate == math.inf else f'{wl.rate:g}/s'}), prompts "
         f"{wl.prompt.describe()}, outputs {wl.output.describe()} tokens; the cache moves over "
         f"{link.name} ({link.gbs:g} GB/s a GPU)"
     )
-    text = [head]
+    text = [head, f"  speed: the {speed.name} on every engine"]
     if profile is not None:
         out.update(engine=profile.key, error_band=engine_band_text(profile))
     if search:

@@ -38,6 +38,7 @@ def engine_setup(dep: Deployment, wl: Workload, profile: EngineProfile, tp: int)
 @dataclass(frozen=True, kw_only=True)
 class Plan:
     targets: Targets
+    profile: str  # the engine profile's label, "vLLM 0.18.0"
     aggregated: Choice
     disaggregated: Choice
 
@@ -89,6 +90,7 @@ def plan(
     s_agg, s_pre, s_dec = (engine_setup(dep, wl, profile, tp) for tp in tps)
     return Plan(
         targets=targets,
+        profile=profile.label,
         aggregated=fewest_replicas(s_agg, wl, targets, budget=budget),
         disaggregated=fewest_disagg(s_pre, s_dec, wl, targets, move_s, budget=budget),
     )

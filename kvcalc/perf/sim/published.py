@@ -34,6 +34,7 @@ MOONCAKE_VLLM_1P1D = (
     (16384, 387.52, 16.43),
     (32768, 749.62, 31.65),
 )
+MOONCAKE_ENGINE = "vllm@0.11.2"  # the release Mooncake ran (0.11.2.dev358)
 SOURCE = "Mooncake's vLLM 1P1D runs (Qwen3-8B, TP 8 a side, H800, 8 x 200 Gb/s RoCE)"
 
 
@@ -51,7 +52,7 @@ class CheckRow:
         return self.simulated_ttft_s / self.measured_ttft_s - 1
 
 
-def mooncake_check(engine: str = "vllm@0.11.2") -> list[CheckRow]:
+def mooncake_check(engine: str = MOONCAKE_ENGINE) -> list[CheckRow]:
     """Each published row simulated: one request, 1P1D as run, under ``engine``'s profile (the
     nearest fitted release)."""
     reg = registry()
