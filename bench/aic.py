@@ -10,7 +10,9 @@ TTFT and TPOT.
 ``row_argv`` turns a row into the ``simulate`` command that runs it, with the row's own flags
 only (nothing fitted here): the model's config.json, the GPU, the layout (``--tp`` attention
 tensor parallel, ``--attention-dp``, ``--ep``), the weights' format as the row states it
-(``precision``, ``gemm_quant_mode``, ``moe_quant_mode``), the lengths and the users. ``before``
+(``precision``, ``gemm_quant_mode``, ``moe_quant_mode``), the lengths and the users, and the
+closed loop (``HARNESS``: the one the committed profiles were fitted with, or ``--harness
+client``, the loop the rows' clients ran). ``before``
 is today's model as it stood before issue 41 (one pooled calibrated estimate, every GPU of the
 layout as tensor parallel); ``after`` adds ``--engine backend@version``.
 """
@@ -92,11 +94,52 @@ def has_experts(model: str) -> bool:
 
 ENGINES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm"}
 
-# How many requests a row's closed loop serves: REQUEST_WAVES x its users (at least
-# MIN_REQUESTS). AIC's collector does not state its count; three waves let the loop desynchronise
-# past the first one, whose prompts all arrive at once.
-REQUEST_WAVES = 3
-MIN_REQUESTS = 8
+# The closed loop a row is simulated as (HARNESS, or --harness):
+# "fitted": what the committed profiles were fitted with: 3 x N requests (at least 8) of the
+# stated lengths, TTFT the mean after the first wave (AIC does not state its client's count).
+# "client": the loop the rows' clients ran, TTFT the mean over every request as a client reports
+# it: 10 x N requests, each length uniform on [int(0.8 L), L]. aiconfigurator's silicon points
+# come from InferenceMAX's client (its README: --num-prompts $(( $CONC * 10 )) --max-concurrency
+# $CONC --random-range-ratio 0.8; its benchmark_serving.py draws np.random.randint(int(L * 0.8),
+# L + 1)), and AIC's accuracy tooling replays each point so (request_count = concurrency x 10,
+# random_range_ratio 0.8). Two engines' rows show otherwise, each in its own columns:
+# - SGLang's ran in lockstep, every request the stated length: their TTFT grows as half the
+#   users' prefills (Qwen3-32B at TP 2, 1,024-token prompts: 0.84 s at 16 users, 4.36 s at 128,
+#   about 64 prefills of 65 ms), which a loop out of step cannot give (vLLM's rows of the same
+#   model and lengths: 0.69 s at 128 users);
+# - TensorRT-LLM's keep one request more in flight than the batch holds, which waits for the next
+#   to finish: TTFT is a prefill plus one request's decode time over the batch (Llama 3.1 8B at
+#   TP 1, 1,024-token prompts, 8 users: 191, 318 and 550 ms at 128, 256 and 512 output tokens,
+#   +0.95 ms an output token = TPOT 7.4-7.9 ms / 8; at 16 users +0.45 ms, at 32 +0.26 ms).
+HARNESSES = ("fitted", "client")
+HARNESS = "fitted"
+CLIENT_WAVES, CLIENT_SPREAD = 10, 0.8
+LOCKSTEP_ENGINES = ("sglang",)
+ONE_WAITING_ENGINES = ("trtllm",)
+
+
+def loop_argv(r: Row) -> list[str]:
+    """The closed loop's flags for a row under HARNESS."""
+    if HARNESS == "fitted":
+        return [
+            "--users", str(r.users), "--requests", str(max(8, 3 * r.users)),
+            "--prompt-tokens", str(r.isl), "--output-tokens", str(r.osl),
+        ]  # fmt: skip
+    spread = 1.0 if r.engine in LOCKSTEP_ENGINES else CLIENT_SPREAD
+    one_more = r.engine in ONE_WAITING_ENGINES
+    argv = ["--users", str(r.users + one_more), "--requests", str(CLIENT_WAVES * r.users)]
+    argv += ["--max-num-seqs", str(r.users)] if one_more else []
+    for flag, n in (("prompt", r.isl), ("output", r.osl)):
+        lo = max(1, int(n * spread))
+        argv += [f"--{flag}-dist", f"uniform:{lo}:{n}"] if lo < n else [f"--{flag}-tokens", str(n)]
+    return argv
+
+
+def ttft_of(j: dict) -> float:
+    """The simulated TTFT (s) the row's measured one is compared with, under HARNESS."""
+    if HARNESS == "fitted" and j.get("ttft_mean_steady_s") is not None:
+        return j["ttft_mean_steady_s"]
+    return j["ttft_mean_s"]
 
 
 @dataclass(frozen=True)
@@ -248,14 +291,7 @@ def row_argv(r: Row, *, layout: bool = True) -> list[str]:
         str(config_path(r.model)),
         "--gpu",
         gpu_key(r.gpu),
-        "--users",
-        str(r.users),
-        "--requests",
-        str(max(MIN_REQUESTS, REQUEST_WAVES * r.users)),
-        "--prompt-tokens",
-        str(r.isl),
-        "--output-tokens",
-        str(r.osl),
+        *loop_argv(r),
         *weight_flags(r, before=not layout),
         "--json",
     ]
@@ -285,8 +321,7 @@ def predict(r: Row, extra: list[str], *, layout: bool = True) -> tuple[float, fl
         j = run_cli(row_argv(r, layout=layout) + extra)
     except (ValueError, SystemExit) as exc:
         return str(exc)[:200]
-    ttft = j["ttft_mean_steady_s"] if j.get("ttft_mean_steady_s") is not None else j["ttft_mean_s"]
-    return ttft * 1e3, j["tpot_mean_s"] * 1e3
+    return ttft_of(j) * 1e3, j["tpot_mean_s"] * 1e3
 
 
 def errors(pairs: list[tuple[float, float]]) -> dict:
@@ -383,8 +418,7 @@ def predict_with(r: Row, key: str, coefs: dict) -> tuple[float, float] | str:
             del eng.PROFILES[key]
         else:
             eng.PROFILES[key] = kept
-    ttft = j["ttft_mean_steady_s"] if j.get("ttft_mean_steady_s") is not None else j["ttft_mean_s"]
-    return ttft * 1e3, j["tpot_mean_s"] * 1e3
+    return ttft_of(j) * 1e3, j["tpot_mean_s"] * 1e3
 
 
 def _relevant(r: Row, c: str) -> bool:
@@ -616,10 +650,7 @@ def _calibrate_job(args):
     def pred(profile, _row):
         eng.PROFILES[key] = profile
         j = run_cli(row_argv(first) + ["--engine", key])
-        ttft = (
-            j["ttft_mean_steady_s"] if j.get("ttft_mean_steady_s") is not None else j["ttft_mean_s"]
-        )
-        return {"TTFT": ttft, "TPOT": j["tpot_mean_s"]}
+        return {"TTFT": ttft_of(j), "TPOT": j["tpot_mean_s"]}
 
     try:
         cal_ = calibrate(base, [bench_row], pred)
@@ -810,7 +841,15 @@ if __name__ == "__main__":
     ap.add_argument(
         "--parts", default="table,held-out,calibrate", help="which tables (comma-separated)"
     )
+    ap.add_argument(
+        "--harness",
+        choices=HARNESSES,
+        default=HARNESS,
+        help="the closed loop each row is simulated as (fitted: the committed profiles' own; "
+        "client: the loop the rows' clients ran; see HARNESS)",
+    )
     a = ap.parse_args()
+    HARNESS = a.harness
     if a.step_sizes:
         rows = load_rows()[:: 8 if a.quick else 1]
         for k, v in sorted(step_moves(rows, committed_thetas(rows)).items()):
