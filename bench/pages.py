@@ -28,8 +28,13 @@ is reached before any chart is on the screen.
 
 ``--floor`` times Streamlit's two smallest apps beside the first page, in the same visits (a
 title and a line; a title and one three-point Plotly chart), with this app's settings: what
-no page of any Streamlit app can beat on this machine. Where a first render's time goes is
-bench/profile_pages.py --browser.
+no page of any Streamlit app can beat on this machine; and a third, st-lesson, the same chart
+on a page of a three-section menu with one or two of each element a lesson page has (a
+selectbox in the sidebar, two metrics, a number input, a caption), opened at its own path:
+what Streamlit's own elements cost before this app adds anything. Each page's cold render is
+printed over both ("x chart", issue 42's ratio, and "x lesson"). ``--floor-parts`` adds the
+one-chart app with one kind of element more each (FLOOR_PARTS): what each kind costs. Where a
+first render's time goes is bench/profile_pages.py --browser.
 """
 
 from __future__ import annotations
@@ -301,14 +306,69 @@ FLOOR_APPS = {
         'st.title("One chart")\n'
         "st.plotly_chart(go.Figure(go.Scatter(x=[1, 2, 3], y=[1, 3, 2])))\n"
     ),
+    # The same chart on a page that has what every lesson page has, each kind of element once
+    # or twice: the header's menu of three sections, a selectbox in the sidebar, two metrics,
+    # a number input and a caption, opened by its own link (/lesson, not the app's root: the
+    # frontend first looks for the server under the page's path and waits 100 ms after the
+    # 404 before it tries the root). What Streamlit's own elements cost a page of this app.
+    "st-lesson": (
+        "import plotly.graph_objects as go\nimport streamlit as st\n\n\n"
+        "def lesson():\n"
+        '    st.sidebar.selectbox("Model", ["A", "B", "C"], key="m")\n'
+        '    st.title("One chart")\n'
+        "    c = st.columns(2)\n"
+        '    c[0].metric("Per token", "128.00 KiB", help="a help icon, as ours have")\n'
+        '    c[1].metric("One sequence", "1.00 GiB")\n'
+        '    st.number_input("Context (tokens)", 1, 10_000_000, 8192, 1024, key="n")\n'
+        '    st.caption("A caption.")\n'
+        "    st.plotly_chart(go.Figure(go.Scatter(x=[1, 2, 3], y=[1, 3, 2])))\n\n\n"
+        "def other():\n"
+        '    st.title("Other")\n\n\n'
+        "def p(title, path, default=False):\n"
+        "    return st.Page(other, title=title, url_path=path, default=default)\n\n\n"
+        "menu = {\n"
+        '    "Learn": [p("Home", "home", True)]\n'
+        '    + [st.Page(lesson, title="Lesson", url_path="lesson")]\n'
+        '    + [p(f"Learn {i}", f"l{i}") for i in range(8)],\n'
+        '    "Engineer": [p(f"Engineer {i}", f"e{i}") for i in range(5)],\n'
+        '    "Measure": [p(f"Measure {i}", f"m{i}") for i in range(3)],\n'
+        "}\n"
+        'st.navigation(menu, position="top").run()\n'
+    ),
+}
+# The page of a floor app the visits open: its root unless named here.
+FLOOR_PATHS = {"st-lesson": "lesson"}
+
+# --floor-parts: the one-chart app with one kind of element more each, at its root, to say what
+# each kind costs a cold render (its chunks of JavaScript fetched, compiled and run).
+_CHART = "st.plotly_chart(go.Figure(go.Scatter(x=[1, 2, 3], y=[1, 3, 2])))\n"
+_PARTS = {
+    "+selectbox": 'st.sidebar.selectbox("Model", ["A", "B", "C"], key="m")\n',
+    "+6 selectboxes": "for i in range(6):\n"
+    '    st.sidebar.selectbox(f"Choice {i}", ["A", "B", "C"], key=f"s{i}")\n',
+    "+number input": 'st.number_input("Context (tokens)", 1, 10_000_000, 8192, 1024, key="n")\n',
+    "+2 metrics": 'c = st.columns(2)\nc[0].metric("Per token", "128.00 KiB", help="a help")\n'
+    'c[1].metric("One sequence", "1.00 GiB")\n',
+    "+radio": 'st.radio("Mode", ["KV cache", "No cache"], horizontal=True, key="r")\n',
+    "+segmented": 'st.segmented_control("Or in one move", ["4K", "8K"], key="g")\n',
+    "+slider": 'st.slider("Share", 0.05, 1.0, 0.9, 0.01, key="u")\n',
+    "+multiselect": 'st.multiselect("Compare with", ["A", "B", "C"], key="c")\n',
+    "+second chart": _CHART.replace("))\n", '), key="second")\n'),
+}
+FLOOR_PARTS = {
+    name: 'import plotly.graph_objects as go\nimport streamlit as st\nst.title("One chart")\n'
+    + code
+    + _CHART
+    for name, code in _PARTS.items()
 }
 
 
-def floor_apps(folder: Path) -> dict[str, Path]:
-    """FLOOR_APPS written out under ``folder``, each in a folder of its own with this app's
-    .streamlit/config.toml (the same server and client settings)."""
+def floor_apps(folder: Path, parts: bool = False) -> dict[str, Path]:
+    """FLOOR_APPS (and FLOOR_PARTS with ``parts``) written out under ``folder``, each in a
+    folder of its own with this app's .streamlit/config.toml (the same server and client
+    settings)."""
     out = {}
-    for name, code in FLOOR_APPS.items():
+    for name, code in (FLOOR_APPS | (FLOOR_PARTS if parts else {})).items():
         app = folder / name
         (app / ".streamlit").mkdir(parents=True)
         shutil.copy(ROOT / ".streamlit" / "config.toml", app / ".streamlit" / "config.toml")
@@ -460,7 +520,7 @@ def browser_first_render(
                 )
                 page.close()
                 if warm_server:
-                    for path in [""] if name in floor else paths:
+                    for path in [FLOOR_PATHS.get(name, "")] if name in floor else paths:
                         ctx = b.new_context()
                         visit(ctx, base, path, drawn=True)
                         ctx.close()
@@ -471,15 +531,12 @@ def browser_first_render(
                     for name, (_, base) in servers.items():
                         if name in floor and path != paths[0]:
                             continue  # the floor's one page, beside the first page
-                        at = "" if name in floor else path
+                        at = FLOOR_PATHS.get(name, "") if name in floor else path
                         cold_ctx = b.new_context(viewport={"width": 1400, "height": 1000})
-                        out[name][at or "home"]["cold"].append(
-                            visit(cold_ctx, base, at, drawn=True)
-                        )
+                        key = "home" if name in floor else at or "home"
+                        out[name][key]["cold"].append(visit(cold_ctx, base, at, drawn=True))
                         cold_ctx.close()
-                        out[name][at or "home"]["warm"].append(
-                            visit(warm[name], base, at, drawn=True)
-                        )
+                        out[name][key]["warm"].append(visit(warm[name], base, at, drawn=True))
             # In-app navigation: one tab, click each page in the sidebar (the JavaScript, Plotly
             # included, is already loaded; this is what a student waits for between pages).
             for name, (_, base) in servers.items():
@@ -584,6 +641,12 @@ def main() -> None:
         "chart) the same way, with this app's .streamlit/config.toml: the least a page takes",
     )
     ap.add_argument(
+        "--floor-parts",
+        action="store_true",
+        help="--floor, and the one-chart app with one kind of element more each (FLOOR_PARTS): "
+        "what each kind costs a cold render",
+    )
+    ap.add_argument(
         "--cold-server",
         action="store_true",
         help="do not open every page once before timing (the first visit of each "
@@ -649,7 +712,7 @@ def main() -> None:
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        floor = floor_apps(Path(tmp)) if args.floor else {}
+        floor = floor_apps(Path(tmp), args.floor_parts) if args.floor or args.floor_parts else {}
         got = browser_first_render(
             pages, roots, repeat=args.repeat, warm_server=not args.cold_server, floor=floor
         )
@@ -658,33 +721,36 @@ def main() -> None:
 
 def _print_renders(got: dict, pages: list[str], roots: dict, floor: dict) -> None:
     """The first-render table: each page's medians, and its cold drawn time over the one-chart
-    app's where --floor ran it (issue 42's ratio)."""
+    app's (issue 42's ratio) and over the lesson floor's (st-lesson: the same chart with
+    Streamlit's own elements that a lesson page has) where --floor ran them."""
     head = f"{'cold idle':>10}{'drawn':>7}{'warm idle':>10}{'drawn':>7}{'click 1':>9}{'click 2':>9}"
-    chart = got.get("st-one-chart", {}).get("home")
-    base = statistics.median(x[1] for x in chart["cold"]) if chart else None
-    ratio_head = f"{'x chart':>9}" if base else ""  # cold drawn / the one-chart app's (issue 42)
+    bases = {
+        label: statistics.median(x[1] for x in got[app]["home"]["cold"])
+        for label, app in (("x chart", "st-one-chart"), ("x lesson", "st-lesson"))
+        if app in got
+    }
+    ratio_head = "".join(f"{label:>9}" for label in bases)
     print(f"{'page':<14}" + (head + ratio_head) * len(roots))
+
+    def medians(r: dict) -> str:
+        cold = [statistics.median(x[i] for x in r["cold"]) * 1e3 for i in (0, 1)]
+        warm = [statistics.median(x[i] for x in r["warm"]) * 1e3 for i in (0, 1)]
+        row = f"{cold[0]:>10.0f}{cold[1]:>7.0f}{warm[0]:>10.0f}{warm[1]:>7.0f}"
+        row += "".join(f"{c * 1e3:>9.0f}" for c in r["click"]) + " " * 9 * (2 - len(r["click"]))
+        return row + "".join(f"{cold[1] / (base * 1e3):>8.2f}x" for base in bases.values())
+
     for path in pages:
-        row = ""
-        for name in roots:
-            r = got[name][path or "home"]
-            cold = [statistics.median(x[i] for x in r["cold"]) * 1e3 for i in (0, 1)]
-            warm = [statistics.median(x[i] for x in r["warm"]) * 1e3 for i in (0, 1)]
-            row += f"{cold[0]:>10.0f}{cold[1]:>7.0f}{warm[0]:>10.0f}{warm[1]:>7.0f}" + "".join(
-                f"{c * 1e3:>9.0f}" for c in r["click"]
-            )
-            if base:
-                row += f"{cold[1] / (base * 1e3):>8.2f}x"
-        print(f"{path or 'home':<14}{row}")
+        rows = (medians(got[name][path or "home"]) for name in roots)
+        print(f"{path or 'home':<14}" + "".join(rows))
     if len(roots) > 1:
         print("(left: this checkout; right: the other)")
     for name in floor:
-        r = got[name]["home"]
-        cold = [statistics.median(x[i] for x in r["cold"]) * 1e3 for i in (0, 1)]
-        warm = [statistics.median(x[i] for x in r["warm"]) * 1e3 for i in (0, 1)]
-        print(f"{name:<14}{cold[0]:>10.0f}{cold[1]:>7.0f}{warm[0]:>10.0f}{warm[1]:>7.0f}")
+        print(f"{name:<14}{medians(got[name]['home'])}")
     if floor:
-        print("(st-minimal, st-one-chart: Streamlit's smallest apps, FLOOR_APPS, the same visits)")
+        print(
+            "(st-minimal, st-one-chart: Streamlit's smallest apps; st-lesson: the one chart with "
+            "a lesson page's kinds of element, at /lesson; FLOOR_APPS, the same visits)"
+        )
 
 
 if __name__ == "__main__":

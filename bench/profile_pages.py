@@ -42,10 +42,11 @@ after it (how many, MiB, how many compressed or cached as immutable), the websoc
 (the Plotly JSON among them), and the renderer's main-thread time (Performance.getMetrics);
 then one more visit of each under V8's sampling profiler, its JavaScript filed by script file.
 Last, the largest chunks the frontend loads on demand, each timed alone (fetch, then import:
-compile and run) in a tab of Streamlit's smallest app. ``--floor`` adds two apps of
-Streamlit's own, a title and a line, and a title and one three-point chart, served with this
-app's .streamlit/config.toml: the least any page can take on this machine. ``--compare``
-times another checkout too, the visits alternating page by page.
+compile and run) in a tab of Streamlit's smallest app. ``--floor`` adds three apps of
+Streamlit's own, a title and a line, a title and one three-point chart, and that chart on a
+page with a lesson page's kinds of element (bench/pages.py's st-lesson, opened at /lesson),
+served with this app's .streamlit/config.toml: the least any page can take on this machine.
+``--compare`` times another checkout too, the visits alternating page by page.
 """
 
 from __future__ import annotations
@@ -62,7 +63,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pages import CHANGES, floor_apps, keep_bytecode  # noqa: E402  (beside this script)
+from pages import (  # noqa: E402  (beside this script)
+    CHANGES,
+    FLOOR_PATHS,
+    floor_apps,
+    keep_bytecode,
+)
 
 WHAT = ("kvcalc", "figure build", "plotly_chart", "st.table", "elements", "runtime")
 WHERE = ("sidebar", "glossary", "page", "app.py", "outside")
@@ -518,7 +524,7 @@ def browser_breakdown(paths: list[str], roots: dict[str, Path], repeat: int, flo
     targets = [(name, root, p) for p in paths for name, root in roots.items()]
     floors = floor_apps(Path(tmp.name))
     if floor:
-        targets += [(name, root, "") for name, root in floors.items()]
+        targets += [(name, root, FLOOR_PATHS.get(name, "")) for name, root in floors.items()]
     apps = {t[0]: t[1] for t in targets} | {"st-minimal": floors["st-minimal"]}
     servers = {name: start_server(root) for name, root in apps.items()}
     got: dict = {}

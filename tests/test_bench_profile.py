@@ -94,15 +94,51 @@ def test_the_floor_apps_run_as_written(tmp_path):
     from streamlit.testing.v1 import AppTest
 
     apps = pages.floor_apps(tmp_path)
-    assert sorted(apps) == ["st-minimal", "st-one-chart"]
+    assert sorted(apps) == ["st-lesson", "st-minimal", "st-one-chart"]
     for name, folder in apps.items():
         # This app's own settings travel with them, so the floor is served alike.
         config = (folder / ".streamlit" / "config.toml").read_text()
         assert config == (ROOT / ".streamlit" / "config.toml").read_text()
         at = AppTest.from_file(str(folder / "app.py"), default_timeout=60).run()
         assert not at.exception
+        if name == "st-lesson":  # its default page; the lesson page is run by itself below
+            assert at.title[0].value == "Other"
+            continue
         assert at.title[0].value == {"st-minimal": "Minimal", "st-one-chart": "One chart"}[name]
         assert len(at.get("plotly_chart")) == (name == "st-one-chart")
+    # The lesson floor's page: the one chart, and one or two of each element a lesson page has.
+    code = (apps["st-lesson"] / "app.py").read_text()
+    assert pages.FLOOR_PATHS == {"st-lesson": "lesson"} and 'url_path="lesson"' in code
+    at = AppTest.from_string(code.split("\nmenu = ")[0] + "\nlesson()\n", default_timeout=60).run()
+    assert not at.exception
+    assert at.title[0].value == "One chart" and len(at.get("plotly_chart")) == 1
+    assert len(at.sidebar.selectbox) == 1 and len(at.number_input) == 1
+    assert [m.value for m in at.metric] == ["128.00 KiB", "1.00 GiB"] and len(at.caption) == 1
+
+
+@pytest.mark.slow
+def test_each_floor_part_is_the_one_chart_app_and_one_kind_of_element_more(tmp_path):
+    from streamlit.testing.v1 import AppTest
+
+    apps = pages.floor_apps(tmp_path, parts=True)
+    assert set(apps) == set(pages.FLOOR_APPS) | set(pages.FLOOR_PARTS)
+    kinds = {
+        "+selectbox": ("selectbox", 1),
+        "+6 selectboxes": ("selectbox", 6),
+        "+number input": ("number_input", 1),
+        "+2 metrics": ("metric", 2),
+        "+radio": ("radio", 1),
+        "+segmented": ("button_group", 1),
+        "+slider": ("slider", 1),
+        "+multiselect": ("multiselect", 1),
+        "+second chart": ("plotly_chart", 2),
+    }
+    assert set(kinds) == set(pages.FLOOR_PARTS)
+    for name, (kind, count) in kinds.items():
+        at = AppTest.from_file(str(apps[name] / "app.py"), default_timeout=60).run()
+        assert not at.exception and at.title[0].value == "One chart"
+        assert len(at.get(kind)) == count, name
+        assert len(at.get("plotly_chart")) == (2 if name == "+second chart" else 1)
 
 
 def test_a_cpu_profile_is_filed_by_script_file():
