@@ -765,6 +765,38 @@ def main(
         _print_held_out(rows, thetas, workers)
     if "calibrate" in parts:
         _print_calibrated(rows, thetas, after, workers)
+    if "queue" in parts:
+        _print_queue(rows, after)
+
+
+def effective_users(r: Row, predicted_ttft_ms: float) -> float:
+    """The users a row's server ran at once if its TTFT beyond the predicted one is a queue:
+    with C of the N users running, a waiting request waits (N / C - 1) request lifetimes
+    (output tokens x the measured TPOT) on average, so C = N / (1 + excess / lifetime)."""
+    lifetime_ms = r.osl * r.tpot_ms
+    return r.users / (1 + (r.ttft_ms - predicted_ttft_ms) / lifetime_ms)
+
+
+def _print_queue(rows, after, least_users: int = 128, excess: float = 1.3) -> None:
+    """Rows of at least ``least_users`` users whose TTFT is ``excess`` x the predicted or more:
+    the users their server would have run at once (effective_users), by setup."""
+    print(
+        f"\nTTFT read as a queue: rows of {least_users}+ users measured at {excess:g}x the "
+        "predicted TTFT or more; C = the users running at once that the excess implies"
+    )
+    print(f"{'engine':<8}{'version':<13}{'model':<28}{'gpu':<10}{'tp':>3}{'isl':>6}{'osl':>6}"
+          f"{'N':>5}{'meas/pred':>10}{'C':>6}")  # fmt: skip
+    for r in sorted(rows, key=lambda r: (r.engine, r.model, r.gpu, r.isl, r.tp, r.osl)):
+        p = after.get(r.id)
+        if isinstance(p, str) or p is None or r.users < least_users:
+            continue
+        if r.ttft_ms < excess * p[0]:
+            continue
+        print(
+            f"{r.engine:<8}{r.version[:12]:<13}{r.model[-27:]:<28}{r.gpu[:9]:<10}{r.tp:>3}"
+            f"{r.isl:>6}{r.osl:>6}{r.users:>5}{r.ttft_ms / p[0]:>9.2f}x"
+            f"{effective_users(r, p[0]):>6.0f}"
+        )
 
 
 def _print_before_after(rows, after, workers: int) -> None:
@@ -839,7 +871,10 @@ if __name__ == "__main__":
     ap.add_argument("--quick", action="store_true", help="every 8th row only")
     ap.add_argument("--step-sizes", action="store_true", help="one more step's size per profile")
     ap.add_argument(
-        "--parts", default="table,held-out,calibrate", help="which tables (comma-separated)"
+        "--parts",
+        default="table,held-out,calibrate",
+        help="which tables (comma-separated; queue: the TTFT beyond the predicted read as a "
+        "queue, effective_users)",
     )
     ap.add_argument(
         "--harness",

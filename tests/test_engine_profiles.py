@@ -292,6 +292,23 @@ def test_training_rows_run_from_the_command_line_with_their_own_flags():
         assert all(math.isfinite(x) and x > 0 for x in out)
 
 
+def test_a_ttft_excess_read_as_a_queue_gives_the_users_running_at_once():
+    """``bench/aic.py --parts queue``. SGLang 0.5.6's Llama 3.1 8B at TP 8 on H200, 512 users,
+    1,000 + 2,000 tokens (the training CSV): 7,978.08 ms TTFT at 29.38 ms TPOT. If the model's
+    TTFT were 547 ms, the 7,431.08 ms more is a queue of requests that each live 2,000 x 29.38
+    = 58,760 ms: (N / C - 1) x 58,760 = 7,431.08, so C = 512 / 1.126465 = 454.5 users."""
+    a = aic()
+    r = next(
+        r
+        for r in a.load_rows()
+        if r.id.endswith("h200_sxm_sglang_agg_1000x2000_c512_tp8_epnone_16")
+    )
+    assert (r.users, r.osl, r.ttft_ms, r.tpot_ms) == (512, 2000, 7978.08, 29.38)
+    assert a.effective_users(r, 547.0) == pytest.approx(512 / (1 + 7431.08 / 58760), rel=1e-12)
+    assert a.effective_users(r, 547.0) == pytest.approx(454.5, abs=0.1)
+    assert a.effective_users(r, r.ttft_ms) == r.users  # no excess: every user runs
+
+
 def test_a_training_row_runs_as_the_fit_did_or_as_its_client_ran_it(monkeypatch):
     """``bench/aic.py --harness``. The fitted loop: 3 x N requests of the stated lengths. The
     client's: 10 x N requests, each length uniform on [int(0.8 L), L] (InferenceMAX's
