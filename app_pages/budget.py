@@ -71,45 +71,64 @@ def page() -> None:
     concurrency = number(c3, "Concurrent sequences", 1, 1_000_000, 16, 1, "b_conc")
     bar = top.container()
 
-    with st.expander("Engine settings: memory share, reserve, block size, convention"):
-        e1, e2 = st.columns(2)
-        util = slider(
-            e1,
-            "gpu_memory_utilization",
-            0.05,
-            1.0,
-            defaults.DEFAULT_GPU_MEM_UTIL,
-            0.01,
-            "b_util",
-            help=f"vLLM {NEWEST}'s default shown first ({defaults.PREVIOUS_GPU_MEM_UTIL:g} "
-            f"before {defaults.GPU_MEM_UTIL_CHANGED_IN}); for the TensorRT-LLM convention, the "
-            "share of memory free after the weights (its own default "
-            f"{defaults.TRTLLM_FREE_FRACTION:g})",
-        )
-        reserve_gib = number(
-            e2,
-            "Reserve for activations and runtime (GiB)",
-            0.0,
-            1024.0,
-            defaults.DEFAULT_RESERVE_BYTES / GiB,
-            0.5,
-            "b_reserve",
-            help="activation peak + CUDA context and libraries + CUDA graphs: "
-            f"{defaults.DEFAULT_ACTIVATION_BYTES / GiB:g} + "
-            f"{defaults.DEFAULT_NON_TORCH_BYTES / GiB:g} + "
-            f"{defaults.DEFAULT_CUDA_GRAPH_BYTES / GiB:g} GiB by default, the same figures as on "
-            "the vLLM start-up page",
-        )
-        block = select(
-            e1.selectbox, "Block size (tokens)", [1, 8, 16, 32, 64, 128, 256], "b_block", index=2
-        )
-        engine = select(
-            e2.selectbox,
-            "Engine convention",
-            ["vllm", "ideal", "trtllm"],
-            "b_engine",
-            callbacks.engine_label,
-        )
+    # Built only when it can matter (issue 42, webui.urlstate.inputs_fold): while every setting
+    # is at its default and the fold is closed, its slider's code and four keyed widgets cost
+    # the first screen and every rerun nothing.
+    settings = {
+        "b_util": defaults.DEFAULT_GPU_MEM_UTIL,
+        "b_reserve": defaults.DEFAULT_RESERVE_BYTES / GiB,
+        "b_block": 16,
+        "b_engine": "vllm",
+    }
+    fold, built = common.inputs_fold(
+        "Engine settings: memory share, reserve, block size, convention", "b_settings", settings
+    )
+    util, reserve_gib, block, engine = settings.values()
+    with fold:
+        if built:
+            e1, e2 = st.columns(2)
+            util = slider(
+                e1,
+                "gpu_memory_utilization",
+                0.05,
+                1.0,
+                settings["b_util"],
+                0.01,
+                "b_util",
+                help=f"vLLM {NEWEST}'s default shown first ({defaults.PREVIOUS_GPU_MEM_UTIL:g} "
+                f"before {defaults.GPU_MEM_UTIL_CHANGED_IN}); for the TensorRT-LLM convention, the "
+                "share of memory free after the weights (its own default "
+                f"{defaults.TRTLLM_FREE_FRACTION:g})",
+            )
+            reserve_gib = number(
+                e2,
+                "Reserve for activations and runtime (GiB)",
+                0.0,
+                1024.0,
+                settings["b_reserve"],
+                0.5,
+                "b_reserve",
+                help="activation peak + CUDA context and libraries + CUDA graphs: "
+                f"{defaults.DEFAULT_ACTIVATION_BYTES / GiB:g} + "
+                f"{defaults.DEFAULT_NON_TORCH_BYTES / GiB:g} + "
+                f"{defaults.DEFAULT_CUDA_GRAPH_BYTES / GiB:g} GiB by default, the same figures as "
+                "on the vLLM start-up page",
+            )
+            blocks = [1, 8, 16, 32, 64, 128, 256]
+            block = select(
+                e1.selectbox,
+                "Block size (tokens)",
+                blocks,
+                "b_block",
+                index=blocks.index(settings["b_block"]),
+            )
+            engine = select(
+                e2.selectbox,
+                "Engine convention",
+                ["vllm", "ideal", "trtllm"],
+                "b_engine",
+                callbacks.engine_label,
+            )
     reserve = round(reserve_gib * GiB)
 
     pool = common.pool_deployment(sel, util, reserve, block)

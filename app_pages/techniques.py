@@ -20,23 +20,48 @@ def page() -> None:
 
     links = registry().links
     context = number(st, "Context per sequence (tokens)", 1, 10_000_000, 32768, 1024, "t_ctx")
-    with st.expander("The techniques' settings: window, offload, MLA", icon=":material/tune:"):
-        c1, c2, c3 = st.columns(3)
-        window = number(c1, "Sliding window (tokens)", 1, 10_000_000, 4096, 256, "t_window")
-        gpu_tokens = number(
-            c2, "Offload: tokens kept on the GPU", 1, 10_000_000, 4096, 256, "t_gpu_tokens"
-        )
-        link = select(
-            c3.selectbox,
-            "Offload link",
-            list(links),
-            "t_link",
-            callbacks.link_label,
-            index=list(links).index("pcie5-x16") if "pcie5-x16" in links else 0,
-        )
-        c1, c2, _ = st.columns(3)
-        rank = number(c1, "MLA latent rank", 1, 65536, 512, 64, "t_rank")
-        rope = number(c2, "MLA RoPE part", 0, 4096, 64, 16, "t_rope")
+    # Built only when it can matter (issue 42, webui.urlstate.inputs_fold): five keyed widgets
+    # that cost the first screen and every rerun nothing while they hold their defaults.
+    settings = {
+        "t_window": 4096,
+        "t_gpu_tokens": 4096,
+        "t_link": "pcie5-x16" if "pcie5-x16" in links else next(iter(links)),
+        "t_rank": 512,
+        "t_rope": 64,
+    }
+    fold, built = common.inputs_fold(
+        "The techniques' settings: window, offload, MLA",
+        "t_settings",
+        settings,
+        icon=":material/tune:",
+    )
+    window, gpu_tokens, link, rank, rope = settings.values()
+    with fold:
+        if built:
+            c1, c2, c3 = st.columns(3)
+            window = number(
+                c1, "Sliding window (tokens)", 1, 10_000_000, settings["t_window"], 256, "t_window"
+            )
+            gpu_tokens = number(
+                c2,
+                "Offload: tokens kept on the GPU",
+                1,
+                10_000_000,
+                settings["t_gpu_tokens"],
+                256,
+                "t_gpu_tokens",
+            )
+            link = select(
+                c3.selectbox,
+                "Offload link",
+                list(links),
+                "t_link",
+                callbacks.link_label,
+                index=list(links).index(settings["t_link"]),
+            )
+            c1, c2, _ = st.columns(3)
+            rank = number(c1, "MLA latent rank", 1, 65536, settings["t_rank"], 64, "t_rank")
+            rope = number(c2, "MLA RoPE part", 0, 4096, settings["t_rope"], 16, "t_rope")
 
     try:
         kw = dict(window=window, latent=(rank, rope), gpu_tokens=gpu_tokens, link=link)

@@ -136,9 +136,33 @@ def test_techniques_page_rows():
     at = open_page(path("techniques"))
     rows = tables(at)[0]
     assert len(rows) == 9
+    at.session_state["t_settings"] = True  # the reader opens the settings fold
+    at.run()
     at.number_input(key="t_window").set_value(1024)
     at.run()
     assert any("1,024" in str(v) for v in tables(at)[0].iloc[:, 0])
+
+
+def test_the_techniques_settings_are_built_only_when_they_can_matter():
+    # issue 42 (webui.urlstate.inputs_fold): at their defaults and closed, the five settings
+    # send no widget and the rows use the defaults (a window of 4,096 tokens)
+    at = open_page(path("techniques"))
+    assert not [w for w in at.number_input if w.key == "t_window"]
+    assert any("4,096" in str(v) for v in tables(at)[0].iloc[:, 0])
+    # a link that carries one builds them, the link's value taken
+    at = open_page(path("techniques"), t_window="1024")
+    assert at.number_input(key="t_window").value == 1024
+    assert any("1,024" in str(v) for v in tables(at)[0].iloc[:, 0])
+    assert not at.session_state["t_settings"]  # built, the fold still closed
+    # a value changed in the open fold stays when the fold closes again
+    at = open_page(path("techniques"))
+    at.session_state["t_settings"] = True
+    at.run()
+    at.number_input(key="t_rank").set_value(256).run()
+    at.session_state["t_settings"] = False
+    at.run()
+    assert at.number_input(key="t_rank").value == 256
+    assert any("(256 + 64 RoPE)" in str(v) for v in tables(at)[0].iloc[:, 0])
 
 
 def test_lab_reacts_and_shows_deltas():

@@ -203,6 +203,37 @@ def test_the_glossary_is_built_when_opened(server, browser):
     page.close()
 
 
+def test_the_budget_settings_are_built_when_they_can_matter(server, browser):
+    # issue 42: the Budget's settings fold sends no widget while its settings hold their
+    # defaults (no slider, so no slider code on the first screen); opened, it has them; a
+    # setting changed stays in the link with the fold closed, and that link gives the same view
+    page, errors = _page(browser)
+    page.goto(f"{server}/budget")
+    wait_ready(page)
+    fold = page.get_by_text("Engine settings: memory share")
+    fold.wait_for(timeout=30_000)
+    assert page.locator("[data-testid=stSlider]").count() == 0
+    logged = _metric(page, "vLLM logs at")
+    fold.click()
+    page.locator("[data-testid=stSlider]").first.wait_for(timeout=30_000)
+    _set_number(page, "Reserve for activations and runtime (GiB)", 40)
+    changed = _wait_change(page, "vLLM logs at", logged)
+    assert changed != logged
+    page.wait_for_function("() => location.search.includes('b_reserve=40')", timeout=30_000)
+    fold.click()  # closed again: the changed setting still holds, and stays in the link
+    page.wait_for_timeout(1_000)
+    assert "b_reserve=40" in page.url and _metric(page, "vLLM logs at") == changed
+    other = browser.new_page(viewport={"width": 1400, "height": 1000})
+    other.goto(f"{server}/budget?b_reserve=40")
+    wait_ready(other)
+    assert _metric(other, "vLLM logs at") == changed
+    assert other.locator("[data-testid=stSlider]").count() == 1  # the link's setting built it
+    _no_exception(page)
+    assert [e for e in errors if "404" not in e] == [], errors
+    other.close()
+    page.close()
+
+
 def test_live_page_runs_a_twin(server, browser):
     pytest.importorskip("torch", reason="torch is not installed")
     page, errors = _open_from_menu(browser, server, "Live: a real model")

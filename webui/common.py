@@ -31,6 +31,7 @@ from .selection import (  # noqa: F401
 )
 from .urlstate import (  # noqa: F401
     bound,
+    inputs_fold,
     number,
     select,
     slider,

@@ -44,6 +44,23 @@ def slider(where, label: str, low, high, value, step, key: str, **kwargs):
     return where.slider(label, low, high, value, step, **bound(key, "num"), **kwargs)
 
 
+def inputs_fold(label: str, key: str, inputs: dict, **kwargs):
+    """An expander of inputs bound to the link, whose widgets are built only when they can
+    matter (issue 42): while it is open, when the link carries one of ``inputs`` (input key:
+    its default), or when one holds a value other than its default in this session. Otherwise
+    the page takes the defaults, and the fold costs a first render and a rerun nothing (its
+    widgets' code is not even fetched). Built inside a closed fold, the widgets keep their
+    values in the link as before: a widget bound to the link that is not drawn leaves it.
+    Returns (the expander, built)."""
+    fold = st.expander(label, key=key, on_change="rerun", **kwargs)
+    state = st.session_state
+    built = bool(fold.open) or any(
+        k in st.query_params or (k in state and state[k] != default)
+        for k, default in inputs.items()
+    )
+    return fold, built
+
+
 def url_guard_begin() -> None:
     """Remember the URL parameters a session opened with (first run only), and drop the ones
     no widget can take safely: a non-finite number such as 1e999 or nan makes Streamlit 1.67's
