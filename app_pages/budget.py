@@ -122,12 +122,14 @@ def page() -> None:
                 "b_block",
                 index=blocks.index(settings["b_block"]),
             )
+            conventions = ["vllm", "ideal", "trtllm"]
             engine = select(
                 e2.selectbox,
                 "Engine convention",
-                ["vllm", "ideal", "trtllm"],
+                conventions,
                 "b_engine",
                 callbacks.engine_label,
+                index=conventions.index(settings["b_engine"]),
             )
     reserve = round(reserve_gib * GiB)
 
