@@ -385,7 +385,7 @@ PRIOR_WEIGHT = 0.3  # per coefficient, toward START (log scale): a row weighs 1
 VERSION_WEIGHT = 3.0  # per coefficient, a version's departure from its engine's (log scale)
 HUBER = 0.25  # residuals beyond 25% (log scale) weigh as |r| (robust to a few odd runs)
 FD_STEP = 0.05  # finite differences in log(coefficient)
-ITERATIONS = 4
+ITERATIONS = 30  # Levenberg-Marquardt steps at most (``fit`` stops at its fixed point)
 # TTFT's residual weighs half of TPOT's: a closed loop's TTFT depends on how the benchmark's
 # users fall into step with each other, which the simulator only approximates, and TPOT's
 # target is the tighter (issue 41: 10% against TTFT's 20%)
@@ -479,10 +479,18 @@ def evaluate_rows(rows: list[Row], thetas: dict[str, np.ndarray], workers: int =
     return {r.id: o for r, o in zip(rows, outs)}
 
 
-def solve(rows: list[Row], res: dict, jac: dict, thetas: dict[str, np.ndarray], engine: str):
+def solve(
+    rows: list[Row],
+    res: dict,
+    jac: dict,
+    thetas: dict[str, np.ndarray],
+    engine: str,
+    damping: float = 0.0,
+):
     """One damped Gauss-Newton step for one engine: its shared coefficients and each version's
-    departure from them (ridge VERSION_WEIGHT), a weak prior toward START, Huber weights;
-    returns the new log-coefficients of each of its versions."""
+    departure from them (ridge VERSION_WEIGHT), a weak prior toward START, Huber weights, and
+    ``damping`` (Levenberg-Marquardt's: a ridge on the step itself); returns the new
+    log-coefficients of each of its versions."""
     keys = sorted({family(r) for r in rows if r.engine == engine})
     k = len(COEFS)
     n = k * (1 + len(keys))
@@ -515,6 +523,12 @@ def solve(rows: list[Row], res: dict, jac: dict, thetas: dict[str, np.ndarray], 
             a[k * (1 + vi) + i] = VERSION_WEIGHT
             A_rows.append(a)
             b_rows.append(-VERSION_WEIGHT * (cur[vi, i] - base[i]))
+    if damping:
+        for i in range(n):
+            a = np.zeros(n)
+            a[i] = math.sqrt(damping)
+            A_rows.append(a)
+            b_rows.append(0.0)
     A, b = np.array(A_rows), np.array(b_rows)
     delta = np.linalg.lstsq(A, b, rcond=None)[0]
     delta = np.clip(delta, -0.7, 0.7)  # a trust region: the model is not linear far away
@@ -534,23 +548,103 @@ def initial_thetas(rows: list[Row]) -> dict[str, np.ndarray]:
     return {family(r): start.copy() for r in rows}
 
 
-def fit(rows: list[Row], thetas=None, iterations: int = ITERATIONS, workers: int = 2, log=print):
-    """The engine profiles fitted on ``rows``: ``iterations`` Gauss-Newton steps from the pooled
-    estimate (or ``thetas``). Returns the log-coefficients per profile and the last
-    linearisation (residuals and derivatives at the point before the last step)."""
+def huber(r: float) -> float:
+    """The robust loss of one residual (log scale): r^2 within HUBER, linear beyond (the loss
+    whose iteratively reweighted least squares ``solve`` runs)."""
+    a = abs(r)
+    return a * a if a <= HUBER else 2 * HUBER * a - HUBER * HUBER
+
+
+def residuals(rows: list[Row], preds: dict) -> dict[str, np.ndarray | None]:
+    """{row id: log(pred / meas) of (TTFT, TPOT)}, None where the row was refused."""
+    out: dict[str, np.ndarray | None] = {}
+    for r in rows:
+        p = preds.get(r.id)
+        ok = isinstance(p, (tuple, list))
+        out[r.id] = np.log(np.array(p) / np.array([r.ttft_ms, r.tpot_ms])) if ok else None
+    return out
+
+
+def objective(rows: list[Row], thetas: dict[str, np.ndarray], res: dict) -> dict[str, float]:
+    """What the fit minimises, per engine (the terms ``solve`` linearises): each row's
+    residuals under Huber's loss weighed by QUANTITY_WEIGHT, the engine's mean coefficients'
+    prior toward START (PRIOR_WEIGHT) and each version's ridge toward that mean
+    (VERSION_WEIGHT). A refused row costs infinity."""
+    start = np.log([START[c] for c in COEFS])
+    out = {}
+    for engine in sorted({r.engine for r in rows}):
+        keys = sorted({family(r) for r in rows if r.engine == engine})
+        cur = np.array([thetas[k] for k in keys])
+        base = cur.mean(axis=0)
+        cost = float(
+            PRIOR_WEIGHT**2 * np.sum((base - start) ** 2)
+            + VERSION_WEIGHT**2 * np.sum((cur - base) ** 2)
+        )
+        for r in rows:
+            if r.engine != engine:
+                continue
+            v = res.get(r.id)
+            if v is None:
+                cost = math.inf
+                break
+            cost += sum(w * w * huber(x) for w, x in zip(QUANTITY_WEIGHT, v))
+        out[engine] = cost
+    return out
+
+
+# Levenberg-Marquardt's dampings tried at each step (a ridge on the step, in units of one row's
+# squared residual): the undamped Gauss-Newton step first, then ever shorter ones
+DAMPINGS = (0.0, 3.0, 30.0, 300.0, 3000.0)
+# the fit stops where no step (at any damping) lowers any engine's objective by this share
+TOLERANCE = 5e-3
+
+
+def lm_step(rows: list[Row], thetas: dict[str, np.ndarray], workers: int = 2):
+    """One Levenberg-Marquardt iteration of the fit: linearise at ``thetas``, solve each
+    engine's step at every damping of DAMPINGS, simulate every candidate, and keep, per engine,
+    the candidate of least objective if it is lower than the current one. Returns the new
+    log-coefficients and {engine: (objective before, after)}."""
+    res, jac = linearise(rows, thetas, workers)
+    now = objective(rows, thetas, {r.id: res.get(r.id) for r in rows})
+    best = {e: (v, None) for e, v in now.items()}
+    for damping in DAMPINGS:
+        cand = dict(thetas)
+        for engine in now:
+            cand.update(solve(rows, res, jac, thetas, engine, damping=damping))
+        got = objective(rows, cand, residuals(rows, evaluate_rows(rows, cand, workers)))
+        for engine, v in got.items():
+            if v < best[engine][0]:
+                best[engine] = (v, cand)
+    out = dict(thetas)
+    for engine, (_, cand) in best.items():
+        if cand is not None:
+            out.update({k: th for k, th in cand.items() if k.startswith(engine + "@")})
+    return out, {e: (now[e], best[e][0]) for e in now}
+
+
+def fit(
+    rows: list[Row], thetas=None, iterations: int = ITERATIONS, workers: int = 2, log=print
+) -> dict[str, np.ndarray]:
+    """The engine profiles fitted on ``rows``: Levenberg-Marquardt steps (``lm_step``) from
+    ``thetas`` (or the pooled estimate), at most ``iterations``, stopping at the first point
+    from which no step lowers any engine's objective by TOLERANCE (that last step is not
+    taken, so one more step from what this returns lowers none by TOLERANCE: the fixed point
+    tests/test_engine_profiles.py checks)."""
     thetas = dict(thetas or initial_thetas(rows))
-    res = jac = None
     for it in range(iterations):
-        res, jac = linearise(rows, thetas, workers)
-        cost = sum(float(np.sum(v**2)) for v in res.values())
-        log(f"iteration {it}: {len(res)} rows, sum of squared log errors {cost:.2f}")
-        for engine in sorted({r.engine for r in rows}):
-            thetas.update(solve(rows, res, jac, thetas, engine))
-    return thetas, res, jac
+        new, moved = lm_step(rows, thetas, workers)
+        log(
+            f"step {it}: "
+            + ", ".join(f"{e} {a:.3f} -> {b:.3f}" for e, (a, b) in sorted(moved.items()))
+        )
+        if all(b >= a * (1 - TOLERANCE) for a, b in moved.values()):
+            break
+        thetas = new
+    return thetas
 
 
 def coefs_of(theta) -> dict[str, float]:
-    return {c: float(f"{math.exp(t):.3g}") for c, t in zip(COEFS, theta)}
+    return {c: float(f"{math.exp(t):.4g}") for c, t in zip(COEFS, theta)}
 
 
 # -- validation: leave one model / one GPU out; calibrate from one row --------------------------
@@ -563,17 +657,18 @@ def _nearest(key: str, trained: list[str]) -> str:
     return min(same, key=lambda k: eng.release_distance(eng.version_key(k.split("@")[1]), want))
 
 
-def refit_without(rows, res, jac, thetas, held: set[str]):
-    """The profiles refitted without the rows in ``held`` (ids): one Gauss-Newton step from the
-    full fit on the others' linearisation (residuals and derivatives at the fitted point); a
-    version whose rows are all held out takes its engine's nearest trained version, as a user's
-    unfitted version does."""
-    train = [r for r in rows if r.id not in held]
-    out = dict(thetas)
-    for engine in sorted({r.engine for r in train}):
-        out.update(solve(train, res, jac, thetas, engine))
+def refit_without(rows, thetas, held: set[str], steps: int, workers: int = 2, log=print):
+    """The profiles refitted without the rows in ``held`` (ids): the fit (``fit``, at most
+    ``steps`` Levenberg-Marquardt steps) from the full fit's coefficients on the other rows of
+    the held rows' engines (an engine's fit is its own); a version whose rows are all held out
+    takes its engine's nearest trained version, as a user's unfitted version does."""
+    engines = {r.engine for r in rows if r.id in held}
+    train = [r for r in rows if r.id not in held and r.engine in engines]
     trained = sorted({family(r) for r in train})
-    for key in {family(r) for r in rows} - set(trained):
+    out = dict(thetas)
+    if train:
+        out.update(fit(train, {k: thetas[k] for k in trained}, steps, workers, log))
+    for key in {family(r) for r in rows if r.engine in engines} - set(trained):
         engine = key.split("@")[0]
         if any(k.startswith(engine + "@") for k in trained):
             out[key] = out[_nearest(key, trained)]
@@ -582,14 +677,22 @@ def refit_without(rows, res, jac, thetas, held: set[str]):
     return out
 
 
-def leave_out(rows, res, jac, thetas, by: str, workers: int = 2) -> dict[str, tuple]:
-    """Each row predicted by the profiles fitted without its model (``by`` 'model') or its GPU
-    ('gpu'), through the command line: {row id: (TTFT ms, TPOT ms) or refusal}."""
-    groups = sorted({getattr(r, by) for r in rows})
+# what a row is left out with: its model's architecture (a checkpoint's FP8 copy is the same
+# model: the same config.json), or its GPU
+LEAVE_OUT_BY = {"model": lambda r: CONFIGS.get(r.model, r.model), "gpu": lambda r: r.gpu}
+HELD_OUT_STEPS = 3  # Levenberg-Marquardt steps of each refit without a model or a GPU
+
+
+def leave_out(
+    rows, thetas, by: str, workers: int = 2, steps: int = HELD_OUT_STEPS, log=print
+) -> dict[str, tuple]:
+    """Each row predicted by the profiles refitted without its model (``by`` 'model') or its
+    GPU ('gpu'), through the command line: {row id: (TTFT ms, TPOT ms) or refusal}."""
+    key = LEAVE_OUT_BY[by]
     preds = {}
-    for g in groups:
-        held = {r.id for r in rows if getattr(r, by) == g}
-        th = refit_without(rows, res, jac, thetas, held)
+    for g in sorted({key(r) for r in rows}):
+        held = {r.id for r in rows if key(r) == g}
+        th = refit_without(rows, thetas, held, steps, workers, lambda m, g=g: log(f"- {g}: {m}"))
         preds.update(evaluate_rows([r for r in rows if r.id in held], th, workers))
     return preds
 
@@ -718,20 +821,16 @@ def committed_or_start(rows) -> dict[str, np.ndarray]:
         return initial_thetas(rows)
 
 
-def step_sizes(rows, thetas, workers: int = 2) -> dict[str, float]:
-    """How far one more Gauss-Newton step of the fit moves each profile from ``thetas``: the
-    largest change of a coefficient, |log(new / old)| (0 at the fit's fixed point)."""
-    return {k: max(v.values()) for k, v in step_moves(rows, thetas, workers).items()}
-
-
-def step_moves(rows, thetas, workers: int = 2) -> dict[str, dict[str, float]]:
-    """``step_sizes`` per coefficient: {profile: {coefficient: |log(new / old)|}}."""
-    res, jac = linearise(rows, thetas, workers)
-    out = {}
-    for engine in sorted({r.engine for r in rows}):
-        for key, th in solve(rows, res, jac, thetas, engine).items():
-            out[key] = {c: float(abs(a - b)) for c, a, b in zip(COEFS, th, thetas[key])}
-    return out
+def step_moves(rows, thetas, workers: int = 2) -> tuple[dict, dict]:
+    """One more step of the fit from ``thetas`` (``lm_step``): {engine: (objective now, the
+    least a step reaches)} and {profile: {coefficient: |log(new / old)|}} (at the fit's fixed
+    point no step lowers the objective, and nothing moves)."""
+    new, objectives = lm_step(rows, thetas, workers)
+    moves = {
+        key: {c: float(abs(a - b)) for c, a, b in zip(COEFS, new[key], thetas[key])}
+        for key in thetas
+    }
+    return objectives, moves
 
 
 def main(
@@ -750,7 +849,7 @@ def main(
         rows = rows[::8]
     if fit_first:
         start = committed_or_start(rows) if from_committed else None
-        thetas, _, _ = fit(rows, thetas=start, iterations=iterations, workers=workers)
+        thetas = fit(rows, thetas=start, iterations=iterations, workers=workers)
         print("### fitted profiles (kvcalc/perf/engines.py, PROFILES)\n")
         print("\n".join(profiles_block(thetas, rows)))
         print()
@@ -818,9 +917,8 @@ def _print_before_after(rows, after, workers: int) -> None:
 
 
 def _print_held_out(rows, thetas, workers: int) -> None:
-    res, jac = linearise(rows, thetas, workers)
-    lomo = leave_out(rows, res, jac, thetas, "model", workers)
-    logo = leave_out(rows, res, jac, thetas, "gpu", workers)
+    lomo = leave_out(rows, thetas, "model", workers)
+    logo = leave_out(rows, thetas, "gpu", workers)
     print()
     print(
         "\n".join(
@@ -869,7 +967,12 @@ if __name__ == "__main__":
     ap.add_argument("--iterations", type=int, default=ITERATIONS)
     ap.add_argument("--fit-only", action="store_true", help="print the fitted profiles only")
     ap.add_argument("--quick", action="store_true", help="every 8th row only")
-    ap.add_argument("--step-sizes", action="store_true", help="one more step's size per profile")
+    ap.add_argument(
+        "--step-sizes",
+        action="store_true",
+        help="one more step of the fit from the committed profiles: the objective it reaches "
+        "and each profile's moves (none at the fit's fixed point)",
+    )
     ap.add_argument(
         "--parts",
         default="table,held-out,calibrate",
@@ -887,7 +990,12 @@ if __name__ == "__main__":
     HARNESS = a.harness
     if a.step_sizes:
         rows = load_rows()[:: 8 if a.quick else 1]
-        for k, v in sorted(step_moves(rows, committed_thetas(rows)).items()):
+        objectives, moves = step_moves(rows, committed_thetas(rows))
+        for e, (now, best) in sorted(objectives.items()):
+            print(
+                f"{e}: objective {now:.3f}, one more step {best:.3f} ({1 - best / now:.3%} lower)"
+            )
+        for k, v in sorted(moves.items()):
             big = ", ".join(f"{c} {m:.3f}" for c, m in sorted(v.items(), key=lambda x: -x[1])[:4])
             print(f"{k}: {max(v.values()):.4f} ({big})")
     else:

@@ -357,6 +357,44 @@ def test_the_committed_profiles_meet_their_training_rows():
     assert tpot["median"] < 0.13 and ttft["median"] < 0.34, (tpot, ttft)
 
 
+def test_the_fits_objective_is_huber_loss_on_the_log_ratios_plus_its_priors():
+    """``bench/aic.py``'s objective, by hand. Two rows of one engine and one version at the
+    pooled start (so the prior and the versions' ridge cost nothing): residuals log(pred / meas)
+    of (0.1, -0.1) and (-0.5, 0.2); TTFT weighs 0.5 and TPOT 1, each residual under Huber's loss
+    with its corner at 0.25 (r^2 within, 2 x 0.25 x |r| - 0.25^2 beyond):
+    0.25 x 0.01 + 0.01 + 0.25 x (0.25 - 0.0625) + 0.04 = 0.099375. Moving the version's
+    coefficients adds the prior toward the start (weight 0.3) on the engine's mean: log(2) on
+    one coefficient adds 0.09 x log(2)^2. A refused row costs infinity."""
+    a = aic()
+    rows = [r for r in a.load_rows() if r.engine == "trtllm" and a.family(r) == "trtllm@1.0.0"]
+    two = rows[:2]
+    start = a.initial_thetas(two)
+    res = {two[0].id: [0.1, -0.1], two[1].id: [-0.5, 0.2]}
+    assert (a.HUBER, a.QUANTITY_WEIGHT, a.PRIOR_WEIGHT) == (0.25, (0.5, 1.0), 0.3)
+    assert a.objective(two, start, res) == {"trtllm": pytest.approx(0.099375, rel=1e-12)}
+    moved = {k: v.copy() for k, v in start.items()}
+    moved["trtllm@1.0.0"][0] += math.log(2)
+    got = a.objective(two, moved, res)["trtllm"]
+    assert got == pytest.approx(0.099375 + 0.09 * math.log(2) ** 2, rel=1e-12)
+    assert a.objective(two, start, {two[0].id: None, two[1].id: [0, 0]}) == {"trtllm": math.inf}
+
+
+def test_a_release_left_out_of_a_refit_takes_its_nearest_fitted_release():
+    """``bench/aic.py``'s held-out refits. Every SGLang 0.5.1 row held out (all of them are
+    Qwen3-32B on H100), with no refit step: the 0.5.1 profile becomes 0.5.6's, the nearest of
+    the releases left (0.5.6, 0.5.8, 0.5.9 differ from 0.5.1 first in the third number by 5, 7
+    and 8), as a user's unfitted release does; the other engines' profiles are not touched."""
+    a = aic()
+    rows = a.load_rows()
+    thetas = a.committed_thetas(rows)
+    held = {r.id for r in rows if a.family(r) == "sglang@0.5.1"}
+    assert len(held) == 78 and {r.model for r in rows if r.id in held} == {"Qwen/Qwen3-32B"}
+    out = a.refit_without(rows, thetas, held, steps=0)
+    assert list(out["sglang@0.5.1"]) == list(thetas["sglang@0.5.6"])
+    for key in ("sglang@0.5.6", "trtllm@1.0.0", "vllm@0.18.0"):
+        assert list(out[key]) == list(thetas[key])
+
+
 # -- the Engineer pages -------------------------------------------------------------------------
 
 
