@@ -1,10 +1,10 @@
 """Engine profiles (issue 41): the step model's coefficients (``COEFFICIENTS``) and the
 scheduler's default batching rules per serving engine and version family, each with its source,
 as ``bench/aic.py --fit`` printed them from aiconfigurator's silicon sample
-(tests/data/benchmarks/aic/). The fit does not reach a fixed point yet (one more step moves the
-step's fixed costs against each other), so no test reproduces it: the profiles are the last of a
-chain of fits (docs/calibration.md#engine-profiles-issue-41). What is physics (experts touched,
-MLA's absorbed decode, a format's peak) is not a coefficient. ``BAND`` is the leave-one-out error.
+(tests/data/benchmarks/aic/). They are where that fit stops: one more of its steps lowers no
+engine's objective by its tolerance, which tests/test_engine_profiles.py checks
+(docs/calibration.md#engine-profiles-issue-41). What is physics (experts touched, MLA's absorbed
+decode, a format's peak) is not a coefficient. ``BAND`` is the leave-one-out error.
 """
 
 from __future__ import annotations
@@ -149,22 +149,22 @@ def _p(engine: str, version: str, rows: int, *values: float) -> EngineProfile:
     )
 
 
-# -- the fitted profiles (bench/calibration.py --aic --fit printed these) ----------------------
+# -- the fitted profiles (bench/aic.py --fit --from-committed printed these) ------------------
 # FITTED-PROFILES-BEGIN
 # fmt: off
 # each row: engine, version, training rows, then the COEFFICIENTS in their order
 PROFILES: dict[str, EngineProfile] = {
     p.key: p
     for p in (
-        _p("sglang", "0.5.1", 78, 1.0, 1.0, 0.00617, 0.648, 0.3, 8.08e-06, 4.9e-05, 0.205, 2.76e-05, 0.000233, 1.69e-05, 0.571, 0.438),  # noqa: E501
-        _p("sglang", "0.5.6", 70, 1.0, 0.919, 0.00732, 0.558, 0.3, 8.22e-06, 4.9e-05, 0.177, 2.83e-05, 0.000234, 1.72e-05, 0.61, 0.42),  # noqa: E501
-        _p("sglang", "0.5.8", 6, 1.0, 0.964, 0.00706, 0.573, 0.3, 8.34e-06, 4.9e-05, 0.187, 2.79e-05, 0.000233, 1.71e-05, 0.571, 0.429),  # noqa: E501
-        _p("sglang", "0.5.9", 30, 1.0, 0.952, 0.00778, 0.591, 0.3, 8.58e-06, 4.9e-05, 0.182, 2.8e-05, 0.000233, 1.73e-05, 0.531, 0.429),  # noqa: E501
-        _p("trtllm", "1.0.0", 479, 0.751, 0.817, 0.00034, 1.0, 0.3, 1.41e-05, 2.46e-05, 0.0125, 5.32e-05, 0.00683, 3.74e-05, 1.0, 0.303),  # noqa: E501
-        _p("trtllm", "1.2.0", 5, 0.79, 0.898, 0.000346, 1.0, 0.3, 1.41e-05, 2.46e-05, 0.0125, 5.09e-05, 0.00658, 3.61e-05, 1.0, 0.31),  # noqa: E501
-        _p("vllm", "0.12.0", 165, 1.0, 0.975, 0.000734, 1.0, 0.3, 6.31e-05, 6.17e-05, 0.0333, 1.89e-05, 0.000217, 9.21e-06, 0.39, 0.375),  # noqa: E501
-        _p("vllm", "0.16.0", 75, 1.0, 0.959, 0.000754, 1.0, 0.3, 5.65e-05, 6.1e-05, 0.0373, 1.89e-05, 0.000218, 9.21e-06, 0.522, 0.375),  # noqa: E501
-        _p("vllm", "0.18.0", 84, 1.0, 0.987, 0.000736, 1.0, 0.3, 4.88e-05, 6.04e-05, 0.0408, 1.9e-05, 0.000218, 9.16e-06, 0.59, 0.373),  # noqa: E501
+        _p("sglang", "0.5.1", 78, 1.0, 1.0, 0.005365, 0.6582, 0.3, 7.846e-06, 4.9e-05, 0.2279, 2.836e-05, 0.0002332, 1.521e-05, 0.5712, 0.4409),  # noqa: E501
+        _p("sglang", "0.5.6", 70, 1.0, 0.9499, 0.00698, 0.5615, 0.3, 8.086e-06, 4.9e-05, 0.1988, 2.977e-05, 0.0002339, 1.569e-05, 0.6116, 0.4207),  # noqa: E501
+        _p("sglang", "0.5.8", 6, 1.0, 0.9874, 0.006448, 0.5835, 0.3, 8.138e-06, 4.9e-05, 0.2074, 2.893e-05, 0.0002333, 1.571e-05, 0.5712, 0.4299),  # noqa: E501
+        _p("sglang", "0.5.9", 30, 1.0, 0.9704, 0.007271, 0.5991, 0.3, 8.305e-06, 4.9e-05, 0.2047, 2.898e-05, 0.0002333, 1.602e-05, 0.5289, 0.4296),  # noqa: E501
+        _p("trtllm", "1.0.0", 479, 0.7412, 0.8012, 0.0002957, 0.7071, 0.3, 1.427e-05, 2.375e-05, 0.01237, 4.946e-05, 0.006558, 3.525e-05, 1.0, 0.3229),  # noqa: E501
+        _p("trtllm", "1.2.0", 5, 0.774, 0.8763, 0.0003043, 0.7537, 0.3, 1.424e-05, 2.39e-05, 0.01242, 4.86e-05, 0.006393, 3.468e-05, 1.0, 0.3297),  # noqa: E501
+        _p("vllm", "0.12.0", 165, 0.9843, 1.0, 0.0007403, 1.0, 0.3, 5.791e-05, 6.153e-05, 0.03477, 2.034e-05, 0.0002162, 9.464e-06, 0.3862, 0.3473),  # noqa: E501
+        _p("vllm", "0.16.0", 75, 0.9892, 1.0, 0.0007402, 0.9862, 0.3, 5.453e-05, 6.071e-05, 0.0385, 2.034e-05, 0.0002169, 9.468e-06, 0.5137, 0.3513),  # noqa: E501
+        _p("vllm", "0.18.0", 84, 0.9915, 1.0, 0.0007303, 0.984, 0.3, 4.663e-05, 6.002e-05, 0.04194, 2.038e-05, 0.0002173, 9.343e-06, 0.5822, 0.3503),  # noqa: E501
     )
 }
 # fmt: on
@@ -174,9 +174,9 @@ PROFILES: dict[str, EngineProfile] = {
 #    quantity (bench/calibration.py --aic printed these; how, and why they miss issue 41's goal:
 #    docs/calibration.md#engine-profiles-issue-41) ---------------------------------------------
 BAND: dict[str, dict[str, tuple[float, float, float, int]]] = {
-    "vllm": {"TTFT": (0.278, 1.08, 212.43, 324), "TPOT": (0.269, 0.69, 3.65, 324)},
-    "sglang": {"TTFT": (0.304, 0.83, 29.69, 184), "TPOT": (0.308, 0.56, 1.94, 184)},
-    "trtllm": {"TTFT": (0.353, 0.86, 99.51, 484), "TPOT": (0.222, 0.47, 2.41, 484)},
+    "vllm": {"TTFT": (0.290, 1.07, 217.95, 324), "TPOT": (0.253, 0.65, 3.68, 324)},
+    "sglang": {"TTFT": (0.300, 0.89, 29.66, 184), "TPOT": (0.297, 0.55, 1.91, 184)},
+    "trtllm": {"TTFT": (0.411, 1.09, 91.29, 484), "TPOT": (0.161, 0.36, 2.11, 484)},
 }
 
 
