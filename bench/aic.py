@@ -11,8 +11,7 @@ TTFT and TPOT.
 only (nothing fitted here): the model's config.json, the GPU, the layout (``--tp`` attention
 tensor parallel, ``--attention-dp``, ``--ep``), the weights' format as the row states it
 (``precision``, ``gemm_quant_mode``, ``moe_quant_mode``), the lengths and the users, and the
-closed loop (``HARNESS``: the one the committed profiles were fitted with, or ``--harness
-client``, the loop the rows' clients ran). ``before``
+closed loop its client ran (``loop_argv``). ``before``
 is today's model as it stood before issue 41 (one pooled calibrated estimate, every GPU of the
 layout as tensor parallel); ``after`` adds ``--engine backend@version``.
 """
@@ -34,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kvcalc.cli import commands as cli  # noqa: E402
+from kvcalc.perf.calibrate_from import BenchRow, bench_row_loop  # noqa: E402
 
 AIC = ROOT / "tests" / "data" / "benchmarks" / "aic"
 CSV = AIC / "aic-silicon-train.csv"
@@ -94,51 +94,34 @@ def has_experts(model: str) -> bool:
 
 ENGINES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm"}
 
-# The closed loop a row is simulated as (HARNESS, or --harness):
-# "fitted": what the committed profiles were fitted with: 3 x N requests (at least 8) of the
-# stated lengths, TTFT the mean after the first wave (AIC does not state its client's count).
-# "client": the loop the rows' clients ran, TTFT the mean over every request as a client reports
-# it: 10 x N requests, each length uniform on [int(0.8 L), L]. aiconfigurator's silicon points
-# come from InferenceMAX's client (its README: --num-prompts $(( $CONC * 10 )) --max-concurrency
-# $CONC --random-range-ratio 0.8; its benchmark_serving.py draws np.random.randint(int(L * 0.8),
-# L + 1)), and AIC's accuracy tooling replays each point so (request_count = concurrency x 10,
-# random_range_ratio 0.8). Two engines' rows show otherwise, each in its own columns:
-# - SGLang's ran in lockstep, every request the stated length: their TTFT grows as half the
-#   users' prefills (Qwen3-32B at TP 2, 1,024-token prompts: 0.84 s at 16 users, 4.36 s at 128,
-#   about 64 prefills of 65 ms), which a loop out of step cannot give (vLLM's rows of the same
-#   model and lengths: 0.69 s at 128 users);
-# - TensorRT-LLM's keep one request more in flight than the batch holds, which waits for the next
-#   to finish: TTFT is a prefill plus one request's decode time over the batch (Llama 3.1 8B at
-#   TP 1, 1,024-token prompts, 8 users: 191, 318 and 550 ms at 128, 256 and 512 output tokens,
-#   +0.95 ms an output token = TPOT 7.4-7.9 ms / 8; at 16 users +0.45 ms, at 32 +0.26 ms).
-HARNESSES = ("fitted", "client")
-HARNESS = "fitted"
-CLIENT_WAVES, CLIENT_SPREAD = 10, 0.8
-LOCKSTEP_ENGINES = ("sglang",)
-ONE_WAITING_ENGINES = ("trtllm",)
+# The closed loop a row is simulated as: the one its client ran (kvcalc.perf.calibrate_from's
+# ``bench_row_loop`` for a row in these columns, the loop a user's own silicon rows are
+# calibrated in): 10 x N requests of lengths uniform on [int(0.8 L), L], SGLang's in lockstep at
+# the stated lengths, TensorRT-LLM's with one request more than the batch; TTFT the mean over
+# every request, as a client reports it. Until stop 53 the profiles were fitted in a loop of
+# 3 x N requests of the stated lengths, TTFT the mean after the first wave
+# (docs/calibration.md#the-loop-the-rows-clients-ran).
 
 
 def loop_argv(r: Row) -> list[str]:
-    """The closed loop's flags for a row under HARNESS."""
-    if HARNESS == "fitted":
-        return [
-            "--users", str(r.users), "--requests", str(max(8, 3 * r.users)),
-            "--prompt-tokens", str(r.isl), "--output-tokens", str(r.osl),
-        ]  # fmt: skip
-    spread = 1.0 if r.engine in LOCKSTEP_ENGINES else CLIENT_SPREAD
-    one_more = r.engine in ONE_WAITING_ENGINES
-    argv = ["--users", str(r.users + one_more), "--requests", str(CLIENT_WAVES * r.users)]
-    argv += ["--max-num-seqs", str(r.users)] if one_more else []
-    for flag, n in (("prompt", r.isl), ("output", r.osl)):
-        lo = max(1, int(n * spread))
-        argv += [f"--{flag}-dist", f"uniform:{lo}:{n}"] if lo < n else [f"--{flag}-tokens", str(n)]
+    """The closed loop's flags for a row: its client's loop as ``simulate`` flags."""
+    loop = bench_row_loop(BenchRow(isl=r.isl, osl=r.osl, users=r.users, silicon=True), r.engine)
+    wl = loop.workload
+    argv = ["--users", str(wl.users), "--requests", str(wl.requests)]
+    argv += ["--max-num-seqs", str(loop.max_num_seqs)] if loop.max_num_seqs else []
+    for flag, d in (("prompt", wl.prompt), ("output", wl.output)):
+        fixed = d.kind == "fixed"
+        argv += (
+            [f"--{flag}-tokens", str(d.lo)]
+            if fixed
+            else [f"--{flag}-dist", f"uniform:{d.lo}:{d.hi}"]
+        )
     return argv
 
 
 def ttft_of(j: dict) -> float:
-    """The simulated TTFT (s) the row's measured one is compared with, under HARNESS."""
-    if HARNESS == "fitted" and j.get("ttft_mean_steady_s") is not None:
-        return j["ttft_mean_steady_s"]
+    """The simulated TTFT (s) the row's measured one is compared with: the mean over every
+    request."""
     return j["ttft_mean_s"]
 
 
@@ -536,8 +519,9 @@ def solve(
     for vi, key in enumerate(keys):
         th = cur[vi] + delta[:k] + delta[k * (1 + vi) : k * (2 + vi)]
         for i, c in enumerate(COEFS):  # a share within its physical range
-            if c in eng.SHARE_BOUNDS:
-                lo, hi = eng.SHARE_BOUNDS[c]
+            bound = eng.SHARE_BOUNDS.get(c) or eng.FIT_BOUNDS.get((engine, c))
+            if bound:
+                lo, hi = bound
                 th[i] = min(max(th[i], math.log(lo)), math.log(hi))
         out[key] = th
     return out
@@ -979,15 +963,7 @@ if __name__ == "__main__":
         help="which tables (comma-separated; queue: the TTFT beyond the predicted read as a "
         "queue, effective_users)",
     )
-    ap.add_argument(
-        "--harness",
-        choices=HARNESSES,
-        default=HARNESS,
-        help="the closed loop each row is simulated as (fitted: the committed profiles' own; "
-        "client: the loop the rows' clients ran; see HARNESS)",
-    )
     a = ap.parse_args()
-    HARNESS = a.harness
     if a.step_sizes:
         rows = load_rows()[:: 8 if a.quick else 1]
         objectives, moves = step_moves(rows, committed_thetas(rows))

@@ -14,7 +14,7 @@ from conftest import ROOT
 
 from kvcalc.cli import main
 from kvcalc.perf import engines
-from kvcalc.perf.calibrate_from import BenchRow, calibrate, read_benchmark
+from kvcalc.perf.calibrate_from import BenchRow, bench_row_loop, calibrate, read_benchmark
 
 AIC = ROOT / "tests" / "data" / "benchmarks" / "aic"
 
@@ -46,6 +46,46 @@ def test_vllm_bench_serve_save_result_json_is_read():
     assert r.measured() == {"TTFT": 0.25, "TPOT": 0.02}
     two = read_benchmark(json.dumps(result) + "\n" + json.dumps({**result, "max_concurrency": 16}))
     assert [x.users for x in two] == [8, 16]
+
+
+def test_each_format_runs_in_the_loop_its_client_ran():
+    """A silicon-sample row runs as InferenceMAX's client ran it (10 x N requests, lengths
+    uniform on [int(0.8 L), L]; SGLang's rows at the stated lengths; TensorRT-LLM's with one
+    request more than a batch of N); a ``vllm bench serve`` result as its own closed loop over
+    its completed requests, every one of the stated lengths (the random dataset's default range
+    ratio, 0)."""
+    silicon = read_benchmark(
+        "isl,osl,batch_size,silicon_ttft_ms,silicon_tpot_ms\n1000,500,8,90,12\n"
+    )
+    (row,) = silicon
+    loop = bench_row_loop(row, "vllm")
+    wl = loop.workload
+    assert (wl.users, wl.requests, loop.max_num_seqs) == (8, 80, None)
+    assert (wl.prompt.kind, wl.prompt.lo, wl.prompt.hi) == ("uniform", 800, 1000)
+    assert (wl.output.kind, wl.output.lo, wl.output.hi) == ("uniform", 400, 500)
+    wl = bench_row_loop(row, "sglang").workload
+    assert (wl.prompt.kind, wl.prompt.lo, wl.output.kind, wl.output.lo) == (
+        "fixed",
+        1000,
+        "fixed",
+        500,
+    )
+    loop = bench_row_loop(row, "trtllm")
+    assert (loop.workload.users, loop.workload.requests, loop.max_num_seqs) == (9, 80, 8)
+    result = {
+        "completed": 40,
+        "total_input_tokens": 40 * 2000,
+        "total_output_tokens": 40 * 500,
+        "max_concurrency": 8,
+        "mean_ttft_ms": 250.0,
+        "mean_tpot_ms": 20.0,
+    }
+    (served,) = read_benchmark(json.dumps(result))
+    for engine in ("vllm", "sglang", "trtllm"):
+        loop = bench_row_loop(served, engine)
+        wl = loop.workload
+        assert (wl.users, wl.requests, loop.max_num_seqs) == (8, 40, None)
+        assert (wl.prompt.kind, wl.prompt.lo, wl.output.lo) == ("fixed", 2000, 500)
 
 
 def test_vllm_bench_latency_output_is_read_with_its_arguments():

@@ -28,12 +28,13 @@ def deployment() -> Deployment:
 
 def made_up_row(users: int = 4, tpot_x: float = 1.25, ttft_x: float = 0.8) -> BenchRow:
     p = engines.PROFILES[ENGINE]
-    row = BenchRow(isl=512, osl=64, users=users)
+    row = BenchRow(isl=512, osl=64, users=users, silicon=True)  # pasted in the CSV's columns
     pred = predict_row(deployment(), p, row, max_steps=10**6)
     return BenchRow(
         isl=512,
         osl=64,
         users=users,
+        silicon=True,
         ttft_ms=pred["TTFT"] * 1e3 * ttft_x,
         tpot_ms=pred["TPOT"] * 1e3 * tpot_x,
     )

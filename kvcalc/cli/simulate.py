@@ -297,22 +297,18 @@ def engine_setup(args, m, gpu, wl, profile):
 
 def simulate_row(args, profile, row) -> dict[str, float]:
     """A benchmark row (calibrate_from.BenchRow) simulated in ``args``'s setup under
-    ``profile``: mean TTFT (steady part) and TPOT, or a static batch's latency, in seconds."""
+    ``profile``, in its client's loop (calibrate_from.bench_row_loop): mean TTFT (over every
+    request) and TPOT, or a static batch's latency, in seconds."""
+    from ..perf.calibrate_from import bench_row_loop
+
     a = argparse.Namespace(**vars(args))
-    a.prompt_tokens, a.output_tokens = row.isl, row.osl
-    a.prompt_dist = a.output_dist = a.lengths = None
-    a.prefix_share = 0.0
-    if row.batch:
-        a.users, a.rate, a.requests = None, math.inf, row.batch
-        a.direct = True
-    else:
-        a.users, a.rate = row.users, (None if row.users else row.rate)
-        a.requests = max(8, 3 * row.users) if row.users else row.requests or 8
-    wl = workload_from(a)
+    loop = bench_row_loop(row, profile.engine)
+    a.direct = bool(row.batch)
+    if loop.max_num_seqs is not None:
+        a.max_num_seqs = loop.max_num_seqs
     m = load_model(a)
-    _, _, _, _, r = _run(a, m, gpu_of(a), wl, profile)
-    ttft = r.ttft_mean_steady_s if r.ttft_mean_steady_s is not None else r.ttft_mean_s
-    return {"TTFT": ttft, "TPOT": r.tpot_mean_s, "latency": r.e2el_mean_s}
+    _, _, _, _, r = _run(a, m, gpu_of(a), loop.workload, profile)
+    return {"TTFT": r.ttft_mean_s, "TPOT": r.tpot_mean_s, "latency": r.e2el_mean_s}
 
 
 def _calibrate(args, m, gpu, profile):

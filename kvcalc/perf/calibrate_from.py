@@ -29,7 +29,8 @@ RIDGE = dict(
 )
 SHARES = ("bw_share", "kv_bw_share", "mfu", "attn_mfu", "expert_bw_share", "host_overlap")
 FD_STEP = 0.05
-ITERATIONS = 8  # at most; it stops once every residual is within CONVERGED
+ITERATIONS = 8  # at most; it stops once every residual is within CONVERGED, or no step helps
+DAMPINGS = (0.0, 1.0, 10.0)  # Levenberg-Marquardt's, each step tried at each
 CONVERGED = 0.005  # |log(predicted / measured)|
 MAX_ROWS = 64
 # Calibrated from the lowest-concurrency row of each training setup, its other rows predicted:
@@ -41,13 +42,33 @@ SWEEP_BAND: dict[str, tuple[float, float, int]] = {
 }
 
 
+# The client a row in aiconfigurator's silicon-sample columns was measured with (``silicon``
+# rows). Its points come from InferenceMAX's client (AIC's README: --num-prompts $(( $CONC * 10 ))
+# --max-concurrency $CONC --random-range-ratio 0.8; its benchmark_serving.py draws each length
+# as np.random.randint(int(L * 0.8), L + 1)), and AIC's accuracy tooling replays each point so
+# (request_count = concurrency x 10, random_range_ratio 0.8). Two engines' rows show otherwise:
+# - SGLang's ran in lockstep, every request the stated length: their TTFT grows as half the
+#   users' prefills (Qwen3-32B at TP 2, 1,024-token prompts: 0.84 s at 16 users, 4.36 s at 128,
+#   about 64 prefills of 65 ms), which a loop out of step cannot give (vLLM's rows of the same
+#   model and lengths: 0.69 s at 128 users);
+# - TensorRT-LLM's keep one request more in flight than the batch holds, which waits for the
+#   next to finish: TTFT is a prefill plus one request's decode time over the batch (Llama 3.1
+#   8B at TP 1, 1,024-token prompts, 8 users: 191, 318 and 550 ms at 128, 256 and 512 output
+#   tokens, +0.95 ms an output token = TPOT 7.4-7.9 ms / 8; at 16 users +0.45 ms, at 32 +0.26).
+CLIENT_WAVES, CLIENT_SPREAD = 10, 0.8
+LOCKSTEP_ENGINES = ("sglang",)
+ONE_WAITING_ENGINES = ("trtllm",)
+
+
 @dataclass(frozen=True, kw_only=True)
 class BenchRow:
     """One measured run: a closed loop of ``users`` (or Poisson ``rate`` requests/s, or a static
-    ``batch`` timed end to end) of ``isl`` + ``osl`` tokens, and what was measured."""
+    ``batch`` timed end to end) of ``isl`` + ``osl`` tokens, and what was measured. ``silicon``:
+    a row in aiconfigurator's columns, measured by its client (CLIENT_WAVES)."""
 
     isl: int
     osl: int
+    silicon: bool = False
     users: int | None = None
     rate: float | None = None
     batch: int | None = None  # vllm bench latency: one batch, all at once
@@ -104,7 +125,9 @@ def _from_csv(text: str) -> list[BenchRow]:
         if ttft is None and tpot is None:
             raise ValueError(f"{where}: no silicon_ttft_ms or silicon_tpot_ms")
         isl, osl, users = (_pos_int(r.get(k), f"{where} {k}") for k in ("isl", "osl", "batch_size"))
-        rows.append(BenchRow(isl=isl, osl=osl, users=users, ttft_ms=ttft, tpot_ms=tpot))
+        rows.append(
+            BenchRow(isl=isl, osl=osl, users=users, ttft_ms=ttft, tpot_ms=tpot, silicon=True)
+        )
     return rows
 
 
@@ -262,16 +285,18 @@ class Calibration:
         )
 
 
-def _bounded_step(J, r, ridge, theta, theta0, np):
-    """One damped Gauss-Newton step (a ridge toward ``theta0``), a share at its bound that
-    the step would push past it held there and the step solved again without it."""
+def _bounded_step(J, r, ridge, theta, theta0, np, damping: float = 0.0):
+    """One damped Gauss-Newton step (a ridge toward ``theta0``; ``damping``: Levenberg-
+    Marquardt's, on the step itself), a share at its bound that the step would push past it
+    held there and the step solved again without it."""
     held: set[int] = set()
     bounds = [SHARE_BOUNDS.get(c) for c in COEFFICIENTS]
     while True:
         Jm = J.copy()
         Jm[:, sorted(held)] = 0.0
-        A = np.vstack([Jm, np.diag(ridge)])
-        b = np.concatenate([-r, -ridge * (theta - theta0)])
+        k = len(theta)
+        A = np.vstack([Jm, np.diag(ridge), math.sqrt(damping) * np.eye(k)])
+        b = np.concatenate([-r, -ridge * (theta - theta0), np.zeros(k)])
         step = np.clip(np.linalg.lstsq(A, b, rcond=None)[0], -1.0, 1.0)
         step[sorted(held)] = 0.0
         out = {
@@ -310,9 +335,21 @@ def calibrate(base: EngineProfile, rows: list[BenchRow], predict) -> Calibration
     first = run(theta0)
     theta = theta0.copy()
     ridge = np.array([RIDGE[c] for c in COEFFICIENTS])
+
+    def cost(th, pred) -> float:  # what the fit lowers: the residuals and the ridge
+        return float(np.sum(np.log(pred / meas) ** 2) + np.sum((ridge * (th - theta0)) ** 2))
+
+    def bounded(th):  # a share within its physical range
+        th = th.copy()
+        for j, c in enumerate(COEFFICIENTS):
+            if c in SHARE_BOUNDS:
+                lo, hi = SHARE_BOUNDS[c]
+                th[j] = min(max(th[j], math.log(lo)), math.log(hi))
+        return th
+
     moving = list(range(len(COEFFICIENTS)))  # the coefficients the rows depend on
+    pred = first
     for it in range(ITERATIONS):
-        pred = run(theta) if it else first
         r = np.log(pred / meas)
         if np.max(np.abs(r)) < CONVERGED:
             break
@@ -325,13 +362,19 @@ def calibrate(base: EngineProfile, rows: list[BenchRow], predict) -> Calibration
             J[:, j] = (np.log(run(th) / meas) - r) / h
         if not it:  # a coefficient these rows do not depend on is not worked out again
             moving = [j for j in moving if np.any(np.abs(J[:, j]) > 1e-9)]
-        step = _bounded_step(J, r, ridge, theta, theta0, np)
-        theta = theta + step
-        for j, c in enumerate(COEFFICIENTS):  # a share within its physical range
-            if c in SHARE_BOUNDS:
-                lo, hi = SHARE_BOUNDS[c]
-                theta[j] = min(max(theta[j], math.log(lo)), math.log(hi))
-    last = run(theta)
+        # The simulated loop's times move in small jumps as a coefficient moves (which requests
+        # share a step changes), so the linearisation can overshoot: each step is tried at
+        # several dampings and the best kept, and the fit stops when none lowers the cost.
+        best = (cost(theta, pred), theta, pred)
+        for damping in DAMPINGS:
+            th = bounded(theta + _bounded_step(J, r, ridge, theta, theta0, np, damping))
+            got = run(th)
+            if cost(th, got) < best[0]:
+                best = (cost(th, got), th, got)
+        if best[1] is theta:
+            break
+        _, theta, pred = best
+    last = pred
     fitted = at(theta)
     fit = tuple(
         {
@@ -344,22 +387,46 @@ def calibrate(base: EngineProfile, rows: list[BenchRow], predict) -> Calibration
     return Calibration(base=base, profile=fitted, rows=tuple(rows), fit=fit)
 
 
-def bench_row_workload(row: BenchRow):
-    """The simulator's workload for one measured row: a closed loop of its users (three waves
-    of requests, at least 8), its Poisson rate, or its static batch all at once."""
-    from .sim import Workload, fixed
+@dataclass(frozen=True)
+class RowLoop:
+    """How one measured row is simulated: its workload, and the engine's batch cap where the
+    client kept more requests in flight than the engine ran (None: the profile's)."""
+
+    workload: Any  # kvcalc.perf.sim.Workload
+    max_num_seqs: int | None = None
+
+
+def bench_row_loop(row: BenchRow, engine: str) -> RowLoop:
+    """The simulator's loop for one measured row on ``engine`` (vllm, sglang, trtllm): a
+    silicon row as its client ran (CLIENT_WAVES x users requests of lengths uniform on
+    [int(0.8 L), L], SGLang's in lockstep at L, TensorRT-LLM's one request more than the batch);
+    a ``vllm bench serve`` row's closed loop of its users over its completed requests (the
+    random dataset's default: every request the stated length), its Poisson rate, or a static
+    batch all at once."""
+    from .sim import Workload, fixed, uniform
 
     p, o = fixed(row.isl, "prompt tokens"), fixed(row.osl, "output tokens")
     if row.batch:
-        return Workload(requests=row.batch, prompt=p, output=o, rate=math.inf)
-    if row.users:
-        return Workload(requests=max(8, 3 * row.users), prompt=p, output=o, users=row.users)
-    return Workload(requests=row.requests or 8, prompt=p, output=o, rate=row.rate)
+        return RowLoop(Workload(requests=row.batch, prompt=p, output=o, rate=math.inf))
+    if not row.users:
+        return RowLoop(Workload(requests=row.requests or 8, prompt=p, output=o, rate=row.rate))
+    if not row.silicon:
+        n = row.requests or CLIENT_WAVES * row.users
+        return RowLoop(Workload(requests=n, prompt=p, output=o, users=row.users))
+    if engine not in LOCKSTEP_ENGINES:
+        spread = [(int(n * CLIENT_SPREAD), n) for n in (row.isl, row.osl)]
+        (plo, phi), (olo, ohi) = ((max(1, lo), hi) for lo, hi in spread)
+        p = uniform(plo, phi, "prompt tokens") if plo < phi else p
+        o = uniform(olo, ohi, "output tokens") if olo < ohi else o
+    more = engine in ONE_WAITING_ENGINES
+    wl = Workload(requests=CLIENT_WAVES * row.users, prompt=p, output=o, users=row.users + more)
+    return RowLoop(wl, row.users if more else None)
 
 
 def predict_row(dep, profile: EngineProfile, row: BenchRow, max_steps: int) -> dict[str, float]:
     """One measured row simulated on ``dep`` (a Deployment with its GPU and weights) under
-    ``profile``: mean TTFT (the steady part) and TPOT, or a static batch's latency (no serving
+    ``profile`` in its client's loop (``bench_row_loop``): mean TTFT (over every request, as a
+    client reports it) and TPOT, or a static batch's latency (no serving
     stack before it), in seconds. ValueError when it would take more than ``max_steps`` steps."""
     from dataclasses import replace as _replace
 
@@ -368,9 +435,11 @@ def predict_row(dep, profile: EngineProfile, row: BenchRow, max_steps: int) -> d
     model = profile.step_model()
     if row.batch:  # vllm bench latency calls the engine directly
         model = _replace(model, api_overhead_s=0.0)
-    wl = bench_row_workload(row)
+    loop = bench_row_loop(row, profile.engine)
+    wl = loop.workload
     dep = dep.but(
-        max_num_seqs=profile.max_num_seqs, max_num_batched_tokens=profile.max_num_batched_tokens
+        max_num_seqs=loop.max_num_seqs or profile.max_num_seqs,
+        max_num_batched_tokens=profile.max_num_batched_tokens,
     )
     gpu, w = dep.gpu, dep.weights
     speed = Speed.of(
@@ -383,5 +452,4 @@ def predict_row(dep, profile: EngineProfile, row: BenchRow, max_steps: int) -> d
             "give shorter runs or fewer users"
         )
     r = simulate(s, wl, series=False)
-    ttft = r.ttft_mean_steady_s if r.ttft_mean_steady_s is not None else r.ttft_mean_s
-    return {"TTFT": ttft, "TPOT": r.tpot_mean_s, "latency": r.e2el_mean_s}
+    return {"TTFT": r.ttft_mean_s, "TPOT": r.tpot_mean_s, "latency": r.e2el_mean_s}

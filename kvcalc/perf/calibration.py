@@ -349,15 +349,23 @@ def estimate_step(
     the GPU's full bandwidth, with its peaks): max(the reads at the achieved share, the GEMMs at
     the MFU) plus the step's fixed overhead and its all-reduces."""
     memory = ideal.memory_time_s / model.bw_share
-    if model.kv_bw_share is not None:  # an engine profile: the KV reads at their own share
-        total = ideal.weight_read_bytes + ideal.kv_read_bytes + ideal.state_read_bytes
-        if total:
-            kv = ideal.memory_time_s * ideal.kv_read_bytes / total
-            memory = (ideal.memory_time_s - kv) / model.bw_share + kv / model.kv_bw_share
     compute, latency = (ideal.compute_time_s or 0.0) / model.mfu, model.allreduce_latency_s
     ar = allreduce_seconds(spec, ideal.batch, tp, link_gbs, latency) if model.allreduce else 0.0
     fixed = model.fixed_step_s(spec)
     gpu = max(memory, compute) + fixed + ar
+    if model.engine is not None:  # an engine profile: the GEMMs, then attention, each at its
+        # own roofline (as the simulator's clock), the KV reads at their own share
+        total = ideal.weight_read_bytes + ideal.kv_read_bytes + ideal.state_read_bytes
+        byte_s = ideal.memory_time_s / total if total else 0.0
+        weights = ideal.weight_read_bytes * byte_s / model.bw_share
+        reads = ideal.kv_read_bytes * byte_s / model.kv_share
+        reads += ideal.state_read_bytes * byte_s / model.bw_share
+        gemms = (ideal.gemm_time_s or 0.0) / model.mfu
+        attention = (
+            (ideal.compute_time_s or 0.0) - (ideal.gemm_time_s or 0.0)
+        ) / model.attention_mfu
+        memory, compute = weights + reads, gemms + attention
+        gpu = max(weights, gemms) + max(reads, attention) + fixed + ar
     host = model.seq_overhead_s * ideal.batch  # an engine profile's host time, partly hidden
     time, overhead = gpu, fixed
     if host:

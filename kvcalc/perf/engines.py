@@ -60,6 +60,15 @@ SHARE_BOUNDS: dict[str, tuple[float, float]] = {
     "host_overlap": (0.02, 1.0),
 }
 
+# Bounds one engine's fit keeps beside SHARE_BOUNDS, each from a measurement outside the fit's
+# rows. vLLM's serving-stack time: Mooncake's single request through vLLM 0.11.2's whole stack
+# (the proxy, a 128-token prefill on one node, the KV move, the first token from another) took
+# 46.09 ms (kvcalc.perf.sim.published.MOONCAKE_VLLM_1P1D); the profile's own time for the rest
+# of that request (the prefill on 8 GPUs, the move, the first decode step) is about 11 ms, which
+# leaves the stack at most 35 ms. Fitted free in the rows' client loop it rises to 67-77 ms,
+# absorbing what the step model lacks at low load, and that request comes out at 73 ms (+59%).
+FIT_BOUNDS: dict[tuple[str, str], tuple[float, float]] = {("vllm", "api_overhead_s"): (1e-3, 0.035)}
+
 # Builds named by a tag, not a release: the release they were cut from (the image's date).
 # lmsysorg/sglang:glm5-hopper, measured 2026-03-19 in AIC's sample: SGLang's 0.5.9 line.
 BUILD_TAGS = {("sglang", "glm5-hopper"): "0.5.9"}
@@ -156,15 +165,15 @@ def _p(engine: str, version: str, rows: int, *values: float) -> EngineProfile:
 PROFILES: dict[str, EngineProfile] = {
     p.key: p
     for p in (
-        _p("sglang", "0.5.1", 78, 1.0, 1.0, 0.005365, 0.6582, 0.3, 7.846e-06, 4.9e-05, 0.2279, 2.836e-05, 0.0002332, 1.521e-05, 0.5712, 0.4409),  # noqa: E501
-        _p("sglang", "0.5.6", 70, 1.0, 0.9499, 0.00698, 0.5615, 0.3, 8.086e-06, 4.9e-05, 0.1988, 2.977e-05, 0.0002339, 1.569e-05, 0.6116, 0.4207),  # noqa: E501
-        _p("sglang", "0.5.8", 6, 1.0, 0.9874, 0.006448, 0.5835, 0.3, 8.138e-06, 4.9e-05, 0.2074, 2.893e-05, 0.0002333, 1.571e-05, 0.5712, 0.4299),  # noqa: E501
-        _p("sglang", "0.5.9", 30, 1.0, 0.9704, 0.007271, 0.5991, 0.3, 8.305e-06, 4.9e-05, 0.2047, 2.898e-05, 0.0002333, 1.602e-05, 0.5289, 0.4296),  # noqa: E501
-        _p("trtllm", "1.0.0", 479, 0.7412, 0.8012, 0.0002957, 0.7071, 0.3, 1.427e-05, 2.375e-05, 0.01237, 4.946e-05, 0.006558, 3.525e-05, 1.0, 0.3229),  # noqa: E501
-        _p("trtllm", "1.2.0", 5, 0.774, 0.8763, 0.0003043, 0.7537, 0.3, 1.424e-05, 2.39e-05, 0.01242, 4.86e-05, 0.006393, 3.468e-05, 1.0, 0.3297),  # noqa: E501
-        _p("vllm", "0.12.0", 165, 0.9843, 1.0, 0.0007403, 1.0, 0.3, 5.791e-05, 6.153e-05, 0.03477, 2.034e-05, 0.0002162, 9.464e-06, 0.3862, 0.3473),  # noqa: E501
-        _p("vllm", "0.16.0", 75, 0.9892, 1.0, 0.0007402, 0.9862, 0.3, 5.453e-05, 6.071e-05, 0.0385, 2.034e-05, 0.0002169, 9.468e-06, 0.5137, 0.3513),  # noqa: E501
-        _p("vllm", "0.18.0", 84, 0.9915, 1.0, 0.0007303, 0.984, 0.3, 4.663e-05, 6.002e-05, 0.04194, 2.038e-05, 0.0002173, 9.343e-06, 0.5822, 0.3503),  # noqa: E501
+        _p("sglang", "0.5.1", 78, 1.0, 1.0, 0.004964, 0.6794, 0.302, 7.76e-06, 4.9e-05, 0.2258, 2.82e-05, 0.0002333, 1.479e-05, 0.5489, 0.4416),  # noqa: E501
+        _p("sglang", "0.5.6", 70, 1.0, 0.9823, 0.006461, 0.5902, 0.3, 8.05e-06, 4.9e-05, 0.2027, 2.951e-05, 0.0002339, 1.537e-05, 0.5837, 0.425),  # noqa: E501
+        _p("sglang", "0.5.8", 6, 1.0, 1.0, 0.005954, 0.6068, 0.3, 8.066e-06, 4.9e-05, 0.2102, 2.879e-05, 0.0002334, 1.531e-05, 0.5489, 0.4328),  # noqa: E501
+        _p("sglang", "0.5.9", 30, 1.0, 1.0, 0.00674, 0.6238, 0.3, 8.231e-06, 4.9e-05, 0.2066, 2.884e-05, 0.0002334, 1.564e-05, 0.5033, 0.4324),  # noqa: E501
+        _p("trtllm", "1.0.0", 479, 0.8714, 1.0, 0.0002485, 0.5885, 0.3, 1.409e-05, 2.45e-05, 0.01443, 1.787e-05, 0.01489, 2.4e-05, 1.0, 0.1791),  # noqa: E501
+        _p("trtllm", "1.2.0", 5, 0.9, 1.0, 0.0002548, 0.6327, 0.3, 1.415e-05, 2.497e-05, 0.01439, 1.825e-05, 0.0141, 2.384e-05, 1.0, 0.1792),  # noqa: E501
+        _p("vllm", "0.12.0", 165, 1.0, 1.0, 0.001025, 0.5517, 0.3, 4.475e-05, 6.136e-05, 0.035, 1.894e-05, 0.0002102, 9.849e-06, 0.3277, 0.4614),  # noqa: E501
+        _p("vllm", "0.16.0", 75, 1.0, 1.0, 0.001047, 0.4137, 0.3, 4.558e-05, 6.105e-05, 0.035, 1.896e-05, 0.0002105, 9.838e-06, 0.4565, 0.4608),  # noqa: E501
+        _p("vllm", "0.18.0", 84, 1.0, 1.0, 0.001025, 0.4453, 0.3, 4.09e-05, 6.082e-05, 0.035, 1.901e-05, 0.0002105, 9.723e-06, 0.5025, 0.4596),  # noqa: E501
     )
 }
 # fmt: on

@@ -41,6 +41,8 @@ class StepTime:
     compute_time_s: float | None
     bound: str  # "memory" or "compute"
     memory_time_s: float  # the bytes alone at the full bandwidth
+    # the GEMMs' part of compute_time_s (2 x batch x active params / the GEMM peak); None with it
+    gemm_time_s: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -150,14 +152,15 @@ def step_time(
     state_read = batch * sum(count * lay.state_bytes(sdtype) for lay, count in counted(layers))
     total = weight_read + kv_read + state_read
     t = total / (bandwidth_gbs * GB)
-    compute = None
+    compute = gemm = None
     bound = "memory"
     if peak_tflops and spec.params is not None:  # compute needs the parameter count
         peak_tflops, attention_tflops = _peaks(peak_tflops, attention_tflops)
         start, end = decode_span(context)
         linear = 2 * batch * spec.active_params / tp
         attn = batch * attention_flops(spec, start, end, decode=True, tp=tp)
-        compute = linear / (peak_tflops * 1e12) + attn / (attention_tflops * 1e12)
+        gemm = linear / (peak_tflops * 1e12)
+        compute = gemm + attn / (attention_tflops * 1e12)
         if compute > t:
             bound = "compute"
     return StepTime(
@@ -178,6 +181,7 @@ def step_time(
         compute_time_s=compute,
         bound=bound,
         memory_time_s=t,
+        gemm_time_s=gemm,
     )
 
 

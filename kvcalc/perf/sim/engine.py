@@ -1,7 +1,9 @@
 """One GPU's pool and clock for the serving simulator: ``setup`` checks the model and sizes the
 pool with vLLM's arithmetic (``kvcalc.perf.sim.pool``) and derives ``Setup``'s step constants. The
 one step clock, ``Setup.step_seconds``, is max(FLOPs / (peak x MFU), bytes / (bandwidth x achieved
-share)) plus what a real engine adds, the law of ``roofline.step_time`` and ``roofline.prefill``."""
+share)) plus what a real engine adds, the law of ``roofline.step_time`` and ``roofline.prefill``;
+under an engine profile the GEMMs and attention each take their own roofline, one after the
+other."""
 
 from __future__ import annotations
 
@@ -78,6 +80,10 @@ class EngineCosts:
     # the share of that host time hidden behind the GPU's work (an engine that schedules the
     # next step while the GPU runs this one): 0, added; 1, the step takes the longer of the two
     host_overlap: float = 0.0
+    # An engine profile times the GEMMs and attention as the kernels they are, one after the
+    # other, each at its own roofline: max(GEMM FLOPs, weight bytes) + max(attention FLOPs, KV
+    # bytes); False: one roofline for the whole step, max(all FLOPs, all bytes)
+    kernel_rooflines: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -226,6 +232,7 @@ class Setup(PoolSize, StepWork, EngineCosts):
         kv, slide_kv = self.kv_read_bytes_per_token * kf, self.slide_read_bytes_per_token * kf
         att, dec = self.attention_flops_per_pair * af, self.decode_flops_per_pair * af
         slide = self.slide_flops_per_pair * af
+        gemms = max(linear / fps, weights / bps) if self.kernel_rooflines else 0.0
 
         def seconds(
             read_tokens: int,
@@ -234,9 +241,14 @@ class Setup(PoolSize, StepWork, EngineCosts):
             slide_pairs: int = 0,
             decode_pairs: int = 0,
         ) -> float:
-            compute = (linear + att * pairs + dec * decode_pairs + slide * slide_pairs) / fps
-            memory = (weights + kv * read_tokens + slide_kv * slide_read + states) / bps
-            gpu = (compute if compute > memory else memory) + fixed
+            if self.kernel_rooflines:
+                compute = (att * pairs + dec * decode_pairs + slide * slide_pairs) / fps
+                memory = (kv * read_tokens + slide_kv * slide_read + states) / bps
+                gpu = gemms + (compute if compute > memory else memory) + fixed
+            else:
+                compute = (linear + att * pairs + dec * decode_pairs + slide * slide_pairs) / fps
+                memory = (weights + kv * read_tokens + slide_kv * slide_read + states) / bps
+                gpu = (compute if compute > memory else memory) + fixed
             if not host:
                 return gpu
             # the host's work, the share ``hidden`` of it behind the GPU's (overlap scheduling)
@@ -417,4 +429,5 @@ def engine_costs(dep: Deployment, speed: Speed) -> EngineCosts:
         seq_overhead_s=m.seq_overhead_s,
         request_overhead_s=m.request_overhead_s,
         host_overlap=m.host_overlap,
+        kernel_rooflines=m.engine is not None,
     )
