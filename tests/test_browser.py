@@ -227,7 +227,10 @@ def test_the_budget_settings_are_built_when_they_can_matter(server, browser):
     other.goto(f"{server}/budget?b_reserve=40")
     wait_ready(other)
     assert _metric(other, "vLLM logs at") == changed
-    assert other.locator("[data-testid=stSlider]").count() == 1  # the link's setting built it
+    # the link's setting built it (in the closed fold: attached, not shown; waited for, as a
+    # loaded machine may draw the metric before the fold's widgets)
+    other.locator("[data-testid=stSlider]").first.wait_for(state="attached", timeout=30_000)
+    assert other.locator("[data-testid=stSlider]").count() == 1
     _no_exception(page)
     assert [e for e in errors if "404" not in e] == [], errors
     other.close()
