@@ -14,7 +14,13 @@ from conftest import ROOT
 
 from kvcalc.cli import main
 from kvcalc.perf import engines
-from kvcalc.perf.calibrate_from import BenchRow, bench_row_loop, calibrate, read_benchmark
+from kvcalc.perf.calibrate_from import (
+    BenchRow,
+    bench_row_loop,
+    calibrate,
+    loop_notes,
+    read_benchmark,
+)
 
 AIC = ROOT / "tests" / "data" / "benchmarks" / "aic"
 
@@ -80,7 +86,14 @@ def test_each_format_runs_in_the_loop_its_client_ran():
         "mean_ttft_ms": 250.0,
         "mean_tpot_ms": 20.0,
     }
+    # ... and a calibration says so
+    assert (
+        "10 x the users' requests, lengths uniform from 80% to 100%"
+        in loop_notes(silicon, "vllm")[0]
+    )
+    assert "one request more in flight" in loop_notes(silicon, "trtllm")[0]
     (served,) = read_benchmark(json.dumps(result))
+    assert "completed requests" in loop_notes([served], "vllm")[0]
     for engine in ("vllm", "sglang", "trtllm"):
         loop = bench_row_loop(served, engine)
         wl = loop.workload

@@ -393,7 +393,32 @@ def calibrate(base: EngineProfile, rows: list[BenchRow], predict) -> Calibration
         }
         for i in range(len(rows))
     )
-    return Calibration(base=base, profile=fitted, rows=tuple(rows), fit=fit)
+    notes = loop_notes(rows, base.engine)
+    return Calibration(base=base, profile=fitted, rows=tuple(rows), fit=fit, notes=notes)
+
+
+def loop_notes(rows: list[BenchRow], engine: str) -> tuple[str, ...]:
+    """What ``bench_row_loop`` assumed of the clients that measured ``rows``, said once per
+    kind of row."""
+    out = []
+    if any(r.silicon for r in rows):
+        how = {
+            "sglang": "every request the stated length (SGLang's rows ran in lockstep)",
+            "trtllm": "one request more in flight than the batch (as TensorRT-LLM's rows ran)",
+        }.get(engine, "")
+        out.append(
+            f"rows in aiconfigurator's columns are simulated as its client ran them: "
+            f"{CLIENT_WAVES} x the users' requests, lengths uniform from {CLIENT_SPREAD:.0%} to "
+            f"100% of the stated ones{'; ' + how if how else ''}; TTFT is the mean over every "
+            "request"
+        )
+    if any(r.users and not r.silicon for r in rows):
+        out.append(
+            "vllm bench serve results are simulated as a closed loop of their users over their "
+            "completed requests, every request the stated length; TTFT is the mean over every "
+            "request"
+        )
+    return tuple(out)
 
 
 @dataclass(frozen=True)
