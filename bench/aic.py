@@ -24,6 +24,7 @@ import functools
 import io
 import json
 import os
+import re
 import statistics
 import sys
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kvcalc.cli import commands as cli  # noqa: E402
+from kvcalc.config.catalog import registry  # noqa: E402
 from kvcalc.perf.calibrate_from import BenchRow, bench_row_loop  # noqa: E402
 
 AIC = ROOT / "tests" / "data" / "benchmarks" / "aic"
@@ -105,7 +107,8 @@ ENGINES = {"vllm": "vllm", "sglang": "sglang", "trtllm": "trtllm"}
 
 def loop_argv(r: Row) -> list[str]:
     """The closed loop's flags for a row: its client's loop as ``simulate`` flags."""
-    loop = bench_row_loop(BenchRow(isl=r.isl, osl=r.osl, users=r.users, silicon=True), r.engine)
+    row = BenchRow(isl=r.isl, osl=r.osl, users=r.users, silicon=True)
+    loop = bench_row_loop(row, r.engine, disaggregated=r.prefill is not None)
     wl = loop.workload
     argv = ["--users", str(wl.users), "--requests", str(wl.requests)]
     argv += ["--max-num-seqs", str(loop.max_num_seqs)] if loop.max_num_seqs else []
@@ -121,8 +124,30 @@ def loop_argv(r: Row) -> list[str]:
 
 def ttft_of(j: dict) -> float:
     """The simulated TTFT (s) the row's measured one is compared with: the mean over every
-    request."""
-    return j["ttft_mean_s"]
+    request (a disaggregated row's: its layout's)."""
+    return j.get("disaggregated", j)["ttft_mean_s"]
+
+
+def tpot_of(j: dict) -> float:
+    """The simulated mean TPOT (s), as ``ttft_of``."""
+    return j.get("disaggregated", j)["tpot_mean_s"]
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a disaggregated row: its engines (``num_workers``) and each engine's layout
+    and batch, as AIC's ``prefill_*`` / ``decode_*`` columns state them."""
+
+    workers: int
+    tp: int
+    attention_dp: int
+    moe_tp: int
+    moe_ep: int
+    batch: int | None = None
+
+    @property
+    def gpus(self) -> int:
+        return max(self.tp * self.attention_dp, self.moe_tp * self.moe_ep)
 
 
 @dataclass(frozen=True)
@@ -145,9 +170,15 @@ class Row:
     ttft_ms: float
     tpot_ms: float
     pp: int = 1  # pipeline stages (simulate has none: such a row is refused by name)
+    # a disaggregated row (AIC's mode disagg): its prefill and decode engines; the fields above
+    # then give the decode side's layout, and ``users`` the client's concurrency
+    prefill: Side | None = None
+    decode: Side | None = None
 
     @property
     def gpus(self) -> int:
+        if self.prefill is not None and self.decode is not None:
+            return self.prefill.workers * self.prefill.gpus + self.decode.workers * self.decode.gpus
         return max(self.tp * self.attention_dp, self.moe_tp * self.moe_ep)
 
     @property
@@ -173,15 +204,39 @@ def _int(x: str, default: int = 1) -> int:
     return v if v > 0 else default
 
 
+def _side(r: dict, prefix: str = "") -> Side:
+    """The layout the ``prefix``ed columns state (agg: none), attention DP where not stated
+    spanning every GPU the MoE side uses."""
+    tp = _int(r.get(f"{prefix}tp_size"))
+    moe_tp, moe_ep = _int(r.get(f"{prefix}moe_tp_size")), _int(r.get(f"{prefix}moe_ep_size"))
+    adp = _int(r.get(f"{prefix}attention_dp_size"), 0)
+    if not adp:
+        adp = max(1, (moe_tp * moe_ep) // tp)
+    batch = _int(r.get(f"{prefix}batch_size"), 0) or None
+    return Side(_int(r.get(f"{prefix}num_workers")), tp, adp, moe_tp, moe_ep, batch)
+
+
+def concurrency(r: dict, decode: Side | None) -> int:
+    """The client's users: ``batch_size``; for a disaggregated row that leaves it empty, the
+    ``silicon_concurrency`` its source names, else every decode engine's batch."""
+    if _int(r.get("batch_size"), 0):
+        return _int(r["batch_size"])
+    found = re.search(r"silicon_concurrency=(\d+)", r.get("silicon_data_source") or "")
+    if found and int(found.group(1)) > 0:
+        return int(found.group(1))
+    if decode is not None and decode.batch:
+        return decode.workers * decode.batch
+    raise ValueError(f"row {r.get('id', '?')!r}: no batch_size (the client's concurrency)")
+
+
 def load_rows(path: Path = CSV) -> list[Row]:
+    """The rows of a file in AIC's silicon-sample columns, aggregated and disaggregated."""
     rows = []
     with open(path, newline="") as f:
         for r in csv.DictReader(f):
-            tp = _int(r["tp_size"])
-            moe_tp, moe_ep = _int(r["moe_tp_size"]), _int(r["moe_ep_size"])
-            adp = _int(r["attention_dp_size"], 0)
-            if not adp:  # not stated: the attention side spans every GPU the MoE side uses
-                adp = max(1, (moe_tp * moe_ep) // tp)
+            disagg = (r.get("mode") or "agg").strip().lower() == "disagg"
+            pre, dec = (_side(r, "prefill_"), _side(r, "decode_")) if disagg else (None, None)
+            own = dec if dec is not None else _side(r)
             rows.append(
                 Row(
                     id=r["id"],
@@ -194,14 +249,18 @@ def load_rows(path: Path = CSV) -> list[Row]:
                     moe=r["moe_quant_mode"] or "",
                     isl=int(r["isl"]),
                     osl=int(r["osl"]),
-                    users=int(r["batch_size"]),
-                    tp=tp,
-                    attention_dp=adp,
-                    moe_tp=moe_tp,
-                    moe_ep=moe_ep,
-                    pp=_int(r.get("pp_size", "")),
+                    users=concurrency(r, dec),
+                    tp=own.tp,
+                    attention_dp=own.attention_dp,
+                    moe_tp=own.moe_tp,
+                    moe_ep=own.moe_ep,
+                    pp=max(
+                        _int(r.get(k, "")) for k in ("pp_size", "prefill_pp_size", "decode_pp_size")
+                    ),
                     ttft_ms=float(r["silicon_ttft_ms"]),
                     tpot_ms=float(r["silicon_tpot_ms"]),
+                    prefill=pre,
+                    decode=dec,
                 )
             )
     return rows
@@ -269,7 +328,7 @@ def row_argv(r: Row, *, layout: bool = True) -> list[str]:
             "row over several stages is refused rather than timed as one"
         )
     argv = [
-        "simulate",
+        "simulate" if r.prefill is None else "disagg",
         "--config",
         str(config_path(r.model)),
         "--gpu",
@@ -278,6 +337,10 @@ def row_argv(r: Row, *, layout: bool = True) -> list[str]:
         *weight_flags(r, before=not layout),
         "--json",
     ]
+    if r.prefill is not None and r.decode is not None:
+        if not layout:
+            raise ValueError("a disaggregated row runs in its own layout only")
+        return argv + disagg_argv(r)
     if layout:
         argv += ["--tp", str(r.tp)]
         if r.attention_dp > 1:
@@ -287,6 +350,27 @@ def row_argv(r: Row, *, layout: bool = True) -> list[str]:
     else:
         argv += ["--tp", str(r.gpus)]
     return argv
+
+
+# GPUs one node's switch joins (NVLink): an HGX board's 8, a GB200 NVL72 rack's 72
+NVLINK_DOMAIN = {"gb200": 72}
+
+
+def disagg_argv(r: Row) -> list[str]:
+    """A disaggregated row's layout as ``disagg`` flags: its prefill and decode engines, each
+    side's TP, attention DP and EP, and the link the caches move over: the GPUs' own NVLink
+    where every GPU of the row shares one NVLink domain, else InfiniBand NDR (400 Gb/s a GPU)."""
+    pre, dec = r.prefill, r.decode
+    assert pre is not None and dec is not None
+    gpu = registry().gpu(gpu_key(r.gpu))
+    one_domain = r.gpus <= NVLINK_DOMAIN.get(gpu.key, 8)
+    link = gpu.tp_link if one_domain and gpu.tp_link else "ib-ndr-400"
+    argv = ["--tp", str(dec.tp), "--prefill", str(pre.workers), "--decode", str(dec.workers)]
+    for name, side in (("prefill", pre), ("decode", dec)):
+        argv += [f"--{name}-tp", str(side.tp)]
+        argv += [f"--{name}-attention-dp", str(side.attention_dp)]
+        argv += [f"--{name}-ep", str(side.moe_ep)]
+    return argv + ["--link", link, "--no-aggregated"]
 
 
 def run_cli(argv: list[str]) -> dict:
@@ -304,7 +388,7 @@ def predict(r: Row, extra: list[str], *, layout: bool = True) -> tuple[float, fl
         j = run_cli(row_argv(r, layout=layout) + extra)
     except (ValueError, SystemExit) as exc:
         return str(exc)[:200]
-    return ttft_of(j) * 1e3, j["tpot_mean_s"] * 1e3
+    return ttft_of(j) * 1e3, tpot_of(j) * 1e3
 
 
 def errors(pairs: list[tuple[float, float]]) -> dict:
@@ -401,7 +485,7 @@ def predict_with(r: Row, key: str, coefs: dict) -> tuple[float, float] | str:
             del eng.PROFILES[key]
         else:
             eng.PROFILES[key] = kept
-    return ttft_of(j) * 1e3, j["tpot_mean_s"] * 1e3
+    return ttft_of(j) * 1e3, tpot_of(j) * 1e3
 
 
 def _relevant(r: Row, c: str) -> bool:

@@ -121,6 +121,7 @@ def test_vllm_bench_latency_output_is_read_with_its_arguments():
         ("Avg latency: 1.2 seconds", "input_len"),
         ("isl,osl,batch_size,silicon_tpot_ms\n1024,128,0,10\n", "at least 1"),
         ("isl,osl,batch_size,silicon_tpot_ms\n1024,128,4,-1\n", "above 0"),
+        ("mode,isl,osl,batch_size,silicon_tpot_ms\ndisagg,1024,128,4,10\n", "aggregated runs"),
     ],
 )
 def test_a_file_it_cannot_read_is_refused_by_what_is_missing(text, says):

@@ -400,6 +400,60 @@ def test_a_training_row_runs_as_its_client_ran_it():
     assert argv[argv.index("--max-num-seqs") + 1] == str(t.users)
 
 
+AIC_COLUMNS = (
+    "id,silicon_data_source,backend,backend_version,model_path,system,precision,mode,isl,osl,"
+    "gemm_quant_mode,moe_quant_mode,batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,"
+    "moe_ep_size,prefill_batch_size,prefill_num_workers,prefill_tp_size,prefill_pp_size,"
+    "prefill_attention_dp_size,prefill_moe_tp_size,prefill_moe_ep_size,decode_batch_size,"
+    "decode_num_workers,decode_tp_size,decode_pp_size,decode_attention_dp_size,"
+    "decode_moe_tp_size,decode_moe_ep_size,silicon_ttft_ms,silicon_tpot_ms"
+)
+
+
+def test_a_disaggregated_row_runs_on_its_own_prefill_and_decode_engines(tmp_path):
+    """A row in AIC's columns with mode disagg (made up here: the training rows are all
+    aggregated) runs through ``disagg``: its prefill_* and decode_* engines and layouts, a
+    closed loop of the client's users (batch_size; else the silicon_concurrency its source
+    names; else every decode engine's batch), the caches moved over NVLink when every GPU is in
+    one 8-GPU node and over InfiniBand otherwise. A pipeline on either side is refused."""
+    a = aic()
+    # Qwen3-32B: 1 prefill engine of TP 2, 2 decode engines of TP 2 (6 GPUs, one node), its
+    # concurrency named in the source; Qwen3-235B: TP 4 prefill beside 2 decode engines of
+    # attention DP 4 with EP 4 (12 GPUs), its concurrency only as 2 x 32 decode slots
+    lines = [
+        AIC_COLUMNS,
+        "d1,made up; silicon_concurrency=48,vllm,0.18.0,Qwen/Qwen3-32B,h200_sxm,fp8,disagg,"
+        "1024,256,fp8,,,,,,,,1,1,2,1,1,2,1,24,2,2,1,1,2,1,100,10",
+        "d2,made up,sglang,0.5.6,Qwen/Qwen3-235B-A22B-FP8,h200_sxm,fp8,disagg,1024,256,"
+        "fp8_block,fp8_block,,,,,,,1,1,4,1,1,4,1,32,2,1,1,4,1,4,100,10",
+        "d3,made up,sglang,0.5.6,Qwen/Qwen3-32B,h200_sxm,fp8,disagg,1024,256,fp8,,16,,,,,,"
+        "1,1,2,2,1,2,1,16,1,2,1,1,2,1,100,10",
+    ]
+    path = tmp_path / "rows.csv"
+    path.write_text("\n".join(lines) + "\n")
+    d1, d2, d3 = a.load_rows(path)
+    assert (d1.users, d1.gpus, d2.users, d2.gpus, d3.users) == (48, 6, 64, 12, 16)
+    argv = a.row_argv(d1)
+    assert argv[0] == "disagg"
+
+    def flag(name):
+        return argv[argv.index(name) + 1]
+
+    assert (flag("--prefill"), flag("--decode"), flag("--prefill-tp"), flag("--decode-tp")) == (
+        "1", "2", "2", "2",
+    )  # fmt: skip
+    assert (flag("--users"), flag("--requests"), flag("--link")) == ("48", "480", "nvlink4")
+    argv = a.row_argv(d2)
+    assert (flag("--decode-attention-dp"), flag("--decode-ep"), flag("--prefill-ep")) == (
+        "4", "4", "1",
+    )  # fmt: skip
+    assert flag("--link") == "ib-ndr-400" and flag("--prompt-tokens") == "1024"  # SGLang's loop
+    for r in (d1, d2):
+        ttft, tpot = a.predict(r, ["--engine", a.family(r)])
+        assert 10 < ttft < 5_000 and 1 < tpot < 200, r.id
+    assert "pipeline parallel 2" in str(pytest.raises(ValueError, a.row_argv, d3).value)
+
+
 @pytest.mark.slow
 def test_the_committed_profiles_meet_their_training_rows():
     """Every 8th training row (124 runs of the three engines), simulated through the command line

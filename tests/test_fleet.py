@@ -96,6 +96,58 @@ def test_replicas_split_a_burst(llama):
     assert one.e2el_p50_s == pytest.approx(alone.e2el_p50_s, rel=1e-12)
 
 
+# -- closed loops: each user sends the next request when the last one ends ----------------------
+
+
+def test_one_user_disaggregated_by_hand(llama):
+    # one user, three requests one after the other: each is the lone request of
+    # test_one_request_disaggregated_by_hand, sent the moment the last one's final token came
+    p, o, move = 2000, 50, 0.0123
+    wl = Workload(requests=3, prompt=fixed(p), output=fixed(o), users=1)
+    s = hand_setup(llama, wl)
+    r = simulate_disagg(
+        s, s, wl, prefill_engines=1, decode_engines=1, transfer_seconds=lambda n: move
+    )
+    ttft = step_s(p, p, pairs(p)) + move + step_s(1, p, p)
+    e2el = ttft + decode_s(p, o)
+    assert r.requests == 3 and r.layout == "1P1D"
+    assert r.ttft_p50_s == pytest.approx(ttft, rel=1e-12)
+    assert r.ttft_p99_s == pytest.approx(ttft, rel=1e-12)
+    assert r.e2el_p50_s == pytest.approx(e2el, rel=1e-12)
+    assert r.duration_s == pytest.approx(3 * e2el, rel=1e-12)  # no overlap, no gap
+    assert r.transfer_mean_s == move and r.handoff_p99_s == pytest.approx(move)
+
+
+def test_two_users_on_two_replicas_each_have_an_engine_to_themselves(llama):
+    # fixed lengths: the users' requests end together, so each next pair is dealt one to each
+    # replica, where it prefills alone (one prompt's step), never batched with the other's
+    p, o = 1000, 20
+    wl = Workload(requests=8, prompt=fixed(p), output=fixed(o), users=2)
+    s = hand_setup(llama, wl)
+    r = simulate_replicas(s, wl, 2)
+    alone = step_s(p, p, pairs(p))
+    assert r.ttft_p50_s == pytest.approx(alone, rel=1e-12)
+    assert r.ttft_p99_s == pytest.approx(alone, rel=1e-12)
+    assert r.e2el_p50_s == pytest.approx(alone + decode_s(p, o), rel=1e-12)
+    assert r.duration_s == pytest.approx(4 * (alone + decode_s(p, o)), rel=1e-12)
+    # on one replica both share every step: the first prefill batches the two prompts
+    one = simulate_replicas(s, wl, 1)
+    assert one.ttft_p50_s == pytest.approx(step_s(2 * p, 2 * p, 2 * pairs(p)), rel=1e-12)
+
+
+def test_a_closed_loop_on_one_replica_is_the_one_engine_simulator(llama):
+    # the fleet's closed loop on one engine sends, draws and times every request as the
+    # one-engine scheduler's own closed loop does (spread lengths, a queue at the start)
+    wl = Workload(
+        requests=60, prompt=lognormal(800, 0.5, 3000), output=lognormal(60, 0.5, 200), users=12
+    )
+    s = hand_setup(llama, wl)
+    alone = simulate(s, wl, series=False)
+    one = simulate_replicas(s, wl, 1)
+    for q in ("ttft_mean_s", "ttft_p99_s", "tpot_mean_s", "tpot_p50_s", "e2el_p50_s", "duration_s"):
+        assert getattr(one, q) == pytest.approx(getattr(alone, q), rel=1e-9), q
+
+
 def test_draw_is_the_schedulers_own_arrivals(llama):
     wl = Workload(
         requests=40,
@@ -196,8 +248,10 @@ def test_cli_disagg_compares_layouts(capsys):
     text = capsys.readouterr().out
     assert "1P1D on 2 GPUs" in text and "2 replicas of TP 1 on 2 GPUs" in text
     assert f"speed: the {out['estimate']} on every engine" in text
-    assert main([*args[:7], "--users", "4", *args[9:]]) == 2
-    assert "--rate" in capsys.readouterr().err
+    # a closed loop of users runs too, and says so
+    assert main([*args[:7], "--users", "4", *args[9:]]) == 0
+    text = capsys.readouterr().out
+    assert "(a closed loop of 4 users)" in text and "each user sends the next request" in text
 
 
 def test_cli_disagg_target_search_says_which_needs_fewer(capsys):
@@ -212,6 +266,9 @@ def test_cli_disagg_target_search_says_which_needs_fewer(capsys):
     assert "fewest GPUs" in text
     assert main([*args[:-2]]) == 2
     assert "both --ttft-ms and --tpot-ms" in capsys.readouterr().err
+    # a closed loop's load follows the GPUs it is given: no target to size them for
+    assert main([*args[:7], "--users", "8", *args[9:]]) == 2
+    assert "give --rate" in capsys.readouterr().err
 
 
 def test_cli_disagg_costs_both_layouts_side_by_side(capsys):

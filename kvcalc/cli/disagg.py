@@ -48,8 +48,26 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     d.add_argument("--decode", type=engines, default=1, help="decode engines (y in xPyD)")
     d.add_argument("--prefill-tp", type=int_arg(1, 64), default=None, help="default: --tp")
     d.add_argument("--decode-tp", type=int_arg(1, 64), default=None, help="default: --tp")
+    for side in ("prefill", "decode"):
+        d.add_argument(
+            f"--{side}-attention-dp",
+            type=int_arg(1, 64),
+            default=None,
+            help="each engine's attention data parallel ranks; default: --attention-dp",
+        )
+        d.add_argument(
+            f"--{side}-ep",
+            type=int_arg(1, 512),
+            default=None,
+            help="each engine's expert parallel size; default: --ep",
+        )
     d.add_argument(
         "--link", type=key_arg, default="ib-ndr-400", help="each GPU's port for the move"
+    )
+    d.add_argument(
+        "--no-aggregated",
+        action="store_true",
+        help="the disaggregated layout alone, without aggregated replicas on as many GPUs",
     )
     t = p.add_argument_group("a latency target: the fewest GPUs for each layout")
     t.add_argument("--ttft-ms", type=float_arg(1e6, unit=" ms"), default=None)
@@ -57,9 +75,15 @@ def _arguments(p: argparse.ArgumentParser) -> None:
     t.add_argument("--percentile", type=int, choices=(50, 90, 99), default=90)
 
 
-def _side(args, tp: int) -> argparse.Namespace:
+def _side(args, tp: int, side: str | None = None) -> argparse.Namespace:
+    """``args`` for one side's engines: its TP, and its attention DP and EP where given."""
     a = argparse.Namespace(**vars(args))
     a.tp = tp
+    if side is not None:
+        for field in ("attention_dp", "ep"):
+            own = getattr(args, f"{side}_{field}", None)
+            if own is not None:
+                setattr(a, field, own)
     return a
 
 
@@ -136,10 +160,11 @@ def cmd_disagg(args):
     gpu = registry().gpu(args.gpu)
     link = registry().link(args.link)
     wl = workload_from(args)
-    if wl.rate is None:
+    search = args.ttft_ms is not None or args.tpot_ms is not None
+    if search and wl.rate is None:
         raise ValueError(
-            "disagg deals requests drawn in advance: give --rate (requests/s, or inf) "
-            "instead of --users"
+            "a latency target's search sizes the GPUs for an offered load: give --rate "
+            "(requests/s, or inf) instead of --users, whose load follows the GPUs"
         )
     if args.calibrate_from:
         raise ValueError("disagg takes an engine profile (--engine), not --calibrate-from")
@@ -147,16 +172,19 @@ def cmd_disagg(args):
     p_tp = args.prefill_tp or args.tp or 1
     d_tp = args.decode_tp or args.tp or 1
     agg_tp = args.tp or 1
-    speed, _, _, s_pre = engine_setup(_side(args, p_tp), m, gpu, wl, profile)
-    _, _, _, s_dec = engine_setup(_side(args, d_tp), m, gpu, wl, profile)
-    _, _, _, s_agg = engine_setup(_side(args, agg_tp), m, gpu, wl, profile)
-    search = args.ttft_ms is not None or args.tpot_ms is not None
+    speed, _, _, s_pre = engine_setup(_side(args, p_tp, "prefill"), m, gpu, wl, profile)
+    _, _, _, s_dec = engine_setup(_side(args, d_tp, "decode"), m, gpu, wl, profile)
+    if search and args.no_aggregated:
+        raise ValueError("a latency target's search compares both layouts: drop --no-aggregated")
+    s_agg = None
+    if not args.no_aggregated:
+        s_agg = engine_setup(_side(args, agg_tp), m, gpu, wl, profile)[3]
     if search and (args.ttft_ms is None or args.tpot_ms is None):
         raise ValueError("a latency target needs both --ttft-ms and --tpot-ms")
     limit = MAX_STEPS // SEARCH_SHARE if search else MAX_STEPS
     steps = max(
         fleet_steps(s_pre, wl, 1) // max(1, wl.output.lo) + fleet_steps(s_dec, wl, 1),
-        fleet_steps(s_agg, wl, 1),
+        fleet_steps(s_agg, wl, 1) if s_agg is not None else 0,
     )
     if steps > limit:
         raise ValueError(
@@ -181,9 +209,16 @@ def cmd_disagg(args):
         return memo[n]
 
     out: dict = {"model": m.name, "gpu": gpu.key, "link": link.key, "estimate": speed.name}
+    load = (
+        f"a closed loop of {wl.users:,} users"
+        if wl.users is not None
+        else "all at once"
+        if wl.rate == math.inf
+        else f"{wl.rate:g}/s"
+    )
     head = (
         f"{m.name} on {gpu.name}, {wl.requests:,} requests "
-        f"({'all at once' if wl.rate == math.inf else f'{wl.rate:g}/s'}), prompts "
+        f"({load}), prompts "
         f"{wl.prompt.describe()}, outputs {wl.output.describe()} tokens; the cache moves over "
         f"{link.name} ({link.gbs:g} GB/s a GPU)"
     )
@@ -193,6 +228,7 @@ def cmd_disagg(args):
     if search:
         targets = Targets(ttft_s=args.ttft_ms / 1e3, tpot_s=args.tpot_ms / 1e3, pct=args.percentile)
         budget = StepBudget(MAX_STEPS)
+        assert s_agg is not None  # a search keeps the aggregated layout
         agg = fewest_replicas(s_agg, wl, targets, budget=budget)
         dis = fewest_disagg(s_pre, s_dec, wl, targets, move_s, budget=budget)
         out["aggregated"] = agg.best.to_dict() if agg.best else None
@@ -212,10 +248,10 @@ def cmd_disagg(args):
             decode_engines=args.decode,
             transfer_seconds=move_s,
         )
-        replicas = d.gpus // (agg_tp * s_agg.dp)
         out["disaggregated"] = d.to_dict()
         text.append(_row(d, args.percentile))
-        if replicas >= 1:
+        if s_agg is not None and d.gpus // (agg_tp * s_agg.dp) >= 1:
+            replicas = d.gpus // (agg_tp * s_agg.dp)
             a = simulate_replicas(s_agg, wl, replicas)
             out["aggregated"] = a.to_dict()
             text.append(_row(a, args.percentile))
@@ -228,6 +264,8 @@ def cmd_disagg(args):
     text.append(
         "  model: requests dealt to the engines in turn; a prompt's cache moves after its "
         "prefill ends, one move at a time per prefill engine; the first token comes from the "
-        "decode engine (docs/simulator.md#disaggregated-serving)"
+        "decode engine"
+        + ("; each user sends the next request when the last one ends" if wl.users else "")
+        + " (docs/simulator.md#disaggregated-serving)"
     )
     return out, text

@@ -126,6 +126,12 @@ def _from_csv(text: str) -> list[BenchRow]:
     rows = []
     for i, r in enumerate(csv.DictReader(io.StringIO(text)), 1):
         where = f"row {i}"
+        if (r.get("mode") or "agg").strip().lower() not in ("", "agg"):
+            raise ValueError(
+                f"{where}: mode {str(r.get('mode'))[:20]!r}: a calibration fits one engine "
+                "serving the whole loop, so give aggregated runs (mode agg); a disaggregated "
+                "layout is timed with `disagg` under the engine's profile"
+            )
         ttft = _pos_float(r.get("silicon_ttft_ms"), f"{where} silicon_ttft_ms")
         tpot = _pos_float(r.get("silicon_tpot_ms"), f"{where} silicon_tpot_ms")
         if ttft is None and tpot is None:
@@ -430,13 +436,14 @@ class RowLoop:
     max_num_seqs: int | None = None
 
 
-def bench_row_loop(row: BenchRow, engine: str) -> RowLoop:
+def bench_row_loop(row: BenchRow, engine: str, disaggregated: bool = False) -> RowLoop:
     """The simulator's loop for one measured row on ``engine`` (vllm, sglang, trtllm): a
     silicon row as its client ran (CLIENT_WAVES x users requests of lengths uniform on
     [int(0.8 L), L], SGLang's in lockstep at L, TensorRT-LLM's one request more than the batch);
     a ``vllm bench serve`` row's closed loop of its users over its completed requests (the
     random dataset's default: every request the stated length), its Poisson rate, or a static
-    batch all at once."""
+    batch all at once. ``disaggregated``: the row's engines are a disaggregated deployment's,
+    whose batch is not the client's concurrency (no request more for TensorRT-LLM)."""
     from .sim import Workload, fixed, uniform
 
     p, o = fixed(row.isl, "prompt tokens"), fixed(row.osl, "output tokens")
@@ -452,7 +459,7 @@ def bench_row_loop(row: BenchRow, engine: str) -> RowLoop:
         (plo, phi), (olo, ohi) = ((max(1, lo), hi) for lo, hi in spread)
         p = uniform(plo, phi, "prompt tokens") if plo < phi else p
         o = uniform(olo, ohi, "output tokens") if olo < ohi else o
-    more = engine in ONE_WAITING_ENGINES
+    more = engine in ONE_WAITING_ENGINES and not disaggregated
     wl = Workload(requests=CLIENT_WAVES * row.users, prompt=p, output=o, users=row.users + more)
     return RowLoop(wl, row.users if more else None)
 

@@ -7,13 +7,16 @@ layouts serve the same requests; each engine is the one-engine scheduler. Disagg
 request is prefilled as a request of one output token, its cache moves over the prefill
 engine's link (one move at a time, after the prefill ends), and a decode engine admits it with
 all but its last prompt token cached (``Scheduler(remote_prefill=True)``): TTFT is the decode
-engine's first token. The rules and their sources: docs/simulator.md#disaggregated-serving.
+engine's first token. A closed loop of users, whose sends wait on finishes, runs the engines
+side by side instead (``_closed_loop``). The rules and their sources:
+docs/simulator.md#disaggregated-serving.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 
@@ -155,6 +158,10 @@ def simulate_replicas(
 ) -> FleetResult:
     """``wl`` served by ``replicas`` aggregated engines of ``s``, requests dealt in turn."""
     r = check_int("replicas", replicas, 1, MAX_ENGINES)
+    layout = f"{r} replica{'s' if r > 1 else ''} of TP {s.tp}"
+    if wl.users is not None:
+        loop = _closed_loop(wl, s.api_overhead_s, [_live(s, wl) for _ in range(r)], budget=budget)
+        return _result(layout, r * s.tp * s.dp, *loop.times())
     reqs = wl.draw()
     n, api = len(reqs), s.api_overhead_s
     first, finish = [0.0] * n, [0.0] * n
@@ -169,7 +176,6 @@ def simulate_replicas(
         for j, i in enumerate(ids):
             first[i], finish[i] = sched.first[j], sched.finished_at[j]
     gpus = r * s.tp * s.dp
-    layout = f"{r} replica{'s' if r > 1 else ''} of TP {s.tp}"
     return _result(layout, gpus, [t for t, _, _ in reqs], first, finish, [o for *_, o in reqs], pre)
 
 
@@ -192,6 +198,17 @@ def simulate_disagg(
             "prefix sharing is not simulated in a disaggregated deployment: "
             "set the shared prefix to 0"
         )
+    if wl.users is not None:
+        loop = _closed_loop(
+            wl,
+            prefill.api_overhead_s,
+            [_live(prefill, wl) for _ in range(P)],
+            [_live(decode, wl, remote=True) for _ in range(D)],
+            transfer_seconds,
+            budget,
+        )
+        gpus = P * prefill.tp * prefill.dp + D * decode.tp * decode.dp
+        return _with_moves(_result(f"{P}P{D}D", gpus, *loop.times()), loop.moves)
     reqs = wl.draw()
     n, api = len(reqs), prefill.api_overhead_s
     moved = [0.0] * n  # the cache at its decode engine
@@ -231,6 +248,11 @@ def simulate_disagg(
     r = _result(
         f"{P}P{D}D", gpus, [t for t, _, _ in reqs], first, finish, [o for *_, o in reqs], pre
     )
+    return _with_moves(r, moves)
+
+
+def _with_moves(r: FleetResult, moves: list[tuple[float, float]]) -> FleetResult:
+    """``r`` with its caches' moves: (wait for the link, the move) of each request."""
     handoff = sorted(w for w, _ in moves)
     return replace(
         r,
@@ -238,6 +260,98 @@ def simulate_disagg(
         handoff_p99_s=percentile_sorted(handoff, 99),
         transfer_mean_s=sum(m for _, m in moves) / len(moves),
     )
+
+
+def _live(s: Setup, wl: Workload, remote: bool = False) -> Scheduler:
+    """An engine of ``s`` with room for ``wl``'s requests, given to it one at a time."""
+    sub = replace(wl, rate=math.inf, users=None)
+    return Scheduler(s, sub, series=False, live=wl.requests, remote_prefill=remote)
+
+
+@dataclass
+class _Loop:
+    """A closed loop's run: each request's send, first token, finish and lengths (by the
+    order the users sent them), the preemptions, and the caches' moves (disaggregated)."""
+
+    sends: list[float]
+    first: list[float]
+    finish: list[float]
+    output: list[int]
+    preemptions: int
+    moves: list[tuple[float, float]]
+
+    def times(self) -> tuple:
+        return self.sends, self.first, self.finish, self.output, self.preemptions
+
+
+def _closed_loop(
+    wl: Workload,
+    api: float,
+    first_side: list[Scheduler],
+    decode_side: list[Scheduler] | None = None,
+    transfer_seconds: Callable[[int], float] | None = None,
+    budget: StepBudget | None = None,
+) -> _Loop:
+    """``wl``'s closed loop (``wl.users`` users, ``wl.requests`` requests between them, lengths
+    drawn in the order they are sent) on engines run side by side: the engine whose next step
+    starts first takes it (a tie: the first listed), with the others' next start as the horizon
+    of its decode-only steps, so a request that one engine hands to another reaches it in time
+    order. A request reaches a ``first_side`` engine (in turn) ``api`` after its send; with a
+    ``decode_side``, a ``first_side`` engine prefills it (one output token), its cache moves
+    over that engine's link (one move at a time, ``transfer_seconds(prompt)``) and a decode
+    engine (in turn) gives its tokens. A user sends the next request when the last one ends."""
+    users, n = wl.users or 0, wl.requests
+    rng = random.Random(wl.seed)
+    sends, first, finish = [0.0] * n, [0.0] * n, [0.0] * n
+    prompt, output = [0] * n, [0] * n
+    engines = first_side + (decode_side or [])
+    k_first = len(first_side)
+    link = [0.0] * k_first  # each prefill engine's link, free from
+    moves: list[tuple[float, float]] = []
+    memo: dict[int, float] = {}
+    sent = moved = 0
+
+    def send(t: float) -> None:
+        nonlocal sent
+        i = sent
+        prompt[i], output[i] = wl.prompt.sample(rng), wl.output.sample(rng)
+        sends[i] = t
+        out = 1 if decode_side else output[i]
+        first_side[i % k_first].inject(i, t + api, prompt[i], out)
+        sent += 1
+
+    for _ in range(min(users, n)):
+        send(0.0)
+    done = 0
+    while done < n:
+        starts = [e.next_start() for e in engines]
+        k = min(range(len(engines)), key=starts.__getitem__)
+        if starts[k] == math.inf:
+            raise RuntimeError("internal error: a closed loop with no engine left to run")
+        horizon = min((t for j, t in enumerate(starts) if j != k), default=math.inf)
+        e = engines[k]
+        for g in e.advance(horizon):
+            for i in g.ids:
+                t_end = e.finished_at[i]
+                if decode_side and k < k_first:  # a prefill ends: its cache moves
+                    if prompt[i] not in memo:
+                        assert transfer_seconds is not None
+                        memo[prompt[i]] = transfer_seconds(prompt[i])
+                    link[k] = max(link[k], t_end) + memo[prompt[i]]
+                    moves.append((link[k] - t_end, memo[prompt[i]]))
+                    decode_side[moved % len(decode_side)].inject(i, link[k], prompt[i], output[i])
+                    moved += 1
+                    continue
+                first[i], finish[i] = e.first[i], t_end
+                done += 1
+                if sent < n:
+                    send(t_end)
+    pre = 0
+    for e in engines:
+        pre += e.tally.preemptions
+        if budget is not None:
+            budget.spend(e.step)
+    return _Loop(sends, first, finish, output, pre, moves)
 
 
 @dataclass(frozen=True, kw_only=True)

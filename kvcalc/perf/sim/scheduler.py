@@ -64,7 +64,9 @@ class Scheduler:
     requests given instead of drawn, (time it reaches the engine, prompt, output) in time order
     (one engine of several, ``kvcalc.perf.sim.fleet``). ``remote_prefill``: a decode engine of a
     disaggregated deployment, whose requests arrive with all but their last prompt token in the
-    cache (``admit``)."""
+    cache (``admit``). ``live``: room for that many requests, given one at a time while it runs
+    (``inject``, ``next_start``, ``advance``: several engines run side by side, one step at a
+    time, by ``kvcalc.perf.sim.fleet``'s closed loops)."""
 
     def __init__(
         self,
@@ -75,7 +77,12 @@ class Scheduler:
         grouped: bool = False,
         arrivals: Sequence[tuple[float, int, int]] | None = None,
         remote_prefill: bool = False,
+        live: int = 0,
     ):
+        if live:
+            if arrivals is not None or grouped or not s.chunked_prefill:
+                raise ValueError("internal error: a live engine takes its requests one at a time")
+            arrivals = []
         longest = (
             wl.longest if arrivals is None else max((p + o for _, p, o in arrivals), default=0)
         )
@@ -99,7 +106,7 @@ class Scheduler:
         self.given, self.remote = arrivals, remote_prefill
         self.rng = random.Random(wl.seed)
         self.bs = s.block_size
-        self.nreq = n = wl.requests if arrivals is None else len(arrivals)
+        self.nreq = n = wl.requests if arrivals is None else live or len(arrivals)
         # vLLM's KV-cache groups (Setup's): gt token groups take a block every bs tokens, gs of
         # them windows of W tokens; st state blocks a request. Full attention: gt 1, gs = st = 0.
         self.gt = s.full_groups + s.slide_groups
@@ -185,26 +192,65 @@ class Scheduler:
         return k
 
     def run(self) -> SimResult:
-        s, nreq, dec = self.s, self.nreq, self.dec
+        s, nreq = self.s, self.nreq
         while self.done < nreq:
             if not s.chunked_prefill:
                 self.prefill_first_step()
                 continue
-            if dec.n and not self.waiting and not self.prefilling:
-                self.decode_stretch()
-            self.step = j = self.step + 1
-            if self.pending:
-                self.arrive()
-            self._new_step()
-            self.decode(j)
-            if self.prefilling:
-                self.prefill_chunks(j)
-            reason = self.admit() if self.waiting else "kv_pool" if self.preempted else None
-            dt = self.clock(j)
-            self.account(dt, reason)
-            self.finish(j, self.t + dt)
-            # requests that arrive inside the step: they wait from their arrival, counted at
-            # the next step's start (area += t - arrival)
+            self.advance()
+        return self.result()
+
+    def advance(self, horizon: float = math.inf) -> list[Group]:
+        """One engine step (vLLM V1's), after the decode-only steps that come first; with a
+        ``horizon`` (a live engine's: when another engine's next step starts), those decode-only
+        steps stop there and the full step is left for later. Returns the groups finished."""
+        dec = self.dec
+        if dec.n and not self.waiting and not self.prefilling:
+            step = self.step
+            self.decode_stretch(horizon)
+            if self.step > step and self.t >= horizon:
+                return []
+        self.step = j = self.step + 1
+        if self.pending:
+            self.arrive()
+        self._new_step()
+        self.decode(j)
+        if self.prefilling:
+            self.prefill_chunks(j)
+        reason = self.admit() if self.waiting else "kv_pool" if self.preempted else None
+        dt = self.clock(j)
+        self.account(dt, reason)
+        return self.finish(j, self.t + dt, ended=True)
+        # requests that arrive inside the step: they wait from their arrival, counted at the
+        # next step's start (area += t - arrival)
+
+    def inject(self, i: int, t: float, prompt: int, output: int) -> None:
+        """A live engine's request ``i``: reaching it at ``t`` (before or after its clock),
+        queued in arrival order."""
+        if prompt + output > self.s.max_model_len:
+            raise ValueError(
+                f"a request of {prompt + output:,} tokens is longer than the setup's "
+                f"max_model_len ({self.s.max_model_len:,})"
+            )
+        shared = int(self.wl.prefix_share * prompt) // self.bs if self.s.prefix_caching else 0
+        self.prompt[i], self.output[i] = prompt, output
+        g = Group([i], t, prompt, output, shared)
+        pending = self.pending
+        k = len(pending)
+        while k and pending[k - 1].arrival > t:
+            k -= 1
+        pending.insert(k, g)
+
+    def next_start(self) -> float:
+        """When a live engine's next step starts: now while it has requests, else at its next
+        arrival (inf: none)."""
+        if self.running or self.waiting:
+            return self.t
+        return max(self.t, self.pending[0].arrival) if self.pending else math.inf
+
+    def result(self) -> SimResult:
+        """The run's metrics (``run``'s end: every block must be back)."""
+        s = self.s
         pool = self.pool
         if pool.free + pool.chain_len != pool.total or pool.chain_hot:  # every block back
             raise RuntimeError(
@@ -531,9 +577,10 @@ class Scheduler:
         self.since_decode = False
         self.t_decode = t_end
 
-    def finish(self, j: int, t_end: float) -> list[Group]:
+    def finish(self, j: int, t_end: float, ended: bool = False) -> list[Group]:
         """6. Tokens come out at the end of the step; a finished request frees its blocks at once
-        (and, in a closed loop, its user sends the next)."""
+        (and, in a closed loop, its user sends the next). Returns the groups that decode from
+        here on, or (``ended``) those that finished."""
         finished = self._finish_decodes(j)
         started = self._end_prefills(j, t_end, finished)
         tally = self.tally
@@ -551,7 +598,7 @@ class Scheduler:
             self._send(self.sent, k, t_end + self.api)
             self.sent += k
         self.t = t_end
-        return started
+        return finished if ended else started
 
     def _finish_decodes(self, j: int) -> list[Group]:
         """Decoding groups whose last token is this step's, their blocks freed."""
@@ -606,14 +653,16 @@ class Scheduler:
 
     # -- decode-only stretches ---------------------------------------------------------------
 
-    def decode_stretch(self) -> None:
-        """Decode-only steps up to the next finish or arrival, done lean (the step's counts in
-        locals); a step whose new blocks are not free is left to the full step."""
+    def decode_stretch(self, horizon: float = math.inf) -> None:
+        """Decode-only steps up to the next finish or arrival (or those that start before
+        ``horizon``), done lean (the step's counts in locals); a step whose new blocks are not
+        free is left to the full step."""
         dec, pool, tally = self.dec, self.pool, self.tally
         while self.fin_heap and self.fin_heap[0] not in self.finish_at:
             heapq.heappop(self.fin_heap)
         next_finish = self.fin_heap[0] if self.fin_heap else self.step + 1
         arrival = self.pending[0].arrival if self.pending else math.inf
+        arrival = min(arrival, horizon)
         n_dec = nrun = dec.n
         # the one clock, worked out once: every step here has n_dec tokens and as many states
         seconds = self._clock(n_dec, n_dec if self.st else 0, n_dec)
