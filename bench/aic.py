@@ -57,7 +57,10 @@ GPUS = {
     "gb200_sxm": "gb200",
     "gb200": "gb200",
     "a100_sxm": "a100-80gb",
+    "a100_pcie": "a100-pcie-80gb",
+    "h100_pcie": "h100-pcie-80gb",
     "l40s": "l40s",
+    "l4": "l4",
 }
 # Where a model's config.json is looked for (``config_path``): the training models' copies,
 # then any folder named in KVCALC_AIC_CONFIGS (':'-separated), as ``org--name.json``.
@@ -85,9 +88,39 @@ def config_path(model: str) -> Path:
     )
 
 
+def registry_key(model: str) -> str | None:
+    """The registry model whose Hugging Face id is the row's (case aside), or None."""
+    want = model.strip().lower()
+    return next((k for k, m in registry().models.items() if (m.hf_id or "").lower() == want), None)
+
+
+def model_argv(model: str) -> list[str]:
+    """The row's model as flags: its config.json where one is found (``config_path``), else
+    the registry model of that Hugging Face id (its own config and weights), else the refusal
+    saying where a config.json is looked for."""
+    try:
+        return ["--config", str(config_path(model))]
+    except ValueError:
+        key = registry_key(model)
+        if key is None:
+            raise
+        return ["--model", key]
+
+
 @functools.cache
+def _has_config(model: str) -> bool:
+    try:
+        config_path(model)
+    except ValueError:
+        return False
+    return True
+
+
 def has_experts(model: str) -> bool:
     """Whether the model's config gives routed experts (any of the names configs use)."""
+    key = None if _has_config(model) else registry_key(model)
+    if key is not None:
+        return registry().model(key).spec.moe is not None
     cfg = json.loads(config_path(model).read_text())
     cfg = cfg.get("text_config", cfg) if isinstance(cfg.get("text_config"), dict) else cfg
     keys = ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts")
@@ -229,6 +262,22 @@ def concurrency(r: dict, decode: Side | None) -> int:
     raise ValueError(f"row {r.get('id', '?')!r}: no batch_size (the client's concurrency)")
 
 
+def _users(r: dict, decode: Side | None) -> int:
+    """``concurrency``, or 0 where the row gives none (``row_argv`` then refuses it alone)."""
+    try:
+        return concurrency(r, decode)
+    except ValueError:
+        return 0
+
+
+def _measured(x: str | None) -> float:
+    """A measured time in ms, NaN where the row leaves it empty (predicted all the same)."""
+    try:
+        return float(x) if x not in (None, "") else math.nan
+    except ValueError:
+        return math.nan
+
+
 def load_rows(path: Path = CSV) -> list[Row]:
     """The rows of a file in AIC's silicon-sample columns, aggregated and disaggregated."""
     rows = []
@@ -249,7 +298,7 @@ def load_rows(path: Path = CSV) -> list[Row]:
                     moe=r["moe_quant_mode"] or "",
                     isl=int(r["isl"]),
                     osl=int(r["osl"]),
-                    users=concurrency(r, dec),
+                    users=_users(r, dec),
                     tp=own.tp,
                     attention_dp=own.attention_dp,
                     moe_tp=own.moe_tp,
@@ -257,8 +306,8 @@ def load_rows(path: Path = CSV) -> list[Row]:
                     pp=max(
                         _int(r.get(k, "")) for k in ("pp_size", "prefill_pp_size", "decode_pp_size")
                     ),
-                    ttft_ms=float(r["silicon_ttft_ms"]),
-                    tpot_ms=float(r["silicon_tpot_ms"]),
+                    ttft_ms=_measured(r.get("silicon_ttft_ms")),
+                    tpot_ms=_measured(r.get("silicon_tpot_ms")),
                     prefill=pre,
                     decode=dec,
                 )
@@ -288,7 +337,21 @@ QUANT_FORMATS = {
     "int8_wo": "int8",
     "int4_wo": "int4",
     "w4afp8": "int4",
+    # the rest of aiconfigurator's GEMMQuantMode and MoEQuantMode (aic-core sdk/common.py):
+    # SmoothQuant's W8A8 INT8; NVFP4 weights dequantised to 16 bits (timed as NVFP4 only where
+    # the GPU has no FP4 tensor cores: ``weight_flags``); the other MXFP4 MoE kernels
+    "sq": "int8",
+    "nvfp4_wo": "nvfp4",
+    "w4a16_nvfp4": "nvfp4",
+    "w4a8_mxfp4_mxfp8_trtllm": "mxfp4",
+    "w4a16_mxfp4_cutlass": "mxfp4",
+    # a precision column's names where no quant mode is given: NVIDIA's FP4 checkpoints
+    "fp4": "nvfp4",
+    "int8": "int8",
 }
+# NVFP4 weights dequantised into a 16-bit GEMM: kvcalc times NVFP4 weights at the FP4 peak on a
+# GPU that has one, so these modes run only where it has none (Hopper, as AIC uses them)
+WEIGHT_ONLY_NVFP4 = ("nvfp4_wo", "w4a16_nvfp4")
 
 
 def quant_format(mode: str) -> str:
@@ -311,6 +374,12 @@ def weight_flags(r: Row, *, before: bool = False) -> list[str]:
         return ["--weight-dtype", "int4"]
     dense = quant_format(r.gemm or r.precision)
     experts = quant_format(r.moe or r.gemm or r.precision)
+    only = [m for m in (r.gemm, r.moe) if m.strip().lower() in WEIGHT_ONLY_NVFP4]
+    if only and registry().gpu(gpu_key(r.gpu)).fp4_tflops:
+        raise ValueError(
+            f"quant mode {only[0]!r} on {r.gpu}: NVFP4 weights dequantised into a 16-bit GEMM; "
+            "kvcalc times NVFP4 weights at this GPU's FP4 peak, so it does not time this row"
+        )
     if r.gemm == "int4_wo" and r.moe == "int4_wo":  # W4A16 checkpoints quantise the experts
         dense = "bf16"
     flags = ["--weight-dtype", dense]
@@ -322,6 +391,11 @@ def weight_flags(r: Row, *, before: bool = False) -> list[str]:
 def row_argv(r: Row, *, layout: bool = True) -> list[str]:
     """``simulate`` for the row, from its own columns only. ``layout`` False: every GPU as
     tensor parallel (what kvcalc could state before issue 41)."""
+    if r.users < 1:
+        raise ValueError(
+            f"row {r.id!r}: no batch_size, silicon_concurrency or decode batch: the client's "
+            "concurrency is needed to run its loop"
+        )
     if r.pp > 1:
         raise ValueError(
             f"pipeline parallel {r.pp}: simulate times one pipeline stage's GPUs only, so a "
@@ -329,8 +403,7 @@ def row_argv(r: Row, *, layout: bool = True) -> list[str]:
         )
     argv = [
         "simulate" if r.prefill is None else "disagg",
-        "--config",
-        str(config_path(r.model)),
+        *model_argv(r.model),
         "--gpu",
         gpu_key(r.gpu),
         *loop_argv(r),

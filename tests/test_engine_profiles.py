@@ -454,6 +454,27 @@ def test_a_disaggregated_row_runs_on_its_own_prefill_and_decode_engines(tmp_path
     assert "pipeline parallel 2" in str(pytest.raises(ValueError, a.row_argv, d3).value)
 
 
+def test_a_row_whose_model_has_no_config_here_runs_on_the_registrys_model_of_that_id():
+    # openai/gpt-oss-120b has no config.json beside the training rows, but the registry holds
+    # the model of that Hugging Face id (its own config and weights): the row runs on it, and
+    # its MXFP4 experts take their own format as the row states them; an id the registry does
+    # not hold is refused, saying where a config.json is looked for
+    from dataclasses import replace
+
+    a = aic()
+    r = replace(
+        a.load_rows()[0], model="openai/gpt-oss-120b", precision="mxfp4", gemm="bfloat16",
+        moe="w4a16_mxfp4", tp=1, moe_tp=1, isl=1024, osl=128, users=4,
+    )  # fmt: skip
+    argv = a.row_argv(r)
+    assert argv[1:3] == ["--model", "gpt-oss-120b"]
+    assert argv[argv.index("--expert-weight-dtype") + 1] == "mxfp4"
+    ttft, tpot = a.predict(r, ["--engine", "vllm@0.18.0"])
+    assert 1 < tpot < 50 and ttft > tpot
+    said = a.predict(replace(r, model="example/not-a-model"), [])
+    assert isinstance(said, str) and "example--not-a-model.json" in said
+
+
 @pytest.mark.slow
 def test_the_committed_profiles_meet_their_training_rows():
     """Every 8th training row (124 runs of the three engines), simulated through the command line

@@ -115,6 +115,19 @@ def _aic():
         ),
         # a dense model has no experts to give a format of their own
         ("fp8", "fp8", "nvfp4", "Qwen/Qwen3-32B", ["--weight-dtype", "fp8"]),
+        # the rest of AIC's modes (aic-core sdk/common.py GEMMQuantMode, MoEQuantMode):
+        # SmoothQuant's W8A8 INT8, NVFP4 weight-only on Hopper, the other MXFP4 MoE kernels,
+        # and a precision column's "fp4" where no mode is given
+        ("int8", "sq", "", "Qwen/Qwen3-32B", ["--weight-dtype", "int8"]),
+        ("nvfp4", "nvfp4_wo", "", "Qwen/Qwen3-32B", ["--weight-dtype", "nvfp4"]),
+        (
+            "fp8",
+            "fp8",
+            "w4a16_mxfp4_cutlass",
+            "MiniMaxAI/MiniMax-M2.5",
+            ["--weight-dtype", "fp8", "--expert-weight-dtype", "mxfp4"],
+        ),
+        ("fp4", "", "", "Qwen/Qwen3-32B", ["--weight-dtype", "nvfp4"]),
     ],
 )
 def test_an_aic_row_states_its_dense_and_expert_formats(precision, gemm, moe, model, flags):
@@ -124,6 +137,18 @@ def test_an_aic_row_states_its_dense_and_expert_formats(precision, gemm, moe, mo
 
     row = replace(r, precision=precision, gemm=gemm, moe=moe, model=model)
     assert a.weight_flags(row) == flags
+
+
+def test_weight_only_nvfp4_is_refused_where_kvcalc_would_time_it_at_the_fp4_peak():
+    # on a B200 kvcalc's NVFP4 weights run W4A4 at the FP4 peak, which a weight-only mode's
+    # 16-bit GEMM does not reach: refused by name there, timed on Hopper (no FP4 tensor cores)
+    from dataclasses import replace
+
+    a = _aic()
+    r = replace(a.load_rows()[0], model="Qwen/Qwen3-32B", gemm="w4a16_nvfp4", moe="")
+    assert a.weight_flags(r) == ["--weight-dtype", "nvfp4"]
+    with pytest.raises(ValueError, match="'w4a16_nvfp4' on b200_sxm"):
+        a.weight_flags(replace(r, gpu="b200_sxm"))
 
 
 def test_an_unknown_aic_quant_mode_is_refused_by_name():
