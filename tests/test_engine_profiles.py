@@ -475,6 +475,20 @@ def test_a_row_whose_model_has_no_config_here_runs_on_the_registrys_model_of_tha
     assert isinstance(said, str) and "example--not-a-model.json" in said
 
 
+def test_a_row_of_thousands_of_users_runs_its_clients_ten_waves():
+    # InferenceMAX's largest sweeps reach 4,096 users: 10 x 4,096 = 40,960 requests, which the
+    # simulator takes (it was refused above 20,000 until stop 54); its steps stay bounded
+    from dataclasses import replace
+
+    a = aic()
+    r = replace(a.load_rows()[0], model="meta-llama/Llama-3.1-8B-Instruct", tp=8, moe_tp=8,
+                gemm="", moe="", precision="bf16", isl=128, osl=16, users=4096)  # fmt: skip
+    argv = a.row_argv(r)
+    assert argv[argv.index("--requests") + 1] == "40960"
+    ttft, tpot = a.predict(r, ["--engine", "vllm@0.18.0"])
+    assert ttft > tpot > 0
+
+
 @pytest.mark.slow
 def test_the_committed_profiles_meet_their_training_rows():
     """Every 8th training row (124 runs of the three engines), simulated through the command line
