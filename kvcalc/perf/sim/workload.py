@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ...core.units import check_float, check_int
 
-MAX_REQUESTS = 100_000  # a benchmark client's 10 waves of 10,000 users (the steps are bounded apart)
+MAX_REQUESTS = 100_000  # a benchmark client's 10 waves of 10,000 users (steps: bounded apart)
 MAX_TOKENS = 1_000_000  # one request's prompt or output
 
 
