@@ -249,14 +249,38 @@ def _side(r: dict, prefix: str = "") -> Side:
     return Side(_int(r.get(f"{prefix}num_workers")), tp, adp, moe_tp, moe_ep, batch)
 
 
+def stated_concurrency(r: dict) -> int | None:
+    """The client's concurrency as the row's source names it (``silicon_concurrency=N``)."""
+    found = re.search(r"silicon_concurrency=(\d+)", r.get("silicon_data_source") or "")
+    return int(found.group(1)) if found and int(found.group(1)) > 0 else None
+
+
+def per_rank(r: dict, own: Side) -> Side | None:
+    """The instance a row in AIC's per-rank encoding ran on, or None for a row that states its
+    layout plainly. Some rows of AIC's 2026-04-06 dump give ``batch_size`` per attention-DP rank
+    (the source's ``silicon_concurrency`` = batch_size x attention_dp_size) and count GPUs as
+    tp_size x attention_dp_size: MiniMax-M2.5 on H100 "tp4_ep4" reads tp 4, attention DP 4, EP
+    16. The run had tp_size GPUs: the same runs in the 2026-03-25 dump read TP 4 EP 4 at that
+    concurrency with the same TPOT (within 1%), and their 20-32 s TTFT at 64 users is the queue
+    of 4 H100s' KV pool (16 GPUs would hold every request). So: tp_size GPUs, attention DP over
+    them (tp_size / attention_dp GPUs a rank), the experts over the same GPUs."""
+    dp = own.attention_dp
+    conc = stated_concurrency(r)
+    batch = _int(r.get("batch_size"), 0)
+    if dp <= 1 or conc is None or not batch or conc != batch * dp:
+        return None
+    gpus = own.tp
+    moe_ep = max(1, own.moe_ep // dp) if own.moe_ep > 1 else 1
+    return Side(own.workers, max(1, gpus // dp), dp, max(1, gpus // moe_ep), moe_ep, conc)
+
+
 def concurrency(r: dict, decode: Side | None) -> int:
     """The client's users: ``batch_size``; for a disaggregated row that leaves it empty, the
     ``silicon_concurrency`` its source names, else every decode engine's batch."""
     if _int(r.get("batch_size"), 0):
         return _int(r["batch_size"])
-    found = re.search(r"silicon_concurrency=(\d+)", r.get("silicon_data_source") or "")
-    if found and int(found.group(1)) > 0:
-        return int(found.group(1))
+    if stated_concurrency(r):
+        return stated_concurrency(r) or 0
     if decode is not None and decode.batch:
         return decode.workers * decode.batch
     raise ValueError(f"row {r.get('id', '?')!r}: no batch_size (the client's concurrency)")
@@ -286,6 +310,8 @@ def load_rows(path: Path = CSV) -> list[Row]:
             disagg = (r.get("mode") or "agg").strip().lower() == "disagg"
             pre, dec = (_side(r, "prefill_"), _side(r, "decode_")) if disagg else (None, None)
             own = dec if dec is not None else _side(r)
+            rank = None if disagg else per_rank(r, own)
+            own = rank or own
             rows.append(
                 Row(
                     id=r["id"],
@@ -298,7 +324,7 @@ def load_rows(path: Path = CSV) -> list[Row]:
                     moe=r["moe_quant_mode"] or "",
                     isl=int(r["isl"]),
                     osl=int(r["osl"]),
-                    users=_users(r, dec),
+                    users=rank.batch if rank and rank.batch else _users(r, dec),
                     tp=own.tp,
                     attention_dp=own.attention_dp,
                     moe_tp=own.moe_tp,

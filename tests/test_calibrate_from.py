@@ -34,6 +34,13 @@ def test_silicon_sample_rows_are_read_from_their_own_columns():
     rows = read_benchmark(text)
     assert [(r.isl, r.osl, r.users) for r in rows] == [(1024, 1024, 4), (8192, 1024, 8)]
     assert rows[0].measured() == {"TTFT": pytest.approx(0.08985), "TPOT": pytest.approx(0.01238)}
+    # a row that gives its batch per attention-DP rank: the source's concurrency is the users
+    # (MiniMax-M2.5 on H100 in aiconfigurator's 2026-04-06 dump: batch 16 x attention DP 4)
+    text = (
+        "silicon_data_source,isl,osl,batch_size,attention_dp_size,silicon_ttft_ms,silicon_tpot_ms\n"
+        '"db; silicon_concurrency=64; measured=2026-03-28",1024,1024,16,4,192.03,25.69\n'
+    )
+    assert [r.users for r in read_benchmark(text)] == [64]
 
 
 def test_vllm_bench_serve_save_result_json_is_read():

@@ -454,6 +454,36 @@ def test_a_disaggregated_row_runs_on_its_own_prefill_and_decode_engines(tmp_path
     assert "pipeline parallel 2" in str(pytest.raises(ValueError, a.row_argv, d3).value)
 
 
+def test_a_row_that_gives_its_batch_per_attention_rank_runs_on_its_own_gpus():
+    """AIC's 2026-04-06 dump gives MiniMax-M2.5's H100 runs "tp4_ep4" as tp 4, attention DP 4,
+    EP 16 with batch_size per rank (its source's silicon_concurrency = batch x 4). The same runs
+    in the 2026-03-25 dump read TP 4, EP 4 at the full concurrency with the same TPOT, and their
+    20-32 s TTFT at 64 users is a 4-GPU KV pool's queue: read as 4 GPUs (attention DP 4 of one
+    GPU each, EP 4) and the stated concurrency. A row whose batch is the concurrency (vLLM's
+    Qwen3-235B runs at attention DP 2) is read as it states."""
+    a = aic()
+    rows = a.load_rows()
+    mm = [r for r in rows if "MiniMax" in r.model and r.gpu == "h100_sxm"]
+    ranked = [r for r in mm if r.attention_dp > 1]
+    assert len(ranked) == 15
+    assert {(r.tp, r.attention_dp, r.moe_tp, r.moe_ep, r.gpus) for r in ranked} == {(1, 4, 1, 4, 4)}
+    twin = {(r.isl, r.osl, r.users) for r in mm if r.attention_dp == 1}
+    assert {(r.isl, r.osl, r.users) for r in ranked} == twin  # each a twin of a plain row
+    r = next(r for r in ranked if (r.isl, r.osl, r.users) == (1024, 1024, 64))
+    argv = a.row_argv(r)
+    assert argv[argv.index("--users") + 1] == "64" and argv[argv.index("--ep") + 1] == "4"
+    import csv
+
+    with open(AIC / "aic-silicon-train.csv", newline="") as f:
+        stated = {c["id"]: c for c in csv.DictReader(f)}
+    plain = [r for r in rows if "235B" in r.model and r.engine == "vllm" and r.attention_dp == 2]
+    assert len(plain) == 15
+    for r in plain:  # as the columns state them
+        c = stated[r.id]
+        assert r.users == int(c["batch_size"]) and r.tp == int(c["tp_size"]), r.id
+        assert r.tp * r.attention_dp == r.moe_tp * r.moe_ep
+
+
 def test_a_row_whose_model_has_no_config_here_runs_on_the_registrys_model_of_that_id():
     # openai/gpt-oss-120b has no config.json beside the training rows, but the registry holds
     # the model of that Hugging Face id (its own config and weights): the row runs on it, and

@@ -66,8 +66,12 @@ def test_a_pasted_run_calibrates_the_lab_page_profile_to_meet_it():
     assert not at.exception and not at.error, [e.value for e in at.error]
     said = _said(at)
     assert "calibrated on your 1 run" in said
-    # before: the profile predicted 1 / 0.8 of the TTFT and 1 / 1.25 of the TPOT
-    assert "before 1.25x, after 1.00x; TPOT measured" in said
+    # before: the profile predicted 1 / 0.8 of the TTFT and 1 / 1.25 of the TPOT; after, the
+    # TPOT within 0.5% and the TTFT (which weighs a quarter in the fit) within 5%
+    import re
+
+    ttft_after = re.search(r"TTFT measured [\d.]+ ms, before 1\.25x, after ([\d.]+)x", said)
+    assert ttft_after and abs(float(ttft_after.group(1)) - 1) <= 0.05, said[-600:]
     assert "before 0.80x, after 1.00x" in said
     # The fitted profile the page now uses, checked by simulating the row again under it.
     from webui.own_benchmark import calibrated

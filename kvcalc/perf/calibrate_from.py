@@ -137,6 +137,11 @@ def _from_csv(text: str) -> list[BenchRow]:
         if ttft is None and tpot is None:
             raise ValueError(f"{where}: no silicon_ttft_ms or silicon_tpot_ms")
         isl, osl, users = (_pos_int(r.get(k), f"{where} {k}") for k in ("isl", "osl", "batch_size"))
+        # the client's concurrency where the source names it: some of aiconfigurator's rows
+        # give batch_size per attention-DP rank (bench/aic.py, ``per_rank``)
+        stated = re.search(r"silicon_concurrency=(\d+)", r.get("silicon_data_source") or "")
+        if stated and int(stated.group(1)) > 0:
+            users = int(stated.group(1))
         rows.append(
             BenchRow(isl=isl, osl=osl, users=users, ttft_ms=ttft, tpot_ms=tpot, silicon=True)
         )
