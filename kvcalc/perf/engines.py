@@ -183,7 +183,7 @@ PROFILES: dict[str, EngineProfile] = {
 #    quantity (bench/calibration.py --aic printed these; how, and why they miss issue 41's goal:
 #    docs/calibration.md#engine-profiles-issue-41) ---------------------------------------------
 BAND: dict[str, dict[str, tuple[float, float, float, int]]] = {
-    "vllm": {"TTFT": (0.414, 0.80, 264.05, 324), "TPOT": (0.169, 0.58, 3.69, 324)},
+    "vllm": {"TTFT": (0.396, 0.76, 30.30, 324), "TPOT": (0.200, 0.57, 3.70, 324)},
     "sglang": {"TTFT": (0.289, 0.92, 32.83, 184), "TPOT": (0.277, 0.54, 1.94, 184)},
     "trtllm": {"TTFT": (0.295, 1.02, 23.94, 484), "TPOT": (0.218, 0.45, 2.03, 484)},
 }
