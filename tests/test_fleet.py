@@ -251,7 +251,7 @@ def test_cli_disagg_compares_layouts(capsys):
     # a closed loop of users runs too, and says so
     assert main([*args[:7], "--users", "4", *args[9:]]) == 0
     text = capsys.readouterr().out
-    assert "(a closed loop of 4 users)" in text and "each user sends the next request" in text
+    assert "(4 users (closed loop))" in text and "each user sends the next request" in text
 
 
 def test_cli_disagg_target_search_says_which_needs_fewer(capsys):

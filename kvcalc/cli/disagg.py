@@ -5,7 +5,6 @@ with --ttft-ms and --tpot-ms, the fewest GPUs each layout needs (kvcalc.perf.sim
 from __future__ import annotations
 
 import argparse
-import math
 
 from ..cache.transfer import transfer
 from ..config.catalog import registry
@@ -29,7 +28,7 @@ from .flags import float_arg, int_arg, key_arg
 from .registry import command
 from .simulate import MAX_STEPS, add_arguments, engine_setup
 from .step_model import engine_from_args
-from .workload import workload_from
+from .workload import load_text, workload_from
 
 HELP = (
     "disaggregated serving: P prefill and D decode engines with the cache moved between them, "
@@ -209,16 +208,9 @@ def cmd_disagg(args):
         return memo[n]
 
     out: dict = {"model": m.name, "gpu": gpu.key, "link": link.key, "estimate": speed.name}
-    load = (
-        f"a closed loop of {wl.users:,} users"
-        if wl.users is not None
-        else "all at once"
-        if wl.rate == math.inf
-        else f"{wl.rate:g}/s"
-    )
     head = (
         f"{m.name} on {gpu.name}, {wl.requests:,} requests "
-        f"({load}), prompts "
+        f"({load_text(wl)}), prompts "
         f"{wl.prompt.describe()}, outputs {wl.output.describe()} tokens; the cache moves over "
         f"{link.name} ({link.gbs:g} GB/s a GPU)"
     )

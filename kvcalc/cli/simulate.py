@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 from dataclasses import replace
 
 from ..cache.weight_bytes import (
@@ -26,7 +25,7 @@ from ..perf.sim import CLI_KEYS, MAX_TOKENS, Speed, estimated_steps, setup, simu
 from .common import gpu_of, load_model
 from .flags import deployment_args, deployment_from, float_arg, int_arg, number_arg, share_arg
 from .step_model import engine_from_args, speed_arguments, speed_from_args, speed_text
-from .workload import workload_arguments, workload_from
+from .workload import load_text, workload_arguments, workload_from
 
 # A run the CLI takes: at about 6 us an estimated step (measured: 225,970 in 1.3 s), about half
 # a minute at most (one command of 2.6e9 steps ran 85 minutes before this cap, issue 22 B9).
@@ -376,13 +375,7 @@ def _pool_bytes(args, m, gpu, w: Weights) -> int | None:
 
 
 def _report(args, m, gpu, w: Weights, s, r, wl, speed: StepModel) -> list[str]:
-    load = (
-        f"{args.users:,} users (closed loop)"
-        if args.users is not None
-        else "all at once"
-        if args.rate == math.inf
-        else f"Poisson {args.rate:g} requests/s"
-    )
+    load = load_text(wl)
     wfmt = (
         f"weights {args.weights_gib:g} GiB as given"
         if args.weights_gib is not None

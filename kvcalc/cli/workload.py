@@ -128,3 +128,10 @@ def workload_from(args: argparse.Namespace) -> Workload:
     prompt, output = _lengths(args)
     flags = {k: getattr(args, k) for k in ("requests", "rate", "users", "prefix_share", "seed")}
     return Workload(prompt=prompt, output=output, **flags)
+
+
+def load_text(wl: Workload) -> str:
+    """How ``wl``'s requests arrive, in words: a closed loop of users, all at once, or Poisson."""
+    if wl.users is not None:
+        return f"{wl.users:,} users (closed loop)"
+    return "all at once" if wl.rate == math.inf else f"Poisson {wl.rate:g} requests/s"
