@@ -6,6 +6,7 @@ from kvcalc import DEFAULT_GPU_MEM_UTIL, DEFAULT_RESERVE_BYTES, budget, prefill,
 from kvcalc.core.units import GiB, fmt_gib, fmt_seconds
 from kvcalc.engines.vllm import NEWEST
 from kvcalc.perf import calibration
+from kvcalc.perf.sim.plan import lone_prompt
 from kvcalc.perf.sweeps import max_context_at, no_speed_reason, step_curve
 from webui import common, own_benchmark
 from webui.common import number, select, slider
@@ -86,12 +87,20 @@ def page() -> None:
         )
         link = dict(tp=sel.tp, link_gbs=sel.gpu.tp_link_gbs)
         es = calibration.estimate_step(sel.spec, s, speed, **link)  # a real engine's step
-        ep = None if p is None else calibration.estimate_ttft(sel.spec, p, speed, **link)
+        ep = None
+        if p is not None and not speed.engine:
+            ep = calibration.estimate_ttft(sel.spec, p, speed, **link)
     except ValueError as exc:
         common.stop_on_error(exc)
 
     past_prompt = prompt > sel.spec.max_context
-    ttft_shown = p is not None and not past_prompt
+    no_engine_ttft = ""  # why an engine profile gives no TTFT for this prompt
+    if p is not None and speed.engine and not past_prompt:
+        try:  # an engine profile: the simulator's own steps for this one prompt
+            ep = cached(lone_prompt)(pool, prompt, speed)
+        except ValueError as exc:
+            no_engine_ttft = str(exc)
+    ttft_shown = ep is not None and not past_prompt
     now = {
         "pool": b.kv_pool_bytes / GiB,
         "conc": b.max_concurrency,
@@ -155,6 +164,8 @@ def page() -> None:
                 + (
                     no_speed_reason(sel.spec, prompt)
                     if past_prompt
+                    else no_engine_ttft
+                    if no_engine_ttft
                     else "prefill FLOPs need the parameter count, which kvcalc could not take "
                     "from this config (see the sidebar)."
                     if sel.spec.params is None
@@ -228,8 +239,15 @@ def page() -> None:
                     else ""
                 )
                 + " (ideal bound)\n"
-                f"  {speed.name}: max(that / {speed.bw_share:g}, compute / MFU {mfu:g}) + "
-                f"{fmt_seconds(es.overhead_s)} a step"
+                + (
+                    f"  {speed.name}: max(weight reads at {speed.bw_share:.3g}"
+                    + (f", routed experts at {speed.expert_share:.3g}" if sel.spec.moe else "")
+                    + f", GEMMs at MFU {mfu:g}) + max(KV reads at {speed.kv_share:.3g}, "
+                    f"attention at MFU {speed.attention_mfu:.3g}) + "
+                    if speed.engine
+                    else f"  {speed.name}: max(that / {speed.bw_share:g}, compute / MFU {mfu:g}) + "
+                )
+                + f"{fmt_seconds(es.overhead_s)} a step"
                 + (f" + {fmt_seconds(es.allreduce_s)} all-reduce" if es.allreduce_s else "")
                 + f" = {fmt_seconds(es.time_s)}"
                 if b.fits and not past
@@ -244,9 +262,16 @@ def page() -> None:
                 + f") = {fmt_seconds(p.compute_time_s)}, weights read once = "
                 f"{fmt_seconds(p.memory_time_s)}) = {fmt_seconds(p.time_s)} ({p.bound} bound, the "
                 f"ideal; one request on an idle GPU)\n"
-                f"  {speed.name}: the FLOPs at MFU {mfu:g} + a step's fixed cost"
-                + (" + all-reduces" if ep.allreduce_s else "")
-                + f" + {fmt_seconds(ep.api_s)} of API = {fmt_seconds(ep.time_s)}"
+                + (
+                    f"  {speed.name}: the simulator's {ep.steps} prefill step"
+                    + ("s" if ep.steps > 1 else "")
+                    + f" of at most {ep.chunk:,} tokens, {fmt_seconds(ep.engine_s)}, + "
+                    f"{fmt_seconds(ep.api_s)} of API = {fmt_seconds(ep.time_s)}"
+                    if speed.engine
+                    else f"  {speed.name}: the FLOPs at MFU {mfu:g} + a step's fixed cost"
+                    + (" + all-reduces" if ep.allreduce_s else "")
+                    + f" + {fmt_seconds(ep.api_s)} of API = {fmt_seconds(ep.time_s)}"
+                )
             )
         )
         st.caption(T("prefill_terms"))

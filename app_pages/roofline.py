@@ -156,15 +156,21 @@ def page() -> None:
             f"{fi(dm.whole.intensity)} FLOP/B."
         )
         real = common.estimate_step(sel, st_b)
+        costs = f"{fmt_seconds(real.overhead_s)} of fixed cost" + (
+            f" and {fmt_seconds(real.allreduce_s)} of all-reduces" if real.allreduce_s else ""
+        )
+        how = (  # an engine profile says its own shares and its own band
+            f"(with {costs}), against {fmt_seconds(st_b.memory_time_s)} for the bytes alone. "
+            + common.speed_caption(sel)
+            if sel.speed.engine
+            else f"(its reads at {sel.speed.bw_share:g} of the bandwidth, its GEMMs at MFU "
+            f"{sel.speed.mfu:g}, plus {costs}), against {fmt_seconds(st_b.memory_time_s)} for "
+            "the bytes alone. Its error: " + error_band_text(band_for_batch(batch)) + "."
+        )
         st.markdown(
             f"These are ideal bounds: the roofs teach where the time goes. A real engine takes "
             f"longer for the same step, **{fmt_seconds(real.time_s)}** in the {sel.speed.name} "
-            f"(its reads at {sel.speed.bw_share:g} of the bandwidth, its GEMMs at MFU "
-            f"{sel.speed.mfu:g}, plus {fmt_seconds(real.overhead_s)} of fixed cost"
-            + (f" and {fmt_seconds(real.allreduce_s)} of all-reduces" if real.allreduce_s else "")
-            + f"), against {fmt_seconds(st_b.memory_time_s)} for the bytes alone. Its error: "
-            + error_band_text(band_for_batch(batch))
-            + "."
+            + how
         )
 
     by = {p.label.removeprefix("attention "): p for p in attn}

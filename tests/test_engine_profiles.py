@@ -10,6 +10,7 @@ import math
 import pytest
 from conftest import ROOT, bench_module
 
+from kvcalc import get_gpu
 from kvcalc.cache.deployment import Deployment
 from kvcalc.cache.weight_bytes import weights
 from kvcalc.cli import main
@@ -275,6 +276,68 @@ def test_step_time_under_a_profile_adds_the_gemms_and_attention_too(capsys):
     assert j["gemm_time_s"] == pytest.approx(2 * (8_030_261_248 - 128_256 * 4096) * 256 / 989.4e12)
 
 
+def test_step_time_under_a_profile_reads_the_routed_experts_at_their_own_share(capsys):
+    """``step-time --engine`` on a MoE model: the experts a decode step touches are read at the
+    profile's expert share, as the simulator the profile was fitted through reads them (before:
+    at the dense share, 6-37% fast on Qwen3-235B, DeepSeek-V3 and gpt-oss). Qwen3-235B-A22B
+    in FP8 on 4 H200s at batch 1 and 2,048 tokens."""
+    argv = ["step-time", "--model", "qwen3-235b-a22b", "--gpu", "h200-141gb", "--tp", "4",
+            "--weight-dtype", "fp8", "--context", "2048", "--batch", "1",
+            "--engine", "vllm@0.18.0", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    j = json.loads(capsys.readouterr().out)
+    p = engines.PROFILES["vllm@0.18.0"]
+    assert p.expert_bw_share < p.bw_share  # the case this test is about
+    # config.json: one token routes to 8 of 128 experts in each of 94 layers; an expert is
+    # gate, up and down, 3 x 4,096 x 1,536 FP8 bytes; 4 GPUs split them
+    experts = math.ceil(94 * 8 * 3 * 4096 * 1536 / 4)
+    assert j["expert_read_bytes"] == experts
+    bw = 4800e9  # the H200's datasheet bandwidth
+    weights_s = (j["weight_read_bytes"] - experts) / (bw * p.bw_share)
+    weights_s += experts / (bw * p.expert_bw_share)
+    reads = j["kv_read_bytes"] / (bw * p.kv_bw_share)
+    gemms = j["gemm_time_s"] / p.mfu
+    attention = (j["compute_time_s"] - j["gemm_time_s"]) / p.attn_mfu
+    # two all-reduces a layer of one token's 4,096 BF16 activations over NVLink (ring: 2 x 3/4)
+    wire = 2 * 3 / 4 * 4096 * 2 / (get_gpu("h200-141gb").tp_link_gbs * 1e9)
+    allreduce = 2 * 94 * (p.allreduce_latency_s + wire)
+    gpu = max(weights_s, gemms) + max(reads, attention) + p.step_overhead_s
+    gpu += 94 * p.layer_overhead_s + allreduce
+    host = p.seq_overhead_s
+    want = gpu + host - p.host_overlap * min(gpu, host)
+    assert j["estimated_step_time_s"] == pytest.approx(want, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "model, gpu, tp, dtype",
+    [
+        ("llama-3.1-8b", "h100-sxm-80gb", 1, "bf16"),
+        ("qwen3-235b-a22b", "h200-141gb", 4, "fp8"),
+        ("deepseek-v3", "h200-141gb", 8, "fp8"),
+        ("mixtral-8x7b", "h100-sxm-80gb", 2, "bf16"),
+    ],
+)
+@pytest.mark.parametrize("profile", ["vllm@0.18.0", "sglang@0.5.6", "trtllm@1.0.0"])
+def test_a_profiles_decode_step_is_the_simulators_on_every_page(model, gpu, tp, dtype, profile):
+    """The step-time command and the engineer pages (``estimate_step``) time a decode step
+    under a profile as the simulator's clock times the same step: batch 1, 8 and 64 at 2,048
+    tokens, dense and MoE, MLA included."""
+    from kvcalc import get_gpu, get_model, step_time
+
+    spec, g = get_model(model).spec, get_gpu(gpu)
+    w = weights(spec, dtype)
+    dep = Deployment(spec=spec, gpu=g, weights=w, tp=tp)
+    sm = engines.PROFILES[profile].step_model()
+    att = g.attention_tflops("bf16")
+    s = setup(dep, 4096, Speed.of(g, w.dtype, sm, attention_peak_tflops=att))
+    for b in (1, 8, 64):
+        ideal = step_time(dep, context=2048, batch=b, peak_tflops=g.peak_tflops(w.dtype),
+                          attention_tflops=att)  # fmt: skip
+        est = cal.estimate_step(spec, ideal, sm, tp=tp, link_gbs=g.tp_link_gbs)
+        clock = s.step_seconds(b, b * 2048, 0, decode_pairs=b * 2048, scheduled=b, host=(b, 0))
+        assert est.time_s == pytest.approx(clock, rel=1e-6), b
+
+
 def test_a_share_is_bounded_to_what_kernels_reach():
     for share, (lo, hi) in engines.SHARE_BOUNDS.items():
         assert 0 < lo < hi <= 1, share
@@ -320,6 +383,42 @@ def test_step_time_and_prefill_take_an_engine(capsys):
     # served: the API overhead and one step's overhead on top of the compute at the profile's MFU
     assert j["estimated_ttft_s"] >= q.api_overhead_s + q.step_overhead_s
     assert j["engine"] == "sglang@0.5.6"
+
+
+@pytest.mark.parametrize(
+    "model, gpu, tp, prompt",
+    [
+        ("llama-3.1-8b", "h100-sxm-80gb", 1, 2048),
+        ("llama-3.1-8b", "h100-sxm-80gb", 1, 32768),  # four chunks of 8,192 tokens
+        ("qwen3-235b-a22b", "h200-141gb", 8, 8192),
+        ("deepseek-v3", "h200-141gb", 8, 4096),  # MLA, FP8 experts and attention
+    ],
+)
+def test_prefill_under_a_profile_is_simulates_lone_prompt(capsys, model, gpu, tp, prompt):
+    """``prefill --engine`` gives the TTFT ``simulate`` gives one request alone on the same
+    engine (before: its own formula, one step at one MFU, off by -10% to +33%); ``--direct``
+    leaves out the serving stack's time."""
+    base = ["--model", model, "--gpu", gpu, "--tp", str(tp), "--engine", "vllm@0.18.0"]
+    argv = ["simulate", *base, "--prompt-tokens", str(prompt), "--output-tokens", "1",
+            "--users", "1", "--requests", "1", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    sim = json.loads(capsys.readouterr().out)["ttft_mean_s"]
+    assert main(["prefill", *base, "--prompt-tokens", str(prompt), "--json"]) == 0
+    j = json.loads(capsys.readouterr().out)
+    assert j["estimated_ttft_s"] == pytest.approx(sim, rel=1e-12)
+    assert j["estimate_parts"]["steps"] == math.ceil(prompt / 8192)  # vLLM's token budget
+    assert main(["prefill", *base, "--prompt-tokens", str(prompt), "--direct", "--json"]) == 0
+    direct = json.loads(capsys.readouterr().out)["estimated_ttft_s"]
+    api = engines.PROFILES["vllm@0.18.0"].api_overhead_s
+    assert direct == pytest.approx(sim - api, rel=1e-9)
+
+
+def test_prefill_under_a_profile_refuses_a_model_that_does_not_fit(capsys):
+    argv = ["prefill", "--model", "llama-3.1-405b", "--gpu", "h100-sxm-80gb",
+            "--prompt-tokens", "1000", "--engine", "vllm@0.18.0"]  # fmt: skip
+    assert main(argv) != 0
+    err = capsys.readouterr().err
+    assert "does not fit" in err and "tensor parallel" in err and "Traceback" not in err
 
 
 def test_engine_and_ideal_are_not_given_together(capsys):
@@ -609,6 +708,61 @@ def test_an_engineer_page_names_the_engine_profile_and_its_band(page):
     assert at.sidebar.selectbox(key="engine_profile").value == "vllm@0.18.0"
     if page.endswith("lab.py"):
         assert "vLLM 0.18.0 profile" in said and "vLLM" in said
+
+
+def test_the_roofline_page_times_a_moe_step_as_the_simulator_and_names_the_experts_share():
+    """Qwen3-235B-A22B (its checkpoint's BF16) on 8 H200s under the vLLM 0.18.0 profile: the
+    page's real step at its default batch 32 and 8,192 tokens is the simulator's clock for that
+    step, the caption names the experts' own share, and the error it states is the profile's."""
+    pytest.importorskip("streamlit")
+    from conftest import open_page
+
+    from kvcalc import get_gpu, get_model
+    from kvcalc.core.units import fmt_seconds
+
+    at = open_page("app_pages/roofline.py", engine_profile="vLLM 0.18.0 profile",
+                   model="qwen3-235b-a22b", tp="8", gpu="h200-141gb")  # fmt: skip
+    assert not at.exception and not at.error
+    said = next(m.value for m in at.markdown if "A real engine takes longer" in m.value)
+    m, g = get_model("qwen3-235b-a22b"), get_gpu("h200-141gb")
+    w = m.weights()
+    dep = Deployment(spec=m.spec, gpu=g, weights=w, tp=8)
+    p = engines.PROFILES["vllm@0.18.0"]
+    att = g.attention_tflops("bf16")
+    s = setup(dep, 8192 + 16, Speed.of(g, w.dtype, p.step_model(), attention_peak_tflops=att))
+    clock = s.step_seconds(32, 32 * 8192, 0, decode_pairs=32 * 8192, scheduled=32, host=(32, 0))
+    assert f"**{fmt_seconds(clock)}** in the vLLM 0.18.0 profile" in said
+    assert f"the routed experts at {p.expert_bw_share:.3g}" in said
+    assert engines.engine_band_text(p) in said
+
+
+def test_the_lab_pages_ttft_under_a_profile_is_simulates_lone_prompt(capsys):
+    """The Inference Lab under the vLLM 0.18.0 profile: its TTFT for the default 2,048-token
+    prompt is what ``simulate`` gives one such request alone; a prompt the pool cannot hold gets
+    no TTFT and the reason, and the rest of the page still stands."""
+    pytest.importorskip("streamlit")
+    from conftest import open_page
+
+    from kvcalc.core.units import fmt_seconds
+
+    at = open_page("app_pages/lab.py", engine_profile="vLLM 0.18.0 profile",
+                   model="qwen3-235b-a22b", tp="8", gpu="h200-141gb")  # fmt: skip
+    assert not at.exception and not at.error
+    argv = ["simulate", "--model", "qwen3-235b-a22b", "--gpu", "h200-141gb", "--tp", "8",
+            "--engine", "vllm@0.18.0", "--prompt-tokens", "2048", "--output-tokens", "1",
+            "--users", "1", "--requests", "1", "--json"]  # fmt: skip
+    assert main(argv) == 0
+    sim = json.loads(capsys.readouterr().out)["ttft_mean_s"]
+    ttft = next(m for m in at.metric if m.label.startswith("TTFT"))
+    assert ttft.value == fmt_seconds(sim)
+    # Llama 3.1 8B on an L4: 120,000 tokens are within the model's limit, not within the pool
+    at = open_page("app_pages/lab.py", engine_profile="vLLM 0.18.0 profile",
+                   model="llama-3.1-8b", gpu="l4", l_prompt="120000", l_ctx="1024",
+                   l_batch="1")  # fmt: skip
+    assert not at.exception and not at.error
+    ttft = next(m for m in at.metric if m.label.startswith("TTFT"))
+    assert ttft.value == "unknown" and "KV cache" in ttft.help
+    assert next(m for m in at.metric if m.label.startswith("Step time")).value.endswith("ms")
 
 
 def test_a_learn_page_has_no_engine_choice():

@@ -37,10 +37,16 @@ class Weights:
         batch = check_int("batch", batch, 1, 10**9)
         gathered = min(self.input_embedding_bytes, batch * self.embedding_row_bytes)
         dense = self.dense_bytes - self.input_embedding_bytes + gathered
+        return dense + self.experts_read_per_step(spec, batch)
+
+    def experts_read_per_step(self, spec: ModelSpec, batch: int) -> int:
+        """The routed experts' part of ``read_per_step``: in each MoE layer the experts
+        ``batch`` tokens touch under uniform routing (0 for a dense model)."""
+        batch = check_int("batch", batch, 1, 10**9)
         if spec.moe is None:
-            return dense
+            return 0
         touched = spec.moe.experts_touched(batch)
-        return dense + round(spec.moe.layers * touched * self.bytes_per_expert)
+        return round(spec.moe.layers * touched * self.bytes_per_expert)
 
 
 def weights(spec: ModelSpec, dtype: str = "bf16", expert_dtype: str | None = None) -> Weights:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 
+from ..cache.deployment import Deployment
 from ..cache.weight_bytes import weights_in
 from ..config.catalog import registry
 from ..core.speculative import drafter_weight_bytes
@@ -19,11 +21,11 @@ from ..perf.calibration import (
     band_for_batch,
     error_band_text,
     estimate_step,
-    estimate_ttft,
 )
 from ..perf.engines import engine_band_text
 from ..perf.engines import resolve as resolve_engine
 from ..perf.roofline import DEFAULT_MFU, offload_vs_recompute, prefill, step_time, token_passes
+from ..perf.sim.plan import lone_prompt
 from ..perf.sweeps import no_speed_reason
 from .common import gpu_of, load_model, spec_said, weights_of, with_speculative
 from .flags import (
@@ -352,18 +354,18 @@ def cmd_prefill(args):
     if args.engine:
         profile, note = resolve_engine(args.engine)
         sm = profile.step_model()
-        est = estimate_ttft(
-            spec, ideal, sm, tp=args.tp, link_gbs=gpu.tp_link_gbs, served=not args.direct
-        )
+        # the engine serves the checkpoint's own format (FP8 where --dtype fp8 asks for it)
+        w = weights_in(spec, "fp8" if args.dtype == "fp8" else "auto", wd, ed, half=gpu.half)
+        dep = Deployment(spec=spec, gpu=gpu, weights=w, tp=args.tp)
+        est = lone_prompt(dep, args.prompt_tokens, sm, served=not args.direct)
         band = engine_band_text(profile)
         out.update(engine=profile.key, engine_note=note, estimate=sm.name)
-        out.update(estimated_ttft_s=est.time_s, estimate_parts=est.to_dict())
+        out.update(estimated_ttft_s=est.time_s, estimate_parts=asdict(est))
         out.update(step_model=sm.to_dict(), error_band=band)
+        steps = f"{est.steps} prefill step" + ("s" if est.steps > 1 else "")
         text.append(
-            f"  {sm.name}: {fmt_seconds(est.time_s)} = max(compute at MFU {sm.mfu:.3g} "
-            f"{fmt_seconds(est.compute_s)}, reads {fmt_seconds(est.memory_s)}) + overhead "
-            f"{fmt_seconds(est.overhead_s)}"
-            + (f" + all-reduce {fmt_seconds(est.allreduce_s)}" if est.allreduce_s else "")
+            f"  {sm.name}: {fmt_seconds(est.time_s)} = {steps} of at most {est.chunk:,} tokens "
+            f"on the simulator's clock ({w.dtype.upper()} weights), {fmt_seconds(est.engine_s)}"
             + (f" + serving stack {fmt_seconds(est.api_s)}" if est.api_s else "")
         )
         text.append(f"  error band: {band}")

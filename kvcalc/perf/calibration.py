@@ -357,7 +357,9 @@ def estimate_step(
         # own roofline (as the simulator's clock), the KV reads at their own share
         total = ideal.weight_read_bytes + ideal.kv_read_bytes + ideal.state_read_bytes
         byte_s = ideal.memory_time_s / total if total else 0.0
-        weights = ideal.weight_read_bytes * byte_s / model.bw_share
+        dense = ideal.weight_read_bytes - ideal.expert_read_bytes  # the routed experts apart,
+        weights = dense * byte_s / model.bw_share  # at their own share (as the simulator's clock)
+        weights += ideal.expert_read_bytes * byte_s / model.expert_share
         reads = ideal.kv_read_bytes * byte_s / model.kv_share
         reads += ideal.state_read_bytes * byte_s / model.bw_share
         gemms = (ideal.gemm_time_s or 0.0) / model.mfu

@@ -43,6 +43,9 @@ class StepTime:
     memory_time_s: float  # the bytes alone at the full bandwidth
     # the GEMMs' part of compute_time_s (2 x batch x active params / the GEMM peak); None with it
     gemm_time_s: float | None = None
+    # the routed experts' part of weight_read_bytes (the experts the batch touches, per GPU;
+    # 0 for a dense model or weights given as one number): an engine reads them at its own share
+    expert_read_bytes: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -142,11 +145,13 @@ def step_time(
     stage_layers(spec, tp, dep.pp)  # validates the split
     layers = per_gpu_layers(spec, tp)  # a token passes every stage in turn
     # Each tensor-parallel GPU reads 1/tp of the weights; the pipeline stages take turns.
+    expert_read = 0
     if dep.weights_bytes is not None:
         weight_read_bytes = dep.weights_bytes
     else:
         assert dep.weights is not None, "a deployment without weights: give their bytes"
         weight_read_bytes = dep.weights.read_per_step(spec, batch)
+        expert_read = math.ceil(dep.weights.experts_read_per_step(spec, batch) / tp)
     weight_read = math.ceil(weight_read_bytes / tp)
     kv_read = batch * _read_bytes(layers, context, dtype, scales)
     state_read = batch * sum(count * lay.state_bytes(sdtype) for lay, count in counted(layers))
@@ -182,6 +187,7 @@ def step_time(
         bound=bound,
         memory_time_s=t,
         gemm_time_s=gemm,
+        expert_read_bytes=min(expert_read, weight_read),
     )
 
 

@@ -1,18 +1,22 @@
-"""Aggregated or disaggregated for one workload (issue 43, item 2): the engines of a
-``Deployment`` under an engine's profile, and the fewest GPUs each layout needs for a TTFT and a
-TPOT target (``kvcalc.perf.sim.fleet``), with which layout wins and what one engine fewer misses.
+"""One engine of a ``Deployment`` under an engine's profile: one prompt's time to its first
+token on it idle (``lone_prompt``), and, for one workload (issue 43, item 2), aggregated or
+disaggregated: the fewest GPUs each layout needs for a TTFT and a TPOT target
+(``kvcalc.perf.sim.fleet``), with which layout wins and what one engine fewer misses.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 from ...cache.deployment import Deployment
 from ...cache.transfer import transfer
-from ..engines import EngineProfile
+from ..calibration import StepModel
+from ..engines import SCHEDULER_DEFAULTS, EngineProfile
 from .engine import Setup, Speed, setup
 from .fleet import Choice, StepBudget, Targets, fewest_disagg, fewest_replicas
-from .workload import Workload
+from .scheduler import simulate
+from .workload import Workload, fixed
 
 
 def engine_setup(dep: Deployment, wl: Workload, profile: EngineProfile, tp: int) -> Setup:
@@ -33,6 +37,54 @@ def engine_setup(dep: Deployment, wl: Workload, profile: EngineProfile, tp: int)
         attention_peak_tflops=gpu.attention_tflops(dep.cache.kv_dtype),
     )
     return setup(one, wl.longest, speed)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LonePrompt:
+    """One prompt on an idle engine under an engine profile, as the simulator times it."""
+
+    model: str  # the step model's name, "vLLM 0.18.0 profile"
+    time_s: float  # the time to its first token: the engine's steps, then the serving stack's
+    engine_s: float  # the prefill steps on the engine
+    api_s: float  # the serving stack's time (0: called directly)
+    steps: int  # prefill steps: the prompt in chunks of at most ``chunk`` tokens
+    chunk: int
+    tokens: int
+
+
+def lone_prompt(dep: Deployment, prompt: int, model: StepModel, *, served: bool = True):
+    """``prompt`` tokens sent alone to an idle engine of ``dep`` under the engine profile's
+    step model ``model``: the simulator's own steps (the prompt in chunks of the engine's token
+    budget, each on ``Setup.clock``), so the step-time, prefill and simulate commands and the
+    pages give one figure. ``served``: the serving stack's time before the engine sees it.
+    ValueError when the deployment cannot hold the prompt."""
+    if not model.engine or dep.gpu is None or dep.weights is None:
+        raise ValueError("one prompt on an engine needs an engine profile, a GPU and weights")
+    batching = SCHEDULER_DEFAULTS[model.engine.split("@")[0]]
+    given = dep.engine
+    one = dep.but(
+        max_num_seqs=given.max_num_seqs or batching["max_num_seqs"],
+        max_num_batched_tokens=given.max_num_batched_tokens or batching["max_num_batched_tokens"],
+    )
+    engine = model if served else replace(model, api_overhead_s=0.0)
+    gpu = dep.gpu
+    speed = Speed.of(
+        gpu,
+        dep.weights.dtype,
+        engine,
+        attention_peak_tflops=gpu.attention_tflops(dep.cache.kv_dtype),
+    )
+    s = setup(one, prompt + 1, speed)
+    r = simulate(s, Workload(requests=1, prompt=fixed(prompt), output=fixed(1), rate=math.inf))
+    return LonePrompt(
+        model=model.name,
+        time_s=r.ttft_mean_s,
+        engine_s=r.ttft_mean_s - s.api_overhead_s,
+        api_s=s.api_overhead_s,
+        steps=r.steps,
+        chunk=s.max_num_batched_tokens,
+        tokens=prompt,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
