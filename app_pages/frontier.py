@@ -245,15 +245,35 @@ def page() -> None:
             pages.link(name, label, where=where)
         st.markdown(T("how_step"))
         common.formula(
-            "step time = max( (2 x active params x tokens + attention FLOPs) / (peak x MFU),\n"
-            "                 (weight bytes + KV bytes per token x tokens read) / "
-            "(bandwidth x achieved share) )\n"
-            "            + fixed cost per step + 2 x layers x all-reduce (tensor parallel)\n"
-            f"{speed.name}: share {speed.bw_share:g}, MFU {speed.mfu:g}, "
-            f"{speed.step_overhead_s * 1e3:g} ms a step, all-reduce "
-            f"{speed.allreduce_latency_s * 1e6:g} µs + bytes over the link, "
-            f"{speed.api_overhead_s * 1e3:g} ms of API per request\n"
-            "ideal bound: share 1, MFU 1 (the full dense peak), nothing added"
+            (
+                "step time = max(GEMM FLOPs / (peak x MFU), weight bytes / (bandwidth x share)"
+                + (" (the routed experts' at their own share)" if sel.spec.moe else "")
+                + ")\n"
+                "          + max(attention FLOPs / (attention peak x its MFU), KV bytes read / "
+                "(bandwidth x the cache's share))\n"
+                "          + fixed cost per step and per layer + all-reduces (tensor parallel)\n"
+                "          + host time per request in the step, partly hidden behind the GPU's\n"
+                f"{speed.name}: weights {speed.bw_share:.3g}"
+                + (f", experts {speed.expert_share:.3g}" if sel.spec.moe else "")
+                + f", cache {speed.kv_share:.3g} of the bandwidth, MFU {speed.mfu:.3g}, "
+                f"attention MFU {speed.attention_mfu:.3g}, "
+                f"{speed.step_overhead_s * 1e3:.3g} ms a step + {speed.layer_overhead_s * 1e6:.3g}"
+                f" µs a layer, all-reduce {speed.allreduce_latency_s * 1e6:.3g} µs + bytes over "
+                f"the link, {speed.seq_overhead_s * 1e6:.3g} µs a request "
+                f"({speed.host_overlap:.0%} hidden), {speed.api_overhead_s * 1e3:.3g} ms of API "
+                "per request\n"
+                if speed.engine
+                else "step time = max( (2 x active params x tokens + attention FLOPs) / "
+                "(peak x MFU),\n"
+                "                 (weight bytes + KV bytes per token x tokens read) / "
+                "(bandwidth x achieved share) )\n"
+                "            + fixed cost per step + 2 x layers x all-reduce (tensor parallel)\n"
+                f"{speed.name}: share {speed.bw_share:g}, MFU {speed.mfu:g}, "
+                f"{speed.step_overhead_s * 1e3:g} ms a step, all-reduce "
+                f"{speed.allreduce_latency_s * 1e6:g} µs + bytes over the link, "
+                f"{speed.api_overhead_s * 1e3:g} ms of API per request\n"
+            )
+            + "ideal bound: share 1, MFU 1 (the full dense peak), nothing added"
         )
         common.formula(cap.derivation())
         st.caption(T("how_terms"))

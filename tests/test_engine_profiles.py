@@ -765,6 +765,27 @@ def test_the_lab_pages_ttft_under_a_profile_is_simulates_lone_prompt(capsys):
     assert next(m for m in at.metric if m.label.startswith("Step time")).value.endswith("ms")
 
 
+def test_the_frontier_pages_fold_states_the_profiles_law():
+    """Under an engine profile the simulation's fold gives the profile's law (the GEMMs, then
+    attention, each under its own roofline; a MoE model's experts at their own share) with the
+    profile's coefficients, not the pooled estimate's one roofline."""
+    pytest.importorskip("streamlit")
+    import html as h
+    import re
+
+    from conftest import open_page
+
+    at = open_page("app_pages/frontier.py", engine_profile="vLLM 0.18.0 profile",
+                   model="qwen3-235b-a22b", tp="8", gpu="h200-141gb")  # fmt: skip
+    assert not at.exception and not at.error
+    folds = [h.unescape(re.sub("<[^>]+>", "", x.proto.body)) for x in at.get("html")]
+    law = next(f for f in folds if "step time = " in f)
+    p = engines.PROFILES["vllm@0.18.0"]
+    assert "attention FLOPs / (attention peak x its MFU)" in law
+    assert f"experts {p.expert_bw_share:.3g}" in law and f"attention MFU {p.attn_mfu:.3g}" in law
+    assert f"{p.layer_overhead_s * 1e6:.3g} µs a layer" in law
+
+
 def test_a_learn_page_has_no_engine_choice():
     pytest.importorskip("streamlit")
     from conftest import open_page
