@@ -247,7 +247,7 @@ def page() -> None:
         common.formula(
             (
                 "step time = max(GEMM FLOPs / (peak x MFU), weight bytes / (bandwidth x share)"
-                + (" (the routed experts' at their own share)" if sel.spec.moe else "")
+                + (" (the routed experts' at their own MFU and share)" if sel.spec.moe else "")
                 + ")\n"
                 "          + max(attention FLOPs / (attention peak x its MFU), KV bytes read / "
                 "(bandwidth x the cache's share))\n"
@@ -255,7 +255,9 @@ def page() -> None:
                 "          + host time per request in the step, partly hidden behind the GPU's\n"
                 f"{speed.name}: weights {speed.bw_share:.3g}"
                 + (f", experts {speed.expert_share:.3g}" if sel.spec.moe else "")
-                + f", cache {speed.kv_share:.3g} of the bandwidth, MFU {speed.mfu:.3g}, "
+                + f", cache {speed.kv_share:.3g} of the bandwidth, MFU {speed.mfu:.3g}"
+                + (f" (experts {speed.expert_gemm_mfu:.3g})" if sel.spec.moe else "")
+                + ", "
                 f"attention MFU {speed.attention_mfu:.3g}, "
                 f"{speed.step_overhead_s * 1e3:.3g} ms a step + {speed.layer_overhead_s * 1e6:.3g}"
                 f" µs a layer, all-reduce {speed.allreduce_latency_s * 1e6:.3g} µs + bytes over "

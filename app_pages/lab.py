@@ -242,7 +242,9 @@ def page() -> None:
                 + (
                     f"  {speed.name}: max(weight reads at {speed.bw_share:.3g}"
                     + (f", routed experts at {speed.expert_share:.3g}" if sel.spec.moe else "")
-                    + f", GEMMs at MFU {mfu:g}) + max(KV reads at {speed.kv_share:.3g}, "
+                    + f", GEMMs at MFU {speed.mfu:.3g}"
+                    + (f", the experts' at {speed.expert_gemm_mfu:.3g}" if sel.spec.moe else "")
+                    + f") + max(KV reads at {speed.kv_share:.3g}, "
                     f"attention at MFU {speed.attention_mfu:.3g}) + "
                     if speed.engine
                     else f"  {speed.name}: max(that / {speed.bw_share:g}, compute / MFU {mfu:g}) + "

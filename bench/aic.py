@@ -538,6 +538,7 @@ START = dict(
     layer_overhead_s=2e-5,  # 20 us a layer: a few kernels' floor
     expert_bw_share=cal.BW_SHARE,
     host_overlap=0.5,
+    expert_mfu=cal.MFU,
 )
 SHARES = (
     "bw_share",
@@ -546,6 +547,7 @@ SHARES = (
     "attn_mfu",
     "expert_bw_share",
     "host_overlap",
+    "expert_mfu",
 )  # at most 1
 PRIOR_WEIGHT = 0.3  # per coefficient, toward START (log scale): a row weighs 1
 VERSION_WEIGHT = 3.0  # per coefficient, a version's departure from its engine's (log scale)
@@ -592,7 +594,7 @@ def _relevant(r: Row, c: str) -> bool:
         return r.gpus > 1
     if c == "ep_latency_s":
         return r.moe_ep > 1
-    if c == "expert_bw_share":
+    if c in ("expert_bw_share", "expert_mfu"):
         return has_experts(r.model)
     return True
 

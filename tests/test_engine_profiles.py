@@ -189,6 +189,7 @@ def _model(**coefs):
         request_overhead_s=0.0,
         layer_overhead_s=0.0,
         expert_bw_share=1.0,
+        expert_mfu=1.0,
     )
     return cal.StepModel(name="test", allreduce=True, engine="vllm@0.18.0", **(base | coefs))
 
@@ -225,6 +226,28 @@ def test_the_routed_experts_are_read_at_their_own_share_of_the_bandwidth():
     a = _bare(dense, weights(dense, "bf16"), _model())
     b = _bare(dense, weights(dense, "bf16"), _model(expert_bw_share=0.5))
     assert a.step_seconds(1, 0, 0) == b.step_seconds(1, 0, 0)
+
+
+def test_the_routed_experts_gemms_run_at_their_own_mfu():
+    """An 8,192-token prefill chunk of Qwen3-235B-A22B (FP8, TP 4, a GPU of 1,000 GB/s and
+    1,000 TFLOPS): with the experts' GEMMs at half the MFU of the rest, the chunk takes their
+    FLOPs once more. Each token uses 8 experts in each of 94 layers, 3 x 4,096 x 1,536
+    parameters each (config.json), 2 FLOPs a parameter, split over 4 GPUs. A dense model has no
+    experts: the coefficient changes nothing."""
+    spec = cfg("Qwen--Qwen3-235B-A22B-FP8.json")
+    w = weights(spec, "fp8")
+    full = _bare(spec, w, _model(), tp=4)
+    half = _bare(spec, w, _model(expert_mfu=0.5), tp=4)
+    flops = 2 * 94 * 8 * 3 * 4096 * 1536 * 8192 / 4
+    extra = half.step_seconds(8192, 0, 0) - full.step_seconds(8192, 0, 0)
+    assert full.step_seconds(8192, 0, 0) > full.weights_read(8192) / 1e12  # compute bound
+    assert extra == pytest.approx(flops / 1e15, rel=1e-9)
+    dense = cfg("Qwen--Qwen3-32B.json")
+    a = _bare(dense, weights(dense, "bf16"), _model())
+    b = _bare(dense, weights(dense, "bf16"), _model(expert_mfu=0.5))
+    assert a.step_seconds(8192, 0, 0) == b.step_seconds(8192, 0, 0)
+    with pytest.raises(ValueError, match="experts' MFU"):
+        _model(expert_mfu=1.5)
 
 
 def test_a_profile_times_the_gemms_and_attention_one_after_the_other():

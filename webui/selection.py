@@ -677,13 +677,13 @@ def speed_caption(sel: Selection, speed=None, bands=("tpot_itl",)) -> str:
         if p is not PROFILES[speed.engine]:
             return (
                 f"The {p.label} profile calibrated on your own benchmark: "
-                f"{_read_shares(p, sel.spec)}, GEMMs at MFU {p.mfu:.3g}, {_fixed_costs(p)}"
+                f"{_read_shares(p, sel.spec)}, {_fixed_costs(p)}"
                 f"{all_reduces}. Its error on runs it was not fitted on: as the fitted "
                 f"profile's at best ({engine_band_text(PROFILES[speed.engine])})."
             )
         return (
             f"The {p.label} profile (fitted on {p.fitted_rows} measured runs of that engine): "
-            f"{_read_shares(p, sel.spec)}, GEMMs at MFU {p.mfu:.3g}, {_fixed_costs(p)}"
+            f"{_read_shares(p, sel.spec)}, {_fixed_costs(p)}"
             f"{all_reduces}. Its error: {engine_band_text(p)}."
         )
     adds = (
@@ -702,12 +702,13 @@ def speed_caption(sel: Selection, speed=None, bands=("tpot_itl",)) -> str:
 
 
 def _read_shares(p, spec: ModelSpec) -> str:
-    """An engine profile's shares of the peak bandwidth in words: the weights', the routed
-    experts' (a MoE model's, read at their own share) and the cache's."""
+    """An engine profile's shares of the peak bandwidth and of the GEMM peak in words: the
+    weights', the routed experts' (a MoE model's, at their own shares) and the cache's."""
     experts = f", the routed experts at {p.expert_bw_share:.3g}" if spec.moe else ""
+    gemms = f" (the routed experts' GEMMs at MFU {p.expert_mfu:.3g})" if spec.moe else ""
     return (
         f"weights read at {p.bw_share:.3g}{experts} and the cache at {p.kv_bw_share:.3g} of the "
-        "peak bandwidth"
+        f"peak bandwidth, GEMMs at MFU {p.mfu:.3g}{gemms}"
     )
 
 

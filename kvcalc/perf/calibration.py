@@ -114,6 +114,9 @@ class StepModel:
     expert_bw_share: float | None = None
     # the share of the host time (seq_overhead_s, request_overhead_s) hidden behind the GPU's
     host_overlap: float = 0.0
+    # the share of the GEMM peak a MoE model's routed experts reach (a fused MoE kernel's grouped
+    # GEMMs, each expert over its few tokens); None: ``mfu``
+    expert_mfu: float | None = None
 
     def __post_init__(self):
         check_float("achieved share of peak bandwidth", self.bw_share, 0.0, 1.0, lo_open=True)
@@ -126,6 +129,7 @@ class StepModel:
             ("KV reads' share of bandwidth", self.kv_bw_share),
             ("attention MFU", self.attn_mfu),
             ("experts' share of bandwidth", self.expert_bw_share),
+            ("experts' MFU", self.expert_mfu),
         ):
             if share is not None:
                 check_float(what, share, 0.0, 1.0, lo_open=True)
@@ -164,6 +168,7 @@ class StepModel:
                 "layer_overhead_s",
                 "expert_bw_share",
                 "host_overlap",
+                "expert_mfu",
             ):
                 del d[k]
         return d
@@ -183,6 +188,12 @@ class StepModel:
         """The share of the bandwidth the routed experts' reads reach (``bw_share`` unless a
         profile says)."""
         return self.bw_share if self.expert_bw_share is None else self.expert_bw_share
+
+    @property
+    def expert_gemm_mfu(self) -> float:
+        """The share of the GEMM peak the routed experts' GEMMs reach (``mfu`` unless a profile
+        says)."""
+        return self.mfu if self.expert_mfu is None else self.expert_mfu
 
     @property
     def attention_mfu(self) -> float:
@@ -362,7 +373,9 @@ def estimate_step(
         weights += ideal.expert_read_bytes * byte_s / model.expert_share
         reads = ideal.kv_read_bytes * byte_s / model.kv_share
         reads += ideal.state_read_bytes * byte_s / model.bw_share
-        gemms = (ideal.gemm_time_s or 0.0) / model.mfu
+        expert_gemms = ideal.expert_gemm_time_s  # the routed experts' at their own MFU
+        gemms = ((ideal.gemm_time_s or 0.0) - expert_gemms) / model.mfu
+        gemms += expert_gemms / model.expert_gemm_mfu
         attention = (
             (ideal.compute_time_s or 0.0) - (ideal.gemm_time_s or 0.0)
         ) / model.attention_mfu

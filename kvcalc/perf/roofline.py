@@ -46,6 +46,8 @@ class StepTime:
     # the routed experts' part of weight_read_bytes (the experts the batch touches, per GPU;
     # 0 for a dense model or weights given as one number): an engine reads them at its own share
     expert_read_bytes: int = 0
+    # ... and the routed experts' part of gemm_time_s (2 x batch x the experts a token uses)
+    expert_gemm_time_s: float = 0.0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -158,6 +160,7 @@ def step_time(
     total = weight_read + kv_read + state_read
     t = total / (bandwidth_gbs * GB)
     compute = gemm = None
+    expert_gemm = 0.0
     bound = "memory"
     if peak_tflops and spec.params is not None:  # compute needs the parameter count
         peak_tflops, attention_tflops = _peaks(peak_tflops, attention_tflops)
@@ -165,6 +168,9 @@ def step_time(
         linear = 2 * batch * spec.active_params / tp
         attn = batch * attention_flops(spec, start, end, decode=True, tp=tp)
         gemm = linear / (peak_tflops * 1e12)
+        if spec.moe is not None:
+            routed = spec.moe.layers * spec.moe.top_k * spec.moe.expert_params
+            expert_gemm = 2 * batch * routed / tp / (peak_tflops * 1e12)
         compute = gemm + attn / (attention_tflops * 1e12)
         if compute > t:
             bound = "compute"
@@ -188,6 +194,7 @@ def step_time(
         memory_time_s=t,
         gemm_time_s=gemm,
         expert_read_bytes=min(expert_read, weight_read),
+        expert_gemm_time_s=expert_gemm,
     )
 
 

@@ -73,6 +73,8 @@ class EngineCosts:
     attention_factor: float = 1.0
     # ... and the routed experts' reads at theirs (bw_share / expert share; 1: as the weights)
     expert_read_factor: float = 1.0
+    # ... and the routed experts' GEMM FLOPs at their own MFU (mfu / expert MFU; 1: as the rest)
+    expert_flops_factor: float = 1.0
     # An engine profile's host-side costs in the engine's loop: per request scheduled in a step
     # (its metadata, sampling and streaming) and per request whose prefill starts in it
     seq_overhead_s: float = 0.0
@@ -96,6 +98,7 @@ class Setup(PoolSize, StepWork, EngineCosts):
     tp: int
     kv_dtype: str
     linear_flops_per_token: float  # 2 x active params / tp
+    expert_flops_per_token: float = 0.0  # its routed experts' part (2 x top_k experts' params)
     bandwidth_gbs: float  # peak
     bw_share: float
     peak_tflops: float
@@ -215,6 +218,8 @@ class Setup(PoolSize, StepWork, EngineCosts):
         rest: what depends on the counts alone is worked out once. The same sums in the same
         order, so the same floats."""
         linear = self.linear_flops_per_token * tokens
+        if self.expert_flops_factor != 1.0:  # the experts' part at its own MFU
+            linear += self.expert_flops_per_token * tokens * (self.expert_flops_factor - 1.0)
         if self.dequant_mfu and (not self.dequant_below or tokens < self.dequant_below):
             linear = linear * self.mfu / self.dequant_mfu  # at their own share of the peak
         dense, experts = self.weights_read_parts(tokens)
@@ -327,6 +332,11 @@ def setup(
         ep=dep.ep,
         kv_dtype=dtype.name,
         linear_flops_per_token=2.0 * spec.active_params / (tp * dp),
+        expert_flops_per_token=(
+            2.0 * spec.moe.layers * spec.moe.top_k * spec.moe.expert_params / (tp * dp)
+            if spec.moe is not None
+            else 0.0
+        ),
         bandwidth_gbs=speed.bandwidth_gbs,
         bw_share=model.bw_share if model is not None else 1.0,
         peak_tflops=speed.peak_tflops,
@@ -420,6 +430,7 @@ def engine_costs(dep: Deployment, speed: Speed) -> EngineCosts:
         ep_latency_s=m.ep_latency_s,
         kv_read_factor=m.bw_share / m.kv_share,
         expert_read_factor=m.bw_share / m.expert_share,
+        expert_flops_factor=m.mfu / m.expert_gemm_mfu,
         attention_factor=attention_factor,
         allreduce_latency_s=m.allreduce_latency_s,
         allreduce_bytes_per_token=(spec.hidden_size or 0) * ACTIVATION_BYTES,
