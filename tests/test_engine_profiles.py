@@ -755,7 +755,7 @@ def test_the_roofline_page_times_a_moe_step_as_the_simulator_and_names_the_exper
     s = setup(dep, 8192 + 16, Speed.of(g, w.dtype, p.step_model(), attention_peak_tflops=att))
     clock = s.step_seconds(32, 32 * 8192, 0, decode_pairs=32 * 8192, scheduled=32, host=(32, 0))
     assert f"**{fmt_seconds(clock)}** in the vLLM 0.18.0 profile" in said
-    assert f"the routed experts at {p.expert_bw_share:.3g}" in said
+    assert f"the routed experts at {p.expert_bw_share:.0%}" in said
     assert engines.engine_band_text(p) in said
 
 

@@ -704,11 +704,11 @@ def speed_caption(sel: Selection, speed=None, bands=("tpot_itl",)) -> str:
 def _read_shares(p, spec: ModelSpec) -> str:
     """An engine profile's shares of the peak bandwidth and of the GEMM peak in words: the
     weights', the routed experts' (a MoE model's, at their own shares) and the cache's."""
-    experts = f", the routed experts at {p.expert_bw_share:.3g}" if spec.moe else ""
-    gemms = f" (the routed experts' GEMMs at MFU {p.expert_mfu:.3g})" if spec.moe else ""
+    experts = f", the routed experts at {p.expert_bw_share:.0%}" if spec.moe else ""
+    gemms = f" (the routed experts' at {p.expert_mfu:.0%})" if spec.moe else ""
     return (
-        f"weights read at {p.bw_share:.3g}{experts} and the cache at {p.kv_bw_share:.3g} of the "
-        f"peak bandwidth, GEMMs at MFU {p.mfu:.3g}{gemms}"
+        f"weights read at {p.bw_share:.0%}{experts} and the cache at {p.kv_bw_share:.0%} of the "
+        f"peak bandwidth, GEMMs at {p.mfu:.0%} of the peak (MFU){gemms}"
     )
 
 
