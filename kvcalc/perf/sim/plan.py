@@ -22,21 +22,21 @@ from .workload import Workload, fixed
 def engine_setup(dep: Deployment, wl: Workload, profile: EngineProfile, tp: int) -> Setup:
     """One engine of ``dep`` at tensor parallel ``tp``, with ``profile``'s step model and its
     batching defaults, sized for ``wl``'s longest request."""
+    return _engine(
+        dep.but(tp=tp), profile.step_model(), profile.max_num_seqs,
+        profile.max_num_batched_tokens, wl.longest,
+    )  # fmt: skip
+
+
+def _engine(dep: Deployment, model: StepModel, seqs: int, tokens: int, longest: int) -> Setup:
+    """One engine of ``dep`` under ``model`` with its batch caps, sized for ``longest``."""
     gpu, w = dep.gpu, dep.weights
     if gpu is None or w is None:
-        raise ValueError("a fleet needs the GPU and the weights of the deployment")
-    one = dep.but(
-        tp=tp,
-        max_num_seqs=profile.max_num_seqs,
-        max_num_batched_tokens=profile.max_num_batched_tokens,
-    )
+        raise ValueError("an engine needs the GPU and the weights of the deployment")
     speed = Speed.of(
-        gpu,
-        w.dtype,
-        profile.step_model(),
-        attention_peak_tflops=gpu.attention_tflops(dep.cache.kv_dtype),
+        gpu, w.dtype, model, attention_peak_tflops=gpu.attention_tflops(dep.cache.kv_dtype)
     )
-    return setup(one, wl.longest, speed)
+    return setup(dep.but(max_num_seqs=seqs, max_num_batched_tokens=tokens), longest, speed)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,23 +58,16 @@ def lone_prompt(dep: Deployment, prompt: int, model: StepModel, *, served: bool 
     budget, each on ``Setup.clock``), so the step-time, prefill and simulate commands and the
     pages give one figure. ``served``: the serving stack's time before the engine sees it.
     ValueError when the deployment cannot hold the prompt."""
-    if not model.engine or dep.gpu is None or dep.weights is None:
-        raise ValueError("one prompt on an engine needs an engine profile, a GPU and weights")
-    batching = SCHEDULER_DEFAULTS[model.engine.split("@")[0]]
-    given = dep.engine
-    one = dep.but(
-        max_num_seqs=given.max_num_seqs or batching["max_num_seqs"],
-        max_num_batched_tokens=given.max_num_batched_tokens or batching["max_num_batched_tokens"],
+    if not model.engine:
+        raise ValueError("one prompt on an engine needs an engine profile's step model")
+    batching, given = SCHEDULER_DEFAULTS[model.engine.split("@")[0]], dep.engine
+    s = _engine(
+        dep,
+        model if served else replace(model, api_overhead_s=0.0),
+        given.max_num_seqs or batching["max_num_seqs"],
+        given.max_num_batched_tokens or batching["max_num_batched_tokens"],
+        prompt + 1,
     )
-    engine = model if served else replace(model, api_overhead_s=0.0)
-    gpu = dep.gpu
-    speed = Speed.of(
-        gpu,
-        dep.weights.dtype,
-        engine,
-        attention_peak_tflops=gpu.attention_tflops(dep.cache.kv_dtype),
-    )
-    s = setup(one, prompt + 1, speed)
     r = simulate(s, Workload(requests=1, prompt=fixed(prompt), output=fixed(1), rate=math.inf))
     return LonePrompt(
         model=model.name,
