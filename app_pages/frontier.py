@@ -252,7 +252,13 @@ def page() -> None:
                 "          + max(attention FLOPs / (attention peak x its MFU), KV bytes read / "
                 "(bandwidth x the cache's share))\n"
                 "          + fixed cost per step and per layer + all-reduces (tensor parallel)\n"
-                "          + host time per request in the step, partly hidden behind the GPU's\n"
+                + (
+                    f"          (all of the above x {speed.gpu_time_factor:.3g}, the GPU's time "
+                    "as your benchmark measured it)\n"
+                    if speed.gpu_time_factor != 1.0
+                    else ""
+                )
+                + "          + host time per request in the step, partly hidden behind the GPU's\n"
                 f"{speed.name}: weights {speed.bw_share:.3g}"
                 + (f", experts {speed.expert_share:.3g}" if sel.spec.moe else "")
                 + f", cache {speed.kv_share:.3g} of the bandwidth, MFU {speed.mfu:.3g}"

@@ -928,7 +928,7 @@ def _calibrate_job(args):
         cal_ = calibrate(base, [bench_row], pred)
     except (ValueError, SystemExit) as exc:
         return {r.id: str(exc)[:100] for r in group}, None
-    coefs = cal_.profile.coefficients()
+    coefs = {**cal_.profile.coefficients(), "gpu_time_factor": cal_.profile.gpu_time_factor}
     out = {}
     for r in rest:
         out[r.id] = predict_with(r, key, coefs)

@@ -43,8 +43,10 @@ def test_a_pasted_run_calibrates_the_lab_page_in_a_browser(server, browser):
     page.get_by_text(re.compile("calibrated on your 1 run")).first.wait_for(timeout=120_000)
     wait_ready(page)
     said = page.locator("[data-testid=stMain]").inner_text()
-    # the report: the run's TPOT measured at 1.25x the profile's, met after the fit
-    assert re.search(r"TPOT measured [\d.]+ ms, before 0\.80x, after 1\.00x", said), said[-800:]
+    # the report: the run's TPOT measured at 1.25x the profile's, the profile moved part of the
+    # way toward it (about half of the gap in log: kvcalc.perf.calibrate_from.RIDGE)
+    m = re.search(r"TPOT measured [\d.]+ ms, before 0\.80x, after (0\.\d\d)x", said)
+    assert m and 0.87 < float(m.group(1)) < 0.94, said[-800:]
     assert "The estimates below use the vLLM 0.18.0 profile calibrated on your 1 run" in said
     # the page's decode step under the calibrated profile is slower: the run said so
     after = _ms(_metric(page, label))

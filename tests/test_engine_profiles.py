@@ -361,6 +361,39 @@ def test_a_profiles_decode_step_is_the_simulators_on_every_page(model, gpu, tp, 
         assert est.time_s == pytest.approx(clock, rel=1e-6), b
 
 
+def test_a_calibrations_gpu_factor_scales_the_gpus_time_and_not_the_hosts():
+    """Qwen3-32B (16-bit, one GPU at 1,000 GB/s and 1,000 TFLOPS), 8 decodes reading 8,000
+    cached tokens: the GPU's time is the weights' bytes plus 8,000 x 262,144 KV bytes at
+    1,000 GB/s (every share 1, memory bound at batch 8). A calibration's factor of 1.25
+    stretches that and leaves the host's 8 x 0.1 ms as it is (none of it hidden)."""
+    spec = cfg("Qwen--Qwen3-32B.json")
+    w = weights(spec, "bf16")
+    one = _bare(spec, w, _model(seq_overhead_s=1e-4))
+    slow = _bare(spec, w, _model(seq_overhead_s=1e-4, gpu_time_factor=1.25))
+    gpu = (one.weights_read(8) + 8000 * 262_144) / 1e12
+    assert one.step_seconds(8, 8000, 0) == pytest.approx(gpu, rel=1e-9)
+    assert slow.step_seconds(8, 8000, 0) == pytest.approx(1.25 * gpu, rel=1e-9)
+    assert slow.step_seconds(8, 8000, 0, host=(8, 0)) == pytest.approx(1.25 * gpu + 8e-4)
+    # ... and the pages' decode step (estimate_step) is the simulator's under it too
+    from dataclasses import replace
+
+    from kvcalc import get_gpu, step_time
+
+    g = get_gpu("h100-sxm-80gb")
+    dep = Deployment(spec=spec, gpu=g, weights=w)
+    sm = replace(engines.PROFILES["vllm@0.18.0"], gpu_time_factor=1.25).step_model()
+    att = g.attention_tflops("bf16")
+    s = setup(dep, 4096, Speed.of(g, w.dtype, sm, attention_peak_tflops=att))
+    for b in (1, 64):
+        ideal = step_time(dep, context=2048, batch=b, peak_tflops=g.peak_tflops(w.dtype),
+                          attention_tflops=att)  # fmt: skip
+        est = cal.estimate_step(spec, ideal, sm, tp=1, link_gbs=g.tp_link_gbs)
+        clock = s.step_seconds(b, b * 2048, 0, decode_pairs=b * 2048, scheduled=b, host=(b, 0))
+        assert est.time_s == pytest.approx(clock, rel=1e-6), b
+    with pytest.raises(ValueError, match="factor on the GPU's time"):
+        _model(gpu_time_factor=0.0)
+
+
 def test_a_share_is_bounded_to_what_kernels_reach():
     for share, (lo, hi) in engines.SHARE_BOUNDS.items():
         assert 0 < lo < hi <= 1, share

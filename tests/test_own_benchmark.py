@@ -1,7 +1,7 @@
 """Calibrating an engine profile from the user's own benchmark on the Engineer pages (issue 41,
 item 3: webui.own_benchmark). The "measured" rows here are made up from first principles for
 the test: a run whose TPOT is 1.25x and TTFT 0.8x what the fitted vLLM 0.18 profile predicts
-for it, so a calibration that works must move the profile to meet them."""
+for it, so a calibration that works must move the profile toward them."""
 
 from __future__ import annotations
 
@@ -56,7 +56,10 @@ def _said(at) -> str:
     return " ".join(x.value for x in [*at.markdown, *at.caption, *at.error])
 
 
-def test_a_pasted_run_calibrates_the_lab_page_profile_to_meet_it():
+def test_a_pasted_run_moves_the_lab_page_profile_toward_it():
+    import math
+    import re
+
     from conftest import open_page
 
     row = made_up_row()
@@ -66,23 +69,49 @@ def test_a_pasted_run_calibrates_the_lab_page_profile_to_meet_it():
     assert not at.exception and not at.error, [e.value for e in at.error]
     said = _said(at)
     assert "calibrated on your 1 run" in said
-    # before: the profile predicted 1 / 0.8 of the TTFT and 1 / 1.25 of the TPOT; after, the
-    # TPOT within 0.5% and the TTFT (which weighs a quarter in the fit, against each
-    # coefficient's ridge) within 6%: stop 55's profile stops at 1.05x, stop 54's at 1.03x
-    import re
-
-    ttft_after = re.search(r"TTFT measured [\d.]+ ms, before 1\.25x, after ([\d.]+)x", said)
-    assert ttft_after and abs(float(ttft_after.group(1)) - 1) <= 0.06, said[-600:]
-    assert "before 0.80x, after 1.00x" in said
-    # The fitted profile the page now uses, checked by simulating the row again under it.
+    # before: the profile predicted 1 / 0.8 of the TTFT and 1 / 1.25 of the TPOT. One row moves
+    # the GPU's factor and the step's other coefficients part of the way (kvcalc.perf.
+    # calibrate_from.RIDGE: about half of the gap in log), and says why not all of it
+    tpot = re.search(r"TPOT measured [\d.]+ ms, before 0\.80x, after ([\d.]+)x", said)
+    ttft = re.search(r"TTFT measured [\d.]+ ms, before 1\.25x, after ([\d.]+)x", said)
+    assert tpot and ttft, said[-600:]
+    assert math.log(0.8) * 0.6 < math.log(float(tpot.group(1))) < math.log(0.8) * 0.3
+    assert 1.0 <= float(ttft.group(1)) < 1.2
+    assert "why not all the way" in said
+    # The fitted profile the page now uses, checked by simulating the row again under it: the
+    # report's "after" is what the page's profile gives.
     from webui.own_benchmark import calibrated
 
     cal = calibrated(deployment(), ENGINE, csv_of(row))
     again = predict_row(deployment(), cal.profile, row, max_steps=10**6)
-    assert again["TPOT"] * 1e3 == pytest.approx(row.tpot_ms, rel=0.03)
-    assert again["TTFT"] * 1e3 == pytest.approx(row.ttft_ms, rel=0.06)
-    # ... and the page's caption names the calibrated profile
+    assert again["TPOT"] * 1e3 / row.tpot_ms == pytest.approx(float(tpot.group(1)), abs=0.006)
+    assert cal.profile.gpu_time_factor > 1.05  # the run's GPU time was slower than the profile's
+    # ... and the page's caption names the calibrated profile and its factor
     assert "calibrated on your own benchmark" in said
+    assert f"the GPU's time x {cal.profile.gpu_time_factor:.3g}" in said
+
+
+def test_the_frontier_pages_law_states_the_calibrated_gpu_factor():
+    """Once a run calibrates the profile, the simulation's fold multiplies the GPU's part of the
+    step by the calibration's factor and says so; the fitted profile's fold has no such line."""
+    import html as h
+    import re
+
+    from conftest import open_page
+
+    def law(at) -> str:
+        folds = [h.unescape(re.sub("<[^>]+>", "", x.proto.body)) for x in at.get("html")]
+        return next(f for f in folds if "step time = " in f)
+
+    at = open_page("app_pages/frontier.py", engine_profile="vLLM 0.18.0 profile")
+    assert "as your benchmark measured it" not in law(at)
+    at = _calibrate(at, csv_of(made_up_row()))
+    assert not at.exception and not at.error
+    from webui.own_benchmark import calibrated
+
+    f = calibrated(deployment(), ENGINE, csv_of(made_up_row())).profile.gpu_time_factor
+    assert f > 1.05
+    assert f"(all of the above x {f:.3g}, the GPU's time as your benchmark measured it)" in law(at)
 
 
 def test_a_benchmark_too_long_for_a_page_is_refused_with_what_to_do():

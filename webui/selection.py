@@ -675,10 +675,15 @@ def speed_caption(sel: Selection, speed=None, bands=("tpot_itl",)) -> str:
 
         p = sel.profile if sel.engine == speed.engine else PROFILES[speed.engine]
         if p is not PROFILES[speed.engine]:
+            factor = (
+                f"; the GPU's time x {p.gpu_time_factor:.3g}, as your benchmark measured it"
+                if p.gpu_time_factor != 1.0
+                else ""
+            )
             return (
                 f"The {p.label} profile calibrated on your own benchmark: "
                 f"{_read_shares(p, sel.spec)}, {_fixed_costs(p)}"
-                f"{all_reduces}. Its error on runs it was not fitted on: as the fitted "
+                f"{all_reduces}{factor}. Its error on runs it was not fitted on: as the fitted "
                 f"profile's at best ({engine_band_text(PROFILES[speed.engine])})."
             )
         return (

@@ -117,6 +117,10 @@ class StepModel:
     # the share of the GEMM peak a MoE model's routed experts reach (a fused MoE kernel's grouped
     # GEMMs, each expert over its few tokens); None: ``mfu``
     expert_mfu: float | None = None
+    # a calibration's factor on the GPU's part of every step (kvcalc.perf.calibrate_from: the
+    # user's GPUs, clocks, drivers and kernels run this much slower, > 1, or faster, < 1, than
+    # the profile's); 1 for a fitted profile
+    gpu_time_factor: float = 1.0
 
     def __post_init__(self):
         check_float("achieved share of peak bandwidth", self.bw_share, 0.0, 1.0, lo_open=True)
@@ -138,6 +142,7 @@ class StepModel:
         check_float("host time per new request (s)", self.request_overhead_s, 0.0, 1.0)
         check_float("fixed time per layer per step (s)", self.layer_overhead_s, 0.0, 1.0)
         check_float("host time hidden behind the GPU's", self.host_overlap, 0.0, 1.0)
+        check_float("factor on the GPU's time", self.gpu_time_factor, 0.0, 10.0, lo_open=True)
 
     @property
     def is_ideal(self) -> bool:
@@ -169,6 +174,7 @@ class StepModel:
                 "expert_bw_share",
                 "host_overlap",
                 "expert_mfu",
+                "gpu_time_factor",
             ):
                 del d[k]
         return d
@@ -381,6 +387,9 @@ def estimate_step(
         ) / model.attention_mfu
         memory, compute = weights + reads, gemms + attention
         gpu = max(weights, gemms) + max(reads, attention) + fixed + ar
+        if model.gpu_time_factor != 1.0:  # a calibration's: every part of the GPU's time
+            f = model.gpu_time_factor
+            memory, compute, fixed, ar, gpu = (f * x for x in (memory, compute, fixed, ar, gpu))
     host = model.seq_overhead_s * ideal.batch  # an engine profile's host time, partly hidden
     time, overhead = gpu, fixed
     if host:

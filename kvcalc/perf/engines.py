@@ -114,6 +114,9 @@ class EngineProfile(Coefficients):
     max_num_seqs: int
     fitted_rows: int  # training rows of this family
     fitted_on: str = "aiconfigurator silicon sample, training split (tests/data/benchmarks/aic/)"
+    # a calibration from the user's own benchmark may scale the GPU's time (StepModel's
+    # gpu_time_factor); a fitted profile's is 1
+    gpu_time_factor: float = 1.0
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -126,7 +129,13 @@ class EngineProfile(Coefficients):
 
     def step_model(self) -> StepModel:
         coefs: dict[str, Any] = self.coefficients()
-        return StepModel(name=f"{self.label} profile", allreduce=True, engine=self.key, **coefs)
+        return StepModel(
+            name=f"{self.label} profile",
+            allreduce=True,
+            engine=self.key,
+            gpu_time_factor=self.gpu_time_factor,
+            **coefs,
+        )
 
     def coefficients(self) -> dict[str, float]:
         return {k: getattr(self, k) for k in COEFFICIENTS}

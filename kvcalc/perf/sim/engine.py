@@ -82,6 +82,8 @@ class EngineCosts:
     # the share of that host time hidden behind the GPU's work (an engine that schedules the
     # next step while the GPU runs this one): 0, added; 1, the step takes the longer of the two
     host_overlap: float = 0.0
+    # a calibration's factor on the GPU's part of every step (StepModel.gpu_time_factor)
+    gpu_time_factor: float = 1.0
     # An engine profile times the GEMMs and attention as the kernels they are, one after the
     # other, each at its own roofline: max(GEMM FLOPs, weight bytes) + max(attention FLOPs, KV
     # bytes); False: one roofline for the whole step, max(all FLOPs, all bytes)
@@ -229,7 +231,7 @@ class Setup(PoolSize, StepWork, EngineCosts):
         host = 0.0
         if seqs and (self.seq_overhead_s or self.request_overhead_s):
             host = self.seq_overhead_s * seqs + self.request_overhead_s * new
-        hidden = self.host_overlap
+        hidden, factor = self.host_overlap, self.gpu_time_factor
         fps, bps = self.flops_per_s, self.bytes_per_s
         # the KV reads and attention at their own shares of the bandwidth and the peak (x 1.0
         # where they are the weights' and the GEMMs': exact)
@@ -254,6 +256,8 @@ class Setup(PoolSize, StepWork, EngineCosts):
                 compute = (linear + att * pairs + dec * decode_pairs + slide * slide_pairs) / fps
                 memory = (weights + kv * read_tokens + slide_kv * slide_read + states) / bps
                 gpu = (compute if compute > memory else memory) + fixed
+            if factor != 1.0:  # a calibration's (the same floats without one)
+                gpu = gpu * factor
             if not host:
                 return gpu
             # the host's work, the share ``hidden`` of it behind the GPU's (overlap scheduling)
@@ -440,5 +444,6 @@ def engine_costs(dep: Deployment, speed: Speed) -> EngineCosts:
         seq_overhead_s=m.seq_overhead_s,
         request_overhead_s=m.request_overhead_s,
         host_overlap=m.host_overlap,
+        gpu_time_factor=m.gpu_time_factor,
         kernel_rooflines=m.engine is not None,
     )
