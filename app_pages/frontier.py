@@ -263,6 +263,11 @@ def page() -> None:
                 + (f", experts {speed.expert_share:.3g}" if sel.spec.moe else "")
                 + f", cache {speed.kv_share:.3g} of the bandwidth, MFU {speed.mfu:.3g}"
                 + (f" (experts {speed.expert_gemm_mfu:.3g})" if sel.spec.moe else "")
+                + (
+                    f", FP8 GEMMs x {share:.3g}"
+                    if (share := speed.gemm_share(sel.weights.dtype)) != 1.0
+                    else ""
+                )
                 + ", "
                 f"attention MFU {speed.attention_mfu:.3g}, "
                 f"{speed.step_overhead_s * 1e3:.3g} ms a step + {speed.layer_overhead_s * 1e6:.3g}"

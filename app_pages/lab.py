@@ -86,7 +86,8 @@ def page() -> None:
             )
         )
         link = dict(tp=sel.tp, link_gbs=sel.gpu.tp_link_gbs)
-        es = calibration.estimate_step(sel.spec, s, speed, **link)  # a real engine's step
+        # a real engine's step
+        es = calibration.estimate_step(sel.spec, s, speed, weight_dtype=sel.weights.dtype, **link)
         ep = None
         if p is not None and not speed.engine:
             ep = calibration.estimate_ttft(sel.spec, p, speed, **link)

@@ -539,6 +539,7 @@ START = dict(
     expert_bw_share=cal.BW_SHARE,
     host_overlap=0.5,
     expert_mfu=cal.MFU,
+    fp8_gemm_share=1.0,  # FP8 GEMMs as 16-bit ones until the rows say otherwise
 )
 SHARES = (
     "bw_share",
@@ -548,6 +549,7 @@ SHARES = (
     "expert_bw_share",
     "host_overlap",
     "expert_mfu",
+    "fp8_gemm_share",
 )  # at most 1
 PRIOR_WEIGHT = 0.3  # per coefficient, toward START (log scale): a row weighs 1
 VERSION_WEIGHT = 3.0  # per coefficient, a version's departure from its engine's (log scale)
@@ -596,6 +598,8 @@ def _relevant(r: Row, c: str) -> bool:
         return r.moe_ep > 1
     if c in ("expert_bw_share", "expert_mfu"):
         return has_experts(r.model)
+    if c == "fp8_gemm_share":
+        return "fp8" in weight_flags(r)
     return True
 
 

@@ -166,6 +166,7 @@ def test_one_row_fits_a_step_whose_true_coefficients_are_known():
         expert_bw_share=0.9,
         host_overlap=0.5,
         expert_mfu=0.5,
+        fp8_gemm_share=1.0,
         max_num_batched_tokens=8192,
         max_num_seqs=1024,
         fitted_rows=0,

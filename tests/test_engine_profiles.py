@@ -250,6 +250,28 @@ def test_the_routed_experts_gemms_run_at_their_own_mfu():
         _model(expert_mfu=1.5)
 
 
+def test_the_gemms_of_fp8_weights_run_at_their_part_of_the_mfu():
+    """A 8,192-token prefill chunk of Qwen3-32B in FP8 (one GPU of 1,000 GB/s and 1,000 TFLOPS at
+    every format, compute bound): with FP8 GEMMs at half of the MFU the chunk takes its GEMM
+    FLOPs once more, 2 x active parameters x 8,192 (config.json's), while its attention keeps
+    its own MFU. A 16-bit model's step is unchanged."""
+    spec = cfg("Qwen--Qwen3-32B.json")
+    w = weights(spec, "fp8")
+    full = _bare(spec, w, _model(fp8_gemm_share=1.0))
+    half = _bare(spec, w, _model(fp8_gemm_share=0.5))
+    gemm_flops = 2 * spec.active_params * 8192
+    pairs = 8192 * 8193 // 2  # the chunk's causal (query, key) pairs
+    extra = half.step_seconds(8192, 0, pairs) - full.step_seconds(8192, 0, pairs)
+    assert full.step_seconds(8192, 0, 0) > full.weights_read(8192) / 1e12  # compute bound
+    assert extra == pytest.approx(gemm_flops / 1e15, rel=1e-9)
+    bf16 = weights(spec, "bf16")
+    a = _bare(spec, bf16, _model(fp8_gemm_share=1.0))
+    b = _bare(spec, bf16, _model(fp8_gemm_share=0.5))
+    assert a.step_seconds(8192, 0, pairs) == b.step_seconds(8192, 0, pairs)
+    with pytest.raises(ValueError, match="FP8 GEMMs' part of the MFU"):
+        _model(fp8_gemm_share=1.5)
+
+
 def test_a_profile_times_the_gemms_and_attention_one_after_the_other():
     """A mixed step of Qwen3-32B (16-bit, one GPU at 1,000 GB/s and 1,000 TFLOPS): a
     2,048-token prefill chunk beside decodes that read 262,144 cached tokens. The GEMMs are
@@ -356,7 +378,8 @@ def test_a_profiles_decode_step_is_the_simulators_on_every_page(model, gpu, tp, 
     for b in (1, 8, 64):
         ideal = step_time(dep, context=2048, batch=b, peak_tflops=g.peak_tflops(w.dtype),
                           attention_tflops=att)  # fmt: skip
-        est = cal.estimate_step(spec, ideal, sm, tp=tp, link_gbs=g.tp_link_gbs)
+        est = cal.estimate_step(spec, ideal, sm, tp=tp, link_gbs=g.tp_link_gbs,
+                                weight_dtype=w.dtype)  # fmt: skip
         clock = s.step_seconds(b, b * 2048, 0, decode_pairs=b * 2048, scheduled=b, host=(b, 0))
         assert est.time_s == pytest.approx(clock, rel=1e-6), b
 
@@ -840,6 +863,28 @@ def test_the_frontier_pages_fold_states_the_profiles_law():
     assert "attention FLOPs / (attention peak x its MFU)" in law
     assert f"experts {p.expert_bw_share:.3g}" in law and f"attention MFU {p.attn_mfu:.3g}" in law
     assert f"{p.layer_overhead_s * 1e6:.3g} µs a layer" in law
+
+
+def test_the_frontier_page_states_the_fp8_gemms_share_for_fp8_weights_only():
+    """TensorRT-LLM's profile times FP8 weights' GEMMs at a part of its MFU: the fold's law and
+    the caption say how much for FP8 weights, and nothing of it for 16-bit ones."""
+    pytest.importorskip("streamlit")
+    import html as h
+    import re
+
+    from conftest import open_page
+
+    p = engines.PROFILES["trtllm@1.0.0"]
+    assert p.fp8_gemm_share < 1.0
+    for wdtype, shown in (("fp8", True), ("bf16", False)):
+        at = open_page("app_pages/frontier.py", engine_profile="TensorRT-LLM 1.0.0 profile",
+                       model="qwen3-32b", gpu="h100-sxm-80gb", wdtype=wdtype)  # fmt: skip
+        assert not at.exception and not at.error
+        folds = [h.unescape(re.sub("<[^>]+>", "", x.proto.body)) for x in at.get("html")]
+        law = next(f for f in folds if "step time = " in f)
+        said = " ".join(c.value for c in at.caption)
+        assert (f"FP8 GEMMs x {p.fp8_gemm_share:.3g}" in law) is shown, law[-400:]
+        assert (f"FP8 GEMMs at {p.fp8_gemm_share:.0%} of that" in said) is shown
 
 
 def test_a_learn_page_has_no_engine_choice():

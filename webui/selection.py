@@ -635,7 +635,14 @@ def estimate_step(sel: Selection, ideal):
     ``ideal`` (``step_time`` at the full peak, with its peaks), under the sidebar's step model."""
     from kvcalc.perf.calibration import estimate_step as _estimate
 
-    return _estimate(sel.spec, ideal, sel.speed, tp=sel.tp, link_gbs=sel.gpu.tp_link_gbs)
+    return _estimate(
+        sel.spec,
+        ideal,
+        sel.speed,
+        tp=sel.tp,
+        link_gbs=sel.gpu.tp_link_gbs,
+        weight_dtype=sel.weights.dtype,
+    )
 
 
 def real_steps(sel: Selection, points, speed: StepModel | None = None, **step_kw) -> tuple:
@@ -657,6 +664,7 @@ def _real_steps(dep, speed, points, **step_kw) -> tuple:
             speed,
             tp=dep.tp,
             link_gbs=dep.gpu.tp_link_gbs,
+            weight_dtype=dep.weights.dtype if dep.weights is not None else None,
         )
         for c, b in points
     )
@@ -682,13 +690,13 @@ def speed_caption(sel: Selection, speed=None, bands=("tpot_itl",)) -> str:
             )
             return (
                 f"The {p.label} profile calibrated on your own benchmark: "
-                f"{_read_shares(p, sel.spec)}, {_fixed_costs(p)}"
+                f"{_read_shares(p, sel.spec, sel.weights.dtype)}, {_fixed_costs(p)}"
                 f"{all_reduces}{factor}. Its error on runs it was not fitted on: as the fitted "
                 f"profile's at best ({engine_band_text(PROFILES[speed.engine])})."
             )
         return (
             f"The {p.label} profile (fitted on {p.fitted_rows} measured runs of that engine): "
-            f"{_read_shares(p, sel.spec)}, {_fixed_costs(p)}"
+            f"{_read_shares(p, sel.spec, sel.weights.dtype)}, {_fixed_costs(p)}"
             f"{all_reduces}. Its error: {engine_band_text(p)}."
         )
     adds = (
@@ -706,11 +714,14 @@ def speed_caption(sel: Selection, speed=None, bands=("tpot_itl",)) -> str:
     )
 
 
-def _read_shares(p, spec: ModelSpec) -> str:
+def _read_shares(p, spec: ModelSpec, weight_dtype: str | None = None) -> str:
     """An engine profile's shares of the peak bandwidth and of the GEMM peak in words: the
-    weights', the routed experts' (a MoE model's, at their own shares) and the cache's."""
+    weights', the routed experts' (a MoE model's, at their own shares) and the cache's; FP8
+    weights' GEMMs at their part of the MFU."""
     experts = f", the routed experts at {p.expert_bw_share:.0%}" if spec.moe else ""
     gemms = f" (the routed experts' at {p.expert_mfu:.0%})" if spec.moe else ""
+    if weight_dtype == "fp8" and p.fp8_gemm_share != 1.0:
+        gemms += f", FP8 GEMMs at {p.fp8_gemm_share:.0%} of that"
     return (
         f"weights read at {p.bw_share:.0%}{experts} and the cache at {p.kv_bw_share:.0%} of the "
         f"peak bandwidth, GEMMs at {p.mfu:.0%} of the peak (MFU){gemms}"

@@ -251,7 +251,8 @@ def cmd_step_time(args):
         args.calibrated or args.bw_share is not None or args.step_overhead_ms is not None
     ):
         sm = speed_from_args(args, profile)
-        est = estimate_step(spec, s, sm, tp=args.tp, link_gbs=gpu.tp_link_gbs if gpu else None)
+        link = gpu.tp_link_gbs if gpu else None
+        est = estimate_step(spec, s, sm, tp=args.tp, link_gbs=link, weight_dtype=w.dtype)
         band = error_band_text(band_for_batch(args.batch)) if sm.is_calibrated else None
         if profile is not None:
             band = engine_band_text(profile)

@@ -117,6 +117,10 @@ class StepModel:
     # the share of the GEMM peak a MoE model's routed experts reach (a fused MoE kernel's grouped
     # GEMMs, each expert over its few tokens); None: ``mfu``
     expert_mfu: float | None = None
+    # the part of ``mfu`` a GEMM of FP8 weights keeps at the FP8 peak (an engine profile's FP8
+    # kernels; the scales, the casts and the epilogue do not get faster with the tensor cores);
+    # None: all of it
+    fp8_gemm_share: float | None = None
     # a calibration's factor on the GPU's part of every step (kvcalc.perf.calibrate_from: the
     # user's GPUs, clocks, drivers and kernels run this much slower, > 1, or faster, < 1, than
     # the profile's); 1 for a fitted profile
@@ -134,6 +138,7 @@ class StepModel:
             ("attention MFU", self.attn_mfu),
             ("experts' share of bandwidth", self.expert_bw_share),
             ("experts' MFU", self.expert_mfu),
+            ("FP8 GEMMs' part of the MFU", self.fp8_gemm_share),
         ):
             if share is not None:
                 check_float(what, share, 0.0, 1.0, lo_open=True)
@@ -174,6 +179,7 @@ class StepModel:
                 "expert_bw_share",
                 "host_overlap",
                 "expert_mfu",
+                "fp8_gemm_share",
                 "gpu_time_factor",
             ):
                 del d[k]
@@ -194,6 +200,13 @@ class StepModel:
         """The share of the bandwidth the routed experts' reads reach (``bw_share`` unless a
         profile says)."""
         return self.bw_share if self.expert_bw_share is None else self.expert_bw_share
+
+    def gemm_share(self, weight_dtype: str | None) -> float:
+        """The part of the MFU the GEMMs of ``weight_dtype`` weights keep (an engine profile's
+        ``fp8_gemm_share`` for FP8 weights; 1 otherwise)."""
+        if weight_dtype == "fp8" and self.fp8_gemm_share is not None:
+            return self.fp8_gemm_share
+        return 1.0
 
     @property
     def expert_gemm_mfu(self) -> float:
@@ -361,10 +374,12 @@ def estimate_step(
     *,
     tp: int = 1,
     link_gbs: float | None = None,
+    weight_dtype: str | None = None,
 ) -> Estimate:
     """A decode step under ``model`` from its ideal bound ``ideal`` (``roofline.step_time`` at
     the GPU's full bandwidth, with its peaks): max(the reads at the achieved share, the GEMMs at
-    the MFU) plus the step's fixed overhead and its all-reduces."""
+    the MFU) plus the step's fixed overhead and its all-reduces. ``weight_dtype``: the weights'
+    format, whose GEMMs an engine profile may time at a part of its MFU (``gemm_share``)."""
     memory = ideal.memory_time_s / model.bw_share
     compute, latency = (ideal.compute_time_s or 0.0) / model.mfu, model.allreduce_latency_s
     ar = allreduce_seconds(spec, ideal.batch, tp, link_gbs, latency) if model.allreduce else 0.0
@@ -382,6 +397,7 @@ def estimate_step(
         expert_gemms = ideal.expert_gemm_time_s  # the routed experts' at their own MFU
         gemms = ((ideal.gemm_time_s or 0.0) - expert_gemms) / model.mfu
         gemms += expert_gemms / model.expert_gemm_mfu
+        gemms /= model.gemm_share(weight_dtype)
         attention = (
             (ideal.compute_time_s or 0.0) - (ideal.gemm_time_s or 0.0)
         ) / model.attention_mfu

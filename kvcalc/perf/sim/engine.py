@@ -344,7 +344,7 @@ def setup(
         bandwidth_gbs=speed.bandwidth_gbs,
         bw_share=model.bw_share if model is not None else 1.0,
         peak_tflops=speed.peak_tflops,
-        mfu=model.mfu if model is not None else DEFAULT_MFU,
+        mfu=model.mfu * model.gemm_share(_dtype(dep)) if model is not None else DEFAULT_MFU,
         max_model_len=max_model_len,
         dequant_mfu=dequant_mfu,
         dequant_below=speed.dequant_gemm or 0,
@@ -402,6 +402,11 @@ def step_work(dep: Deployment, layers: list[Layer], wbytes: int, mnbt: int) -> S
     )
 
 
+def _dtype(dep: Deployment) -> str | None:
+    """The weights' format (None where only their bytes are given)."""
+    return dep.weights.dtype if dep.weights is not None else None
+
+
 def engine_costs(dep: Deployment, speed: Speed) -> EngineCosts:
     """What a real engine adds to each step (kvcalc.perf.calibration; the rules:
     docs/calibration.md#what-a-profile-holds); nothing without a step model. ValueError when the
@@ -423,7 +428,8 @@ def engine_costs(dep: Deployment, speed: Speed) -> EngineCosts:
             f"{spec.name}: the all-reduce time needs the hidden size, which "
             "the config does not give"
         )
-    attention_factor = m.mfu / m.attention_mfu
+    # the GEMMs at mfu x their format's part of it (Setup.mfu); attention at its own MFU
+    attention_factor = m.mfu * m.gemm_share(_dtype(dep)) / m.attention_mfu
     peak, attention_peak = speed.peak_tflops, speed.attention_peak_tflops
     if m.engine and attention_peak and peak and attention_peak != peak:
         attention_factor = attention_factor * peak / attention_peak
