@@ -56,6 +56,9 @@ GPUS = {
     "b200_sxm": "b200",
     "gb200_sxm": "gb200",
     "gb200": "gb200",
+    "b300_sxm": "b300",
+    "gb300_sxm": "gb300",
+    "gb300": "gb300",
     "a100_sxm": "a100-80gb",
     "a100_pcie": "a100-pcie-80gb",
     "h100_pcie": "h100-pcie-80gb",
@@ -452,7 +455,7 @@ def row_argv(r: Row, *, layout: bool = True) -> list[str]:
 
 
 # GPUs one node's switch joins (NVLink): an HGX board's 8, a GB200 NVL72 rack's 72
-NVLINK_DOMAIN = {"gb200": 72}
+NVLINK_DOMAIN = {"gb200": 72, "gb300": 72}
 
 
 def disagg_argv(r: Row) -> list[str]:

@@ -42,6 +42,23 @@ def test_b200_has_fp4_tensor_cores_and_hopper_does_not():
     assert b200.gemm_format("mxfp4") == "bf16" and h100.gemm_format("mxfp4") == "bf16"
 
 
+def test_blackwell_ultra_has_the_datasheet_figures_and_runs_an_aic_row():
+    # NVIDIA's Blackwell Ultra datasheet as aiconfigurator's system files quote it (b300_sxm.yaml,
+    # gb300.yaml at 095f58a5): HGX B300 62 TB/s over 8 GPUs, BF16 4.5 and FP8 9 PFLOPS sparse
+    # (halved), FP4 14 PFLOPS dense, 275,040 MiB in nvidia-smi; GB300 8 TB/s, 2.5 / 5 / 15 PFLOPS
+    # dense, 284,208 MiB. kvcalc times NVFP4 at the FP4 peak on both.
+    b300, gb300 = registry().gpu("b300"), registry().gpu("gb300")
+    assert b300.bandwidth_gbs == 62_000 / 8 and b300.memory_mib_driver == 275_040
+    assert (b300.bf16_tflops, b300.fp8_tflops, b300.fp4_tflops) == (4500 / 2, 9000 / 2, 14_000)
+    assert gb300.bandwidth_gbs == 8000 and gb300.memory_mib_driver == 284_208
+    assert (gb300.bf16_tflops, gb300.fp8_tflops, gb300.fp4_tflops) == (2500, 5000, 15_000)
+    assert b300.peak_tflops("nvfp4") == 14_000 and gb300.gemm_format("nvfp4") == "fp4"
+    a = _aic()
+    assert a.gpu_key("b300_sxm") == "b300" and a.gpu_key("gb300") == "gb300"
+    # a GB300 NVL72 rack is one NVLink domain of 72 GPUs, as a GB200's
+    assert a.NVLINK_DOMAIN["gb300"] == 72
+
+
 def test_nvfp4_weights_of_llama_3_1_8b_are_4_5_bits_a_parameter():
     spec = registry().model("llama-3.1-8b").spec
     w = weights(spec, "nvfp4")
