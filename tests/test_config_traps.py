@@ -2,6 +2,7 @@
 are the config's own arithmetic, worked out in the comments."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -348,6 +349,60 @@ def test_mimo_style_per_type_heads_and_unequal_k_v():
     assert kv_cache(spec, 1000).kv_bytes == 9 * 2560 * 1000 + 39 * 5120 * 128
     with pytest.raises(ValueError, match=r"hybrid_layer_pattern\[2\]"):
         spec_from_config({**cfg, "hybrid_layer_pattern": [0, 1, 2] + pattern[3:]})
+
+
+def _mimo_v2_flash() -> dict:
+    # MiMo-V2-Flash's fields as aiconfigurator ships them (model_configs/
+    # XiaomiMiMo--MiMo-V2-Flash_config.json at 095f58a5; a summary, not the Hub file:
+    # tests/data/configs/NOTES-D.md): 48 layers, full attention at 0, 5, 11, ..., 47,
+    # moe_layer_freq one flag a layer (layer 0 dense), 256 routed experts of width 2,048, top 8.
+    pattern = [0 if i == 0 or (i + 1) % 6 == 0 else 1 for i in range(48)]
+    return {
+        "model_type": "mimo_v2_flash",
+        "hidden_size": 4096,
+        "intermediate_size": 16384,
+        "num_hidden_layers": 48,
+        "num_attention_heads": 64,
+        "num_key_value_heads": 4,
+        "head_dim": 192,
+        "v_head_dim": 128,
+        "swa_num_attention_heads": 64,
+        "swa_num_key_value_heads": 8,
+        "swa_head_dim": 192,
+        "swa_v_head_dim": 128,
+        "sliding_window": 128,
+        "hybrid_layer_pattern": pattern,
+        "moe_layer_freq": [0] + [1] * 47,
+        "moe_intermediate_size": 2048,
+        "n_routed_experts": 256,
+        "num_experts_per_tok": 8,
+        "vocab_size": 152576,
+        "tie_word_embeddings": False,
+    }
+
+
+def test_moe_layer_freq_as_one_flag_a_layer_counts_mimo_v2_flash():
+    # transformers' MiMoV2FlashDecoderLayer (and vLLM's mimo_v2_flash.py) build the sparse MoE
+    # block where config.moe_layer_freq[layer_idx] is true: 47 MoE layers here. Xiaomi's model
+    # card: "309B total parameters and 15B active".
+    spec = spec_from_config(_mimo_v2_flash())
+    assert spec.moe is not None and spec.moe.layers == 47
+    assert spec.require_params().total == pytest.approx(309e9, rel=0.02)
+    unused = 47 * (256 - 8) * 3 * 4096 * 2048  # the experts a token does not use
+    assert spec.require_params().total - unused == pytest.approx(15e9, rel=0.05)
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        ({"moe_layer_freq": [0] + [1] * 46}, "each of the 48 layers"),
+        ({"moe_layer_freq": [0, 2] + [1] * 46}, "0 \\(dense\\) or 1 \\(MoE\\)"),
+        ({"first_k_dense_replace": 3}, "give different MoE layers"),
+    ],
+)
+def test_a_moe_layer_freq_list_that_cannot_be_read_is_refused_by_name(change, match):
+    spec = spec_from_config({**_mimo_v2_flash(), **change})
+    assert spec.params is None and re.search(match, spec.params_error or "")
 
 
 @pytest.mark.parametrize(

@@ -253,6 +253,8 @@ def _older_layout(f: Fields, n: int, family: dict) -> list[bool] | None:  # noqa
     if dense_first and f.has(dense_first):
         first = f.int(dense_first, minimum=0)  # AFMoE's num_dense_layers
         return [i >= first for i in range(n)]
+    if isinstance(f.raw("moe_layer_freq"), list):
+        return _moe_layer_list(f, n)
     if f.has("first_k_dense_replace", "moe_layer_freq"):
         first = f.int("first_k_dense_replace", default=0, minimum=0)
         freq = f.int("moe_layer_freq", default=1)
@@ -287,6 +289,31 @@ def _older_layout(f: Fields, n: int, family: dict) -> list[bool] | None:  # noqa
         every = f.int("moe_layer_interval", default=1)
         return [start <= i <= end and (i - start) % every == 0 for i in range(n)]
     return None
+
+
+def _moe_layer_list(f: Fields, n: int) -> list[bool]:
+    """moe_layer_freq given as one flag a layer (MiMo-V2-Flash's: transformers'
+    MiMoV2FlashDecoderLayer builds its sparse MoE block where ``config.moe_layer_freq[layer_idx]``
+    is true, as vLLM's mimo_v2_flash.py does). A list must flag every layer with 0 or 1; a
+    first_k_dense_replace beside it must not make a flagged layer dense (the two readings would
+    build different layers)."""
+    flags = f.raw("moe_layer_freq")
+    if (
+        len(flags) != n
+        or len(flags) > MAX_LAYERS
+        or any(isinstance(x, bool) or x not in (0, 1) for x in flags)
+    ):
+        raise ValueError(
+            f"config field 'moe_layer_freq' given as a list must give 0 (dense) or 1 (MoE) for "
+            f"each of the {n} layers"
+        )
+    first = f.int("first_k_dense_replace", default=0, minimum=0)
+    if any(flags[:first]):
+        raise ValueError(
+            "config fields 'moe_layer_freq' (a list) and 'first_k_dense_replace' give different "
+            "MoE layers: one flags a layer the other keeps dense"
+        )
+    return [x == 1 for x in flags]
 
 
 def _count_params(
