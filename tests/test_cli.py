@@ -336,12 +336,12 @@ def test_kv_json_carries_notes_and_assumptions(capsys):
     assert not any("parameters not counted" in n for n in d["notes"])
     labels = {row["label"] for row in d["breakdown"]}
     assert labels == {"full", "state (mamba2)", "none (MLP or MoE block only)"}
-    # ... Nemotron-NAS's are not (remote code, per-layer blocks), and the note says so.
+    # ... Hunyuan-A13B's are not (Tencent's remote code), and the note says so.
     d = run_json(
         capsys,
         "kv",
         "--config",
-        str(DATA / "nemotron-nas-super-49b.json"),
+        str(DATA / "round6" / "hunyuan-a13b.json"),
         "--context",
         "8192",
     )
@@ -349,12 +349,13 @@ def test_kv_json_carries_notes_and_assumptions(capsys):
 
 
 def test_weights_unknown_needs_weights_gib(capsys):
-    # Nemotron-NAS: its parameters are not counted (MiniMax-M1's, the example before, now are)
+    # Hunyuan-A13B: its parameters are not counted (Nemotron-NAS's and MiniMax-M1's, the
+    # examples before, now are)
     code, out, err = run(
         capsys,
         "budget",
         "--config",
-        str(DATA / "nemotron-nas-super-49b.json"),
+        str(DATA / "round6" / "hunyuan-a13b.json"),
         "--gpu",
         "h100-sxm-80gb",
         "--context",
@@ -365,7 +366,7 @@ def test_weights_unknown_needs_weights_gib(capsys):
         capsys,
         "budget",
         "--config",
-        str(DATA / "nemotron-nas-super-49b.json"),
+        str(DATA / "round6" / "hunyuan-a13b.json"),
         "--gpu",
         "h100-sxm-80gb",
         "--context",

@@ -269,11 +269,12 @@ def test_glm_indexer_frequency_without_types_is_refused():
 
 
 def test_cache_needs_no_parameter_fields():
-    # Nemotron-NAS has intermediate_size null: the cache is still given, the weights are
-    # refused with a reason. (MPT-7B's and ChatGLM3's weights are now counted: MPT equal to
-    # transformers' own model, tests/test_params_zoo_real.py; ChatGLM3 by hand from vLLM's
-    # chatglm.py, which reads padded_vocab_size, tests/test_params_families.py.)
-    for name in ("nemotron-nas-super-49b.json",):
+    # Hunyuan-A13B (Tencent's remote code): the cache is still given, the weights are refused
+    # with a reason. (Nemotron-NAS's, MPT-7B's and ChatGLM3's weights are now counted:
+    # tests/test_params_nas.py; MPT equal to transformers' own model,
+    # tests/test_params_zoo_real.py; ChatGLM3 by hand from vLLM's chatglm.py, which reads
+    # padded_vocab_size, tests/test_params_families.py.)
+    for name in ("round6/hunyuan-a13b.json",):
         spec = spec_from_config(load_config_file(DATA / name))
         assert spec.params is None and spec.params_error
         assert measured(spec, 16) > 0

@@ -24,6 +24,7 @@ from ..params.decoders import (
     gemma4_params,
     gpt_neox_japanese_params,
     mpt_params,
+    nemotron_nas_params,
     opt_params,
 )
 from ..params.mamba import (
@@ -145,11 +146,6 @@ _ENCODER_DECODER = (
 _REMOTE_CODE = (
     "parameter counting is not implemented for model_type 'hunyuan': Tencent's remote code, whose "
     "MoE (num_shared_expert, use_mixed_mlp_moe) has no transformers model to check a count against"
-)
-_PER_LAYER_MLP = (
-    "parameter counting is not implemented for model_type 'nemotron-nas': block_configs gives "
-    "each layer its own MLP width (ffn_mult) and may drop a layer's attention or MLP, which the "
-    "parameter counter, describing layers of one shape, does not cover"
 )
 
 # vLLM's minimax_text_01.py builds a shared expert of shared_intermediate_size, transformers' none
@@ -1021,7 +1017,7 @@ FAMILIES: dict[str, Family] = {
         context=4096,
         defaults=dict(mamba_head_dim=64, n_groups=8),
     ),
-    "nemotron-nas": F(uncountable=_PER_LAYER_MLP),
+    "nemotron-nas": F(counter=nemotron_nas_params),
     "gemma4_unified_text": F(
         _GEMMA4_OWN,
         counter=gemma4_params,

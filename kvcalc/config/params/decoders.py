@@ -235,3 +235,62 @@ def dbrx_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int)
         norms=(2 * n + 1) * hidden,
         experts=(n * experts * per_expert, 0, n * experts * hidden),
     )
+
+
+_NAS_FFN_KEYS = frozenset({"ffn_mult", "no_op", "replace_with_linear", "sparsify"})
+
+
+def nas_intermediate(ffn_mult: float, hidden: int) -> int:
+    """A Nemotron-NAS FFN's width: int(2 x ffn_mult x hidden / 3) rounded up to a multiple of
+    256 (``_ffn_mult_to_intermediate_size`` in vLLM's nemotron_nas.py, SGLang's and
+    TensorRT-LLM's, from NVIDIA's modeling_decilm.py)."""
+    width = int(2 * ffn_mult * hidden / 3)
+    return -(-width // 256) * 256
+
+
+def nemotron_nas_params(f: Fields, layers: list, geo: Geometry, hidden: int, vocab: int) -> Counted:
+    """Nemotron-NAS (DeciLM; vLLM's nemotron_nas.py, TensorRT-LLM's modeling_nemotron_nas.py):
+    each entry of block_configs is its own layer. Its attention is grouped-query attention with
+    num_attention_heads // n_heads_in_group K/V heads (the layer the cache reader built), a
+    hidden x hidden linear layer (replace_with_linear) or nothing (no_op); its FFN a gated MLP
+    of ``nas_intermediate`` width, a linear layer or nothing. The input norm exists where the
+    attention does, the post-attention norm where the FFN does."""
+    blocks = f.raw("block_configs")
+    qkv_bias = f.bool("attention_bias", False)
+    mlp_bias = f.bool("mlp_bias", False)
+    attention = mlp = norms = 0
+    for i, (block, layer) in enumerate(zip(blocks, layers)):
+        attn, ffn = block["attention"], block.get("ffn")
+        if layer.kind == "full":
+            attention += qkvo(hidden, layer, qkv_bias=qkv_bias, o_bias=qkv_bias)
+            norms += hidden
+        elif attn.get("replace_with_linear") is True:
+            attention += hidden * hidden
+            norms += hidden
+        if not isinstance(ffn, dict):
+            raise ValueError(f"config field 'block_configs[{i}].ffn' must be an object")
+        unknown = set(ffn) - _NAS_FFN_KEYS
+        if unknown or ffn.get("sparsify") is not None:
+            what = ", ".join(sorted(unknown)) or "sparsify"
+            raise ValueError(
+                f"config field 'block_configs[{i}].ffn' has {what}, which the parameter "
+                "counter does not understand"
+            )
+        if ffn.get("no_op") is True:
+            continue
+        norms += hidden
+        if ffn.get("replace_with_linear") is True:
+            mlp += hidden * hidden
+            continue
+        mult = ffn.get("ffn_mult")
+        if isinstance(mult, bool) or not isinstance(mult, (int, float)) or not 0 < mult <= 64:
+            raise ValueError(
+                f"config field 'block_configs[{i}].ffn.ffn_mult' must be a number above 0 "
+                f"(at most 64), got {mult!r}"
+            )
+        inter = nas_intermediate(mult, hidden)
+        mlp += 3 * hidden * inter + (2 * inter + hidden if mlp_bias else 0)
+    norms += hidden  # the final norm
+    return None, counts(
+        hidden, vocab, tied_head(f, False), attention=attention, mlp=mlp, norms=norms
+    )
