@@ -464,6 +464,26 @@ def test_step_time_and_prefill_take_an_engine(capsys):
     assert j["engine"] == "sglang@0.5.6"
 
 
+def test_a_vllm_profile_sizes_the_pool_by_its_own_release(capsys):
+    # vLLM's default gpu_memory_utilization is 0.9 until 0.20 and 0.92 from then (PR #38284):
+    # under vllm@0.18.0 the pool is 0.02 of the H100's 81,559 MiB smaller than the newest
+    # release's, in blocks of 16 tokens x 128 KiB (Llama 3.1 8B, BF16): 815.59 blocks of 2 MiB.
+    base = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--users", "2"]
+    base += ["--requests", "4", "--prompt-tokens", "128", "--output-tokens", "16", "--json"]
+
+    def blocks(*extra: str) -> int:
+        assert main([*base, *extra]) == 0
+        return json.loads(capsys.readouterr().out)["kv_pool_blocks"]
+
+    own = blocks("--engine", "vllm@0.18.0")
+    at_092 = blocks("--engine", "vllm@0.18.0", "--gpu-memory-utilization", "0.92")
+    assert at_092 - own in (815, 816)
+    assert blocks() == at_092  # no profile: the newest release kvcalc knows
+    assert blocks("--engine", "sglang@0.5.6") == at_092  # another engine's: unchanged
+    assert main([*base[:-1], "--engine", "vllm@0.18.0"]) == 0
+    assert "vLLM 0.18.0's arithmetic at gpu_memory_utilization 0.9," in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     "model, gpu, tp, prompt",
     [

@@ -279,6 +279,8 @@ def engine_setup(args, m, gpu, wl, profile):
     # --direct: the same step model, but no serving stack between client and engine.
     engine = replace(speed, api_overhead_s=0.0) if args.direct else speed
     dep = deployment_from(args, m.spec, w, enable_chunked_prefill=args.scheduler != "prefill-first")
+    if profile is not None:
+        dep = profile.pool_release(dep)
     s = setup(
         dep,
         wl.longest,

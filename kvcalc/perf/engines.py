@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from itertools import takewhile
 from typing import Any
 
+from ..cache.deployment import Deployment
 from .calibration import StepModel
 
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
@@ -143,6 +144,14 @@ class EngineProfile(Coefficients):
 
     def coefficients(self) -> dict[str, float]:
         return {k: getattr(self, k) for k in COEFFICIENTS}
+
+    def pool_release(self, dep: Deployment) -> Deployment:
+        """``dep`` with a vLLM profile's own release where ``dep`` names none: its pool is then
+        sized by that release's rules (vLLM before 0.20 takes 0.9 of the memory by default, not
+        0.92), not by the newest kvcalc knows. Other engines' deployments are unchanged."""
+        if self.engine == "vllm" and dep.engine.version is None:
+            return dep.but(version=self.version)
+        return dep
 
 
 # -- the scheduler's defaults, by engine, with their sources ----------------------------------

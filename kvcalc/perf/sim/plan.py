@@ -23,7 +23,7 @@ def engine_setup(dep: Deployment, wl: Workload, profile: EngineProfile, tp: int)
     """One engine of ``dep`` at tensor parallel ``tp``, with ``profile``'s step model and its
     batching defaults, sized for ``wl``'s longest request."""
     return _engine(
-        dep.but(tp=tp), profile.step_model(), profile.max_num_seqs,
+        profile.pool_release(dep.but(tp=tp)), profile.step_model(), profile.max_num_seqs,
         profile.max_num_batched_tokens, wl.longest,
     )  # fmt: skip
 
