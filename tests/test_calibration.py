@@ -23,9 +23,7 @@ from kvcalc.cache.deployment import Deployment
 from kvcalc.cache.weight_bytes import weights_at_bits
 from kvcalc.cli import main
 from kvcalc.perf import calibration as cal
-from kvcalc.perf import engines
 from kvcalc.perf.sim import Speed, Workload, fixed, setup, simulate
-from kvcalc.perf.sim.plan import lone_prompt
 
 READ_8B = 16_060_522_496 - 1_050_673_152 + 8_192  # one decode step of Llama 3.1 8B, BF16
 BW = 3350e9
@@ -173,10 +171,7 @@ def test_calibrated_step_by_hand():
 
 
 def test_no_calibrated_prefill_is_faster_than_one_read_of_the_weights():
-    # the simulator's own prefill steps (lone_prompt: the figure prefill, step-time and the
-    # pages give) under each engine profile
     m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
-    dep = Deployment(spec=m.spec, weights=m.weights(), gpu=g)
     for prompt in (1, 16, 2048):
         ideal = prefill(
             m.spec,
@@ -186,10 +181,9 @@ def test_no_calibrated_prefill_is_faster_than_one_read_of_the_weights():
             weight_read_bytes=m.weights().read_per_step(m.spec, prompt),
             bandwidth_gbs=g.bandwidth_gbs,
         )
-        for profile in engines.PROFILES.values():
-            est = lone_prompt(dep, prompt, profile.step_model())
-            assert est.time_s >= READ_8B / BW
-            assert est.time_s >= ideal.time_s
+        est = cal.estimate_ttft(m.spec, ideal, cal.CALIBRATED)
+        assert est.time_s >= READ_8B / BW
+        assert est.time_s >= ideal.time_s
 
 
 # -- the simulator's clock under the calibrated model ----------------------------------------

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..core.model import ModelSpec
 from ..core.units import GB, check_float, check_int, check_parallel
-from .roofline import StepTime
+from .roofline import Prefill, StepTime
 
 # -- the fitted coefficients (bench/calibration.py --fit printed these) ------------------------
 BW_SHARE = 0.931  # share of nominal bandwidth a decode step's reads reach
@@ -420,4 +420,36 @@ def estimate_step(
         allreduce_s=ar,
         ideal_s=ideal.step_time_s,
         tokens=ideal.batch,
+    )
+
+
+def estimate_ttft(
+    spec: ModelSpec,
+    ideal: Prefill,
+    model: StepModel,
+    *,
+    tp: int = 1,
+    link_gbs: float | None = None,
+    served: bool = True,
+) -> Estimate:
+    """One request's time to first token on an idle engine under ``model``, from the ideal
+    prefill ``ideal`` (``roofline.prefill`` at MFU 1 and full bandwidth, with the weights'
+    bytes): max(the FLOPs at the MFU, one read of the weights at the achieved share) plus one
+    step's overhead, the prompt's all-reduces and (``served``) the API overhead."""
+    compute = ideal.compute_time_s * ideal.mfu / model.mfu
+    memory, latency = ideal.memory_time_s / model.bw_share, model.allreduce_latency_s
+    prompt = ideal.prompt_tokens
+    ar = allreduce_seconds(spec, prompt, tp, link_gbs, latency) if model.allreduce else 0.0
+    api = model.api_overhead_s if served else 0.0
+    overhead = model.fixed_step_s(spec) + model.seq_overhead_s + model.request_overhead_s
+    return Estimate(
+        model=model.name,
+        time_s=max(compute, memory) + overhead + ar + api,
+        memory_s=memory,
+        compute_s=compute,
+        overhead_s=overhead,
+        allreduce_s=ar,
+        api_s=api,
+        ideal_s=ideal.time_s,
+        tokens=ideal.prompt_tokens,
     )
