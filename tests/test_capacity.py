@@ -218,6 +218,64 @@ def test_a_sliding_group_gives_blocks_back_as_vllm_does():
     assert s.logged_blocks_per_request == 73
 
 
+def _gemma4_setup(max_model_len: int, kv_pool_bytes: int | None = None):
+    from pathlib import Path
+
+    from kvcalc.cache.weight_bytes import weights
+    from kvcalc.config.hfconfig import load_config_file, spec_from_config
+    from kvcalc.perf.sim import Speed, setup
+
+    data = Path(__file__).resolve().parent / "data" / "configs"
+    spec = spec_from_config(load_config_file(str(data / "gemma-4-26b-a4b.json")))
+    g = get_gpu("h100-sxm-80gb")
+    speed = Speed(bandwidth_gbs=g.bandwidth_gbs, peak_tflops=g.bf16_tflops)
+    dep = Deployment(spec=spec, weights=weights(spec, "bf16"), gpu=g)
+    return setup(dep, max_model_len, speed, kv_pool_bytes=kv_pool_bytes)
+
+
+def test_sliding_and_full_layers_of_different_pages_get_blocks_of_their_own_size():
+    from kvcalc.perf.sim import Workload, fixed, simulate
+
+    # Gemma 4 26B-A4B (its config.json): 25 sliding layers (window 1,024) of 8 KV heads x 256,
+    # K and V: 8,192 B per token; 5 full layers of 2 KV heads x 512: 4,096 B. vLLM groups them
+    # as 5 sliding groups and 1 full group of 5 layers each, and makes every page the same size
+    # (unify_kv_cache_spec_page_size): 16 sliding tokens x 8,192 x 5 = 655,360 B, so a full
+    # group's block holds 655,360 / (4,096 x 5) = 32 tokens.
+    P, OUT = 2048, 64
+    s = _gemma4_setup(P + OUT)
+    assert (s.full_groups, s.slide_groups, s.window) == (1, 5, 1024)
+    assert (s.block_size, s.slide_block_size, s.block_bytes) == (32, 16, 655_360)
+    r = simulate(s, Workload(requests=1, prompt=fixed(P), output=fixed(OUT), rate=math.inf))
+    held = [round(u * r.num_blocks) for _, u in r.utilization_series]
+
+    def cdiv(a, b):
+        return -(-a // b)
+
+    # The prefill step takes cdiv(2,048, 32) = 64 full blocks and cdiv(2,048, 16) = 128 in each
+    # sliding group; each decode step computing token c + 1 (c in the cache) holds cdiv(c + 1,
+    # 32) full blocks and, in each sliding group, cdiv(c + 1, 16) less the (c - 1,024 + 1) // 16
+    # blocks vLLM's remove_skipped_blocks freed.
+    assert held == [64 + 5 * 128] + [
+        cdiv(c + 1, 32) + 5 * (cdiv(c + 1, 16) - (c - 1023) // 16) for c in range(P, P + OUT - 1)
+    ]
+
+
+def test_mixed_block_sizes_survive_preemption_and_give_every_block_back():
+    from kvcalc.perf.sim import Scheduler, Workload, fixed
+
+    # A pool of 2,000 pages (655,360 B each) for Gemma 4 26B-A4B, 32 users of 600 + 3,000
+    # tokens: a prompt's prefill step takes cdiv(600, 32) + 5 x cdiv(600, 16) = 19 + 5 x 38 =
+    # 209 pages, so nine start at once; decoding, each grows to cdiv(3,600, 32) = 113 full and
+    # 5 x 65 sliding pages (its window's), 438 in all: decodes preempt and prompts wait. The
+    # run ends only with every block back in the pool (Scheduler.result raises otherwise).
+    s = _gemma4_setup(3600, kv_pool_bytes=2000 * 655_360)
+    assert s.num_blocks == 2000 - 1  # vLLM's null block
+    wl = Workload(requests=64, prompt=fixed(600), output=fixed(3000), users=32)
+    r = Scheduler(s, wl).run()
+    assert r.preemptions > 0 and r.kv_wait_steps > 0
+    assert 0 < r.kv_utilization_peak <= 1.0
+
+
 def test_gemma3_pool_binds_at_17_users_by_hand():
     from kvcalc.perf.capacity import running_capacity
 

@@ -177,19 +177,28 @@ class Setup(PoolSize, StepWork, EngineCosts):
         of each sliding group freed."""
         if not allocated:
             return 0
-        n = cdiv(allocated, self.block_size)
         return (
-            (self.full_groups + self.slide_groups) * n
-            - self.slide_groups * skipped
+            self.full_groups * cdiv(allocated, self.block_size)
+            + self.slide_groups * (cdiv(allocated, self.slide_block_size) - skipped)
             + self.state_blocks
         )
 
+    def blocks_grown(self, before: int, after: int) -> int:
+        """Blocks a request takes as its tokens with slots go from ``before`` to ``after`` (a
+        block in each group whose block it fills)."""
+        new = self.full_groups * (cdiv(after, self.block_size) - cdiv(before, self.block_size))
+        if self.slide_groups:
+            sbs = self.slide_block_size
+            new += self.slide_groups * (cdiv(after, sbs) - cdiv(before, sbs))
+        return new
+
     def skipped(self, computed: int) -> int:
         """Blocks of one sliding group vLLM has freed once ``computed`` tokens are in the cache
-        (SlidingWindowManager.get_num_skipped_tokens: computed - window + 1, in whole blocks)."""
+        (SlidingWindowManager.get_num_skipped_tokens: computed - window + 1, in whole blocks of
+        the sliding group's size)."""
         if not self.slide_groups or computed < self.window:
             return 0
-        return (computed - self.window + 1) // self.block_size
+        return (computed - self.window + 1) // self.slide_block_size
 
     def step_seconds(
         self,

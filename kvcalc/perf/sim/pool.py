@@ -55,7 +55,8 @@ def served_layers(
 ) -> tuple[list[Layer], list[int]]:
     """The layers of one GPU (the TP split validated) and the window sizes, or ValueError naming
     the layers the simulator does not serve: kinds other than full attention, MLA, sliding
-    windows and recurrent states, more than one window size, pages of more than one size."""
+    windows and recurrent states, more than one window size. (Layers whose pages differ get
+    blocks of different sizes: ``_groups``.)"""
     layers = per_gpu_layers(spec, tp)
     big = 1_000_003
     odd = sorted(
@@ -87,14 +88,6 @@ def served_layers(
             f"{spec.name} has sliding windows of {', '.join(map(str, windows))} "
             "tokens; the serving simulator handles one window size. Pick another "
             "model"
-        )
-    pages = {lay.bytes_per_token(dtype, scales) for lay in layers if lay.stores_tokens}
-    if len(pages) > 1:
-        raise ValueError(
-            f"{spec.name}'s layers cache different bytes per token "
-            f"({', '.join(f'{b:,}' for b in sorted(pages))} B), so vLLM gives "
-            "its groups blocks of different sizes; the serving simulator handles "
-            "one block size. Pick another model"
         )
     return layers, windows
 
@@ -137,22 +130,47 @@ def _budget(dep: Deployment, max_model_len: int) -> Budget:
     return b
 
 
-def _groups(dep: Deployment, b: Budget, max_model_len: int, mnbt: int) -> tuple[int, int, int]:
-    """vLLM's KV-cache groups (kvcalc.engines.vllm.predict) as the blocks a request holds: (token
-    groups of full attention, sliding groups, state blocks). ValueError without a token group."""
+@dataclass(frozen=True)
+class Groups:
+    """vLLM's KV-cache groups as the blocks a request holds: token groups of full attention
+    (``full``, blocks of ``full_block`` tokens), sliding-window groups (``slide``, blocks of
+    ``slide_block`` tokens) and the state blocks of a recurrent model. Every block is one page
+    of the pool; where the layers' pages differ vLLM gives the smaller pages proportionally more
+    tokens a block (unify_kv_cache_spec_page_size), so the two block sizes differ."""
+
+    full: int
+    slide: int
+    state_blocks: int
+    full_block: int
+    slide_block: int
+
+
+def _groups(dep: Deployment, b: Budget, max_model_len: int, mnbt: int) -> Groups:
+    """vLLM's KV-cache groups (kvcalc.engines.vllm.predict) as the blocks a request holds.
+    ValueError without a token group, or where groups of one kind get blocks of different
+    sizes (the simulator keeps one block size for each kind)."""
     spec = dep.spec
     one_stage = dep.but(pp=1, version=b.vllm_version, max_num_batched_tokens=mnbt)
     p = _vllm.predict(one_stage, b.kv_pool_bytes, max_model_len)
-    kinds = [g.kind for g in p.groups]
-    full_groups = sum(k in ("full", "mla") for k in kinds)
-    slide_groups = kinds.count("sliding")
+    full = [g.block_size for g in p.groups if g.kind in ("full", "mla")]
+    slide = [g.block_size for g in p.groups if g.kind == "sliding"]
     state_blocks = sum(g.blocks_per_request for g in p.groups if g.kind == "state")
-    if not full_groups + slide_groups:
+    if not full + slide:
         raise ValueError(
             f"{spec.name} keeps no per-token cache; the serving simulator needs "
             "an attention layer. Pick another model"
         )
-    return full_groups, slide_groups, state_blocks
+    if len(set(full)) > 1 or len(set(slide)) > 1:
+        raise ValueError(
+            f"{spec.name}'s layers of one kind get blocks of different sizes from vLLM "
+            f"(full attention: {sorted(set(full))}, sliding: {sorted(set(slide))} tokens); the "
+            "serving simulator keeps one block size for each kind. Pick another model"
+        )
+    full_block = full[0] if full else slide[0]
+    slide_block = slide[0] if slide else full_block
+    if max(full_block, slide_block) % min(full_block, slide_block):
+        raise RuntimeError(f"vLLM's block sizes {full_block} and {slide_block} do not divide")
+    return Groups(len(full), len(slide), state_blocks, full_block, slide_block)
 
 
 def _batching(dep: Deployment, b: Budget, max_model_len: int) -> tuple[str, int, int]:
@@ -190,7 +208,7 @@ class PoolSize:
     batching limits, the groups, what vLLM logs at start-up, the notes a result reports."""
 
     num_blocks: int
-    block_size: int
+    block_size: int  # tokens a block of a full-attention group holds (a sliding one's: below)
     max_num_seqs: int
     max_num_batched_tokens: int
     kv_pool_bytes: int
@@ -204,6 +222,10 @@ class PoolSize:
     slide_groups: int
     window: int
     state_blocks: int
+    # tokens a block of a sliding group holds: block_size, or a multiple or a fraction of it
+    # where the sliding layers' pages are smaller or larger per token (vLLM makes every page
+    # the same size: unify_kv_cache_spec_page_size)
+    slide_block_size: int
     # vLLM's start-up line for max_model_len: every request at its full length, windows charged
     # window - 1 + the tokens in flight ("Maximum concurrency for N tokens per request")
     logged_concurrency: float
@@ -231,23 +253,23 @@ def size_pool(
         reserve = _reserve_beside(dep, dep.all_weights_bytes, kv_pool_bytes)
         dep = dep.but(reserve_bytes=reserve)
     b = _budget(dep, max_model_len)
-    bs = b.effective_block_size or b.block_size
     version, mns, mnbt = _batching(dep, b, max_model_len)
-    full_groups, slide_groups, state_blocks = _groups(dep, b, max_model_len, mnbt)
-    notes = _notes(b, dep.reserve_bytes, kv_pool_bytes, slide_groups, windows, state_blocks)
+    g = _groups(dep, b, max_model_len, mnbt)
+    notes = _notes(b, dep.reserve_bytes, kv_pool_bytes, g, windows)
     return PoolSize(
         num_blocks=b.num_blocks - _vllm.fact(_vllm.Facts.null_block, version),
-        block_size=bs,
+        block_size=g.full_block,
+        slide_block_size=g.slide_block,
         max_num_seqs=mns,
         max_num_batched_tokens=mnbt,
         kv_pool_bytes=b.kv_pool_bytes,
         block_bytes=b.block_bytes,
         vllm_version=version,
         notes=tuple(notes),
-        full_groups=full_groups,
-        slide_groups=slide_groups,
+        full_groups=g.full,
+        slide_groups=g.slide,
         window=windows[0] if windows else 0,
-        state_blocks=state_blocks,
+        state_blocks=g.state_blocks,
         logged_concurrency=b.max_concurrency,
         logged_blocks_per_request=b.blocks_per_request,
         pool_blocks=b.num_blocks,
@@ -258,16 +280,12 @@ def size_pool(
 
 
 def _notes(
-    b: Budget,
-    reserve_bytes: int,
-    kv_pool_bytes: int | None,
-    slide_groups: int,
-    windows: list[int],
-    state_blocks: int,
+    b: Budget, reserve_bytes: int, kv_pool_bytes: int | None, g: Groups, windows: list[int]
 ) -> list[str]:
     """The assumptions a result reports: where the pool came from, the null block, the
     windows' and states' blocks."""
-    version, bs = b.vllm_version, b.effective_block_size or b.block_size
+    version, bs = b.vllm_version, g.full_block
+    slide_groups, state_blocks = g.slide, g.state_blocks
     notes = [
         f"pool: vLLM {version}'s arithmetic at gpu_memory_utilization {b.gpu_mem_util:g}, "
         f"reserve {reserve_bytes / 2**30:g} GiB, blocks of {bs} tokens"
@@ -276,6 +294,12 @@ def _notes(
     ]
     if _vllm.fact(_vllm.Facts.null_block, version):
         notes.append("one block is vLLM's null block and holds no tokens")
+    if g.slide_block != g.full_block and g.full and g.slide:
+        notes.append(
+            f"the sliding layers' blocks hold {g.slide_block} tokens, the full-attention "
+            f"layers' {g.full_block}: vLLM makes every page the same size "
+            "(unify_kv_cache_spec_page_size)"
+        )
     if slide_groups:
         notes.append(
             f"{slide_groups} sliding-window group(s) of {windows[0]:,} tokens: a "

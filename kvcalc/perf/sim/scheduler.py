@@ -267,7 +267,7 @@ class Scheduler:
         requests hold their new block (-1: none yet), the prefill chunks scheduled."""
         self.budget_left = self.s.max_num_batched_tokens
         self.preempted = False
-        self.grown = -1
+        self.grown: tuple[int, ...] = ()
         self.chunks: list[tuple[Group, int]] = []
 
     def prefill_first_step(self) -> None:
@@ -327,26 +327,41 @@ class Scheduler:
         if self.gs and dec.n:
             dec.window_moves(j)
             pool.free += dec.leaving(j)
-        b = (-j) % self.bs
-        need = self.gt * dec.bcount[b]
-        if need and not pool.take(need):  # in admission order, preempting the newest
-            gt = self.gt
-            for g in sorted(dec.buckets[b], key=lambda x: x.seq):
-                i = 0
-                while i < g.n:
-                    k = min(pool.available() // gt, g.n - i)
-                    if k:
-                        pool.take(gt * k)
-                        i += k
-                    else:
-                        self.preempt(j)
-        self.grown = b  # decoding requests of this bucket hold one more block
+        if dec.uniform:  # one block size: one bucket takes blocks, in every token group
+            b = (-j) % dec.B
+            need = self.gt * dec.bcount[b]
+            if need and not pool.take(need):
+                self._make_room(j, [(b, self.gt)])
+            self.grown = (b,)  # its decoding requests hold their new blocks
+        else:
+            grow = dec.growing(j)
+            need = sum(per * dec.bcount[b] for b, per in grow)
+            if need and not pool.take(need):
+                self._make_room(j, grow)
+            self.grown = tuple(b for b, _ in grow)
         self.budget_left -= dec.n
+
+    def _make_room(self, j: int, grow: list[tuple[int, int]]) -> None:
+        """The decoding requests of the buckets in ``grow`` (bucket, blocks each takes) take
+        their blocks in admission order, the newest running requests preempted for them."""
+        dec, pool = self.dec, self.pool
+        order = sorted(
+            ((g, per) for b, per in grow for g in dec.buckets[b]), key=lambda x: x[0].seq
+        )
+        for g, per in order:
+            i = 0
+            while i < g.n:
+                k = min(pool.available() // per, g.n - i)
+                if k:
+                    pool.take(per * k)
+                    i += k
+                else:
+                    self.preempt(j)
 
     def prefill_chunks(self, j: int) -> None:
         """3. Requests in prefill take chunks of what is left of the token budget, preempting
         the newest for blocks; a group whose requests get different chunks is split there."""
-        s, pool, bs, gt = self.s, self.pool, self.bs, self.gt
+        s, pool, bs, gt, uniform = self.s, self.pool, self.bs, self.gt, self.dec.uniform
         for g in list(self.prefilling):
             if self.budget_left <= 0:
                 break
@@ -362,7 +377,10 @@ class Scheduler:
             i = 0
             while i < g.n and self.budget_left > 0:
                 n = min(rem, self.budget_left)
-                need = (cdiv(c0 + n, bs) - cdiv(c0, bs)) * gt
+                if uniform:
+                    need = (cdiv(c0 + n, bs) - cdiv(c0, bs)) * gt
+                else:
+                    need = s.blocks_grown(c0, c0 + n)
                 k = min(g.n - i, self.budget_left // rem) if n == rem else 1
                 if not pool.take(need * k):  # one at a time, preempting for blocks
                     k = 1
@@ -471,9 +489,9 @@ class Scheduler:
         if g.bucket >= 0:  # decoding: its state at the start of step j
             computed = g.dbase + j
             gen = g.gbase + j
-            blocks = cdiv(computed, bs) + (g.bucket == self.grown)
-            if self.multi:  # every group's blocks, less what left the window this step
-                blocks = self.gt * blocks - self.gs * s.skipped(computed) + self.st
+            slots = computed + (g.bucket in self.grown)  # with this step's new blocks, if taken
+            # every group's blocks, less what left the window this step
+            blocks = s.blocks_held(slots, s.skipped(computed)) if self.multi else cdiv(slots, bs)
             self.dec.stop(g, 1)
         else:
             computed, gen = g.computed, g.gen
@@ -606,9 +624,8 @@ class Scheduler:
         for g in self.finish_at.pop(j, ()):
             if g.done_step != j:
                 continue  # preempted since
-            blocks = cdiv(g.dbase + j + 1, self.bs)
-            if self.multi:
-                blocks = self.gt * blocks - self.gs * s.skipped(g.dbase + j) + self.st
+            end = g.dbase + j + 1
+            blocks = s.blocks_held(end, s.skipped(end - 1)) if self.multi else cdiv(end, self.bs)
             self.dec.stop(g)
             del self.running[g]
             self.nrun -= g.n
@@ -670,7 +687,8 @@ class Scheduler:
         if nrun > tally.max_batch:
             tally.max_batch = nrun
             tally.at_max = {}
-        gt, gs, bs, bcount, base_sum = self.gt, self.gs, self.bs, dec.bcount, dec.base_sum
+        gt, gs, bcount, base_sum = self.gt, self.gs, dec.bcount, dec.base_sum
+        B, uniform = dec.B, dec.uniform
         free, total, cached = pool.free, pool.total, pool.chain_len - pool.chain_hot
         t, step, in_system, series = self.t, self.step, self.in_system, self.series
         trace, itl_steps = tally.trace, tally.itl_steps
@@ -679,7 +697,7 @@ class Scheduler:
         streak = 0
         while step + 1 < next_finish and arrival > t:
             k = step + 1
-            nb = gt * bcount[(-k) % bs]
+            nb = gt * bcount[(-k) % B] if uniform else dec.need(k)
             if gs:
                 dec.window_moves(k)
                 back = dec.leaving(k)  # blocks that leave the window

@@ -124,20 +124,43 @@ class Pool:
 
 
 class Decoding:
-    """The decoding requests, as counts: by bucket (a block needed at step k when (dbase + k) %
-    bs == 0) and, with windows, by where their context is (r.win; ``wheap``: when each moves on)."""
+    """The decoding requests, as counts: by bucket (dbase % B, B the larger of the two block
+    sizes: a full-attention group's block is needed at step k when (dbase + k) % bs == 0, a
+    sliding group's when (dbase + k) % sbs == 0) and, with windows, by where their context is
+    (r.win; ``wheap``: when each moves on)."""
 
     def __init__(self, s: Setup):
         self.s, self.bs, self.gs, self.W = s, s.block_size, s.slide_groups, s.window
-        self.buckets: list[dict[Group, None]] = [{} for _ in range(self.bs)]
-        self.bcount = [0] * self.bs  # decoding requests by bucket
+        self.sbs = s.slide_block_size if self.gs else self.bs
+        self.gf = s.full_groups
+        self.B = max(self.bs, self.sbs)  # one divides the other
+        self.uniform = self.sbs == self.bs  # one block size: one bucket grows a step
+        self.buckets: list[dict[Group, None]] = [{} for _ in range(self.B)]
+        self.bcount = [0] * self.B  # decoding requests by bucket
         self.n = 0
         self.base_sum = 0  # sum of dbase over decoding requests
         self.n_below = 0
         self.below_sum = 0
-        self.past_cnt = [0] * self.bs
+        self.past_cnt = [0] * self.B
         self.wheap: list[tuple[int, int, int, Group]] = []  # (step, order, epoch, group)
         self.worder = 0
+
+    def growing(self, j: int) -> list[tuple[int, int]]:
+        """(bucket, blocks each of its requests takes) for the buckets that take blocks at step
+        j: a block in each group whose block the new token starts."""
+        if self.uniform:
+            return [((-j) % self.B, self.gf + self.gs)]
+        bs, sbs, gf, gs = self.bs, self.sbs, self.gf, self.gs
+        step = min(bs, sbs)
+        return [
+            (b, gf * ((b + j) % bs == 0) + gs * ((b + j) % sbs == 0))
+            for b in range((-j) % step, self.B, step)
+        ]
+
+    def need(self, j: int) -> int:
+        """Blocks the decoding requests take at step j."""
+        bcount = self.bcount
+        return sum(per * bcount[b] for b, per in self.growing(j))
 
     def window_context(self, j: int) -> int:
         """Tokens the decoding requests read at step j (each its cache with the new token) in a
@@ -146,7 +169,11 @@ class Decoding:
 
     def leaving(self, j: int) -> int:
         """Blocks that leave the window at step j (one per sliding group and request)."""
-        return self.gs * self.past_cnt[(self.W - 1 - j) % self.bs]
+        sbs, past = self.sbs, self.past_cnt
+        first = (self.W - 1 - j) % sbs
+        if sbs == self.B:
+            return self.gs * past[first]
+        return self.gs * sum(past[b] for b in range(first, self.B, sbs))
 
     def stop(self, r: Group, k: int | None = None) -> None:
         """``k`` of ``r``'s requests stop decoding; all of them (None): ``r`` leaves."""
@@ -170,7 +197,7 @@ class Decoding:
         """``r`` decodes from step j + 1 on, with r.computed tokens in each cache."""
         r.dbase = r.computed - (j + 1)
         r.gbase = r.gen - (j + 1)
-        b = r.dbase % self.bs  # needs a block at step k when (dbase + k) % bs == 0
+        b = r.dbase % self.B  # needs a block at step k when (dbase + k) % bs == 0 (or sbs)
         r.bucket = b
         self.buckets[b][r] = None
         self.bcount[b] += r.n
@@ -202,7 +229,7 @@ class Decoding:
 
     def window_moves(self, k: int) -> None:
         """Decoding requests whose context reaches the window (W - 1 tokens: it reads a whole
-        window) or passes it (W: it frees a block every bs tokens) at step k."""
+        window) or passes it (W: it frees a block every sbs tokens) at step k."""
         wheap = self.wheap
         while wheap and wheap[0][0] <= k:
             _, _, epoch, r = heapq.heappop(wheap)
