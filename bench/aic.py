@@ -378,6 +378,10 @@ QUANT_FORMATS = {
     "fp4": "nvfp4",
     "int8": "int8",
 }
+# The MoE modes whose 4-bit experts multiply 8-bit activations on FP8 tensor cores (W4A8:
+# TensorRT-LLM's MXFP4 x MXFP8 and MXFP4 x FP8 kernels, its INT4 x FP8 W4AFP8): the experts'
+# GEMMs run at the FP8 peak (``--expert-gemm-dtype fp8``), their weights' bytes at 4 bits.
+W4A8_MODES = ("w4a8_mxfp4_fp8", "w4a8_mxfp4_mxfp8", "w4a8_mxfp4_mxfp8_trtllm", "w4afp8")
 # NVFP4 weights dequantised into a 16-bit GEMM: kvcalc times NVFP4 weights at the FP4 peak on a
 # GPU that has one, so these modes run only where it has none (Hopper, as AIC uses them)
 WEIGHT_ONLY_NVFP4 = ("nvfp4_wo", "w4a16_nvfp4")
@@ -414,6 +418,8 @@ def weight_flags(r: Row, *, before: bool = False) -> list[str]:
     flags = ["--weight-dtype", dense]
     if experts != dense and has_experts(r.model):
         flags += ["--expert-weight-dtype", experts]
+    if (r.moe or "").strip().lower() in W4A8_MODES and has_experts(r.model):
+        flags += ["--expert-gemm-dtype", "fp8"]
     return flags
 
 

@@ -59,6 +59,32 @@ def test_blackwell_ultra_has_the_datasheet_figures_and_runs_an_aic_row():
     assert a.NVLINK_DOMAIN["gb300"] == 72
 
 
+def test_w4a8_experts_compute_at_the_fp8_peak():
+    # gpt-oss-120b on a B200, its MXFP4 experts times MXFP8 activations (TensorRT-LLM's W4A8):
+    # a compute-bound prefill step of 8,192 tokens takes the experts' FLOPs at 4,500 TFLOPS
+    # instead of 2,250 (the BF16 peak of its attention and dense layers). The experts' FLOPs a
+    # token, by hand: 2 x 36 layers x top 4 x (2,880 x 5,760 + 5,760 + 2,880 x 2,880 + 2,880)
+    # (gate_up and down projections with biases: 24,891,840 parameters an expert).
+    from kvcalc.cache.deployment import Deployment
+    from kvcalc.perf.sim import Speed, setup
+
+    m, g = registry().model("gpt-oss-120b"), registry().gpu("b200")
+    dep = Deployment(spec=m.spec, weights=m.weights(), gpu=g)
+    expert_flops = 2 * 36 * 4 * (2880 * 5760 + 5760 + 2880 * 2880 + 2880)
+    base = setup(dep, 8192, Speed.of(g, "bf16"))
+    w4a8 = setup(dep, 8192, Speed.of(g, "bf16", expert_peak_tflops=g.fp8_tflops))
+    assert base.expert_flops_per_token == w4a8.expert_flops_per_token == expert_flops
+    t0, t1 = (s.step_seconds(8192, 8192, 8192 * 8193 // 2) for s in (base, w4a8))
+    saved = expert_flops * 8192 * (1 / 2250e12 - 1 / 4500e12) / base.mfu
+    assert t0 - t1 == pytest.approx(saved, rel=1e-9)
+    # and from the command line, refused where it cannot hold
+    args = ["simulate", "--model", "gpt-oss-120b", "--gpu", "b200", "--users", "1",
+            "--requests", "1", "--prompt-tokens", "4096", "--output-tokens", "2"]  # fmt: skip
+    assert main([*args, "--expert-gemm-dtype", "fp8"]) == 0
+    assert main([*args[:2], "llama-3.1-8b", *args[3:], "--expert-gemm-dtype", "fp8"]) == 2
+    assert main([*args[:4], "a100-80gb", *args[5:], "--expert-gemm-dtype", "fp8"]) == 2
+
+
 def test_nvfp4_weights_of_llama_3_1_8b_are_4_5_bits_a_parameter():
     spec = registry().model("llama-3.1-8b").spec
     w = weights(spec, "nvfp4")
@@ -145,6 +171,29 @@ def _aic():
             ["--weight-dtype", "fp8", "--expert-weight-dtype", "mxfp4"],
         ),
         ("fp4", "", "", "Qwen/Qwen3-32B", ["--weight-dtype", "nvfp4"]),
+        # W4A8: 4-bit experts times 8-bit activations, on FP8 tensor cores
+        (
+            "fp8",
+            "fp8",
+            "w4a8_mxfp4_mxfp8",
+            "MiniMaxAI/MiniMax-M2.5",
+            [
+                "--weight-dtype",
+                "fp8",
+                "--expert-weight-dtype",
+                "mxfp4",
+                "--expert-gemm-dtype",
+                "fp8",
+            ],
+        ),  # fmt: skip
+        (
+            "int4",
+            "",
+            "w4afp8",
+            "moonshotai/Kimi-K2.5",
+            ["--weight-dtype", "int4", "--expert-gemm-dtype", "fp8"],
+        ),
+        ("fp8", "fp8", "w4a8_mxfp4_fp8", "Qwen/Qwen3-32B", ["--weight-dtype", "fp8"]),  # dense
     ],
 )
 def test_an_aic_row_states_its_dense_and_expert_formats(precision, gemm, moe, model, flags):

@@ -154,6 +154,13 @@ FLAGS: dict[str, dict[str, Any]] = {
         "INT4 weight-only experts beside 16-bit attention: --weight-dtype bf16 "
         "--expert-weight-dtype int4)",
     ),
+    "expert_gemm_dtype": dict(
+        choices=("bf16", "fp8", "fp4"),
+        help="format the routed experts' GEMMs compute in where it is not their weights' "
+        "(W4A8: 4-bit experts times 8-bit activations on FP8 tensor cores, as TensorRT-LLM runs "
+        "MXFP4 experts with MXFP8 activations: --expert-weight-dtype mxfp4 --expert-gemm-dtype "
+        "fp8)",
+    ),
     # the GPU: a registry key, or its memory or bandwidth alone
     "gpu": dict(type=key_arg, help="GPU key (see `python -m kvcalc gpus`)"),
     "vram_gib": dict(type=gib_pos_arg, help="GPU memory in GiB"),

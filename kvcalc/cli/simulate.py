@@ -61,7 +61,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     deployment_args(
         w, "weight_dtype", "weights_gib", weights_gib={"type": _gib, "help": weights_help}
     )
-    deployment_args(p, "expert_weight_dtype")
+    deployment_args(p, "expert_weight_dtype", "expert_gemm_dtype")
     bits = number_arg("bits", MIN_WEIGHT_BITS, MAX_WEIGHT_BITS, "bits per weight")
     deployment_args(w, "weight_bits", weight_bits={"type": bits})
     p.add_argument(
@@ -222,6 +222,23 @@ def _cost(out: dict, r, s, gpu, price: float) -> list[str]:
     ]
 
 
+def expert_peak(args, m, gpu) -> float | None:
+    """The routed experts' GEMM peak under --expert-gemm-dtype (None: their weights' format
+    decides, as every other GEMM's); ValueError where the model has no experts or the GPU no
+    tensor cores for that format."""
+    fmt = getattr(args, "expert_gemm_dtype", None)
+    if fmt is None:
+        return None
+    if m.spec.moe is None:
+        raise ValueError(f"{m.name} has no routed experts: leave out --expert-gemm-dtype")
+    peak = gpu.tflops(fmt)
+    if not peak:
+        raise ValueError(
+            f"the {gpu.name} has no {fmt.upper()} tensor cores for --expert-gemm-dtype {fmt}"
+        )
+    return peak
+
+
 def _weights(args, m, gpu) -> Weights:
     """The weights of --weight-dtype (--expert-weight-dtype), --weight-bits or the checkpoint."""
     expert = getattr(args, "expert_weight_dtype", None)
@@ -290,6 +307,7 @@ def engine_setup(args, m, gpu, wl, profile):
             engine,
             attention_peak_tflops=gpu.attention_tflops(args.kv_dtype),
             dequant_gemm=args.dequant_gemm,
+            expert_peak_tflops=expert_peak(args, m, gpu),
         ),
         kv_pool_bytes=pool_bytes,
     )

@@ -281,7 +281,8 @@ class Speed:
     for the all-reduces, GB/s one way) and the step model applied to them (None: the peaks at
     MFU 0.5, nothing added); attention's peak where it is not the GEMMs' (an engine profile
     only). ``dequant_gemm``: each linear layer's GEMM dequantises 4-bit weights, at the step
-    model's ``dequant_mfu``, in steps of fewer than this many tokens (0: every step)."""
+    model's ``dequant_mfu``, in steps of fewer than this many tokens (0: every step).
+    ``expert_peak_tflops``: the routed experts' GEMMs at their own format's peak."""
 
     bandwidth_gbs: float
     peak_tflops: float
@@ -289,12 +290,17 @@ class Speed:
     tp_link_gbs: float | None = None
     attention_peak_tflops: float | None = None
     dequant_gemm: int | None = None
+    # the routed experts' GEMM peak where it is not the weights' format's (W4A8 experts on FP8
+    # tensor cores); None: ``peak_tflops``
+    expert_peak_tflops: float | None = None
 
     def __post_init__(self) -> None:
         check_float("peak TFLOPS", self.peak_tflops, 0.0, 1e6, lo_open=True)
         check_float("bandwidth (GB/s)", self.bandwidth_gbs, 0.0, 1e7, lo_open=True)
         if self.dequant_gemm is not None:
             check_int("dequantising GEMMs below (tokens)", self.dequant_gemm, 0, 10**7)
+        if self.expert_peak_tflops is not None:
+            check_float("experts' peak TFLOPS", self.expert_peak_tflops, 0.0, 1e6, lo_open=True)
 
     @classmethod
     def of(cls, gpu: GPU, weight_dtype: str, model: StepModel | None = None, **kw) -> Speed:
@@ -333,6 +339,9 @@ def setup(
     pool = size_pool(one_rank, max_model_len, windows, kv_pool_bytes)
     work = step_work(dep, layers, wbytes, pool.max_num_batched_tokens).per_rank(dp)
     pool, c = pool.over_ranks(dp), engine_costs(dep, speed)
+    if speed.expert_peak_tflops:  # the experts' FLOPs at their own peak: scaled to the GEMMs'
+        ratio = speed.peak_tflops / speed.expert_peak_tflops
+        c = replace(c, expert_flops_factor=c.expert_flops_factor * ratio)
     dequant_mfu = 0.0
     if speed.dequant_gemm is not None and model is not None:
         dequant_mfu = model.dequant_mfu or 0.0
