@@ -94,3 +94,38 @@ def test_budget_is_vllm_predict_for_the_llm_class_too():
     # The same as the server told to batch 16,384 tokens: the usage context changes nothing else.
     told = budget(llm.but(usage_context="serve", max_num_batched_tokens=16384), 32768)
     assert (told.blocks_per_request, told.num_blocks) == (b.blocks_per_request, b.num_blocks)
+
+
+@pytest.mark.parametrize(
+    "version, blocks, per_request",
+    [
+        # before v0.10.0 no chunked pages; v0.10.1-v0.13.0 VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_
+        # HYBRID_KV_CACHE defaults to 0 (envs.py of each sdist), which disables the hybrid KV
+        # cache manager: all 48 layers in one group of full attention, 40 GiB / (16 tokens x
+        # 2 KV heads x 128 x K and V x 2 B x 48 layers) = 54,613 blocks, 32,768 / 16 = 2,048 a
+        # request
+        ("0.9.2", 54_613, 2048),
+        ("0.11.0", 54_613, 2048),
+        ("0.13.0", 54_613, 2048),
+        # v0.10.0 and from v0.14.0 (the variable defaults to 1): 4 groups of 12 layers, 218,453
+        # blocks; a request 2,048 in the full group and cdiv(8,192 + 8,192, 16) = 1,024 in each
+        # of the 3 chunked ones (the chunk plus one batch of tokens)
+        ("0.10.0", 218_453, 2048 + 3 * 1024),
+        ("0.14.0", 218_453, 2048 + 3 * 1024),
+    ],
+)
+def test_llama4_chunked_layers_get_pages_of_their_own_only_where_vllm_gives_them(
+    version, blocks, per_request
+):
+    # Llama 4 Scout: 36 chunked local attention layers (chunk 8,192) and 12 full ones, 8 KV
+    # heads of 128 split over TP 4 on an H200
+    spec = spec_from_config(
+        load_config_file(ROOT / "tests/data/configs/llama-4-scout-17b-16e.json")
+    )
+    d = Deployment(spec=spec, gpu=registry().gpu("h200-141gb"), tp=4).but(version=version)
+    p = vllm.predict(d, 40 * GiB, 32768)
+    assert p.num_blocks == blocks
+    assert sum(g.blocks_per_request for g in p.groups) == per_request
+    assert p.max_concurrency == pytest.approx(blocks / per_request)
+    keeps_all = any("keeps every token of the chunked local attention" in n for n in p.notes)
+    assert keeps_all == (blocks == 54_613)

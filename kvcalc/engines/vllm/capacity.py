@@ -24,7 +24,7 @@ from .settings import (
     engine_settings,
     gpu_memory,
 )
-from .speculative import speculative_view
+from .speculative import chunked_view, speculative_view
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,7 +115,8 @@ def predict(
     ``architecture``, ``mm_batch_tokens``, an MLA model's block size and ``mla_block_rule``):
     docs/vllm.md#the-settings-predict-reads."""
     notes: list[str] = []
-    view = speculative_view(dep.spec, resolve_version(dep.engine.version), notes)
+    version = resolve_version(dep.engine.version)
+    view = chunked_view(speculative_view(dep.spec, version, notes), version, notes)
     if view is not dep.spec:
         dep = replace(dep, spec=view)
     kinds = [lay for lay, _ in counted(view.layers)]  # each distinct layer once, for the scans

@@ -123,6 +123,24 @@ class Facts:
         ((0, 0, 0), "models's", "v0.8.x-v0.21.0"),
         ((0, 22, 0), "model's", "v0.22.0"),
     )
+    chunked_local_pages = Fact[bool](
+        "chunked local attention layers get pages of their own (ChunkedLocalAttentionSpec, "
+        "freed chunk by chunk) rather than full attention's",
+        (
+            (0, 0, 0),
+            False,
+            "before v0.10.0 no ChunkedLocalAttentionSpec (v0.9.2's kv_cache_interface.py): "
+            "every token kept",
+        ),
+        ((0, 10, 0), True, "PR #19351 (hybrid KV cache for local chunked attention)"),
+        (
+            (0, 10, 1),
+            False,
+            "PR #21761: VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE defaults to 0, which "
+            "disables the hybrid KV cache manager (v0.10.1-v0.13.0 envs.py)",
+        ),
+        ((0, 14, 0), True, "the variable defaults to 1 (v0.14.0 envs.py; PR #29627)"),
+    )
     hybrid_prefix_caching = Fact[bool](
         "prefix caching on by default for hybrid (attention + Mamba) models",
         (

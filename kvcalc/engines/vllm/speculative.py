@@ -5,9 +5,17 @@ lookahead slots never enter the start-up lines (Q5)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import fields, replace
 
-from ...core.model import Layer, ModelSpec, RecurrentState, counted, interned
+from ...core.model import (
+    ChunkedLocal,
+    FullAttention,
+    Layer,
+    ModelSpec,
+    RecurrentState,
+    counted,
+    interned,
+)
 from .facts import Facts, fact
 
 
@@ -73,3 +81,32 @@ def speculative_state_blocks(spec: ModelSpec, version: tuple[int, ...]) -> int:
     """The state blocks per request a recurrent group keeps beyond the mode's own
     (num_speculative_blocks), as the start-up count charges them in ``version``."""
     return spec.speculative_tokens if fact(Facts.spec_state_blocks, version) else 0
+
+
+def chunked_view(spec: ModelSpec, version: tuple[int, ...], notes: list[str]) -> ModelSpec:
+    """``spec`` as vLLM ``version`` allocates it: chunked local attention layers (Llama 4)
+    as full attention where that release keeps every token of them (no pages of their own
+    before v0.10.0; v0.10.1-v0.13.0 disable the hybrid KV cache manager for them by default).
+    Attention still reads only the chunk: this is the cache's layout, not the compute."""
+    if fact(Facts.chunked_local_pages, version):
+        return spec
+    if not any(isinstance(lay, ChunkedLocal) for lay, _ in counted(spec.layers)):
+        return spec
+    shown = ".".join(map(str, version))
+    notes.append(
+        f"vLLM {shown} keeps every token of the chunked local attention layers, as full "
+        "attention ("
+        + (
+            "no chunked pages before 0.10.0"
+            if version < (0, 10, 0)
+            else "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=0 by default until 0.14.0"
+        )
+        + ")"
+    )
+
+    def view(lay: Layer) -> Layer:
+        if not isinstance(lay, ChunkedLocal):
+            return lay
+        return FullAttention(**{f.name: getattr(lay, f.name) for f in fields(FullAttention)})
+
+    return replace(spec, layers=interned([view(lay) for lay in spec.layers]))
