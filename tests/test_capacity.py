@@ -276,6 +276,94 @@ def test_mixed_block_sizes_survive_preemption_and_give_every_block_back():
     assert 0 < r.kv_utilization_peak <= 1.0
 
 
+def _scout_setup(version: str, max_model_len: int, kv_pool_bytes: int | None = None):
+    from pathlib import Path
+
+    from kvcalc.cache.weight_bytes import weights
+    from kvcalc.config.hfconfig import load_config_file, spec_from_config
+    from kvcalc.perf.sim import Speed, setup
+
+    data = Path(__file__).resolve().parent / "data" / "configs"
+    spec = spec_from_config(load_config_file(str(data / "llama-4-scout-17b-16e.json")))
+    g = get_gpu("h200-141gb")
+    speed = Speed(bandwidth_gbs=g.bandwidth_gbs, peak_tflops=g.bf16_tflops)
+    dep = Deployment(spec=spec, weights=weights(spec, "bf16"), gpu=g, tp=4).but(version=version)
+    return setup(dep, max_model_len, speed, kv_pool_bytes=kv_pool_bytes)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@pytest.mark.parametrize("version", ["0.14.0", "0.12.0"])
+def test_chunked_local_attention_frees_a_chunk_where_vllm_does(version):
+    from kvcalc.perf.sim import Workload, fixed, simulate
+
+    # Llama 4 Scout at TP 4: 36 chunked layers (chunk 8,192) and 12 full ones, blocks of 16
+    # tokens. From v0.14.0 vLLM gives the chunked layers 3 groups of their own and frees a
+    # chunk's blocks when the next chunk starts (ChunkedLocalAttentionManager: computed //
+    # 8,192 x 8,192 tokens skipped); v0.10.1-v0.13.0 keep every token (one group of 48).
+    # One request of 8,180 + 40 tokens crosses the boundary at 8,192 while it decodes.
+    P, OUT = 8180, 40
+    s = _scout_setup(version, P + OUT)
+    hybrid = version == "0.14.0"
+    assert (s.window_kind, s.window) == ("chunked", 8192)
+    assert (s.full_groups, s.slide_groups) == ((1, 3) if hybrid else (1, 0))
+    r = simulate(s, Workload(requests=1, prompt=fixed(P), output=fixed(OUT), rate=math.inf))
+    held = [round(u * r.num_blocks) for _, u in r.utilization_series]
+    if hybrid:  # the prefill's 512 blocks in each of 4 groups; then the chunk's blocks go back
+        want = [4 * 512] + [
+            _cdiv(c + 1, 16) + 3 * (_cdiv(c + 1, 16) - c // 8192 * 512)
+            for c in range(P, P + OUT - 1)
+        ]
+    else:  # one group: cdiv(c + 1, 16) blocks of all 48 layers
+        want = [512] + [_cdiv(c + 1, 16) for c in range(P, P + OUT - 1)]
+    assert held == want
+
+
+def test_chunked_runs_that_preempt_give_every_block_back():
+    from kvcalc.perf.sim import Scheduler, Workload, fixed
+
+    # 6,000 pages of 16 tokens x 12 layers x 1,024 B for Llama 4 Scout (v0.14.0: chunks
+    # freed): a request of 6,000 + 4,000 tokens takes 4 x 375 pages in its prefill, grows to
+    # 4 x 512 just below the 8,192 boundary and holds 625 + 3 x 113 past it; four start at
+    # once and grow past what is free, so decodes preempt. The run ends only with every block
+    # back (Scheduler.result raises otherwise).
+    s = _scout_setup("0.14.0", 10_000, kv_pool_bytes=6000 * 16 * 12 * 1024)
+    assert s.pool_blocks == 6000  # a page holds 16 tokens of one group's 12 layers
+    r = Scheduler(s, Workload(requests=48, prompt=fixed(6000), output=fixed(4000), users=24)).run()
+    assert r.preemptions > 0 and 0 < r.kv_utilization_peak <= 1.0
+
+
+def test_chunked_layers_read_their_chunk_so_far():
+    from kvcalc.perf.sim.state import Decoding, Group, Pool
+
+    # The decoding requests' reads in the chunked layers at step j, against the sum taken one
+    # request at a time: (dbase + j) % 8,192 + 1 each (its chunk's tokens and the new one);
+    # and the blocks that go back at step j: 3 groups x 8,192 / 16 for each request whose
+    # cache reaches a multiple of 8,192.
+    s = _scout_setup("0.14.0", 40000)
+    dec, pool = Decoding(s), Pool(s.num_blocks)
+    groups = []
+    for i, computed in enumerate([100, 8191, 8192, 8193, 16383, 20000, 30000]):
+        g = Group([i, 100 + i], 0.0, computed, 10_000, 0)
+        g.computed = computed
+        dec.start(g, 5, pool)
+        groups.append(g)
+    dec.stop(groups[2])  # one leaves
+    live = [g for g in groups if g is not groups[2]]
+    boundaries = {8192 * m - g.dbase for g in live for m in (1, 2, 3, 4)}  # steps that free
+    steps = sorted(set(range(6, 20_000, 97)) | {j for j in boundaries if j > 5})
+    freed = 0
+    for j in steps:
+        want = sum(g.n * ((g.dbase + j) % 8192 + 1) for g in live)
+        assert dec.window_context(j) == want
+        back = sum(g.n for g in live if (g.dbase + j) % 8192 == 0)
+        assert dec.leaving(j) == 3 * 512 * back
+        freed += back
+    assert freed >= 12  # the boundaries were met
+
+
 def test_gemma3_pool_binds_at_17_users_by_hand():
     from kvcalc.perf.capacity import running_capacity
 

@@ -286,18 +286,23 @@ def test_refusals_name_what_to_change(bad, message):
         registry_setup(m, g, max_model_len=prompt + 256, **bad)
 
 
-def test_chunked_local_attention_is_refused_by_name(llama):
-    # Llama 3.1 8B with every fourth layer made chunked-local (Llama 4's pattern, chunk 8,192).
-    from kvcalc.core.model import ChunkedLocal
+def test_windows_and_chunks_together_are_refused_by_name(llama):
+    # Llama 3.1 8B with every fourth layer made chunked-local (Llama 4's pattern, chunk 8,192)
+    # and every other a sliding window: the simulator serves chunks (tests/test_capacity.py)
+    # or windows, not both in one model.
+    from kvcalc.core.model import ChunkedLocal, SlidingWindow
 
     m, g = llama
+    heads = dict(kv_heads=8, head_dim=128, v_head_dim=128, q_heads=32)
     layers = [
-        ChunkedLocal(kv_heads=8, head_dim=128, v_head_dim=128, q_heads=32, chunk=8192)
-        if i % 4
+        ChunkedLocal(chunk=8192, **heads)
+        if i % 4 == 1
+        else SlidingWindow(window=4096, **heads)
+        if i % 4 == 2
         else lay
         for i, lay in enumerate(m.spec.layers)
     ]
-    with pytest.raises(ValueError, match="chunked"):
+    with pytest.raises(ValueError, match="sliding windows and attention chunks"):
         dep = Deployment(spec=m.spec.with_layers(layers), weights=m.weights(), gpu=g)
         setup(dep, 768, Speed(bandwidth_gbs=g.bandwidth_gbs, peak_tflops=g.bf16_tflops))
 

@@ -198,6 +198,9 @@ class Setup(PoolSize, StepWork, EngineCosts):
         the sliding group's size)."""
         if not self.slide_groups or computed < self.window:
             return 0
+        if self.window_kind == "chunked":  # the chunks before the current one
+            # (ChunkedLocalAttentionManager.get_num_skipped_tokens: computed // chunk x chunk)
+            return computed // self.window * self.window // self.slide_block_size
         return (computed - self.window + 1) // self.slide_block_size
 
     def step_seconds(
@@ -329,14 +332,14 @@ def setup(
     spec, tp, dp, model = dep.spec, dep.tp, dep.attention_dp, speed.model
     max_model_len = checked_inputs(dep, max_model_len)
     dtype = get_dtype(dep.cache.kv_dtype, KV_DTYPES)
-    layers, windows = served_layers(spec, tp, dtype, dep.cache.scales)
+    layers, windows, window_kind = served_layers(spec, tp, dtype, dep.cache.scales)
     wbytes = dep.all_weights_bytes
     if dp > 1 and dep.weights_bytes is None:  # a rank's attention, 1 / (tp x dp) of the experts
         w = dep.weights
         assert w is not None  # all_weights_bytes has them
         wbytes = wbytes - w.expert_bytes + cdiv(w.expert_bytes, dp)
     one_rank = dep.but(kv_dtype=dtype.name, weights_bytes=wbytes)
-    pool = size_pool(one_rank, max_model_len, windows, kv_pool_bytes)
+    pool = size_pool(one_rank, max_model_len, windows, kv_pool_bytes, window_kind)
     work = step_work(dep, layers, wbytes, pool.max_num_batched_tokens).per_rank(dp)
     pool, c = pool.over_ranks(dp), engine_costs(dep, speed)
     if speed.expert_peak_tflops:  # the experts' FLOPs at their own peak: scaled to the GEMMs'
@@ -381,12 +384,14 @@ def step_work(dep: Deployment, layers: list[Layer], wbytes: int, mnbt: int) -> S
     sdtype = get_dtype("bf16")  # the budget's state format (vLLM's 'auto' for a BF16 model)
 
     # One pair's FLOPs in each phase (roofline.attention_flops per layer: MLA absorbed at
-    # decode), the sliding layers apart: they read and attend at most a window.
+    # decode), the windowed layers apart: they read and attend at most a window or a chunk.
+    windowed = ("sliding", "chunked")
+
     def pair_flops(sliding: bool, decode: bool) -> float:
-        kind = [lay for lay in spec.layers if (lay.kind == "sliding") == sliding]
+        kind = [lay for lay in spec.layers if (lay.kind in windowed) == sliding]
         return sum(lay.attention_flops(0, 1, decode) for lay in kind) / tp
 
-    slide_pt = sum(lay.read_bytes(1, dtype, scales) for lay in layers if lay.kind == "sliding")
+    slide_pt = sum(lay.read_bytes(1, dtype, scales) for lay in layers if lay.kind in windowed)
     work = StepWork(
         kv_read_bytes_per_token=kv_pt - slide_pt,
         attention_flops_per_pair=pair_flops(False, False),

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from ...cache.deployment import Deployment
 from ...config.limits import MAX_CONTEXT
 from ...core.dtypes import DType
-from ...core.model import Layer, ModelSpec, SlidingWindow
+from ...core.model import ChunkedLocal, Layer, ModelSpec, SlidingWindow
 from ...core.units import check_int
 from ...engines import vllm as _vllm
 from ...engines.budget import Budget, budget, default_gpu_mem_util
@@ -52,11 +52,12 @@ def checked_inputs(dep: Deployment, max_model_len: int) -> int:
 
 def served_layers(
     spec: ModelSpec, tp: int, dtype: DType, scales: bool
-) -> tuple[list[Layer], list[int]]:
+) -> tuple[list[Layer], list[int], str]:
     """The layers of one GPU (the TP split validated) and the window sizes, or ValueError naming
     the layers the simulator does not serve: kinds other than full attention, MLA, sliding
-    windows and recurrent states, more than one window size. (Layers whose pages differ get
-    blocks of different sizes: ``_groups``.)"""
+    windows, chunked local attention and recurrent states, more than one window or chunk size,
+    windows and chunks together. (Layers whose pages differ get blocks of different sizes:
+    ``_groups``.) The third value: the windowed layers' kind ("sliding", "chunked"; "": none)."""
     layers = per_gpu_layers(spec, tp)
     big = 1_000_003
     odd = sorted(
@@ -64,7 +65,7 @@ def served_layers(
             lay.label
             for lay in layers
             if not (
-                lay.kind in ("full", "mla", "sliding", "state")
+                lay.kind in ("full", "mla", "sliding", "chunked", "state")
                 or not (
                     lay.stores_tokens or lay.state_elements or lay.read_bytes(big, dtype, scales)
                 )
@@ -79,17 +80,23 @@ def served_layers(
     if odd:
         raise ValueError(
             f"{spec.name} has {', '.join(odd)} layers; the serving simulator "
-            "handles full attention, MLA, sliding windows and recurrent states. "
-            "Pick another model"
+            "handles full attention, MLA, sliding windows, chunked local attention and "
+            "recurrent states. Pick another model"
         )
     windows = sorted({lay.window for lay in layers if isinstance(lay, SlidingWindow)})
-    if len(windows) > 1:
+    chunks = sorted({lay.chunk for lay in layers if isinstance(lay, ChunkedLocal)})
+    if windows and chunks:
         raise ValueError(
-            f"{spec.name} has sliding windows of {', '.join(map(str, windows))} "
-            "tokens; the serving simulator handles one window size. Pick another "
-            "model"
+            f"{spec.name} has sliding windows and attention chunks; the serving simulator "
+            "handles one or the other. Pick another model"
         )
-    return layers, windows
+    if len(windows) > 1 or len(chunks) > 1:
+        what = "sliding windows" if windows else "attention chunks"
+        raise ValueError(
+            f"{spec.name} has {what} of {', '.join(map(str, windows or chunks))} tokens; the "
+            "serving simulator handles one size. Pick another model"
+        )
+    return layers, windows or chunks, "sliding" if windows else "chunked" if chunks else ""
 
 
 def _reserve_beside(dep: Deployment, wbytes: int, kv_pool_bytes: int) -> int:
@@ -153,7 +160,7 @@ def _groups(dep: Deployment, b: Budget, max_model_len: int, mnbt: int) -> Groups
     one_stage = dep.but(pp=1, version=b.vllm_version, max_num_batched_tokens=mnbt)
     p = _vllm.predict(one_stage, b.kv_pool_bytes, max_model_len)
     full = [g.block_size for g in p.groups if g.kind in ("full", "mla")]
-    slide = [g.block_size for g in p.groups if g.kind == "sliding"]
+    slide = [g.block_size for g in p.groups if g.kind in ("sliding", "chunked")]
     state_blocks = sum(g.blocks_per_request for g in p.groups if g.kind == "state")
     if not full + slide:
         raise ValueError(
@@ -226,6 +233,11 @@ class PoolSize:
     # where the sliding layers' pages are smaller or larger per token (vLLM makes every page
     # the same size: unify_kv_cache_spec_page_size)
     slide_block_size: int
+    # the windowed layers' kind: "sliding" (each token attends the `window` before it) or
+    # "chunked" (chunked local attention: the tokens of its own chunk of `window`; vLLM frees a
+    # chunk's blocks once the next starts, or keeps every token where its release does:
+    # slide_groups 0); "": none
+    window_kind: str
     # vLLM's start-up line for max_model_len: every request at its full length, windows charged
     # window - 1 + the tokens in flight ("Maximum concurrency for N tokens per request")
     logged_concurrency: float
@@ -244,7 +256,11 @@ class PoolSize:
 
 
 def size_pool(
-    dep: Deployment, max_model_len: int, windows: list[int], kv_pool_bytes: int | None
+    dep: Deployment,
+    max_model_len: int,
+    windows: list[int],
+    kv_pool_bytes: int | None,
+    window_kind: str = "",
 ) -> PoolSize:
     """The ``PoolSize`` of ``dep`` (its weights the simulator's: ``all_weights_bytes`` one
     rank's): vLLM's budget, or a pool of ``kv_pool_bytes`` (the reserve then what is left)."""
@@ -255,11 +271,18 @@ def size_pool(
     b = _budget(dep, max_model_len)
     version, mns, mnbt = _batching(dep, b, max_model_len)
     g = _groups(dep, b, max_model_len, mnbt)
-    notes = _notes(b, dep.reserve_bytes, kv_pool_bytes, g, windows)
+    if window_kind == "chunked" and g.slide and windows[0] % g.slide_block:
+        raise ValueError(
+            f"{dep.spec.name}'s attention chunk ({windows[0]:,} tokens) is not a whole number of "
+            f"blocks ({g.slide_block} tokens); the serving simulator frees whole chunks. Pick "
+            "another block size"
+        )
+    notes = _notes(b, dep.reserve_bytes, kv_pool_bytes, g, windows, window_kind)
     return PoolSize(
         num_blocks=b.num_blocks - _vllm.fact(_vllm.Facts.null_block, version),
         block_size=g.full_block,
         slide_block_size=g.slide_block,
+        window_kind=window_kind,
         max_num_seqs=mns,
         max_num_batched_tokens=mnbt,
         kv_pool_bytes=b.kv_pool_bytes,
@@ -280,7 +303,12 @@ def size_pool(
 
 
 def _notes(
-    b: Budget, reserve_bytes: int, kv_pool_bytes: int | None, g: Groups, windows: list[int]
+    b: Budget,
+    reserve_bytes: int,
+    kv_pool_bytes: int | None,
+    g: Groups,
+    windows: list[int],
+    window_kind: str,
 ) -> list[str]:
     """The assumptions a result reports: where the pool came from, the null block, the
     windows' and states' blocks."""
@@ -300,7 +328,15 @@ def _notes(
             f"layers' {g.full_block}: vLLM makes every page the same size "
             "(unify_kv_cache_spec_page_size)"
         )
-    if slide_groups:
+    if window_kind == "chunked":
+        notes.append(
+            f"{slide_groups} chunked-attention group(s) of {windows[0]:,}-token chunks: a "
+            "request's blocks of a chunk go back to the pool once its next chunk starts"
+            if slide_groups
+            else f"chunked local attention ({windows[0]:,}-token chunks) reads and attends its "
+            f"chunk, but vLLM {version} keeps every token of those layers, as full attention"
+        )
+    elif slide_groups:
         notes.append(
             f"{slide_groups} sliding-window group(s) of {windows[0]:,} tokens: a "
             "request's blocks that leave the window go back to the pool as it "

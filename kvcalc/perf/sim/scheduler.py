@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from ...core.arith import cdiv
 from .engine import Setup
 from .metrics import SimResult, Tally, summarize
-from .state import Decoding, Group, Pool, window_pairs
+from .state import Decoding, Group, Pool, chunk_pairs, window_pairs
 from .workload import Workload
 
 
@@ -39,6 +39,7 @@ def groups_apply(s: Setup, wl: Workload) -> bool:
         and wl.output.kind == "fixed"
         and s.full_groups == 1
         and not s.slide_groups
+        and not s.window_kind
         and not s.state_blocks
         and shared == 0
     )
@@ -112,6 +113,8 @@ class Scheduler:
         self.gt = s.full_groups + s.slide_groups
         self.gs, self.st, self.W = s.slide_groups, s.state_blocks, s.window
         self.multi = self.gt > 1 or self.gs > 0 or self.st > 0
+        # windowed layers read and attend a window or a chunk, whatever groups hold them
+        self.windowed, self.chunked = bool(s.window_kind), s.window_kind == "chunked"
         self.host = bool(s.seq_overhead_s or s.request_overhead_s)
         if not s.chunked_prefill:  # V0 ignores a prompt that can never be allocated
             need = s.blocks_held(longest) if self.multi else cdiv(longest, s.block_size)
@@ -518,7 +521,7 @@ class Scheduler:
         """5. The step's time (``Setup.step_seconds``) from its work: the decode tokens read
         their caches (none in a prefill-only step, ``decodes`` False); the prefill chunks'
         tokens enter the cache, each reading and attending to what is before it."""
-        dec, W, gs = self.dec, self.W, self.gs
+        dec, W, windowed, chunked = self.dec, self.W, self.windowed, self.chunked
         tokens = read_tokens = pairs = decode_pairs = slide_read = slide_pairs = 0
         n_dec = scheduled = dec.n if decodes else 0
         if n_dec:
@@ -526,7 +529,7 @@ class Scheduler:
             tokens += n_dec
             read_tokens += ctx
             decode_pairs += ctx
-            if gs:  # a sliding layer reads and attends at most the window
+            if windowed:  # a windowed layer reads and attends at most the window or chunk
                 slide_read = dec.window_context(j)
                 slide_pairs = slide_read
         new = 0
@@ -536,7 +539,10 @@ class Scheduler:
             tokens += n * k
             read_tokens += e * k
             pairs += (e * (e + 1) // 2 - a * (a + 1) // 2) * k
-            if gs:
+            if chunked:  # the tokens of the chunks these fall in, up to the last
+                slide_read += (e - a // W * W) * k
+                slide_pairs += (chunk_pairs(e, W) - chunk_pairs(a, W)) * k
+            elif windowed:
                 slide_read += min(e, e - a + W - 1) * k
                 slide_pairs += window_pairs(a, e, W) * k
             scheduled += k
@@ -688,7 +694,7 @@ class Scheduler:
             tally.max_batch = nrun
             tally.at_max = {}
         gt, gs, bcount, base_sum = self.gt, self.gs, dec.bcount, dec.base_sum
-        B, uniform = dec.B, dec.uniform
+        B, uniform, windowed = dec.B, dec.uniform, self.windowed
         free, total, cached = pool.free, pool.total, pool.chain_len - pool.chain_hot
         t, step, in_system, series = self.t, self.step, self.in_system, self.series
         trace, itl_steps = tally.trace, tally.itl_steps
@@ -708,7 +714,7 @@ class Scheduler:
                 break  # the full step handles evictions and preemptions
             free -= nb
             ctx = base_sum + n_dec * (k + 1)
-            ctx_w = dec.window_context(k) if gs else 0
+            ctx_w = dec.window_context(k) if windowed else 0
             dt = seconds(ctx, 0, ctx_w, ctx_w, ctx)
             used = total - free - cached
             if used > peak_used:

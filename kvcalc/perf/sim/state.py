@@ -144,6 +144,12 @@ class Decoding:
         self.past_cnt = [0] * self.B
         self.wheap: list[tuple[int, int, int, Group]] = []  # (step, order, epoch, group)
         self.worder = 0
+        # chunked local attention: decoding requests by where in its chunk dbase falls
+        # (dbase % W, a Fenwick tree of the counts) and the sum of those positions
+        self.chunked = s.window_kind == "chunked"
+        if self.chunked:
+            self.cpos = _Counts(self.W)
+            self.cpos_sum = 0
 
     def growing(self, j: int) -> list[tuple[int, int]]:
         """(bucket, blocks each of its requests takes) for the buckets that take blocks at step
@@ -164,11 +170,19 @@ class Decoding:
 
     def window_context(self, j: int) -> int:
         """Tokens the decoding requests read at step j (each its cache with the new token) in a
-        sliding layer, which reads and attends at most the window."""
+        sliding layer, which reads and attends at most the window, or a chunked one, which
+        reads its chunk so far: (dbase + j) % W + 1 each."""
+        if self.chunked:
+            W, n, jw = self.W, self.n, j % self.W
+            # (r + jw) % W is r + jw, less W for the positions r >= W - jw that wrap
+            return self.cpos_sum + n * jw - W * self.cpos.at_least(W - jw) + n
         return self.below_sum + self.n_below * (j + 1) + self.W * (self.n - self.n_below)
 
     def leaving(self, j: int) -> int:
-        """Blocks that leave the window at step j (one per sliding group and request)."""
+        """Blocks that leave the window at step j (one per sliding group and request; a
+        chunked group's whole chunk when the next one starts)."""
+        if self.chunked:
+            return self.gs * (self.W // self.sbs) * self.cpos.count[(-j) % self.W]
         sbs, past = self.sbs, self.past_cnt
         first = (self.W - 1 - j) % sbs
         if sbs == self.B:
@@ -181,7 +195,11 @@ class Decoding:
         self.n -= k
         self.base_sum -= r.dbase * k
         self.bcount[r.bucket] -= k
-        if self.gs:
+        if self.chunked:
+            at = r.dbase % self.W
+            self.cpos.add(at, -k)
+            self.cpos_sum -= at * k
+        elif self.gs:
             if r.win == 0:
                 self.n_below -= k
                 self.below_sum -= r.dbase * k
@@ -203,7 +221,15 @@ class Decoding:
         self.bcount[b] += r.n
         self.n += r.n
         self.base_sum += r.dbase * r.n
-        if self.gs:
+        if self.chunked:
+            at = r.dbase % self.W
+            self.cpos.add(at, r.n)
+            self.cpos_sum += at * r.n
+            if self.gs:  # chunks the prompt finished go back now (vLLM: at the next step)
+                freed = self.s.skipped(r.computed - 1)
+                pool.free += self.gs * (freed - r.skip) * r.n
+                r.skip = freed
+        elif self.gs:
             self._enter_window(r, b, pool)
 
     def _enter_window(self, r: Group, b: int, pool: Pool) -> None:
@@ -242,6 +268,40 @@ class Decoding:
             elif r.win == 1:
                 r.win = 2
                 self.past_cnt[r.bucket] += r.n
+
+
+class _Counts:
+    """Counts by position 0..size-1, with the total at or above a position in log time (a
+    Fenwick tree over the reversed positions)."""
+
+    __slots__ = ("size", "count", "_tree")
+
+    def __init__(self, size: int):
+        self.size = size
+        self.count = [0] * size
+        self._tree = [0] * (size + 1)
+
+    def add(self, at: int, k: int) -> None:
+        self.count[at] += k
+        i = self.size - at  # reversed, 1-based: position size-1 is 1
+        while i <= self.size:
+            self._tree[i] += k
+            i += i & -i
+
+    def at_least(self, lo: int) -> int:
+        """The total at positions lo..size-1 (0 for lo >= size)."""
+        i, total = self.size - max(lo, 0), 0
+        while i > 0:
+            total += self._tree[i]
+            i -= i & -i
+        return total
+
+
+def chunk_pairs(p: int, c: int) -> int:
+    """(query, key) pairs a chunked layer of chunk ``c`` attends over tokens 1..p: each token
+    attends those of its own chunk up to itself."""
+    full, rest = divmod(p, c)
+    return full * (c * (c + 1) // 2) + rest * (rest + 1) // 2
 
 
 def window_pairs(a: int, e: int, w: int) -> int:
