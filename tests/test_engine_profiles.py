@@ -384,6 +384,51 @@ def test_a_profiles_decode_step_is_the_simulators_on_every_page(model, gpu, tp, 
         assert est.time_s == pytest.approx(clock, rel=1e-6), b
 
 
+@pytest.mark.parametrize("context", [2048, 8192, 8193, 12000])
+def test_a_chunked_models_decode_step_is_the_simulators_past_a_chunk(context):
+    """Llama 4 Scout (36 of 48 layers attend within chunks of 8,192 tokens): step-time and
+    the pages read each chunked layer's chunk so far, (context - 1) % 8,192 + 1 tokens, as the
+    simulator's decode step does: 2,048 and 8,192 at 8,192 tokens, 1 at 8,193, 3,808 at
+    12,000."""
+    from kvcalc import get_gpu, step_time
+
+    spec = spec_from_config(
+        load_config_file(ROOT / "tests/data/configs/llama-4-scout-17b-16e.json")
+    )
+    g = get_gpu("h200-141gb")
+    w = weights(spec, "bf16")
+    dep = Deployment(spec=spec, gpu=g, weights=w, tp=4)
+    sm = engines.PROFILES["vllm@0.18.0"].step_model()
+    s = setup(dep, 16384, Speed.of(g, w.dtype, sm))
+    chunk_read = {2048: 2048, 8192: 8192, 8193: 1, 12000: 3808}[context]
+    for b in (1, 8):
+        ideal = step_time(dep, context=context, batch=b, peak_tflops=g.peak_tflops(w.dtype))
+        est = cal.estimate_step(spec, ideal, sm, tp=4, link_gbs=g.tp_link_gbs,
+                                weight_dtype=w.dtype)  # fmt: skip
+        clock = s.step_seconds(b, b * context, 0, b * chunk_read, b * chunk_read,
+                               decode_pairs=b * context, scheduled=b, host=(b, 0))  # fmt: skip
+        assert est.time_s == pytest.approx(clock, rel=1e-6), b
+        # the cache read: 12 full layers' every token and 36 chunked layers' chunk so far, 2
+        # KV heads of 128 a GPU, K and V in BF16: 1,024 B a token and layer
+        assert ideal.kv_read_bytes == b * 1024 * (12 * context + 36 * chunk_read)
+
+
+def test_the_crossover_of_a_chunked_model_finds_the_first_context_past_the_sawtooth():
+    # Llama 4 Scout at TP 4, batch 1: a step reads 1,024 x (12 n + 36 x ((n - 1) % 8,192 + 1))
+    # bytes a GPU. Against 1,024 x 48 x 9,000 B of weights a GPU, the first chunk never gets
+    # there (at most 1,024 x 48 x 8,192); in the second, 48 n - 36 x 8,192 >= 432,000 first
+    # holds at n = 15,144. (Reading the most the layers hold, min(n, 8,192) tokens, gave
+    # 11,424.)
+    from kvcalc.perf.roofline import crossover_context
+
+    spec = spec_from_config(
+        load_config_file(ROOT / "tests/data/configs/llama-4-scout-17b-16e.json")
+    )
+    target = 1024 * 48 * 9000
+    assert crossover_context(spec, 4 * target, 1, tp=4) == 15_144
+    assert crossover_context(spec, 4 * 1024 * 48 * 7000, 1, tp=4) == 7000  # in the first chunk
+
+
 def test_a_calibrations_gpu_factor_scales_the_gpus_time_and_not_the_hosts():
     """Qwen3-32B (16-bit, one GPU at 1,000 GB/s and 1,000 TFLOPS), 8 decodes reading 8,000
     cached tokens: the GPU's time is the weights' bytes plus 8,000 x 262,144 KV bytes at

@@ -400,6 +400,10 @@ class ChunkedLocal(_Attention):
     def attended(self, n: int) -> int:
         return (n - 1) % self.chunk + 1 if n else 0
 
+    def read_bytes(self, n: int, dtype: DType, scales: bool = False) -> int:
+        # a decode step reads its chunk so far, not the most the layer ever holds
+        return self.bytes_per_token(dtype, scales) * self.attended(n)
+
     def attended_pairs(self, p: int) -> int:
         full, rest = divmod(p, self.chunk)  # a triangle per whole chunk, then the partial one
         return full * (self.chunk * (self.chunk + 1) // 2) + rest * (rest + 1) // 2

@@ -17,7 +17,7 @@ from ..cache.kv import sequence_bytes, stage_layers
 from ..config.limits import MAX_CONTEXT
 from ..core.arith import UNBOUNDED_CONTEXT, first_true
 from ..core.dtypes import KV_DTYPES, get_dtype
-from ..core.model import Layer, ModelSpec, counted
+from ..core.model import ChunkedLocal, Layer, ModelSpec, counted
 from ..core.units import GB, check_float, check_int, check_parallel
 
 DEFAULT_MFU = 0.5  # a well-tuned prefill reaches roughly half of dense peak; a stated assumption
@@ -99,11 +99,31 @@ def crossover_context(
     def kv(n):
         return batch * _read_bytes(layers, n, dtype, scales)
 
+    chunks = {lay.chunk for lay in layers if isinstance(lay, ChunkedLocal)}
+    if len(chunks) == 1:  # chunked reads rise through each chunk and drop at the next
+        return _chunked_crossover(kv, target, chunks.pop())
     if kv(UNBOUNDED_CONTEXT) < target:
         return None
     if kv(0) >= target:
         return 0
     return first_true(lambda n: kv(n) >= target, 0, UNBOUNDED_CONTEXT)
+
+
+def _chunked_crossover(kv, target: int, chunk: int) -> int | None:
+    """``crossover_context`` where chunked layers read their chunk so far: within a chunk the
+    reads rise with the context, and at a chunk's last token they are the most that chunk
+    reads, rising from chunk to chunk. So the first context that reaches ``target`` is in the
+    first chunk whose last token does (by bisection over chunks), then within it."""
+    if kv(0) >= target:
+        return 0
+    last = UNBOUNDED_CONTEXT // chunk
+    if kv(last * chunk) < target:
+        return None
+    k = first_true(lambda k: kv(k * chunk) >= target, 0, last)  # the first chunk that reaches
+    lo = (k - 1) * chunk  # its first context is lo + 1, where not kv(lo) >= target ...
+    if kv(lo + 1) >= target:
+        return lo + 1
+    return first_true(lambda n: kv(n) >= target, lo + 1, k * chunk)
 
 
 def _peaks(peak: float, attention: float | None) -> tuple[float, float]:
