@@ -529,6 +529,31 @@ def test_a_vllm_profile_sizes_the_pool_by_its_own_release(capsys):
     assert "vLLM 0.18.0's arithmetic at gpu_memory_utilization 0.9," in capsys.readouterr().out
 
 
+def test_a_tensorrt_llm_profile_sizes_the_pool_as_tensorrt_llm_does(capsys):
+    # TensorRT-LLM takes kv_cache_free_gpu_mem_fraction (0.9 by default) of the memory the
+    # weights and the runtime leave, not vLLM's share of the whole: the same pool as asking for
+    # --kv-free-fraction 0.9, larger than vLLM 0.18.0's 0.9 of the total by 0.1 x (weights +
+    # the 2 GiB reserve): for Qwen3-8B in BF16 (16.38 GB of weights), 0.1 x 18.5 GB in blocks
+    # of 16 tokens x 36 layers x 8 KV heads x 128 x K and V x 2 B (2.25 MiB): 785 blocks.
+    base = ["simulate", "--model", "qwen3-8b", "--gpu", "h100-sxm-80gb", "--users", "2"]
+    base += ["--requests", "4", "--prompt-tokens", "128", "--output-tokens", "16"]
+
+    def run(*extra: str) -> dict:
+        assert main([*base, *extra, "--json"]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    trt = run("--engine", "trtllm@1.0")["usable_blocks"]
+    assert trt == run("--engine", "trtllm@1.0", "--kv-free-fraction", "0.9")["usable_blocks"]
+    vllm = run("--engine", "vllm@0.18.0")["usable_blocks"]
+    block = 16 * 36 * 8 * 128 * 2 * 2
+    w = 8_190_735_360 * 2  # Qwen3-8B: 8.19 B parameters (its model card: 8.2B), BF16
+    assert trt - vllm == pytest.approx(0.1 * (w + 2 * 2**30) / block, abs=2)  # whole blocks
+    assert main([*base, "--engine", "trtllm@1.0"]) == 0
+    assert "TensorRT-LLM's 0.9 of the memory the weights and the reserve leave" in (
+        capsys.readouterr().out
+    )
+
+
 @pytest.mark.parametrize(
     "model, gpu, tp, prompt",
     [

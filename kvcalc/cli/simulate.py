@@ -18,7 +18,12 @@ from ..cache.weight_bytes import (
 from ..config.catalog import registry
 from ..core.arith import cdiv
 from ..core.units import GiB, fmt_seconds
-from ..engines.budget import DEFAULT_RESERVE_BYTES, LMDEPLOY_RESERVE_BYTES, free_memory_pool
+from ..engines.budget import (
+    DEFAULT_RESERVE_BYTES,
+    LMDEPLOY_RESERVE_BYTES,
+    TRTLLM_FREE_FRACTION,
+    free_memory_pool,
+)
 from ..perf.calibration import StepModel, error_band_text
 from ..perf.engines import engine_band_text
 from ..perf.sim import CLI_KEYS, MAX_TOKENS, Speed, estimated_steps, setup, simulate
@@ -292,6 +297,10 @@ def engine_setup(args, m, gpu, wl, profile):
             args.max_num_seqs = profile.max_num_seqs
         if args.max_num_batched_tokens is None:
             args.max_num_batched_tokens = profile.max_num_batched_tokens
+    trt_pool = profile is not None and profile.engine == "trtllm" and _no_pool_flag(args)
+    if trt_pool:  # TensorRT-LLM's own pool, by default: a share of the memory left free
+        args = argparse.Namespace(**vars(args))
+        args.kv_free_fraction = TRTLLM_FREE_FRACTION
     pool_bytes = _pool_bytes(args, m, gpu, w)
     # --direct: the same step model, but no serving stack between client and engine.
     engine = replace(speed, api_overhead_s=0.0) if args.direct else speed
@@ -311,6 +320,13 @@ def engine_setup(args, m, gpu, wl, profile):
         ),
         kv_pool_bytes=pool_bytes,
     )
+    if trt_pool and pool_bytes is not None:  # say where the pool came from
+        said = (
+            f"pool: TensorRT-LLM's {TRTLLM_FREE_FRACTION:g} of the memory the weights and the "
+            f"reserve leave ({pool_bytes / GiB:,.2f} GiB), blocks of {s.block_size} tokens"
+        )
+        notes = tuple(said if n.startswith("pool: ") else n for n in s.notes)
+        s = replace(s, notes=notes)
     return speed, engine, w, s
 
 
@@ -361,6 +377,11 @@ def _check_dequant(args) -> None:
             "--dequant-mfu is the share of the dequantising matrix multiplies of "
             "--dequant-gemm: add --dequant-gemm, or leave --dequant-mfu out"
         )
+
+
+def _no_pool_flag(args) -> bool:
+    sizes = ("gpu_mem_util", "kv_pool_gib", "kv_free_fraction", "cache_max_entry_count")
+    return all(getattr(args, k, None) is None for k in sizes)
 
 
 def _pool_bytes(args, m, gpu, w: Weights) -> int | None:
