@@ -297,16 +297,16 @@ def engine_setup(args, m, gpu, wl, profile):
             args.max_num_seqs = profile.max_num_seqs
         if args.max_num_batched_tokens is None:
             args.max_num_batched_tokens = profile.max_num_batched_tokens
-    trt_pool = profile is not None and profile.engine == "trtllm" and _no_pool_flag(args)
-    if trt_pool:  # TensorRT-LLM's own pool, by default: a share of the memory left free
-        args = argparse.Namespace(**vars(args))
-        args.kv_free_fraction = TRTLLM_FREE_FRACTION
     pool_bytes = _pool_bytes(args, m, gpu, w)
     # --direct: the same step model, but no serving stack between client and engine.
     engine = replace(speed, api_overhead_s=0.0) if args.direct else speed
     dep = deployment_from(args, m.spec, w, enable_chunked_prefill=args.scheduler != "prefill-first")
+    own_pool = False
     if profile is not None:
         dep = profile.pool_release(dep)
+        if pool_bytes is None and _no_pool_flag(args):  # the engine's own rule (TensorRT-LLM)
+            dep, pool_bytes = profile.own_pool(dep)
+            own_pool = pool_bytes is not None
     s = setup(
         dep,
         wl.longest,
@@ -320,7 +320,7 @@ def engine_setup(args, m, gpu, wl, profile):
         ),
         kv_pool_bytes=pool_bytes,
     )
-    if trt_pool and pool_bytes is not None:  # say where the pool came from
+    if own_pool and pool_bytes is not None:  # say where the pool came from
         said = (
             f"pool: TensorRT-LLM's {TRTLLM_FREE_FRACTION:g} of the memory the weights and the "
             f"reserve leave ({pool_bytes / GiB:,.2f} GiB), blocks of {s.block_size} tokens"

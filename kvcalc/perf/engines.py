@@ -15,6 +15,8 @@ from itertools import takewhile
 from typing import Any
 
 from ..cache.deployment import Deployment
+from ..core.arith import cdiv
+from ..engines.budget import TRTLLM_FREE_FRACTION, free_memory_pool
 from .calibration import StepModel
 
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
@@ -144,6 +146,22 @@ class EngineProfile(Coefficients):
 
     def coefficients(self) -> dict[str, float]:
         return {k: getattr(self, k) for k in COEFFICIENTS}
+
+    def own_pool(self, dep: Deployment) -> tuple[Deployment, int | None]:
+        """``dep`` and the pool this engine sizes by its own rule where ``dep`` gives no share
+        of the memory: TensorRT-LLM takes kv_cache_free_gpu_mem_fraction (0.9 by default) of
+        what the weights (one GPU's) and the reserve leave, and the deployment then keeps the
+        whole memory beside it. None for the engines whose pool is vLLM's arithmetic."""
+        if self.engine != "trtllm" or dep.engine.gpu_memory_utilization is not None:
+            return dep, None
+        weights = cdiv(dep.all_weights_bytes, dep.tp)
+        pool = free_memory_pool(dep.total_bytes, weights, dep.reserve_bytes, TRTLLM_FREE_FRACTION)
+        if pool <= 0:
+            raise ValueError(
+                f"{dep.spec.name}'s weights and the reserve leave no free memory for "
+                "TensorRT-LLM's pool; use tensor parallel, smaller weights or a larger GPU"
+            )
+        return dep.but(gpu_memory_utilization=1.0), pool
 
     def pool_release(self, dep: Deployment) -> Deployment:
         """``dep`` with a vLLM profile's own release where ``dep`` names none: its pool is then

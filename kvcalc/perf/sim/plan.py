@@ -22,21 +22,26 @@ from .workload import Workload, fixed
 def engine_setup(dep: Deployment, wl: Workload, profile: EngineProfile, tp: int) -> Setup:
     """One engine of ``dep`` at tensor parallel ``tp``, with ``profile``'s step model and its
     batching defaults, sized for ``wl``'s longest request."""
+    dep, pool = profile.own_pool(profile.pool_release(dep.but(tp=tp)))
     return _engine(
-        profile.pool_release(dep.but(tp=tp)), profile.step_model(), profile.max_num_seqs,
-        profile.max_num_batched_tokens, wl.longest,
+        dep, profile.step_model(), profile.max_num_seqs, profile.max_num_batched_tokens,
+        wl.longest, pool,
     )  # fmt: skip
 
 
-def _engine(dep: Deployment, model: StepModel, seqs: int, tokens: int, longest: int) -> Setup:
-    """One engine of ``dep`` under ``model`` with its batch caps, sized for ``longest``."""
+def _engine(
+    dep: Deployment, model: StepModel, seqs: int, tokens: int, longest: int, pool: int | None = None
+) -> Setup:
+    """One engine of ``dep`` under ``model`` with its batch caps, sized for ``longest`` (its pool
+    ``pool`` bytes where the engine sizes its own)."""
     gpu, w = dep.gpu, dep.weights
     if gpu is None or w is None:
         raise ValueError("an engine needs the GPU and the weights of the deployment")
     speed = Speed.of(
         gpu, w.dtype, model, attention_peak_tflops=gpu.attention_tflops(dep.cache.kv_dtype)
     )
-    return setup(dep.but(max_num_seqs=seqs, max_num_batched_tokens=tokens), longest, speed)
+    caps = dep.but(max_num_seqs=seqs, max_num_batched_tokens=tokens)
+    return setup(caps, longest, speed, kv_pool_bytes=pool)
 
 
 @dataclass(frozen=True, kw_only=True)
