@@ -554,6 +554,25 @@ def test_a_tensorrt_llm_profile_sizes_the_pool_as_tensorrt_llm_does(capsys):
     )
 
 
+@pytest.mark.parametrize("profile", ["trtllm@1.0.0", "vllm@0.18.0", "sglang@0.5.6"])
+def test_the_planner_sizes_an_engines_pool_as_simulate_does(capsys, profile):
+    # The fleet planner and the pages (kvcalc.perf.sim.plan.engine_setup) and simulate give an
+    # engine the same pool: its release's rule for vLLM, TensorRT-LLM's own share of the free
+    # memory, vLLM's arithmetic for SGLang.
+    from kvcalc import get_gpu, get_model
+    from kvcalc.perf.sim import Workload, fixed
+    from kvcalc.perf.sim.plan import engine_setup
+
+    m, g = get_model("qwen3-8b"), get_gpu("h100-sxm-80gb")
+    dep = Deployment(spec=m.spec, gpu=g, weights=m.weights())
+    wl = Workload(requests=4, prompt=fixed(128), output=fixed(16), users=2)
+    planned = engine_setup(dep, wl, engines.PROFILES[profile], 1)
+    args = ["simulate", "--model", "qwen3-8b", "--gpu", "h100-sxm-80gb", "--users", "2"]
+    args += ["--requests", "4", "--prompt-tokens", "128", "--output-tokens", "16"]
+    assert main([*args, "--engine", profile, "--json"]) == 0
+    assert planned.num_blocks == json.loads(capsys.readouterr().out)["usable_blocks"]
+
+
 @pytest.mark.parametrize(
     "model, gpu, tp, prompt",
     [
