@@ -220,3 +220,17 @@ def test_a_gpu_naming_an_unknown_link_is_refused():
     text = GOOD_GPU.replace("    sources:", "    tp_link: warp-drive\n    sources:")
     with pytest.raises(ValueError, match="tp_link.*warp-drive"):
         load_registry(text=f"models:\n  m1:\n{GOOD_MODEL}\n{text}")
+
+
+def test_llama4_scout_from_the_registry():
+    # meta-llama/Llama-4-Scout-17B-16E-Instruct: 48 layers of 8 KV heads x 128, every fourth
+    # without RoPE and with full attention (transformers' no_rope_layer_interval 4), the other
+    # 36 attending within chunks of 8,192 tokens; 4,096 B a token and layer in BF16 (K and V).
+    # Model card: 109B parameters in all (the language model's 107.8B and its vision encoder).
+    m = get_model("llama-4-scout-17b-16e")
+    assert m.spec.kind_counts() == {"chunked": 36, "full": 12}
+    assert kv_cache(m.spec, 1).kv_bytes_per_token_nominal == 48 * 8 * 128 * 2 * 2
+    # at 20,000 tokens a chunked layer holds at most one chunk (docs/formulas.md: the most
+    # held at once), a full one every token
+    assert kv_cache(m.spec, 20_000).kv_bytes == 4096 * (12 * 20_000 + 36 * 8192)
+    assert m.spec.require_params().total == pytest.approx(109e9, rel=0.02)
