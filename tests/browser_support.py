@@ -81,8 +81,10 @@ def _sidebar_select(page, label: str):
 
 def choose(page, label: str, option: str) -> None:
     """Pick ``option`` (its whole text, any case) in the sidebar's select box ``label``, as a
-    student does."""
+    student does: typing it first, since a long list (Streamlit renders a window of about a
+    dozen options once there are more than 25) shows only the options near the top."""
     _sidebar_select(page, label).first.click()
+    page.keyboard.type(option)
     page.get_by_role("option", name=re.compile(f"^{re.escape(option)}$", re.I)).first.click()
 
 
