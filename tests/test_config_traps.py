@@ -319,14 +319,14 @@ def test_checkpoint_format_from_config():
     assert checkpoint_format({}) == ("bf16", None)
 
 
-def test_mimo_style_per_type_heads_and_unequal_k_v():
-    # No verbatim MiMo-V2-Flash config.json was found (tests/data/configs/NOTES-D.md), so this is
-    # a config written in its field names: hybrid_layer_pattern 0 = full, 1 = sliding (as the
-    # code that reads the published file maps it), full layers 4 KV heads of K 192 / V 128,
-    # sliding layers swa_* 8 KV heads of 192 / 128, window 128.
-    pattern = [0 if i == 0 or (i + 1) % 6 == 0 else 1 for i in range(48)]
-    cfg = {
-        "model_type": "mimo_v2",
+# MiMo-V2-Flash's layers: full attention at 0, 5, 11, ..., 47, the others sliding
+MIMO_PATTERN = [0 if i == 0 or (i + 1) % 6 == 0 else 1 for i in range(48)]
+
+
+def _mimo_attention() -> dict:
+    """MiMo-V2-Flash's attention fields: full layers 4 KV heads of K 192 / V 128, sliding
+    layers (swa_*) 8 of 192 / 128, window 128."""
+    return {
         "hidden_size": 4096,
         "num_hidden_layers": 48,
         "num_attention_heads": 64,
@@ -338,9 +338,17 @@ def test_mimo_style_per_type_heads_and_unequal_k_v():
         "swa_head_dim": 192,
         "swa_v_head_dim": 128,
         "sliding_window": 128,
-        "hybrid_layer_pattern": pattern,
-        "vocab_size": 1000,
+        "hybrid_layer_pattern": list(MIMO_PATTERN),
     }
+
+
+def test_mimo_style_per_type_heads_and_unequal_k_v():
+    # No verbatim MiMo-V2-Flash config.json was found (tests/data/configs/NOTES-D.md), so this is
+    # a config written in its field names: hybrid_layer_pattern 0 = full, 1 = sliding (as the
+    # code that reads the published file maps it), full layers 4 KV heads of K 192 / V 128,
+    # sliding layers swa_* 8 KV heads of 192 / 128, window 128.
+    pattern = MIMO_PATTERN
+    cfg = {"model_type": "mimo_v2", **_mimo_attention(), "vocab_size": 1000}
     spec = spec_from_config(cfg)
     assert spec.kind_counts() == {"full": 9, "sliding": 39}
     # Per token at the first token: 9 x 4 x (192 + 128) x 2 + 39 x 8 x (192 + 128) x 2.
@@ -356,22 +364,10 @@ def _mimo_v2_flash() -> dict:
     # XiaomiMiMo--MiMo-V2-Flash_config.json at 095f58a5; a summary, not the Hub file:
     # tests/data/configs/NOTES-D.md): 48 layers, full attention at 0, 5, 11, ..., 47,
     # moe_layer_freq one flag a layer (layer 0 dense), 256 routed experts of width 2,048, top 8.
-    pattern = [0 if i == 0 or (i + 1) % 6 == 0 else 1 for i in range(48)]
     return {
         "model_type": "mimo_v2_flash",
-        "hidden_size": 4096,
+        **_mimo_attention(),
         "intermediate_size": 16384,
-        "num_hidden_layers": 48,
-        "num_attention_heads": 64,
-        "num_key_value_heads": 4,
-        "head_dim": 192,
-        "v_head_dim": 128,
-        "swa_num_attention_heads": 64,
-        "swa_num_key_value_heads": 8,
-        "swa_head_dim": 192,
-        "swa_v_head_dim": 128,
-        "sliding_window": 128,
-        "hybrid_layer_pattern": pattern,
         "moe_layer_freq": [0] + [1] * 47,
         "moe_intermediate_size": 2048,
         "n_routed_experts": 256,
