@@ -344,11 +344,15 @@ SERVER_FLAGS = ("--max-num-batched-tokens", "--max-num-seqs", "--gpu-memory-util
 V0_LATENCY_TOKENS = 32768  # vLLM V0's LLM class without chunked prefill: max_model_len (Mixtral)
 
 # Points or metrics left out, each with its reason (never silently).
-_NO_FP4 = "NVFP4 weights run on FP4 tensor cores; kvcalc has no FP4 compute format"
+_NO_FP4 = (
+    "NVFP4 weights on FP4 tensor cores: the pooled estimate's constants were fitted before kvcalc "
+    "timed FP4 GEMMs (issue 41 added Blackwell's FP4 peak), and fitting these points would move "
+    "them; the engine profiles time NVFP4 on B200"
+)
 _EP_DP = (
-    "run with expert parallelism and attention data parallelism (the page's MoE options, "
-    "sizes not published); kvcalc simulates tensor parallelism only, and TP 8 cannot split "
-    "Qwen3's 4 K/V heads"
+    "run with expert parallelism and attention data parallelism (the page's MoE options) of "
+    "sizes the page does not publish: kvcalc simulates both (--ep, --attention-dp) but needs "
+    "the layout, and TP 8 alone cannot split Qwen3's 4 K/V heads"
 )
 EXCLUDED_POINTS = {
     "trtllm10-b200-llama33-70b-fp4-tp1-1000-1000": _NO_FP4,
