@@ -233,10 +233,13 @@ def test_the_command_calibrates_from_one_row_and_says_what_changed(tmp_path, cap
     assert main(argv[:-1]) == 0
     out = capsys.readouterr().out
     assert "calibrated from 1 measured row" in out
-    # the profile predicted 0.84x of the measured TPOT; one row moves it part of the way (about
-    # half of it in log, the step's other coefficients sharing the move with the GPU's factor)
-    m = re.search(r"TPOT measured 12\.4 ms, before 0\.84x, after ([\d.]+)x", out)
-    assert m and math.log(0.84) < math.log(float(m.group(1))) < 0.3 * math.log(0.84), out
+    # the profile predicted 0.83x of the measured TPOT (0.84x before stop 58's refit); one row
+    # moves it part of the way (about half of it in log, the step's other coefficients sharing
+    # the move with the GPU's factor)
+    m = re.search(r"TPOT measured 12\.4 ms, before (0\.8[0-9])x, after ([\d.]+)x", out)
+    assert m, out
+    before, after = math.log(float(m.group(1))), math.log(float(m.group(2)))
+    assert before < after < 0.3 * before, out
 
 
 def test_calibrate_from_needs_an_engine(tmp_path, capsys):

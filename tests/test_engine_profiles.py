@@ -128,6 +128,30 @@ def test_expert_parallel_exchanges_tokens_around_each_moe_layer():
         _setup(spec, weights(spec, "fp8"), tp=2, ep=4)
 
 
+def test_attention_data_parallel_ranks_meet_at_each_moe_layer_and_dense_replicas_never():
+    """vLLM's data parallel deployment guide: the expert layers of all DP ranks synchronise in
+    every forward pass (FusedMoE gathers every rank's tokens before the experts and scatters
+    the results back), as expert parallel ranks do; a dense model's DP ranks are replicas."""
+    spec = cfg("Qwen--Qwen3-235B-A22B-FP8.json")
+    w = weights(spec, "fp8")
+    # TP 1, DP 4: no tensor parallel all-reduce, a gather and a scatter at each of 94 MoE layers
+    s = _setup(spec, w, tp=1, attention_dp=4)
+    assert (s.allreduces, s.ep_exchanges) == (0, 2 * 94)
+    # TP 2, DP 2: attention's all-reduce in each of the 94 layers as well
+    s = _setup(spec, w, tp=2, attention_dp=2)
+    assert (s.allreduces, s.ep_exchanges) == (94, 2 * 94)
+    # the fixed time: 94 all-reduces and 188 exchanges, each a latency and its bytes on the link
+    lat = engines.resolve("vllm@0.12.0")[0].ep_latency_s
+    assert s.fixed_seconds(1) - s.step_overhead_s == pytest.approx(
+        94 * (s.allreduce_latency_s + 1 * 4096 * 2 / (450 * 1e9))
+        + 2 * 94 * (lat + 0.5 * 4096 * 2 / (450 * 1e9)),
+        rel=1e-9,
+    )
+    dense = cfg("Qwen--Qwen3-32B.json")
+    r = _setup(dense, weights(dense, "bf16"), tp=1, attention_dp=2)
+    assert (r.allreduces, r.ep_exchanges) == (0, 0)
+
+
 def test_kimi_int4_experts_beside_16_bit_attention():
     spec = cfg("moonshotai--Kimi-K2.5.json")
     bf16 = weights(spec, "bf16")

@@ -65,7 +65,7 @@ class EngineCosts:
     tp_link_gbs: float | None = None
     api_overhead_s: float = 0.0
     speed: str = "ideal bound"  # the step model's name (kvcalc.perf.calibration.StepModel.name)
-    ep_exchanges: int = 0  # all-to-alls per step (2 per MoE layer with ep > 1)
+    ep_exchanges: int = 0  # exchanges per step (2 per MoE layer with ep > 1 or attention DP)
     ep_latency_s: float = 0.0
     # An engine profile's KV reads and attention FLOPs at their own shares (kvcalc.perf.engines):
     # bw_share / kv share and mfu / attention MFU (1: as the weights and the GEMMs)
@@ -162,8 +162,9 @@ class Setup(PoolSize, StepWork, EngineCosts):
         if self.allreduces and tokens:
             ring = 2 * (self.tp - 1) / self.tp
             t += self.allreduces * (self.allreduce_latency_s + wire(ring, tokens))
-        if self.ep_exchanges and tokens:  # each GPU sends (ep - 1) / ep of its tokens'
-            sent = (self.ep - 1) / self.ep
+        if self.ep_exchanges and tokens:  # each GPU sends (g - 1) / g of its tokens'
+            group = max(self.ep, self.dp)  # the experts' group: EP ranks, or DP ranks
+            sent = (group - 1) / group
             t += self.ep_exchanges * (self.ep_latency_s + wire(sent, cdiv(tokens, self.dp)))
         return t
 
@@ -437,10 +438,15 @@ def engine_costs(dep: Deployment, speed: Speed) -> EngineCosts:
     m, spec, tp, ep = speed.model, dep.spec, dep.tp, dep.ep
     if m is None:
         return EngineCosts()
-    n = tp * dep.attention_dp
     moe_layers = spec.moe.layers if spec.moe is not None else 0
-    charge = m.allreduce and n > 1
-    if ep > 1:
+    # Attention data parallel ranks of an MoE model meet at every MoE layer, as expert parallel
+    # ranks do: every rank's tokens gathered before the experts, the results scattered back
+    # (vLLM's FusedMoE dispatch and combine over the DP x TP group; vLLM's data parallel
+    # deployment guide: the expert layers of all ranks synchronise in every forward pass). The
+    # ranks of a dense model are replicas that never meet.
+    exchange = ep > 1 or (dep.attention_dp > 1 and moe_layers > 0)
+    charge = m.allreduce and (tp > 1 or exchange)
+    if exchange:
         allreduces = spec.num_layers if m.allreduce and tp > 1 else 0
         exchanges = 2 * moe_layers if m.allreduce else 0
     else:
