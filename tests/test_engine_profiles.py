@@ -548,7 +548,6 @@ def test_a_vllm_profile_sizes_the_pool_by_its_own_release(capsys):
     at_092 = blocks("--engine", "vllm@0.18.0", "--gpu-memory-utilization", "0.92")
     assert at_092 - own in (815, 816)
     assert blocks() == at_092  # no profile: the newest release kvcalc knows
-    assert blocks("--engine", "sglang@0.5.6") == at_092  # another engine's: unchanged
     assert main([*base[:-1], "--engine", "vllm@0.18.0"]) == 0
     assert "vLLM 0.18.0's arithmetic at gpu_memory_utilization 0.9," in capsys.readouterr().out
 
@@ -578,11 +577,88 @@ def test_a_tensorrt_llm_profile_sizes_the_pool_as_tensorrt_llm_does(capsys):
     )
 
 
+@pytest.mark.parametrize(
+    ("version", "mib", "tp", "dp", "want"),
+    [
+        # From 0.5.3 (sglang/srt/server_args.py, _handle_gpu_memory_settings): 512 MiB + 1.5
+        # MiB x the 8,192-token chunk (12,288) + 2 MiB x the CUDA-graph slots (256 below TP 4,
+        # 512 from it) + tp / 8 GiB, at least 10 GiB above 60 GiB of memory.
+        ("0.5.8", 81559, 1, 1, 0.835),  # 13,440 MiB: 68,119 / 81,559 = 0.83521
+        ("0.5.6", 81559, 4, 1, 0.824),  # 14,336 MiB: 0.82423
+        ("0.5.9", 143771, 8, 1, 0.897),  # H200, 14,848 MiB: 0.89672
+        ("0.5.3", 143771, 2, 1, 0.906),  # 13,568 MiB: 0.90563
+        # data-parallel attention on 8 GPUs (tp_size 8): 3 MiB x 512 slots x 8 ranks (12,288)
+        # and, above 300 slots, 1.5 MiB more (6,144): 33,280 MiB, 0.76852
+        ("0.5.8", 143771, 1, 8, 0.769),
+        # an A100 40 GB (35-60 GiB: a 4,096-token chunk, 32 slots): 512 + 6,144 + 64 + 128 =
+        # 6,848 MiB, no 10 GiB floor: 34,112 / 40,960 = 0.83281
+        ("0.5.6", 40960, 1, 1, 0.833),
+        # 0.5.0-0.5.2: (9.5 + tp / 2) GiB on 35-90 GiB, (12 + tp / 2) GiB on 90-160 GiB
+        ("0.5.1", 81559, 1, 1, 0.874),  # 10,240 MiB: 0.87445
+        ("0.5.1", 81559, 8, 1, 0.831),  # 13,824 MiB: 0.83050
+        ("0.5.2", 143771, 2, 1, 0.907),  # 13,312 MiB: 0.90741
+        ("0.5.1", 143771, 1, 8, 0.858),  # 16 GiB at tp_size 8, 4 more with DP attention: 0.85755
+    ],
+)
+def test_sglangs_default_memory_fraction_is_its_releases_rule(version, mib, tp, dp, want):
+    got = engines.sglang_mem_fraction(version, mib, tp * dp, attention_dp=dp)
+    assert got == pytest.approx(want, abs=1e-9)
+
+
+def test_an_sglang_profile_sizes_the_pool_as_sglang_does(capsys):
+    # SGLang's pool is mem_fraction_static of the memory free at start less the weights
+    # (model_runner_kv_cache_mixin.py, profile_max_num_token), not vLLM's share of the total.
+    # Llama 3.1 8B in BF16 (8,030,261,248 parameters, its model card's 8.03B) on an H100 SXM
+    # (81,559 MiB, 0.5 GiB in use at start), SGLang 0.5.6 at TP 1: 0.835 (above) of 81,047 MiB
+    # = 67,674.2 MiB, less 15,316.5 MiB of weights = 52,357.7 MiB, in blocks of 16 tokens x
+    # 32 layers x 8 KV heads x 128 x K and V x 2 B (2 MiB): 26,178 whole blocks.
+    base = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--users", "2"]
+    base += ["--requests", "4", "--prompt-tokens", "128", "--output-tokens", "16"]
+
+    def run(*extra: str) -> dict:
+        assert main([*base, *extra, "--json"]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    free_mib = 81559 - 512
+    pool_mib = free_mib * 0.835 - 8_030_261_248 * 2 / 2**20
+    assert run("--engine", "sglang@0.5.6")["kv_pool_blocks"] == math.floor(pool_mib / 2)
+    # a stated share is the user's: vLLM's arithmetic at it, as for any engine
+    stated = run("--engine", "sglang@0.5.6", "--gpu-memory-utilization", "0.9")
+    assert stated["kv_pool_blocks"] == run("--engine", "vllm@0.18.0")["kv_pool_blocks"]
+    # an unfitted release takes the nearest profile's coefficients and its own pool rule:
+    # 0.5.3 (nearest fitted: 0.5.1) has the new rule's 0.835, 0.5.2 the old rule's 0.874
+    assert run("--engine", "sglang@0.5.3")["kv_pool_blocks"] == math.floor(pool_mib / 2)
+    old_mib = free_mib * 0.874 - 8_030_261_248 * 2 / 2**20
+    assert run("--engine", "sglang@0.5.2")["kv_pool_blocks"] == math.floor(old_mib / 2)
+    assert main([*base, "--engine", "sglang@0.5.3"]) == 0
+    assert "SGLang 0.5.3's default mem_fraction_static 0.835" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("profile", "per_gpu"), [("trtllm@1.0", 24_496), ("sglang@0.5.6", 19_742)])
+def test_an_engines_own_pool_holds_one_data_parallel_ranks_weights(capsys, profile, per_gpu):
+    # Qwen3-235B-A22B-FP8 on 4 H200s at attention DP 4 x EP 4: each GPU holds the attention and
+    # the other dense weights whole and a quarter of the routed experts. From its config: 94
+    # MoE layers x 128 experts x 3 x 4,096 x 1,536 = 227,096,395,776 expert parameters, 1 byte
+    # each in FP8; the rest 7,997,238,784 bytes; a quarter of the experts 56,774,098,944. Before,
+    # each engine's own rule charged the whole model to one GPU and refused the layout.
+    # A token's cache: 94 layers x 4 KV heads x 128 x K and V x 2 B = 192,512 B; blocks of 16.
+    # - TensorRT-LLM: 0.9 x (150,754,820,096 - 64,771,337,728 - the 2 GiB reserve) = 75.45 GB:
+    #   24,496.0 blocks a GPU;
+    # - SGLang 0.5.6 (tp_size 4, 512 CUDA-graph slots, DP attention): a reserve of 512 + 12,288
+    #   + 1,024 + 512 + 6,144 + 3,072 = 23,552 MiB, mem_fraction_static 0.836 of the memory less
+    #   its 0.5 GiB context, less the weights: 60.81 GB, 19,742.5 blocks a GPU.
+    argv = ["simulate", "--config", str(AIC / "configs" / "Qwen--Qwen3-235B-A22B-FP8.json")]
+    argv += ["--weight-dtype", "fp8", "--gpu", "h200-141gb", "--tp", "1", "--attention-dp", "4"]
+    argv += ["--ep", "4", "--users", "4", "--requests", "4", "--prompt-tokens", "128"]
+    assert main([*argv, "--output-tokens", "4", "--engine", profile, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kv_pool_blocks"] == 4 * per_gpu
+
+
 @pytest.mark.parametrize("profile", ["trtllm@1.0.0", "vllm@0.18.0", "sglang@0.5.6"])
 def test_the_planner_sizes_an_engines_pool_as_simulate_does(capsys, profile):
     # The fleet planner and the pages (kvcalc.perf.sim.plan.engine_setup) and simulate give an
     # engine the same pool: its release's rule for vLLM, TensorRT-LLM's own share of the free
-    # memory, vLLM's arithmetic for SGLang.
+    # memory, SGLang's mem_fraction_static.
     from kvcalc import get_gpu, get_model
     from kvcalc.perf.sim import Workload, fixed
     from kvcalc.perf.sim.plan import engine_setup

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..core.arith import cdiv
 from ..core.dtypes import KV_DTYPES, STATE_DTYPES, DType, get_dtype
 from ..core.gpu import GPU
 from ..core.model import ModelSpec
@@ -150,6 +151,21 @@ class Deployment:
         if self.weights is None:
             raise ValueError(f"{self.spec.name}: weight bytes unknown; give them by hand")
         return self.weights.bytes
+
+    @property
+    def rank_weights_bytes(self) -> int:
+        """The weight bytes of one attention data parallel rank (its tp x pp GPUs): every
+        weight but the routed experts, which the ranks split (1 / attention_dp of them); the
+        whole model without attention data parallel or when the weights are given by hand."""
+        w, every = self.weights, self.all_weights_bytes
+        if self.attention_dp == 1 or self.weights_bytes is not None or w is None:
+            return every
+        return every - w.expert_bytes + cdiv(w.expert_bytes, self.attention_dp)
+
+    @property
+    def gpu_weights_bytes(self) -> int:
+        """The weight bytes one GPU holds: its rank's over the rank's tp x pp GPUs."""
+        return cdiv(self.rank_weights_bytes, self.num_gpus)
 
     def kv_cache(self, context: int, batch: int = 1) -> KVCache:
         """KV bytes of ``batch`` sequences of ``context`` tokens on one GPU."""

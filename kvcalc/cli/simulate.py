@@ -21,7 +21,6 @@ from ..core.units import GiB, fmt_seconds
 from ..engines.budget import (
     DEFAULT_RESERVE_BYTES,
     LMDEPLOY_RESERVE_BYTES,
-    TRTLLM_FREE_FRACTION,
     free_memory_pool,
 )
 from ..perf.calibration import StepModel, error_band_text
@@ -320,11 +319,8 @@ def engine_setup(args, m, gpu, wl, profile):
         ),
         kv_pool_bytes=pool_bytes,
     )
-    if own_pool and pool_bytes is not None:  # say where the pool came from
-        said = (
-            f"pool: TensorRT-LLM's {TRTLLM_FREE_FRACTION:g} of the memory the weights and the "
-            f"reserve leave ({pool_bytes / GiB:,.2f} GiB), blocks of {s.block_size} tokens"
-        )
+    if own_pool and pool_bytes is not None and profile is not None:  # where the pool came from
+        said = f"{profile.pool_text(dep, pool_bytes)}, blocks of {s.block_size} tokens"
         notes = tuple(said if n.startswith("pool: ") else n for n in s.notes)
         s = replace(s, notes=notes)
     return speed, engine, w, s

@@ -229,7 +229,7 @@ class Budget(Pool):
         # EngineArgs refuses a utilisation of 0: None is the only false value
         util = dep.engine.gpu_memory_utilization or cls.default_gpu_mem_util(dep.engine.version)
         util = check_float("gpu_memory_utilization", util, 0.0, 1.0, lo_open=True)
-        weights = math.ceil(dep.all_weights_bytes / dep.num_gpus)
+        weights = dep.gpu_weights_bytes  # one GPU's (a data parallel rank's share)
         pool = cls.pool(dep.total_bytes, weights, dep.reserve_bytes, util)
         return cls.from_pool(dep, pool, context, concurrency, find_max_context)
 

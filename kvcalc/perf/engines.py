@@ -9,14 +9,15 @@ decode, a format's peak) is not a coefficient. ``BAND`` is the leave-one-out err
 
 from __future__ import annotations
 
+import math
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from itertools import takewhile
 from typing import Any
 
 from ..cache.deployment import Deployment
-from ..core.arith import cdiv
-from ..engines.budget import TRTLLM_FREE_FRACTION, free_memory_pool
+from ..core.units import GiB, MiB
+from ..engines.budget import DEFAULT_NON_TORCH_BYTES, TRTLLM_FREE_FRACTION, free_memory_pool
 from .calibration import StepModel
 
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
@@ -125,6 +126,9 @@ class EngineProfile(Coefficients):
     # gpu_time_factor); a fitted profile's is 1
     gpu_time_factor: float = 1.0
     notes: tuple[str, ...] = field(default=())
+    # the release the user named where its family's profile stands in for it (sglang@0.5.3
+    # takes 0.5.1's coefficients): the engine's own pool rule follows that release
+    release: str | None = None
 
     @property
     def key(self) -> str:
@@ -149,19 +153,43 @@ class EngineProfile(Coefficients):
 
     def own_pool(self, dep: Deployment) -> tuple[Deployment, int | None]:
         """``dep`` and the pool this engine sizes by its own rule where ``dep`` gives no share
-        of the memory: TensorRT-LLM takes kv_cache_free_gpu_mem_fraction (0.9 by default) of
-        what the weights (one GPU's) and the reserve leave, and the deployment then keeps the
-        whole memory beside it. None for the engines whose pool is vLLM's arithmetic."""
-        if self.engine != "trtllm" or dep.engine.gpu_memory_utilization is not None:
+        of the memory, the deployment then keeping the whole memory beside it:
+        - TensorRT-LLM takes kv_cache_free_gpu_mem_fraction (0.9 by default) of what the
+          weights (one GPU's: ``Deployment.gpu_weights_bytes``) and the reserve leave;
+        - SGLang's weights and pool take mem_fraction_static of the memory free at start
+          (``sglang_pool``).
+        None for vLLM, whose pool is kvcalc's own arithmetic."""
+        if self.engine == "vllm" or dep.engine.gpu_memory_utilization is not None:
             return dep, None
-        weights = cdiv(dep.all_weights_bytes, dep.tp)
-        pool = free_memory_pool(dep.total_bytes, weights, dep.reserve_bytes, TRTLLM_FREE_FRACTION)
+        if self.engine == "sglang":
+            pool = sglang_pool(dep, self.release or self.version)
+            what = "SGLang's mem_fraction_static"
+        else:
+            pool = free_memory_pool(
+                dep.total_bytes, dep.gpu_weights_bytes, dep.reserve_bytes, TRTLLM_FREE_FRACTION
+            )
+            what = "TensorRT-LLM's pool"
         if pool <= 0:
             raise ValueError(
-                f"{dep.spec.name}'s weights and the reserve leave no free memory for "
-                "TensorRT-LLM's pool; use tensor parallel, smaller weights or a larger GPU"
+                f"{dep.spec.name}'s weights leave no memory for {what}; use tensor parallel, "
+                "smaller weights or a larger GPU"
             )
         return dep.but(gpu_memory_utilization=1.0), pool
+
+    def pool_text(self, dep: Deployment, pool_bytes: int) -> str:
+        """Where ``own_pool``'s pool came from, in words."""
+        size = f"{pool_bytes / GiB:,.2f} GiB"
+        if self.engine == "sglang":
+            release = self.release or self.version
+            return (
+                f"pool: SGLang {release}'s default mem_fraction_static "
+                f"{sglang_fraction(dep, release):g} (for this GPU and layout) of the memory free "
+                f"at start, less the weights ({size})"
+            )
+        return (
+            f"pool: TensorRT-LLM's {TRTLLM_FREE_FRACTION:g} of the memory the weights and the "
+            f"reserve leave ({size})"
+        )
 
     def pool_release(self, dep: Deployment) -> Deployment:
         """``dep`` with a vLLM profile's own release where ``dep`` names none: its pool is then
@@ -170,6 +198,102 @@ class EngineProfile(Coefficients):
         if self.engine == "vllm" and dep.engine.version is None:
             return dep.but(version=self.version)
         return dep
+
+
+# -- SGLang's pool -----------------------------------------------------------------------------
+# SGLang sizes its pool from mem_fraction_static, the share of the memory free at start that
+# the weights and the pool may take (sglang/srt/model_executor/model_runner_kv_cache_mixin.py,
+# profile_max_num_token: rest_memory = available after the weights - free at start x (1 -
+# mem_fraction_static)). Left unset, ServerArgs derives it from the GPU's memory as nvidia-smi
+# gives it (MiB) and the parallel layout, by one of two rules (sglang/srt/server_args.py in the
+# PyPI wheels, read 2026-12-07):
+# - 0.5.0-0.5.2: a reserve of (9.5 + tp x pp / 2) GiB on 35-90 GiB GPUs, (12 + tp x pp / 2)
+#   GiB on 90-160 GiB, 32 GiB above, (2.8 + tp x pp / 10) GiB below 35 GiB; 4 GiB more with
+#   data-parallel attention;
+# - from 0.5.3 (_handle_gpu_memory_settings): 512 MiB + 1.5 MiB a token of the prefill chunk
+#   (2,048 at least) + 2 MiB a CUDA-graph batch slot + tp x pp / 8 GiB, with data-parallel
+#   attention 3 MiB (and above 300 slots 1.5 MiB more) a slot and rank, at least 10 GiB on a
+#   GPU above 60 GiB; the chunk and the slots by the GPU's memory (SGLANG_GRAPH_TIERS).
+# Both: 2 GiB more for a speculative drafter; mem_fraction_static = round((memory - reserve) /
+# memory, 3). From 0.5.6 an AMD GPU's default attention backend (aiter, for models with K/V
+# heads) takes 0.85 of it where the model's context exceeds 8,192 tokens.
+SGLANG_NEW_RESERVE_FROM = (0, 5, 3)
+SGLANG_AMD_SHARE_FROM = (0, 5, 6)
+# (below this many MiB, prefill chunk, CUDA-graph slots below tensor parallel 4, from 4)
+SGLANG_GRAPH_TIERS = (
+    (20 * 1024, 2048, 8, 8),
+    (35 * 1024, 2048, 24, 80),  # 16 below tensor parallel 4 before 0.5.6 (0.5.4's source)
+    (60 * 1024, 4096, 32, 160),
+    (90 * 1024, 8192, 256, 512),
+    (160 * 1024, 8192, 256, 512),
+    (float("inf"), 16384, 512, 512),
+)
+# the CUDA context and the communicators' buffers, in use before SGLang measures what is free
+SGLANG_CONTEXT_BYTES = DEFAULT_NON_TORCH_BYTES
+
+
+def sglang_mem_fraction(
+    version: str,
+    gpu_mib: float,
+    tp: int,
+    *,
+    pp: int = 1,
+    attention_dp: int = 1,
+    speculative: bool = False,
+    amd_aiter_long: bool = False,
+) -> float:
+    """SGLang ``version``'s default mem_fraction_static on a GPU of ``gpu_mib`` MiB, its
+    tp_size ``tp`` (every GPU of the layout: attention tensor parallel x ``attention_dp``)."""
+    release = version_key(version)
+    parallel = tp * pp
+    reserve: float
+    if release < SGLANG_NEW_RESERVE_FROM:
+        if gpu_mib < 35 * 1024:
+            reserve = (2.8 + parallel / 10) * 1024
+        elif gpu_mib < 90 * 1024:
+            reserve = (9.5 + parallel / 2) * 1024
+        elif gpu_mib < 160 * 1024:
+            reserve = (12 + parallel / 2) * 1024
+        else:
+            reserve = 32 * 1024
+        reserve += 4 * 1024 if attention_dp > 1 else 0
+    else:
+        _, chunk, few, many = next(t for t in SGLANG_GRAPH_TIERS if gpu_mib < t[0])
+        if gpu_mib < 35 * 1024 and tp < 4 and release < (0, 5, 6):
+            few = 16
+        slots = few if tp < 4 else many
+        reserve = 512 + max(chunk, 2048) * 1.5 + slots * 2 + parallel / 8 * 1024
+        if attention_dp > 1:
+            reserve += slots * attention_dp * 3 + (slots * attention_dp * 1.5 if slots > 300 else 0)
+        if gpu_mib > 60 * 1024:
+            reserve = max(reserve, 10 * 1024)
+    reserve += 2 * 1024 if speculative else 0
+    fraction = round((gpu_mib - reserve) / gpu_mib, 3)
+    if amd_aiter_long and release >= SGLANG_AMD_SHARE_FROM:
+        fraction *= 0.85
+    return fraction
+
+
+def sglang_fraction(dep: Deployment, version: str) -> float:
+    """SGLang ``version``'s default mem_fraction_static for ``dep``'s GPU and layout."""
+    amd = dep.gpu is not None and dep.gpu.key.startswith("mi")
+    with_heads = any(getattr(layer, "kv_heads", None) for layer in dep.spec.layers)
+    return sglang_mem_fraction(
+        version,
+        dep.total_bytes / MiB,
+        dep.tp * dep.attention_dp,
+        pp=dep.pp,
+        attention_dp=dep.attention_dp,
+        speculative=dep.spec.draft_layers > 0 or dep.engine.num_draft_layers > 0,
+        amd_aiter_long=amd and with_heads and dep.spec.max_context > 8192,
+    )
+
+
+def sglang_pool(dep: Deployment, version: str) -> int:
+    """The bytes of one GPU's pool SGLang ``version`` allocates for ``dep`` by default: its
+    mem_fraction_static of the memory free at start, less one GPU's weights."""
+    free = dep.total_bytes - SGLANG_CONTEXT_BYTES
+    return math.floor(free * sglang_fraction(dep, version)) - dep.gpu_weights_bytes
 
 
 # -- the scheduler's defaults, by engine, with their sources ----------------------------------
@@ -250,7 +374,7 @@ def resolve(text: str) -> tuple[EngineProfile, str | None]:
     p = min(fitted, key=lambda q: release_distance(version_key(q.version), want))
     if release_distance(version_key(p.version), want)[1] == 0:  # the release itself
         return p, None
-    return p, (
+    return replace(p, release=version), (
         f"{ENGINE_NAMES[name]} {version} has no fitted profile: using {p.label}'s, the "
         f"nearest fitted release ({', '.join(q.version for q in fitted)} are fitted)"
     )

@@ -334,11 +334,7 @@ def setup(
     max_model_len = checked_inputs(dep, max_model_len)
     dtype = get_dtype(dep.cache.kv_dtype, KV_DTYPES)
     layers, windows, window_kind = served_layers(spec, tp, dtype, dep.cache.scales)
-    wbytes = dep.all_weights_bytes
-    if dp > 1 and dep.weights_bytes is None:  # a rank's attention, 1 / (tp x dp) of the experts
-        w = dep.weights
-        assert w is not None  # all_weights_bytes has them
-        wbytes = wbytes - w.expert_bytes + cdiv(w.expert_bytes, dp)
+    wbytes = dep.rank_weights_bytes  # a rank's attention, 1 / (tp x dp) of the experts
     one_rank = dep.but(kv_dtype=dtype.name, weights_bytes=wbytes)
     pool = size_pool(one_rank, max_model_len, windows, kv_pool_bytes, window_kind)
     work = step_work(dep, layers, wbytes, pool.max_num_batched_tokens).per_rank(dp)
