@@ -152,6 +152,83 @@ def test_attention_data_parallel_ranks_meet_at_each_moe_layer_and_dense_replicas
     assert (r.allreduces, r.ep_exchanges) == (0, 0)
 
 
+def test_a_prompt_prefills_whole_on_its_own_data_parallel_rank():
+    """vLLM's data parallel ranks each schedule their own requests under their own
+    max_num_batched_tokens (the DP coordinator sends a request to one engine): one prompt runs
+    on one rank, in that rank's chunks, while the other ranks' attention and dense layers have
+    nothing of it to do. A dense model's DP ranks are replicas: a prompt alone takes as long
+    and as many steps at DP 2 or 4 as on one rank. Before, the simulator spread it over the
+    ranks (half the time at DP 2) in chunks of their summed budget (one step at DP 4)."""
+    from kvcalc import get_gpu, get_model
+    from kvcalc.perf.sim.plan import lone_prompt
+
+    m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
+    model = engines.PROFILES["vllm@0.18.0"].step_model()
+    for prompt, steps in ((2_000, 1), (20_000, 3)):  # 20,000 in 8,192 + 8,192 + 3,616
+        alone = [
+            lone_prompt(Deployment(spec=m.spec, gpu=g, weights=m.weights(), attention_dp=dp),
+                        prompt, model)
+            for dp in (1, 2, 4)
+        ]  # fmt: skip
+        assert [a.steps for a in alone] == [steps] * 3
+        assert [a.chunk for a in alone] == [8192] * 3
+        assert alone[1].engine_s == pytest.approx(alone[0].engine_s, rel=1e-12)
+        assert alone[2].engine_s == pytest.approx(alone[0].engine_s, rel=1e-12)
+
+
+def test_sglang_divides_its_prefill_chunk_among_the_attention_ranks():
+    # SGLang's server_args.py (_handle_data_parallelism, 0.5.1-0.5.9): with DP attention,
+    # chunked_prefill_size // dp_size. Its 8,192 on an H200 at DP 4: chunks of 2,048 tokens, an
+    # 8,192-token prompt in 4 steps; vLLM's ranks each keep their 8,192: one step.
+    from kvcalc.perf.sim.plan import lone_prompt
+
+    spec = cfg("Qwen--Qwen3-235B-A22B-FP8.json")
+    dep = Deployment(
+        spec=spec, gpu=get_gpu("h200-141gb"), weights=weights(spec, "fp8"), attention_dp=4, ep=4
+    )
+    sglang = lone_prompt(dep, 8192, engines.PROFILES["sglang@0.5.6"].step_model())
+    vllm = lone_prompt(dep, 8192, engines.PROFILES["vllm@0.18.0"].step_model())
+    assert (sglang.chunk, sglang.steps, vllm.chunk, vllm.steps) == (2048, 4, 8192, 1)
+    # one rank: its budget, by the GPU's memory (from 0.5.3: 16,384 above 160 GiB, 4,096 on an
+    # A100 40 GB; 0.5.1 8,192 there); vLLM's defaults left to its release's own rules
+    sg = engines.PROFILES["sglang@0.5.6"]
+    assert sg.batching(get_gpu("h200-141gb").memory_bytes) == (4096, 8192, 0)
+    assert sg.batching(get_gpu("b200").memory_bytes, 8) == (4096, 16384, 2048)
+    assert sg.batching(get_gpu("a100-40gb").memory_bytes)[1] == 4096
+    assert engines.PROFILES["sglang@0.5.1"].batching(get_gpu("a100-40gb").memory_bytes)[1] == 8192
+    assert engines.PROFILES["vllm@0.18.0"].batching(10**11) == (None, None, 0)
+
+
+def test_an_engine_profile_batches_as_its_engine_does_on_the_gpu(capsys):
+    # vLLM's defaults depend on the GPU (EngineArgs.get_batch_defaults: max_num_seqs 256 and
+    # max_num_batched_tokens 2,048 for vllm serve below 70 GiB): a vLLM profile on an L40S
+    # (46,068 MiB) keeps its release's rule, not the 1,024 and 8,192 of the H100s it was fitted
+    # on. SGLang's chunked_prefill_size there is 4,096 (35-60 GiB), TensorRT-LLM's 8,192.
+    argv = ["simulate", "--model", "qwen3-8b", "--gpu", "l40s", "--users", "2", "--requests"]
+    argv += ["2", "--prompt-tokens", "128", "--output-tokens", "4", "--engine"]
+    said = {}
+    for profile in ("vllm@0.18.0", "sglang@0.5.9", "trtllm@1.0"):
+        assert main([*argv, profile]) == 0
+        said[profile] = capsys.readouterr().out
+    assert "max_num_seqs 256, max_num_batched_tokens 2,048" in said["vllm@0.18.0"]
+    assert "max_num_seqs 4,096, max_num_batched_tokens 4,096" in said["sglang@0.5.9"]
+    assert "max_num_seqs 2,048, max_num_batched_tokens 8,192" in said["trtllm@1.0"]
+
+
+def test_the_busiest_data_parallel_rank_takes_the_largest_chunks_first():
+    from kvcalc.perf.sim.scheduler import busiest_rank
+
+    # (tokens, reads, pairs, sliding reads, sliding pairs, requests)
+    one = (8192, 8192, 8192 * 8193 // 2, 0, 0, 1)
+    assert busiest_rank([one], 4) == one[:5]  # a lone chunk: all on one rank
+    # eight alike chunks on four ranks: two each
+    assert busiest_rank([(1000, 1000, 7, 0, 0, 8)], 4) == (2000, 2000, 14, 0, 0)
+    # 5,000 + 3,000 + 3,000 + 2,000 on two ranks: 5,000 | 3,000, then 3,000 to the second
+    # (6,000), then 2,000 to the first (7,000): the busiest holds 7,000
+    chunks = [(3000, 3000, 3, 0, 0, 2), (2000, 2000, 2, 0, 0, 1), (5000, 5000, 5, 0, 0, 1)]
+    assert busiest_rank(chunks, 2) == (7000, 7000, 7, 0, 0)
+
+
 def test_kimi_int4_experts_beside_16_bit_attention():
     spec = cfg("moonshotai--Kimi-K2.5.json")
     bf16 = weights(spec, "bf16")

@@ -46,8 +46,8 @@ def _fits_page(rows: list[BenchRow], dep, profile) -> None:
     total = 0
     for r in rows:
         loop = bench_row_loop(r, profile.engine)
-        wl, d = loop.workload, dep.but(max_num_seqs=loop.max_num_seqs or profile.max_num_seqs)
-        total += estimated_steps(setup(d, wl.longest, speed), wl)
+        wl, (d, pool) = loop.workload, profile.serve(dep.but(max_num_seqs=loop.max_num_seqs))
+        total += estimated_steps(setup(d, wl.longest, speed, kv_pool_bytes=pool), wl)
     if total > MAX_PAGE_STEPS:
         which = f"{rows[0].describe()} is" if len(rows) == 1 else f"these {len(rows)} runs are"
         raise ValueError(

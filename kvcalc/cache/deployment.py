@@ -63,6 +63,9 @@ class EngineArgs:
     block_size: int = 16
     max_num_batched_tokens: int | None = None
     max_num_seqs: int | None = None
+    # the most tokens one request's prefill chunk may take in a step (0: what the budget
+    # leaves; vLLM's SchedulerConfig default 0)
+    long_prefill_token_threshold: int = 0
     enable_prefix_caching: bool | None = None
     enable_chunked_prefill: bool = True
     mamba_cache_mode: str | None = None
@@ -78,6 +81,7 @@ class EngineArgs:
             check_int("max_num_batched_tokens", self.max_num_batched_tokens, 1, MAX_BATCHED_TOKENS)
         if self.max_num_seqs is not None:
             check_int("max_num_seqs", self.max_num_seqs, 1, MAX_SEQS)
+        check_int("long_prefill_token_threshold", self.long_prefill_token_threshold, 0, 10**7)
         check_int("num_draft_layers", self.num_draft_layers, 0, 64)
         if self.usage_context not in ("serve", "llm"):
             raise ValueError(f"usage_context is 'serve' or 'llm', not {self.usage_context!r}")

@@ -291,11 +291,13 @@ def engine_setup(args, m, gpu, wl, profile):
     """(step model, the engine's, weights, setup) of one engine for ``wl`` (``args.tp``)."""
     speed = speed_from_args(args, profile)
     w = _weights(args, m, gpu)
+    chunk = 0
     if profile is not None:  # the engine's own batching defaults, where not given
+        seqs, tokens, chunk = profile.batching(gpu.memory_bytes, args.attention_dp)
         if args.max_num_seqs is None:
-            args.max_num_seqs = profile.max_num_seqs
+            args.max_num_seqs = seqs
         if args.max_num_batched_tokens is None:
-            args.max_num_batched_tokens = profile.max_num_batched_tokens
+            args.max_num_batched_tokens = tokens
     pool_bytes = _pool_bytes(args, m, gpu, w)
     # --direct: the same step model, but no serving stack between client and engine.
     engine = replace(speed, api_overhead_s=0.0) if args.direct else speed
@@ -303,6 +305,8 @@ def engine_setup(args, m, gpu, wl, profile):
     own_pool = False
     if profile is not None:
         dep = profile.pool_release(dep)
+        if chunk:  # SGLang's chunk at DP attention
+            dep = dep.but(long_prefill_token_threshold=chunk)
         if pool_bytes is None and _no_pool_flag(args):  # the engine's own rule (TensorRT-LLM)
             dep, pool_bytes = profile.own_pool(dep)
             own_pool = pool_bytes is not None

@@ -519,15 +519,12 @@ def predict_row(dep, profile: EngineProfile, row: BenchRow, max_steps: int) -> d
         model = _replace(model, api_overhead_s=0.0)
     loop = bench_row_loop(row, profile.engine)
     wl = loop.workload
-    dep = dep.but(
-        max_num_seqs=loop.max_num_seqs or profile.max_num_seqs,
-        max_num_batched_tokens=profile.max_num_batched_tokens,
-    )
+    dep, pool = profile.serve(dep.but(max_num_seqs=loop.max_num_seqs))
     gpu, w = dep.gpu, dep.weights
     speed = Speed.of(
         gpu, w.dtype, model, attention_peak_tflops=gpu.attention_tflops(dep.cache.kv_dtype)
     )
-    s = setup(dep, wl.longest, speed)
+    s = setup(dep, wl.longest, speed, kv_pool_bytes=pool)
     if estimated_steps(s, wl) > max_steps:
         raise ValueError(
             f"{row.describe()} would take more than {max_steps:,} engine steps to simulate; "

@@ -191,6 +191,27 @@ class EngineProfile(Coefficients):
             f"reserve leave ({size})"
         )
 
+    def batching(
+        self, total_bytes: int, attention_dp: int = 1
+    ) -> tuple[int | None, int | None, int]:
+        """(max_num_seqs, max_num_batched_tokens, chunk tokens) this engine's release runs with
+        by default on a GPU of ``total_bytes`` (``batching``)."""
+        return batching(self.engine, self.release or self.version, total_bytes, attention_dp)
+
+    def serve(self, dep: Deployment) -> tuple[Deployment, int | None]:
+        """``dep`` as this engine runs it: its release's pool rules, its batching defaults
+        where ``dep`` names none, and the pool it sizes by its own rule (``own_pool``; None:
+        vLLM's arithmetic)."""
+        dep = self.pool_release(dep)
+        given = dep.engine
+        seqs, tokens, chunk = self.batching(dep.total_bytes, dep.attention_dp)
+        dep = dep.but(
+            max_num_seqs=given.max_num_seqs or seqs,
+            max_num_batched_tokens=given.max_num_batched_tokens or tokens,
+            long_prefill_token_threshold=given.long_prefill_token_threshold or chunk,
+        )
+        return self.own_pool(dep)
+
     def pool_release(self, dep: Deployment) -> Deployment:
         """``dep`` with a vLLM profile's own release where ``dep`` names none: its pool is then
         sized by that release's rules (vLLM before 0.20 takes 0.9 of the memory by default, not
@@ -317,6 +338,37 @@ SCHEDULER_DEFAULTS: dict[str, dict[str, Any]] = {
     "sglang": dict(max_num_batched_tokens=8192, max_num_seqs=4096),
     "trtllm": dict(max_num_batched_tokens=8192, max_num_seqs=2048),
 }
+
+
+def sglang_chunk(version: str, gpu_mib: float) -> int:
+    """SGLang ``version``'s default chunked_prefill_size on a GPU of ``gpu_mib`` MiB
+    (server_args.py: from 0.5.3 by SGLANG_GRAPH_TIERS; 0.5.0-0.5.2 2,048 below 35 GiB, 8,192
+    below 160 GiB, 16,384 above)."""
+    if version_key(version) >= SGLANG_NEW_RESERVE_FROM:
+        return next(t[1] for t in SGLANG_GRAPH_TIERS if gpu_mib < t[0])
+    return 2048 if gpu_mib < 35 * 1024 else 8192 if gpu_mib < 160 * 1024 else 16384
+
+
+def batching(
+    engine: str, release: str, total_bytes: int, attention_dp: int = 1
+) -> tuple[int | None, int | None, int]:
+    """(max_num_seqs, max_num_batched_tokens, chunk tokens) ``engine``'s ``release`` runs with
+    by default on a GPU of ``total_bytes``; chunk tokens: the most one request's prefill chunk
+    takes a step beyond its rank's budget (vLLM's long_prefill_token_threshold; 0: no cap).
+    - vLLM: None, its own release's rules for the GPU, which the deployment's release then
+      takes (kvcalc.engines.vllm: 1,024 and 8,192 on a GPU of 70 GiB or more, 256 and 2,048
+      below); each DP rank its own budget;
+    - SGLang: chunked_prefill_size by the GPU's memory (``sglang_chunk``), divided among the DP
+      attention ranks (server_args.py, _handle_data_parallelism: chunked_prefill_size //
+      dp_size); max_running_requests 4,096 (its pool binds first);
+    - TensorRT-LLM: max_num_tokens 8,192 and max_batch_size 2,048 (BuildConfig defaults)."""
+    if engine == "vllm":  # kvcalc.engines.vllm's rules for the deployment's release and GPU
+        return None, None, 0
+    if engine == "sglang":
+        tokens = sglang_chunk(release, total_bytes / MiB)
+        return 4096, tokens, (max(1, tokens // attention_dp) if attention_dp > 1 else 0)
+    defaults = SCHEDULER_DEFAULTS[engine]
+    return defaults["max_num_seqs"], defaults["max_num_batched_tokens"], 0
 
 
 def _p(engine: str, version: str, rows: int, *values: float) -> EngineProfile:

@@ -116,6 +116,9 @@ class Setup(PoolSize, StepWork, EngineCosts):
     # budget (vLLM V1; V0 with --enable-chunked-prefill); False, vLLM V0's default scheduler
     # (Scheduler._schedule_default: whole prompts in steps of their own, the decodes waiting).
     chunked_prefill: bool = True
+    # the most tokens one request's prefill chunk takes a step (vLLM's
+    # long_prefill_token_threshold; 0: what the token budget leaves)
+    chunk_tokens: int = 0
     # Attention data parallelism (``dp`` ranks of ``tp`` GPUs, each with its own requests'
     # caches) and expert parallelism (``ep``: whole experts per GPU, tokens exchanged all-to-all
     # around each MoE layer). The pool and caps are the whole engine's; a step's work per GPU
@@ -226,13 +229,17 @@ class Setup(PoolSize, StepWork, EngineCosts):
         )
 
     def clock(
-        self, tokens: int, scheduled: int = 0, seqs: int = 0, new: int = 0
+        self, tokens: int, scheduled: int = 0, seqs: int = 0, new: int = 0, dense: int = -1
     ) -> Callable[..., float]:
         """``step_seconds`` for steps of ``tokens`` new tokens, ``scheduled`` requests reading
         their states and ``seqs`` requests (``new`` starting) in the step, as a function of the
         rest: what depends on the counts alone is worked out once. The same sums in the same
-        order, so the same floats."""
+        order, so the same floats. ``dense``: with attention data parallel ranks, the tokens
+        the layers outside the routed experts compute on the busiest rank, times the ranks
+        (the experts compute every token over every GPU); -1: ``tokens``, spread evenly."""
         linear = self.linear_flops_per_token * tokens
+        if dense > tokens:  # the busiest rank's share of the dense layers beyond an even one
+            linear += (self.linear_flops_per_token - self.expert_flops_per_token) * (dense - tokens)
         if self.expert_flops_factor != 1.0:  # the experts' part at its own MFU
             linear += self.expert_flops_per_token * tokens * (self.expert_flops_factor - 1.0)
         if self.dequant_mfu and (not self.dequant_below or tokens < self.dequant_below):
@@ -349,6 +356,7 @@ def setup(
         model=spec.name,
         prefix_caching=dep.engine.enable_prefix_caching is not False,
         chunked_prefill=dep.engine.enable_chunked_prefill,
+        chunk_tokens=dep.engine.long_prefill_token_threshold,
         tp=tp,
         dp=dp,
         ep=dep.ep,

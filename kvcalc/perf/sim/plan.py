@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from ...cache.deployment import Deployment
 from ...cache.transfer import transfer
 from ..calibration import StepModel
-from ..engines import SCHEDULER_DEFAULTS, EngineProfile
+from ..engines import EngineProfile, batching, parse_engine
 from .engine import Setup, Speed, setup
 from .fleet import Choice, StepBudget, Targets, fewest_disagg, fewest_replicas
 from .scheduler import simulate
@@ -22,15 +22,20 @@ from .workload import Workload, fixed
 def engine_setup(dep: Deployment, wl: Workload, profile: EngineProfile, tp: int) -> Setup:
     """One engine of ``dep`` at tensor parallel ``tp``, with ``profile``'s step model and its
     batching defaults, sized for ``wl``'s longest request."""
-    dep, pool = profile.own_pool(profile.pool_release(dep.but(tp=tp)))
+    dep, pool = profile.serve(dep.but(tp=tp))
+    e = dep.engine
     return _engine(
-        dep, profile.step_model(), profile.max_num_seqs, profile.max_num_batched_tokens,
-        wl.longest, pool,
-    )  # fmt: skip
+        dep, profile.step_model(), e.max_num_seqs, e.max_num_batched_tokens, wl.longest, pool
+    )
 
 
 def _engine(
-    dep: Deployment, model: StepModel, seqs: int, tokens: int, longest: int, pool: int | None = None
+    dep: Deployment,
+    model: StepModel,
+    seqs: int | None,
+    tokens: int | None,
+    longest: int,
+    pool: int | None = None,
 ) -> Setup:
     """One engine of ``dep`` under ``model`` with its batch caps, sized for ``longest`` (its pool
     ``pool`` bytes where the engine sizes its own)."""
@@ -65,12 +70,15 @@ def lone_prompt(dep: Deployment, prompt: int, model: StepModel, *, served: bool 
     ValueError when the deployment cannot hold the prompt."""
     if not model.engine:
         raise ValueError("one prompt on an engine needs an engine profile's step model")
-    batching, given = SCHEDULER_DEFAULTS[model.engine.split("@")[0]], dep.engine
+    engine, release = parse_engine(model.engine)
+    given = dep.engine
+    seqs, tokens, chunk = batching(engine, release or "", dep.total_bytes, dep.attention_dp)
+    dep = dep.but(long_prefill_token_threshold=given.long_prefill_token_threshold or chunk)
     s = _engine(
         dep,
         model if served else replace(model, api_overhead_s=0.0),
-        given.max_num_seqs or batching["max_num_seqs"],
-        given.max_num_batched_tokens or batching["max_num_batched_tokens"],
+        given.max_num_seqs or seqs,
+        given.max_num_batched_tokens or tokens,
         prompt + 1,
     )
     r = simulate(s, Workload(requests=1, prompt=fixed(prompt), output=fixed(1), rate=math.inf))
@@ -80,7 +88,7 @@ def lone_prompt(dep: Deployment, prompt: int, model: StepModel, *, served: bool 
         engine_s=r.ttft_mean_s - s.api_overhead_s,
         api_s=s.api_overhead_s,
         steps=r.steps,
-        chunk=s.max_num_batched_tokens,
+        chunk=s.chunk_tokens or s.max_num_batched_tokens // s.dp,  # one rank's chunk
         tokens=prompt,
     )
 

@@ -45,6 +45,25 @@ def groups_apply(s: Setup, wl: Workload) -> bool:
     )
 
 
+def busiest_rank(chunks: list[tuple[int, ...]], dp: int) -> tuple[int, ...]:
+    """The prefill work of the busiest of ``dp`` attention data parallel ranks in one step.
+    ``chunks``: (tokens, cached tokens read, pairs, sliding reads, sliding pairs, requests) of
+    each group's chunk. A request's chunk runs whole on its own rank, and requests go to the
+    least loaded rank (vLLM's DP coordinator balances the engines' queues): the largest
+    chunks first, each to the rank with the fewest chunk tokens so far. Returns that rank's
+    sums of the first five."""
+    loads: list[list[int]] = [[0, 0, 0, 0, 0] for _ in range(dp)]
+    least = [(0, r) for r in range(dp)]  # (chunk tokens, rank), a heap
+    for chunk in sorted(chunks, key=lambda c: -c[0]):
+        for _ in range(chunk[5]):  # at most a step's budget over the chunk: a few dozen
+            _, r = heapq.heappop(least)
+            load = loads[r]
+            for i in range(5):
+                load[i] += chunk[i]
+            heapq.heappush(least, (load[0], r))
+    return tuple(loads[max(range(dp), key=lambda r: loads[r][0])])
+
+
 def estimated_steps(s: Setup, wl: Workload) -> int:
     """About how many engine steps ``simulate(s, wl)`` runs (to refuse a run that would keep a
     server busy for seconds): output tokens over the batch that fits, plus the prefill chunks."""
@@ -141,7 +160,7 @@ class Scheduler:
         self.pool = Pool(s.num_blocks)
         self.dec = Decoding(s)
         self.tally = Tally()
-        self.clocks: dict[tuple[int, int, int, int], Callable[..., float]] = {}
+        self.clocks: dict[tuple[int, int, int, int, int], Callable[..., float]] = {}
         self.seq = self.step = self.in_system = self.done = 0
         self.t = 0.0
         self._new_step()
@@ -361,6 +380,20 @@ class Scheduler:
                 else:
                     self.preempt(j)
 
+    def chunk_cap(self) -> int:
+        """The most tokens one request's chunk may take in this step: what is left of the token
+        budget, at most ``chunk_tokens`` (vLLM's long_prefill_token_threshold), and with
+        attention data parallel ranks (each scheduling its own requests under its own
+        max_num_batched_tokens) one rank's budget less its share of the decodes."""
+        s = self.s
+        cap = self.budget_left
+        if s.chunk_tokens and s.chunked_prefill:  # long_prefill_token_threshold
+            cap = min(cap, s.chunk_tokens)
+        if s.dp == 1 or not s.chunked_prefill:
+            return cap
+        rank = s.max_num_batched_tokens // s.dp - cdiv(self.dec.n, s.dp)
+        return min(cap, max(1, rank))
+
     def prefill_chunks(self, j: int) -> None:
         """3. Requests in prefill take chunks of what is left of the token budget, preempting
         the newest for blocks; a group whose requests get different chunks is split there."""
@@ -379,7 +412,7 @@ class Scheduler:
             parts: list[tuple[int, int]] = []  # (requests, chunk), in order
             i = 0
             while i < g.n and self.budget_left > 0:
-                n = min(rem, self.budget_left)
+                n = min(rem, self.chunk_cap())
                 if uniform:
                     need = (cdiv(c0 + n, bs) - cdiv(c0, bs)) * gt
                 else:
@@ -443,7 +476,7 @@ class Scheduler:
             if s.prefix_caching and not remote:
                 hits = min(pool.chain_len, g.shared, (g.target - 1) // bs)
             start = g.target - 1 if remote else hits * bs
-            n = min(g.target - start, self.budget_left)
+            n = min(g.target - start, self.chunk_cap())
             if n < g.target - start and not s.chunked_prefill:  # V0 runs a prompt whole
                 reason = "max_num_batched_tokens"
                 break
@@ -533,35 +566,52 @@ class Scheduler:
                 slide_read = dec.window_context(j)
                 slide_pairs = slide_read
         new = 0
+        dp = self.s.dp
+        ranked: list[tuple[int, ...]] = []  # with data parallel ranks: each chunk's work
         for g, n in self.chunks:
             a, e, k = g.computed, g.computed + n, g.n
             new += k if not a else 0
             tokens += n * k
-            read_tokens += e * k
-            pairs += (e * (e + 1) // 2 - a * (a + 1) // 2) * k
+            one = [n, e, e * (e + 1) // 2 - a * (a + 1) // 2, 0, 0]  # tokens, reads, pairs
             if chunked:  # the tokens of the chunks these fall in, up to the last
-                slide_read += (e - a // W * W) * k
-                slide_pairs += (chunk_pairs(e, W) - chunk_pairs(a, W)) * k
+                one[3:] = (e - a // W * W), chunk_pairs(e, W) - chunk_pairs(a, W)
             elif windowed:
-                slide_read += min(e, e - a + W - 1) * k
-                slide_pairs += window_pairs(a, e, W) * k
+                one[3:] = min(e, e - a + W - 1), window_pairs(a, e, W)
+            if dp > 1:
+                ranked.append((*one, k))
+            else:
+                read_tokens += one[1] * k
+                pairs += one[2] * k
+                slide_read += one[3] * k
+                slide_pairs += one[4] * k
             scheduled += k
             g.computed = e
         if tokens == 0:
             raise RuntimeError("internal error: a step with no token to compute")
-        seconds = self._clock(tokens, scheduled if self.st else 0, scheduled, new)
+        dense = tokens
+        if ranked:  # the step waits for the busiest rank: its chunks' work, whole
+            busy = busiest_rank(ranked, dp)
+            dense = n_dec + busy[0] * dp  # Setup's per-token work is a rank's (1 / dp) share
+            read_tokens += busy[1] * dp
+            pairs += busy[2] * dp
+            slide_read += busy[3] * dp
+            slide_pairs += busy[4] * dp
+        seconds = self._clock(tokens, scheduled if self.st else 0, scheduled, new, dense)
         return seconds(read_tokens, pairs, slide_read, slide_pairs, decode_pairs)
 
-    def _clock(self, tokens: int, scheduled: int, seqs: int, new: int = 0) -> Callable[..., float]:
-        """``Setup.clock`` for steps of ``tokens`` new tokens, ``scheduled`` requests reading
-        their states and ``seqs`` requests (``new`` starting their prefill), kept per count (up
-        to a few thousand)."""
+    def _clock(
+        self, tokens: int, scheduled: int, seqs: int, new: int = 0, dense: int | None = None
+    ) -> Callable[..., float]:
+        """``Setup.clock`` for steps of ``tokens`` new tokens (``dense`` of them for the layers
+        outside the experts), ``scheduled`` requests reading their states and ``seqs`` requests
+        (``new`` starting their prefill), kept per count (up to a few thousand)."""
         if not self.host:  # no host cost per request: the count does not change the clock
             seqs = new = 0
-        key = (tokens, scheduled, seqs, new)
+        dense = tokens if dense is None else dense
+        key = (tokens, scheduled, seqs, new, dense)
         seconds = self.clocks.get(key)
         if seconds is None:
-            seconds = self.s.clock(tokens, scheduled, seqs, new)
+            seconds = self.s.clock(tokens, scheduled, seqs, new, dense)
             if len(self.clocks) < 4096:
                 self.clocks[key] = seconds
         return seconds
