@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from ...cache.deployment import Deployment
 from ...cache.transfer import transfer
 from ..calibration import StepModel
-from ..engines import EngineProfile, batching, parse_engine
+from ..engines import EngineProfile, resolve
 from .engine import Setup, Speed, setup
 from .fleet import Choice, StepBudget, Targets, fewest_disagg, fewest_replicas
 from .scheduler import simulate
@@ -70,9 +70,8 @@ def lone_prompt(dep: Deployment, prompt: int, model: StepModel, *, served: bool 
     ValueError when the deployment cannot hold the prompt."""
     if not model.engine:
         raise ValueError("one prompt on an engine needs an engine profile's step model")
-    engine, release = parse_engine(model.engine)
     given = dep.engine
-    seqs, tokens, chunk = batching(engine, release or "", dep.total_bytes, dep.attention_dp)
+    seqs, tokens, chunk = resolve(model.engine)[0].batching(dep.total_bytes, dep.attention_dp)
     dep = dep.but(long_prefill_token_threshold=given.long_prefill_token_threshold or chunk)
     s = _engine(
         dep,
