@@ -729,6 +729,9 @@ def test_an_engines_own_pool_holds_one_data_parallel_ranks_weights(capsys, profi
     argv += ["--ep", "4", "--users", "4", "--requests", "4", "--prompt-tokens", "128"]
     assert main([*argv, "--output-tokens", "4", "--engine", profile, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["kv_pool_blocks"] == 4 * per_gpu
+    if profile.startswith("trtllm"):  # the same share asked for by hand, under any engine
+        assert main([*argv, "--output-tokens", "4", "--kv-free-fraction", "0.9", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["kv_pool_blocks"] == 4 * per_gpu
 
 
 @pytest.mark.parametrize("profile", ["trtllm@1.0.0", "vllm@0.18.0", "sglang@0.5.6"])

@@ -16,7 +16,6 @@ from ..cache.weight_bytes import (
     weights_in,
 )
 from ..config.catalog import registry
-from ..core.arith import cdiv
 from ..core.units import GiB, fmt_seconds
 from ..engines.budget import (
     DEFAULT_RESERVE_BYTES,
@@ -298,10 +297,13 @@ def engine_setup(args, m, gpu, wl, profile):
             args.max_num_seqs = seqs
         if args.max_num_batched_tokens is None:
             args.max_num_batched_tokens = tokens
-    pool_bytes = _pool_bytes(args, m, gpu, w)
     # --direct: the same step model, but no serving stack between client and engine.
     engine = replace(speed, api_overhead_s=0.0) if args.direct else speed
     dep = deployment_from(args, m.spec, w, enable_chunked_prefill=args.scheduler != "prefill-first")
+    pool_bytes = _pool_bytes(args, m, dep)
+    if args.kv_free_fraction is not None or args.cache_max_entry_count is not None:
+        args.gpu_mem_util = 1.0  # a share of the free memory: the reserve is what is left
+        dep = dep.but(gpu_memory_utilization=1.0)  # of the whole
     own_pool = False
     if profile is not None:
         dep = profile.pool_release(dep)
@@ -384,9 +386,9 @@ def _no_pool_flag(args) -> bool:
     return all(getattr(args, k, None) is None for k in sizes)
 
 
-def _pool_bytes(args, m, gpu, w: Weights) -> int | None:
-    """The pool per GPU of at most one sizing flag (None: vLLM's arithmetic); a fraction of
-    free memory sets args.gpu_mem_util to 1."""
+def _pool_bytes(args, m, dep) -> int | None:
+    """The pool per GPU of at most one sizing flag (None: vLLM's arithmetic or the engine's
+    own rule), one GPU's weights those of ``dep`` (a data parallel rank's share)."""
     sizes = (args.gpu_mem_util, args.kv_pool_gib, args.kv_free_fraction, args.cache_max_entry_count)
     flags = "--gpu-memory-utilization --kv-pool-gib --kv-free-fraction --cache-max-entry-count"
     given = [f for f, v in zip(flags.split(), sizes) if v is not None]
@@ -401,16 +403,14 @@ def _pool_bytes(args, m, gpu, w: Weights) -> int | None:
     ):
         if fraction is None:
             continue
-        wb = w.bytes if args.weights_gib is None else round(args.weights_gib * GiB)
         if args.reserve_gib is not None:
             reserve = round(args.reserve_gib * GiB)
-        kv = free_memory_pool(gpu.memory_bytes, cdiv(wb, args.tp), reserve, fraction)
+        kv = free_memory_pool(dep.total_bytes, dep.gpu_weights_bytes, reserve, fraction)
         if kv <= 0:
             raise ValueError(
                 f"{m.name}'s weights and the reserve leave no free memory on "
-                f"{gpu.name} at tensor parallel {args.tp}"
+                f"{dep.gpu_name} at tensor parallel {args.tp}"
             )
-        args.gpu_mem_util = 1.0  # the reserve is then what is left of the whole memory
         return kv
     return None
 
