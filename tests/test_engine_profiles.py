@@ -711,6 +711,26 @@ def test_an_sglang_profile_sizes_the_pool_as_sglang_does(capsys):
     assert "SGLang 0.5.3's default mem_fraction_static 0.835" in capsys.readouterr().out
 
 
+def test_mem_fraction_static_sizes_the_pool_as_sglang_does(capsys):
+    # --mem-fraction-static 0.8 (SGLang's own flag): 0.8 of an H100's 81,559 MiB less the 0.5
+    # GiB context = 64,837.6 MiB, less Llama 3.1 8B's 15,316.5 MiB of BF16 weights = 49,521.1
+    # MiB, in blocks of 2 MiB (above): 24,760 whole blocks, under any engine profile or none.
+    base = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--users", "2"]
+    base += ["--requests", "4", "--prompt-tokens", "128", "--output-tokens", "16"]
+    pool_mib = (81559 - 512) * 0.8 - 8_030_261_248 * 2 / 2**20
+    for engine in ([], ["--engine", "sglang@0.5.9"]):
+        assert main([*base, *engine, "--mem-fraction-static", "0.8", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["kv_pool_blocks"] == math.floor(pool_mib / 2)
+    assert main([*base, "--mem-fraction-static", "0.8"]) == 0
+    assert "SGLang's mem_fraction_static 0.8 of the memory free at start" in (
+        capsys.readouterr().out
+    )
+    assert main([*base, "--mem-fraction-static", "0.15"]) != 0  # the weights alone take more
+    assert "--mem-fraction-static 0.15" in capsys.readouterr().err
+    assert main([*base, "--mem-fraction-static", "0.8", "--kv-pool-gib", "3"]) != 0
+    assert "each size the pool" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("profile", "per_gpu"), [("trtllm@1.0", 24_496), ("sglang@0.5.6", 19_742)])
 def test_an_engines_own_pool_holds_one_data_parallel_ranks_weights(capsys, profile, per_gpu):
     # Qwen3-235B-A22B-FP8 on 4 H200s at attention DP 4 x EP 4: each GPU holds the attention and

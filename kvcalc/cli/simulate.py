@@ -23,7 +23,7 @@ from ..engines.budget import (
     free_memory_pool,
 )
 from ..perf.calibration import StepModel, error_band_text
-from ..perf.engines import engine_band_text
+from ..perf.engines import engine_band_text, sglang_pool
 from ..perf.sim import CLI_KEYS, MAX_TOKENS, Speed, estimated_steps, setup, simulate
 from .common import gpu_of, load_model
 from .flags import deployment_args, deployment_from, float_arg, int_arg, number_arg, share_arg
@@ -136,6 +136,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
             "(the reserve then defaults to 0.5 GiB, the CUDA context: LMDeploy allocates its "
             "activations after the pool)",
         ),
+        (
+            "--mem-fraction-static",
+            share_arg,
+            "SGLang's mem_fraction_static: the weights and the pool take this share of the "
+            "memory free at start (an sglang@ profile's default: its release's rule for the "
+            "GPU and the layout)",
+        ),
     ):
         pool.add_argument(flag, type=kind, default=None, help=text)
     speed_arguments(p)
@@ -191,12 +198,8 @@ def cmd_simulate(args):
     if calibration is not None:
         out["calibration"] = calibration.to_dict()
         text += [f"  {line}" for line in calibration.report()]
-    if args.cache_max_entry_count is not None:
-        text.append(
-            f"  note: LMDeploy's pool: cache_max_entry_count {args.cache_max_entry_count:g} of the "
-            f"memory free once the weights and the reserve are in, in blocks of {s.block_size} "
-            "tokens (LMDeploy's own hold 64: --block-size 64)"
-        )
+    if args.cache_max_entry_count is not None and s.block_size != 64:
+        text.append("  note: LMDeploy's own blocks hold 64 tokens: --block-size 64")
     if args.price_per_gpu_hour is not None:
         text += _cost(out, r, s, gpu, args.price_per_gpu_hour)
     if band:
@@ -301,7 +304,8 @@ def engine_setup(args, m, gpu, wl, profile):
     engine = replace(speed, api_overhead_s=0.0) if args.direct else speed
     dep = deployment_from(args, m.spec, w, enable_chunked_prefill=args.scheduler != "prefill-first")
     pool_bytes = _pool_bytes(args, m, dep)
-    if args.kv_free_fraction is not None or args.cache_max_entry_count is not None:
+    shares = (args.kv_free_fraction, args.cache_max_entry_count, args.mem_fraction_static)
+    if any(x is not None for x in shares):
         args.gpu_mem_util = 1.0  # a share of the free memory: the reserve is what is left
         dep = dep.but(gpu_memory_utilization=1.0)  # of the whole
     own_pool = False
@@ -325,8 +329,13 @@ def engine_setup(args, m, gpu, wl, profile):
         ),
         kv_pool_bytes=pool_bytes,
     )
-    if own_pool and pool_bytes is not None and profile is not None:  # where the pool came from
-        said = f"{profile.pool_text(dep, pool_bytes)}, blocks of {s.block_size} tokens"
+    said = None  # where the pool came from, where it is not vLLM's arithmetic or given
+    if own_pool and pool_bytes is not None and profile is not None:
+        said = profile.pool_text(dep, pool_bytes)
+    elif pool_bytes is not None and args.kv_pool_gib is None:
+        said = _share_text(args, pool_bytes)
+    if said:
+        said = f"{said}, blocks of {s.block_size} tokens"
         notes = tuple(said if n.startswith("pool: ") else n for n in s.notes)
         s = replace(s, notes=notes)
     return speed, engine, w, s
@@ -381,21 +390,59 @@ def _check_dequant(args) -> None:
         )
 
 
+# the flags that size the pool, at most one at a time
+POOL_SIZES = (
+    "gpu_mem_util",
+    "kv_pool_gib",
+    "kv_free_fraction",
+    "cache_max_entry_count",
+    "mem_fraction_static",
+)
+_FLAG = {k: "--" + k.replace("_", "-") for k in POOL_SIZES} | {
+    "gpu_mem_util": "--gpu-memory-utilization"
+}
+
+
+def _share_text(args, pool_bytes: int) -> str:
+    """The pool a share flag sized, in words."""
+    size = f"{pool_bytes / GiB:,.2f} GiB"
+    if args.mem_fraction_static is not None:
+        return (
+            f"pool: SGLang's mem_fraction_static {args.mem_fraction_static:g} of the memory "
+            f"free at start, less the weights ({size})"
+        )
+    if args.kv_free_fraction is not None:
+        return (
+            f"pool: TensorRT-LLM's kv_cache_free_gpu_mem_fraction {args.kv_free_fraction:g} of "
+            f"the memory the weights and the reserve leave ({size})"
+        )
+    return (
+        f"pool: LMDeploy's cache_max_entry_count {args.cache_max_entry_count:g} of the memory "
+        f"free once the weights and the reserve are in ({size})"
+    )
+
+
 def _no_pool_flag(args) -> bool:
-    sizes = ("gpu_mem_util", "kv_pool_gib", "kv_free_fraction", "cache_max_entry_count")
-    return all(getattr(args, k, None) is None for k in sizes)
+    return all(getattr(args, k, None) is None for k in POOL_SIZES)
 
 
 def _pool_bytes(args, m, dep) -> int | None:
     """The pool per GPU of at most one sizing flag (None: vLLM's arithmetic or the engine's
     own rule), one GPU's weights those of ``dep`` (a data parallel rank's share)."""
-    sizes = (args.gpu_mem_util, args.kv_pool_gib, args.kv_free_fraction, args.cache_max_entry_count)
-    flags = "--gpu-memory-utilization --kv-pool-gib --kv-free-fraction --cache-max-entry-count"
-    given = [f for f, v in zip(flags.split(), sizes) if v is not None]
+    given = [_FLAG[k] for k in POOL_SIZES if getattr(args, k, None) is not None]
     if len(given) > 1:
         raise ValueError(f"{' and '.join(given)} each size the pool; give one of them")
     if args.kv_pool_gib is not None:
         return round(args.kv_pool_gib * GiB)
+    if args.mem_fraction_static is not None:
+        kv = sglang_pool(dep, fraction=args.mem_fraction_static)
+        if kv <= 0:
+            raise ValueError(
+                f"{m.name}'s weights take more than --mem-fraction-static "
+                f"{args.mem_fraction_static:g} of {dep.gpu_name}'s free memory at tensor "
+                f"parallel {args.tp}: raise it, or use tensor parallel or smaller weights"
+            )
+        return kv
     # TensorRT-LLM and LMDeploy: a fraction of what the weights and reserve leave, not the total.
     for fraction, reserve in (
         (args.kv_free_fraction, DEFAULT_RESERVE_BYTES),

@@ -310,11 +310,14 @@ def sglang_fraction(dep: Deployment, version: str) -> float:
     )
 
 
-def sglang_pool(dep: Deployment, version: str) -> int:
-    """The bytes of one GPU's pool SGLang ``version`` allocates for ``dep`` by default: its
-    mem_fraction_static of the memory free at start, less one GPU's weights."""
+def sglang_pool(dep: Deployment, version: str = "", *, fraction: float | None = None) -> int:
+    """The bytes of one GPU's pool SGLang allocates for ``dep``: mem_fraction_static
+    (``fraction``, or SGLang ``version``'s default) of the memory free at start, less one
+    GPU's weights."""
+    if fraction is None:
+        fraction = sglang_fraction(dep, version)
     free = dep.total_bytes - SGLANG_CONTEXT_BYTES
-    return math.floor(free * sglang_fraction(dep, version)) - dep.gpu_weights_bytes
+    return math.floor(free * fraction) - dep.gpu_weights_bytes
 
 
 # -- the scheduler's defaults, by engine, with their sources ----------------------------------
