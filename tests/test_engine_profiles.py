@@ -711,6 +711,20 @@ def test_an_sglang_profile_sizes_the_pool_as_sglang_does(capsys):
     assert "SGLang 0.5.3's default mem_fraction_static 0.835" in capsys.readouterr().out
 
 
+def test_an_sglang_server_that_would_not_start_is_refused_with_the_flag_to_give(capsys):
+    # DeepSeek-V3 in FP8 (671 B parameters, 1 byte each) on 4 B200s: 156 GiB of weights a GPU.
+    # SGLang 0.5.9 there: 512 MiB + 1.5 x its 16,384-token chunk (24,576) + 2 x 512 CUDA-graph
+    # slots + 4 / 8 GiB = 26,624 MiB of 183,359: mem_fraction_static 0.855 of the memory, less
+    # than the weights take, and its server stops ("Not enough memory"). With the flag: a pool.
+    argv = ["simulate", "--model", "deepseek-v3", "--gpu", "b200", "--tp", "4", "--users", "2"]
+    argv += ["--requests", "2", "--prompt-tokens", "128", "--output-tokens", "4"]
+    argv += ["--weight-dtype", "fp8", "--engine", "sglang@0.5.9"]
+    assert main(argv) != 0
+    err = capsys.readouterr().err
+    assert "default mem_fraction_static 0.855" in err and "--mem-fraction-static above 0.8" in err
+    assert main([*argv, "--mem-fraction-static", "0.92"]) == 0
+
+
 def test_mem_fraction_static_sizes_the_pool_as_sglang_does(capsys):
     # --mem-fraction-static 0.8 (SGLang's own flag): 0.8 of an H100's 81,559 MiB less the 0.5
     # GiB context = 64,837.6 MiB, less Llama 3.1 8B's 15,316.5 MiB of BF16 weights = 49,521.1

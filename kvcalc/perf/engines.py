@@ -162,7 +162,16 @@ class EngineProfile(Coefficients):
         if self.engine == "vllm" or dep.engine.gpu_memory_utilization is not None:
             return dep, None
         if self.engine == "sglang":
-            pool = sglang_pool(dep, self.release or self.version)
+            release = self.release or self.version
+            pool = sglang_pool(dep, release)
+            if pool <= 0:  # SGLang's server would not start ("Not enough memory")
+                need = dep.gpu_weights_bytes / (dep.total_bytes - SGLANG_CONTEXT_BYTES)
+                raise ValueError(
+                    f"{dep.spec.name}'s weights take more than SGLang {release}'s default "
+                    f"mem_fraction_static {sglang_fraction(dep, release):g} of the memory here, "
+                    "so its server would not start: give --mem-fraction-static above "
+                    f"{need:.3f} (SGLang's own flag), or use more GPUs or smaller weights"
+                )
             what = "SGLang's mem_fraction_static"
         else:
             pool = free_memory_pool(
