@@ -412,13 +412,12 @@ PROFILES: dict[str, EngineProfile] = {
 # FITTED-PROFILES-END
 
 # -- leave-one-model-out bands: median |pred/meas - 1|, p90, worst ratio, rows; per engine and
-#    quantity (bench/calibration.py --aic printed these, on stop 57's profiles: stop 58's refit
-#    moved the fitted medians by 0.4 points at most; how, and why they miss issue 41's goal:
-#    docs/calibration.md#engine-profiles-issue-41) ---------------------------------------------
+#    quantity (bench/aic.py printed these at stop 59, on the committed profiles; how, and why
+#    they miss issue 41's goal: docs/calibration.md#engine-profiles-issue-41) ------------------
 BAND: dict[str, dict[str, tuple[float, float, float, int]]] = {
-    "vllm": {"TTFT": (0.294, 0.63, 14.26, 324), "TPOT": (0.169, 0.62, 3.89, 324)},
-    "sglang": {"TTFT": (0.389, 0.97, 43.80, 184), "TPOT": (0.236, 0.48, 1.97, 184)},
-    "trtllm": {"TTFT": (0.203, 1.16, 23.55, 484), "TPOT": (0.087, 0.23, 1.73, 484)},
+    "vllm": {"TTFT": (0.303, 0.67, 11.71, 324), "TPOT": (0.178, 0.64, 3.91, 324)},
+    "sglang": {"TTFT": (0.373, 0.89, 27.13, 184), "TPOT": (0.296, 0.67, 2.07, 184)},
+    "trtllm": {"TTFT": (0.204, 1.15, 23.51, 484), "TPOT": (0.086, 0.23, 1.72, 484)},
 }
 
 
