@@ -338,24 +338,3 @@ def test_the_sidebars_step_cost_moves_the_frontier():
     m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
     base = serving.frontier(m.spec, m.weights(), g, "bf16", 1, CALIBRATED, 512, 256, 0.0, None)
     assert max(spec["data"][0]["y"]) < max(r.output_tokens_per_s_per_gpu for r in base.results)
-
-
-@pytest.mark.parametrize("profile", ["vllm@0.18.0", "sglang@0.5.9", "trtllm@1.0.0"])
-def test_the_lab_runs_an_engine_profile_on_its_own_engines_pool(capsys, profile):
-    # The Lab's simulator under an engine profile holds the pool that profile's engine sizes
-    # (vLLM 0.18's 0.9 of the memory, SGLang's mem_fraction_static, TensorRT-LLM's 0.9 of the
-    # free memory), as `simulate --engine` does: one figure for one setup everywhere. Before,
-    # the page gave every profile the newest vLLM's 0.92.
-    from kvcalc.cli import main
-    from kvcalc.perf.engines import PROFILES
-
-    m, g = get_model("qwen3-8b"), get_gpu("h100-sxm-80gb")
-    speed = PROFILES[profile].step_model()
-    s = serving._setup((m.spec, m.weights(), g, "bf16", 1, speed), 256, None)
-    argv = ["simulate", "--model", "qwen3-8b", "--gpu", "h100-sxm-80gb", "--users", "2"]
-    argv += ["--requests", "2", "--prompt-tokens", "128", "--output-tokens", "128"]
-    assert main([*argv, "--engine", profile, "--json"]) == 0
-    got = json.loads(capsys.readouterr().out)
-    assert s.num_blocks == got["usable_blocks"]
-    assert main([*argv, "--json"]) == 0  # no profile: the newest vLLM's pool, larger
-    assert json.loads(capsys.readouterr().out)["usable_blocks"] != s.num_blocks

@@ -10,7 +10,6 @@ from kvcalc.cache.deployment import Deployment
 from kvcalc.config.catalog import GPU, registry
 from kvcalc.perf.calibration import StepModel
 from kvcalc.perf.capacity import RunningCapacity, frontier_users, requests_for, running_capacity
-from kvcalc.perf.engines import resolve
 from kvcalc.perf.sim import (
     Dist,
     SimResult,
@@ -84,16 +83,7 @@ def _setup(inputs: tuple, longest: int, max_num_seqs: int | None, pool: tuple = 
     kw = dict(zip(("gpu_memory_utilization", "reserve_bytes", "block_size"), pool))
     dep = Deployment(spec=spec, gpu=gpu, weights=w, tp=tp)
     dep = dep.but(kv_dtype=kv_dtype, max_num_seqs=max_num_seqs, **kw)
-    pool_bytes = None
-    if speed.engine:  # an engine profile: its engine's pool and batching rules, as simulate's
-        dep, pool_bytes = resolve(speed.engine)[0].serve(dep)
-    attention = gpu.attention_tflops(kv_dtype)  # attention in the cache's format, as simulate's
-    return setup(
-        dep,
-        longest,
-        Speed.of(gpu, w.dtype, speed, attention_peak_tflops=attention),
-        kv_pool_bytes=pool_bytes,
-    )
+    return setup(dep, longest, Speed.of(gpu, w.dtype, speed))
 
 
 # Kept by webui.memo, not cache_data (which would unpickle every run on every rerun) nor
