@@ -2,9 +2,10 @@ import streamlit as st
 
 from kvcalc.core.units import fmt_seconds
 from kvcalc.perf.calibration import IDEAL
+from kvcalc.perf.engines import BATCH_FLAGS, ENGINE_NAMES, parse_engine
 from webui import common, own_benchmark, pages, serving
 from webui.common import number, select
-from webui.figures import LIMIT_NAMES, frontier_figure, utilization_figure
+from webui.figures import frontier_figure, limit_name, utilization_figure
 from webui.prose import prose
 
 T = prose("frontier")
@@ -16,6 +17,12 @@ def page() -> None:
     top = common.page_header("Throughput and latency: the serving frontier", sel, T("lead"))
     common.require_fit(sel)
     sel = own_benchmark.panel(sel)
+    speed = sel.speed  # a real server: the calibrated estimate, or the sidebar's own coefficients
+    # whose pool and batching defaults the runs take: an engine profile's own engine's (the
+    # ideal bound beside it too), else vLLM's
+    engine = speed.engine
+    key = parse_engine(engine)[0] if engine else "vllm"
+    who, (seqs_flag, tokens_flag) = ENGINE_NAMES[key], BATCH_FLAGS[key]
 
     c = st.columns(4)
     prompt = number(c[0], "Prompt (tokens)", 1, 32_768, 512, 64, "fr_prompt")
@@ -43,9 +50,8 @@ def page() -> None:
         serving.overlay_label,
         index=1,
     )
-    mns = number(c[2], "max_num_seqs (0 = vLLM's default)", 0, 4096, 0, 64, "fr_mns")
+    mns = number(c[2], f"{seqs_flag} (0 = {who}'s default)", 0, 4096, 0, 64, "fr_mns")
 
-    speed = sel.speed  # a real server: the calibrated estimate, or the sidebar's own coefficients
     base = dict(
         spec=sel.spec,
         w=sel.weights,
@@ -58,6 +64,7 @@ def page() -> None:
         share=0.0,
         max_num_seqs=mns or None,
         kind=kind,
+        engine=engine,
     )
     if sel.pp != 1:
         common.stop_on_error(T("serving_simulator_models"))
@@ -128,7 +135,7 @@ def page() -> None:
         (n, f.users, f.results, f.capacity.onset_users, "dot" if f is bound_curve else None)
         for n, f in [*curves, ("ideal bound (full bandwidth, nothing added)", bound_curve)]
     ]
-    st.plotly_chart(frontier_figure(drawn, slo=slo), width="stretch", key="fr_fig")
+    st.plotly_chart(frontier_figure(drawn, slo=slo, engine=engine), width="stretch", key="fr_fig")
     st.caption(
         f"Each point is one simulated run with that many users. Solid: the {speed.name}; "
         "dotted: the ideal bound, which no server reaches; rings: runs within the objective. "
@@ -137,7 +144,7 @@ def page() -> None:
     if note:
         st.info(note)
     with st.expander("Reading the chart", icon=":material/help:"):
-        st.markdown(T("reading"))
+        st.markdown(T("reading", seqs=seqs_flag, tok=tokens_flag))
 
     def best(f):
         return max(zip(f.users, f.results), key=lambda ur: ur[1].output_tokens_per_s_per_gpu)
@@ -148,11 +155,15 @@ def page() -> None:
 
     def limits(name, f) -> str:
         cap = f.capacity
-        text = T("start_up_vllm", name=name, cap=cap)
+        text = (
+            T("start_up_vllm", name=name, cap=cap)
+            if key == "vllm"
+            else T("start_up_pool", name=name, cap=cap, who=who)
+        )
         if cap.onset_users is None:
             text += (
                 f"The KV pool never binds up to {cap.users_cap:,} users: "
-                f"{LIMIT_NAMES[cap.top_limit]} holds the batch; the largest is "
+                f"{limit_name(cap.top_limit, engine)} holds the batch; the largest is "
                 f"{max(r.max_batch for r in f.results):,}."
             )
         else:
@@ -173,10 +184,13 @@ def page() -> None:
             + ("" if slo_best is None else f" ({slo_best[0]:,} users)"),
         )
         m[1].metric(
-            "vLLM's logged worst case",
+            "vLLM's logged worst case" if key == "vllm" else f"{who}'s pool at full length",
             f"{cap.logged_concurrency:,.2f}",
             help=f"'Maximum concurrency for {cap.max_model_len:,} tokens per request' at "
-            "start-up: every request at its full length at once",
+            "start-up: every request at its full length at once"
+            if key == "vllm"
+            else f"Requests of {cap.max_model_len:,} tokens the pool {who} sizes holds at once: "
+            f"every request at its full length ({who} logs its pool in tokens, not requests)",
         )
         m[2].metric(
             "The KV pool binds from",
@@ -192,7 +206,11 @@ def page() -> None:
         st.markdown(" ".join(said))
         if slo_best is None:
             st.warning(T("no_run", slo_tpot=slo_tpot, slo_ttft=slo_ttft), icon=":material/timer:")
-        with st.expander("What limits the batch: vLLM's line and the simulated pool"):
+        with st.expander(
+            "What limits the batch: vLLM's line and the simulated pool"
+            if key == "vllm"
+            else f"What limits the batch: {who}'s pool, simulated"
+        ):
             for name, f in curves:
                 st.markdown(limits(name, f))
             for n in cap.notes:
@@ -230,7 +248,10 @@ def page() -> None:
         if r.steady_batch is None
         else f" (on average {r.steady_batch:,.1f} between the first finish and the last admission)"
     )
-    st.markdown(T("one_run", users=users, steady=steady, limit=LIMIT_NAMES[r.binding_limit], r=r))
+    limit = limit_name(r.binding_limit, engine)
+    st.markdown(
+        T("one_run", users=users, steady=steady, limit=limit, r=r, seqs=seqs_flag, tok=tokens_flag)
+    )
     st.plotly_chart(
         utilization_figure(r.utilization_series, r.batch_series, r.num_blocks),
         width="stretch",
@@ -243,7 +264,7 @@ def page() -> None:
             lc, ("budget", "step_time", "engine"), ("Budget", None, "Engine view"), strict=False
         ):
             pages.link(name, label, where=where)
-        st.markdown(T("how_step"))
+        st.markdown(T("how_step", seqs=seqs_flag, tok=tokens_flag))
         common.formula(
             (
                 "step time = max(GEMM FLOPs / (peak x MFU), weight bytes / (bandwidth x share)"
@@ -288,7 +309,7 @@ def page() -> None:
             )
             + "ideal bound: share 1, MFU 1 (the full dense peak), nothing added"
         )
-        common.formula(cap.derivation())
+        common.formula(cap.derivation(who))
         st.caption(T("how_terms"))
 
 

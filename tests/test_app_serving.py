@@ -338,3 +338,61 @@ def test_the_sidebars_step_cost_moves_the_frontier():
     m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
     base = serving.frontier(m.spec, m.weights(), g, "bf16", 1, CALIBRATED, 512, 256, 0.0, None)
     assert max(spec["data"][0]["y"]) < max(r.output_tokens_per_s_per_gpu for r in base.results)
+
+
+@pytest.mark.parametrize("profile", ["vllm@0.18.0", "sglang@0.5.9", "trtllm@1.0.0"])
+def test_the_frontier_runs_an_engine_profile_on_its_own_engines_pool(capsys, profile):
+    # Under an engine profile the frontier's simulator holds the pool that profile's engine
+    # sizes (vLLM 0.18's 0.9 of the memory, SGLang's mem_fraction_static, TensorRT-LLM's 0.9 of
+    # the free memory) and takes its batching defaults, as `simulate --engine` does: one figure
+    # for one setup everywhere. Before, the page gave every profile the newest vLLM's 0.92.
+    from kvcalc.cli import main
+    from kvcalc.perf.engines import PROFILES
+
+    m, g = get_model("qwen3-8b"), get_gpu("h100-sxm-80gb")
+    speed = PROFILES[profile].step_model()
+    s = serving._setup((m.spec, m.weights(), g, "bf16", 1, speed), 256, None, engine=profile)
+    argv = ["simulate", "--model", "qwen3-8b", "--gpu", "h100-sxm-80gb", "--users", "2"]
+    argv += ["--requests", "2", "--prompt-tokens", "128", "--output-tokens", "128"]
+    assert main([*argv, "--engine", profile, "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert s.num_blocks == got["usable_blocks"]
+    assert main([*argv, "--json"]) == 0  # no profile: the newest vLLM's pool, another
+    assert json.loads(capsys.readouterr().out)["usable_blocks"] != s.num_blocks
+    # The Budget's capacity fold gives its own pool (vLLM's arithmetic): no engine's rule.
+    pool = (0.9, 0, 16)
+    budget = serving._setup((m.spec, m.weights(), g, "bf16", 1, speed), 256, None, pool, profile)
+    plain = serving._setup((m.spec, m.weights(), g, "bf16", 1, speed), 256, None, pool)
+    assert budget.num_blocks == plain.num_blocks
+
+
+def test_the_frontier_page_names_the_pool_of_the_chosen_engine():
+    # SGLang 0.5.9 on Llama 3.1 8B, one H100: its pool is 26,178 blocks of 16 tokens (worked by
+    # hand in tests/test_engine_profiles.py from SGLang's mem_fraction_static 0.835); a request
+    # of 512 + 256 tokens at full length takes 48 blocks: room for 26,178 / 48 = 545.38. The page
+    # names it as SGLang's pool (SGLang logs tokens, not vLLM's concurrency line), its batch cap
+    # by SGLang's flag, and draws the ideal bound on the same pool.
+    at = open_page(path("frontier"), engine_profile="SGLang 0.5.9 profile", fr_over="nothing")
+    assert not at.exception and not at.error
+    assert metric(at, "SGLang's pool at full length") == "545.38"
+    body = page_text(at)
+    assert "the pool SGLang sizes has room for 545.38 requests of 768 tokens" in body
+    assert "vLLM logs" not in body and "vLLM's logged worst case" not in body
+    assert "the pool holds 26,177 blocks of 16 tokens" in body  # vLLM's null block aside
+    assert "max_running_requests is" in body and "chunked_prefill_size 8,192" in body
+    assert any(n.label == "max_running_requests (0 = SGLang's default)" for n in at.number_input)
+    m, g = get_model("llama-3.1-8b"), get_gpu("h100-sxm-80gb")
+    engine = "sglang@0.5.9"
+    bound = serving.frontier(
+        m.spec, m.weights(), g, "bf16", 1, IDEAL, 512, 256, 0.0, None, engine=engine
+    )
+    assert bound.capacity.pool_blocks == 26_178
+    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    drawn = {t["name"]: t for t in spec["data"]}
+    assert drawn["ideal bound (full bandwidth, nothing added)"]["y"] == pytest.approx(
+        [r.output_tokens_per_s_per_gpu for r in bound.results]
+    )
+    # vLLM's profile keeps vLLM's words
+    at = open_page(path("frontier"), engine_profile="vLLM 0.18.0 profile", fr_over="nothing")
+    assert "at start-up vLLM logs room for" in page_text(at)
+    assert any(n.label == "max_num_seqs (0 = vLLM's default)" for n in at.number_input)

@@ -10,6 +10,7 @@ from kvcalc.cache.deployment import Deployment
 from kvcalc.config.catalog import GPU, registry
 from kvcalc.perf.calibration import StepModel
 from kvcalc.perf.capacity import RunningCapacity, frontier_users, requests_for, running_capacity
+from kvcalc.perf.engines import resolve
 from kvcalc.perf.sim import (
     Dist,
     SimResult,
@@ -75,15 +76,26 @@ class Frontier:
     results: tuple[SimResult, ...]
 
 
-def _setup(inputs: tuple, longest: int, max_num_seqs: int | None, pool: tuple = ()):
+def _setup(inputs: tuple, longest: int, max_num_seqs: int | None, pool: tuple = (), engine=None):
     """The simulator's setup for ``inputs`` = (spec, weights, gpu, kv_dtype, tp, speed);
     ``pool`` = (gpu_mem_util, reserve_bytes, block_size) when a page has its own (the Budget's
-    inputs), else the lab's defaults."""
+    inputs: vLLM's arithmetic), else the lab's defaults; ``engine`` ("sglang@0.5.9"): that
+    engine's pool and batching defaults, as ``simulate --engine`` runs them (the ideal bound
+    beside a profile's curve keeps the profile's pool)."""
     spec, w, gpu, kv_dtype, tp, speed = inputs
     kw = dict(zip(("gpu_memory_utilization", "reserve_bytes", "block_size"), pool))
     dep = Deployment(spec=spec, gpu=gpu, weights=w, tp=tp)
     dep = dep.but(kv_dtype=kv_dtype, max_num_seqs=max_num_seqs, **kw)
-    return setup(dep, longest, Speed.of(gpu, w.dtype, speed))
+    if pool or not engine:
+        return setup(dep, longest, Speed.of(gpu, w.dtype, speed))
+    dep, pool_bytes = resolve(engine)[0].serve(dep)
+    attention = gpu.attention_tflops(kv_dtype)  # attention in the cache's format, as simulate's
+    return setup(
+        dep,
+        longest,
+        Speed.of(gpu, w.dtype, speed, attention_peak_tflops=attention),
+        kv_pool_bytes=pool_bytes,
+    )
 
 
 # Kept by webui.memo, not cache_data (which would unpickle every run on every rerun) nor
@@ -104,11 +116,13 @@ def frontier(
     share: float,
     max_num_seqs: int | None,
     kind: str = "fixed",
+    engine: str | None = None,
 ) -> Frontier:
     """Where the pool starts to bind (kvcalc.perf.capacity.running_capacity), then one closed-loop
-    run per user count of frontier_users: powers of two and densely around the onset."""
+    run per user count of frontier_users: powers of two and densely around the onset.
+    ``engine``: whose pool and batching defaults (``_setup``)."""
     p, o = lengths(kind, prompt, output)
-    s = _setup((spec, w, gpu, kv_dtype, tp, speed), p.hi + o.hi, max_num_seqs)
+    s = _setup((spec, w, gpu, kv_dtype, tp, speed), p.hi + o.hi, max_num_seqs, engine=engine)
     cap = running_capacity(s, p, o, prefix_share=share, max_steps=MAX_STEPS)
     users = frontier_users(cap)
     loads = {
@@ -144,10 +158,12 @@ def one_run(
     max_num_seqs: int | None,
     kind: str,
     users: int,
+    engine: str | None = None,
 ) -> SimResult:
-    """One closed loop of ``users``, with its utilization and batch over time."""
+    """One closed loop of ``users``, with its utilization and batch over time (``engine``: as
+    ``frontier``'s)."""
     p, o = lengths(kind, prompt, output)
-    s = _setup((spec, w, gpu, kv_dtype, tp, speed), p.hi + o.hi, max_num_seqs)
+    s = _setup((spec, w, gpu, kv_dtype, tp, speed), p.hi + o.hi, max_num_seqs, engine=engine)
     wl = Workload(
         requests=requests_for(users), prompt=p, output=o, users=users, prefix_share=share, seed=0
     )

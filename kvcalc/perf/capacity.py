@@ -60,10 +60,13 @@ class RunningCapacity:
     def result(self, users: int) -> SimResult:
         return dict(self.runs)[users]
 
-    def derivation(self) -> str:
+    def derivation(self, engine: str = "vLLM") -> str:
+        """The three capacities worked out; ``engine``: whose pool (only vLLM logs the first
+        line's figure at start-up)."""
         gib = lambda n: f"{n / GiB:,.2f} GiB"  # noqa: E731
+        first = "logged (vLLM)" if engine == "vLLM" else f"at full length ({engine})"
         lines = [
-            f"logged (vLLM)    = {self.pool_blocks:,} blocks / {self.logged_blocks_per_request:,}"
+            f"{first:<16} = {self.pool_blocks:,} blocks / {self.logged_blocks_per_request:,}"
             f" per request at {self.max_model_len:,} tokens = {self.logged_concurrency:,.2f}",
             f"held decoding    = {self.held_blocks:,} blocks ({gib(self.held_bytes)}) at "
             f"{self.max_model_len:,} tokens -> {self.pool_blocks:,} / {self.held_blocks:,} = "

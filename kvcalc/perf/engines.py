@@ -345,6 +345,13 @@ SCHEDULER_SOURCES = {
         "max_batch_size 2,048 (tensorrt_llm/llmapi/llm_args.py BuildConfig defaults)"
     ),
 }
+# What each engine calls its two batch caps (the flags of SCHEDULER_SOURCES' files): the most
+# requests in a step, and the most new tokens a step takes (SGLang's: the prefill chunk)
+BATCH_FLAGS = {
+    "vllm": ("max_num_seqs", "max_num_batched_tokens"),
+    "sglang": ("max_running_requests", "chunked_prefill_size"),
+    "trtllm": ("max_batch_size", "max_num_tokens"),
+}
 SCHEDULER_DEFAULTS: dict[str, dict[str, Any]] = {
     "vllm": dict(max_num_batched_tokens=8192, max_num_seqs=1024),
     "sglang": dict(max_num_batched_tokens=8192, max_num_seqs=4096),

@@ -25,7 +25,7 @@ from .measured import (
 )
 from .paging import blocks_figure, paged_figure
 from .roofline import roofline_figure
-from .serving import LIMIT_NAMES, frontier_figure, utilization_figure
+from .serving import LIMIT_NAMES, frontier_figure, limit_name, utilization_figure
 from .speed import batch_figure, step_time_figure
 from .techniques import techniques_figure
 
@@ -33,6 +33,7 @@ __all__ = [
     "FILL_COLORS",
     "Figure",
     "LIMIT_NAMES",
+    "limit_name",
     "MAX_DRAWN_HEADS",
     "answers_figure",
     "transfer_figure",

@@ -8,6 +8,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from kvcalc.perf.engines import BATCH_FLAGS, parse_engine
 from webui.memo import LARGE_ENTRY_BYTES, LARGE_MEMO_BYTES, memo
 
 from .base import Parts, layout, nice_step, note, vrule
@@ -26,6 +27,15 @@ LIMIT_NAMES = {
     "kv_pool": "the KV pool",
     "max_num_batched_tokens": "max_num_batched_tokens",
 }
+
+
+def limit_name(limit: str, engine: str | None = None) -> str:
+    """LIMIT_NAMES' words for a run's binding limit, a batch cap by the name ``engine``'s
+    flag gives it ("sglang@0.5.9": max_running_requests; None: vLLM's)."""
+    if engine and limit in ("max_num_seqs", "max_num_batched_tokens"):
+        seqs, tokens = BATCH_FLAGS[parse_engine(engine)[0]]
+        return seqs if limit == "max_num_seqs" else tokens
+    return LIMIT_NAMES[limit]
 
 
 _CURVE_COLORS = ["#2f9e6e", "#e0607e"]
@@ -67,7 +77,9 @@ def _slo(fig: Parts, slo: dict) -> list[float]:
 
 
 @memo(32, entry_bytes=LARGE_ENTRY_BYTES, own_bytes=LARGE_MEMO_BYTES)
-def frontier_figure(curves: list[tuple], slo: dict | None = None) -> go.Figure:
+def frontier_figure(
+    curves: list[tuple], slo: dict | None = None, engine: str | None = None
+) -> go.Figure:
     """Output tokens/s per GPU against tokens/s per user, one curve per setup: (name, users,
     results[, onset users[, dash]]); each point is a concurrency (users), its marker the limit that
     bound the batch. Only powers of two and the onset carry a label (the others are dense near the
@@ -120,7 +132,7 @@ def frontier_figure(curves: list[tuple], slo: dict | None = None) -> go.Figure:
             textfont=dict(size=11),
             cliponaxis=False,
             customdata=[
-                [u, LIMIT_NAMES[r.binding_limit], r.preemptions, r.max_batch]
+                [u, limit_name(r.binding_limit, engine), r.preemptions, r.max_batch]
                 for u, r in zip(users, results)
             ],
             hovertemplate="%{customdata[0]:,} users: %{y:,.0f} tokens/s per GPU, %{x:,.1f} "
