@@ -1112,6 +1112,34 @@ def test_an_engineer_page_names_the_engine_profile_and_its_band(page):
         assert "vLLM 0.18.0 profile" in said and "vLLM" in said
 
 
+def test_under_a_profile_the_pooled_estimates_inputs_are_greyed_out_and_its_band_shown():
+    """A profile's own coefficients time every step, so the sidebar's share and fixed cost (the
+    pooled estimate's) are drawn disabled, their values kept (a link carrying one is not
+    called ignored), and the caption gives the profile's rows and band, not the pooled one's.
+    SGLang 0.5.9's profile: the training rows of its release (its glm5-hopper build) counted
+    in the CSV here."""
+    pytest.importorskip("streamlit")
+    from conftest import open_page
+
+    from kvcalc.perf.calibration import error_band_text
+
+    rows = [r for r in aic().load_rows() if aic().family(r) == "sglang@0.5.9"]
+    assert len(rows) == engines.PROFILES["sglang@0.5.9"].fitted_rows == 30
+    at = open_page("app_pages/frontier.py", engine_profile="SGLang 0.5.9 profile",
+                   fr_over="nothing", bw_share="0.8")  # fmt: skip
+    assert not at.exception and not at.error and not at.warning
+    share = at.sidebar.slider(key="bw_share")
+    assert share.disabled and share.value == pytest.approx(0.8)
+    assert at.sidebar.number_input(key="step_ms").disabled
+    said = " ".join(c.value for c in at.sidebar.caption)
+    assert "fitted on 30 measured runs of that engine" in said
+    assert engines.engine_band_text(engines.PROFILES["sglang@0.5.9"]) in said
+    assert error_band_text("tpot_itl") not in said
+    at = open_page("app_pages/frontier.py", fr_over="nothing")  # the pooled estimate
+    assert not at.sidebar.slider(key="bw_share").disabled
+    assert error_band_text("tpot_itl") in " ".join(c.value for c in at.sidebar.caption)
+
+
 def test_the_roofline_page_times_a_moe_step_as_the_simulator_and_names_the_experts_share():
     """Qwen3-235B-A22B (its checkpoint's BF16) on 8 H200s under the vLLM 0.18.0 profile: the
     page's real step at its default batch 32 and 8,192 tokens is the simulator's clock for that

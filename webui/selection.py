@@ -240,7 +240,7 @@ def _engine_label(key: str) -> str:
 
 
 def _engine_inputs() -> None:
-    from kvcalc.perf.engines import PROFILES
+    from kvcalc.perf.engines import PROFILES, engine_band_text
 
     st.markdown("**A real engine** (the calibrated estimate)")
     options = [POOLED] + sorted(PROFILES)
@@ -254,6 +254,10 @@ def _engine_inputs() -> None:
         index=options.index(kept) if kept in options else 0,
         help=T("profile_help"),
     )
+    # Under a profile its own coefficients time every step: the pooled estimate's two inputs
+    # would change nothing, so they are drawn greyed out (their values kept, in the link too)
+    profile = PROFILES.get(st.session_state.get("engine_profile", POOLED))
+    off = dict(disabled=profile is not None)
     slider(
         st,
         "Achieved share of peak bandwidth",
@@ -264,6 +268,7 @@ def _engine_inputs() -> None:
         "bw_share",
         format="%.3f",
         help=T("share_help", BW_SHARE=BW_SHARE),
+        **off,
     )
     number(
         st,
@@ -275,8 +280,13 @@ def _engine_inputs() -> None:
         "step_ms",
         help="Kernel launches, sampling and scheduling: what a measured step "
         f"takes beyond its bytes. Fitted: {STEP_OVERHEAD_S * 1e3:g} ms.",
+        **off,
     )
-    st.caption(T("defaults", band=error_band_text("tpot_itl")))
+    if profile is not None:
+        band = engine_band_text(profile)
+        st.caption(T("profile_defaults", rows=profile.fitted_rows, band=band))
+    else:
+        st.caption(T("defaults", band=error_band_text("tpot_itl")))
 
 
 def _model_label(key: str) -> str:
