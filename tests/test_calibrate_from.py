@@ -120,6 +120,10 @@ def test_vllm_bench_latency_output_is_read_with_its_arguments():
     j = {"avg_latency": 2.5, "input_len": 1024, "output_len": 256, "batch_size": 4}
     (r,) = read_benchmark(json.dumps(j))
     assert (r.isl, r.osl, r.batch, r.latency_s) == (1024, 256, 4, 2.5)
+    # several runs' JSON, as a list or one per line: every one of them (the first alone, before)
+    two = [j, {**j, "batch_size": 8, "avg_latency": 3.1}]
+    for text in (json.dumps(two), "\n".join(map(json.dumps, two))):
+        assert [(r.batch, r.latency_s) for r in read_benchmark(text)] == [(4, 2.5), (8, 3.1)]
 
 
 @pytest.mark.parametrize(
@@ -248,3 +252,43 @@ def test_calibrate_from_needs_an_engine(tmp_path, capsys):
     argv += ["--requests", "8", "--prompt-tokens", "128", "--output-tokens", "16"]
     assert main(argv + ["--calibrate-from", str(p)]) != 0
     assert "--engine" in capsys.readouterr().err
+
+
+def _latency_file(tmp_path, rows: list[tuple[int, int, int, float]]):
+    p = tmp_path / "latency.json"
+    p.write_text(
+        json.dumps(
+            [
+                {"avg_latency": s, "input_len": i, "output_len": o, "batch_size": b}
+                for i, o, b, s in rows
+            ]
+        )
+    )
+    return p
+
+
+def test_a_run_faster_than_the_hardware_allows_is_refused_or_left_out(tmp_path, capsys):
+    # Llama 3.1 8B in BF16 on one H100 (3,350 GB/s): every decode step reads at least its
+    # 8,030,261,248 parameters x 2 bytes but the input embedding's 128,256 x 4,096 (one row a
+    # token), 15.01 GB in 4.48 ms, so 128 output tokens of one request take at least 127 x
+    # 4.48 ms = 0.569 s after the prefill (first principles). A `vllm bench latency` run of
+    # 0.3 s cannot be met by any coefficient: refused, saying what to check.
+    argv = ["simulate", "--model", "llama-3.1-8b", "--gpu", "h100-sxm-80gb", "--users", "2"]
+    argv += ["--requests", "4", "--prompt-tokens", "128", "--output-tokens", "128"]
+    argv += ["--engine", "vllm@0.18.0", "--calibrate-from"]
+    too_fast = _latency_file(tmp_path, [(128, 128, 1, 0.3)])
+    assert main([*argv, str(too_fast)]) != 0
+    err = capsys.readouterr().err
+    assert "nothing to calibrate from" in err and "0.3 s, is below the" in err
+    floor = float(re.search(r"below the ([\d.]+) s", err).group(1))
+    reads = (8_030_261_248 - 128_256 * 4_096) * 2 / 3350e9 * 127
+    assert reads < floor < 1.05 * reads  # the weights' reads, the prefill and the KV reads
+    assert "prefix cache" in err
+    # Beside a run it can meet, the impossible one is left out and said so.
+    both = _latency_file(tmp_path, [(128, 128, 1, 0.3), (128, 128, 1, 1.2)])
+    assert main([*argv, str(both), "--json"]) == 0
+    cal = json.loads(capsys.readouterr().out)["calibration"]
+    assert cal["rows"] == 1
+    assert main([*argv, str(both)]) == 0
+    out = capsys.readouterr().out
+    assert "note: left out, 128 + 128 tokens, batch 1: its measured latency, 0.3 s" in out

@@ -228,12 +228,16 @@ def read_benchmark(text: str) -> list[BenchRow]:
         except json.JSONDecodeError:
             data = [json.loads(line) for line in t.splitlines() if line.strip()]
         objs = data if isinstance(data, list) else [data]
-        if objs and "avg_latency" in objs[0]:
-            o = objs[0]
-            rows = _from_latency_text(
-                f"Avg latency: {o['avg_latency']} seconds "
-                + " ".join(f"{k}={o[k]}" for k in _LATENCY_ARGS if k in o)
-            )
+        if objs and all(isinstance(o, dict) and "avg_latency" in o for o in objs):
+            # `vllm bench latency --output-json`, one object a run (a list or one per line)
+            rows = [
+                row
+                for o in objs
+                for row in _from_latency_text(
+                    f"Avg latency: {o['avg_latency']} seconds "
+                    + " ".join(f"{k}={o[k]}" for k in _LATENCY_ARGS if k in o)
+                )
+            ]
         else:
             rows = _from_serve_json(objs)
     elif "Avg latency" in t:
@@ -367,10 +371,74 @@ def _bounded_step(J, r, ridge, theta, theta0, np, damping: float = 0.0):
         held |= out
 
 
+# Nothing a real engine adds: every byte at the full bandwidth, every FLOP at the dense peak, no
+# fixed cost, no exchange latency, no host time (``floor_profile``). A run measured faster than
+# its own loop under this is past what any coefficient can reach.
+IDEAL_COEFFICIENTS: dict[str, float] = {
+    **dict.fromkeys(
+        ("bw_share", "kv_bw_share", "mfu", "attn_mfu", "expert_bw_share", "expert_mfu"), 1.0
+    ),
+    "fp8_gemm_share": 1.0,
+    "host_overlap": 1.0,
+    **dict.fromkeys(
+        (
+            "step_overhead_s",
+            "allreduce_latency_s",
+            "ep_latency_s",
+            "api_overhead_s",
+            "seq_overhead_s",
+            "request_overhead_s",
+            "layer_overhead_s",
+        ),
+        0.0,
+    ),
+}
+FLOOR_QUANTITIES = ("TPOT", "latency")  # a decode's pace; a client's TTFT includes its queue
+
+
+def floor_profile(base: EngineProfile) -> EngineProfile:
+    """``base`` (its engine's pool and batching) with nothing a real engine adds."""
+    return replace(base, **IDEAL_COEFFICIENTS, gpu_time_factor=1.0)
+
+
+def past_floor(base: EngineProfile, row: BenchRow, predict) -> str | None:
+    """Why no coefficient can meet ``row``: a TPOT (or a batch's latency) measured below what
+    its own loop takes under ``floor_profile``; None when it is not, or the floor cannot be
+    simulated (the fit then says why)."""
+    try:
+        floor = predict(floor_profile(base), row)
+    except ValueError:
+        return None
+    for q in FLOOR_QUANTITIES:
+        m = row.measured().get(q)
+        if m is None or q not in floor or m >= floor[q]:
+            continue
+        unit, k = ("s", 1.0) if q == "latency" else ("ms", 1e3)
+        return (
+            f"{row.describe()}: its measured {q}, {m * k:,.3g} {unit}, is below the "
+            f"{floor[q] * k:,.3g} {unit} these GPUs take for it with nothing a real engine "
+            "adds (every byte at the full bandwidth, every FLOP at the dense peak), so no "
+            "coefficient can meet it. Check that the run kept that many requests in flight, "
+            "that its prompts were not served from the prefix cache, and its lengths"
+        )
+    return None
+
+
 def calibrate(base: EngineProfile, rows: list[BenchRow], predict) -> Calibration:
     """Fit ``base``'s coefficients to ``rows``. ``predict(profile, row)`` returns the predicted
-    quantities of ``row.measured()`` (seconds) under a profile, or raises ValueError."""
+    quantities of ``row.measured()`` (seconds) under a profile, or raises ValueError. A row
+    measured faster than its floor (``past_floor``) is left out and said so; with none left,
+    ValueError."""
     import numpy as np
+
+    past = {i: why for i, r in enumerate(rows) if (why := past_floor(base, r, predict))}
+    if past and len(past) == len(rows):
+        raise ValueError(
+            "nothing to calibrate from: "
+            + "; ".join(past.values())
+            + (" (each of your rows)" if len(rows) > 1 else "")
+        )
+    rows = [r for i, r in enumerate(rows) if i not in past]
 
     keys = [(i, q) for i, r in enumerate(rows) for q in r.measured()]
     meas = np.array([rows[i].measured()[q] for i, q in keys])
@@ -440,7 +508,7 @@ def calibrate(base: EngineProfile, rows: list[BenchRow], predict) -> Calibration
         }
         for i in range(len(rows))
     )
-    notes = loop_notes(rows, base.engine)
+    notes = tuple(f"left out, {why}" for why in past.values()) + loop_notes(rows, base.engine)
     return Calibration(base=base, profile=fitted, rows=tuple(rows), fit=fit, notes=notes)
 
 
