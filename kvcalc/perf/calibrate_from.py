@@ -374,7 +374,7 @@ def _bounded_step(J, r, ridge, theta, theta0, np, damping: float = 0.0):
 # Nothing a real engine adds: every byte at the full bandwidth, every FLOP at the dense peak, no
 # fixed cost, no exchange latency, no host time (``floor_profile``). A run measured faster than
 # its own loop under this is past what any coefficient can reach.
-IDEAL_COEFFICIENTS: dict[str, float] = {
+IDEAL_COEFFICIENTS: dict[str, Any] = {
     **dict.fromkeys(
         ("bw_share", "kv_bw_share", "mfu", "attn_mfu", "expert_bw_share", "expert_mfu"), 1.0
     ),
