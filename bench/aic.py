@@ -939,8 +939,8 @@ def _calibrate_job(args):
 
     try:
         cal_ = calibrate(base, [bench_row], pred)
-    except (ValueError, SystemExit) as exc:
-        return {r.id: str(exc)[:100] for r in group}, None
+    except (ValueError, SystemExit) as exc:  # e.g. a first row past the physical floor
+        return {r.id: f"not calibrated: {str(exc)[:160]}" for r in rest}, None
     coefs = {**cal_.profile.coefficients(), "gpu_time_factor": cal_.profile.gpu_time_factor}
     out = {}
     for r in rest:
@@ -1118,7 +1118,13 @@ def _print_held_out(rows, thetas, workers: int) -> None:
 
 def _print_calibrated(rows, thetas, after, workers: int) -> None:
     preds, fits = calibrate_one_row(rows, thetas, workers)
-    sub = [r for r in rows if r.id in preds]
+    # the rows a calibration predicted, both columns over the same rows; a setup whose first
+    # row no calibration takes (past the physical floor) said apart
+    refused = {r.setup for r in rows if isinstance(preds.get(r.id), str)}
+    sub = [r for r in rows if r.id in preds and not isinstance(preds[r.id], str)]
+    for s in sorted(refused, key=str):
+        why = next(preds[r.id] for r in rows if r.setup == s and isinstance(preds.get(r.id), str))
+        print(f"\nsetup {'/'.join(map(str, s))}: {why}")
     print()
     print(
         "\n".join(
